@@ -1,0 +1,16 @@
+"""Errors raised for bad user input (scenario, profile, CLI arguments)."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A scenario or profile value is missing, unknown or out of range.
+
+    The message names the file, the key path (dotted), the offending value and what is
+    allowed, e.g. ``scenarios/x.yaml: server.max_running_requests = -3: must be >= 1``.
+    The CLI turns it into one line on stderr and exit code 2.
+    """
+
+    def __init__(self, file: str, key: str, value: object, allowed: str) -> None:
+        self.file, self.key, self.value, self.allowed = file, key, value, allowed
+        super().__init__(f"{file}: {key} = {value!r}: {allowed}")

@@ -1,0 +1,84 @@
+"""The batch plan: the immutable record of one forward, shared by the cost model, the
+simulated device, the runtime and the calibration (vLLM's ``SchedulerOutput`` idea).
+
+SGLang builds a ``ScheduleBatch`` per forward (managers/schedule_batch.py) whose
+``forward_mode`` is EXTEND (prefill, possibly chunked), DECODE, TARGET_VERIFY (speculative
+verify) or MIXED (enable_mixed_chunk). Here that label is derived from the token counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ForwardMode(str, Enum):
+    """What a forward does. EXTEND = prefill (maybe chunked); DECODE = one token per request;
+    VERIFY = a speculative cycle (draft forward(s) + target verify of the window);
+    MIXED = extend plus decode requests riding in it (enable_mixed_chunk)."""
+
+    EXTEND = "extend"
+    DECODE = "decode"
+    VERIFY = "verify"
+    MIXED = "mixed"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """One forward's composition.
+
+    Attributes:
+        step: 0-based index of the forward in the run.
+        mode: see :class:`ForwardMode`.
+        rids: every request in the forward, extend requests first (tuple of int).
+        extend_lens: tokens computed per request in ``rids`` order: the (chunked) extend
+            length for extend requests, 1 for decode, the verify window for verify.
+        prefix_lens: context (KV tokens already present) per request before this forward.
+        num_extend: how many leading entries of ``rids`` are extend (prefill) requests.
+        chunked_rid: the request cut by chunked prefill in this batch (its prefill goes on), or None.
+        new_rids: extend requests whose prefill completes in this forward (they sample
+            their first token here).
+        spec_window: verify window (gamma + 1 positions) for VERIFY/MIXED, else 1.
+        batch_size: len(rids), including requests that finished one step earlier and ride
+            along (the overlap one-step lag).
+    """
+
+    step: int
+    mode: ForwardMode
+    rids: tuple[int, ...]
+    extend_lens: tuple[int, ...]
+    prefix_lens: tuple[int, ...]
+    num_extend: int = 0
+    chunked_rid: int | None = None
+    new_rids: tuple[int, ...] = ()
+    spec_window: int = 1
+    batch_size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batch_size", len(self.rids))
+
+    @property
+    def num_extend_tokens(self) -> int:
+        """Prompt tokens computed by this forward (extend requests only)."""
+        return sum(self.extend_lens[: self.num_extend])
+
+    @property
+    def decode_rids(self) -> tuple[int, ...]:
+        """Requests decoding/verifying in this forward."""
+        return self.rids[self.num_extend :]
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.mode in (ForwardMode.EXTEND, ForwardMode.MIXED)
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """What a forward produced, per request: output tokens committed (0 for a request that
+    rides along after finishing, or whose chunked prefill is not complete).
+
+    Attributes:
+        committed: mapping rid -> tokens committed by this forward (>= 0).
+    """
+
+    committed: dict[int, int]

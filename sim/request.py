@@ -1,0 +1,82 @@
+"""One request as the scheduler sees it (SGLang's ``Req``, managers/schedule_batch.py).
+
+Tokens are counted, not phases: a request tracks how many prompt tokens have been computed
+(``prefill_done``) and how many output tokens are committed (``output_len``); its status is
+derived from those counts plus the scheduler's bookkeeping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ReqStatus(IntEnum):
+    """Ordered lifecycle of a request.
+
+    WAITING: in the waiting queue (never admitted, or retracted and re-queued).
+    PREFILLING: admitted, prompt partly computed (a chunked request in progress).
+    RUNNING: prompt computed; in the running (decode/verify) batch.
+    FINISHED: all ``max_new_tokens`` committed (bench_serving runs with ignore_eos).
+    """
+
+    WAITING = 0
+    PREFILLING = 1
+    RUNNING = 2
+    FINISHED = 3
+
+
+@dataclass(slots=True)
+class Req:
+    """A request: prompt length, output target and the scheduler's counters.
+
+    Attributes:
+        rid: id from the run's counter (never a class attribute).
+        input_len: prompt tokens (>= 1).
+        max_new_tokens: output tokens to generate (>= 1); bench_serving's ignore_eos means
+            every request generates exactly this many.
+        prefill_done: prompt (+ re-prefilled output, after a retraction) tokens whose KV is
+            computed. Prefill is complete when it equals ``fill_len``.
+        output_len: output tokens committed so far (the prefill commits the first).
+        status: see :class:`ReqStatus`.
+        kv_allocated: KV pool tokens held by this request.
+        retractions: how many times this request was retracted.
+        spec_cycles: verify cycles this request took part in while not finished.
+    """
+
+    rid: int
+    input_len: int
+    max_new_tokens: int
+    prefill_done: int = 0
+    output_len: int = 0
+    status: ReqStatus = ReqStatus.WAITING
+    kv_allocated: int = 0
+    retractions: int = 0
+    spec_cycles: int = 0
+
+    @property
+    def fill_len(self) -> int:
+        """Tokens whose KV a (re-)prefill must compute: prompt plus committed output.
+
+        After a retraction SGLang re-prefills ``origin_input_ids + output_ids``.
+        """
+        return self.input_len + self.output_len
+
+    @property
+    def extend_remaining(self) -> int:
+        """Tokens still to extend before the request can decode."""
+        return self.fill_len - self.prefill_done
+
+    @property
+    def remaining_output(self) -> int:
+        """Output tokens still to commit."""
+        return self.max_new_tokens - self.output_len
+
+    @property
+    def seq_len(self) -> int:
+        """Current KV length (context) of the request."""
+        return self.prefill_done if self.status <= ReqStatus.PREFILLING else self.input_len + self.output_len
+
+    @property
+    def finished(self) -> bool:
+        return self.output_len >= self.max_new_tokens
