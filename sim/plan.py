@@ -39,6 +39,9 @@ class BatchPlan:
         new_rids: extend requests whose prefill completes in this forward (they sample
             their first token here).
         spec_window: verify window (gamma + 1 positions) for VERIFY/MIXED, else 1.
+        committed_before: output tokens the scheduler had committed per request when it
+            built the plan (exact for extend requests; one step stale for decode ones).
+        max_new_tokens: each request's output target.
         batch_size: len(rids), including requests that finished one step earlier and ride
             along (the overlap one-step lag).
     """
@@ -52,6 +55,8 @@ class BatchPlan:
     chunked_rid: int | None = None
     new_rids: tuple[int, ...] = ()
     spec_window: int = 1
+    committed_before: tuple[int, ...] = ()
+    max_new_tokens: tuple[int, ...] = ()
     batch_size: int = field(init=False)
 
     def __post_init__(self) -> None:

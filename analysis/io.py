@@ -1,0 +1,218 @@
+"""Read and write results directories (format: docs/architecture.md, "Results directory").
+
+A results directory holds ``summary.json`` (bench_serving keys plus ``scenario``, ``arm``,
+``seed``, ``source``), ``requests.parquet``, ``chunks.parquet``, ``steps.parquet``,
+``timeseries.parquet`` and ``scenario.yaml``. :func:`read_results` returns a
+:class:`RunData` with the same attributes as the simulator's ``RunResult`` (``requests``,
+``chunks``, ``steps``, ``timeseries``, ``summary``, ``scenario``), so every analysis function
+accepts either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from sim.errors import ConfigError
+
+REQUEST_COLUMNS = (
+    "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s", "ttft_s",
+    "e2e_s", "tpot_s", "accept_level", "spec_cycles", "retractions",
+)
+CHUNK_COLUMNS = ("rid", "time_s", "n_tokens")
+STEP_COLUMNS = (
+    "step", "mode", "batch_size", "num_extend_tokens", "gpu_start_s", "gpu_end_s",
+    "host_blocked_s", "accepted_tokens",
+)
+TIMESERIES_COLUMNS = ("time_s", "running", "waiting", "kv_used_tokens")
+
+TABLES: dict[str, tuple[str, ...]] = {
+    "requests": REQUEST_COLUMNS,
+    "chunks": CHUNK_COLUMNS,
+    "steps": STEP_COLUMNS,
+    "timeseries": TIMESERIES_COLUMNS,
+}
+"""Table name -> required columns (the parquet file is ``<name>.parquet``)."""
+
+
+@dataclass
+class RunData:
+    """One run's results, shaped like the simulator's ``RunResult``.
+
+    Attributes:
+        requests, chunks, steps, timeseries: DataFrames with the columns of
+            :data:`TABLES` (times in seconds from run start).
+        summary: the bench_serving summary (ms for latencies, tokens/s for throughputs).
+        scenario: the resolved scenario: a ``sim.config.Scenario`` or its plain dict
+            (as read from ``scenario.yaml``).
+        path: the directory it was read from (None for an in-memory run).
+    """
+
+    requests: pd.DataFrame
+    chunks: pd.DataFrame
+    steps: pd.DataFrame
+    timeseries: pd.DataFrame
+    summary: dict[str, Any]
+    scenario: Any = None
+    path: Path | None = field(default=None)
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """An empty DataFrame with the columns of table ``name`` (see :data:`TABLES`)."""
+    return pd.DataFrame({c: pd.Series(dtype="float64") for c in TABLES[name]})
+
+
+def _check_columns(df: pd.DataFrame, name: str, where: str) -> pd.DataFrame:
+    missing = [c for c in TABLES[name] if c not in df.columns]
+    if missing:
+        raise ConfigError(where, f"{name} columns", sorted(df.columns), f"missing {', '.join(missing)}")
+    return df
+
+
+def read_results(directory: str | Path) -> RunData:
+    """Read a results directory written by ``sim.results.write_results`` (or the runtime).
+
+    Args:
+        directory: the results directory.
+
+    Returns:
+        A :class:`RunData`. ``chunks``/``steps``/``timeseries`` are empty frames with the
+        right columns when their file is absent (a runtime run may not record steps).
+
+    Raises:
+        ConfigError: the directory or ``summary.json``/``requests.parquet`` is missing, a
+            file cannot be parsed, or a table lacks a contract column.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise ConfigError(str(d), "<results dir>", str(d), "not a directory")
+    summary_path = d / "summary.json"
+    if not summary_path.is_file():
+        raise ConfigError(str(d), "summary.json", "<missing>", "not a results directory (summary.json missing)")
+    try:
+        summary = json.loads(summary_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(str(summary_path), "<file>", str(summary_path), f"not valid JSON ({e})") from None
+    if not isinstance(summary, dict):
+        raise ConfigError(str(summary_path), "<top level>", type(summary).__name__, "must be a JSON object")
+    tables: dict[str, pd.DataFrame] = {}
+    for name in TABLES:
+        p = d / f"{name}.parquet"
+        if not p.is_file():
+            if name == "requests":
+                raise ConfigError(str(d), "requests.parquet", "<missing>", "every results directory has one")
+            tables[name] = empty_table(name)
+            continue
+        try:
+            df = pd.read_parquet(p)
+        except Exception as e:  # pyarrow raises several types for a bad file
+            raise ConfigError(str(p), "<file>", str(p), f"not a readable parquet file ({e})") from None
+        tables[name] = _check_columns(df, name, str(p))
+    scenario: Any = None
+    sp = d / "scenario.yaml"
+    if sp.is_file():
+        try:
+            scenario = yaml.safe_load(sp.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(str(sp), "<file>", str(sp), f"not valid YAML ({e})") from None
+    return RunData(summary=summary, scenario=scenario, path=d, **tables)
+
+
+def _scenario_dict(scenario: Any) -> dict[str, Any] | None:
+    if scenario is None:
+        return None
+    if isinstance(scenario, Mapping):
+        return dict(scenario)
+    dump = getattr(scenario, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json")
+    raise TypeError(f"cannot serialise scenario of type {type(scenario).__name__}")
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json")
+    return str(o)
+
+
+def write_run(run: Any, out_dir: str | Path) -> Path:
+    """Write a run (``RunResult`` or :class:`RunData`) as a results directory, atomically.
+
+    The files are written into a temporary sibling directory which then replaces
+    ``out_dir`` (an existing ``out_dir`` is replaced as a whole). Same format as
+    ``sim.results.write_results``; used by tests and :mod:`analysis.synthetic`.
+
+    Returns:
+        ``out_dir`` as a Path.
+    """
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        (tmp / "summary.json").write_text(json.dumps(run.summary, indent=2, default=_json_default) + "\n")
+        for name in TABLES:
+            getattr(run, name).to_parquet(tmp / f"{name}.parquet", index=False)
+        sc = _scenario_dict(run.scenario)
+        if sc is not None:
+            (tmp / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def load_runs(items: Iterable[Any]) -> list[Any]:
+    """Turn results directories (str/Path) into :class:`RunData`; pass run objects through.
+
+    Raises:
+        ConfigError: as :func:`read_results`.
+    """
+    return [read_results(x) if isinstance(x, (str, os.PathLike)) else x for x in items]
+
+
+def run_label(run: Any, default: str = "run") -> str:
+    """A run's display label: ``summary['arm']``, else the scenario's arm, else ``default``."""
+    summary = getattr(run, "summary", None) or {}
+    arm = summary.get("arm")
+    if arm:
+        return str(arm)
+    sc = getattr(run, "scenario", None)
+    if isinstance(sc, Mapping) and sc.get("arm"):
+        return str(sc["arm"])
+    if sc is not None and getattr(sc, "arm", None):
+        return str(sc.arm)
+    return default
+
+
+def scenario_value(run: Any, dotted: str, default: Any = None) -> Any:
+    """Read ``dotted`` (e.g. ``server.max_total_num_tokens``) from a run's scenario, which may
+    be a ``Scenario`` model or a plain dict; ``default`` when absent."""
+    cur: Any = getattr(run, "scenario", None)
+    for part in dotted.split("."):
+        if cur is None:
+            return default
+        if isinstance(cur, Mapping):
+            cur = cur.get(part)
+        else:
+            cur = getattr(cur, part, None)
+    if cur is None:
+        return default
+    return getattr(cur, "value", cur)  # enums -> their value

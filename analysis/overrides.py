@@ -1,0 +1,206 @@
+"""Scenario overrides with dotted keys, as used by sweeps and the CLI.
+
+``server.chunked_prefill_size=8192`` sets ``server: {chunked_prefill_size: 8192}``; each value
+is parsed as YAML (``8192`` -> int, ``true`` -> bool, ``[0.9, 0.8]`` -> list, ``null`` ->
+None, anything else a string). Overrides are deep-merged on top of the scenario (with its arm
+applied, see :func:`sim.config.load_scenario`) and the result is validated again, so a bad
+key or value is a :class:`sim.errors.ConfigError` naming the key, the value and what is
+allowed.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sim.config import Scenario, deep_merge, load_scenario, validation_error
+from sim.errors import ConfigError
+
+FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
+"""Top-level keys an override may not set (the arm is chosen separately)."""
+
+_CLI = "<command line>"
+
+
+def parse_value(text: str, key: str = "<value>") -> Any:
+    """Parse one override value as YAML (``"8192"`` -> 8192, ``"host_block"`` -> str).
+
+    Raises:
+        ConfigError: the text is not valid YAML.
+    """
+    try:
+        return yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as e:
+        raise ConfigError(_CLI, key, text, f"not a valid YAML value ({e})") from None
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``"v1,v2,[1, 2],'a,b'"`` at the commas outside brackets, braces and quotes.
+
+    Returns:
+        The stripped parts (``["v1", "v2", "[1, 2]", "'a,b'"]``).
+    """
+    parts: list[str] = []
+    depth, quote, cur = 0, "", []
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def _split_assignment(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(_CLI, item, item, "expected key=value (dotted key, e.g. server.chunked_prefill_size=8192)")
+    return key, value
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """Parse ``["server.x=1", "seed=3"]`` into ``{"server.x": 1, "seed": 3}`` (YAML values).
+
+    Raises:
+        ConfigError: an item without ``=`` or with an unparsable value.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = _split_assignment(item)
+        out[key] = parse_value(value, key)
+    return out
+
+
+def parse_grid(items: Iterable[str]) -> dict[str, list[Any]]:
+    """Parse sweep axes ``["server.chunked_prefill_size=8192,16384", "arm=base,fix"]``.
+
+    Returns:
+        Dotted key -> list of YAML-parsed values, in the order given.
+
+    Raises:
+        ConfigError: an item without ``=``, an empty value list, a repeated key, a repeated
+            value within one axis, or an unparsable value.
+    """
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, text = _split_assignment(item)
+        if key in grid:
+            raise ConfigError(_CLI, key, item, "axis given twice; list all its values once: key=v1,v2")
+        raw = split_values(text)
+        if not text.strip() or any(not r for r in raw):
+            raise ConfigError(_CLI, key, text, "expected a comma-separated list of values: key=v1,v2")
+        values = [parse_value(r, key) for r in raw]
+        if len({repr(v) for v in values}) != len(values):
+            raise ConfigError(_CLI, key, text, "values of one axis must be distinct")
+        grid[key] = values
+    return grid
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X | None`` / ``Annotated[X, ...]`` -> X (the part that can hold sub-keys)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _unwrap(args[0]) if len(args) == 1 else annotation
+    return annotation
+
+
+def check_key(dotted: str, file: str = _CLI) -> None:
+    """Check that ``dotted`` names a scenario field (e.g. ``server.chunked_prefill_size``).
+
+    Raises:
+        ConfigError: an unknown key (the message lists the allowed ones), a key below a
+            field that is not a mapping, or a key in :data:`FORBIDDEN_KEYS`.
+    """
+    parts = dotted.split(".")
+    if any(not p for p in parts):
+        raise ConfigError(file, dotted, dotted, "empty part in dotted key")
+    if parts[0] in FORBIDDEN_KEYS:
+        raise ConfigError(file, dotted, dotted, f"an override cannot set {parts[0]!r} (choose the arm with --arm / grid axis 'arm')")
+    model: Any = Scenario
+    for i, part in enumerate(parts):
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            fields = model.model_fields
+            if part not in fields:
+                where = ".".join(parts[:i]) or "<top level>"
+                raise ConfigError(file, dotted, dotted, f"unknown key under {where}; allowed: {', '.join(fields)}")
+            model = _unwrap(fields[part].annotation)
+        elif typing.get_origin(model) is dict or model is dict:
+            return  # free-form mapping (e.g. reference): anything below is allowed
+        else:
+            raise ConfigError(file, dotted, dotted, f"{'.'.join(parts[:i])} is not a mapping")
+
+
+def nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"server.x": 1, "server.y": 2}`` -> ``{"server": {"x": 1, "y": 2}}``.
+
+    Raises:
+        ConfigError: two keys conflict (``server=...`` and ``server.x=...``).
+    """
+    out: dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        cur = out
+        for p in parts[:-1]:
+            nxt = cur.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(_CLI, dotted, value, f"conflicts with an override of {p!r}")
+            cur = nxt
+        if parts[-1] in cur and isinstance(cur[parts[-1]], dict) and not isinstance(value, dict):
+            raise ConfigError(_CLI, dotted, value, "conflicts with an override of one of its sub-keys")
+        cur[parts[-1]] = value
+    return out
+
+
+def load_scenario_with_overrides(
+    path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None
+) -> Scenario:
+    """Load a scenario, apply ``arm`` (as :func:`sim.config.load_scenario`), then the overrides.
+
+    Args:
+        path: the scenario YAML file.
+        arm: an arm of the file (``base`` = no arm override).
+        overrides: dotted key -> value (already parsed), or ``"key=value"`` strings (values
+            YAML-parsed). Overrides win over the arm's settings.
+
+    Returns:
+        The validated, frozen Scenario (``arm`` set, ``path`` = the file).
+
+    Raises:
+        ConfigError: bad file, unknown arm, unknown/forbidden key, or a value the scenario
+            model rejects (the message names the dotted key and the value).
+    """
+    scenario = load_scenario(path, arm)
+    if overrides is None:
+        return scenario
+    if not isinstance(overrides, Mapping):
+        overrides = parse_overrides(overrides)
+    if not overrides:
+        return scenario
+    for key in overrides:
+        check_key(key, str(path))
+    data = scenario.model_dump(mode="json", exclude_unset=True)
+    merged = deep_merge(data, nest(overrides))
+    try:
+        return Scenario.model_validate(merged)
+    except ValidationError as e:
+        raise validation_error(f"{path} (with overrides)", e, merged) from None

@@ -1,0 +1,490 @@
+"""Figures for simulator and runtime results (matplotlib, Agg backend).
+
+Every ``plot_*`` function takes data and returns a :class:`matplotlib.figure.Figure` that is
+readable on its own (title, units on the axes, legend); :func:`save_figure` writes it as PNG
+and SVG. Run inputs may be ``RunResult`` objects (``sim.engine``), :class:`analysis.io.RunData`
+(read from a results directory), a list of them, or a mapping label -> run(s). Runs with the
+same label (the arm, from ``summary['arm']``) are pooled, e.g. several seeds of one arm.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from analysis.io import run_label, scenario_value  # noqa: E402
+from analysis.stats import ecdf, itl_samples, mean_ci, percentile  # noqa: E402
+
+PERCENTILES = (50, 90, 99)
+_PCT_STYLE = {50: ":", 90: "--", 99: "-."}
+PREFILL_MODES = ("extend", "mixed")
+VERIFY_MODES = ("verify", "decode")
+GANTT_COLORS = {"prefill": "#d62728", "verify": "#1f77b4", "host": "#7f7f7f"}
+
+
+# ---------------------------------------------------------------- inputs and helpers
+
+def group_runs(runs: Any) -> dict[str, list[Any]]:
+    """Normalise run inputs to ``{label: [run, ...]}`` in first-seen order.
+
+    Accepts one run, a sequence of runs, or a mapping label -> run or list of runs. A run is
+    any object with ``requests``/``summary`` attributes. Labels come from :func:`run_label`
+    (the arm); runs of different scenarios get ``"scenario:arm"`` labels.
+
+    Raises:
+        ValueError: no runs given.
+    """
+    if isinstance(runs, Mapping):
+        out = {str(k): list(v) if isinstance(v, (list, tuple)) else [v] for k, v in runs.items()}
+    else:
+        items = [runs] if hasattr(runs, "requests") else list(runs)
+        names = {(getattr(r, "summary", None) or {}).get("scenario") for r in items}
+        out = {}
+        for r in items:
+            label = run_label(r)
+            if len(names) > 1:
+                label = f"{(r.summary or {}).get('scenario', '?')}:{label}"
+            out.setdefault(label, []).append(r)
+    if not out or not any(out.values()):
+        raise ValueError("no runs to plot")
+    return out
+
+
+def _requests_by_label(data: Any) -> dict[str, pd.DataFrame]:
+    """Requests tables pooled per label; a DataFrame input is a requests table (optionally
+    with an ``arm`` column)."""
+    if isinstance(data, pd.DataFrame):
+        if "arm" in data.columns:
+            return {str(k): g for k, g in data.groupby("arm", sort=False)}
+        return {"run": data}
+    return {k: pd.concat([r.requests for r in v], ignore_index=True) for k, v in group_runs(data).items()}
+
+
+def _colors(n: int) -> list[Any]:
+    cmap = plt.get_cmap("tab10")
+    return [cmap(i % 10) for i in range(n)]
+
+
+def _time_unit(values_s: Sequence[np.ndarray]) -> tuple[str, float]:
+    """('ms', 1e3) for latencies under 2 s, else ('s', 1)."""
+    m = max((float(np.nanmax(v)) for v in values_s if len(v) and np.isfinite(v).any()), default=0.0)
+    return ("ms", 1e3) if m < 2.0 else ("s", 1.0)
+
+
+def _fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _scenario_title(runs: Mapping[str, list[Any]]) -> str:
+    names = sorted({str((r.summary or {}).get("scenario", "")) for v in runs.values() for r in v} - {""})
+    return f" - {', '.join(names)}" if names else ""
+
+
+def save_figure(fig: Figure, path_stem: str | Path, dpi: int = 150) -> tuple[Path, Path]:
+    """Write ``fig`` to ``<path_stem>.png`` and ``<path_stem>.svg``, each atomically.
+
+    Each file is rendered to a temporary name in the same directory and renamed into
+    place, so a reader never sees a partial file. Parent directories are created.
+
+    Returns:
+        ``(png_path, svg_path)``.
+    """
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in ("png", "svg"):
+        final = stem.with_name(f"{stem.name}.{fmt}")
+        tmp = stem.with_name(f".{stem.name}.{fmt}.tmp-{os.getpid()}")
+        try:
+            fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
+            os.replace(tmp, final)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        written.append(final)
+    return written[0], written[1]
+
+
+def _pct_legend() -> list[Line2D]:
+    return [Line2D([], [], color="0.3", ls=_PCT_STYLE[q], label=f"p{q}") for q in PERCENTILES]
+
+
+def _distribution_panels(
+    ax_cdf: Any, ax_hist: Any, samples: Mapping[str, np.ndarray], what: str, unit: str,
+    scale: float, log_x: bool, bins: int,
+) -> None:
+    """ECDF + histogram of ``samples`` (seconds) per label, percentiles marked."""
+    colors = _colors(len(samples))
+    finite = [v[np.isfinite(v)] * scale for v in samples.values()]
+    allv = np.concatenate(finite) if finite else np.empty(0)
+    if log_x:
+        allv = allv[allv > 0]
+    if allv.size:
+        lo, hi = float(allv.min()), float(allv.max())
+        if log_x:
+            edges = np.geomspace(lo, hi if hi > lo else lo * 10, bins + 1)
+        else:
+            edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    else:
+        edges = np.linspace(0, 1, bins + 1)
+    for color, (label, v) in zip(colors, samples.items(), strict=True):
+        x = v[np.isfinite(v)] * scale
+        if log_x:
+            x = x[x > 0]
+        xs, ys = ecdf(x)
+        pcts = {q: percentile(x, q) for q in PERCENTILES}
+        text = ", ".join(f"p{q} {_fmt(val)}" for q, val in pcts.items())
+        ax_cdf.step(xs, ys, where="post", color=color, lw=1.6, label=f"{label} (n={x.size}; {text} {unit})")
+        ax_hist.hist(x, bins=edges, histtype="step", lw=1.6, color=color, label=label)
+        for q, val in pcts.items():
+            if math.isfinite(val):
+                ax_cdf.axvline(val, color=color, ls=_PCT_STYLE[q], lw=0.9, alpha=0.8)
+                ax_cdf.plot([val], [q / 100], marker="o", ms=4, color=color)
+                ax_hist.axvline(val, color=color, ls=_PCT_STYLE[q], lw=0.9, alpha=0.8)
+    for q in PERCENTILES:
+        ax_cdf.axhline(q / 100, color="0.85", lw=0.6, zorder=0)
+    for ax in (ax_cdf, ax_hist):
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_xlabel(f"{what} ({unit}{', log scale' if log_x else ''})")
+        ax.grid(alpha=0.3)
+    ax_cdf.set_ylabel("fraction of samples <= x")
+    ax_cdf.set_ylim(0, 1.02)
+    ax_hist.set_ylabel("count per bin")
+    ax_cdf.set_title(f"{what}: cumulative distribution")
+    ax_hist.set_title(f"{what}: histogram ({bins} bins)")
+    ax_cdf.legend(loc="lower right", fontsize=8, title="arm (percentiles)", title_fontsize=8)
+    handles = [Line2D([], [], color=c, lw=1.6, label=lab) for c, lab in zip(colors, samples, strict=True)]
+    ax_hist.legend(handles=handles + _pct_legend(), loc="upper right", fontsize=8, title="arm / marker", title_fontsize=8)
+
+
+# ---------------------------------------------------------------- distributions
+
+def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
+    """TTFT per arm: cumulative distribution (left) and histogram (right) on one figure.
+
+    Args:
+        runs: runs (see :func:`group_runs`) or a requests DataFrame (``ttft_s`` column,
+            optional ``arm`` column).
+        log_x: logarithmic x axis (and log-spaced bins); non-positive TTFTs are dropped.
+        bins: histogram bins (shared by all arms).
+
+    Returns:
+        The figure. p50/p90/p99 of each arm are marked (dotted/dashed/dash-dot lines in the
+        arm's colour) and written in the legend. Unit: ms if every TTFT is under 2 s, else s.
+    """
+    reqs = _requests_by_label(runs)
+    samples = {k: v["ttft_s"].to_numpy(float) for k, v in reqs.items()}
+    unit, scale = _time_unit(list(samples.values()))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
+    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins)
+    title = _scenario_title(group_runs(runs)) if not isinstance(runs, pd.DataFrame) else ""
+    fig.suptitle(f"Time to first token by arm{title}")
+    return fig
+
+
+def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
+    """TPOT and ITL distributions per arm (2 x 2: cumulative distributions and histograms).
+
+    TPOT per request = (E2E - TTFT) / (output_len - 1) (``requests.tpot_s``; requests with one
+    output token have none). ITL from ``chunks`` as bench_serving does it
+    (:func:`analysis.stats.itl_samples`: a chunk of n tokens adds n gaps of dt/n).
+
+    Args:
+        runs: runs (see :func:`group_runs`); they need ``requests`` and ``chunks``.
+        log_x: logarithmic x axes.
+        bins: histogram bins.
+
+    Returns:
+        The figure, in ms.
+    """
+    groups = group_runs(runs)
+    tpot = {k: pd.concat([r.requests for r in v])["tpot_s"].to_numpy(float) for k, v in groups.items()}
+    itl = {k: np.concatenate([itl_samples(r.chunks) for r in v]) for k, v in groups.items()}
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
+    _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins)
+    _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL", "ms", 1e3, log_x, bins)
+    fig.suptitle(f"Time per output token (per request) and inter-token latency (per token) by arm{_scenario_title(groups)}")
+    return fig
+
+
+# ---------------------------------------------------------------- one run over time
+
+def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figure:
+    """Timeline of one run: running/waiting requests, KV use, and a Gantt strip of the GPU.
+
+    Rows (shared time axis, seconds from run start):
+      1. running and waiting requests after each scheduling pass (``timeseries``);
+      2. KV pool tokens in use, with the pool capacity (``server.max_total_num_tokens``)
+         when the scenario is known;
+      3. Gantt strip from ``steps``: GPU busy with prefill (extend/mixed) forwards, GPU busy
+         with verify/decode forwards, and host-blocked time. A step's ``host_blocked_s`` is
+         drawn ending at that forward's ``gpu_end_s`` (the host waits on the forward's event);
+         gaps in both GPU lanes are GPU idle.
+
+    Args:
+        run: one run (``RunResult``/``RunData``).
+        t_range: optional ``(start_s, end_s)`` window to zoom into.
+
+    Returns:
+        The figure.
+    """
+    label = run_label(run)
+    ts, steps = run.timeseries, run.steps
+    fig, axes = plt.subplots(3, 1, figsize=(13, 8.5), sharex=True, layout="constrained",
+                             gridspec_kw={"height_ratios": [2, 2, 1.2]})
+    a1, a2, a3 = axes
+    a1.step(ts["time_s"], ts["running"], where="post", color="#2ca02c", label="running")
+    a1.step(ts["time_s"], ts["waiting"], where="post", color="#ff7f0e", label="waiting")
+    mrr = scenario_value(run, "server.max_running_requests")
+    if mrr:
+        a1.axhline(mrr, color="#2ca02c", ls=":", lw=0.9, label=f"max_running_requests = {mrr}")
+    a1.set_ylabel("requests")
+    a1.set_title("Requests running and waiting (after each scheduling pass)")
+    a1.legend(loc="upper right", fontsize=8)
+    a2.step(ts["time_s"], ts["kv_used_tokens"], where="post", color="#9467bd", label="KV tokens in use")
+    cap = scenario_value(run, "server.max_total_num_tokens")
+    if cap:
+        a2.axhline(cap, color="#9467bd", ls=":", lw=0.9, label=f"pool capacity = {int(cap):,} tokens")
+        peak = float(ts["kv_used_tokens"].max()) if len(ts) else 0.0
+        a2.set_title(f"KV pool use (peak {peak / cap:.1%} of capacity)")
+    else:
+        a2.set_title("KV pool use")
+    a2.set_ylabel("KV tokens")
+    a2.legend(loc="upper right", fontsize=8)
+    lanes = [("prefill", "GPU: prefill (extend/mixed)"), ("verify", "GPU: verify/decode"), ("host", "host blocked")]
+    modes = steps["mode"].astype(str)
+    dur = (steps["gpu_end_s"] - steps["gpu_start_s"]).to_numpy(float)
+    spans = {
+        "prefill": (steps.loc[modes.isin(PREFILL_MODES), "gpu_start_s"], dur[modes.isin(PREFILL_MODES).to_numpy()]),
+        "verify": (steps.loc[~modes.isin(PREFILL_MODES), "gpu_start_s"], dur[(~modes.isin(PREFILL_MODES)).to_numpy()]),
+    }
+    hb = steps["host_blocked_s"].to_numpy(float)
+    pos = hb > 0
+    spans["host"] = (steps["gpu_end_s"].to_numpy(float)[pos] - hb[pos], hb[pos])
+    for y, (key, _) in enumerate(lanes):
+        starts, widths = spans[key]
+        a3.broken_barh(list(zip(np.asarray(starts, float), np.asarray(widths, float), strict=True)),
+                       (y - 0.4, 0.8), facecolors=GANTT_COLORS[key], edgecolor="none")
+    a3.set_yticks(range(len(lanes)), [name for _, name in lanes])
+    a3.set_ylim(-0.6, len(lanes) - 0.4)
+    a3.invert_yaxis()
+    total = float(steps["gpu_end_s"].max() - steps["gpu_start_s"].min()) if len(steps) else 0.0
+    busy = float(dur.sum())
+    a3.set_title(f"GPU busy {busy / total:.1%} of the span of the forwards; host blocked {hb.sum():.3g} s in all"
+                 if total > 0 else "GPU activity")
+    a3.set_xlabel("time since run start (s)")
+    a3.legend(handles=[Patch(color=GANTT_COLORS[k], label=n) for k, n in lanes], loc="upper right", fontsize=8, ncols=3)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    if t_range is not None:
+        a3.set_xlim(*t_range)
+    scen = (run.summary or {}).get("scenario", "")
+    fig.suptitle(f"Timeline of one run: {scen} arm {label}, seed {(run.summary or {}).get('seed', '?')}")
+    return fig
+
+
+# ---------------------------------------------------------------- verify cycle split
+
+def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
+    """Wall time of each pure verify cycle split into GPU work and GPU idle (host stall).
+
+    A cycle runs from the end of one verify forward to the end of the next. Its GPU work is
+    the summed duration of the forwards in it (a separate draft forward counts), its stall
+    is the rest (the GPU idles while the host blocks, wakes and launches). Cycles that
+    contain a prefill (extend/mixed) forward are dropped.
+
+    Args:
+        steps: a ``steps`` table.
+
+    Returns:
+        DataFrame ``batch_size, wall_s, gpu_s, stall_s, host_blocked_s`` (one row per cycle).
+    """
+    cols = ["batch_size", "wall_s", "gpu_s", "stall_s", "host_blocked_s"]
+    if steps.empty:
+        return pd.DataFrame(columns=cols)
+    s = steps.sort_values("gpu_start_s", kind="stable").reset_index(drop=True)
+    mode = s["mode"].astype(str)
+    is_v = mode.eq("verify")
+    if not is_v.any():
+        is_v = mode.eq("decode")
+    grp = is_v.shift(1, fill_value=False).cumsum()
+    s = s.assign(_g=grp, _dur=s["gpu_end_s"] - s["gpu_start_s"], _pre=mode.isin(PREFILL_MODES))
+    agg = s.groupby("_g").agg(gpu_s=("_dur", "sum"), pre=("_pre", "any"), hb=("host_blocked_s", "sum"))
+    ver = s[is_v].set_index("_g")
+    end = ver["gpu_end_s"]
+    wall = end - end.shift(1)
+    out = pd.DataFrame({
+        "batch_size": ver["batch_size"], "wall_s": wall, "gpu_s": agg.loc[ver.index, "gpu_s"],
+        "host_blocked_s": agg.loc[ver.index, "hb"], "pre": agg.loc[ver.index, "pre"],
+    })
+    out = out[out["wall_s"].notna() & ~out["pre"]]
+    out["stall_s"] = (out["wall_s"] - out["gpu_s"]).clip(lower=0.0)
+    return out[cols].reset_index(drop=True)
+
+
+def _batch_bins(sizes: np.ndarray, max_bins: int = 10) -> tuple[np.ndarray, list[str]]:
+    """Bin index per cycle and bin labels: exact sizes if few, else power-of-two ranges."""
+    uniq = np.unique(sizes)
+    if uniq.size <= max_bins:
+        return np.searchsorted(uniq, sizes), [str(int(u)) for u in uniq]
+    edges = [0, 1]
+    while edges[-1] < sizes.max():
+        edges.append(edges[-1] * 2)
+    idx = np.searchsorted(edges, sizes, side="left")  # (edges[i-1], edges[i]]
+    used = np.unique(idx)
+    labels = [f"{edges[i - 1] + 1}-{edges[i]}" if edges[i] - edges[i - 1] > 1 else str(edges[i]) for i in used]
+    return np.searchsorted(used, idx), labels
+
+
+def plot_verify_split(runs: Any) -> Figure:
+    """Mean wall time per verify cycle, stacked as GPU work + host stall, by batch size.
+
+    One group of bars per batch size (or batch-size range), one stacked bar per arm; the
+    number above a bar is the mean wall ms and the cycle count. Black ticks mark the mean
+    ``host_blocked_s`` recorded in the steps of those cycles. See :func:`verify_cycles`.
+
+    Args:
+        runs: runs (see :func:`group_runs`) or a ``steps`` DataFrame.
+
+    Returns:
+        The figure (ms on the y axis).
+
+    Raises:
+        ValueError: no run has a complete verify (or decode) cycle.
+    """
+    groups = {"run": [runs]} if isinstance(runs, pd.DataFrame) else group_runs(runs)
+    cyc = {}
+    for k, v in groups.items():
+        frames = [verify_cycles(r if isinstance(r, pd.DataFrame) else r.steps) for r in v]
+        frames = [f for f in frames if len(f)]
+        if frames:
+            cyc[k] = pd.concat(frames, ignore_index=True)
+    if not cyc:
+        raise ValueError("no complete verify/decode cycles in the steps")
+    allsizes = np.concatenate([c["batch_size"].to_numpy() for c in cyc.values()])
+    _, labels = _batch_bins(allsizes)
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(labels) * max(1, len(cyc)) + 3), 5.5), layout="constrained")
+    colors = _colors(len(cyc))
+    width = 0.8 / len(cyc)
+    for j, (label, c) in enumerate(cyc.items()):
+        b_all, _ = _batch_bins(np.concatenate([c["batch_size"].to_numpy(), allsizes]))
+        b = b_all[: len(c)]
+        g = c.assign(bin=b).groupby("bin").agg(gpu=("gpu_s", "mean"), stall=("stall_s", "mean"),
+                                               hb=("host_blocked_s", "mean"), n=("wall_s", "size"))
+        x = g.index.to_numpy() + (j - (len(cyc) - 1) / 2) * width
+        ax.bar(x, g["gpu"] * 1e3, width, color=colors[j], edgecolor="black", lw=0.5)
+        ax.bar(x, g["stall"] * 1e3, width, bottom=g["gpu"] * 1e3, color=colors[j], alpha=0.35,
+               hatch="//", edgecolor="black", lw=0.5)
+        ax.plot(x, g["hb"] * 1e3, ls="none", marker="_", ms=12, mew=2, color="black")
+        for xi, tot, n in zip(x, (g["gpu"] + g["stall"]) * 1e3, g["n"], strict=True):
+            ax.annotate(f"{tot:.3g}\n(n={n})", (xi, tot), ha="center", va="bottom", fontsize=7,
+                        xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("batch size (requests in the verify forward)")
+    ax.set_ylabel("mean wall time per verify cycle (ms)")
+    handles = [Patch(facecolor=colors[j], edgecolor="black", label=f"{k}: GPU work") for j, k in enumerate(cyc)]
+    handles += [Patch(facecolor=colors[j], alpha=0.35, hatch="//", edgecolor="black", label=f"{k}: host stall (GPU idle)")
+                for j, k in enumerate(cyc)]
+    handles.append(Line2D([], [], ls="none", marker="_", ms=12, mew=2, color="black", label="host blocked (steps.host_blocked_s)"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    title = _scenario_title(groups) if not isinstance(runs, pd.DataFrame) else ""
+    ax.set_title(f"Verify cycle wall time: GPU work vs host stall, by batch size{title}")
+    return fig
+
+
+# ---------------------------------------------------------------- arms compared
+
+_UNITS = {
+    "output_throughput": ("Output throughput", "tok/s"),
+    "input_throughput": ("Input throughput", "tok/s"),
+    "total_throughput": ("Total throughput", "tok/s"),
+    "request_throughput": ("Request throughput", "req/s"),
+    "verify_cycles_per_s": ("Verify cycles per second", "cycles/s"),
+    "accept_length": ("Accept length", "tokens/request/cycle"),
+    "gpu_busy_fraction": ("GPU busy fraction", "fraction of duration"),
+    "host_blocked_s": ("Host blocked time", "s"),
+    "duration": ("Duration", "s"),
+    "completed": ("Completed requests", "requests"),
+}
+
+
+def metric_label(metric: str) -> str:
+    """Readable name with unit for a summary key, e.g. ``p99_ttft_ms`` -> ``p99 TTFT (ms)``."""
+    if metric in _UNITS:
+        name, unit = _UNITS[metric]
+        return f"{name} ({unit})"
+    parts = metric.split("_")
+    if len(parts) >= 3 and parts[-1] == "ms":
+        stat = parts[0]
+        what = "_".join(parts[1:-1]).replace("e2e_latency", "E2E latency").upper().replace("E2E LATENCY", "E2E latency")
+        return f"{stat} {what} (ms)"
+    return metric
+
+
+def plot_arm_bars(samples: pd.DataFrame, metrics: Sequence[str] | None = None, confidence: float = 0.95) -> Figure:
+    """Arms compared as bars: the mean over seeds of each metric with its confidence interval.
+
+    Args:
+        samples: tidy per-run values with columns ``arm, seed, metric, value`` (as returned
+            by :func:`analysis.compare.run_arms`).
+        metrics: metrics to show (default: all in ``samples``), one panel each.
+        confidence: level of the Student-t interval of the mean drawn as error bars (no
+            bar with fewer than two seeds).
+
+    Returns:
+        The figure; each seed's value is drawn as a dot over its arm's bar.
+
+    Raises:
+        ValueError: missing columns or no data for the requested metrics.
+    """
+    need = {"arm", "seed", "metric", "value"}
+    if not need <= set(samples.columns):
+        raise ValueError(f"samples need columns {sorted(need)}, got {list(samples.columns)}")
+    metrics = list(metrics) if metrics is not None else list(dict.fromkeys(samples["metric"]))
+    data = samples[samples["metric"].isin(metrics)]
+    if data.empty:
+        raise ValueError(f"no samples for metrics {metrics}")
+    arms = list(dict.fromkeys(data["arm"]))
+    colors = _colors(len(arms))
+    ncols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.8 * nrows), layout="constrained", squeeze=False)
+    nseeds = data.groupby("arm")["seed"].nunique()
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        d = data[data["metric"] == metric]
+        for i, arm in enumerate(arms):
+            v = d.loc[d["arm"] == arm, "value"].to_numpy(float)
+            m, lo, hi = mean_ci(v, confidence)
+            err = None if not math.isfinite(lo) else [[m - lo], [hi - m]]
+            ax.bar(i, m, 0.6, color=colors[i], alpha=0.8, yerr=err, capsize=5, edgecolor="black", lw=0.5)
+            jitter = (np.arange(v.size) - (v.size - 1) / 2) * (0.3 / max(v.size, 1))
+            ax.plot(i + jitter, v, "o", ms=3, color="black", alpha=0.7)
+        ax.set_xticks(range(len(arms)), arms, rotation=20 if len(arms) > 3 else 0)
+        ax.set_title(metric_label(metric), fontsize=10)
+        ax.set_ylabel(metric_label(metric).rsplit("(", 1)[-1].rstrip(")") if "(" in metric_label(metric) else "value")
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    handles = [Patch(color=colors[i], label=f"{a} (n={nseeds.get(a, 0)} seeds)") for i, a in enumerate(arms)]
+    handles.append(Line2D([], [], color="black", marker="|", ls="none", ms=10, label=f"{confidence:.0%} CI of the mean"))
+    handles.append(Line2D([], [], color="black", marker="o", ls="none", ms=3, label="one seed"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=9)
+    fig.suptitle(f"Arms compared: mean over seeds with {confidence:.0%} confidence intervals")
+    return fig

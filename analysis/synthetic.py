@@ -1,0 +1,269 @@
+"""A tiny stand-in serving model that writes results in the real format.
+
+It exists so that the analysis code (plots, comparisons, sweeps) can be tested and demoed
+without the simulator: it is NOT a prediction of anything, and its costs are made up. It
+follows the scenario coarsely (request count and lengths, arrivals, running-slot limit,
+prefill token budget, min-free-slots admission delay, verify window and accept length,
+sync mode as a fixed per-cycle stall), with one seeded RNG split by purpose, so two arms run
+with the same seed see the same lengths and acceptance draws.
+
+:func:`synthetic_run` has the signature of ``sim.engine.run_scenario``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.io import RunData
+from analysis.stats import itl_samples
+
+# Made-up costs (seconds).
+PREFILL_FIXED_S = 2e-3
+PREFILL_PER_TOKEN_S = 25e-6
+VERIFY_FIXED_S = 6e-3
+VERIFY_PER_REQ_S = 0.12e-3
+SCHEDULE_S = 0.3e-3
+INGEST_S = 0.2e-3
+STALL_S = {"host_block": 0.6e-3, "stream_wait": 0.0, "cross_queue_wait": 1.2e-3}
+JITTER = 0.03
+"""Relative std of a forward's duration (what makes seeds differ)."""
+
+FAIL_KEY = "synthetic_fail"
+"""If a scenario's ``reference`` has this key, :func:`synthetic_run` raises (for tests)."""
+
+
+def _lengths(dist: Any, n: int, rng: np.random.Generator, default: int) -> np.ndarray:
+    value = dist.value or default
+    if dist.kind == "uniform":
+        lo = max(1, int(value * dist.range_ratio))
+        return rng.integers(lo, value + 1, size=n)
+    return np.full(n, value, dtype=np.int64)
+
+
+def _accept_rate(mean: float, window: int) -> float:
+    """Per-position acceptance p with E[1 + accepted run of p-draws, capped] = mean."""
+    if window <= 1 or mean <= 1.0:
+        return 0.0
+    mean = min(mean, window - 1e-6)
+
+    def expected(p: float) -> float:
+        return sum(p**k for k in range(window))  # P(len >= k+1)
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected(mid) < mean else (lo, mid)
+    return (lo + hi) / 2
+
+
+def bench_summary(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
+    """bench_serving summary keys (docs/architecture.md) computed from a run's tables.
+
+    Latencies in ms, throughputs per second of ``duration`` (first start to last finish).
+    """
+    done = requests.dropna(subset=["finish_s"])
+    duration = float(done["finish_s"].max() - done["start_s"].min()) if len(done) else float("nan")
+    out: dict[str, Any] = {
+        "completed": int(len(done)),
+        "duration": duration,
+        "total_input_tokens": int(done["input_len"].sum()),
+        "total_output_tokens": int(done["output_len"].sum()),
+    }
+    out["request_throughput"] = out["completed"] / duration
+    out["input_throughput"] = out["total_input_tokens"] / duration
+    out["output_throughput"] = out["total_output_tokens"] / duration
+    out["total_throughput"] = out["input_throughput"] + out["output_throughput"]
+    series = {
+        "ttft": done["ttft_s"].to_numpy(float),
+        "tpot": done["tpot_s"].dropna().to_numpy(float),
+        "itl": itl_samples(chunks[chunks["rid"].isin(done["rid"])]),
+        "e2e_latency": done["e2e_s"].to_numpy(float),
+    }
+    for name, x in series.items():
+        x = x * 1e3
+        if x.size == 0:
+            x = np.array([np.nan])
+        out[f"mean_{name}_ms"] = float(np.mean(x))
+        out[f"median_{name}_ms"] = float(np.median(x))
+        out[f"std_{name}_ms"] = float(np.std(x))
+        out[f"p90_{name}_ms"] = float(np.percentile(x, 90))
+        out[f"p99_{name}_ms"] = float(np.percentile(x, 99))
+        out[f"max_{name}_ms"] = float(np.max(x))
+        if name == "itl":
+            out["p95_itl_ms"] = float(np.percentile(x, 95))
+    ver = steps[steps["mode"] == "verify"]
+    out["accept_length"] = float(ver["accepted_tokens"].sum() / ver["batch_size"].sum()) if len(ver) else 1.0
+    span = float(ver["gpu_end_s"].max() - ver["gpu_start_s"].min()) if len(ver) else 0.0
+    out["verify_cycles_per_s"] = len(ver) / span if span > 0 else 0.0
+    busy = float((steps["gpu_end_s"] - steps["gpu_start_s"]).sum())
+    out["gpu_busy_fraction"] = busy / duration if duration > 0 else float("nan")
+    out["host_blocked_s"] = float(steps["host_blocked_s"].sum())
+    return out
+
+
+def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False) -> RunData:
+    """Run the stand-in model on ``scenario`` (a ``sim.config.Scenario``).
+
+    Args:
+        scenario: the resolved scenario.
+        seed: RNG seed (default ``scenario.seed``).
+        progress: ignored (signature of ``sim.engine.run_scenario``).
+
+    Returns:
+        A :class:`analysis.io.RunData` with all four tables and a bench_serving summary
+        (``source = "synthetic"``).
+
+    Raises:
+        RuntimeError: the scenario's ``reference`` contains :data:`FAIL_KEY` (test hook).
+    """
+    if FAIL_KEY in scenario.reference:
+        raise RuntimeError(f"synthetic failure requested by reference.{FAIL_KEY}")
+    seed = scenario.seed if seed is None else seed
+    ss = np.random.SeedSequence(seed)
+    r_arr, r_len, r_acc, r_jit = (np.random.default_rng(s) for s in ss.spawn(4))
+    srv, wl = scenario.server, scenario.workload
+    n = wl.num_requests
+    in_len = _lengths(wl.input_len, n, r_len, 1024)
+    out_len = _lengths(wl.output_len, n, r_len, 256)
+    window = srv.spec_window
+    spec = window > 1
+    mean_acc = scenario.acceptance.mean_accept_length or min(3.0, float(window))
+    p = _accept_rate(mean_acc, window)
+    shift = r_acc.normal(0.0, 1.0, n) * scenario.acceptance.request_spread
+    with np.errstate(divide="ignore"):
+        logit = np.log(p) - np.log1p(-p) if 0 < p < 1 else (np.inf if p >= 1 else -np.inf)
+    p_req = 1.0 / (1.0 + np.exp(-(logit + shift)))
+    stall = STALL_S.get(getattr(srv.sync_mode, "value", srv.sync_mode), 0.0) if spec else 0.0
+    threshold = 0
+    policy = getattr(srv.admission_delay, "value", srv.admission_delay)
+    if policy != "none" and srv.max_running_requests >= 8:
+        threshold = srv.min_free_slots or min(4, max(2, (srv.max_running_requests + 5) // 6))
+
+    # Arrival (reaching the scheduler) and client start times.
+    if wl.kind == "poisson":
+        arrive = np.cumsum(r_arr.exponential(1.0 / wl.request_rate, n))
+        start = arrive.copy()
+        released = n
+    elif wl.kind == "closed_loop":
+        released = min(wl.concurrency, n)
+        arrive = np.full(n, np.inf)
+        start = np.full(n, np.nan)
+        arrive[:released] = np.arange(released) * INGEST_S
+        start[:released] = 0.0
+    else:
+        arrive = np.arange(n) * INGEST_S
+        start = np.zeros(n)
+        released = n
+
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    committed = np.zeros(n, dtype=np.int64)
+    cycles = np.zeros(n, dtype=np.int64)
+    chunks: list[tuple[int, float, int]] = []
+    steps: list[tuple] = []
+    ts: list[tuple[float, int, int, int]] = []
+    running: list[int] = []
+    next_wait = 0  # requests are admitted in arrival (= rid) order
+    t = 0.0
+    kv_used = 0
+
+    def jitter(x: float) -> float:
+        return x * max(0.5, 1.0 + JITTER * r_jit.standard_normal())
+
+    while np.isnan(finish).any():
+        t += SCHEDULE_S
+        waiting = [i for i in range(next_wait, n) if arrive[i] <= t]
+        free = srv.max_running_requests - len(running)
+        admit: list[int] = []
+        if policy == "min_free_slots_waiting_aware":
+            delayed = threshold > 0 and free < min(threshold, len(waiting))
+        else:
+            delayed = threshold > 0 and bool(running) and free < threshold
+        if waiting and not delayed:
+            budget = srv.max_prefill_tokens
+            for i in waiting[:free]:
+                if admit and in_len[i] > budget:
+                    break
+                admit.append(i)
+                budget -= int(in_len[i])
+        kv_used += int(sum(in_len[i] + 1 for i in admit))
+        ts.append((t, len(running) + len(admit), len(waiting) - len(admit), kv_used))
+        if admit:
+            next_wait = admit[-1] + 1
+            tokens = int(sum(in_len[i] for i in admit))
+            dur = jitter(PREFILL_FIXED_S + PREFILL_PER_TOKEN_S * tokens)
+            blocked = dur if (spec and srv.prefill_slot_expansion_sync) else 0.0
+            steps.append((len(steps), "extend", len(admit), tokens, t, t + dur, blocked, len(admit)))
+            t += dur
+            for i in admit:
+                first[i] = t
+                committed[i] = 1
+                chunks.append((i, t, 1))
+                if out_len[i] <= 1:
+                    finish[i] = t
+                else:
+                    running.append(i)
+        if running:
+            t += stall
+            bs = len(running)
+            dur = jitter(VERIFY_FIXED_S + VERIFY_PER_REQ_S * bs * (window if spec else 1) / 2)
+            end = t + dur
+            total = 0
+            still: list[int] = []
+            for i in running:
+                if spec:
+                    acc = 1
+                    while acc < window and r_acc.random() < p_req[i]:
+                        acc += 1
+                else:
+                    acc = 1
+                got = int(min(acc, out_len[i] - committed[i]))
+                committed[i] += got
+                cycles[i] += 1
+                total += got
+                chunks.append((i, end, got))
+                kv_used += got
+                if committed[i] >= out_len[i]:
+                    finish[i] = end
+                    kv_used -= int(in_len[i] + out_len[i])
+                    if released < n:
+                        arrive[released] = end + INGEST_S
+                        start[released] = end
+                        released += 1
+                else:
+                    still.append(i)
+            steps.append((len(steps), "verify" if spec else "decode", bs, 0, t, end, stall, total))
+            running = still
+            t = end
+        elif not admit:
+            pending = arrive[next_wait:]
+            pending = pending[np.isfinite(pending)]
+            if pending.size == 0:  # pragma: no cover - guarded by the loop condition
+                raise RuntimeError("synthetic model stalled")
+            t = max(t, float(pending.min()))
+
+    ttft = first - start
+    e2e = finish - start
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out_len > 1, (e2e - ttft) / np.maximum(out_len - 1, 1), np.nan)
+    requests = pd.DataFrame({
+        "rid": np.arange(n), "input_len": in_len, "output_len": out_len, "start_s": start,
+        "first_token_s": first, "finish_s": finish, "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
+        "accept_level": p_req, "spec_cycles": cycles, "retractions": np.zeros(n, dtype=np.int64),
+    })
+    chunk_df = pd.DataFrame(chunks, columns=["rid", "time_s", "n_tokens"])
+    step_df = pd.DataFrame(steps, columns=[
+        "step", "mode", "batch_size", "num_extend_tokens", "gpu_start_s", "gpu_end_s",
+        "host_blocked_s", "accepted_tokens",
+    ])
+    ts_df = pd.DataFrame(ts, columns=["time_s", "running", "waiting", "kv_used_tokens"])
+    summary = bench_summary(requests, chunk_df, step_df)
+    summary.update(scenario=scenario.name, arm=scenario.arm, seed=int(seed), source="synthetic")
+    if not math.isfinite(summary["duration"]):  # pragma: no cover
+        raise RuntimeError("synthetic run finished no request")
+    return RunData(requests=requests, chunks=chunk_df, steps=step_df, timeseries=ts_df,
+                   summary=summary, scenario=scenario)

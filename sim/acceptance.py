@@ -1,0 +1,137 @@
+"""Accept lengths: tokens committed per request per verify cycle (1..window), seeded.
+
+Definition as SGLang reports it (speculative/, bench_serving ``accept_length``): accepted
+draft tokens plus the one token the target always contributes. The model: position i of the
+draft (1..gamma) is accepted with probability p_i given that positions < i were (greedy
+verification accepts the longest matching prefix), so accept length = 1 + the number of
+leading accepted positions. Real prompts differ: each request draws a level z ~ N(0, 1) and
+uses logit(p_i) + spread x z for all its cycles (this spread sets when a burst's requests
+finish, hence when held requests get in).
+
+Draws are keyed by (seed, request id, cycle index), so two arms, or the simulator and the
+runtime (which forces the same values into its verify, as SGLANG_SIMULATE_ACC_LEN does),
+see the same accept lengths for the same request.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import expit, logit
+
+from sim.config import AcceptanceConfig
+
+_STREAM_ACCEPT = 3
+_BLOCK = 64
+_HERMITE = np.polynomial.hermite_e.hermegauss(32)
+
+
+def mean_accept_length(rates: np.ndarray) -> float:
+    """Mean accept length for conditional per-position rates p_1..p_gamma:
+    1 + sum_k prod_{i<=k} p_i."""
+    return 1.0 + float(np.cumprod(rates).sum())
+
+
+def _population_mean(base_logits: np.ndarray, spread: float) -> float:
+    """E over z ~ N(0,1) of the mean accept length with logits shifted by spread x z."""
+    nodes, weights = _HERMITE
+    means = [mean_accept_length(expit(base_logits + spread * z)) for z in nodes]
+    return float(np.dot(weights, means) / weights.sum())
+
+
+def rates_from_histogram(hist: list[float], window: int) -> np.ndarray:
+    """Conditional acceptance rates from P(accept length = k), k = 1..len(hist).
+
+    p_i = P(L > i) / P(L >= i). Lengths beyond ``window`` are folded into ``window``.
+    """
+    h = np.zeros(window)
+    for k, w in enumerate(hist, start=1):
+        h[min(k, window) - 1] += w
+    h = h / h.sum()
+    tail = h[::-1].cumsum()[::-1]  # P(L >= k), k = 1..window
+    rates = np.zeros(window - 1)
+    for i in range(1, window):
+        rates[i - 1] = tail[i] / tail[i - 1] if tail[i - 1] > 0 else 0.0
+    return rates
+
+
+class AcceptanceModel:
+    """Seeded accept-length draws for every request of one run.
+
+    Args:
+        cfg: the scenario's acceptance section.
+        window: verify window (gamma + 1); accept lengths lie in 1..window.
+        seed: the run seed.
+
+    Raises:
+        ValueError: ``mean_accept_length`` outside [1, window].
+    """
+
+    def __init__(self, cfg: AcceptanceConfig, window: int, seed: int) -> None:
+        self.window = window
+        self.seed = seed
+        self.spread = cfg.request_spread
+        gamma = window - 1
+        if gamma <= 0:
+            self.base_logits = np.zeros(0)
+        elif cfg.per_position_rates is not None:
+            rates = np.array((cfg.per_position_rates + [cfg.per_position_rates[-1]] * gamma)[:gamma])
+            self.base_logits = logit(np.clip(rates, 1e-6, 1 - 1e-6))
+        elif cfg.histogram is not None:
+            self.base_logits = logit(np.clip(rates_from_histogram(cfg.histogram, window), 1e-6, 1 - 1e-6))
+        else:
+            target = cfg.mean_accept_length if cfg.mean_accept_length is not None else 1.0
+            if not 1.0 <= target <= window:
+                raise ValueError(f"mean_accept_length {target} outside [1, {window}]")
+            if target >= window - 1e-9:
+                self.base_logits = np.full(gamma, 30.0)
+            elif target <= 1.0 + 1e-9:
+                self.base_logits = np.full(gamma, -30.0)
+            else:
+                f = lambda x: _population_mean(np.full(gamma, x), self.spread) - target  # noqa: E731
+                self.base_logits = np.full(gamma, brentq(f, -30.0, 30.0, xtol=1e-10))
+        self._levels: dict[int, float] = {}
+        self._rates: dict[int, np.ndarray] = {}
+        self._draws: dict[int, np.ndarray] = {}
+        self._rngs: dict[int, np.random.Generator] = {}
+
+    @property
+    def mean(self) -> float:
+        """Population mean accept length (over request levels)."""
+        if self.window <= 1:
+            return 1.0
+        return _population_mean(self.base_logits, self.spread)
+
+    def _rng(self, rid: int) -> np.random.Generator:
+        g = self._rngs.get(rid)
+        if g is None:
+            g = np.random.default_rng([self.seed, _STREAM_ACCEPT, rid])
+            self._rngs[rid] = g
+            self._levels[rid] = float(g.standard_normal())
+            self._rates[rid] = expit(self.base_logits + self.spread * self._levels[rid])
+            self._draws[rid] = np.zeros(0, dtype=np.int16)
+        return g
+
+    def level(self, rid: int) -> float:
+        """The request's level z (its logit shift is spread x z)."""
+        self._rng(rid)
+        return self._levels[rid]
+
+    def request_mean(self, rid: int) -> float:
+        """The request's own mean accept length."""
+        self._rng(rid)
+        return mean_accept_length(self._rates[rid]) if self.window > 1 else 1.0
+
+    def draw(self, rid: int, cycle: int) -> int:
+        """Accept length of request ``rid`` at its verify cycle ``cycle`` (0-based), in 1..window."""
+        if self.window <= 1:
+            return 1
+        g = self._rng(rid)
+        d = self._draws[rid]
+        while cycle >= len(d):
+            u = g.random((_BLOCK, self.window - 1))
+            ok = u < self._rates[rid]
+            lead = np.where(ok.all(axis=1), self.window - 1, np.argmin(ok, axis=1))
+            d = np.concatenate([d, (1 + lead).astype(np.int16)])
+        self._draws[rid] = d
+        return int(d[cycle])

@@ -1,0 +1,74 @@
+"""The scheduler's event loop, written once as operations on an abstract device.
+
+Source: SGLang managers/scheduler.py ``event_loop_overlap`` (and ``event_loop_normal``),
+managers/overlap_utils.py (the publish wait), speculative/dspark_components (DSpark
+prefill). Per iteration: receive requests; build the next batch; (spec only) wait for the
+previous forward's publish event, by blocking the host (``host_block``) or by a queued wait
+(``stream_wait`` from the forward stream, ``cross_queue_wait`` from a separate schedule
+stream); prepare inputs and launch; for a DSpark prefill, expand slots (repeat_interleave
+without output_size blocks the host until the prefill forward drains) and launch the draft
+KV injection; then process the *previous* batch's results (overlap: one step late) and
+deliver its tokens. With overlap off, results are processed right after the launch.
+
+The simulator (:mod:`sim.engine`) executes these operations on a SimPy clock, the runtime
+(:mod:`runtime.engine`) on a GPU. A sync mode is a choice of which operation is issued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from sim.config import ServerArgs, SyncMode
+from sim.ops import Deliver, HostBlock, HostWork, Launch, Recv, Results, StreamWait, WaitForWork
+from sim.scheduler import Scheduler
+
+Op = Recv | WaitForWork | HostWork | Launch | HostBlock | StreamWait | Results | Deliver
+
+
+def _publish_wait(server: ServerArgs, handle: Any) -> Op:
+    """The wait on the previous forward's publish event, per sync mode."""
+    if server.sync_mode is SyncMode.host_block:
+        return HostBlock(handle, "publish")
+    if server.sync_mode is SyncMode.cross_queue_wait:
+        return StreamWait(handle, "schedule")
+    return StreamWait(handle, "forward")
+
+
+def scheduler_loop(sched: Scheduler, server: ServerArgs) -> Generator[Op, Any, None]:
+    """The event loop as a generator of :mod:`sim.ops` operations.
+
+    Runs until the executor closes it. Results sent back: a list of requests for ``Recv``,
+    a handle for ``Launch``, a :class:`~sim.plan.StepOutput` for ``Results``, None otherwise.
+    """
+    spec = server.speculative_algorithm.enabled
+    block_drafter = server.speculative_algorithm.is_block
+    overlap = server.enable_overlap_schedule
+    in_flight: tuple[Any, Any] | None = None  # (plan, handle) whose results are pending
+    while True:
+        for req in (yield Recv()):
+            sched.add_request(req)
+        plan = sched.schedule()
+        handle = None
+        if plan is not None:
+            yield HostWork("schedule", plan)
+            if spec and in_flight is not None:
+                yield _publish_wait(server, in_flight[1])
+            yield HostWork("launch", plan)
+            handle = yield Launch(plan)
+            if plan.is_prefill and spec and block_drafter and plan.num_extend:
+                if server.prefill_slot_expansion_sync:
+                    yield HostBlock(handle, "slot_expansion")
+                handle = yield Launch(plan, "inject")
+            if not overlap:
+                in_flight, handle = (plan, handle), None
+        if in_flight is not None:
+            prev_plan, prev_handle = in_flight
+            output = yield Results(prev_handle)
+            deliveries = sched.process_result(prev_plan, output)
+            yield HostWork("process", prev_plan)
+            if deliveries:
+                yield Deliver(deliveries)
+        in_flight = (plan, handle) if handle is not None else None
+        if plan is None and in_flight is None and not sched.has_work:
+            yield WaitForWork()

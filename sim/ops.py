@@ -1,0 +1,77 @@
+"""The operations the overlap loop issues; an executor (sim or runtime) performs them.
+
+See docs/architecture.md for the table of what each does on each side. Each op is a small
+frozen dataclass; the executor sends a result back into the loop generator where noted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sim.plan import BatchPlan
+from sim.scheduler import Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Recv:
+    """Take the requests that reached the scheduler. Result: list of :class:`sim.request.Req`."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForWork:
+    """Nothing runs or waits: sleep until a request arrives (or the run ends)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostWork:
+    """CPU work of the scheduler: ``kind`` is ``schedule`` (build a batch), ``launch``
+    (prepare inputs and launch/replay), or ``process`` (process a step's results)."""
+
+    kind: Literal["schedule", "launch", "process"]
+    plan: BatchPlan
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Enqueue a forward on the forward stream. ``part``: ``main`` (the plan's forward:
+    extend, decode, or draft + verify) or ``inject`` (DSpark prefill: draft KV injection of
+    the prompt's target hidden states). Result: a handle (executor-specific) with the
+    forward's completion (publish) event."""
+
+    plan: BatchPlan
+    part: Literal["main", "inject"] = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class HostBlock:
+    """The host blocks until ``handle``'s forward completes (event.synchronize()).
+    ``reason``: ``publish`` (overlap publish wait) or ``slot_expansion`` (repeat_interleave
+    without output_size)."""
+
+    handle: Any
+    reason: Literal["publish", "slot_expansion"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamWait:
+    """Queue a wait for ``handle``'s publish event. ``from_stream``: ``forward`` (the
+    scheduler on the forward stream: stream order carries it) or ``schedule`` (a separate
+    schedule stream: a cross-queue wait)."""
+
+    handle: Any
+    from_stream: Literal["forward", "schedule"]
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """Wait for ``handle``'s result copy and return its :class:`sim.plan.StepOutput`."""
+
+    handle: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Tokens reach the clients now."""
+
+    deliveries: list[Delivery]

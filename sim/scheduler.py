@@ -1,0 +1,310 @@
+"""The scheduler core: time-free, pure Python, shared by the simulator and the runtime.
+
+Modelled on SGLang's scheduler (managers/scheduler.py ``get_next_batch_to_run``,
+``_get_new_batch_prefill_raw``, ``update_running_batch``; managers/schedule_policy.py
+``PrefillAdder``). Two calls, as in vLLM: :meth:`Scheduler.schedule` returns the next
+:class:`~sim.plan.BatchPlan` (or None), :meth:`Scheduler.process_result` applies a
+forward's :class:`~sim.plan.StepOutput`. It never reads a clock and never touches torch.
+
+The overlap loop (:mod:`sim.loop`) calls ``schedule()`` for step N+1 *before* it calls
+``process_result()`` for step N, so the scheduler sees results one step late, as SGLang's
+overlap scheduler does: a request that finished at step k still rides step k+1 and is
+filtered when step k+2 is built.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from sim.admission import AdmissionPolicy, AdmissionState
+from sim.config import ServerArgs
+from sim.kv_pool import KVPool
+from sim.new_token_ratio import NewTokenRatio
+from sim.plan import BatchPlan, ForwardMode, StepOutput
+from sim.prefill_adder import AddResult, PrefillAdder
+from sim.request import Req, ReqStatus
+from sim.schedule_policy import SchedulePolicy
+
+
+class UnschedulableRequest(RuntimeError):
+    """A request can never run: its prompt plus reserved output exceeds the empty KV pool."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Tokens that reach a client: ``n_tokens`` (>= 1) committed to request ``rid``;
+    ``finished`` is True when they complete the request."""
+
+    rid: int
+    n_tokens: int
+    finished: bool
+
+
+class Scheduler:
+    """One serving instance's scheduling decisions.
+
+    Args:
+        server: the server arguments (budgets, spec window, admission-delay choice).
+        admission: the admission-delay policy (fresh state per run).
+        seed: seeds the ``random`` schedule policy only.
+
+    Counters kept for the records: ``num_retractions``, ``num_delayed_passes``.
+    """
+
+    def __init__(self, server: ServerArgs, admission: AdmissionPolicy, seed: int = 0) -> None:
+        self.server = server
+        self.admission = admission
+        self.policy = SchedulePolicy(server.schedule_policy, seed)
+        self.kv = KVPool(server.max_total_num_tokens)
+        self.ratio = NewTokenRatio(server.schedule_conservativeness)
+        self.window = server.spec_window
+        self.spec = server.speculative_algorithm.enabled
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.chunked_req: Req | None = None
+        self.reqs: dict[int, Req] = {}
+        self._last_prefill: list[Req] = []
+        self.step = 0
+        self.num_retractions = 0
+        self.num_delayed_passes = 0
+
+    # ------------------------------------------------------------------ inputs
+    def add_request(self, req: Req) -> None:
+        """A request reached the scheduler: append it to the waiting queue (FCFS order).
+
+        Raises:
+            UnschedulableRequest: its prompt plus reserved output can never fit the pool.
+        """
+        need = req.input_len + min(req.max_new_tokens, 4096) + self.server.page_size
+        if need >= self.kv.capacity:
+            raise UnschedulableRequest(
+                f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
+                f"cannot fit max_total_num_tokens={self.kv.capacity}"
+            )
+        req.status = ReqStatus.WAITING
+        self.reqs[req.rid] = req
+        self.waiting.append(req)
+
+    @property
+    def has_work(self) -> bool:
+        """True while anything waits, runs or is being prefilled."""
+        return bool(self.waiting or self.running or self.chunked_req or self._last_prefill)
+
+    @property
+    def num_running(self) -> int:
+        """Requests holding a running slot (running batch + chunked request)."""
+        return len(self.running) + (1 if self.chunked_req is not None else 0)
+
+    # ---------------------------------------------------------------- schedule
+    def schedule(self) -> BatchPlan | None:
+        """Build the next forward (SGLang ``get_next_batch_to_run``).
+
+        The last prefill batch joins the running batch; a new prefill batch runs if one can
+        be formed (prefill has priority), otherwise the running batch decodes. Returns None
+        when there is nothing to run.
+        """
+        if self._last_prefill:
+            for r in self._last_prefill:
+                # SGLang merges the last extend batch minus the chunked request, after
+                # filtering finished (and retracted) requests out of it
+                if r is self.chunked_req or r.status in (ReqStatus.WAITING, ReqStatus.FINISHED):
+                    continue
+                r.status = ReqStatus.RUNNING
+                self.running.append(r)
+            self._last_prefill = []
+        plan = self._new_prefill_batch()
+        if plan is None:
+            plan = self._decode_batch()
+        if plan is not None:
+            self.step += 1
+        return plan
+
+    def _admission_state(self) -> AdmissionState:
+        running_bs = len(self.running)
+        active = sum(1 for r in self.running if not r.finished)
+        return AdmissionState(
+            running_bs=running_bs,
+            num_allocatable_reqs=self.server.max_running_requests - running_bs,
+            waiting_bs=len(self.waiting),
+            active_running_bs=active,
+        )
+
+    def _new_prefill_batch(self) -> BatchPlan | None:
+        s = self.server
+        running_bs = len(self.running)
+        full = running_bs >= s.max_running_requests
+        if (full or not self.waiting) and self.chunked_req is None:
+            return None
+        if self.chunked_req is None:
+            # min-free-slots check: skipped while a chunked request is in progress
+            if self.admission.should_delay(self._admission_state()):
+                self.num_delayed_passes += 1
+                return None
+        allocatable = s.max_running_requests - running_bs
+        if allocatable <= 0 and self.chunked_req is None:
+            return None
+
+        mixed = s.enable_mixed_chunk and bool(self.running)
+        decoders: list[Req] = []
+        if mixed:
+            decoders = self._filter_finished_and_reserve()
+            if decoders is None:
+                decoders, mixed = [], False
+        mixed_tokens = len(decoders) * self.window if mixed else 0
+
+        adder = PrefillAdder.start(
+            self.kv.available, self.running, self.ratio.value, s.max_prefill_tokens,
+            s.chunked_prefill_size, s.page_size, mixed_tokens,
+        )
+        prev_chunked = self.chunked_req
+        still_chunked = adder.add_chunked_req(prev_chunked) if prev_chunked is not None else False
+        for req in self.policy.order(list(self.waiting)):
+            if len(adder.can_run) >= allocatable:
+                break
+            if adder.add_one_req(req) is not AddResult.CONTINUE:
+                break
+        if not adder.can_run:
+            if mixed:
+                self._release_reservations(decoders)
+            return None
+
+        admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
+        if admitted:
+            ids = {id(r) for r in admitted}
+            self.waiting = deque(r for r in self.waiting if id(r) not in ids)
+            self.admission.on_prefill_admitted(len(admitted))
+        rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
+        for r, n in adder.can_run:
+            rids.append(r.rid)
+            ext.append(n)
+            pre.append(r.prefill_done)
+            before.append(r.output_len)
+            maxnew.append(r.max_new_tokens)
+            self.kv.alloc(n)
+            r.kv_allocated += n
+            r.prefill_done += n
+            r.status = ReqStatus.PREFILLING
+            if r.prefill_done >= r.fill_len:
+                new.append(r.rid)
+        self.chunked_req = adder.new_chunked or (prev_chunked if still_chunked else None)
+        self._last_prefill = [r for r, _ in adder.can_run]
+        num_extend = len(rids)
+        for r in decoders:
+            rids.append(r.rid)
+            ext.append(self.window)
+            pre.append(r.seq_len)
+            before.append(r.output_len)
+            maxnew.append(r.max_new_tokens)
+        if mixed:
+            self._last_prefill.extend(decoders)
+            self.running = []
+        return BatchPlan(
+            step=self.step,
+            mode=ForwardMode.MIXED if decoders else ForwardMode.EXTEND,
+            rids=tuple(rids), extend_lens=tuple(ext), prefix_lens=tuple(pre),
+            num_extend=num_extend, chunked_rid=self.chunked_req.rid if self.chunked_req else None,
+            new_rids=tuple(new), spec_window=self.window if decoders else 1,
+            committed_before=tuple(before), max_new_tokens=tuple(maxnew),
+        )
+
+    def _filter_finished_and_reserve(self) -> list[Req] | None:
+        """Filter finished requests, make room for one decode/verify step (retracting if the
+        pool is short) and reserve ``window`` KV slots per request. Returns the decoders."""
+        self.running = [r for r in self.running if not r.finished]
+        if not self.running:
+            return None
+        need = len(self.running) * self.window
+        if self.kv.available < need:
+            self._retract(need)
+        else:
+            self.ratio.on_decode_step()
+        for r in self.running:
+            self.kv.alloc(self.window)
+            r.kv_allocated += self.window
+        return list(self.running)
+
+    def _release_reservations(self, decoders: list[Req]) -> None:
+        for r in decoders:
+            self.kv.free(self.window)
+            r.kv_allocated -= self.window
+
+    def _decode_batch(self) -> BatchPlan | None:
+        """SGLang ``update_running_batch``: filter finished, check decode memory (retract or
+        decay new_token_ratio), prepare one decode (or verify) step."""
+        decoders = self._filter_finished_and_reserve()
+        if decoders is None:
+            if not self.waiting and self.chunked_req is None:
+                self.ratio.on_idle()
+            return None
+        return BatchPlan(
+            step=self.step,
+            mode=ForwardMode.VERIFY if self.spec else ForwardMode.DECODE,
+            rids=tuple(r.rid for r in decoders),
+            extend_lens=(self.window,) * len(decoders),
+            prefix_lens=tuple(r.seq_len for r in decoders),
+            num_extend=0, spec_window=self.window,
+            committed_before=tuple(r.output_len for r in decoders),
+            max_new_tokens=tuple(r.max_new_tokens for r in decoders),
+        )
+
+    def _retract(self, need: int) -> None:
+        """Retract running requests until one decode step fits (SGLang retract_decode).
+
+        Order: spec decoding retracts from the back of the batch; otherwise the request with
+        the most output goes first, ties broken by the shortest input. Retracted requests free
+        their KV and re-queue; they re-prefill prompt + committed output later.
+        """
+        if not self.spec:
+            self.running.sort(key=lambda r: (r.output_len, -r.input_len))
+        retracted: list[Req] = []
+        while self.running and self.kv.available < len(self.running) * self.window:
+            r = self.running.pop()
+            self.kv.free(r.kv_allocated)
+            r.kv_allocated = 0
+            r.prefill_done = 0
+            r.status = ReqStatus.WAITING
+            r.retractions += 1
+            retracted.append(r)
+        if not self.running and retracted and self.kv.available < self.window:
+            raise UnschedulableRequest("KV pool cannot hold a single decode step")
+        self.num_retractions += len(retracted)
+        self.waiting.extend(retracted)
+        bs = len(self.running) + len(retracted)
+        decoded = sum(r.output_len for r in self.running)
+        self.ratio.on_retract(decoded, bs, sum(r.max_new_tokens for r in self.running))
+
+    # ------------------------------------------------------------------ results
+    def process_result(self, plan: BatchPlan, output: StepOutput) -> list[Delivery]:
+        """Apply a forward's committed tokens (SGLang ``process_batch_result``).
+
+        Requests retracted since the plan was built, or already finished, are skipped (their
+        tokens are discarded). Verify reservations not used are returned to the pool; a
+        request that completes frees its KV. Returns the deliveries to clients.
+        """
+        out: list[Delivery] = []
+        spec_step = plan.spec_window > 1
+        for i, rid in enumerate(plan.rids):
+            r = self.reqs[rid]
+            if r.status is ReqStatus.WAITING or r.status is ReqStatus.FINISHED:
+                continue
+            n = output.committed.get(rid, 0)
+            is_decoder = i >= plan.num_extend
+            if is_decoder:
+                unused = plan.spec_window - n
+                if unused > 0:
+                    self.kv.free(unused)
+                    r.kv_allocated -= unused
+                if spec_step:
+                    r.spec_cycles += 1
+            if n <= 0:
+                continue
+            n = min(n, r.remaining_output)
+            r.output_len += n
+            done = r.finished
+            out.append(Delivery(rid, n, done))
+            if done:
+                r.status = ReqStatus.FINISHED
+                self.kv.free(r.kv_allocated)
+                r.kv_allocated = 0
+        return out

@@ -1,0 +1,77 @@
+"""Workloads: request lengths and client behaviour, seeded (bench_serving semantics).
+
+Lengths: ``fixed``; ``uniform`` as bench_serving's random dataset (an integer uniform in
+[value x range_ratio, value]); ``file``: a CSV histogram (columns ``length,weight``) drawn
+with replacement. Arrivals are produced by the engine's client processes; Poisson gaps come
+from :func:`poisson_arrivals`. Randomness is split by purpose (lengths, arrivals) so that
+changing one does not shift the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.config import LengthDist, WorkloadConfig
+from sim.errors import ConfigError
+
+STREAM_ARRIVALS = 1
+STREAM_LENGTHS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request to send: ``index`` (send order), prompt and output lengths (tokens)."""
+
+    index: int
+    input_len: int
+    output_len: int
+
+
+def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
+    p = Path(path)
+    if not p.is_absolute() and base is not None and not p.is_file():
+        p = base.parent / p
+    if not p.is_file():
+        raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
+    df = pd.read_csv(p)
+    if not {"length", "weight"} <= set(df.columns) or len(df) == 0:
+        raise ConfigError(str(p), key, list(df.columns), "CSV needs columns length,weight and >= 1 row")
+    if (df["length"] < 1).any() or (df["weight"] < 0).any() or df["weight"].sum() <= 0:
+        raise ConfigError(str(p), key, path, "lengths must be >= 1, weights >= 0 with a positive sum")
+    w = df["weight"].to_numpy(float)
+    return df["length"].to_numpy(int), w / w.sum()
+
+
+def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path | None, key: str) -> np.ndarray:
+    """``n`` token lengths (int array, >= 1) from ``dist``.
+
+    Raises:
+        ConfigError: a ``file`` histogram that is missing or malformed.
+    """
+    if dist.kind == "fixed":
+        return np.full(n, dist.value, dtype=np.int64)
+    if dist.kind == "uniform":
+        lo = max(1, int(dist.value * dist.range_ratio))
+        return rng.integers(lo, dist.value + 1, size=n)
+    lengths, p = _histogram(dist.path, base, key)
+    return rng.choice(lengths, size=n, p=p)
+
+
+def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = None) -> list[RequestSpec]:
+    """The run's requests in send order (seeded by ``seed``; lengths stream)."""
+    rng = np.random.default_rng([seed, STREAM_LENGTHS])
+    base = Path(scenario_path) if scenario_path else None
+    ins = draw_lengths(cfg.input_len, cfg.num_requests, rng, base, "workload.input_len")
+    outs = draw_lengths(cfg.output_len, cfg.num_requests, rng, base, "workload.output_len")
+    return [RequestSpec(i, int(a), int(b)) for i, (a, b) in enumerate(zip(ins, outs, strict=True))]
+
+
+def poisson_arrivals(n: int, request_rate: float, seed: int) -> np.ndarray:
+    """Send times (s) of ``n`` requests with exponential gaps of mean 1/request_rate,
+    the first at t = 0 + its gap (bench_serving's get_request)."""
+    rng = np.random.default_rng([seed, STREAM_ARRIVALS])
+    return np.cumsum(rng.exponential(1.0 / request_rate, size=n))
