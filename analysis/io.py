@@ -85,8 +85,10 @@ def read_results(directory: str | Path) -> RunData:
         directory: the results directory.
 
     Returns:
-        A :class:`RunData`. ``chunks``/``steps``/``timeseries`` are empty frames with the
-        right columns when their file is absent (a runtime run may not record steps).
+        A :class:`RunData`. Tables are read from ``<name>.parquet`` or, failing that,
+        ``<name>.csv`` (``specsched run --format csv``); ``chunks``/``steps``/``timeseries``
+        are empty frames with the right columns when absent (a runtime run may not record
+        steps). Extra columns (e.g. ``steps.part``) are kept.
 
     Raises:
         ConfigError: the directory or ``summary.json``/``requests.parquet`` is missing, a
@@ -107,16 +109,18 @@ def read_results(directory: str | Path) -> RunData:
     tables: dict[str, pd.DataFrame] = {}
     for name in TABLES:
         p = d / f"{name}.parquet"
-        if not p.is_file():
+        csv = d / f"{name}.csv"
+        if not p.is_file() and not csv.is_file():
             if name == "requests":
                 raise ConfigError(str(d), "requests.parquet", "<missing>", "every results directory has one")
             tables[name] = empty_table(name)
             continue
         try:
-            df = pd.read_parquet(p)
-        except Exception as e:  # pyarrow raises several types for a bad file
-            raise ConfigError(str(p), "<file>", str(p), f"not a readable parquet file ({e})") from None
-        tables[name] = _check_columns(df, name, str(p))
+            df = pd.read_parquet(p) if p.is_file() else pd.read_csv(csv)
+        except Exception as e:  # pyarrow/pandas raise several types for a bad file
+            bad = p if p.is_file() else csv
+            raise ConfigError(str(bad), "<file>", str(bad), f"not a readable table ({e})") from None
+        tables[name] = _check_columns(df, name, str(p if p.is_file() else csv))
     scenario: Any = None
     sp = d / "scenario.yaml"
     if sp.is_file():
@@ -216,3 +220,52 @@ def scenario_value(run: Any, dotted: str, default: Any = None) -> Any:
     if cur is None:
         return default
     return getattr(cur, "value", cur)  # enums -> their value
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same directory + rename.
+
+    Parent directories are created. Returns the path.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+def atomic_write_parquet(df: pd.DataFrame, path: str | Path, metadata: Mapping[str, str] | None = None) -> Path:
+    """Write ``df`` as parquet to ``path`` atomically (temporary file + rename).
+
+    Args:
+        df: the table (index not written).
+        path: destination; parent directories are created.
+        metadata: optional key/value strings stored in the parquet schema metadata.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    if metadata:
+        meta = dict(table.schema.metadata or {})
+        meta.update({k.encode(): v.encode() for k, v in metadata.items()})
+        table = table.replace_schema_metadata(meta)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p

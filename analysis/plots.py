@@ -234,8 +234,9 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
          when the scenario is known;
       3. Gantt strip from ``steps``: GPU busy with prefill (extend/mixed) forwards, GPU busy
          with verify/decode forwards, and host-blocked time. A step's ``host_blocked_s`` is
-         drawn ending at that forward's ``gpu_end_s`` (the host waits on the forward's event);
-         gaps in both GPU lanes are GPU idle.
+         the time the host spent blocked since its previous launch, so it is drawn ending at
+         that forward's ``gpu_start_s`` (the launch follows the block by the host's launch
+         cost); gaps in both GPU lanes are GPU idle.
 
     Args:
         run: one run (``RunResult``/``RunData``).
@@ -259,15 +260,18 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     a1.legend(loc="upper right", fontsize=8)
     a2.step(ts["time_s"], ts["kv_used_tokens"], where="post", color="#9467bd", label="KV tokens in use")
     cap = scenario_value(run, "server.max_total_num_tokens")
+    peak = float(ts["kv_used_tokens"].max()) if len(ts) else 0.0
     if cap:
-        a2.axhline(cap, color="#9467bd", ls=":", lw=0.9, label=f"pool capacity = {int(cap):,} tokens")
-        peak = float(ts["kv_used_tokens"].max()) if len(ts) else 0.0
-        a2.set_title(f"KV pool use (peak {peak / cap:.1%} of capacity)")
+        if peak >= 0.5 * cap:  # draw the capacity only where it does not flatten the curve
+            a2.axhline(cap, color="#9467bd", ls=":", lw=0.9, label="pool capacity")
+        a2.secondary_yaxis("right", functions=(lambda x: x / cap * 100, lambda p: p * cap / 100)).set_ylabel(
+            "% of KV pool")
+        a2.set_title(f"KV pool use (peak {peak:,.0f} tokens = {peak / cap:.1%} of the {int(cap):,}-token pool)")
     else:
-        a2.set_title("KV pool use")
+        a2.set_title(f"KV pool use (peak {peak:,.0f} tokens)")
     a2.set_ylabel("KV tokens")
     a2.legend(loc="upper right", fontsize=8)
-    lanes = [("prefill", "GPU: prefill (extend/mixed)"), ("verify", "GPU: verify/decode"), ("host", "host blocked")]
+    lanes = [("prefill", "GPU busy: prefill\n(extend/mixed)"), ("verify", "GPU busy:\nverify/decode"), ("host", "host blocked")]
     modes = steps["mode"].astype(str)
     dur = (steps["gpu_end_s"] - steps["gpu_start_s"]).to_numpy(float)
     spans = {
@@ -276,7 +280,7 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     }
     hb = steps["host_blocked_s"].to_numpy(float)
     pos = hb > 0
-    spans["host"] = (steps["gpu_end_s"].to_numpy(float)[pos] - hb[pos], hb[pos])
+    spans["host"] = (steps["gpu_start_s"].to_numpy(float)[pos] - hb[pos], hb[pos])
     for y, (key, _) in enumerate(lanes):
         starts, widths = spans[key]
         a3.broken_barh(list(zip(np.asarray(starts, float), np.asarray(widths, float), strict=True)),
@@ -289,7 +293,6 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     a3.set_title(f"GPU busy {busy / total:.1%} of the span of the forwards; host blocked {hb.sum():.3g} s in all"
                  if total > 0 else "GPU activity")
     a3.set_xlabel("time since run start (s)")
-    a3.legend(handles=[Patch(color=GANTT_COLORS[k], label=n) for k, n in lanes], loc="upper right", fontsize=8, ncols=3)
     for ax in axes:
         ax.grid(alpha=0.3)
     if t_range is not None:
@@ -379,10 +382,10 @@ def plot_verify_split(runs: Any) -> Figure:
         raise ValueError("no complete verify/decode cycles in the steps")
     allsizes = np.concatenate([c["batch_size"].to_numpy() for c in cyc.values()])
     _, labels = _batch_bins(allsizes)
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(labels) * max(1, len(cyc)) + 3), 5.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(min(14, max(8, 0.8 * len(labels) * len(cyc) + 3)), 5.5), layout="constrained")
     colors = _colors(len(cyc))
     width = 0.8 / len(cyc)
-    for j, (label, c) in enumerate(cyc.items()):
+    for j, c in enumerate(cyc.values()):
         b_all, _ = _batch_bins(np.concatenate([c["batch_size"].to_numpy(), allsizes]))
         b = b_all[: len(c)]
         g = c.assign(bin=b).groupby("bin").agg(gpu=("gpu_s", "mean"), stall=("stall_s", "mean"),
@@ -401,7 +404,7 @@ def plot_verify_split(runs: Any) -> Figure:
     handles = [Patch(facecolor=colors[j], edgecolor="black", label=f"{k}: GPU work") for j, k in enumerate(cyc)]
     handles += [Patch(facecolor=colors[j], alpha=0.35, hatch="//", edgecolor="black", label=f"{k}: host stall (GPU idle)")
                 for j, k in enumerate(cyc)]
-    handles.append(Line2D([], [], ls="none", marker="_", ms=12, mew=2, color="black", label="host blocked (steps.host_blocked_s)"))
+    handles.append(Line2D([], [], ls="none", marker="_", ms=12, mew=2, color="black", label="host blocked (steps.host_blocked_s;\nno cost while the GPU is busy)"))
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
     title = _scenario_title(groups) if not isinstance(runs, pd.DataFrame) else ""

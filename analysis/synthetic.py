@@ -13,6 +13,7 @@ with the same seed see the same lengths and acceptance draws.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -267,3 +268,54 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
         raise RuntimeError("synthetic run finished no request")
     return RunData(requests=requests, chunks=chunk_df, steps=step_df, timeseries=ts_df,
                    summary=summary, scenario=scenario)
+
+
+DEMO_SCENARIO = {
+    "name": "demo-tiny",
+    "description": "A small burst for tests and demos of the analysis code (not a calibrated cell).",
+    "seed": 1,
+    "server": {
+        "max_running_requests": 8,
+        "max_total_num_tokens": 200_000,
+        "chunked_prefill_size": 4096,
+        "max_prefill_tokens": 4096,
+        "speculative_algorithm": "dspark",
+        "speculative_num_draft_tokens": 6,
+        "admission_delay": "min_free_slots",
+        "sync_mode": "host_block",
+    },
+    "acceptance": {"mean_accept_length": 3.0, "request_spread": 0.5},
+    "workload": {
+        "kind": "burst",
+        "num_requests": 12,
+        "input_len": {"kind": "uniform", "value": 1024, "range_ratio": 0.5},
+        "output_len": {"kind": "uniform", "value": 48, "range_ratio": 0.5},
+    },
+    "arms": {
+        "stream_wait": {"server": {"sync_mode": "stream_wait"}},
+        "waiting_aware": {"server": {"admission_delay": "min_free_slots_waiting_aware"}},
+    },
+}
+
+
+def write_demo_scenario(path: str | Path, profile: str | None = None, **top_level: Any) -> Path:
+    """Write :data:`DEMO_SCENARIO` (a 12-request burst with arms ``stream_wait`` and
+    ``waiting_aware``) as YAML to ``path`` for tests and demos.
+
+    Args:
+        path: destination file.
+        profile: profile name or path (default: the first bundled profile in ``profiles/``).
+        top_level: extra top-level keys merged in (e.g. ``seed=5``).
+
+    Returns:
+        ``path``.
+    """
+    import yaml
+
+    if profile is None:
+        bundled = sorted((Path(__file__).resolve().parent.parent / "profiles").glob("*.yaml"))
+        profile = bundled[0].stem if bundled else "none"
+    data = {**DEMO_SCENARIO, "profile": profile, **top_level}
+    p = Path(path)
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p

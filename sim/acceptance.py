@@ -22,7 +22,7 @@ from scipy.special import expit, logit
 from sim.config import AcceptanceConfig
 
 _STREAM_ACCEPT = 3
-_BLOCK = 64
+_BLOCK = 256
 _HERMITE = np.polynomial.hermite_e.hermegauss(32)
 
 
@@ -109,7 +109,7 @@ class AcceptanceModel:
             self._rngs[rid] = g
             self._levels[rid] = float(g.standard_normal())
             self._rates[rid] = expit(self.base_logits + self.spread * self._levels[rid])
-            self._draws[rid] = np.zeros(0, dtype=np.int16)
+            self._draws[rid] = []
         return g
 
     def level(self, rid: int) -> float:
@@ -124,6 +124,9 @@ class AcceptanceModel:
 
     def draw(self, rid: int, cycle: int) -> int:
         """Accept length of request ``rid`` at its verify cycle ``cycle`` (0-based), in 1..window."""
+        d = self._draws.get(rid)
+        if d is not None and cycle < len(d):
+            return d[cycle]
         if self.window <= 1:
             return 1
         g = self._rng(rid)
@@ -132,6 +135,5 @@ class AcceptanceModel:
             u = g.random((_BLOCK, self.window - 1))
             ok = u < self._rates[rid]
             lead = np.where(ok.all(axis=1), self.window - 1, np.argmin(ok, axis=1))
-            d = np.concatenate([d, (1 + lead).astype(np.int16)])
-        self._draws[rid] = d
-        return int(d[cycle])
+            d.extend((1 + lead).tolist())
+        return d[cycle]

@@ -210,6 +210,15 @@ class Scenario(BaseModel):
     reference: dict[str, dict[str, float]] = Field(default_factory=dict, description="Reference figures per arm, bench_serving keys.")
     path: str = ""
 
+    @model_validator(mode="after")
+    def _acceptance_fits_window(self) -> Scenario:
+        m = self.acceptance.mean_accept_length
+        w = self.server.spec_window
+        if m is not None and self.server.speculative_algorithm.enabled and m > w:
+            raise ValueError(f"acceptance.mean_accept_length {m} exceeds the verify window "
+                             f"speculative_num_draft_tokens = {w}")
+        return self
+
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """Return ``base`` with ``override`` merged in (nested dicts merged, other values replaced)."""

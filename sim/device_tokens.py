@@ -34,6 +34,8 @@ class DeviceTokens:
         """
         out: dict[int, int] = {}
         new = set(plan.new_rids)
+        committed, cycles, draw = self.committed, self.cycles, self.acceptance.draw
+        verify = plan.mode is not ForwardMode.DECODE and plan.spec_window > 1
         for i, rid in enumerate(plan.rids):
             cap = plan.max_new_tokens[i]
             if i < plan.num_extend:
@@ -43,17 +45,21 @@ class DeviceTokens:
                 else:
                     out[rid] = 0
                 continue
-            have = self.committed.get(rid, plan.committed_before[i])
+            have = committed.get(rid)
+            if have is None:
+                have = plan.committed_before[i]
             remaining = cap - have
             if remaining <= 0:
                 out[rid] = 0
                 continue
-            if plan.mode is ForwardMode.DECODE or plan.spec_window <= 1:
+            if not verify:
                 n = 1
             else:
-                c = self.cycles.get(rid, 0)
-                self.cycles[rid] = c + 1
-                n = min(self.acceptance.draw(rid, c), remaining)
-            self.committed[rid] = have + n
+                c = cycles.get(rid, 0)
+                cycles[rid] = c + 1
+                n = draw(rid, c)
+                if n > remaining:
+                    n = remaining
+            committed[rid] = have + n
             out[rid] = n
         return StepOutput(out)

@@ -48,11 +48,13 @@ def itl_values(chunks: pd.DataFrame) -> np.ndarray:
 
 
 def steady_verify_windows(steps: pd.DataFrame) -> tuple[int, float, float]:
-    """(intervals, seconds, tokens) over consecutive verify steps of equal batch size.
+    """(intervals, seconds, tokens) over consecutive verify steps at the full batch.
 
-    The interval between two such steps' GPU ends is one verify cycle's wall time; tokens are
-    those committed by the later step. Mirrors the reference's "verify cycles/s, counted
-    only while every request of the batch is decoding".
+    The full batch is the largest verify batch of the run (the closed loop's concurrency,
+    the burst's settled running count). The interval between two consecutive verify steps
+    at that size (no prefill between) is one verify cycle's wall time; tokens are those
+    committed by the later step. Mirrors the reference's "verify cycles/s, counted only
+    while every request of the batch is decoding".
     """
     s = steps[steps["part"] == "main"] if "part" in steps else steps
     if s.empty:
@@ -61,7 +63,11 @@ def steady_verify_windows(steps: pd.DataFrame) -> tuple[int, float, float]:
     bs = s["batch_size"].to_numpy()
     end = s["gpu_end_s"].to_numpy(float)
     tok = s["accepted_tokens"].to_numpy(float)
-    ok = (mode[1:] == "verify") & (mode[:-1] == "verify") & (bs[1:] == bs[:-1])
+    is_ver = mode == "verify"
+    if not is_ver.any():
+        return 0, 0.0, 0.0
+    full = bs[is_ver].max()
+    ok = is_ver[1:] & is_ver[:-1] & (bs[1:] == full) & (bs[:-1] == full)
     dts = np.diff(end)[ok]
     return int(ok.sum()), float(dts.sum()), float(tok[1:][ok].sum())
 
@@ -106,6 +112,7 @@ def summarize(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame)
     n, secs, toks = steady_verify_windows(steps)
     out["verify_cycles_per_s"] = n / secs if secs > 0 else float("nan")
     out["decode_throughput"] = toks / secs if secs > 0 else float("nan")
+    out["verify_wall_ms"] = 1000.0 * secs / n if n else float("nan")
     if not steps.empty:
         busy = float((steps["gpu_end_s"] - steps["gpu_start_s"]).sum())
         span = float(steps["gpu_end_s"].max() - steps["gpu_start_s"].min())

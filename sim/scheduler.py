@@ -219,9 +219,10 @@ class Scheduler:
             self._retract(need)
         else:
             self.ratio.on_decode_step()
+        self.kv.alloc(self.window * len(self.running))
+        w = self.window
         for r in self.running:
-            self.kv.alloc(self.window)
-            r.kv_allocated += self.window
+            r.kv_allocated += w
         return list(self.running)
 
     def _release_reservations(self, decoders: list[Req]) -> None:
@@ -283,28 +284,33 @@ class Scheduler:
         request that completes frees its KV. Returns the deliveries to clients.
         """
         out: list[Delivery] = []
-        spec_step = plan.spec_window > 1
+        window = plan.spec_window
+        spec_step = window > 1
+        committed = output.committed
+        reqs = self.reqs
+        skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
+        to_free = 0
         for i, rid in enumerate(plan.rids):
-            r = self.reqs[rid]
-            if r.status is ReqStatus.WAITING or r.status is ReqStatus.FINISHED:
+            r = reqs[rid]
+            if r.status in skip:
                 continue
-            n = output.committed.get(rid, 0)
-            is_decoder = i >= plan.num_extend
-            if is_decoder:
-                unused = plan.spec_window - n
+            n = committed.get(rid, 0)
+            if i >= plan.num_extend:
+                unused = window - n
                 if unused > 0:
-                    self.kv.free(unused)
+                    to_free += unused
                     r.kv_allocated -= unused
                 if spec_step:
                     r.spec_cycles += 1
             if n <= 0:
                 continue
-            n = min(n, r.remaining_output)
+            n = min(n, r.max_new_tokens - r.output_len)
             r.output_len += n
-            done = r.finished
+            done = r.output_len >= r.max_new_tokens
             out.append(Delivery(rid, n, done))
             if done:
                 r.status = ReqStatus.FINISHED
-                self.kv.free(r.kv_allocated)
+                to_free += r.kv_allocated
                 r.kv_allocated = 0
+        self.kv.free(to_free)
         return out

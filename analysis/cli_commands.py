@@ -1,0 +1,198 @@
+"""The ``plot``, ``compare`` and ``sweep`` subcommands of the ``specsched`` CLI.
+
+``sim.cli`` calls :func:`add_parsers` with its subparsers object; each subcommand sets
+``func`` (``args -> exit code``). Bad input raises :class:`sim.errors.ConfigError`, which
+the CLI reports on one line with exit code 2.
+
+Examples::
+
+    specsched plot results/burst-base results/burst-fix --out plots --log-x
+    specsched compare scenarios/burst256.yaml --arms base,fix --seeds 5 --markdown cmp.md
+    specsched sweep scenarios/burst256.yaml --grid server.chunked_prefill_size=8192,16384 \\
+        --grid arm=base,fix --seeds 3 --out results/chunk.parquet --scheduler tcp://host:8786
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from sim.errors import ConfigError
+
+_CLI = "<command line>"
+
+
+def _list_arg(text: str, flag: str) -> list[str]:
+    items = [x.strip() for x in text.split(",")]
+    if not text.strip() or any(not x for x in items):
+        raise ConfigError(_CLI, flag, text, "expected a comma-separated list, e.g. base,fix")
+    return items
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+# ---------------------------------------------------------------- plot
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``plot``: figures for one or more results directories (PNG + SVG each).
+
+    Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
+    and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
+    ``<RESULTS_DIR>/plots`` for one directory, ``./plots`` for several).
+    """
+    from analysis import plots
+    from analysis.io import read_results, run_label
+
+    runs = [read_results(d) for d in args.results_dirs]
+    out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
+    console = Console(stderr=True)
+    written: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:
+        written.extend(plots.save_figure(fig, out / name))
+        plots.plt.close(fig)
+
+    save(plots.plot_ttft(runs, log_x=args.log_x), "ttft")
+    save(plots.plot_tpot_itl(runs, log_x=args.log_x), "tpot_itl")
+    try:
+        save(plots.plot_verify_split(runs), "verify_split")
+    except ValueError as e:
+        console.print(f"[yellow]verify_split skipped: {e}[/yellow]")
+    seen: dict[str, int] = {}
+    for r in runs:
+        name = f"timeline_{_slug(run_label(r))}_seed{(r.summary or {}).get('seed', 'x')}"
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name += f"_{seen[name]}"
+        save(plots.plot_timeline(r), name)
+    for p in written:
+        print(p)
+    return 0
+
+
+# ---------------------------------------------------------------- compare
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
+    from analysis import compare, plots
+    from analysis.overrides import parse_overrides
+
+    arms = _list_arg(args.arms, "--arms")
+    metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
+    executor = None
+    if args.workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        samples = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
+                                   executor=executor, progress=not args.no_progress)
+    finally:
+        if executor is not None:
+            executor.shutdown()
+    table = compare.summarize_comparison(samples, metrics)
+    Console().print(compare.to_rich_table(table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)"))
+    if args.csv:
+        compare.write_csv(table, args.csv)
+    if args.markdown:
+        from analysis.io import atomic_write_text
+
+        atomic_write_text(args.markdown, compare.to_markdown(table))
+    if args.plot:
+        fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics)
+        for p in plots.save_figure(fig, args.plot):
+            print(p, file=sys.stderr)
+        plots.plt.close(fig)
+    return 0
+
+
+# ---------------------------------------------------------------- sweep
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed."""
+    from analysis.overrides import parse_grid, parse_overrides
+    from analysis.sweep import run_sweep
+
+    grid = parse_grid(args.grid)
+    if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
+        raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
+    out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
+    report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
+                       resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
+                       progress=not args.no_progress,
+                       max_workers=args.workers)
+    console = Console(stderr=True)
+    console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
+                  f"{len(report.failed)} failed")
+    for f in report.failed:
+        console.print(f"[red]failed[/red] {f.describe()}", markup=True, highlight=False)
+    if report.failed:
+        console.print(f"details: {report.path.with_name(report.path.name + '.failures.json')}")
+    return 1 if report.failed else 0
+
+
+# ---------------------------------------------------------------- registration
+
+def add_parsers(subparsers: Any) -> None:
+    """Register ``plot``, ``compare`` and ``sweep`` on an ``argparse`` subparsers object.
+
+    Each parser sets ``func``: ``func(args) -> int`` (exit code). The functions raise
+    :class:`sim.errors.ConfigError` for bad input (the caller maps it to exit code 2).
+    """
+    p = subparsers.add_parser("plot", help="plot TTFT/TPOT/ITL distributions, timelines and verify split of results directories",
+                              description=cmd_plot.__doc__)
+    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR", help="results directories (one per run; runs of one arm are pooled)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, ./plots for several)")
+    p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
+    p.set_defaults(func=cmd_plot)
+
+    c = subparsers.add_parser("compare", help="run arms over seeds and compare them (bootstrap CIs)",
+                              description="Run each arm with seeds scenario.seed + i and compare every arm with "
+                                          "the first (mean, % change, paired bootstrap CI of the % change).")
+    c.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
+    c.add_argument("--arms", required=True, help="comma-separated arms, the first is the base (e.g. base,fix)")
+    c.add_argument("--seeds", type=_positive, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key for every arm (repeatable), e.g. workload.num_requests=32")
+    c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s)")
+    c.add_argument("--csv", metavar="F", help="write the table as CSV")
+    c.add_argument("--markdown", metavar="F", help="write the table as markdown")
+    c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
+    c.add_argument("--workers", type=_positive, default=1, metavar="N", help="parallel processes (default 1)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c.set_defaults(func=cmd_compare)
+
+    s = subparsers.add_parser("sweep", help="run a parameter grid x seeds into one tidy parquet file",
+                              description="Run every combination of the --grid axes with K seeds. Keys are dotted "
+                                          "scenario keys (server.chunked_prefill_size) or 'arm'; values are YAML.")
+    s.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
+    s.add_argument("--grid", nargs="+", action="extend", default=[], required=True, metavar="KEY=V1,V2",
+                   help="an axis: dotted key = comma-separated values (repeatable)")
+    s.add_argument("--seeds", type=_positive, default=1, metavar="K", help="seeds per point (default 1)")
+    s.add_argument("--out", metavar="F", help="parquet file (default results/sweep-<scenario>.parquet)")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key at every point (repeatable; a --grid axis wins)")
+    s.add_argument("--arm", default="base", help="arm of points without an 'arm' axis (default base)")
+    s.add_argument("--scheduler", metavar="tcp://host:port", help="run on a Dask scheduler instead of local processes")
+    s.add_argument("--workers", type=_positive, default=None, metavar="N", help="local processes (default: CPU count)")
+    s.add_argument("--no-resume", action="store_true", help="ignore and overwrite runs already in --out")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_sweep)

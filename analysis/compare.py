@@ -1,0 +1,260 @@
+"""Compare arms of a scenario over several seeds.
+
+Each arm runs with seeds ``scenario.seed + i`` (i = 0..seeds-1). Because a seed fixes the
+arrivals, lengths and acceptance draws, the same seed in two arms is a paired sample: the
+percentage change of a metric's mean gets a paired bootstrap confidence interval
+(:func:`analysis.stats.pct_change_ci`). The first arm is the base.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, as_completed
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+from tqdm.auto import tqdm
+
+from analysis.io import atomic_write_text
+from analysis.overrides import load_scenario_with_overrides
+from analysis.runner import Runner, RunTask, execute
+from analysis.stats import pct_change_ci
+from sim.errors import ConfigError
+
+DEFAULT_METRICS = (
+    "output_throughput", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+    "max_ttft_ms", "median_tpot_ms", "median_itl_ms", "verify_cycles_per_s",
+)
+HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_busy_fraction", "completed")
+"""Metric name fragments where an increase is an improvement (else lower is better)."""
+
+TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_mean", "change_mean", "change_pct",
+                 "ci_low_pct", "ci_high_pct")
+
+
+class RunFailed(RuntimeError):
+    """A run of :func:`run_arms` raised; the message names the arm, the seed and the error."""
+
+
+def _check_arms_seeds(scenario_path: str | Path, arms: Sequence[str], seeds: int,
+                      overrides: Mapping[str, Any] | None) -> list[Any]:
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError("<command line>", "--seeds", seeds, "must be an integer >= 1")
+    if len(arms) < 1:
+        raise ConfigError("<command line>", "--arms", ",".join(arms), "give at least one arm (the first is the base)")
+    if len(set(arms)) != len(arms):
+        raise ConfigError("<command line>", "--arms", ",".join(arms), "arms must be distinct")
+    return [load_scenario_with_overrides(scenario_path, arm, overrides) for arm in arms]
+
+
+def run_arms(
+    scenario_path: str | Path,
+    arms: Sequence[str],
+    seeds: int,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    runner: Runner | None = None,
+    executor: Executor | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run every arm with ``seeds`` seeds and collect the summary metrics.
+
+    Args:
+        scenario_path: scenario YAML file.
+        arms: arm names of the file (``base`` allowed); order is kept.
+        seeds: runs per arm; run i uses seed ``scenario.seed + i`` (the arm's scenario).
+        overrides: dotted key -> value applied to every arm after the arm's own settings
+            (see :func:`analysis.overrides.load_scenario_with_overrides`), e.g.
+            ``{"workload.num_requests": 32}``.
+        runner: ``runner(scenario, seed) -> RunResult | summary dict`` (default
+            ``sim.engine.run_scenario``); must be picklable with a process executor.
+        executor: a ``concurrent.futures`` executor (process pool, Dask's
+            ``client.get_executor()``); None runs serially in this process.
+        progress: show a tqdm bar.
+
+    Returns:
+        Tidy DataFrame ``arm, seed, metric, value`` (every numeric summary key), sorted by
+        arm order, seed and metric.
+
+    Raises:
+        ConfigError: unknown arm, bad scenario file, ``seeds < 1``.
+        RunFailed: a run raised (names arm and seed; other runs are not reported).
+    """
+    scenarios = _check_arms_seeds(scenario_path, arms, seeds, overrides)
+    tasks = [RunTask(sc, sc.seed + i, key=(j, sc.arm), runner=runner)
+             for j, sc in enumerate(scenarios) for i in range(seeds)]
+    bar = tqdm(total=len(tasks), desc="compare", unit="run", disable=not progress)
+    outcomes = []
+    try:
+        if executor is None:
+            for t in tasks:
+                outcomes.append(execute(t))
+                bar.update()
+        else:
+            futures = [executor.submit(execute, t) for t in tasks]
+            for f in as_completed(futures):
+                outcomes.append(f.result())
+                bar.update()
+    finally:
+        bar.close()
+    rows = []
+    for o in sorted(outcomes, key=lambda o: (o.key[0], o.seed)):
+        if not o.ok:
+            raise RunFailed(f"arm {o.key[1]!r} seed {o.seed} failed: {o.error}")
+        rows += [(o.key[0], o.key[1], o.seed, m, v) for m, v in sorted(o.metrics.items())]
+    df = pd.DataFrame(rows, columns=["_order", "arm", "seed", "metric", "value"])
+    return df.drop(columns="_order").reset_index(drop=True)
+
+
+def summarize_comparison(
+    samples: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    base: str | None = None,
+    paired: bool = True,
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+) -> pd.DataFrame:
+    """Compare every arm with the base arm on each metric.
+
+    Args:
+        samples: tidy ``arm, seed, metric, value`` (from :func:`run_arms`).
+        metrics: metrics to compare (default :data:`DEFAULT_METRICS`, those present).
+        base: the base arm (default: the first arm in ``samples``).
+        paired: pair runs by seed (used only when both arms have the same seeds).
+        confidence: level of the bootstrap interval.
+        n_resamples: bootstrap resamples.
+
+    Returns:
+        One row per (changed arm, metric) with :data:`TABLE_COLUMNS`: means over seeds in
+        the metric's unit, ``change_pct`` = 100 (change - base) / base, and the bootstrap
+        interval of ``change_pct`` (NaN with fewer than two seeds).
+
+    Raises:
+        ConfigError: a requested metric is not in the samples, or ``base`` is not an arm.
+    """
+    arms = list(dict.fromkeys(samples["arm"]))
+    base = base or (arms[0] if arms else None)
+    if base not in arms:
+        raise ConfigError("<command line>", "base arm", base, f"allowed: {', '.join(map(str, arms))}")
+    present = set(samples["metric"])
+    if metrics is None:
+        metrics = [m for m in DEFAULT_METRICS if m in present]
+    else:
+        unknown = [m for m in metrics if m not in present]
+        if unknown:
+            raise ConfigError("<command line>", "--metrics", ",".join(unknown),
+                              f"not in the run summaries; known: {', '.join(sorted(present))}")
+    wide = samples.pivot_table(index=["arm", "seed"], columns="metric", values="value", aggfunc="first")
+    rows = []
+    for arm in arms:
+        if arm == base:
+            continue
+        b, c = wide.loc[base], wide.loc[arm]
+        same_seeds = paired and list(b.index) == list(c.index)
+        for m in metrics:
+            if same_seeds:
+                bv, cv = b[m].to_numpy(float), c[m].to_numpy(float)
+            else:
+                bv, cv = b[m].dropna().to_numpy(float), c[m].dropna().to_numpy(float)
+            pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence,
+                                        n_resamples=n_resamples)
+            rows.append((m, base, arm, int(min(len(bv), len(cv))), float(bv.mean()) if len(bv) else math.nan,
+                         float(cv.mean()) if len(cv) else math.nan, pct, lo, hi))
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def compare_arms(
+    scenario_path: str | Path,
+    arms: list[str],
+    seeds: int,
+    metrics: list[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    runner: Runner | None = None,
+    executor: Executor | None = None,
+    paired: bool = True,
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run ``arms`` over ``seeds`` seeds and compare each with the first arm.
+
+    :func:`run_arms` followed by :func:`summarize_comparison`; see both for the arguments.
+    Format the result with :func:`to_rich_table`, :func:`to_markdown` or
+    ``DataFrame.to_csv``.
+
+    Returns:
+        The comparison table (one row per changed arm and metric; see :data:`TABLE_COLUMNS`).
+
+    Raises:
+        ConfigError: bad scenario, arm, seed count or metric. RunFailed: a run raised.
+    """
+    samples = run_arms(scenario_path, arms, seeds, overrides=overrides, runner=runner, executor=executor,
+                       progress=progress)
+    return summarize_comparison(samples, metrics, paired=paired, confidence=confidence, n_resamples=n_resamples)
+
+
+# ---------------------------------------------------------------- formatting
+
+def _num(x: float) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    return f"{x:,.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+
+
+def _pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+.2f}%"
+
+
+def verdict(row: Any) -> str:
+    """``better``/``worse`` when the CI of the change excludes 0, else ``no clear change``
+    (``n/a`` without a CI). Direction from :data:`HIGHER_IS_BETTER`."""
+    lo, hi = row["ci_low_pct"], row["ci_high_pct"]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "n/a"
+    if lo <= 0 <= hi:
+        return "no clear change"
+    up = lo > 0
+    higher_better = any(k in row["metric"] for k in HIGHER_IS_BETTER)
+    return "better" if up == higher_better else "worse"
+
+
+def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], list[list[str]]]:
+    ci = f"{confidence:.0%} CI of change"
+    header = ["metric", "base arm", "base mean", "arm", "arm mean", "change", ci, "seeds", "verdict"]
+    rows = [[r["metric"], str(r["base_arm"]), _num(r["base_mean"]), str(r["arm"]), _num(r["change_mean"]),
+             _pct(r["change_pct"]),
+             "n/a" if not math.isfinite(r["ci_low_pct"]) else f"[{_pct(r['ci_low_pct'])}, {_pct(r['ci_high_pct'])}]",
+             str(r["n_seeds"]), verdict(r)] for _, r in table.iterrows()]
+    return header, rows
+
+
+def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> Table:
+    """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
+    header, rows = _display_rows(table, confidence)
+    t = Table(title=title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)")
+    for h in header:
+        t.add_column(h, justify="left" if h in ("metric", "base arm", "arm", "verdict") else "right")
+    for r in rows:
+        style = {"better": "green", "worse": "red"}.get(r[-1])
+        t.add_row(*r, style=style)
+    return t
+
+
+def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:
+    """The comparison as a GitHub-flavoured markdown table (one line per row, trailing newline)."""
+    header, rows = _display_rows(table, confidence)
+    right = {"base mean", "arm mean", "change", f"{confidence:.0%} CI of change", "seeds"}
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---:" if h in right else "---" for h in header) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the comparison table as CSV (full precision), atomically."""
+    return atomic_write_text(path, table.to_csv(index=False))

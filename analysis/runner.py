@@ -1,0 +1,81 @@
+"""One simulator run as a picklable unit of work (for process pools and Dask workers).
+
+A *runner* is a callable ``runner(scenario, seed) -> run`` where ``run`` is a ``RunResult``
+(anything with a ``summary`` dict) or a summary dict itself. The default,
+:func:`simulate`, is ``sim.engine.run_scenario``. Runners handed to executors must be
+picklable: module-level functions.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Runner = Callable[[Any, int], Any]
+
+NON_METRIC_KEYS = frozenset({"seed"})
+"""Numeric summary keys that describe the run rather than measure it."""
+
+
+def simulate(scenario: Any, seed: int) -> Any:
+    """Default runner: ``sim.engine.run_scenario(scenario, seed=seed)`` (imported lazily)."""
+    from sim.engine import run_scenario
+
+    return run_scenario(scenario, seed=seed)
+
+
+def summary_metrics(run: Any) -> dict[str, float]:
+    """The numeric bench_serving metrics of a run (or of a summary dict), as floats.
+
+    Strings (``scenario``, ``arm``, ``source``), booleans, ``None`` and ``seed`` are left out.
+    """
+    summary = run if isinstance(run, Mapping) else run.summary
+    out: dict[str, float] = {}
+    for k, v in summary.items():
+        if k in NON_METRIC_KEYS or isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, (int, float)) or hasattr(v, "dtype"):
+            try:
+                out[k] = float(v)
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run to do: a resolved scenario and a seed; ``key`` identifies it to the caller."""
+
+    scenario: Any
+    seed: int
+    key: Any = None
+    runner: Runner | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What came back: ``metrics`` on success, else ``error`` (exception type, message and
+    the traceback's last lines)."""
+
+    key: Any
+    seed: int
+    metrics: dict[str, float] | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def execute(task: RunTask) -> RunOutcome:
+    """Run ``task`` and return its metrics; an exception becomes ``RunOutcome.error`` (so one
+    failing run never takes down a batch, and nothing unpicklable crosses processes)."""
+    runner = task.runner or simulate
+    try:
+        metrics = summary_metrics(runner(task.scenario, task.seed))
+    except Exception as e:  # noqa: BLE001 - reported per run by the caller
+        tb = traceback.format_exc(limit=-3)
+        return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}")
+    return RunOutcome(task.key, task.seed, metrics=metrics)

@@ -1,0 +1,350 @@
+"""Parameter sweeps: every grid point x seed, on any concurrent.futures-style executor.
+
+A grid maps dotted scenario keys (``server.chunked_prefill_size``) to lists of values; the
+special key ``arm`` picks the scenario's arm per point. Every combination (a *point*) runs
+with seeds ``scenario.seed + i``. Results go to one tidy parquet file, one row per run and
+metric::
+
+    scenario | arm | <one column per grid key> | seed | metric | value | point
+
+``point`` is the canonical JSON of the point's parameters (arm included); it is how a
+resumed sweep recognises the runs it already has. The file is rewritten atomically at
+checkpoints and at the end (also after an interrupt), so finished runs are never lost.
+Runs that raise are reported as :class:`FailedPoint` (and in ``<out>.failures.json``) and
+are retried by the next resumed sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
+
+from analysis.io import atomic_write_parquet, atomic_write_text
+from analysis.overrides import check_key, load_scenario_with_overrides
+from analysis.runner import Runner, RunOutcome, RunTask, execute
+from sim.errors import ConfigError
+
+META_KEY = "specsched.sweep"
+BASE_COLUMNS = ("scenario", "arm")
+TAIL_COLUMNS = ("seed", "metric", "value", "point")
+
+
+@dataclass(frozen=True)
+class FailedPoint:
+    """A run that raised: its grid parameters (arm included), seed and the error text."""
+
+    params: dict[str, Any]
+    seed: int
+    error: str
+
+    def describe(self) -> str:
+        """One line: ``arm=base server.x=1 seed=3: RuntimeError: ...``."""
+        p = " ".join(f"{k}={json.dumps(v)}" for k, v in self.params.items())
+        return f"{p} seed={self.seed}: {self.error.splitlines()[0] if self.error else ''}"
+
+
+@dataclass
+class SweepReport:
+    """Outcome of :func:`run_sweep`.
+
+    Attributes:
+        path: the parquet file.
+        table: everything in it (finished runs of this and earlier resumed sweeps).
+        ran: runs completed now; skipped: runs already in the file (resume);
+        failed: runs that raised now (not in the file; retried on resume).
+    """
+
+    path: Path
+    table: pd.DataFrame
+    ran: int = 0
+    skipped: int = 0
+    failed: list[FailedPoint] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def point_id(params: Mapping[str, Any]) -> str:
+    """Canonical JSON of a point's parameters (sorted keys): the resume identity."""
+    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]], arm: str = "base") -> list[dict[str, Any]]:
+    """Every combination of the grid's values, first key slowest, as ``{"arm": ..., key: v}``.
+
+    The ``arm`` axis, if present, overrides the ``arm`` argument. An empty grid gives one
+    point (the scenario itself).
+
+    Raises:
+        ConfigError: an axis without values.
+    """
+    for k, v in grid.items():
+        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or len(v) == 0:
+            raise ConfigError("<command line>", k, v, "a grid axis needs a non-empty list of values")
+    keys = list(grid)
+    points = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        p = dict(zip(keys, combo, strict=True))
+        points.append({"arm": p.pop("arm", arm), **p})
+    return points
+
+
+def _column(values: list[Any]) -> pd.Series:
+    """Typed column for one parameter: bool/int/float/str when uniform, else JSON text."""
+    present = [v for v in values if v is not None]
+    kinds = {type(v) for v in present}
+    if kinds and kinds <= {bool}:
+        return pd.Series(values, dtype="boolean")
+    if kinds and kinds <= {int}:
+        return pd.Series(values, dtype="Int64")
+    if kinds and kinds <= {int, float}:
+        return pd.Series([math.nan if v is None else float(v) for v in values], dtype="float64")
+    if kinds <= {str}:
+        return pd.Series(values, dtype="object")
+    return pd.Series([None if v is None else json.dumps(v, sort_keys=True) for v in values], dtype="object")
+
+
+def _build_table(rows: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:
+    """Rebuild param columns from ``point`` and sort by grid order, seed, metric."""
+    if rows.empty:
+        return pd.DataFrame(columns=[*BASE_COLUMNS, *TAIL_COLUMNS])
+    params = [json.loads(p) for p in rows["point"]]
+    keys = list(dict.fromkeys(k for p in params for k in p if k != "arm"))
+    out = pd.DataFrame({"scenario": rows["scenario"].to_numpy(object), "arm": [p.get("arm") for p in params]})
+    for k in keys:
+        out[k] = _column([p.get(k) for p in params])
+    out["seed"] = rows["seed"].to_numpy("int64")
+    out["metric"] = rows["metric"].to_numpy(object)
+    out["value"] = rows["value"].to_numpy("float64")
+    out["point"] = rows["point"].to_numpy(object)
+    rank = out["point"].map(lambda p: order.get(p, len(order)))
+    out = out.assign(_rank=rank, _pos=range(len(out)))
+    out = out.sort_values(["_rank", "seed", "metric", "_pos"], kind="stable")
+    return out.drop(columns=["_rank", "_pos"]).reset_index(drop=True)
+
+
+def _file_sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_sweep(path: str | Path) -> pd.DataFrame:
+    """Read a sweep parquet written by :func:`run_sweep`.
+
+    Raises:
+        ConfigError: the file is unreadable or lacks the sweep columns.
+    """
+    p = Path(path)
+    try:
+        df = pd.read_parquet(p)
+    except Exception as e:  # pyarrow raises several types
+        raise ConfigError(str(p), "<file>", str(p), f"not a readable parquet file ({e})") from None
+    missing = [c for c in (*BASE_COLUMNS, *TAIL_COLUMNS) if c not in df.columns]
+    if missing:
+        raise ConfigError(str(p), "<columns>", sorted(df.columns), f"not a sweep file (missing {', '.join(missing)})")
+    return df
+
+
+def _sweep_meta(path: Path) -> dict[str, Any]:
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(META_KEY.encode())
+    return json.loads(raw) if raw else {}
+
+
+def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor, list[Any]]:
+    """-> (executor, things to close). str = Dask scheduler address; Client -> its executor."""
+    if executor is None:
+        ex = ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
+        return ex, [ex]
+    if isinstance(executor, str):
+        try:
+            from distributed import Client
+        except ImportError:  # pragma: no cover - optional dependency
+            raise ConfigError("<command line>", "--scheduler", executor,
+                              "needs dask[distributed] (pip install 'specsched[distributed]')") from None
+        try:
+            client = Client(executor, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise ConfigError("<command line>", "--scheduler", executor, f"cannot connect ({e})") from None
+        ex = client.get_executor()
+        return ex, [ex, client]
+    if hasattr(executor, "get_executor") and not hasattr(executor, "submit_many"):
+        return executor.get_executor(), []  # a distributed.Client
+    if hasattr(executor, "submit"):
+        return executor, []
+    raise TypeError(f"executor must be None, a scheduler address, a distributed.Client or an Executor, got {executor!r}")
+
+
+def _close(things: list[Any], cancel: bool) -> None:
+    for t in things:
+        if isinstance(t, Executor):
+            t.shutdown(wait=not cancel, cancel_futures=cancel)
+        else:
+            t.close()
+
+
+def run_sweep(
+    scenario_path: str | Path,
+    grid: Mapping[str, Sequence[Any]],
+    seeds: int,
+    out: str | Path,
+    executor: Any = None,
+    resume: bool = True,
+    *,
+    arm: str = "base",
+    overrides: Mapping[str, Any] | None = None,
+    runner: Runner | None = None,
+    progress: bool = True,
+    checkpoint_s: float = 30.0,
+    max_workers: int | None = None,
+) -> SweepReport:
+    """Run every grid point x seed and write one tidy parquet file.
+
+    Args:
+        scenario_path: scenario YAML file.
+        grid: dotted key -> list of values (YAML-typed: ints, floats, strings, ...); key
+            ``arm`` chooses the arm per point. Keys are checked against the scenario model.
+        seeds: runs per point; run i uses seed ``scenario.seed + i`` of the point's scenario.
+        out: the parquet file to write (parents created).
+        executor: None: a process pool (``max_workers`` processes, spawn start method);
+            ``"tcp://host:port"``: a Dask scheduler (``distributed.Client(address)``);
+            a ``distributed.Client``; or any ``concurrent.futures.Executor``. Executors
+            passed in are not shut down.
+        resume: keep the runs already in ``out`` and skip them (their scenario file must be
+            unchanged); False starts afresh and overwrites ``out``.
+        arm: the arm of points without an ``arm`` axis.
+        overrides: fixed dotted key -> value applied to every point (grid axes win); they
+            are part of each point's parameters (columns of the table, resume identity).
+        runner: ``runner(scenario, seed)`` (default ``sim.engine.run_scenario``); must be
+            picklable for process/Dask executors (a module-level function).
+        progress: show a tqdm progress bar.
+        checkpoint_s: rewrite ``out`` at most this often while runs finish.
+        max_workers: size of the default process pool (default: CPU count).
+
+    Returns:
+        A :class:`SweepReport` (table, counts, failed runs). Failed runs are also written to
+        ``<out>.failures.json`` (removed when a sweep ends with no failure).
+
+    Raises:
+        ConfigError: bad scenario, grid key or value (every point is validated before any
+            run starts), ``seeds < 1``, an unreadable ``out``, or an ``out`` produced from
+            a different scenario file while ``resume`` is on.
+    """
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError("<command line>", "--seeds", seeds, "must be an integer >= 1")
+    path = Path(scenario_path)
+    out = Path(out)
+    fixed = dict(overrides or {})
+    for key in [*fixed, *grid]:
+        if key != "arm":
+            check_key(key, str(path))
+    if "arm" in fixed:
+        raise ConfigError("<command line>", "arm", fixed["arm"], "choose the arm with arm= (or a grid axis 'arm')")
+    points = [{"arm": p["arm"], **{k: v for k, v in fixed.items() if k not in grid}, **p} for p in grid_points(grid, arm)]
+    scenarios = []
+    for p in points:
+        overrides = {k: v for k, v in p.items() if k != "arm"}
+        scenarios.append(load_scenario_with_overrides(path, p["arm"], overrides))
+    ids = [point_id(p) for p in points]
+    order = {pid: i for i, pid in enumerate(ids)}
+    sha = _file_sha(path)
+    meta = {META_KEY: json.dumps({"scenario_path": str(path), "scenario_sha256": sha,
+                                  "grid": {k: list(v) for k, v in grid.items()}, "seeds": seeds}, default=str)}
+
+    existing = pd.DataFrame(columns=["scenario", "seed", "metric", "value", "point"])
+    if resume and out.exists():
+        existing = read_sweep(out)
+        old = _sweep_meta(out)
+        if old.get("scenario_sha256") not in (None, sha):
+            raise ConfigError(str(out), "<resume>", str(path),
+                              "was produced from a different version of the scenario file; "
+                              "use --no-resume to overwrite it or choose another --out")
+        existing = existing[["scenario", "seed", "metric", "value", "point"]]
+    done = set(zip(existing["point"], existing["seed"].astype(int), strict=True))
+
+    tasks = []
+    skipped = 0
+    for pid, sc in zip(ids, scenarios, strict=True):
+        for i in range(seeds):
+            if (pid, sc.seed + i) in done:
+                skipped += 1
+            else:
+                tasks.append(RunTask(sc, sc.seed + i, key=pid, runner=runner))
+
+    new_rows: list[pd.DataFrame] = []
+    failed: list[FailedPoint] = []
+    name_of = {pid: sc.name for pid, sc in zip(ids, scenarios, strict=True)}
+
+    def table() -> pd.DataFrame:
+        frames = [f for f in (existing, *new_rows) if len(f)]
+        rows = pd.concat(frames, ignore_index=True) if frames else existing
+        return _build_table(rows, order)
+
+    def checkpoint() -> pd.DataFrame:
+        t = table()
+        atomic_write_parquet(t, out, meta)
+        return t
+
+    def record(o: RunOutcome) -> None:
+        if o.ok:
+            new_rows.append(pd.DataFrame({
+                "scenario": name_of[o.key], "seed": o.seed, "metric": list(o.metrics),
+                "value": list(o.metrics.values()), "point": o.key,
+            }))
+        else:
+            failed.append(FailedPoint(json.loads(o.key), o.seed, o.error or ""))
+
+    ran = 0
+    if tasks:
+        ex, owned = _resolve_executor(executor, max_workers)
+        futures: list[Future] = []
+        cancel = True
+        bar = tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress)
+        last = time.monotonic()
+        try:
+            futures = [ex.submit(execute, t) for t in tasks]
+            by_future = dict(zip(futures, tasks, strict=True))
+            for f in as_completed(futures):
+                try:
+                    o = f.result()
+                except Exception as e:  # noqa: BLE001 - worker died, pool broken, ...
+                    t = by_future[f]
+                    o = RunOutcome(t.key, t.seed, error=f"{type(e).__name__}: {e}")
+                record(o)
+                ran += o.ok
+                bar.update()
+                if failed:
+                    bar.set_postfix(failed=len(failed))
+                if time.monotonic() - last >= checkpoint_s:
+                    checkpoint()
+                    last = time.monotonic()
+            cancel = False
+        finally:
+            bar.close()
+            for f in futures:
+                f.cancel()
+            _close(owned, cancel)
+            final = checkpoint()
+    else:
+        final = checkpoint() if (not out.exists() or not resume) else table()
+
+    fail_path = out.with_name(out.name + ".failures.json")
+    if failed:
+        atomic_write_text(fail_path, json.dumps([asdict(f) for f in failed], indent=2, default=str) + "\n")
+    elif fail_path.exists():
+        os.unlink(fail_path)
+    return SweepReport(path=out, table=final, ran=ran, skipped=skipped, failed=failed)

@@ -1,0 +1,197 @@
+"""Refit the MI355X profile to the reference figures and print the fit.
+
+``specsched calibrate [--write]`` (or ``python -m sim.calibrate``). What is fitted, from
+what (every figure is the base arm unless stated; they are carried in the scenarios'
+``reference`` blocks, restated with their source in docs/reference-data.md):
+
+1. host stall per verify (host.launch_s + host.sync_wakeup_s) = batch-1 wall per verify of
+   the base arm (9.19 ms) minus the host-sync-fix arm (8.60 ms): the one paired figure
+   given for calibration. gpu.verify at batch 1 = 8.60 ms (with the fix the host never
+   blocks, so the wall is GPU work).
+2. gpu.verify at batch 8, 32, 64 = 1 / (verify cycles/s) - host stall (closed form; the
+   simulation then checks it).
+3. By simulation (Nelder-Mead on the squared relative errors): the acceptance mean (batch-1
+   decode tok/s = 351.7 at 9.19 ms per verify), the per-request acceptance spread, the
+   prefill cost per token and gpu.verify at batch 256, against the 256 burst's output
+   tok/s, median and max TTFT and median TPOT.
+
+The scenarios' acceptance blocks (a workload property) and the profile's values are
+rewritten with ``--write``; the profile's provenance block says where each came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy.optimize import minimize
+
+from sim.config import Scenario, load_scenario
+from sim.engine import run_scenario
+from sim.profile import Profile, load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml"
+LL_CELLS = {1: "batch1-ll", 8: "batch8-ll", 32: "batch32-ll", 64: "batch64-ll"}
+BURST = "burst256-ht"
+BURST_KEYS = ("output_throughput", "median_ttft_ms", "max_ttft_ms", "median_tpot_ms")
+
+
+def _scenario(name: str, arm: str = "base") -> Scenario:
+    return load_scenario(ROOT / "scenarios" / f"{name}.yaml", arm)
+
+
+def _with(model: Any, path: str, value: Any) -> Any:
+    data = model.model_dump()
+    node = data
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = value
+    return type(model).model_validate(data)
+
+
+def closed_form(profile: Profile) -> dict[str, Any]:
+    """Steps 1 and 2: the host stall and the LL verify grid from the reference figures."""
+    b1 = _scenario(LL_CELLS[1])
+    wall_base = b1.reference["base"]["verify_wall_ms"] / 1000
+    wall_fix = b1.reference["stream_wait"]["verify_wall_ms"] / 1000
+    stall = wall_base - wall_fix
+    launch = stall - profile.host.sync_wakeup_s
+    verify = {1: wall_fix}
+    for b in (8, 32, 64):
+        verify[b] = 1.0 / _scenario(LL_CELLS[b]).reference["base"]["verify_cycles_per_s"] - stall
+    return {"stall": stall, "launch_s": launch, "verify": verify}
+
+
+def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: float) -> Profile:
+    """A profile with the fitted values put in."""
+    p = _with(profile, "host.launch_s", cf["launch_s"])
+    g = p.gpu.verify
+    xs = [1, 8, 32, 64, 256]
+    secs = [[cf["verify"][b]] for b in xs[:-1]] + [[verify_256]]
+    p = _with(p, "gpu.verify", {"x": xs, "context_len": g.context_len, "seconds": secs})
+    p = _with(p, "gpu.extend", {"x": [1, 16384], "context_len": p.gpu.extend.context_len,
+                                "seconds": [[extend_16k / 16384], [extend_16k]]})
+    inject_share = profile.gpu.draft_inject_per_token_s / (profile.gpu.extend.seconds[-1][0] / 16384 + profile.gpu.draft_inject_per_token_s)
+    per_tok = extend_16k / 16384
+    return _with(p, "gpu.draft_inject_per_token_s", per_tok * inject_share / (1 - inject_share))
+
+
+def _acc(sc: Scenario, mean: float, spread: float) -> Scenario:
+    return _with(_with(sc, "acceptance.mean_accept_length", mean), "acceptance.request_spread", spread)
+
+
+def evaluate(profile: Profile, mean: float, spread: float) -> dict[str, dict[str, float]]:
+    """Simulate every System-A base cell with these values; returns summaries by cell."""
+    out = {}
+    for name in [*LL_CELLS.values(), BURST]:
+        sc = _acc(_scenario(name), mean, spread)
+        out[name] = run_scenario(sc, profile=profile).summary
+    return out
+
+
+def fit(verbose: bool = True, max_evals: int = 160) -> tuple[Profile, float, float, dict]:
+    """Run the fit; returns (profile, mean_accept_length, request_spread, fit report)."""
+    base = load_profile(str(PROFILE))
+    cf = closed_form(base)
+    b1 = _scenario(LL_CELLS[1])
+    burst = _scenario(BURST)
+    ref_b1 = b1.reference["base"]["decode_throughput"]
+    ref_burst = burst.reference["base"]
+    x0 = np.array([burst.acceptance.mean_accept_length, burst.acceptance.request_spread,
+                   base.gpu.extend.seconds[-1][0], base.gpu.verify.seconds[-1][0]])
+    scale = x0.copy()
+    evals = [0]
+
+    def objective(z: np.ndarray) -> float:
+        mean, spread, ext, v256 = z * scale
+        if not (1.0 < mean < 6.0 and 0 <= spread < 3 and ext > 0 and v256 > cf["verify"][64]):
+            return 1e6
+        prof = apply(base, cf, ext, v256)
+        s1 = run_scenario(_acc(b1, mean, spread), profile=prof).summary
+        sb = run_scenario(_acc(burst, mean, spread), profile=prof).summary
+        errs = [(s1["decode_throughput"] - ref_b1) / ref_b1]
+        errs += [(sb[k] - ref_burst[k]) / ref_burst[k] for k in BURST_KEYS]
+        loss = float(np.sum(np.square(errs)))
+        evals[0] += 1
+        if verbose and evals[0] % 10 == 0:
+            print(f"  eval {evals[0]:3d}: loss {loss:.2e}  mean {mean:.3f} spread {spread:.3f} "
+                  f"extend(16K) {ext * 1000:.1f} ms verify(256) {v256 * 1000:.2f} ms", file=sys.stderr)
+        return loss
+
+    res = minimize(objective, np.ones(4), method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 1e-4, "fatol": 1e-7, "initial_simplex": None})
+    mean, spread, ext, v256 = res.x * scale
+    prof = apply(base, cf, ext, v256)
+    return prof, float(mean), float(spread), {"loss": float(res.fun), "evals": evals[0], "closed_form": cf}
+
+
+def report(profile: Profile, mean: float, spread: float) -> str:
+    """Predicted vs reference for every System-A base-arm figure (and the batch-1 pair)."""
+    lines = [f"{'cell':<14}{'arm':<12}{'metric':<22}{'reference':>11}{'model':>11}{'error':>8}"]
+    for name in [*LL_CELLS.values(), BURST]:
+        sc0 = _scenario(name)
+        for arm, refs in sc0.reference.items():
+            s = run_scenario(_acc(_scenario(name, arm), mean, spread), profile=profile).summary
+            for k, ref in refs.items():
+                lines.append(f"{name:<14}{arm:<12}{k:<22}{ref:>11.2f}{s[k]:>11.2f}{(s[k] - ref) / ref * 100:>+7.2f}%")
+    return "\n".join(lines)
+
+
+def write(profile: Profile, mean: float, spread: float) -> None:
+    """Rewrite the profile's fitted values (keeping its header comments and provenance) and
+    the System-A scenarios' acceptance blocks."""
+    text = PROFILE.read_text()
+    header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    data = yaml.safe_load(text)
+    dumped = profile.model_dump(mode="json", exclude={"path"})
+    data["gpu"], data["host"] = dumped["gpu"], dumped["host"]
+    PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+    for name in [*LL_CELLS.values(), BURST]:
+        p = ROOT / "scenarios" / f"{name}.yaml"
+        t = p.read_text()
+        t = re.sub(r"(\n  mean_accept_length: )[0-9.]+", rf"\g<1>{mean:.4f}", t)
+        t = re.sub(r"(\n  request_spread: )[0-9.]+", rf"\g<1>{spread:.4f}", t)
+        p.write_text(t)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.report_only:
+        sc = _scenario(BURST)
+        print(report(load_profile(str(PROFILE)), sc.acceptance.mean_accept_length, sc.acceptance.request_spread))
+        return 0
+    prof, mean, spread, info = fit(max_evals=args.max_evals)
+    cf = info["closed_form"]
+    print(f"host stall per verify: {cf['stall'] * 1000:.3f} ms (launch_s {cf['launch_s'] * 1000:.3f} ms)")
+    print("gpu.verify (ms): " + ", ".join(f"bs {b}: {s[0] * 1000:.3f}" for b, s in zip(prof.gpu.verify.x, prof.gpu.verify.seconds, strict=True)))
+    print(f"gpu.extend: {prof.gpu.extend.seconds[-1][0] * 1000:.1f} ms per 16384 tokens; "
+          f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.3f} us/token")
+    print(f"acceptance: mean_accept_length {mean:.4f}, request_spread {spread:.4f}  "
+          f"(loss {info['loss']:.2e} after {info['evals']} simulations)")
+    print(report(prof, mean, spread))
+    if args.write:
+        write(prof, mean, spread)
+        print(f"wrote {PROFILE.relative_to(ROOT)} and the System-A scenarios' acceptance blocks")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``specsched calibrate``."""
+    c = sub.add_parser("calibrate", help="refit the MI355X profile to the reference figures and print the fit")
+    c.add_argument("--write", action="store_true", help="write the fitted values into the profile and scenarios")
+    c.add_argument("--report-only", action="store_true", help="only print predicted vs reference with the current files")
+    c.add_argument("--max-evals", type=int, default=160, help="simulations the optimiser may run")
+    c.set_defaults(func=cmd_calibrate)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m sim.calibrate")
+    add_parsers(p.add_subparsers(dest="cmd", required=True))
+    a = p.parse_args(["calibrate", *sys.argv[1:]])
+    sys.exit(a.func(a))

@@ -1,0 +1,97 @@
+"""Writing and reading a run's results directory (format in docs/architecture.md).
+
+Writes are atomic: everything goes to a temporary sibling directory that is renamed into
+place at the end, so an interrupted or failed run leaves no half-written results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from sim.records import RunResult
+
+TABLES = ("requests", "chunks", "steps", "timeseries")
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if hasattr(v, "item"):
+        return _clean(v.item())
+    return v
+
+
+def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet") -> Path:
+    """Write ``result`` to ``out_dir`` atomically (replacing an existing directory).
+
+    Args:
+        result: the run.
+        out_dir: target directory.
+        fmt: ``parquet`` or ``csv`` for the tables.
+
+    Returns:
+        The directory written.
+
+    Raises:
+        ValueError: unknown ``fmt``.
+    """
+    if fmt not in ("parquet", "csv"):
+        raise ValueError(f"format must be parquet or csv, got {fmt!r}")
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name in TABLES:
+            df: pd.DataFrame = getattr(result, name)
+            if fmt == "parquet":
+                df.to_parquet(tmp / f"{name}.parquet", index=False)
+            else:
+                df.to_csv(tmp / f"{name}.csv", index=False)
+        summary = {k: _clean(v) for k, v in result.summary.items()}
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        if result.scenario is not None:
+            sc = result.scenario.model_dump(mode="json")
+            (tmp / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def read_results(path: str | Path) -> RunResult:
+    """Read a results directory written by :func:`write_results` (parquet or csv tables).
+
+    Raises:
+        FileNotFoundError: no summary.json in ``path``.
+    """
+    p = Path(path)
+    if not (p / "summary.json").is_file():
+        raise FileNotFoundError(f"{p}: not a results directory (no summary.json)")
+    tables = {}
+    for name in TABLES:
+        if (p / f"{name}.parquet").is_file():
+            tables[name] = pd.read_parquet(p / f"{name}.parquet")
+        elif (p / f"{name}.csv").is_file():
+            tables[name] = pd.read_csv(p / f"{name}.csv")
+        else:
+            tables[name] = pd.DataFrame()
+    summary = json.loads((p / "summary.json").read_text())
+    scenario = yaml.safe_load((p / "scenario.yaml").read_text()) if (p / "scenario.yaml").is_file() else None
+    return RunResult(summary=summary, scenario=scenario, **tables)

@@ -1,0 +1,48 @@
+"""Shared fixtures: a small synthetic profile and scenario builders (no reference data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.config import Scenario
+from sim.profile import Profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tiny_profile(**host) -> Profile:
+    """A made-up profile: 1 ms per 1K extend tokens, verify/decode 2 ms + 0.1 ms per request."""
+    h = dict(ingest_per_request_s=0.0, schedule_s=1e-4, launch_s=2e-4, process_s=1e-4,
+             sync_wakeup_s=5e-5, cross_queue_penalty_s=1e-3)
+    h.update(host)
+    return Profile.model_validate({
+        "name": "tiny", "device": "synthetic",
+        "gpu": {
+            "extend": {"x": [1, 1000], "seconds": [[1e-6], [1e-3]]},
+            "draft_inject_per_token_s": 1e-7,
+            "verify": {"x": [1, 100], "seconds": [[2e-3], [12e-3]]},
+            "decode": {"x": [1, 100], "seconds": [[1e-3], [6e-3]]},
+        },
+        "host": h,
+    })
+
+
+def make_scenario(server: dict | None = None, workload: dict | None = None, acceptance: dict | None = None, seed: int = 1) -> Scenario:
+    """A scenario dict validated into a Scenario (defaults: DSpark window 4, burst of 8)."""
+    srv = {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
+           "max_prefill_tokens": 4096, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}
+    srv.update(server or {})
+    wl = {"kind": "burst", "num_requests": 8, "input_len": {"kind": "fixed", "value": 500},
+          "output_len": {"kind": "fixed", "value": 40}}
+    wl.update(workload or {})
+    acc = {"mean_accept_length": 2.5, "request_spread": 0.3}
+    acc.update(acceptance or {})
+    return Scenario.model_validate({"name": "t", "profile": "tiny", "seed": seed, "server": srv,
+                                    "workload": wl, "acceptance": acc})
+
+
+@pytest.fixture
+def profile() -> Profile:
+    return tiny_profile()

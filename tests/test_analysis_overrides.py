@@ -1,0 +1,87 @@
+"""analysis.overrides: dotted-key overrides, grid parsing, validation errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.overrides import (
+    check_key,
+    load_scenario_with_overrides,
+    nest,
+    parse_grid,
+    parse_overrides,
+    split_values,
+)
+from analysis.synthetic import write_demo_scenario
+from sim.errors import ConfigError
+
+
+@pytest.fixture()
+def scenario(tmp_path):
+    return write_demo_scenario(tmp_path / "demo.yaml")
+
+
+def test_split_values_respects_brackets_and_quotes():
+    assert split_values("1, 2,[3, 4],'a,b', {x: 1, y: 2}") == ["1", "2", "[3, 4]", "'a,b'", "{x: 1, y: 2}"]
+
+
+def test_parse_grid_yaml_types_and_order():
+    grid = parse_grid(["server.chunked_prefill_size=8192,16384", "server.enable_mixed_chunk=true,false",
+                       "acceptance.per_position_rates=[0.9, 0.8],[0.5]", "arm=base,stream_wait"])
+    assert grid == {
+        "server.chunked_prefill_size": [8192, 16384],
+        "server.enable_mixed_chunk": [True, False],
+        "acceptance.per_position_rates": [[0.9, 0.8], [0.5]],
+        "arm": ["base", "stream_wait"],
+    }
+
+
+@pytest.mark.parametrize("items", [["noequals"], ["a=1", "a=2"], ["a="], ["a=1,,2"], ["a=1,1"], ["=3"]])
+def test_parse_grid_rejects_bad_axes(items):
+    with pytest.raises(ConfigError):
+        parse_grid(items)
+
+
+def test_parse_overrides_and_nest():
+    ov = parse_overrides(["server.max_running_requests=16", "workload.output_len.value=8", "seed=4"])
+    assert nest(ov) == {"server": {"max_running_requests": 16}, "workload": {"output_len": {"value": 8}}, "seed": 4}
+    with pytest.raises(ConfigError, match="conflicts"):
+        nest({"server": 1, "server.x": 2})
+
+
+def test_override_applies_on_top_of_the_arm(scenario):
+    sc = load_scenario_with_overrides(scenario, "stream_wait", ["server.chunked_prefill_size=2048",
+                                                                "workload.num_requests=3"])
+    assert sc.arm == "stream_wait"
+    assert sc.server.sync_mode.value == "stream_wait"  # the arm's setting is kept
+    assert sc.server.chunked_prefill_size == 2048
+    assert sc.workload.num_requests == 3
+    assert sc.workload.input_len.value == 1024  # untouched sibling keys survive
+    # an override wins over the arm
+    sc2 = load_scenario_with_overrides(scenario, "stream_wait", {"server.sync_mode": "host_block"})
+    assert sc2.server.sync_mode.value == "host_block"
+    assert load_scenario_with_overrides(scenario, "base", None).server.chunked_prefill_size == 4096
+
+
+def test_unknown_key_names_the_key_and_the_allowed_ones(scenario):
+    with pytest.raises(ConfigError) as e:
+        load_scenario_with_overrides(scenario, "base", {"server.chunked_prefil_size": 1})
+    assert e.value.key == "server.chunked_prefil_size"
+    assert "chunked_prefill_size" in e.value.allowed
+    with pytest.raises(ConfigError, match="not a mapping"):
+        check_key("server.max_running_requests.x")
+    with pytest.raises(ConfigError, match="cannot set"):
+        check_key("arms.x")
+    check_key("reference.base.output_throughput")  # free-form mapping
+
+
+def test_bad_value_is_a_config_error_with_the_key(scenario):
+    with pytest.raises(ConfigError) as e:
+        load_scenario_with_overrides(scenario, "base", ["server.max_running_requests=0"])
+    assert e.value.key == "server.max_running_requests"
+    assert e.value.value == 0
+    with pytest.raises(ConfigError) as e2:
+        load_scenario_with_overrides(scenario, "base", {"server.sync_mode": "sometimes"})
+    assert e2.value.key == "server.sync_mode"
+    with pytest.raises(ConfigError):
+        load_scenario_with_overrides(scenario, "no_such_arm", {})

@@ -1,0 +1,108 @@
+"""analysis.stats: ITL samples, confidence intervals, bootstrap of a percentage change."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.stats import ecdf, itl_samples, mean_ci, pct_change_ci, percentile
+
+
+def test_itl_samples_split_a_multi_token_chunk_into_equal_gaps():
+    chunks = pd.DataFrame({
+        "rid": [7, 7, 7, 3, 3, 3],
+        "time_s": [1.0, 1.3, 1.9, 0.5, 0.5, 0.9],  # rid 3 has an empty chunk first
+        "n_tokens": [1, 3, 2, 0, 1, 4],
+    })
+    got = np.sort(itl_samples(chunks))
+    want = np.sort([0.1, 0.1, 0.1, 0.3, 0.3, 0.1, 0.1, 0.1, 0.1])
+    np.testing.assert_allclose(got, want)
+
+
+def test_itl_samples_empty_and_single_chunk():
+    assert itl_samples(pd.DataFrame({"rid": [], "time_s": [], "n_tokens": []})).size == 0
+    assert itl_samples(pd.DataFrame({"rid": [1], "time_s": [0.2], "n_tokens": [5]})).size == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10), st.integers(1, 6)), min_size=1, max_size=40))
+def test_itl_samples_agree_with_the_simulator_metrics(rows):
+    from sim.metrics import itl_values
+
+    chunks = pd.DataFrame(rows, columns=["rid", "time_s", "n_tokens"])
+    # total ITL = sum over requests of (last - first chunk time); count = tokens after the first
+    np.testing.assert_allclose(np.sort(itl_samples(chunks)), np.sort(itl_values(chunks)), atol=1e-12)
+
+
+def test_ecdf_and_percentile_ignore_nan():
+    x, y = ecdf([3.0, np.nan, 1.0, 2.0])
+    np.testing.assert_array_equal(x, [1, 2, 3])
+    np.testing.assert_allclose(y, [1 / 3, 2 / 3, 1])
+    assert percentile([1, 2, np.nan, 3], 50) == 2
+    assert math.isnan(percentile([np.nan], 50))
+
+
+def test_mean_ci_contains_mean_and_is_nan_for_one_value():
+    m, lo, hi = mean_ci([10.0, 12.0, 11.0, 13.0])
+    assert lo < m < hi and m == pytest.approx(11.5)
+    m1, lo1, hi1 = mean_ci([5.0])
+    assert m1 == 5.0 and math.isnan(lo1) and math.isnan(hi1)
+
+
+def _paired(rng, n, true_pct, noise=1.0):
+    base = rng.normal(100.0, 8.0, n)  # seed-to-seed spread shared by both arms
+    change = base * (1 + true_pct / 100) + rng.normal(0.0, noise, n)
+    return base, change
+
+
+def test_bootstrap_ci_contains_the_true_change_and_excludes_zero():
+    rng = np.random.default_rng(42)
+    base, change = _paired(rng, 12, 10.0)
+    pct, lo, hi = pct_change_ci(base, change)
+    assert lo < 10.0 < hi
+    assert lo > 0.0  # a 10 % change with this noise is clearly resolved
+    assert lo <= pct <= hi
+
+
+def test_bootstrap_ci_coverage_is_near_nominal():
+    rng = np.random.default_rng(7)
+    hits = 0
+    reps = 200
+    for _ in range(reps):
+        base, change = _paired(rng, 10, -5.0, noise=2.0)
+        _, lo, hi = pct_change_ci(base, change, n_resamples=999, seed=int(rng.integers(1 << 30)))
+        hits += lo <= -5.0 <= hi
+    assert hits / reps >= 0.8
+
+
+def test_independent_bootstrap_is_wider_than_paired_for_correlated_arms():
+    rng = np.random.default_rng(3)
+    base, change = _paired(rng, 15, 4.0, noise=0.5)
+    _, plo, phi = pct_change_ci(base, change, paired=True)
+    _, ilo, ihi = pct_change_ci(base, change, paired=False)
+    assert (ihi - ilo) > 3 * (phi - plo)
+    assert ilo < 4.0 < ihi
+
+
+def test_bootstrap_ci_is_nan_with_one_seed():
+    pct, lo, hi = pct_change_ci([100.0], [110.0])
+    assert pct == pytest.approx(10.0)
+    assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_bootstrap_degenerate_and_zero_base():
+    assert pct_change_ci([2.0, 2.0, 2.0], [3.0, 3.0, 3.0]) == (50.0, 50.0, 50.0)
+    assert all(math.isnan(v) for v in pct_change_ci([0.0, 0.0], [1.0, 2.0]))
+
+
+def test_bootstrap_paired_needs_equal_lengths_and_drops_nan_pairs():
+    with pytest.raises(ValueError, match="equal lengths"):
+        pct_change_ci([1.0, 2.0], [1.0])
+    pct, lo, hi = pct_change_ci([100.0, np.nan, 100.0, 104.0], [110.0, 5.0, 111.0, 113.0])
+    assert pct == pytest.approx((334 / 3 - 304 / 3) / (304 / 3) * 100)
+    assert lo <= pct <= hi

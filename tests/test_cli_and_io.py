@@ -1,0 +1,114 @@
+"""The command line as a user runs it: tables, result files, bad input (exit 2, one clear
+line, nothing left behind), determinism."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sim.cli import main
+from sim.config import load_scenario
+from sim.engine import run_scenario
+from sim.errors import ConfigError
+from tests.conftest import ROOT
+
+
+def small_scenario(tmp_path: Path, **replace: str) -> Path:
+    text = (ROOT / "scenarios" / "batch8-ll.yaml").read_text()
+    text = text.replace("num_requests: 32", "num_requests: 10").replace("value: 1024", "value: 64")
+    text = text.replace("profile: mi355x-dsv41-flash-tp4", f"profile: {ROOT / 'profiles' / 'mi355x-dsv41-flash-tp4.yaml'}")
+    for a, b in replace.items():
+        assert a in text, a
+        text = text.replace(a, b)
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_run_prints_table_and_writes_results(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", str(small_scenario(tmp_path)), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Serving Benchmark Result" in text and "Median TTFT (ms):" in text and "Verify cycles/s" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == 10 and summary["arm"] == "base"
+    req = pd.read_parquet(out / "requests.parquet")
+    assert len(req) == 10 and (req["output_len"] == 64).all()
+    for f in ("chunks.parquet", "steps.parquet", "timeseries.parquet", "scenario.yaml"):
+        assert (out / f).is_file()
+
+
+def test_run_csv_and_arm(tmp_path):
+    out = tmp_path / "res"
+    assert main(["run", str(small_scenario(tmp_path)), "--arm", "stream_wait", "--format", "csv", "--out", str(out)]) == 0
+    assert (out / "requests.csv").is_file()
+    assert json.loads((out / "summary.json").read_text())["arm"] == "stream_wait"
+
+
+@pytest.mark.parametrize(
+    ("replace", "key", "value"),
+    [
+        ({"max_running_requests: 128": "max_running_requests: -3"}, "server.max_running_requests", "-3"),
+        ({"  max_running_requests: 128": "  max_runing_requests: 128"}, "server.max_runing_requests", "128"),
+        ({"sync_mode: host_block": "sync_mode: spin"}, "server.sync_mode", "spin"),
+        ({"  concurrency: 8\n": ""}, "workload", "closed_loop needs 'concurrency'"),
+        ({"mean_accept_length: ": "mean_accept_length: 9 #"}, "", "exceeds the verify window"),
+    ],
+)
+def test_bad_scenario_exits_2_with_one_clear_line(tmp_path, capsys, replace, key, value):
+    path = small_scenario(tmp_path, **replace)
+    out = tmp_path / "res"
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and key in err and value in err
+    assert not out.exists() and not list(tmp_path.glob(".res*"))
+
+
+def test_unknown_arm_and_missing_files(tmp_path, capsys):
+    path = small_scenario(tmp_path)
+    assert main(["run", str(path), "--arm", "nope"]) == 2
+    assert "--arm" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    bad = small_scenario(tmp_path, **{f"profile: {ROOT / 'profiles' / 'mi355x-dsv41-flash-tp4.yaml'}": "profile: nosuch"})
+    assert main(["run", str(bad)]) == 2
+    assert "profile" in capsys.readouterr().err
+
+
+def test_bad_profile_names_its_file(tmp_path):
+    prof = tmp_path / "p.yaml"
+    text = (ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml").read_text().replace("eager_factor: 1.0", "eager_factor: 0.5")
+    prof.write_text(text)
+    path = small_scenario(tmp_path, **{f"profile: {ROOT / 'profiles' / 'mi355x-dsv41-flash-tp4.yaml'}": f"profile: {prof}"})
+    with pytest.raises(ConfigError) as e:
+        run_scenario(load_scenario(path))
+    assert str(prof) in str(e.value) and "gpu.eager_factor" in str(e.value) and "0.5" in str(e.value)
+
+
+def test_failed_write_leaves_previous_results(tmp_path, monkeypatch):
+    from sim import results as results_mod
+
+    path = small_scenario(tmp_path)
+    out = tmp_path / "res"
+    assert main(["run", str(path), "--out", str(out)]) == 0
+    before = (out / "summary.json").read_text()
+    monkeypatch.setattr(results_mod.json, "dumps", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        main(["run", str(path), "--out", str(out), "--seed", "7"])
+    assert (out / "summary.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    shutil.rmtree(out)
+
+
+def test_same_seed_identical_other_seed_differs(tmp_path):
+    sc = load_scenario(small_scenario(tmp_path))
+    a, b, c = run_scenario(sc, seed=3), run_scenario(sc, seed=3), run_scenario(sc, seed=4)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.chunks, b.chunks)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    assert a.summary == b.summary
+    assert not a.chunks.equals(c.chunks)

@@ -1,0 +1,91 @@
+"""The loop's operations and the sync modes, as the SimPy engine executes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.config import ServerArgs
+from sim.engine import SimEngine
+from sim.loop import scheduler_loop
+from sim.ops import HostBlock, Launch, Recv, StreamWait
+from sim.request import Req
+from sim.scheduler import Scheduler
+from sim.admission import NoDelay
+from tests.conftest import make_scenario, tiny_profile
+
+
+def ops_of_one_spec_iteration(sync_mode: str, slot_sync: bool = True) -> list[type]:
+    server = ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=4, sync_mode=sync_mode,
+                        prefill_slot_expansion_sync=slot_sync)
+    s = Scheduler(server, NoDelay())
+    loop = scheduler_loop(s, server)
+    kinds, result = [], None
+    op = next(loop)
+    assert isinstance(op, Recv)
+    op = loop.send([Req(0, 100, 50)])
+    # iterate: prefill, then the first verify
+    for _ in range(14):
+        kinds.append(type(op))
+        if isinstance(op, Launch):
+            result = object()
+        elif type(op).__name__ == "Results":
+            from sim.plan import StepOutput
+            result = StepOutput({0: 1})
+        elif isinstance(op, Recv):
+            result = []
+        else:
+            result = None
+        op = loop.send(result)
+    return kinds
+
+
+def test_host_block_mode_blocks_before_the_verify_launch():
+    kinds = ops_of_one_spec_iteration("host_block")
+    # prefill: launch, slot-expansion block, inject launch; then the verify waits by blocking
+    assert kinds.count(HostBlock) == 2 and StreamWait not in kinds
+
+
+@pytest.mark.parametrize("mode", ["stream_wait", "cross_queue_wait"])
+def test_queued_modes_never_block_for_publish(mode):
+    kinds = ops_of_one_spec_iteration(mode)
+    assert kinds.count(HostBlock) == 1 and StreamWait in kinds  # only the slot expansion
+
+
+def test_output_size_removes_the_slot_expansion_block():
+    kinds = ops_of_one_spec_iteration("stream_wait", slot_sync=False)
+    assert HostBlock not in kinds
+
+
+def verify_walls(sync_mode: str, **host) -> tuple[float, float]:
+    prof = tiny_profile(**host)
+    sc = make_scenario({"sync_mode": sync_mode}, {"kind": "closed_loop", "concurrency": 1, "num_requests": 2,
+                                                  "output_len": {"kind": "fixed", "value": 200}})
+    res = SimEngine(sc, prof).run()
+    v = res.steps[(res.steps["mode"] == "verify") & (res.steps["batch_size"] == 1)]
+    gpu = float((v["gpu_end_s"] - v["gpu_start_s"]).median())
+    return 1000.0 / res.summary["verify_cycles_per_s"], gpu * 1000
+
+
+def test_host_block_costs_gpu_plus_wakeup_plus_launch():
+    wall_block, gpu = verify_walls("host_block")
+    wall_queued, gpu2 = verify_walls("stream_wait")
+    # tiny profile: verify at bs 1 = 2 ms; wake 0.05 ms + launch 0.2 ms
+    assert gpu == pytest.approx(2.0, rel=1e-6) and gpu2 == pytest.approx(2.0, rel=1e-6)
+    assert wall_block == pytest.approx(2.0 + 0.05 + 0.2, rel=1e-6)
+    assert wall_queued == pytest.approx(2.0, rel=1e-6)
+
+
+def test_queued_wait_costs_max_of_gpu_and_host_when_host_is_slower():
+    # host work per iteration 3 ms > 2 ms GPU: the queued wait runs at the host's pace
+    wall_queued, _ = verify_walls("stream_wait", schedule_s=1e-3, launch_s=1e-3, process_s=1e-3)
+    wall_block, _ = verify_walls("host_block", schedule_s=1e-3, launch_s=1e-3, process_s=1e-3)
+    assert wall_queued == pytest.approx(3.0, rel=1e-6)
+    # blocking: process + schedule (2 ms) overlap the 2 ms forward, which has ended when the
+    # host arrives (no wake-up); the 1 ms launch after the wait leaves the GPU idle
+    assert wall_block == pytest.approx(2.0 + 1.0, rel=1e-6)
+
+
+def test_cross_queue_penalty_applies_to_every_verify():
+    wall, gpu = verify_walls("cross_queue_wait")
+    assert gpu == pytest.approx(2.0 + 1.0, rel=1e-6)  # penalty 1 ms per graph step
+    assert wall == pytest.approx(3.0, rel=1e-6)
