@@ -62,7 +62,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     runs = [read_results(d) for d in args.results_dirs]
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     written: list[Path] = []
 
     def save(fig: Any, name: str) -> None:
@@ -109,7 +109,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if executor is not None:
             executor.shutdown()
     table = compare.summarize_comparison(samples, metrics)
-    Console().print(compare.to_rich_table(table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)"))
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
+        console = Console(width=200)
+    console.print(compare.to_rich_table(table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)"))
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:
@@ -139,7 +142,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
                        progress=not args.no_progress,
                        max_workers=args.workers)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:

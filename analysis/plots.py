@@ -111,7 +111,7 @@ def save_figure(fig: Figure, path_stem: str | Path, dpi: int = 150) -> tuple[Pat
         final = stem.with_name(f"{stem.name}.{fmt}")
         tmp = stem.with_name(f".{stem.name}.{fmt}.tmp-{os.getpid()}")
         try:
-            fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
+            fig.savefig(tmp, format=fmt, dpi=dpi)
             os.replace(tmp, final)
         finally:
             if tmp.exists():
@@ -489,5 +489,6 @@ def plot_arm_bars(samples: pd.DataFrame, metrics: Sequence[str] | None = None, c
     handles.append(Line2D([], [], color="black", marker="|", ls="none", ms=10, label=f"{confidence:.0%} CI of the mean"))
     handles.append(Line2D([], [], color="black", marker="o", ls="none", ms=3, label="one seed"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=9)
-    fig.suptitle(f"Arms compared: mean over seeds with {confidence:.0%} confidence intervals")
+    fig.suptitle(f"Arms compared: mean over seeds with the {confidence:.0%} confidence interval of each arm's mean\n"
+                 "(a paired change between arms is known more precisely: see the compare table)")
     return fig

@@ -182,7 +182,7 @@ def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor,
             raise ConfigError("<command line>", "--scheduler", executor, f"cannot connect ({e})") from None
         ex = client.get_executor()
         return ex, [ex, client]
-    if hasattr(executor, "get_executor") and not hasattr(executor, "submit_many"):
+    if hasattr(executor, "get_executor"):
         return executor.get_executor(), []  # a distributed.Client
     if hasattr(executor, "submit"):
         return executor, []

@@ -144,6 +144,25 @@ def report(profile: Profile, mean: float, spread: float) -> str:
     return "\n".join(lines)
 
 
+class _FlowListDumper(yaml.SafeDumper):
+    """Lists of numbers on one line, mappings as blocks."""
+
+
+_FlowListDumper.add_representer(
+    list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+
+
+def _round(v: Any) -> Any:
+    """Six significant digits: the fit is not better than that."""
+    if isinstance(v, float):
+        return float(f"{v:.6g}")
+    if isinstance(v, dict):
+        return {k: _round(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_round(x) for x in v]
+    return v
+
+
 def write(profile: Profile, mean: float, spread: float) -> None:
     """Rewrite the profile's fitted values (keeping its header comments and provenance) and
     the System-A scenarios' acceptance blocks."""
@@ -151,8 +170,8 @@ def write(profile: Profile, mean: float, spread: float) -> None:
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(text)
     dumped = profile.model_dump(mode="json", exclude={"path"})
-    data["gpu"], data["host"] = dumped["gpu"], dumped["host"]
-    PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+    data["gpu"], data["host"] = _round(dumped["gpu"]), _round(dumped["host"])
+    PROFILE.write_text(header + yaml.dump(data, Dumper=_FlowListDumper, sort_keys=False, width=100))
     for name in [*LL_CELLS.values(), BURST]:
         p = ROOT / "scenarios" / f"{name}.yaml"
         t = p.read_text()

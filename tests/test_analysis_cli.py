@@ -1,0 +1,96 @@
+"""The plot / compare / sweep subcommands through the specsched CLI."""
+
+from __future__ import annotations
+
+import argparse
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+from analysis.cli_commands import add_parsers
+from analysis.overrides import load_scenario_with_overrides
+from analysis.synthetic import write_demo_scenario
+from sim.cli import main
+from sim.engine import run_scenario
+from sim.results import write_results
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    return write_demo_scenario(tmp_path_factory.mktemp("cli") / "demo.yaml")
+
+
+def test_add_parsers_registers_the_three_commands():
+    p = argparse.ArgumentParser()
+    add_parsers(p.add_subparsers(dest="command", required=True))
+    a = p.parse_args(["plot", "r1", "r2", "--log-x", "--out", "o"])
+    assert a.results_dirs == ["r1", "r2"] and a.log_x and a.out == "o" and callable(a.func)
+    a = p.parse_args(["compare", "s.yaml", "--arms", "base,fix", "--seeds", "3", "--csv", "c", "--markdown", "m",
+                      "--plot", "p"])
+    assert (a.arms, a.seeds, a.csv, a.markdown, a.plot) == ("base,fix", 3, "c", "m", "p")
+    a = p.parse_args(["sweep", "s.yaml", "--grid", "server.x=1,2", "arm=a,b", "--grid", "seed=3",
+                      "--seeds", "2", "--out", "f.parquet", "--scheduler", "tcp://h:8786", "--no-resume"])
+    assert a.grid == ["server.x=1,2", "arm=a,b", "seed=3"] and a.no_resume and a.scheduler == "tcp://h:8786"
+    assert a.func.__name__ == "cmd_sweep"
+
+
+def test_plot_command_writes_figures(scenario, tmp_path, capsys):
+    dirs = []
+    for arm in ("base", "stream_wait"):
+        r = run_scenario(load_scenario_with_overrides(scenario, arm), seed=1)
+        dirs.append(str(write_results(r, tmp_path / arm)))
+    out = tmp_path / "figs"
+    assert main(["plot", *dirs, "--out", str(out), "--log-x"]) == 0
+    names = {p.name for p in out.iterdir()}
+    for stem in ("ttft", "tpot_itl", "verify_split", "timeline_base_seed1", "timeline_stream_wait_seed1"):
+        assert f"{stem}.png" in names and f"{stem}.svg" in names
+    assert mpimg.imread(out / "ttft.png").shape[0] > 100
+    assert str(out / "ttft.png") in capsys.readouterr().out
+    assert main(["plot", dirs[0]]) == 0  # default: next to the single results dir
+    assert (tmp_path / "base" / "plots" / "ttft.png").is_file()
+
+
+def test_compare_command_writes_csv_markdown_plot(scenario, tmp_path, capsys):
+    csv, md, stem = tmp_path / "c.csv", tmp_path / "c.md", tmp_path / "bars"
+    rc = main(["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "2", "--csv", str(csv),
+               "--markdown", str(md), "--plot", str(stem), "--metrics", "output_throughput,p99_ttft_ms",
+               "--set", "workload.num_requests=6", "--no-progress"])
+    assert rc == 0
+    table = pd.read_csv(csv)
+    assert list(table["metric"]) == ["output_throughput", "p99_ttft_ms"]
+    assert (table["arm"] == "stream_wait").all() and (table["n_seeds"] == 2).all()
+    assert md.read_text().count("\n") == 4
+    assert (tmp_path / "bars.png").is_file() and (tmp_path / "bars.svg").is_file()
+    assert "stream_wait" in capsys.readouterr().out
+
+
+def test_sweep_command(scenario, tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    rc = main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", "--seeds", "1",
+               "--out", str(out), "--workers", "1", "--no-progress"])
+    assert rc == 0
+    t = pd.read_parquet(out)
+    assert sorted(t["server.chunked_prefill_size"].unique()) == [2048, 4096]
+    assert "2 run(s) done now" in capsys.readouterr().err
+    rc = main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", "--out", str(out),
+               "--no-progress"])
+    assert rc == 0 and "0 run(s) done now, 2 already there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "{s}", "--arms", "base,nope", "--seeds", "1"],
+    ["compare", "{s}", "--arms", "base,", "--seeds", "1"],
+    ["compare", "{s}", "--arms", "base", "--set", "server.bogus=1", "--seeds", "1"],
+    ["sweep", "{s}", "--grid", "server.bogus=1,2", "--out", "{t}/x.parquet"],
+    ["sweep", "{s}", "--grid", "server.max_running_requests=0", "--out", "{t}/x.parquet"],
+    ["sweep", "{s}", "--grid", "noequals", "--out", "{t}/x.parquet"],
+    ["sweep", "{s}", "--grid", "seed=1", "--scheduler", "localhost", "--out", "{t}/x.parquet"],
+    ["plot", "{t}/does-not-exist"],
+])
+def test_bad_input_exits_2(argv, scenario, tmp_path, capsys):
+    argv = [a.format(s=scenario, t=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specsched: error:") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.parquet").exists()

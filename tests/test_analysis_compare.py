@@ -1,0 +1,132 @@
+"""analysis.compare: arms over seeds, paired bootstrap CIs, table formats."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from analysis import compare
+from analysis.overrides import load_scenario_with_overrides
+from analysis.synthetic import synthetic_run, write_demo_scenario
+from sim.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    return write_demo_scenario(tmp_path_factory.mktemp("cmp") / "demo.yaml")
+
+
+def _samples(true_pct: float, seeds: int, rng) -> pd.DataFrame:
+    rows = []
+    for s in range(seeds):
+        b = rng.normal(1000.0, 60.0)
+        rows.append(("base", s, "output_throughput", b))
+        rows.append(("fix", s, "output_throughput", b * (1 + true_pct / 100) + rng.normal(0, 3.0)))
+        rows.append(("base", s, "median_ttft_ms", 50.0 + s))
+        rows.append(("fix", s, "median_ttft_ms", 50.0 + s))
+    return pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"])
+
+
+def test_summary_ci_contains_the_true_difference():
+    samples = _samples(6.0, 10, np.random.default_rng(11))
+    table = compare.summarize_comparison(samples, ["output_throughput", "median_ttft_ms"])
+    thr = table[table["metric"] == "output_throughput"].iloc[0]
+    assert thr["base_arm"] == "base" and thr["arm"] == "fix" and thr["n_seeds"] == 10
+    assert thr["ci_low_pct"] < 6.0 < thr["ci_high_pct"]
+    assert thr["ci_low_pct"] > 0
+    b = samples.query("arm == 'base' and metric == 'output_throughput'")["value"].mean()
+    c = samples.query("arm == 'fix' and metric == 'output_throughput'")["value"].mean()
+    assert thr["base_mean"] == pytest.approx(b) and thr["change_mean"] == pytest.approx(c)
+    assert thr["change_pct"] == pytest.approx((c - b) / b * 100)
+    assert compare.verdict(thr) == "better"
+    ttft = table[table["metric"] == "median_ttft_ms"].iloc[0]
+    assert ttft["change_pct"] == 0 and ttft["ci_low_pct"] == 0 == ttft["ci_high_pct"]
+    assert compare.verdict(ttft) == "no clear change"
+
+
+def test_unpaired_when_seeds_differ():
+    samples = _samples(6.0, 8, np.random.default_rng(5))
+    samples.loc[samples.arm == "fix", "seed"] += 100  # no common seeds: independent bootstrap
+    paired = compare.summarize_comparison(_samples(6.0, 8, np.random.default_rng(5)), ["output_throughput"])
+    indep = compare.summarize_comparison(samples, ["output_throughput"])
+    assert indep["change_pct"].iloc[0] == pytest.approx(paired["change_pct"].iloc[0])
+    width = lambda t: (t["ci_high_pct"] - t["ci_low_pct"]).iloc[0]  # noqa: E731
+    assert width(indep) > 2 * width(paired)
+
+
+def test_compare_arms_real_runs(scenario):
+    table = compare.compare_arms(scenario, ["base", "stream_wait", "waiting_aware"], 3)
+    assert list(table["metric"].unique()) == list(compare.DEFAULT_METRICS)
+    assert set(table["arm"]) == {"stream_wait", "waiting_aware"}
+    assert (table["n_seeds"] == 3).all()
+    finite = table.dropna(subset=["ci_low_pct"])
+    assert len(finite) >= len(table) - 2
+    assert (finite["ci_low_pct"] <= finite["change_pct"] + 1e-9).all()
+    assert (finite["change_pct"] <= finite["ci_high_pct"] + 1e-9).all()
+
+
+def test_one_seed_gives_nan_ci(scenario):
+    table = compare.compare_arms(scenario, ["base", "stream_wait"], 1, ["output_throughput", "max_ttft_ms"],
+                                 runner=synthetic_run)
+    assert len(table) == 2
+    assert table["change_pct"].notna().all()
+    assert table["ci_low_pct"].isna().all() and table["ci_high_pct"].isna().all()
+    md = compare.to_markdown(table)
+    assert "n/a" in md
+
+
+def test_run_arms_seeds_are_scenario_seed_plus_i(scenario, tmp_path):
+    s5 = write_demo_scenario(tmp_path / "s5.yaml", seed=5)
+    samples = compare.run_arms(s5, ["base"], 3, runner=synthetic_run)
+    assert sorted(samples["seed"].unique()) == [5, 6, 7]
+    assert set(samples.columns) == {"arm", "seed", "metric", "value"}
+    one = synthetic_run(load_scenario_with_overrides(s5), 6)
+    got = samples.query("seed == 6 and metric == 'output_throughput'")["value"].iloc[0]
+    assert got == pytest.approx(one.summary["output_throughput"])
+
+
+def test_overrides_reach_every_arm(scenario):
+    samples = compare.run_arms(scenario, ["base", "stream_wait"], 1, overrides={"workload.num_requests": 5},
+                               runner=synthetic_run)
+    assert (samples.query("metric == 'completed'")["value"] == 5).all()
+
+
+def test_bad_inputs(scenario):
+    with pytest.raises(ConfigError):
+        compare.compare_arms(scenario, ["base", "nope"], 2, runner=synthetic_run)
+    with pytest.raises(ConfigError):
+        compare.compare_arms(scenario, ["base"], 0, runner=synthetic_run)
+    with pytest.raises(ConfigError):
+        compare.compare_arms(scenario, ["base", "base"], 1, runner=synthetic_run)
+    with pytest.raises(ConfigError, match="not in the run summaries"):
+        compare.compare_arms(scenario, ["base", "stream_wait"], 1, ["bogus_ms"], runner=synthetic_run)
+
+
+def _boom(scenario, seed):
+    raise RuntimeError("model exploded")
+
+
+def test_failed_run_names_arm_and_seed(scenario):
+    with pytest.raises(compare.RunFailed, match=r"arm 'base' seed 1 failed: RuntimeError: model exploded"):
+        compare.run_arms(scenario, ["base"], 1, runner=_boom)
+
+
+def test_formats(tmp_path):
+    table = compare.summarize_comparison(_samples(6.0, 5, np.random.default_rng(2)), ["output_throughput"])
+    md = compare.to_markdown(table)
+    lines = md.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("| metric |") and "95% CI of change" in lines[0]
+    assert "| output_throughput | base |" in lines[2] and "| fix |" in lines[2]
+    console = Console(record=True, width=200)
+    console.print(compare.to_rich_table(table))
+    text = console.export_text()
+    assert "output_throughput" in text and "fix" in text and "better" in text
+    path = compare.write_csv(table, tmp_path / "sub" / "t.csv")
+    back = pd.read_csv(path)
+    assert list(back.columns) == list(compare.TABLE_COLUMNS)
+    assert back["change_pct"].iloc[0] == pytest.approx(table["change_pct"].iloc[0])
+    assert not math.isnan(back["ci_low_pct"].iloc[0])

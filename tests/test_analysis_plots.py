@@ -1,0 +1,195 @@
+"""analysis.plots and analysis.io on real simulator runs of a small scenario."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import plots
+from analysis.io import read_results, write_run
+from analysis.overrides import load_scenario_with_overrides
+from analysis.synthetic import write_demo_scenario
+from sim.engine import run_scenario
+from sim.errors import ConfigError
+from sim.results import write_results
+
+ARMS = ("base", "stream_wait")
+
+
+@pytest.fixture(scope="module")
+def result_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    path = write_demo_scenario(root / "demo.yaml")
+    dirs = []
+    for arm in ARMS:
+        sc = load_scenario_with_overrides(path, arm)
+        for seed in (1, 2):
+            dirs.append(write_results(run_scenario(sc, seed=seed), root / f"{arm}-{seed}"))
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def runs(result_dirs):
+    return [read_results(d) for d in result_dirs]
+
+
+def _legend_texts(fig):
+    texts = []
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is not None:
+            texts += [t.get_text() for t in leg.get_texts()]
+    texts += [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    return texts
+
+
+def _check_saved(fig, stem):
+    png, svg = plots.save_figure(fig, stem)
+    assert png.suffix == ".png" and svg.suffix == ".svg"
+    img = mpimg.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 200
+    assert float(np.std(img[..., :3])) > 0.01  # not a blank canvas
+    assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert not list(png.parent.glob(".*tmp*"))  # atomic: no temporaries left
+    plots.plt.close(fig)
+    return png, svg
+
+
+def test_read_results_gives_the_contract_tables(runs, result_dirs):
+    r = runs[0]
+    assert r.summary["arm"] == "base" and r.summary["source"] == "sim"
+    assert {"ttft_s", "tpot_s", "start_s"} <= set(r.requests.columns)
+    assert len(r.requests) == 12 and r.requests["ttft_s"].notna().all()
+    assert set(r.steps["mode"]) >= {"extend", "verify"}
+    assert r.scenario["server"]["max_running_requests"] == 8
+
+
+def test_read_results_bad_inputs(tmp_path, result_dirs):
+    with pytest.raises(ConfigError, match="not a directory"):
+        read_results(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="summary.json"):
+        read_results(tmp_path / "empty")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "summary.json").write_text("{}")
+    pd.DataFrame({"rid": [1]}).to_parquet(bad / "requests.parquet")
+    with pytest.raises(ConfigError, match="missing"):
+        read_results(bad)
+
+
+def test_write_run_round_trips(runs, tmp_path):
+    out = write_run(runs[1], tmp_path / "copy")
+    back = read_results(out)
+    pd.testing.assert_frame_equal(back.requests, runs[1].requests)
+    assert back.summary["seed"] == runs[1].summary["seed"]
+    write_run(runs[2], out)  # replaces the directory as a whole
+    assert read_results(out).summary["arm"] == "stream_wait"
+    assert json.loads((out / "summary.json").read_text())["arm"] == "stream_wait"
+
+
+@pytest.mark.parametrize("log_x", [False, True])
+def test_ttft_figure_has_each_arm_with_percentiles(runs, tmp_path, log_x):
+    fig = plots.plot_ttft(runs, log_x=log_x)
+    cdf, hist = fig.axes[:2]
+    texts = _legend_texts(fig)
+    for arm in ARMS:
+        assert any(t.startswith(f"{arm} (n=24;") and "p50" in t and "p99" in t for t in texts), texts
+    assert not any(t.startswith("waiting_aware") for t in texts)
+    assert cdf.get_xscale() == ("log" if log_x else "linear")
+    assert "TTFT" in cdf.get_xlabel() and "(ms" in cdf.get_xlabel()
+    # p50/p90/p99 marked: 3 vertical lines per arm on the CDF
+    vlines = [ln for ln in cdf.get_lines() if len(set(ln.get_xdata())) == 1 and len(ln.get_xdata()) == 2]
+    assert len(vlines) == 3 * len(ARMS)
+    p50_base = np.percentile(pd.concat([r.requests for r in runs[:2]])["ttft_s"] * 1e3, 50)
+    assert any(abs(ln.get_xdata()[0] - p50_base) < 1e-9 for ln in vlines)
+    _check_saved(fig, tmp_path / f"ttft{int(log_x)}")
+
+
+def test_ttft_accepts_a_requests_dataframe(tmp_path):
+    df = pd.DataFrame({"ttft_s": [0.1, 0.2, 0.3, 3.0], "arm": ["a", "a", "b", "b"]})
+    fig = plots.plot_ttft(df)
+    assert "(s)" in fig.axes[0].get_xlabel()  # > 2 s -> seconds
+    texts = _legend_texts(fig)
+    assert any(t.startswith("a (n=2") for t in texts) and any(t.startswith("b (n=2") for t in texts)
+    _check_saved(fig, tmp_path / "df")
+
+
+def test_tpot_itl_figure(runs, tmp_path):
+    fig = plots.plot_tpot_itl(runs)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any("TPOT" in t for t in titles) and any("ITL" in t for t in titles)
+    texts = _legend_texts(fig)
+    assert sum(t.startswith("stream_wait (n=") for t in texts) == 2  # TPOT and ITL CDFs
+    _check_saved(fig, tmp_path / "tpot")
+
+
+def test_timeline_figure(runs, tmp_path):
+    fig = plots.plot_timeline(runs[0])
+    a1, a2, a3 = fig.axes[:3]
+    assert {t.get_text() for t in a1.get_legend().get_texts()} >= {"running", "waiting"}
+    lanes = [t.get_text() for t in a3.get_yticklabels()]
+    assert any("prefill" in t for t in lanes) and any("verify" in t for t in lanes) and "host blocked" in lanes
+    assert a3.get_xlabel() == "time since run start (s)"
+    assert "KV" in a2.get_ylabel()
+    steps = runs[0].steps
+    bars = [c for c in a3.collections]
+    n_spans = sum(len(c.get_paths()) for c in bars)
+    assert n_spans == len(steps) + int((steps["host_blocked_s"] > 0).sum())
+    _check_saved(fig, tmp_path / "timeline")
+
+
+def test_verify_cycles_split_on_a_hand_made_trace():
+    steps = pd.DataFrame({
+        "step": [0, 1, 2, 3, 4, 5],
+        "mode": ["extend", "verify", "verify", "verify", "extend", "verify"],
+        "batch_size": [2, 2, 2, 2, 1, 3],
+        "num_extend_tokens": [100, 0, 0, 0, 50, 0],
+        "gpu_start_s": [0.0, 1.0, 1.5, 2.1, 2.5, 3.0],
+        "gpu_end_s": [1.0, 1.4, 1.9, 2.5, 2.8, 3.3],
+        "host_blocked_s": [0.0, 0.05, 0.1, 0.2, 0.0, 0.0],
+        "accepted_tokens": [0, 4, 5, 6, 0, 7],
+    })
+    cyc = plots.verify_cycles(steps)
+    # cycles: verify1 -> verify2 (wall 0.5, gpu 0.4), verify2 -> verify3 (wall 0.6, gpu 0.4);
+    # verify3 -> verify5 holds a prefill and is dropped; the first verify has no previous one
+    np.testing.assert_allclose(cyc["wall_s"], [0.5, 0.6])
+    np.testing.assert_allclose(cyc["gpu_s"], [0.4, 0.4])
+    np.testing.assert_allclose(cyc["stall_s"], [0.1, 0.2])
+    assert list(cyc["batch_size"]) == [2, 2]
+
+
+def test_verify_split_figure(runs, tmp_path):
+    fig = plots.plot_verify_split(runs)
+    ax = fig.axes[0]
+    texts = _legend_texts(fig)
+    for arm in ARMS:
+        assert f"{arm}: GPU work" in texts and f"{arm}: host stall (GPU idle)" in texts
+    assert "(ms)" in ax.get_ylabel() and "batch size" in ax.get_xlabel()
+    _check_saved(fig, tmp_path / "verify")
+    with pytest.raises(ValueError):
+        plots.plot_verify_split(runs[0].steps[runs[0].steps["mode"] == "extend"])
+
+
+def test_arm_bars_with_confidence_intervals(runs, tmp_path):
+    rows = [{"arm": r.summary["arm"], "seed": r.summary["seed"], "metric": m, "value": r.summary[m]}
+            for r in runs for m in ("output_throughput", "median_ttft_ms")]
+    samples = pd.DataFrame(rows)
+    fig = plots.plot_arm_bars(samples)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 2
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == list(ARMS)
+    assert axes[0].get_title() == "Output throughput (tok/s)" and axes[1].get_title() == "median TTFT (ms)"
+    heights = [p.get_height() for p in axes[0].patches]
+    want = samples[samples.metric == "output_throughput"].groupby("arm", sort=False)["value"].mean()
+    np.testing.assert_allclose(heights, want.to_numpy())
+    assert any(len(c.get_segments()) for c in axes[0].collections)  # error bars drawn (2 seeds)
+    texts = _legend_texts(fig)
+    assert "base (n=2 seeds)" in texts and "stream_wait (n=2 seeds)" in texts
+    _check_saved(fig, tmp_path / "bars")
+    with pytest.raises(ValueError):
+        plots.plot_arm_bars(samples, ["nope"])

@@ -1,0 +1,203 @@
+"""analysis.sweep: grid x seeds on local processes, threads and an in-process Dask cluster;
+resume, failures, interrupts."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pandas as pd
+import pytest
+
+from analysis.sweep import grid_points, point_id, read_sweep, run_sweep
+from analysis.synthetic import synthetic_run, write_demo_scenario
+from sim.engine import run_scenario
+from sim.errors import ConfigError
+
+GRID = {"arm": ["base", "stream_wait"], "server.chunked_prefill_size": [2048, 4096]}
+
+
+@pytest.fixture()
+def scenario(tmp_path):
+    return write_demo_scenario(tmp_path / "demo.yaml")
+
+
+_calls: list[tuple[int, int]] = []
+_lock = threading.Lock()
+
+
+def counting_runner(scenario, seed):
+    with _lock:
+        _calls.append((scenario.server.chunked_prefill_size, seed))
+    return run_scenario(scenario, seed=seed)
+
+
+def flaky_runner(scenario, seed):
+    if scenario.server.chunked_prefill_size == 4096 and seed == 2:
+        raise RuntimeError("simulated crash at 4096/seed 2")
+    return run_scenario(scenario, seed=seed)
+
+
+def interrupting_runner(scenario, seed):
+    if scenario.server.chunked_prefill_size == 4096:
+        raise KeyboardInterrupt
+    return run_scenario(scenario, seed=seed)
+
+
+def never_runner(scenario, seed):  # pragma: no cover - must not be called
+    raise AssertionError("a finished point was run again")
+
+
+def test_grid_points_order_and_arm_axis():
+    pts = grid_points({"server.x": [1, 2], "arm": ["a", "b"]}, arm="base")
+    assert pts == [{"arm": "a", "server.x": 1}, {"arm": "b", "server.x": 1},
+                   {"arm": "a", "server.x": 2}, {"arm": "b", "server.x": 2}]
+    assert grid_points({}, arm="z") == [{"arm": "z"}]
+    assert point_id({"b": 1, "a": "x"}) == '{"a":"x","b":1}'
+    with pytest.raises(ConfigError):
+        grid_points({"server.x": []})
+
+
+def test_local_processes_and_in_process_dask_give_identical_tables(scenario, tmp_path):
+    from distributed import Client
+
+    local = run_sweep(scenario, GRID, 2, tmp_path / "local.parquet", progress=False, max_workers=2)
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        dask = run_sweep(scenario, GRID, 2, tmp_path / "dask.parquet", executor=client, progress=False)
+    assert local.ok and dask.ok and local.ran == dask.ran == 8
+    a, b = read_sweep(local.path), read_sweep(dask.path)
+    pd.testing.assert_frame_equal(a, b)
+    # tidy: one row per run and metric, params as typed columns
+    assert list(a.columns[:3]) == ["scenario", "arm", "server.chunked_prefill_size"]
+    assert str(a["server.chunked_prefill_size"].dtype) == "Int64"
+    assert a.groupby(["point", "seed"]).size().nunique() == 1
+    assert set(a["seed"]) == {1, 2}
+    thr = a[(a.metric == "output_throughput") & (a.arm == "stream_wait") & (a.seed == 2)
+            & (a["server.chunked_prefill_size"] == 2048)]["value"]
+    from analysis.overrides import load_scenario_with_overrides
+
+    want = run_scenario(load_scenario_with_overrides(scenario, "stream_wait", {"server.chunked_prefill_size": 2048}),
+                        seed=2).summary["output_throughput"]
+    assert thr.tolist() == [pytest.approx(want)]
+
+
+def test_resume_skips_points_already_done(scenario, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    first = run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 2, out, executor=ThreadPoolExecutor(2),
+                      runner=counting_runner, progress=False)
+    assert first.ran == 2 and first.skipped == 0
+    before = read_sweep(out)
+    _calls.clear()
+    second = run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 2, out,
+                       executor=ThreadPoolExecutor(2), runner=counting_runner, progress=False)
+    assert second.skipped == 2 and second.ran == 2
+    assert sorted(_calls) == [(4096, 1), (4096, 2)]  # only the new point ran
+    after = read_sweep(out)
+    old = after[after["server.chunked_prefill_size"] == 2048].reset_index(drop=True)
+    pd.testing.assert_frame_equal(old, before.reset_index(drop=True))
+    # everything there: nothing runs (a runner that fails if called)
+    third = run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 2, out,
+                      executor=ThreadPoolExecutor(1), runner=never_runner, progress=False)
+    assert third.ran == 0 and third.skipped == 4 and third.ok
+    # --no-resume reruns all and overwrites
+    _calls.clear()
+    fourth = run_sweep(scenario, {"server.chunked_prefill_size": [4096]}, 1, out,
+                       executor=ThreadPoolExecutor(1), runner=counting_runner, resume=False, progress=False)
+    assert fourth.ran == 1 and _calls == [(4096, 1)]
+    assert set(read_sweep(out)["point"]) == {point_id({"arm": "base", "server.chunked_prefill_size": 4096})}
+
+
+def test_failed_point_is_reported_and_the_others_kept(scenario, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    rep = run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 2, out,
+                    executor=ThreadPoolExecutor(2), runner=flaky_runner, progress=False)
+    assert not rep.ok and rep.ran == 3
+    assert len(rep.failed) == 1
+    f = rep.failed[0]
+    assert f.params == {"arm": "base", "server.chunked_prefill_size": 4096} and f.seed == 2
+    assert "RuntimeError: simulated crash" in f.error
+    assert "server.chunked_prefill_size=4096 seed=2" in f.describe()
+    table = read_sweep(out)
+    assert set(zip(table["server.chunked_prefill_size"], table["seed"], strict=True)) == {(2048, 1), (2048, 2), (4096, 1)}
+    failures = json.loads((tmp_path / "sweep.parquet.failures.json").read_text())
+    assert failures[0]["params"]["server.chunked_prefill_size"] == 4096
+    # a resumed sweep retries only the failed run, and clears the failure file
+    _calls.clear()
+    again = run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 2, out,
+                      executor=ThreadPoolExecutor(1), runner=counting_runner, progress=False)
+    assert again.ok and again.ran == 1 and _calls == [(4096, 2)]
+    assert not (tmp_path / "sweep.parquet.failures.json").exists()
+    assert len(read_sweep(out).groupby(["point", "seed"])) == 4
+
+
+def test_interrupt_keeps_finished_runs(scenario, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out,
+                  executor=ThreadPoolExecutor(1), runner=interrupting_runner, progress=False)
+    table = read_sweep(out)
+    assert set(table["server.chunked_prefill_size"]) == {2048}
+
+
+def test_bad_grid_is_a_config_error_before_anything_runs(scenario, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    with pytest.raises(ConfigError) as e:
+        run_sweep(scenario, {"server.chunked_prefil_size": [1]}, 1, out, runner=never_runner, progress=False)
+    assert e.value.key == "server.chunked_prefil_size"
+    with pytest.raises(ConfigError) as e:
+        run_sweep(scenario, {"server.max_running_requests": [4, 0]}, 1, out, runner=never_runner, progress=False)
+    assert e.value.key == "server.max_running_requests"
+    with pytest.raises(ConfigError):
+        run_sweep(scenario, {"arm": ["base", "nope"]}, 1, out, runner=never_runner, progress=False)
+    with pytest.raises(ConfigError):
+        run_sweep(scenario, {}, 0, out, runner=never_runner, progress=False)
+    assert not out.exists()
+
+
+def test_resume_refuses_results_of_a_changed_scenario(scenario, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    run_sweep(scenario, {}, 1, out, executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
+    scenario.write_text(scenario.read_text().replace("num_requests: 12", "num_requests: 10"))
+    with pytest.raises(ConfigError, match="different version"):
+        run_sweep(scenario, {}, 1, out, executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
+    rep = run_sweep(scenario, {}, 1, out, executor=ThreadPoolExecutor(1), runner=synthetic_run, resume=False,
+                    progress=False)
+    assert rep.ran == 1
+
+
+def test_fixed_overrides_and_mixed_value_types(scenario, tmp_path):
+    out = tmp_path / "sweep.parquet"
+    rep = run_sweep(scenario, {"server.min_free_slots": [None, 2], "server.schedule_policy": ["fcfs", "lof"]}, 1, out,
+                    executor=ThreadPoolExecutor(2), runner=synthetic_run, progress=False,
+                    overrides={"workload.num_requests": 6})
+    assert rep.ok and rep.ran == 4
+    t = read_sweep(out)
+    assert (t.loc[t.metric == "completed", "value"] == 6).all()
+    assert (t["workload.num_requests"] == 6).all()
+    assert t["server.min_free_slots"].isna().sum() == t["server.min_free_slots"].notna().sum()
+    assert set(t["server.schedule_policy"]) == {"fcfs", "lof"}
+
+
+def test_scheduler_address_through_the_cli(scenario, tmp_path):
+    from distributed import LocalCluster
+
+    from sim.cli import main
+
+    out = tmp_path / "dask.parquet"
+    with LocalCluster(processes=False, n_workers=1, threads_per_worker=2, protocol="tcp",
+                      dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://")
+        rc = main(["sweep", str(scenario), "--grid", "arm=base,stream_wait", "--seeds", "2", "--out", str(out),
+                   "--scheduler", cluster.scheduler_address, "--no-progress"])
+    assert rc == 0
+    t = read_sweep(out)
+    assert len(t.groupby(["point", "seed"])) == 4
+    local = run_sweep(scenario, {"arm": ["base", "stream_wait"]}, 2, tmp_path / "l.parquet",
+                      executor=ThreadPoolExecutor(2), progress=False)
+    pd.testing.assert_frame_equal(t, local.table)
+
+
+def test_unreachable_scheduler_is_a_config_error(scenario, tmp_path):
+    with pytest.raises(ConfigError, match="cannot connect"):
+        run_sweep(scenario, {}, 1, tmp_path / "x.parquet", executor="tcp://127.0.0.1:9", progress=False)
