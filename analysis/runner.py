@@ -66,6 +66,7 @@ class RunOutcome:
 
     @property
     def ok(self) -> bool:
+        """True when the run finished (``metrics`` set)."""
         return self.error is None
 
 

@@ -39,6 +39,8 @@ from analysis.runner import Runner, RunOutcome, RunTask, execute
 from sim.errors import ConfigError
 
 META_KEY = "specsched.sweep"
+CONNECT_TIMEOUT_S = 10
+"""Seconds to wait for a Dask scheduler given by address."""
 BASE_COLUMNS = ("scenario", "arm")
 TAIL_COLUMNS = ("seed", "metric", "value", "point")
 
@@ -76,6 +78,7 @@ class SweepReport:
 
     @property
     def ok(self) -> bool:
+        """True when no run failed in this sweep."""
         return not self.failed
 
 
@@ -177,7 +180,7 @@ def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor,
             raise ConfigError("<command line>", "--scheduler", executor,
                               "needs dask[distributed] (pip install 'specsched[distributed]')") from None
         try:
-            client = Client(executor, timeout="10s")
+            client = Client(executor, timeout=f"{CONNECT_TIMEOUT_S}s")
         except (OSError, TimeoutError) as e:
             raise ConfigError("<command line>", "--scheduler", executor, f"cannot connect ({e})") from None
         ex = client.get_executor()
@@ -191,8 +194,10 @@ def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor,
 
 def _close(things: list[Any], cancel: bool) -> None:
     for t in things:
-        if isinstance(t, Executor):
+        if isinstance(t, ProcessPoolExecutor):
             t.shutdown(wait=not cancel, cancel_futures=cancel)
+        elif isinstance(t, Executor):
+            t.shutdown(wait=not cancel)  # Dask's ClientExecutor has no cancel_futures
         else:
             t.close()
 

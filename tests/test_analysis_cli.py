@@ -47,8 +47,25 @@ def test_plot_command_writes_figures(scenario, tmp_path, capsys):
         assert f"{stem}.png" in names and f"{stem}.svg" in names
     assert mpimg.imread(out / "ttft.png").shape[0] > 100
     assert str(out / "ttft.png") in capsys.readouterr().out
-    assert main(["plot", dirs[0]]) == 0  # default: next to the single results dir
-    assert (tmp_path / "base" / "plots" / "ttft.png").is_file()
+
+
+def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
+    from analysis import plots
+
+    def tiny(*args, **kwargs):
+        fig = plots.plt.figure(figsize=(1, 1))
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    for name in ("plot_ttft", "plot_tpot_itl", "plot_verify_split", "plot_timeline"):
+        monkeypatch.setattr(plots, name, tiny)
+    d = write_results(run_scenario(load_scenario_with_overrides(scenario, "base"), seed=3), tmp_path / "one")
+    assert main(["plot", str(d)]) == 0  # one dir: next to it
+    assert {p.name for p in (d / "plots").iterdir()} >= {"ttft.png", "timeline_base_seed3.svg"}
+    d2 = write_results(run_scenario(load_scenario_with_overrides(scenario, "base"), seed=3), tmp_path / "two")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", str(d), str(d2)]) == 0  # several: ./plots, timelines kept apart
+    assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots").iterdir()}
 
 
 def test_compare_command_writes_csv_markdown_plot(scenario, tmp_path, capsys):

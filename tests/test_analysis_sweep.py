@@ -198,6 +198,9 @@ def test_scheduler_address_through_the_cli(scenario, tmp_path):
     pd.testing.assert_frame_equal(t, local.table)
 
 
-def test_unreachable_scheduler_is_a_config_error(scenario, tmp_path):
+def test_unreachable_scheduler_is_a_config_error(scenario, tmp_path, monkeypatch):
+    import analysis.sweep
+
+    monkeypatch.setattr(analysis.sweep, "CONNECT_TIMEOUT_S", 1)
     with pytest.raises(ConfigError, match="cannot connect"):
         run_sweep(scenario, {}, 1, tmp_path / "x.parquet", executor="tcp://127.0.0.1:9", progress=False)

@@ -101,7 +101,7 @@ def test_ragged_batch_extend_decode_verify_match_dense(device: str) -> None:
     first = [10, 45, 5]
     out = r.extend(rows, [0, 0, 0], first, torch.cat([s[:f] for s, f in zip(seqs, first, strict=True)]), completes=[False, True, False], return_logits=True)
     off = 0
-    for s, f, d in zip(seqs, first, dense, strict=True):
+    for f, d in zip(first, dense, strict=True):
         assert close(out.logits[off : off + f], d[:f])
         off += f
     rest = [(rows[0], 10, 18), (rows[2], 5, 5)]
@@ -357,3 +357,36 @@ def test_config_validation_and_presets() -> None:
     assert wide["target_ms"] > 8.0 and wide["draft_ms"] == 0.0
     with pytest.raises(ValueError, match="vocab"):
         ModelRunner(LlamaProxy(TINY), Device("cpu"), max_reqs=1, max_context=8, drafter=LlamaProxy(PRESETS["small-draft"]), spec_window=2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_step_paths_pass_cuda_sync_debug_error_mode() -> None:
+    from runtime.sync_checker import cuda_sync_debug
+
+    dev, _, r = make("cuda", window=4, drafter="tiny-draft")
+    prompts = [tokens(n, 90 + n, dev.torch_device) for n in (8, 3)]
+    rows = [r.add_request() for _ in prompts]
+    lens = [len(p) for p in prompts]
+    r.capture("spec", 2, 64, forced=True)
+    with dev.use("forward"), cuda_sync_debug("error"):
+        ext = r.extend(rows, [0, 0], lens, torch.cat(prompts))
+        r.inject(r.prepare_inject(rows, [0, 0], lens, sync=False), ext.tokens)
+        r.spec_cycle(rows)
+        r.spec_cycle(rows, forced_accept=[0, 3], graph=True)
+        out = r.spec_cycle(rows, graph=True)
+        hc = dev.copy_to_host(out.as_dict())
+        with pytest.raises(RuntimeError):
+            r.prepare_inject(rows, [0, 0], lens, sync=True)
+    dev.wait_copy(hc)
+
+
+def test_microbench_runs_on_cpu() -> None:
+    from runtime.microbench import bench, prefilled_runner
+
+    dev = Device("cpu")
+    r, rows = prefilled_runner("tiny", batch=2, context=40, window=4, device=dev)
+    res = bench(r, rows, "spec", context=40, iters=3, warmup=1, preset="tiny")
+    assert res.gpu_ms > 0 and res.wall_ms > 0 and res.window == 4 and res.batch == 2
+    assert r.read_seq_lens(rows) == [43, 43]  # forced accept 2 -> 3 tokens from context 40
+    d = bench(r, rows, "decode", context=40, iters=2, warmup=1, graph=False)
+    assert d.window == 1 and d.as_dict()["kind"] == "decode"
