@@ -85,7 +85,7 @@ def prefilled_runner(
     rows = [runner.add_request() for _ in range(batch)]
     runner.pool.reserve(rows, [max_ctx] * batch)
     rows_t = device.h2d(rows)
-    runner.pool.seq_lens[rows_t] = context
+    runner.pool.seq_lens.index_fill_(0, rows_t, context)
     runner.pool.last_token[rows_t] = torch.randint(0, PRESETS[preset].vocab_size - 1, (batch,), device=dev)
     runner.observe_lengths(rows, [context] * batch)
     return runner, rows
@@ -122,7 +122,7 @@ def bench(
     forced = [forced_accept] * len(rows) if (kind == "spec" and forced_accept is not None) else None
 
     def step() -> None:
-        runner.pool.seq_lens[rows_t] = context
+        runner.pool.seq_lens.index_fill_(0, rows_t, context)
         runner.observe_lengths(rows, [context] * len(rows))
         if kind == "decode":
             runner.decode(rows, graph=graph)

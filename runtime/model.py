@@ -613,7 +613,7 @@ class ReqToTokenPool:
         n = self.reserved[row]
         if n:
             self.free_slots = torch.cat([self.free_slots, self.req_to_token[row, :n]])
-            self.req_to_token[row, :n] = PAD_SLOT
+            self.req_to_token[row, :n].fill_(PAD_SLOT)
             self.num_free_slots += n
         self.reserved[row] = 0
         self.len_bound[row] = 0
@@ -660,11 +660,15 @@ class ReqToTokenPool:
         self.req_to_token[tok_rows, tok_pos] = slots
 
     def reset_padding(self) -> None:
-        """Put padding row 0's device state back (graph replays pad with row 0)."""
-        self.seq_lens[PAD_ROW] = 0
-        self.last_token[PAD_ROW] = 0
-        self.prev_start[PAD_ROW] = 0
-        self.prev_accept[PAD_ROW] = -1
+        """Put padding row 0's device state back (graph replays pad with row 0).
+
+        Scalar writes use ``fill_`` (a kernel argument): ``t[i] = 0`` would copy a
+        pageable CPU scalar, a hidden host-to-device copy that graph capture rejects.
+        """
+        self.seq_lens.select(0, PAD_ROW).fill_(0)
+        self.last_token.select(0, PAD_ROW).fill_(0)
+        self.prev_start.select(0, PAD_ROW).fill_(0)
+        self.prev_accept.select(0, PAD_ROW).fill_(-1)
 
 
 # ------------------------------------------------------------------------------ runner
@@ -954,8 +958,8 @@ class ModelRunner:
         pool, r = self.pool, batch.rows
         pool.seq_lens[r] = batch.seq_after
         pool.last_token[r] = torch.where(comp, nxt, pool.last_token[r])
-        pool.prev_accept[r] = -1
-        pool.prev_start[r] = 0
+        pool.prev_accept.index_fill_(0, r, -1)
+        pool.prev_start.index_fill_(0, r, 0)
         for row, p, e in zip(rows, prefix_lens, extend_lens, strict=True):
             pool.len_bound[row] = p + e
         logits = self.target.compute_logits(hidden) if return_logits else None

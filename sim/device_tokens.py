@@ -9,6 +9,8 @@ rides along and commits 0, and a verify commits min(accept length, remaining out
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.acceptance import AcceptanceModel
 from sim.plan import BatchPlan, ForwardMode, StepOutput
 
@@ -32,7 +34,7 @@ class DeviceTokens:
         counted from the host's committed count: a re-prefill after retraction restarts
         there). Decode commits 1, verify min(draw, remaining); finished requests commit 0.
         """
-        out: dict[int, int] = {}
+        out = [0] * plan.batch_size
         new = set(plan.new_rids)
         committed, cycles, draw = self.committed, self.cycles, self.acceptance.draw
         verify = plan.mode is not ForwardMode.DECODE and plan.spec_window > 1
@@ -41,16 +43,13 @@ class DeviceTokens:
             if i < plan.num_extend:
                 if rid in new:
                     self.committed[rid] = min(plan.committed_before[i] + 1, cap)
-                    out[rid] = self.committed[rid] - plan.committed_before[i]
-                else:
-                    out[rid] = 0
+                    out[i] = self.committed[rid] - plan.committed_before[i]
                 continue
             have = committed.get(rid)
             if have is None:
                 have = plan.committed_before[i]
             remaining = cap - have
             if remaining <= 0:
-                out[rid] = 0
                 continue
             if not verify:
                 n = 1
@@ -61,5 +60,5 @@ class DeviceTokens:
                 if n > remaining:
                     n = remaining
             committed[rid] = have + n
-            out[rid] = n
-        return StepOutput(out)
+            out[i] = n
+        return StepOutput(np.array(out, dtype=np.int64))

@@ -143,12 +143,10 @@ class SimEngine:
         output = self.device.step(op.plan) if op.part == "main" else self._last_output
         plan = op.plan
         acc = dec = 0
-        if output is not None and op.part == "main":
-            for rid in plan.decode_rids:
-                n = output.committed.get(rid, 0)
-                if n > 0:
-                    acc += n
-                    dec += 1
+        if output is not None and op.part == "main" and plan.num_extend < plan.batch_size:
+            dec_n = output.committed[plan.num_extend:]
+            acc = int(dec_n.sum())
+            dec = int((dec_n > 0).sum())
         self.rec.steps.append((
             plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
             start, end, self._blocked_since_launch, acc, dec,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+import numpy as np
+
 
 class ForwardMode(str, Enum):
     """What a forward does. EXTEND = prefill (maybe chunked); DECODE = one token per request;
@@ -83,7 +85,13 @@ class StepOutput:
     rides along after finishing, or whose chunked prefill is not complete).
 
     Attributes:
-        committed: mapping rid -> tokens committed by this forward (>= 0).
+        committed: int array, shape (plan.batch_size,), aligned with ``plan.rids``: tokens
+            committed by this forward for each request (>= 0).
     """
 
-    committed: dict[int, int]
+    committed: np.ndarray
+
+    @classmethod
+    def from_mapping(cls, plan: BatchPlan, counts: dict[int, int]) -> StepOutput:
+        """Build from rid -> count (missing rids commit 0)."""
+        return cls(np.array([counts.get(r, 0) for r in plan.rids], dtype=np.int64))

@@ -286,7 +286,7 @@ class Scheduler:
         out: list[Delivery] = []
         window = plan.spec_window
         spec_step = window > 1
-        committed = output.committed
+        committed = output.committed.tolist()
         reqs = self.reqs
         skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
         to_free = 0
@@ -294,7 +294,7 @@ class Scheduler:
             r = reqs[rid]
             if r.status in skip:
                 continue
-            n = committed.get(rid, 0)
+            n = committed[i]
             if i >= plan.num_extend:
                 unused = window - n
                 if unused > 0:

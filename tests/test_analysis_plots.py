@@ -193,3 +193,35 @@ def test_arm_bars_with_confidence_intervals(runs, tmp_path):
     _check_saved(fig, tmp_path / "bars")
     with pytest.raises(ValueError):
         plots.plot_arm_bars(samples, ["nope"])
+
+
+def test_read_results_csv_format(tmp_path, result_dirs):
+    from analysis.synthetic import write_demo_scenario
+
+    sc = load_scenario_with_overrides(write_demo_scenario(tmp_path / "d.yaml"), "base")
+    r = run_scenario(sc, seed=4)
+    back = read_results(write_results(r, tmp_path / "csv", fmt="csv"))
+    assert len(back.requests) == len(r.requests) and back.summary["seed"] == 4
+    np.testing.assert_allclose(back.steps["gpu_end_s"], r.steps["gpu_end_s"])
+
+
+def test_plots_tolerate_runs_without_steps_or_chunks(runs, tmp_path):
+    from analysis.io import RunData, empty_table
+
+    bare = RunData(requests=runs[0].requests, chunks=empty_table("chunks"), steps=empty_table("steps"),
+                   timeseries=empty_table("timeseries"), summary=dict(runs[0].summary), scenario=None)
+    _check_saved(plots.plot_timeline(bare), tmp_path / "tl")
+    _check_saved(plots.plot_tpot_itl([bare]), tmp_path / "tpot")
+    with pytest.raises(ValueError):
+        plots.plot_verify_split([bare])
+
+
+def test_verify_cycles_fall_back_to_decode_steps():
+    steps = pd.DataFrame({
+        "step": [0, 1, 2], "mode": ["decode"] * 3, "batch_size": [4, 4, 4], "num_extend_tokens": [0] * 3,
+        "gpu_start_s": [0.0, 0.012, 0.024], "gpu_end_s": [0.010, 0.022, 0.034],
+        "host_blocked_s": [0.0] * 3, "accepted_tokens": [4] * 3,
+    })
+    cyc = plots.verify_cycles(steps)
+    np.testing.assert_allclose(cyc["wall_s"], [0.012, 0.012])
+    np.testing.assert_allclose(cyc["stall_s"], [0.002, 0.002])

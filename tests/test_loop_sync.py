@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from sim.admission import NoDelay
 from sim.config import ServerArgs
 from sim.engine import SimEngine
 from sim.loop import scheduler_loop
 from sim.ops import HostBlock, Launch, Recv, StreamWait
 from sim.request import Req
 from sim.scheduler import Scheduler
-from sim.admission import NoDelay
 from tests.conftest import make_scenario, tiny_profile
 
 
@@ -30,7 +31,7 @@ def ops_of_one_spec_iteration(sync_mode: str, slot_sync: bool = True) -> list[ty
             result = object()
         elif type(op).__name__ == "Results":
             from sim.plan import StepOutput
-            result = StepOutput({0: 1})
+            result = StepOutput(np.ones(1, dtype=np.int64))
         elif isinstance(op, Recv):
             result = []
         else:

@@ -22,7 +22,7 @@ def sched(**kw) -> Scheduler:
 def commit_all(s: Scheduler, plan, n: int = 1):
     out = {rid: (1 if rid in plan.new_rids else 0) for rid in plan.rids[: plan.num_extend]}
     out.update({rid: n for rid in plan.decode_rids})
-    return s.process_result(plan, StepOutput(out))
+    return s.process_result(plan, StepOutput.from_mapping(plan, out))
 
 
 def test_max_prefill_tokens_stops_before_chunking():

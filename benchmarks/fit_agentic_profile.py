@@ -1,0 +1,294 @@
+"""Fit profiles/mi355x-dsv4pro-agentic.yaml to System B's agentic cells and print the fit.
+
+System B (DeepSeek-V4 Pro with DSpark on AMD MI355X, an "agentic" benchmark at fixed
+concurrency 128 / 192 / 256) is described in docs/agentic.md, with every assumption and the
+arithmetic that maps its per-GPU figures onto one simulated DP rank. Usage (from the repo
+root)::
+
+    PYTHONPATH=. python benchmarks/fit_agentic_profile.py              # fit, print the table
+    PYTHONPATH=. python benchmarks/fit_agentic_profile.py --write      # ... and write the profile
+    PYTHONPATH=. python benchmarks/fit_agentic_profile.py --report-only  # table, profile as is
+
+What is fitted, from what:
+
+1. Stage A (scipy.optimize Nelder-Mead on the squared relative errors of the 27 base-arm
+   figures: mean/median/p90 TTFT, mean/median/p90 TPOT, output/total/request throughput of
+   agentic-c128, -c192, -c256): ``gpu.extend`` (seconds per prompt token, linear through the
+   origin; the draft-KV injection is tied to it at a fixed share, as in System A) and
+   ``gpu.verify`` at batch 1 and batch 8 (one DSpark cycle, linear in batch size).
+2. Stage B (scipy.optimize bounded scalar minimisation): ``host.sync_wakeup_s``, the one host
+   parameter the c128 ``output_size`` pair calibrates. It is the GPU idle that follows a host
+   block that really waited. In decode it is added to every verify cycle together with
+   ``host.launch_s`` (host-blocking publish wait), where it cannot be told apart from
+   ``gpu.verify`` (stage A absorbs it); the base-vs-output_size difference is the only figure
+   that separates it, because only the base arm blocks after every DSpark prefill chunk. It is
+   fitted to the *differences* (output_size minus base, c128) of mean, median and p90 TTFT,
+   so the output_size figures never enter stage A.
+3. Stages A and B alternate (``--rounds``, default 2). The c192 and c256 ``output_size`` arms
+   are held out: printed as predictions, never fitted.
+
+Scenario settings are never special-cased here: every cell is simulated from its YAML as
+``specsched run`` would. ``--set KEY=VALUE`` (dotted scenario keys, applied to every cell) is
+for exploring rejected alternatives (docs/agentic.md); ``--write`` refuses to run with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy.optimize import minimize, minimize_scalar
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from sim.config import Scenario, deep_merge, load_scenario  # noqa: E402
+from sim.engine import run_scenario  # noqa: E402
+from sim.profile import Profile, load_profile  # noqa: E402
+
+PROFILE = ROOT / "profiles" / "mi355x-dsv4pro-agentic.yaml"
+CELLS = ("agentic-c128", "agentic-c192", "agentic-c256")
+PAIR_CELL = "agentic-c128"
+FIT_KEYS = (
+    "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms",
+    "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms",
+    "output_throughput", "total_throughput", "request_throughput",
+)
+PAIR_KEYS = ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms")
+EXTEND_TOKENS = 16384
+VERIFY_BS = (1, 8)
+INJECT_SHARE = 0.05
+"""Draft-KV injection as a share of the whole DSpark prefill cost per token (assumed, as for
+System A: not separable from any reference figure)."""
+
+
+# --------------------------------------------------------------------------- scenarios
+def scenario(name: str, arm: str = "base", overrides: dict[str, Any] | None = None) -> Scenario:
+    """A cell's scenario with ``arm`` applied, plus optional dotted-key overrides (validated)."""
+    sc = load_scenario(ROOT / "scenarios" / f"{name}.yaml", arm)
+    if not overrides:
+        return sc
+    data = deep_merge(sc.model_dump(mode="json"), overrides)
+    return Scenario.model_validate(data)
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``["server.enable_mixed_chunk=false", ...]`` -> nested override dict (values as YAML)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, text = item.partition("=")
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = yaml.safe_load(text)
+    return out
+
+
+# ---------------------------------------------------------------------------- profile
+def _set(model: Any, path: str, value: Any) -> Any:
+    data = model.model_dump()
+    node = data
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = value
+    return type(model).model_validate(data)
+
+
+def params_of(profile: Profile) -> np.ndarray:
+    """Stage-A parameters of a profile: (extend s/token, verify(bs 1) s, verify(bs 8) s)."""
+    g = profile.gpu
+    ext = g.extend.seconds[-1][0] / g.extend.x[-1]
+    v = {int(x): row[0] for x, row in zip(g.verify.x, g.verify.seconds, strict=True)}
+    return np.array([ext, v[VERIFY_BS[0]], v[VERIFY_BS[1]]])
+
+
+def apply(profile: Profile, theta: np.ndarray | None = None, wakeup: float | None = None) -> Profile:
+    """``profile`` with stage-A parameters ``theta`` and/or stage-B ``wakeup`` put in."""
+    p = profile
+    if theta is not None:
+        ext, v1, v8 = (float(t) for t in theta)
+        p = _set(p, "gpu.extend", {"x": [1, EXTEND_TOKENS], "context_len": [0.0],
+                                  "seconds": [[ext], [ext * EXTEND_TOKENS]]})
+        p = _set(p, "gpu.draft_inject_per_token_s", ext * INJECT_SHARE / (1 - INJECT_SHARE))
+        p = _set(p, "gpu.verify", {"x": list(VERIFY_BS), "context_len": [0.0], "seconds": [[v1], [v8]]})
+    if wakeup is not None:
+        p = _set(p, "host.sync_wakeup_s", float(wakeup))
+    return p
+
+
+# ------------------------------------------------------------------------- simulation
+def _run_one(args: tuple[str, str, int, dict, dict]) -> dict[str, float]:
+    name, arm, seed, prof, overrides = args
+    sc = scenario(name, arm, overrides)
+    s = run_scenario(sc, seed=seed, profile=Profile.model_validate(prof)).summary
+    return {k: float(v) for k, v in s.items() if isinstance(v, (int, float))}
+
+
+class Evaluator:
+    """Runs (cell, arm) pairs for a profile, averaged over seeds, in a process pool."""
+
+    def __init__(self, seeds: list[int], jobs: int, overrides: dict[str, Any] | None = None) -> None:
+        self.seeds = seeds
+        self.overrides = overrides or {}
+        self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
+
+    def __call__(self, profile: Profile, runs: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
+        prof = profile.model_dump(mode="json")
+        tasks = [(c, a, s, prof, self.overrides) for c, a in runs for s in self.seeds]
+        results = list(self.pool.map(_run_one, tasks)) if self.pool else [_run_one(t) for t in tasks]
+        out: dict[tuple[str, str], dict[str, float]] = {}
+        n = len(self.seeds)
+        for i, (c, a) in enumerate(runs):
+            chunk = results[i * n:(i + 1) * n]
+            out[(c, a)] = {k: float(np.mean([r[k] for r in chunk])) for k in chunk[0]}
+        return out
+
+    def close(self) -> None:
+        if self.pool:
+            self.pool.shutdown()
+
+
+def references(overrides: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, float]]:
+    """Reference figures per (cell, arm) from the scenarios' ``reference`` blocks."""
+    out = {}
+    for c in CELLS:
+        for arm, figs in scenario(c, "base", overrides).reference.items():
+            out[(c, arm)] = dict(figs)
+    return out
+
+
+def rel_errors(pred: dict[str, float], ref: dict[str, float], keys: tuple[str, ...]) -> list[float]:
+    return [(pred[k] - ref[k]) / ref[k] for k in keys if k in ref]
+
+
+# ---------------------------------------------------------------------------------- fit
+def fit_base(ev: Evaluator, profile: Profile, refs: dict, max_evals: int, verbose: bool) -> Profile:
+    """Stage A: Nelder-Mead over log(theta) on the base arms of every cell."""
+    x0 = np.log(params_of(profile))
+    runs = [(c, "base") for c in CELLS]
+    count = [0]
+
+    def loss(z: np.ndarray) -> float:
+        theta = np.exp(z)
+        if theta[2] < theta[1]:  # a larger verify batch is never faster
+            return 1e3 + float(theta[1] - theta[2])
+        preds = ev(apply(profile, theta), runs)
+        errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
+        val = float(np.sum(np.square(errs)))
+        count[0] += 1
+        if verbose and count[0] % 10 == 0:
+            print(f"  A eval {count[0]:3d}: loss {val:.4f}  extend {theta[0] * 1e6:.3f} us/tok "
+                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(8) {theta[2] * 1e3:.2f} ms", file=sys.stderr)
+        return val
+
+    simplex = np.array([x0, x0 + [0.15, 0, 0], x0 + [0, 0.15, 0], x0 + [0, 0, 0.15]])
+    res = minimize(loss, x0, method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 2e-3, "fatol": 1e-5, "initial_simplex": simplex})
+    return apply(profile, np.exp(res.x))
+
+
+def fit_pair(ev: Evaluator, profile: Profile, refs: dict, verbose: bool, hi: float = 0.05) -> Profile:
+    """Stage B: host.sync_wakeup_s from the c128 (output_size - base) TTFT differences."""
+    ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
+    runs = [(PAIR_CELL, "base"), (PAIR_CELL, "output_size")]
+
+    def loss(w: float) -> float:
+        preds = ev(apply(profile, wakeup=w), runs)
+        pb, po = preds[runs[0]], preds[runs[1]]
+        errs = [((po[k] - pb[k]) - (ref_o[k] - ref_b[k])) / ref_b[k] for k in PAIR_KEYS]
+        val = float(np.sum(np.square(errs)))
+        if verbose:
+            print(f"  B wakeup {w * 1e3:7.3f} ms: loss {val:.6f}", file=sys.stderr)
+        return val
+
+    res = minimize_scalar(loss, bounds=(0.0, hi), method="bounded", options={"xatol": 1e-4, "maxiter": 25})
+    return apply(profile, wakeup=float(res.x))
+
+
+# ------------------------------------------------------------------------------- report
+def table(ev: Evaluator, profile: Profile, refs: dict) -> tuple[str, dict]:
+    """Predicted vs reference for every cell and arm (held-out arms: predictions only)."""
+    runs = [(c, a) for c in CELLS for a in ("base", "output_size")]
+    preds = ev(profile, runs)
+    lines = ["(* = held out: prediction only)", f"{'cell':<14}{'arm':<13}{'metric':<20}{'reference':>11}{'model':>11}{'error':>9}"]
+    for c, a in runs:
+        ref = refs.get((c, a))
+        tag = a if ref else f"{a}*"
+        for k in FIT_KEYS:
+            p = preds[(c, a)][k]
+            if ref and k in ref:
+                lines.append(f"{c:<14}{tag:<13}{k:<20}{ref[k]:>11.4g}{p:>11.4g}{(p - ref[k]) / ref[k] * 100:>+8.1f}%")
+            else:
+                lines.append(f"{c:<14}{tag:<13}{k:<20}{'-':>11}{p:>11.4g}{'':>9}")
+    for c in CELLS:
+        b, o = preds[(c, "base")], preds[(c, "output_size")]
+        d = "  ".join(f"{k.split('_')[0]} {k.split('_')[1]} {(o[k] - b[k]) / b[k] * 100:+.2f}%" for k in FIT_KEYS[:6])
+        lines.append(f"{c}: output_size vs base (model): {d}; request_throughput {(o['request_throughput'] - b['request_throughput']) / b['request_throughput'] * 100:+.2f}%")
+    ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
+    d = "  ".join(f"{k.split('_')[0]} {k.split('_')[1]} {(ref_o[k] - ref_b[k]) / ref_b[k] * 100:+.2f}%" for k in FIT_KEYS if k in ref_o)
+    lines.append(f"{PAIR_CELL}: output_size vs base (reference): {d}")
+    worst = max(abs(e) for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS))
+    lines.append(f"largest base-arm error: {worst * 100:.1f}%")
+    return "\n".join(lines), preds
+
+
+def write(profile: Profile) -> None:
+    """Rewrite the profile's gpu and host blocks, keeping its header comments and provenance."""
+    text = PROFILE.read_text()
+    header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    data = yaml.safe_load(text)
+    dumped = profile.model_dump(mode="json", exclude={"path"})
+    data["gpu"], data["host"] = dumped["gpu"], dumped["host"]
+    PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the fitted values into the profile")
+    ap.add_argument("--report-only", action="store_true", help="print the table with the profile as it is")
+    ap.add_argument("--max-evals", type=int, default=60, help="simulations per stage-A round")
+    ap.add_argument("--rounds", type=int, default=2, help="stage A / stage B alternations")
+    ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated)")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--no-pair", action="store_true", help="keep host.sync_wakeup_s as it is (skip stage B)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario key in every cell (exploration only)")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    if a.write and a.set:
+        ap.error("--write cannot be combined with --set: the profile must fit the scenarios as written")
+    overrides = parse_sets(a.set)
+    ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides)
+    refs = references(overrides)
+    prof = load_profile(str(PROFILE))
+    try:
+        if not a.report_only:
+            for r in range(a.rounds):
+                prof = fit_base(ev, prof, refs, a.max_evals, not a.quiet)
+                if not a.no_pair:
+                    prof = fit_pair(ev, prof, refs, not a.quiet)
+                th = params_of(prof)
+                print(f"round {r + 1}: extend {th[0] * 1e6:.4f} us/token ({1 / th[0]:.0f} tok/s), "
+                      f"verify bs1 {th[1] * 1e3:.3f} ms, bs8 {th[2] * 1e3:.3f} ms, "
+                      f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.4f} us/token, "
+                      f"host.sync_wakeup_s {prof.host.sync_wakeup_s * 1e3:.3f} ms")
+        text, _ = table(ev, prof, refs)
+        print(text)
+        if a.write:
+            write(prof)
+            print(f"wrote {PROFILE.relative_to(ROOT)}")
+    finally:
+        ev.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
