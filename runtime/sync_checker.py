@@ -7,7 +7,8 @@ other sync is a bug. Ops that block (hip-vs-cuda.md item 8): ``repeat_interleave
 without ``output_size`` (reads the repeats back to size its output), ``.item()`` /
 ``bool()`` / ``int()`` of a device tensor (``aten._local_scalar_dense``), ``nonzero``
 (and ``torch.where(cond)``, ``argwhere``), ``masked_select``, ``unique``, ``torch.equal``,
-``.tolist()``, and blocking copies to the CPU.
+``.tolist()``, blocking copies to the CPU, and (on GPU) copies from pageable host
+memory to the device (including ``t[i] = scalar`` on a device tensor).
 
 Two tools:
 
@@ -59,6 +60,18 @@ def _dev(x: Any) -> str:
     return x.device.type if isinstance(x, torch.Tensor) else "?"
 
 
+def _copy_detail(src: Any, dst: str, non_blocking: bool) -> str | None:
+    """Why a copy from ``src`` to a ``dst`` device type blocks the host, or None."""
+    s = _dev(src)
+    gpu = ("cpu", "meta", "?")
+    if dst == "cpu" and s not in gpu and not non_blocking:
+        return f"copy {s} -> cpu (blocking)"
+    if s == "cpu" and dst not in gpu and not (non_blocking and src.is_pinned()):
+        # also ``t[i] = 0`` on a device tensor: a pageable 0-dim CPU source; graph capture rejects it
+        return f"copy cpu -> {dst} from pageable memory (synchronous; use pinned + non_blocking, or fill_)"
+    return None
+
+
 class _Dispatch(TorchDispatchMode):
     def __init__(self, owner: SyncChecker) -> None:
         super().__init__()
@@ -74,14 +87,10 @@ class _Dispatch(TorchDispatchMode):
             detail = f"{_ALWAYS[func]} ({_dev(args[0]) if args else '?'} tensor)"
         elif func is aten._to_copy.default:
             dst = kwargs.get("device")
-            src = _dev(args[0])
-            if dst is not None and torch.device(dst).type == "cpu" and src not in ("cpu", "meta"):
-                detail = f"copy {src} -> cpu (blocking)" if not kwargs.get("non_blocking") else None
+            detail = _copy_detail(args[0], torch.device(dst).type if dst is not None else _dev(args[0]), bool(kwargs.get("non_blocking")))
         elif func is aten.copy_.default:
-            dst, src = args[0], args[1]
             nb = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
-            if _dev(dst) == "cpu" and _dev(src) not in ("cpu", "meta") and not nb:
-                detail = f"copy_ {_dev(src)} -> cpu (blocking)"
+            detail = _copy_detail(args[1], _dev(args[0]), bool(nb))
         if detail is not None:
             self.owner._record(str(func), detail)
         return func(*args, **kwargs)

@@ -10,7 +10,7 @@ what is allowed.
 from __future__ import annotations
 
 import copy
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,7 +22,7 @@ from sim.errors import ConfigError
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
-class SyncMode(str, Enum):
+class SyncMode(StrEnum):
     """Where the overlap loop waits for the previous forward's publish event (spec only).
 
     host_block: the host blocks (``publish_ready.synchronize()``; SGLang on HIP,
@@ -38,7 +38,7 @@ class SyncMode(str, Enum):
     cross_queue_wait = "cross_queue_wait"
 
 
-class AdmissionDelay(str, Enum):
+class AdmissionDelay(StrEnum):
     """Admission-delay policy (module in :mod:`sim.admission`)."""
 
     none = "none"
@@ -47,7 +47,7 @@ class AdmissionDelay(str, Enum):
     demand_observed = "demand_observed"
 
 
-class SpecAlgorithm(str, Enum):
+class SpecAlgorithm(StrEnum):
     """Speculative decoding. ``dspark``/``dflash``: block drafter (one draft forward proposes
     a block, one target forward verifies it). ``eagle``/``mtp``: chain drafter
     (``speculative_num_steps`` serial draft forwards). ``none``: plain decode."""

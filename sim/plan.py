@@ -9,12 +9,12 @@ verify) or MIXED (enable_mixed_chunk). Here that label is derived from the token
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 
-class ForwardMode(str, Enum):
+class ForwardMode(StrEnum):
     """What a forward does. EXTEND = prefill (maybe chunked); DECODE = one token per request;
     VERIFY = a speculative cycle (draft forward(s) + target verify of the window);
     MIXED = extend plus decode requests riding in it (enable_mixed_chunk)."""

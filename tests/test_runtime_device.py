@@ -368,3 +368,16 @@ def test_sync_checker_flags_device_to_host_copy_on_gpu() -> None:
         torch.repeat_interleave(x, x)
     with cuda_sync_debug("error"):
         torch.repeat_interleave(x, x, output_size=6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_sync_checker_flags_pageable_host_to_device_copies_on_gpu() -> None:
+    x = torch.zeros(4, device="cuda")
+    with SyncChecker() as chk:
+        x[0] = 1.0  # a pageable 0-dim CPU source
+        x.copy_(torch.ones(4))
+    assert len([o for o in chk.ops() if "copy" in o]) >= 2
+    with SyncChecker() as chk:
+        x.select(0, 0).fill_(2.0)
+        x.copy_(torch.ones(4).pin_memory(), non_blocking=True)
+    assert chk.events == []
