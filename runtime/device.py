@@ -407,6 +407,7 @@ class GraphCache:
             self._graphs[key] = fn
             return
         fwd = dev.stream("forward")
+        fwd.wait_stream(torch.cuda.current_stream(dev.torch_device))  # static buffers were filled there
         with torch.cuda.stream(fwd):
             for _ in range(self.warmup):
                 fn()
@@ -655,9 +656,10 @@ class Device:
         """Host data to a device tensor without blocking the host.
 
         On GPU the data is staged in pinned memory and copied with ``non_blocking=True``
-        on the current stream (a pageable ``copy_`` would synchronize the stream: a hidden
-        host sync). PyTorch's caching host allocator keeps the staging block alive until
-        the copy completes.
+        on the *current* stream (a pageable ``copy_`` would synchronize the stream: a
+        hidden host sync). PyTorch's caching host allocator keeps the staging block alive
+        until the copy completes. Use the result on the same stream, or pair the
+        cross-stream read with an event (hip-vs-cuda.md item 5).
         """
         if isinstance(data, torch.Tensor):
             host = data.to(dtype)

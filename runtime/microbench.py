@@ -72,8 +72,14 @@ def prefilled_runner(
         seed: weight seed.
 
     Returns:
-        (runner, rows). A single context bucket covers ``context + window``.
+        (runner, rows). A single context bucket covers ``context + window``. Built on the
+        device's forward stream (the runner's constructor syncs once).
     """
+    with device.use("forward"):
+        return _prefilled(preset, batch, context, window, device, drafter, seed)
+
+
+def _prefilled(preset: str, batch: int, context: int, window: int, device: Device, drafter: bool, seed: int) -> tuple[ModelRunner, list[int]]:
     dev = device.torch_device
     target = LlamaProxy(PRESETS[preset], seed=seed, device=dev, dtype=device.dtype)
     d = None
@@ -118,8 +124,9 @@ def bench(
     dev = runner.device
     was = dev.measure
     dev.measure = True
-    rows_t = dev.h2d(rows)
     forced = [forced_accept] * len(rows) if (kind == "spec" and forced_accept is not None) else None
+    with dev.use("forward"):
+        rows_t = dev.h2d(rows)  # made and read on the forward stream
 
     def step() -> None:
         runner.pool.seq_lens.index_fill_(0, rows_t, context)

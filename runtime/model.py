@@ -55,6 +55,13 @@ from runtime.device import Device, default_bs_buckets, pick_bucket
 
 PAD_ROW = 0
 PAD_SLOT = 0
+CTX_ALIGN = 64
+"""Attention context widths are multiples of this (aligned strides for the fused SDPA
+kernels, e.g. cuDNN's on H200)."""
+
+
+def _round_up(n: int, k: int = CTX_ALIGN) -> int:
+    return -(-n // k) * k
 AttnImpl = Literal["sdpa", "explicit"]
 
 
@@ -219,7 +226,8 @@ def draft_preset(name: str) -> str:
 
 # ------------------------------------------------------------------------------ layers
 class RMSNorm(nn.Module):
-    """RMSNorm computed in float32, cast back to the input dtype."""
+    """RMSNorm (``F.rms_norm``, a fused kernel on recent CUDA builds; SGLang uses a fused
+    RMSNorm too: layers/layernorm.py)."""
 
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -227,46 +235,67 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return xf.to(x.dtype) * self.weight
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE tables for a forward's tokens, computed once and shared by all layers.
+
+    Args:
+        positions: ``[T]`` int64 token positions (any value; -1 for padding is fine).
+        inv_freq: ``[head_dim // 2]`` float32.
+
+    Returns:
+        ``(cos, sin)``, each ``[T, 1, head_dim // 2]`` float32.
+    """
+    freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+    return freqs.cos()[:, None, :], freqs.sin()[:, None, :]
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding (Llama's rotate-half convention), computed in float32.
 
     Args:
         x: ``[T, heads, head_dim]``.
-        positions: ``[T]`` int64 token positions (any value, -1 for padding is fine).
-        inv_freq: ``[head_dim // 2]`` float32.
+        cos, sin: from :func:`rope_cos_sin`.
 
     Returns:
         ``[T, heads, head_dim]`` in ``x``'s dtype.
     """
-    freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
-    cos, sin = freqs.cos()[:, None, :], freqs.sin()[:, None, :]
     x1, x2 = x.float().chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
 
 class DecoderLayer(nn.Module):
-    """One pre-norm Llama layer: RMSNorm -> GQA attention -> residual -> RMSNorm -> SwiGLU."""
+    """One pre-norm Llama layer: RMSNorm -> GQA attention -> residual -> RMSNorm -> SwiGLU.
+
+    Q/K/V and gate/up are fused matmuls, as SGLang's QKVParallelLinear and
+    MergedColumnParallelLinear (layers/linear.py): fewer, larger kernels.
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         h, d = cfg.hidden_size, cfg.head_dim
         self.input_layernorm = RMSNorm(h, cfg.rms_norm_eps)
-        self.q_proj = nn.Linear(h, cfg.num_heads * d, bias=False)
-        self.k_proj = nn.Linear(h, cfg.num_kv_heads * d, bias=False)
-        self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, bias=False)
+        self.qkv_proj = nn.Linear(h, (cfg.num_heads + 2 * cfg.num_kv_heads) * d, bias=False)
         self.o_proj = nn.Linear(cfg.num_heads * d, h, bias=False)
         self.post_attention_layernorm = RMSNorm(h, cfg.rms_norm_eps)
-        self.gate_proj = nn.Linear(h, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(h, cfg.intermediate_size, bias=False)
+        self.gate_up_proj = nn.Linear(h, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, h, bias=False)
+        self._split = (cfg.num_heads * d, cfg.num_kv_heads * d, cfg.num_kv_heads * d)
+
+    def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Projections of ``x`` (``[T, hidden]``): q ``[T, heads, D]`` and k ``[T, kv_heads, D]``
+        after RoPE, v ``[T, kv_heads, D]``."""
+        t = x.shape[0]
+        q, k, v = self.qkv_proj(x).split(self._split, dim=-1)
+        q = apply_rope(q.reshape(t, cfg.num_heads, cfg.head_dim), cos, sin)
+        k = apply_rope(k.reshape(t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
+        return q, k, v.reshape(t, cfg.num_kv_heads, cfg.head_dim)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 @dataclass(slots=True)
@@ -297,6 +326,17 @@ class AttnBatch:
     tok_index: torch.Tensor | None
     batch: int
     q_len: int
+    _folded: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def folded_mask(self, rep: int) -> torch.Tensor:
+        """The mask for GQA-folded queries (``[B, 1, rep * Q, C]``), built once per
+        forward and reused by every layer."""
+        m = self._folded.get(rep)
+        if m is None:
+            b, _, qn, c = self.mask.shape
+            m = self.mask if rep == 1 else self.mask[:, :, None].expand(b, 1, rep, qn, c).reshape(b, 1, rep * qn, c)
+            self._folded[rep] = m
+        return m
 
 
 def position_mask(q_pos: torch.Tensor, context: int) -> torch.Tensor:
@@ -348,10 +388,7 @@ def paged_attention(
     qf = qp.view(b, qn, hkv, rep, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, rep * qn, d)
     kf = k_ctx.permute(0, 2, 1, 3)
     vf = v_ctx.permute(0, 2, 1, 3)
-    mask = attn.mask
-    if rep > 1:
-        mask = mask[:, :, None].expand(b, 1, rep, qn, mask.shape[-1]).reshape(b, 1, rep * qn, mask.shape[-1])
-    out = _attend(qf, kf, vf, mask, impl)  # [B, hkv, rep*Q, D]
+    out = _attend(qf, kf, vf, attn.folded_mask(rep), impl)  # [B, hkv, rep*Q, D]
     out = out.view(b, hkv, rep, qn, d).permute(0, 3, 1, 2, 4).reshape(b * qn, h * d)
     if attn.tok_index is not None:
         out = out[attn.tok_index]
@@ -466,12 +503,9 @@ class LlamaProxy(nn.Module):
         """
         cfg = self.cfg
         x = self.embed_tokens(input_ids)
-        t = input_ids.shape[0]
+        cos, sin = rope_cos_sin(positions, self.inv_freq)
         for i, layer in enumerate(self.layers):
-            hs = layer.input_layernorm(x)
-            q = apply_rope(layer.q_proj(hs).view(t, cfg.num_heads, cfg.head_dim), positions, self.inv_freq)
-            k = apply_rope(layer.k_proj(hs).view(t, cfg.num_kv_heads, cfg.head_dim), positions, self.inv_freq)
-            v = layer.v_proj(hs).view(t, cfg.num_kv_heads, cfg.head_dim)
+            q, k, v = layer.qkv(layer.input_layernorm(x), cos, sin, cfg)
             kv.write(i, attn.out_loc, k, v)
             k_ctx, v_ctx = kv.gather(i, attn.slots)
             x = x + layer.o_proj(paged_attention(q, k_ctx, v_ctx, attn, self.attn_impl))
@@ -497,11 +531,9 @@ class LlamaProxy(nn.Module):
         pos = torch.arange(n, device=tokens.device)
         rep = cfg.num_heads // cfg.num_kv_heads
         x = self.embed_tokens(tokens)
+        cos, sin = rope_cos_sin(pos, self.inv_freq)
         for layer in self.layers:
-            hs = layer.input_layernorm(x)
-            q = apply_rope(layer.q_proj(hs).view(n, cfg.num_heads, cfg.head_dim), pos, self.inv_freq)
-            k = apply_rope(layer.k_proj(hs).view(n, cfg.num_kv_heads, cfg.head_dim), pos, self.inv_freq)
-            v = layer.v_proj(hs).view(n, cfg.num_kv_heads, cfg.head_dim)
+            q, k, v = layer.qkv(layer.input_layernorm(x), cos, sin, cfg)
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)
             o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True)
@@ -556,7 +588,9 @@ class ReqToTokenPool:
         device: the :class:`~runtime.device.Device`.
 
     Attributes (device tensors, int64, one entry per row incl. padding row 0):
-        req_to_token: ``[rows, max_context]`` slot of each position (0 = unmapped/padding).
+        req_to_token: ``[rows, width]`` slot of each position (0 = unmapped/padding);
+            ``width`` = max_context rounded up to :data:`CTX_ALIGN` (positions past
+            max_context are never reserved: they only pad the attention context).
         seq_lens: ``[rows]`` committed tokens whose KV is in the cache.
         last_token: ``[rows]`` last sampled token (its KV is not yet written).
         prev_window / prev_start / prev_accept: ``[rows, window]`` / ``[rows]`` / ``[rows]``
@@ -572,8 +606,9 @@ class ReqToTokenPool:
         dev = device.torch_device
         self.device = device
         self.max_context = max_context
+        self.width = _round_up(max_context)
         rows = max_reqs + 1
-        self.req_to_token = torch.zeros(rows, max_context, dtype=torch.int64, device=dev)
+        self.req_to_token = torch.zeros(rows, self.width, dtype=torch.int64, device=dev)
         self.seq_lens = torch.zeros(rows, dtype=torch.int64, device=dev)
         self.last_token = torch.zeros(rows, dtype=torch.int64, device=dev)
         self.prev_window = torch.zeros(rows, window, dtype=torch.int64, device=dev)
@@ -753,13 +788,14 @@ class _Static:
 
 
 def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:
-    """Context buckets for graphs: powers of two from ``smallest`` up, capped by (and
-    including) ``max_context``."""
+    """Context buckets for graphs: powers of two from ``smallest`` up, then ``max_context``
+    rounded up to :data:`CTX_ALIGN`."""
+    top = _round_up(max_context)
     out, c = [], smallest
-    while c < max_context:
+    while c < top:
         out.append(c)
         c *= 2
-    out.append(max_context)
+    out.append(top)
     return out
 
 
@@ -768,9 +804,13 @@ class ModelRunner:
 
     The host side holds only integers (rows, lengths, bounds); every per-token tensor is
     built on the device, and no method syncs the host except
-    :meth:`prepare_inject` with ``sync=True`` (on purpose) and the explicitly named
-    readers (:meth:`read_seq_lens`). Work is queued on the *current* stream: the engine
-    enters ``device.use("forward")``.
+    :meth:`prepare_inject` with ``sync=True`` (on purpose), the constructor (one
+    ``setup`` sync) and the explicitly named readers (:meth:`read_seq_lens`).
+
+    Streams: work is queued on the *current* stream, and host data reaches the device
+    through :meth:`Device.h2d` on that same stream, so every call must run on one stream
+    (the engine enters ``device.use("forward")`` once); reading a runner's outputs on
+    another stream needs an event (:meth:`Device.copy_to_host` pairs one).
 
     Args:
         target: the target model.
@@ -826,8 +866,12 @@ class ModelRunner:
         self.kv = KVBuffers(target.cfg, slots, dev, dt)
         self.draft_kv = KVBuffers(drafter.cfg, slots, dev, drafter.dtype) if drafter is not None else None
         self.bs_buckets = list(bs_buckets) if bs_buckets else default_bs_buckets(max_reqs)
-        self.ctx_buckets = list(ctx_buckets) if ctx_buckets else default_ctx_buckets(max_context)
+        width = self.pool.width
+        self.ctx_buckets = sorted({min(_round_up(c), width) for c in ctx_buckets}) if ctx_buckets else default_ctx_buckets(max_context)
         self._statics: dict[tuple, _Static] = {}
+        # buffers were filled on the constructing stream; the loop runs on the forward
+        # stream: one setup sync (not in the loop) orders them
+        device.synchronize("setup")
 
     # ------------------------------------------------------------------ requests
     def add_request(self) -> int:
@@ -881,7 +925,7 @@ class ModelRunner:
             raise ValueError("extend_lens must be >= 1 and prefix_lens >= 0")
         t = sum(extend_lens)
         qn = max(extend_lens)
-        ctx = max(p + e for p, e in zip(prefix_lens, extend_lens, strict=True))
+        ctx = min(_round_up(max(p + e for p, e in zip(prefix_lens, extend_lens, strict=True))), self.pool.width)
         cum = [0]
         for e in extend_lens[:-1]:
             cum.append(cum[-1] + e)

@@ -256,6 +256,8 @@ def test_step_paths_have_no_host_sync() -> None:
     rows = [r.add_request() for _ in prompts]
     lens = [len(p) for p in prompts]
     r.capture("spec", 2, 64, forced=True)
+    assert dev.sync_counts["setup"] == 1  # the runner's constructor, outside the loop
+    dev.reset_counters()
     with SyncChecker() as chk:
         ext = r.extend(rows, [0, 0], lens, torch.cat(prompts))
         r.inject(r.prepare_inject(rows, [0, 0], lens, sync=False), ext.tokens)
@@ -309,11 +311,12 @@ def test_pool_reserve_free_and_exhaustion() -> None:
     slots_a = pool.req_to_token[a, :5].tolist()
     slots_b = pool.req_to_token[b, :3].tolist()
     assert len(set(slots_a + slots_b)) == 8 and 0 not in slots_a + slots_b
-    assert pool.req_to_token[a, 5:].tolist() == [0] * 11
+    assert pool.width == 64  # max_context 16 rounded up to CTX_ALIGN for the attention gather
+    assert pool.req_to_token[a, 5:].tolist() == [0] * 59
     with pytest.raises(ValueError, match="max_context"):
         pool.reserve([a], [17])
     r.free_request(a)
-    assert pool.num_free_slots == 29 and pool.req_to_token[a].tolist() == [0] * 16
+    assert pool.num_free_slots == 29 and pool.req_to_token[a].tolist() == [0] * 64
     with pytest.raises(ValueError):
         r.free_request(a)
     small = ReqToTokenPool(2, 16, 10, 1, dev)  # 9 usable slots
