@@ -35,6 +35,7 @@ for exploring rejected alternatives (docs/agentic.md); ``--write`` refuses to ru
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -140,9 +141,10 @@ class Evaluator:
         self.overrides = overrides or {}
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
 
-    def __call__(self, profile: Profile, runs: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
+    def __call__(self, profile: Profile, runs: list[tuple[str, str]], kv_tokens: int | None = None) -> dict[tuple[str, str], dict[str, float]]:
         prof = profile.model_dump(mode="json")
-        tasks = [(c, a, s, prof, self.overrides) for c, a in runs for s in self.seeds]
+        ov = self.overrides if kv_tokens is None else deep_merge(self.overrides, {"server": {"max_total_num_tokens": int(kv_tokens)}})
+        tasks = [(c, a, s, prof, ov) for c, a in runs for s in self.seeds]
         results = list(self.pool.map(_run_one, tasks)) if self.pool else [_run_one(t) for t in tasks]
         out: dict[tuple[str, str], dict[str, float]] = {}
         n = len(self.seeds)
@@ -170,38 +172,58 @@ def rel_errors(pred: dict[str, float], ref: dict[str, float], keys: tuple[str, .
 
 
 # ---------------------------------------------------------------------------------- fit
-def fit_base(ev: Evaluator, profile: Profile, refs: dict, max_evals: int, verbose: bool) -> Profile:
-    """Stage A: Nelder-Mead over log(theta) on the base arms of every cell."""
-    x0 = np.log(params_of(profile))
+def current_kv(overrides: dict[str, Any] | None = None) -> int:
+    """The KV pool (server.max_total_num_tokens) the cells share; they must agree."""
+    kvs = {scenario(c, "base", overrides).server.max_total_num_tokens for c in CELLS}
+    if len(kvs) != 1:
+        raise SystemExit(f"the agentic cells disagree on server.max_total_num_tokens: {sorted(kvs)}")
+    return kvs.pop()
+
+
+def fit_base(ev: Evaluator, profile: Profile, kv: int, refs: dict, max_evals: int,
+             verbose: bool, fit_kv: bool = True) -> tuple[Profile, int]:
+    """Stage A: Nelder-Mead over log(extend, verify(1), verify(8)[, KV pool]) on the base arms."""
+    x0 = np.log(np.r_[params_of(profile), [kv] if fit_kv else []])
     runs = [(c, "base") for c in CELLS]
     count = [0]
 
+    def unpack(z: np.ndarray) -> tuple[np.ndarray, int]:
+        x = np.exp(z)
+        return x[:3], int(round(x[3])) if fit_kv else kv
+
     def loss(z: np.ndarray) -> float:
-        theta = np.exp(z)
+        theta, k = unpack(z)
         if theta[2] < theta[1]:  # a larger verify batch is never faster
             return 1e3 + float(theta[1] - theta[2])
-        preds = ev(apply(profile, theta), runs)
+        try:
+            preds = ev(apply(profile, theta), runs, k)
+        except Exception as e:  # a pool too small for the longest prompt: outside the domain
+            if verbose:
+                print(f"  A rejected KV {k}: {e}", file=sys.stderr)
+            return 1e3
         errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
         val = float(np.sum(np.square(errs)))
         count[0] += 1
-        if verbose and count[0] % 10 == 0:
+        if verbose and count[0] % 5 == 0:
             print(f"  A eval {count[0]:3d}: loss {val:.4f}  extend {theta[0] * 1e6:.3f} us/tok "
-                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(8) {theta[2] * 1e3:.2f} ms", file=sys.stderr)
+                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(8) {theta[2] * 1e3:.2f} ms KV {k}", file=sys.stderr)
         return val
 
-    simplex = np.array([x0, x0 + [0.15, 0, 0], x0 + [0, 0.15, 0], x0 + [0, 0, 0.15]])
+    n = len(x0)
+    simplex = np.vstack([x0] + [x0 + 0.12 * np.eye(n)[i] for i in range(n)])
     res = minimize(loss, x0, method="Nelder-Mead",
                    options={"maxfev": max_evals, "xatol": 2e-3, "fatol": 1e-5, "initial_simplex": simplex})
-    return apply(profile, np.exp(res.x))
+    theta, k = unpack(res.x)
+    return apply(profile, theta), k
 
 
-def fit_pair(ev: Evaluator, profile: Profile, refs: dict, verbose: bool, hi: float = 0.05) -> Profile:
+def fit_pair(ev: Evaluator, profile: Profile, kv: int, refs: dict, verbose: bool, hi: float = 0.05) -> Profile:
     """Stage B: host.sync_wakeup_s from the c128 (output_size - base) TTFT differences."""
     ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
     runs = [(PAIR_CELL, "base"), (PAIR_CELL, "output_size")]
 
     def loss(w: float) -> float:
-        preds = ev(apply(profile, wakeup=w), runs)
+        preds = ev(apply(profile, wakeup=w), runs, kv)
         pb, po = preds[runs[0]], preds[runs[1]]
         errs = [((po[k] - pb[k]) - (ref_o[k] - ref_b[k])) / ref_b[k] for k in PAIR_KEYS]
         val = float(np.sum(np.square(errs)))
@@ -214,10 +236,10 @@ def fit_pair(ev: Evaluator, profile: Profile, refs: dict, verbose: bool, hi: flo
 
 
 # ------------------------------------------------------------------------------- report
-def table(ev: Evaluator, profile: Profile, refs: dict) -> tuple[str, dict]:
+def table(ev: Evaluator, profile: Profile, kv: int | None, refs: dict) -> tuple[str, dict]:
     """Predicted vs reference for every cell and arm (held-out arms: predictions only)."""
     runs = [(c, a) for c in CELLS for a in ("base", "output_size")]
-    preds = ev(profile, runs)
+    preds = ev(profile, runs, kv)
     lines = ["(* = held out: prediction only)", f"{'cell':<14}{'arm':<13}{'metric':<20}{'reference':>11}{'model':>11}{'error':>9}"]
     for c, a in runs:
         ref = refs.get((c, a))
@@ -230,35 +252,43 @@ def table(ev: Evaluator, profile: Profile, refs: dict) -> tuple[str, dict]:
                 lines.append(f"{c:<14}{tag:<13}{k:<20}{'-':>11}{p:>11.4g}{'':>9}")
     for c in CELLS:
         b, o = preds[(c, "base")], preds[(c, "output_size")]
-        d = "  ".join(f"{k.split('_')[0]} {k.split('_')[1]} {(o[k] - b[k]) / b[k] * 100:+.2f}%" for k in FIT_KEYS[:6])
-        lines.append(f"{c}: output_size vs base (model): {d}; request_throughput {(o['request_throughput'] - b['request_throughput']) / b['request_throughput'] * 100:+.2f}%")
+        d = "  ".join(f"{k.removesuffix('_ms')} {(o[k] - b[k]) / b[k] * 100:+.2f}%" for k in FIT_KEYS)
+        lines.append(f"{c} output_size vs base (model):     {d}")
     ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
-    d = "  ".join(f"{k.split('_')[0]} {k.split('_')[1]} {(ref_o[k] - ref_b[k]) / ref_b[k] * 100:+.2f}%" for k in FIT_KEYS if k in ref_o)
-    lines.append(f"{PAIR_CELL}: output_size vs base (reference): {d}")
+    d = "  ".join(f"{k.removesuffix('_ms')} {(ref_o[k] - ref_b[k]) / ref_b[k] * 100:+.2f}%" for k in FIT_KEYS if k in ref_o)
+    lines.append(f"{PAIR_CELL} output_size vs base (reference): {d}")
     worst = max(abs(e) for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS))
     lines.append(f"largest base-arm error: {worst * 100:.1f}%")
     return "\n".join(lines), preds
 
 
-def write(profile: Profile) -> None:
-    """Rewrite the profile's gpu and host blocks, keeping its header comments and provenance."""
+def write(profile: Profile, kv: int) -> None:
+    """Rewrite the profile's gpu and host blocks (keeping its header comments and provenance)
+    and the cells' shared server.max_total_num_tokens."""
     text = PROFILE.read_text()
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(text)
     dumped = profile.model_dump(mode="json", exclude={"path"})
     data["gpu"], data["host"] = dumped["gpu"], dumped["host"]
     PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+    for c in CELLS:
+        p = ROOT / "scenarios" / f"{c}.yaml"
+        t, n = re.subn(r"(\n  max_total_num_tokens: )[0-9]+", rf"\g<1>{kv}", p.read_text())
+        if n != 1:
+            raise SystemExit(f"{p}: expected one 'max_total_num_tokens:' line under server")
+        p.write_text(t)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="write the fitted values into the profile")
-    ap.add_argument("--report-only", action="store_true", help="print the table with the profile as it is")
+    ap.add_argument("--write", action="store_true", help="write the fitted values into the profile (and the KV pool into the cells)")
+    ap.add_argument("--report-only", action="store_true", help="print the table with the files as they are")
     ap.add_argument("--max-evals", type=int, default=60, help="simulations per stage-A round")
     ap.add_argument("--rounds", type=int, default=2, help="stage A / stage B alternations")
-    ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated)")
+    ap.add_argument("--seeds", default="1", help="seeds averaged per figure (comma-separated)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--no-pair", action="store_true", help="keep host.sync_wakeup_s as it is (skip stage B)")
+    ap.add_argument("--no-kv", action="store_true", help="keep server.max_total_num_tokens as it is")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
     ap.add_argument("--quiet", action="store_true")
@@ -269,22 +299,23 @@ def main(argv: list[str] | None = None) -> int:
     ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides)
     refs = references(overrides)
     prof = load_profile(str(PROFILE))
+    kv = current_kv(overrides)
     try:
         if not a.report_only:
             for r in range(a.rounds):
-                prof = fit_base(ev, prof, refs, a.max_evals, not a.quiet)
+                prof, kv = fit_base(ev, prof, kv, refs, a.max_evals, not a.quiet, fit_kv=not a.no_kv)
                 if not a.no_pair:
-                    prof = fit_pair(ev, prof, refs, not a.quiet)
+                    prof = fit_pair(ev, prof, kv, refs, not a.quiet)
                 th = params_of(prof)
                 print(f"round {r + 1}: extend {th[0] * 1e6:.4f} us/token ({1 / th[0]:.0f} tok/s), "
                       f"verify bs1 {th[1] * 1e3:.3f} ms, bs8 {th[2] * 1e3:.3f} ms, "
                       f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.4f} us/token, "
-                      f"host.sync_wakeup_s {prof.host.sync_wakeup_s * 1e3:.3f} ms")
-        text, _ = table(ev, prof, refs)
+                      f"host.sync_wakeup_s {prof.host.sync_wakeup_s * 1e3:.3f} ms, KV pool {kv} tokens", flush=True)
+        text, _ = table(ev, prof, kv, refs)
         print(text)
         if a.write:
-            write(prof)
-            print(f"wrote {PROFILE.relative_to(ROOT)}")
+            write(prof, kv)
+            print(f"wrote {PROFILE.relative_to(ROOT)} and server.max_total_num_tokens = {kv} in {', '.join(CELLS)}")
     finally:
         ev.close()
     return 0

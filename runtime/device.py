@@ -9,6 +9,10 @@ backends:
 - ``"hip"``: ROCm builds of PyTorch keep the ``torch.cuda`` API and the ``"cuda"`` device
   string; HIP is detected with ``torch.version.hip`` (hip-vs-cuda.md item 1). Not run
   here: correct by construction, following the notes below.
+
+Verified: CPU (CI); CUDA on one H200 (torch 2.11 + CUDA 13): the runtime tests, graph
+capture/replay of decode and speculative cycles, and the step paths under
+``torch.cuda.set_sync_debug_mode("error")``. HIP: never run.
 - ``"cpu"``: CI. Streams and events are no-op objects with the same API (CPU ops run
   synchronously, so every event is complete when recorded); graphs run eagerly on the
   same static buffers; host waits are still *counted*, so a test can assert where the

@@ -32,9 +32,10 @@ Attention has two paths that must agree (tests/test_runtime_model.py):
   no cache: the reference.
 
 Cost honesty: the gather reads and writes the context KV once more than a paged kernel
-(FlashInfer/FA3 read it in place), so long-context, large-batch attention costs about 2-3x
-the KV bytes of SGLang's kernels; weight-bound steps (batch <= ~16 at 4K context for the
-8B preset) are unaffected. Attention also runs over the padded context bucket ``C``.
+(FlashInfer/FA3 read it in place), so long-context, large-batch steps cost more than in
+SGLang (8b, batch 64, 4K context on an H200: ~19 ms of a 51 ms cycle is the gather);
+batch-1 steps are dominated by weight reads and kernel count instead. Attention also runs
+over the padded context bucket ``C``. Measured numbers: see :data:`PRESETS`.
 
 Model-size presets: :data:`PRESETS` (see its docstring for the per-verify estimates).
 """
@@ -191,24 +192,35 @@ PRESETS: dict[str, ModelConfig] = {
 """Model-size presets, target and drafter pairs (``name`` and ``name + "-draft"``).
 
 - ``tiny`` (~0.1 M params, 2 layers, width 64, vocab 256): CPU tests, float32.
-- ``small`` (~4.5 M): CPU smoke runs of the engine.
-- ``1b`` (Llama-3.2-1B shape, 1.24 G params untied: 16 layers, width 2048, 32 heads, 8 KV
-  heads, SwiGLU 8192, vocab 128256). Verify at batch 1, window 8, context 4K in bf16:
-  2.5 GB of weights + 0.5 GB KV read, 20 GFLOP -> ~0.7 ms memory-bound on an H200 (4.3 TB/s);
-  with the 2-layer drafter (0.76 GB) ~0.9 ms per cycle. Too fast to stand in for the
-  reference cells (9.2 ms per verify cycle on MI355X), useful for host-bound arms.
-- ``8b`` (Llama-3.1-8B shape, 7.5 G matmul params: 32 layers, width 4096, 32/8 heads,
-  SwiGLU 14336): verify at batch 1, window 8, context 4K: 15.0 GB weights + 0.5 GB KV,
-  0.12 TFLOP -> ~3.6 ms memory-bound; drafter (2 layers, 1.5 GB incl. LM head) ~0.4 ms:
-  a cycle of ~4 ms, "a few milliseconds" as the reference's 9 ms (a big MoE on TP4).
-  At batch 64 the verify is 512 tokens x 15 GFLOP = 7.7 TFLOP -> ~10 ms compute-bound,
-  plus 34 GB of KV at 4K context: the batch-1..64 cells span the same memory- to
-  compute-bound range as the reference. KV: 128 KiB per token (bf16), so 256 x 4K
-  tokens need 128 GiB: size the pool for the cell (the 139 GiB H200 holds ~0.9 M tokens
-  next to the 16 GB of weights).
+- ``small`` (~3 M): CPU smoke runs of the engine.
+- ``1b`` (Llama-3.2-1B shape: 16 layers, width 2048, 32 heads, 8 KV heads, SwiGLU 8192,
+  vocab 128256; 1.24 G matmul params, 1.50 G with the untied embedding).
+- ``8b`` (Llama-3.1-8B shape: 32 layers, width 4096, 32/8 heads, SwiGLU 14336; 7.5 G
+  matmul params, 8.0 G in all). KV: 128 KiB per token in bf16, so 256 x 4K tokens need
+  128 GiB: size the pool for the cell (an H200 holds ~0.9 M tokens beside the weights).
+- Drafters (``-draft``): 2 layers of the target's width, same vocab.
 
-:func:`verify_cycle_cost` gives these estimates for any (batch, window, context); measured
-numbers come from the runtime's microbenchmarks (profiles/), not from here.
+Estimate (:func:`verify_cycle_cost`; roofline at 790 TFLOP/s bf16 and 4.3 TB/s), one
+cycle = drafter forward over 2 x W positions + target verify over W, W = 8, context 4K:
+``8b`` batch 1: 15.0 GB of weights + 0.5 GB KV, 0.12 TFLOP -> 4.1 ms, memory-bound;
+batch 64: 7.7 TFLOP + 34 GB KV -> 14 ms. ``1b`` batch 1: 0.8 ms.
+
+Measured on one H200 (torch 2.11 + CUDA 13, bf16, graphs, context 4096, W = 8, forced
+accept 2; :mod:`runtime.microbench`), ms per step:
+
+    preset  batch  spec cycle        decode
+    1b      1      3.7 (eager 13.3)  3.1
+    8b      1      11.3 (eager 21.0) 9.6
+    8b      8      13.9
+    8b      32     28.2
+    8b      64     51.1              36.2
+
+So ``8b`` is the stand-in for the reference cells (MI355X, big MoE, TP4: 9.2 ms per
+verify cycle at batch 1, 15 / 24 / 33 ms at batch 8 / 32 / 64), ``1b`` for host-bound
+arms. Where the gap to the roofline goes (profiled): at batch 1 the weight GEMVs take
+~4 ms, cuDNN's flash SDPA ~90 us per layer (no split-KV for a handful of queries over 4K
+keys) and ~40 small kernels per layer the rest; at batch 64 the KV gather of the paged
+path takes ~19 ms of the 51 (a paged kernel reading the cache in place would remove it).
 """
 
 
@@ -787,6 +799,14 @@ class _Static:
     out: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
+def _check_extend(rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: Sequence[int]) -> None:
+    b = len(rows)
+    if b == 0 or not (b == len(prefix_lens) == len(extend_lens)):
+        raise ValueError("rows, prefix_lens, extend_lens must be non-empty and of equal length")
+    if min(extend_lens) < 1 or min(prefix_lens) < 0:
+        raise ValueError("extend_lens must be >= 1 and prefix_lens >= 0")
+
+
 def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:
     """Context buckets for graphs: powers of two from ``smallest`` up, then ``max_context``
     rounded up to :data:`CTX_ALIGN`."""
@@ -918,11 +938,8 @@ class ModelRunner:
 
     # -------------------------------------------------------------------- extend
     def _ragged(self, rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: Sequence[int], sync: bool) -> RaggedBatch:
+        _check_extend(rows, prefix_lens, extend_lens)
         b = len(rows)
-        if not (b == len(prefix_lens) == len(extend_lens)) or b == 0:
-            raise ValueError("rows, prefix_lens, extend_lens must be non-empty and of equal length")
-        if min(extend_lens) < 1 or min(prefix_lens) < 0:
-            raise ValueError("extend_lens must be >= 1 and prefix_lens >= 0")
         t = sum(extend_lens)
         qn = max(extend_lens)
         ctx = min(_round_up(max(p + e for p, e in zip(prefix_lens, extend_lens, strict=True))), self.pool.width)
@@ -991,6 +1008,9 @@ class ModelRunner:
             ValueError: inconsistent lengths; beyond max_context.
             PoolExhausted: not enough KV slots.
         """
+        _check_extend(rows, prefix_lens, extend_lens)
+        if completes is not None and len(completes) != len(rows):
+            raise ValueError(f"completes has {len(completes)} entries for {len(rows)} requests")
         if tokens.shape[0] != sum(extend_lens):
             raise ValueError(f"tokens has {tokens.shape[0]} entries, extend_lens sum to {sum(extend_lens)}")
         self.pool.reserve(rows, [p + e for p, e in zip(prefix_lens, extend_lens, strict=True)])
@@ -1114,7 +1134,10 @@ class ModelRunner:
         q_pos = torch.cat([torch.where(p_ok, p_pos, -1), b_pos], 1)
         attn = self._uniform_attn(rows_t, q_pos, torch.cat([p_loc, b_loc], 1), ctx)
         hidden = self.drafter(ids, rope_pos, attn, self.draft_kv).view(b, 2 * w, -1)
-        return torch.argmax(self.drafter.compute_logits(hidden[:, w : w + g]), dim=-1)
+        # contiguous [B * gamma, hidden] first: on a strided 3-D view cuBLAS picked a skinny
+        # kernel re-reading the LM head per 8 tokens (15.9 ms instead of ~1 ms at batch 64, H200)
+        block = hidden[:, w : w + g].reshape(b * g, hidden.shape[-1])
+        return torch.argmax(self.drafter.compute_logits(block), dim=-1).view(b, g)
 
     def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None) -> StepOut:
         pool, g = self.pool, self.gamma

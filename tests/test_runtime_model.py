@@ -19,6 +19,7 @@ from runtime.model import (  # noqa: E402
     ModelRunner,
     PoolExhausted,
     ReqToTokenPool,
+    default_ctx_buckets,
     draft_preset,
     verify_cycle_cost,
 )
@@ -330,6 +331,9 @@ def test_pool_reserve_free_and_exhaustion() -> None:
     seq = tokens(20, 1, dev.torch_device)
     with pytest.raises(ValueError, match="tokens has"):
         r.extend([b], [3], [4], seq[:5])
+    with pytest.raises(ValueError, match="extend_lens must be >= 1"):
+        r.extend([b], [3], [0], seq[:0])
+    assert pool.reserved[b] == 3  # nothing reserved by the rejected calls
 
 
 # -------------------------------------------------------------------------- configs
@@ -358,6 +362,11 @@ def test_config_validation_and_presets() -> None:
     assert 3.0 < big["est_ms"] < 6.0 and small["est_ms"] < 1.5
     wide = verify_cycle_cost(PRESETS["8b"], None, batch=64, window=8, context=4096)
     assert wide["target_ms"] > 8.0 and wide["draft_ms"] == 0.0
+    assert default_ctx_buckets(4100) == [256, 512, 1024, 2048, 4096, 4160]  # aligned to 64
+    r = ModelRunner(LlamaProxy(TINY), Device("cpu"), max_reqs=1, max_context=100, ctx_buckets=[10, 100, 70])
+    assert r.ctx_buckets == [64, 128] and r.context_bucket(65) == 128
+    with pytest.raises(ValueError, match="beyond max_context"):
+        r.context_bucket(129)
     with pytest.raises(ValueError, match="vocab"):
         ModelRunner(LlamaProxy(TINY), Device("cpu"), max_reqs=1, max_context=8, drafter=LlamaProxy(PRESETS["small-draft"]), spec_window=2)
 
