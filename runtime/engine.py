@@ -1,0 +1,443 @@
+"""The runtime: the simulator's scheduler and loop, executed on a real device with PyTorch.
+
+The same :class:`sim.scheduler.Scheduler` builds every batch and the same
+:func:`sim.loop.scheduler_loop` issues every operation; this module only executes the
+operations with torch streams, events and graphs (:mod:`runtime.device`) over the proxy
+model (:mod:`runtime.model`):
+
+| op | here |
+|---|---|
+| ``Recv`` / ``WaitForWork`` | requests whose client sent them by now (host clock) / sleep until the next send |
+| ``HostWork`` | nothing: the host's real work is the Python that runs |
+| ``Launch(main)`` | extend (chunked prefill) and/or decode or a speculative cycle on the forward stream, graph-replayed up to ``cuda_graph_max_bs``; a ring event marks its end; the result copy starts on the copy stream |
+| ``Launch(inject)`` | the drafter's prompt injection (DSpark prefill) |
+| ``HostBlock(publish)`` | ``event.synchronize()`` on the previous forward (SGLang on HIP) |
+| ``HostBlock(slot_expansion)`` | ``repeat_interleave`` without ``output_size``: blocks until the extend drains |
+| ``StreamWait`` | ``stream.wait_event``: on the forward stream (stream order), or on the schedule stream, then the forward stream waits on it (a cross-queue wait) |
+| ``Results`` | wait for the copy-done event, return the step's output |
+| ``Deliver`` | tokens reach clients: host time stamps, bench_serving's definitions |
+
+Random weights accept nothing, so each verify commits the accept length drawn from the
+same seeded stream the simulator uses (:class:`sim.device_tokens.DeviceTokens`), forced
+into the verify as SGLANG_SIMULATE_ACC_LEN does: every draft and verify kernel still runs.
+
+Measurement: host times with ``time.perf_counter``; each forward's GPU start and end from
+timing events (measurement mode only; hip-vs-cuda.md item 9) resolved after the run.
+Results are a :class:`sim.records.RunResult`, the same format as a simulated run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from runtime.device import Device, HostCopy, RingEvent
+from runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
+from sim.acceptance import AcceptanceModel
+from sim.admission import make_policy
+from sim.config import Scenario
+from sim.device_tokens import DeviceTokens
+from sim.loop import scheduler_loop
+from sim.metrics import summarize
+from sim.ops import Deliver, HostBlock, HostWork, Launch, Recv, Results, StreamWait, WaitForWork
+from sim.plan import BatchPlan, ForwardMode, StepOutput
+from sim.records import CHUNK_COLUMNS, REQUEST_COLUMNS, STEP_COLUMNS, TIMESERIES_COLUMNS, RunResult
+from sim.request import Req
+from sim.scheduler import Scheduler
+from sim.workload import RequestSpec, make_requests, poisson_arrivals
+
+_TOKENS_STREAM = 4
+
+
+@dataclass(slots=True)
+class RtHandle:
+    """A launched forward: its end event, result copy, output and timing events."""
+
+    plan: BatchPlan
+    done: RingEvent
+    copy: HostCopy | None
+    output: StepOutput
+
+
+class Clients:
+    """bench_serving clients on the host clock: burst (all sent at 0), closed loop (C in
+    flight, a finished request replaced at once), Poisson with max_concurrency (a request
+    is sent when it has arrived and a slot is free; its timer starts then).
+
+    Times are seconds from the run's start.
+    """
+
+    def __init__(self, scenario: Scenario, specs: list[RequestSpec], seed: int) -> None:
+        w = scenario.workload
+        self.kind = w.kind
+        self.pending: list[tuple[float, int]] = []  # (arrival time, index) not yet sent
+        self.queue: list[int] = []  # arrived, waiting for a concurrency slot
+        self.slots = None
+        if w.kind == "burst":
+            self.pending = [(0.0, s.index) for s in specs]
+        elif w.kind == "closed_loop":
+            self.slots = w.concurrency
+            self.queue = [s.index for s in specs]
+        else:
+            times = poisson_arrivals(len(specs), w.request_rate, seed)
+            self.pending = [(float(t), s.index) for s, t in zip(specs, times, strict=True)]
+            self.slots = w.max_concurrency
+        heapq.heapify(self.pending)
+        self.in_flight = 0
+
+    def due(self, now: float) -> list[int]:
+        """Indices of requests sent at or before ``now`` (their timer starts now)."""
+        while self.pending and self.pending[0][0] <= now:
+            self.queue.append(heapq.heappop(self.pending)[1])
+        out = []
+        while self.queue and (self.slots is None or self.in_flight < self.slots):
+            out.append(self.queue.pop(0))
+            self.in_flight += 1
+        return out
+
+    def finished(self) -> None:
+        """A request completed: its concurrency slot frees."""
+        self.in_flight -= 1
+
+    def next_time(self) -> float | None:
+        """When the next request will be sent if nothing finishes first (None: never)."""
+        if self.queue and (self.slots is None or self.in_flight < self.slots):
+            return 0.0
+        if self.pending and (self.slots is None or self.in_flight < self.slots):
+            return self.pending[0][0]
+        return None
+
+
+class _Records:
+    """Append-only measurement log (same tables as the simulator's, docs/architecture.md)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[int, list[Any]] = {}
+        self.chunks: list[tuple[int, float, int]] = []
+        self.steps: list[list[Any]] = []
+        self.timeseries: list[tuple[float, int, int, int]] = []
+
+    def request_sent(self, rid: int, input_len: int, output_len: int, t: float) -> None:
+        self.requests[rid] = [input_len, output_len, t, None, None]
+
+    def delivered(self, rid: int, t: float, n: int, finished: bool) -> None:
+        self.chunks.append((rid, t, n))
+        row = self.requests[rid]
+        if row[3] is None:
+            row[3] = t
+        if finished:
+            row[4] = t
+
+    def tables(self, extra: dict[int, tuple[float, int, int]]) -> tuple[pd.DataFrame, ...]:
+        rows = []
+        for rid, (i, o, s, f, e) in self.requests.items():
+            lvl, cyc, ret = extra.get(rid, (float("nan"), 0, 0))
+            ttft = f - s if f is not None else float("nan")
+            e2e = e - s if e is not None else float("nan")
+            tpot = (e2e - ttft) / (o - 1) if o > 1 else float("nan")
+            rows.append((rid, i, o, s, f, e, ttft, e2e, tpot, lvl, cyc, ret))
+        req = pd.DataFrame(rows, columns=REQUEST_COLUMNS)
+        for c in ("first_token_s", "finish_s"):
+            req[c] = req[c].astype(float)
+        return (req, pd.DataFrame(self.chunks, columns=CHUNK_COLUMNS),
+                pd.DataFrame([tuple(s) for s in self.steps], columns=STEP_COLUMNS),
+                pd.DataFrame(self.timeseries, columns=TIMESERIES_COLUMNS))
+
+
+class RuntimeEngine:
+    """One measured run of a scenario on a device.
+
+    Args:
+        scenario: a resolved scenario (arm applied). Its ``profile`` is not used: times are
+            measured.
+        preset: model preset of :data:`runtime.model.PRESETS` (the drafter is
+            :func:`runtime.model.draft_preset`).
+        device: ``"cuda"``, ``"cpu"`` or None (GPU if available).
+        seed: overrides the scenario's (acceptance, lengths, arrivals, weights).
+        graphs: replay graphs for decode/verify batches up to ``cuda_graph_max_bs``.
+        warmup: capture graphs and run one warm-up request before measuring (bench_serving
+            sends one warm-up request too).
+
+    Raises:
+        ValueError: speculative decoding with a chain drafter (the proxy has a block
+            drafter only), or an unknown preset.
+    """
+
+    def __init__(self, scenario: Scenario, *, preset: str = "1b", device: str | None = None,
+                 seed: int | None = None, graphs: bool = True, warmup: bool = True) -> None:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
+        srv = scenario.server
+        if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block:
+            raise ValueError("the runtime's proxy drafter is a block drafter (dspark/dflash); chain drafters are simulated only")
+        self.scenario = scenario
+        self.seed = scenario.seed if seed is None else seed
+        self.server = srv
+        self.dev = Device(device, measure=True)
+        self.window = srv.spec_window
+        self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+        max_ctx = max(s.input_len + s.output_len for s in self.specs) + 4 * self.window + 64
+        max_reqs = srv.max_running_requests + 8
+        slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + max_reqs * 2 * self.window + 1
+        torch.manual_seed(self.seed)
+        dt = self.dev.dtype
+        target = LlamaProxy(PRESETS[preset], seed=self.seed, device=self.dev.torch_device, dtype=dt)
+        drafter = (LlamaProxy(PRESETS[draft_preset(preset)], seed=self.seed + 1, device=self.dev.torch_device, dtype=dt)
+                   if srv.speculative_algorithm.enabled else None)
+        self.vocab = target.cfg.vocab_size
+        self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
+                                  drafter=drafter, spec_window=self.window if drafter is not None else 1)
+        self.preset = preset
+        self.graphs = graphs and self.dev.is_gpu
+        self.do_warmup = warmup
+        self.token_gen = torch.Generator().manual_seed(self.seed * 1000 + _TOKENS_STREAM)
+        self._reset_run_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_run_state(self) -> None:
+        srv = self.server
+        self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed)
+        self.tokens = DeviceTokens(self.acceptance)
+        self.sched = Scheduler(srv, make_policy(srv), self.seed)
+        self.rec = _Records()
+        self.clients = Clients(self.scenario, self.specs, self.seed)
+        self.rows: dict[int, int] = {}
+        self.finished_rids: set[int] = set()
+        self._extend_tokens: dict[int, torch.Tensor] = {}
+        self._prepared: dict[int, Any] = {}
+        self._blocked = 0.0
+        self._timing: list[tuple[int, Any, Any]] = []
+        self._cross_queue = False
+        self.remaining = len(self.specs)
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _row(self, rid: int, prefix: int) -> int:
+        row = self.rows.get(rid)
+        if row is not None and prefix == 0:  # re-prefill after a retraction: start over
+            self.runner.free_request(row)
+            row = None
+        if row is None:
+            row = self.runner.add_request()
+            self.rows[rid] = row
+        return row
+
+    def _free_finished(self, plan: BatchPlan) -> None:
+        """Free rows of finished requests no longer in any plan (stream order makes the
+        in-flight forward that still reads them finish first)."""
+        if not self.finished_rids:
+            return
+        live = set(plan.rids)
+        for rid in [r for r in self.finished_rids if r not in live]:
+            self.runner.free_request(self.rows.pop(rid))
+            self.finished_rids.discard(rid)
+
+    # -------------------------------------------------------------- launches
+    def _timing_event(self) -> Any:
+        if self.dev.is_gpu:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record(self.dev.stream("forward"))
+            return ev
+        return time.perf_counter()
+
+    def _launch(self, op: Launch) -> RtHandle:
+        plan, r = op.plan, self.runner
+        if self._cross_queue:
+            # the wait queued on the schedule stream now gates the forward stream
+            self.dev.wait_stream("forward", "schedule")
+            self._cross_queue = False
+        start = self._timing_event()
+        if op.part == "inject":
+            n = plan.num_extend
+            rows = [self.rows[rid] for rid in plan.rids[:n]]
+            prep = self._prepared.pop(plan.step, None)
+            if prep is None:
+                prep = r.prepare_inject(rows, list(plan.prefix_lens[:n]), list(plan.extend_lens[:n]), sync=False)
+            r.inject(prep, self._extend_tokens.pop(plan.step))
+            output = self._last_output
+            step_out = None
+        else:
+            self._free_finished(plan)
+            output = self.tokens.step(plan)
+            self._last_output = output
+            step_out = None
+            n = plan.num_extend
+            if n:
+                rows = [self._row(rid, p) for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True)]
+                total = int(sum(plan.extend_lens[:n]))
+                toks = torch.randint(0, self.vocab - 1, (total,), generator=self.token_gen)
+                new = set(plan.new_rids)
+                ext = r.extend(rows, list(plan.prefix_lens[:n]), list(plan.extend_lens[:n]), toks,
+                               completes=[rid in new for rid in plan.rids[:n]])
+                if self.server.speculative_algorithm.is_block:
+                    self._extend_tokens[plan.step] = ext.tokens
+            if n < plan.batch_size:
+                rows = [self.rows[rid] for rid in plan.rids[n:]]
+                graph = self.graphs and plan.batch_size - n <= self.server.cuda_graph_max_bs
+                if plan.mode is ForwardMode.DECODE or self.window <= 1:
+                    step_out = r.decode(rows, graph=graph)
+                else:
+                    forced = np.maximum(output.committed[n:] - 1, 0).tolist()
+                    step_out = r.spec_cycle(rows, forced, graph=graph)
+        end = self._timing_event()
+        done = self.dev.record("forward")
+        copy = self.dev.copy_to_host({"committed": step_out.committed}, after=done) if step_out is not None else None
+        self._timing.append((len(self.rec.steps), start, end))
+        acc = dec = 0
+        if op.part == "main" and plan.num_extend < plan.batch_size:
+            d = output.committed[plan.num_extend:]
+            acc, dec = int(d.sum()), int((d > 0).sum())
+        self.rec.steps.append([plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
+                               0.0, 0.0, self._blocked, acc, dec])
+        self._blocked = 0.0
+        return RtHandle(plan, done, copy, output)
+
+    def _host_block(self, op: HostBlock) -> None:
+        h: RtHandle = op.handle
+        if op.reason == "publish":
+            self._blocked += self.dev.host_block(h.done, "publish")
+            return
+        # DSpark prefill slot expansion without output_size: the repeat_interleave itself
+        # blocks until the queued extend drains (counted by the runner as slot_expansion)
+        plan = h.plan
+        n = plan.num_extend
+        rows = [self.rows[rid] for rid in plan.rids[:n]]
+        t0 = time.perf_counter()
+        self._prepared[plan.step] = self.runner.prepare_inject(
+            rows, list(plan.prefix_lens[:n]), list(plan.extend_lens[:n]), sync=True)
+        self._blocked += time.perf_counter() - t0
+
+    def _results(self, op: Results) -> StepOutput:
+        h: RtHandle = op.handle
+        t0 = time.perf_counter()
+        if h.copy is not None:
+            self.dev.wait_copy(h.copy)
+        else:
+            self.dev.host_block(h.done, "results")
+        self._blocked += time.perf_counter() - t0
+        return h.output
+
+    def _deliver(self, op: Deliver) -> None:
+        now = self._now()
+        for d in op.deliveries:
+            self.rec.delivered(d.rid, now, d.n_tokens, d.finished)
+            if d.finished:
+                self.finished_rids.add(d.rid)
+                self.clients.finished()
+                self.remaining -= 1
+
+    def _recv(self) -> list[Req]:
+        now = self._now()
+        out = []
+        for i in self.clients.due(now):
+            s = self.specs[i]
+            self.rec.request_sent(s.index, s.input_len, s.output_len, now)
+            out.append(Req(s.index, s.input_len, s.output_len))
+        return out
+
+    def _wait_for_work(self) -> bool:
+        nxt = self.clients.next_time()
+        if nxt is None:
+            return False
+        delay = nxt - self._now()
+        if delay > 0:
+            time.sleep(delay)
+        return True
+
+    # ------------------------------------------------------------------- run
+    def warmup(self) -> None:
+        """Capture graphs for every batch-size bucket the run can use and run one request
+        through extend and a few steps (kept out of the measurement)."""
+        r = self.runner
+        ctx_need = max(s.input_len + s.output_len for s in self.specs) + 2 * self.window
+        rows = [r.add_request() for _ in range(1)]
+        toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)
+        r.extend(rows, [0], [64], toks)
+        for _ in range(3):
+            if self.window > 1:
+                r.spec_cycle(rows, [0], graph=self.graphs)
+            else:
+                r.decode(rows, graph=self.graphs)
+        for row in rows:
+            r.free_request(row)
+        self.dev.synchronize("warmup")
+        del ctx_need
+
+    def run(self) -> RunResult:
+        """Execute the scenario; returns the measured :class:`sim.records.RunResult`
+        (``summary["source"] = "runtime:<device>"``)."""
+        if self.do_warmup:
+            self.warmup()
+        self._reset_run_state()
+        self.dev.reset_counters()
+        loop = scheduler_loop(self.sched, self.server)
+        with self.dev.use("forward"):
+            ref = self._timing_event()
+            self.t0 = time.perf_counter()
+            result: Any = None
+            while True:
+                op = loop.send(result)
+                result = None
+                if isinstance(op, Recv):
+                    result = self._recv()
+                elif isinstance(op, HostWork):
+                    if op.kind == "schedule":
+                        s = self.sched
+                        self.rec.timeseries.append((self._now(), s.num_running, len(s.waiting), s.kv.used))
+                elif isinstance(op, Launch):
+                    result = self._launch(op)
+                elif isinstance(op, HostBlock):
+                    self._host_block(op)
+                elif isinstance(op, StreamWait):
+                    if op.from_stream == "schedule":
+                        self.dev.stream_wait("schedule", op.handle.done)
+                        self._cross_queue = True
+                    else:
+                        self.dev.stream_wait("forward", op.handle.done)
+                elif isinstance(op, Results):
+                    result = self._results(op)
+                elif isinstance(op, Deliver):
+                    self._deliver(op)
+                    if self.remaining == 0:
+                        break
+                elif isinstance(op, WaitForWork):
+                    if self.remaining == 0 or not self._wait_for_work():
+                        break
+            self.dev.synchronize("end")
+        self._resolve_timing(ref)
+        return self._result()
+
+    def _resolve_timing(self, ref: Any) -> None:
+        for i, start, end in self._timing:
+            if self.dev.is_gpu:
+                s, e = ref.elapsed_time(start) / 1000.0, ref.elapsed_time(end) / 1000.0
+            else:
+                s, e = start - self.t0, end - self.t0
+            self.rec.steps[i][5], self.rec.steps[i][6] = s, e
+
+    def _result(self) -> RunResult:
+        extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions)
+                 for rid, r in self.sched.reqs.items()}
+        requests, chunks, steps, ts = self.rec.tables(extra)
+        summary = summarize(requests, chunks, steps)
+        summary.update(
+            scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
+            source=f"runtime:{self.dev.describe()}", preset=self.preset,
+            num_retractions=self.sched.num_retractions, num_delayed_passes=self.sched.num_delayed_passes,
+            kv_peak_tokens=self.sched.kv.peak,
+            host_blocked_s=float(sum(self.dev.sync_seconds.values())),
+            host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),
+        )
+        return RunResult(requests, chunks, steps, ts, summary, self.scenario)
+
+
+def measure_scenario(scenario: Scenario, **kw: Any) -> RunResult:
+    """Run ``scenario`` for real (see :class:`RuntimeEngine` for the keyword arguments)."""
+    return RuntimeEngine(scenario, **kw).run()
