@@ -247,51 +247,79 @@ def _label(row: Any) -> str:
     return f"{row['cell']} / {row['arm']}"
 
 
-def plot_parity(table: pd.DataFrame, title: str = "Predicted vs measured",
-                band_pct: Sequence[float] = (3.0, 10.0)) -> Figure:
-    """Parity plot: measured (x) vs predicted (y), log-log so every metric fits on one panel.
+_NAMES = {"decode_throughput": "Decode throughput, steady batch (tok/s)",
+          "verify_wall_ms": "Wall per verify cycle (ms)"}
 
-    Colour = metric, marker = cell/arm. The diagonal is perfect agreement; shaded bands are
-    +-``band_pct`` %.
+
+def metric_name(metric: str) -> str:
+    """Readable metric name with unit (:func:`analysis.plots.metric_label`, plus two keys
+    it does not know)."""
+    return _NAMES.get(metric) or metric_label(metric)
+
+
+def plot_parity(table: pd.DataFrame, title: str = "Predicted vs measured",
+                band_pct: Sequence[float] = (3.0, 10.0), ncols: int = 4) -> Figure:
+    """Parity plot, one panel per metric: measured (x) vs predicted (y), one point per
+    cell/arm (marker and colour), in the metric's own unit.
+
+    The diagonal is perfect agreement; the shaded bands are +-``band_pct`` %. Each panel's
+    range covers its points and the widest band, so a few-% error stays visible; a panel
+    whose values span more than 10x gets log axes.
     """
     t = table[np.isfinite(table["predicted"].astype(float)) & np.isfinite(table["measured"].astype(float))]
-    t = t[(t["predicted"] > 0) & (t["measured"] > 0)]
-    fig, ax = plt.subplots(figsize=(7.5, 6.5), layout="constrained")
-    if t.empty:
-        ax.text(0.5, 0.5, "no positive predicted/measured pairs", ha="center", transform=ax.transAxes)
+    metrics = list(dict.fromkeys(t["metric"]))
+    if not metrics:
+        fig, ax = plt.subplots(figsize=(5, 3), layout="constrained")
+        ax.text(0.5, 0.5, "no finite predicted/measured pairs", ha="center", transform=ax.transAxes)
         ax.set_title(title)
         return fig
-    metrics = list(dict.fromkeys(t["metric"]))
     groups = list(dict.fromkeys(t.apply(_label, axis=1)))
-    cmap = plt.get_cmap("tab10" if len(metrics) <= 10 else "tab20")
+    cmap = plt.get_cmap("tab10")
     markers = "osD^v<>phX*"
-    lo = float(min(t["predicted"].min(), t["measured"].min())) / 1.5
-    hi = float(max(t["predicted"].max(), t["measured"].max())) * 1.5
-    x = np.geomspace(lo, hi, 50)
-    for b, alpha in zip(sorted(band_pct, reverse=True), (0.08, 0.16), strict=False):
-        ax.fill_between(x, x * (1 - b / 100), x * (1 + b / 100), color="0.3", alpha=alpha, lw=0,
-                        label=f"within +-{b:g} %")
-    ax.plot(x, x, color="black", lw=0.8, label="predicted = measured")
-    for _, r in t.iterrows():
-        ax.plot(r["measured"], r["predicted"], ls="none", ms=7, mec="black", mew=0.4,
-                marker=markers[groups.index(_label(r)) % len(markers)],
-                color=cmap(metrics.index(r["metric"]) % cmap.N))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_aspect("equal")
-    ax.set_xlabel("measured (metric's own unit, log scale)")
-    ax.set_ylabel("predicted (same unit, log scale)")
-    ax.grid(alpha=0.3, which="both")
-    handles, _ = ax.get_legend_handles_labels()
-    handles += [plt.Line2D([], [], ls="none", marker="o", color=cmap(i % cmap.N), label=metric_label(m))
-                for i, m in enumerate(metrics)]
-    handles += [plt.Line2D([], [], ls="none", marker=markers[i % len(markers)], color="0.5", mec="black",
-                           label=g) for i, g in enumerate(groups)]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), title="metric / cell",
-              title_fontsize=8)
-    ax.set_title(title)
+    ncols = max(1, min(ncols, len(metrics)))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.5 * nrows + 0.8), layout="constrained",
+                             squeeze=False)
+    widest = max(band_pct) / 100 if band_pct else 0.05
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        d = t[t["metric"] == metric]
+        vals = np.concatenate([d["predicted"].to_numpy(float), d["measured"].to_numpy(float)])
+        lo, hi = float(vals.min()), float(vals.max())
+        log = lo > 0 and hi / lo > 10  # cells of very different scale: log axes
+        if log:
+            lo, hi = lo / (1 + 2 * widest), hi * (1 + 2 * widest)
+            x = np.geomspace(lo, hi, 50)
+        else:
+            lo, hi = min(lo, lo * (1 - widest)), max(hi, hi * (1 + widest))
+            pad = 0.05 * (hi - lo) if hi > lo else abs(hi) * 0.1 or 1.0
+            lo, hi = lo - pad, hi + pad
+            x = np.linspace(lo, hi, 2)
+        for b, alpha in zip(sorted(band_pct, reverse=True), (0.08, 0.16), strict=False):
+            ax.fill_between(x, x * (1 - b / 100), x * (1 + b / 100), color="0.3", alpha=alpha, lw=0)
+        ax.plot(x, x, color="black", lw=0.8)
+        for _, r in d.iterrows():
+            g = groups.index(_label(r))
+            ax.plot(r["measured"], r["predicted"], ls="none", ms=7, mec="black", mew=0.5,
+                    marker=markers[g % len(markers)], color=cmap(g % 10))
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(metric_name(metric) + (", log axes" if log else ""), fontsize=9)
+        ax.set_xlabel("measured", fontsize=8)
+        ax.set_ylabel("predicted", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    handles = [plt.Line2D([], [], ls="none", marker=markers[i % len(markers)], color=cmap(i % 10), mec="black",
+                          label=g) for i, g in enumerate(groups)]
+    handles.append(plt.Line2D([], [], color="black", lw=0.8, label="predicted = measured"))
+    handles += [plt.Rectangle((0, 0), 1, 1, color="0.3", alpha=a, label=f"within +-{b:g} %")
+                for b, a in zip(sorted(band_pct, reverse=True), (0.08, 0.24), strict=False)]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8)
+    fig.suptitle(title)
     return fig
 
 
@@ -320,7 +348,7 @@ def plot_error_bars(table: pd.DataFrame, title: str = "Prediction error",
     for yi, v in zip(y, t["error_pct"], strict=True):
         ax.annotate(f"{v:+.1f}%", (v, yi), xytext=(3 if v >= 0 else -3, 0), textcoords="offset points",
                     ha="left" if v >= 0 else "right", va="center", fontsize=7)
-    ax.set_yticks(y, [f"{metric_label(m)}  [{c}/{a}]" for m, c, a in zip(t["metric"], t["cell"], t["arm"], strict=True)],
+    ax.set_yticks(y, [f"{metric_name(m)}  [{c}/{a}]" for m, c, a in zip(t["metric"], t["cell"], t["arm"], strict=True)],
                   fontsize=7)
     ax.invert_yaxis()
     span = float(np.nanmax(np.abs(t["error_pct"]))) if len(t) else 1.0

@@ -199,6 +199,24 @@ class RuntimeEngine:
         self.token_gen = torch.Generator().manual_seed(self.seed * 1000 + _TOKENS_STREAM)
         self._reset_run_state()
 
+    def set_scenario(self, scenario: Scenario) -> None:
+        """Measure another arm with the same model, KV pool and captured graphs.
+
+        Raises:
+            ValueError: the scenario differs in what sizes the model (window, running
+                slots, request lengths, graph limit).
+        """
+        a, b = self.scenario, scenario
+        same = (a.server.spec_window == b.server.spec_window
+                and a.server.max_running_requests == b.server.max_running_requests
+                and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
+                and a.server.speculative_algorithm == b.server.speculative_algorithm
+                and a.workload == b.workload)
+        if not same:
+            raise ValueError("set_scenario needs the same window, slots, graph limit and workload; build a new engine")
+        self.scenario, self.server = scenario, scenario.server
+        self.do_warmup = False
+
     # ------------------------------------------------------------------ state
     def _reset_run_state(self) -> None:
         srv = self.server
@@ -353,11 +371,21 @@ class RuntimeEngine:
 
     # ------------------------------------------------------------------- run
     def warmup(self) -> None:
-        """Capture graphs for every batch-size bucket the run can use and run one request
-        through extend and a few steps (kept out of the measurement)."""
+        """Capture the graphs of every (batch, context) bucket the run can use and run one
+        request through extend and a few steps, all before the measurement (a capture
+        inside the loop would cost device synchronizations)."""
         r = self.runner
-        ctx_need = max(s.input_len + s.output_len for s in self.specs) + 2 * self.window
-        rows = [r.add_request() for _ in range(1)]
+        if self.graphs:
+            kind = "spec" if self.window > 1 else "decode"
+            ctx_need = max(s.input_len + s.output_len for s in self.specs) + 2 * self.window
+            limit = min(self.server.max_running_requests + 1, self.server.cuda_graph_max_bs)
+            for c in r.ctx_buckets:
+                for b in r.bs_buckets:
+                    if b <= max(limit, 1):
+                        r.capture(kind, b, min(c, ctx_need))
+                if c >= ctx_need:
+                    break
+        rows = [r.add_request()]
         toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)
         r.extend(rows, [0], [64], toks)
         for _ in range(3):
@@ -368,7 +396,6 @@ class RuntimeEngine:
         for row in rows:
             r.free_request(row)
         self.dev.synchronize("warmup")
-        del ctx_need
 
     def run(self) -> RunResult:
         """Execute the scenario; returns the measured :class:`sim.records.RunResult`

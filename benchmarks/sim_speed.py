@@ -1,0 +1,216 @@
+"""Simulator speed: wall time and peak memory of whole runs (docs/performance.md).
+
+Cases: the 256-request burst (``scenarios/burst256-ht.yaml``, every arm on request) and the
+standard workload serving simulators are timed on: one instance, Llama-3-8B on one H200
+(``profiles/h200-llama8b-roofline.yaml``), no speculative decoding, Poisson arrivals at
+6 req/s, 1024 prompt / 256 output tokens (``scenarios/poisson8b-fixed.yaml``) or ShareGPT-like
+lengths (``scenarios/poisson8b-sharegpt.yaml``), at 1,000, 10,000 and 100,000 requests.
+
+Each case runs in a fresh subprocess (under ``/usr/bin/time -v`` when present), so the peak
+RSS is the whole process's (interpreter, imports, the run, the result tables and the
+summary). The child reports the run's own wall time (``SimEngine(...).run()``, which builds
+the tables and the summary), the process peak RSS from ``getrusage`` and, with
+``--tracemalloc``, the peak of Python allocations during the run.
+
+Usage::
+
+    PYTHONPATH=. python benchmarks/sim_speed.py                       # every case, 3 repeats
+    PYTHONPATH=. python benchmarks/sim_speed.py --cases burst256 poisson8b-fixed-100k
+    PYTHONPATH=. python benchmarks/sim_speed.py --no-fast-forward --cases burst256
+    PYTHONPATH=. python benchmarks/sim_speed.py --write-length-histograms   # data/*.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# name -> (scenario file, arm, num_requests override or None)
+CASES: dict[str, tuple[str, str, int | None]] = {
+    "burst256": ("scenarios/burst256-ht.yaml", "base", None),
+    "burst256-stream_wait": ("scenarios/burst256-ht.yaml", "stream_wait", None),
+    "burst256-waiting_aware": ("scenarios/burst256-ht.yaml", "waiting_aware", None),
+    "burst256-both": ("scenarios/burst256-ht.yaml", "both", None),
+    "poisson8b-fixed-1k": ("scenarios/poisson8b-fixed.yaml", "base", 1_000),
+    "poisson8b-fixed-10k": ("scenarios/poisson8b-fixed.yaml", "base", 10_000),
+    "poisson8b-fixed-100k": ("scenarios/poisson8b-fixed.yaml", "base", 100_000),
+    "poisson8b-sharegpt-1k": ("scenarios/poisson8b-sharegpt.yaml", "base", 1_000),
+    "poisson8b-sharegpt-10k": ("scenarios/poisson8b-sharegpt.yaml", "base", 10_000),
+    "poisson8b-sharegpt-100k": ("scenarios/poisson8b-sharegpt.yaml", "base", 100_000),
+}
+DEFAULT_CASES = [
+    "burst256", "poisson8b-fixed-1k", "poisson8b-fixed-10k", "poisson8b-fixed-100k",
+    "poisson8b-sharegpt-1k", "poisson8b-sharegpt-10k", "poisson8b-sharegpt-100k",
+]
+
+# ShareGPT-like length histograms: discretised lognormals (see docs/performance.md)
+LENGTH_HISTOGRAMS = {
+    # name: (median tokens, lognormal sigma, smallest, largest length, bins)
+    "input": (130.0, 1.15, 4, 4096, 64),
+    "output": (130.0, 0.95, 4, 2048, 64),
+}
+
+
+def length_histogram(median: float, sigma: float, lo: int, hi: int, bins: int):
+    """A lognormal(median, sigma) discretised on ``bins`` log-spaced bins over [lo, hi].
+
+    Returns (lengths, weights): each bin's rounded geometric centre (tokens, int) and its
+    probability mass (the tails below ``lo`` and above ``hi`` folded into the end bins).
+    """
+    import numpy as np
+    from scipy.stats import lognorm
+
+    edges = np.unique(np.round(np.geomspace(lo, hi + 1, bins + 1)).astype(int))
+    d = lognorm(s=sigma, scale=median)
+    w = d.cdf(edges[1:] - 0.5) - d.cdf(edges[:-1] - 0.5)
+    w[0] += d.cdf(edges[0] - 0.5)
+    w[-1] += d.sf(edges[-1] - 0.5)
+    lengths = np.round(np.sqrt(edges[:-1] * (edges[1:] - 1))).astype(int)
+    return lengths, w / w.sum()
+
+
+def write_length_histograms(out_dir: Path) -> None:
+    """Write ``sharegpt-like-lengths-{input,output}.csv`` (columns length,weight)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, params in LENGTH_HISTOGRAMS.items():
+        lengths, w = length_histogram(*params)
+        path = out_dir / f"sharegpt-like-lengths-{name}.csv"
+        rows = "".join(f"{n},{x:.9g}\n" for n, x in zip(lengths, w, strict=True))
+        path.write_text("length,weight\n" + rows)
+        mean = float((lengths * w).sum())
+        print(f"{path}: {len(lengths)} bins, mean {mean:.1f} tokens, max {lengths.max()}")
+
+
+# ----------------------------------------------------------------------------- child
+def _load(case: str):
+    from sim.config import deep_merge, load_scenario
+
+    path, arm, n = CASES[case]
+    sc = load_scenario(ROOT / path, arm)
+    if n is not None:
+        data = deep_merge(sc.model_dump(mode="json"), {"workload": {"num_requests": n}})
+        sc = type(sc).model_validate(data)
+    return sc
+
+
+def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> dict:
+    """Run one case in this process and return its measurements."""
+    import tracemalloc
+
+    from sim.engine import SimEngine
+
+    sc = _load(case)
+    kwargs = {}
+    params = inspect.signature(SimEngine).parameters
+    if "fast_forward" in params:
+        kwargs["fast_forward"] = fast_forward
+    if records is not None and "records" in params:
+        kwargs["records"] = records
+    if trace:
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    eng = SimEngine(sc, **kwargs)
+    res = eng.run()
+    wall = time.perf_counter() - t0
+    peak_py = tracemalloc.get_traced_memory()[1] if trace else None
+    s = res.summary
+    return {
+        "case": case, "wall_s": wall, "num_requests": sc.workload.num_requests,
+        "steps": int(s.get("num_steps", len(res.steps))), "chunks_rows": len(res.chunks),
+        "completed": s.get("completed"), "duration_s": s.get("duration"),
+        "median_ttft_ms": s.get("median_ttft_ms"), "median_itl_ms": s.get("median_itl_ms"),
+        "p99_itl_ms": s.get("p99_itl_ms"), "output_throughput": s.get("output_throughput"),
+        "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tracemalloc_peak_mib": peak_py / 2**20 if peak_py is not None else None,
+        "kwargs": kwargs,
+    }
+
+
+# ---------------------------------------------------------------------------- parent
+def run_case(case: str, args: argparse.Namespace) -> dict:
+    """Run ``case`` in a subprocess; add the whole process's wall time and peak RSS."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", case]
+    if not args.fast_forward:
+        cmd.append("--no-fast-forward")
+    if args.records:
+        cmd += ["--records", args.records]
+    if args.tracemalloc:
+        cmd.append("--tracemalloc")
+    timer = shutil.which("time") and Path("/usr/bin/time").exists()
+    if timer:
+        cmd = ["/usr/bin/time", "-v", *cmd]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    total = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"{case} failed:\n{p.stdout}\n{p.stderr}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["process_wall_s"] = total
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    out["peak_rss_mib"] = int(m.group(1)) / 1024 if m else out["maxrss_mib"]
+    out["rss_source"] = "/usr/bin/time -v" if m else "getrusage(RUSAGE_SELF) in the child"
+    return out
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, choices=sorted(CASES))
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case (the best wall time is reported)")
+    ap.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
+                    help="step by step (no collapsed decode runs)")
+    ap.add_argument("--records", choices=("auto", "full", "compact"), default=None,
+                    help="what the run keeps (default: the engine's auto)")
+    ap.add_argument("--tracemalloc", action="store_true", help="also report tracemalloc's peak (slows the run)")
+    ap.add_argument("--json", type=Path, default=None, help="append the results as JSON lines here")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--write-length-histograms", action="store_true",
+                    help="write data/sharegpt-like-lengths-{input,output}.csv and exit")
+    args = ap.parse_args(argv)
+    if args.write_length_histograms:
+        write_length_histograms(ROOT / "data")
+        return 0
+    if args.child:
+        print(json.dumps(child(args.child, args.fast_forward, args.records, args.tracemalloc)))
+        return 0
+    print(f"# {time.strftime('%Y-%m-%d')} on {machine()}")
+    print(f"{'case':<26} {'requests':>8} {'steps':>9} {'run s':>8} {'process s':>9} {'peak RSS MiB':>12}")
+    for case in args.cases:
+        runs = [run_case(case, args) for _ in range(args.repeat)]
+        best = min(runs, key=lambda r: r["wall_s"])
+        best["wall_s_all"] = [r["wall_s"] for r in runs]
+        best["peak_rss_mib_max"] = max(r["peak_rss_mib"] for r in runs)
+        print(f"{case:<26} {best['num_requests']:>8} {best['steps']:>9} {best['wall_s']:>8.3f} "
+              f"{best['process_wall_s']:>9.2f} {best['peak_rss_mib_max']:>12.0f}", flush=True)
+        if args.json:
+            with args.json.open("a") as f:
+                f.write(json.dumps(best) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""``specsched measure``, ``validate`` and ``profile``: the runtime's commands.
+
+``measure SCENARIO`` runs a scenario on a device with the same scheduler and loop as the
+simulator. ``validate SCENARIO --profile P`` runs it for real and simulates it with a
+profile made by ``specsched profile`` on the same device (never fitted to the runs it is
+checked against), and prints predicted vs measured with the % error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+VALIDATE_METRICS = (
+    "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",
+    "median_itl_ms", "output_throughput", "verify_cycles_per_s",
+)
+"""The metrics ``validate`` compares (bench_serving units)."""
+
+
+def _scenario(args: argparse.Namespace) -> Any:
+    from analysis.overrides import load_scenario_with_overrides
+
+    return load_scenario_with_overrides(args.scenario, args.arm, args.set or None)
+
+
+def validation_table(predicted: dict[str, Any], measured: dict[str, Any], metrics: tuple[str, ...] = VALIDATE_METRICS) -> list[dict[str, Any]]:
+    """Rows ``metric, predicted, measured, error_pct`` (error = (predicted - measured) / measured)."""
+    rows = []
+    for m in metrics:
+        p, q = predicted.get(m), measured.get(m)
+        ok = isinstance(p, (int, float)) and isinstance(q, (int, float)) and q == q and p == p and q != 0
+        rows.append({"metric": m, "predicted": p, "measured": q, "error_pct": (p - q) / q * 100 if ok else float("nan")})
+    return rows
+
+
+def format_validation(rows: list[dict[str, Any]], title: str) -> str:
+    """A plain-text table of :func:`validation_table` rows."""
+    out = [title, f"{'metric':<22}{'predicted':>14}{'measured':>14}{'error':>10}"]
+    for r in rows:
+        p = f"{r['predicted']:.3f}" if isinstance(r["predicted"], (int, float)) else "n/a"
+        q = f"{r['measured']:.3f}" if isinstance(r["measured"], (int, float)) else "n/a"
+        e = f"{r['error_pct']:+.2f}%" if r["error_pct"] == r["error_pct"] else "n/a"
+        out.append(f"{r['metric']:<22}{p:>14}{q:>14}{e:>10}")
+    return "\n".join(out)
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    """Run a scenario on the device, print the bench_serving table, write the results."""
+    from runtime.engine import RuntimeEngine
+    from sim.cli import default_out_dir
+    from sim.report import format_report
+    from sim.results import write_results
+
+    sc = _scenario(args)
+    t0 = time.perf_counter()
+    res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
+    print(format_report(res.summary, title="Measured (runtime)"))
+    out = Path(args.out) if args.out else default_out_dir(sc.name, args.arm, res.summary["seed"]).with_name(
+        f"{args.arm}-seed{res.summary['seed']}-measured")
+    write_results(res, out)
+    print(f"measured in {time.perf_counter() - t0:.1f} s; results in {out}/")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Measure a scenario and simulate it with a device profile; print predicted vs measured."""
+    from runtime.engine import RuntimeEngine
+    from sim.engine import run_scenario
+    from sim.profile import load_profile
+    from sim.results import write_results
+
+    sc = _scenario(args)
+    profile = load_profile(args.profile)
+    measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
+    predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile)
+    predicted.summary["profile"] = profile.name
+    rows = validation_table(predicted.summary, measured.summary)
+    label = f"{sc.name} / {args.arm}"
+    print(format_validation(rows, f"validate {label} (profile {profile.name}; {measured.summary['source']})"))
+    if args.out:
+        out = Path(args.out)
+        write_results(measured, out / f"{sc.name}-{args.arm}-measured")
+        write_results(predicted, out / f"{sc.name}-{args.arm}-predicted")
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
+        csv_path = out / "validate.csv"
+        if not csv_path.exists():
+            w.writeheader()
+        for r in rows:
+            w.writerow({"cell": sc.name, "arm": args.arm, **r})
+        with open(csv_path, "a") as f:
+            f.write(buf.getvalue())
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--arm", default="base", help="arm of the scenario (default base)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable), e.g. workload.num_requests=64")
+    p.add_argument("--device", default=None, help="cuda, cpu (default: a GPU if available)")
+    p.add_argument("--preset", default="1b", help="proxy model preset (tiny, small, 1b, 8b)")
+    p.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
+    p.add_argument("--no-graphs", action="store_true", help="run decode/verify eagerly")
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``measure``, ``validate`` and ``profile`` (the last when runtime.profiler exists)."""
+    m = sub.add_parser("measure", help="run a scenario for real on a device (same scheduler and loop)")
+    _common(m)
+    m.add_argument("--out", default=None, help="results directory")
+    m.set_defaults(func=cmd_measure)
+    v = sub.add_parser("validate", help="measure a scenario and simulate it with a device profile: predicted vs measured")
+    _common(v)
+    v.add_argument("--profile", required=True, help="profile made by `specsched profile` on the same device")
+    v.add_argument("--out", default=None, help="directory for both results and validate.csv (appended)")
+    v.set_defaults(func=cmd_validate)
+    try:
+        from runtime.profiler import register_profile_command
+    except ImportError:
+        return
+    register_profile_command(sub)

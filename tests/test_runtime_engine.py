@@ -1,0 +1,82 @@
+"""The runtime executes the simulator's scheduler and loop on CPU (tiny model): same plans,
+same committed tokens, the sync points each mode issues, results in the simulator's format."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from runtime.cli_commands import validation_table  # noqa: E402
+from runtime.engine import RuntimeEngine  # noqa: E402
+from sim.engine import SimEngine  # noqa: E402
+from tests.conftest import make_scenario, tiny_profile  # noqa: E402
+
+BURST = {"kind": "burst", "num_requests": 5, "input_len": {"kind": "uniform", "value": 48, "range_ratio": 0.5},
+         "output_len": {"kind": "uniform", "value": 24, "range_ratio": 0.5}}
+SERVER = {"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+          "speculative_num_draft_tokens": 4, "max_total_num_tokens": 5000}
+
+
+def runtime(server=None, workload=None):
+    sc = make_scenario({**SERVER, **(server or {})}, {**BURST, **(workload or {})}, {"mean_accept_length": 2.2})
+    return sc, RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+
+
+def test_same_plans_and_tokens_as_the_simulator():
+    sc, eng = runtime()
+    measured = eng.run()
+    simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
+    cols = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
+    # a burst reaches both at t = 0 with no ingest delay: the decisions do not depend on time
+    assert measured.steps[cols].reset_index(drop=True).equals(simulated.steps[cols].reset_index(drop=True))
+    a = measured.chunks.groupby("rid")["n_tokens"].apply(list)
+    b = simulated.chunks.groupby("rid")["n_tokens"].apply(list)
+    assert a.equals(b)
+    assert list(measured.requests.columns) == list(simulated.requests.columns)
+    assert list(measured.steps.columns) == list(simulated.steps.columns)
+    assert measured.summary["completed"] == 5 and measured.summary["source"].startswith("runtime:cpu")
+    assert (measured.requests["ttft_s"] <= measured.requests["e2e_s"]).all()
+    s = measured.steps
+    assert (s["gpu_end_s"] >= s["gpu_start_s"]).all() and s["gpu_start_s"].is_monotonic_increasing
+
+
+def test_host_block_mode_blocks_on_publish_and_slot_expansion():
+    _, eng = runtime({"sync_mode": "host_block", "prefill_slot_expansion_sync": True})
+    res = eng.run()
+    syncs = res.summary["host_syncs"]
+    verify_launches = int(((res.steps["mode"] == "verify") & (res.steps["part"] == "main")).sum())
+    prefill_launches = int(((res.steps["part"] == "main") & (res.steps["num_extend_tokens"] > 0)).sum())
+    assert syncs.get("publish", 0) >= verify_launches - 1 > 0
+    assert syncs.get("slot_expansion", 0) == 2 * prefill_launches  # two repeat_interleave calls each
+
+
+def test_stream_wait_and_output_size_remove_those_syncs():
+    _, eng = runtime({"sync_mode": "stream_wait", "prefill_slot_expansion_sync": False})
+    res = eng.run()
+    syncs = res.summary["host_syncs"]
+    assert syncs.get("publish", 0) == 0 and syncs.get("slot_expansion", 0) == 0
+    assert syncs.get("results", 0) > 0  # results are still waited for (copy_done)
+
+
+def test_cross_queue_wait_queues_on_the_schedule_stream():
+    _, eng = runtime({"sync_mode": "cross_queue_wait"})
+    res = eng.run()
+    assert res.summary["host_syncs"].get("publish", 0) == 0
+    assert res.summary["queued_waits"].get("schedule", 0) > 0
+
+
+def test_closed_loop_and_poisson_run_to_completion():
+    for wl in ({"kind": "closed_loop", "concurrency": 2, "num_requests": 4},
+               {"kind": "poisson", "request_rate": 200.0, "max_concurrency": 2, "num_requests": 4}):
+        _, eng = runtime(workload=wl)
+        res = eng.run()
+        assert res.summary["completed"] == 4
+        assert (res.requests["output_len"] == res.chunks.groupby("rid")["n_tokens"].sum().sort_index().to_numpy()).all()
+
+
+def test_validation_table_errors():
+    rows = validation_table({"mean_ttft_ms": 110.0, "output_throughput": 90.0}, {"mean_ttft_ms": 100.0, "output_throughput": 100.0},
+                            ("mean_ttft_ms", "output_throughput", "median_itl_ms"))
+    assert rows[0]["error_pct"] == pytest.approx(10.0) and rows[1]["error_pct"] == pytest.approx(-10.0)
+    assert rows[2]["error_pct"] != rows[2]["error_pct"]  # NaN when missing
