@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -157,3 +158,28 @@ def bench(
     est = verify_cycle_cost(cfg, runner.drafter.cfg if (kind == "spec" and runner.drafter is not None) else None,
                             len(rows), w, context, dtype_bytes=torch.finfo(runner.target.dtype).bits // 8)["est_ms"]
     return BenchResult(preset or cfg.name, kind, len(rows), context, w, graph, statistics.median(timings), wall, est, dev.describe())
+
+
+def time_calls(dev: Device, fn: Callable[[], object], *, repeats: int, warmup: int = 0,
+               stream: str = "forward") -> list[float]:
+    """Seconds of ``stream`` work per call of ``fn`` (used by :mod:`runtime.profiler`).
+
+    ``warmup`` untimed calls first (graph captures happen there), then ``repeats`` calls
+    back to back, each between two timing events on ``stream`` (GPU; host time stamps on
+    CPU); the events are read after the last call, so the calls queue as they do in the
+    loop. A call that leaves the GPU idle (host-bound) is timed with its idle gaps. Runs
+    with ``stream`` current, in measurement mode (restored afterwards).
+    """
+    was = dev.measure
+    dev.measure = True
+    try:
+        with dev.use(stream):
+            for _ in range(warmup):
+                fn()
+            dev.collect_timings()
+            for _ in range(repeats):
+                with dev.timed("call", stream):
+                    fn()
+            return [ms / 1e3 for _, ms in dev.collect_timings()]
+    finally:
+        dev.measure = was
