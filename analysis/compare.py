@@ -203,7 +203,9 @@ def compare_arms(
 def _num(x: float) -> str:
     if not math.isfinite(x):
         return "n/a"
-    return f"{x:,.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
 
 
 def _pct(x: float) -> str:

@@ -425,6 +425,8 @@ _UNITS = {
     "host_blocked_s": ("Host blocked time", "s"),
     "duration": ("Duration", "s"),
     "completed": ("Completed requests", "requests"),
+    "decode_throughput": ("Decode throughput (steady batch)", "tok/s"),
+    "verify_wall_ms": ("Wall per verify cycle", "ms"),
 }
 
 
