@@ -191,8 +191,12 @@ class RuntimeEngine:
         drafter = (LlamaProxy(PRESETS[draft_preset(preset)], seed=self.seed + 1, device=self.dev.torch_device, dtype=dt)
                    if srv.speculative_algorithm.enabled else None)
         self.vocab = target.cfg.vocab_size
+        # context buckets every 256 positions: a graph's attention width then tracks the
+        # real context closely, as the profile's grid (measured at tight widths) assumes
+        ctx_buckets = list(range(256, max_ctx + 256, 256))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
-                                  drafter=drafter, spec_window=self.window if drafter is not None else 1)
+                                  drafter=drafter, spec_window=self.window if drafter is not None else 1,
+                                  ctx_buckets=ctx_buckets)
         self.preset = preset
         self.graphs = graphs and self.dev.is_gpu
         self.do_warmup = warmup

@@ -274,6 +274,7 @@ def _env(dev: Device) -> dict[str, str]:
         "hip": str(getattr(torch.version, "hip", None)),
         "python": platform.python_version(),
         "host": f"{platform.machine()} {platform.processor() or platform.system()}, {os.cpu_count()} CPUs",
+        "torch_threads": str(torch.get_num_threads()),
     }
     if dev.is_gpu:
         env["cudnn"] = str(torch.backends.cudnn.version())
@@ -326,7 +327,7 @@ class _Profiler:
         self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
 
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.bs) * len(self.contexts)
-                   + len(self.eager_bs) * len(self.contexts) + 2 * len(self.cq_bs) + len(self.launch_bs)
+                   + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
@@ -342,7 +343,7 @@ class _Profiler:
         ext_need = max(-(-t // self.prompt) * (self.ext_prefixes[-1] + self.prompt + 2) for t in self.ext_x)
         grid_need = self.max_bs * (self.contexts[-1] + spec_window)
         launch_need = self.launch_bs[-1] * self.launch_bucket
-        slots = max(ext_need, grid_need + launch_need) + 1
+        slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
         ctx_buckets = sorted({_round_up(c + spec_window) for c in self.contexts} | {self.launch_bucket})
         self._progress("build models")
         with dev.use("forward"):
@@ -364,7 +365,7 @@ class _Profiler:
         self.bar.update(1)
         self.budget.done()
 
-    def _measure(self, label: str, group: str, fn: Callable[[], object]) -> list[float]:
+    def _measure(self, label: str, group: str, fn: Callable[[], object], repeats: int | None = None) -> list[float]:
         """Warm up, estimate one call, then time budget-limited repeats: seconds per call."""
         self._progress(label)
         dev = self.dev
@@ -376,7 +377,7 @@ class _Profiler:
             fn()
             dev.synchronize("profile")
             est = time.perf_counter() - t0
-        n = self.budget.repeats(label, est, self.repeats)
+        n = self.budget.repeats(label, est, repeats or self.repeats)
         times = time_calls(dev, fn, repeats=n)
         self.reps.setdefault(group, []).append(n)
         self._tick()
@@ -505,8 +506,14 @@ class _Profiler:
                 dev.wait_stream("forward", "schedule")
                 step()
 
-            plain = self._measure(f"spec bs {b} no cross-queue wait", "cross_queue", step)
-            waited = self._measure(f"spec bs {b} with cross-queue wait", "cross_queue", with_wait)
+            half = max(MIN_REPEATS, -(-self.repeats // 2))
+            # blocks A B A B: slow drift hits both variants alike; within a block every step
+            # has the wait pending while the previous graph runs, as in the engine
+            plain: list[float] = []
+            waited: list[float] = []
+            for k in range(2):
+                plain += self._measure(f"spec bs {b} no cross-queue wait ({k + 1}/2)", "cross_queue", step, half)
+                waited += self._measure(f"spec bs {b} with cross-queue wait ({k + 1}/2)", "cross_queue", with_wait, half)
             m0, m1 = statistics.median(plain), statistics.median(waited)
             self.cq.append((b, m0, m1, _iqr_rel(plain), _iqr_rel(waited)))
         self.cq_penalty = max(0.0, float(statistics.median(m1 - m0 for _, m0, m1, _, _ in self.cq)))
@@ -614,6 +621,9 @@ class _Profiler:
             self.grid_phase()
             self.eager_phase()
             self.cross_queue_phase()
+            with self.dev.use("forward"):
+                for row in self.grid_rows:
+                    self.runner.free_request(row)
             self.launch_phase()
             self.sync_phase()
             self.host_phase()
@@ -738,7 +748,9 @@ class _Profiler:
             f"'schedule')) minus without: "
             + ", ".join(f"bs {b}: {_ms(m1)} vs {_ms(m0)} (IQR/median {s1 * 100:.1f} % / {s0 * 100:.1f} %)"
                         for b, m0, m1, s0, s1 in self.cq)
-            + f"; clamped at 0 (0 expected on CUDA). {self._reps_text('cross_queue')}, {timing}. [{env}]")
+            + f"; clamped at 0 (0 expected on CUDA). Blocks plain / wait / plain / wait of "
+            f"{min(self.reps['cross_queue'])}-{max(self.reps['cross_queue'])} timed calls each after {WARMUP} "
+            f"warm-ups, pooled per variant; {timing}. [{env}]")
 
         gpu = {
             "extend": {"x": [float(t) for t in self.ext_x], "context_len": [float(c) for c in self.ext_cols],
@@ -768,7 +780,8 @@ class _Profiler:
 def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs: int, contexts: list[int],
                    extend_tokens: list[int], cuda_graph_max_bs: int, repeats: int, progress: bool,
                    budget_s: float = DEFAULT_BUDGET_S, batch_sizes: list[int] | None = None,
-                   prompt_len: int | None = None, forced_accept: int = 2, seed: int = 0) -> dict:
+                   prompt_len: int | None = None, forced_accept: int = 2, seed: int = 0,
+                   cpu_threads: int | None = 1) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
 
     Args:
@@ -789,6 +802,9 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
             ``min(1024, max(extend_tokens))``).
         forced_accept: accepted drafts forced per request in the timed spec cycles.
         seed: weight and token seed.
+        cpu_threads: torch intra-op threads while profiling on CPU (restored afterwards;
+            None: leave as is). 1 by default: on a loaded CI box OpenMP threads spinning
+            against other processes made tiny steps ~100x slower and the timings noise.
 
     Returns:
         A plain dict (values to 6 significant digits) that validates with
@@ -798,11 +814,18 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
         ValueError: bad arguments or preset.
         RuntimeError: a GPU was asked for and none is available.
     """
-    p = _Profiler(device=device, preset=preset, spec_window=spec_window, max_bs=max_bs, contexts=contexts,
-                  extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,
-                  progress=progress, budget_s=budget_s, batch_sizes=batch_sizes, prompt_len=prompt_len,
-                  forced_accept=forced_accept, seed=seed)
-    return p.run()
+    threads = torch.get_num_threads()
+    on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
+    if on_cpu and cpu_threads:
+        torch.set_num_threads(cpu_threads)
+    try:
+        p = _Profiler(device=device, preset=preset, spec_window=spec_window, max_bs=max_bs, contexts=contexts,
+                      extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,
+                      progress=progress, budget_s=budget_s, batch_sizes=batch_sizes, prompt_len=prompt_len,
+                      forced_accept=forced_accept, seed=seed)
+        return p.run()
+    finally:
+        torch.set_num_threads(threads)
 
 
 # -------------------------------------------------------------------------------- write
@@ -942,4 +965,8 @@ if __name__ == "__main__":
     _ap = argparse.ArgumentParser(prog="python -m runtime.profiler")
     register_profile_command(_ap.add_subparsers(dest="cmd", required=True))
     _a = _ap.parse_args(["profile", *sys.argv[1:]])
-    sys.exit(_a.func(_a))
+    try:
+        sys.exit(_a.func(_a))
+    except ConfigError as _e:
+        print(f"profile: error: {_e}", file=sys.stderr)
+        sys.exit(2)

@@ -109,7 +109,7 @@ class AcceptanceModel:
             self._rngs[rid] = g
             self._levels[rid] = float(g.standard_normal())
             self._rates[rid] = expit(self.base_logits + self.spread * self._levels[rid])
-            self._draws[rid] = []
+            self._draws[rid] = np.zeros(0, dtype=np.int64)
         return g
 
     def level(self, rid: int) -> float:
@@ -122,18 +122,40 @@ class AcceptanceModel:
         self._rng(rid)
         return mean_accept_length(self._rates[rid]) if self.window > 1 else 1.0
 
-    def draw(self, rid: int, cycle: int) -> int:
-        """Accept length of request ``rid`` at its verify cycle ``cycle`` (0-based), in 1..window."""
+    def _ensure(self, rid: int, n: int) -> np.ndarray:
+        """The request's draws, at least ``n`` of them (generated in blocks of 256 cycles)."""
         d = self._draws.get(rid)
-        if d is not None and cycle < len(d):
-            return d[cycle]
-        if self.window <= 1:
-            return 1
+        if d is not None and n <= len(d):
+            return d
         g = self._rng(rid)
         d = self._draws[rid]
-        while cycle >= len(d):
+        blocks = [d]
+        have = len(d)
+        while have < n:
             u = g.random((_BLOCK, self.window - 1))
             ok = u < self._rates[rid]
             lead = np.where(ok.all(axis=1), self.window - 1, np.argmin(ok, axis=1))
-            d.extend((1 + lead).tolist())
-        return d[cycle]
+            blocks.append(1 + lead)
+            have += _BLOCK
+        d = np.concatenate(blocks).astype(np.int64, copy=False)
+        self._draws[rid] = d
+        return d
+
+    def draw(self, rid: int, cycle: int) -> int:
+        """Accept length of request ``rid`` at its verify cycle ``cycle`` (0-based), in 1..window."""
+        if self.window <= 1:
+            return 1
+        d = self._draws.get(rid)
+        if d is None or cycle >= len(d):
+            d = self._ensure(rid, cycle + 1)
+        return int(d[cycle])
+
+    def draws(self, rids: np.ndarray, first_cycles: np.ndarray, n: int) -> np.ndarray:
+        """Accept lengths of cycles ``first_cycles[i] .. first_cycles[i] + n - 1`` of request
+        ``rids[i]``: int array of shape (n, len(rids)) (the same values :meth:`draw` gives)."""
+        out = np.ones((n, len(rids)), dtype=np.int64)
+        if self.window <= 1 or n == 0:
+            return out
+        for i, (rid, c) in enumerate(zip(rids.tolist(), first_cycles.tolist(), strict=True)):
+            out[:, i] = self._ensure(rid, c + n)[c : c + n]
+        return out

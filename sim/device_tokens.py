@@ -20,6 +20,10 @@ class DeviceTokens:
 
     Args:
         acceptance: the run's seeded accept-length model.
+
+    Attributes:
+        committed: rid -> output tokens committed on the device.
+        cycles: rid -> verify cycles the request has consumed draws for.
     """
 
     def __init__(self, acceptance: AcceptanceModel) -> None:
@@ -35,30 +39,48 @@ class DeviceTokens:
         there). Decode commits 1, verify min(draw, remaining); finished requests commit 0.
         """
         out = [0] * plan.batch_size
-        new = set(plan.new_rids)
         committed, cycles, draw = self.committed, self.cycles, self.acceptance.draw
-        verify = plan.mode is not ForwardMode.DECODE and plan.spec_window > 1
-        for i, rid in enumerate(plan.rids):
-            cap = plan.max_new_tokens[i]
-            if i < plan.num_extend:
+        before, caps = plan.committed_before, plan.max_new_tokens
+        n_ext = plan.num_extend
+        if n_ext:
+            new = set(plan.new_rids)
+            for i, rid in enumerate(plan.rids[:n_ext]):
                 if rid in new:
-                    self.committed[rid] = min(plan.committed_before[i] + 1, cap)
-                    out[i] = self.committed[rid] - plan.committed_before[i]
-                continue
-            have = committed.get(rid)
+                    b = before[i]
+                    c = b + 1 if b + 1 < caps[i] else caps[i]
+                    committed[rid] = c
+                    out[i] = c - b
+        verify = plan.mode is not ForwardMode.DECODE and plan.spec_window > 1
+        get = committed.get
+        for i in range(n_ext, plan.batch_size):
+            rid = plan.rids[i]
+            have = get(rid)
             if have is None:
-                have = plan.committed_before[i]
-            remaining = cap - have
+                have = before[i]
+            remaining = caps[i] - have
             if remaining <= 0:
                 continue
-            if not verify:
-                n = 1
-            else:
+            if verify:
                 c = cycles.get(rid, 0)
                 cycles[rid] = c + 1
                 n = draw(rid, c)
                 if n > remaining:
                     n = remaining
+            else:
+                n = 1
             committed[rid] = have + n
             out[i] = n
         return StepOutput(np.array(out, dtype=np.int64))
+
+    def state(self, rids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(committed, cycles, known) of ``rids`` as int/int/bool arrays (``known``: the
+        device has a committed count for the request)."""
+        get_c, get_y = self.committed.get, self.cycles.get
+        c = [get_c(r, -1) for r in rids]
+        return (np.array(c, dtype=np.int64), np.array([get_y(r, 0) for r in rids], dtype=np.int64),
+                np.array(c, dtype=np.int64) >= 0)
+
+    def set_state(self, rids: list[int], committed: np.ndarray, cycles: np.ndarray) -> None:
+        """Overwrite the counts of ``rids`` (after a collapsed decode run, :mod:`sim.decode_run`)."""
+        self.committed.update(zip(rids, committed.tolist(), strict=True))
+        self.cycles.update(zip(rids, cycles.tolist(), strict=True))

@@ -1,35 +1,57 @@
 """The simulator: executes the scheduler loop's operations on a SimPy clock.
 
 The host is one SimPy process driving :func:`sim.loop.scheduler_loop`; host work advances
-SimPy time by the cost model's host seconds. The forward stream is a FIFO timeline: a
+the host's time by the cost model's host seconds. The forward stream is a FIFO timeline: a
 launch starts when both the host has issued it and the previous forward has finished, and
 lasts the cost model's GPU seconds, so the GPU idles exactly when the host is late. A host
 block waits for an event's time (plus the wake-up cost if it really waited). Clients
 (burst, closed loop, Poisson with max_concurrency) are SimPy processes; requests pass a
 tokenizer FIFO (the profile's ingest time) before the scheduler sees them.
+
+Speed (docs/performance.md):
+
+- The host's clock runs ahead of SimPy's while no other event is due before it, and hands
+  control to SimPy (a timeout landing exactly on the host's time) only when one is: the
+  order in which things happen, and every time, are those of yielding at each host step.
+- Fast-forward: at the top of the loop, a stretch of decode iterations that nothing outside
+  can change (no arrival before it ends, no admission, no retraction, no finish a client
+  reacts to) is computed at once (:mod:`sim.decode_run`, :mod:`sim.host_timeline`) and
+  applied; the loop is then resumed with the stretch's last forward in flight. The results
+  are identical to the step-by-step path (``fast_forward=False``), which
+  tests/test_sim_speed_equivalence.py checks.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import simpy
 
+from sim import host_timeline
 from sim.acceptance import AcceptanceModel
 from sim.admission import make_policy
 from sim.config import Scenario, SyncMode
 from sim.cost_model import CostModel
+from sim.decode_run import DecodeRun
 from sim.device_tokens import DeviceTokens
 from sim.loop import scheduler_loop
 from sim.metrics import summarize
 from sim.ops import Deliver, HostBlock, HostWork, Launch, Recv, Results, StreamWait, WaitForWork
-from sim.plan import BatchPlan, StepOutput
+from sim.plan import BatchPlan, ForwardMode, StepOutput
 from sim.profile import Profile, load_profile
 from sim.records import Recorder, RunResult
 from sim.request import Req
-from sim.scheduler import Scheduler
+from sim.scheduler import Deliveries, Scheduler
 from sim.workload import RequestSpec, make_requests, poisson_arrivals
+
+AUTO_COMPACT_TOKENS = 4_000_000
+"""``records="auto"`` keeps every chunk row up to this many output tokens in the run, and
+switches to compact records above (docs/performance.md)."""
+MAX_RUN_CELLS = 1 << 18
+"""A fast-forward computes at most this many (iteration x request) cells at once."""
 
 
 @dataclass(slots=True)
@@ -46,6 +68,33 @@ class Stalled(RuntimeError):
     """The loop made no progress while requests were outstanding (a model bug)."""
 
 
+class _LoopView:
+    """The scheduler as the loop sees it, so that a loop resumed after a fast-forward is
+    handed the stretch's last plan by its first ``schedule()``."""
+
+    __slots__ = ("sched", "pending")
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+        self.pending: BatchPlan | None = None
+
+    def add_request(self, req: Req) -> None:
+        self.sched.add_request(req)
+
+    def schedule(self) -> BatchPlan | None:
+        if self.pending is not None:
+            plan, self.pending = self.pending, None
+            return plan
+        return self.sched.schedule()
+
+    def process_result(self, plan: BatchPlan, output: StepOutput) -> Deliveries:
+        return self.sched.process_result(plan, output)
+
+    @property
+    def has_work(self) -> bool:
+        return self.sched.has_work
+
+
 class SimEngine:
     """One simulated serving run.
 
@@ -53,9 +102,15 @@ class SimEngine:
         scenario: a resolved scenario (arm applied).
         profile: its profile (loaded from ``scenario.profile`` when None).
         seed: overrides ``scenario.seed``.
+        fast_forward: collapse decode stretches (identical results; False = step by step).
+        records: ``full`` (every chunk, step and pass is a row), ``compact`` (requests table
+            plus exact summary statistics; chunks/steps/timeseries empty) or ``auto``
+            (compact above :data:`AUTO_COMPACT_TOKENS` output tokens). See
+            :mod:`sim.records`.
     """
 
-    def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None) -> None:
+    def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
+                 *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         self.profile = profile or load_profile(scenario.profile, scenario.path or None)
@@ -65,19 +120,63 @@ class SimEngine:
         self.device = DeviceTokens(self.acceptance)
         self.sched = Scheduler(self.server, make_policy(self.server), self.seed)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+        if records == "auto":
+            tokens = sum(s.output_len for s in self.specs)
+            records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
         self.env = simpy.Environment()
-        self.rec = Recorder()
+        self.rec = Recorder(records)
         self.inbox: list[Req] = []
         self._wake: simpy.Event | None = None
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)
         self.all_done = self.env.event()
+        self._t = 0.0                       # the host's clock (>= env.now)
         self._gpu_free = 0.0
         self._cross_queue_pending = False
         self._blocked_since_launch = 0.0
         self.host_blocked_s = 0.0
         self._last_output: StepOutput | None = None
+        self._in_flight: SimHandle | None = None   # last launch whose results are pending
+        w = scenario.workload
+        self._finish_reacts = w.kind == "closed_loop" or (w.kind == "poisson" and w.max_concurrency is not None)
+        self.fast_forward = fast_forward and self.server.enable_overlap_schedule
+        self._gpu_memo: dict[tuple[int, float, bool], float] = {}
+        self._host_memo: dict[tuple[str, int], float] = {}
+        self.ff_runs = 0
+        self.ff_iterations = 0
+
+    # ------------------------------------------------------------------ clock
+    def _delay_to(self, t: float) -> float:
+        """A delay d with env.now + d == t exactly (SimPy adds delays to its clock)."""
+        now = self.env.now
+        d = t - now
+        while now + d < t:
+            d = math.nextafter(d, math.inf)
+        while now + d > t:
+            d = math.nextafter(d, -math.inf)
+        return d
+
+    def _sync(self, t: float):
+        """Hand control to SimPy until exactly ``t``; the host's clock is then ``t``."""
+        if t > self.env.now:
+            yield self.env.timeout(self._delay_to(t))
+        self._t = t
+
+    def _advance(self, dt: float):
+        """Host work of ``dt`` seconds (dt > 0): the clock moves privately while nothing
+        else is due before it ends, else SimPy runs what is due first."""
+        t = self._t + dt
+        if t < self.env.peek():
+            self._t = t
+        else:
+            yield from self._sync(t)
+
+    def _advance_to(self, t: float):
+        if t < self.env.peek():
+            self._t = t
+        else:
+            yield from self._sync(t)
 
     # ---------------------------------------------------------------- clients
     def _send(self, spec: RequestSpec) -> simpy.Event:
@@ -108,11 +207,27 @@ class SimEngine:
         while queue:
             yield self._send(queue.pop(0))
 
-    def _poisson_task(self, spec: RequestSpec, at: float, slots: simpy.Resource | None):
-        yield self.env.timeout(at)
-        if slots is None:
-            yield self._send(spec)
-            return
+    def _poisson_open(self, times: np.ndarray):
+        """Poisson sends without a concurrency limit: one process walks the send times and
+        delivers each request to the scheduler when the tokenizer FIFO releases it (the
+        times :meth:`_send` would give; no process per request)."""
+        ingest = self.profile.host.ingest_per_request_s
+        for spec, t_send in zip(self.specs, times.tolist(), strict=True):
+            self._tokenizer_free = max(t_send, self._tokenizer_free) + ingest
+            t_arrive = t_send + (self._tokenizer_free - t_send)
+            if t_arrive > self.env.now:
+                yield self.env.timeout(self._delay_to(t_arrive))
+            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
+            self._arrive(Req(spec.index, spec.input_len, spec.output_len))
+
+    def _poisson_limited(self, times: np.ndarray, slots: simpy.Resource):
+        """Poisson sends with max_concurrency: at each send time a client waits for a slot."""
+        for spec, t in zip(self.specs, times.tolist(), strict=True):
+            if t > self.env.now:
+                yield self.env.timeout(self._delay_to(t))
+            self.env.process(self._limited_client(spec, slots))
+
+    def _limited_client(self, spec: RequestSpec, slots: simpy.Resource):
         with slots.request() as slot:
             yield slot
             yield self._send(spec)
@@ -127,13 +242,14 @@ class SimEngine:
                 self.env.process(self._closed_loop(queue))
         else:
             times = poisson_arrivals(len(self.specs), w.request_rate, self.seed)
-            slots = simpy.Resource(self.env, w.max_concurrency) if w.max_concurrency else None
-            for spec, t in zip(self.specs, times, strict=True):
-                self.env.process(self._poisson_task(spec, float(t), slots))
+            if w.max_concurrency:
+                self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
+            else:
+                self.env.process(self._poisson_open(times))
 
     # ------------------------------------------------------------------- host
     def _launch(self, op: Launch) -> SimHandle:
-        now = self.env.now
+        now = self._t
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)
@@ -147,72 +263,243 @@ class SimEngine:
             dec_n = output.committed[plan.num_extend:]
             acc = int(dec_n.sum())
             dec = int((dec_n > 0).sum())
-        self.rec.steps.append((
-            plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
-            start, end, self._blocked_since_launch, acc, dec,
-        ))
+        self.rec.step(plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
+                      start, end, self._blocked_since_launch, acc, dec)
         self._blocked_since_launch = 0.0
         self._last_output = output
-        return SimHandle(plan, start, end, output)
+        handle = SimHandle(plan, start, end, output)
+        self._in_flight = handle
+        return handle
 
     def _block_until(self, t: float, wakeup: float):
-        wait = t - self.env.now
+        wait = t - self._t
         if wait > 0:
             wait += wakeup
             self.host_blocked_s += wait
             self._blocked_since_launch += wait
-            yield self.env.timeout(wait)
+            yield from self._advance(wait)
+
+    def _deliver(self, deliveries: Any):
+        if isinstance(deliveries, Deliveries):
+            rids, n, fin = deliveries.rids, deliveries.n_tokens, deliveries.finished
+        else:
+            ds = list(deliveries)
+            rids = np.array([d.rid for d in ds], dtype=np.int64)
+            n = np.array([d.n_tokens for d in ds], dtype=np.int64)
+            fin = np.array([d.finished for d in ds], dtype=bool)
+        self.rec.deliver(self._t, rids, n, fin)
+        if fin.any():
+            yield from self._sync(self._t)  # clients react at the delivery time
+            for rid in rids[fin].tolist():
+                ev = self._finish_events.pop(rid, None)
+                if ev is not None:
+                    ev.succeed()
+                self._remaining -= 1
+        if self._remaining == 0 and not self.all_done.triggered:
+            self.all_done.succeed()
 
     def _host(self):
-        loop = scheduler_loop(self.sched, self.server)
+        view = _LoopView(self.sched)
+        loop = scheduler_loop(view, self.server)
         sched, cost, wake = self.sched, self.cost, self.profile.host.sync_wakeup_s
-        result: Any = None
+        rec = self.rec
         idle_spins = 0
         last_t = -1.0
+        op = next(loop)
         while True:
-            op = loop.send(result)
-            result = None
-            if isinstance(op, Recv):
+            result: Any = None
+            tp = type(op)
+            if tp is Recv:
+                if self.fast_forward and not self.inbox and self._in_flight is not None:
+                    resumed = yield from self._fast_forward(view)
+                    if resumed is not None:
+                        loop.close()
+                        loop = resumed
                 result, self.inbox = self.inbox, []
-                if self.env.now == last_t:
+                if self._t == last_t:
                     idle_spins += 1
                     if idle_spins > 100_000:
-                        raise Stalled(f"no progress at t={self.env.now:.6f}s with {self._remaining} requests left")
+                        raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
                 else:
-                    idle_spins, last_t = 0, self.env.now
-            elif isinstance(op, HostWork):
+                    idle_spins, last_t = 0, self._t
+            elif tp is HostWork:
                 if op.kind == "schedule":
-                    self.rec.timeseries.append((self.env.now, sched.num_running, len(sched.waiting), sched.kv.used))
+                    rec.pass_state(self._t, sched.num_running, len(sched.waiting), sched.kv.used)
                 dt = cost.host(op.kind, op.plan)
                 if dt > 0:
-                    yield self.env.timeout(dt)
-            elif isinstance(op, Launch):
+                    yield from self._advance(dt)
+            elif tp is Launch:
                 result = self._launch(op)
-            elif isinstance(op, HostBlock):
+            elif tp is Results:
                 yield from self._block_until(op.handle.end, wake)
-            elif isinstance(op, StreamWait):
+                if op.handle is self._in_flight:
+                    self._in_flight = None
+                result = op.handle.output
+            elif tp is Deliver:
+                yield from self._deliver(op.deliveries)
+            elif tp is HostBlock:
+                yield from self._block_until(op.handle.end, wake)
+            elif tp is StreamWait:
                 # forward-stream wait: stream order already carries it; schedule-stream wait:
                 # a wait pending in another queue during the next graph replay
                 self._cross_queue_pending = op.from_stream == "schedule" and self.server.sync_mode is SyncMode.cross_queue_wait
-            elif isinstance(op, Results):
-                yield from self._block_until(op.handle.end, wake)
-                result = op.handle.output
-            elif isinstance(op, Deliver):
-                now = self.env.now
-                for d in op.deliveries:
-                    self.rec.delivered(d.rid, now, d.n_tokens, d.finished)
-                    if d.finished:
-                        self._finish_events.pop(d.rid).succeed()
-                        self._remaining -= 1
-                if self._remaining == 0 and not self.all_done.triggered:
-                    self.all_done.succeed()
-            elif isinstance(op, WaitForWork):
+            elif tp is WaitForWork:
                 if self._remaining == 0:
                     return
+                yield from self._sync(self._t)
                 if not self.inbox:
                     self._wake = self.env.event()
                     yield self._wake
                     self._wake = None
+                    self._t = self.env.now
+            op = loop.send(result)
+
+    # ----------------------------------------------------------- fast-forward
+    def _fast_forward(self, view: _LoopView):
+        """Collapse the decode stretch that starts here, if any (module docstring).
+
+        Returns (as a generator's value) a resumed loop waiting at ``Recv``, or None when
+        nothing was collapsed (the caller goes on step by step)."""
+        h = self._in_flight
+        t0 = self._t
+        t_next = self.env.peek()
+        if t_next <= t0 or h.output is None:
+            return None
+        sched = self.sched
+        if not sched.running and not sched._last_prefill:
+            return None
+        m = len(sched.running) + len(sched._last_prefill)
+        horizon = self._horizon(h, t0, t_next, m)
+        run = DecodeRun.start(sched, self.device, h.plan, h.output, horizon,
+                              stop_at_finish=self._finish_reacts, finishes_left=self._remaining)
+        if run is None:
+            return None
+        k = run.stop
+        c, hs, hl, hp = self._run_costs(run, k)
+        spec = self.server.speculative_algorithm.enabled
+        publish_block = spec and self.server.sync_mode is SyncMode.host_block
+        tl = host_timeline.run_times(t0, h.end, hs, hl, hp, c, self.profile.host.sync_wakeup_s, publish_block)
+        # every Recv of the stretch (at T_1 .. T_{n-1}) must come before the next event
+        n = int(np.searchsorted(tl.T[:k], t_next, side="left"))
+        if tl.T[n] == t_next:
+            n -= 1
+        if n < 1:
+            return None
+        plan, output = run.apply(sched, self.device, n)
+        self._record_run(run, tl, n)
+        handle = SimHandle(plan, float(tl.S[n - 1]), float(tl.E[n - 1]), output)
+        self._gpu_free = handle.end
+        self._last_output = output
+        self._cross_queue_pending = False
+        self._in_flight = handle
+        self.ff_runs += 1
+        self.ff_iterations += n
+        yield from self._advance_to(float(tl.T[n]))
+        return self._resume_loop(view, plan, handle)
+
+    def _horizon(self, h: SimHandle, t0: float, t_next: float, m: int) -> int:
+        """How many iterations to compute: enough to reach the next event (or to finish
+        every running request), within :data:`MAX_RUN_CELLS`."""
+        cap = max(2, MAX_RUN_CELLS // max(m, 1))
+        if math.isfinite(t_next):
+            dt = max(h.end - h.start, 1e-9)
+            k = int((t_next - t0) / (0.5 * dt)) + 2
+        else:
+            s = self.sched
+            left = max((r.max_new_tokens - r.output_len for r in s.running + s._last_prefill), default=1)
+            k = left + 3
+        return max(2, min(k, cap))
+
+    def _run_costs(self, run: DecodeRun, k: int) -> tuple[np.ndarray, ...]:
+        """GPU seconds (c) and host seconds (hs, hl, hp) of a run's first k iterations,
+        from the cost model: one call per distinct batch shape (GridInterp keys decode/verify
+        shapes on (batch size, mean context rounded to 10 tokens), the rounding reproduced
+        here exactly: contexts are integer sums over the batch)."""
+        bs = run.batch_size[:k]
+        ctx = run.ctx_sum[:k]
+        key = np.rint(ctx / bs / 10.0) * 10.0
+        change = np.flatnonzero((bs[1:] != bs[:-1]) | (key[1:] != key[:-1])) + 1
+        starts = np.r_[0, change]
+        cross = self.server.speculative_algorithm.enabled and self.server.sync_mode is SyncMode.cross_queue_wait
+        vals = np.empty(len(starts))
+        memo = self._gpu_memo
+        for i, j in enumerate(starts.tolist()):
+            b, kk = int(bs[j]), float(key[j])
+            v = memo.get((b, kk, cross))
+            if v is None:
+                plan = self._shape_plan(b, int(ctx[j]))
+                assert round(int(ctx[j]) / b, -1) == kk
+                v = memo[(b, kk, cross)] = self.cost.gpu(plan, "main", cross_queue=cross).total_s
+            vals[i] = v
+        c = np.repeat(vals, np.diff(np.r_[starts, k]))
+        hs = self._host_costs("schedule", bs)
+        hl = self._host_costs("launch", bs)
+        hp = self._host_costs("process", run.process_batch_size[:k])
+        return c, hs, hl, hp
+
+    def _shape_plan(self, bs: int, ctx_sum: int) -> BatchPlan:
+        """A decode/verify plan of ``bs`` requests whose contexts sum to ``ctx_sum``."""
+        w = self.server.spec_window
+        mode = ForwardMode.VERIFY if self.server.speculative_algorithm.enabled else ForwardMode.DECODE
+        return BatchPlan(step=0, mode=mode, rids=tuple(range(bs)), extend_lens=(w,) * bs,
+                         prefix_lens=(ctx_sum,) + (0,) * (bs - 1), spec_window=w)
+
+    def _host_costs(self, kind: str, bs: np.ndarray) -> np.ndarray:
+        memo = self._host_memo
+        out = np.empty(len(bs))
+        for b in np.unique(bs).tolist():
+            v = memo.get((kind, b))
+            if v is None:
+                v = memo[(kind, b)] = self.cost.host(kind, self._shape_plan(b, 0))
+            out[bs == b] = v
+        return out
+
+    def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
+        """Record the first n iterations of a collapsed run (the rows the step-by-step
+        path would have written)."""
+        rec = self.rec
+        bs = run.batch_size[:n]
+        T = tl.T
+        rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled[:n])
+        pw, rw = tl.pw[:n], tl.rw[:n]
+        carry = np.r_[self._blocked_since_launch, 0.0 + rw[:-1]]
+        blocked = carry + pw
+        commits = run.commits[:n]
+        mode = "verify" if self.server.speculative_algorithm.enabled else "decode"
+        rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
+                     commits.sum(axis=1), (commits > 0).sum(axis=1))
+        terms = np.empty(2 * n + 1)
+        terms[0] = self.host_blocked_s
+        terms[1::2], terms[2::2] = pw, rw
+        self.host_blocked_s = float(np.cumsum(terms)[-1])
+        self._blocked_since_launch = float(rw[-1])
+        rec.deliver_run(T[1 : n + 1], run.rids, run.delivered[:n])
+        fi = run.finish_iter
+        done = (fi >= 0) & (fi < n)
+        if done.any():
+            rids = run.rids[done]
+            rec.finish(rids, T[fi[done] + 1])
+            for rid in rids.tolist():
+                self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
+            self._remaining -= int(done.sum())
+
+    def _resume_loop(self, view: _LoopView, plan: BatchPlan, handle: SimHandle):
+        """A fresh loop brought to the state of one that launched ``plan`` (handle) in its
+        last iteration: its first pass schedules ``plan`` and its launch returns
+        ``handle``; no time passes. Returned waiting at ``Recv``."""
+        loop = scheduler_loop(view, self.server)
+        view.pending = plan
+        op = next(loop)
+        op = loop.send([])
+        while type(op) is not Recv:
+            if type(op) is HostWork:
+                result = None
+            elif type(op) is Launch and op.plan is plan and op.part == "main":
+                result = handle
+            else:
+                raise RuntimeError(f"unexpected {type(op).__name__} while resuming the loop")
+            op = loop.send(result)
+        return loop
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:
@@ -220,20 +507,26 @@ class SimEngine:
         self._start_clients()
         self.env.process(self._host())
         self.env.run(until=self.all_done)
+        spec = self.server.spec_window > 1
         extra = {
-            rid: (self.acceptance.request_mean(rid) if self.server.spec_window > 1 else 1.0, r.spec_cycles, r.retractions)
+            rid: (self.acceptance.request_mean(rid) if spec else 1.0, r.spec_cycles, r.retractions)
             for rid, r in self.sched.reqs.items()
         }
         requests, chunks, steps, ts = self.rec.tables(extra)
-        summary = summarize(requests, chunks, steps)
+        if self.rec.full:
+            summary = summarize(requests, chunks, steps)
+        else:
+            summary = summarize(requests, chunks, steps, itl=self.rec.itl, step_totals=self.rec.step_totals)
         summary.update(
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
             profile=self.profile.name, num_retractions=self.sched.num_retractions,
             num_delayed_passes=self.sched.num_delayed_passes, kv_peak_tokens=self.sched.kv.peak,
         )
-        if not steps.empty:
+        if self.rec.num_steps:
             summary["host_blocked_s"] = self.host_blocked_s
-        return RunResult(requests, chunks, steps, ts, summary, self.scenario)
+        info = {"records": self.rec.level, "num_steps": self.rec.num_steps, "num_passes": self.rec.num_passes,
+                "fast_forward_runs": self.ff_runs, "fast_forward_iterations": self.ff_iterations}
+        return RunResult(requests, chunks, steps, ts, summary, self.scenario, extra=info)
 
 
 def run_scenario(scenario: Scenario, seed: int | None = None, profile: Profile | None = None, progress: bool = False) -> RunResult:

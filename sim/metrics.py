@@ -14,7 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sim.records import ItlSamples, StepTotals
+
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
+_PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))
 
 
 def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float]) -> None:
@@ -31,16 +34,77 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float]) -> None:
         out["p95_itl_ms"] = float(np.percentile(v, 95))
 
 
+def _lerp(a: float, b: float, t: float) -> float:
+    """numpy's linear interpolation between two order statistics (np.percentile's)."""
+    a, b, t = np.float64(a), np.float64(b), np.float64(t)
+    d = b - a
+    return float(b - d * (1 - t)) if t >= 0.5 else float(a + d * t)
+
+
+def weighted_percentile(sorted_values: np.ndarray, cum_weights: np.ndarray, q: float) -> float:
+    """``np.percentile(np.repeat(v, w), q)`` (linear method) without the repeat.
+
+    Args:
+        sorted_values: distinct or repeated values, ascending (float array).
+        cum_weights: cumulative multiplicities aligned with them (int array, last = N).
+        q: percentile in [0, 100].
+    """
+    n = int(cum_weights[-1])
+    h = (n - 1) * np.true_divide(q, 100)
+    lo = int(np.floor(h))
+    if h >= n - 1:
+        return float(sorted_values[-1])
+    gamma = h - lo
+    i = int(np.searchsorted(cum_weights, lo, side="right"))
+    j = int(np.searchsorted(cum_weights, lo + 1, side="right"))
+    return _lerp(sorted_values[i], sorted_values[j], gamma)
+
+
+def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out: dict[str, float]) -> None:
+    """:func:`_stats` of ``np.repeat(values_s, weights)`` without building it: order
+    statistics (median, percentiles, max) exactly as numpy computes them, mean and std to
+    float rounding."""
+    keep = weights > 0
+    v, w = np.asarray(values_s, float)[keep] * 1000.0, np.asarray(weights)[keep]
+    if v.size == 0:
+        _stats(prefix, np.zeros(0), out)
+        return
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cw = np.cumsum(w)
+    n = int(cw[-1])
+    mean = float(np.dot(v, w) / n)
+    out[f"mean_{prefix}_ms"] = mean
+    if n % 2:
+        out[f"median_{prefix}_ms"] = float(v[np.searchsorted(cw, n // 2, side="right")])
+    else:
+        a = v[np.searchsorted(cw, n // 2 - 1, side="right")]
+        b = v[np.searchsorted(cw, n // 2, side="right")]
+        out[f"median_{prefix}_ms"] = float(np.mean(np.array([a, b])))
+    out[f"std_{prefix}_ms"] = float(np.sqrt(np.dot((v - mean) ** 2, w) / n))
+    for key, q in _PERCENTILES:
+        if key == "p95" and prefix != "itl":
+            continue
+        name = f"{key}_{prefix}_ms" if key != "p95" else "p95_itl_ms"
+        out[name] = weighted_percentile(v, cw, q)
+    out[f"max_{prefix}_ms"] = float(v[-1])
+
+
 def itl_values(chunks: pd.DataFrame) -> np.ndarray:
     """Inter-token latencies (s) from deliveries (columns rid, time_s, n_tokens), bench_serving
     style: the first chunk of each request is TTFT, each later chunk of n tokens arriving dt
-    after the previous adds n gaps of dt / n."""
+    after the previous adds n gaps of dt / n. Shape: (total tokens - first chunks,)."""
     if chunks.empty:
         return np.zeros(0)
-    c = chunks.sort_values(["rid", "time_s"], kind="stable")
-    rid = c["rid"].to_numpy()
-    t = c["time_s"].to_numpy(float)
-    n = c["n_tokens"].to_numpy(int)
+    rid = chunks["rid"].to_numpy()
+    t = chunks["time_s"].to_numpy(float)
+    n = chunks["n_tokens"].to_numpy(int)
+    if len(t) > 1 and (np.diff(t) >= 0).all():
+        # rows in time order (as recorded): a stable sort by rid is the (rid, time) order
+        order = np.argsort(rid, kind="stable")
+    else:
+        order = np.lexsort((t, rid))
+    rid, t, n = rid[order], t[order], n[order]
     later = np.r_[False, rid[1:] == rid[:-1]]
     dt = np.r_[0.0, np.diff(t)][later]
     nn = n[later]
@@ -72,7 +136,13 @@ def steady_verify_windows(steps: pd.DataFrame) -> tuple[int, float, float]:
     return int(ok.sum()), float(dts.sum()), float(tok[1:][ok].sum())
 
 
-def summarize(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame) -> dict[str, float]:
+def summarize(
+    requests: pd.DataFrame,
+    chunks: pd.DataFrame,
+    steps: pd.DataFrame,
+    itl: ItlSamples | None = None,
+    step_totals: StepTotals | None = None,
+) -> dict[str, float]:
     """bench_serving summary (plus the additions above) from a run's tables.
 
     Args:
@@ -81,6 +151,9 @@ def summarize(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame)
         chunks: deliveries (rid, time_s, n_tokens).
         steps: forwards (mode, part, batch_size, gpu_start_s, gpu_end_s, accepted_tokens,
             decoding_reqs, host_blocked_s).
+        itl: compact records (:mod:`sim.records`): ITL samples used instead of ``chunks``
+            (every request is assumed completed).
+        step_totals: compact records: step sums used instead of ``steps``.
     """
     done = requests[requests["finish_s"].notna()]
     out: dict[str, float] = {"completed": int(len(done))}
@@ -103,9 +176,15 @@ def summarize(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame)
     tpot = (e2e[multi] - ttft[multi]) / (done["output_len"].to_numpy()[multi] - 1)
     _stats("ttft", ttft, out)
     _stats("tpot", tpot, out)
-    _stats("itl", itl_values(chunks[chunks["rid"].isin(done["rid"])]), out)
+    if itl is not None:
+        _stats_weighted("itl", *itl.arrays(), out)
+    else:
+        _stats("itl", itl_values(chunks[chunks["rid"].isin(done["rid"])]), out)
     _stats("e2e_latency", e2e, out)
     out["concurrency"] = float(e2e.sum() / duration)
+    if step_totals is not None:
+        _step_summary_from_totals(step_totals, out)
+        return out
     ver = steps[(steps["mode"] == "verify") & (steps["part"] == "main")] if not steps.empty else steps
     dec = ver["decoding_reqs"].sum() if len(ver) else 0
     out["accept_length"] = float(ver["accepted_tokens"].sum() / dec) if dec else float("nan")
@@ -119,3 +198,17 @@ def summarize(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame)
         out["gpu_busy_fraction"] = busy / span if span > 0 else float("nan")
         out["host_blocked_s"] = float(steps["host_blocked_s"].sum())
     return out
+
+
+def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
+    """The step-derived summary keys from running sums (compact records)."""
+    dec = st.verify_decoding
+    out["accept_length"] = st.verify_accepted / dec if dec else float("nan")
+    n, secs, toks = st.windows.get(st.max_verify_bs, (0, 0.0, 0.0))
+    out["verify_cycles_per_s"] = n / secs if secs > 0 else float("nan")
+    out["decode_throughput"] = toks / secs if secs > 0 else float("nan")
+    out["verify_wall_ms"] = 1000.0 * secs / n if n else float("nan")
+    if st.num_steps:
+        span = st.last_end_s - st.first_start_s
+        out["gpu_busy_fraction"] = st.busy_s / span if span > 0 else float("nan")
+        out["host_blocked_s"] = st.host_blocked_s

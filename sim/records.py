@@ -1,10 +1,30 @@
-"""The run's append-only records and the result object built from them after the run."""
+"""The run's append-only records and the result object built from them after the run.
+
+Rows are kept in typed columns (``array.array``: 8 bytes a value, no Python object per
+row) and turned into DataFrames once, at the end. Deliveries arrive one array per
+``Deliver`` (a whole step's tokens) or one block per collapsed decode run
+(:mod:`sim.decode_run`), never one tuple per token chunk.
+
+Two levels of detail (``Recorder(level)``):
+
+- ``full``: every delivery (``chunks``), forward (``steps``) and scheduling pass
+  (``timeseries``) is a row; the tables of docs/architecture.md.
+- ``compact``: for runs too large to keep a row per chunk (100,000 requests x 256 tokens).
+  The ``requests`` table is complete; ``chunks``, ``steps`` and ``timeseries`` come back
+  empty (same columns). What the summary needs from them is kept exactly instead:
+  inter-token latencies as (value, multiplicity) pairs (:class:`ItlSamples`; every ITL
+  value is the same float the chunk table would give) and the step totals as running sums
+  (:class:`StepTotals`). Summary figures then equal the full run's (order statistics
+  exactly, sums to float rounding, ~1e-15 relative).
+"""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 REQUEST_COLUMNS = [
@@ -17,12 +37,18 @@ STEP_COLUMNS = [
     "host_blocked_s", "accepted_tokens", "decoding_reqs",
 ]
 TIMESERIES_COLUMNS = ["time_s", "running", "waiting", "kv_used_tokens"]
+LEVELS = ("full", "compact")
+MODES = ("extend", "decode", "verify", "mixed")
+PARTS = ("main", "inject")
+_MODE_CODE = {m: i for i, m in enumerate(MODES)}
+_PART_CODE = {p: i for i, p in enumerate(PARTS)}
 
 
 @dataclass
 class RunResult:
     """One run's tables (pandas DataFrames, times in seconds from the run's start) and its
-    bench_serving summary (dict). Columns are listed in docs/architecture.md."""
+    bench_serving summary (dict). Columns are listed in docs/architecture.md. ``extra``:
+    run facts that are not table columns (record level, step count, ...)."""
 
     requests: pd.DataFrame
     chunks: pd.DataFrame
@@ -33,42 +59,369 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Recorder:
-    """Append-only event log of a run (rows as tuples; tables built once at the end)."""
+def _col(typecode: str) -> array:
+    return array(typecode)
+
+
+def _extend(col: array, values: np.ndarray, dtype: str) -> None:
+    col.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
+
+
+def _np(col: array, dtype: str) -> np.ndarray:
+    return np.frombuffer(col, dtype=dtype) if len(col) else np.zeros(0, dtype=dtype)
+
+
+class ItlSamples:
+    """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
+    dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
+    values may be stored once with their summed multiplicity."""
+
+    __slots__ = ("values", "weights")
 
     def __init__(self) -> None:
-        self.requests: dict[int, list[Any]] = {}
-        self.chunks: list[tuple[int, float, int]] = []
-        self.steps: list[tuple[Any, ...]] = []
-        self.timeseries: list[tuple[float, int, int, int]] = []
+        self.values = _col("d")
+        self.weights = _col("q")
+
+    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
+        _extend(self.values, values, "f8")
+        _extend(self.weights, weights, "i8")
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values s, multiplicities), unsorted."""
+        return _np(self.values, "f8"), _np(self.weights, "i8")
+
+
+@dataclass
+class StepTotals:
+    """What the summary needs from the steps table, as running sums (compact records).
+
+    Attributes:
+        num_steps: rows (launches, inject parts included).
+        busy_s: sum of gpu_end_s - gpu_start_s. first_start_s / last_end_s: the span.
+        host_blocked_s: sum of host_blocked_s.
+        verify_accepted / verify_decoding: sums over verify main rows (accept length).
+        windows: per verify batch size, (intervals, seconds, tokens) over consecutive main
+            verify rows of that size (:func:`sim.metrics.steady_verify_windows`).
+    """
+
+    num_steps: int = 0
+    busy_s: float = 0.0
+    first_start_s: float = float("inf")
+    last_end_s: float = float("-inf")
+    host_blocked_s: float = 0.0
+    verify_accepted: int = 0
+    verify_decoding: int = 0
+    max_verify_bs: int = 0
+    windows: dict[int, list[float]] = field(default_factory=dict)
+    _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
+
+    def add(self, mode: str, part: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
+            blocked: np.ndarray, acc: np.ndarray, dec: np.ndarray) -> None:
+        """Add rows of one mode and part (arrays of equal length, launch order)."""
+        n = len(bs)
+        if n == 0:
+            return
+        self.num_steps += n
+        self.busy_s += float((end - start).sum())
+        self.first_start_s = min(self.first_start_s, float(start.min()))
+        self.last_end_s = max(self.last_end_s, float(end.max()))
+        self.host_blocked_s += float(blocked.sum())
+        if part != "main":
+            return
+        verify = mode == "verify"
+        if verify:
+            self.verify_accepted += int(acc.sum())
+            self.verify_decoding += int(dec.sum())
+            self.max_verify_bs = max(self.max_verify_bs, int(bs.max()))
+            prev = self._prev_main
+            if prev is not None and prev[0]:
+                pbs, pend = np.r_[prev[1], bs[:-1]], np.r_[prev[2], end[:-1]]
+            else:
+                pbs, pend = np.r_[-1, bs[:-1]], np.r_[0.0, end[:-1]]
+            ok = pbs == bs
+            if ok.any():
+                dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
+                for size in np.unique(b):
+                    sel = b == size
+                    w = self.windows.setdefault(int(size), [0, 0.0, 0.0])
+                    w[0] += int(sel.sum())
+                    w[1] += float(dt[sel].sum())
+                    w[2] += float(tok[sel].sum())
+        self._prev_main = (verify, int(bs[-1]), float(end[-1]))
+
+    def add_one(self, mode: str, part: str, bs: int, start: float, end: float, blocked: float,
+                acc: int, dec: int) -> None:
+        """Add one row (scalars); same sums as :meth:`add`."""
+        self.num_steps += 1
+        self.busy_s += end - start
+        if start < self.first_start_s:
+            self.first_start_s = start
+        if end > self.last_end_s:
+            self.last_end_s = end
+        self.host_blocked_s += blocked
+        if part != "main":
+            return
+        verify = mode == "verify"
+        if verify:
+            self.verify_accepted += acc
+            self.verify_decoding += dec
+            if bs > self.max_verify_bs:
+                self.max_verify_bs = bs
+            prev = self._prev_main
+            if prev is not None and prev[0] and prev[1] == bs:
+                w = self.windows.setdefault(bs, [0, 0.0, 0.0])
+                w[0] += 1
+                w[1] += end - prev[2]
+                w[2] += acc
+        self._prev_main = (verify, bs, end)
+
+
+class Recorder:
+    """Append-only event log of a run; tables built once at the end.
+
+    Args:
+        level: ``full`` or ``compact`` (module docstring).
+
+    Request ids are non-negative integers (the run's counter); per-request values live in
+    arrays indexed by a row assigned at :meth:`request_sent`.
+    """
+
+    def __init__(self, level: str = "full") -> None:
+        if level not in LEVELS:
+            raise ValueError(f"record level must be one of {LEVELS}, got {level!r}")
+        self.level = level
+        self.full = level == "full"
+        self._row_of = np.full(1024, -1, dtype=np.int64)   # rid -> row
+        self._n = 0
+        self._int_starts = True  # SimPy's clock starts as the int 0: a burst's starts stay ints
+        cap = 1024
+        self._rid = np.zeros(cap, np.int64)
+        self._in = np.zeros(cap, np.int64)
+        self._out = np.zeros(cap, np.int64)
+        self._start = np.zeros(cap)
+        self._first = np.full(cap, np.nan)
+        self._finish = np.full(cap, np.nan)
+        self._last = np.full(cap, np.nan)  # last delivery time (compact ITL)
+        # full: row columns
+        self._c_rid, self._c_t, self._c_n = _col("q"), _col("d"), _col("q")
+        self._s_int = [_col("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
+        self._s_f = [_col("d") for _ in range(3)]      # start, end, blocked
+        self._s_acc, self._s_dec = _col("q"), _col("q")
+        self._ts_t, self._ts_run, self._ts_wait, self._ts_kv = _col("d"), _col("q"), _col("q"), _col("q")
+        # compact: exact statistics instead of rows
+        self.itl = ItlSamples()
+        self.step_totals = StepTotals()
+        self.num_steps = 0
+        self.num_passes = 0
+
+    # -------------------------------------------------------------- requests
+    def _grow(self, need: int) -> None:
+        cap = len(self._rid)
+        if need <= cap:
+            return
+        new = max(need, 2 * cap)
+        for name in ("_rid", "_in", "_out", "_start", "_first", "_finish", "_last"):
+            old = getattr(self, name)
+            fill = np.nan if old.dtype.kind == "f" and name != "_start" else 0
+            arr = np.full(new, fill, dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+
+    def rows(self, rids: np.ndarray) -> np.ndarray:
+        """Rows of request ids (int array)."""
+        return self._row_of[rids]
 
     def request_sent(self, rid: int, input_len: int, output_len: int, start_s: float) -> None:
-        self.requests[rid] = [rid, input_len, output_len, start_s, None, None]
+        """A client sent request ``rid`` at ``start_s`` (its timer starts)."""
+        if rid < 0:
+            raise ValueError(f"request ids must be >= 0, got {rid}")
+        if rid >= len(self._row_of):
+            grown = np.full(max(rid + 1, 2 * len(self._row_of)), -1, dtype=np.int64)
+            grown[: len(self._row_of)] = self._row_of
+            self._row_of = grown
+        if self._int_starts and not isinstance(start_s, int):
+            self._int_starts = False
+        row = self._n
+        self._grow(row + 1)
+        self._row_of[rid] = row
+        self._rid[row], self._in[row], self._out[row], self._start[row] = rid, input_len, output_len, start_s
+        self._n += 1
 
+    # ------------------------------------------------------------ deliveries
     def delivered(self, rid: int, t: float, n: int, finished: bool) -> None:
-        self.chunks.append((rid, t, n))
-        row = self.requests[rid]
-        if row[4] is None:
-            row[4] = t
-        if finished:
-            row[5] = t
+        """``n`` tokens of ``rid`` reached its client at ``t`` (one chunk)."""
+        self.deliver(t, np.array([rid], np.int64), np.array([n], np.int64), np.array([finished]))
 
+    def deliver(self, t: float, rids: np.ndarray, n: np.ndarray, finished: np.ndarray) -> None:
+        """One ``Deliver``: chunks of ``n`` tokens (int array) to ``rids`` (int array) at ``t`` s;
+        ``finished`` (bool array) marks chunks that complete their request."""
+        rows = self._row_of[rids]
+        if self.full:
+            _extend(self._c_rid, rids, "i8")
+            _extend(self._c_t, np.full(len(rids), t), "f8")
+            _extend(self._c_n, n, "i8")
+        else:
+            prev = self._last[rows]
+            later = ~np.isnan(prev)
+            if later.any():
+                nn = n[later]
+                self.itl.add((t - prev[later]) / nn, nn)
+            self._last[rows] = t
+        first = self._first[rows]
+        new = np.isnan(first)
+        if new.any():
+            self._first[rows[new]] = t
+        if finished.any():
+            self._finish[rows[finished]] = t
+
+    def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray) -> None:
+        """The deliveries of a collapsed decode run: ``n[j, i]`` tokens (int, 0 = none) of
+        request ``rids[i]`` at ``times[j]`` s, rows in order. Each request's non-zero entries
+        must be consecutive rows (a decoding request delivers at every step until it
+        finishes); a request finishes at its last non-zero row if it is then complete
+        (the caller marks finishes with :meth:`finish`)."""
+        has = n > 0
+        rows = self._row_of[rids]
+        if self.full:
+            jj, ii = np.nonzero(has)
+            _extend(self._c_rid, rids[ii], "i8")
+            _extend(self._c_t, times[jj], "f8")
+            _extend(self._c_n, n[jj, ii], "i8")
+        any_r = has.any(axis=0)
+        first_j = np.argmax(has, axis=0)
+        last_j = len(times) - 1 - np.argmax(has[::-1], axis=0)
+        if not self.full:
+            # the first chunk of each request in the run: gap from its previous chunk
+            sel = any_r
+            prev = self._last[rows[sel]]
+            fj = first_j[sel]
+            n0 = n[fj, np.flatnonzero(sel)]
+            later = ~np.isnan(prev)
+            if later.any():
+                self.itl.add((times[fj[later]] - prev[later]) / n0[later], n0[later])
+            # later chunks: consecutive steps, gap = times[j] - times[j - 1]
+            cont = has.copy()
+            cont[first_j[any_r], np.flatnonzero(any_r)] = False
+            if cont.any():
+                gaps = np.diff(times)
+                jj, ii = np.nonzero(cont)
+                nv = n[jj, ii]
+                w = int(n.max()) + 1
+                counts = np.bincount(jj * w + nv, minlength=len(times) * w).reshape(len(times), w)
+                kj, kn = np.nonzero(counts)
+                self.itl.add(gaps[kj - 1] / kn, counts[kj, kn] * kn)
+            self._last[rows[any_r]] = times[last_j[any_r]]
+        first = self._first[rows]
+        new = np.isnan(first) & any_r
+        if new.any():
+            self._first[rows[new]] = times[first_j[new]]
+
+    def finish(self, rids: np.ndarray, times: np.ndarray) -> None:
+        """Requests ``rids`` completed at ``times`` (s)."""
+        self._finish[self._row_of[rids]] = times
+
+    # ----------------------------------------------------------------- steps
+    def step(self, step: int, mode: str, part: str, batch_size: int, extend_tokens: int,
+             start: float, end: float, blocked: float, accepted: int, decoding: int) -> None:
+        """One launch (a row of the steps table)."""
+        self.num_steps += 1
+        if self.full:
+            s = self._s_int
+            s[0].append(step)
+            s[1].append(_MODE_CODE[mode])
+            s[2].append(_PART_CODE[part])
+            s[3].append(batch_size)
+            s[4].append(extend_tokens)
+            f = self._s_f
+            f[0].append(start)
+            f[1].append(end)
+            f[2].append(blocked)
+            self._s_acc.append(accepted)
+            self._s_dec.append(decoding)
+        else:
+            self.step_totals.add_one(mode, part, batch_size, start, end, blocked, accepted, decoding)
+
+    def step_run(self, first_step: int, mode: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 blocked: np.ndarray, accepted: np.ndarray, decoding: np.ndarray) -> None:
+        """Consecutive main launches of one mode (steps first_step, first_step + 1, ...)."""
+        k = len(bs)
+        self.num_steps += k
+        if self.full:
+            s = self._s_int
+            _extend(s[0], np.arange(first_step, first_step + k), "i8")
+            _extend(s[1], np.full(k, _MODE_CODE[mode]), "i8")
+            _extend(s[2], np.zeros(k), "i8")
+            _extend(s[3], bs, "i8")
+            _extend(s[4], np.zeros(k), "i8")
+            _extend(self._s_f[0], start, "f8")
+            _extend(self._s_f[1], end, "f8")
+            _extend(self._s_f[2], blocked, "f8")
+            _extend(self._s_acc, accepted, "i8")
+            _extend(self._s_dec, decoding, "i8")
+        else:
+            self.step_totals.add(mode, "main", bs, start, end, blocked, accepted, decoding)
+
+    def pass_state(self, t: float, running: int, waiting: int, kv_used: int) -> None:
+        """A scheduling pass that built a batch (a row of the timeseries table)."""
+        self.num_passes += 1
+        if self.full:
+            self._ts_t.append(t)
+            self._ts_run.append(running)
+            self._ts_wait.append(waiting)
+            self._ts_kv.append(kv_used)
+
+    def pass_run(self, t: np.ndarray, running: np.ndarray, waiting: int, kv_used: np.ndarray) -> None:
+        """Consecutive scheduling passes (arrays of equal length)."""
+        self.num_passes += len(t)
+        if self.full:
+            _extend(self._ts_t, t, "f8")
+            _extend(self._ts_run, running, "i8")
+            _extend(self._ts_wait, np.full(len(t), waiting), "i8")
+            _extend(self._ts_kv, kv_used, "i8")
+
+    # ---------------------------------------------------------------- tables
     def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[pd.DataFrame, ...]:
         """Build (requests, chunks, steps, timeseries). ``extra_cols``: rid -> (accept_level,
-        spec_cycles, retractions)."""
-        rows = []
-        for rid, (r, i, o, s, f, e) in self.requests.items():
-            lvl, cyc, ret = extra_cols.get(rid, (float("nan"), 0, 0))
-            ttft = f - s if f is not None else None
-            e2e = e - s if e is not None else None
-            tpot = (e2e - ttft) / (o - 1) if e2e is not None and o > 1 else None
-            rows.append((r, i, o, s, f, e, ttft, e2e, tpot, lvl, cyc, ret))
-        req = pd.DataFrame(rows, columns=REQUEST_COLUMNS)
-        for c in ("first_token_s", "finish_s", "ttft_s", "e2e_s", "tpot_s"):
-            req[c] = req[c].astype(float)
-        return (
-            req,
-            pd.DataFrame(self.chunks, columns=CHUNK_COLUMNS),
-            pd.DataFrame(self.steps, columns=STEP_COLUMNS),
-            pd.DataFrame(self.timeseries, columns=TIMESERIES_COLUMNS),
-        )
+        spec_cycles, retractions). Requests come in send order."""
+        n = self._n
+        rid = self._rid[:n].copy()
+        start, first, fin, out = self._start[:n], self._first[:n], self._finish[:n], self._out[:n]
+        ttft = first - start
+        e2e = fin - start
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
+        lvl = np.full(n, np.nan)
+        cyc = np.zeros(n, np.int64)
+        ret = np.zeros(n, np.int64)
+        for i, r in enumerate(rid.tolist()):
+            x = extra_cols.get(r)
+            if x is not None:
+                lvl[i], cyc[i], ret[i] = x
+        # a column of Python ints (every start at SimPy's initial clock 0) is int64, as a
+        # DataFrame built from rows would make it
+        starts = start.astype(np.int64) if self._int_starts and n else start.copy()
+        req = pd.DataFrame({
+            "rid": rid, "input_len": self._in[:n].copy(), "output_len": out.copy(), "start_s": starts,
+            "first_token_s": first.copy(), "finish_s": fin.copy(), "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
+            "accept_level": lvl, "spec_cycles": cyc, "retractions": ret,
+        }, columns=REQUEST_COLUMNS)
+        chunks = pd.DataFrame({
+            "rid": _np(self._c_rid, "i8").copy(), "time_s": _np(self._c_t, "f8").copy(),
+            "n_tokens": _np(self._c_n, "i8").copy(),
+        }, columns=CHUNK_COLUMNS)
+        s, f = self._s_int, self._s_f
+        steps = pd.DataFrame({
+            "step": _np(s[0], "i8").copy(),
+            "mode": np.array(MODES, dtype=object)[_np(s[1], "i8")],
+            "part": np.array(PARTS, dtype=object)[_np(s[2], "i8")],
+            "batch_size": _np(s[3], "i8").copy(), "num_extend_tokens": _np(s[4], "i8").copy(),
+            "gpu_start_s": _np(f[0], "f8").copy(), "gpu_end_s": _np(f[1], "f8").copy(),
+            "host_blocked_s": _np(f[2], "f8").copy(), "accepted_tokens": _np(self._s_acc, "i8").copy(),
+            "decoding_reqs": _np(self._s_dec, "i8").copy(),
+        }, columns=STEP_COLUMNS)
+        ts = pd.DataFrame({
+            "time_s": _np(self._ts_t, "f8").copy(), "running": _np(self._ts_run, "i8").copy(),
+            "waiting": _np(self._ts_wait, "i8").copy(), "kv_used_tokens": _np(self._ts_kv, "i8").copy(),
+        }, columns=TIMESERIES_COLUMNS)
+        return req, chunks, steps, ts

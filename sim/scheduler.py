@@ -15,7 +15,10 @@ filtered when step k+2 is built.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+import numpy as np
 
 from sim.admission import AdmissionPolicy, AdmissionState
 from sim.config import ServerArgs
@@ -39,6 +42,32 @@ class Delivery:
     rid: int
     n_tokens: int
     finished: bool
+
+
+class Deliveries:
+    """The deliveries of one forward's results, as arrays (one entry per request that got
+    tokens, in the plan's order). Iterating yields :class:`Delivery` objects.
+
+    Attributes:
+        rids: int array (n,), request ids.
+        n_tokens: int array (n,), tokens delivered (>= 1).
+        finished: bool array (n,), True where the tokens complete the request.
+    """
+
+    __slots__ = ("rids", "n_tokens", "finished")
+
+    def __init__(self, rids: np.ndarray, n_tokens: np.ndarray, finished: np.ndarray) -> None:
+        self.rids, self.n_tokens, self.finished = rids, n_tokens, finished
+
+    def __len__(self) -> int:
+        return len(self.rids)
+
+    def __getitem__(self, i: int) -> Delivery:
+        return Delivery(int(self.rids[i]), int(self.n_tokens[i]), bool(self.finished[i]))
+
+    def __iter__(self) -> Iterator[Delivery]:
+        for r, n, f in zip(self.rids.tolist(), self.n_tokens.tolist(), self.finished.tolist(), strict=True):
+            yield Delivery(r, n, f)
 
 
 class Scheduler:
@@ -241,12 +270,12 @@ class Scheduler:
         return BatchPlan(
             step=self.step,
             mode=ForwardMode.VERIFY if self.spec else ForwardMode.DECODE,
-            rids=tuple(r.rid for r in decoders),
+            rids=tuple([r.rid for r in decoders]),
             extend_lens=(self.window,) * len(decoders),
-            prefix_lens=tuple(r.seq_len for r in decoders),
+            prefix_lens=tuple([r.seq_len for r in decoders]),
             num_extend=0, spec_window=self.window,
-            committed_before=tuple(r.output_len for r in decoders),
-            max_new_tokens=tuple(r.max_new_tokens for r in decoders),
+            committed_before=tuple([r.output_len for r in decoders]),
+            max_new_tokens=tuple([r.max_new_tokens for r in decoders]),
         )
 
     def _retract(self, need: int) -> None:
@@ -276,14 +305,17 @@ class Scheduler:
         self.ratio.on_retract(decoded, bs, sum(r.max_new_tokens for r in self.running))
 
     # ------------------------------------------------------------------ results
-    def process_result(self, plan: BatchPlan, output: StepOutput) -> list[Delivery]:
+    def process_result(self, plan: BatchPlan, output: StepOutput) -> Deliveries:
         """Apply a forward's committed tokens (SGLang ``process_batch_result``).
 
         Requests retracted since the plan was built, or already finished, are skipped (their
         tokens are discarded). Verify reservations not used are returned to the pool; a
-        request that completes frees its KV. Returns the deliveries to clients.
+        request that completes frees its KV. Returns the deliveries to clients (a
+        :class:`Deliveries`: iterable of :class:`Delivery`, with array fields).
         """
-        out: list[Delivery] = []
+        d_rid: list[int] = []
+        d_n: list[int] = []
+        d_fin: list[bool] = []
         window = plan.spec_window
         spec_step = window > 1
         committed = output.committed.tolist()
@@ -304,13 +336,18 @@ class Scheduler:
                     r.spec_cycles += 1
             if n <= 0:
                 continue
-            n = min(n, r.max_new_tokens - r.output_len)
+            left = r.max_new_tokens - r.output_len
+            if n > left:
+                n = left
             r.output_len += n
-            done = r.output_len >= r.max_new_tokens
-            out.append(Delivery(rid, n, done))
+            done = n == left
+            d_rid.append(rid)
+            d_n.append(n)
+            d_fin.append(done)
             if done:
                 r.status = ReqStatus.FINISHED
                 to_free += r.kv_allocated
                 r.kv_allocated = 0
         self.kv.free(to_free)
-        return out
+        return Deliveries(np.array(d_rid, dtype=np.int64), np.array(d_n, dtype=np.int64),
+                          np.array(d_fin, dtype=bool))

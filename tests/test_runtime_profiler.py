@@ -1,0 +1,177 @@
+"""runtime.profiler: a CPU profile of the tiny preset validates, is physically ordered,
+carries provenance for every field, writes atomically and round-trips, drives the
+simulator, and the ``profile`` command is registered and runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+
+from runtime import profiler  # noqa: E402
+from runtime.profiler import (  # noqa: E402
+    extend_layout,
+    fit_line,
+    grid_batch_sizes,
+    profile_device,
+    register_profile_command,
+    write_profile,
+)
+from sim.engine import run_scenario  # noqa: E402
+from sim.profile import GpuProfile, HostProfile, Profile, load_profile  # noqa: E402
+from tests.conftest import make_scenario  # noqa: E402
+
+WINDOW = 4
+ARGS = dict(device="cpu", preset="tiny", spec_window=WINDOW, max_bs=16, contexts=[64, 512],
+            extend_tokens=[16, 128, 1024], cuda_graph_max_bs=8, repeats=7, progress=False)
+
+
+@pytest.fixture(scope="module")
+def prof() -> dict:
+    return profile_device(**ARGS)
+
+
+def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
+    p = Profile.model_validate(prof)
+    assert p.device.startswith("cpu")
+    assert p.gpu.verify is not None and p.gpu.decode is not None
+    assert p.gpu.verify.x == [1.0, 2.0, 4.0, 8.0, 16.0] == p.gpu.decode.x
+    assert p.gpu.verify.context_len == [64.0, 512.0] == p.gpu.decode.context_len
+    assert p.gpu.extend.x == [16.0, 128.0, 1024.0]
+    # extend columns: the cost model's context (mean prefix + half the extend), prefix 0 and 512
+    assert p.gpu.extend.context_len == [512.0, 1024.0]
+    for g in (p.gpu.extend, p.gpu.verify, p.gpu.decode):
+        assert all(v > 0 for row in g.seconds for v in row)
+    assert p.gpu.draft_inject_per_token_s > 0
+    assert p.gpu.eager_factor >= 1.0
+    assert p.host.ingest_per_request_s == 0.0
+    assert p.host.schedule_per_req_s > 0 and p.host.process_per_req_s > 0
+    assert p.host.launch_s + p.host.launch_per_req_s > 0
+
+
+def test_grids_grow_with_batch_tokens_and_context(prof: dict) -> None:
+    g = prof["gpu"]
+    ext = np.array(g["extend"]["seconds"])
+    assert (ext[-1] > ext[0]).all(), ext  # 1024 vs 16 tokens, each column
+    for kind in ("verify", "decode"):
+        s = np.array(g[kind]["seconds"])
+        assert (s[-1] > s[0]).all(), (kind, s)  # batch 16 vs 1, each context
+        assert s[-1, -1] > s[-1, 0], (kind, s)  # context 512 vs 64 at batch 16
+
+
+def test_provenance_covers_every_gpu_and_host_field(prof: dict) -> None:
+    prov = prof["provenance"]
+    fields = [f"gpu.{f}" for f in GpuProfile.model_fields] + [f"host.{f}" for f in HostProfile.model_fields]
+    missing = [f for f in fields if f not in prov]
+    assert not missing, missing
+    for f in fields:
+        assert len(prov[f]) > 40, f
+    measured = [f for f in fields if f not in ("gpu.draft_step", "host.ingest_per_request_s")]
+    for f in measured:  # how, with which versions and when
+        assert torch.__version__ in prov[f] and "date" in prov[f], f
+    assert "repeats" in prov["gpu.verify"] and "spec_cycle" in prov["gpu.verify"]
+    assert "Scheduler.schedule()" in prov["host.schedule_s"]
+    assert "tokenizer" in prov["host.ingest_per_request_s"]
+    assert torch.__version__ in prov["environment"]
+
+
+def test_write_profile_round_trips_in_flow_style(prof: dict, tmp_path: Path) -> None:
+    out = write_profile(prof, tmp_path / "sub" / "p.yaml")
+    text = out.read_text()
+    assert "\n    x: [1.0, 2.0, 4.0, 8.0, 16.0]\n" in text  # flow-style lists
+    assert yaml.safe_load(text) == prof
+    loaded = load_profile(str(out))
+    assert loaded.model_dump(exclude={"path"}) == Profile.model_validate(prof).model_dump(exclude={"path"})
+    assert [q.name for q in out.parent.iterdir()] == ["p.yaml"]  # no temporary left
+
+
+def test_write_profile_is_atomic(prof: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "p.yaml"
+    out.write_text("old contents\n")
+
+    def boom(src, dst):  # noqa: ANN001
+        raise OSError("disk full")
+
+    monkeypatch.setattr(profiler.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        write_profile(prof, out)
+    assert out.read_text() == "old contents\n"
+    assert sorted(os.listdir(tmp_path)) == ["p.yaml"]
+    monkeypatch.undo()
+    bad = {**prof, "gpu": {**prof["gpu"], "eager_factor": 0.5}}
+    with pytest.raises(ValueError):
+        write_profile(bad, out)
+    assert out.read_text() == "old contents\n"
+
+
+@pytest.mark.parametrize("spec", [True, False])
+def test_simulator_runs_with_the_measured_profile(prof: dict, spec: bool) -> None:
+    server = {"speculative_num_draft_tokens": WINDOW} if spec else {"speculative_algorithm": "none"}
+    sc = make_scenario(server=server, workload={"num_requests": 6, "input_len": {"kind": "fixed", "value": 300},
+                                                "output_len": {"kind": "fixed", "value": 20}})
+    res = run_scenario(sc, profile=Profile.model_validate(prof))
+    s = res.summary
+    assert s["completed"] == 6
+    assert s["total_output_tokens"] == 6 * 20
+    assert s["duration"] > 0 and s["mean_ttft_ms"] > 0
+
+
+def test_extend_layout_sits_on_the_cost_models_context() -> None:
+    for tokens in (1, 16, 100, 1000, 1024, 1025, 5000, 16384):
+        for col in (512.0, 4096.0 + 512.0):
+            lens, prefix = extend_layout(tokens, col, 1024)
+            n = len(lens)
+            assert sum(lens) == tokens and max(lens) <= 1024 and max(lens) - min(lens) <= 1
+            assert n == -(-tokens // 1024)
+            # sim.cost_model: mean prefix + tokens / (2 n)
+            assert abs(prefix + tokens / (2 * n) - col) <= 0.5, (tokens, col, lens, prefix)
+    with pytest.raises(ValueError):
+        extend_layout(0, 10.0, 8)
+
+
+def test_fit_line_and_batch_sizes() -> None:
+    assert fit_line([1, 2, 3], [3.0, 5.0, 7.0]) == pytest.approx((1.0, 2.0))
+    assert fit_line([1, 2, 3], [3.0, 2.0, 1.0]) == pytest.approx((2.0, 0.0))  # negative slope: flat
+    icpt, slope = fit_line([1, 2, 3], [0.5, 2.0, 3.5])  # negative intercept: through the origin
+    assert icpt == 0.0 and slope == pytest.approx(15 / 14)
+    assert grid_batch_sizes(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert grid_batch_sizes(48) == [1, 2, 4, 8, 16, 32, 48]
+    assert grid_batch_sizes(1) == [1]
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="spec_window"):
+        profile_device(**{**ARGS, "spec_window": 1})
+    with pytest.raises(ValueError, match="preset"):
+        profile_device(**{**ARGS, "preset": "tiny-draft"})
+    with pytest.raises(ValueError, match="contexts"):
+        profile_device(**{**ARGS, "contexts": []})
+
+
+def test_profile_command_registers_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ap = argparse.ArgumentParser(prog="specsched")
+    sub = ap.add_subparsers(dest="command", required=True)
+    register_profile_command(sub)
+    a = ap.parse_args(["profile", "--device", "cpu"])
+    assert (a.preset, a.window, a.graph_max_bs, a.repeats) == ("1b", 6, 256, 20)
+    assert a.max_bs is None and a.contexts is None and a.out is None  # per-device defaults
+    with pytest.raises(SystemExit):
+        ap.parse_args(["profile", "--device", "cpu", "--contexts", "1024,x"])
+    with pytest.raises(SystemExit):
+        ap.parse_args(["profile", "--device", "tpu"])
+    out = tmp_path / "cli.yaml"
+    a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "4",
+                       "--contexts", "32,96", "--extend-tokens", "8,64", "--repeats", "3", "--no-progress",
+                       "--name", "cli-test", "--out", str(out)])
+    assert a.func(a) == 0
+    p = load_profile(str(out))
+    assert p.name == "cli-test"
+    assert p.gpu.verify is not None and p.gpu.verify.x == [1.0, 2.0, 4.0]
+    assert p.gpu.verify.context_len == [32.0, 96.0]
+    assert "wrote" in capsys.readouterr().out
