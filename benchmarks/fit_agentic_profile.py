@@ -14,16 +14,21 @@ What is fitted, from what:
 1. Stage A (scipy.optimize Nelder-Mead on the squared relative errors of the 27 base-arm
    figures: mean/median/p90 TTFT, mean/median/p90 TPOT, output/total/request throughput of
    agentic-c128, -c192, -c256): ``gpu.extend`` (seconds per prompt token, linear through the
-   origin; the draft-KV injection is tied to it at a fixed share, as in System A) and
-   ``gpu.verify`` at batch 1 and batch 8 (one DSpark cycle, linear in batch size).
-2. Stage B (scipy.optimize bounded scalar minimisation): ``host.sync_wakeup_s``, the one host
-   parameter the c128 ``output_size`` pair calibrates. It is the GPU idle that follows a host
-   block that really waited. In decode it is added to every verify cycle together with
-   ``host.launch_s`` (host-blocking publish wait), where it cannot be told apart from
-   ``gpu.verify`` (stage A absorbs it); the base-vs-output_size difference is the only figure
-   that separates it, because only the base arm blocks after every DSpark prefill chunk. It is
-   fitted to the *differences* (output_size minus base, c128) of mean, median and p90 TTFT,
-   so the output_size figures never enter stage A.
+   origin; the draft-KV injection is tied to it at a fixed share, as in System A),
+   ``gpu.verify`` at batch 1 and batch 8 (one DSpark cycle, linear in batch size), and two
+   values the three cells share and the reference does not state, written into their
+   scenario files: the KV pool per rank (``server.max_total_num_tokens``) and the
+   per-request acceptance spread (``acceptance.request_spread``).
+2. Stage B (scipy.optimize bounded scalar minimisation): ``host.schedule_s``, the one host
+   parameter the c128 ``output_size`` pair calibrates (building the next batch). Under
+   overlap it runs while the GPU executes the current forward, so as long as schedule +
+   process work is shorter than a verify (the bound) it is hidden in decode and in the
+   output_size arm; the base arm exposes it after every DSpark prefill chunk, because the
+   host blocks until the chunk's extend has drained and only then launches the draft-KV
+   injection, processes results and builds the next batch (GPU idle = wake-up +
+   max(0, process + schedule - injection)). The base arms therefore cannot see it, and it
+   is fitted to the *differences* (output_size minus base, c128) of mean, median and p90
+   TTFT, so the output_size figures never enter stage A.
 3. Stages A and B alternate (``--rounds``, default 2). The c192 and c256 ``output_size`` arms
    are held out: printed as predictions, never fitted.
 
@@ -67,6 +72,51 @@ VERIFY_BS = (1, 8)
 INJECT_SHARE = 0.05
 """Draft-KV injection as a share of the whole DSpark prefill cost per token (assumed, as for
 System A: not separable from any reference figure)."""
+PROMPT_SIGMA = 0.8
+"""Log-normal shape of the prompt lengths: the c128 base arm's mean/median TTFT = 4.625/3.385
+= 1.366 = exp(sigma^2 / 2) if TTFT scales with the prompt (docs/agentic.md)."""
+PROMPT_CAP = 1_000_000
+"""Longest prompt, tokens (assumed context limit)."""
+PROMPT_POINTS = 100
+"""Equal-weight quantile points of the prompt-length histogram."""
+
+
+# ----------------------------------------------------------------------------- lengths
+def implied_means(ref: dict[str, float]) -> tuple[float, float]:
+    """(mean prompt, mean output) tokens per request from a cell's base reference:
+    throughput / request throughput (bench_serving divides all three by one duration)."""
+    q = ref["request_throughput"]
+    return (ref["total_throughput"] - ref["output_throughput"]) / q, ref["output_throughput"] / q
+
+
+def prompt_histogram(mean: float, sigma: float = PROMPT_SIGMA, cap: int = PROMPT_CAP,
+                     points: int = PROMPT_POINTS) -> np.ndarray:
+    """Prompt lengths (equal weights): log-normal quantiles, capped at ``cap``, scaled so that
+    the capped mean is ``mean``."""
+    from scipy.stats import norm
+
+    z = norm.ppf((np.arange(points) + 0.5) / points)
+    base = np.exp(sigma * z)
+    lo, hi = 1e-3, 1e9  # scale s with mean(min(s * base, cap)) == mean
+    for _ in range(200):
+        s = (lo * hi) ** 0.5
+        if np.minimum(s * base, cap).mean() < mean:
+            lo = s
+        else:
+            hi = s
+    return np.round(np.minimum(s * base, cap)).astype(int)
+
+
+def write_lengths(overrides: dict[str, Any] | None = None) -> None:
+    """Write scenarios/<cell>-input-lengths.csv (columns length,weight) for every cell."""
+    for c in CELLS:
+        sc = scenario(c, "base", overrides)
+        mean_in, _ = implied_means(sc.reference["base"])
+        lengths = prompt_histogram(mean_in)
+        path = ROOT / "scenarios" / f"{c}-input-lengths.csv"
+        path.write_text("length,weight\n" + "".join(f"{n},1\n" for n in lengths))
+        print(f"wrote {path.relative_to(ROOT)}: mean {lengths.mean():.0f} (implied {mean_in:.0f}), "
+              f"median {np.median(lengths):.0f}, max {lengths.max()}")
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -111,8 +161,8 @@ def params_of(profile: Profile) -> np.ndarray:
     return np.array([ext, v[VERIFY_BS[0]], v[VERIFY_BS[1]]])
 
 
-def apply(profile: Profile, theta: np.ndarray | None = None, wakeup: float | None = None) -> Profile:
-    """``profile`` with stage-A parameters ``theta`` and/or stage-B ``wakeup`` put in."""
+def apply(profile: Profile, theta: np.ndarray | None = None, schedule: float | None = None) -> Profile:
+    """``profile`` with stage-A parameters ``theta`` and/or stage-B ``schedule`` put in."""
     p = profile
     if theta is not None:
         ext, v1, v8 = (float(t) for t in theta)
@@ -120,8 +170,8 @@ def apply(profile: Profile, theta: np.ndarray | None = None, wakeup: float | Non
                                   "seconds": [[ext], [ext * EXTEND_TOKENS]]})
         p = _set(p, "gpu.draft_inject_per_token_s", ext * INJECT_SHARE / (1 - INJECT_SHARE))
         p = _set(p, "gpu.verify", {"x": list(VERIFY_BS), "context_len": [0.0], "seconds": [[v1], [v8]]})
-    if wakeup is not None:
-        p = _set(p, "host.sync_wakeup_s", float(wakeup))
+    if schedule is not None:
+        p = _set(p, "host.schedule_s", float(schedule))
     return p
 
 
@@ -141,9 +191,11 @@ class Evaluator:
         self.overrides = overrides or {}
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
 
-    def __call__(self, profile: Profile, runs: list[tuple[str, str]], kv_tokens: int | None = None) -> dict[tuple[str, str], dict[str, float]]:
+    def __call__(self, profile: Profile, runs: list[tuple[str, str]], cells: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, float]]:
+        """Summaries per (cell, arm); ``cells``: scenario values being fitted (applied on top
+        of the files and of --set)."""
         prof = profile.model_dump(mode="json")
-        ov = self.overrides if kv_tokens is None else deep_merge(self.overrides, {"server": {"max_total_num_tokens": int(kv_tokens)}})
+        ov = deep_merge(self.overrides, cells or {})
         tasks = [(c, a, s, prof, ov) for c, a in runs for s in self.seeds]
         results = list(self.pool.map(_run_one, tasks)) if self.pool else [_run_one(t) for t in tasks]
         out: dict[tuple[str, str], dict[str, float]] = {}
@@ -172,74 +224,88 @@ def rel_errors(pred: dict[str, float], ref: dict[str, float], keys: tuple[str, .
 
 
 # ---------------------------------------------------------------------------------- fit
-def current_kv(overrides: dict[str, Any] | None = None) -> int:
-    """The KV pool (server.max_total_num_tokens) the cells share; they must agree."""
-    kvs = {scenario(c, "base", overrides).server.max_total_num_tokens for c in CELLS}
-    if len(kvs) != 1:
-        raise SystemExit(f"the agentic cells disagree on server.max_total_num_tokens: {sorted(kvs)}")
-    return kvs.pop()
+def cell_values(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fitted scenario values the cells share (KV pool, acceptance spread); they must agree."""
+    seen = {(sc.server.max_total_num_tokens, sc.acceptance.request_spread)
+            for sc in (scenario(c, "base", overrides) for c in CELLS)}
+    if len(seen) != 1:
+        raise SystemExit(f"the agentic cells disagree on (max_total_num_tokens, request_spread): {sorted(seen)}")
+    kv, spread = seen.pop()
+    return {"server": {"max_total_num_tokens": kv}, "acceptance": {"request_spread": spread}}
 
 
-def fit_base(ev: Evaluator, profile: Profile, kv: int, refs: dict, max_evals: int,
-             verbose: bool, fit_kv: bool = True) -> tuple[Profile, int]:
-    """Stage A: Nelder-Mead over log(extend, verify(1), verify(8)[, KV pool]) on the base arms."""
-    x0 = np.log(np.r_[params_of(profile), [kv] if fit_kv else []])
+def fit_base(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, max_evals: int,
+             verbose: bool, fit_cells: bool = True) -> tuple[Profile, dict[str, Any]]:
+    """Stage A: Nelder-Mead over log(extend, verify(1), verify(8)[, KV pool, spread])."""
+    kv0, sp0 = cells["server"]["max_total_num_tokens"], cells["acceptance"]["request_spread"]
+    x0 = np.log(np.r_[params_of(profile), [kv0, max(sp0, 0.02)] if fit_cells else []])
     runs = [(c, "base") for c in CELLS]
     count = [0]
 
-    def unpack(z: np.ndarray) -> tuple[np.ndarray, int]:
+    def unpack(z: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         x = np.exp(z)
-        return x[:3], int(round(x[3])) if fit_kv else kv
+        if not fit_cells:
+            return x, cells
+        return x[:3], {"server": {"max_total_num_tokens": int(round(x[3]))},
+                       "acceptance": {"request_spread": round(float(x[4]), 4)}}
 
     def loss(z: np.ndarray) -> float:
-        theta, k = unpack(z)
+        theta, cv = unpack(z)
         if theta[2] < theta[1]:  # a larger verify batch is never faster
             return 1e3 + float(theta[1] - theta[2])
+        if cv["acceptance"]["request_spread"] > 5:
+            return 1e3
         try:
-            preds = ev(apply(profile, theta), runs, k)
-        except Exception as e:  # a pool too small for the longest prompt: outside the domain
+            preds = ev(apply(profile, theta), runs, cv)
+        except Exception as e:  # e.g. a pool too small for the longest prompt: outside the domain
             if verbose:
-                print(f"  A rejected KV {k}: {e}", file=sys.stderr)
+                print(f"  A rejected {cv}: {e}", file=sys.stderr)
             return 1e3
         errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
         val = float(np.sum(np.square(errs)))
         count[0] += 1
         if verbose and count[0] % 5 == 0:
             print(f"  A eval {count[0]:3d}: loss {val:.4f}  extend {theta[0] * 1e6:.3f} us/tok "
-                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(8) {theta[2] * 1e3:.2f} ms KV {k}", file=sys.stderr)
+                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(8) {theta[2] * 1e3:.2f} ms "
+                  f"KV {cv['server']['max_total_num_tokens']} spread {cv['acceptance']['request_spread']}", file=sys.stderr)
         return val
 
     n = len(x0)
     simplex = np.vstack([x0] + [x0 + 0.12 * np.eye(n)[i] for i in range(n)])
     res = minimize(loss, x0, method="Nelder-Mead",
                    options={"maxfev": max_evals, "xatol": 2e-3, "fatol": 1e-5, "initial_simplex": simplex})
-    theta, k = unpack(res.x)
-    return apply(profile, theta), k
+    theta, cv = unpack(res.x)
+    return apply(profile, theta), cv
 
 
-def fit_pair(ev: Evaluator, profile: Profile, kv: int, refs: dict, verbose: bool, hi: float = 0.05) -> Profile:
-    """Stage B: host.sync_wakeup_s from the c128 (output_size - base) TTFT differences."""
+def fit_pair(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, verbose: bool) -> Profile:
+    """Stage B: host.schedule_s from the c128 (output_size - base) TTFT differences.
+
+    Bounded above so that schedule + process work stays shorter than a batch-1 verify: then
+    it is hidden behind the forward in decode (overlap) and exposed only after a blocking
+    slot expansion, so the base arms alone cannot see it."""
     ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
     runs = [(PAIR_CELL, "base"), (PAIR_CELL, "output_size")]
+    hi = 0.9 * params_of(profile)[1] - profile.host.process_s - 8 * profile.host.process_per_req_s
 
-    def loss(w: float) -> float:
-        preds = ev(apply(profile, wakeup=w), runs, kv)
+    def loss(s: float) -> float:
+        preds = ev(apply(profile, schedule=s), runs, cells)
         pb, po = preds[runs[0]], preds[runs[1]]
         errs = [((po[k] - pb[k]) - (ref_o[k] - ref_b[k])) / ref_b[k] for k in PAIR_KEYS]
         val = float(np.sum(np.square(errs)))
         if verbose:
-            print(f"  B wakeup {w * 1e3:7.3f} ms: loss {val:.6f}", file=sys.stderr)
+            print(f"  B schedule_s {s * 1e3:7.3f} ms: loss {val:.6f}", file=sys.stderr)
         return val
 
-    res = minimize_scalar(loss, bounds=(0.0, hi), method="bounded", options={"xatol": 1e-4, "maxiter": 25})
-    return apply(profile, wakeup=float(res.x))
+    res = minimize_scalar(loss, bounds=(0.0, hi), method="bounded", options={"xatol": 2e-4, "maxiter": 20})
+    return apply(profile, schedule=float(res.x))
 
 
 # ------------------------------------------------------------------------------- report
-def table(ev: Evaluator, profile: Profile, kv: int | None, refs: dict) -> tuple[str, dict]:
+def table(ev: Evaluator, profile: Profile, cells: dict[str, Any] | None, refs: dict) -> tuple[str, dict]:
     """Predicted vs reference for every cell and arm (held-out arms: predictions only)."""
     runs = [(c, a) for c in CELLS for a in ("base", "output_size")]
-    preds = ev(profile, runs, kv)
+    preds = ev(profile, runs, cells)
     lines = ["(* = held out: prediction only)", f"{'cell':<14}{'arm':<13}{'metric':<20}{'reference':>11}{'model':>11}{'error':>9}"]
     for c, a in runs:
         ref = refs.get((c, a))
@@ -262,9 +328,10 @@ def table(ev: Evaluator, profile: Profile, kv: int | None, refs: dict) -> tuple[
     return "\n".join(lines), preds
 
 
-def write(profile: Profile, kv: int) -> None:
+def write(profile: Profile, cells: dict[str, Any]) -> None:
     """Rewrite the profile's gpu and host blocks (keeping its header comments and provenance)
-    and the cells' shared server.max_total_num_tokens."""
+    and the cells' shared fitted values (server.max_total_num_tokens, acceptance.request_spread)."""
+    kv, spread = cells["server"]["max_total_num_tokens"], cells["acceptance"]["request_spread"]
     text = PROFILE.read_text()
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(text)
@@ -273,9 +340,11 @@ def write(profile: Profile, kv: int) -> None:
     PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
     for c in CELLS:
         p = ROOT / "scenarios" / f"{c}.yaml"
-        t, n = re.subn(r"(\n  max_total_num_tokens: )[0-9]+", rf"\g<1>{kv}", p.read_text())
-        if n != 1:
-            raise SystemExit(f"{p}: expected one 'max_total_num_tokens:' line under server")
+        t = p.read_text()
+        for key, val in (("max_total_num_tokens", kv), ("request_spread", spread)):
+            t, n = re.subn(rf"(\n  {key}: )[0-9.e+-]+", rf"\g<1>{val}", t)
+            if n != 1:
+                raise SystemExit(f"{p}: expected one '  {key}:' line")
         p.write_text(t)
 
 
@@ -287,8 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="stage A / stage B alternations")
     ap.add_argument("--seeds", default="1", help="seeds averaged per figure (comma-separated)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
-    ap.add_argument("--no-pair", action="store_true", help="keep host.sync_wakeup_s as it is (skip stage B)")
-    ap.add_argument("--no-kv", action="store_true", help="keep server.max_total_num_tokens as it is")
+    ap.add_argument("--no-pair", action="store_true", help="keep host.schedule_s as it is (skip stage B)")
+    ap.add_argument("--no-cells", action="store_true", help="keep the cells' KV pool and acceptance spread as they are")
+    ap.add_argument("--write-lengths", action="store_true", help="(re)write scenarios/<cell>-input-lengths.csv and stop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
     ap.add_argument("--quiet", action="store_true")
@@ -296,26 +366,31 @@ def main(argv: list[str] | None = None) -> int:
     if a.write and a.set:
         ap.error("--write cannot be combined with --set: the profile must fit the scenarios as written")
     overrides = parse_sets(a.set)
+    if a.write_lengths:
+        write_lengths(overrides)
+        return 0
     ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides)
     refs = references(overrides)
     prof = load_profile(str(PROFILE))
-    kv = current_kv(overrides)
+    cells = cell_values(overrides)
     try:
         if not a.report_only:
             for r in range(a.rounds):
-                prof, kv = fit_base(ev, prof, kv, refs, a.max_evals, not a.quiet, fit_kv=not a.no_kv)
+                prof, cells = fit_base(ev, prof, cells, refs, a.max_evals, not a.quiet, fit_cells=not a.no_cells)
                 if not a.no_pair:
-                    prof = fit_pair(ev, prof, kv, refs, not a.quiet)
+                    prof = fit_pair(ev, prof, cells, refs, not a.quiet)
                 th = params_of(prof)
                 print(f"round {r + 1}: extend {th[0] * 1e6:.4f} us/token ({1 / th[0]:.0f} tok/s), "
                       f"verify bs1 {th[1] * 1e3:.3f} ms, bs8 {th[2] * 1e3:.3f} ms, "
                       f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.4f} us/token, "
-                      f"host.sync_wakeup_s {prof.host.sync_wakeup_s * 1e3:.3f} ms, KV pool {kv} tokens", flush=True)
-        text, _ = table(ev, prof, kv, refs)
+                      f"host.schedule_s {prof.host.schedule_s * 1e3:.3f} ms, KV pool "
+                      f"{cells['server']['max_total_num_tokens']} tokens, request_spread "
+                      f"{cells['acceptance']['request_spread']}", flush=True)
+        text, _ = table(ev, prof, cells, refs)
         print(text)
         if a.write:
-            write(prof, kv)
-            print(f"wrote {PROFILE.relative_to(ROOT)} and server.max_total_num_tokens = {kv} in {', '.join(CELLS)}")
+            write(prof, cells)
+            print(f"wrote {PROFILE.relative_to(ROOT)} and the fitted cell values in {', '.join(CELLS)}")
     finally:
         ev.close()
     return 0

@@ -79,6 +79,8 @@ from sim.profile import Profile
 from sim.request import Req
 from sim.scheduler import Scheduler
 
+STALL_STEPS = 40
+"""Verify launches per timed loop of the stall phase (lengths grow by up to W each)."""
 WARMUP = 3
 """Untimed calls before every measurement (the first captures the graph)."""
 MIN_REPEATS = 3
@@ -322,7 +324,7 @@ class _Profiler:
         self.host_bs = sorted({*HOST_BATCH_SIZES, self.max_bs})
         # the launch measurement lets lengths grow (as in the engine) inside its own context
         # bucket, above every grid bucket, so no capture happens while it is timed
-        self.launch_steps = WARMUP + repeats + 2
+        self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
         self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
         self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
 
@@ -568,6 +570,62 @@ class _Profiler:
             self._tick()
         self.launch_busy_s = busy_s
         self.launch_fit = fit_line(self.launch_bs, self.launch_med)
+        self.stall_phase()
+
+    def stall_phase(self) -> None:
+        """Two loops of the engine's verify launch with lengths growing as in the engine (so
+        every step also reserves the next window's KV slots, as the runtime does):
+
+        - queued: the previous step's result copy is processed after the next launch
+          (overlap, stream_wait): its wall per cycle is a verify as the engine issues it;
+          the excess over the bare graph replay of the grid is added to ``gpu.verify``;
+        - block: the host blocks on the previous forward's event before each launch
+          (host_block): block - queued is the publish-wait stall the simulator models as
+          ``host.launch_s + host.sync_wakeup_s``.
+        """
+        dev, runner = self.dev, self.runner
+        self.stall_med: list[float] = []
+        self.loop_med: list[float] = []
+        n = STALL_STEPS
+        for b in self.launch_bs:
+            self._progress(f"publish-wait stall bs {b}")
+            sched, tokens = _verify_scheduler(b, self.W, self.seed)
+            plan = sched.schedule()
+            walls: dict[str, list[float]] = {}
+            for mode in ("queued", "block", "queued", "block"):
+                with dev.use("forward"):
+                    rows, _ = self._new_rows(b, self.launch_ctx)
+
+                    def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
+                        output = tokens.step(plan)
+                        forced = np.maximum(output.committed - 1, 0).tolist()
+                        self._timing_event()
+                        out = runner.spec_cycle(rows, forced, graph=True)
+                        self._timing_event()
+                        done = dev.record("forward")
+                        return done, dev.copy_to_host({"committed": out.committed}, after=done)
+
+                    for _ in range(WARMUP):
+                        launch()
+                    dev.synchronize("profile")
+                    prev = None
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        if mode == "block" and prev is not None:
+                            dev.host_block(prev[0], "profile")
+                        cur = launch()
+                        if prev is not None:
+                            dev.wait_copy(prev[1], "profile")
+                        prev = cur
+                    dev.wait_copy(prev[1], "profile")
+                    walls.setdefault(mode, []).append((time.perf_counter() - t0) / n)
+                    dev.synchronize("profile")
+                    for row in rows:
+                        runner.free_request(row)
+            self.loop_med.append(min(walls["queued"]))
+            self.stall_med.append(max(0.0, min(walls["block"]) - min(walls["queued"])))
+            self._tick()
+        self.stall_fit = fit_line(self.launch_bs, self.stall_med)
 
     def sync_phase(self) -> None:
         self._progress("event-sync wake-up")
@@ -654,6 +712,15 @@ class _Profiler:
         timing = ("CUDA/HIP timing events around each call on the forward stream" if dev.is_gpu
                   else "host perf_counter stamps around each call (CPU)")
         spec_grid, dec_grid = self.grid["spec"], self.grid["decode"]
+        # a verify as the engine issues it (KV reserve of the next window, accept draws,
+        # events, result copy) costs more than the bare graph replay of the grid: add the
+        # excess measured by the stall phase's queued loop, interpolated over batch size
+        last = len(self.contexts) - 1
+        excess = [max(0.0, loop - spec_grid[self.bs.index(b)][last])
+                  for b, loop in zip(self.launch_bs, self.loop_med, strict=True)]
+        self.verify_excess = excess
+        spec_grid = [[v + float(np.interp(b, self.launch_bs, excess)) for v in row]
+                     for b, row in zip(self.bs, spec_grid, strict=True)]
 
         def grid_text(kind: str, what: str) -> str:
             g = self.grid[kind]
@@ -695,7 +762,12 @@ class _Profiler:
                 f"slope at the long-prefix column: {_us(inj_long)}/token. {self._reps_text('inject')}, {timing}. [{env}]"),
             "gpu.verify": grid_text("spec", (
                 f"one runtime.model.ModelRunner.spec_cycle(rows, forced_accept=[{self.forced}] * bs, graph=True): "
-                f"drafter forward over 2 x {W} positions per request + target verify of {W} + accept/commit")),
+                f"drafter forward over 2 x {W} positions per request + target verify of {W} + accept/commit"))
+                + (" PLUS, per batch size, the excess of a verify as the engine issues it (queued loop of "
+                   f"{STALL_STEPS} launches with lengths growing, so each also reserves the next window's KV "
+                   "slots, draws accepts, records events and copies results) over the bare replay at the longest "
+                   "context, interpolated over batch size: "
+                   + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
             "gpu.draft_step": ("not measured (left out): the runtime's proxy drafter is a block drafter, one parallel "
                                "draft forward already inside gpu.verify; chain drafters (eagle/mtp) are simulated only"),
@@ -734,8 +806,15 @@ class _Profiler:
                       f"engine; {busy}; {self._reps_text('launch')} after {WARMUP} warm-ups; medians "
                       + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.launch_med, strict=True))
                       + f"; intercept and slope clamped >= 0. [{env}]")
-        prov["host.launch_s"] = f"intercept of {launch_txt}"
-        prov["host.launch_per_req_s"] = f"slope of {launch_txt}"
+        stall_txt = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the publish-wait stall per verify: "
+                     "the wall per cycle of a loop of the engine's verify launch that blocks the host on the previous "
+                     "forward's event before each launch, minus the same loop with the previous result processed after "
+                     "the next launch (overlap, queued), best of 2 alternating runs each; stalls "
+                     + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.stall_med, strict=True))
+                     + f"; launch_s = intercept - host.sync_wakeup_s (clamped >= 0). The host time of the whole "
+                     f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
+        prov["host.launch_s"] = f"intercept of {stall_txt}"
+        prov["host.launch_per_req_s"] = f"slope of {stall_txt}"
         prov["host.sync_wakeup_s"] = (
             f"median host time of runtime.device.Device.host_block (event.synchronize() on a ring event) recorded "
             f"right after a tiny kernel (x.add_(1) on an idle GPU), {_us(self.sync_tiny)}, minus the same on an "
@@ -765,7 +844,7 @@ class _Profiler:
         host = {
             "ingest_per_request_s": 0.0,
             "schedule_s": self.sched_fit[0], "schedule_per_req_s": self.sched_fit[1],
-            "launch_s": self.launch_fit[0], "launch_per_req_s": self.launch_fit[1],
+            "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
             "cross_queue_penalty_s": self.cq_penalty,

@@ -123,21 +123,19 @@ class AcceptanceModel:
         return mean_accept_length(self._rates[rid]) if self.window > 1 else 1.0
 
     def _ensure(self, rid: int, n: int) -> np.ndarray:
-        """The request's draws, at least ``n`` of them (generated in blocks of 256 cycles)."""
+        """The request's draws, at least ``n`` of them. They come in blocks of 256 cycles;
+        several blocks are drawn in one call (the same uniforms, in the same order, as one
+        call per block)."""
         d = self._draws.get(rid)
         if d is not None and n <= len(d):
             return d
         g = self._rng(rid)
         d = self._draws[rid]
-        blocks = [d]
-        have = len(d)
-        while have < n:
-            u = g.random((_BLOCK, self.window - 1))
-            ok = u < self._rates[rid]
-            lead = np.where(ok.all(axis=1), self.window - 1, np.argmin(ok, axis=1))
-            blocks.append(1 + lead)
-            have += _BLOCK
-        d = np.concatenate(blocks).astype(np.int64, copy=False)
+        blocks = -(-(n - len(d)) // _BLOCK)
+        u = g.random((blocks * _BLOCK, self.window - 1))
+        ok = u < self._rates[rid]
+        lead = np.where(ok.all(axis=1), self.window - 1, np.argmin(ok, axis=1))
+        d = np.concatenate([d, 1 + lead]) if len(d) else (1 + lead).astype(np.int64, copy=False)
         self._draws[rid] = d
         return d
 

@@ -138,11 +138,12 @@ class SimEngine:
         self.host_blocked_s = 0.0
         self._last_output: StepOutput | None = None
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
+        self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         w = scenario.workload
         self._finish_reacts = w.kind == "closed_loop" or (w.kind == "poisson" and w.max_concurrency is not None)
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
-        self._gpu_memo: dict[tuple[int, float, bool], float] = {}
-        self._host_memo: dict[tuple[str, int], float] = {}
+        self._gpu_memo: dict[int, float] = {}
+        self._host_tab: list[np.ndarray] | None = None
         self.ff_runs = 0
         self.ff_iterations = 0
 
@@ -267,6 +268,8 @@ class SimEngine:
                       start, end, self._blocked_since_launch, acc, dec)
         self._blocked_since_launch = 0.0
         self._last_output = output
+        if plan.num_extend == 0:
+            self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
         return handle
@@ -402,8 +405,8 @@ class SimEngine:
         every running request), within :data:`MAX_RUN_CELLS`."""
         cap = max(2, MAX_RUN_CELLS // max(m, 1))
         if math.isfinite(t_next):
-            dt = max(h.end - h.start, 1e-9)
-            k = int((t_next - t0) / (0.5 * dt)) + 2
+            dt = max(self._decode_dt or (h.end - h.start), 1e-9)
+            k = int((t_next - t0) / (0.75 * dt)) + 2
         else:
             s = self.sched
             left = max((r.max_new_tokens - r.output_len for r in s.running + s._last_prefill), default=1)
@@ -412,30 +415,46 @@ class SimEngine:
 
     def _run_costs(self, run: DecodeRun, k: int) -> tuple[np.ndarray, ...]:
         """GPU seconds (c) and host seconds (hs, hl, hp) of a run's first k iterations,
-        from the cost model: one call per distinct batch shape (GridInterp keys decode/verify
-        shapes on (batch size, mean context rounded to 10 tokens), the rounding reproduced
-        here exactly: contexts are integer sums over the batch)."""
+        from the cost model, one call per distinct batch shape. A decode/verify forward's
+        cost depends on (batch size, mean context rounded to 10 tokens) only (GridInterp's
+        key); contexts are integer sums over the batch, so the rounding below is Python's
+        round(x, -1) exactly (checked for every shape first seen)."""
         bs = run.batch_size[:k]
         ctx = run.ctx_sum[:k]
-        key = np.rint(ctx / bs / 10.0) * 10.0
-        change = np.flatnonzero((bs[1:] != bs[:-1]) | (key[1:] != key[:-1])) + 1
-        starts = np.r_[0, change]
-        cross = self.server.speculative_algorithm.enabled and self.server.sync_mode is SyncMode.cross_queue_wait
-        vals = np.empty(len(starts))
+        key = np.rint(ctx / bs / 10.0)
+        code = bs * (1 << 40) + key.astype(np.int64)
+        step = code[1:] != code[:-1]
+        change = np.flatnonzero(step)
         memo = self._gpu_memo
-        for i, j in enumerate(starts.tolist()):
-            b, kk = int(bs[j]), float(key[j])
-            v = memo.get((b, kk, cross))
+        if change.size == 0:
+            v = memo.get(int(code[0]))
             if v is None:
-                plan = self._shape_plan(b, int(ctx[j]))
-                assert round(int(ctx[j]) / b, -1) == kk
-                v = memo[(b, kk, cross)] = self.cost.gpu(plan, "main", cross_queue=cross).total_s
-            vals[i] = v
-        c = np.repeat(vals, np.diff(np.r_[starts, k]))
-        hs = self._host_costs("schedule", bs)
-        hl = self._host_costs("launch", bs)
-        hp = self._host_costs("process", run.process_batch_size[:k])
-        return c, hs, hl, hp
+                v = self._shape_cost(int(code[0]), int(bs[0]), int(ctx[0]), float(key[0]) * 10.0)
+            c = np.full(k, v)
+        else:
+            starts = np.empty(change.size + 1, dtype=np.int64)
+            starts[0], starts[1:] = 0, change + 1
+            vals = []
+            for j in starts.tolist():
+                cj = int(code[j])
+                v = memo.get(cj)
+                if v is None:
+                    v = self._shape_cost(cj, int(bs[j]), int(ctx[j]), float(key[j]) * 10.0)
+                vals.append(v)
+            seg = np.zeros(k, dtype=np.int64)
+            np.cumsum(step, out=seg[1:])
+            c = np.array(vals)[seg]
+        tab = self._host_table(int(max(bs.max(), run.process_batch_size[0])))
+        return c, tab[0][bs], tab[1][bs], tab[2][run.process_batch_size[:k]]
+
+    def _shape_cost(self, code: int, bs: int, ctx_sum: int, key: float) -> float:
+        """GPU seconds of a decode/verify forward of ``bs`` requests whose contexts sum to
+        ``ctx_sum`` (memoized under ``code``)."""
+        if round(ctx_sum / bs, -1) != key:
+            raise AssertionError(f"context rounding differs at ({bs}, {ctx_sum})")
+        cross = self.server.speculative_algorithm.enabled and self.server.sync_mode is SyncMode.cross_queue_wait
+        v = self._gpu_memo[code] = self.cost.gpu(self._shape_plan(bs, ctx_sum), "main", cross_queue=cross).total_s
+        return v
 
     def _shape_plan(self, bs: int, ctx_sum: int) -> BatchPlan:
         """A decode/verify plan of ``bs`` requests whose contexts sum to ``ctx_sum``."""
@@ -444,15 +463,17 @@ class SimEngine:
         return BatchPlan(step=0, mode=mode, rids=tuple(range(bs)), extend_lens=(w,) * bs,
                          prefix_lens=(ctx_sum,) + (0,) * (bs - 1), spec_window=w)
 
-    def _host_costs(self, kind: str, bs: np.ndarray) -> np.ndarray:
-        memo = self._host_memo
-        out = np.empty(len(bs))
-        for b in np.unique(bs).tolist():
-            v = memo.get((kind, b))
-            if v is None:
-                v = memo[(kind, b)] = self.cost.host(kind, self._shape_plan(b, 0))
-            out[bs == b] = v
-        return out
+    def _host_table(self, max_bs: int) -> list[np.ndarray]:
+        """Host seconds of schedule / launch / process by batch size 0..max_bs (from the
+        cost model, extended on demand)."""
+        tab = self._host_tab
+        if tab is None or len(tab[0]) <= max_bs:
+            n = max(2 * max_bs, 64)
+            tab = self._host_tab = [
+                np.array([self.cost.host(kind, self._shape_plan(b, 0)) if b else 0.0 for b in range(n + 1)])
+                for kind in ("schedule", "launch", "process")
+            ]
+        return tab
 
     def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
         """Record the first n iterations of a collapsed run (the rows the step-by-step
@@ -460,28 +481,38 @@ class SimEngine:
         rec = self.rec
         bs = run.batch_size[:n]
         T = tl.T
-        rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled[:n])
         pw, rw = tl.pw[:n], tl.rw[:n]
-        carry = np.r_[self._blocked_since_launch, 0.0 + rw[:-1]]
-        blocked = carry + pw
-        commits = run.commits[:n]
-        mode = "verify" if self.server.speculative_algorithm.enabled else "decode"
-        rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
-                     commits.sum(axis=1), (commits > 0).sum(axis=1))
-        terms = np.empty(2 * n + 1)
-        terms[0] = self.host_blocked_s
-        terms[1::2], terms[2::2] = pw, rw
-        self.host_blocked_s = float(np.cumsum(terms)[-1])
+        blocked = np.empty(n)
+        blocked[0] = self._blocked_since_launch
+        blocked[1:] = 0.0 + rw[:-1]
+        blocked += pw
+        if pw.any() or rw.any():
+            terms = np.empty(2 * n + 1)
+            terms[0] = self.host_blocked_s
+            terms[1::2], terms[2::2] = pw, rw
+            self.host_blocked_s = float(np.cumsum(terms)[-1])
         self._blocked_since_launch = float(rw[-1])
-        rec.deliver_run(T[1 : n + 1], run.rids, run.delivered[:n])
-        fi = run.finish_iter
+        commits = run.commits(n)
+        mode = "verify" if run.spec else "decode"
+        if rec.full:
+            rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled[:n])
+            rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
+                         commits.sum(axis=1), np.count_nonzero(commits, axis=1))
+        else:
+            rec.num_passes += n
+            acc = dec = None
+            if run.spec:
+                acc, dec = commits.sum(axis=1), np.count_nonzero(commits, axis=1)
+            rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked, acc, dec)
+        rec.deliver_run(T[1 : n + 1], run.rids, run.delivered(n), single_tokens=not run.spec)
+        fi = run.finish_iter()
         done = (fi >= 0) & (fi < n)
         if done.any():
             rids = run.rids[done]
             rec.finish(rids, T[fi[done] + 1])
             for rid in rids.tolist():
                 self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
-            self._remaining -= int(done.sum())
+            self._remaining -= len(rids)
 
     def _resume_loop(self, view: _LoopView, plan: BatchPlan, handle: SimHandle):
         """A fresh loop brought to the state of one that launched ``plan`` (handle) in its

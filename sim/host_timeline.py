@@ -45,6 +45,10 @@ class Timeline:
     rw: np.ndarray
 
 
+_ZEROS = np.zeros(4096)
+_ZEROS.flags.writeable = False
+
+
 def _iterate(T, Ep, hs, hl, hp, c, wake, publish_block):
     """The exact operations of one iteration, elementwise (arrays of equal length)."""
     t = T + hs
@@ -53,7 +57,7 @@ def _iterate(T, Ep, hs, hl, hp, c, wake, publish_block):
         pw = np.where(d > 0, d + wake, 0.0)
         t = np.where(d > 0, t + pw, t)
     else:
-        pw = np.zeros(len(T))
+        pw = _ZEROS[: len(T)] if len(T) <= len(_ZEROS) else np.zeros(len(T))
     t = t + hl
     S = np.maximum(t, Ep)
     E = S + c
@@ -105,16 +109,19 @@ def _guess(regime: str, T0, E0, hs, hl, hp, c, wake, publish_block):
     k = len(c)
     T = np.empty(k + 1)
     T[0] = T0
-    wk = np.full(k, wake)
+    wk = np.full(k, wake) if publish_block else None
     if regime == "gpu":
         if publish_block:
             p = _interleave(E0, wk, hl, c)           # E_j = ((E_{j-1} + wake) + hl) + c
             E = p[:, 2]
             T[1:] = p[:, 1] + hp
         else:
-            E = _interleave(E0, c)[:, 0]             # E_j = E_{j-1} + c_j
-            Ep = np.r_[E0, E[:-1]]
-            T[1:] = (Ep + wake) + hp
+            Ep = np.empty(k + 1)                     # E_j = E_{j-1} + c_j
+            Ep[0] = E0
+            Ep[1:] = c
+            np.cumsum(Ep, out=Ep)
+            E = Ep[1:]
+            T[1:] = (Ep[:-1] + wake) + hp
     else:
         p = _interleave(T0, hs, hl, hp)               # T_{j+1} = ((T_j + hs) + hl) + hp
         T[1:] = p[:, 2]
@@ -136,6 +143,13 @@ def run_times(T0: float, E0: float, hs: np.ndarray, hl: np.ndarray, hp: np.ndarr
         max_passes: guess-and-check rounds before the rest is done one iteration at a time.
     """
     k = len(c)
+    # the usual case: one guess (GPU-bound) holds for the whole run
+    Tg, Eg = _guess("gpu", T0, E0, hs, hl, hp, c, wake, publish_block)
+    Ep = np.empty(k)
+    Ep[0], Ep[1:] = E0, Eg[:-1]
+    Tn, Sx, Ex, pwx, rwx = _iterate(Tg[:-1], Ep, hs, hl, hp, c, wake, publish_block)
+    if np.array_equal(Tn, Tg[1:]) and np.array_equal(Ex, Eg):
+        return Timeline(Tg, Sx, Ex, pwx, rwx)
     T = np.empty(k + 1)
     S, E, pw, rw = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
     T[0] = T0
@@ -150,7 +164,8 @@ def run_times(T0: float, E0: float, hs: np.ndarray, hl: np.ndarray, hp: np.ndarr
             break
         sl = slice(p, k)
         Tg, Eg = _guess(regime, T[p], e_prev, hs[sl], hl[sl], hp[sl], c[sl], wake, publish_block)
-        Ep = np.r_[e_prev, Eg[:-1]]
+        Ep = np.empty(k - p)
+        Ep[0], Ep[1:] = e_prev, Eg[:-1]
         Tn, Sx, Ex, pwx, rwx = _iterate(Tg[:-1], Ep, hs[sl], hl[sl], hp[sl], c[sl], wake, publish_block)
         bad = np.flatnonzero((Tn != Tg[1:]) | (Ex != Eg))
         n = int(bad[0]) + 1 if bad.size else k - p   # iterations known exactly

@@ -74,21 +74,34 @@ def _np(col: array, dtype: str) -> np.ndarray:
 class ItlSamples:
     """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
     dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
-    values may be stored once with their summed multiplicity."""
+    values may be stored once with their summed multiplicity. Small appends are batched
+    before they are copied into the typed columns."""
 
-    __slots__ = ("values", "weights")
+    __slots__ = ("values", "weights", "_pending", "_pending_w")
 
     def __init__(self) -> None:
         self.values = _col("d")
         self.weights = _col("q")
+        self._pending: list[np.ndarray] = []
+        self._pending_w: list[np.ndarray] = []
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
-        _extend(self.values, values, "f8")
-        _extend(self.weights, weights, "i8")
+        self._pending.append(values)
+        self._pending_w.append(weights)
+        if len(self._pending) >= 512:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            _extend(self.values, np.concatenate(self._pending), "f8")
+            _extend(self.weights, np.concatenate(self._pending_w), "i8")
+            self._pending.clear()
+            self._pending_w.clear()
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values s, multiplicities), unsorted."""
+        self._flush()
         return _np(self.values, "f8"), _np(self.weights, "i8")
 
 
@@ -117,15 +130,17 @@ class StepTotals:
     _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
 
     def add(self, mode: str, part: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
-            blocked: np.ndarray, acc: np.ndarray, dec: np.ndarray) -> None:
-        """Add rows of one mode and part (arrays of equal length, launch order)."""
+            blocked: np.ndarray, acc: np.ndarray | None, dec: np.ndarray | None) -> None:
+        """Add rows of one mode and part (arrays of equal length, launch order; ``acc`` and
+        ``dec`` are only read for verify rows)."""
         n = len(bs)
         if n == 0:
             return
         self.num_steps += n
         self.busy_s += float((end - start).sum())
-        self.first_start_s = min(self.first_start_s, float(start.min()))
-        self.last_end_s = max(self.last_end_s, float(end.max()))
+        # launches are in stream order: starts and ends increase
+        self.first_start_s = min(self.first_start_s, float(start[0]))
+        self.last_end_s = max(self.last_end_s, float(end[-1]))
         self.host_blocked_s += float(blocked.sum())
         if part != "main":
             return
@@ -135,16 +150,15 @@ class StepTotals:
             self.verify_decoding += int(dec.sum())
             self.max_verify_bs = max(self.max_verify_bs, int(bs.max()))
             prev = self._prev_main
-            if prev is not None and prev[0]:
-                pbs, pend = np.r_[prev[1], bs[:-1]], np.r_[prev[2], end[:-1]]
-            else:
-                pbs, pend = np.r_[-1, bs[:-1]], np.r_[0.0, end[:-1]]
+            pbs, pend = np.empty(n, dtype=np.int64), np.empty(n)
+            pbs[1:], pend[1:] = bs[:-1], end[:-1]
+            pbs[0], pend[0] = (prev[1], prev[2]) if prev is not None and prev[0] else (-1, 0.0)
             ok = pbs == bs
             if ok.any():
                 dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
-                for size in np.unique(b):
+                for size in np.unique(b).tolist():
                     sel = b == size
-                    w = self.windows.setdefault(int(size), [0, 0.0, 0.0])
+                    w = self.windows.setdefault(size, [0, 0.0, 0.0])
                     w[0] += int(sel.sum())
                     w[1] += float(dt[sel].sum())
                     w[2] += float(tok[sel].sum())
@@ -275,47 +289,79 @@ class Recorder:
         if finished.any():
             self._finish[rows[finished]] = t
 
-    def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray) -> None:
+    def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray, single_tokens: bool = False) -> None:
         """The deliveries of a collapsed decode run: ``n[j, i]`` tokens (int, 0 = none) of
         request ``rids[i]`` at ``times[j]`` s, rows in order. Each request's non-zero entries
         must be consecutive rows (a decoding request delivers at every step until it
-        finishes); a request finishes at its last non-zero row if it is then complete
-        (the caller marks finishes with :meth:`finish`)."""
+        finishes); ``single_tokens``: every non-zero entry is 1. Finishes are marked with
+        :meth:`finish`."""
+        if single_tokens and not self.full:
+            self._deliver_run_single(times, rids, n)
+            return
         has = n > 0
         rows = self._row_of[rids]
+        any_r = has.any(axis=0)
+        first_j = has.argmax(axis=0)
         if self.full:
             jj, ii = np.nonzero(has)
             _extend(self._c_rid, rids[ii], "i8")
             _extend(self._c_t, times[jj], "f8")
             _extend(self._c_n, n[jj, ii], "i8")
-        any_r = has.any(axis=0)
-        first_j = np.argmax(has, axis=0)
-        last_j = len(times) - 1 - np.argmax(has[::-1], axis=0)
+        idx = np.flatnonzero(any_r)
+        fj = first_j[idx]
+        ridx = rows[idx]
         if not self.full:
-            # the first chunk of each request in the run: gap from its previous chunk
-            sel = any_r
-            prev = self._last[rows[sel]]
-            fj = first_j[sel]
-            n0 = n[fj, np.flatnonzero(sel)]
-            later = ~np.isnan(prev)
-            if later.any():
+            # each request's first chunk of the run: the gap from its previous chunk
+            prev = self._last[ridx]
+            n0 = n[fj, idx]
+            later = prev == prev   # not NaN
+            if later.all():
+                self.itl.add((times[fj] - prev) / n0, n0)
+            elif later.any():
                 self.itl.add((times[fj[later]] - prev[later]) / n0[later], n0[later])
-            # later chunks: consecutive steps, gap = times[j] - times[j - 1]
-            cont = has.copy()
-            cont[first_j[any_r], np.flatnonzero(any_r)] = False
-            if cont.any():
-                gaps = np.diff(times)
+            # later chunks come at consecutive rows: gap times[j] - times[j - 1]
+            if single_tokens:
+                counts = has.sum(axis=1) - np.bincount(fj, minlength=len(times))
+                sel = counts[1:] > 0
+                self.itl.add((times[1:] - times[:-1])[sel], counts[1:][sel])
+            elif len(times) > 1:
+                cont = has.copy()
+                cont[fj, idx] = False
                 jj, ii = np.nonzero(cont)
-                nv = n[jj, ii]
-                w = int(n.max()) + 1
-                counts = np.bincount(jj * w + nv, minlength=len(times) * w).reshape(len(times), w)
-                kj, kn = np.nonzero(counts)
-                self.itl.add(gaps[kj - 1] / kn, counts[kj, kn] * kn)
-            self._last[rows[any_r]] = times[last_j[any_r]]
-        first = self._first[rows]
-        new = np.isnan(first) & any_r
+                if len(jj):
+                    nv = n[jj, ii]
+                    w = int(nv.max()) + 1
+                    counts = np.bincount(jj * w + nv, minlength=len(times) * w).reshape(len(times), w)
+                    kj, kn = np.nonzero(counts)
+                    self.itl.add((times[kj] - times[kj - 1]) / kn, counts[kj, kn] * kn)
+            last_j = len(times) - 1 - has[::-1].argmax(axis=0)
+            self._last[ridx] = times[last_j[idx]]
+        new = np.isnan(self._first[ridx])
         if new.any():
-            self._first[rows[new]] = times[first_j[new]]
+            self._first[ridx[new]] = times[fj[new]]
+
+    def _deliver_run_single(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray) -> None:
+        """:meth:`deliver_run` in compact records when every chunk is one token."""
+        has = n > 0
+        k = len(times)
+        first_j = has.argmax(axis=0)
+        last_j = (k - 1) - has[::-1].argmax(axis=0)
+        got = has[first_j, np.arange(len(rids))]
+        rows = self._row_of[rids[got]]
+        fj = first_j[got]
+        prev = self._last[rows]
+        later = prev == prev   # not NaN: the first chunk of the run continues an earlier one
+        t_first = times[fj]
+        self.itl.add((t_first - prev)[later], np.ones(int(later.sum()), dtype=np.int64))
+        counts = has.sum(axis=1)
+        counts -= np.bincount(fj, minlength=k)
+        sel = counts[1:] > 0
+        self.itl.add((times[1:] - times[:-1])[sel], counts[1:][sel])
+        self._last[rows] = times[last_j[got]]
+        new = ~later
+        if new.any():
+            new &= np.isnan(self._first[rows])
+            self._first[rows[new]] = t_first[new]
 
     def finish(self, rids: np.ndarray, times: np.ndarray) -> None:
         """Requests ``rids`` completed at ``times`` (s)."""

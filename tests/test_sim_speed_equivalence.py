@@ -1,0 +1,163 @@
+"""The fast paths give the step-by-step results exactly (docs/performance.md).
+
+- fast-forward (collapsed decode runs, :mod:`sim.decode_run`) vs ``fast_forward=False``:
+  every table and the summary identical, over random small scenarios (hypothesis) and a
+  shipped one;
+- the vectorised host timeline vs its scalar reference, bit for bit;
+- compact records vs full records: the same requests table and summary (order statistics
+  exact, sums to float rounding);
+- weighted percentiles vs numpy's on the repeated samples.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim import host_timeline
+from sim.config import load_scenario
+from sim.engine import SimEngine
+from sim.metrics import _stats, _stats_weighted, weighted_percentile
+from tests.conftest import ROOT, make_scenario, tiny_profile
+
+servers = st.fixed_dictionaries({
+    "max_running_requests": st.integers(1, 24),
+    "max_total_num_tokens": st.integers(3_000, 60_000),
+    "chunked_prefill_size": st.sampled_from([-1, 256, 1024, 4096]),
+    "max_prefill_tokens": st.sampled_from([512, 2048, 16384]),
+    "speculative_algorithm": st.sampled_from(["none", "none", "dspark", "eagle"]),
+    "speculative_num_draft_tokens": st.integers(2, 6),
+    "admission_delay": st.sampled_from(["none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed"]),
+    "sync_mode": st.sampled_from(["host_block", "stream_wait", "cross_queue_wait"]),
+    "prefill_slot_expansion_sync": st.booleans(),
+    "enable_mixed_chunk": st.booleans(),
+    "enable_overlap_schedule": st.sampled_from([True, True, True, False]),
+    "schedule_policy": st.sampled_from(["fcfs", "lof", "random"]),
+})
+workloads = st.one_of(
+    st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 30)}),
+    st.fixed_dictionaries({"kind": st.just("closed_loop"), "num_requests": st.integers(1, 30),
+                           "concurrency": st.integers(1, 8)}),
+    st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, 30),
+                           "request_rate": st.floats(2, 500),
+                           "max_concurrency": st.one_of(st.none(), st.integers(1, 8))}),
+)
+hosts = st.fixed_dictionaries({
+    "ingest_per_request_s": st.sampled_from([0.0, 3e-4]),
+    "schedule_s": st.sampled_from([0.0, 1e-4, 3e-3]),
+    "launch_s": st.sampled_from([0.0, 2e-4]),
+    "process_s": st.sampled_from([0.0, 1e-4, 4e-3]),
+    "sync_wakeup_s": st.sampled_from([0.0, 5e-5]),
+})
+
+
+def _run(sc, prof, seed, **kw):
+    eng = SimEngine(sc, prof, seed, **kw)
+    return eng, eng.run()
+
+
+def assert_same_summary(a: dict, b: dict, rel: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    for k, u in a.items():
+        v = b[k]
+        if isinstance(u, float) and math.isnan(u):
+            assert isinstance(v, float) and math.isnan(v), k
+        elif rel and isinstance(u, float):
+            assert math.isclose(u, v, rel_tol=rel, abs_tol=1e-15), (k, u, v)
+        else:
+            assert u == v, (k, u, v)
+
+
+def assert_same_run(a, b) -> None:
+    for name in ("requests", "chunks", "steps", "timeseries"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True, obj=name)
+    assert_same_summary(a.summary, b.summary)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, workload=workloads, host=hosts, inp=st.integers(1, 1500), out=st.integers(1, 300),
+       seed=st.integers(0, 10_000))
+def test_fast_forward_gives_the_step_by_step_run(server, workload, host, inp, out, seed):
+    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
+                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    sc = make_scenario(server, workload, acc, seed=seed)
+    prof = tiny_profile(**host)
+    _, step = _run(sc, prof, seed, fast_forward=False)
+    eng, fast = _run(sc, prof, seed, fast_forward=True)
+    assert_same_run(step, fast)
+    assert eng.sched.kv.used == 0 or eng.sched.has_work
+
+
+def test_fast_forward_collapses_most_iterations_and_matches_on_the_burst():
+    sc = load_scenario(ROOT / "scenarios" / "burst256-ht.yaml")
+    step = SimEngine(sc, fast_forward=False).run()
+    fast = SimEngine(sc).run()
+    assert_same_run(step, fast)
+    assert fast.extra["fast_forward_iterations"] > 0.9 * fast.extra["num_passes"]
+
+
+def test_fast_forward_on_the_poisson_benchmark_workload():
+    sc = load_scenario(ROOT / "scenarios" / "poisson8b-fixed.yaml")
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"num_requests": 150})})
+    step = SimEngine(sc, fast_forward=False).run()
+    fast = SimEngine(sc).run()
+    assert_same_run(step, fast)
+    assert fast.extra["fast_forward_runs"] >= 100
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, workload=workloads, out=st.integers(1, 200), seed=st.integers(0, 10_000),
+       fast=st.booleans())
+def test_compact_records_give_the_full_summary(server, workload, out, seed, fast):
+    workload = dict(workload, input_len={"kind": "uniform", "value": 600, "range_ratio": 0.5},
+                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    sc = make_scenario(server, workload, acc, seed=seed)
+    _, full = _run(sc, tiny_profile(), seed, fast_forward=fast, records="full")
+    _, compact = _run(sc, tiny_profile(), seed, fast_forward=fast, records="compact")
+    pd.testing.assert_frame_equal(full.requests, compact.requests, check_exact=True)
+    assert compact.chunks.empty and compact.steps.empty and compact.timeseries.empty
+    assert list(compact.chunks.columns) == list(full.chunks.columns)
+    assert compact.extra["num_steps"] == len(full.steps)
+    assert_same_summary(full.summary, compact.summary, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(1, 60), seed=st.integers(0, 2**31), block=st.booleans(),
+       wake=st.sampled_from([0.0, 1.6e-5, 9e-5]), t0=st.floats(0.0, 5e4), scale=st.sampled_from([1e-4, 1e-3, 1e-2]))
+def test_vectorised_timeline_is_the_scalar_chain(k, seed, block, wake, t0, scale):
+    rng = np.random.default_rng(seed)
+    hs, hl, hp = (rng.choice([0.0, 1.0], k) * rng.random(k) * scale for _ in range(3))
+    c = rng.random(k) * scale * rng.choice([0.1, 1.0, 10.0])
+    e0 = t0 + rng.random() * scale * rng.choice([0.0, 1.0])
+    ref = host_timeline.scalar_times(t0, e0, hs, hl, hp, c, wake, block)
+    got = host_timeline.run_times(t0, e0, hs, hl, hp, c, wake, block)
+    for name in ("T", "S", "E", "pw", "rw"):
+        assert np.array_equal(getattr(ref, name), getattr(got, name)), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.floats(0.0, 1e3), min_size=1, max_size=40),
+       weights=st.lists(st.integers(0, 5), min_size=40, max_size=40), q=st.floats(0.0, 100.0))
+def test_weighted_statistics_match_numpy_on_the_repeated_samples(values, weights, q):
+    v = np.array(values)
+    w = np.array(weights[: len(values)])
+    if w.sum() == 0:
+        w[0] = 1
+    rep = np.repeat(v, w)
+    order = np.argsort(v, kind="stable")
+    assert weighted_percentile(v[order][w[order] > 0], np.cumsum(w[order][w[order] > 0]), q) == np.percentile(rep, q)
+    a: dict[str, float] = {}
+    b: dict[str, float] = {}
+    _stats("itl", rep / 1000.0, a)
+    _stats_weighted("itl", v / 1000.0, w, b)
+    for key in a:
+        if key.startswith(("mean", "std")):
+            assert math.isclose(a[key], b[key], rel_tol=1e-12, abs_tol=1e-12), key
+        else:
+            assert a[key] == b[key], key
