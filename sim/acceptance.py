@@ -16,8 +16,6 @@ see the same accept lengths for the same request.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import expit, logit
 
 from sim.config import AcceptanceConfig
 
@@ -30,6 +28,21 @@ def mean_accept_length(rates: np.ndarray) -> float:
     """Mean accept length for conditional per-position rates p_1..p_gamma:
     1 + sum_k prod_{i<=k} p_i."""
     return 1.0 + float(np.cumprod(rates).sum())
+
+
+def expit(x: np.ndarray) -> np.ndarray:
+    """scipy.special.expit (imported on first use: runs without speculative decoding do
+    not pay for scipy's import, ~40 MB)."""
+    from scipy.special import expit as f
+
+    return f(x)
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    """scipy.special.logit (imported on first use)."""
+    from scipy.special import logit as f
+
+    return f(p)
 
 
 def _population_mean(base_logits: np.ndarray, spread: float) -> float:
@@ -88,6 +101,8 @@ class AcceptanceModel:
             elif target <= 1.0 + 1e-9:
                 self.base_logits = np.full(gamma, -30.0)
             else:
+                from scipy.optimize import brentq
+
                 f = lambda x: _population_mean(np.full(gamma, x), self.spread) - target  # noqa: E731
                 self.base_logits = np.full(gamma, brentq(f, -30.0, 30.0, xtol=1e-10))
         self._levels: dict[int, float] = {}

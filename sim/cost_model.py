@@ -41,6 +41,7 @@ class CostModel:
         self.profile = profile
         self.server = server
         self.extend = g.extend.interpolator()
+        self.inject = g.draft_inject.interpolator() if g.draft_inject is not None else None
         spec = server.speculative_algorithm
         if spec.enabled and g.verify is None:
             raise ValueError(f"profile {profile.name}: speculative decoding needs gpu.verify")
@@ -69,6 +70,9 @@ class CostModel:
         n_ext = plan.num_extend
         if part == "inject":
             tokens = plan.num_extend_tokens
+            if self.inject is not None:
+                ctx = sum(plan.prefix_lens[:n_ext]) / n_ext + tokens / (2 * n_ext)
+                return GpuCost(extend_s=self.inject(tokens, ctx))
             return GpuCost(extend_s=tokens * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
         if n_ext:

@@ -423,29 +423,22 @@ class SimEngine:
         ctx = run.ctx_sum[:k]
         key = np.rint(ctx / bs / 10.0)
         code = bs * (1 << 40) + key.astype(np.int64)
-        step = code[1:] != code[:-1]
-        change = np.flatnonzero(step)
+        starts = np.flatnonzero(code[1:] != code[:-1]) + 1
         memo = self._gpu_memo
-        if change.size == 0:
-            v = memo.get(int(code[0]))
+        c = np.empty(k)
+        lo = 0
+        for hi in [*starts.tolist(), k]:
+            cj = int(code[lo])
+            v = memo.get(cj)
             if v is None:
-                v = self._shape_cost(int(code[0]), int(bs[0]), int(ctx[0]), float(key[0]) * 10.0)
-            c = np.full(k, v)
-        else:
-            starts = np.empty(change.size + 1, dtype=np.int64)
-            starts[0], starts[1:] = 0, change + 1
-            vals = []
-            for j in starts.tolist():
-                cj = int(code[j])
-                v = memo.get(cj)
-                if v is None:
-                    v = self._shape_cost(cj, int(bs[j]), int(ctx[j]), float(key[j]) * 10.0)
-                vals.append(v)
-            seg = np.zeros(k, dtype=np.int64)
-            np.cumsum(step, out=seg[1:])
-            c = np.array(vals)[seg]
-        tab = self._host_table(int(max(bs.max(), run.process_batch_size[0])))
-        return c, tab[0][bs], tab[1][bs], tab[2][run.process_batch_size[:k]]
+                v = self._shape_cost(cj, int(bs[lo]), int(ctx[lo]), float(key[lo]) * 10.0)
+            c[lo:hi] = v
+            lo = hi
+        pbs = run.process_batch_size[:k]
+        tab = self._host_tab
+        if tab is None or len(tab[0]) <= max(int(bs[0]), int(pbs[0])):   # batch sizes only shrink in a run
+            tab = self._host_table(max(int(bs[0]), int(pbs[0])))
+        return c, tab[0][bs], tab[1][bs], tab[2][pbs]
 
     def _shape_cost(self, code: int, bs: int, ctx_sum: int, key: float) -> float:
         """GPU seconds of a decode/verify forward of ``bs`` requests whose contexts sum to

@@ -148,7 +148,7 @@ def run_times(T0: float, E0: float, hs: np.ndarray, hl: np.ndarray, hp: np.ndarr
     Ep = np.empty(k)
     Ep[0], Ep[1:] = E0, Eg[:-1]
     Tn, Sx, Ex, pwx, rwx = _iterate(Tg[:-1], Ep, hs, hl, hp, c, wake, publish_block)
-    if np.array_equal(Tn, Tg[1:]) and np.array_equal(Ex, Eg):
+    if not ((Tn != Tg[1:]).any() or (Ex != Eg).any()):
         return Timeline(Tg, Sx, Ex, pwx, rwx)
     T = np.empty(k + 1)
     S, E, pw, rw = np.empty(k), np.empty(k), np.empty(k), np.empty(k)

@@ -65,31 +65,58 @@ def weighted_percentile(sorted_values: np.ndarray, cum_weights: np.ndarray, q: f
 def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out: dict[str, float]) -> None:
     """:func:`_stats` of ``np.repeat(values_s, weights)`` without building it: order
     statistics (median, percentiles, max) exactly as numpy computes them, mean and std to
-    float rounding."""
-    keep = weights > 0
-    v, w = np.asarray(values_s, float)[keep] * 1000.0, np.asarray(weights)[keep]
+    float rounding. Peak extra memory: about 28 bytes per (value, weight) pair."""
+    v = np.asarray(values_s, dtype=float)
+    w = np.asarray(weights)
+    if (w <= 0).any():
+        keep = w > 0
+        v, w = v[keep], w[keep]
     if v.size == 0:
         _stats(prefix, np.zeros(0), out)
         return
+    n = int(w.sum(dtype=np.int64))
+    # moments on the unsorted pairs (in ms), in blocks to bound the temporaries
+    total = 0.0
+    for i in range(0, v.size, 1 << 20):
+        total += float(np.dot(v[i : i + (1 << 20)] * 1000.0, w[i : i + (1 << 20)]))
+    mean = total / n
+    sq = 0.0
+    for i in range(0, v.size, 1 << 20):
+        d = v[i : i + (1 << 20)] * 1000.0 - mean
+        sq += float(np.dot(d * d, w[i : i + (1 << 20)]))
+    # order statistics: x -> 1000 x is monotone, so sort the seconds and scale the picks
     order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    cw = np.cumsum(w)
-    n = int(cw[-1])
-    mean = float(np.dot(v, w) / n)
+    cw = np.cumsum(w[order], dtype=np.int64)
+    v = v[order]
+    del order
+
+    def at(rank: int) -> float:
+        return float(v[np.searchsorted(cw, rank, side="right")] * 1000.0)
+
     out[f"mean_{prefix}_ms"] = mean
     if n % 2:
-        out[f"median_{prefix}_ms"] = float(v[np.searchsorted(cw, n // 2, side="right")])
+        out[f"median_{prefix}_ms"] = at(n // 2)
     else:
-        a = v[np.searchsorted(cw, n // 2 - 1, side="right")]
-        b = v[np.searchsorted(cw, n // 2, side="right")]
-        out[f"median_{prefix}_ms"] = float(np.mean(np.array([a, b])))
-    out[f"std_{prefix}_ms"] = float(np.sqrt(np.dot((v - mean) ** 2, w) / n))
+        out[f"median_{prefix}_ms"] = float(np.mean(np.array([at(n // 2 - 1), at(n // 2)])))
+    out[f"std_{prefix}_ms"] = float(np.sqrt(sq / n))
     for key, q in _PERCENTILES:
         if key == "p95" and prefix != "itl":
             continue
         name = f"{key}_{prefix}_ms" if key != "p95" else "p95_itl_ms"
-        out[name] = weighted_percentile(v, cw, q)
-    out[f"max_{prefix}_ms"] = float(v[-1])
+        out[name] = _weighted_percentile_ms(v, cw, q)
+    out[f"max_{prefix}_ms"] = float(v[-1] * 1000.0)
+
+
+def _weighted_percentile_ms(sorted_s: np.ndarray, cum_weights: np.ndarray, q: float) -> float:
+    """:func:`weighted_percentile` of the values x 1000 (seconds in, ms out)."""
+    n = int(cum_weights[-1])
+    h = (n - 1) * np.true_divide(q, 100)
+    lo = int(np.floor(h))
+    if h >= n - 1:
+        return float(sorted_s[-1] * 1000.0)
+    i = int(np.searchsorted(cum_weights, lo, side="right"))
+    j = int(np.searchsorted(cum_weights, lo + 1, side="right"))
+    return _lerp(sorted_s[i] * 1000.0, sorted_s[j] * 1000.0, h - lo)
 
 
 def itl_values(chunks: pd.DataFrame) -> np.ndarray:
@@ -204,6 +231,7 @@ def summarize(
 
 def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
     """The step-derived summary keys from running sums (compact records)."""
+    st.flush()
     dec = st.verify_decoding
     out["accept_length"] = st.verify_accepted / dec if dec else float("nan")
     n, secs, toks = st.windows.get(st.max_verify_bs, (0, 0.0, 0.0))

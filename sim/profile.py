@@ -91,6 +91,8 @@ class GpuProfile(BaseModel):
     extend: target prefill forward, by the batch's extend tokens and mean context.
     draft_inject_per_token_s: DSpark prefill: injecting target hidden states into the draft
         KV, per prompt token (a separate launch after slot expansion).
+    draft_inject: the same as a grid by the batch's extend tokens and context (used instead
+        of the per-token cost when given: it keeps a measured per-launch intercept).
     verify: one speculative cycle's GPU work (draft forward + target verify of the window),
         by batch size and mean context, graph-replayed.
     draft_step: one extra serial draft forward (chain drafters: k - 1 of them per cycle).
@@ -102,6 +104,7 @@ class GpuProfile(BaseModel):
 
     extend: Grid
     draft_inject_per_token_s: float = Field(0.0, ge=0)
+    draft_inject: Grid | None = None
     verify: Grid | None = None
     draft_step: Grid | None = None
     decode: Grid | None = None

@@ -81,7 +81,7 @@ class ItlSamples:
 
     def __init__(self) -> None:
         self.values = _col("d")
-        self.weights = _col("q")
+        self.weights = _col("i")   # multiplicities fit 32 bits (tokens of one step)
         self._pending: list[np.ndarray] = []
         self._pending_w: list[np.ndarray] = []
 
@@ -95,14 +95,14 @@ class ItlSamples:
     def _flush(self) -> None:
         if self._pending:
             _extend(self.values, np.concatenate(self._pending), "f8")
-            _extend(self.weights, np.concatenate(self._pending_w), "i8")
+            _extend(self.weights, np.concatenate(self._pending_w), "i4")
             self._pending.clear()
             self._pending_w.clear()
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values s, multiplicities), unsorted."""
+        """(values s, multiplicities), unsorted (read-only views of the stored columns)."""
         self._flush()
-        return _np(self.values, "f8"), _np(self.weights, "i8")
+        return _np(self.values, "f8"), _np(self.weights, "i4")
 
 
 @dataclass
@@ -128,6 +128,16 @@ class StepTotals:
     max_verify_bs: int = 0
     windows: dict[int, list[float]] = field(default_factory=dict)
     _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
+    _pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def flush(self) -> None:
+        """Fold deferred non-verify rows into the sums (done before the sums are read)."""
+        if self._pending:
+            start = np.concatenate([p[0] for p in self._pending])
+            end = np.concatenate([p[1] for p in self._pending])
+            self.busy_s += float((end - start).sum())
+            self.host_blocked_s += float(np.concatenate([p[2] for p in self._pending]).sum())
+            self._pending.clear()
 
     def add(self, mode: str, part: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
             blocked: np.ndarray, acc: np.ndarray | None, dec: np.ndarray | None) -> None:
@@ -137,14 +147,22 @@ class StepTotals:
         if n == 0:
             return
         self.num_steps += n
-        self.busy_s += float((end - start).sum())
         # launches are in stream order: starts and ends increase
-        self.first_start_s = min(self.first_start_s, float(start[0]))
-        self.last_end_s = max(self.last_end_s, float(end[-1]))
+        if start[0] < self.first_start_s:
+            self.first_start_s = float(start[0])
+        if end[-1] > self.last_end_s:
+            self.last_end_s = float(end[-1])
+        verify = mode == "verify"
+        if not verify and part == "main":
+            self._pending.append((start, end, blocked))     # summed in blocks (flush)
+            if len(self._pending) >= 512:
+                self.flush()
+            self._prev_main = (False, int(bs[-1]), float(end[-1]))
+            return
+        self.busy_s += float((end - start).sum())
         self.host_blocked_s += float(blocked.sum())
         if part != "main":
             return
-        verify = mode == "verify"
         if verify:
             self.verify_accepted += int(acc.sum())
             self.verify_decoding += int(dec.sum())
