@@ -109,6 +109,11 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
     """Run one case in this process and return its measurements."""
     import tracemalloc
 
+    # imports are not part of the run (the engine imports scipy lazily, for speculative
+    # decoding only; the original code imported it with sim.acceptance)
+    import scipy.optimize  # noqa: F401
+    import scipy.special  # noqa: F401
+
     from sim.engine import SimEngine
 
     sc = _load(case)
@@ -128,7 +133,8 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
     s = res.summary
     return {
         "case": case, "wall_s": wall, "num_requests": sc.workload.num_requests,
-        "steps": int(s.get("num_steps", len(res.steps))), "chunks_rows": len(res.chunks),
+        "steps": int(res.extra.get("num_steps", len(res.steps))), "chunks_rows": len(res.chunks),
+        "records": res.extra.get("records", "full"),
         "completed": s.get("completed"), "duration_s": s.get("duration"),
         "median_ttft_ms": s.get("median_ttft_ms"), "median_itl_ms": s.get("median_itl_ms"),
         "p99_itl_ms": s.get("p99_itl_ms"), "output_throughput": s.get("output_throughput"),

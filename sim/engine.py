@@ -47,7 +47,7 @@ from sim.request import Req
 from sim.scheduler import Deliveries, Scheduler
 from sim.workload import RequestSpec, make_requests, poisson_arrivals
 
-AUTO_COMPACT_TOKENS = 4_000_000
+AUTO_COMPACT_TOKENS = 1_000_000
 """``records="auto"`` keeps every chunk row up to this many output tokens in the run, and
 switches to compact records above (docs/performance.md)."""
 MAX_RUN_CELLS = 1 << 18
