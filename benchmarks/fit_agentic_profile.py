@@ -323,8 +323,9 @@ def table(ev: Evaluator, profile: Profile, cells: dict[str, Any] | None, refs: d
     ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
     d = "  ".join(f"{k.removesuffix('_ms')} {(ref_o[k] - ref_b[k]) / ref_b[k] * 100:+.2f}%" for k in FIT_KEYS if k in ref_o)
     lines.append(f"{PAIR_CELL} output_size vs base (reference): {d}")
-    worst = max(abs(e) for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS))
-    lines.append(f"largest base-arm error: {worst * 100:.1f}%")
+    errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
+    lines.append(f"base arms: largest error {max(abs(e) for e in errs) * 100:.1f}%, mean |error| "
+                 f"{np.mean(np.abs(errs)) * 100:.1f}%, loss (sum of squared relative errors) {np.sum(np.square(errs)):.4f}")
     return "\n".join(lines), preds
 
 
