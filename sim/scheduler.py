@@ -175,12 +175,13 @@ class Scheduler:
             return None
 
         mixed = s.enable_mixed_chunk and bool(self.running)
-        decoders: list[Req] = []
         if mixed:
-            decoders = self._filter_finished_and_reserve()
-            if decoders is None:
-                decoders, mixed = [], False
-        mixed_tokens = len(decoders) * self.window if mixed else 0
+            # SGLang's mix_with_running: the running batch (finished requests filtered) rides
+            # in the extend batch; the budgets shrink by its decode tokens. Its KV is reserved
+            # only once the pass admits something (no double deduction, one ratio step).
+            self.running = [r for r in self.running if not r.finished]
+            mixed = bool(self.running)
+        mixed_tokens = len(self.running) * self.window if mixed else 0
 
         adder = PrefillAdder.start(
             self.kv.available, self.running, self.ratio.value, s.max_prefill_tokens,
@@ -194,9 +195,10 @@ class Scheduler:
             if adder.add_one_req(req) is not AddResult.CONTINUE:
                 break
         if not adder.can_run:
-            if mixed:
-                self._release_reservations(decoders)
             return None
+        decoders: list[Req] = []
+        if mixed:
+            decoders = self._filter_finished_and_reserve() or []
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
         if admitted:
@@ -253,11 +255,6 @@ class Scheduler:
         for r in self.running:
             r.kv_allocated += w
         return list(self.running)
-
-    def _release_reservations(self, decoders: list[Req]) -> None:
-        for r in decoders:
-            self.kv.free(self.window)
-            r.kv_allocated -= self.window
 
     def _decode_batch(self) -> BatchPlan | None:
         """SGLang ``update_running_batch``: filter finished, check decode memory (retract or

@@ -21,12 +21,13 @@ FIT_KEYS = (
     "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms",
     "output_throughput", "total_throughput", "request_throughput",
 )
-# Largest |relative error| per figure over the three cells after the fit (docs/agentic.md),
-# rounded up to the next whole percent. Tighten these when the fit improves; never loosen.
+# Largest |relative error| per figure over the three cells after the fit (seed 1, the
+# scenarios' seed; docs/agentic.md has the table), rounded up to the next whole percent.
+# Tighten these when the fit improves; never loosen them to pass.
 TOLERANCE = {
-    "mean_ttft_ms": 0.0, "median_ttft_ms": 0.0, "p90_ttft_ms": 0.0,
-    "mean_tpot_ms": 0.0, "median_tpot_ms": 0.0, "p90_tpot_ms": 0.0,
-    "output_throughput": 0.0, "total_throughput": 0.0, "request_throughput": 0.0,
+    "mean_ttft_ms": 0.18, "median_ttft_ms": 0.17, "p90_ttft_ms": 0.18,      # reached 17.7 / 16.8 / 17.0 %
+    "mean_tpot_ms": 0.08, "median_tpot_ms": 0.16, "p90_tpot_ms": 0.20,      # reached 7.7 / 15.5 / 19.3 %
+    "output_throughput": 0.13, "total_throughput": 0.16, "request_throughput": 0.17,  # 12.3 / 15.3 / 16.1 %
 }
 
 
@@ -101,8 +102,10 @@ def test_base_arm_within_fitted_tolerance():
     assert not misses, "\n".join(misses)
 
 
-def test_output_size_lowers_c128_mean_ttft():
+def test_output_size_lowers_c128_mean_ttft_as_calibrated():
+    """host.schedule_s was fitted to the c128 pair: the model reaches -3.9 % mean TTFT
+    (measured -9.3 %, docs/agentic.md section 6); it must keep at least -3.8 %."""
     base = run_scenario(load_scenario(_path("agentic-c128"))).summary
     fixed = run_scenario(load_scenario(_path("agentic-c128"), "output_size")).summary
-    assert fixed["mean_ttft_ms"] < base["mean_ttft_ms"]
+    assert fixed["mean_ttft_ms"] / base["mean_ttft_ms"] - 1 <= -0.038
     assert fixed["host_blocked_s"] < base["host_blocked_s"]

@@ -3,6 +3,8 @@ prefill priority, the overlap one-step lag, retraction, new_token_ratio."""
 
 from __future__ import annotations
 
+import pytest
+
 from sim.admission import NoDelay, make_policy
 from sim.config import ServerArgs
 from sim.new_token_ratio import NewTokenRatio
@@ -148,3 +150,29 @@ def test_chunked_request_in_progress_skips_delay():
     s.add_request(Req(0, 250, 5))
     plans = [s.schedule() for _ in range(3)]
     assert [p.extend_lens[0] for p in plans] == [100, 100, 50]
+
+
+def test_mixed_chunk_budget_counts_decode_tokens_once():
+    # a running request reserves 4 tokens for its verify; the new request needs
+    # 813 + 400 + 1 page = 1214 tokens: it fits a 2000-token pool once, not twice
+    s = sched(enable_mixed_chunk=True, speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+              max_total_num_tokens=2000, chunked_prefill_size=4096, max_prefill_tokens=4096)
+    s.ratio.value = 0.0
+    s.add_request(Req(0, 500, 400))
+    commit_all(s, s.schedule())
+    s.add_request(Req(1, 813, 400))
+    p = s.schedule()
+    assert p.mode is ForwardMode.MIXED and p.rids == (1, 0)
+    assert s.kv.used <= s.kv.capacity
+
+
+def test_mixed_pass_that_admits_nothing_decays_the_ratio_once():
+    s = sched(enable_mixed_chunk=True, speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+              max_total_num_tokens=2000, chunked_prefill_size=4096, max_prefill_tokens=4096)
+    s.add_request(Req(0, 500, 400))
+    commit_all(s, s.schedule())
+    s.add_request(Req(1, 1200, 400))  # never fits next to request 0's reservation
+    before = s.ratio.value
+    p = s.schedule()
+    assert p.mode is ForwardMode.VERIFY
+    assert before - s.ratio.value == pytest.approx(s.ratio.decay)
