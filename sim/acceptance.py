@@ -24,6 +24,19 @@ _BLOCK = 256
 _HERMITE = np.polynomial.hermite_e.hermegauss(32)
 
 
+_LEAD8 = np.array([next((i for i in range(8) if not (b >> i) & 1), 8) for b in range(256)], dtype=np.int64)
+_BITS8 = (1 << np.arange(8)).astype(np.uint8)
+
+
+def leading_true(ok: np.ndarray) -> np.ndarray:
+    """Per row of a bool array (rows, gamma): how many leading entries are True, i.e.
+    ``where(ok.all(1), gamma, argmin(ok, 1))`` (accepted draft positions of a cycle)."""
+    gamma = ok.shape[1]
+    if 0 < gamma <= 8:
+        return _LEAD8[ok.view(np.uint8) @ _BITS8[:gamma]]
+    return np.where(ok.all(axis=1), gamma, np.argmin(ok, axis=1))
+
+
 def mean_accept_length(rates: np.ndarray) -> float:
     """Mean accept length for conditional per-position rates p_1..p_gamma:
     1 + sum_k prod_{i<=k} p_i."""
@@ -148,9 +161,7 @@ class AcceptanceModel:
         d = self._draws[rid]
         blocks = -(-(n - len(d)) // _BLOCK)
         u = g.random((blocks * _BLOCK, self.window - 1))
-        ok = u < self._rates[rid]
-        lead = np.where(ok.all(axis=1), self.window - 1, np.argmin(ok, axis=1))
-        d = np.concatenate([d, 1 + lead]) if len(d) else (1 + lead).astype(np.int64, copy=False)
+        d = np.concatenate([d, 1 + leading_true(u < self._rates[rid])])
         self._draws[rid] = d
         return d
 

@@ -144,6 +144,7 @@ class SimEngine:
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
         self._gpu_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None
+        self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self.ff_runs = 0
         self.ff_iterations = 0
 
@@ -435,10 +436,12 @@ class SimEngine:
             c[lo:hi] = v
             lo = hi
         pbs = run.process_batch_size[:k]
-        tab = self._host_tab
-        if tab is None or len(tab[0]) <= max(int(bs[0]), int(pbs[0])):   # batch sizes only shrink in a run
-            tab = self._host_table(max(int(bs[0]), int(pbs[0])))
-        return c, tab[0][bs], tab[1][bs], tab[2][pbs]
+        tab = self._host_table(max(int(bs[0]), int(pbs[0])))   # batch sizes only shrink in a run
+        hs, hl, hp = tab[0][bs], tab[1][bs], tab[2][pbs]
+        if np.isnan(hs).any() or np.isnan(hp).any():
+            self._fill_host_table(np.concatenate((bs, pbs)))
+            hs, hl, hp = tab[0][bs], tab[1][bs], tab[2][pbs]
+        return c, hs, hl, hp
 
     def _shape_cost(self, code: int, bs: int, ctx_sum: int, key: float) -> float:
         """GPU seconds of a decode/verify forward of ``bs`` requests whose contexts sum to
@@ -453,20 +456,32 @@ class SimEngine:
         """A decode/verify plan of ``bs`` requests whose contexts sum to ``ctx_sum``."""
         w = self.server.spec_window
         mode = ForwardMode.VERIFY if self.server.speculative_algorithm.enabled else ForwardMode.DECODE
-        return BatchPlan(step=0, mode=mode, rids=tuple(range(bs)), extend_lens=(w,) * bs,
-                         prefix_lens=(ctx_sum,) + (0,) * (bs - 1), spec_window=w)
+        shape = self._shapes.get(bs)
+        if shape is None:
+            shape = self._shapes[bs] = (tuple(range(bs)), (w,) * bs, (0,) * (bs - 1))
+        return BatchPlan(step=0, mode=mode, rids=shape[0], extend_lens=shape[1],
+                         prefix_lens=(ctx_sum,) + shape[2], spec_window=w)
 
     def _host_table(self, max_bs: int) -> list[np.ndarray]:
-        """Host seconds of schedule / launch / process by batch size 0..max_bs (from the
-        cost model, extended on demand)."""
+        """Host seconds of schedule / launch / process by batch size (NaN where not yet
+        asked of the cost model; see :meth:`_fill_host_table`)."""
         tab = self._host_tab
         if tab is None or len(tab[0]) <= max_bs:
             n = max(2 * max_bs, 64)
-            tab = self._host_tab = [
-                np.array([self.cost.host(kind, self._shape_plan(b, 0)) if b else 0.0 for b in range(n + 1)])
-                for kind in ("schedule", "launch", "process")
-            ]
+            new = [np.full(n + 1, np.nan) for _ in range(3)]
+            if tab is not None:
+                for t, old in zip(new, tab, strict=True):
+                    t[: len(old)] = old
+            tab = self._host_tab = new
         return tab
+
+    def _fill_host_table(self, sizes: np.ndarray) -> None:
+        """Ask the cost model for the host seconds of batch sizes not in the table yet."""
+        tab = self._host_tab
+        for b in np.unique(sizes[np.isnan(tab[0][sizes]) | np.isnan(tab[2][sizes])]).tolist():
+            plan = self._shape_plan(b, 0)
+            for t, kind in zip(tab, ("schedule", "launch", "process"), strict=True):
+                t[b] = self.cost.host(kind, plan)
 
     def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
         """Record the first n iterations of a collapsed run (the rows the step-by-step

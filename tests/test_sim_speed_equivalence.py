@@ -161,3 +161,28 @@ def test_weighted_statistics_match_numpy_on_the_repeated_samples(values, weights
             assert math.isclose(a[key], b[key], rel_tol=1e-12, abs_tol=1e-12), key
         else:
             assert a[key] == b[key], key
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(4096, 20_000), seed=st.integers(0, 2**31), decimals=st.sampled_from([None, 2]))
+def test_summary_statistics_are_numpys(n, seed, decimals):
+    # large samples take the one-partition path; the figures must be numpy's own
+    v = np.random.default_rng(seed).exponential(0.01, n)
+    if decimals is not None:
+        v = np.round(v, decimals)  # ties
+    got: dict[str, float] = {}
+    _stats("itl", v, got)
+    w = v * 1000.0
+    want = {"mean_itl_ms": np.mean(w), "median_itl_ms": np.median(w), "std_itl_ms": np.std(w),
+            "p90_itl_ms": np.percentile(w, 90), "p99_itl_ms": np.percentile(w, 99),
+            "max_itl_ms": np.max(w), "p95_itl_ms": np.percentile(w, 95)}
+    assert got == {k: float(x) for k, x in want.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.integers(1, 300), gamma=st.integers(1, 12), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**31))
+def test_leading_true_is_the_argmin_formula(rows, gamma, p, seed):
+    from sim.acceptance import leading_true
+
+    ok = np.random.default_rng(seed).random((rows, gamma)) < p
+    assert np.array_equal(leading_true(ok), np.where(ok.all(axis=1), gamma, np.argmin(ok, axis=1)))
