@@ -304,7 +304,8 @@ def write_demo_scenario(path: str | Path, profile: str | None = None, **top_leve
 
     Args:
         path: destination file.
-        profile: profile name or path (default: the first bundled profile in ``profiles/``).
+        profile: profile name or path (default: the bundled MI355X DSpark profile, which
+            has the verify grid a speculative scenario needs).
         top_level: extra top-level keys merged in (e.g. ``seed=5``).
 
     Returns:
@@ -313,8 +314,7 @@ def write_demo_scenario(path: str | Path, profile: str | None = None, **top_leve
     import yaml
 
     if profile is None:
-        bundled = sorted((Path(__file__).resolve().parent.parent / "profiles").glob("*.yaml"))
-        profile = bundled[0].stem if bundled else "none"
+        profile = "mi355x-dsv41-flash-tp4"
     data = {**DEMO_SCENARIO, "profile": profile, **top_level}
     p = Path(path)
     p.write_text(yaml.safe_dump(data, sort_keys=False))
