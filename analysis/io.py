@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from sim.errors import ConfigError
+from sim.results import atomic_write_text  # noqa: F401  (re-exported: analysis writes through it)
 
 REQUEST_COLUMNS = (
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s", "ttft_s",
@@ -220,25 +221,6 @@ def scenario_value(run: Any, dotted: str, default: Any = None) -> Any:
     if cur is None:
         return default
     return getattr(cur, "value", cur)  # enums -> their value
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory + rename.
-
-    Parent directories are created. Returns the path.
-    """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
 
 
 def atomic_write_parquet(df: pd.DataFrame, path: str | Path, metadata: Mapping[str, str] | None = None) -> Path:

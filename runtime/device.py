@@ -712,6 +712,17 @@ class Device:
         return hc.tensors
 
     # ------------------------------------------------------------------------ timing
+    def timing_mark(self, stream: str = "forward") -> Any:
+        """A time stamp of the work queued on ``stream`` so far: a timing-enabled event
+        recorded there (GPU; read later with ``elapsed_time`` against another mark), or the
+        host's perf_counter (CPU, where work is synchronous). Used around each launch in
+        measurement mode (timing events cost more on HIP, hip-vs-cuda.md item 9)."""
+        if self.is_gpu:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record(self.stream(stream))
+            return ev
+        return time.perf_counter()
+
     @contextlib.contextmanager
     def timed(self, name: str, stream: str = "forward") -> Iterator[None]:
         """Time the work queued on ``stream`` inside the block (measurement mode only).

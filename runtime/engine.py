@@ -268,11 +268,7 @@ class RuntimeEngine:
 
     # -------------------------------------------------------------- launches
     def _timing_event(self) -> Any:
-        if self.dev.is_gpu:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record(self.dev.stream("forward"))
-            return ev
-        return time.perf_counter()
+        return self.dev.timing_mark()
 
     def _launch(self, op: Launch) -> RtHandle:
         plan, r = op.plan, self.runner

@@ -48,14 +48,12 @@ on an H200 the 1b preset with ``max_bs`` 64 takes well under it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import os
 import platform
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -77,6 +75,7 @@ from sim.errors import ConfigError
 from sim.plan import ForwardMode
 from sim.profile import Profile
 from sim.request import Req
+from sim.results import atomic_write_text
 from sim.scheduler import Scheduler
 
 STALL_STEPS = 40
@@ -367,8 +366,9 @@ class _Profiler:
         self.bar.update(1)
         self.budget.done()
 
-    def _measure(self, label: str, group: str, fn: Callable[[], object], repeats: int | None = None) -> list[float]:
-        """Warm up, estimate one call, then time budget-limited repeats: seconds per call."""
+    def _warm_and_plan(self, label: str, fn: Callable[[], object], want: int) -> int:
+        """Warm ``fn`` up, time one call from an idle queue, and return how many repeats
+        the time budget allows (at most ``want``)."""
         self._progress(label)
         dev = self.dev
         with dev.use("forward"):
@@ -379,8 +379,12 @@ class _Profiler:
             fn()
             dev.synchronize("profile")
             est = time.perf_counter() - t0
-        n = self.budget.repeats(label, est, repeats or self.repeats)
-        times = time_calls(dev, fn, repeats=n)
+        return self.budget.repeats(label, est, want)
+
+    def _measure(self, label: str, group: str, fn: Callable[[], object], repeats: int | None = None) -> list[float]:
+        """Warm up, estimate one call, then time budget-limited repeats: seconds per call."""
+        n = self._warm_and_plan(label, fn, repeats or self.repeats)
+        times = time_calls(self.dev, fn, repeats=n)
         self.reps.setdefault(group, []).append(n)
         self._tick()
         return times
@@ -389,17 +393,9 @@ class _Profiler:
         """Seconds from the host issuing ``fn`` on an idle queue to the device finishing it
         (synchronize, perf_counter, call, synchronize): an eager forward issued after a host
         block costs its host launch time when that exceeds its GPU time, as in the loop."""
-        self._progress(label)
         dev = self.dev
+        n = self._warm_and_plan(label, fn, self.repeats)
         with dev.use("forward"):
-            for _ in range(WARMUP):
-                fn()
-            dev.synchronize("profile")
-            t0 = time.perf_counter()
-            fn()
-            dev.synchronize("profile")
-            est = time.perf_counter() - t0
-            n = self.budget.repeats(label, est, self.repeats)
             times = []
             for _ in range(n):
                 dev.synchronize("profile")
@@ -419,12 +415,8 @@ class _Profiler:
         return f"median of {lo} repeats" if lo == hi else f"median of {lo}-{hi} repeats (time budget)"
 
     def _timing_event(self) -> Any:
-        """As RuntimeEngine._timing_event (measurement mode records one per launch end)."""
-        if self.dev.is_gpu:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record(self.dev.stream("forward"))
-            return ev
-        return time.perf_counter()
+        """As the engine records around each launch (runtime.device.Device.timing_mark)."""
+        return self.dev.timing_mark()
 
     def _new_rows(self, n: int, context: int) -> tuple[list[int], torch.Tensor]:
         """``n`` fresh rows holding ``context`` committed tokens (KV reserved, values zero)."""
@@ -565,13 +557,7 @@ class _Profiler:
                 rows, _ = self._new_rows(b, self.launch_ctx)
 
             def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
-                output = tokens.step(plan)
-                forced = np.maximum(output.committed - 1, 0).tolist()
-                self._timing_event()
-                out = runner.spec_cycle(rows, forced, graph=True)
-                self._timing_event()
-                done = dev.record("forward")
-                return dev.copy_to_host({"committed": out.committed}, after=done)
+                return self._engine_verify_launch(rows, tokens, plan)[1]
 
             times: list[float] = []
             with dev.use("forward"):
@@ -600,6 +586,19 @@ class _Profiler:
         self.launch_fit = fit_line(self.launch_bs, self.launch_med)
         self.stall_phase()
 
+    def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any) -> tuple[Any, Any]:
+        """What runtime.engine.RuntimeEngine._launch does for a VERIFY plan: draw the
+        accepts, replay the spec-cycle graph between two timing marks, record the ring
+        event and start the result copy. Returns (ring event, host copy)."""
+        dev = self.dev
+        output = tokens.step(plan)
+        forced = np.maximum(output.committed - 1, 0).tolist()
+        self._timing_event()
+        out = self.runner.spec_cycle(rows, forced, graph=True)
+        self._timing_event()
+        done = dev.record("forward")
+        return done, dev.copy_to_host({"committed": out.committed}, after=done)
+
     def stall_phase(self) -> None:
         """Two loops of the engine's verify launch with lengths growing as in the engine (so
         every step also reserves the next window's KV slots, as the runtime does):
@@ -625,13 +624,7 @@ class _Profiler:
                     rows, _ = self._new_rows(b, self.launch_ctx)
 
                     def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
-                        output = tokens.step(plan)
-                        forced = np.maximum(output.committed - 1, 0).tolist()
-                        self._timing_event()
-                        out = runner.spec_cycle(rows, forced, graph=True)
-                        self._timing_event()
-                        done = dev.record("forward")
-                        return done, dev.copy_to_host({"committed": out.committed}, after=done)
+                        return self._engine_verify_launch(rows, tokens, plan)
 
                     for _ in range(WARMUP):
                         launch()
@@ -966,19 +959,7 @@ def write_profile(d: dict, path: str | Path) -> Path:
               f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC.\n"
               "# Every value's method, shapes, repeats and versions are in provenance.\n")
     text = header + yaml.dump(data, Dumper=_FlowListDumper, sort_keys=False, width=100, allow_unicode=True)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    out = atomic_write_text(path, text)
     return out
 
 

@@ -34,6 +34,7 @@ from scipy.optimize import minimize
 from sim.config import Scenario, load_scenario
 from sim.engine import run_scenario
 from sim.profile import Profile, load_profile
+from sim.results import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml"
@@ -171,13 +172,13 @@ def write(profile: Profile, mean: float, spread: float) -> None:
     data = yaml.safe_load(text)
     dumped = profile.model_dump(mode="json", exclude={"path"})
     data["gpu"], data["host"] = _round(dumped["gpu"]), _round(dumped["host"])
-    PROFILE.write_text(header + yaml.dump(data, Dumper=_FlowListDumper, sort_keys=False, width=100))
+    atomic_write_text(PROFILE, header + yaml.dump(data, Dumper=_FlowListDumper, sort_keys=False, width=100))
     for name in [*LL_CELLS.values(), BURST]:
         p = ROOT / "scenarios" / f"{name}.yaml"
         t = p.read_text()
         t = re.sub(r"(\n  mean_accept_length: )[0-9.]+", rf"\g<1>{mean:.4f}", t)
         t = re.sub(r"(\n  request_spread: )[0-9.]+", rf"\g<1>{spread:.4f}", t)
-        p.write_text(t)
+        atomic_write_text(p, t)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

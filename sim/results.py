@@ -30,6 +30,24 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same directory + rename
+    (readers never see a half-written file). Parent directories are created. Returns the path.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
 def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet") -> Path:
     """Write ``result`` to ``out_dir`` atomically (replacing an existing directory).
 
