@@ -95,6 +95,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from analysis.overrides import parse_overrides
 
     arms = _list_arg(args.arms, "--arms")
+    if len(dict.fromkeys(arms)) < 2:
+        raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
     executor = None
     if args.workers > 1:

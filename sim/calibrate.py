@@ -198,6 +198,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.write:
         write(prof, mean, spread)
         print(f"wrote {PROFILE.relative_to(ROOT)} and the System-A scenarios' acceptance blocks")
+    else:
+        print("nothing written: add --write to store these values in the profile and scenarios")
     return 0
 
 

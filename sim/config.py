@@ -10,12 +10,13 @@ what is allowed.
 from __future__ import annotations
 
 import copy
+import difflib
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sim.errors import ConfigError
 
@@ -81,7 +82,7 @@ class ServerArgs(BaseModel):
     schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
-    speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none)
+    speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
     admission_delay: AdmissionDelay = Field(AdmissionDelay.none)
@@ -90,6 +91,11 @@ class ServerArgs(BaseModel):
     sync_mode: SyncMode = Field(SyncMode.host_block)
     prefill_slot_expansion_sync: bool = Field(True, description="DSpark prefill's repeat_interleave without output_size blocks the host until the prefill forward drains.")
     enable_overlap_schedule: bool = Field(True, description="Build step N+1 while step N runs (SGLang default).")
+
+    @field_validator("speculative_algorithm", mode="before")
+    @classmethod
+    def _any_case(cls, v: object) -> object:
+        return v.lower() if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
@@ -248,16 +254,37 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed."""
     first = err.errors()[0]
-    key = ".".join(str(x) for x in first["loc"]) or "<top level>"
+    loc = tuple(first["loc"])
+    key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
+    msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "missing":
         value = "<missing>"
-    elif isinstance(value, dict) and first["loc"]:
+    elif isinstance(value, dict):
         value = "{...}"
-    msg = first["msg"].removeprefix("Value error, ")
+        head, _, rest = msg.partition(" ")
+        if not loc and "." in head:  # a cross-field check names its key first
+            key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        allowed = _allowed_keys(loc[:-1])
+        near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f" allowed: {', '.join(allowed)}" if allowed else "")
     return ConfigError(file, key, value, msg)
+
+
+def _allowed_keys(parent: tuple[Any, ...], root: type[BaseModel] | None = None) -> list[str]:
+    """Field names of the model at ``parent`` (a loc path from the scenario root)."""
+    model: Any = root or Scenario
+    for part in parent:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        cands = [ann, *getattr(ann, "__args__", ())]
+        model = next((c for c in cands if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None:
+            return []
+    return list(getattr(model, "model_fields", {}))
 
 
 def load_scenario(path: str | Path, arm: str = "base") -> Scenario:

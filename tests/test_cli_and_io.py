@@ -112,3 +112,29 @@ def test_same_seed_identical_other_seed_differs(tmp_path):
     pd.testing.assert_frame_equal(a.steps, b.steps)
     assert a.summary == b.summary
     assert not a.chunks.equals(c.chunks)
+
+
+def test_unknown_key_suggests_the_nearest(tmp_path, capsys):
+    path = small_scenario(tmp_path, **{"  max_running_requests: 128": "  max_runing_requests: 128"})
+    assert main(["run", str(path), "--out", str(tmp_path / "r")]) == 2
+    assert "did you mean 'max_running_requests'" in capsys.readouterr().err
+
+
+def test_cross_field_error_names_the_key_not_the_whole_scenario(tmp_path, capsys):
+    path = small_scenario(tmp_path, **{"mean_accept_length: ": "mean_accept_length: 9 #"})
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "acceptance.mean_accept_length = " in err and "description" not in err and len(err) < 300
+
+
+def test_sglang_spelling_of_the_algorithm_is_accepted(tmp_path):
+    sc = load_scenario(small_scenario(tmp_path, **{"speculative_algorithm: dspark": "speculative_algorithm: DSPARK"}))
+    assert sc.server.speculative_algorithm.value == "dspark"
+
+
+def test_run_set_overrides_and_hides_the_reference(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", str(small_scenario(tmp_path)), "--set", "workload.num_requests=4", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["completed"] == 4
+    assert "Reference (measured)" not in text
