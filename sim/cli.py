@@ -79,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from sim.scheduler import UnschedulableRequest
+
     try:
         return int(args.func(args) or 0)
-    except ConfigError as e:
+    except (ConfigError, UnschedulableRequest) as e:
         print(f"specsched: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -25,7 +25,7 @@ from sim.config import ServerArgs
 from sim.kv_pool import KVPool
 from sim.new_token_ratio import NewTokenRatio
 from sim.plan import BatchPlan, ForwardMode, StepOutput
-from sim.prefill_adder import AddResult, PrefillAdder
+from sim.prefill_adder import CLIP_MAX_NEW_TOKENS, AddResult, PrefillAdder, ceil_page
 from sim.request import Req, ReqStatus
 from sim.schedule_policy import SchedulePolicy
 
@@ -105,11 +105,14 @@ class Scheduler:
         Raises:
             UnschedulableRequest: its prompt plus reserved output can never fit the pool.
         """
-        need = req.input_len + min(req.max_new_tokens, 4096) + self.server.page_size
+        # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
+        # verify reservations of the two steps the overlap loop keeps in flight
+        page = self.server.page_size
+        need = ceil_page(req.input_len, page) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page + 2 * self.window
         if need >= self.kv.capacity:
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
-                f"cannot fit max_total_num_tokens={self.kv.capacity}"
+                f"(+ {2 * self.window} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
             )
         req.status = ReqStatus.WAITING
         self.reqs[req.rid] = req
@@ -261,8 +264,7 @@ class Scheduler:
         decay new_token_ratio), prepare one decode (or verify) step."""
         decoders = self._filter_finished_and_reserve()
         if decoders is None:
-            if not self.waiting and self.chunked_req is None:
-                self.ratio.on_idle()
+            self.ratio.on_idle()  # no batch runs this pass
             return None
         return BatchPlan(
             step=self.step,
@@ -280,12 +282,16 @@ class Scheduler:
 
         Order: spec decoding retracts from the back of the batch; otherwise the request with
         the most output goes first, ties broken by the shortest input. Retracted requests free
-        their KV and re-queue; they re-prefill prompt + committed output later.
+        their KV and re-queue; they re-prefill prompt + committed output later. The last
+        request is never retracted (SGLang asserts there is room for it instead).
+
+        Raises:
+            UnschedulableRequest: one request alone cannot get its next step's KV.
         """
         if not self.spec:
             self.running.sort(key=lambda r: (r.output_len, -r.input_len))
         retracted: list[Req] = []
-        while self.running and self.kv.available < len(self.running) * self.window:
+        while len(self.running) > 1 and self.kv.available < len(self.running) * self.window:
             r = self.running.pop()
             self.kv.free(r.kv_allocated)
             r.kv_allocated = 0
@@ -293,11 +299,13 @@ class Scheduler:
             r.status = ReqStatus.WAITING
             r.retractions += 1
             retracted.append(r)
-        if not self.running and retracted and self.kv.available < self.window:
-            raise UnschedulableRequest("KV pool cannot hold a single decode step")
+        if self.kv.available < len(self.running) * self.window:
+            raise UnschedulableRequest(
+                f"request {self.running[0].rid} alone cannot get KV for its next step "
+                f"({self.kv.available} tokens free of {self.kv.capacity})")
         self.num_retractions += len(retracted)
         self.waiting.extend(retracted)
-        bs = len(self.running) + len(retracted)
+        bs = len(self.running)  # the batch after retraction, as its decoded and max_new sums
         decoded = sum(r.output_len for r in self.running)
         self.ratio.on_retract(decoded, bs, sum(r.max_new_tokens for r in self.running))
 

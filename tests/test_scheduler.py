@@ -176,3 +176,27 @@ def test_mixed_pass_that_admits_nothing_decays_the_ratio_once():
     p = s.schedule()
     assert p.mode is ForwardMode.VERIFY
     assert before - s.ratio.value == pytest.approx(s.ratio.decay)
+
+
+def _two_requests_one_slot(pool: int, page: int = 1, window: int = 6):
+    from sim.engine import SimEngine
+    from tests.conftest import make_scenario, tiny_profile
+
+    sc = make_scenario({"max_running_requests": 1, "max_total_num_tokens": pool, "page_size": page,
+                        "speculative_num_draft_tokens": window},
+                       {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 1001},
+                        "output_len": {"kind": "fixed", "value": 64}})
+    return SimEngine(sc, tiny_profile())
+
+
+def test_a_pool_that_barely_holds_one_request_completes():
+    res = _two_requests_one_slot(1090).run()
+    assert res.summary["completed"] == 2
+
+
+@pytest.mark.parametrize(("pool", "page"), [(1067, 1), (1082, 16)])
+def test_a_request_that_can_never_run_is_rejected_not_looped(pool, page):
+    from sim.scheduler import UnschedulableRequest
+
+    with pytest.raises(UnschedulableRequest, match="cannot fit"):
+        _two_requests_one_slot(pool, page).run()
