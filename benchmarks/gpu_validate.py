@@ -1,6 +1,6 @@
 """Profile a GPU, then validate the simulator against the runtime on the scaled cells.
 
-One command does everything that belongs together on a lent GPU:
+One command does everything that belongs together on a GPU machine:
 
     python benchmarks/gpu_validate.py --out OUTDIR [--preset 1b] [--cells batch1,batch8,...]
 

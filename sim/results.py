@@ -78,6 +78,10 @@ def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet") 
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         if result.scenario is not None:
             sc = result.scenario.model_dump(mode="json")
+            if sc.get("path"):  # relative to where the command ran, when inside it
+                p = Path(sc["path"]).resolve()
+                if p.is_relative_to(Path.cwd()):
+                    sc["path"] = str(p.relative_to(Path.cwd()))
             (tmp / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
         if out.exists():
             old = out.with_name(f".{out.name}.old")
