@@ -62,6 +62,7 @@ def main() -> int:
     ap.add_argument("--profile", default=None, help="use this profile instead of profiling now")
     ap.add_argument("--max-bs", type=int, default=128)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run with --preset tiny")
+    ap.add_argument("--reverse-arms", action="store_true", help="measure the arms in reverse order (checks order effects)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -86,7 +87,7 @@ def main() -> int:
     res_dir = out / "results"
     for cell in args.cells.split(","):
         path = ROOT / "scenarios" / "h200" / f"{cell}.yaml"
-        arms = arm_names(path)
+        arms = arm_names(path)[::-1] if args.reverse_arms else arm_names(path)
         eng = None
         walls: dict[str, tuple[float, float, float, float]] = {}
         for arm in arms:
