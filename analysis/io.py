@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 
 from sim.errors import ConfigError
-from sim.results import atomic_write_text  # noqa: F401  (re-exported: analysis writes through it)
+from sim.results import atomic_write, atomic_write_text  # noqa: F401  (atomic_write_text re-exported)
 
 REQUEST_COLUMNS = (
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s", "ttft_s",
@@ -234,20 +234,9 @@ def atomic_write_parquet(df: pd.DataFrame, path: str | Path, metadata: Mapping[s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df, preserve_index=False)
     if metadata:
         meta = dict(table.schema.metadata or {})
         meta.update({k.encode(): v.encode() for k, v in metadata.items()})
         table = table.replace_schema_metadata(meta)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))

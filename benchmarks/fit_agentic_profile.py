@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.config import Scenario, deep_merge, load_scenario  # noqa: E402
+from sim.config import Scenario, deep_merge, load_scenario, with_value  # noqa: E402
 from sim.engine import run_scenario  # noqa: E402
 from sim.profile import Profile, load_profile  # noqa: E402
 
@@ -143,16 +143,6 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- profile
-def _set(model: Any, path: str, value: Any) -> Any:
-    data = model.model_dump()
-    node = data
-    keys = path.split(".")
-    for k in keys[:-1]:
-        node = node[k]
-    node[keys[-1]] = value
-    return type(model).model_validate(data)
-
-
 def params_of(profile: Profile) -> np.ndarray:
     """Stage-A parameters of a profile: (extend s/token, verify(bs 1) s, verify(bs 8) s)."""
     g = profile.gpu
@@ -166,12 +156,12 @@ def apply(profile: Profile, theta: np.ndarray | None = None, schedule: float | N
     p = profile
     if theta is not None:
         ext, v1, v8 = (float(t) for t in theta)
-        p = _set(p, "gpu.extend", {"x": [1, EXTEND_TOKENS], "context_len": [0.0],
+        p = with_value(p, "gpu.extend", {"x": [1, EXTEND_TOKENS], "context_len": [0.0],
                                   "seconds": [[ext], [ext * EXTEND_TOKENS]]})
-        p = _set(p, "gpu.draft_inject_per_token_s", ext * INJECT_SHARE / (1 - INJECT_SHARE))
-        p = _set(p, "gpu.verify", {"x": list(VERIFY_BS), "context_len": [0.0], "seconds": [[v1], [v8]]})
+        p = with_value(p, "gpu.draft_inject_per_token_s", ext * INJECT_SHARE / (1 - INJECT_SHARE))
+        p = with_value(p, "gpu.verify", {"x": list(VERIFY_BS), "context_len": [0.0], "seconds": [[v1], [v8]]})
     if schedule is not None:
-        p = _set(p, "host.schedule_s", float(schedule))
+        p = with_value(p, "host.schedule_s", float(schedule))
     return p
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import yaml
 from scipy.optimize import minimize
 
-from sim.config import Scenario, load_scenario
+from sim.config import Scenario, load_scenario, with_value
 from sim.engine import run_scenario
 from sim.profile import Profile, load_profile
 from sim.results import atomic_write_text
@@ -45,16 +45,6 @@ BURST_KEYS = ("output_throughput", "median_ttft_ms", "max_ttft_ms", "median_tpot
 
 def _scenario(name: str, arm: str = "base") -> Scenario:
     return load_scenario(ROOT / "scenarios" / f"{name}.yaml", arm)
-
-
-def _with(model: Any, path: str, value: Any) -> Any:
-    data = model.model_dump()
-    node = data
-    keys = path.split(".")
-    for k in keys[:-1]:
-        node = node[k]
-    node[keys[-1]] = value
-    return type(model).model_validate(data)
 
 
 def closed_form(profile: Profile) -> dict[str, Any]:
@@ -72,20 +62,20 @@ def closed_form(profile: Profile) -> dict[str, Any]:
 
 def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: float) -> Profile:
     """A profile with the fitted values put in."""
-    p = _with(profile, "host.launch_s", cf["launch_s"])
+    p = with_value(profile, "host.launch_s", cf["launch_s"])
     g = p.gpu.verify
     xs = [1, 8, 32, 64, 256]
     secs = [[cf["verify"][b]] for b in xs[:-1]] + [[verify_256]]
-    p = _with(p, "gpu.verify", {"x": xs, "context_len": g.context_len, "seconds": secs})
-    p = _with(p, "gpu.extend", {"x": [1, 16384], "context_len": p.gpu.extend.context_len,
+    p = with_value(p, "gpu.verify", {"x": xs, "context_len": g.context_len, "seconds": secs})
+    p = with_value(p, "gpu.extend", {"x": [1, 16384], "context_len": p.gpu.extend.context_len,
                                 "seconds": [[extend_16k / 16384], [extend_16k]]})
     inject_share = profile.gpu.draft_inject_per_token_s / (profile.gpu.extend.seconds[-1][0] / 16384 + profile.gpu.draft_inject_per_token_s)
     per_tok = extend_16k / 16384
-    return _with(p, "gpu.draft_inject_per_token_s", per_tok * inject_share / (1 - inject_share))
+    return with_value(p, "gpu.draft_inject_per_token_s", per_tok * inject_share / (1 - inject_share))
 
 
 def _acc(sc: Scenario, mean: float, spread: float) -> Scenario:
-    return _with(_with(sc, "acceptance.mean_accept_length", mean), "acceptance.request_spread", spread)
+    return with_value(with_value(sc, "acceptance.mean_accept_length", mean), "acceptance.request_spread", spread)
 
 
 def evaluate(profile: Profile, mean: float, spread: float) -> dict[str, dict[str, float]]:

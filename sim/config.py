@@ -237,6 +237,22 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
+    """A copy of a frozen config ``model`` with the field at ``dotted`` (e.g.
+    ``host.launch_s``) set to ``value``, validated again.
+
+    Raises:
+        pydantic.ValidationError: the new value is not allowed.
+    """
+    data = model.model_dump()
+    node = data
+    keys = dotted.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = value
+    return type(model).model_validate(data)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; ConfigError if the file is missing, unparsable or not a mapping."""
     p = Path(path)

@@ -1,4 +1,4 @@
-"""Writing and reading a run's results directory (format in docs/architecture.md).
+"""Writing a run's results directory (format in docs/architecture.md).
 
 Writes are atomic: everything goes to a temporary sibling directory that is renamed into
 place at the end, so an interrupted or failed run leaves no half-written results.
@@ -11,6 +11,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +31,27 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory + rename
-    (readers never see a half-written file). Parent directories are created. Returns the path.
-    """
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Create ``path`` atomically: ``write`` fills a temporary file in the same directory,
+    which is then renamed over ``path`` (readers never see a half-written file; a failed
+    write leaves nothing behind). Parent directories are created. Returns the path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        write(Path(tmp))
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return p
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet") -> Path:
@@ -95,25 +101,3 @@ def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet") 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
-
-
-def read_results(path: str | Path) -> RunResult:
-    """Read a results directory written by :func:`write_results` (parquet or csv tables).
-
-    Raises:
-        FileNotFoundError: no summary.json in ``path``.
-    """
-    p = Path(path)
-    if not (p / "summary.json").is_file():
-        raise FileNotFoundError(f"{p}: not a results directory (no summary.json)")
-    tables = {}
-    for name in TABLES:
-        if (p / f"{name}.parquet").is_file():
-            tables[name] = pd.read_parquet(p / f"{name}.parquet")
-        elif (p / f"{name}.csv").is_file():
-            tables[name] = pd.read_csv(p / f"{name}.csv")
-        else:
-            tables[name] = pd.DataFrame()
-    summary = json.loads((p / "summary.json").read_text())
-    scenario = yaml.safe_load((p / "scenario.yaml").read_text()) if (p / "scenario.yaml").is_file() else None
-    return RunResult(summary=summary, scenario=scenario, **tables)
