@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-
-from sim.errors import ConfigError
+from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
 
@@ -57,8 +56,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
     ``<RESULTS_DIR>/plots`` for one directory, ``./plots`` for several).
     """
-    from analysis import plots
-    from analysis.io import read_results, run_label
+    from specsched.analysis import plots
+    from specsched.analysis.io import read_results, run_label
 
     runs = [read_results(d) for d in args.results_dirs]
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
@@ -91,8 +90,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
-    from analysis import compare, plots
-    from analysis.overrides import parse_overrides
+    from specsched.analysis import compare, plots
+    from specsched.analysis.overrides import parse_overrides
 
     arms = _list_arg(args.arms, "--arms")
     if len(dict.fromkeys(arms)) < 2:
@@ -118,7 +117,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:
-        from analysis.io import atomic_write_text
+        from specsched.analysis.io import atomic_write_text
 
         atomic_write_text(args.markdown, compare.to_markdown(table))
     if args.plot:
@@ -133,8 +132,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed."""
-    from analysis.overrides import parse_grid, parse_overrides
-    from analysis.sweep import run_sweep
+    from specsched.analysis.overrides import parse_grid, parse_overrides
+    from specsched.analysis.sweep import run_sweep
 
     grid = parse_grid(args.grid)
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):

@@ -16,13 +16,12 @@ from typing import Any
 
 import pandas as pd
 from rich.table import Table
+from specsched.analysis.io import atomic_write_text
+from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.analysis.runner import Runner, RunTask, execute
+from specsched.analysis.stats import pct_change_ci
+from specsched.sim.errors import ConfigError
 from tqdm.auto import tqdm
-
-from analysis.io import atomic_write_text
-from analysis.overrides import load_scenario_with_overrides
-from analysis.runner import Runner, RunTask, execute
-from analysis.stats import pct_change_ci
-from sim.errors import ConfigError
 
 DEFAULT_METRICS = (
     "output_throughput", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",

@@ -21,9 +21,8 @@ from typing import Any
 
 import pandas as pd
 import yaml
-
-from sim.errors import ConfigError
-from sim.results import atomic_write, atomic_write_text  # noqa: F401  (atomic_write_text re-exported)
+from specsched.sim.errors import ConfigError
+from specsched.sim.results import atomic_write, atomic_write_text  # noqa: F401  (atomic_write_text re-exported)
 
 REQUEST_COLUMNS = (
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s", "ttft_s",

@@ -18,9 +18,8 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
-
-from sim.config import Scenario, deep_merge, load_scenario, validation_error
-from sim.errors import ConfigError
+from specsched.sim.config import Scenario, deep_merge, load_scenario, validation_error
+from specsched.sim.errors import ConfigError
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
 """Top-level keys an override may not set (the arm is chosen separately)."""

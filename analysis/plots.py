@@ -24,9 +24,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-
-from analysis.io import run_label, scenario_value  # noqa: E402
-from analysis.stats import ecdf, itl_samples, mean_ci, percentile  # noqa: E402
+from specsched.analysis.io import run_label, scenario_value  # noqa: E402
+from specsched.analysis.stats import ecdf, itl_samples, mean_ci, percentile  # noqa: E402
 
 PERCENTILES = (50, 90, 99)
 _PCT_STYLE = {50: ":", 90: "--", 99: "-."}

@@ -21,7 +21,7 @@ NON_METRIC_KEYS = frozenset({"seed"})
 
 def simulate(scenario: Any, seed: int) -> Any:
     """Default runner: ``sim.engine.run_scenario(scenario, seed=seed)`` (imported lazily)."""
-    from sim.engine import run_scenario
+    from specsched.sim.engine import run_scenario
 
     return run_scenario(scenario, seed=seed)
 

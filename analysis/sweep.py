@@ -31,12 +31,11 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
+from specsched.analysis.io import atomic_write_parquet, atomic_write_text
+from specsched.analysis.overrides import check_key, load_scenario_with_overrides
+from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
+from specsched.sim.errors import ConfigError
 from tqdm.auto import tqdm
-
-from analysis.io import atomic_write_parquet, atomic_write_text
-from analysis.overrides import check_key, load_scenario_with_overrides
-from analysis.runner import Runner, RunOutcome, RunTask, execute
-from sim.errors import ConfigError
 
 META_KEY = "specsched.sweep"
 CONNECT_TIMEOUT_S = 10

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from analysis.io import RunData
-from analysis.stats import itl_samples
+from specsched.analysis.io import RunData
+from specsched.analysis.stats import itl_samples
 
 # Made-up costs (seconds).
 PREFILL_FIXED_S = 2e-3

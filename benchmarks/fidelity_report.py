@@ -16,9 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.compare import compare_arms  # noqa: E402
-from sim.config import arm_names, load_scenario  # noqa: E402
-from sim.engine import run_scenario  # noqa: E402
+from specsched.analysis.compare import compare_arms  # noqa: E402
+from specsched.sim.config import arm_names, load_scenario  # noqa: E402
+from specsched.sim.engine import run_scenario  # noqa: E402
 
 SYSTEM_A = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]
 METRICS = ["output_throughput", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",

@@ -5,9 +5,9 @@ concurrency 128 / 192 / 256) is described in docs/agentic.md, with every assumpt
 arithmetic that maps its per-GPU figures onto one simulated DP rank. Usage (from the repo
 root)::
 
-    PYTHONPATH=. python benchmarks/fit_agentic_profile.py              # fit, print the table
-    PYTHONPATH=. python benchmarks/fit_agentic_profile.py --write      # ... and write the profile
-    PYTHONPATH=. python benchmarks/fit_agentic_profile.py --report-only  # table, profile as is
+    python benchmarks/fit_agentic_profile.py              # fit, print the table
+    python benchmarks/fit_agentic_profile.py --write      # ... and write the profile
+    python benchmarks/fit_agentic_profile.py --report-only  # table, profile as is
 
 What is fitted, from what:
 
@@ -54,9 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.config import Scenario, deep_merge, load_scenario, with_value  # noqa: E402
-from sim.engine import run_scenario  # noqa: E402
-from sim.profile import Profile, load_profile  # noqa: E402
+from specsched.sim.config import Scenario, deep_merge, load_scenario, with_value  # noqa: E402
+from specsched.sim.engine import run_scenario  # noqa: E402
+from specsched.sim.profile import Profile, load_profile  # noqa: E402
 
 PROFILE = ROOT / "profiles" / "mi355x-dsv4pro-agentic.yaml"
 CELLS = ("agentic-c128", "agentic-c192", "agentic-c256")

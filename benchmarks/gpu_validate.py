@@ -29,13 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-
-from runtime.cli_commands import VALIDATE_METRICS, validation_table  # noqa: E402
-from runtime.engine import RuntimeEngine  # noqa: E402
-from sim.config import arm_names, load_scenario  # noqa: E402
-from sim.engine import run_scenario  # noqa: E402
-from sim.profile import load_profile  # noqa: E402
-from sim.results import write_results  # noqa: E402
+from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table  # noqa: E402
+from specsched.runtime.engine import RuntimeEngine  # noqa: E402
+from specsched.sim.config import arm_names, load_scenario  # noqa: E402
+from specsched.sim.engine import run_scenario  # noqa: E402
+from specsched.sim.profile import load_profile  # noqa: E402
+from specsched.sim.results import write_results  # noqa: E402
 
 CELLS = ["batch1", "batch8", "batch32", "batch64", "burst66"]
 
@@ -71,7 +70,7 @@ def main() -> int:
     if args.profile:
         prof_path = Path(args.profile)
     else:
-        from runtime.profiler import profile_device, write_profile
+        from specsched.runtime.profiler import profile_device, write_profile
 
         d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
                            contexts=[512, 1024, 2048], extend_tokens=[256, 1024, 2048, 4096, 8192],

@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.acceptance import AcceptanceModel  # noqa: E402
-from sim.admission import make_policy  # noqa: E402
-from sim.config import AcceptanceConfig, ServerArgs  # noqa: E402
-from sim.device_tokens import DeviceTokens  # noqa: E402
-from sim.plan import ForwardMode, StepOutput  # noqa: E402
-from sim.request import Req  # noqa: E402
-from sim.scheduler import Scheduler  # noqa: E402
+from specsched.sim.acceptance import AcceptanceModel  # noqa: E402
+from specsched.sim.admission import make_policy  # noqa: E402
+from specsched.sim.config import AcceptanceConfig, ServerArgs  # noqa: E402
+from specsched.sim.device_tokens import DeviceTokens  # noqa: E402
+from specsched.sim.plan import ForwardMode, StepOutput  # noqa: E402
+from specsched.sim.request import Req  # noqa: E402
+from specsched.sim.scheduler import Scheduler  # noqa: E402
 
 
 def measure(batch: int, steps: int) -> dict[str, float]:

@@ -14,10 +14,10 @@ the tables and the summary), the process peak RSS from ``getrusage`` and, with
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/sim_speed.py                       # every case, 3 repeats
-    PYTHONPATH=. python benchmarks/sim_speed.py --cases burst256 poisson8b-fixed-100k
-    PYTHONPATH=. python benchmarks/sim_speed.py --no-fast-forward --cases burst256
-    PYTHONPATH=. python benchmarks/sim_speed.py --write-length-histograms   # data/*.csv
+    python benchmarks/sim_speed.py                       # every case, 3 repeats
+    python benchmarks/sim_speed.py --cases burst256 poisson8b-fixed-100k
+    python benchmarks/sim_speed.py --no-fast-forward --cases burst256
+    python benchmarks/sim_speed.py --write-length-histograms   # scenarios/sharegpt-like-lengths-*.csv
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def write_length_histograms(out_dir: Path) -> None:
 
 # ----------------------------------------------------------------------------- child
 def _load(case: str):
-    from sim.config import deep_merge, load_scenario
+    from specsched.sim.config import deep_merge, load_scenario
 
     path, arm, n = CASES[case]
     sc = load_scenario(ROOT / path, arm)
@@ -113,8 +113,7 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
     # decoding only; the original code imported it with sim.acceptance)
     import scipy.optimize  # noqa: F401
     import scipy.special  # noqa: F401
-
-    from sim.engine import SimEngine
+    from specsched.sim.engine import SimEngine
 
     sc = _load(case)
     kwargs = {}
@@ -195,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="append the results as JSON lines here")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--write-length-histograms", action="store_true",
-                    help="write data/sharegpt-like-lengths-{input,output}.csv and exit")
+                    help="write scenarios/sharegpt-like-lengths-{input,output}.csv and exit")
     args = ap.parse_args(argv)
     if args.write_length_histograms:
-        write_length_histograms(ROOT / "data")
+        write_length_histograms(ROOT / "scenarios")
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.fast_forward, args.records, args.tracemalloc)))

@@ -28,9 +28,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-
-from analysis.io import RunData, read_results
-from analysis.plots import metric_label
+from specsched.analysis.io import RunData, read_results
+from specsched.analysis.plots import metric_label
 
 KINDS = ("measured", "predicted")
 VALIDATE_COLUMNS = ("cell", "arm", "metric", "predicted", "measured", "error_pct")

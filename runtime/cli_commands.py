@@ -23,7 +23,7 @@ VALIDATE_METRICS = (
 
 
 def _scenario(args: argparse.Namespace) -> Any:
-    from analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.overrides import load_scenario_with_overrides
 
     return load_scenario_with_overrides(args.scenario, args.arm, args.set or None)
 
@@ -51,10 +51,11 @@ def format_validation(rows: list[dict[str, Any]], title: str) -> str:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     """Run a scenario on the device, print the bench_serving table, write the results."""
-    from runtime.engine import RuntimeEngine
-    from sim.cli import default_out_dir
-    from sim.report import format_report
-    from sim.results import write_results
+    from specsched.runtime.engine import RuntimeEngine
+    from specsched.sim.report import format_report
+    from specsched.sim.results import write_results
+
+    from specsched.cli import default_out_dir
 
     sc = _scenario(args)
     t0 = time.perf_counter()
@@ -69,10 +70,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Measure a scenario and simulate it with a device profile; print predicted vs measured."""
-    from runtime.engine import RuntimeEngine
-    from sim.engine import run_scenario
-    from sim.profile import load_profile
-    from sim.results import write_results
+    from specsched.runtime.engine import RuntimeEngine
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.profile import load_profile
+    from specsched.sim.results import write_results
 
     sc = _scenario(args)
     profile = load_profile(args.profile)
@@ -120,7 +121,7 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--out", default=None, help="directory for both results and validate.csv (appended)")
     v.set_defaults(func=cmd_validate)
     try:
-        from runtime.profiler import register_profile_command
+        from specsched.runtime.profiler import register_profile_command
     except ImportError:
         return
     register_profile_command(sub)

@@ -36,21 +36,35 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-
-from runtime.device import Device, HostCopy, RingEvent
-from runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
-from sim.acceptance import AcceptanceModel
-from sim.admission import make_policy
-from sim.config import Scenario
-from sim.device_tokens import DeviceTokens
-from sim.loop import scheduler_loop
-from sim.metrics import summarize
-from sim.ops import Deliver, HostBlock, HostWork, Launch, Recv, Results, StreamWait, WaitForWork
-from sim.plan import BatchPlan, ForwardMode, StepOutput
-from sim.records import CHUNK_COLUMNS, REQUEST_COLUMNS, STEP_COLUMNS, TIMESERIES_COLUMNS, RunResult
-from sim.request import Req
-from sim.scheduler import Scheduler
-from sim.workload import RequestSpec, make_requests, poisson_arrivals
+from specsched.runtime.device import Device, HostCopy, RingEvent
+from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
+from specsched.sim.config import Scenario
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.loop import scheduler_loop
+from specsched.sim.metrics import summarize
+from specsched.sim.ops import (
+    Deliver,
+    HostBlock,
+    HostWork,
+    Launch,
+    Recv,
+    Results,
+    StreamWait,
+    WaitForWork,
+)
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.records import (
+    CHUNK_COLUMNS,
+    REQUEST_COLUMNS,
+    STEP_COLUMNS,
+    TIMESERIES_COLUMNS,
+    RunResult,
+)
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Scheduler
+from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
 
 _TOKENS_STREAM = 4
 

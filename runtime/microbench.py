@@ -21,9 +21,14 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 import torch
-
-from runtime.device import Device
-from runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset, verify_cycle_cost
+from specsched.runtime.device import Device
+from specsched.runtime.model import (
+    PRESETS,
+    LlamaProxy,
+    ModelRunner,
+    draft_preset,
+    verify_cycle_cost,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,9 +50,8 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from specsched.runtime.device import Device, default_bs_buckets, pick_bucket
 from torch import nn
-
-from runtime.device import Device, default_bs_buckets, pick_bucket
 
 PAD_ROW = 0
 PAD_SLOT = 0

@@ -62,21 +62,20 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from specsched.runtime.device import Device, default_bs_buckets
+from specsched.runtime.microbench import time_calls
+from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
+from specsched.sim.config import AcceptanceConfig, ServerArgs
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.errors import ConfigError
+from specsched.sim.plan import ForwardMode
+from specsched.sim.profile import Profile
+from specsched.sim.request import Req
+from specsched.sim.results import atomic_write_text
+from specsched.sim.scheduler import Scheduler
 from tqdm.auto import tqdm
-
-from runtime.device import Device, default_bs_buckets
-from runtime.microbench import time_calls
-from runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
-from sim.acceptance import AcceptanceModel
-from sim.admission import make_policy
-from sim.config import AcceptanceConfig, ServerArgs
-from sim.device_tokens import DeviceTokens
-from sim.errors import ConfigError
-from sim.plan import ForwardMode
-from sim.profile import Profile
-from sim.request import Req
-from sim.results import atomic_write_text
-from sim.scheduler import Scheduler
 
 STALL_STEPS = 40
 """Verify launches per timed loop of the stall phase (lengths grow by up to W each)."""
@@ -767,7 +766,7 @@ class _Profiler:
                           f"reserved {torch.cuda.max_memory_reserved(dev.torch_device) / 2**30:.2f} GiB" if dev.is_gpu else "")
                        + (f"; repeats trimmed by the time budget: {', '.join(self.budget.trimmed)}" if self.budget.trimmed else "")),
             "gpu.extend": (
-                f"runtime.model.ModelRunner.extend (target forward, greedy first token) by total extend tokens "
+                f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token) by total extend tokens "
                 f"x = {self.ext_x}, timed as the latency from the host issuing it on an idle queue to the device finishing it (synchronize, perf_counter, call, synchronize: an eager forward issued after a host block costs its host launch time when that is longer), {self._reps_text('extend')} "
                 f"after {WARMUP} warm-ups. Each batch: ceil(x / {self.prompt}) requests of near-equal length, all at one "
                 f"prefix (KV reserved, values zero). context_len is the context sim.cost_model.CostModel.gpu queries "
@@ -1057,7 +1056,7 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":
-    _ap = argparse.ArgumentParser(prog="python -m runtime.profiler")
+    _ap = argparse.ArgumentParser(prog="python -m specsched.runtime.profiler")
     register_profile_command(_ap.add_subparsers(dest="cmd", required=True))
     _a = _ap.parse_args(["profile", *sys.argv[1:]])
     try:

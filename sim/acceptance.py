@@ -16,8 +16,7 @@ see the same accept lengths for the same request.
 from __future__ import annotations
 
 import numpy as np
-
-from sim.config import AcceptanceConfig
+from specsched.sim.config import AcceptanceConfig
 
 _STREAM_ACCEPT = 3
 _BLOCK = 256

@@ -1,6 +1,6 @@
 """Refit the MI355X profile to the reference figures and print the fit.
 
-``specsched calibrate [--write]`` (or ``python -m sim.calibrate``). What is fitted, from
+``specsched calibrate [--write]`` (or ``python -m specsched.sim.calibrate``). What is fitted, from
 what (every figure is the base arm unless stated; they are carried in the scenarios'
 ``reference`` blocks, restated with their source in docs/reference-data.md):
 
@@ -24,27 +24,25 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 from scipy.optimize import minimize
+from specsched.sim.bundled import profiles_dir, scenarios_dir
+from specsched.sim.config import Scenario, load_scenario, with_value
+from specsched.sim.engine import run_scenario
+from specsched.sim.profile import Profile, load_profile
+from specsched.sim.results import atomic_write_text
 
-from sim.config import Scenario, load_scenario, with_value
-from sim.engine import run_scenario
-from sim.profile import Profile, load_profile
-from sim.results import atomic_write_text
-
-ROOT = Path(__file__).resolve().parent.parent
-PROFILE = ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml"
+PROFILE = profiles_dir() / "mi355x-dsv41-flash-tp4.yaml"
 LL_CELLS = {1: "batch1-ll", 8: "batch8-ll", 32: "batch32-ll", 64: "batch64-ll"}
 BURST = "burst256-ht"
 BURST_KEYS = ("output_throughput", "median_ttft_ms", "max_ttft_ms", "median_tpot_ms")
 
 
 def _scenario(name: str, arm: str = "base") -> Scenario:
-    return load_scenario(ROOT / "scenarios" / f"{name}.yaml", arm)
+    return load_scenario(scenarios_dir() / f"{name}.yaml", arm)
 
 
 def closed_form(profile: Profile) -> dict[str, Any]:
@@ -164,7 +162,7 @@ def write(profile: Profile, mean: float, spread: float) -> None:
     data["gpu"], data["host"] = _round(dumped["gpu"]), _round(dumped["host"])
     atomic_write_text(PROFILE, header + yaml.dump(data, Dumper=_FlowListDumper, sort_keys=False, width=100))
     for name in [*LL_CELLS.values(), BURST]:
-        p = ROOT / "scenarios" / f"{name}.yaml"
+        p = scenarios_dir() / f"{name}.yaml"
         t = p.read_text()
         t = re.sub(r"(\n  mean_accept_length: )[0-9.]+", rf"\g<1>{mean:.4f}", t)
         t = re.sub(r"(\n  request_spread: )[0-9.]+", rf"\g<1>{spread:.4f}", t)
@@ -187,7 +185,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(report(prof, mean, spread))
     if args.write:
         write(prof, mean, spread)
-        print(f"wrote {PROFILE.relative_to(ROOT)} and the System-A scenarios' acceptance blocks")
+        print(f"wrote {PROFILE} and the System-A scenarios' acceptance blocks")
     else:
         print("nothing written: add --write to store these values in the profile and scenarios")
     return 0
@@ -203,7 +201,7 @@ def add_parsers(sub: Any) -> None:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m sim.calibrate")
+    p = argparse.ArgumentParser(prog="python -m specsched.sim.calibrate")
     add_parsers(p.add_subparsers(dest="cmd", required=True))
     a = p.parse_args(["calibrate", *sys.argv[1:]])
     sys.exit(a.func(a))

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from sim.errors import ConfigError
+from specsched.sim.bundled import resolve_scenario_path
+from specsched.sim.errors import ConfigError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -316,6 +316,7 @@ def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
     Raises:
         ConfigError: missing/unknown/out-of-range key, or an unknown arm.
     """
+    path = resolve_scenario_path(path)
     raw = read_yaml(path)
     arms = raw.get("arms") or {}
     if not isinstance(arms, dict):
@@ -339,6 +340,6 @@ def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
 
 def arm_names(scenario_path: str | Path) -> list[str]:
     """Arms a scenario file defines, ``base`` first."""
-    raw = read_yaml(scenario_path)
+    raw = read_yaml(resolve_scenario_path(scenario_path))
     names = list((raw.get("arms") or {}).keys())
     return ["base", *[a for a in names if a != "base"]]

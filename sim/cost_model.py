@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.config import ServerArgs
-from sim.plan import BatchPlan, ForwardMode
-from sim.profile import Profile
+from specsched.sim.config import ServerArgs
+from specsched.sim.plan import BatchPlan, ForwardMode
+from specsched.sim.profile import Profile
 
 
 @dataclass(frozen=True, slots=True)

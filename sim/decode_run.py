@@ -32,14 +32,13 @@ batch at the first iteration's scheduling pass, as SGLang merges the last extend
 from __future__ import annotations
 
 import numpy as np
-
-from sim.admission import AdmissionState
-from sim.admission.min_free_slots import MinFreeSlots
-from sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
-from sim.device_tokens import DeviceTokens
-from sim.plan import BatchPlan, ForwardMode, StepOutput
-from sim.request import ReqStatus
-from sim.scheduler import Scheduler
+from specsched.sim.admission import AdmissionState
+from specsched.sim.admission.min_free_slots import MinFreeSlots
+from specsched.sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.request import ReqStatus
+from specsched.sim.scheduler import Scheduler
 
 STATELESS_DELAYS = (MinFreeSlots, MinFreeSlotsWaitingAware)
 """Admission policies whose decision is a pure function of the pass's state: a run may go

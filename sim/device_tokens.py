@@ -10,9 +10,8 @@ rides along and commits 0, and a verify commits min(accept length, remaining out
 from __future__ import annotations
 
 import numpy as np
-
-from sim.acceptance import AcceptanceModel
-from sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 
 
 class DeviceTokens:

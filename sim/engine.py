@@ -29,23 +29,31 @@ from typing import Any
 
 import numpy as np
 import simpy
-
-from sim import host_timeline
-from sim.acceptance import AcceptanceModel
-from sim.admission import make_policy
-from sim.config import Scenario, SyncMode
-from sim.cost_model import CostModel
-from sim.decode_run import DecodeRun
-from sim.device_tokens import DeviceTokens
-from sim.loop import scheduler_loop
-from sim.metrics import summarize
-from sim.ops import Deliver, HostBlock, HostWork, Launch, Recv, Results, StreamWait, WaitForWork
-from sim.plan import BatchPlan, ForwardMode, StepOutput
-from sim.profile import Profile, load_profile
-from sim.records import Recorder, RunResult
-from sim.request import Req
-from sim.scheduler import Deliveries, Scheduler
-from sim.workload import RequestSpec, make_requests, poisson_arrivals
+from specsched.sim import host_timeline
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
+from specsched.sim.config import Scenario, SyncMode
+from specsched.sim.cost_model import CostModel
+from specsched.sim.decode_run import DecodeRun
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.loop import scheduler_loop
+from specsched.sim.metrics import summarize
+from specsched.sim.ops import (
+    Deliver,
+    HostBlock,
+    HostWork,
+    Launch,
+    Recv,
+    Results,
+    StreamWait,
+    WaitForWork,
+)
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.profile import Profile, load_profile
+from specsched.sim.records import Recorder, RunResult
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Deliveries, Scheduler
+from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
 
 AUTO_COMPACT_TOKENS = 1_000_000
 """``records="auto"`` keeps every chunk row up to this many output tokens in the run, and

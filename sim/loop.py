@@ -19,9 +19,18 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from sim.config import ServerArgs, SyncMode
-from sim.ops import Deliver, HostBlock, HostWork, Launch, Recv, Results, StreamWait, WaitForWork
-from sim.scheduler import Scheduler
+from specsched.sim.config import ServerArgs, SyncMode
+from specsched.sim.ops import (
+    Deliver,
+    HostBlock,
+    HostWork,
+    Launch,
+    Recv,
+    Results,
+    StreamWait,
+    WaitForWork,
+)
+from specsched.sim.scheduler import Scheduler
 
 Op = Recv | WaitForWork | HostWork | Launch | HostBlock | StreamWait | Results | Deliver
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from sim.records import ItlSamples, StepTotals
+from specsched.sim.records import ItlSamples, StepTotals
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 _PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sim.plan import BatchPlan
-from sim.scheduler import Delivery
+from specsched.sim.plan import BatchPlan
+from specsched.sim.scheduler import Delivery
 
 
 @dataclass(frozen=True, slots=True)

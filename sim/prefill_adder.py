@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from sim.request import Req
+from specsched.sim.request import Req
 
 CLIP_MAX_NEW_TOKENS = 4096
 """SGLang's CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, default 4096)."""

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from sim.config import read_yaml, validation_error
-from sim.errors import ConfigError
+from specsched.sim.bundled import profiles_dir
+from specsched.sim.config import read_yaml, validation_error
+from specsched.sim.errors import ConfigError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 
 class Grid(BaseModel):
@@ -156,7 +155,8 @@ def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = Non
     candidates = [p]
     if relative_to is not None:
         candidates.append(Path(relative_to).resolve().parent / p)
-    candidates += [PROFILES_DIR / p, PROFILES_DIR / f"{name_or_path}.yaml"]
+    bundled = profiles_dir()
+    candidates += [bundled / p, bundled / f"{name_or_path}.yaml"]
     for c in candidates:
         if c.is_file():
             return c
@@ -172,7 +172,7 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
     path = resolve_profile_path(name_or_path, relative_to)
     if not path.is_file():
         raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
-                          f"no such profile file; bundled: {', '.join(sorted(q.stem for q in PROFILES_DIR.glob('*.yaml')))}")
+                          f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}")
     raw = read_yaml(path)
     raw["path"] = str(path)
     try:

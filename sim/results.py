@@ -17,8 +17,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
-
-from sim.records import RunResult
+from specsched.sim.records import RunResult
 
 TABLES = ("requests", "chunks", "steps", "timeseries")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random as _random
 
-from sim.request import Req
+from specsched.sim.request import Req
 
 
 class SchedulePolicy:

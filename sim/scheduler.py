@@ -19,15 +19,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
-from sim.admission import AdmissionPolicy, AdmissionState
-from sim.config import ServerArgs
-from sim.kv_pool import KVPool
-from sim.new_token_ratio import NewTokenRatio
-from sim.plan import BatchPlan, ForwardMode, StepOutput
-from sim.prefill_adder import CLIP_MAX_NEW_TOKENS, AddResult, PrefillAdder, ceil_page
-from sim.request import Req, ReqStatus
-from sim.schedule_policy import SchedulePolicy
+from specsched.sim.admission import AdmissionPolicy, AdmissionState
+from specsched.sim.config import ServerArgs
+from specsched.sim.kv_pool import KVPool
+from specsched.sim.new_token_ratio import NewTokenRatio
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, AddResult, PrefillAdder, ceil_page
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.schedule_policy import SchedulePolicy
 
 
 class UnschedulableRequest(RuntimeError):

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from sim.config import LengthDist, WorkloadConfig
-from sim.errors import ConfigError
+from specsched.sim.config import LengthDist, WorkloadConfig
+from specsched.sim.errors import ConfigError
 
 STREAM_ARRIVALS = 1
 STREAM_LENGTHS = 2

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sim.config import Scenario
-from sim.profile import Profile
+from specsched.sim.config import Scenario
+from specsched.sim.profile import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from sim.admission import (
+from specsched.sim.admission import (
     AdmissionState,
     MinFreeSlots,
     MinFreeSlotsWaitingAware,
@@ -19,8 +18,8 @@ from sim.admission import (
     make_policy,
     resolve_threshold,
 )
-from sim.admission.demand_observed import DemandObserved
-from sim.config import AdmissionDelay, ServerArgs
+from specsched.sim.admission.demand_observed import DemandObserved
+from specsched.sim.config import AdmissionDelay, ServerArgs
 
 MAX_RR = 256
 

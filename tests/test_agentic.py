@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sim.config import Scenario, deep_merge, load_scenario
-from sim.engine import run_scenario
+from specsched.sim.config import Scenario, deep_merge, load_scenario
+from specsched.sim.engine import run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 CELLS = ("agentic-c128", "agentic-c192", "agentic-c256")

@@ -7,13 +7,13 @@ import argparse
 import matplotlib.image as mpimg
 import pandas as pd
 import pytest
+from specsched.analysis.cli_commands import add_parsers
+from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.analysis.synthetic import write_demo_scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.results import write_results
 
-from analysis.cli_commands import add_parsers
-from analysis.overrides import load_scenario_with_overrides
-from analysis.synthetic import write_demo_scenario
-from sim.cli import main
-from sim.engine import run_scenario
-from sim.results import write_results
+from specsched.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_plot_command_writes_figures(scenario, tmp_path, capsys):
 
 
 def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
-    from analysis import plots
+    from specsched.analysis import plots
 
     def tiny(*args, **kwargs):
         fig = plots.plt.figure(figsize=(1, 1))

@@ -1,4 +1,4 @@
-"""analysis.compare: arms over seeds, paired bootstrap CIs, table formats."""
+"""specsched.analysis.compare: arms over seeds, paired bootstrap CIs, table formats."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
-
-from analysis import compare
-from analysis.overrides import load_scenario_with_overrides
-from analysis.synthetic import synthetic_run, write_demo_scenario
-from sim.errors import ConfigError
+from specsched.analysis import compare
+from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.analysis.synthetic import synthetic_run, write_demo_scenario
+from specsched.sim.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

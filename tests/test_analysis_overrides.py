@@ -1,10 +1,9 @@
-"""analysis.overrides: dotted-key overrides, grid parsing, validation errors."""
+"""specsched.analysis.overrides: dotted-key overrides, grid parsing, validation errors."""
 
 from __future__ import annotations
 
 import pytest
-
-from analysis.overrides import (
+from specsched.analysis.overrides import (
     check_key,
     load_scenario_with_overrides,
     nest,
@@ -12,8 +11,8 @@ from analysis.overrides import (
     parse_overrides,
     split_values,
 )
-from analysis.synthetic import write_demo_scenario
-from sim.errors import ConfigError
+from specsched.analysis.synthetic import write_demo_scenario
+from specsched.sim.errors import ConfigError
 
 
 @pytest.fixture()

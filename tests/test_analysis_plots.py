@@ -1,4 +1,4 @@
-"""analysis.plots and analysis.io on real simulator runs of a small scenario."""
+"""specsched.analysis.plots and analysis.io on real simulator runs of a small scenario."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
-
-from analysis import plots
-from analysis.io import read_results, write_run
-from analysis.overrides import load_scenario_with_overrides
-from analysis.synthetic import write_demo_scenario
-from sim.engine import run_scenario
-from sim.errors import ConfigError
-from sim.results import write_results
+from specsched.analysis import plots
+from specsched.analysis.io import read_results, write_run
+from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.analysis.synthetic import write_demo_scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
+from specsched.sim.results import write_results
 
 ARMS = ("base", "stream_wait")
 
@@ -196,7 +195,7 @@ def test_arm_bars_with_confidence_intervals(runs, tmp_path):
 
 
 def test_read_results_csv_format(tmp_path, result_dirs):
-    from analysis.synthetic import write_demo_scenario
+    from specsched.analysis.synthetic import write_demo_scenario
 
     sc = load_scenario_with_overrides(write_demo_scenario(tmp_path / "d.yaml"), "base")
     r = run_scenario(sc, seed=4)
@@ -206,7 +205,7 @@ def test_read_results_csv_format(tmp_path, result_dirs):
 
 
 def test_plots_tolerate_runs_without_steps_or_chunks(runs, tmp_path):
-    from analysis.io import RunData, empty_table
+    from specsched.analysis.io import RunData, empty_table
 
     bare = RunData(requests=runs[0].requests, chunks=empty_table("chunks"), steps=empty_table("steps"),
                    timeseries=empty_table("timeseries"), summary=dict(runs[0].summary), scenario=None)

@@ -1,4 +1,4 @@
-"""analysis.stats: ITL samples, confidence intervals, bootstrap of a percentage change."""
+"""specsched.analysis.stats: ITL samples, confidence intervals, bootstrap of a percentage change."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from analysis.stats import ecdf, itl_samples, mean_ci, pct_change_ci, percentile
+from specsched.analysis.stats import ecdf, itl_samples, mean_ci, pct_change_ci, percentile
 
 
 def test_itl_samples_split_a_multi_token_chunk_into_equal_gaps():
@@ -32,7 +31,7 @@ def test_itl_samples_empty_and_single_chunk():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10), st.integers(1, 6)), min_size=1, max_size=40))
 def test_itl_samples_agree_with_the_simulator_metrics(rows):
-    from sim.metrics import itl_values
+    from specsched.sim.metrics import itl_values
 
     chunks = pd.DataFrame(rows, columns=["rid", "time_s", "n_tokens"])
     # total ITL = sum over requests of (last - first chunk time); count = tokens after the first

@@ -1,4 +1,4 @@
-"""analysis.sweep: grid x seeds on local processes, threads and an in-process Dask cluster;
+"""specsched.analysis.sweep: grid x seeds on local processes, threads and an in-process Dask cluster;
 resume, failures, interrupts."""
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
-
-from analysis.sweep import grid_points, point_id, read_sweep, run_sweep
-from analysis.synthetic import synthetic_run, write_demo_scenario
-from sim.engine import run_scenario
-from sim.errors import ConfigError
+from specsched.analysis.sweep import grid_points, point_id, read_sweep, run_sweep
+from specsched.analysis.synthetic import synthetic_run, write_demo_scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 
 GRID = {"arm": ["base", "stream_wait"], "server.chunked_prefill_size": [2048, 4096]}
 
@@ -75,7 +74,7 @@ def test_local_processes_and_in_process_dask_give_identical_tables(scenario, tmp
     assert set(a["seed"]) == {1, 2}
     thr = a[(a.metric == "output_throughput") & (a.arm == "stream_wait") & (a.seed == 2)
             & (a["server.chunked_prefill_size"] == 2048)]["value"]
-    from analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.overrides import load_scenario_with_overrides
 
     want = run_scenario(load_scenario_with_overrides(scenario, "stream_wait", {"server.chunked_prefill_size": 2048}),
                         seed=2).summary["output_throughput"]
@@ -182,7 +181,7 @@ def test_fixed_overrides_and_mixed_value_types(scenario, tmp_path):
 def test_scheduler_address_through_the_cli(scenario, tmp_path):
     from distributed import LocalCluster
 
-    from sim.cli import main
+    from specsched.cli import main
 
     out = tmp_path / "dask.parquet"
     with LocalCluster(processes=False, n_workers=1, threads_per_worker=2, protocol="tcp",
@@ -199,8 +198,8 @@ def test_scheduler_address_through_the_cli(scenario, tmp_path):
 
 
 def test_unreachable_scheduler_is_a_config_error(scenario, tmp_path, monkeypatch):
-    import analysis.sweep
+    import specsched.analysis.sweep as sweep_module
 
-    monkeypatch.setattr(analysis.sweep, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(sweep_module, "CONNECT_TIMEOUT_S", 1)
     with pytest.raises(ConfigError, match="cannot connect"):
         run_sweep(scenario, {}, 1, tmp_path / "x.parquet", executor="tcp://127.0.0.1:9", progress=False)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from specsched.sim.config import load_scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 
-from sim.cli import main
-from sim.config import load_scenario
-from sim.engine import run_scenario
-from sim.errors import ConfigError
+from specsched.cli import main
 from tests.conftest import ROOT
 
 
@@ -90,7 +90,7 @@ def test_bad_profile_names_its_file(tmp_path):
 
 
 def test_failed_write_leaves_previous_results(tmp_path, monkeypatch):
-    from sim import results as results_mod
+    from specsched.sim import results as results_mod
 
     path = small_scenario(tmp_path)
     out = tmp_path / "res"

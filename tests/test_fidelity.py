@@ -4,9 +4,9 @@ and the observed behaviour of the burst's base arm (253 running, 3 waiting)."""
 from __future__ import annotations
 
 import pytest
+from specsched.sim.config import load_scenario
+from specsched.sim.engine import SimEngine, run_scenario
 
-from sim.config import load_scenario
-from sim.engine import SimEngine, run_scenario
 from tests.conftest import ROOT
 
 CELLS = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]

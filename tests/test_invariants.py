@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from specsched.sim.engine import SimEngine
 
-from sim.engine import SimEngine
 from tests.conftest import make_scenario, tiny_profile
 
 servers = st.fixed_dictionaries({

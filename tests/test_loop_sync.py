@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from specsched.sim.admission import NoDelay
+from specsched.sim.config import ServerArgs
+from specsched.sim.engine import SimEngine
+from specsched.sim.loop import scheduler_loop
+from specsched.sim.ops import HostBlock, Launch, Recv, StreamWait
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Scheduler
 
-from sim.admission import NoDelay
-from sim.config import ServerArgs
-from sim.engine import SimEngine
-from sim.loop import scheduler_loop
-from sim.ops import HostBlock, Launch, Recv, StreamWait
-from sim.request import Req
-from sim.scheduler import Scheduler
 from tests.conftest import make_scenario, tiny_profile
 
 
@@ -30,7 +30,7 @@ def ops_of_one_spec_iteration(sync_mode: str, slot_sync: bool = True) -> list[ty
         if isinstance(op, Launch):
             result = object()
         elif type(op).__name__ == "Results":
-            from sim.plan import StepOutput
+            from specsched.sim.plan import StepOutput
             result = StepOutput(np.ones(1, dtype=np.int64))
         elif isinstance(op, Recv):
             result = []

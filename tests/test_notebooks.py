@@ -116,9 +116,9 @@ def helpers():
 def two_runs(tmp_path_factory):
     """A small simulated run written twice: as predicted (source sim) and as 'measured'
     (same tables, source runtime:test, a throughput 5 % lower)."""
-    from analysis.overrides import load_scenario_with_overrides
-    from sim.engine import run_scenario
-    from sim.results import write_results
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.results import write_results
 
     sc = load_scenario_with_overrides(ROOT / "scenarios" / "batch8-ll.yaml", "base", {"workload.num_requests": 8})
     src = tmp_path_factory.mktemp("runs") / "run"

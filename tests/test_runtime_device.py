@@ -1,4 +1,4 @@
-"""runtime.device (streams, event ring, waits, copies, graphs) and runtime.sync_checker.
+"""specsched.runtime.device (streams, event ring, waits, copies, graphs) and runtime.sync_checker.
 
 CPU by default; the Device tests also run on CUDA/HIP when a GPU is visible.
 """
@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from runtime.device import (  # noqa: E402
+from specsched.runtime.device import (  # noqa: E402
     Device,
     EventRing,
     EventRingExhausted,
@@ -23,7 +23,7 @@ from runtime.device import (  # noqa: E402
     detect_backend,
     pick_bucket,
 )
-from runtime.sync_checker import HostSyncError, SyncChecker  # noqa: E402
+from specsched.runtime.sync_checker import HostSyncError, SyncChecker  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -356,7 +356,7 @@ def test_sync_checker_quiet_on_device_only_work_and_options() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_sync_checker_flags_device_to_host_copy_on_gpu() -> None:
-    from runtime.sync_checker import cuda_sync_debug
+    from specsched.runtime.sync_checker import cuda_sync_debug
 
     x = torch.arange(4, device="cuda")
     with SyncChecker() as chk:

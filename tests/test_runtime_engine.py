@@ -7,9 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from runtime.cli_commands import validation_table  # noqa: E402
-from runtime.engine import RuntimeEngine  # noqa: E402
-from sim.engine import SimEngine  # noqa: E402
+from specsched.runtime.cli_commands import validation_table  # noqa: E402
+from specsched.runtime.engine import RuntimeEngine  # noqa: E402
+from specsched.sim.engine import SimEngine  # noqa: E402
+
 from tests.conftest import make_scenario, tiny_profile  # noqa: E402
 
 BURST = {"kind": "burst", "num_requests": 5, "input_len": {"kind": "uniform", "value": 48, "range_ratio": 0.5},

@@ -1,4 +1,4 @@
-"""runtime.model: paged attention vs the dense reference, the speculative cycle, forced
+"""specsched.runtime.model: paged attention vs the dense reference, the speculative cycle, forced
 acceptance, graph replay, host-sync freedom, pools and presets.
 
 Tiny float32 models on CPU (also on CUDA when visible, still float32 so argmax ties
@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from runtime.device import Device  # noqa: E402
-from runtime.model import (  # noqa: E402
+from specsched.runtime.device import Device  # noqa: E402
+from specsched.runtime.model import (  # noqa: E402
     PRESETS,
     LlamaProxy,
     ModelConfig,
@@ -23,7 +23,7 @@ from runtime.model import (  # noqa: E402
     draft_preset,
     verify_cycle_cost,
 )
-from runtime.sync_checker import SyncChecker  # noqa: E402
+from specsched.runtime.sync_checker import SyncChecker  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 TINY = PRESETS["tiny"]
@@ -373,7 +373,7 @@ def test_config_validation_and_presets() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_step_paths_pass_cuda_sync_debug_error_mode() -> None:
-    from runtime.sync_checker import cuda_sync_debug
+    from specsched.runtime.sync_checker import cuda_sync_debug
 
     dev, _, r = make("cuda", window=4, drafter="tiny-draft")
     prompts = [tokens(n, 90 + n, dev.torch_device) for n in (8, 3)]
@@ -393,7 +393,7 @@ def test_step_paths_pass_cuda_sync_debug_error_mode() -> None:
 
 
 def test_microbench_runs_on_cpu() -> None:
-    from runtime.microbench import bench, prefilled_runner
+    from specsched.runtime.microbench import bench, prefilled_runner
 
     dev = Device("cpu")
     r, rows = prefilled_runner("tiny", batch=2, context=40, window=4, device=dev)

@@ -1,4 +1,4 @@
-"""runtime.profiler: a CPU profile of the tiny preset validates, is physically ordered,
+"""specsched.runtime.profiler: a CPU profile of the tiny preset validates, is physically ordered,
 carries provenance for every field, writes atomically and round-trips, drives the
 simulator, and the ``profile`` command is registered and runs."""
 
@@ -14,8 +14,8 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from runtime import profiler  # noqa: E402
-from runtime.profiler import (  # noqa: E402
+from specsched.runtime import profiler  # noqa: E402
+from specsched.runtime.profiler import (  # noqa: E402
     extend_layout,
     fit_line,
     grid_batch_sizes,
@@ -23,8 +23,9 @@ from runtime.profiler import (  # noqa: E402
     register_profile_command,
     write_profile,
 )
-from sim.engine import run_scenario  # noqa: E402
-from sim.profile import GpuProfile, HostProfile, Profile, load_profile  # noqa: E402
+from specsched.sim.engine import run_scenario  # noqa: E402
+from specsched.sim.profile import GpuProfile, HostProfile, Profile, load_profile  # noqa: E402
+
 from tests.conftest import make_scenario  # noqa: E402
 
 WINDOW = 4

@@ -4,13 +4,12 @@ prefill priority, the overlap one-step lag, retraction, new_token_ratio."""
 from __future__ import annotations
 
 import pytest
-
-from sim.admission import NoDelay, make_policy
-from sim.config import ServerArgs
-from sim.new_token_ratio import NewTokenRatio
-from sim.plan import ForwardMode, StepOutput
-from sim.request import Req, ReqStatus
-from sim.scheduler import Scheduler
+from specsched.sim.admission import NoDelay, make_policy
+from specsched.sim.config import ServerArgs
+from specsched.sim.new_token_ratio import NewTokenRatio
+from specsched.sim.plan import ForwardMode, StepOutput
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler import Scheduler
 
 
 def sched(**kw) -> Scheduler:
@@ -179,7 +178,8 @@ def test_mixed_pass_that_admits_nothing_decays_the_ratio_once():
 
 
 def _two_requests_one_slot(pool: int, page: int = 1, window: int = 6):
-    from sim.engine import SimEngine
+    from specsched.sim.engine import SimEngine
+
     from tests.conftest import make_scenario, tiny_profile
 
     sc = make_scenario({"max_running_requests": 1, "max_total_num_tokens": pool, "page_size": page,
@@ -196,7 +196,7 @@ def test_a_pool_that_barely_holds_one_request_completes():
 
 @pytest.mark.parametrize(("pool", "page"), [(1067, 1), (1082, 16)])
 def test_a_request_that_can_never_run_is_rejected_not_looped(pool, page):
-    from sim.scheduler import UnschedulableRequest
+    from specsched.sim.scheduler import UnschedulableRequest
 
     with pytest.raises(UnschedulableRequest, match="cannot fit"):
         _two_requests_one_slot(pool, page).run()

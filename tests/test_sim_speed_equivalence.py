@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from specsched.sim import host_timeline
+from specsched.sim.config import load_scenario
+from specsched.sim.engine import SimEngine
+from specsched.sim.metrics import _stats, _stats_weighted, weighted_percentile
 
-from sim import host_timeline
-from sim.config import load_scenario
-from sim.engine import SimEngine
-from sim.metrics import _stats, _stats_weighted, weighted_percentile
 from tests.conftest import ROOT, make_scenario, tiny_profile
 
 servers = st.fixed_dictionaries({
@@ -182,7 +182,7 @@ def test_summary_statistics_are_numpys(n, seed, decimals):
 @settings(max_examples=100, deadline=None)
 @given(rows=st.integers(1, 300), gamma=st.integers(1, 12), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**31))
 def test_leading_true_is_the_argmin_formula(rows, gamma, p, seed):
-    from sim.acceptance import leading_true
+    from specsched.sim.acceptance import leading_true
 
     ok = np.random.default_rng(seed).random((rows, gamma)) < p
     assert np.array_equal(leading_true(ok), np.where(ok.all(axis=1), gamma, np.argmin(ok, axis=1)))

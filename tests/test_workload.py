@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from specsched.sim.config import LengthDist
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.workload import draw_lengths, poisson_arrivals
 
-from sim.config import LengthDist
-from sim.engine import SimEngine
-from sim.errors import ConfigError
-from sim.workload import draw_lengths, poisson_arrivals
 from tests.conftest import make_scenario, tiny_profile
 
 

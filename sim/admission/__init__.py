@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from sim.admission.base import AdmissionPolicy, AdmissionState, auto_threshold, resolve_threshold
-from sim.admission.min_free_slots import MinFreeSlots
-from sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
-from sim.admission.none import NoDelay
-from sim.config import AdmissionDelay, ServerArgs
+from specsched.sim.admission.base import (
+    AdmissionPolicy,
+    AdmissionState,
+    auto_threshold,
+    resolve_threshold,
+)
+from specsched.sim.admission.min_free_slots import MinFreeSlots
+from specsched.sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
+from specsched.sim.admission.none import NoDelay
+from specsched.sim.config import AdmissionDelay, ServerArgs
 
 
 def make_policy(server: ServerArgs) -> AdmissionPolicy:
@@ -19,7 +24,7 @@ def make_policy(server: ServerArgs) -> AdmissionPolicy:
     if kind is AdmissionDelay.min_free_slots_waiting_aware:
         return MinFreeSlotsWaitingAware(server.max_running_requests, server.min_free_slots)
     if kind is AdmissionDelay.demand_observed:
-        from sim.admission.demand_observed import DemandObserved
+        from specsched.sim.admission.demand_observed import DemandObserved
 
         return DemandObserved(server.max_running_requests, server.min_free_slots, server.max_delay_passes)
     raise ValueError(f"unknown admission_delay {kind!r}")

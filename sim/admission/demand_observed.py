@@ -43,7 +43,7 @@ Semantics chosen where the reference is silent (documented in the methods too):
 
 from __future__ import annotations
 
-from sim.admission.base import AdmissionState, auto_threshold, resolve_threshold
+from specsched.sim.admission.base import AdmissionState, auto_threshold, resolve_threshold
 
 
 class DemandObserved:

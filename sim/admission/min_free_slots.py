@@ -9,7 +9,7 @@ or the threshold <= 1. Stateless: it ignores how many requests wait, which is wh
 
 from __future__ import annotations
 
-from sim.admission.base import AdmissionState, resolve_threshold
+from specsched.sim.admission.base import AdmissionState, resolve_threshold
 
 
 class MinFreeSlots:

@@ -9,7 +9,7 @@ held for a whole decode. Unit case: 254 running of 256 (2 free): 2 waiting are a
 
 from __future__ import annotations
 
-from sim.admission.base import AdmissionState, resolve_threshold
+from specsched.sim.admission.base import AdmissionState, resolve_threshold
 
 
 class MinFreeSlotsWaitingAware:

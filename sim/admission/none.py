@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.admission.base import AdmissionState
+from specsched.sim.admission.base import AdmissionState
 
 
 class NoDelay:

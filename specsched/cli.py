@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from sim.errors import ConfigError
+from specsched.sim.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
 
@@ -27,13 +27,13 @@ def default_out_dir(scenario_name: str, arm: str, seed: int) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Simulate one arm of a scenario, print the table, write the results directory."""
-    from sim.config import load_scenario
-    from sim.engine import run_scenario
-    from sim.report import format_report
-    from sim.results import write_results
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.report import format_report
+    from specsched.sim.results import write_results
 
     if args.set:
-        from analysis.overrides import load_scenario_with_overrides
+        from specsched.analysis.overrides import load_scenario_with_overrides
 
         scenario = load_scenario_with_overrides(args.scenario, args.arm, args.set)
     else:
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key (repeatable), e.g. server.chunked_prefill_size=8192")
     r.set_defaults(func=cmd_run)
-    for module in ("sim.calibrate", "analysis.cli_commands", "runtime.cli_commands"):
+    for module in ("specsched.sim.calibrate", "specsched.analysis.cli_commands", "specsched.runtime.cli_commands"):
         try:
             mod = importlib.import_module(module)
         except ImportError as e:  # an optional part, or its optional dependencies, not installed
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from sim.scheduler import UnschedulableRequest
+    from specsched.sim.scheduler import UnschedulableRequest
 
     try:
         return int(args.func(args) or 0)
