@@ -80,7 +80,18 @@ class ServerArgs(BaseModel):
     chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; <= 0 disables chunking.")
     max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")
     page_size: int = Field(1, ge=1, description="KV page size, tokens.")
-    schedule_policy: Literal["fcfs", "lof", "random", "shortest-prefill-first", "lpm", "dfs-weight"] = Field("fcfs", description="Waiting-queue order, SGLang's names (managers/schedule_policy.py, sim/schedule_policy.py); lpm and dfs-weight sort like fcfs without a prefix cache.")
+    schedule_policy: str = Field("fcfs", description="Waiting-queue order: SGLang's names (fcfs, lof, random, shortest-prefill-first, lpm, dfs-weight; sim/schedule_policy.py) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
+    schedule_policy_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the schedule-policy class's from_server.")
+    enable_priority_scheduling: bool = Field(False, description="fcfs and lof order by request priority first (higher values first).")
+    schedule_low_priority_values_first: bool = Field(False, description="With priority scheduling, lower values go first.")
+    disable_priority_preemption: bool = Field(False, description="With priority scheduling, never preempt running requests for a waiting one.")
+    priority_scheduling_preemption_threshold: int = Field(10, ge=0, description="Priority difference above which a waiting request preempts running ones.")
+    prefill_max_requests: int | None = Field(None, ge=1, description="Requests one prefill batch may admit (None: no limit).")
+    prefill_decode_interval: int = Field(0, ge=0, description="Decode rounds after a prefill before the next prefill is tried (0: off).")
+    prefill_decode_interval_min_bs: int = Field(0, ge=0, description="Apply prefill_decode_interval only while at least this many requests run.")
+    disable_radix_cache: bool = Field(False, description="Turn the radix prefix cache off (prompts that share prefixes recompute them).")
+    sglang_semantics: str = Field("0.5.23", description="Which SGLang build's scheduling rules apply (sim/semantics.py): 0.5.23 or mi355x-dsv41.")
+    semantics_rules: dict[str, Any] = Field(default_factory=dict, description="Single rules overriding the preset's (sim/semantics.py SemanticsRules).")
     schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
@@ -109,6 +120,40 @@ class ServerArgs(BaseModel):
             raise ValueError(f"allowed: {', '.join(AdmissionDelay.__members__)}, or a class "
                              "'module.path:Class' / 'path/file.py:Class' (docs/policies.md)")
         return v
+
+    @field_validator("schedule_policy", mode="before")
+    @classmethod
+    def _policy_name(cls, v: object) -> object:
+        from specsched.sim.schedule_policy import SHIPPED
+
+        if isinstance(v, str) and ":" not in v and v not in SHIPPED:
+            raise ValueError(f"allowed: {', '.join(SHIPPED)}, or a class 'module.path:Class' / "
+                             "'path/file.py:Class' (docs/policies.md)")
+        return v
+
+    @field_validator("sglang_semantics")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        from specsched.sim.semantics import PRESETS
+
+        if v not in PRESETS:
+            raise ValueError(f"allowed: {', '.join(PRESETS)}")
+        return v
+
+    @field_validator("semantics_rules")
+    @classmethod
+    def _rules(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from specsched.sim.semantics import DEFAULT_PRESET, resolve_rules
+
+        resolve_rules(DEFAULT_PRESET, v)  # every preset has the same rules
+        return v
+
+    @property
+    def rules(self):
+        """The resolved scheduling rules (:class:`sim.semantics.SemanticsRules`)."""
+        from specsched.sim.semantics import resolve_rules
+
+        return resolve_rules(self.sglang_semantics, self.semantics_rules)
 
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
@@ -177,6 +222,22 @@ class LengthDist(BaseModel):
         return self
 
 
+class SharedPrefixConfig(BaseModel):
+    """bench_serving's generated-shared-prefix dataset (sim/prefix_workload.py): ``num_groups``
+    system prompts of ``system_prompt_len`` tokens, ``prompts_per_group`` requests each (the
+    system prompt + a question of ``question_len`` tokens); lengths uniform in
+    [len x range_ratio, len]; shuffled unless ``ordered``."""
+
+    model_config = _STRICT
+
+    num_groups: int = Field(ge=1)
+    prompts_per_group: int = Field(ge=1)
+    system_prompt_len: int = Field(ge=1)
+    question_len: int = Field(ge=1)
+    range_ratio: float = Field(1.0, gt=0.0, le=1.0)
+    ordered: bool = False
+
+
 class WorkloadConfig(BaseModel):
     """How requests reach the server (bench_serving semantics).
 
@@ -194,11 +255,19 @@ class WorkloadConfig(BaseModel):
     concurrency: int | None = Field(None, ge=1)
     request_rate: float | None = Field(None, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
-    input_len: LengthDist
+    input_len: LengthDist | None = None
     output_len: LengthDist
+    shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes (replaces input_len).")
+    ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length.")
 
     @model_validator(mode="after")
     def _kind_fields(self) -> WorkloadConfig:
+        sp = self.shared_prefix
+        if (sp is None) == (self.input_len is None):
+            raise ValueError("give exactly one of 'input_len' and 'shared_prefix'")
+        if sp is not None and self.num_requests != sp.num_groups * sp.prompts_per_group:
+            raise ValueError(f"shared_prefix makes {sp.num_groups * sp.prompts_per_group} requests "
+                             f"(num_groups x prompts_per_group); num_requests must equal it")
         if self.kind == "closed_loop" and self.concurrency is None:
             raise ValueError("closed_loop needs 'concurrency'")
         if self.kind == "poisson" and self.request_rate is None:
@@ -237,25 +306,28 @@ class Scenario(BaseModel):
         # every later reader (engine, runtime, sweep workers) finds it without the scenario
         if not isinstance(data, dict) or not data.get("path") or not isinstance(data.get("server"), dict):
             return data
-        spec = data["server"].get("admission_delay")
-        if not isinstance(spec, str) or ":" not in spec:
-            return data
-        target, _, name = spec.rpartition(":")
-        if not (target.endswith(".py") or "/" in target) or Path(target).is_absolute() or Path(target).is_file():
-            return data
-        near = Path(data["path"]).parent / target
-        if near.is_file():
-            data = {**data, "server": {**data["server"], "admission_delay": f"{near}:{name}"}}
+        for key in ("admission_delay", "schedule_policy"):
+            spec = data["server"].get(key)
+            if not isinstance(spec, str) or ":" not in spec:
+                continue
+            target, _, name = spec.rpartition(":")
+            if not (target.endswith(".py") or "/" in target) or Path(target).is_absolute() or Path(target).is_file():
+                continue
+            near = Path(data["path"]).parent / target
+            if near.is_file():
+                data = {**data, "server": {**data["server"], key: f"{near}:{name}"}}
         return data
 
     @model_validator(mode="after")
     def _policies_load(self) -> Scenario:
         # a user policy class must import and build now, not fail mid-run
-        if ":" in self.server.admission_delay:
+        if ":" in self.server.admission_delay or ":" in self.server.schedule_policy:
             from specsched.sim.admission import make_policy
+            from specsched.sim.schedule_policy import make_queue_order
 
             try:
                 make_policy(self.server, self.seed, self.path or None)
+                make_queue_order(self.server, self.seed, self.path or None)
             except ConfigError as e:  # "key value allowed": the value written without spaces
                 value = e.value if isinstance(e.value, str) else json.dumps(e.value, separators=(",", ":"), default=str)
                 raise ValueError(f"{e.key} {value} {e.allowed}") from None

@@ -126,3 +126,14 @@ def generated_shared_prefix(
             k += 1
         out.append(row)
     return out
+
+
+def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
+    """The requests of a ``workload.shared_prefix`` block (:class:`sim.config.SharedPrefixConfig`)
+    in send order, as :class:`sim.workload.RequestSpec` with their prompt tokens; output
+    lengths come from ``workload.output_len`` (``output_lens``, one per request)."""
+    from specsched.sim.workload import RequestSpec
+
+    convs = generated_shared_prefix(cfg.num_groups, cfg.prompts_per_group, cfg.system_prompt_len,
+                                    cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered)
+    return [RequestSpec(i, c[0].input_len, int(output_lens[i]), c[0].tokens) for i, c in enumerate(convs)]

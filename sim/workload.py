@@ -23,11 +23,13 @@ STREAM_LENGTHS = 2
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request to send: ``index`` (send order), prompt and output lengths (tokens)."""
+    """One request to send: ``index`` (send order), prompt and output lengths (tokens), and
+    the prompt's token ids when the workload shares prefixes (None otherwise)."""
 
     index: int
     input_len: int
     output_len: int
+    tokens: np.ndarray | None = None
 
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -64,6 +66,11 @@ def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = No
     """The run's requests in send order (seeded by ``seed``; lengths stream)."""
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None
+    if cfg.shared_prefix is not None:
+        from specsched.sim.prefix_workload import shared_prefix_requests
+
+        outs = draw_lengths(cfg.output_len, cfg.num_requests, rng, base, "workload.output_len")
+        return shared_prefix_requests(cfg.shared_prefix, outs, seed)
     ins = draw_lengths(cfg.input_len, cfg.num_requests, rng, base, "workload.input_len")
     outs = draw_lengths(cfg.output_len, cfg.num_requests, rng, base, "workload.output_len")
     return [RequestSpec(i, int(a), int(b)) for i, (a, b) in enumerate(zip(ins, outs, strict=True))]

@@ -37,6 +37,16 @@ POLICY = textwrap.dedent('''
 
     class NoShouldDelay:
         name = "broken"
+
+
+    from specsched.sim.schedule_policy import QueueOrderBase
+
+
+    class LongestPromptFirst(QueueOrderBase):
+        name = "longest_prompt_first"
+
+        def order(self, waiting, ctx):
+            return sorted(waiting, key=lambda r: -r.input_len)
 ''')
 
 
@@ -124,3 +134,23 @@ def test_import_error_inside_the_policy_file_is_reported(tmp_path):
     (tmp_path / "bad.py").write_text("import not_a_module_anywhere\n")
     with pytest.raises(PolicyLoadError, match="ModuleNotFoundError"):
         load_policy_class(f"{tmp_path / 'bad.py'}:X", REQUIRED_METHODS)
+
+
+def test_user_queue_order_from_a_scenario(tmp_path):
+    path = scenario(tmp_path, {"mine": {"server": {"schedule_policy": "my_rules.py:LongestPromptFirst",
+                                                   "prefill_max_requests": 1}}})
+    doc = yaml.safe_load(open(path))
+    doc["workload"]["input_len"] = {"kind": "uniform", "value": 600, "range_ratio": 0.2}
+    open(path, "w").write(yaml.safe_dump(doc))
+    from specsched.sim.engine import run_scenario
+
+    res = run_scenario(load_scenario(path, "mine")).requests.sort_values("first_token_s")
+    # one request per prefill pass, longest prompt first among those waiting
+    assert res["input_len"].iloc[1] >= res["input_len"].iloc[2:6].max()
+
+
+def test_bad_queue_order_is_one_line_exit_2(tmp_path, capsys):
+    path = scenario(tmp_path, {"mine": {"server": {"schedule_policy": "my_rules.py:NoShouldDelay"}}})
+    assert main(["run", path, "--arm", "mine", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "server.schedule_policy" in err and "lacks from_server, order" in err

@@ -1,0 +1,225 @@
+"""SGLang scheduling rules as sglang 0.5.23 has them, each switchable through the semantics
+presets (sim/semantics.py). Every test names the SGLang function it follows, and checks
+the older behaviour through the rule's switch."""
+
+from __future__ import annotations
+
+from specsched.sim.admission import make_policy
+from specsched.sim.config import ServerArgs
+from specsched.sim.plan import ForwardMode, StepOutput
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler import Scheduler
+
+
+def sched(preset: str = "0.5.23", **kw) -> Scheduler:
+    args = dict(max_running_requests=8, max_total_num_tokens=100_000, chunked_prefill_size=1000,
+                max_prefill_tokens=1000, sglang_semantics=preset)
+    args.update(kw)
+    s = ServerArgs(**args)
+    return Scheduler(s, make_policy(s))
+
+
+def running(s: Scheduler, rid: int, input_len: int, max_new: int, out: int, ignore_eos: bool = True) -> Req:
+    """Put a request straight into the running batch, its prompt and output KV held."""
+    r = Req(rid, input_len, max_new, prefill_done=input_len, output_len=out, status=ReqStatus.RUNNING,
+            ignore_eos=ignore_eos)
+    s.reqs[rid] = r
+    s.kv.reserve(r, input_len + out)
+    s.running.append(r)
+    return r
+
+
+def commit_all(s: Scheduler, plan, n: int = 1):
+    out = {rid: (1 if rid in plan.new_rids else 0) for rid in plan.rids[: plan.num_extend]}
+    out.update({rid: n for rid in plan.decode_rids})
+    return s.process_result(plan, StepOutput.from_mapping(plan, out))
+
+
+# --- PrefillAdder._select_prefill_admission: chunk fill of later requests -----------------
+
+def test_chunk_fill_exact_cuts_the_later_request_older_build_stops():
+    for preset, want in (("0.5.23", ((0, 1, 2, 3), 3)), ("mi355x-dsv41", ((0, 1, 2), None))):
+        s = sched(preset)
+        for i in range(4):
+            s.add_request(Req(i, 300, 5))
+        p = s.schedule()
+        assert (p.rids, p.chunked_rid) == want, preset
+
+
+# --- ScheduleBatch._get_decode_retraction_order / retract_decode --------------------------
+
+def _tight(preset: str, spec: bool = False):
+    kw = dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4) if spec else {}
+    s = sched(preset, max_total_num_tokens=1000, **kw)
+    w = s.window
+    # outputs 50, 10, 10 (prompt 100 vs 300), 30: the pool has room for nothing new
+    reqs = [running(s, 0, 100, 500, 50), running(s, 1, 100, 500, 10), running(s, 2, 300, 500, 10),
+            running(s, 3, 100, 500, 30)]
+    s.kv.reserve(reqs[0], s.kv.available - 3 * w)  # three requests' next step fits, not four
+    return s, reqs
+
+
+def test_retraction_least_output_first_ties_longest_prompt():
+    s, reqs = _tight("0.5.23")
+    s.schedule()
+    assert [r.rid for r in s.waiting] == [2]  # output 10, the longer prompt
+    assert s.num_retractions == 1
+
+
+def test_retraction_spec_batch_tail_in_the_older_build():
+    s, reqs = _tight("mi355x-dsv41", spec=True)
+    s.schedule()
+    assert s.waiting and s.waiting[0].rid == 3  # the back of the batch
+    s2, _ = _tight("0.5.23", spec=True)
+    s2.schedule()
+    assert s2.waiting[0].rid == 2
+
+
+def _small(preset: str) -> Scheduler:
+    s = sched(preset, max_total_num_tokens=1000)
+    a = running(s, 0, 100, 500, 50)
+    running(s, 1, 20, 500, 5)    # retracted first (least output): frees 25
+    running(s, 2, 20, 500, 6)    # then this one: frees 26
+    running(s, 3, 100, 500, 40)
+    s.kv.reserve(a, s.kv.available - 3)  # three requests' next step fits, not four
+    return s
+
+
+def test_retraction_retracts_at_least_one_then_stops_when_the_next_step_fits():
+    # retract_decode: ``first_iter or not check_decode_mem``; the older rule kept going until
+    # 20 x bs tokens (+ spec headroom) were free
+    s = _small("0.5.23")
+    s.schedule()
+    assert [r.rid for r in s.waiting] == [1]
+    old = _small("mi355x-dsv41")
+    old.schedule()
+    assert [r.rid for r in old.waiting] == [1, 2]
+    assert old.kv.available >= 20 * len(old.running) - 2  # (minus the step just reserved)
+
+
+# --- PrefillAdder._get_running_request_total_token_offset ----------------------------------
+
+def test_ignore_eos_running_requests_reserve_at_ratio_one():
+    # a running request with 3000 output tokens left; the pool has 4000 free; the new
+    # request needs 700 + 400 + 1: it fits beside 0.7 x 3000 reserved, not beside 3000
+    for preset, ignore_eos, admitted in (("0.5.23", True, False), ("0.5.23", False, True),
+                                          ("mi355x-dsv41", True, True)):
+        s = sched(preset, max_total_num_tokens=4100)
+        running(s, 0, 50, 3050, 50, ignore_eos=ignore_eos)
+        s.add_request(Req(1, 700, 400))
+        p = s.schedule()
+        assert (p.mode is ForwardMode.EXTEND) is admitted, (preset, ignore_eos)
+
+
+# --- Scheduler.get_next_batch_to_run: finished requests leave before the delay gate --------
+
+def _at_253(preset: str) -> Scheduler:
+    s = sched(preset, max_running_requests=256, admission_delay="min_free_slots", min_free_slots=4,
+              chunked_prefill_size=-1, max_prefill_tokens=10**6, max_total_num_tokens=10**7)
+    for i in range(253):
+        running(s, i, 10, 100, 1)
+    s.running[0].output_len = 100
+    s.running[0].status = ReqStatus.FINISHED  # finished, not filtered yet
+    for i in range(253, 256):
+        s.add_request(Req(i, 10, 100))
+    return s
+
+
+def test_finished_requests_are_filtered_before_the_delay_gate():
+    p = _at_253("0.5.23").schedule()
+    assert p.mode is ForwardMode.EXTEND and len(p.rids) == 3  # 252 running: 4 free
+    old = _at_253("mi355x-dsv41")
+    p = old.schedule()
+    assert p.mode is ForwardMode.DECODE and old.num_delayed_passes == 1
+
+
+# --- Scheduler._reqs_finishing_inflight (overlap) ------------------------------------------
+
+def test_request_whose_next_token_is_its_last_sits_out_the_next_decode():
+    for preset, rides in (("0.5.23", False), ("mi355x-dsv41", True)):
+        s = sched(preset)
+        a = running(s, 0, 10, 5, 3)
+        running(s, 1, 10, 50, 3)
+        p1 = s.schedule()             # decode: a commits its 4th token
+        assert p1.rids == (0, 1)
+        a.output_len = 4              # results of an earlier step: a has 4 of 5
+        p2 = s.schedule()             # p1 is in flight and commits a's last token
+        assert (0 in p2.rids) is rides, preset
+        commit_all(s, p1)
+        assert a.finished
+
+
+# --- mixed chunk (scheduler.py _get_new_batch_prefill_raw, mix_with_running) --------------
+
+def test_mixed_chunk_budgets_shrink_by_running_bs_with_spec():
+    # the budgets shrink by one token per running request, not by the verify window
+    s = sched(enable_mixed_chunk=True, speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+              chunked_prefill_size=100, max_prefill_tokens=100)
+    running(s, 0, 10, 50, 1)
+    running(s, 1, 10, 50, 1)
+    s.add_request(Req(2, 500, 5))
+    p = s.schedule()
+    assert p.mode is ForwardMode.MIXED and p.extend_lens[0] == 98
+
+
+def test_mixed_path_neither_retracts_nor_decays_the_ratio():
+    # four verify rows need 16 slots; after the 96-token chunk 15 are left: the rows sit
+    # this step out (no retraction, no ratio step) and decode at the next decode step
+    s = sched(enable_mixed_chunk=True, speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+              chunked_prefill_size=100, max_prefill_tokens=100, max_total_num_tokens=10_000)
+    for i in range(4):
+        running(s, i, 100, 600, 1, ignore_eos=False)
+    s.ratio.value = 0.0
+    s.kv.reserve(s.running[0], s.kv.available - 111)
+    s.add_request(Req(5, 100, 5))
+    p = s.schedule()
+    assert p.mode is ForwardMode.EXTEND and p.rids == (5,) and p.extend_lens == (96,)
+    assert s.num_retractions == 0 and s.ratio.value == 0.0 and len(s.running) == 4
+
+
+# --- batch_is_full latch (get_next_batch_to_run / _get_new_batch_prefill_raw) --------------
+
+def test_batch_is_full_latch_holds_until_a_request_leaves():
+    s = sched(max_running_requests=2, chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    for i in range(3):
+        s.add_request(Req(i, 10, 3))
+    p = s.schedule()
+    assert len(p.rids) == 2 and s.batch_is_full
+    commit_all(s, p)
+    p = s.schedule()
+    assert p.mode is ForwardMode.DECODE and s.batch_is_full
+    commit_all(s, p, 2)               # both finish
+    p = s.schedule()                  # they ride this step (overlap lag)...
+    commit_all(s, p, 0)
+    p = s.schedule()                  # ...and leave here: the latch clears, rid 2 is admitted
+    assert not s.batch_is_full and p.rids == (2,)
+
+
+# --- prefill_max_requests, prefill_decode_interval, priority -------------------------------
+
+def test_prefill_max_requests_caps_a_pass():
+    s = sched(prefill_max_requests=2, chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    for i in range(5):
+        s.add_request(Req(i, 10, 5))
+    assert s.schedule().rids == (0, 1)
+
+
+def test_prefill_decode_interval_decodes_between_prefills():
+    s = sched(prefill_decode_interval=2, prefill_max_requests=1, chunked_prefill_size=-1,
+              max_prefill_tokens=10**6)
+    for i in range(3):
+        s.add_request(Req(i, 10, 50))
+    modes = []
+    for _ in range(7):
+        p = s.schedule()
+        modes.append(p.mode)
+        commit_all(s, p)
+    E, D = ForwardMode.EXTEND, ForwardMode.DECODE
+    assert modes == [E, D, D, E, D, D, E]
+
+
+def test_priority_scheduling_orders_fcfs_by_priority():
+    s = sched(enable_priority_scheduling=True, prefill_max_requests=1)
+    s.add_request(Req(0, 10, 5, priority=1))
+    s.add_request(Req(1, 10, 5, priority=9))
+    assert s.schedule().rids == (1,)
