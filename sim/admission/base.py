@@ -36,6 +36,11 @@ class AdmissionPolicy(Protocol):
     """An admission-delay policy: decides whether this prefill pass is skipped."""
 
     name: str
+    stateless: bool
+    """True when ``should_delay`` is a pure function of the :class:`AdmissionState` and the
+    policy keeps no state between passes (``on_prefill_admitted`` does nothing). The
+    collapsed decode path (:mod:`sim.decode_run`) then asks it once per distinct state;
+    with a stateful policy a stretch ends whenever requests wait."""
 
     def should_delay(self, state: AdmissionState) -> bool:
         """True to skip prefill admission at this pass (the running batch decodes)."""

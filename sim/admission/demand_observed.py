@@ -63,6 +63,7 @@ class DemandObserved:
     """
 
     name = "demand_observed"
+    stateless = False  # the target and the delayed-pass count change at every pass
 
     def __init__(
         self,

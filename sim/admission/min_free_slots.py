@@ -16,6 +16,7 @@ class MinFreeSlots:
     """Hold new prefills until ``threshold`` running slots are free."""
 
     name = "min_free_slots"
+    stateless = True
 
     def __init__(self, max_running_requests: int, min_free_slots: int | None = None) -> None:
         self.threshold = resolve_threshold(max_running_requests, min_free_slots)

@@ -16,6 +16,7 @@ class MinFreeSlotsWaitingAware:
     """Hold new prefills while free slots < min(threshold, number waiting)."""
 
     name = "min_free_slots_waiting_aware"
+    stateless = True
 
     def __init__(self, max_running_requests: int, min_free_slots: int | None = None) -> None:
         self.threshold = resolve_threshold(max_running_requests, min_free_slots)

@@ -9,6 +9,7 @@ class NoDelay:
     """Admit whenever the prefill budgets allow."""
 
     name = "none"
+    stateless = True
 
     def should_delay(self, state: AdmissionState) -> bool:
         return False
