@@ -90,7 +90,5 @@ def test_results_follow_the_users_umask(tmp_path):
         assert main(["run", str(small_scenario(tmp_path)), "--out", str(out), "-q"]) == 0
     finally:
         os.umask(old)
-    if stat.S_IMODE(out.stat().st_mode) == 0o700:
-        pytest.xfail("results directories are still created 0700 (tempfile.mkdtemp in the results writer)")
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert stat.S_IMODE((out / "summary.json").stat().st_mode) == 0o644
