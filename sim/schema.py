@@ -18,7 +18,7 @@ from typing import Any
 import annotated_types
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
-from specsched.sim.config import Scenario
+from specsched.sim.config import AdmissionDelay, Scenario
 
 SGLANG_SERVER_ARGS = frozenset({
     "max_running_requests", "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
@@ -58,6 +58,7 @@ UNITS: dict[str, str] = {
 """Units of numeric keys whose name does not say (a ``_s`` suffix means seconds)."""
 
 CROSS_FIELD: dict[str, str] = {
+    "server.admission_delay": ", ".join(m.value for m in AdmissionDelay) + ", or a class 'module.path:Class' / 'file.py:Class'",
     "server.chunked_prefill_size": "-1 (off) or >= 1; >= page_size",
     "server.page_size": "<= max_total_num_tokens",
     "server.speculative_num_draft_tokens": ">= 2 when speculative_algorithm is not none",
