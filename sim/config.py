@@ -93,7 +93,7 @@ class ServerArgs(BaseModel):
     chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value).")
     max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")
     page_size: int = Field(1, ge=1, description="KV page size, tokens.")
-    schedule_policy: Literal["fcfs", "lof", "random"] = Field("fcfs", description="Waiting-queue order (managers/schedule_policy.py); prefix-aware policies fall back to fcfs without a radix cache.")
+    schedule_policy: Literal["fcfs", "lof", "random", "shortest-prefill-first", "lpm", "dfs-weight"] = Field("fcfs", description="Waiting-queue order, SGLang's names (managers/schedule_policy.py, sim/schedule_policy.py); lpm and dfs-weight sort like fcfs without a prefix cache.")
     schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
