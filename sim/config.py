@@ -51,7 +51,8 @@ class AdmissionDelay(StrEnum):
 class SpecAlgorithm(StrEnum):
     """Speculative decoding. ``dspark``/``dflash``: block drafter (one draft forward proposes
     a block, one target forward verifies it). ``eagle``/``mtp``: chain drafter
-    (``speculative_num_steps`` serial draft forwards). ``none``: plain decode."""
+    (``speculative_num_steps`` serial draft forwards; SGLang's ``NEXTN`` is EAGLE driven by
+    the model's MTP module, accepted here as ``mtp``). ``none``: plain decode."""
 
     none = "none"
     dspark = "dspark"
@@ -84,7 +85,9 @@ class ServerArgs(BaseModel):
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
-    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
+    speculative_num_steps: int | None = Field(None, ge=1, le=64, description="Chain drafter: draft steps per cycle (defaults to window - 1; with topk 1 SGLang requires window - 1, speculative/base_spec_worker.py).")
+    speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens. None: 1.")
+    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it. None: SGLang's default list for cuda_graph_max_bs (see graph_batch_sizes).")
     admission_delay: AdmissionDelay = Field(AdmissionDelay.none)
     min_free_slots: int | None = Field(None, ge=1, description="Explicit delay threshold (None: automatic formula).")
     max_delay_passes: int | None = Field(None, ge=1, description="demand_observed: delayed passes before admitting anyway (None: target running).")
@@ -95,13 +98,48 @@ class ServerArgs(BaseModel):
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
     def _any_case(cls, v: object) -> object:
-        return v.lower() if isinstance(v, str) else v
+        if isinstance(v, str):
+            v = v.lower()
+            return "mtp" if v == "nextn" else v
+        return v
 
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
             raise ValueError("speculative_num_draft_tokens must be >= 2 when speculative decoding is on")
+        alg = self.speculative_algorithm
+        if (alg.enabled and not alg.is_block and (self.speculative_eagle_topk or 1) == 1
+                and self.speculative_num_steps is not None
+                and self.speculative_num_steps != self.speculative_num_draft_tokens - 1):
+            raise ValueError(f"speculative_num_steps {self.speculative_num_steps} must equal "
+                             f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1} "
+                             "with speculative_eagle_topk 1 (SGLang speculative/base_spec_worker.py asserts it)")
         return self
+
+    @property
+    def graph_batch_sizes(self) -> list[int]:
+        """Batch sizes with a captured decode/verify graph, ascending; a batch of ``bs <=
+        cuda_graph_max_bs`` runs padded to the smallest of them >= bs, a larger one eagerly.
+
+        ``cuda_graph_bs`` when given, else SGLang 0.5.23's default
+        (arg_groups/cuda_graph_hook.py ``generate_decode_cuda_graph_batch_sizes``: with
+        speculative decoding 1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, then step
+        16; without it 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, then step 32; always
+        ending at cuda_graph_max_bs), clamped to max_running_requests as
+        model_executor/runner/base_cuda_graph_runner.py ``get_batch_sizes_to_capture`` does.
+        """
+        top = self.cuda_graph_max_bs
+        if self.cuda_graph_bs is not None:
+            bs = [b for b in self.cuda_graph_bs if b <= top]
+        elif self.speculative_algorithm.enabled:
+            bs = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, top + 1, 16)]
+        else:
+            bs = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
+        bs = [b for b in bs if b <= top] + [top]
+        mrr = self.max_running_requests
+        if max(bs) > mrr:
+            bs.append(mrr)
+        return sorted({b for b in bs if b <= mrr})
 
     @property
     def spec_window(self) -> int:
@@ -121,17 +159,22 @@ class ServerArgs(BaseModel):
 class AcceptanceConfig(BaseModel):
     """Accept length distribution (tokens committed per request per verify cycle, 1..window).
 
-    Either ``mean_accept_length`` (a constant per-position acceptance rate solved so that the
-    mean matches), ``per_position_rates`` (P(draft i accepted | drafts < i accepted)), or
-    ``histogram`` (P(accept length = k), k = 1..len). Each request draws its own level: a
-    shift of the per-position logits by ``request_spread`` x N(0, 1) (real prompts differ).
+    Either ``mean_accept_length`` (per-position rates p_i = p_1 x rate_decay^(i-1) with p_1
+    solved so that the mean at ``window`` matches), ``per_position_rates`` (P(draft i
+    accepted | drafts < i accepted)), or ``histogram`` (P(accept length = k), k = 1..len).
+    A verify window other than the measured one reuses the same per-position rates (positions
+    past the given ones continue with ``rate_decay``), so a longer window adds ever less.
+    Each request draws its own level: a shift of the per-position logits by
+    ``request_spread`` x N(0, 1) (real prompts differ).
     """
 
     model_config = _STRICT
 
-    mean_accept_length: float | None = Field(None, ge=1.0)
-    per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = None
-    histogram: list[Annotated[float, Field(ge=0.0)]] | None = None
+    mean_accept_length: float | None = Field(None, ge=1.0, allow_inf_nan=False)
+    per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(None, min_length=1)
+    histogram: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] | None = Field(None, min_length=1)
+    window: int | None = Field(None, ge=2, le=64, description="Verify window at which mean_accept_length or histogram was measured (None: the scenario's window). Other windows are predicted from the per-position rates (sim/acceptance.py).")
+    rate_decay: float = Field(1.0, gt=0.0, le=1.0, description="p_(i+1) / p_i of the per-position rates derived from a mean accept length, and of rates extended past the last given one (1: constant rate, a truncated geometric accept length).")
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
 
     @model_validator(mode="after")
@@ -220,7 +263,16 @@ class Scenario(BaseModel):
     def _acceptance_fits_window(self) -> Scenario:
         m = self.acceptance.mean_accept_length
         w = self.server.spec_window
-        if m is not None and self.server.speculative_algorithm.enabled and m > w:
+        ref = self.acceptance.window or w
+        d = self.acceptance.rate_decay
+        if m is not None and d < 1.0 and ref > 1 and m > 1.0 + sum(d ** (i * (i + 1) / 2) for i in range(ref - 1)) - 1e-6:
+            raise ValueError(f"acceptance.mean_accept_length {m} is out of reach at window {ref} with rate_decay {d} "
+                             "(even a first-position rate of 1 gives less)")
+        if self.acceptance.window is not None:
+            if m is not None and m > self.acceptance.window:
+                raise ValueError(f"acceptance.mean_accept_length {m} exceeds the verify window it was measured at, "
+                                 f"acceptance.window = {self.acceptance.window}")
+        elif m is not None and self.server.speculative_algorithm.enabled and m > w:
             raise ValueError(f"acceptance.mean_accept_length {m} exceeds the verify window "
                              f"speculative_num_draft_tokens = {w}")
         return self
