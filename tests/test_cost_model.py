@@ -113,7 +113,8 @@ def test_topk_widens_each_draft_step_and_nextn_is_mtp():
     four = CostModel(p, server(speculative_algorithm="eagle", speculative_num_draft_tokens=6, speculative_num_steps=3,
                                speculative_eagle_topk=4), warn_to=None).step_s(32, 4000)
     assert four > one
-    assert ServerArgs(speculative_algorithm="NEXTN", speculative_num_draft_tokens=4).speculative_algorithm.value == "mtp"
+    nextn = CostModel(p, server(speculative_algorithm="NEXTN"), warn_to=None).step_s(32, 4000)
+    assert nextn == CostModel(p, server(speculative_algorithm="mtp"), warn_to=None).step_s(32, 4000)
     with pytest.raises(ValueError, match="speculative_num_steps"):
         ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=4, speculative_num_steps=1_000_000)
 
