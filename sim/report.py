@@ -65,6 +65,8 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
         _line("Delayed admission passes:", s("num_delayed_passes"), "{:d}"),
         _line("Retractions:", s("num_retractions"), "{:d}"),
     ]
+    if "cache_hit_rate" in summary:
+        out.append(_line("Prefix cache hit rate:", s("cache_hit_rate"), "{:.3f}"))
     if reference:
         out.append(_head("Reference (measured) vs model"))
         out.append(f"{'metric':<24}{'reference':>12}{'model':>12}{'error':>9}")

@@ -296,23 +296,3 @@ def make_queue_order(server: Any, seed: int = 0, scenario_path: str | None = Non
         raise ConfigError(where, "server.schedule_policy_params", params,
                           f"{cls.__name__}.from_server rejected them: {e}") from None
 
-
-class SchedulePolicy:
-    """Orders the waiting queue for one prefill pass (the Scheduler's handle on a
-    :class:`QueueOrder`).
-
-    Args:
-        name: a shipped order's name (see :data:`SHIPPED`).
-        seed: seeds the ``random`` order.
-        server: server arguments for orders that read them (priority scheduling, page size).
-    """
-
-    def __init__(self, name: str, seed: int = 0, server: Any = None) -> None:
-        if name not in SHIPPED:
-            raise ValueError(f"unknown schedule_policy {name!r}; allowed: {', '.join(SHIPPED)}")
-        self.name = name
-        self.impl: QueueOrder = SHIPPED[name].from_server(server, seed=seed)
-
-    def order(self, waiting: list[Req], ctx: QueueContext | None = None) -> list[Req]:
-        """Return the waiting requests in admission order (a new list)."""
-        return self.impl.order(waiting, ctx or QueueContext())

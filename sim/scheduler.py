@@ -10,6 +10,18 @@ The overlap loop (:mod:`sim.loop`) calls ``schedule()`` for step N+1 *before* it
 ``process_result()`` for step N, so the scheduler sees results one step late, as SGLang's
 overlap scheduler does: a request that finished at step k still rides step k+1 and is
 filtered when step k+2 is built.
+
+The collapsed decode path (the simulator's fast path) also goes through here:
+:meth:`Scheduler.decode_stretch` decides whether the state is a decode-only stretch and has
+:mod:`sim.decode_run` compute it; :meth:`Scheduler.apply_stretch` applies its first
+iterations. Both paths build decode plans with :func:`sim.plan.decode_plan` and change KV
+only through the ledger (:mod:`sim.kv_ledger`).
+
+Invariants kept here (named in docs/architecture.md, tested in tests/test_invariants.py):
+INV-1 running <= max_running_requests (admission caps the running slots); INV-4 each
+request finishes once, with exactly its output length (process_result clips to
+max_new_tokens and skips finished requests); INV-5 tokens conserved (host deliveries ==
+device commits).
 """
 
 from __future__ import annotations
@@ -21,12 +33,24 @@ from dataclasses import dataclass
 import numpy as np
 from specsched.sim.admission import AdmissionPolicy, AdmissionState
 from specsched.sim.config import ServerArgs
-from specsched.sim.kv_pool import KVPool
+from specsched.sim.decode_run import DecodeRun
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput, decode_plan
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, AddResult, PrefillAdder, ceil_page
+from specsched.sim.prefill_interval import PrefillDecodeInterval
+from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import Req, ReqStatus
-from specsched.sim.schedule_policy import SchedulePolicy
+from specsched.sim.schedule_policy import (
+    QueueContext,
+    make_queue_order,
+    shortest_prefill_chunk_limit,
+)
+from specsched.sim.semantics import SemanticsRules
+
+RETRACT_DECODE_STEPS = 20
+"""Older retract_decode kept retracting until this many decode steps per request fit."""
 
 
 class UnschedulableRequest(RuntimeError):
@@ -77,14 +101,24 @@ class Scheduler:
         admission: the admission-delay policy (fresh state per run).
         seed: seeds the ``random`` schedule policy only.
 
-    Counters kept for the records: ``num_retractions``, ``num_delayed_passes``.
+    Read by executors: ``waiting``, ``running``, ``reqs``, ``kv`` (the ledger: ``used``,
+    ``peak``, ``capacity``), ``num_running``, ``has_work``, ``decode_batch_reqs``; counters
+    for the records: ``num_retractions``, ``num_delayed_passes``. Everything else is private.
     """
 
     def __init__(self, server: ServerArgs, admission: AdmissionPolicy, seed: int = 0) -> None:
         self.server = server
         self.admission = admission
-        self.policy = SchedulePolicy(server.schedule_policy, seed)
-        self.kv = KVPool(server.max_total_num_tokens)
+        self.rules: SemanticsRules = server.rules
+        self.policy = make_queue_order(server, seed)
+        self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
+        self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
+        self.batch_is_full = False
+        self._locks: dict[int, object] = {}  # rid -> the radix node whose prefix it holds
+        self._in_flight: BatchPlan | None = None  # the last plan built whose results are pending
+        self.cache_hit_tokens = 0    # first-attempt prefills: tokens found in the prefix cache
+        self.cache_input_tokens = 0  # ... and tokens computed (SGLang's #new-token)
+        self.kv = KVLedger(server.max_total_num_tokens)
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
         self.window = server.spec_window
         self.spec = server.speculative_algorithm.enabled
@@ -127,80 +161,150 @@ class Scheduler:
         """Requests holding a running slot (running batch + chunked request)."""
         return len(self.running) + (1 if self.chunked_req is not None else 0)
 
+    @property
+    def decode_batch_reqs(self) -> list[Req]:
+        """The requests the next decode pass would hold: the running batch, then the last
+        prefill batch's requests about to join it (a new list)."""
+        return self.running + self._last_prefill
+
     # ---------------------------------------------------------------- schedule
     def schedule(self) -> BatchPlan | None:
         """Build the next forward (SGLang ``get_next_batch_to_run``).
 
-        The last prefill batch joins the running batch; a new prefill batch runs if one can
-        be formed (prefill has priority), otherwise the running batch decodes. Returns None
-        when there is nothing to run.
+        The last prefill batch joins the running batch; finished requests leave it
+        (``filter_finished_before_delay``); a new prefill batch runs if one can be formed
+        (prefill has priority, unless ``prefill_decode_interval`` defers it), otherwise the
+        running batch decodes. Returns None when there is nothing to run.
         """
         if self._last_prefill:
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
                 # filtering finished (and retracted) requests out of it
                 if r is self.chunked_req or r.status in (ReqStatus.WAITING, ReqStatus.FINISHED):
+                    if r is not self.chunked_req:
+                        self.batch_is_full = False  # a request left
                     continue
                 r.status = ReqStatus.RUNNING
                 self.running.append(r)
             self._last_prefill = []
-        plan = self._new_prefill_batch()
+        if self.rules.filter_finished_before_delay:
+            self._filter_finished()
+        plan = None
+        if not self.interval.should_defer(len(self.running)):
+            plan = self._new_prefill_batch()
         if plan is None:
             plan = self._decode_batch()
         if plan is not None:
+            self.interval.on_batch(plan.is_prefill)
             self.step += 1
+            self._in_flight = plan
         return plan
 
-    def _admission_state(self) -> AdmissionState:
-        running_bs = len(self.running)
-        active = sum(1 for r in self.running if not r.finished)
-        return AdmissionState(
+    def _filter_finished(self) -> None:
+        """Finished requests leave the running batch (SGLang ``filter_batch``); a request
+        leaving clears the batch_is_full latch."""
+        kept = [r for r in self.running if not r.finished]
+        if len(kept) < len(self.running):
+            self.batch_is_full = False
+            self.running = kept
+
+    def _kv_room(self) -> int:
+        """KV tokens an allocation can get now: free plus evictable cached tokens (SGLang
+        ``PrefillBudget._available_and_evictable``)."""
+        return self.kv.available + (self.cache.evictable_size if self.cache is not None else 0)
+
+    def _make_room(self, n: int) -> None:
+        """Evict cached prefixes (LRU) until ``n`` tokens are free, if they are not."""
+        short = n - self.kv.available
+        if short > 0 and self.cache is not None:
+            self.kv.evicted(self.cache.evict(short))
+
+    def _delays(self, running_bs: int, active_running_bs: int) -> bool:
+        """The admission policy's decision for a pass with this running batch (requests,
+        incl. finished ones not filtered yet; ``active_running_bs`` excludes them)."""
+        return self.admission.should_delay(AdmissionState(
             running_bs=running_bs,
             num_allocatable_reqs=self.server.max_running_requests - running_bs,
             waiting_bs=len(self.waiting),
-            active_running_bs=active,
-        )
+            active_running_bs=active_running_bs,
+        ))
+
+    def _match_prefix(self, r: Req) -> None:
+        """Match ``r`` against the prefix cache (SGLang ``Req.init_next_round_input``): at
+        most all but one token of what it must (re-)prefill can be reused."""
+        if self.cache is None or r.tokens is None or r.prefill_done:
+            return
+        limit = min(r.input_len, r.fill_len - 1)
+        r.cached_len, r.last_node = self.cache.match_prefix(r.tokens[:limit]) if limit > 0 else (0, None)
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
+        if not self.running:
+            self.batch_is_full = False  # an empty batch has no request left to clear it
         running_bs = len(self.running)
-        full = running_bs >= s.max_running_requests
-        if (full or not self.waiting) and self.chunked_req is None:
+        if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
         if self.chunked_req is None:
             # min-free-slots check: skipped while a chunked request is in progress
-            if self.admission.should_delay(self._admission_state()):
+            if self._delays(running_bs, sum(1 for r in self.running if not r.finished)):
                 self.num_delayed_passes += 1
                 return None
         allocatable = s.max_running_requests - running_bs
         if allocatable <= 0 and self.chunked_req is None:
+            self.batch_is_full = True
             return None
 
-        mixed = s.enable_mixed_chunk and bool(self.running)
-        if mixed:
-            # SGLang's mix_with_running: the running batch (finished requests filtered) rides
-            # in the extend batch; the budgets shrink by its decode tokens. Its KV is reserved
-            # only once the pass admits something (no double deduction, one ratio step).
-            self.running = [r for r in self.running if not r.finished]
-            mixed = bool(self.running)
-        mixed_tokens = len(self.running) * self.window if mixed else 0
-
+        # enable_mixed_chunk: the running batch rides in the extend batch; every budget
+        # shrinks by one token per running request (0.5.23 passes running_bs, even with spec)
+        mixed = s.enable_mixed_chunk and s.chunked_prefill_size > 0 and bool(self.running)
+        rules = self.rules
+        cache = self.cache
+        waiting = list(self.waiting)
+        cache_aware = cache is not None and s.schedule_policy in ("lpm", "dfs-weight", "shortest-prefill-first")
+        if cache_aware or ":" in s.schedule_policy:
+            for r in waiting:
+                self._match_prefix(r)
         adder = PrefillAdder.start(
-            self.kv.available, self.running, self.ratio.value, s.max_prefill_tokens,
-            s.chunked_prefill_size, s.page_size, mixed_tokens,
+            self._kv_room(), self.running, self.ratio.value, s.max_prefill_tokens,
+            s.chunked_prefill_size, s.page_size, running_bs if mixed else 0,
+            prefill_max_requests=s.prefill_max_requests, chunk_fill=rules.chunk_fill,
+            ignore_eos_full_reservation=rules.ignore_eos_full_reservation,
         )
+        order = self.policy.order(waiting, QueueContext(tuple(self.running), cache))
+        spf = s.schedule_policy == "shortest-prefill-first"
         prev_chunked = self.chunked_req
-        still_chunked = adder.add_chunked_req(prev_chunked) if prev_chunked is not None else False
-        for req in self.policy.order(list(self.waiting)):
+        still_chunked = False
+        if prev_chunked is not None:
+            limit = (shortest_prefill_chunk_limit(prev_chunked, order, adder.rem_chunk_tokens or 0, s.page_size)
+                     if spf else None)
+            still_chunked = adder.add_chunked_req(prev_chunked, limit)
+        for req in order:
             if len(adder.can_run) >= allocatable:
+                self.batch_is_full = True
                 break
-            if adder.add_one_req(req) is not AddResult.CONTINUE:
+            self._match_prefix(req)
+            node = req.last_node if req.cached_len else None
+            if node is not None:
+                # the pin keeps the matched prefix out of the evictable budget
+                d = -cache.inc_lock_ref(node)
+                adder.rem_total_tokens -= d
+                if adder.kv_free is not None:
+                    adder.kv_free -= d
+                req.prefill_done = req.cached_len
+            res = adder.add_one_req(req, has_chunked_req=prev_chunked is not None or adder.new_chunked is not None,
+                                    spf=spf)
+            if adder.can_run and adder.can_run[-1][0] is req:
+                if node is not None:
+                    self._locks[req.rid] = node
+            elif node is not None:
+                cache.dec_lock_ref(node)
+                req.prefill_done = 0
+            if res is not AddResult.CONTINUE:
+                if res is AddResult.NO_TOKEN:
+                    self.batch_is_full = bool(adder.can_run) or bool(self.running)
                 break
         if not adder.can_run:
             return None
-        decoders: list[Req] = []
-        if mixed:
-            decoders = self._filter_finished_and_reserve() or []
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
         if admitted:
@@ -214,8 +318,12 @@ class Scheduler:
             pre.append(r.prefill_done)
             before.append(r.output_len)
             maxnew.append(r.max_new_tokens)
-            self.kv.alloc(n)
-            r.kv_allocated += n
+            if r is not prev_chunked and r.retractions == 0:
+                self.cache_hit_tokens += r.cached_len
+            if r.retractions == 0:
+                self.cache_input_tokens += n
+            self._make_room(n)
+            self.kv.reserve(r, n)
             r.prefill_done += n
             r.status = ReqStatus.PREFILLING
             if r.prefill_done >= r.fill_len:
@@ -223,13 +331,26 @@ class Scheduler:
         self.chunked_req = adder.new_chunked or (prev_chunked if still_chunked else None)
         self._last_prefill = [r for r, _ in adder.can_run]
         num_extend = len(rids)
+        decoders: list[Req] = []
+        if mixed:
+            # mix_with_running: finishing requests sit out; the decode rows join only if
+            # their KV fits, and this path neither retracts nor decays new_token_ratio
+            batch = self._without_finishing(self.running)
+            if len(batch) < len(self.running):
+                self.batch_is_full = False
+                self.running = batch
+            need = len(batch) * self.window
+            if batch and self._kv_room() >= need:
+                self._make_room(need)
+                self.kv.reserve_window(batch, self.window)
+                decoders = batch
         for r in decoders:
             rids.append(r.rid)
             ext.append(self.window)
             pre.append(r.seq_len)
             before.append(r.output_len)
             maxnew.append(r.max_new_tokens)
-        if mixed:
+        if decoders:
             self._last_prefill.extend(decoders)
             self.running = []
         return BatchPlan(
@@ -241,67 +362,128 @@ class Scheduler:
             committed_before=tuple(before), max_new_tokens=tuple(maxnew),
         )
 
-    def _filter_finished_and_reserve(self) -> list[Req] | None:
-        """Filter finished requests, make room for one decode/verify step (retracting if the
-        pool is short) and reserve ``window`` KV slots per request. Returns the decoders."""
-        self.running = [r for r in self.running if not r.finished]
-        if not self.running:
-            return None
-        need = len(self.running) * self.window
-        if self.kv.available < need:
-            self._retract(need)
-        else:
-            self.ratio.on_decode_step()
-        self.kv.alloc(self.window * len(self.running))
-        w = self.window
-        for r in self.running:
-            r.kv_allocated += w
-        return list(self.running)
+    def _cache_prompt(self, r: Req) -> None:
+        """A prompt's KV is complete: insert it into the prefix cache (SGLang
+        ``cache_unfinished_req`` at the last chunk) and hold it while the request runs.
+        Tokens another request cached meanwhile are freed (duplicates); the rest move from
+        the request's slots to the tree."""
+        cache = self.cache
+        if cache is None or r.tokens is None or r.retractions:
+            return
+        toks = r.tokens[: r.input_len]
+        present = cache.insert(toks)
+        stored = len(toks) // cache.page_size * cache.page_size
+        own_from = r.cached_len
+        dup = max(0, present - own_from)
+        if dup:
+            self.kv.release(r, dup)
+        moved = stored - max(present, own_from)
+        if moved > 0:
+            self.kv.to_tree(r, moved)
+        _, node = cache.match_prefix(toks)
+        cache.inc_lock_ref(node)
+        old = self._locks.get(r.rid)
+        if old is not None:
+            cache.dec_lock_ref(old)
+        self._locks[r.rid] = r.last_node = node
+
+    def _release_prefix(self, r: Req) -> None:
+        """A finished or retracted request lets go of its cached prefix (it becomes evictable)."""
+        node = self._locks.pop(r.rid, None)
+        if node is not None:
+            self.cache.dec_lock_ref(node)
+        r.cached_len = 0
+
+    def _without_finishing(self, batch: list[Req]) -> list[Req]:
+        """SGLang ``_reqs_finishing_inflight`` (overlap only): requests whose in-flight step
+        commits their last token sit out the next decode."""
+        inflight = self._in_flight
+        if not (self.rules.skip_finishing_decode and self.server.enable_overlap_schedule) or inflight is None:
+            return [r for r in batch if not r.finished]
+        ids = set(inflight.rids)
+        return [r for r in batch if not r.finished and not (r.rid in ids and r.output_len + 1 >= r.max_new_tokens)]
 
     def _decode_batch(self) -> BatchPlan | None:
-        """SGLang ``update_running_batch``: filter finished, check decode memory (retract or
-        decay new_token_ratio), prepare one decode (or verify) step."""
-        decoders = self._filter_finished_and_reserve()
-        if decoders is None:
-            self.ratio.on_idle()  # no batch runs this pass
+        """SGLang ``update_running_batch``: filter finished (and finishing) requests, check
+        decode memory (retract or decay new_token_ratio), prepare one decode/verify step."""
+        self._filter_finished()
+        batch = self._without_finishing(self.running)
+        finishing = len(batch) < len(self.running)
+        if finishing:
+            self.running = batch
+            self.batch_is_full = False
+        if not batch:
+            if not finishing:
+                self.ratio.on_idle()  # no batch runs this pass
             return None
-        return BatchPlan(
-            step=self.step,
-            mode=ForwardMode.VERIFY if self.spec else ForwardMode.DECODE,
-            rids=tuple([r.rid for r in decoders]),
-            extend_lens=(self.window,) * len(decoders),
-            prefix_lens=tuple([r.seq_len for r in decoders]),
-            num_extend=0, spec_window=self.window,
-            committed_before=tuple([r.output_len for r in decoders]),
-            max_new_tokens=tuple([r.max_new_tokens for r in decoders]),
-        )
+        need = len(batch) * self.window
+        if self._kv_room() < need:
+            if finishing:
+                return None  # the finishing requests free their KV after this step
+            self._retract()
+        else:
+            self.ratio.on_decode_step()
+        decoders = self.running
+        need = len(decoders) * self.window
+        self._make_room(need)
+        self.kv.reserve_window(decoders, self.window)
+        return decode_plan(self.step, self.spec, self.window, [r.rid for r in decoders],
+                           [r.seq_len for r in decoders], [r.output_len for r in decoders],
+                           [r.max_new_tokens for r in decoders])
 
-    def _retract(self, need: int) -> None:
-        """Retract running requests until one decode step fits (SGLang retract_decode).
+    def _retraction_order(self) -> list[Req]:
+        """The running batch, most preferred to keep first (retraction pops from the end).
 
-        Order: spec decoding retracts from the back of the batch; otherwise the request with
-        the most output goes first, ties broken by the shortest input. Retracted requests free
-        their KV and re-queue; they re-prefill prompt + committed output later. The last
-        request is never retracted (SGLang asserts there is room for it instead).
+        ``length`` (sglang 0.5.23 ``ScheduleBatch._get_decode_retraction_order``): sorted by
+        (output length, -prompt length) descending, so the request with the least output
+        goes first, ties the longest prompt. ``spec_batch_tail`` (older): speculative
+        decoding pops from the back of the batch."""
+        if self.spec and self.rules.retraction_order == "spec_batch_tail":
+            return list(self.running)
+        return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
+
+    def _retract(self) -> None:
+        """Retract running requests (SGLang ``retract_decode``) until the next step fits.
+
+        ``next_step_fits`` (0.5.23): at least one request goes, then retraction stops once
+        the batch's next step fits. ``decode_steps_headroom`` (older): until 20 x bs tokens
+        (plus a verify window per request) are free. The last request is never retracted.
+        Retracted requests free their KV and re-queue; they re-prefill prompt + committed
+        output later; new_token_ratio becomes min(1, (decoded + 20 x bs) / (sum max_new + 1))
+        over the kept batch.
 
         Raises:
             UnschedulableRequest: one request alone cannot get its next step's KV.
         """
-        if not self.spec:
-            self.running.sort(key=lambda r: (r.output_len, -r.input_len))
+        keep = self._retraction_order()
+        w = self.window
+        headroom = self.rules.retraction_stop == "decode_steps_headroom"
+
+        def short(n: int) -> bool:
+            need = n * (RETRACT_DECODE_STEPS + (w if self.spec else 0)) if headroom else n * w
+            return self._kv_room() < need
+
         retracted: list[Req] = []
-        while len(self.running) > 1 and self.kv.available < len(self.running) * self.window:
-            r = self.running.pop()
-            self.kv.free(r.kv_allocated)
-            r.kv_allocated = 0
+        first = True
+        while first or short(len(keep)):
+            if len(keep) == 1:
+                break
+            first = False
+            r = keep.pop()
+            self.kv.retract(r)
+            self._release_prefix(r)
             r.prefill_done = 0
             r.status = ReqStatus.WAITING
             r.retractions += 1
             retracted.append(r)
-        if self.kv.available < len(self.running) * self.window:
+        if self._kv_room() < len(keep) * w:
             raise UnschedulableRequest(
-                f"request {self.running[0].rid} alone cannot get KV for its next step "
+                f"request {keep[0].rid} alone cannot get KV for its next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity})")
+        gone = {id(r) for r in retracted}
+        self.running = [r for r in self.running if id(r) not in gone]
+        if retracted:
+            self.batch_is_full = False
         self.num_retractions += len(retracted)
         self.waiting.extend(retracted)
         bs = len(self.running)  # the batch after retraction, as its decoded and max_new sums
@@ -325,7 +507,9 @@ class Scheduler:
         committed = output.committed.tolist()
         reqs = self.reqs
         skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
-        to_free = 0
+        returning: list[Req] = []    # decode entries with unused reserved slots
+        unused_n: list[int] = []
+        finished: list[Req] = []
         for i, rid in enumerate(plan.rids):
             r = reqs[rid]
             if r.status in skip:
@@ -334,8 +518,8 @@ class Scheduler:
             if i >= plan.num_extend:
                 unused = window - n
                 if unused > 0:
-                    to_free += unused
-                    r.kv_allocated -= unused
+                    returning.append(r)
+                    unused_n.append(unused)
                 if spec_step:
                     r.spec_cycles += 1
             if n <= 0:
@@ -350,8 +534,127 @@ class Scheduler:
             d_fin.append(done)
             if done:
                 r.status = ReqStatus.FINISHED
-                to_free += r.kv_allocated
-                r.kv_allocated = 0
-        self.kv.free(to_free)
+                finished.append(r)
+        if self.cache is not None:
+            # the prefill's KV exists once its forward ran: the prompt enters the tree
+            # here (SGLang cache_unfinished_req in process_batch_result), one step after
+            # the next pass was built under overlap
+            for rid in plan.new_rids:
+                r = reqs[rid]
+                if r.status is not ReqStatus.WAITING and r.tokens is not None:
+                    self._cache_prompt(r)
+        if returning:
+            self.kv.commit(returning, unused_n)
+        if finished:
+            self.kv.free(finished)
+            for r in finished:
+                self._release_prefix(r)
+        if self._in_flight is not None and plan.step == self._in_flight.step:
+            self._in_flight = None
         return Deliveries(np.array(d_rid, dtype=np.int64), np.array(d_n, dtype=np.int64),
                           np.array(d_fin, dtype=bool))
+
+    # ------------------------------------------------------ collapsed decode stretch
+    def decode_stretch(self, device: DeviceTokens, prev_plan: BatchPlan, prev_output: StepOutput,
+                       max_iters: int, stop_at_finish: bool, finishes_left: int) -> DecodeRun | None:
+        """The decode-only stretch that starts at this pass, computed at once, or None.
+
+        Call at the top of the overlap loop with one forward in flight (``prev_plan``,
+        launched; ``prev_output`` its commits, results not processed). A stretch is a run of
+        passes in which nothing but decoding happens: no chunked request, no admission
+        (nothing waits, or a stateless policy delays every pass or the batch is full), the
+        in-flight forward is a decode/verify of the running batch or a prefill whose
+        requests all complete, and no pass needs a retraction. Nothing is changed here.
+
+        Args:
+            device: the device's committed counts (read only).
+            max_iters, stop_at_finish, finishes_left: see :meth:`sim.decode_run.DecodeRun.compute`.
+        """
+        if self.chunked_req is not None or self.interval.remaining:
+            return None
+        n_wait = len(self.waiting)
+        if n_wait and not getattr(self.admission, "stateless", False):
+            return None  # a stateful policy's state would change at every delayed pass
+        merged = self._last_prefill
+        if merged:
+            # the last forward is a prefill whose requests all complete and join the batch
+            if (prev_plan.mode is not ForwardMode.EXTEND or prev_plan.chunked_rid is not None
+                    or len(prev_plan.new_rids) != prev_plan.batch_size
+                    or [r.rid for r in merged] != list(prev_plan.rids)
+                    or any(r.status is not ReqStatus.PREFILLING for r in merged)):
+                return None
+            if self.cache is not None and any(r.tokens is not None for r in merged):
+                return None  # their prompts enter the prefix cache at that prefill's results
+            reqs = self.running + merged
+        else:
+            if prev_plan.num_extend or prev_plan.mode is ForwardMode.EXTEND:
+                return None
+            if [r.rid for r in self.running] != list(prev_plan.rids):
+                return None
+            reqs = list(self.running)
+        m = len(reqs)
+        if m == 0:
+            return None
+        rules = self.rules
+        latched = self.batch_is_full
+        if n_wait and m < self.server.max_running_requests and not latched:
+            # the first pass must delay admission (checked before any array is built)
+            active = sum(1 for r in reqs if not r.finished)
+            if not self._delays(active if rules.filter_finished_before_delay else m, active):
+                return None
+        return DecodeRun.compute(
+            reqs, len(merged), device, prev_plan, prev_output, window=self.window, spec=self.spec,
+            first_step=self.step, kv=self.kv, max_running_requests=self.server.max_running_requests,
+            num_waiting=n_wait, delays=self._delays, max_iters=max_iters,
+            stop_at_finish=stop_at_finish, finishes_left=finishes_left,
+            skip_finishing=rules.skip_finishing_decode and self.server.enable_overlap_schedule,
+            filter_first=rules.filter_finished_before_delay, latched=latched,
+        )
+
+    def apply_stretch(self, run: DecodeRun, n: int) -> tuple[BatchPlan, StepOutput]:
+        """Apply the first ``n`` (1 <= n <= run.stop) iterations of ``run`` (from
+        :meth:`decode_stretch`, state unchanged since), as n passes of schedule() and
+        process_result() would: the prefill's requests join the batch, tokens are committed,
+        requests finish, KV moves through the ledger, new_token_ratio decays once per pass,
+        delayed admissions are counted. The device's counts are the caller's
+        (``run.device_after(n)``).
+
+        Returns:
+            The forward left in flight: P_{n-1} and its output.
+
+        Raises:
+            ValueError: n out of range.
+        """
+        if not 1 <= n <= run.stop:
+            raise ValueError(f"can apply 1..{run.stop} iterations, not {n}")
+        last = n - 1
+        for r in self._last_prefill:
+            r.status = ReqStatus.RUNNING
+        self._last_prefill = []
+        outs, held, done, cycles = run.state_after(n)
+        finished = ReqStatus.FINISHED
+        for i, r in enumerate(run.reqs):
+            r.output_len = outs[i]
+            if cycles is not None:
+                r.spec_cycles += cycles[i]
+            if done[i]:
+                r.status = finished
+        self.kv.settle(run.reqs, held, int(run.kv.scheduled[last] - run.kv.freed[last]),
+                       int(run.kv.scheduled[:n].max()))
+        self.running = [r for r, keep in zip(run.reqs, run.member[last].tolist(), strict=True) if keep]
+        if len(self.running) < len(run.reqs):
+            self.batch_is_full = False  # requests left the batch
+        for r, d in zip(run.reqs, done, strict=True):
+            if d:
+                self._release_prefix(r)
+        ratio = self.ratio
+        for _ in range(n):   # one decay per pass without retraction
+            if ratio.value <= ratio.floor:
+                break
+            ratio.on_decode_step()
+        if run.delayed is not None:
+            self.num_delayed_passes += int(run.delayed[:n].sum())
+        self.step += n
+        plan, out = run.plan_at(last)
+        self._in_flight = plan
+        return plan, out

@@ -16,7 +16,6 @@ from specsched.sim.schedule_policy import (
     Lof,
     Lpm,
     QueueContext,
-    SchedulePolicy,
     ShortestPrefillFirst,
     make_queue_order,
     shortest_prefill_chunk_limit,
@@ -115,12 +114,13 @@ def test_every_order_is_a_permutation(n, seed, name):
     assert sorted(rids(out)) == list(range(n))
 
 
-def test_schedule_policy_handle_and_seeded_random():
+def test_seeded_random_and_shipped_by_name():
     w = [Req(i, 10, 5) for i in range(20)]
-    a = SchedulePolicy("random", 3).order(w)
-    b = SchedulePolicy("random", 3).order(w)
+    a = make_queue_order(ServerArgs(schedule_policy="random"), 3).order(w, CTX)
+    b = make_queue_order(ServerArgs(schedule_policy="random"), 3).order(w, CTX)
     assert rids(a) == rids(b) and rids(a) != list(range(20))
-    assert rids(SchedulePolicy("shortest-prefill-first").order([Req(0, 9, 1), Req(1, 3, 1)])) == [1, 0]
+    spf = make_queue_order(ServerArgs(schedule_policy="shortest-prefill-first"))
+    assert rids(spf.order([Req(0, 9, 1), Req(1, 3, 1)], CTX)) == [1, 0]
 
 
 def test_prefill_decode_interval_counts_rounds_after_an_extend():
