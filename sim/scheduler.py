@@ -291,7 +291,7 @@ class Scheduler:
                 if adder.kv_free is not None:
                     adder.kv_free -= d
                 req.prefill_done = req.cached_len
-            res = adder.add_one_req(req, has_chunked_req=prev_chunked is not None or adder.new_chunked is not None,
+            res = adder.add_one_req(req, has_chunked_req=still_chunked,
                                     spf=spf)
             if adder.can_run and adder.can_run[-1][0] is req:
                 if node is not None:
