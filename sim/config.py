@@ -15,6 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from specsched.sim.bundled import resolve_scenario_path
@@ -215,6 +216,8 @@ class Scenario(BaseModel):
     arm: str = "base"
     reference: dict[str, dict[str, float]] = Field(default_factory=dict, description="Reference figures per arm, bench_serving keys.")
     path: str = ""
+    # server arguments the loader filled with SGLang's hardware defaults (sim.defaults)
+    _resolved_defaults: list[Any] = pydantic.PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _acceptance_fits_window(self) -> Scenario:
@@ -303,12 +306,14 @@ def _allowed_keys(parent: tuple[Any, ...], root: type[BaseModel] | None = None) 
     return list(getattr(model, "model_fields", {}))
 
 
-def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
+def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = True) -> Scenario:
     """Load and validate a scenario file with ``arm``'s overrides applied.
 
     Args:
         path: YAML file.
         arm: an arm in the file's ``arms`` (``base`` is always allowed and means no override).
+        resolve_defaults: fill the server arguments the file leaves out with SGLang's
+            defaults for the profile's hardware (:func:`sim.defaults.resolve_loaded`).
 
     Returns:
         The validated, frozen :class:`Scenario`.
@@ -333,9 +338,14 @@ def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
     merged["arm"] = arm
     merged["path"] = str(path)
     try:
-        return Scenario.model_validate(merged)
+        scenario = Scenario.model_validate(merged)
     except ValidationError as e:
         raise validation_error(str(path), e, merged) from None
+    if not resolve_defaults:
+        return scenario
+    from specsched.sim.defaults import resolve_loaded
+
+    return resolve_loaded(scenario)
 
 
 def arm_names(scenario_path: str | Path) -> list[str]:

@@ -38,6 +38,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = load_scenario_with_overrides(args.scenario, args.arm, args.set)
     else:
         scenario = load_scenario(args.scenario, args.arm)
+    from specsched.sim.defaults import format_resolved
+
+    resolved = format_resolved(scenario._resolved_defaults)
+    if resolved:
+        print(resolved)
     seed = scenario.seed if args.seed is None else args.seed
     t0 = time.perf_counter()
     result = run_scenario(scenario, seed=seed)
@@ -72,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.add_parsers(sub)
+    from specsched.sim.analytic.cli import attach
+
+    attach(sub)  # `profile --analytic`, with or without the runtime's measuring profile
     return p
 
 
