@@ -56,7 +56,7 @@ def test_h200_speculative_decoding_runs_48_requests(tmp_path):
     scn = _scenario(tmp_path, "llama-3.1-8b", "H200", 1,
                     "speculative_algorithm: dspark, speculative_num_draft_tokens: 4")
     s = load_scenario(scn).server
-    assert s.max_running_requests == 48 and s.admission_delay is AdmissionDelay.min_free_slots
+    assert s.max_running_requests == 48 and s.admission_delay == AdmissionDelay.min_free_slots
 
 
 def test_mi355x_gets_the_hip_defaults(tmp_path):
