@@ -37,13 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
-from specsched.sim.hardware import Hardware
+from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
 from specsched.sim.profile import Profile, load_profile
-
-RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "max_total_num_tokens",
-                 "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
-                 "enable_overlap_schedule", "admission_delay")
-"""Server arguments this module fills when a scenario leaves them out."""
 
 SPEC_MAX_RUNNING_REQUESTS = 48
 """SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""

@@ -13,6 +13,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "max_total_num_tokens",
+                 "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
+                 "enable_overlap_schedule", "admission_delay")
+"""Server arguments :mod:`sim.defaults` fills from the hardware when a scenario leaves them out."""
+
 
 class Hardware(BaseModel):
     """The device behind a profile (per GPU figures; one TP group).
