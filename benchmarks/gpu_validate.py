@@ -36,7 +36,8 @@ from specsched.sim.engine import run_scenario  # noqa: E402
 from specsched.sim.profile import load_profile  # noqa: E402
 from specsched.sim.results import write_results  # noqa: E402
 
-CELLS = ["batch1", "batch8", "batch32", "batch64", "burst66"]
+CELLS = ["batch1", "batch8", "batch32", "batch64", "burst66", "poisson-nospec", "chunked-prefix", "window4-lowacc",
+         "kv-retract", "above-graph-bs", "long-context"]
 
 
 def verify_gaps(steps) -> tuple[float, float]:
@@ -73,7 +74,7 @@ def main() -> int:
         from specsched.runtime.profiler import profile_device, write_profile
 
         d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
-                           contexts=[512, 1024, 2048], extend_tokens=[256, 1024, 2048, 4096, 8192],
+                           contexts=[512, 1024, 2048, 4096, 8192], extend_tokens=[256, 1024, 2048, 4096, 8192],
                            cuda_graph_max_bs=128, repeats=15, progress=False)
         d["name"] = f"h200-{args.preset}"
         prof_path = out / f"h200-{args.preset}.yaml"
@@ -107,9 +108,9 @@ def main() -> int:
             walls[arm] = (mw, mi, pw, pi)
             errs = [r for r in rows if r["cell"] == cell and r["arm"] == arm]
             worst = max(abs(r["error_pct"]) for r in errs if r["error_pct"] == r["error_pct"])
-            print(f"{cell:<8} {arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %; "
+            print(f"{cell:<15} {arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %; "
                   f"verify wall {mw:.3f} ms (pred {pw:.3f}); syncs {meas.summary['host_syncs']}", flush=True)
-        if "stream_wait" in walls:
+        if "stream_wait" in walls and "base" in walls:
             dm = walls["base"][0] - walls["stream_wait"][0]
             dp = walls["base"][2] - walls["stream_wait"][2]
             checks.append(f"- {cell}: host_block - stream_wait per verify: measured {dm:.3f} ms, predicted {dp:.3f} ms "
@@ -129,11 +130,11 @@ def main() -> int:
 
     shutil.rmtree(res_dir)
     print("\n".join(checks))
-    print(f"{'cell':<8} {'arm':<14}" + "".join(f"{m[:14]:>15}" for m in VALIDATE_METRICS))
+    print(f"{'cell':<15} {'arm':<14}" + "".join(f"{m[:14]:>15}" for m in VALIDATE_METRICS))
     for cell in args.cells.split(","):
         for arm in arm_names(ROOT / "scenarios" / "h200" / f"{cell}.yaml"):
             errs = {r["metric"]: r["error_pct"] for r in rows if r["cell"] == cell and r["arm"] == arm}
-            print(f"{cell:<8} {arm:<14}" + "".join(f"{errs.get(m, float('nan')):>+14.1f}%" for m in VALIDATE_METRICS))
+            print(f"{cell:<15} {arm:<14}" + "".join(f"{errs.get(m, float('nan')):>+14.1f}%" for m in VALIDATE_METRICS))
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 

@@ -200,7 +200,9 @@ class RuntimeEngine:
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         max_ctx = max(s.input_len + s.output_len for s in self.specs) + 4 * self.window + 64
         max_reqs = srv.max_running_requests + 8
-        slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + max_reqs * 2 * self.window + 1
+        # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
+        # so max_total_num_tokens bounds it; no more than the rows can ever map (+ padding)
+        slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + 1
         torch.manual_seed(self.seed)
         dt = self.dev.dtype
         target = LlamaProxy(PRESETS[preset], seed=self.seed, device=self.dev.torch_device, dtype=dt)
@@ -212,7 +214,7 @@ class RuntimeEngine:
         ctx_buckets = list(range(256, max_ctx + 256, 256))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
-                                  ctx_buckets=ctx_buckets)
+                                  ctx_buckets=ctx_buckets, external_kv=True)
         self.preset = preset
         self.graphs = graphs and self.dev.is_gpu
         self.do_warmup = warmup
@@ -249,7 +251,6 @@ class RuntimeEngine:
         self.rec = _Records()
         self.clients = Clients(self.scenario, self.specs, self.seed)
         self.rows: dict[int, int] = {}
-        self.finished_rids: set[int] = set()
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
         self._blocked = 0.0
@@ -260,25 +261,30 @@ class RuntimeEngine:
     def _now(self) -> float:
         return time.perf_counter() - self.t0
 
-    def _row(self, rid: int, prefix: int) -> int:
-        row = self.rows.get(rid)
-        if row is not None and prefix == 0:  # re-prefill after a retraction: start over
-            self.runner.free_request(row)
-            row = None
-        if row is None:
-            row = self.runner.add_request()
-            self.rows[rid] = row
-        return row
+    def _sync_kv(self, plan: BatchPlan) -> None:
+        """Make the device pool hold, row by row, what the scheduler's KV ledger holds now
+        (``Req.kv_allocated`` after the ``schedule()`` that built ``plan`` and every
+        ``process_result`` so far): rows of retracted and finished requests are freed,
+        verify windows the ledger returned are released, new reservations mapped. The
+        device thus never holds more than max_total_num_tokens, and a retraction frees the
+        same slots in both engines (SGLang retract_decode / release_kv_cache).
 
-    def _free_finished(self, plan: BatchPlan) -> None:
-        """Free rows of finished requests no longer in any plan (stream order makes the
-        in-flight forward that still reads them finish first)."""
-        if not self.finished_rids:
-            return
-        live = set(plan.rids)
-        for rid in [r for r in self.finished_rids if r not in live]:
-            self.runner.free_request(self.rows.pop(rid))
-            self.finished_rids.discard(rid)
+        Called before the plan's forward is queued; every forward that still reads a freed
+        slot was queued earlier on the same stream, so it finishes with it first.
+        """
+        r, reqs = self.runner, self.sched.reqs
+        n = plan.num_extend
+        for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True):
+            row = self.rows.get(rid)
+            if row is not None and p == 0:  # re-prefill after a retraction: a fresh row
+                r.free_request(self.rows.pop(rid))
+                row = None
+            if row is None:
+                self.rows[rid] = r.add_request()
+        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
+        for rid in gone:
+            r.free_request(self.rows.pop(rid))
+        r.pool.hold(list(self.rows.values()), [reqs[rid].kv_allocated for rid in self.rows])
 
     # -------------------------------------------------------------- launches
     def _timing_event(self) -> Any:
@@ -301,13 +307,13 @@ class RuntimeEngine:
             output = self._last_output
             step_out = None
         else:
-            self._free_finished(plan)
+            self._sync_kv(plan)
             output = self.tokens.step(plan)
             self._last_output = output
             step_out = None
             n = plan.num_extend
             if n:
-                rows = [self._row(rid, p) for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True)]
+                rows = [self.rows[rid] for rid in plan.rids[:n]]
                 total = int(sum(plan.extend_lens[:n]))
                 toks = torch.randint(0, self.vocab - 1, (total,), generator=self.device_gen,
                                      device=self.dev.torch_device)
@@ -367,7 +373,6 @@ class RuntimeEngine:
         for d in op.deliveries:
             self.rec.delivered(d.rid, now, d.n_tokens, d.finished)
             if d.finished:
-                self.finished_rids.add(d.rid)
                 self.clients.finished()
                 self.remaining -= 1
 
@@ -406,6 +411,7 @@ class RuntimeEngine:
                 if c >= ctx_need:
                     break
         rows = [r.add_request()]
+        r.pool.hold(rows, [64 + 4 * self.window])
         toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)
         r.extend(rows, [0], [64], toks)
         for _ in range(3):

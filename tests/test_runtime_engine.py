@@ -81,3 +81,4 @@ def test_validation_table_errors():
                             ("mean_ttft_ms", "output_throughput", "median_itl_ms"))
     assert rows[0]["error_pct"] == pytest.approx(10.0) and rows[1]["error_pct"] == pytest.approx(-10.0)
     assert rows[2]["error_pct"] != rows[2]["error_pct"]  # NaN when missing
+
