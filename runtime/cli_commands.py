@@ -59,7 +59,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     sc = _scenario(args)
     t0 = time.perf_counter()
-    res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
+    res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                        backend=args.backend, allow_serializing=args.allow_serializing,
+                        progress=not getattr(args, "quiet", False)).run()
     print(format_report(res.summary, title="Measured (runtime)"))
     out = Path(args.out) if args.out else default_out_dir(sc.name, args.arm, res.summary["seed"]).with_name(
         f"{args.arm}-seed{res.summary['seed']}-measured")
@@ -77,7 +79,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     sc = _scenario(args)
     profile = load_profile(args.profile)
-    measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
+    measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                             backend=args.backend, allow_serializing=args.allow_serializing,
+                             progress=not getattr(args, "quiet", False)).run()
     predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile)
     predicted.summary["profile"] = profile.name
     rows = validation_table(predicted.summary, measured.summary)
@@ -107,6 +111,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="1b", help="proxy model preset (tiny, small, 1b, 8b)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
     p.add_argument("--no-graphs", action="store_true", help="run decode/verify eagerly")
+    p.add_argument("--backend", choices=("hip",), default=None,
+                   help="force the HIP code paths (stream layout, waits, barrier guard) on this device")
+    p.add_argument("--allow-serializing", dest="allow_serializing", action="store_true",
+                   help="measure even with AMD_SERIALIZE_KERNEL, AMD_SERIALIZE_COPY, HIP_LAUNCH_BLOCKING or "
+                        "CUDA_LAUNCH_BLOCKING set (results stamped); refused otherwise")
 
 
 def add_parsers(sub: Any) -> None:

@@ -390,8 +390,14 @@ class ModelRunner(SpecCycle):
             return self._spec_dev(rows_t, ctx, self.device.h2d(forced) if forced is not None else None)
         st = self._static(key)
         bs, b = key[1], len(rows)
-        st.rows.copy_(self.device.h2d(list(rows) + [PAD_ROW] * (bs - b)))
+        pad = [PAD_ROW] * (bs - b)
         if forced is not None:
-            st.forced.copy_(self.device.h2d(list(forced) + [0] * (bs - b)))
+            # rows and forced accepts staged in one pinned buffer: one host-to-device copy
+            # (each pinned block costs an event record, a barrier packet on HIP)
+            both = self.device.h2d([list(rows) + pad, list(forced) + [0] * (bs - b)])
+            st.rows.copy_(both[0])
+            st.forced.copy_(both[1])
+        else:
+            st.rows.copy_(self.device.h2d(list(rows) + pad))
         self.device.graphs.replay(key)
         return StepOut(st.out["tokens"][:b].clone(), st.out["accept"][:b].clone(), st.out["committed"][:b].clone())
