@@ -130,7 +130,9 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--out", default=None, help="directory for both results and validate.csv (appended)")
     v.set_defaults(func=cmd_validate)
     try:
+        from specsched.runtime.doctor import register_doctor_command
         from specsched.runtime.profiler import register_profile_command
     except ImportError:
         return
     register_profile_command(sub)
+    register_doctor_command(sub)

@@ -78,10 +78,10 @@ def stream_priorities(dev: Device) -> dict[str, int]:
 
 
 _SDPA_OPS = (
+    ("fused_cpu", "_flash_attention_for_cpu"),
     ("cudnn", "_scaled_dot_product_cudnn_attention"),
     ("flash", "_scaled_dot_product_flash_attention"),
     ("efficient", "_scaled_dot_product_efficient_attention"),
-    ("fused_cpu", "_flash_attention_for_cpu"),
     ("math", "_scaled_dot_product_attention_math"),
 )
 
