@@ -242,7 +242,7 @@ class RuntimeEngine:
         self._reset_run_state()
 
     def set_scenario(self, scenario: Scenario) -> None:
-        """Measure another arm with the same model, KV pool and captured graphs.
+        """Measure another arm (or request rate) with the same model, KV pool and graphs.
 
         Raises:
             ValueError: the scenario differs in what sizes the model (window, running
@@ -253,9 +253,11 @@ class RuntimeEngine:
                 and a.server.max_running_requests == b.server.max_running_requests
                 and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
-                and a.workload == b.workload)
+                and a.workload.model_copy(update={"request_rate": None})
+                == b.workload.model_copy(update={"request_rate": None}))
         if not same:
-            raise ValueError("set_scenario needs the same window, slots, graph limit and workload; build a new engine")
+            raise ValueError("set_scenario needs the same window, slots, graph limit and workload (the request "
+                             "rate may differ); build a new engine")
         self.scenario, self.server = scenario, scenario.server
 
     # ------------------------------------------------------------------ state
