@@ -63,10 +63,20 @@ def check_serializing(allow: bool, env: dict[str, str] | None = None) -> dict[st
 
 
 def _driver_version() -> str:
+    """The GPU driver's version: NVML on NVIDIA (nvidia-ml-py), else the CUDA driver API
+    version torch reports, else ``n/a`` (ROCm: the HIP runtime version is in ``hip``)."""
     try:
-        v = torch._C._cuda_getDriverVersion()  # e.g. 13000 for 13.0
-        return f"{v // 1000}.{(v % 1000) // 10}"
-    except Exception:  # not a CUDA build, or no driver
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:  # no NVML (ROCm, CPU build, or not installed)
+        pass
+    try:
+        v = torch._C._cuda_getDriverVersion()  # e.g. 13000 for CUDA 13.0
+        return f"CUDA driver API {v // 1000}.{(v % 1000) // 10}"
+    except Exception:
         return "n/a"
 
 
