@@ -38,13 +38,15 @@ def check_device_and_preset(args: argparse.Namespace) -> None:
     if dev is not None:
         if dev.lower() in ("hip", "rocm", "gpu") or dev.lower().startswith(("hip:", "rocm:")):
             raise ConfigError("<command line>", "--device", dev, "use cuda or cuda:N (ROCm/HIP runs through torch's cuda API), or cpu")
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", dev):
-            raise ConfigError("<command line>", "--device", dev, "allowed: cpu, cuda, cuda:N")
+        if not re.fullmatch(r"(cpu|cuda(:\d+)?)(-as-hip)?", dev):
+            raise ConfigError("<command line>", "--device", dev,
+                              "allowed: cpu, cuda, cuda:N, or <device>-as-hip (the HIP code paths on that device)")
     from specsched.runtime.model import PRESETS
 
     presets = [k for k in PRESETS if not k.endswith("-draft")]
     if args.preset not in presets:
         raise ConfigError("<command line>", "--preset", args.preset, f"allowed: {', '.join(presets)}")
+    dev = dev.removesuffix("-as-hip") if dev is not None else None
     if dev is not None and dev.startswith("cuda"):
         import torch
 

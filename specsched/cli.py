@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "measure": ("specsched.runtime.cli_commands", "run a scenario for real on a device (needs torch)"),
     "validate": ("specsched.runtime.cli_commands", "measure a scenario and simulate it: predicted vs measured"),
     "profile": ("specsched.runtime.cli_commands", "measure a device profile with microbenchmarks (needs torch)"),
+    "doctor": ("specsched.runtime.cli_commands", "first-run check of a GPU machine: versions, capture, SDPA, sync costs"),
 }
 """Command -> (module whose ``add_parsers`` registers it, one-line summary for ``--help``)."""
 
@@ -55,6 +56,7 @@ EXAMPLES: dict[str, list[str]] = {
                 "specsched measure scenarios/h200/batch8.yaml --device cpu --preset tiny --set workload.num_requests=4"],
     "validate": ["specsched validate scenarios/h200/batch8.yaml --profile profiles/h200-1b.yaml --device cuda"],
     "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml"],
+    "doctor": ["specsched doctor --device cuda", "specsched doctor --device cuda-as-hip --out doctor.md"],
 }
 
 # modules registered when a command is not in COMMANDS (a command added elsewhere still works)
