@@ -71,7 +71,7 @@ def test_detect_backend_cpu_and_unsupported() -> None:
 
 
 def test_cpu_device_has_three_null_streams_and_float32() -> None:
-    dev = Device("cpu")
+    dev = Device("cpu", backend="cpu")  # the native backend even when SPECSCHED_BACKEND forces hip
     assert dev.backend == "cpu" and not dev.is_gpu and dev.dtype == torch.float32
     for name in ("schedule", "forward", "copy"):
         assert isinstance(dev.stream(name), NullStream)

@@ -43,7 +43,7 @@ def test_same_plans_and_tokens_as_the_simulator(device):
     assert list(measured.requests.columns) == list(simulated.requests.columns)
     assert list(measured.steps.columns) == list(simulated.steps.columns)
     assert measured.summary["completed"] == 5 and measured.summary["source"].startswith(f"runtime:{device}")
-    assert measured.summary["backend"] == device
+    assert measured.summary["backend"] in (device, device.removesuffix("-as-hip") + "-as-hip")
     # event records per step are counted (each is a barrier packet on HIP): on a GPU one done
     # event + one copy-done + one timing start + the pinned staging copies, no end mark
     assert measured.summary["event_records_per_step"] > 0
