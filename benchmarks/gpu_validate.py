@@ -54,6 +54,16 @@ def verify_gaps(steps) -> tuple[float, float]:
     return float(np.median(walls) * 1000), float(np.median(idle) * 1000)
 
 
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` (cell, arm, metric, predicted, measured, error_pct) as CSV, replaced atomically."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -113,6 +123,7 @@ def main() -> int:
             walls[arm] = (mw, mi, pw, pi)
             errs = [r for r in rows if r["cell"] == cell and r["arm"] == arm]
             worst = max(abs(r["error_pct"]) for r in errs if r["error_pct"] == r["error_pct"])
+            write_csv(out / "validate.csv", rows)  # after every arm: a run cut short keeps what it measured
             print(f"{cell:<15} {arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %; "
                   f"verify wall {mw:.3f} ms (pred {pw:.3f}); syncs {meas.summary['host_syncs']}", flush=True)
         if "stream_wait" in walls and "base" in walls:
@@ -144,16 +155,14 @@ def main() -> int:
                 rows.append({"cell": label, "arm": "base", **r})
             write_results(meas, res_dir / f"{args.poisson_cell}-rate{rate:g}-measured")
             write_results(pred, res_dir / f"{args.poisson_cell}-rate{rate:g}-predicted")
+            write_csv(out / "validate.csv", rows)
             errs = [r for r in rows if r["cell"] == label]
             worst = max(abs(r["error_pct"]) for r in errs if r["error_pct"] == r["error_pct"])
             print(f"{label:<15} base           measured in {time.perf_counter() - t0:5.1f} s; worst |error| "
                   f"{worst:5.1f} %", flush=True)
         del eng
 
-    with open(out / "validate.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "validate.csv", rows)
     (out / "checks.md").write_text("\n".join(checks) + "\n")
     with tarfile.open(out / "results.tar.gz", "w:gz") as tar:
         tar.add(res_dir, arcname="results")
