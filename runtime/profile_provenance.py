@@ -132,7 +132,7 @@ class Provenance:
                       f"engine's verify launch (runtime.engine.RuntimeEngine._launch for a VERIFY plan): "
                       f"DeviceTokens.step(plan) accept draws, the forced-accept list, ModelRunner.spec_cycle(rows, "
                       f"forced, graph=True) (KV reserve of the new window, h2d of rows and forced accepts, graph "
-                      f"replay, output clones), two timing events, Device.record('forward') and "
+                      f"replay, output clones), one timing event, Device.record('forward') (also the end mark) and "
                       f"Device.copy_to_host({{'committed'}}); lengths grow from context {self.launch_ctx} as in the "
                       f"engine; {busy}; {self._reps_text('launch')} after {WARMUP} warm-ups; medians "
                       + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.launch_med, strict=True))
