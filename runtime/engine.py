@@ -420,7 +420,8 @@ class RuntimeEngine:
         for i in self.clients.due(now):
             s = self.specs[i]
             self.rec.request_sent(s.index, s.input_len, s.output_len, now)
-            out.append(Req(s.index, s.input_len, s.output_len))
+            out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
+                           ignore_eos=self.scenario.workload.ignore_eos))
         return out
 
     def _wait_for_work(self) -> bool:

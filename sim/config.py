@@ -339,6 +339,7 @@ class WorkloadConfig(BaseModel):
     input_len: LengthDist | None = Field(None, description="Prompt lengths (or shared_prefix).")
     output_len: LengthDist = Field(description="Output lengths (every request generates exactly this many tokens: ignore_eos).")
     shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes, bench_serving's generated-shared-prefix dataset (replaces input_len).")
+    priorities: list[int] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling.")
     ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
 
     @model_validator(mode="before")

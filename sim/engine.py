@@ -186,7 +186,7 @@ class SimEngine:
     def _req(self, spec: RequestSpec) -> Req:
         """The scheduler's request for a sent one (prompt tokens when prefixes are shared)."""
         return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens,
-                   ignore_eos=self.scenario.workload.ignore_eos)
+                   ignore_eos=self.scenario.workload.ignore_eos, priority=spec.priority)
 
     def _arrive(self, req: Req) -> None:
         self.inbox.append(req)

@@ -38,7 +38,13 @@ from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput, decode_plan
-from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, AddResult, PrefillAdder, ceil_page
+from specsched.sim.prefill_adder import (
+    CLIP_MAX_NEW_TOKENS,
+    AddResult,
+    PrefillAdder,
+    ceil_page,
+    reserved_decode_tokens,
+)
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import Req, ReqStatus
@@ -114,6 +120,10 @@ class Scheduler:
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
+        self.num_preemptions = 0
+        self._preempted: list[Req] = []   # preempted in this pass: re-queued after it
+        self._entry: dict[int, int] = {}  # rid -> queue-entry order (wait_queue_entry_time)
+        self._entries = 0
         self._locks: dict[int, object] = {}  # rid -> the radix node whose prefix it holds
         self._in_flight: BatchPlan | None = None  # the last plan built whose results are pending
         self.cache_hit_tokens = 0    # first-attempt prefills: tokens found in the prefix cache
@@ -149,6 +159,7 @@ class Scheduler:
             )
         req.status = ReqStatus.WAITING
         self.reqs[req.rid] = req
+        self._entry[req.rid] = self._entries = self._entries + 1
         self.waiting.append(req)
 
     @property
@@ -239,8 +250,11 @@ class Scheduler:
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
-        if not self.running:
-            self.batch_is_full = False  # an empty batch has no request left to clear it
+        preempt = s.enable_priority_scheduling and not s.disable_priority_preemption
+        if not self.running or preempt:
+            # an empty batch has no request left to clear the latch; with priority
+            # preemption every pass may try to make room
+            self.batch_is_full = False
         running_bs = len(self.running)
         if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
@@ -250,7 +264,7 @@ class Scheduler:
                 self.num_delayed_passes += 1
                 return None
         allocatable = s.max_running_requests - running_bs
-        if allocatable <= 0 and self.chunked_req is None:
+        if allocatable <= 0 and self.chunked_req is None and not preempt:
             self.batch_is_full = True
             return None
 
@@ -281,7 +295,12 @@ class Scheduler:
         for req in order:
             if len(adder.can_run) >= allocatable:
                 self.batch_is_full = True
-                break
+            if self.batch_is_full:
+                freed = self._preempt_for(req, adder) if preempt else 0
+                if not freed:
+                    break
+                allocatable += freed
+                self.batch_is_full = False
             self._match_prefix(req)
             node = req.last_node if req.cached_len else None
             if node is not None:
@@ -304,6 +323,7 @@ class Scheduler:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
                 break
         if not adder.can_run:
+            self._requeue(self._preempted)
             return None
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
@@ -311,6 +331,7 @@ class Scheduler:
             ids = {id(r) for r in admitted}
             self.waiting = deque(r for r in self.waiting if id(r) not in ids)
             self.admission.on_prefill_admitted(len(admitted))
+        self._requeue(self._preempted)
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
         for r, n in adder.can_run:
             rids.append(r.rid)
@@ -361,6 +382,62 @@ class Scheduler:
             new_rids=tuple(new), spec_window=self.window if decoders else 1,
             committed_before=tuple(before), max_new_tokens=tuple(maxnew),
         )
+
+    def _requeue(self, reqs: list[Req]) -> None:
+        """Retracted or preempted requests re-enter the waiting queue (a new entry time)."""
+        for r in reqs:
+            self._entries += 1
+            self._entry[r.rid] = self._entries
+        self.waiting.extend(reqs)
+        if reqs is self._preempted:
+            self._preempted = []
+
+    def _preempt_for(self, req: Req, adder: PrefillAdder) -> int:
+        """Priority preemption (sglang 0.5.23 ``PrefillAdder.preempt_to_schedule``): running
+        requests whose priority is lower than ``req``'s by more than
+        ``priority_scheduling_preemption_threshold`` are retracted, lowest priority (then
+        the latest queued) first, until ``req``'s extend + reserved output fits the pass's KV
+        budget. Returns how many were preempted (0: none can make room)."""
+        s = self.server
+        sign = 1 if s.schedule_low_priority_values_first else -1
+        default = (1 << 62) if s.schedule_low_priority_values_first else -(1 << 62)
+
+        def prio(r: Req) -> int:
+            return r.priority if r.priority is not None else default
+
+        cands = sorted((r for r in self.running if not r.finished),
+                       key=lambda r: (prio(r) * -sign, -self._entry.get(r.rid, 0)))
+        ratio = self.ratio.value
+        ign = self.rules.ignore_eos_full_reservation
+
+        def offset(r: Req) -> float:
+            return reserved_decode_tokens(r) * (1.0 if ign and r.ignore_eos else ratio)
+
+        need = req.extend_remaining + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) - adder.rem_total_tokens
+        chosen: list[Req] = []
+        for r in cands:
+            if (prio(req) - prio(r)) * -sign <= s.priority_scheduling_preemption_threshold:
+                break
+            chosen.append(r)
+            need -= offset(r)
+            if need <= 0:
+                break
+        if not chosen or need > 0:
+            return 0
+        for r in chosen:
+            adder.rem_total_tokens += offset(r) + r.kv_allocated
+            if adder.kv_free is not None:
+                adder.kv_free += r.kv_allocated
+            self.kv.retract(r)
+            self._release_prefix(r)
+            r.prefill_done = 0
+            r.status = ReqStatus.WAITING
+            r.retractions += 1
+        gone = {id(r) for r in chosen}
+        self.running = [r for r in self.running if id(r) not in gone]
+        self.num_preemptions += len(chosen)
+        self._preempted.extend(chosen)
+        return len(chosen)
 
     def _cache_prompt(self, r: Req) -> None:
         """A prompt's KV is complete: insert it into the prefix cache (SGLang
@@ -485,7 +562,7 @@ class Scheduler:
         if retracted:
             self.batch_is_full = False
         self.num_retractions += len(retracted)
-        self.waiting.extend(retracted)
+        self._requeue(retracted)
         bs = len(self.running)  # the batch after retraction, as its decoded and max_new sums
         decoded = sum(r.output_len for r in self.running)
         self.ratio.on_retract(decoded, bs, sum(r.max_new_tokens for r in self.running))
@@ -574,7 +651,9 @@ class Scheduler:
             return None
         n_wait = len(self.waiting)
         if n_wait and not getattr(self.admission, "stateless", False):
-            return None  # a stateful policy's state would change at every delayed pass
+            return None
+        if n_wait and self.server.enable_priority_scheduling and not self.server.disable_priority_preemption:
+            return None  # every pass may preempt for a waiting request  # a stateful policy's state would change at every delayed pass
         merged = self._last_prefill
         if merged:
             # the last forward is a prefill whose requests all complete and join the batch

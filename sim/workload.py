@@ -19,17 +19,20 @@ from specsched.sim.errors import ConfigError
 
 STREAM_ARRIVALS = 1
 STREAM_LENGTHS = 2
+STREAM_PRIORITIES = 4
 
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request to send: ``index`` (send order), prompt and output lengths (tokens), and
-    the prompt's token ids when the workload shares prefixes (None otherwise)."""
+    """One request to send: ``index`` (send order), prompt and output lengths (tokens), the
+    prompt's token ids when the workload shares prefixes (None otherwise) and its priority
+    (None: the server's default)."""
 
     index: int
     input_len: int
     output_len: int
     tokens: np.ndarray | None = None
+    priority: int | None = None
 
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +75,17 @@ def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path 
 
 
 def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = None) -> list[RequestSpec]:
-    """The run's requests in send order (seeded by ``seed``; lengths stream)."""
+    """The run's requests in send order (seeded by ``seed``; lengths stream; priorities,
+    when ``workload.priorities`` is given, from their own stream)."""
+    specs = _make_requests(cfg, seed, scenario_path)
+    if cfg.priorities:
+        prng = np.random.default_rng([seed, STREAM_PRIORITIES])
+        pr = prng.choice(np.array(cfg.priorities, dtype=np.int64), size=len(specs))
+        specs = [RequestSpec(s.index, s.input_len, s.output_len, s.tokens, int(p)) for s, p in zip(specs, pr, strict=True)]
+    return specs
+
+
+def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) -> list[RequestSpec]:
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None
     if cfg.shared_prefix is not None:

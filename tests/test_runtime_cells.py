@@ -31,9 +31,10 @@ TINY = {
                        "workload.output_len.value": 16, "server.chunked_prefill_size": 64,
                        "server.max_prefill_tokens": 64},
     "window4-lowacc": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
-    # the retracting burst scaled down (3 x (16 + 96) tokens into 280 slots: one retraction)
-    "kv-retract": {"workload.num_requests": 3, "workload.input_len.value": 16, "workload.output_len.value": 96,
-                   "server.max_running_requests": 3, "server.max_total_num_tokens": 280,
+    # the retracting burst scaled down (8 x (16 + 96) tokens, 4 slots, 320 KV slots: under
+    # sglang 0.5.23's batch_is_full latch admission over-commits only after a request leaves)
+    "kv-retract": {"workload.num_requests": 8, "workload.input_len.value": 16, "workload.output_len.value": 96,
+                   "server.max_running_requests": 4, "server.max_total_num_tokens": 320,
                    "server.speculative_num_draft_tokens": 4},
     "above-graph-bs": {**SMALL, "workload.num_requests": 6, "workload.concurrency": 5,
                        "server.cuda_graph_max_bs": 2},

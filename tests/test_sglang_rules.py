@@ -223,3 +223,51 @@ def test_priority_scheduling_orders_fcfs_by_priority():
     s.add_request(Req(0, 10, 5, priority=1))
     s.add_request(Req(1, 10, 5, priority=9))
     assert s.schedule().rids == (1,)
+
+
+def test_priority_preemption_makes_room_for_a_higher_priority_request():
+    # PrefillAdder.preempt_to_schedule: slots full, a waiting request whose priority beats
+    # a running one's by more than the threshold retracts the lowest priority (latest
+    # queued first) and takes its place
+    s = sched(max_running_requests=2, enable_priority_scheduling=True, priority_scheduling_preemption_threshold=5,
+              chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    s.add_request(Req(0, 10, 50, priority=1))
+    s.add_request(Req(1, 10, 50, priority=1))
+    commit_all(s, s.schedule())
+    s.add_request(Req(2, 10, 50, priority=3))   # not enough above: waits
+    p = s.schedule()
+    assert p.mode is ForwardMode.DECODE and s.num_preemptions == 0
+    commit_all(s, p)
+    s.add_request(Req(3, 10, 50, priority=20))
+    p = s.schedule()
+    assert p.mode is ForwardMode.EXTEND and p.rids == (3,)
+    assert s.num_preemptions == 1 and s.reqs[1].status is ReqStatus.WAITING  # the later of the two
+    assert [r.rid for r in s.waiting] == [2, 1]
+    off = sched(max_running_requests=2, enable_priority_scheduling=True, disable_priority_preemption=True,
+                chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    off.add_request(Req(0, 10, 50, priority=1))
+    off.add_request(Req(1, 10, 50, priority=1))
+    commit_all(off, off.schedule())
+    off.add_request(Req(3, 10, 50, priority=20))
+    assert off.schedule().mode is ForwardMode.DECODE
+
+
+def test_workload_priorities_reach_the_scheduler_and_high_priority_goes_first():
+    from specsched.sim.config import Scenario
+    from specsched.sim.engine import run_scenario
+
+    sc = Scenario.model_validate(dict(
+        name="prio", profile="mi355x-dsv41-flash-tp4",
+        server=dict(max_running_requests=8, enable_priority_scheduling=True, chunked_prefill_size=4096,
+                    max_prefill_tokens=4096, speculative_algorithm="dspark", speculative_num_draft_tokens=4),
+        acceptance=dict(mean_accept_length=2.0),
+        workload=dict(kind="burst", num_requests=64, priorities=[0, 100],
+                      input_len=dict(kind="fixed", value=1000), output_len=dict(kind="fixed", value=20))))
+    res = run_scenario(sc)
+    from specsched.sim.workload import make_requests
+
+    prio = {s.index: s.priority for s in make_requests(sc.workload, sc.seed)}
+    req = res.requests.assign(priority=res.requests["rid"].map(prio))
+    assert set(prio.values()) == {0, 100}
+    hi, lo = req[req.priority == 100], req[req.priority == 0]
+    assert hi["ttft_s"].median() < lo["ttft_s"].median()
