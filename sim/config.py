@@ -146,13 +146,15 @@ class AcceptanceConfig(BaseModel):
 
 class LengthDist(BaseModel):
     """Token lengths: ``fixed`` (value), ``uniform`` (bench_serving random: uniform integer in
-    [value x range_ratio, value]), or ``file`` (a histogram CSV with columns length,weight)."""
+    [max(1, int(value x range_ratio)), value], SGLang benchmark/datasets/common.py
+    compute_random_lens; range_ratio 0 draws from [1, value]), or ``file`` (a histogram CSV
+    with columns length,weight)."""
 
     model_config = _STRICT
 
     kind: Literal["fixed", "uniform", "file"] = "fixed"
     value: int | None = Field(None, ge=1)
-    range_ratio: float = Field(1.0, gt=0.0, le=1.0)
+    range_ratio: float = Field(1.0, ge=0.0, le=1.0)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -164,32 +166,92 @@ class LengthDist(BaseModel):
         return self
 
 
+class TraceColumns(BaseModel):
+    """Column (CSV) or key (JSONL) names of a trace's arrival time, prompt and output length."""
+
+    model_config = _STRICT
+
+    timestamp: str = "timestamp"
+    input_len: str = "input_length"
+    output_len: str = "output_length"
+
+
+TRACE_LAYOUTS: dict[str, tuple[TraceColumns, str]] = {
+    "azure": (TraceColumns(timestamp="TIMESTAMP", input_len="ContextTokens", output_len="GeneratedTokens"), "datetime"),
+    "mooncake": (TraceColumns(timestamp="timestamp", input_len="input_length", output_len="output_length"), "ms"),
+}
+"""Public production trace layouts: the Azure LLM inference traces (CSV, TIMESTAMP as a date
+and time) and Mooncake's (JSONL, timestamp in ms; hash_ids ignored)."""
+
+
+class TraceConfig(BaseModel):
+    """A request trace to replay (:mod:`sim.trace`): one request per row, in arrival order.
+
+    ``layout`` picks the column names and time unit of a public trace (``azure``,
+    ``mooncake``); ``columns``/``time_unit`` given explicitly win over the layout's.
+    Arrival = (timestamp - first timestamp) x ``time_scale`` (bench_serving's
+    ``--slowdown-factor`` semantics: 2 replays at half the rate). The file is read once,
+    streamed, at most ``workload.num_requests`` rows.
+    """
+
+    model_config = _STRICT
+
+    path: str
+    format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
+    layout: Literal["custom", "azure", "mooncake"] = "custom"
+    columns: TraceColumns | None = None
+    time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
+    time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
+
+    def resolved(self) -> tuple[TraceColumns, str]:
+        """(columns, time unit) after applying the layout."""
+        cols, unit = TRACE_LAYOUTS.get(self.layout, (TraceColumns(), "s"))
+        return self.columns or cols, self.time_unit or unit
+
+
 class WorkloadConfig(BaseModel):
     """How requests reach the server (bench_serving semantics).
 
     burst: ``num_requests`` sent at t=0 (they reach the scheduler spaced by the profile's
         tokenizer/IPC ingest time). closed_loop: ``concurrency`` in flight, each finished
-        request replaced at once, ``num_requests`` in all. poisson: exponential gaps at
-        ``request_rate`` req/s, at most ``max_concurrency`` in flight; the client timer
-        starts when the concurrency slot is acquired.
+        request replaced at once, ``num_requests`` in all. poisson: gaps at ``request_rate``
+        req/s, exponential, or gamma with shape ``burstiness`` and mean 1/request_rate when
+        burstiness is given (vLLM benchmark_serving's --burstiness; SGLang 0.5.23's
+        bench_serving has none), at most ``max_concurrency`` in flight; the client timer
+        starts when the concurrency slot is acquired. trace: arrival times and lengths from
+        ``trace`` (:class:`TraceConfig`), at most ``num_requests`` rows, at most
+        ``max_concurrency`` in flight.
     """
 
     model_config = _STRICT
 
-    kind: Literal["burst", "closed_loop", "poisson"]
-    num_requests: int = Field(ge=1)
+    kind: Literal["burst", "closed_loop", "poisson", "trace"]
+    num_requests: int | None = Field(None, ge=1, description="Requests to send (trace: the row limit, default all rows).")
     concurrency: int | None = Field(None, ge=1)
     request_rate: float | None = Field(None, gt=0)
+    burstiness: float | None = Field(None, gt=0, description="poisson: gamma shape of the gaps (1 = exponential).")
     max_concurrency: int | None = Field(None, ge=1)
-    input_len: LengthDist
-    output_len: LengthDist
+    input_len: LengthDist | None = None
+    output_len: LengthDist | None = None
+    trace: TraceConfig | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> WorkloadConfig:
+        if self.kind == "trace":
+            if self.trace is None:
+                raise ValueError("kind 'trace' needs a 'trace' block (path; layout or columns)")
+            return self
+        for key in ("num_requests", "input_len", "output_len"):
+            if getattr(self, key) is None:
+                raise ValueError(f"kind {self.kind!r} needs '{key}'")
+        if self.trace is not None:
+            raise ValueError(f"'trace' is read only by kind 'trace' (kind is {self.kind!r})")
         if self.kind == "closed_loop" and self.concurrency is None:
             raise ValueError("closed_loop needs 'concurrency'")
         if self.kind == "poisson" and self.request_rate is None:
             raise ValueError("poisson needs 'request_rate'")
+        if self.burstiness is not None and self.kind != "poisson":
+            raise ValueError("'burstiness' applies to kind 'poisson' only")
         return self
 
 

@@ -81,6 +81,9 @@ def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet") 
                 df.to_csv(tmp / f"{name}.csv", index=False)
         summary = {k: _clean(v) for k, v in result.summary.items()}
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        from specsched.analysis.bench_serving import bench_line  # the run as a bench_serving line
+
+        (tmp / "bench_serving.jsonl").write_text(bench_line(result) + "\n")
         if result.scenario is not None:
             sc = result.scenario.model_dump(mode="json")
             if sc.get("path"):  # relative to where the command ran, when inside it

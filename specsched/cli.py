@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key (repeatable), e.g. server.chunked_prefill_size=8192")
     r.set_defaults(func=cmd_run)
-    for module in ("specsched.sim.calibrate", "specsched.analysis.cli_commands", "specsched.runtime.cli_commands"):
+    for module in ("specsched.sim.calibrate", "specsched.analysis.cli_commands", "specsched.analysis.bench_cli",
+                   "specsched.runtime.cli_commands"):
         try:
             mod = importlib.import_module(module)
         except ImportError as e:  # an optional part, or its optional dependencies, not installed
