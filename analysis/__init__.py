@@ -3,7 +3,7 @@
 Everything here reads the results-directory format of ``docs/architecture.md`` (or the
 in-memory ``RunResult`` with the same tables) and stays outside the simulator core:
 
-- :mod:`analysis.io`: read/write a results directory (:class:`analysis.io.RunData`).
+- :mod:`analysis.io`: read/write a results directory (read back as the simulator's ``RunResult``).
 - :mod:`analysis.stats`: ECDFs, bench_serving ITL samples, percentiles, confidence intervals.
 - :mod:`analysis.overrides`: load a scenario with dotted-key overrides (``server.x=1``).
 - :mod:`analysis.plots`: matplotlib figures (TTFT/TPOT/ITL, timeline, verify split, arm bars).

@@ -2,27 +2,25 @@
 
 A results directory holds ``summary.json`` (bench_serving keys plus ``scenario``, ``arm``,
 ``seed``, ``source``), ``requests.parquet``, ``chunks.parquet``, ``steps.parquet``,
-``timeseries.parquet`` and ``scenario.yaml``. :func:`read_results` returns a
-:class:`RunData` with the same attributes as the simulator's ``RunResult`` (``requests``,
-``chunks``, ``steps``, ``timeseries``, ``summary``, ``scenario``), so every analysis function
-accepts either.
+``timeseries.parquet`` and ``scenario.yaml``; it is written by
+:func:`specsched.sim.results.write_results` (the one writer). :func:`read_results` returns
+the simulator's own :class:`~specsched.sim.records.RunResult`, so every analysis function
+takes a run in memory and a run read back alike.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
+from specsched.sim.atomic import atomic_write, atomic_write_text, recover_dir  # noqa: F401  (atomic_write_text re-exported)
 from specsched.sim.errors import ConfigError
-from specsched.sim.results import atomic_write, atomic_write_text  # noqa: F401  (atomic_write_text re-exported)
+from specsched.sim.records import RunResult
 
 REQUEST_COLUMNS = (
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s", "ttft_s",
@@ -44,28 +42,6 @@ TABLES: dict[str, tuple[str, ...]] = {
 """Table name -> required columns (the parquet file is ``<name>.parquet``)."""
 
 
-@dataclass
-class RunData:
-    """One run's results, shaped like the simulator's ``RunResult``.
-
-    Attributes:
-        requests, chunks, steps, timeseries: DataFrames with the columns of
-            :data:`TABLES` (times in seconds from run start).
-        summary: the bench_serving summary (ms for latencies, tokens/s for throughputs).
-        scenario: the resolved scenario: a ``sim.config.Scenario`` or its plain dict
-            (as read from ``scenario.yaml``).
-        path: the directory it was read from (None for an in-memory run).
-    """
-
-    requests: pd.DataFrame
-    chunks: pd.DataFrame
-    steps: pd.DataFrame
-    timeseries: pd.DataFrame
-    summary: dict[str, Any]
-    scenario: Any = None
-    path: Path | None = field(default=None)
-
-
 def empty_table(name: str) -> pd.DataFrame:
     """An empty DataFrame with the columns of table ``name`` (see :data:`TABLES`)."""
     return pd.DataFrame({c: pd.Series(dtype="float64") for c in TABLES[name]})
@@ -78,14 +54,17 @@ def _check_columns(df: pd.DataFrame, name: str, where: str) -> pd.DataFrame:
     return df
 
 
-def read_results(directory: str | Path) -> RunData:
-    """Read a results directory written by ``sim.results.write_results`` (or the runtime).
+def read_results(directory: str | Path) -> RunResult:
+    """Read a results directory written by :func:`specsched.sim.results.write_results`.
+
+    A write of ``directory`` that was killed half-way is completed first (or its leftovers
+    removed; :func:`specsched.sim.atomic.recover_dir`).
 
     Args:
         directory: the results directory.
 
     Returns:
-        A :class:`RunData`. Tables are read from ``<name>.parquet`` or, failing that,
+        A :class:`~specsched.sim.records.RunResult` (``path`` set). Tables are read from ``<name>.parquet`` or, failing that,
         ``<name>.csv`` (``specsched run --format csv``); ``chunks``/``steps``/``timeseries``
         are empty frames with the right columns when absent (a runtime run may not record
         steps). Extra columns (e.g. ``steps.part``) are kept.
@@ -95,6 +74,8 @@ def read_results(directory: str | Path) -> RunData:
             file cannot be parsed, or a table lacks a contract column.
     """
     d = Path(directory)
+    if not d.is_dir():
+        recover_dir(d)
     if not d.is_dir():
         raise ConfigError(str(d), "<results dir>", str(d), "not a directory")
     summary_path = d / "summary.json"
@@ -128,63 +109,12 @@ def read_results(directory: str | Path) -> RunData:
             scenario = yaml.safe_load(sp.read_text())
         except yaml.YAMLError as e:
             raise ConfigError(str(sp), "<file>", str(sp), f"not valid YAML ({e})") from None
-    return RunData(summary=summary, scenario=scenario, path=d, **tables)
-
-
-def _scenario_dict(scenario: Any) -> dict[str, Any] | None:
-    if scenario is None:
-        return None
-    if isinstance(scenario, Mapping):
-        return dict(scenario)
-    dump = getattr(scenario, "model_dump", None)
-    if dump is not None:
-        return dump(mode="json")
-    raise TypeError(f"cannot serialise scenario of type {type(scenario).__name__}")
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    if hasattr(o, "model_dump"):
-        return o.model_dump(mode="json")
-    return str(o)
-
-
-def write_run(run: Any, out_dir: str | Path) -> Path:
-    """Write a run (``RunResult`` or :class:`RunData`) as a results directory, atomically.
-
-    The files are written into a temporary sibling directory which then replaces
-    ``out_dir`` (an existing ``out_dir`` is replaced as a whole). Same format as
-    ``sim.results.write_results``; used by tests and :mod:`analysis.synthetic`.
-
-    Returns:
-        ``out_dir`` as a Path.
-    """
-    out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        (tmp / "summary.json").write_text(json.dumps(run.summary, indent=2, default=_json_default) + "\n")
-        for name in TABLES:
-            getattr(run, name).to_parquet(tmp / f"{name}.parquet", index=False)
-        sc = _scenario_dict(run.scenario)
-        if sc is not None:
-            (tmp / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
-        old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return RunResult(summary=summary, scenario=scenario, path=d, **tables)
 
 
 def load_runs(items: Iterable[Any]) -> list[Any]:
-    """Turn results directories (str/Path) into :class:`RunData`; pass run objects through.
+    """Turn results directories (str/Path) into runs (:func:`read_results`); pass run
+    objects through.
 
     Raises:
         ConfigError: as :func:`read_results`.

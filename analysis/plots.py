@@ -2,15 +2,14 @@
 
 Every ``plot_*`` function takes data and returns a :class:`matplotlib.figure.Figure` that is
 readable on its own (title, units on the axes, legend); :func:`save_figure` writes it as PNG
-and SVG. Run inputs may be ``RunResult`` objects (``sim.engine``), :class:`analysis.io.RunData`
-(read from a results directory), a list of them, or a mapping label -> run(s). Runs with the
+and SVG. Run inputs are ``RunResult`` objects (from ``sim.engine`` or read from a results
+directory by :func:`analysis.io.read_results`), a list of them, or a mapping label -> run(s). Runs with the
 same label (the arm, from ``summary['arm']``) are pooled, e.g. several seeds of one arm.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from specsched.analysis.io import run_label, scenario_value  # noqa: E402
 from specsched.analysis.stats import ecdf, itl_samples, mean_ci, percentile  # noqa: E402
+from specsched.sim.atomic import atomic_write  # noqa: E402
 
 PERCENTILES = (50, 90, 99)
 _PCT_STYLE = {50: ":", 90: "--", 99: "-."}
@@ -97,25 +97,16 @@ def _scenario_title(runs: Mapping[str, list[Any]]) -> str:
 def save_figure(fig: Figure, path_stem: str | Path, dpi: int = 150) -> tuple[Path, Path]:
     """Write ``fig`` to ``<path_stem>.png`` and ``<path_stem>.svg``, each atomically.
 
-    Each file is rendered to a temporary name in the same directory and renamed into
-    place, so a reader never sees a partial file. Parent directories are created.
+    Each file goes through :func:`specsched.sim.atomic.atomic_write` (a reader never sees
+    a partial file). Parent directories are created.
 
     Returns:
         ``(png_path, svg_path)``.
     """
     stem = Path(path_stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for fmt in ("png", "svg"):
-        final = stem.with_name(f"{stem.name}.{fmt}")
-        tmp = stem.with_name(f".{stem.name}.{fmt}.tmp-{os.getpid()}")
-        try:
-            fig.savefig(tmp, format=fmt, dpi=dpi)
-            os.replace(tmp, final)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        written.append(final)
+    written = [atomic_write(stem.with_name(f"{stem.name}.{fmt}"),
+                            lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=dpi))
+               for fmt in ("png", "svg")]
     return written[0], written[1]
 
 
@@ -238,7 +229,7 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
          cost); gaps in both GPU lanes are GPU idle.
 
     Args:
-        run: one run (``RunResult``/``RunData``).
+        run: one run (``RunResult``).
         t_range: optional ``(start_s, end_s)`` window to zoom into.
 
     Returns:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from specsched.analysis.io import RunData
 from specsched.analysis.stats import itl_samples
+from specsched.sim.records import RunResult
 
 # Made-up costs (seconds).
 PREFILL_FIXED_S = 2e-3
@@ -105,7 +105,7 @@ def bench_summary(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFr
     return out
 
 
-def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False) -> RunData:
+def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False) -> RunResult:
     """Run the stand-in model on ``scenario`` (a ``sim.config.Scenario``).
 
     Args:
@@ -114,7 +114,7 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
         progress: ignored (signature of ``sim.engine.run_scenario``).
 
     Returns:
-        A :class:`analysis.io.RunData` with all four tables and a bench_serving summary
+        A ``RunResult`` with all four tables and a bench_serving summary
         (``source = "synthetic"``).
 
     Raises:
@@ -265,7 +265,7 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
     summary.update(scenario=scenario.name, arm=scenario.arm, seed=int(seed), source="synthetic")
     if not math.isfinite(summary["duration"]):  # pragma: no cover
         raise RuntimeError("synthetic run finished no request")
-    return RunData(requests=requests, chunks=chunk_df, steps=step_df, timeseries=ts_df,
+    return RunResult(requests=requests, chunks=chunk_df, steps=step_df, timeseries=ts_df,
                    summary=summary, scenario=scenario)
 
 

@@ -28,8 +28,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from specsched.analysis.io import RunData, read_results
+from specsched.analysis.io import read_results
 from specsched.analysis.plots import metric_label
+from specsched.sim.records import RunResult
 
 KINDS = ("measured", "predicted")
 VALIDATE_COLUMNS = ("cell", "arm", "metric", "predicted", "measured", "error_pct")
@@ -48,19 +49,19 @@ class Measurements:
 
     Attributes:
         root: the directory searched.
-        pairs: ``(cell, arm) -> {"measured": RunData, "predicted": RunData}`` (either side may
+        pairs: ``(cell, arm) -> {"measured": RunResult, "predicted": RunResult}`` (either side may
             be missing when only one was found).
         validate: rows of every ``validate.csv`` found (:data:`VALIDATE_COLUMNS` + ``file``).
         skipped: ``path: reason`` for each directory or file that could not be used.
     """
 
     root: Path
-    pairs: dict[tuple[str, str], dict[str, RunData]] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], dict[str, RunResult]] = field(default_factory=dict)
     validate: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*VALIDATE_COLUMNS, "file"]))
     skipped: list[str] = field(default_factory=list)
 
     @property
-    def complete_pairs(self) -> dict[tuple[str, str], dict[str, RunData]]:
+    def complete_pairs(self) -> dict[tuple[str, str], dict[str, RunResult]]:
         """The pairs with both a measured and a predicted run."""
         return {k: v for k, v in self.pairs.items() if all(kind in v for kind in KINDS)}
 

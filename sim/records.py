@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,9 +47,17 @@ _PART_CODE = {p: i for i, p in enumerate(PARTS)}
 
 @dataclass
 class RunResult:
-    """One run's tables (pandas DataFrames, times in seconds from the run's start) and its
-    bench_serving summary (dict). Columns are listed in docs/architecture.md. ``extra``:
-    run facts that are not table columns (record level, step count, ...)."""
+    """One run, simulated, measured or read back from a results directory: the tables
+    (pandas DataFrames, times in seconds from the run's start) and the bench_serving
+    summary (dict, ms for latencies). Columns are listed in docs/architecture.md.
+
+    Attributes:
+        requests, chunks, steps, timeseries: the tables.
+        summary: the summary (:func:`specsched.sim.metrics.summarize` plus run facts).
+        scenario: the resolved scenario (a ``Scenario``, or its plain dict when read back).
+        extra: run facts that are not table columns (record level, step count, ...).
+        path: the results directory it was read from (None for a run in memory).
+    """
 
     requests: pd.DataFrame
     chunks: pd.DataFrame
@@ -57,6 +66,7 @@ class RunResult:
     summary: dict[str, Any]
     scenario: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
 
 
 def _col(typecode: str) -> array:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from specsched.analysis import plots
-from specsched.analysis.io import read_results, write_run
+from specsched.analysis.io import read_results
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.analysis.synthetic import write_demo_scenario
 from specsched.sim.engine import run_scenario
@@ -81,12 +81,12 @@ def test_read_results_bad_inputs(tmp_path, result_dirs):
         read_results(bad)
 
 
-def test_write_run_round_trips(runs, tmp_path):
-    out = write_run(runs[1], tmp_path / "copy")
+def test_write_results_round_trips_a_run_read_back(runs, tmp_path):
+    out = write_results(runs[1], tmp_path / "copy")
     back = read_results(out)
     pd.testing.assert_frame_equal(back.requests, runs[1].requests)
     assert back.summary["seed"] == runs[1].summary["seed"]
-    write_run(runs[2], out)  # replaces the directory as a whole
+    write_results(runs[2], out)  # replaces the directory as a whole
     assert read_results(out).summary["arm"] == "stream_wait"
     assert json.loads((out / "summary.json").read_text())["arm"] == "stream_wait"
 
@@ -205,9 +205,10 @@ def test_read_results_csv_format(tmp_path, result_dirs):
 
 
 def test_plots_tolerate_runs_without_steps_or_chunks(runs, tmp_path):
-    from specsched.analysis.io import RunData, empty_table
+    from specsched.analysis.io import empty_table
+    from specsched.sim.records import RunResult
 
-    bare = RunData(requests=runs[0].requests, chunks=empty_table("chunks"), steps=empty_table("steps"),
+    bare = RunResult(requests=runs[0].requests, chunks=empty_table("chunks"), steps=empty_table("steps"),
                    timeseries=empty_table("timeseries"), summary=dict(runs[0].summary), scenario=None)
     _check_saved(plots.plot_timeline(bare), tmp_path / "tl")
     _check_saved(plots.plot_tpot_itl([bare]), tmp_path / "tpot")
