@@ -138,7 +138,7 @@ def _scenario_for(args: argparse.Namespace, run: Any) -> Any:
 def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
     from specsched.analysis.bench_serving import read_bench_one, to_run_data
-    from specsched.analysis.io import atomic_write_text, write_run
+    from specsched.analysis.io import atomic_write_text
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
@@ -170,7 +170,7 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     atomic_write(out / "validate.csv", lambda tmp: table.to_csv(tmp, index=False))
     atomic_write_text(out / "validate.md", markdown_rows(rows, title))
     mrun = to_run_data(measured)
-    write_run(mrun, out / "measured")
+    write_results(mrun, out / "measured")
     for i, r in enumerate(runs):
         write_results(r, out / f"predicted-seed{seed0 + i}")
     print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*")

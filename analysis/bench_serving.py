@@ -314,7 +314,8 @@ def read_bench_specs(specs: list[str]) -> list[BenchRun]:
 # ------------------------------------------------------------------ into the results format
 
 def to_run_data(run: BenchRun, label: str = "measured") -> Any:
-    """A bench_serving run as a results run (``analysis.io.RunData``).
+    """A bench_serving run as a results run (``sim.records.RunResult``, as
+    ``analysis.io.read_results`` returns).
 
     ``summary`` holds the file's metrics plus ``scenario`` (the tag or file name), ``arm``
     (``label``), ``source``. With details, ``requests`` has one row per successful request
@@ -323,7 +324,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     TTFT + its ITLs). Without details both tables are empty. ``steps``/``timeseries`` are
     always empty (a client sees no steps).
     """
-    from specsched.analysis.io import RunData, empty_table
+    from specsched.analysis.io import empty_table
+    from specsched.sim.records import RunResult
 
     summary: dict[str, Any] = dict(run.summary)
     name = run.extra.get("tag") or Path(run.source.rsplit(":", 1)[0]).stem
@@ -348,7 +350,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             chunks = pd.DataFrame({"rid": np.concatenate(crid), "time_s": np.concatenate(ct)})
             chunks["n_tokens"] = 1
         summary["failed"] = int((~d.ok).sum())
-    return RunData(requests=requests, chunks=chunks, steps=empty_table("steps"),
+    return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
                    timeseries=empty_table("timeseries"), summary=summary, scenario=None)
 
 
@@ -430,7 +432,7 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
 
     Args:
-        run: a ``RunResult``/``RunData`` (``summary``, ``requests``, ``chunks``, ``scenario``).
+        run: a ``RunResult`` (``summary``, ``requests``, ``chunks``, ``scenario``).
         details: add the per-request lists; None = when chunks exist and the run has at most
             :data:`DETAILS_MAX_OUTPUT_TOKENS` output tokens.
 
