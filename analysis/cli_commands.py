@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
@@ -43,6 +42,20 @@ def _positive(text: str) -> int:
     return v
 
 
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars only on a terminal, and not with --quiet or --no-progress."""
+    if getattr(args, "quiet", False) or getattr(args, "no_progress", False):
+        return False
+    return sys.stderr.isatty()
+
+
+def ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
@@ -56,6 +69,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
     ``<RESULTS_DIR>/plots`` for one directory, ``./plots`` for several).
     """
+    from rich.console import Console
     from specsched.analysis import plots
     from specsched.analysis.bench_cli import load_run_or_bench  # a bench_serving FILE[:LINE] too
     from specsched.analysis.io import run_label
@@ -93,6 +107,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
+    from rich.console import Console
     from specsched.analysis import compare, plots
     from specsched.analysis.overrides import parse_overrides
 
@@ -105,10 +120,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
+        executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=ignore_sigint)
     try:
         samples = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
-                                   executor=executor, progress=not args.no_progress)
+                                   executor=executor, progress=show_progress(args))
+    except BaseException:
+        if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
+            for proc in list(getattr(executor, "_processes", {}).values()):
+                proc.terminate()
+            executor.shutdown(wait=True, cancel_futures=True)
+            executor = None
+        raise
     finally:
         if executor is not None:
             executor.shutdown()
@@ -135,16 +158,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed."""
-    from specsched.analysis.overrides import parse_grid, parse_overrides
+    from rich.console import Console
+    from specsched.analysis.overrides import check_key, parse_grid, parse_overrides
     from specsched.analysis.sweep import run_sweep
 
     grid = parse_grid(args.grid)
+    for key, values in grid.items():  # a typo fails here, with a suggestion, before any run
+        if key != "arm":
+            check_key(key, _CLI, values[0] if len(values) == 1 else values)
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
     report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
                        resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
-                       progress=not args.no_progress,
+                       progress=show_progress(args),
                        max_workers=args.workers)
     console = Console(stderr=True, soft_wrap=True)
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
