@@ -332,7 +332,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
-    """Add ``--from`` and its options to the ``calibrate`` parser."""
+    """Add ``--from`` and its options to the ``calibrate`` parser (``--seeds`` and
+    ``--max-evals`` are the parser's own, shared with the MI355X fit)."""
     g = c.add_argument_group("fit to a real server's bench_serving runs (--from)")
     g.add_argument("--from", dest="from_files", nargs="+", metavar="FILE[:LINE]",
                    help="bench_serving result files (every line of a FILE without :LINE)")
@@ -341,7 +342,6 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     g.add_argument("--params", default="prefill,decode,host",
                    help="free parameters: prefill, decode, host (multipliers) or dotted profile keys (default prefill,decode,host)")
     g.add_argument("--metrics", default=",".join(FIT_METRICS), help=f"metrics fitted (default {','.join(FIT_METRICS)})")
-    g.add_argument("--seeds", type=int, default=3, help="seeds averaged per prediction (default 3)")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")
