@@ -99,7 +99,7 @@ def load_run_or_bench(item: str) -> Any:
 
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
-    from specsched.analysis.bench_serving import read_bench_one, split_spec
+    from specsched.analysis.bench_serving import read_bench_one
     from specsched.analysis.from_bench import scenario_from_bench, write_scenario
     from specsched.sim.profile import load_profile
 
@@ -107,7 +107,6 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     load_profile(args.profile)   # refuse an unknown profile before writing anything
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
                                      template=args.template, lengths=args.lengths)
-    path, _ = split_spec(args.file)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(p)

@@ -428,6 +428,26 @@ def _details_of(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, Any] 
     }
 
 
+def _peaks(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, float]:
+    """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests``
+    (0.5.23 ``calculate_metrics``): tokens and running requests counted in whole-second
+    buckets from the first start. A chunk's tokens count in its own second (bench_serving
+    spreads a chunk's tokens over its gap; they differ only at bucket edges)."""
+    done = requests[requests["finish_s"].notna()]
+    if done.empty or chunks is None or chunks.empty:
+        return {}
+    t0 = float(done["start_s"].min())
+    n = int(np.ceil(float(done["finish_s"].max()) - t0)) + 1
+    c = chunks[chunks["rid"].isin(done["rid"])]
+    b = np.floor(c["time_s"].to_numpy(float) - t0).astype(np.int64)
+    ok = (b >= 0) & (b < n)
+    tokens = np.bincount(b[ok], weights=c["n_tokens"].to_numpy(float)[ok], minlength=n)
+    lo = np.floor(done["start_s"].to_numpy(float) - t0).astype(np.int64)
+    hi = np.minimum(np.floor(done["finish_s"].to_numpy(float) - t0).astype(np.int64) + 1, n)
+    conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+    return {"max_output_tokens_per_s": float(tokens.max()), "max_concurrent_requests": int(conc.max())}
+
+
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
 
@@ -460,6 +480,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             if v.size:
                 extra[f"p95_{key}_ms"] = float(np.percentile(v, 95))
                 extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
+        if (done["start_s"] > 0).any():   # absolute send times (a run, not a file's per-request lists)
+            extra.update(_peaks(req, getattr(run, "chunks", None)))
     for k in METRIC_KEYS:
         v = _value(s, k)
         if v is None and k in extra:

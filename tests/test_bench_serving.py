@@ -176,3 +176,4 @@ def test_bench_record_has_bench_serving_units(tmp_path):
     assert len(rec["itls"]) == 6 and all(len(x) == 39 for x in rec["itls"])
     assert rec["ttfts"][0] == pytest.approx(float(res.requests.sort_values("rid")["ttft_s"].iloc[0]))
     assert rec["accept_length"] is None                                          # no spec: null, as SGLang writes
+    assert 1 <= rec["max_concurrent_requests"] <= 6 and rec["max_output_tokens_per_s"] > 0
