@@ -9,8 +9,10 @@ one factor per group keeps each grid's measured shape):
 - ``decode``: ``gpu.verify``, ``gpu.decode``, ``gpu.draft_step`` (decode / verify forwards);
 - ``host``: ``host.schedule*``, ``host.launch*``, ``host.process*`` (the scheduler's CPU work
   per step and per request);
-- any other numeric or grid key of the profile by its dotted name (e.g. an analytic
-  profile's efficiency factor), scaled the same way.
+- ``analytic.efficiency.<name>`` (``matmul``, ``attention``, ``hbm``, ...): an analytic
+  profile's efficiency factor (``specsched profile --analytic``), multiplied (fractions of a
+  peak capped at 1) and the profile rebuilt from it (``sim.analytic.writer.regenerate``);
+- any other numeric or grid key of the profile by its dotted name, scaled the same way.
 
 Each bench_serving run becomes a scenario (:mod:`analysis.from_bench`; ``--scenario-template``
 gives the server and acceptance blocks when the lines lack ``server_info``). The objective is
@@ -46,6 +48,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
              "host.process_s", "host.process_per_req_s"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
+EFFICIENCY_PREFIX = "analytic.efficiency."
+"""Parameters ``analytic.efficiency.<name>`` multiply an analytic profile's efficiency factor
+and rebuild its grids from it."""
 FACTOR_RANGE = (0.1, 10.0)
 JAC_STEP = 0.1
 """Finite-difference step of the fit's Jacobian, in log factor (about 10 %)."""
@@ -57,6 +62,30 @@ def _scale_node(node: Any, f: float) -> Any:
     if isinstance(node, (int, float)) and not isinstance(node, bool):
         return node * f
     return node
+
+
+def _regenerate(profile: Any, eff: dict[str, float]) -> Any:
+    """An analytic profile rebuilt with efficiency factors multiplied (``sim.analytic.writer.
+    regenerate``); fractions of a peak are capped at their allowed maximum (1)."""
+    from specsched.sim.analytic.roofline import Efficiency
+    from specsched.sim.analytic.writer import regenerate
+    from specsched.sim.profile import Profile
+
+    base = (profile.analytic or {}).get("efficiency")
+    if not base:
+        raise ConfigError(profile.path or profile.name, "--params", next(iter(eff)),
+                          "an efficiency factor needs an analytic profile (specsched profile --analytic)")
+    props = Efficiency.model_json_schema()["properties"]
+    new = {}
+    for key, f in eff.items():
+        field_name = key[len(EFFICIENCY_PREFIX):]
+        if field_name not in props:
+            raise ConfigError(profile.path or profile.name, "--params", key, f"allowed: {', '.join(EFFICIENCY_PREFIX + k for k in props)}")
+        v = base[field_name] * f
+        cap = props[field_name].get("maximum")
+        v = min(v, cap) if cap is not None else v
+        new[field_name] = int(round(v)) if props[field_name].get("type") == "integer" else v
+    return Profile.model_validate({**regenerate(profile, **new), "path": profile.path})
 
 
 def scale_profile(profile: Any, factors: dict[str, float]) -> Any:
@@ -71,8 +100,13 @@ def scale_profile(profile: Any, factors: dict[str, float]) -> Any:
     """
     from specsched.sim.profile import Profile
 
+    eff = {k: f for k, f in factors.items() if k.startswith(EFFICIENCY_PREFIX)}
+    if eff:
+        profile = _regenerate(profile, eff)
     data = profile.model_dump(mode="json")
     for name, f in factors.items():
+        if name in eff:
+            continue
         paths = GROUPS.get(name, (name,))
         hit = False
         for dotted in paths:

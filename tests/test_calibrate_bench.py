@@ -132,3 +132,19 @@ def test_cli_writes_profile_with_provenance_and_refuses_bad_input(tmp_path, caps
     assert not (tmp_path / "other.yaml").exists()
     assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", "gpu.nope", "--out", "o.yaml"]) == 2
     assert not (tmp_path / "o.yaml").exists()
+
+
+def test_analytic_efficiency_factors_rebuild_the_profile(tmp_path):
+    from specsched.sim.profile import load_profile
+
+    out = tmp_path / "a.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "--tp", "1", "--out", str(out)]) == 0
+    p = load_profile(str(out))
+    q = scale_profile(p, {"analytic.efficiency.hbm": 0.5})
+    assert q.analytic["efficiency"]["hbm"] == pytest.approx(0.5 * p.analytic["efficiency"]["hbm"])
+    assert q.gpu.decode.seconds[-1][-1] > 1.5 * p.gpu.decode.seconds[-1][-1]     # memory-bound decode slows
+    assert scale_profile(p, {"analytic.efficiency.hbm": 5.0}).analytic["efficiency"]["hbm"] == 1.0   # capped
+    with pytest.raises(ConfigError, match="allowed"):
+        scale_profile(p, {"analytic.efficiency.nope": 2.0})
+    with pytest.raises(ConfigError, match="analytic profile"):
+        scale_profile(tiny_profile(), {"analytic.efficiency.hbm": 2.0})
