@@ -242,7 +242,7 @@ class SimEngine:
         now = self._t
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
-        start = max(now, self._gpu_free)
+        start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
         end = start + cost.total_s
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
@@ -279,7 +279,7 @@ class SimEngine:
             rids = np.array([d.rid for d in ds], dtype=np.int64)
             n = np.array([d.n_tokens for d in ds], dtype=np.int64)
             fin = np.array([d.finished for d in ds], dtype=bool)
-        self.rec.deliver(self._t, rids, n, fin)
+        self.rec.deliver(self._t, rids, n, fin)  # INV-5: the host clock never goes back
         if fin.any():
             yield from self._sync(self._t)  # clients react at the delivery time
             for rid in rids[fin].tolist():
