@@ -66,7 +66,7 @@ from specsched.sim.records import (
 )
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler
-from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
+from specsched.sim.workload import RequestSpec, arrival_times, make_requests
 from tqdm.auto import tqdm
 
 _TOKENS_STREAM = 4
@@ -102,7 +102,7 @@ class Clients:
             self.slots = w.concurrency
             self.queue = [s.index for s in specs]
         else:
-            times = poisson_arrivals(len(specs), w.request_rate, seed)
+            times = arrival_times(w, specs, seed)
             self.pending = [(float(t), s.index) for s, t in zip(specs, times, strict=True)]
             self.slots = w.max_concurrency
         heapq.heapify(self.pending)
