@@ -136,4 +136,4 @@ def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
 
     convs = generated_shared_prefix(cfg.num_groups, cfg.prompts_per_group, cfg.system_prompt_len,
                                     cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered)
-    return [RequestSpec(i, c[0].input_len, int(output_lens[i]), c[0].tokens) for i, c in enumerate(convs)]
+    return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens) for i, c in enumerate(convs)]
