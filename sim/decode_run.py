@@ -242,8 +242,9 @@ class DecodeRun:
             cache: dict[tuple[int, int], bool] = {}
             for j in range(min(stop, k)):
                 rb = int(running_bs[j])
-                if latched or rb >= max_running_requests:
-                    continue  # batch_is_full: no admission pass
+                if latched:
+                    continue  # batch_is_full: no admission pass (a full batch without the
+                    # latch still asks the delay gate first, as SGLang does)
                 key = (rb, int(active[j]))
                 d = cache.get(key)
                 if d is None:

@@ -678,7 +678,7 @@ class Scheduler:
             return None
         rules = self.rules
         latched = self.batch_is_full
-        if n_wait and m < self.server.max_running_requests and not latched:
+        if n_wait and not latched:
             # the first pass must delay admission (checked before any array is built)
             active = sum(1 for r in reqs if not r.finished)
             if not self._delays(active if rules.filter_finished_before_delay else m, active):
