@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from specsched.sim.records import ItlSamples, StepTotals
+from specsched.sim.records import ItlSamples, Recorder, StepTotals
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 _PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))
@@ -268,3 +268,21 @@ def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
         span = st.last_end_s - st.first_start_s
         out["gpu_busy_fraction"] = st.busy_s / span if span > 0 else float("nan")
         out["host_blocked_s"] = st.host_blocked_s
+
+
+def summarize_recorder(rec: Recorder, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[tuple[pd.DataFrame, ...], dict[str, float]]:
+    """A finished run's tables and summary from its :class:`~specsched.sim.records.Recorder`
+    (the simulator's and the runtime's, full or compact records).
+
+    Args:
+        rec: the run's records.
+        extra_cols: rid -> (accept_level, spec_cycles, retractions) for the requests table.
+
+    Returns:
+        ``((requests, chunks, steps, timeseries), summary)``; see :func:`summarize`.
+    """
+    tables = rec.tables(extra_cols)
+    requests, chunks, steps, _ = tables
+    if rec.full:
+        return tables, summarize(requests, chunks, steps)
+    return tables, summarize(requests, chunks, steps, itl=rec.itl, step_totals=rec.step_totals)

@@ -69,6 +69,17 @@ class RunResult:
     path: Path | None = None
 
 
+def delivery_arrays(deliveries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rids int64, n_tokens int64, finished bool) arrays of a ``Deliver`` op's deliveries:
+    the scheduler's :class:`~specsched.sim.scheduler.Deliveries` (already arrays) or any
+    iterable of objects with ``rid``, ``n_tokens`` and ``finished``."""
+    if all(hasattr(deliveries, a) for a in ("rids", "n_tokens", "finished")):
+        return deliveries.rids, deliveries.n_tokens, deliveries.finished
+    ds = list(deliveries)
+    return (np.array([d.rid for d in ds], dtype=np.int64), np.array([d.n_tokens for d in ds], dtype=np.int64),
+            np.array([d.finished for d in ds], dtype=bool))
+
+
 def _col(typecode: str) -> array:
     return array(typecode)
 
@@ -415,6 +426,13 @@ class Recorder:
             self._s_dec.append(decoding)
         else:
             self.step_totals.add_one(mode, part, batch_size, start, end, blocked, accepted, decoding)
+
+    def set_step_times(self, index: int, start: float, end: float) -> None:
+        """Set the GPU start and end (s) of the ``index``-th recorded step (full records):
+        for a caller that learns a forward's times after launching it (the runtime's timing
+        events are resolved after the run)."""
+        self._s_f[0][index] = start
+        self._s_f[1][index] = end
 
     def step_run(self, first_step: int, mode: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
                  blocked: np.ndarray, accepted: np.ndarray, decoding: np.ndarray) -> None:
