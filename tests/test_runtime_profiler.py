@@ -14,7 +14,6 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from specsched.runtime import profiler  # noqa: E402
 from specsched.runtime.profiler import (  # noqa: E402
     extend_layout,
     fit_line,
@@ -102,7 +101,7 @@ def test_write_profile_is_atomic(prof: dict, tmp_path: Path, monkeypatch: pytest
     def boom(src, dst):  # noqa: ANN001
         raise OSError("disk full")
 
-    monkeypatch.setattr(profiler.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
         write_profile(prof, out)
     assert out.read_text() == "old contents\n"

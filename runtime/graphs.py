@@ -1,0 +1,110 @@
+"""Graph capture and replay by batch-size bucket (SGLang's CudaGraphRunner,
+model_executor/cuda_graph_runner.py): :class:`GraphCache`, the bucket helpers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from specsched.runtime.device import Device
+
+
+# -------------------------------------------------------------------------------- graphs
+def pick_bucket(n: int, buckets: Sequence[int]) -> int | None:
+    """The smallest bucket >= ``n`` (buckets sorted or not), or None if ``n`` exceeds all.
+
+    Raises:
+        ValueError: n < 1.
+    """
+    if n < 1:
+        raise ValueError(f"bucket for n={n}: must be >= 1")
+    fits = [b for b in buckets if b >= n]
+    return min(fits) if fits else None
+
+
+def default_bs_buckets(max_bs: int) -> list[int]:
+    """Batch-size buckets like SGLang's default ``cuda_graph_bs`` list
+    (model_executor/cuda_graph_runner.py): 1, 2, 4, 8, 12, then every 8 up to ``max_bs``."""
+    base = [1, 2, 4, 8, 12, *range(16, max_bs + 1, 8)]
+    out = sorted({b for b in base if b <= max_bs} | {max_bs})
+    return out
+
+
+class GraphCache:
+    """Captured forwards keyed by a hashable key (e.g. ``("verify", bs_bucket, ctx_bucket)``).
+
+    Models SGLang's CudaGraphRunner (model_executor/cuda_graph_runner.py) and
+    mini-sglang's engine/graph.py: one graph per batch-size bucket, captured largest first
+    into one shared memory pool, inputs and outputs in static buffers that the caller owns
+    (the captured function reads its inputs from, and writes its outputs to, tensors that
+    outlive the graph). On CUDA/HIP, :meth:`capture` warms the function up ``warmup`` times
+    on the forward stream before capturing (hip-vs-cuda.md item 7: HIP may accept a syncing
+    op during capture that CUDA rejects; validate on CUDA and with
+    :class:`runtime.sync_checker.SyncChecker`). On CPU the function is kept and
+    :meth:`replay` runs it eagerly on the same static buffers.
+
+    Args:
+        device: the owning :class:`Device`.
+        warmup: eager runs before each capture (>= 1 recommended).
+    """
+
+    def __init__(self, device: Device, warmup: int = 2) -> None:
+        self.device = device
+        self.warmup = warmup
+        self._graphs: dict[Hashable, Any] = {}
+        self._pool: Any = None
+        self.replays: Counter[Hashable] = Counter()
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._graphs
+
+    def keys(self) -> list[Hashable]:
+        """Keys captured so far, in capture order."""
+        return list(self._graphs)
+
+    def capture(self, key: Hashable, fn: Callable[[], None]) -> None:
+        """Warm up and capture ``fn`` (no arguments, no result: static buffers only).
+
+        The function must not allocate outputs the caller reads (write into static
+        buffers) and must not sync the host. Capturing twice under one key replaces the
+        graph.
+
+        Raises:
+            RuntimeError: from torch if ``fn`` does something illegal during capture
+                (a host sync on CUDA, for instance).
+        """
+        dev = self.device
+        if not dev.is_gpu:
+            fn()  # the warm-up: same code path, same buffers
+            self._graphs[key] = fn
+            return
+        fwd = dev.stream("forward")
+        fwd.wait_stream(torch.cuda.current_stream(dev.torch_device))  # static buffers were filled there
+        with torch.cuda.stream(fwd):
+            for _ in range(self.warmup):
+                fn()
+        dev.synchronize("graph_capture")
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, stream=fwd):
+            fn()
+        self._graphs[key] = graph
+        dev.synchronize("graph_capture")
+
+    def replay(self, key: Hashable) -> None:
+        """Launch the graph captured under ``key`` on the current stream (CPU: run ``fn``).
+
+        Raises:
+            KeyError: nothing captured under ``key``.
+        """
+        g = self._graphs[key]
+        self.replays[key] += 1
+        if self.device.is_gpu:
+            g.replay()
+        else:
+            g()

@@ -1,0 +1,227 @@
+"""The runtime's KV cache and pools (SGLang names, mem_cache/memory_pool.py and allocator.py).
+
+- :class:`ReqToTokenPool`: ``req_to_token[row, position] -> KV slot`` (ReqToTokenPool),
+  the free-slot list on the device (TokenToKVPoolAllocator, page_size 1), and per-row
+  device state the overlap loop relays without the host (FutureMap,
+  managers/overlap_utils.py): committed length ``seq_lens``, last sampled token
+  ``last_token``, and the previous verify window for the drafter's KV catch-up.
+  Row 0 and slot 0 are reserved padding (graph replays pad the batch with row 0).
+- :class:`KVBuffers`: ``k, v[layer, slot, kv_head, head_dim]`` for one model
+  (MHATokenToKVPool); the target and the drafter each have one, sharing the slot mapping
+  (SGLang's draft worker shares req_to_token_pool, owns its token_to_kv_pool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from specsched.runtime.device import Device
+from specsched.runtime.model_config import ModelConfig
+
+PAD_ROW = 0
+PAD_SLOT = 0
+CTX_ALIGN = 64
+"""Attention context widths are multiples of this (aligned strides for the fused SDPA
+kernels, e.g. cuDNN's on H200)."""
+
+
+def _round_up(n: int, k: int = CTX_ALIGN) -> int:
+    return -(-n // k) * k
+
+
+
+class KVBuffers:
+    """One model's KV cache: ``k, v[layer, slot, kv_head, head_dim]`` (SGLang's
+    MHATokenToKVPool, mem_cache/memory_pool.py). Slot 0 is the padding slot.
+
+    Args:
+        cfg: the model's config.
+        num_slots: token slots (incl. the padding slot).
+        device: torch device.
+        dtype: cache dtype (the model's).
+    """
+
+    def __init__(self, cfg: ModelConfig, num_slots: int, device: torch.device, dtype: torch.dtype) -> None:
+        shape = (cfg.num_layers, num_slots, cfg.num_kv_heads, cfg.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (K and V)."""
+        return 2 * self.k.numel() * self.k.element_size()
+
+    def write(self, layer: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store ``k, v`` (``[T, kv_heads, head_dim]``) at slots ``loc`` (``[T]`` int64)."""
+        self.k[layer][loc] = k
+        self.v[layer][loc] = v
+
+    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V at ``slots`` (``[B, C]``): two ``[B, C, kv_heads, head_dim]`` tensors."""
+        return self.k[layer][slots], self.v[layer][slots]
+
+
+
+class PoolExhausted(RuntimeError):
+    """No free request row or not enough free KV slots (the scheduler's KV budget should
+    have prevented it: the runtime pool is sized from the scenario)."""
+
+
+def expand_slots(values: torch.Tensor, repeats: torch.Tensor, total: int | None) -> torch.Tensor:
+    """Per-request values -> per-token values: ``repeat_interleave(values, repeats)``.
+
+    Args:
+        values: ``[N]`` per-request values (row ids, start positions...).
+        repeats: ``[N]`` int64 tokens per request (device tensor).
+        total: ``sum(repeats)`` when the host knows it: passed as ``output_size``, no host
+            sync. None: torch must read ``repeats`` back to size the output: a host sync
+            that waits for all queued work on the stream (DSpark's prefill slot expansion
+            on the HIP unified-KV backend does exactly this, twice;
+            speculative/dspark_components; reproduced on purpose by
+            ``ModelRunner.prepare_inject(sync=True)``).
+
+    Returns:
+        ``[sum(repeats)]`` tensor of ``values``' dtype.
+    """
+    return torch.repeat_interleave(values, repeats, output_size=total)
+
+
+class ReqToTokenPool:
+    """Request rows, token positions -> KV slots, and the per-row device state.
+
+    Combines SGLang's ReqToTokenPool (``req_to_token``), TokenToKVPoolAllocator (free
+    slots as a device tensor, allocation by slicing: no host sync) and the FutureMap
+    buffers (managers/overlap_utils.py) that let step N+1 read step N's outputs on the
+    GPU without the host: ``seq_lens`` and ``last_token`` per row.
+
+    Position -> slot mappings are reserved ahead (:meth:`reserve`) from host-known upper
+    bounds, so a verify can write its whole window without allocating: rejected positions
+    stay reserved and are overwritten by the next cycle ("rollback by not advancing").
+    All slots of a row return to the free list when the row is freed.
+
+    Args:
+        max_reqs: request rows (row 0 extra, padding).
+        max_context: positions per row.
+        num_slots: KV slots (slot 0 extra, padding).
+        window: verify window (spec state width; 1 without spec).
+        device: the :class:`~runtime.device.Device`.
+
+    Attributes (device tensors, int64, one entry per row incl. padding row 0):
+        req_to_token: ``[rows, width]`` slot of each position (0 = unmapped/padding);
+            ``width`` = max_context rounded up to :data:`CTX_ALIGN` (positions past
+            max_context are never reserved: they only pad the attention context).
+        seq_lens: ``[rows]`` committed tokens whose KV is in the cache.
+        last_token: ``[rows]`` last sampled token (its KV is not yet written).
+        prev_window / prev_start / prev_accept: ``[rows, window]`` / ``[rows]`` / ``[rows]``
+            the previous verify window, its first position and its accepted drafts
+            (-1: none; the drafter's KV catch-up reads these).
+    Host attributes: ``reserved[row]`` positions mapped, ``len_bound[row]`` upper bound of
+    ``seq_lens[row]`` (exact after extend/decode and forced-accept cycles).
+    """
+
+    def __init__(self, max_reqs: int, max_context: int, num_slots: int, window: int, device: Device) -> None:
+        if max_reqs < 1 or max_context < 2 or num_slots < 2 or window < 1:
+            raise ValueError(f"bad pool sizes: max_reqs={max_reqs}, max_context={max_context}, num_slots={num_slots}, window={window}")
+        dev = device.torch_device
+        self.device = device
+        self.max_context = max_context
+        self.width = _round_up(max_context)
+        rows = max_reqs + 1
+        self.req_to_token = torch.zeros(rows, self.width, dtype=torch.int64, device=dev)
+        self.seq_lens = torch.zeros(rows, dtype=torch.int64, device=dev)
+        self.last_token = torch.zeros(rows, dtype=torch.int64, device=dev)
+        self.prev_window = torch.zeros(rows, window, dtype=torch.int64, device=dev)
+        self.prev_start = torch.zeros(rows, dtype=torch.int64, device=dev)
+        self.prev_accept = torch.full((rows,), -1, dtype=torch.int64, device=dev)
+        self.free_slots = torch.arange(1, num_slots, dtype=torch.int64, device=dev)
+        self.num_free_slots = num_slots - 1
+        self._free_rows = list(range(max_reqs, 0, -1))
+        self.reserved = [0] * rows
+        self.len_bound = [0] * rows
+
+    @property
+    def num_free_rows(self) -> int:
+        return len(self._free_rows)
+
+    def alloc_row(self) -> int:
+        """A free request row (>= 1).
+
+        Raises:
+            PoolExhausted: none left.
+        """
+        if not self._free_rows:
+            raise PoolExhausted("no free request row")
+        row = self._free_rows.pop()
+        self.reserved[row] = 0
+        self.len_bound[row] = 0
+        return row
+
+    def free_row(self, row: int) -> None:
+        """Return ``row`` and all its reserved slots (no host sync).
+
+        Raises:
+            ValueError: row 0 or a row not in use.
+        """
+        if row <= 0 or row in self._free_rows:
+            raise ValueError(f"row {row} is not an allocated request row")
+        n = self.reserved[row]
+        if n:
+            self.free_slots = torch.cat([self.free_slots, self.req_to_token[row, :n]])
+            self.req_to_token[row, :n].fill_(PAD_SLOT)
+            self.num_free_slots += n
+        self.reserved[row] = 0
+        self.len_bound[row] = 0
+        self._free_rows.append(row)
+
+    def reserve(self, rows: Sequence[int], upto: Sequence[int]) -> None:
+        """Map positions ``reserved[row] .. upto - 1`` of each row to fresh slots.
+
+        Per-token (row, position) pairs come from :func:`expand_slots` with the total
+        known on the host (no sync). Rows already reserved that far are skipped.
+
+        Raises:
+            ValueError: ``upto`` beyond ``max_context``.
+            PoolExhausted: not enough free slots.
+        """
+        need, rs, starts = [], [], []
+        for r, u in zip(rows, upto, strict=True):
+            if u > self.max_context:
+                raise ValueError(f"row {r}: position {u - 1} beyond max_context {self.max_context}")
+            n = u - self.reserved[r]
+            if n > 0:
+                need.append(n)
+                rs.append(r)
+                starts.append(self.reserved[r])
+                self.reserved[r] = u
+        total = sum(need)
+        if total == 0:
+            return
+        if total > self.num_free_slots:
+            for r, s in zip(rs, starts, strict=True):
+                self.reserved[r] = s
+            raise PoolExhausted(f"need {total} KV slots, {self.num_free_slots} free")
+        slots = self.free_slots[:total]
+        self.free_slots = self.free_slots[total:]
+        self.num_free_slots -= total
+        cum = [0]
+        for n in need[:-1]:
+            cum.append(cum[-1] + n)
+        meta = self.device.h2d([rs, need, starts, cum])
+        rows_t, need_t, start_t, cum_t = meta[0], meta[1], meta[2], meta[3]
+        tok_rows = expand_slots(rows_t, need_t, total)
+        ar = torch.arange(total, device=rows_t.device)
+        tok_pos = expand_slots(start_t - cum_t, need_t, total) + ar
+        self.req_to_token[tok_rows, tok_pos] = slots
+
+    def reset_padding(self) -> None:
+        """Put padding row 0's device state back (graph replays pad with row 0).
+
+        Scalar writes use ``fill_`` (a kernel argument): ``t[i] = 0`` would copy a
+        pageable CPU scalar, a hidden host-to-device copy that graph capture rejects.
+        """
+        self.seq_lens.select(0, PAD_ROW).fill_(0)
+        self.last_token.select(0, PAD_ROW).fill_(0)
+        self.prev_start.select(0, PAD_ROW).fill_(0)
+        self.prev_accept.select(0, PAD_ROW).fill_(-1)
+

@@ -1,0 +1,79 @@
+"""Fitting of ``specsched profile``'s measurements into a profile's numbers: least-squares
+lines (clamped at 0: costs), the injection slope, and the verify grid with the engine's
+per-verify excess added."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """(intercept, slope) of a least-squares line, both clamped at 0 (costs).
+
+    A negative slope (noise on a flat cost) becomes 0 with the mean as the intercept; a
+    negative intercept becomes 0 with the slope refitted through the origin. One point:
+    slope 0.
+    """
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(xa) < 2 or np.ptp(xa) == 0:
+        return max(0.0, float(ya.mean())), 0.0
+    slope, icpt = np.polyfit(xa, ya, 1)
+    if slope < 0:
+        return max(0.0, float(ya.mean())), 0.0
+    if icpt < 0:
+        return 0.0, max(0.0, float((xa @ ya) / (xa @ xa)))
+    return float(icpt), float(slope)
+
+
+
+class Fits:
+    """Turns a finished run's measurements (attributes set by the phases) into the
+    profile's ``gpu`` and ``host`` sections."""
+
+    def _inject_slope(self, j: int) -> tuple[float, float]:
+        col = [row[j] for row in self.inj_s]
+        if len(self.ext_x) < 2:
+            return 0.0, col[0] / self.ext_x[0]
+        slope, icpt = np.polyfit(self.ext_x, col, 1)
+        return float(icpt), max(0.0, float(slope))
+
+    def verify_grid(self) -> list[list[float]]:
+        """``gpu.verify`` seconds: the graph-replayed spec-cycle grid plus, per batch size,
+        the excess of a verify as the engine issues it (KV reserve of the next window, accept
+        draws, events, result copy) over the bare replay, measured by the stall phase's
+        queued loop at the longest context and interpolated over batch size."""
+        spec_grid = self.grid["spec"]
+        last = len(self.contexts) - 1
+        excess = [max(0.0, loop - spec_grid[self.bs.index(b)][last])
+                  for b, loop in zip(self.launch_bs, self.loop_med, strict=True)]
+        self.verify_excess = excess
+        return [[v + float(np.interp(b, self.launch_bs, excess)) for v in row]
+                for b, row in zip(self.bs, spec_grid, strict=True)]
+
+    def sections(self) -> tuple[dict, dict]:
+        """``(gpu, host)`` sections of the profile."""
+        inj_slope = self._inject_slope(0)[1]
+        spec_grid, dec_grid = self.verify_grid(), self.grid["decode"]
+        gpu = {
+            "extend": {"x": [float(t) for t in self.ext_x], "context_len": [float(c) for c in self.ext_cols],
+                       "seconds": self.ext_s},
+            "draft_inject_per_token_s": inj_slope,
+            "draft_inject": {"x": [float(t) for t in self.ext_x], "context_len": [float(c) for c in self.ext_cols],
+                             "seconds": self.inj_s},
+            "verify": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
+                       "seconds": spec_grid},
+            "decode": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
+                       "seconds": dec_grid},
+            "eager_factor": self.eager_factor,
+        }
+        host = {
+            "ingest_per_request_s": 0.0,
+            "schedule_s": self.sched_fit[0], "schedule_per_req_s": self.sched_fit[1],
+            "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
+            "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
+            "sync_wakeup_s": self.sync_wakeup,
+            "cross_queue_penalty_s": self.cq_penalty,
+        }
+        return gpu, host

@@ -1,0 +1,328 @@
+"""The profiling harness of ``specsched profile``: constants, timing helpers, the time
+budget, the GPU-busy spinner, and :class:`Harness`, which builds the models and the
+runner and times calls (warm-up, budget-limited repeats, idle-queue latencies).
+The phases are in :mod:`runtime.profile_gpu` and :mod:`runtime.profile_host`, the fits in
+:mod:`runtime.profile_fit`, the provenance text in :mod:`runtime.profile_provenance`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from specsched.runtime.device import Device, default_bs_buckets
+from specsched.runtime.microbench import time_calls
+from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
+from tqdm.auto import tqdm
+
+STALL_STEPS = 40
+"""Verify launches per timed loop of the stall phase (lengths grow by up to W each)."""
+WARMUP = 3
+"""Untimed calls before every measurement (the first captures the graph)."""
+MIN_REPEATS = 3
+"""The time budget never trims a measurement below this many repeats."""
+DEFAULT_BUDGET_S = 210.0
+"""Default total time budget (seconds) of :func:`profile_device`."""
+HOST_BATCH_SIZES = (1, 4, 16, 64, 256)
+"""Batch sizes of the scheduler host-cost fits (plus ``max_bs``)."""
+HOST_PROMPT = 1024
+"""Prompt length of the scheduler's requests in the host-cost fits."""
+GPU_DEFAULTS = {"max_bs": 64, "contexts": [1024, 4096], "extend_tokens": [256, 1024, 4096, 16384]}
+CPU_DEFAULTS = {"max_bs": 8, "contexts": [64, 256], "extend_tokens": [16, 64, 256]}
+
+
+# ------------------------------------------------------------------------------ helpers
+def _round_up(n: int, k: int = CTX_ALIGN) -> int:
+    return -(-n // k) * k
+
+
+def _sig(v: Any) -> Any:
+    """Six significant digits (floats only, recursively): timings are not better than that."""
+    if isinstance(v, float):
+        return float(f"{v:.6g}")
+    if isinstance(v, dict):
+        return {k: _sig(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_sig(x) for x in v]
+    return v
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.4g} ms"
+
+
+def _us(s: float) -> str:
+    return f"{s * 1e6:.4g} us"
+
+
+def grid_batch_sizes(max_bs: int) -> list[int]:
+    """Batch sizes of the verify/decode grids: powers of two up to ``max_bs``, and ``max_bs``.
+
+    Every one of them is also a bucket of :func:`runtime.device.default_bs_buckets` (the
+    engine's graph buckets), so the grid measures bucket sizes without padding.
+
+    Raises:
+        ValueError: max_bs < 1.
+    """
+    if max_bs < 1:
+        raise ValueError(f"max_bs must be >= 1, got {max_bs}")
+    out, b = [], 1
+    while b < max_bs:
+        out.append(b)
+        b *= 2
+    return [*out, max_bs]
+
+
+def extend_layout(tokens: int, context: float, prompt_len: int) -> tuple[list[int], int]:
+    """The extend batch measured for grid point (``tokens``, ``context``).
+
+    ``n = ceil(tokens / prompt_len)`` requests of near-equal lengths, all at prefix
+    ``p = round(context - tokens / (2 n))`` (>= 0), so that the cost model's extend context,
+    mean prefix + tokens / (2 n), equals ``context`` (within 0.5 token) when ``context >=
+    tokens / (2 n)``.
+
+    Returns:
+        (extend lengths, prefix).
+
+    Raises:
+        ValueError: tokens or prompt_len < 1.
+    """
+    if tokens < 1 or prompt_len < 1:
+        raise ValueError(f"tokens and prompt_len must be >= 1, got {tokens}, {prompt_len}")
+    n = -(-tokens // prompt_len)
+    q, r = divmod(tokens, n)
+    lens = [q + 1 if i < r else q for i in range(n)]
+    return lens, max(0, round(context - tokens / (2 * n)))
+
+
+
+def _iqr_rel(times: Sequence[float]) -> float:
+    if len(times) < 4:
+        return float("nan")
+    q1, q3 = np.percentile(times, [25, 75])
+    m = statistics.median(times)
+    return float((q3 - q1) / m) if m > 0 else float("nan")
+
+
+class _Budget:
+    """Splits what is left of the total time evenly over the measurements still to run."""
+
+    def __init__(self, total_s: float, tasks: int) -> None:
+        self.t0 = time.perf_counter()
+        self.total = total_s
+        self.left = tasks
+        self.trimmed: list[str] = []
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def repeats(self, label: str, per_call_s: float, want: int) -> int:
+        share = (self.total - self.elapsed) / max(self.left, 1)
+        n = want if per_call_s <= 0 else int(share / per_call_s)
+        n = max(MIN_REPEATS, min(want, n))
+        if n < want:
+            self.trimmed.append(f"{label}: {n}")
+        return n
+
+    def done(self) -> None:
+        self.left -= 1
+
+
+class _GpuBusy:
+    """Keeps the GPU busy for a while: a ``torch.cuda._sleep`` (spin) kernel of calibrated
+    length on the current stream. Unavailable on CPU (and if torch lacks ``_sleep``)."""
+
+    def __init__(self, dev: Device) -> None:
+        self.dev = dev
+        self.cycles_per_s: float | None = None
+        if not dev.is_gpu or not hasattr(torch.cuda, "_sleep"):
+            return
+        with dev.use("forward"):
+            torch.cuda._sleep(1000)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            cycles = 10_000_000
+            a.record()
+            torch.cuda._sleep(cycles)
+            b.record()
+            b.synchronize()
+            self.cycles_per_s = cycles / (a.elapsed_time(b) / 1e3)
+
+    @property
+    def available(self) -> bool:
+        return self.cycles_per_s is not None
+
+    def occupy(self, seconds: float) -> Any:
+        """Queue ``seconds`` of spinning on the current stream; returns an event recorded
+        after it (query() is False while the GPU still spins), or None when unavailable."""
+        if self.cycles_per_s is None:
+            return None
+        torch.cuda._sleep(int(seconds * self.cycles_per_s))
+        ev = torch.cuda.Event()
+        ev.record()
+        return ev
+
+
+
+# ----------------------------------------------------------------------------- profiler
+class Harness:
+    """State of one profiling run (see :func:`runtime.profiler.profile_device`) and its timing plumbing."""
+
+    def __init__(self, *, device: str | None, preset: str, spec_window: int, max_bs: int,
+                 contexts: Sequence[int], extend_tokens: Sequence[int], cuda_graph_max_bs: int,
+                 repeats: int, progress: bool, budget_s: float, batch_sizes: Sequence[int] | None,
+                 prompt_len: int | None, forced_accept: int, seed: int) -> None:
+        if preset not in PRESETS or preset.endswith("-draft"):
+            raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
+        if spec_window < 2:
+            raise ValueError(f"spec_window must be >= 2 (a speculative cycle), got {spec_window}")
+        if max_bs < 1 or cuda_graph_max_bs < 1 or repeats < 1:
+            raise ValueError("max_bs, cuda_graph_max_bs and repeats must be >= 1")
+        if not contexts or min(contexts) < 1:
+            raise ValueError(f"contexts must be non-empty and >= 1, got {list(contexts)}")
+        if not extend_tokens or min(extend_tokens) < 1:
+            raise ValueError(f"extend_tokens must be non-empty and >= 1, got {list(extend_tokens)}")
+        self.t_start = time.perf_counter()
+        self.preset, self.W, self.repeats, self.seed = preset, spec_window, repeats, seed
+        self.graph_max_bs = cuda_graph_max_bs
+        self.contexts = sorted({int(c) for c in contexts})
+        self.ext_x = sorted({int(t) for t in extend_tokens})
+        self.bs = sorted({int(b) for b in batch_sizes}) if batch_sizes else grid_batch_sizes(max_bs)
+        if self.bs[0] < 1:
+            raise ValueError(f"batch sizes must be >= 1, got {self.bs}")
+        self.max_bs = self.bs[-1]
+        self.prompt = int(prompt_len) if prompt_len else min(1024, self.ext_x[-1])
+        self.forced = min(max(forced_accept, 0), spec_window - 1)
+        self.ext_prefixes = [0] if self.contexts[-1] == 0 else [0, self.contexts[-1]]
+        self.ext_cols = [p + self.prompt / 2 for p in self.ext_prefixes]
+        cands = [b for b in self.bs if b > cuda_graph_max_bs] or self.bs
+        self.eager_bs = cands[-3:]
+        self.launch_bs = sorted({self.bs[0], self.bs[len(self.bs) // 2], self.bs[-1]})
+        self.cq_bs = sorted({self.bs[0], self.bs[-1]})
+        self.host_bs = sorted({*HOST_BATCH_SIZES, self.max_bs})
+        # the launch measurement lets lengths grow (as in the engine) inside its own context
+        # bucket, above every grid bucket, so no capture happens while it is timed
+        self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
+        self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
+        self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
+
+        n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.bs) * len(self.contexts)
+                   + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
+                   + 1 + len(self.host_bs))
+        self.budget = _Budget(budget_s, n_tasks)
+        self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
+        self.reps: dict[str, list[int]] = {}
+
+        self.dev = Device(device, measure=True, ring_size=256)
+        dev = self.dev
+        if dev.is_gpu:
+            torch.cuda.reset_peak_memory_stats(dev.torch_device)
+        self.cfg, self.dcfg = PRESETS[preset], PRESETS[draft_preset(preset)]
+        ext_rows = max(-(-t // self.prompt) for t in self.ext_x)
+        max_ctx = max(self.launch_bucket, self.ext_prefixes[-1] + self.prompt + 2, self.contexts[-1] + spec_window + 1)
+        ext_need = max(-(-t // self.prompt) * (self.ext_prefixes[-1] + self.prompt + 2) for t in self.ext_x)
+        grid_need = self.max_bs * (self.contexts[-1] + spec_window)
+        launch_need = self.launch_bs[-1] * self.launch_bucket
+        slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
+        ctx_buckets = sorted({_round_up(c + spec_window) for c in self.contexts} | {self.launch_bucket})
+        self._progress("build models")
+        with dev.use("forward"):
+            target = LlamaProxy(self.cfg, seed=seed, device=dev.torch_device, dtype=dev.dtype)
+            drafter = LlamaProxy(self.dcfg, seed=seed + 1, device=dev.torch_device, dtype=dev.dtype)
+            self.runner = ModelRunner(target, dev, max_reqs=max(2 * self.max_bs, ext_rows), max_context=max_ctx,
+                                      num_slots=slots, drafter=drafter, spec_window=spec_window,
+                                      bs_buckets=default_bs_buckets(self.max_bs), ctx_buckets=ctx_buckets)
+        self.kv_bytes = self.runner.kv.nbytes + (self.runner.draft_kv.nbytes if self.runner.draft_kv else 0)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    # ------------------------------------------------------------------ plumbing
+    def _progress(self, label: str) -> None:
+        self.bar.set_postfix_str(label, refresh=True)
+
+    def _tick(self) -> None:
+        self.bar.update(1)
+        self.budget.done()
+
+    def _warm_and_plan(self, label: str, fn: Callable[[], object], want: int) -> int:
+        """Warm ``fn`` up, time one call from an idle queue, and return how many repeats
+        the time budget allows (at most ``want``)."""
+        self._progress(label)
+        dev = self.dev
+        with dev.use("forward"):
+            for _ in range(WARMUP):
+                fn()
+            dev.synchronize("profile")
+            t0 = time.perf_counter()
+            fn()
+            dev.synchronize("profile")
+            est = time.perf_counter() - t0
+        return self.budget.repeats(label, est, want)
+
+    def _measure(self, label: str, group: str, fn: Callable[[], object], repeats: int | None = None) -> list[float]:
+        """Warm up, estimate one call, then time budget-limited repeats: seconds per call."""
+        n = self._warm_and_plan(label, fn, repeats or self.repeats)
+        times = time_calls(self.dev, fn, repeats=n)
+        self.reps.setdefault(group, []).append(n)
+        self._tick()
+        return times
+
+    def _latency(self, label: str, group: str, fn: Callable[[], object]) -> list[float]:
+        """Seconds from the host issuing ``fn`` on an idle queue to the device finishing it
+        (synchronize, perf_counter, call, synchronize): an eager forward issued after a host
+        block costs its host launch time when that exceeds its GPU time, as in the loop."""
+        dev = self.dev
+        n = self._warm_and_plan(label, fn, self.repeats)
+        with dev.use("forward"):
+            times = []
+            for _ in range(n):
+                dev.synchronize("profile")
+                t0 = time.perf_counter()
+                fn()
+                dev.synchronize("profile")
+                times.append(time.perf_counter() - t0)
+        self.reps.setdefault(group, []).append(n)
+        self._tick()
+        return times
+
+    def _reps_text(self, group: str) -> str:
+        r = self.reps.get(group, [])
+        if not r:
+            return "no repeats"
+        lo, hi = min(r), max(r)
+        return f"median of {lo} repeats" if lo == hi else f"median of {lo}-{hi} repeats (time budget)"
+
+    def _timing_event(self) -> Any:
+        """As the engine records around each launch (runtime.device.Device.timing_mark)."""
+        return self.dev.timing_mark()
+
+    def _new_rows(self, n: int, context: int) -> tuple[list[int], torch.Tensor]:
+        """``n`` fresh rows holding ``context`` committed tokens (KV reserved, values zero)."""
+        r, pool = self.runner, self.runner.pool
+        rows = [r.add_request() for _ in range(n)]
+        pool.reserve(rows, [context] * n)
+        rows_t = self.dev.h2d(rows)
+        pool.seq_lens.index_fill_(0, rows_t, context)
+        pool.last_token[rows_t] = torch.randint(0, self.cfg.vocab_size - 1, (n,), generator=self.gen).to(self.dev.torch_device)
+        pool.prev_accept.index_fill_(0, rows_t, -1)
+        pool.prev_start.index_fill_(0, rows_t, 0)
+        r.observe_lengths(rows, [context] * n)
+        return rows, rows_t
+
+    def _step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, context: int, graph: bool) -> Callable[[], object]:
+        runner, pool = self.runner, self.runner.pool
+        forced = [self.forced] * len(rows)
+        ctx = [context] * len(rows)
+
+        def step() -> object:
+            pool.seq_lens.index_fill_(0, rows_t, context)
+            runner.observe_lengths(rows, ctx)
+            if kind == "decode":
+                return runner.decode(rows, graph=graph)
+            return runner.spec_cycle(rows, forced, graph=graph)
+
+        return step
+

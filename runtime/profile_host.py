@@ -1,0 +1,201 @@
+"""Host phases of ``specsched profile``: the engine's verify launch and the publish-wait
+stall, the event-sync wake-up, and the scheduler's own host costs."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from specsched.runtime.profile_fit import fit_line
+from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, Harness, _GpuBusy
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
+from specsched.sim.config import AcceptanceConfig, ServerArgs
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.plan import ForwardMode
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Scheduler
+
+
+def _verify_scheduler(bs: int, window: int, seed: int) -> tuple[Scheduler, DeviceTokens]:
+    """A scheduler holding ``bs`` running DSpark requests (prompt :data:`HOST_PROMPT`, output
+    long enough never to finish) and the device-token counter that commits their steps;
+    the next ``schedule()`` returns a verify plan of all ``bs``."""
+    server = ServerArgs(
+        max_running_requests=bs, max_total_num_tokens=10**9, chunked_prefill_size=bs * HOST_PROMPT,
+        max_prefill_tokens=bs * HOST_PROMPT, speculative_algorithm="dspark",
+        speculative_num_draft_tokens=window,
+    )
+    sched = Scheduler(server, make_policy(server), seed)
+    tokens = DeviceTokens(AcceptanceModel(AcceptanceConfig(mean_accept_length=(1 + window) / 2), window, seed))
+    for rid in range(bs):
+        sched.add_request(Req(rid, HOST_PROMPT, 100_000))
+    for _ in range(8):
+        plan = sched.schedule()
+        if plan is None:
+            break
+        sched.process_result(plan, tokens.step(plan))
+        if plan.mode is ForwardMode.VERIFY and plan.batch_size == bs:
+            return sched, tokens
+    raise RuntimeError(f"could not bring {bs} requests to a full verify batch (running {len(sched.running)})")
+
+
+
+class HostPhases(Harness):
+    """The host-time measurements of a profiling run."""
+
+    def launch_phase(self) -> None:
+        dev, runner = self.dev, self.runner
+        busy = _GpuBusy(dev)
+        self.busy_available = busy.available
+        busy_s = 0.005
+        self.launch_med: list[float] = []
+        self.launch_idle = 0
+        self.launch_total = 0
+        for b in self.launch_bs:
+            self._progress(f"launch host time bs {b}")
+            sched, tokens = _verify_scheduler(b, self.W, self.seed)
+            plan = sched.schedule()
+            assert plan is not None and plan.mode is ForwardMode.VERIFY and plan.batch_size == b
+            with dev.use("forward"):
+                rows, _ = self._new_rows(b, self.launch_ctx)
+
+            def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
+                return self._engine_verify_launch(rows, tokens, plan)[1]
+
+            times: list[float] = []
+            with dev.use("forward"):
+                for _ in range(WARMUP):
+                    dev.wait_copy(launch(), "profile")
+                t0 = time.perf_counter()
+                dev.wait_copy(launch(), "profile")
+                est = time.perf_counter() - t0 + busy_s
+                n = self.budget.repeats(f"launch bs {b}", est, self.repeats)
+                for _ in range(n):
+                    marker = busy.occupy(busy_s)
+                    t0 = time.perf_counter()
+                    hc = launch()
+                    times.append(time.perf_counter() - t0)
+                    self.launch_total += 1
+                    if marker is not None and marker.query():  # the GPU ran dry during the call
+                        self.launch_idle += 1
+                        busy_s = min(2 * busy_s, 0.2)
+                    dev.wait_copy(hc, "profile")
+                for row in rows:
+                    runner.free_request(row)
+            self.reps.setdefault("launch", []).append(n)
+            self.launch_med.append(statistics.median(times))
+            self._tick()
+        self.launch_busy_s = busy_s
+        self.launch_fit = fit_line(self.launch_bs, self.launch_med)
+        self.stall_phase()
+
+    def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any) -> tuple[Any, Any]:
+        """What runtime.engine.RuntimeEngine._launch does for a VERIFY plan: draw the
+        accepts, replay the spec-cycle graph between two timing marks, record the ring
+        event and start the result copy. Returns (ring event, host copy)."""
+        dev = self.dev
+        output = tokens.step(plan)
+        forced = np.maximum(output.committed - 1, 0).tolist()
+        self._timing_event()
+        out = self.runner.spec_cycle(rows, forced, graph=True)
+        self._timing_event()
+        done = dev.record("forward")
+        return done, dev.copy_to_host({"committed": out.committed}, after=done)
+
+    def stall_phase(self) -> None:
+        """Two loops of the engine's verify launch with lengths growing as in the engine (so
+        every step also reserves the next window's KV slots, as the runtime does):
+
+        - queued: the previous step's result copy is processed after the next launch
+          (overlap, stream_wait): its wall per cycle is a verify as the engine issues it;
+          the excess over the bare graph replay of the grid is added to ``gpu.verify``;
+        - block: the host blocks on the previous forward's event before each launch
+          (host_block): block - queued is the publish-wait stall the simulator models as
+          ``host.launch_s + host.sync_wakeup_s``.
+        """
+        dev, runner = self.dev, self.runner
+        self.stall_med: list[float] = []
+        self.loop_med: list[float] = []
+        n = STALL_STEPS
+        for b in self.launch_bs:
+            self._progress(f"publish-wait stall bs {b}")
+            sched, tokens = _verify_scheduler(b, self.W, self.seed)
+            plan = sched.schedule()
+            walls: dict[str, list[float]] = {}
+            for mode in ("queued", "block", "queued", "block"):
+                with dev.use("forward"):
+                    rows, _ = self._new_rows(b, self.launch_ctx)
+
+                    def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
+                        return self._engine_verify_launch(rows, tokens, plan)
+
+                    for _ in range(WARMUP):
+                        launch()
+                    dev.synchronize("profile")
+                    prev = None
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        if mode == "block" and prev is not None:
+                            dev.host_block(prev[0], "profile")
+                        cur = launch()
+                        if prev is not None:
+                            dev.wait_copy(prev[1], "profile")
+                        prev = cur
+                    dev.wait_copy(prev[1], "profile")
+                    walls.setdefault(mode, []).append((time.perf_counter() - t0) / n)
+                    dev.synchronize("profile")
+                    for row in rows:
+                        runner.free_request(row)
+            self.loop_med.append(min(walls["queued"]))
+            self.stall_med.append(max(0.0, min(walls["block"]) - min(walls["queued"])))
+            self._tick()
+        self.stall_fit = fit_line(self.launch_bs, self.stall_med)
+
+    def sync_phase(self) -> None:
+        self._progress("event-sync wake-up")
+        dev = self.dev
+        n = max(50, 5 * self.repeats)
+        done_t, tiny_t = [], []
+        with dev.use("forward"):
+            x = torch.zeros(1, device=dev.torch_device)
+            for _ in range(n):
+                ev = dev.record("forward")
+                dev.synchronize("profile")
+                done_t.append(dev.host_block(ev, "profile"))
+                x.add_(1)
+                ev = dev.record("forward")
+                tiny_t.append(dev.host_block(ev, "profile"))
+        self.sync_n = n
+        self.sync_done, self.sync_tiny = statistics.median(done_t), statistics.median(tiny_t)
+        self.sync_wakeup = max(0.0, self.sync_tiny - self.sync_done)
+        self._tick()
+
+    def host_phase(self) -> None:
+        self.sched_med, self.proc_med = [], []
+        n = max(50, 5 * self.repeats)
+        self.host_n = n
+        for b in self.host_bs:
+            self._progress(f"scheduler host time bs {b}")
+            sched, tokens = _verify_scheduler(b, self.W, self.seed)
+            ts, tp = [], []
+            for k in range(WARMUP + n):
+                t0 = time.perf_counter()
+                plan = sched.schedule()
+                t1 = time.perf_counter()
+                assert plan is not None and plan.batch_size == b
+                out = tokens.step(plan)
+                t2 = time.perf_counter()
+                sched.process_result(plan, out)
+                t3 = time.perf_counter()
+                if k >= WARMUP:
+                    ts.append(t1 - t0)
+                    tp.append(t3 - t2)
+            self.sched_med.append(statistics.median(ts))
+            self.proc_med.append(statistics.median(tp))
+            self._tick()
+        self.sched_fit = fit_line(self.host_bs, self.sched_med)
+        self.proc_fit = fit_line(self.host_bs, self.proc_med)

@@ -1,0 +1,166 @@
+"""Provenance of ``specsched profile``: the environment stamp and, for every profile field,
+the text saying how it was measured (method, shapes, repeats, medians, versions)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+
+import torch
+from specsched.runtime.device import Device
+from specsched.runtime.model import draft_preset
+from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
+
+
+def environment(dev: Device) -> dict[str, str]:
+    env = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "device": dev.describe(),
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "hip": str(getattr(torch.version, "hip", None)),
+        "python": platform.python_version(),
+        "host": f"{platform.machine()} {platform.processor() or platform.system()}, {os.cpu_count()} CPUs",
+        "torch_threads": str(torch.get_num_threads()),
+    }
+    if dev.is_gpu:
+        env["cudnn"] = str(torch.backends.cudnn.version())
+        env["sdpa_enabled"] = (f"flash={torch.backends.cuda.flash_sdp_enabled()}, "
+                               f"mem_efficient={torch.backends.cuda.mem_efficient_sdp_enabled()}, "
+                               f"math={torch.backends.cuda.math_sdp_enabled()}")
+    return env
+
+
+
+class Provenance:
+    """Builds the ``provenance`` mapping of a finished run (attributes set by the phases and
+    :class:`runtime.profile_fit.Fits`)."""
+
+    def provenance(self) -> tuple[dict[str, str], str]:
+        """``(provenance, model description)``; call after :meth:`Fits.sections`."""
+        dev, W, env = self.dev, self.W, self.env_line
+        cfg, dcfg = self.cfg, self.dcfg
+        icpt0, inj_slope = self._inject_slope(0)
+        inj_long = self._inject_slope(len(self.ext_cols) - 1)[1]
+        model = (f"target {self.preset} ({cfg.num_layers} layers, hidden {cfg.hidden_size}, {cfg.num_heads}/"
+                 f"{cfg.num_kv_heads} heads, MLP {cfg.intermediate_size}, vocab {cfg.vocab_size}), drafter "
+                 f"{draft_preset(self.preset)} ({dcfg.num_layers} layers), {str(dev.dtype).removeprefix('torch.')}, "
+                 f"random weights (runtime.model.LlamaProxy), DSpark-style block drafter, window {W}")
+        timing = ("CUDA/HIP timing events around each call on the forward stream" if dev.is_gpu
+                  else "host perf_counter stamps around each call (CPU)")
+
+        def grid_text(kind: str, what: str) -> str:
+            g = self.grid[kind]
+            pts = "; ".join(f"ctx {c}: " + ", ".join(f"bs {b} {_ms(g[i][j])}" for i, b in enumerate(self.bs))
+                            for j, c in enumerate(self.contexts))
+            return (f"{what}, timed by runtime.microbench.time_calls ({timing}), {self._reps_text(kind)} after "
+                    f"{WARMUP} warm-ups (the first captures the graph). Batch sizes {self.bs} (graph buckets exactly "
+                    f"there, no padding) x committed context {self.contexts}; committed lengths put back to the "
+                    f"context before every step (one index_fill_ kernel, included; as runtime.microbench.bench). "
+                    f"Attention width round_up(context + {W if kind == 'spec' else 1}, 64) (the engine pads to its "
+                    f"power-of-two context buckets instead). Points above cuda_graph_max_bs={self.graph_max_bs} were "
+                    f"graph-replayed too: the simulator applies gpu.eager_factor there. Largest (p75-p25)/median "
+                    f"{self.grid_spread[kind] * 100:.1f} %. Values: {pts}. [{env}]")
+
+        prov = {
+            "model": model,
+            "environment": "; ".join(f"{k}: {v}" for k, v in self.env.items()),
+            "method": (f"runtime/profiler.py profile_device(preset={self.preset!r}, spec_window={W}, max_bs="
+                       f"{self.max_bs}, contexts={self.contexts}, extend_tokens={self.ext_x}, prompt_len={self.prompt}, "
+                       f"cuda_graph_max_bs={self.graph_max_bs}, repeats={self.repeats}, budget_s={self.budget.total:g}); "
+                       f"total {self.total_s:.1f} s; KV buffers {self.kv_bytes / 2**30:.2f} GiB"
+                       + (f"; peak GPU memory allocated {torch.cuda.max_memory_allocated(dev.torch_device) / 2**30:.2f} GiB, "
+                          f"reserved {torch.cuda.max_memory_reserved(dev.torch_device) / 2**30:.2f} GiB" if dev.is_gpu else "")
+                       + (f"; repeats trimmed by the time budget: {', '.join(self.budget.trimmed)}" if self.budget.trimmed else "")),
+            "gpu.extend": (
+                f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token) by total extend tokens "
+                f"x = {self.ext_x}, timed as the latency from the host issuing it on an idle queue to the device finishing it (synchronize, perf_counter, call, synchronize: an eager forward issued after a host block costs its host launch time when that is longer), {self._reps_text('extend')} "
+                f"after {WARMUP} warm-ups. Each batch: ceil(x / {self.prompt}) requests of near-equal length, all at one "
+                f"prefix (KV reserved, values zero). context_len is the context sim.cost_model.CostModel.gpu queries "
+                f"for an extend: mean prefix + half the per-request extend length; columns {self.ext_cols} = prefix "
+                f"{self.ext_prefixes} + {self.prompt / 2:g}; each row's prefix is chosen to sit on its column "
+                f"(tokens: requests x length @ prefix): {'; '.join(self.ext_layouts)}. Input ids from the host as "
+                f"in the engine. Largest (p75-p25)/median {self.ext_spread * 100:.1f} %. [{env}]"),
+            "gpu.draft_inject": (
+                f"latency (host issue on an idle queue to device done, perf_counter around synchronize) of "
+                f"ModelRunner.prepare_inject(sync=False) + ModelRunner.inject after the extend of the same layout "
+                f"(extend latency subtracted), by tokens {self.ext_x} and the extend grid's context columns; "
+                f"{self._reps_text('inject')}. The simulator uses this grid instead of the per-token slope. [{env}]"),
+            "gpu.draft_inject_per_token_s": (
+                f"slope of np.polyfit(tokens, seconds, 1) of runtime.model.ModelRunner.prepare_inject(sync=False) + "
+                f"ModelRunner.inject (drafter {draft_preset(self.preset)} over the prompt tokens) on the prefix-0 "
+                f"layouts of gpu.extend, tokens {self.ext_x}: {', '.join(_ms(r[0]) for r in self.inj_s)}; "
+                f"intercept {_ms(icpt0)} not represented (the simulator's inject cost goes through the origin); "
+                f"slope at the long-prefix column: {_us(inj_long)}/token. {self._reps_text('inject')}, {timing}. [{env}]"),
+            "gpu.verify": grid_text("spec", (
+                f"one runtime.model.ModelRunner.spec_cycle(rows, forced_accept=[{self.forced}] * bs, graph=True): "
+                f"drafter forward over 2 x {W} positions per request + target verify of {W} + accept/commit"))
+                + (" PLUS, per batch size, the excess of a verify as the engine issues it (queued loop of "
+                   f"{STALL_STEPS} launches with lengths growing, so each also reserves the next window's KV "
+                   "slots, draws accepts, records events and copies results) over the bare replay at the longest "
+                   "context, interpolated over batch size: "
+                   + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
+            "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
+            "gpu.draft_step": ("not measured (left out): the runtime's proxy drafter is a block drafter, one parallel "
+                               "draft forward already inside gpu.verify; chain drafters (eagle/mtp) are simulated only"),
+            "gpu.eager_factor": (
+                f"median over (bs, context) of spec_cycle(graph=False) / spec_cycle(graph=True) (the gpu.verify "
+                f"point), at batch sizes {self.eager_bs} (the largest grid sizes{' above cuda_graph_max_bs' if self.eager_bs[0] > self.graph_max_bs else ''}) x "
+                f"contexts {self.contexts}: "
+                + ", ".join(f"bs {b} ctx {c}: eager {_ms(te)} = {r:.3f}x" for b, c, te, r in self.eager_ratios)
+                + f"; clamped to >= 1. The simulator applies it above cuda_graph_max_bs={self.graph_max_bs}; eager "
+                f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}, "
+                f"{timing}. [{env}]"),
+            "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
+                                          "hands each request to the scheduler directly at Recv"),
+        }
+        sched_txt = (f"np.polyfit over batch sizes {self.host_bs} of the median host time (perf_counter) of "
+                     f"{{fn}} on a sim.scheduler.Scheduler holding bs running DSpark requests (window {W}, "
+                     f"{HOST_PROMPT}-token prompts, admission none, verify plans), {self.host_n} calls per size after "
+                     f"{WARMUP} warm-ups; medians {{meds}}; intercept and slope clamped >= 0. Host: {self.env['host']}, "
+                     f"python {self.env['python']}. [{env}]")
+        for key, fn, meds in (("schedule", "Scheduler.schedule()", self.sched_med),
+                              ("process", "Scheduler.process_result(plan, output)", self.proc_med)):
+            txt = sched_txt.format(fn=fn, meds=", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.host_bs, meds, strict=True)))
+            prov[f"host.{key}_s"] = f"intercept of {txt}"
+            prov[f"host.{key}_per_req_s"] = f"slope of {txt}"
+        busy = (f"a torch.cuda._sleep kernel queued first on the forward stream keeps the GPU busy (finally "
+                f"{_ms(self.launch_busy_s)} of spinning per call; {self.launch_idle} of {self.launch_total} calls found "
+                f"it finished, i.e. the GPU idle, and doubled it)" if self.busy_available else
+                "CPU: no device to keep busy, the call runs the work inline" if not dev.is_gpu else
+                "torch.cuda._sleep unavailable: the GPU was not kept busy (the call may include waits)")
+        launch_txt = (f"np.polyfit over batch sizes {self.launch_bs} of the median host time (perf_counter) of the "
+                      f"engine's verify launch (runtime.engine.RuntimeEngine._launch for a VERIFY plan): "
+                      f"DeviceTokens.step(plan) accept draws, the forced-accept list, ModelRunner.spec_cycle(rows, "
+                      f"forced, graph=True) (KV reserve of the new window, h2d of rows and forced accepts, graph "
+                      f"replay, output clones), two timing events, Device.record('forward') and "
+                      f"Device.copy_to_host({{'committed'}}); lengths grow from context {self.launch_ctx} as in the "
+                      f"engine; {busy}; {self._reps_text('launch')} after {WARMUP} warm-ups; medians "
+                      + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.launch_med, strict=True))
+                      + f"; intercept and slope clamped >= 0. [{env}]")
+        stall_txt = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the publish-wait stall per verify: "
+                     "the wall per cycle of a loop of the engine's verify launch that blocks the host on the previous "
+                     "forward's event before each launch, minus the same loop with the previous result processed after "
+                     "the next launch (overlap, queued), best of 2 alternating runs each; stalls "
+                     + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.stall_med, strict=True))
+                     + f"; launch_s = intercept - host.sync_wakeup_s (clamped >= 0). The host time of the whole "
+                     f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
+        prov["host.launch_s"] = f"intercept of {stall_txt}"
+        prov["host.launch_per_req_s"] = f"slope of {stall_txt}"
+        prov["host.sync_wakeup_s"] = (
+            f"median host time of runtime.device.Device.host_block (event.synchronize() on a ring event) recorded "
+            f"right after a tiny kernel (x.add_(1) on an idle GPU), {_us(self.sync_tiny)}, minus the same on an "
+            f"already-completed event, {_us(self.sync_done)}; {self.sync_n} interleaved pairs; clamped >= 0"
+            + (" (CPU: events are complete when recorded, so ~0)" if not dev.is_gpu else "") + f". [{env}]")
+        prov["host.cross_queue_penalty_s"] = (
+            f"median over batch sizes {self.cq_bs} (context {self.contexts[0]}) of the per-step GPU time of a "
+            f"graph-replayed spec_cycle with the engine's cross_queue_wait sequence before each step "
+            f"(Device.stream_wait('schedule', previous forward's event), then Device.wait_stream('forward', "
+            f"'schedule')) minus without: "
+            + ", ".join(f"bs {b}: {_ms(m1)} vs {_ms(m0)} (IQR/median {s1 * 100:.1f} % / {s0 * 100:.1f} %)"
+                        for b, m0, m1, s0, s1 in self.cq)
+            + f"; clamped at 0 (0 expected on CUDA). Blocks plain / wait / plain / wait of "
+            f"{min(self.reps['cross_queue'])}-{max(self.reps['cross_queue'])} timed calls each after {WARMUP} "
+            f"warm-ups, pooled per variant; {timing}. [{env}]")
+        return prov, model

@@ -1,0 +1,387 @@
+"""The model runner: request rows, extend (chunked prefill) and draft injection, and the
+graph cache of decode/speculative steps (decode and the cycle itself: :mod:`runtime.spec_cycle`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from specsched.runtime.device import Device, default_bs_buckets, pick_bucket
+from specsched.runtime.kv_cache import PAD_ROW, KVBuffers, ReqToTokenPool, _round_up, expand_slots
+from specsched.runtime.layers import AttnBatch, AttnImpl, LlamaProxy, position_mask
+from specsched.runtime.spec_cycle import SpecCycle, StepOut
+
+
+@dataclass(slots=True)
+class RaggedBatch:
+    """Device inputs of an extend forward over ragged per-request token counts.
+
+    Attributes:
+        rows: ``[B]`` int64 request rows.
+        positions: ``[T]`` int64 position of each token.
+        attn: :class:`AttnBatch` (padded query layout).
+        last_index: ``[B]`` int64 flat index of each request's last token.
+        seq_after: ``[B]`` int64 prefix + extend length.
+        num_tokens: T (host).
+    """
+
+    rows: torch.Tensor
+    positions: torch.Tensor
+    attn: AttnBatch
+    last_index: torch.Tensor
+    seq_after: torch.Tensor
+    num_tokens: int
+
+
+@dataclass(slots=True)
+class ExtendOut:
+    """Result of :meth:`ModelRunner.extend` (device tensors, nothing read back).
+
+    Attributes:
+        next_tokens: ``[B]`` int64 first sampled token of requests whose prefill
+            completed, -1 for the others (chunked prefill in progress).
+        logits: ``[T, vocab]`` float32 when asked for, else None.
+        batch: the forward's :class:`RaggedBatch`.
+        tokens: ``[T]`` int64 input ids on the device (the inject forward reuses them).
+    """
+
+    next_tokens: torch.Tensor
+    logits: torch.Tensor | None
+    batch: RaggedBatch
+    tokens: torch.Tensor
+
+
+
+@dataclass(slots=True)
+class _Static:
+    rows: torch.Tensor
+    forced: torch.Tensor
+    out: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _check_extend(rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: Sequence[int]) -> None:
+    b = len(rows)
+    if b == 0 or not (b == len(prefix_lens) == len(extend_lens)):
+        raise ValueError("rows, prefix_lens, extend_lens must be non-empty and of equal length")
+    if min(extend_lens) < 1 or min(prefix_lens) < 0:
+        raise ValueError("extend_lens must be >= 1 and prefix_lens >= 0")
+
+
+def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:
+    """Context buckets for graphs: powers of two from ``smallest`` up, then ``max_context``
+    rounded up to :data:`CTX_ALIGN`."""
+    top = _round_up(max_context)
+    out, c = [], smallest
+    while c < top:
+        out.append(c)
+        c *= 2
+    out.append(top)
+    return out
+
+
+class ModelRunner(SpecCycle):
+    """Executes extend / inject / decode / verify / speculative cycles for request rows.
+
+    The host side holds only integers (rows, lengths, bounds); every per-token tensor is
+    built on the device, and no method syncs the host except
+    :meth:`prepare_inject` with ``sync=True`` (on purpose), the constructor (one
+    ``setup`` sync) and the explicitly named readers (:meth:`read_seq_lens`).
+
+    Streams: work is queued on the *current* stream, and host data reaches the device
+    through :meth:`Device.h2d` on that same stream, so every call must run on one stream
+    (the engine enters ``device.use("forward")`` once); reading a runner's outputs on
+    another stream needs an event (:meth:`Device.copy_to_host` pairs one).
+
+    Args:
+        target: the target model.
+        device: the :class:`~runtime.device.Device` (h2d copies, graphs, sync counting).
+        max_reqs: concurrent request rows.
+        max_context: positions per request (prompt + output + window).
+        num_slots: KV slots (default ``max_reqs * max_context + 1``).
+        drafter: the block drafter (same class, typically fewer layers; same vocab).
+        spec_window: verify window W = gamma + 1 (>= 2 for speculative cycles).
+        attn_impl: ``"sdpa"`` or ``"explicit"``.
+        mask_token: the drafter's mask token id (default ``vocab - 1``).
+        bs_buckets / ctx_buckets: graph buckets (defaults: SGLang-like bs list up to
+            ``max_reqs``; powers of two up to ``max_context``).
+
+    Raises:
+        ValueError: drafter vocab differs from the target's; a drafter with
+            ``spec_window < 2``.
+    """
+
+    def __init__(
+        self,
+        target: LlamaProxy,
+        device: Device,
+        *,
+        max_reqs: int,
+        max_context: int,
+        num_slots: int | None = None,
+        drafter: LlamaProxy | None = None,
+        spec_window: int = 1,
+        attn_impl: AttnImpl = "sdpa",
+        mask_token: int | None = None,
+        bs_buckets: Sequence[int] | None = None,
+        ctx_buckets: Sequence[int] | None = None,
+    ) -> None:
+        if drafter is not None:
+            if drafter.cfg.vocab_size != target.cfg.vocab_size:
+                raise ValueError(f"drafter vocab {drafter.cfg.vocab_size} != target vocab {target.cfg.vocab_size}")
+            if spec_window < 2:
+                raise ValueError("a drafter needs spec_window >= 2 (gamma >= 1)")
+        self.target = target
+        self.drafter = drafter
+        self.device = device
+        self.window = spec_window
+        self.gamma = spec_window - 1
+        self.attn_impl = attn_impl
+        target.attn_impl = attn_impl
+        if drafter is not None:
+            drafter.attn_impl = attn_impl
+        self.mask_token = target.cfg.vocab_size - 1 if mask_token is None else mask_token
+        slots = num_slots if num_slots is not None else max_reqs * max_context + 1
+        self.pool = ReqToTokenPool(max_reqs, max_context, slots, spec_window, device)
+        dev, dt = device.torch_device, target.dtype
+        self.kv = KVBuffers(target.cfg, slots, dev, dt)
+        self.draft_kv = KVBuffers(drafter.cfg, slots, dev, drafter.dtype) if drafter is not None else None
+        self.bs_buckets = list(bs_buckets) if bs_buckets else default_bs_buckets(max_reqs)
+        width = self.pool.width
+        self.ctx_buckets = sorted({min(_round_up(c), width) for c in ctx_buckets}) if ctx_buckets else default_ctx_buckets(max_context)
+        self._statics: dict[tuple, _Static] = {}
+        # buffers were filled on the constructing stream; the loop runs on the forward
+        # stream: one setup sync (not in the loop) orders them
+        device.synchronize("setup")
+
+    # ------------------------------------------------------------------ requests
+    def add_request(self) -> int:
+        """Allocate a request row (its KV is reserved by the first extend).
+
+        Raises:
+            PoolExhausted: no row free.
+        """
+        return self.pool.alloc_row()
+
+    def free_request(self, row: int) -> None:
+        """Free a request's row and KV slots."""
+        self.pool.free_row(row)
+
+    def observe_lengths(self, rows: Sequence[int], lengths: Sequence[int]) -> None:
+        """Tighten the host's length bounds with exact committed lengths (e.g. from a
+        step's copied-back results)."""
+        for r, n in zip(rows, lengths, strict=True):
+            self.pool.len_bound[r] = n
+
+    def read_seq_lens(self, rows: Sequence[int]) -> list[int]:
+        """Committed lengths read back from the device. A HOST SYNC (tests, debugging)."""
+        return self.pool.seq_lens[self.device.h2d(rows)].tolist()
+
+    def context_bucket(self, need: int) -> int:
+        """The graph context bucket covering ``need`` positions.
+
+        Raises:
+            ValueError: ``need`` exceeds ``max_context``.
+        """
+        c = pick_bucket(need, self.ctx_buckets)
+        if c is None:
+            raise ValueError(f"context {need} beyond max_context {self.pool.max_context}")
+        return c
+
+    def _arange(self, n: int) -> torch.Tensor:
+        # not cached: a tensor first made during graph capture holds garbage until replay
+        return torch.arange(n, device=self.device.torch_device)
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        if t.device == self.device.torch_device:
+            return t.to(torch.int64)
+        return self.device.h2d(t)
+
+    # -------------------------------------------------------------------- extend
+    def _ragged(self, rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: Sequence[int], sync: bool) -> RaggedBatch:
+        _check_extend(rows, prefix_lens, extend_lens)
+        b = len(rows)
+        t = sum(extend_lens)
+        qn = max(extend_lens)
+        ctx = min(_round_up(max(p + e for p, e in zip(prefix_lens, extend_lens, strict=True))), self.pool.width)
+        cum = [0]
+        for e in extend_lens[:-1]:
+            cum.append(cum[-1] + e)
+        meta = self.device.h2d([list(rows), list(prefix_lens), list(extend_lens), cum])
+        rows_t, pre_t, ext_t, cum_t = meta[0], meta[1], meta[2], meta[3]
+        total = None if sync else t
+        dev = self.device
+        t0 = time.perf_counter()
+        tok_req = expand_slots(self._arange(b), ext_t, total)
+        if sync:
+            dev.count_sync("slot_expansion", time.perf_counter() - t0)
+            t0 = time.perf_counter()
+        tok_j = self._arange(t) - expand_slots(cum_t, ext_t, total)
+        if sync:
+            dev.count_sync("slot_expansion", time.perf_counter() - t0)
+        positions = pre_t[tok_req] + tok_j
+        out_loc = self.pool.req_to_token[rows_t[tok_req], positions]
+        j = self._arange(qn)
+        valid = j[None, :] < ext_t[:, None]
+        q_index = torch.where(valid, cum_t[:, None] + j[None, :], t).reshape(-1)
+        q_pos = torch.where(valid, pre_t[:, None] + j[None, :], -1)
+        attn = AttnBatch(
+            slots=self.pool.req_to_token[rows_t, :ctx],
+            mask=position_mask(q_pos, ctx),
+            out_loc=out_loc,
+            q_index=q_index,
+            tok_index=tok_req * qn + tok_j,
+            batch=b,
+            q_len=qn,
+        )
+        return RaggedBatch(rows_t, positions, attn, cum_t + ext_t - 1, pre_t + ext_t, t)
+
+    @torch.no_grad()
+    def extend(
+        self,
+        rows: Sequence[int],
+        prefix_lens: Sequence[int],
+        extend_lens: Sequence[int],
+        tokens: torch.Tensor,
+        *,
+        completes: Sequence[bool] | None = None,
+        return_logits: bool = False,
+    ) -> ExtendOut:
+        """Target extend (chunked prefill) forward: SGLang ForwardMode.EXTEND.
+
+        Each request b computes positions ``prefix_lens[b] .. prefix_lens[b] +
+        extend_lens[b] - 1`` over its cached prefix; KV slots are reserved first.
+        Requests whose prefill completes (``completes[b]``, default all) sample their
+        first token (greedy) into ``last_token``; ``seq_lens`` becomes prefix + extend.
+
+        Args:
+            rows: request rows (from :meth:`add_request`).
+            prefix_lens: tokens already in the cache per request.
+            extend_lens: tokens computed now per request (>= 1).
+            tokens: ``[sum(extend_lens)]`` int64 input ids, request-major (host or device).
+            completes: per request, whether this chunk finishes its prefill.
+            return_logits: also return logits for every token (tests).
+
+        Returns:
+            :class:`ExtendOut` (device tensors).
+
+        Raises:
+            ValueError: inconsistent lengths; beyond max_context.
+            PoolExhausted: not enough KV slots.
+        """
+        _check_extend(rows, prefix_lens, extend_lens)
+        if completes is not None and len(completes) != len(rows):
+            raise ValueError(f"completes has {len(completes)} entries for {len(rows)} requests")
+        if tokens.shape[0] != sum(extend_lens):
+            raise ValueError(f"tokens has {tokens.shape[0]} entries, extend_lens sum to {sum(extend_lens)}")
+        self.pool.reserve(rows, [p + e for p, e in zip(prefix_lens, extend_lens, strict=True)])
+        batch = self._ragged(rows, prefix_lens, extend_lens, sync=False)
+        ids = self._to_device(tokens)
+        hidden = self.target(ids, batch.positions, batch.attn, self.kv)
+        nxt = torch.argmax(self.target.compute_logits(hidden[batch.last_index]), dim=-1)
+        comp = self.device.h2d([True] * len(rows) if completes is None else list(completes), torch.bool)
+        pool, r = self.pool, batch.rows
+        pool.seq_lens[r] = batch.seq_after
+        pool.last_token[r] = torch.where(comp, nxt, pool.last_token[r])
+        pool.prev_accept.index_fill_(0, r, -1)
+        pool.prev_start.index_fill_(0, r, 0)
+        for row, p, e in zip(rows, prefix_lens, extend_lens, strict=True):
+            pool.len_bound[row] = p + e
+        logits = self.target.compute_logits(hidden) if return_logits else None
+        return ExtendOut(torch.where(comp, nxt, -1), logits, batch, ids)
+
+    def prepare_inject(
+        self, rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: Sequence[int], *, sync: bool
+    ) -> RaggedBatch:
+        """Per-token positions and slots for the drafter's prompt injection.
+
+        DSpark's prefill (speculative/dspark_components) expands per-request slots to
+        per-token positions with ``repeat_interleave`` on a device ``repeats`` tensor. With
+        ``sync=True`` no ``output_size`` is given: called after the target extend was
+        queued, this blocks the host until that forward drains (the HIP unified-KV
+        backend's behaviour; counted as ``slot_expansion`` host syncs on the device).
+        ``sync=False`` passes the host-known total: no sync.
+        """
+        return self._ragged(rows, prefix_lens, extend_lens, sync=sync)
+
+    @torch.no_grad()
+    def inject(self, prepared: RaggedBatch, tokens: torch.Tensor) -> None:
+        """Drafter forward over the prompt tokens, filling the draft KV (DSpark injects
+        the target's hidden states into the draft KV for every prompt token; this
+        proxy runs the drafter over the tokens: same per-token shape of work).
+
+        Args:
+            prepared: from :meth:`prepare_inject` (same rows and lengths as the extend).
+            tokens: ``[T]`` device input ids (``ExtendOut.tokens``).
+
+        Raises:
+            RuntimeError: no drafter.
+        """
+        if self.drafter is None or self.draft_kv is None:
+            raise RuntimeError("inject needs a drafter")
+        self.drafter(tokens, prepared.positions, prepared.attn, self.draft_kv)
+
+    # ---------------------------------------------------------------------- graphs
+    def graph_key(self, kind: str, batch: int, ctx: int, forced: bool) -> tuple | None:
+        """``(kind, bs_bucket, ctx_bucket, forced)`` or None if the batch exceeds every bucket."""
+        bs = pick_bucket(batch, self.bs_buckets)
+        return None if bs is None else (kind, bs, ctx, forced)
+
+    def capture(self, kind: Literal["decode", "spec"], batch: int, ctx: int, forced: bool = True) -> tuple:
+        """Capture (after warm-up) the graph for ``kind`` at the buckets covering
+        ``batch`` and ``ctx``; idempotent. Capture before measuring: a lazy capture in
+        the loop costs two device synchronizations.
+
+        Raises:
+            ValueError: batch above the largest bucket.
+        """
+        key = self.graph_key(kind, batch, self.context_bucket(ctx), forced)
+        if key is None:
+            raise ValueError(f"batch {batch} above the largest graph bucket {max(self.bs_buckets)}")
+        self._static(key)
+        return key
+
+    def _static(self, key: tuple) -> _Static:
+        st = self._statics.get(key)
+        if st is not None:
+            return st
+        kind, bs, ctx, forced = key
+        dev = self.device.torch_device
+        st = _Static(torch.full((bs,), PAD_ROW, dtype=torch.int64, device=dev), torch.zeros(bs, dtype=torch.int64, device=dev))
+        w = 1 if kind == "decode" else self.window
+        st.out = {
+            "tokens": torch.zeros(bs, w, dtype=torch.int64, device=dev),
+            "accept": torch.zeros(bs, dtype=torch.int64, device=dev),
+            "committed": torch.zeros(bs, dtype=torch.int64, device=dev),
+        }
+
+        def step() -> None:
+            if kind == "decode":
+                o = self._decode_dev(st.rows, ctx)
+            else:
+                o = self._spec_dev(st.rows, ctx, st.forced if forced else None)
+            for name, t in o.as_dict().items():
+                st.out[name].copy_(t)
+
+        with torch.no_grad():
+            self.device.graphs.capture(key, step)
+        self._statics[key] = st
+        return st
+
+    def _run(self, kind: str, rows: Sequence[int], ctx: int, forced: Sequence[int] | None) -> StepOut:
+        key = self.graph_key(kind, len(rows), ctx, forced is not None)
+        if key is None:  # above the largest bucket: eager, as SGLang does
+            rows_t = self.device.h2d(rows)
+            if kind == "decode":
+                return self._decode_dev(rows_t, ctx)
+            return self._spec_dev(rows_t, ctx, self.device.h2d(forced) if forced is not None else None)
+        st = self._static(key)
+        bs, b = key[1], len(rows)
+        st.rows.copy_(self.device.h2d(list(rows) + [PAD_ROW] * (bs - b)))
+        if forced is not None:
+            st.forced.copy_(self.device.h2d(list(forced) + [0] * (bs - b)))
+        self.device.graphs.replay(key)
+        return StepOut(st.out["tokens"][:b].clone(), st.out["accept"][:b].clone(), st.out["committed"][:b].clone())

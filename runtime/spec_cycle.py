@@ -1,0 +1,270 @@
+"""The decode step and the speculative cycle of :class:`runtime.runner.ModelRunner`
+(DSpark/DFlash-style block drafter, speculative/dflash_worker_v2.py): the device-side
+steps (decode, draft, verify, commit) and their host entry points, which reserve each
+row's KV for the step first (:meth:`SpecCycle._prepare`).
+
+Random weights accept nothing, so :meth:`SpecCycle.spec_cycle` takes ``forced_accept``
+(SGLang's SGLANG_SIMULATE_ACC_LEN): every draft/verify kernel still runs, only the
+committed count is forced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from specsched.runtime.kv_cache import PAD_SLOT, ReqToTokenPool
+from specsched.runtime.layers import AttnBatch, LlamaProxy, position_mask
+
+if TYPE_CHECKING:
+    from specsched.runtime.device import Device
+    from specsched.runtime.kv_cache import KVBuffers
+
+
+@dataclass(slots=True)
+class VerifyOut:
+    """Result of a teacher-forced :meth:`ModelRunner.verify`.
+
+    Attributes:
+        greedy: ``[B, W]`` int64 target argmax at each window position (position j
+            predicts the token at n + j + 1).
+        logits: ``[B, W, vocab]`` float32 or None.
+    """
+
+    greedy: torch.Tensor
+    logits: torch.Tensor | None
+
+
+@dataclass(slots=True)
+class StepOut:
+    """Per-request outputs of a decode step or a speculative cycle (device tensors,
+    fresh per call: safe to copy to the host while the next step runs).
+
+    Attributes:
+        tokens: ``[B, W]`` int64 committed tokens in order; entries past
+            ``committed - 1`` are -1 (W = 1 for decode).
+        accept: ``[B]`` int64 accepted draft tokens (0 for decode).
+        committed: ``[B]`` int64 tokens committed = accept + 1 (SGLang's accept length).
+    """
+
+    tokens: torch.Tensor
+    accept: torch.Tensor
+    committed: torch.Tensor
+
+    def as_dict(self) -> dict[str, torch.Tensor]:
+        return {"tokens": self.tokens, "accept": self.accept, "committed": self.committed}
+
+
+
+class SpecCycle:
+    """Decode, verify and the speculative cycle; mixed into :class:`runtime.runner.ModelRunner`
+    (which owns the attributes annotated here and the graph replay ``_run``)."""
+
+    target: LlamaProxy
+    drafter: LlamaProxy | None
+    device: Device
+    pool: ReqToTokenPool
+    kv: KVBuffers
+    draft_kv: KVBuffers | None
+    window: int
+    gamma: int
+    mask_token: int
+
+    # ------------------------------------------------------------- device steps
+    def _uniform_attn(self, rows_t: torch.Tensor, q_pos: torch.Tensor, out_loc: torch.Tensor, ctx: int) -> AttnBatch:
+        b, qn = q_pos.shape
+        return AttnBatch(
+            slots=self.pool.req_to_token[rows_t, :ctx],
+            mask=position_mask(q_pos, ctx),
+            out_loc=out_loc.reshape(-1),
+            q_index=None,
+            tok_index=None,
+            batch=b,
+            q_len=qn,
+        )
+
+    def _decode_dev(self, rows_t: torch.Tensor, ctx: int) -> StepOut:
+        pool = self.pool
+        n = pool.seq_lens[rows_t]
+        ids = pool.last_token[rows_t]
+        loc = pool.req_to_token[rows_t, n]
+        attn = self._uniform_attn(rows_t, n[:, None], loc, ctx)
+        hidden = self.target(ids, n, attn, self.kv)
+        tok = torch.argmax(self.target.compute_logits(hidden), dim=-1)
+        pool.seq_lens[rows_t] = n + 1
+        pool.last_token[rows_t] = tok
+        pool.reset_padding()
+        zero = torch.zeros_like(tok)
+        return StepOut(tok[:, None], zero, zero + 1)
+
+    def _verify_dev(self, rows_t: torch.Tensor, window: torch.Tensor, ctx: int, want_logits: bool) -> VerifyOut:
+        b, w = window.shape
+        n = self.pool.seq_lens[rows_t]
+        pos = n[:, None] + self._arange(w)[None, :]
+        loc = self.pool.req_to_token[rows_t[:, None], pos]
+        attn = self._uniform_attn(rows_t, pos, loc, ctx)
+        hidden = self.target(window.reshape(-1), pos.reshape(-1), attn, self.kv)
+        logits = self.target.compute_logits(hidden).view(b, w, -1)
+        return VerifyOut(torch.argmax(logits, dim=-1), logits if want_logits else None)
+
+    def _commit_dev(self, rows_t: torch.Tensor, accept: torch.Tensor, bonus: torch.Tensor, window: torch.Tensor) -> None:
+        pool = self.pool
+        n = pool.seq_lens[rows_t]
+        pool.seq_lens[rows_t] = n + accept + 1
+        pool.last_token[rows_t] = bonus
+        pool.prev_window[rows_t] = window
+        pool.prev_start[rows_t] = n
+        pool.prev_accept[rows_t] = accept
+        pool.reset_padding()
+
+    def _draft_dev(self, rows_t: torch.Tensor, ctx: int) -> torch.Tensor:
+        """One parallel drafter forward: KV catch-up of the previous window + new block.
+
+        Per request (n = committed length, a' = previous accept): the previous verify
+        window's accepted tokens (positions prev_start .. prev_start + a') get their draft
+        KV written (the rest go to the padding slot), and the block
+        ``[anchor, mask x gamma]`` at positions n .. n + gamma proposes drafts from its
+        first gamma outputs (LM shift: output j predicts position n + j + 1; DFlash trains
+        mask positions to predict themselves, same compute shape). 2W positions per request.
+        """
+        assert self.drafter is not None and self.draft_kv is not None
+        pool, w, g = self.pool, self.window, self.gamma
+        b = rows_t.shape[0]
+        j = self._arange(w)[None, :]
+        n = pool.seq_lens[rows_t]
+        p_pos = pool.prev_start[rows_t][:, None] + j
+        p_ok = j <= pool.prev_accept[rows_t][:, None]
+        p_loc = torch.where(p_ok, pool.req_to_token[rows_t[:, None], p_pos], PAD_SLOT)
+        b_pos = n[:, None] + j
+        b_loc = pool.req_to_token[rows_t[:, None], b_pos]
+        anchor = pool.last_token[rows_t]
+        b_tok = torch.cat([anchor[:, None], torch.full((b, g), self.mask_token, dtype=anchor.dtype, device=anchor.device)], 1)
+        ids = torch.cat([pool.prev_window[rows_t], b_tok], 1).reshape(-1)
+        rope_pos = torch.cat([p_pos, b_pos], 1).reshape(-1)
+        q_pos = torch.cat([torch.where(p_ok, p_pos, -1), b_pos], 1)
+        attn = self._uniform_attn(rows_t, q_pos, torch.cat([p_loc, b_loc], 1), ctx)
+        hidden = self.drafter(ids, rope_pos, attn, self.draft_kv).view(b, 2 * w, -1)
+        # contiguous [B * gamma, hidden] first: on a strided 3-D view cuBLAS picked a skinny
+        # kernel re-reading the LM head per 8 tokens (15.9 ms instead of ~1 ms at batch 64, H200)
+        block = hidden[:, w : w + g].reshape(b * g, hidden.shape[-1])
+        return torch.argmax(self.drafter.compute_logits(block), dim=-1).view(b, g)
+
+    def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None) -> StepOut:
+        pool, g = self.pool, self.gamma
+        b = rows_t.shape[0]
+        anchor = pool.last_token[rows_t]
+        if self.drafter is not None:
+            drafts = self._draft_dev(rows_t, ctx)
+        else:
+            drafts = torch.full((b, g), self.mask_token, dtype=anchor.dtype, device=anchor.device)
+        window = torch.cat([anchor[:, None], drafts], 1)
+        greedy = self._verify_dev(rows_t, window, ctx, want_logits=False).greedy
+        accept = (drafts == greedy[:, :g]).long().cumprod(1).sum(1)
+        if forced is not None:
+            accept = forced.clamp(0, g)
+        bonus = greedy.gather(1, accept[:, None]).squeeze(1)
+        j = self._arange(self.window)[None, :]
+        tokens = torch.cat([drafts, bonus[:, None]], 1)
+        tokens = torch.where(j < accept[:, None], tokens, torch.where(j == accept[:, None], bonus[:, None], -1))
+        self._commit_dev(rows_t, accept, bonus, window)
+        return StepOut(tokens, accept, accept + 1)
+
+    # ---------------------------------------------------------------- public steps
+    def _prepare(self, rows: Sequence[int], width: int) -> int:
+        if not rows:
+            raise ValueError("empty batch")
+        bounds = [self.pool.len_bound[r] for r in rows]
+        self.pool.reserve(rows, [n + width for n in bounds])
+        return self.context_bucket(max(bounds) + width)
+
+    @torch.no_grad()
+    def decode(self, rows: Sequence[int], *, graph: bool = False) -> StepOut:
+        """One decode step (SGLang ForwardMode.DECODE): feed each row's last token,
+        write its KV, sample greedily, commit 1 token.
+
+        Args:
+            rows: request rows (prefill complete).
+            graph: replay a captured graph for the (batch, context) bucket (captured on
+                first use after warm-up; CPU: eager on the same static buffers). Batches
+                above the largest bucket run eagerly.
+
+        Returns:
+            :class:`StepOut` with W = 1.
+        """
+        ctx = self._prepare(rows, 1)
+        out = self._run("decode", rows, ctx, None) if graph else self._decode_dev(self.device.h2d(rows), ctx)
+        for r in rows:
+            self.pool.len_bound[r] += 1
+        return out
+
+    @torch.no_grad()
+    def verify(self, rows: Sequence[int], window: torch.Tensor, *, return_logits: bool = True) -> VerifyOut:
+        """Teacher-forced target verify (SGLang ForwardMode.TARGET_VERIFY) of a given
+        window per request, at positions n .. n + W - 1, causal within the window.
+
+        Writes the window's KV but commits nothing (rollback = not advancing; follow
+        with :meth:`commit` to advance).
+
+        Args:
+            rows: request rows.
+            window: ``[B, W]`` int64 tokens (anchor first).
+            return_logits: return ``[B, W, vocab]`` logits.
+        """
+        ctx = self._prepare(rows, window.shape[1])
+        win = self._to_device(window)
+        return self._verify_dev(self.device.h2d(rows), win, ctx, return_logits)
+
+    @torch.no_grad()
+    def commit(self, rows: Sequence[int], accept: Sequence[int], bonus: torch.Tensor, window: torch.Tensor) -> None:
+        """Commit ``accept[b] + 1`` tokens of the last verified window of each row:
+        ``seq_lens += accept + 1``, ``last_token = bonus`` (the target's token after the
+        accepted prefix); the rest of the window is rolled back (its KV stays in reserved
+        slots and is overwritten later).
+
+        Args:
+            rows: request rows.
+            accept: accepted draft tokens per row (0 .. W - 1).
+            bonus: ``[B]`` int64 next token per row.
+            window: ``[B, W]`` the verified window (drafter catch-up reads it).
+        """
+        rows_t = self.device.h2d(rows)
+        self._commit_dev(rows_t, self.device.h2d(accept), self._to_device(bonus), self._to_device(window))
+        for r, a in zip(rows, accept, strict=True):
+            self.pool.len_bound[r] += a + 1
+
+    @torch.no_grad()
+    def spec_cycle(self, rows: Sequence[int], forced_accept: Sequence[int] | None = None, *, graph: bool = False) -> StepOut:
+        """One speculative cycle (DSpark/DFlash-style, speculative/dflash_worker_v2.py):
+        one parallel drafter forward proposes gamma tokens, one target forward verifies
+        ``[anchor, drafts]``, accept = the longest prefix of drafts equal to the target's
+        greedy tokens, commit ``accept + 1`` tokens (accepted drafts + the target's bonus
+        token).
+
+        Args:
+            rows: request rows (prefill complete).
+            forced_accept: per row, accepted draft tokens to force (0..gamma; SGLang's
+                SGLANG_SIMULATE_ACC_LEN; :class:`sim.acceptance.AcceptanceModel` draws an
+                accept *length* L, pass L - 1). All drafting and verifying still runs;
+                only the committed count is forced. None: real greedy matching.
+            graph: replay a captured graph (see :meth:`decode`).
+
+        Returns:
+            :class:`StepOut`: ``tokens[B, W]`` committed tokens (drafts[:accept] then the
+            bonus), ``accept``, ``committed = accept + 1``.
+
+        Raises:
+            RuntimeError: ``spec_window < 2``.
+        """
+        if self.window < 2:
+            raise RuntimeError("spec_cycle needs spec_window >= 2")
+        ctx = self._prepare(rows, self.window)
+        if graph:
+            out = self._run("spec", rows, ctx, forced_accept)
+        else:
+            forced = self.device.h2d(forced_accept) if forced_accept is not None else None
+            out = self._spec_dev(self.device.h2d(rows), ctx, forced)
+        for i, r in enumerate(rows):
+            self.pool.len_bound[r] += (min(max(forced_accept[i], 0), self.gamma) + 1) if forced_accept is not None else self.window
+        return out
