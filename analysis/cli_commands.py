@@ -43,6 +43,16 @@ def _positive(text: str) -> int:
     return v
 
 
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15, etc."""
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
@@ -131,19 +141,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- sweep
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed."""
+    """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed, 130 after
+    Ctrl-C and 143 after SIGTERM (finished runs saved; the same command resumes)."""
     from specsched.analysis.overrides import parse_grid, parse_overrides
-    from specsched.analysis.sweep import run_sweep
+    from specsched.analysis.sweep import SweepInterrupted, run_sweep
 
     grid = parse_grid(args.grid)
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
-    report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
-                       resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
-                       progress=not args.no_progress,
-                       max_workers=args.workers)
     console = Console(stderr=True, soft_wrap=True)
+    try:
+        report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
+                           resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
+                           progress=not args.no_progress,
+                           max_workers=args.workers)
+    except SweepInterrupted as e:
+        r = e.report
+        done = f"{r.ran} run(s) done now saved in {r.path}" if r is not None else f"finished runs saved in {out}"
+        console.print(f"specsched: sweep stopped by {signal_name(e.signum)}: {done}; run the same command to resume",
+                      markup=False, highlight=False)
+        return 128 + e.signum
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:
