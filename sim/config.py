@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,7 +41,8 @@ class SyncMode(StrEnum):
 
 
 class AdmissionDelay(StrEnum):
-    """Admission-delay policy (module in :mod:`sim.admission`)."""
+    """Shipped admission-delay policies (module in :mod:`sim.admission`); a scenario may
+    also name a class of its own, ``module.path:Class`` or ``file.py:Class``."""
 
     none = "none"
     min_free_slots = "min_free_slots"
@@ -85,7 +87,8 @@ class ServerArgs(BaseModel):
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
-    admission_delay: AdmissionDelay = Field(AdmissionDelay.none)
+    admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
+    admission_delay_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the admission-delay class's from_server.")
     min_free_slots: int | None = Field(None, ge=1, description="Explicit delay threshold (None: automatic formula).")
     max_delay_passes: int | None = Field(None, ge=1, description="demand_observed: delayed passes before admitting anyway (None: target running).")
     sync_mode: SyncMode = Field(SyncMode.host_block)
@@ -96,6 +99,16 @@ class ServerArgs(BaseModel):
     @classmethod
     def _any_case(cls, v: object) -> object:
         return v.lower() if isinstance(v, str) else v
+
+    @field_validator("admission_delay", mode="before")
+    @classmethod
+    def _delay_name(cls, v: object) -> object:
+        if isinstance(v, AdmissionDelay):
+            return v.value
+        if isinstance(v, str) and ":" not in v and v not in AdmissionDelay.__members__:
+            raise ValueError(f"allowed: {', '.join(AdmissionDelay.__members__)}, or a class "
+                             "'module.path:Class' / 'path/file.py:Class' (docs/policies.md)")
+        return v
 
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
@@ -215,6 +228,38 @@ class Scenario(BaseModel):
     arm: str = "base"
     reference: dict[str, dict[str, float]] = Field(default_factory=dict, description="Reference figures per arm, bench_serving keys.")
     path: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_files_from_scenario_dir(cls, data: Any) -> Any:
+        # a relative policy file (server.admission_delay: rules.py:MyDelay) sits next to the
+        # scenario: store it relative to the working directory, as ``path`` is, so that
+        # every later reader (engine, runtime, sweep workers) finds it without the scenario
+        if not isinstance(data, dict) or not data.get("path") or not isinstance(data.get("server"), dict):
+            return data
+        spec = data["server"].get("admission_delay")
+        if not isinstance(spec, str) or ":" not in spec:
+            return data
+        target, _, name = spec.rpartition(":")
+        if not (target.endswith(".py") or "/" in target) or Path(target).is_absolute() or Path(target).is_file():
+            return data
+        near = Path(data["path"]).parent / target
+        if near.is_file():
+            data = {**data, "server": {**data["server"], "admission_delay": f"{near}:{name}"}}
+        return data
+
+    @model_validator(mode="after")
+    def _policies_load(self) -> Scenario:
+        # a user policy class must import and build now, not fail mid-run
+        if ":" in self.server.admission_delay:
+            from specsched.sim.admission import make_policy
+
+            try:
+                make_policy(self.server, self.seed, self.path or None)
+            except ConfigError as e:  # "key value allowed": the value written without spaces
+                value = e.value if isinstance(e.value, str) else json.dumps(e.value, separators=(",", ":"), default=str)
+                raise ValueError(f"{e.key} {value} {e.allowed}") from None
+        return self
 
     @model_validator(mode="after")
     def _acceptance_fits_window(self) -> Scenario:

@@ -1,21 +1,32 @@
 """The budgets of one prefill pass: SGLang's ``PrefillAdder`` (managers/schedule_policy.py).
 
-A pass admits requests in policy order until one of: the allocatable-request count, the
-KV budget, ``max_prefill_tokens`` or the ``chunked_prefill_size`` budget runs out. At most
-one request per batch is chunked (cut to the remaining chunk budget) and that ends
-admission. With chunking off, the first request is admitted even if it exceeds
-max_prefill_tokens. Ordering lives in the policy, budget checks here.
+A pass admits requests in policy order until one of: ``prefill_max_requests``, the
+allocatable-request count (checked by the Scheduler), the KV budget, ``max_prefill_tokens``
+or the ``chunked_prefill_size`` budget runs out. At most one request per batch is chunked
+(cut to the remaining chunk budget) and that ends admission. With chunking off, the first
+request is admitted even if it exceeds max_prefill_tokens. Ordering lives in the policy,
+budget checks here.
+
+Invariant (INV-ADDER): no budget handed to an admitted request is ever negative: every
+extend length in ``can_run`` is >= 1 and the pass never takes more KV than is free
+(a pass whose chunk budget the mixed decode rows used up admits nothing).
+
+Rules that differ between SGLang builds are arguments (see :mod:`sim.semantics`):
+``chunk_fill`` (2nd and later requests of a pass) and ``ignore_eos_full_reservation``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Literal
 
 from specsched.sim.request import Req
 
 CLIP_MAX_NEW_TOKENS = 4096
 """SGLang's CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, default 4096)."""
+
+ChunkFill = Literal["exact", "stop_at_max_prefill_tokens"]
 
 
 class AddResult(Enum):
@@ -36,16 +47,41 @@ def reserved_decode_tokens(req: Req) -> int:
     return min(max(req.remaining_output, 0), CLIP_MAX_NEW_TOKENS)
 
 
+def running_reservation(running: list[Req], new_token_ratio: float, ignore_eos_full: bool = False) -> float:
+    """KV tokens the running batch is assumed to still need (SGLang
+    ``PrefillAdder._get_running_request_total_token_offset``, summed).
+
+    Each unfinished request reserves min(max_new - out, 4096) x new_token_ratio; with
+    ``ignore_eos_full`` (sglang 0.5.23) a request sent with ignore_eos reserves at ratio 1.0,
+    since it cannot stop early. Returns tokens (float).
+    """
+    total = 0.0
+    for r in running:
+        if r.finished:
+            continue
+        ratio = 1.0 if ignore_eos_full and r.ignore_eos else new_token_ratio
+        total += reserved_decode_tokens(r) * ratio
+    return total
+
+
 @dataclass
 class PrefillAdder:
     """Budget state of one prefill pass.
 
     Attributes:
-        rem_total_tokens: KV budget: free tokens minus running requests' reservations
-            (min(max_new - out, 4096) x new_token_ratio), minus what this pass admitted.
+        rem_total_tokens: KV budget: free (+ evictable) tokens minus running requests'
+            reservations, minus what this pass admitted (extend + a page + reserved output).
         rem_input_tokens: what is left of max_prefill_tokens.
         rem_chunk_tokens: what is left of chunked_prefill_size; None when chunking is off.
         page_size: KV page size, tokens.
+        kv_free: KV tokens that can physically be allocated now (free + evictable), minus
+            what this pass's extends took: the hard cap of a chunk that makes progress.
+        prefill_max_requests: SGLang's ``--prefill-max-requests`` (None: no limit).
+        chunk_fill: how the 2nd and later requests of a pass meet max_prefill_tokens when
+            chunking is on: ``exact`` (sglang 0.5.23 ``_select_prefill_admission``:
+            max_prefill_tokens is checked only with chunking off, a later request is cut to
+            fill the chunk exactly) or ``stop_at_max_prefill_tokens`` (the reference MI355X
+            build: a later request that does not fit max_prefill_tokens ends the pass).
         can_run: (request, extend_len) admitted so far, in order.
         new_chunked: the request cut by chunking in this pass, if any.
     """
@@ -54,6 +90,9 @@ class PrefillAdder:
     rem_input_tokens: int
     rem_chunk_tokens: int | None
     page_size: int = 1
+    kv_free: int | None = None
+    prefill_max_requests: int | None = None
+    chunk_fill: ChunkFill = "stop_at_max_prefill_tokens"
     can_run: list[tuple[Req, int]] = field(default_factory=list)
     new_chunked: Req | None = None
 
@@ -67,9 +106,25 @@ class PrefillAdder:
         chunked_prefill_size: int,
         page_size: int,
         mixed_with_decode_tokens: int = 0,
+        *,
+        prefill_max_requests: int | None = None,
+        chunk_fill: ChunkFill = "stop_at_max_prefill_tokens",
+        ignore_eos_full_reservation: bool = False,
     ) -> PrefillAdder:
-        """Open a pass. ``mixed_with_decode_tokens`` shrinks the budgets (enable_mixed_chunk)."""
-        reserve = sum(reserved_decode_tokens(r) for r in running if not r.finished) * new_token_ratio
+        """Open a pass (SGLang ``PrefillAdder.__init__``).
+
+        Args:
+            kv_available: KV tokens free plus evictable (tokens).
+            running: the running batch (finished-but-unfiltered requests reserve nothing).
+            new_token_ratio: the scheduler's current ratio.
+            max_prefill_tokens, chunked_prefill_size, page_size: server args (tokens);
+                chunked_prefill_size <= 0 turns chunking off.
+            mixed_with_decode_tokens: decode tokens riding in this extend batch
+                (enable_mixed_chunk); every budget shrinks by them.
+            prefill_max_requests, chunk_fill: see the class attributes.
+            ignore_eos_full_reservation: running ignore_eos requests reserve at ratio 1.0.
+        """
+        reserve = running_reservation(running, new_token_ratio, ignore_eos_full_reservation)
         chunk = chunked_prefill_size if chunked_prefill_size > 0 else None
         if chunk is not None:
             chunk -= mixed_with_decode_tokens
@@ -78,9 +133,14 @@ class PrefillAdder:
             rem_input_tokens=max_prefill_tokens - mixed_with_decode_tokens,
             rem_chunk_tokens=chunk,
             page_size=page_size,
+            kv_free=kv_available - mixed_with_decode_tokens,
+            prefill_max_requests=prefill_max_requests,
+            chunk_fill=chunk_fill,
         )
 
     def budget_state(self) -> AddResult:
+        """SGLang ``PrefillAdder.budget_state``: NO_TOKEN when the KV budget is spent, OTHER
+        when the prompt or chunk budget is, else CONTINUE."""
         if self.rem_total_tokens <= 0:
             return AddResult.NO_TOKEN
         if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
@@ -88,42 +148,77 @@ class PrefillAdder:
         return AddResult.CONTINUE
 
     def _spend(self, extend: int, reserve_new: int) -> None:
-        self.rem_total_tokens -= extend + reserve_new
-        self.rem_input_tokens -= extend
+        # SGLang PrefillBudget.reserve: the KV budget takes the page-rounded extend, one
+        # page of allocation slack and the reserved output; the compute budgets the extend
+        paged = ceil_page(extend, self.page_size)
+        self.rem_total_tokens -= paged + self.page_size + reserve_new
+        self.rem_input_tokens -= paged
         if self.rem_chunk_tokens is not None:
-            self.rem_chunk_tokens -= extend
+            self.rem_chunk_tokens -= paged
+        if self.kv_free is not None:
+            self.kv_free -= extend
 
-    def add_chunked_req(self, req: Req) -> bool:
+    def add_chunked_req(self, req: Req, chunk_limit: int | None = None) -> bool:
         """Continue the chunked request of the previous pass first (SGLang add_chunked_req).
 
-        Returns True if it is still truncated after this chunk (it stays the chunked request).
+        The next chunk is min(remaining prompt, remaining chunk budget, remaining total KV
+        budget) (sglang 0.5.23 ``PrefillBudget.available_chunk_tokens``); when the KV budget
+        is spent, a full chunk, so the request makes progress and can release its KV. A
+        chunk is never larger than the KV that is free, and when the chunk budget itself is
+        spent (mixed decode rows took it) the request sits this pass out. ``chunk_limit``
+        (shortest-prefill-first's ``shortest_prefill_chunk_limit``) caps the chunk further.
+
+        Returns True if it is still truncated after this pass (it stays the chunked request).
         """
-        extend = req.extend_remaining
+        remaining = req.extend_remaining
+        extend = remaining
         if self.rem_chunk_tokens is not None:
-            extend = min(extend, self.rem_chunk_tokens)
-        truncated = extend < req.extend_remaining
+            if self.rem_chunk_tokens <= 0:
+                return True
+            avail = min(self.rem_chunk_tokens, int(self.rem_total_tokens))
+            extend = min(extend, avail if avail > 0 else self.rem_chunk_tokens)
+        if chunk_limit is not None and chunk_limit > 0:
+            extend = min(extend, chunk_limit)
+        if self.kv_free is not None:
+            extend = min(extend, self.kv_free)
+        if extend <= 0:
+            return True
+        truncated = extend < remaining
         self.can_run.append((req, extend))
         self._spend(extend, 0 if truncated else reserved_decode_tokens(req))
         return truncated
 
-    def add_one_req(self, req: Req) -> AddResult:
+    def add_one_req(self, req: Req, has_chunked_req: bool = False, spf: bool = False) -> AddResult:
         """Try to admit ``req`` (whole, or chunked if the chunk budget is short).
 
-        Mirrors PrefillAdder.add_one_req: NO_TOKEN if its extend + reserved output does not
-        fit the KV budget; OTHER if the prompt budget is spent and something is admitted.
+        Mirrors PrefillAdder.add_one_req / ``_select_prefill_admission``: OTHER at
+        prefill_max_requests or when the pass's budgets are already spent; NO_TOKEN if its
+        extend + reserved output + a page does not fit the KV budget; then the
+        max_prefill_tokens rule of ``chunk_fill``; a request that does not fit the chunk is
+        cut to it (page-aligned) and ends admission. ``spf`` with ``has_chunked_req``:
+        shortest-prefill-first never cuts a second request while one is chunked.
         """
+        if self.prefill_max_requests is not None and len(self.can_run) >= self.prefill_max_requests:
+            return AddResult.OTHER
+        if self.budget_state() is AddResult.OTHER:
+            return AddResult.OTHER  # the resumed chunk or mixed decode rows spent the pass
         extend = req.extend_remaining
         total = ceil_page(extend, self.page_size) + reserved_decode_tokens(req) + self.page_size
         if total >= self.rem_total_tokens:
             return AddResult.NO_TOKEN
         input_tokens = ceil_page(extend, self.page_size)
-        if input_tokens >= self.rem_input_tokens and self.can_run:
+        check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"
+        if check_input and self.can_run and input_tokens >= self.rem_input_tokens:
             return AddResult.OTHER
         if self.rem_chunk_tokens is None or input_tokens <= self.rem_chunk_tokens:
             self.can_run.append((req, extend))
-            self._spend(input_tokens, reserved_decode_tokens(req))
+            self._spend(extend, reserved_decode_tokens(req))
         else:
+            if has_chunked_req and spf:
+                return AddResult.OTHER  # only one unfinished chunked request is tracked
             trunc = self.rem_chunk_tokens // self.page_size * self.page_size
+            if self.kv_free is not None:
+                trunc = min(trunc, self.kv_free // self.page_size * self.page_size)
             if trunc <= 0:
                 return AddResult.OTHER
             self.can_run.append((req, trunc))

@@ -42,6 +42,10 @@ class Req:
         kv_allocated: KV pool tokens held by this request.
         retractions: how many times this request was retracted.
         spec_cycles: verify cycles this request took part in while not finished.
+        ignore_eos: sent with ignore_eos (bench_serving's random dataset does): it cannot
+            stop early, so sglang 0.5.23 reserves its remaining output at ratio 1.0.
+        priority: request priority (SGLang ``--enable-priority-scheduling``); None: the
+            server's default.
     """
 
     rid: int
@@ -53,6 +57,8 @@ class Req:
     kv_allocated: int = 0
     retractions: int = 0
     spec_cycles: int = 0
+    ignore_eos: bool = True
+    priority: int | None = None
 
     @property
     def fill_len(self) -> int:

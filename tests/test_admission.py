@@ -454,7 +454,8 @@ def test_make_policy_passes_thresholds() -> None:
     assert isinstance(p, MinFreeSlots) and p.threshold == 6
     p = make_policy(
         ServerArgs(
-            admission_delay=AdmissionDelay.min_free_slots_waiting_aware, max_running_requests=12
+            admission_delay=AdmissionDelay.min_free_slots_waiting_aware, max_running_requests=12,
+            speculative_algorithm="dspark", speculative_num_draft_tokens=4,
         )
     )
     assert isinstance(p, MinFreeSlotsWaitingAware) and p.threshold == 2
@@ -477,3 +478,18 @@ def test_make_policy_fresh_state_per_call() -> None:
     b = make_policy(server)
     assert b is not a
     assert b.target_running_bs == 0 and a.target_running_bs == 100
+
+
+@pytest.mark.parametrize(("algo", "expected"), [("none", 0), ("eagle", 0), ("mtp", 0), ("dspark", 4), ("dflash", 4)])
+def test_automatic_threshold_only_for_the_dflash_family(algo: str, expected: int) -> None:
+    # sglang 0.5.23 min_free_slots_delayer.py resolve_min_free_slots: unset, the legacy
+    # formula applies to DFLASH/DSPARK only; other algorithms stay disabled (older code
+    # applied it to every workload)
+    win = 1 if algo == "none" else 4
+    for kind in ("min_free_slots", "min_free_slots_waiting_aware"):
+        p = make_policy(ServerArgs(admission_delay=kind, max_running_requests=256,
+                                   speculative_algorithm=algo, speculative_num_draft_tokens=win))
+        assert p.threshold == expected
+    # an explicit value wins for every algorithm
+    p = make_policy(ServerArgs(admission_delay="min_free_slots", min_free_slots=3))
+    assert p.threshold == 3

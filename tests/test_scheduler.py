@@ -130,7 +130,7 @@ def test_delay_skips_prefill_and_decodes_instead():
     # legacy rule at 253 running of 256 (3 free): the 3 waiting wait, the batch decodes
     s = Scheduler(ServerArgs(max_running_requests=256, admission_delay="min_free_slots",
                              chunked_prefill_size=-1, max_prefill_tokens=10**6, max_total_num_tokens=10**7),
-                  make_policy(ServerArgs(max_running_requests=256, admission_delay="min_free_slots")))
+                  make_policy(ServerArgs(max_running_requests=256, admission_delay="min_free_slots", min_free_slots=4)))
     for i in range(253):
         r = Req(i, 10, 100)
         r.status, r.prefill_done, r.output_len = ReqStatus.RUNNING, 10, 1

@@ -1,36 +1,79 @@
-"""Admission-delay policies, one module each, selected by ``server.admission_delay``."""
+"""Admission-delay policies, one module each, selected by ``server.admission_delay``: a
+shipped name, or a user class named ``module.path:Class`` / ``file.py:Class``
+(docs/policies.md). Shipped and user policies have the same interface
+(:mod:`sim.admission.base`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from specsched.sim.admission.base import (
+    REQUIRED_METHODS,
+    AdmissionDelayBase,
     AdmissionPolicy,
     AdmissionState,
     auto_threshold,
     resolve_threshold,
 )
+from specsched.sim.admission.demand_observed import DemandObserved
 from specsched.sim.admission.min_free_slots import MinFreeSlots
 from specsched.sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
 from specsched.sim.admission.none import NoDelay
-from specsched.sim.config import AdmissionDelay, ServerArgs
+from specsched.sim.config import ServerArgs
+from specsched.sim.errors import ConfigError
+from specsched.sim.policy_loader import PolicyLoadError, is_policy_spec, load_policy_class
+
+SHIPPED: dict[str, type] = {
+    "none": NoDelay,
+    "min_free_slots": MinFreeSlots,
+    "min_free_slots_waiting_aware": MinFreeSlotsWaitingAware,
+    "demand_observed": DemandObserved,
+}
+"""Shipped policies by ``server.admission_delay`` name."""
 
 
-def make_policy(server: ServerArgs) -> AdmissionPolicy:
-    """Build the policy named by ``server.admission_delay`` (fresh state per run)."""
-    kind = server.admission_delay
-    if kind is AdmissionDelay.none:
-        return NoDelay()
-    if kind is AdmissionDelay.min_free_slots:
-        return MinFreeSlots(server.max_running_requests, server.min_free_slots)
-    if kind is AdmissionDelay.min_free_slots_waiting_aware:
-        return MinFreeSlotsWaitingAware(server.max_running_requests, server.min_free_slots)
-    if kind is AdmissionDelay.demand_observed:
-        from specsched.sim.admission.demand_observed import DemandObserved
+def policy_class(spec: str, scenario_path: str | None = None) -> type:
+    """The class for ``server.admission_delay`` = ``spec`` (a shipped name or a class spec).
 
-        return DemandObserved(server.max_running_requests, server.min_free_slots, server.max_delay_passes)
-    raise ValueError(f"unknown admission_delay {kind!r}")
+    Raises:
+        PolicyLoadError: a class spec that does not import or lacks the interface.
+        KeyError: an unknown shipped name (config validation rejects those first).
+    """
+    if not is_policy_spec(spec):
+        return SHIPPED[spec]
+    base = Path(scenario_path).parent if scenario_path else None
+    return load_policy_class(spec, REQUIRED_METHODS, base)
+
+
+def make_policy(server: ServerArgs, seed: int = 0, scenario_path: str | None = None) -> AdmissionPolicy:
+    """Build the policy named by ``server.admission_delay`` (fresh state per run).
+
+    Args:
+        server: server arguments; ``admission_delay_params`` go to the class's
+            ``from_server`` as keywords.
+        seed: the run's seed (for a policy that draws random numbers).
+        scenario_path: the scenario file (a relative policy file resolves next to it).
+
+    Raises:
+        ConfigError: the class does not import, lacks the interface, or rejects the params
+            (names the key ``server.admission_delay`` / ``server.admission_delay_params``).
+    """
+    where = scenario_path or "<server>"
+    try:
+        cls = policy_class(server.admission_delay, scenario_path)
+    except PolicyLoadError as e:
+        raise ConfigError(where, "server.admission_delay", server.admission_delay, str(e)) from None
+    params = dict(server.admission_delay_params)
+    try:
+        return cls.from_server(server, seed=seed, **params)
+    except TypeError as e:
+        raise ConfigError(where, "server.admission_delay_params", params,
+                          f"{cls.__name__}.from_server rejected them: {e}") from None
 
 
 __all__ = [
+    "SHIPPED",
+    "AdmissionDelayBase",
     "AdmissionPolicy",
     "AdmissionState",
     "MinFreeSlots",
@@ -38,5 +81,6 @@ __all__ = [
     "NoDelay",
     "auto_threshold",
     "make_policy",
+    "policy_class",
     "resolve_threshold",
 ]

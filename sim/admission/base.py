@@ -1,15 +1,31 @@
-"""The interface every admission-delay policy implements.
+"""The interface every admission-delay policy implements, shipped or user-written.
 
 SGLang calls the delayer once per prefill pass, after the early return (running batch full
 or nothing waiting) and before the allocatable-slots check
 (managers/scheduler.py ``_get_new_batch_prefill_raw``). A delay returns no prefill batch,
 so the running batch decodes. The delayer is skipped while a chunked request is in progress.
+
+A policy is a class with (docs/policies.md has a template):
+
+- ``from_server(server, seed=0, **params)``: a classmethod building the instance for one
+  run (fresh state); ``params`` are the scenario's ``server.admission_delay_params``.
+- ``should_delay(state: AdmissionState) -> bool``: called at every prefill pass that could
+  admit (something waits, a slot may be free, no chunked request in flight).
+- ``on_prefill_admitted(num_admitted)``: called after a pass admitted requests.
+- ``name`` (str) and ``stateless`` (bool): a stateless policy's answer depends only on the
+  state it is shown, which lets the simulator's fast path reuse an answer.
+
+:class:`AdmissionDelayBase` supplies ``from_server`` (calls ``cls(**params)`` and keeps the
+server as ``self.server``), a no-op ``on_prefill_admitted`` and ``stateless = False``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from specsched.sim.config import ServerArgs
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +52,12 @@ class AdmissionPolicy(Protocol):
     """An admission-delay policy: decides whether this prefill pass is skipped."""
 
     name: str
+    stateless: bool
+
+    @classmethod
+    def from_server(cls, server: ServerArgs, seed: int = 0, **params: Any) -> AdmissionPolicy:
+        """A fresh instance for one run of a server configured by ``server``."""
+        ...
 
     def should_delay(self, state: AdmissionState) -> bool:
         """True to skip prefill admission at this pass (the running batch decodes)."""
@@ -44,6 +66,35 @@ class AdmissionPolicy(Protocol):
     def on_prefill_admitted(self, num_admitted: int) -> None:
         """Called after a prefill batch admitted ``num_admitted`` (> 0) new requests."""
         ...
+
+
+REQUIRED_METHODS = ("from_server", "should_delay", "on_prefill_admitted")
+"""What a class named by ``server.admission_delay`` must have."""
+
+
+class AdmissionDelayBase:
+    """Convenience base for a user policy: subclass it and write ``should_delay``.
+
+    ``from_server(server, seed, **params)`` calls ``cls(**params)`` (so ``__init__`` takes
+    the policy's own parameters as keywords) and stores the server arguments as
+    ``self.server`` (max_running_requests, speculative_algorithm, ...).
+    """
+
+    name: ClassVar[str] = "custom"
+    stateless: ClassVar[bool] = False
+    server: ServerArgs
+
+    @classmethod
+    def from_server(cls, server: ServerArgs, seed: int = 0, **params: Any) -> AdmissionDelayBase:
+        obj = cls(**params)
+        obj.server = server
+        return obj
+
+    def should_delay(self, state: AdmissionState) -> bool:
+        raise NotImplementedError
+
+    def on_prefill_admitted(self, num_admitted: int) -> None:
+        return None
 
 
 def auto_threshold(max_running_requests: int) -> int:
@@ -58,13 +109,15 @@ def auto_threshold(max_running_requests: int) -> int:
     return f if f > 1 else 0
 
 
-def resolve_threshold(max_running_requests: int, explicit: int | None) -> int:
+def resolve_threshold(max_running_requests: int, explicit: int | None, dflash_family: bool = True) -> int:
     """The delay threshold in force: the automatic one, or an explicit value.
 
-    Newer SGLang lets an explicit value win, capped at max_running_requests (older code
-    capped it at the automatic value; managers/min_free_slots_delayer.py). 0 = disabled.
+    Source: sglang 0.5.23 managers/min_free_slots_delayer.py ``resolve_min_free_slots``:
+    an explicit value wins, capped at max_running_requests (older code capped it at the
+    automatic value); unset, the automatic formula applies only to the DFlash family
+    (``dflash_family``: DFLASH, DSPARK); other algorithms stay disabled. 0 = disabled.
     """
     if explicit is None:
-        return auto_threshold(max_running_requests)
+        return auto_threshold(max_running_requests) if dflash_family else 0
     t = min(explicit, max_running_requests)
     return t if t > 1 else 0

@@ -43,6 +43,8 @@ Semantics chosen where the reference is silent (documented in the methods too):
 
 from __future__ import annotations
 
+from typing import Any
+
 from specsched.sim.admission.base import AdmissionState, auto_threshold, resolve_threshold
 
 
@@ -63,6 +65,7 @@ class DemandObserved:
     """
 
     name = "demand_observed"
+    stateless = False
 
     def __init__(
         self,
@@ -82,6 +85,12 @@ class DemandObserved:
         self.enabled = resolve_threshold(max_running_requests, min_free_slots) > 1
         self.target_running_bs = 0
         self.delayed_passes = 0
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> DemandObserved:
+        """The policy for one run from max_running_requests, min_free_slots and
+        max_delay_passes."""
+        return cls(server.max_running_requests, server.min_free_slots, server.max_delay_passes)
 
     def threshold_for(self, target_running_bs: int) -> int:
         """Delay threshold (requests) in force for a target running batch size (requests).

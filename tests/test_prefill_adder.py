@@ -1,0 +1,135 @@
+"""The prefill pass budgets (SGLang managers/schedule_policy.py ``PrefillAdder``) alone, and
+the crash of issue 13 (a mixed chunk whose chunk budget the decode rows used up)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import Scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.prefill_adder import AddResult, PrefillAdder, running_reservation
+from specsched.sim.request import Req, ReqStatus
+
+
+def adder(kv=100_000, running=(), ratio=0.7, max_prefill=1000, chunk=1000, page=1, mixed=0, **kw) -> PrefillAdder:
+    return PrefillAdder.start(kv, list(running), ratio, max_prefill, chunk, page, mixed, **kw)
+
+
+def chunked(rid: int, input_len: int, done: int, max_new: int = 10) -> Req:
+    r = Req(rid, input_len, max_new, prefill_done=done)
+    r.status = ReqStatus.PREFILLING
+    return r
+
+
+def test_add_chunked_req_is_capped_by_the_remaining_total_kv_budget():
+    # sglang 0.5.23 add_chunked_req -> PrefillBudget.available_chunk_tokens:
+    # min(chunk budget, remaining total): a running batch reserving most of the pool shrinks
+    # the next chunk (the old rule took the whole chunk budget)
+    running = [Req(9, 10, 2000, prefill_done=10, output_len=1, status=ReqStatus.RUNNING)]
+    a = adder(kv=1600, running=running, ratio=0.5, chunk=1000)  # 1600 - 0.5 x 1999 = 600.5 left
+    still = a.add_chunked_req(chunked(1, 5000, 1000))
+    assert still and a.can_run[0][1] == 600
+
+
+def test_add_chunked_req_takes_a_full_chunk_when_the_kv_budget_is_spent():
+    # "if that is <= 0, a full chunk": the request must make progress to free its KV
+    running = [Req(9, 10, 4000, prefill_done=10, output_len=1, status=ReqStatus.RUNNING)]
+    a = adder(kv=3000, running=running, ratio=1.0, chunk=500)
+    assert a.rem_total_tokens <= 0
+    a.add_chunked_req(chunked(1, 5000, 1000))
+    assert a.can_run[0][1] == 500
+
+
+def test_spent_chunk_budget_admits_nothing_and_never_goes_negative():
+    # issue 13: mixed decode rows took more than chunked_prefill_size
+    a = adder(chunk=7, mixed=8)
+    assert a.add_chunked_req(chunked(1, 20, 7)) is True
+    assert a.can_run == []
+    assert a.add_one_req(Req(2, 20, 50)) is AddResult.OTHER
+    assert a.can_run == []
+
+
+def test_mixed_small_chunk_burst_runs_to_completion():
+    # issue 13's reproducer: dspark window 4, chunked_prefill_size 7, enable_mixed_chunk,
+    # 3 requests of 20 in / 50 out raised "ValueError: cannot allocate -1 tokens"
+    sc = Scenario.model_validate(dict(
+        name="i13", profile="mi355x-dsv41-flash-tp4",
+        server=dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4, chunked_prefill_size=7,
+                    enable_mixed_chunk=True, max_running_requests=8, max_total_num_tokens=100_000),
+        acceptance=dict(mean_accept_length=2.0),
+        workload=dict(kind="burst", num_requests=3, input_len=dict(kind="fixed", value=20),
+                      output_len=dict(kind="fixed", value=50))))
+    res = run_scenario(sc)
+    assert res.summary["completed"] == 3
+    assert (res.requests["output_len"] == 50).all()
+
+
+def test_chunk_fill_exact_cuts_a_later_request_to_fill_the_chunk():
+    # sglang 0.5.23 _select_prefill_admission: with chunking on, max_prefill_tokens is not
+    # checked for later requests; the reference MI355X build stops at it instead
+    reqs = [Req(i, 300, 5) for i in range(4)]
+    exact = adder(max_prefill=1000, chunk=1000, chunk_fill="exact")
+    stop = adder(max_prefill=1000, chunk=1000, chunk_fill="stop_at_max_prefill_tokens")
+    for r in reqs:
+        if exact.add_one_req(r) is not AddResult.CONTINUE:
+            break
+    for r in [Req(i, 300, 5) for i in range(4)]:
+        if stop.add_one_req(r) is not AddResult.CONTINUE:
+            break
+    assert [n for _, n in exact.can_run] == [300, 300, 300, 100] and exact.new_chunked is reqs[3]
+    assert [n for _, n in stop.can_run] == [300, 300, 300] and stop.new_chunked is None
+
+
+def test_without_chunking_max_prefill_tokens_binds_under_either_rule():
+    for rule in ("exact", "stop_at_max_prefill_tokens"):
+        a = adder(max_prefill=500, chunk=-1, chunk_fill=rule)
+        assert a.add_one_req(Req(0, 800, 5)) is AddResult.OTHER  # the first is admitted anyway
+        assert a.add_one_req(Req(1, 10, 5)) is AddResult.OTHER
+        assert [r.rid for r, _ in a.can_run] == [0]
+
+
+def test_prefill_max_requests_ends_the_pass():
+    # SGLang add_one_req: len(can_run_list) >= prefill_max_requests -> OTHER
+    a = adder(prefill_max_requests=2, chunk=100_000, max_prefill=100_000)
+    results = [a.add_one_req(Req(i, 10, 5)) for i in range(4)]
+    assert [r.rid for r, _ in a.can_run] == [0, 1]
+    assert results[2] is AddResult.OTHER
+
+
+def test_ignore_eos_requests_reserve_at_ratio_one():
+    # sglang 0.5.23 _get_running_request_total_token_offset: ratio 1.0 for ignore_eos
+    run = [Req(0, 10, 1000, output_len=100, status=ReqStatus.RUNNING),
+           Req(1, 10, 1000, output_len=100, status=ReqStatus.RUNNING, ignore_eos=False)]
+    assert running_reservation(run, 0.5) == 900.0
+    assert running_reservation(run, 0.5, ignore_eos_full=True) == 900 + 450
+    a = adder(kv=5000, running=run, ratio=0.5, ignore_eos_full_reservation=True)
+    assert a.rem_total_tokens == 5000 - 1350
+
+
+def test_each_admitted_request_costs_a_page_of_kv_budget():
+    # PrefillBudget.reserve: ceil(extend) + page + reserved output
+    a = adder(kv=10_000, page=16, chunk=100_000, max_prefill=100_000)
+    a.add_one_req(Req(0, 100, 50))
+    assert a.rem_total_tokens == 10_000 - (112 + 16 + 50)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kv=st.integers(1, 5000), chunk=st.integers(-1, 600), mixed=st.integers(0, 300),
+       page=st.sampled_from([1, 4, 16]), max_prefill=st.integers(1, 2000),
+       cont=st.tuples(st.integers(2, 3000), st.integers(0, 2999)),
+       lens=st.lists(st.tuples(st.integers(1, 2000), st.integers(1, 500)), max_size=8),
+       rule=st.sampled_from(["exact", "stop_at_max_prefill_tokens"]))
+def test_inv_adder_extends_positive_and_within_free_kv(kv, chunk, mixed, page, max_prefill, cont, lens, rule):
+    """INV-ADDER: every admitted extend is >= 1 token and the pass never takes more KV than
+    is free (after the mixed decode rows)."""
+    a = adder(kv=kv, chunk=chunk, mixed=mixed, page=page, max_prefill=max_prefill, chunk_fill=rule)
+    inp, done = cont
+    if chunk > 0 and done < inp:
+        a.add_chunked_req(chunked(100, inp, done))
+    for i, (n, m) in enumerate(lens):
+        if a.add_one_req(Req(i, n, m)) is not AddResult.CONTINUE:
+            break
+    extends = [n for _, n in a.can_run]
+    assert all(n >= 1 for n in extends)
+    assert sum(extends) <= max(kv - mixed, 0)
+    assert sum(1 for r, n in a.can_run if n < r.extend_remaining) <= 2  # old chunk + one new cut

@@ -1,0 +1,126 @@
+"""User-written policies loaded from outside the package (docs/policies.md): a policy file
+next to a scenario runs from the scenario and shows up in ``specsched compare``; bad specs
+fail at load with one line naming the key, value and what is allowed (exit 2)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+from specsched.sim.admission import SHIPPED, make_policy, policy_class
+from specsched.sim.admission.base import REQUIRED_METHODS
+from specsched.sim.config import ServerArgs, load_scenario
+from specsched.sim.errors import ConfigError
+from specsched.sim.policy_loader import PolicyLoadError, load_policy_class
+
+from specsched.cli import main
+
+POLICY = textwrap.dedent('''
+    from specsched.sim.admission import AdmissionDelayBase, AdmissionState
+
+
+    class HoldForFour(AdmissionDelayBase):
+        name = "hold_for_four"
+        stateless = True
+
+        def __init__(self, free_slots: int = 4):
+            self.free_slots = free_slots
+            self.calls = 0
+
+        def should_delay(self, state: AdmissionState) -> bool:
+            self.calls += 1
+            if state.running_bs == 0 or state.waiting_bs == 0:
+                return False
+            return state.num_allocatable_reqs < min(self.free_slots, state.waiting_bs)
+
+
+    class NoShouldDelay:
+        name = "broken"
+''')
+
+
+def scenario(tmp_path, arms: dict, base_delay: str = "min_free_slots") -> str:
+    (tmp_path / "my_rules.py").write_text(POLICY)
+    doc = {
+        "name": "userpol", "profile": "mi355x-dsv41-flash-tp4", "seed": 1,
+        "server": {"max_running_requests": 16, "max_total_num_tokens": 400_000, "chunked_prefill_size": 4096,
+                   "max_prefill_tokens": 4096, "speculative_algorithm": "dspark",
+                   "speculative_num_draft_tokens": 4, "admission_delay": base_delay},
+        "acceptance": {"mean_accept_length": 2.5},
+        "workload": {"kind": "burst", "num_requests": 24, "input_len": {"kind": "fixed", "value": 600},
+                     "output_len": {"kind": "fixed", "value": 60}},
+        "arms": arms,
+    }
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    return str(p)
+
+
+def test_policy_file_is_short():
+    assert len(POLICY.split("class NoShouldDelay")[0].strip().splitlines()) < 40
+
+
+def test_user_policy_file_next_to_scenario_runs_and_shows_in_compare(tmp_path, monkeypatch, capsys):
+    path = scenario(tmp_path, {"mine": {"server": {"admission_delay": "my_rules.py:HoldForFour",
+                                                   "admission_delay_params": {"free_slots": 8}}}})
+    monkeypatch.chdir(tmp_path.parent)  # not the scenario's folder: the file is found next to it
+    sc = load_scenario(path, "mine")
+    pol = make_policy(sc.server)
+    assert type(pol).__name__ == "HoldForFour" and pol.free_slots == 8 and pol.server is sc.server
+    out = tmp_path / "cmp.md"
+    assert main(["compare", path, "--arms", "base,mine", "--seeds", "2", "--markdown", str(out)]) == 0
+    text = capsys.readouterr().out + out.read_text()
+    assert "mine" in text and "base" in text
+
+
+def test_module_path_policy_through_sys_path(tmp_path, monkeypatch):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rules.py").write_text(POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cls = load_policy_class("mypkg.rules:HoldForFour", REQUIRED_METHODS)
+    p = cls.from_server(ServerArgs(), free_slots=2)
+    from specsched.sim.admission import AdmissionState
+
+    assert p.should_delay(AdmissionState(10, 1, 5, 10)) is True
+    assert p.should_delay(AdmissionState(10, 1, 1, 10)) is False
+
+
+def test_shipped_policies_have_the_same_interface():
+    for name, cls in SHIPPED.items():
+        assert all(callable(getattr(cls, m, None)) for m in REQUIRED_METHODS), name
+        p = cls.from_server(ServerArgs(admission_delay=name, speculative_algorithm="dspark",
+                                       speculative_num_draft_tokens=4))
+        assert p.name == name and isinstance(p.stateless, bool)
+        assert policy_class(name) is cls
+
+
+@pytest.mark.parametrize(("spec", "params", "key", "fragment"), [
+    ("nope_mod.rules:X", {}, "server.admission_delay", "not found"),
+    ("missing_file.py:X", {}, "server.admission_delay", "not found"),
+    ("my_rules.py:Absent", {}, "server.admission_delay", "has no class Absent"),
+    ("my_rules.py:NoShouldDelay", {}, "server.admission_delay", "lacks from_server, should_delay"),
+    ("my_rules.py:HoldForFour", {"bogus": 1}, "server.admission_delay_params", "rejected"),
+    ("fastest", {}, "server.admission_delay", "allowed: none, min_free_slots"),
+])
+def test_bad_policy_is_one_line_exit_2(tmp_path, capsys, spec, params, key, fragment):
+    path = scenario(tmp_path, {}, base_delay=spec)
+    if params:
+        doc = yaml.safe_load(open(path))
+        doc["server"]["admission_delay_params"] = params
+        open(path, "w").write(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == key and fragment in str(e.value)
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and key in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_import_error_inside_the_policy_file_is_reported(tmp_path):
+    (tmp_path / "bad.py").write_text("import not_a_module_anywhere\n")
+    with pytest.raises(PolicyLoadError, match="ModuleNotFoundError"):
+        load_policy_class(f"{tmp_path / 'bad.py'}:X", REQUIRED_METHODS)
