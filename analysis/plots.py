@@ -24,8 +24,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from specsched.analysis.io import run_label, scenario_value  # noqa: E402
-from specsched.analysis.stats import ecdf, itl_samples, mean_ci, percentile  # noqa: E402
+from specsched.analysis.stats import ecdf, mean_ci, percentile  # noqa: E402
 from specsched.sim.atomic import atomic_write  # noqa: E402
+from specsched.sim.metrics import itl_values  # noqa: E402
 
 PERCENTILES = (50, 90, 99)
 _PCT_STYLE = {50: ":", 90: "--", 99: "-."}
@@ -193,7 +194,7 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
 
     TPOT per request = (E2E - TTFT) / (output_len - 1) (``requests.tpot_s``; requests with one
     output token have none). ITL from ``chunks`` as bench_serving does it
-    (:func:`analysis.stats.itl_samples`: a chunk of n tokens adds n gaps of dt/n).
+    (:func:`sim.metrics.itl_values`: a chunk of n tokens adds n gaps of dt/n).
 
     Args:
         runs: runs (see :func:`group_runs`); they need ``requests`` and ``chunks``.
@@ -205,7 +206,7 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
     """
     groups = group_runs(runs)
     tpot = {k: pd.concat([r.requests for r in v])["tpot_s"].to_numpy(float) for k, v in groups.items()}
-    itl = {k: np.concatenate([itl_samples(r.chunks) for r in v]) for k, v in groups.items()}
+    itl = {k: np.concatenate([itl_values(r.chunks) for r in v]) for k, v in groups.items()}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
     _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins)
     _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL", "ms", 1e3, log_x, bins)

@@ -1,5 +1,6 @@
-"""Statistics used by the plots and comparisons: ECDFs, bench_serving ITL samples,
-confidence intervals of a mean and bootstrap intervals of a percentage change."""
+"""Statistics used by the plots and comparisons: ECDFs, percentiles, confidence intervals of
+a mean and bootstrap intervals of a percentage change. (Metric definitions, ITL included,
+live in :mod:`specsched.sim.metrics`.)"""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from scipy import stats
 
 
@@ -16,30 +16,6 @@ def ecdf(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(values, dtype=float)
     x = np.sort(x[np.isfinite(x)])
     return x, np.arange(1, x.size + 1) / max(x.size, 1)
-
-
-def itl_samples(chunks: pd.DataFrame) -> np.ndarray:
-    """Inter-token latencies in seconds, as bench_serving computes them from streamed chunks.
-
-    Per request (``rid``), chunks with ``n_tokens > 0`` are ordered by ``time_s``; the first
-    one ends the TTFT and adds nothing; each later chunk arriving ``dt`` after the previous
-    one and carrying ``n`` tokens adds ``n`` gaps of ``dt / n`` (this matters for speculative
-    decoding, where one chunk carries a whole accepted block).
-
-    Args:
-        chunks: a ``chunks`` table (``rid, time_s, n_tokens``).
-
-    Returns:
-        A 1-D float array (empty if no request has two chunks).
-    """
-    if chunks.empty:
-        return np.empty(0)
-    c = chunks.loc[chunks["n_tokens"] > 0, ["rid", "time_s", "n_tokens"]]
-    c = c.sort_values(["rid", "time_s"], kind="stable")
-    dt = c.groupby("rid", sort=False)["time_s"].diff().to_numpy(dtype=float)
-    n = c["n_tokens"].to_numpy(dtype=np.int64)
-    later = ~np.isnan(dt)
-    return np.repeat(dt[later] / n[later], n[later])
 
 
 def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:

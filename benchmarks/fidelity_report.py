@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from specsched.analysis.compare import compare_arms  # noqa: E402
+from specsched.sim.atomic import atomic_write_text  # noqa: E402
 from specsched.sim.config import arm_names, load_scenario  # noqa: E402
 from specsched.sim.engine import run_scenario  # noqa: E402
+from specsched.sim.metrics import error_pct  # noqa: E402
 
 SYSTEM_A = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]
 METRICS = ["output_throughput", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",
@@ -32,7 +34,7 @@ def reference_table(cells: list[str]) -> str:
         for arm, refs in load_scenario(path).reference.items():
             s = run_scenario(load_scenario(path, arm)).summary
             for k, ref in refs.items():
-                lines.append(f"| {cell} | {arm} | {k} | {ref:,.2f} | {s[k]:,.2f} | {(s[k] - ref) / ref * 100:+.2f} % |")
+                lines.append(f"| {cell} | {arm} | {k} | {ref:,.2f} | {s[k]:,.2f} | {error_pct(s[k], ref):+.2f} % |")
     return "\n".join(lines)
 
 
@@ -74,10 +76,7 @@ def main() -> int:
         for cell in cells:
             print(f"comparing arms of {cell} ...", file=sys.stderr)
             parts += [f"### {cell}\n", change_table(cell, args.seeds, ex), ""]
-    out = Path(args.out)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text("\n".join(parts) + "\n")
-    tmp.replace(out)
+    out = atomic_write_text(args.out, "\n".join(parts) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -32,6 +32,7 @@ from scipy.optimize import minimize
 from specsched.sim.bundled import profiles_dir, scenarios_dir
 from specsched.sim.config import Scenario, load_scenario, with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.metrics import error_pct
 from specsched.sim.profile import Profile, load_profile
 from specsched.sim.results import atomic_write_text
 
@@ -129,7 +130,7 @@ def report(profile: Profile, mean: float, spread: float) -> str:
         for arm, refs in sc0.reference.items():
             s = run_scenario(_acc(_scenario(name, arm), mean, spread), profile=profile).summary
             for k, ref in refs.items():
-                lines.append(f"{name:<14}{arm:<12}{k:<22}{ref:>11.2f}{s[k]:>11.2f}{(s[k] - ref) / ref * 100:>+7.2f}%")
+                lines.append(f"{name:<14}{arm:<12}{k:<22}{ref:>11.2f}{s[k]:>11.2f}{error_pct(s[k], ref):>+7.2f}%")
     return "\n".join(lines)
 
 
