@@ -114,12 +114,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        samples = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
-                                   executor=executor, progress=not args.no_progress)
+        samples, latency = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
+                                            executor=executor, progress=not args.no_progress, with_samples=True)
     finally:
         if executor is not None:
             executor.shutdown()
-    table = compare.summarize_comparison(samples, metrics)
+    table = compare.summarize_comparison(samples, metrics, latency=latency)
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
@@ -131,7 +131,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.markdown, compare.to_markdown(table))
     if args.plot:
-        fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics)
+        fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics, latency=latency)
         for p in plots.save_figure(fig, args.plot):
             print(p, file=sys.stderr)
         plots.plt.close(fig)

@@ -443,13 +443,15 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
             else:
                 tasks.append(RunTask(sc, sc.seed + i, key=pid, runner=runner))
 
-    new_rows: list[pd.DataFrame] = []
     failed: list[FailedPoint] = []
     name_of = {pid: sc.name for pid, sc in zip(ids, scenarios, strict=True)}
 
     def table() -> pd.DataFrame:
-        frames = [f for f in (existing, *new_rows) if len(f)]
-        rows = pd.concat(frames, ignore_index=True) if frames else existing
+        # the run log is the record of what finished (a run is logged before anything else
+        # happens to it, so a signal between the two cannot lose it)
+        frames = [f for f in (existing, _read_run_log(log)) if len(f)]
+        rows = pd.concat(frames, ignore_index=True).drop_duplicates(["point", "seed", "metric"], keep="last") \
+            if frames else existing
         return _build_table(rows, order)
 
     def checkpoint() -> pd.DataFrame:
@@ -460,10 +462,6 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
     def record(o: RunOutcome) -> None:
         if o.ok:
             _append_run(log_fd, name_of[o.key], o)
-            new_rows.append(pd.DataFrame({
-                "scenario": name_of[o.key], "seed": o.seed, "metric": list(o.metrics),
-                "value": list(o.metrics.values()), "point": o.key,
-            }))
         else:
             failed.append(FailedPoint(json.loads(o.key), o.seed, o.error or ""))
 

@@ -67,7 +67,8 @@ def main() -> int:
         "fitted to (`specsched calibrate`); the test suite holds each within 3 %.\n",
         reference_table(cells),
         "\n## What the model predicts for each change\n",
-        f"Mean over {args.seeds} seeds per arm (paired by seed), change vs `base`, with a "
+        f"Mean over {args.seeds} seeds per arm (percentiles: of the pooled samples of all seeds; "
+        "paired by seed), change vs `base`, with a "
         "bootstrap 95 % CI of the % change. Arms: `stream_wait` (queued publish wait instead of "
         "a host-blocking synchronize), `waiting_aware` (delay only while free < min(threshold, "
         "waiting)), `both`.\n",

@@ -77,7 +77,9 @@ def test_compare_command_writes_csv_markdown_plot(scenario, tmp_path, capsys):
     table = pd.read_csv(csv)
     assert list(table["metric"]) == ["output_throughput", "p99_ttft_ms"]
     assert (table["arm"] == "stream_wait").all() and (table["n_seeds"] == 2).all()
-    assert md.read_text().count("\n") == 4
+    text = md.read_text()
+    assert text.count("\n") == 6 and "p99_ttft_ms (pooled)" in text and text.rstrip().endswith("means over seeds.")
+    assert list(table["across_seeds"]) == ["mean", "pooled"]
     assert (tmp_path / "bars.png").is_file() and (tmp_path / "bars.svg").is_file()
     assert "stream_wait" in capsys.readouterr().out
 
