@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
@@ -41,6 +40,20 @@ def _positive(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
     return v
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars only on a terminal, and not with --quiet or --no-progress."""
+    if getattr(args, "quiet", False) or getattr(args, "no_progress", False):
+        return False
+    return sys.stderr.isatty()
+
+
+def ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def signal_name(signum: int) -> str:
@@ -66,6 +79,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
     ``<RESULTS_DIR>/plots`` for one directory, ``./plots`` for several).
     """
+    from rich.console import Console
     from specsched.analysis import plots
     from specsched.analysis.io import read_results, run_label
 
@@ -100,6 +114,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
+    from rich.console import Console
     from specsched.analysis import compare, plots
     from specsched.analysis.overrides import parse_overrides
 
@@ -112,10 +127,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
+        executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=ignore_sigint)
     try:
         samples, latency = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
-                                            executor=executor, progress=not args.no_progress, with_samples=True)
+                                            executor=executor, progress=show_progress(args), with_samples=True)
+    except BaseException:
+        if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
+            for proc in list(getattr(executor, "_processes", {}).values()):
+                proc.terminate()
+            executor.shutdown(wait=True, cancel_futures=True)
+            executor = None
+        raise
     finally:
         if executor is not None:
             executor.shutdown()
@@ -143,10 +166,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed, 130 after
     Ctrl-C and 143 after SIGTERM (finished runs saved; the same command resumes)."""
-    from specsched.analysis.overrides import parse_grid, parse_overrides
+    from rich.console import Console
+    from specsched.analysis.overrides import check_key, parse_grid, parse_overrides
     from specsched.analysis.sweep import SweepInterrupted, run_sweep
 
     grid = parse_grid(args.grid)
+    for key, values in grid.items():  # a typo fails here, with a suggestion, before any run
+        if key != "arm":
+            check_key(key, _CLI, values[0] if len(values) == 1 else values)
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
@@ -154,7 +181,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
                            resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
-                           progress=not args.no_progress,
+                           progress=show_progress(args),
                            max_workers=args.workers)
     except SweepInterrupted as e:
         r = e.report

@@ -10,16 +10,17 @@ allowed.
 
 from __future__ import annotations
 
+import difflib
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from specsched.sim.config import Scenario, deep_merge, load_scenario, validation_error
 from specsched.sim.errors import ConfigError
+from specsched.sim.yaml_io import load_yaml_text
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
 """Top-level keys an override may not set (the arm is chosen separately)."""
@@ -34,9 +35,9 @@ def parse_value(text: str, key: str = "<value>") -> Any:
         ConfigError: the text is not valid YAML.
     """
     try:
-        return yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as e:
-        raise ConfigError(_CLI, key, text, f"not a valid YAML value ({e})") from None
+        return load_yaml_text(text, _CLI) if text.strip() else None
+    except ConfigError as e:
+        raise ConfigError(_CLI, key, text, f"not a valid YAML value ({e.allowed})") from None
 
 
 def split_values(text: str) -> list[str]:
@@ -123,30 +124,36 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def check_key(dotted: str, file: str = _CLI) -> None:
+_NO_VALUE = object()
+
+
+def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
     """Check that ``dotted`` names a scenario field (e.g. ``server.chunked_prefill_size``).
 
     Raises:
         ConfigError: an unknown key (the message lists the allowed ones), a key below a
             field that is not a mapping, or a key in :data:`FORBIDDEN_KEYS`.
     """
+    shown = "<key>" if value is _NO_VALUE else value  # the value given, never the key again
     parts = dotted.split(".")
     if any(not p for p in parts):
-        raise ConfigError(file, dotted, dotted, "empty part in dotted key")
+        raise ConfigError(file, dotted, shown, "empty part in dotted key")
     if parts[0] in FORBIDDEN_KEYS:
-        raise ConfigError(file, dotted, dotted, f"an override cannot set {parts[0]!r} (choose the arm with --arm / grid axis 'arm')")
+        raise ConfigError(file, dotted, shown, f"an override cannot set {parts[0]!r} (choose the arm with --arm / grid axis 'arm')")
     model: Any = Scenario
     for i, part in enumerate(parts):
         if isinstance(model, type) and issubclass(model, BaseModel):
             fields = model.model_fields
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
-                raise ConfigError(file, dotted, dotted, f"unknown key under {where}; allowed: {', '.join(fields)}")
+                near = difflib.get_close_matches(part, list(fields), n=1)
+                hint = f"did you mean {'.'.join([*parts[:i], near[0]])!r}? " if near else ""
+                raise ConfigError(file, dotted, shown, f"unknown key under {where}; {hint}allowed: {', '.join(fields)}")
             model = _unwrap(fields[part].annotation)
         elif typing.get_origin(model) is dict or model is dict:
             return  # free-form mapping (e.g. reference): anything below is allowed
         else:
-            raise ConfigError(file, dotted, dotted, f"{'.'.join(parts[:i])} is not a mapping")
+            raise ConfigError(file, dotted, shown, f"{'.'.join(parts[:i])} is not a mapping")
 
 
 def nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,8 +202,8 @@ def load_scenario_with_overrides(
         overrides = parse_overrides(overrides)
     if not overrides:
         return scenario
-    for key in overrides:
-        check_key(key, str(path))
+    for key, value in overrides.items():
+        check_key(key, str(path), value)
     data = scenario.model_dump(mode="json", exclude_unset=True)
     merged = deep_merge(data, nest(overrides))
     try:

@@ -22,6 +22,40 @@ VALIDATE_METRICS = (
 """The metrics ``validate`` compares (bench_serving units)."""
 
 
+def check_device_and_preset(args: argparse.Namespace) -> None:
+    """Refuse a --device or --preset that cannot run, in one line, before any model is built.
+
+    Raises:
+        ConfigError: a device other than cpu, cuda or cuda:N (ROCm/HIP is reached through
+            torch's cuda API), a GPU index that is not visible, a GPU asked for where torch
+            sees none, or an unknown preset.
+    """
+    import re
+
+    from specsched.sim.errors import ConfigError
+
+    dev = args.device
+    if dev is not None:
+        if dev.lower() in ("hip", "rocm", "gpu") or dev.lower().startswith(("hip:", "rocm:")):
+            raise ConfigError("<command line>", "--device", dev, "use cuda or cuda:N (ROCm/HIP runs through torch's cuda API), or cpu")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", dev):
+            raise ConfigError("<command line>", "--device", dev, "allowed: cpu, cuda, cuda:N")
+    from specsched.runtime.model import PRESETS
+
+    presets = [k for k in PRESETS if not k.endswith("-draft")]
+    if args.preset not in presets:
+        raise ConfigError("<command line>", "--preset", args.preset, f"allowed: {', '.join(presets)}")
+    if dev is not None and dev.startswith("cuda"):
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ConfigError("<command line>", "--device", dev, "torch sees no GPU here (torch.cuda.is_available() is False); use cpu")
+        idx = int(dev.partition(":")[2] or 0)
+        if idx >= n:
+            raise ConfigError("<command line>", "--device", dev, f"{n} GPU(s) visible: cuda:0 .. cuda:{n - 1}")
+
+
 def _scenario(args: argparse.Namespace) -> Any:
     from specsched.analysis.overrides import load_scenario_with_overrides
 
@@ -59,6 +93,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     from specsched.cli import default_out_dir
 
+    check_device_and_preset(args)
     sc = _scenario(args)
     t0 = time.perf_counter()
     res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
@@ -77,6 +112,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
 
+    check_device_and_preset(args)
     sc = _scenario(args)
     profile = load_profile(args.profile)
     measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()

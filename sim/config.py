@@ -16,12 +16,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from specsched.sim.bundled import resolve_scenario_path
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, FieldError
+from specsched.sim.yaml_io import read_yaml_file
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+# strict: YAML's true/1.0/"16" are not silently an int or a bool; no NaN/inf unless a field says so
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class SyncMode(StrEnum):
@@ -51,15 +52,27 @@ class AdmissionDelay(StrEnum):
 
 
 class SpecAlgorithm(StrEnum):
-    """Speculative decoding. ``dspark``/``dflash``: block drafter (one draft forward proposes
-    a block, one target forward verifies it). ``eagle``/``mtp``: chain drafter
-    (``speculative_num_steps`` serial draft forwards). ``none``: plain decode."""
+    """Speculative decoding, SGLang's ``--speculative-algorithm`` names in any case.
+
+    ``dspark``/``dflash``: block drafter (one draft forward proposes a block, one target
+    forward verifies it). Chain drafters (``speculative_num_steps`` serial draft forwards,
+    the first inside the profile's verify cost, the rest priced by its ``draft_step`` grid,
+    then one target verify): ``eagle`` and ``eagle3`` (EAGLE heads on the target's hidden
+    states), ``nextn``/``mtp`` (the model's own multi-token-prediction layer, SGLang's NEXTN),
+    ``standalone`` (a separate small draft model run autoregressively). Only the chain
+    (``speculative_eagle_topk`` 1) is modelled, not draft trees. ``none``: plain decode.
+    SGLang's NGRAM (no draft forward: a host-side n-gram lookup) is refused: no profile prices
+    its lookup and every verify grid includes a draft forward.
+    """
 
     none = "none"
     dspark = "dspark"
     dflash = "dflash"
     eagle = "eagle"
+    eagle3 = "eagle3"
+    nextn = "nextn"
     mtp = "mtp"
+    standalone = "standalone"
 
     @property
     def is_block(self) -> bool:
@@ -77,27 +90,30 @@ class ServerArgs(BaseModel):
 
     max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
     max_total_num_tokens: int = Field(724_000, ge=1, description="KV pool capacity, tokens.")
-    chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; <= 0 disables chunking.")
+    chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value).")
     max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")
     page_size: int = Field(1, ge=1, description="KV page size, tokens.")
-    schedule_policy: Literal["fcfs", "lof", "random"] = Field("fcfs", description="Waiting-queue order (managers/schedule_policy.py); prefix-aware policies fall back to fcfs without a radix cache.")
+    schedule_policy: Literal["fcfs", "lof", "random", "shortest-prefill-first", "lpm", "dfs-weight"] = Field("fcfs", description="Waiting-queue order, SGLang's names (managers/schedule_policy.py, sim/schedule_policy.py); lpm and dfs-weight sort like fcfs without a prefix cache.")
     schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
-    speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, description="SGLang's names, any case (EAGLE = eagle).")
+    speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
     admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
     admission_delay_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the admission-delay class's from_server.")
     min_free_slots: int | None = Field(None, ge=1, description="Explicit delay threshold (None: automatic formula).")
     max_delay_passes: int | None = Field(None, ge=1, description="demand_observed: delayed passes before admitting anyway (None: target running).")
-    sync_mode: SyncMode = Field(SyncMode.host_block)
+    sync_mode: SyncMode = Field(SyncMode.host_block, strict=False, description="Where the overlap loop waits for the previous forward's publish event (spec only): host_block, stream_wait or cross_queue_wait.")
     prefill_slot_expansion_sync: bool = Field(True, description="DSpark prefill's repeat_interleave without output_size blocks the host until the prefill forward drains.")
     enable_overlap_schedule: bool = Field(True, description="Build step N+1 while step N runs (SGLang default).")
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
     def _any_case(cls, v: object) -> object:
+        if isinstance(v, str) and v.lower() == "ngram":
+            raise ValueError("NGRAM is not modelled (its draft is a host-side n-gram lookup no profile "
+                             "prices); allowed: " + ", ".join(a.value for a in SpecAlgorithm))
         return v.lower() if isinstance(v, str) else v
 
     @field_validator("admission_delay", mode="before")
@@ -114,6 +130,23 @@ class ServerArgs(BaseModel):
     def _spec_window(self) -> ServerArgs:
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
             raise ValueError("speculative_num_draft_tokens must be >= 2 when speculative decoding is on")
+        if self.page_size > self.max_total_num_tokens:
+            raise FieldError("server.page_size", self.page_size, "must be <= server.max_total_num_tokens "
+                             f"({self.max_total_num_tokens}), the KV pool it pages")
+        c = self.chunked_prefill_size
+        if c == 0 or c < -1:
+            raise FieldError("server.chunked_prefill_size", c, "must be -1 (chunking off, as in SGLang) or >= 1")
+        if c != -1 and c < self.page_size:
+            raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
+                             "a chunk is cut at page boundaries, so a smaller one never advances")
+        steps = self.speculative_num_steps
+        if steps is not None:
+            if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:
+                raise FieldError("server.speculative_num_steps", steps, "only a chain drafter (eagle, eagle3, nextn, mtp, "
+                                 f"standalone) has serial draft steps; remove it for {self.speculative_algorithm.value}")
+            if steps > self.speculative_num_draft_tokens - 1:
+                raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
+                                 f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
         return self
 
     @property
@@ -131,6 +164,10 @@ class ServerArgs(BaseModel):
         return self.speculative_num_steps or self.speculative_num_draft_tokens - 1
 
 
+HISTOGRAM_SUM_TOLERANCE = 1e-3
+"""How far an acceptance histogram's sum may be from 1 (measured fractions are rounded)."""
+
+
 class AcceptanceConfig(BaseModel):
     """Accept length distribution (tokens committed per request per verify cycle, 1..window).
 
@@ -142,9 +179,9 @@ class AcceptanceConfig(BaseModel):
 
     model_config = _STRICT
 
-    mean_accept_length: float | None = Field(None, ge=1.0)
-    per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = None
-    histogram: list[Annotated[float, Field(ge=0.0)]] | None = None
+    mean_accept_length: float | None = Field(None, ge=1.0, description="Mean accept length (committed tokens per request per verify, bonus token included).")
+    per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(None, min_length=1, description="P(draft i accepted | drafts < i accepted), i = 1..window - 1.")
+    histogram: list[Annotated[float, Field(ge=0.0)]] | None = Field(None, min_length=1, description="P(accept length = k), k = 1..len (<= window); sums to 1.")
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
 
     @model_validator(mode="after")
@@ -152,8 +189,9 @@ class AcceptanceConfig(BaseModel):
         given = [x is not None for x in (self.mean_accept_length, self.per_position_rates, self.histogram)]
         if sum(given) > 1:
             raise ValueError("give only one of mean_accept_length, per_position_rates, histogram")
-        if self.histogram is not None and sum(self.histogram) <= 0:
-            raise ValueError("histogram must have a positive sum")
+        if self.histogram is not None and abs(sum(self.histogram) - 1.0) > HISTOGRAM_SUM_TOLERANCE:
+            raise FieldError("acceptance.histogram", self.histogram, "P(accept length = k) must sum to 1 "
+                             f"(within {HISTOGRAM_SUM_TOLERANCE}); it sums to {sum(self.histogram):.6g}")
         return self
 
 
@@ -163,10 +201,15 @@ class LengthDist(BaseModel):
 
     model_config = _STRICT
 
-    kind: Literal["fixed", "uniform", "file"] = "fixed"
-    value: int | None = Field(None, ge=1)
-    range_ratio: float = Field(1.0, gt=0.0, le=1.0)
-    path: str | None = None
+    kind: Literal["fixed", "uniform", "file"] = Field("fixed", description="fixed, uniform (bench_serving's 'random' dataset; 'random' is accepted as a synonym) or file.")
+    value: int | None = Field(None, ge=1, description="fixed: the length; uniform: the largest length.")
+    range_ratio: float = Field(1.0, gt=0.0, le=1.0, description="uniform: the smallest length is value x range_ratio.")
+    path: str | None = Field(None, description="file: CSV with columns length,weight (relative to the scenario file).")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _bench_serving_name(cls, v: object) -> object:
+        return "uniform" if v == "random" else v
 
     @model_validator(mode="after")
     def _fields(self) -> LengthDist:
@@ -175,6 +218,10 @@ class LengthDist(BaseModel):
         if self.kind == "file" and not self.path:
             raise ValueError("kind 'file' needs 'path'")
         return self
+
+
+MAX_ARRIVAL_SPAN_S = 1e9
+"""Longest expected arrival span (num_requests / request_rate) a scenario may ask for (s)."""
 
 
 class WorkloadConfig(BaseModel):
@@ -189,13 +236,20 @@ class WorkloadConfig(BaseModel):
 
     model_config = _STRICT
 
-    kind: Literal["burst", "closed_loop", "poisson"]
-    num_requests: int = Field(ge=1)
-    concurrency: int | None = Field(None, ge=1)
-    request_rate: float | None = Field(None, gt=0)
-    max_concurrency: int | None = Field(None, ge=1)
-    input_len: LengthDist
-    output_len: LengthDist
+    kind: Literal["burst", "closed_loop", "poisson"] = Field(description="Client behaviour: burst, closed_loop or poisson (see above).")
+    num_requests: int = Field(ge=1, description="Requests sent in all.")
+    concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight.")
+    request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency.")
+    max_concurrency: int | None = Field(None, ge=1, description="poisson: most requests in flight (None: no cap).")
+    input_len: LengthDist = Field(description="Prompt lengths.")
+    output_len: LengthDist = Field(description="Output lengths (every request generates exactly this many tokens: ignore_eos).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bench_serving_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "num_prompts" in data and "num_requests" not in data:
+            data = {("num_requests" if k == "num_prompts" else k): v for k, v in data.items()}
+        return data
 
     @model_validator(mode="after")
     def _kind_fields(self) -> WorkloadConfig:
@@ -203,6 +257,12 @@ class WorkloadConfig(BaseModel):
             raise ValueError("closed_loop needs 'concurrency'")
         if self.kind == "poisson" and self.request_rate is None:
             raise ValueError("poisson needs 'request_rate'")
+        rate = self.request_rate
+        if rate is not None and rate != rate:
+            raise FieldError("workload.request_rate", rate, "must be a number > 0 (or .inf)")
+        if rate is not None and self.num_requests / rate > MAX_ARRIVAL_SPAN_S:
+            raise FieldError("workload.request_rate", rate, f"{self.num_requests} requests would arrive over about "
+                             f"{self.num_requests / rate:.3g} s; at most {MAX_ARRIVAL_SPAN_S:.0e} s is simulated")
         return self
 
 
@@ -215,16 +275,16 @@ class Scenario(BaseModel):
 
     model_config = _STRICT
 
-    name: str
-    description: str = ""
-    source: str = ""
-    assumptions: list[str] = []
-    profile: str
-    seed: int = Field(1, ge=0)
-    server: ServerArgs = ServerArgs()
-    acceptance: AcceptanceConfig = AcceptanceConfig()
-    workload: WorkloadConfig
-    arms: dict[str, dict[str, Any]] = {}
+    name: str = Field(description="Scenario name (results go to results/<name>/).")
+    description: str = Field("", description="Free text.")
+    source: str = Field("", description="Where the scenario's settings and reference figures come from.")
+    assumptions: list[str] = Field([], description="What the scenario assumes that the source does not say.")
+    profile: str = Field(description="Profile name (profiles/) or path (relative to the scenario file).")
+    seed: int = Field(1, ge=0, description="Seed of lengths, arrivals and accept lengths (run --seed overrides it).")
+    server: ServerArgs = Field(ServerArgs(), description="SGLang server arguments.")
+    acceptance: AcceptanceConfig = Field(AcceptanceConfig(), description="Accept-length distribution.")
+    workload: WorkloadConfig = Field(description="Client workload (bench_serving semantics).")
+    arms: dict[str, dict[str, Any]] = Field({}, description="Arm name -> overrides of any keys above (deep-merged); every arm is validated at load.")
     arm: str = "base"
     reference: dict[str, dict[str, float]] = Field(default_factory=dict, description="Reference figures per arm, bench_serving keys.")
     path: str = ""
@@ -265,6 +325,13 @@ class Scenario(BaseModel):
     def _acceptance_fits_window(self) -> Scenario:
         m = self.acceptance.mean_accept_length
         w = self.server.spec_window
+        acc, spec = self.acceptance, self.server.speculative_algorithm.enabled
+        if spec and acc.per_position_rates is not None and len(acc.per_position_rates) > w - 1:
+            raise FieldError("acceptance.per_position_rates", acc.per_position_rates, "at most "
+                             f"speculative_num_draft_tokens - 1 = {w - 1} rates (one per draft position)")
+        if spec and acc.histogram is not None and len(acc.histogram) > w:
+            raise FieldError("acceptance.histogram", acc.histogram, f"at most speculative_num_draft_tokens = {w} "
+                             f"entries (accept lengths 1..{w})")
         if m is not None and self.server.speculative_algorithm.enabled and m > w:
             raise ValueError(f"acceptance.mean_accept_length {m} exceeds the verify window "
                              f"speculative_num_draft_tokens = {w}")
@@ -299,16 +366,18 @@ def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; ConfigError if the file is missing, unparsable or not a mapping."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(str(p), "<file>", str(p), "file does not exist")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(str(p), "<file>", str(p), f"not valid YAML ({e})") from None
+    """Read a YAML mapping strictly (:func:`sim.yaml_io.read_yaml_file`: no YAML 1.1
+    coercions, no repeated keys, bounded aliases).
+
+    Raises:
+        ConfigError: the file is missing, a directory, binary, empty, not valid YAML or not a
+            mapping.
+    """
+    data = read_yaml_file(path)
+    if data is None:
+        raise ConfigError(str(path), "<file>", "", "the file is empty; expected a mapping of keys (see docs/scenario-reference.md)")
     if not isinstance(data, dict):
-        raise ConfigError(str(p), "<top level>", type(data).__name__, "must be a mapping")
+        raise ConfigError(str(path), "<top level>", type(data).__name__, "must be a mapping of keys (see docs/scenario-reference.md)")
     return data
 
 
@@ -319,6 +388,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):  # a check across fields names its own key
+        return ConfigError(file, cause.key, cause.value, cause.allowed)
     if first["type"] == "missing":
         value = "<missing>"
     elif isinstance(value, dict):
@@ -368,7 +440,17 @@ def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
         raise ConfigError(str(path), "arms", arms, "must be a mapping of arm name -> overrides")
     if arm != "base" and arm not in arms:
         raise ConfigError(str(path), "--arm", arm, f"allowed: {', '.join(['base', *[a for a in arms if a != 'base']])}")
-    override = arms.get(arm) or {}
+    chosen = _resolve_arm(path, raw, arm)
+    for other in arms:  # a typo in an arm not chosen now fails now, not in next week's run
+        if other != arm:
+            _resolve_arm(path, raw, other)
+    return chosen
+
+
+def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
+    """The scenario with ``arm``'s overrides merged in, validated; errors inside an arm's
+    overrides are named ``arms.<arm>.<key>``."""
+    override = (raw.get("arms") or {}).get(arm) or {}
     if not isinstance(override, dict):
         raise ConfigError(str(path), f"arms.{arm}", override, "must be a mapping of overrides")
     for forbidden in ("arms", "arm", "name"):
@@ -380,7 +462,22 @@ def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
     try:
         return Scenario.model_validate(merged)
     except ValidationError as e:
-        raise validation_error(str(path), e, merged) from None
+        err = validation_error(str(path), e, merged)
+        if arm != "base" and _sets(override, err.key):
+            raise ConfigError(err.file, f"arms.{arm}.{err.key}", err.value, err.allowed) from None
+        if arm != "base":
+            raise ConfigError(err.file, err.key, err.value, f"{err.allowed} (with arm {arm})") from None
+        raise err from None
+
+
+def _sets(override: dict[str, Any], dotted: str) -> bool:
+    """Whether the arm's overrides contain the dotted key (or a parent of it)."""
+    node: Any = override
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def arm_names(scenario_path: str | Path) -> list[str]:

@@ -156,6 +156,11 @@ class SimEngine:
         self.ff_runs = 0
         self.ff_iterations = 0
 
+    @property
+    def requests_left(self) -> int:
+        """Requests not finished yet (read by the CLI's progress bar from another thread)."""
+        return self._remaining
+
     # ------------------------------------------------------------------ clock
     def _delay_to(self, t: float) -> float:
         """A delay d with env.now + d == t exactly (SimPy adds delays to its clock)."""

@@ -14,3 +14,13 @@ class ConfigError(ValueError):
     def __init__(self, file: str, key: str, value: object, allowed: str) -> None:
         self.file, self.key, self.value, self.allowed = file, key, value, allowed
         super().__init__(f"{file}: {key} = {value!r}: {allowed}")
+
+
+class FieldError(ValueError):
+    """Raised inside a model validator for a check across fields: names the dotted key (from
+    the scenario's root), its value and what is allowed, so the loader's one-line message
+    blames the right key instead of the whole section."""
+
+    def __init__(self, key: str, value: object, allowed: str) -> None:
+        self.key, self.value, self.allowed = key, value, allowed
+        super().__init__(f"{key} = {value!r}: {allowed}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class ReqStatus(IntEnum):
@@ -46,6 +47,11 @@ class Req:
             stop early, so sglang 0.5.23 reserves its remaining output at ratio 1.0.
         priority: request priority (SGLang ``--enable-priority-scheduling``); None: the
             server's default.
+        tokens: prompt token ids (int64 array) when the workload shares prefixes; None:
+            a prompt that shares nothing (the radix cache never matches it).
+        cached_len: prompt tokens found in the prefix cache at the last match (SGLang
+            ``prefix_len`` / ``num_matched_prefix_tokens``); 0 without a cache.
+        last_node: the radix-tree node where that match ended (None without a cache).
     """
 
     rid: int
@@ -59,6 +65,9 @@ class Req:
     spec_cycles: int = 0
     ignore_eos: bool = True
     priority: int | None = None
+    tokens: Any = None
+    cached_len: int = 0
+    last_node: Any = None
 
     @property
     def fill_len(self) -> int:

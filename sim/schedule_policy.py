@@ -1,37 +1,318 @@
-"""Waiting-queue order (SGLang's SchedulePolicy, managers/schedule_policy.py).
+"""Waiting-queue order (SGLang's SchedulePolicy, managers/schedule_policy.py ``calc_priority``).
 
-fcfs keeps arrival order (the default). lof: longest output first. random: a seeded
-shuffle. Prefix-aware policies (lpm, dfs-weight) fall back to fcfs without a radix cache,
-and the reference runs flush the cache, so they are not modelled.
+Each order is a class with the interface a user-written one has (docs/policies.md):
+``from_server(server, seed=0, **params)`` builds it for one run; ``order(waiting, ctx)``
+returns the waiting requests in admission order (a new list holding the same requests).
+``waiting`` is in queue-entry order (arrivals, then re-queued retractions), so a stable
+sort keeps SGLang's ``wait_queue_entry_time`` tie-break.
+
+Shipped (SGLang's names):
+
+- ``fcfs``: queue order; with priority scheduling, by priority then entry order
+  (``_sort_by_priority_and_fcfs``).
+- ``lof``: longest output (max_new_tokens) first, by priority first when enabled.
+- ``random``: a seeded shuffle.
+- ``shortest-prefill-first``: least uncached prefill work first
+  (``_sort_by_shortest_prefill``: max(1, prompt + output - cached)), duplicates of a
+  prefix another waiting request is about to cache last.
+- ``lpm``: longest cached prefix first (``_sort_by_longest_prefix``), with the same
+  in-batch deprioritisation; falls back to fcfs above 128 waiting
+  (``WAITING_QUEUE_PREFIX_MATCH_MAX``) and without a prefix cache.
+- ``dfs-weight``: depth-first over the radix tree, heavier subtrees first
+  (``_sort_by_dfs_weight``); fcfs without a prefix cache.
 """
 
 from __future__ import annotations
 
 import random as _random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from specsched.sim.request import Req
 
+if TYPE_CHECKING:
+    from specsched.sim.radix_cache import RadixCache
 
-class SchedulePolicy:
-    """Orders the waiting queue for one prefill pass.
+WAITING_QUEUE_PREFIX_MATCH_MAX = 128
+"""lpm (and hrrn) sort like fcfs when more requests than this wait (SGLang)."""
+IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD = 32
+"""A request with at most this many cached tokens is checked against the other waiting ones."""
+IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 32
+"""... and goes last if it shares at least this many tokens with an earlier waiting request."""
 
-    Args:
-        name: ``fcfs``, ``lof`` or ``random``.
-        seed: seeds the ``random`` policy (ignored otherwise).
+REQUIRED_METHODS = ("from_server", "order")
+"""What a class named by ``server.schedule_policy`` must have."""
+
+
+@dataclass(frozen=True)
+class QueueContext:
+    """What an order sees besides the waiting requests at one prefill pass.
+
+    Attributes:
+        running: the running batch (read only).
+        prefix_cache: the radix prefix cache, or None when it is off. Each waiting
+            request's ``cached_len`` (tokens it would reuse) and ``last_node`` were set by
+            matching it just before this call.
     """
 
-    def __init__(self, name: str, seed: int = 0) -> None:
-        if name not in ("fcfs", "lof", "random"):
-            raise ValueError(f"unknown schedule_policy {name!r}; allowed: fcfs, lof, random")
-        self.name = name
+    running: Sequence[Req] = ()
+    prefix_cache: RadixCache | None = field(default=None)
+
+
+class QueueOrder(Protocol):
+    """A waiting-queue order."""
+
+    name: str
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0, **params: Any) -> QueueOrder:
+        """A fresh instance for one run."""
+        ...
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        """The waiting requests in admission order (a new list of the same requests)."""
+        ...
+
+
+class QueueOrderBase:
+    """Convenience base for a user order: subclass it and write ``order``.
+
+    ``from_server(server, seed, **params)`` calls ``cls(**params)``, keeps the server
+    arguments as ``self.server`` and a seeded ``random.Random`` as ``self.rng``.
+    """
+
+    name: ClassVar[str] = "custom"
+    server: Any
+    rng: _random.Random
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0, **params: Any) -> QueueOrderBase:
+        obj = cls(**params)
+        obj.server = server
+        obj.rng = _random.Random(seed)
+        return obj
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        raise NotImplementedError
+
+
+def _priority_key(priority_first: bool, low_first: bool):
+    sign = 1 if low_first else -1
+    default = 1 << 62  # SGLang gives a request without priority the lowest one
+
+    def key(r: Req) -> int:
+        if not priority_first:
+            return 0
+        p = r.priority if r.priority is not None else (default if low_first else -default)
+        return p * sign
+
+    return key
+
+
+class Fcfs:
+    """First come, first served (with priority scheduling: priority, then entry order)."""
+
+    name = "fcfs"
+
+    def __init__(self, priority: bool = False, low_priority_values_first: bool = False) -> None:
+        self.priority = priority
+        self._key = _priority_key(priority, low_priority_values_first)
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> Fcfs:
+        return cls(getattr(server, "enable_priority_scheduling", False),
+                   getattr(server, "schedule_low_priority_values_first", False))
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        return sorted(waiting, key=self._key) if self.priority else list(waiting)
+
+
+class Lof(Fcfs):
+    """Longest output first (``_sort_by_longest_output``), by priority first when enabled."""
+
+    name = "lof"
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        key = self._key
+        return sorted(waiting, key=lambda r: (key(r), -r.max_new_tokens))
+
+
+class RandomOrder:
+    """A seeded shuffle (``_sort_randomly``)."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
         self._rng = _random.Random(seed)
 
-    def order(self, waiting: list[Req]) -> list[Req]:
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> RandomOrder:
+        return cls(seed)
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        out = list(waiting)
+        self._rng.shuffle(out)
+        return out
+
+
+def in_batch_deprioritized(waiting: Sequence[Req], page_size: int = 1) -> set[int]:
+    """Rids SGLang's ``_compute_prefix_matches`` defers: a request that found at most 32
+    cached tokens but shares >= 32 tokens with an earlier waiting request (which will
+    cache them), so only one of a cold group prefills its shared prefix at a time."""
+    from specsched.sim.radix_cache import RadixCache
+
+    tree = RadixCache(page_size)
+    out: set[int] = set()
+    for r in waiting:
+        if r.tokens is None or r.cached_len > IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD:
+            continue
+        full = r.tokens
+        if tree.match_prefix(full)[0] >= IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD:
+            out.add(r.rid)
+        else:
+            tree.insert(full)
+    return out
+
+
+def prefill_work(r: Req) -> int:
+    """Uncached tokens a (re-)prefill must compute: max(1, prompt + output - cached)."""
+    return max(1, r.fill_len - r.cached_len)
+
+
+class ShortestPrefillFirst:
+    """Least uncached prefill work first (sglang 0.5.23 ``_sort_by_shortest_prefill``)."""
+
+    name = "shortest-prefill-first"
+
+    def __init__(self, page_size: int = 1) -> None:
+        self.page_size = page_size
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> ShortestPrefillFirst:
+        return cls(getattr(server, "page_size", 1))
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        dep = in_batch_deprioritized(waiting, self.page_size) if ctx.prefix_cache is not None else set()
+        return sorted(waiting, key=lambda r: (r.rid in dep, prefill_work(r)))
+
+
+def shortest_prefill_chunk_limit(chunked: Req, waiting: Sequence[Req], budget: int, page_size: int) -> int | None:
+    """Cap the in-flight chunk to leave room for shorter waiting requests (sglang 0.5.23
+    ``SchedulePolicy.shortest_prefill_chunk_limit``, shortest-prefill-first only).
+
+    ``waiting`` in policy order; ``budget`` the pass's chunk budget (tokens). Returns the
+    page-aligned cap, or None when nothing shorter waits or the budget is under 2 pages.
+    """
+    if budget < 2 * page_size:
+        return None
+    remaining = chunked.extend_remaining
+    reserved = 0
+    for r in waiting:
+        work = prefill_work(r)
+        charge = -(-work // page_size) * page_size
+        if work >= remaining or reserved + charge > budget - page_size:
+            break
+        reserved += charge
+    if not reserved:
+        return None
+    return (budget - reserved) // page_size * page_size
+
+
+class Lpm:
+    """Longest cached prefix first (``_sort_by_longest_prefix``); fcfs above 128 waiting
+    or without a prefix cache (``_determine_active_policy``, ``_validate_and_adjust_policy``)."""
+
+    name = "lpm"
+
+    def __init__(self, page_size: int = 1) -> None:
+        self.page_size = page_size
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> Lpm:
+        return cls(getattr(server, "page_size", 1))
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        if ctx.prefix_cache is None or len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
+            return list(waiting)
+        dep = in_batch_deprioritized(waiting, self.page_size)
+        return sorted(waiting, key=lambda r: float("inf") if r.rid in dep else -r.cached_len)
+
+
+class DfsWeight:
+    """Depth-first over the radix tree, heavier subtrees first (``_sort_by_dfs_weight``);
+    fcfs without a prefix cache."""
+
+    name = "dfs-weight"
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> DfsWeight:
+        return cls()
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        tree = ctx.prefix_cache
+        if tree is None:
+            return list(waiting)
+        idx = tree.dfs_weight_order([r.last_node if r.last_node is not None else tree.root for r in waiting])
+        return [waiting[i] for i in idx]
+
+
+SHIPPED: dict[str, type] = {
+    "fcfs": Fcfs,
+    "lof": Lof,
+    "random": RandomOrder,
+    "shortest-prefill-first": ShortestPrefillFirst,
+    "lpm": Lpm,
+    "dfs-weight": DfsWeight,
+}
+"""Shipped orders by ``server.schedule_policy`` name (SGLang's names)."""
+
+
+def make_queue_order(server: Any, seed: int = 0, scenario_path: str | None = None) -> QueueOrder:
+    """Build the order named by ``server.schedule_policy`` (a shipped name or a user class
+    ``module.path:Class`` / ``file.py:Class``; ``schedule_policy_params`` as keywords).
+
+    Raises:
+        ConfigError: the class does not import, lacks the interface, or rejects the params.
+    """
+    from pathlib import Path
+
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.policy_loader import PolicyLoadError, is_policy_spec, load_policy_class
+
+    spec = server.schedule_policy
+    where = scenario_path or "<server>"
+    try:
+        if is_policy_spec(spec):
+            cls = load_policy_class(spec, REQUIRED_METHODS, Path(scenario_path).parent if scenario_path else None)
+        else:
+            cls = SHIPPED[spec]
+    except PolicyLoadError as e:
+        raise ConfigError(where, "server.schedule_policy", spec, str(e)) from None
+    params = dict(getattr(server, "schedule_policy_params", {}) or {})
+    try:
+        return cls.from_server(server, seed=seed, **params)
+    except TypeError as e:
+        raise ConfigError(where, "server.schedule_policy_params", params,
+                          f"{cls.__name__}.from_server rejected them: {e}") from None
+
+
+class SchedulePolicy:
+    """Orders the waiting queue for one prefill pass (the Scheduler's handle on a
+    :class:`QueueOrder`).
+
+    Args:
+        name: a shipped order's name (see :data:`SHIPPED`).
+        seed: seeds the ``random`` order.
+        server: server arguments for orders that read them (priority scheduling, page size).
+    """
+
+    def __init__(self, name: str, seed: int = 0, server: Any = None) -> None:
+        if name not in SHIPPED:
+            raise ValueError(f"unknown schedule_policy {name!r}; allowed: {', '.join(SHIPPED)}")
+        self.name = name
+        self.impl: QueueOrder = SHIPPED[name].from_server(server, seed=seed)
+
+    def order(self, waiting: list[Req], ctx: QueueContext | None = None) -> list[Req]:
         """Return the waiting requests in admission order (a new list)."""
-        if self.name == "lof":
-            return sorted(waiting, key=lambda r: -r.max_new_tokens)
-        if self.name == "random":
-            out = list(waiting)
-            self._rng.shuffle(out)
-            return out
-        return list(waiting)
+        return self.impl.order(waiting, ctx or QueueContext())

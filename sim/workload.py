@@ -47,6 +47,15 @@ def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.n
     return df["length"].to_numpy(int), w / w.sum()
 
 
+def histogram_lengths(path: str, base: Path | None, key: str) -> np.ndarray:
+    """The lengths a ``file`` histogram can draw (for size checks before a run).
+
+    Raises:
+        ConfigError: a missing or malformed histogram file.
+    """
+    return _histogram(path, base, key)[0]
+
+
 def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path | None, key: str) -> np.ndarray:
     """``n`` token lengths (int array, >= 1) from ``dist``.
 

@@ -1,23 +1,90 @@
-"""The ``specsched`` command line.
+"""The specsched command line (the composition root above sim, analysis and runtime).
 
-``specsched run SCENARIO [--arm A] [--seed N] [--out DIR]`` simulates one arm and prints a
-bench_serving-style table; ``compare``, ``plot`` and ``sweep`` come from :mod:`analysis`;
-``profile``, ``measure`` and ``validate`` from :mod:`runtime` (each registers its own
-subcommands). Bad input (scenario, profile, arguments) prints one line naming the file, key,
-value and what is allowed, and exits with status 2; no result files are left behind.
+Commands are looked up in :data:`COMMANDS` and only the module of the command being run is
+imported, so ``specsched --help`` and a bad scenario never import torch, matplotlib, dask or
+scipy. Bad input (scenario, profile, arguments) prints one line naming the file, key, value
+and what is allowed and exits with status 2, with nothing written; Ctrl-C prints one line
+and exits with 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
+import re
 import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from specsched import __version__
 from specsched.sim.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+DESCRIPTION = ("Predict, then measure, what an SGLang-style scheduler with speculative decoding "
+               "does to TTFT, TPOT and throughput.")
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("specsched.cli", "simulate one arm of a scenario and print a bench_serving-style table"),
+    "compare": ("specsched.analysis.cli_commands", "run arms over seeds and compare them (bootstrap CIs)"),
+    "sweep": ("specsched.analysis.cli_commands", "run a parameter grid x seeds into one parquet file"),
+    "plot": ("specsched.analysis.cli_commands", "plot TTFT/TPOT/ITL distributions and timelines of results"),
+    "schema": ("specsched.cli", "print every scenario key with its type, default and allowed values"),
+    "calibrate": ("specsched.sim.calibrate", "refit the MI355X profile to the reference figures"),
+    "measure": ("specsched.runtime.cli_commands", "run a scenario for real on a device (needs torch)"),
+    "validate": ("specsched.runtime.cli_commands", "measure a scenario and simulate it: predicted vs measured"),
+    "profile": ("specsched.runtime.cli_commands", "measure a device profile with microbenchmarks (needs torch)"),
+}
+"""Command -> (module whose ``add_parsers`` registers it, one-line summary for ``--help``)."""
+
+EXAMPLES: dict[str, list[str]] = {
+    "run": ["specsched run burst256-ht",
+            "specsched run scenarios/burst256-ht.yaml --arm waiting_aware --seed 2",
+            "specsched run scenarios/batch8-ll.yaml --set server.chunked_prefill_size=8192 --out results/x"],
+    "compare": ["specsched compare scenarios/burst256-ht.yaml --arms base,waiting_aware --seeds 5"],
+    "sweep": ["specsched sweep scenarios/batch8-ll.yaml --grid server.sync_mode=host_block,stream_wait --seeds 3"],
+    "plot": ["specsched plot results/burst256-ht/base-seed1 results/burst256-ht/waiting_aware-seed1"],
+    "schema": ["specsched schema", "specsched schema --markdown > docs/scenario-reference.md"],
+    "calibrate": ["specsched calibrate --report-only", "specsched calibrate --write"],
+    "measure": ["specsched measure scenarios/h200/batch8.yaml --arm stream_wait --device cuda",
+                "specsched measure scenarios/h200/batch8.yaml --device cpu --preset tiny --set workload.num_requests=4"],
+    "validate": ["specsched validate scenarios/h200/batch8.yaml --profile profiles/h200-1b.yaml --device cuda"],
+    "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml"],
+}
+
+# modules registered when a command is not in COMMANDS (a command added elsewhere still works)
+COMMAND_MODULES = ("specsched.cli", "specsched.sim.calibrate", "specsched.analysis.cli_commands",
+                   "specsched.runtime.cli_commands")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps description paragraphs to the terminal; keeps indented lines (examples) and the
+    lines of an ``examples:`` block as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for para in text.strip("\n").split("\n\n"):
+            lines = para.splitlines()
+            if any(line.startswith(" ") for line in lines) or lines[0].endswith(":"):
+                out.append("\n".join(indent + line for line in lines))
+            else:
+                out.append(textwrap.fill(" ".join(x.strip() for x in lines), width,
+                                         initial_indent=indent, subsequent_indent=indent))
+        return "\n\n".join(out)
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without reStructuredText markup (````x````, ``:func:`x```` -> ``x``)."""
+    if not text:
+        return text
+    text = inspect.cleandoc(text)
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "").replace("::\n", ":\n")
 
 
 def default_out_dir(scenario_name: str, arm: str, seed: int) -> Path:
@@ -25,67 +92,175 @@ def default_out_dir(scenario_name: str, arm: str, seed: int) -> Path:
     return Path("results") / scenario_name / f"{arm}-seed{seed}"
 
 
+def simulate(scenario: Any, seed: int, progress: bool) -> Any:
+    """Run the simulation, with a progress bar of finished requests when ``progress``.
+
+    The simulation runs in a worker thread so that the main thread can draw the bar and
+    take Ctrl-C at once (the simulation itself never checks for signals).
+    """
+    from specsched.sim.engine import SimEngine
+
+    engine = SimEngine(scenario, seed=seed)
+    if not progress:
+        return engine.run()
+    from tqdm import tqdm
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = engine.run()
+        except BaseException as e:  # handed to the main thread
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="simulate", daemon=True)
+    t.start()
+    total = scenario.workload.num_requests
+    with tqdm(total=total, desc="simulate", unit="req", file=sys.stderr, delay=1.0, leave=False) as bar:
+        while t.is_alive():
+            t.join(0.25)
+            bar.n = total - engine.requests_left
+            bar.refresh()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Simulate one arm of a scenario, print the table, write the results directory."""
-    from specsched.sim.config import load_scenario
-    from specsched.sim.engine import run_scenario
-    from specsched.sim.report import format_report
-    from specsched.sim.results import write_results
+    from specsched.analysis.cli_commands import show_progress
+    from specsched.sim.limits import check_fits, check_size
 
     if args.set:
         from specsched.analysis.overrides import load_scenario_with_overrides
 
         scenario = load_scenario_with_overrides(args.scenario, args.arm, args.set)
     else:
+        from specsched.sim.config import load_scenario
+
         scenario = load_scenario(args.scenario, args.arm)
-    seed = scenario.seed if args.seed is None else args.seed
+    if args.seed is not None:
+        if args.seed < 0:
+            raise ConfigError("<command line>", "--seed", args.seed, "must be >= 0")
+        from specsched.sim.config import with_value
+
+        scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
+    check_size(scenario, args.max_requests)
+    check_fits(scenario)
+    from specsched.sim.profile import load_profile
+    from specsched.sim.report import format_report
+    from specsched.sim.results import write_results
+
+    load_profile(scenario.profile, scenario.path or None)  # a bad profile fails before any work
     t0 = time.perf_counter()
-    result = run_scenario(scenario, seed=seed)
+    result = simulate(scenario, scenario.seed, show_progress(args))
     wall = time.perf_counter() - t0
     # reference figures belong to the scenario as written: not shown for a modified one
     ref = None if args.set else scenario.reference.get(args.arm)
     print(format_report(result.summary, ref))
-    out = Path(args.out) if args.out else default_out_dir(scenario.name, args.arm, seed)
+    out = Path(args.out) if args.out else default_out_dir(scenario.name, args.arm, scenario.seed)
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every available subcommand registered."""
-    p = argparse.ArgumentParser(prog="specsched", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="simulate one arm of a scenario")
-    r.add_argument("scenario", help="scenario YAML file")
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the scenario reference (every key, type, default, allowed values, SGLang name)."""
+    from specsched.sim.schema import render_markdown, render_text
+
+    print(render_markdown() if args.markdown else render_text(), end="")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``run`` and ``schema``."""
+    r = sub.add_parser("run", help=COMMANDS["run"][1],
+                       description="Simulate one arm of a scenario: prints a bench_serving-style table "
+                                   "and writes results/<scenario>/<arm>-seed<N>/ (requests, chunks, steps, "
+                                   "timeseries tables, summary.json, the resolved scenario.yaml).")
+    r.add_argument("scenario", help="scenario YAML file, or a bundled name (burst256-ht, h200/batch8)")
     r.add_argument("--arm", default="base", help="arm name from the scenario's arms (default base)")
     r.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
     r.add_argument("--out", default=None, help="results directory (default results/<scenario>/<arm>-seed<N>)")
     r.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key (repeatable), e.g. server.chunked_prefill_size=8192")
+    r.add_argument("--max-requests", type=int, default=None, metavar="N",
+                   help="refuse workloads above N requests before allocating (default 2000000)")
     r.set_defaults(func=cmd_run)
-    for module in ("specsched.sim.calibrate", "specsched.analysis.cli_commands", "specsched.runtime.cli_commands"):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as e:  # an optional part, or its optional dependencies, not installed
-            if e.name and (e.name in (module, module.rsplit(".", 1)[0]) or e.name.split(".")[0] in ("torch", "distributed", "dask")):
-                continue
-            raise
-        mod.add_parsers(sub)
+    s = sub.add_parser("schema", help=COMMANDS["schema"][1],
+                       description="Every scenario key: type, default, allowed values, unit and the SGLang "
+                                   "argument it mirrors (the same text as docs/scenario-reference.md).")
+    s.add_argument("--markdown", action="store_true", help="print the markdown page instead of plain text")
+    s.set_defaults(func=cmd_schema)
+
+
+def _register(sub: Any, module: str) -> None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:  # an optional part, or its optional dependencies, not installed
+        top = (e.name or "").split(".")[0]
+        if e.name in (module, module.rsplit(".", 1)[0]) or top in ("torch", "distributed", "dask"):
+            return
+        raise
+    mod.add_parsers(sub)
+
+
+def _command_in(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: the named command's module is imported and registered, the
+    other commands are listed by name only (their modules stay unimported)."""
+    fmt = HelpFormatter
+    examples = "examples:\n" + "\n".join(f"  {e[0]}" for e in EXAMPLES.values())
+    p = argparse.ArgumentParser(prog="specsched", description=DESCRIPTION, epilog=examples, formatter_class=fmt)
+    p.add_argument("--version", action="version", version=f"specsched {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command = _command_in(sys.argv[1:] if argv is None else argv)
+    if command in COMMANDS:
+        _register(sub, COMMANDS[command][0])
+    elif command is not None:  # unknown here: maybe registered by a module not in the table
+        for module in COMMAND_MODULES:
+            _register(sub, module)
+    for name, (_, summary) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=summary, add_help=False)
+    for name, sp in sub.choices.items():
+        sp.formatter_class = fmt
+        summary = COMMANDS.get(name, ("", ""))[1]
+        sp.description = plain(sp.description) or (summary[:1].upper() + summary[1:] + ".")
+        if name in EXAMPLES and not sp.epilog:
+            sp.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])
+        if not any("--quiet" in a.option_strings for a in sp._actions):
+            sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from specsched.sim.scheduler import UnschedulableRequest
-
+    """Entry point; returns the exit status (2 for bad input, 130 on Ctrl-C)."""
     try:
-        return int(args.func(args) or 0)
-    except (ConfigError, UnschedulableRequest) as e:
-        print(f"specsched: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        try:
+            return int(args.func(args) or 0)
+        except ConfigError as e:
+            print(f"specsched: error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except Exception as e:
+            from specsched.sim.scheduler import UnschedulableRequest
+
+            if isinstance(e, UnschedulableRequest):
+                print(f"specsched: error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
+                print(f"specsched: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            raise
+    except KeyboardInterrupt:
+        print("specsched: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

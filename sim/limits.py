@@ -1,0 +1,102 @@
+"""Size checks made before a run allocates anything (requests x per-request arrays).
+
+A workload's memory grows with its request count: the request specs, the scheduler's
+request objects, the per-request rows of the records and their summary arrays. The
+simulator needs about :data:`BYTES_PER_REQUEST` per request at scale (docs/performance.md:
+1e7 requests peaked at 5.4 GB), so a typo such as ``num_requests: 100000000000`` is refused
+at once with the estimate instead of failing inside numpy minutes later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from specsched.sim.config import LengthDist, Scenario
+from specsched.sim.errors import ConfigError
+from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
+
+DEFAULT_MAX_REQUESTS = 2_000_000
+"""Requests a run may have unless the user raises it (``--max-requests``)."""
+
+BYTES_PER_REQUEST = 1024
+"""Estimated peak memory per request (bytes), rounded up from the 1e7-request measurement."""
+
+
+def physical_memory_bytes() -> int | None:
+    """The machine's physical memory (bytes), or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
+    """Refuse a workload that is larger than ``max_requests`` or than this machine's memory.
+
+    Args:
+        scenario: the resolved scenario.
+        max_requests: the user's limit (None: :data:`DEFAULT_MAX_REQUESTS`).
+
+    Raises:
+        ConfigError: naming ``workload.num_requests``, its value, the memory estimate and
+            the limit (or the machine's memory) it exceeds.
+    """
+    limit = DEFAULT_MAX_REQUESTS if max_requests is None else max_requests
+    if limit < 1:
+        raise ConfigError("<command line>", "--max-requests", limit, "must be >= 1")
+    n = scenario.workload.num_requests
+    need = n * BYTES_PER_REQUEST
+    file = scenario.path or "<scenario>"
+    if n > limit:
+        raise ConfigError(file, "workload.num_requests", n,
+                          f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); above the "
+                          f"limit of {limit:,} requests (raise it with --max-requests)")
+    mem = physical_memory_bytes()
+    if mem is not None and need > mem:
+        raise ConfigError(file, "workload.num_requests", n,
+                          f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); this machine "
+                          f"has {_gib(mem)}")
+
+
+def _max_len(dist: LengthDist, base: str | None, key: str) -> int:
+    if dist.kind == "file":
+        from specsched.sim.workload import histogram_lengths
+
+        return int(histogram_lengths(dist.path, Path(base) if base else None, key).max())
+    return int(dist.value)
+
+
+def check_fits(scenario: Scenario) -> None:
+    """Refuse, before simulating, a request that can never fit the KV pool, naming the field
+    that makes it too large (the scheduler's own check, :meth:`Scheduler.add_request`, would
+    only say so when the request arrives).
+
+    Raises:
+        ConfigError: naming ``workload.input_len`` or ``workload.output_len`` (their largest
+            possible value) and what the pool holds.
+    """
+    srv, w = scenario.server, scenario.workload
+    page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
+    fixed = page + 2 * window  # a page of headroom plus the in-flight verify slots
+    file = scenario.path or "<scenario>"
+    i = _max_len(w.input_len, scenario.path, "workload.input_len")
+    o = _max_len(w.output_len, scenario.path, "workload.output_len")
+    prompt = ceil_page(i, page) + fixed
+    if prompt >= cap:
+        raise ConfigError(file, "workload.input_len", i,
+                          f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
+                          f"{2 * window} verify slots); server.max_total_num_tokens is {cap}")
+    need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
+    if i + o > cap:
+        raise ConfigError(file, "workload.output_len", o,
+                          f"prompt {i} + output {o} tokens: the KV pool holds the whole context by the last "
+                          f"token; server.max_total_num_tokens is {cap}")
+    if need >= cap:
+        raise ConfigError(file, "workload.output_len", o,
+                          f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
+                          f"(output clipped at {CLIP_MAX_NEW_TOKENS}); server.max_total_num_tokens is {cap}")

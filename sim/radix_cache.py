@@ -1,0 +1,265 @@
+"""A radix prefix cache over token ids: SGLang's ``RadixCache`` (mem_cache/radix_cache.py)
+without the KV slot indices, which the simulator does not need.
+
+Requests whose prompts share a prefix share its KV: a finished (or checkpointed) request's
+tokens are inserted into the tree; a new request matches its longest cached prefix and
+only extends the rest. A node that no running request holds (``lock_ref == 0``) is
+*evictable*: its tokens still occupy the KV pool but count as available to the admission
+budget (SGLang ``PrefillBudget._available_and_evictable``) and are evicted leaf first, least
+recently used first, when the pool needs room (``RadixCache.evict``).
+
+Differences from SGLang, on purpose: the access clock is a counter (deterministic, no wall
+time); values are lengths only. Page size > 1 aligns keys to whole pages as SGLang does.
+
+Invariants (checked by tests/test_radix_cache.py):
+- INV-RADIX-SIZE: ``evictable_size + protected_size == total_size`` (tokens in the tree).
+- INV-RADIX-LOCK: eviction never removes a node that a lock holds, nor its ancestors.
+- INV-RADIX-MATCH: after ``insert(t)``, ``match_prefix(t)`` returns the page-aligned length of t.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from itertools import count
+
+import numpy as np
+
+
+class TreeNode:
+    """One edge of the tree: ``key`` (token ids, int64 array) and its subtree.
+
+    Attributes:
+        key: the token ids on the edge from the parent (length >= 1, whole pages).
+        children: child nodes by their first page (first token id when page_size is 1).
+        parent: the parent node (None for the root).
+        lock_ref: running requests holding this node (and so every ancestor).
+        last_access: logical time of the last match or insert through this node.
+        id: creation order (breaks LRU ties deterministically).
+    """
+
+    __slots__ = ("key", "children", "parent", "lock_ref", "last_access", "id")
+
+    def __init__(self, key: np.ndarray, parent: TreeNode | None, node_id: int) -> None:
+        self.key = key
+        self.children: dict[object, TreeNode] = {}
+        self.parent = parent
+        self.lock_ref = 0
+        self.last_access = 0
+        self.id = node_id
+
+
+class RadixCache:
+    """The prefix tree and its evictable / protected token counts.
+
+    Args:
+        page_size: KV page size (tokens); keys are cut to whole pages.
+
+    Attributes:
+        evictable_size: tokens in nodes no lock holds (can be evicted).
+        protected_size: tokens in locked nodes.
+    """
+
+    def __init__(self, page_size: int = 1) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        self.page_size = page_size
+        self._ids = count()
+        self._clock = 0
+        self.root = TreeNode(np.zeros(0, dtype=np.int64), None, next(self._ids))
+        self.root.lock_ref = 1  # the root is never evicted
+        self.evictable_size = 0
+        self.protected_size = 0
+
+    # ----------------------------------------------------------------- helpers
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _aligned(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+        a = np.asarray(tokens, dtype=np.int64)
+        n = len(a) // self.page_size * self.page_size
+        return a[:n]
+
+    def _child_key(self, key: np.ndarray) -> object:
+        return int(key[0]) if self.page_size == 1 else tuple(key[: self.page_size].tolist())
+
+    def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
+        """Common prefix length of a and b in whole pages."""
+        n = min(len(a), len(b))
+        diff = np.flatnonzero(a[:n] != b[:n])
+        m = int(diff[0]) if len(diff) else n
+        return m // self.page_size * self.page_size
+
+    def _split(self, child: TreeNode, at: int) -> TreeNode:
+        """Split ``child``'s edge at ``at`` tokens; returns the new upper node."""
+        upper = TreeNode(child.key[:at], child.parent, next(self._ids))
+        upper.lock_ref = child.lock_ref
+        upper.last_access = child.last_access
+        child.parent.children[self._child_key(child.key)] = upper
+        child.key = child.key[at:]
+        child.parent = upper
+        upper.children[self._child_key(child.key)] = child
+        return upper
+
+    # ------------------------------------------------------------------ public
+    def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> tuple[int, TreeNode]:
+        """The longest cached prefix of ``tokens``.
+
+        Returns:
+            (matched tokens, page-aligned; the node where the match ends). The nodes on the
+            path count as used now (LRU). A match ending inside an edge splits it, as
+            SGLang's ``_match_prefix_helper`` does.
+        """
+        key = self._aligned(tokens)
+        t = self._tick()
+        node = self.root
+        node.last_access = t
+        matched = 0
+        while matched < len(key):
+            child = node.children.get(self._child_key(key[matched:]))
+            if child is None:
+                break
+            m = self._match_len(child.key, key[matched:])
+            child.last_access = t
+            if m < len(child.key):
+                if m > 0:
+                    node = self._split(child, m)
+                    matched += m
+                break
+            node = child
+            matched += m
+        return matched, node
+
+    def insert(self, tokens: Sequence[int] | np.ndarray) -> int:
+        """Add ``tokens`` (page-aligned) to the tree. New tokens are evictable.
+
+        Returns:
+            how many leading tokens were already in the tree (SGLang ``InsertResult.prefix_len``:
+            the caller frees its own copies of those).
+        """
+        key = self._aligned(tokens)
+        t = self._tick()
+        node = self.root
+        node.last_access = t
+        done = 0
+        while done < len(key):
+            child = node.children.get(self._child_key(key[done:]))
+            if child is None:
+                new = TreeNode(key[done:].copy(), node, next(self._ids))
+                new.last_access = t
+                node.children[self._child_key(new.key)] = new
+                self.evictable_size += len(new.key)
+                return done
+            m = self._match_len(child.key, key[done:])
+            child.last_access = t
+            if m < len(child.key):
+                child = self._split(child, m)
+            node = child
+            done += m
+        return done
+
+    def inc_lock_ref(self, node: TreeNode) -> int:
+        """A running request holds ``node`` (and its ancestors). Returns the change in
+        evictable tokens (<= 0)."""
+        delta = 0
+        while node is not self.root:
+            if node.lock_ref == 0:
+                self.evictable_size -= len(node.key)
+                self.protected_size += len(node.key)
+                delta -= len(node.key)
+            node.lock_ref += 1
+            node = node.parent
+        return delta
+
+    def dec_lock_ref(self, node: TreeNode) -> int:
+        """Release a hold taken by :meth:`inc_lock_ref`. Returns the change in evictable
+        tokens (>= 0).
+
+        Raises:
+            ValueError: the node is not locked (a scheduler bug).
+        """
+        delta = 0
+        while node is not self.root:
+            if node.lock_ref <= 0:
+                raise ValueError("dec_lock_ref on an unlocked node")
+            if node.lock_ref == 1:
+                self.evictable_size += len(node.key)
+                self.protected_size -= len(node.key)
+                delta += len(node.key)
+            node.lock_ref -= 1
+            node = node.parent
+        return delta
+
+    def evict(self, num_tokens: int) -> int:
+        """Evict least recently used unlocked leaves until ``num_tokens`` are freed or
+        nothing evictable is left (SGLang ``RadixCache.evict``, LRU strategy).
+
+        Returns:
+            tokens evicted (may exceed ``num_tokens`` by part of a leaf: whole nodes go).
+        """
+        heap = [(n.last_access, n.id, n) for n in self._evictable_leaves()]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < num_tokens and heap:
+            _, _, leaf = heapq.heappop(heap)
+            parent = leaf.parent
+            del parent.children[self._child_key(leaf.key)]
+            evicted += len(leaf.key)
+            self.evictable_size -= len(leaf.key)
+            if parent is not self.root and not parent.children and parent.lock_ref == 0:
+                heapq.heappush(heap, (parent.last_access, parent.id, parent))
+        return evicted
+
+    def _evictable_leaves(self) -> list[TreeNode]:
+        out, stack = [], list(self.root.children.values())
+        while stack:
+            n = stack.pop()
+            if n.children:
+                stack.extend(n.children.values())
+            elif n.lock_ref == 0:
+                out.append(n)
+        return out
+
+    @property
+    def total_size(self) -> int:
+        """Tokens stored in the tree."""
+        total, stack = 0, list(self.root.children.values())
+        while stack:
+            n = stack.pop()
+            total += len(n.key)
+            stack.extend(n.children.values())
+        return total
+
+    def dfs_weight_order(self, nodes: Sequence[TreeNode]) -> list[int]:
+        """Indices of ``nodes`` (each request's matched node) in SGLang's dfs-weight order
+        (mem_cache/base_prefix_cache.py ``_dfs_weight_order``): walk the tree depth first,
+        heavier subtrees (more waiting requests below) first; a node's own requests come
+        after its subtree's."""
+        at: dict[int, list[int]] = {}
+        for i, n in enumerate(nodes):
+            at.setdefault(id(n), []).append(i)
+        weight: dict[int, int] = {}
+        # iterative post-order for the weights (trees can be deep)
+        stack: list[tuple[TreeNode, bool]] = [(self.root, False)]
+        while stack:
+            n, seen = stack.pop()
+            if seen:
+                weight[id(n)] = len(at.get(id(n), ())) + sum(weight[id(c)] for c in n.children.values())
+            else:
+                stack.append((n, True))
+                stack.extend((c, False) for c in n.children.values())
+        order: list[int] = []
+        walk: list[tuple[TreeNode, bool]] = [(self.root, False)]
+        while walk:
+            n, seen = walk.pop()
+            if seen:
+                order.extend(at.get(id(n), ()))
+                continue
+            walk.append((n, True))
+            kids = sorted(n.children.values(), key=lambda c: (-weight[id(c)], c.id))
+            walk.extend((c, False) for c in reversed(kids))
+        if len(order) < len(nodes):  # nodes evicted since they were matched: last, in order
+            seen = set(order)
+            order.extend(i for i in range(len(nodes)) if i not in seen)
+        return order

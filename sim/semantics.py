@@ -1,0 +1,93 @@
+"""Rules that differ between SGLang builds, as switches, and the presets that name them.
+
+A scenario names a preset with ``server.sglang_semantics`` and may override single rules
+with ``server.semantics_rules`` (e.g. ``{chunk_fill: exact}``). The Scheduler and the
+prefill adder read the resolved :class:`SemanticsRules`; nothing else branches on a
+version.
+
+Presets:
+
+- ``0.5.23``: the released sglang 0.5.23 source (managers/scheduler.py,
+  schedule_policy.py, schedule_batch.py). The default.
+- ``mi355x-dsv41``: the build behind the MI355X DeepSeek-V4.1 reference measurements
+  (docs/reference-data.md). Under it a 256-request burst settles at 253 running and 3 waiting,
+  as measured. That split needs the older chunk-fill rule: a later request that does not fit
+  max_prefill_tokens ends the pass. Under 0.5.23's exact fill, most ramp passes end with a
+  chunked request in flight, and the min-free-slots gate is skipped while one is. For the
+  rules the measurements do not settle, the preset takes the older code's behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class SemanticsRules(BaseModel):
+    """One value per build-dependent rule (see each field's description for the source)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_fill: Literal["exact", "stop_at_max_prefill_tokens"] = "exact"
+    """2nd and later requests of a prefill pass with chunking on: ``exact`` (0.5.23
+    ``PrefillAdder._select_prefill_admission``: max_prefill_tokens is checked only with
+    chunking off, so a later request is cut to fill the chunk) or
+    ``stop_at_max_prefill_tokens`` (older: such a request ends the pass)."""
+    retraction_order: Literal["length", "spec_batch_tail"] = "length"
+    """``length`` (0.5.23 ``ScheduleBatch._get_decode_retraction_order``): least output
+    first, ties the longest prompt, for every request. ``spec_batch_tail`` (older): spec
+    requests from the back of the batch, other requests by length."""
+    retraction_stop: Literal["next_step_fits", "decode_steps_headroom"] = "next_step_fits"
+    """When retraction stops. ``next_step_fits`` (0.5.23 ``retract_decode``): at least one
+    request goes, then it stops once the next step's KV fits. ``decode_steps_headroom``
+    (older): it stops once 20 x bs tokens (plus spec headroom) are free."""
+    ignore_eos_full_reservation: bool = True
+    """Running requests sent with ignore_eos reserve their remaining output at ratio 1.0
+    (0.5.23 ``PrefillAdder._get_running_request_total_token_offset``). Older code always
+    used new_token_ratio."""
+    filter_finished_before_delay: bool = True
+    """Finished requests leave the running batch at the top of every pass, before the
+    min-free-slots gate sees running_bs (0.5.23 ``get_next_batch_to_run``). Older code
+    filtered them only when building a decode, so the gate counted them."""
+    skip_finishing_decode: bool = True
+    """Overlap scheduling: a request whose in-flight step will commit its last token is left
+    out of the next decode (0.5.23 ``Scheduler._reqs_finishing_inflight``). Older code let
+    it ride one more step."""
+
+
+PRESETS: dict[str, SemanticsRules] = {
+    "0.5.23": SemanticsRules(),
+    "mi355x-dsv41": SemanticsRules(
+        chunk_fill="stop_at_max_prefill_tokens",
+        retraction_order="spec_batch_tail",
+        retraction_stop="decode_steps_headroom",
+        ignore_eos_full_reservation=False,
+        filter_finished_before_delay=False,
+        skip_finishing_decode=False,
+    ),
+}
+"""Named presets (``server.sglang_semantics``)."""
+DEFAULT_PRESET = "0.5.23"
+
+
+def resolve_rules(preset: str, overrides: dict[str, Any] | None = None) -> SemanticsRules:
+    """The rules of ``preset`` with ``overrides`` applied.
+
+    Raises:
+        ValueError: an unknown preset, an unknown rule, or a value a rule does not allow.
+            The message names the rule and what is allowed.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset; allowed: {', '.join(PRESETS)}")
+    base = PRESETS[preset]
+    if not overrides:
+        return base
+    try:
+        return SemanticsRules.model_validate({**base.model_dump(), **overrides})
+    except ValidationError as e:
+        first = e.errors()[0]
+        rule = ".".join(str(x) for x in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise ValueError(f"unknown rule {rule!r}; rules: {', '.join(SemanticsRules.model_fields)}") from None
+        raise ValueError(f"rule {rule}: {first['msg']}") from None

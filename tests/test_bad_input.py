@@ -1,0 +1,208 @@
+"""Every bad input a user can give: exit 2, one line on stderr naming the file and key, no
+traceback, nothing written (issue 12 part 6, issue 13 part 1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specsched.cli import main
+from tests.conftest import ROOT
+from tests.test_cli_and_io import small_scenario
+
+BILLION_LAUGHS = """name: bomb
+profile: mi355x-dsv41-flash-tp4
+workload: {kind: burst, num_requests: 2, input_len: {value: 8}, output_len: {value: 8}}
+arms:
+  unused:
+    description: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+    source: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+    x1: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+    x2: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+    x3: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+    x4: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+    x5: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+    x6: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+    x7: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+# (case id, text replacements in the small scenario, key expected in the message)
+SCENARIO_CASES = [
+    # server section
+    ("mrr-negative", {"max_running_requests: 128": "max_running_requests: -3"}, "server.max_running_requests"),
+    ("mrr-bool", {"max_running_requests: 128": "max_running_requests: true"}, "server.max_running_requests"),
+    ("mrr-yes", {"max_running_requests: 128": "max_running_requests: yes"}, "server.max_running_requests"),
+    ("mrr-hex", {"max_running_requests: 128": "max_running_requests: 0x10"}, "server.max_running_requests"),
+    ("mrr-float", {"max_running_requests: 128": "max_running_requests: 128.0"}, "server.max_running_requests"),
+    ("chunk-zero", {"chunked_prefill_size: 16384": "chunked_prefill_size: 0"}, "server.chunked_prefill_size"),
+    ("chunk-minus5", {"chunked_prefill_size: 16384": "chunked_prefill_size: -5"}, "server.chunked_prefill_size"),
+    ("chunk-below-page", {"chunked_prefill_size: 16384": "chunked_prefill_size: 7\n  page_size: 16"},
+     "server.chunked_prefill_size"),
+    ("page-huge", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  page_size: 1000000000"},
+     "server.page_size"),
+    ("spec-steps-huge", {"speculative_algorithm: dspark": "speculative_algorithm: eagle\n  speculative_num_steps: 1000000"},
+     "server.speculative_num_steps"),
+    ("ngram", {"speculative_algorithm: dspark": "speculative_algorithm: NGRAM"}, "server.speculative_algorithm"),
+    ("sync-mode", {"sync_mode: host_block": "sync_mode: spin"}, "server.sync_mode"),
+    ("mixed-yes", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  enable_mixed_chunk: yes"},
+     "server.enable_mixed_chunk"),
+    ("duplicate-key", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  chunked_prefill_size: 8192"},
+     "line"),
+    # acceptance section
+    ("rates-empty", {"mean_accept_length: ": "per_position_rates: []\n  #"}, "acceptance.per_position_rates"),
+    ("rates-too-long", {"mean_accept_length: ": "per_position_rates: [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]\n  #"},
+     "acceptance.per_position_rates"),
+    ("hist-inf", {"mean_accept_length: ": "histogram: [.inf, 1]\n  #"}, "acceptance.histogram"),
+    ("hist-sum", {"mean_accept_length: ": "histogram: [0.5, 0.2]\n  #"}, "acceptance.histogram"),
+    ("hist-nan", {"mean_accept_length: ": "histogram: [.nan, 1]\n  #"}, "acceptance.histogram"),
+    ("accept-window", {"mean_accept_length: ": "mean_accept_length: 9 #"}, "acceptance.mean_accept_length"),
+    # workload section
+    ("requests-huge", {"num_requests: 10": "num_requests: 100000000000"}, "workload.num_requests"),
+    ("requests-1e12", {"num_requests: 10": "num_requests: 1e12"}, "workload.num_requests"),
+    ("requests-true", {"num_requests: 10": "num_requests: true"}, "workload.num_requests"),
+    ("prompt-over-pool", {"max_total_num_tokens: 2600000": "max_total_num_tokens: 3000",
+                          "value: 4096": "value: 4000"}, "workload.input_len"),
+    ("output-over-pool", {"max_total_num_tokens: 2600000": "max_total_num_tokens: 3000",
+                          "value: 4096": "value: 100", "value: 64": "value: 2990"}, "workload.output_len"),
+    ("concurrency-missing", {"  concurrency: 8\n": ""}, "workload"),
+    ("kind-typo", {"kind: closed_loop": "kind: closedloop"}, "workload.kind"),
+    # top level and arms
+    ("unknown-top", {"seed: ": "sed: 3\nseed: "}, "sed"),
+    ("arm-typo-unused", {"arms:": "arms:\n  typo_arm: {server: {max_runing_requests: 3}}"},
+     "arms.typo_arm.server.max_runing_requests"),
+    ("arm-bad-value-unused", {"arms:": "arms:\n  typo_arm: {server: {chunked_prefill_size: 0}}"},
+     "arms.typo_arm.server.chunked_prefill_size"),
+]
+
+
+def _poisson(tmp_path: Path, rate: str) -> Path:
+    text = (ROOT / "scenarios" / "poisson8b-fixed.yaml").read_text()
+    for a, b in (("request_rate: 6.0", f"request_rate: {rate}"), ("num_requests: 1000", "num_requests: 20"),
+                 ("profile: h200-llama8b-roofline", f"profile: {ROOT / 'profiles' / 'h200-llama8b-roofline.yaml'}")):
+        assert a in text
+        text = text.replace(a, b)
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    return p
+
+
+def _assert_refused(capsys, argv: list[str], out: Path, *needles: str) -> str:
+    assert main([*argv, "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("specsched: error: ") and "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
+    assert not out.exists() and not list(out.parent.glob(f".{out.name}*"))
+    return err
+
+
+@pytest.mark.parametrize(("case", "replace", "key"), SCENARIO_CASES, ids=[c[0] for c in SCENARIO_CASES])
+def test_bad_scenario_value(tmp_path, capsys, case, replace, key):
+    path = small_scenario(tmp_path, **replace)
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), key)
+
+
+@pytest.mark.parametrize(("case", "content"), [
+    ("binary", bytes(range(256)) * 4),
+    ("empty", b""),
+    ("only-comment", b"# nothing\n"),
+    ("a-list", b"- 1\n- 2\n"),
+    ("nul-bytes", b"name: x\x00\n"),
+    ("billion-laughs", BILLION_LAUGHS.encode()),
+    ("recursive-alias", b"name: &a [*a]\n"),
+    ("bad-yaml", b"name: [unclosed\n"),
+    ("deep-nesting", b"name: " + b"[" * 5000 + b"]" * 5000 + b"\n"),
+])
+def test_bad_file(tmp_path, capsys, case, content):
+    p = tmp_path / "bad.yaml"
+    p.write_bytes(content)
+    _assert_refused(capsys, ["run", str(p)], tmp_path / "res", str(p))
+
+
+def test_directory_and_missing_file(tmp_path, capsys):
+    (tmp_path / "d.yaml").mkdir()
+    assert "is a directory" in _assert_refused(capsys, ["run", str(tmp_path / "d.yaml")], tmp_path / "res")
+    assert "does not exist" in _assert_refused(capsys, ["run", str(tmp_path / "nope.yaml")], tmp_path / "res")
+
+
+@pytest.mark.parametrize(("item", "needle"), [
+    ("server.max_runing_requests=3", "did you mean 'server.max_running_requests'"),
+    ("workload.num_request=3", "did you mean 'workload.num_requests'"),
+    ("server.max_running_requests=0x10", "server.max_running_requests"),
+    ("server.enable_mixed_chunk=yes", "server.enable_mixed_chunk"),
+    ("workload.request_rate=1e-300", "workload"),
+    ("arm=x", "arm"),
+])
+def test_bad_set(tmp_path, capsys, item, needle):
+    err = _assert_refused(capsys, ["run", str(small_scenario(tmp_path)), "--set", item], tmp_path / "res", needle)
+    key, _, value = item.partition("=")
+    assert f"{key} = {key!r}" not in err  # the value shown is the value, never the key again
+
+
+def test_set_typo_shows_the_value(tmp_path, capsys):
+    err = _assert_refused(capsys, ["run", str(small_scenario(tmp_path)), "--set", "server.max_runing_requests=3"],
+                          tmp_path / "res")
+    assert "server.max_runing_requests = 3:" in err
+
+
+def test_request_rate_tiny_refused_and_inf_means_all_at_t0(tmp_path, capsys):
+    p = _poisson(tmp_path, "1e-300")
+    _assert_refused(capsys, ["run", str(p)], tmp_path / "res", "workload.request_rate")
+    p = _poisson(tmp_path, ".inf")
+    out = tmp_path / "inf"
+    assert main(["run", str(p), "--out", str(out), "-q"]) == 0
+    import pandas as pd
+
+    req = pd.read_parquet(out / "requests.parquet")
+    assert len(req) == 20 and (req["start_s"] == 0).all()  # bench_serving --request-rate inf: every request at t=0
+
+
+def test_max_requests_can_be_raised(tmp_path, capsys):
+    path = small_scenario(tmp_path)
+    _assert_refused(capsys, ["run", str(path), "--max-requests", "5"], tmp_path / "res", "--max-requests", "GiB")
+    assert main(["run", str(path), "--max-requests", "10", "--out", str(tmp_path / "ok"), "-q"]) == 0
+
+
+def test_seed_flag_is_what_the_saved_scenario_says(tmp_path):
+    import yaml
+
+    out = tmp_path / "r"
+    assert main(["run", str(small_scenario(tmp_path)), "--seed", "2", "--out", str(out), "-q"]) == 0
+    assert yaml.safe_load((out / "scenario.yaml").read_text())["seed"] == 2
+
+
+def test_billion_laughs_fails_fast_through_the_real_command(tmp_path):
+    p = tmp_path / "bomb.yaml"
+    p.write_text(BILLION_LAUGHS)
+    assert len(BILLION_LAUGHS.encode()) < 1100
+    r = subprocess.run([sys.executable, "-m", "specsched", "run", str(p), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "aliases" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_sglang_and_bench_serving_names(tmp_path):
+    from specsched.sim.config import load_scenario
+
+    for name, value in (("EAGLE", "eagle"), ("EAGLE3", "eagle3"), ("NEXTN", "nextn"), ("STANDALONE", "standalone")):
+        sc = load_scenario(small_scenario(tmp_path, **{"speculative_algorithm: dspark": f"speculative_algorithm: {name}"}))
+        assert sc.server.speculative_algorithm.value == value
+        assert sc.server.num_draft_forwards == sc.server.speculative_num_draft_tokens - 1  # a chain
+    sc = load_scenario(small_scenario(tmp_path, **{"num_requests: 10": "num_prompts: 10", "kind: uniform": "kind: random"}))
+    assert sc.workload.num_requests == 10 and sc.workload.input_len.kind == "uniform"
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--device", "cuda:7"), ("--device", "gpu"), ("--device", "rocm"), ("--device", "hip"), ("--device", "mps"),
+    ("--device", "xpu"), ("--device", ""), ("--preset", "huge"),
+])
+def test_bad_runtime_device_or_preset(tmp_path, capsys, flag, value):
+    pytest.importorskip("torch")
+    argv = ["measure", "h200/batch8", "--device", "cpu", flag, value]
+    err = _assert_refused(capsys, argv, tmp_path / "res", flag)
+    assert repr(value) in err

@@ -1,0 +1,94 @@
+"""The command line as a person meets it: --version, plain help with examples, lazy imports,
+python -m specsched, Ctrl-C (a real SIGINT to a real process), the user's umask."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from specsched.cli import COMMANDS, build_parser, main
+from tests.conftest import ROOT
+from tests.test_cli_and_io import small_scenario
+
+HEAVY = ("torch", "matplotlib", "dask", "distributed", "scipy")
+
+
+def _run(*args: str, cwd=None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=cwd or ROOT, **kw)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("specsched ")
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_is_plain_text_with_a_description_and_examples(command, capsys):
+    argv = [command, "--help"] if command else ["--help"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    text = capsys.readouterr().out
+    assert e.value.code == 0
+    assert "``" not in text and ":func:" not in text and ":mod:" not in text
+    assert "examples:" in text and "specsched " in text.split("examples:")[1]
+    body = text.split("\n\n")[1]  # the paragraph after usage: the description
+    assert len(body.split()) >= 4, body
+
+
+def test_importing_the_cli_and_a_bad_scenario_import_nothing_heavy(tmp_path):
+    code = ("import sys\nfrom specsched.cli import build_parser, main\nbuild_parser(['--help'])\n"
+            f"rc = main(['run', {str(tmp_path / 'missing.yaml')!r}])\n"
+            f"print(rc, sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+    r = _run("-c", code)
+    assert r.stdout.strip() == "2 []", r.stdout + r.stderr
+
+
+def test_python_dash_m_specsched(tmp_path):
+    r = _run("-m", "specsched", "run", str(small_scenario(tmp_path)), "--out", str(tmp_path / "o"))
+    assert r.returncode == 0 and "Serving Benchmark Result" in r.stdout and (tmp_path / "o" / "summary.json").is_file()
+    assert r.stderr == ""  # not a terminal: no progress bar
+
+
+def test_unknown_command_is_one_usage_error(tmp_path):
+    r = _run("-m", "specsched", "rnu", "x")
+    assert r.returncode == 2 and "invalid choice" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(tmp_path):
+    text = (ROOT / "scenarios" / "poisson8b-fixed.yaml").read_text()
+    text = text.replace("num_requests: 1000", "num_requests: 300000")
+    text = text.replace("profile: h200-llama8b-roofline", f"profile: {ROOT / 'profiles' / 'h200-llama8b-roofline.yaml'}")
+    path = tmp_path / "long.yaml"
+    path.write_text(text)
+    out = tmp_path / "res"
+    p = subprocess.Popen([sys.executable, "-m", "specsched", "run", str(path), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    time.sleep(3.0)  # past the imports, inside the simulation (which takes far longer)
+    assert p.poll() is None, "finished before the signal: make the workload longer"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, stderr
+    assert stderr.strip() == "specsched: interrupted"
+    assert not out.exists() and not [q for q in tmp_path.iterdir() if q.name.startswith(".res")]
+
+
+def test_parser_lists_every_command():
+    assert set(COMMANDS) <= set(build_parser(["--help"])._subparsers._group_actions[0].choices)
+
+
+def test_results_follow_the_users_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "r"
+        assert main(["run", str(small_scenario(tmp_path)), "--out", str(out), "-q"]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    assert stat.S_IMODE((out / "summary.json").stat().st_mode) == 0o644

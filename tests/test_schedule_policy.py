@@ -1,0 +1,138 @@
+"""Waiting-queue orders (SGLang managers/schedule_policy.py ``calc_priority``), each as
+SGLang sorts, and the shortest-prefill-first chunk cap."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import ServerArgs
+from specsched.sim.radix_cache import RadixCache
+from specsched.sim.request import Req
+from specsched.sim.schedule_policy import (
+    SHIPPED,
+    DfsWeight,
+    Fcfs,
+    Lof,
+    Lpm,
+    QueueContext,
+    SchedulePolicy,
+    ShortestPrefillFirst,
+    make_queue_order,
+    shortest_prefill_chunk_limit,
+)
+
+CTX = QueueContext()
+
+
+def rids(reqs):
+    return [r.rid for r in reqs]
+
+
+def test_shortest_prefill_first_sorts_by_uncached_work_then_entry_order():
+    # _sort_by_shortest_prefill: (deprioritized, max(1, prompt + output - cached), entry time)
+    w = [Req(0, 500, 5), Req(1, 100, 5), Req(2, 300, 5, output_len=0), Req(3, 100, 5)]
+    w[2].cached_len = 250  # 50 tokens of work
+    assert rids(ShortestPrefillFirst().order(w, CTX)) == [2, 1, 3, 0]
+
+
+def test_shortest_prefill_chunk_limit_leaves_room_for_shorter_requests():
+    chunked = Req(9, 10_000, 5, prefill_done=2000)
+    w = [Req(0, 300, 5), Req(1, 500, 5), Req(2, 20_000, 5)]
+    # budget 4096: reserve 300 + 500 for the two shorter ones, cap the chunk at the rest
+    assert shortest_prefill_chunk_limit(chunked, w, 4096, 1) == 4096 - 800
+    assert shortest_prefill_chunk_limit(chunked, [Req(5, 9000, 5)], 4096, 1) is None
+    assert shortest_prefill_chunk_limit(chunked, w, 1, 1) is None
+
+
+def test_lof_and_priority_orders():
+    w = [Req(0, 10, 5), Req(1, 10, 50), Req(2, 10, 20)]
+    assert rids(Lof().order(w, CTX)) == [1, 2, 0]
+    w[0].priority, w[1].priority, w[2].priority = 5, 1, 5
+    # higher values first by default; ties keep entry order
+    assert rids(Fcfs(priority=True).order(w, CTX)) == [0, 2, 1]
+    assert rids(Fcfs(priority=True, low_priority_values_first=True).order(w, CTX)) == [1, 0, 2]
+    assert rids(Lof(priority=True).order(w, CTX)) == [2, 0, 1]
+    assert rids(Fcfs().order(w, CTX)) == [0, 1, 2]
+
+
+def _tok(*parts):
+    return np.concatenate([np.full(n, v, dtype=np.int64) for v, n in parts])
+
+
+def test_lpm_longest_cached_prefix_first_and_fcfs_above_128():
+    tree = RadixCache()
+    tree.insert(_tok((7, 100)))
+    w = [Req(0, 50, 5), Req(1, 100, 5), Req(2, 100, 5)]
+    w[1].tokens = _tok((7, 60), (1, 40))
+    w[2].tokens = _tok((7, 100))
+    for r in w:
+        if r.tokens is not None:
+            r.cached_len, r.last_node = tree.match_prefix(r.tokens)
+    ctx = QueueContext(prefix_cache=tree)
+    assert rids(Lpm().order(w, ctx)) == [2, 1, 0]
+    assert rids(Lpm().order(w, CTX)) == [0, 1, 2]  # no cache: fcfs
+    many = [Req(i, 10, 5) for i in range(129)]
+    many[-1].cached_len = 5
+    assert rids(Lpm().order(many, ctx)) == list(range(129))
+
+
+def test_lpm_defers_duplicates_of_a_cold_shared_prefix():
+    # _compute_prefix_matches: a cold group sends its shared prefix to prefill once
+    tree = RadixCache()
+    w = [Req(i, 100, 5) for i in range(3)]
+    w[0].tokens = _tok((3, 64), (1, 36))
+    w[1].tokens = _tok((3, 64), (2, 36))
+    w[2].tokens = _tok((4, 100))
+    assert rids(Lpm().order(w, QueueContext(prefix_cache=tree))) == [0, 2, 1]
+
+
+def test_dfs_weight_follows_the_tree():
+    tree = RadixCache()
+    tree.insert(_tok((1, 8), (2, 8)))
+    tree.insert(_tok((1, 8), (3, 8)))
+    w = [Req(i, 16, 5) for i in range(3)]
+    w[0].tokens, w[1].tokens, w[2].tokens = _tok((9, 16)), _tok((1, 8), (3, 8)), _tok((1, 8), (3, 8))
+    for r in w:
+        r.cached_len, r.last_node = tree.match_prefix(r.tokens)
+    assert rids(DfsWeight().order(w, QueueContext(prefix_cache=tree))) == [1, 2, 0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 40), seed=st.integers(0, 5), name=st.sampled_from(sorted(SHIPPED)))
+def test_every_order_is_a_permutation(n, seed, name):
+    rng = np.random.default_rng(seed)
+    w = [Req(i, int(rng.integers(1, 500)), int(rng.integers(1, 50)), priority=int(rng.integers(0, 3))) for i in range(n)]
+    tree = RadixCache()
+    for r in w[: n // 2]:
+        r.tokens = rng.integers(0, 3, size=r.input_len)
+        tree.insert(r.tokens[: r.input_len // 2])
+    for r in w:
+        if r.tokens is not None:
+            r.cached_len, r.last_node = tree.match_prefix(r.tokens)
+    pol = make_queue_order(ServerArgs(schedule_policy=name), seed)
+    out = pol.order(list(w), QueueContext(prefix_cache=tree))
+    assert sorted(rids(out)) == list(range(n))
+
+
+def test_schedule_policy_handle_and_seeded_random():
+    w = [Req(i, 10, 5) for i in range(20)]
+    a = SchedulePolicy("random", 3).order(w)
+    b = SchedulePolicy("random", 3).order(w)
+    assert rids(a) == rids(b) and rids(a) != list(range(20))
+    assert rids(SchedulePolicy("shortest-prefill-first").order([Req(0, 9, 1), Req(1, 3, 1)])) == [1, 0]
+
+
+def test_prefill_decode_interval_counts_rounds_after_an_extend():
+    # sglang 0.5.23 Scheduler._should_defer_prefill / _arm_prefill_decode_interval
+    from specsched.sim.prefill_interval import PrefillDecodeInterval
+
+    k = PrefillDecodeInterval(2, min_bs=4)
+    assert not k.should_defer(10)
+    k.on_batch(True)
+    assert [k.should_defer(10) for _ in range(3)] == [True, True, False]
+    k.on_batch(True)
+    assert k.should_defer(3) is False and k.remaining == 0  # small batch: fill it now
+    off = PrefillDecodeInterval(0)
+    off.on_batch(True)
+    assert not off.should_defer(100)
