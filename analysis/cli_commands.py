@@ -73,7 +73,10 @@ def _slug(text: str) -> str:
 # ---------------------------------------------------------------- plot
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    """``plot``: figures for one or more results directories (PNG + SVG each).
+    """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
+
+    ``specsched plot SWEEP.parquet`` draws the sweep's key metrics against its parameter
+    (``sweep_<name>`` in ``--out``, default ``plots/`` beside the file).
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
@@ -83,6 +86,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from specsched.analysis import plots
     from specsched.analysis.io import read_results, run_label
 
+    if len(args.results_dirs) == 1 and Path(args.results_dirs[0]).is_file():
+        return _plot_sweep(args)
     runs = [read_results(d) for d in args.results_dirs]
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
     console = Console(stderr=True, soft_wrap=True)
@@ -107,6 +112,27 @@ def cmd_plot(args: argparse.Namespace) -> int:
         save(plots.plot_timeline(r), name)
     for p in written:
         print(p)
+    return 0
+
+
+def _plot_sweep(args: argparse.Namespace) -> int:
+    """``plot SWEEP.parquet``: metric-vs-parameter lines (``sweep_<stem>.png/.svg``)."""
+    from specsched.analysis import plots
+    from specsched.analysis.sweep import read_sweep
+    from specsched.analysis.sweep_store import read_samples
+    from specsched.analysis.sweep_summary import plot_sweep, summarize_sweep
+
+    path = Path(args.results_dirs[0])
+    table = read_sweep(path)
+    summary = summarize_sweep(table, read_samples(path))
+    if summary.empty:
+        raise ConfigError(str(path), "<runs>", 0, "the sweep has no finished run to plot")
+    out = Path(args.out) if args.out else path.parent / "plots"
+    stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
+    fig = plot_sweep(summary)
+    for p in plots.save_figure(fig, out / f"sweep_{_slug(stem)}"):
+        print(p)
+    plots.plt.close(fig)
     return 0
 
 
@@ -189,6 +215,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"specsched: sweep stopped by {signal_name(e.signum)}: {done}; run the same command to resume",
                       markup=False, highlight=False)
         return 128 + e.signum
+    _print_sweep_summary(report.path, report.table)
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:
@@ -196,6 +223,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if report.failed:
         console.print(f"details: {report.path.with_name(report.path.name + '.failures.json')}")
     return 1 if report.failed else 0
+
+
+def _print_sweep_summary(path: Path, table: Any) -> None:
+    """The sweep's summary table (one row per point, key metrics with CIs) on stdout."""
+    from rich.console import Console
+    from specsched.analysis.sweep_store import read_samples
+    from specsched.analysis.sweep_summary import summarize_sweep, to_rich_table
+
+    if table is None or not len(table):
+        return
+    summary = summarize_sweep(table, read_samples(path))
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the table
+        console = Console(width=200)
+    console.print(to_rich_table(summary, title=f"{path.name}: one row per point"))
 
 
 # ---------------------------------------------------------------- registration
@@ -208,7 +250,9 @@ def add_parsers(subparsers: Any) -> None:
     """
     p = subparsers.add_parser("plot", help="plot TTFT/TPOT/ITL distributions, timelines and verify split of results directories",
                               description=cmd_plot.__doc__)
-    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR", help="results directories (one per run; runs of one arm are pooled)")
+    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
+                   help="results directories (one per run; runs of one arm are pooled), or one sweep parquet file "
+                        "(metric-vs-parameter lines)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, ./plots for several)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
     p.set_defaults(func=cmd_plot)

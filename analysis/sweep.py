@@ -44,6 +44,17 @@ import pyarrow.parquet as pq
 from specsched.analysis.io import atomic_write_parquet, atomic_write_text
 from specsched.analysis.overrides import check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
+from specsched.analysis.sweep_store import (
+    METRIC_COLUMNS,
+    append_run,
+    check_writable,
+    empty_samples,
+    merge,
+    read_run_log,
+    read_samples,
+    run_log_path,
+    samples_path,
+)
 from specsched.sim.atomic import target_lock
 from specsched.sim.errors import ConfigError
 from tqdm.auto import tqdm
@@ -225,48 +236,6 @@ def _close(things: list[Any], cancel: bool) -> None:
             t.close()
 
 
-def run_log_path(out: str | Path) -> Path:
-    """The run log of a sweep writing ``out``: ``.<name>.runs.jsonl`` beside it."""
-    o = Path(out)
-    return o.with_name(f".{o.name}.runs.jsonl")
-
-
-def _read_run_log(path: Path) -> pd.DataFrame:
-    """Rows (scenario, seed, metric, value, point) of a run log; a last line cut short by
-    a kill is ignored."""
-    rows = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                r = json.loads(line)
-                rows += [(r["scenario"], int(r["seed"]), m, float("nan") if v is None else float(v), r["point"])
-                         for m, v in r["metrics"].items()]
-            except (ValueError, KeyError, TypeError):
-                continue
-    return pd.DataFrame(rows, columns=["scenario", "seed", "metric", "value", "point"])
-
-
-def _check_writable(out: Path) -> None:
-    """ConfigError unless files can be created beside ``out`` (checked before any run)."""
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.with_name(f".{out.name}.{os.getpid()}.probe.tmp")  # removed by the next write if we die
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT, 0o666))
-        os.unlink(probe)
-        if out.exists() and not os.access(out, os.R_OK):
-            raise PermissionError(13, "cannot read the existing file")
-    except OSError as e:
-        raise ConfigError("<command line>", "--out", str(out),
-                          f"cannot write there ({e.strerror or e}); choose a writable location") from None
-
-
-def _append_run(fd: int, scenario: str, o: RunOutcome) -> None:
-    line = json.dumps({"scenario": scenario, "point": o.key, "seed": o.seed,
-                       "metrics": {k: (v if math.isfinite(v) else None) for k, v in (o.metrics or {}).items()}})
-    os.write(fd, (line + "\n").encode())
-    os.fsync(fd)
-
-
 def _worker_init(parent: int) -> None:
     """In each pool worker: the parent handles Ctrl-C (and stops the workers), and a worker
     whose parent is gone (killed with -9) exits instead of running on."""
@@ -398,7 +367,7 @@ def run_sweep(
     meta = {META_KEY: json.dumps({"scenario_path": str(path), "scenario_sha256": sha,
                                   "grid": {k: list(v) for k, v in grid.items()}, "seeds": seeds}, default=str)}
 
-    _check_writable(out)
+    check_writable(out)
     with target_lock(out, "running a sweep into"):
         # opened under the lock: a sweep that held it before removes its log when done
         log_fd = os.open(run_log_path(out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
@@ -415,8 +384,9 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                 max_workers: int | None) -> SweepReport:
     """:func:`run_sweep` once the points are validated and ``out``'s lock is held."""
     log = run_log_path(out)
-    columns = ["scenario", "seed", "metric", "value", "point"]
+    columns = METRIC_COLUMNS
     existing = pd.DataFrame(columns=columns)
+    existing_samples = read_samples(out) if resume else empty_samples()
     if resume and out.exists():
         existing = read_sweep(out)
         old = _sweep_meta(out)
@@ -425,11 +395,14 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                               "was produced from a different version of the scenario file; "
                               "use --no-resume to overwrite it or choose another --out")
         existing = existing[columns]
-    logged = _read_run_log(log) if resume else existing.iloc[:0]  # runs a killed sweep finished after its last save
+    # runs a killed sweep finished after its last save
+    logged, logged_samples = read_run_log(log) if resume else (existing.iloc[:0], empty_samples())
     if resume:
         if len(logged):
-            existing = pd.concat([f for f in (existing, logged) if len(f)], ignore_index=True)
-            existing = existing.drop_duplicates(["point", "seed", "metric"], keep="last")
+            existing = merge([existing, logged], ["point", "seed"])
+            existing_samples = merge([existing_samples, logged_samples], ["point", "seed"])
+            if existing_samples is None:
+                existing_samples = empty_samples()
     else:
         os.ftruncate(log_fd, 0)
     done = set(zip(existing["point"], existing["seed"].astype(int), strict=True))
@@ -446,22 +419,20 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
     failed: list[FailedPoint] = []
     name_of = {pid: sc.name for pid, sc in zip(ids, scenarios, strict=True)}
 
-    def table() -> pd.DataFrame:
+    def checkpoint() -> pd.DataFrame:
         # the run log is the record of what finished (a run is logged before anything else
         # happens to it, so a signal between the two cannot lose it)
-        frames = [f for f in (existing, _read_run_log(log)) if len(f)]
-        rows = pd.concat(frames, ignore_index=True).drop_duplicates(["point", "seed", "metric"], keep="last") \
-            if frames else existing
-        return _build_table(rows, order)
-
-    def checkpoint() -> pd.DataFrame:
-        t = table()
+        rows, smp = read_run_log(log)
+        rows = merge([existing, rows], ["point", "seed"])
+        smp = merge([existing_samples, smp], ["point", "seed"])
+        atomic_write_parquet(smp if smp is not None else empty_samples(), samples_path(out))
+        t = _build_table(rows if rows is not None else existing, order)
         atomic_write_parquet(t, out, meta)
         return t
 
     def record(o: RunOutcome) -> None:
         if o.ok:
-            _append_run(log_fd, name_of[o.key], o)
+            append_run(log_fd, name_of[o.key], o)
         else:
             failed.append(FailedPoint(json.loads(o.key), o.seed, o.error or ""))
 
@@ -502,7 +473,8 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                 _close(owned, cancel)
                 final = checkpoint()
     else:
-        final = checkpoint() if (not out.exists() or not resume or len(logged)) else table()
+        final = checkpoint() if (not out.exists() or not resume or len(logged)) else \
+            _build_table(existing, order)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(log)
 

@@ -164,7 +164,7 @@ def sweep_case(root: Path):
         assert set(zip(t["server.chunked_prefill_size"], t["seed"], strict=True)) == new
         assert (t["value"] == t["server.chunked_prefill_size"] + t["seed"]).all()
         left = sorted(os.listdir(odir))
-        assert left == ["sweep.parquet"], left
+        assert left == ["sweep.parquet", "sweep.samples.parquet"], left
         print("old" if runs == old else "new", file=sys.stderr, flush=True)
 
     return setup, lambda: sweep(new_grid), check

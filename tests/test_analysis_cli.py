@@ -91,10 +91,17 @@ def test_sweep_command(scenario, tmp_path, capsys):
     assert rc == 0
     t = pd.read_parquet(out)
     assert sorted(t["server.chunked_prefill_size"].unique()) == [2048, 4096]
-    assert "2 run(s) done now" in capsys.readouterr().err
+    cap = capsys.readouterr()
+    assert "2 run(s) done now" in cap.err
+    # the summary table: one row per point, the key metrics, percentiles pooled
+    assert "s.parquet: one row per point" in cap.out and "p99_ttft_ms (pooled)" in cap.out
+    assert sum(line.count("2048") for line in cap.out.splitlines()) == 1
     rc = main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", "--out", str(out),
                "--no-progress"])
     assert rc == 0 and "0 run(s) done now, 2 already there" in capsys.readouterr().err
+    # plot SWEEP.parquet: metric-vs-parameter lines
+    assert main(["plot", str(out), "--out", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "sweep_s.png").is_file() and (tmp_path / "figs" / "sweep_s.svg").is_file()
 
 
 @pytest.mark.parametrize("argv", [

@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from specsched.analysis.io import empty_table, read_results
-from specsched.analysis.sweep import read_sweep, run_log_path
+from specsched.analysis.sweep import read_sweep
+from specsched.analysis.sweep_store import read_run_log, read_samples, run_log_path
 from specsched.analysis.synthetic import write_demo_scenario
 from specsched.sim.records import RunResult
 from specsched.sim.results import write_results
@@ -194,7 +195,9 @@ def test_signal_saves_finished_runs_stops_workers_and_exits_128_plus_signal(tmp_
     assert "Traceback" not in err
     assert not _gone(workers), "worker processes left behind"
     table = read_sweep(out)
-    assert table.groupby(["point", "seed"]).ngroups >= logged
+    runs = table.groupby(["point", "seed"]).ngroups
+    assert runs >= logged
+    assert read_samples(out).groupby(["point", "seed"]).ngroups == runs  # every saved run's latency samples
     assert not run_log_path(out).exists()
 
 
@@ -214,9 +217,7 @@ def test_kill_9_of_a_sweep_loses_no_finished_run_and_leaves_no_worker(tmp_path):
             proc.kill()
     assert not _gone(workers), "worker processes outlived their killed parent"
     # the next sweep takes the runs the killed one finished (resume) and runs only the rest
-    from specsched.analysis.sweep import _read_run_log
-
-    saved = _read_run_log(run_log_path(out)).groupby(["point", "seed"]).ngroups
+    saved = read_run_log(run_log_path(out))[0].groupby(["point", "seed"]).ngroups
     assert saved >= logged
     # resumed in-process with a stand-in runner: which runs it skips is what matters here
     from concurrent.futures import ThreadPoolExecutor
