@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from specsched.sim.atomic import atomic_write_text
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.records import Recorder, RunResult
 
@@ -264,5 +265,5 @@ def write_demo_scenario(path: str | Path, profile: str | None = None, **top_leve
         profile = "mi355x-dsv41-flash-tp4"
     data = {**DEMO_SCENARIO, "profile": profile, **top_level}
     p = Path(path)
-    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    atomic_write_text(p, yaml.safe_dump(data, sort_keys=False))
     return p
