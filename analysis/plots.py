@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from specsched.analysis.io import run_label, scenario_value  # noqa: E402
 from specsched.analysis.stats import across_seeds, ecdf, percentile, percentile_metric  # noqa: E402
 from specsched.sim.atomic import atomic_write  # noqa: E402
@@ -155,6 +156,10 @@ def _distribution_panels(
     for ax in (ax_cdf, ax_hist):
         if log_x and allv.size:
             ax.set_xscale("log")
+            # plain numbers (0.5, 2, 10 ms), and no minor labels to collide with them
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{what} ({unit}{', log scale' if log_x else ''})")
         ax.grid(alpha=0.3)
     ax_cdf.set_ylabel("fraction of samples <= x")
