@@ -100,7 +100,7 @@ def main() -> int:
     rows: list[dict] = []
     checks: list[str] = ["# GPU validation checks", ""]
     res_dir = out / "results"
-    for cell in args.cells.split(","):
+    for cell in [c for c in args.cells.split(",") if c and c != "none"]:
         path = ROOT / "scenarios" / "h200" / f"{cell}.yaml"
         arms = arm_names(path)[::-1] if args.reverse_arms else arm_names(path)
         eng = None

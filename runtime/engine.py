@@ -175,6 +175,10 @@ class RuntimeEngine:
         self.sched = Scheduler(srv, make_policy(srv), self.seed)
         self.rec = Recorder("full")
         self.clients = Clients(self.scenario, self.specs, self.seed)
+        # rows the previous pass (the unmeasured one, or another arm) still holds go back to
+        # the pool: the new pass's ledger starts empty, so must the device pool
+        for row in getattr(self, "rows", {}).values():
+            self.runner.free_request(row)
         self.rows: dict[int, int] = {}
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
@@ -352,7 +356,8 @@ class RuntimeEngine:
             for c in r.ctx_buckets:
                 for b in r.bs_buckets:
                     if b <= max(limit, 1):
-                        r.capture(kind, b, min(c, ctx_need))
+                        # decode replays without forced accepts: capture the key it looks up
+                        r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
                 if c >= ctx_need:
                     break
         rows = [r.add_request()]
