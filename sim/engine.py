@@ -55,7 +55,7 @@ from specsched.sim.profile import Profile, load_profile
 from specsched.sim.records import Recorder, RunResult
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler
-from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
+from specsched.sim.workload import RequestSpec, arrival_times, make_requests
 
 AUTO_COMPACT_TOKENS = 1_000_000
 """``records="auto"`` keeps every chunk row up to this many output tokens in the run, and
@@ -123,7 +123,7 @@ class SimEngine:
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         w = scenario.workload
-        self._finish_reacts = w.kind == "closed_loop" or (w.kind == "poisson" and w.max_concurrency is not None)
+        self._finish_reacts = w.kind == "closed_loop" or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
         self._gpu_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None
@@ -231,7 +231,7 @@ class SimEngine:
             for _ in range(min(w.concurrency, len(queue))):
                 self.env.process(self._closed_loop(queue))
         else:
-            times = poisson_arrivals(len(self.specs), w.request_rate, self.seed)
+            times = arrival_times(w, self.specs, self.seed)
             if w.max_concurrency:
                 self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
             else:
