@@ -123,7 +123,7 @@ class RuntimeEngine:
                        dtype_bytes=self.dev.dtype.itemsize, graph_max_bs=srv.cuda_graph_max_bs,
                        graphs=graphs and self.dev.is_gpu)
         check_fits(est, preset=preset, slots=slots, is_gpu=self.dev.is_gpu, torch_device=self.dev.torch_device,
-                   source=str(scenario.path or scenario.name))
+                   source=str(scenario.path or scenario.name), configured=srv.max_total_num_tokens)
         self.memory_estimate = est
         torch.manual_seed(self.seed)
         dt = self.dev.dtype
