@@ -22,7 +22,7 @@ INV-1 running <= max_running_requests (admission caps the running slots); INV-2 
 capacity (a decode pass retracts until its reservation fits; the ledger refuses more);
 INV-3 each request finishes once, with exactly its output length, and INV-4 tokens
 conserved (process_result clips commits to max_new_tokens and skips finished and
-retracted requests); INV-10 a forward holds <= max_running_requests + 1 requests;
+retracted requests); INV-10 a forward holds <= max_running_requests requests;
 INV-7 the collapsed stretch equals the passes it replaces.
 """
 
@@ -295,7 +295,7 @@ class Scheduler:
                      if spf else None)
             still_chunked = adder.add_chunked_req(prev_chunked, limit)
         for req in order:
-            if len(adder.can_run) >= allocatable:
+            if len(adder.can_run) >= allocatable:  # INV-1, INV-10 (can_run counts the chunked request)
                 self.batch_is_full = True
             if self.batch_is_full:
                 freed = self._preempt_for(req, adder) if preempt else 0
