@@ -651,6 +651,8 @@ class Scheduler:
         """
         if self.chunked_req is not None or self.interval.remaining:
             return None
+        if stop_at_finish and self.rules.skip_finishing_decode:
+            return None  # a client reacts to finishes: not yet exact with skip_finishing_decode
         n_wait = len(self.waiting)
         if n_wait and not getattr(self.admission, "stateless", False):
             return None
