@@ -243,7 +243,9 @@ class SimEngine:
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
-        end = start + cost.total_s
+        # an eager extend's kernels run as the host issues them: it ends no earlier than
+        # the issue does (CostModel.issue); the host's issue time is charged by the caller
+        end = max(start + cost.total_s, now + self.cost.issue(op.plan, op.part))
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
         output = self.device.step(op.plan) if op.part == "main" else self._last_output
@@ -313,6 +315,9 @@ class SimEngine:
                     yield from self._advance(dt)
             elif tp is Launch:
                 result = self._launch(op)
+                issue = cost.issue(op.plan, op.part)
+                if issue > 0:
+                    yield from self._advance(issue)
             elif tp is Results:
                 yield from self._block_until(op.handle.end, wake)
                 if op.handle is self._in_flight:
