@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from specsched.runtime.profile_fit import eager_fit, extend_issue_fit
 from specsched.sim.profile import load_profile
 from specsched.sim.results import atomic_write_text

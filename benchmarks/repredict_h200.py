@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.engine import run_scenario
