@@ -72,8 +72,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from rich.console import Console
     from specsched.analysis import plots
     from specsched.analysis.io import read_results, run_label
+    from tqdm import tqdm
 
-    runs = [read_results(d) for d in args.results_dirs]
+    bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
+               disable=not show_progress(args))
+    runs = []
+    for d in args.results_dirs:
+        runs.append(read_results(d))
+        bar.update(1)
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
     console = Console(stderr=True, soft_wrap=True)
     written: list[Path] = []
@@ -81,6 +87,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     def save(fig: Any, name: str) -> None:
         written.extend(plots.save_figure(fig, out / name))
         plots.plt.close(fig)
+        bar.update(1)
 
     save(plots.plot_ttft(runs, log_x=args.log_x), "ttft")
     save(plots.plot_tpot_itl(runs, log_x=args.log_x), "tpot_itl")
@@ -95,6 +102,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         if seen[name] > 1:
             name += f"_{seen[name]}"
         save(plots.plot_timeline(r), name)
+    bar.close()
     for p in written:
         print(p)
     return 0

@@ -116,11 +116,13 @@ def simulate(scenario: Any, seed: int, progress: bool) -> Any:
     t = threading.Thread(target=work, name="simulate", daemon=True)
     t.start()
     total = scenario.workload.num_requests
-    with tqdm(total=total, desc="simulate", unit="req", file=sys.stderr, delay=1.0, leave=False) as bar:
-        while t.is_alive():
-            t.join(0.25)
-            bar.n = total - engine.requests_left
-            bar.refresh()
+    t.join(1.0)  # no bar for a run that ends within a second
+    if t.is_alive():
+        with tqdm(total=total, desc="simulate", unit="req", file=sys.stderr, leave=False) as bar:
+            while t.is_alive():
+                bar.n = total - engine.requests_left
+                bar.refresh()
+                t.join(0.25)
     if "error" in box:
         raise box["error"]
     return box["result"]
