@@ -49,6 +49,17 @@ def show_progress(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty()
 
 
+def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_requests: int | None) -> None:
+    """Refuse, before any run starts, a workload too large to allocate or a request that can
+    never fit the KV pool (sim/limits.py), for the scenario with its overrides."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.limits import check_fits, check_size
+
+    sc = load_scenario_with_overrides(scenario, arm, overrides)
+    check_size(sc, max_requests)
+    check_fits(sc)
+
+
 def ignore_sigint() -> None:
     """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each."""
     import signal
@@ -113,13 +124,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
     from rich.console import Console
-    from specsched.analysis import compare, plots
+    from specsched.analysis import compare
     from specsched.analysis.overrides import parse_overrides
 
     arms = _list_arg(args.arms, "--arms")
     if len(dict.fromkeys(arms)) < 2:
         raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
+    for arm in arms:
+        check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
     executor = None
     if args.workers > 1:
         import multiprocessing
@@ -152,6 +165,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.markdown, compare.to_markdown(table))
     if args.plot:
+        from specsched.analysis import plots  # matplotlib only when a figure is asked for
+
         fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics)
         for p in plots.save_figure(fig, args.plot):
             print(p, file=sys.stderr)
@@ -174,7 +189,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
-    report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
+    from specsched.sim.bundled import resolve_scenario_path
+
+    base = parse_overrides(args.set)
+    arms = grid.get("arm", [args.arm])
+    sizes = grid.get("workload.num_requests", [None])
+    for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
+        point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}))
+        check_workload(args.scenario, str(arm), point, args.max_requests)
+
+    report = run_sweep(str(resolve_scenario_path(args.scenario)), grid, args.seeds, out, executor=args.scheduler,
                        resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
                        progress=show_progress(args),
                        max_workers=args.workers)
@@ -217,6 +241,8 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
     c.add_argument("--workers", type=_positive, default=1, metavar="N", help="parallel processes (default 1)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c.add_argument("--max-requests", type=int, default=None, metavar="N",
+                   help="refuse workloads above N requests before running (default 2000000)")
     c.set_defaults(func=cmd_compare)
 
     s = subparsers.add_parser("sweep", help="run a parameter grid x seeds into one tidy parquet file",
@@ -234,4 +260,6 @@ def add_parsers(subparsers: Any) -> None:
     s.add_argument("--workers", type=_positive, default=None, metavar="N", help="local processes (default: CPU count)")
     s.add_argument("--no-resume", action="store_true", help="ignore and overwrite runs already in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--max-requests", type=int, default=None, metavar="N",
+                   help="refuse workloads above N requests before running (default 2000000)")
     s.set_defaults(func=cmd_sweep)

@@ -124,3 +124,13 @@ def test_progress_on_a_terminal_and_quiet_with_q(tmp_path):
         outputs.append(b"".join(chunks).decode(errors="replace"))
     assert "simulate" in outputs[0] and "req" in outputs[0], outputs[0]
     assert outputs[1].strip() == ""
+
+
+def test_compare_and_a_local_sweep_import_no_matplotlib_dask_or_torch(tmp_path):
+    code = ("import sys\nfrom specsched.cli import main\n"
+            "a = main(['compare', 'batch8-ll', '--arms', 'base,stream_wait', '--seeds', '1', '--set', 'workload.num_requests=4', '-q'])\n"
+            f"b = main(['sweep', 'batch8-ll', '--grid', 'server.chunked_prefill_size=8192,4096', '--set', 'workload.num_requests=4', "
+            f"'--workers', '1', '-q', '--out', {str(tmp_path / 's.parquet')!r}])\n"
+            "print(a, b, sorted(m for m in ('torch', 'matplotlib', 'dask', 'distributed') if m in sys.modules))\n")
+    r = _run("-c", code, cwd=tmp_path)
+    assert r.stdout.strip().splitlines()[-1] == "0 0 []", r.stdout + r.stderr
