@@ -66,12 +66,17 @@ class Fits:
                        "seconds": spec_grid},
             "decode": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
                        "seconds": dec_grid},
+            "verify_window": self.W,
+            "verify_includes_draft": True,
+            "eager_overhead_s": max(0.0, float(np.median([te - te / r for _, _, te, r in self.eager_ratios]))),
+            "eager_draft_overhead_s": 0.0,
             "eager_factor": self.eager_factor,
         }
         host = {
             "ingest_per_request_s": 0.0,
             "schedule_s": self.sched_fit[0], "schedule_per_req_s": self.sched_fit[1],
             "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
+            "launch_per_extend_token_s": 0.0,
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
             "cross_queue_penalty_s": self.cq_penalty,

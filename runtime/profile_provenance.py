@@ -112,6 +112,19 @@ class Provenance:
                 + f"; clamped to >= 1. The simulator applies it above cuda_graph_max_bs={self.graph_max_bs}; eager "
                 f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}, "
                 f"{timing}. [{env}]"),
+            "gpu.verify_window": (f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). "
+                                  f"[{env}]"),
+            "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the drafter's forward "
+                                          f"and the target verify together. [{env}]"),
+            "gpu.eager_overhead_s": (
+                "median over the gpu.eager_factor points of spec_cycle(graph=False) - spec_cycle(graph=True) at the "
+                "same batch and context (the eager launch cost of one cycle): "
+                + ", ".join(f"bs {b} ctx {c}: +{_ms(te - te / r)}" for b, c, te, r in self.eager_ratios)
+                + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
+            "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
+                                           f"serial draft steps beyond the one in gpu.verify. [{env}]"),
+            "host.launch_per_extend_token_s": ("0: not measured: the extend launch's host time per token is not "
+                                               f"separated from gpu.extend yet. [{env}]"),
             "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
                                           "hands each request to the scheduler directly at Recv"),
         }

@@ -80,8 +80,59 @@ def rates_from_histogram(hist: list[float], window: int) -> np.ndarray:
     return rates
 
 
+def extend_rates(rates: np.ndarray, gamma: int, decay: float) -> np.ndarray:
+    """Per-position rates for ``gamma`` draft positions from the first ``len(rates)``: cut
+    when shorter, and continued past the last given rate as p_(i+1) = p_i x ``decay`` when
+    longer (a drafter's later positions are no easier than its earlier ones; decay 1 keeps
+    the last rate). Shape (gamma,)."""
+    rates = np.asarray(rates, dtype=float)
+    if gamma <= len(rates):
+        return rates[:gamma].copy()
+    tail = rates[-1] * decay ** np.arange(1, gamma - len(rates) + 1)
+    return np.concatenate([rates, tail])
+
+
+def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.0) -> np.ndarray:
+    """Logits of per-position rates p_i = p_1 x decay^(i-1), i = 1..window-1, with p_1
+    solved so that the population mean accept length at ``window`` (request levels spread
+    in logit space) is ``target``. decay 1: a constant conditional rate, i.e. a truncated
+    geometric accept length, in which position k adds p^k: the diminishing returns of a
+    longer window. Shape (window - 1,).
+
+    Raises:
+        ValueError: ``target`` outside [1, window], or out of reach with this decay.
+    """
+    gamma = window - 1
+    if not 1.0 <= target <= window:
+        raise ValueError(f"mean_accept_length {target} outside [1, {window}]")
+    if target >= window - 1e-9:
+        return np.full(gamma, 30.0)
+    if target <= 1.0 + 1e-9:
+        return np.full(gamma, -30.0)
+    from scipy.optimize import brentq
+
+    shape = np.log(decay) * np.arange(gamma)
+
+    def base_logits(x: float) -> np.ndarray:
+        if decay == 1.0:
+            return np.full(gamma, x)
+        return logit(np.clip(expit(x) * np.exp(shape), 1e-12, 1 - 1e-12))
+
+    f = lambda x: _population_mean(base_logits(x), spread) - target  # noqa: E731
+    if f(30.0) < 0:
+        raise ValueError(f"mean_accept_length {target} is out of reach at window {window} with rate_decay {decay}")
+    return base_logits(brentq(f, -30.0, 30.0, xtol=1e-10))
+
+
 class AcceptanceModel:
     """Seeded accept-length draws for every request of one run.
+
+    The per-position rates come from the scenario's acceptance section at the window it
+    was measured at (``cfg.window``, default the run's window) and are carried to the run's
+    window by :func:`extend_rates`, so a window sweep reuses one drafter's rates: a shorter
+    window cuts the accept length's tail, a longer one adds positions whose rates keep
+    falling (``cfg.rate_decay``) or stay at the last rate. Old scenarios (no ``window``)
+    are unchanged.
 
     Args:
         cfg: the scenario's acceptance section.
@@ -89,7 +140,7 @@ class AcceptanceModel:
         seed: the run seed.
 
     Raises:
-        ValueError: ``mean_accept_length`` outside [1, window].
+        ValueError: ``mean_accept_length`` outside [1, measured window].
     """
 
     def __init__(self, cfg: AcceptanceConfig, window: int, seed: int) -> None:
@@ -97,26 +148,23 @@ class AcceptanceModel:
         self.seed = seed
         self.spread = cfg.request_spread
         gamma = window - 1
+        ref = cfg.window or window
         if gamma <= 0:
             self.base_logits = np.zeros(0)
         elif cfg.per_position_rates is not None:
-            rates = np.array((cfg.per_position_rates + [cfg.per_position_rates[-1]] * gamma)[:gamma])
+            rates = extend_rates(np.array(cfg.per_position_rates), gamma, cfg.rate_decay)
             self.base_logits = logit(np.clip(rates, 1e-6, 1 - 1e-6))
         elif cfg.histogram is not None:
-            self.base_logits = logit(np.clip(rates_from_histogram(cfg.histogram, window), 1e-6, 1 - 1e-6))
+            rates = rates_from_histogram(cfg.histogram, ref)
+            if cfg.window is not None:
+                rates = extend_rates(rates, gamma, cfg.rate_decay)
+            self.base_logits = logit(np.clip(rates, 1e-6, 1 - 1e-6))
         else:
             target = cfg.mean_accept_length if cfg.mean_accept_length is not None else 1.0
-            if not 1.0 <= target <= window:
-                raise ValueError(f"mean_accept_length {target} outside [1, {window}]")
-            if target >= window - 1e-9:
-                self.base_logits = np.full(gamma, 30.0)
-            elif target <= 1.0 + 1e-9:
-                self.base_logits = np.full(gamma, -30.0)
-            else:
-                from scipy.optimize import brentq
-
-                f = lambda x: _population_mean(np.full(gamma, x), self.spread) - target  # noqa: E731
-                self.base_logits = np.full(gamma, brentq(f, -30.0, 30.0, xtol=1e-10))
+            logits = logits_for_mean(target, ref, self.spread, cfg.rate_decay)
+            if ref != window:
+                logits = logit(np.clip(extend_rates(expit(logits), gamma, cfg.rate_decay), 1e-12, 1 - 1e-12))
+            self.base_logits = logits
         self._levels: dict[int, float] = {}
         self._rates: dict[int, np.ndarray] = {}
         self._draws: dict[int, np.ndarray] = {}

@@ -59,8 +59,9 @@ class SpecAlgorithm(StrEnum):
     the first inside the profile's verify cost, the rest priced by its ``draft_step`` grid,
     then one target verify): ``eagle`` and ``eagle3`` (EAGLE heads on the target's hidden
     states), ``nextn``/``mtp`` (the model's own multi-token-prediction layer, SGLang's NEXTN),
-    ``standalone`` (a separate small draft model run autoregressively). Only the chain
-    (``speculative_eagle_topk`` 1) is modelled, not draft trees. ``none``: plain decode.
+    ``standalone`` (a separate small draft model run autoregressively). A draft tree
+    (``speculative_eagle_topk`` > 1) is priced by its width (each draft step runs over batch x
+    topk tokens); its acceptance is the scenario's. ``none``: plain decode.
     SGLang's NGRAM (no draft forward: a host-side n-gram lookup) is refused: no profile prices
     its lookup and every verify grid includes a draft forward.
     """
@@ -100,6 +101,8 @@ class ServerArgs(BaseModel):
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
+    speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
+    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py). None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
     admission_delay_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the admission-delay class's from_server.")
     min_free_slots: int | None = Field(None, ge=1, description="Explicit delay threshold (None: automatic formula).")
@@ -150,6 +153,31 @@ class ServerArgs(BaseModel):
         return self
 
     @property
+    def graph_batch_sizes(self) -> list[int]:
+        """Batch sizes with a captured decode/verify graph, ascending; a batch of ``bs <=
+        cuda_graph_max_bs`` runs padded to the smallest of them >= bs, a larger one eagerly.
+
+        ``cuda_graph_bs`` when given, else SGLang 0.5.23's default
+        (arg_groups/cuda_graph_hook.py ``generate_decode_cuda_graph_batch_sizes``: with
+        speculative decoding 1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, then step
+        16; without it 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, then step 32; always
+        ending at cuda_graph_max_bs), clamped to max_running_requests as
+        model_executor/runner/base_cuda_graph_runner.py ``get_batch_sizes_to_capture`` does.
+        """
+        top = self.cuda_graph_max_bs
+        if self.cuda_graph_bs is not None:
+            bs = [b for b in self.cuda_graph_bs if b <= top]
+        elif self.speculative_algorithm.enabled:
+            bs = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, top + 1, 16)]
+        else:
+            bs = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
+        bs = [b for b in bs if b <= top] + [top]
+        mrr = self.max_running_requests
+        if max(bs) > mrr:
+            bs.append(mrr)
+        return sorted({b for b in bs if b <= mrr})
+
+    @property
     def spec_window(self) -> int:
         """Verify window (positions verified per request per cycle); 1 without spec."""
         return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
@@ -171,9 +199,12 @@ HISTOGRAM_SUM_TOLERANCE = 1e-3
 class AcceptanceConfig(BaseModel):
     """Accept length distribution (tokens committed per request per verify cycle, 1..window).
 
-    Either ``mean_accept_length`` (a constant per-position acceptance rate solved so that the
-    mean matches), ``per_position_rates`` (P(draft i accepted | drafts < i accepted)), or
-    ``histogram`` (P(accept length = k), k = 1..len). Each request draws its own level: a
+    Either ``mean_accept_length`` (per-position rates p_i = p_1 x rate_decay^(i-1) with p_1
+    solved so that the mean at ``window`` matches), ``per_position_rates`` (P(draft i
+    accepted | drafts < i accepted)), or ``histogram`` (P(accept length = k), k = 1..len).
+    With ``window`` set, a run at another verify window reuses the same per-position rates
+    (cut when shorter; continued with ``rate_decay`` past the last one when longer), so a
+    longer window adds ever less (sim/acceptance.py). Each request draws its own level: a
     shift of the per-position logits by ``request_spread`` x N(0, 1) (real prompts differ).
     """
 
@@ -183,6 +214,8 @@ class AcceptanceConfig(BaseModel):
     per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(None, min_length=1, description="P(draft i accepted | drafts < i accepted), i = 1..window - 1.")
     histogram: list[Annotated[float, Field(ge=0.0)]] | None = Field(None, min_length=1, description="P(accept length = k), k = 1..len (<= window); sums to 1.")
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
+    window: int | None = Field(None, ge=2, le=64, description="Verify window the acceptance was measured at (None: the scenario's window, and the acceptance does not carry to other windows).")
+    rate_decay: float = Field(1.0, gt=0.0, le=1.0, description="p_(i+1) / p_i of the rates derived from a mean accept length and of rates continued past the last given one (1: a constant rate, i.e. a truncated geometric accept length).")
 
     @model_validator(mode="after")
     def _one_source(self) -> AcceptanceConfig:
@@ -326,13 +359,24 @@ class Scenario(BaseModel):
         m = self.acceptance.mean_accept_length
         w = self.server.spec_window
         acc, spec = self.acceptance, self.server.speculative_algorithm.enabled
+        d = acc.rate_decay
+        if acc.window is not None:  # measured at acc.window: cut or continued to the run's window
+            w, spec = acc.window, True
+            what, whose = "acceptance.window", "the verify window it was measured at"
+        else:
+            what, whose = "speculative_num_draft_tokens", "the verify window"
         if spec and acc.per_position_rates is not None and len(acc.per_position_rates) > w - 1:
             raise FieldError("acceptance.per_position_rates", acc.per_position_rates, "at most "
-                             f"speculative_num_draft_tokens - 1 = {w - 1} rates (one per draft position)")
+                             f"{what} - 1 = {w - 1} rates (one per draft position)")
         if spec and acc.histogram is not None and len(acc.histogram) > w:
-            raise FieldError("acceptance.histogram", acc.histogram, f"at most speculative_num_draft_tokens = {w} "
+            raise FieldError("acceptance.histogram", acc.histogram, f"at most {what} = {w} "
                              f"entries (accept lengths 1..{w})")
-        if m is not None and self.server.speculative_algorithm.enabled and m > w:
+        if spec and m is not None and d < 1.0 and m > 1.0 + sum(d ** (i * (i + 1) / 2) for i in range(w - 1)) - 1e-6:
+            raise FieldError("acceptance.mean_accept_length", m, f"out of reach at {what} = {w} with "
+                             f"rate_decay {d} (even a first-position rate of 1 gives less)")
+        if m is not None and spec and m > w:
+            if acc.window is not None:
+                raise ValueError(f"acceptance.mean_accept_length {m} exceeds {whose}, acceptance.window = {w}")
             raise ValueError(f"acceptance.mean_accept_length {m} exceeds the verify window "
                              f"speculative_num_draft_tokens = {w}")
         return self

@@ -2,17 +2,44 @@
 
 GPU time of a forward is a function of the batch composition (SGLang's simulator reduces a
 batch to (extend_len, past_kv_len) per request the same way, tools/sglang-simulator):
-extend tokens and their context for prefill; batch size and context for decode and verify.
-Host time is per step plus per request. The breakdown is returned, not one number.
+extend tokens and their attention context for prefill; for decode and verify the batch
+size, the mean context, the verify window and the drafter. Host time is per step plus per
+request. The breakdown is returned, not one number.
+
+A speculative cycle (DSpark/DFlash block drafter, EAGLE/MTP chain drafter) costs, for a
+batch of ``bs`` requests at mean context ``c`` with verify window ``W`` (the profile's
+``gpu.verify`` measured at ``W0 = gpu.verify_window``; ``V``, ``D`` its verify and
+draft-step grids; ``c0`` V's first context column; ``P(bs)`` the captured graph batch that
+``bs`` is padded to)::
+
+    token part   V(P(bs) W / W0, c0)          GEMM/MoE work of bs x W query tokens (and of
+                                              the one draft forward over them), padded rows
+                                              included (they run every GEMM)
+    context part V(bs, c) - V(bs, c0)         KV read of the real requests at their context
+    + D(P(bs) W, c)                           when V holds no draft forward
+    + (k - 1) D(P(bs) topk, c)                chain drafters: the serial draft steps beyond
+                                              the draft extend (speculative/eagle_worker_v2.py
+                                              ``draft_forward``: num_steps - 1 forwards)
+    + eager overhead                          when bs > cuda_graph_max_bs (then no padding)
+
+A block drafter runs one draft forward per cycle whatever the window; a chain drafter
+``speculative_num_steps`` of them, serially. A decode step is the same with ``W = W0 = 1``
+and no draft. Profiles without ``verify_window`` keep their old meaning: ``V(bs, c)`` at
+every window. Every term reduces to the old model when the window equals the profile's and
+the batch is a captured size, so old profiles give the results they gave.
 """
 
 from __future__ import annotations
 
+import bisect
+import sys
 from dataclasses import dataclass
+from typing import TextIO
 
 from specsched.sim.config import ServerArgs
+from specsched.sim.errors import ConfigError
 from specsched.sim.plan import BatchPlan, ForwardMode
-from specsched.sim.profile import Profile
+from specsched.sim.profile import GridInterp, Profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,39 +55,103 @@ class GpuCost:
         return self.extend_s + self.decode_s + self.penalty_s
 
 
+def attention_context(extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int]) -> float:
+    """The extend batch's attention context (tokens): sum_i e_i (p_i + e_i / 2) / sum_i e_i.
+
+    Causal attention of e new tokens after a prefix p costs e (p + e / 2) query-key pairs,
+    so (extend tokens) x (this context) is the batch's quadratic attention work whatever
+    the mix of lengths. For equal extend lengths it is mean prefix + e / 2.
+    """
+    tokens = sum(extend_lens)
+    if tokens <= 0:
+        return 0.0
+    return sum(e * (p + e / 2) for e, p in zip(extend_lens, prefix_lens, strict=False)) / tokens
+
+
 class CostModel:
     """Times plans for one (profile, server args) pair.
 
+    Args:
+        profile: the device profile.
+        server: the scenario's server args (window, drafter, graph sizes).
+        warn_to: where the one-line range warnings go (:meth:`range_warnings`; default
+            stderr, None to keep them for the caller).
+
     Raises:
-        ValueError: the profile lacks the grid the server args need (``verify`` for
-            speculative decoding, ``decode`` otherwise).
+        ConfigError: the profile lacks a grid the server args need (``gpu.verify`` for
+            speculative decoding, ``gpu.decode`` otherwise, ``gpu.draft_step`` for a chain
+            drafter's serial steps or for a ``verify`` without its draft forward).
     """
 
-    def __init__(self, profile: Profile, server: ServerArgs) -> None:
+    def __init__(self, profile: Profile, server: ServerArgs, warn_to: TextIO | None = sys.stderr) -> None:
         g = profile.gpu
         self.profile = profile
         self.server = server
-        self.extend = g.extend.interpolator()
-        self.inject = g.draft_inject.interpolator() if g.draft_inject is not None else None
-        spec = server.speculative_algorithm
-        if spec.enabled and g.verify is None:
-            raise ValueError(f"profile {profile.name}: speculative decoding needs gpu.verify")
-        if not spec.enabled and g.decode is None:
-            raise ValueError(f"profile {profile.name}: plain decoding needs gpu.decode")
-        self.step_grid = (g.verify if spec.enabled else g.decode).interpolator()
-        self.draft_step = g.draft_step.interpolator() if g.draft_step is not None else None
-        self.extra_draft_steps = max(0, server.num_draft_forwards - 1)
         self.h = profile.host
+        self.warn_to = warn_to
+        self._warned: set[tuple[str, str]] = set()
+        src = profile.path or profile.name
+        spec = server.speculative_algorithm
+        self.spec = spec.enabled
+        grid = g.verify if spec.enabled else g.decode
+        key = "gpu.verify" if spec.enabled else "gpu.decode"
+        if grid is None:
+            need = (f"speculative decoding (server.speculative_algorithm = {spec.value}) needs one cycle's cost"
+                    if spec.enabled else "plain decoding (server.speculative_algorithm = none) needs one decode forward's cost")
+            raise ConfigError(src, key, "<missing>", need)
+        self.extend = g.extend.interpolator("gpu.extend")
+        self.inject = g.draft_inject.interpolator("gpu.draft_inject") if g.draft_inject is not None else None
+        self.step_grid = grid.interpolator(key)
+        self.c0 = float(grid.context_len[0])
+        self.window = server.spec_window
+        self.ref_window = (g.verify_window if spec.enabled else 1) or self.window
+        self.topk = server.speculative_eagle_topk or 1
+        self.extra_draft_steps = max(0, server.num_draft_forwards - 1)
+        self.draft_in_verify = g.verify_includes_draft or not spec.enabled
+        needs_draft = spec.enabled and (self.extra_draft_steps > 0 or not self.draft_in_verify)
+        if needs_draft and g.draft_step is None:
+            why = (f"a chain drafter ({spec.value}) runs {self.extra_draft_steps} serial draft step(s) per cycle besides the one in gpu.verify"
+                   if self.extra_draft_steps else "gpu.verify_includes_draft is false, so the draft forward must be timed")
+            raise ConfigError(src, "gpu.draft_step", "<missing>", f"{why}: give one draft-model forward's cost by tokens and context")
+        self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
+        self.graph_bs = server.graph_batch_sizes
+        self.graph_max = self.graph_bs[-1]
 
-    def _decode_s(self, bs: int, ctx_sum: int) -> float:
-        ctx = ctx_sum / bs
-        t = self.step_grid(bs, ctx)
-        if self.extra_draft_steps and self.draft_step is not None:
-            t += self.extra_draft_steps * self.draft_step(bs, ctx)
-        if bs > self.server.cuda_graph_max_bs:
-            t *= self.profile.gpu.eager_factor
+    # ------------------------------------------------------------ decode / verify
+    def padded_batch(self, bs: int) -> int | None:
+        """The captured graph batch size ``bs`` runs at (smallest captured >= bs), or None
+        when it runs eagerly (above every captured size)."""
+        if bs > self.graph_max:
+            return None
+        return self.graph_bs[bisect.bisect_left(self.graph_bs, bs)]
+
+    def step_s(self, bs: int, ctx: float) -> float:
+        """GPU seconds of one decode forward or speculative cycle of ``bs`` requests at mean
+        context ``ctx`` tokens (the formula in the module docstring)."""
+        ctx = round(ctx, -1)
+        grid = self.step_grid
+        pad = self.padded_batch(bs)
+        rows = pad if pad is not None else bs
+        t = grid(bs, ctx)
+        x_tok = rows * self.window / self.ref_window
+        if x_tok != bs:
+            t += grid(x_tok, self.c0) - grid(bs, self.c0)
+        d = self.draft_step
+        if d is not None:
+            if not self.draft_in_verify:
+                t += d(rows * self.window, ctx)
+            if self.extra_draft_steps:
+                t += self.extra_draft_steps * d(rows * self.topk, ctx)
+        t = max(t, 0.0)
+        if pad is None:
+            g = self.profile.gpu
+            if g.eager_overhead_s is not None:
+                t += g.eager_overhead_s + self.extra_draft_steps * g.eager_draft_overhead_s
+            else:
+                t *= g.eager_factor
         return t
 
+    # -------------------------------------------------------------------- public
     def gpu(self, plan: BatchPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:
         """GPU seconds of one launch of ``plan`` (``part`` = ``main`` or ``inject``).
 
@@ -71,20 +162,21 @@ class CostModel:
         if part == "inject":
             tokens = plan.num_extend_tokens
             if self.inject is not None:
-                ctx = sum(plan.prefix_lens[:n_ext]) / n_ext + tokens / (2 * n_ext)
+                ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
                 return GpuCost(extend_s=self.inject(tokens, ctx))
             return GpuCost(extend_s=tokens * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
         if n_ext:
             tokens = plan.num_extend_tokens
-            ctx = sum(plan.prefix_lens[:n_ext]) / n_ext + tokens / (2 * n_ext)
-            extend_s = self.extend(tokens, ctx)
+            extend_s = self.extend(tokens, attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext]))
         decode_s = penalty = 0.0
         n_dec = plan.batch_size - n_ext
         if n_dec:
-            decode_s = self._decode_s(n_dec, sum(plan.prefix_lens[n_ext:]))
+            decode_s = self.step_s(n_dec, sum(plan.prefix_lens[n_ext:]) / n_dec)
             if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.server.cuda_graph_max_bs:
                 penalty = self.h.cross_queue_penalty_s
+        if self.warn_to is not None:
+            self.range_warnings(self.warn_to)
         return GpuCost(extend_s, decode_s, penalty)
 
     def host(self, kind: str, plan: BatchPlan) -> float:
@@ -93,5 +185,28 @@ class CostModel:
         if kind == "schedule":
             return h.schedule_s + h.schedule_per_req_s * bs
         if kind == "launch":
-            return h.launch_s + h.launch_per_req_s * bs
+            return h.launch_s + h.launch_per_req_s * bs + h.launch_per_extend_token_s * plan.num_extend_tokens
         return h.process_s + h.process_per_req_s * bs
+
+    def range_warnings(self, out: TextIO | None = None) -> list[str]:
+        """One line per (grid, axis) whose measured range a query left (upwards) since the
+        last call, naming the profile, the grid, the axis, the measured range and the
+        largest query; written to ``out`` when given. Each (grid, axis) is reported once
+        per cost model, i.e. once per run."""
+        lines = []
+        for interp in (self.step_grid, self.extend, self.inject, self.draft_step):
+            if not isinstance(interp, GridInterp) or not interp.above:
+                continue
+            for axis, q in interp.above.items():
+                if (interp.name, axis) in self._warned:
+                    continue
+                self._warned.add((interp.name, axis))
+                pts = interp.x if axis == "x" else interp.c
+                how = ("linearly from the last measured segment (KV bytes read grow linearly with context)"
+                       if axis == "context_len" else "linearly from the last measured segment")
+                lines.append(f"warning: profile {self.profile.name}: {interp.name} {axis} {q:g} is beyond the measured "
+                             f"range {pts[0]:g}..{pts[-1]:g}; extrapolating {how}")
+        if out is not None:
+            for line in lines:
+                print(line, file=out)
+        return lines

@@ -5,10 +5,14 @@ the scheduler, an admission, a retraction), an overlap-scheduled server repeats 
 iteration: build the decode (or verify) batch, launch it, process the previous step's
 results. Every quantity of those iterations follows from each request's committed-token
 counts, so ``k`` iterations can be computed with numpy over a (k, requests) grid instead of
-one Python pass per step. The engine (:mod:`sim.engine`) adds the times
-(:mod:`sim.host_timeline`) and applies the first iterations it can prove unaffected by
-anything else. The step-by-step path stays the reference: tests/test_sim_speed_equivalence.py
-checks that both give identical tables.
+one Python pass per step. This module is that computation only, a pure function of the
+values it is given: the Scheduler decides whether its state is such a stretch and applies
+the iterations (:meth:`sim.scheduler.Scheduler.decode_stretch`, ``apply_stretch``); KV
+counts come from the ledger's rules (:meth:`sim.kv_ledger.KVLedger.stretch_usage`); plans
+from the one decode plan builder (:func:`sim.plan.decode_plan`). The engine
+(:mod:`sim.engine`) adds the times (:mod:`sim.host_timeline`) and applies the first
+iterations it can prove unaffected by anything else. INV-7 (fast path == step by step) is
+guarded by tests/test_sim_speed_equivalence.py.
 
 Notation for iteration j (0-based from the run's start). The overlap loop schedules plan
 P_j, launches it (the device commits step j), then processes P_{j-1}'s results, so
@@ -31,67 +35,84 @@ batch at the first iteration's scheduling pass, as SGLang merges the last extend
 
 from __future__ import annotations
 
-import numpy as np
-from specsched.sim.admission import AdmissionState
-from specsched.sim.admission.min_free_slots import MinFreeSlots
-from specsched.sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
-from specsched.sim.device_tokens import DeviceTokens
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
-from specsched.sim.request import ReqStatus
-from specsched.sim.scheduler import Scheduler
+from collections.abc import Callable
 
-STATELESS_DELAYS = (MinFreeSlots, MinFreeSlotsWaitingAware)
-"""Admission policies whose decision is a pure function of the pass's state: a run may go
-on while they keep delaying a non-empty waiting queue (others end a run when requests wait)."""
+import numpy as np
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.kv_ledger import KVLedger
+from specsched.sim.plan import BatchPlan, StepOutput, decode_plan
+from specsched.sim.request import Req
 
 _STEPS = np.arange(1 << 16, dtype=np.int64)[:, None]  # iteration index column
+MAX_ITERS = len(_STEPS) - 1
+"""The most iterations one run computes."""
 
 
 class DecodeRun:
     """The next iterations of a decode-only stretch (see the module docstring).
 
-    Build with :meth:`start`; read the per-iteration arrays; then :meth:`apply` the first
-    ``n <= stop`` iterations to the scheduler and the device.
+    Built by :meth:`compute` (the Scheduler calls it from ``decode_stretch``); read the
+    per-iteration arrays; the Scheduler's ``apply_stretch`` applies the first
+    ``n <= stop`` iterations.
 
-    Attributes (``m`` = running requests at the start, in batch order; ``k`` = iterations
-    computed):
+    Attributes (``m`` = requests of the batch at the start, in batch order; ``k`` =
+    iterations computed):
         stop: iterations that may be applied (the scheduler side allows no more).
-        reqs: the m requests. rids: their ids, int (m,).
+        reqs: the m requests. rids: their ids, int (m,). num_merged: how many of them (the
+            last) join from the prefill in flight.
+        cap: int (m,), output targets. window: tokens per request per pass. spec: verify
+            (True) or decode passes.
         D, H: int (k + 1, m): device and host committed counts (module docstring).
+        cyc0: int (m,), verify cycles each request had drawn at the start (window > 1).
         member: bool (k, m): request in plan P_j. batch_size: int (k,): len(P_j).
         process_batch_size: int (k,): len(P_{j-1}), whose results iteration j processes.
+        processed: bool (k, m): decode entries processed at iteration j (window > 1), else None.
         ctx_sum: int (k,): sum of P_j's context lengths (tokens).
-        delivered: int (k, m): tokens delivered at iteration j (0 = none); a request's
-            deliveries are consecutive iterations.
-        finish_iter: int (m,): iteration whose deliveries complete the request, -1 if none.
-        kv_scheduled: int (k,): KV pool tokens in use after P_j's reservation.
-        delayed: int: passes of the first ``stop`` that counted a delayed admission, per
-            iteration as a bool (k,) array, or None when nothing waits.
+        fin: bool (k, m): request finishes at iteration j's processing.
+        kv: the stretch's KV usage (:class:`sim.kv_ledger.StretchKV`).
+        delayed: bool (k,): pass j counted a delayed admission, or None when nothing waits.
         first_step: the plan index of P_0.
     """
 
-    __slots__ = ("stop", "k", "reqs", "rids", "merged", "cap", "h0", "d0", "window", "spec", "first_step",
+    __slots__ = ("stop", "k", "reqs", "rids", "num_merged", "cap", "window", "spec", "first_step",
                  "cyc0", "D", "H", "member", "batch_size", "process_batch_size", "inp", "ctx_sum", "fin",
-                 "held", "kv0", "kv_scheduled", "freed", "spec_steps", "unused_cum", "delayed")
+                 "processed", "kv", "delayed")
 
     # ------------------------------------------------------------------ build
     @classmethod
-    def start(
+    def compute(
         cls,
-        sched: Scheduler,
+        reqs: list[Req],
+        num_merged: int,
         device: DeviceTokens,
         prev_plan: BatchPlan,
         prev_output: StepOutput,
+        *,
+        window: int,
+        spec: bool,
+        first_step: int,
+        kv: KVLedger,
+        max_running_requests: int,
+        num_waiting: int,
+        delays: Callable[[int, int], bool],
         max_iters: int,
         stop_at_finish: bool,
         finishes_left: int,
     ) -> DecodeRun | None:
-        """Compute up to ``max_iters`` iterations from the scheduler's current state.
+        """Compute up to ``max_iters`` iterations of the batch ``reqs``.
 
         Args:
-            sched: the scheduler, between two iterations of the overlap loop.
-            device: the device's committed counts and accept draws.
+            reqs: the batch the next pass decodes: the running requests, then the
+                ``num_merged`` requests of the prefill in flight (their prefill completes).
+            device: the device's committed counts and accept draws (read only).
             prev_plan, prev_output: the forward in flight (launched, results not processed).
+            window, spec: the decode/verify window and mode.
+            first_step: the plan index of the next plan.
+            kv: the KV ledger (read only here: its rules give the stretch's usage).
+            max_running_requests: the running-slot limit.
+            num_waiting: requests in the waiting queue.
+            delays: ``delays(running_bs, active_running_bs)``: the (stateless) admission
+                policy delays a pass of that state; asked only when requests wait.
             max_iters: at most this many iterations (>= 1).
             stop_at_finish: end before the first iteration that completes a request (a
                 client then sends a new one).
@@ -99,50 +120,17 @@ class DecodeRun:
                 would complete the last (the engine stops the clock there).
 
         Returns:
-            The run, or None when the state is not a decode-only stretch or it would be empty.
+            The run, or None when host and device disagree or it would be empty.
         """
-        s = sched
-        if s.chunked_req is not None:
-            return None
-        n_wait = len(s.waiting)
-        if n_wait and not isinstance(s.admission, STATELESS_DELAYS):
-            return None
-        merged = s._last_prefill
-        running = s.running
-        if merged:
-            # the last forward is a prefill whose requests all complete and join the batch
-            if (prev_plan.mode is not ForwardMode.EXTEND or prev_plan.chunked_rid is not None
-                    or len(prev_plan.new_rids) != prev_plan.batch_size
-                    or [r.rid for r in merged] != list(prev_plan.rids)
-                    or any(r.status is not ReqStatus.PREFILLING for r in merged)):
-                return None
-            reqs = running + merged
-        else:
-            if prev_plan.num_extend or prev_plan.mode is ForwardMode.EXTEND:
-                return None
-            if [r.rid for r in running] != list(prev_plan.rids):
-                return None
-            reqs = list(running)
         m = len(reqs)
-        if m == 0:
-            return None
-        max_run = s.server.max_running_requests
-        cap_l = [r.max_new_tokens for r in reqs]
-        h0_l = [r.output_len for r in reqs]
-        if n_wait and m < max_run:
-            # the first pass must delay admission (checked before any array is built)
-            bs0 = sum(1 for h, c in zip(h0_l, cap_l, strict=True) if h < c)
-            if not s.admission.should_delay(AdmissionState(
-                    running_bs=m, num_allocatable_reqs=max_run - m, waiting_bs=n_wait, active_running_bs=bs0)):
-                return None
         rids = [r.rid for r in reqs]
         get = device.committed.get
         d0_l = [get(rid) for rid in rids]
         if None in d0_l:
             return None
-        w = s.window
-        cap = np.array(cap_l, dtype=np.int64)
-        h0 = np.array(h0_l, dtype=np.int64)
+        w = window
+        cap = np.array([r.max_new_tokens for r in reqs], dtype=np.int64)
+        h0 = np.array([r.output_len for r in reqs], dtype=np.int64)
         d0 = np.array(d0_l, dtype=np.int64)
         # the in-flight forward's commits per request (0 for requests it does not hold)
         n_prev = m - prev_plan.batch_size
@@ -156,7 +144,7 @@ class DecodeRun:
             return None  # host and device disagree (e.g. tokens discarded by a retraction)
         # the first iteration's checks, before any grid is built
         left = (cap - d0)[live]
-        if left.size == 0 or w * left.size > s.kv.available:
+        if left.size == 0 or w * left.size > kv.available:
             return None
         fin0 = int(np.count_nonzero(left == 0))  # complete at the first processing
         if fin0 >= finishes_left or (stop_at_finish and fin0):
@@ -169,12 +157,12 @@ class DecodeRun:
                 k = min(k, int(srt[0]) + 1)
             if finishes_left <= left.size:
                 k = min(k, int(srt[finishes_left - 1]) + 1)
-        k = min(k, len(_STEPS) - 1)
+        k = min(k, MAX_ITERS)
 
         run = cls()
-        run.reqs, run.rids, run.merged = reqs, np.array(rids, dtype=np.int64), merged
-        run.cap, run.h0, run.d0, run.window, run.spec = cap, h0, d0, w, s.spec
-        run.first_step = s.step
+        run.reqs, run.rids, run.num_merged = reqs, np.array(rids, dtype=np.int64), num_merged
+        run.cap, run.window, run.spec = cap, w, spec
+        run.first_step = first_step
         # device counts D (k + 1, m) and host counts H
         if w > 1:
             cyc0 = np.array([device.cycles.get(rid, 0) for rid in rids], dtype=np.int64)
@@ -193,57 +181,43 @@ class DecodeRun:
         member = H[:k] < cap
         bs = member.sum(axis=1)
         fin = member & (D[:k] >= cap)          # H[j + 1] = D[j] reaches cap
-        n_fin = fin.sum(axis=1)
-        cum_fin = np.cumsum(n_fin)
+        cum_fin = np.cumsum(fin.sum(axis=1))
 
         # where the run must end (scheduler side)
         stop = int(np.count_nonzero(bs))      # an empty batch (bs only shrinks)
         if stop_at_finish:
             stop = min(stop, int(np.searchsorted(cum_fin, 1)))
         stop = min(stop, int(np.searchsorted(cum_fin, finishes_left)))
-        # KV: reservations at each pass; frees of unused verify slots and finished requests
+        # KV: the ledger's rules; a pass that would exceed the pool retracts instead
         kv0 = np.array([r.kv_allocated for r in reqs], dtype=np.int64)
         if w > 1:
-            held = kv0 + w * np.cumsum(member, axis=0)             # after P_j's reservation
-            dec_entry = member.copy()                               # processed decode entries
-            if merged:
-                dec_entry[0] = False                                # a prefill: no verify slots
+            processed = member.copy()                    # decode entries processed at j
+            if num_merged:
+                processed[0] = False                     # a prefill: no verify slots
             raw = np.empty((k, m), dtype=np.int64)
             raw[0] = x_prev
             raw[1:] = D[1:k] - D[: k - 1]
-            unused = np.where(dec_entry, np.maximum(w - raw, 0), 0)
-            unused_cum = np.cumsum(unused, axis=0)
-            freed = unused.sum(axis=1) + ((held - unused_cum) * fin).sum(axis=1)
-            run.spec_steps, run.unused_cum = dec_entry, unused_cum
+            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed)
         else:
-            # a request finishing at iteration j held kv0 + (j + 1) slots (one per pass)
-            held = None
-            freed = (kv0 * fin).sum(axis=1) + n_fin * _STEPS[1 : k + 1, 0]
-            run.spec_steps, run.unused_cum = None, None
-        sched_cum = w * np.cumsum(bs)
-        kv_sched = s.kv.used + sched_cum
-        kv_sched[1:] -= np.cumsum(freed[:-1])
-        if s.kv.used + sched_cum[-1] > s.kv.capacity:
-            over = kv_sched > s.kv.capacity
-            if over.any():
-                stop = min(stop, int(over.argmax()))
+            processed = None
+            usage = kv.stretch_usage(kv0, member, fin, w, None, None)
+        if kv.used + w * int(bs.sum()) > kv.capacity:
+            stop = min(stop, usage.first_over(kv.capacity))
         # admission: with requests waiting, every pass must be delayed (or the batch full)
         run.delayed = None
-        if n_wait:
+        if num_waiting:
             running_bs = np.empty(k, dtype=np.int64)
             running_bs[0], running_bs[1:] = m, bs[:-1]
             delayed = np.zeros(k, dtype=bool)
             cache: dict[tuple[int, int], bool] = {}
             for j in range(min(stop, k)):
                 rb = int(running_bs[j])
-                if rb >= max_run:
+                if rb >= max_running_requests:
                     continue
                 key = (rb, int(bs[j]))
                 d = cache.get(key)
                 if d is None:
-                    d = cache[key] = s.admission.should_delay(AdmissionState(
-                        running_bs=rb, num_allocatable_reqs=max_run - rb, waiting_bs=n_wait,
-                        active_running_bs=key[1]))
+                    d = cache[key] = delays(*key)
                 if not d:
                     stop = j
                     break
@@ -259,7 +233,7 @@ class DecodeRun:
         inp = np.array([r.input_len for r in reqs], dtype=np.int64)
         run.inp = inp
         run.ctx_sum = ((inp + H[:k]) * member).sum(axis=1)
-        run.fin, run.held, run.kv0, run.kv_scheduled, run.freed = fin, held, kv0, kv_sched, freed
+        run.fin, run.processed, run.kv = fin, processed, usage
         return run
 
     # ---------------------------------------------------------------- outputs
@@ -276,68 +250,30 @@ class DecodeRun:
         fin = self.fin
         return np.where(fin.any(axis=0), fin.argmax(axis=0), -1)
 
+    def kv_scheduled(self, n: int) -> np.ndarray:
+        """KV pool slots in use after each of the first n passes' reservation, int (n,)."""
+        return self.kv.scheduled[:n]
+
     def plan_at(self, j: int) -> tuple[BatchPlan, StepOutput]:
-        """Plan P_j and what the device commits for it."""
+        """Plan P_j (from the one decode plan builder) and what the device commits for it."""
         sel = self.member[j]
         h = self.H[j][sel]
-        bs = len(h)
-        plan = BatchPlan(
-            step=self.first_step + j,
-            mode=ForwardMode.VERIFY if self.spec else ForwardMode.DECODE,
-            rids=tuple(self.rids[sel].tolist()),
-            extend_lens=(self.window,) * bs,
-            prefix_lens=tuple((self.inp[sel] + h).tolist()),
-            num_extend=0, spec_window=self.window,
-            committed_before=tuple(h.tolist()),
-            max_new_tokens=tuple(self.cap[sel].tolist()),
-        )
+        plan = decode_plan(self.first_step + j, self.spec, self.window, self.rids[sel].tolist(),
+                           (self.inp[sel] + h).tolist(), h.tolist(), self.cap[sel].tolist())
         return plan, StepOutput(self.D[j + 1][sel] - self.D[j][sel])
 
-    # ------------------------------------------------------------------ apply
-    def apply(self, sched: Scheduler, device: DeviceTokens, n: int) -> tuple[BatchPlan, StepOutput]:
-        """Apply the first ``n`` (1 <= n <= stop) iterations to the scheduler and the device,
-        as n passes of the loop would. Returns the forward left in flight (P_{n-1} and its
-        output)."""
-        if not 1 <= n <= self.stop:
-            raise ValueError(f"can apply 1..{self.stop} iterations, not {n}")
-        s = sched
-        last = n - 1
-        for r in self.merged:
-            r.status = ReqStatus.RUNNING
-        s._last_prefill = []
-        h_final = self.H[n]
-        fin = h_final >= self.cap
-        if self.held is None:
-            held = self.kv0 + self.member[:n].sum(axis=0)   # one slot per pass
-        else:
-            held = self.held[last] - self.unused_cum[last]
-        held = np.where(fin, 0, held)
-        spec_add = self.spec_steps[:n].sum(axis=0).tolist() if self.spec_steps is not None else None
-        outs, kvs, done = h_final.tolist(), held.tolist(), fin.tolist()
-        finished = ReqStatus.FINISHED
-        for i, r in enumerate(self.reqs):
-            r.output_len = outs[i]
-            r.kv_allocated = kvs[i]
-            if spec_add is not None:
-                r.spec_cycles += spec_add[i]
-            if done[i]:
-                r.status = finished
-        s.running = [r for r, keep in zip(self.reqs, self.member[last].tolist(), strict=True) if keep]
-        s.kv.used = int(self.kv_scheduled[last] - self.freed[last])
-        peak = int(self.kv_scheduled[:n].max())
-        if peak > s.kv.peak:
-            s.kv.peak = peak
-        ratio = s.ratio
-        for _ in range(n):
-            if ratio.value <= ratio.floor:
-                break
-            ratio.on_decode_step()
-        if self.delayed is not None:
-            s.num_delayed_passes += int(self.delayed[:n].sum())
-        s.step += n
-        rids = self.rids.tolist()
-        device.committed.update(zip(rids, self.D[n].tolist(), strict=True))
+    def state_after(self, n: int) -> tuple[list[int], list[int], list[bool], list[int] | None]:
+        """Each request after n iterations: (output tokens committed on the host, KV slots
+        held, finished, verify cycles added or None without speculative decoding)."""
+        h = self.H[n]
+        fin = h >= self.cap
+        held = self.kv.held_after(n, self.member, fin)
+        cycles = self.processed[:n].sum(axis=0).tolist() if self.processed is not None else None
+        return h.tolist(), held.tolist(), fin.tolist(), cycles
+
+    def device_after(self, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The device's committed counts and verify cycles drawn after n iterations, (m,)
+        each (cycles None without speculative decoding)."""
         if self.window > 1:
-            cycles = self.cyc0 + (self.D[:n] < self.cap).sum(axis=0)
-            device.cycles.update(zip(rids, cycles.tolist(), strict=True))
-        return self.plan_at(last)
+            return self.D[n], self.cyc0 + (self.D[:n] < self.cap).sum(axis=0)
+        return self.D[n], None

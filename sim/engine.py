@@ -13,12 +13,13 @@ Speed (docs/performance.md):
 - The host's clock runs ahead of SimPy's while no other event is due before it, and hands
   control to SimPy (a timeout landing exactly on the host's time) only when one is: the
   order in which things happen, and every time, are those of yielding at each host step.
-- Fast-forward: at the top of the loop, a stretch of decode iterations that nothing outside
-  can change (no arrival before it ends, no admission, no retraction, no finish a client
-  reacts to) is computed at once (:mod:`sim.decode_run`, :mod:`sim.host_timeline`) and
-  applied; the loop is then resumed with the stretch's last forward in flight. The results
-  are identical to the step-by-step path (``fast_forward=False``), which
-  tests/test_sim_speed_equivalence.py checks.
+- Fast-forward: at the top of the loop (the loop's ``FastForward`` op), a stretch of decode
+  iterations that nothing outside can change (no arrival before it ends, no admission, no
+  retraction, no finish a client reacts to) is computed at once by the scheduler
+  (:meth:`sim.scheduler.Scheduler.decode_stretch`), timed here (:mod:`sim.host_timeline`)
+  and applied through the scheduler (``apply_stretch``); the loop goes on with the
+  stretch's last forward in flight. The results are identical to the step-by-step path
+  (``fast_forward=False``), which tests/test_sim_speed_equivalence.py checks (INV-7).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize
 from specsched.sim.ops import (
     Deliver,
+    FastForward,
     HostBlock,
     HostWork,
     Launch,
@@ -74,33 +76,6 @@ class SimHandle:
 
 class Stalled(RuntimeError):
     """The loop made no progress while requests were outstanding (a model bug)."""
-
-
-class _LoopView:
-    """The scheduler as the loop sees it, so that a loop resumed after a fast-forward is
-    handed the stretch's last plan by its first ``schedule()``."""
-
-    __slots__ = ("sched", "pending")
-
-    def __init__(self, sched: Scheduler) -> None:
-        self.sched = sched
-        self.pending: BatchPlan | None = None
-
-    def add_request(self, req: Req) -> None:
-        self.sched.add_request(req)
-
-    def schedule(self) -> BatchPlan | None:
-        if self.pending is not None:
-            plan, self.pending = self.pending, None
-            return plan
-        return self.sched.schedule()
-
-    def process_result(self, plan: BatchPlan, output: StepOutput) -> Deliveries:
-        return self.sched.process_result(plan, output)
-
-    @property
-    def has_work(self) -> bool:
-        return self.sched.has_work
 
 
 class SimEngine:
@@ -316,8 +291,7 @@ class SimEngine:
             self.all_done.succeed()
 
     def _host(self):
-        view = _LoopView(self.sched)
-        loop = scheduler_loop(view, self.server)
+        loop = scheduler_loop(self.sched, self.server, fast_forward=self.fast_forward)
         sched, cost, wake = self.sched, self.cost, self.profile.host.sync_wakeup_s
         rec = self.rec
         idle_spins = 0
@@ -326,12 +300,10 @@ class SimEngine:
         while True:
             result: Any = None
             tp = type(op)
-            if tp is Recv:
-                if self.fast_forward and not self.inbox and self._in_flight is not None:
-                    resumed = yield from self._fast_forward(view)
-                    if resumed is not None:
-                        loop.close()
-                        loop = resumed
+            if tp is FastForward:
+                if not self.inbox:
+                    result = yield from self._fast_forward(op)
+            elif tp is Recv:
                 result, self.inbox = self.inbox, []
                 if self._t == last_t:
                     idle_spins += 1
@@ -372,23 +344,23 @@ class SimEngine:
             op = loop.send(result)
 
     # ----------------------------------------------------------- fast-forward
-    def _fast_forward(self, view: _LoopView):
+    def _fast_forward(self, op: FastForward):
         """Collapse the decode stretch that starts here, if any (module docstring).
 
-        Returns (as a generator's value) a resumed loop waiting at ``Recv``, or None when
-        nothing was collapsed (the caller goes on step by step)."""
-        h = self._in_flight
+        Returns (as a generator's value) the (plan, handle) left in flight, or None when
+        nothing was collapsed (the loop goes on step by step)."""
+        h = op.handle
         t0 = self._t
         t_next = self.env.peek()
         if t_next <= t0 or h.output is None:
             return None
         sched = self.sched
-        if not sched.running and not sched._last_prefill:
+        batch = sched.decode_batch_reqs
+        if not batch:
             return None
-        m = len(sched.running) + len(sched._last_prefill)
-        horizon = self._horizon(h, t0, t_next, m)
-        run = DecodeRun.start(sched, self.device, h.plan, h.output, horizon,
-                              stop_at_finish=self._finish_reacts, finishes_left=self._remaining)
+        horizon = self._horizon(h, t0, t_next, batch)
+        run = sched.decode_stretch(self.device, h.plan, h.output, horizon,
+                                   stop_at_finish=self._finish_reacts, finishes_left=self._remaining)
         if run is None:
             return None
         k = run.stop
@@ -402,7 +374,8 @@ class SimEngine:
             n -= 1
         if n < 1:
             return None
-        plan, output = run.apply(sched, self.device, n)
+        plan, output = sched.apply_stretch(run, n)
+        self.device.set_state(run.rids.tolist(), *run.device_after(n))
         self._record_run(run, tl, n)
         handle = SimHandle(plan, float(tl.S[n - 1]), float(tl.E[n - 1]), output)
         self._gpu_free = handle.end
@@ -412,18 +385,17 @@ class SimEngine:
         self.ff_runs += 1
         self.ff_iterations += n
         yield from self._advance_to(float(tl.T[n]))
-        return self._resume_loop(view, plan, handle)
+        return plan, handle
 
-    def _horizon(self, h: SimHandle, t0: float, t_next: float, m: int) -> int:
+    def _horizon(self, h: SimHandle, t0: float, t_next: float, batch: list[Req]) -> int:
         """How many iterations to compute: enough to reach the next event (or to finish
-        every running request), within :data:`MAX_RUN_CELLS`."""
-        cap = max(2, MAX_RUN_CELLS // max(m, 1))
+        every request of the decode ``batch``), within :data:`MAX_RUN_CELLS`."""
+        cap = max(2, MAX_RUN_CELLS // max(len(batch), 1))
         if math.isfinite(t_next):
             dt = max(self._decode_dt or (h.end - h.start), 1e-9)
             k = int((t_next - t0) / (0.75 * dt)) + 2
         else:
-            s = self.sched
-            left = max((r.max_new_tokens - r.output_len for r in s.running + s._last_prefill), default=1)
+            left = max((r.max_new_tokens - r.output_len for r in batch), default=1)
             k = left + 3
         return max(2, min(k, cap))
 
@@ -516,7 +488,7 @@ class SimEngine:
         commits = run.commits(n)
         mode = "verify" if run.spec else "decode"
         if rec.full:
-            rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled[:n])
+            rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled(n))
             rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
                          commits.sum(axis=1), np.count_nonzero(commits, axis=1))
         else:
@@ -534,24 +506,6 @@ class SimEngine:
             for rid in rids.tolist():
                 self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
             self._remaining -= len(rids)
-
-    def _resume_loop(self, view: _LoopView, plan: BatchPlan, handle: SimHandle):
-        """A fresh loop brought to the state of one that launched ``plan`` (handle) in its
-        last iteration: its first pass schedules ``plan`` and its launch returns
-        ``handle``; no time passes. Returned waiting at ``Recv``."""
-        loop = scheduler_loop(view, self.server)
-        view.pending = plan
-        op = next(loop)
-        op = loop.send([])
-        while type(op) is not Recv:
-            if type(op) is HostWork:
-                result = None
-            elif type(op) is Launch and op.plan is plan and op.part == "main":
-                result = handle
-            else:
-                raise RuntimeError(f"unexpected {type(op).__name__} while resuming the loop")
-            op = loop.send(result)
-        return loop
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:

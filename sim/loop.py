@@ -22,6 +22,7 @@ from typing import Any
 from specsched.sim.config import ServerArgs, SyncMode
 from specsched.sim.ops import (
     Deliver,
+    FastForward,
     HostBlock,
     HostWork,
     Launch,
@@ -32,7 +33,7 @@ from specsched.sim.ops import (
 )
 from specsched.sim.scheduler import Scheduler
 
-Op = Recv | WaitForWork | HostWork | Launch | HostBlock | StreamWait | Results | Deliver
+Op = Recv | FastForward | WaitForWork | HostWork | Launch | HostBlock | StreamWait | Results | Deliver
 
 
 def _publish_wait(server: ServerArgs, handle: Any) -> Op:
@@ -44,17 +45,25 @@ def _publish_wait(server: ServerArgs, handle: Any) -> Op:
     return StreamWait(handle, "forward")
 
 
-def scheduler_loop(sched: Scheduler, server: ServerArgs) -> Generator[Op, Any, None]:
+def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = False) -> Generator[Op, Any, None]:
     """The event loop as a generator of :mod:`sim.ops` operations.
 
     Runs until the executor closes it. Results sent back: a list of requests for ``Recv``,
-    a handle for ``Launch``, a :class:`~sim.plan.StepOutput` for ``Results``, None otherwise.
+    a handle for ``Launch``, a :class:`~sim.plan.StepOutput` for ``Results``, for
+    ``FastForward`` (issued only with ``fast_forward``) the (plan, handle) then in flight or
+    None, None otherwise.
     """
     spec = server.speculative_algorithm.enabled
     block_drafter = server.speculative_algorithm.is_block
     overlap = server.enable_overlap_schedule
     in_flight: tuple[Any, Any] | None = None  # (plan, handle) whose results are pending
     while True:
+        if fast_forward and in_flight is not None:
+            # the executor may collapse a decode stretch: it applies its iterations through
+            # the scheduler and hands back the forward it leaves in flight
+            jumped = yield FastForward(*in_flight)
+            if jumped is not None:
+                in_flight = jumped
         for req in (yield Recv()):
             sched.add_request(req)
         plan = sched.schedule()

@@ -19,6 +19,18 @@ class Recv:
 
 
 @dataclass(frozen=True, slots=True)
+class FastForward:
+    """The top of an iteration with ``plan``'s forward in flight (``handle``; launched,
+    results pending). The simulator may run a stretch of decode iterations at once here
+    (:meth:`sim.scheduler.Scheduler.decode_stretch`). Result: the ``(plan, handle)`` then in
+    flight, or None when nothing was collapsed. Issued only when the loop is built with
+    ``fast_forward=True``."""
+
+    plan: BatchPlan
+    handle: Any
+
+
+@dataclass(frozen=True, slots=True)
 class WaitForWork:
     """Nothing runs or waits: sleep until a request arrives (or the run ends)."""
 

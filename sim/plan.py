@@ -79,6 +79,25 @@ class BatchPlan:
         return self.mode in (ForwardMode.EXTEND, ForwardMode.MIXED)
 
 
+def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens: list[int],
+                committed_before: list[int], max_new_tokens: list[int]) -> BatchPlan:
+    """The one builder of decode/verify plans (SGLang ``prepare_for_decode``), used by the
+    step-by-step scheduler and by the collapsed decode path alike.
+
+    Args:
+        step: the forward's index. spec: a verify (True) or a plain decode (False).
+        window: tokens computed per request (verify window, or 1).
+        rids, prefix_lens, committed_before, max_new_tokens: per request, in batch order
+            (lists of int: context tokens, output tokens committed, output target).
+    """
+    return BatchPlan(
+        step=step, mode=ForwardMode.VERIFY if spec else ForwardMode.DECODE,
+        rids=tuple(rids), extend_lens=(window,) * len(rids), prefix_lens=tuple(prefix_lens),
+        num_extend=0, spec_window=window,
+        committed_before=tuple(committed_before), max_new_tokens=tuple(max_new_tokens),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class StepOutput:
     """What a forward produced, per request: output tokens committed (0 for a request that

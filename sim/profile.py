@@ -10,6 +10,7 @@ measurements; GPU profiles are written by ``specsched profile`` from microbenchm
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -20,18 +21,28 @@ from specsched.sim.errors import ConfigError
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
+MAX_SECONDS = 3600.0
+"""Largest cost a profile may hold (s): one forward or host step of an hour is a unit mistake."""
+
+Seconds = Annotated[float, Field(ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)]
+"""A cost in seconds: finite, non-negative, at most :data:`MAX_SECONDS`."""
+AxisPoint = Annotated[float, Field(ge=0.0, le=1e9, allow_inf_nan=False)]
+
+
 class Grid(BaseModel):
     """Seconds on a grid of (x, context_len): ``seconds[i][j]`` at ``x[i]``, ``context_len[j]``.
 
-    ``x`` is the batch size (verify, decode, draft step) or the batch's extend tokens
-    (extend). Axes strictly increasing; a single-point axis means no dependence.
+    ``x`` is the batch size (verify, decode), the tokens of one draft forward (draft_step)
+    or the batch's extend tokens (extend, draft_inject); ``context_len`` the batch's mean
+    context (tokens). Axes strictly increasing; a single-point axis means no dependence.
+    Every value finite, in [0, 3600] s, and not all zero (a forward takes time).
     """
 
     model_config = _STRICT
 
-    x: list[float] = Field(min_length=1)
-    context_len: list[float] = Field(default=[0.0], min_length=1)
-    seconds: list[list[float]]
+    x: list[AxisPoint] = Field(min_length=1)
+    context_len: list[AxisPoint] = Field(default=[0.0], min_length=1)
+    seconds: list[list[Seconds]]
 
     @model_validator(mode="after")
     def _shape(self) -> Grid:
@@ -40,25 +51,37 @@ class Grid(BaseModel):
         for name, axis in (("x", self.x), ("context_len", self.context_len)):
             if any(b <= a for a, b in zip(axis, axis[1:], strict=False)):
                 raise ValueError(f"{name} must be strictly increasing")
-        if any(v < 0 for row in self.seconds for v in row):
-            raise ValueError("seconds must be >= 0")
+        if not any(v > 0 for row in self.seconds for v in row):
+            raise ValueError("every value is 0 s: a forward takes time")
         return self
 
-    def interpolator(self) -> GridInterp:
-        return GridInterp(self)
+    def interpolator(self, name: str = "") -> GridInterp:
+        return GridInterp(self, name)
 
 
 class GridInterp:
-    """Bilinear interpolation of a :class:`Grid`, linear extrapolation at the edges,
-    clamped at 0 seconds. Cached per (x, context) pair (steps repeat shapes)."""
+    """Interpolation of a :class:`Grid`: bilinear inside, linear extrapolation outside.
 
-    __slots__ = ("x", "c", "v", "_cache")
+    Above the last ``context_len`` the value continues linearly from the last measured
+    segment with a non-negative slope (a decode/verify forward reads every context token's
+    KV once, so its time grows linearly with context; never a clamp, never below the last
+    measured value). Below the first point, and on ``x`` at both ends, it continues
+    linearly from the nearest segment; the result is clamped at 0 s. The query context is
+    rounded to 10 tokens (steps repeat shapes; the engine memoizes on the same key).
 
-    def __init__(self, g: Grid) -> None:
+    ``above``: per axis (``x``, ``context_len``), the largest query beyond the measured
+    range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_warnings`).
+    """
+
+    __slots__ = ("name", "x", "c", "v", "_cache", "above")
+
+    def __init__(self, g: Grid, name: str = "") -> None:
+        self.name = name
         self.x = np.asarray(g.x, dtype=float)
         self.c = np.asarray(g.context_len, dtype=float)
         self.v = np.asarray(g.seconds, dtype=float)
         self._cache: dict[tuple[float, float], float] = {}
+        self.above: dict[str, float] = {}
 
     @staticmethod
     def _axis(axis: np.ndarray, q: float) -> tuple[int, int, float]:
@@ -68,6 +91,12 @@ class GridInterp:
         w = (q - axis[i]) / (axis[i + 1] - axis[i])
         return i, i + 1, float(w)
 
+    def _row(self, i: int, j0: int, j1: int, wc: float) -> float:
+        v = self.v
+        if wc > 1.0:  # beyond the last context: the last segment's slope, never negative
+            return v[i, j1] + max(0.0, v[i, j1] - v[i, j0]) * (wc - 1.0)
+        return v[i, j0] * (1 - wc) + v[i, j1] * wc
+
     def __call__(self, x: float, context: float = 0.0) -> float:
         key = (x, round(context, -1))
         hit = self._cache.get(key)
@@ -75,9 +104,12 @@ class GridInterp:
             return hit
         i0, i1, wx = self._axis(self.x, x)
         j0, j1, wc = self._axis(self.c, key[1])
-        v = self.v
-        lo = v[i0, j0] * (1 - wc) + v[i0, j1] * wc
-        hi = v[i1, j0] * (1 - wc) + v[i1, j1] * wc
+        if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
+            self.above["x"] = x
+        if len(self.c) > 1 and key[1] > self.c[-1] and key[1] > self.above.get("context_len", 0.0):
+            self.above["context_len"] = key[1]
+        lo = self._row(i0, j0, j1, wc)
+        hi = self._row(i1, j0, j1, wc)
         out = max(0.0, float(lo * (1 - wx) + hi * wx))
         if len(self._cache) < 200_000:
             self._cache[key] = out
@@ -85,29 +117,67 @@ class GridInterp:
 
 
 class GpuProfile(BaseModel):
-    """GPU seconds per forward.
+    """GPU seconds per forward (the schema every profile follows; all costs in seconds).
 
-    extend: target prefill forward, by the batch's extend tokens and mean context.
+    extend: target prefill (extend) forward by the batch's extend tokens (x) and its
+        attention context (context_len: sum over requests of e_i (p_i + e_i / 2) / sum e_i
+        for extend lengths e_i after prefixes p_i: causal attention's FLOPs per token, so
+        x times it is the batch's quadratic attention work). Device time only: from the
+        forward's start on the GPU to its end, without the host's time to issue it, which
+        the loop charges as host work (host.launch_*) and which a busy loop overlaps with
+        the previous forward.
     draft_inject_per_token_s: DSpark prefill: injecting target hidden states into the draft
         KV, per prompt token (a separate launch after slot expansion).
     draft_inject: the same as a grid by the batch's extend tokens and context (used instead
         of the per-token cost when given: it keeps a measured per-launch intercept).
-    verify: one speculative cycle's GPU work (draft forward + target verify of the window),
-        by batch size and mean context, graph-replayed.
-    draft_step: one extra serial draft forward (chain drafters: k - 1 of them per cycle).
-    decode: one non-speculative decode forward, by batch size and mean context.
-    eager_factor: multiplier for decode/verify batches above cuda_graph_max_bs (no graph).
+    verify: one speculative cycle's GPU work by batch size (requests) and mean context,
+        graph-replayed at a captured batch size: the target's verify forward over
+        ``verify_window`` tokens per request plus, when ``verify_includes_draft``, one
+        draft-model forward over the same tokens (a block drafter's draft forward, or a
+        chain drafter's draft extend after verify: SGLang speculative/eagle_worker_v2.py).
+    verify_window: the verify window (tokens per request) ``verify`` was measured at. Other
+        windows are predicted by moving the token part along the grid: the value at the
+        same number of tokens (batch x window / verify_window requests at the first
+        context column) replaces the one at the real batch, while the context part (KV
+        read, per request) stays at the real batch. None (old profiles): ``verify`` is used
+        for every window unchanged.
+    verify_includes_draft: whether ``verify`` holds one draft forward (True: the runtime
+        profiler's spec cycle, the fitted MI355X profile). False: ``verify`` is the
+        target's verify forward alone and every draft forward comes from ``draft_step``
+        (an analytic profile that times the draft model from its own architecture).
+    draft_step: one draft-model forward by the tokens it runs over (x: batch x tokens per
+        request; a chain drafter's step with topk 1 runs over batch-size tokens) and mean
+        context. This is where the draft model's own size enters. A chain drafter
+        (eagle/mtp) runs ``speculative_num_steps - 1`` such steps per cycle over batch x
+        ``speculative_eagle_topk`` tokens, besides the draft forward inside ``verify``.
+    decode: one non-speculative decode forward, by batch size and mean context,
+        graph-replayed at a captured batch size.
+    eager_overhead_s: seconds one decode step or one speculative cycle adds when it runs
+        eagerly (batch above cuda_graph_max_bs) instead of as a graph replay: mostly the
+        host-side launch of its kernels (measured as eager minus graph at the same batch).
+        Used instead of ``eager_factor`` when given.
+    eager_draft_overhead_s: the same for each further serial draft forward of a chain
+        drafter (its steps beyond the one inside ``verify``).
+    eager_factor: old profiles: multiplier for decode/verify batches above
+        cuda_graph_max_bs (used only when ``eager_overhead_s`` is not given).
+
+    Every grid above is extrapolated as :class:`GridInterp` says; a run that leaves a
+    grid's measured range gets one warning line per grid and axis.
     """
 
     model_config = _STRICT
 
     extend: Grid
-    draft_inject_per_token_s: float = Field(0.0, ge=0)
+    draft_inject_per_token_s: Seconds = 0.0
     draft_inject: Grid | None = None
     verify: Grid | None = None
+    verify_window: int | None = Field(None, ge=2, le=64)
+    verify_includes_draft: bool = True
     draft_step: Grid | None = None
     decode: Grid | None = None
-    eager_factor: float = Field(1.0, ge=1.0)
+    eager_overhead_s: Seconds | None = None
+    eager_draft_overhead_s: Seconds = 0.0
+    eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
 
 
 class HostProfile(BaseModel):
@@ -115,7 +185,10 @@ class HostProfile(BaseModel):
 
     ingest_per_request_s: tokenizer + IPC per request before the scheduler sees it (a FIFO).
     schedule_*: building a batch. launch_*: preparing inputs and launching/replaying
-    (the part that runs after the publish wait). process_*: processing a step's results.
+    (the part that runs after the publish wait): per step, per request, and per extend
+    token (an extend's host-side launch: input ids, positions and the eager prefill's
+    kernel launches; the GPU time of the forward is gpu.extend). process_*: processing a
+    step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
@@ -123,19 +196,29 @@ class HostProfile(BaseModel):
 
     model_config = _STRICT
 
-    ingest_per_request_s: float = Field(0.0, ge=0)
-    schedule_s: float = Field(0.0, ge=0)
-    schedule_per_req_s: float = Field(0.0, ge=0)
-    launch_s: float = Field(0.0, ge=0)
-    launch_per_req_s: float = Field(0.0, ge=0)
-    process_s: float = Field(0.0, ge=0)
-    process_per_req_s: float = Field(0.0, ge=0)
-    sync_wakeup_s: float = Field(0.0, ge=0)
-    cross_queue_penalty_s: float = Field(0.0, ge=0)
+    ingest_per_request_s: Seconds = 0.0
+    schedule_s: Seconds = 0.0
+    schedule_per_req_s: Seconds = 0.0
+    launch_s: Seconds = 0.0
+    launch_per_req_s: Seconds = 0.0
+    launch_per_extend_token_s: Seconds = 0.0
+    process_s: Seconds = 0.0
+    process_per_req_s: Seconds = 0.0
+    sync_wakeup_s: Seconds = 0.0
+    cross_queue_penalty_s: Seconds = 0.0
 
 
 class Profile(BaseModel):
-    """A device profile: GPU and host costs plus where each came from."""
+    """A device profile: GPU and host costs plus where each came from.
+
+    YAML keys: ``name``, ``device`` (free text: GPU, count, parallelism, model),
+    ``description``, ``provenance`` (dotted key -> where the value came from: a
+    measurement and its command, a datasheet, a fit, or "assumed" with the reason),
+    ``gpu`` (:class:`GpuProfile`) and ``host`` (:class:`HostProfile`). A minimal
+    speculative profile needs ``gpu.extend`` and ``gpu.verify`` (plus ``gpu.verify_window``
+    so the window moves the cost, and ``gpu.draft_step`` for chain drafters); a plain
+    decoding one ``gpu.extend`` and ``gpu.decode``. Unknown keys are refused.
+    """
 
     model_config = _STRICT
 

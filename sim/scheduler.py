@@ -10,6 +10,18 @@ The overlap loop (:mod:`sim.loop`) calls ``schedule()`` for step N+1 *before* it
 ``process_result()`` for step N, so the scheduler sees results one step late, as SGLang's
 overlap scheduler does: a request that finished at step k still rides step k+1 and is
 filtered when step k+2 is built.
+
+The collapsed decode path (the simulator's fast path) also goes through here:
+:meth:`Scheduler.decode_stretch` decides whether the state is a decode-only stretch and has
+:mod:`sim.decode_run` compute it; :meth:`Scheduler.apply_stretch` applies its first
+iterations. Both paths build decode plans with :func:`sim.plan.decode_plan` and change KV
+only through the ledger (:mod:`sim.kv_ledger`).
+
+Invariants kept here (named in docs/architecture.md, tested in tests/test_invariants.py):
+INV-1 running <= max_running_requests (admission caps the running slots); INV-4 each
+request finishes once, with exactly its output length (process_result clips to
+max_new_tokens and skips finished requests); INV-5 tokens conserved (host deliveries ==
+device commits).
 """
 
 from __future__ import annotations
@@ -21,9 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 from specsched.sim.admission import AdmissionPolicy, AdmissionState
 from specsched.sim.config import ServerArgs
-from specsched.sim.kv_pool import KVPool
+from specsched.sim.decode_run import DecodeRun
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput, decode_plan
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, AddResult, PrefillAdder, ceil_page
 from specsched.sim.request import Req, ReqStatus
 from specsched.sim.schedule_policy import SchedulePolicy
@@ -77,14 +91,16 @@ class Scheduler:
         admission: the admission-delay policy (fresh state per run).
         seed: seeds the ``random`` schedule policy only.
 
-    Counters kept for the records: ``num_retractions``, ``num_delayed_passes``.
+    Read by executors: ``waiting``, ``running``, ``reqs``, ``kv`` (the ledger: ``used``,
+    ``peak``, ``capacity``), ``num_running``, ``has_work``, ``decode_batch_reqs``; counters
+    for the records: ``num_retractions``, ``num_delayed_passes``. Everything else is private.
     """
 
     def __init__(self, server: ServerArgs, admission: AdmissionPolicy, seed: int = 0) -> None:
         self.server = server
         self.admission = admission
         self.policy = SchedulePolicy(server.schedule_policy, seed)
-        self.kv = KVPool(server.max_total_num_tokens)
+        self.kv = KVLedger(server.max_total_num_tokens)
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
         self.window = server.spec_window
         self.spec = server.speculative_algorithm.enabled
@@ -127,6 +143,12 @@ class Scheduler:
         """Requests holding a running slot (running batch + chunked request)."""
         return len(self.running) + (1 if self.chunked_req is not None else 0)
 
+    @property
+    def decode_batch_reqs(self) -> list[Req]:
+        """The requests the next decode pass would hold: the running batch, then the last
+        prefill batch's requests about to join it (a new list)."""
+        return self.running + self._last_prefill
+
     # ---------------------------------------------------------------- schedule
     def schedule(self) -> BatchPlan | None:
         """Build the next forward (SGLang ``get_next_batch_to_run``).
@@ -151,15 +173,15 @@ class Scheduler:
             self.step += 1
         return plan
 
-    def _admission_state(self) -> AdmissionState:
-        running_bs = len(self.running)
-        active = sum(1 for r in self.running if not r.finished)
-        return AdmissionState(
+    def _delays(self, running_bs: int, active_running_bs: int) -> bool:
+        """The admission policy's decision for a pass with this running batch (requests,
+        incl. finished ones not filtered yet; ``active_running_bs`` excludes them)."""
+        return self.admission.should_delay(AdmissionState(
             running_bs=running_bs,
             num_allocatable_reqs=self.server.max_running_requests - running_bs,
             waiting_bs=len(self.waiting),
-            active_running_bs=active,
-        )
+            active_running_bs=active_running_bs,
+        ))
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
@@ -169,7 +191,7 @@ class Scheduler:
             return None
         if self.chunked_req is None:
             # min-free-slots check: skipped while a chunked request is in progress
-            if self.admission.should_delay(self._admission_state()):
+            if self._delays(running_bs, sum(1 for r in self.running if not r.finished)):
                 self.num_delayed_passes += 1
                 return None
         allocatable = s.max_running_requests - running_bs
@@ -214,8 +236,7 @@ class Scheduler:
             pre.append(r.prefill_done)
             before.append(r.output_len)
             maxnew.append(r.max_new_tokens)
-            self.kv.alloc(n)
-            r.kv_allocated += n
+            self.kv.reserve(r, n)
             r.prefill_done += n
             r.status = ReqStatus.PREFILLING
             if r.prefill_done >= r.fill_len:
@@ -252,10 +273,7 @@ class Scheduler:
             self._retract(need)
         else:
             self.ratio.on_decode_step()
-        self.kv.alloc(self.window * len(self.running))
-        w = self.window
-        for r in self.running:
-            r.kv_allocated += w
+        self.kv.reserve_window(self.running, self.window)
         return list(self.running)
 
     def _decode_batch(self) -> BatchPlan | None:
@@ -265,16 +283,9 @@ class Scheduler:
         if decoders is None:
             self.ratio.on_idle()  # no batch runs this pass
             return None
-        return BatchPlan(
-            step=self.step,
-            mode=ForwardMode.VERIFY if self.spec else ForwardMode.DECODE,
-            rids=tuple([r.rid for r in decoders]),
-            extend_lens=(self.window,) * len(decoders),
-            prefix_lens=tuple([r.seq_len for r in decoders]),
-            num_extend=0, spec_window=self.window,
-            committed_before=tuple([r.output_len for r in decoders]),
-            max_new_tokens=tuple([r.max_new_tokens for r in decoders]),
-        )
+        return decode_plan(self.step, self.spec, self.window, [r.rid for r in decoders],
+                           [r.seq_len for r in decoders], [r.output_len for r in decoders],
+                           [r.max_new_tokens for r in decoders])
 
     def _retract(self, need: int) -> None:
         """Retract running requests until one decode step fits (SGLang retract_decode).
@@ -292,8 +303,7 @@ class Scheduler:
         retracted: list[Req] = []
         while len(self.running) > 1 and self.kv.available < len(self.running) * self.window:
             r = self.running.pop()
-            self.kv.free(r.kv_allocated)
-            r.kv_allocated = 0
+            self.kv.retract(r)
             r.prefill_done = 0
             r.status = ReqStatus.WAITING
             r.retractions += 1
@@ -325,7 +335,9 @@ class Scheduler:
         committed = output.committed.tolist()
         reqs = self.reqs
         skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
-        to_free = 0
+        returning: list[Req] = []    # decode entries with unused reserved slots
+        unused_n: list[int] = []
+        finished: list[Req] = []
         for i, rid in enumerate(plan.rids):
             r = reqs[rid]
             if r.status in skip:
@@ -334,8 +346,8 @@ class Scheduler:
             if i >= plan.num_extend:
                 unused = window - n
                 if unused > 0:
-                    to_free += unused
-                    r.kv_allocated -= unused
+                    returning.append(r)
+                    unused_n.append(unused)
                 if spec_step:
                     r.spec_cycles += 1
             if n <= 0:
@@ -350,8 +362,101 @@ class Scheduler:
             d_fin.append(done)
             if done:
                 r.status = ReqStatus.FINISHED
-                to_free += r.kv_allocated
-                r.kv_allocated = 0
-        self.kv.free(to_free)
+                finished.append(r)
+        if returning:
+            self.kv.commit(returning, unused_n)
+        if finished:
+            self.kv.free(finished)
         return Deliveries(np.array(d_rid, dtype=np.int64), np.array(d_n, dtype=np.int64),
                           np.array(d_fin, dtype=bool))
+
+    # ------------------------------------------------------ collapsed decode stretch
+    def decode_stretch(self, device: DeviceTokens, prev_plan: BatchPlan, prev_output: StepOutput,
+                       max_iters: int, stop_at_finish: bool, finishes_left: int) -> DecodeRun | None:
+        """The decode-only stretch that starts at this pass, computed at once, or None.
+
+        Call at the top of the overlap loop with one forward in flight (``prev_plan``,
+        launched; ``prev_output`` its commits, results not processed). A stretch is a run of
+        passes in which nothing but decoding happens: no chunked request, no admission
+        (nothing waits, or a stateless policy delays every pass or the batch is full), the
+        in-flight forward is a decode/verify of the running batch or a prefill whose
+        requests all complete, and no pass needs a retraction. Nothing is changed here.
+
+        Args:
+            device: the device's committed counts (read only).
+            max_iters, stop_at_finish, finishes_left: see :meth:`sim.decode_run.DecodeRun.compute`.
+        """
+        if self.chunked_req is not None:
+            return None
+        n_wait = len(self.waiting)
+        if n_wait and not getattr(self.admission, "stateless", False):
+            return None  # a stateful policy's state would change at every delayed pass
+        merged = self._last_prefill
+        if merged:
+            # the last forward is a prefill whose requests all complete and join the batch
+            if (prev_plan.mode is not ForwardMode.EXTEND or prev_plan.chunked_rid is not None
+                    or len(prev_plan.new_rids) != prev_plan.batch_size
+                    or [r.rid for r in merged] != list(prev_plan.rids)
+                    or any(r.status is not ReqStatus.PREFILLING for r in merged)):
+                return None
+            reqs = self.running + merged
+        else:
+            if prev_plan.num_extend or prev_plan.mode is ForwardMode.EXTEND:
+                return None
+            if [r.rid for r in self.running] != list(prev_plan.rids):
+                return None
+            reqs = list(self.running)
+        m = len(reqs)
+        if m == 0:
+            return None
+        if n_wait and m < self.server.max_running_requests:
+            # the first pass must delay admission (checked before any array is built)
+            if not self._delays(m, sum(1 for r in reqs if not r.finished)):
+                return None
+        return DecodeRun.compute(
+            reqs, len(merged), device, prev_plan, prev_output, window=self.window, spec=self.spec,
+            first_step=self.step, kv=self.kv, max_running_requests=self.server.max_running_requests,
+            num_waiting=n_wait, delays=self._delays, max_iters=max_iters,
+            stop_at_finish=stop_at_finish, finishes_left=finishes_left,
+        )
+
+    def apply_stretch(self, run: DecodeRun, n: int) -> tuple[BatchPlan, StepOutput]:
+        """Apply the first ``n`` (1 <= n <= run.stop) iterations of ``run`` (from
+        :meth:`decode_stretch`, state unchanged since), as n passes of schedule() and
+        process_result() would: the prefill's requests join the batch, tokens are committed,
+        requests finish, KV moves through the ledger, new_token_ratio decays once per pass,
+        delayed admissions are counted. The device's counts are the caller's
+        (``run.device_after(n)``).
+
+        Returns:
+            The forward left in flight: P_{n-1} and its output.
+
+        Raises:
+            ValueError: n out of range.
+        """
+        if not 1 <= n <= run.stop:
+            raise ValueError(f"can apply 1..{run.stop} iterations, not {n}")
+        last = n - 1
+        for r in self._last_prefill:
+            r.status = ReqStatus.RUNNING
+        self._last_prefill = []
+        outs, held, done, cycles = run.state_after(n)
+        finished = ReqStatus.FINISHED
+        for i, r in enumerate(run.reqs):
+            r.output_len = outs[i]
+            if cycles is not None:
+                r.spec_cycles += cycles[i]
+            if done[i]:
+                r.status = finished
+        self.kv.settle(run.reqs, held, int(run.kv.scheduled[last] - run.kv.freed[last]),
+                       int(run.kv.scheduled[:n].max()))
+        self.running = [r for r, keep in zip(run.reqs, run.member[last].tolist(), strict=True) if keep]
+        ratio = self.ratio
+        for _ in range(n):   # one decay per pass without retraction
+            if ratio.value <= ratio.floor:
+                break
+            ratio.on_decode_step()
+        if run.delayed is not None:
+            self.num_delayed_passes += int(run.delayed[:n].sum())
+        self.step += n
+        return run.plan_at(last)

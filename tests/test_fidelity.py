@@ -1,11 +1,14 @@
-"""The shipped MI355X profile reproduces every reference figure it was fitted to (within 3 %)
-and the observed behaviour of the burst's base arm (253 running, 3 waiting)."""
+"""The shipped MI355X profile reproduces every reference figure it was fitted to (within 3 %
+as a mean over 5 seeds, the way `specsched calibrate` fits it) and the observed behaviour
+of the burst's base arm (253 running, 3 waiting)."""
 
 from __future__ import annotations
 
 import pytest
+from specsched.sim.calibrate import SEEDS, seed_mean
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import SimEngine, run_scenario
+from specsched.sim.profile import load_profile
 
 from tests.conftest import ROOT
 
@@ -20,15 +23,17 @@ _cache: dict[tuple[str, str], dict] = {}
 
 
 def summary(cell: str, arm: str) -> dict:
+    """Mean over seeds 1..SEEDS of every summary figure."""
     if (cell, arm) not in _cache:
-        _cache[(cell, arm)] = run_scenario(load_scenario(ROOT / "scenarios" / f"{cell}.yaml", arm)).summary
+        sc = load_scenario(ROOT / "scenarios" / f"{cell}.yaml", arm)
+        _cache[(cell, arm)] = seed_mean(sc, load_profile(sc.profile, sc.path), SEEDS)
     return _cache[(cell, arm)]
 
 
 @pytest.mark.parametrize(("cell", "arm", "key", "ref"), CASES, ids=[f"{c}-{a}-{k}" for c, a, k, _ in CASES])
 def test_reference_figure_within_3_percent(cell, arm, key, ref):
     got = summary(cell, arm)[key]
-    assert abs(got - ref) / ref <= 0.03, f"{cell}/{arm} {key}: model {got:.4g} vs reference {ref:.4g}"
+    assert abs(got - ref) / ref <= 0.03, f"{cell}/{arm} {key}: model {got:.4g} (mean of {SEEDS} seeds) vs reference {ref:.4g}"
 
 
 def test_every_base_figure_is_checked():
@@ -55,4 +60,5 @@ def test_waiting_aware_admits_the_burst_tail_at_once():
     ts = res.timeseries
     assert not ((ts["running"] == 253) & (ts["waiting"] == 3)).any() or ts["running"].max() == 256
     assert ts["running"].max() == 256
-    assert res.summary["max_ttft_ms"] < 0.5 * summary("burst256-ht", "base")["max_ttft_ms"]
+    base = run_scenario(load_scenario(ROOT / "scenarios" / "burst256-ht.yaml")).summary
+    assert res.summary["max_ttft_ms"] < 0.5 * base["max_ttft_ms"]

@@ -1,8 +1,11 @@
 """The fast paths give the step-by-step results exactly (docs/performance.md).
 
-- fast-forward (collapsed decode runs, :mod:`sim.decode_run`) vs ``fast_forward=False``:
-  every table and the summary identical, over random small scenarios (hypothesis) and a
-  shipped one;
+- INV-7 (fast path == step by step), whole runs: fast-forward (collapsed decode runs) vs
+  ``fast_forward=False``: every table and the summary identical, over random small
+  scenarios (hypothesis) and shipped ones;
+- INV-7, the scheduler alone: ``Scheduler.decode_stretch`` + ``apply_stretch`` give the
+  plans, device commits, deliveries and final state of the same passes of ``schedule()``
+  and ``process_result()``, from random scheduler states (hypothesis, no clock);
 - the vectorised host timeline vs its scalar reference, bit for bit;
 - compact records vs full records: the same requests table and summary (order statistics
   exact, sums to float rounding);
@@ -11,16 +14,22 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from specsched.sim import host_timeline
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
 from specsched.sim.config import load_scenario
+from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import SimEngine
 from specsched.sim.metrics import _stats, _stats_weighted, weighted_percentile
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 from tests.conftest import ROOT, make_scenario, tiny_profile
 
@@ -81,7 +90,7 @@ def assert_same_run(a, b) -> None:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(server=servers, workload=workloads, host=hosts, inp=st.integers(1, 1500), out=st.integers(1, 300),
        seed=st.integers(0, 10_000))
-def test_fast_forward_gives_the_step_by_step_run(server, workload, host, inp, out, seed):
+def test_inv7_fast_forward_gives_the_step_by_step_run(server, workload, host, inp, out, seed):
     workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
                     output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
     acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
@@ -93,7 +102,7 @@ def test_fast_forward_gives_the_step_by_step_run(server, workload, host, inp, ou
     assert eng.sched.kv.used == 0 or eng.sched.has_work
 
 
-def test_fast_forward_collapses_most_iterations_and_matches_on_the_burst():
+def test_inv7_fast_forward_collapses_most_iterations_and_matches_on_the_burst():
     sc = load_scenario(ROOT / "scenarios" / "burst256-ht.yaml")
     step = SimEngine(sc, fast_forward=False).run()
     fast = SimEngine(sc).run()
@@ -101,13 +110,89 @@ def test_fast_forward_collapses_most_iterations_and_matches_on_the_burst():
     assert fast.extra["fast_forward_iterations"] > 0.9 * fast.extra["num_passes"]
 
 
-def test_fast_forward_on_the_poisson_benchmark_workload():
+def test_inv7_fast_forward_on_the_poisson_benchmark_workload():
     sc = load_scenario(ROOT / "scenarios" / "poisson8b-fixed.yaml")
     sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"num_requests": 150})})
     step = SimEngine(sc, fast_forward=False).run()
     fast = SimEngine(sc).run()
     assert_same_run(step, fast)
     assert fast.extra["fast_forward_runs"] >= 100
+
+
+def _one_pass(s: Scheduler, dev: DeviceTokens, in_flight):
+    """One overlap-loop pass without a clock: schedule and launch the next plan, then process
+    the one in flight. Returns (the new in-flight (plan, output) or None, deliveries)."""
+    plan = s.schedule()
+    new = (plan, dev.step(plan)) if plan is not None else None
+    deliveries = s.process_result(*in_flight) if in_flight is not None else None
+    return new, deliveries
+
+
+def _state(s: Scheduler, dev: DeviceTokens) -> tuple:
+    reqs = [(r.rid, r.status, r.output_len, r.prefill_done, r.kv_allocated, r.retractions, r.spec_cycles)
+            for r in sorted(s.reqs.values(), key=lambda r: r.rid)]
+    return (reqs, [r.rid for r in s.running], [r.rid for r in s.waiting], [r.rid for r in s.decode_batch_reqs],
+            s.kv.used, s.kv.peak, s.ratio.value, s.step, s.num_delayed_passes, s.num_retractions,
+            dict(dev.committed), {k: v for k, v in dev.cycles.items() if v})  # absent == 0 cycles
+
+
+def _same_output(a, b) -> None:
+    assert a[0] == b[0]
+    assert np.array_equal(a[1].committed, b[1].committed)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, kv=st.integers(1_200, 12_000),
+       lens=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 150)), min_size=1, max_size=20),
+       arrive=st.lists(st.integers(0, 30), min_size=20, max_size=20), frac=st.floats(0.0, 1.0),
+       max_iters=st.integers(1, 300), stop_at_finish=st.booleans(), seed=st.integers(0, 10_000))
+def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arrive, frac, max_iters, stop_at_finish,
+                                                           seed):
+    # a small pool, so that stretches also end where a pass would retract
+    sc = make_scenario(dict(server, max_total_num_tokens=kv), acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)},
+                       seed=seed)
+    srv = sc.server
+    s = Scheduler(srv, make_policy(srv), seed)
+    dev = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
+    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
+                     key=lambda x: x[0])
+    in_flight = None
+    for p in range(2_000):
+        if in_flight is not None:
+            finishes_left = len(lens) - sum(r.status is ReqStatus.FINISHED for r in s.reqs.values())
+            before = _state(s, dev)
+            run = s.decode_stretch(dev, *in_flight, max_iters, stop_at_finish, finishes_left)
+            assert _state(s, dev) == before  # decode_stretch changes nothing
+            if run is not None:
+                n = 1 + int(frac * (run.stop - 1))
+                # the reference: n passes step by step, no arrivals (a stretch has none)
+                ref_s, ref_dev, ref_flight = copy.deepcopy((s, dev, in_flight))
+                for j in range(n):
+                    ref_flight, deliv = _one_pass(ref_s, ref_dev, ref_flight)
+                    _same_output(ref_flight, run.plan_at(j))
+                    row = run.delivered(n)[j]
+                    nz = row > 0
+                    assert deliv.rids.tolist() == run.rids[nz].tolist()
+                    assert deliv.n_tokens.tolist() == row[nz].tolist()
+                    assert deliv.finished.tolist() == (run.finish_iter()[nz] == j).tolist()
+                in_flight = s.apply_stretch(run, n)
+                dev.set_state(run.rids.tolist(), *run.device_after(n))
+                _same_output(in_flight, ref_flight)
+                assert _state(s, dev) == _state(ref_s, ref_dev)
+                continue
+        while pending and pending[0][0] <= p:
+            try:
+                s.add_request(pending.pop(0)[1])
+            except UnschedulableRequest:
+                assume(False)
+        if in_flight is None and not s.has_work and not pending:
+            break
+        try:
+            in_flight, _ = _one_pass(s, dev, in_flight)
+        except UnschedulableRequest:
+            assume(False)
+    assert not s.has_work and not pending
+    assert all(r.output_len == r.max_new_tokens for r in s.reqs.values())
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

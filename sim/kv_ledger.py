@@ -1,0 +1,211 @@
+"""KV accounting: the one owner of the KV token pool and of every request's KV slots.
+
+SGLang's ``token_to_kv_pool_allocator`` (mem_cache/allocator.py) hands out token slots; the
+radix cache can make some evictable. The reference runs flush the radix cache before each
+request, so no prefix is ever reused and nothing is evictable: the pool is a count of slots,
+and each request holds ``Req.kv_allocated`` of them. Only this module changes either.
+
+The four changes, in SGLang's terms (managers/scheduler.py, managers/schedule_batch.py):
+
+- reserve: a prefill (extend) takes the chunk's slots (``prepare_for_extend``); a decode or
+  verify pass takes ``window`` slots per running request (``prepare_for_decode``; the
+  speculative worker reserves the verify window the same way);
+- commit: a processed decode/verify keeps the slots of the tokens it committed and returns
+  the rest of its window (the rejected draft positions, ``process_batch_result``);
+- free: a finished request returns every slot it holds (``release_kv_cache``);
+- retract: a retracted request returns every slot it holds (``retract_decode``).
+
+INV-2 (KV within capacity): ``0 <= used <= capacity`` after every change; ``peak`` is the
+largest ``used`` seen. INV-3 (KV balance): ``used`` equals the sum of ``kv_allocated`` over
+all requests (every slot has one holder). Both are guarded by
+tests/test_invariants.py::test_inv2_kv_within_capacity_and_inv3_balance.
+
+The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
+same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from specsched.sim.request import Req
+
+
+class KVPoolExhausted(RuntimeError):
+    """A reservation exceeds the free slots (a scheduler bug, never user input)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StretchKV:
+    """KV usage over k iterations of a decode stretch (:meth:`KVLedger.stretch_usage`).
+
+    Attributes (``m`` requests, ``k`` iterations):
+        kv0: int (m,), slots each request held at the start.
+        held: int (k, m), slots held after P_j's reservation (speculative windows), or None
+            (window 1: one slot per pass).
+        unused_cum: int (k, m), verify slots returned up to iteration j, or None (window 1).
+        freed: int (k,), slots returned while processing at iteration j.
+        scheduled: int (k,), pool slots in use after P_j's reservation.
+    """
+
+    kv0: np.ndarray
+    held: np.ndarray | None
+    unused_cum: np.ndarray | None
+    freed: np.ndarray
+    scheduled: np.ndarray
+
+    def first_over(self, capacity: int) -> int:
+        """The first iteration whose reservation would exceed ``capacity`` (it would retract
+        instead), or k when none does."""
+        over = self.scheduled > capacity
+        return int(over.argmax()) if over.any() else len(self.scheduled)
+
+    def held_after(self, n: int, member: np.ndarray, finished: np.ndarray) -> np.ndarray:
+        """Slots each request holds after n iterations (0 for the finished ones), int (m,).
+
+        ``member``: the stretch's (k, m) plan membership; ``finished``: bool (m,)."""
+        if self.held is None:
+            held = self.kv0 + member[:n].sum(axis=0)   # one slot per pass
+        else:
+            held = self.held[n - 1] - self.unused_cum[n - 1]
+        return np.where(finished, 0, held)
+
+
+class KVLedger:
+    """The KV pool of ``capacity`` token slots and each request's share.
+
+    Args:
+        capacity: slots (SGLang's max_total_num_tokens), >= 1.
+
+    Attributes:
+        capacity: slots in the pool. used: slots held (read only outside this class).
+        peak: the largest ``used`` seen after a reservation.
+
+    Raises:
+        ValueError: capacity < 1.
+    """
+
+    __slots__ = ("capacity", "used", "peak")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"KV capacity must be >= 1 token, got {capacity}")
+        self.capacity = capacity
+        self.used = 0
+        self.peak = 0
+
+    @property
+    def available(self) -> int:
+        """Free token slots."""
+        return self.capacity - self.used
+
+    def _take(self, n: int) -> None:
+        if n > self.capacity - self.used:
+            raise KVPoolExhausted(f"need {n} KV tokens, {self.available} free of {self.capacity}")
+        self.used += n
+        if self.used > self.peak:
+            self.peak = self.used
+
+    # ------------------------------------------------------------- the four changes
+    def reserve(self, req: Req, n: int) -> None:
+        """Reserve ``n`` >= 0 slots for ``req`` (a prefill chunk of n tokens).
+
+        Raises:
+            KVPoolExhausted: fewer than n slots are free (INV-2 would break).
+        """
+        if n < 0:
+            raise ValueError(f"cannot reserve {n} tokens")
+        self._take(n)
+        req.kv_allocated += n
+
+    def reserve_window(self, reqs: Sequence[Req], window: int) -> None:
+        """Reserve ``window`` slots for each of ``reqs`` (one decode/verify pass).
+
+        Raises:
+            KVPoolExhausted: fewer than window x len(reqs) slots are free.
+        """
+        self._take(window * len(reqs))
+        for r in reqs:
+            r.kv_allocated += window
+
+    def commit(self, reqs: Sequence[Req], unused: Sequence[int]) -> None:
+        """After a processed decode/verify: each of ``reqs`` returns its ``unused`` (> 0)
+        reserved slots (window minus tokens committed)."""
+        total = 0
+        for r, u in zip(reqs, unused, strict=True):
+            r.kv_allocated -= u
+            total += u
+        self._give_back(total)
+
+    def free(self, reqs: Sequence[Req]) -> None:
+        """Finished requests return every slot they hold."""
+        total = 0
+        for r in reqs:
+            total += r.kv_allocated
+            r.kv_allocated = 0
+        self._give_back(total)
+
+    def retract(self, req: Req) -> None:
+        """A retracted request returns every slot it holds (it re-prefills later)."""
+        self._give_back(req.kv_allocated)
+        req.kv_allocated = 0
+
+    def _give_back(self, n: int) -> None:
+        if n < 0 or n > self.used:
+            raise ValueError(f"cannot free {n} tokens ({self.used} in use)")
+        self.used -= n
+
+    # ------------------------------------------------------- the collapsed decode path
+    def stretch_usage(self, kv0: np.ndarray, member: np.ndarray, finish: np.ndarray, window: int,
+                      committed: np.ndarray | None, processed: np.ndarray | None) -> StretchKV:
+        """The four rules over k iterations of a decode stretch (:mod:`sim.decode_run`).
+
+        At iteration j, plan P_j reserves ``window`` slots for each member; processing
+        returns each processed decode entry's unused window (``window - committed``, window
+        > 1 only: a plain decode commits its one slot) and every slot of the requests that
+        finish there.
+
+        Args:
+            kv0: int (m,), slots each request holds now.
+            member: bool (k, m), request in P_j.
+            finish: bool (k, m), request finishes while processing at iteration j.
+            window: slots reserved per member per pass.
+            committed: int (k, m), tokens committed by the entries processed at iteration
+                j (window > 1 only, else None).
+            processed: bool (k, m), decode entries processed at iteration j (window > 1).
+
+        Returns:
+            A :class:`StretchKV`; ``scheduled[j] > capacity`` marks a pass that would retract.
+        """
+        k = len(member)
+        if window > 1:
+            held = kv0 + window * np.cumsum(member, axis=0)
+            unused = np.where(processed, np.maximum(window - committed, 0), 0)
+            unused_cum = np.cumsum(unused, axis=0)
+            freed = unused.sum(axis=1) + ((held - unused_cum) * finish).sum(axis=1)
+        else:
+            # a request finishing at iteration j held kv0 + (j + 1) slots (one per pass)
+            held = unused_cum = None
+            freed = (kv0 * finish).sum(axis=1) + finish.sum(axis=1) * np.arange(1, k + 1, dtype=np.int64)
+        scheduled = self.used + window * np.cumsum(member.sum(axis=1))
+        scheduled[1:] -= np.cumsum(freed[:-1])
+        return StretchKV(kv0, held, unused_cum, freed, scheduled)
+
+    def settle(self, reqs: Sequence[Req], held: Sequence[int], used: int, peak: int) -> None:
+        """Apply a stretch: each of ``reqs`` now holds ``held`` slots, the pool ``used``;
+        ``peak`` is the stretch's largest reservation.
+
+        Raises:
+            KVPoolExhausted: the result breaks INV-2 or INV-3 (the stretch's counts are wrong).
+        """
+        delta = 0
+        for r, h in zip(reqs, held, strict=True):
+            delta += h - r.kv_allocated
+            r.kv_allocated = h
+        if self.used + delta != used or not 0 <= used <= self.capacity or peak > self.capacity:
+            raise KVPoolExhausted(f"stretch KV: {self.used} + {delta} != {used} or over {self.capacity}")
+        self.used = used
+        if peak > self.peak:
+            self.peak = peak

@@ -1,0 +1,283 @@
+"""The cost model's axes (window, drafter, batch padding, context, eager), old profiles'
+backward compatibility, and profile validation (issue 13: finite costs, needed grids)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import ServerArgs
+from specsched.sim.cost_model import CostModel, attention_context
+from specsched.sim.errors import ConfigError
+from specsched.sim.profile import Profile, load_profile
+
+from specsched.cli import main
+from tests.conftest import ROOT, tiny_profile
+
+MI355X = ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml"
+
+
+def server(**kw) -> ServerArgs:
+    base = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 6, "cuda_graph_max_bs": 256,
+            "max_running_requests": 256}
+    base.update(kw)
+    return ServerArgs.model_validate(base)
+
+
+def mi355x(**gpu) -> Profile:
+    p = load_profile(str(MI355X))
+    data = p.model_dump()
+    data["gpu"].update(gpu)
+    return Profile.model_validate(data)
+
+
+def ctx_profile(**gpu) -> Profile:
+    """A measured-looking profile with a context axis: verify at window 6, a draft step."""
+    xs, cs = [1, 8, 64], [512, 1024, 2048]
+    verify = [[2e-3 + 1e-5 * b * 6 + 1e-7 * b * c for c in cs] for b in xs]
+    g = {"extend": {"x": [256, 8192], "context_len": [128, 4096], "seconds": [[1e-3, 2e-3], [2e-2, 4e-2]]},
+         "verify": {"x": xs, "context_len": cs, "seconds": verify}, "verify_window": 6,
+         "decode": {"x": xs, "context_len": cs, "seconds": [[1e-3 + 1e-5 * b + 1e-7 * b * c for c in cs] for b in xs]},
+         "draft_step": {"x": [1, 64, 512], "seconds": [[2e-4], [3e-4], [8e-4]]}}
+    g.update(gpu)
+    return Profile.model_validate({"name": "ctx", "device": "synthetic", "gpu": g})
+
+
+# ------------------------------------------------------------------ backward compatibility
+def test_old_profile_window_and_padding_free_points_are_the_grid():
+    """An old profile (no verify_window): every window costs gpu.verify at captured batch sizes."""
+    old = mi355x(verify_window=None, draft_step=None)
+    grid = old.gpu.verify.interpolator()
+    for w in (2, 3, 6, 8):
+        cm = CostModel(old, server(speculative_num_draft_tokens=w), warn_to=None)
+        for bs in (1, 8, 32, 64, 256):
+            assert cm.step_s(bs, 4000) == pytest.approx(grid(bs, 4000), rel=1e-12)
+
+
+def test_new_fields_reproduce_the_grid_at_the_measured_window():
+    p = mi355x()
+    grid = p.gpu.verify.interpolator()
+    cm = CostModel(p, server(), warn_to=None)
+    for bs in (1, 8, 32, 64, 256):
+        assert cm.step_s(bs, 4000) == pytest.approx(grid(bs, 4000), rel=1e-12)
+
+
+def test_old_eager_factor_still_applies_without_eager_overhead():
+    p = tiny_profile().model_copy(update={"gpu": tiny_profile().gpu.model_copy(update={"eager_factor": 3.0})})
+    cm = CostModel(p, server(speculative_num_draft_tokens=4, cuda_graph_max_bs=8, max_running_requests=64), warn_to=None)
+    g = p.gpu.verify.interpolator()
+    assert cm.step_s(9, 0) == pytest.approx(3.0 * g(9, 0))
+
+
+# --------------------------------------------------------------------------- window axis
+@settings(max_examples=60, deadline=None)
+@given(bs=st.integers(1, 256), w=st.integers(2, 7), ctx=st.integers(0, 20_000))
+def test_verify_cost_grows_with_the_window(bs, w, ctx):
+    p = mi355x()
+    a = CostModel(p, server(speculative_num_draft_tokens=w), warn_to=None).step_s(bs, ctx)
+    b = CostModel(p, server(speculative_num_draft_tokens=w + 1), warn_to=None).step_s(bs, ctx)
+    assert 0 < a <= b
+
+
+@settings(max_examples=40, deadline=None)
+@given(bs=st.integers(1, 64), w=st.integers(2, 8), ctx=st.integers(512, 6000))
+def test_window_moves_the_token_part_not_the_context_part(bs, w, ctx):
+    """The context increment (KV read of the real requests) does not depend on the window."""
+    p = ctx_profile()
+    cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))), warn_to=None)
+    ref = CostModel(p, server(speculative_num_draft_tokens=6, cuda_graph_bs=list(range(1, 257))), warn_to=None)
+    assert cm.step_s(bs, ctx) - cm.step_s(bs, 512) == pytest.approx(ref.step_s(bs, ctx) - ref.step_s(bs, 512), abs=1e-12)
+
+
+# -------------------------------------------------------------------------- drafter axis
+@settings(max_examples=40, deadline=None)
+@given(bs=st.integers(1, 256), w=st.integers(3, 8))
+def test_chain_drafter_costs_its_serial_steps(bs, w):
+    p = mi355x()
+    block = CostModel(p, server(speculative_num_draft_tokens=w), warn_to=None).step_s(bs, 4000)
+    chain = CostModel(p, server(speculative_algorithm="eagle", speculative_num_draft_tokens=w), warn_to=None)
+    d = p.gpu.draft_step.interpolator()
+    pad = chain.padded_batch(bs)
+    assert chain.step_s(bs, 4000) == pytest.approx(block + (w - 2) * d(pad, 4000), rel=1e-9)
+    assert chain.step_s(bs, 4000) > block
+
+
+def test_topk_widens_each_draft_step_and_nextn_is_mtp():
+    p = mi355x()
+    one = CostModel(p, server(speculative_algorithm="EAGLE", speculative_num_draft_tokens=6, speculative_num_steps=3,
+                              speculative_eagle_topk=2), warn_to=None).step_s(32, 4000)
+    four = CostModel(p, server(speculative_algorithm="eagle", speculative_num_draft_tokens=6, speculative_num_steps=3,
+                               speculative_eagle_topk=4), warn_to=None).step_s(32, 4000)
+    assert four > one
+    nextn = CostModel(p, server(speculative_algorithm="NEXTN"), warn_to=None).step_s(32, 4000)
+    assert nextn == CostModel(p, server(speculative_algorithm="mtp"), warn_to=None).step_s(32, 4000)
+    with pytest.raises(ValueError, match="speculative_num_steps"):
+        ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=4, speculative_num_steps=1_000_000)
+
+
+def test_a_draft_model_of_its_own_size_when_verify_holds_no_draft():
+    small = ctx_profile(verify_includes_draft=False)
+    big = ctx_profile(verify_includes_draft=False, draft_step={"x": [1, 64, 512], "seconds": [[2e-3], [3e-3], [8e-3]]})
+    s = server(cuda_graph_bs=list(range(1, 257)))
+    a, b = CostModel(small, s, warn_to=None).step_s(8, 1024), CostModel(big, s, warn_to=None).step_s(8, 1024)
+    target = ctx_profile().gpu.verify.interpolator()(8, 1024)
+    assert a == pytest.approx(target + small.gpu.draft_step.interpolator()(48, 1024))
+    assert b > a
+
+
+# ------------------------------------------------------------------------- batch padding
+def test_sglang_capture_list():
+    spec = server(cuda_graph_max_bs=128, max_running_requests=128).graph_batch_sizes
+    assert spec[:10] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12] and 36 not in spec and 40 in spec and spec[-1] == 128
+    plain = server(speculative_algorithm="none", cuda_graph_max_bs=48).graph_batch_sizes
+    assert plain == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
+    assert server(cuda_graph_max_bs=256, max_running_requests=100).graph_batch_sizes[-1] == 100
+
+
+@settings(max_examples=60, deadline=None)
+@given(bs=st.integers(1, 300))
+def test_padded_batches_cost_their_captured_size_and_never_decrease(bs):
+    p = mi355x()
+    cm = CostModel(p, server(), warn_to=None)
+    pad = cm.padded_batch(bs)
+    if pad is not None:
+        assert cm.step_s(bs, 4000) == pytest.approx(cm.step_s(pad, 4000))   # one context column
+    assert cm.step_s(bs + 1, 4000) >= cm.step_s(bs, 4000) - 1e-15
+
+
+# ------------------------------------------------------------------------- context axis
+@settings(max_examples=60, deadline=None)
+@given(bs=st.sampled_from([1, 8, 64]), c=st.floats(2048, 200_000))
+def test_context_extrapolates_linearly_never_below_the_last_point(bs, c):
+    p = ctx_profile()
+    g = p.gpu.decode.interpolator()
+    row = p.gpu.decode.x.index(bs)
+    v1024, v2048 = p.gpu.decode.seconds[row][1:]
+    got = g(bs, c)
+    assert got >= v2048
+    assert got == pytest.approx(v2048 + (v2048 - v1024) * (round(c, -1) - 2048) / 1024, rel=1e-9)
+
+
+def test_flat_or_falling_last_segment_holds_the_last_value():
+    p = Profile.model_validate({"name": "f", "device": "x", "gpu": {
+        "extend": {"x": [1, 2], "seconds": [[1e-3], [2e-3]]},
+        "decode": {"x": [1, 2], "context_len": [100, 200], "seconds": [[2e-3, 1e-3], [3e-3, 3e-3]]}}})
+    g = p.gpu.decode.interpolator()
+    assert g(1, 10_000) == pytest.approx(1e-3) and g(2, 10_000) == pytest.approx(3e-3)
+
+
+def test_one_warning_line_per_axis_and_run():
+    out = io.StringIO()
+    cm = CostModel(ctx_profile(), server(speculative_algorithm="none", speculative_num_draft_tokens=1), warn_to=out)
+    from specsched.sim.plan import BatchPlan, ForwardMode
+    for ctx in (3000, 5000, 9000):
+        cm.gpu(BatchPlan(step=0, mode=ForwardMode.DECODE, rids=(0, 1), extend_lens=(1, 1), prefix_lens=(ctx, ctx)))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1
+    assert "gpu.decode context_len" in lines[0] and "512..2048" in lines[0] and "3000" in lines[0]
+
+
+def test_attention_context_is_the_quadratic_work_per_token():
+    assert attention_context([100, 100], [0, 1000]) == pytest.approx(550)
+    e, p = [10, 1000], [5000, 0]
+    assert attention_context(e, p) * sum(e) == pytest.approx(sum(a * (b + a / 2) for a, b in zip(e, p, strict=True)))
+
+
+# ------------------------------------------------------------------------- eager fallback
+def test_eager_overhead_per_step_above_the_graph_limit():
+    p = mi355x(eager_overhead_s=0.004, eager_draft_overhead_s=0.001)
+    s = server(cuda_graph_max_bs=48)
+    cm = CostModel(p, s, warn_to=None)
+    g = p.gpu.verify.interpolator()
+    assert cm.padded_batch(49) is None
+    assert cm.step_s(49, 0) == pytest.approx(g(49, 0) + 0.004)
+    chain = CostModel(p, server(cuda_graph_max_bs=48, speculative_algorithm="mtp"), warn_to=None)
+    assert chain.step_s(49, 0) - chain.step_s(48, 0) > cm.step_s(49, 0) - cm.step_s(48, 0)
+
+
+# --------------------------------------------------------------- profile validation (13)
+@pytest.mark.parametrize("bad", [".nan", ".inf", "1.0e+300", "-1.0"])
+def test_non_finite_or_huge_costs_are_refused_with_file_and_key(tmp_path, bad):
+    data = yaml.safe_load(MI355X.read_text())
+    prof = tmp_path / "p.yaml"
+    text = yaml.safe_dump(data).replace("launch_s: 0.0005", f"launch_s: {bad}")
+    assert f"launch_s: {bad}" in text
+    prof.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_profile(str(prof))
+    assert str(prof) in str(e.value) and "host.launch_s" in str(e.value)
+    data["gpu"]["verify"]["seconds"][1][0] = float(bad.replace(".nan", "nan").replace(".inf", "inf"))
+    prof.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as e:
+        load_profile(str(prof))
+    assert "gpu.verify.seconds.1.0" in str(e.value)
+
+
+def test_all_zero_profile_is_refused(tmp_path):
+    data = yaml.safe_load(MI355X.read_text())
+    for k in ("extend", "verify", "draft_step"):
+        data["gpu"][k]["seconds"] = [[0.0] * len(r) for r in data["gpu"][k]["seconds"]]
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="a forward takes time"):
+        load_profile(str(prof))
+
+
+def _scenario_with_profile(tmp_path, profile_path, **server_kw) -> str:
+    text = (ROOT / "scenarios" / "batch8-ll.yaml").read_text()
+    text = text.replace("num_requests: 32", "num_requests: 4").replace("value: 1024", "value: 16")
+    text = text.replace("profile: mi355x-dsv41-flash-tp4", f"profile: {profile_path}")
+    for k, v in server_kw.items():
+        text = text.replace(f"  {k}: dspark\n", f"  {k}: {v}\n", 1)
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize(("drop", "algo", "key"), [("verify", "dspark", "gpu.verify"), ("decode", "none", "gpu.decode"),
+                                                   ("draft_step", "eagle", "gpu.draft_step")])
+def test_missing_grid_is_one_line_and_exit_2(tmp_path, capsys, drop, algo, key):
+    data = yaml.safe_load(MI355X.read_text())
+    data["gpu"].pop(drop, None)
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(data))
+    sc = _scenario_with_profile(tmp_path, prof, speculative_algorithm=algo)
+    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0] and str(prof) in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_rounded_context_key_matches_the_engine_memo():
+    cm = CostModel(ctx_profile(), server(), warn_to=None)
+    for ctx in np.linspace(500, 3000, 37):
+        assert cm.step_s(8, float(ctx)) == cm.step_s(8, round(float(ctx), -1))
+
+
+def test_eager_fallback_reinforces_itself_public_case_p2():
+    """Public case P2 (Qwen3-0.6B, 50 req/s, 128 in / 256 out): with graphs only up to 48 a
+    Poisson burst that pushes the batch past 48 runs eager, slower steps let requests pile up,
+    the batch grows and stays eager: TPOT at least doubles, far more than the batch alone
+    explains. Synthetic 0.6B-like profile (2.2-5 ms graph steps, 7 ms eager launch cost)."""
+    from specsched.sim.config import Scenario
+    from specsched.sim.engine import run_scenario
+
+    prof = Profile.model_validate({"name": "p2", "device": "synthetic", "gpu": {
+        "extend": {"x": [1, 8192], "seconds": [[1e-3], [2.5e-2]]},
+        "decode": {"x": [1, 64, 512], "seconds": [[2.2e-3], [3.0e-3], [5.0e-3]]},
+        "eager_overhead_s": 7e-3}, "host": {"schedule_s": 2e-4, "launch_s": 1e-4, "process_s": 2e-4}})
+    out = {}
+    for g in (48, 128):
+        sc = Scenario.model_validate({"name": "p2", "profile": "p2", "server": {
+            "max_running_requests": 512, "cuda_graph_max_bs": g, "max_total_num_tokens": 400_000},
+            "workload": {"kind": "poisson", "request_rate": 50, "num_requests": 1000,
+                         "input_len": {"kind": "fixed", "value": 128}, "output_len": {"kind": "fixed", "value": 256}}})
+        r = run_scenario(sc, profile=prof)
+        out[g] = (r.summary["median_tpot_ms"], int(r.steps["batch_size"].max()))
+    assert out[128][1] <= 128                      # never leaves the graphs
+    assert out[48][1] > 2 * out[128][1]            # the batch runs away
+    assert out[48][0] > 2 * out[128][0]
