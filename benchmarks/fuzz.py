@@ -119,6 +119,10 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
     }
     if chain and draw(st.booleans()):
         server["speculative_num_steps"] = draw(st.integers(1, window - 1))
+    if chain and draw(st.integers(0, 3)) == 0:
+        server["speculative_eagle_topk"] = draw(st.integers(1, 8))
+    if draw(st.integers(0, 3)) == 0:
+        server["cuda_graph_bs"] = sorted(set(draw(st.lists(st.integers(1, 64), min_size=1, max_size=6))))
     kind = draw(st.sampled_from(["burst", "closed_loop", "poisson"]))
     workload: dict[str, Any] = {"kind": kind, "num_requests": n,
                                 "input_len": {"kind": "uniform", "value": i_max, "range_ratio": draw(st.sampled_from([0.05, 0.5, 1.0]))},
@@ -129,10 +133,14 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
         workload["request_rate"] = draw(st.one_of(st.floats(0.5, 500), st.just(math.inf)))
         workload["max_concurrency"] = draw(st.one_of(st.none(), st.integers(1, 16)))
     acceptance: dict[str, Any] = {"request_spread": draw(st.sampled_from([0.0, 0.5, 2.0]))}
+    if spec and draw(st.integers(0, 3)) == 0:  # measured at another window, carried to this one
+        acceptance["window"] = window = draw(st.integers(2, 8))
+        acceptance["rate_decay"] = draw(st.sampled_from([1.0, 0.9, 0.6]))
     if spec:
         source = draw(st.sampled_from(["mean", "rates", "histogram"]))
         if source == "mean":
-            acceptance["mean_accept_length"] = draw(st.floats(1.0, float(window)))
+            reach = float(window) if acceptance.get("rate_decay", 1.0) == 1.0 else 2.0  # always reachable
+            acceptance["mean_accept_length"] = draw(st.floats(1.0, reach))
         elif source == "rates":
             acceptance["per_position_rates"] = draw(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=window - 1))
         else:
