@@ -195,18 +195,21 @@ def load_scenario_with_overrides(
         ConfigError: bad file, unknown arm, unknown/forbidden key, or a value the scenario
             model rejects (the message names the dotted key and the value).
     """
-    scenario = load_scenario(path, arm)
+    from specsched.sim.defaults import resolve_loaded
+
+    scenario = load_scenario(path, arm, resolve_defaults=False)
     if overrides is None:
-        return scenario
+        return resolve_loaded(scenario)
     if not isinstance(overrides, Mapping):
         overrides = parse_overrides(overrides)
     if not overrides:
-        return scenario
+        return resolve_loaded(scenario)
     for key, value in overrides.items():
         check_key(key, str(path), value)
     data = scenario.model_dump(mode="json", exclude_unset=True)
     merged = deep_merge(data, nest(overrides))
     try:
-        return Scenario.model_validate(merged)
+        scenario = Scenario.model_validate(merged)
     except ValidationError as e:
         raise validation_error(f"{path} (with overrides)", e, merged) from None
+    return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on

@@ -227,6 +227,8 @@ def _fmt_grid(title: str, g: dict) -> str:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """``specsched profile``: measure, write the profile, print a summary."""
+    if args.device is None:
+        raise ConfigError("<command line>", "--device", None, "required to measure (cuda or cpu); or use --analytic")
     defaults = GPU_DEFAULTS if args.device == "cuda" else CPU_DEFAULTS
     max_bs = args.max_bs or defaults["max_bs"]
     contexts = args.contexts or defaults["contexts"]
@@ -268,7 +270,7 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     """
     p = sub.add_parser("profile", help="measure a device profile with the runtime's microbenchmarks",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", choices=("cuda", "cpu"), required=True, help="where to measure")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="where to measure (required unless --analytic)")
     p.add_argument("--preset", default="1b", help="model preset of runtime.model.PRESETS (default 1b)")
     p.add_argument("--window", type=int, default=6, help="speculative window W = gamma + 1 (default 6)")
     p.add_argument("--max-bs", type=_pos_int, default=None, help="largest grid batch size (default 64; cpu 8)")

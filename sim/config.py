@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from specsched.sim.bundled import resolve_scenario_path
 from specsched.sim.errors import ConfigError, FieldError
@@ -321,6 +322,8 @@ class Scenario(BaseModel):
     arm: str = "base"
     reference: dict[str, dict[str, float]] = Field(default_factory=dict, description="Reference figures per arm, bench_serving keys.")
     path: str = ""
+    # server arguments the loader filled with SGLang's hardware defaults (sim.defaults)
+    _resolved_defaults: list[Any] = pydantic.PrivateAttr(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -464,12 +467,14 @@ def _allowed_keys(parent: tuple[Any, ...], root: type[BaseModel] | None = None) 
     return list(getattr(model, "model_fields", {}))
 
 
-def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
+def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = True) -> Scenario:
     """Load and validate a scenario file with ``arm``'s overrides applied.
 
     Args:
         path: YAML file.
         arm: an arm in the file's ``arms`` (``base`` is always allowed and means no override).
+        resolve_defaults: fill the server arguments the file leaves out with SGLang's
+            defaults for the profile's hardware (:func:`sim.defaults.resolve_loaded`).
 
     Returns:
         The validated, frozen :class:`Scenario`.
@@ -488,7 +493,11 @@ def load_scenario(path: str | Path, arm: str = "base") -> Scenario:
     for other in arms:  # a typo in an arm not chosen now fails now, not in next week's run
         if other != arm:
             _resolve_arm(path, raw, other)
-    return chosen
+    if not resolve_defaults:
+        return chosen
+    from specsched.sim.defaults import resolve_loaded
+
+    return resolve_loaded(chosen)
 
 
 def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:

@@ -204,8 +204,8 @@ class CostModel:
                 pts = interp.x if axis == "x" else interp.c
                 how = ("linearly from the last measured segment (KV bytes read grow linearly with context)"
                        if axis == "context_len" else "linearly from the last measured segment")
-                lines.append(f"warning: profile {self.profile.name}: {interp.name} {axis} {q:g} is beyond the measured "
-                             f"range {pts[0]:g}..{pts[-1]:g}; extrapolating {how}")
+                lines.append(f"warning: profile {self.profile.name}: {interp.name} queried at {axis} {q:g}, beyond the "
+                             f"measured range {pts[0]:g}..{pts[-1]:g}; extrapolating {how}")
         if out is not None:
             for line in lines:
                 print(line, file=out)

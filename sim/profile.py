@@ -10,13 +10,14 @@ measurements; GPU profiles are written by ``specsched profile`` from microbenchm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from specsched.sim.bundled import profiles_dir
 from specsched.sim.config import read_yaml, validation_error
 from specsched.sim.errors import ConfigError
+from specsched.sim.hardware import Hardware
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -211,6 +212,11 @@ class HostProfile(BaseModel):
 class Profile(BaseModel):
     """A device profile: GPU and host costs plus where each came from.
 
+    ``hardware``: the device (platform, GPU, TP, memory, weights and KV bytes) from which
+    :mod:`sim.defaults` derives SGLang's defaults. ``analytic``: for profiles written by
+    ``specsched profile --analytic``, the inputs (model shape, GPU figures, TP, dtype,
+    efficiency factors) that regenerate it (:func:`sim.analytic.writer.regenerate`).
+
     YAML keys: ``name``, ``device`` (free text: GPU, count, parallelism, model),
     ``description``, ``provenance`` (dotted key -> where the value came from: a
     measurement and its command, a datasheet, a fit, or "assumed" with the reason),
@@ -228,6 +234,8 @@ class Profile(BaseModel):
     provenance: dict[str, str] = {}
     gpu: GpuProfile
     host: HostProfile = HostProfile()
+    hardware: Hardware | None = None
+    analytic: dict[str, Any] | None = None
     path: str = ""
 
 

@@ -19,6 +19,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from specsched.sim.config import AdmissionDelay, Scenario
+from specsched.sim.hardware import RESOLVED_KEYS as HARDWARE_DEFAULTS
 
 SGLANG_SERVER_ARGS = frozenset({
     "max_running_requests", "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
@@ -214,7 +215,10 @@ def keys(model: type[BaseModel] = Scenario, prefix: str = "") -> list[Key]:
             continue
         if key in CROSS_FIELD:
             allowed = "; ".join(x for x in (allowed, CROSS_FIELD[key]) if x)
-        out.append(Key(key, _type_name(ann), _default(f), allowed, _unit(key), _sglang(key), doc))
+        default = _default(f)
+        if prefix == "server." and name in HARDWARE_DEFAULTS:  # sim/defaults.py fills it per GPU
+            default = f"SGLang's for the profile's hardware (else {default})"
+        out.append(Key(key, _type_name(ann), default, allowed, _unit(key), _sglang(key), doc))
     return out
 
 

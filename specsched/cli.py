@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("specsched.sim.calibrate", "refit the MI355X profile to the reference figures"),
     "measure": ("specsched.runtime.cli_commands", "run a scenario for real on a device (needs torch)"),
     "validate": ("specsched.runtime.cli_commands", "measure a scenario and simulate it: predicted vs measured"),
-    "profile": ("specsched.runtime.cli_commands", "measure a device profile with microbenchmarks (needs torch)"),
+    "profile": ("specsched.runtime.cli_commands", "measure a device profile (needs torch), or write one with --analytic"),
 }
 """Command -> (module whose ``add_parsers`` registers it, one-line summary for ``--help``)."""
 
@@ -54,7 +54,8 @@ EXAMPLES: dict[str, list[str]] = {
     "measure": ["specsched measure scenarios/h200/batch8.yaml --arm stream_wait --device cuda",
                 "specsched measure scenarios/h200/batch8.yaml --device cpu --preset tiny --set workload.num_requests=4"],
     "validate": ["specsched validate scenarios/h200/batch8.yaml --profile profiles/h200-1b.yaml --device cuda"],
-    "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml"],
+    "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml",
+                "specsched profile --analytic --model llama-3.1-8b --gpu H200 --tp 1 --out profiles/h200-l8.yaml"],
 }
 
 # modules registered when a command is not in COMMANDS (a command added elsewhere still works)
@@ -141,6 +142,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         from specsched.sim.config import load_scenario
 
         scenario = load_scenario(args.scenario, args.arm)
+    from specsched.sim.defaults import format_resolved
+
+    resolved = format_resolved(scenario._resolved_defaults)
+    if resolved:
+        print(resolved)
     if args.seed is not None:
         if args.seed < 0:
             raise ConfigError("<command line>", "--seed", args.seed, "must be >= 0")
@@ -226,6 +232,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     elif command is not None:  # unknown here: maybe registered by a module not in the table
         for module in COMMAND_MODULES:
             _register(sub, module)
+    if command == "profile":
+        from specsched.sim.analytic.cli import attach
+
+        attach(sub)  # `profile --analytic`, with or without the runtime's measuring profile
     for name, (_, summary) in COMMANDS.items():
         if name not in sub.choices:
             sub.add_parser(name, help=summary, add_help=False)

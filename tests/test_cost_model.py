@@ -178,7 +178,7 @@ def test_one_warning_line_per_axis_and_run():
         cm.gpu(BatchPlan(step=0, mode=ForwardMode.DECODE, rids=(0, 1), extend_lens=(1, 1), prefix_lens=(ctx, ctx)))
     lines = out.getvalue().splitlines()
     assert len(lines) == 1
-    assert "gpu.decode context_len" in lines[0] and "512..2048" in lines[0] and "3000" in lines[0]
+    assert "gpu.decode queried at context_len" in lines[0] and "512..2048" in lines[0] and "3000" in lines[0]
 
 
 def test_attention_context_is_the_quadratic_work_per_token():

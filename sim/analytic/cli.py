@@ -1,0 +1,114 @@
+"""``specsched profile --analytic``: write a profile from a model, a GPU and a TP size.
+
+``specsched profile --analytic --model NAME_OR_CONFIG --gpu NAME --tp N [--dtype bf16|fp8]
+[--window 6] [--drafter block|chain] [--draft-layers 1] [--name NAME] --out FILE``.
+The options join the runtime's ``profile`` command when the runtime is installed (its
+measuring path needs torch); otherwise ``profile`` offers the analytic path alone. Bad
+input (unknown GPU or model, a config.json missing a key, a TP size that does not divide
+the heads) raises :class:`ConfigError`: one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+from specsched.sim.errors import ConfigError
+
+_ANALYTIC_DEST = "analytic"
+
+
+class _FlowListDumper(yaml.SafeDumper):
+    """Lists of numbers on one line, mappings as blocks."""
+
+
+_FlowListDumper.add_representer(
+    list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v,
+                                            flow_style=all(isinstance(x, (int, float)) for x in v)))
+
+
+def dump_profile(d: dict[str, Any]) -> str:
+    """The profile mapping as YAML text (grid rows on one line each)."""
+    head = ("# Analytic roofline profile written by `specsched profile --analytic`: not a measurement.\n"
+            "# Inputs are under `analytic`, sources under `provenance`.\n")
+    return head + yaml.dump(d, Dumper=_FlowListDumper, sort_keys=False, width=120)
+
+
+def write_analytic_profile(d: dict[str, Any], out: Path) -> None:
+    """Validate ``d`` as a Profile, then write it atomically (nothing half-written)."""
+    from specsched.sim.profile import Profile
+    from specsched.sim.results import atomic_write_text
+
+    Profile.model_validate(d)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, dump_profile(d))
+
+
+def cmd_analytic_profile(args: argparse.Namespace) -> int:
+    """Build the analytic profile the arguments describe, write it, print a summary."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+
+    for opt in ("model", "gpu"):
+        if not getattr(args, opt, None):
+            raise ConfigError("<command line>", f"--{opt}", None, "required with --analytic")
+    if args.dtype not in (None, "bf16", "fp8"):
+        raise ConfigError("<command line>", "--dtype", args.dtype, "allowed: bf16, fp8")
+    arch = load_model(args.model)
+    gpu = load_gpu(args.gpu)
+    d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
+                      draft_layers=args.draft_layers, name=args.name, model_ref=args.model)
+    out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
+    if out.is_dir():
+        raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
+    write_analytic_profile(d, out)
+    hw = d["hardware"]
+    dec = d["gpu"]["decode"]
+    print(f"{d['name']}: {d['device']}")
+    print(f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token per rank")
+    print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
+        f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
+    print(f"wrote {out}")
+    return 0
+
+
+def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None:
+    """Add the analytic options to a ``profile`` parser (``standalone``: the runtime's
+    measuring options are absent, so add the shared ones too)."""
+    g = p.add_argument_group("analytic profile (no GPU needed)")
+    g.add_argument("--analytic", action="store_true", dest=_ANALYTIC_DEST, default=standalone,
+                   help="write a roofline profile from --model, --gpu and --tp instead of measuring")
+    g.add_argument("--model", default=None, help="a shipped model name (e.g. llama-3.1-8b) or a config.json path")
+    g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI300X, H100, H200, B200, GB200, A100-80G, RTX5090")
+    g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    g.add_argument("--dtype", default=None, help="bf16 or fp8 weights and GEMMs (default: the checkpoint's)")
+    g.add_argument("--drafter", default="block", help="block (DSpark/DFlash) or chain (EAGLE/MTP) (default block)")
+    g.add_argument("--draft-layers", type=int, default=1, help="decoder layers of the assumed drafter (default 1)")
+    if standalone:
+        p.add_argument("--window", type=int, default=6, help="speculative window of the verify grid (default 6)")
+        p.add_argument("--name", default=None, help="profile name")
+        p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
+
+
+def attach(sub: Any) -> None:
+    """Give ``specsched profile`` the analytic path: extend the runtime's parser when it is
+    registered, else register an analytic-only ``profile``."""
+    parser = sub.choices.get("profile") if hasattr(sub, "choices") else None
+    if parser is None:
+        parser = sub.add_parser("profile", help="write an analytic profile (the measuring path needs the runtime extra)",
+                                description=__doc__.split("\n\n")[0])
+        add_analytic_arguments(parser, standalone=True)
+        parser.set_defaults(func=cmd_analytic_profile)
+        return
+    add_analytic_arguments(parser, standalone=False)
+    measure = parser.get_default("func")
+
+    def dispatch(args: argparse.Namespace) -> int:
+        if getattr(args, _ANALYTIC_DEST, False):
+            return cmd_analytic_profile(args)
+        return measure(args)
+
+    parser.set_defaults(func=dispatch)

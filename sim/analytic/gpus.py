@@ -1,0 +1,77 @@
+"""GPU datasheet table for analytic profiles (``data/gpus.yaml``, each entry with its source)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from specsched.sim.errors import ConfigError
+
+
+class GpuSpec(BaseModel):
+    """One GPU's datasheet figures (per GPU).
+
+    ``bf16_tflops``/``fp8_tflops``: dense tensor peak, TFLOP/s (``fp8_tflops`` None: no fp8
+    tensor cores; fp8 weights then run at the bf16 rate). ``hbm_tbps``: memory bandwidth,
+    TB/s. ``memory_mib``: the total the driver reports, which SGLang's memory heuristics read.
+    ``link_gbps``: TP interconnect bandwidth per direction, GB/s.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    platform: Literal["cuda", "hip"]
+    bf16_tflops: float = Field(gt=0)
+    fp8_tflops: float | None = Field(None, gt=0)
+    hbm_tbps: float = Field(gt=0)
+    memory_gb: float = Field(gt=0)
+    memory_mib: float = Field(gt=0)
+    link_gbps: float = Field(gt=0)
+    source: str
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense matmul peak in FLOP/s for ``dtype`` (bf16 or fp8)."""
+        tf = self.fp8_tflops if dtype == "fp8" and self.fp8_tflops else self.bf16_tflops
+        return tf * 1e12
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_mib * 2**20
+
+
+@cache
+def gpu_table() -> dict[str, GpuSpec]:
+    """All shipped GPUs by name."""
+    path = Path(str(resources.files("specsched.sim.analytic") / "data" / "gpus.yaml"))
+    raw = yaml.safe_load(path.read_text())
+    return {k: GpuSpec(name=k, **v) for k, v in raw.items()}
+
+
+def _norm(s: str) -> str:
+    return "".join(ch for ch in s.lower() if ch.isalnum())
+
+
+def load_gpu(name: str) -> GpuSpec:
+    """A shipped GPU by name (case, spaces and dashes ignored: ``rtx-5090`` = ``RTX5090``).
+
+    Raises:
+        ConfigError: unknown name (lists the shipped ones).
+    """
+    table = gpu_table()
+    for k, spec in table.items():
+        if _norm(k) == _norm(name):
+            return spec
+    raise ConfigError("<command line>", "--gpu", name, f"unknown GPU; shipped: {', '.join(table)}")
+
+
+def find_gpu_in_text(text: str) -> GpuSpec | None:
+    """The shipped GPU named in a free-text device description (longest name first), or None."""
+    t = _norm(text)
+    for k in sorted(gpu_table(), key=len, reverse=True):
+        if _norm(k) in t:
+            return gpu_table()[k]
+    return None

@@ -1,0 +1,201 @@
+"""Model architectures for analytic profiles: a Hugging Face style config.json or a shipped name.
+
+:class:`ModelArch` holds what the roofline needs (layers, hidden size, heads, KV heads, head
+dim, MLP and MoE sizes, MLA ranks, sliding window, vocab). :func:`load_model` reads either a
+path to a config.json or a name from the shipped table ``data/models.yaml`` (same key names
+as config.json, each entry with its source). The key names and defaults follow the
+transformers configs SGLang loads (python/sglang/srt/configs/model_config.py reads
+``num_key_value_heads``, ``head_dim``, ``kv_lora_rank`` ... the same way).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+from specsched.sim.errors import ConfigError
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
+"""config.json keys without which no shape can be derived."""
+
+
+class ModelArch(BaseModel):
+    """One decoder-only transformer's shape (units: elements, not bytes).
+
+    MLA (DeepSeek-V2/V3/V4) when ``kv_lora_rank`` is set: the KV cache holds
+    ``kv_lora_rank + qk_rope_head_dim`` elements per token per layer, shared by all heads
+    and replicated on every TP rank (SGLang pool_configurator.py ``_compute_cell_size``).
+    MoE when ``num_experts`` > 0: layers from ``first_k_dense`` on route each token to
+    ``experts_per_token`` of ``num_experts`` experts of ``moe_intermediate_size`` plus
+    ``shared_experts`` always-on experts. ``sliding_window``: attention reads at most that
+    many past tokens (on ``swa_layer_fraction`` of the layers); ``kv_compress_ratio``: beyond
+    the window, a compressed history of one entry per that many tokens is read.
+    """
+
+    model_config = _FROZEN
+
+    name: str
+    source: str = ""
+    assumptions: list[str] = []
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    context_len: int = 4096
+    tie_word_embeddings: bool = False
+    num_experts: int = 0
+    experts_per_token: int = 0
+    shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0
+    moe_intermediate_size: int = 0
+    first_k_dense: int = 0
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    sliding_window: int | None = None
+    swa_layer_fraction: float = 1.0
+    kv_compress_ratio: int | None = None
+    fp8_native: bool = False
+    fp8_routed_experts_only: bool = False
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.first_k_dense if self.is_moe else 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Query/key width per head (MLA: nope + rope)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """KV heads one TP rank stores: heads split over ranks, replicated when fewer than
+        ranks (SGLang ModelConfig.get_num_kv_heads)."""
+        return max(1, self.num_kv_heads // tp)
+
+
+def _tables() -> Path:
+    return Path(str(resources.files("specsched.sim.analytic") / "data"))
+
+
+@cache
+def shipped_models() -> dict[str, dict[str, Any]]:
+    """The shipped model table (name -> config.json-style mapping)."""
+    return yaml.safe_load((_tables() / "models.yaml").read_text())
+
+
+def _get(cfg: dict[str, Any], file: str, key: str, *alts: str, default: Any = ..., kind: type = int) -> Any:
+    for k in (key, *alts):
+        if k in cfg and cfg[k] is not None:
+            v = cfg[k]
+            if kind is int and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ConfigError(file, k, v, "must be a non-negative integer")
+            return v
+    if default is ...:
+        raise ConfigError(file, key, "<missing>", "required to derive the model's shape")
+    return default
+
+
+def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
+    """A :class:`ModelArch` from a config.json mapping (transformers key names).
+
+    Raises:
+        ConfigError: a required key is missing or not a non-negative integer (names file,
+            key, value, what is allowed).
+    """
+    text_cfg = cfg.get("text_config")
+    if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
+        cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
+    for k in REQUIRED:
+        _get(cfg, file, k)
+        if cfg[k] == 0:
+            raise ConfigError(file, k, 0, "must be >= 1")
+    hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    kv_lora = _get(cfg, file, "kv_lora_rank", default=None)
+    v_head = _get(cfg, file, "v_head_dim", default=None)
+    head_dim = _get(cfg, file, "head_dim", default=hidden // heads)
+    num_experts = _get(cfg, file, "n_routed_experts", "num_experts", "num_local_experts", default=0)
+    shared = _get(cfg, file, "n_shared_experts", default=0)
+    shared_inter = _get(cfg, file, "shared_expert_intermediate_size", default=0)
+    if shared_inter and not shared:
+        shared = 1
+    window = _get(cfg, file, "sliding_window", default=None)
+    if cfg.get("use_sliding_window") is False:
+        window = None
+    quant = cfg.get("quantization_config") or {}
+    fp8 = isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() in ("fp8", "mxfp8")
+    if num_experts and not _get(cfg, file, "num_experts_per_tok", default=0):
+        raise ConfigError(file, "num_experts_per_tok", "<missing>", "required for a mixture-of-experts model")
+    return ModelArch(
+        name=name,
+        source=str(cfg.get("source", file)),
+        assumptions=list(cfg.get("assumptions", [])),
+        hidden_size=hidden,
+        num_layers=cfg["num_hidden_layers"],
+        num_heads=heads,
+        num_kv_heads=_get(cfg, file, "num_key_value_heads", default=heads),
+        head_dim=head_dim,
+        v_head_dim=v_head if v_head is not None else head_dim,
+        intermediate_size=cfg["intermediate_size"],
+        vocab_size=cfg["vocab_size"],
+        context_len=_get(cfg, file, "max_position_embeddings", "max_sequence_length", default=4096),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        num_experts=num_experts,
+        experts_per_token=_get(cfg, file, "num_experts_per_tok", default=0),
+        shared_experts=shared,
+        shared_expert_intermediate_size=shared_inter,
+        moe_intermediate_size=_get(cfg, file, "moe_intermediate_size", default=cfg["intermediate_size"]) if num_experts else 0,
+        first_k_dense=_get(cfg, file, "first_k_dense_replace", default=0) if num_experts else 0,
+        q_lora_rank=_get(cfg, file, "q_lora_rank", default=None),
+        kv_lora_rank=kv_lora,
+        qk_nope_head_dim=_get(cfg, file, "qk_nope_head_dim", default=0),
+        qk_rope_head_dim=_get(cfg, file, "qk_rope_head_dim", default=0),
+        sliding_window=window,
+        swa_layer_fraction=float(cfg.get("swa_layer_fraction", 1.0)),
+        kv_compress_ratio=_get(cfg, file, "kv_compress_ratio", default=None),
+        fp8_native=fp8,
+        fp8_routed_experts_only=fp8 and quant.get("scope") == "routed_experts",
+    )
+
+
+def load_model(name_or_path: str) -> ModelArch:
+    """A shipped model by name (case-insensitive) or a config.json path.
+
+    Raises:
+        ConfigError: unknown name (lists the shipped ones), unreadable or invalid JSON,
+            or a missing/invalid key.
+    """
+    table = shipped_models()
+    key = name_or_path.lower()
+    if key in table:
+        return from_hf_config(table[key], key, f"shipped model {key}")
+    p = Path(name_or_path)
+    if not p.is_file():
+        raise ConfigError("<command line>", "--model", name_or_path,
+                          f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
+    try:
+        cfg = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(str(p), "<file>", str(p), f"not valid JSON ({e.__class__.__name__})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(str(p), "<top level>", type(cfg).__name__, "must be a JSON object")
+    return from_hf_config(cfg, cfg.get("_name_or_path") or p.parent.name or p.stem, str(p))

@@ -1,0 +1,273 @@
+"""Roofline time of one forward on one TP rank, from a model shape and a GPU's datasheet.
+
+Per-operator roofline (the LLMCompass / Vidur analytic style): each operator group takes
+``max(FLOPs / (peak x matmul efficiency), bytes / (bandwidth x HBM efficiency))`` and the
+groups add up, plus the TP all-reduces and the per-forward launch overheads:
+
+- dense linears (attention projections, dense MLP, shared experts, router): weights read
+  once per forward, activations streamed, ``2 x tokens x params`` FLOPs;
+- routed experts: only the experts some token of the batch picked are read (expected
+  ``E (1 - (1 - k/E)^T)`` distinct of ``E`` for ``T`` tokens), ``2 x T x k x params``;
+- attention core: every request's KV read once (bytes linear in context), FLOPs
+  ``2 x T x keys x (qk + v) x heads`` with ``keys`` the mean attended positions per query
+  (quadratic in extend tokens); MLA decode/verify uses the absorbed form over the latent
+  (SGLang's MLA decode path), MLA extend the expanded per-head form;
+- LM head on the positions whose logits are needed;
+- TP: two all-reduces per layer (after attention and after the MLP) of ``T x hidden``
+  bf16, ring cost ``2 (tp - 1) / tp x bytes / link`` plus a per-call latency;
+- a replayed graph pays a launch plus a gap per kernel; eager execution is host-bound at
+  ``eager_launch_per_kernel_s`` per kernel when that exceeds the GPU time (what makes
+  batches above cuda_graph_max_bs slow: public-cases P2).
+
+The achieved fractions live in :class:`Efficiency`, written into the profile's
+``analytic.efficiency`` block so calibration can refit them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+from specsched.sim.analytic.gpus import GpuSpec
+from specsched.sim.analytic.models import ModelArch
+
+BF16 = 2  # bytes of a bf16 element (activations, KV cache)
+
+
+class Efficiency(BaseModel):
+    """Achieved fractions of datasheet peaks and fixed overheads (refittable).
+
+    Defaults are a priori values for current datacenter parts, not fitted to any case in
+    this repository; :data:`EFFICIENCY_SOURCES` says where each comes from.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    matmul: float = Field(0.70, gt=0, le=1, description="fraction of dense tensor peak reached by GEMMs")
+    attention: float = Field(0.50, gt=0, le=1, description="fraction of bf16 peak reached by attention kernels")
+    hbm: float = Field(0.80, gt=0, le=1, description="fraction of HBM bandwidth reached by streaming reads")
+    interconnect: float = Field(0.75, gt=0, le=1, description="fraction of link bandwidth reached by all-reduce")
+    allreduce_latency_s: float = Field(10e-6, ge=0, description="fixed cost of one all-reduce call")
+    kernels_per_layer: int = Field(14, ge=1, description="kernels one decoder layer launches (MoE adds 6)")
+    kernel_gap_s: float = Field(1.5e-6, ge=0, description="idle gap between dependent kernels in a graph")
+    graph_launch_s: float = Field(20e-6, ge=0, description="graph replay launch per forward")
+    eager_launch_per_kernel_s: float = Field(10e-6, ge=0, description="host time to launch one kernel eagerly")
+
+
+EFFICIENCY_SOURCES = {
+    "matmul": "0.70: typical achieved fraction of dense bf16/fp8 peak for large GEMMs in cuBLAS/hipBLASLt "
+              "benchmarks on H100/MI300-class parts (0.6-0.8); one value for every GPU",
+    "attention": "0.50: FlashAttention-2/3-class prefill kernels reach roughly 40-70 % of bf16 peak",
+    "hbm": "0.80: streaming kernels (decode GEMV, paged attention) reach roughly 75-90 % of datasheet HBM bandwidth",
+    "interconnect": "0.75: NCCL/RCCL all-reduce bus bandwidth is roughly 70-85 % of the per-direction link figure",
+    "allreduce_latency_s": "10 us: small-message custom all-reduce (one-shot) latency, order of magnitude",
+    "kernels_per_layer": "14: norm x2, QKV, rope, KV store, attention, o_proj, all-reduce x2, residual, gate_up, act, down, misc",
+    "kernel_gap_s": "1.5 us: kernel-to-kernel gap inside a replayed CUDA/HIP graph",
+    "graph_launch_s": "20 us: one graph replay's host launch",
+    "eager_launch_per_kernel_s": "10 us: PyTorch eager dispatch + launch per op (5-20 us in public profiles)",
+}
+"""Where each default efficiency comes from (copied into the profile's provenance)."""
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How the model is laid out: TP size and the GEMM dtype (``bf16`` or ``fp8``)."""
+
+    tp: int = 1
+    dtype: str = "bf16"
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """Seconds of one forward, split by where they go (graph-replayed unless ``eager``)."""
+
+    linear_s: float
+    experts_s: float
+    attention_s: float
+    lm_head_s: float
+    allreduce_s: float
+    overhead_s: float
+    eager_s: float
+
+    @property
+    def graph_s(self) -> float:
+        return self.linear_s + self.experts_s + self.attention_s + self.lm_head_s + self.allreduce_s + self.overhead_s
+
+
+def weight_bytes_per_element(arch: ModelArch, par: Parallel, routed: bool) -> float:
+    """Bytes per weight: 1 for fp8 weights (``--dtype fp8``, or an fp8 checkpoint's routed
+    experts), else 2."""
+    if par.dtype == "fp8":
+        return 1.0
+    if routed and arch.fp8_native and arch.fp8_routed_experts_only:
+        return 1.0
+    return BF16
+
+
+def attention_params(arch: ModelArch, tp: int) -> float:
+    """Attention projection weights one rank holds for one layer (elements)."""
+    h, heads = arch.hidden_size, arch.num_heads / tp
+    if arch.is_mla:
+        kvl, rope = arch.kv_lora_rank or 0, arch.qk_rope_head_dim
+        q = (h * arch.q_lora_rank + arch.q_lora_rank * heads * arch.qk_head_dim) if arch.q_lora_rank else h * heads * arch.qk_head_dim
+        kv_a = h * (kvl + rope)  # replicated on every rank
+        kv_b = kvl * heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+        return q + kv_a + kv_b + heads * arch.v_head_dim * h
+    kvh = arch.kv_heads_per_rank(tp)
+    return h * heads * arch.head_dim + 2 * h * kvh * arch.head_dim + heads * arch.v_head_dim * h
+
+
+def dense_mlp_params(arch: ModelArch, tp: int) -> tuple[float, float]:
+    """(dense-layer MLP, MoE-layer shared experts + router) weights per rank for one layer."""
+    h = arch.hidden_size
+    dense = 3 * h * arch.intermediate_size / tp
+    if not arch.is_moe:
+        return dense, 0.0
+    shared_i = arch.shared_expert_intermediate_size or arch.shared_experts * arch.moe_intermediate_size
+    return dense, 3 * h * shared_i / tp + h * arch.num_experts
+
+
+def expert_params(arch: ModelArch, tp: int) -> float:
+    """One routed expert's weights on one rank (TP-sharded experts, SGLang's default ep_size 1)."""
+    return 3 * arch.hidden_size * arch.moe_intermediate_size / tp
+
+
+def weights_bytes(arch: ModelArch, par: Parallel) -> float:
+    """All weights one rank holds (bytes): layers, every routed expert, embedding and LM head
+    (vocab-parallel)."""
+    tp = par.tp
+    wb = weight_bytes_per_element(arch, par, routed=False)
+    dense_mlp, shared = dense_mlp_params(arch, tp)
+    per_layer = attention_params(arch, tp)
+    total = wb * (arch.num_layers * per_layer + arch.first_k_dense * dense_mlp + arch.moe_layers * shared)
+    if not arch.is_moe:
+        total += wb * arch.num_layers * dense_mlp
+    total += weight_bytes_per_element(arch, par, routed=True) * arch.moe_layers * arch.num_experts * expert_params(arch, tp)
+    emb = arch.vocab_size * arch.hidden_size / tp
+    norms = (2 * arch.num_layers + 1) * arch.hidden_size  # RMSNorm weights, replicated
+    return total + BF16 * (emb * (1 if arch.tie_word_embeddings else 2) + norms)
+
+
+def kv_entries(arch: ModelArch, keys: float) -> float:
+    """KV entries one layer reads for a query attending ``keys`` positions, averaged over
+    layers: the sliding window caps them on windowed layers; a compressed history adds one
+    entry per ``kv_compress_ratio`` positions beyond the window."""
+    w = arch.sliding_window
+    if w is None:
+        return keys
+    windowed = min(keys, w) + (max(0.0, keys - w) / arch.kv_compress_ratio if arch.kv_compress_ratio else 0.0)
+    f = arch.swa_layer_fraction
+    return f * windowed + (1 - f) * keys
+
+
+def kv_cell_bytes(arch: ModelArch, tp: int) -> float:
+    """KV cache bytes per token on one rank, all layers, bf16 (SGLang pool_configurator.py
+    ``_compute_cell_size``: MLA stores the latent, replicated; MHA/GQA splits KV heads)."""
+    if arch.is_mla:
+        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * arch.num_layers * BF16
+    return arch.kv_heads_per_rank(tp) * (arch.head_dim + arch.v_head_dim) * arch.num_layers * BF16
+
+
+def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, *, tokens: float,
+                 requests: float, keys: float, kv_read: float, logits: float, absorbed_mla: bool) -> ForwardCost:
+    """Seconds of one forward on one rank.
+
+    Args:
+        tokens: new tokens in the forward (batch x tokens per request).
+        requests: requests in the forward (each reads its KV once).
+        keys: mean positions each new token attends (causal: prefix + half the extend).
+        kv_read: positions of KV each request reads from the cache.
+        logits: positions whose logits are computed (LM head rows).
+        absorbed_mla: MLA in the absorbed form (decode/verify) rather than expanded (extend).
+
+    Returns:
+        :class:`ForwardCost`; ``graph_s`` when replayed as a graph, ``eager_s`` when eager.
+    """
+    tp = par.tp
+    t = max(tokens, 1.0)
+    peak_mm = gpu.peak_flops(par.dtype) * eff.matmul
+    peak_attn = gpu.bf16_tflops * 1e12 * eff.attention
+    bw = gpu.hbm_tbps * 1e12 * eff.hbm
+    L, h = arch.num_layers, arch.hidden_size
+    wb = weight_bytes_per_element(arch, par, routed=False)
+
+    # dense linears + activations streamed through them
+    attn_p = attention_params(arch, tp)
+    dense_mlp, shared = dense_mlp_params(arch, tp)
+    lin_params = L * attn_p + (arch.first_k_dense * dense_mlp + arch.moe_layers * shared if arch.is_moe else L * dense_mlp)
+    act_bytes = t * L * BF16 * (12 * h + 3 * (arch.intermediate_size if not arch.is_moe else arch.moe_intermediate_size * arch.experts_per_token) / tp)
+    linear_s = max(2 * t * lin_params / peak_mm, (wb * lin_params + act_bytes) / bw)
+
+    experts_s = 0.0
+    if arch.is_moe:
+        e, k = arch.num_experts, arch.experts_per_token
+        active = e * (1 - (1 - k / e) ** t)
+        ep = expert_params(arch, tp)
+        ewb = weight_bytes_per_element(arch, par, routed=True)
+        experts_s = arch.moe_layers * max(2 * t * k * ep / peak_mm, ewb * active * ep / bw)
+
+    heads = arch.num_heads / tp
+    eff_keys = kv_entries(arch, keys)
+    if arch.is_mla and absorbed_mla:
+        per_key = 2 * (2 * arch.kv_lora_rank + arch.qk_rope_head_dim)
+    else:
+        per_key = 2 * (arch.qk_head_dim + arch.v_head_dim)
+    attn_flops = L * t * eff_keys * heads * per_key
+    cell = kv_cell_bytes(arch, tp)
+    kv_bytes = requests * kv_entries(arch, kv_read) * cell + t * cell
+    attention_s = max(attn_flops / peak_attn, kv_bytes / bw)
+
+    lm_params = arch.vocab_size * h / tp
+    lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_mm, BF16 * lm_params / bw)
+
+    allreduce_s = 0.0
+    if tp > 1:
+        msg = t * h * BF16
+        one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.link_gbps * 1e9 * eff.interconnect)
+        allreduce_s = 2 * L * one
+    kernels = kernel_count(arch, eff)
+    overhead_s = eff.graph_launch_s + kernels * eff.kernel_gap_s
+    gpu_s = linear_s + experts_s + attention_s + lm_head_s + allreduce_s + overhead_s
+    eager_s = max(gpu_s, kernels * eff.eager_launch_per_kernel_s)
+    return ForwardCost(linear_s, experts_s, attention_s, lm_head_s, allreduce_s, overhead_s, eager_s)
+
+
+def kernel_count(arch: ModelArch, eff: Efficiency | None = None) -> int:
+    """Kernels one forward launches: per layer ``kernels_per_layer`` (+6 for MoE routing,
+    dispatch and combine), plus embedding, final norm, LM head and sampling."""
+    eff = eff or Efficiency()
+    return arch.num_layers * (eff.kernels_per_layer + (6 if arch.is_moe else 0)) + 4
+
+
+def draft_arch(target: ModelArch, layers: int) -> ModelArch:
+    """The assumed drafter: ``layers`` dense decoder layers of the target's attention shape
+    with the target's dense MLP width, sharing its vocabulary (EAGLE/MTP heads and the
+    public DFlash/DSpark drafters are a few target-shaped layers on the target's LM head)."""
+    return target.model_copy(update={
+        "name": f"{target.name}-draft{layers}", "num_layers": layers, "num_experts": 0,
+        "experts_per_token": 0, "shared_experts": 0, "shared_expert_intermediate_size": 0,
+        "moe_intermediate_size": 0, "first_k_dense": 0, "fp8_routed_experts_only": False,
+    })
+
+
+def decode_like(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, batch: float,
+                per_request: int, context: float) -> ForwardCost:
+    """A decode (``per_request`` = 1) or verify forward: ``batch`` requests, each with
+    ``per_request`` new tokens on ``context`` committed tokens; logits for every new token."""
+    return forward_cost(arch, gpu, par, eff, tokens=batch * per_request, requests=batch,
+                        keys=context + (per_request + 1) / 2, kv_read=context,
+                        logits=batch * per_request, absorbed_mla=True)
+
+
+def extend(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, tokens: float,
+           mean_keys: float, request_tokens: int = 1024) -> ForwardCost:
+    """A prefill forward of ``tokens`` extend tokens whose mean attended context is
+    ``mean_keys`` (the cost model's query: mean prefix + half the mean extend length).
+    Requests are taken as ``request_tokens`` long (an assumption: only the LM-head rows and
+    the prefix KV reads depend on it), with the prefix that gives ``mean_keys``."""
+    per_req = min(tokens, request_tokens, max(1.0, 2 * mean_keys)) if mean_keys > 0 else min(tokens, request_tokens)
+    n = max(1.0, math.ceil(tokens / max(per_req, 1.0)))
+    prefix = max(0.0, mean_keys - per_req / 2)
+    return forward_cost(arch, gpu, par, eff, tokens=tokens, requests=n, keys=max(mean_keys, 1.0),
+                        kv_read=prefix, logits=n, absorbed_mla=False)

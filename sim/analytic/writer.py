@@ -1,0 +1,209 @@
+"""Build a profile (the schema :mod:`sim.profile` reads) from a model, a GPU and a TP size.
+
+Every grid cell is :mod:`sim.analytic.roofline` evaluated at that cell's shape, so the
+same function fills any axis a profile grid has (batch, tokens per request, context).
+The profile carries:
+
+- ``hardware``: platform, GPU, TP, memory, weights and KV bytes per rank (what
+  :mod:`sim.defaults` turns into SGLang's defaults and the KV pool);
+- ``analytic``: every input (model shape, GPU figures, TP, dtype, window, drafter,
+  efficiency factors) so :func:`regenerate` rebuilds it with refitted factors;
+- ``provenance``: where each number comes from.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from specsched.sim.analytic.gpus import GpuSpec
+from specsched.sim.analytic.models import ModelArch
+from specsched.sim.analytic.roofline import (
+    EFFICIENCY_SOURCES,
+    Efficiency,
+    ForwardCost,
+    Parallel,
+    decode_like,
+    draft_arch,
+    extend,
+    kernel_count,
+    kv_cell_bytes,
+    weights_bytes,
+)
+from specsched.sim.errors import ConfigError
+from specsched.sim.profile import GpuProfile, Profile
+
+BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024]
+CONTEXTS = [0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+DRAFT_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096, 8192]
+EXTEND_TOKENS = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
+EXTEND_CONTEXTS = [0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+
+
+def check_tp(arch: ModelArch, tp: int, file: str) -> None:
+    """TP must split the query heads evenly, and the KV heads (or be a multiple of them).
+
+    Raises:
+        ConfigError: naming ``--tp``, the value and what divides the heads.
+    """
+    if tp < 1:
+        raise ConfigError("<command line>", "--tp", tp, "must be >= 1")
+    allowed = [d for d in range(1, arch.num_heads + 1) if arch.num_heads % d == 0
+               and (arch.is_mla or arch.num_kv_heads % d == 0 or d % arch.num_kv_heads == 0)]
+    if tp not in allowed:
+        raise ConfigError(file, "--tp", tp, f"must divide num_attention_heads {arch.num_heads} "
+                          f"(and num_key_value_heads {arch.num_kv_heads}); allowed: {', '.join(map(str, allowed[:12]))}")
+
+
+def _grid(xs: list[int], cs: list[int], f: Callable[[float, float], float]) -> dict[str, Any]:
+    return {"x": [float(x) for x in xs], "context_len": [float(c) for c in cs],
+            "seconds": [[float(f"{f(x, c):.6e}") for c in cs] for x in xs]}
+
+
+def _host(platform: str) -> tuple[dict[str, float], dict[str, str]]:
+    path = Path(str(resources.files("specsched.sim.analytic") / "data" / "host.yaml"))
+    raw = yaml.safe_load(path.read_text())[platform]
+    src = raw.pop("source")
+    return raw, {f"host.{k}": v for k, v in src.items()}
+
+
+def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None = None, *,
+                  window: int = 6, drafter: str = "block", draft_layers: int = 1,
+                  eff: Efficiency | None = None, name: str | None = None,
+                  model_ref: str = "") -> dict[str, Any]:
+    """A profile mapping that validates as :class:`sim.profile.Profile`.
+
+    Args:
+        window: verify window (tokens verified per request) of the ``verify`` grid.
+        drafter: ``block`` (one draft forward over the window: DSpark/DFlash) or ``chain``
+            (one token per draft forward: EAGLE/MTP; serial steps come from ``draft_step``).
+        draft_layers: decoder layers of the assumed drafter.
+        dtype: ``bf16`` or ``fp8`` (default: fp8 for an fp8 checkpoint, else bf16).
+
+    Raises:
+        ConfigError: a TP size that does not divide the heads, or a bad window/drafter.
+    """
+    check_tp(arch, tp, model_ref or arch.name)
+    if window < 2 or window > 64:
+        raise ConfigError("<command line>", "--window", window, "must be in 2..64")
+    if drafter not in ("block", "chain"):
+        raise ConfigError("<command line>", "--drafter", drafter, "allowed: block, chain")
+    dtype = dtype or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
+    eff = eff or Efficiency()
+    par = Parallel(tp=tp, dtype=dtype)
+    draft = draft_arch(arch, draft_layers)
+
+    def dec(b: float, c: float) -> ForwardCost:
+        return decode_like(arch, gpu, par, eff, b, 1, c)
+
+    # profiles with a verify_window know the window and time the draft forward separately
+    # (draft_step by tokens); older ones want one cycle, draft included, per batch size
+    new_schema = "verify_window" in GpuProfile.model_fields
+    q_draft = window if drafter == "block" else 1
+
+    def ver(b: float, c: float) -> float:
+        target = decode_like(arch, gpu, par, eff, b, window, c).graph_s
+        return target if new_schema else target + decode_like(draft, gpu, par, eff, b, q_draft, c).graph_s
+
+    def draft_step(x: float, c: float) -> float:
+        # x: tokens of one draft forward (new schema) or batch size (old); each token's
+        # request reads its context once (exact for a chain step, an upper bound for a block)
+        return decode_like(draft, gpu, par, eff, x, 1, c).graph_s
+
+    from specsched.sim.defaults import memory_buckets
+
+    graph_bs = memory_buckets(gpu.memory_mib, tp)[1]
+    # eager: every kernel's host launch replaces the graph's gap (host-bound launches)
+    per_kernel = max(0.0, eff.eager_launch_per_kernel_s - eff.kernel_gap_s)
+    eager_overhead = max(0.0, kernel_count(arch, eff) * per_kernel - eff.graph_launch_s)
+    eager_draft_overhead = kernel_count(draft, eff) * per_kernel
+    c_ref = 1024.0
+    eager_factor = 1.0 + eager_overhead / dec(graph_bs, c_ref).graph_s
+    host, host_prov = _host(gpu.platform)
+    name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
+    # the drafter shares the target's embedding and LM head
+    w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - arch.vocab_size * arch.hidden_size / tp * 2 * (1 if arch.tie_word_embeddings else 2)
+    today = datetime.date.today().isoformat()
+    eff_d = eff.model_dump()
+    prov = {
+        "method": (f"analytic roofline (sim/analytic/roofline.py), {today}: per operator max(FLOPs / (peak x "
+                   f"efficiency), bytes / (bandwidth x efficiency)), summed, plus TP all-reduces and launch gaps"),
+        "model": f"{arch.name}: {arch.source}" + (f"; assumed: {'; '.join(arch.assumptions)}" if arch.assumptions else ""),
+        "gpu": f"{gpu.name}: {gpu.source.strip()}",
+        "gpu.extend": ("prefill of x tokens at mean attended context c (mean prefix + half the extend), "
+                       "requests assumed 1024 tokens long (LM-head rows and prefix reads only)"),
+        "gpu.decode": "one decode forward: batch x, every request reads its c KV entries; graph-replayed",
+        "gpu.verify": (f"the target's verify forward over {window} tokens per request" if new_schema else
+                       f"one speculative cycle, window {window}: the drafter's forward "
+                       f"({'over the whole window' if drafter == 'block' else 'one token'}) plus the target's "
+                       f"verify forward over {window} tokens per request"),
+        "gpu.draft_step": ("one draft-model forward by its tokens x (batch x tokens per request), each token's "
+                           "request reading its context once" if new_schema else
+                           "one extra serial draft forward of one token per request (chain drafters)"),
+        "gpu.eager_overhead_s": (f"host-bound eager launch: {kernel_count(arch, eff)} kernels x ({eff.eager_launch_per_kernel_s * 1e6:.0f} us "
+                                 f"launch - {eff.kernel_gap_s * 1e6:.1f} us graph gap) - the graph launch"),
+        "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
+        "gpu.eager_factor": (f"(graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
+                             f"decode graph limit here) and 1K context; used only by profiles without eager_overhead_s"),
+        "drafter": (f"assumed: {draft_layers} target-shaped dense decoder layer(s) on the target's LM head "
+                    f"({drafter} drafter); its weights count in hardware.weight_bytes"),
+        **{f"analytic.efficiency.{k}": v for k, v in EFFICIENCY_SOURCES.items()},
+        "hardware.kv_cell_bytes": "KV bytes per token per rank, bf16 KV cache (SGLang pool_configurator.py _compute_cell_size)",
+        "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
+        "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
+        **host_prov,
+    }
+    return {
+        "name": name,
+        "device": f"{tp}x {gpu.name} ({gpu.platform}), {arch.name} {dtype}, TP{tp}, analytic roofline",
+        "description": (f"Analytic roofline profile of {arch.name} on {tp}x {gpu.name} ({dtype}); not a "
+                        f"measurement. Efficiency factors are a priori defaults (analytic.efficiency); "
+                        f"refit them from measurements with sim.analytic.writer.regenerate."),
+        "provenance": prov,
+        "gpu": {
+            "extend": _grid(EXTEND_TOKENS, EXTEND_CONTEXTS, lambda x, c: extend(arch, gpu, par, eff, x, c).graph_s),
+            "draft_inject": _grid(EXTEND_TOKENS, EXTEND_CONTEXTS, lambda x, c: extend(draft, gpu, par, eff, x, c).graph_s),
+            "verify": _grid(BATCHES, CONTEXTS, ver),
+            **({"verify_window": window, "verify_includes_draft": False} if new_schema else {}),
+            "draft_step": _grid(DRAFT_TOKENS if new_schema else BATCHES, CONTEXTS, draft_step),
+            "decode": _grid(BATCHES, CONTEXTS, lambda b, c: dec(b, c).graph_s),
+            **({"eager_overhead_s": float(f"{eager_overhead:.6e}"),
+                "eager_draft_overhead_s": float(f"{eager_draft_overhead:.6e}")} if new_schema else {}),
+            "eager_factor": round(eager_factor, 4),
+        },
+        "host": host,
+        "hardware": {
+            "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
+            "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(kv_cell_bytes(arch, tp)),
+            "context_len": arch.context_len, "mla": arch.is_mla,
+        },
+        "analytic": {
+            "model": arch.model_dump(), "gpu": gpu.model_dump(), "tp": tp, "dtype": dtype,
+            "window": window, "drafter": drafter, "draft_layers": draft_layers, "efficiency": eff_d,
+        },
+    }
+
+
+def regenerate(profile: Profile, **efficiency: float) -> dict[str, Any]:
+    """Rebuild an analytic profile with some efficiency factors changed (what a calibration
+    step calls after fitting them), keeping every other input.
+
+    Raises:
+        ConfigError: the profile was not written by the analytic writer, or a factor is
+            unknown or out of range.
+    """
+    a = profile.analytic
+    if not a:
+        raise ConfigError(profile.path or profile.name, "analytic", "<missing>", "not an analytic profile")
+    unknown = set(efficiency) - set(Efficiency.model_fields)
+    if unknown:
+        raise ConfigError(profile.path or profile.name, "analytic.efficiency", sorted(unknown)[0],
+                          f"allowed: {', '.join(Efficiency.model_fields)}")
+    eff = Efficiency.model_validate({**a["efficiency"], **efficiency})
+    return build_profile(ModelArch.model_validate(a["model"]), GpuSpec.model_validate(a["gpu"]), a["tp"], a["dtype"],
+                         window=a["window"], drafter=a["drafter"], draft_layers=a["draft_layers"], eff=eff,
+                         name=profile.name)

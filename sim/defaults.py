@@ -1,0 +1,216 @@
+"""SGLang's own defaults for the hardware a profile describes.
+
+A scenario that leaves a server argument out gets the value SGLang would pick on the
+profile's device, not a fixed one. Rules, as in sglang 0.5.23:
+
+- ``chunked_prefill_size`` and the decode graph's ``cuda_graph_max_bs`` by the memory one GPU
+  reports (arg_groups/memory_hook.py ``handle_gpu_memory_settings``): < 20 GiB 2048 / 8;
+  < 35 GiB 4096 / 48 (160 at tp >= 4); < 60 GiB 4096 / 32 (160); < 160 GiB 8192 / 256 (512 at
+  tp >= 4); larger 16384 / 512; unknown memory 4096 / 160. A default graph size above an
+  explicit max_running_requests is cut to it.
+- ``mem_fraction_static`` = (memory - reserved) / memory, reserved = 512 MiB + 1.5 MiB per
+  activation token (max(chunked_prefill_size, 2048)) + tp / 8 GiB + the graph reserve (2 MiB
+  per decode graph batch; prefill graphs on CUDA: 8 MiB per captured size, 1.5 GiB for MLA),
+  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``).
+- the KV pool ``max_total_num_tokens`` = (free memory before weights x mem_fraction_static -
+  weights) / KV bytes per token (model_runner ``_profile_available_bytes``,
+  pool_configurator.py ``calculate_pool_sizes``).
+- ``max_running_requests``: 48 with speculative decoding (arg_groups/speculative_hook.py,
+  every algorithm's handler), otherwise min(clamp(pool / context_len x 512, 2048, 4096),
+  pool // 2) (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``).
+- the publish wait (``sync_mode``): a host-blocking synchronize on HIP, an Event.wait queued
+  from the schedule stream on CUDA (managers/overlap_utils.py ``resolve_seq_lens_cpu``);
+  the host blocks on CPU.
+- ``prefill_slot_expansion_sync`` only where the profile's build has it (0.5.23 passes
+  output_size, so off).
+- overlap scheduling on (``enable_overlap_schedule``), SGLang's default.
+- the min-free-slots admission delay for the DFlash family (DSpark, DFlash), automatic in
+  SGLang (managers/min_free_slots_delayer.py); off for other algorithms.
+
+Profiles without a ``hardware`` block are matched to a shipped GPU by their ``device``
+text; if none matches, the ServerArgs defaults stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
+from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
+from specsched.sim.profile import Profile, load_profile
+
+SPEC_MAX_RUNNING_REQUESTS = 48
+"""SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""
+
+
+def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) for a GPU reporting ``memory_mib``."""
+    if memory_mib is None:
+        return 4096, 160
+    gib = memory_mib / 1024
+    if gib < 20:
+        return 2048, 8
+    if gib < 35:
+        return 4096, 48 if tp < 4 else 160
+    if gib < 60:
+        return 4096, 32 if tp < 4 else 160
+    if gib < 160:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill graph sizes SGLang captures up to ``max_tokens`` tokens
+    (cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return sum(1 for s in sizes if s <= max_tokens)
+
+
+def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int) -> float:
+    """SGLang's mem_fraction_static for this device and these settings (3 decimals)."""
+    if hw.memory_mib is None:
+        return 0.95
+    act = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+    reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024 + graph_max_bs * 2
+    if hw.platform == "cuda":  # prefill graphs (breakable) are on by default on CUDA only
+        cap = min(8192, act) if hw.mla else act
+        reserved += 1536 if hw.mla else prefill_graph_sizes(cap) * 8
+    if hw.memory_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
+
+
+def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1) -> int | None:
+    """KV pool tokens per rank, or None when the profile lacks the weights or KV bytes."""
+    if hw.memory_mib is None or hw.weight_bytes is None or hw.kv_cell_bytes is None:
+        return None
+    pre_load = (hw.memory_mib - hw.context_mib) * 2**20
+    rest = pre_load - pre_load * (1 - mfs) - hw.weight_bytes
+    if rest <= 0:
+        return 0
+    return int(rest // hw.kv_cell_bytes) // page_size * page_size
+
+
+def auto_max_running_requests(pool: int, context_len: int | None) -> int:
+    """SGLang's automatic max_running_requests from the pool (no speculative decoding)."""
+    est = int(pool / (context_len or 4096) * 512)
+    return max(1, min(max(min(est, 4096), 2048), pool // 2))
+
+
+def platform_sync_mode(platform: str) -> SyncMode:
+    """The publish wait SGLang uses on ``platform``."""
+    return {"hip": SyncMode.host_block, "cuda": SyncMode.cross_queue_wait}.get(platform, SyncMode.host_block)
+
+
+def hardware_of(profile: Profile) -> Hardware | None:
+    """The profile's hardware block, or one inferred from its device text (GPU name, TP)."""
+    if profile.hardware is not None:
+        return profile.hardware
+    from specsched.sim.analytic.gpus import find_gpu_in_text
+
+    gpu = find_gpu_in_text(profile.device)
+    if gpu is None:
+        return None
+    return Hardware(platform=gpu.platform, gpu=gpu.name, memory_mib=gpu.memory_mib)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One server argument the scenario left out, the value it got and why."""
+
+    key: str
+    value: Any
+    why: str
+
+
+def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> tuple[ServerArgs, list[Resolved]]:
+    """``server`` with every key of :data:`RESOLVED_KEYS` not in ``given`` set to SGLang's
+    default for ``hw``; returns the new args and what was filled. ``hw`` None: unchanged."""
+    if hw is None:
+        return server, []
+    out: list[Resolved] = []
+    vals: dict[str, Any] = {}
+    where = f"{hw.gpu or hw.platform} ({hw.memory_mib / 1024:.0f} GiB), tp {hw.tp_size}" if hw.memory_mib else f"{hw.gpu or hw.platform}, memory unknown"
+
+    def put(key: str, value: Any, why: str) -> None:
+        if key not in given:
+            vals[key] = value
+            out.append(Resolved(key, value, why))
+
+    chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
+    put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
+    if "cuda_graph_max_bs" not in given and "max_running_requests" in given:
+        graph = min(graph, server.max_running_requests)
+    put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
+    chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
+    graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
+    mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v)
+    pool = kv_pool_tokens(hw, mfs, server.page_size)
+    if pool is not None and pool > 0:
+        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs} x memory - weights {hw.weight_bytes / 2**30:.1f} GiB, "
+            f"{hw.kv_cell_bytes / 1024:.1f} KiB per token")
+    pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
+    if server.speculative_algorithm.enabled:
+        put("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "SGLang's reset for speculative decoding")
+    elif pool is not None and pool > 0:
+        put("max_running_requests", auto_max_running_requests(pool_v, hw.context_len),
+            f"from the KV pool and context length {hw.context_len}")
+    put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
+    put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
+        "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
+    put("enable_overlap_schedule", True, "SGLang's default")
+    if server.speculative_algorithm.is_block:
+        put("admission_delay", AdmissionDelay.min_free_slots, "automatic for DSpark/DFlash in SGLang")
+    return server.model_copy(update=vals), out
+
+
+def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
+                            profile: Profile | None = None) -> tuple[Scenario, list[Resolved]]:
+    """The scenario with SGLang's hardware defaults filled in for the server arguments the
+    scenario file (with its arm and overrides) did not set.
+
+    Args:
+        given: server keys the user set (default: the fields pydantic saw set).
+        profile: the profile that times it (default: the scenario's own, loaded).
+
+    Returns:
+        (resolved scenario, the values filled in).
+
+    Raises:
+        ConfigError: the scenario's profile cannot be loaded.
+    """
+    if given is None:
+        given = set(scenario.server.model_fields_set)
+    if profile is None:
+        profile = load_profile(scenario.profile, relative_to=scenario.path or None)
+    server, filled = resolve_server(scenario.server, hardware_of(profile), given)
+    # validate again: the filled values must pass the same checks as written ones
+    server = ServerArgs.model_validate(server.model_dump())
+    out = scenario.model_copy(update={"server": server})
+    out._resolved_defaults = filled
+    return out, filled
+
+
+def resolve_loaded(scenario: Scenario) -> Scenario:
+    """:func:`apply_hardware_defaults` for a scenario just loaded from its file; the filled
+    values are kept on ``scenario._resolved_defaults`` for ``specsched run`` to print. A
+    profile that cannot be loaded leaves the scenario as it is (running it reports that)."""
+    from specsched.sim.errors import ConfigError
+
+    try:
+        return apply_hardware_defaults(scenario)[0]
+    except ConfigError:
+        return scenario
+
+
+def format_resolved(changed: list[Resolved]) -> str:
+    """One short block: the resolved values that the scenario file did not state."""
+    if not changed:
+        return ""
+    lines = ["server defaults for this hardware (not in the scenario file):"]
+    for r in changed:
+        v = r.value.value if hasattr(r.value, "value") else r.value
+        lines.append(f"  {r.key} = {v}  ({r.why})")
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""What a profile knows about the machine it times: the inputs of SGLang's hardware defaults.
+
+A profile's ``hardware`` block (optional) names the platform, the GPU, the TP size, the
+memory the driver reports and, when the model is known, the weights and KV cache bytes per
+rank. :mod:`sim.defaults` turns it into SGLang's defaults (chunked_prefill_size,
+cuda_graph_max_bs, mem_fraction_static, the KV pool, max_running_requests, the publish
+wait). ``specsched profile --analytic`` writes it; measured profiles may carry it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "max_total_num_tokens",
+                 "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
+                 "enable_overlap_schedule", "admission_delay")
+"""Server arguments :mod:`sim.defaults` fills from the hardware when a scenario leaves them out."""
+
+
+class Hardware(BaseModel):
+    """The device behind a profile (per GPU figures; one TP group).
+
+    platform: ``cuda``, ``hip`` (ROCm) or ``cpu``: selects the publish wait SGLang uses
+        (managers/overlap_utils.py: a queued Event.wait on CUDA, a host-blocking
+        synchronize on HIP).
+    gpu: the GPU's name (a key of the analytic GPU table when it is one).
+    tp_size: tensor-parallel ranks.
+    memory_mib: total memory one GPU reports (nvidia-smi/amd-smi), MiB; SGLang's
+        handle_gpu_memory_settings buckets on it.
+    weight_bytes: weights one rank holds (target plus draft model), bytes.
+    kv_cell_bytes: KV cache bytes per token on one rank (all layers).
+    context_len: the model's maximum context (max_running_requests formula).
+    mla: the model uses MLA attention (SGLang reserves more memory for MLA prefill graphs).
+    context_mib: memory already taken when SGLang measures free memory before loading
+        weights (driver context, communication buffers): not a server argument; 1 GiB
+        assumed unless a profile measured it.
+    slot_expansion_sync: the server build's DSpark prefill expands slots with
+        repeat_interleave without output_size (HIP unified-KV backend before sglang 0.5.23),
+        which blocks the host until the prefill forward drains.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    platform: Literal["cuda", "hip", "cpu"]
+    gpu: str = ""
+    tp_size: int = Field(1, ge=1)
+    memory_mib: float | None = Field(None, gt=0)
+    weight_bytes: float | None = Field(None, ge=0)
+    kv_cell_bytes: float | None = Field(None, gt=0)
+    context_len: int | None = Field(None, ge=1)
+    mla: bool = False
+    context_mib: float = Field(1024.0, ge=0)
+    slot_expansion_sync: bool = False

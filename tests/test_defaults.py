@@ -1,0 +1,114 @@
+"""SGLang's hardware-derived server defaults (sim/defaults.py), one platform at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from specsched.sim.analytic.cli import write_analytic_profile
+from specsched.sim.analytic.gpus import load_gpu
+from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.writer import build_profile
+from specsched.sim.bundled import bundled_scenario_names
+from specsched.sim.config import AdmissionDelay, SyncMode, load_scenario
+from specsched.sim.defaults import (
+    auto_max_running_requests,
+    kv_pool_tokens,
+    mem_fraction_static,
+    memory_buckets,
+)
+from specsched.sim.hardware import Hardware
+
+
+def _scenario(tmp_path: Path, model: str, gpu: str, tp: int, server: str = "") -> Path:
+    prof = tmp_path / f"{gpu}-{model}-tp{tp}.yaml"
+    write_analytic_profile(build_profile(load_model(model), load_gpu(gpu), tp), prof)
+    scn = tmp_path / f"s-{gpu}-{tp}.yaml"
+    scn.write_text(f"""name: t
+profile: {prof.name}
+server: {{{server}}}
+workload: {{kind: burst, num_requests: 4, input_len: {{kind: fixed, value: 64}}, output_len: {{kind: fixed, value: 8}}}}
+""")
+    return scn
+
+
+def test_h200_gets_sglangs_h200_defaults(tmp_path):
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1))
+    s = sc.server
+    assert (s.chunked_prefill_size, s.cuda_graph_max_bs) == (8192, 256)
+    assert s.sync_mode is SyncMode.cross_queue_wait  # a queued Event.wait on CUDA
+    assert s.enable_overlap_schedule and not s.prefill_slot_expansion_sync
+    # reserved = 512 + 8192 x 1.5 + 1/8 GiB + 256 x 2 + 58 prefill graph sizes x 8 = 13904 MiB
+    hw = Hardware(platform="cuda", memory_mib=143771)
+    assert mem_fraction_static(hw, 8192, 16384, 256) == round((143771 - 13904) / 143771, 3)
+    # KV pool = free memory before weights x 0.903 - weights, over 128 KiB per token
+    from specsched.sim.profile import load_profile
+
+    weights = load_profile(sc.profile, relative_to=sc.path).hardware.weight_bytes
+    assert s.max_total_num_tokens == int(((143771 - 1024) * 2**20 * 0.903 - weights) // 131072)
+    assert s.max_running_requests == auto_max_running_requests(s.max_total_num_tokens, 131072)
+    assert {r.key for r in sc._resolved_defaults} >= {"chunked_prefill_size", "max_total_num_tokens"}
+
+
+def test_h200_speculative_decoding_runs_48_requests(tmp_path):
+    scn = _scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                    "speculative_algorithm: dspark, speculative_num_draft_tokens: 4")
+    s = load_scenario(scn).server
+    assert s.max_running_requests == 48 and s.admission_delay == AdmissionDelay.min_free_slots
+
+
+def test_mi355x_gets_the_hip_defaults(tmp_path):
+    s = load_scenario(_scenario(tmp_path, "deepseek-v3", "MI355X", 8)).server
+    assert (s.chunked_prefill_size, s.cuda_graph_max_bs) == (16384, 512)
+    assert s.sync_mode is SyncMode.host_block  # a host-blocking synchronize on HIP
+
+
+def test_small_gpu_gets_the_small_buckets(tmp_path):
+    s = load_scenario(_scenario(tmp_path, "qwen3-0.6b", "RTX5090", 1)).server
+    assert (s.chunked_prefill_size, s.cuda_graph_max_bs) == (4096, 48)
+    assert memory_buckets(32607, 4) == (4096, 160)
+    assert memory_buckets(16 * 1024, 1) == (2048, 8)
+    assert memory_buckets(40 * 1024, 1) == (4096, 32)
+    assert memory_buckets(None, 1) == (4096, 160)
+
+
+def test_the_file_wins_and_a_given_running_limit_caps_the_graph(tmp_path):
+    scn = _scenario(tmp_path, "llama-3.1-8b", "H200", 1, "chunked_prefill_size: 1024, max_running_requests: 32")
+    sc = load_scenario(scn)
+    assert sc.server.chunked_prefill_size == 1024 and sc.server.max_running_requests == 32
+    assert sc.server.cuda_graph_max_bs == 32  # SGLang cuts a default graph size to the limit
+    assert "chunked_prefill_size" not in {r.key for r in sc._resolved_defaults}
+
+
+def test_set_overrides_resolve_after_they_apply(tmp_path):
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    scn = _scenario(tmp_path, "llama-3.1-8b", "H200", 1)
+    sc = load_scenario_with_overrides(scn, "base", {"server.speculative_algorithm": "eagle",
+                                                    "server.speculative_num_draft_tokens": 3})
+    assert sc.server.max_running_requests == 48
+
+
+@pytest.mark.parametrize("name", [n for n in bundled_scenario_names() if not n.startswith("h200/")])
+def test_shipped_mi355x_and_roofline_cells_keep_their_settings(name):
+    """The reference cells state every hardware-derived setting: resolution changes nothing
+    that moves their results (the roofline cells run without speculation, where the
+    publish wait and slot expansion do not exist)."""
+    raw = load_scenario(name, resolve_defaults=False).server
+    res = load_scenario(name).server
+    diff = {k for k in type(raw).model_fields if getattr(raw, k) != getattr(res, k)}
+    if raw.speculative_algorithm.enabled:
+        assert diff == set()
+    else:
+        assert diff <= {"sync_mode", "prefill_slot_expansion_sync"}
+
+
+@given(a=st.floats(1024, 400_000), b=st.floats(1024, 400_000), tp=st.sampled_from([1, 2, 4, 8]))
+def test_more_memory_never_gives_smaller_defaults(a, b, tp):
+    lo, hi = sorted((a, b))
+    assert memory_buckets(lo, tp)[0] <= memory_buckets(hi, tp)[0]
+    hw = Hardware(platform="cuda", memory_mib=hi, weight_bytes=8e9, kv_cell_bytes=65536)
+    pool = kv_pool_tokens(hw, mem_fraction_static(hw, 8192, 16384, 256))
+    assert pool >= 0
