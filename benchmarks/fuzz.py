@@ -211,7 +211,10 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
         prof = Profile.model_validate(profile)
     except (ConfigError, ValueError):
         return "refused"
-    eng = SimEngine(sc, prof, sc.seed)
+    try:
+        eng = SimEngine(sc, prof, sc.seed)
+    except ConfigError:  # the profile lacks what the scenario needs: refused in one line
+        return "refused"
     res = eng.run()
     violations = check_run(sc, eng, res)
     assert not violations, violations
