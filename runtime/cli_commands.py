@@ -38,13 +38,15 @@ def check_device_and_preset(args: argparse.Namespace) -> None:
     if dev is not None:
         if dev.lower() in ("hip", "rocm", "gpu") or dev.lower().startswith(("hip:", "rocm:")):
             raise ConfigError("<command line>", "--device", dev, "use cuda or cuda:N (ROCm/HIP runs through torch's cuda API), or cpu")
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", dev):
-            raise ConfigError("<command line>", "--device", dev, "allowed: cpu, cuda, cuda:N")
+        if not re.fullmatch(r"(cpu|cuda(:\d+)?)(-as-hip)?", dev):
+            raise ConfigError("<command line>", "--device", dev,
+                              "allowed: cpu, cuda, cuda:N, or <device>-as-hip (the HIP code paths on that device)")
     from specsched.runtime.model import PRESETS
 
     presets = [k for k in PRESETS if not k.endswith("-draft")]
     if args.preset not in presets:
         raise ConfigError("<command line>", "--preset", args.preset, f"allowed: {', '.join(presets)}")
+    dev = dev.removesuffix("-as-hip") if dev is not None else None
     if dev is not None and dev.startswith("cuda"):
         import torch
 
@@ -94,7 +96,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     check_device_and_preset(args)
     sc = _scenario(args)
     t0 = time.perf_counter()
-    res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
+    res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                        backend=args.backend, allow_serializing=args.allow_serializing,
+                        progress=not getattr(args, "quiet", False)).run()
     print(format_report(res.summary, title="Measured (runtime)"))
     out = Path(args.out) if args.out else default_out_dir(sc.name, args.arm, res.summary["seed"]).with_name(
         f"{args.arm}-seed{res.summary['seed']}-measured")
@@ -113,7 +117,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_device_and_preset(args)
     sc = _scenario(args)
     profile = load_profile(args.profile)
-    measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs).run()
+    measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                             backend=args.backend, allow_serializing=args.allow_serializing,
+                             progress=not getattr(args, "quiet", False)).run()
     predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile)
     predicted.summary["profile"] = profile.name
     rows = validation_table(predicted.summary, measured.summary)
@@ -143,6 +149,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="1b", help="proxy model preset (tiny, small, 1b, 8b)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
     p.add_argument("--no-graphs", action="store_true", help="run decode/verify eagerly")
+    p.add_argument("--backend", choices=("hip",), default=None,
+                   help="force the HIP code paths (stream layout, waits, barrier guard) on this device")
+    p.add_argument("--allow-serializing", dest="allow_serializing", action="store_true",
+                   help="measure even with AMD_SERIALIZE_KERNEL, AMD_SERIALIZE_COPY, HIP_LAUNCH_BLOCKING or "
+                        "CUDA_LAUNCH_BLOCKING set (results stamped); refused otherwise")
 
 
 def add_parsers(sub: Any) -> None:
@@ -157,7 +168,9 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--out", default=None, help="directory for both results and validate.csv (appended)")
     v.set_defaults(func=cmd_validate)
     try:
+        from specsched.runtime.doctor import register_doctor_command
         from specsched.runtime.profiler import register_profile_command
     except ImportError:
         return
     register_profile_command(sub)
+    register_doctor_command(sub)

@@ -47,6 +47,7 @@ Design points forced by HIP (shared/reference/hip-vs-cuda.md):
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -94,7 +95,29 @@ def detect_backend(device: str | torch.device | None = None) -> Backend:
 def _resolve(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    return torch.device(split_device(device)[0] if isinstance(device, str) else device)
+
+
+FORCE_BACKEND_ENV = "SPECSCHED_BACKEND"
+"""Environment variable that forces the backend of every :class:`Device` built without an
+explicit ``backend`` (``hip``: run the whole test suite in cpu-as-hip / cuda-as-hip mode)."""
+
+
+def split_device(spec: str) -> tuple[str, Backend | None]:
+    """``"cuda-as-hip"`` -> ``("cuda", "hip")``; ``"cpu"`` -> ``("cpu", None)``.
+
+    The ``-as-hip`` suffix runs the HIP code paths (stream layout, waits, guards) on a CPU
+    or an NVIDIA device (:class:`Device`'s ``backend`` override).
+
+    Raises:
+        ValueError: a suffix other than ``-as-hip``.
+    """
+    if "-as-" not in spec:
+        return spec, None
+    dev, _, forced = spec.partition("-as-")
+    if forced != "hip":
+        raise ValueError(f"device {spec!r}: only '<device>-as-hip' forces a backend, e.g. cuda-as-hip or cpu-as-hip")
+    return dev, "hip"
 
 
 
@@ -125,6 +148,10 @@ class Device:
         ring_size: events in the ring (> the loop's in-flight depth; the overlap loop
             keeps about 4 per step in flight for 2 steps, so the default 64 is ample).
         dtype: compute dtype of models on this device (default bf16 on GPU, float32 on CPU).
+        backend: force the code paths of a backend: ``"hip"`` on a CPU or NVIDIA device
+            runs every HIP branch (cpu-as-hip, cuda-as-hip); also given as a device suffix
+            (``"cuda-as-hip"``) or the :data:`FORCE_BACKEND_ENV` variable. Applied before
+            streams are made.
 
     Attributes:
         torch_device: the ``torch.device``.
@@ -136,6 +163,13 @@ class Device:
             ``timing``, ``device_synchronize``, ``graph_capture``, ... as given by callers).
         sync_seconds: host seconds spent blocked, by kind.
         queued_waits: queued (non-blocking) stream waits by ``"<stream>"``.
+        event_records: event records by kind (``ring``: done/copy-done events; ``timing``:
+            timing marks; ``h2d`` / ``d2h``: the pinned host allocator's record per
+            non-blocking copy). Each is a barrier packet with a cache flush on HIP
+            (hip-vs-cuda.md item 9), so the count per step is reported and kept low.
+        allow_schedule_barrier: let the schedule stream wait on forward work on HIP (see
+            :meth:`_check_barrier`); set only by an arm that measures that barrier.
+        native_backend / label: the device's own backend; ``<native>-as-hip`` when forced.
 
     Raises:
         ValueError: unsupported device type.
@@ -149,9 +183,24 @@ class Device:
         measure: bool = False,
         ring_size: int = 64,
         dtype: torch.dtype | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.torch_device = _resolve(device)
-        self.backend: Backend = detect_backend(self.torch_device)
+        self.native_backend: Backend = detect_backend(self.torch_device)
+        if backend is None and isinstance(device, str):
+            backend = split_device(device)[1]
+        if backend is None:
+            backend = os.environ.get(FORCE_BACKEND_ENV) or None  # type: ignore[assignment]
+        backend = backend or self.native_backend
+        if backend not in ("cuda", "hip", "cpu"):
+            raise ValueError(f"backend {backend!r}: allowed cuda, hip, cpu")
+        if backend != self.native_backend and backend != "hip":
+            raise ValueError(f"backend {backend!r} cannot run on a {self.native_backend} device; only 'hip' can be forced")
+        # the override is applied before any stream or event exists: every HIP branch
+        # (stream layout, single-stream copies, the barrier guard) runs from the start
+        self.backend: Backend = backend
+        self.allow_schedule_barrier = False
+        self.event_records: Counter[str] = Counter()
         if self.is_gpu and not torch.cuda.is_available():
             raise RuntimeError(f"device {self.torch_device} asked for but torch.cuda.is_available() is False")
         if self.is_gpu and self.torch_device.index is None:
@@ -170,8 +219,18 @@ class Device:
     # ------------------------------------------------------------------------ basics
     @property
     def is_gpu(self) -> bool:
-        """True on CUDA and HIP."""
-        return self.backend != "cpu"
+        """True on a GPU (CUDA or HIP), whatever backend's code paths run."""
+        return self.torch_device.type == "cuda"
+
+    @property
+    def forced(self) -> bool:
+        """True when the backend's code paths were forced (cpu-as-hip, cuda-as-hip)."""
+        return self.backend != self.native_backend
+
+    @property
+    def label(self) -> str:
+        """``cuda``, ``hip``, ``cpu``, or ``<native>-as-hip`` when forced."""
+        return f"{self.native_backend}-as-{self.backend}" if self.forced else self.backend
 
     @property
     def is_hip(self) -> bool:
@@ -189,13 +248,17 @@ class Device:
         """One line: backend, device name, torch version (for results' ``source``)."""
         if self.is_gpu:
             name = torch.cuda.get_device_name(self.torch_device)
-            ver = torch.version.hip if self.is_hip else torch.version.cuda
-            return f"{self.backend}:{name} (torch {torch.__version__}, {self.backend} {ver})"
-        return f"cpu (torch {torch.__version__})"
+            nb = self.native_backend
+            ver = torch.version.hip if nb == "hip" else torch.version.cuda
+            return f"{self.label}:{name} (torch {torch.__version__}, {nb} {ver})"
+        return f"{self.label} (torch {torch.__version__})"
 
     def _make_streams(self) -> dict[str, Any]:
         if not self.is_gpu:
-            return {n: NullStream(n) for n in STREAM_NAMES}
+            s = {n: NullStream(n) for n in STREAM_NAMES}
+            if self.is_hip:
+                s["copy"] = s["forward"]  # the HIP layout: the result copy on the forward stream
+            return s
         sched = torch.cuda.Stream(self.torch_device)
         fwd = torch.cuda.Stream(self.torch_device)
         copy = fwd if self.is_hip else torch.cuda.Stream(self.torch_device)
@@ -238,6 +301,7 @@ class Device:
         """
         ev = self.ring.acquire(stream)
         ev.event.record(self.stream(stream))
+        self.event_records["ring"] += 1
         if not self.is_gpu:
             self.ring.mark_complete(ev)
         return ev
@@ -255,6 +319,7 @@ class Device:
         """
         s = self.stream(stream)
         event = ev.event  # stale check first
+        self._check_barrier(stream, ev)
         if s is not self.stream(ev.stream or stream):
             s.wait_event(event)
             if self.is_gpu:
@@ -292,11 +357,30 @@ class Device:
             ValueError: on HIP, ``waiter="schedule", source="forward"``: that barrier hung
                 and cost ~20 % throughput with MTP (sglang PR #26646, made CUDA-only).
         """
-        if self.is_hip and waiter == "schedule" and source == "forward":
-            raise ValueError("schedule.wait_stream(forward) is refused on HIP (sglang PR #26646); pair the read with an event instead")
+        if self.is_hip and waiter == "schedule" and self.stream(source) is self.stream("forward"):
+            self._check_barrier(waiter, None)
         ev = self.record(source)
         self.stream_wait(waiter, ev)
         return ev
+
+    def _check_barrier(self, waiter: str, ev: RingEvent | None) -> None:
+        """Refuse, on HIP, any queued wait of the schedule stream on forward-stream work:
+        ``schedule.wait_stream(forward)`` and ``schedule.wait_event(forward_done)`` are the
+        same barrier (torch builds wait_stream from record + wait_event), which hung and
+        cost ~20 % with MTP on HIP (sglang PR #26646, made CUDA-only). Allowed only when
+        :attr:`allow_schedule_barrier` is set by an arm that measures that barrier on
+        purpose (the cross_queue_wait sync mode), whose results are labelled so.
+
+        Raises:
+            ValueError: the barrier on HIP without the explicit allowance.
+        """
+        if not self.is_hip or waiter != "schedule" or self.allow_schedule_barrier:
+            return
+        src = None if ev is None else self.stream(ev.stream) if ev.stream else None
+        if ev is None or src is self.stream("forward"):
+            raise ValueError("a queued wait of the schedule stream on forward-stream work is refused on HIP "
+                             "(the barrier of sglang PR #26646); pair the read with an event on the reading "
+                             "stream, or measure it on purpose with sync_mode cross_queue_wait")
 
     def count_sync(self, kind: str, seconds: float = 0.0) -> None:
         """Count one host sync of ``kind`` that took ``seconds`` (for syncs made outside
@@ -324,6 +408,7 @@ class Device:
         self.sync_counts.clear()
         self.sync_seconds.clear()
         self.queued_waits.clear()
+        self.event_records.clear()
 
     # ------------------------------------------------------------------------ copies
     def pinned_empty(self, shape: Sequence[int] | torch.Size, dtype: torch.dtype) -> torch.Tensor:
@@ -348,6 +433,9 @@ class Device:
             return host
         if not host.is_pinned():
             host = host.pin_memory()
+        # the caching host allocator records an event per pinned block a non_blocking copy
+        # uses (a barrier packet on HIP, hip-vs-cuda.md item 9): counted
+        self.event_records["h2d"] += 1
         return host.to(self.torch_device, non_blocking=True)
 
     def copy_to_host(self, tensors: Mapping[str, torch.Tensor], after: RingEvent | None = None) -> HostCopy:
@@ -374,6 +462,7 @@ class Device:
             for name, t in tensors.items():
                 dst = self.pinned_empty(t.shape, t.dtype)
                 dst.copy_(t, non_blocking=True)
+                self.event_records["d2h"] += 1 if self.is_gpu else 0
                 if self.is_gpu and separate:
                     t.record_stream(self.stream(copy_name))
                 out[name] = dst
@@ -395,6 +484,7 @@ class Device:
         if self.is_gpu:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record(self.stream(stream))
+            self.event_records["timing"] += 1
             return ev
         return time.perf_counter()
 

@@ -37,10 +37,12 @@ import numpy as np
 import pandas as pd
 import torch
 from specsched.runtime.device import Device, HostCopy, RingEvent
+from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
+from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
-from specsched.sim.config import Scenario
+from specsched.sim.config import Scenario, SyncMode
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize
@@ -65,6 +67,7 @@ from specsched.sim.records import (
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler
 from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
+from tqdm.auto import tqdm
 
 _TOKENS_STREAM = 4
 
@@ -186,7 +189,8 @@ class RuntimeEngine:
     """
 
     def __init__(self, scenario: Scenario, *, preset: str = "1b", device: str | None = None,
-                 seed: int | None = None, graphs: bool = True, warmup: bool = True) -> None:
+                 seed: int | None = None, graphs: bool = True, warmup: bool = True,
+                 backend: str | None = None, allow_serializing: bool = True, progress: bool = False) -> None:
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
         srv = scenario.server
@@ -195,12 +199,25 @@ class RuntimeEngine:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         self.server = srv
-        self.dev = Device(device, measure=True)
+        self.serializing = check_serializing(allow_serializing)
+        self.dev = Device(device, measure=True, backend=backend)
+        self.progress = progress
         self.window = srv.spec_window
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         max_ctx = max(s.input_len + s.output_len for s in self.specs) + 4 * self.window + 64
         max_reqs = srv.max_running_requests + 8
-        slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + max_reqs * 2 * self.window + 1
+        # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
+        # so max_total_num_tokens bounds it; no more than the rows can ever map (+ padding)
+        slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + 1
+        est = estimate(PRESETS[preset], PRESETS[draft_preset(preset)] if srv.speculative_algorithm.enabled else None,
+                       slots=slots, max_reqs=max_reqs, max_context=max_ctx, window=self.window,
+                       chunk_tokens=min(max(s.input_len for s in self.specs), srv.chunked_prefill_size
+                                        if srv.chunked_prefill_size > 0 else 10**9),
+                       dtype_bytes=self.dev.dtype.itemsize, graph_max_bs=srv.cuda_graph_max_bs,
+                       graphs=graphs and self.dev.is_gpu)
+        check_fits(est, preset=preset, slots=slots, is_gpu=self.dev.is_gpu, torch_device=self.dev.torch_device,
+                   source=str(scenario.path or scenario.name))
+        self.memory_estimate = est
         torch.manual_seed(self.seed)
         dt = self.dev.dtype
         target = LlamaProxy(PRESETS[preset], seed=self.seed, device=self.dev.torch_device, dtype=dt)
@@ -212,8 +229,9 @@ class RuntimeEngine:
         ctx_buckets = list(range(256, max_ctx + 256, 256))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
-                                  ctx_buckets=ctx_buckets)
+                                  ctx_buckets=ctx_buckets, external_kv=True)
         self.preset = preset
+        self._env: dict[str, str] | None = None
         self.graphs = graphs and self.dev.is_gpu
         self.do_warmup = warmup
         self._warmed = False
@@ -224,7 +242,7 @@ class RuntimeEngine:
         self._reset_run_state()
 
     def set_scenario(self, scenario: Scenario) -> None:
-        """Measure another arm with the same model, KV pool and captured graphs.
+        """Measure another arm (or request rate) with the same model, KV pool and graphs.
 
         Raises:
             ValueError: the scenario differs in what sizes the model (window, running
@@ -235,9 +253,11 @@ class RuntimeEngine:
                 and a.server.max_running_requests == b.server.max_running_requests
                 and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
-                and a.workload == b.workload)
+                and a.workload.model_copy(update={"request_rate": None})
+                == b.workload.model_copy(update={"request_rate": None}))
         if not same:
-            raise ValueError("set_scenario needs the same window, slots, graph limit and workload; build a new engine")
+            raise ValueError("set_scenario needs the same window, slots, graph limit and workload (the request "
+                             "rate may differ); build a new engine")
         self.scenario, self.server = scenario, scenario.server
 
     # ------------------------------------------------------------------ state
@@ -249,36 +269,43 @@ class RuntimeEngine:
         self.rec = _Records()
         self.clients = Clients(self.scenario, self.specs, self.seed)
         self.rows: dict[int, int] = {}
-        self.finished_rids: set[int] = set()
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
         self._blocked = 0.0
         self._timing: list[tuple[int, Any, Any]] = []
+        self._step_index: dict[int, int] = {}
+        # the schedule-stream barrier is refused on HIP unless this arm measures it
+        self.dev.allow_schedule_barrier = self.server.sync_mode is SyncMode.cross_queue_wait
         self._cross_queue = False
         self.remaining = len(self.specs)
 
     def _now(self) -> float:
         return time.perf_counter() - self.t0
 
-    def _row(self, rid: int, prefix: int) -> int:
-        row = self.rows.get(rid)
-        if row is not None and prefix == 0:  # re-prefill after a retraction: start over
-            self.runner.free_request(row)
-            row = None
-        if row is None:
-            row = self.runner.add_request()
-            self.rows[rid] = row
-        return row
+    def _sync_kv(self, plan: BatchPlan) -> None:
+        """Make the device pool hold, row by row, what the scheduler's KV ledger holds now
+        (``Req.kv_allocated`` after the ``schedule()`` that built ``plan`` and every
+        ``process_result`` so far): rows of retracted and finished requests are freed,
+        verify windows the ledger returned are released, new reservations mapped. The
+        device thus never holds more than max_total_num_tokens, and a retraction frees the
+        same slots in both engines (SGLang retract_decode / release_kv_cache).
 
-    def _free_finished(self, plan: BatchPlan) -> None:
-        """Free rows of finished requests no longer in any plan (stream order makes the
-        in-flight forward that still reads them finish first)."""
-        if not self.finished_rids:
-            return
-        live = set(plan.rids)
-        for rid in [r for r in self.finished_rids if r not in live]:
-            self.runner.free_request(self.rows.pop(rid))
-            self.finished_rids.discard(rid)
+        Called before the plan's forward is queued; every forward that still reads a freed
+        slot was queued earlier on the same stream, so it finishes with it first.
+        """
+        r, reqs = self.runner, self.sched.reqs
+        n = plan.num_extend
+        for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True):
+            row = self.rows.get(rid)
+            if row is not None and p == 0:  # re-prefill after a retraction: a fresh row
+                r.free_request(self.rows.pop(rid))
+                row = None
+            if row is None:
+                self.rows[rid] = r.add_request()
+        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
+        for rid in gone:
+            r.free_request(self.rows.pop(rid))
+        r.pool.hold(list(self.rows.values()), [reqs[rid].kv_allocated for rid in self.rows])
 
     # -------------------------------------------------------------- launches
     def _timing_event(self) -> Any:
@@ -301,13 +328,13 @@ class RuntimeEngine:
             output = self._last_output
             step_out = None
         else:
-            self._free_finished(plan)
+            self._sync_kv(plan)
             output = self.tokens.step(plan)
             self._last_output = output
             step_out = None
             n = plan.num_extend
             if n:
-                rows = [self._row(rid, p) for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True)]
+                rows = [self.rows[rid] for rid in plan.rids[:n]]
                 total = int(sum(plan.extend_lens[:n]))
                 toks = torch.randint(0, self.vocab - 1, (total,), generator=self.device_gen,
                                      device=self.dev.torch_device)
@@ -324,10 +351,15 @@ class RuntimeEngine:
                 else:
                     forced = np.maximum(output.committed[n:] - 1, 0).tolist()
                     step_out = r.spec_cycle(rows, forced, graph=graph)
-        end = self._timing_event()
+        # on a GPU the ring's done event (timing-enabled in measurement mode) is the end
+        # mark too: one event record fewer per step (each is a barrier packet on HIP)
+        end = None if self.dev.is_gpu else self._timing_event()
         done = self.dev.record("forward")
+        if end is None:
+            end = done.event
         copy = self.dev.copy_to_host({"committed": step_out.committed}, after=done) if step_out is not None else None
         self._timing.append((len(self.rec.steps), start, end))
+        handle_index = len(self.rec.steps)
         acc = dec = 0
         if op.part == "main" and plan.num_extend < plan.batch_size:
             d = output.committed[plan.num_extend:]
@@ -335,7 +367,9 @@ class RuntimeEngine:
         self.rec.steps.append([plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
                                0.0, 0.0, self._blocked, acc, dec])
         self._blocked = 0.0
-        return RtHandle(plan, done, copy, output)
+        h = RtHandle(plan, done, copy, output)
+        self._step_index[id(h)] = handle_index
+        return h
 
     def _host_block(self, op: HostBlock) -> None:
         h: RtHandle = op.handle
@@ -360,6 +394,14 @@ class RuntimeEngine:
         else:
             self.dev.host_block(h.done, "results")
         self._blocked += time.perf_counter() - t0
+        # every forward queued up to h is complete: resolve their marks now (the ones after
+        # h are still running; their done events stay in the ring until the next Results)
+        done_upto = [t for t in self._timing if t[0] <= self._step_index[id(h)]]
+        if done_upto:
+            rest = [t for t in self._timing if t[0] > self._step_index[id(h)]]
+            self._timing = done_upto
+            self._resolve_timing(self._ref)
+            self._timing = rest
         return h.output
 
     def _deliver(self, op: Deliver) -> None:
@@ -367,8 +409,9 @@ class RuntimeEngine:
         for d in op.deliveries:
             self.rec.delivered(d.rid, now, d.n_tokens, d.finished)
             if d.finished:
-                self.finished_rids.add(d.rid)
                 self.clients.finished()
+                if self._bar is not None:
+                    self._bar.update(1)
                 self.remaining -= 1
 
     def _recv(self) -> list[Req]:
@@ -406,6 +449,7 @@ class RuntimeEngine:
                 if c >= ctx_need:
                     break
         rows = [r.add_request()]
+        r.pool.hold(rows, [64 + 4 * self.window])
         toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)
         r.extend(rows, [0], [64], toks)
         for _ in range(3):
@@ -432,8 +476,11 @@ class RuntimeEngine:
         self._reset_run_state()
         self.dev.reset_counters()
         loop = scheduler_loop(self.sched, self.server)
+        # a progress line for long (CPU) measurements; off when not a terminal
+        self._bar = (tqdm(total=len(self.specs), desc=f"measure {self.scenario.name}", unit="req", leave=False,
+                          disable=None) if self.progress else None)
         with self.dev.use("forward"):
-            ref = self._timing_event()
+            ref = self._ref = self._timing_event()
             self.t0 = time.perf_counter()
             result: Any = None
             while True:
@@ -465,16 +512,30 @@ class RuntimeEngine:
                     if self.remaining == 0 or not self._wait_for_work():
                         break
             self.dev.synchronize("end")
+        if self._bar is not None:
+            self._bar.close()
         self._resolve_timing(ref)
         return self._result()
 
     def _resolve_timing(self, ref: Any) -> None:
+        """Turn the pending steps' start/end marks into seconds since the run's start.
+        Called when every pending forward is known complete (after a Results wait: stream
+        order), before the ring can re-record the done events used as end marks."""
         for i, start, end in self._timing:
             if self.dev.is_gpu:
                 s, e = ref.elapsed_time(start) / 1000.0, ref.elapsed_time(end) / 1000.0
             else:
                 s, e = start - self.t0, end - self.t0
             self.rec.steps[i][5], self.rec.steps[i][6] = s, e
+        self._timing = []
+
+    def environment(self) -> dict[str, str]:
+        """The provenance stamp of this run (:func:`runtime.environment.environment`), with
+        the SDPA backend probed once on the preset's real shapes."""
+        if self._env is None:
+            sdpa = model_sdpa_probe(self.dev, self.runner.target.cfg, max(self.window, 2))
+            self._env = environment(self.dev, sdpa=sdpa, serializing=self.serializing)
+        return self._env
 
     def _result(self) -> RunResult:
         extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions)
@@ -488,6 +549,14 @@ class RuntimeEngine:
             kv_peak_tokens=self.sched.kv.peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),
+            event_records=dict(self.dev.event_records),
+            event_records_per_step=(sum(self.dev.event_records.values()) / max(1, len(self.rec.steps))),
+            backend=self.dev.label,
+            environment=self.environment(),
+            memory_estimate=self.memory_estimate.describe(),
+            schedule_barrier=("measured on purpose (sync_mode cross_queue_wait): the schedule stream waits on "
+                              "forward work, a barrier refused on HIP otherwise" if self.dev.allow_schedule_barrier
+                              else "none"),
         )
         return RunResult(requests, chunks, steps, ts, summary, self.scenario)
 

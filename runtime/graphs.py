@@ -77,9 +77,14 @@ class GraphCache:
             RuntimeError: from torch if ``fn`` does something illegal during capture
                 (a host sync on CUDA, for instance).
         """
+        from specsched.runtime.sync_checker import SyncChecker, cuda_sync_debug
+
         dev = self.device
         if not dev.is_gpu:
-            fn()  # the warm-up: same code path, same buffers
+            # the warm-up: same code path, same buffers; a host sync in it is refused here as
+            # CUDA's capture refuses it (HIP may accept one silently, hip-vs-cuda.md items 7, 14)
+            with SyncChecker(raise_on_sync=True):
+                fn()
             self._graphs[key] = fn
             return
         fwd = dev.stream("forward")
@@ -91,7 +96,9 @@ class GraphCache:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool, stream=fwd):
+        # under set_sync_debug_mode("error") on every backend (ROCm before 7.0 could accept a
+        # syncing op during capture that CUDA rejects)
+        with cuda_sync_debug("error"), torch.cuda.graph(graph, pool=self._pool, stream=fwd):
             fn()
         self._graphs[key] = graph
         dev.synchronize("graph_capture")

@@ -193,26 +193,90 @@ class ReqToTokenPool:
                 need.append(n)
                 rs.append(r)
                 starts.append(self.reserved[r])
-                self.reserved[r] = u
         total = sum(need)
         if total == 0:
             return
         if total > self.num_free_slots:
-            for r, s in zip(rs, starts, strict=True):
-                self.reserved[r] = s
             raise PoolExhausted(f"need {total} KV slots, {self.num_free_slots} free")
+        for r, s, n in zip(rs, starts, need, strict=True):
+            self.reserved[r] = s + n
         slots = self.free_slots[:total]
         self.free_slots = self.free_slots[total:]
         self.num_free_slots -= total
-        cum = [0]
-        for n in need[:-1]:
-            cum.append(cum[-1] + n)
-        meta = self.device.h2d([rs, need, starts, cum])
-        rows_t, need_t, start_t, cum_t = meta[0], meta[1], meta[2], meta[3]
-        tok_rows = expand_slots(rows_t, need_t, total)
-        ar = torch.arange(total, device=rows_t.device)
-        tok_pos = expand_slots(start_t - cum_t, need_t, total) + ar
+        tok_rows, tok_pos = self._positions(rs, starts, need)
         self.req_to_token[tok_rows, tok_pos] = slots
+
+    def release(self, rows: Sequence[int], keep: Sequence[int]) -> None:
+        """Return the slots of positions ``keep[row] .. reserved[row] - 1`` of each row to
+        the free list (no host sync; rows already at or below ``keep`` are skipped).
+
+        SGLang frees a verify's rejected positions once its result is processed
+        (``process_batch_result``); stream order makes the forwards queued before this call
+        finish with those slots before a later forward reuses them.
+
+        Raises:
+            ValueError: ``keep`` < 0.
+        """
+        cut, rs, starts = [], [], []
+        for r, k in zip(rows, keep, strict=True):
+            if k < 0:
+                raise ValueError(f"row {r}: keep {k} < 0")
+            n = self.reserved[r] - k
+            if n > 0:
+                cut.append(n)
+                rs.append(r)
+                starts.append(k)
+                self.reserved[r] = k
+        total = sum(cut)
+        if total == 0:
+            return
+        tok_rows, tok_pos = self._positions(rs, starts, cut)
+        self.free_slots = torch.cat([self.free_slots, self.req_to_token[tok_rows, tok_pos]])
+        self.req_to_token[tok_rows, tok_pos] = PAD_SLOT
+        self.num_free_slots += total
+
+    def hold(self, rows: Sequence[int], counts: Sequence[int]) -> None:
+        """Make each row hold exactly ``counts[row]`` KV slots (positions ``0 .. count - 1``):
+        the tails above their count are released first, then the rows below it reserved.
+
+        This is how the runtime obeys the scheduler's KV ledger: ``counts`` are the slots
+        the ledger says each request holds (``Req.kv_allocated``), so the device pool holds
+        what the scheduler accounted for, never more (a retracted or finished request
+        holds 0 and its row is freed by the caller).
+
+        Raises:
+            ValueError: a count beyond ``max_context``.
+            PoolExhausted: the reservations exceed the free slots (the ledger's total is
+                above the pool's size).
+        """
+        self.release(rows, [min(c, self.reserved[r]) for r, c in zip(rows, counts, strict=True)])
+        self.reserve(rows, counts)
+
+    def covers(self, rows: Sequence[int], upto: Sequence[int]) -> None:
+        """Check that each row already holds positions ``0 .. upto - 1`` (the step about to
+        run writes no further).
+
+        Raises:
+            PoolExhausted: a row holds fewer (the scheduler reserved less than the step
+                needs: a KV accounting bug).
+        """
+        for r, u in zip(rows, upto, strict=True):
+            if u > self.reserved[r]:
+                raise PoolExhausted(f"row {r}: the step writes KV position {u - 1}, the scheduler's ledger "
+                                    f"holds {self.reserved[r]} slots for it")
+
+    def _positions(self, rows: Sequence[int], starts: Sequence[int], counts: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token ``(row, position)`` device tensors of the ranges ``start .. start + count - 1``
+        of each row (host-known total: no sync)."""
+        total = sum(counts)
+        cum = [0]
+        for n in counts[:-1]:
+            cum.append(cum[-1] + n)
+        meta = self.device.h2d([list(rows), list(counts), list(starts), cum])
+        rows_t, n_t, start_t, cum_t = meta[0], meta[1], meta[2], meta[3]
+        tok_rows = expand_slots(rows_t, n_t, total)
+        ar = torch.arange(total, device=rows_t.device)
+        return tok_rows, expand_slots(start_t - cum_t, n_t, total) + ar
 
     def reset_padding(self) -> None:
         """Put padding row 0's device state back (graph replays pad with row 0).

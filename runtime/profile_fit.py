@@ -4,9 +4,11 @@ per-verify excess added."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
+from specsched.sim.profile import GpuProfile, HostProfile
 
 
 def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
@@ -68,7 +70,7 @@ class Fits:
                        "seconds": dec_grid},
             "verify_window": self.W,
             "verify_includes_draft": True,
-            "eager_overhead_s": max(0.0, float(np.median([te - te / r for _, _, te, r in self.eager_ratios]))),
+            "eager_overhead_s": self.eager_overhead,
             "eager_draft_overhead_s": 0.0,
             "eager_factor": self.eager_factor,
         }
@@ -76,9 +78,27 @@ class Fits:
             "ingest_per_request_s": 0.0,
             "schedule_s": self.sched_fit[0], "schedule_per_req_s": self.sched_fit[1],
             "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
-            "launch_per_extend_token_s": 0.0,
+            "launch_per_extend_token_s": self.extend_host_per_token(),
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
             "cross_queue_penalty_s": self.cq_penalty,
         }
+        # fields the profile schema of this checkout knows (older schemas refuse unknown keys)
+        gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
+        host = {k: v for k, v in host.items() if k in HostProfile.model_fields}
         return gpu, host
+
+    @property
+    def eager_overhead(self) -> float:
+        """``gpu.eager_overhead_s``: median over the eager points of eager minus graph-replayed
+        spec cycle at the same batch and context (the per-forward eager launch cost)."""
+        return max(0.0, float(statistics.median(te - te / r for _, _, te, r in self.eager_ratios)))
+
+    def extend_host_per_token(self) -> float:
+        """``host.launch_per_extend_token_s``: least-squares slope through the origin of the
+        host time to issue an extend plus its draft injection (GPU kept busy) against the
+        extend tokens, at the prefix-0 column (0 on CPU, where the forward runs inline and
+        its time is all in gpu.extend)."""
+        x = np.asarray(self.ext_x, dtype=float)
+        y = np.asarray([self.ext_host[i][0] + self.inj_host[i][0] for i in range(len(self.ext_x))], dtype=float)
+        return max(0.0, float((x @ y) / (x @ x))) if x.size else 0.0

@@ -5,19 +5,80 @@ for what each measures)."""
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from specsched.runtime.profile_harness import MIN_REPEATS, Harness, _iqr_rel, extend_layout
+from specsched.runtime.profile_harness import (
+    MIN_REPEATS,
+    Harness,
+    _GpuBusy,
+    _iqr_rel,
+    extend_layout,
+)
 
 
 class GpuPhases(Harness):
     """The device-time measurements of a profiling run."""
 
+    def _device_and_host(self, label: str, group: str, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
+        """Device seconds and host seconds of ``fn`` measured apart, as the loop uses them.
+
+        The GPU is kept busy (a ``torch.cuda._sleep`` spin queued first, longer than the
+        host needs to issue ``fn``), so the whole forward is queued before the GPU reaches
+        it: timing events around the call then hold its device time alone, and
+        ``perf_counter`` around the call its host launch time (which a busy loop overlaps
+        with the previous forward). A call that found the spin finished is repeated with a
+        doubled spin. CPU: the forward runs inline, device = host time, host launch 0.
+        """
+        dev = self.dev
+        n = self._warm_and_plan(label, fn, self.repeats)
+        gpu_t: list[float] = []
+        host_t: list[float] = []
+        with dev.use("forward"):
+            if not dev.is_gpu:
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    fn()
+                    gpu_t.append(time.perf_counter() - t0)
+                    host_t.append(0.0)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                dev.synchronize("profile")
+                spin = 2.0 * (time.perf_counter() - t0) + 0.002
+                tries = 0
+                while len(gpu_t) < n and tries < 4 * n:
+                    tries += 1
+                    marker = self.busy.occupy(spin)
+                    a = torch.cuda.Event(enable_timing=True)
+                    b = torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    h0 = time.perf_counter()
+                    fn()
+                    h1 = time.perf_counter()
+                    b.record()
+                    ran_dry = marker is not None and marker.query()
+                    b.synchronize()
+                    if ran_dry:  # the GPU caught up with the host: not a device-only time
+                        self.ext_dry += 1
+                        spin = min(2 * spin, 1.0)
+                        continue
+                    gpu_t.append(a.elapsed_time(b) / 1e3)
+                    host_t.append(h1 - h0)
+        self.reps.setdefault(group, []).append(n)
+        self._tick()
+        return gpu_t, host_t
+
     def extend_phase(self) -> None:
         r = self.runner
+        self.busy = _GpuBusy(self.dev)
+        self.ext_dry = 0
         self.ext_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.inj_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
+        self.ext_host = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
+        self.inj_host = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.ext_layouts: list[str] = []
         self.ext_spread = 0.0
         for j, col in enumerate(self.ext_cols):
@@ -38,12 +99,12 @@ class GpuPhases(Harness):
                 def inj(rows=rows, pre=pre, lens=lens, hold=hold) -> None:
                     r.inject(r.prepare_inject(rows, pre, lens, sync=False), hold["e"].tokens)
 
-                te = self._latency(f"extend {t} tok @ctx {col:g}", "extend", ext)
-                ti = self._latency(f"inject {t} tok @ctx {col:g}", "inject", lambda inj=inj, ext=ext: (ext(), self.dev.synchronize("profile"), inj()))
-                # the inject call above also re-ran the extend: time the extend alone and subtract
-                ti = [max(0.0, a - statistics.median(te)) for a in ti]
+                te, he = self._device_and_host(f"extend {t} tok @ctx {col:g}", "extend", ext)
+                ti, hi = self._device_and_host(f"inject {t} tok @ctx {col:g}", "inject", inj)
                 self.ext_s[i][j] = statistics.median(te)
                 self.inj_s[i][j] = statistics.median(ti)
+                self.ext_host[i][j] = statistics.median(he)
+                self.inj_host[i][j] = statistics.median(hi)
                 self.ext_spread = max(self.ext_spread, _iqr_rel(te) if len(te) >= 4 else 0.0)
                 self.ext_layouts.append(f"{t}: {n} x {lens[0]}{'' if len(set(lens)) == 1 else '/' + str(lens[-1])} @ prefix {p}")
                 with self.dev.use("forward"):
@@ -82,6 +143,8 @@ class GpuPhases(Harness):
 
     def cross_queue_phase(self) -> None:
         dev, c = self.dev, self.contexts[0]
+        # this phase measures the schedule-stream barrier on purpose (refused on HIP otherwise)
+        dev.allow_schedule_barrier = True
         self.cq: list[tuple[int, float, float, float, float]] = []
         for b in self.cq_bs:
             with dev.use("forward"):
@@ -107,3 +170,4 @@ class GpuPhases(Harness):
             m0, m1 = statistics.median(plain), statistics.median(waited)
             self.cq.append((b, m0, m1, _iqr_rel(plain), _iqr_rel(waited)))
         self.cq_penalty = max(0.0, float(statistics.median(m1 - m0 for _, m0, m1, _, _ in self.cq)))
+        dev.allow_schedule_barrier = False

@@ -175,7 +175,8 @@ class Harness:
     def __init__(self, *, device: str | None, preset: str, spec_window: int, max_bs: int,
                  contexts: Sequence[int], extend_tokens: Sequence[int], cuda_graph_max_bs: int,
                  repeats: int, progress: bool, budget_s: float, batch_sizes: Sequence[int] | None,
-                 prompt_len: int | None, forced_accept: int, seed: int) -> None:
+                 prompt_len: int | None, forced_accept: int, seed: int,
+                 extend_prefixes: Sequence[int] | None = None, backend: str | None = None) -> None:
         if preset not in PRESETS or preset.endswith("-draft"):
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
         if spec_window < 2:
@@ -197,7 +198,8 @@ class Harness:
         self.max_bs = self.bs[-1]
         self.prompt = int(prompt_len) if prompt_len else min(1024, self.ext_x[-1])
         self.forced = min(max(forced_accept, 0), spec_window - 1)
-        self.ext_prefixes = [0] if self.contexts[-1] == 0 else [0, self.contexts[-1]]
+        self.ext_prefixes = (sorted({0, *(int(q) for q in extend_prefixes)}) if extend_prefixes
+                             else [0] if self.contexts[-1] == 0 else [0, self.contexts[-1]])
         self.ext_cols = [p + self.prompt / 2 for p in self.ext_prefixes]
         cands = [b for b in self.bs if b > cuda_graph_max_bs] or self.bs
         self.eager_bs = cands[-3:]
@@ -217,7 +219,7 @@ class Harness:
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
         self.reps: dict[str, list[int]] = {}
 
-        self.dev = Device(device, measure=True, ring_size=256)
+        self.dev = Device(device, measure=True, ring_size=256, backend=backend)
         dev = self.dev
         if dev.is_gpu:
             torch.cuda.reset_peak_memory_stats(dev.torch_device)

@@ -3,34 +3,14 @@ the text saying how it was measured (method, shapes, repeats, medians, versions)
 
 from __future__ import annotations
 
-import datetime
-import os
-import platform
-
 import torch
-from specsched.runtime.device import Device
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
 
-
-def environment(dev: Device) -> dict[str, str]:
-    env = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "device": dev.describe(),
-        "torch": torch.__version__,
-        "cuda": str(torch.version.cuda),
-        "hip": str(getattr(torch.version, "hip", None)),
-        "python": platform.python_version(),
-        "host": f"{platform.machine()} {platform.processor() or platform.system()}, {os.cpu_count()} CPUs",
-        "torch_threads": str(torch.get_num_threads()),
-    }
-    if dev.is_gpu:
-        env["cudnn"] = str(torch.backends.cudnn.version())
-        env["sdpa_enabled"] = (f"flash={torch.backends.cuda.flash_sdp_enabled()}, "
-                               f"mem_efficient={torch.backends.cuda.mem_efficient_sdp_enabled()}, "
-                               f"math={torch.backends.cuda.math_sdp_enabled()}")
-    return env
-
+EXT_GPU = ("device time of the forward alone: a torch.cuda._sleep spin queued first keeps the GPU busy until the "
+           "host has issued the whole call, then timing events around the call (its host launch time, which a busy "
+           "loop overlaps with the previous forward, is host.launch_per_extend_token_s)")
+EXT_CPU = "host time of the call (CPU: the forward runs inline)"
 
 
 class Provenance:
@@ -75,7 +55,7 @@ class Provenance:
                        + (f"; repeats trimmed by the time budget: {', '.join(self.budget.trimmed)}" if self.budget.trimmed else "")),
             "gpu.extend": (
                 f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token) by total extend tokens "
-                f"x = {self.ext_x}, timed as the latency from the host issuing it on an idle queue to the device finishing it (synchronize, perf_counter, call, synchronize: an eager forward issued after a host block costs its host launch time when that is longer), {self._reps_text('extend')} "
+                f"x = {self.ext_x}, timed as the " + (EXT_GPU if dev.is_gpu else EXT_CPU) + f" ({self.ext_dry} calls found the spin finished and were repeated with a longer one), {self._reps_text('extend')} "
                 f"after {WARMUP} warm-ups. Each batch: ceil(x / {self.prompt}) requests of near-equal length, all at one "
                 f"prefix (KV reserved, values zero). context_len is the context sim.cost_model.CostModel.gpu queries "
                 f"for an extend: mean prefix + half the per-request extend length; columns {self.ext_cols} = prefix "
@@ -83,9 +63,9 @@ class Provenance:
                 f"(tokens: requests x length @ prefix): {'; '.join(self.ext_layouts)}. Input ids from the host as "
                 f"in the engine. Largest (p75-p25)/median {self.ext_spread * 100:.1f} %. [{env}]"),
             "gpu.draft_inject": (
-                f"latency (host issue on an idle queue to device done, perf_counter around synchronize) of "
-                f"ModelRunner.prepare_inject(sync=False) + ModelRunner.inject after the extend of the same layout "
-                f"(extend latency subtracted), by tokens {self.ext_x} and the extend grid's context columns; "
+                f"device time (as gpu.extend: GPU kept busy while the host issues the call) of "
+                f"ModelRunner.prepare_inject(sync=False) + ModelRunner.inject after the extend of the same layout, "
+                f"by tokens {self.ext_x} and the extend grid's context columns; "
                 f"{self._reps_text('inject')}. The simulator uses this grid instead of the per-token slope. [{env}]"),
             "gpu.draft_inject_per_token_s": (
                 f"slope of np.polyfit(tokens, seconds, 1) of runtime.model.ModelRunner.prepare_inject(sync=False) + "
@@ -112,9 +92,8 @@ class Provenance:
                 + f"; clamped to >= 1. The simulator applies it above cuda_graph_max_bs={self.graph_max_bs}; eager "
                 f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}, "
                 f"{timing}. [{env}]"),
-            "gpu.verify_window": (f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). "
-                                  f"[{env}]"),
-            "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the drafter's forward "
+            "gpu.verify_window": f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). [{env}]",
+            "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (
                 "median over the gpu.eager_factor points of spec_cycle(graph=False) - spec_cycle(graph=True) at the "
@@ -123,8 +102,14 @@ class Provenance:
                 + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
-            "host.launch_per_extend_token_s": ("0: not measured: the extend launch's host time per token is not "
-                                               f"separated from gpu.extend yet. [{env}]"),
+            "host.launch_per_extend_token_s": (
+                f"least-squares slope through the origin of the host time (perf_counter around the call, GPU kept "
+                f"busy so the call never waits on it) of ModelRunner.extend + prepare_inject(sync=False) + inject "
+                f"against extend tokens {self.ext_x} at prefix 0: medians "
+                + ", ".join(f"{t}: {_ms(self.ext_host[i][0] + self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
+                + (" (CPU: the forward runs inline, its time is all in gpu.extend, so 0)" if not dev.is_gpu else "")
+                + f". The eager prefill's host time is mostly its kernel launches, nearly flat in tokens, so the "
+                f"slope through the origin is exact only near the middle of this range. [{env}]"),
             "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
                                           "hands each request to the scheduler directly at Recv"),
         }
@@ -147,7 +132,7 @@ class Provenance:
                       f"engine's verify launch (runtime.engine.RuntimeEngine._launch for a VERIFY plan): "
                       f"DeviceTokens.step(plan) accept draws, the forced-accept list, ModelRunner.spec_cycle(rows, "
                       f"forced, graph=True) (KV reserve of the new window, h2d of rows and forced accepts, graph "
-                      f"replay, output clones), two timing events, Device.record('forward') and "
+                      f"replay, output clones), one timing event, Device.record('forward') (also the end mark) and "
                       f"Device.copy_to_host({{'committed'}}); lengths grow from context {self.launch_ctx} as in the "
                       f"engine; {busy}; {self._reps_text('launch')} after {WARMUP} warm-ups; medians "
                       + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.launch_med, strict=True))

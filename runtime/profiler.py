@@ -57,6 +57,12 @@ from typing import Any
 
 import torch
 import yaml
+from specsched.runtime.environment import (
+    ALLOW_FLAG,
+    check_serializing,
+    environment,
+    model_sdpa_probe,
+)
 from specsched.runtime.model import PRESETS
 from specsched.runtime.profile_fit import (
     Fits,
@@ -72,7 +78,7 @@ from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
     grid_batch_sizes,
 )
 from specsched.runtime.profile_host import HostPhases
-from specsched.runtime.profile_provenance import Provenance, environment
+from specsched.runtime.profile_provenance import Provenance
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import Profile
 from specsched.sim.results import atomic_write_text
@@ -81,9 +87,11 @@ from specsched.sim.results import atomic_write_text
 class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
     """One profiling run: the phases in order, then the profile (see :func:`profile_device`)."""
 
-    def __init__(self, **kw: Any) -> None:
+    def __init__(self, *, serializing: dict[str, str], **kw: Any) -> None:
+        self.serializing = serializing
         super().__init__(**kw)
-        self.env = environment(self.dev)
+        self.sdpa = model_sdpa_probe(self.dev, self.cfg, self.W)
+        self.env = environment(self.dev, sdpa=self.sdpa, serializing=self.serializing)
         self.env_line = ("; ".join(f"{k} {v}" for k, v in self.env.items() if k in ("date", "torch", "cuda", "hip"))
                          + f"; {self.env['device']}")
 
@@ -121,6 +129,8 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                    extend_tokens: list[int], cuda_graph_max_bs: int, repeats: int, progress: bool,
                    budget_s: float = DEFAULT_BUDGET_S, batch_sizes: list[int] | None = None,
                    prompt_len: int | None = None, forced_accept: int = 2, seed: int = 0,
+                   extend_prefixes: list[int] | None = None, backend: str | None = None,
+                   allow_serializing: bool = False,
                    cpu_threads: int | None = 1) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
 
@@ -138,6 +148,12 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
         progress: show a tqdm progress bar (stderr).
         budget_s: total time budget; repeats are trimmed (not below 3) when it runs short.
         batch_sizes: override the grid batch sizes.
+        extend_prefixes: cached prefixes of the extend grid's columns (default 0 and
+            ``max(contexts)``); each column's context is prefix + prompt_len / 2.
+        allow_serializing: measure even with AMD_SERIALIZE_KERNEL & co. set (stamped in
+            provenance); otherwise refused (:func:`runtime.environment.check_serializing`).
+        backend: force the device's backend (``"hip"`` on a CUDA or CPU device runs the
+            HIP code paths; :class:`runtime.device.Device`).
         prompt_len: per-request extend length of the extend layouts (default
             ``min(1024, max(extend_tokens))``).
         forced_accept: accepted drafts forced per request in the timed spec cycles.
@@ -152,8 +168,10 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
 
     Raises:
         ValueError: bad arguments or preset.
+        ConfigError: a serializing variable is set (see ``allow_serializing``).
         RuntimeError: a GPU was asked for and none is available.
     """
+    serializing = check_serializing(allow_serializing)
     threads = torch.get_num_threads()
     on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
     if on_cpu and cpu_threads:
@@ -162,6 +180,7 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
         p = _Profiler(device=device, preset=preset, spec_window=spec_window, max_bs=max_bs, contexts=contexts,
                       extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,
                       progress=progress, budget_s=budget_s, batch_sizes=batch_sizes, prompt_len=prompt_len,
+                      extend_prefixes=extend_prefixes, backend=backend, serializing=serializing,
                       forced_accept=forced_accept, seed=seed)
         return p.run()
     finally:
@@ -225,6 +244,16 @@ def _fmt_grid(title: str, g: dict) -> str:
     return "\n".join(lines)
 
 
+def add_backend_args(p: argparse.ArgumentParser) -> None:
+    """``--backend hip`` (run the HIP code paths on this device: cpu-as-hip, cuda-as-hip) and
+    ``--allow-serializing`` (measure with AMD_SERIALIZE_KERNEL & co. set, stamped)."""
+    p.add_argument("--backend", choices=("hip",), default=None,
+                   help="force the HIP code paths (stream layout, waits, barrier guard) on this device")
+    p.add_argument(ALLOW_FLAG, dest="allow_serializing", action="store_true",
+                   help="measure even with AMD_SERIALIZE_KERNEL, AMD_SERIALIZE_COPY, HIP_LAUNCH_BLOCKING or "
+                        "CUDA_LAUNCH_BLOCKING set (results stamped); refused otherwise")
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     """``specsched profile``: measure, write the profile, print a summary."""
     if args.device is None:
@@ -244,7 +273,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     d = profile_device(device=args.device, preset=args.preset, spec_window=args.window, max_bs=max_bs,
                        contexts=contexts, extend_tokens=ext, cuda_graph_max_bs=args.graph_max_bs,
                        repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
-                       prompt_len=args.prompt_len)
+                       prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
+                       allow_serializing=args.allow_serializing)
     if args.name:
         d["name"] = args.name
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -286,6 +316,9 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
                    help=f"total time budget in seconds; trims repeats if exceeded (default {DEFAULT_BUDGET_S:g})")
     p.add_argument("--name", default=None, help="profile name (default <gpu>-proxy-<preset>-w<window>)")
     p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
+    p.add_argument("--extend-prefixes", type=_int_list, default=None,
+                   help="cached prefixes of the extend grid's columns (default 0 and the largest context)")
+    add_backend_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_profile)
     return p

@@ -108,6 +108,10 @@ class ModelRunner(SpecCycle):
         mask_token: the drafter's mask token id (default ``vocab - 1``).
         bs_buckets / ctx_buckets: graph buckets (defaults: SGLang-like bs list up to
             ``max_reqs``; powers of two up to ``max_context``).
+        external_kv: the caller decides every row's KV slots (:meth:`ReqToTokenPool.hold`,
+            from the scheduler's ledger, as :class:`runtime.engine.RuntimeEngine` does);
+            steps then only check that their positions are held. False: each step reserves
+            what it writes (microbenchmarks, tests).
 
     Raises:
         ValueError: drafter vocab differs from the target's; a drafter with
@@ -128,6 +132,7 @@ class ModelRunner(SpecCycle):
         mask_token: int | None = None,
         bs_buckets: Sequence[int] | None = None,
         ctx_buckets: Sequence[int] | None = None,
+        external_kv: bool = False,
     ) -> None:
         if drafter is not None:
             if drafter.cfg.vocab_size != target.cfg.vocab_size:
@@ -153,6 +158,7 @@ class ModelRunner(SpecCycle):
         width = self.pool.width
         self.ctx_buckets = sorted({min(_round_up(c), width) for c in ctx_buckets}) if ctx_buckets else default_ctx_buckets(max_context)
         self._statics: dict[tuple, _Static] = {}
+        self.external_kv = external_kv
         # buffers were filled on the constructing stream; the loop runs on the forward
         # stream: one setup sync (not in the loop) orders them
         device.synchronize("setup")
@@ -277,7 +283,11 @@ class ModelRunner(SpecCycle):
             raise ValueError(f"completes has {len(completes)} entries for {len(rows)} requests")
         if tokens.shape[0] != sum(extend_lens):
             raise ValueError(f"tokens has {tokens.shape[0]} entries, extend_lens sum to {sum(extend_lens)}")
-        self.pool.reserve(rows, [p + e for p, e in zip(prefix_lens, extend_lens, strict=True)])
+        upto = [p + e for p, e in zip(prefix_lens, extend_lens, strict=True)]
+        if self.external_kv:
+            self.pool.covers(rows, upto)
+        else:
+            self.pool.reserve(rows, upto)
         batch = self._ragged(rows, prefix_lens, extend_lens, sync=False)
         ids = self._to_device(tokens)
         hidden = self.target(ids, batch.positions, batch.attn, self.kv)
@@ -380,8 +390,14 @@ class ModelRunner(SpecCycle):
             return self._spec_dev(rows_t, ctx, self.device.h2d(forced) if forced is not None else None)
         st = self._static(key)
         bs, b = key[1], len(rows)
-        st.rows.copy_(self.device.h2d(list(rows) + [PAD_ROW] * (bs - b)))
+        pad = [PAD_ROW] * (bs - b)
         if forced is not None:
-            st.forced.copy_(self.device.h2d(list(forced) + [0] * (bs - b)))
+            # rows and forced accepts staged in one pinned buffer: one host-to-device copy
+            # (each pinned block costs an event record, a barrier packet on HIP)
+            both = self.device.h2d([list(rows) + pad, list(forced) + [0] * (bs - b)])
+            st.rows.copy_(both[0])
+            st.forced.copy_(both[1])
+        else:
+            st.rows.copy_(self.device.h2d(list(rows) + pad))
         self.device.graphs.replay(key)
         return StepOut(st.out["tokens"][:b].clone(), st.out["accept"][:b].clone(), st.out["committed"][:b].clone())

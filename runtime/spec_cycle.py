@@ -71,6 +71,7 @@ class SpecCycle:
     window: int
     gamma: int
     mask_token: int
+    external_kv: bool
 
     # ------------------------------------------------------------- device steps
     def _uniform_attn(self, rows_t: torch.Tensor, q_pos: torch.Tensor, out_loc: torch.Tensor, ctx: int) -> AttnBatch:
@@ -176,7 +177,11 @@ class SpecCycle:
         if not rows:
             raise ValueError("empty batch")
         bounds = [self.pool.len_bound[r] for r in rows]
-        self.pool.reserve(rows, [n + width for n in bounds])
+        upto = [n + width for n in bounds]
+        if self.external_kv:
+            self.pool.covers(rows, upto)
+        else:
+            self.pool.reserve(rows, upto)
         return self.context_bucket(max(bounds) + width)
 
     @torch.no_grad()

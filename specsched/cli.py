@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "measure": ("specsched.runtime.cli_commands", "run a scenario for real on a device (needs torch)"),
     "validate": ("specsched.runtime.cli_commands", "measure a scenario and simulate it: predicted vs measured"),
     "profile": ("specsched.runtime.cli_commands", "measure a device profile (needs torch), or write one with --analytic"),
+    "doctor": ("specsched.runtime.cli_commands", "first-run check of a GPU machine: versions, capture, SDPA, sync costs"),
 }
 """Command -> (module whose ``add_parsers`` registers it, one-line summary for ``--help``)."""
 
@@ -56,6 +57,7 @@ EXAMPLES: dict[str, list[str]] = {
     "validate": ["specsched validate scenarios/h200/batch8.yaml --profile profiles/h200-1b.yaml --device cuda"],
     "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml",
                 "specsched profile --analytic --model llama-3.1-8b --gpu H200 --tp 1 --out profiles/h200-l8.yaml"],
+    "doctor": ["specsched doctor --device cuda", "specsched doctor --device cuda-as-hip --out doctor.md"],
 }
 
 # modules registered when a command is not in COMMANDS (a command added elsewhere still works)

@@ -149,3 +149,19 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys):
     path.write_text("{not json")
     assert "not valid JSON" in _bad(tmp_path, capsys, "--model", str(path), "--gpu", "H200")
     assert "--dtype" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--dtype", "int4")
+
+
+def test_fit_recovers_the_efficiencies_that_made_the_measurements():
+    """Refit (what calibration calls): forwards timed with known factors give them back."""
+    from specsched.sim.analytic.fit import Observation, fit_efficiency, predict
+
+    p = Profile.model_validate(build_profile(L8, H200, 1))
+    true = Efficiency(matmul=0.5, hbm=0.6, kernel_gap_s=4e-6)
+    shapes = [("decode", b, 1, c) for b in (1, 8, 64) for c in (0, 4096)] + [("extend", 1, x, x / 2) for x in (4096, 16384)]
+    obs = [Observation(k, b, q, c, predict(L8, H200, Parallel(), true, Observation(k, b, q, c, 1.0))) for k, b, q, c in shapes]
+    fitted, rms = fit_efficiency(p, obs)
+    assert rms < 1e-3
+    for f in ("matmul", "hbm", "kernel_gap_s"):
+        assert getattr(fitted, f) == pytest.approx(getattr(true, f), rel=0.02), f
+    with pytest.raises(ConfigError, match="factors"):
+        fit_efficiency(p, obs, factors=("speed",))

@@ -25,7 +25,8 @@ from specsched.runtime.device import (  # noqa: E402
 )
 from specsched.runtime.sync_checker import HostSyncError, SyncChecker  # noqa: E402
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# every HIP branch also runs on CPU (cpu-as-hip) and, where a GPU is present, on it (cuda-as-hip)
+DEVICES = ["cpu", "cpu-as-hip"] + (["cuda", "cuda-as-hip"] if torch.cuda.is_available() else [])
 
 
 class FakeEvent:
@@ -70,7 +71,7 @@ def test_detect_backend_cpu_and_unsupported() -> None:
 
 
 def test_cpu_device_has_three_null_streams_and_float32() -> None:
-    dev = Device("cpu")
+    dev = Device("cpu", backend="cpu")  # the native backend even when SPECSCHED_BACKEND forces hip
     assert dev.backend == "cpu" and not dev.is_gpu and dev.dtype == torch.float32
     for name in ("schedule", "forward", "copy"):
         assert isinstance(dev.stream(name), NullStream)
@@ -81,14 +82,49 @@ def test_cpu_device_has_three_null_streams_and_float32() -> None:
     assert dev.describe().startswith("cpu")
 
 
-def test_hip_refuses_schedule_waits_forward_barrier() -> None:
-    dev = Device("cpu")
-    dev.backend = "hip"  # the rule only looks at the backend name
+@pytest.mark.parametrize("name", [d for d in DEVICES if d.endswith("-as-hip")])
+def test_hip_guard_checks_what_a_wait_does_not_its_name(name: str) -> None:
+    dev = Device(name)
+    assert dev.is_hip and dev.forced and dev.label == f"{name.split('-')[0]}-as-hip"
+    assert dev.sglang_publish_wait == "host_block"
     with pytest.raises(ValueError, match="26646"):
         dev.wait_stream("schedule", "forward")
+    # the same barrier spelled as a queued wait on the forward stream's event: refused too
+    done = dev.record("forward")
+    with pytest.raises(ValueError, match="26646"):
+        dev.stream_wait("schedule", done)
     ev = dev.wait_stream("forward", "schedule")  # SGLang run_batch's direction is fine
     assert ev.stream == "schedule"
-    assert dev.sglang_publish_wait == "host_block"
+    dev.stream_wait("forward", done)  # a wait of the forward stream itself is fine
+    # an arm that measures the barrier on purpose may issue it
+    dev.allow_schedule_barrier = True
+    dev.stream_wait("schedule", dev.record("forward"))
+    dev.wait_stream("schedule", "forward")
+
+
+@pytest.mark.parametrize("name", DEVICES)
+def test_hip_layout_copies_on_the_forward_stream(name: str) -> None:
+    dev = Device(name)
+    assert (dev.stream("copy") is dev.stream("forward")) == dev.is_hip
+    with dev.use("forward"):
+        x = dev.h2d([1, 2, 3])
+        hc = dev.copy_to_host({"x": x * 2})
+        out = dev.wait_copy(hc)
+    assert out["x"].tolist() == [2, 4, 6]
+    # no cross-stream wait is queued for the copy where it shares the forward stream
+    assert (dev.queued_waits.get("copy", 0) == 0) or not dev.is_hip
+    assert dev.event_records["ring"] >= 1
+
+
+def test_backend_override_is_validated_and_env_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="only 'hip'"):
+        Device("cpu", backend="cuda")
+    with pytest.raises(ValueError, match="as-hip"):
+        Device("cpu-as-cuda")
+    monkeypatch.setenv("SPECSCHED_BACKEND", "hip")
+    assert Device("cpu").label == "cpu-as-hip"
+    monkeypatch.delenv("SPECSCHED_BACKEND")
+    assert Device("cpu").label == "cpu"
 
 
 @pytest.mark.parametrize("name", DEVICES)
@@ -97,6 +133,7 @@ def test_device_counts_host_syncs_by_kind(name: str) -> None:
     with dev.use("forward"):
         x = torch.arange(6, device=dev.torch_device) * 2
         ev = dev.record("forward")
+    dev.allow_schedule_barrier = True  # (refused on HIP otherwise; this test counts waits)
     dev.stream_wait("schedule", ev)  # queued: not a host sync
     assert dev.host_syncs == 0 and dev.queued_waits["schedule"] == 1
     dev.host_block(ev, "publish")

@@ -19,13 +19,19 @@ SERVER = {"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_to
           "speculative_num_draft_tokens": 4, "max_total_num_tokens": 5000}
 
 
-def runtime(server=None, workload=None):
+# the engine and the burst equivalence run with the HIP code paths too (cpu-as-hip), and on a
+# GPU where one is present (cuda, cuda-as-hip)
+DEVICES = ["cpu", "cpu-as-hip"] + (["cuda", "cuda-as-hip"] if torch.cuda.is_available() else [])
+
+
+def runtime(server=None, workload=None, device="cpu"):
     sc = make_scenario({**SERVER, **(server or {})}, {**BURST, **(workload or {})}, {"mean_accept_length": 2.2})
-    return sc, RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    return sc, RuntimeEngine(sc, preset="tiny", device=device, warmup=False)
 
 
-def test_same_plans_and_tokens_as_the_simulator():
-    sc, eng = runtime()
+@pytest.mark.parametrize("device", DEVICES)
+def test_same_plans_and_tokens_as_the_simulator(device):
+    sc, eng = runtime(device=device)
     measured = eng.run()
     simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
     cols = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
@@ -36,14 +42,20 @@ def test_same_plans_and_tokens_as_the_simulator():
     assert a.equals(b)
     assert list(measured.requests.columns) == list(simulated.requests.columns)
     assert list(measured.steps.columns) == list(simulated.steps.columns)
-    assert measured.summary["completed"] == 5 and measured.summary["source"].startswith("runtime:cpu")
+    assert measured.summary["completed"] == 5 and measured.summary["source"].startswith(f"runtime:{device}")
+    assert measured.summary["backend"] in (device, device.removesuffix("-as-hip") + "-as-hip")
+    # event records per step are counted (each is a barrier packet on HIP): on a GPU one done
+    # event + one copy-done + one timing start + the pinned staging copies, no end mark
+    assert measured.summary["event_records_per_step"] > 0
+    assert "sdpa_ran" in measured.summary["environment"]
     assert (measured.requests["ttft_s"] <= measured.requests["e2e_s"]).all()
     s = measured.steps
     assert (s["gpu_end_s"] >= s["gpu_start_s"]).all() and s["gpu_start_s"].is_monotonic_increasing
 
 
-def test_host_block_mode_blocks_on_publish_and_slot_expansion():
-    _, eng = runtime({"sync_mode": "host_block", "prefill_slot_expansion_sync": True})
+@pytest.mark.parametrize("device", DEVICES)
+def test_host_block_mode_blocks_on_publish_and_slot_expansion(device):
+    _, eng = runtime({"sync_mode": "host_block", "prefill_slot_expansion_sync": True}, device=device)
     res = eng.run()
     syncs = res.summary["host_syncs"]
     verify_launches = int(((res.steps["mode"] == "verify") & (res.steps["part"] == "main")).sum())
@@ -60,11 +72,46 @@ def test_stream_wait_and_output_size_remove_those_syncs():
     assert syncs.get("results", 0) > 0  # results are still waited for (copy_done)
 
 
-def test_cross_queue_wait_queues_on_the_schedule_stream():
-    _, eng = runtime({"sync_mode": "cross_queue_wait"})
+@pytest.mark.parametrize("device", DEVICES)
+def test_cross_queue_wait_queues_on_the_schedule_stream(device):
+    _, eng = runtime({"sync_mode": "cross_queue_wait"}, device=device)
     res = eng.run()
     assert res.summary["host_syncs"].get("publish", 0) == 0
     assert res.summary["queued_waits"].get("schedule", 0) > 0
+    # the barrier is measured on purpose in this arm, and labelled so (refused on HIP otherwise)
+    assert res.summary["schedule_barrier"].startswith("measured on purpose")
+    _, eng = runtime({"sync_mode": "stream_wait"}, device=device)
+    assert eng.run().summary["schedule_barrier"] == "none"
+
+
+def test_measure_refuses_serializing_variables(monkeypatch, tmp_path, capsys):
+    from specsched.cli import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text("name: t\nprofile: h200-1b\nworkload: {kind: burst, num_requests: 1, input_len: {kind: fixed, "
+                  "value: 8}, output_len: {kind: fixed, value: 4}}\n")
+    monkeypatch.setenv("AMD_SERIALIZE_KERNEL", "3")
+    out = tmp_path / "out"
+    assert main(["measure", str(sc), "--device", "cpu", "--preset", "tiny", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "AMD_SERIALIZE_KERNEL" in err[0] and "--allow-serializing" in err[0]
+    assert not out.exists()
+    assert main(["measure", str(sc), "--device", "cpu", "--preset", "tiny", "--out", str(out),
+                 "--allow-serializing"]) == 0
+    assert out.exists()
+
+
+def test_measure_refuses_a_pool_that_cannot_fit_with_the_estimate(tmp_path, capsys):
+    from specsched.cli import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text("name: t\nprofile: h200-1b\nserver: {max_total_num_tokens: 100000000000, max_running_requests: 4}\n"
+                  "workload: {kind: burst, num_requests: 4, input_len: {kind: fixed, value: 1000000}, "
+                  "output_len: {kind: fixed, value: 4}}\n")
+    assert main(["measure", str(sc), "--device", "cpu", "--preset", "8b", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "preset 8b" in err[0] and "GiB" in err[0] and "KV pool" in err[0]
+    assert not (tmp_path / "o").exists()
 
 
 def test_closed_loop_and_poisson_run_to_completion():
@@ -81,3 +128,4 @@ def test_validation_table_errors():
                             ("mean_ttft_ms", "output_throughput", "median_itl_ms"))
     assert rows[0]["error_pct"] == pytest.approx(10.0) and rows[1]["error_pct"] == pytest.approx(-10.0)
     assert rows[2]["error_pct"] != rows[2]["error_pct"]  # NaN when missing
+

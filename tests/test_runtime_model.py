@@ -25,7 +25,8 @@ from specsched.runtime.model import (  # noqa: E402
 )
 from specsched.runtime.sync_checker import SyncChecker  # noqa: E402
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# every HIP branch also runs on CPU (cpu-as-hip) and, where a GPU is present, on it (cuda-as-hip)
+DEVICES = ["cpu", "cpu-as-hip"] + (["cuda", "cuda-as-hip"] if torch.cuda.is_available() else [])
 TINY = PRESETS["tiny"]
 ATOL = 2e-4
 
@@ -168,7 +169,7 @@ def run_spec(r: ModelRunner, prompts: list[torch.Tensor], n_out: int, *, graph: 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("graph", [False, True])
 def test_spec_with_target_as_drafter_reproduces_greedy(device: str, graph: bool) -> None:
-    prompts = [tokens(n, 20 + n, torch.device(device)) for n in (9, 17, 4)]
+    prompts = [tokens(n, 20 + n, torch.device(device.split("-as-")[0])) for n in (9, 17, 4)]
     ref = greedy_reference(device, prompts, 24)
     _, _, r = make(device, window=4, drafter="copy")
     got, accepts = run_spec(r, prompts, 24, graph=graph)
@@ -180,7 +181,7 @@ def test_spec_with_target_as_drafter_reproduces_greedy(device: str, graph: bool)
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_spec_with_a_different_drafter_still_reproduces_greedy(device: str) -> None:
-    prompts = [tokens(n, 40 + n, torch.device(device)) for n in (6, 13)]
+    prompts = [tokens(n, 40 + n, torch.device(device.split("-as-")[0])) for n in (6, 13)]
     ref = greedy_reference(device, prompts, 15)
     _, _, r = make(device, window=3, drafter="tiny-draft")
     got, accepts = run_spec(r, prompts, 15)
@@ -223,7 +224,7 @@ def test_forced_accept_commits_exactly_accept_plus_one_and_rolls_back_the_rest(d
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_graph_replay_equals_eager_with_padding(device: str) -> None:
-    prompts = [tokens(n, 80 + n, torch.device(device)) for n in (5, 14, 9)]  # batch 3 -> bucket 4
+    prompts = [tokens(n, 80 + n, torch.device(device.split("-as-")[0])) for n in (5, 14, 9)]  # batch 3 -> bucket 4
     results = []
     for graph in (False, True):
         _, _, r = make(device, window=4, drafter="tiny-draft", seed=5)

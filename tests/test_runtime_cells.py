@@ -1,0 +1,92 @@
+"""Every H200 validation cell runs in a tiny form on CPU, in the runtime and the simulator.
+
+The cells in scenarios/h200/ differ on the axes the cost model has (no speculation with
+Poisson arrivals, prompts longer than a chunk, a short window with low acceptance, a KV pool
+that retracts, batches above cuda_graph_max_bs, long contexts); here each is shrunk (tiny
+model, short prompts and outputs, a pool scaled with them) and run to completion by both
+engines. Where the decisions do not depend on time (bursts: every request is there at 0),
+both engines must make the same batch plans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from specsched.analysis.overrides import load_scenario_with_overrides  # noqa: E402
+from specsched.runtime.engine import RuntimeEngine  # noqa: E402
+from specsched.sim.config import arm_names  # noqa: E402
+from specsched.sim.engine import SimEngine  # noqa: E402
+
+from tests.conftest import tiny_profile  # noqa: E402
+
+CELLS = Path(__file__).resolve().parent.parent / "scenarios" / "h200"
+SMALL = {"workload.input_len.value": 40, "workload.output_len.value": 24}
+TINY = {
+    "poisson-nospec": {**SMALL, "workload.num_requests": 5, "workload.request_rate": 400.0},
+    "chunked-prefix": {"workload.num_requests": 4, "workload.concurrency": 2, "workload.input_len.value": 160,
+                       "workload.output_len.value": 16, "server.chunked_prefill_size": 64,
+                       "server.max_prefill_tokens": 64},
+    "window4-lowacc": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
+    # the retracting burst scaled down (3 x (16 + 96) tokens into 280 slots: one retraction)
+    "kv-retract": {"workload.num_requests": 3, "workload.input_len.value": 16, "workload.output_len.value": 96,
+                   "server.max_running_requests": 3, "server.max_total_num_tokens": 280,
+                   "server.speculative_num_draft_tokens": 4},
+    "above-graph-bs": {**SMALL, "workload.num_requests": 6, "workload.concurrency": 5,
+                       "server.cuda_graph_max_bs": 2},
+    "long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,
+                     "workload.output_len.value": 16},
+}
+PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
+
+
+def test_every_new_cell_has_a_tiny_form():
+    names = {p.stem for p in CELLS.glob("*.yaml")}
+    assert set(TINY) <= names
+
+
+def test_retracting_burst_device_pool_holds_what_the_ledger_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kv-retract cell crashed the runtime (PoolExhausted from spec_cycle -> pool.reserve):
+    the device pool kept retracted requests' slots. Now, before every forward, the device
+    holds exactly the ledger's slots per request, never above max_total_num_tokens."""
+    sc = load_scenario_with_overrides(CELLS / "kv-retract.yaml", "base", TINY["kv-retract"])
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    pool, sync, seen = eng.runner.pool, eng._sync_kv, []
+
+    def checked(plan):
+        sync(plan)
+        held = {rid: pool.reserved[row] for rid, row in eng.rows.items()}
+        ledger = {rid: eng.sched.reqs[rid].kv_allocated for rid in eng.rows}
+        seen.append((held == ledger, sum(held.values()), eng.sched.kv.used))
+
+    monkeypatch.setattr(eng, "_sync_kv", checked)
+    res = eng.run()
+    assert res.summary["num_retractions"] >= 1
+    assert seen and all(same and total == used for same, total, used in seen)
+    assert max(total for _, total, _ in seen) <= sc.server.max_total_num_tokens
+    assert pool.num_free_slots == pool.free_slots.numel()
+
+
+@pytest.mark.parametrize("cell", sorted(TINY))
+def test_cell_runs_in_both_engines(cell: str) -> None:
+    path = CELLS / f"{cell}.yaml"
+    arm = arm_names(path)[-1]  # the arm that differs from base: both sync paths get covered
+    for a in ("base", arm):
+        sc = load_scenario_with_overrides(path, a, TINY[cell])
+        measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
+        simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
+        n = sc.workload.num_requests
+        assert measured.summary["completed"] == simulated.summary["completed"] == n
+        assert (measured.requests.sort_values("rid")["output_len"].to_numpy()
+                == measured.chunks.groupby("rid")["n_tokens"].sum().sort_index().to_numpy()).all()
+        if sc.workload.kind == "burst":
+            assert measured.steps[PLAN_COLS].reset_index(drop=True).equals(
+                simulated.steps[PLAN_COLS].reset_index(drop=True))
+            assert measured.summary["num_retractions"] == simulated.summary["num_retractions"]
+        if cell == "kv-retract":
+            assert measured.summary["num_retractions"] >= 1
+        if cell == "chunked-prefix":  # prompts of ~160 tokens in 64-token chunks: extends over a prefix
+            assert (measured.steps["num_extend_tokens"] == 64).sum() >= 4
