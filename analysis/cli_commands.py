@@ -82,14 +82,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
     from specsched.analysis import plots
-    from specsched.analysis.io import read_results, run_label
+    from specsched.analysis.bench_cli import load_run_or_bench  # a bench_serving FILE[:LINE] too
+    from specsched.analysis.io import run_label
     from tqdm import tqdm
 
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
     runs = []
     for d in args.results_dirs:
-        runs.append(read_results(d))
+        runs.append(load_run_or_bench(d))
         bar.update(1)
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
     console = Console(stderr=True, soft_wrap=True)
@@ -108,6 +109,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         console.print(f"[yellow]verify_split skipped: {e}[/yellow]")
     seen: dict[str, int] = {}
     for r in runs:
+        if r.steps.empty and r.timeseries.empty:   # a client-side measurement has no timeline
+            continue
         name = f"timeline_{_slug(run_label(r))}_seed{(r.summary or {}).get('seed', 'x')}"
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
@@ -222,7 +225,7 @@ def add_parsers(subparsers: Any) -> None:
     """
     p = subparsers.add_parser("plot", help="plot TTFT/TPOT/ITL distributions, timelines and verify split of results directories",
                               description=cmd_plot.__doc__)
-    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR", help="results directories (one per run; runs of one arm are pooled)")
+    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR", help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, ./plots for several)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
     p.set_defaults(func=cmd_plot)

@@ -66,7 +66,7 @@ from specsched.sim.records import (
 )
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler
-from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
+from specsched.sim.workload import RequestSpec, arrival_times, make_requests
 from tqdm.auto import tqdm
 
 _TOKENS_STREAM = 4
@@ -102,7 +102,7 @@ class Clients:
             self.slots = w.concurrency
             self.queue = [s.index for s in specs]
         else:
-            times = poisson_arrivals(len(specs), w.request_rate, seed)
+            times = arrival_times(w, specs, seed)
             self.pending = [(float(t), s.index) for s, t in zip(specs, times, strict=True)]
             self.slots = w.max_concurrency
         heapq.heapify(self.pending)
@@ -268,6 +268,10 @@ class RuntimeEngine:
         self.sched = Scheduler(srv, make_policy(srv), self.seed)
         self.rec = _Records()
         self.clients = Clients(self.scenario, self.specs, self.seed)
+        # rows the previous pass (the unmeasured one, or another arm) still holds go back to
+        # the pool: the new pass's ledger starts empty, so must the device pool
+        for row in getattr(self, "rows", {}).values():
+            self.runner.free_request(row)
         self.rows: dict[int, int] = {}
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
@@ -445,7 +449,8 @@ class RuntimeEngine:
             for c in r.ctx_buckets:
                 for b in r.bs_buckets:
                     if b <= max(limit, 1):
-                        r.capture(kind, b, min(c, ctx_need))
+                        # decode replays without forced accepts: capture the key it looks up
+                        r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
                 if c >= ctx_need:
                     break
         rows = [r.add_request()]

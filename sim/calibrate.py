@@ -187,6 +187,10 @@ def write(profile: Profile, mean: float, spread: float) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if getattr(args, "from_files", None):   # a real server's bench_serving runs: analysis/calibrate_bench.py
+        from specsched.analysis.calibrate_bench import cmd_calibrate_from
+
+        return cmd_calibrate_from(args)
     if args.report_only:
         sc = _scenario(BURST)
         print(report(load_profile(str(PROFILE)), sc.acceptance.mean_accept_length, sc.acceptance.request_spread, args.seeds))
@@ -215,6 +219,10 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--report-only", action="store_true", help="only print predicted vs reference with the current files")
     c.add_argument("--max-evals", type=int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds)")
     c.add_argument("--seeds", type=int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
+    # --from: fit to a real server's runs (analysis/calibrate_bench.py)
+    from specsched.analysis.calibrate_bench import add_arguments
+
+    add_arguments(c)
     c.set_defaults(func=cmd_calibrate)
 
 

@@ -231,13 +231,15 @@ class AcceptanceConfig(BaseModel):
 
 class LengthDist(BaseModel):
     """Token lengths: ``fixed`` (value), ``uniform`` (bench_serving random: uniform integer in
-    [value x range_ratio, value]), or ``file`` (a histogram CSV with columns length,weight)."""
+    [max(1, int(value x range_ratio)), value], SGLang benchmark/datasets/common.py
+    compute_random_lens; range_ratio 0 draws from [1, value]), or ``file`` (a histogram CSV
+    with columns length,weight)."""
 
     model_config = _STRICT
 
     kind: Literal["fixed", "uniform", "file"] = Field("fixed", description="fixed, uniform (bench_serving's 'random' dataset; 'random' is accepted as a synonym) or file.")
     value: int | None = Field(None, ge=1, description="fixed: the length; uniform: the largest length.")
-    range_ratio: float = Field(1.0, gt=0.0, le=1.0, description="uniform: the smallest length is value x range_ratio.")
+    range_ratio: float = Field(1.0, ge=0.0, le=1.0, description="uniform: the smallest length is max(1, int(value x range_ratio)); 0 = from 1.")
     path: str | None = Field(None, description="file: CSV with columns length,weight (relative to the scenario file).")
 
     @field_validator("kind", mode="before")
@@ -254,6 +256,49 @@ class LengthDist(BaseModel):
         return self
 
 
+class TraceColumns(BaseModel):
+    """Column (CSV) or key (JSONL) names of a trace's arrival time, prompt and output length."""
+
+    model_config = _STRICT
+
+    timestamp: str = Field("timestamp", description="Arrival time column.")
+    input_len: str = Field("input_length", description="Prompt length column (tokens).")
+    output_len: str = Field("output_length", description="Output length column (tokens).")
+
+
+TRACE_LAYOUTS: dict[str, tuple[TraceColumns, str]] = {
+    "azure": (TraceColumns(timestamp="TIMESTAMP", input_len="ContextTokens", output_len="GeneratedTokens"), "datetime"),
+    "mooncake": (TraceColumns(timestamp="timestamp", input_len="input_length", output_len="output_length"), "ms"),
+}
+"""Public production trace layouts: the Azure LLM inference traces (CSV, TIMESTAMP as a date
+and time) and Mooncake's (JSONL, timestamp in ms; hash_ids ignored)."""
+
+
+class TraceConfig(BaseModel):
+    """A request trace to replay (:mod:`sim.trace`): one request per row, in arrival order.
+
+    ``layout`` picks the column names and time unit of a public trace (``azure``,
+    ``mooncake``); ``columns``/``time_unit`` given explicitly win over the layout's.
+    Arrival = (timestamp - first timestamp) x ``time_scale`` (bench_serving's
+    ``--slowdown-factor`` semantics: 2 replays at half the rate). The file is read once,
+    streamed, at most ``workload.num_requests`` rows.
+    """
+
+    model_config = _STRICT
+
+    path: str = Field(description="CSV or JSONL file: beside the scenario, as given, or a shipped example by name.")
+    format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
+    layout: Literal["custom", "azure", "mooncake"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length; custom: columns.")
+    columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
+    time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
+    time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
+
+    def resolved(self) -> tuple[TraceColumns, str]:
+        """(columns, time unit) after applying the layout."""
+        cols, unit = TRACE_LAYOUTS.get(self.layout, (TraceColumns(), "s"))
+        return self.columns or cols, self.time_unit or unit
+
+
 MAX_ARRIVAL_SPAN_S = 1e9
 """Longest expected arrival span (num_requests / request_rate) a scenario may ask for (s)."""
 
@@ -263,20 +308,26 @@ class WorkloadConfig(BaseModel):
 
     burst: ``num_requests`` sent at t=0 (they reach the scheduler spaced by the profile's
         tokenizer/IPC ingest time). closed_loop: ``concurrency`` in flight, each finished
-        request replaced at once, ``num_requests`` in all. poisson: exponential gaps at
-        ``request_rate`` req/s, at most ``max_concurrency`` in flight; the client timer
-        starts when the concurrency slot is acquired.
+        request replaced at once, ``num_requests`` in all. poisson: gaps at ``request_rate``
+        req/s, exponential, or gamma with shape ``burstiness`` and mean 1/request_rate when
+        burstiness is given (vLLM benchmark_serving's --burstiness; SGLang 0.5.23's
+        bench_serving has none), at most ``max_concurrency`` in flight; the client timer
+        starts when the concurrency slot is acquired. trace: arrival times and lengths from
+        ``trace`` (:class:`TraceConfig`), at most ``num_requests`` rows, at most
+        ``max_concurrency`` in flight.
     """
 
     model_config = _STRICT
 
-    kind: Literal["burst", "closed_loop", "poisson"] = Field(description="Client behaviour: burst, closed_loop or poisson (see above).")
-    num_requests: int = Field(ge=1, description="Requests sent in all.")
+    kind: Literal["burst", "closed_loop", "poisson", "trace"] = Field(description="Client behaviour: burst, closed_loop, poisson or trace (see above).")
+    num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all).")
     concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight.")
     request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency.")
-    max_concurrency: int | None = Field(None, ge=1, description="poisson: most requests in flight (None: no cap).")
-    input_len: LengthDist = Field(description="Prompt lengths.")
-    output_len: LengthDist = Field(description="Output lengths (every request generates exactly this many tokens: ignore_eos).")
+    burstiness: float | None = Field(None, gt=0, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential).")
+    max_concurrency: int | None = Field(None, ge=1, description="poisson, trace: most requests in flight (None: no cap).")
+    input_len: LengthDist | None = Field(None, description="Prompt lengths (not for trace).")
+    output_len: LengthDist | None = Field(None, description="Output lengths (every request generates exactly this many tokens: ignore_eos; not for trace).")
+    trace: TraceConfig | None = Field(None, description="trace: the file to replay and its columns.")
 
     @model_validator(mode="before")
     @classmethod
@@ -287,10 +338,21 @@ class WorkloadConfig(BaseModel):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> WorkloadConfig:
+        if self.kind == "trace":
+            if self.trace is None:
+                raise ValueError("kind 'trace' needs a 'trace' block (path; layout or columns)")
+            return self
+        for key in ("num_requests", "input_len", "output_len"):
+            if getattr(self, key) is None:
+                raise ValueError(f"kind {self.kind!r} needs '{key}'")
+        if self.trace is not None:
+            raise ValueError(f"'trace' is read only by kind 'trace' (kind is {self.kind!r})")
         if self.kind == "closed_loop" and self.concurrency is None:
             raise ValueError("closed_loop needs 'concurrency'")
         if self.kind == "poisson" and self.request_rate is None:
             raise ValueError("poisson needs 'request_rate'")
+        if self.burstiness is not None and self.kind != "poisson":
+            raise ValueError("'burstiness' applies to kind 'poisson' only")
         rate = self.request_rate
         if rate is not None and rate != rate:
             raise FieldError("workload.request_rate", rate, "must be a number > 0 (or .inf)")

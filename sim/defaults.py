@@ -34,11 +34,12 @@ text; if none matches, the ServerArgs defaults stay.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
-from specsched.sim.profile import Profile, load_profile
+from specsched.sim.profile import Profile, load_profile, resolve_profile_path
 
 SPEC_MAX_RUNNING_REQUESTS = 48
 """SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""
@@ -116,6 +117,22 @@ def hardware_of(profile: Profile) -> Hardware | None:
     return Hardware(platform=gpu.platform, gpu=gpu.name, memory_mib=gpu.memory_mib)
 
 
+def _scenario_hardware(name: str, relative_to: str | None) -> Hardware | None:
+    """The hardware of the profile a scenario names, parsed once per file version (sweeps
+    load the same scenario many times)."""
+    path = resolve_profile_path(name, relative_to)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _hardware_at(str(path.resolve()) if stamp else name, stamp, relative_to)
+
+
+@lru_cache(maxsize=64)
+def _hardware_at(path: str, stamp: int, relative_to: str | None) -> Hardware | None:
+    return hardware_of(load_profile(path, relative_to=relative_to))
+
+
 @dataclass(frozen=True)
 class Resolved:
     """One server argument the scenario left out, the value it got and why."""
@@ -183,9 +200,8 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     """
     if given is None:
         given = set(scenario.server.model_fields_set)
-    if profile is None:
-        profile = load_profile(scenario.profile, relative_to=scenario.path or None)
-    server, filled = resolve_server(scenario.server, hardware_of(profile), given)
+    hw = hardware_of(profile) if profile is not None else _scenario_hardware(scenario.profile, scenario.path or None)
+    server, filled = resolve_server(scenario.server, hw, given)
     # validate again: the filled values must pass the same checks as written ones
     server = ServerArgs.model_validate(server.model_dump())
     out = scenario.model_copy(update={"server": server})

@@ -63,7 +63,7 @@ class DeviceTokens:
                 c = cycles.get(rid, 0)
                 cycles[rid] = c + 1
                 n = draw(rid, c)
-                if n > remaining:
+                if n > remaining:  # INV-9: 1..window, INV-3: never past the output target
                     n = remaining
             else:
                 n = 1

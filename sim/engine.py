@@ -55,7 +55,7 @@ from specsched.sim.profile import Profile, load_profile
 from specsched.sim.records import Recorder, RunResult
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler
-from specsched.sim.workload import RequestSpec, make_requests, poisson_arrivals
+from specsched.sim.workload import RequestSpec, arrival_times, make_requests
 
 AUTO_COMPACT_TOKENS = 1_000_000
 """``records="auto"`` keeps every chunk row up to this many output tokens in the run, and
@@ -123,7 +123,7 @@ class SimEngine:
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         w = scenario.workload
-        self._finish_reacts = w.kind == "closed_loop" or (w.kind == "poisson" and w.max_concurrency is not None)
+        self._finish_reacts = w.kind == "closed_loop" or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
         self._gpu_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None
@@ -231,7 +231,7 @@ class SimEngine:
             for _ in range(min(w.concurrency, len(queue))):
                 self.env.process(self._closed_loop(queue))
         else:
-            times = poisson_arrivals(len(self.specs), w.request_rate, self.seed)
+            times = arrival_times(w, self.specs, self.seed)
             if w.max_concurrency:
                 self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
             else:
@@ -242,7 +242,7 @@ class SimEngine:
         now = self._t
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
-        start = max(now, self._gpu_free)
+        start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
         end = start + cost.total_s
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
@@ -279,7 +279,7 @@ class SimEngine:
             rids = np.array([d.rid for d in ds], dtype=np.int64)
             n = np.array([d.n_tokens for d in ds], dtype=np.int64)
             fin = np.array([d.finished for d in ds], dtype=bool)
-        self.rec.deliver(self._t, rids, n, fin)
+        self.rec.deliver(self._t, rids, n, fin)  # INV-5: the host clock never goes back
         if fin.any():
             yield from self._sync(self._t)  # clients react at the delivery time
             for rid in rids[fin].tolist():

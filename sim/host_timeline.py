@@ -59,7 +59,7 @@ def _iterate(T, Ep, hs, hl, hp, c, wake, publish_block):
     else:
         pw = _ZEROS[: len(T)] if len(T) <= len(_ZEROS) else np.zeros(len(T))
     t = t + hl
-    S = np.maximum(t, Ep)
+    S = np.maximum(t, Ep)  # INV-6: a forward starts after the previous one ends
     E = S + c
     d = Ep - t
     rw = np.where(d > 0, d + wake, 0.0)

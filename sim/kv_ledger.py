@@ -16,9 +16,9 @@ The four changes, in SGLang's terms (managers/scheduler.py, managers/schedule_ba
 - retract: a retracted request returns every slot it holds (``retract_decode``).
 
 INV-2 (KV within capacity): ``0 <= used <= capacity`` after every change; ``peak`` is the
-largest ``used`` seen. INV-3 (KV balance): ``used`` equals the sum of ``kv_allocated`` over
-all requests (every slot has one holder). Both are guarded by
-tests/test_invariants.py::test_inv2_kv_within_capacity_and_inv3_balance.
+largest ``used`` seen. INV-8 (KV balance): ``used`` equals the sum of ``kv_allocated`` over
+all requests (every slot has one holder), so it is 0 once every request finished. Guarded
+by tests/test_invariants.py (``test_inv2_...``, ``test_inv1_inv2_inv8_...``).
 
 The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
 same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
@@ -102,7 +102,7 @@ class KVLedger:
         return self.capacity - self.used
 
     def _take(self, n: int) -> None:
-        if n > self.capacity - self.used:
+        if n > self.capacity - self.used:  # INV-2 (the scheduler retracts before it comes to this)
             raise KVPoolExhausted(f"need {n} KV tokens, {self.available} free of {self.capacity}")
         self.used += n
         if self.used > self.peak:
@@ -198,7 +198,7 @@ class KVLedger:
         ``peak`` is the stretch's largest reservation.
 
         Raises:
-            KVPoolExhausted: the result breaks INV-2 or INV-3 (the stretch's counts are wrong).
+            KVPoolExhausted: the result breaks INV-2 or INV-8 (the stretch's counts are wrong).
         """
         delta = 0
         for r, h in zip(reqs, held, strict=True):

@@ -50,6 +50,8 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
     if limit < 1:
         raise ConfigError("<command line>", "--max-requests", limit, "must be >= 1")
     n = scenario.workload.num_requests
+    if n is None:   # a trace without a row limit: its rows are streamed, the file bounds them
+        return
     need = n * BYTES_PER_REQUEST
     file = scenario.path or "<scenario>"
     if n > limit:
@@ -81,6 +83,8 @@ def check_fits(scenario: Scenario) -> None:
             possible value) and what the pool holds.
     """
     srv, w = scenario.server, scenario.workload
+    if w.kind == "trace":   # lengths are in the file: the scheduler refuses a request that cannot fit
+        return
     page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
     fixed = page + 2 * window  # a page of headroom plus the in-flight verify slots
     file = scenario.path or "<scenario>"

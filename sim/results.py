@@ -89,9 +89,16 @@ class Output:
     write: Callable[[RunResult, Path], None]
 
 
+def _write_bench_serving(result: RunResult, d: Path) -> None:
+    from specsched.analysis.bench_serving import bench_line  # the run as a bench_serving line
+
+    (d / "bench_serving.jsonl").write_text(bench_line(result) + "\n")
+
+
 OUTPUTS: tuple[Output, ...] = (
     Output("summary.json", _write_summary),
     Output("scenario.yaml", _write_scenario),
+    Output("bench_serving.jsonl", _write_bench_serving),
 )
 """What every results directory gets besides the tables. Add a format here."""
 

@@ -18,10 +18,12 @@ iterations. Both paths build decode plans with :func:`sim.plan.decode_plan` and 
 only through the ledger (:mod:`sim.kv_ledger`).
 
 Invariants kept here (named in docs/architecture.md, tested in tests/test_invariants.py):
-INV-1 running <= max_running_requests (admission caps the running slots); INV-4 each
-request finishes once, with exactly its output length (process_result clips to
-max_new_tokens and skips finished requests); INV-5 tokens conserved (host deliveries ==
-device commits).
+INV-1 running <= max_running_requests (admission caps the running slots); INV-2 KV within
+capacity (a decode pass retracts until its reservation fits; the ledger refuses more);
+INV-3 each request finishes once, with exactly its output length, and INV-4 tokens
+conserved (process_result clips commits to max_new_tokens and skips finished and
+retracted requests); INV-10 a forward holds <= max_running_requests + 1 requests;
+INV-7 the collapsed stretch equals the passes it replaces.
 """
 
 from __future__ import annotations
@@ -194,7 +196,7 @@ class Scheduler:
             if self._delays(running_bs, sum(1 for r in self.running if not r.finished)):
                 self.num_delayed_passes += 1
                 return None
-        allocatable = s.max_running_requests - running_bs
+        allocatable = s.max_running_requests - running_bs  # INV-1: admissions fill free slots only
         if allocatable <= 0 and self.chunked_req is None:
             return None
 
@@ -270,7 +272,7 @@ class Scheduler:
             return None
         need = len(self.running) * self.window
         if self.kv.available < need:
-            self._retract(need)
+            self._retract(need)  # INV-2: make room before reserving
         else:
             self.ratio.on_decode_step()
         self.kv.reserve_window(self.running, self.window)
@@ -340,7 +342,7 @@ class Scheduler:
         finished: list[Req] = []
         for i, rid in enumerate(plan.rids):
             r = reqs[rid]
-            if r.status in skip:
+            if r.status in skip:  # INV-3: a finished (or retracted) request takes no more tokens
                 continue
             n = committed[i]
             if i >= plan.num_extend:
@@ -353,7 +355,7 @@ class Scheduler:
             if n <= 0:
                 continue
             left = r.max_new_tokens - r.output_len
-            if n > left:
+            if n > left:  # INV-3/INV-4: never past max_new_tokens (the device clips the same way)
                 n = left
             r.output_len += n
             done = n == left

@@ -1,10 +1,11 @@
 """Workloads: request lengths and client behaviour, seeded (bench_serving semantics).
 
 Lengths: ``fixed``; ``uniform`` as bench_serving's random dataset (an integer uniform in
-[value x range_ratio, value]); ``file``: a CSV histogram (columns ``length,weight``) drawn
-with replacement. Arrivals are produced by the engine's client processes; Poisson gaps come
-from :func:`poisson_arrivals`. Randomness is split by purpose (lengths, arrivals) so that
-changing one does not shift the other.
+[max(1, int(value x range_ratio)), value]); ``file``: a CSV histogram (columns
+``length,weight``) drawn with replacement; a ``trace`` workload reads lengths and arrival
+times from its file (:mod:`sim.trace`). Arrivals are produced by the engine's client
+processes from :func:`arrival_times`. Randomness is split by purpose (lengths, arrivals) so
+that changing one does not shift the other.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import LengthDist, WorkloadConfig
 from specsched.sim.errors import ConfigError
 
@@ -23,17 +25,21 @@ STREAM_LENGTHS = 2
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request to send: ``index`` (send order), prompt and output lengths (tokens)."""
+    """One request to send: ``index`` (send order), prompt and output lengths (tokens), and
+    for a trace its arrival time (s from the first request; None otherwise)."""
 
     index: int
     input_len: int
     output_len: int
+    arrival_s: float | None = None
 
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
     p = Path(path)
     if not p.is_absolute() and base is not None and not p.is_file():
         p = base.parent / p
+    if not p.is_file() and not Path(path).is_absolute() and (scenarios_dir() / path).is_file():
+        p = scenarios_dir() / path   # a shipped histogram (sharegpt-like-lengths-*.csv) by name
     if not p.is_file():
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
     df = pd.read_csv(p)
@@ -70,7 +76,14 @@ def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path 
 
 
 def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = None) -> list[RequestSpec]:
-    """The run's requests in send order (seeded by ``seed``; lengths stream)."""
+    """The run's requests in send order (seeded by ``seed``; lengths stream). A trace
+    workload reads its file here, once (:func:`sim.trace.load_trace`)."""
+    if cfg.kind == "trace":
+        from specsched.sim.trace import load_trace
+
+        tr = load_trace(cfg.trace, cfg.num_requests, scenario_path)
+        return [RequestSpec(i, int(a), int(b), float(t)) for i, (a, b, t)
+                in enumerate(zip(tr.input_len.tolist(), tr.output_len.tolist(), tr.arrival_s.tolist(), strict=True))]
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None
     ins = draw_lengths(cfg.input_len, cfg.num_requests, rng, base, "workload.input_len")
@@ -83,3 +96,23 @@ def poisson_arrivals(n: int, request_rate: float, seed: int) -> np.ndarray:
     the first at t = 0 + its gap (bench_serving's get_request)."""
     rng = np.random.default_rng([seed, STREAM_ARRIVALS])
     return np.cumsum(rng.exponential(1.0 / request_rate, size=n))
+
+
+def gamma_arrivals(n: int, request_rate: float, burstiness: float, seed: int) -> np.ndarray:
+    """Send times (s) with gamma gaps of shape ``burstiness`` and mean 1/request_rate (scale
+    1 / (request_rate x burstiness)): vLLM benchmark_serving's ``--burstiness`` (1 is Poisson,
+    < 1 burstier, > 1 more regular). SGLang 0.5.23's bench_serving has no such option."""
+    rng = np.random.default_rng([seed, STREAM_ARRIVALS])
+    return np.cumsum(rng.gamma(burstiness, 1.0 / (request_rate * burstiness), size=n))
+
+
+def arrival_times(cfg: WorkloadConfig, specs: list[RequestSpec], seed: int) -> np.ndarray:
+    """Send times (s) of an open-loop workload (poisson or trace), one per spec.
+
+    Poisson with no burstiness (or 1.0) draws the same exponential gaps as
+    :func:`poisson_arrivals`; a trace's are its rows' (already scaled)."""
+    if cfg.kind == "trace":
+        return np.array([s.arrival_s for s in specs], dtype=float)
+    if cfg.burstiness is None or cfg.burstiness == 1.0:
+        return poisson_arrivals(len(specs), cfg.request_rate, seed)
+    return gamma_arrivals(len(specs), cfg.request_rate, cfg.burstiness, seed)

@@ -40,6 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("specsched.runtime.cli_commands", "measure a scenario and simulate it: predicted vs measured"),
     "profile": ("specsched.runtime.cli_commands", "measure a device profile (needs torch), or write one with --analytic"),
     "doctor": ("specsched.runtime.cli_commands", "first-run check of a GPU machine: versions, capture, SDPA, sync costs"),
+    "scenario": ("specsched.analysis.bench_cli", "make a scenario (from-bench: from a bench_serving result line)"),
+    "validate-bench": ("specsched.analysis.bench_cli", "simulate and compare with a real server's bench_serving run"),
 }
 """Command -> (module whose ``add_parsers`` registers it, one-line summary for ``--help``)."""
 
@@ -51,18 +53,22 @@ EXAMPLES: dict[str, list[str]] = {
     "sweep": ["specsched sweep scenarios/batch8-ll.yaml --grid server.sync_mode=host_block,stream_wait --seeds 3"],
     "plot": ["specsched plot results/burst256-ht/base-seed1 results/burst256-ht/waiting_aware-seed1"],
     "schema": ["specsched schema", "specsched schema --markdown > docs/scenario-reference.md"],
-    "calibrate": ["specsched calibrate --report-only", "specsched calibrate --write"],
+    "calibrate": ["specsched calibrate --report-only", "specsched calibrate --write",
+                  "specsched calibrate --from runs.jsonl --profile h200-1b --out profiles/h200-1b-fitted.yaml"],
     "measure": ["specsched measure scenarios/h200/batch8.yaml --arm stream_wait --device cuda",
                 "specsched measure scenarios/h200/batch8.yaml --device cpu --preset tiny --set workload.num_requests=4"],
     "validate": ["specsched validate scenarios/h200/batch8.yaml --profile profiles/h200-1b.yaml --device cuda"],
     "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml",
                 "specsched profile --analytic --model llama-3.1-8b --gpu H200 --tp 1 --out profiles/h200-l8.yaml"],
     "doctor": ["specsched doctor --device cuda", "specsched doctor --device cuda-as-hip --out doctor.md"],
+    "scenario": ["specsched scenario from-bench runs.jsonl:3 --profile h200-1b --out mine.yaml"],
+    "validate-bench": ["specsched validate-bench runs.jsonl:3 --scenario mine.yaml --plot",
+                       "specsched validate-bench runs.jsonl:3 --profile h200-1b"],
 }
 
 # modules registered when a command is not in COMMANDS (a command added elsewhere still works)
 COMMAND_MODULES = ("specsched.cli", "specsched.sim.calibrate", "specsched.analysis.cli_commands",
-                   "specsched.runtime.cli_commands")
+                   "specsched.analysis.bench_cli", "specsched.runtime.cli_commands")
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -118,7 +124,7 @@ def simulate(scenario: Any, seed: int, progress: bool) -> Any:
 
     t = threading.Thread(target=work, name="simulate", daemon=True)
     t.start()
-    total = scenario.workload.num_requests
+    total = len(engine.specs)  # a trace's length, not only num_requests
     t.join(1.0)  # no bar for a run that ends within a second
     if t.is_alive():
         with tqdm(total=total, desc="simulate", unit="req", file=sys.stderr, leave=False) as bar:

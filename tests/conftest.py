@@ -47,3 +47,14 @@ def make_scenario(server: dict | None = None, workload: dict | None = None, acce
 @pytest.fixture
 def profile() -> Profile:
     return tiny_profile()
+
+
+def overlap_pass(sched, device, in_flight):
+    """One pass of the overlap loop without a clock (sim/loop.py's order): schedule and
+    launch the next plan (``device`` commits it), then process the plan in flight.
+
+    Returns (the new in-flight (plan, StepOutput) or None, the deliveries or None)."""
+    plan = sched.schedule()
+    new = (plan, device.step(plan)) if plan is not None else None
+    deliveries = sched.process_result(*in_flight) if in_flight is not None else None
+    return new, deliveries

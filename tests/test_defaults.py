@@ -112,3 +112,13 @@ def test_more_memory_never_gives_smaller_defaults(a, b, tp):
     hw = Hardware(platform="cuda", memory_mib=hi, weight_bytes=8e9, kv_cell_bytes=65536)
     pool = kv_pool_tokens(hw, mem_fraction_static(hw, 8192, 16384, 256))
     assert pool >= 0
+
+
+def test_an_unknown_device_keeps_the_scenario_as_written():
+    from specsched.sim.defaults import apply_hardware_defaults
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    sc = make_scenario()
+    out, filled = apply_hardware_defaults(sc, profile=tiny_profile())  # device "synthetic"
+    assert filled == [] and out.server == sc.server

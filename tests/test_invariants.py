@@ -1,12 +1,34 @@
-"""Invariants of whole simulated runs under random workloads and server settings (hypothesis)."""
+"""The named invariants (docs/architecture.md, "Invariants"), under random workloads and
+server settings (hypothesis). A test's name carries the numbers of the invariants it guards:
+
+- INV-1 running <= max_running_requests at every scheduling pass;
+- INV-2 KV within capacity: 0 <= used <= max_total_num_tokens, and the peak too;
+- INV-3 each request finishes exactly once, with exactly its output length;
+- INV-4 tokens conserved: what the device committed is what the clients received;
+- INV-5 bench_serving time order: 0 < TTFT <= E2E;
+- INV-6 no overlapping GPU steps on the forward stream;
+- INV-7 fast path == step by step (tests/test_sim_speed_equivalence.py);
+- INV-8 KV balance: the pool's used slots are the sum of the requests' slots, 0 at the end;
+- INV-9 accept length within 1..window per verify;
+- INV-10 a forward holds at most max_running_requests + 1 requests.
+
+Whole runs go through the simulator (its fast path on, the default); the pass-level test
+drives the Scheduler alone (no clock), so INV-1, INV-2 and INV-8 are checked after every
+pass, retractions included.
+"""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
+from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import SimEngine
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
-from tests.conftest import make_scenario, tiny_profile
+from tests.conftest import make_scenario, overlap_pass, tiny_profile
 
 servers = st.fixed_dictionaries({
     "max_running_requests": st.integers(1, 24),
@@ -28,42 +50,122 @@ workloads = st.one_of(
     st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, 30),
                            "request_rate": st.floats(5, 500), "max_concurrency": st.one_of(st.none(), st.integers(1, 8))}),
 )
+runs = st.fixed_dictionaries({"server": servers, "workload": workloads, "inp": st.integers(1, 1200),
+                              "out": st.integers(1, 120), "seed": st.integers(0, 10_000)})
+RUNS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(server=servers, workload=workloads, inp=st.integers(1, 1200), out=st.integers(1, 120),
-       seed=st.integers(0, 10_000))
-def test_run_invariants(server, workload, inp, out, seed):
-    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+def simulate(args: dict):
+    """One random run: (scenario, engine after the run, result)."""
+    server, seed = args["server"], args["seed"]
+    workload = dict(args["workload"], input_len={"kind": "uniform", "value": args["inp"], "range_ratio": 0.5},
+                    output_len={"kind": "uniform", "value": args["out"], "range_ratio": 0.3})
     acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
     sc = make_scenario(server, workload, acc, seed=seed)
     eng = SimEngine(sc, tiny_profile(), seed)
-    res = eng.run()
-    req, chunks, steps, ts = res.requests, res.chunks, res.steps, res.timeseries
+    return sc, eng, eng.run()
+
+
+@RUNS
+@given(runs)
+def test_inv1_running_within_max_running_requests(args):
+    sc, _, res = simulate(args)
+    assert (res.timeseries["running"] <= sc.server.max_running_requests).all()
+
+
+@RUNS
+@given(runs)
+def test_inv2_kv_within_capacity_and_inv8_kv_balance_at_the_end(args):
+    sc, eng, res = simulate(args)
     cap = sc.server.max_total_num_tokens
-    # every request finishes exactly once, with exactly its output length
-    assert len(req) == workload["num_requests"] and req["finish_s"].notna().all()
+    assert (res.timeseries["kv_used_tokens"] <= cap).all() and (res.timeseries["kv_used_tokens"] >= 0).all()
+    assert eng.sched.kv.peak <= cap
+    assert eng.sched.kv.used == 0 and all(r.kv_allocated == 0 for r in eng.sched.reqs.values())
+
+
+@RUNS
+@given(runs)
+def test_inv3_each_request_finishes_once_with_its_output_length(args):
+    _, eng, res = simulate(args)
+    req, chunks = res.requests, res.chunks
+    assert len(req) == args["workload"]["num_requests"] and req["finish_s"].notna().all()
+    assert req["rid"].is_unique
     per_rid = chunks.groupby("rid")["n_tokens"].sum()
     assert (per_rid.reindex(req["rid"]).to_numpy() == req["output_len"].to_numpy()).all()
     assert (chunks["n_tokens"] >= 1).all()
-    assert (chunks.groupby("rid").size() >= 1).all()
-    # committed tokens conserved: what the device committed = what clients received
-    assert sum(eng.device.committed.values()) == int(req["output_len"].sum())
-    # slots and KV respected at every scheduling pass, and at the peak
-    assert (ts["running"] <= sc.server.max_running_requests).all()
-    assert (ts["kv_used_tokens"] <= cap).all() and eng.sched.kv.peak <= cap
-    assert eng.sched.kv.used == 0
-    # bench_serving ordering of times
-    assert (req["ttft_s"] <= req["e2e_s"] + 1e-12).all() and (req["ttft_s"] > 0).all()
-    # verify batches never exceed the slots; GPU launches never overlap on the stream
-    if not steps.empty:
-        assert (steps["batch_size"] <= sc.server.max_running_requests + 1).all()
-        s = steps.sort_values("gpu_start_s")
-        assert (s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all()
-    # accept lengths within 1..window
-    spec = sc.server.speculative_algorithm.value != "none"
+    # the finish is the last delivery, and nothing is delivered after it
+    last = chunks.groupby("rid")["time_s"].max()
+    assert (last.reindex(req["rid"]).to_numpy() == req["finish_s"].to_numpy()).all()
+    assert all(r.status is ReqStatus.FINISHED and r.output_len == r.max_new_tokens for r in eng.sched.reqs.values())
+
+
+@RUNS
+@given(runs)
+def test_inv4_tokens_conserved(args):
+    _, eng, res = simulate(args)
+    assert sum(eng.device.committed.values()) == int(res.requests["output_len"].sum()) == int(res.chunks["n_tokens"].sum())
+
+
+@RUNS
+@given(runs)
+def test_inv5_ttft_within_e2e(args):
+    _, _, res = simulate(args)
+    req = res.requests
+    assert (req["ttft_s"] > 0).all() and (req["ttft_s"] <= req["e2e_s"] + 1e-12).all()
+
+
+@RUNS
+@given(runs)
+def test_inv6_no_overlapping_gpu_steps_and_inv10_batch_size_bound(args):
+    sc, _, res = simulate(args)
+    steps = res.steps
+    if steps.empty:
+        return
+    assert (steps["batch_size"] <= sc.server.max_running_requests + 1).all()
+    s = steps.sort_values("gpu_start_s")
+    assert (s["gpu_end_s"] >= s["gpu_start_s"]).all()
+    assert (s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all()
+
+
+@RUNS
+@given(runs)
+def test_inv9_accept_length_within_the_window(args):
+    sc, _, res = simulate(args)
+    steps = res.steps
     ver = steps[(steps["mode"] == "verify") & (steps["decoding_reqs"] > 0)]
-    if spec and len(ver):
+    if sc.server.speculative_algorithm.value != "none" and len(ver):
         per = ver["accepted_tokens"] / ver["decoding_reqs"]
         assert (per >= 1).all() and (per <= sc.server.speculative_num_draft_tokens).all()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, kv=st.integers(1_200, 10_000),
+       lens=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 150)), min_size=1, max_size=24),
+       arrive=st.lists(st.integers(0, 40), min_size=24, max_size=24), seed=st.integers(0, 10_000))
+def test_inv1_inv2_inv8_after_every_scheduler_pass(server, kv, lens, arrive, seed):
+    # a small pool: retraction and mixed chunks are frequent
+    sc = make_scenario(dict(server, max_total_num_tokens=kv), seed=seed,
+                       acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)})
+    srv = sc.server
+    s = Scheduler(srv, make_policy(srv), seed)
+    dev = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
+    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
+                     key=lambda x: x[0])
+    in_flight = None
+    for p in range(5_000):
+        while pending and pending[0][0] <= p:
+            try:
+                s.add_request(pending.pop(0)[1])
+            except UnschedulableRequest:
+                assume(False)
+        if in_flight is None and not s.has_work and not pending:
+            break
+        try:
+            in_flight, _ = overlap_pass(s, dev, in_flight)
+        except UnschedulableRequest:
+            assume(False)
+        assert s.num_running <= srv.max_running_requests                          # INV-1
+        assert 0 <= s.kv.used <= s.kv.capacity and s.kv.peak <= s.kv.capacity   # INV-2
+        assert s.kv.used == sum(r.kv_allocated for r in s.reqs.values())          # INV-8
+        assert all(r.output_len <= r.max_new_tokens for r in s.reqs.values())    # INV-3
+    assert not s.has_work and s.kv.used == 0

@@ -31,7 +31,7 @@ from specsched.sim.metrics import _stats, _stats_weighted, weighted_percentile
 from specsched.sim.request import Req, ReqStatus
 from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
-from tests.conftest import ROOT, make_scenario, tiny_profile
+from tests.conftest import ROOT, make_scenario, overlap_pass, tiny_profile
 
 servers = st.fixed_dictionaries({
     "max_running_requests": st.integers(1, 24),
@@ -119,15 +119,6 @@ def test_inv7_fast_forward_on_the_poisson_benchmark_workload():
     assert fast.extra["fast_forward_runs"] >= 100
 
 
-def _one_pass(s: Scheduler, dev: DeviceTokens, in_flight):
-    """One overlap-loop pass without a clock: schedule and launch the next plan, then process
-    the one in flight. Returns (the new in-flight (plan, output) or None, deliveries)."""
-    plan = s.schedule()
-    new = (plan, dev.step(plan)) if plan is not None else None
-    deliveries = s.process_result(*in_flight) if in_flight is not None else None
-    return new, deliveries
-
-
 def _state(s: Scheduler, dev: DeviceTokens) -> tuple:
     reqs = [(r.rid, r.status, r.output_len, r.prefill_done, r.kv_allocated, r.retractions, r.spec_cycles)
             for r in sorted(s.reqs.values(), key=lambda r: r.rid)]
@@ -168,7 +159,7 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
                 # the reference: n passes step by step, no arrivals (a stretch has none)
                 ref_s, ref_dev, ref_flight = copy.deepcopy((s, dev, in_flight))
                 for j in range(n):
-                    ref_flight, deliv = _one_pass(ref_s, ref_dev, ref_flight)
+                    ref_flight, deliv = overlap_pass(ref_s, ref_dev, ref_flight)
                     _same_output(ref_flight, run.plan_at(j))
                     row = run.delivered(n)[j]
                     nz = row > 0
@@ -188,7 +179,7 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
         if in_flight is None and not s.has_work and not pending:
             break
         try:
-            in_flight, _ = _one_pass(s, dev, in_flight)
+            in_flight, _ = overlap_pass(s, dev, in_flight)
         except UnschedulableRequest:
             assume(False)
     assert not s.has_work and not pending

@@ -1,0 +1,224 @@
+"""Real-server commands: ``scenario from-bench`` and ``validate-bench``.
+
+``specsched scenario from-bench FILE[:LINE] --profile P [--out F.yaml]`` writes a scenario
+reproducing a bench_serving run's arguments (:mod:`analysis.from_bench`).
+
+``specsched validate-bench FILE[:LINE] --scenario S`` (or ``--profile P`` to build the
+scenario from the line itself) simulates the scenario over seeds and prints predicted (mean
+over seeds) vs measured for every bench_serving metric the line has, writes the table (CSV
+and markdown) and both runs as results directories, and with ``--plot`` overlays the
+measured per-request TTFT/TPOT/ITL distributions (when the line has ``--output-details``)
+on the predicted ones. ``specsched plot`` also accepts ``FILE[:LINE]`` arguments.
+
+Bad input (a truncated line, a file that is not bench_serving output, a scenario or profile
+error) is one line naming file, line, key and value, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from specsched.sim.errors import ConfigError
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def mean_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-key mean of numeric summary values over runs (NaN ignored; non-numeric keys from
+    the first run)."""
+    out: dict[str, Any] = dict(summaries[0])
+    for k in summaries[0]:
+        vals = [s.get(k) for s in summaries]
+        nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) == len(vals):
+            finite = [v for v in nums if not math.isnan(v)]
+            out[k] = sum(finite) / len(finite) if finite else float("nan")
+    return out
+
+
+def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Rows ``metric, predicted, measured, error_pct`` for every bench_serving metric the
+    measured summary has (error = (predicted - measured) / measured x 100; NaN when either is
+    missing or measured is 0)."""
+    from specsched.analysis.bench_serving import METRIC_KEYS
+
+    rows = []
+    for k in keys or METRIC_KEYS:
+        if k not in measured:
+            continue
+        q, p = measured[k], predicted.get(k)
+        ok = isinstance(p, (int, float)) and p == p and q == q and q != 0
+        rows.append({"metric": k, "predicted": p if isinstance(p, (int, float)) else None, "measured": q,
+                     "error_pct": (p - q) / abs(q) * 100 if ok else float("nan")})
+    return rows
+
+
+def format_rows(rows: list[dict[str, Any]], title: str) -> str:
+    """Plain-text table of :func:`comparison_rows`."""
+    out = [title, f"{'metric':<32}{'predicted':>14}{'measured':>14}{'error':>10}"]
+    for r in rows:
+        p = "n/a" if r["predicted"] is None or r["predicted"] != r["predicted"] else f"{r['predicted']:.3f}"
+        e = f"{r['error_pct']:+.2f}%" if r["error_pct"] == r["error_pct"] else "n/a"
+        out.append(f"{r['metric']:<32}{p:>14}{r['measured']:>14.3f}{e:>10}")
+    return "\n".join(out)
+
+
+def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
+    """Markdown table of :func:`comparison_rows`."""
+    lines = [f"## {title}", "", "| metric | predicted | measured | error |", "|---|---:|---:|---:|"]
+    for r in rows:
+        p = "n/a" if r["predicted"] is None or r["predicted"] != r["predicted"] else f"{r['predicted']:.3f}"
+        e = f"{r['error_pct']:+.2f} %" if r["error_pct"] == r["error_pct"] else "n/a"
+        lines.append(f"| {r['metric']} | {p} | {r['measured']:.3f} | {e} |")
+    return "\n".join(lines) + "\n"
+
+
+def load_run_or_bench(item: str) -> Any:
+    """A results directory (``analysis.io.read_results``) or a bench_serving ``FILE[:LINE]``
+    (as a measured run, :func:`analysis.bench_serving.to_run_data`)."""
+    from specsched.analysis.bench_serving import read_bench_one, to_run_data
+    from specsched.analysis.io import read_results
+
+    if Path(item).is_dir():
+        return read_results(item)
+    return to_run_data(read_bench_one(item))
+
+
+# ---------------------------------------------------------------- scenario from-bench
+
+def cmd_from_bench(args: argparse.Namespace) -> int:
+    """Write a scenario YAML reproducing a bench_serving run's arguments."""
+    from specsched.analysis.bench_serving import read_bench_one
+    from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.sim.profile import load_profile
+
+    run = read_bench_one(args.file)
+    load_profile(args.profile)   # refuse an unknown profile before writing anything
+    sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
+                                     template=args.template, lengths=args.lengths)
+    out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
+    for p in write_scenario(sc, tables, out):
+        print(p)
+    for note in sc["assumptions"]:
+        print(f"  - {note}")
+    return 0
+
+
+# ---------------------------------------------------------------- validate-bench
+
+def _scenario_for(args: argparse.Namespace, run: Any) -> Any:
+    from specsched.analysis.from_bench import scenario_from_bench
+    from specsched.sim.config import Scenario
+
+    if args.scenario:
+        from specsched.analysis.overrides import load_scenario_with_overrides
+
+        return load_scenario_with_overrides(args.scenario, args.arm, args.set or None)
+    if not args.profile:
+        raise ConfigError("<command line>", "--scenario/--profile", "<missing>", "give --scenario S, or --profile P to build the scenario from the line")
+    sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args")
+    if tables:
+        raise ConfigError(run.source, "dataset_name", run.args.get("dataset_name", "<missing>"),
+                          "lengths come only from the details here: write the scenario with `specsched scenario from-bench` and pass --scenario")
+    return Scenario.model_validate({**sc, "path": str(Path.cwd() / "from-bench.yaml")})
+
+
+def cmd_validate_bench(args: argparse.Namespace) -> int:
+    """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
+    from specsched.analysis.bench_serving import read_bench_one, to_run_data
+    from specsched.analysis.io import atomic_write_text
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.profile import load_profile
+    from specsched.sim.results import write_results
+
+    measured = read_bench_one(args.file)
+    sc = _scenario_for(args, measured)
+    profile = load_profile(args.profile, sc.path or None) if args.profile else None
+    seed0 = sc.seed if args.seed is None else args.seed
+    runs = [run_scenario(sc, seed=seed0 + i, profile=profile) for i in range(args.seeds)]
+    from specsched.analysis.bench_serving import bench_record
+
+    pred = mean_summary([bench_record(r, details=False) | {"profile": r.summary.get("profile")} for r in runs])
+    rows = comparison_rows(pred, measured.summary)
+    if not rows:
+        raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")
+    n_pred, n_meas = sc.workload.num_requests, measured.num_prompts
+    title = (f"validate-bench {measured.source} vs {Path(sc.path).name or sc.name} / {sc.arm} "
+             f"(profile {pred.get('profile')}; predicted = mean of {args.seeds} seed(s))")
+    print(format_rows(rows, title))
+    if n_meas is not None and n_pred is not None and n_pred != n_meas:
+        print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}")
+    stem = f"{Path(measured.source.rsplit(':', 1)[0]).stem}-line{measured.source.rsplit(':', 1)[1]}"
+    out = Path(args.out) if args.out else Path("results") / "validate-bench" / stem
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    from specsched.analysis.io import atomic_write
+
+    atomic_write(out / "validate.csv", lambda tmp: table.to_csv(tmp, index=False))
+    atomic_write_text(out / "validate.md", markdown_rows(rows, title))
+    mrun = to_run_data(measured)
+    write_results(mrun, out / "measured")
+    for i, r in enumerate(runs):
+        write_results(r, out / f"predicted-seed{seed0 + i}")
+    print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*")
+    if args.plot:
+        if mrun.requests.empty:
+            print("no per-request details in the line (bench_serving --output-details): no distribution plot")
+        else:
+            from specsched.analysis import plots
+
+            groups = {f"predicted ({args.seeds} seed(s))": runs, "measured": [mrun]}
+            for name, fig in (("ttft", plots.plot_ttft(groups, log_x=args.log_x)),
+                              ("tpot_itl", plots.plot_tpot_itl(groups, log_x=args.log_x))):
+                for p in plots.save_figure(fig, out / "plots" / name):
+                    print(p)
+                plots.plt.close(fig)
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``scenario from-bench`` and ``validate-bench``."""
+    s = sub.add_parser("scenario", help="make scenarios (from-bench: from a bench_serving result)")
+    ssub = s.add_subparsers(dest="scenario_command", required=True)
+    f = ssub.add_parser("from-bench", help="write a scenario reproducing a bench_serving run's arguments",
+                        description="Write a scenario YAML from a bench_serving result line: arrivals "
+                                    "(rate, max_concurrency, burstiness), num_prompts, lengths (random range "
+                                    "ratio, ShareGPT-like, or the run's own details) and the server arguments "
+                                    "in server_info. Example: specsched scenario from-bench runs.jsonl:3 --profile h200-1b")
+    f.add_argument("file", metavar="FILE[:LINE]", help="bench_serving result file (JSONL or vLLM JSON), optionally :LINE")
+    f.add_argument("--profile", required=True, help="profile name or path the scenario uses")
+    f.add_argument("--out", help="scenario YAML to write (default <name>.yaml)")
+    f.add_argument("--name", help="scenario name (default: the line's tag or FILE-lineN)")
+    f.add_argument("--burstiness", type=float, help="gamma shape of the arrival gaps (vLLM's --burstiness; 1 = Poisson)")
+    f.add_argument("--template", help="scenario whose server and acceptance blocks are kept")
+    f.add_argument("--lengths", choices=("args", "details"), default="args",
+                   help="args: from the run's dataset arguments (default); details: histograms of its input_lens/output_lens")
+    f.set_defaults(func=cmd_from_bench)
+
+    v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",
+                       description="Simulate a scenario over seeds and compare with a bench_serving result "
+                                   "line. Example: specsched validate-bench runs.jsonl:2 --scenario s.yaml --plot")
+    v.add_argument("file", metavar="FILE[:LINE]", help="bench_serving result file, optionally :LINE")
+    v.add_argument("--scenario", help="scenario YAML (default: built from the line with --profile)")
+    v.add_argument("--profile", help="profile (overrides the scenario's; required without --scenario)")
+    v.add_argument("--arm", default="base", help="arm of the scenario (default base)")
+    v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable)")
+    v.add_argument("--seeds", type=_positive, default=3, help="seeds to average the prediction over (default 3)")
+    v.add_argument("--seed", type=int, help="first seed (default the scenario's)")
+    v.add_argument("--lengths", choices=("args", "details"), default="args", help=argparse.SUPPRESS)
+    v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
+    v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")
+    v.add_argument("--log-x", action="store_true", help="logarithmic latency axes in the plots")
+    v.set_defaults(func=cmd_validate_bench)

@@ -1,0 +1,505 @@
+"""bench_serving result files, read and written (SGLang's JSONL; vLLM's JSON).
+
+SGLang's ``bench_serving --output-file F`` (``python -m sglang.bench_serving``; in 0.5.23
+the code lives in ``sglang/benchmark/serving.py``, ``benchmark()``) appends one JSON object
+per run to F: the run's arguments (``backend``, ``dataset_name``, ``request_rate`` (a number,
+``Infinity`` for all at once, or ``"trace"``), ``max_concurrency``, ``sharegpt_output_len``,
+``random_input_len``, ``random_output_len``, ``random_range_ratio``; 0.5.23 adds ``tag``
+and ``server_info``, the server's /server_info) and its metrics: ``duration`` (s),
+``completed``, token totals, throughputs (per s), ``{mean,median,std,p90,p95,p99}_{ttft,
+tpot,itl,e2e_latency}_ms`` (ms; 0.3-0.4 have mean/median/std/p99 only; p90/p95 appear
+later; ``max_itl_ms`` in 0.5.23's metrics), ``concurrency``, ``accept_length`` (null
+without speculative decoding). ``--output-details`` adds per-request lists: ``input_lens``,
+``output_lens``, ``ttfts`` (s), ``itls`` (s, one list per request; 0.5.23's sglang backend
+splits a chunk of n tokens into n equal gaps), ``generated_texts``, ``errors``. Note that
+SGLang's line carries no ``num_prompts``: it is ``len(input_lens)`` when details exist,
+else ``completed`` (failed requests are then unknown).
+
+vLLM's ``benchmark_serving.py --save-result`` writes one JSON object (often indented) with
+``num_prompts``, ``request_rate`` (``"inf"`` as a string), ``burstiness``,
+``max_concurrency``, ``total_token_throughput``, ``*_e2el_ms`` and the per-request lists.
+
+:func:`read_bench` reads all of these tolerantly: keys missing or null are missing, unknown
+keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's. The project's
+summaries use bench_serving's metric names and units already, so a run's summary is the
+metric subset as is. :func:`bench_record` goes the other way: a simulated or measured run as
+one bench_serving line (the keys and units of SGLang 0.5.23), written beside every results
+directory as ``bench_serving.jsonl`` by ``sim.results.write_results``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from specsched.sim.errors import ConfigError
+
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
+LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
+COUNT_KEYS = (
+    "duration", "completed", "total_input_tokens", "total_output_tokens",
+    "total_output_tokens_retokenized", "request_throughput", "input_throughput",
+    "output_throughput", "total_throughput",
+)
+METRIC_KEYS: tuple[str, ...] = (
+    *COUNT_KEYS,
+    *(f"{s}_{m}_ms" for m in LATENCIES for s in STATS),
+    "max_itl_ms", "concurrency", "accept_length", "max_output_tokens_per_s", "max_concurrent_requests",
+)
+"""bench_serving's metric keys (SGLang 0.5.23; older versions write subsets). Units: s for
+``duration``, per s for throughputs, ms for ``*_ms``."""
+ARG_KEYS = (
+    "backend", "dataset_name", "request_rate", "max_concurrency", "num_prompts", "burstiness",
+    "sharegpt_output_len", "random_input_len", "random_output_len", "random_range_ratio", "seed",
+)
+"""Run arguments read into ``BenchRun.args`` (num_prompts, burstiness and seed are vLLM's
+keys; SGLang does not write them)."""
+DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+_IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
+_VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+DETAILS_MAX_OUTPUT_TOKENS = 200_000
+"""``bench_record`` adds per-request details (``--output-details``) to runs with at most this
+many output tokens (the ITL lists grow with every token)."""
+
+
+@dataclass
+class BenchDetails:
+    """Per-request lists of a run (``--output-details``), index = request.
+
+    Attributes:
+        input_lens, output_lens: tokens, int arrays (n,).
+        ttfts: seconds, float array (n,) (0 for a failed request).
+        itls: seconds, one float array per request (bench_serving's per-token gaps).
+        errors: "" (or None) for a request that succeeded, else the error text.
+    """
+
+    input_lens: np.ndarray
+    output_lens: np.ndarray
+    ttfts: np.ndarray
+    itls: list[np.ndarray]
+    errors: list[str]
+
+    @property
+    def ok(self) -> np.ndarray:
+        """Boolean (n,): the request succeeded (no error text)."""
+        return np.array([not e for e in self.errors], dtype=bool)
+
+
+@dataclass
+class BenchRun:
+    """One bench_serving run (a line of a JSONL file, or a vLLM JSON file).
+
+    Attributes:
+        source: ``file:line`` it came from.
+        args: run arguments found (:data:`ARG_KEYS`); ``request_rate`` is a float
+            (``inf`` = all at once) or ``"trace"``; a null is left out.
+        summary: metrics found (:data:`METRIC_KEYS`, bench_serving units), numbers only.
+        extra: every other key, as read (``server_info``, ``tag``, unknown keys).
+        details: per-request lists when the line has them, else None.
+    """
+
+    source: str
+    args: dict[str, Any]
+    summary: dict[str, float]
+    extra: dict[str, Any] = field(default_factory=dict)
+    details: BenchDetails | None = None
+
+    @property
+    def num_prompts(self) -> int | None:
+        """Requests sent: ``num_prompts`` (vLLM), else the details' length, else
+        ``completed`` (SGLang writes no num_prompts)."""
+        if isinstance(self.args.get("num_prompts"), int):
+            return self.args["num_prompts"]
+        if self.details is not None:
+            return len(self.details.input_lens)
+        c = self.summary.get("completed")
+        return int(c) if c is not None else None
+
+
+# ------------------------------------------------------------------ reading
+
+def split_spec(spec: str | Path) -> tuple[Path, int | None]:
+    """``FILE[:LINE]`` -> (path, line or None). A path that exists as given wins (a file name
+    may itself contain ':')."""
+    text = str(spec)
+    if Path(text).exists() or ":" not in text:
+        return Path(text), None
+    head, _, tail = text.rpartition(":")
+    if not tail.isdigit() or int(tail) < 1:
+        raise ConfigError("<command line>", "FILE:LINE", text, "LINE must be a line number >= 1")
+    return Path(head), int(tail)
+
+
+def _number(where: str, key: str, v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise ConfigError(where, key, v, "must be a number")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        t = v.strip().lower()
+        if t in ("inf", "infinity", "+inf"):
+            return math.inf
+        try:
+            return float(t)
+        except ValueError:
+            pass
+    raise ConfigError(where, key, v, "must be a number or null")
+
+
+def _int_arg(where: str, key: str, v: Any) -> int | None:
+    x = _number(where, key, v)
+    if x is None:
+        return None
+    if not math.isfinite(x) or x != int(x):
+        raise ConfigError(where, key, v, "must be an integer or null")
+    return int(x)
+
+
+def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in ("backend", "dataset_name"):
+        if obj.get(k) is not None:
+            out[k] = str(obj[k])
+    rate = obj.get("request_rate")
+    if isinstance(rate, str) and rate.strip().lower() == "trace":
+        out["request_rate"] = "trace"
+    elif rate is not None:
+        r = _number(where, "request_rate", rate)
+        if not r > 0:
+            raise ConfigError(where, "request_rate", rate, "must be > 0 (inf = all at once) or 'trace'")
+        out["request_rate"] = r
+    for k in ("max_concurrency", "num_prompts", "sharegpt_output_len", "random_input_len", "random_output_len", "seed"):
+        v = _int_arg(where, k, obj.get(k))
+        if v is not None:
+            out[k] = v
+    for k in ("random_range_ratio", "burstiness"):
+        v = _number(where, k, obj.get(k))
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
+    if not all(isinstance(obj.get(k), list) for k in ("input_lens", "output_lens", "ttfts")):
+        return None
+    n = len(obj["input_lens"])
+    for k in ("output_lens", "ttfts", "itls", "errors"):
+        if isinstance(obj.get(k), list) and len(obj[k]) != n:
+            raise ConfigError(where, k, f"{len(obj[k])} entries", f"per-request lists must have {n} entries like input_lens")
+
+    def arr(key: str, values: list[Any]) -> np.ndarray:
+        try:
+            return np.array([np.nan if v is None else v for v in values], dtype=float)
+        except (TypeError, ValueError):
+            bad = next(v for v in values if v is not None and not isinstance(v, (int, float)))
+            raise ConfigError(where, key, bad, "entries must be numbers") from None
+
+    itls_raw = obj.get("itls") if isinstance(obj.get("itls"), list) else [[] for _ in range(n)]
+    itls = []
+    for i, x in enumerate(itls_raw):
+        if x is None:
+            x = []
+        if not isinstance(x, list):
+            raise ConfigError(where, f"itls[{i}]", x, "must be a list of seconds")
+        itls.append(arr(f"itls[{i}]", x))
+    errors = obj.get("errors") if isinstance(obj.get("errors"), list) else [""] * n
+    return BenchDetails(np.nan_to_num(arr("input_lens", obj["input_lens"])).astype(np.int64),
+                        np.nan_to_num(arr("output_lens", obj["output_lens"])).astype(np.int64),
+                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors])
+
+
+def parse_run(obj: Any, where: str) -> BenchRun:
+    """One decoded JSON object -> :class:`BenchRun`.
+
+    Raises:
+        ConfigError: not a JSON object, no bench_serving metric key at all (not bench_serving
+            output), or a present, non-null value of the wrong type.
+    """
+    if not isinstance(obj, dict):
+        raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
+    obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    if not any(obj.get(k) is not None for k in _IDENTIFYING):
+        keys = ", ".join(list(obj)[:6]) or "none"
+        raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}")
+    summary: dict[str, float] = {}
+    for k in METRIC_KEYS:
+        v = _number(where, k, obj.get(k))
+        if v is not None:
+            summary[k] = v
+    args = _args(obj, where)
+    details = _details(obj, where)
+    used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
+    extra = {k: v for k, v in obj.items() if k not in used}
+    return BenchRun(where, args, summary, extra, details)
+
+
+def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
+    """Every run in a bench_serving result file, or only the one on ``line``.
+
+    Accepts SGLang's JSONL (one object per line; blank lines skipped), a file holding one
+    JSON object over several lines (vLLM's), or a JSON list of objects. Python's JSON
+    extensions (``Infinity``, ``NaN``) are accepted as bench_serving writes them.
+
+    Raises:
+        ConfigError: missing/unreadable file, a line that is not complete JSON (e.g.
+            truncated; names the line), not bench_serving output, a bad value, or
+            ``line`` out of range.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(str(p), "<file>", str(p), "no such bench_serving result file")
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
+    objs: list[tuple[int, Any]] = []
+    bad: tuple[int, str, str] | None = None
+    for i, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            objs.append((i, json.loads(raw)))
+        except json.JSONDecodeError as e:
+            bad = (i, raw.strip(), e.msg)
+            break
+    if bad is not None:
+        try:  # one object over several lines, or a list
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            i, raw, msg = bad
+            shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
+        objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
+    if not objs:
+        raise ConfigError(str(p), "<file>", p.name, "empty: no bench_serving run in it")
+    if line is not None:
+        hit = [(i, o) for i, o in objs if i == line]
+        if not hit:
+            raise ConfigError(str(p), "LINE", line, f"no run on that line; runs are on lines {', '.join(str(i) for i, _ in objs[:20])}")
+        objs = hit
+    return [parse_run(o, f"{p}:{i}") for i, o in objs]
+
+
+def read_bench_one(spec: str | Path) -> BenchRun:
+    """The run named by ``FILE[:LINE]``; a file with one run needs no LINE.
+
+    Raises:
+        ConfigError: as :func:`read_bench`, or several runs and no LINE.
+    """
+    path, line = split_spec(spec)
+    runs = read_bench(path, line)
+    if len(runs) > 1:
+        lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
+        raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
+    return runs[0]
+
+
+def read_bench_specs(specs: list[str]) -> list[BenchRun]:
+    """Runs of several ``FILE[:LINE]`` (a FILE without LINE gives all its runs)."""
+    out: list[BenchRun] = []
+    for s in specs:
+        path, line = split_spec(s)
+        out += read_bench(path, line)
+    return out
+
+
+# ------------------------------------------------------------------ into the results format
+
+def to_run_data(run: BenchRun, label: str = "measured") -> Any:
+    """A bench_serving run as a results run (``sim.records.RunResult``, as
+    ``analysis.io.read_results`` returns).
+
+    ``summary`` holds the file's metrics plus ``scenario`` (the tag or file name), ``arm``
+    (``label``), ``source``. With details, ``requests`` has one row per successful request
+    and ``chunks`` one row per token; bench_serving records no send times, so each request's
+    times count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` =
+    TTFT + its ITLs). Without details both tables are empty. ``steps``/``timeseries`` are
+    always empty (a client sees no steps).
+    """
+    from specsched.analysis.io import empty_table
+    from specsched.sim.records import RunResult
+
+    summary: dict[str, Any] = dict(run.summary)
+    name = run.extra.get("tag") or Path(run.source.rsplit(":", 1)[0]).stem
+    summary.update(scenario=str(name), arm=label, source=f"bench_serving {run.source}")
+    requests, chunks = empty_table("requests"), empty_table("chunks")
+    d = run.details
+    if d is not None:
+        ok = np.flatnonzero(d.ok & (d.ttfts > 0))
+        rows, crid, ct = [], [], []
+        for i in ok.tolist():
+            gaps = d.itls[i]
+            t = d.ttfts[i] + np.cumsum(gaps) if len(gaps) else np.zeros(0)
+            fin = float(t[-1]) if len(t) else float(d.ttfts[i])
+            n_out = int(d.output_lens[i])
+            tpot = (fin - d.ttfts[i]) / (n_out - 1) if n_out > 1 else np.nan
+            rows.append((i, int(d.input_lens[i]), n_out, 0.0, float(d.ttfts[i]), fin, float(d.ttfts[i]), fin, tpot,
+                         np.nan, 0, 0))
+            crid.append(np.full(len(t) + 1, i))
+            ct.append(np.r_[d.ttfts[i], t])
+        if rows:
+            requests = pd.DataFrame(rows, columns=list(requests.columns))
+            chunks = pd.DataFrame({"rid": np.concatenate(crid), "time_s": np.concatenate(ct)})
+            chunks["n_tokens"] = 1
+        summary["failed"] = int((~d.ok).sum())
+    return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
+                   timeseries=empty_table("timeseries"), summary=summary, scenario=None)
+
+
+# ------------------------------------------------------------------ writing
+
+def _value(summary: Mapping[str, Any], key: str) -> Any:
+    v = summary.get(key)
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def workload_args(scenario: Any) -> dict[str, Any]:
+    """bench_serving's argument keys for a scenario's workload (the inverse of
+    ``analysis.from_bench``): rate ``inf`` for burst and closed loop (a closed loop is
+    ``max_concurrency`` = concurrency), ``dataset_name`` ``random`` for fixed/uniform lengths
+    (fixed = range ratio 1), ``sharegpt`` for the shipped ShareGPT-like histograms, else
+    ``custom``, and ``trace`` with rate ``"trace"`` for a trace."""
+    if scenario is None:
+        return {}
+    sc = scenario.model_dump(mode="json") if hasattr(scenario, "model_dump") else dict(scenario)
+    w = sc.get("workload") or {}
+    kind = w.get("kind")
+    out: dict[str, Any] = {"dataset_name": "custom", "request_rate": math.inf, "max_concurrency": None,
+                           "num_prompts": w.get("num_requests")}
+    if kind == "closed_loop":
+        out["max_concurrency"] = w.get("concurrency")
+    elif kind == "poisson":
+        out["request_rate"] = w.get("request_rate")
+        out["max_concurrency"] = w.get("max_concurrency")
+        if w.get("burstiness") is not None:
+            out["burstiness"] = w["burstiness"]
+    elif kind == "trace":
+        out.update(dataset_name="trace", request_rate="trace", max_concurrency=w.get("max_concurrency"))
+        return out
+    ins, outs = w.get("input_len") or {}, w.get("output_len") or {}
+    if ins.get("kind") in ("fixed", "uniform") and outs.get("kind") in ("fixed", "uniform"):
+        ratios = {d.get("range_ratio", 1.0) if d.get("kind") == "uniform" else 1.0 for d in (ins, outs)}
+        out.update(dataset_name="random", random_input_len=ins.get("value"), random_output_len=outs.get("value"))
+        if len(ratios) == 1:
+            out["random_range_ratio"] = ratios.pop()
+        else:   # bench_serving has one ratio for both; say each (extra keys, kept by readers)
+            out["random_range_ratio"] = None
+            out["random_input_range_ratio"] = ins.get("range_ratio", 1.0) if ins.get("kind") == "uniform" else 1.0
+            out["random_output_range_ratio"] = outs.get("range_ratio", 1.0) if outs.get("kind") == "uniform" else 1.0
+    elif "sharegpt" in str(ins.get("path", "")):
+        out["dataset_name"] = "sharegpt"
+        if outs.get("kind") == "fixed":
+            out["sharegpt_output_len"] = outs.get("value")
+    return out
+
+
+def _details_of(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, Any] | None:
+    """bench_serving's per-request lists from a run's tables (None when chunks are empty)."""
+    if chunks is None or chunks.empty or requests.empty:
+        return None
+    from specsched.sim.metrics import itl_values
+
+    reqs = requests.sort_values("rid")
+    by_rid = {int(r): g for r, g in chunks.groupby("rid", sort=False)}
+    itls = []
+    for rid in reqs["rid"].astype(int).tolist():
+        g = by_rid.get(rid)
+        itls.append([] if g is None else itl_values(g).tolist())
+    done = reqs["finish_s"].notna()
+    return {
+        "input_lens": reqs["input_len"].astype(int).tolist(),
+        "output_lens": [int(x) if ok else 0 for x, ok in zip(reqs["output_len"], done, strict=True)],
+        "ttfts": [float(x) if ok else 0.0 for x, ok in zip(reqs["ttft_s"], done, strict=True)],
+        "itls": itls,
+        "generated_texts": [""] * len(reqs),
+        "errors": ["" if ok else "not finished" for ok in done],
+    }
+
+
+def _peaks(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, float]:
+    """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests``
+    (0.5.23 ``calculate_metrics``): tokens and running requests counted in whole-second
+    buckets from the first start. A chunk's tokens count in its own second (bench_serving
+    spreads a chunk's tokens over its gap; they differ only at bucket edges)."""
+    done = requests[requests["finish_s"].notna()]
+    if done.empty or chunks is None or chunks.empty:
+        return {}
+    t0 = float(done["start_s"].min())
+    n = int(np.ceil(float(done["finish_s"].max()) - t0)) + 1
+    c = chunks[chunks["rid"].isin(done["rid"])]
+    b = np.floor(c["time_s"].to_numpy(float) - t0).astype(np.int64)
+    ok = (b >= 0) & (b < n)
+    tokens = np.bincount(b[ok], weights=c["n_tokens"].to_numpy(float)[ok], minlength=n)
+    lo = np.floor(done["start_s"].to_numpy(float) - t0).astype(np.int64)
+    hi = np.minimum(np.floor(done["finish_s"].to_numpy(float) - t0).astype(np.int64) + 1, n)
+    conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+    return {"max_output_tokens_per_s": float(tokens.max()), "max_concurrent_requests": int(conc.max())}
+
+
+def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
+    """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
+
+    Args:
+        run: a ``RunResult`` (``summary``, ``requests``, ``chunks``, ``scenario``).
+        details: add the per-request lists; None = when chunks exist and the run has at most
+            :data:`DETAILS_MAX_OUTPUT_TOKENS` output tokens.
+
+    Returns:
+        A JSON-ready dict: arguments (``backend`` = ``specsched-<source>``, ``dataset_name``,
+        ``request_rate`` (``inf`` for burst/closed loop), ``max_concurrency``, the length
+        arguments, plus ``num_prompts``/``burstiness`` as vLLM writes them), ``server_info``
+        (the scenario's server arguments and its name/arm/seed/profile), every metric in
+        :data:`METRIC_KEYS` the run has (p95 of TTFT/TPOT/E2E from the requests table when
+        the summary lacks them; None where unknown, as bench_serving writes null).
+    """
+    s = run.summary or {}
+    rec: dict[str, Any] = {"tag": s.get("scenario"), "backend": f"specsched-{s.get('source', 'sim')}"}
+    rec.update(workload_args(run.scenario))
+    sc = run.scenario
+    server = sc.server.model_dump(mode="json") if hasattr(sc, "server") else (sc or {}).get("server") if isinstance(sc, Mapping) else None
+    rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}
+    req = getattr(run, "requests", None)
+    extra: dict[str, float] = {}
+    if req is not None and not req.empty:
+        done = req[req["finish_s"].notna()]
+        for key, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e_latency", "e2e_s")):
+            v = done[col].to_numpy(float) * 1000.0
+            v = v[np.isfinite(v)]
+            if v.size:
+                extra[f"p95_{key}_ms"] = float(np.percentile(v, 95))
+                extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
+        if (done["start_s"] > 0).any():   # absolute send times (a run, not a file's per-request lists)
+            extra.update(_peaks(req, getattr(run, "chunks", None)))
+    for k in METRIC_KEYS:
+        v = _value(s, k)
+        if v is None and k in extra:
+            v = extra[k]
+        if v is None and k == "total_output_tokens_retokenized":
+            v = _value(s, "total_output_tokens")
+        rec[k] = v
+    if details is None:
+        chunks = getattr(run, "chunks", None)
+        details = chunks is not None and not chunks.empty and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
+    if details:
+        d = _details_of(req, run.chunks)
+        if d is not None:
+            rec.update(d)
+    return rec
+
+
+def bench_line(run: Any, details: bool | None = None) -> str:
+    """:func:`bench_record` as one JSON line (no newline), ``Infinity`` for an infinite rate
+    as Python's json (and so bench_serving) writes it."""
+    return json.dumps(bench_record(run, details), default=lambda o: o.item() if hasattr(o, "item") else str(o))

@@ -1,0 +1,381 @@
+"""Fit a profile to a real server's bench_serving runs (``specsched calibrate --from``).
+
+The free parameters are multipliers on groups of profile values (a real GPU runs the same
+kernels at a different speed than the microbenchmarks or roofline that made the profile;
+one factor per group keeps each grid's measured shape):
+
+- ``prefill``: ``gpu.extend``, ``gpu.draft_inject``, ``gpu.draft_inject_per_token_s``
+  (prefill / extend forwards);
+- ``decode``: ``gpu.verify``, ``gpu.decode``, ``gpu.draft_step`` (decode / verify forwards);
+- ``host``: ``host.schedule*``, ``host.launch*``, ``host.process*`` (the scheduler's CPU work
+  per step and per request);
+- ``analytic.efficiency.<name>`` (``matmul``, ``attention``, ``hbm``, ...): an analytic
+  profile's efficiency factor (``specsched profile --analytic``), multiplied (fractions of a
+  peak capped at 1) and the profile rebuilt from it (``sim.analytic.writer.regenerate``);
+- any other numeric or grid key of the profile by its dotted name, scaled the same way.
+
+Each bench_serving run becomes a scenario (:mod:`analysis.from_bench`; ``--scenario-template``
+gives the server and acceptance blocks when the lines lack ``server_info``). The objective is
+the sum over runs and metrics (default median TTFT, median ITL, output tok/s) of the squared
+log ratio of the prediction (mean over ``--seeds`` seeds, the same seeds at every evaluation)
+to the measurement; scipy's ``least_squares`` on the log factors. An SGLang server log
+(``--server-log``) adds its pure-decode steps (:func:`analysis.server_log.decode_step_samples`):
+the cost model's step time at the logged batch size and context vs the logged one, as one
+more term. The fit report gives each run's error before and after; the written profile is
+the input with the factors applied and a provenance entry naming the files.
+
+The MI355X reference fit (``sim/calibrate.py``) is a different, closed procedure; this module
+shares only its subcommand name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from specsched.sim.errors import ConfigError
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "prefill": ("gpu.extend", "gpu.draft_inject", "gpu.draft_inject_per_token_s"),
+    "decode": ("gpu.verify", "gpu.decode", "gpu.draft_step"),
+    "host": ("host.schedule_s", "host.schedule_per_req_s", "host.launch_s", "host.launch_per_req_s",
+             "host.process_s", "host.process_per_req_s"),
+}
+FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
+EFFICIENCY_PREFIX = "analytic.efficiency."
+"""Parameters ``analytic.efficiency.<name>`` multiply an analytic profile's efficiency factor
+and rebuild its grids from it."""
+FACTOR_RANGE = (0.1, 10.0)
+JAC_STEP = 0.1
+"""Finite-difference step of the fit's Jacobian, in log factor (about 10 %)."""
+
+
+def _scale_node(node: Any, f: float) -> Any:
+    if isinstance(node, dict) and "seconds" in node:   # a Grid
+        return {**node, "seconds": [[v * f for v in row] for row in node["seconds"]]}
+    if isinstance(node, (int, float)) and not isinstance(node, bool):
+        return node * f
+    return node
+
+
+def _regenerate(profile: Any, eff: dict[str, float]) -> Any:
+    """An analytic profile rebuilt with efficiency factors multiplied (``sim.analytic.writer.
+    regenerate``); fractions of a peak are capped at their allowed maximum (1)."""
+    from specsched.sim.analytic.roofline import Efficiency
+    from specsched.sim.analytic.writer import regenerate
+    from specsched.sim.profile import Profile
+
+    base = (profile.analytic or {}).get("efficiency")
+    if not base:
+        raise ConfigError(profile.path or profile.name, "--params", next(iter(eff)),
+                          "an efficiency factor needs an analytic profile (specsched profile --analytic)")
+    props = Efficiency.model_json_schema()["properties"]
+    new = {}
+    for key, f in eff.items():
+        field_name = key[len(EFFICIENCY_PREFIX):]
+        if field_name not in props:
+            raise ConfigError(profile.path or profile.name, "--params", key, f"allowed: {', '.join(EFFICIENCY_PREFIX + k for k in props)}")
+        v = base[field_name] * f
+        cap = props[field_name].get("maximum")
+        v = min(v, cap) if cap is not None else v
+        new[field_name] = int(round(v)) if props[field_name].get("type") == "integer" else v
+    return Profile.model_validate({**regenerate(profile, **new), "path": profile.path})
+
+
+def scale_profile(profile: Any, factors: dict[str, float]) -> Any:
+    """A copy of ``profile`` with each parameter's values multiplied by its factor.
+
+    Args:
+        profile: a ``sim.profile.Profile``.
+        factors: parameter name (a :data:`GROUPS` key or a dotted profile key) -> multiplier.
+
+    Raises:
+        ConfigError: a parameter that names no numeric or grid value of the profile.
+    """
+    from specsched.sim.profile import Profile
+
+    eff = {k: f for k, f in factors.items() if k.startswith(EFFICIENCY_PREFIX)}
+    if eff:
+        profile = _regenerate(profile, eff)
+    data = profile.model_dump(mode="json")
+    for name, f in factors.items():
+        if name in eff:
+            continue
+        paths = GROUPS.get(name, (name,))
+        hit = False
+        for dotted in paths:
+            parent, keys = data, dotted.split(".")
+            for k in keys[:-1]:
+                parent = parent.get(k) if isinstance(parent, dict) else None
+                if parent is None:
+                    break
+            if not isinstance(parent, dict) or parent.get(keys[-1]) is None:
+                continue
+            new = _scale_node(parent[keys[-1]], f)
+            hit = hit or new is not parent[keys[-1]]
+            parent[keys[-1]] = new
+        if not hit:
+            raise ConfigError(profile.path or profile.name, "--params", name,
+                              f"no numeric or grid value to scale; groups: {', '.join(GROUPS)} or a dotted profile key")
+    return Profile.model_validate(data)
+
+
+@dataclass
+class FitCase:
+    """One measured run and the scenario that reproduces it."""
+
+    run: Any          # analysis.bench_serving.BenchRun
+    scenario: Any     # sim.config.Scenario
+
+    @property
+    def label(self) -> str:
+        return Path(self.run.source).name
+
+
+def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path) -> list[FitCase]:
+    """Scenarios for bench_serving runs (length histograms, where needed, go to ``workdir``)."""
+    from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.sim.config import load_scenario
+
+    out = []
+    for i, run in enumerate(runs):
+        sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}")
+        path = write_scenario(sc, tables, workdir / f"fit{i}.yaml")[0]
+        out.append(FitCase(run, load_scenario(path)))
+    return out
+
+
+def predict(case: FitCase, profile: Any, seeds: int) -> dict[str, Any]:
+    """Seed-mean bench_serving metrics of ``case``'s scenario under ``profile``."""
+    from specsched.analysis.bench_cli import mean_summary
+    from specsched.analysis.bench_serving import bench_record
+    from specsched.sim.engine import run_scenario
+
+    recs = [bench_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile), details=False)
+            for k in range(seeds)]
+    return mean_summary(recs)
+
+
+def decode_step_seconds(profile: Any, server: Any, batch: int, context: float) -> float:
+    """Predicted wall seconds of one decode/verify step of ``batch`` requests at mean
+    ``context`` tokens: GPU time, and the host's per-step work overlapped with it when the
+    overlap scheduler is on (max of the two), added to it when off. An approximation of the
+    loop's timing for comparing with the log's steady decode throughput."""
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.plan import BatchPlan, ForwardMode
+
+    cost = CostModel(profile, server)
+    w = server.spec_window
+    mode = ForwardMode.VERIFY if server.speculative_algorithm.enabled else ForwardMode.DECODE
+    b = max(int(round(batch)), 1)
+    plan = BatchPlan(step=0, mode=mode, rids=tuple(range(b)), extend_lens=(w,) * b,
+                     prefix_lens=(int(context * b),) + (0,) * (b - 1), spec_window=w)
+    gpu = cost.gpu(plan, "main").total_s
+    host = sum(cost.host(k, plan) for k in ("schedule", "launch", "process"))
+    return max(gpu, host) if server.enable_overlap_schedule else gpu + host
+
+
+@dataclass
+class FitResult:
+    """Factors found, the profile with them, per-run predictions before and after."""
+
+    factors: dict[str, float]
+    profile: Any
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    loss_before: float
+    loss_after: float
+    evals: int
+    log_before: float | None = None
+    log_after: float | None = None
+    history: list[float] = field(default_factory=list)
+
+
+def _terms(cases: list[FitCase], preds: list[dict[str, Any]], metrics: Sequence[str]) -> list[float]:
+    out = []
+    for c, p in zip(cases, preds, strict=True):
+        for m in metrics:
+            q, v = c.run.summary.get(m), p.get(m)
+            if q and v and q > 0 and v > 0 and math.isfinite(v):
+                out.append(math.log(v / q))
+            elif q:
+                out.append(5.0)   # a prediction that lost the metric counts as far off
+    return out
+
+
+def _log_residuals(samples: Any, profile: Any, server: Any) -> np.ndarray:
+    """log(predicted / logged) step seconds per sample, / sqrt(n): their squares sum to the
+    mean squared log error (one term, whatever the log's length)."""
+    if samples is None or len(samples) == 0:
+        return np.zeros(0)
+    pred = np.array([decode_step_seconds(profile, server, b, c) for b, c in zip(samples["running_req"], samples["context"], strict=True)])
+    return np.log(pred / samples["step_s"].to_numpy()) / math.sqrt(len(samples))
+
+
+def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int = 3,
+        metrics: Sequence[str] = FIT_METRICS, log_samples: Any = None, max_evals: int = 60,
+        progress: Any = None) -> FitResult:
+    """Least squares (scipy ``least_squares``, trust region, forward differences of
+    :data:`JAC_STEP` in log space) on the log factors of ``params``; residuals are the log ratios of
+    predicted to measured metrics (module docstring).
+
+    Args:
+        cases: runs with their scenarios.
+        profile: the starting profile (factors 1).
+        params: parameter names (:data:`GROUPS` keys or dotted profile keys).
+        seeds: seeds averaged per prediction (the same at every evaluation).
+        metrics: bench_serving metrics compared (those a line lacks are skipped).
+        log_samples: :func:`analysis.server_log.decode_step_samples` of a server log, or None.
+        max_evals: objective evaluations allowed (each simulates every case x seeds).
+        progress: callable(eval index, loss, factors) or None.
+
+    Raises:
+        ConfigError: a parameter the profile does not have.
+    """
+    from scipy.optimize import least_squares
+
+    scale_profile(profile, {p: 1.0 for p in params})   # fail fast on a bad name
+    server = cases[0].scenario.server
+    lo, hi = (math.log(x) for x in FACTOR_RANGE)
+    cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, Any]], np.ndarray]] = {}
+
+    def evaluate(z: np.ndarray) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+        key = tuple(np.round(z, 12))
+        if key not in cache:
+            prof = scale_profile(profile, dict(zip(params, np.exp(z).tolist(), strict=True)))
+            preds = [predict(c, prof, seeds) for c in cases]
+            lr = _log_residuals(log_samples, prof, server)
+            cache[key] = (np.r_[_terms(cases, preds, metrics), lr], preds, lr)
+            if progress is not None:
+                progress(len(cache), float(np.sum(cache[key][0] ** 2)), np.exp(z))
+        return cache[key]
+
+    z0 = np.zeros(len(params))
+    r0, before, lr0 = evaluate(z0)
+    def jac(z: np.ndarray) -> np.ndarray:
+        # forward differences over 10 % in log space: wide enough to step over the jitter a
+        # discrete-event prediction has at a fixed seed set (a 0.1 % step measures that jitter)
+        r = evaluate(z)[0]
+        cols = []
+        for i in range(len(z)):
+            dz = np.zeros_like(z)
+            dz[i] = JAC_STEP if z[i] + JAC_STEP <= hi else -JAC_STEP
+            cols.append((evaluate(z + dz)[0] - r) / dz[i])
+        return np.column_stack(cols)
+
+    res = least_squares(lambda z: evaluate(z)[0], z0, jac=jac, bounds=(lo, hi), max_nfev=max_evals,
+                        x_scale=1.0, xtol=1e-3, ftol=1e-3)
+    z = res.x if np.sum(res.fun ** 2) <= np.sum(r0 ** 2) else z0
+    r1, after, lr1 = evaluate(z)
+    factors = dict(zip(params, np.exp(z).tolist(), strict=True))
+    has_log = log_samples is not None and len(log_samples) > 0
+    return FitResult(factors, scale_profile(profile, factors), before, after, float(np.sum(r0 ** 2)),
+                     float(np.sum(r1 ** 2)), len(cache), float(np.sum(lr0 ** 2)) if has_log else None,
+                     float(np.sum(lr1 ** 2)) if has_log else None)
+
+
+def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = FIT_METRICS) -> list[dict[str, Any]]:
+    """Rows ``run, metric, measured, before, error_before_pct, after, error_after_pct``."""
+    rows = []
+    for c, b, a in zip(cases, result.before, result.after, strict=True):
+        for m in metrics:
+            q = c.run.summary.get(m)
+            if q is None:
+                continue
+            row = {"run": c.label, "metric": m, "measured": q, "before": b.get(m), "after": a.get(m)}
+            for k in ("before", "after"):
+                v = row[k]
+                row[f"error_{k}_pct"] = (v - q) / q * 100 if v is not None and q else float("nan")
+            rows.append(row)
+    return rows
+
+
+def format_fit_table(rows: list[dict[str, Any]]) -> str:
+    """Plain-text table of :func:`fit_table`."""
+    out = [f"{'run':<28}{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"]
+    for r in rows:
+        out.append(f"{r['run'][-28:]:<28}{r['metric']:<20}{r['measured']:>12.3f}{r['before']:>12.3f}"
+                   f"{r['error_before_pct']:>+8.1f}%{r['after']:>12.3f}{r['error_after_pct']:>+8.1f}%")
+    return "\n".join(out)
+
+
+def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence[str], log: str | None, seeds: int,
+                  metrics: Sequence[str]) -> Path:
+    """Write the fitted profile (atomically) with a provenance entry naming the files."""
+    import yaml
+    from specsched.analysis.io import atomic_write_text
+
+    data = result.profile.model_dump(mode="json", exclude={"path"})
+    data["name"] = name
+    fac = ", ".join(f"{k} x{v:.4f}" for k, v in result.factors.items())
+    prov = dict(data.get("provenance") or {})
+    prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {', '.join(Path(f).name for f in files)}"
+                              + (f" and server log {Path(log).name}" if log else "")
+                              + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
+                              f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
+    for k, v in result.factors.items():
+        for dotted in GROUPS.get(k, (k,)):
+            prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
+    data["provenance"] = prov
+    return atomic_write_text(out, yaml.safe_dump(data, sort_keys=False, width=110))
+
+
+def cmd_calibrate_from(args: argparse.Namespace) -> int:
+    """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
+    from specsched.analysis.bench_serving import read_bench_specs
+    from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
+    from specsched.sim.profile import load_profile
+
+    if not args.profile:
+        raise ConfigError("<command line>", "--profile", "<missing>", "calibrate --from needs --profile (the profile to fit)")
+    if not args.out:
+        raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
+    params = [p.strip() for p in args.params.split(",") if p.strip()]
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    runs = read_bench_specs(args.from_files)
+    profile = load_profile(args.profile)
+    samples = None
+    if args.server_log:
+        log = parse_server_log(args.server_log)
+        samples = decode_step_samples(log)
+        print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp))
+
+        def progress(i: int, loss: float, f: np.ndarray) -> None:
+            if i % 5 == 0:
+                print(f"  eval {i:3d}: loss {loss:.4g}  " + "  ".join(f"{p} x{x:.3f}" for p, x in zip(params, f, strict=True)))
+
+        result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
+                     max_evals=args.max_evals, progress=progress)
+        print(format_fit_table(fit_table(cases, result, metrics)))
+    print("factors: " + ", ".join(f"{k} x{v:.4f}" for k, v in result.factors.items())
+          + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
+    if result.log_before is not None:
+        print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")
+    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files, args.server_log,
+                        args.seeds, metrics)
+    print(f"wrote {out}")
+    return 0
+
+
+def add_arguments(c: argparse.ArgumentParser) -> None:
+    """Add ``--from`` and its options to the ``calibrate`` parser (``--seeds`` and
+    ``--max-evals`` are the parser's own, shared with the MI355X fit)."""
+    g = c.add_argument_group("fit to a real server's bench_serving runs (--from)")
+    g.add_argument("--from", dest="from_files", nargs="+", metavar="FILE[:LINE]",
+                   help="bench_serving result files (every line of a FILE without :LINE)")
+    g.add_argument("--profile", help="profile to fit (name or path)")
+    g.add_argument("--scenario-template", help="scenario giving server and acceptance when the lines lack server_info")
+    g.add_argument("--params", default="prefill,decode,host",
+                   help="free parameters: prefill, decode, host (multipliers) or dotted profile keys (default prefill,decode,host)")
+    g.add_argument("--metrics", default=",".join(FIT_METRICS), help=f"metrics fitted (default {','.join(FIT_METRICS)})")
+    g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
+    g.add_argument("--out", help="fitted profile to write")
+    g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")

@@ -1,0 +1,233 @@
+"""A scenario from a bench_serving run: its workload, and its server where the line says.
+
+``specsched scenario from-bench FILE[:LINE] --profile P`` (:func:`scenario_from_bench`).
+The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py`` and
+``benchmark/datasets/``):
+
+- arrivals: ``request_rate`` inf and no ``max_concurrency`` -> ``burst`` (all sent at t=0);
+  inf with ``max_concurrency`` C -> ``closed_loop`` with concurrency C (each finished request
+  lets the next one in, its timer starting then: bench_serving's semaphore); a finite rate
+  -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
+  ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
+  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none). ``request_rate: "trace"`` cannot
+  be rebuilt from the line (write a ``trace`` workload for the trace file instead).
+- requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``.
+- lengths, ``random``/``random-ids``: ``uniform`` with ``range_ratio`` = random_range_ratio:
+  integers in [max(1, int(len x ratio)), len] as SGLang 0.5.23 draws them
+  (``compute_random_lens``; default ratio 0.0 = [1, len]). SGLang 0.3-0.4.x drew inputs the
+  same way but outputs from [int(len x ratio), len] (0 possible at ratio 0; a server still
+  returns >= 1 token, which is what the model sends). Ratio 1 -> ``fixed``. vLLM's newer
+  ``vllm bench serve`` changed the meaning to [len x (1 - r), len x (1 + r)] and does not
+  write the length arguments to its result file: such files get lengths from the details.
+  (SGLang also shortens each random prompt by the tokenizer's special tokens when sending
+  text; that 1-2 token difference is not modelled.)
+- ``sharegpt``: the shipped ShareGPT-like histograms (``sharegpt-like-lengths-*.csv``;
+  outputs fixed at ``sharegpt_output_len`` when given).
+- other datasets, or ``--lengths details``: histograms of the run's own ``input_lens`` /
+  ``output_lens`` written beside the YAML.
+- server: ``--template`` scenario's ``server``/``acceptance``, else the line's
+  ``server_info`` (SGLang's /server_info: its server arguments) for every key the model
+  has; speculative ``accept_length`` -> ``acceptance.mean_accept_length``.
+- ``reference``: the line's headline metrics, so ``specsched run`` prints them beside the
+  prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import ValidationError
+from specsched.analysis.bench_serving import BenchRun
+from specsched.sim.config import (
+    Scenario,
+    ServerArgs,
+    SpecAlgorithm,
+    load_scenario,
+    validation_error,
+)
+from specsched.sim.errors import ConfigError
+
+REFERENCE_KEYS = (
+    "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+    "median_tpot_ms", "median_itl_ms", "median_e2e_latency_ms", "accept_length",
+)
+SHAREGPT_INPUT = "sharegpt-like-lengths-input.csv"
+SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
+
+
+def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], list[str], dict[str, pd.DataFrame]]:
+    """(input_len, output_len, assumptions, histogram tables to write)."""
+    a = run.args
+    ds = a.get("dataset_name", "")
+    notes: list[str] = []
+    if mode == "args" and ds.startswith("random") and "random_input_len" in a and "random_output_len" in a:
+        r = a.get("random_range_ratio", 0.0)   # SGLang's default
+        # specsched's own lines carry one ratio per side when they differ (bench_serving has one)
+        rin, rout = (run.extra.get(f"random_{s}_range_ratio", r) for s in ("input", "output"))
+        if "random_range_ratio" not in a and not ({"random_input_range_ratio", "random_output_range_ratio"} <= set(run.extra)):
+            notes.append("random_range_ratio absent from the line: SGLang's default 0.0 assumed ([1, len])")
+
+        def dist(v: int, r: float) -> dict[str, Any]:
+            return {"kind": "fixed", "value": v} if r >= 1 else {"kind": "uniform", "value": v, "range_ratio": r}
+
+        notes.append(f"lengths: bench_serving random, uniform integers in [max(1, int(len x ratio)), len], ratio "
+                     f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)")
+        return dist(a["random_input_len"], rin), dist(a["random_output_len"], rout), notes, {}
+    if mode == "args" and ds == "sharegpt":
+        out = ({"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")
+               else {"kind": "file", "path": SHAREGPT_OUTPUT})
+        notes.append("lengths: the shipped ShareGPT-like histograms (synthetic, approximating public ShareGPT statistics)")
+        return {"kind": "file", "path": SHAREGPT_INPUT}, out, notes, {}
+    d = run.details
+    if d is None:
+        raise ConfigError(run.source, "dataset_name", ds or "<missing>",
+                          "lengths need random_input_len/random_output_len (random), sharegpt, or the per-request details (--output-details)")
+    ok = d.ok
+    tables = {}
+    for key, values in (("input", d.input_lens[ok]), ("output", d.output_lens[ok])):
+        vc = pd.Series(values).clip(lower=1).value_counts().sort_index()
+        tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
+    notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
+    return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], list[str]]:
+    a = run.args
+    rate = a.get("request_rate")
+    if rate == "trace":
+        raise ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result line; write a 'trace' workload for the trace file")
+    n = run.num_prompts
+    if not n:
+        raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed")
+    notes = []
+    if "num_prompts" not in a:
+        notes.append(f"num_requests {n}: {'the details count' if run.details is not None else 'completed (SGLang writes no num_prompts)'}")
+    if rate is None:
+        rate = math.inf
+        notes.append("request_rate absent: bench_serving's default inf assumed")
+    conc = a.get("max_concurrency")
+    if burstiness is None and a.get("burstiness") not in (None, 1.0):
+        burstiness = a["burstiness"]
+    if math.isinf(rate):
+        if burstiness is not None:
+            raise ConfigError("<command line>", "--burstiness", burstiness, "needs a finite request_rate")
+        if conc:
+            return {"kind": "closed_loop", "num_requests": n, "concurrency": conc}, notes
+        return {"kind": "burst", "num_requests": n}, notes
+    w: dict[str, Any] = {"kind": "poisson", "num_requests": n, "request_rate": rate}
+    if conc:
+        w["max_concurrency"] = conc
+    if burstiness is not None and burstiness != 1.0:
+        w["burstiness"] = burstiness
+    return w, notes
+
+
+def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
+    info = run.extra.get("server_info")
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]   # PD disaggregation: the decode server (as bench_serving reads it)
+    if not isinstance(info, dict):
+        notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
+        return {}
+    out: dict[str, Any] = {}
+    for k in ServerArgs.model_fields:
+        v = info.get(k)
+        if v is None:
+            continue
+        if k == "speculative_algorithm":
+            v = str(v).lower()
+            if v not in SpecAlgorithm.__members__:
+                notes.append(f"server_info speculative_algorithm {v!r} has no modelled drafter here: left out")
+                continue
+        out[k] = v
+    while out:   # drop what the model cannot use, one key at a time, saying which
+        try:
+            ServerArgs.model_validate(out)
+            break
+        except ValidationError as e:
+            loc = e.errors()[0]["loc"]
+            bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
+            notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
+    if info.get("disable_overlap_schedule") is not None:
+        out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
+    notes.append(f"server: {len(out)} arguments from the line's server_info")
+    return out
+
+
+def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None, burstiness: float | None = None,
+                        template: str | None = None, lengths: str = "args") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """A scenario (plain dict, validated) reproducing ``run``'s arguments.
+
+    Args:
+        run: the bench_serving run.
+        profile: profile name or path for the scenario.
+        name: scenario name (default: the line's tag or the file's name and line).
+        burstiness: gamma shape for the gaps (finite rate only).
+        template: a scenario whose ``server``, ``acceptance`` and ``seed`` are kept.
+        lengths: ``args`` (from the run's arguments where they say) or ``details``.
+
+    Returns:
+        (scenario dict, histogram tables ``{"input"|"output": DataFrame(length, weight)}``
+        the caller writes beside the YAML and names in ``workload.*_len.path``).
+
+    Raises:
+        ConfigError: a trace run, no way to know the lengths or the request count, a
+            burstiness without a finite rate, or a resulting scenario that does not validate.
+    """
+    file, line = run.source.rsplit(":", 1)
+    notes: list[str] = []
+    workload, wnotes = _workload(run, burstiness)
+    ins, outs, lnotes, tables = _lengths(run, lengths)
+    workload.update(input_len=ins, output_len=outs)
+    notes += wnotes + lnotes
+    sc: dict[str, Any] = {
+        "name": name or str(run.extra.get("tag") or f"{Path(file).stem}-line{line}"),
+        "description": f"Built by `specsched scenario from-bench` from bench_serving run {Path(file).name}:{line} "
+                       f"(backend {run.args.get('backend', '?')}, dataset {run.args.get('dataset_name', '?')}).",
+        "source": f"bench_serving {Path(file).name}:{line}",
+        "assumptions": [],
+        "profile": profile,
+        "seed": int(run.args.get("seed", 1)),
+    }
+    if template:
+        t = load_scenario(template)
+        sc["server"] = t.server.model_dump(mode="json", exclude_defaults=True)
+        sc["acceptance"] = t.acceptance.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        notes.append(f"server and acceptance from the template {Path(template).name}")
+    else:
+        sc["server"] = _server(run, notes)
+    acc = run.summary.get("accept_length")
+    spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled
+    if acc is not None and spec and not template:
+        window = sc["server"].get("speculative_num_draft_tokens", 1)
+        sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
+        notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
+    sc["workload"] = workload
+    sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
+                                if k in run.summary and math.isfinite(run.summary[k])}}
+    sc["assumptions"] = notes
+    try:
+        Scenario.model_validate({**sc, "path": ""})
+    except ValidationError as e:
+        raise validation_error(run.source, e, sc) from None
+    return sc, tables
+
+
+def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str | Path) -> list[Path]:
+    """Write the scenario YAML (and its length histograms beside it, ``<stem>-<input|output>-lengths.csv``),
+    each atomically; histograms first, so a YAML never names a missing file. Returns the paths."""
+    from specsched.analysis.io import atomic_write, atomic_write_text
+
+    out = Path(out)
+    written = []
+    for key, df in tables.items():
+        p = out.with_name(f"{out.stem}-{key}-lengths.csv")
+        atomic_write(p, lambda tmp, df=df: df.to_csv(tmp, index=False))
+        sc["workload"][f"{key}_len"]["path"] = p.name
+        written.append(p)
+    atomic_write_text(out, yaml.safe_dump(sc, sort_keys=False, width=100))
+    return [out, *written]

@@ -1,0 +1,226 @@
+"""Request traces: arrival time, prompt and output length per request, streamed once.
+
+A trace is a CSV (header row) or JSONL file, one request per row in arrival order, with
+the columns named in the scenario (:class:`sim.config.TraceConfig`). Public production
+traces come in two layouts this reads as they are:
+
+- Azure LLM inference traces (AzurePublicDataset, ``AzureLLMInferenceTrace_*.csv``):
+  ``TIMESTAMP`` (date and time, e.g. ``2023-11-16 18:15:46.6805900``), ``ContextTokens``,
+  ``GeneratedTokens``.
+- Mooncake traces (FAST'25 release, JSONL): ``timestamp`` (ms), ``input_length``,
+  ``output_length``, ``hash_ids`` (prefix-block ids; not modelled, ignored).
+
+Replay follows SGLang bench_serving's trace mode (benchmark/serving.py ``get_request``
+with ``use_trace_timestamps``): a request is sent at (timestamp - first timestamp) x
+``time_scale``. Unlike bench_serving, which sorts the rows, an unsorted trace is refused:
+a reordered file is more often a broken export than an intent.
+
+The file is read once, in blocks (CSV: pandas in chunks of only the three columns; JSONL:
+line by line), and reading stops at the request limit; only three numeric arrays are kept
+(24 bytes a request). Every bad row raises :class:`ConfigError` naming the file, line,
+column and value. Nothing is downloaded: the path is a local file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from specsched.sim.bundled import scenarios_dir
+from specsched.sim.config import TraceConfig
+from specsched.sim.errors import ConfigError
+
+CSV_BLOCK_ROWS = 200_000
+JSONL_BLOCK_ROWS = 16_384   # rows held as Python objects before they become arrays
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A loaded trace: ``arrival_s`` (seconds from the first request, non-decreasing),
+    ``input_len`` and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,)."""
+
+    arrival_s: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def trace_path(cfg: TraceConfig, scenario_path: str | Path | None) -> Path:
+    """The trace file: as given, or relative to the scenario file's folder."""
+    p = Path(cfg.path)
+    if not p.is_absolute() and not p.is_file() and scenario_path:
+        q = Path(scenario_path).parent / p
+        if q.is_file():
+            return q
+    if not p.is_absolute() and not p.is_file() and (scenarios_dir() / p).is_file():
+        return scenarios_dir() / p   # a shipped example trace by name
+    return p
+
+
+def _format(cfg: TraceConfig, p: Path) -> str:
+    if cfg.format != "auto":
+        return cfg.format
+    return "jsonl" if p.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
+
+
+class _Checker:
+    """Validates rows block by block (times finite, >= 0, non-decreasing; lengths integer,
+    input >= 1, output >= 0) and collects them."""
+
+    def __init__(self, where: str, cols: tuple[str, str, str]) -> None:
+        self.where, self.cols = where, cols
+        self.t: list[np.ndarray] = []
+        self.i: list[np.ndarray] = []
+        self.o: list[np.ndarray] = []
+        self.last = -math.inf
+        self.n = 0
+
+    def _fail(self, line: int, col: str, value: object, allowed: str) -> None:
+        raise ConfigError(f"{self.where}:{line}", col, value, allowed)
+
+    def add(self, t: np.ndarray, ins: np.ndarray, outs: np.ndarray, lines: np.ndarray) -> None:
+        ts, ic, oc = self.cols
+        bad = ~np.isfinite(t) | (t < 0)
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._fail(int(lines[k]), ts, t[k].item(), "timestamps must be finite and >= 0")
+        prev = np.r_[self.last, t[:-1]]
+        bad = t < prev
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._fail(int(lines[k]), ts, t[k].item(), f"timestamps must not decrease (previous row: {prev[k].item()})")
+        for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
+            bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v))
+            if bad.any():
+                k = int(np.argmax(bad))
+                self._fail(int(lines[k]), name, v[k].item(), f"must be an integer >= {lo}")
+        if len(t):
+            self.last = float(t[-1])
+        self.t.append(t)
+        self.i.append(ins.astype(np.int64))
+        self.o.append(outs.astype(np.int64))
+        self.n += len(t)
+
+
+def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray) -> np.ndarray:
+    """Timestamps in seconds (any origin)."""
+    if unit == "datetime":
+        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
+        if ts.isna().any():
+            k = int(np.argmax(ts.isna().to_numpy()))
+            raise ConfigError(f"{where}:{int(lines[k])}", col, list(values)[k], "not a date and time")
+        return ts.to_numpy("datetime64[ns]").astype(np.int64) / 1e9
+    v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
+    if np.isnan(v).any():
+        k = int(np.argmax(np.isnan(v)))
+        raise ConfigError(f"{where}:{int(lines[k])}", col, list(values)[k], f"not a number (time unit {unit})")
+    return v * _UNIT_S[unit]
+
+
+def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) -> np.ndarray:
+    v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
+    if np.isnan(v).any():
+        k = int(np.argmax(np.isnan(v)))
+        raise ConfigError(f"{where}:{int(lines[k])}", col, list(values)[k], "not a number")
+    return v
+
+
+def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker) -> None:
+    with open(p, newline="") as f:
+        header = f.readline()
+    import csv
+
+    names = next(csv.reader([header]), [])
+    missing = [c for c in cols if c not in names]
+    if missing:
+        raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
+    first_line = 2
+    try:
+        reader = pd.read_csv(p, usecols=list(cols), chunksize=CSV_BLOCK_ROWS, dtype=str, skip_blank_lines=False)
+        for block in reader:
+            if limit is not None and chk.n + len(block) > limit:
+                block = block.iloc[: limit - chk.n]
+            lines = np.arange(first_line, first_line + len(block))
+            first_line += len(block)
+            chk.add(_times(block[cols[0]].tolist(), unit, str(p), cols[0], lines),
+                    _numbers(block[cols[1]], str(p), cols[1], lines),
+                    _numbers(block[cols[2]], str(p), cols[2], lines), lines)
+            if limit is not None and chk.n >= limit:
+                break
+    except pd.errors.ParserError as e:
+        raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({e})") from None
+
+
+def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker) -> None:
+    block: list[tuple[object, object, object, int]] = []
+
+    def flush() -> None:
+        if not block:
+            return
+        lines = np.array([b[3] for b in block])
+        chk.add(_times([b[0] for b in block], unit, str(p), cols[0], lines),
+                _numbers([b[1] for b in block], str(p), cols[1], lines),
+                _numbers([b[2] for b in block], str(p), cols[2], lines), lines)
+        block.clear()
+
+    with open(p) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"not a JSON object ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], "each line must be a JSON object")
+            for c in cols:
+                if c not in row:
+                    raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")
+            block.append((row[cols[0]], row[cols[1]], row[cols[2]], lineno))
+            if len(block) >= JSONL_BLOCK_ROWS:
+                flush()
+            if limit is not None and chk.n + len(block) >= limit:
+                break
+    flush()
+
+
+def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None) -> Trace:
+    """Read a trace once, streaming, up to ``limit`` rows.
+
+    Args:
+        cfg: the scenario's trace block.
+        limit: at most this many requests (None: all rows).
+        scenario_path: the scenario file (a relative trace path is looked up beside it).
+
+    Returns:
+        A :class:`Trace` (arrivals scaled by ``cfg.time_scale``; an output length of 0 is
+        sent as 1: the server streams at least one token).
+
+    Raises:
+        ConfigError: file missing or empty; a missing column; a row whose timestamp is not a
+            number/date, negative or earlier than the previous row's; a length that is not an
+            integer (input >= 1, output >= 0); a JSONL line that is not a JSON object.
+    """
+    p = trace_path(cfg, scenario_path)
+    where = str(scenario_path or "<scenario>")
+    if not p.is_file():
+        raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
+    columns, unit = cfg.resolved()
+    cols = (columns.timestamp, columns.input_len, columns.output_len)
+    chk = _Checker(str(p), cols)
+    if _format(cfg, p) == "csv":
+        _read_csv(p, cols, unit, limit, chk)
+    else:
+        _read_jsonl(p, cols, unit, limit, chk)
+    if chk.n == 0:
+        raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
+    t = np.concatenate(chk.t)
+    arrival = (t - t[0]) * cfg.time_scale
+    return Trace(arrival, np.concatenate(chk.i), np.maximum(np.concatenate(chk.o), 1))

@@ -1,0 +1,179 @@
+"""bench_serving result files: tolerant reading (SGLang JSONL old and new, vLLM JSON), the
+bench_serving.jsonl every run writes, the round trips, and bad input (exit 2, one line,
+nothing written)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.analysis.bench_serving import (
+    METRIC_KEYS,
+    bench_record,
+    parse_run,
+    read_bench,
+    read_bench_one,
+    to_run_data,
+)
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.results import write_results
+
+from specsched.cli import main
+from tests.conftest import make_scenario, tiny_profile
+
+SGLANG_0523 = {
+    "tag": None, "backend": "sglang", "dataset_name": "random", "request_rate": 4.0, "max_concurrency": 16,
+    "sharegpt_output_len": None, "random_input_len": 1000, "random_output_len": 200, "random_range_ratio": 0.5,
+    "server_info": {"max_running_requests": 48, "chunked_prefill_size": 4096, "speculative_algorithm": None,
+                    "max_total_num_tokens": 300000, "disable_overlap_schedule": False, "model_path": "x"},
+    "duration": 30.5, "completed": 3, "total_input_tokens": 2400, "total_input_text_tokens": 2400,
+    "total_output_tokens": 450, "total_output_tokens_retokenized": 449, "request_throughput": 0.098,
+    "input_throughput": 78.7, "output_throughput": 14.75, "total_throughput": 93.4,
+    "mean_ttft_ms": 40.0, "median_ttft_ms": 38.0, "std_ttft_ms": 5.0, "p90_ttft_ms": 45.0, "p95_ttft_ms": 46.0,
+    "p99_ttft_ms": 47.0, "mean_tpot_ms": 10.0, "median_tpot_ms": 10.0, "std_tpot_ms": 1.0, "p90_tpot_ms": 11.0,
+    "p95_tpot_ms": 11.5, "p99_tpot_ms": 12.0, "mean_itl_ms": 10.0, "median_itl_ms": 9.5, "std_itl_ms": 2.0,
+    "p90_itl_ms": 12.0, "p95_itl_ms": 13.0, "p99_itl_ms": 20.0, "concurrency": 1.5, "accept_length": None,
+    "max_output_tokens_per_s": 80.0, "max_concurrent_requests": 3, "a_future_key": {"x": 1},
+    "input_lens": [800, 900, 700], "output_lens": [150, 100, 200], "ttfts": [0.04, 0.038, 0.042],
+    "itls": [[0.01] * 149, [0.009] * 99, [0.011] * 199], "generated_texts": ["", "", ""], "errors": ["", "", ""],
+}
+SGLANG_03 = {  # 0.3.x: a subset, p99 only, no details
+    "backend": "sglang", "dataset_name": "sharegpt", "request_rate": float("inf"), "max_concurrency": None,
+    "sharegpt_output_len": None, "random_input_len": 1024, "random_output_len": 1024, "random_range_ratio": 0.0,
+    "duration": 12.0, "completed": 100, "total_input_tokens": None, "mean_ttft_ms": 900.0, "median_ttft_ms": 800.0,
+}
+VLLM = {
+    "date": "20250101-000000", "backend": "vllm", "model_id": "m", "tokenizer_id": "m", "num_prompts": 3,
+    "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 2, "duration": 5.0, "completed": 3,
+    "total_input_tokens": 30, "total_output_tokens": 12, "request_throughput": 0.6, "request_goodput:": None,
+    "output_throughput": 2.4, "total_token_throughput": 8.4, "mean_ttft_ms": 20.0, "median_ttft_ms": 19.0,
+    "std_ttft_ms": 1.0, "p99_ttft_ms": 25.0, "mean_e2el_ms": 300.0, "median_e2el_ms": 290.0, "p99_e2el_ms": 400.0,
+    "input_lens": [10, 10, 10], "output_lens": [4, 4, 0], "ttfts": [0.02, 0.019, 0.0],
+    "itls": [[0.1, 0.1, 0.1], [0.1, 0.1, 0.1], []], "generated_texts": ["a", "b", ""], "errors": ["", "", "timeout"],
+}
+
+
+def _jsonl(tmp_path, *objs, name="runs.jsonl"):
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return p
+
+
+def test_reads_sglang_old_and_new_lines_tolerantly(tmp_path):
+    p = _jsonl(tmp_path, SGLANG_03, SGLANG_0523)
+    old, new = read_bench(p)
+    assert old.args["request_rate"] == math.inf and old.args["dataset_name"] == "sharegpt"
+    assert "total_input_tokens" not in old.summary and old.details is None      # null = missing
+    assert old.num_prompts == 100                                                 # completed: no num_prompts
+    assert new.summary["p95_itl_ms"] == 13.0 and "accept_length" not in new.summary
+    assert new.extra["a_future_key"] == {"x": 1} and new.extra["server_info"]["max_running_requests"] == 48
+    assert new.num_prompts == 3 and new.details.itls[2].shape == (199,)
+    assert read_bench(p, 2)[0].source.endswith(":2")
+
+
+def test_reads_vllm_json_with_its_names(tmp_path):
+    p = tmp_path / "vllm.json"
+    p.write_text(json.dumps(VLLM, indent=2))
+    (run,) = read_bench(p)
+    assert run.summary["total_throughput"] == 8.4 and run.summary["median_e2e_latency_ms"] == 290.0
+    assert run.args["request_rate"] == math.inf and run.args["num_prompts"] == 3 and run.args["burstiness"] == 1.0
+    data = to_run_data(run)
+    assert len(data.requests) == 2 and data.summary["failed"] == 1               # the failed request is left out
+    assert np.allclose(data.requests["ttft_s"], [0.02, 0.019])
+    assert np.allclose(data.requests["finish_s"], [0.32, 0.319])
+
+
+def test_details_become_requests_and_per_token_chunks(tmp_path):
+    run = read_bench_one(_jsonl(tmp_path, SGLANG_0523))
+    data = to_run_data(run)
+    assert data.requests["output_len"].tolist() == [150, 100, 200]
+    assert len(data.chunks) == 150 + 100 + 200                                   # TTFT chunk + one per ITL
+    from specsched.sim.metrics import itl_values
+
+    assert np.allclose(np.sort(itl_values(data.chunks)), np.sort(np.concatenate(run.details.itls)))
+
+
+@pytest.mark.parametrize("content, key", [
+    (json.dumps(SGLANG_0523)[:200] + "\n", "<line>"),                             # truncated line
+    ('{"model": "x", "prompt": "hi"}\n', "<keys>"),                              # not bench_serving output
+    ("just text\n", "<line>"),
+    (json.dumps({**SGLANG_03, "completed": "many"}) + "\n", "completed"),         # wrong type
+    (json.dumps({**SGLANG_0523, "ttfts": [0.1]}) + "\n", "ttfts"),               # details of other length
+])
+def test_bad_files_fail_with_one_line_and_write_nothing(tmp_path, capsys, monkeypatch, content, key):
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps(SGLANG_03) + "\n" + content)
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.key == key and str(p) + ":2" in e.value.file
+    for argv in (["validate-bench", f"{p}:2", "--scenario", "x.yaml"],
+                 ["scenario", "from-bench", f"{p}:2", "--profile", "h200-1b", "--out", "s.yaml"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "bad.jsonl:2" in err[0] and "Traceback" not in err[0]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_several_runs_need_a_line(tmp_path):
+    p = _jsonl(tmp_path, SGLANG_03, SGLANG_0523)
+    with pytest.raises(ConfigError, match="FILE:LINE"):
+        read_bench_one(p)
+    with pytest.raises(ConfigError, match="lines 1, 2"):
+        read_bench(p, 5)
+
+
+def _sim_run(workload, seed=3):
+    sc = make_scenario(workload=workload, server={"speculative_algorithm": "none", "speculative_num_draft_tokens": 1})
+    return SimEngine(sc, tiny_profile(), seed=seed).run()
+
+
+@pytest.mark.parametrize("workload", [
+    {"kind": "poisson", "num_requests": 24, "request_rate": 50.0, "max_concurrency": 6,
+     "input_len": {"kind": "uniform", "value": 400, "range_ratio": 0.5}, "output_len": {"kind": "uniform", "value": 30, "range_ratio": 0.5}},
+    {"kind": "closed_loop", "num_requests": 12, "concurrency": 4},
+    {"kind": "burst", "num_requests": 9},
+])
+def test_round_trip_simulated_run_reads_back_to_the_same_summary(tmp_path, workload):
+    res = _sim_run(workload)
+    out = write_results(res, tmp_path / "run")
+    (back,) = read_bench(out / "bench_serving.jsonl")
+    shared = [k for k in METRIC_KEYS if k in res.summary and res.summary[k] == res.summary[k]]
+    assert len(shared) >= 30
+    for k in shared:
+        assert back.summary[k] == pytest.approx(res.summary[k], rel=1e-12), k
+    assert back.num_prompts == workload["num_requests"]
+    # the per-request details read back into the same TTFTs
+    data = to_run_data(back)
+    assert np.allclose(np.sort(data.requests["ttft_s"]), np.sort(res.requests["ttft_s"]))
+
+
+_num = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from(METRIC_KEYS), _num, min_size=1), st.sampled_from([1.5, math.inf, "trace"]))
+def test_invariant_any_metric_subset_reads_back_unchanged(metrics, rate):
+    """Invariant: parse(json(line)) keeps every metric and the rate exactly (any subset)."""
+    line = json.loads(json.dumps({"completed": 1, **metrics, "request_rate": rate}))
+    run = parse_run(line, "mem:1")
+    for k, v in metrics.items():
+        assert run.summary[k] == v
+    assert run.args["request_rate"] == rate
+
+
+def test_bench_record_has_bench_serving_units(tmp_path):
+    res = _sim_run({"kind": "closed_loop", "num_requests": 6, "concurrency": 2})
+    rec = bench_record(res)
+    assert rec["request_rate"] == math.inf and rec["max_concurrency"] == 2 and rec["dataset_name"] == "random"
+    assert rec["random_range_ratio"] == 1.0 and rec["random_input_len"] == 500
+    assert rec["mean_ttft_ms"] == pytest.approx(res.requests["ttft_s"].mean() * 1000)
+    assert len(rec["itls"]) == 6 and all(len(x) == 39 for x in rec["itls"])
+    assert rec["ttfts"][0] == pytest.approx(float(res.requests.sort_values("rid")["ttft_s"].iloc[0]))
+    assert rec["accept_length"] is None                                          # no spec: null, as SGLang writes
+    assert 1 <= rec["max_concurrent_requests"] <= 6 and rec["max_output_tokens_per_s"] > 0

@@ -1,0 +1,150 @@
+"""``calibrate --from``: profile scaling, the fit recovering a known factor, SGLang server-log
+parsing, the CLI (profile written with provenance; bad input exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from specsched.analysis.bench_serving import bench_record, parse_run
+from specsched.analysis.calibrate_bench import FitCase, decode_step_seconds, fit, scale_profile
+from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
+from specsched.sim.config import with_value
+from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
+
+from specsched.cli import main
+from tests.conftest import make_scenario, tiny_profile
+
+LOG = """\
+[2026-01-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM
+[2026-01-01 10:00:00 TP0] Prefill batch, #new-seq: 3, #new-token: 3072, #cached-token: 1024, token usage: 0.01, #running-req: 0, #queue-req: 2, #pending-token: 0, cuda graph: False, input throughput (token/s): 12345.67
+[2026-01-01 10:00:01 TP0] Decode batch, #running-req: 8, #token: 9000, token usage: 0.02, accept len: 3.10, accept rate: 0.42, cuda graph: True, gen throughput (token/s): 2500.00, #queue-req: 0
+[2026-01-01 10:00:02 TP0] Decode batch [120], #running-req: 8, #token: 9600, token usage: 0.02, accept len: 3.00, accept rate: 0.40, cuda graph: True, gen throughput (token/s): 2400.00, #queue-req: 0
+[2026-01-01 10:00:02 DP0 TP0] Decode batch, #running-req: 4, #full token: 5000, full token usage: 0.02, #swa token: 100, swa token usage: 0.01, cuda graph: True, gen throughput (token/s): 800.00, #queue-req: 1
+"""
+
+
+def test_scale_profile_scales_groups_and_dotted_keys():
+    p = tiny_profile()
+    q = scale_profile(p, {"decode": 2.0, "host.launch_s": 3.0})
+    assert np.allclose(np.array(q.gpu.verify.seconds), 2 * np.array(p.gpu.verify.seconds))
+    assert np.allclose(np.array(q.gpu.decode.seconds), 2 * np.array(p.gpu.decode.seconds))
+    assert q.gpu.extend == p.gpu.extend and q.host.launch_s == pytest.approx(3 * p.host.launch_s)
+    with pytest.raises(ConfigError, match="--params"):
+        scale_profile(p, {"gpu.nonexistent": 2.0})
+
+
+def test_fit_recovers_a_known_decode_factor():
+    """Runs made with decode x1.5 (same seeds as the prediction): the fit finds ~1.5."""
+    truth = scale_profile(tiny_profile(), {"decode": 1.5})
+    cases = []
+    for conc in (2, 4):
+        sc = make_scenario(workload={"kind": "closed_loop", "num_requests": 8, "concurrency": conc,
+                                     "output_len": {"kind": "fixed", "value": 60}})
+        rec = bench_record(run_scenario(sc, profile=truth), details=False)
+        cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"m{conc}:1"), sc))
+    res = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12)
+    assert res.factors["decode"] == pytest.approx(1.5, rel=0.05)
+    assert res.loss_after < 0.1 * res.loss_before
+
+
+def test_server_log_lines_are_read_by_name():
+    import io
+
+    path = _tmp_log()
+    log = parse_server_log(path)
+    assert list(log["kind"]) == ["prefill", "decode", "decode", "decode"]
+    assert log.loc[0, "new_token"] == 3072 and log.loc[0, "cached_token"] == 1024 and log.loc[0, "queue_req"] == 2
+    assert log.loc[3, "token"] == 5000 and log.loc[3, "token_usage"] == 0.02     # hybrid-SWA names
+    s = decode_step_samples(log)
+    assert s["line"].tolist() == [4]                        # after a decode line, empty queue
+    assert s.loc[0, "step_s"] == pytest.approx(8 * 3.0 / 2400) and s.loc[0, "context"] == 1200
+    summ = prefill_summary(log)
+    assert summ["prefill_batches"] == 1 and summ["cached_share"] == pytest.approx(0.25)
+    del io
+
+
+def _tmp_log(tmp=[]):  # noqa: B006  (one file per session is enough)
+    import tempfile
+
+    if not tmp:
+        f = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
+        f.write(LOG)
+        f.close()
+        tmp.append(f.name)
+    return tmp[0]
+
+
+def test_not_a_server_log(tmp_path):
+    p = tmp_path / "x.log"
+    p.write_text("hello\nworld\n")
+    with pytest.raises(ConfigError, match="not an SGLang server log"):
+        parse_server_log(p)
+
+
+def test_decode_step_prediction_grows_with_batch():
+    sc = make_scenario()
+    a, b = (decode_step_seconds(tiny_profile(), sc.server, n, 500.0) for n in (2, 50))
+    assert 0 < a < b
+
+
+def _measured_line(tmp_path, rate, seed=7):
+    sc = with_value(make_scenario(), "workload.num_requests", 6)
+    sc = with_value(sc, "profile", "h200-1b")
+    data = sc.model_dump(mode="json")
+    data["workload"] = {"kind": "poisson", "num_requests": 6, "request_rate": rate,
+                        "input_len": {"kind": "fixed", "value": 300}, "output_len": {"kind": "fixed", "value": 30}}
+    data["server"]["speculative_algorithm"] = "dspark"
+    from specsched.sim.config import Scenario
+    from specsched.sim.profile import load_profile
+
+    sc = Scenario.model_validate(data)
+    res = run_scenario(sc, seed=seed, profile=scale_profile(load_profile("h200-1b"), {"decode": 1.2}))
+    return bench_record(res, details=False)
+
+
+def test_cli_writes_profile_with_provenance_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "runs.jsonl"
+    f.write_text("".join(json.dumps(_measured_line(tmp_path, r)) + "\n" for r in (5.0, 10.0)))
+    log = tmp_path / "server.log"
+    log.write_text(LOG)
+    argv = ["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+            "--max-evals", "6", "--server-log", str(log), "--out", "fitted.yaml"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "before" in out and "after" in out and "runs.jsonl:1" in out and "runs.jsonl:2" in out
+    prof = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
+    assert prof["name"] == "fitted" and "runs.jsonl" in prof["provenance"]["calibrate.from"]
+    assert "server.log" in prof["provenance"]["calibrate.from"]
+    from specsched.sim.profile import load_profile
+
+    load_profile(str(tmp_path / "fitted.yaml"))
+    # bad input: a truncated line -> exit 2, one line, nothing written
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(f.read_text()[:150])
+    assert main([*argv[:2], str(bad), *argv[3:-1], "other.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.jsonl:1" in err[0]
+    assert not (tmp_path / "other.yaml").exists()
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", "gpu.nope", "--out", "o.yaml"]) == 2
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_analytic_efficiency_factors_rebuild_the_profile(tmp_path):
+    from specsched.sim.profile import load_profile
+
+    out = tmp_path / "a.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "--tp", "1", "--out", str(out)]) == 0
+    p = load_profile(str(out))
+    q = scale_profile(p, {"analytic.efficiency.hbm": 0.5})
+    assert q.analytic["efficiency"]["hbm"] == pytest.approx(0.5 * p.analytic["efficiency"]["hbm"])
+    assert q.gpu.decode.seconds[-1][-1] > 1.5 * p.gpu.decode.seconds[-1][-1]     # memory-bound decode slows
+    assert scale_profile(p, {"analytic.efficiency.hbm": 5.0}).analytic["efficiency"]["hbm"] == 1.0   # capped
+    with pytest.raises(ConfigError, match="allowed"):
+        scale_profile(p, {"analytic.efficiency.nope": 2.0})
+    with pytest.raises(ConfigError, match="analytic profile"):
+        scale_profile(tiny_profile(), {"analytic.efficiency.hbm": 2.0})

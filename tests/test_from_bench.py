@@ -1,0 +1,124 @@
+"""``scenario from-bench``: a bench_serving line -> scenario whose run reproduces the line's
+arguments (rate, concurrency, prompts, length ranges); gamma arrivals (burstiness)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.analysis.bench_serving import parse_run, read_bench
+from specsched.analysis.from_bench import scenario_from_bench
+from specsched.sim.config import Scenario, load_scenario
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.workload import gamma_arrivals, poisson_arrivals
+
+from specsched.cli import main
+from tests.conftest import tiny_profile
+
+LINE = {"backend": "sglang", "dataset_name": "random", "request_rate": 20.0, "max_concurrency": 5,
+        "random_input_len": 600, "random_output_len": 40, "random_range_ratio": 0.25, "completed": 30,
+        "duration": 3.0, "median_ttft_ms": 30.0, "output_throughput": 300.0,
+        "server_info": {"max_running_requests": 8, "chunked_prefill_size": 2048, "max_prefill_tokens": 4096,
+                        "max_total_num_tokens": 100000, "speculative_algorithm": "EAGLE3", "page_size": 1}}
+
+
+def _write(tmp_path, obj):
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    return p
+
+
+def test_scenario_from_line_reproduces_its_arguments(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    sc = load_scenario(tmp_path / "s.yaml")
+    w = sc.workload
+    assert (w.kind, w.request_rate, w.max_concurrency, w.num_requests) == ("poisson", 20.0, 5, 30)
+    assert sc.server.max_running_requests == 8 and sc.server.chunked_prefill_size == 2048
+    assert sc.server.speculative_algorithm.value == "none"       # EAGLE3 has no drafter here: left out, said so
+    assert any("EAGLE3" in a.upper() for a in sc.assumptions)
+    assert sc.reference["base"]["median_ttft_ms"] == 30.0
+    res = SimEngine(sc, tiny_profile()).run()
+    # run it, write it as bench_serving, and the line's arguments come back
+    from specsched.sim.results import write_results
+
+    (back,) = read_bench(write_results(res, tmp_path / "out") / "bench_serving.jsonl")
+    for k in ("request_rate", "max_concurrency", "random_input_len", "random_output_len", "random_range_ratio", "dataset_name"):
+        assert back.args[k] == LINE[k], k
+    assert back.num_prompts == 30
+    ins, outs = res.requests["input_len"], res.requests["output_len"]
+    assert ins.min() >= 150 and ins.max() <= 600 and outs.min() >= 10 and outs.max() <= 40
+    assert ins.max() - ins.min() > 200                              # really a range, not fixed
+
+
+@pytest.mark.parametrize("rate, conc, kind", [(math.inf, None, "burst"), (math.inf, 7, "closed_loop"), (3.0, None, "poisson")])
+def test_arrival_kinds_follow_bench_serving(rate, conc, kind):
+    run = parse_run({**LINE, "request_rate": rate, "max_concurrency": conc}, "f:1")
+    sc, _ = scenario_from_bench(run, "tiny")
+    assert sc["workload"]["kind"] == kind
+    if kind == "closed_loop":
+        assert sc["workload"]["concurrency"] == 7
+
+
+def test_ratio_zero_and_one_and_sharegpt():
+    sc, _ = scenario_from_bench(parse_run({**LINE, "random_range_ratio": 0.0}, "f:1"), "tiny")
+    assert sc["workload"]["input_len"] == {"kind": "uniform", "value": 600, "range_ratio": 0.0}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "random_range_ratio": 1.0}, "f:1"), "tiny")
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 40}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "dataset_name": "sharegpt", "sharegpt_output_len": 128}, "f:1"), "tiny")
+    assert sc["workload"]["input_len"]["path"] == "sharegpt-like-lengths-input.csv"
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 128}
+    Scenario.model_validate(sc)   # the shipped histogram resolves by name from anywhere
+
+
+def test_lengths_from_details_write_histograms(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = {**LINE, "dataset_name": "generated-shared-prefix", "input_lens": [5, 7, 7], "output_lens": [3, 3, 9],
+            "ttfts": [0.1, 0.1, 0.1], "itls": [[0.01] * 2, [0.01] * 2, [0.01] * 8], "errors": ["", "", ""]}
+    p = _write(tmp_path, line)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "g.yaml"]) == 0
+    data = yaml.safe_load((tmp_path / "g.yaml").read_text())
+    assert data["workload"]["input_len"] == {"kind": "file", "path": "g-input-lengths.csv"}
+    assert (tmp_path / "g-input-lengths.csv").read_text().splitlines() == ["length,weight", "5,1", "7,2"]
+    assert data["workload"]["num_requests"] == 3
+    load_scenario(tmp_path / "g.yaml")
+
+
+def test_burstiness_and_trace_lines(tmp_path, capsys):
+    sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny", burstiness=0.5)
+    assert sc["workload"]["burstiness"] == 0.5
+    with pytest.raises(ConfigError, match="trace"):
+        scenario_from_bench(parse_run({**LINE, "request_rate": "trace"}, "f:1"), "tiny")
+    with pytest.raises(ConfigError, match="finite"):
+        scenario_from_bench(parse_run({**LINE, "request_rate": None}, "f:1"), "tiny", burstiness=2.0)
+    p = _write(tmp_path, {**LINE, "request_rate": "trace"})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "t.yaml")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "t.yaml").exists()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.2, 5.0), st.floats(0.5, 50.0))
+def test_invariant_gamma_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_shape(shape, rate):
+    """Invariant (vLLM benchmark_serving --burstiness): gap ~ Gamma(shape, 1/(rate x shape))."""
+    g = np.diff(gamma_arrivals(40_000, rate, shape, seed=2), prepend=0.0)
+    assert g.mean() == pytest.approx(1 / rate, rel=0.05)
+    assert g.std() / g.mean() == pytest.approx(1 / math.sqrt(shape), rel=0.06)
+
+
+def test_burstiness_one_is_the_poisson_stream():
+    from specsched.sim.config import WorkloadConfig
+    from specsched.sim.workload import RequestSpec, arrival_times
+
+    specs = [RequestSpec(i, 10, 10) for i in range(50)]
+    w = WorkloadConfig.model_validate({"kind": "poisson", "num_requests": 50, "request_rate": 3.0, "burstiness": 1.0,
+                                       "input_len": {"value": 10}, "output_len": {"value": 10}})
+    assert np.array_equal(arrival_times(w, specs, 4), poisson_arrivals(50, 3.0, 4))
+    w2 = w.model_copy(update={"burstiness": 0.3})
+    assert not np.array_equal(arrival_times(w2, specs, 4), poisson_arrivals(50, 3.0, 4))

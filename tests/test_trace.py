@@ -1,0 +1,126 @@
+"""Trace workloads: Azure/Mooncake layouts, column mapping, time scaling, request limit,
+streaming, and bad traces (one line naming file, line, column, value; exit 2; nothing
+written)."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import TraceConfig, load_scenario
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.trace import load_trace
+
+from specsched.cli import main
+from tests.conftest import ROOT, make_scenario, tiny_profile
+
+
+def test_shipped_example_reads_the_same_in_both_layouts():
+    az = load_trace(TraceConfig(path="trace-example-azure.csv", layout="azure"))
+    mc = load_trace(TraceConfig(path="trace-example-mooncake.jsonl", layout="mooncake"))
+    assert len(az) == len(mc) == 400
+    assert np.array_equal(az.input_len, mc.input_len) and np.array_equal(az.output_len, mc.output_len)
+    assert np.allclose(az.arrival_s, mc.arrival_s, atol=6e-4)          # Mooncake stores whole ms
+    assert az.arrival_s[0] == 0 and (np.diff(az.arrival_s) >= 0).all()
+
+
+def test_shipped_scenario_runs_every_arm():
+    for arm, n in (("base", 400), ("first100", 100)):
+        sc = load_scenario(ROOT / "scenarios" / "trace-example.yaml", arm)
+        assert len(SimEngine(sc).specs) == n
+
+
+def _trace_scenario(tmp_path, text, suffix=".csv", **trace):
+    p = tmp_path / f"t{suffix}"
+    p.write_text(text)
+    return make_scenario(workload={"kind": "trace", "num_requests": trace.pop("limit", None),
+                                   "trace": {"path": str(p), **trace}, "input_len": None, "output_len": None},
+                         server={"speculative_algorithm": "none", "speculative_num_draft_tokens": 1})
+
+
+def test_arrivals_lengths_scaling_and_limit_reach_the_engine(tmp_path):
+    text = "when,prompt,gen\n100.0,50,5\n100.5,60,6\n102.0,70,0\n103.0,80,8\n"
+    sc = _trace_scenario(tmp_path, text, columns={"timestamp": "when", "input_len": "prompt", "output_len": "gen"},
+                         time_scale=2.0, limit=3)
+    res = SimEngine(sc, tiny_profile()).run()
+    r = res.requests.sort_values("rid")
+    assert r["input_len"].tolist() == [50, 60, 70] and r["output_len"].tolist() == [5, 6, 1]   # 0 sent as 1
+    assert np.allclose(r["start_s"], [0.0, 1.0, 4.0])
+
+
+def test_max_concurrency_holds_a_trace_back(tmp_path):
+    text = "timestamp,input_length,output_length\n" + "".join("0,100,20\n" for _ in range(6))
+    sc = _trace_scenario(tmp_path, text)
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"max_concurrency": 2})})
+    r = SimEngine(sc, tiny_profile()).run().requests.sort_values("start_s")
+    assert (r["start_s"].to_numpy()[2:] > 0).all()         # the third waits for a slot
+
+
+@pytest.mark.parametrize("text, suffix, line, key", [
+    ("timestamp,input_length,output_length\n0,10,5\n-1,10,5\n", ".csv", 3, "timestamp"),
+    ("timestamp,input_length,output_length\n5,10,5\n4,10,5\n", ".csv", 3, "timestamp"),
+    ("timestamp,input_length\n0,10\n", ".csv", 1, "output_length"),
+    ("timestamp,input_length,output_length\n0,10,5\n1,ten,5\n", ".csv", 3, "input_length"),
+    ("timestamp,input_length,output_length\n0,0,5\n", ".csv", 2, "input_length"),
+    ('{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_length": 5}\n', ".jsonl", 2, "output_length"),
+    ('{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_le', ".jsonl", 2, "<line>"),
+    ('{"timestamp": 9, "input_length": 5, "output_length": 2}\n{"timestamp": 3, "input_length": 5, "output_length": 2}\n', ".jsonl", 2, "timestamp"),
+])
+def test_bad_traces_name_file_line_column_value(tmp_path, capsys, monkeypatch, text, suffix, line, key):
+    sc = _trace_scenario(tmp_path, text, suffix=suffix)
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith(f"t{suffix}:{line}") and e.value.key == key
+    # through the CLI: exit 2, one line, no results directory
+    monkeypatch.chdir(tmp_path)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": f"t{suffix}"}}}))
+    assert main(["run", str(y), "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"t{suffix}:{line}" in err[0] and key in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_trace_file_and_missing_block():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_trace(TraceConfig(path="/nonexistent/trace.csv"))
+    with pytest.raises(Exception, match="trace"):
+        make_scenario(workload={"kind": "trace", "input_len": None, "output_len": None})
+
+
+def test_a_large_trace_streams(tmp_path):
+    """A trace is read once, in blocks: peak Python memory stays far below the file size."""
+    p = tmp_path / "big.jsonl"
+    rows = 60_000
+    with open(p, "w") as f:
+        for i in range(rows):
+            f.write(json.dumps({"timestamp": i * 10, "input_length": 100 + i % 50, "output_length": 20,
+                                "hash_ids": list(range(i, i + 12))}) + "\n")
+    size = p.stat().st_size
+    tracemalloc.start()
+    tr = load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(tr) == rows and peak < size / 2, (peak, size)
+    assert len(load_trace(TraceConfig(path=str(p), layout="mooncake"), limit=10)) == 10
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 5000), st.integers(0, 500)), min_size=1, max_size=40),
+       st.floats(0.1, 10.0))
+def test_invariant_sorted_trace_arrivals_are_scaled_offsets(tmp_path_factory, rows, scale):
+    """Invariant: arrival_i = (t_i - t_0) x time_scale, non-decreasing, lengths as written."""
+    rows = sorted(rows)
+    p = tmp_path_factory.mktemp("t") / "t.csv"
+    p.write_text("timestamp,input_length,output_length\n" + "".join(f"{t},{a},{b}\n" for t, a, b in rows))
+    tr = load_trace(TraceConfig(path=str(p), time_unit="ms", time_scale=scale))
+    t = np.array([r[0] for r in rows], float) / 1000
+    assert np.allclose(tr.arrival_s, (t - t[0]) * scale)
+    assert tr.input_len.tolist() == [r[1] for r in rows] and tr.output_len.tolist() == [max(r[2], 1) for r in rows]
