@@ -281,3 +281,27 @@ def test_eager_fallback_reinforces_itself_public_case_p2():
     assert out[128][1] <= 128                      # never leaves the graphs
     assert out[48][1] > 2 * out[128][1]            # the batch runs away
     assert out[48][0] > 2 * out[128][0]
+
+
+def test_old_measured_profile_gives_its_grid_at_every_window():
+    """profiles/h200-1b.yaml predates verify_window: its verify grid prices every window
+    unchanged at the batch sizes it was measured at (all captured sizes)."""
+    old = load_profile(str(ROOT / "profiles" / "h200-1b.yaml"))
+    assert old.gpu.verify_window is None
+    g = old.gpu.verify.interpolator()
+    for w in (2, 4, 6, 8):
+        cm = CostModel(old, server(speculative_num_draft_tokens=w, cuda_graph_max_bs=128, max_running_requests=128), warn_to=None)
+        for bs in (1, 2, 4, 8, 16, 32, 64):
+            for ctx in (512, 1024, 2048):
+                assert cm.step_s(bs, ctx) == pytest.approx(g(bs, ctx), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(e=st.lists(st.integers(1, 4096), min_size=1, max_size=8), p=st.lists(st.integers(0, 20_000), min_size=8, max_size=8),
+       extra=st.integers(1, 5000))
+def test_attention_context_grows_with_any_prefix(e, p, extra):
+    base = attention_context(e, p[: len(e)])
+    longer = list(p[: len(e)])
+    longer[0] += extra
+    assert attention_context(e, longer) > base
+    assert min(pp + ee / 2 for ee, pp in zip(e, p, strict=False)) <= base <= max(pp + ee / 2 for ee, pp in zip(e, p, strict=False)) + 1e-9
