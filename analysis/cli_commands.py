@@ -56,6 +56,16 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15, etc."""
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
@@ -63,7 +73,10 @@ def _slug(text: str) -> str:
 # ---------------------------------------------------------------- plot
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    """``plot``: figures for one or more results directories (PNG + SVG each).
+    """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
+
+    ``specsched plot SWEEP.parquet`` draws the sweep's key metrics against its parameter
+    (``sweep_<name>`` in ``--out``, default ``plots/`` beside the file).
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
@@ -74,6 +87,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from specsched.analysis.bench_cli import load_run_or_bench  # a bench_serving FILE[:LINE] too
     from specsched.analysis.io import run_label
 
+    if len(args.results_dirs) == 1 and args.results_dirs[0].endswith(".parquet") and Path(args.results_dirs[0]).is_file():
+        return _plot_sweep(args)
     runs = [load_run_or_bench(d) for d in args.results_dirs]
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
     console = Console(stderr=True, soft_wrap=True)
@@ -103,6 +118,27 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot_sweep(args: argparse.Namespace) -> int:
+    """``plot SWEEP.parquet``: metric-vs-parameter lines (``sweep_<stem>.png/.svg``)."""
+    from specsched.analysis import plots
+    from specsched.analysis.sweep import read_sweep
+    from specsched.analysis.sweep_store import read_samples
+    from specsched.analysis.sweep_summary import plot_sweep, summarize_sweep
+
+    path = Path(args.results_dirs[0])
+    table = read_sweep(path)
+    summary = summarize_sweep(table, read_samples(path))
+    if summary.empty:
+        raise ConfigError(str(path), "<runs>", 0, "the sweep has no finished run to plot")
+    out = Path(args.out) if args.out else path.parent / "plots"
+    stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
+    fig = plot_sweep(summary)
+    for p in plots.save_figure(fig, out / f"sweep_{_slug(stem)}"):
+        print(p)
+    plots.plt.close(fig)
+    return 0
+
+
 # ---------------------------------------------------------------- compare
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -123,8 +159,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=ignore_sigint)
     try:
-        samples = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
-                                   executor=executor, progress=show_progress(args))
+        samples, latency = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
+                                            executor=executor, progress=show_progress(args), with_samples=True)
     except BaseException:
         if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
             for proc in list(getattr(executor, "_processes", {}).values()):
@@ -135,7 +171,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.shutdown()
-    table = compare.summarize_comparison(samples, metrics)
+    table = compare.summarize_comparison(samples, metrics, latency=latency)
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
@@ -147,7 +183,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.markdown, compare.to_markdown(table))
     if args.plot:
-        fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics)
+        fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics, latency=latency)
         for p in plots.save_figure(fig, args.plot):
             print(p, file=sys.stderr)
         plots.plt.close(fig)
@@ -157,10 +193,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- sweep
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed."""
+    """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed, 130 after
+    Ctrl-C and 143 after SIGTERM (finished runs saved; the same command resumes)."""
     from rich.console import Console
     from specsched.analysis.overrides import check_key, parse_grid, parse_overrides
-    from specsched.analysis.sweep import run_sweep
+    from specsched.analysis.sweep import SweepInterrupted, run_sweep
 
     grid = parse_grid(args.grid)
     for key, values in grid.items():  # a typo fails here, with a suggestion, before any run
@@ -169,11 +206,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
-    report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
-                       resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
-                       progress=show_progress(args),
-                       max_workers=args.workers)
     console = Console(stderr=True, soft_wrap=True)
+    try:
+        report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
+                           resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
+                           progress=show_progress(args),
+                           max_workers=args.workers)
+    except SweepInterrupted as e:
+        r = e.report
+        done = f"{r.ran} run(s) done now saved in {r.path}" if r is not None else f"finished runs saved in {out}"
+        console.print(f"specsched: sweep stopped by {signal_name(e.signum)}: {done}; run the same command to resume",
+                      markup=False, highlight=False)
+        return 128 + e.signum
+    _print_sweep_summary(report.path, report.table)
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:
@@ -181,6 +226,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if report.failed:
         console.print(f"details: {report.path.with_name(report.path.name + '.failures.json')}")
     return 1 if report.failed else 0
+
+
+def _print_sweep_summary(path: Path, table: Any) -> None:
+    """The sweep's summary table (one row per point, key metrics with CIs) on stdout."""
+    from rich.console import Console
+    from specsched.analysis.sweep_store import read_samples
+    from specsched.analysis.sweep_summary import summarize_sweep, to_rich_table
+
+    if table is None or not len(table):
+        return
+    summary = summarize_sweep(table, read_samples(path))
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the table
+        console = Console(width=200)
+    console.print(to_rich_table(summary, title=f"{path.name}: one row per point"))
 
 
 # ---------------------------------------------------------------- registration
@@ -193,7 +253,9 @@ def add_parsers(subparsers: Any) -> None:
     """
     p = subparsers.add_parser("plot", help="plot TTFT/TPOT/ITL distributions, timelines and verify split of results directories",
                               description=cmd_plot.__doc__)
-    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR", help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled)")
+    p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
+                   help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled), "
+                        "or one sweep parquet file (metric-vs-parameter lines)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, ./plots for several)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
     p.set_defaults(func=cmd_plot)

@@ -2,8 +2,14 @@
 
 Each arm runs with seeds ``scenario.seed + i`` (i = 0..seeds-1). Because a seed fixes the
 arrivals, lengths and acceptance draws, the same seed in two arms is a paired sample: the
-percentage change of a metric's mean gets a paired bootstrap confidence interval
-(:func:`analysis.stats.pct_change_ci`). The first arm is the base.
+percentage change of a metric gets a paired bootstrap confidence interval. The first arm is
+the base.
+
+Across seeds a metric is summarised one way everywhere (:func:`analysis.stats.across_seeds`):
+a percentile (median, p90, p95, p99, max of TTFT, TPOT, ITL, E2E) is the percentile of the
+pooled samples of all seeds (labelled "pooled"), its interval a bootstrap over seeds
+(:func:`analysis.stats.pooled_pct_change_ci`); any other metric is the mean over seeds
+(:func:`analysis.stats.pct_change_ci`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,12 @@ from rich.table import Table
 from specsched.analysis.io import atomic_write_text
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunTask, execute
-from specsched.analysis.stats import pct_change_ci
+from specsched.analysis.stats import (
+    PooledSamples,
+    pct_change_ci,
+    percentile_metric,
+    pooled_pct_change_ci,
+)
 from specsched.sim.errors import ConfigError
 from tqdm.auto import tqdm
 
@@ -31,7 +42,12 @@ HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_b
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
 TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_mean", "change_mean", "change_pct",
-                 "ci_low_pct", "ci_high_pct")
+                 "ci_low_pct", "ci_high_pct", "across_seeds")
+POOLED_RESAMPLES = 2000
+"""Bootstrap resamples (over seeds) for a pooled percentile's interval."""
+
+Samples = dict[tuple[str, int], dict[str, Any]]
+"""(arm, seed) -> latency samples in ms (:func:`analysis.runner.latency_samples`)."""
 
 
 class RunFailed(RuntimeError):
@@ -58,7 +74,8 @@ def run_arms(
     runner: Runner | None = None,
     executor: Executor | None = None,
     progress: bool = False,
-) -> pd.DataFrame:
+    with_samples: bool = False,
+) -> pd.DataFrame | tuple[pd.DataFrame, Samples]:
     """Run every arm with ``seeds`` seeds and collect the summary metrics.
 
     Args:
@@ -73,10 +90,12 @@ def run_arms(
         executor: a ``concurrent.futures`` executor (process pool, Dask's
             ``client.get_executor()``); None runs serially in this process.
         progress: show a tqdm bar.
+        with_samples: also return each run's latency samples (for pooled percentiles).
 
     Returns:
         Tidy DataFrame ``arm, seed, metric, value`` (every numeric summary key), sorted by
-        arm order, seed and metric.
+        arm order, seed and metric; with ``with_samples``, ``(table, samples)`` where
+        samples maps (arm, seed) to the run's latency samples in ms.
 
     Raises:
         ConfigError: unknown arm, bad scenario file, ``seeds < 1``.
@@ -100,12 +119,26 @@ def run_arms(
     finally:
         bar.close()
     rows = []
+    samples: Samples = {}
     for o in sorted(outcomes, key=lambda o: (o.key[0], o.seed)):
         if not o.ok:
             raise RunFailed(f"arm {o.key[1]!r} seed {o.seed} failed: {o.error}")
         rows += [(o.key[0], o.key[1], o.seed, m, v) for m, v in sorted(o.metrics.items())]
+        samples[(o.key[1], o.seed)] = o.samples
     df = pd.DataFrame(rows, columns=["_order", "arm", "seed", "metric", "value"])
-    return df.drop(columns="_order").reset_index(drop=True)
+    df = df.drop(columns="_order").reset_index(drop=True)
+    return (df, samples) if with_samples else df
+
+
+def pooled(samples: Samples | None, arm: str, seeds: list[int], latency: str) -> PooledSamples | None:
+    """The pooled samples of ``latency`` over an arm's ``seeds`` (in that order), or None
+    when some run has none."""
+    if not samples:
+        return None
+    per = [samples.get((arm, s), {}).get(latency) for s in seeds]
+    if any(p is None for p in per):
+        return None
+    return PooledSamples(per)
 
 
 def summarize_comparison(
@@ -116,11 +149,14 @@ def summarize_comparison(
     paired: bool = True,
     confidence: float = 0.95,
     n_resamples: int = 9999,
+    latency: Samples | None = None,
 ) -> pd.DataFrame:
     """Compare every arm with the base arm on each metric.
 
     Args:
         samples: tidy ``arm, seed, metric, value`` (from :func:`run_arms`).
+        latency: the runs' latency samples (``run_arms(..., with_samples=True)``): with
+            them a percentile metric is pooled over seeds (see the module docstring).
         metrics: metrics to compare (default :data:`DEFAULT_METRICS`, those present).
         base: the base arm (default: the first arm in ``samples``).
         paired: pair runs by seed (used only when both arms have the same seeds).
@@ -128,9 +164,11 @@ def summarize_comparison(
         n_resamples: bootstrap resamples.
 
     Returns:
-        One row per (changed arm, metric) with :data:`TABLE_COLUMNS`: means over seeds in
-        the metric's unit, ``change_pct`` = 100 (change - base) / base, and the bootstrap
-        interval of ``change_pct`` (NaN with fewer than two seeds).
+        One row per (changed arm, metric) with :data:`TABLE_COLUMNS`: the value over seeds
+        in the metric's unit (``base_mean``/``change_mean``: the mean, or for a percentile
+        with ``latency`` given the pooled percentile; ``across_seeds`` says which),
+        ``change_pct`` = 100 (change - base) / base, and the bootstrap interval of
+        ``change_pct`` (NaN with fewer than two seeds).
 
     Raises:
         ConfigError: a requested metric is not in the samples, or ``base`` is not an arm.
@@ -155,6 +193,16 @@ def summarize_comparison(
         b, c = wide.loc[base], wide.loc[arm]
         same_seeds = paired and list(b.index) == list(c.index)
         for m in metrics:
+            pm = percentile_metric(m)
+            if pm is not None and same_seeds:
+                seeds = [int(x) for x in b.index]
+                pb, pc = pooled(latency, base, seeds, pm[0]), pooled(latency, arm, seeds, pm[0])
+                if pb is not None and pc is not None:
+                    pct, lo, hi = pooled_pct_change_ci(pb, pc, pm[1], confidence=confidence,
+                                                       n_resamples=min(n_resamples, POOLED_RESAMPLES))
+                    rows.append((m, base, arm, len(seeds), pb.percentile(pm[1]), pc.percentile(pm[1]), pct, lo, hi,
+                                 "pooled"))
+                    continue
             if same_seeds:
                 bv, cv = b[m].to_numpy(float), c[m].to_numpy(float)
             else:
@@ -162,7 +210,7 @@ def summarize_comparison(
             pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence,
                                         n_resamples=n_resamples)
             rows.append((m, base, arm, int(min(len(bv), len(cv))), float(bv.mean()) if len(bv) else math.nan,
-                         float(cv.mean()) if len(cv) else math.nan, pct, lo, hi))
+                         float(cv.mean()) if len(cv) else math.nan, pct, lo, hi, "mean"))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
@@ -192,9 +240,10 @@ def compare_arms(
     Raises:
         ConfigError: bad scenario, arm, seed count or metric. RunFailed: a run raised.
     """
-    samples = run_arms(scenario_path, arms, seeds, overrides=overrides, runner=runner, executor=executor,
-                       progress=progress)
-    return summarize_comparison(samples, metrics, paired=paired, confidence=confidence, n_resamples=n_resamples)
+    samples, latency = run_arms(scenario_path, arms, seeds, overrides=overrides, runner=runner, executor=executor,
+                                progress=progress, with_samples=True)
+    return summarize_comparison(samples, metrics, paired=paired, confidence=confidence, n_resamples=n_resamples,
+                                latency=latency)
 
 
 # ---------------------------------------------------------------- formatting
@@ -224,10 +273,16 @@ def verdict(row: Any) -> str:
     return "better" if up == higher_better else "worse"
 
 
+def _metric_text(row: Any) -> str:
+    """The metric's name, marked when it is a percentile pooled over seeds."""
+    how = row.get("across_seeds", "mean") if hasattr(row, "get") else "mean"
+    return f"{row['metric']} (pooled)" if how == "pooled" else str(row["metric"])
+
+
 def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], list[list[str]]]:
     ci = f"{confidence:.0%} CI of change"
-    header = ["metric", "base arm", "base mean", "arm", "arm mean", "change", ci, "seeds", "verdict"]
-    rows = [[r["metric"], str(r["base_arm"]), _num(r["base_mean"]), str(r["arm"]), _num(r["change_mean"]),
+    header = ["metric", "base arm", "base", "arm", "arm value", "change", ci, "seeds", "verdict"]
+    rows = [[_metric_text(r), str(r["base_arm"]), _num(r["base_mean"]), str(r["arm"]), _num(r["change_mean"]),
              _pct(r["change_pct"]),
              "n/a" if not math.isfinite(r["ci_low_pct"]) else f"[{_pct(r['ci_low_pct'])}, {_pct(r['ci_high_pct'])}]",
              str(r["n_seeds"]), verdict(r)] for _, r in table.iterrows()]
@@ -237,7 +292,8 @@ def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], li
 def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> Table:
     """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
     header, rows = _display_rows(table, confidence)
-    t = Table(title=title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)")
+    t = Table(title=title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)",
+              caption="values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds")
     for h in header:
         t.add_column(h, justify="left" if h in ("metric", "base arm", "arm", "verdict") else "right")
     for r in rows:
@@ -249,10 +305,12 @@ def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: flo
 def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:
     """The comparison as a GitHub-flavoured markdown table (one line per row, trailing newline)."""
     header, rows = _display_rows(table, confidence)
-    right = {"base mean", "arm mean", "change", f"{confidence:.0%} CI of change", "seeds"}
+    right = {"base", "arm value", "change", f"{confidence:.0%} CI of change", "seeds"}
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join("---:" if h in right else "---" for h in header) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    if any(r[0].endswith(" (pooled)") for r in rows):
+        lines += ["", "(pooled): the percentile of the pooled samples of all seeds; other values are means over seeds."]
     return "\n".join(lines) + "\n"
 
 

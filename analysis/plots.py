@@ -23,9 +23,11 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from specsched.analysis.io import run_label, scenario_value  # noqa: E402
-from specsched.analysis.stats import ecdf, itl_samples, mean_ci, percentile  # noqa: E402
+from specsched.analysis.stats import across_seeds, ecdf, percentile, percentile_metric  # noqa: E402
 from specsched.sim.atomic import atomic_write  # noqa: E402
+from specsched.sim.metrics import itl_values  # noqa: E402
 
 PERCENTILES = (50, 90, 99)
 _PCT_STYLE = {50: ":", 90: "--", 99: "-."}
@@ -116,9 +118,10 @@ def _pct_legend() -> list[Line2D]:
 
 def _distribution_panels(
     ax_cdf: Any, ax_hist: Any, samples: Mapping[str, np.ndarray], what: str, unit: str,
-    scale: float, log_x: bool, bins: int,
+    scale: float, log_x: bool, bins: int, runs: Mapping[str, int] | None = None,
 ) -> None:
-    """ECDF + histogram of ``samples`` (seconds) per label, percentiles marked."""
+    """ECDF + histogram of ``samples`` (seconds) per label, percentiles marked. ``runs``:
+    label -> number of runs pooled in its samples (the legend says so when > 1)."""
     colors = _colors(len(samples))
     finite = [v[np.isfinite(v)] * scale for v in samples.values()]
     allv = np.concatenate(finite) if finite else np.empty(0)
@@ -139,7 +142,9 @@ def _distribution_panels(
         xs, ys = ecdf(x)
         pcts = {q: percentile(x, q) for q in PERCENTILES}
         text = ", ".join(f"p{q} {_fmt(val)}" for q, val in pcts.items())
-        ax_cdf.step(xs, ys, where="post", color=color, lw=1.6, label=f"{label} (n={x.size}; {text} {unit})")
+        k = (runs or {}).get(label, 1)
+        pooled = f"pooled over {k} runs, " if k > 1 else ""
+        ax_cdf.step(xs, ys, where="post", color=color, lw=1.6, label=f"{label} ({pooled}n={x.size}; {text} {unit})")
         ax_hist.hist(x, bins=edges, histtype="step", lw=1.6, color=color, label=label)
         for q, val in pcts.items():
             if math.isfinite(val):
@@ -149,8 +154,12 @@ def _distribution_panels(
     for q in PERCENTILES:
         ax_cdf.axhline(q / 100, color="0.85", lw=0.6, zorder=0)
     for ax in (ax_cdf, ax_hist):
-        if log_x:
+        if log_x and allv.size:
             ax.set_xscale("log")
+            # plain numbers (0.5, 2, 10 ms), and no minor labels to collide with them
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{what} ({unit}{', log scale' if log_x else ''})")
         ax.grid(alpha=0.3)
     ax_cdf.set_ylabel("fraction of samples <= x")
@@ -182,7 +191,8 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
     samples = {k: v["ttft_s"].to_numpy(float) for k, v in reqs.items()}
     unit, scale = _time_unit(list(samples.values()))
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
-    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins)
+    counts = {k: len(v) for k, v in group_runs(runs).items()} if not isinstance(runs, pd.DataFrame) else None
+    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts)
     title = _scenario_title(group_runs(runs)) if not isinstance(runs, pd.DataFrame) else ""
     fig.suptitle(f"Time to first token by arm{title}")
     return fig
@@ -193,22 +203,26 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
 
     TPOT per request = (E2E - TTFT) / (output_len - 1) (``requests.tpot_s``; requests with one
     output token have none). ITL from ``chunks`` as bench_serving does it
-    (:func:`analysis.stats.itl_samples`: a chunk of n tokens adds n gaps of dt/n).
+    (:func:`sim.metrics.itl_values`: a chunk of n tokens adds n gaps of dt/n).
 
     Args:
         runs: runs (see :func:`group_runs`); they need ``requests`` and ``chunks``.
-        log_x: logarithmic x axes.
+        log_x: logarithmic x axes for TPOT (ITL is always on a log axis).
         bins: histogram bins.
 
     Returns:
-        The figure, in ms.
+        The figure, in ms. Percentiles of several runs of one arm are of the pooled
+        samples (as in the compare table).
     """
     groups = group_runs(runs)
     tpot = {k: pd.concat([r.requests for r in v])["tpot_s"].to_numpy(float) for k, v in groups.items()}
-    itl = {k: np.concatenate([itl_samples(r.chunks) for r in v]) for k, v in groups.items()}
+    itl = {k: np.concatenate([itl_values(r.chunks) for r in v]) for k, v in groups.items()}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
-    _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins)
-    _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL", "ms", 1e3, log_x, bins)
+    counts = {k: len(v) for k, v in groups.items()}
+    _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins, counts)
+    # ITL always on a log axis: a few long gaps (a prefill between two decode steps) span
+    # three or more decades above the typical gap and flatten a linear axis
+    _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL", "ms", 1e3, True, bins, counts)
     fig.suptitle(f"Time per output token (per request) and inter-token latency (per token) by arm{_scenario_title(groups)}")
     return fig
 
@@ -433,15 +447,20 @@ def metric_label(metric: str) -> str:
     return metric
 
 
-def plot_arm_bars(samples: pd.DataFrame, metrics: Sequence[str] | None = None, confidence: float = 0.95) -> Figure:
-    """Arms compared as bars: the mean over seeds of each metric with its confidence interval.
+def plot_arm_bars(samples: pd.DataFrame, metrics: Sequence[str] | None = None, confidence: float = 0.95,
+                  latency: Mapping[tuple[str, int], Mapping[str, Any]] | None = None) -> Figure:
+    """Arms compared as bars: each metric over seeds with its confidence interval.
 
     Args:
         samples: tidy per-run values with columns ``arm, seed, metric, value`` (as returned
             by :func:`analysis.compare.run_arms`).
         metrics: metrics to show (default: all in ``samples``), one panel each.
-        confidence: level of the Student-t interval of the mean drawn as error bars (no
-            bar with fewer than two seeds).
+        confidence: level of the interval drawn as error bars (none with fewer than two
+            seeds).
+        latency: the runs' latency samples (``run_arms(..., with_samples=True)``): then a
+            percentile is pooled over seeds with a bootstrap interval over seeds
+            (:func:`analysis.stats.across_seeds`, as in the compare table); other metrics
+            are means with a Student-t interval.
 
     Returns:
         The figure; each seed's value is drawn as a dot over its arm's bar.
@@ -464,23 +483,32 @@ def plot_arm_bars(samples: pd.DataFrame, metrics: Sequence[str] | None = None, c
     nseeds = data.groupby("arm")["seed"].nunique()
     for ax, metric in zip(axes.flat, metrics, strict=False):
         d = data[data["metric"] == metric]
+        pm = percentile_metric(metric)
         for i, arm in enumerate(arms):
-            v = d.loc[d["arm"] == arm, "value"].to_numpy(float)
-            m, lo, hi = mean_ci(v, confidence)
+            rows = d[d["arm"] == arm]
+            v = rows["value"].to_numpy(float)
+            pool = None
+            if pm is not None:
+                from specsched.analysis.compare import pooled
+
+                pool = pooled(latency, arm, [int(x) for x in rows["seed"]], pm[0])
+            m, lo, hi = across_seeds(v, pool, pm[1] if pm else None, confidence)
             err = None if not math.isfinite(lo) else [[m - lo], [hi - m]]
             ax.bar(i, m, 0.6, color=colors[i], alpha=0.8, yerr=err, capsize=5, edgecolor="black", lw=0.5)
             jitter = (np.arange(v.size) - (v.size - 1) / 2) * (0.3 / max(v.size, 1))
             ax.plot(i + jitter, v, "o", ms=3, color="black", alpha=0.7)
         ax.set_xticks(range(len(arms)), arms, rotation=20 if len(arms) > 3 else 0)
-        ax.set_title(metric_label(metric), fontsize=10)
+        pooled_here = pm is not None and latency
+        ax.set_title(metric_label(metric) + ("\npooled over seeds" if pooled_here else ""), fontsize=10)
         ax.set_ylabel(metric_label(metric).rsplit("(", 1)[-1].rstrip(")") if "(" in metric_label(metric) else "value")
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
     handles = [Patch(color=colors[i], label=f"{a} (n={nseeds.get(a, 0)} seeds)") for i, a in enumerate(arms)]
-    handles.append(Line2D([], [], color="black", marker="|", ls="none", ms=10, label=f"{confidence:.0%} CI of the mean"))
+    handles.append(Line2D([], [], color="black", marker="|", ls="none", ms=10,
+                          label=f"{confidence:.0%} CI (of the mean; of the pooled percentile: seed bootstrap)"))
     handles.append(Line2D([], [], color="black", marker="o", ls="none", ms=3, label="one seed"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=9)
-    fig.suptitle(f"Arms compared: mean over seeds with the {confidence:.0%} confidence interval of each arm's mean\n"
+    fig.suptitle(f"Arms compared: each metric over seeds (mean; percentiles pooled) with its {confidence:.0%} CI\n"
                  "(a paired change between arms is known more precisely: see the compare table)")
     return fig

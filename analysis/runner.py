@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 Runner = Callable[[Any, int], Any]
 
 NON_METRIC_KEYS = frozenset({"seed"})
@@ -54,15 +56,38 @@ class RunTask:
     runner: Runner | None = field(default=None, compare=False)
 
 
+def latency_samples(run: Any) -> dict[str, np.ndarray]:
+    """A run's latency samples in ms, for percentiles pooled across seeds
+    (:class:`analysis.stats.PooledSamples`): ``ttft``, ``tpot``, ``e2e_latency`` per
+    completed request and ``itl`` per token (:func:`sim.metrics.itl_values`; absent for
+    compact records, which keep no chunk table). Empty for a summary dict."""
+    from specsched.sim.metrics import itl_values, request_latencies
+
+    req = getattr(run, "requests", None)
+    if req is None or isinstance(run, Mapping):
+        return {}
+    done = req[req["finish_s"].notna()]
+    ttft, e2e, tpot = request_latencies(done["start_s"].to_numpy(float), done["first_token_s"].to_numpy(float),
+                                        done["finish_s"].to_numpy(float), done["output_len"].to_numpy())
+    out = {"ttft": ttft * 1000.0, "tpot": tpot[np.isfinite(tpot)] * 1000.0, "e2e_latency": e2e * 1000.0}
+    chunks = getattr(run, "chunks", None)
+    if chunks is not None and len(chunks):
+        c = chunks if len(done) == len(req) else chunks[chunks["rid"].isin(done["rid"])]
+        out["itl"] = itl_values(c) * 1000.0
+    return out
+
+
 @dataclass(frozen=True)
 class RunOutcome:
-    """What came back: ``metrics`` on success, else ``error`` (exception type, message and
-    the traceback's last lines)."""
+    """What came back: ``metrics`` (and the latency ``samples`` in ms, see
+    :func:`latency_samples`) on success, else ``error`` (exception type, message and the
+    traceback's last lines)."""
 
     key: Any
     seed: int
     metrics: dict[str, float] | None = None
     error: str | None = None
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -75,8 +100,10 @@ def execute(task: RunTask) -> RunOutcome:
     failing run never takes down a batch, and nothing unpicklable crosses processes)."""
     runner = task.runner or simulate
     try:
-        metrics = summary_metrics(runner(task.scenario, task.seed))
+        run = runner(task.scenario, task.seed)
+        metrics = summary_metrics(run)
+        samples = latency_samples(run)
     except Exception as e:  # noqa: BLE001 - reported per run by the caller
         tb = traceback.format_exc(limit=-3)
         return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}")
-    return RunOutcome(task.key, task.seed, metrics=metrics)
+    return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples)

@@ -1,13 +1,15 @@
-"""Statistics used by the plots and comparisons: ECDFs, bench_serving ITL samples,
-confidence intervals of a mean and bootstrap intervals of a percentage change."""
+"""Statistics used by the plots and comparisons: ECDFs, percentiles, confidence intervals of
+a mean and bootstrap intervals of a percentage change. (Metric definitions, ITL included,
+live in :mod:`specsched.sim.metrics`.)"""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy import stats
 
 
@@ -16,30 +18,6 @@ def ecdf(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(values, dtype=float)
     x = np.sort(x[np.isfinite(x)])
     return x, np.arange(1, x.size + 1) / max(x.size, 1)
-
-
-def itl_samples(chunks: pd.DataFrame) -> np.ndarray:
-    """Inter-token latencies in seconds, as bench_serving computes them from streamed chunks.
-
-    Per request (``rid``), chunks with ``n_tokens > 0`` are ordered by ``time_s``; the first
-    one ends the TTFT and adds nothing; each later chunk arriving ``dt`` after the previous
-    one and carrying ``n`` tokens adds ``n`` gaps of ``dt / n`` (this matters for speculative
-    decoding, where one chunk carries a whole accepted block).
-
-    Args:
-        chunks: a ``chunks`` table (``rid, time_s, n_tokens``).
-
-    Returns:
-        A 1-D float array (empty if no request has two chunks).
-    """
-    if chunks.empty:
-        return np.empty(0)
-    c = chunks.loc[chunks["n_tokens"] > 0, ["rid", "time_s", "n_tokens"]]
-    c = c.sort_values(["rid", "time_s"], kind="stable")
-    dt = c.groupby("rid", sort=False)["time_s"].diff().to_numpy(dtype=float)
-    n = c["n_tokens"].to_numpy(dtype=np.int64)
-    later = ~np.isnan(dt)
-    return np.repeat(dt[later] / n[later], n[later])
 
 
 def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
@@ -142,3 +120,136 @@ def pct_change_ci(
     if not (np.isfinite(lo) and np.isfinite(hi)) and method != "percentile":
         lo, hi, _ = run("percentile")
     return point, lo, hi
+
+
+# ---------------------------------------------------------------- across seeds
+
+PERCENTILE_STATS = {"median": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "max": 100.0}
+"""Summary-key prefixes that are order statistics, and their percentile."""
+SAMPLED = ("ttft", "tpot", "itl", "e2e_latency")
+"""Latencies whose samples a run keeps (per request, or per token for ITL)."""
+
+
+def percentile_metric(metric: str) -> tuple[str, float] | None:
+    """``("ttft", 99.0)`` for ``p99_ttft_ms`` (an order statistic of a sampled latency),
+    None for any other summary key (means, throughputs, counts)."""
+    stat, _, rest = metric.partition("_")
+    if stat in PERCENTILE_STATS and rest.endswith("_ms") and rest[:-3] in SAMPLED:
+        return rest[:-3], PERCENTILE_STATS[stat]
+    return None
+
+
+class PooledSamples:
+    """One latency's samples from several runs (seeds), pooled.
+
+    The across-seeds value of a percentile is the percentile of the pooled samples (every
+    request, or token for ITL, of every seed counts once): what a plot of the pooled
+    distribution shows, and what one long run would give. :meth:`percentile` also takes a
+    multiplicity per seed, which is how a bootstrap over seeds resamples whole runs.
+
+    Args:
+        per_seed: per seed, ``(values, counts)`` (counts: int multiplicities, e.g. the
+            compact ITL pairs) or a plain array of values. NaNs are dropped.
+    """
+
+    _BLOCK = 1024
+
+    def __init__(self, per_seed: Sequence[Any]) -> None:
+        vals, seeds, counts = [], [], []
+        for i, item in enumerate(per_seed):
+            v, c = item if isinstance(item, tuple) else (item, None)
+            v = np.asarray(v, dtype=float)
+            c = np.ones(v.size, dtype=np.int64) if c is None else np.asarray(c, dtype=np.int64)
+            keep = np.isfinite(v) & (c > 0)
+            vals.append(v[keep])
+            counts.append(c[keep])
+            seeds.append(np.full(int(keep.sum()), i, dtype=np.int64))
+        self.num_seeds = len(per_seed)
+        v = np.concatenate(vals) if vals else np.zeros(0)
+        order = np.argsort(v)
+        self.values = v[order]
+        self.counts = (np.concatenate(counts) if counts else np.zeros(0, np.int64))[order]
+        self.seed_of = (np.concatenate(seeds) if seeds else np.zeros(0, np.int64))[order]
+        # per block of sorted samples, the count of each seed: a resample's cumulative
+        # weights are then found block by block (exact, O(blocks x seeds) per resample)
+        nb = max(1, -(-self.values.size // self._BLOCK))
+        block = np.arange(self.values.size) // self._BLOCK
+        k = max(self.num_seeds, 1)
+        flat = np.bincount(block * k + self.seed_of, weights=self.counts, minlength=nb * k)
+        self._block_counts = np.rint(flat).astype(np.int64).reshape(nb, k)
+
+    def percentile(self, q: float, multiplicity: np.ndarray | None = None) -> float:
+        """``np.percentile`` (linear) of the pooled samples, each seed's samples repeated
+        ``multiplicity[seed]`` times (default once). NaN when nothing is left."""
+        m = np.ones(self.num_seeds, dtype=np.int64) if multiplicity is None else np.asarray(multiplicity, np.int64)
+        cbw = np.cumsum(self._block_counts @ m)
+        n = int(cbw[-1]) if cbw.size else 0
+        if n == 0:
+            return float("nan")
+        h = (n - 1) * np.true_divide(q, 100)
+        lo = int(np.floor(h))
+
+        def at(rank: int) -> float:
+            b = int(np.searchsorted(cbw, rank, side="right"))
+            a0 = b * self._BLOCK
+            w = self.counts[a0 : a0 + self._BLOCK] * m[self.seed_of[a0 : a0 + self._BLOCK]]
+            cw = np.cumsum(w) + (int(cbw[b - 1]) if b else 0)
+            return float(self.values[a0 + int(np.searchsorted(cw, rank, side="right"))])
+
+        if h >= n - 1:
+            return at(n - 1)
+        a, b = np.float64(at(lo)), np.float64(at(lo + 1))
+        t = np.float64(h - lo)
+        d = b - a
+        return float(b - d * (1 - t)) if t >= 0.5 else float(a + d * t)
+
+
+def across_seeds(values: Sequence[float] | np.ndarray, pooled: PooledSamples | None = None, q: float | None = None,
+                 confidence: float = 0.95, n_resamples: int = 2000, seed: int | None = 0) -> tuple[float, float, float]:
+    """One metric over seeds: ``(value, ci_low, ci_high)``; the one definition used by the
+    compare table, the sweep summary and the plots.
+
+    A percentile (``pooled`` and ``q`` given) is the percentile of the pooled samples of
+    all seeds, its interval a percentile bootstrap that resamples whole seeds. Any other
+    metric is the mean of the per-seed ``values`` with its Student-t interval
+    (:func:`mean_ci`). Intervals are NaN with fewer than two seeds.
+    """
+    if pooled is None or q is None:
+        return mean_ci(values, confidence)
+    point = pooled.percentile(q)
+    k = pooled.num_seeds
+    if k < 2 or not math.isfinite(point):
+        return point, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    m = rng.multinomial(k, np.full(k, 1.0 / k), size=n_resamples)
+    boot = np.array([pooled.percentile(q, mi) for mi in m])
+    boot = boot[np.isfinite(boot)]
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(boot, [a, 1 - a]) if boot.size else (float("nan"), float("nan"))
+    return point, float(lo), float(hi)
+
+
+def pooled_pct_change_ci(base: PooledSamples, change: PooledSamples, q: float, *, confidence: float = 0.95,
+                         n_resamples: int = 2000, seed: int | None = 0) -> tuple[float, float, float]:
+    """% change of a pooled percentile, ``100 (change - base) / base``, with a percentile
+    bootstrap interval over seeds paired by index (the same resampled seeds in both arms:
+    same seed, same arrivals, lengths and accept draws). NaN interval with fewer than two
+    seeds or unequal seed counts (then no pairing)."""
+    b, c = base.percentile(q), change.percentile(q)
+    point = (c - b) / b * 100.0 if b else float("nan")
+    k = base.num_seeds
+    if k < 2 or change.num_seeds != k or not math.isfinite(point):
+        return point, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    boot = []
+    for mi in rng.multinomial(k, np.full(k, 1.0 / k), size=n_resamples):
+        bb = base.percentile(q, mi)
+        if bb:
+            boot.append((change.percentile(q, mi) - bb) / bb * 100.0)
+    boot = np.asarray(boot)
+    boot = boot[np.isfinite(boot)]
+    if not boot.size:
+        return point, float("nan"), float("nan")
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(boot, [a, 1 - a])
+    return point, float(lo), float(hi)

@@ -8,20 +8,30 @@ metric::
     scenario | arm | <one column per grid key> | seed | metric | value | point
 
 ``point`` is the canonical JSON of the point's parameters (arm included); it is how a
-resumed sweep recognises the runs it already has. The file is rewritten atomically at
-checkpoints and at the end (also after an interrupt), so finished runs are never lost.
-Runs that raise are reported as :class:`FailedPoint` (and in ``<out>.failures.json``) and
-are retried by the next resumed sweep.
+resumed sweep recognises the runs it already has.
+
+Nothing finished is lost: before any run starts the sweep takes the lock of ``<out>`` (a
+second sweep on the same file waits, saying so) and opens its run log ``.<out>.runs.jsonl``
+beside it (an unwritable location is refused then, not after the work). Each finished run is
+appended to the log and flushed to disk at once; the parquet file is rewritten atomically at
+checkpoints and at the end, after which the log is removed. A sweep killed at any point
+(even ``kill -9``) leaves the last complete parquet file plus the log, and the next
+(resumed) sweep takes both. SIGINT and SIGTERM stop the workers, save, and raise
+:class:`SweepInterrupted`. Runs that raise are reported as :class:`FailedPoint` (and in
+``<out>.failures.json``) and are retried by the next resumed sweep.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import multiprocessing
 import os
+import signal
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
@@ -34,6 +44,18 @@ import pyarrow.parquet as pq
 from specsched.analysis.io import atomic_write_parquet, atomic_write_text
 from specsched.analysis.overrides import check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
+from specsched.analysis.sweep_store import (
+    METRIC_COLUMNS,
+    append_run,
+    check_writable,
+    empty_samples,
+    merge,
+    read_run_log,
+    read_samples,
+    run_log_path,
+    samples_path,
+)
+from specsched.sim.atomic import target_lock
 from specsched.sim.errors import ConfigError
 from tqdm.auto import tqdm
 
@@ -42,6 +64,15 @@ CONNECT_TIMEOUT_S = 10
 """Seconds to wait for a Dask scheduler given by address."""
 BASE_COLUMNS = ("scenario", "arm")
 TAIL_COLUMNS = ("seed", "metric", "value", "point")
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by SIGINT or SIGTERM after saving every finished run and stopping its
+    workers. ``signum``: the signal; ``report``: the :class:`SweepReport` of what was saved."""
+
+    def __init__(self, signum: int, report: SweepReport | None = None) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.report = signum, report
 
 
 @dataclass(frozen=True)
@@ -170,7 +201,8 @@ def _sweep_meta(path: Path) -> dict[str, Any]:
 def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor, list[Any]]:
     """-> (executor, things to close). str = Dask scheduler address; Client -> its executor."""
     if executor is None:
-        ex = ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
+        ex = ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_init, initargs=(os.getpid(),))
         return ex, [ex]
     if isinstance(executor, str):
         try:
@@ -194,11 +226,77 @@ def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor,
 def _close(things: list[Any], cancel: bool) -> None:
     for t in things:
         if isinstance(t, ProcessPoolExecutor):
-            t.shutdown(wait=not cancel, cancel_futures=cancel)
+            if cancel:
+                _stop_pool(t)
+            else:
+                t.shutdown(wait=True)
         elif isinstance(t, Executor):
             t.shutdown(wait=not cancel)  # Dask's ClientExecutor has no cancel_futures
         else:
             t.close()
+
+
+def _worker_init(parent: int) -> None:
+    """In each pool worker: the parent handles Ctrl-C (and stops the workers), and a worker
+    whose parent is gone (killed with -9) exits instead of running on."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+class _Signals:
+    """SIGINT and SIGTERM while a sweep runs: the first raises KeyboardInterrupt (SIGTERM
+    is handled like Ctrl-C); once :meth:`hold` is called (the final save) they are only
+    recorded."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.held = False
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+        if not self.held:
+            self.held = True
+            raise KeyboardInterrupt
+
+    def hold(self) -> None:
+        self.held = True
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Any:
+    """Install :class:`_Signals` for SIGINT and SIGTERM (main thread only; elsewhere the
+    process's handlers stay), restoring the previous handlers on exit."""
+    sig = _Signals()
+    if threading.current_thread() is not threading.main_thread():
+        yield sig
+        return
+    old = {s: signal.signal(s, sig) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield sig
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _stop_pool(ex: ProcessPoolExecutor) -> None:
+    """Shut a process pool down now: queued runs cancelled, running workers terminated."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
 
 
 def run_sweep(
@@ -269,7 +367,26 @@ def run_sweep(
     meta = {META_KEY: json.dumps({"scenario_path": str(path), "scenario_sha256": sha,
                                   "grid": {k: list(v) for k, v in grid.items()}, "seeds": seeds}, default=str)}
 
-    existing = pd.DataFrame(columns=["scenario", "seed", "metric", "value", "point"])
+    check_writable(out)
+    with target_lock(out, "running a sweep into"):
+        # opened under the lock: a sweep that held it before removes its log when done
+        log_fd = os.open(run_log_path(out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        try:
+            return _run_locked(path, out, ids, scenarios, seeds, sha, meta, order, log_fd, executor, resume,
+                               runner, progress, checkpoint_s, max_workers)
+        finally:
+            os.close(log_fd)
+
+
+def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], seeds: int, sha: str,
+                meta: dict[str, str], order: dict[str, int], log_fd: int, executor: Any, resume: bool,
+                runner: Runner | None, progress: bool, checkpoint_s: float,
+                max_workers: int | None) -> SweepReport:
+    """:func:`run_sweep` once the points are validated and ``out``'s lock is held."""
+    log = run_log_path(out)
+    columns = METRIC_COLUMNS
+    existing = pd.DataFrame(columns=columns)
+    existing_samples = read_samples(out) if resume else empty_samples()
     if resume and out.exists():
         existing = read_sweep(out)
         old = _sweep_meta(out)
@@ -277,7 +394,17 @@ def run_sweep(
             raise ConfigError(str(out), "<resume>", str(path),
                               "was produced from a different version of the scenario file; "
                               "use --no-resume to overwrite it or choose another --out")
-        existing = existing[["scenario", "seed", "metric", "value", "point"]]
+        existing = existing[columns]
+    # runs a killed sweep finished after its last save
+    logged, logged_samples = read_run_log(log) if resume else (existing.iloc[:0], empty_samples())
+    if resume:
+        if len(logged):
+            existing = merge([existing, logged], ["point", "seed"])
+            existing_samples = merge([existing_samples, logged_samples], ["point", "seed"])
+            if existing_samples is None:
+                existing_samples = empty_samples()
+    else:
+        os.ftruncate(log_fd, 0)
     done = set(zip(existing["point"], existing["seed"].astype(int), strict=True))
 
     tasks = []
@@ -289,66 +416,74 @@ def run_sweep(
             else:
                 tasks.append(RunTask(sc, sc.seed + i, key=pid, runner=runner))
 
-    new_rows: list[pd.DataFrame] = []
     failed: list[FailedPoint] = []
     name_of = {pid: sc.name for pid, sc in zip(ids, scenarios, strict=True)}
 
-    def table() -> pd.DataFrame:
-        frames = [f for f in (existing, *new_rows) if len(f)]
-        rows = pd.concat(frames, ignore_index=True) if frames else existing
-        return _build_table(rows, order)
-
     def checkpoint() -> pd.DataFrame:
-        t = table()
+        # the run log is the record of what finished (a run is logged before anything else
+        # happens to it, so a signal between the two cannot lose it)
+        rows, smp = read_run_log(log)
+        rows = merge([existing, rows], ["point", "seed"])
+        smp = merge([existing_samples, smp], ["point", "seed"])
+        atomic_write_parquet(smp if smp is not None else empty_samples(), samples_path(out))
+        t = _build_table(rows if rows is not None else existing, order)
         atomic_write_parquet(t, out, meta)
         return t
 
     def record(o: RunOutcome) -> None:
         if o.ok:
-            new_rows.append(pd.DataFrame({
-                "scenario": name_of[o.key], "seed": o.seed, "metric": list(o.metrics),
-                "value": list(o.metrics.values()), "point": o.key,
-            }))
+            append_run(log_fd, name_of[o.key], o)
         else:
             failed.append(FailedPoint(json.loads(o.key), o.seed, o.error or ""))
 
     ran = 0
+    stopped_by: int | None = None
     if tasks:
         ex, owned = _resolve_executor(executor, max_workers)
         futures: list[Future] = []
         cancel = True
         bar = tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress)
         last = time.monotonic()
-        try:
-            futures = [ex.submit(execute, t) for t in tasks]
-            by_future = dict(zip(futures, tasks, strict=True))
-            for f in as_completed(futures):
-                try:
-                    o = f.result()
-                except Exception as e:  # noqa: BLE001 - worker died, pool broken, ...
-                    t = by_future[f]
-                    o = RunOutcome(t.key, t.seed, error=f"{type(e).__name__}: {e}")
-                record(o)
-                ran += o.ok
-                bar.update()
-                if failed:
-                    bar.set_postfix(failed=len(failed))
-                if time.monotonic() - last >= checkpoint_s:
-                    checkpoint()
-                    last = time.monotonic()
-            cancel = False
-        finally:
-            bar.close()
-            for f in futures:
-                f.cancel()
-            _close(owned, cancel)
-            final = checkpoint()
+        with _signals_interrupt() as sig:
+            try:
+                futures = [ex.submit(execute, t) for t in tasks]
+                by_future = dict(zip(futures, tasks, strict=True))
+                for f in as_completed(futures):
+                    try:
+                        o = f.result()
+                    except Exception as e:  # noqa: BLE001 - worker died, pool broken, ...
+                        t = by_future[f]
+                        o = RunOutcome(t.key, t.seed, error=f"{type(e).__name__}: {e}")
+                    record(o)
+                    ran += o.ok
+                    bar.update()
+                    if failed:
+                        bar.set_postfix(failed=len(failed))
+                    if time.monotonic() - last >= checkpoint_s:
+                        checkpoint()
+                        last = time.monotonic()
+                cancel = False
+            except KeyboardInterrupt:
+                stopped_by = sig.received or signal.SIGINT
+            finally:
+                sig.hold()  # a second Ctrl-C must not cut the final save short
+                bar.close()
+                for f in futures:
+                    f.cancel()
+                _close(owned, cancel)
+                final = checkpoint()
     else:
-        final = checkpoint() if (not out.exists() or not resume) else table()
+        final = checkpoint() if (not out.exists() or not resume or len(logged)) else \
+            _build_table(existing, order)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(log)
 
     fail_path = out.with_name(out.name + ".failures.json")
     if failed:
         atomic_write_text(fail_path, json.dumps([asdict(f) for f in failed], indent=2, default=str) + "\n")
     elif fail_path.exists():
         os.unlink(fail_path)
-    return SweepReport(path=out, table=final, ran=ran, skipped=skipped, failed=failed)
+    report = SweepReport(path=out, table=final, ran=ran, skipped=skipped, failed=failed)
+    if stopped_by is not None:
+        raise SweepInterrupted(stopped_by, report)
+    return report

@@ -1,7 +1,10 @@
 """A tiny stand-in serving model that writes results in the real format.
 
 It exists so that the analysis code (plots, comparisons, sweeps) can be tested and demoed
-without the simulator: it is NOT a prediction of anything, and its costs are made up. It
+without the simulator: it is NOT a prediction of anything, and its costs are made up. Its
+events go through the simulator's :class:`~specsched.sim.records.Recorder` and
+:func:`~specsched.sim.metrics.summarize_recorder`, so every table column and summary figure
+has the product's definition. It
 follows the scenario coarsely (request count and lengths, arrivals, running-slot limit,
 prefill token budget, min-free-slots admission delay, verify window and accept length,
 sync mode as a fixed per-cycle stall), with one seeded RNG split by purpose, so two arms run
@@ -17,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
-from specsched.analysis.stats import itl_samples
-from specsched.sim.records import RunResult
+from specsched.sim.atomic import atomic_write_text
+from specsched.sim.metrics import summarize_recorder
+from specsched.sim.records import Recorder, RunResult
 
 # Made-up costs (seconds).
 PREFILL_FIXED_S = 2e-3
@@ -58,51 +61,6 @@ def _accept_rate(mean: float, window: int) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if expected(mid) < mean else (lo, mid)
     return (lo + hi) / 2
-
-
-def bench_summary(requests: pd.DataFrame, chunks: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
-    """bench_serving summary keys (docs/architecture.md) computed from a run's tables.
-
-    Latencies in ms, throughputs per second of ``duration`` (first start to last finish).
-    """
-    done = requests.dropna(subset=["finish_s"])
-    duration = float(done["finish_s"].max() - done["start_s"].min()) if len(done) else float("nan")
-    out: dict[str, Any] = {
-        "completed": int(len(done)),
-        "duration": duration,
-        "total_input_tokens": int(done["input_len"].sum()),
-        "total_output_tokens": int(done["output_len"].sum()),
-    }
-    out["request_throughput"] = out["completed"] / duration
-    out["input_throughput"] = out["total_input_tokens"] / duration
-    out["output_throughput"] = out["total_output_tokens"] / duration
-    out["total_throughput"] = out["input_throughput"] + out["output_throughput"]
-    series = {
-        "ttft": done["ttft_s"].to_numpy(float),
-        "tpot": done["tpot_s"].dropna().to_numpy(float),
-        "itl": itl_samples(chunks[chunks["rid"].isin(done["rid"])]),
-        "e2e_latency": done["e2e_s"].to_numpy(float),
-    }
-    for name, x in series.items():
-        x = x * 1e3
-        if x.size == 0:
-            x = np.array([np.nan])
-        out[f"mean_{name}_ms"] = float(np.mean(x))
-        out[f"median_{name}_ms"] = float(np.median(x))
-        out[f"std_{name}_ms"] = float(np.std(x))
-        out[f"p90_{name}_ms"] = float(np.percentile(x, 90))
-        out[f"p99_{name}_ms"] = float(np.percentile(x, 99))
-        out[f"max_{name}_ms"] = float(np.max(x))
-        if name == "itl":
-            out["p95_itl_ms"] = float(np.percentile(x, 95))
-    ver = steps[steps["mode"] == "verify"]
-    out["accept_length"] = float(ver["accepted_tokens"].sum() / ver["batch_size"].sum()) if len(ver) else 1.0
-    span = float(ver["gpu_end_s"].max() - ver["gpu_start_s"].min()) if len(ver) else 0.0
-    out["verify_cycles_per_s"] = len(ver) / span if span > 0 else 0.0
-    busy = float((steps["gpu_end_s"] - steps["gpu_start_s"]).sum())
-    out["gpu_busy_fraction"] = busy / duration if duration > 0 else float("nan")
-    out["host_blocked_s"] = float(steps["host_blocked_s"].sum())
-    return out
 
 
 def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False) -> RunResult:
@@ -159,13 +117,13 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
         start = np.zeros(n)
         released = n
 
-    first = np.full(n, np.nan)
+    rec = Recorder("full")  # the simulator's records and summary: the same definitions
+    for i in range(released):
+        rec.request_sent(i, int(in_len[i]), int(out_len[i]), float(start[i]))
     finish = np.full(n, np.nan)
     committed = np.zeros(n, dtype=np.int64)
     cycles = np.zeros(n, dtype=np.int64)
-    chunks: list[tuple[int, float, int]] = []
-    steps: list[tuple] = []
-    ts: list[tuple[float, int, int, int]] = []
+    n_steps = 0
     running: list[int] = []
     next_wait = 0  # requests are admitted in arrival (= rid) order
     t = 0.0
@@ -191,18 +149,19 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
                 admit.append(i)
                 budget -= int(in_len[i])
         kv_used += int(sum(in_len[i] + 1 for i in admit))
-        ts.append((t, len(running) + len(admit), len(waiting) - len(admit), kv_used))
+        rec.pass_state(t, len(running) + len(admit), len(waiting) - len(admit), kv_used)
         if admit:
             next_wait = admit[-1] + 1
             tokens = int(sum(in_len[i] for i in admit))
             dur = jitter(PREFILL_FIXED_S + PREFILL_PER_TOKEN_S * tokens)
             blocked = dur if (spec and srv.prefill_slot_expansion_sync) else 0.0
-            steps.append((len(steps), "extend", len(admit), tokens, t, t + dur, blocked, len(admit)))
+            rec.step(n_steps, "extend", "main", len(admit), tokens, t, t + dur, blocked, 0, 0)
+            n_steps += 1
             t += dur
+            ids = np.array(admit, dtype=np.int64)
+            rec.deliver(t, ids, np.ones(len(ids), dtype=np.int64), out_len[ids] <= 1)
             for i in admit:
-                first[i] = t
                 committed[i] = 1
-                chunks.append((i, t, 1))
                 if out_len[i] <= 1:
                     finish[i] = t
                 else:
@@ -213,6 +172,7 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
             dur = jitter(VERIFY_FIXED_S + VERIFY_PER_REQ_S * bs * (window if spec else 1) / 2)
             end = t + dur
             total = 0
+            got_n: list[int] = []
             still: list[int] = []
             for i in running:
                 if spec:
@@ -225,18 +185,22 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
                 committed[i] += got
                 cycles[i] += 1
                 total += got
-                chunks.append((i, end, got))
+                got_n.append(got)
                 kv_used += got
                 if committed[i] >= out_len[i]:
                     finish[i] = end
                     kv_used -= int(in_len[i] + out_len[i])
-                    if released < n:
-                        arrive[released] = end + INGEST_S
-                        start[released] = end
-                        released += 1
                 else:
                     still.append(i)
-            steps.append((len(steps), "verify" if spec else "decode", bs, 0, t, end, stall, total))
+            rec.step(n_steps, "verify" if spec else "decode", "main", bs, 0, t, end, stall, total, bs)
+            n_steps += 1
+            ids = np.array(running, dtype=np.int64)
+            rec.deliver(end, ids, np.array(got_n, dtype=np.int64), ~np.isnan(finish[ids]))
+            for _ in range(int((~np.isnan(finish[ids])).sum())):
+                if released < n:  # the closed loop's client sends its next request at once
+                    arrive[released] = end + INGEST_S
+                    rec.request_sent(released, int(in_len[released]), int(out_len[released]), end)
+                    released += 1
             running = still
             t = end
         elif not admit:
@@ -246,27 +210,12 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
                 raise RuntimeError("synthetic model stalled")
             t = max(t, float(pending.min()))
 
-    ttft = first - start
-    e2e = finish - start
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out_len > 1, (e2e - ttft) / np.maximum(out_len - 1, 1), np.nan)
-    requests = pd.DataFrame({
-        "rid": np.arange(n), "input_len": in_len, "output_len": out_len, "start_s": start,
-        "first_token_s": first, "finish_s": finish, "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
-        "accept_level": p_req, "spec_cycles": cycles, "retractions": np.zeros(n, dtype=np.int64),
-    })
-    chunk_df = pd.DataFrame(chunks, columns=["rid", "time_s", "n_tokens"])
-    step_df = pd.DataFrame(steps, columns=[
-        "step", "mode", "batch_size", "num_extend_tokens", "gpu_start_s", "gpu_end_s",
-        "host_blocked_s", "accepted_tokens",
-    ])
-    ts_df = pd.DataFrame(ts, columns=["time_s", "running", "waiting", "kv_used_tokens"])
-    summary = bench_summary(requests, chunk_df, step_df)
+    extra = {i: (float(p_req[i]), int(cycles[i]), 0) for i in range(n)}
+    (requests, chunks, steps, ts), summary = summarize_recorder(rec, extra)
     summary.update(scenario=scenario.name, arm=scenario.arm, seed=int(seed), source="synthetic")
     if not math.isfinite(summary["duration"]):  # pragma: no cover
         raise RuntimeError("synthetic run finished no request")
-    return RunResult(requests=requests, chunks=chunk_df, steps=step_df, timeseries=ts_df,
-                   summary=summary, scenario=scenario)
+    return RunResult(requests=requests, chunks=chunks, steps=steps, timeseries=ts, summary=summary, scenario=scenario)
 
 
 DEMO_SCENARIO = {
@@ -316,5 +265,5 @@ def write_demo_scenario(path: str | Path, profile: str | None = None, **top_leve
         profile = "mi355x-dsv41-flash-tp4"
     data = {**DEMO_SCENARIO, "profile": profile, **top_level}
     p = Path(path)
-    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    atomic_write_text(p, yaml.safe_dump(data, sort_keys=False))
     return p

@@ -19,9 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from specsched.analysis.compare import compare_arms  # noqa: E402
+from specsched.sim.atomic import atomic_write_text  # noqa: E402
 from specsched.sim.calibrate import seed_mean  # noqa: E402
 from specsched.sim.config import arm_names, load_scenario, with_value  # noqa: E402
 from specsched.sim.engine import run_scenario  # noqa: E402
+from specsched.sim.metrics import error_pct  # noqa: E402
 from specsched.sim.profile import load_profile  # noqa: E402
 
 SYSTEM_A = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]
@@ -39,7 +41,7 @@ def reference_table(cells: list[str], seeds: int) -> str:
             m = seed_mean(sc, load_profile(sc.profile, sc.path), seeds)
             s1 = run_scenario(sc).summary
             for k, ref in refs.items():
-                lines.append(f"| {cell} | {arm} | {k} | {ref:,.2f} | {m[k]:,.2f} | {(m[k] - ref) / ref * 100:+.2f} % | {s1[k]:,.2f} |")
+                lines.append(f"| {cell} | {arm} | {k} | {ref:,.2f} | {m[k]:,.2f} | {error_pct(m[k], ref):+.2f} % | {s1[k]:,.2f} |")
     return "\n".join(lines)
 
 
@@ -122,7 +124,8 @@ def main() -> int:
         "holds each seed mean within 3 %.\n",
         reference_table(cells, args.seeds),
         "\n## What the model predicts for each change\n",
-        f"Mean over {args.seeds} seeds per arm (paired by seed), change vs `base`, with a "
+        f"Mean over {args.seeds} seeds per arm (percentiles: of the pooled samples of all seeds; "
+        "paired by seed), change vs `base`, with a "
         "bootstrap 95 % CI of the % change. Arms: `stream_wait` (queued publish wait instead of "
         "a host-blocking synchronize), `waiting_aware` (delay only while free < min(threshold, "
         "waiting)), `both`.\n",
@@ -133,10 +136,7 @@ def main() -> int:
             parts += [f"### {cell}\n", change_table(cell, args.seeds, ex), ""]
         print("speculative axes ...", file=sys.stderr)
         parts += spec_axes(cells, args.seeds, ex)
-    out = Path(args.out)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text("\n".join(parts) + "\n")
-    tmp.replace(out)
+    out = atomic_write_text(args.out, "\n".join(parts) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -56,6 +56,7 @@ if str(ROOT) not in sys.path:
 
 from specsched.sim.config import Scenario, deep_merge, load_scenario, with_value  # noqa: E402
 from specsched.sim.engine import run_scenario  # noqa: E402
+from specsched.sim.metrics import error_pct  # noqa: E402
 from specsched.sim.profile import Profile, load_profile  # noqa: E402
 
 PROFILE = ROOT / "profiles" / "mi355x-dsv4pro-agentic.yaml"
@@ -303,7 +304,7 @@ def table(ev: Evaluator, profile: Profile, cells: dict[str, Any] | None, refs: d
         for k in FIT_KEYS:
             p = preds[(c, a)][k]
             if ref and k in ref:
-                lines.append(f"{c:<14}{tag:<13}{k:<20}{ref[k]:>11.4g}{p:>11.4g}{(p - ref[k]) / ref[k] * 100:>+8.1f}%")
+                lines.append(f"{c:<14}{tag:<13}{k:<20}{ref[k]:>11.4g}{p:>11.4g}{error_pct(p, ref[k]):>+8.1f}%")
             else:
                 lines.append(f"{c:<14}{tag:<13}{k:<20}{'-':>11}{p:>11.4g}{'':>9}")
     for c in CELLS:

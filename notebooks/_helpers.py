@@ -30,6 +30,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from specsched.analysis.io import read_results
 from specsched.analysis.plots import metric_label
+from specsched.sim.metrics import error_pct
 from specsched.sim.records import RunResult
 
 KINDS = ("measured", "predicted")
@@ -135,13 +136,6 @@ def read_validate_csv(path: str | Path) -> pd.DataFrame:
     return df[[*VALIDATE_COLUMNS, "file"]]
 
 
-def error_pct(predicted: Any, measured: Any) -> Any:
-    """``100 (predicted - measured) / measured`` (NaN where measured is 0)."""
-    p = np.asarray(predicted, float)
-    m = np.asarray(measured, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(m != 0, 100.0 * (p - m) / m, np.nan)
-    return pd.Series(out, index=getattr(measured, "index", None)) if isinstance(measured, pd.Series) else out
 
 
 def find_measurements(root: str | Path) -> Measurements:

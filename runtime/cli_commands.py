@@ -65,12 +65,14 @@ def _scenario(args: argparse.Namespace) -> Any:
 
 
 def validation_table(predicted: dict[str, Any], measured: dict[str, Any], metrics: tuple[str, ...] = VALIDATE_METRICS) -> list[dict[str, Any]]:
-    """Rows ``metric, predicted, measured, error_pct`` (error = (predicted - measured) / measured)."""
+    """Rows ``metric, predicted, measured, error_pct`` (:func:`sim.metrics.error_pct`)."""
+    from specsched.sim.metrics import error_pct
+
     rows = []
     for m in metrics:
         p, q = predicted.get(m), measured.get(m)
-        ok = isinstance(p, (int, float)) and isinstance(q, (int, float)) and q == q and p == p and q != 0
-        rows.append({"metric": m, "predicted": p, "measured": q, "error_pct": (p - q) / q * 100 if ok else float("nan")})
+        ok = isinstance(p, (int, float)) and isinstance(q, (int, float))
+        rows.append({"metric": m, "predicted": p, "measured": q, "error_pct": error_pct(p, q) if ok else float("nan")})
     return rows
 
 

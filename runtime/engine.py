@@ -28,13 +28,11 @@ Results are a :class:`sim.records.RunResult`, the same format as a simulated run
 
 from __future__ import annotations
 
-import heapq
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 from specsched.runtime.device import Device, HostCopy, RingEvent
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
@@ -45,7 +43,7 @@ from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.loop import scheduler_loop
-from specsched.sim.metrics import summarize
+from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
     Deliver,
     HostBlock,
@@ -57,16 +55,10 @@ from specsched.sim.ops import (
     WaitForWork,
 )
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
-from specsched.sim.records import (
-    CHUNK_COLUMNS,
-    REQUEST_COLUMNS,
-    STEP_COLUMNS,
-    TIMESERIES_COLUMNS,
-    RunResult,
-)
+from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler
-from specsched.sim.workload import RequestSpec, arrival_times, make_requests
+from specsched.sim.workload import Clients, make_requests
 from tqdm.auto import tqdm
 
 _TOKENS_STREAM = 4
@@ -80,91 +72,6 @@ class RtHandle:
     done: RingEvent
     copy: HostCopy | None
     output: StepOutput
-
-
-class Clients:
-    """bench_serving clients on the host clock: burst (all sent at 0), closed loop (C in
-    flight, a finished request replaced at once), Poisson with max_concurrency (a request
-    is sent when it has arrived and a slot is free; its timer starts then).
-
-    Times are seconds from the run's start.
-    """
-
-    def __init__(self, scenario: Scenario, specs: list[RequestSpec], seed: int) -> None:
-        w = scenario.workload
-        self.kind = w.kind
-        self.pending: list[tuple[float, int]] = []  # (arrival time, index) not yet sent
-        self.queue: list[int] = []  # arrived, waiting for a concurrency slot
-        self.slots = None
-        if w.kind == "burst":
-            self.pending = [(0.0, s.index) for s in specs]
-        elif w.kind == "closed_loop":
-            self.slots = w.concurrency
-            self.queue = [s.index for s in specs]
-        else:
-            times = arrival_times(w, specs, seed)
-            self.pending = [(float(t), s.index) for s, t in zip(specs, times, strict=True)]
-            self.slots = w.max_concurrency
-        heapq.heapify(self.pending)
-        self.in_flight = 0
-
-    def due(self, now: float) -> list[int]:
-        """Indices of requests sent at or before ``now`` (their timer starts now)."""
-        while self.pending and self.pending[0][0] <= now:
-            self.queue.append(heapq.heappop(self.pending)[1])
-        out = []
-        while self.queue and (self.slots is None or self.in_flight < self.slots):
-            out.append(self.queue.pop(0))
-            self.in_flight += 1
-        return out
-
-    def finished(self) -> None:
-        """A request completed: its concurrency slot frees."""
-        self.in_flight -= 1
-
-    def next_time(self) -> float | None:
-        """When the next request will be sent if nothing finishes first (None: never)."""
-        if self.queue and (self.slots is None or self.in_flight < self.slots):
-            return 0.0
-        if self.pending and (self.slots is None or self.in_flight < self.slots):
-            return self.pending[0][0]
-        return None
-
-
-class _Records:
-    """Append-only measurement log (same tables as the simulator's, docs/architecture.md)."""
-
-    def __init__(self) -> None:
-        self.requests: dict[int, list[Any]] = {}
-        self.chunks: list[tuple[int, float, int]] = []
-        self.steps: list[list[Any]] = []
-        self.timeseries: list[tuple[float, int, int, int]] = []
-
-    def request_sent(self, rid: int, input_len: int, output_len: int, t: float) -> None:
-        self.requests[rid] = [input_len, output_len, t, None, None]
-
-    def delivered(self, rid: int, t: float, n: int, finished: bool) -> None:
-        self.chunks.append((rid, t, n))
-        row = self.requests[rid]
-        if row[3] is None:
-            row[3] = t
-        if finished:
-            row[4] = t
-
-    def tables(self, extra: dict[int, tuple[float, int, int]]) -> tuple[pd.DataFrame, ...]:
-        rows = []
-        for rid, (i, o, s, f, e) in self.requests.items():
-            lvl, cyc, ret = extra.get(rid, (float("nan"), 0, 0))
-            ttft = f - s if f is not None else float("nan")
-            e2e = e - s if e is not None else float("nan")
-            tpot = (e2e - ttft) / (o - 1) if o > 1 else float("nan")
-            rows.append((rid, i, o, s, f, e, ttft, e2e, tpot, lvl, cyc, ret))
-        req = pd.DataFrame(rows, columns=REQUEST_COLUMNS)
-        for c in ("first_token_s", "finish_s"):
-            req[c] = req[c].astype(float)
-        return (req, pd.DataFrame(self.chunks, columns=CHUNK_COLUMNS),
-                pd.DataFrame([tuple(s) for s in self.steps], columns=STEP_COLUMNS),
-                pd.DataFrame(self.timeseries, columns=TIMESERIES_COLUMNS))
 
 
 class RuntimeEngine:
@@ -216,7 +123,7 @@ class RuntimeEngine:
                        dtype_bytes=self.dev.dtype.itemsize, graph_max_bs=srv.cuda_graph_max_bs,
                        graphs=graphs and self.dev.is_gpu)
         check_fits(est, preset=preset, slots=slots, is_gpu=self.dev.is_gpu, torch_device=self.dev.torch_device,
-                   source=str(scenario.path or scenario.name))
+                   source=str(scenario.path or scenario.name), configured=srv.max_total_num_tokens)
         self.memory_estimate = est
         torch.manual_seed(self.seed)
         dt = self.dev.dtype
@@ -266,7 +173,7 @@ class RuntimeEngine:
         self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed)
         self.tokens = DeviceTokens(self.acceptance)
         self.sched = Scheduler(srv, make_policy(srv), self.seed)
-        self.rec = _Records()
+        self.rec = Recorder("full")
         self.clients = Clients(self.scenario, self.specs, self.seed)
         # rows the previous pass (the unmeasured one, or another arm) still holds go back to
         # the pool: the new pass's ledger starts empty, so must the device pool
@@ -362,14 +269,15 @@ class RuntimeEngine:
         if end is None:
             end = done.event
         copy = self.dev.copy_to_host({"committed": step_out.committed}, after=done) if step_out is not None else None
-        self._timing.append((len(self.rec.steps), start, end))
-        handle_index = len(self.rec.steps)
+        self._timing.append((self.rec.num_steps, start, end))
+        handle_index = self.rec.num_steps
         acc = dec = 0
         if op.part == "main" and plan.num_extend < plan.batch_size:
             d = output.committed[plan.num_extend:]
             acc, dec = int(d.sum()), int((d > 0).sum())
-        self.rec.steps.append([plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
-                               0.0, 0.0, self._blocked, acc, dec])
+        # GPU times come from the timing events after the run (_resolve_timing)
+        self.rec.step(plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
+                      0.0, 0.0, self._blocked, acc, dec)
         self._blocked = 0.0
         h = RtHandle(plan, done, copy, output)
         self._step_index[id(h)] = handle_index
@@ -409,14 +317,13 @@ class RuntimeEngine:
         return h.output
 
     def _deliver(self, op: Deliver) -> None:
-        now = self._now()
-        for d in op.deliveries:
-            self.rec.delivered(d.rid, now, d.n_tokens, d.finished)
-            if d.finished:
-                self.clients.finished()
-                if self._bar is not None:
-                    self._bar.update(1)
-                self.remaining -= 1
+        rids, n, fin = delivery_arrays(op.deliveries)
+        self.rec.deliver(self._now(), rids, n, fin)
+        for _ in range(int(fin.sum())):
+            self.clients.finished()
+            if self._bar is not None:
+                self._bar.update(1)
+            self.remaining -= 1
 
     def _recv(self) -> list[Req]:
         now = self._now()
@@ -496,7 +403,7 @@ class RuntimeEngine:
                 elif isinstance(op, HostWork):
                     if op.kind == "schedule":
                         s = self.sched
-                        self.rec.timeseries.append((self._now(), s.num_running, len(s.waiting), s.kv.used))
+                        self.rec.pass_state(self._now(), s.num_running, len(s.waiting), s.kv.used)
                 elif isinstance(op, Launch):
                     result = self._launch(op)
                 elif isinstance(op, HostBlock):
@@ -531,7 +438,7 @@ class RuntimeEngine:
                 s, e = ref.elapsed_time(start) / 1000.0, ref.elapsed_time(end) / 1000.0
             else:
                 s, e = start - self.t0, end - self.t0
-            self.rec.steps[i][5], self.rec.steps[i][6] = s, e
+            self.rec.set_step_times(i, s, e)
         self._timing = []
 
     def environment(self) -> dict[str, str]:
@@ -545,8 +452,7 @@ class RuntimeEngine:
     def _result(self) -> RunResult:
         extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions)
                  for rid, r in self.sched.reqs.items()}
-        requests, chunks, steps, ts = self.rec.tables(extra)
-        summary = summarize(requests, chunks, steps)
+        (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         summary.update(
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
@@ -555,7 +461,7 @@ class RuntimeEngine:
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),
             event_records=dict(self.dev.event_records),
-            event_records_per_step=(sum(self.dev.event_records.values()) / max(1, len(self.rec.steps))),
+            event_records_per_step=(sum(self.dev.event_records.values()) / max(1, self.rec.num_steps)),
             backend=self.dev.label,
             environment=self.environment(),
             memory_estimate=self.memory_estimate.describe(),

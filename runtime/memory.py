@@ -95,7 +95,7 @@ def available(is_gpu: bool, torch_device: object = None) -> tuple[int | None, st
 
 
 def check_fits(est: MemoryEstimate, *, preset: str, slots: int, is_gpu: bool, torch_device: object = None,
-               source: str = "<runtime>") -> None:
+               source: str = "<runtime>", configured: int | None = None) -> None:
     """Refuse a run that will not fit.
 
     Raises:
@@ -105,6 +105,6 @@ def check_fits(est: MemoryEstimate, *, preset: str, slots: int, is_gpu: bool, to
     free, where = available(is_gpu, torch_device)
     if free is None or est.total <= HEADROOM * free:
         return
-    raise ConfigError(source, "server.max_total_num_tokens", slots - 1,
+    raise ConfigError(source, "server.max_total_num_tokens", configured if configured is not None else slots - 1,
                       f"preset {preset} with a {slots - 1}-token KV pool needs about {est.describe()}, "
                       f"{where} is {free / GIB:.1f} GiB: lower max_total_num_tokens or use a smaller --preset")

@@ -36,6 +36,7 @@ from scipy.optimize import minimize
 from specsched.sim.bundled import profiles_dir, scenarios_dir
 from specsched.sim.config import Scenario, load_scenario, with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.metrics import error_pct
 from specsched.sim.profile import Profile, load_profile
 from specsched.sim.results import atomic_write_text
 
@@ -146,7 +147,7 @@ def report(profile: Profile, mean: float, spread: float, seeds: int = SEEDS) -> 
         for arm, refs in sc0.reference.items():
             s = seed_mean(_acc(_scenario(name, arm), mean, spread), profile, seeds)
             for k, ref in refs.items():
-                lines.append(f"{name:<14}{arm:<12}{k:<22}{ref:>11.2f}{s[k]:>11.2f}{(s[k] - ref) / ref * 100:>+7.2f}%")
+                lines.append(f"{name:<14}{arm:<12}{k:<22}{ref:>11.2f}{s[k]:>11.2f}{error_pct(s[k], ref):>+7.2f}%")
     return "\n".join(lines)
 
 

@@ -38,7 +38,7 @@ from specsched.sim.cost_model import CostModel
 from specsched.sim.decode_run import DecodeRun
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.loop import scheduler_loop
-from specsched.sim.metrics import summarize
+from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
     Deliver,
     FastForward,
@@ -52,9 +52,9 @@ from specsched.sim.ops import (
 )
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.profile import Profile, load_profile
-from specsched.sim.records import Recorder, RunResult
+from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
-from specsched.sim.scheduler import Deliveries, Scheduler
+from specsched.sim.scheduler import Scheduler
 from specsched.sim.workload import RequestSpec, arrival_times, make_requests
 
 AUTO_COMPACT_TOKENS = 1_000_000
@@ -272,13 +272,7 @@ class SimEngine:
             yield from self._advance(wait)
 
     def _deliver(self, deliveries: Any):
-        if isinstance(deliveries, Deliveries):
-            rids, n, fin = deliveries.rids, deliveries.n_tokens, deliveries.finished
-        else:
-            ds = list(deliveries)
-            rids = np.array([d.rid for d in ds], dtype=np.int64)
-            n = np.array([d.n_tokens for d in ds], dtype=np.int64)
-            fin = np.array([d.finished for d in ds], dtype=bool)
+        rids, n, fin = delivery_arrays(deliveries)
         self.rec.deliver(self._t, rids, n, fin)  # INV-5: the host clock never goes back
         if fin.any():
             yield from self._sync(self._t)  # clients react at the delivery time
@@ -520,11 +514,7 @@ class SimEngine:
             rid: (self.acceptance.request_mean(rid) if spec else 1.0, r.spec_cycles, r.retractions)
             for rid, r in self.sched.reqs.items()
         }
-        requests, chunks, steps, ts = self.rec.tables(extra)
-        if self.rec.full:
-            summary = summarize(requests, chunks, steps)
-        else:
-            summary = summarize(requests, chunks, steps, itl=self.rec.itl, step_totals=self.rec.step_totals)
+        (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         summary.update(
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
             profile=self.profile.name, num_retractions=self.sched.num_retractions,

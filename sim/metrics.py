@@ -11,9 +11,14 @@ those windows, GPU busy fraction, host blocked time.
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pandas as pd
-from specsched.sim.records import ItlSamples, StepTotals
+
+if TYPE_CHECKING:  # records imports this module's formulas
+    from specsched.sim.records import ItlSamples, Recorder, StepTotals
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 _PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))
@@ -144,12 +149,35 @@ def _weighted_percentile_ms(sorted_s: np.ndarray, cum_weights: np.ndarray, q: fl
     return _lerp(sorted_s[i] * 1000.0, sorted_s[j] * 1000.0, h - lo)
 
 
+def request_latencies(start_s: np.ndarray, first_token_s: np.ndarray, finish_s: np.ndarray,
+                      output_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-request (TTFT, E2E, TPOT) in seconds, bench_serving's definitions.
+
+    TTFT = first non-empty chunk - start; E2E = last chunk - start; TPOT = (E2E - TTFT) /
+    (output_len - 1), NaN for output_len <= 1 (and every figure NaN for a request that has
+    not got there). Arrays of shape (n,); floats except ``output_len`` (ints).
+    """
+    ttft = first_token_s - start_s
+    e2e = finish_s - start_s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output_len > 1, (e2e - ttft) / (output_len - 1), np.nan)
+    return ttft, e2e, tpot
+
+
 def itl_values(chunks: pd.DataFrame) -> np.ndarray:
     """Inter-token latencies (s) from deliveries (columns rid, time_s, n_tokens), bench_serving
-    style: the first chunk of each request is TTFT, each later chunk of n tokens arriving dt
-    after the previous adds n gaps of dt / n. Shape: (total tokens - first chunks,)."""
+    style: the first non-empty chunk of each request ends its TTFT; each later chunk of n
+    tokens arriving dt after the request's previous one adds n gaps of dt / n (this matters
+    for speculative decoding, where one chunk carries a whole accepted block). Empty chunks
+    are ignored. Shape: (total tokens - requests with a chunk,), in rid order.
+
+    The compact records' :class:`~specsched.sim.records.ItlSamples` hold the same values as
+    (value, multiplicity) pairs.
+    """
     if chunks.empty:
         return np.zeros(0)
+    if (chunks["n_tokens"] <= 0).any():
+        chunks = chunks[chunks["n_tokens"] > 0]
     rid = chunks["rid"].to_numpy()
     t = chunks["time_s"].to_numpy(float)
     n = chunks["n_tokens"].to_numpy(int)
@@ -172,22 +200,15 @@ def steady_verify_windows(steps: pd.DataFrame) -> tuple[int, float, float]:
     the burst's settled running count). The interval between two consecutive verify steps
     at that size (no prefill between) is one verify cycle's wall time; tokens are those
     committed by the later step. Mirrors the reference's "verify cycles/s, counted only
-    while every request of the batch is decoding".
+    while every request of the batch is decoding". Computed by
+    :class:`~specsched.sim.records.StepTotals` (the compact records' running sums), so a
+    steps table and compact records give the same window.
     """
-    s = steps[steps["part"] == "main"] if "part" in steps else steps
-    if s.empty:
-        return 0, 0.0, 0.0
-    mode = s["mode"].to_numpy()
-    bs = s["batch_size"].to_numpy()
-    end = s["gpu_end_s"].to_numpy(float)
-    tok = s["accepted_tokens"].to_numpy(float)
-    is_ver = mode == "verify"
-    if not is_ver.any():
-        return 0, 0.0, 0.0
-    full = bs[is_ver].max()
-    ok = is_ver[1:] & is_ver[:-1] & (bs[1:] == full) & (bs[:-1] == full)
-    dts = np.diff(end)[ok]
-    return int(ok.sum()), float(dts.sum()), float(tok[1:][ok].sum())
+    from specsched.sim.records import StepTotals
+
+    st = StepTotals()
+    st.add_table(steps)
+    return st.steady_window()
 
 
 def summarize(
@@ -224,10 +245,10 @@ def summarize(
         output_throughput=tout / duration,
         total_throughput=(tin + tout) / duration,
     )
-    ttft = (done["first_token_s"] - done["start_s"]).to_numpy(float)
-    e2e = (done["finish_s"] - done["start_s"]).to_numpy(float)
-    multi = done["output_len"].to_numpy() > 1
-    tpot = (e2e[multi] - ttft[multi]) / (done["output_len"].to_numpy()[multi] - 1)
+    out_len = done["output_len"].to_numpy()
+    ttft, e2e, tpot = request_latencies(done["start_s"].to_numpy(float), done["first_token_s"].to_numpy(float),
+                                        done["finish_s"].to_numpy(float), out_len)
+    tpot = tpot[out_len > 1]
     _stats("ttft", ttft, out)
     _stats("tpot", tpot, out)
     if itl is not None:
@@ -237,30 +258,24 @@ def summarize(
         _stats("itl", itl_values(finished), out)
     _stats("e2e_latency", e2e, out)
     out["concurrency"] = float(e2e.sum() / duration)
-    if step_totals is not None:
-        _step_summary_from_totals(step_totals, out)
-        return out
-    ver = steps[(steps["mode"] == "verify") & (steps["part"] == "main")] if not steps.empty else steps
-    dec = ver["decoding_reqs"].sum() if len(ver) else 0
-    out["accept_length"] = float(ver["accepted_tokens"].sum() / dec) if dec else float("nan")
-    n, secs, toks = steady_verify_windows(steps)
-    out["verify_cycles_per_s"] = n / secs if secs > 0 else float("nan")
-    out["decode_throughput"] = toks / secs if secs > 0 else float("nan")
-    out["verify_wall_ms"] = 1000.0 * secs / n if n else float("nan")
-    if not steps.empty:
-        busy = float((steps["gpu_end_s"] - steps["gpu_start_s"]).sum())
-        span = float(steps["gpu_end_s"].max() - steps["gpu_start_s"].min())
-        out["gpu_busy_fraction"] = busy / span if span > 0 else float("nan")
-        out["host_blocked_s"] = float(steps["host_blocked_s"].sum())
+    if step_totals is None:
+        from specsched.sim.records import StepTotals
+
+        step_totals = StepTotals()
+        step_totals.add_table(steps)
+    _step_summary_from_totals(step_totals, out)
     return out
 
 
 def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
-    """The step-derived summary keys from running sums (compact records)."""
+    """The step-derived summary keys (one definition for full and compact records):
+    accept length = tokens committed by verify steps / requests decoding in them; verify
+    cycles/s, decode tok/s and verify wall time over the steady window; GPU busy fraction =
+    summed forward time / span of the forwards; host blocked = summed blocked time."""
     st.flush()
     dec = st.verify_decoding
     out["accept_length"] = st.verify_accepted / dec if dec else float("nan")
-    n, secs, toks = st.windows.get(st.max_verify_bs, (0, 0.0, 0.0))
+    n, secs, toks = st.steady_window()
     out["verify_cycles_per_s"] = n / secs if secs > 0 else float("nan")
     out["decode_throughput"] = toks / secs if secs > 0 else float("nan")
     out["verify_wall_ms"] = 1000.0 * secs / n if n else float("nan")
@@ -268,3 +283,47 @@ def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
         span = st.last_end_s - st.first_start_s
         out["gpu_busy_fraction"] = st.busy_s / span if span > 0 else float("nan")
         out["host_blocked_s"] = st.host_blocked_s
+
+
+def error_pct(predicted: Any, reference: Any) -> Any:
+    """The error of ``predicted`` against ``reference`` (a measured or reference figure), in
+    percent: ``(predicted - reference) / reference * 100``. Positive = predicted too high.
+
+    Args:
+        predicted, reference: numbers, or arrays/Series of equal shape.
+
+    Returns:
+        A float (NaN where the reference is 0, missing or not finite, or the prediction
+        missing), or an array/Series of them (the reference's index kept).
+    """
+    if np.ndim(predicted) == 0 and np.ndim(reference) == 0:
+        try:
+            p, r = float(predicted), float(reference)
+        except (TypeError, ValueError):
+            return float("nan")
+        if r == 0 or not (math.isfinite(p) and math.isfinite(r)):
+            return float("nan")
+        return (p - r) / r * 100
+    p = np.asarray(predicted, float)
+    r = np.asarray(reference, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(r != 0, (p - r) / r * 100, np.nan)
+    return pd.Series(out, index=reference.index) if isinstance(reference, pd.Series) else out
+
+
+def summarize_recorder(rec: Recorder, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[tuple[pd.DataFrame, ...], dict[str, float]]:
+    """A finished run's tables and summary from its :class:`~specsched.sim.records.Recorder`
+    (the simulator's and the runtime's, full or compact records).
+
+    Args:
+        rec: the run's records.
+        extra_cols: rid -> (accept_level, spec_cycles, retractions) for the requests table.
+
+    Returns:
+        ``((requests, chunks, steps, timeseries), summary)``; see :func:`summarize`.
+    """
+    tables = rec.tables(extra_cols)
+    requests, chunks, steps, _ = tables
+    if rec.full:
+        return tables, summarize(requests, chunks, steps)
+    return tables, summarize(requests, chunks, steps, itl=rec.itl, step_totals=rec.step_totals)

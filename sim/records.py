@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from specsched.sim.metrics import request_latencies
 
 REQUEST_COLUMNS = [
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s",
@@ -67,6 +68,17 @@ class RunResult:
     scenario: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+
+
+def delivery_arrays(deliveries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rids int64, n_tokens int64, finished bool) arrays of a ``Deliver`` op's deliveries:
+    the scheduler's :class:`~specsched.sim.scheduler.Deliveries` (already arrays) or any
+    iterable of objects with ``rid``, ``n_tokens`` and ``finished``."""
+    if all(hasattr(deliveries, a) for a in ("rids", "n_tokens", "finished")):
+        return deliveries.rids, deliveries.n_tokens, deliveries.finished
+    ds = list(deliveries)
+    return (np.array([d.rid for d in ds], dtype=np.int64), np.array([d.n_tokens for d in ds], dtype=np.int64),
+            np.array([d.finished for d in ds], dtype=bool))
 
 
 def _col(typecode: str) -> array:
@@ -191,6 +203,29 @@ class StepTotals:
                     w[1] += float(dt[sel].sum())
                     w[2] += float(tok[sel].sum())
         self._prev_main = (verify, int(bs[-1]), float(end[-1]))
+
+    def add_table(self, steps: pd.DataFrame) -> None:
+        """Add a whole steps table (columns of :data:`STEP_COLUMNS`; rows in launch order):
+        the full records' figures come from the same sums as the compact records'."""
+        n = len(steps)
+        if n == 0:
+            return
+        mode = steps["mode"].to_numpy(object)
+        part = steps["part"].to_numpy(object) if "part" in steps else np.full(n, "main", dtype=object)
+        bs = steps["batch_size"].to_numpy(np.int64)
+        start, end = steps["gpu_start_s"].to_numpy(float), steps["gpu_end_s"].to_numpy(float)
+        blocked = steps["host_blocked_s"].to_numpy(float)
+        acc = steps["accepted_tokens"].to_numpy(np.int64)
+        dec = steps["decoding_reqs"].to_numpy(np.int64) if "decoding_reqs" in steps else bs
+        cut = np.flatnonzero((mode[1:] != mode[:-1]) | (part[1:] != part[:-1])) + 1
+        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, n].tolist(), strict=True):
+            self.add(mode[a], part[a], bs[a:b], start[a:b], end[a:b], blocked[a:b], acc[a:b], dec[a:b])
+
+    def steady_window(self) -> tuple[int, float, float]:
+        """(intervals, seconds, tokens) of the steady verify window: consecutive main verify
+        steps at the run's largest verify batch (see :func:`sim.metrics.steady_verify_windows`)."""
+        n, secs, toks = self.windows.get(self.max_verify_bs, (0, 0.0, 0.0))
+        return int(n), float(secs), float(toks)
 
     def add_one(self, mode: str, part: str, bs: int, start: float, end: float, blocked: float,
                 acc: int, dec: int) -> None:
@@ -416,6 +451,13 @@ class Recorder:
         else:
             self.step_totals.add_one(mode, part, batch_size, start, end, blocked, accepted, decoding)
 
+    def set_step_times(self, index: int, start: float, end: float) -> None:
+        """Set the GPU start and end (s) of the ``index``-th recorded step (full records):
+        for a caller that learns a forward's times after launching it (the runtime's timing
+        events are resolved after the run)."""
+        self._s_f[0][index] = start
+        self._s_f[1][index] = end
+
     def step_run(self, first_step: int, mode: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
                  blocked: np.ndarray, accepted: np.ndarray, decoding: np.ndarray) -> None:
         """Consecutive main launches of one mode (steps first_step, first_step + 1, ...)."""
@@ -461,10 +503,7 @@ class Recorder:
         n = self._n
         rid = self._rid[:n].copy()
         start, first, fin, out = self._start[:n], self._first[:n], self._finish[:n], self._out[:n]
-        ttft = first - start
-        e2e = fin - start
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
+        ttft, e2e, tpot = request_latencies(start, first, fin, out)
         lvl = np.full(n, np.nan)
         cyc = np.zeros(n, np.int64)
         ret = np.zeros(n, np.int64)

@@ -3,7 +3,10 @@ where the scenario carries them, the reference figures with the model's error)."
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from specsched.sim.metrics import error_pct
 
 _W = 50
 
@@ -70,7 +73,8 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
         out.append(f"{'metric':<24}{'reference':>12}{'model':>12}{'error':>9}")
         for k, ref in reference.items():
             got = s(k)
-            err = f"{(got - ref) / ref * 100:+.1f}%" if isinstance(got, (int, float)) and ref else "n/a"
+            e = error_pct(got, ref) if isinstance(got, (int, float)) else math.nan
+            err = f"{e:+.1f}%" if math.isfinite(e) else "n/a"
             gtxt = f"{got:.2f}" if isinstance(got, (int, float)) else "n/a"
             out.append(f"{k:<24}{ref:>12.2f}{gtxt:>12}{err:>9}")
     out.append("=" * _W)

@@ -3,20 +3,23 @@
 Lengths: ``fixed``; ``uniform`` as bench_serving's random dataset (an integer uniform in
 [max(1, int(value x range_ratio)), value]); ``file``: a CSV histogram (columns
 ``length,weight``) drawn with replacement; a ``trace`` workload reads lengths and arrival
-times from its file (:mod:`sim.trace`). Arrivals are produced by the engine's client
-processes from :func:`arrival_times`. Randomness is split by purpose (lengths, arrivals) so
-that changing one does not shift the other.
+times from its file (:mod:`sim.trace`). Arrivals: :func:`arrival_times` gives the open-loop
+send times; :class:`Clients` is bench_serving's client side for a caller that owns the
+clock (the runtime's wall clock); the simulator runs the same behaviour as SimPy
+processes. Randomness is split by purpose (lengths, arrivals) so that changing one does not
+shift the other.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.config import LengthDist, WorkloadConfig
+from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError
 
 STREAM_ARRIVALS = 1
@@ -116,3 +119,58 @@ def arrival_times(cfg: WorkloadConfig, specs: list[RequestSpec], seed: int) -> n
     if cfg.burstiness is None or cfg.burstiness == 1.0:
         return poisson_arrivals(len(specs), cfg.request_rate, seed)
     return gamma_arrivals(len(specs), cfg.request_rate, cfg.burstiness, seed)
+
+
+class Clients:
+    """bench_serving's clients (bench_serving.py: get_request and the max_concurrency
+    semaphore) for a caller that owns the clock: burst (all sent at 0), closed loop (C in
+    flight, a finished request replaced at once), Poisson with max_concurrency (a request is
+    sent when it has arrived and a slot is free; its timer starts then).
+
+    Args:
+        scenario: its ``workload`` decides the kind, concurrency and rate.
+        specs: the requests (:func:`make_requests`), sent in index order.
+        seed: the run's seed (open-loop send times, :func:`arrival_times`).
+
+    Times are seconds from the run's start.
+    """
+
+    def __init__(self, scenario: Scenario, specs: list[RequestSpec], seed: int) -> None:
+        w = scenario.workload
+        self.kind = w.kind
+        self.pending: list[tuple[float, int]] = []  # (arrival time, index) not yet sent
+        self.queue: list[int] = []  # arrived, waiting for a concurrency slot
+        self.slots = None
+        if w.kind == "burst":
+            self.pending = [(0.0, s.index) for s in specs]
+        elif w.kind == "closed_loop":
+            self.slots = w.concurrency
+            self.queue = [s.index for s in specs]
+        else:
+            times = arrival_times(w, specs, seed)
+            self.pending = [(float(t), s.index) for s, t in zip(specs, times, strict=True)]
+            self.slots = w.max_concurrency
+        heapq.heapify(self.pending)
+        self.in_flight = 0
+
+    def due(self, now: float) -> list[int]:
+        """Indices of requests sent at or before ``now`` (their timer starts now)."""
+        while self.pending and self.pending[0][0] <= now:
+            self.queue.append(heapq.heappop(self.pending)[1])
+        out = []
+        while self.queue and (self.slots is None or self.in_flight < self.slots):
+            out.append(self.queue.pop(0))
+            self.in_flight += 1
+        return out
+
+    def finished(self) -> None:
+        """A request completed: its concurrency slot frees."""
+        self.in_flight -= 1
+
+    def next_time(self) -> float | None:
+        """When the next request will be sent if nothing finishes first (None: never)."""
+        if self.queue and (self.slots is None or self.in_flight < self.slots):
+            return 0.0
+        if self.pending and (self.slots is None or self.in_flight < self.slots):
+            return self.pending[0][0]
+        return None

@@ -77,7 +77,9 @@ def test_compare_command_writes_csv_markdown_plot(scenario, tmp_path, capsys):
     table = pd.read_csv(csv)
     assert list(table["metric"]) == ["output_throughput", "p99_ttft_ms"]
     assert (table["arm"] == "stream_wait").all() and (table["n_seeds"] == 2).all()
-    assert md.read_text().count("\n") == 4
+    text = md.read_text()
+    assert text.count("\n") == 6 and "p99_ttft_ms (pooled)" in text and text.rstrip().endswith("means over seeds.")
+    assert list(table["across_seeds"]) == ["mean", "pooled"]
     assert (tmp_path / "bars.png").is_file() and (tmp_path / "bars.svg").is_file()
     assert "stream_wait" in capsys.readouterr().out
 
@@ -89,10 +91,17 @@ def test_sweep_command(scenario, tmp_path, capsys):
     assert rc == 0
     t = pd.read_parquet(out)
     assert sorted(t["server.chunked_prefill_size"].unique()) == [2048, 4096]
-    assert "2 run(s) done now" in capsys.readouterr().err
+    cap = capsys.readouterr()
+    assert "2 run(s) done now" in cap.err
+    # the summary table: one row per point, the key metrics, percentiles pooled
+    assert "s.parquet: one row per point" in cap.out and "p99_ttft_ms (pooled)" in cap.out
+    assert sum(line.count("2048") for line in cap.out.splitlines()) == 1
     rc = main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", "--out", str(out),
                "--no-progress"])
     assert rc == 0 and "0 run(s) done now, 2 already there" in capsys.readouterr().err
+    # plot SWEEP.parquet: metric-vs-parameter lines
+    assert main(["plot", str(out), "--out", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "sweep_s.png").is_file() and (tmp_path / "figs" / "sweep_s.svg").is_file()
 
 
 @pytest.mark.parametrize("argv", [

@@ -97,7 +97,7 @@ def test_ttft_figure_has_each_arm_with_percentiles(runs, tmp_path, log_x):
     cdf, hist = fig.axes[:2]
     texts = _legend_texts(fig)
     for arm in ARMS:
-        assert any(t.startswith(f"{arm} (n=24;") and "p50" in t and "p99" in t for t in texts), texts
+        assert any(t.startswith(f"{arm} (pooled over 2 runs, n=24;") and "p50" in t and "p99" in t for t in texts), texts
     assert not any(t.startswith("waiting_aware") for t in texts)
     assert cdf.get_xscale() == ("log" if log_x else "linear")
     assert "TTFT" in cdf.get_xlabel() and "(ms" in cdf.get_xlabel()
@@ -123,8 +123,33 @@ def test_tpot_itl_figure(runs, tmp_path):
     titles = [ax.get_title() for ax in fig.axes]
     assert any("TPOT" in t for t in titles) and any("ITL" in t for t in titles)
     texts = _legend_texts(fig)
-    assert sum(t.startswith("stream_wait (n=") for t in texts) == 2  # TPOT and ITL CDFs
+    assert sum(t.startswith("stream_wait (pooled over 2 runs, n=") for t in texts) == 2  # TPOT and ITL CDFs
+    itl_cdf = next(ax for ax in fig.axes if ax.get_title().startswith("ITL: cumulative"))
+    assert itl_cdf.get_xscale() == "log"  # a few long gaps would flatten a linear axis
     _check_saved(fig, tmp_path / "tpot")
+
+
+def test_plot_legend_and_compare_table_give_the_same_pooled_percentile(runs):
+    """One definition of a percentile across seeds: the plot legend's pooled p99 TTFT is the
+    compare table's (pooled) value."""
+    from specsched.analysis.compare import summarize_comparison
+    from specsched.analysis.runner import latency_samples, summary_metrics
+
+    rows, latency = [], {}
+    for r in runs:
+        arm, seed = r.summary["arm"], int(r.summary["seed"])
+        rows += [(arm, seed, m, v) for m, v in summary_metrics(r).items()]
+        latency[(arm, seed)] = latency_samples(r)
+    table = summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
+                                 ["p99_ttft_ms", "p90_ttft_ms"], latency=latency, n_resamples=200)
+    assert set(table["across_seeds"]) == {"pooled"}
+    pooled = np.concatenate([r.requests["ttft_s"].to_numpy() for r in runs if r.summary["arm"] == "stream_wait"])
+    p99 = float(table.loc[table["metric"] == "p99_ttft_ms", "change_mean"].iloc[0])
+    assert p99 == pytest.approx(np.percentile(pooled, 99) * 1e3, rel=1e-12)
+    texts = _legend_texts(plots.plot_ttft(runs))
+    legend = next(t for t in texts if t.startswith("stream_wait (pooled"))
+    assert f"p99 {p99:.3g} ms" in legend
+    plots.plt.close("all")
 
 
 def test_timeline_figure(runs, tmp_path):

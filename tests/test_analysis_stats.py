@@ -1,4 +1,4 @@
-"""specsched.analysis.stats: ITL samples, confidence intervals, bootstrap of a percentage change."""
+"""specsched.analysis.stats and the ITL definition: ITL samples, confidence intervals, bootstrap of a percentage change."""
 
 from __future__ import annotations
 
@@ -9,33 +9,46 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specsched.analysis.stats import ecdf, itl_samples, mean_ci, pct_change_ci, percentile
+from specsched.analysis.stats import ecdf, mean_ci, pct_change_ci, percentile
+from specsched.sim.metrics import itl_values
 
 
-def test_itl_samples_split_a_multi_token_chunk_into_equal_gaps():
+def test_itl_splits_a_multi_token_chunk_into_equal_gaps():
     chunks = pd.DataFrame({
         "rid": [7, 7, 7, 3, 3, 3],
         "time_s": [1.0, 1.3, 1.9, 0.5, 0.5, 0.9],  # rid 3 has an empty chunk first
         "n_tokens": [1, 3, 2, 0, 1, 4],
     })
-    got = np.sort(itl_samples(chunks))
+    got = np.sort(itl_values(chunks))
     want = np.sort([0.1, 0.1, 0.1, 0.3, 0.3, 0.1, 0.1, 0.1, 0.1])
     np.testing.assert_allclose(got, want)
 
 
-def test_itl_samples_empty_and_single_chunk():
-    assert itl_samples(pd.DataFrame({"rid": [], "time_s": [], "n_tokens": []})).size == 0
-    assert itl_samples(pd.DataFrame({"rid": [1], "time_s": [0.2], "n_tokens": [5]})).size == 0
+def test_itl_empty_and_single_chunk():
+    assert itl_values(pd.DataFrame({"rid": [], "time_s": [], "n_tokens": []})).size == 0
+    assert itl_values(pd.DataFrame({"rid": [1], "time_s": [0.2], "n_tokens": [5]})).size == 0
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10), st.integers(1, 6)), min_size=1, max_size=40))
-def test_itl_samples_agree_with_the_simulator_metrics(rows):
-    from specsched.sim.metrics import itl_values
+def test_itl_of_the_chunk_table_equals_the_compact_records(rows):
+    """One ITL definition, two representations: the chunk table (full records) and the
+    (value, multiplicity) pairs of compact records give the same samples."""
+    from specsched.sim.records import Recorder
 
-    chunks = pd.DataFrame(rows, columns=["rid", "time_s", "n_tokens"])
-    # total ITL = sum over requests of (last - first chunk time); count = tokens after the first
-    np.testing.assert_allclose(np.sort(itl_samples(chunks)), np.sort(itl_values(chunks)), atol=1e-12)
+    rows = sorted(rows, key=lambda r: r[1])  # deliveries happen in time order
+    full, compact = Recorder("full"), Recorder("compact")
+    for rec in (full, compact):
+        for rid in sorted({r[0] for r in rows}):
+            rec.request_sent(rid, 1, 1, 0.0)
+        for rid, t, n in rows:
+            rec.deliver(t, np.array([rid]), np.array([n]), np.array([False]))
+    chunks = full.tables({})[1]
+    values, weights = compact.itl.arrays()
+    np.testing.assert_array_equal(np.sort(itl_values(chunks)), np.sort(np.repeat(values, weights)))
+    # each request's gaps add up to its last minus its first chunk time
+    assert itl_values(chunks).sum() == pytest.approx(
+        sum(max(t for r, t, _ in rows if r == k) - min(t for r, t, _ in rows if r == k) for k in {r[0] for r in rows}))
 
 
 def test_ecdf_and_percentile_ignore_nan():

@@ -203,3 +203,30 @@ def test_unreachable_scheduler_is_a_config_error(scenario, tmp_path, monkeypatch
     monkeypatch.setattr(sweep_module, "CONNECT_TIMEOUT_S", 1)
     with pytest.raises(ConfigError, match="cannot connect"):
         run_sweep(scenario, {}, 1, tmp_path / "x.parquet", executor="tcp://127.0.0.1:9", progress=False)
+
+
+def test_summary_pools_percentiles_over_seeds_and_plots(scenario, tmp_path):
+    """The sweep summary's p99 TTFT is the percentile of the pooled requests of all seeds
+    (the same definition as the compare table and the plot legends), within the 1 us the
+    samples file rounds to; other metrics are means over seeds."""
+    import numpy as np
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.sweep_store import read_samples
+    from specsched.analysis.sweep_summary import plot_sweep, summarize_sweep, to_markdown
+
+    out = tmp_path / "sweep.parquet"
+    rep = run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 3, out,
+                    executor=ThreadPoolExecutor(2), progress=False)
+    summary = summarize_sweep(rep.table, read_samples(out))
+    assert len(summary) == 2 * 6 and set(summary["seeds"]) == {3}
+    row = summary[(summary["server.chunked_prefill_size"] == 2048) & (summary["metric"] == "p99_ttft_ms")].iloc[0]
+    assert row["across_seeds"] == "pooled" and row["ci_low"] <= row["value"] <= row["ci_high"]
+    sc = load_scenario_with_overrides(scenario, "base", {"server.chunked_prefill_size": 2048})
+    ttft = np.concatenate([run_scenario(sc, seed=sc.seed + i).requests["ttft_s"].to_numpy() for i in range(3)])
+    assert row["value"] == pytest.approx(np.percentile(ttft, 99) * 1e3, abs=1e-3)
+    thr = summary[(summary["server.chunked_prefill_size"] == 2048) & (summary["metric"] == "output_throughput")]
+    per_seed = rep.table[(rep.table["metric"] == "output_throughput") & (rep.table["server.chunked_prefill_size"] == 2048)]
+    assert thr.iloc[0]["across_seeds"] == "mean" and thr.iloc[0]["value"] == pytest.approx(per_seed["value"].mean())
+    assert to_markdown(summary).count("\n") == 4
+    fig = plot_sweep(summary)
+    assert [ax.get_xlabel() for ax in fig.axes if ax.get_visible()][0] == "server.chunked_prefill_size"

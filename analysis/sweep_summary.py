@@ -1,0 +1,205 @@
+"""A sweep's summary and its figure: one row per grid point with the key metrics across
+seeds (with confidence intervals), and metric-vs-parameter lines.
+
+Across seeds every metric is summarised as everywhere else (:func:`analysis.stats.across_seeds`):
+a percentile of a latency is the percentile of the pooled samples of all seeds (from the
+sweep's samples file, :mod:`analysis.sweep_store`), labelled "pooled", with a bootstrap
+interval over seeds; any other metric is the mean over seeds with its Student-t interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from specsched.analysis.stats import PooledSamples, across_seeds, percentile_metric
+
+KEY_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
+               "verify_cycles_per_s")
+"""The metrics of the summary table and the plot, when the sweep has them."""
+SUMMARY_COLUMNS = ("metric", "across_seeds", "value", "ci_low", "ci_high", "seeds")
+_TAIL = ("seed", "metric", "value", "point")
+
+
+def parameters(table: pd.DataFrame) -> list[str]:
+    """The columns that identify a point (``arm``, the grid keys, fixed overrides)."""
+    return [c for c in table.columns if c not in ("scenario", *_TAIL)]
+
+
+def summarize_sweep(table: pd.DataFrame, samples: pd.DataFrame | None = None,
+                    metrics: Sequence[str] | None = None, confidence: float = 0.95,
+                    n_resamples: int = 1000) -> pd.DataFrame:
+    """One row per (point, metric): the metric over the point's seeds and its interval.
+
+    Args:
+        table: a sweep's tidy table (:func:`analysis.sweep.read_sweep`).
+        samples: its samples (:func:`analysis.sweep_store.read_samples`); without them a
+            percentile is the mean over seeds (``across_seeds = "mean"``).
+        metrics: default :data:`KEY_METRICS` (those in the table).
+        confidence: interval level.
+        n_resamples: bootstrap resamples for a pooled percentile's interval.
+
+    Returns:
+        Columns: ``point``, the parameter columns, then :data:`SUMMARY_COLUMNS`; points in
+        the table's order.
+    """
+    present = set(table["metric"])
+    metrics = [m for m in (metrics or KEY_METRICS) if m in present]
+    params = parameters(table)
+    by_point = {}
+    if samples is not None and len(samples):
+        for (pid, lat), g in samples.groupby(["point", "latency"], sort=False):
+            by_point[(pid, lat)] = {int(s): (gg["value_ms"].to_numpy(float), gg["count"].to_numpy(np.int64))
+                                    for s, gg in g.groupby("seed")}
+    rows = []
+    for pid in dict.fromkeys(table["point"]):
+        t = table[table["point"] == pid]
+        first = t.iloc[0]
+        for m in metrics:
+            v = t[t["metric"] == m].sort_values("seed")
+            seeds = [int(s) for s in v["seed"]]
+            pm = percentile_metric(m)
+            pool = None
+            if pm is not None:
+                per = by_point.get((pid, pm[0]), {})
+                if seeds and all(s in per for s in seeds):
+                    pool = PooledSamples([per[s] for s in seeds])
+            val, lo, hi = across_seeds(v["value"].to_numpy(float), pool, pm[1] if pool is not None else None,
+                                       confidence, n_resamples=n_resamples)
+            rows.append({"point": pid, **{p: first[p] for p in params}, "metric": m,
+                         "across_seeds": "pooled" if pool is not None else "mean", "value": val,
+                         "ci_low": lo, "ci_high": hi, "seeds": len(seeds)})
+    return pd.DataFrame(rows, columns=["point", *params, *SUMMARY_COLUMNS])
+
+
+def _num(x: float) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]:
+    params = [c for c in summary.columns if c not in ("point", *SUMMARY_COLUMNS)]
+    metrics = list(dict.fromkeys(summary["metric"]))
+    heads = []
+    for m in metrics:
+        how = set(summary.loc[summary["metric"] == m, "across_seeds"])
+        heads.append(f"{m} (pooled)" if how == {"pooled"} else m)
+    rows = []
+    for pid in dict.fromkeys(summary["point"]):
+        s = summary[summary["point"] == pid]
+        cells = [str(s.iloc[0][p]) for p in params] + [str(int(s["seeds"].max()))]
+        for m in metrics:
+            r = s[s["metric"] == m].iloc[0]
+            ci = "" if not math.isfinite(r["ci_low"]) else f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+            cells.append(_num(r["value"]) + ci)
+        rows.append(cells)
+    return [*params, "seeds"], heads, rows
+
+
+def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidence: float = 0.95) -> Any:
+    """The summary as a rich Table: one row per point, ``value [CI]`` per metric."""
+    from rich.table import Table
+
+    cols, heads, rows = _wide(summary)
+    t = Table(title=title, caption=f"value [{confidence:.0%} CI] over seeds: mean; (pooled) = percentile of the "
+                                   "pooled samples of all seeds, seed-bootstrap CI")
+    for c in cols:
+        t.add_column(c, justify="left" if c != "seeds" else "right")
+    for h in heads:
+        t.add_column(h, justify="right")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def to_markdown(summary: pd.DataFrame) -> str:
+    """The summary as a markdown table (one line per point)."""
+    cols, heads, rows = _wide(summary)
+    header = [*cols, *heads]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if h in cols[:-1] else "---:" for h in header) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- figure
+
+def _x_axis(summary: pd.DataFrame, params: list[str]) -> str | None:
+    """The parameter on the x axis: the one with most distinct values, numeric first."""
+    best, key = None, None
+    for p in params:
+        vals = summary[p].dropna().unique()
+        numeric = pd.api.types.is_numeric_dtype(summary[p]) and not pd.api.types.is_bool_dtype(summary[p])
+        k = (len(vals) > 1, numeric, len(vals))
+        if key is None or k > key:
+            best, key = p, k
+    return best
+
+
+def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
+    """Metric-vs-parameter lines of a sweep summary (:func:`summarize_sweep`).
+
+    One panel per metric; ``x`` (default: the parameter with most values, numeric first) on
+    the horizontal axis (log scale when positive and spanning more than two decades); one
+    line per combination of the other parameters, with its confidence band; percentile
+    panels say "pooled over seeds".
+
+    Returns:
+        A matplotlib Figure.
+
+    Raises:
+        ValueError: an empty summary or an unknown ``x``.
+    """
+    from specsched.analysis.plots import _colors, metric_label, plt
+
+    if summary.empty:
+        raise ValueError("the sweep has no finished run to plot")
+    params = [c for c in summary.columns if c not in ("point", *SUMMARY_COLUMNS)]
+    x = x or _x_axis(summary, params)
+    if x not in params:
+        raise ValueError(f"x must be one of {params}, got {x!r}")
+    others = [p for p in params if p != x and summary[p].nunique(dropna=False) > 1]
+    metrics = list(dict.fromkeys(summary["metric"]))
+    numeric = pd.api.types.is_numeric_dtype(summary[x]) and not pd.api.types.is_bool_dtype(summary[x])
+    cats = list(dict.fromkeys(summary[x].astype(str))) if not numeric else []
+    ncols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.9 * nrows), layout="constrained", squeeze=False)
+    groups = list(summary.groupby(others, sort=False, dropna=False)) if others else [((), summary)]
+    colors = _colors(len(groups))
+    for ax, m in zip(axes.flat, metrics, strict=False):
+        for color, (key, g) in zip(colors, groups, strict=True):
+            d = g[g["metric"] == m]
+            xs = d[x].to_numpy(float) if numeric else np.array([cats.index(str(v)) for v in d[x]], float)
+            order = np.argsort(xs, kind="stable")
+            xs, ys = xs[order], d["value"].to_numpy(float)[order]
+            lo, hi = d["ci_low"].to_numpy(float)[order], d["ci_high"].to_numpy(float)[order]
+            key = key if isinstance(key, tuple) else (key,)
+            label = ", ".join(f"{p}={v}" for p, v in zip(others, key, strict=True)) or "all points"
+            ax.plot(xs, ys, "o-", color=color, ms=4, lw=1.5, label=label)
+            band = np.isfinite(lo) & np.isfinite(hi)
+            if band.any():
+                ax.fill_between(xs[band], lo[band], hi[band], color=color, alpha=0.2, lw=0)
+        pooled = set(summary.loc[summary["metric"] == m, "across_seeds"]) == {"pooled"}
+        ax.set_title(metric_label(m) + ("\npooled over seeds" if pooled else ""), fontsize=10)
+        ax.set_xlabel(x)
+        if numeric:
+            xv = summary[x].to_numpy(float)
+            xv = xv[np.isfinite(xv)]
+            if xv.size and xv.min() > 0 and xv.max() / xv.min() > 100:
+                ax.set_xscale("log")
+        else:
+            ax.set_xticks(range(len(cats)), cats, rotation=20 if len(cats) > 4 else 0)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    if len(groups) > 1:
+        axes.flat[0].legend(fontsize=8)
+    seeds = int(summary["seeds"].max()) if len(summary) else 0
+    fig.suptitle(f"Sweep: metrics vs {x} (up to {seeds} seeds per point; band = 95% CI: of the mean, or "
+                 "seed bootstrap of the pooled percentile)")
+    return fig
+
