@@ -22,7 +22,7 @@ INV-1 running <= max_running_requests (admission caps the running slots); INV-2 
 capacity (a decode pass retracts until its reservation fits; the ledger refuses more);
 INV-3 each request finishes once, with exactly its output length, and INV-4 tokens
 conserved (process_result clips commits to max_new_tokens and skips finished and
-retracted requests); INV-10 a forward holds <= max_running_requests + 1 requests;
+retracted requests); INV-10 a forward holds <= max_running_requests requests;
 INV-7 the collapsed stretch equals the passes it replaces.
 """
 
@@ -216,7 +216,7 @@ class Scheduler:
         prev_chunked = self.chunked_req
         still_chunked = adder.add_chunked_req(prev_chunked) if prev_chunked is not None else False
         for req in self.policy.order(list(self.waiting)):
-            if len(adder.can_run) >= allocatable:
+            if len(adder.can_run) >= allocatable:  # INV-1, INV-10 (can_run counts the chunked request)
                 break
             if adder.add_one_req(req) is not AddResult.CONTINUE:
                 break
