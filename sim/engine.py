@@ -408,17 +408,19 @@ class SimEngine:
         ctx = run.ctx_sum[:k]
         key = np.rint(ctx / bs / 10.0)
         code = bs * (1 << 40) + key.astype(np.int64)
-        starts = np.flatnonzero(code[1:] != code[:-1]) + 1
+        # one cost per segment of equal shape, spread with np.repeat (no per-segment
+        # numpy scalar indexing or slice assignment: a stretch has ~k/10 segments)
+        seg = np.flatnonzero(code[1:] != code[:-1]) + 1
+        seg = np.concatenate(([0], seg))
         memo = self._gpu_memo
-        c = np.empty(k)
-        lo = 0
-        for hi in [*starts.tolist(), k]:
-            cj = int(code[lo])
+        vals = []
+        for i, cj in enumerate(code[seg].tolist()):
             v = memo.get(cj)
             if v is None:
+                lo = int(seg[i])
                 v = self._shape_cost(cj, int(bs[lo]), int(ctx[lo]), float(key[lo]) * 10.0)
-            c[lo:hi] = v
-            lo = hi
+            vals.append(v)
+        c = np.repeat(np.array(vals, dtype=np.float64), np.diff(seg, append=k))
         pbs = run.process_batch_size[:k]
         tab = self._host_table(max(int(bs[0]), int(pbs[0])))   # batch sizes only shrink in a run
         hs, hl, hp = tab[0][bs], tab[1][bs], tab[2][pbs]
