@@ -51,7 +51,7 @@ def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: t
     """Rows ``metric, predicted, measured, error_pct`` for every bench_serving metric the
     measured summary has (error = (predicted - measured) / measured x 100; NaN when either is
     missing or measured is 0)."""
-    from specsched.analysis.bench_serving import METRIC_KEYS
+    from specsched.sim.bench_serving import METRIC_KEYS
 
     rows = []
     for k in keys or METRIC_KEYS:
@@ -86,9 +86,9 @@ def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
 
 def load_run_or_bench(item: str) -> Any:
     """A results directory (``analysis.io.read_results``) or a bench_serving ``FILE[:LINE]``
-    (as a measured run, :func:`analysis.bench_serving.to_run_data`)."""
-    from specsched.analysis.bench_serving import read_bench_one, to_run_data
+    (as a measured run, :func:`sim.bench_serving.to_run_data`)."""
     from specsched.analysis.io import read_results
+    from specsched.sim.bench_serving import read_bench_one, to_run_data
 
     if Path(item).is_dir():
         return read_results(item)
@@ -99,8 +99,8 @@ def load_run_or_bench(item: str) -> Any:
 
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
-    from specsched.analysis.bench_serving import read_bench_one
     from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.sim.bench_serving import read_bench_one
     from specsched.sim.profile import load_profile
 
     run = read_bench_one(args.file)
@@ -136,8 +136,8 @@ def _scenario_for(args: argparse.Namespace, run: Any) -> Any:
 
 def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
-    from specsched.analysis.bench_serving import read_bench_one, to_run_data
     from specsched.analysis.io import atomic_write_text
+    from specsched.sim.bench_serving import read_bench_one, to_run_data
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
@@ -147,7 +147,7 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile) for i in range(args.seeds)]
-    from specsched.analysis.bench_serving import bench_record
+    from specsched.sim.bench_serving import bench_record
 
     pred = mean_summary([bench_record(r, details=False) | {"profile": r.summary.get("profile")} for r in runs])
     rows = comparison_rows(pred, measured.summary)

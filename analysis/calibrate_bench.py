@@ -130,7 +130,7 @@ def scale_profile(profile: Any, factors: dict[str, float]) -> Any:
 class FitCase:
     """One measured run and the scenario that reproduces it."""
 
-    run: Any          # analysis.bench_serving.BenchRun
+    run: Any          # sim.bench_serving.BenchRun
     scenario: Any     # sim.config.Scenario
 
     @property
@@ -154,7 +154,7 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
 def predict(case: FitCase, profile: Any, seeds: int) -> dict[str, Any]:
     """Seed-mean bench_serving metrics of ``case``'s scenario under ``profile``."""
     from specsched.analysis.bench_cli import mean_summary
-    from specsched.analysis.bench_serving import bench_record
+    from specsched.sim.bench_serving import bench_record
     from specsched.sim.engine import run_scenario
 
     recs = [bench_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile), details=False)
@@ -328,8 +328,8 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
 
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
-    from specsched.analysis.bench_serving import read_bench_specs
     from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
+    from specsched.sim.bench_serving import read_bench_specs
     from specsched.sim.profile import load_profile
 
     if not args.profile:

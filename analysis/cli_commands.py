@@ -49,6 +49,17 @@ def show_progress(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty()
 
 
+def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_requests: int | None) -> None:
+    """Refuse, before any run starts, a workload too large to allocate or a request that can
+    never fit the KV pool (sim/limits.py), for the scenario with its overrides."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.limits import check_fits, check_size
+
+    sc = load_scenario_with_overrides(scenario, arm, overrides)
+    check_size(sc, max_requests)
+    check_fits(sc)
+
+
 def ignore_sigint() -> None:
     """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each."""
     import signal
@@ -86,10 +97,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from specsched.analysis import plots
     from specsched.analysis.bench_cli import load_run_or_bench  # a bench_serving FILE[:LINE] too
     from specsched.analysis.io import run_label
+    from tqdm import tqdm
 
     if len(args.results_dirs) == 1 and args.results_dirs[0].endswith(".parquet") and Path(args.results_dirs[0]).is_file():
         return _plot_sweep(args)
-    runs = [load_run_or_bench(d) for d in args.results_dirs]
+    bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
+               disable=not show_progress(args))
+    runs = []
+    for d in args.results_dirs:
+        runs.append(load_run_or_bench(d))
+        bar.update(1)
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
     console = Console(stderr=True, soft_wrap=True)
     written: list[Path] = []
@@ -97,6 +114,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     def save(fig: Any, name: str) -> None:
         written.extend(plots.save_figure(fig, out / name))
         plots.plt.close(fig)
+        bar.update(1)
 
     save(plots.plot_ttft(runs, log_x=args.log_x), "ttft")
     save(plots.plot_tpot_itl(runs, log_x=args.log_x), "tpot_itl")
@@ -113,6 +131,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         if seen[name] > 1:
             name += f"_{seen[name]}"
         save(plots.plot_timeline(r), name)
+    bar.close()
     for p in written:
         print(p)
     return 0
@@ -144,13 +163,15 @@ def _plot_sweep(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
     from rich.console import Console
-    from specsched.analysis import compare, plots
+    from specsched.analysis import compare
     from specsched.analysis.overrides import parse_overrides
 
     arms = _list_arg(args.arms, "--arms")
     if len(dict.fromkeys(arms)) < 2:
         raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
+    for arm in arms:
+        check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
     executor = None
     if args.workers > 1:
         import multiprocessing
@@ -183,6 +204,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.markdown, compare.to_markdown(table))
     if args.plot:
+        from specsched.analysis import plots  # matplotlib only when a figure is asked for
+
         fig = plots.plot_arm_bars(samples, list(dict.fromkeys(table["metric"])) or metrics, latency=latency)
         for p in plots.save_figure(fig, args.plot):
             print(p, file=sys.stderr)
@@ -206,9 +229,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
+    from specsched.sim.bundled import resolve_scenario_path
+
+    base = parse_overrides(args.set)
+    arms = grid.get("arm", [args.arm])
+    sizes = grid.get("workload.num_requests", [None])
+    for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
+        point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}))
+        check_workload(args.scenario, str(arm), point, args.max_requests)
     console = Console(stderr=True, soft_wrap=True)
     try:
-        report = run_sweep(args.scenario, grid, args.seeds, out, executor=args.scheduler,
+        report = run_sweep(str(resolve_scenario_path(args.scenario)), grid, args.seeds, out, executor=args.scheduler,
                            resume=not args.no_resume, arm=args.arm, overrides=parse_overrides(args.set),
                            progress=show_progress(args),
                            max_workers=args.workers)
@@ -274,6 +305,8 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
     c.add_argument("--workers", type=_positive, default=1, metavar="N", help="parallel processes (default 1)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c.add_argument("--max-requests", type=int, default=None, metavar="N",
+                   help="refuse workloads above N requests before running (default 2000000)")
     c.set_defaults(func=cmd_compare)
 
     s = subparsers.add_parser("sweep", help="run a parameter grid x seeds into one tidy parquet file",
@@ -291,4 +324,6 @@ def add_parsers(subparsers: Any) -> None:
     s.add_argument("--workers", type=_positive, default=None, metavar="N", help="local processes (default: CPU count)")
     s.add_argument("--no-resume", action="store_true", help="ignore and overwrite runs already in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--max-requests", type=int, default=None, metavar="N",
+                   help="refuse workloads above N requests before running (default 2000000)")
     s.set_defaults(func=cmd_sweep)

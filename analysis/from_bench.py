@@ -41,7 +41,7 @@ from typing import Any
 import pandas as pd
 import yaml
 from pydantic import ValidationError
-from specsched.analysis.bench_serving import BenchRun
+from specsched.sim.bench_serving import BenchRun
 from specsched.sim.config import (
     Scenario,
     ServerArgs,

@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from specsched.analysis.bench_serving import read_bench
 from specsched.analysis.calibrate_bench import (
     FIT_METRICS,
     cases_from_runs,
@@ -35,6 +34,7 @@ from specsched.analysis.calibrate_bench import (
     scale_profile,
 )
 from specsched.analysis.io import atomic_write_text
+from specsched.sim.bench_serving import read_bench
 from specsched.sim.profile import load_profile
 
 TARGET_PCT = 10.0

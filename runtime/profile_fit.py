@@ -71,6 +71,7 @@ class Fits:
             "verify_window": self.W,
             "verify_includes_draft": True,
             "eager_overhead_s": self.eager_overhead,
+            "eager_host_issue_s": self.eager_host_issue,
             "eager_draft_overhead_s": 0.0,
             "eager_factor": self.eager_factor,
         }
@@ -78,7 +79,8 @@ class Fits:
             "ingest_per_request_s": 0.0,
             "schedule_s": self.sched_fit[0], "schedule_per_req_s": self.sched_fit[1],
             "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
-            "launch_per_extend_token_s": self.extend_host_per_token(),
+            "launch_per_extend_s": self.extend_host_fit()[0],
+            "launch_per_extend_token_s": self.extend_host_fit()[1],
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
             "cross_queue_penalty_s": self.cq_penalty,
@@ -90,15 +92,62 @@ class Fits:
 
     @property
     def eager_overhead(self) -> float:
-        """``gpu.eager_overhead_s``: median over the eager points of eager minus graph-replayed
-        spec cycle at the same batch and context (the per-forward eager launch cost)."""
-        return max(0.0, float(statistics.median(te - te / r for _, _, te, r in self.eager_ratios)))
+        """``gpu.eager_overhead_s``: what an eager step adds to the graph time when the GPU,
+        not the host's kernel issue, bounds it: the smallest eager-minus-graph difference
+        over the eager points (large batch and context), clamped >= 0."""
+        return eager_fit(self.eager_ratios)[0]
 
-    def extend_host_per_token(self) -> float:
-        """``host.launch_per_extend_token_s``: least-squares slope through the origin of the
-        host time to issue an extend plus its draft injection (GPU kept busy) against the
-        extend tokens, at the prefix-0 column (0 on CPU, where the forward runs inline and
-        its time is all in gpu.extend)."""
-        x = np.asarray(self.ext_x, dtype=float)
-        y = np.asarray([self.ext_host[i][0] + self.inj_host[i][0] for i in range(len(self.ext_x))], dtype=float)
-        return max(0.0, float((x @ y) / (x @ x))) if x.size else 0.0
+    @property
+    def eager_host_issue(self) -> float | None:
+        """``gpu.eager_host_issue_s``: the host time to issue one eager cycle's kernels,
+        the median eager time of the host-bound points (eager minus graph more than twice
+        the GPU-bound floor); None when no point is host-bound."""
+        return eager_fit(self.eager_ratios)[1]
+
+    def extend_host_fit(self) -> tuple[float, float]:
+        """``host.launch_per_extend_s`` and ``launch_per_extend_token_s``: intercept and
+        slope of the host time to issue an extend plus its draft injection (GPU kept busy)
+        against the extend tokens, at the prefix-0 column (0, 0 on CPU, where the forward
+        runs inline and its time is all in gpu.extend). See :func:`extend_issue_fit`."""
+        y = [self.ext_host[i][0] + self.inj_host[i][0] for i in range(len(self.ext_x))]
+        return extend_issue_fit(self.ext_x, y)
+
+
+def eager_fit(points: list[tuple[int, int, float, float]]) -> tuple[float, float | None]:
+    """(floor, host issue) from eager points (batch, context, eager seconds, eager / graph).
+
+    Eager kernels run as the host issues them, so an eager step lasts
+    max(graph + floor, host issue): where the GPU bounds it, eager - graph is a small
+    floor (the smallest difference seen); where the host bounds it, the eager time itself
+    is the issue time (the median over points whose difference exceeds twice the floor).
+    """
+    if not points:
+        return 0.0, None
+    diffs = [te - te / r for _, _, te, r in points]
+    floor = max(0.0, min(diffs))
+    host_bound = [te for (_, _, te, _), d in zip(points, diffs, strict=True) if d > 2 * floor]
+    return floor, (float(statistics.median(host_bound)) if host_bound else None)
+
+
+def extend_issue_fit(tokens: list[int] | list[float], seconds: list[float]) -> tuple[float, float]:
+    """Intercept (s per launch) and slope (s per token) of an eager extend's host issue time.
+
+    Theil-Sen (median of pairwise slopes; scipy.stats.theilslopes), robust to a first
+    point inflated by warm-up; both clamped >= 0 (the slope first, the intercept refit as
+    the median residual when the slope is clamped). The issue time is mostly kernel
+    launches, nearly flat in tokens, so the intercept carries it."""
+    x = np.asarray(tokens, dtype=float)
+    y = np.asarray(seconds, dtype=float)
+    if x.size == 0:
+        return 0.0, 0.0
+    if x.size == 1:
+        return max(0.0, float(y[0])), 0.0
+    from scipy.stats import theilslopes
+
+    slope, intercept, _, _ = theilslopes(y, x)
+    slope = max(0.0, float(slope))
+    if slope == 0.0:
+        intercept = float(np.median(y))
+    else:
+        intercept = float(np.median(y - slope * x))
+    return max(0.0, intercept), slope

@@ -96,20 +96,29 @@ class Provenance:
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (
-                "median over the gpu.eager_factor points of spec_cycle(graph=False) - spec_cycle(graph=True) at the "
-                "same batch and context (the eager launch cost of one cycle): "
+                "smallest spec_cycle(graph=False) - spec_cycle(graph=True) at the same batch and context over the "
+                "gpu.eager_factor points (what an eager cycle adds where the GPU bounds it; runtime.profile_fit.eager_fit): "
                 + ", ".join(f"bs {b} ctx {c}: +{_ms(te - te / r)}" for b, c, te, r in self.eager_ratios)
                 + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
+            "gpu.eager_host_issue_s": (
+                "median eager cycle time of the host-bound gpu.eager_factor points (eager - graph above twice "
+                "gpu.eager_overhead_s): the host issues an eager cycle's kernels one by one and they run as they "
+                "arrive, so an eager cycle lasts max(graph + eager_overhead_s, this) "
+                f"(runtime.profile_fit.eager_fit); null when no point is host-bound. [{env}]"),
+            "host.launch_per_extend_s": (
+                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time to issue an extend and "
+                "its draft injection, GPU kept busy, against extend tokens (medians under "
+                f"host.launch_per_extend_token_s): the per-launch kernel issue, nearly flat in tokens. [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
             "host.launch_per_extend_token_s": (
-                f"least-squares slope through the origin of the host time (perf_counter around the call, GPU kept "
+                f"Theil-Sen slope (runtime.profile_fit.extend_issue_fit, clamped >= 0) of the host time (perf_counter around the call, GPU kept "
                 f"busy so the call never waits on it) of ModelRunner.extend + prepare_inject(sync=False) + inject "
                 f"against extend tokens {self.ext_x} at prefix 0: medians "
                 + ", ".join(f"{t}: {_ms(self.ext_host[i][0] + self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
                 + (" (CPU: the forward runs inline, its time is all in gpu.extend, so 0)" if not dev.is_gpu else "")
-                + f". The eager prefill's host time is mostly its kernel launches, nearly flat in tokens, so the "
-                f"slope through the origin is exact only near the middle of this range. [{env}]"),
+                + f". The eager prefill's host time is mostly its kernel launches, nearly flat in tokens: "
+                f"host.launch_per_extend_s carries it. [{env}]"),
             "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
                                           "hands each request to the scheduler directly at Recv"),
         }

@@ -147,6 +147,9 @@ class CostModel:
             g = self.profile.gpu
             if g.eager_overhead_s is not None:
                 t += g.eager_overhead_s + self.extra_draft_steps * g.eager_draft_overhead_s
+                if g.eager_host_issue_s is not None:
+                    # kernels issued one by one run as they arrive: host-bound below this
+                    t = max(t, g.eager_host_issue_s)
             else:
                 t *= g.eager_factor
         return t
@@ -185,8 +188,19 @@ class CostModel:
         if kind == "schedule":
             return h.schedule_s + h.schedule_per_req_s * bs
         if kind == "launch":
-            return h.launch_s + h.launch_per_req_s * bs + h.launch_per_extend_token_s * plan.num_extend_tokens
+            return h.launch_s + h.launch_per_req_s * bs
         return h.process_s + h.process_per_req_s * bs
+
+    def issue(self, plan: BatchPlan, part: str = "main") -> float:
+        """Host seconds to issue an eager extend's kernels (0 for a graph-replayed step and
+        for the inject launch, whose issue the measurement includes): the host is busy this
+        long after the launch, and the forward cannot end before the issue does, since its
+        kernels run as they are issued (profile host.launch_per_extend_s and
+        launch_per_extend_token_s; measured with the GPU kept busy, runtime/profile_fit.py)."""
+        if part != "main" or not plan.num_extend:
+            return 0.0
+        h = self.h
+        return h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
 
     def range_warnings(self, out: TextIO | None = None) -> list[str]:
         """One line per (grid, axis) whose measured range a query left (upwards) since the

@@ -248,7 +248,9 @@ class SimEngine:
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
-        end = start + cost.total_s
+        # an eager extend's kernels run as the host issues them: it ends no earlier than
+        # the issue does (CostModel.issue); the host's issue time is charged by the caller
+        end = max(start + cost.total_s, now + self.cost.issue(op.plan, op.part))
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
         output = self.device.step(op.plan) if op.part == "main" else self._last_output
@@ -318,6 +320,9 @@ class SimEngine:
                     yield from self._advance(dt)
             elif tp is Launch:
                 result = self._launch(op)
+                issue = cost.issue(op.plan, op.part)
+                if issue > 0:
+                    yield from self._advance(issue)
             elif tp is Results:
                 yield from self._block_until(op.handle.end, wake)
                 if op.handle is self._in_flight:
@@ -408,17 +413,19 @@ class SimEngine:
         ctx = run.ctx_sum[:k]
         key = np.rint(ctx / bs / 10.0)
         code = bs * (1 << 40) + key.astype(np.int64)
-        starts = np.flatnonzero(code[1:] != code[:-1]) + 1
+        # one cost per segment of equal shape, spread with np.repeat (no per-segment
+        # numpy scalar indexing or slice assignment: a stretch has ~k/10 segments)
+        seg = np.flatnonzero(code[1:] != code[:-1]) + 1
+        seg = np.concatenate(([0], seg))
         memo = self._gpu_memo
-        c = np.empty(k)
-        lo = 0
-        for hi in [*starts.tolist(), k]:
-            cj = int(code[lo])
+        vals = []
+        for i, cj in enumerate(code[seg].tolist()):
             v = memo.get(cj)
             if v is None:
+                lo = int(seg[i])
                 v = self._shape_cost(cj, int(bs[lo]), int(ctx[lo]), float(key[lo]) * 10.0)
-            c[lo:hi] = v
-            lo = hi
+            vals.append(v)
+        c = np.repeat(np.array(vals, dtype=np.float64), np.diff(seg, append=k))
         pbs = run.process_batch_size[:k]
         tab = self._host_table(max(int(bs[0]), int(pbs[0])))   # batch sizes only shrink in a run
         hs, hl, hp = tab[0][bs], tab[1][bs], tab[2][pbs]

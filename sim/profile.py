@@ -159,6 +159,11 @@ class GpuProfile(BaseModel):
         Used instead of ``eager_factor`` when given.
     eager_draft_overhead_s: the same for each further serial draft forward of a chain
         drafter (its steps beyond the one inside ``verify``).
+    eager_host_issue_s: host seconds to issue one eager decode step's or spec cycle's
+        kernels one by one (no graph). The kernels run as they are issued, so an eager step
+        lasts max(graph time + eager_overhead_s, eager_host_issue_s): host-bound at small
+        batch or context, GPU-bound at large (measured: eager minus graph falls from ~12 ms
+        at bs 32 / 512 context to ~0.8 ms at 8K context on an H200 proxy). None: not measured.
     eager_factor: old profiles: multiplier for decode/verify batches above
         cuda_graph_max_bs (used only when ``eager_overhead_s`` is not given).
 
@@ -178,6 +183,7 @@ class GpuProfile(BaseModel):
     decode: Grid | None = None
     eager_overhead_s: Seconds | None = None
     eager_draft_overhead_s: Seconds = 0.0
+    eager_host_issue_s: Seconds | None = None
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
 
 
@@ -185,11 +191,14 @@ class HostProfile(BaseModel):
     """Host seconds.
 
     ingest_per_request_s: tokenizer + IPC per request before the scheduler sees it (a FIFO).
-    schedule_*: building a batch. launch_*: preparing inputs and launching/replaying
-    (the part that runs after the publish wait): per step, per request, and per extend
-    token (an extend's host-side launch: input ids, positions and the eager prefill's
-    kernel launches; the GPU time of the forward is gpu.extend). process_*: processing a
-    step's results.
+    schedule_*: building a batch. launch_s / launch_per_req_s: preparing inputs and
+    launching/replaying (the part that runs after the publish wait), per step and per
+    request. launch_per_extend_s + launch_per_extend_token_s x tokens: issuing an eager
+    extend's kernels (prefill runs without a graph); the kernels run as they are issued,
+    so this host time overlaps the forward it issues (the extend ends no earlier than the
+    issue does; sim.engine applies it at the launch), and the GPU time of the forward is
+    gpu.extend. Measured host issue time is nearly flat in tokens (kernel count, not
+    size), hence the per-launch term. process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
@@ -202,6 +211,7 @@ class HostProfile(BaseModel):
     schedule_per_req_s: Seconds = 0.0
     launch_s: Seconds = 0.0
     launch_per_req_s: Seconds = 0.0
+    launch_per_extend_s: Seconds = 0.0
     launch_per_extend_token_s: Seconds = 0.0
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0

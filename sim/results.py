@@ -90,7 +90,7 @@ class Output:
 
 
 def _write_bench_serving(result: RunResult, d: Path) -> None:
-    from specsched.analysis.bench_serving import bench_line  # the run as a bench_serving line
+    from specsched.sim.bench_serving import bench_line  # the run as a bench_serving line
 
     (d / "bench_serving.jsonl").write_text(bench_line(result) + "\n")
 

@@ -239,9 +239,9 @@ Speculative algorithms (SGLang's `--speculative-algorithm` names, any case): `ds
 it: the profile's `gpu.verify`). `eagle`, `eagle3` (EAGLE heads on the target's hidden states),
 `nextn`/`mtp` (the model's multi-token-prediction layer; SGLang's NEXTN) and `standalone` (a
 separate small draft model) are chain drafters: `speculative_num_steps` serial draft forwards
-(the first inside `gpu.verify`, the others priced by `gpu.draft_step`) then one verify; only the
-chain (`speculative_eagle_topk` 1) is modelled. `NGRAM` is refused: its draft is a host-side
-n-gram lookup that no profile prices.
+(the first inside `gpu.verify`, the others priced by `gpu.draft_step`) then one verify; a draft
+tree (`speculative_eagle_topk` > 1) is priced by its width. `NGRAM` is refused: its draft is a
+host-side n-gram lookup that no profile prices.
 
 Workloads use bench_serving's semantics: `burst` sends every request at t=0, `closed_loop` keeps
 `concurrency` in flight, `poisson` draws exponential gaps at `request_rate` (`.inf`: all at t=0,

@@ -25,6 +25,7 @@ from specsched.sim.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+PROGRESS_DELAY_S = 1.0  # a progress bar appears only for work that lasts longer
 
 DESCRIPTION = ("Predict, then measure, what an SGLang-style scheduler with speculative decoding "
                "does to TTFT, TPOT and throughput.")
@@ -124,12 +125,14 @@ def simulate(scenario: Any, seed: int, progress: bool) -> Any:
 
     t = threading.Thread(target=work, name="simulate", daemon=True)
     t.start()
-    total = len(engine.specs)
-    with tqdm(total=total, desc="simulate", unit="req", file=sys.stderr, delay=1.0, leave=False) as bar:
-        while t.is_alive():
-            t.join(0.25)
-            bar.n = total - engine.requests_left
-            bar.refresh()
+    total = len(engine.specs)  # a trace's length, not only num_requests
+    t.join(PROGRESS_DELAY_S)  # no bar for a run that ends within a second
+    if t.is_alive():
+        with tqdm(total=total, desc="simulate", unit="req", file=sys.stderr, leave=False) as bar:
+            while t.is_alive():
+                bar.n = total - engine.requests_left
+                bar.refresh()
+                t.join(0.25)
     if "error" in box:
         raise box["error"]
     return box["result"]

@@ -206,3 +206,19 @@ def test_bad_runtime_device_or_preset(tmp_path, capsys, flag, value):
     argv = ["measure", "h200/batch8", "--device", "cpu", flag, value]
     err = _assert_refused(capsys, argv, tmp_path / "res", flag)
     assert repr(value) in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "batch8-ll", "--arms", "base,stream_wait", "--set", "workload.num_requests=100000000"],
+    ["sweep", "batch8-ll", "--grid", "workload.num_requests=10,30000000"],
+    ["sweep", "batch8-ll", "--grid", "server.chunked_prefil_size=8192,4096"],
+])
+def test_compare_and_sweep_refuse_before_running(tmp_path, capsys, argv):
+    out = tmp_path / "s.parquet"
+    if argv[0] == "compare":
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "workload.num_requests" in err
+    else:
+        err = _assert_refused(capsys, argv, out)
+        assert "num_requests" in err or "did you mean 'server.chunked_prefill_size'" in err

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specsched.analysis.bench_serving import (
+from specsched.sim.bench_serving import (
     METRIC_KEYS,
     bench_record,
     parse_run,

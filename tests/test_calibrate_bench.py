@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 import yaml
-from specsched.analysis.bench_serving import bench_record, parse_run
 from specsched.analysis.calibrate_bench import FitCase, decode_step_seconds, fit, scale_profile
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
+from specsched.sim.bench_serving import bench_record, parse_run
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError

@@ -92,3 +92,35 @@ def test_results_follow_the_users_umask(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert stat.S_IMODE((out / "summary.json").stat().st_mode) == 0o644
+
+
+def test_progress_on_a_terminal_and_quiet_with_q(tmp_path, monkeypatch):
+    """A bar on stderr when it is a terminal; none with -q (the one-second delay set to 0)."""
+    import io
+
+    import specsched.cli as cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    path = small_scenario(tmp_path, **{"num_requests: 10": "num_requests: 300", "concurrency: 8": "concurrency: 64"})
+    seen = []
+    for extra in ([], ["-q"]):
+        err = Terminal()
+        monkeypatch.setattr(sys, "stderr", err)
+        assert main(["run", str(path), "--out", str(tmp_path / "o"), *extra]) == 0
+        seen.append(err.getvalue())
+    assert "simulate" in seen[0] and "req" in seen[0], seen[0]
+    assert seen[1] == ""
+
+
+def test_compare_and_a_local_sweep_import_no_matplotlib_dask_or_torch(tmp_path):
+    code = ("import sys\nfrom specsched.cli import main\n"
+            "a = main(['compare', 'batch8-ll', '--arms', 'base,stream_wait', '--seeds', '1', '--set', 'workload.num_requests=4', '-q'])\n"
+            f"b = main(['sweep', 'batch8-ll', '--grid', 'server.chunked_prefill_size=8192,4096', '--set', 'workload.num_requests=4', "
+            f"'--workers', '1', '-q', '--out', {str(tmp_path / 's.parquet')!r}])\n"
+            "print(a, b, sorted(m for m in ('torch', 'matplotlib', 'dask', 'distributed') if m in sys.modules))\n")
+    r = _run("-c", code, cwd=tmp_path)
+    assert r.stdout.strip().splitlines()[-1] == "0 0 []", r.stdout + r.stderr

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specsched.analysis.bench_serving import parse_run, read_bench
 from specsched.analysis.from_bench import scenario_from_bench
+from specsched.sim.bench_serving import parse_run, read_bench
 from specsched.sim.config import Scenario, load_scenario
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError

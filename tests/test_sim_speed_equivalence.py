@@ -81,10 +81,16 @@ def assert_same_summary(a: dict, b: dict, rel: float = 0.0) -> None:
             assert u == v, (k, u, v)
 
 
-def assert_same_run(a, b) -> None:
+def assert_same_run(a, b, rel: float = 0.0) -> None:
+    """Same tables and summary; ``rel`` > 0 allows float times to differ by that relative
+    amount (the collapsed timelines add the same durations in another order)."""
     for name in ("requests", "chunks", "steps", "timeseries"):
-        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True, obj=name)
-    assert_same_summary(a.summary, b.summary)
+        if rel:
+            pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=False, rtol=rel,
+                                          atol=1e-15, obj=name)
+        else:
+            pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True, obj=name)
+    assert_same_summary(a.summary, b.summary, rel)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,7 +104,9 @@ def test_inv7_fast_forward_gives_the_step_by_step_run(server, workload, host, in
     prof = tiny_profile(**host)
     _, step = _run(sc, prof, seed, fast_forward=False)
     eng, fast = _run(sc, prof, seed, fast_forward=True)
-    assert_same_run(step, fast)
+    # same decisions exactly; times to 1e-12 (a Poisson run with max_concurrency 1 showed
+    # a one-ulp difference in a client's start time: sums taken in another order)
+    assert_same_run(step, fast, rel=1e-12)
     assert eng.sched.kv.used == 0 or eng.sched.has_work
 
 

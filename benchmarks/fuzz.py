@@ -1,0 +1,291 @@
+"""Fuzz the simulator: random scenarios and profiles, every run checked against the named
+invariants and for non-finite figures.
+
+    python benchmarks/fuzz.py --minutes 30            # nice it on a shared machine
+    python benchmarks/fuzz.py --minutes 1 --seed 7 --out fuzz-report.json
+
+The scenarios come from hypothesis strategies (:func:`cases`) built to reach the corners a
+uniform draw misses: chunks as small as a page, pages of 1-64 tokens, mixed chunk with a
+small chunk, a KV pool just larger than one request (so requests are retracted), every
+admission-delay policy, waiting-queue order, speculative algorithm and sync mode, eager
+batches above ``cuda_graph_max_bs``, ``request_rate: .inf``, and random profiles (random
+positive grids, zero host costs, a draft-step grid for chain drafters). The same
+strategies drive tests/test_fuzz.py. A scenario the models refuse (ConfigError) is counted,
+not failed; any other exception, an invariant violation or a non-finite summary figure is a
+failure: hypothesis shrinks it and the report keeps the smallest example.
+
+Invariants (names as in docs/architecture.md; docs/reliability.md lists them with their tests):
+INV-1 running <= max_running_requests; INV-2 KV within capacity; INV-3 KV balance (nothing
+held at the end); INV-4 each request finishes once with exactly its output length; INV-5
+tokens conserved (device commits == client deliveries); INV-7 fast path == step by step;
+and here also TIMES (0 < TTFT <= E2E), GPU-SERIAL (launches never overlap on the stream),
+ACCEPT-RANGE (accept length within 1..window) and FINITE (every numeric summary figure is
+finite, or null where it is undefined, e.g. TPOT of one-token outputs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import typing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgorithm, SyncMode
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
+from specsched.sim.profile import Profile
+
+SCHEDULE_POLICIES = list(typing.get_args(ServerArgs.model_fields["schedule_policy"].annotation))
+# summary keys that are undefined (null/NaN) for some legitimate runs, e.g. no decode step
+MAY_BE_UNDEFINED = ("tpot", "itl", "verify", "decode", "accept", "steady", "busy", "host_blocked", "cycles")
+
+
+@st.composite
+def profiles(draw: Any, chain: bool, hostile: bool = False) -> dict[str, Any]:
+    """A random profile: positive GPU grids, host costs that may be zero. ``hostile``: also
+    all-zero GPU grids and profiles missing the grid the scenario needs (which validation
+    must refuse, not crash on)."""
+    zero = hostile and draw(st.integers(0, 9)) == 0
+
+    def grid(lo: float, hi: float, xs: list[float]) -> dict[str, Any]:
+        if zero:
+            return {"x": xs, "seconds": [[0.0] for _ in xs]}
+        base = draw(st.floats(lo, hi))
+        slope = draw(st.floats(0, hi / 10))
+        ctx = draw(st.sampled_from([[0.0], [0.0, 4096.0]]))
+        return {"x": xs, "context_len": ctx,
+                "seconds": [[base + slope * i + 1e-7 * j for j in range(len(ctx))] for i in range(len(xs))]}
+
+    gpu: dict[str, Any] = {
+        "extend": grid(1e-5, 5e-2, [1.0, 16384.0]),
+        "verify": grid(1e-4, 5e-2, [1.0, 64.0]),
+        "decode": grid(1e-4, 5e-2, [1.0, 64.0]),
+        "draft_inject_per_token_s": draw(st.sampled_from([0.0, 1e-7])),
+        "eager_factor": draw(st.floats(1.0, 3.0)),
+    }
+    if chain:
+        gpu["draft_step"] = grid(1e-5, 1e-2, [1.0, 64.0])
+    if hostile and draw(st.integers(0, 9)) == 0:
+        del gpu[draw(st.sampled_from(["verify", "decode", "draft_step"] if chain else ["verify", "decode"]))]
+    host = {k: draw(st.sampled_from([0.0, 1e-5, 1e-4, 1e-3])) for k in (
+        "ingest_per_request_s", "schedule_s", "schedule_per_req_s", "launch_s", "launch_per_req_s",
+        "process_s", "process_per_req_s", "sync_wakeup_s", "cross_queue_penalty_s")}
+    return {"name": "fuzz", "device": "synthetic", "gpu": gpu, "host": host}
+
+
+@st.composite
+def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """(scenario dict, profile dict, also run step by step?) reaching small chunks, pages,
+    mixed chunk, tight KV, retraction and every policy."""
+    algo = draw(st.sampled_from([a.value for a in SpecAlgorithm]))
+    spec = algo != "none"
+    chain = spec and algo not in ("dspark", "dflash")
+    window = draw(st.integers(2, 8)) if spec else 1
+    page = draw(st.sampled_from([1, 1, 4, 16, 64]))
+    chunk = draw(st.one_of(st.just(-1), st.integers(page, 4 * page), st.sampled_from([256, 1024, 8192]).map(lambda c: max(c, page))))
+    n = draw(st.integers(1, 40))
+    i_max = draw(st.integers(1, 1500))
+    o_max = draw(st.integers(1, 150))
+    # the KV pool: tight (one request fits with a little room: retraction) or loose
+    need = ceil_page(i_max, page) + min(o_max, CLIP_MAX_NEW_TOKENS) + page + 2 * window + 1
+    need = max(need, i_max + o_max, page)
+    pool = draw(st.one_of(st.integers(need, need + 4 * page + 64), st.integers(need, 400_000)))
+    server: dict[str, Any] = {
+        "max_running_requests": draw(st.integers(1, 48)),
+        "max_total_num_tokens": pool,
+        "chunked_prefill_size": chunk,
+        "max_prefill_tokens": draw(st.sampled_from([1, 64, 512, 2048, 16384])),
+        "page_size": page,
+        "schedule_policy": draw(st.sampled_from(SCHEDULE_POLICIES)),
+        "schedule_conservativeness": draw(st.sampled_from([0.3, 1.0, 2.0])),
+        "enable_mixed_chunk": draw(st.booleans()),
+        "cuda_graph_max_bs": draw(st.sampled_from([1, 4, 256])),
+        "speculative_algorithm": algo,
+        "speculative_num_draft_tokens": window,
+        "admission_delay": draw(st.sampled_from([a.value for a in AdmissionDelay])),
+        "min_free_slots": draw(st.one_of(st.none(), st.integers(1, 8))),
+        "max_delay_passes": draw(st.one_of(st.none(), st.integers(1, 8))),
+        "sync_mode": draw(st.sampled_from([m.value for m in SyncMode])),
+        "prefill_slot_expansion_sync": draw(st.booleans()),
+        "enable_overlap_schedule": draw(st.booleans()),
+    }
+    if chain and draw(st.booleans()):
+        server["speculative_num_steps"] = draw(st.integers(1, window - 1))
+    if chain and draw(st.integers(0, 3)) == 0:
+        server["speculative_eagle_topk"] = draw(st.integers(1, 8))
+    if draw(st.integers(0, 3)) == 0:
+        server["cuda_graph_bs"] = sorted(set(draw(st.lists(st.integers(1, 64), min_size=1, max_size=6))))
+    kind = draw(st.sampled_from(["burst", "closed_loop", "poisson"]))
+    workload: dict[str, Any] = {"kind": kind, "num_requests": n,
+                                "input_len": {"kind": "uniform", "value": i_max, "range_ratio": draw(st.sampled_from([0.05, 0.5, 1.0]))},
+                                "output_len": {"kind": "uniform", "value": o_max, "range_ratio": draw(st.sampled_from([0.05, 0.5, 1.0]))}}
+    if kind == "closed_loop":
+        workload["concurrency"] = draw(st.integers(1, 16))
+    if kind == "poisson":
+        workload["request_rate"] = draw(st.one_of(st.floats(0.5, 500), st.just(math.inf)))
+        workload["max_concurrency"] = draw(st.one_of(st.none(), st.integers(1, 16)))
+    acceptance: dict[str, Any] = {"request_spread": draw(st.sampled_from([0.0, 0.5, 2.0]))}
+    if spec and draw(st.integers(0, 3)) == 0:  # measured at another window, carried to this one
+        acceptance["window"] = window = draw(st.integers(2, 8))
+        acceptance["rate_decay"] = draw(st.sampled_from([1.0, 0.9, 0.6]))
+    if spec:
+        source = draw(st.sampled_from(["mean", "rates", "histogram"]))
+        if source == "mean":
+            reach = float(window) if acceptance.get("rate_decay", 1.0) == 1.0 else 2.0  # always reachable
+            acceptance["mean_accept_length"] = draw(st.floats(1.0, reach))
+        elif source == "rates":
+            acceptance["per_position_rates"] = draw(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=window - 1))
+        else:
+            h = draw(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=window).filter(lambda v: sum(v) > 0.01))
+            acceptance["histogram"] = [x / sum(h) for x in h]
+    scenario = {"name": "fuzz", "profile": "fuzz", "seed": draw(st.integers(0, 2**31 - 1)),
+                "server": server, "workload": workload, "acceptance": acceptance}
+    return scenario, draw(profiles(chain, hostile_profiles)), draw(st.integers(0, 4)) == 0
+
+
+def _finite_or_undefined(summary: dict[str, Any]) -> list[str]:
+    bad = []
+    for k, v in summary.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+            continue
+        if math.isinf(v) or (math.isnan(v) and not any(s in k for s in MAY_BE_UNDEFINED)):
+            bad.append(f"{k}={v}")
+    return bad
+
+
+def check_run(sc: Scenario, eng: SimEngine, res: Any) -> list[str]:
+    """The invariants one finished run must satisfy; returns the violations (empty: all hold)."""
+    v: list[str] = []
+    req, chunks, steps, ts = res.requests, res.chunks, res.steps, res.timeseries
+    cap, mrr = sc.server.max_total_num_tokens, sc.server.max_running_requests
+
+    def need(ok: Any, name: str) -> None:
+        if not bool(ok):
+            v.append(name)
+
+    need(len(req) == sc.workload.num_requests and req["finish_s"].notna().all(), "INV-4 every request finishes")
+    if len(chunks):
+        per_rid = chunks.groupby("rid")["n_tokens"].sum().reindex(req["rid"]).to_numpy()
+        need((per_rid == req["output_len"].to_numpy()).all(), "INV-4 exactly its output length")
+    need(sum(eng.device.committed.values()) == int(req["output_len"].sum()), "INV-5 tokens conserved")
+    if len(ts):
+        need((ts["running"] <= mrr).all(), "INV-1 running <= max_running_requests")
+        need((ts["kv_used_tokens"] <= cap).all(), "INV-2 KV within capacity")
+    need(eng.sched.kv.peak <= cap, "INV-2 KV peak within capacity")
+    need(eng.sched.kv.used == 0, "INV-3 KV balance: nothing held at the end")
+    need((req["ttft_s"] > 0).all() and (req["ttft_s"] <= req["e2e_s"] + 1e-12).all(), "TIMES 0 < TTFT <= E2E")
+    if len(steps):
+        s = steps.sort_values("gpu_start_s")
+        need((s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all(), "GPU-SERIAL")
+        ver = steps[(steps["mode"] == "verify") & (steps["decoding_reqs"] > 0)]
+        if sc.server.speculative_algorithm.enabled and len(ver):
+            per = ver["accepted_tokens"] / ver["decoding_reqs"]
+            need((per >= 1).all() and (per <= sc.server.spec_window).all(), "ACCEPT-RANGE")
+    bad = _finite_or_undefined(res.summary)
+    if bad:
+        v.append("FINITE " + ", ".join(bad[:5]))
+    return v
+
+
+def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bool,
+             reached: dict[str, int] | None = None) -> str:
+    """Validate and simulate one case; returns "refused" or "ran". ``reached`` counts the
+    corners the run reached (retraction, small chunk, mixed chunk with a small chunk, eager
+    batches, each policy, ...).
+
+    Raises:
+        AssertionError: an invariant broke (the message lists which), or the fast path and
+            the step-by-step path disagree (INV-7).
+        Exception: anything the simulator raised that is not a ConfigError.
+    """
+    try:
+        sc = Scenario.model_validate(scenario)
+        prof = Profile.model_validate(profile)
+    except (ConfigError, ValueError):
+        return "refused"
+    try:
+        eng = SimEngine(sc, prof, sc.seed)
+    except ConfigError:  # the profile lacks what the scenario needs: refused in one line
+        return "refused"
+    res = eng.run()
+    violations = check_run(sc, eng, res)
+    assert not violations, violations
+    if reached is not None:
+        srv = sc.server
+        small = 0 < srv.chunked_prefill_size <= 4 * srv.page_size
+        tags = [f"policy {srv.schedule_policy}", f"delay {srv.admission_delay}", f"spec {srv.speculative_algorithm.value}",
+                f"sync {srv.sync_mode.value}", f"workload {sc.workload.kind}"]
+        tags += [t for t, on in (("retraction", res.summary.get("num_retractions", 0) > 0), ("small chunk", small),
+                                 ("mixed chunk + small chunk", small and srv.enable_mixed_chunk),
+                                 ("page > 1", srv.page_size > 1), ("overlap off", not srv.enable_overlap_schedule),
+                                 ("eager batches", len(res.steps) and (res.steps["batch_size"] > srv.cuda_graph_max_bs).any()),
+                                 ("request_rate inf", sc.workload.request_rate == math.inf),
+                                 ("step by step compared", step_by_step)) if on]
+        for t in tags:
+            reached[t] = reached.get(t, 0) + 1
+    if step_by_step:
+        slow = SimEngine(sc, prof, sc.seed, fast_forward=False).run()
+        cols = ["rid", "first_token_s", "finish_s", "output_len"]
+        a, b = res.requests[cols].to_numpy(), slow.requests[cols].to_numpy()
+        assert a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-12), "INV-7 fast path == step by step"
+    return "ran"
+
+
+def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles: bool = True) -> dict[str, Any]:
+    """Run batches of :func:`cases` until ``minutes`` have passed; returns the report."""
+    counts = {"ran": 0, "refused": 0}
+    reached: dict[str, int] = {}
+    failures: list[dict[str, Any]] = []
+
+    def one(case: tuple[dict[str, Any], dict[str, Any], bool]) -> None:
+        counts[run_case(*case, reached=reached)] += 1
+
+    deadline = time.monotonic() + minutes * 60
+    k = first_seed
+    batches = 0
+    while time.monotonic() < deadline:
+        test = settings(max_examples=batch, deadline=None, database=None, derandomize=False,
+                        phases=[Phase.generate, Phase.shrink], print_blob=False,
+                        suppress_health_check=list(HealthCheck))(seed(k)(given(cases(hostile_profiles))(one)))
+        try:
+            test()
+        except Exception as e:  # hypothesis has shrunk it; keep the smallest example
+            failures.append({"seed": k, "error": f"{type(e).__name__}: {e}"[:2000],
+                             "example": "\n".join(getattr(e, "__notes__", []))[:4000]})
+            print(f"failure (batch seed {k}): {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+        k += 1
+        batches += 1
+    return {"minutes": minutes, "batches": batches, "first_seed": first_seed, "runs": counts["ran"],
+            "refused": counts["refused"], "reached": dict(sorted(reached.items())), "failures": failures}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python benchmarks/fuzz.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=1.0, help="how long to fuzz (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="first batch seed (default 0)")
+    p.add_argument("--batch", type=int, default=50, help="cases per hypothesis batch (default 50)")
+    p.add_argument("--no-hostile-profiles", action="store_true",
+                   help="only valid profiles (default: also all-zero grids and missing grids)")
+    p.add_argument("--out", type=Path, default=None, help="write the report as JSON")
+    a = p.parse_args(argv)
+    t0 = time.monotonic()
+    report = fuzz(a.minutes, a.seed, a.batch, not a.no_hostile_profiles)
+    report["wall_s"] = round(time.monotonic() - t0, 1)
+    print(f"{report['runs']} runs, {report['refused']} refused at validation, {len(report['failures'])} failing "
+          f"batch(es) in {report['wall_s']} s")
+    print("reached: " + ", ".join(f"{k} {v}" for k, v in report["reached"].items()))
+    if a.out:
+        a.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Predict the recorded H200 measurements again with another profile (no GPU needed).
+
+The measured side of a validation (``validate*.csv`` written by benchmarks/gpu_validate.py:
+cell, arm, metric, predicted, measured, error_pct) stays as it was measured; the predicted
+side is simulated again from the scenario (scenarios/h200/CELL.yaml, arm; ``CELL@RATE``
+rows are the Poisson runs at that request rate with --poisson-requests requests) with
+``--profile``. Prints and writes old and new errors side by side.
+
+    python benchmarks/repredict_h200.py docs/measurements/h200-v2/validate-run1.csv \\
+        docs/measurements/h200-v2/validate-run2.csv \\
+        --profile docs/measurements/h200-v2/h200-1b-refit.yaml \\
+        --out docs/measurements/h200-v2/repredict-refit.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.sim.bundled import scenarios_dir
+from specsched.sim.engine import run_scenario
+from specsched.sim.metrics import error_pct
+from specsched.sim.profile import load_profile
+from specsched.sim.results import atomic_write_text
+
+TARGETS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", nargs="+")
+    ap.add_argument("--profile", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--poisson-requests", type=int, default=96)
+    args = ap.parse_args(argv)
+    measured = pd.concat([pd.read_csv(p) for p in args.csv], ignore_index=True)
+    measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
+    profile = load_profile(args.profile)
+    rows = []
+    for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
+        name, _, rate = cell.partition("@")
+        overrides = {"workload.request_rate": float(rate), "workload.num_requests": args.poisson_requests} if rate else {}
+        sc = load_scenario_with_overrides(scenarios_dir() / "h200" / f"{name}.yaml", arm, overrides)
+        pred = run_scenario(sc, seed=sc.seed, profile=profile).summary
+        for r in grp.itertuples():
+            new = pred.get(r.metric)
+            rows.append({"cell": cell, "arm": arm, "metric": r.metric, "measured": r.measured,
+                         "old_predicted": r.predicted, "old_error_pct": r.error_pct, "new_predicted": new,
+                         "new_error_pct": error_pct(new, r.measured) if new is not None else float("nan")})
+        print(f"{cell:<18} {arm:<14} " + " ".join(
+            f"{m[:12]:>12} {rows[-len(grp):][[x['metric'] for x in rows[-len(grp):]].index(m)]['new_error_pct']:+6.1f}%"
+            for m in TARGETS if m in set(grp.metric)), flush=True)
+    df = pd.DataFrame(rows)
+    atomic_write_text(Path(args.out), df.to_csv(index=False))
+    t = df[df.metric.isin(TARGETS)]
+    print("\nmetric              within 5 % (old -> new)   median |error| (old -> new)")
+    for m in TARGETS:
+        s = t[t.metric == m]
+        print(f"{m:<20} {int((s.old_error_pct.abs() <= 5).sum()):>3} -> {int((s.new_error_pct.abs() <= 5).sum()):<3} "
+              f"of {len(s):<5} {s.old_error_pct.abs().median():6.1f} % -> {s.new_error_pct.abs().median():5.1f} %")
+    print(f"all five: {int((t.old_error_pct.abs() <= 5).sum())} -> {int((t.new_error_pct.abs() <= 5).sum())} of {len(t)} within 5 %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

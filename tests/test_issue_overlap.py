@@ -1,0 +1,82 @@
+"""Eager kernel issue overlaps the GPU work it issues: an extend ends no earlier than the
+host's issue of its kernels, an eager decode/verify cycle lasts max(graph + floor, issue);
+and the profiler's fits of those terms (runtime.profile_fit.eager_fit, extend_issue_fit).
+
+Mechanism: without a CUDA graph every kernel is a host launch; kernels run as they are
+issued, so a short forward is host-bound and a long one GPU-bound (measured on an H200
+proxy: eager minus graph falls from ~12 ms at batch 32 / 512 context to ~0.8 ms at 8K;
+extend issue ~15 ms nearly flat from 1K to 8K tokens; docs/measurements/h200-v2.md)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_scenario, tiny_profile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.runtime.profile_fit import eager_fit, extend_issue_fit
+from specsched.sim.cost_model import CostModel
+from specsched.sim.engine import run_scenario
+from specsched.sim.plan import BatchPlan, ForwardMode
+
+
+def _with(profile, gpu=None, host=None):
+    raw = profile.model_dump()
+    raw["gpu"].update(gpu or {})
+    raw["host"].update(host or {})
+    return type(profile).model_validate(raw)
+
+
+def _one_request(**server):
+    return make_scenario(server=server, workload={"num_requests": 1, "input_len": {"kind": "fixed", "value": 200},
+                                                  "output_len": {"kind": "fixed", "value": 8}})
+
+
+def test_extend_issue_bounds_a_short_prefill_from_below():
+    base = tiny_profile()
+    slow_issue = _with(base, host={"launch_per_extend_s": 0.05})
+    sc = _one_request()
+    t0 = run_scenario(sc, seed=1, profile=base).summary["median_ttft_ms"]
+    t1 = run_scenario(sc, seed=1, profile=slow_issue).summary["median_ttft_ms"]
+    # the 200-token extend takes ~0.2 ms of GPU: the 50 ms issue decides when it ends
+    assert t1 - t0 == pytest.approx(50.0, rel=0.05)
+
+
+def test_issue_is_not_charged_as_launch_host_work():
+    prof = _with(tiny_profile(), host={"launch_per_extend_s": 0.01, "launch_per_extend_token_s": 1e-6})
+    cm = CostModel(prof, _one_request().server, warn_to=None)
+    plan = BatchPlan(step=0, mode=ForwardMode.EXTEND, rids=(0,), extend_lens=(200,), prefix_lens=(0,), num_extend=1)
+    assert cm.host("launch", plan) == pytest.approx(prof.host.launch_s)
+    assert cm.issue(plan) == pytest.approx(0.01 + 1e-6 * 200)
+    assert cm.issue(plan, "inject") == 0.0
+
+
+@pytest.mark.parametrize("ctx", [512, 200_000])
+def test_eager_cycle_is_the_slower_of_gpu_and_issue(ctx):
+    sc = _one_request(cuda_graph_max_bs=1)
+    no_issue = _with(tiny_profile(), gpu={"eager_overhead_s": 1e-4})
+    with_issue = _with(no_issue, gpu={"eager_host_issue_s": 0.02})
+    bs = 4  # above cuda_graph_max_bs: eager
+    t0 = CostModel(no_issue, sc.server, warn_to=None).step_s(bs, ctx)
+    t1 = CostModel(with_issue, sc.server, warn_to=None).step_s(bs, ctx)
+    assert t1 == pytest.approx(max(t0, 0.02))
+
+
+def test_eager_fit_finds_the_floor_and_the_issue_time():
+    issue, floor = 0.015, 0.0008
+    graph_times = [0.004, 0.007, 0.010, 0.014, 0.030, 0.050]
+    points = [(32, i, max(g + floor, issue), max(g + floor, issue) / g) for i, g in enumerate(graph_times)]
+    got_floor, got_issue = eager_fit(points)
+    assert got_floor == pytest.approx(floor, rel=1e-6)
+    assert got_issue == pytest.approx(issue, rel=1e-6)
+    assert eager_fit([(32, 0, g + floor, (g + floor) / g) for g in (0.03, 0.05)])[1] is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.floats(1e-4, 0.05), b=st.floats(0, 1e-6), outlier=st.floats(1.0, 3.0))
+def test_extend_issue_fit_recovers_line_despite_a_warmup_outlier(a, b, outlier):
+    xs = [256, 1024, 2048, 4096, 8192]
+    ys = [a + b * x for x in xs]
+    ys[0] *= outlier  # the first point measured, inflated by warm-up
+    got_a, got_b = extend_issue_fit(xs, ys)
+    assert got_a == pytest.approx(a, rel=0.02, abs=1e-6)
+    assert got_b == pytest.approx(b, rel=0.02, abs=1e-9)
