@@ -18,7 +18,7 @@ capture/replay of decode and speculative cycles, and the step paths under
   same static buffers; host waits are still *counted*, so a test can assert where the
   loop would block.
 
-Design points forced by HIP (shared/reference/hip-vs-cuda.md):
+Design points forced by HIP (the HIP-vs-CUDA notes summarised in docs/runtime.md):
 
 - Few streams, created once (item 4): HIP maps each priority onto GPU_MAX_HW_QUEUES
   hardware queues (default 4) and PyTorch hands out its 32 pooled streams round-robin, so
