@@ -21,17 +21,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from specsched.analysis.cli_commands import positive_int
 from specsched.sim.errors import ConfigError
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
 
 
 def mean_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -215,7 +206,7 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--profile", help="profile (overrides the scenario's; required without --scenario)")
     v.add_argument("--arm", default="base", help="arm of the scenario (default base)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable)")
-    v.add_argument("--seeds", type=_positive, default=3, help="seeds to average the prediction over (default 3)")
+    v.add_argument("--seeds", type=positive_int, default=3, help="seeds to average the prediction over (default 3)")
     v.add_argument("--seed", type=int, help="first seed (default the scenario's)")
     v.add_argument("--lengths", choices=("args", "details"), default="args", help=argparse.SUPPRESS)
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")

@@ -32,7 +32,8 @@ def _list_arg(text: str, flag: str) -> list[str]:
     return items
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (seeds, workers)."""
     try:
         v = int(text)
     except ValueError:
@@ -296,14 +297,14 @@ def add_parsers(subparsers: Any) -> None:
                                           "the first (mean, % change, paired bootstrap CI of the % change).")
     c.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
     c.add_argument("--arms", required=True, help="comma-separated arms, the first is the base (e.g. base,fix)")
-    c.add_argument("--seeds", type=_positive, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
+    c.add_argument("--seeds", type=positive_int, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key for every arm (repeatable), e.g. workload.num_requests=32")
     c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s)")
     c.add_argument("--csv", metavar="F", help="write the table as CSV")
     c.add_argument("--markdown", metavar="F", help="write the table as markdown")
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
-    c.add_argument("--workers", type=_positive, default=1, metavar="N", help="parallel processes (default 1)")
+    c.add_argument("--workers", type=positive_int, default=1, metavar="N", help="parallel processes (default 1)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.add_argument("--max-requests", type=int, default=None, metavar="N",
                    help="refuse workloads above N requests before running (default 2000000)")
@@ -315,13 +316,13 @@ def add_parsers(subparsers: Any) -> None:
     s.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
     s.add_argument("--grid", nargs="+", action="extend", default=[], required=True, metavar="KEY=V1,V2",
                    help="an axis: dotted key = comma-separated values (repeatable)")
-    s.add_argument("--seeds", type=_positive, default=1, metavar="K", help="seeds per point (default 1)")
+    s.add_argument("--seeds", type=positive_int, default=1, metavar="K", help="seeds per point (default 1)")
     s.add_argument("--out", metavar="F", help="parquet file (default results/sweep-<scenario>.parquet)")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key at every point (repeatable; a --grid axis wins)")
     s.add_argument("--arm", default="base", help="arm of points without an 'arm' axis (default base)")
     s.add_argument("--scheduler", metavar="tcp://host:port", help="run on a Dask scheduler instead of local processes")
-    s.add_argument("--workers", type=_positive, default=None, metavar="N", help="local processes (default: CPU count)")
+    s.add_argument("--workers", type=positive_int, default=None, metavar="N", help="local processes (default: CPU count)")
     s.add_argument("--no-resume", action="store_true", help="ignore and overwrite runs already in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--max-requests", type=int, default=None, metavar="N",

@@ -10,26 +10,9 @@ acceptance is ~0; :meth:`ModelRunner.spec_cycle` therefore takes ``forced_accept
 SGLANG_SIMULATE_ACC_LEN): every draft/verify kernel still runs, only the committed count
 is forced.
 
-Layout (SGLang names, mem_cache/memory_pool.py and allocator.py):
-
-- :class:`ReqToTokenPool`: ``req_to_token[row, position] -> KV slot`` (ReqToTokenPool),
-  the free-slot list on the device (TokenToKVPoolAllocator, page_size 1), and per-row
-  device state the overlap loop relays without the host (FutureMap,
-  managers/overlap_utils.py): committed length ``seq_lens``, last sampled token
-  ``last_token``, and the previous verify window for the drafter's KV catch-up.
-  Row 0 and slot 0 are reserved padding (graph replays pad the batch with row 0).
-- :class:`KVBuffers`: ``k, v[layer, slot, kv_head, head_dim]`` for one model
-  (MHATokenToKVPool); the target and the drafter each have one, sharing the slot mapping
-  (SGLang's draft worker shares req_to_token_pool, owns its token_to_kv_pool).
-
-Attention has two paths that must agree (tests/test_runtime_model.py):
-
-- paged (:func:`paged_attention`): gather the request's slots ``req_to_token[rows, :C]``,
-  then SDPA (``attn_impl="sdpa"``) or an explicit float32 softmax (``"explicit"``) with a
-  position mask; GQA folds the query heads sharing a KV head into the query axis, so KV is
-  never expanded. Shapes are static given (batch, C), hence graphable.
-- dense (:meth:`LlamaProxy.forward_dense`): a plain causal forward over a whole sequence,
-  no cache: the reference.
+Layout and attention are described where they live: the paged KV cache and its pools in
+:mod:`runtime.kv_cache`, the two attention paths that must agree (paged and dense,
+tests/test_runtime_model.py) in :mod:`runtime.layers`.
 
 Cost honesty: the gather reads and writes the context KV once more than a paged kernel
 (FlashInfer/FA3 read it in place), so long-context, large-batch steps cost more than in
