@@ -243,14 +243,17 @@ class SimEngine:
                 self.env.process(self._poisson_open(times))
 
     # ------------------------------------------------------------------- host
-    def _launch(self, op: Launch) -> SimHandle:
+    def _launch(self, op: Launch):
+        """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
+        The host stays busy for the kernel issue of an eager extend (CostModel.issue)."""
         now = self._t
+        issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
         # an eager extend's kernels run as the host issues them: it ends no earlier than
-        # the issue does (CostModel.issue); the host's issue time is charged by the caller
-        end = max(start + cost.total_s, now + self.cost.issue(op.plan, op.part))
+        # the issue does, and the host is busy issuing until then (below)
+        end = max(start + cost.total_s, now + issue)
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
         output = self.device.step(op.plan) if op.part == "main" else self._last_output
@@ -268,6 +271,8 @@ class SimEngine:
             self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
+        if issue > 0:
+            yield from self._advance(issue)
         return handle
 
     def _block_until(self, t: float, wakeup: float):
@@ -319,10 +324,7 @@ class SimEngine:
                 if dt > 0:
                     yield from self._advance(dt)
             elif tp is Launch:
-                result = self._launch(op)
-                issue = cost.issue(op.plan, op.part)
-                if issue > 0:
-                    yield from self._advance(issue)
+                result = yield from self._launch(op)
             elif tp is Results:
                 yield from self._block_until(op.handle.end, wake)
                 if op.handle is self._in_flight:
