@@ -15,16 +15,15 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from specsched.analysis.compare import compare_arms
+from specsched.sim.atomic import atomic_write_text
+from specsched.sim.calibrate import seed_mean
+from specsched.sim.config import arm_names, load_scenario, with_value
+from specsched.sim.engine import run_scenario
+from specsched.sim.metrics import error_pct
+from specsched.sim.profile import load_profile
 
-from specsched.analysis.compare import compare_arms  # noqa: E402
-from specsched.sim.atomic import atomic_write_text  # noqa: E402
-from specsched.sim.calibrate import seed_mean  # noqa: E402
-from specsched.sim.config import arm_names, load_scenario, with_value  # noqa: E402
-from specsched.sim.engine import run_scenario  # noqa: E402
-from specsched.sim.metrics import error_pct  # noqa: E402
-from specsched.sim.profile import load_profile  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SYSTEM_A = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]
 METRICS = ["output_throughput", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",

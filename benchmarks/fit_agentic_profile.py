@@ -49,15 +49,12 @@ from typing import Any
 import numpy as np
 import yaml
 from scipy.optimize import minimize, minimize_scalar
+from specsched.sim.config import Scenario, deep_merge, load_scenario, with_value
+from specsched.sim.engine import run_scenario
+from specsched.sim.metrics import error_pct
+from specsched.sim.profile import Profile, load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from specsched.sim.config import Scenario, deep_merge, load_scenario, with_value  # noqa: E402
-from specsched.sim.engine import run_scenario  # noqa: E402
-from specsched.sim.metrics import error_pct  # noqa: E402
-from specsched.sim.profile import Profile, load_profile  # noqa: E402
 
 PROFILE = ROOT / "profiles" / "mi355x-dsv4pro-agentic.yaml"
 CELLS = ("agentic-c128", "agentic-c192", "agentic-c256")

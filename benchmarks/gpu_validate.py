@@ -25,16 +25,15 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import numpy as np
+from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table
+from specsched.runtime.engine import RuntimeEngine
+from specsched.sim.config import arm_names, load_scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.profile import load_profile
+from specsched.sim.results import write_results
 
-import numpy as np  # noqa: E402
-from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table  # noqa: E402
-from specsched.runtime.engine import RuntimeEngine  # noqa: E402
-from specsched.sim.config import arm_names, load_scenario  # noqa: E402
-from specsched.sim.engine import run_scenario  # noqa: E402
-from specsched.sim.profile import load_profile  # noqa: E402
-from specsched.sim.results import write_results  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CELLS = ["batch1", "batch8", "batch32", "batch64", "burst66", "poisson-nospec", "chunked-prefix", "window4-lowacc",
          "kv-retract", "above-graph-bs", "long-context"]
