@@ -229,6 +229,29 @@ class ServerArgs(BaseModel):
         return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
 
     @property
+    def spec_kv_reserve(self) -> int:
+        """KV positions sglang 0.5.23 keeps reserved past each running request's committed
+        KV under speculative decoding (the ``topup`` rule of sim/semantics.py); 0 without.
+
+        DSpark/DFlash: 2 x speculative_num_draft_tokens (speculative/dflash_info_v2.py
+        ``DFlashDraftInputV2.prepare_for_decode``). Chain drafters: 2 x
+        max(num_steps x topk, num_draft_tokens), and with page_size > 1 and topk > 1
+        2 x max(ceil((2 x (page - 1) + num_steps) / page) x page x topk, num_draft_tokens)
+        (mem_cache/allocation_sizing.py ``get_alloc_len_per_decode``,
+        ``get_alloc_reserve_per_decode``: the 2x absorbs the overlap loop's one-step lag of
+        the committed length).
+        """
+        if not self.speculative_algorithm.enabled:
+            return 0
+        n = self.speculative_num_draft_tokens
+        if self.speculative_algorithm.is_block:
+            return 2 * n
+        steps, topk, p = self.num_draft_forwards, self.speculative_eagle_topk or 1, self.page_size
+        if p == 1 or topk == 1:
+            return 2 * max(steps * topk, n)
+        return 2 * max((2 * (p - 1) + steps) // p * p * topk, n)
+
+    @property
     def num_draft_forwards(self) -> int:
         """Serial draft forwards per cycle: 1 for a block drafter, k for a chain drafter."""
         if not self.speculative_algorithm.enabled:

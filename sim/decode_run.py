@@ -208,6 +208,7 @@ class DecodeRun:
         stop = min(stop, int(np.searchsorted(cum_fin, finishes_left)))
         # KV: the ledger's rules; a pass that would exceed the pool retracts instead
         kv0 = np.array([r.kv_allocated for r in reqs], dtype=np.int64)
+        inp0 = np.array([r.input_len for r in reqs], dtype=np.int64)
         if w > 1:
             # decode entries processed at j: P_{j-1}'s requests not finished on the host
             processed = np.empty_like(member)
@@ -216,11 +217,16 @@ class DecodeRun:
             raw = np.empty((k, m), dtype=np.int64)
             raw[0] = x_prev
             raw[1:] = D[1:k] - D[: k - 1]
-            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed)
+            top = None
+            if kv.reserve_ahead:  # the top-up rule: committed KV positions when P_j is built
+                pd = np.array([r.prefill_done for r in reqs], dtype=np.int64)
+                len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
+                top = (len0, np.maximum(pd, inp0 + H[:k] - 1))
+            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))
         else:
             processed = None
             usage = kv.stretch_usage(kv0, member, fin, w, None, None)
-        if kv.used + w * int(bs.sum()) > kv.capacity:
+        if kv.reserve_ahead or kv.used + w * int(bs.sum()) > kv.capacity:
             stop = min(stop, usage.first_over(kv.capacity))
         # admission: with requests waiting, every pass must be delayed (or the batch full)
         run.delayed = None
@@ -261,7 +267,7 @@ class DecodeRun:
         pbs = np.empty(k, dtype=np.int64)
         pbs[0], pbs[1:] = prev_plan.batch_size, bs[:-1]
         run.process_batch_size = pbs
-        inp = np.array([r.input_len for r in reqs], dtype=np.int64)
+        inp = inp0
         run.inp = inp
         run.ctx_sum = ((inp + H[:k]) * member).sum(axis=1)
         run.fin, run.processed, run.kv = fin, processed, usage

@@ -25,6 +25,20 @@ all requests plus ``tree`` (the prefix cache's slots): every slot has one holder
 0 once every request finished and nothing is cached. Guarded by tests/test_invariants.py
 (``test_inv2_...``, ``test_inv1_inv2_inv8_...``) and tests/test_prefix_cache.py.
 
+Speculative decode reservations follow one of two rules (``SemanticsRules.spec_kv_reservation``):
+
+- window (older builds): each verify pass reserves ``window`` slots per request and
+  processing returns the rejected ones (``reserve_window`` then ``commit``);
+- top-up (sglang 0.5.23, ``reserve_ahead`` > 0): before each verify pass every request is
+  topped up to ``ceil_page(committed + reserve_ahead)`` positions and nothing is returned
+  until it finishes or is retracted (:meth:`KVLedger.top_up`). DSpark/DFlash:
+  speculative/dflash_info_v2.py ``DFlashDraftInputV2.prepare_for_decode`` (reserve = 2 x
+  speculative_num_draft_tokens); EAGLE-family: speculative/eagle_utils.py
+  ``eagle_prepare_for_decode`` with mem_cache/allocation_sizing.py
+  ``get_alloc_reserve_per_decode`` (2 x max(num_steps x topk, num_draft_tokens)); both size
+  with ``page_aligned_decode_alloc_lens``, and the decode memory check is
+  managers/schedule_batch.py ``ScheduleBatch._new_tokens_required_next_decode_spec_v2``.
+
 The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
 same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
 """
@@ -78,11 +92,23 @@ class StretchKV:
         return np.where(finished, 0, held)
 
 
+def committed_kv(req: Req) -> int:
+    """Positions of ``req`` whose KV is written (SGLang ``Req.kv.kv_committed_len``): the
+    (re-)prefilled tokens, then one per committed output token after the first (the last
+    sampled token's KV is written by the next forward). Set at extend in
+    mem_cache/allocation.py, advanced by num_accept_tokens in batch_result_processor.py."""
+    return max(req.prefill_done, req.input_len + req.output_len - 1)
+
+
 class KVLedger:
     """The KV pool of ``capacity`` token slots and each request's share.
 
     Args:
         capacity: slots (SGLang's max_total_num_tokens), >= 1.
+        reserve_ahead: 0: speculative passes reserve a window per pass (``reserve_window``);
+            > 0: the top-up rule, positions kept reserved past each request's committed KV
+            (:meth:`top_up`; ``ServerArgs.spec_kv_reserve``).
+        page_size: tokens per KV page (top-up targets are page-aligned).
 
     Attributes:
         capacity: slots in the pool. used: slots held (read only outside this class).
@@ -92,12 +118,16 @@ class KVLedger:
         ValueError: capacity < 1.
     """
 
-    __slots__ = ("capacity", "used", "peak", "tree")
+    __slots__ = ("capacity", "used", "peak", "tree", "reserve_ahead", "page_size")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, reserve_ahead: int = 0, page_size: int = 1) -> None:
         if capacity < 1:
             raise ValueError(f"KV capacity must be >= 1 token, got {capacity}")
+        if reserve_ahead < 0 or page_size < 1:
+            raise ValueError(f"bad reservation: reserve_ahead={reserve_ahead}, page_size={page_size}")
         self.capacity = capacity
+        self.reserve_ahead = reserve_ahead
+        self.page_size = page_size
         self.used = 0
         self.peak = 0
         self.tree = 0
@@ -125,6 +155,7 @@ class KVLedger:
             raise ValueError(f"cannot reserve {n} tokens")
         self._take(n)
         req.kv_allocated += n
+        req.kv_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
 
     def reserve_window(self, reqs: Sequence[Req], window: int) -> None:
         """Reserve ``window`` slots for each of ``reqs`` (one decode/verify pass).
@@ -135,6 +166,37 @@ class KVLedger:
         self._take(window * len(reqs))
         for r in reqs:
             r.kv_allocated += window
+            r.kv_len += window
+
+    def _top_up_target(self, r: Req) -> int:
+        p = self.page_size
+        return -(-(committed_kv(r) + self.reserve_ahead) // p) * p
+
+    def top_up_need(self, reqs: Sequence[Req]) -> int:
+        """Slots :meth:`top_up` would take for ``reqs`` (the decode memory check, sglang
+        0.5.23 ``ScheduleBatch._new_tokens_required_next_decode_spec_v2``)."""
+        need = 0
+        for r in reqs:
+            d = self._top_up_target(r) - r.kv_len
+            if d > 0:
+                need += d
+        return need
+
+    def top_up(self, reqs: Sequence[Req]) -> None:
+        """The top-up rule: each of ``reqs`` gets slots up to ``ceil_page(committed +
+        reserve_ahead)`` positions and keeps what it has beyond (sglang 0.5.23
+        mem_cache/allocation_sizing.py ``page_aligned_decode_alloc_lens``: nxt = max(cur,
+        ceil_page(committed + reserve))). Nothing is returned after the pass.
+
+        Raises:
+            KVPoolExhausted: fewer than :meth:`top_up_need` slots are free.
+        """
+        self._take(self.top_up_need(reqs))
+        for r in reqs:
+            d = self._top_up_target(r) - r.kv_len
+            if d > 0:
+                r.kv_allocated += d
+                r.kv_len += d
 
     def commit(self, reqs: Sequence[Req], unused: Sequence[int]) -> None:
         """After a processed decode/verify: each of ``reqs`` returns its ``unused`` (> 0)
@@ -142,6 +204,7 @@ class KVLedger:
         total = 0
         for r, u in zip(reqs, unused, strict=True):
             r.kv_allocated -= u
+            r.kv_len -= u
             total += u
         self._give_back(total)
 
@@ -151,12 +214,14 @@ class KVLedger:
         for r in reqs:
             total += r.kv_allocated
             r.kv_allocated = 0
+            r.kv_len = 0
         self._give_back(total)
 
     def retract(self, req: Req) -> None:
         """A retracted request returns every slot it holds (it re-prefills later)."""
         self._give_back(req.kv_allocated)
         req.kv_allocated = 0
+        req.kv_len = 0
 
     # ------------------------------------------------------------- the prefix cache
     def to_tree(self, req: Req, n: int) -> None:
@@ -187,7 +252,8 @@ class KVLedger:
 
     # ------------------------------------------------------- the collapsed decode path
     def stretch_usage(self, kv0: np.ndarray, member: np.ndarray, finish: np.ndarray, window: int,
-                      committed: np.ndarray | None, processed: np.ndarray | None) -> StretchKV:
+                      committed: np.ndarray | None, processed: np.ndarray | None,
+                      len0: np.ndarray | None = None, pos: np.ndarray | None = None) -> StretchKV:
         """The four rules over k iterations of a decode stretch (:mod:`sim.decode_run`).
 
         At iteration j, plan P_j reserves ``window`` slots for each member; processing
@@ -203,10 +269,25 @@ class KVLedger:
             committed: int (k, m), tokens committed by the entries processed at iteration
                 j (window > 1 only, else None).
             processed: bool (k, m), decode entries processed at iteration j (window > 1).
+            len0, pos: the top-up rule only (``reserve_ahead`` > 0): int (m,) each request's
+                ``kv_len`` now, and int (k, m) its committed KV positions when P_j is built.
 
         Returns:
             A :class:`StretchKV`; ``scheduled[j] > capacity`` marks a pass that would retract.
         """
+        if self.reserve_ahead and window > 1:
+            # top-up: P_j raises each member to ceil_page(pos + reserve); nothing returns
+            # until the request finishes (the same rule as top_up, over the grid)
+            p = self.page_size
+            target = -(-(pos + self.reserve_ahead) // p) * p
+            lens = np.maximum.accumulate(np.where(member, target, 0), axis=0)
+            np.maximum(lens, len0, out=lens)
+            held = lens - (len0 - kv0)
+            unused_cum = np.zeros_like(held)
+            freed = (held * finish).sum(axis=1)
+            scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
+            scheduled[1:] -= np.cumsum(freed[:-1])
+            return StretchKV(kv0, held, unused_cum, freed, scheduled)
         if window > 1:
             held = kv0 + window * np.cumsum(member, axis=0)
             unused = np.where(processed, np.maximum(window - committed, 0), 0)
@@ -220,17 +301,22 @@ class KVLedger:
         scheduled[1:] -= np.cumsum(freed[:-1])
         return StretchKV(kv0, held, unused_cum, freed, scheduled)
 
-    def settle(self, reqs: Sequence[Req], held: Sequence[int], used: int, peak: int) -> None:
+    def settle(self, reqs: Sequence[Req], held: Sequence[int], used: int, peak: int,
+               finished: Sequence[bool] | None = None) -> None:
         """Apply a stretch: each of ``reqs`` now holds ``held`` slots, the pool ``used``;
-        ``peak`` is the stretch's largest reservation.
+        ``peak`` is the stretch's largest reservation; ``finished`` marks the requests that
+        completed (they hold nothing, the prefix cache's positions included).
 
         Raises:
             KVPoolExhausted: the result breaks INV-2 or INV-8 (the stretch's counts are wrong).
         """
         delta = 0
-        for r, h in zip(reqs, held, strict=True):
-            delta += h - r.kv_allocated
+        fin = finished if finished is not None else [False] * len(held)
+        for r, h, f in zip(reqs, held, fin, strict=True):
+            d = h - r.kv_allocated
+            delta += d
             r.kv_allocated = h
+            r.kv_len = 0 if f else r.kv_len + d
         if self.used + delta != used or not 0 <= used <= self.capacity or peak > self.capacity:
             raise KVPoolExhausted(f"stretch KV: {self.used} + {delta} != {used} or over {self.capacity}")
         self.used = used

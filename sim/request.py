@@ -41,6 +41,9 @@ class Req:
         output_len: output tokens committed so far (the prefill commits the first).
         status: see :class:`ReqStatus`.
         kv_allocated: KV pool tokens held by this request.
+        kv_len: sequence positions that have a KV slot, the request's own plus those the
+            prefix cache holds for it (SGLang ``Req.kv.kv_allocated_len``); the speculative
+            top-up (:meth:`sim.kv_ledger.KVLedger.top_up`) sizes from it.
         retractions: how many times this request was retracted.
         spec_cycles: verify cycles this request took part in while not finished.
         ignore_eos: sent with ignore_eos (bench_serving's random dataset does): it cannot
@@ -61,6 +64,7 @@ class Req:
     output_len: int = 0
     status: ReqStatus = ReqStatus.WAITING
     kv_allocated: int = 0
+    kv_len: int = 0
     retractions: int = 0
     spec_cycles: int = 0
     ignore_eos: bool = True

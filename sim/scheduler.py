@@ -130,10 +130,13 @@ class Scheduler:
         self._in_flight: BatchPlan | None = None  # the last plan built whose results are pending
         self.cache_hit_tokens = 0    # first-attempt prefills: tokens found in the prefix cache
         self.cache_input_tokens = 0  # ... and tokens computed (SGLang's #new-token)
-        self.kv = KVLedger(server.max_total_num_tokens)
-        self.ratio = NewTokenRatio(server.schedule_conservativeness)
         self.window = server.spec_window
         self.spec = server.speculative_algorithm.enabled
+        # sglang 0.5.23 tops spec requests up to committed + spec_kv_reserve (sim/kv_ledger.py)
+        self._topup = self.spec and self.rules.spec_kv_reservation == "topup"
+        self.kv = KVLedger(server.max_total_num_tokens, server.spec_kv_reserve if self._topup else 0,
+                           server.page_size)
+        self.ratio = NewTokenRatio(server.schedule_conservativeness)
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
         self.chunked_req: Req | None = None
@@ -153,11 +156,12 @@ class Scheduler:
         # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
         # verify reservations of the two steps the overlap loop keeps in flight
         page = self.server.page_size
-        need = ceil_page(req.input_len, page) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page + 2 * self.window
+        ahead = max(2 * self.window, self.kv.reserve_ahead)
+        need = ceil_page(req.input_len, page) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page + ahead
         if need >= self.kv.capacity:
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
-                f"(+ {2 * self.window} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
+                f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
             )
         req.status = ReqStatus.WAITING
         self.reqs[req.rid] = req
@@ -362,10 +366,10 @@ class Scheduler:
             if len(batch) < len(self.running):
                 self.batch_is_full = False
                 self.running = batch
-            need = len(batch) * self.window
+            need = self._decode_need(batch)
             if batch and self._kv_room() >= need:
                 self._make_room(need)
-                self.kv.reserve_window(batch, self.window)
+                self._reserve_decode(batch)
                 decoders = batch
         for r in decoders:
             rids.append(r.rid)
@@ -495,20 +499,30 @@ class Scheduler:
             if not finishing:
                 self.ratio.on_idle()  # no batch runs this pass
             return None
-        need = len(batch) * self.window
-        if self._kv_room() < need:
+        if self._kv_room() < self._decode_need(batch):
             if finishing:
                 return None  # the finishing requests free their KV after this step
             self._retract()
         else:
             self.ratio.on_decode_step()
         decoders = self.running
-        need = len(decoders) * self.window
-        self._make_room(need)
-        self.kv.reserve_window(decoders, self.window)
+        self._make_room(self._decode_need(decoders))
+        self._reserve_decode(decoders)
         return decode_plan(self.step, self.spec, self.window, [r.rid for r in decoders],
                            [r.seq_len for r in decoders], [r.output_len for r in decoders],
                            [r.max_new_tokens for r in decoders])
+
+    def _decode_need(self, batch: list[Req]) -> int:
+        """KV slots the next decode/verify pass of ``batch`` takes: a window each, or the
+        top-up (sglang 0.5.23 ``ScheduleBatch.new_tokens_required_next_decode``)."""
+        return self.kv.top_up_need(batch) if self._topup else len(batch) * self.window
+
+    def _reserve_decode(self, batch: list[Req]) -> None:
+        """Reserve the next decode/verify pass's KV for ``batch`` (:meth:`_decode_need`)."""
+        if self._topup:
+            self.kv.top_up(batch)
+        else:
+            self.kv.reserve_window(batch, self.window)
 
     def _retraction_order(self) -> list[Req]:
         """The running batch, most preferred to keep first (retraction pops from the end).
@@ -538,13 +552,14 @@ class Scheduler:
         w = self.window
         headroom = self.rules.retraction_stop == "decode_steps_headroom"
 
-        def short(n: int) -> bool:
-            need = n * (RETRACT_DECODE_STEPS + (w if self.spec else 0)) if headroom else n * w
+        def short(kept: list[Req]) -> bool:
+            n = len(kept)
+            need = n * (RETRACT_DECODE_STEPS + (w if self.spec else 0)) if headroom else self._decode_need(kept)
             return self._kv_room() < need
 
         retracted: list[Req] = []
         first = True
-        while first or short(len(keep)):
+        while first or short(keep):
             if len(keep) == 1:
                 break
             first = False
@@ -555,7 +570,7 @@ class Scheduler:
             r.status = ReqStatus.WAITING
             r.retractions += 1
             retracted.append(r)
-        if self._kv_room() < len(keep) * w:
+        if self._kv_room() < self._decode_need(keep):
             raise UnschedulableRequest(
                 f"request {keep[0].rid} alone cannot get KV for its next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity})")
@@ -622,7 +637,7 @@ class Scheduler:
                 r = reqs[rid]
                 if r.status is not ReqStatus.WAITING and r.tokens is not None:
                     self._cache_prompt(r)
-        if returning:
+        if returning and not self._topup:  # the top-up keeps its unused slots
             self.kv.commit(returning, unused_n)
         if finished:
             self.kv.free(finished)
@@ -723,7 +738,7 @@ class Scheduler:
             if done[i]:
                 r.status = finished
         self.kv.settle(run.reqs, held, int(run.kv.scheduled[last] - run.kv.freed[last]),
-                       int(run.kv.scheduled[:n].max()))
+                       int(run.kv.scheduled[:n].max()), done)
         self.running = [r for r, keep in zip(run.reqs, run.member[last].tolist(), strict=True) if keep]
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch

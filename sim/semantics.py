@@ -54,6 +54,15 @@ class SemanticsRules(BaseModel):
     """Overlap scheduling: a request whose in-flight step will commit its last token is left
     out of the next decode (0.5.23 ``Scheduler._reqs_finishing_inflight``). Older code let
     it ride one more step."""
+    spec_kv_reservation: Literal["topup", "window"] = "topup"
+    """Speculative decoding's KV per running request (sim/kv_ledger.py). ``topup`` (0.5.23
+    speculative/dflash_info_v2.py ``DFlashDraftInputV2.prepare_for_decode``,
+    speculative/eagle_utils.py ``eagle_prepare_for_decode``): each pass tops the request up
+    to committed + ``ServerArgs.spec_kv_reserve`` positions (page-aligned: 2 x
+    num_draft_tokens for DSpark/DFlash, 2 x max(num_steps x topk, num_draft_tokens) for
+    EAGLE), and the unused part is kept until the request leaves. ``window`` (older): a pass
+    reserves one verify window per request and returns the rejected positions after it.
+    The prefill budget adds no spec headroom under either."""
 
 
 PRESETS: dict[str, SemanticsRules] = {
@@ -65,6 +74,7 @@ PRESETS: dict[str, SemanticsRules] = {
         ignore_eos_full_reservation=False,
         filter_finished_before_delay=False,
         skip_finishing_decode=False,
+        spec_kv_reservation="window",
     ),
 }
 """Named presets (``server.sglang_semantics``)."""

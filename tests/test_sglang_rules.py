@@ -21,10 +21,10 @@ def sched(preset: str = "0.5.23", **kw) -> Scheduler:
 
 def running(s: Scheduler, rid: int, input_len: int, max_new: int, out: int, ignore_eos: bool = True) -> Req:
     """Put a request straight into the running batch, its prompt and output KV held."""
-    r = Req(rid, input_len, max_new, prefill_done=input_len, output_len=out, status=ReqStatus.RUNNING,
-            ignore_eos=ignore_eos)
+    r = Req(rid, input_len, max_new, output_len=out, status=ReqStatus.RUNNING, ignore_eos=ignore_eos)
     s.reqs[rid] = r
-    s.kv.reserve(r, input_len + out)
+    s.kv.reserve(r, input_len + out)  # as a (re-)prefill of prompt + output: then prefill_done
+    r.prefill_done = input_len
     s.running.append(r)
     return r
 

@@ -46,6 +46,7 @@ servers = st.fixed_dictionaries({
     "enable_mixed_chunk": st.booleans(),
     "enable_overlap_schedule": st.sampled_from([True, True, True, False]),
     "schedule_policy": st.sampled_from(["fcfs", "lof", "random"]),
+    "sglang_semantics": st.sampled_from(["0.5.23", "0.5.23", "mi355x-dsv41"]),  # both spec KV rules
 })
 workloads = st.one_of(
     st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 30)}),
@@ -128,7 +129,7 @@ def test_inv7_fast_forward_on_the_poisson_benchmark_workload():
 
 
 def _state(s: Scheduler, dev: DeviceTokens) -> tuple:
-    reqs = [(r.rid, r.status, r.output_len, r.prefill_done, r.kv_allocated, r.retractions, r.spec_cycles)
+    reqs = [(r.rid, r.status, r.output_len, r.prefill_done, r.kv_allocated, r.kv_len, r.retractions, r.spec_cycles)
             for r in sorted(s.reqs.values(), key=lambda r: r.rid)]
     return (reqs, [r.rid for r in s.running], [r.rid for r in s.waiting], [r.rid for r in s.decode_batch_reqs],
             s.kv.used, s.kv.peak, s.ratio.value, s.step, s.num_delayed_passes, s.num_retractions,
