@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-from specsched.sim.config import AdmissionDelay, Scenario, SpecAlgorithm, SyncMode
+from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgorithm, SyncMode
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
@@ -94,8 +94,13 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
     n = draw(st.integers(1, 40))
     i_max = draw(st.integers(1, 1500))
     o_max = draw(st.integers(1, 150))
-    # the KV pool: tight (one request fits with a little room: retraction) or loose
-    need = ceil_page(i_max, page) + min(o_max, CLIP_MAX_NEW_TOKENS) + page + 2 * window + 1
+    steps = draw(st.integers(1, window - 1)) if chain and draw(st.booleans()) else None
+    topk = draw(st.integers(1, 8)) if chain and draw(st.integers(0, 3)) == 0 else None
+    # the KV pool: tight (one request fits with a little room: retraction) or loose; the
+    # speculative reservation kept ahead of each request (sglang 0.5.23's top-up) included
+    ahead = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=max(window, 2) if spec else 1,
+                       speculative_num_steps=steps, speculative_eagle_topk=topk, page_size=page).spec_kv_reserve
+    need = ceil_page(i_max, page) + min(o_max, CLIP_MAX_NEW_TOKENS) + page + max(2 * window, ahead) + 1
     need = max(need, i_max + o_max, page)
     pool = draw(st.one_of(st.integers(need, need + 4 * page + 64), st.integers(need, 400_000)))
     server: dict[str, Any] = {
@@ -117,10 +122,10 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
         "prefill_slot_expansion_sync": draw(st.booleans()),
         "enable_overlap_schedule": draw(st.booleans()),
     }
-    if chain and draw(st.booleans()):
-        server["speculative_num_steps"] = draw(st.integers(1, window - 1))
-    if chain and draw(st.integers(0, 3)) == 0:
-        server["speculative_eagle_topk"] = draw(st.integers(1, 8))
+    if steps is not None:
+        server["speculative_num_steps"] = steps
+    if topk is not None:
+        server["speculative_eagle_topk"] = topk
     if draw(st.integers(0, 3)) == 0:
         server["cuda_graph_bs"] = sorted(set(draw(st.lists(st.integers(1, 64), min_size=1, max_size=6))))
     kind = draw(st.sampled_from(["burst", "closed_loop", "poisson"]))
