@@ -122,6 +122,9 @@ class ServerArgs(BaseModel):
     sync_mode: SyncMode = Field(SyncMode.host_block, strict=False, description="Where the overlap loop waits for the previous forward's publish event (spec only): host_block, stream_wait or cross_queue_wait.")
     prefill_slot_expansion_sync: bool = Field(True, description="DSpark prefill's repeat_interleave without output_size blocks the host until the prefill forward drains.")
     enable_overlap_schedule: bool = Field(True, description="Build step N+1 while step N runs (SGLang default).")
+    sliding_window_size: int | None = Field(None, ge=1, description="Hybrid sliding-window models (e.g. DeepSeek-V4, window 128): the model's attention window, tokens (SGLang ModelConfig.sliding_window_size). Set, the KV has a separate SWA pool whose per-request use is capped by the window (docs/sglang-semantics.md). None: no SWA layers.")
+    swa_full_tokens_ratio: float = Field(0.8, gt=0, le=1, description="SWA pool tokens / full pool tokens (SGLang --swa-full-tokens-ratio, in (0, 1]); the SWA pool is int(max_total_num_tokens x ratio), page-aligned. Read only with sliding_window_size.")
+    swa_eviction_interval: int = Field(128, ge=1, description="A request's SWA tokens behind the window are freed once this many have slid out (SGLang SGLANG_SWA_EVICTION_INTERVAL). Read only with sliding_window_size.")
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
@@ -188,6 +191,11 @@ class ServerArgs(BaseModel):
         if c != -1 and c < self.page_size:
             raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
                              "a chunk is cut at page boundaries, so a smaller one never advances")
+        if self.sliding_window_size is not None and self.sliding_window_size + self.page_size >= self.swa_max_total_num_tokens:
+            # model_executor/pool_configurator.py validate_swa_pool_size
+            raise FieldError("server.swa_full_tokens_ratio", self.swa_full_tokens_ratio,
+                             f"the SWA pool (int(max_total_num_tokens x ratio) = {self.swa_max_total_num_tokens} tokens) "
+                             f"must exceed sliding_window_size + page_size = {self.sliding_window_size + self.page_size}")
         steps = self.speculative_num_steps
         if steps is not None:
             if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:
@@ -227,6 +235,16 @@ class ServerArgs(BaseModel):
     def spec_window(self) -> int:
         """Verify window (positions verified per request per cycle); 1 without spec."""
         return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
+
+    @property
+    def swa_max_total_num_tokens(self) -> int:
+        """Slots of the SWA pool of a hybrid sliding-window model, 0 without one: full pool x
+        swa_full_tokens_ratio, page-aligned (sglang 0.5.23 model_executor/pool_configurator.py
+        ``HybridSWAPoolConfigurator._solve_pool_sizes``)."""
+        if self.sliding_window_size is None:
+            return 0
+        p = self.page_size
+        return int(self.max_total_num_tokens // p * p * self.swa_full_tokens_ratio) // p * p
 
     @property
     def spec_kv_reserve(self) -> int:

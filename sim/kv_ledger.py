@@ -39,6 +39,16 @@ Speculative decode reservations follow one of two rules (``SemanticsRules.spec_k
   with ``page_aligned_decode_alloc_lens``, and the decode memory check is
   managers/schedule_batch.py ``ScheduleBatch._new_tokens_required_next_decode_spec_v2``.
 
+Hybrid sliding-window models (``swa_capacity`` > 0) have a second pool, SGLang's
+SWATokenToKVPoolAllocator (mem_cache/allocator/swa.py): every allocation takes the same
+slots in both pools, and a request's SWA slots behind its window are freed as it decodes
+(:meth:`KVLedger.evict_swa`, managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``),
+so its SWA use is capped near window + ``swa_interval`` + what is reserved ahead. A request
+holds ``kv_len - evicted`` SWA slots. INV-2/INV-8 hold for the SWA pool too: ``0 <=
+swa_used <= swa_capacity``, and ``swa_used`` is the sum of the requests' SWA slots (the
+prefix cache holds none: an approximation of SGLang's SWA radix tree, whose cached windows
+are evictable).
+
 The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
 same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
 """
@@ -109,6 +119,12 @@ class KVLedger:
             > 0: the top-up rule, positions kept reserved past each request's committed KV
             (:meth:`top_up`; ``ServerArgs.spec_kv_reserve``).
         page_size: tokens per KV page (top-up targets are page-aligned).
+        swa_capacity: slots of the SWA pool (``ServerArgs.swa_max_total_num_tokens``); 0:
+            no sliding-window layers, no SWA pool.
+        window: the model's sliding window (tokens), with swa_capacity.
+        swa_interval: SWA tokens slid out of the window before they are freed.
+        prefix_sharing: a radix cache is on (SGLang then keeps a page-rounded window).
+        swa_by_forward: the forward-interval eviction cadence (``swa_eviction_cadence``).
 
     Attributes:
         capacity: slots in the pool. used: slots held (read only outside this class).
@@ -118,9 +134,12 @@ class KVLedger:
         ValueError: capacity < 1.
     """
 
-    __slots__ = ("capacity", "used", "peak", "tree", "reserve_ahead", "page_size")
+    __slots__ = ("capacity", "used", "peak", "tree", "reserve_ahead", "page_size", "swa_capacity", "swa_used",
+                 "swa_peak", "window", "swa_interval", "prefix_sharing", "swa_by_forward", "_swa_evicted", "_decode_idx")
 
-    def __init__(self, capacity: int, reserve_ahead: int = 0, page_size: int = 1) -> None:
+    def __init__(self, capacity: int, reserve_ahead: int = 0, page_size: int = 1, swa_capacity: int = 0,
+                 window: int = 0, swa_interval: int = 128, prefix_sharing: bool = False,
+                 swa_by_forward: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"KV capacity must be >= 1 token, got {capacity}")
         if reserve_ahead < 0 or page_size < 1:
@@ -128,6 +147,14 @@ class KVLedger:
         self.capacity = capacity
         self.reserve_ahead = reserve_ahead
         self.page_size = page_size
+        self.swa_capacity = swa_capacity
+        self.swa_used = self.swa_peak = 0
+        self.window = window
+        self.swa_interval = swa_interval
+        self.prefix_sharing = prefix_sharing
+        self.swa_by_forward = swa_by_forward
+        self._swa_evicted: dict[int, int] = {}  # rid -> positions whose SWA slots were freed
+        self._decode_idx: dict[int, int] = {}   # rid -> decode passes taken (decode_batch_idx)
         self.used = 0
         self.peak = 0
         self.tree = 0
@@ -136,6 +163,25 @@ class KVLedger:
     def available(self) -> int:
         """Free token slots."""
         return self.capacity - self.used
+
+    @property
+    def swa_available(self) -> int:
+        """Free SWA slots (0 without an SWA pool)."""
+        return self.swa_capacity - self.swa_used
+
+    def _swa_take(self, n: int) -> None:
+        if self.swa_capacity:
+            if n > self.swa_capacity - self.swa_used:
+                raise KVPoolExhausted(f"need {n} SWA tokens, {self.swa_available} free of {self.swa_capacity}")
+            self.swa_used += n
+            if self.swa_used > self.swa_peak:
+                self.swa_peak = self.swa_used
+
+    def _swa_release(self, req: Req) -> None:
+        """``req`` leaves: its SWA slots (positions not yet evicted) return."""
+        if self.swa_capacity:
+            self.swa_used -= req.kv_len - self._swa_evicted.pop(req.rid, 0)
+            self._decode_idx.pop(req.rid, None)
 
     def _take(self, n: int) -> None:
         if n > self.capacity - self.used:  # INV-2 (the scheduler retracts before it comes to this)
@@ -153,9 +199,11 @@ class KVLedger:
         """
         if n < 0:
             raise ValueError(f"cannot reserve {n} tokens")
+        new_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
+        self._swa_take(new_len - req.kv_len)
         self._take(n)
         req.kv_allocated += n
-        req.kv_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
+        req.kv_len = new_len
 
     def reserve_window(self, reqs: Sequence[Req], window: int) -> None:
         """Reserve ``window`` slots for each of ``reqs`` (one decode/verify pass).
@@ -163,6 +211,7 @@ class KVLedger:
         Raises:
             KVPoolExhausted: fewer than window x len(reqs) slots are free.
         """
+        self._swa_take(window * len(reqs))
         self._take(window * len(reqs))
         for r in reqs:
             r.kv_allocated += window
@@ -191,7 +240,9 @@ class KVLedger:
         Raises:
             KVPoolExhausted: fewer than :meth:`top_up_need` slots are free.
         """
-        self._take(self.top_up_need(reqs))
+        need = self.top_up_need(reqs)
+        self._swa_take(need)
+        self._take(need)
         for r in reqs:
             d = self._top_up_target(r) - r.kv_len
             if d > 0:
@@ -207,11 +258,14 @@ class KVLedger:
             r.kv_len -= u
             total += u
         self._give_back(total)
+        if self.swa_capacity:
+            self.swa_used -= total
 
     def free(self, reqs: Sequence[Req]) -> None:
         """Finished requests return every slot they hold."""
         total = 0
         for r in reqs:
+            self._swa_release(r)
             total += r.kv_allocated
             r.kv_allocated = 0
             r.kv_len = 0
@@ -219,9 +273,62 @@ class KVLedger:
 
     def retract(self, req: Req) -> None:
         """A retracted request returns every slot it holds (it re-prefills later)."""
+        self._swa_release(req)
         self._give_back(req.kv_allocated)
         req.kv_allocated = 0
         req.kv_len = 0
+
+    def evict_swa(self, reqs: Sequence[Req], forward: int = 0) -> None:
+        """A decode pass of ``reqs`` is prepared: free SWA slots that slid out of the window,
+        then count the pass (sglang 0.5.23 managers/schedule_batch.py
+        ``ScheduleBatch.maybe_evict_swa`` with ``_swa_eviction_trigger``, and
+        mem_cache/common.py ``free_swa_out_of_window_slots``). A request is skipped on its
+        first decode pass (its prefill may still be running under overlap); otherwise, once
+        ``seqlen - 1 - window >= evicted + swa_interval``, positions up to ``seqlen - 1 -
+        window`` (a page-rounded window with a prefix cache), page-floored, are freed. With
+        ``swa_by_forward`` the trigger is instead the pass index ``forward`` being a multiple
+        of ``swa_interval`` (every request then frees what slid out). Call before the pass's
+        reservation (the decode memory check came first)."""
+        if not self.swa_capacity:
+            return
+        w, p, iv = self.window, self.page_size, self.swa_interval
+        if self.swa_by_forward:
+            due = forward % iv == 0
+            iv = 1
+        keep = -(-max(w, p) // p) * p if self.prefix_sharing else w
+        idx, ev = self._decode_idx, self._swa_evicted
+        freed = 0
+        for r in reqs:
+            rid = r.rid
+            n = idx.get(rid, 0)
+            idx[rid] = n + 1
+            if n < 1 or (self.swa_by_forward and not due):
+                continue
+            pre = r.input_len + r.output_len - 1
+            lo = ev.get(rid, 0)
+            if pre - w < lo + iv:
+                continue
+            new = (pre - keep) // p * p
+            if new > lo:
+                ev[rid] = new
+                freed += new - lo
+        self.swa_used -= freed
+
+    def swa_prompt_cached(self, req: Req) -> None:
+        """``req``'s prompt entered the radix cache (its prefill's results were processed):
+        the SWA slots of its prompt behind the last (page-rounded) window become the tree's
+        and evictable, so they count as free (sglang 0.5.23 SWA radix cache: only the
+        window under the request's prefix lock stays held; ``SWAPrefillBudget.remaining_swa``
+        and ``evict_to_free_tokens`` reclaim the rest)."""
+        if not self.swa_capacity:
+            return
+        p = self.page_size
+        keep = -(-max(self.window, p) // p) * p
+        new = (req.prefill_done - keep) // p * p
+        lo = self._swa_evicted.get(req.rid, 0)
+        if new > lo:
+            self._swa_evicted[req.rid] = new
+            self.swa_used -= new - lo
 
     # ------------------------------------------------------------- the prefix cache
     def to_tree(self, req: Req, n: int) -> None:

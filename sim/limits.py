@@ -86,7 +86,8 @@ def check_fits(scenario: Scenario) -> None:
     if w.kind == "trace":   # lengths are in the file: the scheduler refuses a request that cannot fit
         return
     page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
-    fixed = page + 2 * window  # a page of headroom plus the in-flight verify slots
+    ahead = max(2 * window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    fixed = page + ahead  # a page of headroom plus the in-flight verify slots (Scheduler.add_request)
     file = scenario.path or "<scenario>"
     i = _max_len(w.input_len, scenario.path, "workload.input_len")
     o = _max_len(w.output_len, scenario.path, "workload.output_len")
@@ -94,7 +95,12 @@ def check_fits(scenario: Scenario) -> None:
     if prompt >= cap:
         raise ConfigError(file, "workload.input_len", i,
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
-                          f"{2 * window} verify slots); server.max_total_num_tokens is {cap}")
+                          f"{ahead} verify slots); server.max_total_num_tokens is {cap}")
+    swa = srv.swa_max_total_num_tokens
+    if swa and prompt >= swa:
+        raise ConfigError(file, "workload.input_len", i,
+                          f"a prompt of {i} tokens needs {prompt} SWA tokens until it decodes; the SWA pool "
+                          f"(server.max_total_num_tokens x server.swa_full_tokens_ratio) is {swa}")
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
         raise ConfigError(file, "workload.output_len", o,

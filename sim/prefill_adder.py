@@ -13,6 +13,11 @@ extend length in ``can_run`` is >= 1 and the pass never takes more KV than is fr
 
 Rules that differ between SGLang builds are arguments (see :mod:`sim.semantics`):
 ``chunk_fill`` (2nd and later requests of a pass) and ``ignore_eos_full_reservation``.
+
+Hybrid sliding-window models add the SWA pool's budget (sglang 0.5.23
+mem_cache/prefill_budget.py ``SWAPrefillBudget``): each admitted request charges
+``estimate_swa_kv_tokens`` (the extend beyond one window, plus min(extend + output, window),
+plus a page) against the SWA pool's free slots; running requests reserve nothing there.
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ class PrefillAdder:
             build: a later request that does not fit max_prefill_tokens ends the pass).
         can_run: (request, extend_len) admitted so far, in order.
         new_chunked: the request cut by chunking in this pass, if any.
+        swa_rem: hybrid SWA: the SWA pool's free slots minus this pass's charges
+            (``SWAPrefillBudget.remaining_swa``); None without an SWA pool.
+        swa_window, swa_size: the sliding window and the SWA pool's size (tokens).
     """
 
     rem_total_tokens: float
@@ -93,6 +101,9 @@ class PrefillAdder:
     kv_free: int | None = None
     prefill_max_requests: int | None = None
     chunk_fill: ChunkFill = "stop_at_max_prefill_tokens"
+    swa_rem: int | None = None
+    swa_window: int = 0
+    swa_size: int = 0
     can_run: list[tuple[Req, int]] = field(default_factory=list)
     new_chunked: Req | None = None
 
@@ -110,6 +121,7 @@ class PrefillAdder:
         prefill_max_requests: int | None = None,
         chunk_fill: ChunkFill = "stop_at_max_prefill_tokens",
         ignore_eos_full_reservation: bool = False,
+        swa: tuple[int, int, int] | None = None,
     ) -> PrefillAdder:
         """Open a pass (SGLang ``PrefillAdder.__init__``).
 
@@ -123,6 +135,7 @@ class PrefillAdder:
                 (enable_mixed_chunk); every budget shrinks by them.
             prefill_max_requests, chunk_fill: see the class attributes.
             ignore_eos_full_reservation: running ignore_eos requests reserve at ratio 1.0.
+            swa: hybrid SWA models: (SWA slots free, sliding window, SWA pool size).
         """
         reserve = running_reservation(running, new_token_ratio, ignore_eos_full_reservation)
         chunk = chunked_prefill_size if chunked_prefill_size > 0 else None
@@ -136,21 +149,30 @@ class PrefillAdder:
             kv_free=kv_available - mixed_with_decode_tokens,
             prefill_max_requests=prefill_max_requests,
             chunk_fill=chunk_fill,
+            **(dict(swa_rem=swa[0], swa_window=swa[1], swa_size=swa[2]) if swa is not None else {}),
         )
 
     def budget_state(self) -> AddResult:
         """SGLang ``PrefillAdder.budget_state``: NO_TOKEN when the KV budget is spent, OTHER
         when the prompt or chunk budget is, else CONTINUE."""
-        if self.rem_total_tokens <= 0:
+        if self.rem_total_tokens <= 0 or (self.swa_rem is not None and self.swa_rem <= 0):
             return AddResult.NO_TOKEN
         if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
             return AddResult.OTHER
         return AddResult.CONTINUE
 
+    def _swa_tokens(self, extend: int, new_tokens: int, chunk_limit: int | None) -> int:
+        """SGLang ``estimate_swa_kv_tokens``: the peak SWA slots of one request."""
+        w = self.swa_window
+        allocated = extend if chunk_limit is None else min(extend, chunk_limit)
+        return max(allocated - w, 0) + min(extend + new_tokens, w) + self.page_size
+
     def _spend(self, extend: int, reserve_new: int) -> None:
         # SGLang PrefillBudget.reserve: the KV budget takes the page-rounded extend, one
         # page of allocation slack and the reserved output; the compute budgets the extend
         paged = ceil_page(extend, self.page_size)
+        if self.swa_rem is not None:  # SWAPrefillBudget.reserve, at the chunk budget before this extend
+            self.swa_rem -= self._swa_tokens(paged, reserve_new, self.rem_chunk_tokens)
         self.rem_total_tokens -= paged + self.page_size + reserve_new
         self.rem_input_tokens -= paged
         if self.rem_chunk_tokens is not None:
@@ -176,6 +198,11 @@ class PrefillAdder:
             if self.rem_chunk_tokens <= 0:
                 return True
             avail = min(self.rem_chunk_tokens, int(self.rem_total_tokens))
+            if self.swa_rem is not None:
+                # SWAPrefillBudget.available_chunk_tokens: no chunk unless the SWA pool has room
+                avail = min(avail, int(self.swa_rem) - self.page_size)
+                if avail <= 0:
+                    return True
             extend = min(extend, avail if avail > 0 else self.rem_chunk_tokens)
         if chunk_limit is not None and chunk_limit > 0:
             extend = min(extend, chunk_limit)
@@ -206,17 +233,30 @@ class PrefillAdder:
         total = ceil_page(extend, self.page_size) + reserved_decode_tokens(req) + self.page_size
         if total >= self.rem_total_tokens:
             return AddResult.NO_TOKEN
+        limit = self.rem_chunk_tokens
+        if self.swa_rem is not None:
+            # SWAPrefillBudget.check_prefill: the request's SWA peak must fit what is free; a
+            # request that could never fit the pool is cut to what is free (_chunk_cap)
+            new = reserved_decode_tokens(req)
+            need = self._swa_tokens(ceil_page(extend, self.page_size), new, limit)
+            if need >= self.swa_rem:
+                if limit is None or need < self.swa_size:
+                    return AddResult.NO_TOKEN
+                cap = max(0, int(self.swa_rem) - min(new, self.swa_window) - self.page_size)
+                limit = min(limit, cap // self.page_size * self.page_size)
+                if limit <= 0:
+                    return AddResult.NO_TOKEN
         input_tokens = ceil_page(extend, self.page_size)
         check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"
         if check_input and self.can_run and input_tokens >= self.rem_input_tokens:
             return AddResult.OTHER
-        if self.rem_chunk_tokens is None or input_tokens <= self.rem_chunk_tokens:
+        if limit is None or input_tokens <= limit:
             self.can_run.append((req, extend))
             self._spend(extend, reserved_decode_tokens(req))
         else:
             if has_chunked_req and spf:
                 return AddResult.OTHER  # only one unfinished chunked request is tracked
-            trunc = self.rem_chunk_tokens // self.page_size * self.page_size
+            trunc = limit // self.page_size * self.page_size
             if self.kv_free is not None:
                 trunc = min(trunc, self.kv_free // self.page_size * self.page_size)
             if trunc <= 0:

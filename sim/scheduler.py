@@ -134,8 +134,13 @@ class Scheduler:
         self.spec = server.speculative_algorithm.enabled
         # sglang 0.5.23 tops spec requests up to committed + spec_kv_reserve (sim/kv_ledger.py)
         self._topup = self.spec and self.rules.spec_kv_reservation == "topup"
+        # hybrid sliding-window models: a second, SWA pool (sim/kv_ledger.py)
+        self._swa = server.sliding_window_size is not None
         self.kv = KVLedger(server.max_total_num_tokens, server.spec_kv_reserve if self._topup else 0,
-                           server.page_size)
+                           server.page_size, swa_capacity=server.swa_max_total_num_tokens,
+                           window=server.sliding_window_size or 0, swa_interval=server.swa_eviction_interval,
+                           prefix_sharing=self.cache is not None,
+                           swa_by_forward=self.rules.swa_eviction_cadence == "forward_interval")
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
@@ -163,6 +168,12 @@ class Scheduler:
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
                 f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
             )
+        if self._swa and ceil_page(req.input_len, page) + page + ahead >= self.kv.swa_capacity:
+            # a prompt's SWA slots are freed only once it decodes (extend-time SWA eviction
+            # of long chunked prompts is not modelled), so the whole prompt must fit
+            raise UnschedulableRequest(
+                f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
+                f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
         req.status = ReqStatus.WAITING
         self.reqs[req.rid] = req
         self._entry[req.rid] = self._entries = self._entries + 1
@@ -230,6 +241,13 @@ class Scheduler:
         ``PrefillBudget._available_and_evictable``)."""
         return self.kv.available + (self.cache.evictable_size if self.cache is not None else 0)
 
+    def _decode_room(self) -> int:
+        """KV tokens a decode pass can get: :meth:`_kv_room`, and with an SWA pool no more
+        than its free slots (sglang 0.5.23 ``SWATokenToKVPoolAllocator.available_size``:
+        min(full, swa), as ``check_decode_capacity`` asks)."""
+        room = self._kv_room()
+        return min(room, self.kv.swa_available) if self._swa else room
+
     def _make_room(self, n: int) -> None:
         """Evict cached prefixes (LRU) until ``n`` tokens are free, if they are not."""
         short = n - self.kv.available
@@ -257,9 +275,10 @@ class Scheduler:
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
         preempt = s.enable_priority_scheduling and not s.disable_priority_preemption
-        if not self.running or preempt:
+        if not self.running or preempt or self._swa:
             # an empty batch has no request left to clear the latch; with priority
-            # preemption every pass may try to make room
+            # preemption every pass may try to make room; hybrid-SWA models reset it
+            # every pass too (0.5.23 scheduler.py get_new_batch_prefill: is_hybrid_swa)
             self.batch_is_full = False
         running_bs = len(self.running)
         if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
@@ -289,6 +308,7 @@ class Scheduler:
             s.chunked_prefill_size, s.page_size, running_bs if mixed else 0,
             prefill_max_requests=s.prefill_max_requests, chunk_fill=rules.chunk_fill,
             ignore_eos_full_reservation=rules.ignore_eos_full_reservation,
+            swa=(self.kv.swa_available, self.kv.window, self.kv.swa_capacity) if self._swa else None,
         )
         order = self.policy.order(waiting, QueueContext(tuple(self.running), cache))
         spf = s.schedule_policy == "shortest-prefill-first"
@@ -367,7 +387,7 @@ class Scheduler:
                 self.batch_is_full = False
                 self.running = batch
             need = self._decode_need(batch)
-            if batch and self._kv_room() >= need:
+            if batch and self._decode_room() >= need:
                 self._make_room(need)
                 self._reserve_decode(batch)
                 decoders = batch
@@ -499,7 +519,7 @@ class Scheduler:
             if not finishing:
                 self.ratio.on_idle()  # no batch runs this pass
             return None
-        if self._kv_room() < self._decode_need(batch):
+        if self._decode_room() < self._decode_need(batch):
             if finishing:
                 return None  # the finishing requests free their KV after this step
             self._retract()
@@ -518,7 +538,10 @@ class Scheduler:
         return self.kv.top_up_need(batch) if self._topup else len(batch) * self.window
 
     def _reserve_decode(self, batch: list[Req]) -> None:
-        """Reserve the next decode/verify pass's KV for ``batch`` (:meth:`_decode_need`)."""
+        """Reserve the next decode/verify pass's KV for ``batch`` (:meth:`_decode_need`),
+        after freeing SWA slots that slid out of the window (prepare_for_decode)."""
+        if self._swa:
+            self.kv.evict_swa(batch, self.step)
         if self._topup:
             self.kv.top_up(batch)
         else:
@@ -555,7 +578,7 @@ class Scheduler:
         def short(kept: list[Req]) -> bool:
             n = len(kept)
             need = n * (RETRACT_DECODE_STEPS + (w if self.spec else 0)) if headroom else self._decode_need(kept)
-            return self._kv_room() < need
+            return self._decode_room() < need
 
         retracted: list[Req] = []
         first = True
@@ -570,7 +593,7 @@ class Scheduler:
             r.status = ReqStatus.WAITING
             r.retractions += 1
             retracted.append(r)
-        if self._kv_room() < self._decode_need(keep):
+        if self._decode_room() < self._decode_need(keep):
             raise UnschedulableRequest(
                 f"request {keep[0].rid} alone cannot get KV for its next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity})")
@@ -635,6 +658,8 @@ class Scheduler:
             # the next pass was built under overlap
             for rid in plan.new_rids:
                 r = reqs[rid]
+                if self._swa and r.status is not ReqStatus.WAITING:
+                    self.kv.swa_prompt_cached(r)
                 if r.status is not ReqStatus.WAITING and r.tokens is not None:
                     self._cache_prompt(r)
         if returning and not self._topup:  # the top-up keeps its unused slots
@@ -664,8 +689,8 @@ class Scheduler:
             device: the device's committed counts (read only).
             max_iters, stop_at_finish, finishes_left: see :meth:`sim.decode_run.DecodeRun.compute`.
         """
-        if self.chunked_req is not None or self.interval.remaining:
-            return None
+        if self.chunked_req is not None or self.interval.remaining or self._swa:
+            return None  # (the SWA pool's evictions are not in the collapsed path: step by step)
         if stop_at_finish and self.rules.skip_finishing_decode:
             return None  # a client reacts to finishes: not yet exact with skip_finishing_decode
         n_wait = len(self.waiting)

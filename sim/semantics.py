@@ -63,6 +63,12 @@ class SemanticsRules(BaseModel):
     EAGLE), and the unused part is kept until the request leaves. ``window`` (older): a pass
     reserves one verify window per request and returns the rejected positions after it.
     The prefill budget adds no spec headroom under either."""
+    swa_eviction_cadence: Literal["tokens", "forward_interval"] = "tokens"
+    """Hybrid sliding-window models: when a request's SWA slots behind the window are freed
+    (sim/kv_ledger.py ``evict_swa``). ``tokens`` (0.5.23 schedule_batch.py
+    ``_swa_eviction_trigger``): once swa_eviction_interval tokens slid out of the window.
+    ``forward_interval`` (the older cadence, which 0.5.23 keeps for AMD's MegaMoE DSV4 path):
+    every swa_eviction_interval-th forward, for every decoding request at once."""
 
 
 PRESETS: dict[str, SemanticsRules] = {
@@ -75,6 +81,7 @@ PRESETS: dict[str, SemanticsRules] = {
         filter_finished_before_delay=False,
         skip_finishing_decode=False,
         spec_kv_reservation="window",
+        swa_eviction_cadence="forward_interval",
     ),
 }
 """Named presets (``server.sglang_semantics``)."""

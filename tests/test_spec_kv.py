@@ -159,7 +159,7 @@ def test_unknown_rule_value_is_refused_with_the_allowed_values():
         ServerArgs(semantics_rules={"spec_kv_reservation": "double"})
 
 
-@pytest.mark.parametrize("rule", ["topup", "window"])
+@pytest.mark.parametrize("rule", ["topup", "window", "topup+swa"])
 def test_runtime_makes_the_same_reservations_and_plans_on_a_retracting_spec_burst(rule):
     """Both engines run one Scheduler; the runtime's device pool holds, row by row, what the
     ledger holds (runtime/engine.py ``_sync_kv``), so under either rule a retracting DSpark
@@ -178,7 +178,11 @@ def test_runtime_makes_the_same_reservations_and_plans_on_a_retracting_spec_burs
     sc = load_scenario_with_overrides(cell, "base", {
         "workload.num_requests": 8, "workload.input_len.value": 16, "workload.output_len.value": 96,
         "server.max_running_requests": 4, "server.max_total_num_tokens": 320,
-        "server.speculative_num_draft_tokens": 4, "server.semantics_rules": {"spec_kv_reservation": rule}})
+        "server.speculative_num_draft_tokens": 4,
+        "server.semantics_rules": {"spec_kv_reservation": rule.split("+")[0]},
+        # a hybrid sliding-window pool small enough to bind (sim/kv_ledger.py)
+        **({"server.sliding_window_size": 8, "server.swa_full_tokens_ratio": 0.4,
+            "server.swa_eviction_interval": 4} if "swa" in rule else {})})
     eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
     pool, sync, ahead = eng.runner.pool, eng._sync_kv, []
 
@@ -192,11 +196,14 @@ def test_runtime_makes_the_same_reservations_and_plans_on_a_retracting_spec_burs
 
     eng._sync_kv = checked
     measured = eng.run()
-    simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
+    sim = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0))
+    simulated = sim.run()
+    if "swa" in rule:
+        assert sim.sched.kv.swa_peak > 0 and sim.sched.kv.swa_peak == eng.sched.kv.swa_peak
     cols = ["mode", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
     assert measured.steps[cols].reset_index(drop=True).equals(simulated.steps[cols].reset_index(drop=True))
     assert measured.summary["num_retractions"] == simulated.summary["num_retractions"] >= 1
-    if rule == "topup":
+    if rule.startswith("topup"):
         assert ahead and min(ahead) >= 2 * 4
     else:  # a window per pass in flight (two under overlap), the rejected part returned
         assert ahead and min(ahead) < 2 * 4 and max(ahead) <= 2 * 4

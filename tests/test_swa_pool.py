@@ -1,0 +1,205 @@
+"""Hybrid sliding-window KV: a separate SWA pool whose per-request use is capped by the
+window, budgeted as sglang 0.5.23 does (mem_cache/allocator/swa.py
+``SWATokenToKVPoolAllocator``, mem_cache/prefill_budget.py ``SWAPrefillBudget``,
+managers/schedule_batch.py ``maybe_evict_swa``, scheduler.py ``get_new_batch_prefill``'s
+batch_is_full reset). Each test fails on the model without an SWA pool."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.admission import make_policy
+from specsched.sim.config import ServerArgs
+from specsched.sim.plan import StepOutput
+from specsched.sim.prefill_adder import PrefillAdder
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
+
+from specsched.cli import main
+from tests.conftest import ROOT
+
+
+def sched(**kw) -> Scheduler:
+    args = dict(max_running_requests=16, max_total_num_tokens=100_000, chunked_prefill_size=4096,
+                max_prefill_tokens=4096, sliding_window_size=128, swa_full_tokens_ratio=0.1,
+                disable_radix_cache=True)
+    args.update(kw)
+    s = ServerArgs(**args)
+    return Scheduler(s, make_policy(s))
+
+
+def step(s: Scheduler, n: int = 1):
+    """One pass, its results processed at once (non-overlapped driving)."""
+    plan = s.schedule()
+    if plan is None:
+        return None
+    out = {rid: 1 for rid in plan.rids[: plan.num_extend] if rid in plan.new_rids}
+    out.update({rid: n for rid in plan.decode_rids})
+    s.process_result(plan, StepOutput.from_mapping(plan, out))
+    return plan
+
+
+def swa_held(s: Scheduler) -> int:
+    return sum(r.kv_len - s.kv._swa_evicted.get(r.rid, 0) for r in s.reqs.values() if r.kv_len)
+
+
+def test_pool_size_is_full_times_ratio_page_aligned():
+    """pool_configurator.py ``_solve_pool_sizes``: swa = int(full x ratio), page-aligned."""
+    assert ServerArgs(max_total_num_tokens=2_600_000, sliding_window_size=128,
+                      swa_full_tokens_ratio=0.2784).swa_max_total_num_tokens == 723_840
+    assert ServerArgs(max_total_num_tokens=1000, page_size=64, sliding_window_size=128,
+                      swa_full_tokens_ratio=0.5).swa_max_total_num_tokens == 448
+    assert ServerArgs().swa_max_total_num_tokens == 0  # no sliding window: no SWA pool
+
+
+def test_swa_use_per_request_is_capped_by_the_window():
+    """``maybe_evict_swa`` / ``free_swa_out_of_window_slots``: a decoding request's SWA
+    slots behind the window are freed once swa_eviction_interval have slid out, so its SWA
+    use stays under window + interval + a step, while its full-pool use grows."""
+    s = sched(swa_eviction_interval=32)
+    s.add_request(Req(0, 1000, 400))
+    step(s)                                   # prefill: 1000 slots in both pools
+    assert s.kv.swa_used == 1000 == swa_held(s)
+    for i in range(398):
+        step(s)
+        assert s.kv.swa_used == swa_held(s)   # INV-8 for the SWA pool
+        if i >= 1:                            # the first decode pass evicts nothing
+            assert s.kv.swa_used <= 128 + 32 + 2
+    r = s.reqs[0]
+    assert r.kv_allocated > 1300 and s.kv.swa_peak == 1001
+    step(s)
+    assert r.finished and s.kv.swa_used == 0 and s.kv.used == 0
+
+
+def test_forward_interval_cadence_frees_every_nth_forward():
+    """0.5.23 ``_swa_eviction_trigger``: the older forward-interval cadence (kept for AMD's
+    MegaMoE DSV4 path) frees on every swa_eviction_interval-th forward only."""
+    s = sched(swa_eviction_interval=50, semantics_rules={"swa_eviction_cadence": "forward_interval"})
+    s.add_request(Req(0, 1000, 400))
+    seen = []
+    for _ in range(120):
+        step(s)
+        seen.append(s.kv.swa_used)
+    drops = [i for i in range(1, len(seen)) if seen[i] < seen[i - 1]]
+    assert drops and all(i % 50 == 0 for i in drops)   # seen[i] follows plan P_i
+
+
+def test_prefill_admission_charges_the_swa_estimate():
+    """``SWAPrefillBudget.check_prefill`` / ``estimate_swa_kv_tokens``: a request is admitted
+    only if extend beyond one window + min(extend + output, window) + a page is below the free
+    SWA slots; running requests reserve nothing there."""
+    a = PrefillAdder.start(100_000, [], 0.7, 16384, 16384, 1, swa=(3000, 128, 10_000))
+    assert a.add_one_req(Req(0, 2000, 100)) is not None and len(a.can_run) == 1
+    assert a.swa_rem == 3000 - (2000 - 128 + 128 + 1)
+    assert a.add_one_req(Req(1, 1000, 100)).name == "NO_TOKEN"      # 1001 >= 999 free
+    b = PrefillAdder.start(100_000, [], 0.7, 16384, 16384, 1)        # no SWA pool: admitted
+    b.add_one_req(Req(0, 2000, 100))
+    b.add_one_req(Req(1, 1000, 100))
+    assert len(b.can_run) == 2
+
+
+def test_a_prompt_that_never_fits_the_swa_pool_is_cut_to_what_is_free():
+    """``SWAPrefillBudget._chunk_cap``: a request whose SWA peak is >= the pool's size is
+    chunked to the free SWA slots minus its decode headroom."""
+    a = PrefillAdder.start(100_000, [], 0.7, 16384, 16384, 1, swa=(5000, 128, 6000))
+    a.add_one_req(Req(0, 8000, 100))
+    assert a.can_run == [(a.can_run[0][0], 5000 - 100 - 1)] and a.new_chunked is not None
+
+
+def test_decode_retracts_when_the_swa_pool_is_short():
+    """``check_decode_capacity``: a decode needs its tokens free in both pools
+    (``SWATokenToKVPoolAllocator.available_size`` = min(full, swa))."""
+    s = sched(max_running_requests=4)
+    for i in range(3):
+        r = Req(i, 100, 500, output_len=5, status=ReqStatus.RUNNING)
+        s.reqs[i] = r
+        s.kv.reserve(r, 104)
+        r.prefill_done = 100
+        s.running.append(r)
+    s.kv.reserve(Req(9, 1, 1), s.kv.swa_available - 2)      # the SWA pool has 2 slots left
+    assert s.kv.available > 10_000
+    s.schedule()
+    assert s.num_retractions >= 1
+
+
+def test_batch_is_full_is_reset_every_pass_for_hybrid_swa():
+    """scheduler.py ``get_new_batch_prefill``: ``if enable_priority_preemption or
+    is_hybrid_swa: running_batch.batch_is_full = False``."""
+    for window, latched in ((128, False), (None, True)):
+        s = sched(sliding_window_size=window)
+        r = Req(0, 100, 50, status=ReqStatus.RUNNING)
+        s.reqs[0] = r
+        s.kv.reserve(r, 100)
+        r.prefill_done = 100
+        s.running.append(r)
+        s.batch_is_full = True
+        s.add_request(Req(1, 100, 50))
+        plan = s.schedule()
+        assert (plan.num_extend == 0) == latched, window
+
+
+def test_prompt_longer_than_the_swa_pool_is_refused():
+    s = sched(swa_full_tokens_ratio=0.01)                     # 1000 SWA slots
+    with pytest.raises(UnschedulableRequest, match="SWA pool"):
+        s.add_request(Req(0, 2000, 10))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 12), inp=st.integers(1, 600), out=st.integers(1, 80), ratio=st.floats(0.05, 0.5),
+       interval=st.integers(1, 64), spec=st.booleans(), cache=st.booleans())
+def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache):
+    """INV-2/INV-8 for the SWA pool: 0 <= swa_used <= swa_capacity after every pass, equal to
+    the requests' SWA slots; empty once every request finished."""
+    kw = dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4) if spec else {}
+    s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=ratio, swa_eviction_interval=interval,
+              disable_radix_cache=not cache, **kw)
+    try:
+        for i in range(n):
+            s.add_request(Req(i, inp, out))
+    except UnschedulableRequest:
+        return
+    for _ in range(5000):
+        if not s.has_work:
+            break
+        step(s, 2 if spec else 1)
+        assert 0 <= s.kv.swa_used <= s.kv.swa_capacity
+        assert s.kv.swa_used == swa_held(s)
+    assert not s.has_work and s.kv.swa_used == 0
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("swa_full_tokens_ratio", "1.5", "less than or equal to 1"),
+    ("swa_full_tokens_ratio", "0.00004", "sliding_window_size"),
+    ("swa_full_tokens_ratio", "0.001", "SWA pool"),
+    ("semantics_rules", "{swa_eviction_cadence: sometimes}", "swa_eviction_cadence"),
+])
+def test_bad_swa_input_is_one_line_and_exit_2(tmp_path, capsys, key, value, allowed):
+    src = (ROOT / "scenarios" / "burst256-ht.yaml").read_text()
+    if key == "swa_full_tokens_ratio":
+        src = src.replace("swa_full_tokens_ratio: 0.27846", f"swa_full_tokens_ratio: {value}")
+    else:
+        src = src.replace("server:\n", f"server:\n  {key}: {value}\n", 1)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src)
+    assert main(["run", str(bad), "--out", str(tmp_path / "res")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert str(bad) in err and allowed in err and (key in err or "workload.input_len" in err), err
+    assert not (tmp_path / "res").exists()
+
+
+def test_reference_ht_burst_swa_pool_of_724k_does_not_retract():
+    """The MI355X reference (docs/reference-data.md, System A): the 724K-token SWA pool
+    peaks at about 28 % on the 256 x 4K burst and nothing retracts. The cell carries that
+    pool (window 128, swa_full_tokens_ratio 0.27846 of 2.6M)."""
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import SimEngine
+
+    sc = load_scenario(ROOT / "scenarios" / "burst256-ht.yaml")
+    assert sc.server.swa_max_total_num_tokens == 723_996
+    eng = SimEngine(sc)
+    eng.run()
+    kv = eng.sched.kv
+    assert eng.sched.num_retractions == 0
+    assert 0.1 * kv.swa_capacity < kv.swa_peak <= 0.28 * kv.swa_capacity
