@@ -38,6 +38,7 @@ from specsched.runtime.device import Device, HostCopy, RingEvent
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -133,7 +134,7 @@ class RuntimeEngine:
         self.vocab = target.cfg.vocab_size
         # context buckets every 256 positions: a graph's attention width then tracks the
         # real context closely, as the profile's grid (measured at tight widths) assumes
-        ctx_buckets = list(range(256, max_ctx + 256, 256))
+        ctx_buckets = list(range(CTX_BUCKET_STEP, max_ctx + CTX_BUCKET_STEP, CTX_BUCKET_STEP))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
                                   ctx_buckets=ctx_buckets, external_kv=True)

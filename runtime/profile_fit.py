@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
+from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.profile import GpuProfile, HostProfile
 
 
@@ -74,6 +75,8 @@ class Fits:
             "eager_host_issue_s": self.eager_host_issue,
             "eager_draft_overhead_s": 0.0,
             "eager_factor": self.eager_factor,
+            "attention_width": "padded_max",
+            "attention_bucket": CTX_BUCKET_STEP,
         }
         host = {
             "ingest_per_request_s": 0.0,

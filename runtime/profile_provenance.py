@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
+from specsched.runtime.runner import CTX_BUCKET_STEP
 
 EXT_GPU = ("device time of the forward alone: a torch.cuda._sleep spin queued first keeps the GPU busy until the "
            "host has issued the whole call, then timing events around the call (its host launch time, which a busy "
@@ -93,6 +94,12 @@ class Provenance:
                 f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}, "
                 f"{timing}. [{env}]"),
             "gpu.verify_window": f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). [{env}]",
+            "gpu.attention_width": ("padded_max: the runtime's decode/verify attention is dense over one width for "
+                                    "the batch (runtime/layers.py AttnBatch [B, C], C the graph context bucket covering "
+                                    "the longest request, runtime/spec_cycle.py _prepare), over every padded graph row; "
+                                    f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
+            "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
+                                     f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (
