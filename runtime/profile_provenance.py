@@ -113,16 +113,24 @@ class Provenance:
                 "arrive, so an eager cycle lasts max(graph + eager_overhead_s, this) "
                 f"(runtime.profile_fit.eager_fit); null when no point is host-bound. [{env}]"),
             "host.launch_per_extend_s": (
-                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time to issue an extend and "
-                "its draft injection, GPU kept busy, against extend tokens (medians under "
-                f"host.launch_per_extend_token_s): the per-launch kernel issue, nearly flat in tokens. [{env}]"),
+                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time to issue an extend "
+                "(without its draft injection: host.launch_per_inject_s), GPU kept busy, against extend tokens (medians "
+                f"under host.launch_per_extend_token_s): the per-launch kernel issue, nearly flat in tokens. [{env}]"),
+            "host.launch_per_inject_s": (
+                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time (perf_counter, GPU kept "
+                "busy) of ModelRunner.prepare_inject(sync=False) + inject after the extend, against extend tokens "
+                f"(medians under host.launch_per_inject_token_s): the drafter injection's kernel issue. [{env}]"),
+            "host.launch_per_inject_token_s": (
+                f"Theil-Sen slope (clamped >= 0) of the same against extend tokens {self.ext_x} at prefix 0: medians "
+                + ", ".join(f"{t}: {_ms(self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
+                + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
             "host.launch_per_extend_token_s": (
                 f"Theil-Sen slope (runtime.profile_fit.extend_issue_fit, clamped >= 0) of the host time (perf_counter around the call, GPU kept "
-                f"busy so the call never waits on it) of ModelRunner.extend + prepare_inject(sync=False) + inject "
+                f"busy so the call never waits on it) of ModelRunner.extend "
                 f"against extend tokens {self.ext_x} at prefix 0: medians "
-                + ", ".join(f"{t}: {_ms(self.ext_host[i][0] + self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
+                + ", ".join(f"{t}: {_ms(self.ext_host[i][0])}" for i, t in enumerate(self.ext_x))
                 + (" (CPU: the forward runs inline, its time is all in gpu.extend, so 0)" if not dev.is_gpu else "")
                 + f". The eager prefill's host time is mostly its kernel launches, nearly flat in tokens: "
                 f"host.launch_per_extend_s carries it. [{env}]"),

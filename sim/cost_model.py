@@ -215,16 +215,34 @@ class CostModel:
             return h.launch_s + h.launch_per_req_s * bs
         return h.process_s + h.process_per_req_s * bs
 
-    def issue(self, plan: BatchPlan, part: str = "main") -> float:
-        """Host seconds to issue an eager extend's kernels (0 for a graph-replayed step and
-        for the inject launch, whose issue the measurement includes): the host is busy this
-        long after the launch, and the forward cannot end before the issue does, since its
-        kernels run as they are issued (profile host.launch_per_extend_s and
-        launch_per_extend_token_s; measured with the GPU kept busy, runtime/profile_fit.py)."""
-        if part != "main" or not plan.num_extend:
+    def eager_issue_s(self, n_dec: int) -> float:
+        """Host seconds to issue one eager decode step's or spec cycle's kernels (profile
+        gpu.eager_host_issue_s) for ``n_dec`` decoding requests: 0 when they replay a graph
+        (``n_dec`` <= cuda_graph_max_bs) or the profile did not measure it."""
+        g = self.profile.gpu
+        if n_dec <= self.graph_max or g.eager_host_issue_s is None:
             return 0.0
-        h = self.h
-        return h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
+        return g.eager_host_issue_s
+
+    def issue(self, plan: BatchPlan, part: str = "main") -> float:
+        """Host seconds to issue a forward's kernels one by one: an eager extend's (profile
+        host.launch_per_extend_s and launch_per_extend_token_s; measured with the GPU kept
+        busy, runtime/profile_fit.py) plus, for a decode/verify batch above
+        cuda_graph_max_bs, the eager step's (:meth:`eager_issue_s`); for the inject launch,
+        the drafter injection's (host.launch_per_inject_s and launch_per_inject_token_s;
+        0 in profiles whose extend terms include it). 0 for a graph-replayed step. The host is
+        busy this long after the launch, and the forward cannot end before the issue does,
+        since its kernels run as they are issued: an eager step's host time cannot overlap
+        the loop's scheduling and result processing (the overlap scheduler hides them only
+        behind a graph replay; SGLang's eager fallback, cuda_graph_runner.py can_run)."""
+        if part != "main":
+            h = self.h
+            return h.launch_per_inject_s + h.launch_per_inject_token_s * plan.num_extend_tokens
+        t = self.eager_issue_s(plan.batch_size - plan.num_extend)
+        if plan.num_extend:
+            h = self.h
+            t += h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
+        return t
 
     def range_warnings(self, out: TextIO | None = None) -> list[str]:
         """One line per (grid, axis) whose measured range a query left (upwards) since the

@@ -245,13 +245,13 @@ class SimEngine:
     # ------------------------------------------------------------------- host
     def _launch(self, op: Launch):
         """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
-        The host stays busy for the kernel issue of an eager extend (CostModel.issue)."""
+        The host stays busy for the kernel issue of an eager forward (CostModel.issue)."""
         now = self._t
         issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
-        # an eager extend's kernels run as the host issues them: it ends no earlier than
+        # an eager forward's kernels run as the host issues them: it ends no earlier than
         # the issue does, and the host is busy issuing until then (below)
         end = max(start + cost.total_s, now + issue)
         self._gpu_free = end
@@ -362,7 +362,8 @@ class SimEngine:
             return None
         sched = self.sched
         batch = sched.decode_batch_reqs
-        if not batch:
+        if not batch or self.cost.eager_issue_s(len(batch)) > 0:
+            # an eager step keeps the host busy issuing it (CostModel.issue): step by step
             return None
         horizon = self._horizon(h, t0, t_next, batch)
         run = sched.decode_stretch(self.device, h.plan, h.output, horizon,

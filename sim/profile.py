@@ -212,7 +212,11 @@ class HostProfile(BaseModel):
     so this host time overlaps the forward it issues (the extend ends no earlier than the
     issue does; sim.engine applies it at the launch), and the GPU time of the forward is
     gpu.extend. Measured host issue time is nearly flat in tokens (kernel count, not
-    size), hence the per-launch term. process_*: processing a step's results.
+    size), hence the per-launch term. launch_per_inject_s + launch_per_inject_token_s x
+    tokens: the same for a block drafter's prompt injection (DSpark prefill: the inject
+    launch after the extend), charged at the inject launch; 0 in profiles whose extend
+    terms hold both issues (a plain-decoding run then pays the injection's issue too:
+    docs/measurements/h200-v3-repredict.md). process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
@@ -227,6 +231,8 @@ class HostProfile(BaseModel):
     launch_per_req_s: Seconds = 0.0
     launch_per_extend_s: Seconds = 0.0
     launch_per_extend_token_s: Seconds = 0.0
+    launch_per_inject_s: Seconds = 0.0
+    launch_per_inject_token_s: Seconds = 0.0
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0
     sync_wakeup_s: Seconds = 0.0
