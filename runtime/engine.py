@@ -319,9 +319,10 @@ class RuntimeEngine:
 
     def _deliver(self, op: Deliver) -> None:
         rids, n, fin = delivery_arrays(op.deliveries)
-        self.rec.deliver(self._now(), rids, n, fin)
+        now = self._now()
+        self.rec.deliver(now, rids, n, fin)
         for _ in range(int(fin.sum())):
-            self.clients.finished()
+            self.clients.finished(now)
             if self._bar is not None:
                 self._bar.update(1)
             self.remaining -= 1
@@ -329,9 +330,11 @@ class RuntimeEngine:
     def _recv(self) -> list[Req]:
         now = self._now()
         out = []
-        for i in self.clients.due(now):
+        # the timer starts when the client sent it (bench_serving), not when the loop polls:
+        # a request that arrives while the host issues a forward or blocks waits in between
+        for i, sent in self.clients.due_timed(now):
             s = self.specs[i]
-            self.rec.request_sent(s.index, s.input_len, s.output_len, now)
+            self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
             out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
                            ignore_eos=self.scenario.workload.ignore_eos))
         return out
