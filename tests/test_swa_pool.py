@@ -176,10 +176,7 @@ def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache):
 ])
 def test_bad_swa_input_is_one_line_and_exit_2(tmp_path, capsys, key, value, allowed):
     src = (ROOT / "scenarios" / "burst256-ht.yaml").read_text()
-    if key == "swa_full_tokens_ratio":
-        src = src.replace("swa_full_tokens_ratio: 0.27846", f"swa_full_tokens_ratio: {value}")
-    else:
-        src = src.replace("server:\n", f"server:\n  {key}: {value}\n", 1)
+    src = src.replace("server:\n", f"server:\n  sliding_window_size: 128\n  {key}: {value}\n", 1)
     bad = tmp_path / "bad.yaml"
     bad.write_text(src)
     assert main(["run", str(bad), "--out", str(tmp_path / "res")]) == 2
@@ -197,6 +194,8 @@ def test_reference_ht_burst_swa_pool_of_724k_does_not_retract():
     from specsched.sim.engine import SimEngine
 
     sc = load_scenario(ROOT / "scenarios" / "burst256-ht.yaml")
+    sc = sc.model_copy(update={"server": ServerArgs.model_validate(
+        {**sc.server.model_dump(), "sliding_window_size": 128, "swa_full_tokens_ratio": 0.27846})})
     assert sc.server.swa_max_total_num_tokens == 723_996
     eng = SimEngine(sc)
     eng.run()
