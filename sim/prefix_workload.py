@@ -163,6 +163,12 @@ def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[lis
         seed: the run's seed (token ids and the lengths drawn here).
         base: the scenario's folder (length histograms).
 
+    With ``dp_ranks`` > 1 (round-robin dispatch over DP ranks) turn t >= 1 lands on the
+    rank of turn t-1 with probability 1 / dp_ranks (seeded draw); the simulated rank sees
+    the full history of a turn only when that turn or the next one stays on it. Another
+    turn's ``tokens`` is the system prompt plus one token of its own: the radix cache can
+    share the system prompt only (the rest of its prompt shares nothing here).
+
     Returns:
         conversations[c][t]: the RequestSpec of turn t of conversation c.
     """
@@ -175,6 +181,10 @@ def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[lis
     users = users.reshape(n_conv, -1)
     system = rng.integers(0, VOCAB, size=cfg.system_prompt_len, dtype=np.int64)
     out_lens = np.asarray(output_lens, dtype=np.int64).reshape(n_conv, n_turns)
+    # stays[c, t]: turn t is routed to the rank that served turn t-1 (turn 0 always)
+    stays = np.ones((n_conv, n_turns), dtype=bool)
+    if cfg.dp_ranks > 1 and n_turns > 1:
+        stays[:, 1:] = rng.random((n_conv, n_turns - 1)) < 1.0 / cfg.dp_ranks
     convs = []
     for c in range(n_conv):
         parts = [system, rng.integers(0, VOCAB, size=int(firsts[c]), dtype=np.int64)]
@@ -189,9 +199,31 @@ def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[lis
             parts.append(output_tokens(seed, c, t, n_out))
             bounds.append((end, end + n_out))
             end += n_out
-        history = np.concatenate(parts)
-        convs.append([RequestSpec(c * n_turns + t, p, o - p, tokens=history[:o])
-                      for t, (p, o) in enumerate(bounds)])
+        if cfg.dp_ranks == 1:
+            history = np.concatenate(parts)
+            convs.append([RequestSpec(c * n_turns + t, p, o - p, tokens=history[:o])
+                          for t, (p, o) in enumerate(bounds)])
+            continue
+        # whole histories only for the turns the rank can reuse (memory: most turns of a
+        # many-rank deployment leave the rank); a turn that arrives from another rank starts
+        # a new lineage (one token after the system prompt differs), so it hits nothing of
+        # what this rank cached for the conversation before
+        keep = [bool(t and stays[c, t]) or bool(t + 1 < n_turns and stays[c, t + 1]) for t in range(n_turns)]
+        full = np.concatenate(parts)
+        lineage: np.ndarray | None = full
+        row = []
+        for t, (p, o) in enumerate(bounds):
+            if t and not stays[c, t]:
+                lineage = None
+            if keep[t]:
+                if lineage is None:
+                    lineage = full.copy()
+                    lineage[len(system)] = rng.integers(0, VOCAB)
+                toks = lineage[:o]
+            else:
+                toks = np.concatenate([system, rng.integers(0, VOCAB, size=1, dtype=np.int64)])
+            row.append(RequestSpec(c * n_turns + t, p, o - p, tokens=toks))
+        convs.append(row)
     return convs
 
 

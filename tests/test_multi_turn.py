@@ -120,3 +120,35 @@ def test_bad_multi_turn_blocks_are_refused(change, key):
 def test_multi_turn_block_needs_its_kind():
     with pytest.raises(ValidationError, match="multi_turn"):
         scenario(workload={"kind": "closed_loop"})
+
+
+def test_round_robin_dp_ranks_leave_most_histories_on_other_ranks():
+    # 16 DP ranks behind round-robin dispatch: a later turn finds its history on this rank
+    # with probability 1/16; every turn still finds the shared system prompt
+    mt = {"num_conversations": 40, "num_turns": 6, "system_prompt_len": 3000, "dp_ranks": 16}
+    eng = SimEngine(scenario(mt, {"concurrency": 4}))
+    eng.run()
+    specs = eng.specs
+    later = [i for i in range(len(specs)) if i % 6]
+    full = sum(specs[i - 1].input_len + specs[i - 1].output_len - 1 for i in later)
+    sys_hits = 3000 * (len(specs) - 1)
+    hits = eng.sched.cache_hit_tokens
+    assert sys_hits <= hits < sys_hits + 0.3 * full
+    one = SimEngine(scenario({**mt, "dp_ranks": 1}, {"concurrency": 4}))
+    one.run()
+    assert one.sched.cache_hit_tokens >= full
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 50), ranks=st.integers(2, 4))
+def test_inv_multiturn_routed_turn_shares_only_the_system_prompt_with_its_past(seed, ranks):
+    """INV-MULTITURN-ROUTING: a turn's tokens extend the previous turn's exactly when it
+    stayed on the rank; otherwise they share the system prompt and nothing more."""
+    cfg = MultiTurnConfig(num_conversations=3, num_turns=5, system_prompt_len=7, dp_ranks=ranks,
+                          first_prompt_len=LengthDist(value=20), user_len=LengthDist(value=9))
+    convs = multi_turn_conversations(cfg, np.full(15, 4), seed)
+    for specs in convs:
+        for a, b in zip(specs, specs[1:], strict=False):
+            n = min(len(a.tokens), len(b.tokens))
+            common = int(np.argmax(a.tokens[:n] != b.tokens[:n])) if (a.tokens[:n] != b.tokens[:n]).any() else n
+            assert common == len(a.tokens) or common == 7
