@@ -14,6 +14,7 @@ from specsched.sim.analytic.roofline import (
     Parallel,
     decode_like,
     extend,
+    kernel_count,
     kv_cell_bytes,
     weights_bytes,
 )
@@ -51,10 +52,12 @@ def test_shapes_match_their_configs():
 
 def test_batch_one_decode_is_the_weight_read():
     """Batch 1, no context: the forward is the weight read at the achieved bandwidth plus
-    the launch gaps; nothing else is large."""
+    the graph launch and one gap per kernel; nothing else is large."""
     c = decode_like(L8, H200, Parallel(), EFF, 1, 1, 0)
-    weights_s = weights_bytes(L8, Parallel()) / (H200.hbm_tbps * 1e12 * EFF.hbm)
-    assert weights_s < c.graph_s < weights_s * 1.15
+    read = weights_bytes(L8, Parallel()) - 2 * L8.vocab_size * L8.hidden_size  # the embedding is gathered, not read
+    weights_s = read / (H200.hbm_tbps * 1e12 * EFF.hbm)
+    assert c.overhead_s == pytest.approx(EFF.graph_launch_s + kernel_count(L8, EFF) * EFF.kernel_gap_s)
+    assert weights_s * 0.99 < c.graph_s - c.overhead_s < weights_s * 1.15
 
 
 def test_long_prefill_is_the_matmul_compute():
@@ -98,7 +101,8 @@ def test_regenerate_scales_with_the_efficiency_it_is_given():
     p = Profile.model_validate(build_profile(L8, H200, 1))
     slow = Profile.model_validate(regenerate(p, hbm=EFF.hbm / 2))
     assert slow.analytic["efficiency"]["hbm"] == EFF.hbm / 2
-    assert slow.gpu.decode.seconds[0][0] == pytest.approx(2 * p.gpu.decode.seconds[0][0], rel=0.1)
+    fixed = EFF.graph_launch_s + kernel_count(L8, EFF) * EFF.kernel_gap_s  # launch gaps do not scale with bandwidth
+    assert slow.gpu.decode.seconds[0][0] - fixed == pytest.approx(2 * (p.gpu.decode.seconds[0][0] - fixed), rel=0.1)
     with pytest.raises(ConfigError, match="analytic.efficiency"):
         regenerate(p, nonsense=1.0)
 
