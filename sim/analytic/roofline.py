@@ -12,9 +12,11 @@ groups add up, plus the TP all-reduces and the per-forward launch overheads:
   ``2 x T x keys x (qk + v) x heads`` with ``keys`` the mean attended positions per query
   (quadratic in extend tokens); MLA decode/verify uses the absorbed form over the latent
   (SGLang's MLA decode path), MLA extend the expanded per-head form;
-- LM head on the positions whose logits are needed;
+- LM head on the positions whose logits are needed, then the logits' TP all-gather and
+  the full-vocab passes before sampling (bytes per logit ``LOGIT_PASS_BYTES``);
 - TP: two all-reduces per layer (after attention and after the MLP) of ``T x hidden``
-  bf16, ring cost ``2 (tp - 1) / tp x bytes / link`` plus a per-call latency;
+  bf16, ring cost ``2 (tp - 1) / tp x bytes / link`` plus a per-call latency, where
+  ``link`` is what a TP group reaches (on an xGMI mesh, ``tp - 1`` of the 7 links);
 - a replayed graph pays a launch plus ``kernel_gap_s`` per kernel (measured on an H200:
   what small-batch forwards of many small kernels cost beyond their bytes); kernel counts
   follow the architecture (GQA, MLA, MoE: counted in SGLang's model code);
@@ -36,6 +38,9 @@ from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
 
 BF16 = 2  # bytes of a bf16 element (activations, KV cache)
+LOGIT_PASS_BYTES = 12
+"""HBM bytes per logit after the LM head: the gathered bf16 logits written (2), read and
+copied to float32 (2 + 4), read again by argmax or softmax (4); sampling adds more."""
 
 
 class Efficiency(BaseModel):
@@ -242,11 +247,19 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
 
     lm_params = arch.vocab_size * h / tp
     lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_mm, BF16 * lm_params / bw)
+    # the rows x vocab logits after the LM head: TP all-gather of the vocab shards, then the
+    # full-vocab passes before sampling (SGLang layers/logits_processor.py _get_logits:
+    # tensor-parallel all-gather, copy into a float32 buffer; layers/sampler.py: argmax, or
+    # softmax + top-k/top-p sampling, over the full vocab)
+    vocab_bytes = max(logits, 1.0) * arch.vocab_size
+    lm_head_s += LOGIT_PASS_BYTES * vocab_bytes / bw
+    if tp > 1:
+        lm_head_s += eff.allreduce_latency_s + (tp - 1) / tp * BF16 * vocab_bytes / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
 
     allreduce_s = 0.0
     if tp > 1:
         msg = t * h * BF16
-        one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.link_gbps * 1e9 * eff.interconnect)
+        one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
         allreduce_s = 2 * L * one
     kernels = kernel_count(arch, eff)
     overhead_s = eff.graph_launch_s + kernels * eff.kernel_gap_s
@@ -266,14 +279,19 @@ def kernel_count(arch: ModelArch, eff: Efficiency | None = None) -> int:
 
 
 def draft_arch(target: ModelArch, layers: int) -> ModelArch:
-    """The assumed drafter: ``layers`` dense decoder layers of the target's attention shape
-    with the target's dense MLP width, sharing its vocabulary (EAGLE/MTP heads and the
-    public DFlash/DSpark drafters are a few target-shaped layers on the target's LM head)."""
-    return target.model_copy(update={
-        "name": f"{target.name}-draft{layers}", "num_layers": layers, "num_experts": 0,
-        "experts_per_token": 0, "shared_experts": 0, "shared_expert_intermediate_size": 0,
-        "moe_intermediate_size": 0, "first_k_dense": 0, "fp8_routed_experts_only": False,
-    })
+    """The assumed drafter: ``layers`` decoder layers of the target's own layer type on the
+    target's vocabulary and LM head.
+
+    A dense target gets dense layers (EAGLE heads on Llama/Qwen). An MoE target's draft
+    layers are MoE layers like its own: SGLang 0.5.23 builds the DeepSeek MTP layer as a
+    DeepseekV2DecoderLayer whose ``_is_layer_sparse`` is always true for ``is_nextn``
+    (models/deepseek_v2.py, deepseek_nextn.py), and the DeepSeek-V4 DSpark stages as
+    DeepseekV4 decoder layers with the target's routed experts unless the draft config
+    overrides them (models/deepseek_v4_dspark.py ``_dspark_stage_config``). So a draft
+    forward over ``batch x window`` tokens touches experts the way a verify does.
+    """
+    return target.model_copy(update={"name": f"{target.name}-draft{layers}", "num_layers": layers,
+                                      "first_k_dense": 0})
 
 
 def decode_like(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, batch: float,
