@@ -38,6 +38,7 @@ from specsched.runtime.device import Device, HostCopy, RingEvent
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -133,7 +134,7 @@ class RuntimeEngine:
         self.vocab = target.cfg.vocab_size
         # context buckets every 256 positions: a graph's attention width then tracks the
         # real context closely, as the profile's grid (measured at tight widths) assumes
-        ctx_buckets = list(range(256, max_ctx + 256, 256))
+        ctx_buckets = list(range(CTX_BUCKET_STEP, max_ctx + CTX_BUCKET_STEP, CTX_BUCKET_STEP))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
                                   ctx_buckets=ctx_buckets, external_kv=True)
@@ -180,6 +181,7 @@ class RuntimeEngine:
         for row in getattr(self, "rows", {}).values():
             self.runner.free_request(row)
         self.rows: dict[int, int] = {}
+        self._rows_peak = 0
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
         self._blocked = 0.0
@@ -206,6 +208,11 @@ class RuntimeEngine:
         """
         r, reqs = self.runner, self.sched.reqs
         n = plan.num_extend
+        # rows the ledger let go of first (requests finished or retracted since the last
+        # forward): the scheduler admitted this plan's new requests into those rows
+        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
+        for rid in gone:
+            r.free_request(self.rows.pop(rid))
         for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True):
             row = self.rows.get(rid)
             if row is not None and p == 0:  # re-prefill after a retraction: a fresh row
@@ -213,9 +220,7 @@ class RuntimeEngine:
                 row = None
             if row is None:
                 self.rows[rid] = r.add_request()
-        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
-        for rid in gone:
-            r.free_request(self.rows.pop(rid))
+        self._rows_peak = max(self._rows_peak, len(self.rows))
         r.pool.hold(list(self.rows.values()), [reqs[rid].kv_allocated for rid in self.rows])
 
     # -------------------------------------------------------------- launches
@@ -318,9 +323,10 @@ class RuntimeEngine:
 
     def _deliver(self, op: Deliver) -> None:
         rids, n, fin = delivery_arrays(op.deliveries)
-        self.rec.deliver(self._now(), rids, n, fin)
+        now = self._now()
+        self.rec.deliver(now, rids, n, fin)
         for _ in range(int(fin.sum())):
-            self.clients.finished()
+            self.clients.finished(now)
             if self._bar is not None:
                 self._bar.update(1)
             self.remaining -= 1
@@ -328,9 +334,11 @@ class RuntimeEngine:
     def _recv(self) -> list[Req]:
         now = self._now()
         out = []
-        for i in self.clients.due(now):
+        # the timer starts when the client sent it (bench_serving), not when the loop polls:
+        # a request that arrives while the host issues a forward or blocks waits in between
+        for i, sent in self.clients.due_timed(now):
             s = self.specs[i]
-            self.rec.request_sent(s.index, s.input_len, s.output_len, now)
+            self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
             out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
                            ignore_eos=self.scenario.workload.ignore_eos))
         return out
@@ -458,7 +466,7 @@ class RuntimeEngine:
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
             num_retractions=self.sched.num_retractions, num_delayed_passes=self.sched.num_delayed_passes,
-            kv_peak_tokens=self.sched.kv.peak,
+            kv_peak_tokens=self.sched.kv.peak, request_rows_peak=self._rows_peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),
             event_records=dict(self.dev.event_records),

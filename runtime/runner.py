@@ -12,7 +12,13 @@ from typing import Literal
 import torch
 from specsched.runtime.device import Device, default_bs_buckets, pick_bucket
 from specsched.runtime.kv_cache import PAD_ROW, KVBuffers, ReqToTokenPool, _round_up, expand_slots
-from specsched.runtime.layers import AttnBatch, AttnImpl, LlamaProxy, position_mask
+from specsched.runtime.layers import (
+    AttnBatch,
+    AttnImpl,
+    LlamaProxy,
+    graphed_attention,
+    position_mask,
+)
 from specsched.runtime.spec_cycle import SpecCycle, StepOut
 
 
@@ -69,6 +75,13 @@ def _check_extend(rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: 
         raise ValueError("rows, prefix_lens, extend_lens must be non-empty and of equal length")
     if min(extend_lens) < 1 or min(prefix_lens) < 0:
         raise ValueError("extend_lens must be >= 1 and prefix_lens >= 0")
+
+
+CTX_BUCKET_STEP = 256
+"""Spacing (positions) of the engine's graph context buckets (runtime/engine.py). Every
+decode/verify forward attends densely over one bucket width for the whole batch (the
+longest request's length bound + the step's width, rounded up to this; spec_cycle
+``_prepare``), so the profile says ``gpu.attention_width: padded_max`` with this bucket."""
 
 
 def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:
@@ -369,10 +382,11 @@ class ModelRunner(SpecCycle):
         }
 
         def step() -> None:
-            if kind == "decode":
-                o = self._decode_dev(st.rows, ctx)
-            else:
-                o = self._spec_dev(st.rows, ctx, st.forced if forced else None)
+            with graphed_attention():  # warm-up and capture pick the same SDPA backend
+                if kind == "decode":
+                    o = self._decode_dev(st.rows, ctx)
+                else:
+                    o = self._spec_dev(st.rows, ctx, st.forced if forced else None)
             for name, t in o.as_dict().items():
                 st.out[name].copy_(t)
 

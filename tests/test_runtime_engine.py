@@ -129,3 +129,47 @@ def test_validation_table_errors():
     assert rows[0]["error_pct"] == pytest.approx(10.0) and rows[1]["error_pct"] == pytest.approx(-10.0)
     assert rows[2]["error_pct"] != rows[2]["error_pct"]  # NaN when missing
 
+
+
+def test_request_timer_starts_when_the_client_sends():
+    """bench_serving starts a request's timer when its client sends it: an open-loop
+    request at its arrival time, a closed-loop one when the slot it takes freed (the
+    finishing request's last delivery), never later when the loop happens to poll."""
+    from specsched.sim.workload import arrival_times
+    wl = {"kind": "poisson", "request_rate": 400.0, "num_requests": 6}
+    sc, eng = runtime(workload=wl)
+    res = eng.run()
+    sent = arrival_times(sc.workload, eng.specs, eng.seed)
+    req = res.requests.sort_values("rid")
+    assert req.start_s.to_numpy() == pytest.approx(sent[req.rid.to_numpy()], abs=1e-12)
+    _, eng = runtime(workload={"kind": "closed_loop", "concurrency": 2, "num_requests": 5})
+    req = eng.run().requests.sort_values("start_s")
+    finishes = sorted(req.finish_s)
+    # the 3rd..5th requests take the slots freed by the 1st..3rd finishes
+    assert req.start_s.to_numpy()[2:] == pytest.approx(finishes[:3], abs=1e-12)
+
+
+def test_request_rows_follow_the_scheduler_no_more_than_max_running_requests():
+    """The 48 req/s Poisson run crashed the runtime (``PoolExhausted: no free request row``):
+    requests that finished together kept their rows until after the next prefill took new
+    ones. SGLang frees a finished request's row when its result is processed
+    (``process_batch_result`` -> ``release_kv_cache``) and admits no more requests than free
+    rows (``Scheduler.get_num_allocatable_reqs``), so rows in use never exceed
+    max_running_requests, and neither may the runtime's."""
+    wl = {"kind": "burst", "num_requests": 12, "input_len": {"kind": "fixed", "value": 24},
+          "output_len": {"kind": "fixed", "value": 6}}
+    sc, eng = runtime({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1}, wl)
+    pool, alloc, peak = eng.runner.pool, eng.runner.pool.alloc_row, [0]
+    rows = eng.runner.pool.num_free_rows
+
+    def counted():
+        row = alloc()
+        peak[0] = max(peak[0], rows - pool.num_free_rows)
+        return row
+
+    pool.alloc_row = counted
+    res = eng.run()
+    assert res.summary["completed"] == 12
+    assert 0 < peak[0] <= sc.server.max_running_requests
+    assert res.summary["request_rows_peak"] == peak[0]
+    assert pool.num_free_rows == rows - len(eng.rows)
