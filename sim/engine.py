@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from specsched.sim import host_timeline
+from specsched.sim import host_timeline, plain_timeline
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -50,6 +50,7 @@ from specsched.sim.ops import (
     StreamWait,
     WaitForWork,
 )
+from specsched.sim.plain_run import PlainRun
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.profile import Profile, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
@@ -62,6 +63,8 @@ AUTO_COMPACT_TOKENS = 1_000_000
 switches to compact records above (docs/performance.md)."""
 MAX_RUN_CELLS = 1 << 18
 """A fast-forward computes at most this many (iteration x request) cells at once."""
+PLAIN_HORIZON = 1 << 62
+"""A closed-form stretch (:mod:`sim.plain_run`) is not bounded ahead: it is timed until the next event."""
 
 
 @dataclass(slots=True)
@@ -126,6 +129,7 @@ class SimEngine:
         self._finish_reacts = w.kind == "closed_loop" or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
         self._gpu_memo: dict[int, float] = {}
+        self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._host_tab: list[np.ndarray] | None = None
         self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self.ff_runs = 0
@@ -364,11 +368,21 @@ class SimEngine:
         batch = sched.decode_batch_reqs
         if not batch:
             return None
-        horizon = self._horizon(h, t0, t_next, batch)
+        # a closed-form stretch (no speculative decoding) costs the same at any length
+        horizon = PLAIN_HORIZON if sched.window == 1 and not sched.spec else self._horizon(h, t0, t_next, batch)
         run = sched.decode_stretch(self.device, h.plan, h.output, horizon,
                                    stop_at_finish=self._finish_reacts, finishes_left=self._remaining)
         if run is None:
             return None
+        if type(run) is PlainRun:
+            n, T, S, E, RW, BS = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s,
+                                                     self._plain_gpu, self._plain_host)
+            if n < 1:
+                return None
+            plan, output = sched.apply_stretch(run, n)
+            self.device.set_state(run.rid_list, *run.device_after(n))
+            self._record_plain(run, n, T, S, E, RW, BS)
+            return (yield from self._stretch_applied(plan, output, S[n - 1], E[n - 1], T[n], n))
         k = run.stop
         c, hs, hl, hp = self._run_costs(run, k)
         spec = self.server.speculative_algorithm.enabled
@@ -383,15 +397,38 @@ class SimEngine:
         plan, output = sched.apply_stretch(run, n)
         self.device.set_state(run.rids.tolist(), *run.device_after(n))
         self._record_run(run, tl, n)
-        handle = SimHandle(plan, float(tl.S[n - 1]), float(tl.E[n - 1]), output)
-        self._gpu_free = handle.end
+        return (yield from self._stretch_applied(plan, output, float(tl.S[n - 1]), float(tl.E[n - 1]),
+                                                 float(tl.T[n]), n))
+
+    def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float, n: int):
+        """After a stretch of n iterations: its last forward (start, end s) is in flight and
+        the host is at ``t``. Returns (as a generator's value) the loop's (plan, handle)."""
+        handle = SimHandle(plan, start, end, output)
+        self._gpu_free = end
         self._last_output = output
         self._cross_queue_pending = False
         self._in_flight = handle
         self.ff_runs += 1
         self.ff_iterations += n
-        yield from self._advance_to(float(tl.T[n]))
+        yield from self._advance_to(t)
         return plan, handle
+
+    def _plain_gpu(self, bs: int, ctx_sum: int, key: int) -> float:
+        """GPU seconds of a decode of ``bs`` requests, contexts summing to ``ctx_sum``
+        (``key``: the mean context in tens, rounded; see :meth:`_run_costs`)."""
+        code = bs * (1 << 40) + key
+        v = self._gpu_memo.get(code)
+        if v is None:
+            v = self._shape_cost(code, bs, ctx_sum, key * 10.0)
+        return v
+
+    def _plain_host(self, bs: int) -> tuple[float, float, float]:
+        """Host seconds (schedule, launch, process) of a decode pass of ``bs`` requests."""
+        v = self._host_memo.get(bs)
+        if v is None:
+            plan = self._shape_plan(bs, 0)
+            v = self._host_memo[bs] = tuple(self.cost.host(kind, plan) for kind in ("schedule", "launch", "process"))
+        return v
 
     def _horizon(self, h: SimHandle, t0: float, t_next: float, batch: list[Req]) -> int:
         """How many iterations to compute: enough to reach the next event (or to finish
@@ -475,6 +512,38 @@ class SimEngine:
             plan = self._shape_plan(b, 0)
             for t, kind in zip(tab, ("schedule", "launch", "process"), strict=True):
                 t[b] = self.cost.host(kind, plan)
+
+    def _record_plain(self, run: PlainRun, n: int, T: list[float], S: list[float], E: list[float],
+                      RW: list[float], BS: list[int]) -> None:
+        """Record the first n iterations of a closed-form run (as :meth:`_record_run`)."""
+        rec = self.rec
+        blocked = [self._blocked_since_launch, *RW[: n - 1]]
+        h = self.host_blocked_s
+        for x in RW[:n]:
+            if x:
+                h += x
+        self.host_blocked_s = h
+        self._blocked_since_launch = RW[n - 1]
+        bs, start, end, blk = np.array(BS[:n]), np.array(S[:n]), np.array(E[:n]), np.array(blocked)
+        times = np.array(T[: n + 1])
+        if rec.full:
+            acc = np.array(run.commits(n))
+            rec.pass_run(times[:n], bs, len(self.sched.waiting), run.kv_scheduled(n))
+            rec.step_run(run.first_step, "decode", bs, start, end, blk, acc, acc)
+            rec.deliver_run(times[1:], run.rids, run.delivered(n), single_tokens=True)
+        else:
+            rec.num_passes += n
+            rec.step_run(run.first_step, "decode", bs, start, end, blk, None, None)
+            idx, first, last, both = run.deliveries(n)
+            rids = run.rid_list
+            rec.deliver_ones(times[1:], [rids[i] for i in idx], first, last, both)
+        fin, rids = run.fin, run.rid_list
+        done = [i for i, f in enumerate(fin) if 0 <= f < n]
+        if done:
+            rec.finish(np.array([rids[i] for i in done], dtype=np.int64), np.array([T[fin[i] + 1] for i in done]))
+            for i in done:
+                self._finish_events.pop(rids[i], None)   # nobody waits (the run stops at finishes clients react to)
+            self._remaining -= len(done)
 
     def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
         """Record the first n iterations of a collapsed run (the rows the step-by-step

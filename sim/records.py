@@ -426,6 +426,29 @@ class Recorder:
             new &= np.isnan(self._first[rows])
             self._first[rows[new]] = t_first[new]
 
+    def deliver_ones(self, times: np.ndarray, rids: list[int], first: list[int], last: list[int],
+                     both: list[int]) -> None:
+        """The deliveries of a closed-form decode run (:mod:`sim.plain_run`) in compact records:
+        request ``rids[i]`` gets one token at each ``times[j]`` (s), ``first[i] <= j <= last[i]``;
+        ``both[j - 1]`` requests get one at both j - 1 and j (j >= 1). The same ITL samples and
+        times as :meth:`deliver_run` with ``single_tokens``, without the (iterations x
+        requests) grid. Finishes are marked with :meth:`finish`."""
+        if rids:
+            rows = self._row_of[rids]
+            prev = self._last[rows]
+            later = prev == prev   # not NaN: the first chunk of the run continues an earlier one
+            t_first = times[first]
+            self.itl.add((t_first - prev)[later], np.ones(int(later.sum()), dtype=np.int64))
+        counts = np.array(both, dtype=np.int64)
+        sel = counts > 0
+        self.itl.add((times[1:] - times[:-1])[sel], counts[sel])
+        if rids:
+            self._last[rows] = times[last]
+            new = ~later
+            if new.any():
+                new &= np.isnan(self._first[rows])
+                self._first[rows[new]] = t_first[new]
+
     def finish(self, rids: np.ndarray, times: np.ndarray) -> None:
         """Requests ``rids`` completed at ``times`` (s)."""
         self._finish[self._row_of[rids]] = times

@@ -1,0 +1,103 @@
+"""Costs and times of a non-speculative decode stretch in one pass (:mod:`sim.plain_run`).
+
+The times of an overlap-loop iteration are a chain of float additions (the steps are
+those of :mod:`sim.host_timeline`, without the publish wait, which only speculative
+decoding has): with T_j the host time at the top of the loop and E_{j-1} the end of the
+forward in flight,
+
+1. schedule: t = T_j + hs_j; launch: t = t + hl_j; the forward runs from
+   S_j = max(t, E_{j-1}) to E_j = S_j + c_j;
+2. results: if E_{j-1} > t the host waits rw_j = (E_{j-1} - t) + wake, t = t + rw_j;
+3. process: T_{j+1} = t + hp_j.
+
+:func:`walk` runs that chain one iteration at a time with Python floats, exactly the
+operations of the step-by-step engine, so the times are bit-identical to it; what it
+saves is everything around them: the costs come from the run's breakpoints (the batch
+size and the context sum change at a handful of known iterations, the cost key, the mean
+context rounded to 10 tokens, every ~10 iterations), and the walk stops at the first
+iteration that would reach the next outside event, so no iteration is computed in vain
+and no array is built per iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from specsched.sim.plain_run import PlainRun
+
+
+def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
+         gpu: Callable[[int, int, int], float], host: Callable[[int], tuple[float, float, float]]):
+    """Time the iterations of ``run`` from host time ``t0`` until the next event.
+
+    Args:
+        run: the stretch (its first ``run.stop`` iterations may be applied).
+        t0: host time (s) at the top of the first iteration. e0: end (s) of the forward in
+            flight. t_next: time (s) of the next outside event (inf: none).
+        wake: host wake-up seconds after a wait that really waited.
+        gpu: ``gpu(bs, ctx_sum, key)``: GPU seconds of a decode of ``bs`` requests whose
+            contexts sum to ``ctx_sum`` tokens, ``key`` = the mean context rounded to 10
+            tokens, in tens (round half to even, as numpy's rint).
+        host: ``host(bs)``: (schedule, launch, process) host seconds for a batch of bs.
+
+    Returns:
+        (n, T, S, E, rw, bs): n iterations to apply (every host time T_1 .. T_{n-1} is
+        before t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1
+        values), GPU starts and ends, results waits (0.0 = none) and batch sizes of at least
+        the first n iterations (lists of float / int).
+    """
+    stop = run.stop
+    changes = run.changes
+    T, S, E, RW, BS = [t0], [], [], [], []
+    bs = run.bs0
+    ctx = run.ctx0
+    key = round(ctx / bs / 10.0)
+    c = gpu(bs, ctx, key)
+    hs, hl, _ = host(bs)
+    pbs = run.pbs0
+    hp = host(pbs)[2]
+    ci = 0
+    nxt, nbs, base = changes[0]
+    t_top, ep = t0, e0
+    j = 0
+    while True:
+        t = t_top + hs
+        t = t + hl
+        s = ep if ep > t else t      # INV-6: a forward starts after the previous one ends
+        e = s + c
+        d = ep - t
+        if d > 0:
+            rw = d + wake
+            t = t + rw
+        else:
+            rw = 0.0
+        t = t + hp
+        S.append(s)
+        E.append(e)
+        RW.append(rw)
+        T.append(t)
+        BS.append(bs)
+        j += 1
+        if t >= t_next:
+            return (j - 1 if t == t_next else j), T, S, E, RW, BS
+        if j == stop:
+            return j, T, S, E, RW, BS
+        t_top, ep = t, e
+        if bs != pbs:                # iteration j processes P_{j-1}'s results
+            pbs = bs
+            hp = host(pbs)[2]
+        if j == nxt:
+            bs = nbs
+            ci += 1
+            nxt, nbs, nbase = changes[ci] if ci < len(changes) else (-1, 0, 0)
+            hs, hl, _ = host(bs)
+            ctx = base + j * bs
+            base = nbase
+            key = round(ctx / bs / 10.0)
+            c = gpu(bs, ctx, key)
+        else:
+            ctx += bs
+            k2 = round(ctx / bs / 10.0)
+            if k2 != key:
+                key = k2
+                c = gpu(bs, ctx, key)
