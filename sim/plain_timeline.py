@@ -41,14 +41,14 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         host: ``host(bs)``: (schedule, launch, process) host seconds for a batch of bs.
 
     Returns:
-        (n, T, S, E, rw, bs): n iterations to apply (every host time T_1 .. T_{n-1} is
-        before t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1
-        values), GPU starts and ends, results waits (0.0 = none) and batch sizes of at least
-        the first n iterations (lists of float / int).
+        (n, T, S, E, rw): n iterations to apply (every host time T_1 .. T_{n-1} is before
+        t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1 values),
+        GPU starts and ends and results waits (0.0 = none) of at least the first n
+        iterations (lists of float).
     """
     stop = run.stop
     changes = run.changes
-    T, S, E, RW, BS = [t0], [], [], [], []
+    T, S, E, RW = [t0], [], [], []
     bs = run.bs0
     ctx = run.ctx0
     key = round(ctx / bs / 10.0)
@@ -76,12 +76,11 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         E.append(e)
         RW.append(rw)
         T.append(t)
-        BS.append(bs)
         j += 1
         if t >= t_next:
-            return (j - 1 if t == t_next else j), T, S, E, RW, BS
+            return (j - 1 if t == t_next else j), T, S, E, RW
         if j == stop:
-            return j, T, S, E, RW, BS
+            return j, T, S, E, RW
         t_top, ep = t, e
         if bs != pbs:                # iteration j processes P_{j-1}'s results
             pbs = bs
