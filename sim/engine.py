@@ -375,13 +375,13 @@ class SimEngine:
         if run is None:
             return None
         if type(run) is PlainRun:
-            n, T, S, E, RW, BS = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s,
+            n, T, S, E, RW = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s,
                                                      self._plain_gpu, self._plain_host)
             if n < 1:
                 return None
             plan, output = sched.apply_stretch(run, n)
             self.device.set_state(run.rid_list, *run.device_after(n))
-            self._record_plain(run, n, T, S, E, RW, BS)
+            self._record_plain(run, n, T, S, E, RW)
             return (yield from self._stretch_applied(plan, output, S[n - 1], E[n - 1], T[n], n))
         k = run.stop
         c, hs, hl, hp = self._run_costs(run, k)
@@ -514,36 +514,36 @@ class SimEngine:
                 t[b] = self.cost.host(kind, plan)
 
     def _record_plain(self, run: PlainRun, n: int, T: list[float], S: list[float], E: list[float],
-                      RW: list[float], BS: list[int]) -> None:
+                      RW: list[float]) -> None:
         """Record the first n iterations of a closed-form run (as :meth:`_record_run`)."""
         rec = self.rec
-        blocked = [self._blocked_since_launch, *RW[: n - 1]]
+        b0 = self._blocked_since_launch
         h = self.host_blocked_s
         for x in RW[:n]:
             if x:
                 h += x
         self.host_blocked_s = h
         self._blocked_since_launch = RW[n - 1]
-        bs, start, end, blk = np.array(BS[:n]), np.array(S[:n]), np.array(E[:n]), np.array(blocked)
-        times = np.array(T[: n + 1])
         if rec.full:
+            bs, times = np.array(run.batch_sizes(n)), np.array(T[: n + 1])
             acc = np.array(run.commits(n))
             rec.pass_run(times[:n], bs, len(self.sched.waiting), run.kv_scheduled(n))
-            rec.step_run(run.first_step, "decode", bs, start, end, blk, acc, acc)
+            rec.step_run(run.first_step, "decode", bs, np.array(S[:n]), np.array(E[:n]),
+                         np.array([b0, *RW[: n - 1]]), acc, acc)
             rec.deliver_run(times[1:], run.rids, run.delivered(n), single_tokens=True)
         else:
             rec.num_passes += n
-            rec.step_run(run.first_step, "decode", bs, start, end, blk, None, None)
+            rec.num_steps += n
+            rec.step_totals.add_decode_run(n, S, E, b0 + sum(RW[: n - 1]), run.batch_size_at(n - 1))
             idx, first, last, both = run.deliveries(n)
             rids = run.rid_list
-            rec.deliver_ones(times[1:], [rids[i] for i in idx], first, last, both)
+            rec.deliver_ones(T[1 : n + 1], [rids[i] for i in idx], first, last, both)
         fin, rids = run.fin, run.rid_list
-        done = [i for i, f in enumerate(fin) if 0 <= f < n]
-        if done:
-            rec.finish(np.array([rids[i] for i in done], dtype=np.int64), np.array([T[fin[i] + 1] for i in done]))
-            for i in done:
+        for i, f in enumerate(fin):
+            if 0 <= f < n:
+                rec.finish_one(rids[i], T[f + 1])
                 self._finish_events.pop(rids[i], None)   # nobody waits (the run stops at finishes clients react to)
-            self._remaining -= len(done)
+                self._remaining -= 1
 
     def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
         """Record the first n iterations of a collapsed run (the rows the step-by-step

@@ -232,30 +232,37 @@ class PlainRun:
         Between two iterations where requests finish the reservation only grows, so the
         peak is at iteration n - 1 or at an iteration whose processing frees slots."""
         last, fin, kv0 = self.last, self.fin, self.kv0
-        used = self.used0
+        held = freed = 0     # slots reserved by P_0 .. P_{n-1}; freed by finishes before n - 1
+        points = set()
+        free_last = 0        # ... and at n - 1
         for i, x in enumerate(last):
-            used += min(x + 1, n)
+            held += x + 1 if x < n else n
             f = fin[i]
             if 0 <= f < n:
-                used -= kv0[i] + x + 1
-        points = sorted({f for f in fin if 0 <= f < n - 1} | {n - 1})
-        # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
-        ends = sorted(x + 1 for x in last)
-        frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if f >= 0)
-        peak = None
-        a_sum = a_cnt = b_sum = ia = ib = 0
-        ne, nb = len(ends), len(frees)
-        for j in points:
-            while ia < ne and ends[ia] <= j + 1:
-                a_sum += ends[ia]
-                a_cnt += 1
-                ia += 1
-            while ib < nb and frees[ib][0] < j:
-                b_sum += frees[ib][1]
-                ib += 1
-            s = self.used0 + a_sum + (j + 1) * (ne - a_cnt) - b_sum
-            if peak is None or s > peak:
-                peak = s
+                if f < n - 1:
+                    freed += kv0[i] + x + 1
+                    points.add(f)
+                else:
+                    free_last += kv0[i] + x + 1
+        peak = self.used0 + held - freed   # scheduled[n - 1]
+        used = peak - free_last
+        if points:
+            # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
+            ends = sorted(x + 1 for x in last)
+            frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if 0 <= f < n - 1)
+            a_sum = a_cnt = b_sum = ia = ib = 0
+            ne, nb = len(ends), len(frees)
+            for j in sorted(points):
+                while ia < ne and ends[ia] <= j + 1:
+                    a_sum += ends[ia]
+                    a_cnt += 1
+                    ia += 1
+                while ib < nb and frees[ib][0] < j:
+                    b_sum += frees[ib][1]
+                    ib += 1
+                s = self.used0 + a_sum + (j + 1) * (ne - a_cnt) - b_sum
+                if s > peak:
+                    peak = s
         return used, peak
 
     def delayed_passes(self, n: int) -> int:
@@ -284,13 +291,18 @@ class PlainRun:
 
     def plan_at(self, j: int) -> tuple[BatchPlan, StepOutput]:
         """Plan P_j (from the one decode plan builder) and what the device commits for it."""
-        sel = [i for i, x in enumerate(self.last) if x >= j]
-        h = [self.h0[i] if j == 0 else min(self.d0[i] + j - 1, self.cap[i]) for i in sel]
-        plan = decode_plan(self.first_step + j, False, 1, [self.rid_list[i] for i in sel],
-                           [self.inp[i] + hh for i, hh in zip(sel, h, strict=True)], h,
-                           [self.cap[i] for i in sel])
-        out = [1 if self.d0[i] + j < self.cap[i] else 0 for i in sel]
-        return plan, StepOutput(np.array(out, dtype=np.int64))
+        rids, pre, hs, caps, out = [], [], [], [], []
+        for i, x in enumerate(self.last):
+            if x < j:
+                continue
+            c, d = self.cap[i], self.d0[i]
+            h = self.h0[i] if j == 0 else min(d + j - 1, c)
+            rids.append(self.rid_list[i])
+            pre.append(self.inp[i] + h)
+            hs.append(h)
+            caps.append(c)
+            out.append(1 if d + j < c else 0)
+        return decode_plan(self.first_step + j, False, 1, rids, pre, hs, caps), StepOutput(np.array(out, dtype=np.int64))
 
     # ------------------------------------------------------------------ records
     @property
@@ -332,6 +344,16 @@ class PlainRun:
             c += delta[j]
             both.append(c)
         return idx, first, lastd, both
+
+    def batch_size_at(self, j: int) -> int:
+        """len(P_j)."""
+        return sum(1 for x in self.last if x >= j)
+
+    def batch_sizes(self, n: int) -> list[int]:
+        """len(P_j) for j = 0 .. n - 1."""
+        ls = sorted(self.last)
+        m = len(ls)
+        return [m - bisect_left(ls, j) for j in range(n)]
 
     def commits(self, n: int) -> list[int]:
         """Tokens the device commits at each of steps 0..n-1 (one per unfinished request)."""

@@ -14,7 +14,8 @@ forward in flight,
 operations of the step-by-step engine, so the times are bit-identical to it; what it
 saves is everything around them: the costs come from the run's breakpoints (the batch
 size and the context sum change at a handful of known iterations, the cost key, the mean
-context rounded to 10 tokens, every ~10 iterations), and the walk stops at the first
+context rounded to 10 tokens, every ~10 iterations, at a sum found ahead by
+:func:`_key_until`), and the walk stops at the first
 iteration that would reach the next outside event, so no iteration is computed in vain
 and no array is built per iteration.
 """
@@ -24,6 +25,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specsched.sim.plain_run import PlainRun
+
+
+def _key_until(ctx: int, bs: int, key: int) -> int:
+    """The smallest context sum ctx + q * bs (q >= 1) whose cost key (round(sum / bs / 10),
+    half to even) is not ``key``. The key never decreases as the sum grows, so the estimate
+    from the rounding boundary is moved down while the step before it already changes the
+    key, and up while it does not yet, each test being the exact key computation."""
+    q = max(1, int(10 * key + 5 - ctx / bs))
+    while q > 1 and round((ctx + (q - 1) * bs) / bs / 10.0) != key:
+        q -= 1
+    while round((ctx + q * bs) / bs / 10.0) == key:
+        q += 1
+    return ctx + q * bs
 
 
 def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
@@ -41,18 +55,19 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         host: ``host(bs)``: (schedule, launch, process) host seconds for a batch of bs.
 
     Returns:
-        (n, T, S, E, rw, bs): n iterations to apply (every host time T_1 .. T_{n-1} is
-        before t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1
-        values), GPU starts and ends, results waits (0.0 = none) and batch sizes of at least
-        the first n iterations (lists of float / int).
+        (n, T, S, E, rw): n iterations to apply (every host time T_1 .. T_{n-1} is before
+        t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1 values),
+        GPU starts and ends and results waits (0.0 = none) of at least the first n
+        iterations (lists of float).
     """
     stop = run.stop
     changes = run.changes
-    T, S, E, RW, BS = [t0], [], [], [], []
+    T, S, E, RW = [t0], [], [], []
     bs = run.bs0
     ctx = run.ctx0
     key = round(ctx / bs / 10.0)
     c = gpu(bs, ctx, key)
+    lim = None            # the context sum at which the key changes (set from P_1 on)
     hs, hl, _ = host(bs)
     pbs = run.pbs0
     hp = host(pbs)[2]
@@ -76,12 +91,11 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         E.append(e)
         RW.append(rw)
         T.append(t)
-        BS.append(bs)
         j += 1
         if t >= t_next:
-            return (j - 1 if t == t_next else j), T, S, E, RW, BS
+            return (j - 1 if t == t_next else j), T, S, E, RW
         if j == stop:
-            return j, T, S, E, RW, BS
+            return j, T, S, E, RW
         t_top, ep = t, e
         if bs != pbs:                # iteration j processes P_{j-1}'s results
             pbs = bs
@@ -95,9 +109,10 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             base = nbase
             key = round(ctx / bs / 10.0)
             c = gpu(bs, ctx, key)
+            lim = _key_until(ctx, bs, key)
         else:
             ctx += bs
-            k2 = round(ctx / bs / 10.0)
-            if k2 != key:
-                key = k2
+            if ctx >= lim:
+                key = round(ctx / bs / 10.0)
                 c = gpu(bs, ctx, key)
+                lim = _key_until(ctx, bs, key)

@@ -148,3 +148,17 @@ def test_inv7_plain_fast_forward_gives_the_step_by_step_run(server, kv, workload
         assert (math.isnan(u) and math.isnan(v)) or math.isclose(u, v, rel_tol=1e-12, abs_tol=1e-12), k
     assert_same_summary({k: v for k, v in compact_step.summary.items() if k not in std},
                         {k: v for k, v in compact.summary.items() if k not in std}, rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bs=st.integers(1, 300), mean=st.integers(1, 40_000), extra=st.integers(0, 299))
+def test_cost_key_changes_where_walk_expects(bs, mean, extra):
+    from specsched.sim.plain_timeline import _key_until
+
+    ctx = mean * bs + extra % bs
+    key = round(ctx / bs / 10.0)
+    lim = _key_until(ctx, bs, key)
+    assert (lim - ctx) % bs == 0 and lim > ctx
+    assert round(lim / bs / 10.0) != key
+    # every sum of the series before it keeps the key
+    assert all(round(x / bs / 10.0) == key for x in range(ctx, lim, bs))
