@@ -343,7 +343,7 @@ class PlainRun:
         and last delivering iteration, requests delivering at both j - 1 and j for
         j = 1 .. n - 1). Each delivers one token at every iteration in between."""
         idx, first, lastd = [], [], []
-        delta = [0] * (n + 1)
+        delta: dict[int, int] = {}
         for i, f in enumerate(self.fin):
             if f < 0:
                 continue
@@ -354,12 +354,18 @@ class PlainRun:
             idx.append(i)
             first.append(a)
             lastd.append(b)
-            delta[a + 1] += 1
-            delta[b + 1] -= 1
-        both, c = [], 0
-        for j in range(1, n):
-            c += delta[j]
-            both.append(c)
+            delta[a + 1] = delta.get(a + 1, 0) + 1
+            delta[b + 1] = delta.get(b + 1, 0) - 1
+        # the count is constant between the points where requests start or stop delivering
+        both: list[int] = []
+        c, j0 = 0, 1
+        for p in sorted(delta):
+            if p > j0:
+                both.extend([c] * (p - j0))
+                j0 = p
+            c += delta[p]
+        if n > j0:
+            both.extend([c] * (n - j0))
         return idx, first, lastd, both
 
     def batch_size_at(self, j: int) -> int:
