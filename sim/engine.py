@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from specsched.sim import host_timeline, plain_timeline
+from specsched.sim import host_timeline, plain_timeline, stretch_records
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -526,7 +526,6 @@ class SimEngine:
     def _record_plain(self, run: PlainRun, n: int, T: list[float], S: list[float], E: list[float],
                       RW: list[float]) -> None:
         """Record the first n iterations of a closed-form run (as :meth:`_record_run`)."""
-        rec = self.rec
         b0 = self._blocked_since_launch
         h = self.host_blocked_s
         for x in RW[:n]:
@@ -534,65 +533,25 @@ class SimEngine:
                 h += x
         self.host_blocked_s = h
         self._blocked_since_launch = RW[n - 1]
-        if rec.full:
-            bs, times = np.array(run.batch_sizes(n)), np.array(T[: n + 1])
-            acc = np.array(run.commits(n))
-            rec.pass_run(times[:n], bs, len(self.sched.waiting), run.kv_scheduled(n))
-            rec.step_run(run.first_step, "decode", bs, np.array(S[:n]), np.array(E[:n]),
-                         np.array([b0, *RW[: n - 1]]), acc, acc)
-            rec.deliver_run(times[1:], run.rids, run.delivered(n), single_tokens=True)
-        else:
-            rec.num_passes += n
-            rec.num_steps += n
-            rec.step_totals.add_decode_run(n, S, E, b0 + sum(RW[: n - 1]), run.batch_size_at(n - 1))
-            idx, first, last, both = run.deliveries(n)
-            rids = run.rid_list
-            rec.deliver_ones(T[1 : n + 1], [rids[i] for i in idx], first, last, both)
-        fin, rids = run.fin, run.rid_list
-        for i, f in enumerate(fin):
-            if 0 <= f < n:
-                rec.finish_one(rids[i], T[f + 1])
-                self._finish_events.pop(rids[i], None)   # nobody waits (the run stops at finishes clients react to)
-                self._remaining -= 1
+        self._finished_in_run(stretch_records.plain_run(self.rec, run, n, T, S, E, RW, b0, len(self.sched.waiting)))
 
     def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
         """Record the first n iterations of a collapsed run (the rows the step-by-step
         path would have written)."""
-        rec = self.rec
-        bs = run.batch_size[:n]
-        T = tl.T
         pw, rw = tl.pw[:n], tl.rw[:n]
-        blocked = np.empty(n)
-        blocked[0] = self._blocked_since_launch
-        blocked[1:] = 0.0 + rw[:-1]
-        blocked += pw
+        b0 = self._blocked_since_launch
         if pw.any() or rw.any():
             terms = np.empty(2 * n + 1)
             terms[0] = self.host_blocked_s
             terms[1::2], terms[2::2] = pw, rw
             self.host_blocked_s = float(np.cumsum(terms)[-1])
         self._blocked_since_launch = float(rw[-1])
-        commits = run.commits(n)
-        mode = "verify" if run.spec else "decode"
-        if rec.full:
-            rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled(n))
-            rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
-                         commits.sum(axis=1), np.count_nonzero(commits, axis=1))
-        else:
-            rec.num_passes += n
-            acc = dec = None
-            if run.spec:
-                acc, dec = commits.sum(axis=1), np.count_nonzero(commits, axis=1)
-            rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked, acc, dec)
-        rec.deliver_run(T[1 : n + 1], run.rids, run.delivered(n), single_tokens=not run.spec)
-        fi = run.finish_iter()
-        done = (fi >= 0) & (fi < n)
-        if done.any():
-            rids = run.rids[done]
-            rec.finish(rids, T[fi[done] + 1])
-            for rid in rids.tolist():
-                self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
-            self._remaining -= len(rids)
+        self._finished_in_run(stretch_records.grid_run(self.rec, run, tl, n, b0, len(self.sched.waiting)))
+
+    def _finished_in_run(self, rids: list[int]) -> None:
+        for rid in rids:
+            self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
+        self._remaining -= len(rids)
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:

@@ -36,6 +36,9 @@ from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.plan import BatchPlan, StepOutput, decode_plan
 from specsched.sim.request import Req
 
+MAX_STOP = 1 << 62
+"""Larger than any iteration count (no finish ahead)."""
+
 
 class PlainRun:
     """The next iterations of a non-speculative decode stretch (module docstring).
@@ -93,20 +96,26 @@ class PlainRun:
         """
         m = len(reqs)
         get = device.committed.get
-        rids = [r.rid for r in reqs]
-        d0 = [get(rid) for rid in rids]
-        if None in d0:
-            return None
-        cap = [r.max_new_tokens for r in reqs]
-        h0 = [r.output_len for r in reqs]
         n_prev = m - prev_plan.batch_size
         x0 = [0] * n_prev + prev_output.committed.tolist()
+        rids, d0, cap, h0, inp, kv0 = [], [], [], [], [], []
         fin = [-1] * m
         last = [-1] * m
-        nlive = fin0 = 0
+        nlive = fin0 = bs0 = ctx0 = held = 0    # held: slots all plans would reserve
+        min_fin = MAX_STOP
+        order = []   # (first plan without it, its context in P_1 minus 1) for P_1's requests
         drop = 1 if skip_finishing else 0
-        for i in range(m):
-            c, h, d = cap[i], h0[i], d0[i]
+        for i, r in enumerate(reqs):
+            rid, c, h, n_in = r.rid, r.max_new_tokens, r.output_len, r.input_len
+            d = get(rid)
+            if d is None:
+                return None
+            rids.append(rid)
+            d0.append(d)
+            cap.append(c)
+            h0.append(h)
+            inp.append(n_in)
+            kv0.append(r.kv_allocated)
             if h >= c:
                 if d != c:
                     return None  # host and device disagree
@@ -114,33 +123,42 @@ class PlainRun:
             if d - h != x0[i]:
                 return None  # host and device disagree (e.g. tokens discarded by a retraction)
             f = c - d
+            x = f - drop
             fin[i] = f
-            last[i] = f - drop
+            last[i] = x
             nlive += 1
-            if f == 0:
-                fin0 += 1
+            if f < min_fin:
+                min_fin = f
+            if x >= 0:
+                bs0 += 1
+                ctx0 += n_in + h
+                held += x + 1
+                if x >= 1:
+                    order.append((x + 1, n_in + d - 1))
         if nlive == 0 or nlive > kv.available:
             return None
+        fin0 = fin.count(0)
         if fin0 >= finishes_left or (stop_at_finish and fin0):
             return None
         run = cls()
         run.reqs, run.rid_list, run.num_merged, run.first_step = reqs, rids, num_merged, first_step
         run.cap, run.h0, run.d0, run.x0, run.fin, run.last = cap, h0, d0, x0, fin, last
-        run.inp = inp = [r.input_len for r in reqs]
-        run.kv0 = [r.kv_allocated for r in reqs]
+        run.inp, run.kv0 = inp, kv0
         run.pbs0 = prev_plan.batch_size
         run.used0 = kv.used
 
         # where the run must end (scheduler side): an empty batch, a finish a client
         # reacts to, the last finish, max_iters
         stop = max(last) + 1
-        fs = sorted(f for f in fin if f >= 0)
         if stop_at_finish:
-            stop = min(stop, fs[0])
-        if finishes_left <= len(fs):
-            stop = min(stop, fs[finishes_left - 1])
+            stop = min(stop, min_fin)
+        fs = None
+        if finishes_left <= nlive or num_waiting:
+            fs = sorted(f for f in fin if f >= 0)
+            if finishes_left <= nlive:
+                stop = min(stop, fs[finishes_left - 1])
         stop = min(stop, max(1, int(max_iters)))
-        if stop >= 1 and kv.used + sum(min(x + 1, stop) for x in last) > kv.capacity:
+        if stop >= 1 and kv.used + held > kv.capacity and kv.used + sum(min(x + 1, stop) for x in last) > kv.capacity:
             stop = min(stop, run._first_over(kv.capacity, stop))
         # admission: with requests waiting, every pass must be delayed (or the batch full)
         run.count_delayed = bool(num_waiting) and not latched
@@ -154,9 +172,8 @@ class PlainRun:
         run.stop = stop
 
         # P_0 and the breakpoints of (batch size, context sum) from P_1 on
-        run.bs0 = sum(1 for x in last if x >= 0)
-        run.ctx0 = sum(inp[i] + h0[i] for i in range(m) if last[i] >= 0)
-        order = sorted((last[i] + 1, inp[i] + d0[i] - 1) for i in range(m) if last[i] >= 1)
+        run.bs0, run.ctx0 = bs0, ctx0
+        order.sort()
         bs = len(order)
         base = sum(g for _, g in order)
         changes = [(1, bs, base)]
@@ -326,7 +343,7 @@ class PlainRun:
         and last delivering iteration, requests delivering at both j - 1 and j for
         j = 1 .. n - 1). Each delivers one token at every iteration in between."""
         idx, first, lastd = [], [], []
-        delta = [0] * (n + 1)
+        delta: dict[int, int] = {}
         for i, f in enumerate(self.fin):
             if f < 0:
                 continue
@@ -337,12 +354,18 @@ class PlainRun:
             idx.append(i)
             first.append(a)
             lastd.append(b)
-            delta[a + 1] += 1
-            delta[b + 1] -= 1
-        both, c = [], 0
-        for j in range(1, n):
-            c += delta[j]
-            both.append(c)
+            delta[a + 1] = delta.get(a + 1, 0) + 1
+            delta[b + 1] = delta.get(b + 1, 0) - 1
+        # the count is constant between the points where requests start or stop delivering
+        both: list[int] = []
+        c, j0 = 0, 1
+        for p in sorted(delta):
+            if p > j0:
+                both.extend([c] * (p - j0))
+                j0 = p
+            c += delta[p]
+        if n > j0:
+            both.extend([c] * (n - j0))
         return idx, first, lastd, both
 
     def batch_size_at(self, j: int) -> int:

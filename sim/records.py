@@ -487,10 +487,13 @@ class Recorder:
             elif firstd.item(row) != firstd.item(row):
                 firstd[row] = ta
             lastd[row] = times[b]
-        for j, c in enumerate(both, 1):
-            if c:
-                pv.append(times[j] - times[j - 1])
-                pw.append(c)
+        gaps = [t1 - t0 for t0, t1 in zip(times, times[1:], strict=False)]
+        if 0 in both:
+            pv.extend(g for g, c in zip(gaps, both, strict=True) if c)
+            pw.extend(c for c in both if c)
+        else:
+            pv.extend(gaps)
+            pw.extend(both)
         self.itl.added()
 
     def finish_one(self, rid: int, t: float) -> None:
