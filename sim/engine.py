@@ -370,9 +370,11 @@ class SimEngine:
             # an eager step keeps the host busy issuing it (CostModel.issue): step by step
             return None
         # a closed-form stretch (no speculative decoding) costs the same at any length
-        horizon = PLAIN_HORIZON if sched.window == 1 and not sched.spec else self._horizon(h, t0, t_next, batch)
-        run = sched.decode_stretch(self.device, h.plan, h.output, horizon,
-                                   stop_at_finish=self._finish_reacts, finishes_left=self._remaining)
+        # (its costs are keyed on the mean context: not under padded attention)
+        plain = sched.window == 1 and not sched.spec and not self.cost.padded_attention
+        horizon = PLAIN_HORIZON if plain else self._horizon(h, t0, t_next, batch)
+        run = sched.decode_stretch(self.device, h.plan, h.output, horizon, stop_at_finish=self._finish_reacts,
+                                   finishes_left=self._remaining, closed_form=plain)
         if run is None:
             return None
         if type(run) is PlainRun:

@@ -636,7 +636,8 @@ class Scheduler:
 
     # ------------------------------------------------------ collapsed decode stretch
     def decode_stretch(self, device: DeviceTokens, prev_plan: BatchPlan, prev_output: StepOutput,
-                       max_iters: int, stop_at_finish: bool, finishes_left: int) -> DecodeRun | PlainRun | None:
+                       max_iters: int, stop_at_finish: bool, finishes_left: int,
+                       closed_form: bool = True) -> DecodeRun | PlainRun | None:
         """The decode-only stretch that starts at this pass, computed at once, or None.
 
         Call at the top of the overlap loop with one forward in flight (``prev_plan``,
@@ -645,10 +646,14 @@ class Scheduler:
         (nothing waits, or a stateless policy delays every pass or the batch is full), the
         in-flight forward is a decode/verify of the running batch or a prefill whose
         requests all complete, and no pass needs a retraction. Nothing is changed here.
+        Without speculative decoding (and with ``closed_form``) the stretch is a
+        :class:`sim.plain_run.PlainRun` (closed form), else a :class:`sim.decode_run.DecodeRun`.
 
         Args:
             device: the device's committed counts (read only).
             max_iters, stop_at_finish, finishes_left: see :meth:`sim.decode_run.DecodeRun.compute`.
+            closed_form: allow the closed form (the caller can time it: its costs are keyed
+                on the batch's mean context, see :mod:`sim.plain_timeline`).
         """
         if self.chunked_req is not None or self.interval.remaining:
             return None
@@ -687,7 +692,7 @@ class Scheduler:
             if not self._delays(active if rules.filter_finished_before_delay else m, active):
                 return None
         skip = rules.skip_finishing_decode and self.server.enable_overlap_schedule
-        if self.window == 1 and not self.spec:
+        if closed_form and self.window == 1 and not self.spec:
             # without speculative decoding every count is known in closed form
             return PlainRun.compute(
                 reqs, len(merged), device, prev_plan, prev_output, first_step=self.step, kv=self.kv,
