@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from specsched.analysis.cli_commands import positive_int
+from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
 
 

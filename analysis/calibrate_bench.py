@@ -379,3 +379,23 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``specsched calibrate``: ``--from`` fits to a real server's runs; otherwise the MI355X
+    reference fit (sim/calibrate.py)."""
+    if args.from_files:
+        return cmd_calibrate_from(args)
+    from specsched.sim.calibrate import cmd_calibrate as cmd_reference
+
+    return cmd_reference(args)
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``specsched calibrate``: the reference fit's options and ``--from``'s."""
+    from specsched.sim.calibrate import add_arguments as add_reference_arguments
+
+    c = sub.add_parser("calibrate", help="refit a profile: to the MI355X reference figures, or --from a real server's runs")
+    add_reference_arguments(c)
+    add_arguments(c)
+    c.set_defaults(func=cmd_calibrate)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
@@ -30,17 +31,6 @@ def _list_arg(text: str, flag: str) -> list[str]:
     if not text.strip() or any(not x for x in items):
         raise ConfigError(_CLI, flag, text, "expected a comma-separated list, e.g. base,fix")
     return items
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (seeds, workers)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
 
 
 def show_progress(args: argparse.Namespace) -> bool:

@@ -20,31 +20,13 @@ import pandas as pd
 import yaml
 from specsched.sim.atomic import atomic_write, atomic_write_text, recover_dir  # noqa: F401  (atomic_write_text re-exported)
 from specsched.sim.errors import ConfigError
-from specsched.sim.records import RunResult
-
-REQUEST_COLUMNS = (
-    "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s", "ttft_s",
-    "e2e_s", "tpot_s", "accept_level", "spec_cycles", "retractions",
-)
-CHUNK_COLUMNS = ("rid", "time_s", "n_tokens")
-STEP_COLUMNS = (
-    "step", "mode", "batch_size", "num_extend_tokens", "gpu_start_s", "gpu_end_s",
-    "host_blocked_s", "accepted_tokens",
-)
-TIMESERIES_COLUMNS = ("time_s", "running", "waiting", "kv_used_tokens")
+from specsched.sim.records import OPTIONAL_COLUMNS, TABLE_COLUMNS, RunResult, empty_table  # noqa: F401  (empty_table re-exported)
 
 TABLES: dict[str, tuple[str, ...]] = {
-    "requests": REQUEST_COLUMNS,
-    "chunks": CHUNK_COLUMNS,
-    "steps": STEP_COLUMNS,
-    "timeseries": TIMESERIES_COLUMNS,
+    name: tuple(c for c in cols if c not in OPTIONAL_COLUMNS.get(name, ())) for name, cols in TABLE_COLUMNS.items()
 }
-"""Table name -> required columns (the parquet file is ``<name>.parquet``)."""
-
-
-def empty_table(name: str) -> pd.DataFrame:
-    """An empty DataFrame with the columns of table ``name`` (see :data:`TABLES`)."""
-    return pd.DataFrame({c: pd.Series(dtype="float64") for c in TABLES[name]})
+"""Table name -> required columns: what the writer writes (sim/records.py) less the columns
+added later, so older results directories still read."""
 
 
 def _check_columns(df: pd.DataFrame, name: str, where: str) -> pd.DataFrame:

@@ -79,6 +79,7 @@ from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
 )
 from specsched.runtime.profile_host import HostPhases
 from specsched.runtime.profile_provenance import Provenance
+from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import Profile
 from specsched.sim.results import atomic_write_text
@@ -226,16 +227,6 @@ def _int_list(s: str) -> list[int]:
     return vals
 
 
-def _pos_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r}: expected an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{s!r}: must be >= 1")
-    return v
-
-
 def _fmt_grid(title: str, g: dict) -> str:
     cols = g["context_len"]
     lines = [f"{title} (ms)   " + "".join(f"{'ctx ' + format(c, 'g'):>12}" for c in cols)]
@@ -303,15 +294,15 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="where to measure (required unless --analytic)")
     p.add_argument("--preset", default="1b", help="model preset of runtime.model.PRESETS (default 1b)")
     p.add_argument("--window", type=int, default=6, help="speculative window W = gamma + 1 (default 6)")
-    p.add_argument("--max-bs", type=_pos_int, default=None, help="largest grid batch size (default 64; cpu 8)")
+    p.add_argument("--max-bs", type=positive_int, default=None, help="largest grid batch size (default 64; cpu 8)")
     p.add_argument("--contexts", type=_int_list, default=None,
                    help="committed contexts of the verify/decode grids (default 1024,4096; cpu 64,256)")
     p.add_argument("--extend-tokens", type=_int_list, default=None,
                    help="extend grid token counts (default 256,1024,4096,16384; cpu 16,64,256)")
-    p.add_argument("--prompt-len", type=_pos_int, default=None,
+    p.add_argument("--prompt-len", type=positive_int, default=None,
                    help="per-request extend length in the extend grid (default min(1024, max extend tokens))")
-    p.add_argument("--graph-max-bs", type=_pos_int, default=256, help="the server's cuda_graph_max_bs (default 256)")
-    p.add_argument("--repeats", type=_pos_int, default=20, help="timed calls per measurement (default 20)")
+    p.add_argument("--graph-max-bs", type=positive_int, default=256, help="the server's cuda_graph_max_bs (default 256)")
+    p.add_argument("--repeats", type=positive_int, default=20, help="timed calls per measurement (default 20)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                    help=f"total time budget in seconds; trims repeats if exceeded (default {DEFAULT_BUDGET_S:g})")
     p.add_argument("--name", default=None, help="profile name (default <gpu>-proxy-<preset>-w<window>)")

@@ -324,8 +324,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     TTFT + its ITLs). Without details both tables are empty. ``steps``/``timeseries`` are
     always empty (a client sees no steps).
     """
-    from specsched.analysis.io import empty_table
-    from specsched.sim.records import RunResult
+    from specsched.sim.records import RunResult, empty_table
 
     summary: dict[str, Any] = dict(run.summary)
     name = run.extra.get("tag") or Path(run.source.rsplit(":", 1)[0]).stem

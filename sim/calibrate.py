@@ -188,10 +188,7 @@ def write(profile: Profile, mean: float, spread: float) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    if getattr(args, "from_files", None):   # a real server's bench_serving runs: analysis/calibrate_bench.py
-        from specsched.analysis.calibrate_bench import cmd_calibrate_from
-
-        return cmd_calibrate_from(args)
+    """``specsched calibrate [--report-only | --write]``: the MI355X reference fit."""
     if args.report_only:
         sc = _scenario(BURST)
         print(report(load_profile(str(PROFILE)), sc.acceptance.mean_accept_length, sc.acceptance.request_spread, args.seeds))
@@ -213,16 +210,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: Any) -> None:
-    """Register ``specsched calibrate``."""
-    c = sub.add_parser("calibrate", help="refit the MI355X profile to the reference figures and print the fit")
+def add_arguments(c: argparse.ArgumentParser) -> None:
+    """Add the reference fit's options to a ``calibrate`` parser (``--seeds`` and
+    ``--max-evals`` are shared with ``--from``, analysis/calibrate_bench.py)."""
     c.add_argument("--write", action="store_true", help="write the fitted values into the profile and scenarios")
     c.add_argument("--report-only", action="store_true", help="only print predicted vs reference with the current files")
     c.add_argument("--max-evals", type=int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds)")
     c.add_argument("--seeds", type=int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
-    # --from: fit to a real server's runs (analysis/calibrate_bench.py)
-    from specsched.analysis.calibrate_bench import add_arguments
 
+
+def add_parsers(sub: Any) -> None:
+    """Register ``calibrate`` with the reference fit alone (``python -m specsched.sim.calibrate``;
+    the ``specsched`` CLI registers it with ``--from`` too, in analysis/calibrate_bench.py)."""
+    c = sub.add_parser("calibrate", help="refit the MI355X profile to the reference figures and print the fit")
     add_arguments(c)
     c.set_defaults(func=cmd_calibrate)
 

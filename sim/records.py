@@ -39,11 +39,23 @@ STEP_COLUMNS = [
     "host_blocked_s", "accepted_tokens", "decoding_reqs",
 ]
 TIMESERIES_COLUMNS = ["time_s", "running", "waiting", "kv_used_tokens"]
+TABLE_COLUMNS: dict[str, list[str]] = {
+    "requests": REQUEST_COLUMNS, "chunks": CHUNK_COLUMNS, "steps": STEP_COLUMNS, "timeseries": TIMESERIES_COLUMNS,
+}
+"""Table name -> the columns a run writes (the parquet file is ``<name>.parquet``)."""
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs")}
+"""Columns added after the format's first version: a reader does not require them."""
 LEVELS = ("full", "compact")
 MODES = ("extend", "decode", "verify", "mixed")
 PARTS = ("main", "inject")
 _MODE_CODE = {m: i for i, m in enumerate(MODES)}
 _PART_CODE = {p: i for i, p in enumerate(PARTS)}
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """An empty table ``name`` (requests, chunks, steps or timeseries) with its columns, for a
+    run that has no such rows (a client-side bench_serving result has no steps)."""
+    return pd.DataFrame({c: pd.Series(dtype="float64") for c in TABLE_COLUMNS[name]})
 
 
 @dataclass

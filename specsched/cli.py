@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("specsched.analysis.cli_commands", "run a parameter grid x seeds into one parquet file"),
     "plot": ("specsched.analysis.cli_commands", "plot TTFT/TPOT/ITL distributions and timelines of results"),
     "schema": ("specsched.cli", "print every scenario key with its type, default and allowed values"),
-    "calibrate": ("specsched.sim.calibrate", "refit the MI355X profile to the reference figures"),
+    "calibrate": ("specsched.analysis.calibrate_bench", "refit a profile: to the MI355X reference figures, or --from bench_serving runs"),
     "measure": ("specsched.runtime.cli_commands", "run a scenario for real on a device (needs torch)"),
     "validate": ("specsched.runtime.cli_commands", "measure a scenario and simulate it: predicted vs measured"),
     "profile": ("specsched.runtime.cli_commands", "measure a device profile (needs torch), or write one with --analytic"),
@@ -68,7 +68,7 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 # modules registered when a command is not in COMMANDS (a command added elsewhere still works)
-COMMAND_MODULES = ("specsched.cli", "specsched.sim.calibrate", "specsched.analysis.cli_commands",
+COMMAND_MODULES = ("specsched.cli", "specsched.analysis.calibrate_bench", "specsched.analysis.cli_commands",
                    "specsched.analysis.bench_cli", "specsched.runtime.cli_commands")
 
 

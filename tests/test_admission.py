@@ -472,7 +472,8 @@ def test_make_policy_passes_thresholds() -> None:
 
 
 def test_make_policy_fresh_state_per_call() -> None:
-    server = ServerArgs(admission_delay=AdmissionDelay.demand_observed)
+    server = ServerArgs(admission_delay=AdmissionDelay.demand_observed, speculative_algorithm="dspark",
+                        speculative_num_draft_tokens=4)
     a = make_policy(server)
     a.should_delay(st_(100, 0, 1))
     b = make_policy(server)
@@ -493,3 +494,7 @@ def test_automatic_threshold_only_for_the_dflash_family(algo: str, expected: int
     # an explicit value wins for every algorithm
     p = make_policy(ServerArgs(admission_delay="min_free_slots", min_free_slots=3))
     assert p.threshold == 3
+    # the demand-observed rule resolves its threshold the same way
+    d = make_policy(ServerArgs(admission_delay="demand_observed", max_running_requests=256,
+                               speculative_algorithm=algo, speculative_num_draft_tokens=win))
+    assert d.enabled == (expected > 0)

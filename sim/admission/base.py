@@ -121,3 +121,36 @@ def resolve_threshold(max_running_requests: int, explicit: int | None, dflash_fa
         return auto_threshold(max_running_requests) if dflash_family else 0
     t = min(explicit, max_running_requests)
     return t if t > 1 else 0
+
+
+class ThresholdDelay:
+    """Shared part of the stateless min-free-slots rules: the threshold and the hooks.
+
+    The threshold is :func:`resolve_threshold` of max_running_requests, the explicit
+    ``min_free_slots`` and whether the algorithm is of the DFlash family (sglang 0.5.23
+    ``resolve_min_free_slots``: automatic only for DFLASH and DSPARK). Subclasses write
+    ``should_delay``; their answer depends only on the state shown (``stateless``).
+
+    Attributes:
+        threshold: free request slots below which a pass may be delayed; 0 = disabled.
+    """
+
+    name: ClassVar[str] = "threshold"
+    stateless: ClassVar[bool] = True
+
+    def __init__(self, max_running_requests: int, min_free_slots: int | None = None,
+                 dflash_family: bool = True) -> None:
+        self.threshold = resolve_threshold(max_running_requests, min_free_slots, dflash_family)
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> ThresholdDelay:
+        """The policy for one run from max_running_requests, min_free_slots and the
+        speculative algorithm."""
+        return cls(server.max_running_requests, server.min_free_slots,
+                   server.speculative_algorithm.is_block)
+
+    def should_delay(self, state: AdmissionState) -> bool:
+        raise NotImplementedError
+
+    def on_prefill_admitted(self, num_admitted: int) -> None:
+        return None

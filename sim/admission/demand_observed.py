@@ -58,6 +58,9 @@ class DemandObserved:
             applied to the target running batch size.
         max_delay_passes: consecutive delayed prefill passes (scheduler iterations) after
             which admission is forced; None: the current target running batch size.
+        dflash_family: the speculative algorithm is DFLASH or DSPARK; otherwise, with no
+            explicit threshold, the policy is disabled (sglang 0.5.23
+            ``resolve_min_free_slots``).
 
     Attributes:
         target_running_bs: the learned target running batch size (requests); 0 after reset.
@@ -72,6 +75,7 @@ class DemandObserved:
         max_running_requests: int,
         min_free_slots: int | None = None,
         max_delay_passes: int | None = None,
+        dflash_family: bool = True,
     ) -> None:
         if max_running_requests < 1:
             raise ValueError(f"max_running_requests must be >= 1, got {max_running_requests}")
@@ -82,15 +86,18 @@ class DemandObserved:
         self.max_running_requests = max_running_requests
         self.min_free_slots = min_free_slots
         self.max_delay_passes = max_delay_passes
-        self.enabled = resolve_threshold(max_running_requests, min_free_slots) > 1
+        self.enabled = resolve_threshold(max_running_requests, min_free_slots, dflash_family) > 1
         self.target_running_bs = 0
         self.delayed_passes = 0
 
     @classmethod
     def from_server(cls, server: Any, seed: int = 0) -> DemandObserved:
-        """The policy for one run from max_running_requests, min_free_slots and
-        max_delay_passes."""
-        return cls(server.max_running_requests, server.min_free_slots, server.max_delay_passes)
+        """The policy for one run from max_running_requests, min_free_slots,
+        max_delay_passes and the speculative algorithm (the automatic threshold applies only
+        to the DFlash family, as sglang 0.5.23 ``resolve_min_free_slots`` decides for every
+        min-free-slots rule)."""
+        return cls(server.max_running_requests, server.min_free_slots, server.max_delay_passes,
+                   server.speculative_algorithm.is_block)
 
     def threshold_for(self, target_running_bs: int) -> int:
         """Delay threshold (requests) in force for a target running batch size (requests).
