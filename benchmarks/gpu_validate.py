@@ -12,17 +12,27 @@ One command does everything that belongs together on a GPU machine:
    with that profile;
 3. writes ``validate.csv`` (cell, arm, metric, predicted, measured, error_pct),
    ``checks.md`` (the issue's targets: per-verify host-block vs stream-wait difference,
-   GPU idle between verifies at batch 1, syncs counted) and ``results.tar.gz`` (every
-   measured and predicted results directory).
+   GPU idle between verifies at batch 1, syncs counted, and every run that failed) and
+   ``results.tar.gz`` (every measured and predicted results directory).
+
+A run that fails (an exception in the runtime or the simulator) is reported on one line,
+in checks.md and in the log, and the others go on with a fresh engine; validate.csv and
+results.tar.gz are rewritten after every cell, and written once more at the end whatever
+happened, so a run cut short keeps everything measured before it. ``--deadline-s`` stops
+starting new runs once that many seconds have passed (a device call has a time limit).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import shutil
 import sys
 import tarfile
 import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +73,139 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     tmp.replace(path)
 
 
+def write_tarball(res_dir: Path, path: Path) -> None:
+    """Every results directory under ``res_dir`` into ``path`` (gzip tar, replaced atomically)."""
+    tmp = path.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        if res_dir.exists():
+            tar.add(res_dir, arcname="results")
+    tmp.replace(path)
+
+
+@dataclass(slots=True)
+class Job:
+    """One measured + predicted run: ``label`` (cell or cell@rate), ``arm``, the scenario,
+    and ``group`` (runs of one group share an engine: same model, pool and graphs)."""
+
+    label: str
+    arm: str
+    scenario: object
+    group: str
+    result_name: str
+
+
+@dataclass
+class Validation:
+    """Runs jobs one by one into ``out``; failures are recorded, never raised.
+
+    Args:
+        out: output folder (validate.csv, checks.md, results.tar.gz).
+        measure: ``(job, engine or None) -> (RunResult, engine)``: measures a job, building an
+            engine when given None.
+        predict: ``(job, seed) -> RunResult``.
+        deadline_s: start no job after this many seconds from construction (None: no limit).
+    """
+
+    out: Path
+    measure: Callable
+    predict: Callable
+    deadline_s: float | None = None
+    rows: list[dict] = field(default_factory=list)
+    checks: list[str] = field(default_factory=lambda: ["# GPU validation checks", ""])
+    failures: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    t0: float = field(default_factory=time.perf_counter)
+
+    @property
+    def res_dir(self) -> Path:
+        return self.out / "results"
+
+    def run(self, jobs: list[Job]) -> None:
+        """Measure and predict every job, group by group (one engine per group, rebuilt after a
+        failure); after each group, rewrite validate.csv and results.tar.gz."""
+        groups: dict[str, list[Job]] = {}
+        for j in jobs:
+            groups.setdefault(j.group, []).append(j)
+        for group in groups.values():
+            eng = None
+            walls: dict[str, tuple[float, float, float, float]] = {}
+            for job in group:
+                name = f"{job.label} {job.arm}"
+                if self.deadline_s is not None and time.perf_counter() - self.t0 > self.deadline_s:
+                    self.skipped.append(name)
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    eng = self._one(job, eng, walls, t0)
+                except Exception as e:  # report, then go on with a fresh engine
+                    eng = None
+                    msg = f"{name}: {type(e).__name__}: {e}".splitlines()[0]
+                    self.failures.append(msg)
+                    print(f"FAILED {msg}", flush=True)
+                    traceback.print_exc()
+                    _free_device_memory()
+                    continue
+                write_csv(self.out / "validate.csv", self.rows)  # a run cut short keeps what it measured
+            if "stream_wait" in walls and "base" in walls:
+                dm = walls["base"][0] - walls["stream_wait"][0]
+                dp = walls["base"][2] - walls["stream_wait"][2]
+                self.checks.append(
+                    f"- {group[0].label}: host_block - stream_wait per verify: measured {dm:.3f} ms, predicted {dp:.3f} ms "
+                    f"(difference {abs(dm - dp):.3f} ms); GPU idle between verifies: base {walls['base'][1]:.3f} ms, "
+                    f"stream_wait {walls['stream_wait'][1]:.3f} ms of a {walls['stream_wait'][0]:.3f} ms verify "
+                    f"({walls['stream_wait'][1] / walls['stream_wait'][0] * 100:.2f} %)")
+            del eng
+            _free_device_memory()
+            self.save()
+
+    def _one(self, job: Job, eng: object, walls: dict, t0: float) -> object:
+        """Measure, predict and record one job; returns the engine (kept for the group)."""
+        meas, eng = self.measure(job, eng)
+        pred = self.predict(job, meas.summary["seed"])
+        rows = [{"cell": job.label, "arm": job.arm, **r} for r in validation_table(pred.summary, meas.summary,
+                                                                                    VALIDATE_METRICS)]
+        write_results(meas, self.res_dir / f"{job.result_name}-measured")
+        write_results(pred, self.res_dir / f"{job.result_name}-predicted")
+        self.rows += rows
+        worst = max((abs(r["error_pct"]) for r in rows if r["error_pct"] == r["error_pct"]), default=float("nan"))
+        line = f"{job.label:<17} {job.arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %"
+        if meas.summary.get("verify_cycles_per_s"):
+            mw, mi = verify_gaps(meas.steps)
+            pw, pi = verify_gaps(pred.steps)
+            walls[job.arm] = (mw, mi, pw, pi)
+            line += f"; verify wall {mw:.3f} ms (pred {pw:.3f})"
+        print(f"{line}; syncs {meas.summary.get('host_syncs')}; rows peak {meas.summary.get('request_rows_peak')}",
+              flush=True)
+        return eng
+
+    def save(self) -> None:
+        """validate.csv, checks.md (with failures and skipped runs) and results.tar.gz, now."""
+        write_csv(self.out / "validate.csv", self.rows)
+        lines = list(self.checks)
+        if self.failures:
+            lines += ["", "## Runs that failed", ""] + [f"- {f}" for f in self.failures]
+        if self.skipped:
+            lines += ["", "## Runs not started (deadline)", ""] + [f"- {s}" for s in self.skipped]
+        tmp = self.out / "checks.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(self.out / "checks.md")
+        write_tarball(self.res_dir, self.out / "results.tar.gz")
+
+
+def _free_device_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:  # a broken context: the next engine reports it
+        pass
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -76,6 +219,9 @@ def main() -> int:
     ap.add_argument("--poisson-cell", default=None, help="also measure this cell at each of --rates (req/s)")
     ap.add_argument("--rates", default="8,16,32,64", help="request rates for --poisson-cell (default 8,16,32,64)")
     ap.add_argument("--poisson-requests", type=int, default=96, help="requests per Poisson run (default 96)")
+    ap.add_argument("--poisson-first", action="store_true", help="measure the Poisson rates before the cells")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="start no run after this many seconds (profiling included); the rest is listed as skipped")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -96,85 +242,47 @@ def main() -> int:
         print(f"profiled in {time.perf_counter() - t_start:.0f} s -> {prof_path}", flush=True)
     profile = load_profile(str(prof_path))
 
-    rows: list[dict] = []
-    checks: list[str] = ["# GPU validation checks", ""]
-    res_dir = out / "results"
+    cell_jobs: list[Job] = []
     for cell in [c for c in args.cells.split(",") if c and c != "none"]:
         path = ROOT / "scenarios" / "h200" / f"{cell}.yaml"
         arms = arm_names(path)[::-1] if args.reverse_arms else arm_names(path)
-        eng = None
-        walls: dict[str, tuple[float, float, float, float]] = {}
-        for arm in arms:
-            sc = load_scenario(path, arm)
-            t0 = time.perf_counter()
-            if eng is None:
-                eng = RuntimeEngine(sc, preset=args.preset, device=args.device)
-            else:
-                eng.set_scenario(sc)
-            meas = eng.run()
-            pred = run_scenario(sc, seed=meas.summary["seed"], profile=profile)
-            for r in validation_table(pred.summary, meas.summary, VALIDATE_METRICS):
-                rows.append({"cell": cell, "arm": arm, **r})
-            write_results(meas, res_dir / f"{cell}-{arm}-measured")
-            write_results(pred, res_dir / f"{cell}-{arm}-predicted")
-            mw, mi = verify_gaps(meas.steps)
-            pw, pi = verify_gaps(pred.steps)
-            walls[arm] = (mw, mi, pw, pi)
-            errs = [r for r in rows if r["cell"] == cell and r["arm"] == arm]
-            worst = max(abs(r["error_pct"]) for r in errs if r["error_pct"] == r["error_pct"])
-            write_csv(out / "validate.csv", rows)  # after every arm: a run cut short keeps what it measured
-            print(f"{cell:<15} {arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %; "
-                  f"verify wall {mw:.3f} ms (pred {pw:.3f}); syncs {meas.summary['host_syncs']}", flush=True)
-        if "stream_wait" in walls and "base" in walls:
-            dm = walls["base"][0] - walls["stream_wait"][0]
-            dp = walls["base"][2] - walls["stream_wait"][2]
-            checks.append(f"- {cell}: host_block - stream_wait per verify: measured {dm:.3f} ms, predicted {dp:.3f} ms "
-                          f"(difference {abs(dm - dp):.3f} ms); GPU idle between verifies: base {walls['base'][1]:.3f} ms, "
-                          f"stream_wait {walls['stream_wait'][1]:.3f} ms of a {walls['stream_wait'][0]:.3f} ms verify "
-                          f"({walls['stream_wait'][1] / walls['stream_wait'][0] * 100:.2f} %)")
-        del eng
-
+        cell_jobs += [Job(cell, arm, load_scenario(path, arm), cell, f"{cell}-{arm}") for arm in arms]
+    rate_jobs: list[Job] = []
     if args.poisson_cell:
-        path = ROOT / "scenarios" / "h200" / f"{args.poisson_cell}.yaml"
         from specsched.analysis.overrides import load_scenario_with_overrides
 
-        eng = None
+        path = ROOT / "scenarios" / "h200" / f"{args.poisson_cell}.yaml"
         for rate in [float(r) for r in args.rates.split(",")]:
             sc = load_scenario_with_overrides(path, "base", {"workload.request_rate": rate,
                                                              "workload.num_requests": args.poisson_requests})
-            t0 = time.perf_counter()
-            if eng is None:
-                eng = RuntimeEngine(sc, preset=args.preset, device=args.device)
-            else:
-                eng.set_scenario(sc)
-            meas = eng.run()
-            pred = run_scenario(sc, seed=meas.summary["seed"], profile=profile)
-            label = f"{args.poisson_cell}@{rate:g}"
-            for r in validation_table(pred.summary, meas.summary, VALIDATE_METRICS):
-                rows.append({"cell": label, "arm": "base", **r})
-            write_results(meas, res_dir / f"{args.poisson_cell}-rate{rate:g}-measured")
-            write_results(pred, res_dir / f"{args.poisson_cell}-rate{rate:g}-predicted")
-            write_csv(out / "validate.csv", rows)
-            errs = [r for r in rows if r["cell"] == label]
-            worst = max(abs(r["error_pct"]) for r in errs if r["error_pct"] == r["error_pct"])
-            print(f"{label:<15} base           measured in {time.perf_counter() - t0:5.1f} s; worst |error| "
-                  f"{worst:5.1f} %", flush=True)
-        del eng
+            rate_jobs.append(Job(f"{args.poisson_cell}@{rate:g}", "base", sc, f"{args.poisson_cell}-rates",
+                                 f"{args.poisson_cell}-rate{rate:g}"))
 
-    write_csv(out / "validate.csv", rows)
-    (out / "checks.md").write_text("\n".join(checks) + "\n")
-    with tarfile.open(out / "results.tar.gz", "w:gz") as tar:
-        tar.add(res_dir, arcname="results")
-    import shutil
+    def measure(job: Job, eng: RuntimeEngine | None) -> tuple:
+        if eng is None:
+            eng = RuntimeEngine(job.scenario, preset=args.preset, device=args.device)
+        else:
+            eng.set_scenario(job.scenario)
+        return eng.run(), eng
 
-    shutil.rmtree(res_dir)
-    print("\n".join(checks))
-    print(f"{'cell':<15} {'arm':<14}" + "".join(f"{m[:14]:>15}" for m in VALIDATE_METRICS))
+    def predict(job: Job, seed: int):
+        return run_scenario(job.scenario, seed=seed, profile=profile)
+
+    deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
+    val = Validation(out, measure, predict, deadline)
+    try:
+        val.run(rate_jobs + cell_jobs if args.poisson_first else cell_jobs + rate_jobs)
+    finally:
+        val.save()  # whatever happened: the CSV, the checks and every results directory
+    shutil.rmtree(val.res_dir, ignore_errors=True)
+    rows = val.rows
+    print("\n".join(val.checks[2:] + [f"FAILED {f}" for f in val.failures] + [f"skipped {s}" for s in val.skipped]))
+    print(f"{'cell':<17} {'arm':<14}" + "".join(f"{m[:14]:>15}" for m in VALIDATE_METRICS))
     for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in rows):
         errs = {r["metric"]: r["error_pct"] for r in rows if r["cell"] == cell and r["arm"] == arm}
-        print(f"{cell:<15} {arm:<14}" + "".join(f"{errs.get(m, float('nan')):>+14.1f}%" for m in VALIDATE_METRICS))
+        print(f"{cell:<17} {arm:<14}" + "".join(f"{errs.get(m, float('nan')):>+14.1f}%" for m in VALIDATE_METRICS))
     print(f"total {time.perf_counter() - t_start:.0f} s")
-    return 0
+    return 1 if val.failures else 0
 
 
 if __name__ == "__main__":

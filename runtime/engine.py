@@ -180,6 +180,7 @@ class RuntimeEngine:
         for row in getattr(self, "rows", {}).values():
             self.runner.free_request(row)
         self.rows: dict[int, int] = {}
+        self._rows_peak = 0
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
         self._blocked = 0.0
@@ -206,6 +207,11 @@ class RuntimeEngine:
         """
         r, reqs = self.runner, self.sched.reqs
         n = plan.num_extend
+        # rows the ledger let go of first (requests finished or retracted since the last
+        # forward): the scheduler admitted this plan's new requests into those rows
+        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
+        for rid in gone:
+            r.free_request(self.rows.pop(rid))
         for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True):
             row = self.rows.get(rid)
             if row is not None and p == 0:  # re-prefill after a retraction: a fresh row
@@ -213,9 +219,7 @@ class RuntimeEngine:
                 row = None
             if row is None:
                 self.rows[rid] = r.add_request()
-        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
-        for rid in gone:
-            r.free_request(self.rows.pop(rid))
+        self._rows_peak = max(self._rows_peak, len(self.rows))
         r.pool.hold(list(self.rows.values()), [reqs[rid].kv_allocated for rid in self.rows])
 
     # -------------------------------------------------------------- launches
@@ -458,7 +462,7 @@ class RuntimeEngine:
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
             num_retractions=self.sched.num_retractions, num_delayed_passes=self.sched.num_delayed_passes,
-            kv_peak_tokens=self.sched.kv.peak,
+            kv_peak_tokens=self.sched.kv.peak, request_rows_peak=self._rows_peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),
             event_records=dict(self.dev.event_records),

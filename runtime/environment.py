@@ -22,6 +22,8 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+from collections.abc import Collection
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -97,21 +99,25 @@ _SDPA_OPS = (
 
 
 def probe_sdpa(dev: Device, *, kv_heads: int, rep: int, head_dim: int, dtype: torch.dtype,
-               shapes: dict[str, tuple[int, int, int]]) -> dict[str, str]:
+               shapes: dict[str, tuple[int, int, int]], eager: Collection[str] = ()) -> dict[str, str]:
     """Which SDPA backend ran for the proxy's masked attention on each real shape.
 
     Runs ``F.scaled_dot_product_attention`` exactly as :func:`runtime.layers.paged_attention`
-    calls it (GQA folded into the query axis, a boolean mask) under ``torch.profiler`` and
-    reads the aten kernel it dispatched to (not which backends are enabled).
+    calls it (GQA folded into the query axis, a boolean mask), under the backend choice of
+    :func:`runtime.layers.attention_backends` (eager for the names in ``eager``, a captured
+    graph's otherwise), with ``torch.profiler``, and reads the aten kernel it dispatched to
+    (not which backends are enabled).
 
     Args:
         shapes: name -> (batch, queries per request, context), e.g. ``{"verify": (32, 6, 1024)}``.
+        eager: names of shapes the loop runs eagerly (extend; decode above the graph limit).
 
     Returns:
         name -> backend (``cudnn``, ``flash``, ``efficient``, ``fused_cpu``, ``math`` or
         ``unknown``).
     """
     import torch.nn.functional as F
+    from specsched.runtime.layers import attention_backends, graphed_attention
     from torch.profiler import ProfilerActivity, profile
 
     out: dict[str, str] = {}
@@ -119,7 +125,8 @@ def probe_sdpa(dev: Device, *, kv_heads: int, rep: int, head_dim: int, dtype: to
         q = torch.randn(b, kv_heads, rep * qn, head_dim, device=dev.torch_device, dtype=dtype)
         k = torch.randn(b, kv_heads, c, head_dim, device=dev.torch_device, dtype=dtype)
         mask = torch.ones(b, 1, rep * qn, c, device=dev.torch_device, dtype=torch.bool).tril(c - rep * qn)
-        with torch.no_grad():
+        backends = nullcontext() if name in eager else graphed_attention()
+        with torch.no_grad(), backends, attention_backends(q.device):
             F.scaled_dot_product_attention(q, k, k, attn_mask=mask)  # warm-up (kernel selection)
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 F.scaled_dot_product_attention(q, k, k, attn_mask=mask)
@@ -158,7 +165,10 @@ def environment(dev: Device, *, sdpa: dict[str, str] | None = None,
 
 
 def model_sdpa_probe(dev: Device, cfg: Any, window: int, context: int = 1024, batch: int = 8) -> dict[str, str]:
-    """:func:`probe_sdpa` on a preset's decode, verify and extend shapes at ``context``."""
+    """:func:`probe_sdpa` on a preset's decode and verify shapes at ``context`` as graphs
+    replay them, and its extend and eager decode (above the graph limit) shapes."""
     rep = cfg.num_heads // cfg.num_kv_heads
-    shapes = {"decode": (batch, 1, context), "verify": (batch, window, context), "extend": (1, 256, context)}
-    return probe_sdpa(dev, kv_heads=cfg.num_kv_heads, rep=rep, head_dim=cfg.head_dim, dtype=dev.dtype, shapes=shapes)
+    shapes = {"decode": (batch, 1, context), "verify": (batch, window, context), "extend": (1, 256, context),
+              "eager_decode": (batch, 1, context)}
+    return probe_sdpa(dev, kv_heads=cfg.num_kv_heads, rep=rep, head_dim=cfg.head_dim, dtype=dev.dtype, shapes=shapes,
+                      eager=("extend", "eager_decode"))

@@ -14,6 +14,9 @@ Attention has two paths that must agree (tests/test_runtime_model.py):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +25,7 @@ import torch.nn.functional as F
 from specsched.runtime.kv_cache import KVBuffers
 from specsched.runtime.model_config import ModelConfig
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 AttnImpl = Literal["sdpa", "explicit"]
 
@@ -148,6 +152,38 @@ def position_mask(q_pos: torch.Tensor, context: int) -> torch.Tensor:
     return ((kp[None, None, :] <= q_pos[:, :, None]) | (kp == 0)[None, None, :]).unsqueeze(1)
 
 
+PLANLESS_SDPA = (SDPBackend.EFFICIENT_ATTENTION,)
+"""SDPA backends of eager forwards on CUDA: kernels compiled ahead, the shape passed as
+arguments, so a new (batch, queries, context) costs nothing extra. cuDNN's fused attention
+(which PyTorch prefers on Hopper) builds and caches an execution plan per shape on its
+first call: measured on an H200 (docs/runtime.md, "Attention backends"), 50-90 ms of host
+time for each new extend shape. SGLang's extend kernels (FlashInfer, FA3) take ragged
+lengths as arguments and pay no such cost, so eager forwards use these backends."""
+
+_GRAPHED: ContextVar[bool] = ContextVar("graphed_attention", default=False)
+
+
+@contextmanager
+def graphed_attention() -> Iterator[None]:
+    """Forwards inside run as a captured graph's body (its warm-up and its capture): SDPA
+    picks its default backend (cuDNN on Hopper), whose per-shape plan is then built once,
+    before the measurement, for the graph's fixed (batch, context) bucket."""
+    token = _GRAPHED.set(True)
+    try:
+        yield
+    finally:
+        _GRAPHED.reset(token)
+
+
+def attention_backends(device: torch.device) -> AbstractContextManager[None]:
+    """The SDPA backend choice of a forward on ``device``: :data:`PLANLESS_SDPA` for an eager
+    forward on a CUDA build (extend, draft injection, decode/verify above the graph limit);
+    the default choice inside :func:`graphed_attention`, on CPU and on ROCm (no cuDNN)."""
+    if device.type != "cuda" or torch.version.cuda is None or _GRAPHED.get():
+        return nullcontext()
+    return sdpa_kernel(list(PLANLESS_SDPA))
+
+
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, impl: AttnImpl) -> torch.Tensor:
     """Masked attention. q ``[B, h, Q, D]``, k/v ``[B, h, C, D]``, mask ``[B, 1, Q, C]``."""
     if impl == "sdpa":
@@ -270,18 +306,21 @@ class LlamaProxy(nn.Module):
             attn: paged metadata (slots to write/read, mask).
             kv: this model's :class:`KVBuffers`.
 
+        SDPA's backend: :func:`attention_backends` (eager forwards avoid per-shape plans).
+
         Returns:
             ``[T, hidden]`` final-normed hidden states (model dtype).
         """
         cfg = self.cfg
         x = self.embed_tokens(input_ids)
         cos, sin = rope_cos_sin(positions, self.inv_freq)
-        for i, layer in enumerate(self.layers):
-            q, k, v = layer.qkv(layer.input_layernorm(x), cos, sin, cfg)
-            kv.write(i, attn.out_loc, k, v)
-            k_ctx, v_ctx = kv.gather(i, attn.slots)
-            x = x + layer.o_proj(paged_attention(q, k_ctx, v_ctx, attn, self.attn_impl))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        with attention_backends(x.device):
+            for i, layer in enumerate(self.layers):
+                q, k, v = layer.qkv(layer.input_layernorm(x), cos, sin, cfg)
+                kv.write(i, attn.out_loc, k, v)
+                k_ctx, v_ctx = kv.gather(i, attn.slots)
+                x = x + layer.o_proj(paged_attention(q, k_ctx, v_ctx, attn, self.attn_impl))
+                x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

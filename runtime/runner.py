@@ -12,7 +12,13 @@ from typing import Literal
 import torch
 from specsched.runtime.device import Device, default_bs_buckets, pick_bucket
 from specsched.runtime.kv_cache import PAD_ROW, KVBuffers, ReqToTokenPool, _round_up, expand_slots
-from specsched.runtime.layers import AttnBatch, AttnImpl, LlamaProxy, position_mask
+from specsched.runtime.layers import (
+    AttnBatch,
+    AttnImpl,
+    LlamaProxy,
+    graphed_attention,
+    position_mask,
+)
 from specsched.runtime.spec_cycle import SpecCycle, StepOut
 
 
@@ -369,10 +375,11 @@ class ModelRunner(SpecCycle):
         }
 
         def step() -> None:
-            if kind == "decode":
-                o = self._decode_dev(st.rows, ctx)
-            else:
-                o = self._spec_dev(st.rows, ctx, st.forced if forced else None)
+            with graphed_attention():  # warm-up and capture pick the same SDPA backend
+                if kind == "decode":
+                    o = self._decode_dev(st.rows, ctx)
+                else:
+                    o = self._spec_dev(st.rows, ctx, st.forced if forced else None)
             for name, t in o.as_dict().items():
                 st.out[name].copy_(t)
 

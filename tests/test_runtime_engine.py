@@ -129,3 +129,29 @@ def test_validation_table_errors():
     assert rows[0]["error_pct"] == pytest.approx(10.0) and rows[1]["error_pct"] == pytest.approx(-10.0)
     assert rows[2]["error_pct"] != rows[2]["error_pct"]  # NaN when missing
 
+
+
+def test_request_rows_follow_the_scheduler_no_more_than_max_running_requests():
+    """The 48 req/s Poisson run crashed the runtime (``PoolExhausted: no free request row``):
+    requests that finished together kept their rows until after the next prefill took new
+    ones. SGLang frees a finished request's row when its result is processed
+    (``process_batch_result`` -> ``release_kv_cache``) and admits no more requests than free
+    rows (``Scheduler.get_num_allocatable_reqs``), so rows in use never exceed
+    max_running_requests, and neither may the runtime's."""
+    wl = {"kind": "burst", "num_requests": 12, "input_len": {"kind": "fixed", "value": 24},
+          "output_len": {"kind": "fixed", "value": 6}}
+    sc, eng = runtime({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1}, wl)
+    pool, alloc, peak = eng.runner.pool, eng.runner.pool.alloc_row, [0]
+    rows = eng.runner.pool.num_free_rows
+
+    def counted():
+        row = alloc()
+        peak[0] = max(peak[0], rows - pool.num_free_rows)
+        return row
+
+    pool.alloc_row = counted
+    res = eng.run()
+    assert res.summary["completed"] == 12
+    assert 0 < peak[0] <= sc.server.max_running_requests
+    assert res.summary["request_rows_peak"] == peak[0]
+    assert pool.num_free_rows == rows - len(eng.rows)

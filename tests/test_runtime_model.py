@@ -403,3 +403,25 @@ def test_microbench_runs_on_cpu() -> None:
     assert r.read_seq_lens(rows) == [43, 43]  # forced accept 2 -> 3 tokens from context 40
     d = bench(r, rows, "decode", context=40, iters=2, warmup=1, graph=False)
     assert d.window == 1 and d.as_dict()["kind"] == "decode"
+
+
+def test_eager_forwards_pick_planless_sdpa_on_cuda_graph_bodies_the_default(monkeypatch):
+    """On a CUDA build an eager forward (extend, injection, decode above the graph limit)
+    restricts SDPA to kernels without a per-shape plan (cuDNN built one per new extend shape:
+    50-90 ms each on an H200); a captured graph's body keeps the default choice, so its
+    plan is built once at capture. CPU and ROCm builds keep the default everywhere."""
+    from contextlib import nullcontext
+
+    from specsched.runtime.layers import PLANLESS_SDPA, attention_backends, graphed_attention
+    from torch.nn.attention import SDPBackend
+
+    assert isinstance(attention_backends(torch.device("cpu")), nullcontext)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert SDPBackend.CUDNN_ATTENTION not in PLANLESS_SDPA
+    ctx = attention_backends(torch.device("cuda"))
+    assert not isinstance(ctx, nullcontext)
+    with graphed_attention():
+        assert isinstance(attention_backends(torch.device("cuda")), nullcontext)
+    assert not isinstance(attention_backends(torch.device("cuda")), nullcontext)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert isinstance(attention_backends(torch.device("cuda")), nullcontext)

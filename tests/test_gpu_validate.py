@@ -1,0 +1,70 @@
+"""benchmarks/gpu_validate.py's bookkeeping: a run that fails is reported and the others go
+on with a fresh engine; validate.csv, checks.md and results.tar.gz are always written, and a
+deadline stops new runs without losing what was measured (the round-3 sweep lost every
+results directory when one rate crashed the runtime)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+import tarfile
+
+from specsched.sim.engine import SimEngine
+
+from tests.conftest import ROOT, make_scenario, tiny_profile
+
+_spec = importlib.util.spec_from_file_location("specsched_gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+gv = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = gv  # dataclasses look their module up
+_spec.loader.exec_module(gv)
+
+SC = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1},
+                   {"num_requests": 3, "input_len": {"kind": "fixed", "value": 64}, "output_len": {"kind": "fixed", "value": 4}})
+
+
+def _jobs():
+    return [gv.Job("a", "base", SC, "a", "a-base"), gv.Job("a", "other", SC, "a", "a-other"),
+            gv.Job("b@8", "base", SC, "rates", "b-rate8"), gv.Job("b@16", "base", SC, "rates", "b-rate16")]
+
+
+def test_a_failed_run_is_reported_and_the_rest_go_on_with_a_fresh_engine(tmp_path):
+    engines = []
+
+    def measure(job, eng):
+        if eng is None:
+            eng = object()
+            engines.append(eng)
+        if job.result_name == "a-other" or job.result_name == "b-rate8":
+            raise RuntimeError(f"PoolExhausted: no free request row\nsecond line of {job.label}")
+        return SimEngine(job.scenario, tiny_profile()).run(), eng
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run())
+    try:
+        val.run(_jobs())
+    finally:
+        val.save()
+    assert val.failures == ["a other: RuntimeError: PoolExhausted: no free request row",
+                            "b@8 base: RuntimeError: PoolExhausted: no free request row"]
+    assert len(engines) == 3  # a, then b's group twice: rebuilt after b@8 failed
+    with open(tmp_path / "validate.csv") as f:
+        cells = {(r["cell"], r["arm"]) for r in csv.DictReader(f)}
+    assert cells == {("a", "base"), ("b@16", "base")}
+    with tarfile.open(tmp_path / "results.tar.gz") as tar:
+        names = {n.split("/")[1] for n in tar.getnames() if n.count("/") >= 1}
+    assert names == {"a-base-measured", "a-base-predicted", "b-rate16-measured", "b-rate16-predicted"}
+    text = (tmp_path / "checks.md").read_text()
+    assert "## Runs that failed" in text and "b@8 base: RuntimeError" in text
+
+
+def test_the_deadline_skips_runs_and_keeps_what_was_measured(tmp_path):
+    def measure(job, eng):
+        return SimEngine(job.scenario, tiny_profile()).run(), eng
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run(),
+                        deadline_s=0.0)
+    val.run(_jobs())
+    val.save()
+    assert val.skipped == ["a base", "a other", "b@8 base", "b@16 base"] and not val.rows
+    assert "## Runs not started (deadline)" in (tmp_path / "checks.md").read_text()
+    assert (tmp_path / "results.tar.gz").exists() and (tmp_path / "validate.csv").exists()
