@@ -138,11 +138,7 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
     """Run one case in this process and return its measurements."""
     import tracemalloc
 
-    # imports are not part of the run (the engine imports scipy lazily, for speculative
-    # decoding only; the original code imported it with sim.acceptance)
-    import scipy.optimize  # noqa: F401
-    import scipy.special  # noqa: F401
-    from specsched.sim.engine import SimEngine
+    from specsched.sim.engine import SimEngine  # imports are not part of the run
 
     sc = _load(case)
     kwargs = {}
