@@ -38,6 +38,7 @@ from specsched.runtime.device import Device, HostCopy, RingEvent
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -133,7 +134,7 @@ class RuntimeEngine:
         self.vocab = target.cfg.vocab_size
         # context buckets every 256 positions: a graph's attention width then tracks the
         # real context closely, as the profile's grid (measured at tight widths) assumes
-        ctx_buckets = list(range(256, max_ctx + 256, 256))
+        ctx_buckets = list(range(CTX_BUCKET_STEP, max_ctx + CTX_BUCKET_STEP, CTX_BUCKET_STEP))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
                                   ctx_buckets=ctx_buckets, external_kv=True)
@@ -322,9 +323,10 @@ class RuntimeEngine:
 
     def _deliver(self, op: Deliver) -> None:
         rids, n, fin = delivery_arrays(op.deliveries)
-        self.rec.deliver(self._now(), rids, n, fin)
+        now = self._now()
+        self.rec.deliver(now, rids, n, fin)
         for _ in range(int(fin.sum())):
-            self.clients.finished()
+            self.clients.finished(now)
             if self._bar is not None:
                 self._bar.update(1)
             self.remaining -= 1
@@ -332,9 +334,11 @@ class RuntimeEngine:
     def _recv(self) -> list[Req]:
         now = self._now()
         out = []
-        for i in self.clients.due(now):
+        # the timer starts when the client sent it (bench_serving), not when the loop polls:
+        # a request that arrives while the host issues a forward or blocks waits in between
+        for i, sent in self.clients.due_timed(now):
             s = self.specs[i]
-            self.rec.request_sent(s.index, s.input_len, s.output_len, now)
+            self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
             out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
                            ignore_eos=self.scenario.workload.ignore_eos))
         return out

@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
+from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.profile import GpuProfile, HostProfile
 
 
@@ -74,6 +75,8 @@ class Fits:
             "eager_host_issue_s": self.eager_host_issue,
             "eager_draft_overhead_s": 0.0,
             "eager_factor": self.eager_factor,
+            "attention_width": "padded_max",
+            "attention_bucket": CTX_BUCKET_STEP,
         }
         host = {
             "ingest_per_request_s": 0.0,
@@ -81,6 +84,8 @@ class Fits:
             "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
             "launch_per_extend_s": self.extend_host_fit()[0],
             "launch_per_extend_token_s": self.extend_host_fit()[1],
+            "launch_per_inject_s": self.inject_host_fit()[0],
+            "launch_per_inject_token_s": self.inject_host_fit()[1],
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
             "cross_queue_penalty_s": self.cq_penalty,
@@ -106,11 +111,16 @@ class Fits:
 
     def extend_host_fit(self) -> tuple[float, float]:
         """``host.launch_per_extend_s`` and ``launch_per_extend_token_s``: intercept and
-        slope of the host time to issue an extend plus its draft injection (GPU kept busy)
-        against the extend tokens, at the prefix-0 column (0, 0 on CPU, where the forward
-        runs inline and its time is all in gpu.extend). See :func:`extend_issue_fit`."""
-        y = [self.ext_host[i][0] + self.inj_host[i][0] for i in range(len(self.ext_x))]
-        return extend_issue_fit(self.ext_x, y)
+        slope of the host time to issue an extend (GPU kept busy) against the extend
+        tokens, at the prefix-0 column (0, 0 on CPU, where the forward runs inline and its
+        time is all in gpu.extend). The draft injection's issue is separate
+        (:meth:`inject_host_fit`): a plain-decoding run has none. See :func:`extend_issue_fit`."""
+        return extend_issue_fit(self.ext_x, [self.ext_host[i][0] for i in range(len(self.ext_x))])
+
+    def inject_host_fit(self) -> tuple[float, float]:
+        """``host.launch_per_inject_s`` and ``launch_per_inject_token_s``: the same fit of
+        the host time to issue ``prepare_inject(sync=False) + inject`` after the extend."""
+        return extend_issue_fit(self.ext_x, [self.inj_host[i][0] for i in range(len(self.ext_x))])
 
 
 def eager_fit(points: list[tuple[int, int, float, float]]) -> tuple[float, float | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
+from specsched.runtime.runner import CTX_BUCKET_STEP
 
 EXT_GPU = ("device time of the forward alone: a torch.cuda._sleep spin queued first keeps the GPU busy until the "
            "host has issued the whole call, then timing events around the call (its host launch time, which a busy "
@@ -93,6 +94,12 @@ class Provenance:
                 f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}, "
                 f"{timing}. [{env}]"),
             "gpu.verify_window": f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). [{env}]",
+            "gpu.attention_width": ("padded_max: the runtime's decode/verify attention is dense over one width for "
+                                    "the batch (runtime/layers.py AttnBatch [B, C], C the graph context bucket covering "
+                                    "the longest request, runtime/spec_cycle.py _prepare), over every padded graph row; "
+                                    f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
+            "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
+                                     f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (
@@ -106,16 +113,24 @@ class Provenance:
                 "arrive, so an eager cycle lasts max(graph + eager_overhead_s, this) "
                 f"(runtime.profile_fit.eager_fit); null when no point is host-bound. [{env}]"),
             "host.launch_per_extend_s": (
-                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time to issue an extend and "
-                "its draft injection, GPU kept busy, against extend tokens (medians under "
-                f"host.launch_per_extend_token_s): the per-launch kernel issue, nearly flat in tokens. [{env}]"),
+                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time to issue an extend "
+                "(without its draft injection: host.launch_per_inject_s), GPU kept busy, against extend tokens (medians "
+                f"under host.launch_per_extend_token_s): the per-launch kernel issue, nearly flat in tokens. [{env}]"),
+            "host.launch_per_inject_s": (
+                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time (perf_counter, GPU kept "
+                "busy) of ModelRunner.prepare_inject(sync=False) + inject after the extend, against extend tokens "
+                f"(medians under host.launch_per_inject_token_s): the drafter injection's kernel issue. [{env}]"),
+            "host.launch_per_inject_token_s": (
+                f"Theil-Sen slope (clamped >= 0) of the same against extend tokens {self.ext_x} at prefix 0: medians "
+                + ", ".join(f"{t}: {_ms(self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
+                + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
             "host.launch_per_extend_token_s": (
                 f"Theil-Sen slope (runtime.profile_fit.extend_issue_fit, clamped >= 0) of the host time (perf_counter around the call, GPU kept "
-                f"busy so the call never waits on it) of ModelRunner.extend + prepare_inject(sync=False) + inject "
+                f"busy so the call never waits on it) of ModelRunner.extend "
                 f"against extend tokens {self.ext_x} at prefix 0: medians "
-                + ", ".join(f"{t}: {_ms(self.ext_host[i][0] + self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
+                + ", ".join(f"{t}: {_ms(self.ext_host[i][0])}" for i, t in enumerate(self.ext_x))
                 + (" (CPU: the forward runs inline, its time is all in gpu.extend, so 0)" if not dev.is_gpu else "")
                 + f". The eager prefill's host time is mostly its kernel launches, nearly flat in tokens: "
                 f"host.launch_per_extend_s carries it. [{env}]"),

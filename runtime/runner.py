@@ -77,6 +77,13 @@ def _check_extend(rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: 
         raise ValueError("extend_lens must be >= 1 and prefix_lens >= 0")
 
 
+CTX_BUCKET_STEP = 256
+"""Spacing (positions) of the engine's graph context buckets (runtime/engine.py). Every
+decode/verify forward attends densely over one bucket width for the whole batch (the
+longest request's length bound + the step's width, rounded up to this; spec_cycle
+``_prepare``), so the profile says ``gpu.attention_width: padded_max`` with this bucket."""
+
+
 def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:
     """Context buckets for graphs: powers of two from ``smallest`` up, then ``max_context``
     rounded up to :data:`CTX_ALIGN`."""

@@ -22,6 +22,10 @@ draft-step grids; ``c0`` V's first context column; ``P(bs)`` the captured graph 
                                               ``draft_forward``: num_steps - 1 forwards)
     + eager overhead                          when bs > cuda_graph_max_bs (then no padding)
 
+Under the profile's ``gpu.attention_width: padded_max`` (dense attention over one width for
+the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
+read over the padded rows ``P(bs)``: ``V(P(bs), width - W) + token part``.
+
 A block drafter runs one draft forward per cycle whatever the window; a chain drafter
 ``speculative_num_steps`` of them, serially. A decode step is the same with ``W = W0 = 1``
 and no draft. Profiles without ``verify_window`` keep their old meaning: ``V(bs, c)`` at
@@ -116,6 +120,8 @@ class CostModel:
         self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
         self.graph_bs = server.graph_batch_sizes
         self.graph_max = self.graph_bs[-1]
+        self.padded_attention = g.attention_width == "padded_max"
+        self.attention_bucket = g.attention_bucket
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -125,17 +131,34 @@ class CostModel:
             return None
         return self.graph_bs[bisect.bisect_left(self.graph_bs, bs)]
 
-    def step_s(self, bs: int, ctx: float) -> float:
+    def attention_width(self, max_ctx: int) -> int:
+        """Tokens a ``padded_max`` attention spans for a batch whose longest request holds
+        ``max_ctx`` tokens: that context plus the step's new tokens (the window; 1 for
+        decode), rounded up to ``gpu.attention_bucket`` (runtime/spec_cycle.py
+        ``_prepare``: the context bucket covering the largest length bound + width)."""
+        b = self.attention_bucket
+        return -(-(int(max_ctx) + self.window) // b) * b
+
+    def step_s(self, bs: int, ctx: float, max_ctx: float | None = None) -> float:
         """GPU seconds of one decode forward or speculative cycle of ``bs`` requests at mean
-        context ``ctx`` tokens (the formula in the module docstring)."""
-        ctx = round(ctx, -1)
+        context ``ctx`` tokens (the formula in the module docstring). Under
+        ``gpu.attention_width: padded_max`` the context part is read at the padded width
+        (:meth:`attention_width` of ``max_ctx``, the longest request's context; ``ctx``
+        when not given) less the window (the grid's columns were timed at width context +
+        window) and over the padded graph rows, since every row attends the full width."""
         grid = self.step_grid
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
-        t = grid(bs, ctx)
+        if self.padded_attention:
+            ctx = self.attention_width(ctx if max_ctx is None else max_ctx) - self.window
+            bs_attn = rows
+        else:
+            bs_attn = bs
+        ctx = round(ctx, -1)
+        t = grid(bs_attn, ctx)
         x_tok = rows * self.window / self.ref_window
-        if x_tok != bs:
-            t += grid(x_tok, self.c0) - grid(bs, self.c0)
+        if x_tok != bs_attn:
+            t += grid(x_tok, self.c0) - grid(bs_attn, self.c0)
         d = self.draft_step
         if d is not None:
             if not self.draft_in_verify:
@@ -175,7 +198,8 @@ class CostModel:
         decode_s = penalty = 0.0
         n_dec = plan.batch_size - n_ext
         if n_dec:
-            decode_s = self.step_s(n_dec, sum(plan.prefix_lens[n_ext:]) / n_dec)
+            pre = plan.prefix_lens[n_ext:]
+            decode_s = self.step_s(n_dec, sum(pre) / n_dec, max(pre) if self.padded_attention else None)
             if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.server.cuda_graph_max_bs:
                 penalty = self.h.cross_queue_penalty_s
         if self.warn_to is not None:
@@ -191,16 +215,34 @@ class CostModel:
             return h.launch_s + h.launch_per_req_s * bs
         return h.process_s + h.process_per_req_s * bs
 
-    def issue(self, plan: BatchPlan, part: str = "main") -> float:
-        """Host seconds to issue an eager extend's kernels (0 for a graph-replayed step and
-        for the inject launch, whose issue the measurement includes): the host is busy this
-        long after the launch, and the forward cannot end before the issue does, since its
-        kernels run as they are issued (profile host.launch_per_extend_s and
-        launch_per_extend_token_s; measured with the GPU kept busy, runtime/profile_fit.py)."""
-        if part != "main" or not plan.num_extend:
+    def eager_issue_s(self, n_dec: int) -> float:
+        """Host seconds to issue one eager decode step's or spec cycle's kernels (profile
+        gpu.eager_host_issue_s) for ``n_dec`` decoding requests: 0 when they replay a graph
+        (``n_dec`` <= cuda_graph_max_bs) or the profile did not measure it."""
+        g = self.profile.gpu
+        if n_dec <= self.graph_max or g.eager_host_issue_s is None:
             return 0.0
-        h = self.h
-        return h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
+        return g.eager_host_issue_s
+
+    def issue(self, plan: BatchPlan, part: str = "main") -> float:
+        """Host seconds to issue a forward's kernels one by one: an eager extend's (profile
+        host.launch_per_extend_s and launch_per_extend_token_s; measured with the GPU kept
+        busy, runtime/profile_fit.py) plus, for a decode/verify batch above
+        cuda_graph_max_bs, the eager step's (:meth:`eager_issue_s`); for the inject launch,
+        the drafter injection's (host.launch_per_inject_s and launch_per_inject_token_s;
+        0 in profiles whose extend terms include it). 0 for a graph-replayed step. The host is
+        busy this long after the launch, and the forward cannot end before the issue does,
+        since its kernels run as they are issued: an eager step's host time cannot overlap
+        the loop's scheduling and result processing (the overlap scheduler hides them only
+        behind a graph replay; SGLang's eager fallback, cuda_graph_runner.py can_run)."""
+        if part != "main":
+            h = self.h
+            return h.launch_per_inject_s + h.launch_per_inject_token_s * plan.num_extend_tokens
+        t = self.eager_issue_s(plan.batch_size - plan.num_extend)
+        if plan.num_extend:
+            h = self.h
+            t += h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
+        return t
 
     def range_warnings(self, out: TextIO | None = None) -> list[str]:
         """One line per (grid, axis) whose measured range a query left (upwards) since the

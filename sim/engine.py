@@ -245,13 +245,13 @@ class SimEngine:
     # ------------------------------------------------------------------- host
     def _launch(self, op: Launch):
         """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
-        The host stays busy for the kernel issue of an eager extend (CostModel.issue)."""
+        The host stays busy for the kernel issue of an eager forward (CostModel.issue)."""
         now = self._t
         issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
-        # an eager extend's kernels run as the host issues them: it ends no earlier than
+        # an eager forward's kernels run as the host issues them: it ends no earlier than
         # the issue does, and the host is busy issuing until then (below)
         end = max(start + cost.total_s, now + issue)
         self._gpu_free = end
@@ -377,7 +377,8 @@ class SimEngine:
             return None
         sched = self.sched
         batch = sched.decode_batch_reqs
-        if not batch:
+        if not batch or self.cost.eager_issue_s(len(batch)) > 0:
+            # an eager step keeps the host busy issuing it (CostModel.issue): step by step
             return None
         horizon = self._horizon(h, t0, t_next, batch)
         run = sched.decode_stretch(self.device, h.plan, h.output, horizon,
@@ -427,9 +428,17 @@ class SimEngine:
         key); contexts are integer sums over the batch, so the rounding below is Python's
         round(x, -1) exactly (checked for every shape first seen)."""
         bs = run.batch_size[:k]
-        ctx = run.ctx_sum[:k]
-        key = np.rint(ctx / bs / 10.0)
-        code = bs * (1 << 40) + key.astype(np.int64)
+        if self.cost.padded_attention:
+            # the cost depends on (batch size, padded width of the longest context)
+            b, w = self.cost.attention_bucket, self.cost.window
+            cmax = ((run.inp + run.H[:k]) * run.member[:k]).max(axis=1)
+            key = -(-(cmax + w) // b) * b
+            ctx = key - w
+            code = bs * (1 << 40) + key.astype(np.int64)
+        else:
+            ctx = run.ctx_sum[:k]
+            key = np.rint(ctx / bs / 10.0)
+            code = bs * (1 << 40) + key.astype(np.int64)
         # one cost per segment of equal shape, spread with np.repeat (no per-segment
         # numpy scalar indexing or slice assignment: a stretch has ~k/10 segments)
         seg = np.flatnonzero(code[1:] != code[:-1]) + 1
@@ -453,8 +462,9 @@ class SimEngine:
 
     def _shape_cost(self, code: int, bs: int, ctx_sum: int, key: float) -> float:
         """GPU seconds of a decode/verify forward of ``bs`` requests whose contexts sum to
-        ``ctx_sum`` (memoized under ``code``)."""
-        if round(ctx_sum / bs, -1) != key:
+        ``ctx_sum`` (memoized under ``code``); under padded attention ``ctx_sum`` is the
+        longest request's context instead (the one-request plan below carries it as max)."""
+        if not self.cost.padded_attention and round(ctx_sum / bs, -1) != key:
             raise AssertionError(f"context rounding differs at ({bs}, {ctx_sum})")
         cross = self.server.speculative_algorithm.enabled and self.server.sync_mode is SyncMode.cross_queue_wait
         v = self._gpu_memo[code] = self.cost.gpu(self._shape_plan(bs, ctx_sum), "main", cross_queue=cross).total_s

@@ -10,7 +10,7 @@ measurements; GPU profiles are written by ``specsched profile`` from microbenchm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -166,6 +166,18 @@ class GpuProfile(BaseModel):
         at bs 32 / 512 context to ~0.8 ms at 8K context on an H200 proxy). None: not measured.
     eager_factor: old profiles: multiplier for decode/verify batches above
         cuda_graph_max_bs (used only when ``eager_overhead_s`` is not given).
+    attention_width: how a decode/verify forward's attention spans the batch's contexts.
+        ``per_request`` (default): ragged/paged attention (SGLang's FlashInfer/FA3
+        backends, layers/attention/): each request reads its own KV, so the step costs the
+        grid at the batch's mean context. ``padded_max``: dense attention over one width
+        for the whole batch, the longest request's context plus the step's new tokens
+        rounded up to ``attention_bucket`` (the runtime's proxy: runtime/layers.py
+        AttnBatch, ``[B, C]`` with C the graph's context bucket, runtime/spec_cycle.py
+        ``_prepare``), over every padded graph row: the step costs the grid at that width
+        and the padded batch. The grid's columns were timed at uniform contexts, width
+        context + window, so both readings agree on a uniform batch.
+    attention_bucket: tokens the padded width is rounded up to (``padded_max`` only;
+        the runtime's graph context buckets, runtime/engine.py: every 256 positions).
 
     Every grid above is extrapolated as :class:`GridInterp` says; a run that leaves a
     grid's measured range gets one warning line per grid and axis.
@@ -185,6 +197,8 @@ class GpuProfile(BaseModel):
     eager_draft_overhead_s: Seconds = 0.0
     eager_host_issue_s: Seconds | None = None
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
+    attention_width: Literal["per_request", "padded_max"] = "per_request"
+    attention_bucket: int = Field(1, ge=1, le=1_000_000)
 
 
 class HostProfile(BaseModel):
@@ -198,7 +212,11 @@ class HostProfile(BaseModel):
     so this host time overlaps the forward it issues (the extend ends no earlier than the
     issue does; sim.engine applies it at the launch), and the GPU time of the forward is
     gpu.extend. Measured host issue time is nearly flat in tokens (kernel count, not
-    size), hence the per-launch term. process_*: processing a step's results.
+    size), hence the per-launch term. launch_per_inject_s + launch_per_inject_token_s x
+    tokens: the same for a block drafter's prompt injection (DSpark prefill: the inject
+    launch after the extend), charged at the inject launch; 0 in profiles whose extend
+    terms hold both issues (a plain-decoding run then pays the injection's issue too:
+    docs/measurements/h200-v3-repredict.md). process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
@@ -213,6 +231,8 @@ class HostProfile(BaseModel):
     launch_per_req_s: Seconds = 0.0
     launch_per_extend_s: Seconds = 0.0
     launch_per_extend_token_s: Seconds = 0.0
+    launch_per_inject_s: Seconds = 0.0
+    launch_per_inject_token_s: Seconds = 0.0
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0
     sync_wakeup_s: Seconds = 0.0

@@ -13,6 +13,7 @@ shift the other.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,6 +148,10 @@ class Clients:
     flight, a finished request replaced at once), Poisson with max_concurrency (a request is
     sent when it has arrived and a slot is free; its timer starts then).
 
+    A request's send time is bench_serving's: its arrival time, or when a concurrency slot
+    freed (the finishing request's last delivery) if later, not when the caller's loop
+    next polls (:meth:`due_timed`); the caller reports each finish with its time.
+
     Args:
         scenario: its ``workload`` decides the kind, concurrency and rate.
         specs: the requests (:func:`make_requests`), sent in index order.
@@ -159,33 +164,45 @@ class Clients:
         w = scenario.workload
         self.kind = w.kind
         self.pending: list[tuple[float, int]] = []  # (arrival time, index) not yet sent
-        self.queue: list[int] = []  # arrived, waiting for a concurrency slot
+        self.queue: list[tuple[float, int]] = []  # arrived (time, index), waiting for a slot
         self.slots = None
         if w.kind == "burst":
             self.pending = [(0.0, s.index) for s in specs]
         elif w.kind == "closed_loop":
             self.slots = w.concurrency
-            self.queue = [s.index for s in specs]
+            self.queue = [(0.0, s.index) for s in specs]
         else:
             times = arrival_times(w, specs, seed)
             self.pending = [(float(t), s.index) for s, t in zip(specs, times, strict=True)]
             self.slots = w.max_concurrency
         heapq.heapify(self.pending)
         self.in_flight = 0
+        # times the free concurrency slots freed, oldest first (all free at 0)
+        self._free_at: deque[float] | None = deque([0.0] * self.slots) if self.slots else None
 
     def due(self, now: float) -> list[int]:
-        """Indices of requests sent at or before ``now`` (their timer starts now)."""
+        """Indices of requests sent at or before ``now``."""
+        return [i for i, _ in self.due_timed(now)]
+
+    def due_timed(self, now: float) -> list[tuple[int, float]]:
+        """(index, send time) of requests sent at or before ``now``: each one's arrival, or
+        the time the slot it takes freed if later (both <= ``now``)."""
         while self.pending and self.pending[0][0] <= now:
-            self.queue.append(heapq.heappop(self.pending)[1])
+            self.queue.append(heapq.heappop(self.pending))
         out = []
         while self.queue and (self.slots is None or self.in_flight < self.slots):
-            out.append(self.queue.pop(0))
+            t, i = self.queue.pop(0)
+            if self._free_at is not None:
+                t = max(t, self._free_at.popleft())
+            out.append((i, t))
             self.in_flight += 1
         return out
 
-    def finished(self) -> None:
-        """A request completed: its concurrency slot frees."""
+    def finished(self, at: float = 0.0) -> None:
+        """A request completed at time ``at`` (its last delivery): its concurrency slot frees."""
         self.in_flight -= 1
+        if self._free_at is not None:
+            self._free_at.append(at)
 
     def next_time(self) -> float | None:
         """When the next request will be sent if nothing finishes first (None: never)."""

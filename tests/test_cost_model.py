@@ -305,3 +305,39 @@ def test_attention_context_grows_with_any_prefix(e, p, extra):
     longer[0] += extra
     assert attention_context(e, longer) > base
     assert min(pp + ee / 2 for ee, pp in zip(e, p, strict=False)) <= base <= max(pp + ee / 2 for ee, pp in zip(e, p, strict=False)) + 1e-9
+
+
+# ------------------------------------------------------------------ padded attention width
+@settings(max_examples=60, deadline=None)
+@given(ctxs=st.lists(st.integers(0, 6000), min_size=1, max_size=40), algo=st.sampled_from(["dspark", "none"]))
+def test_padded_attention_costs_the_longest_context_over_padded_rows(ctxs, algo):
+    """gpu.attention_width padded_max: the step costs the grid at the padded batch and the
+    padded width of the longest request (a dense [B, C] attention), never less than the
+    per-request reading (the grid grows with batch and context), and a batch of one
+    context at a bucket edge reads the grid where both agree."""
+    srv = server(speculative_algorithm=algo, cuda_graph_max_bs=64, max_running_requests=64)
+    ragged = CostModel(ctx_profile(), srv, warn_to=None)
+    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv, warn_to=None)
+    bs, w = len(ctxs), dense.window
+    mean, top = sum(ctxs) / bs, max(ctxs)
+    width = -(-(top + w) // 256) * 256
+    grid = dense.step_grid
+    pad = dense.padded_batch(bs)
+    assert dense.step_s(bs, mean, top) == pytest.approx(max(grid(pad, round(width - w, -1)), 0.0), rel=1e-12)
+    assert dense.step_s(bs, mean, top) >= ragged.step_s(bs, mean) - 1e-15
+    edge = 1024 - w
+    assert dense.step_s(8, edge, edge) == pytest.approx(ragged.step_s(8, edge), rel=1e-12)
+
+
+def test_padded_attention_in_a_plan_uses_the_batch_max():
+    from specsched.sim.plan import decode_plan
+    srv = server(cuda_graph_max_bs=64, max_running_requests=64)
+    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv, warn_to=None)
+    plan = decode_plan(0, True, 6, [0, 1, 2], [100, 200, 1900], [100, 200, 1900], [50, 50, 50])
+    assert dense.gpu(plan).decode_s == pytest.approx(dense.step_s(3, 2200 / 3, 1900), rel=1e-12)
+    assert dense.gpu(plan).decode_s > dense.step_s(3, 2200 / 3, 200)
+
+
+def test_attention_width_must_be_known(tmp_path):
+    with pytest.raises(ValueError):
+        ctx_profile(attention_width="triangular")

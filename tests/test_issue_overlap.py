@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.runtime.profile_fit import eager_fit, extend_issue_fit
 from specsched.sim.cost_model import CostModel
-from specsched.sim.engine import run_scenario
+from specsched.sim.engine import SimEngine, run_scenario
 from specsched.sim.plan import BatchPlan, ForwardMode
 
 
@@ -80,3 +80,45 @@ def test_extend_issue_fit_recovers_line_despite_a_warmup_outlier(a, b, outlier):
     got_a, got_b = extend_issue_fit(xs, ys)
     assert got_a == pytest.approx(a, rel=0.02, abs=1e-6)
     assert got_b == pytest.approx(b, rel=0.02, abs=1e-9)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_eager_step_issue_keeps_the_host_busy(overlap):
+    """Above cuda_graph_max_bs the host issues each decode/verify's kernels itself, so its
+    scheduling and result processing cannot hide behind the step: consecutive eager steps
+    are gpu.eager_host_issue_s + the loop's host work apart, with or without the overlap
+    scheduler (measured on the H200 proxy, docs/measurements/h200-v3-repredict.md: 0.58 ms
+    GPU idle between eager verifies in both arms). Graph-replayed steps keep the overlap."""
+    issue = 0.02
+    prof = _with(tiny_profile(), gpu={"eager_overhead_s": 1e-4, "eager_host_issue_s": issue},
+                 host={"schedule_s": 1e-3, "launch_s": 2e-3, "process_s": 1e-3})
+    sc = make_scenario(server={"cuda_graph_max_bs": 2, "enable_overlap_schedule": overlap},
+                       workload={"num_requests": 6, "input_len": {"kind": "fixed", "value": 200},
+                                 "output_len": {"kind": "fixed", "value": 30}})
+    for ff in (True, False):
+        steps = SimEngine(sc, prof, 1, fast_forward=ff).run().steps.sort_values("gpu_start_s")
+        steps = steps[steps.part == "main"]
+        gaps = (steps.gpu_start_s.shift(-1) - steps.gpu_end_s).to_numpy()[:-1]
+        eager = ((steps["mode"] != "extend") & (steps.batch_size > 2)).to_numpy()[:-1]
+        nxt_eager = ((steps["mode"] != "extend") & (steps.batch_size > 2)).to_numpy()[1:]
+        both = eager & nxt_eager
+        assert both.sum() >= 3
+        dur = (steps.gpu_end_s - steps.gpu_start_s).to_numpy()[:-1]
+        assert (dur[both] >= issue - 1e-12).all()
+        # the host's schedule + launch (3 ms) of the next step waits for the issue
+        assert (gaps[both] >= 3e-3 - 1e-9).all(), gaps[both]
+
+
+def test_inject_issue_is_charged_at_the_inject_launch_only_with_a_drafter():
+    """host.launch_per_inject_s is the drafter injection's issue (DSpark prefill): a
+    speculative run's TTFT pays it after the extend, a plain-decoding run never does."""
+    split = _with(tiny_profile(), host={"launch_per_extend_s": 0.03, "launch_per_inject_s": 0.01})
+    merged = _with(tiny_profile(), host={"launch_per_extend_s": 0.04})
+    cm = CostModel(split, _one_request().server, warn_to=None)
+    plan = BatchPlan(step=0, mode=ForwardMode.EXTEND, rids=(0,), extend_lens=(200,), prefix_lens=(0,), num_extend=1)
+    assert cm.issue(plan, "inject") == pytest.approx(0.01)
+    spec, plain = _one_request(), _one_request(speculative_algorithm="none")
+    ttft = {(name, sc_name): run_scenario(sc, seed=1, profile=p).summary["median_ttft_ms"]
+            for name, p in (("split", split), ("merged", merged)) for sc_name, sc in (("spec", spec), ("plain", plain))}
+    assert ttft["split", "spec"] == pytest.approx(ttft["merged", "spec"], abs=0.5)
+    assert ttft["merged", "plain"] - ttft["split", "plain"] == pytest.approx(10.0, rel=0.05)

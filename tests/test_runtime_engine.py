@@ -131,6 +131,24 @@ def test_validation_table_errors():
 
 
 
+def test_request_timer_starts_when_the_client_sends():
+    """bench_serving starts a request's timer when its client sends it: an open-loop
+    request at its arrival time, a closed-loop one when the slot it takes freed (the
+    finishing request's last delivery), never later when the loop happens to poll."""
+    from specsched.sim.workload import arrival_times
+    wl = {"kind": "poisson", "request_rate": 400.0, "num_requests": 6}
+    sc, eng = runtime(workload=wl)
+    res = eng.run()
+    sent = arrival_times(sc.workload, eng.specs, eng.seed)
+    req = res.requests.sort_values("rid")
+    assert req.start_s.to_numpy() == pytest.approx(sent[req.rid.to_numpy()], abs=1e-12)
+    _, eng = runtime(workload={"kind": "closed_loop", "concurrency": 2, "num_requests": 5})
+    req = eng.run().requests.sort_values("start_s")
+    finishes = sorted(req.finish_s)
+    # the 3rd..5th requests take the slots freed by the 1st..3rd finishes
+    assert req.start_s.to_numpy()[2:] == pytest.approx(finishes[:3], abs=1e-12)
+
+
 def test_request_rows_follow_the_scheduler_no_more_than_max_running_requests():
     """The 48 req/s Poisson run crashed the runtime (``PoolExhausted: no free request row``):
     requests that finished together kept their rows until after the next prefill took new
