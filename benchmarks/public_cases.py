@@ -10,6 +10,15 @@ reported (mean over seeds):
   4 x concurrency prompts; output tok/s.
 - P2 (SGLang issues #40346 / #33483): Qwen3-0.6B on one RTX 5090, 1000 requests of 128 /
   256 tokens at 50 req/s, cuda_graph_max_bs 48 vs 128; median TPOT.
+- The MI355X reference cells (scenarios/batch*-ll.yaml, burst256-ht.yaml, base arm) with
+  their measured profile swapped for the analytic DeepSeek-V4-Flash TP4 profile: how close
+  an unfitted analytic profile lands on measured figures of the same model and GPU.
+- P1 with the measured reference profile (profiles/mi355x-dsv41-flash-tp4.yaml, DSpark arm
+  only: it has no plain-decode grid): what the reference's own measured costs predict.
+
+Neither case states bench_serving's --random-range-ratio: lengths are taken as stated
+(range ratio 1); ``--range-ratio 0`` runs bench_serving's default (lengths uniform in
+[1, stated]; sglang benchmark/datasets/common.py compute_random_lens) instead.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from specsched.sim.analytic.writer import build_profile
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
 
+ROOT = Path(__file__).resolve().parent.parent
+REF_CELLS = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]
 P1_CONC = [4, 8, 16, 32, 64]
 P1_REPORTED = {"none": [56.78, 241.69, 427.86, 689.22, 972.37], "dspark": [147.90, 328.58, 471.74, 685.25, 879.84]}
 P2_REPORTED = {48: (5.44, 5.51), 128: (2.64, 2.64)}
@@ -53,29 +64,60 @@ def _mean(scn: Path, key: str, seeds: int) -> float:
     return float(np.mean([run_scenario(sc, seed=s).summary[key] for s in range(1, seeds + 1)]))
 
 
-def p1(out: Path, seeds: int, model: str) -> list[tuple]:
-    """Predicted vs reported output tok/s for P1 with ``model`` on 8x MI355X."""
-    prof = out / f"p1-{model}.yaml"
-    write_analytic_profile(build_profile(load_model(model), load_gpu("MI355X"), 8, window=8), prof)
+def _length(value: int, range_ratio: float) -> dict:
+    if range_ratio >= 1.0:
+        return {"kind": "fixed", "value": value}
+    return {"kind": "uniform", "value": value, "range_ratio": range_ratio}
+
+
+def p1(out: Path, seeds: int, model: str, range_ratio: float = 1.0, profile: Path | None = None) -> list[tuple]:
+    """Predicted vs reported output tok/s for P1 with ``model`` on 8x MI355X (or with a
+    given measured ``profile``: DSpark arm only, its window as measured)."""
+    if profile is None:
+        prof = out / f"p1-{model}.yaml"
+        write_analytic_profile(build_profile(load_model(model), load_gpu("MI355X"), 8, window=8), prof)
+        arms, gamma = ("none", "dspark"), 7
+    else:
+        prof, arms, gamma = profile, ("dspark",), 5
     rate = rate_for(REF_ACCEPT[0], REF_ACCEPT[1] - 1)
     rows = []
     for i, c in enumerate(P1_CONC):
-        for arm in ("none", "dspark"):
+        for arm in arms:
             server = {"speculative_algorithm": arm}
             if arm == "dspark":
-                server["speculative_num_draft_tokens"] = 8
+                server["speculative_num_draft_tokens"] = gamma + 1
+            if profile is not None:
+                server["max_total_num_tokens"] = 724_000  # the reference's SWA pool (the profile states no KV bytes)
             sc = {"name": f"p1-{model}-c{c}-{arm}", "profile": str(prof), "server": server,
                   "workload": {"kind": "closed_loop", "concurrency": c, "num_requests": 4 * c,
-                               "input_len": {"kind": "fixed", "value": 1024},
-                               "output_len": {"kind": "fixed", "value": 128}}}
+                               "input_len": _length(1024, range_ratio),
+                               "output_len": _length(128, range_ratio)}}
             if arm == "dspark":
-                sc["acceptance"] = {"per_position_rates": [round(rate, 4)] * 7, "request_spread": 0.2556}
+                sc["acceptance"] = {"per_position_rates": [round(rate, 4)] * gamma, "request_spread": 0.2556}
             pred = _mean(_write(out / f"{sc['name']}.yaml", sc), "output_throughput", seeds)
             rows.append((model, c, arm, P1_REPORTED[arm][i], pred))
     return rows
 
 
-def p2(out: Path, seeds: int) -> list[tuple]:
+def reference_cells(out: Path, seeds: int) -> list[tuple]:
+    """The MI355X reference cells' base arm with the analytic DeepSeek-V4-Flash TP4 profile
+    in place of their measured one (everything else as the cell states it): (cell, metric,
+    reference, predicted mean over seeds)."""
+    prof = out / "ref-deepseek-v4-flash-mi355x-tp4.yaml"
+    write_analytic_profile(build_profile(load_model("deepseek-v4-flash"), load_gpu("MI355X"), 4, window=6), prof)
+    rows = []
+    for cell in REF_CELLS:
+        d = yaml.safe_load((ROOT / "scenarios" / f"{cell}.yaml").read_text())
+        refs = d.pop("reference")["base"]
+        d.pop("arms", None)
+        d["profile"] = str(prof)
+        sc = load_scenario(_write(out / f"ref-{cell}.yaml", d))
+        runs = [run_scenario(sc, seed=s).summary for s in range(1, seeds + 1)]
+        rows += [(cell, k, ref, float(np.mean([r[k] for r in runs]))) for k, ref in refs.items()]
+    return rows
+
+
+def p2(out: Path, seeds: int, range_ratio: float = 1.0) -> list[tuple]:
     """Predicted vs reported median TPOT for P2."""
     prof = out / "p2-qwen3-0.6b-rtx5090.yaml"
     write_analytic_profile(build_profile(load_model("qwen3-0.6b"), load_gpu("RTX5090"), 1), prof)
@@ -83,10 +125,11 @@ def p2(out: Path, seeds: int) -> list[tuple]:
     for gbs in (48, 128):
         sc = {"name": f"p2-graph{gbs}", "profile": str(prof), "server": {"cuda_graph_max_bs": gbs},
               "workload": {"kind": "poisson", "request_rate": 50, "num_requests": 1000,
-                           "input_len": {"kind": "fixed", "value": 128},
-                           "output_len": {"kind": "fixed", "value": 256}}}
-        pred = _mean(_write(out / f"{sc['name']}.yaml", sc), "median_tpot_ms", seeds)
-        rows.append((gbs, P2_REPORTED[gbs], pred))
+                           "input_len": _length(128, range_ratio),
+                           "output_len": _length(256, range_ratio)}}
+        scn = load_scenario(_write(out / f"{sc['name']}.yaml", sc))
+        per_seed = [run_scenario(scn, seed=s).summary["median_tpot_ms"] for s in range(1, seeds + 1)]
+        rows.append((gbs, P2_REPORTED[gbs], float(np.mean(per_seed)), per_seed))
     return rows
 
 
@@ -95,17 +138,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--out", default=None, help="where the profiles and scenarios go (default: a temp dir)")
     ap.add_argument("--models", default="deepseek-v4-flash,deepseek-v3", help="P1 models (comma-separated)")
+    ap.add_argument("--range-ratio", type=float, default=1.0,
+                    help="bench_serving --random-range-ratio for both cases (default 1: lengths as stated)")
+    ap.add_argument("--skip-reference", action="store_true", help="skip the MI355X reference-cell check")
     a = ap.parse_args(argv)
     out = Path(a.out or tempfile.mkdtemp(prefix="public-cases-"))
     out.mkdir(parents=True, exist_ok=True)
-    print(f"P1: output tok/s, 8x MI355X TP8, mean of {a.seeds} seeds")
-    print(f"{'model':<20}{'conc':>5}{'arm':>8}{'reported':>10}{'predicted':>11}{'error':>8}")
-    for m in a.models.split(","):
-        for model, c, arm, rep, pred in p1(out, a.seeds, m):
-            print(f"{model:<20}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
-    print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds")
-    for gbs, rep, pred in p2(out, a.seeds):
-        print(f"cuda_graph_max_bs {gbs:>4}: reported {rep[0]:.2f}-{rep[1]:.2f}, predicted {pred:.2f}")
+    rr = a.range_ratio
+    print(f"P1: output tok/s, 8x MI355X TP8, mean of {a.seeds} seeds, range ratio {rr:g}")
+    print(f"{'model':<22}{'conc':>5}{'arm':>8}{'reported':>10}{'predicted':>11}{'error':>8}")
+    rows = [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr)]
+    rows += p1(out, a.seeds, "measured-ref-tp4", rr, profile=ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
+    for model, c, arm, rep, pred in rows:
+        print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
+    print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds, range ratio {rr:g}")
+    for gbs, rep, pred, per_seed in p2(out, a.seeds, rr):
+        print(f"cuda_graph_max_bs {gbs:>4}: reported {rep[0]:.2f}-{rep[1]:.2f}, predicted {pred:.2f} "
+              f"(seeds: {', '.join(f'{x:.2f}' for x in per_seed)})")
+    if not a.skip_reference:
+        print(f"MI355X reference cells (base arm), analytic DeepSeek-V4-Flash TP4 profile, mean of {a.seeds} seeds")
+        for cell, k, ref, pred in reference_cells(out, a.seeds):
+            print(f"{cell:<12}{k:<22}{ref:>10.2f}{pred:>11.2f}{(pred - ref) / ref * 100:>+7.0f}%")
     print(f"profiles and scenarios in {out}")
     return 0
 

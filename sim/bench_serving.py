@@ -379,6 +379,9 @@ def workload_args(scenario: Any) -> dict[str, Any]:
                            "num_prompts": w.get("num_requests")}
     if kind == "closed_loop":
         out["max_concurrency"] = w.get("concurrency")
+    elif kind == "multi_turn":   # the semaphore holds a conversation; prompts are generated
+        out.update(dataset_name="multi_turn", max_concurrency=w.get("concurrency"))
+        return out
     elif kind == "poisson":
         out["request_rate"] = w.get("request_rate")
         out["max_concurrency"] = w.get("max_concurrency")

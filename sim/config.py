@@ -317,6 +317,29 @@ class SharedPrefixConfig(BaseModel):
     ordered: bool = False
 
 
+class MultiTurnConfig(BaseModel):
+    """Multi-turn conversations that resend their history (sim/prefix_workload.py
+    ``multi_turn_conversations``; bench_serving's multi-turn replay,
+    ``wrap_multi_turn_request_func``): turn 0's prompt is a shared system prompt of
+    ``system_prompt_len`` tokens plus ``first_prompt_len`` tokens of its own; turn k's prompt
+    is turn k-1's prompt + its output + ``user_len`` new tokens (a user message or tool
+    result). A conversation holds one concurrency slot from its first send to its last
+    token (bench_serving's semaphore wraps the whole conversation); between a turn's last
+    token and the next turn's send the client thinks for ``think_time_s`` (fixed, or
+    exponential with that mean). Output lengths per turn come from ``workload.output_len``."""
+
+    model_config = _STRICT
+
+    num_conversations: int = Field(ge=1, description="Conversations sent in all (workload.num_requests = num_conversations x num_turns).")
+    num_turns: int = Field(ge=1, description="Turns (requests) per conversation.")
+    system_prompt_len: int = Field(0, ge=0, description="Tokens of a system prompt every conversation starts with (shared: one radix-tree prefix).")
+    first_prompt_len: LengthDist = Field(description="Turn 0's own prompt tokens after the system prompt (one draw per conversation).")
+    user_len: LengthDist = Field(description="New tokens appended to the history at each later turn (one draw per turn).")
+    think_time_s: float = Field(0.0, ge=0.0, description="Client pause between a turn's last token and the next turn's send (s).")
+    think_time_dist: Literal["fixed", "exponential"] = Field("fixed", description="fixed: every pause is think_time_s; exponential: pauses drawn with mean think_time_s (seeded).")
+    dp_ranks: int = Field(1, ge=1, description="The simulated instance is one of this many DP-attention ranks behind SGLang's default round-robin dispatch (0.5.23 data_parallel_controller.py round_robin_scheduler, which ignores prefixes): a later turn lands on the rank that holds its history with probability 1 / dp_ranks; otherwise only the shared system prompt can hit.")
+
+
 class TraceColumns(BaseModel):
     """Column (CSV) or key (JSONL) names of a trace's arrival time, prompt and output length."""
 
@@ -375,14 +398,16 @@ class WorkloadConfig(BaseModel):
         bench_serving has none), at most ``max_concurrency`` in flight; the client timer
         starts when the concurrency slot is acquired. trace: arrival times and lengths from
         ``trace`` (:class:`TraceConfig`), at most ``num_requests`` rows, at most
-        ``max_concurrency`` in flight.
+        ``max_concurrency`` in flight. multi_turn: ``concurrency`` conversations in flight,
+        each a closed loop of turns that resend their history (``multi_turn``,
+        :class:`MultiTurnConfig`).
     """
 
     model_config = _STRICT
 
-    kind: Literal["burst", "closed_loop", "poisson", "trace"] = Field(description="Client behaviour: burst, closed_loop, poisson or trace (see above).")
+    kind: Literal["burst", "closed_loop", "poisson", "trace", "multi_turn"] = Field(description="Client behaviour: burst, closed_loop, poisson, trace or multi_turn (see above).")
     num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all).")
-    concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight.")
+    concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight.")
     request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency.")
     burstiness: float | None = Field(None, gt=0, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential).")
     max_concurrency: int | None = Field(None, ge=1, description="poisson, trace: most requests in flight (None: no cap).")
@@ -390,6 +415,7 @@ class WorkloadConfig(BaseModel):
     output_len: LengthDist | None = Field(None, description="Output lengths (every request generates exactly this many tokens: ignore_eos; not for trace).")
     trace: TraceConfig | None = Field(None, description="trace: the file to replay and its columns.")
     shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes, bench_serving's generated-shared-prefix dataset (replaces input_len).")
+    multi_turn: MultiTurnConfig | None = Field(None, description="multi_turn: the conversations (replaces input_len).")
     priorities: list[int] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling.")
     ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
 
@@ -398,6 +424,13 @@ class WorkloadConfig(BaseModel):
     def _bench_serving_names(cls, data: Any) -> Any:
         if isinstance(data, dict) and "num_prompts" in data and "num_requests" not in data:
             data = {("num_requests" if k == "num_prompts" else k): v for k, v in data.items()}
+        mt = data.get("multi_turn") if isinstance(data, dict) else None
+        if isinstance(mt, dict) and data.get("num_requests") is None:
+            c, t = mt.get("num_conversations"), mt.get("num_turns")
+            if isinstance(c, int) and isinstance(t, int) and c >= 1 and t >= 1:
+                # num_requests defaults to every turn of every conversation; a bad count is
+                # left for the block's own validation to name
+                data = {**data, "num_requests": c * t}
         return data
 
     @model_validator(mode="after")
@@ -407,6 +440,22 @@ class WorkloadConfig(BaseModel):
                 raise ValueError("kind 'trace' needs a 'trace' block (path; layout or columns)")
             if self.shared_prefix is not None:
                 raise ValueError("'shared_prefix' does not apply to kind 'trace'")
+            return self
+        mt = self.multi_turn
+        if (mt is None) != (self.kind != "multi_turn"):
+            raise ValueError("kind 'multi_turn' needs a 'multi_turn' block" if mt is None
+                             else f"'multi_turn' is read only by kind 'multi_turn' (kind is {self.kind!r})")
+        if mt is not None:
+            if self.input_len is not None or self.shared_prefix is not None:
+                raise ValueError("multi_turn gives the prompts: drop 'input_len' / 'shared_prefix'")
+            if self.concurrency is None:
+                raise ValueError("multi_turn needs 'concurrency' (conversations in flight)")
+            n = mt.num_conversations * mt.num_turns
+            if self.num_requests != n:
+                raise ValueError(f"multi_turn makes {n} requests (num_conversations x num_turns); "
+                                 f"num_requests must equal it")
+            if self.output_len is None:
+                raise ValueError("kind 'multi_turn' needs 'output_len' (per turn)")
             return self
         sp = self.shared_prefix
         if sp is not None:

@@ -123,7 +123,7 @@ class SimEngine:
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         w = scenario.workload
-        self._finish_reacts = w.kind == "closed_loop" or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
+        self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
         self._gpu_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None
@@ -202,6 +202,20 @@ class SimEngine:
         while queue:
             yield self._send(queue.pop(0))
 
+    def _conversations(self, queue: list[list[RequestSpec]], pauses: np.ndarray):
+        """One multi-turn client (bench_serving's semaphore around
+        ``wrap_multi_turn_request_func``): takes the next conversation, sends its turns one
+        after another, each when the previous one's last token arrived plus a think time."""
+        n_turns = pauses.shape[1] + 1
+        while queue:
+            conv = queue.pop(0)
+            for t, spec in enumerate(conv):
+                if t:
+                    pause = float(pauses[spec.index // n_turns, t - 1])
+                    if pause > 0:
+                        yield self.env.timeout(pause)
+                yield self._send(spec)
+
     def _poisson_open(self, times: np.ndarray):
         """Poisson sends without a concurrency limit: one process walks the send times and
         delivers each request to the scheduler when the tokenizer FIFO releases it (the
@@ -235,6 +249,14 @@ class SimEngine:
             queue = list(self.specs)
             for _ in range(min(w.concurrency, len(queue))):
                 self.env.process(self._closed_loop(queue))
+        elif w.kind == "multi_turn":
+            from specsched.sim.prefix_workload import think_times
+
+            mt = w.multi_turn
+            convs = [self.specs[c * mt.num_turns:(c + 1) * mt.num_turns] for c in range(mt.num_conversations)]
+            pauses = think_times(mt, self.seed)
+            for _ in range(min(w.concurrency, len(convs))):
+                self.env.process(self._conversations(convs, pauses))
         else:
             times = arrival_times(w, self.specs, self.seed)
             if w.max_concurrency:

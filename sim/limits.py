@@ -83,7 +83,9 @@ def check_fits(scenario: Scenario) -> None:
             possible value) and what the pool holds.
     """
     srv, w = scenario.server, scenario.workload
-    if w.kind == "trace":   # lengths are in the file: the scheduler refuses a request that cannot fit
+    if w.kind in ("trace", "multi_turn"):
+        # lengths are in the file / grow with each turn: the scheduler refuses a request
+        # that cannot fit when it arrives
         return
     page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
     fixed = page + 2 * window  # a page of headroom plus the in-flight verify slots

@@ -137,3 +137,101 @@ def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
     convs = generated_shared_prefix(cfg.num_groups, cfg.prompts_per_group, cfg.system_prompt_len,
                                     cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered)
     return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens) for i, c in enumerate(convs)]
+
+
+STREAM_THINK = 5
+"""The seed stream of multi-turn think times."""
+
+
+def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[list]:
+    """The conversations of a ``workload.multi_turn`` block (:class:`sim.config.MultiTurnConfig`)
+    as :class:`sim.workload.RequestSpec` lists, conversation-major (request index =
+    conversation x num_turns + turn).
+
+    Turn 0's prompt = the shared system prompt + its own first prompt; turn k's prompt =
+    turn k-1's prompt + turn k-1's output tokens (:func:`output_tokens`) + ``user_len`` new
+    tokens (bench_serving ``wrap_multi_turn_request_func`` appends the server's reply and the
+    next round's messages to the history it resends). Each spec's ``tokens`` is its prompt
+    followed by the output it will generate: a view into one history array per
+    conversation (no copy per turn), so that the finished turn can offer its output to the
+    prefix cache.
+
+    Args:
+        cfg: the multi_turn block.
+        output_lens: int array (num_conversations x num_turns,), output tokens per turn, in
+            request-index order.
+        seed: the run's seed (token ids and the lengths drawn here).
+        base: the scenario's folder (length histograms).
+
+    With ``dp_ranks`` > 1 (round-robin dispatch over DP ranks) turn t >= 1 lands on the
+    rank of turn t-1 with probability 1 / dp_ranks (seeded draw); the simulated rank sees
+    the full history of a turn only when that turn or the next one stays on it. Another
+    turn's ``tokens`` is the system prompt plus one token of its own: the radix cache can
+    share the system prompt only (the rest of its prompt shares nothing here).
+
+    Returns:
+        conversations[c][t]: the RequestSpec of turn t of conversation c.
+    """
+    from specsched.sim.workload import RequestSpec, draw_lengths
+
+    n_conv, n_turns = cfg.num_conversations, cfg.num_turns
+    rng = np.random.default_rng([seed, STREAM_PREFIX, 2])
+    firsts = draw_lengths(cfg.first_prompt_len, n_conv, rng, base, "workload.multi_turn.first_prompt_len")
+    users = draw_lengths(cfg.user_len, n_conv * max(n_turns - 1, 1), rng, base, "workload.multi_turn.user_len")
+    users = users.reshape(n_conv, -1)
+    system = rng.integers(0, VOCAB, size=cfg.system_prompt_len, dtype=np.int64)
+    out_lens = np.asarray(output_lens, dtype=np.int64).reshape(n_conv, n_turns)
+    # stays[c, t]: turn t is routed to the rank that served turn t-1 (turn 0 always)
+    stays = np.ones((n_conv, n_turns), dtype=bool)
+    if cfg.dp_ranks > 1 and n_turns > 1:
+        stays[:, 1:] = rng.random((n_conv, n_turns - 1)) < 1.0 / cfg.dp_ranks
+    convs = []
+    for c in range(n_conv):
+        parts = [system, rng.integers(0, VOCAB, size=int(firsts[c]), dtype=np.int64)]
+        bounds = []  # (prompt end, output end) per turn in the history
+        end = len(system) + int(firsts[c])
+        for t in range(n_turns):
+            if t:
+                u = int(users[c, t - 1])
+                parts.append(rng.integers(0, VOCAB, size=u, dtype=np.int64))
+                end += u
+            n_out = int(out_lens[c, t])
+            parts.append(output_tokens(seed, c, t, n_out))
+            bounds.append((end, end + n_out))
+            end += n_out
+        if cfg.dp_ranks == 1:
+            history = np.concatenate(parts)
+            convs.append([RequestSpec(c * n_turns + t, p, o - p, tokens=history[:o])
+                          for t, (p, o) in enumerate(bounds)])
+            continue
+        # whole histories only for the turns the rank can reuse (memory: most turns of a
+        # many-rank deployment leave the rank); a turn that arrives from another rank starts
+        # a new lineage (one token after the system prompt differs), so it hits nothing of
+        # what this rank cached for the conversation before
+        keep = [bool(t and stays[c, t]) or bool(t + 1 < n_turns and stays[c, t + 1]) for t in range(n_turns)]
+        full = np.concatenate(parts)
+        lineage: np.ndarray | None = full
+        row = []
+        for t, (p, o) in enumerate(bounds):
+            if t and not stays[c, t]:
+                lineage = None
+            if keep[t]:
+                if lineage is None:
+                    lineage = full.copy()
+                    lineage[len(system)] = rng.integers(0, VOCAB)
+                toks = lineage[:o]
+            else:
+                toks = np.concatenate([system, rng.integers(0, VOCAB, size=1, dtype=np.int64)])
+            row.append(RequestSpec(c * n_turns + t, p, o - p, tokens=toks))
+        convs.append(row)
+    return convs
+
+
+def think_times(cfg, seed: int) -> np.ndarray:
+    """Client pauses (s) before each later turn, float (num_conversations, num_turns - 1):
+    ``think_time_s`` each (fixed) or exponential draws with that mean (seeded)."""
+    shape = (cfg.num_conversations, max(cfg.num_turns - 1, 0))
+    if cfg.think_time_dist == "fixed" or cfg.think_time_s == 0:
+        return np.full(shape, float(cfg.think_time_s))
+    rng = np.random.default_rng([seed, STREAM_THINK])
+    return rng.exponential(cfg.think_time_s, size=shape)

@@ -47,11 +47,16 @@ class Req:
             stop early, so sglang 0.5.23 reserves its remaining output at ratio 1.0.
         priority: request priority (SGLang ``--enable-priority-scheduling``); None: the
             server's default.
-        tokens: prompt token ids (int64 array) when the workload shares prefixes; None:
-            a prompt that shares nothing (the radix cache never matches it).
+        tokens: token ids (int64 array) when the workload shares prefixes: the prompt
+            (``tokens[:input_len]``), possibly followed by the output the request will
+            generate (a multi-turn conversation's next turn resends it); None: a prompt
+            that shares nothing (the radix cache never matches it).
         cached_len: prompt tokens found in the prefix cache at the last match (SGLang
             ``prefix_len`` / ``num_matched_prefix_tokens``); 0 without a cache.
         last_node: the radix-tree node where that match ended (None without a cache).
+        cache_protected_len: leading tokens of this request whose KV the prefix cache owns
+            (matched at admission or handed over at a checkpoint; SGLang
+            ``req.kv.cache_protected_len``); the request holds slots only past it.
     """
 
     rid: int
@@ -68,6 +73,7 @@ class Req:
     tokens: Any = None
     cached_len: int = 0
     last_node: Any = None
+    cache_protected_len: int = 0
 
     @property
     def fill_len(self) -> int:

@@ -337,6 +337,7 @@ class Scheduler:
             res = adder.add_one_req(req, has_chunked_req=still_chunked,
                                     spf=spf)
             if adder.can_run and adder.can_run[-1][0] is req:
+                req.cache_protected_len = req.prefill_done
                 if node is not None:
                     self._locks[req.rid] = node
             elif node is not None:
@@ -476,22 +477,25 @@ class Scheduler:
         self._preempted.extend(chosen)
         return len(chosen)
 
-    def _cache_prompt(self, r: Req) -> None:
-        """A prompt's KV is complete: insert it into the prefix cache (SGLang
-        ``cache_unfinished_req`` at the last chunk) and hold it while the request runs.
-        Tokens another request cached meanwhile are freed (duplicates); the rest move from
-        the request's slots to the tree."""
+    def _checkpoint(self, r: Req, up_to: int) -> None:
+        """Insert ``r.tokens[:up_to]`` (KV computed) into the prefix cache and hold it while
+        the request runs (0.5.23 mem_cache/radix_cache.py ``RadixCache.checkpoint``).
+
+        The request's own slots past ``cache_protected_len`` pass to the tree; those the
+        tree already held (another request cached them meanwhile) are freed as duplicates;
+        a partial last page stays with the request. A retracted request's re-prefill is
+        not inserted (its KV is recomputed from a prefix already offered once)."""
         cache = self.cache
-        if cache is None or r.tokens is None or r.retractions:
+        if r.retractions or up_to <= r.cache_protected_len:
             return
-        toks = r.tokens[: r.input_len]
+        toks = r.tokens[:up_to]
         present = cache.insert(toks)
         stored = len(toks) // cache.page_size * cache.page_size
-        own_from = r.cached_len
-        dup = max(0, present - own_from)
+        own_from = r.cache_protected_len
+        dup = min(max(0, present - own_from), max(0, stored - own_from))
         if dup:
-            self.kv.release(r, dup)
-        moved = stored - max(present, own_from)
+            self.kv.release(r, min(dup, r.kv_allocated))
+        moved = min(stored - max(present, own_from), r.kv_allocated)
         if moved > 0:
             self.kv.to_tree(r, moved)
         _, node = cache.match_prefix(toks)
@@ -500,6 +504,18 @@ class Scheduler:
         if old is not None:
             cache.dec_lock_ref(old)
         self._locks[r.rid] = r.last_node = node
+        r.cache_protected_len = max(own_from, stored)
+
+    def _cache_finished(self, r: Req) -> None:
+        """A finished request offers its whole sequence, prompt and output, to the prefix
+        cache before its slots are freed (0.5.23 mem_cache/common.py ``release_kv_cache(req,
+        tree_cache, checkpoint=True)`` from ``process_batch_result_decode``: the tree keeps
+        ``fill_ids[:owned_kv_len]``). The last output token has no KV yet, so it is left
+        out; output ids exist only when the workload gives them (a multi-turn conversation
+        resends them), else the prompt is offered."""
+        if r.tokens is None or r.retractions:
+            return
+        self._checkpoint(r, min(len(r.tokens), r.input_len + r.output_len - 1))
 
     def _release_prefix(self, r: Req) -> None:
         """A finished or retracted request lets go of its cached prefix (it becomes evictable)."""
@@ -507,6 +523,7 @@ class Scheduler:
         if node is not None:
             self.cache.dec_lock_ref(node)
         r.cached_len = 0
+        r.cache_protected_len = 0
 
     def _without_finishing(self, batch: list[Req]) -> list[Req]:
         """SGLang ``_reqs_finishing_inflight`` (overlap only): requests whose in-flight step
@@ -650,16 +667,22 @@ class Scheduler:
                 r.status = ReqStatus.FINISHED
                 finished.append(r)
         if self.cache is not None:
-            # the prefill's KV exists once its forward ran: the prompt enters the tree
-            # here (SGLang cache_unfinished_req in process_batch_result), one step after
-            # the next pass was built under overlap
-            for rid in plan.new_rids:
-                r = reqs[rid]
-                if r.status is not ReqStatus.WAITING and r.tokens is not None:
-                    self._cache_prompt(r)
+            # the chunk's KV exists once its forward ran: what it computed enters the tree
+            # here (0.5.23 ``checkpoint_kv_cache`` -> ``RadixCache.checkpoint(req,
+            # up_to=req.extend_end)``, called from ``process_batch_result_prefill`` and
+            # ``stash_chunked_request`` after every chunk), one step after the next pass was
+            # built under overlap
+            for i in range(plan.num_extend):
+                r = reqs[plan.rids[i]]
+                if r.status in skip or r.tokens is None:
+                    continue
+                self._checkpoint(r, min(plan.prefix_lens[i] + plan.extend_lens[i], r.input_len))
         if returning:
             self.kv.commit(returning, unused_n)
         if finished:
+            if self.cache is not None:
+                for r in finished:
+                    self._cache_finished(r)
             self.kv.free(finished)
             for r in finished:
                 self._release_prefix(r)
@@ -712,6 +735,12 @@ class Scheduler:
         m = len(reqs)
         if m == 0:
             return None
+        if not stop_at_finish and self.cache is not None and any(
+                r.tokens is not None and len(r.tokens) > r.input_len for r in reqs):
+            # a finish inserts the output into the prefix cache (_cache_finished): step by step
+            stop_at_finish = True
+            if self.rules.skip_finishing_decode:
+                return None
         rules = self.rules
         latched = self.batch_is_full
         if n_wait and not latched:

@@ -245,8 +245,10 @@ host-side n-gram lookup that no profile prices.
 
 Workloads use bench_serving's semantics: `burst` sends every request at t=0, `closed_loop` keeps
 `concurrency` in flight, `poisson` draws exponential gaps at `request_rate` (`.inf`: all at t=0,
-as `--request-rate inf`) with at most `max_concurrency` in flight; lengths `uniform` are
-bench_serving's `random` dataset (`kind: random` is accepted).
+as `--request-rate inf`) with at most `max_concurrency` in flight; `multi_turn` keeps
+`concurrency` conversations in flight, each sending its turns one after another (turn k resends
+turn k-1's prompt and output plus new text, after a think time; see `workload.multi_turn`);
+lengths `uniform` are bench_serving's `random` dataset (`kind: random` is accepted).
 
 """
 

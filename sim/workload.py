@@ -105,6 +105,11 @@ def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) ->
                 in enumerate(zip(tr.input_len.tolist(), tr.output_len.tolist(), tr.arrival_s.tolist(), strict=True))]
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None
+    if cfg.multi_turn is not None:
+        from specsched.sim.prefix_workload import multi_turn_conversations
+
+        outs = draw_lengths(cfg.output_len, cfg.num_requests, rng, base, "workload.output_len")
+        return [s for conv in multi_turn_conversations(cfg.multi_turn, outs, seed, base) for s in conv]
     if cfg.shared_prefix is not None:
         from specsched.sim.prefix_workload import shared_prefix_requests
 
@@ -162,6 +167,10 @@ class Clients:
 
     def __init__(self, scenario: Scenario, specs: list[RequestSpec], seed: int) -> None:
         w = scenario.workload
+        if w.kind == "multi_turn":
+            raise ConfigError(scenario.path or scenario.name, "workload.kind", w.kind,
+                              "the runtime's clients send single requests (multi_turn is simulated only); "
+                              "allowed here: burst, closed_loop, poisson, trace")
         self.kind = w.kind
         self.pending: list[tuple[float, int]] = []  # (arrival time, index) not yet sent
         self.queue: list[tuple[float, int]] = []  # arrived (time, index), waiting for a slot

@@ -13,7 +13,9 @@ from specsched.sim.analytic.roofline import (
     Efficiency,
     Parallel,
     decode_like,
+    draft_arch,
     extend,
+    kernel_count,
     kv_cell_bytes,
     weights_bytes,
 )
@@ -51,10 +53,12 @@ def test_shapes_match_their_configs():
 
 def test_batch_one_decode_is_the_weight_read():
     """Batch 1, no context: the forward is the weight read at the achieved bandwidth plus
-    the launch gaps; nothing else is large."""
+    the graph launch and one gap per kernel; nothing else is large."""
     c = decode_like(L8, H200, Parallel(), EFF, 1, 1, 0)
-    weights_s = weights_bytes(L8, Parallel()) / (H200.hbm_tbps * 1e12 * EFF.hbm)
-    assert weights_s < c.graph_s < weights_s * 1.15
+    read = weights_bytes(L8, Parallel()) - 2 * L8.vocab_size * L8.hidden_size  # the embedding is gathered, not read
+    weights_s = read / (H200.hbm_tbps * 1e12 * EFF.hbm)
+    assert c.overhead_s == pytest.approx(EFF.graph_launch_s + kernel_count(L8, EFF) * EFF.kernel_gap_s)
+    assert weights_s * 0.99 < c.graph_s - c.overhead_s < weights_s * 1.15
 
 
 def test_long_prefill_is_the_matmul_compute():
@@ -94,11 +98,74 @@ def test_decode_time_grows_with_batch_and_context(b, c, db, dc):
     assert decode_like(L8, H200, Parallel(), EFF, b, 6, c).graph_s >= t  # verifying 6 tokens >= 1
 
 
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([2, 4, 8]), tokens=st.integers(1, 20_000))
+def test_an_xgmi_mesh_gives_a_tp_group_only_its_links(tp, tokens):
+    """Invariant: on a fully connected mesh a TP group reaches its peers over tp - 1 of the
+    links, so its all-reduces cost at least what the same GPU behind a switch pays, and the
+    same once the group spans every link (TP8 of 7 links)."""
+    mi355 = load_gpu("MI355X")
+    switch = mi355.model_copy(update={"mesh_links": None})
+    v3 = load_model("deepseek-v3")
+    mesh_s = decode_like(v3, mi355, Parallel(tp=tp), EFF, tokens, 1, 1024).allreduce_s
+    switch_s = decode_like(v3, switch, Parallel(tp=tp), EFF, tokens, 1, 1024).allreduce_s
+    assert mesh_s >= switch_s * (1 - 1e-12)
+    assert (mesh_s == pytest.approx(switch_s)) == (tp == 8)
+    assert mi355.tp_link_bytes_per_s(tp) == pytest.approx(mi355.link_gbps * 1e9 * (tp - 1) / 7)
+
+
+def test_kernel_count_follows_the_architecture():
+    """An MLA+MoE layer launches more kernels than a dense GQA layer (SGLang's model code);
+    a dense model counts kernels_per_layer per layer plus 4."""
+    v3, q = load_model("deepseek-v3"), load_model("qwen3-0.6b")
+    assert kernel_count(q, EFF) == q.num_layers * EFF.kernels_per_layer + 4
+    assert kernel_count(v3, EFF) == (v3.num_layers * (EFF.kernels_per_layer + EFF.mla_extra_kernels)
+                                     + v3.moe_layers * EFF.moe_extra_kernels + 4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 64), w=st.integers(2, 8))
+def test_an_moe_target_drafts_with_moe_layers_that_touch_more_experts_over_a_longer_block(batch, w):
+    """Invariant: an MoE target's draft layer is an MoE layer (SGLang's MTP/DSpark stages), so
+    a block draft over more tokens touches at least as many experts; a dense target's
+    drafter stays dense."""
+    v3 = load_model("deepseek-v3")
+    d = draft_arch(v3, 1)
+    assert d.is_moe and d.moe_layers == 1 and not draft_arch(L8, 1).is_moe
+    par = Parallel(tp=8, dtype="fp8")
+    gpu = load_gpu("MI355X")
+    short = decode_like(d, gpu, par, EFF, batch, w, 1024).experts_s
+    long = decode_like(d, gpu, par, EFF, batch, w + 1, 1024).experts_s
+    assert long >= short > 0
+
+
+def test_eager_steps_are_host_issue_bound_at_small_batch():
+    """The profile's eager terms: the host issues every kernel (kernels x the eager issue
+    per kernel), which exceeds a small graph step; the GPU-bound extra is per kernel too."""
+    q = load_model("qwen3-0.6b")
+    g = Profile.model_validate(build_profile(q, load_gpu("RTX5090"), 1)).gpu
+    n = kernel_count(q, EFF)
+    assert g.eager_host_issue_s == pytest.approx(n * EFF.eager_launch_per_kernel_s, rel=1e-5)
+    assert g.eager_overhead_s == pytest.approx(n * EFF.eager_gpu_per_kernel_s, rel=1e-5)
+    assert g.eager_host_issue_s > g.decode.seconds[0][0]
+
+
+def test_logits_cost_grows_with_the_rows_that_need_them():
+    """Verify needs logits for every window position: the LM head plus the logits' gather
+    and full-vocab passes grow with the window (tp 8), more than the LM-head weight read."""
+    v3, gpu = load_model("deepseek-v3"), load_gpu("MI355X")
+    par = Parallel(tp=8, dtype="fp8")
+    one = decode_like(v3, gpu, par, EFF, 64, 1, 1024).lm_head_s
+    eight = decode_like(v3, gpu, par, EFF, 64, 8, 1024).lm_head_s
+    assert eight > one * 1.5
+
+
 def test_regenerate_scales_with_the_efficiency_it_is_given():
     p = Profile.model_validate(build_profile(L8, H200, 1))
     slow = Profile.model_validate(regenerate(p, hbm=EFF.hbm / 2))
     assert slow.analytic["efficiency"]["hbm"] == EFF.hbm / 2
-    assert slow.gpu.decode.seconds[0][0] == pytest.approx(2 * p.gpu.decode.seconds[0][0], rel=0.1)
+    fixed = EFF.graph_launch_s + kernel_count(L8, EFF) * EFF.kernel_gap_s  # launch gaps do not scale with bandwidth
+    assert slow.gpu.decode.seconds[0][0] - fixed == pytest.approx(2 * (p.gpu.decode.seconds[0][0] - fixed), rel=0.1)
     with pytest.raises(ConfigError, match="analytic.efficiency"):
         regenerate(p, nonsense=1.0)
 

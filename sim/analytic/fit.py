@@ -21,7 +21,7 @@ from specsched.sim.profile import Profile
 
 BOUNDS = {"matmul": (0.02, 1.0), "attention": (0.02, 1.0), "hbm": (0.02, 1.0), "interconnect": (0.02, 1.0),
           "allreduce_latency_s": (0.0, 1e-3), "kernel_gap_s": (0.0, 1e-4), "graph_launch_s": (0.0, 1e-2),
-          "eager_launch_per_kernel_s": (0.0, 1e-3)}
+          "eager_launch_per_kernel_s": (0.0, 1e-3), "eager_gpu_per_kernel_s": (0.0, 1e-4)}
 """Factors that can be fitted and their allowed ranges."""
 
 

@@ -18,7 +18,11 @@ class GpuSpec(BaseModel):
     ``bf16_tflops``/``fp8_tflops``: dense tensor peak, TFLOP/s (``fp8_tflops`` None: no fp8
     tensor cores; fp8 weights then run at the bf16 rate). ``hbm_tbps``: memory bandwidth,
     TB/s. ``memory_mib``: the total the driver reports, which SGLang's memory heuristics read.
-    ``link_gbps``: TP interconnect bandwidth per direction, GB/s.
+    ``link_gbps``: TP interconnect bandwidth per direction, GB/s. ``mesh_links``: on a
+    fully connected point-to-point mesh (AMD Infinity Fabric: one xGMI link to each of 7
+    peers in an 8-GPU node) the number of links ``link_gbps`` sums; a TP group of ``tp``
+    GPUs reaches its peers over ``tp - 1`` of them (:meth:`tp_link_bytes_per_s`). None: a
+    switch (NVSwitch) gives every TP size the full figure.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -31,12 +35,19 @@ class GpuSpec(BaseModel):
     memory_gb: float = Field(gt=0)
     memory_mib: float = Field(gt=0)
     link_gbps: float = Field(gt=0)
+    mesh_links: int | None = Field(None, ge=1)
     source: str
 
     def peak_flops(self, dtype: str) -> float:
         """Dense matmul peak in FLOP/s for ``dtype`` (bf16 or fp8)."""
         tf = self.fp8_tflops if dtype == "fp8" and self.fp8_tflops else self.bf16_tflops
         return tf * 1e12
+
+    def tp_link_bytes_per_s(self, tp: int) -> float:
+        """Bytes/s per direction one GPU of a ``tp`` group can send to the others: the full
+        ``link_gbps`` through a switch, ``tp - 1`` of ``mesh_links`` links on a mesh."""
+        share = min(tp - 1, self.mesh_links) / self.mesh_links if self.mesh_links else 1.0
+        return self.link_gbps * 1e9 * share
 
     @property
     def memory_bytes(self) -> float:

@@ -12,12 +12,17 @@ groups add up, plus the TP all-reduces and the per-forward launch overheads:
   ``2 x T x keys x (qk + v) x heads`` with ``keys`` the mean attended positions per query
   (quadratic in extend tokens); MLA decode/verify uses the absorbed form over the latent
   (SGLang's MLA decode path), MLA extend the expanded per-head form;
-- LM head on the positions whose logits are needed;
+- LM head on the positions whose logits are needed, then the logits' TP all-gather and
+  the full-vocab passes before sampling (bytes per logit ``LOGIT_PASS_BYTES``);
 - TP: two all-reduces per layer (after attention and after the MLP) of ``T x hidden``
-  bf16, ring cost ``2 (tp - 1) / tp x bytes / link`` plus a per-call latency;
-- a replayed graph pays a launch plus a gap per kernel; eager execution is host-bound at
-  ``eager_launch_per_kernel_s`` per kernel when that exceeds the GPU time (what makes
-  batches above cuda_graph_max_bs slow: public-cases P2).
+  bf16, ring cost ``2 (tp - 1) / tp x bytes / link`` plus a per-call latency, where
+  ``link`` is what a TP group reaches (on an xGMI mesh, ``tp - 1`` of the 7 links);
+- a replayed graph pays a launch plus ``kernel_gap_s`` per kernel (measured on an H200:
+  what small-batch forwards of many small kernels cost beyond their bytes); kernel counts
+  follow the architecture (GQA, MLA, MoE: counted in SGLang's model code);
+- eager execution (batches above cuda_graph_max_bs) runs each kernel as the host issues it:
+  ``max(graph + kernels x eager_gpu_per_kernel_s, kernels x eager_launch_per_kernel_s)``
+  (host-bound at small batch; what makes the runaway of public-cases P2).
 
 The achieved fractions live in :class:`Efficiency`, written into the profile's
 ``analytic.efficiency`` block so calibration can refit them.
@@ -33,6 +38,9 @@ from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
 
 BF16 = 2  # bytes of a bf16 element (activations, KV cache)
+LOGIT_PASS_BYTES = 12
+"""HBM bytes per logit after the LM head: the gathered bf16 logits written (2), read and
+copied to float32 (2 + 4), read again by argmax or softmax (4); sampling adds more."""
 
 
 class Efficiency(BaseModel):
@@ -49,11 +57,13 @@ class Efficiency(BaseModel):
     hbm: float = Field(0.80, gt=0, le=1, description="fraction of HBM bandwidth reached by streaming reads")
     interconnect: float = Field(0.75, gt=0, le=1, description="fraction of link bandwidth reached by all-reduce")
     allreduce_latency_s: float = Field(10e-6, ge=0, description="fixed cost of one all-reduce call")
-    kernels_per_layer: int = Field(14, ge=1, description="kernels one decoder layer launches (MoE adds 6)")
-    kernel_gap_s: float = Field(1.5e-6, ge=0, description="idle gap between dependent kernels in a graph")
+    kernels_per_layer: int = Field(14, ge=1, description="kernels one dense GQA decoder layer launches")
+    mla_extra_kernels: int = Field(10, ge=0, description="kernels an MLA attention block adds over a GQA one")
+    moe_extra_kernels: int = Field(12, ge=0, description="kernels an MoE block adds over a dense MLP")
+    kernel_gap_s: float = Field(2.4e-6, ge=0, description="per-kernel cost in a replayed graph beyond its roofline time")
     graph_launch_s: float = Field(20e-6, ge=0, description="graph replay launch per forward")
-    eager_launch_per_kernel_s: float = Field(10e-6, ge=0, description="host time to launch one kernel eagerly")
-
+    eager_launch_per_kernel_s: float = Field(17.8e-6, ge=0, description="host time to issue one kernel eagerly")
+    eager_gpu_per_kernel_s: float = Field(1.0e-6, ge=0, description="GPU-side cost per kernel of eager over graph when GPU-bound")
 
 EFFICIENCY_SOURCES = {
     "matmul": "0.70: typical achieved fraction of dense bf16/fp8 peak for large GEMMs in cuBLAS/hipBLASLt "
@@ -62,10 +72,27 @@ EFFICIENCY_SOURCES = {
     "hbm": "0.80: streaming kernels (decode GEMV, paged attention) reach roughly 75-90 % of datasheet HBM bandwidth",
     "interconnect": "0.75: NCCL/RCCL all-reduce bus bandwidth is roughly 70-85 % of the per-direction link figure",
     "allreduce_latency_s": "10 us: small-message custom all-reduce (one-shot) latency, order of magnitude",
-    "kernels_per_layer": "14: norm x2, QKV, rope, KV store, attention, o_proj, all-reduce x2, residual, gate_up, act, down, misc",
-    "kernel_gap_s": "1.5 us: kernel-to-kernel gap inside a replayed CUDA/HIP graph",
+    "kernels_per_layer": ("14: a dense GQA layer in SGLang 0.5.23 (models/qwen3.py, llama.py): fused add-rmsnorm x2, "
+                          "qkv_proj, q/k norm, rope, KV store, attention, o_proj, all-reduce x2, gate_up, silu_and_mul, down"),
+    "mla_extra_kernels": ("10: SGLang 0.5.23 MLA absorbed decode (models/deepseek_common/attention_forward_methods/"
+                          "forward_mla.py forward_absorb_prepare/core) launches ~18 kernels where GQA launches ~8: fused "
+                          "q_a/kv_a projection, two latent norms, q_b_proj, absorbed bmm w_kc (+layout copy), rope, "
+                          "latent KV store, MLA decode (split + reduce), bmm w_vc, o_proj, fp8 activation quant per fp8 "
+                          "GEMM; DeepSeek-V4's hyper-connections, compressor and indexer kernels are not counted"),
+    "moe_extra_kernels": ("12: SGLang 0.5.23 DeepseekV2MoE / fused_moe_triton: router GEMM, grouped top-k, "
+                          "moe_align_block_size, activation quant x2, grouped GEMM w13 and w2, silu_and_mul, moe_sum, "
+                          "shared expert gate_up/act/down + add (15) in place of a dense MLP's 3"),
+    "kernel_gap_s": ("2.4 us: measured on an H200 (docs/measurements/h200-v2.md, profiles/h200-1b-v2.yaml): the "
+                     "runtime's 16-layer 1B proxy decodes batch 1 at 512 context in 2.177 ms as a CUDA graph, of "
+                     "which weight reads at 80 % of 4.8 TB/s are 0.64 ms; the remaining 1.53 ms over its 638 kernels "
+                     "(counted with a TorchDispatchMode on the same code) is 2.4 us per kernel. Unmeasured on HIP "
+                     "(graph dispatch on ROCm is reported slower on other parts): the CUDA figure is used"),
     "graph_launch_s": "20 us: one graph replay's host launch",
-    "eager_launch_per_kernel_s": "10 us: PyTorch eager dispatch + launch per op (5-20 us in public profiles)",
+    "eager_launch_per_kernel_s": ("17.8 us: measured on an H200 (profiles/h200-1b-v2.yaml gpu.eager_host_issue_s): "
+                                  "an eager spec cycle of the 1B proxy is host-bound at 14.43 ms for its 812 kernels "
+                                  "(PyTorch dispatch + launch per op from Python)"),
+    "eager_gpu_per_kernel_s": ("1.0 us: measured on an H200 (profiles/h200-1b-v2.yaml gpu.eager_overhead_s): eager "
+                               "minus graph when GPU-bound is 0.81 ms over the same 812 kernels"),
 }
 """Where each default efficiency comes from (copied into the profile's provenance)."""
 
@@ -220,35 +247,51 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
 
     lm_params = arch.vocab_size * h / tp
     lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_mm, BF16 * lm_params / bw)
+    # the rows x vocab logits after the LM head: TP all-gather of the vocab shards, then the
+    # full-vocab passes before sampling (SGLang layers/logits_processor.py _get_logits:
+    # tensor-parallel all-gather, copy into a float32 buffer; layers/sampler.py: argmax, or
+    # softmax + top-k/top-p sampling, over the full vocab)
+    vocab_bytes = max(logits, 1.0) * arch.vocab_size
+    lm_head_s += LOGIT_PASS_BYTES * vocab_bytes / bw
+    if tp > 1:
+        lm_head_s += eff.allreduce_latency_s + (tp - 1) / tp * BF16 * vocab_bytes / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
 
     allreduce_s = 0.0
     if tp > 1:
         msg = t * h * BF16
-        one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.link_gbps * 1e9 * eff.interconnect)
+        one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
         allreduce_s = 2 * L * one
     kernels = kernel_count(arch, eff)
     overhead_s = eff.graph_launch_s + kernels * eff.kernel_gap_s
     gpu_s = linear_s + experts_s + attention_s + lm_head_s + allreduce_s + overhead_s
-    eager_s = max(gpu_s, kernels * eff.eager_launch_per_kernel_s)
+    # eager: kernels run as the host issues them (host-bound below the GPU time)
+    eager_s = max(gpu_s + kernels * eff.eager_gpu_per_kernel_s, kernels * eff.eager_launch_per_kernel_s)
     return ForwardCost(linear_s, experts_s, attention_s, lm_head_s, allreduce_s, overhead_s, eager_s)
 
 
 def kernel_count(arch: ModelArch, eff: Efficiency | None = None) -> int:
-    """Kernels one forward launches: per layer ``kernels_per_layer`` (+6 for MoE routing,
-    dispatch and combine), plus embedding, final norm, LM head and sampling."""
+    """Kernels one forward launches: per layer ``kernels_per_layer`` (a dense GQA layer),
+    plus ``mla_extra_kernels`` on MLA layers and ``moe_extra_kernels`` on MoE layers, plus
+    embedding, final norm, LM head and sampling."""
     eff = eff or Efficiency()
-    return arch.num_layers * (eff.kernels_per_layer + (6 if arch.is_moe else 0)) + 4
+    per = arch.num_layers * (eff.kernels_per_layer + (eff.mla_extra_kernels if arch.is_mla else 0))
+    return per + arch.moe_layers * eff.moe_extra_kernels + 4
 
 
 def draft_arch(target: ModelArch, layers: int) -> ModelArch:
-    """The assumed drafter: ``layers`` dense decoder layers of the target's attention shape
-    with the target's dense MLP width, sharing its vocabulary (EAGLE/MTP heads and the
-    public DFlash/DSpark drafters are a few target-shaped layers on the target's LM head)."""
-    return target.model_copy(update={
-        "name": f"{target.name}-draft{layers}", "num_layers": layers, "num_experts": 0,
-        "experts_per_token": 0, "shared_experts": 0, "shared_expert_intermediate_size": 0,
-        "moe_intermediate_size": 0, "first_k_dense": 0, "fp8_routed_experts_only": False,
-    })
+    """The assumed drafter: ``layers`` decoder layers of the target's own layer type on the
+    target's vocabulary and LM head.
+
+    A dense target gets dense layers (EAGLE heads on Llama/Qwen). An MoE target's draft
+    layers are MoE layers like its own: SGLang 0.5.23 builds the DeepSeek MTP layer as a
+    DeepseekV2DecoderLayer whose ``_is_layer_sparse`` is always true for ``is_nextn``
+    (models/deepseek_v2.py, deepseek_nextn.py), and the DeepSeek-V4 DSpark stages as
+    DeepseekV4 decoder layers with the target's routed experts unless the draft config
+    overrides them (models/deepseek_v4_dspark.py ``_dspark_stage_config``). So a draft
+    forward over ``batch x window`` tokens touches experts the way a verify does.
+    """
+    return target.model_copy(update={"name": f"{target.name}-draft{layers}", "num_layers": layers,
+                                      "first_k_dense": 0})
 
 
 def decode_like(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, batch: float,

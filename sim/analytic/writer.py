@@ -117,12 +117,14 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     from specsched.sim.defaults import memory_buckets
 
     graph_bs = memory_buckets(gpu.memory_mib, tp)[1]
-    # eager: every kernel's host launch replaces the graph's gap (host-bound launches)
-    per_kernel = max(0.0, eff.eager_launch_per_kernel_s - eff.kernel_gap_s)
-    eager_overhead = max(0.0, kernel_count(arch, eff) * per_kernel - eff.graph_launch_s)
-    eager_draft_overhead = kernel_count(draft, eff) * per_kernel
+    # eager (batch above cuda_graph_max_bs): kernels run as the host issues them one by one,
+    # so a step lasts max(graph + per-kernel GPU extra, host issue) (sim/cost_model.py)
+    kernels = kernel_count(arch, eff)
+    eager_overhead = kernels * eff.eager_gpu_per_kernel_s
+    eager_issue = kernels * eff.eager_launch_per_kernel_s
+    eager_draft_overhead = kernel_count(draft, eff) * eff.eager_launch_per_kernel_s
     c_ref = 1024.0
-    eager_factor = 1.0 + eager_overhead / dec(graph_bs, c_ref).graph_s
+    eager_factor = max(eager_issue, dec(graph_bs, c_ref).graph_s + eager_overhead) / dec(graph_bs, c_ref).graph_s
     host, host_prov = _host(gpu.platform)
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
     # the drafter shares the target's embedding and LM head
@@ -144,10 +146,14 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.draft_step": ("one draft-model forward by its tokens x (batch x tokens per request), each token's "
                            "request reading its context once" if new_schema else
                            "one extra serial draft forward of one token per request (chain drafters)"),
-        "gpu.eager_overhead_s": (f"host-bound eager launch: {kernel_count(arch, eff)} kernels x ({eff.eager_launch_per_kernel_s * 1e6:.0f} us "
-                                 f"launch - {eff.kernel_gap_s * 1e6:.1f} us graph gap) - the graph launch"),
+        "gpu.eager_overhead_s": (f"GPU-bound eager extra: {kernels} kernels x {eff.eager_gpu_per_kernel_s * 1e6:.1f} us "
+                                 f"(analytic.efficiency.eager_gpu_per_kernel_s)"),
+        "gpu.eager_host_issue_s": (f"host-bound eager issue of one target forward: {kernels} kernels x "
+                                   f"{eff.eager_launch_per_kernel_s * 1e6:.1f} us (analytic.efficiency."
+                                   f"eager_launch_per_kernel_s); the block drafter's kernels are not included"),
+        "gpu.eager_draft_overhead_s": "each further serial (chain) draft forward issued eagerly: its kernels x the eager issue per kernel",
         "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
-        "gpu.eager_factor": (f"(graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
+        "gpu.eager_factor": (f"max(eager host issue, graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
                              f"decode graph limit here) and 1K context; used only by profiles without eager_overhead_s"),
         "drafter": (f"assumed: {draft_layers} target-shaped dense decoder layer(s) on the target's LM head "
                     f"({drafter} drafter); its weights count in hardware.weight_bytes"),
@@ -173,6 +179,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "decode": _grid(BATCHES, CONTEXTS, lambda b, c: dec(b, c).graph_s),
             **({"eager_overhead_s": float(f"{eager_overhead:.6e}"),
                 "eager_draft_overhead_s": float(f"{eager_draft_overhead:.6e}")} if new_schema else {}),
+            **({"eager_host_issue_s": float(f"{eager_issue:.6e}")} if "eager_host_issue_s" in GpuProfile.model_fields else {}),
             "eager_factor": round(eager_factor, 4),
         },
         "host": host,
