@@ -285,6 +285,18 @@ class DecodeRun:
         """KV pool slots in use after each of the first n passes' reservation, int (n,)."""
         return self.kv.scheduled[:n]
 
+    def kv_after(self, n: int) -> tuple[int, int]:
+        """(KV slots in use after n iterations, the largest reservation among them)."""
+        return int(self.kv.scheduled[n - 1] - self.kv.freed[n - 1]), int(self.kv.scheduled[:n].max())
+
+    def in_plan(self, j: int) -> list[bool]:
+        """Each request is in plan P_j."""
+        return self.member[j].tolist()
+
+    def delayed_passes(self, n: int) -> int:
+        """Admission passes the policy delayed among the first n iterations."""
+        return int(self.delayed[:n].sum()) if self.delayed is not None else 0
+
     def plan_at(self, j: int) -> tuple[BatchPlan, StepOutput]:
         """Plan P_j (from the one decode plan builder) and what the device commits for it."""
         sel = self.member[j]

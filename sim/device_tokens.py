@@ -79,9 +79,11 @@ class DeviceTokens:
         return (np.array(c, dtype=np.int64), np.array([get_y(r, 0) for r in rids], dtype=np.int64),
                 np.array(c, dtype=np.int64) >= 0)
 
-    def set_state(self, rids: list[int], committed: np.ndarray, cycles: np.ndarray | None) -> None:
+    def set_state(self, rids: list[int], committed: np.ndarray | list[int], cycles: np.ndarray | None) -> None:
         """Overwrite the counts of ``rids`` (after a collapsed decode run, :mod:`sim.decode_run`);
         ``cycles`` None leaves the verify cycles alone (no speculative decoding)."""
-        self.committed.update(zip(rids, committed.tolist(), strict=True))
+        if isinstance(committed, np.ndarray):
+            committed = committed.tolist()
+        self.committed.update(zip(rids, committed, strict=True))
         if cycles is not None:
             self.cycles.update(zip(rids, cycles.tolist(), strict=True))

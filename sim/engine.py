@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from specsched.sim import host_timeline
+from specsched.sim import host_timeline, plain_timeline, stretch_records
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -50,6 +50,7 @@ from specsched.sim.ops import (
     StreamWait,
     WaitForWork,
 )
+from specsched.sim.plain_run import PlainRun
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.profile import Profile, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
@@ -62,6 +63,8 @@ AUTO_COMPACT_TOKENS = 1_000_000
 switches to compact records above (docs/performance.md)."""
 MAX_RUN_CELLS = 1 << 18
 """A fast-forward computes at most this many (iteration x request) cells at once."""
+PLAIN_HORIZON = 1 << 62
+"""A closed-form stretch (:mod:`sim.plain_run`) is not bounded ahead: it is timed until the next event."""
 
 
 @dataclass(slots=True)
@@ -126,6 +129,7 @@ class SimEngine:
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule
         self._gpu_memo: dict[int, float] = {}
+        self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._host_tab: list[np.ndarray] | None = None
         self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self.ff_runs = 0
@@ -402,11 +406,23 @@ class SimEngine:
         if not batch or self.cost.eager_issue_s(len(batch)) > 0:
             # an eager step keeps the host busy issuing it (CostModel.issue): step by step
             return None
-        horizon = self._horizon(h, t0, t_next, batch)
-        run = sched.decode_stretch(self.device, h.plan, h.output, horizon,
-                                   stop_at_finish=self._finish_reacts, finishes_left=self._remaining)
+        # a closed-form stretch (no speculative decoding) costs the same at any length
+        # (its costs are keyed on the mean context: not under padded attention)
+        plain = sched.window == 1 and not sched.spec and not self.cost.padded_attention
+        horizon = PLAIN_HORIZON if plain else self._horizon(h, t0, t_next, batch)
+        run = sched.decode_stretch(self.device, h.plan, h.output, horizon, stop_at_finish=self._finish_reacts,
+                                   finishes_left=self._remaining, closed_form=plain)
         if run is None:
             return None
+        if type(run) is PlainRun:
+            n, T, S, E, RW = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s,
+                                                     self._plain_gpu, self._plain_host)
+            if n < 1:
+                return None
+            plan, output = sched.apply_stretch(run, n)
+            self.device.set_state(run.rid_list, *run.device_after(n))
+            self._record_plain(run, n, T, S, E, RW)
+            return (yield from self._stretch_applied(plan, output, S[n - 1], E[n - 1], T[n], n))
         k = run.stop
         c, hs, hl, hp = self._run_costs(run, k)
         spec = self.server.speculative_algorithm.enabled
@@ -421,15 +437,38 @@ class SimEngine:
         plan, output = sched.apply_stretch(run, n)
         self.device.set_state(run.rids.tolist(), *run.device_after(n))
         self._record_run(run, tl, n)
-        handle = SimHandle(plan, float(tl.S[n - 1]), float(tl.E[n - 1]), output)
-        self._gpu_free = handle.end
+        return (yield from self._stretch_applied(plan, output, float(tl.S[n - 1]), float(tl.E[n - 1]),
+                                                 float(tl.T[n]), n))
+
+    def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float, n: int):
+        """After a stretch of n iterations: its last forward (start, end s) is in flight and
+        the host is at ``t``. Returns (as a generator's value) the loop's (plan, handle)."""
+        handle = SimHandle(plan, start, end, output)
+        self._gpu_free = end
         self._last_output = output
         self._cross_queue_pending = False
         self._in_flight = handle
         self.ff_runs += 1
         self.ff_iterations += n
-        yield from self._advance_to(float(tl.T[n]))
+        yield from self._advance_to(t)
         return plan, handle
+
+    def _plain_gpu(self, bs: int, ctx_sum: int, key: int) -> float:
+        """GPU seconds of a decode of ``bs`` requests, contexts summing to ``ctx_sum``
+        (``key``: the mean context in tens, rounded; see :meth:`_run_costs`)."""
+        code = bs * (1 << 40) + key
+        v = self._gpu_memo.get(code)
+        if v is None:
+            v = self._shape_cost(code, bs, ctx_sum, key * 10.0)
+        return v
+
+    def _plain_host(self, bs: int) -> tuple[float, float, float]:
+        """Host seconds (schedule, launch, process) of a decode pass of ``bs`` requests."""
+        v = self._host_memo.get(bs)
+        if v is None:
+            plan = self._shape_plan(bs, 0)
+            v = self._host_memo[bs] = tuple(self.cost.host(kind, plan) for kind in ("schedule", "launch", "process"))
+        return v
 
     def _horizon(self, h: SimHandle, t0: float, t_next: float, batch: list[Req]) -> int:
         """How many iterations to compute: enough to reach the next event (or to finish
@@ -523,44 +562,35 @@ class SimEngine:
             for t, kind in zip(tab, ("schedule", "launch", "process"), strict=True):
                 t[b] = self.cost.host(kind, plan)
 
+    def _record_plain(self, run: PlainRun, n: int, T: list[float], S: list[float], E: list[float],
+                      RW: list[float]) -> None:
+        """Record the first n iterations of a closed-form run (as :meth:`_record_run`)."""
+        b0 = self._blocked_since_launch
+        h = self.host_blocked_s
+        for x in RW[:n]:
+            if x:
+                h += x
+        self.host_blocked_s = h
+        self._blocked_since_launch = RW[n - 1]
+        self._finished_in_run(stretch_records.plain_run(self.rec, run, n, T, S, E, RW, b0, len(self.sched.waiting)))
+
     def _record_run(self, run: DecodeRun, tl: host_timeline.Timeline, n: int) -> None:
         """Record the first n iterations of a collapsed run (the rows the step-by-step
         path would have written)."""
-        rec = self.rec
-        bs = run.batch_size[:n]
-        T = tl.T
         pw, rw = tl.pw[:n], tl.rw[:n]
-        blocked = np.empty(n)
-        blocked[0] = self._blocked_since_launch
-        blocked[1:] = 0.0 + rw[:-1]
-        blocked += pw
+        b0 = self._blocked_since_launch
         if pw.any() or rw.any():
             terms = np.empty(2 * n + 1)
             terms[0] = self.host_blocked_s
             terms[1::2], terms[2::2] = pw, rw
             self.host_blocked_s = float(np.cumsum(terms)[-1])
         self._blocked_since_launch = float(rw[-1])
-        commits = run.commits(n)
-        mode = "verify" if run.spec else "decode"
-        if rec.full:
-            rec.pass_run(T[:n], bs, len(self.sched.waiting), run.kv_scheduled(n))
-            rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
-                         commits.sum(axis=1), np.count_nonzero(commits, axis=1))
-        else:
-            rec.num_passes += n
-            acc = dec = None
-            if run.spec:
-                acc, dec = commits.sum(axis=1), np.count_nonzero(commits, axis=1)
-            rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked, acc, dec)
-        rec.deliver_run(T[1 : n + 1], run.rids, run.delivered(n), single_tokens=not run.spec)
-        fi = run.finish_iter()
-        done = (fi >= 0) & (fi < n)
-        if done.any():
-            rids = run.rids[done]
-            rec.finish(rids, T[fi[done] + 1])
-            for rid in rids.tolist():
-                self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
-            self._remaining -= len(rids)
+        self._finished_in_run(stretch_records.grid_run(self.rec, run, tl, n, b0, len(self.sched.waiting)))
+
+    def _finished_in_run(self, rids: list[int]) -> None:
+        for rid in rids:
+            self._finish_events.pop(rid, None)   # nobody waits (the run stops at finishes clients react to)
+        self._remaining -= len(rids)
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:

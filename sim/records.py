@@ -109,15 +109,18 @@ class ItlSamples:
     """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
     dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
     values may be stored once with their summed multiplicity. Small appends are batched
-    before they are copied into the typed columns."""
+    (arrays through :meth:`add`, single pairs appended to ``pv`` / ``pw``) before they are
+    copied into the typed columns."""
 
-    __slots__ = ("values", "weights", "_pending", "_pending_w")
+    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw")
 
     def __init__(self) -> None:
         self.values = _col("d")
         self.weights = _col("i")   # multiplicities fit 32 bits (tokens of one step)
         self._pending: list[np.ndarray] = []
         self._pending_w: list[np.ndarray] = []
+        self.pv: list[float] = []   # single values (s) ...
+        self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
@@ -126,12 +129,22 @@ class ItlSamples:
         if len(self._pending) >= 512:
             self._flush()
 
+    def added(self) -> None:
+        """Single pairs were appended to ``pv`` / ``pw``: copy them out once there are many."""
+        if len(self.pv) >= 1 << 16:
+            self._flush()
+
     def _flush(self) -> None:
         if self._pending:
             _extend(self.values, np.concatenate(self._pending), "f8")
             _extend(self.weights, np.concatenate(self._pending_w), "i4")
             self._pending.clear()
             self._pending_w.clear()
+        if self.pv:
+            self.values.extend(self.pv)
+            self.weights.extend(self.pw)
+            self.pv.clear()
+            self.pw.clear()
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values s, multiplicities), unsorted (read-only views of the stored columns)."""
@@ -215,6 +228,22 @@ class StepTotals:
                     w[1] += float(dt[sel].sum())
                     w[2] += float(tok[sel].sum())
         self._prev_main = (verify, int(bs[-1]), float(end[-1]))
+
+    def add_decode_run(self, n: int, start: list[float], end: list[float], blocked: float, last_bs: int) -> None:
+        """Add the first n rows of a run of main decode launches (GPU starts and ends in s,
+        launch order; ``blocked``: their host_blocked_s summed; ``last_bs``: the last
+        row's batch size): the sums of :meth:`add`, taken in launch order."""
+        self.num_steps += n
+        if start[0] < self.first_start_s:
+            self.first_start_s = start[0]
+        if end[n - 1] > self.last_end_s:
+            self.last_end_s = end[n - 1]
+        busy = self.busy_s
+        for s, e in zip(start[:n], end[:n], strict=True):
+            busy += e - s
+        self.busy_s = busy
+        self.host_blocked_s += blocked
+        self._prev_main = (False, last_bs, end[n - 1])
 
     def add_table(self, steps: pd.DataFrame) -> None:
         """Add a whole steps table (columns of :data:`STEP_COLUMNS`; rows in launch order):
@@ -463,6 +492,39 @@ class Recorder:
         if new.any():
             new &= np.isnan(self._first[rows])
             self._first[rows[new]] = t_first[new]
+
+    def deliver_ones(self, times: list[float], rids: list[int], first: list[int], last: list[int],
+                     both: list[int]) -> None:
+        """The deliveries of a closed-form decode run (:mod:`sim.plain_run`) in compact records:
+        request ``rids[i]`` gets one token at each ``times[j]`` (s), ``first[i] <= j <= last[i]``;
+        ``both[j - 1]`` requests get one at both j - 1 and j (j >= 1). The same ITL samples and
+        times as :meth:`deliver_run` with ``single_tokens``, without the (iterations x
+        requests) grid or any array: a handful of requests, one value per iteration.
+        Finishes are marked with :meth:`finish_one`."""
+        row_of, lastd, firstd = self._row_of, self._last, self._first
+        pv, pw = self.itl.pv, self.itl.pw
+        for rid, a, b in zip(rids, first, last, strict=True):
+            row = row_of.item(rid)
+            prev = lastd.item(row)
+            ta = times[a]
+            if prev == prev:     # not NaN: the first chunk of the run continues an earlier one
+                pv.append(ta - prev)
+                pw.append(1)
+            elif firstd.item(row) != firstd.item(row):
+                firstd[row] = ta
+            lastd[row] = times[b]
+        gaps = [t1 - t0 for t0, t1 in zip(times, times[1:], strict=False)]
+        if 0 in both:
+            pv.extend(g for g, c in zip(gaps, both, strict=True) if c)
+            pw.extend(c for c in both if c)
+        else:
+            pv.extend(gaps)
+            pw.extend(both)
+        self.itl.added()
+
+    def finish_one(self, rid: int, t: float) -> None:
+        """Request ``rid`` completed at ``t`` (s)."""
+        self._finish[self._row_of.item(rid)] = t
 
     def finish(self, rids: np.ndarray, times: np.ndarray) -> None:
         """Requests ``rids`` completed at ``times`` (s)."""

@@ -39,6 +39,7 @@ from specsched.sim.decode_run import DecodeRun
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
+from specsched.sim.plain_run import PlainRun
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput, decode_plan
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
@@ -692,7 +693,8 @@ class Scheduler:
 
     # ------------------------------------------------------ collapsed decode stretch
     def decode_stretch(self, device: DeviceTokens, prev_plan: BatchPlan, prev_output: StepOutput,
-                       max_iters: int, stop_at_finish: bool, finishes_left: int) -> DecodeRun | None:
+                       max_iters: int, stop_at_finish: bool, finishes_left: int,
+                       closed_form: bool = True) -> DecodeRun | PlainRun | None:
         """The decode-only stretch that starts at this pass, computed at once, or None.
 
         Call at the top of the overlap loop with one forward in flight (``prev_plan``,
@@ -701,10 +703,14 @@ class Scheduler:
         (nothing waits, or a stateless policy delays every pass or the batch is full), the
         in-flight forward is a decode/verify of the running batch or a prefill whose
         requests all complete, and no pass needs a retraction. Nothing is changed here.
+        Without speculative decoding (and with ``closed_form``) the stretch is a
+        :class:`sim.plain_run.PlainRun` (closed form), else a :class:`sim.decode_run.DecodeRun`.
 
         Args:
             device: the device's committed counts (read only).
             max_iters, stop_at_finish, finishes_left: see :meth:`sim.decode_run.DecodeRun.compute`.
+            closed_form: allow the closed form (the caller can time it: its costs are keyed
+                on the batch's mean context, see :mod:`sim.plain_timeline`).
         """
         if self.chunked_req is not None or self.interval.remaining:
             return None
@@ -748,16 +754,24 @@ class Scheduler:
             active = sum(1 for r in reqs if not r.finished)
             if not self._delays(active if rules.filter_finished_before_delay else m, active):
                 return None
+        skip = rules.skip_finishing_decode and self.server.enable_overlap_schedule
+        if closed_form and self.window == 1 and not self.spec:
+            # without speculative decoding every count is known in closed form
+            return PlainRun.compute(
+                reqs, len(merged), device, prev_plan, prev_output, first_step=self.step, kv=self.kv,
+                num_waiting=n_wait, delays=self._delays, max_iters=max_iters, stop_at_finish=stop_at_finish,
+                finishes_left=finishes_left, skip_finishing=skip,
+                filter_first=rules.filter_finished_before_delay, latched=latched,
+            )
         return DecodeRun.compute(
             reqs, len(merged), device, prev_plan, prev_output, window=self.window, spec=self.spec,
             first_step=self.step, kv=self.kv, max_running_requests=self.server.max_running_requests,
             num_waiting=n_wait, delays=self._delays, max_iters=max_iters,
             stop_at_finish=stop_at_finish, finishes_left=finishes_left,
-            skip_finishing=rules.skip_finishing_decode and self.server.enable_overlap_schedule,
-            filter_first=rules.filter_finished_before_delay, latched=latched,
+            skip_finishing=skip, filter_first=rules.filter_finished_before_delay, latched=latched,
         )
 
-    def apply_stretch(self, run: DecodeRun, n: int) -> tuple[BatchPlan, StepOutput]:
+    def apply_stretch(self, run: DecodeRun | PlainRun, n: int) -> tuple[BatchPlan, StepOutput]:
         """Apply the first ``n`` (1 <= n <= run.stop) iterations of ``run`` (from
         :meth:`decode_stretch`, state unchanged since), as n passes of schedule() and
         process_result() would: the prefill's requests join the batch, tokens are committed,
@@ -785,9 +799,8 @@ class Scheduler:
                 r.spec_cycles += cycles[i]
             if done[i]:
                 r.status = finished
-        self.kv.settle(run.reqs, held, int(run.kv.scheduled[last] - run.kv.freed[last]),
-                       int(run.kv.scheduled[:n].max()))
-        self.running = [r for r, keep in zip(run.reqs, run.member[last].tolist(), strict=True) if keep]
+        self.kv.settle(run.reqs, held, *run.kv_after(n))
+        self.running = [r for r, keep in zip(run.reqs, run.in_plan(last), strict=True) if keep]
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch
         for r, d in zip(run.reqs, done, strict=True):
@@ -798,8 +811,7 @@ class Scheduler:
             if ratio.value <= ratio.floor:
                 break
             ratio.on_decode_step()
-        if run.delayed is not None:
-            self.num_delayed_passes += int(run.delayed[:n].sum())
+        self.num_delayed_passes += run.delayed_passes(n)
         self.step += n
         plan, out = run.plan_at(last)
         self._in_flight = plan

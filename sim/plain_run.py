@@ -1,0 +1,384 @@
+"""A non-speculative decode stretch in closed form: the scheduler and device side (time-free).
+
+The fast path of :mod:`sim.decode_run` for plain decoding (no speculative decoding, window
+1). It collapses the same iterations (same notation: plan P_j, device counts D, host counts
+H, one-step-late results) but needs no (iterations x requests) grid, because without
+speculation every count is a known function of the iteration index:
+
+- D_i[j] = min(d0_i + j, cap_i) (each decode commits one token until the target) and
+  H_i[j] = D_i[j - 1] for j >= 1 (H_i[0] = h0_i);
+- a request live at the start (h0 < cap) finishes at the processing of iteration
+  f_i = cap_i - d0_i (the first j with D_i[j] = cap_i) and is in the plans P_0 .. P_{L_i},
+  L_i = f_i (it rides one more step after its last commit), or L_i = f_i - 1 with
+  ``skip_finishing`` (sglang 0.5.23 ``_reqs_finishing_inflight``: a request whose step in
+  flight commits its last token sits out; at j = 0 this holds exactly when the forward in
+  flight holds it, since a live request in a decode forward always commits one token);
+- so the batch size is piecewise constant (it drops at the L_i + 1), the plans' context
+  sums are arithmetic series between those points (each member's context grows by one
+  token a pass), and KV use is a sum of per-request linear terms.
+
+Everything is then computed per request or per breakpoint in plain Python ints (a
+stretch holds a handful of requests; a burst a few hundred), and the per-iteration
+quantities the engine needs (batch size, context sum) are handed out as breakpoints
+(:attr:`PlainRun.changes`). The results are those of :meth:`DecodeRun.compute` with
+window 1, which equal the step-by-step passes (INV-7, tests/test_sim_speed_equivalence.py
+compares both against ``schedule()`` / ``process_result()``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable
+
+import numpy as np
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.kv_ledger import KVLedger
+from specsched.sim.plan import BatchPlan, StepOutput, decode_plan
+from specsched.sim.request import Req
+
+MAX_STOP = 1 << 62
+"""Larger than any iteration count (no finish ahead)."""
+
+
+class PlainRun:
+    """The next iterations of a non-speculative decode stretch (module docstring).
+
+    Built by :meth:`compute` (the Scheduler calls it from ``decode_stretch``); the
+    Scheduler's ``apply_stretch`` applies the first ``n <= stop`` iterations; the engine
+    times them from :attr:`bs0`, :attr:`ctx0` and :attr:`changes`.
+
+    Attributes (``m`` = requests at the start, in batch order; lists of int, length m):
+        stop: iterations that may be applied (the scheduler side allows no more).
+        reqs: the m requests. rid_list: their ids. num_merged: how many (the last) join
+            from the prefill in flight.
+        cap, h0, d0, inp, kv0, x0: output target, host and device committed counts, prompt
+            length, KV slots held, tokens the forward in flight commits (0 if not in it).
+        fin: iteration whose processing completes the request (-1: finished before).
+        last: last plan index holding the request (-1: none).
+        bs0, ctx0: batch size and context sum (tokens) of P_0.
+        changes: (j, bs, base) for j >= 1 in increasing j: from iteration j on, P_j holds
+            ``bs`` requests with contexts summing to base + j * bs (until the next entry).
+        pbs0: batch size of the forward in flight (processed at iteration 0).
+        first_step: the plan index of P_0.
+    """
+
+    __slots__ = ("stop", "reqs", "rid_list", "num_merged", "cap", "h0", "d0", "inp", "kv0", "x0", "fin", "last",
+                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed")
+    spec = False
+    window = 1
+
+    @classmethod
+    def compute(
+        cls,
+        reqs: list[Req],
+        num_merged: int,
+        device: DeviceTokens,
+        prev_plan: BatchPlan,
+        prev_output: StepOutput,
+        *,
+        first_step: int,
+        kv: KVLedger,
+        num_waiting: int,
+        delays: Callable[[int, int], bool],
+        max_iters: int,
+        stop_at_finish: bool,
+        finishes_left: int,
+        skip_finishing: bool = False,
+        filter_first: bool = False,
+        latched: bool = False,
+    ) -> PlainRun | None:
+        """Compute the run; arguments as :meth:`sim.decode_run.DecodeRun.compute` (window 1,
+        no speculative decoding). ``max_iters`` bounds ``stop`` only: the cost of this
+        computation does not grow with the number of iterations.
+
+        Returns:
+            The run, or None when host and device disagree or it would be empty.
+        """
+        m = len(reqs)
+        get = device.committed.get
+        n_prev = m - prev_plan.batch_size
+        x0 = [0] * n_prev + prev_output.committed.tolist()
+        rids, d0, cap, h0, inp, kv0 = [], [], [], [], [], []
+        fin = [-1] * m
+        last = [-1] * m
+        nlive = fin0 = bs0 = ctx0 = held = 0    # held: slots all plans would reserve
+        min_fin = MAX_STOP
+        order = []   # (first plan without it, its context in P_1 minus 1) for P_1's requests
+        drop = 1 if skip_finishing else 0
+        for i, r in enumerate(reqs):
+            rid, c, h, n_in = r.rid, r.max_new_tokens, r.output_len, r.input_len
+            d = get(rid)
+            if d is None:
+                return None
+            rids.append(rid)
+            d0.append(d)
+            cap.append(c)
+            h0.append(h)
+            inp.append(n_in)
+            kv0.append(r.kv_allocated)
+            if h >= c:
+                if d != c:
+                    return None  # host and device disagree
+                continue
+            if d - h != x0[i]:
+                return None  # host and device disagree (e.g. tokens discarded by a retraction)
+            f = c - d
+            x = f - drop
+            fin[i] = f
+            last[i] = x
+            nlive += 1
+            if f < min_fin:
+                min_fin = f
+            if x >= 0:
+                bs0 += 1
+                ctx0 += n_in + h
+                held += x + 1
+                if x >= 1:
+                    order.append((x + 1, n_in + d - 1))
+        if nlive == 0 or nlive > kv.available:
+            return None
+        fin0 = fin.count(0)
+        if fin0 >= finishes_left or (stop_at_finish and fin0):
+            return None
+        run = cls()
+        run.reqs, run.rid_list, run.num_merged, run.first_step = reqs, rids, num_merged, first_step
+        run.cap, run.h0, run.d0, run.x0, run.fin, run.last = cap, h0, d0, x0, fin, last
+        run.inp, run.kv0 = inp, kv0
+        run.pbs0 = prev_plan.batch_size
+        run.used0 = kv.used
+
+        # where the run must end (scheduler side): an empty batch, a finish a client
+        # reacts to, the last finish, max_iters
+        stop = max(last) + 1
+        if stop_at_finish:
+            stop = min(stop, min_fin)
+        fs = None
+        if finishes_left <= nlive or num_waiting:
+            fs = sorted(f for f in fin if f >= 0)
+            if finishes_left <= nlive:
+                stop = min(stop, fs[finishes_left - 1])
+        stop = min(stop, max(1, int(max_iters)))
+        if stop >= 1 and kv.used + held > kv.capacity and kv.used + sum(min(x + 1, stop) for x in last) > kv.capacity:
+            stop = min(stop, run._first_over(kv.capacity, stop))
+        # admission: with requests waiting, every pass must be delayed (or the batch full)
+        run.count_delayed = bool(num_waiting) and not latched
+        if num_waiting and stop >= 1:
+            if latched:
+                stop = min(stop, min(last) + 1)  # batch_is_full holds until one leaves
+            else:
+                stop = run._delayed_until(stop, delays, filter_first, m, nlive, fs)
+        if stop < 1:
+            return None
+        run.stop = stop
+
+        # P_0 and the breakpoints of (batch size, context sum) from P_1 on
+        run.bs0, run.ctx0 = bs0, ctx0
+        order.sort()
+        bs = len(order)
+        base = sum(g for _, g in order)
+        changes = [(1, bs, base)]
+        for e, g in order:
+            bs -= 1
+            base -= g
+            if changes[-1][0] == e:
+                changes[-1] = (e, bs, base)
+            else:
+                changes.append((e, bs, base))
+        run.changes = changes
+        return run
+
+    # ------------------------------------------------------------ scheduler side
+    def _delayed_until(self, stop: int, delays: Callable[[int, int], bool], filter_first: bool, m: int,
+                       nlive: int, fs: list[int]) -> int:
+        """The first pass below ``stop`` the admission policy does not delay, else stop.
+        The gate's inputs (running and active batch sizes) change only at j = 1 and where
+        requests finish or leave, so the policy is asked once per such segment."""
+        lasts = sorted(self.last)
+        nf = len(fs)
+        points = sorted({0, 1, *(f + 1 for f in fs), *(x + 2 for x in lasts if x >= 0)})
+        cache: dict[tuple[int, int], bool] = {}
+        for j in points:
+            if j >= stop:
+                break
+            active = nlive if j == 0 else nf - bisect_left(fs, j)         # unfinished on the host
+            if filter_first:
+                rb = active
+            else:
+                rb = m if j == 0 else m - bisect_left(lasts, j - 1)        # len(P_{j-1})
+            key = (rb, active)
+            d = cache.get(key)
+            if d is None:
+                d = cache[key] = delays(*key)
+            if not d:
+                return j
+        return stop
+
+    def _first_over(self, capacity: int, stop: int) -> int:
+        """The first iteration below ``stop`` whose reservation exceeds ``capacity`` (it would
+        retract instead), else stop. One step per iteration: only near the KV limit."""
+        for j, s in enumerate(self._scheduled_iter(stop)):
+            if s > capacity:
+                return j
+        return stop
+
+    def _scheduled_iter(self, n: int):
+        """KV pool slots in use after each of P_0 .. P_{n-1}'s reservation (ints)."""
+        ends: dict[int, int] = {}
+        freed: dict[int, int] = {}
+        bs = 0
+        for i, x in enumerate(self.last):
+            if x >= 0:
+                bs += 1
+                ends[x + 1] = ends.get(x + 1, 0) + 1
+            f = self.fin[i]
+            if f >= 0:
+                freed[f] = freed.get(f, 0) + self.kv0[i] + x + 1
+        s = self.used0
+        for j in range(n):
+            bs -= ends.get(j, 0)
+            s += bs - freed.get(j - 1, 0)
+            yield s
+
+    def kv_scheduled(self, n: int) -> np.ndarray:
+        """KV pool slots in use after each of the first n passes' reservation, int (n,)."""
+        return np.fromiter(self._scheduled_iter(n), dtype=np.int64, count=n)
+
+    def kv_after(self, n: int) -> tuple[int, int]:
+        """(slots in use after n iterations, the largest reservation among them).
+
+        Between two iterations where requests finish the reservation only grows, so the
+        peak is at iteration n - 1 or at an iteration whose processing frees slots."""
+        last, fin, kv0 = self.last, self.fin, self.kv0
+        held = freed = 0     # slots reserved by P_0 .. P_{n-1}; freed by finishes before n - 1
+        points = set()
+        free_last = 0        # ... and at n - 1
+        for i, x in enumerate(last):
+            held += x + 1 if x < n else n
+            f = fin[i]
+            if 0 <= f < n:
+                if f < n - 1:
+                    freed += kv0[i] + x + 1
+                    points.add(f)
+                else:
+                    free_last += kv0[i] + x + 1
+        peak = self.used0 + held - freed   # scheduled[n - 1]
+        used = peak - free_last
+        if points:
+            # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
+            ends = sorted(x + 1 for x in last)
+            frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if 0 <= f < n - 1)
+            a_sum = a_cnt = b_sum = ia = ib = 0
+            ne, nb = len(ends), len(frees)
+            for j in sorted(points):
+                while ia < ne and ends[ia] <= j + 1:
+                    a_sum += ends[ia]
+                    a_cnt += 1
+                    ia += 1
+                while ib < nb and frees[ib][0] < j:
+                    b_sum += frees[ib][1]
+                    ib += 1
+                s = self.used0 + a_sum + (j + 1) * (ne - a_cnt) - b_sum
+                if s > peak:
+                    peak = s
+        return used, peak
+
+    def delayed_passes(self, n: int) -> int:
+        """Admission passes the policy delayed among the first n iterations."""
+        return n if self.count_delayed else 0
+
+    def in_plan(self, j: int) -> list[bool]:
+        """Each request is in plan P_j."""
+        return [x >= j for x in self.last]
+
+    def state_after(self, n: int) -> tuple[list[int], list[int], list[bool], None]:
+        """Each request after n >= 1 iterations: (output tokens committed on the host, KV
+        slots held, finished, None: no verify cycles)."""
+        outs, held, done = [], [], []
+        for i, c in enumerate(self.cap):
+            h = min(self.d0[i] + n - 1, c)
+            f = h >= c
+            outs.append(h)
+            done.append(f)
+            held.append(0 if f else self.kv0[i] + max(0, min(self.last[i] + 1, n)))
+        return outs, held, done, None
+
+    def device_after(self, n: int) -> tuple[list[int], None]:
+        """The device's committed counts after n iterations (no verify cycles)."""
+        return [min(d + n, c) for d, c in zip(self.d0, self.cap, strict=True)], None
+
+    def plan_at(self, j: int) -> tuple[BatchPlan, StepOutput]:
+        """Plan P_j (from the one decode plan builder) and what the device commits for it."""
+        rids, pre, hs, caps, out = [], [], [], [], []
+        for i, x in enumerate(self.last):
+            if x < j:
+                continue
+            c, d = self.cap[i], self.d0[i]
+            h = self.h0[i] if j == 0 else min(d + j - 1, c)
+            rids.append(self.rid_list[i])
+            pre.append(self.inp[i] + h)
+            hs.append(h)
+            caps.append(c)
+            out.append(1 if d + j < c else 0)
+        return decode_plan(self.first_step + j, False, 1, rids, pre, hs, caps), StepOutput(np.array(out, dtype=np.int64))
+
+    # ------------------------------------------------------------------ records
+    @property
+    def rids(self) -> np.ndarray:
+        """The requests' ids, int (m,)."""
+        return np.array(self.rid_list, dtype=np.int64)
+
+    def delivered(self, n: int) -> np.ndarray:
+        """Tokens delivered at iterations 0..n-1, int (n, m) (0 = no delivery)."""
+        jj = np.arange(n)[:, None]
+        fin = np.array(self.fin, dtype=np.int64)
+        first = np.where(np.array(self.x0, dtype=np.int64) > 0, 0, 1)
+        return ((jj >= first) & (jj <= fin)).astype(np.int64)
+
+    def finish_iter(self) -> np.ndarray:
+        """Iteration whose deliveries complete each request, -1 if none, (m,)."""
+        return np.array(self.fin, dtype=np.int64)
+
+    def deliveries(self, n: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The requests that get tokens in the first n iterations: (their indices, first
+        and last delivering iteration, requests delivering at both j - 1 and j for
+        j = 1 .. n - 1). Each delivers one token at every iteration in between."""
+        idx, first, lastd = [], [], []
+        delta: dict[int, int] = {}
+        for i, f in enumerate(self.fin):
+            if f < 0:
+                continue
+            a = 0 if self.x0[i] else 1
+            b = f if f < n - 1 else n - 1
+            if a > b:
+                continue
+            idx.append(i)
+            first.append(a)
+            lastd.append(b)
+            delta[a + 1] = delta.get(a + 1, 0) + 1
+            delta[b + 1] = delta.get(b + 1, 0) - 1
+        # the count is constant between the points where requests start or stop delivering
+        both: list[int] = []
+        c, j0 = 0, 1
+        for p in sorted(delta):
+            if p > j0:
+                both.extend([c] * (p - j0))
+                j0 = p
+            c += delta[p]
+        if n > j0:
+            both.extend([c] * (n - j0))
+        return idx, first, lastd, both
+
+    def batch_size_at(self, j: int) -> int:
+        """len(P_j)."""
+        return sum(1 for x in self.last if x >= j)
+
+    def batch_sizes(self, n: int) -> list[int]:
+        """len(P_j) for j = 0 .. n - 1."""
+        ls = sorted(self.last)
+        m = len(ls)
+        return [m - bisect_left(ls, j) for j in range(n)]
+
+    def commits(self, n: int) -> list[int]:
+        """Tokens the device commits at each of steps 0..n-1 (one per unfinished request)."""
+        fs = sorted(f for f in self.fin if f >= 0)
+        return [len(fs) - bisect_left(fs, j + 1) for j in range(n)]

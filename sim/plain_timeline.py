@@ -1,0 +1,118 @@
+"""Costs and times of a non-speculative decode stretch in one pass (:mod:`sim.plain_run`).
+
+The times of an overlap-loop iteration are a chain of float additions (the steps are
+those of :mod:`sim.host_timeline`, without the publish wait, which only speculative
+decoding has): with T_j the host time at the top of the loop and E_{j-1} the end of the
+forward in flight,
+
+1. schedule: t = T_j + hs_j; launch: t = t + hl_j; the forward runs from
+   S_j = max(t, E_{j-1}) to E_j = S_j + c_j;
+2. results: if E_{j-1} > t the host waits rw_j = (E_{j-1} - t) + wake, t = t + rw_j;
+3. process: T_{j+1} = t + hp_j.
+
+:func:`walk` runs that chain one iteration at a time with Python floats, exactly the
+operations of the step-by-step engine, so the times are bit-identical to it; what it
+saves is everything around them: the costs come from the run's breakpoints (the batch
+size and the context sum change at a handful of known iterations, the cost key, the mean
+context rounded to 10 tokens, every ~10 iterations, at a sum found ahead by
+:func:`_key_until`), and the walk stops at the first
+iteration that would reach the next outside event, so no iteration is computed in vain
+and no array is built per iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from specsched.sim.plain_run import PlainRun
+
+
+def _key_until(ctx: int, bs: int, key: int) -> int:
+    """The smallest context sum ctx + q * bs (q >= 1) whose cost key (round(sum / bs / 10),
+    half to even) is not ``key``. The key never decreases as the sum grows, so the estimate
+    from the rounding boundary is moved down while the step before it already changes the
+    key, and up while it does not yet, each test being the exact key computation."""
+    q = max(1, int(10 * key + 5 - ctx / bs))
+    while q > 1 and round((ctx + (q - 1) * bs) / bs / 10.0) != key:
+        q -= 1
+    while round((ctx + q * bs) / bs / 10.0) == key:
+        q += 1
+    return ctx + q * bs
+
+
+def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
+         gpu: Callable[[int, int, int], float], host: Callable[[int], tuple[float, float, float]]):
+    """Time the iterations of ``run`` from host time ``t0`` until the next event.
+
+    Args:
+        run: the stretch (its first ``run.stop`` iterations may be applied).
+        t0: host time (s) at the top of the first iteration. e0: end (s) of the forward in
+            flight. t_next: time (s) of the next outside event (inf: none).
+        wake: host wake-up seconds after a wait that really waited.
+        gpu: ``gpu(bs, ctx_sum, key)``: GPU seconds of a decode of ``bs`` requests whose
+            contexts sum to ``ctx_sum`` tokens, ``key`` = the mean context rounded to 10
+            tokens, in tens (round half to even, as numpy's rint).
+        host: ``host(bs)``: (schedule, launch, process) host seconds for a batch of bs.
+
+    Returns:
+        (n, T, S, E, rw): n iterations to apply (every host time T_1 .. T_{n-1} is before
+        t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1 values),
+        GPU starts and ends and results waits (0.0 = none) of at least the first n
+        iterations (lists of float).
+    """
+    stop = run.stop
+    changes = run.changes
+    T, S, E, RW = [t0], [], [], []
+    bs = run.bs0
+    ctx = run.ctx0
+    key = round(ctx / bs / 10.0)
+    c = gpu(bs, ctx, key)
+    lim = None            # the context sum at which the key changes (set from P_1 on)
+    hs, hl, _ = host(bs)
+    pbs = run.pbs0
+    hp = host(pbs)[2]
+    ci = 0
+    nxt, nbs, base = changes[0]
+    t_top, ep = t0, e0
+    j = 0
+    while True:
+        t = t_top + hs
+        t = t + hl
+        s = ep if ep > t else t      # INV-6: a forward starts after the previous one ends
+        e = s + c
+        d = ep - t
+        if d > 0:
+            rw = d + wake
+            t = t + rw
+        else:
+            rw = 0.0
+        t = t + hp
+        S.append(s)
+        E.append(e)
+        RW.append(rw)
+        T.append(t)
+        j += 1
+        if t >= t_next:
+            return (j - 1 if t == t_next else j), T, S, E, RW
+        if j == stop:
+            return j, T, S, E, RW
+        t_top, ep = t, e
+        if bs != pbs:                # iteration j processes P_{j-1}'s results
+            pbs = bs
+            hp = host(pbs)[2]
+        if j == nxt:
+            bs = nbs
+            ci += 1
+            nxt, nbs, nbase = changes[ci] if ci < len(changes) else (-1, 0, 0)
+            hs, hl, _ = host(bs)
+            ctx = base + j * bs
+            base = nbase
+            key = round(ctx / bs / 10.0)
+            c = gpu(bs, ctx, key)
+            lim = _key_until(ctx, bs, key)
+        else:
+            ctx += bs
+            if ctx >= lim:
+                key = round(ctx / bs / 10.0)
+                c = gpu(bs, ctx, key)
+                lim = _key_until(ctx, bs, key)

@@ -1,0 +1,86 @@
+"""What a collapsed decode stretch writes to the records: the rows (full records) or the
+exact statistics (compact records) the step-by-step path would have written for the same
+iterations (:mod:`sim.records`), from a :class:`~sim.decode_run.DecodeRun` and its
+:class:`~sim.host_timeline.Timeline`, or from a :class:`~sim.plain_run.PlainRun` and the
+lists of :func:`sim.plain_timeline.walk`. The engine (:mod:`sim.engine`) keeps its own
+counters (host blocked time, finish events); these functions return the requests that
+finished, to be marked there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from specsched.sim.decode_run import DecodeRun
+from specsched.sim.host_timeline import Timeline
+from specsched.sim.plain_run import PlainRun
+from specsched.sim.records import Recorder
+
+
+def grid_run(rec: Recorder, run: DecodeRun, tl: Timeline, n: int, blocked0: float, waiting: int) -> list[int]:
+    """Record the first n iterations of ``run`` timed by ``tl``.
+
+    Args:
+        blocked0: host seconds blocked since the last launch before the run (s).
+        waiting: requests in the waiting queue (the passes' timeseries rows).
+
+    Returns:
+        The requests that finished in those iterations (their finish times are recorded).
+    """
+    bs = run.batch_size[:n]
+    T = tl.T
+    pw, rw = tl.pw[:n], tl.rw[:n]
+    blocked = np.empty(n)
+    blocked[0] = blocked0
+    blocked[1:] = 0.0 + rw[:-1]
+    blocked += pw
+    commits = run.commits(n)
+    mode = "verify" if run.spec else "decode"
+    if rec.full:
+        rec.pass_run(T[:n], bs, waiting, run.kv_scheduled(n))
+        rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked,
+                     commits.sum(axis=1), np.count_nonzero(commits, axis=1))
+    else:
+        rec.num_passes += n
+        acc = dec = None
+        if run.spec:
+            acc, dec = commits.sum(axis=1), np.count_nonzero(commits, axis=1)
+        rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked, acc, dec)
+    rec.deliver_run(T[1 : n + 1], run.rids, run.delivered(n), single_tokens=not run.spec)
+    fi = run.finish_iter()
+    done = (fi >= 0) & (fi < n)
+    if not done.any():
+        return []
+    rids = run.rids[done]
+    rec.finish(rids, T[fi[done] + 1])
+    return rids.tolist()
+
+
+def plain_run(rec: Recorder, run: PlainRun, n: int, T: list[float], S: list[float], E: list[float],
+              RW: list[float], blocked0: float, waiting: int) -> list[int]:
+    """Record the first n iterations of a closed-form ``run``: host times ``T`` (n + 1 or
+    more), GPU starts ``S`` and ends ``E``, results waits ``RW`` (s, lists). Compact records
+    take Python values (no per-iteration array); full records get every row.
+
+    Args and returns: as :func:`grid_run`.
+    """
+    if rec.full:
+        bs, times = np.array(run.batch_sizes(n)), np.array(T[: n + 1])
+        acc = np.array(run.commits(n))
+        rec.pass_run(times[:n], bs, waiting, run.kv_scheduled(n))
+        rec.step_run(run.first_step, "decode", bs, np.array(S[:n]), np.array(E[:n]),
+                     np.array([blocked0, *RW[: n - 1]]), acc, acc)
+        rec.deliver_run(times[1:], run.rids, run.delivered(n), single_tokens=True)
+    else:
+        rec.num_passes += n
+        rec.num_steps += n
+        rec.step_totals.add_decode_run(n, S, E, blocked0 + sum(RW[: n - 1]), run.batch_size_at(n - 1))
+        idx, first, last, both = run.deliveries(n)
+        rids = run.rid_list
+        rec.deliver_ones(T[1 : n + 1], [rids[i] for i in idx], first, last, both)
+    done = []
+    rids = run.rid_list
+    for i, f in enumerate(run.fin):
+        if 0 <= f < n:
+            rec.finish_one(rids[i], T[f + 1])
+            done.append(rids[i])
+    return done

@@ -1,0 +1,164 @@
+"""INV-7 for the closed-form non-speculative stretch (sim/plain_run.py, sim/plain_timeline.py).
+
+- the scheduler side: from random scheduler states, :class:`PlainRun` gives what the
+  (iterations x requests) grid of :class:`DecodeRun` gives for the same state (stop, plans,
+  device commits, deliveries, KV, delayed passes, final state), and both give the
+  step-by-step passes (tests/test_sim_speed_equivalence.py checks the latter);
+- whole runs without speculative decoding: fast-forward equals step by step, with both
+  record levels, near the KV limit (retractions), with eager batches above
+  cuda_graph_max_bs, with overlap on and off and both rule presets.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
+from specsched.sim.decode_run import DecodeRun
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.plain_run import PlainRun
+from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
+
+from tests.conftest import make_scenario, overlap_pass, tiny_profile
+from tests.test_sim_speed_equivalence import _run, assert_same_run, assert_same_summary
+
+plain_servers = st.fixed_dictionaries({
+    "max_running_requests": st.integers(1, 24),
+    "chunked_prefill_size": st.sampled_from([-1, 256, 1024, 4096]),
+    "max_prefill_tokens": st.sampled_from([512, 2048, 16384]),
+    "speculative_algorithm": st.just("none"),
+    "admission_delay": st.sampled_from(["none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed"]),
+    "enable_mixed_chunk": st.booleans(),
+    "enable_overlap_schedule": st.sampled_from([True, True, True, False]),
+    "schedule_policy": st.sampled_from(["fcfs", "lof", "random"]),
+    "sglang_semantics": st.sampled_from(["0.5.23", "mi355x-dsv41"]),
+    "cuda_graph_max_bs": st.sampled_from([1, 4, 256]),
+})
+
+
+def _both(s: Scheduler, dev: DeviceTokens, in_flight, max_iters: int, stop_at_finish: bool, finishes_left: int):
+    """PlainRun and DecodeRun of the scheduler's current state (the arguments decode_stretch
+    would pass)."""
+    srv, rules = s.server, s.rules
+    merged = s._last_prefill
+    reqs = s.running + merged
+    kw = dict(first_step=s.step, kv=s.kv, num_waiting=len(s.waiting), delays=s._delays, max_iters=max_iters,
+              stop_at_finish=stop_at_finish, finishes_left=finishes_left,
+              skip_finishing=rules.skip_finishing_decode and srv.enable_overlap_schedule,
+              filter_first=rules.filter_finished_before_delay, latched=s.batch_is_full)
+    plain = PlainRun.compute(reqs, len(merged), dev, *in_flight, **kw)
+    grid = DecodeRun.compute(reqs, len(merged), dev, *in_flight, window=1, spec=False,
+                             max_running_requests=srv.max_running_requests, **kw)
+    return plain, grid
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=plain_servers, kv=st.integers(1_200, 12_000),
+       lens=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 150)), min_size=1, max_size=20),
+       arrive=st.lists(st.integers(0, 30), min_size=20, max_size=20),
+       max_iters=st.integers(1, 300), stop_at_finish=st.booleans(), seed=st.integers(0, 10_000))
+def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_iters, stop_at_finish, seed):
+    # a small pool, so that stretches also end where a pass would retract
+    sc = make_scenario(dict(server, max_total_num_tokens=kv), seed=seed)
+    srv = sc.server
+    s = Scheduler(srv, make_policy(srv), seed)
+    dev = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
+    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
+                     key=lambda x: x[0])
+    in_flight = None
+    compared = 0
+    for p in range(2_000):
+        if in_flight is not None and s.decode_stretch(dev, *in_flight, max_iters, stop_at_finish, 10**9) is not None:
+            finishes_left = len(lens) - sum(r.status is ReqStatus.FINISHED for r in s.reqs.values())
+            plain, grid = _both(s, dev, in_flight, max_iters, stop_at_finish, finishes_left)
+            assert (plain is None) == (grid is None)
+            if plain is not None:
+                compared += 1
+                assert plain.stop == grid.stop
+                assert plain.rids.tolist() == grid.rids.tolist()
+                assert np.array_equal(plain.finish_iter()[grid.finish_iter() >= 0],
+                                      grid.finish_iter()[grid.finish_iter() >= 0])
+                n = plain.stop
+                assert np.array_equal(plain.delivered(n), grid.delivered(n))
+                assert np.array_equal(plain.kv_scheduled(n), grid.kv_scheduled(n))
+                assert plain.commits(n) == grid.commits(n).sum(axis=1).tolist()
+                for j in range(n):
+                    a, b = plain.plan_at(j), grid.plan_at(j)
+                    assert a[0] == b[0] and np.array_equal(a[1].committed, b[1].committed)
+                    assert plain.in_plan(j) == grid.in_plan(j)
+                for m in {1, n // 2 or 1, n}:
+                    pa, ga = plain.state_after(m), grid.state_after(m)
+                    assert pa[:3] == ga[:3]
+                    assert plain.kv_after(m) == grid.kv_after(m)
+                    assert plain.delayed_passes(m) == grid.delayed_passes(m)
+                    assert plain.device_after(m)[0] == grid.device_after(m)[0].tolist()
+        while pending and pending[0][0] <= p:
+            try:
+                s.add_request(pending.pop(0)[1])
+            except UnschedulableRequest:
+                assume(False)
+        if in_flight is None and not s.has_work and not pending:
+            break
+        try:
+            in_flight, _ = overlap_pass(s, dev, in_flight)
+        except UnschedulableRequest:
+            assume(False)
+
+
+workloads = st.one_of(
+    st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 40)}),
+    st.fixed_dictionaries({"kind": st.just("closed_loop"), "num_requests": st.integers(1, 30),
+                           "concurrency": st.integers(1, 8)}),
+    st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, 30),
+                           "request_rate": st.floats(2, 500),
+                           "max_concurrency": st.one_of(st.none(), st.integers(1, 8))}),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=plain_servers, kv=st.sampled_from([4_000, 12_000, 200_000]), workload=workloads,
+       inp=st.integers(1, 1500), out=st.integers(1, 300), wake=st.sampled_from([0.0, 5e-5]),
+       process=st.sampled_from([1e-4, 4e-3]), seed=st.integers(0, 10_000))
+def test_inv7_plain_fast_forward_gives_the_step_by_step_run(server, kv, workload, inp, out, wake, process, seed):
+    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
+                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+    sc = make_scenario(dict(server, max_total_num_tokens=kv), workload, seed=seed)
+    prof = tiny_profile(sync_wakeup_s=wake, process_s=process)
+    try:
+        _, step = _run(sc, prof, seed, fast_forward=False, records="full")
+    except UnschedulableRequest:
+        assume(False)
+    _, fast = _run(sc, prof, seed, fast_forward=True, records="full")
+    assert_same_run(step, fast, rel=1e-12)
+    # compact records through the closed-form path: the requests and summary of compact
+    # records step by step (a standard deviation of near-equal gaps is float noise: to 1e-12 ms)
+    _, compact_step = _run(sc, prof, seed, fast_forward=False, records="compact")
+    _, compact = _run(sc, prof, seed, fast_forward=True, records="compact")
+    pd.testing.assert_frame_equal(compact_step.requests, compact.requests, check_exact=False, rtol=1e-12,
+                                  atol=1e-15)
+    std = [k for k in compact.summary if k.startswith("std_")]
+    for k in std:
+        u, v = compact_step.summary[k], compact.summary[k]
+        assert (math.isnan(u) and math.isnan(v)) or math.isclose(u, v, rel_tol=1e-12, abs_tol=1e-12), k
+    assert_same_summary({k: v for k, v in compact_step.summary.items() if k not in std},
+                        {k: v for k, v in compact.summary.items() if k not in std}, rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bs=st.integers(1, 300), mean=st.integers(1, 40_000), extra=st.integers(0, 299))
+def test_cost_key_changes_where_walk_expects(bs, mean, extra):
+    from specsched.sim.plain_timeline import _key_until
+
+    ctx = mean * bs + extra % bs
+    key = round(ctx / bs / 10.0)
+    lim = _key_until(ctx, bs, key)
+    assert (lim - ctx) % bs == 0 and lim > ctx
+    assert round(lim / bs / 10.0) != key
+    # every sum of the series before it keeps the key
+    assert all(round(x / bs / 10.0) == key for x in range(ctx, lim, bs))
