@@ -12,9 +12,18 @@ summary). The child reports the run's own wall time (``SimEngine(...).run()``, w
 the tables and the summary), the process peak RSS from ``getrusage`` and, with
 ``--tracemalloc``, the peak of Python allocations during the run.
 
+Command cases (``cli-*``) time a whole ``specsched`` process instead: ``--help``, the one-line
+error of a bad scenario (exit 2), and ``specsched run burst256-ht``; their figure is the
+process's CPU (user + sys) and peak RSS.
+
+``--targets`` runs every case issue 11 sets a target for and prints each against its target
+(docs/performance.md): the burst's simulation and whole process, ``--help``, a bad
+scenario's error, and the Poisson workload at 10k, 100k and 1M requests (1M takes minutes).
+
 Usage::
 
-    python benchmarks/sim_speed.py                       # every case, 3 repeats
+    python benchmarks/sim_speed.py                       # every simulation case, 3 repeats
+    python benchmarks/sim_speed.py --targets --repeat 1  # every target, against the target
     python benchmarks/sim_speed.py --cases burst256 poisson8b-fixed-100k
     python benchmarks/sim_speed.py --no-fast-forward --cases burst256
     python benchmarks/sim_speed.py --write-length-histograms   # scenarios/sharegpt-like-lengths-*.csv
@@ -32,6 +41,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,6 +59,25 @@ CASES: dict[str, tuple[str, str, int | None]] = {
     "poisson8b-sharegpt-1k": ("scenarios/poisson8b-sharegpt.yaml", "base", 1_000),
     "poisson8b-sharegpt-10k": ("scenarios/poisson8b-sharegpt.yaml", "base", 10_000),
     "poisson8b-sharegpt-100k": ("scenarios/poisson8b-sharegpt.yaml", "base", 100_000),
+    "poisson8b-fixed-1m": ("scenarios/poisson8b-fixed.yaml", "base", 1_000_000),
+}
+# whole `specsched` processes: name -> arguments ("{bad}": a scenario without a profile,
+# "{out}": a scratch results folder) and the exit status expected
+CLI_CASES: dict[str, tuple[list[str], int]] = {
+    "cli-help": (["--help"], 0),
+    "cli-bad-scenario": (["run", "{bad}"], 2),
+    "cli-burst256-run": (["run", "burst256-ht", "-q", "--out", "{out}"], 0),
+}
+# issue 11's targets: case -> (measure, limit, unit): "run_cpu" the simulation's CPU s,
+# "process_cpu" the whole process's CPU s, "peak_rss" MiB
+TARGETS: dict[str, list[tuple[str, float]]] = {
+    "burst256": [("run_cpu", 0.05)],
+    "cli-burst256-run": [("process_cpu", 0.6)],
+    "cli-help": [("process_cpu", 0.3)],
+    "cli-bad-scenario": [("process_cpu", 0.5)],
+    "poisson8b-fixed-10k": [("run_cpu", 0.8)],
+    "poisson8b-fixed-100k": [("run_cpu", 5.0), ("peak_rss", 512.0)],
+    "poisson8b-fixed-1m": [("run_cpu", 60.0), ("peak_rss", 4096.0)],
 }
 DEFAULT_CASES = [
     "burst256", "poisson8b-fixed-1k", "poisson8b-fixed-10k", "poisson8b-fixed-100k",
@@ -109,11 +138,7 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
     """Run one case in this process and return its measurements."""
     import tracemalloc
 
-    # imports are not part of the run (the engine imports scipy lazily, for speculative
-    # decoding only; the original code imported it with sim.acceptance)
-    import scipy.optimize  # noqa: F401
-    import scipy.special  # noqa: F401
-    from specsched.sim.engine import SimEngine
+    from specsched.sim.engine import SimEngine  # imports are not part of the run
 
     sc = _load(case)
     kwargs = {}
@@ -164,14 +189,46 @@ def run_case(case: str, args: argparse.Namespace) -> dict:
         raise RuntimeError(f"{case} failed:\n{p.stdout}\n{p.stderr}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
     out["process_wall_s"] = total
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
-    out["peak_rss_mib"] = int(m.group(1)) / 1024 if m else out["maxrss_mib"]
     # the whole process's CPU (user + system): what a loaded machine does not inflate
-    u = re.search(r"User time \(seconds\): ([\d.]+)", p.stderr)
-    k = re.search(r"System time \(seconds\): ([\d.]+)", p.stderr)
-    out["process_cpu_s"] = float(u.group(1)) + float(k.group(1)) if u and k else None
-    out["rss_source"] = "/usr/bin/time -v" if m else "getrusage(RUSAGE_SELF) in the child"
+    out["process_cpu_s"], rss = _time_v(p.stderr)
+    out["peak_rss_mib"] = rss if rss is not None else out["maxrss_mib"]
+    out["rss_source"] = "/usr/bin/time -v" if rss is not None else "getrusage(RUSAGE_SELF) in the child"
     return out
+
+
+def _time_v(stderr: str) -> tuple[float | None, float | None]:
+    """(user + sys CPU s, peak RSS MiB) from ``/usr/bin/time -v``'s report, None if absent."""
+    u = re.search(r"User time \(seconds\): ([\d.]+)", stderr)
+    k = re.search(r"System time \(seconds\): ([\d.]+)", stderr)
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
+    cpu = float(u.group(1)) + float(k.group(1)) if u and k else None
+    return cpu, (int(m.group(1)) / 1024 if m else None)
+
+
+def run_cli_case(case: str, scratch: Path) -> dict:
+    """Run one ``specsched`` command in a fresh process (the installed console script next
+    to this interpreter, else ``python -m specsched``); its CPU, wall time and peak RSS."""
+    args, want_rc = CLI_CASES[case]
+    bad = scratch / "bad.yaml"
+    bad.write_text("name: bad\n")  # no profile: one line naming the file and key, exit 2
+    args = [a.format(bad=bad, out=scratch / "out") for a in args]
+    exe = Path(sys.executable).with_name("specsched")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "specsched"]
+    if Path("/usr/bin/time").exists():
+        cmd = ["/usr/bin/time", "-v", *cmd]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=scratch)
+    wall = time.perf_counter() - t0
+    if p.returncode != want_rc:
+        raise RuntimeError(f"{case}: exit {p.returncode}, expected {want_rc}:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    cpu, rss = _time_v(p.stderr)
+    if cpu is None:  # no /usr/bin/time: the children's CPU from getrusage
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
+        rss = ru.ru_maxrss / 1024  # the largest child's so far
+    return {"case": case, "num_requests": None, "steps": None, "wall_s": None, "cpu_s": cpu,
+            "process_wall_s": wall, "process_cpu_s": cpu, "peak_rss_mib": rss}
 
 
 def machine() -> str:
@@ -188,7 +245,9 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, choices=sorted(CASES))
+    ap.add_argument("--cases", nargs="+", default=None, choices=sorted(CASES) + sorted(CLI_CASES))
+    ap.add_argument("--targets", action="store_true",
+                    help="run every case with a target (issue 11) and print each against it")
     ap.add_argument("--repeat", type=int, default=3, help="runs per case (the best wall time is reported)")
     ap.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
                     help="step by step (no collapsed decode runs)")
@@ -206,24 +265,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args.child, args.fast_forward, args.records, args.tracemalloc)))
         return 0
-    print(f"# {time.strftime('%Y-%m-%d')} on {machine()}")
+    cases = args.cases or (list(TARGETS) if args.targets else DEFAULT_CASES)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} on {machine()}")
     print(f"{'case':<26} {'requests':>8} {'steps':>9} {'run s':>8} {'run CPU s':>9} "
           f"{'process s':>9} {'proc CPU s':>10} {'peak RSS MiB':>12} {'load1':>6}")
-    for case in args.cases:
-        runs = [run_case(case, args) for _ in range(args.repeat)]
-        best = min(runs, key=lambda r: r["cpu_s"])  # CPU: the loaded machine inflates walls
-        best["wall_s_all"] = [r["wall_s"] for r in runs]
-        best["cpu_s_all"] = [r["cpu_s"] for r in runs]
-        best["peak_rss_mib_max"] = max(r["peak_rss_mib"] for r in runs)
-        best["loadavg_1min"] = os.getloadavg()[0]
-        pcpu = best["process_cpu_s"]
-        print(f"{case:<26} {best['num_requests']:>8} {best['steps']:>9} {best['wall_s']:>8.3f} "
-              f"{best['cpu_s']:>9.3f} {best['process_wall_s']:>9.2f} "
-              f"{(f'{pcpu:.2f}' if pcpu is not None else '-'):>10} {best['peak_rss_mib_max']:>12.0f} "
-              f"{best['loadavg_1min']:>6.1f}", flush=True)
-        if args.json:
-            with args.json.open("a") as f:
-                f.write(json.dumps(best) + "\n")
+    verdicts = []
+
+    def fmt(v, spec):
+        return format(v, spec) if v is not None else format("-", spec.split(".")[0])
+
+    with tempfile.TemporaryDirectory() as scratch:
+        for case in cases:
+            if case in CLI_CASES:
+                runs = [run_cli_case(case, Path(scratch)) for _ in range(args.repeat)]
+            else:
+                runs = [run_case(case, args) for _ in range(args.repeat)]
+            best = min(runs, key=lambda r: r["cpu_s"])  # CPU: the loaded machine inflates walls
+            best["wall_s_all"] = [r["wall_s"] for r in runs]
+            best["cpu_s_all"] = [r["cpu_s"] for r in runs]
+            best["peak_rss_mib_max"] = max(r["peak_rss_mib"] for r in runs)
+            best["loadavg_1min"] = os.getloadavg()[0]
+            print(f"{case:<26} {fmt(best['num_requests'], '>8')} {fmt(best['steps'], '>9')} "
+                  f"{fmt(best['wall_s'], '>8.3f')} {best['cpu_s']:>9.3f} {best['process_wall_s']:>9.2f} "
+                  f"{fmt(best['process_cpu_s'], '>10.2f')} {best['peak_rss_mib_max']:>12.0f} "
+                  f"{best['loadavg_1min']:>6.1f}", flush=True)
+            got = {"run_cpu": best["cpu_s"], "process_cpu": best["process_cpu_s"], "peak_rss": best["peak_rss_mib_max"]}
+            for measure, limit in TARGETS.get(case, []) if args.targets else []:
+                v = got[measure]
+                verdicts.append(f"{case:<26} {measure:<12} {fmt(v, '>9.3f')} <= {limit:<8g} "
+                                f"{'met' if v is not None and v <= limit else 'NOT met'}")
+            if args.json:
+                with args.json.open("a") as f:
+                    f.write(json.dumps(best) + "\n")
+    if verdicts:
+        print("\n# targets (CPU s, peak RSS MiB)")
+        print("\n".join(verdicts))
     return 0
 
 

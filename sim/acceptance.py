@@ -15,6 +15,8 @@ see the same accept lengths for the same request.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from specsched.sim.config import AcceptanceConfig
 
@@ -42,19 +44,103 @@ def mean_accept_length(rates: np.ndarray) -> float:
     return 1.0 + float(np.cumprod(rates).sum())
 
 
-def expit(x: np.ndarray) -> np.ndarray:
-    """scipy.special.expit (imported on first use: runs without speculative decoding do
-    not pay for scipy's import, ~40 MB)."""
-    from scipy.special import expit as f
+def _expit1(x: float) -> float:
+    try:
+        return 1.0 / (1.0 + math.exp(-x))
+    except OverflowError:  # exp(-x) beyond a double: C's 1 / (1 + inf)
+        return 0.0
 
-    return f(x)
+
+def _logit1(p: float) -> float:
+    if p < 0.3 or p > 0.65:
+        return math.log(p / (1.0 - p))
+    s = 2.0 * (p - 0.5)  # near 0.5, log(p / (1 - p)) loses digits
+    return math.log1p(s) - math.log1p(-s)
+
+
+def expit(x: np.ndarray) -> np.ndarray:
+    """The logistic function 1 / (1 + exp(-x)), elementwise; float array of x's shape.
+
+    Bit for bit scipy.special.expit (the same formula on the C library's ``exp``, which
+    ``math.exp`` calls; numpy's own vectorised exp differs in the last bit). Written here
+    because importing scipy.special costs ~0.2 s of CPU at every start of a spec run, and
+    the arrays are a verify window long."""
+    a = np.asarray(x, dtype=float)
+    return np.array([_expit1(v) for v in a.ravel().tolist()], dtype=float).reshape(a.shape)
 
 
 def logit(p: np.ndarray) -> np.ndarray:
-    """scipy.special.logit (imported on first use)."""
-    from scipy.special import logit as f
+    """log(p / (1 - p)) elementwise (log1p form in [0.3, 0.65]); bit for bit
+    scipy.special.logit, without its import (see :func:`expit`). Float array of p's shape."""
+    a = np.asarray(p, dtype=float)
+    return np.array([_logit1(v) for v in a.ravel().tolist()], dtype=float).reshape(a.shape)
 
-    return f(p)
+
+BRENTQ_RTOL = 4 * np.finfo(float).eps
+"""scipy.optimize.brentq's default (and smallest allowed) relative tolerance."""
+
+
+def brentq(f, a: float, b: float, xtol: float = 2e-12, rtol: float = BRENTQ_RTOL, maxiter: int = 100) -> float:
+    """A root of ``f`` in [a, b] by Brent's method (R. P. Brent, Algorithms for
+    Minimization without Derivatives, 1973, ch. 4): inverse quadratic (or secant) steps
+    while they shrink the bracket fast enough, bisection otherwise.
+
+    The iteration is scipy.optimize.brentq's, step for step (same tests, same float
+    operations, same defaults), so it returns the very float scipy's does
+    (tests/test_acceptance_window.py compares them); it is here so that a speculative run
+    does not import scipy.optimize (~0.3 s of CPU) for one solve.
+
+    Args:
+        f: float -> float, continuous on [a, b].
+        a, b: the bracket; f(a) and f(b) must differ in sign (or one be 0).
+        xtol, rtol: stop when half the bracket is below (xtol + rtol |x|) / 2.
+        maxiter: iterations before giving up.
+
+    Raises:
+        ValueError: f(a) and f(b) have the same sign.
+        RuntimeError: no convergence within ``maxiter`` iterations.
+    """
+    xpre, xcur = float(a), float(b)
+    fpre, fcur = float(f(xpre)), float(f(xcur))
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise ValueError("f(a) and f(b) must have different signs")
+    xblk = fblk = spre = scur = 0.0
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            # keep the best estimate in xcur
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:  # secant
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:  # inverse quadratic
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
+                spre, scur = scur, stry
+            else:
+                spre = scur = sbis
+        else:
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        if abs(scur) > delta:
+            xcur += scur
+        else:
+            xcur += delta if sbis > 0 else -delta
+        fcur = float(f(xcur))
+    raise RuntimeError(f"brentq: no convergence in {maxiter} iterations")
 
 
 def _population_mean(base_logits: np.ndarray, spread: float) -> float:
@@ -109,8 +195,6 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
         return np.full(gamma, 30.0)
     if target <= 1.0 + 1e-9:
         return np.full(gamma, -30.0)
-    from scipy.optimize import brentq
-
     shape = np.log(decay) * np.arange(gamma)
 
     def base_logits(x: float) -> np.ndarray:

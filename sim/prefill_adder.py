@@ -61,11 +61,15 @@ def running_reservation(running: list[Req], new_token_ratio: float, ignore_eos_f
     since it cannot stop early. Returns tokens (float).
     """
     total = 0.0
+    clip = CLIP_MAX_NEW_TOKENS
+    # reserved_decode_tokens inlined (once per running request per pass): the same sum of
+    # the same terms in the same order
     for r in running:
-        if r.finished:
+        left = r.max_new_tokens - r.output_len
+        if left <= 0:  # finished (not filtered yet): reserves nothing
             continue
         ratio = 1.0 if ignore_eos_full and r.ignore_eos else new_token_ratio
-        total += reserved_decode_tokens(r) * ratio
+        total += (left if left < clip else clip) * ratio
     return total
 
 

@@ -393,6 +393,32 @@ class Recorder:
         if finished.any():
             self._finish[rows[finished]] = t
 
+    def deliver_step(self, t: float, rids: list[int], n: list[int], finished: list[bool]) -> None:
+        """:meth:`deliver` for Python lists (one forward's few deliveries): the same columns,
+        times and ITL samples, element by element instead of through numpy's small-array
+        calls."""
+        if self.full:
+            self._c_rid.extend(rids)
+            self._c_t.extend([t] * len(rids))
+            self._c_n.extend(n)
+        row_of, first, last, finish = self._row_of, self._first, self._last, self._finish
+        gaps: list[float] = []
+        mult: list[int] = []
+        for rid, k, fin in zip(rids, n, finished, strict=True):
+            row = row_of.item(rid)
+            if not self.full:
+                prev = last.item(row)
+                if prev == prev:  # not NaN: a gap from the request's previous chunk
+                    gaps.append((t - prev) / k)
+                    mult.append(k)
+                last[row] = t
+            if first.item(row) != first.item(row):
+                first[row] = t
+            if fin:
+                finish[row] = t
+        if gaps:
+            self.itl.add(np.array(gaps), np.array(mult, dtype=np.int64))
+
     def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray, single_tokens: bool = False) -> None:
         """The deliveries of a collapsed decode run: ``n[j, i]`` tokens (int, 0 = none) of
         request ``rids[i]`` at ``times[j]`` s, rows in order. Each request's non-zero entries

@@ -52,6 +52,7 @@ from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import Req, ReqStatus
 from specsched.sim.schedule_policy import (
+    Fcfs,
     QueueContext,
     make_queue_order,
     shortest_prefill_chunk_limit,
@@ -77,28 +78,43 @@ class Delivery:
 
 
 class Deliveries:
-    """The deliveries of one forward's results, as arrays (one entry per request that got
-    tokens, in the plan's order). Iterating yields :class:`Delivery` objects.
+    """The deliveries of one forward's results (one entry per request that got tokens, in
+    the plan's order). Iterating yields :class:`Delivery` objects.
 
     Attributes:
+        rid_list, n_list, fin_list: the same as Python lists (what the simulator's
+            per-step recording reads: a step delivers to a handful of requests, where
+            numpy's per-call overhead is most of the cost).
         rids: int array (n,), request ids.
         n_tokens: int array (n,), tokens delivered (>= 1).
         finished: bool array (n,), True where the tokens complete the request.
     """
 
-    __slots__ = ("rids", "n_tokens", "finished")
+    __slots__ = ("rid_list", "n_list", "fin_list")
 
-    def __init__(self, rids: np.ndarray, n_tokens: np.ndarray, finished: np.ndarray) -> None:
-        self.rids, self.n_tokens, self.finished = rids, n_tokens, finished
+    def __init__(self, rids: list[int], n_tokens: list[int], finished: list[bool]) -> None:
+        self.rid_list, self.n_list, self.fin_list = rids, n_tokens, finished
+
+    @property
+    def rids(self) -> np.ndarray:
+        return np.array(self.rid_list, dtype=np.int64)
+
+    @property
+    def n_tokens(self) -> np.ndarray:
+        return np.array(self.n_list, dtype=np.int64)
+
+    @property
+    def finished(self) -> np.ndarray:
+        return np.array(self.fin_list, dtype=bool)
 
     def __len__(self) -> int:
-        return len(self.rids)
+        return len(self.rid_list)
 
     def __getitem__(self, i: int) -> Delivery:
-        return Delivery(int(self.rids[i]), int(self.n_tokens[i]), bool(self.finished[i]))
+        return Delivery(self.rid_list[i], self.n_list[i], self.fin_list[i])
 
     def __iter__(self) -> Iterator[Delivery]:
-        for r, n, f in zip(self.rids.tolist(), self.n_tokens.tolist(), self.finished.tolist(), strict=True):
+        for r, n, f in zip(self.rid_list, self.n_list, self.fin_list, strict=True):
             yield Delivery(r, n, f)
 
 
@@ -120,6 +136,9 @@ class Scheduler:
         self.admission = admission
         self.rules: SemanticsRules = server.rules
         self.policy = make_queue_order(server, seed)
+        # the shipped fcfs without priorities admits in queue order: the admission pass
+        # walks the queue itself (no copies) and pops the admitted head
+        self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
@@ -299,7 +318,7 @@ class Scheduler:
         mixed = s.enable_mixed_chunk and s.chunked_prefill_size > 0 and bool(self.running)
         rules = self.rules
         cache = self.cache
-        waiting = list(self.waiting)
+        waiting = self.waiting
         cache_aware = cache is not None and s.schedule_policy in ("lpm", "dfs-weight", "shortest-prefill-first")
         if cache_aware or ":" in s.schedule_policy:
             for r in waiting:
@@ -311,7 +330,10 @@ class Scheduler:
             ignore_eos_full_reservation=rules.ignore_eos_full_reservation,
             swa=(self.kv.swa_available, self.kv.window, self.kv.swa_capacity) if self._swa else None,
         )
-        order = self.policy.order(waiting, QueueContext(tuple(self.running), cache))
+        # queue order: the queue itself (nothing joins or leaves it during the loop below);
+        # any other order gets its own list (the policy interface hands it a list)
+        in_queue_order = self._queue_order
+        order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
         spf = s.schedule_policy == "shortest-prefill-first"
         prev_chunked = self.chunked_req
         still_chunked = False
@@ -356,8 +378,7 @@ class Scheduler:
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
         if admitted:
-            ids = {id(r) for r in admitted}
-            self.waiting = deque(r for r in self.waiting if id(r) not in ids)
+            self._leave_queue(admitted, in_queue_order)
             self.admission.on_prefill_admitted(len(admitted))
         self._requeue(self._preempted)
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
@@ -410,6 +431,20 @@ class Scheduler:
             new_rids=tuple(new), spec_window=self.window if decoders else 1,
             committed_before=tuple(before), max_new_tokens=tuple(maxnew),
         )
+
+    def _leave_queue(self, admitted: list[Req], in_queue_order: bool) -> None:
+        """Admitted requests leave the waiting queue, which keeps its order.
+
+        In queue order they are the queue's head (the pass takes the queue front to back
+        and stops at the first request it cannot admit): popped in O(admitted) instead of a
+        rebuild of the whole queue (checked, so the rebuild stays the fallback)."""
+        waiting = self.waiting
+        if in_queue_order and all(a is b for a, b in zip(admitted, waiting, strict=False)):  # admitted <= queue
+            for _ in admitted:
+                waiting.popleft()
+            return
+        ids = {id(r) for r in admitted}
+        self.waiting = deque(r for r in waiting if id(r) not in ids)
 
     def _requeue(self, reqs: list[Req]) -> None:
         """Retracted or preempted requests re-enter the waiting queue (a new entry time)."""
@@ -697,8 +732,7 @@ class Scheduler:
                 self._release_prefix(r)
         if self._in_flight is not None and plan.step == self._in_flight.step:
             self._in_flight = None
-        return Deliveries(np.array(d_rid, dtype=np.int64), np.array(d_n, dtype=np.int64),
-                          np.array(d_fin, dtype=bool))
+        return Deliveries(d_rid, d_n, d_fin)
 
     # ------------------------------------------------------ collapsed decode stretch
     def decode_stretch(self, device: DeviceTokens, prev_plan: BatchPlan, prev_output: StepOutput,

@@ -15,6 +15,7 @@ aliases without limit (a 975-byte "billion laughs" file grows to billions of nod
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -147,4 +148,17 @@ def read_yaml_file(path: str | Path) -> Any:
         raise ConfigError(str(p), "<file>", f"byte {e.start}", "not UTF-8 text (a binary file?); give a YAML file") from None
     if "\x00" in text:
         raise ConfigError(str(p), "<file>", "NUL byte", "not a text file; give a YAML file")
-    return load_yaml_text(text, str(p))
+    doc = _PARSED.get(text)
+    if doc is None:
+        doc = load_yaml_text(text, str(p))
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[text] = doc
+    return copy.deepcopy(doc)  # callers own (and may change) what they get
+
+
+_PARSED: dict[str, Any] = {}
+"""Documents parsed in this process, by their exact text: one command reads a profile
+several times (the scenario's check, the engine, the summary), and the pure-Python parser
+is ~10 ms a read; a file whose text changed is parsed again."""
+_PARSED_MAX = 32

@@ -98,3 +98,69 @@ def test_chain_drafter_is_slower_per_cycle_at_equal_acceptance():
     assert chain["verify_cycles_per_s"] < block["verify_cycles_per_s"]
     assert chain["median_tpot_ms"] > block["median_tpot_ms"]
     assert chain["output_throughput"] < block["output_throughput"]
+
+
+# --- own expit/logit/brentq (no scipy import on a run's path) are scipy's, bit for bit
+@settings(max_examples=60, deadline=None)
+@given(xs=st.lists(st.floats(-800.0, 800.0), min_size=1, max_size=40),
+       ps=st.lists(st.floats(1e-300, 1.0, exclude_max=True, exclude_min=True), min_size=1, max_size=40))
+def test_expit_and_logit_are_scipys_bit_for_bit(xs, ps):
+    from scipy import special
+    from specsched.sim.acceptance import expit, logit
+
+    x, p = np.array(xs + [-709.5, -745.2, 709.5]), np.array(ps + [0.3, 0.65, 0.5])
+    assert expit(x).tobytes() == special.expit(x).tobytes()
+    assert logit(p).tobytes() == special.logit(p).tobytes()
+
+
+@settings(max_examples=80, deadline=None)
+@given(root=st.floats(-20.0, 20.0), power=st.sampled_from([1, 3, 5]), scale=st.floats(0.01, 50.0),
+       lo=st.floats(-30.0, -20.5), hi=st.floats(20.5, 30.0), xtol=st.sampled_from([2e-12, 1e-10, 1e-4]))
+def test_brentq_is_scipys_bit_for_bit(root, power, scale, lo, hi, xtol):
+    """The same iterates as scipy.optimize.brentq, so the same root to the last bit (the
+    solved logits, hence every accept-length draw, do not move)."""
+    from scipy import optimize
+    from specsched.sim.acceptance import brentq
+
+    def f(x):
+        return np.tanh(scale * (x - root)) + 0.1 * (x - root) ** power
+
+    assert brentq(f, lo, hi, xtol=xtol) == optimize.brentq(f, lo, hi, xtol=xtol)
+
+
+def test_brentq_refuses_a_bracket_without_a_sign_change():
+    from specsched.sim.acceptance import brentq
+
+    with pytest.raises(ValueError, match="different signs"):
+        brentq(lambda x: x * x + 1.0, -1.0, 1.0)
+
+
+def _scipy_logits(target: float, spread: float, decay: float, gamma: int) -> np.ndarray:
+    """logits_for_mean's solve done with scipy's brentq, expit and logit."""
+    from scipy import optimize, special
+    from specsched.sim import acceptance as acc
+
+    shape = np.log(decay) * np.arange(gamma)
+
+    def base(x):
+        if decay == 1.0:
+            return np.full(gamma, x)
+        return special.logit(np.clip(special.expit(x) * np.exp(shape), 1e-12, 1 - 1e-12))
+
+    def f(x):
+        nodes, w = acc._HERMITE
+        means = [acc.mean_accept_length(special.expit(base(x) + spread * z)) for z in nodes]
+        return float(np.dot(w, means) / w.sum()) - target
+
+    return base(optimize.brentq(f, -30.0, 30.0, xtol=1e-10))
+
+
+def test_spec_logits_match_scipys_solve():
+    """logits_for_mean with the own solver equals the scipy-solved logits on a grid of
+    targets and decays."""
+    from specsched.sim.acceptance import logits_for_mean
+
+    for target in (1.3, 2.5, 3.4):
+        for spread, decay in ((0.0, 1.0), (0.8, 0.9)):
+            ours = logits_for_mean(target, 6, spread, decay)
+            assert ours.tobytes() == _scipy_logits(target, spread, decay, 5).tobytes()

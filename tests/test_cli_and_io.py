@@ -138,3 +138,18 @@ def test_run_set_overrides_and_hides_the_reference(tmp_path, capsys):
     text = capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["completed"] == 4
     assert "Reference (measured)" not in text
+
+
+def test_a_yaml_file_read_again_is_a_fresh_equal_document_and_a_changed_one_is_reread(tmp_path):
+    """read_yaml_file keeps parsed documents by their text: a second read gives an equal
+    document that the caller may change freely; a file whose text changed (even at the
+    same size, within the file system's timestamp resolution) is parsed again."""
+    from specsched.sim.yaml_io import read_yaml_file
+
+    f = tmp_path / "p.yaml"
+    f.write_text("a: 1\nb: [1, 2]\n")
+    first = read_yaml_file(f)
+    first["b"].append(3)
+    assert read_yaml_file(f) == {"a": 1, "b": [1, 2]}
+    f.write_text("a: 2\nb: [1, 2]\n")
+    assert read_yaml_file(f) == {"a": 2, "b": [1, 2]}

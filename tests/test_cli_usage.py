@@ -124,3 +124,13 @@ def test_compare_and_a_local_sweep_import_no_matplotlib_dask_or_torch(tmp_path):
             "print(a, b, sorted(m for m in ('torch', 'matplotlib', 'dask', 'distributed') if m in sys.modules))\n")
     r = _run("-c", code, cwd=tmp_path)
     assert r.stdout.strip().splitlines()[-1] == "0 0 []", r.stdout + r.stderr
+
+
+def test_a_speculative_run_imports_no_scipy_torch_matplotlib_or_dask(tmp_path):
+    """The accept-length model solves its rates without scipy (sim.acceptance's own brentq,
+    expit and logit): a spec run pays no scipy import at start-up."""
+    code = ("import sys\nfrom specsched.cli import main\n"
+            f"rc = main(['run', 'burst256-ht', '--set', 'workload.num_requests=4', '-q', '--out', {str(tmp_path / 'o')!r}])\n"
+            f"print(rc, sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+    r = _run("-c", code, cwd=tmp_path)
+    assert r.stdout.strip().splitlines()[-1] == "0 []", r.stdout + r.stderr

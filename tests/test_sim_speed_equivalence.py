@@ -273,6 +273,56 @@ def test_leading_true_is_the_argmin_formula(rows, gamma, p, seed):
     assert np.array_equal(leading_true(ok), np.where(ok.all(axis=1), gamma, np.argmin(ok, axis=1)))
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, workload=workloads, page=st.sampled_from([1, 1, 16, 64]), inp=st.integers(1, 1500),
+       out=st.integers(1, 200), seed=st.integers(0, 10_000), fast=st.booleans())
+def test_queue_order_admission_is_the_policy_order_pass(server, workload, page, inp, out, seed, fast):
+    """The fcfs admission pass that walks the waiting queue itself and pops the admitted
+    head (``Scheduler._queue_order``) makes the run the general pass makes (the policy's
+    ordered copy of the queue, the queue rebuilt without the admitted requests)."""
+    server = dict(server, schedule_policy="fcfs", page_size=page)
+    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
+                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    sc = make_scenario(server, workload, acc, seed=seed)
+    prof = tiny_profile()
+    lean = SimEngine(sc, prof, seed, fast_forward=fast)
+    assert lean.sched._queue_order
+    general = SimEngine(sc, prof, seed, fast_forward=fast)
+    general.sched._queue_order = False
+    assert_same_run(general.run(), lean.run())
+
+
+@settings(max_examples=60, deadline=None)
+@given(level=st.sampled_from(["full", "compact"]), nreq=st.integers(1, 12), seed=st.integers(0, 2**31),
+       steps=st.integers(1, 40))
+def test_per_step_delivery_lists_record_what_the_arrays_record(level, nreq, seed, steps):
+    """``Recorder.deliver_step`` (Python lists, element-wise) leaves the recorder exactly as
+    ``Recorder.deliver`` (numpy arrays) does: chunk rows, first/last/finish times, ITL samples."""
+    from specsched.sim.records import Recorder
+
+    rng = np.random.default_rng(seed)
+    a, b = Recorder(level), Recorder(level)
+    for rid in range(nreq):
+        for rec in (a, b):
+            rec.request_sent(rid, 10, 50, float(rng.random()) if rid % 2 else 0)
+    t = 1.0
+    for _ in range(steps):
+        t += float(rng.exponential(0.01))
+        k = int(rng.integers(0, nreq + 1))
+        rids = rng.permutation(nreq)[:k].tolist()
+        n = rng.integers(1, 5, size=k).tolist()
+        fin = (rng.random(k) < 0.1).tolist()
+        a.deliver(t, np.array(rids, dtype=np.int64), np.array(n, dtype=np.int64), np.array(fin, dtype=bool))
+        b.deliver_step(t, rids, n, fin)
+    for name in ("_first", "_last", "_finish"):
+        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
+    for name in ("_c_rid", "_c_t", "_c_n"):
+        assert getattr(a, name) == getattr(b, name), name
+    for x, y in zip(a.itl.arrays(), b.itl.arrays(), strict=True):
+        assert x.tobytes() == y.tobytes()
+
+
 def _padded_profile(**host):
     """tiny_profile with a context axis on decode/verify and a dense, padded attention."""
     p = tiny_profile(**host)
