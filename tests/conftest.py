@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import assume
+from specsched.sim.acceptance import AcceptanceModel
+from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario
+from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.profile import Profile
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,3 +64,36 @@ def overlap_pass(sched, device, in_flight):
     new = (plan, device.step(plan)) if plan is not None else None
     deliveries = sched.process_result(*in_flight) if in_flight is not None else None
     return new, deliveries
+
+
+def clockless_scheduler(sc: Scenario, lens, arrive, seed: int):
+    """A Scheduler and DeviceTokens for ``sc``, and the requests still to arrive: request i
+    has (input, output) ``lens[i]`` and arrives at pass ``arrive[i]``.
+
+    Returns (scheduler, device, pending: [(pass, Req)] sorted by pass)."""
+    srv = sc.server
+    sched = Scheduler(srv, make_policy(srv), seed)
+    device = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
+    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
+                     key=lambda x: x[0])
+    return sched, device, pending
+
+
+def arrive_and_pass(sched, device, pending, p: int, in_flight):
+    """Pass ``p`` of a clockless run: add the requests due by then, then one
+    :func:`overlap_pass`. A request the server can never schedule makes hypothesis reject
+    the example.
+
+    Returns (done: nothing runs, waits or is still to arrive; the new in-flight step)."""
+    while pending and pending[0][0] <= p:
+        try:
+            sched.add_request(pending.pop(0)[1])
+        except UnschedulableRequest:
+            assume(False)
+    if in_flight is None and not sched.has_work and not pending:
+        return True, None
+    try:
+        in_flight, _ = overlap_pass(sched, device, in_flight)
+    except UnschedulableRequest:
+        assume(False)
+    return False, in_flight

@@ -19,16 +19,17 @@ pass, retractions included.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from specsched.sim.acceptance import AcceptanceModel
-from specsched.sim.admission import make_policy
-from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import SimEngine
-from specsched.sim.request import Req, ReqStatus
-from specsched.sim.scheduler import Scheduler, UnschedulableRequest
+from specsched.sim.request import ReqStatus
 
-from tests.conftest import make_scenario, overlap_pass, tiny_profile
+from tests.conftest import (
+    arrive_and_pass,
+    clockless_scheduler,
+    make_scenario,
+    tiny_profile,
+)
 
 servers = st.fixed_dictionaries({
     "max_running_requests": st.integers(1, 24),
@@ -147,23 +148,12 @@ def test_inv1_inv2_inv8_after_every_scheduler_pass(server, kv, lens, arrive, see
     sc = make_scenario(dict(server, max_total_num_tokens=kv), seed=seed,
                        acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)})
     srv = sc.server
-    s = Scheduler(srv, make_policy(srv), seed)
-    dev = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
-    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
-                     key=lambda x: x[0])
+    s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
     in_flight = None
     for p in range(5_000):
-        while pending and pending[0][0] <= p:
-            try:
-                s.add_request(pending.pop(0)[1])
-            except UnschedulableRequest:
-                assume(False)
-        if in_flight is None and not s.has_work and not pending:
+        done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
+        if done:
             break
-        try:
-            in_flight, _ = overlap_pass(s, dev, in_flight)
-        except UnschedulableRequest:
-            assume(False)
         assert s.num_running <= srv.max_running_requests                          # INV-1
         assert 0 <= s.kv.used <= s.kv.capacity and s.kv.peak <= s.kv.capacity   # INV-2
         assert s.kv.used == sum(r.kv_allocated for r in s.reqs.values())          # INV-8

@@ -17,15 +17,18 @@ import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from specsched.sim.acceptance import AcceptanceModel
-from specsched.sim.admission import make_policy
 from specsched.sim.decode_run import DecodeRun
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.plain_run import PlainRun
-from specsched.sim.request import Req, ReqStatus
+from specsched.sim.request import ReqStatus
 from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
-from tests.conftest import make_scenario, overlap_pass, tiny_profile
+from tests.conftest import (
+    arrive_and_pass,
+    clockless_scheduler,
+    make_scenario,
+    tiny_profile,
+)
 from tests.test_sim_speed_equivalence import _run, assert_same_run, assert_same_summary
 
 plain_servers = st.fixed_dictionaries({
@@ -66,11 +69,7 @@ def _both(s: Scheduler, dev: DeviceTokens, in_flight, max_iters: int, stop_at_fi
 def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_iters, stop_at_finish, seed):
     # a small pool, so that stretches also end where a pass would retract
     sc = make_scenario(dict(server, max_total_num_tokens=kv), seed=seed)
-    srv = sc.server
-    s = Scheduler(srv, make_policy(srv), seed)
-    dev = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
-    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
-                     key=lambda x: x[0])
+    s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
     in_flight = None
     compared = 0
     for p in range(2_000):
@@ -98,17 +97,9 @@ def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_ite
                     assert plain.kv_after(m) == grid.kv_after(m)
                     assert plain.delayed_passes(m) == grid.delayed_passes(m)
                     assert plain.device_after(m)[0] == grid.device_after(m)[0].tolist()
-        while pending and pending[0][0] <= p:
-            try:
-                s.add_request(pending.pop(0)[1])
-            except UnschedulableRequest:
-                assume(False)
-        if in_flight is None and not s.has_work and not pending:
+        done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
+        if done:
             break
-        try:
-            in_flight, _ = overlap_pass(s, dev, in_flight)
-        except UnschedulableRequest:
-            assume(False)
 
 
 workloads = st.one_of(

@@ -19,19 +19,24 @@ import math
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from specsched.sim import host_timeline
-from specsched.sim.acceptance import AcceptanceModel
-from specsched.sim.admission import make_policy
 from specsched.sim.config import load_scenario
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import SimEngine
 from specsched.sim.metrics import _stats, _stats_weighted, weighted_percentile
-from specsched.sim.request import Req, ReqStatus
-from specsched.sim.scheduler import Scheduler, UnschedulableRequest
+from specsched.sim.request import ReqStatus
+from specsched.sim.scheduler import Scheduler
 
-from tests.conftest import ROOT, make_scenario, overlap_pass, tiny_profile
+from tests.conftest import (
+    ROOT,
+    arrive_and_pass,
+    clockless_scheduler,
+    make_scenario,
+    overlap_pass,
+    tiny_profile,
+)
 
 servers = st.fixed_dictionaries({
     "max_running_requests": st.integers(1, 24),
@@ -151,11 +156,7 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
     # a small pool, so that stretches also end where a pass would retract
     sc = make_scenario(dict(server, max_total_num_tokens=kv), acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)},
                        seed=seed)
-    srv = sc.server
-    s = Scheduler(srv, make_policy(srv), seed)
-    dev = DeviceTokens(AcceptanceModel(sc.acceptance, srv.spec_window, seed))
-    pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))),
-                     key=lambda x: x[0])
+    s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
     in_flight = None
     for p in range(2_000):
         if in_flight is not None:
@@ -180,17 +181,9 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
                 _same_output(in_flight, ref_flight)
                 assert _state(s, dev) == _state(ref_s, ref_dev)
                 continue
-        while pending and pending[0][0] <= p:
-            try:
-                s.add_request(pending.pop(0)[1])
-            except UnschedulableRequest:
-                assume(False)
-        if in_flight is None and not s.has_work and not pending:
+        done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
+        if done:
             break
-        try:
-            in_flight, _ = overlap_pass(s, dev, in_flight)
-        except UnschedulableRequest:
-            assume(False)
     assert not s.has_work and not pending
     assert all(r.output_len == r.max_new_tokens for r in s.reqs.values())
 
