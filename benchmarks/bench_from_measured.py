@@ -24,19 +24,7 @@ from specsched.sim.bench_serving import bench_line
 from specsched.sim.config import Scenario
 from specsched.sim.metrics import summarize
 from specsched.sim.results import atomic_write_text
-from specsched.sim.workload import Clients, make_requests
-
-
-def send_times(sc: Scenario, finish_s: dict[int, float]) -> dict[int, float]:
-    """bench_serving's send time (s) of every request of a measured run of ``sc``: the
-    clients replayed over the run's recorded finish times (rid -> seconds)."""
-    c = Clients(sc, make_requests(sc.workload, sc.seed, sc.path or None), sc.seed)
-    out = dict(c.due_timed(0.0))
-    for t in sorted(finish_s.values()):
-        c.finished(t)
-        out.update(c.due_timed(t))
-    out.update(c.due_timed(float("inf")))
-    return out
+from specsched.sim.workload import replay_send_times
 
 
 def corrected(directory: Path):
@@ -45,7 +33,7 @@ def corrected(directory: Path):
     run = read_results(directory)
     sc = Scenario.model_validate(run.scenario) if isinstance(run.scenario, dict) else run.scenario
     req = run.requests.copy()
-    sent = send_times(sc, dict(zip(req.rid.tolist(), req.finish_s.tolist(), strict=True)))
+    sent = replay_send_times(sc, dict(zip(req.rid.tolist(), req.finish_s.tolist(), strict=True)))
     new = np.array([sent[r] for r in req.rid.tolist()])
     lag = float(np.median(req.start_s.to_numpy() - new)) * 1e3
     for col, t in (("ttft_s", "first_token_s"), ("e2e_s", "finish_s")):

@@ -33,27 +33,14 @@ from specsched.sim.engine import run_scenario
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import load_profile
 from specsched.sim.results import atomic_write_text
-from specsched.sim.workload import Clients, make_requests
+from specsched.sim.workload import replay_send_times
 
 TARGETS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
 
 
-def send_times(sc, finish_s: dict[int, float]) -> dict[int, float]:
-    """bench_serving's send time of every request of a measured run of ``sc``: the clients
-    (sim.workload.Clients) replayed over the run's recorded finish times."""
-    specs = make_requests(sc.workload, sc.seed, sc.path or None)
-    c = Clients(sc, specs, sc.seed)
-    out = dict(c.due_timed(0.0))
-    for t in sorted(finish_s.values()):
-        c.finished(t)
-        out.update(c.due_timed(t))
-    out.update(c.due_timed(float("inf")))
-    return out
-
-
 def send_time_ttft(sc, requests: pd.DataFrame) -> dict[str, float]:
     """TTFT figures (ms) of a measured run, timed from each request's send time."""
-    sent = send_times(sc, dict(zip(requests.rid.tolist(), requests.finish_s.tolist(), strict=True)))
+    sent = replay_send_times(sc, dict(zip(requests.rid.tolist(), requests.finish_s.tolist(), strict=True)))
     v = (requests.first_token_s.to_numpy() - np.array([sent[r] for r in requests.rid.tolist()])) * 1e3
     return {"mean_ttft_ms": float(v.mean()), "median_ttft_ms": float(np.median(v)),
             "p90_ttft_ms": float(np.percentile(v, 90)), "max_ttft_ms": float(v.max())}

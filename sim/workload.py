@@ -220,3 +220,23 @@ class Clients:
         if self.pending and (self.slots is None or self.in_flight < self.slots):
             return self.pending[0][0]
         return None
+
+
+def replay_send_times(scenario: Scenario, finish_s: dict[int, float]) -> dict[int, float]:
+    """bench_serving's send time (s) of every request of a finished run of ``scenario``:
+    its :class:`Clients` replayed over the run's recorded finish times.
+
+    Args:
+        scenario: the run's scenario (its workload and seed give the requests and arrivals).
+        finish_s: request index -> the time (s) its last token was delivered.
+
+    Returns request index -> send time (s): the arrival, or the freed slot's time if later.
+    Used to re-time runs recorded before the runtime stamped send times.
+    """
+    clients = Clients(scenario, make_requests(scenario.workload, scenario.seed, scenario.path or None), scenario.seed)
+    out = dict(clients.due_timed(0.0))
+    for t in sorted(finish_s.values()):
+        clients.finished(t)
+        out.update(clients.due_timed(t))
+    out.update(clients.due_timed(float("inf")))
+    return out

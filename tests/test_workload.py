@@ -8,7 +8,7 @@ import pytest
 from specsched.sim.config import LengthDist
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
-from specsched.sim.workload import draw_lengths, poisson_arrivals
+from specsched.sim.workload import draw_lengths, poisson_arrivals, replay_send_times
 
 from tests.conftest import make_scenario, tiny_profile
 
@@ -42,6 +42,17 @@ def test_poisson_max_concurrency_timer_starts_at_slot_acquisition():
     # one slot: each request starts when the previous finished (client queueing excluded)
     assert np.allclose(r["start_s"].to_numpy()[1:], r["finish_s"].to_numpy()[:-1])
     assert (r["ttft_s"] < 0.05).all()
+
+
+def test_replayed_send_times_are_the_runs_own_start_times():
+    # a run's finish times replayed through its clients give back each request's start:
+    # the arrival, or the freed slot's time (one slot here, so each waits for the last)
+    sc = make_scenario(workload={"kind": "poisson", "num_requests": 6, "request_rate": 1000.0, "max_concurrency": 1,
+                                 "output_len": {"kind": "fixed", "value": 30}})
+    r = SimEngine(sc, tiny_profile()).run().requests
+    sent = replay_send_times(sc, dict(zip(r["rid"].tolist(), r["finish_s"].tolist(), strict=True)))
+    assert sorted(sent) == sorted(r["rid"].tolist())
+    assert np.allclose([sent[i] for i in r["rid"]], r["start_s"].to_numpy())
 
 
 def test_closed_loop_keeps_concurrency_in_flight():
