@@ -418,7 +418,7 @@ def _details_of(requests: Any, chunks: Any) -> dict[str, Any] | None:
     order = np.argsort(column(requests, "rid"), kind="stable")   # request ids are unique
     rid = column(requests, "rid")[order].astype(int)
     # every request's ITLs at once (itl_values per request, grouped by request id)
-    vals, of = _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int))
+    vals, of = _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int), with_rids=True)
     cut = np.flatnonzero(of[1:] != of[:-1]) + 1
     heads = of[np.r_[0, cut]].astype(int).tolist() if len(of) else []
     by_rid = dict(zip(heads, (v.tolist() for v in np.split(vals, cut)), strict=True)) if len(of) else {}

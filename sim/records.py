@@ -201,7 +201,7 @@ class StepTotals:
             ok = pbs == bs
             if ok.any():
                 dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
-                for size in np.unique(b).tolist():
+                for size in sorted(set(b.tolist())):   # np.unique's values (it imports numpy.ma)
                     sel = b == size
                     w = self.windows.setdefault(size, [0, 0.0, 0.0])
                     w[0] += int(sel.sum())

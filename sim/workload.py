@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError
