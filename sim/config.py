@@ -9,6 +9,7 @@ what is allowed.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import difflib
 import json
@@ -93,6 +94,28 @@ def prefill_token_buckets(max_tokens: int) -> list[int]:
     sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
              *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
     return [s for s in sizes if s <= max_tokens]
+
+
+MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR = 2
+"""An extend whose bucket exceeds this many times its tokens runs eagerly (SGLang 0.5.23
+model_executor/runner/prefill_cuda_graph_runner.py ``_MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR``)."""
+
+
+def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
+    """The token bucket an extend of ``tokens`` replays its piecewise graphs at, or None
+    when it runs eagerly.
+
+    SGLang 0.5.23 model_executor/runner/prefill_cuda_graph_runner.py ``can_replay_locally``:
+    eager when ``tokens`` exceeds the largest captured bucket (``cuda_graph_max_bs_prefill``)
+    or when the padded count (base_cuda_graph_runner.py ``_pad_to_bucket``: the smallest
+    bucket >= tokens) exceeds ``MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR`` x tokens.
+    ``buckets`` ascending (:attr:`ServerArgs.prefill_graph_tokens`); empty: always eager.
+    """
+    i = bisect.bisect_left(buckets, tokens)
+    if tokens < 1 or i == len(buckets):
+        return None
+    b = buckets[i]
+    return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
 
 
 class ServerArgs(BaseModel):

@@ -22,6 +22,10 @@ draft-step grids; ``c0`` V's first context column; ``P(bs)`` the captured graph 
                                               ``draft_forward``: num_steps - 1 forwards)
     + eager overhead                          when bs > cuda_graph_max_bs (then no padding)
 
+An extend (and the drafter's injection) on CUDA replays its non-attention work from
+piecewise graphs captured at token buckets, the token count padded up to the bucket
+(:meth:`CostModel.extend_s`); attention runs eagerly on the real tokens.
+
 Under the profile's ``gpu.attention_width: padded_max`` (dense attention over one width for
 the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
 read over the padded rows ``P(bs)``: ``V(P(bs), width - W) + token part``.
@@ -40,7 +44,8 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from specsched.sim.config import ServerArgs
+from specsched.sim.config import ServerArgs, prefill_graph_bucket
+from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import GridInterp, Profile
@@ -122,6 +127,12 @@ class CostModel:
         self.graph_max = self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
+        # prefill graphs are SGLang's default on CUDA only (cuda_graph_config.py
+        # default_prefill_backend: breakable if is_cuda() else disabled)
+        hw = hardware_of(profile)
+        self.prefill_buckets = server.prefill_graph_tokens if hw is not None and hw.platform == "cuda" else []
+        self.inject_c0 = float(g.draft_inject.context_len[0]) if g.draft_inject is not None else 0.0
+        self.extend_c0 = float(g.extend.context_len[0])
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -177,6 +188,45 @@ class CostModel:
                 t *= g.eager_factor
         return t
 
+    # ------------------------------------------------------------------- extend
+    def extend_bucket(self, tokens: int) -> int | None:
+        """The token bucket an extend (or injection) of ``tokens`` replays its piecewise
+        graphs at; None when it runs eagerly (no prefill graphs on this platform or with
+        ``disable_prefill_cuda_graph``, above ``cuda_graph_max_bs_prefill``, or padded more
+        than 2x: :func:`sim.config.prefill_graph_bucket`)."""
+        return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
+
+    def extend_s(self, tokens: int, ctx: float, part: str = "main") -> float:
+        """GPU seconds of one extend forward (``part`` = ``main``: ``gpu.extend``) or the
+        drafter's injection (``inject``: ``gpu.draft_inject``) of ``tokens`` extend tokens
+        at attention context ``ctx`` (:func:`attention_context`).
+
+        A piecewise-graphed extend runs every non-attention op (embedding, QKV, MLP, norms)
+        over the bucket's ``B`` rows, the padded ones included, and attention over the
+        ``tokens`` real rows only (SGLang 0.5.23 runner/prefill_cuda_graph_runner.py
+        ``replay`` with base_cuda_graph_runner.py ``_pad_to_bucket``; the breakable graph's
+        eager attention, layers/radix_attention.py ``_eager_attention``). So the grid at the
+        real tokens and context, plus the token work of the padded rows read at the grid's
+        first context column ``c0`` (where attention weighs least)::
+
+            E(tokens, ctx) + max(0, E(B, c0) - E(tokens, c0))
+
+        An extend that runs eagerly pays ``E(tokens, ctx)``. Old profiles without
+        ``gpu.draft_inject`` charge the injection ``gpu.draft_inject_per_token_s`` per
+        padded token.
+        """
+        bucket = self.extend_bucket(tokens)
+        if part == "inject":
+            if self.inject is None:
+                return (bucket or tokens) * self.profile.gpu.draft_inject_per_token_s
+            grid, c0 = self.inject, self.inject_c0
+        else:
+            grid, c0 = self.extend, self.extend_c0
+        t = grid(tokens, ctx)
+        if bucket is not None and bucket > tokens:
+            t += max(0.0, grid(bucket, c0) - grid(tokens, c0))
+        return t
+
     # -------------------------------------------------------------------- public
     def gpu(self, plan: BatchPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:
         """GPU seconds of one launch of ``plan`` (``part`` = ``main`` or ``inject``).
@@ -186,15 +236,12 @@ class CostModel:
         """
         n_ext = plan.num_extend
         if part == "inject":
-            tokens = plan.num_extend_tokens
-            if self.inject is not None:
-                ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
-                return GpuCost(extend_s=self.inject(tokens, ctx))
-            return GpuCost(extend_s=tokens * self.profile.gpu.draft_inject_per_token_s)
+            ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
+            return GpuCost(extend_s=self.extend_s(plan.num_extend_tokens, ctx, "inject"))
         extend_s = 0.0
         if n_ext:
-            tokens = plan.num_extend_tokens
-            extend_s = self.extend(tokens, attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext]))
+            ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
+            extend_s = self.extend_s(plan.num_extend_tokens, ctx)
         decode_s = penalty = 0.0
         n_dec = plan.batch_size - n_ext
         if n_dec:
