@@ -326,8 +326,28 @@ class SimEngine:
                 if ev is not None:
                     ev.succeed()
                 self._remaining -= 1
+            if self._finish_reacts:
+                yield from self._settle()
         if self._remaining == 0 and not self.all_done.triggered:
             self.all_done.succeed()
+
+    def _settle(self):
+        """Let every SimPy event due at the host's clock run before the host goes on.
+
+        A closed-loop client sends its next request when the last token of its previous one
+        is delivered (bench_serving: the next ``request_func`` call after the response
+        ends); with no ingest delay the request is at the scheduler at that instant, so the
+        loop's next poll (managers/scheduler.py ``recv_requests`` at the top of the next
+        iteration, after this one's result processing) sees it, as the runtime's poll does
+        (runtime/engine.py ``_recv``: every request sent at or before the host clock).
+        SimPy would otherwise run the client only after the host's next yield, one whole
+        iteration late. Events created while settling (the client's send, its arrival) run
+        too; later events are untouched.
+        """
+        env = self.env
+        while env.peek() <= self._t:
+            yield env.timeout(0)
+        self._t = max(self._t, env.now)
 
     def _host(self):
         loop = scheduler_loop(self.sched, self.server, fast_forward=self.fast_forward)
