@@ -291,6 +291,12 @@ class CostModel:
             t += h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
         return t
 
+    def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
+        """Seconds an extend's kernels trail its launch on an idle stream (profile
+        host.extend_idle_lead_s): its device time begins no earlier than launch + this.
+        0 for decode/verify-only launches and the injection (whose issue cost carries it)."""
+        return self.h.extend_idle_lead_s if part == "main" and plan.num_extend else 0.0
+
     def range_warnings(self, out: TextIO | None = None) -> list[str]:
         """One line per (grid, axis) whose measured range a query left (upwards) since the
         last call, naming the profile, the grid, the axis, the measured range and the
