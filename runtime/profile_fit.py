@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
+from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.profile import GpuProfile, HostProfile
 
@@ -77,6 +78,11 @@ class Fits:
             "eager_factor": self.eager_factor,
             "attention_width": "padded_max",
             "attention_bucket": CTX_BUCKET_STEP,
+            # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
+            # the per-request length of the extend grid's batches (extend_layout)
+            "extend_attention": "padded_max",
+            "extend_layout_len": self.prompt,
+            "extend_attention_bucket": CTX_ALIGN,
         }
         host = {
             "ingest_per_request_s": 0.0,

@@ -4,6 +4,7 @@ the text saying how it was measured (method, shapes, repeats, medians, versions)
 from __future__ import annotations
 
 import torch
+from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
 from specsched.runtime.runner import CTX_BUCKET_STEP
@@ -100,6 +101,14 @@ class Provenance:
                                     f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
             "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
                                      f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
+            "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
+                                     "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
+                                     "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "
+                                     f"runtime/layers.py paged_attention). Layout of the code, not a fit. [{env}]"),
+            "gpu.extend_layout_len": (f"{self.prompt}: gpu.extend's rows were timed as ceil(x / {self.prompt}) requests of "
+                                      "near-equal length (runtime.profile_harness.extend_layout), so a row's dense keys per "
+                                      f"token are its column + half a request's length. [{env}]"),
+            "gpu.extend_attention_bucket": (f"{CTX_ALIGN}: _ragged rounds C up to runtime.kv_cache.CTX_ALIGN. [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (
