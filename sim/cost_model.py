@@ -30,6 +30,13 @@ Under the profile's ``gpu.attention_width: padded_max`` (dense attention over on
 the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
 read over the padded rows ``P(bs)``: ``V(P(bs), width - W) + token part``.
 
+An extend of ``T`` tokens costs the extend grid ``E(T, c)`` at its attention context:
+ragged (SGLang's extend kernels) ``c = sum_i e_i (p_i + e_i / 2) / T``; under
+``gpu.extend_attention: padded_max`` (the proxy's dense ``[B, Q, C]`` extend attention) the
+dense keys per token ``k = B Q C / T``, each grid row ``x`` read at ``k - s(x)``, where
+``s(x) = x / (2 ceil(x / L))`` is half its measured layout's per-request length (``L`` =
+``gpu.extend_layout_len``): the column where that row's own batch did ``k`` keys per token.
+
 A block drafter runs one draft forward per cycle whatever the window; a chain drafter
 ``speculative_num_steps`` of them, serially. A decode step is the same with ``W = W0 = 1``
 and no draft. Profiles without ``verify_window`` keep their old meaning: ``V(bs, c)`` at
@@ -44,6 +51,7 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
+import numpy as np
 from specsched.sim.config import ServerArgs, prefill_graph_bucket
 from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
@@ -75,6 +83,31 @@ def attention_context(extend_lens: tuple[int, ...] | list[int], prefix_lens: tup
     if tokens <= 0:
         return 0.0
     return sum(e * (p + e / 2) for e, p in zip(extend_lens, prefix_lens, strict=False)) / tokens
+
+
+def dense_keys_per_token(extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                         bucket: int = 1) -> float:
+    """Keys a dense padded extend attention visits per extend token: ``B Q C / T``.
+
+    ``B`` requests, ``Q = max e_i`` (queries padded to the longest extend), ``C`` the
+    longest ``p_i + e_i`` rounded up to ``bucket`` (every request's keys gathered to one
+    width), ``T = sum e_i`` (runtime/runner.py ``_ragged``). A mask hides the non-causal and
+    padded pairs but the kernel still visits them. Never below :func:`attention_context`.
+    0 for an empty batch.
+    """
+    tokens = sum(extend_lens)
+    if tokens <= 0:
+        return 0.0
+    width = max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False))
+    width = -(-width // bucket) * bucket
+    return len(extend_lens) * max(extend_lens) * width / tokens
+
+
+def layout_shift(xs: list[float], layout_len: int) -> np.ndarray:
+    """Per extend-grid row ``x``: half the per-request extend length of its measured batch
+    (``ceil(x / layout_len)`` near-equal requests, runtime/profile_harness.py
+    ``extend_layout``), i.e. dense keys per token minus the grid's column context there."""
+    return np.array([x / (2 * max(1, -(-int(round(x)) // layout_len))) for x in xs], dtype=float)
 
 
 class CostModel:
@@ -127,6 +160,10 @@ class CostModel:
         self.graph_max = self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
+        self.padded_extend = g.extend_attention == "padded_max"
+        if self.padded_extend:
+            self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
+            self._inj_shift = layout_shift(g.draft_inject.x, g.extend_layout_len) if g.draft_inject is not None else None
         # prefill graphs are SGLang's default on CUDA only (cuda_graph_config.py
         # default_prefill_backend: breakable if is_cuda() else disabled)
         hw = hardware_of(profile)
@@ -188,45 +225,6 @@ class CostModel:
                 t *= g.eager_factor
         return t
 
-    # ------------------------------------------------------------------- extend
-    def extend_bucket(self, tokens: int) -> int | None:
-        """The token bucket an extend (or injection) of ``tokens`` replays its piecewise
-        graphs at; None when it runs eagerly (no prefill graphs on this platform or with
-        ``disable_prefill_cuda_graph``, above ``cuda_graph_max_bs_prefill``, or padded more
-        than 2x: :func:`sim.config.prefill_graph_bucket`)."""
-        return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
-
-    def extend_s(self, tokens: int, ctx: float, part: str = "main") -> float:
-        """GPU seconds of one extend forward (``part`` = ``main``: ``gpu.extend``) or the
-        drafter's injection (``inject``: ``gpu.draft_inject``) of ``tokens`` extend tokens
-        at attention context ``ctx`` (:func:`attention_context`).
-
-        A piecewise-graphed extend runs every non-attention op (embedding, QKV, MLP, norms)
-        over the bucket's ``B`` rows, the padded ones included, and attention over the
-        ``tokens`` real rows only (SGLang 0.5.23 runner/prefill_cuda_graph_runner.py
-        ``replay`` with base_cuda_graph_runner.py ``_pad_to_bucket``; the breakable graph's
-        eager attention, layers/radix_attention.py ``_eager_attention``). So the grid at the
-        real tokens and context, plus the token work of the padded rows read at the grid's
-        first context column ``c0`` (where attention weighs least)::
-
-            E(tokens, ctx) + max(0, E(B, c0) - E(tokens, c0))
-
-        An extend that runs eagerly pays ``E(tokens, ctx)``. Old profiles without
-        ``gpu.draft_inject`` charge the injection ``gpu.draft_inject_per_token_s`` per
-        padded token.
-        """
-        bucket = self.extend_bucket(tokens)
-        if part == "inject":
-            if self.inject is None:
-                return (bucket or tokens) * self.profile.gpu.draft_inject_per_token_s
-            grid, c0 = self.inject, self.inject_c0
-        else:
-            grid, c0 = self.extend, self.extend_c0
-        t = grid(tokens, ctx)
-        if bucket is not None and bucket > tokens:
-            t += max(0.0, grid(bucket, c0) - grid(tokens, c0))
-        return t
-
     # -------------------------------------------------------------------- public
     def gpu(self, plan: BatchPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:
         """GPU seconds of one launch of ``plan`` (``part`` = ``main`` or ``inject``).
@@ -236,12 +234,14 @@ class CostModel:
         """
         n_ext = plan.num_extend
         if part == "inject":
-            ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
-            return GpuCost(extend_s=self.extend_s(plan.num_extend_tokens, ctx, "inject"))
+            tokens = plan.num_extend_tokens
+            if self.inject is not None:
+                return GpuCost(extend_s=self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext], inject=True))
+            # old profiles: a per-token injection cost, over the padded bucket's tokens
+            return GpuCost(extend_s=(self.extend_bucket(tokens) or tokens) * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
         if n_ext:
-            ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
-            extend_s = self.extend_s(plan.num_extend_tokens, ctx)
+            extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
         decode_s = penalty = 0.0
         n_dec = plan.batch_size - n_ext
         if n_dec:
@@ -252,6 +252,49 @@ class CostModel:
         if self.warn_to is not None:
             self.range_warnings(self.warn_to)
         return GpuCost(extend_s, decode_s, penalty)
+
+    def extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                 inject: bool = False) -> float:
+        """GPU seconds of one extend forward (``inject``: the block drafter's injection over
+        the same tokens, profile ``gpu.draft_inject``) of requests extending ``extend_lens``
+        tokens after ``prefix_lens`` cached ones (module docstring: ragged, or under
+        ``gpu.extend_attention: padded_max`` the grid read at the dense keys per token).
+
+        On CUDA a piecewise-graphed extend runs every non-attention op (embedding, QKV,
+        MLP, norms) over its token bucket's ``B`` rows, the padded ones included, and
+        attention over the real ``T`` rows only (SGLang 0.5.23
+        runner/prefill_cuda_graph_runner.py ``replay`` with base_cuda_graph_runner.py
+        ``_pad_to_bucket``; the breakable graph's eager attention, layers/radix_attention.py
+        ``_eager_attention``). So the reading above plus the padded rows' token work, read at
+        the grid's first context column ``c0`` (where attention weighs least):
+        ``+ max(0, E(B, c0) - E(T, c0))``. An extend that runs eagerly
+        (:meth:`extend_bucket` None) pays no padding.
+        """
+        interp = self.inject if inject else self.extend
+        tokens = sum(extend_lens)
+        if not self.padded_extend:
+            t = interp(tokens, attention_context(extend_lens, prefix_lens))
+        else:
+            keys = dense_keys_per_token(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
+            t = interp.row_shifted(tokens, keys, self._inj_shift if inject else self._ext_shift)
+        bucket = self.extend_bucket(tokens)
+        if bucket is not None and bucket > tokens:
+            c0 = self.inject_c0 if inject else self.extend_c0
+            t += max(0.0, interp(bucket, c0) - interp(tokens, c0))
+        return t
+
+    def extend_bucket(self, tokens: int) -> int | None:
+        """The token bucket an extend (or injection) of ``tokens`` replays its piecewise
+        graphs at; None when it runs eagerly (no prefill graphs on this platform or with
+        ``disable_prefill_cuda_graph``, above ``cuda_graph_max_bs_prefill``, or padded more
+        than 2x: :func:`sim.config.prefill_graph_bucket`)."""
+        return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
+
+    def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
+        """Seconds an extend's kernels trail its launch on an idle stream (profile
+        host.extend_idle_lead_s): its device time begins no earlier than launch + this.
+        0 for decode/verify-only launches and the injection (whose issue cost carries it)."""
+        return self.h.extend_idle_lead_s if part == "main" and plan.num_extend else 0.0
 
     def host(self, kind: str, plan: BatchPlan) -> float:
         """Host seconds of ``kind`` (schedule / launch / process) for ``plan``."""
@@ -290,12 +333,6 @@ class CostModel:
             h = self.h
             t += h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
         return t
-
-    def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
-        """Seconds an extend's kernels trail its launch on an idle stream (profile
-        host.extend_idle_lead_s): its device time begins no earlier than launch + this.
-        0 for decode/verify-only launches and the injection (whose issue cost carries it)."""
-        return self.h.extend_idle_lead_s if part == "main" and plan.num_extend else 0.0
 
     def range_warnings(self, out: TextIO | None = None) -> list[str]:
         """One line per (grid, axis) whose measured range a query left (upwards) since the
