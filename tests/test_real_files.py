@@ -122,6 +122,13 @@ def test_vllm_layouts():
     assert ind.args["request_rate"] == 2.0 and ind.details is not None
 
 
+def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    src = (DATA / "bench" / "sglang-0.3.6.jsonl").read_text()
+    p.write_bytes(("\ufeff" + src.replace("\n", "\r\n")).encode())
+    assert [r.summary["completed"] for r in read_bench(p)] == [100, 100]
+
+
 def test_p50_stands_in_for_a_missing_median(tmp_path):
     p = tmp_path / "v.json"
     p.write_text(json.dumps({"completed": 3, "duration": 1.0, "p50_ttft_ms": 7.0, "mean_tpot_ms": float("nan")}))
