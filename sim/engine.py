@@ -175,7 +175,9 @@ class SimEngine:
     # ---------------------------------------------------------------- clients
     def _send(self, spec: RequestSpec) -> simpy.Event:
         """A client sends a request now: its timer starts; it reaches the scheduler after
-        the tokenizer FIFO. Returns the event fired when its last token is delivered."""
+        the tokenizer FIFO (at once when that takes no time: the scheduler's next receive
+        sees it, as the runtime's does). Returns the event fired when its last token is
+        delivered."""
         now = self.env.now
         self.rec.request_sent(spec.index, spec.input_len, spec.output_len, now)
         done = self.env.event()
@@ -183,8 +185,11 @@ class SimEngine:
         ingest = self.profile.host.ingest_per_request_s
         self._tokenizer_free = max(now, self._tokenizer_free) + ingest
         req = self._req(spec)
-        ev = self.env.timeout(self._tokenizer_free - now)
-        ev.callbacks.append(lambda _e, r=req: self._arrive(r))
+        if self._tokenizer_free <= now:
+            self._arrive(req)
+        else:
+            ev = self.env.timeout(self._tokenizer_free - now)
+            ev.callbacks.append(lambda _e, r=req: self._arrive(r))
         return done
 
     def _req(self, spec: RequestSpec) -> Req:
@@ -323,33 +328,24 @@ class SimEngine:
             done = rids[fin].tolist()
         if done:
             yield from self._sync(self._t)  # clients react at the delivery time
+            woken = False
             for rid in done:
                 ev = self._finish_events.pop(rid, None)
                 if ev is not None:
                     ev.succeed()
+                    woken = True
                 self._remaining -= 1
-            if self._finish_reacts:
-                yield from self._settle()
+            # let the woken clients send now, before the loop's next receive: a closed-loop
+            # client sends its next request when the last token arrives (a freed
+            # max_concurrency slot likewise), and the next schedule() sees it
+            # (runtime/engine.py _deliver then _recv; bench_serving's client). Without this
+            # the request waited one more pass: a verify cycle of TTFT in every closed-loop
+            # cell (window4-lowacc +53 % on H200 round 5). Zero-delay steps only: each
+            # client's chain (slot release -> next client -> send) is finite.
+            while woken and self.env.peek() <= self.env.now:
+                yield self.env.timeout(0)
         if self._remaining == 0 and not self.all_done.triggered:
             self.all_done.succeed()
-
-    def _settle(self):
-        """Let every SimPy event due at the host's clock run before the host goes on.
-
-        A closed-loop client sends its next request when the last token of its previous one
-        is delivered (bench_serving: the next ``request_func`` call after the response
-        ends); with no ingest delay the request is at the scheduler at that instant, so the
-        loop's next poll (managers/scheduler.py ``recv_requests`` at the top of the next
-        iteration, after this one's result processing) sees it, as the runtime's poll does
-        (runtime/engine.py ``_recv``: every request sent at or before the host clock).
-        SimPy would otherwise run the client only after the host's next yield, one whole
-        iteration late. Events created while settling (the client's send, its arrival) run
-        too; later events are untouched.
-        """
-        env = self.env
-        while env.peek() <= self._t:
-            yield env.timeout(0)
-        self._t = max(self._t, env.now)
 
     def _host(self):
         loop = scheduler_loop(self.sched, self.server, fast_forward=self.fast_forward)
