@@ -1,26 +1,43 @@
 """bench_serving result files, read and written (SGLang's JSONL; vLLM's JSON).
 
-SGLang's ``bench_serving --output-file F`` (``python -m sglang.bench_serving``; in 0.5.23
-the code lives in ``sglang/benchmark/serving.py``, ``benchmark()``) appends one JSON object
-per run to F: the run's arguments (``backend``, ``dataset_name``, ``request_rate`` (a number,
-``Infinity`` for all at once, or ``"trace"``), ``max_concurrency``, ``sharegpt_output_len``,
-``random_input_len``, ``random_output_len``, ``random_range_ratio``; 0.5.23 adds ``tag``
-and ``server_info``, the server's /server_info) and its metrics: ``duration`` (s),
-``completed``, token totals, throughputs (per s), ``{mean,median,std,p90,p95,p99}_{ttft,
-tpot,itl,e2e_latency}_ms`` (ms; 0.3-0.4 have mean/median/std/p99 only; p90/p95 appear
-later; ``max_itl_ms`` in 0.5.23's metrics), ``concurrency``, ``accept_length`` (null
-without speculative decoding). ``--output-details`` adds per-request lists: ``input_lens``,
-``output_lens``, ``ttfts`` (s), ``itls`` (s, one list per request; 0.5.23's sglang backend
-splits a chunk of n tokens into n equal gaps), ``generated_texts``, ``errors``. Note that
-SGLang's line carries no ``num_prompts``: it is ``len(input_lens)`` when details exist,
-else ``completed`` (failed requests are then unknown).
+SGLang's ``bench_serving --output-file F`` appends one JSON object per run to F (one line).
+What each version writes (checked against each wheel's ``benchmark()``; fixtures of every
+layout in tests/data/bench/):
 
-vLLM's ``benchmark_serving.py --save-result`` writes one JSON object (often indented) with
-``num_prompts``, ``request_rate`` (``"inf"`` as a string), ``burstiness``,
-``max_concurrency``, ``total_token_throughput``, ``*_e2el_ms`` and the per-request lists.
+- 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
+  token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
+  random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
+- 0.4.x: the arguments (+ ``max_concurrency``), request/input/output throughput, mean,
+  median, std and p99 of ``ttft``/``tpot``/``itl``/``e2e_latency`` (``_ms``), ``p95_itl_ms``,
+  ``concurrency``, ``accept_length`` (null without speculative decoding). No details.
+- 0.5.23 (``sglang/benchmark/serving.py``; ``python -m sglang.bench_serving`` still works):
+  adds ``tag``, ``server_info`` (the server's /server_info, null if unreachable),
+  ``total_input_text_tokens``/``total_input_vision_tokens``, ``total_throughput``,
+  p90/p95 of every latency, ``max_output_tokens_per_s``, ``max_concurrent_requests``;
+  ``request_rate`` is a number, ``Infinity`` (all at once) or ``"trace"`` (timestamped
+  replay); with ``--goodput`` the goodput keys, with ``--cache-report`` a ``cache_report``
+  object (read as ``cache_hit_rate``). ``max_itl_ms`` is printed, not written.
+  ``--output-details`` adds per-request lists (one entry per request sent, failed ones
+  included): ``input_lens``, ``output_lens`` (0 when failed), ``ttfts`` (s, 0.0 when
+  failed), ``itls`` (s, one list per request, [] when failed), ``generated_texts``,
+  ``errors`` ("" when it succeeded); with ``--cache-report`` also ``cached_tokens`` and
+  ``cached_tokens_details`` (kept in ``extra``). SGLang writes no ``num_prompts``: it is
+  ``len(input_lens)`` with details, else ``completed`` (failed requests then unknown).
 
-:func:`read_bench` reads all of these tolerantly: keys missing or null are missing, unknown
-keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's. The project's
+vLLM's ``benchmarks/benchmark_serving.py --save-result`` (0.6-0.8) and ``vllm bench serve``
+(0.9+) write one JSON object (``json.dump``, one line; ``--append-result`` appends lines;
+hand-edited files may be indented): ``date``, ``model_id``, ``num_prompts``,
+``request_rate`` (``"inf"`` as a string), ``burstiness``, ``max_concurrency``,
+``total_token_throughput`` (= SGLang's total_throughput), ``{mean,median,std}_{m}_ms`` and
+``p{P}_{m}_ms`` for ``--metric-percentiles`` (P may be 99.9; ``p50`` stands in for a
+missing median) with ``e2el`` for e2e_latency, the per-request lists (always in 0.6-0.8;
+only with ``--save-detailed`` later), and in later versions ``failed`` and the peak
+keys. ``spec_decode_acceptance_length`` (later vLLM with a drafter) stands in for
+``accept_length``. These vLLM keys are from its source as remembered, not from a wheel
+checked here.
+
+:func:`read_bench` reads all of these tolerantly: keys missing, null or NaN are missing,
+unknown keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's. The project's
 summaries use bench_serving's metric names and units already, so a run's summary is the
 metric subset as is. :func:`bench_record` goes the other way: a simulated or measured run as
 one bench_serving line (the keys and units of SGLang 0.5.23), written beside every results
@@ -37,8 +54,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from specsched.sim.errors import ConfigError
+from specsched.sim.tables import column, notna
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
@@ -63,6 +80,16 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+_FALLBACKS = {
+    "accept_length": "spec_decode_acceptance_length",   # vllm bench serve with a drafter
+    **{f"median_{m}_ms": f"p50_{m}_ms" for m in LATENCIES},   # vLLM --metric-percentiles 50
+}
+"""A key read from another name when the file lacks it (the other name is also kept in
+``extra``)."""
+EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
+"""Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
+0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
+successful requests), the simulator's prefix-cache hit rate under the same name."""
 DETAILS_MAX_OUTPUT_TOKENS = 200_000
 """``bench_record`` adds per-request details (``--output-details``) to runs with at most this
 many output tokens (the ITL lists grow with every token)."""
@@ -216,6 +243,14 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
                         np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors])
 
 
+def _cache_report(obj: Mapping[str, Any], where: str) -> dict[str, float]:
+    rep = obj.get("cache_report")
+    if not isinstance(rep, dict):
+        return {}
+    v = _number(where, "cache_report.cache_hit_rate_pct", rep.get("cache_hit_rate_pct"))
+    return {} if v is None or math.isnan(v) else {"cache_hit_rate": v / 100.0}
+
+
 def parse_run(obj: Any, where: str) -> BenchRun:
     """One decoded JSON object -> :class:`BenchRun`.
 
@@ -232,8 +267,11 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     summary: dict[str, float] = {}
     for k in METRIC_KEYS:
         v = _number(where, k, obj.get(k))
-        if v is not None:
+        if v is None and k in _FALLBACKS and obj.get(k) is None:
+            v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
+        if v is not None and not math.isnan(v):   # NaN (an empty sample) is as good as missing
             summary[k] = v
+    summary.update(_cache_report(obj, where))
     args = _args(obj, where)
     details = _details(obj, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
@@ -324,6 +362,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     TTFT + its ITLs). Without details both tables are empty. ``steps``/``timeseries`` are
     always empty (a client sees no steps).
     """
+    import pandas as pd
     from specsched.sim.records import RunResult, empty_table
 
     summary: dict[str, Any] = dict(run.summary)
@@ -349,6 +388,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             chunks = pd.DataFrame({"rid": np.concatenate(crid), "time_s": np.concatenate(ct)})
             chunks["n_tokens"] = 1
         summary["failed"] = int((~d.ok).sum())
+    elif isinstance(run.extra.get("failed"), int) and not isinstance(run.extra.get("failed"), bool):
+        summary["failed"] = run.extra["failed"]   # vllm bench serve writes the count
     return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
                    timeseries=empty_table("timeseries"), summary=summary, scenario=None)
 
@@ -407,47 +448,55 @@ def workload_args(scenario: Any) -> dict[str, Any]:
     return out
 
 
-def _details_of(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, Any] | None:
-    """bench_serving's per-request lists from a run's tables (None when chunks are empty)."""
-    if chunks is None or chunks.empty or requests.empty:
+def _details_of(requests: Any, chunks: Any) -> dict[str, Any] | None:
+    """bench_serving's per-request lists from a run's tables (DataFrames or
+    :class:`~sim.tables.Columns`; None when chunks are empty)."""
+    if chunks is None or len(chunks) == 0 or len(requests) == 0:
         return None
-    from specsched.sim.metrics import itl_values
+    from specsched.sim.metrics import _itl_of
 
-    reqs = requests.sort_values("rid")
-    by_rid = {int(r): g for r, g in chunks.groupby("rid", sort=False)}
-    itls = []
-    for rid in reqs["rid"].astype(int).tolist():
-        g = by_rid.get(rid)
-        itls.append([] if g is None else itl_values(g).tolist())
-    done = reqs["finish_s"].notna()
+    order = np.argsort(column(requests, "rid"), kind="stable")   # request ids are unique
+    rid = column(requests, "rid")[order].astype(int)
+    # every request's ITLs at once (itl_values per request, grouped by request id)
+    vals, of = _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int), with_rids=True)
+    cut = np.flatnonzero(of[1:] != of[:-1]) + 1
+    heads = of[np.r_[0, cut]].astype(int).tolist() if len(of) else []
+    by_rid = dict(zip(heads, (v.tolist() for v in np.split(vals, cut)), strict=True)) if len(of) else {}
+    done = notna(requests, "finish_s")[order].tolist()
     return {
-        "input_lens": reqs["input_len"].astype(int).tolist(),
-        "output_lens": [int(x) if ok else 0 for x, ok in zip(reqs["output_len"], done, strict=True)],
-        "ttfts": [float(x) if ok else 0.0 for x, ok in zip(reqs["ttft_s"], done, strict=True)],
-        "itls": itls,
-        "generated_texts": [""] * len(reqs),
+        "input_lens": column(requests, "input_len")[order].astype(int).tolist(),
+        "output_lens": [int(x) if ok else 0 for x, ok in zip(column(requests, "output_len")[order].tolist(), done, strict=True)],
+        "ttfts": [float(x) if ok else 0.0 for x, ok in zip(column(requests, "ttft_s")[order].tolist(), done, strict=True)],
+        "itls": [by_rid.get(r, []) for r in rid.tolist()],
+        "generated_texts": [""] * len(rid),
         "errors": ["" if ok else "not finished" for ok in done],
     }
 
 
-def _peaks(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, float]:
+def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests``
     (0.5.23 ``calculate_metrics``): tokens and running requests counted in whole-second
     buckets from the first start. A chunk's tokens count in its own second (bench_serving
     spreads a chunk's tokens over its gap; they differ only at bucket edges)."""
-    done = requests[requests["finish_s"].notna()]
-    if done.empty or chunks is None or chunks.empty:
+    done = notna(requests, "finish_s")
+    if not done.any() or chunks is None or len(chunks) == 0:
         return {}
-    t0 = float(done["start_s"].min())
-    n = int(np.ceil(float(done["finish_s"].max()) - t0)) + 1
-    c = chunks[chunks["rid"].isin(done["rid"])]
-    b = np.floor(c["time_s"].to_numpy(float) - t0).astype(np.int64)
+    start, finish = column(requests, "start_s", float)[done], column(requests, "finish_s", float)[done]
+    t0 = float(start.min())
+    n = int(np.ceil(float(finish.max()) - t0)) + 1
+    keep = np.isin(column(chunks, "rid"), column(requests, "rid")[done])
+    b = np.floor(column(chunks, "time_s", float)[keep] - t0).astype(np.int64)
     ok = (b >= 0) & (b < n)
-    tokens = np.bincount(b[ok], weights=c["n_tokens"].to_numpy(float)[ok], minlength=n)
-    lo = np.floor(done["start_s"].to_numpy(float) - t0).astype(np.int64)
-    hi = np.minimum(np.floor(done["finish_s"].to_numpy(float) - t0).astype(np.int64) + 1, n)
+    tokens = np.bincount(b[ok], weights=column(chunks, "n_tokens", float)[keep][ok], minlength=n)
+    lo = np.floor(start - t0).astype(np.int64)
+    hi = np.minimum(np.floor(finish - t0).astype(np.int64) + 1, n)
     conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
     return {"max_output_tokens_per_s": float(tokens.max()), "max_concurrent_requests": int(conc.max())}
+
+
+def _table(run: Any, name: str) -> Any:
+    """A run's table as held (a RunResult's columns need no pandas), or its attribute."""
+    return run.table(name) if hasattr(run, "table") else getattr(run, name, None)
 
 
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
@@ -472,18 +521,18 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     sc = run.scenario
     server = sc.server.model_dump(mode="json") if hasattr(sc, "server") else (sc or {}).get("server") if isinstance(sc, Mapping) else None
     rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}
-    req = getattr(run, "requests", None)
+    req = _table(run, "requests")
     extra: dict[str, float] = {}
-    if req is not None and not req.empty:
-        done = req[req["finish_s"].notna()]
+    if req is not None and len(req):
+        done = notna(req, "finish_s")
         for key, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e_latency", "e2e_s")):
-            v = done[col].to_numpy(float) * 1000.0
+            v = column(req, col, float)[done] * 1000.0
             v = v[np.isfinite(v)]
             if v.size:
                 extra[f"p95_{key}_ms"] = float(np.percentile(v, 95))
                 extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
-        if (done["start_s"] > 0).any():   # absolute send times (a run, not a file's per-request lists)
-            extra.update(_peaks(req, getattr(run, "chunks", None)))
+        if (column(req, "start_s")[done] > 0).any():   # absolute send times (a run, not a file's per-request lists)
+            extra.update(_peaks(req, _table(run, "chunks")))
     for k in METRIC_KEYS:
         v = _value(s, k)
         if v is None and k in extra:
@@ -491,11 +540,11 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         if v is None and k == "total_output_tokens_retokenized":
             v = _value(s, "total_output_tokens")
         rec[k] = v
+    chunks = _table(run, "chunks")
     if details is None:
-        chunks = getattr(run, "chunks", None)
-        details = chunks is not None and not chunks.empty and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
+        details = chunks is not None and len(chunks) > 0 and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
     if details:
-        d = _details_of(req, run.chunks)
+        d = _details_of(req, chunks)
         if d is not None:
             rec.update(d)
     return rec

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from specsched.sim.metrics import request_latencies
+from specsched.sim.tables import Columns, RunResult, column  # noqa: F401  (RunResult re-exported)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REQUEST_COLUMNS = [
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s",
@@ -55,31 +57,9 @@ _PART_CODE = {p: i for i, p in enumerate(PARTS)}
 def empty_table(name: str) -> pd.DataFrame:
     """An empty table ``name`` (requests, chunks, steps or timeseries) with its columns, for a
     run that has no such rows (a client-side bench_serving result has no steps)."""
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype="float64") for c in TABLE_COLUMNS[name]})
-
-
-@dataclass
-class RunResult:
-    """One run, simulated, measured or read back from a results directory: the tables
-    (pandas DataFrames, times in seconds from the run's start) and the bench_serving
-    summary (dict, ms for latencies). Columns are listed in docs/architecture.md.
-
-    Attributes:
-        requests, chunks, steps, timeseries: the tables.
-        summary: the summary (:func:`specsched.sim.metrics.summarize` plus run facts).
-        scenario: the resolved scenario (a ``Scenario``, or its plain dict when read back).
-        extra: run facts that are not table columns (record level, step count, ...).
-        path: the results directory it was read from (None for a run in memory).
-    """
-
-    requests: pd.DataFrame
-    chunks: pd.DataFrame
-    steps: pd.DataFrame
-    timeseries: pd.DataFrame
-    summary: dict[str, Any]
-    scenario: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = None
 
 
 def delivery_arrays(deliveries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,7 +201,7 @@ class StepTotals:
             ok = pbs == bs
             if ok.any():
                 dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
-                for size in np.unique(b).tolist():
+                for size in sorted(set(b.tolist())):   # np.unique's values (it imports numpy.ma)
                     sel = b == size
                     w = self.windows.setdefault(size, [0, 0.0, 0.0])
                     w[0] += int(sel.sum())
@@ -245,19 +225,20 @@ class StepTotals:
         self.host_blocked_s += blocked
         self._prev_main = (False, last_bs, end[n - 1])
 
-    def add_table(self, steps: pd.DataFrame) -> None:
-        """Add a whole steps table (columns of :data:`STEP_COLUMNS`; rows in launch order):
-        the full records' figures come from the same sums as the compact records'."""
+    def add_table(self, steps: Any) -> None:
+        """Add a whole steps table (a DataFrame or :class:`~sim.tables.Columns` with the
+        columns of :data:`STEP_COLUMNS`; rows in launch order): the full records' figures
+        come from the same sums as the compact records'."""
         n = len(steps)
         if n == 0:
             return
-        mode = steps["mode"].to_numpy(object)
-        part = steps["part"].to_numpy(object) if "part" in steps else np.full(n, "main", dtype=object)
-        bs = steps["batch_size"].to_numpy(np.int64)
-        start, end = steps["gpu_start_s"].to_numpy(float), steps["gpu_end_s"].to_numpy(float)
-        blocked = steps["host_blocked_s"].to_numpy(float)
-        acc = steps["accepted_tokens"].to_numpy(np.int64)
-        dec = steps["decoding_reqs"].to_numpy(np.int64) if "decoding_reqs" in steps else bs
+        mode = column(steps, "mode", object)
+        part = column(steps, "part", object) if "part" in steps else np.full(n, "main", dtype=object)
+        bs = column(steps, "batch_size", np.int64)
+        start, end = column(steps, "gpu_start_s", float), column(steps, "gpu_end_s", float)
+        blocked = column(steps, "host_blocked_s", float)
+        acc = column(steps, "accepted_tokens", np.int64)
+        dec = column(steps, "decoding_reqs", np.int64) if "decoding_reqs" in steps else bs
         cut = np.flatnonzero((mode[1:] != mode[:-1]) | (part[1:] != part[:-1])) + 1
         for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, n].tolist(), strict=True):
             self.add(mode[a], part[a], bs[a:b], start[a:b], end[a:b], blocked[a:b], acc[a:b], dec[a:b])
@@ -597,9 +578,11 @@ class Recorder:
             _extend(self._ts_kv, kv_used, "i8")
 
     # ---------------------------------------------------------------- tables
-    def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[pd.DataFrame, ...]:
-        """Build (requests, chunks, steps, timeseries). ``extra_cols``: rid -> (accept_level,
-        spec_cycles, retractions). Requests come in send order."""
+    def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[Columns, ...]:
+        """Build (requests, chunks, steps, timeseries) as :class:`~sim.tables.Columns` (no
+        pandas; :class:`~sim.tables.RunResult` makes DataFrames of them when asked).
+        ``extra_cols``: rid -> (accept_level, spec_cycles, retractions). Requests come in
+        send order."""
         n = self._n
         rid = self._rid[:n].copy()
         start, first, fin, out = self._start[:n], self._first[:n], self._finish[:n], self._out[:n]
@@ -614,17 +597,17 @@ class Recorder:
         # a column of Python ints (every start at SimPy's initial clock 0) is int64, as a
         # DataFrame built from rows would make it
         starts = start.astype(np.int64) if self._int_starts and n else start.copy()
-        req = pd.DataFrame({
+        req = Columns({
             "rid": rid, "input_len": self._in[:n].copy(), "output_len": out.copy(), "start_s": starts,
             "first_token_s": first.copy(), "finish_s": fin.copy(), "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
             "accept_level": lvl, "spec_cycles": cyc, "retractions": ret,
-        }, columns=REQUEST_COLUMNS)
-        chunks = pd.DataFrame({
+        })
+        chunks = Columns({
             "rid": _np(self._c_rid, "i8").copy(), "time_s": _np(self._c_t, "f8").copy(),
             "n_tokens": _np(self._c_n, "i8").copy(),
-        }, columns=CHUNK_COLUMNS)
+        })
         s, f = self._s_int, self._s_f
-        steps = pd.DataFrame({
+        steps = Columns({
             "step": _np(s[0], "i8").copy(),
             "mode": np.array(MODES, dtype=object)[_np(s[1], "i8")],
             "part": np.array(PARTS, dtype=object)[_np(s[2], "i8")],
@@ -632,9 +615,9 @@ class Recorder:
             "gpu_start_s": _np(f[0], "f8").copy(), "gpu_end_s": _np(f[1], "f8").copy(),
             "host_blocked_s": _np(f[2], "f8").copy(), "accepted_tokens": _np(self._s_acc, "i8").copy(),
             "decoding_reqs": _np(self._s_dec, "i8").copy(),
-        }, columns=STEP_COLUMNS)
-        ts = pd.DataFrame({
+        })
+        ts = Columns({
             "time_s": _np(self._ts_t, "f8").copy(), "running": _np(self._ts_run, "i8").copy(),
             "waiting": _np(self._ts_wait, "i8").copy(), "kv_used_tokens": _np(self._ts_kv, "i8").copy(),
-        }, columns=TIMESERIES_COLUMNS)
+        })
         return req, chunks, steps, ts

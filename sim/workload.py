@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError
@@ -51,6 +51,8 @@ def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.n
         p = scenarios_dir() / path   # a shipped histogram (sharegpt-like-lengths-*.csv) by name
     if not p.is_file():
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
+    import pandas as pd  # only a histogram file needs it (not on a run's start-up otherwise)
+
     df = pd.read_csv(p)
     if not {"length", "weight"} <= set(df.columns) or len(df) == 0:
         raise ConfigError(str(p), key, list(df.columns), "CSV needs columns length,weight and >= 1 row")
