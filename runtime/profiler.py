@@ -293,7 +293,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(_fmt_grid("verify", g["verify"]))
     print(_fmt_grid("decode", g["decode"]))
     print(f"draft inject {g['draft_inject_per_token_s'] * 1e6:.4f} us/token; eager factor {g['eager_factor']:.3f}")
-    print("host: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in h.items()))
+    print("host: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in h.items() if isinstance(v, int | float)))
+    if lead := h.get("extend_idle_lead_by_tokens"):
+        print("extend idle lead: " + ", ".join(f"{t:g} tok {s * 1e3:.3f} ms"
+                                               for t, s in zip(lead["tokens"], lead["seconds"], strict=True)))
     print(f"profiled in {time.perf_counter() - t0:.1f} s; wrote {out}")
     return 0
 

@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -65,10 +66,15 @@ def test_simulator_reads_the_table_at_the_extend_tokens(tokens, expect):
     assert _run(5e-3, None, tokens) > _run(expect, None, tokens)  # the scalar alone still counts
 
 
-def test_profiler_writes_the_measured_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_profiler_writes_the_measured_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``specsched profile`` with the GPU's measurement faked: the table, its median, the
+    provenance and the printed summary."""
     pytest.importorskip("torch")
+    import argparse
+
     from specsched.runtime.profile_gpu import GpuPhases
-    from specsched.runtime.profiler import profile_device, write_profile
+    from specsched.runtime.profiler import register_profile_command
 
     def fake(self, tokens, fn):  # noqa: ANN001 -- the GPU's pairs: 2 ms lead at 16 tokens, 1 ms above
         fn()
@@ -78,15 +84,22 @@ def test_profiler_writes_the_measured_table(monkeypatch: pytest.MonkeyPatch, tmp
         return [0.004] * 3, [0.004 + lead] * 3
 
     monkeypatch.setattr(GpuPhases, "_idle_lead", fake)
-    d = profile_device(device="cpu", preset="tiny", spec_window=3, max_bs=2, contexts=[64],
-                       extend_tokens=[16, 64, 128], cuda_graph_max_bs=2, repeats=3, progress=False)
+    ap = argparse.ArgumentParser(prog="specsched")
+    register_profile_command(ap.add_subparsers(dest="command", required=True))
+    out = tmp_path / "p.yaml"
+    a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "2",
+                       "--contexts", "64", "--extend-tokens", "16,64,128", "--graph-max-bs", "2", "--repeats", "3",
+                       "--no-progress", "--out", str(out)])
+    assert a.func(a) == 0
+    assert "extend idle lead: 16 tok 2.000 ms, 64 tok 1.000 ms" in capsys.readouterr().out
+    d = yaml.safe_load(out.read_text())
     host = d["host"]
     assert host["extend_idle_lead_by_tokens"]["tokens"] == [16.0, 64.0, 128.0]
     assert host["extend_idle_lead_by_tokens"]["seconds"] == pytest.approx([2e-3, 1e-3, 1e-3])
     assert host["extend_idle_lead_s"] == pytest.approx(1e-3)
     prov = d["provenance"]["host.extend_idle_lead_by_tokens"]
     assert "idle" in prov and "16: " in prov and "median of 3 repeats" in prov
-    p = load_profile(write_profile(d, tmp_path / "p.yaml"))
+    p = load_profile(str(out))
     assert isinstance(p, Profile) and p.host.extend_idle_lead_by_tokens.at(40) == pytest.approx(1.5e-3)
 
 
