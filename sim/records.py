@@ -102,9 +102,8 @@ class ItlSamples:
         self.pv: list[float] = []   # single values (s) ...
         self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
 
-    def add(self, values: np.ndarray | list[float], weights: np.ndarray | list[int]) -> None:
-        """Append ITL values (s, float array or list) with their multiplicities (int array or
-        list, > 0); kept in this order with the other added blocks."""
+    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
         self._pending.append(values)
         self._pending_w.append(weights)
         if len(self._pending) >= 512:
@@ -384,24 +383,22 @@ class Recorder:
             self._c_t.extend([t] * len(rids))
             self._c_n.extend(n)
         row_of, first, last, finish = self._row_of, self._first, self._last, self._finish
-        compact = not self.full
         gaps: list[float] = []
         mult: list[int] = []
         for rid, k, fin in zip(rids, n, finished, strict=True):
             row = row_of.item(rid)
-            if compact:
+            if not self.full:
                 prev = last.item(row)
                 if prev == prev:  # not NaN: a gap from the request's previous chunk
                     gaps.append((t - prev) / k)
                     mult.append(k)
                 last[row] = t
-            f = first.item(row)
-            if f != f:
+            if first.item(row) != first.item(row):
                 first[row] = t
             if fin:
                 finish[row] = t
         if gaps:
-            self.itl.add(gaps, mult)   # lists: made arrays in bulk when the pending block is copied
+            self.itl.add(np.array(gaps), np.array(mult, dtype=np.int64))
 
     def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray, single_tokens: bool = False) -> None:
         """The deliveries of a collapsed decode run: ``n[j, i]`` tokens (int, 0 = none) of
