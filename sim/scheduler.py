@@ -141,6 +141,9 @@ class Scheduler:
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
+        # per-run facts of the (frozen) server arguments, read by every admission pass
+        self._preempt = server.enable_priority_scheduling and not server.disable_priority_preemption
+        self._spf = server.schedule_policy == "shortest-prefill-first"
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
@@ -296,7 +299,7 @@ class Scheduler:
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
-        preempt = s.enable_priority_scheduling and not s.disable_priority_preemption
+        preempt = self._preempt
         if not self.running or preempt or self._swa:
             # an empty batch has no request left to clear the latch; with priority
             # preemption every pass may try to make room; hybrid-SWA models reset it
@@ -321,8 +324,7 @@ class Scheduler:
         rules = self.rules
         cache = self.cache
         waiting = self.waiting
-        cache_aware = cache is not None and s.schedule_policy in ("lpm", "dfs-weight", "shortest-prefill-first")
-        if cache_aware or ":" in s.schedule_policy:
+        if cache is not None and (self._spf or s.schedule_policy in ("lpm", "dfs-weight")) or ":" in s.schedule_policy:
             for r in waiting:
                 self._match_prefix(r)
         adder = PrefillAdder.start(
@@ -336,7 +338,7 @@ class Scheduler:
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
-        spf = s.schedule_policy == "shortest-prefill-first"
+        spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
         if prev_chunked is not None:
