@@ -843,21 +843,32 @@ class Scheduler:
         for r in self._last_prefill:
             r.status = ReqStatus.RUNNING
         self._last_prefill = []
-        outs, held, done, cycles = run.state_after(n)
         finished = ReqStatus.FINISHED
-        for i, r in enumerate(run.reqs):
-            r.output_len = outs[i]
-            if cycles is not None:
-                r.spec_cycles += cycles[i]
-            if done[i]:
-                r.status = finished
-        self.kv.settle(run.reqs, held, *run.kv_after(n), finished=done)
-        self.running = [r for r, keep in zip(run.reqs, run.in_plan(last), strict=True) if keep]
+        if type(run) is PlainRun:
+            o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)
+            outs, held, done, keep, used, peak = o.outs, o.held, o.done, o.keep, o.used, o.peak
+            for r, h, d in zip(run.reqs, outs, done, strict=True):
+                r.output_len = h
+                if d:
+                    r.status = finished
+        else:
+            outs, held, done, cycles = run.state_after(n)
+            for i, r in enumerate(run.reqs):
+                r.output_len = outs[i]
+                if cycles is not None:
+                    r.spec_cycles += cycles[i]
+                if done[i]:
+                    r.status = finished
+            used, peak = run.kv_after(n)
+            keep = run.in_plan(last)
+        self.kv.settle(run.reqs, held, used, peak, finished=done)
+        self.running = [r for r, k in zip(run.reqs, keep, strict=True) if k]
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch
-        for r, d in zip(run.reqs, done, strict=True):
-            if d:
-                self._release_prefix(r)
+        if True in done:
+            for r, d in zip(run.reqs, done, strict=True):
+                if d:
+                    self._release_prefix(r)
         ratio = self.ratio
         for _ in range(n):   # one decay per pass without retraction
             if ratio.value <= ratio.floor:
@@ -865,6 +876,6 @@ class Scheduler:
             ratio.on_decode_step()
         self.num_delayed_passes += run.delayed_passes(n)
         self.step += n
-        plan, out = run.plan_at(last)
+        plan, out = (o.plan, o.output) if type(run) is PlainRun else run.plan_at(last)
         self._in_flight = plan
         return plan, out

@@ -32,8 +32,9 @@ STREAM_PRIORITIES = 4
 class RequestSpec:
     """One request to send: ``index`` (send order), prompt and output lengths (tokens), for
     a trace its arrival time (s from the first request; None otherwise), the prompt's token
-    ids when the workload shares prefixes (None otherwise) and its priority (None: the
-    server's default)."""
+    ids when the workload shares prefixes (an int64 array, or for a trace with block ids a
+    :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
+    its priority (None: the server's default)."""
 
     index: int
     input_len: int
@@ -103,7 +104,7 @@ def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) ->
         from specsched.sim.trace import load_trace
 
         tr = load_trace(cfg.trace, cfg.num_requests, scenario_path)
-        return [RequestSpec(i, int(a), int(b), float(t)) for i, (a, b, t)
+        return [RequestSpec(i, int(a), int(b), float(t), tr.prompt_tokens(i)) for i, (a, b, t)
                 in enumerate(zip(tr.input_len.tolist(), tr.output_len.tolist(), tr.arrival_s.tolist(), strict=True))]
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None
