@@ -298,6 +298,8 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         text = p.read_text()
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
+    except OSError as e:
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
     for i, raw in enumerate(text.splitlines(), start=1):

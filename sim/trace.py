@@ -294,6 +294,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
             _read_jsonl(p, cols, unit, limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
+    except OSError as e:
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy
