@@ -69,8 +69,8 @@ class Trace:
         or None when the trace has no block ids (its prompts share nothing)."""
         if self.hash_ids is None or self.hash_offsets is None:
             return None
-        blocks = self.hash_ids[self.hash_offsets[i]:self.hash_offsets[i + 1]]
-        return BlockTokens(blocks, int(self.input_len[i]), i, self.block_size)
+        return BlockTokens(self.hash_ids, int(self.input_len[i]), i, self.block_size,
+                           int(self.hash_offsets[i]), int(self.hash_offsets[i + 1]))
 
     def prefix_reuse(self) -> float | None:
         """The trace's own prefix reuse (:func:`sim.trace_prefix.prefix_reuse`), None without

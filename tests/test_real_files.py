@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.analysis.bench_cli import comparison_rows
 from specsched.analysis.from_bench import scenario_from_bench
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
@@ -120,6 +122,13 @@ def test_vllm_layouts():
         scenario_from_bench(new1, "h200-1b")
     (ind,) = read_bench(DATA / "bench" / "vllm-indented.json")
     assert ind.args["request_rate"] == 2.0 and ind.details is not None
+
+
+def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    src = (DATA / "bench" / "sglang-0.3.6.jsonl").read_text()
+    p.write_bytes(("\ufeff" + src.replace("\n", "\r\n")).encode())
+    assert [r.summary["completed"] for r in read_bench(p)] == [100, 100]
 
 
 def test_p50_stands_in_for_a_missing_median(tmp_path):
@@ -265,3 +274,32 @@ def test_a_directory_and_a_gzipped_log(tmp_path):
     q.write_bytes(p.read_bytes()[:40])
     with pytest.raises(ConfigError, match="cannot be read"):
         parse_server_log(q)
+
+
+@settings(max_examples=60, deadline=None)
+@given(running=st.integers(0, 4096), token=st.integers(0, 10**7), queue=st.integers(0, 10**5),
+       gen=st.floats(0, 1e6, allow_nan=False), accept=st.one_of(st.none(), st.floats(1, 16, allow_nan=False)),
+       iters=st.one_of(st.none(), st.integers(0, 10**9)), ms=st.booleans(),
+       rank=st.sampled_from(["", " TP0", " DP3 TP24 EP24", " DP1 PP0 ATTN_CP0 MOE_DP0 TP8 EP8"]),
+       outer=st.sampled_from(["", "sglang-1  | ", "2026-03-02T08:01:02.123456789Z stdout F ", "INFO: "]),
+       label=st.sampled_from(["cuda graph", "cpu graph", "npu graph"]), swa=st.booleans(), stop=st.sampled_from([",", "."]))
+def test_invariant_decode_lines_read_back_whatever_the_optional_parts(running, token, queue, gen, accept, iters, ms,
+                                                                      rank, outer, label, swa, stop):
+    """Invariant: the fields a decode line states are read back exactly, whatever optional
+    parts (iteration number, ms, ranks, an outer prefix, spec and SWA fields, graph label,
+    0.3/0.4's full stop) the versions add around them."""
+    from specsched.analysis.server_log import parse_line
+
+    stamp = "2026-03-02 08:01:02" + (".250" if ms else "")
+    usage = (f"#full token: {token}, full token usage: 0.05, #swa token: 7, swa token usage: 0.01, " if swa
+             else f"#token: {token}, token usage: 0.05, ")
+    spec = f"accept len: {accept:.2f}, accept rate: 0.40, " if accept is not None else ""
+    it = f" [{iters}]" if iters is not None else ""
+    line = (f"{outer}[{stamp}{rank}] Decode batch{it}{stop} #running-req: {running}, {usage}{spec}"
+            f"{label}: True, gen throughput (token/s): {gen:.2f}, #queue-req: {queue}\n")
+    row = parse_line(line, 7)
+    assert row["kind"] == "decode" and row["line"] == 7 and row["rank"] == rank.strip()
+    assert (row["running_req"], row["token"], row["queue_req"]) == (running, token, queue)
+    assert row["gen_throughput"] == pytest.approx(round(gen, 2)) and row["graph"] == 1.0
+    assert row.get("accept_len") == (None if accept is None else pytest.approx(round(accept, 2)))
+    assert row["time"] == stamp
