@@ -178,6 +178,11 @@ class GpuProfile(BaseModel):
         context + window, so both readings agree on a uniform batch.
     attention_bucket: tokens the padded width is rounded up to (``padded_max`` only;
         the runtime's graph context buckets, runtime/engine.py: every 256 positions).
+    dp_attention_sync_s: seconds a DP-attention lock-step forward adds to its slowest rank's
+        cost (server.enable_dp_attention with dp_size > 1; sim/dp_attention.py): the
+        cross-rank gathers of one forward (the scheduler's mlp-sync all-gather,
+        scheduler_components/dp_attn.py ``prepare_mlp_sync_batch_raw``, and the gather /
+        scatter around the MoE layers). 0: not measured.
 
     Every grid above is extrapolated as :class:`GridInterp` says; a run that leaves a
     grid's measured range gets one warning line per grid and axis.
@@ -199,6 +204,7 @@ class GpuProfile(BaseModel):
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    dp_attention_sync_s: Seconds = 0.0
 
 
 class HostProfile(BaseModel):
