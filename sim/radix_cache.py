@@ -87,8 +87,12 @@ class RadixCache:
     def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
         """Common prefix length of a and b in whole pages."""
         n = min(len(a), len(b))
-        diff = np.flatnonzero(a[:n] != b[:n])
-        m = int(diff[0]) if len(diff) else n
+        if n == 0:
+            return 0
+        neq = a[:n] != b[:n]
+        m = int(neq.argmax())  # the first difference (0 when there is none: checked below)
+        if not neq[m]:
+            m = n
         return m // self.page_size * self.page_size
 
     def _split(self, child: TreeNode, at: int) -> TreeNode:
@@ -138,11 +142,34 @@ class RadixCache:
             how many leading tokens were already in the tree (SGLang ``InsertResult.prefix_len``:
             the caller frees its own copies of those).
         """
+        return self.insert_from(tokens)[0]
+
+    def insert_from(self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None,
+                    start_len: int = 0) -> tuple[int, TreeNode]:
+        """:meth:`insert`, also returning the node where the inserted sequence ends (what
+        ``match_prefix(tokens)`` would return right after).
+
+        ``start``: a node whose path from the root is ``tokens[:start_len]`` (a request's
+        held prefix, which cannot be evicted while held): the walk starts there instead of
+        at the root; the nodes above it count as used now, as a walk from the root would
+        make them. A ``start`` whose path is not ``start_len`` tokens long is ignored.
+        """
         key = self._aligned(tokens)
         t = self._tick()
-        node = self.root
+        node, done = self.root, 0
+        if start is not None and 0 < start_len <= len(key):
+            depth, n = 0, start
+            while n is not self.root:
+                depth += len(n.key)
+                n = n.parent
+            if depth == start_len:
+                node, done = start, start_len
+                n = start
+                while n is not self.root:
+                    n.last_access = t
+                    n = n.parent
         node.last_access = t
-        done = 0
+        self.root.last_access = t
         while done < len(key):
             child = node.children.get(self._child_key(key[done:]))
             if child is None:
@@ -150,14 +177,14 @@ class RadixCache:
                 new.last_access = t
                 node.children[self._child_key(new.key)] = new
                 self.evictable_size += len(new.key)
-                return done
+                return done, new
             m = self._match_len(child.key, key[done:])
             child.last_access = t
             if m < len(child.key):
                 child = self._split(child, m)
             node = child
             done += m
-        return done
+        return done, node
 
     def inc_lock_ref(self, node: TreeNode) -> int:
         """A running request holds ``node`` (and its ancestors). Returns the change in

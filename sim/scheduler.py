@@ -528,7 +528,9 @@ class Scheduler:
         if r.retractions or up_to <= r.cache_protected_len:
             return
         toks = r.tokens[:up_to]
-        present = cache.insert(toks)
+        old = self._locks.get(r.rid)
+        # the held prefix ends at cache_protected_len: the walk starts there
+        present, node = cache.insert_from(toks, old, r.cache_protected_len)
         stored = len(toks) // cache.page_size * cache.page_size
         own_from = r.cache_protected_len
         dup = min(max(0, present - own_from), max(0, stored - own_from))
@@ -537,9 +539,7 @@ class Scheduler:
         moved = min(stored - max(present, own_from), r.kv_allocated)
         if moved > 0:
             self.kv.to_tree(r, moved)
-        _, node = cache.match_prefix(toks)
         cache.inc_lock_ref(node)
-        old = self._locks.get(r.rid)
         if old is not None:
             cache.dec_lock_ref(old)
         self._locks[r.rid] = r.last_node = node
