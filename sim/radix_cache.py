@@ -36,12 +36,14 @@ class TreeNode:
         lock_ref: running requests holding this node (and so every ancestor).
         last_access: logical time of the last match or insert through this node.
         id: creation order (breaks LRU ties deterministically).
+        depth: tokens on the path from the root to the end of this edge.
     """
 
-    __slots__ = ("key", "children", "parent", "lock_ref", "last_access", "id")
+    __slots__ = ("key", "children", "parent", "lock_ref", "last_access", "id", "depth")
 
     def __init__(self, key: np.ndarray, parent: TreeNode | None, node_id: int) -> None:
         self.key = key
+        self.depth = len(key) + (parent.depth if parent is not None else 0)
         self.children: dict[object, TreeNode] = {}
         self.parent = parent
         self.lock_ref = 0
@@ -157,17 +159,12 @@ class RadixCache:
         key = self._aligned(tokens)
         t = self._tick()
         node, done = self.root, 0
-        if start is not None and 0 < start_len <= len(key):
-            depth, n = 0, start
+        if start is not None and 0 < start_len <= len(key) and start.depth == start_len:
+            node, done = start, start_len
+            n = start
             while n is not self.root:
-                depth += len(n.key)
+                n.last_access = t
                 n = n.parent
-            if depth == start_len:
-                node, done = start, start_len
-                n = start
-                while n is not self.root:
-                    n.last_access = t
-                    n = n.parent
         node.last_access = t
         self.root.last_access = t
         while done < len(key):
@@ -198,6 +195,29 @@ class RadixCache:
             node.lock_ref += 1
             node = node.parent
         return delta
+
+    def move_lock(self, old: TreeNode | None, new: TreeNode) -> None:
+        """A request that holds ``old`` (None: nothing) holds ``new`` instead:
+        :meth:`inc_lock_ref` of ``new`` then :meth:`dec_lock_ref` of ``old``, with the same
+        result; when ``new`` is ``old`` or below it (a chunked prefill's next checkpoint)
+        only the edges between them change."""
+        if old is None:
+            self.inc_lock_ref(new)
+            return
+        n = new
+        while n.depth > old.depth:
+            n = n.parent
+        if n is not old:
+            self.inc_lock_ref(new)
+            self.dec_lock_ref(old)
+            return
+        n = new
+        while n is not old:
+            if n.lock_ref == 0:
+                self.evictable_size -= len(n.key)
+                self.protected_size += len(n.key)
+            n.lock_ref += 1
+            n = n.parent
 
     def dec_lock_ref(self, node: TreeNode) -> int:
         """Release a hold taken by :meth:`inc_lock_ref`. Returns the change in evictable

@@ -539,9 +539,7 @@ class Scheduler:
         moved = min(stored - max(present, own_from), r.kv_allocated)
         if moved > 0:
             self.kv.to_tree(r, moved)
-        cache.inc_lock_ref(node)
-        if old is not None:
-            cache.dec_lock_ref(old)
+        cache.move_lock(old, node)
         self._locks[r.rid] = r.last_node = node
         r.cache_protected_len = max(own_from, stored)
 
