@@ -40,12 +40,12 @@ def mean_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """Rows ``metric, predicted, measured, error_pct`` for every bench_serving metric the
-    measured summary has (error = (predicted - measured) / measured x 100; NaN when either is
+    measured summary has (and the prefix-cache hit rate when the line has a cache report) (error = (predicted - measured) / measured x 100; NaN when either is
     missing or measured is 0)."""
-    from specsched.sim.bench_serving import METRIC_KEYS
+    from specsched.sim.bench_serving import EXTRA_SUMMARY_KEYS, METRIC_KEYS
 
     rows = []
-    for k in keys or METRIC_KEYS:
+    for k in keys or (*METRIC_KEYS, *EXTRA_SUMMARY_KEYS):
         if k not in measured:
             continue
         q, p = measured[k], predicted.get(k)

@@ -1,9 +1,10 @@
 """SGLang server logs: the scheduler's "Prefill batch" and "Decode batch" lines.
 
-SGLang 0.5.23 logs them from ``srt/managers/scheduler_components/metrics_reporter.py``
-(``report_prefill_stats``, ``report_decode_stats``; older versions from
-``scheduler_metrics_mixin.py`` / ``scheduler.py`` with the same fields), one decode line every
-``decode_log_interval`` (default 40) decode steps::
+What is read, and from which versions (each checked against that version's source):
+
+- SGLang 0.5.23 logs them from ``srt/managers/scheduler_components/metrics_reporter.py``
+  (``report_prefill_stats``, ``report_decode_stats``), one decode line every
+  ``decode_log_interval`` (default 40) decode steps::
 
     [2026-01-01 10:00:00 TP0] Prefill batch, #new-seq: 3, #new-token: 3072, #cached-token: 0,
         token usage: 0.01, #running-req: 5, #queue-req: 2, #pending-token: 0, cuda graph: False,
@@ -12,11 +13,25 @@ SGLang 0.5.23 logs them from ``srt/managers/scheduler_components/metrics_reporte
         accept len: 3.10, accept rate: 0.42, cuda graph: True, gen throughput (token/s): 2500.00,
         #queue-req: 0
 
-(``token usage`` is ``full token usage`` on hybrid-SWA models; ``accept len`` only with
-speculative decoding; ``[N]`` after "batch" with forward-iteration logging.) Fields are read
-by name, so added or reordered fields do not matter. "gen throughput" is the tokens generated
-since the previous decode line over the wall time since it (prefill work in between
-included), so a decode line preceded by a decode line and with an empty queue times pure
+  Optional parts: ``accept len``/``accept rate`` (and ``cap len``, ``block accept len``)
+  only with speculative decoding; ``#replay-token``; ``[N]`` after "batch" with
+  ``SGLANG_LOG_FORWARD_ITERS``; hybrid-SWA pools write ``#full token``/``full token usage``
+  and ``#swa token``/``swa token usage`` (pool_stats_observer.py); ``cpu graph``/``npu graph``
+  instead of ``cuda graph`` on other devices; MFU and ``fwd occupancy`` suffixes; PD
+  disaggregation counters.
+- SGLang 0.3.x-0.4.x log from ``srt/managers/scheduler.py`` with a full stop after
+  "batch" (``Prefill batch. #new-seq: ...``), 0.3.x with ``cache hit rate: 12.50%``, no
+  ``cuda graph`` field, ``accept len`` from 0.4 on.
+- The logger's prefix (``configure_logger``): ``[YYYY-MM-DD HH:MM:SS{.mmm with
+  SGLANG_LOG_MS}{ DPn}{ PPn}{ ATTN_CPn}{ MOE_DPn}{ TPn}{ EPn}]``. Anything before it (a
+  container runtime's or journald's own prefix) is skipped; the timestamp is the last one
+  before the "batch" text. With DP attention every DP rank logs its own lines,
+  interleaved: ``rank`` keeps them apart.
+
+Fields are read by name, so added, reordered or unknown fields do not matter; a field a
+line lacks is NaN. "gen throughput" is the tokens generated since the previous decode line
+of the same rank over the wall time since it (prefill work in between included), so a
+decode line preceded (on its rank) by a decode line and with an empty queue times pure
 decode steps: seconds per step = running-req x accept len / gen throughput.
 """
 
@@ -29,58 +44,90 @@ import numpy as np
 import pandas as pd
 from specsched.sim.errors import ConfigError
 
-_LINE = re.compile(r"(?:\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[^\]]*\]\s*)?(?P<kind>Prefill|Decode) batch(?: \[\d+\])?,\s*(?P<rest>.*)$")
-_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?[0-9.]+(?:e[-+]?\d+)?|True|False)")
+_BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?\s*[,.]\s*(?P<rest>.*)$")
+_TIME = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
+_PREFIX = re.compile(r"\[\s*\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?P<rank>(?:\s+[A-Z_]+\d+)*)\s*\]\s*$")
+_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
 _NAMES = {
     "#new-seq": "new_seq", "#new-token": "new_token", "#cached-token": "cached_token", "token usage": "token_usage",
     "full token usage": "token_usage", "#running-req": "running_req", "#queue-req": "queue_req", "#token": "token",
-    "#full token": "token", "accept len": "accept_len", "gen throughput (token/s)": "gen_throughput",
-    "input throughput (token/s)": "input_throughput", "#pending-token": "pending_token",
+    "#full token": "token", "accept len": "accept_len", "accept rate": "accept_rate",
+    "gen throughput (token/s)": "gen_throughput", "input throughput (token/s)": "input_throughput",
+    "#pending-token": "pending_token", "#swa token": "swa_token", "swa token usage": "swa_token_usage",
+    "cuda graph": "graph", "cpu graph": "graph", "npu graph": "graph", "musa graph": "graph",
 }
-COLUMNS = ("line", "time", "kind", "new_seq", "new_token", "cached_token", "token_usage", "running_req",
-           "queue_req", "token", "accept_len", "gen_throughput", "input_throughput")
+COLUMNS = ("line", "time", "rank", "kind", "new_seq", "new_token", "cached_token", "token_usage", "running_req",
+           "queue_req", "token", "accept_len", "accept_rate", "graph", "gen_throughput", "input_throughput")
+"""Columns of :func:`parse_server_log`. ``graph`` is 1.0 when the line says the batch ran a
+(cuda/cpu/npu) graph, 0.0 when it ran eagerly, NaN when the version does not say."""
+
+
+def parse_line(raw: str, line: int) -> dict[str, object] | None:
+    """One log line -> a row of :data:`COLUMNS` (missing fields left out), or None when it
+    is not a "Prefill batch"/"Decode batch" line."""
+    m = _BATCH.search(raw)
+    if m is None:
+        return None
+    head = raw[: m.start()]
+    pm = _PREFIX.search(head)
+    times = _TIME.findall(head)
+    row: dict[str, object] = {"line": line, "time": times[-1].replace(",", ".") if times else None,
+                              "rank": " ".join(pm.group("rank").split()) if pm else "",
+                              "kind": m.group("kind").lower()}
+    for fm in _FIELD.finditer(m.group("rest")):
+        name = _NAMES.get(fm.group("key").strip())
+        if name is None:
+            continue
+        v = fm.group("value")
+        row[name] = 1.0 if v == "True" else 0.0 if v == "False" else float(v)
+    return row
 
 
 def parse_server_log(path: str | Path) -> pd.DataFrame:
-    """One row per "Prefill batch"/"Decode batch" line of an SGLang server log.
+    """One row per "Prefill batch"/"Decode batch" line of an SGLang server log (0.3.x to
+    0.5.23; see the module docstring), streamed line by line.
 
     Returns:
         DataFrame with :data:`COLUMNS` (``kind`` "prefill"/"decode", ``line`` the line number,
-        ``time`` the logged timestamp or NaT; fields a line lacks are NaN).
+        ``time`` the logged timestamp or NaT, ``rank`` the logger prefix's ranks such as
+        "DP1 TP8" or "" ; fields a line lacks are NaN).
 
     Raises:
-        ConfigError: missing/unreadable file, or no such line in it (not an SGLang log).
+        ConfigError: missing or unreadable file (a directory, a binary file), or no batch
+            line in it (not an SGLang server log, or one logged at a level above INFO).
     """
     p = Path(path)
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
-    with open(p, errors="replace") as f:
-        for i, raw in enumerate(f, start=1):
-            if "batch" not in raw:
-                continue
-            m = _LINE.search(raw)
-            if not m:
-                continue
-            row: dict[str, object] = {"line": i, "time": m.group("time"), "kind": m.group("kind").lower()}
-            for fm in _FIELD.finditer(m.group("rest")):
-                name = _NAMES.get(fm.group("key").strip())
-                if name and fm.group("value") not in ("True", "False"):
-                    row[name] = float(fm.group("value"))
-            rows.append(row)
+    try:
+        with open(p, errors="replace") as f:
+            for i, raw in enumerate(f, start=1):
+                if "batch" not in raw:
+                    continue
+                if "\x00" in raw:
+                    raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
+                row = parse_line(raw, i)
+                if row is not None:
+                    rows.append(row)
+    except OSError as e:
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
     if not rows:
-        raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log")
+        raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "
+                          "(or logged with --log-level above info)")
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
-    df["time"] = pd.to_datetime(df["time"], errors="coerce")
+    df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
+    df["rank"] = df["rank"].fillna("")
     return df
 
 
 def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
-    """Decode lines that time pure decode steps: the previous logged line was a decode line,
+    """Decode lines that time pure decode steps: the previous line of the same rank was a decode line,
     the queue is empty, throughput > 0. Columns ``running_req``, ``context`` (mean KV tokens
     per request = #token / running), ``tokens_per_step`` (running x accept len, or running
     without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput)."""
-    prev_decode = log["kind"].shift(1).eq("decode")
+    rank = log["rank"] if "rank" in log else pd.Series("", index=log.index)
+    prev_decode = log.groupby(rank, sort=False)["kind"].shift(1).eq("decode")
     d = log[(log["kind"] == "decode") & prev_decode & (log["queue_req"].fillna(0) == 0)
             & (log["gen_throughput"] > 0) & (log["running_req"] > 0)].copy()
     acc = d["accept_len"].where(d["accept_len"] > 0, 1.0).fillna(1.0)

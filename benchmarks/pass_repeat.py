@@ -1,6 +1,7 @@
 """Does one scenario measure the same on every pass? (a diagnostic for the GPU)
 
     python benchmarks/pass_repeat.py [--cell poisson-nospec] [--rate 16] [--requests 128] [--passes 3]
+        [--eager-prefill] [--no-gc-frozen]
 
 Builds one engine, warms it up (graphs, one request), then measures the scenario
 ``--passes`` times with Python's garbage collector as it is, and ``--passes`` times with it
@@ -8,7 +9,9 @@ frozen and disabled (``gc.freeze(); gc.disable()``). Per pass prints median / p9
 median TPOT, the median extend span on the GPU, the median host time from an extend's
 scheduling pass to the next one (host-paced extends: about the span + 2 ms), the median
 decode step, and the collections the collector ran. Round 4 found the same scenario's
-extends 15 ms on a fresh engine and 25 ms on its eighth pass.
+extends 15 ms on a fresh engine and 25 ms on its eighth pass. ``--eager-prefill`` sets
+``server.disable_prefill_cuda_graph`` (the runtime before round 5: every extend kernel
+issued from Python); ``--no-gc-frozen`` skips the frozen-collector passes.
 """
 
 from __future__ import annotations
@@ -47,15 +50,23 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--preset", default="1b")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--eager-prefill", action="store_true", help="server.disable_prefill_cuda_graph: eager extends")
+    ap.add_argument("--no-gc-frozen", action="store_true", help="only the passes with the collector as it is")
     ap.add_argument("--out", default=None, help="also write the lines to this file")
     args = ap.parse_args()
-    sc = load_scenario_with_overrides(ROOT / "scenarios" / "h200" / f"{args.cell}.yaml", "base",
-                                      {"workload.request_rate": args.rate, "workload.num_requests": args.requests})
+    over = {"workload.request_rate": args.rate, "workload.num_requests": args.requests}
+    if args.eager_prefill:
+        over["server.disable_prefill_cuda_graph"] = True
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / "h200" / f"{args.cell}.yaml", "base", over)
     eng = RuntimeEngine(sc, preset=args.preset, device=args.device)
+    t0 = time.perf_counter()
     eng.warmup()
     eng._warmed = True
-    lines: list[str] = []
-    for mode in ("gc on", "gc frozen"):
+    r = eng.runner
+    lines: list[str] = [f"{'eager' if args.eager_prefill else 'piecewise'} extends: {len(r.device.graphs.keys())} graph "
+                        f"keys, warm-up {time.perf_counter() - t0:.1f} s"]
+    print(lines[0], flush=True)
+    for mode in ("gc on",) if args.no_gc_frozen else ("gc on", "gc frozen"):
         if mode == "gc frozen":
             gc.collect()
             gc.freeze()

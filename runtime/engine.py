@@ -85,7 +85,10 @@ class RuntimeEngine:
             :func:`runtime.model.draft_preset`).
         device: ``"cuda"``, ``"cpu"`` or None (GPU if available).
         seed: overrides the scenario's (acceptance, lengths, arrivals, weights).
-        graphs: replay graphs for decode/verify batches up to ``cuda_graph_max_bs``.
+        graphs: replay graphs for decode/verify batches up to ``cuda_graph_max_bs``, and
+            (CUDA) extends and draft injections piecewise at the scenario's
+            ``prefill_graph_tokens`` buckets (SGLang 0.5.23's default on CUDA, off on HIP;
+            ``server.disable_prefill_cuda_graph`` turns that part off).
         warmup: capture graphs and run one warm-up request before measuring (bench_serving
             sends one warm-up request too); on a GPU, also run the whole scenario once
             unmeasured, so first-use costs (kernel selection for new extend shapes, pinned
@@ -122,7 +125,8 @@ class RuntimeEngine:
                        chunk_tokens=min(max(s.input_len for s in self.specs), srv.chunked_prefill_size
                                         if srv.chunked_prefill_size > 0 else 10**9),
                        dtype_bytes=self.dev.dtype.itemsize, graph_max_bs=srv.cuda_graph_max_bs,
-                       graphs=graphs and self.dev.is_gpu)
+                       graphs=graphs and self.dev.is_gpu,
+                       prefill_graph_tokens=max(self._prefill_buckets(graphs), default=0))
         check_fits(est, preset=preset, slots=slots, is_gpu=self.dev.is_gpu, torch_device=self.dev.torch_device,
                    source=str(scenario.path or scenario.name), configured=srv.max_total_num_tokens)
         self.memory_estimate = est
@@ -137,7 +141,8 @@ class RuntimeEngine:
         ctx_buckets = list(range(CTX_BUCKET_STEP, max_ctx + CTX_BUCKET_STEP, CTX_BUCKET_STEP))
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
-                                  ctx_buckets=ctx_buckets, external_kv=True)
+                                  ctx_buckets=ctx_buckets, external_kv=True,
+                                  prefill_graph_tokens=self._prefill_buckets(graphs))
         self.preset = preset
         self._env: dict[str, str] | None = None
         self.graphs = graphs and self.dev.is_gpu
@@ -148,6 +153,15 @@ class RuntimeEngine:
         # would need new pinned staging memory inside the measured loop
         self.device_gen = torch.Generator(device=self.dev.torch_device).manual_seed(self.seed * 1000 + _TOKENS_STREAM)
         self._reset_run_state()
+
+    def _prefill_buckets(self, graphs: bool) -> list[int]:
+        """Extend token buckets replayed piecewise: the scenario's ``prefill_graph_tokens``
+        on CUDA with graphs on; none on CPU and on HIP, where SGLang 0.5.23's prefill graph
+        backend defaults to disabled (model_executor/cuda_graph_config.py
+        ``default_prefill_backend``: breakable only when ``is_cuda()``)."""
+        if not (graphs and self.dev.is_gpu) or self.dev.is_hip:
+            return []
+        return self.server.prefill_graph_tokens
 
     def set_scenario(self, scenario: Scenario) -> None:
         """Measure another arm (or request rate) with the same model, KV pool and graphs.
@@ -160,11 +174,12 @@ class RuntimeEngine:
         same = (a.server.spec_window == b.server.spec_window
                 and a.server.max_running_requests == b.server.max_running_requests
                 and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
+                and a.server.prefill_graph_tokens == b.server.prefill_graph_tokens
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
                 and a.workload.model_copy(update={"request_rate": None})
                 == b.workload.model_copy(update={"request_rate": None}))
         if not same:
-            raise ValueError("set_scenario needs the same window, slots, graph limit and workload (the request "
+            raise ValueError("set_scenario needs the same window, slots, graph limits and workload (the request "
                              "rate may differ); build a new engine")
         self.scenario, self.server = scenario, scenario.server
 
@@ -354,7 +369,8 @@ class RuntimeEngine:
 
     # ------------------------------------------------------------------- run
     def warmup(self) -> None:
-        """Capture the graphs of every (batch, context) bucket the run can use and run one
+        """Capture the graphs of every (batch, context) bucket and extend token bucket the
+        run can use and run one
         request through extend and a few steps, all before the measurement (a capture
         inside the loop would cost device synchronizations)."""
         r = self.runner
@@ -369,6 +385,12 @@ class RuntimeEngine:
                         r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
                 if c >= ctx_need:
                     break
+            # every extend bucket the run can reach: one prefill batch holds at most
+            # max_prefill_tokens and one chunk, and never more than all prompts together
+            srv = self.server
+            most = min(sum(s.input_len for s in self.specs), srv.max_prefill_tokens,
+                       srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else 10**9)
+            r.capture_prefill(most)
         rows = [r.add_request()]
         r.pool.hold(rows, [64 + 4 * self.window])
         toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)

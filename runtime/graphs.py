@@ -1,5 +1,6 @@
 """Graph capture and replay by batch-size bucket (SGLang's CudaGraphRunner,
-model_executor/cuda_graph_runner.py): :class:`GraphCache`, the bucket helpers."""
+model_executor/cuda_graph_runner.py) and piecewise graphs with eager breaks (SGLang's
+BreakableCUDAGraph): :class:`GraphCache`, the bucket helpers."""
 
 from __future__ import annotations
 
@@ -102,6 +103,77 @@ class GraphCache:
             fn()
         self._graphs[key] = graph
         dev.synchronize("graph_capture")
+
+    def capture_pieces(self, key: Hashable, pieces: Sequence[Callable[[], None]]) -> None:
+        """Warm up and capture ``pieces`` as one graph each, to be replayed in order with an
+        eager call between consecutive pieces (:meth:`replay_pieces`).
+
+        Models SGLang 0.5.23's breakable graphs (runner_backend_utils/breakable_cuda_graph/
+        breakable_cuda_graph.py ``BreakableCUDAGraphCapture``): one segment graph per piece,
+        all in this cache's shared memory pool, the eager breaks outside any graph. The
+        pieces are warmed up ``warmup`` times in order (without the breaks: they only write
+        static buffers the next piece reads, whose values do not change what is captured),
+        then captured in order. Each piece must read and write static buffers only. CPU: the
+        pieces are kept and run eagerly, once here under the sync checker.
+
+        Raises:
+            ValueError: no pieces.
+            RuntimeError: from torch if a piece does something illegal during capture.
+        """
+        from specsched.runtime.sync_checker import SyncChecker, cuda_sync_debug
+
+        if not pieces:
+            raise ValueError(f"capture_pieces({key!r}): no pieces")
+        dev = self.device
+        if not dev.is_gpu:
+            with SyncChecker(raise_on_sync=True):
+                for fn in pieces:
+                    fn()
+            self._graphs[key] = list(pieces)
+            return
+        fwd = dev.stream("forward")
+        fwd.wait_stream(torch.cuda.current_stream(dev.torch_device))
+        with torch.cuda.stream(fwd):
+            for _ in range(self.warmup):
+                for fn in pieces:
+                    fn()
+        dev.synchronize("graph_capture")
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graphs = []
+        # capture_begin/capture_end as SGLang's segments do: the torch.cuda.graph context
+        # would synchronize, collect garbage and empty the cache around every piece
+        with torch.cuda.stream(fwd), cuda_sync_debug("error"):
+            for fn in pieces:
+                g = torch.cuda.CUDAGraph()
+                g.capture_begin(pool=self._pool)
+                try:
+                    fn()
+                finally:
+                    g.capture_end()
+                graphs.append(g)
+        self._graphs[key] = graphs
+        dev.synchronize("graph_capture")
+
+    def replay_pieces(self, key: Hashable, between: Callable[[int], None]) -> None:
+        """Replay the pieces captured under ``key`` on the current stream, calling
+        ``between(i)`` eagerly after piece ``i`` (every piece but the last): SGLang's
+        ``BreakableCUDAGraph.replay`` (segment, break, segment, ...).
+
+        Raises:
+            KeyError: nothing captured under ``key``.
+        """
+        pieces = self._graphs[key]
+        self.replays[key] += 1
+        last = len(pieces) - 1
+        gpu = self.device.is_gpu
+        for i, p in enumerate(pieces):
+            if gpu:
+                p.replay()
+            else:
+                p()
+            if i < last:
+                between(i)
 
     def replay(self, key: Hashable) -> None:
         """Launch the graph captured under ``key`` on the current stream (CPU: run ``fn``).

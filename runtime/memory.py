@@ -4,7 +4,8 @@ A run allocates the target and drafter weights, the KV buffers of both models ov
 pool's slots (:class:`runtime.kv_cache.KVBuffers`), the req_to_token map, the activations of
 the largest forward (a prefill chunk, or a verify of the whole batch with its gathered
 context: the proxy's paged attention gathers each request's KV before SDPA) and the graph
-pool of the captured decode/verify buckets. :func:`estimate` adds these up from the
+pool of the captured decode/verify buckets and the static buffers of the piecewise prefill
+graphs. :func:`estimate` adds these up from the
 shapes alone; :func:`check_fits` refuses (one line, exit 2) when the total exceeds what the
 device (``torch.cuda.mem_get_info``) or the host (``MemAvailable``) has free, instead of
 letting the kernel kill the process for memory with no message.
@@ -41,7 +42,8 @@ class MemoryEstimate:
 
 
 def estimate(target: ModelConfig, drafter: ModelConfig | None, *, slots: int, max_reqs: int, max_context: int,
-             window: int, chunk_tokens: int, dtype_bytes: int, graph_max_bs: int, graphs: bool) -> MemoryEstimate:
+             window: int, chunk_tokens: int, dtype_bytes: int, graph_max_bs: int, graphs: bool,
+             prefill_graph_tokens: int = 0) -> MemoryEstimate:
     """Estimate a run's memory (bytes) from its shapes.
 
     Args:
@@ -52,6 +54,9 @@ def estimate(target: ModelConfig, drafter: ModelConfig | None, *, slots: int, ma
         chunk_tokens: the largest prefill forward's tokens (chunked_prefill_size or prompt).
         dtype_bytes: bytes per element of the model dtype.
         graph_max_bs: largest captured batch; graphs: whether graphs are captured.
+        prefill_graph_tokens: largest extend token bucket of the piecewise prefill graphs
+            (0: none); their static buffers (residual, q/k/v, attention output, final
+            hidden) per model, and one piece's MLP activations in the graph pool.
     """
     models = [target] + ([drafter] if drafter is not None else [])
     weights = sum(m.num_params for m in models) * dtype_bytes
@@ -70,6 +75,12 @@ def estimate(target: ModelConfig, drafter: ModelConfig | None, *, slots: int, ma
     verify = forward(max_reqs * (2 * window if drafter is not None else window), max_reqs, max_context)
     act = 2 * max(prefill, verify)  # the allocator keeps freed blocks: count the peak twice
     gr = forward(min(graph_max_bs, max_reqs) * 2 * window, min(graph_max_bs, max_reqs), max_context) if graphs else 0
+    for m in models:
+        if not prefill_graph_tokens:
+            break
+        q_dim, kv_dim = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim
+        gr += prefill_graph_tokens * ((3 * m.hidden_size + 2 * q_dim + 2 * kv_dim + 3 * m.intermediate_size)
+                                      * dtype_bytes + 16 + 4 * m.head_dim)
     return MemoryEstimate(int(weights), int(kv), int(act), int(gr))
 
 

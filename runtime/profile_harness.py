@@ -17,6 +17,7 @@ import torch
 from specsched.runtime.device import Device, default_bs_buckets
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.runtime.prefill_graph import prefill_token_buckets
 from tqdm.auto import tqdm
 
 STALL_STEPS = 40
@@ -31,6 +32,9 @@ HOST_BATCH_SIZES = (1, 4, 16, 64, 256)
 """Batch sizes of the scheduler host-cost fits (plus ``max_bs``)."""
 HOST_PROMPT = 1024
 """Prompt length of the scheduler's requests in the host-cost fits."""
+DEFAULT_PREFILL_GRAPH_TOKENS = 16384
+"""Largest extend token bucket of the profiler's piecewise prefill graphs: the server default
+(``cuda_graph_max_bs_prefill`` = ``chunked_prefill_size`` 16384, sim/config.py)."""
 GPU_DEFAULTS = {"max_bs": 64, "contexts": [1024, 4096], "extend_tokens": [256, 1024, 4096, 16384]}
 CPU_DEFAULTS = {"max_bs": 8, "contexts": [64, 256], "extend_tokens": [16, 64, 256]}
 
@@ -176,7 +180,8 @@ class Harness:
                  contexts: Sequence[int], extend_tokens: Sequence[int], cuda_graph_max_bs: int,
                  repeats: int, progress: bool, budget_s: float, batch_sizes: Sequence[int] | None,
                  prompt_len: int | None, forced_accept: int, seed: int,
-                 extend_prefixes: Sequence[int] | None = None, backend: str | None = None) -> None:
+                 extend_prefixes: Sequence[int] | None = None, backend: str | None = None,
+                 cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS) -> None:
         if preset not in PRESETS or preset.endswith("-draft"):
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
         if spec_window < 2:
@@ -221,6 +226,10 @@ class Harness:
 
         self.dev = Device(device, measure=True, ring_size=256, backend=backend)
         dev = self.dev
+        # extends and injections run as the engine runs them (RuntimeEngine._prefill_buckets):
+        # piecewise at SGLang's token buckets on CUDA, eager on CPU and HIP
+        self.prefill_buckets = (prefill_token_buckets(cuda_graph_max_bs_prefill)
+                                if dev.is_gpu and not dev.is_hip and cuda_graph_max_bs_prefill > 0 else [])
         if dev.is_gpu:
             torch.cuda.reset_peak_memory_stats(dev.torch_device)
         self.cfg, self.dcfg = PRESETS[preset], PRESETS[draft_preset(preset)]
@@ -237,7 +246,8 @@ class Harness:
             drafter = LlamaProxy(self.dcfg, seed=seed + 1, device=dev.torch_device, dtype=dev.dtype)
             self.runner = ModelRunner(target, dev, max_reqs=max(2 * self.max_bs, ext_rows), max_context=max_ctx,
                                       num_slots=slots, drafter=drafter, spec_window=spec_window,
-                                      bs_buckets=default_bs_buckets(self.max_bs), ctx_buckets=ctx_buckets)
+                                      bs_buckets=default_bs_buckets(self.max_bs), ctx_buckets=ctx_buckets,
+                                      prefill_graph_tokens=self.prefill_buckets)
         self.kv_bytes = self.runner.kv.nbytes + (self.runner.draft_kv.nbytes if self.runner.draft_kv else 0)
         self.gen = torch.Generator().manual_seed(seed)
 

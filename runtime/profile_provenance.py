@@ -18,6 +18,18 @@ class Provenance:
     """Builds the ``provenance`` mapping of a finished run (attributes set by the phases and
     :class:`runtime.profile_fit.Fits`)."""
 
+    @property
+    def prefill_text(self) -> str:
+        """How the extends and injections ran (piecewise graphs or eager), for provenance."""
+        b = self.prefill_buckets
+        if not b:
+            return ("extends and injections eager (every kernel issued from Python: CPU, HIP or "
+                    "disable_prefill_cuda_graph, as the engine runs them there)")
+        hit = ", ".join(f"{t}: {self.runner.prefill_bucket(t) or 'eager'}" for t in self.ext_x)
+        return (f"extends and injections piecewise as the engine runs them on CUDA (runtime/prefill_graph.py, SGLang "
+                f"0.5.23's breakable prefill graphs): non-attention work replayed from graphs at {len(b)} token "
+                f"buckets {b[0]}..{b[-1]}, attention eager between pieces; grid tokens -> bucket {hit}")
+
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
         dev, W, env = self.dev, self.W, self.env_line
@@ -49,13 +61,15 @@ class Provenance:
             "environment": "; ".join(f"{k}: {v}" for k, v in self.env.items()),
             "method": (f"runtime/profiler.py profile_device(preset={self.preset!r}, spec_window={W}, max_bs="
                        f"{self.max_bs}, contexts={self.contexts}, extend_tokens={self.ext_x}, prompt_len={self.prompt}, "
-                       f"cuda_graph_max_bs={self.graph_max_bs}, repeats={self.repeats}, budget_s={self.budget.total:g}); "
+                       f"cuda_graph_max_bs={self.graph_max_bs}, repeats={self.repeats}, budget_s={self.budget.total:g}, "
+                       f"cuda_graph_max_bs_prefill={self.prefill_buckets[-1] if self.prefill_buckets else 0}); "
+                       f"{self.prefill_text}; "
                        f"total {self.total_s:.1f} s; KV buffers {self.kv_bytes / 2**30:.2f} GiB"
                        + (f"; peak GPU memory allocated {torch.cuda.max_memory_allocated(dev.torch_device) / 2**30:.2f} GiB, "
                           f"reserved {torch.cuda.max_memory_reserved(dev.torch_device) / 2**30:.2f} GiB" if dev.is_gpu else "")
                        + (f"; repeats trimmed by the time budget: {', '.join(self.budget.trimmed)}" if self.budget.trimmed else "")),
             "gpu.extend": (
-                f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token) by total extend tokens "
+                f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token; {self.prefill_text}) by total extend tokens "
                 f"x = {self.ext_x}, timed as the " + (EXT_GPU if dev.is_gpu else EXT_CPU) + f" ({self.ext_dry} calls found the spin finished and were repeated with a longer one), {self._reps_text('extend')} "
                 f"after {WARMUP} warm-ups. Each batch: ceil(x / {self.prompt}) requests of near-equal length, all at one "
                 f"prefix (KV reserved, values zero). context_len is the context sim.cost_model.CostModel.gpu queries "

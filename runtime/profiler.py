@@ -11,6 +11,12 @@ repeats after warm-up; host ``perf_counter`` stamps on CPU); host times from
 
 What each field measures (``W`` = spec window, ``c`` = committed context per request):
 
+- Extends and draft injections run as the engine runs them: on CUDA the body replays
+  piecewise from graphs at SGLang 0.5.23's token buckets up to ``cuda_graph_max_bs_prefill``
+  (runtime/prefill_graph.py), attention eager between pieces; eager on CPU and HIP. Each
+  is timed twice apart: device time with the GPU kept busy (``gpu.extend``,
+  ``gpu.draft_inject``) and host issue time (``host.launch_per_extend*``,
+  ``host.launch_per_inject*``), so the simulator charges each where the loop spends it.
 - ``gpu.extend``: :meth:`ModelRunner.extend` of ``x`` tokens, split into
   ``ceil(x / prompt_len)`` requests of about equal length, all at one prefix ``p``. The
   context axis is the one :meth:`sim.cost_model.CostModel.gpu` queries for an extend:
@@ -72,6 +78,7 @@ from specsched.runtime.profile_gpu import GpuPhases
 from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
     CPU_DEFAULTS,
     DEFAULT_BUDGET_S,
+    DEFAULT_PREFILL_GRAPH_TOKENS,
     GPU_DEFAULTS,
     _sig,
     extend_layout,
@@ -132,7 +139,8 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                    prompt_len: int | None = None, forced_accept: int = 2, seed: int = 0,
                    extend_prefixes: list[int] | None = None, backend: str | None = None,
                    allow_serializing: bool = False,
-                   cpu_threads: int | None = 1) -> dict:
+                   cpu_threads: int | None = 1,
+                   cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
 
     Args:
@@ -159,6 +167,11 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
             ``min(1024, max(extend_tokens))``).
         forced_accept: accepted drafts forced per request in the timed spec cycles.
         seed: weight and token seed.
+        cuda_graph_max_bs_prefill: largest extend token bucket of the piecewise prefill
+            graphs (SGLang 0.5.23's list up to it, runtime/prefill_graph.py); extends and
+            injections are timed replayed from them on CUDA as the engine runs them. 0:
+            eager extends (a scenario with ``disable_prefill_cuda_graph``). CPU and HIP:
+            always eager, as the engine.
         cpu_threads: torch intra-op threads while profiling on CPU (restored afterwards;
             None: leave as is). 1 by default: on a loaded CI box OpenMP threads spinning
             against other processes made tiny steps ~100x slower and the timings noise.
@@ -182,7 +195,7 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                       extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,
                       progress=progress, budget_s=budget_s, batch_sizes=batch_sizes, prompt_len=prompt_len,
                       extend_prefixes=extend_prefixes, backend=backend, serializing=serializing,
-                      forced_accept=forced_accept, seed=seed)
+                      forced_accept=forced_accept, seed=seed, cuda_graph_max_bs_prefill=cuda_graph_max_bs_prefill)
         return p.run()
     finally:
         torch.set_num_threads(threads)
@@ -265,7 +278,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
                        contexts=contexts, extend_tokens=ext, cuda_graph_max_bs=args.graph_max_bs,
                        repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
                        prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
-                       allow_serializing=args.allow_serializing)
+                       allow_serializing=args.allow_serializing,
+                       cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill)
     if args.name:
         d["name"] = args.name
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -302,6 +316,11 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--prompt-len", type=positive_int, default=None,
                    help="per-request extend length in the extend grid (default min(1024, max extend tokens))")
     p.add_argument("--graph-max-bs", type=positive_int, default=256, help="the server's cuda_graph_max_bs (default 256)")
+    p.add_argument("--graph-max-bs-prefill", type=positive_int, default=DEFAULT_PREFILL_GRAPH_TOKENS,
+                   help="the server's cuda_graph_max_bs_prefill: largest extend token bucket replayed piecewise "
+                        f"(default {DEFAULT_PREFILL_GRAPH_TOKENS}, the default chunked_prefill_size)")
+    p.add_argument("--disable-prefill-cuda-graph", action="store_true",
+                   help="time extends eager, for scenarios with server.disable_prefill_cuda_graph")
     p.add_argument("--repeats", type=positive_int, default=20, help="timed calls per measurement (default 20)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                    help=f"total time budget in seconds; trims repeats if exceeded (default {DEFAULT_BUDGET_S:g})")

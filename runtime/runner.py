@@ -1,5 +1,6 @@
-"""The model runner: request rows, extend (chunked prefill) and draft injection, and the
-graph cache of decode/speculative steps (decode and the cycle itself: :mod:`runtime.spec_cycle`).
+"""The model runner: request rows, extend (chunked prefill) and draft injection (eager, or
+piecewise graphs at token buckets: :mod:`runtime.prefill_graph`), and the graph cache of
+decode/speculative steps (decode and the cycle itself: :mod:`runtime.spec_cycle`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from specsched.runtime.layers import (
     graphed_attention,
     position_mask,
 )
+from specsched.runtime.prefill_graph import PiecewiseExtend
 from specsched.runtime.spec_cycle import SpecCycle, StepOut
 
 
@@ -125,6 +127,10 @@ class ModelRunner(SpecCycle):
             from the scheduler's ledger, as :class:`runtime.engine.RuntimeEngine` does);
             steps then only check that their positions are held. False: each step reserves
             what it writes (microbenchmarks, tests).
+        prefill_graph_tokens: token buckets of the piecewise extend and inject
+            (:class:`runtime.prefill_graph.PiecewiseExtend`; SGLang's
+            ``cuda_graph_bs_prefill``). None or empty: extends and injects run eagerly. On
+            CPU the pieces run eagerly through the same path (tests).
 
     Raises:
         ValueError: drafter vocab differs from the target's; a drafter with
@@ -146,6 +152,7 @@ class ModelRunner(SpecCycle):
         bs_buckets: Sequence[int] | None = None,
         ctx_buckets: Sequence[int] | None = None,
         external_kv: bool = False,
+        prefill_graph_tokens: Sequence[int] | None = None,
     ) -> None:
         if drafter is not None:
             if drafter.cfg.vocab_size != target.cfg.vocab_size:
@@ -172,6 +179,11 @@ class ModelRunner(SpecCycle):
         self.ctx_buckets = sorted({min(_round_up(c), width) for c in ctx_buckets}) if ctx_buckets else default_ctx_buckets(max_context)
         self._statics: dict[tuple, _Static] = {}
         self.external_kv = external_kv
+        self.piecewise: dict[str, PiecewiseExtend] = {}
+        if prefill_graph_tokens:
+            self.piecewise["extend"] = PiecewiseExtend(target, self.kv, device, prefill_graph_tokens, "extend")
+            if drafter is not None and self.draft_kv is not None:
+                self.piecewise["inject"] = PiecewiseExtend(drafter, self.draft_kv, device, prefill_graph_tokens, "inject")
         # buffers were filled on the constructing stream; the loop runs on the forward
         # stream: one setup sync (not in the loop) orders them
         device.synchronize("setup")
@@ -220,6 +232,33 @@ class ModelRunner(SpecCycle):
         return self.device.h2d(t)
 
     # -------------------------------------------------------------------- extend
+    def prefill_bucket(self, tokens: int) -> int | None:
+        """The token bucket an extend of ``tokens`` replays at, or None when it runs eagerly
+        (no prefill graphs, above the largest bucket, or padding beyond
+        :data:`runtime.prefill_graph.MAX_PADDING_FACTOR`)."""
+        pw = self.piecewise.get("extend")
+        return None if pw is None else pw.bucket(tokens)
+
+    def capture_prefill(self, max_tokens: int | None = None) -> int:
+        """Capture the piecewise extend (and inject) graphs of every bucket up to
+        ``max_tokens`` (None: all), as SGLang captures its prefill buckets at start-up; a
+        bucket first used later is captured then (two device synchronizations). Returns
+        the number of buckets captured per model."""
+        n = 0
+        for pw in self.piecewise.values():
+            todo = [b for b in pw.buckets if max_tokens is None or b <= max(max_tokens, pw.buckets[0])]
+            for b in todo:
+                pw.capture(b)
+            n = max(n, len(todo))
+        return n
+
+    def _forward_extend(self, part: str, model: LlamaProxy, kv: KVBuffers, ids: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
+        pw = self.piecewise.get(part)
+        b = None if pw is None else pw.bucket(batch.num_tokens)
+        if b is None:
+            return model(ids, batch.positions, batch.attn, kv)
+        return pw.forward(ids, batch.positions, batch.attn, b)
+
     def _ragged(self, rows: Sequence[int], prefix_lens: Sequence[int], extend_lens: Sequence[int], sync: bool) -> RaggedBatch:
         _check_extend(rows, prefix_lens, extend_lens)
         b = len(rows)
@@ -271,6 +310,10 @@ class ModelRunner(SpecCycle):
     ) -> ExtendOut:
         """Target extend (chunked prefill) forward: SGLang ForwardMode.EXTEND.
 
+        With prefill graphs (``prefill_graph_tokens``) the body replays piecewise at the
+        token bucket covering ``sum(extend_lens)`` (:meth:`prefill_bucket`), attention
+        eager between pieces; the LM head and sampling run eagerly after it, as in SGLang.
+
         Each request b computes positions ``prefix_lens[b] .. prefix_lens[b] +
         extend_lens[b] - 1`` over its cached prefix; KV slots are reserved first.
         Requests whose prefill completes (``completes[b]``, default all) sample their
@@ -303,7 +346,7 @@ class ModelRunner(SpecCycle):
             self.pool.reserve(rows, upto)
         batch = self._ragged(rows, prefix_lens, extend_lens, sync=False)
         ids = self._to_device(tokens)
-        hidden = self.target(ids, batch.positions, batch.attn, self.kv)
+        hidden = self._forward_extend("extend", self.target, self.kv, ids, batch)
         nxt = torch.argmax(self.target.compute_logits(hidden[batch.last_index]), dim=-1)
         comp = self.device.h2d([True] * len(rows) if completes is None else list(completes), torch.bool)
         pool, r = self.pool, batch.rows
@@ -334,7 +377,8 @@ class ModelRunner(SpecCycle):
     def inject(self, prepared: RaggedBatch, tokens: torch.Tensor) -> None:
         """Drafter forward over the prompt tokens, filling the draft KV (DSpark injects
         the target's hidden states into the draft KV for every prompt token; this
-        proxy runs the drafter over the tokens: same per-token shape of work).
+        proxy runs the drafter over the tokens: same per-token shape of work). Piecewise at
+        the token bucket like :meth:`extend` when the runner has prefill graphs.
 
         Args:
             prepared: from :meth:`prepare_inject` (same rows and lengths as the extend).
@@ -345,7 +389,7 @@ class ModelRunner(SpecCycle):
         """
         if self.drafter is None or self.draft_kv is None:
             raise RuntimeError("inject needs a drafter")
-        self.drafter(tokens, prepared.positions, prepared.attn, self.draft_kv)
+        self._forward_extend("inject", self.drafter, self.draft_kv, tokens, prepared)
 
     # ---------------------------------------------------------------------- graphs
     def graph_key(self, kind: str, batch: int, ctx: int, forced: bool) -> tuple | None:

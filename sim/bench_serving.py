@@ -1,26 +1,43 @@
 """bench_serving result files, read and written (SGLang's JSONL; vLLM's JSON).
 
-SGLang's ``bench_serving --output-file F`` (``python -m sglang.bench_serving``; in 0.5.23
-the code lives in ``sglang/benchmark/serving.py``, ``benchmark()``) appends one JSON object
-per run to F: the run's arguments (``backend``, ``dataset_name``, ``request_rate`` (a number,
-``Infinity`` for all at once, or ``"trace"``), ``max_concurrency``, ``sharegpt_output_len``,
-``random_input_len``, ``random_output_len``, ``random_range_ratio``; 0.5.23 adds ``tag``
-and ``server_info``, the server's /server_info) and its metrics: ``duration`` (s),
-``completed``, token totals, throughputs (per s), ``{mean,median,std,p90,p95,p99}_{ttft,
-tpot,itl,e2e_latency}_ms`` (ms; 0.3-0.4 have mean/median/std/p99 only; p90/p95 appear
-later; ``max_itl_ms`` in 0.5.23's metrics), ``concurrency``, ``accept_length`` (null
-without speculative decoding). ``--output-details`` adds per-request lists: ``input_lens``,
-``output_lens``, ``ttfts`` (s), ``itls`` (s, one list per request; 0.5.23's sglang backend
-splits a chunk of n tokens into n equal gaps), ``generated_texts``, ``errors``. Note that
-SGLang's line carries no ``num_prompts``: it is ``len(input_lens)`` when details exist,
-else ``completed`` (failed requests are then unknown).
+SGLang's ``bench_serving --output-file F`` appends one JSON object per run to F (one line).
+What each version writes (checked against each wheel's ``benchmark()``; fixtures of every
+layout in tests/data/bench/):
 
-vLLM's ``benchmark_serving.py --save-result`` writes one JSON object (often indented) with
-``num_prompts``, ``request_rate`` (``"inf"`` as a string), ``burstiness``,
-``max_concurrency``, ``total_token_throughput``, ``*_e2el_ms`` and the per-request lists.
+- 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
+  token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
+  random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
+- 0.4.x: the arguments (+ ``max_concurrency``), request/input/output throughput, mean,
+  median, std and p99 of ``ttft``/``tpot``/``itl``/``e2e_latency`` (``_ms``), ``p95_itl_ms``,
+  ``concurrency``, ``accept_length`` (null without speculative decoding). No details.
+- 0.5.23 (``sglang/benchmark/serving.py``; ``python -m sglang.bench_serving`` still works):
+  adds ``tag``, ``server_info`` (the server's /server_info, null if unreachable),
+  ``total_input_text_tokens``/``total_input_vision_tokens``, ``total_throughput``,
+  p90/p95 of every latency, ``max_output_tokens_per_s``, ``max_concurrent_requests``;
+  ``request_rate`` is a number, ``Infinity`` (all at once) or ``"trace"`` (timestamped
+  replay); with ``--goodput`` the goodput keys, with ``--cache-report`` a ``cache_report``
+  object (read as ``cache_hit_rate``). ``max_itl_ms`` is printed, not written.
+  ``--output-details`` adds per-request lists (one entry per request sent, failed ones
+  included): ``input_lens``, ``output_lens`` (0 when failed), ``ttfts`` (s, 0.0 when
+  failed), ``itls`` (s, one list per request, [] when failed), ``generated_texts``,
+  ``errors`` ("" when it succeeded); with ``--cache-report`` also ``cached_tokens`` and
+  ``cached_tokens_details`` (kept in ``extra``). SGLang writes no ``num_prompts``: it is
+  ``len(input_lens)`` with details, else ``completed`` (failed requests then unknown).
 
-:func:`read_bench` reads all of these tolerantly: keys missing or null are missing, unknown
-keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's. The project's
+vLLM's ``benchmarks/benchmark_serving.py --save-result`` (0.6-0.8) and ``vllm bench serve``
+(0.9+) write one JSON object (``json.dump``, one line; ``--append-result`` appends lines;
+hand-edited files may be indented): ``date``, ``model_id``, ``num_prompts``,
+``request_rate`` (``"inf"`` as a string), ``burstiness``, ``max_concurrency``,
+``total_token_throughput`` (= SGLang's total_throughput), ``{mean,median,std}_{m}_ms`` and
+``p{P}_{m}_ms`` for ``--metric-percentiles`` (P may be 99.9; ``p50`` stands in for a
+missing median) with ``e2el`` for e2e_latency, the per-request lists (always in 0.6-0.8;
+only with ``--save-detailed`` later), and in later versions ``failed`` and the peak
+keys. ``spec_decode_acceptance_length`` (later vLLM with a drafter) stands in for
+``accept_length``. These vLLM keys are from its source as remembered, not from a wheel
+checked here.
+
+:func:`read_bench` reads all of these tolerantly: keys missing, null or NaN are missing,
+unknown keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's. The project's
 summaries use bench_serving's metric names and units already, so a run's summary is the
 metric subset as is. :func:`bench_record` goes the other way: a simulated or measured run as
 one bench_serving line (the keys and units of SGLang 0.5.23), written beside every results
@@ -63,6 +80,16 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+_FALLBACKS = {
+    "accept_length": "spec_decode_acceptance_length",   # vllm bench serve with a drafter
+    **{f"median_{m}_ms": f"p50_{m}_ms" for m in LATENCIES},   # vLLM --metric-percentiles 50
+}
+"""A key read from another name when the file lacks it (the other name is also kept in
+``extra``)."""
+EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
+"""Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
+0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
+successful requests), the simulator's prefix-cache hit rate under the same name."""
 DETAILS_MAX_OUTPUT_TOKENS = 200_000
 """``bench_record`` adds per-request details (``--output-details``) to runs with at most this
 many output tokens (the ITL lists grow with every token)."""
@@ -216,6 +243,14 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
                         np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors])
 
 
+def _cache_report(obj: Mapping[str, Any], where: str) -> dict[str, float]:
+    rep = obj.get("cache_report")
+    if not isinstance(rep, dict):
+        return {}
+    v = _number(where, "cache_report.cache_hit_rate_pct", rep.get("cache_hit_rate_pct"))
+    return {} if v is None or math.isnan(v) else {"cache_hit_rate": v / 100.0}
+
+
 def parse_run(obj: Any, where: str) -> BenchRun:
     """One decoded JSON object -> :class:`BenchRun`.
 
@@ -232,8 +267,11 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     summary: dict[str, float] = {}
     for k in METRIC_KEYS:
         v = _number(where, k, obj.get(k))
-        if v is not None:
+        if v is None and k in _FALLBACKS and obj.get(k) is None:
+            v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
+        if v is not None and not math.isnan(v):   # NaN (an empty sample) is as good as missing
             summary[k] = v
+    summary.update(_cache_report(obj, where))
     args = _args(obj, where)
     details = _details(obj, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
@@ -349,6 +387,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             chunks = pd.DataFrame({"rid": np.concatenate(crid), "time_s": np.concatenate(ct)})
             chunks["n_tokens"] = 1
         summary["failed"] = int((~d.ok).sum())
+    elif isinstance(run.extra.get("failed"), int) and not isinstance(run.extra.get("failed"), bool):
+        summary["failed"] = run.extra["failed"]   # vllm bench serve writes the count
     return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
                    timeseries=empty_table("timeseries"), summary=summary, scenario=None)
 

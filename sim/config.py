@@ -85,6 +85,16 @@ class SpecAlgorithm(StrEnum):
         return self is not SpecAlgorithm.none
 
 
+def prefill_token_buckets(max_tokens: int) -> list[int]:
+    """SGLang 0.5.23's prefill (extend) graph token buckets up to ``max_tokens``
+    (arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``): 4..32 step 4,
+    48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, then step 512.
+    Ascending; empty when ``max_tokens < 4``."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
+    return [s for s in sizes if s <= max_tokens]
+
+
 class ServerArgs(BaseModel):
     """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
 
@@ -115,6 +125,9 @@ class ServerArgs(BaseModel):
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py). None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
+    disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it, the simulator's profile measures the path the runtime runs).")
+    cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens). None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
+    cuda_graph_bs_prefill: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured extend token buckets; an extend is padded to the smallest one >= its tokens, eager above the largest or when that more than doubles the tokens. None: SGLang 0.5.23's default list up to cuda_graph_max_bs_prefill (prefill_graph_tokens).")
     admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
     admission_delay_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the admission-delay class's from_server.")
     min_free_slots: int | None = Field(None, ge=1, description="Explicit delay threshold (None: automatic formula).")
@@ -239,6 +252,27 @@ class ServerArgs(BaseModel):
         if max(bs) > mrr:
             bs.append(mrr)
         return sorted({b for b in bs if b <= mrr})
+
+    @property
+    def prefill_graph_tokens(self) -> list[int]:
+        """Extend token buckets replayed from piecewise graphs, ascending; empty when
+        ``disable_prefill_cuda_graph``.
+
+        ``cuda_graph_bs_prefill`` when given (clamped to ``cuda_graph_max_bs_prefill``),
+        else SGLang 0.5.23's list (arg_groups/cuda_graph_hook.py
+        ``generate_prefill_cuda_graph_batch_sizes``, runtime/prefill_graph.py) up to
+        ``cuda_graph_max_bs_prefill``, whose default is ``chunked_prefill_size`` capped by
+        ``max_total_num_tokens`` (arg_groups/memory_hook.py; -1, chunking off, leaves no
+        bucket there either).
+        """
+        if self.disable_prefill_cuda_graph:
+            return []
+        top = self.cuda_graph_max_bs_prefill
+        if top is None:
+            top = min(self.chunked_prefill_size, self.max_total_num_tokens)
+        if self.cuda_graph_bs_prefill is not None:
+            return sorted({b for b in self.cuda_graph_bs_prefill if b <= top})
+        return prefill_token_buckets(top)
 
     @property
     def spec_window(self) -> int:

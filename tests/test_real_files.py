@@ -1,0 +1,186 @@
+"""What real servers and benchmarks write, read as written: the fixtures in tests/data/
+(their sources are in tests/data/README.md) through every reader (bench_serving results,
+scenario from-bench, validate-bench's comparison, SGLang server logs, calibrate --from)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from specsched.analysis.bench_cli import comparison_rows
+from specsched.analysis.from_bench import scenario_from_bench
+from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
+from specsched.sim.bench_serving import DETAIL_KEYS, read_bench, read_bench_one, to_run_data
+from specsched.sim.errors import ConfigError
+
+from specsched.cli import main
+
+DATA = Path(__file__).parent / "data"
+BENCH = sorted((DATA / "bench").iterdir())
+LOGS = DATA / "logs"
+_RENAMED = {"total_token_throughput": "total_throughput"}
+
+
+def _objs(path: Path) -> list[dict]:
+    text = path.read_text()
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError:
+        return [json.loads(text)]
+
+
+@pytest.mark.parametrize("path", BENCH, ids=lambda p: p.name)
+def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path):
+    """Invariant (every fixture): each key of the file lands in args, summary, extra or
+    details with its value (vLLM names mapped); no null or NaN reaches args or summary."""
+    runs = read_bench(path)
+    objs = _objs(path)
+    assert len(runs) == len(objs)
+    for run, obj in zip(runs, objs, strict=True):
+        for k, v in obj.items():
+            name = _RENAMED.get(k, k.replace("_e2el_ms", "_e2e_latency_ms"))
+            if k in DETAIL_KEYS:
+                assert run.details is not None or not isinstance(obj.get("ttfts"), list), k
+                continue
+            if v is None:
+                assert name not in run.args and name not in run.summary, k
+                continue
+            where = [d for d in (run.args, run.summary, run.extra) if name in d]
+            assert where, f"{k} lost"
+            got = where[0][name]
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                assert got == pytest.approx(v) or (math.isinf(v) and math.isinf(got)), k
+            elif name == "request_rate":
+                assert got == (math.inf if v == "inf" else v)
+            else:
+                assert got == v, k
+        for d in (run.args, run.summary):
+            assert all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in d.values())
+
+
+def test_sglang_036_subset():
+    a, b = read_bench(DATA / "bench" / "sglang-0.3.6.jsonl")
+    assert "max_concurrency" not in a.args and "mean_ttft_ms" not in a.summary
+    assert a.summary["median_ttft_ms"] == 61.2 and a.num_prompts == 100 and a.details is None
+    assert b.args["request_rate"] == math.inf
+    sc, _ = scenario_from_bench(a, "h200-1b")
+    w = sc["workload"]
+    assert (w["kind"], w["request_rate"], w["num_requests"]) == ("poisson", 8.0, 100)
+    assert w["input_len"] == {"kind": "uniform", "value": 1024, "range_ratio": 0.0}
+    assert scenario_from_bench(b, "h200-1b")[0]["workload"]["kind"] == "burst"
+
+
+def test_sglang_046_spec_line_without_details():
+    (r,) = read_bench(DATA / "bench" / "sglang-0.4.6-eagle.jsonl")
+    assert r.summary["accept_length"] == 3.02 and r.summary["p95_itl_ms"] == 19.9 and "p90_ttft_ms" not in r.summary
+    sc, _ = scenario_from_bench(r, "h200-1b")
+    assert sc["workload"]["max_concurrency"] == 32 and sc["workload"]["input_len"] == {"kind": "fixed", "value": 2000}
+
+
+def test_sglang_0523_details_failed_requests_cache_report_and_goodput():
+    r = read_bench_one(DATA / "bench" / "sglang-0.5.23-details.jsonl")
+    assert r.num_prompts == 4 and r.summary["completed"] == 2
+    assert r.summary["cache_hit_rate"] == pytest.approx(0.2499)
+    assert r.extra["server_info"]["speculative_algorithm"] == "DSPARK"
+    assert r.extra["cached_tokens"] == [0, 500, 0, 0] and r.extra["slo_attainment"] == 0.75
+    assert r.details.ok.tolist() == [True, True, False, False]
+    run = to_run_data(r)
+    assert run.summary["failed"] == 2 and len(run.requests) == 2
+    assert len(run.chunks) == 2 + 7 + 6                    # first token + one chunk per ITL gap
+    rows = {row["metric"]: row for row in comparison_rows({"cache_hit_rate": 0.5}, r.summary)}
+    assert rows["cache_hit_rate"]["error_pct"] == pytest.approx(100.08, abs=0.01)
+    sc, _ = scenario_from_bench(r, "h200-1b")
+    assert sc["workload"] == {"kind": "closed_loop", "num_requests": 4, "concurrency": 4,
+                              "input_len": {"kind": "uniform", "value": 1024, "range_ratio": 0.0},
+                              "output_len": {"kind": "uniform", "value": 8, "range_ratio": 0.0}}
+    assert sc["server"]["speculative_algorithm"] == "dspark" and sc["server"]["max_running_requests"] == 48
+
+
+def test_sglang_0523_null_server_info_and_trace_replay_line():
+    a, b = read_bench(DATA / "bench" / "sglang-0.5.23.jsonl")
+    assert "accept_length" not in a.summary and a.extra["server_info"] is None and a.extra["tag"] is None
+    sc, _ = scenario_from_bench(a, "h200-1b")
+    assert sc["workload"]["kind"] == "poisson" and any("server_info" in n for n in sc["assumptions"])
+    assert b.args["request_rate"] == "trace"
+    with pytest.raises(ConfigError, match="trace"):
+        scenario_from_bench(b, "h200-1b")
+
+
+def test_vllm_layouts():
+    (old,) = read_bench(DATA / "bench" / "vllm-0.7-benchmark_serving.json")
+    assert old.args["request_rate"] == math.inf and old.num_prompts == 3
+    assert "request_goodput:" in old.extra and to_run_data(old).summary["failed"] == 1
+    new1, new2 = read_bench(DATA / "bench" / "vllm-0.10-bench-serve.json")
+    assert new1.summary["accept_length"] == 2.85 and new1.summary["median_e2e_latency_ms"] == 1550.0
+    assert new1.extra["p99.9_ttft_ms"] == 300.9 and to_run_data(new1).summary["failed"] == 1
+    assert new2.args["request_rate"] == 24.0 and new1.args["burstiness"] == 0.5
+    with pytest.raises(ConfigError, match="details"):   # newer vLLM writes no length arguments
+        scenario_from_bench(new1, "h200-1b")
+    (ind,) = read_bench(DATA / "bench" / "vllm-indented.json")
+    assert ind.args["request_rate"] == 2.0 and ind.details is not None
+
+
+def test_p50_stands_in_for_a_missing_median(tmp_path):
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({"completed": 3, "duration": 1.0, "p50_ttft_ms": 7.0, "mean_tpot_ms": float("nan")}))
+    (r,) = read_bench(p)
+    assert r.summary["median_ttft_ms"] == 7.0 and "mean_tpot_ms" not in r.summary
+
+
+# ------------------------------------------------------------------ server logs
+
+def test_sglang_036_and_046_logs_with_a_full_stop():
+    log = parse_server_log(LOGS / "sglang-0.3.6.log")
+    assert log["kind"].tolist() == ["prefill", "prefill", "decode", "decode", "decode"]
+    assert log.loc[1, "cached_token"] == 512 and log["graph"].isna().all() and (log["rank"] == "TP0").all()
+    assert decode_step_samples(log)["line"].tolist() == [8, 9]
+    log = parse_server_log(LOGS / "sglang-0.4.6-eagle.log")
+    assert log.loc[log["kind"] == "decode", "accept_len"].tolist() == [2.95, 3.05, 2.80]
+    s = decode_step_samples(log)
+    assert s["line"].tolist() == [4] and s.loc[0, "step_s"] == pytest.approx(3.05 / 190.12)
+
+
+def test_sglang_0523_log_ms_timestamps_iteration_numbers_and_suffixes():
+    log = parse_server_log(LOGS / "sglang-0.5.23.log")
+    assert len(log) == 5 and log.loc[0, "time"].microsecond == 4000
+    assert log.loc[1, "input_throughput"] == 52510.25 and log.loc[0, "graph"] == 0.0
+    d = log[log["kind"] == "decode"]
+    assert d["graph"].tolist() == [1.0, 1.0, 1.0] and d["accept_len"].isna().all()
+    s = decode_step_samples(log)
+    assert s["line"].tolist() == [7, 8] and s["step_s"].tolist() == pytest.approx([16 / 1066.67] * 2)
+    assert prefill_summary(log)["max_queue_req"] == 24
+
+
+def test_sglang_0523_dp_ranks_interleaved_with_spec_and_swa_fields():
+    log = parse_server_log(LOGS / "sglang-0.5.23-dspark-dp.log")
+    assert sorted(set(log["rank"])) == ["DP0 TP0 EP0", "DP1 TP4 EP4"]
+    assert log.loc[2, "token"] == 4400 and log.loc[2, "accept_rate"] == 0.44 and log.loc[5, "graph"] == 0.0
+    s = decode_step_samples(log)             # each rank's second decode line follows its own first
+    assert s["line"].tolist() == [5, 6]
+    assert s["step_s"].tolist() == pytest.approx([2 * 4.0 / 400.0, 3.5 / 175.0])
+
+
+def test_decode_line_with_and_without_spec_fields_reads_the_same_otherwise():
+    from specsched.analysis.server_log import parse_line
+
+    base = ("[2026-03-02 08:01:02 TP0] Decode batch, #running-req: 16, #token: 18640, token usage: 0.05, {}"
+            "cuda graph: True, gen throughput (token/s): 1066.67, #queue-req: 0")
+    plain = parse_line(base.format(""), 1)
+    spec = parse_line(base.format("accept len: 3.10, accept rate: 0.42, cap len: 6.00, block accept len: 3.30, "), 1)
+    assert "accept_len" not in plain and spec["accept_len"] == 3.10 and spec["accept_rate"] == 0.42
+    assert {k: v for k, v in spec.items() if k not in ("accept_len", "accept_rate")} == plain
+
+
+def test_a_log_with_no_batch_lines_is_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch):
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(LOGS / "no-batch-lines.log")
+    assert e.value.key == "<lines>"
+    monkeypatch.chdir(tmp_path)
+    argv = ["calibrate", "--from", str(DATA / "bench" / "sglang-0.4.6-eagle.jsonl"), "--profile", "h200-1b",
+            "--params", "decode", "--server-log", str(LOGS / "no-batch-lines.log"), "--out", "fitted.yaml"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-batch-lines.log" in err[0] and "<lines>" in err[0]
+    assert list(tmp_path.iterdir()) == []
