@@ -68,9 +68,12 @@ VERIFY_BS = (1, 16)
 INJECT_SHARE = 0.05
 """Draft-KV injection as a share of the whole DSpark prefill cost per token (assumed, as for
 System A: not separable from any reference figure)."""
-PROMPT_SIGMA = 0.8
-"""Log-normal shape of turn 0's prompt lengths: the c128 base arm's mean/median TTFT =
-4.625/3.385 = 1.366 = exp(sigma^2 / 2) if TTFT scales with the prompt (docs/agentic.md)."""
+PROMPT_SIGMA = 0.5
+"""Log-normal shape of turn 0's prompt lengths. If TTFT scaled with the prompt alone, the c128
+base arm's mean/median TTFT = 4.625/3.385 = 1.366 = exp(sigma^2 / 2) would give 0.79; in the
+lock-step model queueing behind a rank's other prompts widens TTFT too, and probing 0.8 /
+0.6 / 0.5 on c128 (seed 1) brought mean/median/p90 TTFT from -10/-20/+12 % to -16/-10/+5 %
+(docs/agentic.md section 5)."""
 PROMPT_CAP = 1_000_000
 """Longest prompt, tokens (assumed context limit)."""
 PROMPT_POINTS = 100
