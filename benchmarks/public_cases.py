@@ -15,6 +15,12 @@ reported (mean over seeds):
   an unfitted analytic profile lands on measured figures of the same model and GPU.
 - P1 with the measured reference profile (profiles/mi355x-dsv41-flash-tp4.yaml, DSpark arm
   only: it has no plain-decode grid): what the reference's own measured costs predict.
+- P2 again at other host clocks (``--host-ghz``, default 3.5 and 5.0 GHz): the eager issue
+  is host CPU work, and the case does not say which host ran it.
+- Published decode figures (:data:`PUBLISHED`, each with its source): one request's decode
+  rate from the analytic model with default factors.
+
+``--cases p1,p2,published,ref`` picks the checks.
 
 Neither case states bench_serving's --random-range-ratio: lengths are taken as stated
 (range ratio 1); ``--range-ratio 0`` runs bench_serving's default (lengths uniform in
@@ -35,6 +41,7 @@ from specsched.sim.acceptance import mean_accept_length
 from specsched.sim.analytic.cli import write_analytic_profile
 from specsched.sim.analytic.gpus import load_gpu
 from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.roofline import Efficiency
 from specsched.sim.analytic.writer import build_profile
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
@@ -117,19 +124,52 @@ def reference_cells(out: Path, seeds: int) -> list[tuple]:
     return rows
 
 
-def p2(out: Path, seeds: int, range_ratio: float = 1.0) -> list[tuple]:
-    """Predicted vs reported median TPOT for P2."""
-    prof = out / "p2-qwen3-0.6b-rtx5090.yaml"
-    write_analytic_profile(build_profile(load_model("qwen3-0.6b"), load_gpu("RTX5090"), 1), prof)
+def p2(out: Path, seeds: int, range_ratio: float = 1.0, host_ghz: float | None = None,
+       graph_sizes: tuple[int, ...] = (48, 128)) -> list[tuple]:
+    """Predicted vs reported median TPOT for P2 (``host_ghz``: the serving host's clock the
+    eager issue is scaled to; None: the profile's default, the measured 2.1 GHz host)."""
+    eff = Efficiency(host_ghz=host_ghz) if host_ghz else None
+    tag = f"-{host_ghz:g}ghz" if host_ghz else ""
+    prof = out / f"p2-qwen3-0.6b-rtx5090{tag}.yaml"
+    write_analytic_profile(build_profile(load_model("qwen3-0.6b"), load_gpu("RTX5090"), 1, eff=eff), prof)
     rows = []
-    for gbs in (48, 128):
-        sc = {"name": f"p2-graph{gbs}", "profile": str(prof), "server": {"cuda_graph_max_bs": gbs},
+    for gbs in graph_sizes:
+        sc = {"name": f"p2-graph{gbs}{tag}", "profile": str(prof), "server": {"cuda_graph_max_bs": gbs},
               "workload": {"kind": "poisson", "request_rate": 50, "num_requests": 1000,
                            "input_len": _length(128, range_ratio),
                            "output_len": _length(256, range_ratio)}}
         scn = load_scenario(_write(out / f"{sc['name']}.yaml", sc))
         per_seed = [run_scenario(scn, seed=s).summary["median_tpot_ms"] for s in range(1, seeds + 1)]
         rows.append((gbs, P2_REPORTED[gbs], float(np.mean(per_seed)), per_seed))
+    return rows
+
+
+LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096}
+"""meta-llama/Llama-2-7b-hf config.json (Hugging Face)."""
+PUBLISHED = [
+    # (label, model config, GPU, dtype, batch, mean context, published tok/s, source)
+    ("Llama-2-7B bf16, batch 1, torch.compile + CUDA graphs", LLAMA2_7B, "A100-80G", "bf16", 1, 100, 107.0,
+     "PyTorch blog 'Accelerating Generative AI with PyTorch II: GPT, Fast' (2023-11-30), gpt-fast on A100-80GB "
+     "power-limited to 330 W, 200 new tokens from a short prompt"),
+    ("Llama-2-7B int8 weight-only, batch 1, same", LLAMA2_7B, "A100-80G", "fp8", 1, 100, 157.4,
+     "same post: int8 weight-only quantisation (modelled as 1-byte weights at the bf16 rate: the A100 has no "
+     "fp8 tensor cores)"),
+]
+"""Published decode figures the analytic model is checked against (not fitted to)."""
+
+
+def published() -> list[tuple]:
+    """Predicted vs published decode tok/s (one request: 1 / graph-replayed decode step at
+    the mean context) for :data:`PUBLISHED`."""
+    from specsched.sim.analytic.models import from_hf_config
+    from specsched.sim.analytic.roofline import Parallel, decode_like
+
+    rows = []
+    for label, cfg, gpu, dtype, batch, ctx, pub, src in PUBLISHED:
+        arch = from_hf_config(cfg, label, "published config")
+        step = decode_like(arch, load_gpu(gpu), Parallel(1, dtype), Efficiency(), batch, 1, ctx).graph_s
+        rows.append((label, gpu, pub, batch / step, src))
     return rows
 
 
@@ -141,21 +181,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--range-ratio", type=float, default=1.0,
                     help="bench_serving --random-range-ratio for both cases (default 1: lengths as stated)")
     ap.add_argument("--skip-reference", action="store_true", help="skip the MI355X reference-cell check")
+    ap.add_argument("--cases", default="p1,p2,published,ref", help="which checks to run (comma-separated)")
+    ap.add_argument("--host-ghz", default="3.5,5.0",
+                    help="P2 also at these host clocks (GHz, comma-separated; the eager issue scales with them)")
     a = ap.parse_args(argv)
+    cases = set(a.cases.split(","))
+    if a.skip_reference:
+        cases.discard("ref")
     out = Path(a.out or tempfile.mkdtemp(prefix="public-cases-"))
     out.mkdir(parents=True, exist_ok=True)
     rr = a.range_ratio
-    print(f"P1: output tok/s, 8x MI355X TP8, mean of {a.seeds} seeds, range ratio {rr:g}")
-    print(f"{'model':<22}{'conc':>5}{'arm':>8}{'reported':>10}{'predicted':>11}{'error':>8}")
-    rows = [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr)]
-    rows += p1(out, a.seeds, "measured-ref-tp4", rr, profile=ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
-    for model, c, arm, rep, pred in rows:
-        print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
-    print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds, range ratio {rr:g}")
-    for gbs, rep, pred, per_seed in p2(out, a.seeds, rr):
-        print(f"cuda_graph_max_bs {gbs:>4}: reported {rep[0]:.2f}-{rep[1]:.2f}, predicted {pred:.2f} "
-              f"(seeds: {', '.join(f'{x:.2f}' for x in per_seed)})")
-    if not a.skip_reference:
+    if "p1" in cases:
+        print(f"P1: output tok/s, 8x MI355X TP8, mean of {a.seeds} seeds, range ratio {rr:g}")
+        print(f"{'model':<22}{'conc':>5}{'arm':>8}{'reported':>10}{'predicted':>11}{'error':>8}")
+        rows = [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr)]
+        rows += p1(out, a.seeds, "measured-ref-tp4", rr, profile=ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
+        for model, c, arm, rep, pred in rows:
+            print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
+    if "p2" in cases:
+        print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds, range ratio {rr:g}")
+        for gbs, rep, pred, per_seed in p2(out, a.seeds, rr):
+            print(f"cuda_graph_max_bs {gbs:>4}: reported {rep[0]:.2f}-{rep[1]:.2f}, predicted {pred:.2f} "
+                  f"(seeds: {', '.join(f'{x:.2f}' for x in per_seed)})")
+        for ghz in [float(x) for x in a.host_ghz.split(",") if x]:
+            for gbs, rep, pred, per_seed in p2(out, a.seeds, rr, host_ghz=ghz, graph_sizes=(48,)):
+                print(f"cuda_graph_max_bs {gbs:>4}, host at {ghz:g} GHz: reported {rep[0]:.2f}-{rep[1]:.2f}, "
+                      f"predicted {pred:.2f} (seeds: {', '.join(f'{x:.2f}' for x in per_seed)})")
+    if "published" in cases:
+        print("Published decode figures: tok/s, predicted by the analytic model with default factors")
+        for label, gpu, pub, pred, src in published():
+            print(f"{label} on {gpu}: published {pub:.1f}, predicted {pred:.1f} ({(pred - pub) / pub * 100:+.0f} %); {src}")
+    if "ref" in cases:
         print(f"MI355X reference cells (base arm), analytic DeepSeek-V4-Flash TP4 profile, mean of {a.seeds} seeds")
         for cell, k, ref, pred in reference_cells(out, a.seeds):
             print(f"{cell:<12}{k:<22}{ref:>10.2f}{pred:>11.2f}{(pred - ref) / ref * 100:>+7.0f}%")

@@ -140,6 +140,9 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
 
     from specsched.sim.engine import SimEngine  # imports are not part of the run
 
+    if "sharegpt" in case:
+        import pandas  # noqa: F401  (a length-histogram workload reads its CSV with pandas)
+
     sc = _load(case)
     kwargs = {}
     params = inspect.signature(SimEngine).parameters

@@ -146,8 +146,8 @@ class Provenance:
                 f"against extend tokens {self.ext_x} at prefix 0: medians "
                 + ", ".join(f"{t}: {_ms(self.ext_host[i][0])}" for i, t in enumerate(self.ext_x))
                 + (" (CPU: the forward runs inline, its time is all in gpu.extend, so 0)" if not dev.is_gpu else "")
-                + f". The eager prefill's host time is mostly its kernel launches, nearly flat in tokens: "
-                f"host.launch_per_extend_s carries it. [{env}]"),
+                + f". The host time is kernel launches and graph replays (eager attention between pieces when "
+                f"piecewise), nearly flat in tokens: host.launch_per_extend_s carries it. [{env}]"),
             "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
                                           "hands each request to the scheduler directly at Recv"),
         }

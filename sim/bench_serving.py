@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from specsched.sim.errors import ConfigError
+from specsched.sim.tables import column, notna
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
@@ -362,6 +362,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     TTFT + its ITLs). Without details both tables are empty. ``steps``/``timeseries`` are
     always empty (a client sees no steps).
     """
+    import pandas as pd
     from specsched.sim.records import RunResult, empty_table
 
     summary: dict[str, Any] = dict(run.summary)
@@ -447,47 +448,55 @@ def workload_args(scenario: Any) -> dict[str, Any]:
     return out
 
 
-def _details_of(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, Any] | None:
-    """bench_serving's per-request lists from a run's tables (None when chunks are empty)."""
-    if chunks is None or chunks.empty or requests.empty:
+def _details_of(requests: Any, chunks: Any) -> dict[str, Any] | None:
+    """bench_serving's per-request lists from a run's tables (DataFrames or
+    :class:`~sim.tables.Columns`; None when chunks are empty)."""
+    if chunks is None or len(chunks) == 0 or len(requests) == 0:
         return None
-    from specsched.sim.metrics import itl_values
+    from specsched.sim.metrics import _itl_of
 
-    reqs = requests.sort_values("rid")
-    by_rid = {int(r): g for r, g in chunks.groupby("rid", sort=False)}
-    itls = []
-    for rid in reqs["rid"].astype(int).tolist():
-        g = by_rid.get(rid)
-        itls.append([] if g is None else itl_values(g).tolist())
-    done = reqs["finish_s"].notna()
+    order = np.argsort(column(requests, "rid"), kind="stable")   # request ids are unique
+    rid = column(requests, "rid")[order].astype(int)
+    # every request's ITLs at once (itl_values per request, grouped by request id)
+    vals, of = _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int), with_rids=True)
+    cut = np.flatnonzero(of[1:] != of[:-1]) + 1
+    heads = of[np.r_[0, cut]].astype(int).tolist() if len(of) else []
+    by_rid = dict(zip(heads, (v.tolist() for v in np.split(vals, cut)), strict=True)) if len(of) else {}
+    done = notna(requests, "finish_s")[order].tolist()
     return {
-        "input_lens": reqs["input_len"].astype(int).tolist(),
-        "output_lens": [int(x) if ok else 0 for x, ok in zip(reqs["output_len"], done, strict=True)],
-        "ttfts": [float(x) if ok else 0.0 for x, ok in zip(reqs["ttft_s"], done, strict=True)],
-        "itls": itls,
-        "generated_texts": [""] * len(reqs),
+        "input_lens": column(requests, "input_len")[order].astype(int).tolist(),
+        "output_lens": [int(x) if ok else 0 for x, ok in zip(column(requests, "output_len")[order].tolist(), done, strict=True)],
+        "ttfts": [float(x) if ok else 0.0 for x, ok in zip(column(requests, "ttft_s")[order].tolist(), done, strict=True)],
+        "itls": [by_rid.get(r, []) for r in rid.tolist()],
+        "generated_texts": [""] * len(rid),
         "errors": ["" if ok else "not finished" for ok in done],
     }
 
 
-def _peaks(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict[str, float]:
+def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests``
     (0.5.23 ``calculate_metrics``): tokens and running requests counted in whole-second
     buckets from the first start. A chunk's tokens count in its own second (bench_serving
     spreads a chunk's tokens over its gap; they differ only at bucket edges)."""
-    done = requests[requests["finish_s"].notna()]
-    if done.empty or chunks is None or chunks.empty:
+    done = notna(requests, "finish_s")
+    if not done.any() or chunks is None or len(chunks) == 0:
         return {}
-    t0 = float(done["start_s"].min())
-    n = int(np.ceil(float(done["finish_s"].max()) - t0)) + 1
-    c = chunks[chunks["rid"].isin(done["rid"])]
-    b = np.floor(c["time_s"].to_numpy(float) - t0).astype(np.int64)
+    start, finish = column(requests, "start_s", float)[done], column(requests, "finish_s", float)[done]
+    t0 = float(start.min())
+    n = int(np.ceil(float(finish.max()) - t0)) + 1
+    keep = np.isin(column(chunks, "rid"), column(requests, "rid")[done])
+    b = np.floor(column(chunks, "time_s", float)[keep] - t0).astype(np.int64)
     ok = (b >= 0) & (b < n)
-    tokens = np.bincount(b[ok], weights=c["n_tokens"].to_numpy(float)[ok], minlength=n)
-    lo = np.floor(done["start_s"].to_numpy(float) - t0).astype(np.int64)
-    hi = np.minimum(np.floor(done["finish_s"].to_numpy(float) - t0).astype(np.int64) + 1, n)
+    tokens = np.bincount(b[ok], weights=column(chunks, "n_tokens", float)[keep][ok], minlength=n)
+    lo = np.floor(start - t0).astype(np.int64)
+    hi = np.minimum(np.floor(finish - t0).astype(np.int64) + 1, n)
     conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
     return {"max_output_tokens_per_s": float(tokens.max()), "max_concurrent_requests": int(conc.max())}
+
+
+def _table(run: Any, name: str) -> Any:
+    """A run's table as held (a RunResult's columns need no pandas), or its attribute."""
+    return run.table(name) if hasattr(run, "table") else getattr(run, name, None)
 
 
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
@@ -512,18 +521,18 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     sc = run.scenario
     server = sc.server.model_dump(mode="json") if hasattr(sc, "server") else (sc or {}).get("server") if isinstance(sc, Mapping) else None
     rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}
-    req = getattr(run, "requests", None)
+    req = _table(run, "requests")
     extra: dict[str, float] = {}
-    if req is not None and not req.empty:
-        done = req[req["finish_s"].notna()]
+    if req is not None and len(req):
+        done = notna(req, "finish_s")
         for key, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e_latency", "e2e_s")):
-            v = done[col].to_numpy(float) * 1000.0
+            v = column(req, col, float)[done] * 1000.0
             v = v[np.isfinite(v)]
             if v.size:
                 extra[f"p95_{key}_ms"] = float(np.percentile(v, 95))
                 extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
-        if (done["start_s"] > 0).any():   # absolute send times (a run, not a file's per-request lists)
-            extra.update(_peaks(req, getattr(run, "chunks", None)))
+        if (column(req, "start_s")[done] > 0).any():   # absolute send times (a run, not a file's per-request lists)
+            extra.update(_peaks(req, _table(run, "chunks")))
     for k in METRIC_KEYS:
         v = _value(s, k)
         if v is None and k in extra:
@@ -531,11 +540,11 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         if v is None and k == "total_output_tokens_retokenized":
             v = _value(s, "total_output_tokens")
         rec[k] = v
+    chunks = _table(run, "chunks")
     if details is None:
-        chunks = getattr(run, "chunks", None)
-        details = chunks is not None and not chunks.empty and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
+        details = chunks is not None and len(chunks) > 0 and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
     if details:
-        d = _details_of(req, run.chunks)
+        d = _details_of(req, chunks)
         if d is not None:
             rec.update(d)
     return rec

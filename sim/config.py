@@ -432,14 +432,17 @@ class TraceColumns(BaseModel):
     timestamp: str = Field("timestamp", description="Arrival time column.")
     input_len: str = Field("input_length", description="Prompt length column (tokens).")
     output_len: str = Field("output_length", description="Output length column (tokens).")
+    hash_ids: str | None = Field(None, description="Column of prompt block ids (Mooncake's hash_ids: a JSON list per row; in a CSV a JSON list or ids separated by spaces/semicolons): requests sharing leading ids share those prompt blocks in the prefix cache. None: prompts share nothing.")
 
 
 TRACE_LAYOUTS: dict[str, tuple[TraceColumns, str]] = {
     "azure": (TraceColumns(timestamp="TIMESTAMP", input_len="ContextTokens", output_len="GeneratedTokens"), "datetime"),
-    "mooncake": (TraceColumns(timestamp="timestamp", input_len="input_length", output_len="output_length"), "ms"),
+    "mooncake": (TraceColumns(timestamp="timestamp", input_len="input_length", output_len="output_length",
+                              hash_ids="hash_ids"), "ms"),
 }
 """Public production trace layouts: the Azure LLM inference traces (CSV, TIMESTAMP as a date
-and time) and Mooncake's (JSONL, timestamp in ms; hash_ids ignored)."""
+and time) and Mooncake's (JSONL, timestamp in ms, hash_ids = ids of the prompt's 512-token
+blocks, fed to the radix prefix cache; a row without hash_ids shares nothing)."""
 
 
 class TraceConfig(BaseModel):
@@ -460,6 +463,7 @@ class TraceConfig(BaseModel):
     columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
     time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
     time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
+    block_size: int = Field(512, ge=1, description="Prompt tokens per hash_ids block (Mooncake: 512).")
 
     def resolved(self) -> tuple[TraceColumns, str]:
         """(columns, time unit) after applying the layout."""

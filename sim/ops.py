@@ -1,7 +1,10 @@
 """The operations the overlap loop issues; an executor (sim or runtime) performs them.
 
 See docs/architecture.md for the table of what each does on each side. Each op is a small
-frozen dataclass; the executor sends a result back into the loop generator where noted.
+dataclass with slots; the executor sends a result back into the loop generator where noted.
+Executors only read an op. Ops are not frozen dataclasses: the loop makes about eight per
+iteration, and a frozen one's ``__init__`` (``object.__setattr__`` per field) takes twice as
+long (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ from specsched.sim.plan import BatchPlan
 from specsched.sim.scheduler import Delivery
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Recv:
     """Take the requests that reached the scheduler. Result: list of :class:`sim.request.Req`."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FastForward:
     """The top of an iteration with ``plan``'s forward in flight (``handle``; launched,
     results pending). The simulator may run a stretch of decode iterations at once here
@@ -30,12 +33,12 @@ class FastForward:
     handle: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WaitForWork:
     """Nothing runs or waits: sleep until a request arrives (or the run ends)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HostWork:
     """CPU work of the scheduler: ``kind`` is ``schedule`` (build a batch), ``launch``
     (prepare inputs and launch/replay), or ``process`` (process a step's results)."""
@@ -44,7 +47,7 @@ class HostWork:
     plan: BatchPlan
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Launch:
     """Enqueue a forward on the forward stream. ``part``: ``main`` (the plan's forward:
     extend, decode, or draft + verify) or ``inject`` (DSpark prefill: draft KV injection of
@@ -55,7 +58,7 @@ class Launch:
     part: Literal["main", "inject"] = "main"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HostBlock:
     """The host blocks until ``handle``'s forward completes (event.synchronize()).
     ``reason``: ``publish`` (overlap publish wait) or ``slot_expansion`` (repeat_interleave
@@ -65,7 +68,7 @@ class HostBlock:
     reason: Literal["publish", "slot_expansion"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StreamWait:
     """Queue a wait for ``handle``'s publish event. ``from_stream``: ``forward`` (the
     scheduler on the forward stream: stream order carries it) or ``schedule`` (a separate
@@ -75,14 +78,14 @@ class StreamWait:
     from_stream: Literal["forward", "schedule"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Results:
     """Wait for ``handle``'s result copy and return its :class:`sim.plan.StepOutput`."""
 
     handle: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deliver:
     """Tokens reach the clients now."""
 

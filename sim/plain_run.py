@@ -40,6 +40,42 @@ MAX_STOP = 1 << 62
 """Larger than any iteration count (no finish ahead)."""
 
 
+def _both(delta: dict[int, int], n: int) -> list[int]:
+    """Requests delivering at both j - 1 and j, for j = 1 .. n - 1, from the changes of that
+    count (``delta``: j -> change); it is constant between the points where requests start
+    or stop delivering."""
+    both: list[int] = []
+    c, j0 = 0, 1
+    for p in sorted(delta):
+        if p > j0:
+            both.extend([c] * (p - j0))
+            j0 = p
+        c += delta[p]
+    if n > j0:
+        both.extend([c] * (n - j0))
+    return both
+
+
+class PlainOutcome:
+    """What applying the first n iterations of a :class:`PlainRun` changes
+    (:meth:`PlainRun.outcome`). Lists per request, in the run's order.
+
+    Attributes:
+        n: iterations applied.
+        outs, held, done: output tokens committed on the host, KV slots held, finished.
+        keep: in the plan left in flight (P_{n-1}): stays in the running batch.
+        device: the device's committed counts.
+        used, peak: KV pool slots in use after the n iterations; the largest reservation.
+        plan, output: P_{n-1} and what the device commits for it.
+        deliver: (indices, first and last delivering iteration, both): see
+            :meth:`PlainRun.deliveries`.
+        finished: indices of the requests completed by the n iterations (at T_{fin + 1}).
+    """
+
+    __slots__ = ("n", "outs", "held", "done", "keep", "device", "used", "peak", "plan", "output",
+                 "deliver", "finished")
+
+
 class PlainRun:
     """The next iterations of a non-speculative decode stretch (module docstring).
 
@@ -63,7 +99,7 @@ class PlainRun:
     """
 
     __slots__ = ("stop", "reqs", "rid_list", "num_merged", "cap", "h0", "d0", "inp", "kv0", "x0", "fin", "last",
-                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed")
+                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "_outcome")
     spec = False
     window = 1
 
@@ -141,6 +177,7 @@ class PlainRun:
         if fin0 >= finishes_left or (stop_at_finish and fin0):
             return None
         run = cls()
+        run._outcome = None
         run.reqs, run.rid_list, run.num_merged, run.first_step = reqs, rids, num_merged, first_step
         run.cap, run.h0, run.d0, run.x0, run.fin, run.last = cap, h0, d0, x0, fin, last
         run.inp, run.kv0 = inp, kv0
@@ -264,23 +301,100 @@ class PlainRun:
         peak = self.used0 + held - freed   # scheduled[n - 1]
         used = peak - free_last
         if points:
-            # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
-            ends = sorted(x + 1 for x in last)
-            frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if 0 <= f < n - 1)
-            a_sum = a_cnt = b_sum = ia = ib = 0
-            ne, nb = len(ends), len(frees)
-            for j in sorted(points):
-                while ia < ne and ends[ia] <= j + 1:
-                    a_sum += ends[ia]
-                    a_cnt += 1
-                    ia += 1
-                while ib < nb and frees[ib][0] < j:
-                    b_sum += frees[ib][1]
-                    ib += 1
-                s = self.used0 + a_sum + (j + 1) * (ne - a_cnt) - b_sum
-                if s > peak:
-                    peak = s
+            peak = self._peak_at(points, n, peak)
         return used, peak
+
+    def _peak_at(self, points, n: int, peak: int) -> int:
+        """The largest of ``peak`` and the reservations after the passes ``points`` (< n - 1)."""
+        last, fin, kv0 = self.last, self.fin, self.kv0
+        # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
+        ends = sorted(x + 1 for x in last)
+        frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if 0 <= f < n - 1)
+        a_sum = a_cnt = b_sum = ia = ib = 0
+        ne, nb = len(ends), len(frees)
+        for j in sorted(points):
+            while ia < ne and ends[ia] <= j + 1:
+                a_sum += ends[ia]
+                a_cnt += 1
+                ia += 1
+            while ib < nb and frees[ib][0] < j:
+                b_sum += frees[ib][1]
+                ib += 1
+            s = self.used0 + a_sum + (j + 1) * (ne - a_cnt) - b_sum
+            if s > peak:
+                peak = s
+        return peak
+
+    def outcome(self, n: int) -> PlainOutcome:
+        """Everything applying the first n (1 <= n <= stop) iterations changes, in one pass
+        over the requests (the Scheduler's ``apply_stretch``, the device's counts and the
+        records each read their part). Each field equals what the per-purpose method gives
+        (:meth:`state_after`, :meth:`kv_after`, :meth:`in_plan` and :meth:`plan_at` at
+        n - 1, :meth:`device_after`, :meth:`deliveries`): the same formulas, evaluated in
+        one loop instead of six (tests/test_plain_run.py compares them). Computed once per n."""
+        o = self._outcome
+        if o is not None and o.n == n:
+            return o
+        j = n - 1
+        outs, held, done, keep, dev = [], [], [], [], []
+        p_rids, p_pre, p_h, p_cap, p_out = [], [], [], [], []
+        d_idx, d_first, d_last = [], [], []
+        delta: dict[int, int] = {}
+        fins, points = [], []
+        tot = freed = free_last = 0
+        rid_list, cap, d0, h0, inp, kv0, x0 = self.rid_list, self.cap, self.d0, self.h0, self.inp, self.kv0, self.x0
+        for i, x in enumerate(self.last):
+            c, d, f = cap[i], d0[i], self.fin[i]
+            k = x + 1 if x < n else n          # passes of P_0 .. P_{n-1} holding it
+            tot += k
+            h = d + j
+            if h >= c:
+                outs.append(c)
+                done.append(True)
+                held.append(0)
+            else:
+                outs.append(h)
+                done.append(False)
+                held.append(kv0[i] + k)
+            dev.append(d + n if d + n < c else c)
+            if x >= j:
+                keep.append(True)
+                hj = h0[i] if j == 0 else (d + j - 1 if d + j - 1 < c else c)
+                p_rids.append(rid_list[i])
+                p_pre.append(inp[i] + hj)
+                p_h.append(hj)
+                p_cap.append(c)
+                p_out.append(1 if d + j < c else 0)
+            else:
+                keep.append(False)
+            if f >= 0:
+                a = 0 if x0[i] else 1
+                b = f if f < j else j
+                if a <= b:
+                    d_idx.append(i)
+                    d_first.append(a)
+                    d_last.append(b)
+                    delta[a + 1] = delta.get(a + 1, 0) + 1
+                    delta[b + 1] = delta.get(b + 1, 0) - 1
+                if f < n:
+                    fins.append(i)
+                    g = kv0[i] + x + 1
+                    if f < j:
+                        freed += g
+                        points.append(f)
+                    else:
+                        free_last += g
+        o = PlainOutcome()
+        o.n = n
+        o.outs, o.held, o.done, o.keep, o.device, o.finished = outs, held, done, keep, dev, fins
+        peak = self.used0 + tot - freed
+        o.used = peak - free_last
+        o.peak = self._peak_at(points, n, peak) if points else peak
+        o.plan = decode_plan(self.first_step + j, False, 1, p_rids, p_pre, p_h, p_cap)
+        o.output = StepOutput(np.array(p_out, dtype=np.int64))
+        o.deliver = (d_idx, d_first, d_last, _both(delta, n))
+        self._outcome = o
+        return o
 
     def delayed_passes(self, n: int) -> int:
         """Admission passes the policy delayed among the first n iterations."""
@@ -356,17 +470,7 @@ class PlainRun:
             lastd.append(b)
             delta[a + 1] = delta.get(a + 1, 0) + 1
             delta[b + 1] = delta.get(b + 1, 0) - 1
-        # the count is constant between the points where requests start or stop delivering
-        both: list[int] = []
-        c, j0 = 0, 1
-        for p in sorted(delta):
-            if p > j0:
-                both.extend([c] * (p - j0))
-                j0 = p
-            c += delta[p]
-        if n > j0:
-            both.extend([c] * (n - j0))
-        return idx, first, lastd, both
+        return idx, first, lastd, _both(delta, n)
 
     def batch_size_at(self, j: int) -> int:
         """len(P_j)."""

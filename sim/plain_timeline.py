@@ -40,8 +40,27 @@ def _key_until(ctx: int, bs: int, key: int) -> int:
     return ctx + q * bs
 
 
+class PlainTimes:
+    """The times of a closed-form stretch's first ``n`` iterations (:func:`walk`).
+
+    Attributes:
+        n: iterations to apply (0 = none).
+        T: host times T_0 .. T_n at the top of each iteration (s; list, at least n + 1).
+        E: GPU ends of the forwards (s; list, at least n).
+        S, RW: GPU starts and results waits (0.0 = none) per iteration (lists, at least n;
+            only when ``detail``, else empty).
+        blocked: ``blocked0`` plus every results wait of the n iterations, added in order.
+        blocked_rows: the results waits of the first n - 1 iterations, added in order from 0.
+        busy: ``busy0`` plus E_j - S_j of the n iterations, added in order.
+        s0, s_last, rw_last: GPU start of the first and the last iteration, the last wait.
+    """
+
+    __slots__ = ("n", "T", "E", "S", "RW", "blocked", "blocked_rows", "busy", "s0", "s_last", "rw_last")
+
+
 def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
-         gpu: Callable[[int, int, int], float], host: Callable[[int], tuple[float, float, float]]):
+         gpu: Callable[[int, int, int], float], host: Callable[[int], tuple[float, float, float]],
+         blocked0: float = 0.0, busy0: float = 0.0, detail: bool = False, limit: int | None = None) -> PlainTimes:
     """Time the iterations of ``run`` from host time ``t0`` until the next event.
 
     Args:
@@ -53,16 +72,25 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             contexts sum to ``ctx_sum`` tokens, ``key`` = the mean context rounded to 10
             tokens, in tens (round half to even, as numpy's rint).
         host: ``host(bs)``: (schedule, launch, process) host seconds for a batch of bs.
+        blocked0, busy0: start values of the running sums (s): the step-by-step engine adds
+            each iteration's results wait and GPU time to its totals in launch order, so
+            the sums continue those totals with the very same additions.
+        detail: also keep every GPU start and results wait (full records).
+        limit: apply at most this many iterations (below ``run.stop``).
 
     Returns:
-        (n, T, S, E, rw): n iterations to apply (every host time T_1 .. T_{n-1} is before
-        t_next, and T_n is not t_next; 0 = none), host times T_0 .. (at least n + 1 values),
-        GPU starts and ends and results waits (0.0 = none) of at least the first n
-        iterations (lists of float).
+        :class:`PlainTimes`: n iterations to apply (every host time T_1 .. T_{n-1} is
+        before t_next, and T_n is not t_next).
+
+    The loop keeps only what every caller needs per iteration (T, E); a GPU start is the
+    previous end unless the host was late (kept aside, rare when the GPU is the bottleneck),
+    and the sums are taken as the iterations go, so nothing is walked twice.
     """
-    stop = run.stop
+    stop = run.stop if limit is None else limit
     changes = run.changes
-    T, S, E, RW = [t0], [], [], []
+    T, E, S, RW = [t0], [], [], []
+    Ta, Ea, Sa, RWa = T.append, E.append, S.append, RW.append
+    late: dict[int, float] = {}      # GPU start of iterations where the host was late
     bs = run.bs0
     ctx = run.ctx0
     key = round(ctx / bs / 10.0)
@@ -73,30 +101,48 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     hp = host(pbs)[2]
     ci = 0
     nxt, nbs, base = changes[0]
-    t_top, ep = t0, e0
+    t, ep = t0, e0
+    blk, rows, busy = blocked0, 0.0, busy0
     j = 0
     while True:
-        t = t_top + hs
+        t = t + hs
         t = t + hl
-        s = ep if ep > t else t      # INV-6: a forward starts after the previous one ends
-        e = s + c
-        d = ep - t
-        if d > 0:
-            rw = d + wake
+        if ep > t:     # INV-6: a forward starts after the previous one ends
+            s = ep
+            e = ep + c
+            rw = (ep - t) + wake
             t = t + rw
         else:
+            s = t
+            e = t + c
             rw = 0.0
+            late[j] = s
         t = t + hp
-        S.append(s)
-        E.append(e)
-        RW.append(rw)
-        T.append(t)
+        Ea(e)
+        Ta(t)
+        if detail:
+            Sa(s)
+            RWa(rw)
         j += 1
-        if t >= t_next:
-            return (j - 1 if t == t_next else j), T, S, E, RW
-        if j == stop:
-            return j, T, S, E, RW
-        t_top, ep = t, e
+        if t >= t_next or j == stop:
+            if t == t_next:
+                # rare: the last iteration's Recv would be at the event itself; the one
+                # before is the last to apply (walked again, so the sums stop there)
+                if j == 1:
+                    out = PlainTimes()
+                    out.n = 0
+                    return out
+                return walk(run, t0, e0, t_next, wake, gpu, host, blocked0, busy0, detail, j - 1)
+            out = PlainTimes()
+            out.n, out.T, out.E, out.S, out.RW = j, T, E, S, RW
+            out.blocked, out.blocked_rows, out.busy = blk + rw, rows, busy + (e - s)
+            out.s0 = late.get(0, e0)
+            out.s_last, out.rw_last = s, rw
+            return out
+        blk = blk + rw
+        rows = rows + rw
+        busy = busy + (e - s)
+        ep = e
         if bs != pbs:                # iteration j processes P_{j-1}'s results
             pbs = bs
             hp = host(pbs)[2]

@@ -88,7 +88,8 @@ class GridInterp:
     def _axis(axis: np.ndarray, q: float) -> tuple[int, int, float]:
         if len(axis) == 1:
             return 0, 0, 0.0
-        i = int(np.clip(np.searchsorted(axis, q) - 1, 0, len(axis) - 2))
+        # the segment index, clipped to [0, len - 2] in Python (np.clip on a scalar is ~4 us)
+        i = min(max(int(np.searchsorted(axis, q)) - 1, 0), len(axis) - 2)
         w = (q - axis[i]) / (axis[i + 1] - axis[i])
         return i, i + 1, float(w)
 

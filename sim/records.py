@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from specsched.sim.metrics import request_latencies
+from specsched.sim.tables import Columns, RunResult, column  # noqa: F401  (RunResult re-exported)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REQUEST_COLUMNS = [
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s",
@@ -47,6 +49,7 @@ OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs
 """Columns added after the format's first version: a reader does not require them."""
 LEVELS = ("full", "compact")
 MODES = ("extend", "decode", "verify", "mixed")
+_NAN = float("nan")
 PARTS = ("main", "inject")
 _MODE_CODE = {m: i for i, m in enumerate(MODES)}
 _PART_CODE = {p: i for i, p in enumerate(PARTS)}
@@ -55,31 +58,9 @@ _PART_CODE = {p: i for i, p in enumerate(PARTS)}
 def empty_table(name: str) -> pd.DataFrame:
     """An empty table ``name`` (requests, chunks, steps or timeseries) with its columns, for a
     run that has no such rows (a client-side bench_serving result has no steps)."""
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype="float64") for c in TABLE_COLUMNS[name]})
-
-
-@dataclass
-class RunResult:
-    """One run, simulated, measured or read back from a results directory: the tables
-    (pandas DataFrames, times in seconds from the run's start) and the bench_serving
-    summary (dict, ms for latencies). Columns are listed in docs/architecture.md.
-
-    Attributes:
-        requests, chunks, steps, timeseries: the tables.
-        summary: the summary (:func:`specsched.sim.metrics.summarize` plus run facts).
-        scenario: the resolved scenario (a ``Scenario``, or its plain dict when read back).
-        extra: run facts that are not table columns (record level, step count, ...).
-        path: the results directory it was read from (None for a run in memory).
-    """
-
-    requests: pd.DataFrame
-    chunks: pd.DataFrame
-    steps: pd.DataFrame
-    timeseries: pd.DataFrame
-    summary: dict[str, Any]
-    scenario: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = None
 
 
 def delivery_arrays(deliveries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,7 +202,7 @@ class StepTotals:
             ok = pbs == bs
             if ok.any():
                 dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
-                for size in np.unique(b).tolist():
+                for size in sorted(set(b.tolist())):   # np.unique's values (it imports numpy.ma)
                     sel = b == size
                     w = self.windows.setdefault(size, [0, 0.0, 0.0])
                     w[0] += int(sel.sum())
@@ -229,35 +210,36 @@ class StepTotals:
                     w[2] += float(tok[sel].sum())
         self._prev_main = (verify, int(bs[-1]), float(end[-1]))
 
-    def add_decode_run(self, n: int, start: list[float], end: list[float], blocked: float, last_bs: int) -> None:
-        """Add the first n rows of a run of main decode launches (GPU starts and ends in s,
-        launch order; ``blocked``: their host_blocked_s summed; ``last_bs``: the last
-        row's batch size): the sums of :meth:`add`, taken in launch order."""
+    def add_decode_run(self, n: int, first_start: float, last_end: float, busy: float, blocked: float,
+                       last_bs: int) -> None:
+        """Add n rows of main decode launches (a closed-form stretch): the first row's GPU
+        start and the last row's end (s), ``busy``: :attr:`busy_s` with each row's
+        gpu_end_s - gpu_start_s already added in launch order (the sums of :meth:`add_one`,
+        taken by the stretch's timeline); ``blocked``: the rows' host_blocked_s summed;
+        ``last_bs``: the last row's batch size."""
         self.num_steps += n
-        if start[0] < self.first_start_s:
-            self.first_start_s = start[0]
-        if end[n - 1] > self.last_end_s:
-            self.last_end_s = end[n - 1]
-        busy = self.busy_s
-        for s, e in zip(start[:n], end[:n], strict=True):
-            busy += e - s
+        if first_start < self.first_start_s:
+            self.first_start_s = first_start
+        if last_end > self.last_end_s:
+            self.last_end_s = last_end
         self.busy_s = busy
         self.host_blocked_s += blocked
-        self._prev_main = (False, last_bs, end[n - 1])
+        self._prev_main = (False, last_bs, last_end)
 
-    def add_table(self, steps: pd.DataFrame) -> None:
-        """Add a whole steps table (columns of :data:`STEP_COLUMNS`; rows in launch order):
-        the full records' figures come from the same sums as the compact records'."""
+    def add_table(self, steps: Any) -> None:
+        """Add a whole steps table (a DataFrame or :class:`~sim.tables.Columns` with the
+        columns of :data:`STEP_COLUMNS`; rows in launch order): the full records' figures
+        come from the same sums as the compact records'."""
         n = len(steps)
         if n == 0:
             return
-        mode = steps["mode"].to_numpy(object)
-        part = steps["part"].to_numpy(object) if "part" in steps else np.full(n, "main", dtype=object)
-        bs = steps["batch_size"].to_numpy(np.int64)
-        start, end = steps["gpu_start_s"].to_numpy(float), steps["gpu_end_s"].to_numpy(float)
-        blocked = steps["host_blocked_s"].to_numpy(float)
-        acc = steps["accepted_tokens"].to_numpy(np.int64)
-        dec = steps["decoding_reqs"].to_numpy(np.int64) if "decoding_reqs" in steps else bs
+        mode = column(steps, "mode", object)
+        part = column(steps, "part", object) if "part" in steps else np.full(n, "main", dtype=object)
+        bs = column(steps, "batch_size", np.int64)
+        start, end = column(steps, "gpu_start_s", float), column(steps, "gpu_end_s", float)
+        blocked = column(steps, "host_blocked_s", float)
+        acc = column(steps, "accepted_tokens", np.int64)
+        dec = column(steps, "decoding_reqs", np.int64) if "decoding_reqs" in steps else bs
         cut = np.flatnonzero((mode[1:] != mode[:-1]) | (part[1:] != part[:-1])) + 1
         for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, n].tolist(), strict=True):
             self.add(mode[a], part[a], bs[a:b], start[a:b], end[a:b], blocked[a:b], acc[a:b], dec[a:b])
@@ -310,17 +292,17 @@ class Recorder:
             raise ValueError(f"record level must be one of {LEVELS}, got {level!r}")
         self.level = level
         self.full = level == "full"
-        self._row_of = np.full(1024, -1, dtype=np.int64)   # rid -> row
+        # per-request columns in typed Python arrays: the hot paths (one step's or one
+        # closed-form stretch's handful of requests) read and write single values, which
+        # array.array does without numpy's per-call overhead; the vectorised paths take
+        # numpy views (:meth:`_v`)
+        self._row_of = _col("q")   # rid -> row (-1: not sent)
         self._n = 0
         self._int_starts = True  # SimPy's clock starts as the int 0: a burst's starts stay ints
-        cap = 1024
-        self._rid = np.zeros(cap, np.int64)
-        self._in = np.zeros(cap, np.int64)
-        self._out = np.zeros(cap, np.int64)
-        self._start = np.zeros(cap)
-        self._first = np.full(cap, np.nan)
-        self._finish = np.full(cap, np.nan)
-        self._last = np.full(cap, np.nan)  # last delivery time (compact ITL)
+        self._rid, self._in, self._out = _col("q"), _col("q"), _col("q")
+        self._start = _col("d")
+        self._first, self._finish = _col("d"), _col("d")   # NaN until known
+        self._last = _col("d")  # last delivery time (compact ITL), NaN before the first
         # full: row columns
         self._c_rid, self._c_t, self._c_n = _col("q"), _col("d"), _col("q")
         self._s_int = [_col("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
@@ -334,36 +316,33 @@ class Recorder:
         self.num_passes = 0
 
     # -------------------------------------------------------------- requests
-    def _grow(self, need: int) -> None:
-        cap = len(self._rid)
-        if need <= cap:
-            return
-        new = max(need, 2 * cap)
-        for name in ("_rid", "_in", "_out", "_start", "_first", "_finish", "_last"):
-            old = getattr(self, name)
-            fill = np.nan if old.dtype.kind == "f" and name != "_start" else 0
-            arr = np.full(new, fill, dtype=old.dtype)
-            arr[:cap] = old
-            setattr(self, name, arr)
+    @staticmethod
+    def _v(col: array, dtype: str = "f8") -> np.ndarray:
+        """A writable numpy view of a per-request column (do not keep it: the column cannot
+        grow while a view exists)."""
+        return np.frombuffer(col, dtype=dtype) if len(col) else np.zeros(0, dtype=dtype)
 
     def rows(self, rids: np.ndarray) -> np.ndarray:
         """Rows of request ids (int array)."""
-        return self._row_of[rids]
+        return self._v(self._row_of, "i8")[rids]
 
     def request_sent(self, rid: int, input_len: int, output_len: int, start_s: float) -> None:
         """A client sent request ``rid`` at ``start_s`` (its timer starts)."""
         if rid < 0:
             raise ValueError(f"request ids must be >= 0, got {rid}")
-        if rid >= len(self._row_of):
-            grown = np.full(max(rid + 1, 2 * len(self._row_of)), -1, dtype=np.int64)
-            grown[: len(self._row_of)] = self._row_of
-            self._row_of = grown
+        row_of = self._row_of
+        if rid >= len(row_of):
+            row_of.extend([-1] * max(rid + 1 - len(row_of), len(row_of)))
         if self._int_starts and not isinstance(start_s, int):
             self._int_starts = False
-        row = self._n
-        self._grow(row + 1)
-        self._row_of[rid] = row
-        self._rid[row], self._in[row], self._out[row], self._start[row] = rid, input_len, output_len, start_s
+        row_of[rid] = self._n
+        self._rid.append(rid)
+        self._in.append(input_len)
+        self._out.append(output_len)
+        self._start.append(start_s)
+        self._first.append(_NAN)
+        self._finish.append(_NAN)
+        self._last.append(_NAN)
         self._n += 1
 
     # ------------------------------------------------------------ deliveries
@@ -374,24 +353,26 @@ class Recorder:
     def deliver(self, t: float, rids: np.ndarray, n: np.ndarray, finished: np.ndarray) -> None:
         """One ``Deliver``: chunks of ``n`` tokens (int array) to ``rids`` (int array) at ``t`` s;
         ``finished`` (bool array) marks chunks that complete their request."""
-        rows = self._row_of[rids]
+        rows = self.rows(rids)
         if self.full:
             _extend(self._c_rid, rids, "i8")
             _extend(self._c_t, np.full(len(rids), t), "f8")
             _extend(self._c_n, n, "i8")
         else:
-            prev = self._last[rows]
+            last = self._v(self._last)
+            prev = last[rows]
             later = ~np.isnan(prev)
             if later.any():
                 nn = n[later]
                 self.itl.add((t - prev[later]) / nn, nn)
-            self._last[rows] = t
-        first = self._first[rows]
-        new = np.isnan(first)
+            last[rows] = t
+            del last
+        first = self._v(self._first)
+        new = np.isnan(first[rows])
         if new.any():
-            self._first[rows[new]] = t
+            first[rows[new]] = t
         if finished.any():
-            self._finish[rows[finished]] = t
+            self._v(self._finish)[rows[finished]] = t
 
     def deliver_step(self, t: float, rids: list[int], n: list[int], finished: list[bool]) -> None:
         """:meth:`deliver` for Python lists (one forward's few deliveries): the same columns,
@@ -402,22 +383,22 @@ class Recorder:
             self._c_t.extend([t] * len(rids))
             self._c_n.extend(n)
         row_of, first, last, finish = self._row_of, self._first, self._last, self._finish
-        gaps: list[float] = []
-        mult: list[int] = []
+        compact = not self.full
+        pv, pw = self.itl.pv, self.itl.pw
         for rid, k, fin in zip(rids, n, finished, strict=True):
-            row = row_of.item(rid)
-            if not self.full:
-                prev = last.item(row)
+            row = row_of[rid]
+            if compact:
+                prev = last[row]
                 if prev == prev:  # not NaN: a gap from the request's previous chunk
-                    gaps.append((t - prev) / k)
-                    mult.append(k)
+                    pv.append((t - prev) / k)
+                    pw.append(k)
                 last[row] = t
-            if first.item(row) != first.item(row):
+            if first[row] != first[row]:
                 first[row] = t
             if fin:
                 finish[row] = t
-        if gaps:
-            self.itl.add(np.array(gaps), np.array(mult, dtype=np.int64))
+        if compact:
+            self.itl.added()
 
     def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray, single_tokens: bool = False) -> None:
         """The deliveries of a collapsed decode run: ``n[j, i]`` tokens (int, 0 = none) of
@@ -429,7 +410,7 @@ class Recorder:
             self._deliver_run_single(times, rids, n)
             return
         has = n > 0
-        rows = self._row_of[rids]
+        rows = self.rows(rids)
         any_r = has.any(axis=0)
         first_j = has.argmax(axis=0)
         if self.full:
@@ -442,7 +423,8 @@ class Recorder:
         ridx = rows[idx]
         if not self.full:
             # each request's first chunk of the run: the gap from its previous chunk
-            prev = self._last[ridx]
+            lastv = self._v(self._last)
+            prev = lastv[ridx]
             n0 = n[fj, idx]
             later = prev == prev   # not NaN
             if later.all():
@@ -465,10 +447,12 @@ class Recorder:
                     kj, kn = np.nonzero(counts)
                     self.itl.add((times[kj] - times[kj - 1]) / kn, counts[kj, kn] * kn)
             last_j = len(times) - 1 - has[::-1].argmax(axis=0)
-            self._last[ridx] = times[last_j[idx]]
-        new = np.isnan(self._first[ridx])
+            lastv[ridx] = times[last_j[idx]]
+            del lastv
+        first = self._v(self._first)
+        new = np.isnan(first[ridx])
         if new.any():
-            self._first[ridx[new]] = times[fj[new]]
+            first[ridx[new]] = times[fj[new]]
 
     def _deliver_run_single(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray) -> None:
         """:meth:`deliver_run` in compact records when every chunk is one token."""
@@ -477,9 +461,10 @@ class Recorder:
         first_j = has.argmax(axis=0)
         last_j = (k - 1) - has[::-1].argmax(axis=0)
         got = has[first_j, np.arange(len(rids))]
-        rows = self._row_of[rids[got]]
+        rows = self.rows(rids[got])
         fj = first_j[got]
-        prev = self._last[rows]
+        lastv = self._v(self._last)
+        prev = lastv[rows]
         later = prev == prev   # not NaN: the first chunk of the run continues an earlier one
         t_first = times[fj]
         self.itl.add((t_first - prev)[later], np.ones(int(later.sum()), dtype=np.int64))
@@ -487,11 +472,13 @@ class Recorder:
         counts -= np.bincount(fj, minlength=k)
         sel = counts[1:] > 0
         self.itl.add((times[1:] - times[:-1])[sel], counts[1:][sel])
-        self._last[rows] = times[last_j[got]]
+        lastv[rows] = times[last_j[got]]
+        del lastv
         new = ~later
         if new.any():
-            new &= np.isnan(self._first[rows])
-            self._first[rows[new]] = t_first[new]
+            first = self._v(self._first)
+            new &= np.isnan(first[rows])
+            first[rows[new]] = t_first[new]
 
     def deliver_ones(self, times: list[float], rids: list[int], first: list[int], last: list[int],
                      both: list[int]) -> None:
@@ -504,13 +491,13 @@ class Recorder:
         row_of, lastd, firstd = self._row_of, self._last, self._first
         pv, pw = self.itl.pv, self.itl.pw
         for rid, a, b in zip(rids, first, last, strict=True):
-            row = row_of.item(rid)
-            prev = lastd.item(row)
+            row = row_of[rid]
+            prev = lastd[row]
             ta = times[a]
             if prev == prev:     # not NaN: the first chunk of the run continues an earlier one
                 pv.append(ta - prev)
                 pw.append(1)
-            elif firstd.item(row) != firstd.item(row):
+            elif firstd[row] != firstd[row]:
                 firstd[row] = ta
             lastd[row] = times[b]
         gaps = [t1 - t0 for t0, t1 in zip(times, times[1:], strict=False)]
@@ -524,11 +511,11 @@ class Recorder:
 
     def finish_one(self, rid: int, t: float) -> None:
         """Request ``rid`` completed at ``t`` (s)."""
-        self._finish[self._row_of.item(rid)] = t
+        self._finish[self._row_of[rid]] = t
 
     def finish(self, rids: np.ndarray, times: np.ndarray) -> None:
         """Requests ``rids`` completed at ``times`` (s)."""
-        self._finish[self._row_of[rids]] = times
+        self._v(self._finish)[self.rows(rids)] = times
 
     # ----------------------------------------------------------------- steps
     def step(self, step: int, mode: str, part: str, batch_size: int, extend_tokens: int,
@@ -597,12 +584,15 @@ class Recorder:
             _extend(self._ts_kv, kv_used, "i8")
 
     # ---------------------------------------------------------------- tables
-    def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[pd.DataFrame, ...]:
-        """Build (requests, chunks, steps, timeseries). ``extra_cols``: rid -> (accept_level,
-        spec_cycles, retractions). Requests come in send order."""
+    def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[Columns, ...]:
+        """Build (requests, chunks, steps, timeseries) as :class:`~sim.tables.Columns` (no
+        pandas; :class:`~sim.tables.RunResult` makes DataFrames of them when asked).
+        ``extra_cols``: rid -> (accept_level, spec_cycles, retractions). Requests come in
+        send order."""
         n = self._n
-        rid = self._rid[:n].copy()
-        start, first, fin, out = self._start[:n], self._first[:n], self._finish[:n], self._out[:n]
+        v = self._v
+        rid = v(self._rid, "i8").copy()
+        start, first, fin, out = v(self._start), v(self._first), v(self._finish), v(self._out, "i8")
         ttft, e2e, tpot = request_latencies(start, first, fin, out)
         lvl = np.full(n, np.nan)
         cyc = np.zeros(n, np.int64)
@@ -614,17 +604,17 @@ class Recorder:
         # a column of Python ints (every start at SimPy's initial clock 0) is int64, as a
         # DataFrame built from rows would make it
         starts = start.astype(np.int64) if self._int_starts and n else start.copy()
-        req = pd.DataFrame({
-            "rid": rid, "input_len": self._in[:n].copy(), "output_len": out.copy(), "start_s": starts,
+        req = Columns({
+            "rid": rid, "input_len": v(self._in, "i8").copy(), "output_len": out.copy(), "start_s": starts,
             "first_token_s": first.copy(), "finish_s": fin.copy(), "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
             "accept_level": lvl, "spec_cycles": cyc, "retractions": ret,
-        }, columns=REQUEST_COLUMNS)
-        chunks = pd.DataFrame({
+        })
+        chunks = Columns({
             "rid": _np(self._c_rid, "i8").copy(), "time_s": _np(self._c_t, "f8").copy(),
             "n_tokens": _np(self._c_n, "i8").copy(),
-        }, columns=CHUNK_COLUMNS)
+        })
         s, f = self._s_int, self._s_f
-        steps = pd.DataFrame({
+        steps = Columns({
             "step": _np(s[0], "i8").copy(),
             "mode": np.array(MODES, dtype=object)[_np(s[1], "i8")],
             "part": np.array(PARTS, dtype=object)[_np(s[2], "i8")],
@@ -632,9 +622,9 @@ class Recorder:
             "gpu_start_s": _np(f[0], "f8").copy(), "gpu_end_s": _np(f[1], "f8").copy(),
             "host_blocked_s": _np(f[2], "f8").copy(), "accepted_tokens": _np(self._s_acc, "i8").copy(),
             "decoding_reqs": _np(self._s_dec, "i8").copy(),
-        }, columns=STEP_COLUMNS)
-        ts = pd.DataFrame({
+        })
+        ts = Columns({
             "time_s": _np(self._ts_t, "f8").copy(), "running": _np(self._ts_run, "i8").copy(),
             "waiting": _np(self._ts_wait, "i8").copy(), "kv_used_tokens": _np(self._ts_kv, "i8").copy(),
-        }, columns=TIMESERIES_COLUMNS)
+        })
         return req, chunks, steps, ts

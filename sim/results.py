@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from specsched.sim.atomic import atomic_write, atomic_write_text, replace_dir  # noqa: F401  (re-exported)
 from specsched.sim.records import RunResult
+from specsched.sim.tables import Columns
 
 TABLES = ("requests", "chunks", "steps", "timeseries")
 TABLE_FORMATS = ("parquet", "csv")
@@ -104,13 +106,62 @@ OUTPUTS: tuple[Output, ...] = (
 
 
 def write_tables(result: RunResult, d: Path, fmt: str = "parquet") -> None:
-    """Write the four tables of ``result`` into directory ``d`` as ``<name>.<fmt>``."""
+    """Write the four tables of ``result`` into directory ``d`` as ``<name>.<fmt>``.
+
+    A table still held as numpy columns (a run in memory, :class:`~sim.tables.Columns`) goes
+    to parquet through pyarrow directly, without pandas: the file reads back
+    (``pandas.read_parquet``) as the DataFrame's own ``to_parquet`` file does (same columns,
+    types and values; tests/test_results_io.py); it lacks only pandas' schema note.
+    """
     for name in TABLES:
-        df = getattr(result, name)
-        if fmt == "parquet":
-            df.to_parquet(d / f"{name}.parquet", index=False)
+        t = result.table(name) if hasattr(result, "table") else getattr(result, name)
+        arrow = _arrow_table(t) if fmt == "parquet" and type(t) is Columns else None
+        if arrow is not None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(arrow, d / f"{name}.parquet")
+        elif fmt == "parquet":
+            t = t if hasattr(t, "to_parquet") else t.frame()
+            t.to_parquet(d / f"{name}.parquet", index=False)
         else:
-            df.to_csv(d / f"{name}.csv", index=False)
+            t = t if hasattr(t, "to_csv") else t.frame()
+            t.to_csv(d / f"{name}.csv", index=False)
+
+
+def _arrow_table(cols: Columns) -> Any:
+    """The pyarrow Table ``pa.Table.from_pandas`` makes of ``cols.frame()`` (float NaN ->
+    null, int64 as is, object columns of str -> large_string (pandas 3's str), an empty object column -> null
+    type), or None for a column kind not handled here (the caller goes through pandas).
+
+    Built from buffers: pyarrow's own array constructors import pandas to inspect their
+    input, which is what writing without pandas saves.
+    """
+    import pyarrow as pa
+
+    arrays = []
+    for v in cols.data.values():
+        n = len(v)
+        kind = v.dtype.kind
+        if kind == "f":
+            v = np.ascontiguousarray(v, dtype=np.float64)
+            nan = np.isnan(v)
+            nulls = int(nan.sum())
+            valid = pa.py_buffer(np.packbits(~nan, bitorder="little")) if nulls else None
+            arrays.append(pa.Array.from_buffers(pa.float64(), n, [valid, pa.py_buffer(v)], null_count=nulls))
+        elif kind == "i" and v.dtype.itemsize == 8:
+            v = np.ascontiguousarray(v, dtype=np.int64)
+            arrays.append(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(v)], null_count=0))
+        elif kind == "O" and n == 0:
+            arrays.append(pa.nulls(0))
+        elif kind == "O" and all(type(x) is str for x in v.tolist()):
+            data = [x.encode() for x in v.tolist()]
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum([len(b) for b in data], out=offsets[1:])
+            arrays.append(pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))],
+                                                null_count=0))
+        else:
+            return None
+    return pa.Table.from_arrays(arrays, names=list(cols.data))
 
 
 def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet",

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from specsched.sim.admission import AdmissionPolicy, AdmissionState
+from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.config import ServerArgs
 from specsched.sim.decode_run import DecodeRun
 from specsched.sim.device_tokens import DeviceTokens
@@ -139,6 +139,8 @@ class Scheduler:
         # the shipped fcfs without priorities admits in queue order: the admission pass
         # walks the queue itself (no copies) and pops the admitted head
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
+        # the shipped ``none`` policy never delays: its pass skips building the policy's state
+        self._never_delays = type(admission) is NoDelay
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
@@ -317,7 +319,7 @@ class Scheduler:
         running_bs = len(self.running)
         if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
-        if self.chunked_req is None:
+        if self.chunked_req is None and not self._never_delays:
             # min-free-slots check: skipped while a chunked request is in progress
             if self._delays(running_bs, sum(1 for r in self.running if not r.finished)):
                 self.num_delayed_passes += 1
@@ -387,14 +389,16 @@ class Scheduler:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
                 break
         if not adder.can_run:
-            self._requeue(self._preempted)
+            if self._preempted:
+                self._requeue(self._preempted)
             return None
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
         if admitted:
             self._leave_queue(admitted, in_queue_order)
             self.admission.on_prefill_admitted(len(admitted))
-        self._requeue(self._preempted)
+        if self._preempted:
+            self._requeue(self._preempted)
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
         for r, n in adder.can_run:
             rids.append(r.rid)
@@ -453,6 +457,9 @@ class Scheduler:
         and stops at the first request it cannot admit): popped in O(admitted) instead of a
         rebuild of the whole queue (checked, so the rebuild stays the fallback)."""
         waiting = self.waiting
+        if in_queue_order and len(admitted) == 1 and admitted[0] is waiting[0]:
+            waiting.popleft()   # the common pass: one request admitted, the queue's head
+            return
         if in_queue_order and all(a is b for a, b in zip(admitted, waiting, strict=False)):  # admitted <= queue
             for _ in admitted:
                 waiting.popleft()
@@ -846,21 +853,32 @@ class Scheduler:
         for r in self._last_prefill:
             r.status = ReqStatus.RUNNING
         self._last_prefill = []
-        outs, held, done, cycles = run.state_after(n)
         finished = ReqStatus.FINISHED
-        for i, r in enumerate(run.reqs):
-            r.output_len = outs[i]
-            if cycles is not None:
-                r.spec_cycles += cycles[i]
-            if done[i]:
-                r.status = finished
-        self.kv.settle(run.reqs, held, *run.kv_after(n), finished=done)
-        self.running = [r for r, keep in zip(run.reqs, run.in_plan(last), strict=True) if keep]
+        if type(run) is PlainRun:
+            o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)
+            outs, held, done, keep, used, peak = o.outs, o.held, o.done, o.keep, o.used, o.peak
+            for r, h, d in zip(run.reqs, outs, done, strict=True):
+                r.output_len = h
+                if d:
+                    r.status = finished
+        else:
+            outs, held, done, cycles = run.state_after(n)
+            for i, r in enumerate(run.reqs):
+                r.output_len = outs[i]
+                if cycles is not None:
+                    r.spec_cycles += cycles[i]
+                if done[i]:
+                    r.status = finished
+            used, peak = run.kv_after(n)
+            keep = run.in_plan(last)
+        self.kv.settle(run.reqs, held, used, peak, finished=done)
+        self.running = [r for r, k in zip(run.reqs, keep, strict=True) if k]
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch
-        for r, d in zip(run.reqs, done, strict=True):
-            if d:
-                self._release_prefix(r)
+        if True in done:
+            for r, d in zip(run.reqs, done, strict=True):
+                if d:
+                    self._release_prefix(r)
         ratio = self.ratio
         for _ in range(n):   # one decay per pass without retraction
             if ratio.value <= ratio.floor:
@@ -868,6 +886,6 @@ class Scheduler:
             ratio.on_decode_step()
         self.num_delayed_passes += run.delayed_passes(n)
         self.step += n
-        plan, out = run.plan_at(last)
+        plan, out = (o.plan, o.output) if type(run) is PlainRun else run.plan_at(last)
         self._in_flight = plan
         return plan, out

@@ -2,7 +2,7 @@
 exact statistics (compact records) the step-by-step path would have written for the same
 iterations (:mod:`sim.records`), from a :class:`~sim.decode_run.DecodeRun` and its
 :class:`~sim.host_timeline.Timeline`, or from a :class:`~sim.plain_run.PlainRun` and the
-lists of :func:`sim.plain_timeline.walk`. The engine (:mod:`sim.engine`) keeps its own
+:class:`~sim.plain_timeline.PlainTimes` of :func:`sim.plain_timeline.walk`. The engine (:mod:`sim.engine`) keeps its own
 counters (host blocked time, finish events); these functions return the requests that
 finished, to be marked there.
 """
@@ -13,6 +13,7 @@ import numpy as np
 from specsched.sim.decode_run import DecodeRun
 from specsched.sim.host_timeline import Timeline
 from specsched.sim.plain_run import PlainRun
+from specsched.sim.plain_timeline import PlainTimes
 from specsched.sim.records import Recorder
 
 
@@ -55,32 +56,34 @@ def grid_run(rec: Recorder, run: DecodeRun, tl: Timeline, n: int, blocked0: floa
     return rids.tolist()
 
 
-def plain_run(rec: Recorder, run: PlainRun, n: int, T: list[float], S: list[float], E: list[float],
-              RW: list[float], blocked0: float, waiting: int) -> list[int]:
-    """Record the first n iterations of a closed-form ``run``: host times ``T`` (n + 1 or
-    more), GPU starts ``S`` and ends ``E``, results waits ``RW`` (s, lists). Compact records
-    take Python values (no per-iteration array); full records get every row.
+def plain_run(rec: Recorder, run: PlainRun, tm: PlainTimes, blocked0: float, waiting: int) -> list[int]:
+    """Record the first ``tm.n`` iterations of a closed-form ``run`` timed by
+    :func:`sim.plain_timeline.walk` (``detail`` for full records). Compact records take
+    Python values and the walk's running sums (no per-iteration array or loop here); full
+    records get every row.
 
     Args and returns: as :func:`grid_run`.
     """
+    n, T = tm.n, tm.T
+    o = run.outcome(n)
     if rec.full:
         bs, times = np.array(run.batch_sizes(n)), np.array(T[: n + 1])
         acc = np.array(run.commits(n))
         rec.pass_run(times[:n], bs, waiting, run.kv_scheduled(n))
-        rec.step_run(run.first_step, "decode", bs, np.array(S[:n]), np.array(E[:n]),
-                     np.array([blocked0, *RW[: n - 1]]), acc, acc)
+        rec.step_run(run.first_step, "decode", bs, np.array(tm.S[:n]), np.array(tm.E[:n]),
+                     np.array([blocked0, *tm.RW[: n - 1]]), acc, acc)
         rec.deliver_run(times[1:], run.rids, run.delivered(n), single_tokens=True)
     else:
         rec.num_passes += n
         rec.num_steps += n
-        rec.step_totals.add_decode_run(n, S, E, blocked0 + sum(RW[: n - 1]), run.batch_size_at(n - 1))
-        idx, first, last, both = run.deliveries(n)
+        rec.step_totals.add_decode_run(n, tm.s0, tm.E[n - 1], tm.busy, blocked0 + tm.blocked_rows,
+                                       o.plan.batch_size)
+        idx, first, last, both = o.deliver
         rids = run.rid_list
         rec.deliver_ones(T[1 : n + 1], [rids[i] for i in idx], first, last, both)
     done = []
-    rids = run.rid_list
-    for i, f in enumerate(run.fin):
-        if 0 <= f < n:
-            rec.finish_one(rids[i], T[f + 1])
-            done.append(rids[i])
+    rids, fin = run.rid_list, run.fin
+    for i in o.finished:
+        rec.finish_one(rids[i], T[fin[i] + 1])
+        done.append(rids[i])
     return done

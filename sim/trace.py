@@ -8,7 +8,9 @@ traces come in two layouts this reads as they are:
   ``TIMESTAMP`` (date and time, e.g. ``2023-11-16 18:15:46.6805900``), ``ContextTokens``,
   ``GeneratedTokens``.
 - Mooncake traces (FAST'25 release, JSONL): ``timestamp`` (ms), ``input_length``,
-  ``output_length``, ``hash_ids`` (prefix-block ids; not modelled, ignored).
+  ``output_length``, ``hash_ids`` (ids of the prompt's 512-token blocks; equal leading ids
+  = a shared prompt prefix). They become the requests' prompt token ids
+  (:mod:`sim.trace_prefix`), so the radix prefix cache reuses what the trace shares.
 
 Replay follows SGLang bench_serving's trace mode (benchmark/serving.py ``get_request``
 with ``use_trace_timestamps``): a request is sent at (timestamp - first timestamp) x
@@ -17,7 +19,8 @@ a reordered file is more often a broken export than an intent.
 
 The file is read once, in blocks (CSV: pandas in chunks of only the three columns; JSONL:
 line by line), and reading stops at the request limit; only three numeric arrays are kept
-(24 bytes a request). Every bad row raises :class:`ConfigError` naming the file, line,
+(24 bytes a request), plus the block ids a prompt needs (ceil(input / block_size) of
+them, 8 bytes each) when the trace has them. Every bad row raises :class:`ConfigError` naming the file, line,
 column and value. Nothing is downloaded: the path is a local file.
 """
 
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,23 +38,46 @@ import pandas as pd
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import TraceConfig
 from specsched.sim.errors import ConfigError
+from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 
 CSV_BLOCK_ROWS = 200_000
-JSONL_BLOCK_ROWS = 16_384   # rows held as Python objects before they become arrays
+JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
 @dataclass(frozen=True)
 class Trace:
     """A loaded trace: ``arrival_s`` (seconds from the first request, non-decreasing),
-    ``input_len`` and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,)."""
+    ``input_len`` and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,).
+    With block ids (Mooncake's ``hash_ids``): ``hash_ids`` (int64 (m,), every request's ids
+    concatenated, each cut to the blocks its prompt fills) and ``hash_offsets`` (int64
+    (n + 1,): request i's ids are ``hash_ids[hash_offsets[i]:hash_offsets[i + 1]]``); both
+    None when the trace has none."""
 
     arrival_s: np.ndarray
     input_len: np.ndarray
     output_len: np.ndarray
+    hash_ids: np.ndarray | None = None
+    hash_offsets: np.ndarray | None = None
+    block_size: int = MOONCAKE_BLOCK_SIZE
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def prompt_tokens(self, i: int) -> BlockTokens | None:
+        """Request i's prompt token ids built from its block ids (:class:`BlockTokens`),
+        or None when the trace has no block ids (its prompts share nothing)."""
+        if self.hash_ids is None or self.hash_offsets is None:
+            return None
+        blocks = self.hash_ids[self.hash_offsets[i]:self.hash_offsets[i + 1]]
+        return BlockTokens(blocks, int(self.input_len[i]), i, self.block_size)
+
+    def prefix_reuse(self) -> float | None:
+        """The trace's own prefix reuse (:func:`sim.trace_prefix.prefix_reuse`), None without
+        block ids."""
+        if self.hash_ids is None or self.hash_offsets is None:
+            return None
+        return prefix_reuse(self.input_len, self.hash_ids, self.hash_offsets, self.block_size)
 
 
 def trace_path(cfg: TraceConfig, scenario_path: str | Path | None) -> Path:
@@ -81,6 +109,32 @@ class _Checker:
         self.o: list[np.ndarray] = []
         self.last = -math.inf
         self.n = 0
+        self.hashes = array("q")          # block ids of every row so far, concatenated
+        self.offsets = array("q", [0])    # where each row's ids end
+        self.any_hashes = False
+
+    def add_hashes(self, v: object, input_len: object, line: int, col: str, block_size: int) -> None:
+        """One row's block ids (a JSON list, or a CSV cell of ids; None/absent = none),
+        cut to the blocks its prompt fills."""
+        if v is None:
+            self.offsets.append(len(self.hashes))
+            return
+        if isinstance(v, str):
+            t = v.strip().strip("[]").strip()
+            try:
+                v = [int(x) for x in re.split(r"[\s,;]+", t)] if t else []
+            except ValueError:
+                self._fail(line, col, v if len(v) <= 60 else v[:57] + "...", "must be a list of integers >= 0 (prompt block ids)")
+        if not isinstance(v, list) or not all(type(x) is int and x >= 0 for x in v):
+            shown = v if not isinstance(v, list) or len(str(v)) <= 60 else str(v)[:57] + "..."
+            self._fail(line, col, shown, "must be a list of integers >= 0 (prompt block ids)")
+        keep = -(-input_len // block_size) if type(input_len) is int and input_len > 0 else len(v)
+        try:
+            self.hashes.extend(v[:keep])
+        except OverflowError:
+            self._fail(line, col, max(v), "block ids must be < 2^63")
+        self.offsets.append(len(self.hashes))
+        self.any_hashes = True
 
     def _fail(self, line: int, col: str, value: object, allowed: str) -> None:
         raise ConfigError(f"{self.where}:{line}", col, value, allowed)
@@ -132,33 +186,47 @@ def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) 
     return v
 
 
-def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker) -> None:
-    with open(p, newline="") as f:
+def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
+              hashes: tuple[str | None, bool, int]) -> None:
+    with open(p, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
         header = f.readline()
     import csv
 
-    names = next(csv.reader([header]), [])
-    missing = [c for c in cols if c not in names]
+    names = [c.strip() for c in next(csv.reader([header]), [])]
+    hcol, required, block_size = hashes
+    missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
         raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
+    if hcol not in names:
+        hcol = None
     first_line = 2
     try:
-        reader = pd.read_csv(p, usecols=list(cols), chunksize=CSV_BLOCK_ROWS, dtype=str, skip_blank_lines=False)
+        reader = pd.read_csv(p, usecols=[*cols, *([hcol] if hcol else [])], chunksize=CSV_BLOCK_ROWS, dtype=str,
+                             skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True)
         for block in reader:
+            block.columns = [str(c).strip() for c in block.columns]
             if limit is not None and chk.n + len(block) > limit:
                 block = block.iloc[: limit - chk.n]
             lines = np.arange(first_line, first_line + len(block))
             first_line += len(block)
-            chk.add(_times(block[cols[0]].tolist(), unit, str(p), cols[0], lines),
-                    _numbers(block[cols[1]], str(p), cols[1], lines),
+            ins = _numbers(block[cols[1]], str(p), cols[1], lines)
+            if hcol:
+                for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
+                    chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
+                                   line, hcol, block_size)
+            chk.add(_times(block[cols[0]].tolist(), unit, str(p), cols[0], lines), ins,
                     _numbers(block[cols[2]], str(p), cols[2], lines), lines)
             if limit is not None and chk.n >= limit:
                 break
-    except pd.errors.ParserError as e:
-        raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({e})") from None
+    except ConfigError:
+        raise
+    except (pd.errors.ParserError, ValueError) as e:
+        raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({str(e).splitlines()[0]})") from None
 
 
-def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker) -> None:
+def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
+                hashes: tuple[str | None, bool, int]) -> None:
+    hcol, required, block_size = hashes
     block: list[tuple[object, object, object, int]] = []
 
     def flush() -> None:
@@ -170,7 +238,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                 _numbers([b[2] for b in block], str(p), cols[2], lines), lines)
         block.clear()
 
-    with open(p) as f:
+    with open(p, encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -180,9 +248,11 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"not a JSON object ({e.msg})") from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], "each line must be a JSON object")
-            for c in cols:
+            for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")
+            if hcol:
+                chk.add_hashes(row.get(hcol), row[cols[1]], lineno, hcol, block_size)
             block.append((row[cols[0]], row[cols[1]], row[cols[2]], lineno))
             if len(block) >= JSONL_BLOCK_ROWS:
                 flush()
@@ -214,13 +284,39 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
     columns, unit = cfg.resolved()
     cols = (columns.timestamp, columns.input_len, columns.output_len)
+    # block ids named by the user must be in every row; the layout's are used where present
+    hashes = (columns.hash_ids, cfg.columns is not None and cfg.columns.hash_ids is not None, cfg.block_size)
     chk = _Checker(str(p), cols)
-    if _format(cfg, p) == "csv":
-        _read_csv(p, cols, unit, limit, chk)
-    else:
-        _read_jsonl(p, cols, unit, limit, chk)
+    try:
+        if _format(cfg, p) == "csv":
+            _read_csv(p, cols, unit, limit, chk, hashes)
+        else:
+            _read_jsonl(p, cols, unit, limit, chk, hashes)
+    except UnicodeDecodeError:
+        raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
-    t = np.concatenate(chk.t)
-    arrival = (t - t[0]) * cfg.time_scale
-    return Trace(arrival, np.concatenate(chk.i), np.maximum(np.concatenate(chk.o), 1))
+    # one array at a time, each block list dropped once joined: the peak stays one copy
+    t = _joined(chk.t, float)
+    t -= t[0]
+    t *= cfg.time_scale
+    ins = _joined(chk.i, np.int64)
+    outs = _joined(chk.o, np.int64)
+    np.maximum(outs, 1, out=outs)
+    ids = offsets = None
+    if chk.any_hashes:   # views of the reader's buffers: no second copy
+        ids = np.frombuffer(chk.hashes, dtype=np.int64)
+        offsets = np.frombuffer(chk.offsets, dtype=np.int64)[: chk.n + 1]
+    return Trace(t, ins, outs, ids, offsets, cfg.block_size)
+
+
+def _joined(blocks: list[np.ndarray], dtype: type) -> np.ndarray:
+    """The blocks as one array, emptying the list while copying (no second full copy)."""
+    out = np.empty(sum(len(b) for b in blocks), dtype=dtype)
+    k = 0
+    blocks.reverse()
+    while blocks:
+        b = blocks.pop()
+        out[k:k + len(b)] = b
+        k += len(b)
+    return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError
@@ -32,8 +32,9 @@ STREAM_PRIORITIES = 4
 class RequestSpec:
     """One request to send: ``index`` (send order), prompt and output lengths (tokens), for
     a trace its arrival time (s from the first request; None otherwise), the prompt's token
-    ids when the workload shares prefixes (None otherwise) and its priority (None: the
-    server's default)."""
+    ids when the workload shares prefixes (an int64 array, or for a trace with block ids a
+    :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
+    its priority (None: the server's default)."""
 
     index: int
     input_len: int
@@ -51,6 +52,8 @@ def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.n
         p = scenarios_dir() / path   # a shipped histogram (sharegpt-like-lengths-*.csv) by name
     if not p.is_file():
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
+    import pandas as pd  # only a histogram file needs it (not on a run's start-up otherwise)
+
     df = pd.read_csv(p)
     if not {"length", "weight"} <= set(df.columns) or len(df) == 0:
         raise ConfigError(str(p), key, list(df.columns), "CSV needs columns length,weight and >= 1 row")
@@ -101,7 +104,7 @@ def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) ->
         from specsched.sim.trace import load_trace
 
         tr = load_trace(cfg.trace, cfg.num_requests, scenario_path)
-        return [RequestSpec(i, int(a), int(b), float(t)) for i, (a, b, t)
+        return [RequestSpec(i, int(a), int(b), float(t), tr.prompt_tokens(i)) for i, (a, b, t)
                 in enumerate(zip(tr.input_len.tolist(), tr.output_len.tolist(), tr.arrival_s.tolist(), strict=True))]
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None

@@ -123,6 +123,15 @@ def test_kernel_count_follows_the_architecture():
                                      + v3.moe_layers * EFF.moe_extra_kernels + 4)
 
 
+@pytest.mark.parametrize("model", sorted(shipped_models()))
+def test_all_reduce_kernels_launch_only_under_tp(model):
+    """SGLang's all-reduce returns its input at world size 1 (parallel_state.py), so a TP1
+    forward launches none; any larger TP adds allreduce_kernels_per_layer per layer."""
+    arch = load_model(model)
+    one, two, eight = (kernel_count(arch, EFF, tp) for tp in (1, 2, 8))
+    assert two == eight == one + arch.num_layers * EFF.allreduce_kernels_per_layer
+
+
 @settings(max_examples=30, deadline=None)
 @given(batch=st.integers(1, 64), w=st.integers(2, 8))
 def test_an_moe_target_drafts_with_moe_layers_that_touch_more_experts_over_a_longer_block(batch, w):
@@ -148,6 +157,20 @@ def test_eager_steps_are_host_issue_bound_at_small_batch():
     assert g.eager_host_issue_s == pytest.approx(n * EFF.eager_launch_per_kernel_s, rel=1e-5)
     assert g.eager_overhead_s == pytest.approx(n * EFF.eager_gpu_per_kernel_s, rel=1e-5)
     assert g.eager_host_issue_s > g.decode.seconds[0][0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(ghz=st.floats(0.5, 10))
+def test_eager_issue_is_cpu_work_that_scales_with_the_host_clock(ghz):
+    """Issuing kernels eagerly is single-threaded host work: its time scales with
+    REFERENCE_HOST_GHZ / host_ghz; the graph-replayed grids do not move with the host."""
+    from specsched.sim.analytic.roofline import REFERENCE_HOST_GHZ
+
+    q, gpu = load_model("qwen3-0.6b"), load_gpu("RTX5090")
+    ref = Profile.model_validate(build_profile(q, gpu, 1)).gpu
+    g = Profile.model_validate(build_profile(q, gpu, 1, eff=Efficiency(host_ghz=ghz))).gpu
+    assert g.eager_host_issue_s == pytest.approx(ref.eager_host_issue_s * REFERENCE_HOST_GHZ / ghz, rel=1e-4)
+    assert g.decode.seconds == ref.decode.seconds and g.eager_overhead_s == ref.eager_overhead_s
 
 
 def test_logits_cost_grows_with_the_rows_that_need_them():
@@ -216,6 +239,51 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys):
     path.write_text("{not json")
     assert "not valid JSON" in _bad(tmp_path, capsys, "--model", str(path), "--gpu", "H200")
     assert "--dtype" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--dtype", "int4")
+    assert "--host-ghz = 0.0" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--host-ghz", "0")
+
+
+BAD_CONFIGS = {
+    "num_key_value_heads": (0, 5),            # must divide num_attention_heads 32
+    "num_attention_heads": (30,),             # 4096 / 30 is not whole and no head_dim is given
+    "head_dim": (0,),
+    "hidden_size": ("4096", -1, True),        # not a non-negative integer
+    "num_hidden_layers": (0, None),           # None: the key left out
+    "vocab_size": (None,),
+    "intermediate_size": (None,),
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=st.sampled_from([(k, v) for k, vs in BAD_CONFIGS.items() for v in vs]))
+def test_a_bad_config_json_is_one_line_naming_file_key_value(tmp_path_factory, case):
+    """Every config.json mistake: one line naming the file, the key and the value, exit 2,
+    no profile written (the invariant the bad-input target states)."""
+    import contextlib
+    import io
+
+    key, value = case
+    cfg = dict(shipped_models()["llama-3.1-8b"])
+    if value is None:
+        del cfg[key]
+    else:
+        cfg[key] = value
+    d = tmp_path_factory.mktemp("cfg")
+    path, out = d / "config.json", d / "never.yaml"
+    path.write_text(json.dumps(cfg))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["profile", "--analytic", "--model", str(path), "--gpu", "H200", "--out", str(out)])
+    line = err.getvalue().strip()
+    assert code == 2 and not out.exists() and len(line.splitlines()) == 1 and "Traceback" not in line
+    assert str(path) in line and (key in line or "head_dim" in line)
+
+
+def test_moe_config_with_more_picked_than_routed_experts_is_refused(tmp_path, capsys):
+    cfg = {**shipped_models()["qwen3-30b-a3b"], "num_experts_per_tok": 200}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    err = _bad(tmp_path, capsys, "--model", str(path), "--gpu", "H200")
+    assert "num_experts_per_tok = 200" in err and "1..128" in err
 
 
 def test_fit_recovers_the_efficiencies_that_made_the_measurements():

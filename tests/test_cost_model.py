@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from specsched.sim.config import ServerArgs
 from specsched.sim.cost_model import CostModel, attention_context
@@ -309,12 +309,18 @@ def test_attention_context_grows_with_any_prefix(e, p, extra):
 
 # ------------------------------------------------------------------ padded attention width
 @settings(max_examples=60, deadline=None)
-@given(ctxs=st.lists(st.integers(0, 6000), min_size=1, max_size=40), algo=st.sampled_from(["dspark", "none"]))
+@given(ctxs=st.lists(st.integers(512, 6000), min_size=1, max_size=40), algo=st.sampled_from(["dspark", "none"]))
+@example(ctxs=[15, 255, 255], algo="none")  # below the grid's context axis: only the first claim
 def test_padded_attention_costs_the_longest_context_over_padded_rows(ctxs, algo):
     """gpu.attention_width padded_max: the step costs the grid at the padded batch and the
     padded width of the longest request (a dense [B, C] attention), never less than the
     per-request reading (the grid grows with batch and context), and a batch of one
-    context at a bucket edge reads the grid where both agree."""
+    context at a bucket edge reads the grid where both agree.
+
+    The "never less" claim holds from the grid's smallest measured context (c0, 512 here)
+    up: the per-request reading charges the padded rows' token work at c0, so with every
+    context below c0 it can exceed a dense read at a width under c0 (by 1 us in
+    ``[15, 255, 255]``)."""
     srv = server(speculative_algorithm=algo, cuda_graph_max_bs=64, max_running_requests=64)
     ragged = CostModel(ctx_profile(), srv, warn_to=None)
     dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv, warn_to=None)
@@ -324,7 +330,8 @@ def test_padded_attention_costs_the_longest_context_over_padded_rows(ctxs, algo)
     grid = dense.step_grid
     pad = dense.padded_batch(bs)
     assert dense.step_s(bs, mean, top) == pytest.approx(max(grid(pad, round(width - w, -1)), 0.0), rel=1e-12)
-    assert dense.step_s(bs, mean, top) >= ragged.step_s(bs, mean) - 1e-15
+    if min(ctxs) >= dense.c0:
+        assert dense.step_s(bs, mean, top) >= ragged.step_s(bs, mean) - 1e-15
     edge = 1024 - w
     assert dense.step_s(8, edge, edge) == pytest.approx(ragged.step_s(8, edge), rel=1e-12)
 

@@ -97,9 +97,60 @@ def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_ite
                     assert plain.kv_after(m) == grid.kv_after(m)
                     assert plain.delayed_passes(m) == grid.delayed_passes(m)
                     assert plain.device_after(m)[0] == grid.device_after(m)[0].tolist()
+                    # the fused pass gives what the per-purpose methods give
+                    o = plain.outcome(m)
+                    assert (o.outs, o.held, o.done) == tuple(pa[:3])
+                    assert (o.used, o.peak) == plain.kv_after(m)
+                    assert o.keep == plain.in_plan(m - 1)
+                    assert o.device == plain.device_after(m)[0]
+                    assert o.deliver == plain.deliveries(m)
+                    assert o.finished == [i for i, f in enumerate(plain.fin) if 0 <= f < m]
+                    pl, out = plain.plan_at(m - 1)
+                    assert o.plan == pl and np.array_equal(o.output.committed, out.committed)
+                if compared <= 3:
+                    _check_walk(plain, seed + compared)
         done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
         if done:
             break
+
+
+def _check_walk(run: PlainRun, seed: int) -> None:
+    """The lean walk (no per-iteration starts or waits kept) gives the detailed walk's times
+    and, as running sums, the sums of its lists added in order; an event exactly at a host
+    time T_k stops the walk one iteration earlier (its sums stop there too)."""
+    from specsched.sim.plain_timeline import walk
+
+    host_bound = seed % 2 == 0   # GPU faster than the host's pass, or slower
+    def gpu(bs: int, ctx: int, key: int) -> float:
+        return (1e-4 if host_bound else 2e-3) + bs * 1.3e-6 + key * 1e-7
+
+    def host(bs: int) -> tuple[float, float, float]:
+        return 2e-4 + bs * 1e-6, 1e-4 + (seed % 7) * 1e-6, 3e-4
+
+    args = (run, 0.25, 0.2504, math.inf, 5e-5, gpu, host, 1.5, 2.5)
+    full = walk(*args, detail=True)
+    n = full.n
+    assert n == run.stop and len(full.S) >= n and len(full.T) >= n + 1
+    blocked, rows, busy = 1.5, 0.0, 2.5
+    for j in range(n):
+        blocked += full.RW[j]
+        busy += full.E[j] - full.S[j]
+        if j < n - 1:
+            rows += full.RW[j]
+    assert (full.blocked, full.blocked_rows, full.busy) == (blocked, rows, busy)
+    assert (full.s0, full.s_last, full.rw_last) == (full.S[0], full.S[n - 1], full.RW[n - 1])
+    lean = walk(*args)
+    assert (lean.n, lean.T[: n + 1], lean.E[:n]) == (n, full.T[: n + 1], full.E[:n])
+    assert (lean.blocked, lean.blocked_rows, lean.busy, lean.s0, lean.s_last, lean.rw_last) == (
+        blocked, rows, busy, full.s0, full.s_last, full.rw_last)
+    for k in sorted({1, (n + 1) // 2, n}):
+        at = walk(run, 0.25, 0.2504, full.T[k], 5e-5, gpu, host, 1.5, 2.5)
+        assert at.n == k - 1
+        if k > 1:
+            part = walk(run, 0.25, 0.2504, math.inf, 5e-5, gpu, host, 1.5, 2.5, limit=k - 1)
+            assert (at.blocked, at.busy, at.s_last, at.T[:k]) == (part.blocked, part.busy, part.s_last, part.T[:k])
+        after = walk(run, 0.25, 0.2504, math.nextafter(full.T[k], math.inf), 5e-5, gpu, host, 1.5, 2.5)
+        assert after.n == min(k + 1, n)   # T_k is before the event: iteration k applies too
 
 
 workloads = st.one_of(

@@ -241,10 +241,11 @@ def test_weighted_statistics_match_numpy_on_the_repeated_samples(values, weights
             assert a[key] == b[key], key
 
 
-@settings(max_examples=30, deadline=None)
-@given(n=st.integers(4096, 20_000), seed=st.integers(0, 2**31), decimals=st.sampled_from([None, 2]))
+@settings(max_examples=80, deadline=None)
+@given(n=st.one_of(st.integers(1, 64), st.integers(1, 20_000)), seed=st.integers(0, 2**31),
+       decimals=st.sampled_from([None, 2]))
 def test_summary_statistics_are_numpys(n, seed, decimals):
-    # large samples take the one-partition path; the figures must be numpy's own
+    # samples without NaN take the one-partition path; the figures must be numpy's own
     v = np.random.default_rng(seed).exponential(0.01, n)
     if decimals is not None:
         v = np.round(v, decimals)  # ties

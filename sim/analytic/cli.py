@@ -1,7 +1,7 @@
 """``specsched profile --analytic``: write a profile from a model, a GPU and a TP size.
 
 ``specsched profile --analytic --model NAME_OR_CONFIG --gpu NAME --tp N [--dtype bf16|fp8]
-[--window 6] [--drafter block|chain] [--draft-layers 1] [--name NAME] --out FILE``.
+[--window 6] [--drafter block|chain] [--draft-layers 1] [--host-ghz 2.1] [--name NAME] --out FILE``.
 The options join the runtime's ``profile`` command when the runtime is installed (its
 measuring path needs torch); otherwise ``profile`` offers the analytic path alone. Bad
 input (unknown GPU or model, a config.json missing a key, a TP size that does not divide
@@ -57,10 +57,16 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
             raise ConfigError("<command line>", f"--{opt}", None, "required with --analytic")
     if args.dtype not in (None, "bf16", "fp8"):
         raise ConfigError("<command line>", "--dtype", args.dtype, "allowed: bf16, fp8")
+    from specsched.sim.analytic.roofline import Efficiency
+
+    ghz = getattr(args, "host_ghz", None)
+    if ghz is not None and not 0.5 <= ghz <= 10:
+        raise ConfigError("<command line>", "--host-ghz", ghz, "the host CPU's single-core clock in GHz, 0.5..10")
     arch = load_model(args.model)
     gpu = load_gpu(args.gpu)
+    eff = Efficiency(host_ghz=ghz) if ghz is not None else None
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
-                      draft_layers=args.draft_layers, name=args.name, model_ref=args.model)
+                      draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model)
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
@@ -87,6 +93,9 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--dtype", default=None, help="bf16 or fp8 weights and GEMMs (default: the checkpoint's)")
     g.add_argument("--drafter", default="block", help="block (DSpark/DFlash) or chain (EAGLE/MTP) (default block)")
     g.add_argument("--draft-layers", type=int, default=1, help="decoder layers of the assumed drafter (default 1)")
+    g.add_argument("--host-ghz", type=float, default=None,
+                   help="the serving host's single-core CPU clock, GHz: scales the eager (no-graph) kernel issue "
+                        "(default 2.1, the host it was measured on)")
     if standalone:
         p.add_argument("--window", type=int, default=6, help="speculative window of the verify grid (default 6)")
         p.add_argument("--name", default=None, help="profile name")

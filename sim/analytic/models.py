@@ -119,8 +119,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """A :class:`ModelArch` from a config.json mapping (transformers key names).
 
     Raises:
-        ConfigError: a required key is missing or not a non-negative integer (names file,
-            key, value, what is allowed).
+        ConfigError: a required key is missing or not a non-negative integer, a size is 0,
+            ``num_key_value_heads`` does not divide ``num_attention_heads``, ``head_dim`` is
+            missing where ``hidden_size / num_attention_heads`` is not whole, or
+            ``num_experts_per_tok`` exceeds the experts (names file, key, value, what is
+            allowed).
     """
     text_cfg = cfg.get("text_config")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
@@ -132,7 +135,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     kv_lora = _get(cfg, file, "kv_lora_rank", default=None)
     v_head = _get(cfg, file, "v_head_dim", default=None)
-    head_dim = _get(cfg, file, "head_dim", default=hidden // heads)
+    head_dim = _get(cfg, file, "head_dim", default=None)
+    if head_dim is None and kv_lora is None and hidden % heads:
+        raise ConfigError(file, "head_dim", "<missing>", f"required when hidden_size {hidden} is not a multiple of "
+                          f"num_attention_heads {heads}")
+    head_dim = hidden // heads if head_dim is None else head_dim
+    for key, v in (("head_dim", head_dim), ("v_head_dim", v_head), ("kv_lora_rank", kv_lora)):
+        if v == 0:
+            raise ConfigError(file, key, 0, "must be >= 1")
+    kv_heads = _get(cfg, file, "num_key_value_heads", default=heads)
+    if kv_heads < 1 or heads % kv_heads:
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0]
+        raise ConfigError(file, "num_key_value_heads", kv_heads, f"must divide num_attention_heads {heads} "
+                          f"(grouped-query attention); allowed: {', '.join(map(str, divisors[:12]))}")
     num_experts = _get(cfg, file, "n_routed_experts", "num_experts", "num_local_experts", default=0)
     shared = _get(cfg, file, "n_shared_experts", default=0)
     shared_inter = _get(cfg, file, "shared_expert_intermediate_size", default=0)
@@ -145,6 +160,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     fp8 = isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() in ("fp8", "mxfp8")
     if num_experts and not _get(cfg, file, "num_experts_per_tok", default=0):
         raise ConfigError(file, "num_experts_per_tok", "<missing>", "required for a mixture-of-experts model")
+    if num_experts and cfg["num_experts_per_tok"] > num_experts:
+        raise ConfigError(file, "num_experts_per_tok", cfg["num_experts_per_tok"],
+                          f"must be 1..{num_experts} (the routed experts)")
+    if num_experts and _get(cfg, file, "moe_intermediate_size", default=1) == 0:
+        raise ConfigError(file, "moe_intermediate_size", 0, "must be >= 1")
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
@@ -152,7 +172,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],
         num_heads=heads,
-        num_kv_heads=_get(cfg, file, "num_key_value_heads", default=heads),
+        num_kv_heads=kv_heads,
         head_dim=head_dim,
         v_head_dim=v_head if v_head is not None else head_dim,
         intermediate_size=cfg["intermediate_size"],

@@ -21,7 +21,8 @@ groups add up, plus the TP all-reduces and the per-forward launch overheads:
   what small-batch forwards of many small kernels cost beyond their bytes); kernel counts
   follow the architecture (GQA, MLA, MoE: counted in SGLang's model code);
 - eager execution (batches above cuda_graph_max_bs) runs each kernel as the host issues it:
-  ``max(graph + kernels x eager_gpu_per_kernel_s, kernels x eager_launch_per_kernel_s)``
+  ``max(graph + kernels x eager_gpu_per_kernel_s, kernels x eager issue per kernel)``, the
+  issue per kernel being single-threaded CPU work scaled by the host's clock ``host_ghz``
   (host-bound at small batch; what makes the runaway of public-cases P2).
 
 The achieved fractions live in :class:`Efficiency`, written into the profile's
@@ -38,6 +39,9 @@ from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
 
 BF16 = 2  # bytes of a bf16 element (activations, KV cache)
+REFERENCE_HOST_GHZ = 2.1
+"""CPU clock of the host ``eager_launch_per_kernel_s`` was measured on (the H200 machine's
+vCPUs report 2100 MHz: docs/measurements/h200-v4/cpu-diag.txt)."""
 LOGIT_PASS_BYTES = 12
 """HBM bytes per logit after the LM head: the gathered bf16 logits written (2), read and
 copied to float32 (2 + 4), read again by argmax or softmax (4); sampling adds more."""
@@ -57,12 +61,15 @@ class Efficiency(BaseModel):
     hbm: float = Field(0.80, gt=0, le=1, description="fraction of HBM bandwidth reached by streaming reads")
     interconnect: float = Field(0.75, gt=0, le=1, description="fraction of link bandwidth reached by all-reduce")
     allreduce_latency_s: float = Field(10e-6, ge=0, description="fixed cost of one all-reduce call")
-    kernels_per_layer: int = Field(14, ge=1, description="kernels one dense GQA decoder layer launches")
+    kernels_per_layer: int = Field(12, ge=1, description="kernels one dense GQA decoder layer launches at TP1")
+    allreduce_kernels_per_layer: int = Field(2, ge=0, description="TP all-reduce kernels per layer (only when tp > 1)")
     mla_extra_kernels: int = Field(10, ge=0, description="kernels an MLA attention block adds over a GQA one")
     moe_extra_kernels: int = Field(12, ge=0, description="kernels an MoE block adds over a dense MLP")
     kernel_gap_s: float = Field(2.4e-6, ge=0, description="per-kernel cost in a replayed graph beyond its roofline time")
     graph_launch_s: float = Field(20e-6, ge=0, description="graph replay launch per forward")
-    eager_launch_per_kernel_s: float = Field(17.8e-6, ge=0, description="host time to issue one kernel eagerly")
+    eager_launch_per_kernel_s: float = Field(17.8e-6, ge=0, description="host time to issue one kernel eagerly, "
+                                             "on a host at REFERENCE_HOST_GHZ")
+    host_ghz: float = Field(REFERENCE_HOST_GHZ, gt=0, le=10, description="the serving host's CPU clock (single-core), GHz")
     eager_gpu_per_kernel_s: float = Field(1.0e-6, ge=0, description="GPU-side cost per kernel of eager over graph when GPU-bound")
 
 EFFICIENCY_SOURCES = {
@@ -72,8 +79,12 @@ EFFICIENCY_SOURCES = {
     "hbm": "0.80: streaming kernels (decode GEMV, paged attention) reach roughly 75-90 % of datasheet HBM bandwidth",
     "interconnect": "0.75: NCCL/RCCL all-reduce bus bandwidth is roughly 70-85 % of the per-direction link figure",
     "allreduce_latency_s": "10 us: small-message custom all-reduce (one-shot) latency, order of magnitude",
-    "kernels_per_layer": ("14: a dense GQA layer in SGLang 0.5.23 (models/qwen3.py, llama.py): fused add-rmsnorm x2, "
-                          "qkv_proj, q/k norm, rope, KV store, attention, o_proj, all-reduce x2, gate_up, silu_and_mul, down"),
+    "kernels_per_layer": ("12: a dense GQA layer in SGLang 0.5.23 at TP1 (models/qwen3.py, llama.py): fused add-rmsnorm "
+                          "x2, qkv_proj, q/k norm (one fused kernel on CUDA: models/utils.py apply_qk_norm), rope, "
+                          "KV store, attention, o_proj, gate_up, silu_and_mul, down"),
+    "allreduce_kernels_per_layer": ("2: the all-reduces after attention and after the MLP, launched only when tp > 1 "
+                                    "(distributed/parallel_state.py GroupCoordinator.all_reduce returns its input "
+                                    "when world_size == 1)"),
     "mla_extra_kernels": ("10: SGLang 0.5.23 MLA absorbed decode (models/deepseek_common/attention_forward_methods/"
                           "forward_mla.py forward_absorb_prepare/core) launches ~18 kernels where GQA launches ~8: fused "
                           "q_a/kv_a projection, two latent norms, q_b_proj, absorbed bmm w_kc (+layout copy), rope, "
@@ -88,9 +99,14 @@ EFFICIENCY_SOURCES = {
                      "(counted with a TorchDispatchMode on the same code) is 2.4 us per kernel. Unmeasured on HIP "
                      "(graph dispatch on ROCm is reported slower on other parts): the CUDA figure is used"),
     "graph_launch_s": "20 us: one graph replay's host launch",
-    "eager_launch_per_kernel_s": ("17.8 us: measured on an H200 (profiles/h200-1b-v2.yaml gpu.eager_host_issue_s): "
-                                  "an eager spec cycle of the 1B proxy is host-bound at 14.43 ms for its 812 kernels "
-                                  "(PyTorch dispatch + launch per op from Python)"),
+    "eager_launch_per_kernel_s": ("17.8 us at 2.1 GHz: measured on an H200 machine (profiles/h200-1b-v2.yaml "
+                                  "gpu.eager_host_issue_s) whose vCPUs report 2100 MHz: an eager spec cycle of the 1B "
+                                  "proxy is host-bound at 14.43 ms for its 812 kernels (Python + PyTorch dispatch + "
+                                  "launch per op, single-threaded)"),
+    "host_ghz": ("the serving host's single-core clock (default: the 2.1 GHz host the eager figure was measured "
+                 "on). Issuing a kernel eagerly is single-threaded CPU work (the Python interpreter, PyTorch's "
+                 "dispatcher, the driver's launch), so the eager issue per kernel is scaled by 2.1 / host_ghz; "
+                 "a first-order model that ignores per-clock (IPC) differences between CPUs"),
     "eager_gpu_per_kernel_s": ("1.0 us: measured on an H200 (profiles/h200-1b-v2.yaml gpu.eager_overhead_s): eager "
                                "minus graph when GPU-bound is 0.81 ms over the same 812 kernels"),
 }
@@ -261,21 +277,29 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
         msg = t * h * BF16
         one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
         allreduce_s = 2 * L * one
-    kernels = kernel_count(arch, eff)
+    kernels = kernel_count(arch, eff, tp)
     overhead_s = eff.graph_launch_s + kernels * eff.kernel_gap_s
     gpu_s = linear_s + experts_s + attention_s + lm_head_s + allreduce_s + overhead_s
     # eager: kernels run as the host issues them (host-bound below the GPU time)
-    eager_s = max(gpu_s + kernels * eff.eager_gpu_per_kernel_s, kernels * eff.eager_launch_per_kernel_s)
+    eager_s = max(gpu_s + kernels * eff.eager_gpu_per_kernel_s, kernels * eager_issue_per_kernel_s(eff))
     return ForwardCost(linear_s, experts_s, attention_s, lm_head_s, allreduce_s, overhead_s, eager_s)
 
 
-def kernel_count(arch: ModelArch, eff: Efficiency | None = None) -> int:
-    """Kernels one forward launches: per layer ``kernels_per_layer`` (a dense GQA layer),
-    plus ``mla_extra_kernels`` on MLA layers and ``moe_extra_kernels`` on MoE layers, plus
-    embedding, final norm, LM head and sampling."""
+def kernel_count(arch: ModelArch, eff: Efficiency | None = None, tp: int = 1) -> int:
+    """Kernels one forward launches: per layer ``kernels_per_layer`` (a dense GQA layer at
+    TP1), plus ``allreduce_kernels_per_layer`` when ``tp`` > 1, ``mla_extra_kernels`` on MLA
+    layers and ``moe_extra_kernels`` on MoE layers, plus embedding, final norm, LM head and
+    sampling."""
     eff = eff or Efficiency()
-    per = arch.num_layers * (eff.kernels_per_layer + (eff.mla_extra_kernels if arch.is_mla else 0))
+    ar = eff.allreduce_kernels_per_layer if tp > 1 else 0
+    per = arch.num_layers * (eff.kernels_per_layer + ar + (eff.mla_extra_kernels if arch.is_mla else 0))
     return per + arch.moe_layers * eff.moe_extra_kernels + 4
+
+
+def eager_issue_per_kernel_s(eff: Efficiency) -> float:
+    """Host seconds to issue one kernel eagerly on the profile's host: the measured figure
+    scaled by the clock ratio ``REFERENCE_HOST_GHZ / host_ghz`` (single-threaded CPU work)."""
+    return eff.eager_launch_per_kernel_s * REFERENCE_HOST_GHZ / eff.host_ghz
 
 
 def draft_arch(target: ModelArch, layers: int) -> ModelArch:

@@ -29,6 +29,7 @@ from specsched.sim.analytic.roofline import (
     Parallel,
     decode_like,
     draft_arch,
+    eager_issue_per_kernel_s,
     extend,
     kernel_count,
     kv_cell_bytes,
@@ -119,10 +120,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     graph_bs = memory_buckets(gpu.memory_mib, tp)[1]
     # eager (batch above cuda_graph_max_bs): kernels run as the host issues them one by one,
     # so a step lasts max(graph + per-kernel GPU extra, host issue) (sim/cost_model.py)
-    kernels = kernel_count(arch, eff)
+    kernels = kernel_count(arch, eff, tp)
+    per_kernel_issue = eager_issue_per_kernel_s(eff)
     eager_overhead = kernels * eff.eager_gpu_per_kernel_s
-    eager_issue = kernels * eff.eager_launch_per_kernel_s
-    eager_draft_overhead = kernel_count(draft, eff) * eff.eager_launch_per_kernel_s
+    eager_issue = kernels * per_kernel_issue
+    eager_draft_overhead = kernel_count(draft, eff, tp) * per_kernel_issue
     c_ref = 1024.0
     eager_factor = max(eager_issue, dec(graph_bs, c_ref).graph_s + eager_overhead) / dec(graph_bs, c_ref).graph_s
     host, host_prov = _host(gpu.platform)
@@ -149,8 +151,13 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.eager_overhead_s": (f"GPU-bound eager extra: {kernels} kernels x {eff.eager_gpu_per_kernel_s * 1e6:.1f} us "
                                  f"(analytic.efficiency.eager_gpu_per_kernel_s)"),
         "gpu.eager_host_issue_s": (f"host-bound eager issue of one target forward: {kernels} kernels x "
-                                   f"{eff.eager_launch_per_kernel_s * 1e6:.1f} us (analytic.efficiency."
-                                   f"eager_launch_per_kernel_s); the block drafter's kernels are not included"),
+                                   f"{per_kernel_issue * 1e6:.2f} us (analytic.efficiency.eager_launch_per_kernel_s "
+                                   f"{eff.eager_launch_per_kernel_s * 1e6:.1f} us at 2.1 GHz, scaled to host_ghz "
+                                   f"{eff.host_ghz:g}); the block drafter's kernels are not included. SGLang runs a "
+                                   f"decode batch above cuda_graph_max_bs eagerly (model_executor/model_runner.py "
+                                   f"forward_decode when the graph runner cannot run it): every kernel is a launch "
+                                   f"from Python, the GPU runs each as it arrives, and the host issuing them cannot do "
+                                   f"the scheduler's work meanwhile, so the overlap scheduler no longer hides it"),
         "gpu.eager_draft_overhead_s": "each further serial (chain) draft forward issued eagerly: its kernels x the eager issue per kernel",
         "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
         "gpu.eager_factor": (f"max(eager host issue, graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
