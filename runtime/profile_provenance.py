@@ -114,6 +114,8 @@ class Provenance:
                                     f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
             "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
                                      f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
+            "gpu.dp_attention_sync_s": ("0: one device, no DP-attention ranks to gather across (used only with "
+                                        f"server.enable_dp_attention and dp_size > 1). [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (
