@@ -37,6 +37,7 @@ decode steps: seconds per step = running-req x accept len / gen throughput.
 
 from __future__ import annotations
 
+import gzip
 import re
 from pathlib import Path
 
@@ -85,7 +86,8 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
 
 def parse_server_log(path: str | Path) -> pd.DataFrame:
     """One row per "Prefill batch"/"Decode batch" line of an SGLang server log (0.3.x to
-    0.5.23; see the module docstring), streamed line by line.
+    0.5.23; see the module docstring), streamed line by line (``.gz``: decompressed on the
+    way).
 
     Returns:
         DataFrame with :data:`COLUMNS` (``kind`` "prefill"/"decode", ``line`` the line number,
@@ -100,8 +102,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
+    opener = gzip.open if p.suffix == ".gz" else open   # a rotated, compressed log
     try:
-        with open(p, errors="replace") as f:
+        with opener(p, "rt", errors="replace") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:
                     continue
@@ -110,8 +113,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                 row = parse_line(raw, i)
                 if row is not None:
                     rows.append(row)
-    except OSError as e:
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
+    except (OSError, EOFError) as e:   # gzip: a truncated or not-gzip file
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
     if not rows:
         raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "
                           "(or logged with --log-level above info)")

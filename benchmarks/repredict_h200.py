@@ -11,6 +11,12 @@ rows are the Poisson runs at that request rate with --poisson-requests requests)
         --profile docs/measurements/h200-v2/h200-1b-refit.yaml \\
         --out docs/measurements/h200-v2/repredict-refit.csv
 
+``--mean``: with several CSVs of the same cells (repeated runs, e.g. ``validate.csv`` and
+``validate-run2.csv``), the measured side is their mean per (cell, arm, metric), and the
+run-to-run spread (|run - mean| / mean, largest over runs) is printed and written per row
+(``run_spread_pct``): no prediction can be held to less than the measurement repeats.
+Without it the last file's row wins.
+
 ``--measured-results DIR`` (the measured results directories, e.g. an extracted
 ``results.tar.gz``: ``DIR/CELL-ARM-measured`` or ``DIR/CELL-rateR-measured``): the measured
 TTFT figures are recomputed from each run's ``requests.parquet`` with bench_serving's send
@@ -53,8 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--poisson-requests", type=int, default=96)
     ap.add_argument("--measured-results", type=Path, help="measured results directories (TTFT from send times)")
+    ap.add_argument("--mean", action="store_true", help="measured = mean over the CSVs (repeated runs of the same cells)")
     args = ap.parse_args(argv)
-    measured = pd.concat([pd.read_csv(p) for p in args.csv], ignore_index=True)
+    runs = [pd.read_csv(p) for p in args.csv]
+    measured = pd.concat(runs, ignore_index=True)
+    spread: dict[tuple, float] = {}
+    if args.mean and len(runs) > 1:
+        key = ["cell", "arm", "metric"]
+        mean = measured.groupby(key, sort=False).measured.mean()
+        dev = (measured.set_index(key).measured - mean).abs() / mean.abs() * 100
+        spread = dev.groupby(level=[0, 1, 2]).max().to_dict()
+        measured = measured.drop_duplicates(key, keep="last").set_index(key)
+        measured["measured"] = mean
+        measured = measured.reset_index()
     measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
     profile = load_profile(args.profile)
     rows = []
@@ -73,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             meas = fixed.get(r.metric, r.measured)
             rows.append({"cell": cell, "arm": arm, "metric": r.metric, "measured": meas,
                          "recorded_measured": r.measured, "ttft_from_send": r.metric in fixed,
-                         "old_predicted": r.predicted, "old_error_pct": error_pct(r.predicted, meas) if fixed else r.error_pct, "new_predicted": new,
-                         "new_error_pct": error_pct(new, meas) if new is not None else float("nan")})
+                         "old_predicted": r.predicted, "old_error_pct": error_pct(r.predicted, meas) if fixed or spread else r.error_pct, "new_predicted": new,
+                         "new_error_pct": error_pct(new, meas) if new is not None else float("nan"),
+                         "run_spread_pct": spread.get((cell, arm, r.metric), float("nan"))})
         print(f"{cell:<18} {arm:<14} " + " ".join(
             f"{m[:12]:>12} {rows[-len(grp):][[x['metric'] for x in rows[-len(grp):]].index(m)]['new_error_pct']:+6.1f}%"
             for m in TARGETS if m in set(grp.metric)), flush=True)
@@ -87,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m:<20} {int((s.old_error_pct.abs() <= 5).sum()):>3} -> {int((s.new_error_pct.abs() <= 5).sum()):<3} "
               f"of {len(s):<5} {s.old_error_pct.abs().median():6.1f} % -> {s.new_error_pct.abs().median():5.1f} %")
     print(f"all five: {int((t.old_error_pct.abs() <= 5).sum())} -> {int((t.new_error_pct.abs() <= 5).sum())} of {len(t)} within 5 %")
+    if spread:
+        print("\nrun-to-run spread of the measurement (largest |run - mean| / mean), by metric: median, max, rows above 5 %")
+        for m in TARGETS:
+            sp = t[t.metric == m].run_spread_pct
+            print(f"{m:<20} {sp.median():5.1f} % {sp.max():6.1f} % {int((sp > 5).sum()):>3} of {len(sp)}")
     return 0
 
 

@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
+from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.profile import GpuProfile, HostProfile
 
@@ -77,6 +78,11 @@ class Fits:
             "eager_factor": self.eager_factor,
             "attention_width": "padded_max",
             "attention_bucket": CTX_BUCKET_STEP,
+            # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
+            # the per-request length of the extend grid's batches (extend_layout)
+            "extend_attention": "padded_max",
+            "extend_layout_len": self.prompt,
+            "extend_attention_bucket": CTX_ALIGN,
         }
         host = {
             "ingest_per_request_s": 0.0,
@@ -100,14 +106,14 @@ class Fits:
         """``gpu.eager_overhead_s``: what an eager step adds to the graph time when the GPU,
         not the host's kernel issue, bounds it: the smallest eager-minus-graph difference
         over the eager points (large batch and context), clamped >= 0."""
-        return eager_fit(self.eager_ratios)[0]
+        return eager_fit(self.eager_ratios, [h for _, _, h in self.eager_issue])[0]
 
     @property
     def eager_host_issue(self) -> float | None:
         """``gpu.eager_host_issue_s``: the host time to issue one eager cycle's kernels,
-        the median eager time of the host-bound points (eager minus graph more than twice
-        the GPU-bound floor); None when no point is host-bound."""
-        return eager_fit(self.eager_ratios)[1]
+        the median over the eager points of the host time of the call with the GPU kept
+        busy (:meth:`GpuPhases.eager_phase`); None on CPU (the call runs inline)."""
+        return eager_fit(self.eager_ratios, [h for _, _, h in self.eager_issue])[1]
 
     def extend_host_fit(self) -> tuple[float, float]:
         """``host.launch_per_extend_s`` and ``launch_per_extend_token_s``: intercept and
@@ -123,18 +129,24 @@ class Fits:
         return extend_issue_fit(self.ext_x, [self.inj_host[i][0] for i in range(len(self.ext_x))])
 
 
-def eager_fit(points: list[tuple[int, int, float, float]]) -> tuple[float, float | None]:
+def eager_fit(points: list[tuple[int, int, float, float]],
+              issues: Sequence[float] | None = None) -> tuple[float, float | None]:
     """(floor, host issue) from eager points (batch, context, eager seconds, eager / graph).
 
     Eager kernels run as the host issues them, so an eager step lasts
-    max(graph + floor, host issue): where the GPU bounds it, eager - graph is a small
-    floor (the smallest difference seen); where the host bounds it, the eager time itself
-    is the issue time (the median over points whose difference exceeds twice the floor).
+    max(graph + floor, host issue). The floor is the smallest eager - graph difference.
+    ``issues``: the host issue time measured at each point (GPU kept busy, so the eager
+    seconds are device time alone): the issue is their median (None when all are 0: a CPU
+    run, where the call is inline). Without them (profiles recorded before the issue was
+    measured apart) the eager times mix device and host, and the issue is inferred as the
+    median eager time of the points whose difference exceeds twice the floor.
     """
     if not points:
         return 0.0, None
     diffs = [te - te / r for _, _, te, r in points]
     floor = max(0.0, min(diffs))
+    if issues is not None:
+        return floor, (float(statistics.median(issues)) if any(h > 0 for h in issues) else None)
     host_bound = [te for (_, _, te, _), d in zip(points, diffs, strict=True) if d > 2 * floor]
     return floor, (float(statistics.median(host_bound)) if host_bound else None)
 

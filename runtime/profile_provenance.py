@@ -4,6 +4,7 @@ the text saying how it was measured (method, shapes, repeats, medians, versions)
 from __future__ import annotations
 
 import torch
+from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
 from specsched.runtime.runner import CTX_BUCKET_STEP
@@ -105,8 +106,9 @@ class Provenance:
                 f"contexts {self.contexts}: "
                 + ", ".join(f"bs {b} ctx {c}: eager {_ms(te)} = {r:.3f}x" for b, c, te, r in self.eager_ratios)
                 + f"; clamped to >= 1. The simulator applies it above cuda_graph_max_bs={self.graph_max_bs}; eager "
-                f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}, "
-                f"{timing}. [{env}]"),
+                f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}; eager "
+                f"times are device time alone (a torch.cuda._sleep spin queued first keeps the GPU busy until the "
+                f"host has issued the whole call; its host issue time is gpu.eager_host_issue_s). [{env}]"),
             "gpu.verify_window": f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). [{env}]",
             "gpu.attention_width": ("padded_max: the runtime's decode/verify attention is dense over one width for "
                                     "the batch (runtime/layers.py AttnBatch [B, C], C the graph context bucket covering "
@@ -114,6 +116,14 @@ class Provenance:
                                     f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
             "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
                                      f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
+            "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
+                                     "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
+                                     "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "
+                                     f"runtime/layers.py paged_attention). Layout of the code, not a fit. [{env}]"),
+            "gpu.extend_layout_len": (f"{self.prompt}: gpu.extend's rows were timed as ceil(x / {self.prompt}) requests of "
+                                      "near-equal length (runtime.profile_harness.extend_layout), so a row's dense keys per "
+                                      f"token are its column + half a request's length. [{env}]"),
+            "gpu.extend_attention_bucket": (f"{CTX_ALIGN}: _ragged rounds C up to runtime.kv_cache.CTX_ALIGN. [{env}]"),
             "gpu.dp_attention_sync_s": ("0: one device, no DP-attention ranks to gather across (used only with "
                                         f"server.enable_dp_attention and dp_size > 1). [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
@@ -124,10 +134,12 @@ class Provenance:
                 + ", ".join(f"bs {b} ctx {c}: +{_ms(te - te / r)}" for b, c, te, r in self.eager_ratios)
                 + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
             "gpu.eager_host_issue_s": (
-                "median eager cycle time of the host-bound gpu.eager_factor points (eager - graph above twice "
-                "gpu.eager_overhead_s): the host issues an eager cycle's kernels one by one and they run as they "
-                "arrive, so an eager cycle lasts max(graph + eager_overhead_s, this) "
-                f"(runtime.profile_fit.eager_fit); null when no point is host-bound. [{env}]"),
+                "median over the gpu.eager_factor points of the host time (perf_counter) of spec_cycle(graph=False) "
+                "with the GPU kept busy by a torch.cuda._sleep spin queued first (so the eager times there are "
+                "device time alone): "
+                + ", ".join(f"bs {b} ctx {c}: {_ms(h)}" for b, c, h in self.eager_issue)
+                + "; the host issues an eager cycle's kernels one by one and they run as they arrive, so an eager "
+                f"cycle lasts max(graph + eager_overhead_s, this) (runtime.profile_fit.eager_fit); null on CPU. [{env}]"),
             "host.launch_per_extend_s": (
                 "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time to issue an extend "
                 "(without its draft injection: host.launch_per_inject_s), GPU kept busy, against extend tokens (medians "

@@ -295,9 +295,11 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such bench_serving result file")
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")   # a byte-order mark from an editor is not JSON
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
+    except OSError as e:
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
     for i, raw in enumerate(text.splitlines(), start=1):

@@ -439,10 +439,14 @@ TRACE_LAYOUTS: dict[str, tuple[TraceColumns, str]] = {
     "azure": (TraceColumns(timestamp="TIMESTAMP", input_len="ContextTokens", output_len="GeneratedTokens"), "datetime"),
     "mooncake": (TraceColumns(timestamp="timestamp", input_len="input_length", output_len="output_length",
                               hash_ids="hash_ids"), "ms"),
+    "burstgpt": (TraceColumns(timestamp="Timestamp", input_len="Request tokens", output_len="Response tokens"), "s"),
 }
 """Public production trace layouts: the Azure LLM inference traces (CSV, TIMESTAMP as a date
 and time) and Mooncake's (JSONL, timestamp in ms, hash_ids = ids of the prompt's 512-token
-blocks, fed to the radix prefix cache; a row without hash_ids shares nothing)."""
+blocks, fed to the radix prefix cache; a row without hash_ids shares nothing) and BurstGPT's
+(CSV: Timestamp in s from the trace's start, Request tokens, Response tokens; its other
+columns, Model, Total tokens and Log Type, are not read; a failed request's 0 response
+tokens is sent as 1)."""
 
 
 class TraceConfig(BaseModel):
@@ -459,7 +463,7 @@ class TraceConfig(BaseModel):
 
     path: str = Field(description="CSV or JSONL file: beside the scenario, as given, or a shipped example by name.")
     format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
-    layout: Literal["custom", "azure", "mooncake"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length; custom: columns.")
+    layout: Literal["custom", "azure", "mooncake", "burstgpt"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length, hash_ids; burstgpt: Timestamp (s), Request tokens, Response tokens; custom: columns.")
     columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
     time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
     time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")

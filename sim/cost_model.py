@@ -26,6 +26,13 @@ Under the profile's ``gpu.attention_width: padded_max`` (dense attention over on
 the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
 read over the padded rows ``P(bs)``: ``V(P(bs), width - W) + token part``.
 
+An extend of ``T`` tokens costs the extend grid ``E(T, c)`` at its attention context:
+ragged (SGLang's extend kernels) ``c = sum_i e_i (p_i + e_i / 2) / T``; under
+``gpu.extend_attention: padded_max`` (the proxy's dense ``[B, Q, C]`` extend attention) the
+dense keys per token ``k = B Q C / T``, each grid row ``x`` read at ``k - s(x)``, where
+``s(x) = x / (2 ceil(x / L))`` is half its measured layout's per-request length (``L`` =
+``gpu.extend_layout_len``): the column where that row's own batch did ``k`` keys per token.
+
 A block drafter runs one draft forward per cycle whatever the window; a chain drafter
 ``speculative_num_steps`` of them, serially. A decode step is the same with ``W = W0 = 1``
 and no draft. Profiles without ``verify_window`` keep their old meaning: ``V(bs, c)`` at
@@ -40,6 +47,7 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
+import numpy as np
 from specsched.sim.config import ServerArgs
 from specsched.sim.errors import ConfigError
 from specsched.sim.plan import BatchPlan, ForwardMode
@@ -70,6 +78,31 @@ def attention_context(extend_lens: tuple[int, ...] | list[int], prefix_lens: tup
     if tokens <= 0:
         return 0.0
     return sum(e * (p + e / 2) for e, p in zip(extend_lens, prefix_lens, strict=False)) / tokens
+
+
+def dense_keys_per_token(extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                         bucket: int = 1) -> float:
+    """Keys a dense padded extend attention visits per extend token: ``B Q C / T``.
+
+    ``B`` requests, ``Q = max e_i`` (queries padded to the longest extend), ``C`` the
+    longest ``p_i + e_i`` rounded up to ``bucket`` (every request's keys gathered to one
+    width), ``T = sum e_i`` (runtime/runner.py ``_ragged``). A mask hides the non-causal and
+    padded pairs but the kernel still visits them. Never below :func:`attention_context`.
+    0 for an empty batch.
+    """
+    tokens = sum(extend_lens)
+    if tokens <= 0:
+        return 0.0
+    width = max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False))
+    width = -(-width // bucket) * bucket
+    return len(extend_lens) * max(extend_lens) * width / tokens
+
+
+def layout_shift(xs: list[float], layout_len: int) -> np.ndarray:
+    """Per extend-grid row ``x``: half the per-request extend length of its measured batch
+    (``ceil(x / layout_len)`` near-equal requests, runtime/profile_harness.py
+    ``extend_layout``), i.e. dense keys per token minus the grid's column context there."""
+    return np.array([x / (2 * max(1, -(-int(round(x)) // layout_len))) for x in xs], dtype=float)
 
 
 class CostModel:
@@ -122,6 +155,10 @@ class CostModel:
         self.graph_max = self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
+        self.padded_extend = g.extend_attention == "padded_max"
+        if self.padded_extend:
+            self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
+            self._inj_shift = layout_shift(g.draft_inject.x, g.extend_layout_len) if g.draft_inject is not None else None
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -188,13 +225,11 @@ class CostModel:
         if part == "inject":
             tokens = plan.num_extend_tokens
             if self.inject is not None:
-                ctx = attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
-                return GpuCost(extend_s=self.inject(tokens, ctx))
+                return GpuCost(extend_s=self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext], inject=True))
             return GpuCost(extend_s=tokens * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
         if n_ext:
-            tokens = plan.num_extend_tokens
-            extend_s = self.extend(tokens, attention_context(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext]))
+            extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
         decode_s = penalty = 0.0
         n_dec = plan.batch_size - n_ext
         if n_dec:
@@ -205,6 +240,19 @@ class CostModel:
         if self.warn_to is not None:
             self.range_warnings(self.warn_to)
         return GpuCost(extend_s, decode_s, penalty)
+
+    def extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                 inject: bool = False) -> float:
+        """GPU seconds of one extend forward (``inject``: the block drafter's injection over
+        the same tokens, profile ``gpu.draft_inject``) of requests extending ``extend_lens``
+        tokens after ``prefix_lens`` cached ones (module docstring: ragged, or under
+        ``gpu.extend_attention: padded_max`` the grid read at the dense keys per token)."""
+        interp = self.inject if inject else self.extend
+        tokens = sum(extend_lens)
+        if not self.padded_extend:
+            return interp(tokens, attention_context(extend_lens, prefix_lens))
+        keys = dense_keys_per_token(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
+        return interp.row_shifted(tokens, keys, self._inj_shift if inject else self._ext_shift)
 
     def host(self, kind: str, plan: BatchPlan) -> float:
         """Host seconds of ``kind`` (schedule / launch / process) for ``plan``."""

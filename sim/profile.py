@@ -108,11 +108,48 @@ class GridInterp:
         j0, j1, wc = self._axis(self.c, key[1])
         if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
             self.above["x"] = x
-        if len(self.c) > 1 and key[1] > self.c[-1] and key[1] > self.above.get("context_len", 0.0):
-            self.above["context_len"] = key[1]
+        self._note_context(key[1])
         lo = self._row(i0, j0, j1, wc)
         hi = self._row(i1, j0, j1, wc)
         out = max(0.0, float(lo * (1 - wx) + hi * wx))
+        if len(self._cache) < 200_000:
+            self._cache[key] = out
+        return out
+
+    def _note_context(self, c: float) -> None:
+        if len(self.c) > 1 and c > self.c[-1] and c > self.above.get("context_len", 0.0):
+            self.above["context_len"] = c
+
+    def row_shifted(self, x: float, context: float, shift: np.ndarray) -> float:
+        """Like a call at ``(x, context)``, but row ``i`` is read at column
+        ``context - shift[i]`` (``shift``: one value per ``x`` point, tokens).
+
+        For grids whose rows were measured with different layouts, so that one column
+        value means different work per row: :meth:`sim.cost_model.CostModel.extend_s`
+        under ``gpu.extend_attention: padded_max`` reads every row where its own layout
+        does the plan's dense attention work per token. Not memoized on ``shift``: the
+        caller keeps one ``shift`` per interpolator. The context is not rounded (dense
+        work per token jumps with the batch's longest request, not in 10-token steps).
+
+        Raises:
+            ValueError: ``shift`` has not one value per ``x`` point.
+        """
+        if len(shift) != len(self.x):
+            raise ValueError(f"{self.name}: {len(shift)} row shifts for {len(self.x)} rows")
+        key = (x, context, -1.0)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        i0, i1, wx = self._axis(self.x, x)
+        if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
+            self.above["x"] = x
+        vals = []
+        for i in (i0, i1):
+            c = context - float(shift[i])  # not rounded: extends rarely repeat a shape
+            self._note_context(c)
+            j0, j1, wc = self._axis(self.c, c)
+            vals.append(self._row(i, j0, j1, wc))
+        out = max(0.0, float(vals[0] * (1 - wx) + vals[1] * wx))
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out
@@ -179,6 +216,25 @@ class GpuProfile(BaseModel):
         context + window, so both readings agree on a uniform batch.
     attention_bucket: tokens the padded width is rounded up to (``padded_max`` only;
         the runtime's graph context buckets, runtime/engine.py: every 256 positions).
+    extend_attention: how an extend (and a block drafter's injection) attends.
+        ``ragged`` (default): per request over its own prefix and causal block (SGLang's
+        extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
+        quadratic work is sum_i e_i (p_i + e_i / 2), which the grid's context axis
+        carries. ``padded_max``: dense over ``[B, Q, C]`` (B requests, Q the longest
+        extend, C the longest prefix + extend rounded up to ``extend_attention_bucket``),
+        every key visited whatever the mask (runtime/runner.py ``_ragged``: queries padded
+        to ``[B, Q]``, keys ``req_to_token[rows, :C]``, a position mask;
+        runtime/layers.py ``paged_attention``): the work is B Q C. The grid is then read
+        where its own measured layout does the same dense work per extend token (see
+        ``extend_layout_len``), so a batch of unequal lengths, or one long prompt, costs
+        what the dense kernel does.
+    extend_layout_len: the per-request extend length of the extend grid's measured
+        batches (``padded_max`` only, required there): row ``x`` was timed as
+        ``ceil(x / extend_layout_len)`` requests of near-equal length at one prefix
+        (runtime/profile_harness.py ``extend_layout``), so its dense work per token is the
+        column's context + half a request's extend length.
+    extend_attention_bucket: tokens C is rounded up to (``padded_max`` only; the
+        runtime's CTX_ALIGN, runtime/kv_cache.py: 64).
     dp_attention_sync_s: seconds a DP-attention lock-step forward adds to its slowest rank's
         cost (server.enable_dp_attention with dp_size > 1; sim/dp_attention.py): the
         cross-rank gathers of one forward (the scheduler's mlp-sync all-gather,
@@ -205,7 +261,17 @@ class GpuProfile(BaseModel):
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    extend_attention: Literal["ragged", "padded_max"] = "ragged"
+    extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
+    extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
     dp_attention_sync_s: Seconds = 0.0
+
+    @model_validator(mode="after")
+    def _extend_layout(self) -> GpuProfile:
+        if self.extend_attention == "padded_max" and self.extend_layout_len is None:
+            raise ValueError("extend_attention padded_max needs extend_layout_len (the per-request extend length "
+                             "of the extend grid's measured batches)")
+        return self
 
 
 class HostProfile(BaseModel):

@@ -69,8 +69,8 @@ class Trace:
         or None when the trace has no block ids (its prompts share nothing)."""
         if self.hash_ids is None or self.hash_offsets is None:
             return None
-        blocks = self.hash_ids[self.hash_offsets[i]:self.hash_offsets[i + 1]]
-        return BlockTokens(blocks, int(self.input_len[i]), i, self.block_size)
+        return BlockTokens(self.hash_ids, int(self.input_len[i]), i, self.block_size,
+                           int(self.hash_offsets[i]), int(self.hash_offsets[i + 1]))
 
     def prefix_reuse(self) -> float | None:
         """The trace's own prefix reuse (:func:`sim.trace_prefix.prefix_reuse`), None without
@@ -294,6 +294,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
             _read_jsonl(p, cols, unit, limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
+    except OSError as e:
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy

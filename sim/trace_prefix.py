@@ -37,16 +37,25 @@ class BlockTokens:
     sliced or converted (``np.asarray``); see the module docstring for the id scheme.
 
     Args:
-        blocks: the request's block ids (int array, ids >= 0), at most ceil(n / block_size).
+        ids: block ids (int array, ids >= 0): the request's own, or the whole trace's with
+            ``lo``/``hi`` naming the request's part (no view object per request).
         n: prompt length in tokens (>= 1).
         index: the request's index in the trace (makes its unshared tail unique).
         block_size: tokens per block (>= 1).
+        lo, hi: the request's ids are ``ids[lo:hi]`` (default all), at most
+            ceil(n / block_size) of them.
     """
 
-    __slots__ = ("blocks", "n", "index", "block_size")
+    __slots__ = ("ids", "lo", "hi", "n", "index", "block_size")
 
-    def __init__(self, blocks: np.ndarray, n: int, index: int, block_size: int) -> None:
-        self.blocks, self.n, self.index, self.block_size = blocks, int(n), int(index), int(block_size)
+    def __init__(self, ids: np.ndarray, n: int, index: int, block_size: int, lo: int = 0, hi: int | None = None) -> None:
+        self.ids, self.lo, self.hi = ids, int(lo), len(ids) if hi is None else int(hi)
+        self.n, self.index, self.block_size = int(n), int(index), int(block_size)
+
+    @property
+    def blocks(self) -> np.ndarray:
+        """The request's block ids (a view)."""
+        return self.ids[self.lo:self.hi]
 
     def __len__(self) -> int:
         return self.n
@@ -54,9 +63,9 @@ class BlockTokens:
     def _build(self, lo: int, hi: int) -> np.ndarray:
         pos = np.arange(lo, hi, dtype=np.int64)
         b = pos // self.block_size
-        shared = b < len(self.blocks)
+        shared = b < self.hi - self.lo
         out = np.empty(len(pos), dtype=np.int64)
-        out[shared] = np.asarray(self.blocks, dtype=np.int64)[b[shared]] * self.block_size + pos[shared] % self.block_size
+        out[shared] = np.asarray(self.ids[self.lo + b[shared]], dtype=np.int64) * self.block_size + pos[shared] % self.block_size
         out[~shared] = -(1 + self.index * _TAIL_STRIDE + pos[~shared])
         return out
 
@@ -74,7 +83,7 @@ class BlockTokens:
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        return f"BlockTokens(n={self.n}, blocks={len(self.blocks)}, block_size={self.block_size})"
+        return f"BlockTokens(n={self.n}, blocks={self.hi - self.lo}, block_size={self.block_size})"
 
 
 def blocks_needed(input_len: np.ndarray, block_size: int) -> np.ndarray:

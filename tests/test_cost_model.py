@@ -348,3 +348,76 @@ def test_padded_attention_in_a_plan_uses_the_batch_max():
 def test_attention_width_must_be_known(tmp_path):
     with pytest.raises(ValueError):
         ctx_profile(attention_width="triangular")
+
+
+# ------------------------------------------------------------------ padded extend attention
+def extend_profile(**gpu) -> Profile:
+    """An extend grid shaped like the runtime profiler's: rows of ceil(x / 1024) requests,
+    linear in tokens plus dense attention work (keys per token = column + half a request)."""
+    xs, cs, lay = [256, 1024, 2048, 4096, 8192], [512, 1536, 2560, 4608, 8704], 1024
+    half = [x / (2 * -(-x // lay)) for x in xs]
+    sec = [[1e-3 + 5e-6 * x + 2e-9 * x * (c + h) for c in cs] for x, h in zip(xs, half, strict=True)]
+    g = {"extend": {"x": xs, "context_len": cs, "seconds": sec},
+         "draft_inject": {"x": xs, "context_len": cs, "seconds": [[v / 8 for v in row] for row in sec]}}
+    g.update(gpu)
+    return ctx_profile(**g)
+
+
+PADDED_EXTEND = {"extend_attention": "padded_max", "extend_layout_len": 1024, "extend_attention_bucket": 64}
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 8), prefix=st.sampled_from([0, 1024, 2048, 4096, 8192]))
+def test_padded_extend_agrees_with_ragged_on_the_grids_own_layouts(n, prefix):
+    """Both readings agree on the batches the profiler measured (n requests of the layout
+    length at one prefix): the padded reading moves the query only where layouts differ."""
+    ragged = CostModel(extend_profile(), server(), warn_to=None)
+    dense = CostModel(extend_profile(**PADDED_EXTEND), server(), warn_to=None)
+    lens, pre = [1024] * n, [prefix] * n
+    for inject in (False, True):
+        # within the plain reading's rounding of the context to 10 tokens
+        assert dense.extend_s(lens, pre, inject) == pytest.approx(ragged.extend_s(lens, pre, inject), rel=1e-3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lens=st.lists(st.integers(1, 3000), min_size=1, max_size=6),
+       pre=st.lists(st.integers(0, 6000), min_size=6, max_size=6), who=st.integers(0, 5), extra=st.integers(1, 3000))
+def test_padded_extend_cost_grows_with_any_requests_width(lens, pre, who, extra):
+    """Dense [B, Q, C] work grows with the longest prefix + extend: lengthening any
+    request's prefix never makes the extend cheaper (the grid grows with context)."""
+    dense = CostModel(extend_profile(**PADDED_EXTEND), server(), warn_to=None)
+    pre = pre[: len(lens)]
+    base = dense.extend_s(lens, pre)
+    longer = list(pre)
+    longer[who % len(lens)] += extra
+    assert dense.extend_s(lens, longer) >= base - 1e-15
+
+
+def test_one_long_prompt_costs_the_dense_square():
+    """One 6000-token prompt: the dense kernel visits 6000 x 6016 pairs, twice the causal
+    half the ragged reading charges, so the padded extend is dearer by the grid's slope."""
+    ragged = CostModel(extend_profile(), server(), warn_to=None)
+    dense = CostModel(extend_profile(**PADDED_EXTEND), server(), warn_to=None)
+    lens, pre = [6000], [0]
+    # synthetic grid: 1e-3 + 5e-6 x + 2e-9 x (dense keys per token), exact on its rows' layouts
+    want_dense = 1e-3 + 5e-6 * 6000 + 2e-9 * 6000 * 6016
+    assert dense.extend_s(lens, pre) == pytest.approx(want_dense, rel=0.02)
+    assert dense.extend_s(lens, pre) > 1.3 * ragged.extend_s(lens, pre)
+    plan_cost = dense.gpu(decode_plan_with_extend(lens, pre)).extend_s
+    assert plan_cost == pytest.approx(dense.extend_s(lens, pre), rel=1e-12)
+
+
+def decode_plan_with_extend(lens, pre):
+    from specsched.sim.plan import BatchPlan, ForwardMode
+    n = len(lens)
+    return BatchPlan(step=0, mode=ForwardMode.EXTEND, rids=tuple(range(n)), extend_lens=tuple(lens),
+                     prefix_lens=tuple(pre), num_extend=n, new_rids=tuple(range(n)))
+
+
+def test_padded_extend_needs_the_layout_length(tmp_path):
+    bad = extend_profile().model_dump()
+    bad["gpu"].update(extend_attention="padded_max")
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump({k: v for k, v in bad.items() if k != "path"}))
+    with pytest.raises(ConfigError, match="extend_layout_len"):
+        load_profile(str(p))

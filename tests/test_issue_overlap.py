@@ -71,6 +71,21 @@ def test_eager_fit_finds_the_floor_and_the_issue_time():
     assert eager_fit([(32, 0, g + floor, (g + floor) / g) for g in (0.03, 0.05)])[1] is None
 
 
+@settings(max_examples=40, deadline=None)
+@given(issues=st.lists(st.floats(0.005, 0.03), min_size=3, max_size=15), slow=st.floats(1.0, 2.0))
+def test_eager_issue_measured_apart_is_the_median_of_every_point(issues, slow):
+    """With the issue measured at every point (device time apart), the issue is their median,
+    whatever the device times: a slow-host stretch over fewer than half the points (here the
+    first third, slowed by up to 2x) does not move it beyond the fast points' range."""
+    k = len(issues) // 3
+    seen = [h * slow for h in issues[:k]] + issues[k:]
+    points = [(32, i, 0.004 + 0.001 * i, (0.004 + 0.001 * i) / (0.003 + 0.001 * i)) for i in range(len(seen))]
+    floor, issue = eager_fit(points, seen)
+    assert floor == pytest.approx(0.001, rel=1e-6)
+    assert min(issues[k:]) <= issue <= max(issues[k:])
+    assert eager_fit(points, [0.0] * len(seen))[1] is None  # CPU: the call runs inline
+
+
 @settings(max_examples=60, deadline=None)
 @given(a=st.floats(1e-4, 0.05), b=st.floats(0, 1e-6), outlier=st.floats(1.0, 3.0))
 def test_extend_issue_fit_recovers_line_despite_a_warmup_outlier(a, b, outlier):

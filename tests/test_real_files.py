@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.analysis.bench_cli import comparison_rows
 from specsched.analysis.from_bench import scenario_from_bench
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
@@ -122,6 +124,13 @@ def test_vllm_layouts():
     assert ind.args["request_rate"] == 2.0 and ind.details is not None
 
 
+def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    src = (DATA / "bench" / "sglang-0.3.6.jsonl").read_text()
+    p.write_bytes(("\ufeff" + src.replace("\n", "\r\n")).encode())
+    assert [r.summary["completed"] for r in read_bench(p)] == [100, 100]
+
+
 def test_p50_stands_in_for_a_missing_median(tmp_path):
     p = tmp_path / "v.json"
     p.write_text(json.dumps({"completed": 3, "duration": 1.0, "p50_ttft_ms": 7.0, "mean_tpot_ms": float("nan")}))
@@ -184,3 +193,113 @@ def test_a_log_with_no_batch_lines_is_one_line_exit_2_nothing_written(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-batch-lines.log" in err[0] and "<lines>" in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ traces
+
+def test_public_trace_layouts():
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    t = DATA / "traces"
+    az = load_trace(TraceConfig(path=str(t / "azure-2023-code.csv"), layout="azure"))
+    assert az.arrival_s.tolist() == pytest.approx([0.0, 3.437851, 3.620142, 4.31941], abs=1e-6) and az.output_len[-1] == 1
+    tz = load_trace(TraceConfig(path=str(t / "azure-2024-code-week.csv"), layout="azure"))   # times with a zone
+    assert tz.arrival_s.tolist() == pytest.approx([0.0, 0.041282, 1.50928], abs=1e-6)   # epoch seconds in a float
+    bg = load_trace(TraceConfig(path=str(t / "burstgpt.csv"), layout="burstgpt"))
+    assert bg.arrival_s.tolist() == [0.0, 40.0, 113.0] and bg.input_len.tolist() == [472, 1087, 417]
+    mc = load_trace(TraceConfig(path=str(t / "mooncake-conversation.jsonl"), layout="mooncake"))
+    assert mc.prefix_reuse() == pytest.approx((12 * 512 + 6955) / (6955 + 6472 + 9014 + 1280))
+
+
+def test_a_csv_with_a_byte_order_mark_and_spaces(tmp_path):
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_bytes("\ufeffTIMESTAMP, ContextTokens, GeneratedTokens\r\n2024-01-01 00:00:00, 10, 2\r\n".encode())
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).input_len.tolist() == [10]
+
+
+# ------------------------------------------------------------------ bad input, every reader
+
+def _trace_yaml(tmp_path, trace):
+    import yaml
+
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": str(trace), "layout": "mooncake"}}}))
+    return str(y)
+
+
+BAD = {
+    "binary": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
+    "empty": b"",
+    "truncated": b'{"completed": 3, "duration": 1.0, "median_ttft_ms": 4',
+    "not-bench": b'{"hello": 1}\n',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+@pytest.mark.parametrize("command", ["validate-bench", "from-bench", "calibrate", "run-trace", "server-log"])
+def test_every_reader_refuses_bad_input_with_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch, command, kind):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / f"bad-{kind}.jsonl"
+    bad.write_bytes(BAD[kind])
+    good = str(DATA / "bench" / "sglang-0.4.6-eagle.jsonl")
+    argv = {
+        "validate-bench": ["validate-bench", str(bad), "--profile", "h200-1b", "--out", "out"],
+        "from-bench": ["scenario", "from-bench", str(bad), "--profile", "h200-1b", "--out", "out.yaml"],
+        "calibrate": ["calibrate", "--from", str(bad), "--profile", "h200-1b", "--out", "out.yaml"],
+        "run-trace": ["run", _trace_yaml(tmp_path, bad), "--out", "out"],
+        "server-log": ["calibrate", "--from", good, "--profile", "h200-1b", "--server-log", str(bad), "--out", "out.yaml"],
+    }[command]
+    before = set(tmp_path.iterdir())
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and bad.name in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_directory_and_a_gzipped_log(tmp_path):
+    import gzip
+
+    with pytest.raises(ConfigError):
+        read_bench(tmp_path)
+    p = tmp_path / "server.log.gz"
+    with gzip.open(p, "wt") as f:
+        f.write((LOGS / "sglang-0.5.23.log").read_text())
+    assert len(parse_server_log(p)) == 5
+    q = tmp_path / "broken.log.gz"
+    q.write_bytes(p.read_bytes()[:40])
+    with pytest.raises(ConfigError, match="cannot be read"):
+        parse_server_log(q)
+
+
+@settings(max_examples=60, deadline=None)
+@given(running=st.integers(0, 4096), token=st.integers(0, 10**7), queue=st.integers(0, 10**5),
+       gen=st.floats(0, 1e6, allow_nan=False), accept=st.one_of(st.none(), st.floats(1, 16, allow_nan=False)),
+       iters=st.one_of(st.none(), st.integers(0, 10**9)), ms=st.booleans(),
+       rank=st.sampled_from(["", " TP0", " DP3 TP24 EP24", " DP1 PP0 ATTN_CP0 MOE_DP0 TP8 EP8"]),
+       outer=st.sampled_from(["", "sglang-1  | ", "2026-03-02T08:01:02.123456789Z stdout F ", "INFO: "]),
+       label=st.sampled_from(["cuda graph", "cpu graph", "npu graph"]), swa=st.booleans(), stop=st.sampled_from([",", "."]))
+def test_invariant_decode_lines_read_back_whatever_the_optional_parts(running, token, queue, gen, accept, iters, ms,
+                                                                      rank, outer, label, swa, stop):
+    """Invariant: the fields a decode line states are read back exactly, whatever optional
+    parts (iteration number, ms, ranks, an outer prefix, spec and SWA fields, graph label,
+    0.3/0.4's full stop) the versions add around them."""
+    from specsched.analysis.server_log import parse_line
+
+    stamp = "2026-03-02 08:01:02" + (".250" if ms else "")
+    usage = (f"#full token: {token}, full token usage: 0.05, #swa token: 7, swa token usage: 0.01, " if swa
+             else f"#token: {token}, token usage: 0.05, ")
+    spec = f"accept len: {accept:.2f}, accept rate: 0.40, " if accept is not None else ""
+    it = f" [{iters}]" if iters is not None else ""
+    line = (f"{outer}[{stamp}{rank}] Decode batch{it}{stop} #running-req: {running}, {usage}{spec}"
+            f"{label}: True, gen throughput (token/s): {gen:.2f}, #queue-req: {queue}\n")
+    row = parse_line(line, 7)
+    assert row["kind"] == "decode" and row["line"] == 7 and row["rank"] == rank.strip()
+    assert (row["running_req"], row["token"], row["queue_req"]) == (running, token, queue)
+    assert row["gen_throughput"] == pytest.approx(round(gen, 2)) and row["graph"] == 1.0
+    assert row.get("accept_len") == (None if accept is None else pytest.approx(round(accept, 2)))
+    assert row["time"] == stamp

@@ -49,6 +49,8 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     for g in (p.gpu.extend, p.gpu.verify, p.gpu.decode):
         assert all(v > 0 for row in g.seconds for v in row)
     assert p.gpu.draft_inject_per_token_s >= 0  # a fitted slope: noise on a loaded CPU can clamp it
+    # the runtime's extend attention is dense over [B, Q, C]; the grid's layouts are 1024 long
+    assert (p.gpu.extend_attention, p.gpu.extend_layout_len, p.gpu.extend_attention_bucket) == ("padded_max", 1024, 64)
     assert p.gpu.eager_factor >= 1.0
     assert p.host.ingest_per_request_s == 0.0
     assert p.host.schedule_per_req_s >= 0 and p.host.process_per_req_s >= 0
@@ -137,6 +139,21 @@ def test_extend_layout_sits_on_the_cost_models_context() -> None:
             assert abs(prefix + tokens / (2 * n) - col) <= 0.5, (tokens, col, lens, prefix)
     with pytest.raises(ValueError):
         extend_layout(0, 10.0, 8)
+
+
+def test_padded_extend_reading_lands_on_the_measured_layouts() -> None:
+    """sim.cost_model under extend_attention padded_max reads a grid row at the dense keys
+    per token (B Q C / T, runtime/runner.py _ragged) minus half its layout's request length:
+    on the profiler's own layouts that is the row's column again (within C's 64-rounding)."""
+    from specsched.runtime.kv_cache import CTX_ALIGN
+    from specsched.sim.cost_model import dense_keys_per_token, layout_shift
+
+    for tokens in (256, 1024, 2048, 4096, 8192, 5000):
+        shift = layout_shift([float(tokens)], 1024)[0]
+        for col in (512.0, 1536.0, 4608.0):
+            lens, prefix = extend_layout(tokens, col, 1024)
+            keys = dense_keys_per_token(lens, [prefix] * len(lens), CTX_ALIGN)
+            assert col - 1 <= keys - shift <= col + CTX_ALIGN * len(lens) * max(lens) / tokens, (tokens, col)
 
 
 def test_fit_line_and_batch_sizes() -> None:
