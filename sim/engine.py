@@ -182,7 +182,9 @@ class SimEngine:
     # ---------------------------------------------------------------- clients
     def _send(self, spec: RequestSpec) -> simpy.Event:
         """A client sends a request now: its timer starts; it reaches the scheduler after
-        the tokenizer FIFO. Returns the event fired when its last token is delivered."""
+        the tokenizer FIFO (at once when that takes no time: the scheduler's next receive
+        sees it, as the runtime's does). Returns the event fired when its last token is
+        delivered."""
         now = self.env.now
         self.rec.request_sent(spec.index, spec.input_len, spec.output_len, now)
         done = self.env.event()
@@ -190,8 +192,11 @@ class SimEngine:
         ingest = self.profile.host.ingest_per_request_s
         self._tokenizer_free = max(now, self._tokenizer_free) + ingest
         req = self._req(spec)
-        ev = self.env.timeout(self._tokenizer_free - now)
-        ev.callbacks.append(lambda _e, r=req: self._arrive(r))
+        if self._tokenizer_free <= now:
+            self._arrive(req)
+        else:
+            ev = self.env.timeout(self._tokenizer_free - now)
+            ev.callbacks.append(lambda _e, r=req: self._arrive(r))
         return done
 
     def _req(self, spec: RequestSpec) -> Req:
@@ -328,11 +333,22 @@ class SimEngine:
             done = rids[fin].tolist()
         if done:
             yield from self._sync(self._t)  # clients react at the delivery time
+            woken = False
             for rid in done:
                 ev = self._finish_events.pop(rid, None)
                 if ev is not None:
                     ev.succeed()
+                    woken = True
                 self._remaining -= 1
+            # let the woken clients send now, before the loop's next receive: a closed-loop
+            # client sends its next request when the last token arrives (a freed
+            # max_concurrency slot likewise), and the next schedule() sees it
+            # (runtime/engine.py _deliver then _recv; bench_serving's client). Without this
+            # the request waited one more pass: a verify cycle of TTFT in every closed-loop
+            # cell (window4-lowacc +53 % on H200 round 5). Zero-delay steps only: each
+            # client's chain (slot release -> next client -> send) is finite.
+            while woken and self.env.peek() <= self.env.now:
+                yield self.env.timeout(0)
         if self._remaining == 0 and not self.all_done.triggered:
             self.all_done.succeed()
 

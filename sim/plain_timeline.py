@@ -26,12 +26,28 @@ from collections.abc import Callable
 
 from specsched.sim.plain_run import PlainRun
 
+_LIMITS: dict[tuple[int, int, int], int] = {}
+"""(bs, key, sum mod bs) -> the sum at which the key changes (:func:`_key_until`)."""
+
 
 def _key_until(ctx: int, bs: int, key: int) -> int:
     """The smallest context sum ctx + q * bs (q >= 1) whose cost key (round(sum / bs / 10),
-    half to even) is not ``key``. The key never decreases as the sum grows, so the estimate
-    from the rounding boundary is moved down while the step before it already changes the
-    key, and up while it does not yet, each test being the exact key computation."""
+    half to even) is not ``key``. It depends on ctx only through ctx mod bs (the key never
+    decreases as the sum grows, so it is the first sum of that residue above the key's
+    range): computed once per (bs, key, residue) by :func:`_key_limit`."""
+    code = (bs, key, ctx % bs)
+    lim = _LIMITS.get(code)
+    if lim is None:
+        if len(_LIMITS) >= 1 << 16:
+            _LIMITS.clear()
+        lim = _LIMITS[code] = _key_limit(ctx, bs, key)
+    return lim
+
+
+def _key_limit(ctx: int, bs: int, key: int) -> int:
+    """:func:`_key_until` computed: the estimate from the rounding boundary is moved down
+    while the step before it already changes the key, and up while it does not yet, each
+    test being the exact key computation."""
     q = max(1, int(10 * key + 5 - ctx / bs))
     while q > 1 and round((ctx + (q - 1) * bs) / bs / 10.0) != key:
         q -= 1

@@ -204,3 +204,10 @@ def test_cost_key_changes_where_walk_expects(bs, mean, extra):
     assert round(lim / bs / 10.0) != key
     # every sum of the series before it keeps the key
     assert all(round(x / bs / 10.0) == key for x in range(ctx, lim, bs))
+    # the limit is kept per (bs, key, ctx mod bs): every sum of the series with that key
+    # gets the one computed afresh
+    from specsched.sim.plain_timeline import _key_limit
+
+    for x in {ctx, ctx + bs, lim - bs}:
+        if round(x / bs / 10.0) == key:
+            assert _key_until(x, bs, key) == _key_limit(x, bs, key) == lim
