@@ -94,6 +94,7 @@ class Fits:
             "launch_per_inject_token_s": self.inject_host_fit()[1],
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
+            "extend_idle_lead_s": 0.0,
             "cross_queue_penalty_s": self.cq_penalty,
         }
         # fields the profile schema of this checkout knows (older schemas refuse unknown keys)

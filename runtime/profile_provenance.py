@@ -154,6 +154,10 @@ class Provenance:
                 + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
+            "host.extend_idle_lead_s": ("0: not measured by this profiler (an extend launched onto an idle stream "
+                                        "ends later than its kept-busy device time by about this much; "
+                                        "benchmarks/extend_issue_cost.py's idle minus gpu columns show it). "
+                                        f"[{env}]"),
             "host.launch_per_extend_token_s": (
                 f"Theil-Sen slope (runtime.profile_fit.extend_issue_fit, clamped >= 0) of the host time (perf_counter around the call, GPU kept "
                 f"busy so the call never waits on it) of ModelRunner.extend "

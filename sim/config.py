@@ -9,6 +9,7 @@ what is allowed.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import difflib
 import json
@@ -95,6 +96,28 @@ def prefill_token_buckets(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR = 2
+"""An extend whose bucket exceeds this many times its tokens runs eagerly (SGLang 0.5.23
+model_executor/runner/prefill_cuda_graph_runner.py ``_MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR``)."""
+
+
+def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
+    """The token bucket an extend of ``tokens`` replays its piecewise graphs at, or None
+    when it runs eagerly.
+
+    SGLang 0.5.23 model_executor/runner/prefill_cuda_graph_runner.py ``can_replay_locally``:
+    eager when ``tokens`` exceeds the largest captured bucket (``cuda_graph_max_bs_prefill``)
+    or when the padded count (base_cuda_graph_runner.py ``_pad_to_bucket``: the smallest
+    bucket >= tokens) exceeds ``MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR`` x tokens.
+    ``buckets`` ascending (:attr:`ServerArgs.prefill_graph_tokens`); empty: always eager.
+    """
+    i = bisect.bisect_left(buckets, tokens)
+    if tokens < 1 or i == len(buckets):
+        return None
+    b = buckets[i]
+    return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
+
+
 class ServerArgs(BaseModel):
     """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
 
@@ -125,7 +148,7 @@ class ServerArgs(BaseModel):
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py). None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
-    disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it, the simulator's profile measures the path the runtime runs).")
+    disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it; the simulator then charges extends their real token count instead of the padded bucket, CUDA profiles only).")
     cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens). None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
     cuda_graph_bs_prefill: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured extend token buckets; an extend is padded to the smallest one >= its tokens, eager above the largest or when that more than doubles the tokens. None: SGLang 0.5.23's default list up to cuda_graph_max_bs_prefill (prefill_graph_tokens).")
     admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")

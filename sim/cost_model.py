@@ -22,6 +22,10 @@ draft-step grids; ``c0`` V's first context column; ``P(bs)`` the captured graph 
                                               ``draft_forward``: num_steps - 1 forwards)
     + eager overhead                          when bs > cuda_graph_max_bs (then no padding)
 
+An extend (and the drafter's injection) on CUDA replays its non-attention work from
+piecewise graphs captured at token buckets, the token count padded up to the bucket
+(:meth:`CostModel.extend_s`); attention runs eagerly on the real tokens.
+
 Under the profile's ``gpu.attention_width: padded_max`` (dense attention over one width for
 the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
 read over the padded rows ``P(bs)``: ``V(P(bs), width - W) + token part``.
@@ -48,7 +52,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
-from specsched.sim.config import ServerArgs
+from specsched.sim.config import ServerArgs, prefill_graph_bucket
+from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import GridInterp, Profile
@@ -159,6 +164,12 @@ class CostModel:
         if self.padded_extend:
             self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
             self._inj_shift = layout_shift(g.draft_inject.x, g.extend_layout_len) if g.draft_inject is not None else None
+        # prefill graphs are SGLang's default on CUDA only (cuda_graph_config.py
+        # default_prefill_backend: breakable if is_cuda() else disabled)
+        hw = hardware_of(profile)
+        self.prefill_buckets = server.prefill_graph_tokens if hw is not None and hw.platform == "cuda" else []
+        self.inject_c0 = float(g.draft_inject.context_len[0]) if g.draft_inject is not None else 0.0
+        self.extend_c0 = float(g.extend.context_len[0])
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -226,7 +237,8 @@ class CostModel:
             tokens = plan.num_extend_tokens
             if self.inject is not None:
                 return GpuCost(extend_s=self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext], inject=True))
-            return GpuCost(extend_s=tokens * self.profile.gpu.draft_inject_per_token_s)
+            # old profiles: a per-token injection cost, over the padded bucket's tokens
+            return GpuCost(extend_s=(self.extend_bucket(tokens) or tokens) * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
         if n_ext:
             extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
@@ -246,13 +258,43 @@ class CostModel:
         """GPU seconds of one extend forward (``inject``: the block drafter's injection over
         the same tokens, profile ``gpu.draft_inject``) of requests extending ``extend_lens``
         tokens after ``prefix_lens`` cached ones (module docstring: ragged, or under
-        ``gpu.extend_attention: padded_max`` the grid read at the dense keys per token)."""
+        ``gpu.extend_attention: padded_max`` the grid read at the dense keys per token).
+
+        On CUDA a piecewise-graphed extend runs every non-attention op (embedding, QKV,
+        MLP, norms) over its token bucket's ``B`` rows, the padded ones included, and
+        attention over the real ``T`` rows only (SGLang 0.5.23
+        runner/prefill_cuda_graph_runner.py ``replay`` with base_cuda_graph_runner.py
+        ``_pad_to_bucket``; the breakable graph's eager attention, layers/radix_attention.py
+        ``_eager_attention``). So the reading above plus the padded rows' token work, read at
+        the grid's first context column ``c0`` (where attention weighs least):
+        ``+ max(0, E(B, c0) - E(T, c0))``. An extend that runs eagerly
+        (:meth:`extend_bucket` None) pays no padding.
+        """
         interp = self.inject if inject else self.extend
         tokens = sum(extend_lens)
         if not self.padded_extend:
-            return interp(tokens, attention_context(extend_lens, prefix_lens))
-        keys = dense_keys_per_token(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
-        return interp.row_shifted(tokens, keys, self._inj_shift if inject else self._ext_shift)
+            t = interp(tokens, attention_context(extend_lens, prefix_lens))
+        else:
+            keys = dense_keys_per_token(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
+            t = interp.row_shifted(tokens, keys, self._inj_shift if inject else self._ext_shift)
+        bucket = self.extend_bucket(tokens)
+        if bucket is not None and bucket > tokens:
+            c0 = self.inject_c0 if inject else self.extend_c0
+            t += max(0.0, interp(bucket, c0) - interp(tokens, c0))
+        return t
+
+    def extend_bucket(self, tokens: int) -> int | None:
+        """The token bucket an extend (or injection) of ``tokens`` replays its piecewise
+        graphs at; None when it runs eagerly (no prefill graphs on this platform or with
+        ``disable_prefill_cuda_graph``, above ``cuda_graph_max_bs_prefill``, or padded more
+        than 2x: :func:`sim.config.prefill_graph_bucket`)."""
+        return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
+
+    def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
+        """Seconds an extend's kernels trail its launch on an idle stream (profile
+        host.extend_idle_lead_s): its device time begins no earlier than launch + this.
+        0 for decode/verify-only launches and the injection (whose issue cost carries it)."""
+        return self.h.extend_idle_lead_s if part == "main" and plan.num_extend else 0.0
 
     def host(self, kind: str, plan: BatchPlan) -> float:
         """Host seconds of ``kind`` (schedule / launch / process) for ``plan``."""

@@ -290,8 +290,10 @@ class SimEngine:
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
         # an eager forward's kernels run as the host issues them: it ends no earlier than
-        # the issue does, and the host is busy issuing until then (below)
-        end = max(start + cost.total_s, now + issue)
+        # the issue does, and the host is busy issuing until then (below); on an idle
+        # stream an extend's first kernels trail the launch (CostModel.idle_lead_s)
+        work_from = max(now + self.cost.idle_lead_s(op.plan, op.part), self._gpu_free)
+        end = max(work_from + cost.total_s, now + issue)
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
         output = self.device.step(op.plan) if op.part == "main" else self._last_output

@@ -291,6 +291,11 @@ class HostProfile(BaseModel):
     terms hold both issues (a plain-decoding run then pays the injection's issue too:
     docs/measurements/h200-v3-repredict.md). process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
+    extend_idle_lead_s: how much later an extend launched onto an idle GPU stream ends than
+    its device time (gpu.extend, timed with the GPU kept busy) says: its kernels reach the
+    GPU only as the host issues them, so the first ones trail the launch (idle-queue wall
+    minus kept-busy device time at the same tokens); hidden when the stream is busy with a
+    previous forward for at least this long. 0: not measured.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
     """
@@ -309,6 +314,7 @@ class HostProfile(BaseModel):
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0
     sync_wakeup_s: Seconds = 0.0
+    extend_idle_lead_s: Seconds = 0.0
     cross_queue_penalty_s: Seconds = 0.0
 
 

@@ -132,6 +132,21 @@ def test_all_reduce_kernels_launch_only_under_tp(model):
     assert two == eight == one + arch.num_layers * EFF.allreduce_kernels_per_layer
 
 
+def test_hopper_and_blackwell_fuse_the_moe_models_all_reduce_into_the_next_norm():
+    """SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion on SM 90/100 for DeepSeek
+    and Qwen3-MoE at TP > 1 (one kernel for all-reduce + add + RMSNorm), up to 2048 tokens;
+    dense Llama keeps separate all-reduces, and ROCm and TP1 never fuse."""
+    v3, moe = load_model("deepseek-v3"), load_model("qwen3-30b-a3b")
+    mi355, b200 = load_gpu("MI355X"), load_gpu("B200")
+    for arch in (v3, moe):
+        unfused = kernel_count(arch, EFF, 8, mi355)
+        assert kernel_count(arch, EFF, 8, H200) == kernel_count(arch, EFF, 8, b200) == unfused - 2 * arch.num_layers
+        assert kernel_count(arch, EFF, 8, H200, tokens=4096) == unfused
+        assert kernel_count(arch, EFF, 1, H200) == kernel_count(arch, EFF, 1, mi355)
+    assert kernel_count(L8, EFF, 8, H200) == kernel_count(L8, EFF, 8, mi355)
+    assert kernel_count(v3, EFF, 8, load_gpu("A100-80G")) == kernel_count(v3, EFF, 8, mi355)
+
+
 @settings(max_examples=30, deadline=None)
 @given(batch=st.integers(1, 64), w=st.integers(2, 8))
 def test_an_moe_target_drafts_with_moe_layers_that_touch_more_experts_over_a_longer_block(batch, w):

@@ -22,7 +22,9 @@ class GpuSpec(BaseModel):
     fully connected point-to-point mesh (AMD Infinity Fabric: one xGMI link to each of 7
     peers in an 8-GPU node) the number of links ``link_gbps`` sums; a TP group of ``tp``
     GPUs reaches its peers over ``tp - 1`` of them (:meth:`tp_link_bytes_per_s`). None: a
-    switch (NVSwitch) gives every TP size the full figure.
+    switch (NVSwitch) gives every TP size the full figure. ``compute_capability``: CUDA
+    SM version x 10 (90 Hopper, 100 datacenter Blackwell, 120 RTX Blackwell, 80 Ampere);
+    None on ROCm. SGLang picks kernels by it (e.g. the all-reduce fusion on 90 and 100).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -36,6 +38,7 @@ class GpuSpec(BaseModel):
     memory_mib: float = Field(gt=0)
     link_gbps: float = Field(gt=0)
     mesh_links: int | None = Field(None, ge=1)
+    compute_capability: int | None = Field(None, ge=1)
     source: str
 
     def peak_flops(self, dtype: str) -> float:

@@ -44,6 +44,7 @@ class ModelArch(BaseModel):
     name: str
     source: str = ""
     assumptions: list[str] = []
+    architectures: list[str] = []
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -168,6 +169,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
+        architectures=[str(a) for a in cfg.get("architectures") or [] if isinstance(a, str)],
         assumptions=list(cfg.get("assumptions", [])),
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],

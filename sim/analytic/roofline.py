@@ -84,7 +84,8 @@ EFFICIENCY_SOURCES = {
                           "KV store, attention, o_proj, gate_up, silu_and_mul, down"),
     "allreduce_kernels_per_layer": ("2: the all-reduces after attention and after the MLP, launched only when tp > 1 "
                                     "(distributed/parallel_state.py GroupCoordinator.all_reduce returns its input "
-                                    "when world_size == 1)"),
+                                    "when world_size == 1); none on SM 90/100 for the MoE architectures whose "
+                                    "all-reduce SGLang fuses into the next add + RMSNorm (roofline.allreduce_fused)"),
     "mla_extra_kernels": ("10: SGLang 0.5.23 MLA absorbed decode (models/deepseek_common/attention_forward_methods/"
                           "forward_mla.py forward_absorb_prepare/core) launches ~18 kernels where GQA launches ~8: fused "
                           "q_a/kv_a projection, two latent norms, q_b_proj, absorbed bmm w_kc (+layout copy), rope, "
@@ -277,7 +278,7 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
         msg = t * h * BF16
         one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
         allreduce_s = 2 * L * one
-    kernels = kernel_count(arch, eff, tp)
+    kernels = kernel_count(arch, eff, tp, gpu, t)
     overhead_s = eff.graph_launch_s + kernels * eff.kernel_gap_s
     gpu_s = linear_s + experts_s + attention_s + lm_head_s + allreduce_s + overhead_s
     # eager: kernels run as the host issues them (host-bound below the GPU time)
@@ -285,13 +286,43 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     return ForwardCost(linear_s, experts_s, attention_s, lm_head_s, allreduce_s, overhead_s, eager_s)
 
 
-def kernel_count(arch: ModelArch, eff: Efficiency | None = None, tp: int = 1) -> int:
+ALLREDUCE_FUSION_ARCHS = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM", "GptOssForCausalLM",
+    "GlmMoeDsaForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "MistralLarge3ForCausalLM",
+    "Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration", "Qwen3NextForCausalLM",
+    "Qwen4ExpForConditionalGeneration", "KimiK25ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3",
+})
+"""Architectures for which SGLang 0.5.23 turns on FlashInfer's all-reduce fusion by itself
+(arg_groups/overrides.py ``_FLASHINFER_ALLREDUCE_FUSION_ARCHS``)."""
+FUSE_ALLREDUCE_MAX_TOKENS = 2048
+"""Forwards of more tokens run the all-reduce unfused (layers/layer_boundary/residual/
+add_norm.py ``FUSE_ALLREDUCE_MAX_BATCH_SIZE``)."""
+
+
+def allreduce_fused(arch: ModelArch, gpu: GpuSpec | None, tp: int, tokens: float = 1.0) -> bool:
+    """Whether each TP all-reduce runs fused with the residual add + RMSNorm that follows it
+    (one kernel instead of two). SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion
+    on SM 90 and 100 for the architectures in :data:`ALLREDUCE_FUSION_ARCHS` when tp > 1
+    (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``; attention DP and
+    multi-node Hopper, which turn it off, are not modelled), and uses it for forwards of up
+    to :data:`FUSE_ALLREDUCE_MAX_TOKENS` tokens (add_norm.py ``flashinfer_ar_fusion_applies``)."""
+    return (tp > 1 and gpu is not None and gpu.compute_capability in (90, 100)
+            and tokens <= FUSE_ALLREDUCE_MAX_TOKENS
+            and bool(ALLREDUCE_FUSION_ARCHS.intersection(arch.architectures)))
+
+
+def kernel_count(arch: ModelArch, eff: Efficiency | None = None, tp: int = 1, gpu: GpuSpec | None = None,
+                 tokens: float = 1.0) -> int:
     """Kernels one forward launches: per layer ``kernels_per_layer`` (a dense GQA layer at
-    TP1), plus ``allreduce_kernels_per_layer`` when ``tp`` > 1, ``mla_extra_kernels`` on MLA
-    layers and ``moe_extra_kernels`` on MoE layers, plus embedding, final norm, LM head and
-    sampling."""
+    TP1), plus ``allreduce_kernels_per_layer`` when ``tp`` > 1 (none when the all-reduces are
+    fused into the following add + RMSNorm kernels on ``gpu`` for a forward of ``tokens``:
+    :func:`allreduce_fused`),
+    ``mla_extra_kernels`` on MLA layers and ``moe_extra_kernels`` on MoE layers, plus
+    embedding, final norm, LM head and sampling."""
     eff = eff or Efficiency()
-    ar = eff.allreduce_kernels_per_layer if tp > 1 else 0
+    ar = eff.allreduce_kernels_per_layer if tp > 1 and not allreduce_fused(arch, gpu, tp, tokens) else 0
     per = arch.num_layers * (eff.kernels_per_layer + ar + (eff.mla_extra_kernels if arch.is_mla else 0))
     return per + arch.moe_layers * eff.moe_extra_kernels + 4
 

@@ -120,11 +120,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     graph_bs = memory_buckets(gpu.memory_mib, tp)[1]
     # eager (batch above cuda_graph_max_bs): kernels run as the host issues them one by one,
     # so a step lasts max(graph + per-kernel GPU extra, host issue) (sim/cost_model.py)
-    kernels = kernel_count(arch, eff, tp)
+    kernels = kernel_count(arch, eff, tp, gpu)
     per_kernel_issue = eager_issue_per_kernel_s(eff)
     eager_overhead = kernels * eff.eager_gpu_per_kernel_s
     eager_issue = kernels * per_kernel_issue
-    eager_draft_overhead = kernel_count(draft, eff, tp) * per_kernel_issue
+    eager_draft_overhead = kernel_count(draft, eff, tp, gpu) * per_kernel_issue
     c_ref = 1024.0
     eager_factor = max(eager_issue, dec(graph_bs, c_ref).graph_s + eager_overhead) / dec(graph_bs, c_ref).graph_s
     host, host_prov = _host(gpu.platform)
