@@ -319,5 +319,9 @@ class DPCost:
         """Host seconds issuing the forward's kernels: the slowest rank's."""
         return max(self.cost.issue(p, part) for _, p in plan.live)
 
+    def idle_lead_s(self, plan: GroupPlan, part: str = "main") -> float:
+        """How long an extend launched onto an idle stream trails its launch: the slowest rank's."""
+        return max(self.cost.idle_lead_s(p, part) for _, p in plan.live)
+
     def eager_issue_s(self, n_dec: int) -> float:
         return self.cost.eager_issue_s(n_dec)
