@@ -72,13 +72,14 @@ class DecodeRun:
         ctx_sum: int (k,): sum of P_j's context lengths (tokens).
         fin: bool (k, m): request finishes at iteration j's processing.
         kv: the stretch's KV usage (:class:`sim.kv_ledger.StretchKV`).
+        swa: the SWA pool's counts (:class:`sim.swa_stretch.StretchSWA`), or None without one.
         delayed: bool (k,): pass j counted a delayed admission, or None when nothing waits.
         first_step: the plan index of P_0.
     """
 
     __slots__ = ("stop", "k", "reqs", "rids", "num_merged", "cap", "window", "spec", "first_step",
                  "cyc0", "D", "H", "member", "batch_size", "process_batch_size", "inp", "ctx_sum", "fin",
-                 "processed", "kv", "delayed")
+                 "processed", "kv", "swa", "delayed")
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -228,6 +229,10 @@ class DecodeRun:
             usage = kv.stretch_usage(kv0, member, fin, w, None, None)
         if kv.reserve_ahead or kv.used + w * int(bs.sum()) > kv.capacity:
             stop = min(stop, usage.first_over(kv.capacity))
+        run.swa = None
+        if kv.swa_capacity:  # hybrid sliding-window: the SWA pool's rules too (sim/swa_stretch.py)
+            run.swa = kv.stretch_swa(reqs, usage, member, fin, inp0 + H[:k] - 1, first_step)
+            stop = min(stop, run.swa.first_over(kv.swa_capacity))
         # admission: with requests waiting, every pass must be delayed (or the batch full)
         run.delayed = None
         if num_waiting:

@@ -628,6 +628,9 @@ class SimEngine:
             profile=self.profile.name, num_retractions=self.sched.num_retractions,
             num_delayed_passes=self.sched.num_delayed_passes, kv_peak_tokens=self.sched.kv.peak,
         )
+        kv = self.sched.kv
+        if kv.swa_capacity:  # hybrid sliding-window: SGLang logs "swa token usage" = used / pool
+            summary.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)
         hit, new = self.sched.cache_hit_tokens, self.sched.cache_input_tokens
         if hit:  # SGLang's cache hit rate: hit / (hit + computed) over first-attempt prefills
             summary["cache_hit_rate"] = hit / (hit + new)

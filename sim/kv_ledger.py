@@ -41,13 +41,20 @@ Speculative decode reservations follow one of two rules (``SemanticsRules.spec_k
 
 Hybrid sliding-window models (``swa_capacity`` > 0) have a second pool, SGLang's
 SWATokenToKVPoolAllocator (mem_cache/allocator/swa.py): every allocation takes the same
-slots in both pools, and a request's SWA slots behind its window are freed as it decodes
-(:meth:`KVLedger.evict_swa`, managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``),
-so its SWA use is capped near window + ``swa_interval`` + what is reserved ahead. A request
-holds ``kv_len - evicted`` SWA slots. INV-2/INV-8 hold for the SWA pool too: ``0 <=
-swa_used <= swa_capacity``, and ``swa_used`` is the sum of the requests' SWA slots (the
-prefix cache holds none: an approximation of SGLang's SWA radix tree, whose cached windows
-are evictable).
+positions in both pools, and a request's SWA slots behind its window are freed as it decodes
+(:meth:`KVLedger.evict_swa`, managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``).
+The SWA pool is paged: a request holds whole pages, ``ceil_page(kv_len) - evicted`` of its
+own positions (``evicted`` page-aligned, mem_cache/common.py ``free_swa_out_of_window_slots``).
+With the radix cache on, a request's prompt enters the tree once prefilled and the tree
+locks its last page-aligned window (mem_cache/unified_cache/components/swa.py
+``SWAComponent._maybe_split_leaf_for_swa_lock`` and ``acquire_component_lock``); that lock
+is held until the request finishes or is retracted (unified_radix_cache.py
+``release_swa_prefix_lock`` runs only with SGLANG_OPT_RELEASE_PREFILL_SWA, off by default),
+and the request's own eviction never goes below the tree's part (``ReqKvInfo.swa_dead_lo``).
+So a request holds ``lock + ceil_page(kv_len) - evicted`` SWA slots. INV-2/INV-8 hold for the
+SWA pool too: ``0 <= swa_used <= swa_capacity``, and ``swa_used`` is the sum of the
+requests' SWA slots (the rest of a cached prompt's SWA is the tree's and evictable, counted
+free as SGLang's usage counts it: pool_stats_observer.py ``_get_swa_token_info``).
 
 The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
 same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
@@ -60,6 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from specsched.sim.request import Req
+from specsched.sim.swa_stretch import StretchSWA, stretch_swa
 
 
 class KVPoolExhausted(RuntimeError):
@@ -135,7 +143,8 @@ class KVLedger:
     """
 
     __slots__ = ("capacity", "used", "peak", "tree", "reserve_ahead", "page_size", "swa_capacity", "swa_used",
-                 "swa_peak", "window", "swa_interval", "prefix_sharing", "swa_by_forward", "_swa_evicted", "_decode_idx")
+                 "swa_peak", "window", "swa_interval", "prefix_sharing", "swa_by_forward", "_swa_evicted", "_decode_idx",
+                 "_swa_lock")
 
     def __init__(self, capacity: int, reserve_ahead: int = 0, page_size: int = 1, swa_capacity: int = 0,
                  window: int = 0, swa_interval: int = 128, prefix_sharing: bool = False,
@@ -155,6 +164,7 @@ class KVLedger:
         self.swa_by_forward = swa_by_forward
         self._swa_evicted: dict[int, int] = {}  # rid -> positions whose SWA slots were freed
         self._decode_idx: dict[int, int] = {}   # rid -> decode passes taken (decode_batch_idx)
+        self._swa_lock: dict[int, int] = {}     # rid -> its prompt tail's SWA the tree keeps locked
         self.used = 0
         self.peak = 0
         self.tree = 0
@@ -177,10 +187,38 @@ class KVLedger:
             if self.swa_used > self.swa_peak:
                 self.swa_peak = self.swa_used
 
+    def _pages(self, n: int) -> int:
+        """Positions 0..n-1 rounded up to whole pages (tokens)."""
+        p = self.page_size
+        return -(-n // p) * p
+
+    def swa_held(self, req: Req) -> int:
+        """SWA slots ``req`` holds: its pages not yet evicted, plus its prompt tail the tree
+        keeps locked for it (0 once it left)."""
+        if not req.kv_len:
+            return 0
+        rid = req.rid
+        return self._pages(req.kv_len) - self._swa_evicted.get(rid, 0) + self._swa_lock.get(rid, 0)
+
+    def _swa_grow(self, req: Req, new_len: int) -> int:
+        """SWA slots ``req`` takes to grow from ``kv_len`` to ``new_len`` positions (new pages)."""
+        return self._pages(new_len) - self._pages(req.kv_len)
+
+    def swa_decode_need(self, reqs: Sequence[Req], window: int) -> int:
+        """SWA slots the next decode/verify pass of ``reqs`` takes (new pages): the top-up, or
+        ``window`` positions each (sglang 0.5.23 ``ScheduleBatch.new_tokens_required_next_decode``
+        counts pages: a new page when the committed length is page-aligned, and for spec v2
+        ``ceil_align(nxt) - ceil_align(cur)``)."""
+        if self.reserve_ahead:
+            return sum(max(0, self._top_up_target(r) - self._pages(r.kv_len)) for r in reqs)
+        return sum(self._swa_grow(r, r.kv_len + window) for r in reqs)
+
     def _swa_release(self, req: Req) -> None:
-        """``req`` leaves: its SWA slots (positions not yet evicted) return."""
+        """``req`` leaves: its SWA slots (pages not yet evicted, the locked prompt tail) return."""
         if self.swa_capacity:
-            self.swa_used -= req.kv_len - self._swa_evicted.pop(req.rid, 0)
+            self.swa_used -= self.swa_held(req)
+            self._swa_evicted.pop(req.rid, None)
+            self._swa_lock.pop(req.rid, None)
             self._decode_idx.pop(req.rid, None)
 
     def _take(self, n: int) -> None:
@@ -200,7 +238,8 @@ class KVLedger:
         if n < 0:
             raise ValueError(f"cannot reserve {n} tokens")
         new_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
-        self._swa_take(new_len - req.kv_len)
+        if self.swa_capacity:
+            self._swa_take(self._swa_grow(req, new_len))
         self._take(n)
         req.kv_allocated += n
         req.kv_len = new_len
@@ -211,7 +250,8 @@ class KVLedger:
         Raises:
             KVPoolExhausted: fewer than window x len(reqs) slots are free.
         """
-        self._swa_take(window * len(reqs))
+        if self.swa_capacity:
+            self._swa_take(sum(self._swa_grow(r, r.kv_len + window) for r in reqs))
         self._take(window * len(reqs))
         for r in reqs:
             r.kv_allocated += window
@@ -241,7 +281,8 @@ class KVLedger:
             KVPoolExhausted: fewer than :meth:`top_up_need` slots are free.
         """
         need = self.top_up_need(reqs)
-        self._swa_take(need)
+        if self.swa_capacity:
+            self._swa_take(self.swa_decode_need(reqs, 0))
         self._take(need)
         for r in reqs:
             d = self._top_up_target(r) - r.kv_len
@@ -252,14 +293,15 @@ class KVLedger:
     def commit(self, reqs: Sequence[Req], unused: Sequence[int]) -> None:
         """After a processed decode/verify: each of ``reqs`` returns its ``unused`` (> 0)
         reserved slots (window minus tokens committed)."""
-        total = 0
+        total = swa = 0
         for r, u in zip(reqs, unused, strict=True):
+            if self.swa_capacity:
+                swa += self._pages(r.kv_len) - self._pages(r.kv_len - u)  # whole pages only
             r.kv_allocated -= u
             r.kv_len -= u
             total += u
         self._give_back(total)
-        if self.swa_capacity:
-            self.swa_used -= total
+        self.swa_used -= swa
 
     def free(self, reqs: Sequence[Req]) -> None:
         """Finished requests return every slot they hold."""
@@ -315,20 +357,32 @@ class KVLedger:
         self.swa_used -= freed
 
     def swa_prompt_cached(self, req: Req) -> None:
-        """``req``'s prompt entered the radix cache (its prefill's results were processed):
-        the SWA slots of its prompt behind the last (page-rounded) window become the tree's
-        and evictable, so they count as free (sglang 0.5.23 SWA radix cache: only the
-        window under the request's prefix lock stays held; ``SWAPrefillBudget.remaining_swa``
-        and ``evict_to_free_tokens`` reclaim the rest)."""
+        """``req``'s prompt entered the radix cache (its prefill's results were processed).
+
+        The tree takes the prompt's whole pages (``cache_protected_len`` = the page-floored
+        prompt; the partial last page stays the request's) and locks the last page-aligned
+        window of them for the request (sglang 0.5.23 mem_cache/unified_cache/components/
+        swa.py ``_maybe_split_leaf_for_swa_lock``: the fresh leaf is cut to
+        ceil_page(window) tokens, and ``acquire_component_lock`` locks nodes back to the
+        window). The rest becomes the tree's and evictable, so it counts as free
+        (``SWAPrefillBudget.remaining_swa`` and ``evict_to_free_tokens`` reclaim it). The
+        lock is held until the request leaves (:meth:`free`, :meth:`retract`): with
+        SGLANG_OPT_RELEASE_PREFILL_SWA off (the default) ``maybe_evict_swa`` never releases
+        it, and the request's own eviction starts above it (``ReqKvInfo.swa_dead_lo``).
+        A prompt whose last chunk is shorter than the window locks part of the chunk before
+        it too; that is not modelled (the lock is the last ceil_page(window) tokens)."""
         if not self.swa_capacity:
             return
-        p = self.page_size
-        keep = -(-max(self.window, p) // p) * p
-        new = (req.prefill_done - keep) // p * p
-        lo = self._swa_evicted.get(req.rid, 0)
-        if new > lo:
-            self._swa_evicted[req.rid] = new
-            self.swa_used -= new - lo
+        p, rid = self.page_size, req.rid
+        protected = req.prefill_done // p * p
+        lo = self._swa_evicted.get(rid, 0)
+        if protected <= lo:
+            return
+        lock = min(-(-self.window // p) * p, protected)
+        old_lock = self._swa_lock.get(rid, 0)
+        self._swa_evicted[rid] = protected
+        self._swa_lock[rid] = lock
+        self.swa_used -= (protected - lo) - (lock - old_lock)
 
     # ------------------------------------------------------------- the prefix cache
     def to_tree(self, req: Req, n: int) -> None:
@@ -407,6 +461,71 @@ class KVLedger:
         scheduled = self.used + window * np.cumsum(member.sum(axis=1))
         scheduled[1:] -= np.cumsum(freed[:-1])
         return StretchKV(kv0, held, unused_cum, freed, scheduled)
+
+    def stretch_swa(self, reqs: Sequence[Req], usage: StretchKV, member: np.ndarray, fin: np.ndarray,
+                    pre: np.ndarray, first_step: int) -> StretchSWA:
+        """The SWA pool over a decode stretch (:func:`sim.swa_stretch.stretch_swa`): the rules
+        of :meth:`evict_swa`, the paged reservations and the frees of this ledger, over the
+        stretch's grid.
+
+        Args:
+            reqs: the stretch's m requests (their SWA state now is read).
+            usage: the stretch's full-pool usage (:meth:`stretch_usage`), whose holdings give
+                each request's ``kv_len`` per iteration.
+            member, fin: bool (k, m), request in P_j; finishes at j's processing.
+            pre: int (k, m), prompt + output - 1 when P_j is built.
+            first_step: the plan index of P_0.
+        """
+        rids = [r.rid for r in reqs]
+        len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
+        kv0 = usage.kv0
+        if usage.held is None:          # one position per pass
+            lenres = len0 + np.cumsum(member, axis=0)
+            lenproc = lenres
+        else:                           # held counts slots reserved so far; unused_cum what returned
+            lenres = usage.held + (len0 - kv0)
+            if self.reserve_ahead:      # the top-up returns nothing
+                lenproc = lenres
+            else:
+                lenproc = lenres - usage.unused_cum
+                lenres[1:] -= usage.unused_cum[:-1]
+        w, p = self.window, self.page_size
+        ev, lock, idx = self._swa_evicted, self._swa_lock, self._decode_idx
+        return stretch_swa(
+            used=self.swa_used, page=p, window=w, keep=-(-max(w, p) // p) * p if self.prefix_sharing else w,
+            interval=self.swa_interval, by_forward=self.swa_by_forward, first_step=first_step, len0=len0,
+            ev0=np.array([ev.get(rid, 0) for rid in rids], dtype=np.int64),
+            lock=np.array([lock.get(rid, 0) for rid in rids], dtype=np.int64),
+            idx0=np.array([idx.get(rid, 0) for rid in rids], dtype=np.int64),
+            lenres=lenres, lenproc=lenproc, member=member, fin=fin, pre=pre)
+
+    def settle_swa(self, reqs: Sequence[Req], swa: StretchSWA, n: int, finished: Sequence[bool]) -> None:
+        """Apply the first n iterations of a stretch's SWA counts (after :meth:`settle`):
+        eviction frontiers and decode-pass counts move, finished requests leave.
+
+        Raises:
+            KVPoolExhausted: the result breaks INV-2 or INV-8 for the SWA pool.
+        """
+        ev, idx = self._swa_evicted, self._decode_idx
+        e_n, passes = swa.evicted_after(n).tolist(), swa.passes_after(n).tolist()
+        used = int(swa.after[n - 1])
+        for i, (r, f) in enumerate(zip(reqs, finished, strict=True)):
+            rid = r.rid
+            if f:
+                ev.pop(rid, None)
+                self._swa_lock.pop(rid, None)
+                idx.pop(rid, None)
+                continue
+            if e_n[i]:
+                ev[rid] = e_n[i]
+            if passes[i]:
+                idx[rid] = passes[i]
+        peak = int(swa.reserved[:n].max())
+        if not 0 <= used <= self.swa_capacity or peak > self.swa_capacity:
+            raise KVPoolExhausted(f"stretch SWA: {used} in use, peak {peak}, of {self.swa_capacity}")
+        self.swa_used = used
+        if peak > self.swa_peak:
+            self.swa_peak = peak
 
     def settle(self, reqs: Sequence[Req], held: Sequence[int], used: int, peak: int,
                finished: Sequence[bool] | None = None) -> None:

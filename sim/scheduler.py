@@ -284,6 +284,14 @@ class Scheduler:
         room = self._kv_room()
         return min(room, self.kv.swa_available) if self._swa else room
 
+    def _decode_fits(self, batch: list[Req]) -> bool:
+        """The next decode/verify pass of ``batch`` gets its KV (sglang 0.5.23
+        ``ScheduleBatch.check_decode_mem``): its slots in the full pool and, with an SWA
+        pool, its new SWA pages there (checked before that pass's SWA eviction)."""
+        if self._kv_room() < self._decode_need(batch):
+            return False
+        return not self._swa or self.kv.swa_available >= self.kv.swa_decode_need(batch, self.window)
+
     def _make_room(self, n: int) -> None:
         """Evict cached prefixes (LRU) until ``n`` tokens are free, if they are not."""
         short = n - self.kv.available
@@ -591,7 +599,7 @@ class Scheduler:
             if not finishing:
                 self.ratio.on_idle()  # no batch runs this pass
             return None
-        if self._decode_room() < self._decode_need(batch):
+        if not self._decode_fits(batch):
             if finishing:
                 return None  # the finishing requests free their KV after this step
             self._retract()
@@ -648,9 +656,9 @@ class Scheduler:
         headroom = self.rules.retraction_stop == "decode_steps_headroom"
 
         def short(kept: list[Req]) -> bool:
-            n = len(kept)
-            need = n * (RETRACT_DECODE_STEPS + (w if self.spec else 0)) if headroom else self._decode_need(kept)
-            return self._decode_room() < need
+            if not headroom:
+                return not self._decode_fits(kept)
+            return self._decode_room() < len(kept) * (RETRACT_DECODE_STEPS + (w if self.spec else 0))
 
         retracted: list[Req] = []
         first = True
@@ -665,7 +673,7 @@ class Scheduler:
             r.status = ReqStatus.WAITING
             r.retractions += 1
             retracted.append(r)
-        if self._decode_room() < self._decode_need(keep):
+        if not self._decode_fits(keep):
             raise UnschedulableRequest(
                 f"request {keep[0].rid} alone cannot get KV for its next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity})")
@@ -765,8 +773,9 @@ class Scheduler:
         (nothing waits, or a stateless policy delays every pass or the batch is full), the
         in-flight forward is a decode/verify of the running batch or a prefill whose
         requests all complete, and no pass needs a retraction. Nothing is changed here.
-        Without speculative decoding (and with ``closed_form``) the stretch is a
-        :class:`sim.plain_run.PlainRun` (closed form), else a :class:`sim.decode_run.DecodeRun`.
+        Without speculative decoding (with ``closed_form`` and no SWA pool) the stretch is a
+        :class:`sim.plain_run.PlainRun` (closed form), else a :class:`sim.decode_run.DecodeRun`
+        (hybrid sliding-window pools through :mod:`sim.swa_stretch`).
 
         Args:
             device: the device's committed counts (read only).
@@ -774,8 +783,8 @@ class Scheduler:
             closed_form: allow the closed form (the caller can time it: its costs are keyed
                 on the batch's mean context, see :mod:`sim.plain_timeline`).
         """
-        if self.chunked_req is not None or self.interval.remaining or self._swa:
-            return None  # (the SWA pool's evictions are not in the collapsed path: step by step)
+        if self.chunked_req is not None or self.interval.remaining:
+            return None
         if stop_at_finish and self.rules.skip_finishing_decode:
             return None  # a client reacts to finishes: not yet exact with skip_finishing_decode
         n_wait = len(self.waiting)
@@ -791,8 +800,8 @@ class Scheduler:
                     or [r.rid for r in merged] != list(prev_plan.rids)
                     or any(r.status is not ReqStatus.PREFILLING for r in merged)):
                 return None
-            if self.cache is not None and any(r.tokens is not None for r in merged):
-                return None  # their prompts enter the prefix cache at that prefill's results
+            if self.cache is not None and (self._swa or any(r.tokens is not None for r in merged)):
+                return None  # their prompts (and SWA) enter the prefix cache at that prefill's results
             reqs = self.running + merged
         else:
             if prev_plan.num_extend or prev_plan.mode is ForwardMode.EXTEND:
@@ -810,14 +819,14 @@ class Scheduler:
             if self.rules.skip_finishing_decode:
                 return None
         rules = self.rules
-        latched = self.batch_is_full
+        latched = self.batch_is_full and not self._swa  # hybrid SWA resets the latch every pass
         if n_wait and not latched:
             # the first pass must delay admission (checked before any array is built)
             active = sum(1 for r in reqs if not r.finished)
             if not self._delays(active if rules.filter_finished_before_delay else m, active):
                 return None
         skip = rules.skip_finishing_decode and self.server.enable_overlap_schedule
-        if closed_form and self.window == 1 and not self.spec:
+        if closed_form and self.window == 1 and not self.spec and not self._swa:
             # without speculative decoding every count is known in closed form
             return PlainRun.compute(
                 reqs, len(merged), device, prev_plan, prev_output, first_step=self.step, kv=self.kv,
@@ -872,6 +881,8 @@ class Scheduler:
             used, peak = run.kv_after(n)
             keep = run.in_plan(last)
         self.kv.settle(run.reqs, held, used, peak, finished=done)
+        if self._swa:
+            self.kv.settle_swa(run.reqs, run.swa, n, done)
         self.running = [r for r, k in zip(run.reqs, keep, strict=True) if k]
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch
