@@ -94,12 +94,13 @@ class Fits:
             "launch_per_inject_token_s": self.inject_host_fit()[1],
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
-            "extend_idle_lead_s": 0.0,
+            "extend_idle_lead_s": self.idle_lead_fit()[0],
+            "extend_idle_lead_by_tokens": self.idle_lead_fit()[1],
             "cross_queue_penalty_s": self.cq_penalty,
         }
         # fields the profile schema of this checkout knows (older schemas refuse unknown keys)
         gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
-        host = {k: v for k, v in host.items() if k in HostProfile.model_fields}
+        host = {k: v for k, v in host.items() if k in HostProfile.model_fields and v is not None}
         return gpu, host
 
     @property
@@ -123,6 +124,11 @@ class Fits:
         time is all in gpu.extend). The draft injection's issue is separate
         (:meth:`inject_host_fit`): a plain-decoding run has none. See :func:`extend_issue_fit`."""
         return extend_issue_fit(self.ext_x, [self.ext_host[i][0] for i in range(len(self.ext_x))])
+
+    def idle_lead_fit(self) -> tuple[float, dict | None]:
+        """``host.extend_idle_lead_s`` and ``host.extend_idle_lead_by_tokens`` from the
+        measured (tokens, idle wall, kept-busy device) points (:func:`idle_lead_fit`)."""
+        return idle_lead_fit(getattr(self, "idle_lead_pts", []))
 
     def inject_host_fit(self) -> tuple[float, float]:
         """``host.launch_per_inject_s`` and ``launch_per_inject_token_s``: the same fit of
@@ -174,3 +180,22 @@ def extend_issue_fit(tokens: list[int] | list[float], seconds: list[float]) -> t
     else:
         intercept = float(np.median(y - slope * x))
     return max(0.0, intercept), slope
+
+
+def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, dict | None]:
+    """(scalar lead, per-token table) from ``points`` = (extend tokens, median idle-queue wall
+    seconds, median kept-busy device seconds) of an extend + injection.
+
+    The lead at each point is wall minus device, clamped >= 0 (a negative difference is
+    timing noise: an idle stream cannot finish sooner than a busy one). The table
+    (``{"tokens": [...], "seconds": [...]}``, tokens ascending, duplicates averaged) is what
+    the simulator reads (sim.profile.LeadTable); the scalar is its median, for readers of
+    older schemas. No points (a CPU run: the forward is inline): (0.0, None)."""
+    if not points:
+        return 0.0, None
+    by_t: dict[int, list[float]] = {}
+    for t, wall, dev in points:
+        by_t.setdefault(int(t), []).append(max(0.0, float(wall) - float(dev)))
+    tokens = sorted(by_t)
+    secs = [float(np.mean(by_t[t])) for t in tokens]
+    return float(statistics.median(secs)), {"tokens": [float(t) for t in tokens], "seconds": secs}

@@ -71,6 +71,52 @@ class GpuPhases(Harness):
         self._tick()
         return gpu_t, host_t
 
+    def _idle_lead(self, tokens: int, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
+        """Kept-busy device seconds and idle-queue wall seconds of ``fn``, paired per repeat.
+
+        ``fn`` is an extend followed by its draft injection, as the loop launches them
+        (runtime/engine.py). Device: a spin kernel queued first keeps the GPU busy while the
+        host issues ``fn``, timing events around it (a call that found the spin finished is
+        repeated with a doubled spin). Idle: synchronize, ``perf_counter``, ``fn``,
+        synchronize, as an extend launched onto an idle stream (the first kernels reach the
+        GPU only as the host issues them). Their difference is ``host.extend_idle_lead_s``
+        at ``tokens`` (benchmarks/extend_issue_cost.py's idle minus gpu columns). CPU: no
+        issue/device split, nothing measured (two empty lists)."""
+        dev = self.dev
+        n = self._warm_and_plan(f"idle lead {tokens} tok", fn, self.repeats)
+        gpu_t: list[float] = []
+        idle_t: list[float] = []
+        with dev.use("forward"):
+            if dev.is_gpu:
+                t0 = time.perf_counter()
+                fn()
+                dev.synchronize("profile")
+                spin = 2.0 * (time.perf_counter() - t0) + 0.002
+                tries = 0
+                while len(gpu_t) < n and tries < 4 * n:
+                    tries += 1
+                    marker = self.busy.occupy(spin)
+                    a = torch.cuda.Event(enable_timing=True)
+                    b = torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    fn()
+                    b.record()
+                    ran_dry = marker is not None and marker.query()
+                    b.synchronize()
+                    if ran_dry:
+                        self.ext_dry += 1
+                        spin = min(2 * spin, 1.0)
+                        continue
+                    dev.synchronize("profile")
+                    t0 = time.perf_counter()
+                    fn()
+                    dev.synchronize("profile")
+                    idle_t.append(time.perf_counter() - t0)
+                    gpu_t.append(a.elapsed_time(b) / 1e3)
+        self.reps.setdefault("idle_lead", []).append(n)
+        self._tick()
+        return gpu_t, idle_t
+
     def extend_phase(self) -> None:
         r = self.runner
         self.busy = _GpuBusy(self.dev)
@@ -81,6 +127,8 @@ class GpuPhases(Harness):
         self.inj_host = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.ext_layouts: list[str] = []
         self.ext_spread = 0.0
+        # (tokens, median idle wall, median kept-busy device) at the prefix-0 column
+        self.idle_lead_pts: list[tuple[int, float, float]] = []
         for j, col in enumerate(self.ext_cols):
             for i, t in enumerate(self.ext_x):
                 lens, p = extend_layout(t, col, self.prompt)
@@ -106,6 +154,14 @@ class GpuPhases(Harness):
                 self.ext_host[i][j] = statistics.median(he)
                 self.inj_host[i][j] = statistics.median(hi)
                 self.ext_spread = max(self.ext_spread, _iqr_rel(te) if len(te) >= 4 else 0.0)
+                if j == 0:
+                    def both(ext=ext, inj=inj) -> None:
+                        ext()
+                        inj()
+
+                    g_t, i_t = self._idle_lead(t, both)
+                    if g_t:
+                        self.idle_lead_pts.append((t, statistics.median(i_t), statistics.median(g_t)))
                 self.ext_layouts.append(f"{t}: {n} x {lens[0]}{'' if len(set(lens)) == 1 else '/' + str(lens[-1])} @ prefix {p}")
                 with self.dev.use("forward"):
                     for row in rows:

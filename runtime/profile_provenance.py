@@ -31,6 +31,27 @@ class Provenance:
                 f"0.5.23's breakable prefill graphs): non-attention work replayed from graphs at {len(b)} token "
                 f"buckets {b[0]}..{b[-1]}, attention eager between pieces; grid tokens -> bucket {hit}")
 
+    def _idle_lead_text(self, env: str, *, table: bool) -> str:
+        """Provenance of host.extend_idle_lead_s (``table=False``) or
+        host.extend_idle_lead_by_tokens: method, layouts, medians and repeats."""
+        pts = getattr(self, "idle_lead_pts", [])
+        if not pts:
+            return ("absent: not measured on this device (CPU: the forward runs inline, no issue/device "
+                    f"split). [{env}]" if table else "0: not measured on this device (CPU: the forward runs inline, no issue/device "
+                    f"split, so an idle stream adds nothing). [{env}]")
+        how = ("runtime.profile_gpu.GpuPhases._idle_lead: ModelRunner.extend then prepare_inject(sync=False) + "
+               "inject, as the loop launches an extend, at the extend grid's tokens at prefix 0 (layouts as "
+               "gpu.extend); per repeat, device time with the GPU kept busy (torch.cuda._sleep spin queued first, "
+               "timing events around the call) and then the wall time from an idle queue (synchronize, "
+               "perf_counter, call, synchronize); lead = median idle wall - median device time, clamped >= 0 "
+               f"(runtime.profile_fit.idle_lead_fit), {self._reps_text('idle_lead')} after 3 warm-ups. Medians "
+               "(tokens: idle / device -> lead): "
+               + ", ".join(f"{t}: {_ms(w)} / {_ms(d)} -> {_ms(max(0.0, w - d))}" for t, w, d in pts))
+        if table:
+            return (f"{how}. The simulator reads the lead at an extend's total tokens from this table (linear "
+                    f"between points, end values outside; sim.cost_model.CostModel.idle_lead_s). [{env}]")
+        return f"median of host.extend_idle_lead_by_tokens (which the simulator reads instead). {how}. [{env}]"
+
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
         dev, W, env = self.dev, self.W, self.env_line
@@ -154,10 +175,8 @@ class Provenance:
                 + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
-            "host.extend_idle_lead_s": ("0: not measured by this profiler (an extend launched onto an idle stream "
-                                        "ends later than its kept-busy device time by about this much; "
-                                        "benchmarks/extend_issue_cost.py's idle minus gpu columns show it). "
-                                        f"[{env}]"),
+            "host.extend_idle_lead_s": self._idle_lead_text(env, table=False),
+            "host.extend_idle_lead_by_tokens": self._idle_lead_text(env, table=True),
             "host.launch_per_extend_token_s": (
                 f"Theil-Sen slope (runtime.profile_fit.extend_issue_fit, clamped >= 0) of the host time (perf_counter around the call, GPU kept "
                 f"busy so the call never waits on it) of ModelRunner.extend "

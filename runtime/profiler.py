@@ -45,6 +45,9 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
 - ``host.cross_queue_penalty_s``: graph-replayed spec cycles with the engine's
   cross-queue wait (schedule stream waits on the previous forward, forward stream waits
   on the schedule stream) minus without; clamped at 0.
+- ``host.extend_idle_lead_by_tokens`` / ``extend_idle_lead_s``: per extend-grid token count
+  at prefix 0, an extend + injection's idle-queue wall (synchronize, call, synchronize)
+  minus its device time with the GPU kept busy: the table, and its median (CPU: 0, no table).
 - ``host.ingest_per_request_s``: 0, the runtime has no tokenizer or IPC.
 
 A time budget (``budget_s``) trims repeats (never below 3) if the measurements run long;

@@ -293,8 +293,13 @@ class CostModel:
     def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
         """Seconds an extend's kernels trail its launch on an idle stream (profile
         host.extend_idle_lead_s): its device time begins no earlier than launch + this.
-        0 for decode/verify-only launches and the injection (whose issue cost carries it)."""
-        return self.h.extend_idle_lead_s if part == "main" and plan.num_extend else 0.0
+        0 for decode/verify-only launches and the injection (whose issue cost carries it).
+        With host.extend_idle_lead_by_tokens the lead is read at the plan's extend tokens
+        (it shrinks for large extends: docs/measurements/h200-v5-repredict.md)."""
+        if part != "main" or not plan.num_extend:
+            return 0.0
+        table = self.h.extend_idle_lead_by_tokens
+        return table.at(plan.num_extend_tokens) if table is not None else self.h.extend_idle_lead_s
 
     def host(self, kind: str, plan: BatchPlan) -> float:
         """Host seconds of ``kind`` (schedule / launch / process) for ``plan``."""

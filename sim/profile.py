@@ -274,6 +274,32 @@ class GpuProfile(BaseModel):
         return self
 
 
+class LeadTable(BaseModel):
+    """Seconds by extend tokens: ``seconds[i]`` at ``tokens[i]`` (tokens strictly increasing,
+    at least one point); read by :meth:`at` (linear between points, end values outside).
+
+    Raises (pydantic ValidationError) on lengths that differ, an empty table, or tokens
+    that do not increase."""
+
+    model_config = _STRICT
+
+    tokens: list[AxisPoint]
+    seconds: list[Seconds]
+
+    @model_validator(mode="after")
+    def _shape(self) -> LeadTable:
+        if not self.tokens or len(self.tokens) != len(self.seconds):
+            raise ValueError(f"tokens and seconds need the same non-zero length, got {len(self.tokens)} and "
+                             f"{len(self.seconds)}")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
+            raise ValueError(f"tokens must increase strictly, got {self.tokens}")
+        return self
+
+    def at(self, tokens: float) -> float:
+        """Seconds at ``tokens`` (numpy.interp: linear, clamped to the end values)."""
+        return float(np.interp(tokens, self.tokens, self.seconds))
+
+
 class HostProfile(BaseModel):
     """Host seconds.
 
@@ -296,6 +322,10 @@ class HostProfile(BaseModel):
     GPU only as the host issues them, so the first ones trail the launch (idle-queue wall
     minus kept-busy device time at the same tokens); hidden when the stream is busy with a
     previous forward for at least this long. 0: not measured.
+    extend_idle_lead_by_tokens: the same lead measured per extend size (optional; profiles
+    from `specsched profile` on a GPU since round 6): when present the simulator reads the
+    lead at an extend's total tokens from this table (linear between points, the end
+    values outside), and extend_idle_lead_s (the median of the table) is informational.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
     """
@@ -315,6 +345,7 @@ class HostProfile(BaseModel):
     process_per_req_s: Seconds = 0.0
     sync_wakeup_s: Seconds = 0.0
     extend_idle_lead_s: Seconds = 0.0
+    extend_idle_lead_by_tokens: LeadTable | None = None
     cross_queue_penalty_s: Seconds = 0.0
 
 
