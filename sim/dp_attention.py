@@ -249,8 +249,9 @@ class _Count:
 
 
 class _GroupKV:
-    """The group's KV figures for the records: ``used`` summed over the ranks, ``peak`` and
-    ``capacity`` of one rank (the largest peak; every rank has the same capacity)."""
+    """The group's KV figures for the records: ``used`` summed over the ranks, ``peak``,
+    ``capacity`` and the SWA pool's ``swa_peak`` / ``swa_capacity`` of one rank (the largest
+    peak; every rank has the same capacity)."""
 
     def __init__(self, ranks: list[Scheduler]) -> None:
         self._ranks = ranks
@@ -266,6 +267,14 @@ class _GroupKV:
     @property
     def capacity(self) -> int:
         return self._ranks[0].kv.capacity
+
+    @property
+    def swa_capacity(self) -> int:
+        return self._ranks[0].kv.swa_capacity
+
+    @property
+    def swa_peak(self) -> int:
+        return max(r.kv.swa_peak for r in self._ranks)
 
 
 class DPDevice:
