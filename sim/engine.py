@@ -105,6 +105,13 @@ class SimEngine:
         self.acceptance = AcceptanceModel(scenario.acceptance, self.server.spec_window, self.seed)
         self.device = DeviceTokens(self.acceptance)
         self.sched = Scheduler(self.server, make_policy(self.server), self.seed)
+        if self.server.enable_dp_attention:
+            # dp_size lock-step schedulers behind one scheduler's interface (sim/dp_attention.py)
+            from specsched.sim.dp_attention import DPCost, DPDevice, DPGroup
+
+            self.sched = DPGroup(self.server, self.seed)
+            self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s)
+            self.device = DPDevice(self.device)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
@@ -127,7 +134,7 @@ class SimEngine:
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
-        self.fast_forward = fast_forward and self.server.enable_overlap_schedule
+        self.fast_forward = fast_forward and self.server.enable_overlap_schedule and not self.server.enable_dp_attention
         self._gpu_memo: dict[int, float] = {}
         self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._host_tab: list[np.ndarray] | None = None

@@ -229,6 +229,15 @@ class Scheduler:
         (prefill has priority, unless ``prefill_decode_interval`` defers it), otherwise the
         running batch decodes. Returns None when there is nothing to run.
         """
+        plan = self.prefill_pass()
+        return self.finish_pass(plan if plan is not None else self.decode_pass())
+
+    def prefill_pass(self) -> BatchPlan | None:
+        """The first half of :meth:`schedule`: merge the last prefill batch, filter finished
+        requests, try a new prefill batch (SGLang ``get_new_batch_prefill``). A DP-attention
+        group (sim/dp_attention.py) gathers every rank's answer before it decides whether
+        the ranks without one decode (:meth:`decode_pass`) or run an idle batch; every pass
+        ends with :meth:`finish_pass`."""
         if self._last_prefill:
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
@@ -242,11 +251,16 @@ class Scheduler:
             self._last_prefill = []
         if self.rules.filter_finished_before_delay:
             self._filter_finished()
-        plan = None
-        if not self.interval.should_defer(len(self.running)):
-            plan = self._new_prefill_batch()
-        if plan is None:
-            plan = self._decode_batch()
+        if self.interval.should_defer(len(self.running)):
+            return None
+        return self._new_prefill_batch()
+
+    def decode_pass(self) -> BatchPlan | None:
+        """The running batch's decode/verify forward (SGLang ``update_running_batch``), or None."""
+        return self._decode_batch()
+
+    def finish_pass(self, plan: BatchPlan | None) -> BatchPlan | None:
+        """Close a pass that built ``plan`` (None: nothing runs on this scheduler)."""
         if plan is not None:
             self.interval.on_batch(plan.is_prefill)
             self.step += 1
@@ -531,7 +545,9 @@ class Scheduler:
         if r.retractions or up_to <= r.cache_protected_len:
             return
         toks = r.tokens[:up_to]
-        present = cache.insert(toks)
+        old = self._locks.get(r.rid)
+        # the held prefix ends at cache_protected_len: the walk starts there
+        present, node = cache.insert_from(toks, old, r.cache_protected_len)
         stored = len(toks) // cache.page_size * cache.page_size
         own_from = r.cache_protected_len
         dup = min(max(0, present - own_from), max(0, stored - own_from))
@@ -540,11 +556,7 @@ class Scheduler:
         moved = min(stored - max(present, own_from), r.kv_allocated)
         if moved > 0:
             self.kv.to_tree(r, moved)
-        _, node = cache.match_prefix(toks)
-        cache.inc_lock_ref(node)
-        old = self._locks.get(r.rid)
-        if old is not None:
-            cache.dec_lock_ref(old)
+        cache.move_lock(old, node)
         self._locks[r.rid] = r.last_node = node
         r.cache_protected_len = max(own_from, stored)
 
