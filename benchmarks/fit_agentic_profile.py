@@ -9,28 +9,25 @@ root)::
     python benchmarks/fit_agentic_profile.py --write      # ... and write the profile
     python benchmarks/fit_agentic_profile.py --report-only  # table, profile as is
 
+The cells simulate the whole deployment: 16 DP-attention ranks in lock-step
+(``server.enable_dp_attention``, sim/dp_attention.py), multi-turn conversations with a tool
+time between turns, round-robin dispatch and each rank's radix cache (docs/agentic.md).
+
 What is fitted, from what:
 
 1. Stage A (scipy.optimize Nelder-Mead on the squared relative errors of the 27 base-arm
-   figures: mean/median/p90 TTFT, mean/median/p90 TPOT, output/total/request throughput of
-   agentic-c128, -c192, -c256): ``gpu.extend`` (seconds per prompt token, linear through the
-   origin; the draft-KV injection is tied to it at a fixed share, as in System A),
-   ``gpu.verify`` at batch 1 and batch 8 (one DSpark cycle, linear in batch size), and two
-   values the three cells share and the reference does not state, written into their
-   scenario files: the KV pool per rank (``server.max_total_num_tokens``) and the
-   per-request acceptance spread (``acceptance.request_spread``).
-2. Stage B (scipy.optimize bounded scalar minimisation): ``host.schedule_s``, the one host
-   parameter the c128 ``output_size`` pair calibrates (building the next batch). Under
-   overlap it runs while the GPU executes the current forward, so as long as schedule +
-   process work is shorter than a verify (the bound) it is hidden in decode and in the
-   output_size arm; the base arm exposes it after every DSpark prefill chunk, because the
-   host blocks until the chunk's extend has drained and only then launches the draft-KV
-   injection, processes results and builds the next batch (GPU idle = wake-up +
-   max(0, process + schedule - injection)). The base arms therefore cannot see it, and it
-   is fitted to the *differences* (output_size minus base, c128) of mean, median and p90
-   TTFT, so the output_size figures never enter stage A.
-3. Stages A and B alternate (``--rounds``, default 2). The c192 and c256 ``output_size`` arms
-   are held out: printed as predictions, never fitted.
+   figures, each the mean over ``--seeds``: mean/median/p90 TTFT, mean/median/p90 TPOT,
+   output/total/request throughput of agentic-c128, -c192, -c256): ``gpu.extend`` (seconds
+   per prompt token of one rank's 1024-token chunk, linear through the origin; the draft-KV
+   injection is tied to it at a fixed share, as in System A) and ``gpu.verify`` at 1 and 16
+   requests per rank (one DSpark cycle, linear in batch size). With ``--cells`` also the two
+   cell values the reference does not state (KV pool per rank, per-request acceptance
+   spread), written into the scenario files.
+2. Stage B (``--pair``; bounded scalar minimisation): ``host.schedule_s`` from the c128
+   ``output_size`` pair (differences of mean/median/p90 TTFT). Off by default: the profile
+   keeps System A's host costs, and the pair is a prediction (docs/agentic.md).
+3. With ``--pair``, stages A and B alternate (``--rounds``). The c192 and c256
+   ``output_size`` arms are held out: printed as predictions, never fitted.
 
 Scenario settings are never special-cased here: every cell is simulated from its YAML as
 ``specsched run`` would. ``--set KEY=VALUE`` (dotted scenario keys, applied to every cell) is
@@ -65,14 +62,18 @@ FIT_KEYS = (
     "output_throughput", "total_throughput", "request_throughput",
 )
 PAIR_KEYS = ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms")
-EXTEND_TOKENS = 16384
-VERIFY_BS = (1, 8)
+EXTEND_TOKENS = 2048
+"""One rank's chunk: chunked_prefill_size 16384 // 8 ranks."""
+VERIFY_BS = (1, 16)
 INJECT_SHARE = 0.05
 """Draft-KV injection as a share of the whole DSpark prefill cost per token (assumed, as for
 System A: not separable from any reference figure)."""
-PROMPT_SIGMA = 0.8
-"""Log-normal shape of the prompt lengths: the c128 base arm's mean/median TTFT = 4.625/3.385
-= 1.366 = exp(sigma^2 / 2) if TTFT scales with the prompt (docs/agentic.md)."""
+PROMPT_SIGMA = 0.5
+"""Log-normal shape of turn 0's prompt lengths. If TTFT scaled with the prompt alone, the c128
+base arm's mean/median TTFT = 4.625/3.385 = 1.366 = exp(sigma^2 / 2) would give 0.79; in the
+lock-step model queueing behind a rank's other prompts widens TTFT too, and probing 0.8 /
+0.6 / 0.5 on c128 (seed 1) brought mean/median/p90 TTFT from -10/-20/+12 % to -16/-10/+5 %
+(docs/agentic.md section 5)."""
 PROMPT_CAP = 1_000_000
 """Longest prompt, tokens (assumed context limit)."""
 PROMPT_POINTS = 100
@@ -81,8 +82,9 @@ PROMPT_POINTS = 100
 
 # ----------------------------------------------------------------------------- lengths
 def implied_means(ref: dict[str, float]) -> tuple[float, float]:
-    """(mean prompt, mean output) tokens per request from a cell's base reference:
-    throughput / request throughput (bench_serving divides all three by one duration)."""
+    """(mean prompt, mean output) tokens per request (turn) from a cell's base reference:
+    deployment throughput / request throughput (bench_serving divides all three by one
+    duration)."""
     q = ref["request_throughput"]
     return (ref["total_throughput"] - ref["output_throughput"]) / q, ref["output_throughput"] / q
 
@@ -105,15 +107,27 @@ def prompt_histogram(mean: float, sigma: float = PROMPT_SIGMA, cap: int = PROMPT
     return np.round(np.minimum(s * base, cap)).astype(int)
 
 
+def _mean_len(dist) -> float:
+    """Mean of a uniform or fixed length distribution (what the cells use for tool results)."""
+    if dist.kind == "fixed":
+        return float(dist.value)
+    lo = max(1, int(dist.value * dist.range_ratio))
+    return (lo + dist.value) / 2
+
+
 def write_lengths(overrides: dict[str, Any] | None = None) -> None:
-    """Write scenarios/<cell>-input-lengths.csv (columns length,weight) for every cell."""
+    """Write scenarios/<cell>-input-lengths.csv (columns length,weight): turn 0's prompt
+    lengths, whose mean makes the mean prompt over the conversation's turns the implied one
+    (turn k adds k x (mean output + mean tool result) tokens)."""
     for c in CELLS:
         sc = scenario(c, "base", overrides)
-        mean_in, _ = implied_means(sc.reference["base"])
-        lengths = prompt_histogram(mean_in)
+        mean_in, mean_out = implied_means(sc.reference["base"])
+        mt = sc.workload.multi_turn
+        first = mean_in - (mt.num_turns - 1) / 2 * (mean_out + _mean_len(mt.user_len))
+        lengths = prompt_histogram(first)
         path = ROOT / "scenarios" / f"{c}-input-lengths.csv"
         path.write_text("length,weight\n" + "".join(f"{n},1\n" for n in lengths))
-        print(f"wrote {path.relative_to(ROOT)}: mean {lengths.mean():.0f} (implied {mean_in:.0f}), "
+        print(f"wrote {path.relative_to(ROOT)}: mean {lengths.mean():.0f} (turn 0; per-turn mean {mean_in:.0f}), "
               f"median {np.median(lengths):.0f}, max {lengths.max()}")
 
 
@@ -142,7 +156,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- profile
 def params_of(profile: Profile) -> np.ndarray:
-    """Stage-A parameters of a profile: (extend s/token, verify(bs 1) s, verify(bs 8) s)."""
+    """Stage-A parameters of a profile: (extend s/token, verify(bs 1) s, verify(bs 16) s)."""
     g = profile.gpu
     ext = g.extend.seconds[-1][0] / g.extend.x[-1]
     v = {int(x): row[0] for x, row in zip(g.verify.x, g.verify.seconds, strict=True)}
@@ -224,7 +238,7 @@ def cell_values(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def fit_base(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, max_evals: int,
              verbose: bool, fit_cells: bool = True) -> tuple[Profile, dict[str, Any]]:
-    """Stage A: Nelder-Mead over log(extend, verify(1), verify(8)[, KV pool, spread])."""
+    """Stage A: Nelder-Mead over log(extend, verify(1), verify(16)[, KV pool, spread])."""
     kv0, sp0 = cells["server"]["max_total_num_tokens"], cells["acceptance"]["request_spread"]
     x0 = np.log(np.r_[params_of(profile), [kv0, max(sp0, 0.02)] if fit_cells else []])
     runs = [(c, "base") for c in CELLS]
@@ -254,7 +268,7 @@ def fit_base(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
         count[0] += 1
         if verbose and count[0] % 5 == 0:
             print(f"  A eval {count[0]:3d}: loss {val:.4f}  extend {theta[0] * 1e6:.3f} us/tok "
-                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(8) {theta[2] * 1e3:.2f} ms "
+                  f"verify(1) {theta[1] * 1e3:.2f} ms verify(16) {theta[2] * 1e3:.2f} ms "
                   f"KV {cv['server']['max_total_num_tokens']} spread {cv['acceptance']['request_spread']}", file=sys.stderr)
         return val
 
@@ -342,11 +356,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="write the fitted values into the profile (and the KV pool into the cells)")
     ap.add_argument("--report-only", action="store_true", help="print the table with the files as they are")
     ap.add_argument("--max-evals", type=int, default=60, help="simulations per stage-A round")
-    ap.add_argument("--rounds", type=int, default=2, help="stage A / stage B alternations")
-    ap.add_argument("--seeds", default="1", help="seeds averaged per figure (comma-separated)")
+    ap.add_argument("--rounds", type=int, default=1, help="stage A / stage B alternations")
+    ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
-    ap.add_argument("--no-pair", action="store_true", help="keep host.schedule_s as it is (skip stage B)")
-    ap.add_argument("--no-cells", action="store_true", help="keep the cells' KV pool and acceptance spread as they are")
+    ap.add_argument("--pair", action="store_true", help="also fit host.schedule_s to the c128 output_size pair (stage B)")
+    ap.add_argument("--cells", action="store_true", help="also fit the cells' KV pool and acceptance spread")
     ap.add_argument("--write-lengths", action="store_true", help="(re)write scenarios/<cell>-input-lengths.csv and stop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
@@ -365,12 +379,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not a.report_only:
             for r in range(a.rounds):
-                prof, cells = fit_base(ev, prof, cells, refs, a.max_evals, not a.quiet, fit_cells=not a.no_cells)
-                if not a.no_pair:
+                prof, cells = fit_base(ev, prof, cells, refs, a.max_evals, not a.quiet, fit_cells=a.cells)
+                if a.pair:
                     prof = fit_pair(ev, prof, cells, refs, not a.quiet)
                 th = params_of(prof)
                 print(f"round {r + 1}: extend {th[0] * 1e6:.4f} us/token ({1 / th[0]:.0f} tok/s), "
-                      f"verify bs1 {th[1] * 1e3:.3f} ms, bs8 {th[2] * 1e3:.3f} ms, "
+                      f"verify bs1 {th[1] * 1e3:.3f} ms, bs16 {th[2] * 1e3:.3f} ms, "
                       f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.4f} us/token, "
                       f"host.schedule_s {prof.host.schedule_s * 1e3:.3f} ms, KV pool "
                       f"{cells['server']['max_total_num_tokens']} tokens, request_spread "

@@ -145,6 +145,8 @@ class Provenance:
                                       "near-equal length (runtime.profile_harness.extend_layout), so a row's dense keys per "
                                       f"token are its column + half a request's length. [{env}]"),
             "gpu.extend_attention_bucket": (f"{CTX_ALIGN}: _ragged rounds C up to runtime.kv_cache.CTX_ALIGN. [{env}]"),
+            "gpu.dp_attention_sync_s": ("0: one device, no DP-attention ranks to gather across (used only with "
+                                        f"server.enable_dp_attention and dp_size > 1). [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (

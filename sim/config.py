@@ -161,6 +161,9 @@ class ServerArgs(BaseModel):
     sliding_window_size: int | None = Field(None, ge=1, description="Hybrid sliding-window models (e.g. DeepSeek-V4, window 128): the model's attention window, tokens (SGLang ModelConfig.sliding_window_size). Set, the KV has a separate SWA pool whose per-request use is capped by the window (docs/sglang-semantics.md). None: no SWA layers.")
     swa_full_tokens_ratio: float = Field(0.8, gt=0, le=1, description="SWA pool tokens / full pool tokens (SGLang --swa-full-tokens-ratio, in (0, 1]); the SWA pool is int(max_total_num_tokens x ratio), page-aligned. Read only with sliding_window_size.")
     swa_eviction_interval: int = Field(128, ge=1, description="A request's SWA tokens behind the window are freed once this many have slid out (SGLang SGLANG_SWA_EVICTION_INTERVAL). Read only with sliding_window_size.")
+    enable_dp_attention: bool = Field(False, description="Data-parallel attention (SGLang --enable-dp-attention): dp_size ranks, each its own scheduler, waiting queue, running batch and KV pool, run their forwards in lock-step (sim/dp_attention.py, docs/dp-attention.md). max_total_num_tokens is per rank; chunked_prefill_size and max_running_requests are the server's and divided by dp_size as SGLang does.")
+    dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel ranks (SGLang --dp-size); > 1 needs enable_dp_attention (independent replicas are not modelled). Requests go to the ranks round-robin (data_parallel_controller.py round_robin_scheduler).")
+    dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward.")
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
@@ -232,6 +235,12 @@ class ServerArgs(BaseModel):
             raise FieldError("server.swa_full_tokens_ratio", self.swa_full_tokens_ratio,
                              f"the SWA pool (int(max_total_num_tokens x ratio) = {self.swa_max_total_num_tokens} tokens) "
                              f"must exceed sliding_window_size + page_size = {self.sliding_window_size + self.page_size}")
+        if self.dp_size > 1 and not self.enable_dp_attention:
+            raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
+                             "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")
+        if self.enable_dp_attention and c != -1 and c // self.dp_size < self.page_size:
+            raise FieldError("server.chunked_prefill_size", c, f"must be >= dp_size x page_size = {self.dp_size * self.page_size} "
+                             "with DP attention: each rank's chunk is chunked_prefill_size // dp_size")
         steps = self.speculative_num_steps
         if steps is not None:
             if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:

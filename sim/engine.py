@@ -105,6 +105,13 @@ class SimEngine:
         self.acceptance = AcceptanceModel(scenario.acceptance, self.server.spec_window, self.seed)
         self.device = DeviceTokens(self.acceptance)
         self.sched = Scheduler(self.server, make_policy(self.server), self.seed)
+        if self.server.enable_dp_attention:
+            # dp_size lock-step schedulers behind one scheduler's interface (sim/dp_attention.py)
+            from specsched.sim.dp_attention import DPCost, DPDevice, DPGroup
+
+            self.sched = DPGroup(self.server, self.seed)
+            self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s)
+            self.device = DPDevice(self.device)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
@@ -127,7 +134,7 @@ class SimEngine:
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
-        self.fast_forward = fast_forward and self.server.enable_overlap_schedule
+        self.fast_forward = fast_forward and self.server.enable_overlap_schedule and not self.server.enable_dp_attention
         self._gpu_memo: dict[int, float] = {}
         self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._host_tab: list[np.ndarray] | None = None
@@ -384,13 +391,30 @@ class SimEngine:
             elif tp is Launch:
                 result = yield from self._launch(op)
             elif tp is Results:
-                if op.handle.end > self._t:  # else _block_until has nothing to wait for
-                    yield from self._block_until(op.handle.end, wake)
+                wait = op.handle.end - self._t
+                if wait > 0:
+                    # _block_until inlined (once per iteration): no generator when the host
+                    # clock just moves ahead of SimPy's
+                    wait += wake
+                    self.host_blocked_s += wait
+                    self._blocked_since_launch += wait
+                    t = self._t + wait
+                    if t < peek():
+                        self._t = t
+                    else:
+                        yield from self._sync(t)
                 if op.handle is self._in_flight:
                     self._in_flight = None
                 result = op.handle.output
             elif tp is Deliver:
-                yield from self._deliver(op.deliveries)
+                d = op.deliveries
+                if type(d) is Deliveries and True not in d.fin_list:
+                    # a step that completes no request: recorded, no client reacts (_deliver)
+                    rec.deliver_step(self._t, d.rid_list, d.n_list, d.fin_list)  # INV-5
+                    if self._remaining == 0 and not self.all_done.triggered:
+                        self.all_done.succeed()
+                else:
+                    yield from self._deliver(d)
             elif tp is HostBlock:
                 yield from self._block_until(op.handle.end, wake)
             elif tp is StreamWait:

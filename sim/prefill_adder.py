@@ -73,7 +73,7 @@ def running_reservation(running: list[Req], new_token_ratio: float, ignore_eos_f
     return total
 
 
-@dataclass
+@dataclass(slots=True)
 class PrefillAdder:
     """Budget state of one prefill pass.
 
@@ -145,16 +145,10 @@ class PrefillAdder:
         chunk = chunked_prefill_size if chunked_prefill_size > 0 else None
         if chunk is not None:
             chunk -= mixed_with_decode_tokens
-        return cls(
-            rem_total_tokens=kv_available - reserve - mixed_with_decode_tokens,
-            rem_input_tokens=max_prefill_tokens - mixed_with_decode_tokens,
-            rem_chunk_tokens=chunk,
-            page_size=page_size,
-            kv_free=kv_available - mixed_with_decode_tokens,
-            prefill_max_requests=prefill_max_requests,
-            chunk_fill=chunk_fill,
-            **(dict(swa_rem=swa[0], swa_window=swa[1], swa_size=swa[2]) if swa is not None else {}),
-        )
+        swa_rem, swa_window, swa_size = swa if swa is not None else (None, 0, 0)
+        return cls(kv_available - reserve - mixed_with_decode_tokens, max_prefill_tokens - mixed_with_decode_tokens,
+                   chunk, page_size, kv_available - mixed_with_decode_tokens, prefill_max_requests, chunk_fill,
+                   swa_rem, swa_window, swa_size)
 
     def budget_state(self) -> AddResult:
         """SGLang ``PrefillAdder.budget_state``: NO_TOKEN when the KV budget is spent, OTHER
@@ -234,15 +228,16 @@ class PrefillAdder:
         if self.budget_state() is AddResult.OTHER:
             return AddResult.OTHER  # the resumed chunk or mixed decode rows spent the pass
         extend = req.extend_remaining
-        total = ceil_page(extend, self.page_size) + reserved_decode_tokens(req) + self.page_size
+        input_tokens = ceil_page(extend, self.page_size)
+        new = reserved_decode_tokens(req)
+        total = input_tokens + new + self.page_size
         if total >= self.rem_total_tokens:
             return AddResult.NO_TOKEN
         limit = self.rem_chunk_tokens
         if self.swa_rem is not None:
             # SWAPrefillBudget.check_prefill: the request's SWA peak must fit what is free; a
             # request that could never fit the pool is cut to what is free (_chunk_cap)
-            new = reserved_decode_tokens(req)
-            need = self._swa_tokens(ceil_page(extend, self.page_size), new, limit)
+            need = self._swa_tokens(input_tokens, new, limit)
             if need >= self.swa_rem:
                 if limit is None or need < self.swa_size:
                     return AddResult.NO_TOKEN
@@ -250,13 +245,12 @@ class PrefillAdder:
                 limit = min(limit, cap // self.page_size * self.page_size)
                 if limit <= 0:
                     return AddResult.NO_TOKEN
-        input_tokens = ceil_page(extend, self.page_size)
         check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"
         if check_input and self.can_run and input_tokens >= self.rem_input_tokens:
             return AddResult.OTHER
         if limit is None or input_tokens <= limit:
             self.can_run.append((req, extend))
-            self._spend(extend, reserved_decode_tokens(req))
+            self._spend(extend, new)
         else:
             if has_chunked_req and spf:
                 return AddResult.OTHER  # only one unfinished chunked request is tracked

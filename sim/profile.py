@@ -235,6 +235,11 @@ class GpuProfile(BaseModel):
         column's context + half a request's extend length.
     extend_attention_bucket: tokens C is rounded up to (``padded_max`` only; the
         runtime's CTX_ALIGN, runtime/kv_cache.py: 64).
+    dp_attention_sync_s: seconds a DP-attention lock-step forward adds to its slowest rank's
+        cost (server.enable_dp_attention with dp_size > 1; sim/dp_attention.py): the
+        cross-rank gathers of one forward (the scheduler's mlp-sync all-gather,
+        scheduler_components/dp_attn.py ``prepare_mlp_sync_batch_raw``, and the gather /
+        scatter around the MoE layers). 0: not measured.
 
     Every grid above is extrapolated as :class:`GridInterp` says; a run that leaves a
     grid's measured range gets one warning line per grid and axis.
@@ -259,6 +264,7 @@ class GpuProfile(BaseModel):
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    dp_attention_sync_s: Seconds = 0.0
 
     @model_validator(mode="after")
     def _extend_layout(self) -> GpuProfile:

@@ -36,12 +36,14 @@ class TreeNode:
         lock_ref: running requests holding this node (and so every ancestor).
         last_access: logical time of the last match or insert through this node.
         id: creation order (breaks LRU ties deterministically).
+        depth: tokens on the path from the root to the end of this edge.
     """
 
-    __slots__ = ("key", "children", "parent", "lock_ref", "last_access", "id")
+    __slots__ = ("key", "children", "parent", "lock_ref", "last_access", "id", "depth")
 
     def __init__(self, key: np.ndarray, parent: TreeNode | None, node_id: int) -> None:
         self.key = key
+        self.depth = len(key) + (parent.depth if parent is not None else 0)
         self.children: dict[object, TreeNode] = {}
         self.parent = parent
         self.lock_ref = 0
@@ -87,8 +89,12 @@ class RadixCache:
     def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
         """Common prefix length of a and b in whole pages."""
         n = min(len(a), len(b))
-        diff = np.flatnonzero(a[:n] != b[:n])
-        m = int(diff[0]) if len(diff) else n
+        if n == 0:
+            return 0
+        neq = a[:n] != b[:n]
+        m = int(neq.argmax())  # the first difference (0 when there is none: checked below)
+        if not neq[m]:
+            m = n
         return m // self.page_size * self.page_size
 
     def _split(self, child: TreeNode, at: int) -> TreeNode:
@@ -138,11 +144,29 @@ class RadixCache:
             how many leading tokens were already in the tree (SGLang ``InsertResult.prefix_len``:
             the caller frees its own copies of those).
         """
+        return self.insert_from(tokens)[0]
+
+    def insert_from(self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None,
+                    start_len: int = 0) -> tuple[int, TreeNode]:
+        """:meth:`insert`, also returning the node where the inserted sequence ends (what
+        ``match_prefix(tokens)`` would return right after).
+
+        ``start``: a node whose path from the root is ``tokens[:start_len]`` (a request's
+        held prefix, which cannot be evicted while held): the walk starts there instead of
+        at the root; the nodes above it count as used now, as a walk from the root would
+        make them. A ``start`` whose path is not ``start_len`` tokens long is ignored.
+        """
         key = self._aligned(tokens)
         t = self._tick()
-        node = self.root
+        node, done = self.root, 0
+        if start is not None and 0 < start_len <= len(key) and start.depth == start_len:
+            node, done = start, start_len
+            n = start
+            while n is not self.root:
+                n.last_access = t
+                n = n.parent
         node.last_access = t
-        done = 0
+        self.root.last_access = t
         while done < len(key):
             child = node.children.get(self._child_key(key[done:]))
             if child is None:
@@ -150,14 +174,14 @@ class RadixCache:
                 new.last_access = t
                 node.children[self._child_key(new.key)] = new
                 self.evictable_size += len(new.key)
-                return done
+                return done, new
             m = self._match_len(child.key, key[done:])
             child.last_access = t
             if m < len(child.key):
                 child = self._split(child, m)
             node = child
             done += m
-        return done
+        return done, node
 
     def inc_lock_ref(self, node: TreeNode) -> int:
         """A running request holds ``node`` (and its ancestors). Returns the change in
@@ -171,6 +195,29 @@ class RadixCache:
             node.lock_ref += 1
             node = node.parent
         return delta
+
+    def move_lock(self, old: TreeNode | None, new: TreeNode) -> None:
+        """A request that holds ``old`` (None: nothing) holds ``new`` instead:
+        :meth:`inc_lock_ref` of ``new`` then :meth:`dec_lock_ref` of ``old``, with the same
+        result; when ``new`` is ``old`` or below it (a chunked prefill's next checkpoint)
+        only the edges between them change."""
+        if old is None:
+            self.inc_lock_ref(new)
+            return
+        n = new
+        while n.depth > old.depth:
+            n = n.parent
+        if n is not old:
+            self.inc_lock_ref(new)
+            self.dec_lock_ref(old)
+            return
+        n = new
+        while n is not old:
+            if n.lock_ref == 0:
+                self.evictable_size -= len(n.key)
+                self.protected_size += len(n.key)
+            n.lock_ref += 1
+            n = n.parent
 
     def dec_lock_ref(self, node: TreeNode) -> int:
         """Release a hold taken by :meth:`inc_lock_ref`. Returns the change in evictable

@@ -141,6 +141,9 @@ class Scheduler:
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
+        # per-run facts of the (frozen) server arguments, read by every admission pass
+        self._preempt = server.enable_priority_scheduling and not server.disable_priority_preemption
+        self._spf = server.schedule_policy == "shortest-prefill-first"
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
@@ -226,6 +229,15 @@ class Scheduler:
         (prefill has priority, unless ``prefill_decode_interval`` defers it), otherwise the
         running batch decodes. Returns None when there is nothing to run.
         """
+        plan = self.prefill_pass()
+        return self.finish_pass(plan if plan is not None else self.decode_pass())
+
+    def prefill_pass(self) -> BatchPlan | None:
+        """The first half of :meth:`schedule`: merge the last prefill batch, filter finished
+        requests, try a new prefill batch (SGLang ``get_new_batch_prefill``). A DP-attention
+        group (sim/dp_attention.py) gathers every rank's answer before it decides whether
+        the ranks without one decode (:meth:`decode_pass`) or run an idle batch; every pass
+        ends with :meth:`finish_pass`."""
         if self._last_prefill:
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
@@ -239,11 +251,16 @@ class Scheduler:
             self._last_prefill = []
         if self.rules.filter_finished_before_delay:
             self._filter_finished()
-        plan = None
-        if not self.interval.should_defer(len(self.running)):
-            plan = self._new_prefill_batch()
-        if plan is None:
-            plan = self._decode_batch()
+        if self.interval.should_defer(len(self.running)):
+            return None
+        return self._new_prefill_batch()
+
+    def decode_pass(self) -> BatchPlan | None:
+        """The running batch's decode/verify forward (SGLang ``update_running_batch``), or None."""
+        return self._decode_batch()
+
+    def finish_pass(self, plan: BatchPlan | None) -> BatchPlan | None:
+        """Close a pass that built ``plan`` (None: nothing runs on this scheduler)."""
         if plan is not None:
             self.interval.on_batch(plan.is_prefill)
             self.step += 1
@@ -304,7 +321,7 @@ class Scheduler:
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
-        preempt = s.enable_priority_scheduling and not s.disable_priority_preemption
+        preempt = self._preempt
         if not self.running or preempt or self._swa:
             # an empty batch has no request left to clear the latch; with priority
             # preemption every pass may try to make room; hybrid-SWA models reset it
@@ -329,8 +346,7 @@ class Scheduler:
         rules = self.rules
         cache = self.cache
         waiting = self.waiting
-        cache_aware = cache is not None and s.schedule_policy in ("lpm", "dfs-weight", "shortest-prefill-first")
-        if cache_aware or ":" in s.schedule_policy:
+        if cache is not None and (self._spf or s.schedule_policy in ("lpm", "dfs-weight")) or ":" in s.schedule_policy:
             for r in waiting:
                 self._match_prefix(r)
         adder = PrefillAdder.start(
@@ -344,7 +360,7 @@ class Scheduler:
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
-        spf = s.schedule_policy == "shortest-prefill-first"
+        spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
         if prev_chunked is not None:
@@ -529,7 +545,9 @@ class Scheduler:
         if r.retractions or up_to <= r.cache_protected_len:
             return
         toks = r.tokens[:up_to]
-        present = cache.insert(toks)
+        old = self._locks.get(r.rid)
+        # the held prefix ends at cache_protected_len: the walk starts there
+        present, node = cache.insert_from(toks, old, r.cache_protected_len)
         stored = len(toks) // cache.page_size * cache.page_size
         own_from = r.cache_protected_len
         dup = min(max(0, present - own_from), max(0, stored - own_from))
@@ -538,11 +556,7 @@ class Scheduler:
         moved = min(stored - max(present, own_from), r.kv_allocated)
         if moved > 0:
             self.kv.to_tree(r, moved)
-        _, node = cache.match_prefix(toks)
-        cache.inc_lock_ref(node)
-        old = self._locks.get(r.rid)
-        if old is not None:
-            cache.dec_lock_ref(old)
+        cache.move_lock(old, node)
         self._locks[r.rid] = r.last_node = node
         r.cache_protected_len = max(own_from, stored)
 

@@ -343,3 +343,37 @@ def test_inv7_fast_forward_under_padded_attention(server, workload, inp, out, se
     _, step = _run(sc, prof, seed, fast_forward=False)
     _, fast = _run(sc, prof, seed, fast_forward=True)
     assert_same_run(step, fast, rel=1e-12)
+
+
+def _generic_admission(eng: SimEngine) -> SimEngine:
+    """``eng`` with the admission pass's shortcuts off: the ``none`` policy is asked at every
+    pass (its state built), and admitted requests leave the queue by the general rebuild."""
+    from collections import deque
+
+    sched = eng.sched
+    sched._never_delays = False
+
+    def leave_queue(admitted, in_queue_order):
+        ids = {id(r) for r in admitted}
+        sched.waiting = deque(r for r in sched.waiting if id(r) not in ids)
+
+    sched._leave_queue = leave_queue
+    return eng
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, workload=workloads, inp=st.integers(1, 1500), out=st.integers(1, 200),
+       seed=st.integers(0, 10_000), fast=st.booleans())
+def test_admission_shortcuts_change_nothing(server, workload, inp, out, seed, fast):
+    """The lean admission pass (Scheduler._never_delays: the ``none`` policy is not asked;
+    ``_leave_queue`` pops the one admitted head) gives the general pass's run exactly."""
+    server = dict(server, admission_delay="none")
+    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
+                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    sc = make_scenario(server, workload, acc, seed=seed)
+    prof = tiny_profile()
+    lean = SimEngine(sc, prof, seed, fast_forward=fast)
+    assert lean.sched._never_delays
+    general = _generic_admission(SimEngine(sc, prof, seed, fast_forward=fast))
+    assert_same_run(lean.run(), general.run())

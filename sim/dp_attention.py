@@ -1,0 +1,336 @@
+"""Data-parallel attention: ``dp_size`` schedulers whose forwards run in lock-step.
+
+What SGLang 0.5.23 does with ``--enable-dp-attention`` (``--dp-size N``):
+
+- **One scheduler per rank.** Each DP rank runs its own scheduler process with its own
+  waiting queue, running batch, KV pool and prefix cache (managers/data_parallel_controller.py
+  ``launch_dp_attention_schedulers``). Here: one :class:`~sim.scheduler.Scheduler` per rank,
+  so every scheduling rule stays written once.
+- **Per-rank budgets.** ``chunked_prefill_size`` is divided by the DP size
+  (arg_groups/parallel_hook.py ``_handle_data_parallelism``, which also scales
+  ``schedule_conservativeness`` by 0.3), and so is ``max_running_requests``
+  (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``: max(1, N // dp)). The KV pool
+  is each rank's own: ``max_total_num_tokens`` is per rank (the value SGLang logs per rank).
+  ``max_prefill_tokens`` is not divided. See :func:`rank_server_args`.
+- **Dispatch.** The data-parallel controller sends each request to a rank when it arrives;
+  the default with DP attention is round robin (``round_robin_scheduler``: a counter over the
+  active ranks, blind to the prompt, so a multi-turn conversation's next turn lands on the
+  rank holding its history 1 time in N).
+- **Lock-step forwards.** Every iteration the ranks all-gather their batch's token counts
+  (scheduler_components/dp_attn.py ``prepare_mlp_sync_batch_raw``); if any rank has work,
+  the ranks without any run an idle batch (``get_idle_batch``), because the MoE layers
+  gather/scatter every rank's tokens and each rank waits for the slowest. A forward of the
+  group therefore lasts as long as its slowest rank's batch plus the cross-rank exchange
+  (profile ``gpu.dp_attention_sync_s``), and all ranks' forwards start and end together.
+- **Speculative decoding.** Unless SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION is set
+  (``server.dp_spec_prefill_coordination``), prefill and decode are never mixed in one
+  step: the gather happens right after the prefill pass (managers/scheduler.py
+  ``get_next_batch_to_run``, "makes sure prefill and decode batches will not be mixed when
+  spec and dp-attn is enabled"), and when any rank has a new prefill batch every rank
+  without one runs an idle batch instead of its decode.
+
+The group has the interfaces of one scheduler (:class:`DPGroup`), one cost model
+(:class:`DPCost`) and one device (:class:`DPDevice`), so the loop (:mod:`sim.loop`) and the
+engine run it unchanged: one group iteration is one host pass (the ranks' hosts meet at the
+gather every iteration, so the pass lasts as long as the slowest rank's host work, and a
+rank's host block, e.g. the DSpark slot expansion, holds every rank's next forward) and one
+launch on one forward stream.
+
+Not modelled: the MoE's work as a function of every rank's tokens (a forward costs its
+slowest rank's own batch, from the per-rank profile), load-balance methods other than round
+robin, the decode-to-extend conversion of prefill CUDA graphs, and the graph vote (a rank
+that extends makes every rank's decode eager; with speculative decoding no decode runs
+beside an extend anyway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from specsched.sim.admission import make_policy
+from specsched.sim.config import ServerArgs
+from specsched.sim.cost_model import CostModel, GpuCost
+from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Deliveries, Scheduler
+
+DP_CONSERVATIVENESS = 0.3
+"""arg_groups/parallel_hook.py ``_handle_data_parallelism``: schedule_conservativeness x 0.3 under DP attention."""
+
+
+def rank_server_args(server: ServerArgs) -> ServerArgs:
+    """One rank's server arguments under DP attention (module docstring, "Per-rank budgets").
+
+    ``dp_size`` 1 leaves every value as it is. Raises nothing: ServerArgs validation already
+    refused a chunk that would fall below a page per rank.
+    """
+    n = server.dp_size
+    if n == 1:
+        return server
+    c = server.chunked_prefill_size
+    return server.model_copy(update={
+        "chunked_prefill_size": c if c == -1 else c // n,
+        "max_running_requests": max(1, server.max_running_requests // n),
+        "schedule_conservativeness": server.schedule_conservativeness * DP_CONSERVATIVENESS,
+    })
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """One lock-step forward of the group.
+
+    Attributes:
+        step: 0-based index of the group's forward.
+        parts: per rank, its :class:`BatchPlan` or None (the rank runs an idle batch).
+        mode: EXTEND when only extends run, MIXED when extends and decodes share the
+            forward (no speculative decoding, or with prefill coordination), else the
+            decode mode (DECODE / VERIFY).
+        batch_size, num_extend, num_extend_tokens: summed over the ranks (requests,
+            extend requests, prompt tokens).
+    """
+
+    step: int
+    parts: tuple[BatchPlan | None, ...]
+    mode: ForwardMode = field(init=False)
+    batch_size: int = field(init=False)
+    num_extend: int = field(init=False)
+    num_extend_tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        live = [p for p in self.parts if p is not None]
+        n_ext = sum(p.num_extend for p in live)
+        bs = sum(p.batch_size for p in live)
+        if n_ext == 0:
+            mode = live[0].mode
+        else:
+            mode = ForwardMode.EXTEND if n_ext == bs and all(p.mode is ForwardMode.EXTEND for p in live) else ForwardMode.MIXED
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "batch_size", bs)
+        object.__setattr__(self, "num_extend", n_ext)
+        object.__setattr__(self, "num_extend_tokens", sum(p.num_extend_tokens for p in live))
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.num_extend > 0
+
+    @property
+    def live(self) -> list[tuple[int, BatchPlan]]:
+        """(rank, plan) of the ranks that run a batch of their own."""
+        return [(i, p) for i, p in enumerate(self.parts) if p is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOutput:
+    """A group forward's output: each rank's :class:`StepOutput` (None for idle ranks), and
+    ``committed``: every rank's extend entries first, then every rank's decode entries (the
+    order :class:`GroupPlan` counts ``num_extend`` in)."""
+
+    parts: tuple[StepOutput | None, ...]
+    committed: np.ndarray
+
+
+class DPGroup:
+    """``server.dp_size`` schedulers behind the scheduler interface the loop and engine use.
+
+    Args:
+        server: the server arguments (``enable_dp_attention``); each rank gets
+            :func:`rank_server_args` of them and its own admission policy.
+        seed: seeds the ranks' ``random`` schedule policy.
+
+    Attributes:
+        ranks: the rank schedulers (rank i's state is its own: queue, batch, KV, cache).
+        rank_of: rid -> the rank the request was dispatched to.
+    """
+
+    def __init__(self, server: ServerArgs, seed: int = 0) -> None:
+        self.server = server
+        self.rank_server = rank_server_args(server)
+        self.ranks = [Scheduler(self.rank_server, make_policy(self.rank_server), seed) for _ in range(server.dp_size)]
+        self.spec = server.speculative_algorithm.enabled
+        self.split_spec = self.spec and not server.dp_spec_prefill_coordination
+        self.rank_of: dict[int, int] = {}
+        self.reqs: dict[int, Req] = {}
+        self.kv = _GroupKV(self.ranks)
+        self.window = server.spec_window
+        self._rr = 0
+        self.step = 0
+
+    # ------------------------------------------------------------------ inputs
+    def add_request(self, req: Req) -> None:
+        """Dispatch ``req`` round robin (data_parallel_controller.py ``round_robin_scheduler``).
+
+        Raises:
+            UnschedulableRequest: it can never fit its rank's KV pool.
+        """
+        rank = self._rr
+        self._rr = (rank + 1) % len(self.ranks)
+        self.ranks[rank].add_request(req)
+        self.rank_of[req.rid] = rank
+        self.reqs[req.rid] = req
+
+    @property
+    def has_work(self) -> bool:
+        return any(r.has_work for r in self.ranks)
+
+    @property
+    def num_running(self) -> int:
+        return sum(r.num_running for r in self.ranks)
+
+    @property
+    def waiting(self) -> _Count:
+        return _Count(sum(len(r.waiting) for r in self.ranks))
+
+    @property
+    def decode_batch_reqs(self) -> list[Req]:
+        return [q for r in self.ranks for q in r.decode_batch_reqs]
+
+    @property
+    def num_retractions(self) -> int:
+        return sum(r.num_retractions for r in self.ranks)
+
+    @property
+    def num_delayed_passes(self) -> int:
+        return sum(r.num_delayed_passes for r in self.ranks)
+
+    @property
+    def cache_hit_tokens(self) -> int:
+        return sum(r.cache_hit_tokens for r in self.ranks)
+
+    @property
+    def cache_input_tokens(self) -> int:
+        return sum(r.cache_input_tokens for r in self.ranks)
+
+    # ---------------------------------------------------------------- schedule
+    def schedule(self) -> GroupPlan | None:
+        """Every rank's pass, gathered (SGLang ``get_next_batch_to_run`` on each rank with
+        ``prepare_mlp_sync_batch``): each rank tries a prefill; with speculative decoding
+        and no prefill coordination, one prefill anywhere idles every rank that has none,
+        otherwise those ranks decode. None when no rank has anything to run."""
+        parts = [r.prefill_pass() for r in self.ranks]
+        if not (self.split_spec and any(p is not None for p in parts)):
+            parts = [p if p is not None else r.decode_pass() for r, p in zip(self.ranks, parts, strict=True)]
+        parts = [r.finish_pass(p) for r, p in zip(self.ranks, parts, strict=True)]
+        if all(p is None for p in parts):
+            return None
+        plan = GroupPlan(self.step, tuple(parts))
+        self.step += 1
+        return plan
+
+    def process_result(self, plan: GroupPlan, output: GroupOutput) -> Deliveries:
+        """Each rank applies its part of the forward (SGLang ``process_batch_result`` per
+        rank); the deliveries of all ranks, rank by rank."""
+        rid: list[int] = []
+        n: list[int] = []
+        fin: list[bool] = []
+        for i, p in plan.live:
+            d = self.ranks[i].process_result(p, output.parts[i])
+            rid += d.rid_list
+            n += d.n_list
+            fin += d.fin_list
+        return Deliveries(rid, n, fin)
+
+    def decode_stretch(self, *args, **kwargs) -> None:
+        """No collapsed stretches across a group (the engine runs it step by step)."""
+        return None
+
+
+class _Count:
+    """``len()`` of the group's waiting requests (what the engine's pass records read)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class _GroupKV:
+    """The group's KV figures for the records: ``used`` summed over the ranks, ``peak``,
+    ``capacity`` and the SWA pool's ``swa_peak`` / ``swa_capacity`` of one rank (the largest
+    peak; every rank has the same capacity)."""
+
+    def __init__(self, ranks: list[Scheduler]) -> None:
+        self._ranks = ranks
+
+    @property
+    def used(self) -> int:
+        return sum(r.kv.used for r in self._ranks)
+
+    @property
+    def peak(self) -> int:
+        return max(r.kv.peak for r in self._ranks)
+
+    @property
+    def capacity(self) -> int:
+        return self._ranks[0].kv.capacity
+
+    @property
+    def swa_capacity(self) -> int:
+        return self._ranks[0].kv.swa_capacity
+
+    @property
+    def swa_peak(self) -> int:
+        return max(r.kv.swa_peak for r in self._ranks)
+
+
+class DPDevice:
+    """The ranks' devices: one :class:`DeviceTokens` (counts are per request id, and ids are
+    unique across ranks) stepped once per rank part."""
+
+    def __init__(self, device: DeviceTokens) -> None:
+        self.device = device
+
+    def step(self, plan: GroupPlan) -> GroupOutput:
+        """Commit every rank's part of one forward."""
+        outs: list[StepOutput | None] = [None] * len(plan.parts)
+        ext: list[np.ndarray] = []
+        dec: list[np.ndarray] = []
+        for i, p in plan.live:
+            o = outs[i] = self.device.step(p)
+            ext.append(o.committed[: p.num_extend])
+            dec.append(o.committed[p.num_extend:])
+        return GroupOutput(tuple(outs), np.concatenate(ext + dec))
+
+
+class DPCost:
+    """Times a lock-step forward: its slowest rank's batch (the per-rank cost model) plus
+    the profile's ``gpu.dp_attention_sync_s`` for a main forward; host work of a pass is the
+    slowest rank's (the ranks meet at the gather each pass).
+
+    Args:
+        cost: the per-rank cost model (built with the per-rank server arguments).
+        sync_s: profile ``gpu.dp_attention_sync_s``.
+    """
+
+    def __init__(self, cost: CostModel, sync_s: float) -> None:
+        self.cost = cost
+        self.sync_s = sync_s
+        self.padded_attention = cost.padded_attention
+        self.profile = cost.profile
+
+    def gpu(self, plan: GroupPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:
+        """GPU seconds of the group's forward: max over the ranks' parts, plus the sync for
+        the main forward (the inject launch is the drafter's, after the target forward)."""
+        worst = max((self.cost.gpu(p, part, cross_queue) for _, p in plan.live), key=lambda c: c.total_s)
+        if part == "main":
+            return GpuCost(worst.extend_s, worst.decode_s, worst.penalty_s + self.sync_s)
+        return worst
+
+    def host(self, kind: str, plan: GroupPlan) -> float:
+        """Host seconds of ``kind`` for the pass: the slowest rank's."""
+        return max(self.cost.host(kind, p) for _, p in plan.live)
+
+    def issue(self, plan: GroupPlan, part: str = "main") -> float:
+        """Host seconds issuing the forward's kernels: the slowest rank's."""
+        return max(self.cost.issue(p, part) for _, p in plan.live)
+
+    def idle_lead_s(self, plan: GroupPlan, part: str = "main") -> float:
+        """How long an extend launched onto an idle stream trails its launch: the slowest rank's."""
+        return max(self.cost.idle_lead_s(p, part) for _, p in plan.live)
+
+    def eager_issue_s(self, n_dec: int) -> float:
+        return self.cost.eager_issue_s(n_dec)
