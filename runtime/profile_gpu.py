@@ -22,6 +22,35 @@ from specsched.runtime.profile_harness import (
 class GpuPhases(Harness):
     """The device-time measurements of a profiling run."""
 
+    def _first_spin(self, fn: Callable[[], object]) -> float:
+        """Seconds of spin that outlast the host's issue of ``fn``: twice one synchronized
+        call's wall, plus 2 ms."""
+        t0 = time.perf_counter()
+        fn()
+        self.dev.synchronize("profile")
+        return 2.0 * (time.perf_counter() - t0) + 0.002
+
+    def _kept_busy(self, fn: Callable[[], object], spin: float) -> tuple[tuple[float, float] | None, float]:
+        """One call of ``fn`` queued behind a ``spin``-second ``torch.cuda._sleep`` (GPU only).
+
+        Returns ``((device s, host issue s), spin)``; or ``(None, doubled spin)`` when the
+        GPU caught up with the host during the call (then the events hold issue gaps, not
+        device time alone; counted in ``ext_dry`` and retried by the caller)."""
+        marker = self.busy.occupy(spin)
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        h0 = time.perf_counter()
+        fn()
+        h1 = time.perf_counter()
+        b.record()
+        ran_dry = marker is not None and marker.query()
+        b.synchronize()
+        if ran_dry:
+            self.ext_dry += 1
+            return None, min(2 * spin, 1.0)
+        return (a.elapsed_time(b) / 1e3, h1 - h0), spin
+
     def _device_and_host(self, label: str, group: str, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
         """Device seconds and host seconds of ``fn`` measured apart, as the loop uses them.
 
@@ -44,29 +73,14 @@ class GpuPhases(Harness):
                     gpu_t.append(time.perf_counter() - t0)
                     host_t.append(0.0)
             else:
-                t0 = time.perf_counter()
-                fn()
-                dev.synchronize("profile")
-                spin = 2.0 * (time.perf_counter() - t0) + 0.002
+                spin = self._first_spin(fn)
                 tries = 0
                 while len(gpu_t) < n and tries < 4 * n:
                     tries += 1
-                    marker = self.busy.occupy(spin)
-                    a = torch.cuda.Event(enable_timing=True)
-                    b = torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    h0 = time.perf_counter()
-                    fn()
-                    h1 = time.perf_counter()
-                    b.record()
-                    ran_dry = marker is not None and marker.query()
-                    b.synchronize()
-                    if ran_dry:  # the GPU caught up with the host: not a device-only time
-                        self.ext_dry += 1
-                        spin = min(2 * spin, 1.0)
-                        continue
-                    gpu_t.append(a.elapsed_time(b) / 1e3)
-                    host_t.append(h1 - h0)
+                    timed, spin = self._kept_busy(fn, spin)
+                    if timed is not None:
+                        gpu_t.append(timed[0])
+                        host_t.append(timed[1])
         self.reps.setdefault(group, []).append(n)
         self._tick()
         return gpu_t, host_t
@@ -88,31 +102,19 @@ class GpuPhases(Harness):
         idle_t: list[float] = []
         with dev.use("forward"):
             if dev.is_gpu:
-                t0 = time.perf_counter()
-                fn()
-                dev.synchronize("profile")
-                spin = 2.0 * (time.perf_counter() - t0) + 0.002
+                spin = self._first_spin(fn)
                 tries = 0
                 while len(gpu_t) < n and tries < 4 * n:
                     tries += 1
-                    marker = self.busy.occupy(spin)
-                    a = torch.cuda.Event(enable_timing=True)
-                    b = torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    fn()
-                    b.record()
-                    ran_dry = marker is not None and marker.query()
-                    b.synchronize()
-                    if ran_dry:
-                        self.ext_dry += 1
-                        spin = min(2 * spin, 1.0)
+                    timed, spin = self._kept_busy(fn, spin)
+                    if timed is None:
                         continue
                     dev.synchronize("profile")
                     t0 = time.perf_counter()
                     fn()
                     dev.synchronize("profile")
                     idle_t.append(time.perf_counter() - t0)
-                    gpu_t.append(a.elapsed_time(b) / 1e3)
+                    gpu_t.append(timed[0])
         self.reps.setdefault("idle_lead", []).append(n)
         self._tick()
         return gpu_t, idle_t
