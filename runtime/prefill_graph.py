@@ -51,9 +51,13 @@ from specsched.runtime.layers import (
     paged_attention,
     rope_cos_sin,
 )
-from specsched.sim.config import prefill_token_buckets  # noqa: F401  (re-exported)
+from specsched.sim.config import (
+    MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR,
+    prefill_graph_bucket,
+    prefill_token_buckets,  # noqa: F401  (re-exported)
+)
 
-MAX_PADDING_FACTOR = 2
+MAX_PADDING_FACTOR = MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR
 """A bucket more than this many times the real tokens runs eagerly instead (SGLang 0.5.23
 runner/prefill_cuda_graph_runner.py ``_MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR``)."""
 
@@ -61,19 +65,17 @@ runner/prefill_cuda_graph_runner.py ``_MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR``).
 def pick_token_bucket(tokens: int, buckets: Sequence[int]) -> int | None:
     """The bucket an extend of ``tokens`` replays at, or None for the eager path.
 
-    The smallest bucket >= ``tokens``; None when ``tokens`` exceeds every bucket or that
-    bucket exceeds ``MAX_PADDING_FACTOR * tokens`` (SGLang ``can_replay_locally``).
+    The simulator's rule (:func:`sim.config.prefill_graph_bucket`, so both engines pick
+    the same bucket by construction): the smallest bucket >= ``tokens``; None when
+    ``tokens`` exceeds every bucket or that bucket exceeds ``MAX_PADDING_FACTOR * tokens``
+    (SGLang ``can_replay_locally``).
 
     Raises:
-        ValueError: tokens < 1.
+        ValueError: tokens < 1 (the runtime never launches an empty extend).
     """
     if tokens < 1:
         raise ValueError(f"extend of {tokens} tokens: must be >= 1")
-    fits = [b for b in buckets if b >= tokens]
-    if not fits:
-        return None
-    b = min(fits)
-    return b if b <= MAX_PADDING_FACTOR * tokens else None
+    return prefill_graph_bucket(tokens, sorted(buckets))
 
 
 class PiecewiseExtend:
