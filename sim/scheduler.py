@@ -11,11 +11,15 @@ The overlap loop (:mod:`sim.loop`) calls ``schedule()`` for step N+1 *before* it
 overlap scheduler does: a request that finished at step k still rides step k+1 and is
 filtered when step k+2 is built.
 
-The collapsed decode path (the simulator's fast path) also goes through here:
-:meth:`Scheduler.decode_stretch` decides whether the state is a decode-only stretch and has
-:mod:`sim.decode_run` compute it; :meth:`Scheduler.apply_stretch` applies its first
-iterations. Both paths build decode plans with :func:`sim.plan.decode_plan` and change KV
-only through the ledger (:mod:`sim.kv_ledger`).
+The :class:`Scheduler` owns all scheduling state (set in its ``__init__``); this module holds
+its inputs, the admission (prefill) pass, preemption, the prefix-cache bookkeeping and
+``process_result``. Two mixins add methods over that same state and hold none of their own:
+:mod:`sim.scheduler_decode` (the decode pass: decode-memory check, reservation, retraction)
+and :mod:`sim.scheduler_stretch` (the collapsed decode path, the simulator's fast path:
+:meth:`Scheduler.decode_stretch` / :meth:`Scheduler.apply_stretch`). Both paths build decode
+plans with :func:`sim.plan.decode_plan` and change KV only through the ledger
+(:mod:`sim.kv_ledger`). :class:`Delivery` / :class:`Deliveries` (:mod:`sim.deliveries`),
+:class:`UnschedulableRequest` and ``RETRACT_DECODE_STEPS`` are importable from here.
 
 Invariants kept here (named in docs/architecture.md, tested in tests/test_invariants.py):
 INV-1 running <= max_running_requests (admission caps the running slots); INV-2 KV within
@@ -29,18 +33,13 @@ INV-7 the collapsed stretch equals the passes it replaces.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
 
-import numpy as np
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.config import ServerArgs
-from specsched.sim.decode_run import DecodeRun
-from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
-from specsched.sim.plain_run import PlainRun
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput, decode_plan
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     AddResult,
@@ -57,68 +56,15 @@ from specsched.sim.schedule_policy import (
     make_queue_order,
     shortest_prefill_chunk_limit,
 )
+from specsched.sim.scheduler_decode import RETRACT_DECODE_STEPS, DecodeMemory, UnschedulableRequest
+from specsched.sim.scheduler_stretch import Stretch
 from specsched.sim.semantics import SemanticsRules
 
-RETRACT_DECODE_STEPS = 20
-"""Older retract_decode kept retracting until this many decode steps per request fit."""
+# the public names of the scheduler, importable from here wherever they are defined
+__all__ = ["RETRACT_DECODE_STEPS", "Deliveries", "Delivery", "Scheduler", "UnschedulableRequest"]
 
 
-class UnschedulableRequest(RuntimeError):
-    """A request can never run: its prompt plus reserved output exceeds the empty KV pool."""
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """Tokens that reach a client: ``n_tokens`` (>= 1) committed to request ``rid``;
-    ``finished`` is True when they complete the request."""
-
-    rid: int
-    n_tokens: int
-    finished: bool
-
-
-class Deliveries:
-    """The deliveries of one forward's results (one entry per request that got tokens, in
-    the plan's order). Iterating yields :class:`Delivery` objects.
-
-    Attributes:
-        rid_list, n_list, fin_list: the same as Python lists (what the simulator's
-            per-step recording reads: a step delivers to a handful of requests, where
-            numpy's per-call overhead is most of the cost).
-        rids: int array (n,), request ids.
-        n_tokens: int array (n,), tokens delivered (>= 1).
-        finished: bool array (n,), True where the tokens complete the request.
-    """
-
-    __slots__ = ("rid_list", "n_list", "fin_list")
-
-    def __init__(self, rids: list[int], n_tokens: list[int], finished: list[bool]) -> None:
-        self.rid_list, self.n_list, self.fin_list = rids, n_tokens, finished
-
-    @property
-    def rids(self) -> np.ndarray:
-        return np.array(self.rid_list, dtype=np.int64)
-
-    @property
-    def n_tokens(self) -> np.ndarray:
-        return np.array(self.n_list, dtype=np.int64)
-
-    @property
-    def finished(self) -> np.ndarray:
-        return np.array(self.fin_list, dtype=bool)
-
-    def __len__(self) -> int:
-        return len(self.rid_list)
-
-    def __getitem__(self, i: int) -> Delivery:
-        return Delivery(self.rid_list[i], self.n_list[i], self.fin_list[i])
-
-    def __iter__(self) -> Iterator[Delivery]:
-        for r, n, f in zip(self.rid_list, self.n_list, self.fin_list, strict=True):
-            yield Delivery(r, n, f)
-
-
-class Scheduler:
+class Scheduler(DecodeMemory, Stretch):
     """One serving instance's scheduling decisions.
 
     Args:
@@ -279,21 +225,6 @@ class Scheduler:
         """KV tokens an allocation can get now: free plus evictable cached tokens (SGLang
         ``PrefillBudget._available_and_evictable``)."""
         return self.kv.available + (self.cache.evictable_size if self.cache is not None else 0)
-
-    def _decode_room(self) -> int:
-        """KV tokens a decode pass can get: :meth:`_kv_room`, and with an SWA pool no more
-        than its free slots (sglang 0.5.23 ``SWATokenToKVPoolAllocator.available_size``:
-        min(full, swa), as ``check_decode_capacity`` asks)."""
-        room = self._kv_room()
-        return min(room, self.kv.swa_available) if self._swa else room
-
-    def _decode_fits(self, batch: list[Req]) -> bool:
-        """The next decode/verify pass of ``batch`` gets its KV (sglang 0.5.23
-        ``ScheduleBatch.check_decode_mem``): its slots in the full pool and, with an SWA
-        pool, its new SWA pages there (checked before that pass's SWA eviction)."""
-        if self._kv_room() < self._decode_need(batch):
-            return False
-        return not self._swa or self.kv.swa_available >= self.kv.swa_decode_need(batch, self.window)
 
     def _make_room(self, n: int) -> None:
         """Evict cached prefixes (LRU) until ``n`` tokens are free, if they are not."""
@@ -579,116 +510,6 @@ class Scheduler:
         r.cached_len = 0
         r.cache_protected_len = 0
 
-    def _without_finishing(self, batch: list[Req]) -> list[Req]:
-        """SGLang ``_reqs_finishing_inflight`` (overlap only): requests whose in-flight step
-        commits their last token sit out the next decode."""
-        inflight = self._in_flight
-        if not (self.rules.skip_finishing_decode and self.server.enable_overlap_schedule) or inflight is None:
-            return [r for r in batch if not r.finished]
-        ids = set(inflight.rids)
-        return [r for r in batch if not r.finished and not (r.rid in ids and r.output_len + 1 >= r.max_new_tokens)]
-
-    def _decode_batch(self) -> BatchPlan | None:
-        """SGLang ``update_running_batch``: filter finished (and finishing) requests, check
-        decode memory (retract or decay new_token_ratio), prepare one decode/verify step."""
-        self._filter_finished()
-        batch = self._without_finishing(self.running)
-        finishing = len(batch) < len(self.running)
-        if finishing:
-            self.running = batch
-            self.batch_is_full = False
-        if not batch:
-            if not finishing:
-                self.ratio.on_idle()  # no batch runs this pass
-            return None
-        if not self._decode_fits(batch):
-            if finishing:
-                return None  # the finishing requests free their KV after this step
-            self._retract()
-        else:
-            self.ratio.on_decode_step()
-        decoders = self.running
-        self._make_room(self._decode_need(decoders))
-        self._reserve_decode(decoders)
-        return decode_plan(self.step, self.spec, self.window, [r.rid for r in decoders],
-                           [r.seq_len for r in decoders], [r.output_len for r in decoders],
-                           [r.max_new_tokens for r in decoders])
-
-    def _decode_need(self, batch: list[Req]) -> int:
-        """KV slots the next decode/verify pass of ``batch`` takes: a window each, or the
-        top-up (sglang 0.5.23 ``ScheduleBatch.new_tokens_required_next_decode``)."""
-        return self.kv.top_up_need(batch) if self._topup else len(batch) * self.window
-
-    def _reserve_decode(self, batch: list[Req]) -> None:
-        """Reserve the next decode/verify pass's KV for ``batch`` (:meth:`_decode_need`),
-        after freeing SWA slots that slid out of the window (prepare_for_decode)."""
-        if self._swa:
-            self.kv.evict_swa(batch, self.step)
-        if self._topup:
-            self.kv.top_up(batch)
-        else:
-            self.kv.reserve_window(batch, self.window)
-
-    def _retraction_order(self) -> list[Req]:
-        """The running batch, most preferred to keep first (retraction pops from the end).
-
-        ``length`` (sglang 0.5.23 ``ScheduleBatch._get_decode_retraction_order``): sorted by
-        (output length, -prompt length) descending, so the request with the least output
-        goes first, ties the longest prompt. ``spec_batch_tail`` (older): speculative
-        decoding pops from the back of the batch."""
-        if self.spec and self.rules.retraction_order == "spec_batch_tail":
-            return list(self.running)
-        return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
-
-    def _retract(self) -> None:
-        """Retract running requests (SGLang ``retract_decode``) until the next step fits.
-
-        ``next_step_fits`` (0.5.23): at least one request goes, then retraction stops once
-        the batch's next step fits. ``decode_steps_headroom`` (older): until 20 x bs tokens
-        (plus a verify window per request) are free. The last request is never retracted.
-        Retracted requests free their KV and re-queue; they re-prefill prompt + committed
-        output later; new_token_ratio becomes min(1, (decoded + 20 x bs) / (sum max_new + 1))
-        over the kept batch.
-
-        Raises:
-            UnschedulableRequest: one request alone cannot get its next step's KV.
-        """
-        keep = self._retraction_order()
-        w = self.window
-        headroom = self.rules.retraction_stop == "decode_steps_headroom"
-
-        def short(kept: list[Req]) -> bool:
-            if not headroom:
-                return not self._decode_fits(kept)
-            return self._decode_room() < len(kept) * (RETRACT_DECODE_STEPS + (w if self.spec else 0))
-
-        retracted: list[Req] = []
-        first = True
-        while first or short(keep):
-            if len(keep) == 1:
-                break
-            first = False
-            r = keep.pop()
-            self.kv.retract(r)
-            self._release_prefix(r)
-            r.prefill_done = 0
-            r.status = ReqStatus.WAITING
-            r.retractions += 1
-            retracted.append(r)
-        if not self._decode_fits(keep):
-            raise UnschedulableRequest(
-                f"request {keep[0].rid} alone cannot get KV for its next step "
-                f"({self.kv.available} tokens free of {self.kv.capacity})")
-        gone = {id(r) for r in retracted}
-        self.running = [r for r in self.running if id(r) not in gone]
-        if retracted:
-            self.batch_is_full = False
-        self.num_retractions += len(retracted)
-        self._requeue(retracted)
-        bs = len(self.running)  # the batch after retraction, as its decoded and max_new sums
-        decoded = sum(r.output_len for r in self.running)
-        self.ratio.on_retract(decoded, bs, sum(r.max_new_tokens for r in self.running))
-
     # ------------------------------------------------------------------ results
     def process_result(self, plan: BatchPlan, output: StepOutput) -> Deliveries:
         """Apply a forward's committed tokens (SGLang ``process_batch_result``).
@@ -762,143 +583,3 @@ class Scheduler:
         if self._in_flight is not None and plan.step == self._in_flight.step:
             self._in_flight = None
         return Deliveries(d_rid, d_n, d_fin)
-
-    # ------------------------------------------------------ collapsed decode stretch
-    def decode_stretch(self, device: DeviceTokens, prev_plan: BatchPlan, prev_output: StepOutput,
-                       max_iters: int, stop_at_finish: bool, finishes_left: int,
-                       closed_form: bool = True) -> DecodeRun | PlainRun | None:
-        """The decode-only stretch that starts at this pass, computed at once, or None.
-
-        Call at the top of the overlap loop with one forward in flight (``prev_plan``,
-        launched; ``prev_output`` its commits, results not processed). A stretch is a run of
-        passes in which nothing but decoding happens: no chunked request, no admission
-        (nothing waits, or a stateless policy delays every pass or the batch is full), the
-        in-flight forward is a decode/verify of the running batch or a prefill whose
-        requests all complete, and no pass needs a retraction. Nothing is changed here.
-        Without speculative decoding (with ``closed_form`` and no SWA pool) the stretch is a
-        :class:`sim.plain_run.PlainRun` (closed form), else a :class:`sim.decode_run.DecodeRun`
-        (hybrid sliding-window pools through :mod:`sim.swa_stretch`).
-
-        Args:
-            device: the device's committed counts (read only).
-            max_iters, stop_at_finish, finishes_left: see :meth:`sim.decode_run.DecodeRun.compute`.
-            closed_form: allow the closed form (the caller can time it: its costs are keyed
-                on the batch's mean context, see :mod:`sim.plain_timeline`).
-        """
-        if self.chunked_req is not None or self.interval.remaining:
-            return None
-        if stop_at_finish and self.rules.skip_finishing_decode:
-            return None  # a client reacts to finishes: not yet exact with skip_finishing_decode
-        n_wait = len(self.waiting)
-        if n_wait and not getattr(self.admission, "stateless", False):
-            return None
-        if n_wait and self.server.enable_priority_scheduling and not self.server.disable_priority_preemption:
-            return None  # every pass may preempt for a waiting request  # a stateful policy's state would change at every delayed pass
-        merged = self._last_prefill
-        if merged:
-            # the last forward is a prefill whose requests all complete and join the batch
-            if (prev_plan.mode is not ForwardMode.EXTEND or prev_plan.chunked_rid is not None
-                    or len(prev_plan.new_rids) != prev_plan.batch_size
-                    or [r.rid for r in merged] != list(prev_plan.rids)
-                    or any(r.status is not ReqStatus.PREFILLING for r in merged)):
-                return None
-            if self.cache is not None and (self._swa or any(r.tokens is not None for r in merged)):
-                return None  # their prompts (and SWA) enter the prefix cache at that prefill's results
-            reqs = self.running + merged
-        else:
-            if prev_plan.num_extend or prev_plan.mode is ForwardMode.EXTEND:
-                return None
-            if [r.rid for r in self.running] != list(prev_plan.rids):
-                return None
-            reqs = list(self.running)
-        m = len(reqs)
-        if m == 0:
-            return None
-        if not stop_at_finish and self.cache is not None and any(
-                r.tokens is not None and len(r.tokens) > r.input_len for r in reqs):
-            # a finish inserts the output into the prefix cache (_cache_finished): step by step
-            stop_at_finish = True
-            if self.rules.skip_finishing_decode:
-                return None
-        rules = self.rules
-        latched = self.batch_is_full and not self._swa  # hybrid SWA resets the latch every pass
-        if n_wait and not latched:
-            # the first pass must delay admission (checked before any array is built)
-            active = sum(1 for r in reqs if not r.finished)
-            if not self._delays(active if rules.filter_finished_before_delay else m, active):
-                return None
-        skip = rules.skip_finishing_decode and self.server.enable_overlap_schedule
-        if closed_form and self.window == 1 and not self.spec and not self._swa:
-            # without speculative decoding every count is known in closed form
-            return PlainRun.compute(
-                reqs, len(merged), device, prev_plan, prev_output, first_step=self.step, kv=self.kv,
-                num_waiting=n_wait, delays=self._delays, max_iters=max_iters, stop_at_finish=stop_at_finish,
-                finishes_left=finishes_left, skip_finishing=skip,
-                filter_first=rules.filter_finished_before_delay, latched=latched,
-            )
-        return DecodeRun.compute(
-            reqs, len(merged), device, prev_plan, prev_output, window=self.window, spec=self.spec,
-            first_step=self.step, kv=self.kv, max_running_requests=self.server.max_running_requests,
-            num_waiting=n_wait, delays=self._delays, max_iters=max_iters,
-            stop_at_finish=stop_at_finish, finishes_left=finishes_left,
-            skip_finishing=skip, filter_first=rules.filter_finished_before_delay, latched=latched,
-        )
-
-    def apply_stretch(self, run: DecodeRun | PlainRun, n: int) -> tuple[BatchPlan, StepOutput]:
-        """Apply the first ``n`` (1 <= n <= run.stop) iterations of ``run`` (from
-        :meth:`decode_stretch`, state unchanged since), as n passes of schedule() and
-        process_result() would: the prefill's requests join the batch, tokens are committed,
-        requests finish, KV moves through the ledger, new_token_ratio decays once per pass,
-        delayed admissions are counted. The device's counts are the caller's
-        (``run.device_after(n)``).
-
-        Returns:
-            The forward left in flight: P_{n-1} and its output.
-
-        Raises:
-            ValueError: n out of range.
-        """
-        if not 1 <= n <= run.stop:
-            raise ValueError(f"can apply 1..{run.stop} iterations, not {n}")
-        last = n - 1
-        for r in self._last_prefill:
-            r.status = ReqStatus.RUNNING
-        self._last_prefill = []
-        finished = ReqStatus.FINISHED
-        if type(run) is PlainRun:
-            o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)
-            outs, held, done, keep, used, peak = o.outs, o.held, o.done, o.keep, o.used, o.peak
-            for r, h, d in zip(run.reqs, outs, done, strict=True):
-                r.output_len = h
-                if d:
-                    r.status = finished
-        else:
-            outs, held, done, cycles = run.state_after(n)
-            for i, r in enumerate(run.reqs):
-                r.output_len = outs[i]
-                if cycles is not None:
-                    r.spec_cycles += cycles[i]
-                if done[i]:
-                    r.status = finished
-            used, peak = run.kv_after(n)
-            keep = run.in_plan(last)
-        self.kv.settle(run.reqs, held, used, peak, finished=done)
-        if self._swa:
-            self.kv.settle_swa(run.reqs, run.swa, n, done)
-        self.running = [r for r, k in zip(run.reqs, keep, strict=True) if k]
-        if len(self.running) < len(run.reqs):
-            self.batch_is_full = False  # requests left the batch
-        if True in done:
-            for r, d in zip(run.reqs, done, strict=True):
-                if d:
-                    self._release_prefix(r)
-        ratio = self.ratio
-        for _ in range(n):   # one decay per pass without retraction
-            if ratio.value <= ratio.floor:
-                break
-            ratio.on_decode_step()
-        self.num_delayed_passes += run.delayed_passes(n)
-        self.step += n
-        plan, out = (o.plan, o.output) if type(run) is PlainRun else run.plan_at(last)
-        self._in_flight = plan
-        return plan, out

@@ -1,0 +1,153 @@
+"""The Scheduler's decode pass: decode-memory check, KV reservation and retraction.
+
+SGLang ``update_running_batch`` (managers/scheduler.py) with ``ScheduleBatch.check_decode_mem``,
+``retract_decode`` and ``prepare_for_decode`` (managers/schedule_batch.py). The methods live
+on :class:`DecodeMemory`, a mixin of :class:`sim.scheduler.Scheduler`: it holds no state of
+its own; every attribute it reads or writes (``running``, ``kv``, ``ratio``,
+``batch_is_full``, ``num_retractions``, ...) is the Scheduler's, set in its ``__init__``.
+KV changes only through the ledger (:mod:`sim.kv_ledger`).
+
+Invariant kept here: INV-2 KV within capacity (a decode pass retracts until its
+reservation fits; the ledger refuses more).
+"""
+
+from __future__ import annotations
+
+from specsched.sim.plan import BatchPlan, decode_plan
+from specsched.sim.request import Req, ReqStatus
+
+RETRACT_DECODE_STEPS = 20
+"""Older retract_decode kept retracting until this many decode steps per request fit."""
+
+
+class UnschedulableRequest(RuntimeError):
+    """A request can never run: its prompt plus reserved output exceeds the empty KV pool."""
+
+
+class DecodeMemory:
+    """The decode pass of :class:`sim.scheduler.Scheduler` (a mixin: no state of its own)."""
+
+    def _decode_room(self) -> int:
+        """KV tokens a decode pass can get: :meth:`_kv_room`, and with an SWA pool no more
+        than its free slots (sglang 0.5.23 ``SWATokenToKVPoolAllocator.available_size``:
+        min(full, swa), as ``check_decode_capacity`` asks)."""
+        room = self._kv_room()
+        return min(room, self.kv.swa_available) if self._swa else room
+
+    def _decode_fits(self, batch: list[Req]) -> bool:
+        """The next decode/verify pass of ``batch`` gets its KV (sglang 0.5.23
+        ``ScheduleBatch.check_decode_mem``): its slots in the full pool and, with an SWA
+        pool, its new SWA pages there (checked before that pass's SWA eviction)."""
+        if self._kv_room() < self._decode_need(batch):
+            return False
+        return not self._swa or self.kv.swa_available >= self.kv.swa_decode_need(batch, self.window)
+
+    def _without_finishing(self, batch: list[Req]) -> list[Req]:
+        """SGLang ``_reqs_finishing_inflight`` (overlap only): requests whose in-flight step
+        commits their last token sit out the next decode."""
+        inflight = self._in_flight
+        if not (self.rules.skip_finishing_decode and self.server.enable_overlap_schedule) or inflight is None:
+            return [r for r in batch if not r.finished]
+        ids = set(inflight.rids)
+        return [r for r in batch if not r.finished and not (r.rid in ids and r.output_len + 1 >= r.max_new_tokens)]
+
+    def _decode_batch(self) -> BatchPlan | None:
+        """SGLang ``update_running_batch``: filter finished (and finishing) requests, check
+        decode memory (retract or decay new_token_ratio), prepare one decode/verify step."""
+        self._filter_finished()
+        batch = self._without_finishing(self.running)
+        finishing = len(batch) < len(self.running)
+        if finishing:
+            self.running = batch
+            self.batch_is_full = False
+        if not batch:
+            if not finishing:
+                self.ratio.on_idle()  # no batch runs this pass
+            return None
+        if not self._decode_fits(batch):
+            if finishing:
+                return None  # the finishing requests free their KV after this step
+            self._retract()
+        else:
+            self.ratio.on_decode_step()
+        decoders = self.running
+        self._make_room(self._decode_need(decoders))
+        self._reserve_decode(decoders)
+        return decode_plan(self.step, self.spec, self.window, [r.rid for r in decoders],
+                           [r.seq_len for r in decoders], [r.output_len for r in decoders],
+                           [r.max_new_tokens for r in decoders])
+
+    def _decode_need(self, batch: list[Req]) -> int:
+        """KV slots the next decode/verify pass of ``batch`` takes: a window each, or the
+        top-up (sglang 0.5.23 ``ScheduleBatch.new_tokens_required_next_decode``)."""
+        return self.kv.top_up_need(batch) if self._topup else len(batch) * self.window
+
+    def _reserve_decode(self, batch: list[Req]) -> None:
+        """Reserve the next decode/verify pass's KV for ``batch`` (:meth:`_decode_need`),
+        after freeing SWA slots that slid out of the window (prepare_for_decode)."""
+        if self._swa:
+            self.kv.evict_swa(batch, self.step)
+        if self._topup:
+            self.kv.top_up(batch)
+        else:
+            self.kv.reserve_window(batch, self.window)
+
+    def _retraction_order(self) -> list[Req]:
+        """The running batch, most preferred to keep first (retraction pops from the end).
+
+        ``length`` (sglang 0.5.23 ``ScheduleBatch._get_decode_retraction_order``): sorted by
+        (output length, -prompt length) descending, so the request with the least output
+        goes first, ties the longest prompt. ``spec_batch_tail`` (older): speculative
+        decoding pops from the back of the batch."""
+        if self.spec and self.rules.retraction_order == "spec_batch_tail":
+            return list(self.running)
+        return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
+
+    def _retract(self) -> None:
+        """Retract running requests (SGLang ``retract_decode``) until the next step fits.
+
+        ``next_step_fits`` (0.5.23): at least one request goes, then retraction stops once
+        the batch's next step fits. ``decode_steps_headroom`` (older): until 20 x bs tokens
+        (plus a verify window per request) are free. The last request is never retracted.
+        Retracted requests free their KV and re-queue; they re-prefill prompt + committed
+        output later; new_token_ratio becomes min(1, (decoded + 20 x bs) / (sum max_new + 1))
+        over the kept batch.
+
+        Raises:
+            UnschedulableRequest: one request alone cannot get its next step's KV.
+        """
+        keep = self._retraction_order()
+        w = self.window
+        headroom = self.rules.retraction_stop == "decode_steps_headroom"
+
+        def short(kept: list[Req]) -> bool:
+            if not headroom:
+                return not self._decode_fits(kept)
+            return self._decode_room() < len(kept) * (RETRACT_DECODE_STEPS + (w if self.spec else 0))
+
+        retracted: list[Req] = []
+        first = True
+        while first or short(keep):
+            if len(keep) == 1:
+                break
+            first = False
+            r = keep.pop()
+            self.kv.retract(r)
+            self._release_prefix(r)
+            r.prefill_done = 0
+            r.status = ReqStatus.WAITING
+            r.retractions += 1
+            retracted.append(r)
+        if not self._decode_fits(keep):
+            raise UnschedulableRequest(
+                f"request {keep[0].rid} alone cannot get KV for its next step "
+                f"({self.kv.available} tokens free of {self.kv.capacity})")
+        gone = {id(r) for r in retracted}
+        self.running = [r for r in self.running if id(r) not in gone]
+        if retracted:
+            self.batch_is_full = False
+        self.num_retractions += len(retracted)
+        self._requeue(retracted)
+        bs = len(self.running)  # the batch after retraction, as its decoded and max_new sums
+        decoded = sum(r.output_len for r in self.running)
+        self.ratio.on_retract(decoded, bs, sum(r.max_new_tokens for r in self.running))
