@@ -50,6 +50,19 @@ def make_scenario(server: dict | None = None, workload: dict | None = None, acce
                                     "workload": wl, "acceptance": acc})
 
 
+
+def window_acceptance(server: dict) -> dict:
+    """The property tests' acceptance: mean accept length 1 + 0.6 x (window - 1), so a wider
+    ``speculative_num_draft_tokens`` window accepts more tokens per verify."""
+    return {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+
+
+def uniform_lengths(workload: dict, inp: int, out: int, input_ratio: float = 0.5) -> dict:
+    """``workload`` with uniform prompt lengths around ``inp`` (range_ratio ``input_ratio``)
+    and output lengths around ``out`` (range_ratio 0.3)."""
+    return dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": input_ratio},
+                output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+
 @pytest.fixture
 def profile() -> Profile:
     return tiny_profile()

@@ -25,7 +25,13 @@ from specsched.sim.engine import SimEngine
 from specsched.sim.plan import ForwardMode
 from specsched.sim.request import Req
 
-from tests.conftest import arrive_and_pass, make_scenario, tiny_profile
+from tests.conftest import (
+    arrive_and_pass,
+    make_scenario,
+    tiny_profile,
+    uniform_lengths,
+    window_acceptance,
+)
 from tests.test_invariants import servers, workloads
 
 RUNS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -33,9 +39,8 @@ RUNS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 
 def _scenario(args: dict, **server) -> Scenario:
     srv = dict(args["server"], **server)
-    workload = dict(args["workload"], input_len={"kind": "uniform", "value": args["inp"], "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": args["out"], "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (srv["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(args["workload"], args["inp"], args["out"])
+    acc = window_acceptance(srv)
     return make_scenario(srv, workload, acc, seed=args["seed"])
 
 
@@ -76,7 +81,7 @@ def test_inv_dp_rank_limits_lockstep_and_round_robin(server, dp, kv, coord, lens
                max_running_requests=max(server["max_running_requests"], dp), dp_spec_prefill_coordination=coord)
     if srv["chunked_prefill_size"] != -1:
         srv["chunked_prefill_size"] *= dp
-    sc = make_scenario(srv, seed=seed, acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)})
+    sc = make_scenario(srv, seed=seed, acceptance=window_acceptance(server))
     g = DPGroup(sc.server, seed)
     dev = DPDevice(DeviceTokens(AcceptanceModel(sc.acceptance, sc.server.spec_window, seed)))
     pending = sorted(((t, Req(i, a, b)) for i, ((a, b), t) in enumerate(zip(lens, arrive, strict=False))), key=lambda x: x[0])

@@ -29,6 +29,8 @@ from tests.conftest import (
     clockless_scheduler,
     make_scenario,
     tiny_profile,
+    uniform_lengths,
+    window_acceptance,
 )
 
 servers = st.fixed_dictionaries({
@@ -59,9 +61,8 @@ RUNS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthChe
 def simulate(args: dict):
     """One random run: (scenario, engine after the run, result)."""
     server, seed = args["server"], args["seed"]
-    workload = dict(args["workload"], input_len={"kind": "uniform", "value": args["inp"], "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": args["out"], "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(args["workload"], args["inp"], args["out"])
+    acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
     eng = SimEngine(sc, tiny_profile(), seed)
     return sc, eng, eng.run()
@@ -146,7 +147,7 @@ def test_inv9_accept_length_within_the_window(args):
 def test_inv1_inv2_inv8_after_every_scheduler_pass(server, kv, lens, arrive, seed):
     # a small pool: retraction and mixed chunks are frequent
     sc = make_scenario(dict(server, max_total_num_tokens=kv), seed=seed,
-                       acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)})
+                       acceptance=window_acceptance(server))
     srv = sc.server
     s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
     in_flight = None

@@ -28,6 +28,7 @@ from tests.conftest import (
     clockless_scheduler,
     make_scenario,
     tiny_profile,
+    uniform_lengths,
 )
 from tests.test_sim_speed_equivalence import _run, assert_same_run, assert_same_summary
 
@@ -168,8 +169,7 @@ workloads = st.one_of(
        inp=st.integers(1, 1500), out=st.integers(1, 300), wake=st.sampled_from([0.0, 5e-5]),
        process=st.sampled_from([1e-4, 4e-3]), seed=st.integers(0, 10_000))
 def test_inv7_plain_fast_forward_gives_the_step_by_step_run(server, kv, workload, inp, out, wake, process, seed):
-    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
+    workload = uniform_lengths(workload, inp, out)
     sc = make_scenario(dict(server, max_total_num_tokens=kv), workload, seed=seed)
     prof = tiny_profile(sync_wakeup_s=wake, process_s=process)
     try:

@@ -36,6 +36,8 @@ from tests.conftest import (
     make_scenario,
     overlap_pass,
     tiny_profile,
+    uniform_lengths,
+    window_acceptance,
 )
 
 servers = st.fixed_dictionaries({
@@ -103,9 +105,8 @@ def assert_same_run(a, b, rel: float = 0.0) -> None:
 @given(server=servers, workload=workloads, host=hosts, inp=st.integers(1, 1500), out=st.integers(1, 300),
        seed=st.integers(0, 10_000))
 def test_inv7_fast_forward_gives_the_step_by_step_run(server, workload, host, inp, out, seed):
-    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(workload, inp, out)
+    acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
     prof = tiny_profile(**host)
     _, step = _run(sc, prof, seed, fast_forward=False)
@@ -154,7 +155,7 @@ def _same_output(a, b) -> None:
 def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arrive, frac, max_iters, stop_at_finish,
                                                            seed):
     # a small pool, so that stretches also end where a pass would retract
-    sc = make_scenario(dict(server, max_total_num_tokens=kv), acceptance={"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)},
+    sc = make_scenario(dict(server, max_total_num_tokens=kv), acceptance=window_acceptance(server),
                        seed=seed)
     s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
     in_flight = None
@@ -192,9 +193,8 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
 @given(server=servers, workload=workloads, out=st.integers(1, 200), seed=st.integers(0, 10_000),
        fast=st.booleans())
 def test_compact_records_give_the_full_summary(server, workload, out, seed, fast):
-    workload = dict(workload, input_len={"kind": "uniform", "value": 600, "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(workload, 600, out)
+    acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
     _, full = _run(sc, tiny_profile(), seed, fast_forward=fast, records="full")
     _, compact = _run(sc, tiny_profile(), seed, fast_forward=fast, records="compact")
@@ -275,9 +275,8 @@ def test_queue_order_admission_is_the_policy_order_pass(server, workload, page, 
     head (``Scheduler._queue_order``) makes the run the general pass makes (the policy's
     ordered copy of the queue, the queue rebuilt without the admitted requests)."""
     server = dict(server, schedule_policy="fcfs", page_size=page)
-    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(workload, inp, out)
+    acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
     prof = tiny_profile()
     lean = SimEngine(sc, prof, seed, fast_forward=fast)
@@ -335,9 +334,8 @@ def test_inv7_fast_forward_under_padded_attention(server, workload, inp, out, se
     """INV-7 with gpu.attention_width padded_max: the collapsed run keys its costs on the
     longest context's padded width as the step path does (mixed lengths make it differ
     from the mean)."""
-    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.2},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(workload, inp, out, input_ratio=0.2)
+    acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
     prof = _padded_profile()
     _, step = _run(sc, prof, seed, fast_forward=False)
@@ -368,9 +366,8 @@ def test_admission_shortcuts_change_nothing(server, workload, inp, out, seed, fa
     """The lean admission pass (Scheduler._never_delays: the ``none`` policy is not asked;
     ``_leave_queue`` pops the one admitted head) gives the general pass's run exactly."""
     server = dict(server, admission_delay="none")
-    workload = dict(workload, input_len={"kind": "uniform", "value": inp, "range_ratio": 0.5},
-                    output_len={"kind": "uniform", "value": out, "range_ratio": 0.3})
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    workload = uniform_lengths(workload, inp, out)
+    acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
     prof = tiny_profile()
     lean = SimEngine(sc, prof, seed, fast_forward=fast)

@@ -20,6 +20,7 @@ from tests.conftest import (
     make_scenario,
     overlap_pass,
     tiny_profile,
+    window_acceptance,
 )
 from tests.test_sim_speed_equivalence import _same_output, _state, assert_same_run
 
@@ -44,7 +45,7 @@ swa_servers = st.fixed_dictionaries({
 
 
 def _scenario(server, workload=None, seed=1):
-    acc = {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+    acc = window_acceptance(server)
     try:
         return make_scenario(server, workload, acc, seed=seed)
     except ValueError:
