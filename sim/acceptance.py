@@ -305,12 +305,47 @@ class AcceptanceModel:
             d = self._ensure(rid, cycle + 1)
         return int(d[cycle])
 
+    def _ensure_many(self, rids: list[int], counts: list[int]) -> None:
+        """:meth:`_ensure` for many requests at once: request ``rids[i]`` gets at least
+        ``counts[i]`` draws. Each request's generator fills its own rows of one uniform
+        array, in the same call order and sizes as :meth:`_ensure` would (so the same
+        uniforms); the comparison with each request's rates and the leading-position count
+        then run once over all rows instead of once per request."""
+        gamma = self.window - 1
+        todo: list[tuple[int, int]] = []   # (rid, rows to draw)
+        total = 0
+        draws = self._draws
+        for rid, n in zip(rids, counts, strict=True):
+            d = draws.get(rid)
+            have = 0 if d is None else len(d)
+            if n > have:
+                rows = -(-(n - have) // _BLOCK) * _BLOCK
+                todo.append((rid, rows))
+                total += rows
+        if len(todo) < 2:
+            for rid, rows in todo:
+                self._ensure(rid, len(draws.get(rid, ())) + rows)
+            return
+        ok = np.empty((total, gamma), dtype=bool)
+        at = 0
+        for rid, rows in todo:
+            u = self._rng(rid).random((rows, gamma))
+            np.less(u, self._rates[rid], out=ok[at : at + rows])
+            at += rows
+        new = leading_true(ok)
+        new += 1
+        at = 0
+        for rid, rows in todo:
+            draws[rid] = np.concatenate((draws[rid], new[at : at + rows]))
+            at += rows
+
     def draws(self, rids: np.ndarray, first_cycles: np.ndarray, n: int) -> np.ndarray:
         """Accept lengths of cycles ``first_cycles[i] .. first_cycles[i] + n - 1`` of request
-        ``rids[i]``: int array of shape (n, len(rids)) (the same values :meth:`draw` gives)."""
-        out = np.ones((n, len(rids)), dtype=np.int64)
+        ``rids[i]``: int array of shape (n, len(rids)) (the same values :meth:`draw` gives;
+        a transposed view: each request's n draws are contiguous)."""
         if self.window <= 1 or n == 0:
-            return out
-        for i, (rid, c) in enumerate(zip(rids.tolist(), first_cycles.tolist(), strict=True)):
-            out[:, i] = self._ensure(rid, c + n)[c : c + n]
-        return out
+            return np.ones((n, len(rids)), dtype=np.int64)
+        rid_l, cyc = rids.tolist(), first_cycles.tolist()
+        self._ensure_many(rid_l, [c + n for c in cyc])
+        draws = self._draws
+        return np.stack([draws[rid][c : c + n] for rid, c in zip(rid_l, cyc, strict=True)]).T

@@ -449,15 +449,24 @@ class KVLedger:
             scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
             scheduled[1:] -= np.cumsum(freed[:-1])
             return StretchKV(kv0, held, unused_cum, freed, scheduled)
+        # (two (k, m) grids at most, updated in place: the stretch's grids are large, and
+        # fresh memory for each intermediate costs more than the arithmetic)
+        jj, ii = np.nonzero(finish)      # a request finishes at one iteration at most
         if window > 1:
-            held = kv0 + window * np.cumsum(member, axis=0)
-            unused = np.where(processed, np.maximum(window - committed, 0), 0)
-            unused_cum = np.cumsum(unused, axis=0)
-            freed = unused.sum(axis=1) + ((held - unused_cum) * finish).sum(axis=1)
+            held = np.cumsum(member, axis=0)
+            held *= window
+            held += kv0
+            unused = np.subtract(window, committed)
+            np.maximum(unused, 0, out=unused)
+            unused *= processed
+            freed = unused.sum(axis=1)
+            unused_cum = np.cumsum(unused, axis=0, out=unused)
+            np.add.at(freed, jj, held[jj, ii] - unused_cum[jj, ii])
         else:
             # a request finishing at iteration j holds kv0 plus one slot per pass it rode
             held = unused_cum = None
-            freed = ((kv0 + np.cumsum(member, axis=0)) * finish).sum(axis=1)
+            freed = np.zeros(len(member), dtype=np.int64)
+            np.add.at(freed, jj, kv0[ii] + np.cumsum(member, axis=0)[jj, ii])
         scheduled = self.used + window * np.cumsum(member.sum(axis=1))
         scheduled[1:] -= np.cumsum(freed[:-1])
         return StretchKV(kv0, held, unused_cum, freed, scheduled)

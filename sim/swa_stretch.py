@@ -78,6 +78,17 @@ def _pages(x: np.ndarray, p: int) -> np.ndarray:
     return x if p == 1 else -(-x // p) * p
 
 
+def _page_sums(x: np.ndarray, p: int) -> np.ndarray:
+    """Row sums of ``_pages(x, p)`` for an int (k, m) grid: the same integers, with one
+    temporary grid instead of four."""
+    if p == 1:
+        return x.sum(axis=1)
+    t = np.negative(x)
+    t //= p
+    t *= -p
+    return t.sum(axis=1)
+
+
 def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, by_forward: bool,
                 first_step: int, len0: np.ndarray, ev0: np.ndarray, lock: np.ndarray, idx0: np.ndarray,
                 lenres: np.ndarray, lenproc: np.ndarray, member: np.ndarray, fin: np.ndarray,
@@ -131,7 +142,9 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
         cols = np.flatnonzero(holds & (last > first))
         if cols.size:
             top = int(pre.max()) + 2
-            flat = (pre.T + (np.arange(m, dtype=np.int64) * top)[:, None]).ravel()
+            flat = np.empty((m, k), dtype=np.int64)   # (written in C order: ravel is a view)
+            np.add(pre.T, (np.arange(m, dtype=np.int64) * top)[:, None], out=flat)
+            flat = flat.ravel()
             e = ev0.astype(np.int64).copy()
             while cols.size:
                 ec = e[cols]
@@ -151,12 +164,11 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
     # request finishing at row f holds through P_f's reservation and nothing after f's
     # processing; its kv_len stays at lenproc[f] after f
     fi = np.where(fin.any(axis=0), fin.argmax(axis=0), k)
-    pres = _pages(lenres, page)
-    pproc = pres if lenproc is lenres else _pages(lenproc, page)
-    sres, sproc = pres.sum(axis=1), pproc.sum(axis=1)
+    sres = _page_sums(lenres, page)
+    sproc = sres if lenproc is lenres else _page_sums(lenproc, page)
     p0 = _pages(len0, page)
     done = holds & (fi < k)
-    c = np.where(done, pproc[np.minimum(fi, k - 1), np.arange(m)], 0)  # held pages after finishing
+    c = np.where(done, _pages(lenproc[np.minimum(fi, k - 1), np.arange(m)], page), 0)  # held pages after finishing
     base = np.where(holds, lock - ev0, 0)
     d_res = np.zeros(k + 2, dtype=np.int64)    # difference arrays over rows
     d_aft = np.zeros(k + 2, dtype=np.int64)

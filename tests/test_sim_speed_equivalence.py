@@ -243,19 +243,67 @@ def test_weighted_statistics_match_numpy_on_the_repeated_samples(values, weights
 
 @settings(max_examples=80, deadline=None)
 @given(n=st.one_of(st.integers(1, 64), st.integers(1, 20_000)), seed=st.integers(0, 2**31),
-       decimals=st.sampled_from([None, 2]))
-def test_summary_statistics_are_numpys(n, seed, decimals):
-    # samples without NaN take the one-partition path; the figures must be numpy's own
+       decimals=st.sampled_from([None, 2]), owned=st.booleans())
+def test_summary_statistics_are_numpys(n, seed, decimals, owned):
+    # samples without NaN take the one-partition path (with ``owned``, in the sample's own
+    # buffer, mean and std from one sum); the figures must be numpy's own
     v = np.random.default_rng(seed).exponential(0.01, n)
     if decimals is not None:
         v = np.round(v, decimals)  # ties
     got: dict[str, float] = {}
-    _stats("itl", v, got)
+    _stats("itl", v.copy() if owned else v, got, owned=owned)
     w = v * 1000.0
     want = {"mean_itl_ms": np.mean(w), "median_itl_ms": np.median(w), "std_itl_ms": np.std(w),
             "p90_itl_ms": np.percentile(w, 90), "p99_itl_ms": np.percentile(w, 99),
             "max_itl_ms": np.max(w), "p95_itl_ms": np.percentile(w, 95)}
     assert got == {k: float(x) for k, x in want.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=3_000),
+       scale=st.sampled_from([1e-9, 1.0, 1e12]))
+def test_mean_std_is_numpys_bit_for_bit(values, scale):
+    from specsched.sim.metrics import mean_std
+
+    v = np.array(values) * scale
+    mean, std, scratch = mean_std(v)
+    assert (mean, std) == (float(np.mean(v)), float(np.std(v)))
+    assert scratch.shape == v.shape and scratch is not v
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(1, 50), m=st.integers(1, 30), page=st.sampled_from([1, 2, 3, 16, 256]),
+       lo=st.integers(-600, 600), seed=st.integers(0, 2**31))
+def test_page_sums_are_the_row_sums_of_pages(k, m, page, lo, seed):
+    from specsched.sim.swa_stretch import _page_sums, _pages
+
+    x = np.random.default_rng(seed).integers(lo, lo + 5_000, (k, m))
+    assert np.array_equal(_page_sums(x, page), _pages(x, page).sum(axis=1))
+    assert np.array_equal(_pages(x, page), np.ceil(x / page).astype(np.int64) * page)
+
+
+@settings(max_examples=60, deadline=None)
+@given(window=st.integers(1, 10), spread=st.floats(0.0, 0.5), n=st.integers(0, 700),
+       firsts=st.lists(st.integers(0, 600), min_size=1, max_size=12), seed=st.integers(0, 10_000),
+       early=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 900)), max_size=8))
+def test_batched_accept_draws_are_the_per_cycle_draws(window, spread, n, firsts, seed, early):
+    """AcceptanceModel.draws (every request's blocks drawn, compared and counted at once)
+    gives what draw() gives cycle by cycle, also after some requests drew earlier cycles
+    one at a time (their generators part-way through)."""
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.config import AcceptanceConfig
+
+    cfg = AcceptanceConfig(mean_accept_length=1 + 0.6 * (window - 1), request_spread=spread)
+    batched, single = AcceptanceModel(cfg, window, seed), AcceptanceModel(cfg, window, seed)
+    rids = np.arange(len(firsts), dtype=np.int64) * 7 + 3
+    for i, c in early:  # some requests have drawn before (a step-by-step verify)
+        if i < len(firsts):
+            batched.draw(int(rids[i]), c)
+    got = batched.draws(rids, np.array(firsts, dtype=np.int64), n)
+    assert got.shape == (n, len(firsts))
+    want = [[single.draw(int(r), c + j) for r, c in zip(rids, firsts, strict=True)] for j in range(n)]
+    assert got.tolist() == (want if n else [])
+    assert all(batched.level(int(r)) == single.level(int(r)) for r in rids)
 
 
 @settings(max_examples=100, deadline=None)
