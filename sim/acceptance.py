@@ -252,6 +252,7 @@ class AcceptanceModel:
         self._levels: dict[int, float] = {}
         self._rates: dict[int, np.ndarray] = {}
         self._draws: dict[int, np.ndarray] = {}
+        self._sums: dict[int, np.ndarray] = {}   # rid -> running sums of its draws (0 first)
         self._rngs: dict[int, np.random.Generator] = {}
 
     @property
@@ -349,3 +350,36 @@ class AcceptanceModel:
         self._ensure_many(rid_l, [c + n for c in cyc])
         draws = self._draws
         return np.stack([draws[rid][c : c + n] for rid, c in zip(rid_l, cyc, strict=True)]).T
+
+    def _running_sums(self, rid: int) -> np.ndarray:
+        """int (draws + 1,): 0, then the request's accept lengths summed cycle by cycle
+        (kept, and extended when its draws are)."""
+        d = self._draws[rid]
+        s = self._sums.get(rid)
+        if s is None or len(s) <= len(d):
+            done = 0 if s is None else len(s) - 1
+            ext = np.cumsum(d[done:])
+            ext += 0 if s is None else int(s[-1])
+            s = np.concatenate((np.zeros(1, dtype=np.int64) if s is None else s, ext))
+            self._sums[rid] = s
+        return s
+
+    def cumulative(self, rids: np.ndarray, first_cycles: np.ndarray, n: int, out: np.ndarray) -> np.ndarray:
+        """Accept lengths summed from each request's first cycle on: ``out[j, i]`` = the sum
+        of request ``rids[i]``'s accept lengths at cycles ``first_cycles[i] ..
+        first_cycles[i] + j - 1``, j = 0..n (so ``out[0]`` = 0), written into ``out``, int
+        (n + 1, len(rids)), and returned.
+
+        The same integers as ``np.cumsum(draws(rids, first_cycles, n), axis=0)`` below a
+        row of zeros: each request keeps the running sums of its draws, so a stretch reads
+        one slice per request into ``out`` instead of building and summing a (n, m) grid of
+        draws (fresh memory for such a grid costs more than the sums)."""
+        if self.window <= 1 or n == 0:
+            out[:] = np.arange(n + 1, dtype=np.int64)[:, None]
+            return out
+        rid_l, cyc = rids.tolist(), first_cycles.tolist()
+        self._ensure_many(rid_l, [c + n for c in cyc])
+        sums = self._running_sums
+        np.stack([sums(rid)[c : c + n + 1] for rid, c in zip(rid_l, cyc, strict=True)], axis=1, out=out)
+        out -= out[0].copy()
+        return out

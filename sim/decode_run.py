@@ -181,9 +181,8 @@ class DecodeRun:
         D = X[1:]
         if w > 1:
             cyc0 = np.array([device.cycles.get(rid, 0) for rid in rids], dtype=np.int64)
-            D[0] = d0
-            np.cumsum(device.acceptance.draws(run.rids, cyc0, k), axis=0, out=D[1:])
-            D[1:] += d0
+            device.acceptance.cumulative(run.rids, cyc0, k, out=D)   # accepted since the start
+            D += d0
             np.minimum(D, cap, out=D)
             run.cyc0 = cyc0
         else:
@@ -252,6 +251,7 @@ class DecodeRun:
         # KV: the ledger's rules; a pass that would exceed the pool retracts instead
         kv0 = np.array([r.kv_allocated for r in reqs], dtype=np.int64)
         inp0 = np.array([r.input_len for r in reqs], dtype=np.int64)
+        ctx = H[:k] + inp0      # each request's context when P_j is built (prompt + output)
         if w > 1:
             # decode entries processed at j: P_{j-1}'s requests not finished on the host
             processed = np.empty_like(member)
@@ -264,8 +264,8 @@ class DecodeRun:
             if kv.reserve_ahead:  # the top-up rule: committed KV positions when P_j is built
                 pd = np.array([r.prefill_done for r in reqs], dtype=np.int64)
                 len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
-                top = (len0, np.maximum(pd, H[:k] + (inp0 - 1)))
-            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))
+                top = (len0, np.maximum(pd, ctx - 1))
+            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))  # (raw reused)
         else:
             processed = None
             usage = kv.stretch_usage(kv0, member, fin, w, None, None)
@@ -273,7 +273,7 @@ class DecodeRun:
             stop = min(stop, usage.first_over(kv.capacity))
         run.swa = None
         if kv.swa_capacity:  # hybrid sliding-window: the SWA pool's rules too (sim/swa_stretch.py)
-            run.swa = kv.stretch_swa(reqs, usage, member, fin, H[:k] + (inp0 - 1), first_step)
+            run.swa = kv.stretch_swa(reqs, usage, member, fin, ctx, first_step)
             stop = min(stop, run.swa.first_over(kv.swa_capacity))
         if stop < 1:
             return None
@@ -283,7 +283,8 @@ class DecodeRun:
         pbs[0], pbs[1:] = prev_plan.batch_size, bs[:-1]
         run.process_batch_size = pbs
         run.inp = inp0
-        run.ctx_sum = ((inp0 + H[:k]) * member).sum(axis=1)
+        ctx *= member
+        run.ctx_sum = ctx.sum(axis=1)
         run.fin, run.processed, run.kv = fin, processed, usage
         return run
 

@@ -422,3 +422,82 @@ def test_admission_shortcuts_change_nothing(server, workload, inp, out, seed, fa
     assert lean.sched._never_delays
     general = _generic_admission(SimEngine(sc, prof, seed, fast_forward=fast))
     assert_same_run(lean.run(), general.run())
+
+
+
+def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: float,
+                    shift: np.ndarray | None = None) -> float:
+    """GridInterp's reading with numpy scalars (np.searchsorted, float64 indexing), the
+    implementation the Python-float one replaced: ``__call__`` (context rounded), or
+    ``row_shifted`` with ``shift``."""
+    def axis(a, q):
+        if len(a) == 1:
+            return 0, 0, 0.0
+        i = min(max(int(np.searchsorted(a, q)) - 1, 0), len(a) - 2)
+        return i, i + 1, float((q - a[i]) / (a[i + 1] - a[i]))
+
+    def row(i, j0, j1, wc):
+        if wc > 1.0:
+            return v[i, j1] + max(0.0, v[i, j1] - v[i, j0]) * (wc - 1.0)
+        return v[i, j0] * (1 - wc) + v[i, j1] * wc
+
+    i0, i1, wx = axis(xs, x)
+    if shift is None:
+        lo, hi = (row(i, *axis(cs, round(c, -1))) for i in (i0, i1))
+    else:
+        lo, hi = (row(i, *axis(cs, c - float(shift[i]))) for i in (i0, i1))
+    return max(0.0, float(lo * (1 - wx) + hi * wx))
+
+
+@settings(max_examples=150, deadline=None)
+@given(nx=st.integers(1, 8), nc=st.integers(1, 8), seed=st.integers(0, 2**31),
+       queries=st.lists(st.tuples(st.one_of(st.integers(0, 600), st.floats(0.0, 600.0)),
+                                  st.floats(0.0, 20_000.0)), min_size=1, max_size=30))
+def test_grid_lookup_in_python_floats_is_the_numpy_one(nx, nc, seed, queries):
+    from specsched.sim.profile import Grid
+
+    rng = np.random.default_rng(seed)
+    xs = np.unique(rng.integers(1, 512, nx)).astype(float)
+    cs = np.unique(rng.integers(0, 16_000, nc)).astype(float)
+    v = rng.random((len(xs), len(cs))) * 0.05 + 1e-4
+    interp = Grid(x=xs.tolist(), context_len=cs.tolist(), seconds=v.tolist()).interpolator("t")
+    shift = rng.integers(0, 50, len(xs)).astype(float)
+    for x, c in queries:
+        assert interp(x, c) == _grid_reference(xs, cs, v, x, c)
+        assert interp.row_shifted(x, c, shift) == _grid_reference(xs, cs, v, x, c, shift)
+
+
+def _itl_reference(rid: np.ndarray, t: np.ndarray, n: np.ndarray):
+    """The ITL sample (and each value's rid) as the full-length-array version built it."""
+    keep = n > 0
+    rid, t, n = rid[keep], t[keep], n[keep]
+    if len(t) == 0:
+        return np.zeros(0), np.zeros(0, dtype=rid.dtype)
+    if len(t) > 1 and (np.diff(t) >= 0).all():
+        key = rid.astype(np.uint16) if rid.min() >= 0 and rid.max() < 1 << 16 else rid
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((t, rid))
+    rid, t, n = rid[order], t[order], n[order]
+    later = np.r_[False, rid[1:] == rid[:-1]]
+    dt = np.r_[0.0, np.diff(t)][later]
+    nn = n[later]
+    return np.repeat(dt / nn, nn), np.repeat(rid[later], nn)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.integers(0, 300), nreq=st.integers(1, 40), big_ids=st.booleans(), ordered=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_itl_sample_is_the_reference_order_and_values(rows, nreq, big_ids, ordered, seed):
+    # the ITL sample's order is kept exactly (the summary's mean and std sum it in order)
+    from specsched.sim.metrics import _itl_of
+
+    rng = np.random.default_rng(seed)
+    rid = rng.integers(0, nreq, rows) * (70_001 if big_ids else 1)
+    t = rng.random(rows).round(2)   # ties
+    if ordered:
+        t = np.sort(t)
+    n = rng.integers(-1, 7, rows)
+    vals, rids = _itl_of(rid, t, n, with_rids=True)
+    want_v, want_r = _itl_reference(rid, t, n)
+    assert vals.tobytes() == want_v.tobytes() and rids.tolist() == want_r.tolist()
