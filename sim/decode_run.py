@@ -181,9 +181,10 @@ class DecodeRun:
         D = X[1:]
         if w > 1:
             cyc0 = np.array([device.cycles.get(rid, 0) for rid in rids], dtype=np.int64)
-            device.acceptance.cumulative(run.rids, cyc0, k, out=D)   # accepted since the start
+            # accepted since the start, capped at the output left: d0 + min(cap - d0, sum)
+            # is min(cap, d0 + sum)
+            device.acceptance.cumulative(run.rids, cyc0, k, out=D, limits=cap - d0)
             D += d0
-            np.minimum(D, cap, out=D)
             run.cyc0 = cyc0
         else:
             np.minimum(d0 + _STEPS[: k + 1], cap, out=D)
@@ -292,6 +293,13 @@ class DecodeRun:
     def commits(self, n: int) -> np.ndarray:
         """Tokens the device commits at steps 0..n-1, int (n, m)."""
         return self.D[1 : n + 1] - self.D[:n]
+
+    def delivered_and_commits(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`delivered`, :meth:`commits`) of the first n iterations from one grid: the
+        host sees a step's commits one iteration later (H[j + 1] = D[j]), so both are slices
+        of D[: n + 1] - H[: n + 1]."""
+        g = self.D[: n + 1] - self.H[: n + 1]
+        return g[:n], g[1:]
 
     def delivered(self, n: int) -> np.ndarray:
         """Tokens delivered at iterations 0..n-1, int (n, m) (0 = no delivery)."""

@@ -177,6 +177,9 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
                     assert deliv.rids.tolist() == run.rids[nz].tolist()
                     assert deliv.n_tokens.tolist() == row[nz].tolist()
                     assert deliv.finished.tolist() == (run.finish_iter()[nz] == j).tolist()
+                if hasattr(run, "delivered_and_commits"):   # the grid (not the closed form)
+                    both = run.delivered_and_commits(n)
+                    assert np.array_equal(both[0], run.delivered(n)) and np.array_equal(both[1], run.commits(n))
                 in_flight = s.apply_stretch(run, n)
                 dev.set_state(run.rids.tolist(), *run.device_after(n))
                 _same_output(in_flight, ref_flight)
@@ -304,6 +307,20 @@ def test_batched_accept_draws_are_the_per_cycle_draws(window, spread, n, firsts,
     want = [[single.draw(int(r), c + j) for r, c in zip(rids, firsts, strict=True)] for j in range(n)]
     assert got.tolist() == (want if n else [])
     assert all(batched.level(int(r)) == single.level(int(r)) for r in rids)
+    # the running sums, capped at each request's tokens left (drawing stops there)
+    third = AcceptanceModel(cfg, window, seed)
+    limits = np.array([(seed * 31 + 17 * i) % 900 - 20 for i in range(len(firsts))], dtype=np.int64)
+    for i, c in early:
+        if i < len(firsts):
+            third.draw(int(rids[i]), c)
+    out = np.empty((n + 1, len(firsts)), dtype=np.int64)
+    third.cumulative(rids, np.array(firsts, dtype=np.int64), n, out, limits=limits)
+    sums = np.zeros((n + 1, len(firsts)), dtype=np.int64)
+    sums[1:] = np.cumsum(np.array(want, dtype=np.int64).reshape(n, len(firsts)), axis=0)
+    assert out.tolist() == np.minimum(sums, limits).tolist()
+    assert all(third.level(int(r)) == single.level(int(r)) for r in rids)
+    # ... and later draws are unchanged by how many were drawn before
+    assert [third.draw(int(r), 1_000) for r in rids] == [single.draw(int(r), 1_000) for r in rids]
 
 
 @settings(max_examples=100, deadline=None)
