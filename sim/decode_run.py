@@ -225,20 +225,20 @@ class DecodeRun:
                 hold = int(shrunk[0]) if len(shrunk) else k
                 stop = min(stop, hold)
             delayed = np.zeros(k, dtype=bool)
-            cache: dict[tuple[int, int], bool] = {}
-            for j in range(min(stop, k)):
-                rb = int(running_bs[j])
-                if latched:
-                    continue  # batch_is_full: no admission pass (a full batch without the
-                    # latch still asks the delay gate first, as SGLang does)
-                key = (rb, int(active[j]))
-                d = cache.get(key)
-                if d is None:
-                    d = cache[key] = delays(*key)
-                if not d:
-                    stop = j
-                    break
-                delayed[j] = True
+            # batch_is_full latched: no admission pass (a full batch without the latch
+            # still asks the delay gate first, as SGLang does). Else every pass asks the
+            # (stateless) policy: its inputs change only where the batch does, so it is
+            # asked once per run of equal inputs, in order, and the first refusal ends it
+            lim = min(stop, k)
+            if not latched and lim > 0:
+                rb, ac = running_bs[:lim], active[:lim]
+                starts = np.flatnonzero((rb[1:] != rb[:-1]) | (ac[1:] != ac[:-1])) + 1
+                delayed[:lim] = True
+                for j in [0, *starts.tolist()]:
+                    if not delays(int(rb[j]), int(ac[j])):
+                        stop = j
+                        delayed[j:] = False
+                        break
             run.delayed = delayed
         if stop < 1:
             return None

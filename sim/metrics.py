@@ -53,7 +53,7 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
     mean, std, scratch = mean_std(v)
     out[f"mean_{prefix}_ms"] = mean
     out[f"std_{prefix}_ms"] = std
-    if np.isnan(v).any():
+    if math.isnan(mean):   # a NaN in v (or inf - inf, where numpy's own path gives the same)
         out[f"median_{prefix}_ms"] = float(np.median(v))
         p90, p99, p95 = np.percentile(v, [90, 99, 95]).tolist()
         mx = float(np.max(v))
