@@ -31,8 +31,10 @@ from specsched.sim.analytic.roofline import (
     draft_arch,
     eager_issue_per_kernel_s,
     extend,
+    extend_issue_s,
     kernel_count,
     kv_cell_bytes,
+    prefill_runs_eager,
     weights_bytes,
 )
 from specsched.sim.errors import ConfigError
@@ -128,6 +130,18 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     c_ref = 1024.0
     eager_factor = max(eager_issue, dec(graph_bs, c_ref).graph_s + eager_overhead) / dec(graph_bs, c_ref).graph_s
     host, host_prov = _host(gpu.platform)
+    # an extend's (and the drafter's injection's) kernels are issued by the host as they run
+    eager_prefill = prefill_runs_eager(arch, gpu)
+    host["launch_per_extend_s"] = float(f"{extend_issue_s(arch, gpu, eff, tp):.6e}")
+    host["launch_per_inject_s"] = float(f"{extend_issue_s(draft, gpu, eff, tp):.6e}")
+    how = (f"eager prefill ({'not CUDA' if gpu.platform != 'cuda' else arch.name + ' turns breakable prefill graphs off'}"
+           f"; SGLang 0.5.23 cuda_graph_config.py default_prefill_backend, cuda_graph_hook.py): every kernel x "
+           f"{per_kernel_issue * 1e6:.2f} us" if eager_prefill else
+           f"breakable prefill graph (CUDA's default): per layer one segment replay "
+           f"({eff.graph_launch_s * 1e6:.0f} us) + {eff.breakable_eager_kernels_per_layer} eager attention kernels x "
+           f"{per_kernel_issue * 1e6:.2f} us")
+    host_prov["host.launch_per_extend_s"] = f"host issue of one target extend forward (roofline.extend_issue_s): {how}"
+    host_prov["host.launch_per_inject_s"] = f"the same for the drafter's prompt injection ({draft.num_layers} layer(s))"
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
     # the drafter shares the target's embedding and LM head
     w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - arch.vocab_size * arch.hidden_size / tp * 2 * (1 if arch.tie_word_embeddings else 2)
