@@ -353,3 +353,24 @@ def test_an_eager_prefill_issue_delays_first_tokens_when_the_gpu_would_finish_so
                          "input_len": {"kind": "fixed", "value": 64}, "output_len": {"kind": "fixed", "value": 8}}}))
         ttft.append(run_scenario(load_scenario(tmp_path / "s.yaml"), seed=1).summary["median_ttft_ms"])
     assert ttft[0] > ttft[1] + 0.5 * prof["host"]["launch_per_extend_s"] * 1e3
+
+
+def test_an_eager_speculative_cycle_issues_the_draft_forward_too():
+    """Above every captured batch a DSpark cycle's host issues the target's verify and the
+    draft forward kernel by kernel; a plain decode step of the same profile only the
+    target's. Host-bound at small batch, so the cycle lasts the larger issue."""
+    from specsched.sim.analytic.roofline import eager_issue_per_kernel_s
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    q, gpu = load_model("qwen3-0.6b"), load_gpu("RTX5090")
+    p = Profile.model_validate(build_profile(q, gpu, 1))
+    per = eager_issue_per_kernel_s(EFF)
+    target, draft = kernel_count(q, EFF, 1, gpu) * per, kernel_count(draft_arch(q, 1), EFF, 1, gpu) * per
+    base = {"cuda_graph_max_bs": 8, "max_running_requests": 64}
+    plain = CostModel(p, ServerArgs(**base), warn_to=None)
+    spec = CostModel(p, ServerArgs(**base, speculative_algorithm="dspark", speculative_num_draft_tokens=6), warn_to=None)
+    assert plain.eager_issue_s(9) == pytest.approx(target, rel=1e-5)
+    assert spec.eager_issue_s(9) == pytest.approx(target + draft, rel=1e-5)
+    assert spec.eager_issue_s(8) == 0.0  # graph-replayed
+    assert spec.step_s(9, 256) >= target + draft - 1e-9

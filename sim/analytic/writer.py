@@ -167,11 +167,14 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.eager_host_issue_s": (f"host-bound eager issue of one target forward: {kernels} kernels x "
                                    f"{per_kernel_issue * 1e6:.2f} us (analytic.efficiency.eager_launch_per_kernel_s "
                                    f"{eff.eager_launch_per_kernel_s * 1e6:.1f} us at 2.1 GHz, scaled to host_ghz "
-                                   f"{eff.host_ghz:g}); the block drafter's kernels are not included. SGLang runs a "
+                                   f"{eff.host_ghz:g}); a speculative cycle's is gpu.eager_spec_issue_s. SGLang runs a "
                                    f"decode batch above cuda_graph_max_bs eagerly (model_executor/model_runner.py "
                                    f"forward_decode when the graph runner cannot run it): every kernel is a launch "
                                    f"from Python, the GPU runs each as it arrives, and the host issuing them cannot do "
                                    f"the scheduler's work meanwhile, so the overlap scheduler no longer hides it"),
+        "gpu.eager_spec_issue_s": (f"host-bound eager issue of one speculative cycle: the target's {kernels} kernels "
+                                   f"plus one draft forward's (gpu.eager_draft_overhead_s); the verify's sampling and "
+                                   f"acceptance kernels are not counted"),
         "gpu.eager_draft_overhead_s": "each further serial (chain) draft forward issued eagerly: its kernels x the eager issue per kernel",
         "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
         "gpu.eager_factor": (f"max(eager host issue, graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
@@ -201,6 +204,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **({"eager_overhead_s": float(f"{eager_overhead:.6e}"),
                 "eager_draft_overhead_s": float(f"{eager_draft_overhead:.6e}")} if new_schema else {}),
             **({"eager_host_issue_s": float(f"{eager_issue:.6e}")} if "eager_host_issue_s" in GpuProfile.model_fields else {}),
+            **({"eager_spec_issue_s": float(f"{eager_issue + eager_draft_overhead:.6e}")}
+               if "eager_spec_issue_s" in GpuProfile.model_fields else {}),
             "eager_factor": round(eager_factor, 4),
         },
         "host": host,
