@@ -13,6 +13,7 @@ shift the other.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +134,10 @@ def poisson_arrivals(n: int, request_rate: float, seed: int) -> np.ndarray:
 def gamma_arrivals(n: int, request_rate: float, burstiness: float, seed: int) -> np.ndarray:
     """Send times (s) with gamma gaps of shape ``burstiness`` and mean 1/request_rate (scale
     1 / (request_rate x burstiness)): vLLM benchmark_serving's ``--burstiness`` (1 is Poisson,
-    < 1 burstier, > 1 more regular). SGLang 0.5.23's bench_serving has no such option."""
+    < 1 burstier, > 1 more regular; infinite: every gap exactly 1/request_rate, as vllm 0.33
+    ``get_request`` does). SGLang 0.5.23's bench_serving has no such option."""
+    if math.isinf(burstiness):
+        return np.arange(1, n + 1, dtype=float) / request_rate
     rng = np.random.default_rng([seed, STREAM_ARRIVALS])
     return np.cumsum(rng.gamma(burstiness, 1.0 / (request_rate * burstiness), size=n))
 

@@ -171,6 +171,28 @@ def test_vllm_bench_serve_033_detailed_spec_decode_and_send_times():
     assert to_run_data(b).summary["failed"] == 1
 
 
+def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):
+    """``from-bench --arrivals details``: vLLM 0.33's start_times less queue_times become a
+    trace (successful requests, in arrival order, lengths as measured) with the line's
+    max_concurrency; the trace runs; an SGLang line (no send times) is refused."""
+    from specsched.analysis.from_bench import write_scenario
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import SimEngine
+
+    a, _ = read_bench(DATA / "bench" / "vllm-0.33.0-bench-serve.json")
+    sc, tables = scenario_from_bench(a, "h200-1b", arrivals="details")
+    t = tables["trace"]
+    assert t["timestamp"].tolist() == pytest.approx([0.0, 0.2409 - 9e-06 + 1.2e-05, 0.6121 - 1.1e-05 + 1.2e-05])
+    assert t["input_length"].tolist() == [128] * 3 and t["output_length"].tolist() == [4] * 3
+    assert sc["workload"]["kind"] == "trace" and sc["workload"]["max_concurrency"] == 8
+    paths = write_scenario(sc, tables, tmp_path / "v.yaml")
+    assert [q.name for q in paths] == ["v.yaml", "v-trace.csv"]
+    res = SimEngine(load_scenario(tmp_path / "v.yaml")).run()
+    assert sorted(res.requests["start_s"].round(6).tolist()) == pytest.approx(t["timestamp"].tolist())
+    with pytest.raises(ConfigError, match="start_times"):
+        scenario_from_bench(read_bench_one(DATA / "bench" / "sglang-0.5.1-details.jsonl"), "h200-1b", arrivals="details")
+
+
 def test_a_vllm_pytorch_benchmark_record_is_named_as_such(tmp_path):
     """SAVE_TO_PYTORCH_BENCHMARK_FORMAT=1 makes vLLM write ``<result>.pytorch.json`` beside the
     result (benchmarks/benchmark_utils.py ``convert_to_pytorch_benchmark_format``): a list of
