@@ -78,6 +78,8 @@ class Fits:
             "eager_factor": self.eager_factor,
             "attention_width": "padded_max",
             "attention_bucket": CTX_BUCKET_STEP,
+            # the grids' graphs ran at round_up(c + W, CTX_ALIGN) (profile_harness ctx_buckets)
+            "attention_grid_align": self.grid_align,
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
             "extend_attention": "padded_max",
@@ -102,6 +104,12 @@ class Fits:
         gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
         host = {k: v for k, v in host.items() if k in HostProfile.model_fields and v is not None}
         return gpu, host
+
+    @property
+    def grid_align(self) -> int:
+        """``gpu.attention_grid_align``: CTX_ALIGN when every grid context is a multiple of
+        it (each column then ran attention over ``round_up(c + W, CTX_ALIGN)``), else 1."""
+        return CTX_ALIGN if all(c % CTX_ALIGN == 0 for c in self.contexts) else 1
 
     @property
     def eager_overhead(self) -> float:

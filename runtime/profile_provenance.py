@@ -137,6 +137,12 @@ class Provenance:
                                     f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
             "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
                                      f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
+            "gpu.attention_grid_align": (f"{self.grid_align}: the grids' graphs were captured at context buckets "
+                                         "round_up(context + spec_window, runtime.kv_cache.CTX_ALIGN) "
+                                         "(runtime/profile_harness.py), so each column (a multiple of it) ran attention "
+                                         f"over round_up(context + window, {CTX_ALIGN}) positions (1: the columns are not "
+                                         f"all multiples of {CTX_ALIGN}, read as context + window). Layout of the code, not "
+                                         f"a fit. [{env}]"),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "

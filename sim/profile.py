@@ -213,9 +213,17 @@ class GpuProfile(BaseModel):
         AttnBatch, ``[B, C]`` with C the graph's context bucket, runtime/spec_cycle.py
         ``_prepare``), over every padded graph row: the step costs the grid at that width
         and the padded batch. The grid's columns were timed at uniform contexts, width
-        context + window, so both readings agree on a uniform batch.
+        ``round_up(context + window, attention_grid_align)``, so both readings agree on a
+        uniform batch.
     attention_bucket: tokens the padded width is rounded up to (``padded_max`` only;
         the runtime's graph context buckets, runtime/engine.py: every 256 positions).
+    attention_grid_align: the attention width each grid column ``c`` (a multiple of it) was
+        timed at is ``round_up(c + window, attention_grid_align)`` (``padded_max`` only).
+        The runtime's profiler captures its graphs at context buckets rounded up to
+        CTX_ALIGN (runtime/profile_harness.py: ``_round_up(c + spec_window)``, 64), so
+        column 1024 of its decode and verify grids ran attention over 1088 positions, not
+        1025 / 1030: a step of width ``w`` is read at column ``w - round_up(window, 64)``.
+        1 (default, older profiles): width context + window.
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -261,6 +269,7 @@ class GpuProfile(BaseModel):
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    attention_grid_align: int = Field(1, ge=1, le=1_000_000)
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)

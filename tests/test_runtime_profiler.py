@@ -51,6 +51,8 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert p.gpu.draft_inject_per_token_s >= 0  # a fitted slope: noise on a loaded CPU can clamp it
     # the runtime's extend attention is dense over [B, Q, C]; the grid's layouts are 1024 long
     assert (p.gpu.extend_attention, p.gpu.extend_layout_len, p.gpu.extend_attention_bucket) == ("padded_max", 1024, 64)
+    # the grids' columns (multiples of 64) ran attention over round_up(c + W, 64)
+    assert p.gpu.attention_grid_align == 64 and "round_up" in p.provenance["gpu.attention_grid_align"]
     assert p.gpu.eager_factor >= 1.0
     assert p.host.ingest_per_request_s == 0.0
     assert p.host.schedule_per_req_s >= 0 and p.host.process_per_req_s >= 0
