@@ -305,9 +305,23 @@ class CostModel:
         table = self.h.extend_idle_lead_by_tokens
         return table.at(plan.num_extend_tokens) if table is not None else self.h.extend_idle_lead_s
 
+    def launch_tail(self, plan: BatchPlan, part: str = "main") -> float:
+        """Host seconds a launch call goes on after its forward is queued (profile
+        host.launch_tail_s + launch_tail_per_req_s x batch): the host is busy, the GPU runs.
+        Only for a graph-replayed decode/verify (an eager step's host time is its kernel
+        issue, :meth:`issue`; an extend-only launch's is the extend's issue); 0 for the
+        inject part."""
+        n_dec = plan.batch_size - plan.num_extend
+        if part != "main" or n_dec <= 0 or n_dec > self.graph_max:
+            return 0.0
+        h = self.h
+        return h.launch_tail_s + h.launch_tail_per_req_s * plan.batch_size
+
     def host(self, kind: str, plan: BatchPlan) -> float:
-        """Host seconds of ``kind`` (schedule / launch / process) for ``plan``."""
+        """Host seconds of ``kind`` (schedule / launch / launch_tail / process) for ``plan``."""
         h, bs = self.h, plan.batch_size
+        if kind == "launch_tail":
+            return self.launch_tail(plan)
         if kind == "schedule":
             return h.schedule_s + h.schedule_per_req_s * bs
         if kind == "launch":

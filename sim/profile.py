@@ -324,7 +324,15 @@ class HostProfile(BaseModel):
     tokens: the same for a block drafter's prompt injection (DSpark prefill: the inject
     launch after the extend), charged at the inject launch; 0 in profiles whose extend
     terms hold both issues (a plain-decoding run then pays the injection's issue too:
-    docs/measurements/h200-v3-repredict.md). process_*: processing a step's results.
+    docs/measurements/h200-v3-repredict.md). launch_tail_s / launch_tail_per_req_s: the
+    rest of a graph-replayed decode/verify launch call after its forward is queued (the
+    loop's launch returns only after recording its events, advancing the host's length
+    bounds and starting the result copy, runtime/engine.py ``_launch``; SGLang's
+    ``run_batch`` likewise returns after the replay is queued): the GPU runs meanwhile, but
+    the host cannot process the previous step's results (and deliver its tokens) before
+    the call returns. The whole call's host time (GPU kept busy) minus the publish-wait
+    stall. 0: not measured (results are processed right after the forward is queued).
+    process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     extend_idle_lead_s: how much later an extend launched onto an idle GPU stream ends than
     its device time (gpu.extend, timed with the GPU kept busy) says: its kernels reach the
@@ -346,6 +354,8 @@ class HostProfile(BaseModel):
     schedule_per_req_s: Seconds = 0.0
     launch_s: Seconds = 0.0
     launch_per_req_s: Seconds = 0.0
+    launch_tail_s: Seconds = 0.0
+    launch_tail_per_req_s: Seconds = 0.0
     launch_per_extend_s: Seconds = 0.0
     launch_per_extend_token_s: Seconds = 0.0
     launch_per_inject_s: Seconds = 0.0

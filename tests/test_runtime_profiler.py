@@ -59,6 +59,9 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     # launch_s is the measured publish-wait stall (block loop - queued loop): on the CPU every
     # call is synchronous, so it is ~0 there; it must be measured (not defaulted) and >= 0
     assert p.host.launch_s >= 0 and p.host.launch_per_req_s >= 0
+    # the rest of the launch call after the forward is queued: measured, >= 0, with provenance
+    assert p.host.launch_tail_s >= 0 and p.host.launch_tail_per_req_s >= 0
+    assert "whole verify launch call" in p.provenance["host.launch_tail_s"]
     assert "block" in p.provenance["host.launch_s"] and "queued" in p.provenance["host.launch_s"]
 
 
