@@ -6,7 +6,7 @@ One command does everything that belongs together on a GPU machine:
 
 A round on one H200 in one call under ten minutes (profile on the machine that then runs
 the cells, right before them: the host-paced parts of a profile, launch cost and eager
-issue time, do not transfer between machines; docs/measurements/README.md):
+issue time, do not transfer between machines; docs/measurements/h200-v7-repredict.md):
 
     python benchmarks/gpu_validate.py --out OUT/round --max-bs 128 --budget 110 --deadline-s 500
 
