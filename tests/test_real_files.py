@@ -389,6 +389,20 @@ def test_public_trace_layouts():
     assert mc.prefix_reuse() == pytest.approx((12 * 512 + 6955) / (6955 + 6472 + 9014 + 1280))
 
 
+def test_a_layout_with_one_column_renamed_keeps_its_other_names(tmp_path):
+    """``columns`` override the layout's names one at a time: a BurstGPT export whose time
+    column is called ``Time`` reads with ``layout: burstgpt, columns: {timestamp: Time}``."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "b.csv"
+    p.write_text((DATA / "traces" / "burstgpt.csv").read_text().replace("Timestamp,", "Time,", 1))
+    t = load_trace(TraceConfig(path=str(p), layout="burstgpt", columns={"timestamp": "Time"}))
+    assert t.arrival_s.tolist() == [0.0, 40.0, 113.0] and t.input_len.tolist() == [472, 1087, 417]
+    cols, unit = TraceConfig(path="x", layout="mooncake", columns={"input_len": "prompt"}).resolved()
+    assert (cols.timestamp, cols.input_len, cols.hash_ids, unit) == ("timestamp", "prompt", "hash_ids", "ms")
+
+
 def test_a_trace_error_shows_the_timestamp_as_written(tmp_path):
     from specsched.sim.config import TraceConfig
     from specsched.sim.trace import load_trace
