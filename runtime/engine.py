@@ -276,7 +276,8 @@ class RuntimeEngine:
                     self._extend_tokens[plan.step] = ext.tokens
             if n < plan.batch_size:
                 rows = [self.rows[rid] for rid in plan.rids[n:]]
-                graph = self.graphs and plan.batch_size - n <= self.server.cuda_graph_max_bs
+                graph = (self.graphs and not self.server.disable_decode_cuda_graph
+                         and plan.batch_size - n <= self.server.cuda_graph_max_bs)
                 if plan.mode is ForwardMode.DECODE or self.window <= 1:
                     step_out = r.decode(rows, graph=graph)
                 else:
