@@ -301,7 +301,7 @@ class SimEngine:
         acc = dec = 0
         if output is not None and op.part == "main" and plan.num_extend < plan.batch_size:
             # a handful of ints: plain Python sums (numpy's call overhead dominates here)
-            dec_n = output.committed.tolist()[plan.num_extend:]
+            dec_n = output.counts()[plan.num_extend:]
             acc = sum(dec_n)
             dec = len(dec_n) - dec_n.count(0)
         self.rec.step(plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
