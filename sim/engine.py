@@ -119,6 +119,12 @@ class SimEngine:
         self.env = simpy.Environment()
         self.rec = Recorder(records)
         self.inbox: list[Req] = []
+        # open arrivals (Poisson or trace without max_concurrency): no SimPy process; the
+        # host takes them from these lists when its clock reaches them (_take_arrivals)
+        self._arrive_at: list[float] = []   # time each request reaches the scheduler (s)
+        self._sent_at: list[float] = []     # ... and the time its client sent it (s)
+        self._arrived = 0                   # how many have reached the scheduler
+        self._next_arrival = math.inf       # _arrive_at[_arrived], inf when all have
         self._wake: simpy.Event | None = None
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}
@@ -232,18 +238,36 @@ class SimEngine:
                         yield self.env.timeout(pause)
                 yield self._send(spec)
 
-    def _poisson_open(self, times: np.ndarray):
-        """Poisson sends without a concurrency limit: one process walks the send times and
-        delivers each request to the scheduler when the tokenizer FIFO releases it (the
-        times :meth:`_send` would give; no process per request)."""
+    def _open_arrivals(self, times: np.ndarray) -> None:
+        """Poisson (or trace) sends without a concurrency limit: nobody waits for a reply, so
+        every request's arrival time is known now: its send time, then the tokenizer FIFO
+        (the times :meth:`_send` gives). The host takes each one when its clock reaches it
+        (:meth:`_take_arrivals`): no SimPy process or event per request, and the host never
+        has to hand control to SimPy for an arrival."""
         ingest = self.profile.host.ingest_per_request_s
-        for spec, t_send in zip(self.specs, times.tolist(), strict=True):
-            self._tokenizer_free = max(t_send, self._tokenizer_free) + ingest
-            t_arrive = t_send + (self._tokenizer_free - t_send)
-            if t_arrive > self.env.now:
-                yield self.env.timeout(self._delay_to(t_arrive))
-            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
-            self._arrive(self._req(spec))
+        free = self._tokenizer_free
+        sent = times.tolist()
+        arrive = []
+        for t_send in sent:
+            free = max(t_send, free) + ingest
+            arrive.append(t_send + (free - t_send))
+        self._tokenizer_free = free
+        self._sent_at, self._arrive_at = sent, arrive
+        self._next_arrival = arrive[0] if arrive else math.inf
+
+    def _take_arrivals(self) -> None:
+        """The open arrivals due by the host's clock reach the scheduler's inbox (in arrival
+        order; the client's timer started at its send time). A request that arrives at the
+        very time of a receive is taken by it."""
+        t, i, arrive = self._t, self._arrived, self._arrive_at
+        n = len(arrive)
+        while i < n and arrive[i] <= t:
+            spec = self.specs[i]
+            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, self._sent_at[i])
+            self.inbox.append(self._req(spec))
+            i += 1
+        self._arrived = i
+        self._next_arrival = arrive[i] if i < n else math.inf
 
     def _poisson_limited(self, times: np.ndarray, slots: simpy.Resource):
         """Poisson sends with max_concurrency: at each send time a client waits for a slot."""
@@ -278,7 +302,7 @@ class SimEngine:
             if w.max_concurrency:
                 self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
             else:
-                self.env.process(self._poisson_open(times))
+                self._open_arrivals(times)
 
     # ------------------------------------------------------------------- host
     def _launch(self, op: Launch):
@@ -334,14 +358,14 @@ class SimEngine:
             self.rec.deliver(self._t, rids, n, fin)  # INV-5: the host clock never goes back
             done = rids[fin].tolist()
         if done:
-            yield from self._sync(self._t)  # clients react at the delivery time
-            woken = False
-            for rid in done:
-                ev = self._finish_events.pop(rid, None)
-                if ev is not None:
+            pop = self._finish_events.pop
+            waited = [ev for ev in (pop(rid, None) for rid in done) if ev is not None]
+            self._remaining -= len(done)
+            woken = bool(waited)
+            if woken:
+                yield from self._sync(self._t)  # clients react at the delivery time
+                for ev in waited:
                     ev.succeed()
-                    woken = True
-                self._remaining -= 1
             # let the woken clients send now, before the loop's next receive: a closed-loop
             # client sends its next request when the last token arrives (a freed
             # max_concurrency slot likewise), and the next schedule() sees it
@@ -366,9 +390,13 @@ class SimEngine:
             result: Any = None
             tp = type(op)
             if tp is FastForward:
+                if self._next_arrival <= self._t:
+                    self._take_arrivals()
                 if not self.inbox:
                     result = yield from self._fast_forward(op)
             elif tp is Recv:
+                if self._next_arrival <= self._t:
+                    self._take_arrivals()
                 result, self.inbox = self.inbox, []
                 if self._t == last_t:
                     idle_spins += 1
@@ -424,12 +452,21 @@ class SimEngine:
             elif tp is WaitForWork:
                 if self._remaining == 0:
                     return
-                yield from self._sync(self._t)
-                if not self.inbox:
-                    self._wake = self.env.event()
-                    yield self._wake
-                    self._wake = None
-                    self._t = self.env.now
+                if self._arrive_at:
+                    # open arrivals: nothing else happens in SimPy (no client process), so
+                    # the host sleeps until the next one
+                    if not self.inbox:
+                        if self._next_arrival == math.inf:
+                            raise Stalled(f"no work at t={self._t:.6f}s with {self._remaining} requests left")
+                        self._t = max(self._t, self._next_arrival)
+                        self._take_arrivals()
+                else:
+                    yield from self._sync(self._t)
+                    if not self.inbox:
+                        self._wake = self.env.event()
+                        yield self._wake
+                        self._wake = None
+                        self._t = self.env.now
             op = loop.send(result)
 
     # ----------------------------------------------------------- fast-forward
@@ -440,7 +477,7 @@ class SimEngine:
         nothing was collapsed (the loop goes on step by step)."""
         h = op.handle
         t0 = self._t
-        t_next = self.env.peek()
+        t_next = min(self.env.peek(), self._next_arrival)
         if t_next <= t0 or h.output is None:
             return None
         sched = self.sched
