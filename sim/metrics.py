@@ -116,8 +116,11 @@ def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out:
     for i in range(0, v.size, 1 << 20):
         d = v[i : i + (1 << 20)] * 1000.0 - mean
         sq += float(np.dot(d * d, w[i : i + (1 << 20)]))
-    # order statistics: x -> 1000 x is monotone, so sort the seconds and scale the picks
-    order = np.argsort(v, kind="stable")
+    # order statistics: x -> 1000 x is monotone, so sort the seconds and scale the picks.
+    # Any order of equal values picks the same value at every rank (a run of equal values
+    # has the same cumulative weight at both ends whatever its inner order), so numpy's
+    # default (unstable, ~2x faster) sort is used.
+    order = np.argsort(v)
     cw = np.cumsum(w[order], dtype=np.int64)
     v = v[order]
     del order
