@@ -173,6 +173,8 @@ class Provenance:
                 f"Theil-Sen slope (clamped >= 0) of the same against extend tokens {self.ext_x} at prefix 0: medians "
                 + ", ".join(f"{t}: {_ms(self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
                 + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
+            "gpu.eager_spec_issue_s": ("null: gpu.eager_host_issue_s was measured on the whole spec_cycle (the "
+                                       f"block drafter's forward included), so it is the eager cycle's issue. [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
             "host.extend_idle_lead_s": self._idle_lead_text(env, table=False),

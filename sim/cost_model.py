@@ -223,7 +223,7 @@ class CostModel:
                 t += g.eager_overhead_s + self.extra_draft_steps * g.eager_draft_overhead_s
                 if g.eager_host_issue_s is not None:
                     # kernels issued one by one run as they arrive: host-bound below this
-                    t = max(t, g.eager_host_issue_s)
+                    t = max(t, self.eager_issue_s(bs))
             else:
                 t *= g.eager_factor
         return t
@@ -328,11 +328,16 @@ class CostModel:
 
     def eager_issue_s(self, n_dec: int) -> float:
         """Host seconds to issue one eager decode step's or spec cycle's kernels (profile
-        gpu.eager_host_issue_s) for ``n_dec`` decoding requests: 0 when they replay a graph
-        (``n_dec`` <= cuda_graph_max_bs) or the profile did not measure it."""
+        gpu.eager_host_issue_s; for a spec cycle gpu.eager_spec_issue_s when the profile
+        gives it, plus each further chain draft step's eager_draft_overhead_s) for
+        ``n_dec`` decoding requests: 0 when they replay a graph (``n_dec`` <=
+        cuda_graph_max_bs) or the profile did not measure it."""
         g = self.profile.gpu
         if n_dec <= self.graph_max or g.eager_host_issue_s is None:
             return 0.0
+        if self.spec and g.eager_spec_issue_s is not None:
+            # a cycle issues the draft forward(s) too (profile gpu.eager_spec_issue_s)
+            return g.eager_spec_issue_s + self.extra_draft_steps * g.eager_draft_overhead_s
         return g.eager_host_issue_s
 
     def issue(self, plan: BatchPlan, part: str = "main") -> float:

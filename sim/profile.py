@@ -202,6 +202,13 @@ class GpuProfile(BaseModel):
         lasts max(graph time + eager_overhead_s, eager_host_issue_s): host-bound at small
         batch or context, GPU-bound at large (measured: eager minus graph falls from ~12 ms
         at bs 32 / 512 context to ~0.8 ms at 8K context on an H200 proxy). None: not measured.
+    eager_spec_issue_s: host seconds to issue one eager speculative cycle's kernels when
+        they differ from ``eager_host_issue_s`` (a profile whose ``eager_host_issue_s`` is a
+        plain decode step's, e.g. an analytic one): the target's verify forward plus the
+        draft forward (SGLang's eager runner issues the draft worker's forward kernel by
+        kernel too when the batch is above every captured size,
+        model_executor/runner/eager_runner.py). A chain drafter's further serial steps add
+        ``eager_draft_overhead_s`` each. None: ``eager_host_issue_s`` (measured on a cycle).
     eager_factor: old profiles: multiplier for decode/verify batches above
         cuda_graph_max_bs (used only when ``eager_overhead_s`` is not given).
     attention_width: how a decode/verify forward's attention spans the batch's contexts.
@@ -258,6 +265,7 @@ class GpuProfile(BaseModel):
     eager_overhead_s: Seconds | None = None
     eager_draft_overhead_s: Seconds = 0.0
     eager_host_issue_s: Seconds | None = None
+    eager_spec_issue_s: Seconds | None = None
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
