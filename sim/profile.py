@@ -9,6 +9,7 @@ measurements; GPU profiles are written by ``specsched profile`` from microbenchm
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -74,38 +75,43 @@ class GridInterp:
     range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_warnings`).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_cache", "above")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_cache", "above")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
         self.x = np.asarray(g.x, dtype=float)
         self.c = np.asarray(g.context_len, dtype=float)
         self.v = np.asarray(g.seconds, dtype=float)
+        # the same values as Python floats: a lookup reads a handful of them, and numpy's
+        # per-call cost (searchsorted ~2 us, a scalar read ~0.1 us) is most of a lookup;
+        # float64 arithmetic is the same either way
+        self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
         self._cache: dict[tuple[float, float], float] = {}
         self.above: dict[str, float] = {}
 
     @staticmethod
-    def _axis(axis: np.ndarray, q: float) -> tuple[int, int, float]:
+    def _axis(axis: list[float], q: float) -> tuple[int, int, float]:
         if len(axis) == 1:
             return 0, 0, 0.0
-        # the segment index, clipped to [0, len - 2] in Python (np.clip on a scalar is ~4 us)
-        i = min(max(int(np.searchsorted(axis, q)) - 1, 0), len(axis) - 2)
+        # the segment index, clipped to [0, len - 2]: bisect_left is np.searchsorted's
+        # default side on a sorted axis (a NaN query goes last, as numpy sorts NaN)
+        i = min(max((bisect.bisect_left(axis, q) if q == q else len(axis)) - 1, 0), len(axis) - 2)
         w = (q - axis[i]) / (axis[i + 1] - axis[i])
         return i, i + 1, float(w)
 
     def _row(self, i: int, j0: int, j1: int, wc: float) -> float:
-        v = self.v
+        v = self._vl[i]
         if wc > 1.0:  # beyond the last context: the last segment's slope, never negative
-            return v[i, j1] + max(0.0, v[i, j1] - v[i, j0]) * (wc - 1.0)
-        return v[i, j0] * (1 - wc) + v[i, j1] * wc
+            return v[j1] + max(0.0, v[j1] - v[j0]) * (wc - 1.0)
+        return v[j0] * (1 - wc) + v[j1] * wc
 
     def __call__(self, x: float, context: float = 0.0) -> float:
         key = (x, round(context, -1))
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        i0, i1, wx = self._axis(self.x, x)
-        j0, j1, wc = self._axis(self.c, key[1])
+        i0, i1, wx = self._axis(self._xl, x)
+        j0, j1, wc = self._axis(self._cl, key[1])
         if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
             self.above["x"] = x
         self._note_context(key[1])
@@ -140,14 +146,14 @@ class GridInterp:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        i0, i1, wx = self._axis(self.x, x)
+        i0, i1, wx = self._axis(self._xl, x)
         if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
             self.above["x"] = x
         vals = []
         for i in (i0, i1):
             c = context - float(shift[i])  # not rounded: extends rarely repeat a shape
             self._note_context(c)
-            j0, j1, wc = self._axis(self.c, c)
+            j0, j1, wc = self._axis(self._cl, c)
             vals.append(self._row(i, j0, j1, wc))
         out = max(0.0, float(vals[0] * (1 - wx) + vals[1] * wx))
         if len(self._cache) < 200_000:
