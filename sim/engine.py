@@ -140,6 +140,7 @@ class SimEngine(Clients, EngineStretch):
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule and not self.server.enable_dp_attention
         self._gpu_memo: dict[int, float] = {}
         self._host_memo: dict[int, tuple[float, float, float]] = {}
+        self._tail_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None
         self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self.ff_runs = 0
@@ -185,7 +186,8 @@ class SimEngine(Clients, EngineStretch):
     # ------------------------------------------------------------------- host
     def _launch(self, op: Launch):
         """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
-        The host stays busy for the kernel issue of an eager forward (CostModel.issue)."""
+        The host stays busy for the kernel issue of an eager forward (CostModel.issue), and
+        for the rest of a graph-replayed step's launch call (CostModel.launch_tail)."""
         now = self._t
         issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
@@ -214,8 +216,9 @@ class SimEngine(Clients, EngineStretch):
             self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
-        if issue > 0:
-            yield from self._advance(issue)
+        busy = issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
+        if busy > 0:
+            yield from self._advance(busy)
         return handle
 
     def _block_until(self, t: float, wakeup: float):

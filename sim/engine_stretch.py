@@ -65,7 +65,8 @@ class EngineStretch:
         if type(run) is PlainRun:
             rec = self.rec
             tm = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s, self._plain_gpu,
-                                     self._plain_host, self.host_blocked_s, rec.step_totals.busy_s, rec.full)
+                                     self._plain_host, self.host_blocked_s, rec.step_totals.busy_s, rec.full,
+                                     tail=self._plain_tail if self._has_tail else None)
             n = tm.n
             if n < 1:
                 return None
@@ -80,7 +81,11 @@ class EngineStretch:
         c, hs, hl, hp = self._run_costs(run, k)
         spec = self.server.speculative_algorithm.enabled
         publish_block = spec and self.server.sync_mode is SyncMode.host_block
-        tl = host_timeline.run_times(t0, h.end, hs, hl, hp, c, self.profile.host.sync_wakeup_s, publish_block)
+        ht = None
+        if self._has_tail:
+            tails = [self._plain_tail(b) for b in range(int(run.batch_size[:k].max()) + 1)]
+            ht = np.asarray(tails)[run.batch_size[:k]]
+        tl = host_timeline.run_times(t0, h.end, hs, hl, hp, c, self.profile.host.sync_wakeup_s, publish_block, ht=ht)
         # every Recv of the stretch (at T_1 .. T_{n-1}) must come before the next event
         n = int(np.searchsorted(tl.T[:k], t_next, side="left"))
         if tl.T[n] == t_next:
@@ -100,6 +105,19 @@ class EngineStretch:
         v = self._gpu_memo.get(code)
         if v is None:
             v = self._shape_cost(code, bs, ctx_sum, key * 10.0)
+        return v
+
+    @property
+    def _has_tail(self) -> bool:
+        h = self.profile.host
+        return h.launch_tail_s > 0 or h.launch_tail_per_req_s > 0
+
+    def _plain_tail(self, bs: int) -> float:
+        """Host seconds of a decode/verify launch call of ``bs`` requests after its forward
+        is queued (CostModel.launch_tail), memoized."""
+        v = self._tail_memo.get(bs)
+        if v is None:
+            v = self._tail_memo[bs] = self.cost.launch_tail(self._shape_plan(bs, 0)) if bs > 0 else 0.0
         return v
 
     def _plain_host(self, bs: int) -> tuple[float, float, float]:
