@@ -177,17 +177,12 @@ class SimEngine(Clients, EngineStretch):
         else:
             yield from self._sync(t)
 
-    def _advance_to(self, t: float):
-        if t < self.env.peek():
-            self._t = t
-        else:
-            yield from self._sync(t)
-
     # ------------------------------------------------------------------- host
-    def _launch(self, op: Launch):
-        """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
-        The host stays busy for the kernel issue of an eager forward (CostModel.issue), and
-        for the rest of a graph-replayed step's launch call (CostModel.launch_tail)."""
+    def _launch(self, op: Launch) -> tuple[SimHandle, float]:
+        """Put ``op``'s forward on the stream. Returns its handle and the host seconds the
+        launch keeps the host busy after it (the caller advances the host's clock): the
+        kernel issue of an eager forward (CostModel.issue) and the rest of a
+        graph-replayed step's launch call (CostModel.launch_tail)."""
         now = self._t
         issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
@@ -216,10 +211,7 @@ class SimEngine(Clients, EngineStretch):
             self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
-        busy = issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
-        if busy > 0:
-            yield from self._advance(busy)
-        return handle
+        return handle, issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
 
     def _block_until(self, t: float, wakeup: float):
         wait = t - self._t
@@ -274,7 +266,15 @@ class SimEngine(Clients, EngineStretch):
                 if self._next_arrival <= self._t:
                     self._take_arrivals()
                 if not self.inbox:
-                    result = yield from self._fast_forward(op)
+                    jumped = self._fast_forward(op)
+                    if jumped is not None:
+                        # a stretch was applied: the loop goes on with its last forward in
+                        # flight, the host at the stretch's end (_advance inlined)
+                        result, t = jumped
+                        if t < peek():
+                            self._t = t
+                        else:
+                            yield from self._sync(t)
             elif tp is Recv:
                 if self._next_arrival <= self._t:
                     self._take_arrivals()
@@ -298,7 +298,13 @@ class SimEngine(Clients, EngineStretch):
                     else:
                         yield from self._sync(t)
             elif tp is Launch:
-                result = yield from self._launch(op)
+                result, busy = self._launch(op)
+                if busy > 0:
+                    t = self._t + busy   # _advance inlined, as for host work
+                    if t < peek():
+                        self._t = t
+                    else:
+                        yield from self._sync(t)
             elif tp is Results:
                 wait = op.handle.end - self._t
                 if wait > 0:
@@ -351,9 +357,11 @@ class SimEngine(Clients, EngineStretch):
             op = loop.send(result)
 
     # ------------------------------------ fast-forward (the rest: sim/engine_stretch.py)
-    def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float, n: int):
+    def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float,
+                         n: int) -> tuple[tuple[BatchPlan, SimHandle], float]:
         """After a stretch of n iterations: its last forward (start, end s) is in flight and
-        the host is at ``t``. Returns (as a generator's value) the loop's (plan, handle)."""
+        the host is at ``t``. Returns the loop's (plan, handle) and ``t`` (the caller moves
+        the host's clock there)."""
         handle = SimHandle(plan, start, end, output)
         self._gpu_free = end
         self._last_output = output
@@ -361,8 +369,7 @@ class SimEngine(Clients, EngineStretch):
         self._in_flight = handle
         self.ff_runs += 1
         self.ff_iterations += n
-        yield from self._advance_to(t)
-        return plan, handle
+        return (plan, handle), t
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:
