@@ -158,7 +158,8 @@ class CostModel:
             raise ConfigError(src, "gpu.draft_step", "<missing>", f"{why}: give one draft-model forward's cost by tokens and context")
         self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
         self.graph_bs = server.graph_batch_sizes
-        self.graph_max = self.graph_bs[-1]
+        # no decode graph at all with disable_decode_cuda_graph: every batch runs eagerly
+        self.graph_max = 0 if server.disable_decode_cuda_graph else self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
         # the grid column timed at a given width: column c ran at round_up(c + W, align)
@@ -267,7 +268,7 @@ class CostModel:
         if n_dec:
             pre = plan.prefix_lens[n_ext:]
             decode_s = self.step_s(n_dec, sum(pre) / n_dec, max(pre) if self.padded_attention else None)
-            if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.server.cuda_graph_max_bs:
+            if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.graph_max:
                 penalty = self.h.cross_queue_penalty_s
         if self.warn_to is not None:
             self.range_warnings(self.warn_to)
