@@ -175,6 +175,9 @@ class CostModel:
         self.prefill_buckets = server.prefill_graph_tokens if hw is not None and hw.platform == "cuda" else []
         self.inject_c0 = float(g.draft_inject.context_len[0]) if g.draft_inject is not None else 0.0
         self.extend_c0 = float(g.extend.context_len[0])
+        # pure extend forwards' costs by (extend_lens, prefix_lens): a Poisson run's prefills
+        # repeat a few shapes (the cost is a function of those lengths and the profile only)
+        self._extend_memo: dict[tuple[tuple[int, ...], tuple[int, ...]], GpuCost] = {}
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -235,8 +238,21 @@ class CostModel:
         """GPU seconds of one launch of ``plan`` (``part`` = ``main`` or ``inject``).
 
         ``cross_queue``: a wait is queued from a separate schedule stream; graph-replayed
-        decode/verify launches pay the profile's cross_queue_penalty_s.
+        decode/verify launches pay the profile's cross_queue_penalty_s. A pure extend's cost
+        is a function of its extend and prefix lengths only: it is kept per shape.
         """
+        n_ext = plan.num_extend
+        if n_ext == plan.batch_size and part == "main":
+            key = (plan.extend_lens, plan.prefix_lens)
+            cost = self._extend_memo.get(key)
+            if cost is None:
+                if len(self._extend_memo) >= 1 << 12:
+                    self._extend_memo.clear()
+                cost = self._extend_memo[key] = self._gpu(plan, part, cross_queue)
+            return cost
+        return self._gpu(plan, part, cross_queue)
+
+    def _gpu(self, plan: BatchPlan, part: str, cross_queue: bool) -> GpuCost:
         n_ext = plan.num_extend
         if part == "inject":
             tokens = plan.num_extend_tokens
