@@ -10,7 +10,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
   ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
   and mean 1/rate (vLLM's option; SGLang 0.5.23 has none). ``request_rate: "trace"`` cannot
-  be rebuilt from the line (write a ``trace`` workload for the trace file instead).
+  be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
+  vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
 - requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``.
 - lengths, ``random``/``random-ids``: ``uniform`` with ``range_ratio`` = random_range_ratio:
   integers in [max(1, int(len x ratio)), len] as SGLang 0.5.23 draws them
@@ -100,6 +101,9 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     rate = a.get("request_rate")
     if rate == "trace":
         raise ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result line; write a 'trace' workload for the trace file")
+    if run.extra.get("ramp_up_strategy") is not None:   # vllm bench serve --ramp-up-strategy
+        raise ConfigError(run.source, "ramp_up_strategy", run.extra["ramp_up_strategy"],
+                          "the request rate ramped during the run; a scenario has one rate (not modelled)")
     n = run.num_prompts
     if not n:
         raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed")

@@ -19,11 +19,19 @@ What is read, and from which versions (each checked against that version's sourc
   and ``#swa token``/``swa token usage`` (pool_stats_observer.py); ``cpu graph``/``npu graph``
   instead of ``cuda graph`` on other devices; MFU and ``fwd occupancy`` suffixes; PD
   disaggregation counters.
-- SGLang 0.3.x-0.4.x log from ``srt/managers/scheduler.py`` with a full stop after
-  "batch" (``Prefill batch. #new-seq: ...``), 0.3.x with ``cache hit rate: 12.50%``, no
-  ``cuda graph`` field, ``accept len`` from 0.4 on.
+- SGLang 0.3.x-0.5.1 log with a full stop after "batch" (``Prefill batch. #new-seq: ...``;
+  0.3.0 ``srt/managers/tp_worker.py``, 0.3.6-0.4.6 ``srt/managers/scheduler.py``, 0.5.1
+  ``scheduler_metrics_mixin.py``), 0.3.x with ``cache hit rate: 12.50%``, ``accept len``
+  from 0.4 on, ``cuda graph`` on decode lines from 0.5.1 (prefill lines from 0.5.10,
+  ``srt/observability/scheduler_metrics_mixin.py``, which switched to the comma). 0.3.0 also
+  writes a mixed-chunk prefill as ``Prefill batch(mixed #running-req: 3). #new-seq: ...``.
+- Prefill-decode disaggregation (0.4.6 on): a prefill server's bootstrap queue
+  (``#unbootstrapped-req`` 0.4.6-0.5.1, ``#prealloc-req`` 0.5.10, ``#bootstrap-req`` 0.5.23)
+  and in-flight KV sends (``#transferring-req``, then ``#inflight-req``); a decode server's
+  ``pre-allocated usage``, ``#prealloc-req``, ``#transfer-req``, ``#retracted-req``.
 - The logger's prefix (``configure_logger``): ``[YYYY-MM-DD HH:MM:SS{.mmm with
-  SGLANG_LOG_MS}{ DPn}{ PPn}{ ATTN_CPn}{ MOE_DPn}{ TPn}{ EPn}]``. Anything before it (a
+  SGLANG_LOG_MS}{ DPn}{ PPn}{ ATTN_CPn}{ MOE_DPn}{ TPn}{ EPn}]`` (0.3.0: ``[HH:MM:SS TPn]``,
+  no date: such times get the date 1970-01-01). Anything before it (a
   container runtime's or journald's own prefix) is skipped; the timestamp is the last one
   before the "batch" text. With DP attention every DP rank logs its own lines,
   interleaved: ``rank`` keeps them apart.
@@ -45,9 +53,12 @@ import numpy as np
 import pandas as pd
 from specsched.sim.errors import ConfigError
 
-_BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?\s*[,.]\s*(?P<rest>.*)$")
-_TIME = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
-_PREFIX = re.compile(r"\[\s*\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?P<rank>(?:\s+[A-Z_]+\d+)*)\s*\]\s*$")
+_BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
+_STAMP = r"(?:\d{4}-\d{2}-\d{2}[ T])?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+_TIME = re.compile(rf"(?<![\d:])({_STAMP})")
+_PREFIX = re.compile(rf"\[\s*{_STAMP}(?P<rank>(?:\s+[A-Z_]+\d+)*)\s*\]\s*$")
+_TIME_ONLY_DATE = "1970-01-01 "
+"""Date given to a time-only stamp (0.3.0's logger wrote ``%H:%M:%S``)."""
 _FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
 _NAMES = {
     "#new-seq": "new_seq", "#new-token": "new_token", "#cached-token": "cached_token", "token usage": "token_usage",
@@ -56,11 +67,26 @@ _NAMES = {
     "gen throughput (token/s)": "gen_throughput", "input throughput (token/s)": "input_throughput",
     "#pending-token": "pending_token", "#swa token": "swa_token", "swa token usage": "swa_token_usage",
     "cuda graph": "graph", "cpu graph": "graph", "npu graph": "graph", "musa graph": "graph",
+    "#replay-token": "replay_token", "mamba usage": "mamba_usage",
+    # prefill-decode disaggregation: the prefill server's bootstrap and in-flight (KV sending)
+    # queues, the decode server's preallocation, transfer and retracted queues
+    "#unbootstrapped-req": "bootstrap_req", "#bootstrap-req": "bootstrap_req",
+    "#transferring-req": "inflight_req", "#inflight-req": "inflight_req",
+    "#prealloc-req": "prealloc_req", "#transfer-req": "transfer_req", "#retracted-req": "retracted_req",
+    "pre-allocated usage": "prealloc_usage",
 }
+_PREFILL_NAMES = {"#prealloc-req": "bootstrap_req"}
+"""0.5.10's prefill line names its bootstrap queue ``#prealloc-req`` (0.4.6-0.5.1:
+``#unbootstrapped-req``; 0.5.23: ``#bootstrap-req``)."""
 COLUMNS = ("line", "time", "rank", "kind", "new_seq", "new_token", "cached_token", "token_usage", "running_req",
-           "queue_req", "token", "accept_len", "accept_rate", "graph", "gen_throughput", "input_throughput")
+           "queue_req", "token", "accept_len", "accept_rate", "graph", "gen_throughput", "input_throughput",
+           "mixed", "pending_token", "replay_token", "swa_token", "swa_token_usage", "mamba_usage",
+           "bootstrap_req", "inflight_req", "prealloc_req", "transfer_req", "retracted_req", "prealloc_usage")
 """Columns of :func:`parse_server_log`. ``graph`` is 1.0 when the line says the batch ran a
-(cuda/cpu/npu) graph, 0.0 when it ran eagerly, NaN when the version does not say."""
+(cuda/cpu/npu) graph, 0.0 when it ran eagerly, NaN when the version does not say.
+``mixed`` is 1.0 for 0.3.0's mixed-chunk prefill line (``Prefill batch(mixed #running-req:
+N).``), whose running requests decoded in the same batch. The prefill-decode
+disaggregation columns are NaN on a colocated server."""
 
 
 def parse_line(raw: str, line: int) -> dict[str, object] | None:
@@ -72,11 +98,19 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
     head = raw[: m.start()]
     pm = _PREFIX.search(head)
     times = _TIME.findall(head)
-    row: dict[str, object] = {"line": line, "time": times[-1].replace(",", ".") if times else None,
-                              "rank": " ".join(pm.group("rank").split()) if pm else "",
-                              "kind": m.group("kind").lower()}
-    for fm in _FIELD.finditer(m.group("rest")):
-        name = _NAMES.get(fm.group("key").strip())
+    stamp = times[-1].replace(",", ".") if times else None
+    if stamp is not None and "-" not in stamp:
+        stamp = _TIME_ONLY_DATE + stamp
+    kind = m.group("kind").lower()
+    row: dict[str, object] = {"line": line, "time": stamp,
+                              "rank": " ".join(pm.group("rank").split()) if pm else "", "kind": kind}
+    rest = m.group("rest")
+    if m.group("mixed") is not None:   # 0.3.0: the decoding requests batched with this prefill
+        row["mixed"] = 1.0
+        rest = f"{m.group('mixed')}, {rest}"
+    for fm in _FIELD.finditer(rest):
+        key = fm.group("key").strip()
+        name = (_PREFILL_NAMES.get(key) if kind == "prefill" else None) or _NAMES.get(key)
         if name is None:
             continue
         v = fm.group("value")

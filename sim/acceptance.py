@@ -252,6 +252,8 @@ class AcceptanceModel:
         self._levels: dict[int, float] = {}
         self._rates: dict[int, np.ndarray] = {}
         self._draws: dict[int, np.ndarray] = {}
+        self._sums: dict[int, np.ndarray] = {}   # rid -> running sums of its draws (0 first)
+        self._means: dict[int, float] = {}
         self._rngs: dict[int, np.random.Generator] = {}
 
     @property
@@ -305,12 +307,118 @@ class AcceptanceModel:
             d = self._ensure(rid, cycle + 1)
         return int(d[cycle])
 
+    def _ensure_many(self, rids: list[int], counts: list[int]) -> None:
+        """:meth:`_ensure` for many requests at once: request ``rids[i]`` gets at least
+        ``counts[i]`` draws. Each request's generator fills its own rows of one uniform
+        array, in the same call order and sizes as :meth:`_ensure` would (so the same
+        uniforms); the comparison with each request's rates and the leading-position count
+        then run once over all rows instead of once per request."""
+        gamma = self.window - 1
+        todo: list[tuple[int, int]] = []   # (rid, rows to draw)
+        total = 0
+        draws = self._draws
+        for rid, n in zip(rids, counts, strict=True):
+            d = draws.get(rid)
+            have = 0 if d is None else len(d)
+            if n > have:
+                rows = -(-(n - have) // _BLOCK) * _BLOCK
+                todo.append((rid, rows))
+                total += rows
+        if len(todo) < 2:
+            for rid, rows in todo:
+                self._ensure(rid, len(draws.get(rid, ())) + rows)
+            return
+        ok = np.empty((total, gamma), dtype=bool)
+        at = 0
+        for rid, rows in todo:
+            u = self._rng(rid).random((rows, gamma))
+            np.less(u, self._rates[rid], out=ok[at : at + rows])
+            at += rows
+        new = leading_true(ok)
+        new += 1
+        at = 0
+        for rid, rows in todo:
+            draws[rid] = np.concatenate((draws[rid], new[at : at + rows]))
+            at += rows
+
     def draws(self, rids: np.ndarray, first_cycles: np.ndarray, n: int) -> np.ndarray:
         """Accept lengths of cycles ``first_cycles[i] .. first_cycles[i] + n - 1`` of request
-        ``rids[i]``: int array of shape (n, len(rids)) (the same values :meth:`draw` gives)."""
-        out = np.ones((n, len(rids)), dtype=np.int64)
+        ``rids[i]``: int array of shape (n, len(rids)) (the same values :meth:`draw` gives;
+        a transposed view: each request's n draws are contiguous)."""
         if self.window <= 1 or n == 0:
+            return np.ones((n, len(rids)), dtype=np.int64)
+        rid_l, cyc = rids.tolist(), first_cycles.tolist()
+        self._ensure_many(rid_l, [c + n for c in cyc])
+        draws = self._draws
+        return np.stack([draws[rid][c : c + n] for rid, c in zip(rid_l, cyc, strict=True)]).T
+
+    def _running_sums(self, rid: int) -> np.ndarray:
+        """int (draws + 1,): 0, then the request's accept lengths summed cycle by cycle
+        (kept, and extended when its draws are)."""
+        d = self._draws.get(rid)
+        if d is None:
+            return np.zeros(1, dtype=np.int64)
+        s = self._sums.get(rid)
+        if s is None or len(s) <= len(d):
+            done = 0 if s is None else len(s) - 1
+            ext = np.cumsum(d[done:])
+            ext += 0 if s is None else int(s[-1])
+            s = np.concatenate((np.zeros(1, dtype=np.int64) if s is None else s, ext))
+            self._sums[rid] = s
+        return s
+
+    def cumulative(self, rids: np.ndarray, first_cycles: np.ndarray, n: int, out: np.ndarray,
+                   limits: np.ndarray | None = None) -> np.ndarray:
+        """Accept lengths summed from each request's first cycle on: ``out[j, i]`` = the sum
+        of request ``rids[i]``'s accept lengths at cycles ``first_cycles[i] ..
+        first_cycles[i] + j - 1``, j = 0..n (so ``out[0]`` = 0), capped at ``limits[i]``
+        when given (int (m,): a request's output tokens left), written into ``out``, int
+        (n + 1, len(rids)), and returned.
+
+        The same integers as ``np.minimum(np.cumsum(draws(rids, first_cycles, n), axis=0),
+        limits)`` below a row of zeros. Each request keeps the running sums of its draws,
+        so a stretch reads one slice per request instead of building and summing a (n, m)
+        grid of draws; and with ``limits`` a request draws only until its sum reaches its
+        limit (every accept length is >= 1, so at most ``limit`` cycles; its later sums are
+        capped whatever they would be). Draws are a request's own seeded sequence, so
+        drawing fewer of them now changes no value drawn later.
+        """
+        if self.window <= 1 or n == 0:
+            out[:] = np.arange(n + 1, dtype=np.int64)[:, None]
+            if limits is not None:
+                np.minimum(out, limits, out=out)
             return out
-        for i, (rid, c) in enumerate(zip(rids.tolist(), first_cycles.tolist(), strict=True)):
-            out[:, i] = self._ensure(rid, c + n)[c : c + n]
+        rid_l, cyc = rids.tolist(), first_cycles.tolist()
+        sums = self._running_sums
+        if limits is None:
+            self._ensure_many(rid_l, [c + n for c in cyc])
+        else:
+            lim = limits.tolist()
+            # first about the cycles each request needs (its own mean accept length, with a
+            # margin), then all n cycles for the few that fell short
+            self._ensure_many(rid_l, [c + min(n, int(x / self._mean_of(r) * 1.05) + 32) if x > 0 else 0
+                                      for r, c, x in zip(rid_l, cyc, lim, strict=True)])
+            short = [(r, c + n) for r, c, x in zip(rid_l, cyc, lim, strict=True)
+                     if x > 0 and len(s := sums(r)) <= c + n and s[-1] - s[c] < x]
+            if short:
+                self._ensure_many([r for r, _ in short], [t for _, t in short])
+        cols = []
+        for rid, c in zip(rid_l, cyc, strict=True):
+            col = sums(rid)[c : c + n + 1]
+            if len(col) <= n:
+                # stopped at its limit: its later sums only need to stay at or above it (no
+                # draws at all: a limit <= 0, which any sum reaches)
+                col = np.concatenate((col, np.full(n + 1 - len(col), col[-1] if len(col) else 0)))
+            cols.append(col)
+        np.stack(cols, axis=1, out=out)
+        out -= out[0].copy()
+        if limits is not None:
+            np.minimum(out, limits, out=out)
         return out
+
+    def _mean_of(self, rid: int) -> float:
+        """The request's own mean accept length (kept)."""
+        m = self._means.get(rid)
+        if m is None:
+            m = self._means[rid] = self.request_mean(rid)
+        return m

@@ -7,9 +7,11 @@ layout in tests/data/bench/):
 - 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
   token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
-- 0.4.x: the arguments (+ ``max_concurrency``), request/input/output throughput, mean,
-  median, std and p99 of ``ttft``/``tpot``/``itl``/``e2e_latency`` (``_ms``), ``p95_itl_ms``,
-  ``concurrency``, ``accept_length`` (null without speculative decoding). No details.
+- 0.4.0: the 0.3 subset + ``max_concurrency``. 0.4.6-0.5.1: the arguments, request/input/
+  output throughput, mean, median, std and p99 of ``ttft``/``tpot``/``itl``/``e2e_latency``
+  (``_ms``), ``p95_itl_ms``, ``concurrency``, ``accept_length`` (null without speculative
+  decoding); details only from 0.5.1 on (``--output-details``). 0.5.10 adds ``tag``,
+  ``server_info``, ``total_throughput``, ``p90_e2e_latency_ms``, the peaks.
 - 0.5.23 (``sglang/benchmark/serving.py``; ``python -m sglang.bench_serving`` still works):
   adds ``tag``, ``server_info`` (the server's /server_info, null if unreachable),
   ``total_input_text_tokens``/``total_input_vision_tokens``, ``total_throughput``,
@@ -24,19 +26,31 @@ layout in tests/data/bench/):
   ``cached_tokens_details`` (kept in ``extra``). SGLang writes no ``num_prompts``: it is
   ``len(input_lens)`` with details, else ``completed`` (failed requests then unknown).
 
-vLLM's ``benchmarks/benchmark_serving.py --save-result`` (0.6-0.8) and ``vllm bench serve``
-(0.9+) write one JSON object (``json.dump``, one line; ``--append-result`` appends lines;
-hand-edited files may be indented): ``date``, ``model_id``, ``num_prompts``,
-``request_rate`` (``"inf"`` as a string), ``burstiness``, ``max_concurrency``,
-``total_token_throughput`` (= SGLang's total_throughput), ``{mean,median,std}_{m}_ms`` and
-``p{P}_{m}_ms`` for ``--metric-percentiles`` (P may be 99.9; ``p50`` stands in for a
-missing median) with ``e2el`` for e2e_latency, the per-request lists (always in 0.6-0.8;
-only with ``--save-detailed`` later), and in later versions ``failed`` and the peak
-keys. ``spec_decode_acceptance_length`` (later vLLM with a drafter) stands in for
-``accept_length``. These vLLM keys are from its source as remembered, not from a wheel
-checked here.
+vLLM (each checked in that release's source archive; fixtures in tests/data/bench/) writes
+one JSON object per run with ``json.dump`` (``--append-result``, 0.8.5 on, puts a newline
+before each later run; hand-edited files may be indented):
 
-:func:`read_bench` reads all of these tolerantly: keys missing, null or NaN are missing,
+- ``benchmarks/benchmark_serving.py --save-result`` 0.6.6/0.7.3: ``date``, ``backend``,
+  ``model_id``, ``tokenizer_id``, ``best_of``, ``num_prompts``, ``--metadata`` KEY=VALUE
+  pairs (strings), ``request_rate`` (a number, or the string ``"inf"``), ``burstiness``,
+  ``max_concurrency``, then duration, completed, token totals, request_throughput,
+  ``"request_goodput:"`` (with its colon; null without ``--goodput``), output_throughput,
+  ``total_token_throughput`` (= SGLang's total_throughput), the per-request lists always,
+  and ``{mean,median,std}_{m}_ms`` plus ``p{P}_{m}_ms`` for ``--percentile-metrics`` (default
+  ttft,tpot,itl: no e2el unless asked, named ``e2el``) at ``--metric-percentiles`` (default
+  99; P may be 99.9; ``p50`` stands in for a missing median). 0.8.5: no best_of; the lists
+  only with ``--save-detailed``.
+- ``vllm bench serve`` (``vllm/benchmarks/serve.py``) 0.10.1: ``endpoint_type`` and
+  ``label`` instead of ``backend`` (read as backend), ``request_goodput`` without the colon;
+  0.11: ``backend`` again, ``max_output_tokens_per_s``, ``max_concurrent_requests``, with
+  ``--ramp-up-strategy`` the ramp keys and ``rps_change_events``; 0.33: ``failed``,
+  ``latencies`` and ``queue_times`` (kept without ``--save-detailed``), ``start_times``
+  (the client's clock at each send; with ``--save-detailed``), ``rtfx``, and with a drafter
+  ``spec_decode_acceptance_length`` (1 + accepted / drafts: SGLang's accept length, read as
+  ``accept_length``), ``spec_decode_acceptance_rate`` (%) and the draft counts.
+
+:func:`read_bench` reads all of these tolerantly: keys missing, null, NaN or +-Infinity
+(in a metric; ``request_rate`` Infinity is all at once) are missing,
 unknown keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's. The project's
 summaries use bench_serving's metric names and units already, so a run's summary is the
 metric subset as is. :func:`bench_record` goes the other way: a simulated or measured run as
@@ -104,6 +118,10 @@ class BenchDetails:
         ttfts: seconds, float array (n,) (0 for a failed request).
         itls: seconds, one float array per request (bench_serving's per-token gaps).
         errors: "" (or None) for a request that succeeded, else the error text.
+        start_s: send times in s from the first send, float array (n,), or None: vLLM's
+            ``vllm bench serve --save-detailed`` writes ``start_times`` (the client's
+            ``time.perf_counter()`` at each send, 0.33 ``benchmark()``); SGLang writes none.
+        latency_s: end-to-end latency in s, float array (n,) (vLLM's ``latencies``), or None.
     """
 
     input_lens: np.ndarray
@@ -111,6 +129,8 @@ class BenchDetails:
     ttfts: np.ndarray
     itls: list[np.ndarray]
     errors: list[str]
+    start_s: np.ndarray | None = None
+    latency_s: np.ndarray | None = None
 
     @property
     def ok(self) -> np.ndarray:
@@ -218,7 +238,7 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
     if not all(isinstance(obj.get(k), list) for k in ("input_lens", "output_lens", "ttfts")):
         return None
     n = len(obj["input_lens"])
-    for k in ("output_lens", "ttfts", "itls", "errors"):
+    for k in ("output_lens", "ttfts", "itls", "errors", "start_times", "latencies"):
         if isinstance(obj.get(k), list) and len(obj[k]) != n:
             raise ConfigError(where, k, f"{len(obj[k])} entries", f"per-request lists must have {n} entries like input_lens")
 
@@ -238,9 +258,15 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
             raise ConfigError(where, f"itls[{i}]", x, "must be a list of seconds")
         itls.append(arr(f"itls[{i}]", x))
     errors = obj.get("errors") if isinstance(obj.get("errors"), list) else [""] * n
+    start = latency = None
+    if isinstance(obj.get("start_times"), list) and n:
+        start = arr("start_times", obj["start_times"])
+        start = start - np.nanmin(start) if np.isfinite(start).any() else None
+    if isinstance(obj.get("latencies"), list):
+        latency = arr("latencies", obj["latencies"])
     return BenchDetails(np.nan_to_num(arr("input_lens", obj["input_lens"])).astype(np.int64),
                         np.nan_to_num(arr("output_lens", obj["output_lens"])).astype(np.int64),
-                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors])
+                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency)
 
 
 def _cache_report(obj: Mapping[str, Any], where: str) -> dict[str, float]:
@@ -263,16 +289,21 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
     if not any(obj.get(k) is not None for k in _IDENTIFYING):
         keys = ", ".join(list(obj)[:6]) or "none"
-        raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}")
+        hint = ""
+        if {"benchmark", "metric"} <= set(obj):   # vLLM's SAVE_TO_PYTORCH_BENCHMARK_FORMAT side file
+            hint = " (a vLLM .pytorch.json record: pass the result JSON saved beside it)"
+        raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}{hint}")
     summary: dict[str, float] = {}
     for k in METRIC_KEYS:
         v = _number(where, k, obj.get(k))
         if v is None and k in _FALLBACKS and obj.get(k) is None:
             v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
-        if v is not None and not math.isnan(v):   # NaN (an empty sample) is as good as missing
+        if v is not None and math.isfinite(v):   # NaN (an empty sample) or +-Infinity: missing
             summary[k] = v
     summary.update(_cache_report(obj, where))
     args = _args(obj, where)
+    if "backend" not in args and isinstance(obj.get("endpoint_type"), str):
+        args["backend"] = obj["endpoint_type"]   # vllm bench serve 0.10 writes endpoint_type only
     details = _details(obj, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
     extra = {k: v for k, v in obj.items() if k not in used}
@@ -308,8 +339,12 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         try:
             objs.append((i, json.loads(raw)))
         except json.JSONDecodeError as e:
-            bad = (i, raw.strip(), e.msg)
-            break
+            if bad is None:
+                bad = (i, raw.strip(), e.msg)
+            if line is None or i >= line:
+                break
+    if bad is not None and line is not None and any(i == line and isinstance(o, dict) for i, o in objs):
+        bad = None   # the named run is whole (another line was cut short, e.g. a run killed while appending)
     if bad is not None:
         try:  # one object over several lines, or a list
             whole = json.loads(text)
@@ -359,10 +394,11 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
 
     ``summary`` holds the file's metrics plus ``scenario`` (the tag or file name), ``arm``
     (``label``), ``source``. With details, ``requests`` has one row per successful request
-    and ``chunks`` one row per token; bench_serving records no send times, so each request's
-    times count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` =
-    TTFT + its ITLs). Without details both tables are empty. ``steps``/``timeseries`` are
-    always empty (a client sees no steps).
+    and ``chunks`` one row per token. SGLang records no send times, so each request's times
+    count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` = TTFT +
+    its ITLs); vLLM's ``start_times`` (``--save-detailed``, 0.33) give the sends, relative to
+    the first, and its ``latencies`` the finish. Without details both tables are empty.
+    ``steps``/``timeseries`` are always empty (a client sees no steps).
     """
     import pandas as pd
     from specsched.sim.records import RunResult, empty_table
@@ -376,15 +412,19 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
         ok = np.flatnonzero(d.ok & (d.ttfts > 0))
         rows, crid, ct = [], [], []
         for i in ok.tolist():
+            s0 = float(d.start_s[i]) if d.start_s is not None and np.isfinite(d.start_s[i]) else 0.0
+            first = s0 + float(d.ttfts[i])
             gaps = d.itls[i]
-            t = d.ttfts[i] + np.cumsum(gaps) if len(gaps) else np.zeros(0)
-            fin = float(t[-1]) if len(t) else float(d.ttfts[i])
+            t = first + np.cumsum(gaps) if len(gaps) else np.zeros(0)
+            fin = float(t[-1]) if len(t) else first
+            if d.latency_s is not None and np.isfinite(d.latency_s[i]) and d.latency_s[i] >= d.ttfts[i]:
+                fin = s0 + float(d.latency_s[i])   # the client's own end-to-end clock
             n_out = int(d.output_lens[i])
-            tpot = (fin - d.ttfts[i]) / (n_out - 1) if n_out > 1 else np.nan
-            rows.append((i, int(d.input_lens[i]), n_out, 0.0, float(d.ttfts[i]), fin, float(d.ttfts[i]), fin, tpot,
+            tpot = (fin - first) / (n_out - 1) if n_out > 1 else np.nan
+            rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), fin - s0, tpot,
                          np.nan, 0, 0))
             crid.append(np.full(len(t) + 1, i))
-            ct.append(np.r_[d.ttfts[i], t])
+            ct.append(np.r_[first, t])
         if rows:
             requests = pd.DataFrame(rows, columns=list(requests.columns))
             chunks = pd.DataFrame({"rid": np.concatenate(crid), "time_s": np.concatenate(ct)})
@@ -535,6 +575,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
                 extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
         if (column(req, "start_s")[done] > 0).any():   # absolute send times (a run, not a file's per-request lists)
             extra.update(_peaks(req, _table(run, "chunks")))
+    if rec.get("num_prompts") is None and req is not None and len(req):
+        rec["num_prompts"] = len(req)   # a trace without a row limit: the requests sent
     for k in METRIC_KEYS:
         v = _value(s, k)
         if v is None and k in extra:

@@ -174,21 +174,21 @@ class DecodeRun:
         run.reqs, run.rids, run.num_merged = reqs, np.array(rids, dtype=np.int64), num_merged
         run.cap, run.window, run.spec = cap, w, spec
         run.first_step = first_step
-        # device counts D (k + 1, m) and host counts H
+        # host and device counts in one array: X[0] = H[0] and X[j + 1] = D[j], so that
+        # H = X[: k + 1] (H[j] = D[j - 1] for j >= 1) and D = X[1:] are views, no copy
+        X = np.empty((k + 2, m), dtype=np.int64)
+        X[0] = h0
+        D = X[1:]
         if w > 1:
             cyc0 = np.array([device.cycles.get(rid, 0) for rid in rids], dtype=np.int64)
-            draws = device.acceptance.draws(run.rids, cyc0, k)
-            D = np.empty((k + 1, m), dtype=np.int64)
-            D[0] = d0
-            np.cumsum(draws, axis=0, out=D[1:])
-            D[1:] += d0
-            np.minimum(D, cap, out=D)
+            # accepted since the start, capped at the output left: d0 + min(cap - d0, sum)
+            # is min(cap, d0 + sum)
+            device.acceptance.cumulative(run.rids, cyc0, k, out=D, limits=cap - d0)
+            D += d0
             run.cyc0 = cyc0
         else:
-            D = np.minimum(d0 + _STEPS[: k + 1], cap)
-        H = np.empty((k + 1, m), dtype=np.int64)
-        H[0] = h0
-        H[1:] = D[:k]
+            np.minimum(d0 + _STEPS[: k + 1], cap, out=D)
+        H = X[: k + 1]
         live_h = H[:k] < cap
         if skip_finishing:
             # H[j] = cap - 1 means the step in flight commits the last token: from j = 1 on
@@ -202,38 +202,13 @@ class DecodeRun:
         fin = live_h & (D[:k] >= cap)          # H[j + 1] = D[j] reaches cap
         cum_fin = np.cumsum(fin.sum(axis=1))
 
-        # where the run must end (scheduler side)
+        # where the run must end on the scheduler's side
         stop = int(np.count_nonzero(bs))      # an empty batch (bs only shrinks)
         if stop_at_finish:
             stop = min(stop, int(np.searchsorted(cum_fin, 1)))
         stop = min(stop, int(np.searchsorted(cum_fin, finishes_left)))
-        # KV: the ledger's rules; a pass that would exceed the pool retracts instead
-        kv0 = np.array([r.kv_allocated for r in reqs], dtype=np.int64)
-        inp0 = np.array([r.input_len for r in reqs], dtype=np.int64)
-        if w > 1:
-            # decode entries processed at j: P_{j-1}'s requests not finished on the host
-            processed = np.empty_like(member)
-            processed[0] = False if num_merged else live_h[0]  # a prefill: no verify slots
-            processed[1:] = member[:-1] & live_h[1:]
-            raw = np.empty((k, m), dtype=np.int64)
-            raw[0] = x_prev
-            raw[1:] = D[1:k] - D[: k - 1]
-            top = None
-            if kv.reserve_ahead:  # the top-up rule: committed KV positions when P_j is built
-                pd = np.array([r.prefill_done for r in reqs], dtype=np.int64)
-                len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
-                top = (len0, np.maximum(pd, inp0 + H[:k] - 1))
-            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))
-        else:
-            processed = None
-            usage = kv.stretch_usage(kv0, member, fin, w, None, None)
-        if kv.reserve_ahead or kv.used + w * int(bs.sum()) > kv.capacity:
-            stop = min(stop, usage.first_over(kv.capacity))
-        run.swa = None
-        if kv.swa_capacity:  # hybrid sliding-window: the SWA pool's rules too (sim/swa_stretch.py)
-            run.swa = kv.stretch_swa(reqs, usage, member, fin, inp0 + H[:k] - 1, first_step)
-            stop = min(stop, run.swa.first_over(kv.swa_capacity))
-        # admission: with requests waiting, every pass must be delayed (or the batch full)
+        # admission: with requests waiting, every pass must be delayed (or the batch full);
+        # the policy is stateless, so asking it before the pool checks below changes nothing
         run.delayed = None
         if num_waiting:
             running_bs = np.empty(k, dtype=np.int64)
@@ -250,21 +225,57 @@ class DecodeRun:
                 hold = int(shrunk[0]) if len(shrunk) else k
                 stop = min(stop, hold)
             delayed = np.zeros(k, dtype=bool)
-            cache: dict[tuple[int, int], bool] = {}
-            for j in range(min(stop, k)):
-                rb = int(running_bs[j])
-                if latched:
-                    continue  # batch_is_full: no admission pass (a full batch without the
-                    # latch still asks the delay gate first, as SGLang does)
-                key = (rb, int(active[j]))
-                d = cache.get(key)
-                if d is None:
-                    d = cache[key] = delays(*key)
-                if not d:
-                    stop = j
-                    break
-                delayed[j] = True
+            # batch_is_full latched: no admission pass (a full batch without the latch
+            # still asks the delay gate first, as SGLang does). Else every pass asks the
+            # (stateless) policy: its inputs change only where the batch does, so it is
+            # asked once per run of equal inputs, in order, and the first refusal ends it
+            lim = min(stop, k)
+            if not latched and lim > 0:
+                rb, ac = running_bs[:lim], active[:lim]
+                starts = np.flatnonzero((rb[1:] != rb[:-1]) | (ac[1:] != ac[:-1])) + 1
+                delayed[:lim] = True
+                for j in [0, *starts.tolist()]:
+                    if not delays(int(rb[j]), int(ac[j])):
+                        stop = j
+                        delayed[j:] = False
+                        break
             run.delayed = delayed
+        if stop < 1:
+            return None
+        # no iteration from ``stop`` on is applied: the pools' rules (and everything kept)
+        # cover the first k = stop rows only (each row depends on earlier rows alone)
+        k = min(stop, k)
+        member, live_h, fin, bs = member[:k], live_h[:k], fin[:k], bs[:k]
+        D, H = D[: k + 1], H[: k + 1]
+        if run.delayed is not None:
+            run.delayed = run.delayed[:k]
+        # KV: the ledger's rules; a pass that would exceed the pool retracts instead
+        kv0 = np.array([r.kv_allocated for r in reqs], dtype=np.int64)
+        inp0 = np.array([r.input_len for r in reqs], dtype=np.int64)
+        ctx = H[:k] + inp0      # each request's context when P_j is built (prompt + output)
+        if w > 1:
+            # decode entries processed at j: P_{j-1}'s requests not finished on the host
+            processed = np.empty_like(member)
+            processed[0] = False if num_merged else live_h[0]  # a prefill: no verify slots
+            processed[1:] = member[:-1] & live_h[1:]
+            raw = np.empty((k, m), dtype=np.int64)
+            raw[0] = x_prev
+            np.subtract(D[1:k], D[: k - 1], out=raw[1:])
+            top = None
+            if kv.reserve_ahead:  # the top-up rule: committed KV positions when P_j is built
+                pd = np.array([r.prefill_done for r in reqs], dtype=np.int64)
+                len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
+                top = (len0, np.maximum(pd, ctx - 1))
+            usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))  # (raw reused)
+        else:
+            processed = None
+            usage = kv.stretch_usage(kv0, member, fin, w, None, None)
+        if kv.reserve_ahead or kv.used + w * int(bs.sum()) > kv.capacity:
+            stop = min(stop, usage.first_over(kv.capacity))
+        run.swa = None
+        if kv.swa_capacity:  # hybrid sliding-window: the SWA pool's rules too (sim/swa_stretch.py)
+            run.swa = kv.stretch_swa(reqs, usage, member, fin, ctx, first_step)
+            stop = min(stop, run.swa.first_over(kv.swa_capacity))
         if stop < 1:
             return None
         run.k, run.stop = k, stop
@@ -272,9 +283,9 @@ class DecodeRun:
         pbs = np.empty(k, dtype=np.int64)
         pbs[0], pbs[1:] = prev_plan.batch_size, bs[:-1]
         run.process_batch_size = pbs
-        inp = inp0
-        run.inp = inp
-        run.ctx_sum = ((inp + H[:k]) * member).sum(axis=1)
+        run.inp = inp0
+        ctx *= member
+        run.ctx_sum = ctx.sum(axis=1)
         run.fin, run.processed, run.kv = fin, processed, usage
         return run
 
@@ -282,6 +293,13 @@ class DecodeRun:
     def commits(self, n: int) -> np.ndarray:
         """Tokens the device commits at steps 0..n-1, int (n, m)."""
         return self.D[1 : n + 1] - self.D[:n]
+
+    def delivered_and_commits(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`delivered`, :meth:`commits`) of the first n iterations from one grid: the
+        host sees a step's commits one iteration later (H[j + 1] = D[j]), so both are slices
+        of D[: n + 1] - H[: n + 1]."""
+        g = self.D[: n + 1] - self.H[: n + 1]
+        return g[:n], g[1:]
 
     def delivered(self, n: int) -> np.ndarray:
         """Tokens delivered at iterations 0..n-1, int (n, m) (0 = no delivery)."""

@@ -110,6 +110,14 @@ class StretchKV:
         return np.where(finished, 0, held)
 
 
+def passes_so_far(member: np.ndarray) -> np.ndarray:
+    """``np.cumsum(member, axis=0)`` of a bool (k, m) grid (plans each request has been in
+    up to each iteration), int64: cast first, then summed in place (numpy's casting
+    accumulate down the rows of a bool grid is ~15x slower)."""
+    out = member.astype(np.int64)
+    return np.cumsum(out, axis=0, out=out)
+
+
 def committed_kv(req: Req) -> int:
     """Positions of ``req`` whose KV is written (SGLang ``Req.kv.kv_committed_len``): the
     (re-)prefilled tokens, then one per committed output token after the first (the last
@@ -428,7 +436,7 @@ class KVLedger:
             finish: bool (k, m), request finishes while processing at iteration j.
             window: slots reserved per member per pass.
             committed: int (k, m), tokens committed by the entries processed at iteration
-                j (window > 1 only, else None).
+                j (window > 1 only, else None); its buffer is reused (overwritten).
             processed: bool (k, m), decode entries processed at iteration j (window > 1).
             len0, pos: the top-up rule only (``reserve_ahead`` > 0): int (m,) each request's
                 ``kv_len`` now, and int (k, m) its committed KV positions when P_j is built.
@@ -449,15 +457,24 @@ class KVLedger:
             scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
             scheduled[1:] -= np.cumsum(freed[:-1])
             return StretchKV(kv0, held, unused_cum, freed, scheduled)
+        # (two (k, m) grids at most, updated in place: the stretch's grids are large, and
+        # fresh memory for each intermediate costs more than the arithmetic)
+        jj, ii = np.nonzero(finish)      # a request finishes at one iteration at most
         if window > 1:
-            held = kv0 + window * np.cumsum(member, axis=0)
-            unused = np.where(processed, np.maximum(window - committed, 0), 0)
-            unused_cum = np.cumsum(unused, axis=0)
-            freed = unused.sum(axis=1) + ((held - unused_cum) * finish).sum(axis=1)
+            held = passes_so_far(member)
+            held *= window
+            held += kv0
+            unused = np.subtract(window, committed, out=committed)
+            np.maximum(unused, 0, out=unused)
+            unused *= processed
+            freed = unused.sum(axis=1)
+            unused_cum = np.cumsum(unused, axis=0, out=unused)
+            np.add.at(freed, jj, held[jj, ii] - unused_cum[jj, ii])
         else:
             # a request finishing at iteration j holds kv0 plus one slot per pass it rode
             held = unused_cum = None
-            freed = ((kv0 + np.cumsum(member, axis=0)) * finish).sum(axis=1)
+            freed = np.zeros(len(member), dtype=np.int64)
+            np.add.at(freed, jj, kv0[ii] + passes_so_far(member)[jj, ii])
         scheduled = self.used + window * np.cumsum(member.sum(axis=1))
         scheduled[1:] -= np.cumsum(freed[:-1])
         return StretchKV(kv0, held, unused_cum, freed, scheduled)
@@ -473,14 +490,16 @@ class KVLedger:
             usage: the stretch's full-pool usage (:meth:`stretch_usage`), whose holdings give
                 each request's ``kv_len`` per iteration.
             member, fin: bool (k, m), request in P_j; finishes at j's processing.
-            pre: int (k, m), prompt + output - 1 when P_j is built.
+            pre: int (k, m), prompt + output when P_j is built (the positions evicted
+                from are one less).
             first_step: the plan index of P_0.
         """
         rids = [r.rid for r in reqs]
         len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
         kv0 = usage.kv0
         if usage.held is None:          # one position per pass
-            lenres = len0 + np.cumsum(member, axis=0)
+            lenres = passes_so_far(member)
+            lenres += len0
             lenproc = lenres
         else:                           # held counts slots reserved so far; unused_cum what returned
             lenres = usage.held + (len0 - kv0)
@@ -497,7 +516,7 @@ class KVLedger:
             ev0=np.array([ev.get(rid, 0) for rid in rids], dtype=np.int64),
             lock=np.array([lock.get(rid, 0) for rid in rids], dtype=np.int64),
             idx0=np.array([idx.get(rid, 0) for rid in rids], dtype=np.int64),
-            lenres=lenres, lenproc=lenproc, member=member, fin=fin, pre=pre)
+            lenres=lenres, lenproc=lenproc, member=member, fin=fin, pre=pre, pre_shift=-1)
 
     def settle_swa(self, reqs: Sequence[Req], swa: StretchSWA, n: int, finished: Sequence[bool]) -> None:
         """Apply the first n iterations of a stretch's SWA counts (after :meth:`settle`):

@@ -25,13 +25,35 @@ LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 _PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))
 
 
-def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float]) -> None:
-    v = np.asarray(values_s, dtype=float) * 1000.0
+def mean_std(v: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """``(np.mean(v), np.std(v), scratch)`` of a 1-D float64 array, bit for bit numpy's:
+    the same operations as numpy/_core/_methods.py ``_mean`` and ``_var`` (one pairwise sum
+    for the mean, the deviations squared in a new array, their pairwise sum, the square
+    root), computed once for both. ``scratch`` is that array of squared deviations (len(v)
+    float64, free for the caller to reuse: a large sample's buffers cost more to map than
+    to fill)."""
+    n = v.size
+    mean = np.add.reduce(v) / n
+    x = np.subtract(v, mean)
+    np.square(x, out=x)
+    return float(mean), float(np.sqrt(np.add.reduce(x) / n)), x
+
+
+def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool = False) -> None:
+    """The bench_serving statistics of ``values_s`` (seconds) in ms, into ``out``.
+    ``owned``: ``values_s`` is a float64 array this call may overwrite (the ITL sample:
+    no copy of it is made)."""
+    if owned and values_s.size and values_s.dtype == np.float64:
+        v = values_s
+        v *= 1000.0
+    else:
+        v = np.asarray(values_s, dtype=float) * 1000.0
     if v.size == 0:
         v = np.array([np.nan])
-    out[f"mean_{prefix}_ms"] = float(np.mean(v))
-    out[f"std_{prefix}_ms"] = float(np.std(v))
-    if np.isnan(v).any():
+    mean, std, scratch = mean_std(v)
+    out[f"mean_{prefix}_ms"] = mean
+    out[f"std_{prefix}_ms"] = std
+    if math.isnan(mean):   # a NaN in v (or inf - inf, where numpy's own path gives the same)
         out[f"median_{prefix}_ms"] = float(np.median(v))
         p90, p99, p95 = np.percentile(v, [90, 99, 95]).tolist()
         mx = float(np.max(v))
@@ -45,7 +67,9 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float]) -> None:
             h = (n - 1) * np.true_divide(q, 100)
             lo = int(np.floor(h))
             idx.update((lo, min(lo + 1, n - 1)))
-        part = np.partition(v, sorted(idx))
+        part = scratch   # the squared deviations are no longer needed: v's copy goes there
+        np.copyto(part, v)
+        part.partition(sorted(idx))
         if n % 2:
             out[f"median_{prefix}_ms"] = float(np.mean(part[n // 2 : n // 2 + 1]))
         else:
@@ -190,19 +214,24 @@ def _itl_of(rid: np.ndarray, t: np.ndarray, n: np.ndarray, with_rids: bool = Fal
         rid, t, n = rid[keep], t[keep], n[keep]
     if len(t) == 0:
         return np.zeros(0), (np.zeros(0, dtype=rid.dtype) if with_rids else None)
-    if len(t) > 1 and (np.diff(t) >= 0).all():
+    if len(t) > 1 and (t[1:] >= t[:-1]).all():
         # rows in time order (as recorded): a stable sort by rid is the (rid, time) order;
         # ids below 2**16 sort as uint16 (numpy's stable sort is then a radix sort, ~100x
         # faster than int64's merge sort; the same order: the cast keeps every comparison)
         key = rid.astype(np.uint16) if rid.min() >= 0 and rid.max() < 1 << 16 else rid
         order = np.argsort(key, kind="stable")
     else:
+        key = rid
         order = np.lexsort((t, rid))
-    rid, t, n = rid[order], t[order], n[order]
-    later = np.r_[False, rid[1:] == rid[:-1]]
-    dt = np.r_[0.0, np.diff(t)][later]
-    nn = n[later]
-    return np.repeat(dt / nn, nn), (np.repeat(rid[later], nn) if with_rids else None)
+    # (few full-length temporaries: a burst's sample is ~10^6 values, and fresh memory for
+    # each costs more than the arithmetic on it)
+    key, t = key[order], t[order]
+    later = key[1:] == key[:-1]         # row i + 1 continues row i's request
+    dt = np.subtract(t[1:], t[:-1])[later]
+    rows = order[1:][later]
+    nn = n[rows]
+    dt /= nn
+    return np.repeat(dt, nn), (np.repeat(rid[rows], nn) if with_rids else None)
 
 
 def steady_verify_windows(steps: Any) -> tuple[int, float, float]:
@@ -278,7 +307,7 @@ def summarize(
         if n_done != len(requests):
             keep = np.isin(rid, column(requests, "rid")[done])
             rid, t, n = rid[keep], t[keep], n[keep]
-        _stats("itl", _itl_of(rid, t, n)[0] if len(rid) else np.zeros(0), out)
+        _stats("itl", _itl_of(rid, t, n)[0] if len(rid) else np.zeros(0), out, owned=True)
     _stats("e2e_latency", e2e, out)
     out["concurrency"] = float(e2e.sum() / duration)
     if step_totals is None:

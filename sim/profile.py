@@ -9,6 +9,7 @@ measurements; GPU profiles are written by ``specsched profile`` from microbenchm
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -75,38 +76,43 @@ class GridInterp:
     range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_warnings`).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_cache", "above")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_cache", "above")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
         self.x = np.asarray(g.x, dtype=float)
         self.c = np.asarray(g.context_len, dtype=float)
         self.v = np.asarray(g.seconds, dtype=float)
+        # the same values as Python floats: a lookup reads a handful of them, and numpy's
+        # per-call cost (searchsorted ~2 us, a scalar read ~0.1 us) is most of a lookup;
+        # float64 arithmetic is the same either way
+        self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
         self._cache: dict[tuple[float, float], float] = {}
         self.above: dict[str, float] = {}
 
     @staticmethod
-    def _axis(axis: np.ndarray, q: float) -> tuple[int, int, float]:
+    def _axis(axis: list[float], q: float) -> tuple[int, int, float]:
         if len(axis) == 1:
             return 0, 0, 0.0
-        # the segment index, clipped to [0, len - 2] in Python (np.clip on a scalar is ~4 us)
-        i = min(max(int(np.searchsorted(axis, q)) - 1, 0), len(axis) - 2)
+        # the segment index, clipped to [0, len - 2]: bisect_left is np.searchsorted's
+        # default side on a sorted axis (a NaN query goes last, as numpy sorts NaN)
+        i = min(max((bisect.bisect_left(axis, q) if q == q else len(axis)) - 1, 0), len(axis) - 2)
         w = (q - axis[i]) / (axis[i + 1] - axis[i])
         return i, i + 1, float(w)
 
     def _row(self, i: int, j0: int, j1: int, wc: float) -> float:
-        v = self.v
+        v = self._vl[i]
         if wc > 1.0:  # beyond the last context: the last segment's slope, never negative
-            return v[i, j1] + max(0.0, v[i, j1] - v[i, j0]) * (wc - 1.0)
-        return v[i, j0] * (1 - wc) + v[i, j1] * wc
+            return v[j1] + max(0.0, v[j1] - v[j0]) * (wc - 1.0)
+        return v[j0] * (1 - wc) + v[j1] * wc
 
     def __call__(self, x: float, context: float = 0.0) -> float:
         key = (x, round(context, -1))
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        i0, i1, wx = self._axis(self.x, x)
-        j0, j1, wc = self._axis(self.c, key[1])
+        i0, i1, wx = self._axis(self._xl, x)
+        j0, j1, wc = self._axis(self._cl, key[1])
         if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
             self.above["x"] = x
         self._note_context(key[1])
@@ -141,14 +147,14 @@ class GridInterp:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        i0, i1, wx = self._axis(self.x, x)
+        i0, i1, wx = self._axis(self._xl, x)
         if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
             self.above["x"] = x
         vals = []
         for i in (i0, i1):
             c = context - float(shift[i])  # not rounded: extends rarely repeat a shape
             self._note_context(c)
-            j0, j1, wc = self._axis(self.c, c)
+            j0, j1, wc = self._axis(self._cl, c)
             vals.append(self._row(i, j0, j1, wc))
         out = max(0.0, float(vals[0] * (1 - wx) + vals[1] * wx))
         if len(self._cache) < 200_000:
@@ -203,6 +209,13 @@ class GpuProfile(BaseModel):
         lasts max(graph time + eager_overhead_s, eager_host_issue_s): host-bound at small
         batch or context, GPU-bound at large (measured: eager minus graph falls from ~12 ms
         at bs 32 / 512 context to ~0.8 ms at 8K context on an H200 proxy). None: not measured.
+    eager_spec_issue_s: host seconds to issue one eager speculative cycle's kernels when
+        they differ from ``eager_host_issue_s`` (a profile whose ``eager_host_issue_s`` is a
+        plain decode step's, e.g. an analytic one): the target's verify forward plus the
+        draft forward (SGLang's eager runner issues the draft worker's forward kernel by
+        kernel too when the batch is above every captured size,
+        model_executor/runner/eager_runner.py). A chain drafter's further serial steps add
+        ``eager_draft_overhead_s`` each. None: ``eager_host_issue_s`` (measured on a cycle).
     eager_factor: old profiles: multiplier for decode/verify batches above
         cuda_graph_max_bs (used only when ``eager_overhead_s`` is not given).
     attention_width: how a decode/verify forward's attention spans the batch's contexts.
@@ -214,9 +227,17 @@ class GpuProfile(BaseModel):
         AttnBatch, ``[B, C]`` with C the graph's context bucket, runtime/spec_cycle.py
         ``_prepare``), over every padded graph row: the step costs the grid at that width
         and the padded batch. The grid's columns were timed at uniform contexts, width
-        context + window, so both readings agree on a uniform batch.
+        ``round_up(context + window, attention_grid_align)``, so both readings agree on a
+        uniform batch.
     attention_bucket: tokens the padded width is rounded up to (``padded_max`` only;
         the runtime's graph context buckets, runtime/engine.py: every 256 positions).
+    attention_grid_align: the attention width each grid column ``c`` (a multiple of it) was
+        timed at is ``round_up(c + window, attention_grid_align)`` (``padded_max`` only).
+        The runtime's profiler captures its graphs at context buckets rounded up to
+        CTX_ALIGN (runtime/profile_harness.py: ``_round_up(c + spec_window)``, 64), so
+        column 1024 of its decode and verify grids ran attention over 1088 positions, not
+        1025 / 1030: a step of width ``w`` is read at column ``w - round_up(window, 64)``.
+        1 (default, older profiles): width context + window.
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -259,9 +280,11 @@ class GpuProfile(BaseModel):
     eager_overhead_s: Seconds | None = None
     eager_draft_overhead_s: Seconds = 0.0
     eager_host_issue_s: Seconds | None = None
+    eager_spec_issue_s: Seconds | None = None
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    attention_grid_align: int = Field(1, ge=1, le=1_000_000)
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
@@ -316,7 +339,15 @@ class HostProfile(BaseModel):
     tokens: the same for a block drafter's prompt injection (DSpark prefill: the inject
     launch after the extend), charged at the inject launch; 0 in profiles whose extend
     terms hold both issues (a plain-decoding run then pays the injection's issue too:
-    docs/measurements/h200-v3-repredict.md). process_*: processing a step's results.
+    docs/measurements/h200-v3-repredict.md). launch_tail_s / launch_tail_per_req_s: the
+    rest of a graph-replayed decode/verify launch call after its forward is queued (the
+    loop's launch returns only after recording its events, advancing the host's length
+    bounds and starting the result copy, runtime/engine.py ``_launch``; SGLang's
+    ``run_batch`` likewise returns after the replay is queued): the GPU runs meanwhile, but
+    the host cannot process the previous step's results (and deliver its tokens) before
+    the call returns. The whole call's host time (GPU kept busy) minus the publish-wait
+    stall. 0: not measured (results are processed right after the forward is queued).
+    process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     extend_idle_lead_s: how much later an extend launched onto an idle GPU stream ends than
     its device time (gpu.extend, timed with the GPU kept busy) says: its kernels reach the
@@ -338,6 +369,8 @@ class HostProfile(BaseModel):
     schedule_per_req_s: Seconds = 0.0
     launch_s: Seconds = 0.0
     launch_per_req_s: Seconds = 0.0
+    launch_tail_s: Seconds = 0.0
+    launch_tail_per_req_s: Seconds = 0.0
     launch_per_extend_s: Seconds = 0.0
     launch_per_extend_token_s: Seconds = 0.0
     launch_per_inject_s: Seconds = 0.0

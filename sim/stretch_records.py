@@ -34,7 +34,7 @@ def grid_run(rec: Recorder, run: DecodeRun, tl: Timeline, n: int, blocked0: floa
     blocked[0] = blocked0
     blocked[1:] = 0.0 + rw[:-1]
     blocked += pw
-    commits = run.commits(n)
+    delivered, commits = run.delivered_and_commits(n)
     mode = "verify" if run.spec else "decode"
     if rec.full:
         rec.pass_run(T[:n], bs, waiting, run.kv_scheduled(n))
@@ -46,7 +46,7 @@ def grid_run(rec: Recorder, run: DecodeRun, tl: Timeline, n: int, blocked0: floa
         if run.spec:
             acc, dec = commits.sum(axis=1), np.count_nonzero(commits, axis=1)
         rec.step_run(run.first_step, mode, bs, tl.S[:n], tl.E[:n], blocked, acc, dec)
-    rec.deliver_run(T[1 : n + 1], run.rids, run.delivered(n), single_tokens=not run.spec)
+    rec.deliver_run(T[1 : n + 1], run.rids, delivered, single_tokens=not run.spec)
     fi = run.finish_iter()
     done = (fi >= 0) & (fi < n)
     if not done.any():

@@ -78,10 +78,21 @@ def _pages(x: np.ndarray, p: int) -> np.ndarray:
     return x if p == 1 else -(-x // p) * p
 
 
+def _page_sums(x: np.ndarray, p: int) -> np.ndarray:
+    """Row sums of ``_pages(x, p)`` for an int (k, m) grid, computed in x's own buffer
+    (x is overwritten by its pages: the same integers, no temporary grid)."""
+    if p == 1:
+        return x.sum(axis=1)
+    np.negative(x, out=x)
+    x //= p
+    x *= -p
+    return x.sum(axis=1)
+
+
 def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, by_forward: bool,
                 first_step: int, len0: np.ndarray, ev0: np.ndarray, lock: np.ndarray, idx0: np.ndarray,
                 lenres: np.ndarray, lenproc: np.ndarray, member: np.ndarray, fin: np.ndarray,
-                pre: np.ndarray) -> StretchSWA:
+                pre: np.ndarray, pre_shift: int = 0) -> StretchSWA:
     """The SWA pool's counts over a stretch (see the module docstring for the rules).
 
     Args:
@@ -94,11 +105,13 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
         len0, ev0, lock, idx0: int (m,), each request's ``kv_len``, eviction frontier
             (page-aligned), locked prompt tail and decode passes taken, now.
         lenres, lenproc: int (k, m), ``kv_len`` after P_j's reservation and after
-            processing at j (constant once the request is in no more plans).
+            processing at j (constant once the request is in no more plans); both are
+            overwritten (their page-rounded values replace them; they may be one array).
         member: bool (k, m), request in P_j; each column is a run of True from row 0 (a
             request leaves the batch for good: :mod:`sim.decode_run`).
         fin: bool (k, m), request finishes at j's processing.
-        pre: int (k, m), prompt + output - 1 when P_j is built (non-decreasing in j).
+        pre: int (k, m), prompt + output - 1 when P_j is built (non-decreasing in j), less
+            ``pre_shift`` (a caller holding prompt + output passes -1: no grid for it).
 
     Returns:
         A :class:`StretchSWA`.
@@ -116,7 +129,7 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
         due = np.flatnonzero((first_step + np.arange(k)) % interval == 0)
         if due.size:
             d = due[:, None]
-            cand = np.where((d >= first) & (d < last), (pre[due] - keep) // page * page, -1)
+            cand = np.where((d >= first) & (d < last), (pre[due] + (pre_shift - keep)) // page * page, -1)
             e = np.maximum.accumulate(np.maximum(cand, ev0), axis=0)
             prev = np.empty_like(e)
             prev[0] = ev0
@@ -130,8 +143,10 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
         # searchsorted over the columns laid end to end
         cols = np.flatnonzero(holds & (last > first))
         if cols.size:
-            top = int(pre.max()) + 2
-            flat = (pre.T + (np.arange(m, dtype=np.int64) * top)[:, None]).ravel()
+            top = int(pre.max()) + pre_shift + 2
+            flat = np.empty((m, k), dtype=np.int64)   # (written in C order: ravel is a view)
+            np.add(pre.T, (np.arange(m, dtype=np.int64) * top + pre_shift)[:, None], out=flat)
+            flat = flat.ravel()
             e = ev0.astype(np.int64).copy()
             while cols.size:
                 ec = e[cols]
@@ -139,7 +154,7 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
                 at = np.maximum(np.searchsorted(flat, thr + cols * top) - cols * k, first[cols])
                 hit = at < last[cols]
                 cols, at, ec = cols[hit], at[hit], ec[hit]
-                new = (pre[at, cols] - keep) // page * page
+                new = (pre[at, cols] + (pre_shift - keep)) // page * page
                 mr.append(at)
                 mc.append(cols)
                 mv.append(new)
@@ -151,12 +166,11 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
     # request finishing at row f holds through P_f's reservation and nothing after f's
     # processing; its kv_len stays at lenproc[f] after f
     fi = np.where(fin.any(axis=0), fin.argmax(axis=0), k)
-    pres = _pages(lenres, page)
-    pproc = pres if lenproc is lenres else _pages(lenproc, page)
-    sres, sproc = pres.sum(axis=1), pproc.sum(axis=1)
-    p0 = _pages(len0, page)
     done = holds & (fi < k)
-    c = np.where(done, pproc[np.minimum(fi, k - 1), np.arange(m)], 0)  # held pages after finishing
+    c = np.where(done, _pages(lenproc[np.minimum(fi, k - 1), np.arange(m)], page), 0)  # held pages after finishing
+    sres = _page_sums(lenres, page)
+    sproc = sres if lenproc is lenres else _page_sums(lenproc, page)
+    p0 = _pages(len0, page)
     base = np.where(holds, lock - ev0, 0)
     d_res = np.zeros(k + 2, dtype=np.int64)    # difference arrays over rows
     d_aft = np.zeros(k + 2, dtype=np.int64)

@@ -108,6 +108,7 @@ class _Checker:
         self.i: list[np.ndarray] = []
         self.o: list[np.ndarray] = []
         self.last = -math.inf
+        self.last_raw: object = None
         self.n = 0
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
@@ -139,24 +140,27 @@ class _Checker:
     def _fail(self, line: int, col: str, value: object, allowed: str) -> None:
         raise ConfigError(f"{self.where}:{line}", col, value, allowed)
 
-    def add(self, t: np.ndarray, ins: np.ndarray, outs: np.ndarray, lines: np.ndarray) -> None:
+    def add(self, t: np.ndarray, ins: np.ndarray, outs: np.ndarray, lines: np.ndarray, raw: list | None = None) -> None:
+        """One block of rows; ``raw`` = the timestamp cells as written (shown in errors)."""
         ts, ic, oc = self.cols
+        shown = raw if raw is not None else t.tolist()
         bad = ~np.isfinite(t) | (t < 0)
         if bad.any():
             k = int(np.argmax(bad))
-            self._fail(int(lines[k]), ts, t[k].item(), "timestamps must be finite and >= 0")
+            self._fail(int(lines[k]), ts, shown[k], "timestamps must be finite and >= 0")
         prev = np.r_[self.last, t[:-1]]
         bad = t < prev
         if bad.any():
             k = int(np.argmax(bad))
-            self._fail(int(lines[k]), ts, t[k].item(), f"timestamps must not decrease (previous row: {prev[k].item()})")
+            before = shown[k - 1] if k > 0 else self.last_raw
+            self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before})")
         for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
             bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v))
             if bad.any():
                 k = int(np.argmax(bad))
                 self._fail(int(lines[k]), name, v[k].item(), f"must be an integer >= {lo}")
         if len(t):
-            self.last = float(t[-1])
+            self.last, self.last_raw = float(t[-1]), shown[-1]
         self.t.append(t)
         self.i.append(ins.astype(np.int64))
         self.o.append(outs.astype(np.int64))
@@ -214,8 +218,9 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
                 for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
                     chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
                                    line, hcol, block_size)
-            chk.add(_times(block[cols[0]].tolist(), unit, str(p), cols[0], lines), ins,
-                    _numbers(block[cols[2]], str(p), cols[2], lines), lines)
+            raw_t = block[cols[0]].tolist()
+            chk.add(_times(raw_t, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
+                    lines, raw_t)
             if limit is not None and chk.n >= limit:
                 break
     except ConfigError:
@@ -233,9 +238,10 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
         if not block:
             return
         lines = np.array([b[3] for b in block])
-        chk.add(_times([b[0] for b in block], unit, str(p), cols[0], lines),
+        raw_t = [b[0] for b in block]
+        chk.add(_times(raw_t, unit, str(p), cols[0], lines),
                 _numbers([b[1] for b in block], str(p), cols[1], lines),
-                _numbers([b[2] for b in block], str(p), cols[2], lines), lines)
+                _numbers([b[2] for b in block], str(p), cols[2], lines), lines, raw_t)
         block.clear()
 
     with open(p, encoding="utf-8-sig") as f:

@@ -315,3 +315,62 @@ def test_fit_recovers_the_efficiencies_that_made_the_measurements():
         assert getattr(fitted, f) == pytest.approx(getattr(true, f), rel=0.02), f
     with pytest.raises(ConfigError, match="factors"):
         fit_efficiency(p, obs, factors=("speed",))
+
+
+def test_prefill_is_issued_kernel_by_kernel_where_sglang_runs_it_without_graphs():
+    """SGLang 0.5.23 runs prefill eagerly off CUDA (and for DeepSeek-V4 everywhere): the
+    extend's host issue is every kernel x the eager issue per kernel; CUDA's breakable prefill
+    graph issues only a segment replay and the attention kernels per layer."""
+    from specsched.sim.analytic.roofline import eager_issue_per_kernel_s, extend_issue_s
+
+    v4, v3 = load_model("deepseek-v4-flash"), load_model("deepseek-v3")
+    for arch, gpu, eager in [(v3, load_gpu("MI355X"), True), (v4, load_gpu("B200"), True), (v3, load_gpu("B200"), False)]:
+        h = Profile.model_validate(build_profile(arch, gpu, 8)).host
+        full = kernel_count(arch, EFF, 8, gpu, 1024) * eager_issue_per_kernel_s(EFF)
+        assert h.launch_per_extend_s == pytest.approx(extend_issue_s(arch, gpu, EFF, 8), rel=1e-5)
+        assert (h.launch_per_extend_s == pytest.approx(full, rel=1e-5)) is eager
+        assert 0 < h.launch_per_inject_s < h.launch_per_extend_s
+    q = Profile.model_validate(build_profile(load_model("qwen3-0.6b"), load_gpu("RTX5090"), 1)).host
+    per = eager_issue_per_kernel_s(EFF)
+    assert q.launch_per_extend_s == pytest.approx(28 * (EFF.graph_launch_s + 2 * per) + EFF.graph_launch_s, rel=1e-5)
+
+
+def test_an_eager_prefill_issue_delays_first_tokens_when_the_gpu_would_finish_sooner(tmp_path):
+    """Short prompts on ROCm: the extend's GPU time is below its kernel-by-kernel issue, so
+    the issue sets when the first token comes; zeroing the issue makes TTFT shorter."""
+    import yaml
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+
+    prof = build_profile(load_model("qwen3-0.6b"), load_gpu("MI300X"), 1)
+    ttft = []
+    for issue in (prof["host"]["launch_per_extend_s"], 0.0):
+        p = {**prof, "host": {**prof["host"], "launch_per_extend_s": issue}}
+        (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump({
+            "name": "t", "profile": str(tmp_path / "p.yaml"),
+            "workload": {"kind": "poisson", "request_rate": 20, "num_requests": 30,
+                         "input_len": {"kind": "fixed", "value": 64}, "output_len": {"kind": "fixed", "value": 8}}}))
+        ttft.append(run_scenario(load_scenario(tmp_path / "s.yaml"), seed=1).summary["median_ttft_ms"])
+    assert ttft[0] > ttft[1] + 0.5 * prof["host"]["launch_per_extend_s"] * 1e3
+
+
+def test_an_eager_speculative_cycle_issues_the_draft_forward_too():
+    """Above every captured batch a DSpark cycle's host issues the target's verify and the
+    draft forward kernel by kernel; a plain decode step of the same profile only the
+    target's. Host-bound at small batch, so the cycle lasts the larger issue."""
+    from specsched.sim.analytic.roofline import eager_issue_per_kernel_s
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    q, gpu = load_model("qwen3-0.6b"), load_gpu("RTX5090")
+    p = Profile.model_validate(build_profile(q, gpu, 1))
+    per = eager_issue_per_kernel_s(EFF)
+    target, draft = kernel_count(q, EFF, 1, gpu) * per, kernel_count(draft_arch(q, 1), EFF, 1, gpu) * per
+    base = {"cuda_graph_max_bs": 8, "max_running_requests": 64}
+    plain = CostModel(p, ServerArgs(**base), warn_to=None)
+    spec = CostModel(p, ServerArgs(**base, speculative_algorithm="dspark", speculative_num_draft_tokens=6), warn_to=None)
+    assert plain.eager_issue_s(9) == pytest.approx(target, rel=1e-5)
+    assert spec.eager_issue_s(9) == pytest.approx(target + draft, rel=1e-5)
+    assert spec.eager_issue_s(8) == 0.0  # graph-replayed
+    assert spec.step_s(9, 256) >= target + draft - 1e-9

@@ -110,18 +110,96 @@ def test_sglang_0523_null_server_info_and_trace_replay_line():
         scenario_from_bench(b, "h200-1b")
 
 
-def test_vllm_layouts():
-    (old,) = read_bench(DATA / "bench" / "vllm-0.7-benchmark_serving.json")
+def test_vllm_073_benchmark_serving_writes_details_always():
+    """vllm 0.7.3 sdist, benchmarks/benchmark_serving.py ``benchmark()`` (``result``) and
+    ``main()`` (``result_json``: date, backend, model_id, tokenizer_id, best_of, num_prompts,
+    request_rate ``"inf"``, burstiness, max_concurrency; ``"request_goodput:"`` with its colon;
+    the per-request lists always; percentiles of ttft/tpot/itl only by default). 0.6.6 writes
+    the same keys."""
+    (old,) = read_bench(DATA / "bench" / "vllm-0.7.3-benchmark_serving.json")
     assert old.args["request_rate"] == math.inf and old.num_prompts == 3
-    assert "request_goodput:" in old.extra and to_run_data(old).summary["failed"] == 1
-    new1, new2 = read_bench(DATA / "bench" / "vllm-0.10-bench-serve.json")
-    assert new1.summary["accept_length"] == 2.85 and new1.summary["median_e2e_latency_ms"] == 1550.0
-    assert new1.extra["p99.9_ttft_ms"] == 300.9 and to_run_data(new1).summary["failed"] == 1
-    assert new2.args["request_rate"] == 24.0 and new1.args["burstiness"] == 0.5
-    with pytest.raises(ConfigError, match="details"):   # newer vLLM writes no length arguments
-        scenario_from_bench(new1, "h200-1b")
+    assert "request_goodput:" in old.extra and old.extra["best_of"] == 1 and to_run_data(old).summary["failed"] == 1
+    assert "median_e2e_latency_ms" not in old.summary      # e2el is not in the default --percentile-metrics
     (ind,) = read_bench(DATA / "bench" / "vllm-indented.json")
     assert ind.args["request_rate"] == 2.0 and ind.details is not None
+
+
+def test_vllm_085_benchmark_serving_without_save_detailed_and_with_metadata():
+    """vllm 0.8.5 sdist, benchmarks/benchmark_serving.py ``main()``: no best_of; ``--metadata
+    KEY=VALUE`` pairs as strings between num_prompts and request_rate; the per-request lists
+    removed without ``--save-detailed``."""
+    (r,) = read_bench(DATA / "bench" / "vllm-0.8.5-benchmark_serving.json")
+    assert r.details is None and r.extra["hardware"] == "H200" and r.extra["tp"] == "1"
+    assert r.args == {"backend": "vllm", "request_rate": 8.0, "max_concurrency": 32, "num_prompts": 200, "burstiness": 1.0}
+    assert r.summary["total_throughput"] == 8724.0 and r.summary["p99_itl_ms"] == 25.9
+    with pytest.raises(ConfigError, match="details"):   # vLLM writes no length arguments
+        scenario_from_bench(r, "h200-1b")
+
+
+def test_vllm_bench_serve_0101_and_011_layouts():
+    """``vllm bench serve`` (vllm/benchmarks/serve.py ``main``/``benchmark``): 0.10.1.1 writes
+    endpoint_type and label but no backend, ``request_goodput`` without the colon; 0.11.0 adds
+    backend, the peaks (max_output_tokens_per_s, max_concurrent_requests), and with
+    ``--ramp-up-strategy`` the ramp keys and ``rps_change_events``; ``--append-result`` joins
+    runs with a newline before each later one."""
+    (a,) = read_bench(DATA / "bench" / "vllm-0.10.1.1-bench-serve.json")
+    assert a.args["backend"] == "openai" and a.extra["endpoint_type"] == "openai" and a.extra["label"] is None
+    assert "request_goodput" in a.extra and a.summary["median_ttft_ms"] == 51.0
+    b, c = read_bench(DATA / "bench" / "vllm-0.11.0-bench-serve.json")
+    assert b.summary["max_concurrent_requests"] == 31 and b.args["max_concurrency"] == 64
+    assert c.extra["ramp_up_strategy"] == "linear" and len(c.extra["rps_change_events"]) == 3
+    with pytest.raises(ConfigError, match="ramp"):      # the rate changed during the run
+        scenario_from_bench(c, "h200-1b", lengths="args")
+
+
+def test_vllm_bench_serve_033_detailed_spec_decode_and_send_times():
+    """vllm 0.33.0 ``vllm bench serve`` (serve.py ``benchmark``): ``failed``, ``latencies``,
+    ``start_times`` (perf_counter at each send), ``queue_times``, ``rtfx``, the
+    ``spec_decode_*`` keys (acceptance_length = 1 + accepted / drafts, SGLang's accept length),
+    ``--metric-percentiles 50,90,99.9`` keys; without ``--save-detailed`` latencies and
+    queue_times stay while the other lists go."""
+    a, b = read_bench(DATA / "bench" / "vllm-0.33.0-bench-serve.json")
+    assert a.summary["accept_length"] == 2.846 and a.extra["spec_decode_acceptance_rate"] == 61.5
+    assert a.summary["median_e2e_latency_ms"] == 61.4 and a.extra["p99.9_ttft_ms"] == 40.5
+    assert a.summary["p90_ttft_ms"] == 38.6 and a.args["burstiness"] == 0.5
+    run = to_run_data(a)
+    assert run.summary["failed"] == 1 and len(run.requests) == 3
+    assert run.requests["start_s"].tolist() == pytest.approx([0.0, 0.2409, 0.6121])   # sends, from the first
+    assert run.requests["e2e_s"].tolist() == pytest.approx([0.0614, 0.0599, 0.074])    # the client's latencies
+    assert run.chunks.loc[run.chunks["rid"] == 1, "time_s"].iloc[0] == pytest.approx(0.2409 + 0.0298)
+    assert b.details is None and b.extra["latencies"] == [0.0614, 0.0599, 0.074, 0.0] and b.args["request_rate"] == math.inf
+    assert to_run_data(b).summary["failed"] == 1
+
+
+def test_a_vllm_pytorch_benchmark_record_is_named_as_such(tmp_path):
+    """SAVE_TO_PYTORCH_BENCHMARK_FORMAT=1 makes vLLM write ``<result>.pytorch.json`` beside the
+    result (benchmarks/benchmark_utils.py ``convert_to_pytorch_benchmark_format``): a list of
+    records, not a result."""
+    p = tmp_path / "r.pytorch.json"
+    p.write_text(json.dumps([{"benchmark": {"name": "vLLM benchmark", "extra_info": {"args": {}}},
+                              "model": {"name": "m"}, "metric": {"name": "median_ttft_ms", "benchmark_values": [3.0],
+                                                                 "extra_info": {}}}]))
+    with pytest.raises(ConfigError, match="pytorch.json"):
+        read_bench(p)
+
+
+def test_sglang_040_051_0510_layouts():
+    """sglang 0.4.0 (bench_serving.py ``benchmark()``: 0.3's subset + max_concurrency), 0.5.1
+    (``--output-details``: ``result | result_details``; no tag/server_info), 0.5.10 (tag,
+    server_info, total_throughput, p90 of e2e latency only, the peaks)."""
+    (a,) = read_bench(DATA / "bench" / "sglang-0.4.0.jsonl")
+    assert a.args["max_concurrency"] == 64 and a.args["request_rate"] == 16.0 and "mean_ttft_ms" not in a.summary
+    sc, _ = scenario_from_bench(a, "h200-1b")
+    assert sc["workload"]["input_len"] == {"kind": "fixed", "value": 1024} and sc["workload"]["max_concurrency"] == 64
+    (b,) = read_bench(DATA / "bench" / "sglang-0.5.1-details.jsonl")
+    assert b.num_prompts == 3 and b.details.ok.tolist() == [True, True, False] and "tag" not in b.extra
+    sc, _ = scenario_from_bench(b, "h200-1b")        # sharegpt: the shipped histograms
+    assert sc["workload"]["input_len"]["kind"] == "file" and sc["workload"]["num_requests"] == 3
+    (c,) = read_bench(DATA / "bench" / "sglang-0.5.10.jsonl")
+    assert c.summary["p90_e2e_latency_ms"] == 3790.1 and "p90_ttft_ms" not in c.summary
+    sc, _ = scenario_from_bench(c, "h200-1b")
+    assert sc["workload"]["input_len"] == {"kind": "uniform", "value": 2000, "range_ratio": 0.5}
+    assert sc["server"]["max_running_requests"] == 256 and sc["server"]["chunked_prefill_size"] == 8192
 
 
 def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
@@ -136,6 +214,34 @@ def test_p50_stands_in_for_a_missing_median(tmp_path):
     p.write_text(json.dumps({"completed": 3, "duration": 1.0, "p50_ttft_ms": 7.0, "mean_tpot_ms": float("nan")}))
     (r,) = read_bench(p)
     assert r.summary["median_ttft_ms"] == 7.0 and "mean_tpot_ms" not in r.summary
+
+
+@settings(max_examples=40, deadline=None)
+@given(bad=st.sampled_from([float("nan"), float("inf"), float("-inf"), None]),
+       key=st.sampled_from(["mean_ttft_ms", "median_itl_ms", "output_throughput", "p99_e2e_latency_ms", "concurrency"]),
+       extra=st.dictionaries(st.text("abcxyz_", min_size=1, max_size=8), st.one_of(st.none(), st.integers(), st.text(max_size=5)),
+                             max_size=3))
+def test_invariant_non_finite_and_null_metrics_are_missing_and_unknown_keys_are_kept(tmp_path_factory, bad, key, extra):
+    """Invariant: NaN, Infinity and -Infinity (as Python's json writes them) or null in a metric
+    leave it out of the summary; the other metrics read as written; unknown keys land in extra."""
+    p = tmp_path_factory.mktemp("m") / "r.jsonl"
+    obj = {**extra, "completed": 3, "duration": 2.0, "median_ttft_ms": 5.0, key: bad}
+    p.write_text(json.dumps(obj) + "\n")
+    (r,) = read_bench(p)
+    assert key not in r.summary and r.summary["completed"] == 3 and r.summary["duration"] == 2.0
+    assert all(r.extra[k] == v for k, v in extra.items() if k not in obj or obj[k] is v)
+
+
+def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path):
+    """A run killed while appending leaves a truncated last line: the whole lines before it
+    are still readable by number; the cut line itself, or the file without LINE, is refused."""
+    p = tmp_path / "runs.jsonl"
+    good = (DATA / "bench" / "sglang-0.4.0.jsonl").read_text()
+    p.write_text(good + good[:120])
+    assert read_bench_one(f"{p}:1").summary["completed"] == 100
+    for spec in (f"{p}:2", str(p)):
+        with pytest.raises(ConfigError, match="truncated"):
+            read_bench_one(spec)
 
 
 # ------------------------------------------------------------------ server logs
@@ -169,6 +275,55 @@ def test_sglang_0523_dp_ranks_interleaved_with_spec_and_swa_fields():
     s = decode_step_samples(log)             # each rank's second decode line follows its own first
     assert s["line"].tolist() == [5, 6]
     assert s["step_s"].tolist() == pytest.approx([2 * 4.0 / 400.0, 3.5 / 175.0])
+
+
+def test_sglang_030_time_only_stamps_and_the_mixed_chunk_prefill_line():
+    """sglang 0.3.0 srt/managers/tp_worker.py (``get_new_prefill_batch``: ``Prefill
+    batch(mixed #running-req: N). ...`` when decodes ride along; ``print_decode_stats``) behind
+    srt/utils.py ``configure_logger``'s ``datefmt="%H:%M:%S"`` (no date)."""
+    log = parse_server_log(LOGS / "sglang-0.3.0.log")
+    assert log["kind"].tolist() == ["prefill", "prefill", "decode", "decode", "decode"]
+    assert log.loc[1, "running_req"] == 4 and log.loc[1, "mixed"] == 1.0 and log.loc[1, "new_token"] == 2048
+    assert log.loc[0, "mixed"] != log.loc[0, "mixed"] and (log["rank"] == "TP0").all()
+    assert str(log.loc[2, "time"]) == "1970-01-01 09:01:02"
+    assert decode_step_samples(log)["line"].tolist() == [5, 6]
+
+
+def test_prefill_decode_disaggregation_counters_of_each_version():
+    """PD counters: 0.4.6 srt/managers/scheduler.py (prefill ``#unbootstrapped-req``,
+    ``#transferring-req`` with a trailing space; decode ``pre-allocated usage``), 0.5.10
+    srt/observability/scheduler_metrics_mixin.py (prefill ``#prealloc-req`` = the bootstrap
+    queue, ``#inflight-req``; decode ``#prealloc-req``, ``#transfer-req``, ``#retracted-req``;
+    hybrid-Mamba ``#full token``/``mamba usage``), 0.5.23 metrics_reporter.py (``#bootstrap-req``,
+    ``#optimistic-req``, ``#replay-token``, DSpark's ``est uncap acc len: m [lo, hi]``)."""
+    pre = parse_server_log(LOGS / "sglang-0.4.6-pd-prefill.log")
+    assert pre["bootstrap_req"].tolist() == [3, 1] and pre["inflight_req"].tolist() == [0, 2]
+    assert pre["queue_req"].tolist() == [5, 3]
+    dec = parse_server_log(LOGS / "sglang-0.4.6-pd-decode.log")
+    assert dec["prealloc_usage"].tolist() == [0.02, 0.01] and decode_step_samples(dec)["line"].tolist() == [2]
+    pre = parse_server_log(LOGS / "sglang-0.5.10-pd-prefill.log")
+    assert pre["bootstrap_req"].tolist() == [3, 1] and pre["prealloc_req"].isna().all() and pre["graph"].tolist() == [0, 0]
+    dec = parse_server_log(LOGS / "sglang-0.5.10-pd-decode-mamba.log")
+    assert dec["prealloc_req"].tolist() == [2, 0] and dec["transfer_req"].tolist() == [1, 0]
+    assert dec["token"].tolist() == [52000, 53920] and dec["mamba_usage"].tolist() == [0.38, 0.38]
+    log = parse_server_log(LOGS / "sglang-0.5.23-pd.log")
+    assert log["kind"].tolist() == ["prefill", "prefill", "decode", "decode"]
+    assert log.loc[1, "replay_token"] == 2048 and log.loc[1, "bootstrap_req"] == 2 and log.loc[1, "inflight_req"] == 4
+    assert log.loc[2, "accept_len"] == 3.40 and log.loc[2, "prealloc_req"] == 4 and log.loc[2, "transfer_req"] == 2
+    assert log.loc[2, "gen_throughput"] == 5210.0 and log.loc[3, "retracted_req"] == 0
+    s = decode_step_samples(log)
+    assert s["line"].tolist() == [4] and s.loc[0, "step_s"] == pytest.approx(64 * 3.38 / 5330.75)
+
+
+def test_sglang_051_full_stop_with_cuda_graph_and_swa_pools():
+    """sglang 0.5.1 srt/managers/scheduler_metrics_mixin.py: still ``Prefill batch.``, hybrid
+    SWA usage on prefill lines (``full token usage``, ``swa token usage``) and decode lines
+    (``#full token`` ...), ``cuda graph`` on decode lines only, a trailing ``, ``."""
+    log = parse_server_log(LOGS / "sglang-0.5.1-swa-eagle.log")
+    assert log["token_usage"].tolist() == [0.02, 0.04, 0.04, 0.04] and log["swa_token_usage"].tolist() == [0.05, 0.1, 0.1, 0.1]
+    assert log.loc[2, "token"] == 17000 and log.loc[2, "swa_token"] == 4200 and log.loc[3, "queue_req"] == 0
+    assert log["graph"].tolist()[2:] == [1.0, 1.0] and log["graph"].isna().tolist()[:2] == [True, True]
+    assert decode_step_samples(log)["step_s"].tolist() == pytest.approx([8 * 3.20 / 1620.0])
 
 
 def test_decode_line_with_and_without_spec_fields_reads_the_same_otherwise():
@@ -212,6 +367,18 @@ def test_public_trace_layouts():
     assert mc.prefix_reuse() == pytest.approx((12 * 512 + 6955) / (6955 + 6472 + 9014 + 1280))
 
 
+def test_a_trace_error_shows_the_timestamp_as_written(tmp_path):
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\n2023-11-16 18:15:45.00,396,9\n")
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert (e.value.file, e.value.key, e.value.value) == (f"{p}:3", "TIMESTAMP", "2023-11-16 18:15:45.00")
+    assert "2023-11-16 18:15:46.68" in e.value.allowed
+
+
 def test_a_csv_with_a_byte_order_mark_and_spaces(tmp_path):
     from specsched.sim.config import TraceConfig
     from specsched.sim.trace import load_trace
@@ -241,7 +408,7 @@ BAD = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD))
-@pytest.mark.parametrize("command", ["validate-bench", "from-bench", "calibrate", "run-trace", "server-log"])
+@pytest.mark.parametrize("command", ["validate-bench", "validate-measured", "from-bench", "calibrate", "run-trace", "server-log"])
 def test_every_reader_refuses_bad_input_with_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch, command, kind):
     monkeypatch.chdir(tmp_path)
     bad = tmp_path / f"bad-{kind}.jsonl"
@@ -249,6 +416,7 @@ def test_every_reader_refuses_bad_input_with_one_line_exit_2_nothing_written(tmp
     good = str(DATA / "bench" / "sglang-0.4.6-eagle.jsonl")
     argv = {
         "validate-bench": ["validate-bench", str(bad), "--profile", "h200-1b", "--out", "out"],
+        "validate-measured": ["validate", "--measured", str(bad), "--profile", "h200-1b", "--out", "out"],
         "from-bench": ["scenario", "from-bench", str(bad), "--profile", "h200-1b", "--out", "out.yaml"],
         "calibrate": ["calibrate", "--from", str(bad), "--profile", "h200-1b", "--out", "out.yaml"],
         "run-trace": ["run", _trace_yaml(tmp_path, bad), "--out", "out"],
@@ -279,18 +447,18 @@ def test_a_directory_and_a_gzipped_log(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(running=st.integers(0, 4096), token=st.integers(0, 10**7), queue=st.integers(0, 10**5),
        gen=st.floats(0, 1e6, allow_nan=False), accept=st.one_of(st.none(), st.floats(1, 16, allow_nan=False)),
-       iters=st.one_of(st.none(), st.integers(0, 10**9)), ms=st.booleans(),
+       iters=st.one_of(st.none(), st.integers(0, 10**9)), ms=st.booleans(), dated=st.booleans(),
        rank=st.sampled_from(["", " TP0", " DP3 TP24 EP24", " DP1 PP0 ATTN_CP0 MOE_DP0 TP8 EP8"]),
        outer=st.sampled_from(["", "sglang-1  | ", "2026-03-02T08:01:02.123456789Z stdout F ", "INFO: "]),
        label=st.sampled_from(["cuda graph", "cpu graph", "npu graph"]), swa=st.booleans(), stop=st.sampled_from([",", "."]))
 def test_invariant_decode_lines_read_back_whatever_the_optional_parts(running, token, queue, gen, accept, iters, ms,
-                                                                      rank, outer, label, swa, stop):
+                                                                      dated, rank, outer, label, swa, stop):
     """Invariant: the fields a decode line states are read back exactly, whatever optional
-    parts (iteration number, ms, ranks, an outer prefix, spec and SWA fields, graph label,
-    0.3/0.4's full stop) the versions add around them."""
+    parts (iteration number, ms, 0.3.0's time-only stamp, ranks, an outer prefix, spec and SWA
+    fields, graph label, 0.3-0.5.1's full stop) the versions add around them."""
     from specsched.analysis.server_log import parse_line
 
-    stamp = "2026-03-02 08:01:02" + (".250" if ms else "")
+    stamp = ("2026-03-02 " if dated else "") + "08:01:02" + (".250" if ms else "")
     usage = (f"#full token: {token}, full token usage: 0.05, #swa token: 7, swa token usage: 0.01, " if swa
              else f"#token: {token}, token usage: 0.05, ")
     spec = f"accept len: {accept:.2f}, accept rate: 0.40, " if accept is not None else ""
@@ -302,4 +470,17 @@ def test_invariant_decode_lines_read_back_whatever_the_optional_parts(running, t
     assert (row["running_req"], row["token"], row["queue_req"]) == (running, token, queue)
     assert row["gen_throughput"] == pytest.approx(round(gen, 2)) and row["graph"] == 1.0
     assert row.get("accept_len") == (None if accept is None else pytest.approx(round(accept, 2)))
-    assert row["time"] == stamp
+    assert row["time"] == (stamp if dated else "1970-01-01 " + stamp)
+
+
+def test_validate_measured_is_validate_bench(tmp_path, capsys, monkeypatch):
+    """``specsched validate --measured FILE[:LINE]`` (the issue's spelling) prints and writes
+    what ``validate-bench`` does; without --measured, validate still wants a scenario."""
+    monkeypatch.chdir(tmp_path)
+    f = str(DATA / "bench" / "sglang-0.5.23-details.jsonl") + ":1"
+    assert main(["validate", "--measured", f, "--profile", "h200-1b", "--seeds", "1", "--out", "a"]) == 0
+    a = capsys.readouterr().out
+    assert main(["validate-bench", f, "--profile", "h200-1b", "--seeds", "1", "--out", "b"]) == 0
+    b = capsys.readouterr().out
+    assert a.splitlines()[:-1] == b.splitlines()[:-1] and (tmp_path / "a" / "validate.csv").read_text() == (tmp_path / "b" / "validate.csv").read_text()
+    assert main(["validate"]) == 2 and "scenario" in capsys.readouterr().err

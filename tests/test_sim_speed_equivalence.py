@@ -67,6 +67,8 @@ hosts = st.fixed_dictionaries({
     "ingest_per_request_s": st.sampled_from([0.0, 3e-4]),
     "schedule_s": st.sampled_from([0.0, 1e-4, 3e-3]),
     "launch_s": st.sampled_from([0.0, 2e-4]),
+    "launch_tail_s": st.sampled_from([0.0, 0.0, 7e-4]),
+    "launch_tail_per_req_s": st.sampled_from([0.0, 5e-6]),
     "process_s": st.sampled_from([0.0, 1e-4, 4e-3]),
     "sync_wakeup_s": st.sampled_from([0.0, 5e-5]),
 })
@@ -177,6 +179,9 @@ def test_inv7_decode_stretch_gives_the_step_by_step_passes(server, kv, lens, arr
                     assert deliv.rids.tolist() == run.rids[nz].tolist()
                     assert deliv.n_tokens.tolist() == row[nz].tolist()
                     assert deliv.finished.tolist() == (run.finish_iter()[nz] == j).tolist()
+                if hasattr(run, "delivered_and_commits"):   # the grid (not the closed form)
+                    both = run.delivered_and_commits(n)
+                    assert np.array_equal(both[0], run.delivered(n)) and np.array_equal(both[1], run.commits(n))
                 in_flight = s.apply_stretch(run, n)
                 dev.set_state(run.rids.tolist(), *run.device_after(n))
                 _same_output(in_flight, ref_flight)
@@ -207,14 +212,16 @@ def test_compact_records_give_the_full_summary(server, workload, out, seed, fast
 
 @settings(max_examples=200, deadline=None)
 @given(k=st.integers(1, 60), seed=st.integers(0, 2**31), block=st.booleans(),
-       wake=st.sampled_from([0.0, 1.6e-5, 9e-5]), t0=st.floats(0.0, 5e4), scale=st.sampled_from([1e-4, 1e-3, 1e-2]))
-def test_vectorised_timeline_is_the_scalar_chain(k, seed, block, wake, t0, scale):
+       wake=st.sampled_from([0.0, 1.6e-5, 9e-5]), t0=st.floats(0.0, 5e4), scale=st.sampled_from([1e-4, 1e-3, 1e-2]),
+       tail=st.booleans())
+def test_vectorised_timeline_is_the_scalar_chain(k, seed, block, wake, t0, scale, tail):
     rng = np.random.default_rng(seed)
     hs, hl, hp = (rng.choice([0.0, 1.0], k) * rng.random(k) * scale for _ in range(3))
+    ht = rng.choice([0.0, 1.0], k) * rng.random(k) * scale if tail else None
     c = rng.random(k) * scale * rng.choice([0.1, 1.0, 10.0])
     e0 = t0 + rng.random() * scale * rng.choice([0.0, 1.0])
-    ref = host_timeline.scalar_times(t0, e0, hs, hl, hp, c, wake, block)
-    got = host_timeline.run_times(t0, e0, hs, hl, hp, c, wake, block)
+    ref = host_timeline.scalar_times(t0, e0, hs, hl, hp, c, wake, block, ht)
+    got = host_timeline.run_times(t0, e0, hs, hl, hp, c, wake, block, ht=ht)
     for name in ("T", "S", "E", "pw", "rw"):
         assert np.array_equal(getattr(ref, name), getattr(got, name)), name
 
@@ -243,19 +250,81 @@ def test_weighted_statistics_match_numpy_on_the_repeated_samples(values, weights
 
 @settings(max_examples=80, deadline=None)
 @given(n=st.one_of(st.integers(1, 64), st.integers(1, 20_000)), seed=st.integers(0, 2**31),
-       decimals=st.sampled_from([None, 2]))
-def test_summary_statistics_are_numpys(n, seed, decimals):
-    # samples without NaN take the one-partition path; the figures must be numpy's own
+       decimals=st.sampled_from([None, 2]), owned=st.booleans())
+def test_summary_statistics_are_numpys(n, seed, decimals, owned):
+    # samples without NaN take the one-partition path (with ``owned``, in the sample's own
+    # buffer, mean and std from one sum); the figures must be numpy's own
     v = np.random.default_rng(seed).exponential(0.01, n)
     if decimals is not None:
         v = np.round(v, decimals)  # ties
     got: dict[str, float] = {}
-    _stats("itl", v, got)
+    _stats("itl", v.copy() if owned else v, got, owned=owned)
     w = v * 1000.0
     want = {"mean_itl_ms": np.mean(w), "median_itl_ms": np.median(w), "std_itl_ms": np.std(w),
             "p90_itl_ms": np.percentile(w, 90), "p99_itl_ms": np.percentile(w, 99),
             "max_itl_ms": np.max(w), "p95_itl_ms": np.percentile(w, 95)}
     assert got == {k: float(x) for k, x in want.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=3_000),
+       scale=st.sampled_from([1e-9, 1.0, 1e12]))
+def test_mean_std_is_numpys_bit_for_bit(values, scale):
+    from specsched.sim.metrics import mean_std
+
+    v = np.array(values) * scale
+    mean, std, scratch = mean_std(v)
+    assert (mean, std) == (float(np.mean(v)), float(np.std(v)))
+    assert scratch.shape == v.shape and scratch is not v
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(1, 50), m=st.integers(1, 30), page=st.sampled_from([1, 2, 3, 16, 256]),
+       lo=st.integers(-600, 600), seed=st.integers(0, 2**31))
+def test_page_sums_are_the_row_sums_of_pages(k, m, page, lo, seed):
+    from specsched.sim.swa_stretch import _page_sums, _pages
+
+    x = np.random.default_rng(seed).integers(lo, lo + 5_000, (k, m))
+    assert np.array_equal(_page_sums(x, page), _pages(x, page).sum(axis=1))
+    assert np.array_equal(_pages(x, page), np.ceil(x / page).astype(np.int64) * page)
+
+
+@settings(max_examples=60, deadline=None)
+@given(window=st.integers(1, 10), spread=st.floats(0.0, 0.5), n=st.integers(0, 700),
+       firsts=st.lists(st.integers(0, 600), min_size=1, max_size=12), seed=st.integers(0, 10_000),
+       early=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 900)), max_size=8))
+def test_batched_accept_draws_are_the_per_cycle_draws(window, spread, n, firsts, seed, early):
+    """AcceptanceModel.draws (every request's blocks drawn, compared and counted at once)
+    gives what draw() gives cycle by cycle, also after some requests drew earlier cycles
+    one at a time (their generators part-way through)."""
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.config import AcceptanceConfig
+
+    cfg = AcceptanceConfig(mean_accept_length=1 + 0.6 * (window - 1), request_spread=spread)
+    batched, single = AcceptanceModel(cfg, window, seed), AcceptanceModel(cfg, window, seed)
+    rids = np.arange(len(firsts), dtype=np.int64) * 7 + 3
+    for i, c in early:  # some requests have drawn before (a step-by-step verify)
+        if i < len(firsts):
+            batched.draw(int(rids[i]), c)
+    got = batched.draws(rids, np.array(firsts, dtype=np.int64), n)
+    assert got.shape == (n, len(firsts))
+    want = [[single.draw(int(r), c + j) for r, c in zip(rids, firsts, strict=True)] for j in range(n)]
+    assert got.tolist() == (want if n else [])
+    assert all(batched.level(int(r)) == single.level(int(r)) for r in rids)
+    # the running sums, capped at each request's tokens left (drawing stops there)
+    third = AcceptanceModel(cfg, window, seed)
+    limits = np.array([(seed * 31 + 17 * i) % 900 - 20 for i in range(len(firsts))], dtype=np.int64)
+    for i, c in early:
+        if i < len(firsts):
+            third.draw(int(rids[i]), c)
+    out = np.empty((n + 1, len(firsts)), dtype=np.int64)
+    third.cumulative(rids, np.array(firsts, dtype=np.int64), n, out, limits=limits)
+    sums = np.zeros((n + 1, len(firsts)), dtype=np.int64)
+    sums[1:] = np.cumsum(np.array(want, dtype=np.int64).reshape(n, len(firsts)), axis=0)
+    assert out.tolist() == np.minimum(sums, limits).tolist()
+    assert all(third.level(int(r)) == single.level(int(r)) for r in rids)
+    # ... and later draws are unchanged by how many were drawn before
+    assert [third.draw(int(r), 1_000) for r in rids] == [single.draw(int(r), 1_000) for r in rids]
 
 
 @settings(max_examples=100, deadline=None)
@@ -374,3 +443,82 @@ def test_admission_shortcuts_change_nothing(server, workload, inp, out, seed, fa
     assert lean.sched._never_delays
     general = _generic_admission(SimEngine(sc, prof, seed, fast_forward=fast))
     assert_same_run(lean.run(), general.run())
+
+
+
+def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: float,
+                    shift: np.ndarray | None = None) -> float:
+    """GridInterp's reading with numpy scalars (np.searchsorted, float64 indexing), the
+    implementation the Python-float one replaced: ``__call__`` (context rounded), or
+    ``row_shifted`` with ``shift``."""
+    def axis(a, q):
+        if len(a) == 1:
+            return 0, 0, 0.0
+        i = min(max(int(np.searchsorted(a, q)) - 1, 0), len(a) - 2)
+        return i, i + 1, float((q - a[i]) / (a[i + 1] - a[i]))
+
+    def row(i, j0, j1, wc):
+        if wc > 1.0:
+            return v[i, j1] + max(0.0, v[i, j1] - v[i, j0]) * (wc - 1.0)
+        return v[i, j0] * (1 - wc) + v[i, j1] * wc
+
+    i0, i1, wx = axis(xs, x)
+    if shift is None:
+        lo, hi = (row(i, *axis(cs, round(c, -1))) for i in (i0, i1))
+    else:
+        lo, hi = (row(i, *axis(cs, c - float(shift[i]))) for i in (i0, i1))
+    return max(0.0, float(lo * (1 - wx) + hi * wx))
+
+
+@settings(max_examples=150, deadline=None)
+@given(nx=st.integers(1, 8), nc=st.integers(1, 8), seed=st.integers(0, 2**31),
+       queries=st.lists(st.tuples(st.one_of(st.integers(0, 600), st.floats(0.0, 600.0)),
+                                  st.floats(0.0, 20_000.0)), min_size=1, max_size=30))
+def test_grid_lookup_in_python_floats_is_the_numpy_one(nx, nc, seed, queries):
+    from specsched.sim.profile import Grid
+
+    rng = np.random.default_rng(seed)
+    xs = np.unique(rng.integers(1, 512, nx)).astype(float)
+    cs = np.unique(rng.integers(0, 16_000, nc)).astype(float)
+    v = rng.random((len(xs), len(cs))) * 0.05 + 1e-4
+    interp = Grid(x=xs.tolist(), context_len=cs.tolist(), seconds=v.tolist()).interpolator("t")
+    shift = rng.integers(0, 50, len(xs)).astype(float)
+    for x, c in queries:
+        assert interp(x, c) == _grid_reference(xs, cs, v, x, c)
+        assert interp.row_shifted(x, c, shift) == _grid_reference(xs, cs, v, x, c, shift)
+
+
+def _itl_reference(rid: np.ndarray, t: np.ndarray, n: np.ndarray):
+    """The ITL sample (and each value's rid) as the full-length-array version built it."""
+    keep = n > 0
+    rid, t, n = rid[keep], t[keep], n[keep]
+    if len(t) == 0:
+        return np.zeros(0), np.zeros(0, dtype=rid.dtype)
+    if len(t) > 1 and (np.diff(t) >= 0).all():
+        key = rid.astype(np.uint16) if rid.min() >= 0 and rid.max() < 1 << 16 else rid
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((t, rid))
+    rid, t, n = rid[order], t[order], n[order]
+    later = np.r_[False, rid[1:] == rid[:-1]]
+    dt = np.r_[0.0, np.diff(t)][later]
+    nn = n[later]
+    return np.repeat(dt / nn, nn), np.repeat(rid[later], nn)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.integers(0, 300), nreq=st.integers(1, 40), big_ids=st.booleans(), ordered=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_itl_sample_is_the_reference_order_and_values(rows, nreq, big_ids, ordered, seed):
+    # the ITL sample's order is kept exactly (the summary's mean and std sum it in order)
+    from specsched.sim.metrics import _itl_of
+
+    rng = np.random.default_rng(seed)
+    rid = rng.integers(0, nreq, rows) * (70_001 if big_ids else 1)
+    t = rng.random(rows).round(2)   # ties
+    if ordered:
+        t = np.sort(t)
+    n = rng.integers(-1, 7, rows)
+    vals, rids = _itl_of(rid, t, n, with_rids=True)
+    want_v, want_r = _itl_reference(rid, t, n)
+    assert vals.tobytes() == want_v.tobytes() and rids.tolist() == want_r.tolist()

@@ -52,6 +52,12 @@ def test_arrivals_lengths_scaling_and_limit_reach_the_engine(tmp_path):
     r = res.requests.sort_values("rid")
     assert r["input_len"].tolist() == [50, 60, 70] and r["output_len"].tolist() == [5, 6, 1]   # 0 sent as 1
     assert np.allclose(r["start_s"], [0.0, 1.0, 4.0])
+    from specsched.sim.bench_serving import bench_record
+
+    rec = bench_record(res)
+    assert (rec["request_rate"], rec["dataset_name"], rec["num_prompts"]) == ("trace", "trace", 3)
+    sc = _trace_scenario(tmp_path, text, columns={"timestamp": "when", "input_len": "prompt", "output_len": "gen"})
+    assert bench_record(SimEngine(sc, tiny_profile()).run())["num_prompts"] == 4   # no limit: the rows sent
 
 
 def test_max_concurrency_holds_a_trace_back(tmp_path):

@@ -71,6 +71,9 @@ class Efficiency(BaseModel):
                                              "on a host at REFERENCE_HOST_GHZ")
     host_ghz: float = Field(REFERENCE_HOST_GHZ, gt=0, le=10, description="the serving host's CPU clock (single-core), GHz")
     eager_gpu_per_kernel_s: float = Field(1.0e-6, ge=0, description="GPU-side cost per kernel of eager over graph when GPU-bound")
+    breakable_eager_kernels_per_layer: int = Field(2, ge=0, description="kernels a breakable prefill graph issues "
+                                                   "eagerly per layer (KV store + attention), each between two "
+                                                   "replayed segments")
 
 EFFICIENCY_SOURCES = {
     "matmul": "0.70: typical achieved fraction of dense bf16/fp8 peak for large GEMMs in cuBLAS/hipBLASLt "
@@ -108,6 +111,11 @@ EFFICIENCY_SOURCES = {
                  "on). Issuing a kernel eagerly is single-threaded CPU work (the Python interpreter, PyTorch's "
                  "dispatcher, the driver's launch), so the eager issue per kernel is scaled by 2.1 / host_ghz; "
                  "a first-order model that ignores per-clock (IPC) differences between CPUs"),
+    "breakable_eager_kernels_per_layer": ("2: SGLang 0.5.23's breakable prefill graph (CUDA's default prefill "
+                                          "backend) replays each layer's non-attention work as captured segments and "
+                                          "runs attention eagerly between them (layers/radix_attention.py forward -> "
+                                          "_eager_attention, an eager_on_graph break): the KV store and the ragged "
+                                          "prefill kernel, issued from Python like any eager kernel"),
     "eager_gpu_per_kernel_s": ("1.0 us: measured on an H200 (profiles/h200-1b-v2.yaml gpu.eager_overhead_s): eager "
                                "minus graph when GPU-bound is 0.81 ms over the same 812 kernels"),
 }
@@ -331,6 +339,40 @@ def eager_issue_per_kernel_s(eff: Efficiency) -> float:
     """Host seconds to issue one kernel eagerly on the profile's host: the measured figure
     scaled by the clock ratio ``REFERENCE_HOST_GHZ / host_ghz`` (single-threaded CPU work)."""
     return eff.eager_launch_per_kernel_s * REFERENCE_HOST_GHZ / eff.host_ghz
+
+
+NO_BREAKABLE_PREFILL_ARCHS = frozenset({"DeepseekV4ForCausalLM"})
+"""Architectures whose breakable prefill graph SGLang 0.5.23 turns off on CUDA too
+(arg_groups/cuda_graph_hook.py ``disable_breakable_cudagraph_if_incompatible``: DeepSeek-V4's
+indexer scratch pinned in the capture pool runs out of memory; prefill context parallel,
+which re-enables it, is not modelled)."""
+
+
+def prefill_runs_eager(arch: ModelArch, gpu: GpuSpec) -> bool:
+    """Whether SGLang 0.5.23 runs this model's extend (prefill) forwards without graphs on
+    ``gpu``: always off CUDA (model_executor/cuda_graph_config.py ``default_prefill_backend``:
+    breakable on CUDA, disabled elsewhere, so on ROCm every extend is issued kernel by
+    kernel) and for :data:`NO_BREAKABLE_PREFILL_ARCHS` on CUDA as well."""
+    return gpu.platform != "cuda" or bool(NO_BREAKABLE_PREFILL_ARCHS.intersection(arch.architectures))
+
+
+def extend_issue_s(arch: ModelArch, gpu: GpuSpec, eff: Efficiency, tp: int, tokens: float = 1024.0) -> float:
+    """Host seconds to issue one extend forward of ``arch`` (the profile's
+    ``host.launch_per_extend_s``; the drafter's injection: ``launch_per_inject_s``).
+
+    The host issues the extend's kernels while the GPU runs them, so this is loop time the
+    overlap scheduler cannot hide (sim/cost_model.py ``CostModel.issue``). Eager
+    (:func:`prefill_runs_eager`): every kernel of the forward, ``kernel_count x`` the eager
+    issue per kernel (the same per-kernel figure as an eager decode; the runtime's 1B proxy
+    measured 15.3 ms per eager extend on the 2.1 GHz H200 host, profiles/h200-1b-v2.yaml
+    ``host.launch_per_extend_s``, ~860 kernels x 17.8 us). Breakable graph (CUDA's
+    default): per layer one segment replay (``graph_launch_s``) and the eagerly issued
+    attention kernels (``breakable_eager_kernels_per_layer``), plus the last segment.
+    """
+    per = eager_issue_per_kernel_s(eff)
+    if prefill_runs_eager(arch, gpu):
+        return kernel_count(arch, eff, tp, gpu, tokens) * per
+    return arch.num_layers * (eff.graph_launch_s + eff.breakable_eager_kernels_per_layer * per) + eff.graph_launch_s
 
 
 def draft_arch(target: ModelArch, layers: int) -> ModelArch:

@@ -31,8 +31,10 @@ from specsched.sim.analytic.roofline import (
     draft_arch,
     eager_issue_per_kernel_s,
     extend,
+    extend_issue_s,
     kernel_count,
     kv_cell_bytes,
+    prefill_runs_eager,
     weights_bytes,
 )
 from specsched.sim.errors import ConfigError
@@ -128,6 +130,18 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     c_ref = 1024.0
     eager_factor = max(eager_issue, dec(graph_bs, c_ref).graph_s + eager_overhead) / dec(graph_bs, c_ref).graph_s
     host, host_prov = _host(gpu.platform)
+    # an extend's (and the drafter's injection's) kernels are issued by the host as they run
+    eager_prefill = prefill_runs_eager(arch, gpu)
+    host["launch_per_extend_s"] = float(f"{extend_issue_s(arch, gpu, eff, tp):.6e}")
+    host["launch_per_inject_s"] = float(f"{extend_issue_s(draft, gpu, eff, tp):.6e}")
+    how = (f"eager prefill ({'not CUDA' if gpu.platform != 'cuda' else arch.name + ' turns breakable prefill graphs off'}"
+           f"; SGLang 0.5.23 cuda_graph_config.py default_prefill_backend, cuda_graph_hook.py): every kernel x "
+           f"{per_kernel_issue * 1e6:.2f} us" if eager_prefill else
+           f"breakable prefill graph (CUDA's default): per layer one segment replay "
+           f"({eff.graph_launch_s * 1e6:.0f} us) + {eff.breakable_eager_kernels_per_layer} eager attention kernels x "
+           f"{per_kernel_issue * 1e6:.2f} us")
+    host_prov["host.launch_per_extend_s"] = f"host issue of one target extend forward (roofline.extend_issue_s): {how}"
+    host_prov["host.launch_per_inject_s"] = f"the same for the drafter's prompt injection ({draft.num_layers} layer(s))"
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
     # the drafter shares the target's embedding and LM head
     w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - arch.vocab_size * arch.hidden_size / tp * 2 * (1 if arch.tie_word_embeddings else 2)
@@ -153,11 +167,14 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.eager_host_issue_s": (f"host-bound eager issue of one target forward: {kernels} kernels x "
                                    f"{per_kernel_issue * 1e6:.2f} us (analytic.efficiency.eager_launch_per_kernel_s "
                                    f"{eff.eager_launch_per_kernel_s * 1e6:.1f} us at 2.1 GHz, scaled to host_ghz "
-                                   f"{eff.host_ghz:g}); the block drafter's kernels are not included. SGLang runs a "
+                                   f"{eff.host_ghz:g}); a speculative cycle's is gpu.eager_spec_issue_s. SGLang runs a "
                                    f"decode batch above cuda_graph_max_bs eagerly (model_executor/model_runner.py "
                                    f"forward_decode when the graph runner cannot run it): every kernel is a launch "
                                    f"from Python, the GPU runs each as it arrives, and the host issuing them cannot do "
                                    f"the scheduler's work meanwhile, so the overlap scheduler no longer hides it"),
+        "gpu.eager_spec_issue_s": (f"host-bound eager issue of one speculative cycle: the target's {kernels} kernels "
+                                   f"plus one draft forward's (gpu.eager_draft_overhead_s); the verify's sampling and "
+                                   f"acceptance kernels are not counted"),
         "gpu.eager_draft_overhead_s": "each further serial (chain) draft forward issued eagerly: its kernels x the eager issue per kernel",
         "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
         "gpu.eager_factor": (f"max(eager host issue, graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
@@ -187,6 +204,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **({"eager_overhead_s": float(f"{eager_overhead:.6e}"),
                 "eager_draft_overhead_s": float(f"{eager_draft_overhead:.6e}")} if new_schema else {}),
             **({"eager_host_issue_s": float(f"{eager_issue:.6e}")} if "eager_host_issue_s" in GpuProfile.model_fields else {}),
+            **({"eager_spec_issue_s": float(f"{eager_issue + eager_draft_overhead:.6e}")}
+               if "eager_spec_issue_s" in GpuProfile.model_fields else {}),
             "eager_factor": round(eager_factor, 4),
         },
         "host": host,
