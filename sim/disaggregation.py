@@ -69,7 +69,7 @@ class _Server(SimEngine):
         self.scenario, self.seed, self.profile = deploy.scenario, deploy.seed, deploy.profile
         self.acceptance = deploy.acceptance
         self.env = deploy.env
-        self.rec = deploy.rec if role == "decode" else Recorder("compact")
+        self.rec = deploy.rec if role == "decode" else Recorder(deploy.rec.level)  # a prefill server's own steps
         self._finish_events = deploy._finish_events
         self.all_done = deploy.all_done
         self._finish_reacts = deploy._finish_reacts
