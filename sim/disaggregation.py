@@ -46,6 +46,7 @@ adds to the last chunk's send.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -88,11 +89,11 @@ class _Server(SimEngine):
         """The DP rank holding ``rid`` on this server (0 without DP attention)."""
         return self.sched.rank_of[rid] if self.server.enable_dp_attention else 0
 
-    def _launch(self, op: Launch):
-        handle = yield from super()._launch(op)
+    def _launch(self, op: Launch) -> tuple[Any, float]:
+        handle, busy = super()._launch(op)
         if self.role == "prefill" and op.part == "main":
             self.deploy.chunks_launched(self, op.plan, handle.end)
-        return handle
+        return handle, busy
 
     def _deliver(self, deliveries: Any):
         if self.role == "decode":
@@ -154,6 +155,21 @@ class PDEngine(SimEngine):
         preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority)
         self._pair[req.rid] = (p, d, preq, req)
         d._arrive(req)
+
+    def _open_arrivals(self, times: np.ndarray) -> None:
+        """Open arrivals reach the router (not one host's inbox): a process routes each at its
+        arrival time (after the tokenizer FIFO, :meth:`SimEngine._open_arrivals`' times)."""
+        super()._open_arrivals(times)
+        sent, arrive = self._sent_at, self._arrive_at
+        self._sent_at, self._arrive_at, self._next_arrival = [], [], math.inf
+        self.env.process(self._route_open(sent, arrive))
+
+    def _route_open(self, sent: list[float], arrive: list[float]):
+        for spec, t_send, t in zip(self.specs, sent, arrive, strict=True):
+            if t > self.env.now:
+                yield self.env.timeout(self._delay_to(t))
+            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
+            self._arrive(self._req(spec))
 
     def _at(self, t: float, fn) -> None:
         """Run ``fn`` at time ``t`` (>= now) on the shared clock."""
