@@ -51,12 +51,14 @@ from typing import Any
 
 import numpy as np
 from specsched.sim.config import Scenario, ServerArgs
+from specsched.sim.disagg_records import StreamRecorder, deployment_step_summary
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.ops import Launch
 from specsched.sim.profile import Profile
 from specsched.sim.records import Recorder
 from specsched.sim.request import Req
+from specsched.sim.tables import column
 
 
 class _Server(SimEngine):
@@ -70,7 +72,9 @@ class _Server(SimEngine):
         self.scenario, self.seed, self.profile = deploy.scenario, deploy.seed, deploy.profile
         self.acceptance = deploy.acceptance
         self.env = deploy.env
-        self.rec = deploy.rec if role == "decode" else Recorder(deploy.rec.level)  # a prefill server's own steps
+        # decode servers write the deployment's records, a prefill server its own steps; each
+        # also sums its own stream's launches (sim/disagg_records.py)
+        self.rec = StreamRecorder(deploy.rec if role == "decode" else Recorder(deploy.rec.level))
         self._finish_events = deploy._finish_events
         self.all_done = deploy.all_done
         self._finish_reacts = deploy._finish_reacts
@@ -232,10 +236,14 @@ class PDEngine(SimEngine):
     def run(self):
         result = super().run()
         s = result.summary
-        dur = max(s.get("duration", 0.0), 1e-12)
-        busy = [srv.rec.step_totals.busy_s / dur for srv in self.prefill]
-        s.update(prefill_busy_fraction=float(np.mean(busy)),
-                 prefill_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.prefill),
+        if s.get("completed"):
+            start, finish = column(result.requests, "start_s", float), column(result.requests, "finish_s", float)
+            deployment_step_summary([p.rec.stream for p in self.prefill], [d.rec.stream for d in self.decode],
+                                    float(np.nanmin(start)), float(np.nanmax(finish)), s)
+            s["host_blocked_s"] = float(sum(d.host_blocked_s for d in self.decode))
+        else:
+            s["prefill_busy_fraction"] = 0.0
+        s.update(prefill_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.prefill),
                  decode_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.decode),
                  mean_kv_transfer_ms=float(np.mean(self.transfer_s)) * 1e3 if self.transfer_s else 0.0)
         return result

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from specsched.sim.admission import make_policy
 from specsched.sim.config import ServerArgs
 from specsched.sim.disagg_config import KVTransferCost
+from specsched.sim.disagg_records import deployment_window
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.request import Req
@@ -181,3 +182,44 @@ def test_profile_kv_transfer_refuses_bad_values():
         KVTransferCost(bytes_per_token=0, link_bytes_per_s=1e9)
     with pytest.raises(ConfigError, match="kv_transfer"):
         SimEngine(make_scenario(_pd()), tiny_profile(), 1)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(decode=st.sampled_from([1, 3]), prefill=st.integers(1, 2), spec=st.booleans(),
+       records=st.sampled_from(["full", "compact"]), seed=st.integers(0, 1000))
+def test_inv_pd_busy_per_stream(decode, prefill, spec, records, seed):
+    """INV-PD-BUSY: the summary's busy fractions are per GPU stream (the mean over a role's
+    servers), so each lies in [0, 1] however many servers share the deployment's records; a
+    prefill server that ran prefills was busy; with speculative decoding each decode server's
+    steady verify window gives a finite verify cycles/s (docs/disaggregation.md)."""
+    srv = _pd(prefill, decode)
+    if not spec:
+        srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
+    wl = {"kind": "closed_loop", "concurrency": 2 * decode, "num_requests": 4 * decode,
+          "input_len": {"kind": "fixed", "value": 300}, "output_len": {"kind": "fixed", "value": 24}}
+    sc = make_scenario(srv, wl, {"mean_accept_length": 2.0 if spec else 1.0}, seed=seed)
+    s = SimEngine(sc, _profile(), seed, records=records).run().summary
+    assert s["completed"] == 4 * decode
+    assert 0 < s["prefill_busy_fraction"] <= 1
+    assert 0 < s["gpu_busy_fraction"] <= 1
+    if spec:
+        assert s["accept_length"] > 1
+        assert 0 < s["verify_cycles_per_s"] < float("inf")
+        assert s["decode_throughput"] > 0
+    else:
+        assert s["verify_cycles_per_s"] != s["verify_cycles_per_s"]   # NaN: no verify ran
+
+
+def test_pd_busy_fraction_is_the_mean_over_decode_servers():
+    """Three decode servers: the decode busy fraction is the mean of their streams' busy
+    fractions over the deployment's window, never their sum (the reported bug: 2.887)."""
+    wl = {"kind": "closed_loop", "concurrency": 6, "num_requests": 12,
+          "input_len": {"kind": "fixed", "value": 300}, "output_len": {"kind": "fixed", "value": 40}}
+    eng = SimEngine(make_scenario(_pd(1, 3), wl), _profile(), 1)
+    res = eng.run()
+    streams = [d.rec.stream for d in eng.decode]
+    t0, t1 = deployment_window(streams + [p.rec.stream for p in eng.prefill],
+                               res.requests["start_s"].min(), res.requests["finish_s"].max())
+    busy = [st.busy_s / (t1 - t0) for st in streams]
+    assert all(0 < b <= 1 for b in busy) and sum(busy) > 1   # the old summed figure exceeded 1
+    assert res.summary["gpu_busy_fraction"] == pytest.approx(sum(busy) / 3)
