@@ -34,7 +34,9 @@ server's forwards). Cross-server signals (bootstrap, transfer done) are SimPy ev
 sending host's clock.
 
 Results: requests, chunks (deliveries) and steps are the client's and the decode servers'
-(``steps.parquet`` holds the decode servers' forwards); the summary adds
+(``steps.parquet`` holds the decode servers' forwards); the step figures (busy fractions,
+verify cycles/s, accept length) are per server stream, aggregated over a role's servers
+(:func:`sim.disagg_records.deployment_step_summary`); the summary adds
 ``prefill_busy_fraction`` (mean over prefill servers), ``prefill_kv_peak_tokens``,
 ``decode_kv_peak_tokens`` and ``mean_kv_transfer_ms`` (last chunk's KV ready to the decode
 side's receipt).
