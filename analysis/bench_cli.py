@@ -179,6 +179,17 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def validate_measured(args: argparse.Namespace) -> int:
+    """``specsched validate --measured FILE[:LINE] [--scenario S | S] [--profile P]``: the same
+    comparison as ``validate-bench`` (the issue's spelling of it)."""
+    if args.seeds < 1:
+        raise ConfigError("<command line>", "--seeds", args.seeds, "must be >= 1")
+    ns = argparse.Namespace(file=args.measured, scenario=args.scenario_file or args.scenario, profile=args.profile,
+                            arm=args.arm, set=args.set, seeds=args.seeds, seed=args.seed, lengths="args",
+                            out=args.out, plot=args.plot, log_x=args.log_x)
+    return cmd_validate_bench(ns)
+
+
 def add_parsers(sub: Any) -> None:
     """Register ``scenario from-bench`` and ``validate-bench``."""
     s = sub.add_parser("scenario", help="make scenarios (from-bench: from a bench_serving result)")

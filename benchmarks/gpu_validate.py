@@ -4,6 +4,12 @@ One command does everything that belongs together on a GPU machine:
 
     python benchmarks/gpu_validate.py --out OUTDIR [--preset 1b] [--cells batch1,batch8,...]
 
+A round on one H200 in one call under ten minutes (profile on the machine that then runs
+the cells, right before them: the host-paced parts of a profile, launch cost and eager
+issue time, do not transfer between machines; docs/measurements/h200-v7-repredict.md):
+
+    python benchmarks/gpu_validate.py --out OUT/round --max-bs 128 --budget 110 --deadline-s 500
+
 1. ``runtime.profiler.profile_device`` runs the microbenchmarks and writes
    ``OUTDIR/h200-1b.yaml`` (the profile comes only from microbenchmarks, never from the
    scenario runs it is checked against);
@@ -12,8 +18,11 @@ One command does everything that belongs together on a GPU machine:
    with that profile;
 3. writes ``validate.csv`` (cell, arm, metric, predicted, measured, error_pct),
    ``checks.md`` (the issue's targets: per-verify host-block vs stream-wait difference,
-   GPU idle between verifies at batch 1, syncs counted, and every run that failed) and
-   ``results.tar.gz`` (every measured and predicted results directory).
+   GPU idle between verifies at batch 1, syncs counted, and every run that failed),
+   ``results.tar.gz`` (every measured and predicted results directory),
+   ``summary.md`` (the command, the times, and per metric how many figures are within
+   5 %), ``environment.txt`` (GPU clocks and power limit, CPU model) and
+   ``gpu_validate.log`` (everything printed).
 
 A run that fails (an exception in the runtime or the simulator) is reported on one line,
 in checks.md and in the log, and the others go on with a fresh engine; validate.csv and
@@ -26,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import shlex
 import shutil
+import subprocess
 import sys
 import tarfile
 import time
@@ -192,6 +203,70 @@ class Validation:
         write_tarball(self.res_dir, self.out / "results.tar.gz")
 
 
+TARGETS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+"""The figures the 5 % target is on (issue 8)."""
+
+
+class _Tee:
+    """Writes to a stream and to a log file (the round's ``gpu_validate.log``)."""
+
+    def __init__(self, stream, log) -> None:
+        self.stream, self.log = stream, log
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def environment_text() -> str:
+    """GPU clocks and power limit (nvidia-smi) and the CPU model (lscpu), as found; a line
+    saying so where a tool is missing."""
+    out = []
+    for cmd in (["nvidia-smi", "--query-gpu=name,driver_version,clocks.current.sm,clocks.current.memory,power.limit",
+                 "--format=csv"], ["nproc"], ["lscpu"]):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
+            text = r.stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            text = f"{cmd[0]}: not available ({type(e).__name__})\n"
+        if cmd[0] == "lscpu":
+            text = "".join(line + "\n" for line in text.splitlines() if line.startswith(("Model name", "CPU MHz", "CPU max MHz")))
+        out.append(text)
+    return "".join(out)
+
+
+def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], failures: list[str],
+                 skipped: list[str]) -> str:
+    """summary.md: the command, the times, and per target metric how many figures are within 5 %."""
+    lines = ["# GPU validation round", "", "```bash", "python benchmarks/gpu_validate.py " + shlex.join(argv), "```", "",
+             ", ".join(f"{k} {v:.0f} s" for k, v in times.items()), ""]
+    t = [r for r in rows if r["metric"] in TARGETS and r["error_pct"] == r["error_pct"]]
+    within = sum(abs(r["error_pct"]) <= 5 for r in t)
+    lines.append(f"Within 5 %: **{within} of {len(t)}** figures (" + ", ".join(
+        f"{m} {sum(abs(r['error_pct']) <= 5 for r in t if r['metric'] == m)}/{sum(r['metric'] == m for r in t)}"
+        for m in TARGETS) + ")")
+    lines += ["", "| cell | arm | " + " | ".join(TARGETS) + " |", "|---|---|" + "---|" * len(TARGETS)]
+    for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in rows):
+        errs = {r["metric"]: r["error_pct"] for r in rows if r["cell"] == cell and r["arm"] == arm}
+        cells = []
+        for m in TARGETS:
+            e = errs.get(m, float("nan"))
+            cells.append(f"**{e:+.1f} %**" if abs(e) <= 5 else f"{e:+.1f} %")
+        lines.append(f"| {cell} | {arm} | " + " | ".join(cells) + " |")
+    if failures:
+        lines += ["", "Failed: " + "; ".join(failures)]
+    if skipped:
+        lines += ["", "Not started (deadline): " + ", ".join(skipped)]
+    return "\n".join(lines) + "\n"
+
+
 def _free_device_memory() -> None:
     import gc
 
@@ -206,7 +281,7 @@ def _free_device_memory() -> None:
         pass
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--preset", default="1b")
@@ -215,17 +290,33 @@ def main() -> int:
     ap.add_argument("--max-bs", type=int, default=128)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run with --preset tiny")
     ap.add_argument("--reverse-arms", action="store_true", help="measure the arms in reverse order (checks order effects)")
-    ap.add_argument("--budget", type=float, default=240.0, help="profiling time budget in seconds (default 240)")
+    ap.add_argument("--budget", type=float, default=240.0,
+                    help="profiling time budget in seconds (default 240); repeats are trimmed (not below 3) to fit")
+    ap.add_argument("--repeats", type=int, default=15, help="timed calls per profile measurement (default 15)")
     ap.add_argument("--poisson-cell", default=None, help="also measure this cell at each of --rates (req/s)")
     ap.add_argument("--rates", default="8,16,32,64", help="request rates for --poisson-cell (default 8,16,32,64)")
     ap.add_argument("--poisson-requests", type=int, default=96, help="requests per Poisson run (default 96)")
     ap.add_argument("--poisson-first", action="store_true", help="measure the Poisson rates before the cells")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no run after this many seconds (profiling included); the rest is listed as skipped")
-    args = ap.parse_args()
+    argv = sys.argv[1:] if argv is None else argv
+    args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
+    saved = sys.stdout, sys.stderr
+    with open(out / "gpu_validate.log", "a") as log:
+        sys.stdout, sys.stderr = _Tee(saved[0], log), _Tee(saved[1], log)
+        try:
+            return _round(args, argv, out, t_start)
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
+def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float) -> int:
+    """Profile (unless --profile), then measure and predict every job; see the module docstring."""
+    (out / "environment.txt").write_text(environment_text())
+    times: dict[str, float] = {}
 
     if args.profile:
         prof_path = Path(args.profile)
@@ -234,12 +325,13 @@ def main() -> int:
 
         d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
                            contexts=[512, 1024, 2048, 4096, 8192], extend_tokens=[256, 1024, 2048, 4096, 8192],
-                           extend_prefixes=[0, 1024, 2048, 4096, 8192], cuda_graph_max_bs=128, repeats=15,
-                           progress=False, budget_s=args.budget)
+                           extend_prefixes=[0, 1024, 2048, 4096, 8192], cuda_graph_max_bs=128,
+                           repeats=args.repeats, progress=False, budget_s=args.budget)
         d["name"] = f"h200-{args.preset}"
         prof_path = out / f"h200-{args.preset}.yaml"
         write_profile(d, prof_path)
-        print(f"profiled in {time.perf_counter() - t_start:.0f} s -> {prof_path}", flush=True)
+        times["profile"] = time.perf_counter() - t_start
+        print(f"profiled in {times['profile']:.0f} s -> {prof_path}", flush=True)
     profile = load_profile(str(prof_path))
 
     cell_jobs: list[Job] = []
@@ -281,7 +373,12 @@ def main() -> int:
     for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in rows):
         errs = {r["metric"]: r["error_pct"] for r in rows if r["cell"] == cell and r["arm"] == arm}
         print(f"{cell:<17} {arm:<14}" + "".join(f"{errs.get(m, float('nan')):>+14.1f}%" for m in VALIDATE_METRICS))
-    print(f"total {time.perf_counter() - t_start:.0f} s")
+    times["cells"] = time.perf_counter() - t_start - times.get("profile", 0.0)
+    times["total"] = time.perf_counter() - t_start
+    text = summary_text(rows, argv, times, val.failures, val.skipped)
+    (out / "summary.md").write_text(text)
+    print(next(line for line in text.splitlines() if line.startswith("Within 5 %")))
+    print(f"total {times['total']:.0f} s")
     return 1 if val.failures else 0
 
 

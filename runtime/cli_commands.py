@@ -116,6 +116,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
 
+    if getattr(args, "measured", None):   # a real server's run instead of a measurement here
+        from specsched.analysis.bench_cli import validate_measured
+
+        return validate_measured(args)
+    from specsched.sim.errors import ConfigError
+
+    if not args.scenario:
+        raise ConfigError("<command line>", "scenario", "<missing>",
+                          "give a scenario YAML, or --measured FILE[:LINE] for a real server's bench_serving run")
+    if not args.profile:
+        raise ConfigError("<command line>", "--profile", "<missing>", "a profile made by `specsched profile` on the same device")
     check_device_and_preset(args)
     sc = _scenario(args)
     profile = load_profile(args.profile)
@@ -143,8 +154,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="scenario YAML file")
+def _common(p: argparse.ArgumentParser, scenario_optional: bool = False) -> None:
+    p.add_argument("scenario", nargs="?" if scenario_optional else None, help="scenario YAML file")
     p.add_argument("--arm", default="base", help="arm of the scenario (default base)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable), e.g. workload.num_requests=64")
     p.add_argument("--device", default=None, help="cuda, cpu (default: a GPU if available)")
@@ -164,10 +175,21 @@ def add_parsers(sub: Any) -> None:
     _common(m)
     m.add_argument("--out", default=None, help="results directory")
     m.set_defaults(func=cmd_measure)
-    v = sub.add_parser("validate", help="measure a scenario and simulate it with a device profile: predicted vs measured")
-    _common(v)
-    v.add_argument("--profile", required=True, help="profile made by `specsched profile` on the same device")
+    v = sub.add_parser("validate", help="measure a scenario and simulate it with a device profile: predicted vs measured",
+                       description="Measure a scenario here and simulate it: predicted vs measured. With --measured "
+                                   "FILE[:LINE], compare with a real server's bench_serving result instead (as "
+                                   "`specsched validate-bench`): specsched validate --measured runs.jsonl:3 --scenario s.yaml")
+    _common(v, scenario_optional=True)
+    v.add_argument("--profile", default=None, help="profile made by `specsched profile` on the same device "
+                                                   "(required unless --measured, where it overrides the scenario's)")
     v.add_argument("--out", default=None, help="directory for both results and validate.csv (appended)")
+    v.add_argument("--measured", metavar="FILE[:LINE]", help="a real server's bench_serving result to compare with "
+                                                             "(SGLang JSONL or vLLM JSON; nothing is measured here)")
+    v.add_argument("--scenario", dest="scenario_file", metavar="S", help="with --measured: the scenario YAML "
+                                                                         "(default: built from the line with --profile)")
+    v.add_argument("--seeds", type=int, default=3, help="with --measured: seeds to average the prediction over (default 3)")
+    v.add_argument("--plot", action="store_true", help="with --measured: overlay the measured TTFT/TPOT/ITL distributions")
+    v.add_argument("--log-x", action="store_true", help="with --measured: logarithmic latency axes in the plots")
     v.set_defaults(func=cmd_validate)
     try:
         from specsched.runtime.doctor import register_doctor_command

@@ -78,6 +78,8 @@ class Fits:
             "eager_factor": self.eager_factor,
             "attention_width": "padded_max",
             "attention_bucket": CTX_BUCKET_STEP,
+            # the grids' graphs ran at round_up(c + W, CTX_ALIGN) (profile_harness ctx_buckets)
+            "attention_grid_align": self.grid_align,
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
             "extend_attention": "padded_max",
@@ -88,6 +90,7 @@ class Fits:
             "ingest_per_request_s": 0.0,
             "schedule_s": self.sched_fit[0], "schedule_per_req_s": self.sched_fit[1],
             "launch_s": max(0.0, self.stall_fit[0] - self.sync_wakeup), "launch_per_req_s": max(0.0, self.stall_fit[1]),
+            "launch_tail_s": self.tail_fit[0], "launch_tail_per_req_s": self.tail_fit[1],
             "launch_per_extend_s": self.extend_host_fit()[0],
             "launch_per_extend_token_s": self.extend_host_fit()[1],
             "launch_per_inject_s": self.inject_host_fit()[0],
@@ -102,6 +105,26 @@ class Fits:
         gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
         host = {k: v for k, v in host.items() if k in HostProfile.model_fields and v is not None}
         return gpu, host
+
+    @property
+    def tail_points(self) -> list[float]:
+        """Per launch batch size: the whole verify launch call's host time (GPU kept busy)
+        minus its part before the forward is queued (the publish-wait stall less the
+        wake-up), clamped >= 0: what the call goes on doing while the GPU runs."""
+        return [max(0.0, m - max(0.0, st - self.sync_wakeup))
+                for m, st in zip(self.launch_med, self.stall_med, strict=True)]
+
+    @property
+    def tail_fit(self) -> tuple[float, float]:
+        """``host.launch_tail_s`` and ``launch_tail_per_req_s``: a line over the launch batch
+        sizes through :attr:`tail_points` (:func:`fit_line`, clamped >= 0)."""
+        return fit_line(self.launch_bs, self.tail_points)
+
+    @property
+    def grid_align(self) -> int:
+        """``gpu.attention_grid_align``: CTX_ALIGN when every grid context is a multiple of
+        it (each column then ran attention over ``round_up(c + W, CTX_ALIGN)``), else 1."""
+        return CTX_ALIGN if all(c % CTX_ALIGN == 0 for c in self.contexts) else 1
 
     @property
     def eager_overhead(self) -> float:

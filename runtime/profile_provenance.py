@@ -137,6 +137,12 @@ class Provenance:
                                     f"the grids were timed at uniform contexts. Layout of the code, not a fit. [{env}]"),
             "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
                                      f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
+            "gpu.attention_grid_align": (f"{self.grid_align}: the grids' graphs were captured at context buckets "
+                                         "round_up(context + spec_window, runtime.kv_cache.CTX_ALIGN) "
+                                         "(runtime/profile_harness.py), so each column (a multiple of it) ran attention "
+                                         f"over round_up(context + window, {CTX_ALIGN}) positions (1: the columns are not "
+                                         f"all multiples of {CTX_ALIGN}, read as context + window). Layout of the code, not "
+                                         f"a fit. [{env}]"),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "
@@ -223,6 +229,16 @@ class Provenance:
                      f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
         prov["host.launch_s"] = f"intercept of {stall_txt}"
         prov["host.launch_per_req_s"] = f"slope of {stall_txt}"
+        tail_txt = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the whole verify launch call's host "
+                    "time minus its part before the forward is queued (host.launch_s's stall less "
+                    "host.sync_wakeup_s), clamped >= 0: "
+                    + ", ".join(f"bs {b} {_us(t)}" for b, t in zip(self.launch_bs, self.tail_points, strict=True))
+                    + "; the rest of the call (length bounds, timing and ring events, result copy) runs while the GPU "
+                    "runs the forward, and the loop processes the previous step's results only after it; applied to "
+                    "every graph-replayed decode/verify launch (a decode launch is the same call without the accept "
+                    f"draw). The whole call: {launch_txt}")
+        prov["host.launch_tail_s"] = f"intercept of {tail_txt}"
+        prov["host.launch_tail_per_req_s"] = f"slope of {tail_txt}"
         prov["host.sync_wakeup_s"] = (
             f"median host time of runtime.device.Device.host_block (event.synchronize() on a ring event) recorded "
             f"right after a tiny kernel (x.add_(1) on an idle GPU), {_us(self.sync_tiny)}, minus the same on an "

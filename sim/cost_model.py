@@ -28,7 +28,8 @@ piecewise graphs captured at token buckets, the token count padded up to the buc
 
 Under the profile's ``gpu.attention_width: padded_max`` (dense attention over one width for
 the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
-read over the padded rows ``P(bs)``: ``V(P(bs), width - W) + token part``.
+read over the padded rows ``P(bs)`` at the column timed at that width:
+``V(P(bs), width - round_up(W, a)) + token part`` (``a`` = ``gpu.attention_grid_align``).
 
 An extend of ``T`` tokens costs the extend grid ``E(T, c)`` at its attention context:
 ragged (SGLang's extend kernels) ``c = sum_i e_i (p_i + e_i / 2) / T``; under
@@ -160,6 +161,9 @@ class CostModel:
         self.graph_max = self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
+        # the grid column timed at a given width: column c ran at round_up(c + W, align)
+        align = g.attention_grid_align
+        self.width_offset = -(-self.window // align) * align
         self.padded_extend = g.extend_attention == "padded_max"
         if self.padded_extend:
             self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
@@ -198,7 +202,7 @@ class CostModel:
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
         if self.padded_attention:
-            ctx = self.attention_width(ctx if max_ctx is None else max_ctx) - self.window
+            ctx = self.attention_width(ctx if max_ctx is None else max_ctx) - self.width_offset
             bs_attn = rows
         else:
             bs_attn = bs
@@ -301,9 +305,23 @@ class CostModel:
         table = self.h.extend_idle_lead_by_tokens
         return table.at(plan.num_extend_tokens) if table is not None else self.h.extend_idle_lead_s
 
+    def launch_tail(self, plan: BatchPlan, part: str = "main") -> float:
+        """Host seconds a launch call goes on after its forward is queued (profile
+        host.launch_tail_s + launch_tail_per_req_s x batch): the host is busy, the GPU runs.
+        Only for a graph-replayed decode/verify (an eager step's host time is its kernel
+        issue, :meth:`issue`; an extend-only launch's is the extend's issue); 0 for the
+        inject part."""
+        n_dec = plan.batch_size - plan.num_extend
+        if part != "main" or n_dec <= 0 or n_dec > self.graph_max:
+            return 0.0
+        h = self.h
+        return h.launch_tail_s + h.launch_tail_per_req_s * plan.batch_size
+
     def host(self, kind: str, plan: BatchPlan) -> float:
-        """Host seconds of ``kind`` (schedule / launch / process) for ``plan``."""
+        """Host seconds of ``kind`` (schedule / launch / launch_tail / process) for ``plan``."""
         h, bs = self.h, plan.batch_size
+        if kind == "launch_tail":
+            return self.launch_tail(plan)
         if kind == "schedule":
             return h.schedule_s + h.schedule_per_req_s * bs
         if kind == "launch":

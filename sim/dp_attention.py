@@ -328,6 +328,10 @@ class DPCost:
         """Host seconds issuing the forward's kernels: the slowest rank's."""
         return max(self.cost.issue(p, part) for _, p in plan.live)
 
+    def launch_tail(self, plan: GroupPlan, part: str = "main") -> float:
+        """Host seconds of the launch call after the forward is queued: the slowest rank's."""
+        return max(self.cost.launch_tail(p, part) for _, p in plan.live)
+
     def idle_lead_s(self, plan: GroupPlan, part: str = "main") -> float:
         """How long an extend launched onto an idle stream trails its launch: the slowest rank's."""
         return max(self.cost.idle_lead_s(p, part) for _, p in plan.live)

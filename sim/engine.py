@@ -137,6 +137,7 @@ class SimEngine:
         self.fast_forward = fast_forward and self.server.enable_overlap_schedule and not self.server.enable_dp_attention
         self._gpu_memo: dict[int, float] = {}
         self._host_memo: dict[int, tuple[float, float, float]] = {}
+        self._tail_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None
         self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self.ff_runs = 0
@@ -283,7 +284,8 @@ class SimEngine:
     # ------------------------------------------------------------------- host
     def _launch(self, op: Launch):
         """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
-        The host stays busy for the kernel issue of an eager forward (CostModel.issue)."""
+        The host stays busy for the kernel issue of an eager forward (CostModel.issue), and
+        for the rest of a graph-replayed step's launch call (CostModel.launch_tail)."""
         now = self._t
         issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
@@ -312,8 +314,9 @@ class SimEngine:
             self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
-        if issue > 0:
-            yield from self._advance(issue)
+        busy = issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
+        if busy > 0:
+            yield from self._advance(busy)
         return handle
 
     def _block_until(self, t: float, wakeup: float):
@@ -459,7 +462,8 @@ class SimEngine:
         if type(run) is PlainRun:
             rec = self.rec
             tm = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s, self._plain_gpu,
-                                     self._plain_host, self.host_blocked_s, rec.step_totals.busy_s, rec.full)
+                                     self._plain_host, self.host_blocked_s, rec.step_totals.busy_s, rec.full,
+                                     tail=self._plain_tail if self._has_tail else None)
             n = tm.n
             if n < 1:
                 return None
@@ -474,7 +478,11 @@ class SimEngine:
         c, hs, hl, hp = self._run_costs(run, k)
         spec = self.server.speculative_algorithm.enabled
         publish_block = spec and self.server.sync_mode is SyncMode.host_block
-        tl = host_timeline.run_times(t0, h.end, hs, hl, hp, c, self.profile.host.sync_wakeup_s, publish_block)
+        ht = None
+        if self._has_tail:
+            tails = [self._plain_tail(b) for b in range(int(run.batch_size[:k].max()) + 1)]
+            ht = np.asarray(tails)[run.batch_size[:k]]
+        tl = host_timeline.run_times(t0, h.end, hs, hl, hp, c, self.profile.host.sync_wakeup_s, publish_block, ht=ht)
         # every Recv of the stretch (at T_1 .. T_{n-1}) must come before the next event
         n = int(np.searchsorted(tl.T[:k], t_next, side="left"))
         if tl.T[n] == t_next:
@@ -507,6 +515,19 @@ class SimEngine:
         v = self._gpu_memo.get(code)
         if v is None:
             v = self._shape_cost(code, bs, ctx_sum, key * 10.0)
+        return v
+
+    @property
+    def _has_tail(self) -> bool:
+        h = self.profile.host
+        return h.launch_tail_s > 0 or h.launch_tail_per_req_s > 0
+
+    def _plain_tail(self, bs: int) -> float:
+        """Host seconds of a decode/verify launch call of ``bs`` requests after its forward
+        is queued (CostModel.launch_tail), memoized."""
+        v = self._tail_memo.get(bs)
+        if v is None:
+            v = self._tail_memo[bs] = self.cost.launch_tail(self._shape_plan(bs, 0)) if bs > 0 else 0.0
         return v
 
     def _plain_host(self, bs: int) -> tuple[float, float, float]:

@@ -6,7 +6,7 @@ decoding has): with T_j the host time at the top of the loop and E_{j-1} the end
 forward in flight,
 
 1. schedule: t = T_j + hs_j; launch: t = t + hl_j; the forward runs from
-   S_j = max(t, E_{j-1}) to E_j = S_j + c_j;
+   S_j = max(t, E_{j-1}) to E_j = S_j + c_j; the rest of the launch call: t = t + ht_j;
 2. results: if E_{j-1} > t the host waits rw_j = (E_{j-1} - t) + wake, t = t + rw_j;
 3. process: T_{j+1} = t + hp_j.
 
@@ -76,7 +76,8 @@ class PlainTimes:
 
 def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
          gpu: Callable[[int, int, int], float], host: Callable[[int], tuple[float, float, float]],
-         blocked0: float = 0.0, busy0: float = 0.0, detail: bool = False, limit: int | None = None) -> PlainTimes:
+         blocked0: float = 0.0, busy0: float = 0.0, detail: bool = False, limit: int | None = None,
+         tail: Callable[[int], float] | None = None) -> PlainTimes:
     """Time the iterations of ``run`` from host time ``t0`` until the next event.
 
     Args:
@@ -93,6 +94,8 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             the sums continue those totals with the very same additions.
         detail: also keep every GPU start and results wait (full records).
         limit: apply at most this many iterations (below ``run.stop``).
+        tail: ``tail(bs)``: host seconds of the launch call after its forward is queued
+            (host.launch_tail_*); None: 0.
 
     Returns:
         :class:`PlainTimes`: n iterations to apply (every host time T_1 .. T_{n-1} is
@@ -113,6 +116,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     c = gpu(bs, ctx, key)
     lim = None            # the context sum at which the key changes (set from P_1 on)
     hs, hl, _ = host(bs)
+    ht = 0.0 if tail is None else tail(bs)
     pbs = run.pbs0
     hp = host(pbs)[2]
     ci = 0
@@ -126,13 +130,18 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         if ep > t:     # INV-6: a forward starts after the previous one ends
             s = ep
             e = ep + c
-            rw = (ep - t) + wake
-            t = t + rw
+            t = t + ht
+            if ep > t:
+                rw = (ep - t) + wake
+                t = t + rw
+            else:
+                rw = 0.0
         else:
             s = t
             e = t + c
             rw = 0.0
             late[j] = s
+            t = t + ht
         t = t + hp
         Ea(e)
         Ta(t)
@@ -148,7 +157,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
                     out = PlainTimes()
                     out.n = 0
                     return out
-                return walk(run, t0, e0, t_next, wake, gpu, host, blocked0, busy0, detail, j - 1)
+                return walk(run, t0, e0, t_next, wake, gpu, host, blocked0, busy0, detail, j - 1, tail)
             out = PlainTimes()
             out.n, out.T, out.E, out.S, out.RW = j, T, E, S, RW
             out.blocked, out.blocked_rows, out.busy = blk + rw, rows, busy + (e - s)
@@ -167,6 +176,8 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             ci += 1
             nxt, nbs, nbase = changes[ci] if ci < len(changes) else (-1, 0, 0)
             hs, hl, _ = host(bs)
+            if tail is not None:
+                ht = tail(bs)
             ctx = base + j * bs
             base = nbase
             key = round(ctx / bs / 10.0)

@@ -226,9 +226,17 @@ class GpuProfile(BaseModel):
         AttnBatch, ``[B, C]`` with C the graph's context bucket, runtime/spec_cycle.py
         ``_prepare``), over every padded graph row: the step costs the grid at that width
         and the padded batch. The grid's columns were timed at uniform contexts, width
-        context + window, so both readings agree on a uniform batch.
+        ``round_up(context + window, attention_grid_align)``, so both readings agree on a
+        uniform batch.
     attention_bucket: tokens the padded width is rounded up to (``padded_max`` only;
         the runtime's graph context buckets, runtime/engine.py: every 256 positions).
+    attention_grid_align: the attention width each grid column ``c`` (a multiple of it) was
+        timed at is ``round_up(c + window, attention_grid_align)`` (``padded_max`` only).
+        The runtime's profiler captures its graphs at context buckets rounded up to
+        CTX_ALIGN (runtime/profile_harness.py: ``_round_up(c + spec_window)``, 64), so
+        column 1024 of its decode and verify grids ran attention over 1088 positions, not
+        1025 / 1030: a step of width ``w`` is read at column ``w - round_up(window, 64)``.
+        1 (default, older profiles): width context + window.
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -275,6 +283,7 @@ class GpuProfile(BaseModel):
     eager_factor: float = Field(1.0, ge=1.0, le=1000.0, allow_inf_nan=False)
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    attention_grid_align: int = Field(1, ge=1, le=1_000_000)
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
@@ -329,7 +338,15 @@ class HostProfile(BaseModel):
     tokens: the same for a block drafter's prompt injection (DSpark prefill: the inject
     launch after the extend), charged at the inject launch; 0 in profiles whose extend
     terms hold both issues (a plain-decoding run then pays the injection's issue too:
-    docs/measurements/h200-v3-repredict.md). process_*: processing a step's results.
+    docs/measurements/h200-v3-repredict.md). launch_tail_s / launch_tail_per_req_s: the
+    rest of a graph-replayed decode/verify launch call after its forward is queued (the
+    loop's launch returns only after recording its events, advancing the host's length
+    bounds and starting the result copy, runtime/engine.py ``_launch``; SGLang's
+    ``run_batch`` likewise returns after the replay is queued): the GPU runs meanwhile, but
+    the host cannot process the previous step's results (and deliver its tokens) before
+    the call returns. The whole call's host time (GPU kept busy) minus the publish-wait
+    stall. 0: not measured (results are processed right after the forward is queued).
+    process_*: processing a step's results.
     sync_wakeup_s: wake-up after a host block that really waited.
     extend_idle_lead_s: how much later an extend launched onto an idle GPU stream ends than
     its device time (gpu.extend, timed with the GPU kept busy) says: its kernels reach the
@@ -351,6 +368,8 @@ class HostProfile(BaseModel):
     schedule_per_req_s: Seconds = 0.0
     launch_s: Seconds = 0.0
     launch_per_req_s: Seconds = 0.0
+    launch_tail_s: Seconds = 0.0
+    launch_tail_per_req_s: Seconds = 0.0
     launch_per_extend_s: Seconds = 0.0
     launch_per_extend_token_s: Seconds = 0.0
     launch_per_inject_s: Seconds = 0.0

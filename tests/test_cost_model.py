@@ -336,6 +336,26 @@ def test_padded_attention_costs_the_longest_context_over_padded_rows(ctxs, algo)
     assert dense.step_s(8, edge, edge) == pytest.approx(ragged.step_s(8, edge), rel=1e-12)
 
 
+@settings(max_examples=30, deadline=None)
+@given(col=st.sampled_from([512, 1024, 2048]), below=st.integers(0, 57), bs=st.integers(1, 64),
+       algo=st.sampled_from(["dspark", "none"]))
+def test_padded_attention_reads_the_column_timed_at_that_width(col, below, bs, algo):
+    """gpu.attention_grid_align: the runtime's profiler ran column ``c`` at attention width
+    round_up(c + W, 64) (its graphs' context buckets), so a loop step whose padded width is
+    that width costs that column exactly, for decode (W = 1) and verify (W = 6). The old
+    reading (width - W) charged 58-63 positions of attention too many."""
+    srv = server(speculative_algorithm=algo, cuda_graph_max_bs=64, max_running_requests=64)
+    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=64, attention_grid_align=64),
+                      srv, warn_to=None)
+    old = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=64), srv, warn_to=None)
+    width = col + 64                        # what the profiler's graph for column col spanned
+    top = width - dense.window - below      # longest context in the batch: same padded width
+    assert dense.attention_width(top) == width
+    pad = dense.padded_batch(bs)
+    assert dense.step_s(bs, top, top) == pytest.approx(dense.step_grid(pad, col), rel=1e-12)
+    assert old.step_s(bs, top, top) > dense.step_s(bs, top, top)
+
+
 def test_padded_attention_in_a_plan_uses_the_batch_max():
     from specsched.sim.plan import decode_plan
     srv = server(cuda_graph_max_bs=64, max_running_requests=64)

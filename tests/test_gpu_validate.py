@@ -68,3 +68,31 @@ def test_the_deadline_skips_runs_and_keeps_what_was_measured(tmp_path):
     assert val.skipped == ["a base", "a other", "b@8 base", "b@16 base"] and not val.rows
     assert "## Runs not started (deadline)" in (tmp_path / "checks.md").read_text()
     assert (tmp_path / "results.tar.gz").exists() and (tmp_path / "validate.csv").exists()
+
+
+def test_the_summary_counts_the_target_figures_within_5_percent():
+    rows = [{"cell": "c", "arm": "base", "metric": m, "predicted": 1.0, "measured": 1.0, "error_pct": e}
+            for m, e in zip(gv.TARGETS, [1.0, -5.0, 5.01, float("nan"), -20.0], strict=True)]
+    rows.append({"cell": "c", "arm": "base", "metric": "max_ttft_ms", "predicted": 1, "measured": 1, "error_pct": 0.0})
+    text = gv.summary_text(rows, ["--out", "x y"], {"profile": 120.0, "total": 560.0}, ["c other: E"], ["d base"])
+    assert "Within 5 %: **2 of 4** figures" in text            # nan not counted; max_ttft not a target
+    assert "median_tpot_ms 0/1" in text and "p90_ttft_ms 1/1" in text
+    assert "--out 'x y'" in text and "profile 120 s, total 560 s" in text
+    assert "| c | base | **+1.0 %** | **-5.0 %** | +5.0 % |" in text
+    assert "Failed: c other: E" in text and "Not started (deadline): d base" in text
+
+
+def test_one_call_writes_the_round_into_one_folder(tmp_path, capsys):
+    """With a profile given and no cells (the quickest round), the call still writes the
+    summary, the environment and its own log into --out, and gives stdout back."""
+    import yaml
+
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(tiny_profile().model_dump(mode="json", exclude_none=True)))
+    out = tmp_path / "round"
+    assert gv.main(["--out", str(out), "--profile", str(prof), "--cells", "none", "--device", "cpu"]) == 0
+    for name in ("summary.md", "environment.txt", "gpu_validate.log", "validate.csv", "checks.md", "results.tar.gz"):
+        assert (out / name).is_file(), name
+    assert "Within 5 %: **0 of 0**" in (out / "summary.md").read_text()
+    assert "Within 5 %" in (out / "gpu_validate.log").read_text()
+    assert not isinstance(sys.stdout, gv._Tee)

@@ -408,7 +408,7 @@ BAD = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD))
-@pytest.mark.parametrize("command", ["validate-bench", "from-bench", "calibrate", "run-trace", "server-log"])
+@pytest.mark.parametrize("command", ["validate-bench", "validate-measured", "from-bench", "calibrate", "run-trace", "server-log"])
 def test_every_reader_refuses_bad_input_with_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch, command, kind):
     monkeypatch.chdir(tmp_path)
     bad = tmp_path / f"bad-{kind}.jsonl"
@@ -416,6 +416,7 @@ def test_every_reader_refuses_bad_input_with_one_line_exit_2_nothing_written(tmp
     good = str(DATA / "bench" / "sglang-0.4.6-eagle.jsonl")
     argv = {
         "validate-bench": ["validate-bench", str(bad), "--profile", "h200-1b", "--out", "out"],
+        "validate-measured": ["validate", "--measured", str(bad), "--profile", "h200-1b", "--out", "out"],
         "from-bench": ["scenario", "from-bench", str(bad), "--profile", "h200-1b", "--out", "out.yaml"],
         "calibrate": ["calibrate", "--from", str(bad), "--profile", "h200-1b", "--out", "out.yaml"],
         "run-trace": ["run", _trace_yaml(tmp_path, bad), "--out", "out"],
@@ -470,3 +471,16 @@ def test_invariant_decode_lines_read_back_whatever_the_optional_parts(running, t
     assert row["gen_throughput"] == pytest.approx(round(gen, 2)) and row["graph"] == 1.0
     assert row.get("accept_len") == (None if accept is None else pytest.approx(round(accept, 2)))
     assert row["time"] == (stamp if dated else "1970-01-01 " + stamp)
+
+
+def test_validate_measured_is_validate_bench(tmp_path, capsys, monkeypatch):
+    """``specsched validate --measured FILE[:LINE]`` (the issue's spelling) prints and writes
+    what ``validate-bench`` does; without --measured, validate still wants a scenario."""
+    monkeypatch.chdir(tmp_path)
+    f = str(DATA / "bench" / "sglang-0.5.23-details.jsonl") + ":1"
+    assert main(["validate", "--measured", f, "--profile", "h200-1b", "--seeds", "1", "--out", "a"]) == 0
+    a = capsys.readouterr().out
+    assert main(["validate-bench", f, "--profile", "h200-1b", "--seeds", "1", "--out", "b"]) == 0
+    b = capsys.readouterr().out
+    assert a.splitlines()[:-1] == b.splitlines()[:-1] and (tmp_path / "a" / "validate.csv").read_text() == (tmp_path / "b" / "validate.csv").read_text()
+    assert main(["validate"]) == 2 and "scenario" in capsys.readouterr().err

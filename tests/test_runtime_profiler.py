@@ -51,12 +51,17 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert p.gpu.draft_inject_per_token_s >= 0  # a fitted slope: noise on a loaded CPU can clamp it
     # the runtime's extend attention is dense over [B, Q, C]; the grid's layouts are 1024 long
     assert (p.gpu.extend_attention, p.gpu.extend_layout_len, p.gpu.extend_attention_bucket) == ("padded_max", 1024, 64)
+    # the grids' columns (multiples of 64) ran attention over round_up(c + W, 64)
+    assert p.gpu.attention_grid_align == 64 and "round_up" in p.provenance["gpu.attention_grid_align"]
     assert p.gpu.eager_factor >= 1.0
     assert p.host.ingest_per_request_s == 0.0
     assert p.host.schedule_per_req_s >= 0 and p.host.process_per_req_s >= 0
     # launch_s is the measured publish-wait stall (block loop - queued loop): on the CPU every
     # call is synchronous, so it is ~0 there; it must be measured (not defaulted) and >= 0
     assert p.host.launch_s >= 0 and p.host.launch_per_req_s >= 0
+    # the rest of the launch call after the forward is queued: measured, >= 0, with provenance
+    assert p.host.launch_tail_s >= 0 and p.host.launch_tail_per_req_s >= 0
+    assert "whole verify launch call" in p.provenance["host.launch_tail_s"]
     assert "block" in p.provenance["host.launch_s"] and "queued" in p.provenance["host.launch_s"]
 
 

@@ -67,6 +67,8 @@ hosts = st.fixed_dictionaries({
     "ingest_per_request_s": st.sampled_from([0.0, 3e-4]),
     "schedule_s": st.sampled_from([0.0, 1e-4, 3e-3]),
     "launch_s": st.sampled_from([0.0, 2e-4]),
+    "launch_tail_s": st.sampled_from([0.0, 0.0, 7e-4]),
+    "launch_tail_per_req_s": st.sampled_from([0.0, 5e-6]),
     "process_s": st.sampled_from([0.0, 1e-4, 4e-3]),
     "sync_wakeup_s": st.sampled_from([0.0, 5e-5]),
 })
@@ -210,14 +212,16 @@ def test_compact_records_give_the_full_summary(server, workload, out, seed, fast
 
 @settings(max_examples=200, deadline=None)
 @given(k=st.integers(1, 60), seed=st.integers(0, 2**31), block=st.booleans(),
-       wake=st.sampled_from([0.0, 1.6e-5, 9e-5]), t0=st.floats(0.0, 5e4), scale=st.sampled_from([1e-4, 1e-3, 1e-2]))
-def test_vectorised_timeline_is_the_scalar_chain(k, seed, block, wake, t0, scale):
+       wake=st.sampled_from([0.0, 1.6e-5, 9e-5]), t0=st.floats(0.0, 5e4), scale=st.sampled_from([1e-4, 1e-3, 1e-2]),
+       tail=st.booleans())
+def test_vectorised_timeline_is_the_scalar_chain(k, seed, block, wake, t0, scale, tail):
     rng = np.random.default_rng(seed)
     hs, hl, hp = (rng.choice([0.0, 1.0], k) * rng.random(k) * scale for _ in range(3))
+    ht = rng.choice([0.0, 1.0], k) * rng.random(k) * scale if tail else None
     c = rng.random(k) * scale * rng.choice([0.1, 1.0, 10.0])
     e0 = t0 + rng.random() * scale * rng.choice([0.0, 1.0])
-    ref = host_timeline.scalar_times(t0, e0, hs, hl, hp, c, wake, block)
-    got = host_timeline.run_times(t0, e0, hs, hl, hp, c, wake, block)
+    ref = host_timeline.scalar_times(t0, e0, hs, hl, hp, c, wake, block, ht)
+    got = host_timeline.run_times(t0, e0, hs, hl, hp, c, wake, block, ht=ht)
     for name in ("T", "S", "E", "pw", "rw"):
         assert np.array_equal(getattr(ref, name), getattr(got, name)), name
 
