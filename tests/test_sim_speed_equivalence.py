@@ -534,12 +534,3 @@ def test_population_mean_is_the_per_node_mean(logits, spread):
     base = np.array(logits)
     means = [mean_accept_length(expit(base + spread * z)) for z in nodes]
     assert _population_mean(base, spread) == float(np.dot(weights, means) / weights.sum())
-
-
-@settings(max_examples=150, deadline=None)
-@given(counts=st.lists(st.integers(1, 9), max_size=200))
-def test_run_index_is_numpys_repeat(counts):
-    from specsched.sim.metrics import _run_index
-
-    c = np.array(counts, dtype=np.int64)
-    assert _run_index(c).tolist() == np.repeat(np.arange(len(c)), c).tolist()
