@@ -15,7 +15,7 @@ What SGLang does (0.5.23):
   The LM head / logits tail runs eagerly after the body (runner/prefill_cuda_graph_runner.py
   ``can_run_graph``: "logits_processor eagerly on top with live request metadata").
 - Token buckets: arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``
-  (:func:`sim.config.prefill_token_buckets`, re-exported here); the maximum (``cuda_graph_max_bs_prefill``) defaults to
+  (:func:`sim.server_args.prefill_token_buckets`, re-exported here); the maximum (``cuda_graph_max_bs_prefill``) defaults to
   ``chunked_prefill_size``, capped by ``max_total_tokens`` (arg_groups/memory_hook.py).
 - Replay pads the token count up to the smallest bucket >= it
   (runner/base_cuda_graph_runner.py ``_pad_to_bucket``) and runs eagerly above the largest
@@ -51,7 +51,7 @@ from specsched.runtime.layers import (
     paged_attention,
     rope_cos_sin,
 )
-from specsched.sim.config import (
+from specsched.sim.server_args import (
     MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR,
     prefill_graph_bucket,
     prefill_token_buckets,  # noqa: F401  (re-exported)
@@ -65,7 +65,7 @@ runner/prefill_cuda_graph_runner.py ``_MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR``).
 def pick_token_bucket(tokens: int, buckets: Sequence[int]) -> int | None:
     """The bucket an extend of ``tokens`` replays at, or None for the eager path.
 
-    The simulator's rule (:func:`sim.config.prefill_graph_bucket`, so both engines pick
+    The simulator's rule (:func:`sim.server_args.prefill_graph_bucket`, so both engines pick
     the same bucket by construction): the smallest bucket >= ``tokens``; None when
     ``tokens`` exceeds every bucket or that bucket exceeds ``MAX_PADDING_FACTOR * tokens``
     (SGLang ``can_replay_locally``).

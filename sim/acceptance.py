@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from specsched.sim.config import AcceptanceConfig
+from specsched.sim.acceptance_config import AcceptanceConfig
 
 _STREAM_ACCEPT = 3
 _BLOCK = 256

@@ -53,11 +53,11 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
-from specsched.sim.config import ServerArgs, prefill_graph_bucket
 from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import GridInterp, Profile
+from specsched.sim.server_args import ServerArgs, prefill_graph_bucket
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +291,7 @@ class CostModel:
         """The token bucket an extend (or injection) of ``tokens`` replays its piecewise
         graphs at; None when it runs eagerly (no prefill graphs on this platform or with
         ``disable_prefill_cuda_graph``, above ``cuda_graph_max_bs_prefill``, or padded more
-        than 2x: :func:`sim.config.prefill_graph_bucket`)."""
+        than 2x: :func:`sim.server_args.prefill_graph_bucket`)."""
         return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
 
     def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:

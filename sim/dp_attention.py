@@ -49,12 +49,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from specsched.sim.admission import make_policy
-from specsched.sim.config import ServerArgs
 from specsched.sim.cost_model import CostModel, GpuCost
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler
+from specsched.sim.server_args import ServerArgs
 
 DP_CONSERVATIVENESS = 0.3
 """arg_groups/parallel_hook.py ``_handle_data_parallelism``: schedule_conservativeness x 0.3 under DP attention."""

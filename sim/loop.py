@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from specsched.sim.config import ServerArgs, SyncMode
 from specsched.sim.ops import (
     Deliver,
     FastForward,
@@ -32,6 +31,7 @@ from specsched.sim.ops import (
     WaitForWork,
 )
 from specsched.sim.scheduler import Scheduler
+from specsched.sim.server_args import ServerArgs, SyncMode
 
 Op = Recv | FastForward | WaitForWork | HostWork | Launch | HostBlock | StreamWait | Results | Deliver
 

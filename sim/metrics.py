@@ -19,7 +19,8 @@ import numpy as np
 from specsched.sim.tables import column, notna
 
 if TYPE_CHECKING:  # records imports this module's formulas
-    from specsched.sim.records import ItlSamples, Recorder, StepTotals
+    from specsched.sim.compact_records import ItlSamples, StepTotals
+    from specsched.sim.records import Recorder
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 _PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))
@@ -198,7 +199,7 @@ def itl_values(chunks: Any) -> np.ndarray:
     chunk carries a whole accepted block). Empty chunks are ignored. Shape: (total tokens -
     requests with a chunk,), in rid order.
 
-    The compact records' :class:`~specsched.sim.records.ItlSamples` hold the same values as
+    The compact records' :class:`~specsched.sim.compact_records.ItlSamples` hold the same values as
     (value, multiplicity) pairs.
     """
     if len(chunks) == 0:
@@ -242,10 +243,10 @@ def steady_verify_windows(steps: Any) -> tuple[int, float, float]:
     at that size (no prefill between) is one verify cycle's wall time; tokens are those
     committed by the later step. Mirrors the reference's "verify cycles/s, counted only
     while every request of the batch is decoding". Computed by
-    :class:`~specsched.sim.records.StepTotals` (the compact records' running sums), so a
+    :class:`~specsched.sim.compact_records.StepTotals` (the compact records' running sums), so a
     steps table and compact records give the same window.
     """
-    from specsched.sim.records import StepTotals
+    from specsched.sim.compact_records import StepTotals
 
     st = StepTotals()
     st.add_table(steps)
@@ -311,7 +312,7 @@ def summarize(
     _stats("e2e_latency", e2e, out)
     out["concurrency"] = float(e2e.sum() / duration)
     if step_totals is None:
-        from specsched.sim.records import StepTotals
+        from specsched.sim.compact_records import StepTotals
 
         step_totals = StepTotals()
         step_totals.add_table(steps)

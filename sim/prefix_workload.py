@@ -129,7 +129,7 @@ def generated_shared_prefix(
 
 
 def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
-    """The requests of a ``workload.shared_prefix`` block (:class:`sim.config.SharedPrefixConfig`)
+    """The requests of a ``workload.shared_prefix`` block (:class:`sim.workload_config.SharedPrefixConfig`)
     in send order, as :class:`sim.workload.RequestSpec` with their prompt tokens; output
     lengths come from ``workload.output_len`` (``output_lens``, one per request)."""
     from specsched.sim.workload import RequestSpec
@@ -144,7 +144,7 @@ STREAM_THINK = 5
 
 
 def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[list]:
-    """The conversations of a ``workload.multi_turn`` block (:class:`sim.config.MultiTurnConfig`)
+    """The conversations of a ``workload.multi_turn`` block (:class:`sim.workload_config.MultiTurnConfig`)
     as :class:`sim.workload.RequestSpec` lists, conversation-major (request index =
     conversation x num_turns + turn).
 

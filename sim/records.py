@@ -1,7 +1,7 @@
 """The run's append-only records and the result object built from them after the run.
 
-Rows are kept in typed columns (``array.array``: 8 bytes a value, no Python object per
-row) and turned into DataFrames once, at the end. Deliveries arrive one array per
+Rows are kept in typed columns (:mod:`sim.typed_columns`: 8 bytes a value, no Python
+object per row) and turned into DataFrames once, at the end. Deliveries arrive one array per
 ``Deliver`` (a whole step's tokens) or one block per collapsed decode run
 (:mod:`sim.decode_run`), never one tuple per token chunk.
 
@@ -11,22 +11,23 @@ Two levels of detail (``Recorder(level)``):
   (``timeseries``) is a row; the tables of docs/architecture.md.
 - ``compact``: for runs too large to keep a row per chunk (100,000 requests x 256 tokens).
   The ``requests`` table is complete; ``chunks``, ``steps`` and ``timeseries`` come back
-  empty (same columns). What the summary needs from them is kept exactly instead:
-  inter-token latencies as (value, multiplicity) pairs (:class:`ItlSamples`; every ITL
-  value is the same float the chunk table would give) and the step totals as running sums
-  (:class:`StepTotals`). Summary figures then equal the full run's (order statistics
-  exactly, sums to float rounding, ~1e-15 relative).
+  empty (same columns). What the summary needs from them is kept exactly instead
+  (:mod:`sim.compact_records`): inter-token latencies as (value, multiplicity) pairs
+  (:class:`ItlSamples`; every ITL value is the same float the chunk table would give) and
+  the step totals as running sums (:class:`StepTotals`). Summary figures then equal the
+  full run's (order statistics exactly, sums to float rounding, ~1e-15 relative).
 """
 
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from specsched.sim.compact_records import ItlSamples, StepTotals
 from specsched.sim.metrics import request_latencies
-from specsched.sim.tables import Columns, RunResult, column  # noqa: F401  (RunResult re-exported)
+from specsched.sim.tables import Columns, RunResult  # noqa: F401  (RunResult re-exported)
+from specsched.sim.typed_columns import column_view, extend_column, new_column
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,210 +75,6 @@ def delivery_arrays(deliveries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray
             np.array([d.finished for d in ds], dtype=bool))
 
 
-def _col(typecode: str) -> array:
-    return array(typecode)
-
-
-def _extend(col: array, values: np.ndarray, dtype: str) -> None:
-    # the array's own bytes (no bytes copy: a large one is fresh memory each time)
-    col.frombytes(memoryview(np.ascontiguousarray(values, dtype=dtype)).cast("B"))
-
-
-def _np(col: array, dtype: str) -> np.ndarray:
-    return np.frombuffer(col, dtype=dtype) if len(col) else np.zeros(0, dtype=dtype)
-
-
-class ItlSamples:
-    """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
-    dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
-    values may be stored once with their summed multiplicity. Small appends are batched
-    (arrays through :meth:`add`, single pairs appended to ``pv`` / ``pw``) before they are
-    copied into the typed columns."""
-
-    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw")
-
-    def __init__(self) -> None:
-        self.values = _col("d")
-        self.weights = _col("i")   # multiplicities fit 32 bits (tokens of one step)
-        self._pending: list[np.ndarray] = []
-        self._pending_w: list[np.ndarray] = []
-        self.pv: list[float] = []   # single values (s) ...
-        self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
-
-    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
-        """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
-        self._pending.append(values)
-        self._pending_w.append(weights)
-        if len(self._pending) >= 512:
-            self._flush()
-
-    def added(self) -> None:
-        """Single pairs were appended to ``pv`` / ``pw``: copy them out once there are many."""
-        if len(self.pv) >= 1 << 16:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            _extend(self.values, np.concatenate(self._pending), "f8")
-            _extend(self.weights, np.concatenate(self._pending_w), "i4")
-            self._pending.clear()
-            self._pending_w.clear()
-        if self.pv:
-            self.values.extend(self.pv)
-            self.weights.extend(self.pw)
-            self.pv.clear()
-            self.pw.clear()
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values s, multiplicities), unsorted (read-only views of the stored columns)."""
-        self._flush()
-        return _np(self.values, "f8"), _np(self.weights, "i4")
-
-
-@dataclass
-class StepTotals:
-    """What the summary needs from the steps table, as running sums (compact records).
-
-    Attributes:
-        num_steps: rows (launches, inject parts included).
-        busy_s: sum of gpu_end_s - gpu_start_s. first_start_s / last_end_s: the span.
-        host_blocked_s: sum of host_blocked_s.
-        verify_accepted / verify_decoding: sums over verify main rows (accept length).
-        windows: per verify batch size, (intervals, seconds, tokens) over consecutive main
-            verify rows of that size (:func:`sim.metrics.steady_verify_windows`).
-    """
-
-    num_steps: int = 0
-    busy_s: float = 0.0
-    first_start_s: float = float("inf")
-    last_end_s: float = float("-inf")
-    host_blocked_s: float = 0.0
-    verify_accepted: int = 0
-    verify_decoding: int = 0
-    max_verify_bs: int = 0
-    windows: dict[int, list[float]] = field(default_factory=dict)
-    _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
-    _pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-
-    def flush(self) -> None:
-        """Fold deferred non-verify rows into the sums (done before the sums are read)."""
-        if self._pending:
-            start = np.concatenate([p[0] for p in self._pending])
-            end = np.concatenate([p[1] for p in self._pending])
-            self.busy_s += float((end - start).sum())
-            self.host_blocked_s += float(np.concatenate([p[2] for p in self._pending]).sum())
-            self._pending.clear()
-
-    def add(self, mode: str, part: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
-            blocked: np.ndarray, acc: np.ndarray | None, dec: np.ndarray | None) -> None:
-        """Add rows of one mode and part (arrays of equal length, launch order; ``acc`` and
-        ``dec`` are only read for verify rows)."""
-        n = len(bs)
-        if n == 0:
-            return
-        self.num_steps += n
-        # launches are in stream order: starts and ends increase
-        if start[0] < self.first_start_s:
-            self.first_start_s = float(start[0])
-        if end[-1] > self.last_end_s:
-            self.last_end_s = float(end[-1])
-        verify = mode == "verify"
-        if not verify and part == "main":
-            self._pending.append((start, end, blocked))     # summed in blocks (flush)
-            if len(self._pending) >= 512:
-                self.flush()
-            self._prev_main = (False, int(bs[-1]), float(end[-1]))
-            return
-        self.busy_s += float((end - start).sum())
-        self.host_blocked_s += float(blocked.sum())
-        if part != "main":
-            return
-        if verify:
-            self.verify_accepted += int(acc.sum())
-            self.verify_decoding += int(dec.sum())
-            self.max_verify_bs = max(self.max_verify_bs, int(bs.max()))
-            prev = self._prev_main
-            pbs, pend = np.empty(n, dtype=np.int64), np.empty(n)
-            pbs[1:], pend[1:] = bs[:-1], end[:-1]
-            pbs[0], pend[0] = (prev[1], prev[2]) if prev is not None and prev[0] else (-1, 0.0)
-            ok = pbs == bs
-            if ok.any():
-                dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
-                for size in sorted(set(b.tolist())):   # np.unique's values (it imports numpy.ma)
-                    sel = b == size
-                    w = self.windows.setdefault(size, [0, 0.0, 0.0])
-                    w[0] += int(sel.sum())
-                    w[1] += float(dt[sel].sum())
-                    w[2] += float(tok[sel].sum())
-        self._prev_main = (verify, int(bs[-1]), float(end[-1]))
-
-    def add_decode_run(self, n: int, first_start: float, last_end: float, busy: float, blocked: float,
-                       last_bs: int) -> None:
-        """Add n rows of main decode launches (a closed-form stretch): the first row's GPU
-        start and the last row's end (s), ``busy``: :attr:`busy_s` with each row's
-        gpu_end_s - gpu_start_s already added in launch order (the sums of :meth:`add_one`,
-        taken by the stretch's timeline); ``blocked``: the rows' host_blocked_s summed;
-        ``last_bs``: the last row's batch size."""
-        self.num_steps += n
-        if first_start < self.first_start_s:
-            self.first_start_s = first_start
-        if last_end > self.last_end_s:
-            self.last_end_s = last_end
-        self.busy_s = busy
-        self.host_blocked_s += blocked
-        self._prev_main = (False, last_bs, last_end)
-
-    def add_table(self, steps: Any) -> None:
-        """Add a whole steps table (a DataFrame or :class:`~sim.tables.Columns` with the
-        columns of :data:`STEP_COLUMNS`; rows in launch order): the full records' figures
-        come from the same sums as the compact records'."""
-        n = len(steps)
-        if n == 0:
-            return
-        mode = column(steps, "mode", object)
-        part = column(steps, "part", object) if "part" in steps else np.full(n, "main", dtype=object)
-        bs = column(steps, "batch_size", np.int64)
-        start, end = column(steps, "gpu_start_s", float), column(steps, "gpu_end_s", float)
-        blocked = column(steps, "host_blocked_s", float)
-        acc = column(steps, "accepted_tokens", np.int64)
-        dec = column(steps, "decoding_reqs", np.int64) if "decoding_reqs" in steps else bs
-        cut = np.flatnonzero((mode[1:] != mode[:-1]) | (part[1:] != part[:-1])) + 1
-        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, n].tolist(), strict=True):
-            self.add(mode[a], part[a], bs[a:b], start[a:b], end[a:b], blocked[a:b], acc[a:b], dec[a:b])
-
-    def steady_window(self) -> tuple[int, float, float]:
-        """(intervals, seconds, tokens) of the steady verify window: consecutive main verify
-        steps at the run's largest verify batch (see :func:`sim.metrics.steady_verify_windows`)."""
-        n, secs, toks = self.windows.get(self.max_verify_bs, (0, 0.0, 0.0))
-        return int(n), float(secs), float(toks)
-
-    def add_one(self, mode: str, part: str, bs: int, start: float, end: float, blocked: float,
-                acc: int, dec: int) -> None:
-        """Add one row (scalars); same sums as :meth:`add`."""
-        self.num_steps += 1
-        self.busy_s += end - start
-        if start < self.first_start_s:
-            self.first_start_s = start
-        if end > self.last_end_s:
-            self.last_end_s = end
-        self.host_blocked_s += blocked
-        if part != "main":
-            return
-        verify = mode == "verify"
-        if verify:
-            self.verify_accepted += acc
-            self.verify_decoding += dec
-            if bs > self.max_verify_bs:
-                self.max_verify_bs = bs
-            prev = self._prev_main
-            if prev is not None and prev[0] and prev[1] == bs:
-                w = self.windows.setdefault(bs, [0, 0.0, 0.0])
-                w[0] += 1
-                w[1] += end - prev[2]
-                w[2] += acc
-        self._prev_main = (verify, bs, end)
-
-
 class Recorder:
     """Append-only event log of a run; tables built once at the end.
 
@@ -297,19 +94,19 @@ class Recorder:
         # closed-form stretch's handful of requests) read and write single values, which
         # array.array does without numpy's per-call overhead; the vectorised paths take
         # numpy views (:meth:`_v`)
-        self._row_of = _col("q")   # rid -> row (-1: not sent)
+        self._row_of = new_column("q")   # rid -> row (-1: not sent)
         self._n = 0
         self._int_starts = True  # SimPy's clock starts as the int 0: a burst's starts stay ints
-        self._rid, self._in, self._out = _col("q"), _col("q"), _col("q")
-        self._start = _col("d")
-        self._first, self._finish = _col("d"), _col("d")   # NaN until known
-        self._last = _col("d")  # last delivery time (compact ITL), NaN before the first
+        self._rid, self._in, self._out = new_column("q"), new_column("q"), new_column("q")
+        self._start = new_column("d")
+        self._first, self._finish = new_column("d"), new_column("d")   # NaN until known
+        self._last = new_column("d")  # last delivery time (compact ITL), NaN before the first
         # full: row columns
-        self._c_rid, self._c_t, self._c_n = _col("q"), _col("d"), _col("q")
-        self._s_int = [_col("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
-        self._s_f = [_col("d") for _ in range(3)]      # start, end, blocked
-        self._s_acc, self._s_dec = _col("q"), _col("q")
-        self._ts_t, self._ts_run, self._ts_wait, self._ts_kv = _col("d"), _col("q"), _col("q"), _col("q")
+        self._c_rid, self._c_t, self._c_n = new_column("q"), new_column("d"), new_column("q")
+        self._s_int = [new_column("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
+        self._s_f = [new_column("d") for _ in range(3)]      # start, end, blocked
+        self._s_acc, self._s_dec = new_column("q"), new_column("q")
+        self._ts_t, self._ts_run, self._ts_wait, self._ts_kv = new_column("d"), new_column("q"), new_column("q"), new_column("q")
         # compact: exact statistics instead of rows
         self.itl = ItlSamples()
         self.step_totals = StepTotals()
@@ -356,9 +153,9 @@ class Recorder:
         ``finished`` (bool array) marks chunks that complete their request."""
         rows = self.rows(rids)
         if self.full:
-            _extend(self._c_rid, rids, "i8")
-            _extend(self._c_t, np.full(len(rids), t), "f8")
-            _extend(self._c_n, n, "i8")
+            extend_column(self._c_rid, rids, "i8")
+            extend_column(self._c_t, np.full(len(rids), t), "f8")
+            extend_column(self._c_n, n, "i8")
         else:
             last = self._v(self._last)
             prev = last[rows]
@@ -417,9 +214,9 @@ class Recorder:
         if self.full:
             # the rows in (time, request) order, by masks (no (row, column) index pairs:
             # gathering through them costs several times more on a stretch's grid)
-            _extend(self._c_rid, np.broadcast_to(rids, n.shape)[has], "i8")
-            _extend(self._c_t, np.repeat(times, has.sum(axis=1)), "f8")
-            _extend(self._c_n, n[has], "i8")
+            extend_column(self._c_rid, np.broadcast_to(rids, n.shape)[has], "i8")
+            extend_column(self._c_t, np.repeat(times, has.sum(axis=1)), "f8")
+            extend_column(self._c_n, n[has], "i8")
         idx = np.flatnonzero(any_r)
         fj = first_j[idx]
         ridx = rows[idx]
@@ -554,16 +351,16 @@ class Recorder:
         self.num_steps += k
         if self.full:
             s = self._s_int
-            _extend(s[0], np.arange(first_step, first_step + k), "i8")
-            _extend(s[1], np.full(k, _MODE_CODE[mode]), "i8")
-            _extend(s[2], np.zeros(k), "i8")
-            _extend(s[3], bs, "i8")
-            _extend(s[4], np.zeros(k), "i8")
-            _extend(self._s_f[0], start, "f8")
-            _extend(self._s_f[1], end, "f8")
-            _extend(self._s_f[2], blocked, "f8")
-            _extend(self._s_acc, accepted, "i8")
-            _extend(self._s_dec, decoding, "i8")
+            extend_column(s[0], np.arange(first_step, first_step + k), "i8")
+            extend_column(s[1], np.full(k, _MODE_CODE[mode]), "i8")
+            extend_column(s[2], np.zeros(k), "i8")
+            extend_column(s[3], bs, "i8")
+            extend_column(s[4], np.zeros(k), "i8")
+            extend_column(self._s_f[0], start, "f8")
+            extend_column(self._s_f[1], end, "f8")
+            extend_column(self._s_f[2], blocked, "f8")
+            extend_column(self._s_acc, accepted, "i8")
+            extend_column(self._s_dec, decoding, "i8")
         else:
             self.step_totals.add(mode, "main", bs, start, end, blocked, accepted, decoding)
 
@@ -580,10 +377,10 @@ class Recorder:
         """Consecutive scheduling passes (arrays of equal length)."""
         self.num_passes += len(t)
         if self.full:
-            _extend(self._ts_t, t, "f8")
-            _extend(self._ts_run, running, "i8")
-            _extend(self._ts_wait, np.full(len(t), waiting), "i8")
-            _extend(self._ts_kv, kv_used, "i8")
+            extend_column(self._ts_t, t, "f8")
+            extend_column(self._ts_run, running, "i8")
+            extend_column(self._ts_wait, np.full(len(t), waiting), "i8")
+            extend_column(self._ts_kv, kv_used, "i8")
 
     # ---------------------------------------------------------------- tables
     def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[Columns, ...]:
@@ -612,21 +409,21 @@ class Recorder:
             "accept_level": lvl, "spec_cycles": cyc, "retractions": ret,
         })
         chunks = Columns({
-            "rid": _np(self._c_rid, "i8").copy(), "time_s": _np(self._c_t, "f8").copy(),
-            "n_tokens": _np(self._c_n, "i8").copy(),
+            "rid": column_view(self._c_rid, "i8").copy(), "time_s": column_view(self._c_t, "f8").copy(),
+            "n_tokens": column_view(self._c_n, "i8").copy(),
         })
         s, f = self._s_int, self._s_f
         steps = Columns({
-            "step": _np(s[0], "i8").copy(),
-            "mode": np.array(MODES, dtype=object)[_np(s[1], "i8")],
-            "part": np.array(PARTS, dtype=object)[_np(s[2], "i8")],
-            "batch_size": _np(s[3], "i8").copy(), "num_extend_tokens": _np(s[4], "i8").copy(),
-            "gpu_start_s": _np(f[0], "f8").copy(), "gpu_end_s": _np(f[1], "f8").copy(),
-            "host_blocked_s": _np(f[2], "f8").copy(), "accepted_tokens": _np(self._s_acc, "i8").copy(),
-            "decoding_reqs": _np(self._s_dec, "i8").copy(),
+            "step": column_view(s[0], "i8").copy(),
+            "mode": np.array(MODES, dtype=object)[column_view(s[1], "i8")],
+            "part": np.array(PARTS, dtype=object)[column_view(s[2], "i8")],
+            "batch_size": column_view(s[3], "i8").copy(), "num_extend_tokens": column_view(s[4], "i8").copy(),
+            "gpu_start_s": column_view(f[0], "f8").copy(), "gpu_end_s": column_view(f[1], "f8").copy(),
+            "host_blocked_s": column_view(f[2], "f8").copy(), "accepted_tokens": column_view(self._s_acc, "i8").copy(),
+            "decoding_reqs": column_view(self._s_dec, "i8").copy(),
         })
         ts = Columns({
-            "time_s": _np(self._ts_t, "f8").copy(), "running": _np(self._ts_run, "i8").copy(),
-            "waiting": _np(self._ts_wait, "i8").copy(), "kv_used_tokens": _np(self._ts_kv, "i8").copy(),
+            "time_s": column_view(self._ts_t, "f8").copy(), "running": column_view(self._ts_run, "i8").copy(),
+            "waiting": column_view(self._ts_wait, "i8").copy(), "kv_used_tokens": column_view(self._ts_kv, "i8").copy(),
         })
         return req, chunks, steps, ts

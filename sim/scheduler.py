@@ -35,7 +35,6 @@ from __future__ import annotations
 from collections import deque
 
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
-from specsched.sim.config import ServerArgs
 from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
@@ -59,6 +58,7 @@ from specsched.sim.schedule_policy import (
 from specsched.sim.scheduler_decode import RETRACT_DECODE_STEPS, DecodeMemory, UnschedulableRequest
 from specsched.sim.scheduler_stretch import Stretch
 from specsched.sim.semantics import SemanticsRules
+from specsched.sim.server_args import ServerArgs
 
 # the public names of the scheduler, importable from here wherever they are defined
 __all__ = ["RETRACT_DECODE_STEPS", "Deliveries", "Delivery", "Scheduler", "UnschedulableRequest"]

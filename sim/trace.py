@@ -1,7 +1,7 @@
 """Request traces: arrival time, prompt and output length per request, streamed once.
 
 A trace is a CSV (header row) or JSONL file, one request per row in arrival order, with
-the columns named in the scenario (:class:`sim.config.TraceConfig`). Public production
+the columns named in the scenario (:class:`sim.workload_config.TraceConfig`). Public production
 traces come in two layouts this reads as they are:
 
 - Azure LLM inference traces (AzurePublicDataset, ``AzureLLMInferenceTrace_*.csv``):
@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.config import TraceConfig
 from specsched.sim.errors import ConfigError
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
+from specsched.sim.workload_config import TraceConfig
 
 CSV_BLOCK_ROWS = 200_000
 JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays

@@ -19,9 +19,9 @@ from specsched.sim.admission.demand_observed import DemandObserved
 from specsched.sim.admission.min_free_slots import MinFreeSlots
 from specsched.sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
 from specsched.sim.admission.none import NoDelay
-from specsched.sim.config import ServerArgs
 from specsched.sim.errors import ConfigError
 from specsched.sim.policy_loader import PolicyLoadError, is_policy_spec, load_policy_class
+from specsched.sim.server_args import ServerArgs
 
 SHIPPED: dict[str, type] = {
     "none": NoDelay,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from specsched.sim.config import ServerArgs
+    from specsched.sim.server_args import ServerArgs
 
 
 @dataclass(frozen=True, slots=True)

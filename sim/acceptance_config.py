@@ -1,0 +1,47 @@
+"""The ``acceptance`` block of a scenario: the accept-length distribution a run draws from.
+
+The draws themselves are :mod:`sim.acceptance`'s. Re-exported by :mod:`sim.config`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, model_validator
+from specsched.sim.errors import FieldError
+from specsched.sim.strict import STRICT as _STRICT
+
+HISTOGRAM_SUM_TOLERANCE = 1e-3
+"""How far an acceptance histogram's sum may be from 1 (measured fractions are rounded)."""
+
+
+class AcceptanceConfig(BaseModel):
+    """Accept length distribution (tokens committed per request per verify cycle, 1..window).
+
+    Either ``mean_accept_length`` (per-position rates p_i = p_1 x rate_decay^(i-1) with p_1
+    solved so that the mean at ``window`` matches), ``per_position_rates`` (P(draft i
+    accepted | drafts < i accepted)), or ``histogram`` (P(accept length = k), k = 1..len).
+    With ``window`` set, a run at another verify window reuses the same per-position rates
+    (cut when shorter; continued with ``rate_decay`` past the last one when longer), so a
+    longer window adds ever less (sim/acceptance.py). Each request draws its own level: a
+    shift of the per-position logits by ``request_spread`` x N(0, 1) (real prompts differ).
+    """
+
+    model_config = _STRICT
+
+    mean_accept_length: float | None = Field(None, ge=1.0, description="Mean accept length (committed tokens per request per verify, bonus token included).")
+    per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(None, min_length=1, description="P(draft i accepted | drafts < i accepted), i = 1..window - 1.")
+    histogram: list[Annotated[float, Field(ge=0.0)]] | None = Field(None, min_length=1, description="P(accept length = k), k = 1..len (<= window); sums to 1.")
+    request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
+    window: int | None = Field(None, ge=2, le=64, description="Verify window the acceptance was measured at (None: the scenario's window, and the acceptance does not carry to other windows).")
+    rate_decay: float = Field(1.0, gt=0.0, le=1.0, description="p_(i+1) / p_i of the rates derived from a mean accept length and of rates continued past the last given one (1: a constant rate, i.e. a truncated geometric accept length).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AcceptanceConfig:
+        given = [x is not None for x in (self.mean_accept_length, self.per_position_rates, self.histogram)]
+        if sum(given) > 1:
+            raise ValueError("give only one of mean_accept_length, per_position_rates, histogram")
+        if self.histogram is not None and abs(sum(self.histogram) - 1.0) > HISTOGRAM_SUM_TOLERANCE:
+            raise FieldError("acceptance.histogram", self.histogram, "P(accept length = k) must sum to 1 "
+                             f"(within {HISTOGRAM_SUM_TOLERANCE}); it sums to {sum(self.histogram):.6g}")
+        return self

@@ -1,0 +1,207 @@
+"""What the compact record level keeps instead of rows (``Recorder("compact")``).
+
+For runs too large to keep a row per chunk, the summary's inputs are kept exactly:
+inter-token latencies as (value, multiplicity) pairs (:class:`ItlSamples`) and the steps
+table's totals as running sums (:class:`StepTotals`, also filled from a full run's steps
+table so both levels' figures come from the same sums). Re-exported by :mod:`sim.records`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from specsched.sim.tables import column
+from specsched.sim.typed_columns import column_view, extend_column, new_column
+
+
+class ItlSamples:
+    """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
+    dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
+    values may be stored once with their summed multiplicity. Small appends are batched
+    (arrays through :meth:`add`, single pairs appended to ``pv`` / ``pw``) before they are
+    copied into the typed columns."""
+
+    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw")
+
+    def __init__(self) -> None:
+        self.values = new_column("d")
+        self.weights = new_column("i")   # multiplicities fit 32 bits (tokens of one step)
+        self._pending: list[np.ndarray] = []
+        self._pending_w: list[np.ndarray] = []
+        self.pv: list[float] = []   # single values (s) ...
+        self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
+
+    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
+        self._pending.append(values)
+        self._pending_w.append(weights)
+        if len(self._pending) >= 512:
+            self._flush()
+
+    def added(self) -> None:
+        """Single pairs were appended to ``pv`` / ``pw``: copy them out once there are many."""
+        if len(self.pv) >= 1 << 16:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            extend_column(self.values, np.concatenate(self._pending), "f8")
+            extend_column(self.weights, np.concatenate(self._pending_w), "i4")
+            self._pending.clear()
+            self._pending_w.clear()
+        if self.pv:
+            self.values.extend(self.pv)
+            self.weights.extend(self.pw)
+            self.pv.clear()
+            self.pw.clear()
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values s, multiplicities), unsorted (read-only views of the stored columns)."""
+        self._flush()
+        return column_view(self.values, "f8"), column_view(self.weights, "i4")
+
+
+@dataclass
+class StepTotals:
+    """What the summary needs from the steps table, as running sums (compact records).
+
+    Attributes:
+        num_steps: rows (launches, inject parts included).
+        busy_s: sum of gpu_end_s - gpu_start_s. first_start_s / last_end_s: the span.
+        host_blocked_s: sum of host_blocked_s.
+        verify_accepted / verify_decoding: sums over verify main rows (accept length).
+        windows: per verify batch size, (intervals, seconds, tokens) over consecutive main
+            verify rows of that size (:func:`sim.metrics.steady_verify_windows`).
+    """
+
+    num_steps: int = 0
+    busy_s: float = 0.0
+    first_start_s: float = float("inf")
+    last_end_s: float = float("-inf")
+    host_blocked_s: float = 0.0
+    verify_accepted: int = 0
+    verify_decoding: int = 0
+    max_verify_bs: int = 0
+    windows: dict[int, list[float]] = field(default_factory=dict)
+    _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
+    _pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def flush(self) -> None:
+        """Fold deferred non-verify rows into the sums (done before the sums are read)."""
+        if self._pending:
+            start = np.concatenate([p[0] for p in self._pending])
+            end = np.concatenate([p[1] for p in self._pending])
+            self.busy_s += float((end - start).sum())
+            self.host_blocked_s += float(np.concatenate([p[2] for p in self._pending]).sum())
+            self._pending.clear()
+
+    def add(self, mode: str, part: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
+            blocked: np.ndarray, acc: np.ndarray | None, dec: np.ndarray | None) -> None:
+        """Add rows of one mode and part (arrays of equal length, launch order; ``acc`` and
+        ``dec`` are only read for verify rows)."""
+        n = len(bs)
+        if n == 0:
+            return
+        self.num_steps += n
+        # launches are in stream order: starts and ends increase
+        if start[0] < self.first_start_s:
+            self.first_start_s = float(start[0])
+        if end[-1] > self.last_end_s:
+            self.last_end_s = float(end[-1])
+        verify = mode == "verify"
+        if not verify and part == "main":
+            self._pending.append((start, end, blocked))     # summed in blocks (flush)
+            if len(self._pending) >= 512:
+                self.flush()
+            self._prev_main = (False, int(bs[-1]), float(end[-1]))
+            return
+        self.busy_s += float((end - start).sum())
+        self.host_blocked_s += float(blocked.sum())
+        if part != "main":
+            return
+        if verify:
+            self.verify_accepted += int(acc.sum())
+            self.verify_decoding += int(dec.sum())
+            self.max_verify_bs = max(self.max_verify_bs, int(bs.max()))
+            prev = self._prev_main
+            pbs, pend = np.empty(n, dtype=np.int64), np.empty(n)
+            pbs[1:], pend[1:] = bs[:-1], end[:-1]
+            pbs[0], pend[0] = (prev[1], prev[2]) if prev is not None and prev[0] else (-1, 0.0)
+            ok = pbs == bs
+            if ok.any():
+                dt, tok, b = (end - pend)[ok], acc[ok], bs[ok]
+                for size in sorted(set(b.tolist())):   # np.unique's values (it imports numpy.ma)
+                    sel = b == size
+                    w = self.windows.setdefault(size, [0, 0.0, 0.0])
+                    w[0] += int(sel.sum())
+                    w[1] += float(dt[sel].sum())
+                    w[2] += float(tok[sel].sum())
+        self._prev_main = (verify, int(bs[-1]), float(end[-1]))
+
+    def add_decode_run(self, n: int, first_start: float, last_end: float, busy: float, blocked: float,
+                       last_bs: int) -> None:
+        """Add n rows of main decode launches (a closed-form stretch): the first row's GPU
+        start and the last row's end (s), ``busy``: :attr:`busy_s` with each row's
+        gpu_end_s - gpu_start_s already added in launch order (the sums of :meth:`add_one`,
+        taken by the stretch's timeline); ``blocked``: the rows' host_blocked_s summed;
+        ``last_bs``: the last row's batch size."""
+        self.num_steps += n
+        if first_start < self.first_start_s:
+            self.first_start_s = first_start
+        if last_end > self.last_end_s:
+            self.last_end_s = last_end
+        self.busy_s = busy
+        self.host_blocked_s += blocked
+        self._prev_main = (False, last_bs, last_end)
+
+    def add_table(self, steps: Any) -> None:
+        """Add a whole steps table (a DataFrame or :class:`~sim.tables.Columns` with the
+        columns of :data:`sim.records.STEP_COLUMNS`; rows in launch order): the full records' figures
+        come from the same sums as the compact records'."""
+        n = len(steps)
+        if n == 0:
+            return
+        mode = column(steps, "mode", object)
+        part = column(steps, "part", object) if "part" in steps else np.full(n, "main", dtype=object)
+        bs = column(steps, "batch_size", np.int64)
+        start, end = column(steps, "gpu_start_s", float), column(steps, "gpu_end_s", float)
+        blocked = column(steps, "host_blocked_s", float)
+        acc = column(steps, "accepted_tokens", np.int64)
+        dec = column(steps, "decoding_reqs", np.int64) if "decoding_reqs" in steps else bs
+        cut = np.flatnonzero((mode[1:] != mode[:-1]) | (part[1:] != part[:-1])) + 1
+        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, n].tolist(), strict=True):
+            self.add(mode[a], part[a], bs[a:b], start[a:b], end[a:b], blocked[a:b], acc[a:b], dec[a:b])
+
+    def steady_window(self) -> tuple[int, float, float]:
+        """(intervals, seconds, tokens) of the steady verify window: consecutive main verify
+        steps at the run's largest verify batch (see :func:`sim.metrics.steady_verify_windows`)."""
+        n, secs, toks = self.windows.get(self.max_verify_bs, (0, 0.0, 0.0))
+        return int(n), float(secs), float(toks)
+
+    def add_one(self, mode: str, part: str, bs: int, start: float, end: float, blocked: float,
+                acc: int, dec: int) -> None:
+        """Add one row (scalars); same sums as :meth:`add`."""
+        self.num_steps += 1
+        self.busy_s += end - start
+        if start < self.first_start_s:
+            self.first_start_s = start
+        if end > self.last_end_s:
+            self.last_end_s = end
+        self.host_blocked_s += blocked
+        if part != "main":
+            return
+        verify = mode == "verify"
+        if verify:
+            self.verify_accepted += acc
+            self.verify_decoding += dec
+            if bs > self.max_verify_bs:
+                self.max_verify_bs = bs
+            prev = self._prev_main
+            if prev is not None and prev[0] and prev[1] == bs:
+                w = self.windows.setdefault(bs, [0, 0.0, 0.0])
+                w[0] += 1
+                w[1] += end - prev[2]
+                w[2] += acc
+        self._prev_main = (verify, bs, end)

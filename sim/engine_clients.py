@@ -1,0 +1,122 @@
+"""The simulated bench_serving clients: SimPy processes that send a workload's requests.
+
+Burst (all at t=0), closed loop (``concurrency`` in flight, each finish replaced at once),
+Poisson or trace arrivals (open, or capped by ``max_concurrency``: bench_serving's
+semaphore) and multi-turn conversations (one concurrency slot per conversation, think times
+between turns). Every request passes the tokenizer FIFO (the profile's
+``ingest_per_request_s``) before the scheduler's next receive sees it.
+
+:class:`Clients` is a mixin of :class:`sim.engine.SimEngine`: it holds no state of its own;
+every attribute it reads or writes is the engine's, set in its ``__init__``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+from specsched.sim.request import Req
+from specsched.sim.workload import RequestSpec, arrival_times
+
+
+class Clients:
+    """The client processes of :class:`sim.engine.SimEngine` (a mixin: no state of its own)."""
+
+    def _send(self, spec: RequestSpec) -> simpy.Event:
+        """A client sends a request now: its timer starts; it reaches the scheduler after
+        the tokenizer FIFO (at once when that takes no time: the scheduler's next receive
+        sees it, as the runtime's does). Returns the event fired when its last token is
+        delivered."""
+        now = self.env.now
+        self.rec.request_sent(spec.index, spec.input_len, spec.output_len, now)
+        done = self.env.event()
+        self._finish_events[spec.index] = done
+        ingest = self.profile.host.ingest_per_request_s
+        self._tokenizer_free = max(now, self._tokenizer_free) + ingest
+        req = self._req(spec)
+        if self._tokenizer_free <= now:
+            self._arrive(req)
+        else:
+            ev = self.env.timeout(self._tokenizer_free - now)
+            ev.callbacks.append(lambda _e, r=req: self._arrive(r))
+        return done
+
+    def _req(self, spec: RequestSpec) -> Req:
+        """The scheduler's request for a sent one (prompt tokens when prefixes are shared)."""
+        return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens,
+                   ignore_eos=self.scenario.workload.ignore_eos, priority=spec.priority)
+
+    def _arrive(self, req: Req) -> None:
+        self.inbox.append(req)
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _burst(self):
+        for spec in self.specs:
+            self._send(spec)
+        yield self.env.timeout(0)
+
+    def _closed_loop(self, queue: list[RequestSpec]):
+        while queue:
+            yield self._send(queue.pop(0))
+
+    def _conversations(self, queue: list[list[RequestSpec]], pauses: np.ndarray):
+        """One multi-turn client (bench_serving's semaphore around
+        ``wrap_multi_turn_request_func``): takes the next conversation, sends its turns one
+        after another, each when the previous one's last token arrived plus a think time."""
+        n_turns = pauses.shape[1] + 1
+        while queue:
+            conv = queue.pop(0)
+            for t, spec in enumerate(conv):
+                if t:
+                    pause = float(pauses[spec.index // n_turns, t - 1])
+                    if pause > 0:
+                        yield self.env.timeout(pause)
+                yield self._send(spec)
+
+    def _poisson_open(self, times: np.ndarray):
+        """Poisson sends without a concurrency limit: one process walks the send times and
+        delivers each request to the scheduler when the tokenizer FIFO releases it (the
+        times :meth:`_send` would give; no process per request)."""
+        ingest = self.profile.host.ingest_per_request_s
+        for spec, t_send in zip(self.specs, times.tolist(), strict=True):
+            self._tokenizer_free = max(t_send, self._tokenizer_free) + ingest
+            t_arrive = t_send + (self._tokenizer_free - t_send)
+            if t_arrive > self.env.now:
+                yield self.env.timeout(self._delay_to(t_arrive))
+            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
+            self._arrive(self._req(spec))
+
+    def _poisson_limited(self, times: np.ndarray, slots: simpy.Resource):
+        """Poisson sends with max_concurrency: at each send time a client waits for a slot."""
+        for spec, t in zip(self.specs, times.tolist(), strict=True):
+            if t > self.env.now:
+                yield self.env.timeout(self._delay_to(t))
+            self.env.process(self._limited_client(spec, slots))
+
+    def _limited_client(self, spec: RequestSpec, slots: simpy.Resource):
+        with slots.request() as slot:
+            yield slot
+            yield self._send(spec)
+
+    def _start_clients(self) -> None:
+        w = self.scenario.workload
+        if w.kind == "burst":
+            self.env.process(self._burst())
+        elif w.kind == "closed_loop":
+            queue = list(self.specs)
+            for _ in range(min(w.concurrency, len(queue))):
+                self.env.process(self._closed_loop(queue))
+        elif w.kind == "multi_turn":
+            from specsched.sim.prefix_workload import think_times
+
+            mt = w.multi_turn
+            convs = [self.specs[c * mt.num_turns:(c + 1) * mt.num_turns] for c in range(mt.num_conversations)]
+            pauses = think_times(mt, self.seed)
+            for _ in range(min(w.concurrency, len(convs))):
+                self.env.process(self._conversations(convs, pauses))
+        else:
+            times = arrival_times(w, self.specs, self.seed)
+            if w.max_concurrency:
+                self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
+            else:
+                self.env.process(self._poisson_open(times))

@@ -1,0 +1,335 @@
+"""The ``server`` block of a scenario: SGLang's server arguments the scheduler model reads.
+
+Names as in SGLang's python/sglang/srt/server_args.py. Also owns the value types of those
+arguments (:class:`SyncMode`, :class:`AdmissionDelay`, :class:`SpecAlgorithm`) and the
+graph batch/token buckets derived from them (SGLang 0.5.23 arg_groups/cuda_graph_hook.py).
+Re-exported by :mod:`sim.config`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from specsched.sim.errors import FieldError
+from specsched.sim.strict import STRICT as _STRICT
+
+
+class SyncMode(StrEnum):
+    """Where the overlap loop waits for the previous forward's publish event (spec only).
+
+    host_block: the host blocks (``publish_ready.synchronize()``; SGLang on HIP,
+        managers/overlap_utils.py); the GPU idles while the host wakes and launches.
+    stream_wait: the wait is queued on the forward stream (``Event.wait()`` there); the
+        host never blocks (the MI355X fix, reference/mi355x-dspark-measurements.md).
+    cross_queue_wait: the wait is queued from a separate schedule stream (SGLang on CUDA);
+        on HIP this slows every graph dispatch by the profile's ``cross_queue_penalty_s``.
+    """
+
+    host_block = "host_block"
+    stream_wait = "stream_wait"
+    cross_queue_wait = "cross_queue_wait"
+
+
+class AdmissionDelay(StrEnum):
+    """Shipped admission-delay policies (module in :mod:`sim.admission`); a scenario may
+    also name a class of its own, ``module.path:Class`` or ``file.py:Class``."""
+
+    none = "none"
+    min_free_slots = "min_free_slots"
+    min_free_slots_waiting_aware = "min_free_slots_waiting_aware"
+    demand_observed = "demand_observed"
+
+
+class SpecAlgorithm(StrEnum):
+    """Speculative decoding, SGLang's ``--speculative-algorithm`` names in any case.
+
+    ``dspark``/``dflash``: block drafter (one draft forward proposes a block, one target
+    forward verifies it). Chain drafters (``speculative_num_steps`` serial draft forwards,
+    the first inside the profile's verify cost, the rest priced by its ``draft_step`` grid,
+    then one target verify): ``eagle`` and ``eagle3`` (EAGLE heads on the target's hidden
+    states), ``nextn``/``mtp`` (the model's own multi-token-prediction layer, SGLang's NEXTN),
+    ``standalone`` (a separate small draft model run autoregressively). A draft tree
+    (``speculative_eagle_topk`` > 1) is priced by its width (each draft step runs over batch x
+    topk tokens); its acceptance is the scenario's. ``none``: plain decode.
+    SGLang's NGRAM (no draft forward: a host-side n-gram lookup) is refused: no profile prices
+    its lookup and every verify grid includes a draft forward.
+    """
+
+    none = "none"
+    dspark = "dspark"
+    dflash = "dflash"
+    eagle = "eagle"
+    eagle3 = "eagle3"
+    nextn = "nextn"
+    mtp = "mtp"
+    standalone = "standalone"
+
+    @property
+    def is_block(self) -> bool:
+        return self in (SpecAlgorithm.dspark, SpecAlgorithm.dflash)
+
+    @property
+    def enabled(self) -> bool:
+        return self is not SpecAlgorithm.none
+
+
+def prefill_token_buckets(max_tokens: int) -> list[int]:
+    """SGLang 0.5.23's prefill (extend) graph token buckets up to ``max_tokens``
+    (arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``): 4..32 step 4,
+    48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, then step 512.
+    Ascending; empty when ``max_tokens < 4``."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
+    return [s for s in sizes if s <= max_tokens]
+
+
+MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR = 2
+"""An extend whose bucket exceeds this many times its tokens runs eagerly (SGLang 0.5.23
+model_executor/runner/prefill_cuda_graph_runner.py ``_MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR``)."""
+
+
+def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
+    """The token bucket an extend of ``tokens`` replays its piecewise graphs at, or None
+    when it runs eagerly.
+
+    SGLang 0.5.23 model_executor/runner/prefill_cuda_graph_runner.py ``can_replay_locally``:
+    eager when ``tokens`` exceeds the largest captured bucket (``cuda_graph_max_bs_prefill``)
+    or when the padded count (base_cuda_graph_runner.py ``_pad_to_bucket``: the smallest
+    bucket >= tokens) exceeds ``MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR`` x tokens.
+    ``buckets`` ascending (:attr:`ServerArgs.prefill_graph_tokens`); empty: always eager.
+    """
+    i = bisect.bisect_left(buckets, tokens)
+    if tokens < 1 or i == len(buckets):
+        return None
+    b = buckets[i]
+    return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
+
+
+class ServerArgs(BaseModel):
+    """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
+
+    model_config = _STRICT
+
+    max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
+    max_total_num_tokens: int = Field(724_000, ge=1, description="KV pool capacity, tokens.")
+    chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value).")
+    max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")
+    page_size: int = Field(1, ge=1, description="KV page size, tokens.")
+    schedule_policy: str = Field("fcfs", description="Waiting-queue order: SGLang's names (fcfs, lof, random, shortest-prefill-first, lpm, dfs-weight; sim/schedule_policy.py) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
+    schedule_policy_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the schedule-policy class's from_server.")
+    enable_priority_scheduling: bool = Field(False, description="fcfs and lof order by request priority first (higher values first).")
+    schedule_low_priority_values_first: bool = Field(False, description="With priority scheduling, lower values go first.")
+    disable_priority_preemption: bool = Field(False, description="With priority scheduling, never preempt running requests for a waiting one.")
+    priority_scheduling_preemption_threshold: int = Field(10, ge=0, description="Priority difference above which a waiting request preempts running ones.")
+    prefill_max_requests: int | None = Field(None, ge=1, description="Requests one prefill batch may admit (None: no limit).")
+    prefill_decode_interval: int = Field(0, ge=0, description="Decode rounds after a prefill before the next prefill is tried (0: off).")
+    prefill_decode_interval_min_bs: int = Field(0, ge=0, description="Apply prefill_decode_interval only while at least this many requests run.")
+    disable_radix_cache: bool = Field(False, description="Turn the radix prefix cache off (prompts that share prefixes recompute them).")
+    sglang_semantics: str = Field("0.5.23", description="Which SGLang build's scheduling rules apply (sim/semantics.py): 0.5.23 or mi355x-dsv41.")
+    semantics_rules: dict[str, Any] = Field(default_factory=dict, description="Single rules overriding the preset's (sim/semantics.py SemanticsRules).")
+    schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
+    enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
+    cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
+    speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
+    speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
+    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
+    speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
+    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py). None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
+    disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it; the simulator then charges extends their real token count instead of the padded bucket, CUDA profiles only).")
+    cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens). None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
+    cuda_graph_bs_prefill: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured extend token buckets; an extend is padded to the smallest one >= its tokens, eager above the largest or when that more than doubles the tokens. None: SGLang 0.5.23's default list up to cuda_graph_max_bs_prefill (prefill_graph_tokens).")
+    admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
+    admission_delay_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the admission-delay class's from_server.")
+    min_free_slots: int | None = Field(None, ge=1, description="Explicit delay threshold (None: automatic formula).")
+    max_delay_passes: int | None = Field(None, ge=1, description="demand_observed: delayed passes before admitting anyway (None: target running).")
+    sync_mode: SyncMode = Field(SyncMode.host_block, strict=False, description="Where the overlap loop waits for the previous forward's publish event (spec only): host_block, stream_wait or cross_queue_wait.")
+    prefill_slot_expansion_sync: bool = Field(True, description="DSpark prefill's repeat_interleave without output_size blocks the host until the prefill forward drains.")
+    enable_overlap_schedule: bool = Field(True, description="Build step N+1 while step N runs (SGLang default).")
+    sliding_window_size: int | None = Field(None, ge=1, description="Hybrid sliding-window models (e.g. DeepSeek-V4, window 128): the model's attention window, tokens (SGLang ModelConfig.sliding_window_size). Set, the KV has a separate SWA pool whose per-request use is capped by the window (docs/sglang-semantics.md). None: no SWA layers.")
+    swa_full_tokens_ratio: float = Field(0.8, gt=0, le=1, description="SWA pool tokens / full pool tokens (SGLang --swa-full-tokens-ratio, in (0, 1]); the SWA pool is int(max_total_num_tokens x ratio), page-aligned. Read only with sliding_window_size.")
+    swa_eviction_interval: int = Field(128, ge=1, description="A request's SWA tokens behind the window are freed once this many have slid out (SGLang SGLANG_SWA_EVICTION_INTERVAL). Read only with sliding_window_size.")
+    enable_dp_attention: bool = Field(False, description="Data-parallel attention (SGLang --enable-dp-attention): dp_size ranks, each its own scheduler, waiting queue, running batch and KV pool, run their forwards in lock-step (sim/dp_attention.py, docs/dp-attention.md). max_total_num_tokens is per rank; chunked_prefill_size and max_running_requests are the server's and divided by dp_size as SGLang does.")
+    dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel ranks (SGLang --dp-size); > 1 needs enable_dp_attention (independent replicas are not modelled). Requests go to the ranks round-robin (data_parallel_controller.py round_robin_scheduler).")
+    dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward.")
+
+    @field_validator("speculative_algorithm", mode="before")
+    @classmethod
+    def _any_case(cls, v: object) -> object:
+        if isinstance(v, str) and v.lower() == "ngram":
+            raise ValueError("NGRAM is not modelled (its draft is a host-side n-gram lookup no profile "
+                             "prices); allowed: " + ", ".join(a.value for a in SpecAlgorithm))
+        return v.lower() if isinstance(v, str) else v
+
+    @field_validator("admission_delay", mode="before")
+    @classmethod
+    def _delay_name(cls, v: object) -> object:
+        if isinstance(v, AdmissionDelay):
+            return v.value
+        if isinstance(v, str) and ":" not in v and v not in AdmissionDelay.__members__:
+            raise ValueError(f"allowed: {', '.join(AdmissionDelay.__members__)}, or a class "
+                             "'module.path:Class' / 'path/file.py:Class' (docs/policies.md)")
+        return v
+
+    @field_validator("schedule_policy", mode="before")
+    @classmethod
+    def _policy_name(cls, v: object) -> object:
+        from specsched.sim.schedule_policy import SHIPPED
+
+        if isinstance(v, str) and ":" not in v and v not in SHIPPED:
+            raise ValueError(f"allowed: {', '.join(SHIPPED)}, or a class 'module.path:Class' / "
+                             "'path/file.py:Class' (docs/policies.md)")
+        return v
+
+    @field_validator("sglang_semantics")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        from specsched.sim.semantics import PRESETS
+
+        if v not in PRESETS:
+            raise ValueError(f"allowed: {', '.join(PRESETS)}")
+        return v
+
+    @field_validator("semantics_rules")
+    @classmethod
+    def _rules(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from specsched.sim.semantics import DEFAULT_PRESET, resolve_rules
+
+        resolve_rules(DEFAULT_PRESET, v)  # every preset has the same rules
+        return v
+
+    @property
+    def rules(self):
+        """The resolved scheduling rules (:class:`sim.semantics.SemanticsRules`)."""
+        from specsched.sim.semantics import resolve_rules
+
+        return resolve_rules(self.sglang_semantics, self.semantics_rules)
+
+    @model_validator(mode="after")
+    def _spec_window(self) -> ServerArgs:
+        if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
+            raise ValueError("speculative_num_draft_tokens must be >= 2 when speculative decoding is on")
+        if self.page_size > self.max_total_num_tokens:
+            raise FieldError("server.page_size", self.page_size, "must be <= server.max_total_num_tokens "
+                             f"({self.max_total_num_tokens}), the KV pool it pages")
+        c = self.chunked_prefill_size
+        if c == 0 or c < -1:
+            raise FieldError("server.chunked_prefill_size", c, "must be -1 (chunking off, as in SGLang) or >= 1")
+        if c != -1 and c < self.page_size:
+            raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
+                             "a chunk is cut at page boundaries, so a smaller one never advances")
+        if self.sliding_window_size is not None and self.sliding_window_size + self.page_size >= self.swa_max_total_num_tokens:
+            # model_executor/pool_configurator.py validate_swa_pool_size
+            raise FieldError("server.swa_full_tokens_ratio", self.swa_full_tokens_ratio,
+                             f"the SWA pool (int(max_total_num_tokens x ratio) = {self.swa_max_total_num_tokens} tokens) "
+                             f"must exceed sliding_window_size + page_size = {self.sliding_window_size + self.page_size}")
+        if self.dp_size > 1 and not self.enable_dp_attention:
+            raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
+                             "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")
+        if self.enable_dp_attention and c != -1 and c // self.dp_size < self.page_size:
+            raise FieldError("server.chunked_prefill_size", c, f"must be >= dp_size x page_size = {self.dp_size * self.page_size} "
+                             "with DP attention: each rank's chunk is chunked_prefill_size // dp_size")
+        steps = self.speculative_num_steps
+        if steps is not None:
+            if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:
+                raise FieldError("server.speculative_num_steps", steps, "only a chain drafter (eagle, eagle3, nextn, mtp, "
+                                 f"standalone) has serial draft steps; remove it for {self.speculative_algorithm.value}")
+            if steps > self.speculative_num_draft_tokens - 1:
+                raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
+                                 f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
+        return self
+
+    @property
+    def graph_batch_sizes(self) -> list[int]:
+        """Batch sizes with a captured decode/verify graph, ascending; a batch of ``bs <=
+        cuda_graph_max_bs`` runs padded to the smallest of them >= bs, a larger one eagerly.
+
+        ``cuda_graph_bs`` when given, else SGLang 0.5.23's default
+        (arg_groups/cuda_graph_hook.py ``generate_decode_cuda_graph_batch_sizes``: with
+        speculative decoding 1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, then step
+        16; without it 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, then step 32; always
+        ending at cuda_graph_max_bs), clamped to max_running_requests as
+        model_executor/runner/base_cuda_graph_runner.py ``get_batch_sizes_to_capture`` does.
+        """
+        top = self.cuda_graph_max_bs
+        if self.cuda_graph_bs is not None:
+            bs = [b for b in self.cuda_graph_bs if b <= top]
+        elif self.speculative_algorithm.enabled:
+            bs = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, top + 1, 16)]
+        else:
+            bs = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
+        bs = [b for b in bs if b <= top] + [top]
+        mrr = self.max_running_requests
+        if max(bs) > mrr:
+            bs.append(mrr)
+        return sorted({b for b in bs if b <= mrr})
+
+    @property
+    def prefill_graph_tokens(self) -> list[int]:
+        """Extend token buckets replayed from piecewise graphs, ascending; empty when
+        ``disable_prefill_cuda_graph``.
+
+        ``cuda_graph_bs_prefill`` when given (clamped to ``cuda_graph_max_bs_prefill``),
+        else SGLang 0.5.23's list (arg_groups/cuda_graph_hook.py
+        ``generate_prefill_cuda_graph_batch_sizes``, runtime/prefill_graph.py) up to
+        ``cuda_graph_max_bs_prefill``, whose default is ``chunked_prefill_size`` capped by
+        ``max_total_num_tokens`` (arg_groups/memory_hook.py; -1, chunking off, leaves no
+        bucket there either).
+        """
+        if self.disable_prefill_cuda_graph:
+            return []
+        top = self.cuda_graph_max_bs_prefill
+        if top is None:
+            top = min(self.chunked_prefill_size, self.max_total_num_tokens)
+        if self.cuda_graph_bs_prefill is not None:
+            return sorted({b for b in self.cuda_graph_bs_prefill if b <= top})
+        return prefill_token_buckets(top)
+
+    @property
+    def spec_window(self) -> int:
+        """Verify window (positions verified per request per cycle); 1 without spec."""
+        return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
+
+    @property
+    def swa_max_total_num_tokens(self) -> int:
+        """Slots of the SWA pool of a hybrid sliding-window model, 0 without one: full pool x
+        swa_full_tokens_ratio, page-aligned (sglang 0.5.23 model_executor/pool_configurator.py
+        ``HybridSWAPoolConfigurator._solve_pool_sizes``)."""
+        if self.sliding_window_size is None:
+            return 0
+        p = self.page_size
+        return int(self.max_total_num_tokens // p * p * self.swa_full_tokens_ratio) // p * p
+
+    @property
+    def spec_kv_reserve(self) -> int:
+        """KV positions sglang 0.5.23 keeps reserved past each running request's committed
+        KV under speculative decoding (the ``topup`` rule of sim/semantics.py); 0 without.
+
+        DSpark/DFlash: 2 x speculative_num_draft_tokens (speculative/dflash_info_v2.py
+        ``DFlashDraftInputV2.prepare_for_decode``). Chain drafters: 2 x
+        max(num_steps x topk, num_draft_tokens), and with page_size > 1 and topk > 1
+        2 x max(ceil((2 x (page - 1) + num_steps) / page) x page x topk, num_draft_tokens)
+        (mem_cache/allocation_sizing.py ``get_alloc_len_per_decode``,
+        ``get_alloc_reserve_per_decode``: the 2x absorbs the overlap loop's one-step lag of
+        the committed length).
+        """
+        if not self.speculative_algorithm.enabled:
+            return 0
+        n = self.speculative_num_draft_tokens
+        if self.speculative_algorithm.is_block:
+            return 2 * n
+        steps, topk, p = self.num_draft_forwards, self.speculative_eagle_topk or 1, self.page_size
+        if p == 1 or topk == 1:
+            return 2 * max(steps * topk, n)
+        return 2 * max((2 * (p - 1) + steps) // p * p * topk, n)
+
+    @property
+    def num_draft_forwards(self) -> int:
+        """Serial draft forwards per cycle: 1 for a block drafter, k for a chain drafter."""
+        if not self.speculative_algorithm.enabled:
+            return 0
+        if self.speculative_algorithm.is_block:
+            return 1
+        return self.speculative_num_steps or self.speculative_num_draft_tokens - 1

@@ -1,0 +1,232 @@
+"""The ``workload`` block of a scenario: how requests reach the server (bench_serving
+semantics): kind, lengths, shared prefixes, multi-turn conversations, replayed traces.
+
+Requests are made from it by :mod:`sim.workload`, :mod:`sim.prefix_workload` and
+:mod:`sim.trace`. Re-exported by :mod:`sim.config`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from specsched.sim.errors import FieldError
+from specsched.sim.strict import STRICT as _STRICT
+
+
+class LengthDist(BaseModel):
+    """Token lengths: ``fixed`` (value), ``uniform`` (bench_serving random: uniform integer in
+    [max(1, int(value x range_ratio)), value], SGLang benchmark/datasets/common.py
+    compute_random_lens; range_ratio 0 draws from [1, value]), or ``file`` (a histogram CSV
+    with columns length,weight)."""
+
+    model_config = _STRICT
+
+    kind: Literal["fixed", "uniform", "file"] = Field("fixed", description="fixed, uniform (bench_serving's 'random' dataset; 'random' is accepted as a synonym) or file.")
+    value: int | None = Field(None, ge=1, description="fixed: the length; uniform: the largest length.")
+    range_ratio: float = Field(1.0, ge=0.0, le=1.0, description="uniform: the smallest length is max(1, int(value x range_ratio)); 0 = from 1.")
+    path: str | None = Field(None, description="file: CSV with columns length,weight (relative to the scenario file).")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _bench_serving_name(cls, v: object) -> object:
+        return "uniform" if v == "random" else v
+
+    @model_validator(mode="after")
+    def _fields(self) -> LengthDist:
+        if self.kind in ("fixed", "uniform") and self.value is None:
+            raise ValueError(f"kind {self.kind!r} needs 'value'")
+        if self.kind == "file" and not self.path:
+            raise ValueError("kind 'file' needs 'path'")
+        return self
+
+
+class SharedPrefixConfig(BaseModel):
+    """bench_serving's generated-shared-prefix dataset (sim/prefix_workload.py): ``num_groups``
+    system prompts of ``system_prompt_len`` tokens, ``prompts_per_group`` requests each (the
+    system prompt + a question of ``question_len`` tokens); lengths uniform in
+    [len x range_ratio, len]; shuffled unless ``ordered``."""
+
+    model_config = _STRICT
+
+    num_groups: int = Field(ge=1)
+    prompts_per_group: int = Field(ge=1)
+    system_prompt_len: int = Field(ge=1)
+    question_len: int = Field(ge=1)
+    range_ratio: float = Field(1.0, gt=0.0, le=1.0)
+    ordered: bool = False
+
+
+class MultiTurnConfig(BaseModel):
+    """Multi-turn conversations that resend their history (sim/prefix_workload.py
+    ``multi_turn_conversations``; bench_serving's multi-turn replay,
+    ``wrap_multi_turn_request_func``): turn 0's prompt is a shared system prompt of
+    ``system_prompt_len`` tokens plus ``first_prompt_len`` tokens of its own; turn k's prompt
+    is turn k-1's prompt + its output + ``user_len`` new tokens (a user message or tool
+    result). A conversation holds one concurrency slot from its first send to its last
+    token (bench_serving's semaphore wraps the whole conversation); between a turn's last
+    token and the next turn's send the client thinks for ``think_time_s`` (fixed, or
+    exponential with that mean). Output lengths per turn come from ``workload.output_len``."""
+
+    model_config = _STRICT
+
+    num_conversations: int = Field(ge=1, description="Conversations sent in all (workload.num_requests = num_conversations x num_turns).")
+    num_turns: int = Field(ge=1, description="Turns (requests) per conversation.")
+    system_prompt_len: int = Field(0, ge=0, description="Tokens of a system prompt every conversation starts with (shared: one radix-tree prefix).")
+    first_prompt_len: LengthDist = Field(description="Turn 0's own prompt tokens after the system prompt (one draw per conversation).")
+    user_len: LengthDist = Field(description="New tokens appended to the history at each later turn (one draw per turn).")
+    think_time_s: float = Field(0.0, ge=0.0, description="Client pause between a turn's last token and the next turn's send (s).")
+    think_time_dist: Literal["fixed", "exponential"] = Field("fixed", description="fixed: every pause is think_time_s; exponential: pauses drawn with mean think_time_s (seeded).")
+    dp_ranks: int = Field(1, ge=1, description="The simulated instance is one of this many DP-attention ranks behind SGLang's default round-robin dispatch (0.5.23 data_parallel_controller.py round_robin_scheduler, which ignores prefixes): a later turn lands on the rank that holds its history with probability 1 / dp_ranks; otherwise only the shared system prompt can hit.")
+
+
+class TraceColumns(BaseModel):
+    """Column (CSV) or key (JSONL) names of a trace's arrival time, prompt and output length."""
+
+    model_config = _STRICT
+
+    timestamp: str = Field("timestamp", description="Arrival time column.")
+    input_len: str = Field("input_length", description="Prompt length column (tokens).")
+    output_len: str = Field("output_length", description="Output length column (tokens).")
+    hash_ids: str | None = Field(None, description="Column of prompt block ids (Mooncake's hash_ids: a JSON list per row; in a CSV a JSON list or ids separated by spaces/semicolons): requests sharing leading ids share those prompt blocks in the prefix cache. None: prompts share nothing.")
+
+
+TRACE_LAYOUTS: dict[str, tuple[TraceColumns, str]] = {
+    "azure": (TraceColumns(timestamp="TIMESTAMP", input_len="ContextTokens", output_len="GeneratedTokens"), "datetime"),
+    "mooncake": (TraceColumns(timestamp="timestamp", input_len="input_length", output_len="output_length",
+                              hash_ids="hash_ids"), "ms"),
+    "burstgpt": (TraceColumns(timestamp="Timestamp", input_len="Request tokens", output_len="Response tokens"), "s"),
+}
+"""Public production trace layouts: the Azure LLM inference traces (CSV, TIMESTAMP as a date
+and time) and Mooncake's (JSONL, timestamp in ms, hash_ids = ids of the prompt's 512-token
+blocks, fed to the radix prefix cache; a row without hash_ids shares nothing) and BurstGPT's
+(CSV: Timestamp in s from the trace's start, Request tokens, Response tokens; its other
+columns, Model, Total tokens and Log Type, are not read; a failed request's 0 response
+tokens is sent as 1)."""
+
+
+class TraceConfig(BaseModel):
+    """A request trace to replay (:mod:`sim.trace`): one request per row, in arrival order.
+
+    ``layout`` picks the column names and time unit of a public trace (``azure``,
+    ``mooncake``); ``columns``/``time_unit`` given explicitly win over the layout's.
+    Arrival = (timestamp - first timestamp) x ``time_scale`` (bench_serving's
+    ``--slowdown-factor`` semantics: 2 replays at half the rate). The file is read once,
+    streamed, at most ``workload.num_requests`` rows.
+    """
+
+    model_config = _STRICT
+
+    path: str = Field(description="CSV or JSONL file: beside the scenario, as given, or a shipped example by name.")
+    format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
+    layout: Literal["custom", "azure", "mooncake", "burstgpt"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length, hash_ids; burstgpt: Timestamp (s), Request tokens, Response tokens; custom: columns.")
+    columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
+    time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
+    time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
+    block_size: int = Field(512, ge=1, description="Prompt tokens per hash_ids block (Mooncake: 512).")
+
+    def resolved(self) -> tuple[TraceColumns, str]:
+        """(columns, time unit) after applying the layout."""
+        cols, unit = TRACE_LAYOUTS.get(self.layout, (TraceColumns(), "s"))
+        return self.columns or cols, self.time_unit or unit
+
+
+MAX_ARRIVAL_SPAN_S = 1e9
+"""Longest expected arrival span (num_requests / request_rate) a scenario may ask for (s)."""
+
+
+class WorkloadConfig(BaseModel):
+    """How requests reach the server (bench_serving semantics).
+
+    burst: ``num_requests`` sent at t=0 (they reach the scheduler spaced by the profile's
+        tokenizer/IPC ingest time). closed_loop: ``concurrency`` in flight, each finished
+        request replaced at once, ``num_requests`` in all. poisson: gaps at ``request_rate``
+        req/s, exponential, or gamma with shape ``burstiness`` and mean 1/request_rate when
+        burstiness is given (vLLM benchmark_serving's --burstiness; SGLang 0.5.23's
+        bench_serving has none), at most ``max_concurrency`` in flight; the client timer
+        starts when the concurrency slot is acquired. trace: arrival times and lengths from
+        ``trace`` (:class:`TraceConfig`), at most ``num_requests`` rows, at most
+        ``max_concurrency`` in flight. multi_turn: ``concurrency`` conversations in flight,
+        each a closed loop of turns that resend their history (``multi_turn``,
+        :class:`MultiTurnConfig`).
+    """
+
+    model_config = _STRICT
+
+    kind: Literal["burst", "closed_loop", "poisson", "trace", "multi_turn"] = Field(description="Client behaviour: burst, closed_loop, poisson, trace or multi_turn (see above).")
+    num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all).")
+    concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight.")
+    request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency.")
+    burstiness: float | None = Field(None, gt=0, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential).")
+    max_concurrency: int | None = Field(None, ge=1, description="poisson, trace: most requests in flight (None: no cap).")
+    input_len: LengthDist | None = Field(None, description="Prompt lengths (not for trace; or shared_prefix).")
+    output_len: LengthDist | None = Field(None, description="Output lengths (every request generates exactly this many tokens: ignore_eos; not for trace).")
+    trace: TraceConfig | None = Field(None, description="trace: the file to replay and its columns.")
+    shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes, bench_serving's generated-shared-prefix dataset (replaces input_len).")
+    multi_turn: MultiTurnConfig | None = Field(None, description="multi_turn: the conversations (replaces input_len).")
+    priorities: list[int] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling.")
+    ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bench_serving_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "num_prompts" in data and "num_requests" not in data:
+            data = {("num_requests" if k == "num_prompts" else k): v for k, v in data.items()}
+        mt = data.get("multi_turn") if isinstance(data, dict) else None
+        if isinstance(mt, dict) and data.get("num_requests") is None:
+            c, t = mt.get("num_conversations"), mt.get("num_turns")
+            if isinstance(c, int) and isinstance(t, int) and c >= 1 and t >= 1:
+                # num_requests defaults to every turn of every conversation; a bad count is
+                # left for the block's own validation to name
+                data = {**data, "num_requests": c * t}
+        return data
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> WorkloadConfig:
+        if self.kind == "trace":
+            if self.trace is None:
+                raise ValueError("kind 'trace' needs a 'trace' block (path; layout or columns)")
+            if self.shared_prefix is not None:
+                raise ValueError("'shared_prefix' does not apply to kind 'trace'")
+            return self
+        mt = self.multi_turn
+        if (mt is None) != (self.kind != "multi_turn"):
+            raise ValueError("kind 'multi_turn' needs a 'multi_turn' block" if mt is None
+                             else f"'multi_turn' is read only by kind 'multi_turn' (kind is {self.kind!r})")
+        if mt is not None:
+            if self.input_len is not None or self.shared_prefix is not None:
+                raise ValueError("multi_turn gives the prompts: drop 'input_len' / 'shared_prefix'")
+            if self.concurrency is None:
+                raise ValueError("multi_turn needs 'concurrency' (conversations in flight)")
+            n = mt.num_conversations * mt.num_turns
+            if self.num_requests != n:
+                raise ValueError(f"multi_turn makes {n} requests (num_conversations x num_turns); "
+                                 f"num_requests must equal it")
+            if self.output_len is None:
+                raise ValueError("kind 'multi_turn' needs 'output_len' (per turn)")
+            return self
+        sp = self.shared_prefix
+        if sp is not None:
+            if self.input_len is not None:
+                raise ValueError("give one of 'input_len' and 'shared_prefix', not both")
+            if self.num_requests != sp.num_groups * sp.prompts_per_group:
+                raise ValueError(f"shared_prefix makes {sp.num_groups * sp.prompts_per_group} requests "
+                                 f"(num_groups x prompts_per_group); num_requests must equal it")
+        for key in ("num_requests", "output_len") + (("input_len",) if sp is None else ()):
+            if getattr(self, key) is None:
+                raise ValueError(f"kind {self.kind!r} needs '{key}'")
+        if self.trace is not None:
+            raise ValueError(f"'trace' is read only by kind 'trace' (kind is {self.kind!r})")
+        if self.kind == "closed_loop" and self.concurrency is None:
+            raise ValueError("closed_loop needs 'concurrency'")
+        if self.kind == "poisson" and self.request_rate is None:
+            raise ValueError("poisson needs 'request_rate'")
+        if self.burstiness is not None and self.kind != "poisson":
+            raise ValueError("'burstiness' applies to kind 'poisson' only")
+        rate = self.request_rate
+        if rate is not None and rate != rate:
+            raise FieldError("workload.request_rate", rate, "must be a number > 0 (or .inf)")
+        if rate is not None and self.num_requests / rate > MAX_ARRIVAL_SPAN_S:
+            raise FieldError("workload.request_rate", rate, f"{self.num_requests} requests would arrive over about "
+                             f"{self.num_requests / rate:.3g} s; at most {MAX_ARRIVAL_SPAN_S:.0e} s is simulated")
+        return self
