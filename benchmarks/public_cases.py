@@ -20,7 +20,10 @@ reported (mean over seeds):
 - Published decode figures (:data:`PUBLISHED`, each with its source): one request's decode
   rate from the analytic model with default factors.
 
-``--cases p1,p2,published,ref`` picks the checks.
+- P1 again with decode and verify run without graphs (``p1-eager``: a hypothesis about
+  how P1 ran, not SGLang 0.5.23's default).
+
+``--cases p1,p1-eager,p2,published,ref`` picks the checks.
 
 Neither case states bench_serving's --random-range-ratio: lengths are taken as stated
 (range ratio 1); ``--range-ratio 0`` runs bench_serving's default (lengths uniform in
@@ -77,9 +80,12 @@ def _length(value: int, range_ratio: float) -> dict:
     return {"kind": "uniform", "value": value, "range_ratio": range_ratio}
 
 
-def p1(out: Path, seeds: int, model: str, range_ratio: float = 1.0, profile: Path | None = None) -> list[tuple]:
+def p1(out: Path, seeds: int, model: str, range_ratio: float = 1.0, profile: Path | None = None,
+       eager: bool = False) -> list[tuple]:
     """Predicted vs reported output tok/s for P1 with ``model`` on 8x MI355X (or with a
-    given measured ``profile``: DSpark arm only, its window as measured)."""
+    given measured ``profile``: DSpark arm only, its window as measured). ``eager``: decode
+    and verify without graphs (``disable_decode_cuda_graph``), a hypothesis about how P1
+    ran, not SGLang 0.5.23's default (which captures decode graphs on ROCm too)."""
     if profile is None:
         prof = out / f"p1-{model}.yaml"
         write_analytic_profile(build_profile(load_model(model), load_gpu("MI355X"), 8, window=8), prof)
@@ -91,11 +97,13 @@ def p1(out: Path, seeds: int, model: str, range_ratio: float = 1.0, profile: Pat
     for i, c in enumerate(P1_CONC):
         for arm in arms:
             server = {"speculative_algorithm": arm}
+            if eager:
+                server["disable_decode_cuda_graph"] = True
             if arm == "dspark":
                 server["speculative_num_draft_tokens"] = gamma + 1
             if profile is not None:
                 server["max_total_num_tokens"] = 724_000  # the reference's SWA pool (the profile states no KV bytes)
-            sc = {"name": f"p1-{model}-c{c}-{arm}", "profile": str(prof), "server": server,
+            sc = {"name": f"p1-{model}-c{c}-{arm}{'-eager' if eager else ''}", "profile": str(prof), "server": server,
                   "workload": {"kind": "closed_loop", "concurrency": c, "num_requests": 4 * c,
                                "input_len": _length(1024, range_ratio),
                                "output_len": _length(128, range_ratio)}}
@@ -181,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--range-ratio", type=float, default=1.0,
                     help="bench_serving --random-range-ratio for both cases (default 1: lengths as stated)")
     ap.add_argument("--skip-reference", action="store_true", help="skip the MI355X reference-cell check")
-    ap.add_argument("--cases", default="p1,p2,published,ref", help="which checks to run (comma-separated)")
+    ap.add_argument("--cases", default="p1,p1-eager,p2,published,ref", help="which checks to run (comma-separated)")
     ap.add_argument("--host-ghz", default="3.5,5.0",
                     help="P2 also at these host clocks (GHz, comma-separated; the eager issue scales with them)")
     a = ap.parse_args(argv)
@@ -197,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr)]
         rows += p1(out, a.seeds, "measured-ref-tp4", rr, profile=ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
         for model, c, arm, rep, pred in rows:
+            print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
+    if "p1-eager" in cases:
+        print(f"P1 if decode and verify ran without graphs (disable_decode_cuda_graph: a hypothesis, not SGLang's "
+              f"default), mean of {a.seeds} seeds")
+        for model, c, arm, rep, pred in [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr, eager=True)]:
             print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
     if "p2" in cases:
         print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds, range ratio {rr:g}")

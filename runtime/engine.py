@@ -276,7 +276,8 @@ class RuntimeEngine:
                     self._extend_tokens[plan.step] = ext.tokens
             if n < plan.batch_size:
                 rows = [self.rows[rid] for rid in plan.rids[n:]]
-                graph = self.graphs and plan.batch_size - n <= self.server.cuda_graph_max_bs
+                graph = (self.graphs and not self.server.disable_decode_cuda_graph
+                         and plan.batch_size - n <= self.server.cuda_graph_max_bs)
                 if plan.mode is ForwardMode.DECODE or self.window <= 1:
                     step_out = r.decode(rows, graph=graph)
                 else:
@@ -373,6 +374,14 @@ class RuntimeEngine:
         run can use and run one
         request through extend and a few steps, all before the measurement (a capture
         inside the loop would cost device synchronizations)."""
+        from specsched.runtime.graphs import collector_paused
+
+        with collector_paused():  # one collection for the whole capture loop
+            self._capture_all()
+        self._warm_requests()
+
+    def _capture_all(self) -> None:
+        """Capture every decode/verify (batch, context) bucket and extend bucket the run can reach."""
         r = self.runner
         if self.graphs:
             kind = "spec" if self.window > 1 else "decode"
@@ -391,6 +400,10 @@ class RuntimeEngine:
             most = min(sum(s.input_len for s in self.specs), srv.max_prefill_tokens,
                        srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else 10**9)
             r.capture_prefill(most)
+
+    def _warm_requests(self) -> None:
+        """One request through extend and three steps, then freed (first-use costs off the clock)."""
+        r = self.runner
         rows = [r.add_request()]
         r.pool.hold(rows, [64 + 4 * self.window])
         toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)

@@ -4,8 +4,10 @@ BreakableCUDAGraph): :class:`GraphCache`, the bucket helpers."""
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -34,6 +36,31 @@ def default_bs_buckets(max_bs: int) -> list[int]:
     out = sorted({b for b in base if b <= max_bs} | {max_bs})
     return out
 
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Collect garbage once, then keep Python's cyclic collector off until the block ends.
+
+    A capture must issue nothing but the captured stream's work. An automatic collection
+    that runs mid-capture can free a dead cycle holding CUDA objects (an earlier engine's
+    or profiler's graphs, events or pool memory); their destructors call the driver and
+    invalidate the capture (``cudaErrorStreamCaptureInvalidated``: seen on an H200 at the
+    first capture after the profiler). torch 2.9+ no longer collects in
+    ``torch.cuda.graph.__enter__`` (only under ``force_cudagraph_gc``). SGLang 0.5.23 does
+    the same around its capture loops (model_executor/runner/base_cuda_graph_runner.py
+    ``freeze_gc``: collect, then freeze the survivors for the capture). Nested uses are
+    free: only the outermost collects and re-enables.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 class GraphCache:
     """Captured forwards keyed by a hashable key (e.g. ``("verify", bs_bucket, ctx_bucket)``).
@@ -99,7 +126,7 @@ class GraphCache:
         graph = torch.cuda.CUDAGraph()
         # under set_sync_debug_mode("error") on every backend (ROCm before 7.0 could accept a
         # syncing op during capture that CUDA rejects)
-        with cuda_sync_debug("error"), torch.cuda.graph(graph, pool=self._pool, stream=fwd):
+        with collector_paused(), cuda_sync_debug("error"), torch.cuda.graph(graph, pool=self._pool, stream=fwd):
             fn()
         self._graphs[key] = graph
         dev.synchronize("graph_capture")
@@ -143,7 +170,7 @@ class GraphCache:
         graphs = []
         # capture_begin/capture_end as SGLang's segments do: the torch.cuda.graph context
         # would synchronize, collect garbage and empty the cache around every piece
-        with torch.cuda.stream(fwd), cuda_sync_debug("error"):
+        with collector_paused(), torch.cuda.stream(fwd), cuda_sync_debug("error"):
             for fn in pieces:
                 g = torch.cuda.CUDAGraph()
                 g.capture_begin(pool=self._pool)

@@ -52,8 +52,9 @@ class ItlSamples:
             self._pending.clear()
             self._pending_w.clear()
         if self.pv:
-            self.values.extend(self.pv)
-            self.weights.extend(self.pw)
+            # fromlist converts a list about twice as fast as extend (which iterates)
+            self.values.fromlist(self.pv)
+            self.weights.fromlist(self.pw)
             self.pv.clear()
             self.pw.clear()
 

@@ -158,7 +158,8 @@ class CostModel:
             raise ConfigError(src, "gpu.draft_step", "<missing>", f"{why}: give one draft-model forward's cost by tokens and context")
         self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
         self.graph_bs = server.graph_batch_sizes
-        self.graph_max = self.graph_bs[-1]
+        # no decode graph at all with disable_decode_cuda_graph: every batch runs eagerly
+        self.graph_max = 0 if server.disable_decode_cuda_graph else self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
         # the grid column timed at a given width: column c ran at round_up(c + W, align)
@@ -174,6 +175,9 @@ class CostModel:
         self.prefill_buckets = server.prefill_graph_tokens if hw is not None and hw.platform == "cuda" else []
         self.inject_c0 = float(g.draft_inject.context_len[0]) if g.draft_inject is not None else 0.0
         self.extend_c0 = float(g.extend.context_len[0])
+        # pure extend forwards' costs by (extend_lens, prefix_lens): a Poisson run's prefills
+        # repeat a few shapes (the cost is a function of those lengths and the profile only)
+        self._extend_memo: dict[tuple[tuple[int, ...], tuple[int, ...]], GpuCost] = {}
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -234,8 +238,21 @@ class CostModel:
         """GPU seconds of one launch of ``plan`` (``part`` = ``main`` or ``inject``).
 
         ``cross_queue``: a wait is queued from a separate schedule stream; graph-replayed
-        decode/verify launches pay the profile's cross_queue_penalty_s.
+        decode/verify launches pay the profile's cross_queue_penalty_s. A pure extend's cost
+        is a function of its extend and prefix lengths only: it is kept per shape.
         """
+        n_ext = plan.num_extend
+        if n_ext == plan.batch_size and part == "main":
+            key = (plan.extend_lens, plan.prefix_lens)
+            cost = self._extend_memo.get(key)
+            if cost is None:
+                if len(self._extend_memo) >= 1 << 12:
+                    self._extend_memo.clear()
+                cost = self._extend_memo[key] = self._gpu(plan, part, cross_queue)
+            return cost
+        return self._gpu(plan, part, cross_queue)
+
+    def _gpu(self, plan: BatchPlan, part: str, cross_queue: bool) -> GpuCost:
         n_ext = plan.num_extend
         if part == "inject":
             tokens = plan.num_extend_tokens
@@ -251,7 +268,7 @@ class CostModel:
         if n_dec:
             pre = plan.prefix_lens[n_ext:]
             decode_s = self.step_s(n_dec, sum(pre) / n_dec, max(pre) if self.padded_attention else None)
-            if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.server.cuda_graph_max_bs:
+            if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.graph_max:
                 penalty = self.h.cross_queue_penalty_s
         if self.warn_to is not None:
             self.range_warnings(self.warn_to)

@@ -69,7 +69,7 @@ class DeviceTokens:
                 n = 1
             committed[rid] = have + n
             out[i] = n
-        return StepOutput(np.array(out, dtype=np.int64))
+        return StepOutput.from_list(out)
 
     def state(self, rids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(committed, cycles, known) of ``rids`` as int/int/bool arrays (``known``: the

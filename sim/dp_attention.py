@@ -130,6 +130,10 @@ class GroupOutput:
     parts: tuple[StepOutput | None, ...]
     committed: np.ndarray
 
+    def counts(self) -> list[int]:
+        """``committed`` as a list of int (as :meth:`StepOutput.counts`)."""
+        return self.committed.tolist()
+
 
 class DPGroup:
     """``server.dp_size`` schedulers behind the scheduler interface the loop and engine use.

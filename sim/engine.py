@@ -116,6 +116,12 @@ class SimEngine(Clients, EngineStretch):
         self.env = simpy.Environment()
         self.rec = Recorder(records)
         self.inbox: list[Req] = []
+        # open arrivals (Poisson or trace without max_concurrency): no SimPy process; the
+        # host takes them from these lists when its clock reaches them (_take_arrivals)
+        self._arrive_at: list[float] = []   # time each request reaches the scheduler (s)
+        self._sent_at: list[float] = []     # ... and the time its client sent it (s)
+        self._arrived = 0                   # how many have reached the scheduler
+        self._next_arrival = math.inf       # _arrive_at[_arrived], inf when all have
         self._wake: simpy.Event | None = None
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}
@@ -171,17 +177,12 @@ class SimEngine(Clients, EngineStretch):
         else:
             yield from self._sync(t)
 
-    def _advance_to(self, t: float):
-        if t < self.env.peek():
-            self._t = t
-        else:
-            yield from self._sync(t)
-
     # ------------------------------------------------------------------- host
-    def _launch(self, op: Launch):
-        """Put ``op``'s forward on the stream; returns (as a generator's value) its handle.
-        The host stays busy for the kernel issue of an eager forward (CostModel.issue), and
-        for the rest of a graph-replayed step's launch call (CostModel.launch_tail)."""
+    def _launch(self, op: Launch) -> tuple[SimHandle, float]:
+        """Put ``op``'s forward on the stream. Returns its handle and the host seconds the
+        launch keeps the host busy after it (the caller advances the host's clock): the
+        kernel issue of an eager forward (CostModel.issue) and the rest of a
+        graph-replayed step's launch call (CostModel.launch_tail)."""
         now = self._t
         issue = self.cost.issue(op.plan, op.part)
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
@@ -199,7 +200,7 @@ class SimEngine(Clients, EngineStretch):
         acc = dec = 0
         if output is not None and op.part == "main" and plan.num_extend < plan.batch_size:
             # a handful of ints: plain Python sums (numpy's call overhead dominates here)
-            dec_n = output.committed.tolist()[plan.num_extend:]
+            dec_n = output.counts()[plan.num_extend:]
             acc = sum(dec_n)
             dec = len(dec_n) - dec_n.count(0)
         self.rec.step(plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
@@ -210,10 +211,7 @@ class SimEngine(Clients, EngineStretch):
             self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
-        busy = issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
-        if busy > 0:
-            yield from self._advance(busy)
-        return handle
+        return handle, issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
 
     def _block_until(self, t: float, wakeup: float):
         wait = t - self._t
@@ -233,14 +231,14 @@ class SimEngine(Clients, EngineStretch):
             self.rec.deliver(self._t, rids, n, fin)  # INV-5: the host clock never goes back
             done = rids[fin].tolist()
         if done:
-            yield from self._sync(self._t)  # clients react at the delivery time
-            woken = False
-            for rid in done:
-                ev = self._finish_events.pop(rid, None)
-                if ev is not None:
+            pop = self._finish_events.pop
+            waited = [ev for ev in (pop(rid, None) for rid in done) if ev is not None]
+            self._remaining -= len(done)
+            woken = bool(waited)
+            if woken:
+                yield from self._sync(self._t)  # clients react at the delivery time
+                for ev in waited:
                     ev.succeed()
-                    woken = True
-                self._remaining -= 1
             # let the woken clients send now, before the loop's next receive: a closed-loop
             # client sends its next request when the last token arrives (a freed
             # max_concurrency slot likewise), and the next schedule() sees it
@@ -265,9 +263,21 @@ class SimEngine(Clients, EngineStretch):
             result: Any = None
             tp = type(op)
             if tp is FastForward:
+                if self._next_arrival <= self._t:
+                    self._take_arrivals()
                 if not self.inbox:
-                    result = yield from self._fast_forward(op)
+                    jumped = self._fast_forward(op)
+                    if jumped is not None:
+                        # a stretch was applied: the loop goes on with its last forward in
+                        # flight, the host at the stretch's end (_advance inlined)
+                        result, t = jumped
+                        if t < peek():
+                            self._t = t
+                        else:
+                            yield from self._sync(t)
             elif tp is Recv:
+                if self._next_arrival <= self._t:
+                    self._take_arrivals()
                 result, self.inbox = self.inbox, []
                 if self._t == last_t:
                     idle_spins += 1
@@ -288,7 +298,13 @@ class SimEngine(Clients, EngineStretch):
                     else:
                         yield from self._sync(t)
             elif tp is Launch:
-                result = yield from self._launch(op)
+                result, busy = self._launch(op)
+                if busy > 0:
+                    t = self._t + busy   # _advance inlined, as for host work
+                    if t < peek():
+                        self._t = t
+                    else:
+                        yield from self._sync(t)
             elif tp is Results:
                 wait = op.handle.end - self._t
                 if wait > 0:
@@ -323,18 +339,29 @@ class SimEngine(Clients, EngineStretch):
             elif tp is WaitForWork:
                 if self._remaining == 0:
                     return
-                yield from self._sync(self._t)
-                if not self.inbox:
-                    self._wake = self.env.event()
-                    yield self._wake
-                    self._wake = None
-                    self._t = self.env.now
+                if self._arrive_at:
+                    # open arrivals: nothing else happens in SimPy (no client process), so
+                    # the host sleeps until the next one
+                    if not self.inbox:
+                        if self._next_arrival == math.inf:
+                            raise Stalled(f"no work at t={self._t:.6f}s with {self._remaining} requests left")
+                        self._t = max(self._t, self._next_arrival)
+                        self._take_arrivals()
+                else:
+                    yield from self._sync(self._t)
+                    if not self.inbox:
+                        self._wake = self.env.event()
+                        yield self._wake
+                        self._wake = None
+                        self._t = self.env.now
             op = loop.send(result)
 
     # ------------------------------------ fast-forward (the rest: sim/engine_stretch.py)
-    def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float, n: int):
+    def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float,
+                         n: int) -> tuple[tuple[BatchPlan, SimHandle], float]:
         """After a stretch of n iterations: its last forward (start, end s) is in flight and
-        the host is at ``t``. Returns (as a generator's value) the loop's (plan, handle)."""
+        the host is at ``t``. Returns the loop's (plan, handle) and ``t`` (the caller moves
+        the host's clock there)."""
         handle = SimHandle(plan, start, end, output)
         self._gpu_free = end
         self._last_output = output
@@ -342,8 +369,7 @@ class SimEngine(Clients, EngineStretch):
         self._in_flight = handle
         self.ff_runs += 1
         self.ff_iterations += n
-        yield from self._advance_to(t)
-        return plan, handle
+        return (plan, handle), t
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:

@@ -2,7 +2,8 @@
 
 Burst (all at t=0), closed loop (``concurrency`` in flight, each finish replaced at once),
 Poisson or trace arrivals (open, or capped by ``max_concurrency``: bench_serving's
-semaphore) and multi-turn conversations (one concurrency slot per conversation, think times
+semaphore; open arrivals need no process: the host takes them from a list of arrival
+times) and multi-turn conversations (one concurrency slot per conversation, think times
 between turns). Every request passes the tokenizer FIFO (the profile's
 ``ingest_per_request_s``) before the scheduler's next receive sees it.
 
@@ -11,6 +12,8 @@ every attribute it reads or writes is the engine's, set in its ``__init__``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import simpy
@@ -73,18 +76,36 @@ class Clients:
                         yield self.env.timeout(pause)
                 yield self._send(spec)
 
-    def _poisson_open(self, times: np.ndarray):
-        """Poisson sends without a concurrency limit: one process walks the send times and
-        delivers each request to the scheduler when the tokenizer FIFO releases it (the
-        times :meth:`_send` would give; no process per request)."""
+    def _open_arrivals(self, times: np.ndarray) -> None:
+        """Poisson (or trace) sends without a concurrency limit: nobody waits for a reply, so
+        every request's arrival time is known now: its send time, then the tokenizer FIFO
+        (the times :meth:`_send` gives). The host takes each one when its clock reaches it
+        (:meth:`_take_arrivals`): no SimPy process or event per request, and the host never
+        hands control to SimPy for an arrival."""
         ingest = self.profile.host.ingest_per_request_s
-        for spec, t_send in zip(self.specs, times.tolist(), strict=True):
-            self._tokenizer_free = max(t_send, self._tokenizer_free) + ingest
-            t_arrive = t_send + (self._tokenizer_free - t_send)
-            if t_arrive > self.env.now:
-                yield self.env.timeout(self._delay_to(t_arrive))
-            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
-            self._arrive(self._req(spec))
+        free = self._tokenizer_free
+        sent = times.tolist()
+        arrive = []
+        for t_send in sent:
+            free = max(t_send, free) + ingest
+            arrive.append(t_send + (free - t_send))
+        self._tokenizer_free = free
+        self._sent_at, self._arrive_at = sent, arrive
+        self._next_arrival = arrive[0] if arrive else math.inf
+
+    def _take_arrivals(self) -> None:
+        """The open arrivals due by the host's clock reach the scheduler's inbox, in arrival
+        order (each client's timer started at its send time). A request that arrives at the
+        very time of a receive is taken by it."""
+        t, i, arrive = self._t, self._arrived, self._arrive_at
+        n = len(arrive)
+        while i < n and arrive[i] <= t:
+            spec = self.specs[i]
+            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, self._sent_at[i])
+            self.inbox.append(self._req(spec))
+            i += 1
+        self._arrived = i
+        self._next_arrival = arrive[i] if i < n else math.inf
 
     def _poisson_limited(self, times: np.ndarray, slots: simpy.Resource):
         """Poisson sends with max_concurrency: at each send time a client waits for a slot."""
@@ -119,4 +140,4 @@ class Clients:
             if w.max_concurrency:
                 self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
             else:
-                self.env.process(self._poisson_open(times))
+                self._open_arrivals(times)

@@ -16,7 +16,7 @@ own; every attribute it reads or writes is the engine's, set in its ``__init__``
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from specsched.sim import host_timeline, plain_timeline, stretch_records
@@ -39,14 +39,16 @@ PLAIN_HORIZON = 1 << 62
 class EngineStretch:
     """The fast-forward of :class:`sim.engine.SimEngine` (a mixin: no state of its own)."""
 
-    def _fast_forward(self, op: FastForward):
+    def _fast_forward(self, op: FastForward) -> tuple[tuple[Any, Any], float] | None:
         """Collapse the decode stretch that starts here, if any (module docstring).
 
-        Returns (as a generator's value) the (plan, handle) left in flight, or None when
-        nothing was collapsed (the loop goes on step by step)."""
+        Returns the (plan, handle) left in flight and the host time the stretch ends at (the
+        caller moves the host's clock there), or None when nothing was collapsed (the loop
+        goes on step by step). Hands no control to SimPy: the stretch ends before the next
+        event."""
         h = op.handle
         t0 = self._t
-        t_next = self.env.peek()
+        t_next = min(self.env.peek(), self._next_arrival)
         if t_next <= t0 or h.output is None:
             return None
         sched = self.sched
@@ -76,7 +78,7 @@ class EngineStretch:
             self.host_blocked_s = tm.blocked            # every wait added in order (walk)
             self._blocked_since_launch = tm.rw_last
             self._finished_in_run(stretch_records.plain_run(rec, run, tm, b0, len(sched.waiting)))
-            return (yield from self._stretch_applied(plan, output, tm.s_last, tm.E[n - 1], tm.T[n], n))
+            return self._stretch_applied(plan, output, tm.s_last, tm.E[n - 1], tm.T[n], n)
         k = run.stop
         c, hs, hl, hp = self._run_costs(run, k)
         spec = self.server.speculative_algorithm.enabled
@@ -95,8 +97,7 @@ class EngineStretch:
         plan, output = sched.apply_stretch(run, n)
         self.device.set_state(run.rids.tolist(), *run.device_after(n))
         self._record_run(run, tl, n)
-        return (yield from self._stretch_applied(plan, output, float(tl.S[n - 1]), float(tl.E[n - 1]),
-                                                 float(tl.T[n]), n))
+        return self._stretch_applied(plan, output, float(tl.S[n - 1]), float(tl.E[n - 1]), float(tl.T[n]), n)
 
     def _plain_gpu(self, bs: int, ctx_sum: int, key: int) -> float:
         """GPU seconds of a decode of ``bs`` requests, contexts summing to ``ctx_sum``

@@ -133,7 +133,7 @@ class PlainRun:
         m = len(reqs)
         get = device.committed.get
         n_prev = m - prev_plan.batch_size
-        x0 = [0] * n_prev + prev_output.committed.tolist()
+        x0 = [0] * n_prev + prev_output.counts()
         rids, d0, cap, h0, inp, kv0 = [], [], [], [], [], []
         fin = [-1] * m
         last = [-1] * m
@@ -141,7 +141,7 @@ class PlainRun:
         min_fin = MAX_STOP
         order = []   # (first plan without it, its context in P_1 minus 1) for P_1's requests
         drop = 1 if skip_finishing else 0
-        for i, r in enumerate(reqs):
+        for i, (r, xi) in enumerate(zip(reqs, x0, strict=True)):
             rid, c, h, n_in = r.rid, r.max_new_tokens, r.output_len, r.input_len
             d = get(rid)
             if d is None:
@@ -156,7 +156,7 @@ class PlainRun:
                 if d != c:
                     return None  # host and device disagree
                 continue
-            if d - h != x0[i]:
+            if d - h != xi:
                 return None  # host and device disagree (e.g. tokens discarded by a retraction)
             f = c - d
             x = f - drop
@@ -342,9 +342,10 @@ class PlainRun:
         delta: dict[int, int] = {}
         fins, points = [], []
         tot = freed = free_last = 0
-        rid_list, cap, d0, h0, inp, kv0, x0 = self.rid_list, self.cap, self.d0, self.h0, self.inp, self.kv0, self.x0
-        for i, x in enumerate(self.last):
-            c, d, f = cap[i], d0[i], self.fin[i]
+        h0 = self.h0
+        # zip over the per-request lists (no indexing); the formulas of the per-purpose methods
+        for i, (x, c, d, f, rid, n_in, k0, x0) in enumerate(zip(
+                self.last, self.cap, self.d0, self.fin, self.rid_list, self.inp, self.kv0, self.x0, strict=True)):
             k = x + 1 if x < n else n          # passes of P_0 .. P_{n-1} holding it
             tot += k
             h = d + j
@@ -355,20 +356,20 @@ class PlainRun:
             else:
                 outs.append(h)
                 done.append(False)
-                held.append(kv0[i] + k)
+                held.append(k0 + k)
             dev.append(d + n if d + n < c else c)
             if x >= j:
                 keep.append(True)
-                hj = h0[i] if j == 0 else (d + j - 1 if d + j - 1 < c else c)
-                p_rids.append(rid_list[i])
-                p_pre.append(inp[i] + hj)
+                hj = h0[i] if j == 0 else (h - 1 if h - 1 < c else c)
+                p_rids.append(rid)
+                p_pre.append(n_in + hj)
                 p_h.append(hj)
                 p_cap.append(c)
-                p_out.append(1 if d + j < c else 0)
+                p_out.append(1 if h < c else 0)
             else:
                 keep.append(False)
             if f >= 0:
-                a = 0 if x0[i] else 1
+                a = 0 if x0 else 1
                 b = f if f < j else j
                 if a <= b:
                     d_idx.append(i)
@@ -378,7 +379,7 @@ class PlainRun:
                     delta[b + 1] = delta.get(b + 1, 0) - 1
                 if f < n:
                     fins.append(i)
-                    g = kv0[i] + x + 1
+                    g = k0 + x + 1
                     if f < j:
                         freed += g
                         points.append(f)
@@ -391,7 +392,7 @@ class PlainRun:
         o.used = peak - free_last
         o.peak = self._peak_at(points, n, peak) if points else peak
         o.plan = decode_plan(self.first_step + j, False, 1, p_rids, p_pre, p_h, p_cap)
-        o.output = StepOutput(np.array(p_out, dtype=np.int64))
+        o.output = StepOutput.from_list(p_out)
         o.deliver = (d_idx, d_first, d_last, _both(delta, n))
         self._outcome = o
         return o

@@ -90,15 +90,11 @@ def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens
         rids, prefix_lens, committed_before, max_new_tokens: per request, in batch order
             (lists of int: context tokens, output tokens committed, output target).
     """
-    return BatchPlan(
-        step=step, mode=ForwardMode.VERIFY if spec else ForwardMode.DECODE,
-        rids=tuple(rids), extend_lens=(window,) * len(rids), prefix_lens=tuple(prefix_lens),
-        num_extend=0, spec_window=window,
-        committed_before=tuple(committed_before), max_new_tokens=tuple(max_new_tokens),
-    )
+    # positional (the field order of BatchPlan): about a third cheaper than keywords
+    return BatchPlan(step, ForwardMode.VERIFY if spec else ForwardMode.DECODE, tuple(rids), (window,) * len(rids),
+                     tuple(prefix_lens), 0, None, (), window, tuple(committed_before), tuple(max_new_tokens))
 
 
-@dataclass(frozen=True, slots=True)
 class StepOutput:
     """What a forward produced, per request: output tokens committed (0 for a request that
     rides along after finishing, or whose chunked prefill is not complete).
@@ -106,11 +102,43 @@ class StepOutput:
     Attributes:
         committed: int array, shape (plan.batch_size,), aligned with ``plan.rids``: tokens
             committed by this forward for each request (>= 0).
+
+    The simulator's device builds it from a Python list (:meth:`from_list`) and the
+    scheduler reads it back as one (:meth:`counts`): a forward holds a handful of requests,
+    where building and reading a numpy array is most of the cost. The array is made the
+    first time ``committed`` is read. Treat both as read-only.
     """
 
-    committed: np.ndarray
+    __slots__ = ("_array", "_list")
+
+    def __init__(self, committed: np.ndarray) -> None:
+        self._array = committed
+        self._list: list[int] | None = None
+
+    @classmethod
+    def from_list(cls, counts: list[int]) -> StepOutput:
+        """Build from per-request counts (a list of int, aligned with ``plan.rids``)."""
+        out = cls.__new__(cls)
+        out._array = None
+        out._list = counts
+        return out
 
     @classmethod
     def from_mapping(cls, plan: BatchPlan, counts: dict[int, int]) -> StepOutput:
         """Build from rid -> count (missing rids commit 0)."""
         return cls(np.array([counts.get(r, 0) for r in plan.rids], dtype=np.int64))
+
+    @property
+    def committed(self) -> np.ndarray:
+        if self._array is None:
+            self._array = np.array(self._list, dtype=np.int64)
+        return self._array
+
+    def counts(self) -> list[int]:
+        """``committed`` as a list of int (the same values; do not modify it)."""
+        if self._list is None:
+            self._list = self._array.tolist()
+        return self._list
+
+    def __repr__(self) -> str:
+        return f"StepOutput({self.counts()!r})"

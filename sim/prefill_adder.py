@@ -227,10 +227,13 @@ class PrefillAdder:
             return AddResult.OTHER
         if self.budget_state() is AddResult.OTHER:
             return AddResult.OTHER  # the resumed chunk or mixed decode rows spent the pass
-        extend = req.extend_remaining
-        input_tokens = ceil_page(extend, self.page_size)
-        new = reserved_decode_tokens(req)
-        total = input_tokens + new + self.page_size
+        # extend_remaining, ceil_page and reserved_decode_tokens inlined (once per admission)
+        page = self.page_size
+        extend = req.input_len + req.output_len - req.prefill_done
+        input_tokens = -(-extend // page) * page
+        left = req.max_new_tokens - req.output_len
+        new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
+        total = input_tokens + new + page
         if total >= self.rem_total_tokens:
             return AddResult.NO_TOKEN
         limit = self.rem_chunk_tokens

@@ -21,6 +21,7 @@ Two levels of detail (``Recorder(level)``):
 from __future__ import annotations
 
 from array import array
+from operator import sub
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -177,9 +178,10 @@ class Recorder:
         times and ITL samples, element by element instead of through numpy's small-array
         calls."""
         if self.full:
-            self._c_rid.extend(rids)
-            self._c_t.extend([t] * len(rids))
-            self._c_n.extend(n)
+            # fromlist: a list's values straight into the typed column (extend iterates)
+            self._c_rid.fromlist(rids)
+            self._c_t.fromlist([t] * len(rids))
+            self._c_n.fromlist(n)
         row_of, first, last, finish = self._row_of, self._first, self._last, self._finish
         compact = not self.full
         pv, pw = self.itl.pv, self.itl.pw
@@ -299,7 +301,7 @@ class Recorder:
             elif firstd[row] != firstd[row]:
                 firstd[row] = ta
             lastd[row] = times[b]
-        gaps = [t1 - t0 for t0, t1 in zip(times, times[1:], strict=False)]
+        gaps = list(map(sub, times[1:], times))    # times[j] - times[j - 1], j >= 1
         if 0 in both:
             pv.extend(g for g, c in zip(gaps, both, strict=True) if c)
             pw.extend(c for c in both if c)

@@ -91,6 +91,10 @@ class Scheduler(DecodeMemory, Stretch):
         self._preempt = server.enable_priority_scheduling and not server.disable_priority_preemption
         self._spf = server.schedule_policy == "shortest-prefill-first"
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
+        # the pass matches every waiting request against the prefix cache first (the
+        # policies that order by it, and user policies, which may read it)
+        self._match_waiting = (self.cache is not None and (self._spf or server.schedule_policy in ("lpm", "dfs-weight"))
+                               or ":" in server.schedule_policy)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
         self.num_preemptions = 0
@@ -117,6 +121,7 @@ class Scheduler(DecodeMemory, Stretch):
         self.running: list[Req] = []
         self.chunked_req: Req | None = None
         self.reqs: dict[int, Req] = {}
+        self._any_tokens = False     # a request with token ids (prefix sharing) was added
         self._last_prefill: list[Req] = []
         self.step = 0
         self.num_retractions = 0
@@ -146,6 +151,8 @@ class Scheduler(DecodeMemory, Stretch):
                 f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
                 f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
         req.status = ReqStatus.WAITING
+        if req.tokens is not None:
+            self._any_tokens = True
         self.reqs[req.rid] = req
         self._entry[req.rid] = self._entries = self._entries + 1
         self.waiting.append(req)
@@ -277,7 +284,7 @@ class Scheduler(DecodeMemory, Stretch):
         rules = self.rules
         cache = self.cache
         waiting = self.waiting
-        if cache is not None and (self._spf or s.schedule_policy in ("lpm", "dfs-weight")) or ":" in s.schedule_policy:
+        if self._match_waiting:
             for r in waiting:
                 self._match_prefix(r)
         adder = PrefillAdder.start(
@@ -382,13 +389,12 @@ class Scheduler(DecodeMemory, Stretch):
         if decoders:
             self._last_prefill.extend(decoders)
             self.running = []
+        # positional: (step, mode, rids, extend_lens, prefix_lens, num_extend, chunked_rid,
+        # new_rids, spec_window, committed_before, max_new_tokens)
         return BatchPlan(
-            step=self.step,
-            mode=ForwardMode.MIXED if decoders else ForwardMode.EXTEND,
-            rids=tuple(rids), extend_lens=tuple(ext), prefix_lens=tuple(pre),
-            num_extend=num_extend, chunked_rid=self.chunked_req.rid if self.chunked_req else None,
-            new_rids=tuple(new), spec_window=self.window if decoders else 1,
-            committed_before=tuple(before), max_new_tokens=tuple(maxnew),
+            self.step, ForwardMode.MIXED if decoders else ForwardMode.EXTEND,
+            tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
+            tuple(new), self.window if decoders else 1, tuple(before), tuple(maxnew),
         )
 
     def _leave_queue(self, admitted: list[Req], in_queue_order: bool) -> None:
@@ -524,7 +530,7 @@ class Scheduler(DecodeMemory, Stretch):
         d_fin: list[bool] = []
         window = plan.spec_window
         spec_step = window > 1
-        committed = output.committed.tolist()
+        committed = output.counts()
         reqs = self.reqs
         skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
         returning: list[Req] = []    # decode entries with unused reserved slots

@@ -62,7 +62,7 @@ class Stretch:
                     or [r.rid for r in merged] != list(prev_plan.rids)
                     or any(r.status is not ReqStatus.PREFILLING for r in merged)):
                 return None
-            if self.cache is not None and (self._swa or any(r.tokens is not None for r in merged)):
+            if self.cache is not None and (self._swa or self._any_tokens and any(r.tokens is not None for r in merged)):
                 return None  # their prompts (and SWA) enter the prefix cache at that prefill's results
             reqs = self.running + merged
         else:
@@ -74,7 +74,7 @@ class Stretch:
         m = len(reqs)
         if m == 0:
             return None
-        if not stop_at_finish and self.cache is not None and any(
+        if not stop_at_finish and self.cache is not None and self._any_tokens and any(
                 r.tokens is not None and len(r.tokens) > r.input_len for r in reqs):
             # a finish inserts the output into the prefix cache (_cache_finished): step by step
             stop_at_finish = True

@@ -374,3 +374,17 @@ def test_an_eager_speculative_cycle_issues_the_draft_forward_too():
     assert spec.eager_issue_s(9) == pytest.approx(target + draft, rel=1e-5)
     assert spec.eager_issue_s(8) == 0.0  # graph-replayed
     assert spec.step_s(9, 256) >= target + draft - 1e-9
+
+
+def test_disable_decode_cuda_graph_runs_every_decode_batch_eagerly():
+    """SGLang's decode graph switch off: a batch of 1 is issued kernel by kernel like one
+    above cuda_graph_max_bs; with it on, the same batch replays a graph."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    q = load_model("qwen3-0.6b")
+    p = Profile.model_validate(build_profile(q, load_gpu("MI300X"), 1))
+    on, off = (CostModel(p, ServerArgs(disable_decode_cuda_graph=flag), warn_to=None) for flag in (False, True))
+    assert on.padded_batch(1) == 1 and off.padded_batch(1) is None
+    assert on.eager_issue_s(1) == 0.0 and off.eager_issue_s(1) == p.gpu.eager_host_issue_s
+    assert off.step_s(1, 512) >= p.gpu.eager_host_issue_s > on.step_s(1, 512)

@@ -418,3 +418,46 @@ def test_sync_checker_flags_pageable_host_to_device_copies_on_gpu() -> None:
         x.select(0, 0).fill_(2.0)
         x.copy_(torch.ones(4).pin_memory(), non_blocking=True)
     assert chk.events == []
+
+
+def test_collector_paused_collects_once_and_holds_cycles_until_the_capture_ends() -> None:
+    """A capture must not be interrupted by an automatic collection freeing CUDA objects
+    (SGLang 0.5.23 base_cuda_graph_runner.py ``freeze_gc``): the collector is off inside,
+    nested pauses do not turn it back on early, and it is on again afterwards."""
+    import gc
+    import weakref
+
+    from specsched.runtime.graphs import collector_paused
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a dead cycle made during the capture
+        ref = weakref.ref(a)
+        del a, b
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        for _ in range(2000):  # allocations that would trigger a generation-0 collection
+            _ = [Node() for _ in range(10)]
+        assert ref() is not None
+    assert gc.isenabled()
+    gc.collect()
+    assert ref() is None
+
+
+def test_engine_captures_every_graph_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's warm-up runs its whole capture loop under one collector pause."""
+    import gc
+
+    from specsched.runtime.engine import RuntimeEngine
+
+    seen: list[bool] = []
+    monkeypatch.setattr(RuntimeEngine, "_capture_all", lambda self: seen.append(gc.isenabled()))
+    monkeypatch.setattr(RuntimeEngine, "_warm_requests", lambda self: seen.append(gc.isenabled()))
+    RuntimeEngine.warmup(object.__new__(RuntimeEngine))
+    assert seen == [False, True]
