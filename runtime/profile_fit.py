@@ -181,6 +181,23 @@ def eager_fit(points: list[tuple[int, int, float, float]],
     return floor, (float(statistics.median(host_bound)) if host_bound else None)
 
 
+def issue_estimate(kept_busy: Sequence[float], idle: Sequence[float]) -> float:
+    """Host seconds to issue one eager call, from two timings of the same issue.
+
+    ``kept_busy``: perf_counter around the call with a spin kernel queued first;
+    ``idle``: perf_counter around the call on an idle stream (kernels run as they
+    arrive). Each can only be inflated, never shortened: behind a long spin the launch
+    queue (about a thousand pending kernels on CUDA) fills with an eager cycle's several
+    hundred kernels and the host blocks until the spin ends (an H200 gave 15-28 ms per
+    point in two modes, against 16.3 ms per eager verify in the loop, docs/measurements/
+    h200-v7.md); on an idle stream a device-bound call's kernels pile up the same way.
+    So the smaller median is the issue. ``idle`` empty: the kept-busy median. Raises
+    ``statistics.StatisticsError`` when ``kept_busy`` is empty.
+    """
+    busy = float(statistics.median(kept_busy))
+    return min(busy, float(statistics.median(idle))) if idle else busy
+
+
 def extend_issue_fit(tokens: list[int] | list[float], seconds: list[float]) -> tuple[float, float]:
     """Intercept (s per launch) and slope (s per token) of an eager extend's host issue time.
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from specsched.runtime.profile_fit import issue_estimate
 from specsched.runtime.profile_harness import (
     MIN_REPEATS,
     Harness,
@@ -84,6 +85,24 @@ class GpuPhases(Harness):
         self.reps.setdefault(group, []).append(n)
         self._tick()
         return gpu_t, host_t
+
+    def _idle_issue(self, fn: Callable[[], object], n: int) -> list[float]:
+        """Host seconds of ``n`` calls of ``fn``, each issued onto an idle stream
+        (synchronize, perf_counter around the call, synchronize): the issue with the
+        kernels running as they arrive, as an eager step runs in the loop
+        (profile_fit.issue_estimate). Empty on CPU (the call runs inline)."""
+        dev = self.dev
+        out: list[float] = []
+        if not dev.is_gpu:
+            return out
+        with dev.use("forward"):
+            for _ in range(n):
+                dev.synchronize("profile")
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+            dev.synchronize("profile")
+        return out
 
     def _idle_lead(self, tokens: int, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
         """Kept-busy device seconds and idle-queue wall seconds of ``fn``, paired per repeat.
@@ -197,16 +216,20 @@ class GpuPhases(Harness):
         14.8-15.2 ms for the same issue later in the phase and 14.4-16 ms in round 3)."""
         self.eager_ratios: list[tuple[int, int, float, float]] = []
         self.eager_issue: list[tuple[int, int, float]] = []
+        self.eager_issue_parts: list[tuple[int, int, float, float]] = []  # (bs, ctx, kept busy, idle)
         for c in self.contexts:
             for b in self.eager_bs:
                 with self.dev.use("forward"):
                     rows_t = self.dev.h2d(self.grid_rows[:b])
                 fn = self._step_fn("spec", self.grid_rows[:b], rows_t, c, graph=False)
                 dev_t, host_t = self._device_and_host(f"eager spec bs {b} @ctx {c}", "eager", fn)
+                idle_t = self._idle_issue(fn, min(len(host_t), 5))
                 te = statistics.median(dev_t)
                 tg = self.grid["spec"][self.bs.index(b)][self.contexts.index(c)]
                 self.eager_ratios.append((b, c, te, te / tg if tg > 0 else 1.0))
-                self.eager_issue.append((b, c, statistics.median(host_t)))
+                self.eager_issue.append((b, c, issue_estimate(host_t, idle_t)))
+                self.eager_issue_parts.append((b, c, statistics.median(host_t),
+                                               statistics.median(idle_t) if idle_t else float("nan")))
         self.eager_factor = max(1.0, float(statistics.median(r[3] for r in self.eager_ratios)))
 
     def cross_queue_phase(self) -> None:

@@ -161,10 +161,13 @@ class Provenance:
                 + ", ".join(f"bs {b} ctx {c}: +{_ms(te - te / r)}" for b, c, te, r in self.eager_ratios)
                 + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
             "gpu.eager_host_issue_s": (
-                "median over the gpu.eager_factor points of the host time (perf_counter) of spec_cycle(graph=False) "
-                "with the GPU kept busy by a torch.cuda._sleep spin queued first (so the eager times there are "
-                "device time alone): "
-                + ", ".join(f"bs {b} ctx {c}: {_ms(h)}" for b, c, h in self.eager_issue)
+                "median over the gpu.eager_factor points of the host time (perf_counter) to issue "
+                "spec_cycle(graph=False): per point the smaller of its median with the GPU kept busy by a "
+                "torch.cuda._sleep spin queued first and its median issued onto an idle stream (each can only be "
+                "inflated, by a launch queue filled behind the spin or by device-bound kernels piling up: "
+                "runtime.profile_fit.issue_estimate); kept busy / idle: "
+                + ", ".join(f"bs {b} ctx {c}: {_ms(h)} / {_ms(i)}" for b, c, h, i in
+                            getattr(self, "eager_issue_parts", []))
                 + "; the host issues an eager cycle's kernels one by one and they run as they arrive, so an eager "
                 f"cycle lasts max(graph + eager_overhead_s, this) (runtime.profile_fit.eager_fit); null on CPU. [{env}]"),
             "host.launch_per_extend_s": (
