@@ -255,7 +255,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _filter_finished(self) -> None:
         """Finished requests leave the running batch (SGLang ``filter_batch``); a request
         leaving clears the batch_is_full latch."""
-        kept = [r for r in self.running if not r.finished]
+        kept = [r for r in self.running if r.output_len < r.max_new_tokens]   # not r.finished (inlined)
         if len(kept) < len(self.running):
             self.batch_is_full = False
             self.running = kept
