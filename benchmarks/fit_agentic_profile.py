@@ -8,6 +8,7 @@ root)::
     python benchmarks/fit_agentic_profile.py              # fit, print the table
     python benchmarks/fit_agentic_profile.py --write      # ... and write the profile
     python benchmarks/fit_agentic_profile.py --report-only  # table, profile as is
+    python benchmarks/fit_agentic_profile.py --layout pd --report-only --seeds 1,2,3  # the disaggregated reading
 
 The cells simulate the whole deployment: 16 DP-attention ranks in lock-step
 (``server.enable_dp_attention``, sim/dp_attention.py), multi-turn conversations with a tool
@@ -56,6 +57,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "profiles" / "mi355x-dsv4pro-agentic.yaml"
 CELLS = ("agentic-c128", "agentic-c192", "agentic-c256")
 PAIR_CELL = "agentic-c128"
+LAYOUTS = {
+    # the colocated reading: one 8-rank DP-attention instance of four (docs/agentic.md sections 3-7)
+    "colocated": (PROFILE, CELLS, PAIR_CELL),
+    # prefill-decode disaggregation, 2 prefill + 2 decode servers (docs/agentic.md section 9)
+    "pd": (ROOT / "profiles" / "mi355x-dsv4pro-agentic-pd.yaml",
+           ("agentic-pd-c128", "agentic-pd-c192", "agentic-pd-c256"), "agentic-pd-c128"),
+}
 FIT_KEYS = (
     "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms",
     "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms",
@@ -364,8 +372,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-lengths", action="store_true", help="(re)write scenarios/<cell>-input-lengths.csv and stop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
+    ap.add_argument("--layout", choices=sorted(LAYOUTS), default="colocated",
+                    help="which reading of the cells: colocated (agentic-c*) or pd (agentic-pd-c*, disaggregated)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
+    global PROFILE, CELLS, PAIR_CELL
+    PROFILE, CELLS, PAIR_CELL = LAYOUTS[a.layout]
+    if a.write_lengths and a.layout != "colocated":
+        ap.error("--write-lengths writes the colocated cells' histograms, which the pd cells share")
     if a.write and a.set:
         ap.error("--write cannot be combined with --set: the profile must fit the scenarios as written")
     overrides = parse_sets(a.set)

@@ -105,6 +105,11 @@ class RuntimeEngine:
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
         srv = scenario.server
+        if srv.disaggregation is not None:
+            from specsched.sim.errors import ConfigError
+
+            raise ConfigError(scenario.path or scenario.name, "server.disaggregation", "{...}",
+                              "prefill-decode disaggregation is simulated only (one device runs one server)")
         if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block:
             raise ValueError("the runtime's proxy drafter is a block drafter (dspark/dflash); chain drafters are simulated only")
         self.scenario = scenario

@@ -160,16 +160,25 @@ class DPGroup:
         self.window = server.spec_window
         self._rr = 0
         self.step = 0
+        self.mode = server.disaggregation_mode
+        # a prefill server's controller follows the router's random bootstrap_room
+        self._rooms = np.random.default_rng([seed, 0xB007]) if self.mode == "prefill" else None
 
     # ------------------------------------------------------------------ inputs
     def add_request(self, req: Req) -> None:
-        """Dispatch ``req`` round robin (data_parallel_controller.py ``round_robin_scheduler``).
+        """Dispatch ``req`` round robin (data_parallel_controller.py ``round_robin_scheduler``);
+        on a prefill server of a disaggregated deployment, to ``bootstrap_room % dp_size``
+        with the router's random room (``follow_bootstrap_room_scheduler``, the PD prefill
+        default of arg_groups/serving_hook.py ``handle_load_balance_method``).
 
         Raises:
             UnschedulableRequest: it can never fit its rank's KV pool.
         """
-        rank = self._rr
-        self._rr = (rank + 1) % len(self.ranks)
+        if self._rooms is not None:
+            rank = int(self._rooms.integers(len(self.ranks)))
+        else:
+            rank = self._rr
+            self._rr = (rank + 1) % len(self.ranks)
         self.ranks[rank].add_request(req)
         self.rank_of[req.rid] = rank
         self.reqs[req.rid] = req
@@ -189,6 +198,24 @@ class DPGroup:
     @property
     def decode_batch_reqs(self) -> list[Req]:
         return [q for r in self.ranks for q in r.decode_batch_reqs]
+
+    @property
+    def handoff(self):
+        return self.ranks[0].handoff
+
+    @handoff.setter
+    def handoff(self, fn) -> None:
+        """The executor's callback for a decode rank's reserved request (sim/scheduler_disagg.py)."""
+        for r in self.ranks:
+            r.handoff = fn
+
+    def take_prebuilt_deliveries(self) -> Deliveries | None:
+        """Every decode rank's first tokens of the last pass, rank by rank (or None)."""
+        parts = [d for d in (r.take_prebuilt_deliveries() for r in self.ranks) if d]
+        if not parts:
+            return None
+        return Deliveries([x for d in parts for x in d.rid_list], [x for d in parts for x in d.n_list],
+                          [x for d in parts for x in d.fin_list])
 
     @property
     def num_retractions(self) -> int:

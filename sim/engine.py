@@ -34,7 +34,7 @@ import numpy as np
 import simpy
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
-from specsched.sim.config import Scenario, SyncMode
+from specsched.sim.config import Scenario, ServerArgs, SyncMode
 from specsched.sim.cost_model import CostModel
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
@@ -92,29 +92,48 @@ class SimEngine(Clients, EngineStretch):
             :mod:`sim.records`.
     """
 
+    def __new__(cls, scenario: Scenario, *args: Any, **kwargs: Any) -> SimEngine:
+        # a prefill-decode disaggregated scenario runs as a deployment of servers
+        if cls is SimEngine and scenario.server.disaggregation is not None:
+            from specsched.sim.disaggregation import PDEngine
+
+            return super().__new__(PDEngine)
+        return super().__new__(cls)
+
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         self.profile = profile or load_profile(scenario.profile, scenario.path or None)
-        self.server = scenario.server
-        self.cost = CostModel(self.profile, self.server)
-        self.acceptance = AcceptanceModel(scenario.acceptance, self.server.spec_window, self.seed)
-        self.device = DeviceTokens(self.acceptance)
-        self.sched = Scheduler(self.server, make_policy(self.server), self.seed)
-        if self.server.enable_dp_attention:
-            # dp_size lock-step schedulers behind one scheduler's interface (sim/dp_attention.py)
-            from specsched.sim.dp_attention import DPCost, DPDevice, DPGroup
-
-            self.sched = DPGroup(self.server, self.seed)
-            self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s)
-            self.device = DPDevice(self.device)
+        self.acceptance = AcceptanceModel(scenario.acceptance, scenario.server.spec_window, self.seed)
+        w = scenario.workload
+        self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
+        self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
         self.env = simpy.Environment()
         self.rec = Recorder(records)
+        self._tokenizer_free = 0.0
+        self._finish_events: dict[int, simpy.Event] = {}
+        self._remaining = len(self.specs)
+        self.all_done = self.env.event()
+
+    def _init_host(self, server: ServerArgs, device: DeviceTokens, fast_forward: bool) -> None:
+        """One server's scheduler, cost model, device counts, host clock and forward stream
+        (a disaggregated deployment has one per server: sim/disaggregation.py)."""
+        self.server = server
+        self.cost = CostModel(self.profile, server)
+        self.device = device
+        self.sched = Scheduler(server, make_policy(server), self.seed)
+        if server.enable_dp_attention:
+            # dp_size lock-step schedulers behind one scheduler's interface (sim/dp_attention.py)
+            from specsched.sim.dp_attention import DPCost, DPDevice, DPGroup
+
+            self.sched = DPGroup(server, self.seed)
+            self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s)
+            self.device = DPDevice(device)
         self.inbox: list[Req] = []
         # open arrivals (Poisson or trace without max_concurrency): no SimPy process; the
         # host takes them from these lists when its clock reaches them (_take_arrivals)
@@ -123,10 +142,6 @@ class SimEngine(Clients, EngineStretch):
         self._arrived = 0                   # how many have reached the scheduler
         self._next_arrival = math.inf       # _arrive_at[_arrived], inf when all have
         self._wake: simpy.Event | None = None
-        self._tokenizer_free = 0.0
-        self._finish_events: dict[int, simpy.Event] = {}
-        self._remaining = len(self.specs)
-        self.all_done = self.env.event()
         self._t = 0.0                       # the host's clock (>= env.now)
         self._gpu_free = 0.0
         self._cross_queue_pending = False
@@ -135,9 +150,7 @@ class SimEngine(Clients, EngineStretch):
         self._last_output: StepOutput | None = None
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
-        w = scenario.workload
-        self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
-        self.fast_forward = fast_forward and self.server.enable_overlap_schedule and not self.server.enable_dp_attention
+        self.fast_forward = fast_forward and server.enable_overlap_schedule and not server.enable_dp_attention
         self._gpu_memo: dict[int, float] = {}
         self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._tail_memo: dict[int, float] = {}

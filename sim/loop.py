@@ -56,6 +56,7 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
     spec = server.speculative_algorithm.enabled
     block_drafter = server.speculative_algorithm.is_block
     overlap = server.enable_overlap_schedule
+    prebuilt = server.disaggregation_mode == "decode"
     in_flight: tuple[Any, Any] | None = None  # (plan, handle) whose results are pending
     while True:
         if fast_forward and in_flight is not None:
@@ -67,6 +68,12 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
         for req in (yield Recv()):
             sched.add_request(req)
         plan = sched.schedule()
+        if prebuilt:
+            # a decode server streams the first tokens of the requests whose KV arrived as it
+            # builds the batch (disaggregation/decode.py process_batch_result_prebuilt)
+            first = sched.take_prebuilt_deliveries()
+            if first:
+                yield Deliver(first)
         handle = None
         if plan is not None:
             yield HostWork("schedule", plan)

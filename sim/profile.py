@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from specsched.sim.bundled import profiles_dir
 from specsched.sim.config import read_yaml, validation_error
+from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import Hardware
 
@@ -393,7 +394,8 @@ class Profile(BaseModel):
     YAML keys: ``name``, ``device`` (free text: GPU, count, parallelism, model),
     ``description``, ``provenance`` (dotted key -> where the value came from: a
     measurement and its command, a datasheet, a fit, or "assumed" with the reason),
-    ``gpu`` (:class:`GpuProfile`) and ``host`` (:class:`HostProfile`). A minimal
+    ``gpu`` (:class:`GpuProfile`) and ``host`` (:class:`HostProfile`); ``kv_transfer``
+    (:class:`sim.disagg_config.KVTransferCost`) for prefill-decode disaggregated scenarios. A minimal
     speculative profile needs ``gpu.extend`` and ``gpu.verify`` (plus ``gpu.verify_window``
     so the window moves the cost, and ``gpu.draft_step`` for chain drafters); a plain
     decoding one ``gpu.extend`` and ``gpu.decode``. Unknown keys are refused.
@@ -409,6 +411,7 @@ class Profile(BaseModel):
     host: HostProfile = HostProfile()
     hardware: Hardware | None = None
     analytic: dict[str, Any] | None = None
+    kv_transfer: KVTransferCost | None = None
     path: str = ""
 
 

@@ -72,6 +72,9 @@ class RadixCache:
         self.root.lock_ref = 1  # the root is never evicted
         self.evictable_size = 0
         self.protected_size = 0
+        # nodes without children (id -> node): eviction looks at these only, not the whole
+        # tree (a long prompt checkpointed chunk by chunk is a chain of hundreds of nodes)
+        self._leaves: dict[int, TreeNode] = {}
 
     # ----------------------------------------------------------------- helpers
     def _tick(self) -> int:
@@ -173,6 +176,8 @@ class RadixCache:
                 new = TreeNode(key[done:].copy(), node, next(self._ids))
                 new.last_access = t
                 node.children[self._child_key(new.key)] = new
+                self._leaves.pop(node.id, None)
+                self._leaves[new.id] = new
                 self.evictable_size += len(new.key)
                 return done, new
             m = self._match_len(child.key, key[done:])
@@ -252,6 +257,9 @@ class RadixCache:
             _, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
             del parent.children[self._child_key(leaf.key)]
+            del self._leaves[leaf.id]
+            if parent is not self.root and not parent.children:
+                self._leaves[parent.id] = parent
             evicted += len(leaf.key)
             self.evictable_size -= len(leaf.key)
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
@@ -259,14 +267,7 @@ class RadixCache:
         return evicted
 
     def _evictable_leaves(self) -> list[TreeNode]:
-        out, stack = [], list(self.root.children.values())
-        while stack:
-            n = stack.pop()
-            if n.children:
-                stack.extend(n.children.values())
-            elif n.lock_ref == 0:
-                out.append(n)
-        return out
+        return [n for n in self._leaves.values() if n.lock_ref == 0]
 
     @property
     def total_size(self) -> int:

@@ -60,6 +60,9 @@ class Req:
         cache_protected_len: leading tokens of this request whose KV the prefix cache owns
             (matched at admission or handed over at a checkpoint; SGLang
             ``req.kv.cache_protected_len``); the request holds slots only past it.
+        kv_transferred: prefill-decode disaggregation: the prompt's KV has reached the decode
+            server (set by the executor; the prefill side's ``KVPoll.Success``, the decode
+            side's ``pop_transferred``; :mod:`sim.scheduler_disagg`).
     """
 
     rid: int
@@ -78,6 +81,7 @@ class Req:
     cached_len: int = 0
     last_node: Any = None
     cache_protected_len: int = 0
+    kv_transferred: bool = False
 
     @property
     def fill_len(self) -> int:

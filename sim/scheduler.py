@@ -56,6 +56,7 @@ from specsched.sim.schedule_policy import (
     shortest_prefill_chunk_limit,
 )
 from specsched.sim.scheduler_decode import RETRACT_DECODE_STEPS, DecodeMemory, UnschedulableRequest
+from specsched.sim.scheduler_disagg import Disagg, decode_extra_slots
 from specsched.sim.scheduler_stretch import Stretch
 from specsched.sim.semantics import SemanticsRules
 from specsched.sim.server_args import ServerArgs
@@ -64,7 +65,7 @@ from specsched.sim.server_args import ServerArgs
 __all__ = ["RETRACT_DECODE_STEPS", "Deliveries", "Delivery", "Scheduler", "UnschedulableRequest"]
 
 
-class Scheduler(DecodeMemory, Stretch):
+class Scheduler(DecodeMemory, Stretch, Disagg):
     """One serving instance's scheduling decisions.
 
     Args:
@@ -126,6 +127,16 @@ class Scheduler(DecodeMemory, Stretch):
         self.step = 0
         self.num_retractions = 0
         self.num_delayed_passes = 0
+        # prefill-decode disaggregation (sim/scheduler_disagg.py): the server's mode and its queues
+        self.mode = server.disaggregation_mode
+        self.inflight: list[Req] = []            # prefill: prompt computed, KV being sent
+        self._transfer_blocked = False           # prefill: admission waits for a transfer to end
+        self.prealloc_queue: deque[Req] = deque()  # decode: waiting for its prompt's KV slots
+        self.transfer_queue: list[Req] = []      # decode: KV reserved, arriving
+        self.retracted_queue: list[Req] = []     # decode: retracted, KV backed up on the host
+        self._extra_slots = decode_extra_slots(server.max_running_requests) if self.mode == "decode" else 0
+        self._prebuilt: Deliveries | None = None  # decode: first tokens streamed by the last pass
+        self.handoff = None  # decode: the executor's callback when a request's KV is reserved
 
     # ------------------------------------------------------------------ inputs
     def add_request(self, req: Req) -> None:
@@ -155,11 +166,24 @@ class Scheduler(DecodeMemory, Stretch):
             self._any_tokens = True
         self.reqs[req.rid] = req
         self._entry[req.rid] = self._entries = self._entries + 1
+        if self.mode == "decode":  # the router's copy: waits for its KV slots, then the transfer
+            self.prealloc_queue.append(req)
+            return
+        if self.mode == "prefill":  # PrefillBootstrapQueue._process_req: only the first token
+            req.max_new_tokens = 1
         self.waiting.append(req)
 
     @property
     def has_work(self) -> bool:
-        """True while anything waits, runs or is being prefilled."""
+        """True while anything waits, runs or is being prefilled. Not counted: prefill mode's
+        waiting requests while only a finished transfer can make room for them, decode mode's
+        requests before their KV has arrived (the executor wakes the loop for those)."""
+        if self._transfer_blocked:  # prefill: a finished transfer makes room
+            return bool(self.running or self.chunked_req or self._last_prefill
+                        or any(r.kv_transferred for r in self.inflight))
+        if self.mode == "decode":
+            return bool(self.waiting or self.running or self.decode_queue_can_move()
+                        or any(r.kv_transferred for r in self.transfer_queue))
         return bool(self.waiting or self.running or self.chunked_req or self._last_prefill)
 
     @property
@@ -190,7 +214,12 @@ class Scheduler(DecodeMemory, Stretch):
         requests, try a new prefill batch (SGLang ``get_new_batch_prefill``). A DP-attention
         group (sim/dp_attention.py) gathers every rank's answer before it decides whether
         the ranks without one decode (:meth:`decode_pass`) or run an idle batch; every pass
-        ends with :meth:`finish_pass`."""
+        ends with :meth:`finish_pass`. A disaggregated server's pass is its mode's
+        (:mod:`sim.scheduler_disagg`)."""
+        if self.mode == "prefill":
+            return self._prefill_mode_pass()
+        if self.mode == "decode":
+            return self._decode_mode_pass()
         if self._last_prefill:
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
@@ -209,7 +238,10 @@ class Scheduler(DecodeMemory, Stretch):
         return self._new_prefill_batch()
 
     def decode_pass(self) -> BatchPlan | None:
-        """The running batch's decode/verify forward (SGLang ``update_running_batch``), or None."""
+        """The running batch's decode/verify forward (SGLang ``update_running_batch``), or None
+        (always on a prefill server: ``get_next_disagg_prefill_batch_to_run`` builds no decode)."""
+        if self.mode == "prefill":
+            return None
         return self._decode_batch()
 
     def finish_pass(self, plan: BatchPlan | None) -> BatchPlan | None:
@@ -415,11 +447,12 @@ class Scheduler(DecodeMemory, Stretch):
         self.waiting = deque(r for r in waiting if id(r) not in ids)
 
     def _requeue(self, reqs: list[Req]) -> None:
-        """Retracted or preempted requests re-enter the waiting queue (a new entry time)."""
+        """Retracted or preempted requests re-enter the waiting queue (a new entry time); on a
+        decode server, the retracted queue (``DecodePreallocQueue.add(is_retracted=True)``)."""
         for r in reqs:
             self._entries += 1
             self._entry[r.rid] = self._entries
-        self.waiting.extend(reqs)
+        (self.retracted_queue if self.mode == "decode" else self.waiting).extend(reqs)
         if reqs is self._preempted:
             self._preempted = []
 
@@ -579,7 +612,10 @@ class Scheduler(DecodeMemory, Stretch):
                         self.kv.swa_prompt_cached(r)
         if returning and not self._topup:  # the top-up keeps its unused slots
             self.kv.commit(returning, unused_n)
-        if finished:
+        if finished and self.mode == "prefill":
+            # the KV stays until it has been sent (process_batch_result_disagg_prefill)
+            self.inflight.extend(finished)
+        elif finished:
             if self.cache is not None:
                 for r in finished:
                     self._cache_finished(r)

@@ -47,6 +47,9 @@ class Stretch:
         """
         if self.chunked_req is not None or self.interval.remaining:
             return None
+        if self.mode == "prefill" or (self.mode == "decode" and (
+                self.waiting or self.prealloc_queue or self.transfer_queue or self.retracted_queue)):
+            return None  # a prefill server never decodes; a decode server's queues move each pass
         if stop_at_finish and self.rules.skip_finishing_decode:
             return None  # a client reacts to finishes: not yet exact with skip_finishing_decode
         n_wait = len(self.waiting)

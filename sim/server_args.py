@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import bisect
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from specsched.sim.disagg_config import FORCED_ROLE_KEYS, ROLES, Disaggregation
 from specsched.sim.errors import FieldError
 from specsched.sim.strict import STRICT as _STRICT
 
@@ -155,6 +156,9 @@ class ServerArgs(BaseModel):
     enable_dp_attention: bool = Field(False, description="Data-parallel attention (SGLang --enable-dp-attention): dp_size ranks, each its own scheduler, waiting queue, running batch and KV pool, run their forwards in lock-step (sim/dp_attention.py, docs/dp-attention.md). max_total_num_tokens is per rank; chunked_prefill_size and max_running_requests are the server's and divided by dp_size as SGLang does.")
     dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel ranks (SGLang --dp-size); > 1 needs enable_dp_attention (independent replicas are not modelled). Requests go to the ranks round-robin (data_parallel_controller.py round_robin_scheduler).")
     dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward.")
+    disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
+    disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
+    num_reserved_decode_tokens: int = Field(512, ge=0, le=1_000_000, description="Decode server: tokens reserved per active request when preallocating KV for a new one (SGLang --num-reserved-decode-tokens).")
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
@@ -232,6 +236,8 @@ class ServerArgs(BaseModel):
         if self.enable_dp_attention and c != -1 and c // self.dp_size < self.page_size:
             raise FieldError("server.chunked_prefill_size", c, f"must be >= dp_size x page_size = {self.dp_size * self.page_size} "
                              "with DP attention: each rank's chunk is chunked_prefill_size // dp_size")
+        if self.disaggregation is not None:
+            self._check_roles()
         steps = self.speculative_num_steps
         if steps is not None:
             if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:
@@ -241,6 +247,46 @@ class ServerArgs(BaseModel):
                 raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
                                  f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
         return self
+
+    def role_server(self, role: str) -> ServerArgs:
+        """A disaggregated role's server arguments: these with ``server.disaggregation.<role>.server``
+        applied and ``disaggregation_mode`` set to the role (``prefill`` or ``decode``).
+
+        Raises:
+            FieldError: an override is unknown or out of range (named with its full key).
+        """
+        layout = self.disaggregation
+        over = getattr(layout, role).server
+        for key in FORCED_ROLE_KEYS:
+            if key in over:
+                raise FieldError(f"server.disaggregation.{role}.server.{key}", over[key], "set by the layout, not per role")
+        data = {**self.model_dump(exclude={"disaggregation"}), **over, "disaggregation_mode": role}
+        if role == "decode":
+            data["disable_radix_cache"] = True  # arg_groups/pd_disaggregation_hook.py (decode radix cache off)
+        try:
+            return ServerArgs.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            cause = (first.get("ctx") or {}).get("error")
+            if isinstance(cause, FieldError):
+                key = cause.key.removeprefix("server.")
+                raise FieldError(f"server.disaggregation.{role}.server.{key}", cause.value, cause.allowed) from None
+            key = ".".join(str(x) for x in first["loc"])
+            value = first.get("input", "<missing>")
+            msg = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                msg = "unknown server key"
+            raise FieldError(f"server.disaggregation.{role}.server.{key}", value, msg) from None
+
+    def _check_roles(self) -> None:
+        if self.disaggregation_mode != "null":
+            raise FieldError("server.disaggregation_mode", self.disaggregation_mode,
+                             "leave it out: server.disaggregation sets each role's mode")
+        if self.sliding_window_size is not None:
+            raise FieldError("server.disaggregation", "{...}", "not modelled with a hybrid sliding-window KV "
+                             "(server.sliding_window_size): the decode side's SWA-tail prealloc is not modelled")
+        for role in ROLES:
+            self.role_server(role)
 
     @property
     def graph_batch_sizes(self) -> list[int]:

@@ -117,3 +117,38 @@ def test_output_size_lowers_c128_mean_ttft():
     base, fixed = _full("agentic-c128", "base"), _full("agentic-c128", "output_size")
     assert fixed["mean_ttft_ms"] < base["mean_ttft_ms"]
     assert fixed["host_blocked_s"] < base["host_blocked_s"]
+
+
+PD_CELLS = ("agentic-pd-c128", "agentic-pd-c192", "agentic-pd-c256")
+
+
+@pytest.mark.parametrize("cell", PD_CELLS)
+def test_pd_cell_declares_the_layout_and_the_reference(cell):
+    sc = load_scenario(_path(cell))
+    d = sc.server.disaggregation
+    assert d is not None and d.prefill.instances == 1 and d.decode.instances == 1   # half of 2P2D
+    for role in ("prefill", "decode"):
+        r = sc.server.role_server(role)
+        assert r.enable_dp_attention and r.dp_size == 8 and r.disaggregation_mode == role
+    assert sc.server.role_server("decode").disable_radix_cache
+    assert load_scenario(_path(cell), "output_size").server.prefill_slot_expansion_sync is False
+    assert set(FIT_KEYS) <= set(sc.reference["base"]) and len(sc.assumptions) >= 8
+    assert ("output_size" in sc.reference) == (cell == "agentic-pd-c128")
+
+
+def test_pd_cell_prefill_blocks_only_on_its_prefill_servers():
+    """Disaggregated, the DSpark slot-expansion block stalls the prefill server's host only:
+    the decode server runs no extend (no inject, no block) in either arm."""
+    from specsched.sim.engine import SimEngine
+
+    for arm in ("base", "output_size"):
+        eng = SimEngine(_reduced("agentic-pd-c128", arm, conversations=4, turns=2))
+        res = eng.run()
+        assert res.summary["completed"] == 8
+        assert (res.steps["num_extend_tokens"] == 0).all() and set(res.steps["part"]) == {"main"}
+        steps = eng.prefill[0].rec.tables({})[2]
+        inj = steps["part"] == "inject"
+        # the slot-expansion HostBlock sits between an extend and its inject launch; the
+        # engine books the blocked time on the inject
+        assert inj.sum() > 0 and set(steps["mode"]) == {"extend"}
+        assert int((steps["host_blocked_s"][inj] > 0).sum()) == (inj.sum() if arm == "base" else 0)

@@ -1,0 +1,277 @@
+"""Prefill-decode disaggregation: a deployment of prefill and decode servers behind a router.
+
+What SGLang 0.5.23 does with ``--disaggregation-mode prefill|decode`` (layout:
+:mod:`sim.disagg_config`; the scheduler's two modes: :mod:`sim.scheduler_disagg`):
+
+1. **Router.** The router (SGLang's model gateway in PD mode) picks one prefill and one
+   decode server per request (``server.disaggregation.router_policy``) and sends the request
+   to both at once, tagged with a random ``bootstrap_room``. The client's stream comes from
+   the decode server (bench_serving measures TTFT and ITL there); the prefill server's reply
+   goes to the router only.
+2. **Bootstrap.** The decode server reserves KV for the prompt first
+   (``DecodePreallocQueue.pop_preallocated``); only then does the prefill server's bootstrap
+   queue release the request to its waiting queue (``PrefillBootstrapQueue.pop_bootstrapped``,
+   ``KVPoll.WaitingForInput``; the default ``early`` allocation policy). A decode server short
+   of KV therefore holds prefills back.
+3. **Prefill.** The prefill server runs only prefill batches, chunked as its own arguments say
+   (with DP attention: to the rank ``bootstrap_room % dp_size``); the extend that completes
+   a prompt samples the first token (``process_batch_result_disagg_prefill``).
+4. **KV transfer.** Each chunk's KV is sent once its results are processed (``send_kv_chunk``,
+   per chunk under overlap); the sends of one prefill rank queue on its link, priced by the
+   profile's ``kv_transfer`` (:class:`sim.disagg_config.KVTransferCost`). The prefill server
+   frees the prompt's KV (into its radix cache) when the transfer is done
+   (``process_disagg_prefill_inflight_queue``); the decode server polls it
+   (``DecodeTransferQueue.pop_transferred``).
+5. **Decode.** The decode server streams the first token when the request joins its running
+   batch (``process_batch_result_prebuilt``) and decodes it with no extend, never stopping
+   for a prefill (``event_loop_overlap_disagg_decode``).
+
+Every server is a :class:`sim.scheduler.Scheduler` (or a DP-attention group of them) in its
+mode, driven by the one loop (:func:`sim.loop.scheduler_loop`) on its own host and forward
+stream (:class:`_Server`); they share the SimPy clock, the clients and the device-side token
+counts (the first token is committed by the prefill's extend, the rest by the decode
+server's forwards). Cross-server signals (bootstrap, transfer done) are SimPy events at the
+sending host's clock.
+
+Results: requests, chunks (deliveries) and steps are the client's and the decode servers'
+(``steps.parquet`` holds the decode servers' forwards); the summary adds
+``prefill_busy_fraction`` (mean over prefill servers), ``prefill_kv_peak_tokens``,
+``decode_kv_peak_tokens`` and ``mean_kv_transfer_ms`` (last chunk's KV ready to the decode
+side's receipt).
+
+Not modelled: cache-aware routing, the ``prefill_complete`` allocation policy, a decode-side
+radix cache, transfer failures and retries, the draft KV a block drafter's prompt injection
+adds to the last chunk's send.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from specsched.sim.config import Scenario, ServerArgs
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.ops import Launch
+from specsched.sim.profile import Profile
+from specsched.sim.records import Recorder
+from specsched.sim.request import Req
+
+
+class _Server(SimEngine):
+    """One server of the deployment: its scheduler (in its mode), its host and forward stream.
+    The clock, clients, finish events and (decode side) the records are the deployment's."""
+
+    def __init__(self, deploy: PDEngine, server: ServerArgs, role: str, index: int) -> None:
+        # no SimEngine.__init__: the workload, clients and clock are the deployment's
+        self.deploy = deploy
+        self.role, self.index = role, index
+        self.scenario, self.seed, self.profile = deploy.scenario, deploy.seed, deploy.profile
+        self.acceptance = deploy.acceptance
+        self.env = deploy.env
+        self.rec = deploy.rec if role == "decode" else Recorder(deploy.rec.level)  # a prefill server's own steps
+        self._finish_events = deploy._finish_events
+        self.all_done = deploy.all_done
+        self._finish_reacts = deploy._finish_reacts
+        self._init_host(server, deploy.device_tokens, deploy.fast_forward_asked)
+        self._final_chunk: dict[int, tuple[int, int]] = {}   # prefill: rid -> (rank, tokens)
+
+    @property
+    def _remaining(self) -> int:  # requests the deployment still owes its clients
+        return self.deploy._remaining
+
+    @_remaining.setter
+    def _remaining(self, n: int) -> None:
+        self.deploy._remaining = n
+
+    def rank_of(self, rid: int) -> int:
+        """The DP rank holding ``rid`` on this server (0 without DP attention)."""
+        return self.sched.rank_of[rid] if self.server.enable_dp_attention else 0
+
+    def _launch(self, op: Launch) -> tuple[Any, float]:
+        handle, busy = super()._launch(op)
+        if self.role == "prefill" and op.part == "main":
+            self.deploy.chunks_launched(self, op.plan, handle.end)
+        return handle, busy
+
+    def _deliver(self, deliveries: Any):
+        if self.role == "decode":
+            return (yield from super()._deliver(deliveries))
+        # a prefill server's first tokens go to the router: the last chunk's KV is sent now
+        for rid, fin in zip(deliveries.rid_list, deliveries.fin_list, strict=True):
+            if fin:
+                self.deploy.last_chunk_sent(self, rid, self._t)
+        return None
+
+
+class PDEngine(SimEngine):
+    """A prefill-decode disaggregated run (module docstring): ``SimEngine(scenario)`` builds
+    one when ``scenario.server.disaggregation`` is set.
+
+    Raises:
+        ConfigError: the profile has no ``kv_transfer`` section.
+    """
+
+    def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
+                 *, fast_forward: bool = True, records: str = "auto") -> None:
+        self.fast_forward_asked = fast_forward
+        super().__init__(scenario, profile, seed, fast_forward=fast_forward, records=records)
+        layout = self.server.disaggregation
+        if self.profile.kv_transfer is None:
+            raise ConfigError(self.profile.path or self.profile.name, "kv_transfer", None,
+                              "a disaggregated scenario (server.disaggregation) needs the profile's KV-transfer "
+                              "cost: kv_transfer: {bytes_per_token, link_bytes_per_s, latency_s}")
+        self.transfer = self.profile.kv_transfer
+        self.device_tokens = self.device if not self.server.enable_dp_attention else self.device.device
+        self.prefill = [_Server(self, self.server.role_server("prefill"), "prefill", i)
+                        for i in range(layout.prefill.instances)]
+        self.decode = [_Server(self, self.server.role_server("decode"), "decode", i)
+                       for i in range(layout.decode.instances)]
+        for d in self.decode:
+            d.sched.handoff = lambda req, d=d: self._bootstrapped(d, req)
+        self.policy = layout.router_policy
+        self._rng = np.random.default_rng([self.seed, 0x50D])
+        self._rr = {"prefill": 0, "decode": 0}
+        self._pair: dict[int, tuple[_Server, _Server, Req, Req]] = {}
+        self._link_free: dict[tuple[int, int], float] = {}
+        self._ready_s: dict[int, float] = {}  # rid -> when its last chunk's send began
+        self.transfer_s: list[float] = []
+        self.sched = _Roles(self.prefill, self.decode)
+
+    # ----------------------------------------------------------------- router
+    def _pick(self, servers: list[_Server], role: str) -> _Server:
+        if self.policy == "random":
+            return servers[int(self._rng.integers(len(servers)))]
+        i = self._rr[role]
+        self._rr[role] = (i + 1) % len(servers)
+        return servers[i]
+
+    def _arrive(self, req: Req) -> None:
+        """The router sends the request to a prefill and a decode server at once; the decode
+        server's copy is the client's (it streams the tokens), the prefill server's asks for
+        the first token only."""
+        p, d = self._pick(self.prefill, "prefill"), self._pick(self.decode, "decode")
+        preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority)
+        self._pair[req.rid] = (p, d, preq, req)
+        d._arrive(req)
+
+    def _open_arrivals(self, times: np.ndarray) -> None:
+        """Open arrivals reach the router (not one host's inbox): a process routes each at its
+        arrival time (after the tokenizer FIFO, :meth:`SimEngine._open_arrivals`' times)."""
+        super()._open_arrivals(times)
+        sent, arrive = self._sent_at, self._arrive_at
+        self._sent_at, self._arrive_at, self._next_arrival = [], [], math.inf
+        self.env.process(self._route_open(sent, arrive))
+
+    def _route_open(self, sent: list[float], arrive: list[float]):
+        for spec, t_send, t in zip(self.specs, sent, arrive, strict=True):
+            if t > self.env.now:
+                yield self.env.timeout(self._delay_to(t))
+            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
+            self._arrive(self._req(spec))
+
+    def _at(self, t: float, fn) -> None:
+        """Run ``fn`` at time ``t`` (>= now) on the shared clock."""
+        if t <= self.env.now:
+            fn()
+        else:
+            self.env.timeout(self._delay_to(t)).callbacks.append(lambda _e: fn())
+
+    def _bootstrapped(self, d: _Server, req: Req) -> None:
+        """The decode server reserved the request's KV (at its host's clock): the prefill
+        server may start it."""
+        p, _, preq, _ = self._pair[req.rid]
+        self._at(d._t, lambda: p._arrive(preq))
+
+    # ----------------------------------------------------------- KV transfer
+    def _link_send(self, p: _Server, rank: int, start: float, tokens: int) -> float:
+        """Queue ``tokens`` tokens' KV on the prefill rank's link from ``start``; returns when
+        they are through."""
+        key = (id(p), rank)
+        end = max(self._link_free.get(key, 0.0), start) + self.transfer.seconds(tokens)
+        self._link_free[key] = end
+        return end
+
+    def chunks_launched(self, p: _Server, plan: Any, end: float) -> None:
+        """A prefill forward ending at ``end`` was launched: its chunks that do not complete a
+        prompt are sent at its end; a completing chunk is sent with the first token
+        (:meth:`last_chunk_sent`)."""
+        parts = plan.live if hasattr(plan, "live") else [(0, plan)]
+        for rank, part in parts:
+            new = set(part.new_rids)
+            for i in range(part.num_extend):
+                rid, n = part.rids[i], part.extend_lens[i]
+                if rid in new:
+                    p._final_chunk[rid] = (rank, n)
+                else:
+                    self._link_send(p, rank, end, n)
+
+    def last_chunk_sent(self, p: _Server, rid: int, t: float) -> None:
+        """The prompt's last chunk and first token were processed at ``t`` on the prefill
+        host: its KV goes out; when through, both servers see the transfer done."""
+        rank, n = p._final_chunk.pop(rid)
+        done = self._link_send(p, rank, t, n) + self.transfer.latency_s
+        self.transfer_s.append(done - t)
+        _, d, preq, dreq = self._pair[rid]
+
+        def arrived() -> None:
+            preq.kv_transferred = dreq.kv_transferred = True
+            for s in (p, d):
+                if s._wake is not None and not s._wake.triggered:
+                    s._wake.succeed()
+        self._at(done, arrived)
+
+    # -------------------------------------------------------------------- run
+    def _host(self):
+        """Every server's host loop (the deployment itself has none)."""
+        for s in self.prefill + self.decode:
+            self.env.process(s._host())
+        yield self.env.timeout(0)
+
+    def run(self):
+        result = super().run()
+        s = result.summary
+        dur = max(s.get("duration", 0.0), 1e-12)
+        busy = [srv.rec.step_totals.busy_s / dur for srv in self.prefill]
+        s.update(prefill_busy_fraction=float(np.mean(busy)),
+                 prefill_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.prefill),
+                 decode_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.decode),
+                 mean_kv_transfer_ms=float(np.mean(self.transfer_s)) * 1e3 if self.transfer_s else 0.0)
+        return result
+
+
+class _Roles:
+    """What the run's summary reads of "the scheduler", over the deployment's servers: the
+    decode servers' requests (verify cycles and retractions happen there), the prefill
+    servers' delayed passes and cache hits, the decode servers' KV peak."""
+
+    def __init__(self, prefill: list[_Server], decode: list[_Server]) -> None:
+        self._p, self._d = [s.sched for s in prefill], [s.sched for s in decode]
+
+    @property
+    def reqs(self) -> dict[int, Req]:
+        out: dict[int, Req] = {}
+        for s in self._d:
+            out.update(s.reqs)
+        return out
+
+    @property
+    def num_retractions(self) -> int:
+        return sum(s.num_retractions for s in self._d + self._p)
+
+    @property
+    def num_delayed_passes(self) -> int:
+        return sum(s.num_delayed_passes for s in self._p)
+
+    @property
+    def cache_hit_tokens(self) -> int:
+        return sum(s.cache_hit_tokens for s in self._p)
+
+    @property
+    def cache_input_tokens(self) -> int:
+        return sum(s.cache_input_tokens for s in self._p)
+
+    @property
+    def kv(self):
+        return max((s.kv for s in self._d), key=lambda k: k.peak)

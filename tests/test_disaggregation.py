@@ -1,0 +1,183 @@
+"""Prefill-decode disaggregation (sim/disaggregation.py, sim/scheduler_disagg.py).
+
+Named invariants (docs/architecture.md):
+
+- INV-PD-NOEXTEND: a decode server never runs an extend; every request still finishes once
+  with exactly its output, its first token delivered by the decode server
+  (disaggregation/decode.py ``_get_new_prebuilt_batch``: ForwardMode.PREBUILT, no forward).
+- INV-PD-GATE: a prefill server starts a request only after its decode server reserved the
+  prompt's KV (prefill.py ``pop_bootstrapped`` under the ``early`` allocation policy), and a
+  prefill server never decodes (``get_next_disagg_prefill_batch_to_run``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from specsched.sim.admission import make_policy
+from specsched.sim.config import ServerArgs
+from specsched.sim.disagg_config import KVTransferCost
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.request import Req
+from specsched.sim.scheduler import Scheduler
+
+from tests.conftest import make_scenario, tiny_profile
+from tests.test_bad_input import _assert_refused
+from tests.test_cli_and_io import small_scenario
+
+
+def _profile(bytes_per_token: float = 1e5, link: float = 1e10, latency: float = 1e-3):
+    return tiny_profile().model_copy(update={"kv_transfer": KVTransferCost(
+        bytes_per_token=bytes_per_token, link_bytes_per_s=link, latency_s=latency)})
+
+
+def _pd(prefill: int = 1, decode: int = 1, prefill_server: dict | None = None, decode_server: dict | None = None,
+        **server) -> dict:
+    return dict(server, disaggregation={"prefill": {"instances": prefill, "server": prefill_server or {}},
+                                        "decode": {"instances": decode, "server": decode_server or {}}})
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prefill=st.integers(1, 2), decode=st.integers(1, 3), dp=st.sampled_from([1, 2]),
+       kv=st.integers(3_000, 20_000), spec=st.booleans(), seed=st.integers(0, 1000),
+       kind=st.sampled_from(["burst", "closed_loop", "poisson"]),
+       inp=st.integers(10, 1500), out=st.integers(1, 60))
+def test_inv_pd_noextend_decode_server_never_extends(prefill, decode, dp, kv, spec, seed, kind, inp, out):
+    srv = _pd(prefill, decode, decode_server={"max_total_num_tokens": kv},
+              prefill_server={"enable_dp_attention": dp > 1, "dp_size": dp})
+    if not spec:
+        srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
+    wl = {"kind": kind, "num_requests": 12, "input_len": {"kind": "uniform", "value": inp, "range_ratio": 0.5},
+          "output_len": {"kind": "uniform", "value": out, "range_ratio": 0.5}}
+    if kind == "closed_loop":
+        wl["concurrency"] = 3
+    if kind == "poisson":
+        wl["request_rate"] = 50.0
+    sc = make_scenario(srv, wl, {"mean_accept_length": 2.0} if spec else {"mean_accept_length": 1.0}, seed=seed)
+    eng = SimEngine(sc, _profile(), seed)
+    res = eng.run()
+    assert (res.steps["num_extend_tokens"] == 0).all()          # INV-PD-NOEXTEND
+    assert set(res.steps["mode"]) <= {"verify", "decode"}
+    req = res.requests
+    assert len(req) == 12 and (req["output_len"] == [s.output_len for s in eng.specs]).all()
+    assert (req["ttft_s"] > 0).all() and (req["ttft_s"] <= req["e2e_s"]).all()
+    for p in eng.prefill:   # the prefill servers freed every prompt once sent (nothing decoded)
+        for r in _ranks(p.sched):
+            assert r.kv.used == sum(q.kv_allocated for q in r.reqs.values()) and not r.inflight
+    for d in eng.decode:
+        for r in _ranks(d.sched):
+            assert r.kv.used == 0 and not r.prealloc_queue and not r.transfer_queue
+
+
+def _ranks(sched):
+    return getattr(sched, "ranks", [sched])
+
+
+def test_kv_transfer_time_shows_in_ttft():
+    # one request, one chunk: TTFT = prefill + the last chunk's transfer + latency, so two
+    # links differ in TTFT by exactly the transfer time of the prompt's KV
+    sc = make_scenario(_pd(), {"num_requests": 1, "input_len": {"kind": "fixed", "value": 1000}})
+    fast = SimEngine(sc, _profile(link=1e12, latency=0.0), 1).run()
+    slow = SimEngine(sc, _profile(link=1e9, latency=0.004), 1).run()
+    expect = 1000 * 1e5 / 1e9 - 1000 * 1e5 / 1e12 + 0.004
+    got = slow.requests["ttft_s"].iloc[0] - fast.requests["ttft_s"].iloc[0]
+    assert got == pytest.approx(expect, rel=1e-9)
+    assert slow.summary["mean_kv_transfer_ms"] == pytest.approx((0.1 + 0.004) * 1e3)
+    # the decode side's TPOT does not see the link
+    assert slow.summary["mean_tpot_ms"] == pytest.approx(fast.summary["mean_tpot_ms"])
+
+
+def test_colocated_prefill_stalls_decode_but_pd_does_not():
+    # long prompts arriving while others decode: colocated, a running request's decode waits
+    # for other requests' chunks (speculative decoding runs no mixed chunk); disaggregated,
+    # its decode server never stops for a prefill, so TPOT is the verify cycle's alone
+    wl = {"kind": "closed_loop", "concurrency": 4, "num_requests": 16,
+          "input_len": {"kind": "uniform", "value": 8000, "range_ratio": 0.5}, "output_len": {"kind": "fixed", "value": 100}}
+    base = {"max_prefill_tokens": 2048, "chunked_prefill_size": 1000}
+    co = SimEngine(make_scenario(base, wl), _profile(), 1).run()
+    pd_ = SimEngine(make_scenario(_pd(**base), wl), _profile(), 1).run()
+    assert pd_.summary["mean_tpot_ms"] < 0.8 * co.summary["mean_tpot_ms"]
+    assert (co.steps["num_extend_tokens"] > 0).any() and (pd_.steps["num_extend_tokens"] == 0).all()
+
+
+def _decode_sched(**server) -> Scheduler:
+    srv = ServerArgs.model_validate({"max_running_requests": 8, "max_total_num_tokens": 10_000, "chunked_prefill_size": 2048,
+                                     "disaggregation_mode": "decode", "disable_radix_cache": True,
+                                     "num_reserved_decode_tokens": 512, **server})
+    return Scheduler(srv, make_policy(srv))
+
+
+def test_prealloc_reserves_prompt_within_the_sglang_budget():
+    # decode.py pop_preallocated: need max(prompt + 512, prompt + min(max_new, 4096) - retractable)
+    # within available - max(512 x active, ...); FIFO, the first that does not fit stops the rest
+    s = _decode_sched()
+    started: list[int] = []
+    s.handoff = lambda r: started.append(r.rid)
+    for rid, inp in enumerate([3000, 6000, 100]):
+        s.add_request(Req(rid, inp, 2000))
+    s.schedule()
+    # 3000 + 2000 - 0 = 5000 <= 10000 - 512 (one active) -> in; then 6000 + 2000 > free: stops
+    assert started == [0]
+    assert s.kv.used == 3000 and [r.rid for r in s.transfer_queue] == [0]
+    assert [r.rid for r in s.prealloc_queue] == [1, 2]     # FIFO: 100 waits behind 6000
+    # the transfer arrives: the prebuilt pass streams the first token and decodes it, no extend
+    s.transfer_queue[0].kv_transferred = True
+    plan = s.schedule()
+    first = s.take_prebuilt_deliveries()
+    assert first.rid_list == [0] and first.n_list == [1] and plan.num_extend == 0 and plan.rids == (0,)
+
+
+def test_prefill_server_holds_kv_until_sent_and_never_decodes():
+    srv = ServerArgs.model_validate({"max_running_requests": 8, "max_total_num_tokens": 5_000, "chunked_prefill_size": 2048,
+                                     "disaggregation_mode": "prefill"})
+    s = Scheduler(srv, make_policy(srv))
+    s.add_request(Req(0, 3000, 500))
+    s.add_request(Req(1, 3000, 500))
+    assert s.reqs[0].max_new_tokens == 1        # PrefillBootstrapQueue._process_req
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.config import AcceptanceConfig
+    from specsched.sim.device_tokens import DeviceTokens
+    dev = DeviceTokens(AcceptanceModel(AcceptanceConfig(), 1, 1))
+    plans = []
+    while True:
+        plan = s.schedule()
+        if plan is None:
+            break
+        plans.append(plan)
+        s.process_result(plan, dev.step(plan))
+    assert all(p.num_extend == p.batch_size for p in plans)      # INV-PD-GATE: no decode
+    assert s.reqs[0].finished and s.inflight == [s.reqs[0]]
+    assert not s.has_work and s.kv.used >= 3000                  # request 1 waits for the KV
+    s.reqs[0].kv_transferred = True
+    plan = s.schedule()
+    assert plan is not None and plan.rids[0] == 1 and not s.inflight
+
+
+@pytest.mark.parametrize(("case", "replace", "key"), [
+    ("role-unknown-key", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {prefill: {server: {chunked_prefil_size: 8}}}"},
+     "server.disaggregation.prefill.server.chunked_prefil_size"),
+    ("role-bad-value", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {decode: {server: {max_total_num_tokens: -1}}}"},
+     "server.disaggregation.decode.server.max_total_num_tokens"),
+    ("role-sets-mode", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {decode: {server: {disaggregation_mode: prefill}}}"},
+     "server.disaggregation.decode.server.disaggregation_mode"),
+    ("instances-zero", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {decode: {instances: 0}}"},
+     "server.disaggregation.decode.instances"),
+    ("router", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {router_policy: cache_aware}"},
+     "server.disaggregation.router_policy"),
+    ("mode-by-hand", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation_mode: decode\n  disaggregation: {}"},
+     "server.disaggregation_mode"),
+    ("profile-without-kv-transfer", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {}"},
+     "kv_transfer"),
+])
+def test_bad_disaggregation_input(tmp_path, capsys, case, replace, key):
+    path = small_scenario(tmp_path, **replace)
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", key)
+
+
+def test_profile_kv_transfer_refuses_bad_values():
+    with pytest.raises(ValueError):
+        KVTransferCost(bytes_per_token=0, link_bytes_per_s=1e9)
+    with pytest.raises(ConfigError, match="kv_transfer"):
+        SimEngine(make_scenario(_pd()), tiny_profile(), 1)
