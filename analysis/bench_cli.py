@@ -97,7 +97,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     run = read_bench_one(args.file)
     load_profile(args.profile)   # refuse an unknown profile before writing anything
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
-                                     template=args.template, lengths=args.lengths)
+                                     template=args.template, lengths=args.lengths, arrivals=args.arrivals)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(p)
@@ -207,6 +207,9 @@ def add_parsers(sub: Any) -> None:
     f.add_argument("--template", help="scenario whose server and acceptance blocks are kept")
     f.add_argument("--lengths", choices=("args", "details"), default="args",
                    help="args: from the run's dataset arguments (default); details: histograms of its input_lens/output_lens")
+    f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
+                   help="rate: arrivals drawn at the line's rate (default); details: the run's own arrivals and lengths "
+                        "as a trace (vllm bench serve --save-detailed lines: start_times less queue_times)")
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",

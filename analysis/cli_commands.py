@@ -97,6 +97,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     runs = []
     for d in args.results_dirs:
         runs.append(load_run_or_bench(d))
+        if not Path(d).is_dir() and runs[-1].requests.empty:
+            print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
+                  "nothing of it to draw", file=sys.stderr)
         bar.update(1)
     out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
     console = Console(stderr=True, soft_wrap=True)

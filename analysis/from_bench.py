@@ -9,7 +9,9 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   lets the next one in, its timer starting then: bench_serving's semaphore); a finite rate
   -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
   ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
-  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none). ``request_rate: "trace"`` cannot
+  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none); a ``vllm bench serve`` line
+  (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.1+ rescale the
+  sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
 - requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``.
@@ -31,6 +33,9 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   has; speculative ``accept_length`` -> ``acceptance.mean_accept_length``.
 - ``reference``: the line's headline metrics, so ``specsched run`` prints them beside the
   prediction.
+- ``--arrivals details``: the run's own arrivals (vLLM's ``start_times`` less ``queue_times``)
+  and lengths as a ``trace`` workload written beside the YAML, so the prediction sees the
+  arrivals the server saw instead of another draw at the same rate.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import ValidationError
@@ -127,7 +133,45 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
         w["max_concurrency"] = conc
     if burstiness is not None and burstiness != 1.0:
         w["burstiness"] = burstiness
+    if "endpoint_type" in run.extra and "best_of" not in run.extra:
+        # vllm bench serve without best_of: 0.9.2 on; 0.10.1.1+ rescale the sends (checked: 0.9.2 does not)
+        w["normalize_arrivals"] = True
+        notes.append("arrivals: rescaled so the last send falls at num_prompts / rate, as vllm bench serve does from "
+                     "0.10.1 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
     return w, notes
+
+
+def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFrame]:
+    """The run's own arrivals as a ``trace`` workload: vLLM's ``start_times`` (the client's
+    clock at each send, ``vllm bench serve --save-detailed``, 0.33 ``benchmark()``) less its
+    ``queue_times`` (the wait for a ``--max-concurrency`` slot) give each request's arrival;
+    the successful requests' lengths come with them. Returns (workload, notes, trace table)."""
+    d = run.details
+    if d is None or d.start_s is None:
+        raise ConfigError(run.source, "start_times", "<missing>",
+                          "--arrivals details needs the send times that vllm bench serve --save-detailed writes "
+                          "(SGLang's bench_serving writes none)")
+    sent = d.start_s.copy()
+    queued = run.extra.get("queue_times")
+    notes = []
+    if isinstance(queued, list) and len(queued) == len(sent) and all(isinstance(q, (int, float)) for q in queued):
+        sent = sent - np.asarray(queued, dtype=float)   # arrival = send - wait for a concurrency slot
+        notes.append("arrivals: start_times - queue_times of the line (vLLM's send times less the slot wait)")
+    else:
+        notes.append("arrivals: start_times of the line (no queue_times: send times taken as arrivals)")
+    ok = d.ok & np.isfinite(sent)
+    order = np.argsort(sent[ok], kind="stable")
+    t = sent[ok][order]
+    table = pd.DataFrame({"timestamp": np.round(t - t[0], 6) if len(t) else t,
+                          "input_length": d.input_lens[ok][order].clip(min=1),
+                          "output_length": d.output_lens[ok][order]})
+    if table.empty:
+        raise ConfigError(run.source, "errors", "every request failed", "no successful request to replay")
+    notes.append(f"workload: a trace of the run's {len(table)} successful requests (lengths as measured)")
+    w: dict[str, Any] = {"kind": "trace", "trace": {"path": "<trace>", "layout": "custom", "time_unit": "s"}}
+    if run.args.get("max_concurrency"):
+        w["max_concurrency"] = run.args["max_concurrency"]
+    return w, notes, table
 
 
 def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
@@ -163,7 +207,8 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
 
 
 def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None, burstiness: float | None = None,
-                        template: str | None = None, lengths: str = "args") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+                        template: str | None = None, lengths: str = "args",
+                        arrivals: str = "rate") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """A scenario (plain dict, validated) reproducing ``run``'s arguments.
 
     Args:
@@ -173,10 +218,15 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         burstiness: gamma shape for the gaps (finite rate only).
         template: a scenario whose ``server``, ``acceptance`` and ``seed`` are kept.
         lengths: ``args`` (from the run's arguments where they say) or ``details``.
+        arrivals: ``rate`` (arrivals drawn at the line's rate, the default) or ``details``
+            (the run's own arrivals and lengths as a ``trace`` workload; vLLM's
+            ``--save-detailed`` lines only, :func:`_trace_workload`).
 
     Returns:
-        (scenario dict, histogram tables ``{"input"|"output": DataFrame(length, weight)}``
-        the caller writes beside the YAML and names in ``workload.*_len.path``).
+        (scenario dict, tables the caller writes beside the YAML: length histograms
+        ``{"input"|"output": DataFrame(length, weight)}`` named in ``workload.*_len.path``,
+        or ``{"trace": DataFrame(timestamp, input_length, output_length)}`` named in
+        ``workload.trace.path``).
 
     Raises:
         ConfigError: a trace run, no way to know the lengths or the request count, a
@@ -184,10 +234,17 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     """
     file, line = run.source.rsplit(":", 1)
     notes: list[str] = []
-    workload, wnotes = _workload(run, burstiness)
-    ins, outs, lnotes, tables = _lengths(run, lengths)
-    workload.update(input_len=ins, output_len=outs)
-    notes += wnotes + lnotes
+    if arrivals == "details":
+        if burstiness is not None:
+            raise ConfigError("<command line>", "--burstiness", burstiness, "does not apply with --arrivals details")
+        workload, wnotes, trace = _trace_workload(run)
+        tables = {"trace": trace}
+        notes += wnotes
+    else:
+        workload, wnotes = _workload(run, burstiness)
+        ins, outs, lnotes, tables = _lengths(run, lengths)
+        workload.update(input_len=ins, output_len=outs)
+        notes += wnotes + lnotes
     sc: dict[str, Any] = {
         "name": name or str(run.extra.get("tag") or f"{Path(file).stem}-line{line}"),
         "description": f"Built by `specsched scenario from-bench` from bench_serving run {Path(file).name}:{line} "
@@ -229,9 +286,9 @@ def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str
     out = Path(out)
     written = []
     for key, df in tables.items():
-        p = out.with_name(f"{out.stem}-{key}-lengths.csv")
+        p = out.with_name(f"{out.stem}-trace.csv" if key == "trace" else f"{out.stem}-{key}-lengths.csv")
         atomic_write(p, lambda tmp, df=df: df.to_csv(tmp, index=False))
-        sc["workload"][f"{key}_len"]["path"] = p.name
+        (sc["workload"]["trace"] if key == "trace" else sc["workload"][f"{key}_len"])["path"] = p.name
         written.append(p)
     atomic_write_text(out, yaml.safe_dump(sc, sort_keys=False, width=100))
     return [out, *written]

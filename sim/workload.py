@@ -13,6 +13,7 @@ shift the other.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +134,10 @@ def poisson_arrivals(n: int, request_rate: float, seed: int) -> np.ndarray:
 def gamma_arrivals(n: int, request_rate: float, burstiness: float, seed: int) -> np.ndarray:
     """Send times (s) with gamma gaps of shape ``burstiness`` and mean 1/request_rate (scale
     1 / (request_rate x burstiness)): vLLM benchmark_serving's ``--burstiness`` (1 is Poisson,
-    < 1 burstier, > 1 more regular). SGLang 0.5.23's bench_serving has no such option."""
+    < 1 burstier, > 1 more regular; infinite: every gap exactly 1/request_rate, as vllm 0.33
+    ``get_request`` does). SGLang 0.5.23's bench_serving has no such option."""
+    if math.isinf(burstiness):
+        return np.arange(1, n + 1, dtype=float) / request_rate
     rng = np.random.default_rng([seed, STREAM_ARRIVALS])
     return np.cumsum(rng.gamma(burstiness, 1.0 / (request_rate * burstiness), size=n))
 
@@ -142,12 +146,18 @@ def arrival_times(cfg: WorkloadConfig, specs: list[RequestSpec], seed: int) -> n
     """Send times (s) of an open-loop workload (poisson or trace), one per spec.
 
     Poisson with no burstiness (or 1.0) draws the same exponential gaps as
-    :func:`poisson_arrivals`; a trace's are its rows' (already scaled)."""
+    :func:`poisson_arrivals`; a trace's are its rows' (already scaled). With
+    ``normalize_arrivals`` the drawn times are rescaled so the last is at
+    num_requests / request_rate (vllm 0.10.1+ ``get_request``: ``target_total_delay_s``)."""
     if cfg.kind == "trace":
         return np.array([s.arrival_s for s in specs], dtype=float)
     if cfg.burstiness is None or cfg.burstiness == 1.0:
-        return poisson_arrivals(len(specs), cfg.request_rate, seed)
-    return gamma_arrivals(len(specs), cfg.request_rate, cfg.burstiness, seed)
+        t = poisson_arrivals(len(specs), cfg.request_rate, seed)
+    else:
+        t = gamma_arrivals(len(specs), cfg.request_rate, cfg.burstiness, seed)
+    if getattr(cfg, "normalize_arrivals", False) and len(t) and t[-1] > 0 and math.isfinite(cfg.request_rate):
+        t *= len(t) / cfg.request_rate / t[-1]   # vllm bench serve: the last send at n / rate
+    return t
 
 
 class Clients:

@@ -109,7 +109,8 @@ class TraceConfig(BaseModel):
     """A request trace to replay (:mod:`sim.trace`): one request per row, in arrival order.
 
     ``layout`` picks the column names and time unit of a public trace (``azure``,
-    ``mooncake``); ``columns``/``time_unit`` given explicitly win over the layout's.
+    ``mooncake``, ``burstgpt``); ``columns``/``time_unit`` given explicitly win over the
+    layout's, name by name (``columns: {timestamp: Time}`` keeps the layout's other names).
     Arrival = (timestamp - first timestamp) x ``time_scale`` (bench_serving's
     ``--slowdown-factor`` semantics: 2 replays at half the rate). The file is read once,
     streamed, at most ``workload.num_requests`` rows.
@@ -128,7 +129,9 @@ class TraceConfig(BaseModel):
     def resolved(self) -> tuple[TraceColumns, str]:
         """(columns, time unit) after applying the layout."""
         cols, unit = TRACE_LAYOUTS.get(self.layout, (TraceColumns(), "s"))
-        return self.columns or cols, self.time_unit or unit
+        if self.columns is not None:   # the names given, over the layout's
+            cols = cols.model_copy(update={k: getattr(self.columns, k) for k in self.columns.model_fields_set})
+        return cols, self.time_unit or unit
 
 
 MAX_ARRIVAL_SPAN_S = 1e9
@@ -157,7 +160,8 @@ class WorkloadConfig(BaseModel):
     num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all).")
     concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight.")
     request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency.")
-    burstiness: float | None = Field(None, gt=0, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential).")
+    burstiness: float | None = Field(None, gt=0, allow_inf_nan=True, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential; .inf = every gap exactly 1/request_rate).")
+    normalize_arrivals: bool = Field(False, description="poisson: rescale the drawn send times so the last one falls at exactly num_requests / request_rate, as `vllm bench serve` does from 0.10.1 (vllm/benchmarks/serve.py get_request, target_total_delay_s); SGLang's bench_serving does not.")
     max_concurrency: int | None = Field(None, ge=1, description="poisson, trace: most requests in flight (None: no cap).")
     input_len: LengthDist | None = Field(None, description="Prompt lengths (not for trace; or shared_prefix).")
     output_len: LengthDist | None = Field(None, description="Output lengths (every request generates exactly this many tokens: ignore_eos; not for trace).")
@@ -223,6 +227,10 @@ class WorkloadConfig(BaseModel):
             raise ValueError("poisson needs 'request_rate'")
         if self.burstiness is not None and self.kind != "poisson":
             raise ValueError("'burstiness' applies to kind 'poisson' only")
+        if self.burstiness is not None and self.burstiness != self.burstiness:
+            raise FieldError("workload.burstiness", self.burstiness, "must be a number > 0 (or .inf)")
+        if self.normalize_arrivals and self.kind != "poisson":
+            raise ValueError("'normalize_arrivals' applies to kind 'poisson' only")
         rate = self.request_rate
         if rate is not None and rate != rate:
             raise FieldError("workload.request_rate", rate, "must be a number > 0 (or .inf)")

@@ -260,6 +260,17 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _reader_went_away() -> int:
+    """The reader of our output closed the pipe (``specsched ... | head``): stop quietly,
+    as a command killed by SIGPIPE would (status 141), with stdout pointed at /dev/null so
+    the interpreter's flush at exit does not raise again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 130 on Ctrl-C)."""
     try:
@@ -270,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             print(f"specsched: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except BrokenPipeError:
+            return _reader_went_away()
         except Exception as e:
             from specsched.sim.scheduler import UnschedulableRequest
 

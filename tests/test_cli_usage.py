@@ -134,3 +134,22 @@ def test_a_speculative_run_imports_no_scipy_torch_matplotlib_or_dask(tmp_path):
             f"print(rc, sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
     r = _run("-c", code, cwd=tmp_path)
     assert r.stdout.strip().splitlines()[-1] == "0 []", r.stdout + r.stderr
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly() -> None:
+    """``specsched ... | head``: the reader closes the pipe; the command stops with the
+    SIGPIPE status (141) and no traceback."""
+    import subprocess
+    import sys
+
+    code = ("import argparse, sys\nimport specsched.cli as c\n"
+            "class P:\n    def parse_args(self, argv):\n"
+            "        return argparse.Namespace(func=lambda a: [print('x' * 100) for _ in range(200000)])\n"
+            "c.build_parser = lambda argv: P()\nsys.exit(c.main([]))\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141
+    assert b"Traceback" not in err and b"BrokenPipe" not in err

@@ -19,7 +19,7 @@ from specsched.sim.errors import ConfigError
 from specsched.sim.workload import gamma_arrivals, poisson_arrivals
 
 from specsched.cli import main
-from tests.conftest import tiny_profile
+from tests.conftest import ROOT, tiny_profile
 
 LINE = {"backend": "sglang", "dataset_name": "random", "request_rate": 20.0, "max_concurrency": 5,
         "random_input_len": 600, "random_output_len": 40, "random_range_ratio": 0.25, "completed": 30,
@@ -122,3 +122,38 @@ def test_burstiness_one_is_the_poisson_stream():
     assert np.array_equal(arrival_times(w, specs, 4), poisson_arrivals(50, 3.0, 4))
     w2 = w.model_copy(update={"burstiness": 0.3})
     assert not np.array_equal(arrival_times(w2, specs, 4), poisson_arrivals(50, 3.0, 4))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 400), rate=st.floats(0.1, 100.0), shape=st.one_of(st.none(), st.floats(0.2, 5.0)),
+       seed=st.integers(0, 50))
+def test_invariant_normalized_arrivals_end_at_n_over_rate_with_the_drawn_proportions(n, rate, shape, seed):
+    """Invariant (vllm bench serve 0.10.1+, serve.py get_request's target_total_delay_s): with
+    normalize_arrivals the last send is at exactly n / rate and every send time is the drawn
+    one times a single factor; without it the draw is unchanged."""
+    from specsched.sim.config import WorkloadConfig
+    from specsched.sim.workload import RequestSpec, arrival_times
+
+    specs = [RequestSpec(i, 10, 10) for i in range(n)]
+    base = {"kind": "poisson", "num_requests": n, "request_rate": rate, "burstiness": shape,
+            "input_len": {"value": 10}, "output_len": {"value": 10}}
+    drawn = arrival_times(WorkloadConfig.model_validate(base), specs, seed)
+    t = arrival_times(WorkloadConfig.model_validate({**base, "normalize_arrivals": True}), specs, seed)
+    assert t[-1] == pytest.approx(n / rate, rel=1e-12)
+    assert np.allclose(t / t[-1], drawn / drawn[-1], rtol=1e-12)
+
+
+def test_infinite_burstiness_sends_at_fixed_gaps_and_vllm_bench_serve_lines_normalize():
+    """vllm 0.33 get_request: burstiness inf -> every gap 1/rate. from-bench marks lines of
+    ``vllm bench serve`` (endpoint_type, no best_of) normalize_arrivals; benchmark_serving.py
+    lines (0.7.3, 0.8.5) and SGLang lines are not."""
+    assert gamma_arrivals(4, 2.0, math.inf, seed=1).tolist() == [0.5, 1.0, 1.5, 2.0]
+    w = scenario_from_bench(parse_run({**LINE, "burstiness": math.inf}, "f:1"), "tiny")[0]["workload"]
+    assert w["burstiness"] == math.inf
+    data = ROOT / "tests" / "data" / "bench"
+    for name, expect in (("vllm-0.10.1.1-bench-serve.json", True), ("vllm-0.33.0-bench-serve.json", True),
+                         ("vllm-0.8.5-benchmark_serving.json", False), ("vllm-0.7.3-benchmark_serving.json", False),
+                         ("sglang-0.5.10.jsonl", False)):
+        obj = json.loads((data / name).read_text().splitlines()[0])
+        run = parse_run({**LINE, **{k: obj[k] for k in ("endpoint_type", "best_of") if k in obj}}, "f:1")
+        assert scenario_from_bench(run, "tiny")[0]["workload"].get("normalize_arrivals", False) is expect, name

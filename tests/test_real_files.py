@@ -171,6 +171,28 @@ def test_vllm_bench_serve_033_detailed_spec_decode_and_send_times():
     assert to_run_data(b).summary["failed"] == 1
 
 
+def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):
+    """``from-bench --arrivals details``: vLLM 0.33's start_times less queue_times become a
+    trace (successful requests, in arrival order, lengths as measured) with the line's
+    max_concurrency; the trace runs; an SGLang line (no send times) is refused."""
+    from specsched.analysis.from_bench import write_scenario
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import SimEngine
+
+    a, _ = read_bench(DATA / "bench" / "vllm-0.33.0-bench-serve.json")
+    sc, tables = scenario_from_bench(a, "h200-1b", arrivals="details")
+    t = tables["trace"]
+    assert t["timestamp"].tolist() == pytest.approx([0.0, 0.2409 - 9e-06 + 1.2e-05, 0.6121 - 1.1e-05 + 1.2e-05])
+    assert t["input_length"].tolist() == [128] * 3 and t["output_length"].tolist() == [4] * 3
+    assert sc["workload"]["kind"] == "trace" and sc["workload"]["max_concurrency"] == 8
+    paths = write_scenario(sc, tables, tmp_path / "v.yaml")
+    assert [q.name for q in paths] == ["v.yaml", "v-trace.csv"]
+    res = SimEngine(load_scenario(tmp_path / "v.yaml")).run()
+    assert sorted(res.requests["start_s"].round(6).tolist()) == pytest.approx(t["timestamp"].tolist())
+    with pytest.raises(ConfigError, match="start_times"):
+        scenario_from_bench(read_bench_one(DATA / "bench" / "sglang-0.5.1-details.jsonl"), "h200-1b", arrivals="details")
+
+
 def test_a_vllm_pytorch_benchmark_record_is_named_as_such(tmp_path):
     """SAVE_TO_PYTORCH_BENCHMARK_FORMAT=1 makes vLLM write ``<result>.pytorch.json`` beside the
     result (benchmarks/benchmark_utils.py ``convert_to_pytorch_benchmark_format``): a list of
@@ -365,6 +387,20 @@ def test_public_trace_layouts():
     assert bg.arrival_s.tolist() == [0.0, 40.0, 113.0] and bg.input_len.tolist() == [472, 1087, 417]
     mc = load_trace(TraceConfig(path=str(t / "mooncake-conversation.jsonl"), layout="mooncake"))
     assert mc.prefix_reuse() == pytest.approx((12 * 512 + 6955) / (6955 + 6472 + 9014 + 1280))
+
+
+def test_a_layout_with_one_column_renamed_keeps_its_other_names(tmp_path):
+    """``columns`` override the layout's names one at a time: a BurstGPT export whose time
+    column is called ``Time`` reads with ``layout: burstgpt, columns: {timestamp: Time}``."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "b.csv"
+    p.write_text((DATA / "traces" / "burstgpt.csv").read_text().replace("Timestamp,", "Time,", 1))
+    t = load_trace(TraceConfig(path=str(p), layout="burstgpt", columns={"timestamp": "Time"}))
+    assert t.arrival_s.tolist() == [0.0, 40.0, 113.0] and t.input_len.tolist() == [472, 1087, 417]
+    cols, unit = TraceConfig(path="x", layout="mooncake", columns={"input_len": "prompt"}).resolved()
+    assert (cols.timestamp, cols.input_len, cols.hash_ids, unit) == ("timestamp", "prompt", "hash_ids", "ms")
 
 
 def test_a_trace_error_shows_the_timestamp_as_written(tmp_path):
