@@ -467,7 +467,6 @@ def test_serving_uses_one_intra_op_thread_on_a_gpu_and_torch_default_on_cpu() ->
     """SGLang 0.5.23 ModelRunner.load_model: torch.set_num_threads(1) off CPU; the CPU
     engine leaves torch's threads alone (its forward runs on them)."""
     import torch
-
     from specsched.runtime.device import serve_threads
     from specsched.runtime.engine import RuntimeEngine  # noqa: F401  (the engine applies the rule)
 
