@@ -144,9 +144,14 @@ def brentq(f, a: float, b: float, xtol: float = 2e-12, rtol: float = BRENTQ_RTOL
 
 
 def _population_mean(base_logits: np.ndarray, spread: float) -> float:
-    """E over z ~ N(0,1) of the mean accept length with logits shifted by spread x z."""
+    """E over z ~ N(0,1) of the mean accept length with logits shifted by spread x z.
+
+    Every quadrature node at once: row i is node i's rates, and each row's running
+    product and sum are the operations :func:`mean_accept_length` makes on that node alone
+    (the same floats; tests/test_sim_speed_equivalence.py checks it bit for bit)."""
     nodes, weights = _HERMITE
-    means = [mean_accept_length(expit(base_logits + spread * z)) for z in nodes]
+    rates = expit(np.asarray(base_logits, dtype=float)[None, :] + spread * nodes[:, None])
+    means = 1.0 + np.cumprod(rates, axis=1).sum(axis=1)
     return float(np.dot(weights, means) / weights.sum())
 
 
@@ -279,9 +284,12 @@ class AcceptanceModel:
         return self._levels[rid]
 
     def request_mean(self, rid: int) -> float:
-        """The request's own mean accept length."""
-        self._rng(rid)
-        return mean_accept_length(self._rates[rid]) if self.window > 1 else 1.0
+        """The request's own mean accept length (kept once computed)."""
+        m = self._means.get(rid)
+        if m is None:
+            self._rng(rid)
+            m = self._means[rid] = mean_accept_length(self._rates[rid]) if self.window > 1 else 1.0
+        return m
 
     def _ensure(self, rid: int, n: int) -> np.ndarray:
         """The request's draws, at least ``n`` of them. They come in blocks of 256 cycles;
@@ -396,7 +404,7 @@ class AcceptanceModel:
             lim = limits.tolist()
             # first about the cycles each request needs (its own mean accept length, with a
             # margin), then all n cycles for the few that fell short
-            self._ensure_many(rid_l, [c + min(n, int(x / self._mean_of(r) * 1.05) + 32) if x > 0 else 0
+            self._ensure_many(rid_l, [c + min(n, int(x / self.request_mean(r) * 1.05) + 32) if x > 0 else 0
                                       for r, c, x in zip(rid_l, cyc, lim, strict=True)])
             short = [(r, c + n) for r, c, x in zip(rid_l, cyc, lim, strict=True)
                      if x > 0 and len(s := sums(r)) <= c + n and s[-1] - s[c] < x]
@@ -415,10 +423,3 @@ class AcceptanceModel:
         if limits is not None:
             np.minimum(out, limits, out=out)
         return out
-
-    def _mean_of(self, rid: int) -> float:
-        """The request's own mean accept length (kept)."""
-        m = self._means.get(rid)
-        if m is None:
-            m = self._means[rid] = self.request_mean(rid)
-        return m

@@ -16,8 +16,9 @@ def new_column(typecode: str) -> array:
 
 
 def extend_column(col: array, values: np.ndarray, dtype: str) -> None:
-    """Append ``values`` to ``col`` as ``dtype`` (the column's numpy dtype, e.g. ``f8``, ``i8``)."""
-    col.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
+    """Append ``values`` to ``col`` as ``dtype`` (the column's numpy dtype, e.g. ``f8``, ``i8``),
+    from the array's own bytes (no bytes copy: a large one is fresh memory each time)."""
+    col.frombytes(memoryview(np.ascontiguousarray(values, dtype=dtype)).cast("B"))
 
 
 def column_view(col: array, dtype: str) -> np.ndarray:

@@ -541,3 +541,15 @@ def test_itl_sample_is_the_reference_order_and_values(rows, nreq, big_ids, order
     vals, rids = _itl_of(rid, t, n, with_rids=True)
     want_v, want_r = _itl_reference(rid, t, n)
     assert vals.tobytes() == want_v.tobytes() and rids.tolist() == want_r.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(logits=st.lists(st.floats(-8.0, 8.0), min_size=1, max_size=12), spread=st.floats(0.0, 3.0))
+def test_population_mean_is_the_per_node_mean(logits, spread):
+    # the quadrature over request levels, all nodes at once, bit for bit the per-node loop
+    from specsched.sim.acceptance import _HERMITE, _population_mean, expit, mean_accept_length
+
+    nodes, weights = _HERMITE
+    base = np.array(logits)
+    means = [mean_accept_length(expit(base + spread * z)) for z in nodes]
+    assert _population_mean(base, spread) == float(np.dot(weights, means) / weights.sum())
