@@ -275,7 +275,19 @@ class SimEngine(Clients, EngineStretch):
         while True:
             result: Any = None
             tp = type(op)
-            if tp is FastForward:
+            if tp is HostWork:   # the most frequent op (three an iteration) first
+                if op.kind == "schedule":
+                    rec.pass_state(self._t, sched.num_running, len(sched.waiting), sched.kv.used)
+                dt = cost.host(op.kind, op.plan)
+                if dt > 0:
+                    # _advance inlined (three host works per iteration): no generator
+                    # when the host clock just moves ahead of SimPy's
+                    t = self._t + dt
+                    if t < peek():
+                        self._t = t
+                    else:
+                        yield from self._sync(t)
+            elif tp is FastForward:
                 if self._next_arrival <= self._t:
                     self._take_arrivals()
                 if not self.inbox:
@@ -298,18 +310,6 @@ class SimEngine(Clients, EngineStretch):
                         raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
                 else:
                     idle_spins, last_t = 0, self._t
-            elif tp is HostWork:
-                if op.kind == "schedule":
-                    rec.pass_state(self._t, sched.num_running, len(sched.waiting), sched.kv.used)
-                dt = cost.host(op.kind, op.plan)
-                if dt > 0:
-                    # _advance inlined (three host works per iteration): no generator
-                    # when the host clock just moves ahead of SimPy's
-                    t = self._t + dt
-                    if t < peek():
-                        self._t = t
-                    else:
-                        yield from self._sync(t)
             elif tp is Launch:
                 result, busy = self._launch(op)
                 if busy > 0:

@@ -137,7 +137,7 @@ class PlainRun:
         rids, d0, cap, h0, inp, kv0 = [], [], [], [], [], []
         fin = [-1] * m
         last = [-1] * m
-        nlive = fin0 = bs0 = ctx0 = held = 0    # held: slots all plans would reserve
+        nlive = fin0 = bs0 = ctx0 = held = base = 0    # held: slots all plans would reserve
         min_fin = MAX_STOP
         order = []   # (first plan without it, its context in P_1 minus 1) for P_1's requests
         drop = 1 if skip_finishing else 0
@@ -171,6 +171,7 @@ class PlainRun:
                 held += x + 1
                 if x >= 1:
                     order.append((x + 1, n_in + d - 1))
+                    base += n_in + d - 1
         if nlive == 0 or nlive > kv.available:
             return None
         fin0 = fin.count(0)
@@ -212,8 +213,7 @@ class PlainRun:
         run.bs0, run.ctx0 = bs0, ctx0
         order.sort()
         bs = len(order)
-        base = sum(g for _, g in order)
-        changes = [(1, bs, base)]
+        changes = [(1, bs, base)]   # base: P_1's context sum minus bs (summed in the loop above)
         for e, g in order:
             bs -= 1
             base -= g

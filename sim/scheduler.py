@@ -255,7 +255,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _filter_finished(self) -> None:
         """Finished requests leave the running batch (SGLang ``filter_batch``); a request
         leaving clears the batch_is_full latch."""
-        kept = [r for r in self.running if not r.finished]
+        kept = [r for r in self.running if r.output_len < r.max_new_tokens]   # not r.finished (inlined)
         if len(kept) < len(self.running):
             self.batch_is_full = False
             self.running = kept
@@ -288,6 +288,25 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return
         limit = min(r.input_len, r.fill_len - 1)
         r.cached_len, r.last_node = self.cache.match_prefix(r.tokens[:limit]) if limit > 0 else (0, None)
+
+    def _refuse_outgrown_swa(self, req: Req) -> None:
+        """Nothing runs and, with chunked prefill off, ``req`` (the head of the queue) would
+        need more SWA slots than the whole pool holds: it can never be admitted again.
+
+        add_request checks the prompt alone; a retracted request re-extends its prompt plus
+        the output it had made (0.5.23 schedule_policy.py ``SWAPrefillBudget.check_prefill``
+        refuses it for good), so the loop would idle forever. Raises UnschedulableRequest.
+        """
+        page = self.server.page_size
+        extend = ceil_page(req.input_len + req.output_len - req.prefill_done, page)
+        w = self.kv.window
+        new = min(max(req.max_new_tokens - req.output_len, 0), CLIP_MAX_NEW_TOKENS)
+        need = max(extend - w, 0) + min(extend + new, w) + page  # PrefillAdder._swa_tokens, unchunked
+        if need >= self.kv.swa_capacity:
+            raise UnschedulableRequest(
+                f"request {req.rid}: re-extending {extend} tokens after {req.retractions} retraction(s) needs "
+                f"{need} SWA slots, more than the SWA pool's {self.kv.swa_capacity} "
+                "(max_total_num_tokens x swa_full_tokens_ratio); turn on chunked_prefill_size or enlarge the pool")
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
@@ -371,6 +390,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if not adder.can_run:
             if self._preempted:
                 self._requeue(self._preempted)
+            if self._swa and not self.running and prev_chunked is None and adder.rem_chunk_tokens is None:
+                self._refuse_outgrown_swa(order[0])
             return None
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import HealthCheck, assume, given, settings
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine
 from specsched.sim.request import ReqStatus
@@ -102,6 +103,12 @@ def test_inv7_swa_decode_stretch_gives_the_step_by_step_passes(server, lens, arr
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(server=swa_servers, n=st.integers(1, 24), inp=st.integers(1, 800), out=st.integers(1, 200),
        seed=st.integers(0, 10_000))
+@example(server={"max_running_requests": 16, "max_total_num_tokens": 2000, "chunked_prefill_size": -1,
+                 "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                 "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "mi355x-dsv41",
+                 "semantics_rules": {}, "page_size": 1, "sliding_window_size": 1, "swa_full_tokens_ratio": 0.0173,
+                 "swa_eviction_interval": 6, "disable_radix_cache": False},
+         n=6, inp=1, out=104, seed=0)  # a retracted request outgrows the SWA pool: refused, not a stall
 def test_inv7_swa_fast_forward_gives_the_step_by_step_run(server, n, inp, out, seed):
     workload = {"kind": "burst", "num_requests": n,
                 "input_len": {"kind": "uniform", "value": inp, "range_ratio": 0.5},
@@ -214,3 +221,21 @@ def test_stretch_swa_is_the_pass_by_pass_rules(k, m, page, window, interval, by_
     for j, (check, res, after, e, idx) in enumerate(ref):
         assert (got.check[j], got.reserved[j], got.after[j]) == (check, res, after), j
         assert got.evicted_after(j + 1).tolist() == e and got.passes_after(j + 1).tolist() == idx, j
+
+
+@pytest.mark.parametrize("fast_forward", [False, True])
+def test_retracted_request_that_outgrows_the_swa_pool_is_refused_not_stalled(fast_forward: bool) -> None:
+    """With chunked prefill off, a request retracted after it made output re-extends prompt
+    + output; once that needs more SWA slots than the whole pool holds it can never be
+    admitted again (0.5.23 SWAPrefillBudget.check_prefill): the run stops with
+    UnschedulableRequest naming the request, not an idle loop."""
+    server = {"max_running_requests": 16, "max_total_num_tokens": 2000, "chunked_prefill_size": -1,
+              "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+              "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "mi355x-dsv41",
+              "semantics_rules": {}, "page_size": 1, "sliding_window_size": 1, "swa_full_tokens_ratio": 0.0173,
+              "swa_eviction_interval": 6, "disable_radix_cache": False}
+    workload = {"kind": "burst", "num_requests": 6, "input_len": {"kind": "uniform", "value": 1, "range_ratio": 0.5},
+                "output_len": {"kind": "uniform", "value": 104, "range_ratio": 0.3}}
+    sc = _scenario(server, workload, 0)
+    with pytest.raises(UnschedulableRequest, match="re-extending .* SWA pool"):
+        SimEngine(sc, tiny_profile(), 0, fast_forward=fast_forward).run()
