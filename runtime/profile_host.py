@@ -93,21 +93,28 @@ class HostPhases(Harness):
         self.launch_fit = fit_line(self.launch_bs, self.launch_med)
         self.stall_phase()
 
-    def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any) -> tuple[Any, Any]:
+    def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any) -> tuple[Any, Any, Any]:
         """What runtime.engine.RuntimeEngine._launch does for a VERIFY plan: draw the
         accepts, replay the spec-cycle graph between two timing marks, record the ring
-        event and start the result copy. Returns (ring event, host copy)."""
+        event and start the result copy. Returns (ring event, host copy, the step's
+        :class:`~sim.plan.StepOutput` for ``Scheduler.process_result``)."""
         dev = self.dev
         output = tokens.step(plan)
         forced = np.maximum(output.committed - 1, 0).tolist()
         self._timing_event()
         out = self.runner.spec_cycle(rows, forced, graph=True)
         done = dev.record("forward")  # the engine reuses the done event as the end mark
-        return done, dev.copy_to_host({"committed": out.committed}, after=done)
+        return done, dev.copy_to_host({"committed": out.committed}, after=done), output
 
     def stall_phase(self) -> None:
-        """Two loops of the engine's verify launch with lengths growing as in the engine (so
-        every step also reserves the next window's KV slots, as the runtime does):
+        """Two loops of the engine's verify cycle with lengths growing as in the engine (so
+        every step also reserves the next window's KV slots, as the runtime does). Each
+        cycle is the engine loop's (sim/loop.py ``scheduler_loop``): launch the scheduled
+        plan, wait for the previous step's result copy, ``Scheduler.process_result`` on it,
+        ``Scheduler.schedule()`` the next plan; so the launch runs after the same host work
+        as in the engine, not in a tight loop of launches alone (round 7: the loop's
+        publish-wait stall was 0.93-0.96 ms at batch 1-8 on one machine, this phase's 0.52
+        ms when it timed launches alone):
 
         - queued: the previous step's result copy is processed after the next launch
           (overlap, stream_wait): its wall per cycle is a verify as the engine issues it;
@@ -115,6 +122,9 @@ class HostPhases(Harness):
         - block: the host blocks on the previous forward's event before each launch
           (host_block): block - queued is the publish-wait stall the simulator models as
           ``host.launch_s + host.sync_wakeup_s``.
+
+        Raises:
+            RuntimeError: the scheduler stops returning a verify of the whole batch.
         """
         dev, runner = self.dev, self.runner
         self.stall_med: list[float] = []
@@ -123,29 +133,44 @@ class HostPhases(Harness):
         for b in self.launch_bs:
             self._progress(f"publish-wait stall bs {b}")
             sched, tokens = _verify_scheduler(b, self.W, self.seed)
-            plan = sched.schedule()
+            # invariant between cycles: `nxt` is scheduled and not launched; the step
+            # launched last (its ring event, copy, plan, output) is not processed yet
+            nxt = [sched.schedule()]
             walls: dict[str, list[float]] = {}
             for mode in ("queued", "block", "queued", "block"):
                 with dev.use("forward"):
                     rows, _ = self._new_rows(b, self.launch_ctx)
 
-                    def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
-                        return self._engine_verify_launch(rows, tokens, plan)
+                    def cycle(prev: Any, block: bool, rows=rows, sched=sched, tokens=tokens, nxt=nxt,
+                              b=b) -> tuple[Any, Any, Any, Any]:
+                        plan = nxt[0]
+                        if plan is None or plan.mode is not ForwardMode.VERIFY or plan.batch_size != b:
+                            raise RuntimeError(f"the stall loop's scheduler stopped returning a verify of {b}")
+                        if block and prev is not None:
+                            dev.host_block(prev[0], "profile")
+                        done, copy, output = self._engine_verify_launch(rows, tokens, plan)
+                        if prev is not None:
+                            dev.wait_copy(prev[1], "profile")
+                            sched.process_result(prev[2], prev[3])
+                        nxt[0] = sched.schedule()
+                        return done, copy, plan, output
 
+                    def drain(prev: Any, sched=sched) -> None:
+                        dev.wait_copy(prev[1], "profile")
+                        sched.process_result(prev[2], prev[3])
+
+                    prev = None
                     for _ in range(WARMUP):
-                        launch()
+                        prev = cycle(prev, mode == "block")
+                    drain(prev)
                     dev.synchronize("profile")
                     prev = None
                     t0 = time.perf_counter()
                     for _ in range(n):
-                        if mode == "block" and prev is not None:
-                            dev.host_block(prev[0], "profile")
-                        cur = launch()
-                        if prev is not None:
-                            dev.wait_copy(prev[1], "profile")
-                        prev = cur
+                        prev = cycle(prev, mode == "block")
                     dev.wait_copy(prev[1], "profile")
                     walls.setdefault(mode, []).append((time.perf_counter() - t0) / n)
+                    drain(prev)
                     dev.synchronize("profile")
                     for row in rows:
                         runner.free_request(row)

@@ -224,9 +224,11 @@ class Provenance:
                       + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.launch_med, strict=True))
                       + f"; intercept and slope clamped >= 0. [{env}]")
         stall_txt = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the publish-wait stall per verify: "
-                     "the wall per cycle of a loop of the engine's verify launch that blocks the host on the previous "
-                     "forward's event before each launch, minus the same loop with the previous result processed after "
-                     "the next launch (overlap, queued), best of 2 alternating runs each; stalls "
+                     "the wall per cycle of a loop of the engine's verify cycle (launch, wait for the previous result copy, "
+                     "Scheduler.process_result on it, Scheduler.schedule() of the next plan: runtime.profile_host.stall_phase) "
+                     "that blocks the host on the previous forward's event before each launch, minus the same loop with "
+                     "the previous result processed after the next launch (overlap, queued), best of 2 alternating runs "
+                     "each; stalls "
                      + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.stall_med, strict=True))
                      + f"; launch_s = intercept - host.sync_wakeup_s (clamped >= 0). The host time of the whole "
                      f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
