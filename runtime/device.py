@@ -92,6 +92,15 @@ def detect_backend(device: str | torch.device | None = None) -> Backend:
     raise ValueError(f"unsupported device type {dev.type!r}: the runtime runs on cpu or cuda/hip")
 
 
+def serve_threads(is_gpu: bool) -> int | None:
+    """Intra-op CPU threads for torch while serving: 1 on a GPU, as SGLang 0.5.23 sets
+    (model_executor/model_runner.py ``ModelRunner.load_model``: ``torch.set_num_threads(1)``
+    off CPU), so the loop's small host-side tensor ops never fan out to OpenMP workers that
+    spin beside the thread issuing kernels; None on CPU (leave torch's default: the forward
+    itself runs there). The runtime's loop and the profiler apply the same rule."""
+    return 1 if is_gpu else None
+
+
 def _resolve(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

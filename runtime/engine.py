@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from specsched.runtime.device import Device, HostCopy, RingEvent
+from specsched.runtime.device import Device, HostCopy, RingEvent, serve_threads
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
@@ -117,6 +117,8 @@ class RuntimeEngine:
         self.server = srv
         self.serializing = check_serializing(allow_serializing)
         self.dev = Device(device, measure=True, backend=backend)
+        if (threads := serve_threads(self.dev.is_gpu)) is not None:
+            torch.set_num_threads(threads)
         self.progress = progress
         self.window = srv.spec_window
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)

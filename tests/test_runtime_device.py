@@ -461,3 +461,23 @@ def test_engine_captures_every_graph_with_the_collector_paused(monkeypatch: pyte
     monkeypatch.setattr(RuntimeEngine, "_warm_requests", lambda self: seen.append(gc.isenabled()))
     RuntimeEngine.warmup(object.__new__(RuntimeEngine))
     assert seen == [False, True]
+
+
+def test_serving_uses_one_intra_op_thread_on_a_gpu_and_torch_default_on_cpu() -> None:
+    """SGLang 0.5.23 ModelRunner.load_model: torch.set_num_threads(1) off CPU; the CPU
+    engine leaves torch's threads alone (its forward runs on them)."""
+    import torch
+
+    from specsched.runtime.device import serve_threads
+    from specsched.runtime.engine import RuntimeEngine  # noqa: F401  (the engine applies the rule)
+
+    assert serve_threads(True) == 1
+    assert serve_threads(False) is None
+    before = torch.get_num_threads()
+    from tests.conftest import make_scenario
+
+    sc = make_scenario({"max_running_requests": 2}, {"kind": "burst", "num_requests": 1,
+                                                     "input_len": {"kind": "fixed", "value": 8},
+                                                     "output_len": {"kind": "fixed", "value": 2}})
+    RuntimeEngine(sc, preset="tiny", device="cpu")
+    assert torch.get_num_threads() == before
