@@ -77,12 +77,20 @@ def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
 
 def load_run_or_bench(item: str) -> Any:
     """A results directory (``analysis.io.read_results``) or a bench_serving ``FILE[:LINE]``
-    (as a measured run, :func:`sim.bench_serving.to_run_data`)."""
+    (as a measured run, :func:`sim.bench_serving.to_run_data`).
+
+    Raises:
+        ConfigError: ``item`` is neither (the message says what was looked for), or as the
+            reader of what it is.
+    """
     from specsched.analysis.io import read_results
-    from specsched.sim.bench_serving import read_bench_one, to_run_data
+    from specsched.sim.bench_serving import read_bench_one, split_spec, to_run_data
 
     if Path(item).is_dir():
         return read_results(item)
+    if not split_spec(item)[0].exists():
+        raise ConfigError(item, "<path>", item, "no such path: looked for a results directory (specsched run "
+                          "--out) or a bench_serving result file (FILE[:LINE], JSONL or JSON)")
     return to_run_data(read_bench_one(item))
 
 

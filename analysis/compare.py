@@ -41,8 +41,14 @@ DEFAULT_METRICS = (
 HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_busy_fraction", "completed")
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
-TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_mean", "change_mean", "change_pct",
+TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_value", "change_pct",
                  "ci_low_pct", "ci_high_pct", "across_seeds")
+"""``base_value``/``arm_value``: each arm's value over seeds in the metric's unit (the mean, or
+the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change."""
+NOISE_REL = 1e-9
+"""Relative change (fraction, not %) below which a CI bound counts as zero: two arms that run
+the same schedule can still differ by float rounding (sums in another order, ~1e-13 relative),
+and a verdict on that would be a verdict on noise."""
 POOLED_RESAMPLES = 2000
 """Bootstrap resamples (over seeds) for a pooled percentile's interval."""
 
@@ -165,7 +171,7 @@ def summarize_comparison(
 
     Returns:
         One row per (changed arm, metric) with :data:`TABLE_COLUMNS`: the value over seeds
-        in the metric's unit (``base_mean``/``change_mean``: the mean, or for a percentile
+        in the metric's unit (``base_value``/``arm_value``: the mean, or for a percentile
         with ``latency`` given the pooled percentile; ``across_seeds`` says which),
         ``change_pct`` = 100 (change - base) / base, and the bootstrap interval of
         ``change_pct`` (NaN with fewer than two seeds).
@@ -262,11 +268,13 @@ def _pct(x: float) -> str:
 
 def verdict(row: Any) -> str:
     """``better``/``worse`` when the CI of the change excludes 0, else ``no clear change``
-    (``n/a`` without a CI). Direction from :data:`HIGHER_IS_BETTER`."""
+    (``n/a`` without a CI). A bound within :data:`NOISE_REL` of zero counts as zero.
+    Direction from :data:`HIGHER_IS_BETTER`."""
     lo, hi = row["ci_low_pct"], row["ci_high_pct"]
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return "n/a"
-    if lo <= 0 <= hi:
+    tol = 100 * NOISE_REL   # the bounds are in %
+    if lo <= tol and hi >= -tol:
         return "no clear change"
     up = lo > 0
     higher_better = any(k in row["metric"] for k in HIGHER_IS_BETTER)
@@ -282,7 +290,7 @@ def _metric_text(row: Any) -> str:
 def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], list[list[str]]]:
     ci = f"{confidence:.0%} CI of change"
     header = ["metric", "base arm", "base", "arm", "arm value", "change", ci, "seeds", "verdict"]
-    rows = [[_metric_text(r), str(r["base_arm"]), _num(r["base_mean"]), str(r["arm"]), _num(r["change_mean"]),
+    rows = [[_metric_text(r), str(r["base_arm"]), _num(r["base_value"]), str(r["arm"]), _num(r["arm_value"]),
              _pct(r["change_pct"]),
              "n/a" if not math.isfinite(r["ci_low_pct"]) else f"[{_pct(r['ci_low_pct'])}, {_pct(r['ci_high_pct'])}]",
              str(r["n_seeds"]), verdict(r)] for _, r in table.iterrows()]

@@ -100,7 +100,7 @@ def change_table(cell: str, seeds: int, executor) -> str:
     lines = ["| arm | metric | base | arm | change | 95 % CI |", "|---|---|---|---|---|---|"]
     for r in t.itertuples():
         ci = "n/a" if r.ci_low_pct != r.ci_low_pct else f"[{r.ci_low_pct:+.2f}, {r.ci_high_pct:+.2f}] %"
-        lines.append(f"| {r.arm} | {r.metric} | {r.base_mean:,.2f} | {r.change_mean:,.2f} | {r.change_pct:+.2f} % | {ci} |")
+        lines.append(f"| {r.arm} | {r.metric} | {r.base_value:,.2f} | {r.arm_value:,.2f} | {r.change_pct:+.2f} % | {ci} |")
     return "\n".join(lines)
 
 

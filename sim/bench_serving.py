@@ -324,7 +324,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     """
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(str(p), "<file>", str(p), "no such bench_serving result file")
+        raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
     try:
         text = p.read_text(encoding="utf-8-sig")   # a byte-order mark from an editor is not JSON
     except UnicodeDecodeError:
@@ -340,7 +340,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
             objs.append((i, json.loads(raw)))
         except json.JSONDecodeError as e:
             if bad is None:
-                bad = (i, raw.strip(), e.msg)
+                bad = (i, raw.strip(), f"{e.msg} column {e.colno}")   # the line is in the location
             if line is None or i >= line:
                 break
     if bad is not None and line is not None and any(i == line and isinstance(o, dict) for i, o in objs):

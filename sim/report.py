@@ -12,7 +12,9 @@ _W = 50
 
 
 def _line(label: str, value: Any, fmt: str = "{:.2f}") -> str:
-    if value is None:
+    # NaN marks a figure that does not apply (no accept length without speculation); the
+    # summary files keep the NaN, the text says so as bench_serving does
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         text = "n/a"
     elif isinstance(value, str):
         text = value

@@ -251,7 +251,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"not a JSON object ({e.msg})") from None
+                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"not a JSON object ({e.msg} column {e.colno})") from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], "each line must be a JSON object")
             for c in (*cols, *([hcol] if hcol and required else [])):

@@ -98,9 +98,39 @@ def plain(text: str | None) -> str | None:
     return text.replace("``", "").replace("::\n", ":\n")
 
 
-def default_out_dir(scenario_name: str, arm: str, seed: int) -> Path:
-    """Where ``run`` writes when no --out is given: results/<scenario>/<arm>-seed<N>."""
-    return Path("results") / scenario_name / f"{arm}-seed{seed}"
+OUT_NAME_MAX = 80
+"""Longest override suffix kept whole in a default results directory name; a longer one is cut
+and ends with a hash of the full text (file systems limit a name to 255 bytes)."""
+
+
+def overrides_suffix(overrides: dict[str, Any]) -> str:
+    """A readable, stable directory-name suffix for ``--set`` overrides (parsed, last wins).
+
+    Keys sorted, so the same effective overrides always name the same directory:
+    ``{"server.chunked_prefill_size": 8192}`` -> ``server.chunked_prefill_size=8192``; several
+    are joined with ``+``. Characters unsafe in a file name become ``_``, and then (or when
+    over :data:`OUT_NAME_MAX`) a short hash of the exact text keeps distinct overrides apart.
+    """
+    import hashlib
+    import json
+
+    def text(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), sort_keys=True, default=str)
+    raw = "+".join(f"{k}={text(v)}" for k, v in sorted(overrides.items()))
+    safe = re.sub(r"[^A-Za-z0-9._=+-]+", "_", raw)
+    if safe != raw or len(safe) > OUT_NAME_MAX:
+        safe = f"{safe[:OUT_NAME_MAX]}-{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
+    return safe
+
+
+def default_out_dir(scenario_name: str, arm: str, seed: int, overrides: dict[str, Any] | None = None) -> Path:
+    """Where ``run`` writes when no --out is given: results/<scenario>/<arm>-seed<N>, and for a
+    what-if run (``--set``) <arm>-seed<N>+<overrides> (:func:`overrides_suffix`), so that it
+    never overwrites the plain run it is compared with."""
+    name = f"{arm}-seed{seed}"
+    if overrides:
+        name += "+" + overrides_suffix(overrides)
+    return Path("results") / scenario_name / name
 
 
 def simulate(scenario: Any, seed: int, progress: bool) -> Any:
@@ -176,7 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # reference figures belong to the scenario as written: not shown for a modified one
     ref = None if args.set else scenario.reference.get(args.arm)
     print(format_report(result.summary, ref))
-    out = Path(args.out) if args.out else default_out_dir(scenario.name, args.arm, scenario.seed)
+    if args.out:
+        out = Path(args.out)
+    else:
+        from specsched.analysis.overrides import parse_overrides
+
+        out = default_out_dir(scenario.name, args.arm, scenario.seed, parse_overrides(args.set or []))
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     return 0
@@ -199,7 +234,8 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("scenario", help="scenario YAML file, or a bundled name (burst256-ht, h200/batch8)")
     r.add_argument("--arm", default="base", help="arm name from the scenario's arms (default base)")
     r.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
-    r.add_argument("--out", default=None, help="results directory (default results/<scenario>/<arm>-seed<N>)")
+    r.add_argument("--out", default=None, help="results directory (default results/<scenario>/<arm>-seed<N>, "
+                                               "with --set ...-seed<N>+<key>=<value>)")
     r.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key (repeatable), e.g. server.chunked_prefill_size=8192")

@@ -39,7 +39,7 @@ def test_summary_ci_contains_the_true_difference():
     assert thr["ci_low_pct"] > 0
     b = samples.query("arm == 'base' and metric == 'output_throughput'")["value"].mean()
     c = samples.query("arm == 'fix' and metric == 'output_throughput'")["value"].mean()
-    assert thr["base_mean"] == pytest.approx(b) and thr["change_mean"] == pytest.approx(c)
+    assert thr["base_value"] == pytest.approx(b) and thr["arm_value"] == pytest.approx(c)
     assert thr["change_pct"] == pytest.approx((c - b) / b * 100)
     assert compare.verdict(thr) == "better"
     ttft = table[table["metric"] == "median_ttft_ms"].iloc[0]
@@ -129,3 +129,23 @@ def test_formats(tmp_path):
     assert list(back.columns) == list(compare.TABLE_COLUMNS)
     assert back["change_pct"].iloc[0] == pytest.approx(table["change_pct"].iloc[0])
     assert not math.isnan(back["ci_low_pct"].iloc[0])
+
+
+@pytest.mark.parametrize(("metric", "lo", "hi"), [
+    ("verify_cycles_per_s", -1e-11, -1e-12),     # both bounds float noise below zero
+    ("median_itl_ms", 1.3e-11, 1.58),            # lower bound float noise above zero
+    ("verify_cycles_per_s", 1e-12, 2e-12),
+])
+def test_float_noise_bounds_are_no_clear_change(metric, lo, hi):
+    assert compare.verdict({"metric": metric, "ci_low_pct": lo, "ci_high_pct": hi}) == "no clear change"
+
+
+def test_changes_above_float_noise_still_get_a_verdict():
+    assert compare.verdict({"metric": "median_itl_ms", "ci_low_pct": 1e-4, "ci_high_pct": 1.58}) == "worse"
+    assert compare.verdict({"metric": "verify_cycles_per_s", "ci_low_pct": -2.0, "ci_high_pct": -1e-4}) == "worse"
+
+
+def test_csv_columns_name_the_values_they_hold():
+    table = compare.summarize_comparison(_samples(6.0, 4, np.random.default_rng(3)), ["output_throughput"])
+    assert {"base_value", "arm_value", "change_pct"} <= set(table.columns)
+    assert "change_mean" not in table.columns

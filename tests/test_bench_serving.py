@@ -177,3 +177,22 @@ def test_bench_record_has_bench_serving_units(tmp_path):
     assert rec["ttfts"][0] == pytest.approx(float(res.requests.sort_values("rid")["ttft_s"].iloc[0]))
     assert rec["accept_length"] is None                                          # no spec: null, as SGLang writes
     assert 1 <= rec["max_concurrent_requests"] <= 6 and rec["max_output_tokens_per_s"] > 0
+
+
+def test_a_cut_json_line_keeps_the_position(tmp_path):
+    p = tmp_path / "cut.jsonl"
+    p.write_text(json.dumps(SGLANG_03) + "\n" + '{"completed": 3, "model_id": "x\n')
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file.endswith("cut.jsonl:2") and "column 30" in str(e.value)
+    assert "starting at;" not in str(e.value)
+
+
+@pytest.mark.parametrize("what", ["results/nothing", "results/nothing.jsonl", "results/nothing.jsonl:3"])
+def test_plot_of_a_missing_path_says_what_it_looked_for(tmp_path, capsys, monkeypatch, what):
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", what]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and what in err[0]
+    assert "results directory" in err[0] and "bench_serving result file" in err[0]
+    assert not any(tmp_path.iterdir())

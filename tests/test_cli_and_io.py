@@ -153,3 +153,30 @@ def test_a_yaml_file_read_again_is_a_fresh_equal_document_and_a_changed_one_is_r
     assert read_yaml_file(f) == {"a": 1, "b": [1, 2]}
     f.write_text("a: 2\nb: [1, 2]\n")
     assert read_yaml_file(f) == {"a": 2, "b": [1, 2]}
+
+
+def test_a_what_if_run_writes_beside_the_plain_run_not_over_it(tmp_path, capsys, monkeypatch):
+    path = small_scenario(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(path)]) == 0
+    plain = [d for d in (tmp_path / "results").glob("*/*") if d.is_dir()]
+    assert len(plain) == 1
+    before = (plain[0] / "summary.json").read_text()
+    capsys.readouterr()
+    assert main(["run", str(path), "--set", "workload.num_requests=4"]) == 0
+    said = capsys.readouterr().out
+    (what_if,) = [d for d in (tmp_path / "results").glob("*/*") if d.is_dir() and d != plain[0]]
+    assert what_if.name == plain[0].name + "+workload.num_requests=4"
+    assert f"results in {what_if.relative_to(tmp_path)}/" in said
+    assert (plain[0] / "summary.json").read_text() == before
+    assert json.loads((what_if / "summary.json").read_text())["completed"] == 4
+
+
+def test_override_suffix_is_stable_and_keeps_unsafe_values_apart():
+    from specsched.cli import overrides_suffix
+
+    a = overrides_suffix({"server.b": 1, "server.a": True})
+    assert a == overrides_suffix({"server.a": True, "server.b": 1}) == "server.a=true+server.b=1"
+    x, y = overrides_suffix({"server.p": "a/b.py:C"}), overrides_suffix({"server.p": "a_b.py:C"})
+    assert x != y and "/" not in x and ":" not in x
+    assert len(overrides_suffix({"server.k": "v" * 500})) < 100

@@ -130,3 +130,11 @@ def test_invariant_sorted_trace_arrivals_are_scaled_offsets(tmp_path_factory, ro
     t = np.array([r[0] for r in rows], float) / 1000
     assert np.allclose(tr.arrival_s, (t - t[0]) * scale)
     assert tr.input_len.tolist() == [r[1] for r in rows] and tr.output_len.tolist() == [max(r[2], 1) for r in rows]
+
+
+def test_a_cut_jsonl_trace_line_keeps_the_column(tmp_path):
+    sc = _trace_scenario(tmp_path, '{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_le',
+                         suffix=".jsonl")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith("t.jsonl:2") and "column 18" in str(e.value)
