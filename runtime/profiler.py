@@ -194,8 +194,8 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
     on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
     if on_cpu and cpu_threads:
         torch.set_num_threads(cpu_threads)
-    elif not on_cpu:
-        torch.set_num_threads(serve_threads(True) or threads)  # as the runtime's loop runs
+    elif (serve := serve_threads(not on_cpu)) is not None:
+        torch.set_num_threads(serve)  # as the runtime's loop runs
     try:
         p = _Profiler(device=device, preset=preset, spec_window=spec_window, max_bs=max_bs, contexts=contexts,
                       extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,

@@ -34,6 +34,14 @@ CLIP_MAX_NEW_TOKENS = 4096
 ChunkFill = Literal["exact", "stop_at_max_prefill_tokens"]
 
 
+
+def swa_peak_tokens(extend: int, new_tokens: int, chunk_limit: int | None, window: int, page: int) -> int:
+    """SGLang 0.5.23 ``estimate_swa_kv_tokens``: the peak SWA slots of one request whose
+    (page-rounded) ``extend`` tokens are admitted with ``new_tokens`` reserved, at most
+    ``chunk_limit`` of them in this forward (None: chunking off)."""
+    allocated = extend if chunk_limit is None else min(extend, chunk_limit)
+    return max(allocated - window, 0) + min(extend + new_tokens, window) + page
+
 class AddResult(Enum):
     """SGLang's AddReqResult."""
 
@@ -160,10 +168,8 @@ class PrefillAdder:
         return AddResult.CONTINUE
 
     def _swa_tokens(self, extend: int, new_tokens: int, chunk_limit: int | None) -> int:
-        """SGLang ``estimate_swa_kv_tokens``: the peak SWA slots of one request."""
-        w = self.swa_window
-        allocated = extend if chunk_limit is None else min(extend, chunk_limit)
-        return max(allocated - w, 0) + min(extend + new_tokens, w) + self.page_size
+        """SGLang ``estimate_swa_kv_tokens`` for this pass (:func:`swa_peak_tokens`)."""
+        return swa_peak_tokens(extend, new_tokens, chunk_limit, self.swa_window, self.page_size)
 
     def _spend(self, extend: int, reserve_new: int) -> None:
         # SGLang PrefillBudget.reserve: the KV budget takes the page-rounded extend, one

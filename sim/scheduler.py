@@ -45,6 +45,7 @@ from specsched.sim.prefill_adder import (
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
+    swa_peak_tokens,
 )
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
@@ -299,9 +300,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         """
         page = self.server.page_size
         extend = ceil_page(req.input_len + req.output_len - req.prefill_done, page)
-        w = self.kv.window
         new = min(max(req.max_new_tokens - req.output_len, 0), CLIP_MAX_NEW_TOKENS)
-        need = max(extend - w, 0) + min(extend + new, w) + page  # PrefillAdder._swa_tokens, unchunked
+        need = swa_peak_tokens(extend, new, None, self.kv.window, page)
         if need >= self.kv.swa_capacity:
             raise UnschedulableRequest(
                 f"request {req.rid}: re-extending {extend} tokens after {req.retractions} retraction(s) needs "
