@@ -64,7 +64,7 @@ def rate_for(mean: float, gamma: int) -> float:
     return brentq(lambda r: mean_accept_length(np.full(gamma, r)) - mean, 1e-6, 1 - 1e-9)
 
 
-def closed_loop_split(conc: list[int], tok_s: list[float], output_len: int) -> tuple[float, float]:
+def closed_loop_split(conc: list[int], tok_s: list[float], output_len: float) -> tuple[float, float]:
     """Split closed-loop throughputs into what a request costs alone and what each other
     concurrent request adds to it.
 
@@ -81,7 +81,7 @@ def closed_loop_split(conc: list[int], tok_s: list[float], output_len: int) -> t
     Args:
         conc: concurrencies (at least two distinct).
         tok_s: output tok/s at each, > 0.
-        output_len: output tokens per request.
+        output_len: output tokens per request (the mean, where lengths vary).
 
     Returns:
         (a, b) in seconds.
@@ -118,6 +118,7 @@ def _mean(scn: Path, key: str, seeds: int) -> float:
 
 
 def _length(value: int, range_ratio: float) -> dict:
+    """The workload length spec for bench_serving's random lengths at ``range_ratio``."""
     if range_ratio >= 1.0:
         return {"kind": "fixed", "value": value}
     return {"kind": "uniform", "value": value, "range_ratio": range_ratio}
@@ -224,11 +225,22 @@ def published() -> list[tuple]:
     return rows
 
 
-def _print_split(rows: list[tuple]) -> None:
+def mean_length(value: int, range_ratio: float) -> float:
+    """Mean of bench_serving's random lengths: uniform integers in
+    [max(int(value x range_ratio), 1), value] (sglang benchmark/datasets/common.py
+    ``compute_random_lens``); ``value`` itself at range ratio 1."""
+    lo = max(int(value * range_ratio), 1) if range_ratio < 1.0 else value
+    return (lo + value) / 2
+
+
+def _print_split(rows: list[tuple], range_ratio: float = 1.0) -> None:
     """P1's closed-loop split (:func:`closed_loop_split`, concurrency 8-64: the public note
-    calls the concurrency-4 row a warm-up effect) for the reported figures and each model."""
-    print("  closed-loop split, concurrency 8-64: a = lone request's lifetime (ms per output token), "
-          "b = ms each concurrent request adds; crossover = where DSpark stops winning")
+    calls the concurrency-4 row a warm-up effect) for the reported figures and each model,
+    with the mean output length the range ratio gives (the reported rows are read the same
+    way, as if they had run with it)."""
+    out_len = mean_length(128, range_ratio)
+    print(f"  closed-loop split, concurrency 8-64, mean output {out_len:g} tokens: a = lone request's lifetime "
+          "(ms per output token), b = ms each concurrent request adds; crossover = where DSpark stops winning")
     split: dict[tuple[str, str], tuple[float, float]] = {}
     for who in ["reported"] + sorted({r[0] for r in rows}):
         for arm in ("none", "dspark"):
@@ -236,10 +248,10 @@ def _print_split(rows: list[tuple]) -> None:
                    if a_ == arm and c >= 8 and (who == "reported" or model == who)
                    and (who != "reported" or model == rows[0][0])]
             if len(pts) >= 2:
-                split[who, arm] = closed_loop_split([p[0] for p in pts], [p[1] for p in pts], 128)
+                split[who, arm] = closed_loop_split([p[0] for p in pts], [p[1] for p in pts], out_len)
     for (who, arm), (a_, b_) in split.items():
-        print(f"  {who:<20}{arm:>8}  a {a_ / 128 * 1e3:6.1f} ms/token  b {b_ * 1e3:6.1f} ms")
-    for who in {w for w, _ in split}:
+        print(f"  {who:<20}{arm:>8}  a {a_ / out_len * 1e3:6.1f} ms/token  b {b_ * 1e3:6.1f} ms")
+    for who in dict.fromkeys(w for w, _ in split):
         if (who, "none") in split and (who, "dspark") in split:
             x = crossover(split[who, "none"], split[who, "dspark"])
             print(f"  {who:<20} crossover: {'none' if x is None else f'{x:.0f}'}")
@@ -270,14 +282,14 @@ def main(argv: list[str] | None = None) -> int:
         rows += p1(out, a.seeds, "measured-ref-tp4", rr, profile=ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
         for model, c, arm, rep, pred in rows:
             print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
-        _print_split(rows)
+        _print_split(rows, rr)
     if "p1-eager" in cases:
         print(f"P1 if decode and verify ran without graphs (disable_decode_cuda_graph: a hypothesis, not SGLang's "
               f"default), mean of {a.seeds} seeds")
         rows = [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr, eager=True)]
         for model, c, arm, rep, pred in rows:
             print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
-        _print_split(rows)
+        _print_split(rows, rr)
     if "p2" in cases:
         print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds, range ratio {rr:g}")
         for gbs, rep, pred, per_seed in p2(out, a.seeds, rr):

@@ -47,3 +47,9 @@ def test_split_refuses_one_concurrency_or_a_zero_rate():
         pc.closed_loop_split([8, 8], [100.0, 100.0], 128)
     with pytest.raises(ValueError):
         pc.closed_loop_split([8, 16], [100.0, 0.0], 128)
+
+
+def test_mean_length_follows_bench_serving_lengths():
+    assert pc.mean_length(128, 1.0) == 128
+    assert pc.mean_length(128, 0.0) == 64.5  # uniform in [1, 128]
+    assert pc.mean_length(128, 0.5) == 96.0  # uniform in [64, 128]
