@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from specsched.analysis.calibrate_bench import (
+    ARRIVALS,
     FIT_METRICS,
     cases_from_runs,
     fit,
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="prefill,decode,host")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--max-evals", type=int, default=40)
+    ap.add_argument("--arrivals", choices=ARRIVALS, default="auto",
+                    help="replay each run's send times (details), draw at its rate (rate), or replay where the line "
+                         "has send times (auto, the default)")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
     ap.add_argument("--title", default="Hold-out calibration check")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (repeatable)")
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(a.profile)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        cases = cases_from_runs(runs, a.profile, a.scenario_template, Path(tmp))
+        cases = cases_from_runs(runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)
         train = cases[:half]
         res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals,
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
