@@ -46,6 +46,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "decode": ("gpu.verify", "gpu.decode", "gpu.draft_step"),
     "host": ("host.schedule_s", "host.schedule_per_req_s", "host.launch_s", "host.launch_per_req_s",
              "host.process_s", "host.process_per_req_s"),
+    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
 EFFICIENCY_PREFIX = "analytic.efficiency."
@@ -57,8 +58,9 @@ JAC_STEP = 0.1
 
 
 def _scale_node(node: Any, f: float) -> Any:
-    if isinstance(node, dict) and "seconds" in node:   # a Grid
-        return {**node, "seconds": [[v * f for v in row] for row in node["seconds"]]}
+    if isinstance(node, dict) and "seconds" in node:   # a Grid: 2-D (rows of values) or 1-D
+        return {**node, "seconds": [[v * f for v in row] if isinstance(row, list) else row * f
+                                    for row in node["seconds"]]}
     if isinstance(node, (int, float)) and not isinstance(node, bool):
         return node * f
     return node

@@ -191,3 +191,17 @@ def test_arrivals_rate_draws_and_details_needs_send_times(tmp_path):
     assert case.scenario.workload.kind == "poisson"
     with pytest.raises(ConfigError, match="start_times"):
         cases_from_runs([sglang], "tiny", None, tmp_path, arrivals="details")
+
+
+def test_idle_lead_group_scales_the_scalar_and_the_one_dimensional_table():
+    from specsched.sim.profile import LeadTable
+
+    p = tiny_profile()
+    p = p.model_copy(update={"host": p.host.model_copy(update={
+        "extend_idle_lead_s": 0.002, "extend_idle_lead_by_tokens": LeadTable(tokens=[256, 4096], seconds=[0.003, 0.001])})})
+    q = scale_profile(p, {"idle_lead": 1.5})
+    assert q.host.extend_idle_lead_s == pytest.approx(0.003)
+    assert q.host.extend_idle_lead_by_tokens.seconds == pytest.approx([0.0045, 0.0015])
+    assert q.host.extend_idle_lead_by_tokens.tokens == [256, 4096]
+    r = scale_profile(p, {"host.extend_idle_lead_by_tokens": 2.0})   # a 1-D grid by its dotted key
+    assert r.host.extend_idle_lead_by_tokens.seconds == pytest.approx([0.006, 0.002])
