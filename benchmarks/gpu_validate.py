@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shlex
 import shutil
 import subprocess
@@ -52,7 +53,7 @@ from pathlib import Path
 import numpy as np
 from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table
 from specsched.runtime.engine import RuntimeEngine
-from specsched.runtime.host_probe import describe_launches
+from specsched.runtime.host_probe import describe_launches, machine_counters
 from specsched.sim.config import arm_names, load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.profile import load_profile
@@ -266,6 +267,13 @@ def environment_text() -> str:
         if cmd[0] == "lscpu":
             text = "".join(line + "\n" for line in text.splitlines() if line.startswith(("Model name", "CPU MHz", "CPU max MHz")))
         out.append(text)
+    # what tells host-side slowdowns apart (runtime/host_probe.py): quota, threads, clocks
+    import torch
+
+    omp = {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "KMP_", "GOMP_", "MKL_"))}
+    out.append(f"torch intra-op threads {torch.get_num_threads()} (the runs use runtime.device.serve_threads); "
+               f"OpenMP environment {omp or 'unset'}; "
+               + ", ".join(f"{k} {v:.6g}" for k, v in machine_counters().items()) + "\n")
     return "".join(out)
 
 
