@@ -223,10 +223,10 @@ class HostProbe:
 
 def describe_launches(steps: Any, probe: dict[str, list[float]], graph_max_bs: int,
                       predicted_steps: Any | None = None, slow_ratio: float = 1.4) -> list[str]:
-    """Lines (markdown bullets) on the verify launches of one measured run: per kind (graph
-    replays; eager cycles above ``graph_max_bs``) the count, the median GPU span (start mark
-    to end, ms), and the median wall, thread CPU time, involuntary switches and GC time of
-    the launch call. Eager cycles are split into a fast and a slow level: slow when the span
+    """Lines (markdown bullets) on the launches of one measured run: per kind (extends and
+    injections; decode/verify graph replays; eager cycles above ``graph_max_bs``) the count,
+    the median GPU span (start mark to end, ms), and the median wall, thread CPU time,
+    involuntary switches and GC time of the launch call. Eager cycles are split into a fast and a slow level: slow when the span
     exceeds ``slow_ratio`` x the predicted run's median eager span at the same batch sizes
     (or, without a prediction, x the measured 10th percentile). A host-bound slow level
     shows a long call; if its CPU time is short too, the thread was off its core (switches
@@ -240,7 +240,7 @@ def describe_launches(steps: Any, probe: dict[str, list[float]], graph_max_bs: i
         predicted_steps: the simulated steps table of the same scenario, or None.
 
     Returns:
-        Zero or more lines; none when the run has no verify or decode steps.
+        Zero or more lines; none when the run has no steps.
     """
     import numpy as np
 
@@ -251,7 +251,8 @@ def describe_launches(steps: Any, probe: dict[str, list[float]], graph_max_bs: i
     bs = steps["batch_size"].to_numpy()
     span = (steps["gpu_end_s"].to_numpy() - steps["gpu_start_s"].to_numpy()) * 1e3
     step_rows = ((mode == "verify") | (mode == "decode")) & (part == "main")
-    if not step_rows.any():
+    ext_rows = ((mode == "extend") | (mode == "mixed")) & (part == "main")
+    if not step_rows.any() and not ext_rows.any():
         return []
 
     def line(label: str, sel: np.ndarray) -> str:
@@ -272,6 +273,11 @@ def describe_launches(steps: Any, probe: dict[str, list[float]], graph_max_bs: i
                 f"per call, GC {gc_ms:.1f} ms in all")
 
     out = []
+    if ext_rows.any():
+        out.append(line("extend launches", ext_rows))
+        inj = part == "inject"
+        if inj.any():
+            out.append(line("injection launches", inj))
     graph = step_rows & (bs <= graph_max_bs)
     eager = step_rows & (bs > graph_max_bs)
     if graph.any():

@@ -89,7 +89,8 @@ def test_graph_steps_get_one_line_and_no_steps_none():
     lines = describe_launches(_steps(spans, 1), probe, graph_max_bs=32)
     assert len(lines) == 1 and lines[0].startswith("graph steps: 6 launches, span 3.00 ms, call 1.00 ms")
     ext = _steps(spans, 1).assign(mode="extend")
-    assert describe_launches(ext, probe, graph_max_bs=32) == []
+    assert describe_launches(ext, probe, graph_max_bs=32)[0].startswith("extend launches: 6 launches")
+    assert describe_launches(ext.iloc[:0], probe, graph_max_bs=32) == []
 
 
 def test_a_gpu_round_writes_the_probe(tmp_path):
