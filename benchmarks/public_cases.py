@@ -305,8 +305,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label} on {gpu}: published {pub:.1f}, predicted {pred:.1f} ({(pred - pub) / pub * 100:+.0f} %); {src}")
     if "ref" in cases:
         print(f"MI355X reference cells (base arm), analytic DeepSeek-V4-Flash TP4 profile, mean of {a.seeds} seeds")
-        for cell, k, ref, pred in reference_cells(out, a.seeds):
+        ref_rows = reference_cells(out, a.seeds)
+        for cell, k, ref, pred in ref_rows:
             print(f"{cell:<12}{k:<22}{ref:>10.2f}{pred:>11.2f}{(pred - ref) / ref * 100:>+7.0f}%")
+        cyc = {int(cell[5:-3]): (1e3 / ref, 1e3 / pred) for cell, k, ref, pred in ref_rows if k == "verify_cycles_per_s"}
+        bs = sorted(cyc)
+        print("  verify cycle (ms) by batch, reference / predicted: "
+              + ", ".join(f"{b}: {cyc[b][0]:.1f} / {cyc[b][1]:.1f}" for b in bs)
+              + "; ms per added request: "
+              + ", ".join(f"{b0}->{b1}: {(cyc[b1][0] - cyc[b0][0]) / (b1 - b0):.2f} / "
+                          f"{(cyc[b1][1] - cyc[b0][1]) / (b1 - b0):.2f}" for b0, b1 in zip(bs, bs[1:], strict=False)))
     print(f"profiles and scenarios in {out}")
     return 0
 
