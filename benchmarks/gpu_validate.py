@@ -183,7 +183,10 @@ class Validation:
                                                                                     VALIDATE_METRICS)]
         write_results(meas, self.res_dir / f"{job.result_name}-measured")
         write_results(pred, self.res_dir / f"{job.result_name}-predicted")
-        self._host_probe(job, meas, pred, eng)
+        try:  # a diagnostic: never fails the measured run
+            self._host_probe(job, meas, pred, eng)
+        except Exception as e:
+            self.host.append(f"- {job.label} {job.arm}: probe not written: {type(e).__name__}: {e}".splitlines()[0])
         self.rows += rows
         worst = max((abs(r["error_pct"]) for r in rows if r["error_pct"] == r["error_pct"]), default=float("nan"))
         line = f"{job.label:<17} {job.arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %"

@@ -124,3 +124,25 @@ def test_a_gpu_round_writes_the_probe(tmp_path):
     assert "graph steps: " in text
     with tarfile.open(tmp_path / "results.tar.gz") as tar:
         assert "results/a-base-measured/host_probe.parquet" in tar.getnames()
+
+
+def test_a_broken_probe_never_fails_the_measured_run(tmp_path):
+    spec = importlib.util.spec_from_file_location("gv_probe2", ROOT / "benchmarks" / "gpu_validate.py")
+    gv = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gv
+    spec.loader.exec_module(gv)
+    sc = make_scenario(None, {"num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+                              "output_len": {"kind": "fixed", "value": 4}})
+
+    class Broken:
+        def launch_probe(self):
+            raise RuntimeError("no readings")
+
+    def measure(job, eng):
+        return SimEngine(job.scenario, tiny_profile()).run(), eng or Broken()
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run())
+    val.run([gv.Job("a", "base", sc, "a", "a-base")])
+    val.save()
+    assert not val.failures and val.rows
+    assert "- a base: probe not written: RuntimeError: no readings" in (tmp_path / "checks.md").read_text()
