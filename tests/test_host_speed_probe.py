@@ -1,0 +1,42 @@
+"""benchmarks/host_speed_probe.py: a host that runs the same work slower for a while shows
+as slow windows; a steady host shows none; the CPU run writes its rows atomically."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+from tests.conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("specsched_host_speed_probe", ROOT / "benchmarks" / "host_speed_probe.py")
+hsp = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = hsp
+_spec.loader.exec_module(hsp)
+
+
+def _rows(levels_ms):
+    """One repetition every 0.25 s; ``levels_ms`` gives each 2.5 s window's CPU ms."""
+    rows, t = [], 0.0
+    for ms in levels_ms:
+        for _ in range(10):
+            rows.append(("python", t, ms, ms))
+            t += 0.25
+    return rows
+
+
+def test_slow_windows_are_counted():
+    out = hsp.summarize(_rows([2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.1, 1.0]))
+    assert "25% of 8 windows" in out
+
+
+def test_a_steady_host_has_no_slow_window():
+    assert "0% of 6 windows" in hsp.summarize(_rows([1.0, 1.05, 1.1, 1.0, 1.02, 1.0]))
+
+
+def test_cpu_probe_writes_rows(tmp_path):
+    out = tmp_path / "probe.json"
+    assert hsp.main(["--seconds", "0.2", "--device", "cpu", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert rows and all(r[0] == "python" and r[3] > 0 for r in rows)
+    assert hsp.main(["--seconds", "0"]) == 2
