@@ -433,9 +433,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._make_room(need)
                 self._reserve_decode(batch)
                 decoders = batch
+        # a running row of a mixed step is a plain one-token decode, speculative or not
+        # (0.5.23 schedule_batch.py mix_with_running: extend_end = prefix_len + 1; "mixed
+        # steps degrade running requests to a plain 1-token decode", speculative_hook.py)
         for r in decoders:
             rids.append(r.rid)
-            ext.append(self.window)
+            ext.append(1)
             pre.append(r.seq_len)
             before.append(r.output_len)
             maxnew.append(r.max_new_tokens)
@@ -447,7 +450,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         return BatchPlan(
             self.step, ForwardMode.MIXED if decoders else ForwardMode.EXTEND,
             tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
-            tuple(new), self.window if decoders else 1, tuple(before), tuple(maxnew),
+            tuple(new), 1, tuple(before), tuple(maxnew),
         )
 
     def _leave_queue(self, admitted: list[Req], in_queue_order: bool) -> None:
@@ -584,6 +587,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         d_fin: list[bool] = []
         window = plan.spec_window
         spec_step = window > 1
+        mixed_step = plan.mode is ForwardMode.MIXED
         committed = output.counts()
         reqs = self.reqs
         skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
@@ -596,7 +600,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 continue
             n = committed[i]
             if i >= plan.num_extend:
-                unused = window - n
+                # a mixed step's rows hold a verify window's reservation and commit one token
+                unused = (self.window if mixed_step else window) - n
                 if unused > 0:
                     returning.append(r)
                     unused_n.append(unused)
