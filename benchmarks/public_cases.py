@@ -64,6 +64,49 @@ def rate_for(mean: float, gamma: int) -> float:
     return brentq(lambda r: mean_accept_length(np.full(gamma, r)) - mean, 1e-6, 1 - 1e-9)
 
 
+def closed_loop_split(conc: list[int], tok_s: list[float], output_len: float) -> tuple[float, float]:
+    """Split closed-loop throughputs into what a request costs alone and what each other
+    concurrent request adds to it.
+
+    In a closed loop of ``C`` clients running requests of ``output_len`` tokens back to back
+    (bench_serving ``--max-concurrency C`` with whole rounds: P1 sends 4 x C prompts), each
+    client finishes one request per lifetime ``L(C) = C x output_len / tok_s`` seconds
+    (TTFT plus every decode step). Fitting ``L(C) = a + b x C`` by least squares gives ``a``
+    (s): the lifetime with no one else running (``a / output_len`` is a lone request's time
+    per token), and ``b`` (s): what one more concurrent request adds to everyone's lifetime:
+    its own prefill, which stalls the running batch, plus the growth of the decode step with
+    batch. The split needs no assumption about the server; it says which of the two a
+    prediction misses.
+
+    Args:
+        conc: concurrencies (at least two distinct).
+        tok_s: output tok/s at each, > 0.
+        output_len: output tokens per request (the mean, where lengths vary).
+
+    Returns:
+        (a, b) in seconds.
+
+    Raises:
+        ValueError: fewer than two distinct concurrencies, or a throughput <= 0.
+    """
+    c = np.asarray(conc, dtype=float)
+    t = np.asarray(tok_s, dtype=float)
+    if len(set(conc)) < 2 or len(c) != len(t) or (t <= 0).any():
+        raise ValueError("need >= 2 distinct concurrencies and one positive throughput each")
+    b, a = np.polyfit(c, c * output_len / t, 1)
+    return float(a), float(b)
+
+
+def crossover(plain: tuple[float, float], spec: tuple[float, float]) -> float | None:
+    """The concurrency where speculation stops winning, from two :func:`closed_loop_split`
+    results: where ``a_spec + b_spec C = a_plain + b_plain C``. None when speculation never
+    loses (its per-request cost ``b`` is no larger) or never wins (its ``a`` is larger)."""
+    (ap, bp), (as_, bs) = plain, spec
+    if bs <= bp or as_ >= ap:
+        return None
+    return (ap - as_) / (bs - bp)
+
+
 def _write(path: Path, d: dict) -> Path:
     path.write_text(yaml.safe_dump(d, sort_keys=False))
     return path
@@ -75,6 +118,7 @@ def _mean(scn: Path, key: str, seeds: int) -> float:
 
 
 def _length(value: int, range_ratio: float) -> dict:
+    """The workload length spec for bench_serving's random lengths at ``range_ratio``."""
     if range_ratio >= 1.0:
         return {"kind": "fixed", "value": value}
     return {"kind": "uniform", "value": value, "range_ratio": range_ratio}
@@ -181,6 +225,38 @@ def published() -> list[tuple]:
     return rows
 
 
+def mean_length(value: int, range_ratio: float) -> float:
+    """Mean of bench_serving's random lengths: uniform integers in
+    [max(int(value x range_ratio), 1), value] (sglang benchmark/datasets/common.py
+    ``compute_random_lens``); ``value`` itself at range ratio 1."""
+    lo = max(int(value * range_ratio), 1) if range_ratio < 1.0 else value
+    return (lo + value) / 2
+
+
+def _print_split(rows: list[tuple], range_ratio: float = 1.0) -> None:
+    """P1's closed-loop split (:func:`closed_loop_split`, concurrency 8-64: the public note
+    calls the concurrency-4 row a warm-up effect) for the reported figures and each model,
+    with the mean output length the range ratio gives (the reported rows are read the same
+    way, as if they had run with it)."""
+    out_len = mean_length(128, range_ratio)
+    print(f"  closed-loop split, concurrency 8-64, mean output {out_len:g} tokens: a = lone request's lifetime "
+          "(ms per output token), b = ms each concurrent request adds; crossover = where DSpark stops winning")
+    split: dict[tuple[str, str], tuple[float, float]] = {}
+    for who in ["reported"] + sorted({r[0] for r in rows}):
+        for arm in ("none", "dspark"):
+            pts = [(c, rep if who == "reported" else pred) for model, c, a_, rep, pred in rows
+                   if a_ == arm and c >= 8 and (who == "reported" or model == who)
+                   and (who != "reported" or model == rows[0][0])]
+            if len(pts) >= 2:
+                split[who, arm] = closed_loop_split([p[0] for p in pts], [p[1] for p in pts], out_len)
+    for (who, arm), (a_, b_) in split.items():
+        print(f"  {who:<20}{arm:>8}  a {a_ / out_len * 1e3:6.1f} ms/token  b {b_ * 1e3:6.1f} ms")
+    for who in dict.fromkeys(w for w, _ in split):
+        if (who, "none") in split and (who, "dspark") in split:
+            x = crossover(split[who, "none"], split[who, "dspark"])
+            print(f"  {who:<20} crossover: {'none' if x is None else f'{x:.0f}'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
@@ -206,11 +282,14 @@ def main(argv: list[str] | None = None) -> int:
         rows += p1(out, a.seeds, "measured-ref-tp4", rr, profile=ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
         for model, c, arm, rep, pred in rows:
             print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
+        _print_split(rows, rr)
     if "p1-eager" in cases:
         print(f"P1 if decode and verify ran without graphs (disable_decode_cuda_graph: a hypothesis, not SGLang's "
               f"default), mean of {a.seeds} seeds")
-        for model, c, arm, rep, pred in [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr, eager=True)]:
+        rows = [r for m in a.models.split(",") for r in p1(out, a.seeds, m, rr, eager=True)]
+        for model, c, arm, rep, pred in rows:
             print(f"{model:<22}{c:>5}{arm:>8}{rep:>10.1f}{pred:>11.1f}{(pred - rep) / rep * 100:>+7.0f}%")
+        _print_split(rows, rr)
     if "p2" in cases:
         print(f"P2: median TPOT (ms), Qwen3-0.6B on RTX 5090, mean of {a.seeds} seeds, range ratio {rr:g}")
         for gbs, rep, pred, per_seed in p2(out, a.seeds, rr):
@@ -226,8 +305,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label} on {gpu}: published {pub:.1f}, predicted {pred:.1f} ({(pred - pub) / pub * 100:+.0f} %); {src}")
     if "ref" in cases:
         print(f"MI355X reference cells (base arm), analytic DeepSeek-V4-Flash TP4 profile, mean of {a.seeds} seeds")
-        for cell, k, ref, pred in reference_cells(out, a.seeds):
+        ref_rows = reference_cells(out, a.seeds)
+        for cell, k, ref, pred in ref_rows:
             print(f"{cell:<12}{k:<22}{ref:>10.2f}{pred:>11.2f}{(pred - ref) / ref * 100:>+7.0f}%")
+        cyc = {int(cell[5:-3]): (1e3 / ref, 1e3 / pred) for cell, k, ref, pred in ref_rows if k == "verify_cycles_per_s"}
+        bs = sorted(cyc)
+        print("  verify cycle (ms) by batch, reference / predicted: "
+              + ", ".join(f"{b}: {cyc[b][0]:.1f} / {cyc[b][1]:.1f}" for b in bs)
+              + "; ms per added request: "
+              + ", ".join(f"{b0}->{b1}: {(cyc[b1][0] - cyc[b0][0]) / (b1 - b0):.2f} / "
+                          f"{(cyc[b1][1] - cyc[b0][1]) / (b1 - b0):.2f}" for b0, b1 in zip(bs, bs[1:], strict=False)))
     print(f"profiles and scenarios in {out}")
     return 0
 

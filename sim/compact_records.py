@@ -20,10 +20,11 @@ class ItlSamples:
     """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
     dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
     values may be stored once with their summed multiplicity. Small appends are batched
-    (arrays through :meth:`add`, single pairs appended to ``pv`` / ``pw``) before they are
-    copied into the typed columns."""
+    (arrays through :meth:`add`, single pairs appended to ``pv`` / ``pw``, the gaps of a
+    run of delivery times through :meth:`add_gaps`) before they are copied into the typed
+    columns, in the order they were added."""
 
-    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw")
+    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw", "_gap_at", "_gap_len")
 
     def __init__(self) -> None:
         self.values = new_column("d")
@@ -32,6 +33,8 @@ class ItlSamples:
         self._pending_w: list[np.ndarray] = []
         self.pv: list[float] = []   # single values (s) ...
         self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
+        self._gap_at: list[int] = []    # where in pv a run of times (add_gaps) starts ...
+        self._gap_len: list[int] = []   # ... and how many times it holds
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
@@ -45,13 +48,47 @@ class ItlSamples:
         if len(self.pv) >= 1 << 16:
             self._flush()
 
+    def add_gaps(self, times: list[float], counts: list[int]) -> None:
+        """Append the gaps ``times[j] - times[j - 1]`` (s) with multiplicities ``counts[j - 1]``
+        (j = 1 .. len(times) - 1; a zero count adds nothing), after the single pairs already
+        in ``pv`` / ``pw``.
+
+        The gaps are not computed here: the times are kept in ``pv`` (the list's own float
+        objects, no new ones) and :meth:`_flush` subtracts them in one numpy operation per
+        flush, the same float64 subtraction, into the same places of the sample order."""
+        pv, pw = self.pv, self.pw
+        self._gap_at.append(len(pv))
+        self._gap_len.append(len(times))
+        pv.extend(times)
+        pw.extend(counts)
+        pw.append(0)   # a run of k times gives k - 1 gaps: its last slot is dropped
+        if len(pv) >= 1 << 16:
+            self._flush()
+
     def _flush(self) -> None:
         if self._pending:
             extend_column(self.values, np.concatenate(self._pending), "f8")
             extend_column(self.weights, np.concatenate(self._pending_w), "i4")
             self._pending.clear()
             self._pending_w.clear()
-        if self.pv:
+        if self._gap_at:
+            # runs of times in pv: slot i of a run becomes times[i + 1] - times[i], and the
+            # slots whose multiplicity is 0 (each run's last, the zero counts) are dropped
+            v = np.array(self.pv, dtype=np.float64)
+            w = np.array(self.pw, dtype=np.int32)
+            at = np.array(self._gap_at, dtype=np.int64)
+            k = np.array(self._gap_len, dtype=np.int64) - 1
+            starts = np.repeat(at - np.cumsum(k) + k, k)   # each gap slot's run start, less its rank
+            i = starts + np.arange(int(k.sum()))
+            v[i] = v[i + 1] - v[i]
+            keep = w != 0
+            extend_column(self.values, v[keep], "f8")
+            extend_column(self.weights, w[keep], "i4")
+            self._gap_at.clear()
+            self._gap_len.clear()
+            self.pv.clear()
+            self.pw.clear()
+        elif self.pv:
             # fromlist converts a list about twice as fast as extend (which iterates)
             self.values.fromlist(self.pv)
             self.weights.fromlist(self.pw)

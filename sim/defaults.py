@@ -15,8 +15,10 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
 - the KV pool ``max_total_num_tokens`` = (free memory before weights x mem_fraction_static -
   weights) / KV bytes per token (model_runner ``_profile_available_bytes``,
   pool_configurator.py ``calculate_pool_sizes``).
-- ``max_running_requests``: 48 with speculative decoding (arg_groups/speculative_hook.py,
-  every algorithm's handler), otherwise min(clamp(pool / context_len x 512, 2048, 4096),
+- ``max_running_requests``: the model's own default where SGLang's model hook sets one
+  (:data:`MODEL_MAX_RUNNING_REQUESTS`; it runs before the speculative hook, whose reset
+  applies only to a value still unset); else 48 with speculative decoding
+  (arg_groups/speculative_hook.py, every algorithm's handler); otherwise min(clamp(pool / context_len x 512, 2048, 4096),
   pool // 2) (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``).
 - the publish wait (``sync_mode``): a host-blocking synchronize on HIP, an Event.wait queued
   from the schedule stream on CUDA (managers/overlap_utils.py ``resolve_seq_lens_cpu``);
@@ -43,6 +45,13 @@ from specsched.sim.profile import Profile, load_profile, resolve_profile_path
 
 SPEC_MAX_RUNNING_REQUESTS = 48
 """SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""
+
+MODEL_MAX_RUNNING_REQUESTS = {"DeepseekV4ForCausalLM": 256}
+"""max_running_requests SGLang's model hook sets by architecture when the user left it unset
+(arg_groups/deepseek_v4_hook.py ``apply_deepseek_v4_defaults``: 256). The resolution pipeline
+(arg_groups/pipeline.py ``run_resolution_pipeline``) runs the model hook before
+``handle_speculative_decoding``, and every speculative handler resets to 48 only
+``if cfg.max_running_requests is None``: a DeepSeek-V4 server with DSpark runs 256."""
 
 
 def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
@@ -169,7 +178,10 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs} x memory - weights {hw.weight_bytes / 2**30:.1f} GiB, "
             f"{hw.kv_cell_bytes / 1024:.1f} KiB per token")
     pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
-    if server.speculative_algorithm.enabled:
+    if hw.architecture in MODEL_MAX_RUNNING_REQUESTS:
+        put("max_running_requests", MODEL_MAX_RUNNING_REQUESTS[hw.architecture],
+            f"SGLang's default for {hw.architecture} (set before the speculative reset)")
+    elif server.speculative_algorithm.enabled:
         put("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "SGLang's reset for speculative decoding")
     elif pool is not None and pool > 0:
         put("max_running_requests", auto_max_running_requests(pool_v, hw.context_len),

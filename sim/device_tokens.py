@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from specsched.sim.acceptance import AcceptanceModel
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.plan import DECODE, BatchPlan, StepOutput
 
 
 class DeviceTokens:
@@ -49,7 +49,7 @@ class DeviceTokens:
                     c = b + 1 if b + 1 < caps[i] else caps[i]
                     committed[rid] = c
                     out[i] = c - b
-        verify = plan.mode is not ForwardMode.DECODE and plan.spec_window > 1
+        verify = plan.mode is not DECODE and plan.spec_window > 1
         get = committed.get
         for i in range(n_ext, plan.batch_size):
             rid = plan.rids[i]

@@ -218,7 +218,8 @@ class SimEngine(Clients, EngineStretch):
             dec_n = output.counts()[plan.num_extend:]
             acc = sum(dec_n)
             dec = len(dec_n) - dec_n.count(0)
-        self.rec.step(plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
+        # plan.mode itself: a ForwardMode is a str equal to its value (.value is a Python-level property)
+        self.rec.step(plan.step, plan.mode, op.part, plan.batch_size, plan.num_extend_tokens,
                       start, end, self._blocked_since_launch, acc, dec)
         self._blocked_since_launch = 0.0
         self._last_output = output

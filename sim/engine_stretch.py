@@ -78,7 +78,7 @@ class EngineStretch:
             self.host_blocked_s = tm.blocked            # every wait added in order (walk)
             self._blocked_since_launch = tm.rw_last
             self._finished_in_run(stretch_records.plain_run(rec, run, tm, b0, len(sched.waiting)))
-            return self._stretch_applied(plan, output, tm.s_last, tm.E[n - 1], tm.T[n], n)
+            return self._stretch_applied(plan, output, tm.s_last, tm.e_last, tm.T[n], n)
         k = run.stop
         c, hs, hl, hp = self._run_costs(run, k)
         spec = self.server.speculative_algorithm.enabled

@@ -39,6 +39,9 @@ class Hardware(BaseModel):
     slot_expansion_sync: the server build's DSpark prefill expands slots with
         repeat_interleave without output_size (HIP unified-KV backend before sglang 0.5.23),
         which blocks the host until the prefill forward drains.
+    architecture: the model's Hugging Face architecture name (config.json
+        ``architectures[0]``), when known: SGLang's model hook sets some defaults by it
+        (arg_groups/model_hook.py ``handle_model_specific_adjustments``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -53,3 +56,4 @@ class Hardware(BaseModel):
     mla: bool = False
     context_mib: float = Field(1024.0, ge=0)
     slot_expansion_sync: bool = False
+    architecture: str = ""

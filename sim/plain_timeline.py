@@ -62,16 +62,16 @@ class PlainTimes:
     Attributes:
         n: iterations to apply (0 = none).
         T: host times T_0 .. T_n at the top of each iteration (s; list, at least n + 1).
-        E: GPU ends of the forwards (s; list, at least n).
-        S, RW: GPU starts and results waits (0.0 = none) per iteration (lists, at least n;
-            only when ``detail``, else empty).
+        E, S, RW: GPU ends, GPU starts and results waits (0.0 = none) per iteration (s;
+            lists, at least n; only when ``detail``, else empty).
         blocked: ``blocked0`` plus every results wait of the n iterations, added in order.
         blocked_rows: the results waits of the first n - 1 iterations, added in order from 0.
         busy: ``busy0`` plus E_j - S_j of the n iterations, added in order.
-        s0, s_last, rw_last: GPU start of the first and the last iteration, the last wait.
+        s0, s_last, e_last, rw_last: GPU start of the first and the last iteration, the
+            last GPU end, the last wait.
     """
 
-    __slots__ = ("n", "T", "E", "S", "RW", "blocked", "blocked_rows", "busy", "s0", "s_last", "rw_last")
+    __slots__ = ("n", "T", "E", "S", "RW", "blocked", "blocked_rows", "busy", "s0", "s_last", "e_last", "rw_last")
 
 
 def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
@@ -101,7 +101,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         :class:`PlainTimes`: n iterations to apply (every host time T_1 .. T_{n-1} is
         before t_next, and T_n is not t_next).
 
-    The loop keeps only what every caller needs per iteration (T, E); a GPU start is the
+    The loop keeps only what every caller needs per iteration (T); a GPU start is the
     previous end unless the host was late (kept aside, rare when the GPU is the bottleneck),
     and the sums are taken as the iterations go, so nothing is walked twice.
     """
@@ -143,9 +143,9 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             late[j] = s
             t = t + ht
         t = t + hp
-        Ea(e)
         Ta(t)
         if detail:
+            Ea(e)
             Sa(s)
             RWa(rw)
         j += 1
@@ -162,7 +162,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             out.n, out.T, out.E, out.S, out.RW = j, T, E, S, RW
             out.blocked, out.blocked_rows, out.busy = blk + rw, rows, busy + (e - s)
             out.s0 = late.get(0, e0)
-            out.s_last, out.rw_last = s, rw
+            out.s_last, out.e_last, out.rw_last = s, e, rw
             return out
         blk = blk + rw
         rows = rows + rw

@@ -8,7 +8,7 @@ verify) or MIXED (enable_mixed_chunk). Here that label is derived from the token
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 import numpy as np
@@ -25,7 +25,7 @@ class ForwardMode(StrEnum):
     MIXED = "mixed"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class BatchPlan:
     """One forward's composition.
 
@@ -61,8 +61,25 @@ class BatchPlan:
     max_new_tokens: tuple[int, ...] = ()
     batch_size: int = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "batch_size", len(self.rids))
+    def __init__(self, step: int, mode: ForwardMode, rids: tuple[int, ...], extend_lens: tuple[int, ...],
+                 prefix_lens: tuple[int, ...], num_extend: int = 0, chunked_rid: int | None = None,
+                 new_rids: tuple[int, ...] = (), spec_window: int = 1, committed_before: tuple[int, ...] = (),
+                 max_new_tokens: tuple[int, ...] = ()) -> None:
+        # the fields through their slots' descriptors: a frozen dataclass's generated
+        # __init__ calls object.__setattr__ by name per field, about twice as slow (two
+        # plans a Poisson request; docs/performance.md). Still frozen: assignment raises.
+        _SET[0](self, step)
+        _SET[1](self, mode)
+        _SET[2](self, rids)
+        _SET[3](self, extend_lens)
+        _SET[4](self, prefix_lens)
+        _SET[5](self, num_extend)
+        _SET[6](self, chunked_rid)
+        _SET[7](self, new_rids)
+        _SET[8](self, spec_window)
+        _SET[9](self, committed_before)
+        _SET[10](self, max_new_tokens)
+        _SET[11](self, len(rids))
 
     @property
     def num_extend_tokens(self) -> int:
@@ -76,7 +93,14 @@ class BatchPlan:
 
     @property
     def is_prefill(self) -> bool:
-        return self.mode in (ForwardMode.EXTEND, ForwardMode.MIXED)
+        return self.mode is EXTEND or self.mode is MIXED
+
+
+# the members as module names (a member read through the enum class costs ~0.1 us, see
+# sim/request.py); per-forward paths use these
+EXTEND, DECODE, VERIFY, MIXED = ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.VERIFY, ForwardMode.MIXED
+_SET = tuple(getattr(BatchPlan, f.name).__set__ for f in fields(BatchPlan))
+"""Each field's slot setter, in field order (BatchPlan.__init__)."""
 
 
 def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens: list[int],
@@ -91,7 +115,7 @@ def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens
             (lists of int: context tokens, output tokens committed, output target).
     """
     # positional (the field order of BatchPlan): about a third cheaper than keywords
-    return BatchPlan(step, ForwardMode.VERIFY if spec else ForwardMode.DECODE, tuple(rids), (window,) * len(rids),
+    return BatchPlan(step, VERIFY if spec else DECODE, tuple(rids), (window,) * len(rids),
                      tuple(prefix_lens), 0, None, (), window, tuple(committed_before), tuple(max_new_tokens))
 
 

@@ -50,6 +50,11 @@ class AddResult(Enum):
     OTHER = 2
 
 
+# the members as module names (a member read through the enum class costs ~0.1 us, see
+# sim/request.py): the admission pass reads them for every request it considers
+CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
+
+
 def ceil_page(n: int, page_size: int) -> int:
     """Round ``n`` tokens up to whole pages."""
     return -(-n // page_size) * page_size
@@ -162,10 +167,10 @@ class PrefillAdder:
         """SGLang ``PrefillAdder.budget_state``: NO_TOKEN when the KV budget is spent, OTHER
         when the prompt or chunk budget is, else CONTINUE."""
         if self.rem_total_tokens <= 0 or (self.swa_rem is not None and self.swa_rem <= 0):
-            return AddResult.NO_TOKEN
+            return NO_TOKEN
         if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
-            return AddResult.OTHER
-        return AddResult.CONTINUE
+            return OTHER
+        return CONTINUE
 
     def _swa_tokens(self, extend: int, new_tokens: int, chunk_limit: int | None) -> int:
         """SGLang ``estimate_swa_kv_tokens`` for this pass (:func:`swa_peak_tokens`)."""
@@ -230,9 +235,9 @@ class PrefillAdder:
         shortest-prefill-first never cuts a second request while one is chunked.
         """
         if self.prefill_max_requests is not None and len(self.can_run) >= self.prefill_max_requests:
-            return AddResult.OTHER
-        if self.budget_state() is AddResult.OTHER:
-            return AddResult.OTHER  # the resumed chunk or mixed decode rows spent the pass
+            return OTHER
+        if self.budget_state() is OTHER:
+            return OTHER  # the resumed chunk or mixed decode rows spent the pass
         # extend_remaining, ceil_page and reserved_decode_tokens inlined (once per admission)
         page = self.page_size
         extend = req.input_len + req.output_len - req.prefill_done
@@ -241,7 +246,7 @@ class PrefillAdder:
         new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
         total = input_tokens + new + page
         if total >= self.rem_total_tokens:
-            return AddResult.NO_TOKEN
+            return NO_TOKEN
         limit = self.rem_chunk_tokens
         if self.swa_rem is not None:
             # SWAPrefillBudget.check_prefill: the request's SWA peak must fit what is free; a
@@ -256,7 +261,7 @@ class PrefillAdder:
                     return AddResult.NO_TOKEN
         check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"
         if check_input and self.can_run and input_tokens >= self.rem_input_tokens:
-            return AddResult.OTHER
+            return OTHER
         if limit is None or input_tokens <= limit:
             self.can_run.append((req, extend))
             self._spend(extend, new)

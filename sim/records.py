@@ -21,7 +21,6 @@ Two levels of detail (``Recorder(level)``):
 from __future__ import annotations
 
 from array import array
-from operator import sub
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -301,14 +300,7 @@ class Recorder:
             elif firstd[row] != firstd[row]:
                 firstd[row] = ta
             lastd[row] = times[b]
-        gaps = list(map(sub, times[1:], times))    # times[j] - times[j - 1], j >= 1
-        if 0 in both:
-            pv.extend(g for g, c in zip(gaps, both, strict=True) if c)
-            pw.extend(c for c in both if c)
-        else:
-            pv.extend(gaps)
-            pw.extend(both)
-        self.itl.added()
+        self.itl.add_gaps(times, both)    # times[j] - times[j - 1], j >= 1
 
     def finish_one(self, rid: int, t: float) -> None:
         """Request ``rid`` completed at ``t`` (s)."""

@@ -27,6 +27,11 @@ class ReqStatus(IntEnum):
     FINISHED = 3
 
 
+# The members as module names, for the per-request paths: reading a member through its
+# class costs ~0.1 us in CPython 3.11 (the enum metaclass defeats the attribute cache)
+WAITING, PREFILLING, RUNNING, FINISHED = ReqStatus.WAITING, ReqStatus.PREFILLING, ReqStatus.RUNNING, ReqStatus.FINISHED
+
+
 @dataclass(slots=True)
 class Req:
     """A request: prompt length, output target and the scheduler's counters.

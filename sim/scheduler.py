@@ -38,10 +38,11 @@ from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.plan import EXTEND, MIXED, BatchPlan, StepOutput
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
-    AddResult,
+    CONTINUE,
+    NO_TOKEN,
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
@@ -49,7 +50,7 @@ from specsched.sim.prefill_adder import (
 )
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
-from specsched.sim.request import Req, ReqStatus
+from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
 from specsched.sim.schedule_policy import (
     Fcfs,
     QueueContext,
@@ -162,7 +163,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
                 f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
-        req.status = ReqStatus.WAITING
+        req.status = WAITING
         if req.tokens is not None:
             self._any_tokens = True
         self.reqs[req.rid] = req
@@ -383,8 +384,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             elif node is not None:
                 cache.dec_lock_ref(node)
                 req.prefill_done = 0
-            if res is not AddResult.CONTINUE:
-                if res is AddResult.NO_TOKEN:
+            if res is not CONTINUE:
+                if res is NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
                 break
         if not adder.can_run:
@@ -414,7 +415,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             self._make_room(n)
             self.kv.reserve(r, n)
             r.prefill_done += n
-            r.status = ReqStatus.PREFILLING
+            r.status = PREFILLING
             if r.prefill_done >= r.fill_len:
                 new.append(r.rid)
         self.chunked_req = adder.new_chunked or (prev_chunked if still_chunked else None)
@@ -448,7 +449,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # positional: (step, mode, rids, extend_lens, prefix_lens, num_extend, chunked_rid,
         # new_rids, spec_window, committed_before, max_new_tokens)
         return BatchPlan(
-            self.step, ForwardMode.MIXED if decoders else ForwardMode.EXTEND,
+            self.step, MIXED if decoders else EXTEND,
             tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
             tuple(new), 1, tuple(before), tuple(maxnew),
         )
@@ -590,7 +591,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         mixed_step = plan.mode is ForwardMode.MIXED
         committed = output.counts()
         reqs = self.reqs
-        skip = (ReqStatus.WAITING, ReqStatus.FINISHED)
+        skip = (WAITING, FINISHED)
         returning: list[Req] = []    # decode entries with unused reserved slots
         unused_n: list[int] = []
         finished: list[Req] = []
@@ -618,7 +619,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             d_n.append(n)
             d_fin.append(done)
             if done:
-                r.status = ReqStatus.FINISHED
+                r.status = FINISHED
                 finished.append(r)
         if self.cache is not None:
             # the chunk's KV exists once its forward ran: what it computed enters the tree

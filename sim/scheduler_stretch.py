@@ -16,8 +16,8 @@ from __future__ import annotations
 from specsched.sim.decode_run import DecodeRun
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.plain_run import PlainRun
-from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
-from specsched.sim.request import ReqStatus
+from specsched.sim.plan import EXTEND, BatchPlan, StepOutput
+from specsched.sim.request import FINISHED, PREFILLING, RUNNING
 
 
 class Stretch:
@@ -60,16 +60,16 @@ class Stretch:
         merged = self._last_prefill
         if merged:
             # the last forward is a prefill whose requests all complete and join the batch
-            if (prev_plan.mode is not ForwardMode.EXTEND or prev_plan.chunked_rid is not None
+            if (prev_plan.mode is not EXTEND or prev_plan.chunked_rid is not None
                     or len(prev_plan.new_rids) != prev_plan.batch_size
                     or [r.rid for r in merged] != list(prev_plan.rids)
-                    or any(r.status is not ReqStatus.PREFILLING for r in merged)):
+                    or any(r.status is not PREFILLING for r in merged)):
                 return None
             if self.cache is not None and (self._swa or self._any_tokens and any(r.tokens is not None for r in merged)):
                 return None  # their prompts (and SWA) enter the prefix cache at that prefill's results
             reqs = self.running + merged
         else:
-            if prev_plan.num_extend or prev_plan.mode is ForwardMode.EXTEND:
+            if prev_plan.num_extend or prev_plan.mode is EXTEND:
                 return None
             if [r.rid for r in self.running] != list(prev_plan.rids):
                 return None
@@ -125,9 +125,9 @@ class Stretch:
             raise ValueError(f"can apply 1..{run.stop} iterations, not {n}")
         last = n - 1
         for r in self._last_prefill:
-            r.status = ReqStatus.RUNNING
+            r.status = RUNNING
         self._last_prefill = []
-        finished = ReqStatus.FINISHED
+        finished = FINISHED
         if type(run) is PlainRun:
             o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)
             outs, held, done, keep, used, peak = o.outs, o.held, o.done, o.keep, o.used, o.peak

@@ -76,7 +76,7 @@ def plain_run(rec: Recorder, run: PlainRun, tm: PlainTimes, blocked0: float, wai
     else:
         rec.num_passes += n
         rec.num_steps += n
-        rec.step_totals.add_decode_run(n, tm.s0, tm.E[n - 1], tm.busy, blocked0 + tm.blocked_rows,
+        rec.step_totals.add_decode_run(n, tm.s0, tm.e_last, tm.busy, blocked0 + tm.blocked_rows,
                                        o.plan.batch_size)
         idx, first, last, both = o.deliver
         rids = run.rid_list

@@ -59,6 +59,20 @@ def test_h200_speculative_decoding_runs_48_requests(tmp_path):
     assert s.max_running_requests == 48 and s.admission_delay == AdmissionDelay.min_free_slots
 
 
+def test_deepseek_v4_keeps_its_model_default_under_speculation(tmp_path):
+    """SGLang's model hook sets DeepSeek-V4's 256 before the speculative hook, whose reset to
+    48 applies only to an unset value; other models with DSpark still get 48, and a value
+    the file gives wins over both."""
+    spec = "speculative_algorithm: dspark, speculative_num_draft_tokens: 8"
+    v4 = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 8, spec)).server
+    assert v4.max_running_requests == 256
+    v3 = load_scenario(_scenario(tmp_path, "deepseek-v3", "MI355X", 8, spec)).server
+    assert v3.max_running_requests == 48
+    given_ = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 8,
+                                     spec + ", max_running_requests: 40")).server
+    assert given_.max_running_requests == 40
+
+
 def test_mi355x_gets_the_hip_defaults(tmp_path):
     s = load_scenario(_scenario(tmp_path, "deepseek-v3", "MI355X", 8)).server
     assert (s.chunked_prefill_size, s.cuda_graph_max_bs) == (16384, 512)

@@ -73,16 +73,18 @@ def test_eager_fit_finds_the_floor_and_the_issue_time():
 
 @settings(max_examples=40, deadline=None)
 @given(issues=st.lists(st.floats(0.005, 0.03), min_size=3, max_size=15), slow=st.floats(1.0, 2.0))
-def test_eager_issue_measured_apart_is_the_median_of_every_point(issues, slow):
-    """With the issue measured at every point (device time apart), the issue is their median,
-    whatever the device times: a slow-host stretch over fewer than half the points (here the
-    first third, slowed by up to 2x) does not move it beyond the fast points' range."""
-    k = len(issues) // 3
+def test_eager_issue_measured_apart_stays_in_the_fast_points_range(issues, slow):
+    """With the issue measured at every point (device time apart), the issue is their lower
+    quartile, whatever the device times: a slow-host stretch over up to half the points
+    (here the first half, slowed by up to 2x, as an H200 showed in docs/measurements/h200-v9.md)
+    does not move it beyond the fast points' range."""
+    k = len(issues) // 2
     seen = [h * slow for h in issues[:k]] + issues[k:]
     points = [(32, i, 0.004 + 0.001 * i, (0.004 + 0.001 * i) / (0.003 + 0.001 * i)) for i in range(len(seen))]
     floor, issue = eager_fit(points, seen)
     assert floor == pytest.approx(0.001, rel=1e-6)
-    assert min(issues[k:]) <= issue <= max(issues[k:])
+    # slowing can only raise a point: the estimate is never above the fast points, never below the unslowed values
+    assert min(issues) <= issue <= max(issues[k:])
     assert eager_fit(points, [0.0] * len(seen))[1] is None  # CPU: the call runs inline
 
 

@@ -141,7 +141,7 @@ def _check_walk(run: PlainRun, seed: int) -> None:
     assert (full.blocked, full.blocked_rows, full.busy) == (blocked, rows, busy)
     assert (full.s0, full.s_last, full.rw_last) == (full.S[0], full.S[n - 1], full.RW[n - 1])
     lean = walk(*args)
-    assert (lean.n, lean.T[: n + 1], lean.E[:n]) == (n, full.T[: n + 1], full.E[:n])
+    assert (lean.n, lean.T[: n + 1], lean.e_last) == (n, full.T[: n + 1], full.E[n - 1])
     assert (lean.blocked, lean.blocked_rows, lean.busy, lean.s0, lean.s_last, lean.rw_last) == (
         blocked, rows, busy, full.s0, full.s_last, full.rw_last)
     for k in sorted({1, (n + 1) // 2, n}):

@@ -553,3 +553,41 @@ def test_population_mean_is_the_per_node_mean(logits, spread):
     base = np.array(logits)
     means = [mean_accept_length(expit(base + spread * z)) for z in nodes]
     assert _population_mean(base, spread) == float(np.dot(weights, means) / weights.sum())
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["single", "gaps", "array"]), st.integers(1, 30),
+                              st.integers(0, 2**31)), max_size=40),
+       small_flush=st.booleans())
+def test_deferred_gaps_are_the_gaps_appended_in_order(ops, small_flush):
+    """``ItlSamples.add_gaps`` (times kept, subtracted at the flush) stores the values and
+    multiplicities, in the same order, that appending each gap as a single pair stores
+    (zero multiplicities dropped); flushes in between change nothing."""
+    from specsched.sim.compact_records import ItlSamples
+
+    a, b = ItlSamples(), ItlSamples()
+    for kind, k, seed in ops:
+        rng = np.random.default_rng(seed)
+        if kind == "single":
+            for _ in range(k):
+                v, w = float(rng.random()), int(rng.integers(1, 4))
+                for s in (a, b):
+                    s.pv.append(v)
+                    s.pw.append(w)
+        elif kind == "array":
+            v, w = rng.random(k), rng.integers(1, 4, k)
+            a.add(v, w)
+            b.add(v, w)
+        else:
+            times = np.cumsum(rng.exponential(0.01, k)).tolist()
+            counts = rng.integers(0, 3, k - 1).tolist()
+            a.add_gaps(times, counts)
+            for j, c in enumerate(counts):   # the reference: each gap a single pair
+                if c:
+                    b.pv.append(times[j + 1] - times[j])
+                    b.pw.append(c)
+        if small_flush:
+            a._flush()
+            b._flush()
+    for x, y in zip(a.arrays(), b.arrays(), strict=True):
+        assert x.tobytes() == y.tobytes()

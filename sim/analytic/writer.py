@@ -213,6 +213,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
             "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(kv_cell_bytes(arch, tp)),
             "context_len": arch.context_len, "mla": arch.is_mla,
+            **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "analytic": {
             "model": arch.model_dump(), "gpu": gpu.model_dump(), "tp": tp, "dtype": dtype,

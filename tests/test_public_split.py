@@ -1,0 +1,55 @@
+"""benchmarks/public_cases.py's closed-loop split: a closed loop's throughputs give back the
+lone-request lifetime and the per-concurrent-request cost they were made from, and the
+crossover concurrency where speculation stops winning."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("specsched_public_cases", ROOT / "benchmarks" / "public_cases.py")
+pc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pc)
+
+
+def _tok_s(a: float, b: float, conc: list[int], out: int) -> list[float]:
+    # a closed loop of C clients finishes C requests of `out` tokens per lifetime a + b C
+    return [c * out / (a + b * c) for c in conc]
+
+
+@given(a=st.floats(0.05, 20.0), b=st.floats(0.0, 0.5),
+       conc=st.lists(st.integers(1, 256), min_size=2, max_size=6, unique=True))
+def test_split_recovers_the_lifetime_line(a, b, conc):
+    """Invariant: throughputs made from L(C) = a + b C split back into (a, b)."""
+    got_a, got_b = pc.closed_loop_split(conc, _tok_s(a, b, conc, 128), 128)
+    assert got_a == pytest.approx(a, rel=1e-6, abs=1e-6)
+    assert got_b == pytest.approx(b, rel=1e-6, abs=1e-6)
+
+
+def test_crossover_needs_a_larger_per_request_cost():
+    conc = [8, 16, 32, 64]
+    plain = pc.closed_loop_split(conc, _tok_s(3.6, 0.075, conc, 128), 128)
+    spec = pc.closed_loop_split(conc, _tok_s(2.4, 0.110, conc, 128), 128)
+    assert pc.crossover(plain, spec) == pytest.approx(1.2 / 0.035)
+    # cheaper per request: speculation never stops winning
+    assert pc.crossover(plain, pc.closed_loop_split(conc, _tok_s(2.4, 0.05, conc, 128), 128)) is None
+    # slower alone and per request: it never wins
+    assert pc.crossover(plain, pc.closed_loop_split(conc, _tok_s(4.0, 0.09, conc, 128), 128)) is None
+
+
+def test_split_refuses_one_concurrency_or_a_zero_rate():
+    with pytest.raises(ValueError):
+        pc.closed_loop_split([8, 8], [100.0, 100.0], 128)
+    with pytest.raises(ValueError):
+        pc.closed_loop_split([8, 16], [100.0, 0.0], 128)
+
+
+def test_mean_length_follows_bench_serving_lengths():
+    assert pc.mean_length(128, 1.0) == 128
+    assert pc.mean_length(128, 0.0) == 64.5  # uniform in [1, 128]
+    assert pc.mean_length(128, 0.5) == 96.0  # uniform in [64, 128]
