@@ -588,7 +588,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         d_fin: list[bool] = []
         window = plan.spec_window
         spec_step = window > 1
-        mixed_step = plan.mode is ForwardMode.MIXED
+        mixed_step = plan.mode is MIXED
         committed = output.counts()
         reqs = self.reqs
         skip = (WAITING, FINISHED)
