@@ -46,6 +46,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "decode": ("gpu.verify", "gpu.decode", "gpu.draft_step"),
     "host": ("host.schedule_s", "host.schedule_per_req_s", "host.launch_s", "host.launch_per_req_s",
              "host.process_s", "host.process_per_req_s"),
+    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
 EFFICIENCY_PREFIX = "analytic.efficiency."
@@ -57,8 +58,9 @@ JAC_STEP = 0.1
 
 
 def _scale_node(node: Any, f: float) -> Any:
-    if isinstance(node, dict) and "seconds" in node:   # a Grid
-        return {**node, "seconds": [[v * f for v in row] for row in node["seconds"]]}
+    if isinstance(node, dict) and "seconds" in node:   # a Grid: 2-D (rows of values) or 1-D
+        return {**node, "seconds": [[v * f for v in row] if isinstance(row, list) else row * f
+                                    for row in node["seconds"]]}
     if isinstance(node, (int, float)) and not isinstance(node, bool):
         return node * f
     return node
@@ -138,14 +140,41 @@ class FitCase:
         return Path(self.run.source).name
 
 
-def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path) -> list[FitCase]:
-    """Scenarios for bench_serving runs (length histograms, where needed, go to ``workdir``)."""
+ARRIVALS = ("auto", "rate", "details")
+"""How a fit case's arrivals are made: ``details`` replays the run's own send times (the
+line's ``start_times``), ``rate`` draws new ones at its request rate, ``auto`` replays where
+the line has send times and draws otherwise."""
+
+
+def replays(run: Any, arrivals: str = "auto") -> bool:
+    """Whether a case for ``run`` replays the run's own arrivals (:data:`ARRIVALS`)."""
+    has = run.details is not None and run.details.start_s is not None
+    return arrivals == "details" or (arrivals == "auto" and has)
+
+
+def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path,
+                    arrivals: str = "auto") -> list[FitCase]:
+    """Scenarios for bench_serving runs (length histograms or traces, where needed, go to
+    ``workdir``).
+
+    A run whose line has send times (``start_times``: ``vllm bench serve --save-detailed``,
+    and specsched's own lines) is replayed with those arrivals and its measured lengths
+    (``arrivals`` ``auto`` or ``details``): near saturation the median TTFT of a run of a few
+    hundred requests depends on the particular arrival draw as much as on the server (the
+    hold-out in docs/real-servers.md), and the fit should not explain one draw's luck with a
+    cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate.
+
+    Raises:
+        ConfigError: ``arrivals`` is ``details`` and a line has no send times, or a line
+            cannot be turned into a scenario (:func:`analysis.from_bench.scenario_from_bench`).
+    """
     from specsched.analysis.from_bench import scenario_from_bench, write_scenario
     from specsched.sim.config import load_scenario
 
     out = []
     for i, run in enumerate(runs):
-        sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}")
+        mode = "details" if replays(run, arrivals) else "rate"
+        sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}", arrivals=mode)
         path = write_scenario(sc, tables, workdir / f"fit{i}.yaml")[0]
         out.append(FitCase(run, load_scenario(path)))
     return out
@@ -346,7 +375,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         samples = decode_step_samples(log)
         print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp))
+        cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals)
+        n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
+        print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at their rate")
 
         def progress(i: int, loss: float, f: np.ndarray) -> None:
             if i % 5 == 0:
@@ -376,6 +407,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     g.add_argument("--params", default="prefill,decode,host",
                    help="free parameters: prefill, decode, host (multipliers) or dotted profile keys (default prefill,decode,host)")
     g.add_argument("--metrics", default=",".join(FIT_METRICS), help=f"metrics fitted (default {','.join(FIT_METRICS)})")
+    g.add_argument("--arrivals", choices=ARRIVALS, default="auto",
+                   help="replay each run's own send times (details; the line's start_times), draw arrivals at its "
+                        "rate (rate), or replay where the line has send times (auto, the default)")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")

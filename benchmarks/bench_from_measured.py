@@ -6,10 +6,11 @@ are corrected first: every request's start becomes bench_serving's send time, re
 from the run's scenario and recorded finish times (sim.workload.Clients: the arrival, or
 the freed slot's time), and the summary is recomputed from the tables
 (sim.metrics.summarize). One line per directory goes to OUT/NAME.jsonl, for
-benchmarks/calibrate_holdout.py.
+benchmarks/calibrate_holdout.py. With ``--details`` the line also holds the per-request
+lists, send times (``start_times``) included, so a fit replays the run's own arrivals.
 
     python benchmarks/bench_from_measured.py /tmp/v2/results/poisson-nospec-rate*-measured \\
-        --out docs/measurements/h200-v2/poisson-bench_serving-sendtime
+        --out docs/measurements/h200-v2/poisson-bench_serving-sendtime [--details]
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--details", action="store_true",
+                    help="write the per-request lists and send times (start_times) too")
     args = ap.parse_args(argv)
     for d in args.dirs:
         run, lag = corrected(d)
         name = d.name.removesuffix("-measured")
-        atomic_write_text(args.out / f"{name}.jsonl", bench_line(run, details=False) + "\n")
+        atomic_write_text(args.out / f"{name}.jsonl", bench_line(run, details=args.details) + "\n")
         print(f"{name}: start lag median {lag:.3f} ms; median TTFT {run.summary['median_ttft_ms']:.2f} ms")
     return 0
 

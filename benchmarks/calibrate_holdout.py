@@ -2,13 +2,19 @@
 bench_serving runs, predict the upper half; target within 10 % on median TTFT, median ITL
 and output tok/s.
 
-    python benchmarks/calibrate_holdout.py RUNS_DIR --profile P [--scenario-template S] \\
-        [--out docs/calibration-holdout.md] [--seeds 3] [--params prefill,decode,host]
+    python benchmarks/calibrate_holdout.py RUNS_DIR [RUNS_DIR ...] --profile P [--scenario-template S] \\
+        [--out docs/calibration-holdout.md] [--seeds 3] [--params prefill,decode,host] \\
+        [--arrivals auto|rate|details] [--spread-seeds 20] [--elasticity]
 
-RUNS_DIR holds bench_serving result files (``*.jsonl``, searched recursively; every line is a
-run: e.g. the ``bench_serving.jsonl`` of each results directory of ``specsched measure``, or
-SGLang's ``--output-file``). Runs are ordered by load (request rate, then max concurrency);
-the lower half is fitted, the upper half held out.
+Each RUNS_DIR holds bench_serving result files (``*.jsonl``, searched recursively; every line
+is a run: e.g. the ``bench_serving.jsonl`` of each results directory of ``specsched measure``,
+or SGLang's ``--output-file``); several are pooled. Runs are ordered by load (request rate,
+then max concurrency); the runs at the lower half of the distinct loads are fitted (all
+repeats of a load together), the others held out. Lines with send times replay them
+(``--arrivals``, as ``calibrate --from``). ``--spread-seeds N`` adds, per held-out run, the
+spread of the fitted profile's prediction over N arrival draws at the line's rate (what one
+run's draw can move a metric by); ``--elasticity`` the % change of each held-out metric per
+1 % change of each fitted parameter (how closely the fit must pin each one).
 
 A synthetic check needs no GPU: ``--make-synthetic RUNS_DIR --scenario S --rates 4,8,...
 --perturb prefill=1.3,decode=0.85,host=1.6`` first simulates the scenario at each rate with
@@ -27,6 +33,7 @@ import time
 from pathlib import Path
 
 from specsched.analysis.calibrate_bench import (
+    ARRIVALS,
     FIT_METRICS,
     cases_from_runs,
     fit,
@@ -66,14 +73,59 @@ def _pct(v: float | None, q: float) -> float:
     return (v - q) / q * 100 if v is not None and q else float("nan")
 
 
+def split_by_load(runs: list) -> tuple[list, list]:
+    """(fit set, held-out set): the runs at the lower half of the distinct loads, and the
+    rest. Repeats of a load (several runs at one rate: repeats, other arrival draws) stay on
+    one side, so the held-out loads are never seen by the fit."""
+    loads = sorted({load_key(r) for r in runs})
+    low = set(loads[: len(loads) // 2])
+    return [r for r in runs if load_key(r) in low], [r for r in runs if load_key(r) not in low]
+
+
+def seed_spread(case, profile, seeds: int) -> dict[str, tuple[float, float, float]]:
+    """Per metric, the simulator's spread over ``seeds`` arrival draws of one run of the case's
+    scenario: (coefficient of variation %, 5th and 95th percentile as % of the mean). What a
+    single measured run of this size could differ from the expectation by, from its draw."""
+    import numpy as np
+    from specsched.sim.engine import run_scenario
+
+    vals = np.array([[run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile).summary[m]
+                      for m in FIT_METRICS] for k in range(seeds)], dtype=float)
+    mean = vals.mean(axis=0)
+    lo, hi = np.percentile(vals, [5, 95], axis=0)
+    cv = vals.std(axis=0, ddof=1) / mean * 100
+    return {m: (float(c), float((a / u - 1) * 100), float((b / u - 1) * 100))
+            for m, c, a, b, u in zip(FIT_METRICS, cv, lo, hi, mean, strict=True)}
+
+
+def elasticities(case, profile, params: list[str], seeds: int, step: float = 1.02) -> dict[str, dict[str, float]]:
+    """d log(metric) / d log(factor) of the case's prediction, per parameter (a +2 % step):
+    how much a held-out figure moves per 1 % error of each fitted parameter."""
+    base = predict(case, profile, seeds)
+    out: dict[str, dict[str, float]] = {}
+    for p in params:
+        moved = predict(case, scale_profile(profile, {p: step}), seeds)
+        out[p] = {m: math.log(moved[m] / base[m]) / math.log(step) for m in FIT_METRICS
+                  if base.get(m) and moved.get(m)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs_dir", type=Path)
+    ap.add_argument("runs_dirs", type=Path, nargs="+", help="folders of bench_serving files (several: pooled)")
     ap.add_argument("--profile", required=True)
     ap.add_argument("--scenario-template")
     ap.add_argument("--params", default="prefill,decode,host")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--max-evals", type=int, default=40)
+    ap.add_argument("--arrivals", choices=ARRIVALS, default="auto",
+                    help="replay each run's send times (details), draw at its rate (rate), or replay where the line "
+                         "has send times (auto, the default)")
+    ap.add_argument("--spread-seeds", type=int, default=0,
+                    help="also simulate each held-out run at its rate over this many arrival draws (fitted profile) "
+                         "and report the spread a single run has from its draw")
+    ap.add_argument("--elasticity", action="store_true",
+                    help="also report, per held-out run, the % change of each metric per 1 %% change of each parameter")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
     ap.add_argument("--title", default="Hold-out calibration check")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (repeatable)")
@@ -84,19 +136,19 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     perturb = {k: float(v) for k, v in (x.split("=") for x in a.perturb.split(","))}
     if a.make_synthetic:
-        make_synthetic(a.runs_dir, a.scenario, [float(x) for x in a.rates.split(",")], a.profile, perturb)
-    files = sorted(a.runs_dir.rglob("*.jsonl"))
+        make_synthetic(a.runs_dirs[0], a.scenario, [float(x) for x in a.rates.split(",")], a.profile, perturb)
+    files = sorted(f for d in a.runs_dirs for f in d.rglob("*.jsonl"))
     runs = sorted((r for f in files for r in read_bench(f)), key=load_key)
-    if len(runs) < 2:
-        print(f"need at least 2 runs in {a.runs_dir}, found {len(runs)}", file=sys.stderr)
+    train_runs, held_runs = split_by_load(runs)
+    if not train_runs or not held_runs:
+        print(f"need runs at 2 loads or more in {', '.join(map(str, a.runs_dirs))}, found {len(runs)} run(s)", file=sys.stderr)
         return 2
-    half = len(runs) // 2
     params = a.params.split(",")
     profile = load_profile(a.profile)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        cases = cases_from_runs(runs, a.profile, a.scenario_template, Path(tmp))
-        train = cases[:half]
+        cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)
+        train = cases[: len(train_runs)]
         res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals,
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
         rows = []
@@ -108,26 +160,64 @@ def main(argv: list[str] | None = None) -> int:
                 if q is None:
                     continue
                 rows.append({"set": "fit" if c in train else "held out", "rate": c.run.args.get("request_rate"),
-                             "conc": c.run.args.get("max_concurrency"), "metric": m, "measured": q,
+                             "conc": c.run.args.get("max_concurrency"), "run": c.label, "metric": m, "measured": q,
                              "before": before.get(m), "after": after.get(m)})
+        held_cases = cases[len(train_runs):]
+        spreads = {}
+        if a.spread_seeds > 1:
+            drawn_dir = Path(tmp) / "drawn"
+            drawn_dir.mkdir()
+            drawn = cases_from_runs(held_runs, a.profile, a.scenario_template, drawn_dir, "rate")
+            seen = {}
+            for c in drawn:   # one spread per load (repeats share it)
+                key = load_key(c.run)
+                if key not in seen:
+                    seen[key] = seed_spread(c, res.profile, a.spread_seeds)
+                spreads[c.label] = seen[key]
+        elastic: list = []
+        if a.elasticity:
+            seen_e = {}
+            for c in held_cases:
+                key = load_key(c.run)
+                if key not in seen_e:
+                    seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds))
+            elastic = list(seen_e.values())
     wall = time.perf_counter() - t0
     held = [r for r in rows if r["set"] == "held out"]
     worst = max(abs(_pct(r["after"], r["measured"])) for r in held)
     cmd = "python benchmarks/calibrate_holdout.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
     lines = [f"# {a.title}", "", *a.note, "" if a.note else "",
              f"Command: `{cmd}`", "",
-             f"Fitted on the {half} lower-load run(s), held out the other {len(runs) - half}; parameters "
-             f"{', '.join(params)}; predictions are means over {a.seeds} seeds; {res.evals} fit evaluations, "
-             f"{wall:.0f} s on this machine.", "",
+             f"Fitted on the {len(train_runs)} run(s) at the lower half of the {len({load_key(r) for r in runs})} loads, "
+             f"held out the other {len(held_runs)}; parameters {', '.join(params)}; predictions are means over "
+             f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
+             f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
              "Fitted factors: " + ", ".join(f"{k} x{v:.3f}" for k, v in res.factors.items())
              + (f" (the runs were made with {', '.join(f'{k} x{v:g}' for k, v in perturb.items())})" if a.make_synthetic else ""), "",
-             "| set | request rate | max conc. | metric | measured | before fit | error | after fit | error |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+             "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error |"
+             + (" draw spread (CV; 5-95 %) |" if spreads else ""),
+             "|---|---:|---:|---|---|---:|---:|---:|---:|---:|" + ("---|" if spreads else "")]
     for r in rows:
-        lines.append(f"| {r['set']} | {r['rate']} | {r['conc']} | {r['metric']} | {r['measured']:.3f} | {r['before']:.3f} | "
-                     f"{_pct(r['before'], r['measured']):+.1f} % | {r['after']:.3f} | {_pct(r['after'], r['measured']):+.1f} % |")
+        sp = spreads.get(r["run"], {}).get(r["metric"])
+        lines.append(f"| {r['set']} | {r['rate']} | {r['conc']} | {r['run']} | {r['metric']} | {r['measured']:.3f} | "
+                     f"{r['before']:.3f} | {_pct(r['before'], r['measured']):+.1f} % | {r['after']:.3f} | "
+                     f"{_pct(r['after'], r['measured']):+.1f} % |"
+                     + ((f" {sp[0]:.1f} %; {sp[1]:+.0f} / {sp[2]:+.0f} % |" if sp else " |") if spreads else ""))
     verdict = "met" if worst <= TARGET_PCT else "not met"
     lines += ["", f"Worst held-out error after the fit: {worst:.1f} % (target {TARGET_PCT:g} %: {verdict})."]
+    if spreads:
+        lines += ["", f"Draw spread: the fitted profile's predictions of one run at the line's rate over {a.spread_seeds} "
+                  "arrival draws (seeds): the coefficient of variation, and the 5th / 95th percentiles relative to the "
+                  "mean. A single run with its own draw differs from the expectation by that much."]
+    if elastic:
+        lines += ["", "Elasticities (fitted profile, replayed arrivals where the line has them): % change of each held-out "
+                  "metric per 1 % change of each parameter.", "",
+                  "| request rate | parameter | " + " | ".join(FIT_METRICS) + " |", "|---:|---|" + "---:|" * len(FIT_METRICS)]
+        for c, e in elastic:
+            for p_ in params:
+                lines.append(f"| {c.run.args.get('request_rate')} | {p_} | "
+                             + " | ".join(f"{e[p_].get(m, float('nan')):+.2f}" for m in FIT_METRICS) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
@@ -135,5 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """:func:`main`, a user's bad input (a profile, a file, a key) as one line and exit 2."""
+    from specsched.sim.errors import ConfigError
+
+    try:
+        return main(argv)
+    except ConfigError as e:
+        print(str(e).splitlines()[0], file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -102,8 +102,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
                         backend=args.backend, allow_serializing=args.allow_serializing,
                         progress=not getattr(args, "quiet", False)).run()
     print(format_report(res.summary, title="Measured (runtime)"))
-    out = Path(args.out) if args.out else default_out_dir(sc.name, args.arm, res.summary["seed"]).with_name(
-        f"{args.arm}-seed{res.summary['seed']}-measured")
+    if args.out:
+        out = Path(args.out)
+    else:   # results/<scenario>/<arm>-seed<N>[+<overrides>]-measured: a --set run never overwrites another
+        from specsched.analysis.overrides import parse_overrides
+
+        plain = default_out_dir(sc.name, args.arm, res.summary["seed"], parse_overrides(args.set or []))
+        out = plain.with_name(f"{plain.name}-measured")
     write_results(res, out)
     print(f"measured in {time.perf_counter() - t0:.1f} s; results in {out}/")
     return 0

@@ -55,7 +55,8 @@ unknown keys are kept (``BenchRun.extra``), vLLM's names are mapped to SGLang's.
 summaries use bench_serving's metric names and units already, so a run's summary is the
 metric subset as is. :func:`bench_record` goes the other way: a simulated or measured run as
 one bench_serving line (the keys and units of SGLang 0.5.23), written beside every results
-directory as ``bench_serving.jsonl`` by ``sim.results.write_results``.
+directory as ``bench_serving.jsonl`` by ``sim.results.write_results``; its per-request lists
+add vLLM's ``start_times`` (send times), which no SGLang version writes.
 """
 
 from __future__ import annotations
@@ -490,9 +491,11 @@ def workload_args(scenario: Any) -> dict[str, Any]:
     return out
 
 
-def _details_of(requests: Any, chunks: Any) -> dict[str, Any] | None:
+def _details_of(requests: Any, chunks: Any, sends: bool = False) -> dict[str, Any] | None:
     """bench_serving's per-request lists from a run's tables (DataFrames or
-    :class:`~sim.tables.Columns`; None when chunks are empty)."""
+    :class:`~sim.tables.Columns`; None when chunks are empty). With ``sends``, also
+    ``start_times``: each request's send time in s from the run's start (vLLM 0.33's key
+    for the client's clock at each send; no SGLang version writes send times)."""
     if chunks is None or len(chunks) == 0 or len(requests) == 0:
         return None
     from specsched.sim.metrics import _itl_of
@@ -505,7 +508,7 @@ def _details_of(requests: Any, chunks: Any) -> dict[str, Any] | None:
     heads = of[np.r_[0, cut]].astype(int).tolist() if len(of) else []
     by_rid = dict(zip(heads, (v.tolist() for v in np.split(vals, cut)), strict=True)) if len(of) else {}
     done = notna(requests, "finish_s")[order].tolist()
-    return {
+    out = {
         "input_lens": column(requests, "input_len")[order].astype(int).tolist(),
         "output_lens": [int(x) if ok else 0 for x, ok in zip(column(requests, "output_len")[order].tolist(), done, strict=True)],
         "ttfts": [float(x) if ok else 0.0 for x, ok in zip(column(requests, "ttft_s")[order].tolist(), done, strict=True)],
@@ -513,6 +516,9 @@ def _details_of(requests: Any, chunks: Any) -> dict[str, Any] | None:
         "generated_texts": [""] * len(rid),
         "errors": ["" if ok else "not finished" for ok in done],
     }
+    if sends:
+        out["start_times"] = column(requests, "start_s", float)[order].tolist()
+    return out
 
 
 def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
@@ -547,7 +553,12 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     Args:
         run: a ``RunResult`` (``summary``, ``requests``, ``chunks``, ``scenario``).
         details: add the per-request lists; None = when chunks exist and the run has at most
-            :data:`DETAILS_MAX_OUTPUT_TOKENS` output tokens.
+            :data:`DETAILS_MAX_OUTPUT_TOKENS` output tokens. The lists are SGLang's
+            ``--output-details`` ones plus ``start_times`` (each request's send time, s from
+            the run's start) when the run's requests have send times: SGLang (0.3.0-0.5.23)
+            writes no send times, vLLM 0.33's ``vllm bench serve --save-detailed`` writes
+            them under this key, so ``scenario from-bench --arrivals details`` and
+            ``calibrate --from`` can replay the run's own arrivals.
 
     Returns:
         A JSON-ready dict: arguments (``backend`` = ``specsched-<source>``, ``dataset_name``,
@@ -565,6 +576,7 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}
     req = _table(run, "requests")
     extra: dict[str, float] = {}
+    sends = False   # the requests' start_s are send times on the run's clock (not a file's zeros)
     if req is not None and len(req):
         done = notna(req, "finish_s")
         for key, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e_latency", "e2e_s")):
@@ -573,7 +585,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             if v.size:
                 extra[f"p95_{key}_ms"] = float(np.percentile(v, 95))
                 extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
-        if (column(req, "start_s")[done] > 0).any():   # absolute send times (a run, not a file's per-request lists)
+        sends = bool((column(req, "start_s")[done] > 0).any())   # a run, not a file's per-request lists
+        if sends:
             extra.update(_peaks(req, _table(run, "chunks")))
     if rec.get("num_prompts") is None and req is not None and len(req):
         rec["num_prompts"] = len(req)   # a trace without a row limit: the requests sent
@@ -588,7 +601,7 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     if details is None:
         details = chunks is not None and len(chunks) > 0 and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
     if details:
-        d = _details_of(req, chunks)
+        d = _details_of(req, chunks, sends)
         if d is not None:
             rec.update(d)
     return rec

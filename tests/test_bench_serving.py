@@ -151,6 +151,23 @@ def test_round_trip_simulated_run_reads_back_to_the_same_summary(tmp_path, workl
     # the per-request details read back into the same TTFTs
     data = to_run_data(back)
     assert np.allclose(np.sort(data.requests["ttft_s"]), np.sort(res.requests["ttft_s"]))
+    # and the send times (vLLM's start_times key), relative to the first send; a burst has none to say
+    starts = np.sort(res.requests["start_s"].to_numpy())
+    if (starts > 0).any():
+        assert np.allclose(np.sort(data.requests["start_s"]), starts - starts.min())
+    else:
+        assert back.details.start_s is None
+
+
+def test_a_file_without_send_times_is_not_given_any():
+    """An SGLang line (no send times: each request's clock starts at its own send) written
+    back holds no start_times: the zeros to_run_data puts there are not send times."""
+    from pathlib import Path
+
+    (run,) = read_bench(Path(__file__).parent / "data" / "bench" / "sglang-0.5.23-details.jsonl")
+    assert run.details.start_s is None
+    rec = bench_record(to_run_data(run))
+    assert "ttfts" in rec and "start_times" not in rec
 
 
 _num = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False)

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.analysis.calibrate_bench import FitCase, decode_step_seconds, fit, scale_profile
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
 from specsched.sim.bench_serving import bench_record, parse_run
@@ -148,3 +150,58 @@ def test_analytic_efficiency_factors_rebuild_the_profile(tmp_path):
         scale_profile(p, {"analytic.efficiency.nope": 2.0})
     with pytest.raises(ConfigError, match="analytic profile"):
         scale_profile(tiny_profile(), {"analytic.efficiency.hbm": 2.0})
+
+
+def _poisson_line(seed: int, rate: float, profile) -> tuple[dict, object]:
+    sc = make_scenario(server={"speculative_algorithm": "none"},
+                       workload={"kind": "poisson", "num_requests": 30, "request_rate": rate,
+                                 "input_len": {"kind": "uniform", "value": 300, "range_ratio": 0.5},
+                                 "output_len": {"kind": "uniform", "value": 20, "range_ratio": 0.5}})
+    res = run_scenario(sc, seed=seed, profile=profile)
+    return json.loads(json.dumps(bench_record(res))), res
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(1, 10_000), st.sampled_from([5.0, 40.0, 400.0]))
+def test_invariant_a_replayed_run_is_reproduced_by_the_profile_that_made_it(tmp_path_factory, seed, rate):
+    """Invariant: a fit case built from a line with send times replays the run's own arrivals
+    and lengths, so the profile that made the run predicts it again (to the trace's
+    microsecond rounding), whatever the arrival draw; the fit has no draw's luck to explain."""
+    from specsched.analysis.calibrate_bench import cases_from_runs, predict
+
+    prof = tiny_profile()
+    line, res = _poisson_line(seed, rate, prof)
+    (case,) = cases_from_runs([parse_run(line, "m.jsonl:1")], "tiny", None, tmp_path_factory.mktemp("c"))
+    assert case.scenario.workload.kind == "trace"
+    pred = predict(case, prof, 1)
+    for k in ("median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "output_throughput", "mean_e2e_latency_ms"):
+        assert pred[k] == pytest.approx(res.summary[k], rel=1e-3, abs=1e-3), k
+
+
+def test_arrivals_rate_draws_and_details_needs_send_times(tmp_path):
+    from specsched.analysis.calibrate_bench import cases_from_runs
+
+    line, _ = _poisson_line(1, 40.0, tiny_profile())
+    run = parse_run(line, "m.jsonl:1")
+    (case,) = cases_from_runs([run], "tiny", None, tmp_path, arrivals="rate")
+    assert case.scenario.workload.kind == "poisson" and case.scenario.workload.request_rate == 40.0
+    del line["start_times"]   # an SGLang line: no send times
+    sglang = parse_run(line, "s.jsonl:1")
+    (case,) = cases_from_runs([sglang], "tiny", None, tmp_path)   # auto: drawn at the rate
+    assert case.scenario.workload.kind == "poisson"
+    with pytest.raises(ConfigError, match="start_times"):
+        cases_from_runs([sglang], "tiny", None, tmp_path, arrivals="details")
+
+
+def test_idle_lead_group_scales_the_scalar_and_the_one_dimensional_table():
+    from specsched.sim.profile import LeadTable
+
+    p = tiny_profile()
+    p = p.model_copy(update={"host": p.host.model_copy(update={
+        "extend_idle_lead_s": 0.002, "extend_idle_lead_by_tokens": LeadTable(tokens=[256, 4096], seconds=[0.003, 0.001])})})
+    q = scale_profile(p, {"idle_lead": 1.5})
+    assert q.host.extend_idle_lead_s == pytest.approx(0.003)
+    assert q.host.extend_idle_lead_by_tokens.seconds == pytest.approx([0.0045, 0.0015])
+    assert q.host.extend_idle_lead_by_tokens.tokens == [256, 4096]
+    r = scale_profile(p, {"host.extend_idle_lead_by_tokens": 2.0})   # a 1-D grid by its dotted key
+    assert r.host.extend_idle_lead_by_tokens.seconds == pytest.approx([0.006, 0.002])

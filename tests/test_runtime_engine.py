@@ -173,3 +173,20 @@ def test_request_rows_follow_the_scheduler_no_more_than_max_running_requests():
     assert 0 < peak[0] <= sc.server.max_running_requests
     assert res.summary["request_rows_peak"] == peak[0]
     assert pool.num_free_rows == rows - len(eng.rows)
+
+
+def test_measure_without_out_names_its_overrides(monkeypatch, tmp_path):
+    """``measure --set`` without --out writes results/<scenario>/<arm>-seed<N>+<overrides>-measured,
+    so a sweep over a key keeps every run (as ``specsched run`` does)."""
+    from specsched.cli import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text("name: t\nprofile: h200-1b\nworkload: {kind: burst, num_requests: 1, input_len: {kind: fixed, "
+                  "value: 8}, output_len: {kind: fixed, value: 3}}\n")
+    monkeypatch.chdir(tmp_path)
+    for n in (1, 2):
+        assert main(["measure", str(sc), "--device", "cpu", "--preset", "tiny", "--set", f"workload.num_requests={n}"]) == 0
+    assert main(["measure", str(sc), "--device", "cpu", "--preset", "tiny"]) == 0
+    names = sorted(p.name for p in (tmp_path / "results" / "t").iterdir())
+    assert names == ["base-seed1+workload.num_requests=1-measured", "base-seed1+workload.num_requests=2-measured",
+                     "base-seed1-measured"]

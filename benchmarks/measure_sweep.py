@@ -1,0 +1,138 @@
+"""Measure one scenario with the runtime at several request rates, seeds and repeats.
+
+The data a hold-out check of ``specsched calibrate --from`` needs (docs/real-servers.md):
+a Poisson rate sweep, several draws of the arrivals (seeds) and repeats of the same draw (the
+device's run-to-run spread), every run a results directory whose ``bench_serving.jsonl``
+holds the per-request lists and send times (``start_times``), so a fit replays the arrivals
+each run met.
+
+    python benchmarks/measure_sweep.py scenarios/h200/poisson-nospec.yaml --device cuda \\
+        --rates 4,8,16,32,48,64 --seeds 1,2 --repeats 2 --set workload.num_requests=128 \\
+        --out OUT/sweep [--deadline-s 540]
+
+One engine per seed (the seed decides the model's weights, the lengths and the arrivals);
+its model, pool and graphs are reused across rates and repeats (``RuntimeEngine.set_scenario``),
+each run after the engine's unmeasured pass. Repeats go round the whole rate list, so a drift
+of the device over the call shows as a difference between repeats, not between rates.
+Writes ``OUT/runs/rate<R>-seed<S>-rep<K>/`` (results directories, also packed into
+``OUT/results.tar.gz``), ``OUT/sweep.csv`` (rate, seed, repeat and the headline metrics of
+every run) and ``OUT/bench_serving/`` (each run's bench_serving line, one file a run, for
+``benchmarks/calibrate_holdout.py``) and ``OUT/sweep.log`` (everything printed). A run that fails is reported on one line and the next
+starts with a fresh engine; ``--deadline-s`` starts no run after that many seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+
+from specsched.analysis.io import atomic_write_text
+from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
+from specsched.sim.bench_serving import bench_line
+
+COLUMNS = ("rate", "seed", "repeat", "median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "mean_tpot_ms",
+           "output_throughput", "duration")
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def write_sweep_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` (:data:`COLUMNS`) as CSV, replaced atomically."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+
+
+def pack(run_dir: Path, path: Path) -> None:
+    """Every results directory under ``run_dir`` into ``path`` (gzip tar, replaced atomically)."""
+    tmp = path.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(run_dir, arcname=run_dir.name)
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--arm", default="base")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
+    ap.add_argument("--rates", required=True, help="request rates, req/s, comma-separated")
+    ap.add_argument("--seeds", default="1", help="seeds, comma-separated (default 1)")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each rate and seed (default 1)")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--preset", default="1b")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--deadline-s", type=float, default=None, help="start no run after this many seconds")
+    a = ap.parse_args(argv)
+    from specsched.runtime.engine import RuntimeEngine
+    from specsched.sim.results import write_results
+
+    t0 = time.perf_counter()
+    rates, seeds = _floats(a.rates), _ints(a.seeds)
+    base = parse_overrides(a.set)
+    scenarios = {r: load_scenario_with_overrides(a.scenario, a.arm, [*a.set, f"workload.request_rate={r:g}"]) for r in rates}
+    runs_dir, lines_dir = a.out / "runs", a.out / "bench_serving"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    lines_dir.mkdir(parents=True, exist_ok=True)
+    log = open(a.out / "sweep.log", "a")
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        log.write(text + "\n")
+        log.flush()
+
+    rows: list[dict] = []
+    failures: list[str] = []
+    say(f"scenario {a.scenario} arm {a.arm}, overrides {base or 'none'}; rates {rates}, seeds {seeds}, "
+          f"{a.repeats} repeat(s)")
+    for seed in seeds:
+        eng = None
+        for rep in range(1, a.repeats + 1):
+            for r in rates:
+                name = f"rate{r:g}-seed{seed}-rep{rep}"
+                if a.deadline_s is not None and time.perf_counter() - t0 > a.deadline_s:
+                    say(f"skipped {name} (deadline)")
+                    continue
+                try:
+                    if eng is None:
+                        eng = RuntimeEngine(scenarios[r], preset=a.preset, device=a.device, seed=seed)
+                    else:
+                        eng.set_scenario(scenarios[r])
+                    t = time.perf_counter()
+                    res = eng.run()
+                except Exception as e:  # report, go on with a fresh engine
+                    eng = None
+                    failures.append(f"{name}: {type(e).__name__}: {e}".splitlines()[0])
+                    say(f"FAILED {failures[-1]}\n{traceback.format_exc()}")
+                    continue
+                write_results(res, runs_dir / name)
+                atomic_write_text(lines_dir / f"{name}.jsonl", bench_line(res) + "\n")
+                s = res.summary
+                rows.append({"rate": r, "seed": seed, "repeat": rep, **{k: s.get(k) for k in COLUMNS[3:]}})
+                write_sweep_csv(a.out / "sweep.csv", rows)
+                say(f"{name:<24} {time.perf_counter() - t:5.1f} s  median TTFT {s['median_ttft_ms']:8.2f} ms  "
+                      f"median ITL {s['median_itl_ms']:.3f} ms  {s['output_throughput']:8.0f} tok/s")
+    pack(runs_dir, a.out / "results.tar.gz")
+    shutil.rmtree(runs_dir, ignore_errors=True)
+    say(f"{len(rows)} runs in {time.perf_counter() - t0:.0f} s" + (f"; {len(failures)} failed" if failures else ""))
+    log.close()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
