@@ -24,7 +24,8 @@ class ItlSamples:
     run of delivery times through :meth:`add_gaps`) before they are copied into the typed
     columns, in the order they were added."""
 
-    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw", "_gap_at", "_gap_len")
+    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw", "_times", "_counts", "_run_at",
+                 "_run_len")
 
     def __init__(self) -> None:
         self.values = new_column("d")
@@ -33,8 +34,11 @@ class ItlSamples:
         self._pending_w: list[np.ndarray] = []
         self.pv: list[float] = []   # single values (s) ...
         self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
-        self._gap_at: list[int] = []    # where in pv a run of times (add_gaps) starts ...
-        self._gap_len: list[int] = []   # ... and how many times it holds
+        # runs of delivery times (add_gaps), not yet in the columns
+        self._times = new_column("d")    # every run's times, end to end (s)
+        self._counts = new_column("i")   # each gap's multiplicity (a run of k times: k - 1)
+        self._run_at: list[int] = []     # how many single pairs of pv come before each run
+        self._run_len: list[int] = []    # each run's number of times
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
@@ -45,7 +49,7 @@ class ItlSamples:
 
     def added(self) -> None:
         """Single pairs were appended to ``pv`` / ``pw``: copy them out once there are many."""
-        if len(self.pv) >= 1 << 16:
+        if len(self.pv) + len(self._times) >= 1 << 16:
             self._flush()
 
     def add_gaps(self, times: list[float], counts: list[int]) -> None:
@@ -53,16 +57,15 @@ class ItlSamples:
         (j = 1 .. len(times) - 1; a zero count adds nothing), after the single pairs already
         in ``pv`` / ``pw``.
 
-        The gaps are not computed here: the times are kept in ``pv`` (the list's own float
-        objects, no new ones) and :meth:`_flush` subtracts them in one numpy operation per
-        flush, the same float64 subtraction, into the same places of the sample order."""
-        pv, pw = self.pv, self.pw
-        self._gap_at.append(len(pv))
-        self._gap_len.append(len(times))
-        pv.extend(times)
-        pw.extend(counts)
-        pw.append(0)   # a run of k times gives k - 1 gaps: its last slot is dropped
-        if len(pv) >= 1 << 16:
+        The gaps are not computed here: the times go into a typed column at once (while
+        their float objects are fresh in the cache; no Python float per gap) and
+        :meth:`_flush` subtracts them with numpy, the same float64 subtraction, placing each
+        gap where appending it as a single pair would have."""
+        self._run_at.append(len(self.pv))
+        self._run_len.append(len(times))
+        self._times.fromlist(times)
+        self._counts.fromlist(counts)
+        if len(self.pv) + len(self._times) >= 1 << 16:
             self._flush()
 
     def _flush(self) -> None:
@@ -71,29 +74,49 @@ class ItlSamples:
             extend_column(self.weights, np.concatenate(self._pending_w), "i4")
             self._pending.clear()
             self._pending_w.clear()
-        if self._gap_at:
-            # runs of times in pv: slot i of a run becomes times[i + 1] - times[i], and the
-            # slots whose multiplicity is 0 (each run's last, the zero counts) are dropped
-            v = np.array(self.pv, dtype=np.float64)
-            w = np.array(self.pw, dtype=np.int32)
-            at = np.array(self._gap_at, dtype=np.int64)
-            k = np.array(self._gap_len, dtype=np.int64) - 1
-            starts = np.repeat(at - np.cumsum(k) + k, k)   # each gap slot's run start, less its rank
-            i = starts + np.arange(int(k.sum()))
-            v[i] = v[i + 1] - v[i]
-            keep = w != 0
-            extend_column(self.values, v[keep], "f8")
-            extend_column(self.weights, w[keep], "i4")
-            self._gap_at.clear()
-            self._gap_len.clear()
-            self.pv.clear()
-            self.pw.clear()
+        if self._run_at:
+            self._flush_runs()
         elif self.pv:
             # fromlist converts a list about twice as fast as extend (which iterates)
             self.values.fromlist(self.pv)
             self.weights.fromlist(self.pw)
             self.pv.clear()
             self.pw.clear()
+
+    def _flush_runs(self) -> None:
+        """Copy the single pairs and the runs' gaps out in their order: the single pairs
+        ``pv[:at]`` come before a run added when ``pv`` held ``at`` of them."""
+        t = column_view(self._times, "f8")
+        c = column_view(self._counts, "i4")
+        at = np.array(self._run_at, dtype=np.int64)
+        k = np.array(self._run_len, dtype=np.int64) - 1        # gaps of each run
+        # gap g (the j-th of run r) is t[i + 1] - t[i], i = g + r: a run has one time more
+        g = np.arange(int(k.sum()))
+        i = g + np.repeat(np.arange(len(k)), k)
+        gaps = t[i + 1] - t[i]
+        ns = len(self.pv)
+        v = np.empty(ns + len(g))
+        w = np.empty(ns + len(g), dtype=np.int32)
+        # each value's place in the order of adding: gap g after the at[r] single pairs
+        # before its run; single s after the gaps of the runs added before it (at[r] <= s)
+        pos_gap = g + np.repeat(at, k)
+        single = np.arange(ns)
+        pos_single = single + np.concatenate(([0], np.cumsum(k)))[np.searchsorted(at, single, side="right")]
+        v[pos_gap] = gaps
+        w[pos_gap] = c
+        if ns:
+            v[pos_single] = np.fromiter(self.pv, dtype=np.float64, count=ns)
+            w[pos_single] = np.fromiter(self.pw, dtype=np.int32, count=ns)
+        keep = w != 0
+        extend_column(self.values, v[keep], "f8")
+        extend_column(self.weights, w[keep], "i4")
+        del t, c   # views: the columns can be emptied only without them
+        self._times = new_column("d")
+        self._counts = new_column("i")
+        self._run_at.clear()
+        self._run_len.clear()
+        self.pv.clear()
+        self.pw.clear()
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values s, multiplicities), unsorted (read-only views of the stored columns)."""
