@@ -21,7 +21,10 @@ issue time, do not transfer between machines; docs/measurements/h200-v7-repredic
    GPU idle between verifies at batch 1, syncs counted, and every run that failed),
    ``results.tar.gz`` (every measured and predicted results directory),
    ``summary.md`` (the command, the times, and per metric how many figures are within
-   5 %), ``environment.txt`` (GPU clocks and power limit, CPU model) and
+   5 %), ``host_probe.parquet`` in each measured results directory and a checks.md
+   section: per launch call, its wall, the thread's CPU time, involuntary context
+   switches and GC time, the eager verifies split into a fast and a slow level
+   (runtime/host_probe.py), ``environment.txt`` (GPU clocks and power limit, CPU model) and
    ``gpu_validate.log`` (everything printed).
 
 A run that fails (an exception in the runtime or the simulator) is reported on one line,
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shlex
 import shutil
 import subprocess
@@ -49,6 +53,7 @@ from pathlib import Path
 import numpy as np
 from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table
 from specsched.runtime.engine import RuntimeEngine
+from specsched.runtime.host_probe import describe_launches, machine_counters
 from specsched.sim.config import arm_names, load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.profile import load_profile
@@ -125,6 +130,7 @@ class Validation:
     checks: list[str] = field(default_factory=lambda: ["# GPU validation checks", ""])
     failures: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.perf_counter)
 
     @property
@@ -177,6 +183,10 @@ class Validation:
                                                                                     VALIDATE_METRICS)]
         write_results(meas, self.res_dir / f"{job.result_name}-measured")
         write_results(pred, self.res_dir / f"{job.result_name}-predicted")
+        try:  # a diagnostic: never fails the measured run
+            self._host_probe(job, meas, pred, eng)
+        except Exception as e:
+            self.host.append(f"- {job.label} {job.arm}: probe not written: {type(e).__name__}: {e}".splitlines()[0])
         self.rows += rows
         worst = max((abs(r["error_pct"]) for r in rows if r["error_pct"] == r["error_pct"]), default=float("nan"))
         line = f"{job.label:<17} {job.arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %"
@@ -189,6 +199,24 @@ class Validation:
               flush=True)
         return eng
 
+    def _host_probe(self, job: Job, meas: object, pred: object, eng: object) -> None:
+        """What the host thread did in each launch call (runtime/host_probe.py): the rows go
+        to ``host_probe.parquet`` beside the measured steps, the levels and the run's
+        counters (GC, machine steal, CPU MHz) to checks.md."""
+        probe = eng.launch_probe() if hasattr(eng, "launch_probe") else None
+        if not probe:
+            return
+        import pandas as pd
+
+        steps = meas.steps
+        frame = pd.DataFrame({c: steps[c].to_numpy() for c in ("step", "mode", "part", "batch_size")})
+        frame = frame.assign(**{k: v[:len(frame)] for k, v in probe.items()})
+        frame.to_parquet(self.res_dir / f"{job.result_name}-measured" / "host_probe.parquet", index=False)
+        lines = describe_launches(steps, probe, job.scenario.server.cuda_graph_max_bs, pred.steps)
+        counters = meas.summary.get("host_probe", {})
+        run = ", ".join(f"{k} {v:.4g}" for k, v in counters.items())
+        self.host += [f"- {job.label} {job.arm}: {run}"] + [f"  - {x}" for x in lines]
+
     def save(self) -> None:
         """validate.csv, checks.md (with failures and skipped runs) and results.tar.gz, now."""
         write_csv(self.out / "validate.csv", self.rows)
@@ -197,6 +225,9 @@ class Validation:
             lines += ["", "## Runs that failed", ""] + [f"- {f}" for f in self.failures]
         if self.skipped:
             lines += ["", "## Runs not started (deadline)", ""] + [f"- {s}" for s in self.skipped]
+        if self.host:
+            lines += ["", "## Host per launch call (runtime/host_probe.py; per run: GC, machine steal, CPU MHz)",
+                      ""] + self.host
         tmp = self.out / "checks.tmp"
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(self.out / "checks.md")
@@ -239,6 +270,13 @@ def environment_text() -> str:
         if cmd[0] == "lscpu":
             text = "".join(line + "\n" for line in text.splitlines() if line.startswith(("Model name", "CPU MHz", "CPU max MHz")))
         out.append(text)
+    # what tells host-side slowdowns apart (runtime/host_probe.py): quota, threads, clocks
+    import torch
+
+    omp = {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "KMP_", "GOMP_", "MKL_"))}
+    out.append(f"torch intra-op threads {torch.get_num_threads()} (the runs use runtime.device.serve_threads); "
+               f"OpenMP environment {omp or 'unset'}; "
+               + ", ".join(f"{k} {v:.6g}" for k, v in machine_counters().items()) + "\n")
     return "".join(out)
 
 

@@ -23,7 +23,10 @@ into the verify as SGLANG_SIMULATE_ACC_LEN does: every draft and verify kernel s
 
 Measurement: host times with ``time.perf_counter``; each forward's GPU start and end from
 timing events (measurement mode only; hip-vs-cuda.md item 9) resolved after the run.
-Results are a :class:`sim.records.RunResult`, the same format as a simulated run.
+Results are a :class:`sim.records.RunResult`, the same format as a simulated run (the
+summary also holds the run's ``host_probe`` counters: GC collections, machine steal
+seconds, CPU MHz). What the host thread did in each launch call (:mod:`runtime.host_probe`)
+is :meth:`RuntimeEngine.launch_probe`, one row per steps-table row.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 import torch
 from specsched.runtime.device import Device, HostCopy, RingEvent, serve_threads
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
+from specsched.runtime.host_probe import HostProbe
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.runner import CTX_BUCKET_STEP
@@ -213,6 +217,8 @@ class RuntimeEngine:
         self.dev.allow_schedule_barrier = self.server.sync_mode is SyncMode.cross_queue_wait
         self._cross_queue = False
         self.remaining = len(self.specs)
+        # per-launch host readings (runtime/host_probe.py): diagnostics, not compared
+        self.probe = HostProbe()
 
     def _now(self) -> float:
         return time.perf_counter() - self.t0
@@ -250,6 +256,13 @@ class RuntimeEngine:
         return self.dev.timing_mark()
 
     def _launch(self, op: Launch) -> RtHandle:
+        self.probe.begin()
+        try:
+            return self._launch_call(op)
+        finally:
+            self.probe.end()
+
+    def _launch_call(self, op: Launch) -> RtHandle:
         plan, r = op.plan, self.runner
         if self._cross_queue:
             # the wait queued on the schedule stream now gates the forward stream
@@ -442,6 +455,7 @@ class RuntimeEngine:
         # a progress line for long (CPU) measurements; off when not a terminal
         self._bar = (tqdm(total=len(self.specs), desc=f"measure {self.scenario.name}", unit="req", leave=False,
                           disable=None) if self.progress else None)
+        self.probe.start()
         with self.dev.use("forward"):
             ref = self._ref = self._timing_event()
             self.t0 = time.perf_counter()
@@ -475,6 +489,7 @@ class RuntimeEngine:
                     if self.remaining == 0 or not self._wait_for_work():
                         break
             self.dev.synchronize("end")
+        self.probe.stop()
         if self._bar is not None:
             self._bar.close()
         self._resolve_timing(ref)
@@ -492,6 +507,13 @@ class RuntimeEngine:
             self.rec.set_step_times(i, s, e)
         self._timing = []
 
+    def launch_probe(self) -> dict[str, list[float]]:
+        """Per launch call of the last run, in the order of its steps table's rows: the
+        call's wall, the thread's CPU time, involuntary context switches and GC seconds in
+        it (:meth:`runtime.host_probe.HostProbe.columns`); row i is the steps table's row i
+        (both are in launch order)."""
+        return self.probe.columns(self.rec.num_steps)
+
     def environment(self) -> dict[str, str]:
         """The provenance stamp of this run (:func:`runtime.environment.environment`), with
         the SDPA backend probed once on the preset's real shapes."""
@@ -505,6 +527,7 @@ class RuntimeEngine:
                  for rid, r in self.sched.reqs.items()}
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         summary.update(
+            host_probe=self.probe.summary(),
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
             num_retractions=self.sched.num_retractions, num_delayed_passes=self.sched.num_delayed_passes,

@@ -100,6 +100,7 @@ class Fits:
             "extend_idle_lead_s": self.idle_lead_fit()[0],
             "extend_idle_lead_by_tokens": self.idle_lead_fit()[1],
             "cross_queue_penalty_s": self.cq_penalty,
+            "slot_expansion_s": self.slot_expansion_fit(),
         }
         # fields the profile schema of this checkout knows (older schemas refuse unknown keys)
         gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
@@ -152,6 +153,10 @@ class Fits:
         """``host.extend_idle_lead_s`` and ``host.extend_idle_lead_by_tokens`` from the
         measured (tokens, idle wall, kept-busy device) points (:func:`idle_lead_fit`)."""
         return idle_lead_fit(getattr(self, "idle_lead_pts", []))
+
+    def slot_expansion_fit(self) -> float:
+        """``host.slot_expansion_s`` from the slot-expansion points (:func:`slot_expansion_fit`)."""
+        return slot_expansion_fit(getattr(self, "slot_pts", []), self.sync_wakeup)
 
     def inject_host_fit(self) -> tuple[float, float]:
         """``host.launch_per_inject_s`` and ``launch_per_inject_token_s``: the same fit of
@@ -225,6 +230,22 @@ def extend_issue_fit(tokens: list[int] | list[float], seconds: list[float]) -> t
     else:
         intercept = float(np.median(y - slope * x))
     return max(0.0, intercept), slope
+
+
+def slot_expansion_fit(points: Sequence[tuple[int, float, float]], wakeup: float) -> float:
+    """``host.slot_expansion_s`` from ``points`` = (extend tokens, median GPU idle gap between
+    the extend's end and the injection's start under ``prepare_inject(sync=True)``, median
+    host seconds of ``prepare_inject(sync=False)`` with the GPU kept busy).
+
+    The simulator charges, after the slot-expansion block ends (extend end + ``wakeup``),
+    this many host seconds and then the injection's launch, whose issue
+    (host.launch_per_inject_s) already holds the sync-free preparation; so per point
+    ``gap - preparation - wakeup``, clamped >= 0, and the median over points (the gap is
+    host work, nearly flat in tokens). No points: 0.0.
+    """
+    if not points:
+        return 0.0
+    return float(statistics.median(max(0.0, float(g) - float(p) - wakeup) for _, g, p in points))
 
 
 def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, dict | None]:

@@ -138,6 +138,50 @@ class GpuPhases(Harness):
         self._tick()
         return gpu_t, idle_t
 
+    def _slot_expansion(self, tokens: int, ext: Callable[[], object], rows: list[int], pre: list[int],
+                        lens: list[int], hold: dict[str, Any]) -> tuple[list[float], list[float]]:
+        """The loop's DSpark prefill under ``prefill_slot_expansion_sync``, timed as the loop
+        incurs it (runtime/engine.py: the extend launch, ``HostBlock(slot_expansion)`` =
+        ``prepare_inject(sync=True)``, the inject launch): per repeat, from an idle stream,
+        the extend, a timing event, ``prepare_inject(sync=True)`` (its first
+        ``repeat_interleave`` waits for the extend to drain), a timing event, the inject.
+        The events' difference is the GPU idle gap between the extend's end and the
+        injection's start. Then, with the GPU kept busy, the host time of
+        ``prepare_inject(sync=False)`` alone: the part of that gap that
+        ``host.launch_per_inject_s`` already holds.
+
+        Returns:
+            (gap seconds, sync-free preparation host seconds), one pair per repeat. CPU:
+            the gap is the synchronous call's host time (events are host stamps).
+        """
+        dev, r = self.dev, self.runner
+
+        def seq() -> tuple[Any, Any]:
+            ext()
+            end = self._timing_event()
+            prep = r.prepare_inject(rows, pre, lens, sync=True)
+            start = self._timing_event()
+            r.inject(prep, hold["e"].tokens)
+            return end, start
+
+        n = self._warm_and_plan(f"slot expansion {tokens} tok", seq, self.repeats)
+        gaps: list[float] = []
+        preps: list[float] = []
+        with dev.use("forward"):
+            for _ in range(n):
+                dev.synchronize("profile")
+                end, start = seq()
+                dev.synchronize("profile")
+                gaps.append(end.elapsed_time(start) / 1e3 if dev.is_gpu else start - end)
+                self.busy.occupy(0.005)
+                t0 = time.perf_counter()
+                r.prepare_inject(rows, pre, lens, sync=False)
+                preps.append(time.perf_counter() - t0)
+            dev.synchronize("profile")
+        self.reps.setdefault("slot_expansion", []).append(n)
+        self._tick()
+        return gaps, preps
+
     def extend_phase(self) -> None:
         r = self.runner
         self.busy = _GpuBusy(self.dev)
@@ -150,6 +194,10 @@ class GpuPhases(Harness):
         self.ext_spread = 0.0
         # (tokens, median idle wall, median kept-busy device) at the prefix-0 column
         self.idle_lead_pts: list[tuple[int, float, float]] = []
+        # (tokens, median slot-expansion gap, median sync-free preparation) at prefix 0
+        self.slot_pts: list[tuple[int, float, float]] = []
+        # per token count at prefix 0: the injection's issue on an idle stream (median)
+        self.inj_idle: list[float | None] = [None] * len(self.ext_x)
         for j, col in enumerate(self.ext_cols):
             for i, t in enumerate(self.ext_x):
                 lens, p = extend_layout(t, col, self.prompt)
@@ -176,6 +224,13 @@ class GpuPhases(Harness):
                 self.inj_host[i][j] = statistics.median(hi)
                 self.ext_spread = max(self.ext_spread, _iqr_rel(te) if len(te) >= 4 else 0.0)
                 if j == 0:
+                    idle = self._idle_issue(inj, min(len(hi), 5))
+                    if idle:
+                        self.inj_idle[i] = statistics.median(idle)
+                        # kept busy or idle: each can only be inflated (profile_fit.issue_estimate)
+                        self.inj_host[i][j] = issue_estimate(hi, idle)
+                    gaps, preps = self._slot_expansion(t, ext, rows, pre, lens, hold)
+                    self.slot_pts.append((t, statistics.median(gaps), statistics.median(preps)))
                     def both(ext=ext, inj=inj) -> None:
                         ext()
                         inj()

@@ -217,7 +217,7 @@ class Harness:
         self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
         self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
 
-        n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
+        n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
                    + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)

@@ -52,6 +52,25 @@ class Provenance:
                     f"between points, end values outside; sim.cost_model.CostModel.idle_lead_s). [{env}]")
         return f"median of host.extend_idle_lead_by_tokens (which the simulator reads instead). {how}. [{env}]"
 
+    def _slot_expansion_text(self, env: str) -> str:
+        """Provenance of host.slot_expansion_s: method, per-token medians, repeats."""
+        pts = getattr(self, "slot_pts", [])
+        if not pts:
+            return f"0: not measured (no extend points). [{env}]"
+        return ("runtime.profile_gpu.GpuPhases._slot_expansion: the loop's DSpark prefill under "
+                "prefill_slot_expansion_sync as runtime/engine.py runs it, from an idle stream: ModelRunner.extend, a "
+                "timing event, prepare_inject(sync=True) (repeat_interleave without output_size: the first waits for "
+                "the extend to drain, the second is another device round trip), a timing event, inject; the events' "
+                "difference is the GPU idle gap between the extend's end and the injection's start. Then, GPU kept "
+                "busy, the host time of prepare_inject(sync=False), which host.launch_per_inject_s already holds. "
+                "Value: median over the extend grid's tokens at prefix 0 of gap - preparation - host.sync_wakeup_s, "
+                f"clamped >= 0 (runtime.profile_fit.slot_expansion_fit), {self._reps_text('slot_expansion')} after "
+                f"{WARMUP} warm-ups; medians (tokens: gap / preparation): "
+                + ", ".join(f"{t}: {_ms(g)} / {_ms(q)}" for t, g, q in pts)
+                + ". The simulator holds the host this long after a slot-expansion block, the GPU idle "
+                "(sim.engine; docs/measurements/h200-v7.md section 3: 0.74-1.6 ms idle there in the loop, "
+                f"0 predicted before). [{env}]")
+
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
         dev, W, env = self.dev, self.W, self.env_line
@@ -175,13 +194,19 @@ class Provenance:
                 "(without its draft injection: host.launch_per_inject_s), GPU kept busy, against extend tokens (medians "
                 f"under host.launch_per_extend_token_s): the per-launch kernel issue, nearly flat in tokens. [{env}]"),
             "host.launch_per_inject_s": (
-                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time (perf_counter, GPU kept "
-                "busy) of ModelRunner.prepare_inject(sync=False) + inject after the extend, against extend tokens "
+                "Theil-Sen intercept (runtime.profile_fit.extend_issue_fit) of the host time (perf_counter) of "
+                "ModelRunner.prepare_inject(sync=False) + inject after the extend, per token count the smaller of "
+                "its median with the GPU kept busy and its median issued onto an idle stream "
+                "(runtime.profile_fit.issue_estimate: each can only be inflated), against extend tokens "
                 f"(medians under host.launch_per_inject_token_s): the drafter injection's kernel issue. [{env}]"),
             "host.launch_per_inject_token_s": (
                 f"Theil-Sen slope (clamped >= 0) of the same against extend tokens {self.ext_x} at prefix 0: medians "
-                + ", ".join(f"{t}: {_ms(self.inj_host[i][0])}" for i, t in enumerate(self.ext_x))
+                + ", ".join(f"{t}: {_ms(self.inj_host[i][0])}"
+                            + (f" (idle stream {_ms(self.inj_idle[i])})" if getattr(self, "inj_idle", [None] * (i + 1))[i]
+                               is not None else "")
+                            for i, t in enumerate(self.ext_x))
                 + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
+            "host.slot_expansion_s": self._slot_expansion_text(env),
             "gpu.eager_spec_issue_s": ("null: gpu.eager_host_issue_s was measured on the whole spec_cycle (the "
                                        f"block drafter's forward included), so it is the eager cycle's issue. [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "

@@ -48,6 +48,10 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
 - ``host.extend_idle_lead_by_tokens`` / ``extend_idle_lead_s``: per extend-grid token count
   at prefix 0, an extend + injection's idle-queue wall (synchronize, call, synchronize)
   minus its device time with the GPU kept busy: the table, and its median (CPU: 0, no table).
+- ``host.slot_expansion_s``: the loop's extend, ``prepare_inject(sync=True)``, inject from an
+  idle stream; the GPU idle gap between the extend's end and the injection's start (timing
+  events) less the wake-up and less ``prepare_inject(sync=False)``'s host time (GPU kept
+  busy), which ``host.launch_per_inject_s`` holds; median over the extend tokens at prefix 0.
 - ``host.ingest_per_request_s``: 0, the runtime has no tokenizer or IPC.
 
 A time budget (``budget_s``) trims repeats (never below 3) if the measurements run long;

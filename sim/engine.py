@@ -4,7 +4,9 @@ The host is one SimPy process driving :func:`sim.loop.scheduler_loop`; host work
 the host's time by the cost model's host seconds. The forward stream is a FIFO timeline: a
 launch starts when both the host has issued it and the previous forward has finished, and
 lasts the cost model's GPU seconds, so the GPU idles exactly when the host is late. A host
-block waits for an event's time (plus the wake-up cost if it really waited). Clients
+block waits for an event's time (plus the wake-up cost if it really waited); a DSpark
+prefill's slot-expansion block then holds the host for the profile's
+``host.slot_expansion_s``, the GPU idle, before the injection is launched. Clients
 (burst, closed loop, Poisson with max_concurrency) are SimPy processes; requests pass a
 tokenizer FIFO (the profile's ingest time) before the scheduler sees them
 (:mod:`sim.engine_clients`).
@@ -268,6 +270,7 @@ class SimEngine(Clients, EngineStretch):
     def _host(self):
         loop = scheduler_loop(self.sched, self.server, fast_forward=self.fast_forward)
         sched, cost, wake = self.sched, self.cost, self.profile.host.sync_wakeup_s
+        slot_expansion = self.profile.host.slot_expansion_s
         rec = self.rec
         peek = self.env.peek
         idle_spins = 0
@@ -346,6 +349,13 @@ class SimEngine(Clients, EngineStretch):
                     yield from self._deliver(d)
             elif tp is HostBlock:
                 yield from self._block_until(op.handle.end, wake)
+                if op.reason == "slot_expansion" and slot_expansion > 0:
+                    # the rest of the expansion after the extend drained: its second
+                    # round trip and the injection batch's indices, GPU idle (profile
+                    # host.slot_expansion_s); the runtime counts the whole call as blocked
+                    self.host_blocked_s += slot_expansion
+                    self._blocked_since_launch += slot_expansion
+                    yield from self._advance(slot_expansion)
             elif tp is StreamWait:
                 # forward-stream wait: stream order already carries it; schedule-stream wait:
                 # a wait pending in another queue during the next graph replay

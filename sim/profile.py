@@ -360,6 +360,15 @@ class HostProfile(BaseModel):
     values outside), and extend_idle_lead_s (the median of the table) is informational.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
+    slot_expansion_s: with ``server.prefill_slot_expansion_sync`` (a DSpark prefill whose
+    slot expansion calls ``repeat_interleave`` without ``output_size``; SGLang 0.5.23
+    passes it, speculative/dspark_components/dspark_kv_inject.py ``place_prefill``), the
+    host seconds after the extend drained and the host woke (host.sync_wakeup_s) before
+    the injection's launch starts issuing: the expansion's second blocking round trip and
+    the injection batch's index construction, run with the GPU idle. Measured as the GPU
+    idle gap between the extend's end and the injection's start in the loop's own sequence,
+    less the wake-up and less the sync-free preparation that host.launch_per_inject_s
+    already holds (runtime/profile_gpu.py ``_slot_expansion``). 0: not measured.
     """
 
     model_config = _STRICT
@@ -381,6 +390,7 @@ class HostProfile(BaseModel):
     extend_idle_lead_s: Seconds = 0.0
     extend_idle_lead_by_tokens: LeadTable | None = None
     cross_queue_penalty_s: Seconds = 0.0
+    slot_expansion_s: Seconds = 0.0
 
 
 class Profile(BaseModel):

@@ -90,3 +90,39 @@ def test_cross_queue_penalty_applies_to_every_verify():
     wall, gpu = verify_walls("cross_queue_wait")
     assert gpu == pytest.approx(2.0 + 1.0, rel=1e-6)  # penalty 1 ms per graph step
     assert wall == pytest.approx(3.0, rel=1e-6)
+
+
+def _prefill_gaps(slot_sync: bool, sync_mode: str = "host_block", **host) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per request: the GPU idle gap between its extend's end and its injection's start (ms),
+    its TTFT (ms), and the run's host_blocked_s (s)."""
+    sc = make_scenario({"sync_mode": sync_mode, "prefill_slot_expansion_sync": slot_sync},
+                       {"kind": "closed_loop", "concurrency": 1, "num_requests": 3,
+                        "output_len": {"kind": "fixed", "value": 30}})
+    res = SimEngine(sc, tiny_profile(**host)).run()
+    s = res.steps.reset_index(drop=True)
+    inj = s.index[s["part"] == "inject"]
+    gaps = (s.loc[inj, "gpu_start_s"].to_numpy() - s.loc[inj - 1, "gpu_end_s"].to_numpy()) * 1e3
+    return gaps, res.requests["ttft_s"].to_numpy() * 1e3, res.summary["host_blocked_s"]
+
+
+@pytest.mark.parametrize("sync_mode", ["host_block", "stream_wait"])
+@pytest.mark.parametrize("extra_ms", [0.3, 1.4])
+def test_slot_expansion_holds_the_host_before_the_injection(sync_mode, extra_ms):
+    """host.slot_expansion_s: after the slot-expansion block (extend end + wake-up) the host
+    works this long with the GPU idle before the injection launches (round 7 on an H200: the
+    loop's GPU idled 0.74-1.6 ms there, the simulator 0); every first token comes that much
+    later, and the runtime counts it as blocked (the whole prepare_inject(sync=True) call)."""
+    g0, t0, b0 = _prefill_gaps(True, sync_mode)
+    g1, t1, b1 = _prefill_gaps(True, sync_mode, slot_expansion_s=extra_ms / 1e3)
+    assert g0 == pytest.approx([0.05] * 3, abs=1e-9)  # the wake-up alone
+    assert g1 == pytest.approx(g0 + extra_ms, abs=1e-9)
+    assert t1 == pytest.approx(t0 + extra_ms, abs=1e-9)
+    assert b1 == pytest.approx(b0 + 3 * extra_ms / 1e3, abs=1e-12)
+
+
+def test_slot_expansion_costs_nothing_with_output_size():
+    """A build that passes output_size (SGLang 0.5.23) never blocks there: the profile's
+    slot_expansion_s does not apply."""
+    g0, t0, _ = _prefill_gaps(False)
+    g1, t1, _ = _prefill_gaps(False, slot_expansion_s=2e-3)
+    assert np.array_equal(g0, g1) and np.array_equal(t0, t1)

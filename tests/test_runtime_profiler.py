@@ -228,3 +228,27 @@ def test_issue_estimate_is_the_less_inflated_timing(issue: float, busy_extra: li
         assert issue_estimate(busy, [issue] * len(idle)) == pytest.approx(issue)
     else:
         assert est == pytest.approx(statistics.median(busy))
+
+
+def test_slot_expansion_is_timed_as_the_loop_runs_it(prof: dict) -> None:
+    """host.slot_expansion_s is measured (extend, prepare_inject(sync=True), inject at every
+    prefix-0 grid size), >= 0, and its provenance gives the per-size gap and preparation."""
+    h, prov = prof["host"], prof["provenance"]["host.slot_expansion_s"]
+    assert h["slot_expansion_s"] >= 0
+    assert "prepare_inject(sync=True)" in prov and "sync=False" in prov
+    for t in ARGS["extend_tokens"]:
+        assert f"{t}: " in prov.split("medians (tokens: gap / preparation): ")[1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(pts=st.lists(st.tuples(st.integers(1, 10_000), st.floats(0, 5e-3), st.floats(0, 2e-3)), min_size=1, max_size=6),
+       wake=st.floats(0, 1e-4), more=st.floats(0, 1e-3))
+def test_slot_expansion_fit_invariants(pts: list[tuple[int, float, float]], wake: float, more: float) -> None:
+    """Invariants of runtime.profile_fit.slot_expansion_fit: never negative, never above the
+    largest gap less the wake-up's share, and a longer gap at every point never lowers it."""
+    from specsched.runtime.profile_fit import slot_expansion_fit
+
+    s = slot_expansion_fit(pts, wake)
+    assert 0.0 <= s <= max(g for _, g, _ in pts) + 1e-15
+    assert slot_expansion_fit([(t, g + more, p) for t, g, p in pts], wake) >= s - 1e-15
+    assert slot_expansion_fit([], wake) == 0.0

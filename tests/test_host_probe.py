@@ -1,0 +1,148 @@
+"""runtime.host_probe: per-launch host readings (wall, thread CPU, involuntary switches, GC)
+line up with the measured steps, the eager verifies split into levels, and a GPU round
+writes them (benchmarks/gpu_validate.py)."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import sys
+import tarfile
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from specsched.runtime.engine import RuntimeEngine  # noqa: E402
+from specsched.runtime.host_probe import HostProbe, describe_launches  # noqa: E402
+from specsched.sim.engine import SimEngine  # noqa: E402
+
+from tests.conftest import ROOT, make_scenario, tiny_profile  # noqa: E402
+
+
+def test_readings_are_ordered_and_gc_inside_a_call_is_counted():
+    p = HostProbe()
+    p.start()
+    for k in range(3):
+        p.begin()
+        if k == 1:
+            gc.collect()
+        sum(range(20_000))
+        p.end()
+    p.end()  # no open call: ignored
+    p.stop()
+    cols = p.columns(4)
+    assert all(len(v) == 4 for v in cols.values()) and np.isnan(cols["host_launch_s"][3])
+    wall, cpu = np.array(cols["host_launch_s"][:3]), np.array(cols["host_launch_cpu_s"][:3])
+    assert (wall > 0).all() and (cpu >= 0).all()
+    assert cols["host_launch_gc_s"][1] > 0 and cols["host_launch_gc_s"][0] == 0 == cols["host_launch_gc_s"][2]
+    s = p.summary()
+    assert s["gc_collections_gen2"] >= 1 and s["gc_s"] >= cols["host_launch_gc_s"][1]
+    assert p._on_gc not in gc.callbacks  # stop() unhooks
+
+
+def test_the_runtime_probes_every_launch_in_step_order():
+    sc = make_scenario({"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+                        "speculative_num_draft_tokens": 4, "max_total_num_tokens": 5000},
+                       {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 40},
+                        "output_len": {"kind": "fixed", "value": 12}})
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    res = eng.run()
+    probe = eng.launch_probe()
+    assert len(probe["host_launch_s"]) == len(res.steps)
+    assert np.isfinite(probe["host_launch_s"]).all() and (np.array(probe["host_launch_s"]) > 0).all()
+    assert "gc_s" in res.summary["host_probe"]
+    # on CPU the forward runs inside the call: each step's span lies within its call
+    span = (res.steps["gpu_end_s"] - res.steps["gpu_start_s"]).to_numpy()
+    assert (span <= np.array(probe["host_launch_s"]) + 1e-6).all()
+
+
+def _steps(spans_ms: list[float], bs: int) -> pd.DataFrame:
+    end = np.cumsum(spans_ms) / 1e3
+    return pd.DataFrame({"step": range(len(spans_ms)), "mode": "verify", "part": "main", "batch_size": bs,
+                         "gpu_start_s": end - np.array(spans_ms) / 1e3, "gpu_end_s": end})
+
+
+@settings(max_examples=40, deadline=None)
+@given(fast=st.integers(0, 30), slow=st.integers(0, 30))
+def test_eager_cycles_split_into_the_two_levels(fast: int, slow: int):
+    """Round 7's eager verify at 16 or 30 ms per cycle, against a 16 ms prediction: the
+    slow count is the number of 30 ms cycles, whatever the mix."""
+    if fast + slow == 0:
+        return
+    spans = [16.0] * fast + [30.0] * slow
+    probe = {"host_launch_s": [s / 1e3 for s in spans], "host_launch_cpu_s": [0.015] * len(spans),
+             "host_launch_switches": [0.0] * len(spans), "host_launch_gc_s": [0.0] * len(spans)}
+    lines = describe_launches(_steps(spans, 48), probe, graph_max_bs=32, predicted_steps=_steps([16.0] * 5, 48))
+    assert lines[0] == f"eager steps: {slow} of {fast + slow} above 1.4 x 16.00 ms (predicted median)"
+    assert lines[1].startswith("  fast level: " + (f"{fast} launches" if fast else "none"))
+    assert lines[2].startswith("  slow level: " + (f"{slow} launches, span 30.00 ms" if slow else "none"))
+
+
+def test_graph_steps_get_one_line_and_no_steps_none():
+    spans = [3.0] * 6
+    probe = {k: [0.001] * 6 for k in ("host_launch_s", "host_launch_cpu_s", "host_launch_switches", "host_launch_gc_s")}
+    lines = describe_launches(_steps(spans, 1), probe, graph_max_bs=32)
+    assert len(lines) == 1 and lines[0].startswith("graph steps: 6 launches, span 3.00 ms, call 1.00 ms")
+    ext = _steps(spans, 1).assign(mode="extend")
+    assert describe_launches(ext, probe, graph_max_bs=32)[0].startswith("extend launches: 6 launches")
+    assert describe_launches(ext.iloc[:0], probe, graph_max_bs=32) == []
+
+
+def test_a_gpu_round_writes_the_probe(tmp_path):
+    spec = importlib.util.spec_from_file_location("gv_probe", ROOT / "benchmarks" / "gpu_validate.py")
+    gv = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gv
+    spec.loader.exec_module(gv)
+    sc = make_scenario(None, {"num_requests": 3, "input_len": {"kind": "fixed", "value": 64},
+                              "output_len": {"kind": "fixed", "value": 8}})
+
+    class Probed:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def launch_probe(self):
+            return {k: [0.002] * self.n for k in ("host_launch_s", "host_launch_cpu_s", "host_launch_switches",
+                                                  "host_launch_gc_s")}
+
+    def measure(job, eng):
+        eng = eng or Probed()
+        res = SimEngine(job.scenario, tiny_profile()).run()
+        res.summary["host_probe"] = {"gc_s": 0.0, "machine_steal_s": 0.01}
+        eng.n = len(res.steps)
+        return res, eng
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run())
+    val.run([gv.Job("a", "base", sc, "a", "a-base")])
+    val.save()
+    text = (tmp_path / "checks.md").read_text()
+    assert "## Host per launch call" in text and "- a base: gc_s 0, machine_steal_s 0.01" in text
+    assert "graph steps: " in text
+    with tarfile.open(tmp_path / "results.tar.gz") as tar:
+        assert "results/a-base-measured/host_probe.parquet" in tar.getnames()
+
+
+def test_a_broken_probe_never_fails_the_measured_run(tmp_path):
+    spec = importlib.util.spec_from_file_location("gv_probe2", ROOT / "benchmarks" / "gpu_validate.py")
+    gv = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gv
+    spec.loader.exec_module(gv)
+    sc = make_scenario(None, {"num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+                              "output_len": {"kind": "fixed", "value": 4}})
+
+    class Broken:
+        def launch_probe(self):
+            raise RuntimeError("no readings")
+
+    def measure(job, eng):
+        return SimEngine(job.scenario, tiny_profile()).run(), eng or Broken()
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run())
+    val.run([gv.Job("a", "base", sc, "a", "a-base")])
+    val.save()
+    assert not val.failures and val.rows
+    assert "- a base: probe not written: RuntimeError: no readings" in (tmp_path / "checks.md").read_text()
