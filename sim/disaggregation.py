@@ -166,16 +166,15 @@ class PDEngine(SimEngine):
         """Open arrivals reach the router (not one host's inbox): a process routes each at its
         arrival time (after the tokenizer FIFO, :meth:`SimEngine._open_arrivals`' times)."""
         super()._open_arrivals(times)
-        sent, arrive = self._sent_at, self._arrive_at
+        arrive = self._arrive_at
         self._sent_at, self._arrive_at, self._next_arrival = [], [], math.inf
-        self.env.process(self._route_open(sent, arrive))
+        self.env.process(self._route_open(arrive))
 
-    def _route_open(self, sent: list[float], arrive: list[float]):
-        for spec, t_send, t in zip(self.specs, sent, arrive, strict=True):
+    def _route_open(self, arrive: list[float]):
+        for spec, t in zip(self.specs, arrive, strict=True):
             if t > self.env.now:
                 yield self.env.timeout(self._delay_to(t))
-            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, t_send)
-            self._arrive(self._req(spec))
+            self._arrive(self._req(spec))   # its row is recorded (SimEngine._open_arrivals)
 
     def _at(self, t: float, fn) -> None:
         """Run ``fn`` at time ``t`` (>= now) on the shared clock."""

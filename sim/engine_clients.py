@@ -91,6 +91,11 @@ class Clients:
             arrive.append(t_send + (free - t_send))
         self._tokenizer_free = free
         self._sent_at, self._arrive_at = sent, arrive
+        # each client's timer starts at its send time, known now: the rows at once, in the
+        # order the requests reach the scheduler (_take_arrivals takes them in index order)
+        specs = self.specs
+        self.rec.requests_sent([s.index for s in specs], [s.input_len for s in specs],
+                               [s.output_len for s in specs], sent)
         self._next_arrival = arrive[0] if arrive else math.inf
 
     def _take_arrivals(self) -> None:
@@ -100,9 +105,7 @@ class Clients:
         t, i, arrive = self._t, self._arrived, self._arrive_at
         n = len(arrive)
         while i < n and arrive[i] <= t:
-            spec = self.specs[i]
-            self.rec.request_sent(spec.index, spec.input_len, spec.output_len, self._sent_at[i])
-            self.inbox.append(self._req(spec))
+            self.inbox.append(self._req(self.specs[i]))   # its row is already recorded (_open_arrivals)
             i += 1
         self._arrived = i
         self._next_arrival = arrive[i] if i < n else math.inf

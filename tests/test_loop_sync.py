@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.sim.admission import NoDelay
 from specsched.sim.config import ServerArgs
 from specsched.sim.engine import SimEngine
@@ -126,3 +128,25 @@ def test_slot_expansion_costs_nothing_with_output_size():
     g0, t0, _ = _prefill_gaps(False)
     g1, t1, _ = _prefill_gaps(False, slot_expansion_s=2e-3)
     assert np.array_equal(g0, g1) and np.array_equal(t0, t1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(x_ms=st.floats(0.0, 3.0), sync_mode=st.sampled_from(["host_block", "stream_wait", "cross_queue_wait"]),
+       n=st.integers(1, 6), concurrency=st.integers(1, 3), seed=st.integers(1, 50))
+def test_every_injection_trails_its_extend_by_the_slot_expansion(x_ms, sync_mode, n, concurrency, seed):
+    """Invariant: with the slot-expansion sync, every injection starts no earlier than its
+    extend's end + wake-up + host.slot_expansion_s (the host is still expanding slots);
+    without the sync the field changes nothing at all."""
+    wl = {"kind": "closed_loop", "concurrency": concurrency, "num_requests": n,
+          "output_len": {"kind": "fixed", "value": 12}}
+    prof = tiny_profile(slot_expansion_s=x_ms / 1e3)
+    res = SimEngine(make_scenario({"sync_mode": sync_mode, "prefill_slot_expansion_sync": True}, wl, seed=seed),
+                    prof).run()
+    s = res.steps.reset_index(drop=True)
+    inj = s.index[s["part"] == "inject"]
+    assert len(inj) > 0
+    gaps = s.loc[inj, "gpu_start_s"].to_numpy() - s.loc[inj - 1, "gpu_end_s"].to_numpy()
+    assert (gaps >= 5e-5 + x_ms / 1e3 - 1e-12).all()
+    off = make_scenario({"sync_mode": sync_mode, "prefill_slot_expansion_sync": False}, wl, seed=seed)
+    a, b = SimEngine(off, prof).run(), SimEngine(off, tiny_profile()).run()
+    assert a.steps.equals(b.steps) and a.requests.equals(b.requests)

@@ -36,11 +36,12 @@ def test_a_receive_takes_every_request_arrived_by_its_time():
     # sends at 0.5, 0.6, 0.9, 2.0: the tokenizer FIFO lets them in at 0.75, 1.0, 1.25, 2.25
     eng._open_arrivals(np.array([0.5, 0.6, 0.9, 2.0]))
     assert eng._arrive_at == [0.75, 1.0, 1.25, 2.25]
+    # every timer starts at its send, known before the run: the rows are recorded at once
+    assert eng.rec._rid.tolist() == [0, 1, 2, 3] and eng.rec._start.tolist() == [0.5, 0.6, 0.9, 2.0]
     eng._t = 1.0
     eng._take_arrivals()
     assert [r.rid for r in eng.inbox] == [0, 1]          # the one arriving at 1.0 exactly too
     assert eng._next_arrival == 1.25
-    assert eng.rec._start.tolist() == [0.5, 0.6]   # the timers started at the sends
     eng._t = 1.2
     eng._take_arrivals()
     assert [r.rid for r in eng.inbox] == [0, 1]

@@ -591,3 +591,26 @@ def test_deferred_gaps_are_the_gaps_appended_in_order(ops, small_flush):
             b._flush()
     for x, y in zip(a.arrays(), b.arrays(), strict=True):
         assert x.tobytes() == y.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(rids=st.lists(st.integers(0, 5000), max_size=30, unique=True), ints=st.booleans(),
+       before=st.lists(st.integers(5001, 6000), max_size=3, unique=True))
+def test_requests_sent_at_once_are_the_rows_sent_one_by_one(rids, ints, before):
+    """``Recorder.requests_sent`` (open arrivals, at once) leaves the recorder as calling
+    ``request_sent`` for each request in the same order does."""
+    from specsched.sim.records import Recorder
+
+    a, b = Recorder("compact"), Recorder("compact")
+    for rec in (a, b):
+        for rid in before:
+            rec.request_sent(rid, 3, 4, 1)
+    starts = [rid if ints else rid * 0.5 for rid in rids]
+    ins, outs = [rid % 7 + 1 for rid in rids], [rid % 5 + 1 for rid in rids]
+    a.requests_sent(rids, ins, outs, starts)
+    for rid, i, o, t in zip(rids, ins, outs, starts, strict=True):
+        b.request_sent(rid, i, o, t)
+    assert a._int_starts == b._int_starts and a._n == b._n
+    for name in ("_rid", "_in", "_out", "_start", "_first", "_finish", "_last"):
+        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
+    assert a.rows(np.array(rids + before, dtype=np.int64)).tolist() == b.rows(np.array(rids + before, dtype=np.int64)).tolist()
