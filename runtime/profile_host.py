@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from specsched.runtime.host_probe import HostProbe
 from specsched.runtime.profile_fit import fit_line
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, Harness, _GpuBusy
 from specsched.sim.acceptance import AcceptanceModel
@@ -129,6 +130,8 @@ class HostPhases(Harness):
         dev, runner = self.dev, self.runner
         self.stall_med: list[float] = []
         self.loop_med: list[float] = []
+        # per launch batch size: median launch call wall / thread CPU, block then queued loop
+        self.stall_calls: list[tuple[float, ...]] = []
         n = STALL_STEPS
         for b in self.launch_bs:
             self._progress(f"publish-wait stall bs {b}")
@@ -137,18 +140,23 @@ class HostPhases(Harness):
             # launched last (its ring event, copy, plan, output) is not processed yet
             nxt = [sched.schedule()]
             walls: dict[str, list[float]] = {}
+            # the launch call's wall and thread CPU per mode (runtime/host_probe.py), to set
+            # beside the engine's own (benchmarks/gpu_validate.py checks.md)
+            probes = {"queued": HostProbe(), "block": HostProbe()}
             for mode in ("queued", "block", "queued", "block"):
                 with dev.use("forward"):
                     rows, _ = self._new_rows(b, self.launch_ctx)
 
                     def cycle(prev: Any, block: bool, rows=rows, sched=sched, tokens=tokens, nxt=nxt,
-                              b=b) -> tuple[Any, Any, Any, Any]:
+                              b=b, probe=probes[mode]) -> tuple[Any, Any, Any, Any]:
                         plan = nxt[0]
                         if plan is None or plan.mode is not ForwardMode.VERIFY or plan.batch_size != b:
                             raise RuntimeError(f"the stall loop's scheduler stopped returning a verify of {b}")
                         if block and prev is not None:
                             dev.host_block(prev[0], "profile")
+                        probe.begin()
                         done, copy, output = self._engine_verify_launch(rows, tokens, plan)
+                        probe.end()
                         if prev is not None:
                             dev.wait_copy(prev[1], "profile")
                             sched.process_result(prev[2], prev[3])
@@ -174,6 +182,8 @@ class HostPhases(Harness):
                     dev.synchronize("profile")
                     for row in rows:
                         runner.free_request(row)
+            self.stall_calls.append(tuple(statistics.median(v) for m in ("block", "queued")
+                                          for v in (probes[m].wall, probes[m].cpu)))
             self.loop_med.append(min(walls["queued"]))
             self.stall_med.append(max(0.0, min(walls["block"]) - min(walls["queued"])))
             self._tick()

@@ -255,6 +255,10 @@ class Provenance:
                      "the previous result processed after the next launch (overlap, queued), best of 2 alternating runs "
                      "each; stalls "
                      + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.stall_med, strict=True))
+                     + "; the launch call in these loops (wall / thread CPU, medians; runtime.host_probe, as "
+                     "benchmarks/gpu_validate.py reports the engine's): "
+                     + ", ".join(f"bs {b} block {_us(c[0])} / {_us(c[1])}, queued {_us(c[2])} / {_us(c[3])}"
+                                 for b, c in zip(self.launch_bs, getattr(self, "stall_calls", []), strict=False))
                      + f"; launch_s = intercept - host.sync_wakeup_s (clamped >= 0). The host time of the whole "
                      f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
         prov["host.launch_s"] = f"intercept of {stall_txt}"

@@ -65,6 +65,8 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert p.host.launch_tail_s >= 0 and p.host.launch_tail_per_req_s >= 0
     assert "whole verify launch call" in p.provenance["host.launch_tail_s"]
     assert "block" in p.provenance["host.launch_s"] and "queued" in p.provenance["host.launch_s"]
+    # the stall loops' launch call, wall / thread CPU per mode, beside the engine's (host probe)
+    assert "bs 1 block " in p.provenance["host.launch_s"].split("the launch call in these loops")[1]
 
 
 def test_grids_grow_with_batch_tokens_and_context(prof: dict) -> None:
