@@ -21,8 +21,13 @@ log ratio of the prediction (mean over ``--seeds`` seeds, the same seeds at ever
 to the measurement; scipy's ``least_squares`` on the log factors. An SGLang server log
 (``--server-log``) adds its pure-decode steps (:func:`analysis.server_log.decode_step_samples`):
 the cost model's step time at the logged batch size and context vs the logged one, as one
-more term. The fit report gives each run's error before and after; the written profile is
-the input with the factors applied and a provenance entry naming the files.
+more term. The fit report gives each run's error before and after, and each factor's
+standard error (Gauss-Newton: the residual scatter left at the solution through the
+Jacobian): a factor the runs do not pin down shows a large one. The written profile is the
+input with the factors applied and a provenance entry naming the files.
+
+A run whose line has send times (``start_times``) is replayed with its own arrivals
+(:func:`cases_from_runs`); a line without them gets arrivals drawn at its rate.
 
 The MI355X reference fit (``sim/calibrate.py``) is a different, closed procedure; this module
 shares only its subcommand name.
@@ -224,6 +229,54 @@ class FitResult:
     log_before: float | None = None
     log_after: float | None = None
     history: list[float] = field(default_factory=list)
+    cov: np.ndarray | None = None
+    """Covariance of the log factors (params x params, the order of ``factors``): the
+    residuals' scatter left at the solution, s^2 = sum(r^2) / (n - p), times (J^T J)^-1 with J
+    the fit's Jacobian there; None when there are no more residuals than parameters."""
+
+    def factor_se_pct(self) -> dict[str, float]:
+        """Standard error of each factor, % (of the log factor: ~relative), from :attr:`cov`;
+        empty without it. Large = the runs do not pin that parameter down."""
+        if self.cov is None:
+            return {}
+        return {k: 100.0 * math.sqrt(max(float(self.cov[i, i]), 0.0)) for i, k in enumerate(self.factors)}   # inf: unmoved
+
+    def prediction_se_pct(self, elasticity: dict[str, float]) -> float | None:
+        """Standard error, %, the factors' uncertainty gives a prediction whose log moves by
+        ``elasticity[p]`` per unit log factor p (sqrt(g^T cov g)); None without :attr:`cov`."""
+        if self.cov is None:
+            return None
+        g = np.array([elasticity.get(k, 0.0) for k in self.factors])
+        free = np.isinf(np.diag(self.cov))
+        if (g[free] != 0).any():
+            return math.inf   # the figure moves with a parameter the runs do not move
+        ok = ~free
+        return 100.0 * math.sqrt(max(float(g[ok] @ self.cov[np.ix_(ok, ok)] @ g[ok]), 0.0))
+
+
+def covariance(jac: np.ndarray, resid: np.ndarray, groups: Sequence[str] | None = None) -> np.ndarray | None:
+    """Covariance of least-squares parameters (``jac`` n x p, ``resid`` n) from the scatter
+    the residuals leave: each group's (``groups[i]`` names residual i's metric) own variance
+    s_g^2 = sum over the group of r^2 / (n_g (n - p) / n), through the sandwich
+    (J^T J)^+ J^T diag(s^2) J (J^T J)^+: a metric that scatters more (a median TTFT of a few
+    hundred requests) than another (a median ITL) does not lend its scatter to the parameters
+    the other pins. One group = Gauss-Newton's s^2 (J^T J)^+. None when n <= p."""
+    n, p = jac.shape
+    if n <= p:
+        return None
+    groups = list(groups) if groups is not None else [""] * n
+    r2 = resid ** 2
+    var = np.empty(n)
+    for g in set(groups):
+        idx = np.array([k == g for k in groups])
+        var[idx] = r2[idx].sum() / (idx.sum() * (n - p) / n)
+    a = np.linalg.pinv(jac.T @ jac)
+    cov = a @ (jac.T * var) @ jac @ a
+    dead = np.linalg.norm(jac, axis=0) < 1e-12   # a parameter no residual moves: not pinned at all
+    cov[dead, :] = 0.0
+    cov[:, dead] = 0.0
+    cov[dead, dead] = np.inf
+    return cov
 
 
 def _terms(cases: list[FitCase], preds: list[dict[str, Any]], metrics: Sequence[str]) -> list[float]:
@@ -236,6 +289,11 @@ def _terms(cases: list[FitCase], preds: list[dict[str, Any]], metrics: Sequence[
             elif q:
                 out.append(5.0)   # a prediction that lost the metric counts as far off
     return out
+
+
+def _term_metrics(cases: list[FitCase], metrics: Sequence[str]) -> list[str]:
+    """The metric of each residual :func:`_terms` gives, in its order."""
+    return [m for c in cases for m in metrics if c.run.summary.get(m)]
 
 
 def _log_residuals(samples: Any, profile: Any, server: Any) -> np.ndarray:
@@ -306,7 +364,8 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
     has_log = log_samples is not None and len(log_samples) > 0
     return FitResult(factors, scale_profile(profile, factors), before, after, float(np.sum(r0 ** 2)),
                      float(np.sum(r1 ** 2)), len(cache), float(np.sum(lr0 ** 2)) if has_log else None,
-                     float(np.sum(lr1 ** 2)) if has_log else None)
+                     float(np.sum(lr1 ** 2)) if has_log else None,
+                     cov=covariance(jac(z), r1, _term_metrics(cases, metrics) + ["server log"] * len(lr1)))
 
 
 def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = FIT_METRICS) -> list[dict[str, Any]]:
@@ -342,8 +401,9 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
 
     data = result.profile.model_dump(mode="json", exclude={"path"})
     data["name"] = name
-    fac = ", ".join(f"{k} x{v:.4f}" for k, v in result.factors.items())
     prov = dict(data.get("provenance") or {})
+    se = result.factor_se_pct()
+    fac = ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
     prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {', '.join(Path(f).name for f in files)}"
                               + (f" and server log {Path(log).name}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
@@ -386,7 +446,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
                      max_evals=args.max_evals, progress=progress)
         print(format_fit_table(fit_table(cases, result, metrics)))
-    print("factors: " + ", ".join(f"{k} x{v:.4f}" for k, v in result.factors.items())
+    se = result.factor_se_pct()
+    print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")

@@ -7,7 +7,9 @@ from the run's scenario and recorded finish times (sim.workload.Clients: the arr
 the freed slot's time), and the summary is recomputed from the tables
 (sim.metrics.summarize). One line per directory goes to OUT/NAME.jsonl, for
 benchmarks/calibrate_holdout.py. With ``--details`` the line also holds the per-request
-lists, send times (``start_times``) included, so a fit replays the run's own arrivals.
+lists, send times (``start_times``) included, so a fit replays the run's own arrivals;
+``--drop itls,generated_texts`` leaves out the bulk of them (the per-token gaps), which a
+replay does not need.
 
     python benchmarks/bench_from_measured.py /tmp/v2/results/poisson-nospec-rate*-measured \\
         --out docs/measurements/h200-v2/poisson-bench_serving-sendtime [--details]
@@ -16,16 +18,21 @@ lists, send times (``start_times``) included, so a fit replays the run's own arr
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 from specsched.analysis.io import read_results
-from specsched.sim.bench_serving import bench_line
+from specsched.sim.bench_serving import bench_record
 from specsched.sim.config import Scenario
 from specsched.sim.metrics import summarize
 from specsched.sim.results import atomic_write_text
 from specsched.sim.workload import replay_send_times
+
+
+def _plain(o):
+    return o.item() if hasattr(o, "item") else str(o)
 
 
 def corrected(directory: Path):
@@ -33,6 +40,8 @@ def corrected(directory: Path):
     summary recomputed; returns (run, median start lag in ms)."""
     run = read_results(directory)
     sc = Scenario.model_validate(run.scenario) if isinstance(run.scenario, dict) else run.scenario
+    if run.summary.get("seed") is not None:   # the run's own seed drew its arrivals (--seed, measure_sweep --seeds)
+        sc = sc.model_copy(update={"seed": int(run.summary["seed"])})
     req = run.requests.copy()
     sent = replay_send_times(sc, dict(zip(req.rid.tolist(), req.finish_s.tolist(), strict=True)))
     new = np.array([sent[r] for r in req.rid.tolist()])
@@ -52,11 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--details", action="store_true",
                     help="write the per-request lists and send times (start_times) too")
+    ap.add_argument("--drop", default="", metavar="KEYS",
+                    help="comma-separated keys left out of each line, e.g. itls,generated_texts (the bulk of a "
+                         "detailed line; a replay needs only lengths and send times)")
     args = ap.parse_args(argv)
     for d in args.dirs:
         run, lag = corrected(d)
         name = d.name.removesuffix("-measured")
-        atomic_write_text(args.out / f"{name}.jsonl", bench_line(run, details=args.details) + "\n")
+        rec = bench_record(run, details=args.details)
+        for k in filter(None, args.drop.split(",")):
+            rec.pop(k, None)
+        atomic_write_text(args.out / f"{name}.jsonl", json.dumps(rec, default=_plain) + "\n")
         print(f"{name}: start lag median {lag:.3f} ms; median TTFT {run.summary['median_ttft_ms']:.2f} ms")
     return 0
 

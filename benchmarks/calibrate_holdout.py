@@ -82,6 +82,17 @@ def split_by_load(runs: list) -> tuple[list, list]:
     return [r for r in runs if load_key(r) in low], [r for r in runs if load_key(r) not in low]
 
 
+def repeat_spread(rows: list[dict]) -> dict[tuple, float]:
+    """(load, metric) -> coefficient of variation (%) of the measured figure over the runs at
+    that load, where there are two or more."""
+    import numpy as np
+
+    by: dict[tuple, list[float]] = {}
+    for r in rows:
+        by.setdefault((r["load"], r["metric"]), []).append(r["measured"])
+    return {k: float(np.std(v, ddof=1) / np.mean(v) * 100) for k, v in by.items() if len(v) > 1}
+
+
 def seed_spread(case, profile, seeds: int) -> dict[str, tuple[float, float, float]]:
     """Per metric, the simulator's spread over ``seeds`` arrival draws of one run of the case's
     scenario: (coefficient of variation %, 5th and 95th percentile as % of the mean). What a
@@ -159,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                 q = c.run.summary.get(m)
                 if q is None:
                     continue
-                rows.append({"set": "fit" if c in train else "held out", "rate": c.run.args.get("request_rate"),
+                rows.append({"set": "fit" if c in train else "held out", "load": load_key(c.run),
+                             "rate": c.run.args.get("request_rate"),
                              "conc": c.run.args.get("max_concurrency"), "run": c.label, "metric": m, "measured": q,
                              "before": before.get(m), "after": after.get(m)})
         held_cases = cases[len(train_runs):]
@@ -174,15 +186,18 @@ def main(argv: list[str] | None = None) -> int:
                 if key not in seen:
                     seen[key] = seed_spread(c, res.profile, a.spread_seeds)
                 spreads[c.label] = seen[key]
-        elastic: list = []
-        if a.elasticity:
-            seen_e = {}
-            for c in held_cases:
-                key = load_key(c.run)
-                if key not in seen_e:
-                    seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds))
-            elastic = list(seen_e.values())
+        seen_e: dict = {}
+        for c in held_cases:   # per held-out load: for the fit's uncertainty there (and the table)
+            key = load_key(c.run)
+            if key not in seen_e:
+                seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds))
+        elastic = list(seen_e.values())
+        for r in rows:
+            if r["set"] == "held out":
+                e = seen_e[r["load"]][1]
+                r["fit_se"] = res.prediction_se_pct({p_: e[p_].get(r["metric"], 0.0) for p_ in params})
     wall = time.perf_counter() - t0
+    repeat_cv = repeat_spread(rows)
     held = [r for r in rows if r["set"] == "held out"]
     worst = max(abs(_pct(r["after"], r["measured"])) for r in held)
     cmd = "python benchmarks/calibrate_holdout.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -195,22 +210,38 @@ def main(argv: list[str] | None = None) -> int:
              f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
              "Fitted factors: " + ", ".join(f"{k} x{v:.3f}" for k, v in res.factors.items())
              + (f" (the runs were made with {', '.join(f'{k} x{v:g}' for k, v in perturb.items())})" if a.make_synthetic else ""), "",
-             "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error |"
+             "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error | "
+             "fit uncertainty |" + (" repeats' spread (CV) |" if repeat_cv else "")
              + (" draw spread (CV; 5-95 %) |" if spreads else ""),
-             "|---|---:|---:|---|---|---:|---:|---:|---:|---:|" + ("---|" if spreads else "")]
+             "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if repeat_cv else "")
+             + ("---|" if spreads else "")]
     for r in rows:
         sp = spreads.get(r["run"], {}).get(r["metric"])
         lines.append(f"| {r['set']} | {r['rate']} | {r['conc']} | {r['run']} | {r['metric']} | {r['measured']:.3f} | "
                      f"{r['before']:.3f} | {_pct(r['before'], r['measured']):+.1f} % | {r['after']:.3f} | "
-                     f"{_pct(r['after'], r['measured']):+.1f} % |"
+                     f"{_pct(r['after'], r['measured']):+.1f} % | "
+                     + (f"+-{r['fit_se']:.1f} % |" if r.get("fit_se") is not None else "|")
+                     + ((f" {repeat_cv[(r['load'], r['metric'])]:.1f} % |" if (r["load"], r["metric"]) in repeat_cv
+                         else " |") if repeat_cv else "")
                      + ((f" {sp[0]:.1f} %; {sp[1]:+.0f} / {sp[2]:+.0f} % |" if sp else " |") if spreads else ""))
     verdict = "met" if worst <= TARGET_PCT else "not met"
-    lines += ["", f"Worst held-out error after the fit: {worst:.1f} % (target {TARGET_PCT:g} %: {verdict})."]
+    worst_row = max(held, key=lambda r: abs(_pct(r["after"], r["measured"])))
+    lines += ["", f"Worst held-out error after the fit: {worst:.1f} % (target {TARGET_PCT:g} %: {verdict}), "
+              f"{worst_row['metric']} at {worst_row['rate']} req/s."]
+    if repeat_cv:
+        lines += ["", "Repeats' spread: the coefficient of variation of the measured figure over the runs at that "
+                  "load (repeats of the same arrivals, or other draws): how far one run of the load is from another."]
+    if res.cov is not None:
+        se = res.factor_se_pct()
+        lines += ["", "Fit uncertainty: the factors' standard errors from the residual scatter the fit set leaves "
+                  "(each metric's own scatter through the fit's Jacobian: analysis.calibrate_bench.covariance): " + ", ".join(f"{k} +-{v:.1f} %" for k, v in se.items())
+                  + "; carried to each held-out figure through its elasticities (sqrt(g^T cov g)). A held-out error "
+                  "within about twice its fit uncertainty is as close as the fit set can pin that figure down."]
     if spreads:
         lines += ["", f"Draw spread: the fitted profile's predictions of one run at the line's rate over {a.spread_seeds} "
                   "arrival draws (seeds): the coefficient of variation, and the 5th / 95th percentiles relative to the "
                   "mean. A single run with its own draw differs from the expectation by that much."]
-    if elastic:
+    if a.elasticity:
         lines += ["", "Elasticities (fitted profile, replayed arrivals where the line has them): % change of each held-out "
                   "metric per 1 % change of each parameter.", "",
                   "| request rate | parameter | " + " | ".join(FIT_METRICS) + " |", "|---:|---|" + "---:|" * len(FIT_METRICS)]

@@ -51,6 +51,7 @@ def test_fit_recovers_a_known_decode_factor():
     res = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12)
     assert res.factors["decode"] == pytest.approx(1.5, rel=0.05)
     assert res.loss_after < 0.1 * res.loss_before
+    assert res.factor_se_pct()["decode"] < 5.0   # the runs pin it down
 
 
 def test_server_log_lines_are_read_by_name():
@@ -205,3 +206,31 @@ def test_idle_lead_group_scales_the_scalar_and_the_one_dimensional_table():
     assert q.host.extend_idle_lead_by_tokens.tokens == [256, 4096]
     r = scale_profile(p, {"host.extend_idle_lead_by_tokens": 2.0})   # a 1-D grid by its dotted key
     assert r.host.extend_idle_lead_by_tokens.seconds == pytest.approx([0.006, 0.002])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(4, 12), st.integers(1, 3))
+def test_invariant_one_group_covariance_is_gauss_newton(seed, n, p):
+    """Invariant: with one residual group the covariance is s^2 (J^T J)^-1, s^2 = r.r / (n - p)."""
+    from specsched.analysis.calibrate_bench import covariance
+
+    rng = np.random.default_rng(seed)
+    jac, r = rng.normal(size=(n, p)) + np.eye(n, p) * 3, rng.normal(size=n)
+    want = float(r @ r) / (n - p) * np.linalg.inv(jac.T @ jac)
+    assert np.allclose(covariance(jac, r), want)
+    assert covariance(jac[:p], r[:p]) is None   # nothing left to estimate the scatter
+
+
+def test_a_noisy_metric_does_not_lend_its_scatter_and_an_unmoved_parameter_is_not_pinned():
+    from specsched.analysis.calibrate_bench import FitResult, covariance
+
+    # parameter a moves only the quiet metric (ITL-like), b only the noisy one (TTFT-like); c nothing
+    jac = np.array([[1.0, 0, 0], [1.0, 0, 0], [1.0, 0, 0], [0, 0.5, 0], [0, 0.5, 0], [0, 0.5, 0]])
+    r = np.array([0.01, -0.01, 0.0, 0.15, -0.12, 0.02])
+    cov = covariance(jac, r, ["itl"] * 3 + ["ttft"] * 3)
+    res = FitResult({"a": 1.0, "b": 1.0, "c": 1.0}, None, [], [], 0.0, 0.0, 0, cov=cov)
+    se = res.factor_se_pct()
+    pooled = 100 * np.sqrt(float(r @ r) / 3 / 3)   # one group: a would get the TTFT scatter too
+    assert se["a"] < 1.0 < pooled and se["b"] > 10 * se["a"] and se["c"] == float("inf")
+    assert res.prediction_se_pct({"a": 2.0}) == pytest.approx(2 * se["a"])
+    assert res.prediction_se_pct({"a": 1.0, "c": 0.5}) == float("inf")

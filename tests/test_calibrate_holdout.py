@@ -66,3 +66,23 @@ def test_cpu_sweep_lines_have_send_times_and_the_holdout_replays_them(tmp_path, 
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x.md").exists()
     assert "4 of 4 runs replay their own send times" in text
     assert text.count("| fit |") == 6 and text.count("| held out |") == 6   # 2 repeats x 3 metrics each side
+
+
+def test_bench_from_measured_writes_send_times_and_drops_what_it_is_told(tmp_path):
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.results import write_results
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    sc = make_scenario(server={"speculative_algorithm": "none"},
+                       workload={"kind": "poisson", "num_requests": 12, "request_rate": 40.0})
+    res = run_scenario(sc, seed=2, profile=tiny_profile())
+    write_results(res, tmp_path / "r40-measured")
+    bfm = _load("bench_from_measured")
+    assert bfm.main([str(tmp_path / "r40-measured"), "--out", str(tmp_path / "lines"), "--details",
+                     "--drop", "itls,generated_texts"]) == 0
+    rec = json.loads((tmp_path / "lines" / "r40.jsonl").read_text())
+    assert "itls" not in rec and "generated_texts" not in rec and len(rec["start_times"]) == 12
+    assert rec["median_ttft_ms"] == res.summary["median_ttft_ms"]
+    run = parse_run(rec, "r40.jsonl:1")
+    assert run.details.start_s is not None and len(run.details.itls) == 12   # missing itls read as empty lists
