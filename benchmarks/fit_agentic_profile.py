@@ -288,6 +288,29 @@ def fit_base(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
     return apply(profile, theta), cv
 
 
+def fit_extend(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, max_evals: int,
+               verbose: bool) -> Profile:
+    """Stage A1 (``--extend-only``): ``gpu.extend`` alone, bounded scalar minimisation of the
+    same loss as stage A, the verify line kept. With mixed chunks on (the cells' reading,
+    docs/agentic.md section 10) nearly every forward of the instance carries some rank's
+    chunk, so the chunk's cost sets TTFT, TPOT and throughput together and the verify cost
+    is barely seen: one parameter is what the 27 figures identify."""
+    th0 = params_of(profile)
+    runs = [(c, "base") for c in CELLS]
+
+    def loss(ext_us: float) -> float:
+        preds = ev(apply(profile, np.r_[ext_us * 1e-6, th0[1:]]), runs, cells)
+        errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
+        val = float(np.sum(np.square(errs)))
+        if verbose:
+            print(f"  A1 extend {ext_us:.3f} us/token: loss {val:.4f}, largest {max(abs(e) for e in errs) * 100:.1f}%, "
+                  f"mean {np.mean(np.abs(errs)) * 100:.1f}%", file=sys.stderr, flush=True)
+        return val
+
+    res = minimize_scalar(loss, bounds=(12.0, 17.0), method="bounded", options={"xatol": 0.1, "maxiter": max_evals})
+    return apply(profile, np.r_[res.x * 1e-6, th0[1:]])
+
+
 def fit_pair(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, verbose: bool) -> Profile:
     """Stage B: host.schedule_s from the c128 (output_size - base) TTFT differences.
 
@@ -368,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--pair", action="store_true", help="also fit host.schedule_s to the c128 output_size pair (stage B)")
+    ap.add_argument("--extend-only", action="store_true", help="fit gpu.extend alone (bounded scalar search; the verify line kept)")
     ap.add_argument("--cells", action="store_true", help="also fit the cells' KV pool and acceptance spread")
     ap.add_argument("--write-lengths", action="store_true", help="(re)write scenarios/<cell>-input-lengths.csv and stop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -393,7 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not a.report_only:
             for r in range(a.rounds):
-                prof, cells = fit_base(ev, prof, cells, refs, a.max_evals, not a.quiet, fit_cells=a.cells)
+                if a.extend_only:
+                    prof = fit_extend(ev, prof, cells, refs, a.max_evals, not a.quiet)
+                else:
+                    prof, cells = fit_base(ev, prof, cells, refs, a.max_evals, not a.quiet, fit_cells=a.cells)
                 if a.pair:
                     prof = fit_pair(ev, prof, cells, refs, not a.quiet)
                 th = params_of(prof)

@@ -261,6 +261,10 @@ class CostModel:
             # old profiles: a per-token injection cost, over the padded bucket's tokens
             return GpuCost(extend_s=(self.extend_bucket(tokens) or tokens) * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
+        if self.spec and plan.mode is ForwardMode.MIXED:
+            # speculative rows of a mixed step are one-token extend rows, no verify
+            # (0.5.23 schedule_batch.py mix_with_running): one extend forward over all rows
+            n_ext = plan.batch_size
         if n_ext:
             extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
         decode_s = penalty = 0.0

@@ -41,6 +41,7 @@ from specsched.sim.cost_model import CostModel
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
+from specsched.sim.errors import FieldError
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -59,6 +60,7 @@ from specsched.sim.profile import Profile, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler
+from specsched.sim.steady_state import steady_throughputs
 from specsched.sim.workload import make_requests
 
 AUTO_COMPACT_TOKENS = 1_000_000
@@ -407,6 +409,12 @@ class SimEngine(Clients, EngineStretch):
             for rid, r in self.sched.reqs.items()
         }
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
+        ratio = self.scenario.workload.steady_state_concurrency_ratio
+        if ratio is not None:
+            try:
+                summary.update(steady_throughputs(requests, ratio))
+            except ValueError as e:
+                raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
         summary.update(
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
             profile=self.profile.name, num_retractions=self.sched.num_retractions,

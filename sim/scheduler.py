@@ -434,9 +434,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._make_room(need)
                 self._reserve_decode(batch)
                 decoders = batch
+        # a running row of a mixed step is a plain one-token decode, speculative or not
+        # (0.5.23 schedule_batch.py mix_with_running: extend_end = prefix_len + 1; "mixed
+        # steps degrade running requests to a plain 1-token decode", speculative_hook.py)
         for r in decoders:
             rids.append(r.rid)
-            ext.append(self.window)
+            ext.append(1)
             pre.append(r.seq_len)
             before.append(r.output_len)
             maxnew.append(r.max_new_tokens)
@@ -448,7 +451,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         return BatchPlan(
             self.step, MIXED if decoders else EXTEND,
             tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
-            tuple(new), self.window if decoders else 1, tuple(before), tuple(maxnew),
+            tuple(new), 1, tuple(before), tuple(maxnew),
         )
 
     def _leave_queue(self, admitted: list[Req], in_queue_order: bool) -> None:
@@ -585,6 +588,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         d_fin: list[bool] = []
         window = plan.spec_window
         spec_step = window > 1
+        mixed_step = plan.mode is MIXED
         committed = output.counts()
         reqs = self.reqs
         skip = (WAITING, FINISHED)
@@ -597,7 +601,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 continue
             n = committed[i]
             if i >= plan.num_extend:
-                unused = window - n
+                # a mixed step's rows hold a verify window's reservation and commit one token
+                unused = (self.window if mixed_step else window) - n
                 if unused > 0:
                     returning.append(r)
                     unused_n.append(unused)

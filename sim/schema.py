@@ -34,6 +34,7 @@ MIRRORS: dict[str, str] = {
     "workload.num_requests": "bench_serving --num-prompts (num_prompts is accepted here too)",
     "workload.request_rate": "bench_serving --request-rate (inf: all at t=0)",
     "workload.max_concurrency": "bench_serving --max-concurrency",
+    "workload.steady_state_concurrency_ratio": "steady_state_serving --steady-state-concurrency-ratio",
     "workload.burstiness": "vLLM benchmark_serving --burstiness (SGLang 0.5.23 has none)",
     "workload.trace.time_scale": "bench_serving --slowdown-factor (trace replay)",
     "workload.input_len.value": "bench_serving --random-input-len",

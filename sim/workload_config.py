@@ -169,6 +169,7 @@ class WorkloadConfig(BaseModel):
     shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes, bench_serving's generated-shared-prefix dataset (replaces input_len).")
     multi_turn: MultiTurnConfig | None = Field(None, description="multi_turn: the conversations (replaces input_len).")
     priorities: list[int] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling.")
+    steady_state_concurrency_ratio: float | None = Field(None, gt=0.0, le=1.0, description="bench_serving steady_state_serving's --steady-state-concurrency-ratio: the throughputs are read over the longest span with at least this share of the peak in flight (sim/steady_state.py); the latency statistics stay the whole run's. None: whole-run throughputs.")
     ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
 
     @model_validator(mode="before")

@@ -177,6 +177,49 @@ def test_mixed_path_neither_retracts_nor_decays_the_ratio():
     assert s.num_retractions == 0 and s.ratio.value == 0.0 and len(s.running) == 4
 
 
+def test_mixed_step_rows_are_one_token_decodes_with_spec():
+    # 0.5.23 schedule_batch.py mix_with_running: a running row of a mixed step extends one
+    # token (extend_end = prefix_len + 1) and the step is no verify: the device commits 1
+    # token per row, and the row's reserved verify window is not consumed
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.acceptance_config import AcceptanceConfig
+    from specsched.sim.device_tokens import DeviceTokens
+
+    s = sched(enable_mixed_chunk=True, speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+              chunked_prefill_size=100, max_prefill_tokens=100)
+    running(s, 0, 10, 50, 1)
+    s.add_request(Req(1, 500, 5))
+    p = s.schedule()
+    assert p.mode is ForwardMode.MIXED and p.rids == (1, 0)
+    assert p.extend_lens[1] == 1 and p.spec_window == 1
+    dev = DeviceTokens(AcceptanceModel(AcceptanceConfig(mean_accept_length=3.5), s.window, seed=1))
+    out = dev.step(p)
+    assert out.counts()[1] == 1
+    used = s.kv.used
+    s.process_result(p, out)
+    assert s.reqs[0].output_len == 2 and s.reqs[0].spec_cycles == 0
+    assert s.kv.used <= used
+
+
+def test_mixed_step_with_spec_costs_one_extend_over_every_row():
+    # the rows ride in the extend forward as one-token rows: no verify cycle is costed
+    from specsched.sim.cost_model import CostModel
+
+    from tests.conftest import tiny_profile
+
+    s = sched(enable_mixed_chunk=True, speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+              chunked_prefill_size=100, max_prefill_tokens=100)
+    for i in range(3):
+        running(s, i, 10, 50, 1)
+    s.add_request(Req(5, 500, 5))
+    p = s.schedule()
+    assert p.mode is ForwardMode.MIXED
+    cm = CostModel(tiny_profile(), s.server, warn_to=None)
+    cost = cm.gpu(p)
+    assert cost.decode_s == 0.0
+    assert cost.extend_s == cm.extend_s(p.extend_lens, p.prefix_lens)
+
+
 # --- batch_is_full latch (get_next_batch_to_run / _get_new_batch_prefill_raw) --------------
 
 def test_batch_is_full_latch_holds_until_a_request_leaves():
