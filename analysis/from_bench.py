@@ -30,7 +30,11 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   ``output_lens`` written beside the YAML.
 - server: ``--template`` scenario's ``server``/``acceptance``, else the line's
   ``server_info`` (SGLang's /server_info: its server arguments) for every key the model
-  has; speculative ``accept_length`` -> ``acceptance.mean_accept_length``.
+  has, the keys it has no argument for named in the assumptions; speculative
+  ``accept_length`` (or server_info's ``internal_states[0].avg_spec_accept_length``) ->
+  ``acceptance.mean_accept_length``; when the line has an accept length but names no
+  drafter (no server_info, or one without a usable ``speculative_algorithm``), SGLang's
+  default EAGLE parameters are assumed and said so (:func:`_assumed_drafter`).
 - ``reference``: the line's headline metrics, so ``specsched run`` prints them beside the
   prediction.
 - ``--arrivals details``: the run's own arrivals (vLLM's ``start_times`` less ``queue_times``)
@@ -57,6 +61,7 @@ from specsched.sim.config import (
     validation_error,
 )
 from specsched.sim.errors import ConfigError
+from specsched.sim.profile import load_profile
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -203,7 +208,67 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
+    unused = sorted(k for k, v in info.items()
+                    if v is not None and k not in ServerArgs.model_fields and k != "disable_overlap_schedule")
+    if unused:
+        notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
     return out
+
+
+# SGLang 0.5.23 srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params: the
+# EAGLE-family parameters a server gets when its launch names none (most architectures).
+ASSUMED_DRAFTER = {"speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                   "speculative_num_draft_tokens": 4}
+
+
+def _accept_length(run: BenchRun) -> float | None:
+    """The run's mean accept length: the line's ``accept_length`` (SGLang bench_serving takes it
+    from /server_info's ``internal_states[0].avg_spec_accept_length`` at the end of the run,
+    0.5.23 ``benchmark/serving.py`` ``benchmark()``), else that field of the line's own
+    ``server_info``. None (or 0) when the server did not decode speculatively."""
+    acc = run.summary.get("accept_length")
+    if acc is None:
+        info = run.extra.get("server_info")
+        states = info.get("internal_states") if isinstance(info, dict) else None
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            acc = states[0].get("avg_spec_accept_length")
+    if isinstance(acc, (int, float)) and math.isfinite(acc) and acc > 0:
+        return float(acc)
+    return None
+
+
+def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str]) -> dict[str, Any]:
+    """Server arguments for a run whose line says it decoded speculatively (an accept length)
+    but not with which drafter and window: :data:`ASSUMED_DRAFTER` (with the chain drafter
+    ``named`` by server_info instead of eagle, if the model has it), its chain lengthened when
+    the line's accept length would not fit its window. A profile that prices no chain draft
+    step (``gpu.draft_step``) gets its block drafter (dspark) at the profile's verify window
+    instead, so the scenario runs. Says so in ``notes``."""
+    d = dict(ASSUMED_DRAFTER)
+    kind = str(named).lower() if named is not None else ""
+    if kind in SpecAlgorithm.__members__ and SpecAlgorithm(kind).enabled and not SpecAlgorithm(kind).is_block:
+        d["speculative_algorithm"] = kind
+    why = "SGLang's default EAGLE parameters"
+    try:
+        gpu = load_profile(profile).gpu
+    except ConfigError:
+        gpu = None   # the caller reports a bad profile; the assumption stands without it
+    if gpu is not None and gpu.draft_step is None:
+        d = {"speculative_algorithm": "dspark",
+             "speculative_num_draft_tokens": gpu.verify_window or d["speculative_num_draft_tokens"]}
+        why = f"profile {profile} prices no chain draft step, only its block drafter"
+    w = d["speculative_num_draft_tokens"]
+    if acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
+        d["speculative_num_draft_tokens"] = w = math.ceil(acc) + 1
+        why += f"; window widened to {w} to fit the accept length"
+        if "speculative_num_steps" in d:
+            d["speculative_num_steps"] = w - 1
+    said = ("names the drafter but not its window" if kind == d["speculative_algorithm"]
+            else "names neither the drafter kind nor its window")
+    args = ", ".join(f"{k} {v}" for k, v in d.items())
+    notes.append(f"server: the line's accept_length {acc:.3f} says the server decoded speculatively, but the line "
+                 f"{said}: assumed {args} ({why}); state the real ones with --template")
+    return d
 
 
 def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None, burstiness: float | None = None,
@@ -261,8 +326,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes.append(f"server and acceptance from the template {Path(template).name}")
     else:
         sc["server"] = _server(run, notes)
-    acc = run.summary.get("accept_length")
+    acc = _accept_length(run)
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled
+    if acc is not None and not spec and not template:
+        info = run.extra.get("server_info")
+        named = info.get("speculative_algorithm") if isinstance(info, dict) else None
+        sc["server"].update(_assumed_drafter(acc, named, profile, notes))
+        spec = True
     if acc is not None and spec and not template:
         window = sc["server"].get("speculative_num_draft_tokens", 1)
         sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}

@@ -157,3 +157,52 @@ def test_infinite_burstiness_sends_at_fixed_gaps_and_vllm_bench_serve_lines_norm
         obj = json.loads((data / name).read_text().splitlines()[0])
         run = parse_run({**LINE, **{k: obj[k] for k in ("endpoint_type", "best_of") if k in obj}}, "f:1")
         assert scenario_from_bench(run, "tiny")[0]["workload"].get("normalize_arrivals", False) is expect, name
+
+
+def test_accept_length_without_server_info_means_a_drafter_assumed_and_said(tmp_path, monkeypatch, capsys):
+    """A speculative run's line (accept_length, no server_info: SGLang 0.4.6) gives a scenario
+    that decodes speculatively with the line's accept length, and the printed assumptions say
+    the drafter kind and window were not in the line, what was assumed, and --template."""
+    monkeypatch.chdir(tmp_path)
+    src = ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl"
+    assert main(["scenario", "from-bench", str(src), "--profile", "h200-1b", "--out", "e.yaml"]) == 0
+    sc = load_scenario(tmp_path / "e.yaml")
+    assert sc.server.speculative_algorithm.enabled and sc.server.spec_window >= 4
+    assert sc.acceptance.mean_accept_length == pytest.approx(3.02)
+    printed = capsys.readouterr().out
+    (note,) = [ln for ln in printed.splitlines() if "accept_length" in ln and "assumed" in ln]
+    assert "neither the drafter kind nor its window" in note and "--template" in note
+    assert "speculative_num_draft_tokens" in note
+    # a profile that prices chain draft steps gets SGLang's default EAGLE chain (3 steps, window 4)
+    run = parse_run({**LINE, "server_info": None, "accept_length": 2.9}, "f:1")
+    sc, _ = scenario_from_bench(run, "h200-llama8b-roofline")
+    assert sc["server"]["speculative_algorithm"] == "eagle" and sc["server"]["speculative_num_draft_tokens"] == 4
+    assert sc["acceptance"] == {"mean_accept_length": 2.9}
+
+
+def test_accept_length_from_server_info_internal_states_and_a_named_chain_drafter():
+    """SGLang 0.5.23 bench_serving reads accept_length from /server_info's
+    internal_states[0].avg_spec_accept_length; a line whose server_info names the drafter
+    (EAGLE3) but not a usable window keeps that drafter."""
+    info = {**LINE["server_info"], "internal_states": [{"avg_spec_accept_length": 2.5}]}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-llama8b-roofline")
+    assert sc["server"]["speculative_algorithm"] == "eagle3"
+    assert sc["acceptance"] == {"mean_accept_length": 2.5}
+    assert any("names the drafter but not its window" in a for a in sc["assumptions"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(acc=st.floats(1.0, 12.0), profile=st.sampled_from(["h200-1b", "h200-llama8b-roofline"]))
+def test_invariant_a_speculative_line_keeps_its_accept_length(acc, profile):
+    """Invariant: whatever accept length a line without server_info reports, the scenario
+    validates and its acceptance mean is that accept length (the window is widened to fit)."""
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": acc}, "f:1"), profile)
+    Scenario.model_validate({**sc, "path": ""})
+    assert sc["acceptance"]["mean_accept_length"] == pytest.approx(acc)
+
+
+def test_server_info_keys_the_model_does_not_use_are_named():
+    info = {**LINE["server_info"], "mem_fraction_static": 0.88, "tp_size": 2, "model_path": None}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
+    (note,) = [a for a in sc["assumptions"] if "left out" in a and "mem_fraction_static" in a]
+    assert "tp_size" in note and "model_path" not in note   # unset keys are not "dropped"
