@@ -162,7 +162,9 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
     ok = d.ok & np.isfinite(sent)
     order = np.argsort(sent[ok], kind="stable")
     t = sent[ok][order]
-    table = pd.DataFrame({"timestamp": np.round(t - t[0], 6) if len(t) else t,
+    # full precision: a send time rounded to the microsecond can move a request across a
+    # scheduling pass and change its TTFT by a whole step (a replay then differs from the run)
+    table = pd.DataFrame({"timestamp": t - t[0] if len(t) else t,
                           "input_length": d.input_lens[ok][order].clip(min=1),
                           "output_length": d.output_lens[ok][order]})
     if table.empty:

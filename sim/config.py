@@ -122,6 +122,13 @@ class Scenario(BaseModel):
         w = self.server.spec_window
         acc, spec = self.acceptance, self.server.speculative_algorithm.enabled
         d = acc.rate_decay
+        if spec and m is None and acc.per_position_rates is None and acc.histogram is None:
+            # without a distribution every draft would be rejected (accept length 1): a
+            # speculative what-if would silently answer "slower than no speculation"
+            raise FieldError("acceptance", "<missing>", "speculative decoding ("
+                             f"server.speculative_algorithm={self.server.speculative_algorithm.value}) needs "
+                             "an accept-length distribution: set acceptance.mean_accept_length (the accept "
+                             "length your server logs), per_position_rates or histogram")
         if acc.window is not None:  # measured at acc.window: cut or continued to the run's window
             w, spec = acc.window, True
             what, whose = "acceptance.window", "the verify window it was measured at"

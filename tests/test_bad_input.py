@@ -62,6 +62,8 @@ SCENARIO_CASES = [
     ("hist-sum", {"mean_accept_length: ": "histogram: [0.5, 0.2]\n  #"}, "acceptance.histogram"),
     ("hist-nan", {"mean_accept_length: ": "histogram: [.nan, 1]\n  #"}, "acceptance.histogram"),
     ("accept-window", {"mean_accept_length: ": "mean_accept_length: 9 #"}, "acceptance.mean_accept_length"),
+    # speculative decoding with no accept-length distribution would reject every draft
+    ("accept-missing", {"mean_accept_length: ": "# no mean_accept_length: "}, "acceptance"),
     # workload section
     ("requests-huge", {"num_requests: 10": "num_requests: 100000000000"}, "workload.num_requests"),
     ("requests-1e12", {"num_requests: 10": "num_requests: 1e12"}, "workload.num_requests"),

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from specsched.analysis.calibrate_bench import FitCase, decode_step_seconds, fit, scale_profile
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
@@ -164,10 +164,13 @@ def _poisson_line(seed: int, rate: float, profile) -> tuple[dict, object]:
 
 @settings(max_examples=6, deadline=None)
 @given(st.integers(1, 10_000), st.sampled_from([5.0, 40.0, 400.0]))
+@example(308, 400.0)
 def test_invariant_a_replayed_run_is_reproduced_by_the_profile_that_made_it(tmp_path_factory, seed, rate):
     """Invariant: a fit case built from a line with send times replays the run's own arrivals
     and lengths, so the profile that made the run predicts it again (to the trace's
-    microsecond rounding), whatever the arrival draw; the fit has no draw's luck to explain."""
+    full precision), whatever the arrival draw; the fit has no draw's luck to explain. Seed
+    308 at 400 req/s is a draw where a microsecond rounding of the send times moved a request
+    across a scheduling pass (median TTFT 2.06 against 2.38 ms)."""
     from specsched.analysis.calibrate_bench import cases_from_runs, predict
 
     prof = tiny_profile()

@@ -29,6 +29,7 @@ def _scenario(tmp_path: Path, model: str, gpu: str, tp: int, server: str = "") -
     scn.write_text(f"""name: t
 profile: {prof.name}
 server: {{{server}}}
+acceptance: {{mean_accept_length: 2.0}}
 workload: {{kind: burst, num_requests: 4, input_len: {{kind: fixed, value: 64}}, output_len: {{kind: fixed, value: 8}}}}
 """)
     return scn
