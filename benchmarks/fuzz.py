@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgorithm, SyncMode
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
+from specsched.sim.limits import check_fits, topup_beside_chunk_tokens
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.profile import Profile
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
@@ -102,6 +103,12 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
                        speculative_num_steps=steps, speculative_eagle_topk=topk, page_size=page).spec_kv_reserve
     need = ceil_page(i_max, page) + min(o_max, CLIP_MAX_NEW_TOKENS) + page + max(2 * window, ahead) + 1
     need = max(need, i_max + o_max, page)
+    # a lone request's top-up beside a chunked prompt (sim/limits.py; max_running_requests
+    # is drawn below, so the bound is taken as if it allowed two)
+    beside = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=max(window, 2) if spec else 1,
+                        speculative_num_steps=steps, speculative_eagle_topk=topk, page_size=page,
+                        chunked_prefill_size=chunk, max_running_requests=2)
+    need = max(need, topup_beside_chunk_tokens(beside, i_max, o_max))
     pool = draw(st.one_of(st.integers(need, need + 4 * page + 64), st.integers(need, 400_000)))
     server: dict[str, Any] = {
         "max_running_requests": draw(st.integers(1, 48)),
@@ -215,6 +222,10 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
         sc = Scenario.model_validate(scenario)
         prof = Profile.model_validate(profile)
     except (ConfigError, ValueError):
+        return "refused"
+    try:
+        check_fits(sc)  # what the CLI refuses before a run
+    except ConfigError:
         return "refused"
     try:
         eng = SimEngine(sc, prof, sc.seed)

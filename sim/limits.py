@@ -112,3 +112,40 @@ def check_fits(scenario: Scenario) -> None:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
                           f"(output clipped at {CLIP_MAX_NEW_TOKENS}); server.max_total_num_tokens is {cap}")
+    beside = topup_beside_chunk_tokens(srv, i, o)
+    if beside > cap:
+        raise ConfigError(file, "server.max_total_num_tokens", cap,
+                          f"must be at least {beside}: a running request's speculative top-up (prompt {i} + "
+                          f"output {o} + {srv.spec_kv_reserve} reserved, page-rounded) beside a chunked prompt of "
+                          f"{i} tokens; SGLang would abort the request out of memory")
+
+
+def topup_beside_chunk_tokens(srv, i: int, o: int) -> int:
+    """KV tokens the pool needs so that a lone running request can always get its next
+    speculative top-up while a second request is mid chunked prefill; 0 where the case
+    cannot arise (no top-up reservation, no chunked prefill, or max_running_requests 1).
+
+    sglang 0.5.23 charges a running request only its remaining output x new_token_ratio
+    when admitting prefill (managers/schedule_policy.py
+    ``PrefillAdder._get_running_request_total_token_offset``), not the ``spec_kv_reserve``
+    positions its next top-up takes (mem_cache/allocation_sizing.py
+    ``page_aligned_decode_alloc_lens``). A chunked prefill can so fill the pool; the chunked
+    request is not in the running batch, so ``ScheduleBatch.retract_decode`` cannot free it
+    and, with one request left that still does not fit, aborts that request ("Out of memory
+    even after retracting all other requests"). The simulator does not model the abort:
+    such a pool is refused before the run.
+
+    Args:
+        srv: the server arguments (``ServerArgs``).
+        i: the largest prompt (tokens).
+        o: the largest output (tokens).
+
+    Returns:
+        ``ceil_page(i + o + spec_kv_reserve)`` (the lone request's largest top-up target)
+        plus ``ceil_page(i)`` (what the chunked request can hold), in tokens, or 0.
+    """
+    if (srv.spec_kv_reserve == 0 or srv.rules.spec_kv_reservation != "topup"
+            or srv.chunked_prefill_size <= 0 or srv.max_running_requests < 2):
+        return 0
+    page = srv.page_size
+    return ceil_page(i + o + srv.spec_kv_reserve, page) + ceil_page(i, page)

@@ -32,6 +32,44 @@ ISSUE_13_MIXED_SMALL_CHUNK = (
 )
 
 
+# a full-suite run's UnschedulableRequest: EAGLE top-up 128 (topk 2, page 16), mixed chunk,
+# KV pool 309, max_running_requests 2, chunk 20, 7 requests ~127 in / 4 out: a chunked
+# prompt filled the pool the lone running request's next top-up needed
+EAGLE_TOPUP_BESIDE_CHUNK = (
+    {"name": "t", "profile": "fuzz", "seed": 3,
+     "server": {"speculative_algorithm": "eagle", "speculative_num_draft_tokens": 4, "speculative_num_steps": 3,
+                "speculative_eagle_topk": 2, "page_size": 16, "chunked_prefill_size": 20, "enable_mixed_chunk": True,
+                "max_running_requests": 2, "max_total_num_tokens": 309, "enable_overlap_schedule": False},
+     "workload": {"kind": "burst", "num_requests": 7, "input_len": {"kind": "uniform", "value": 127, "range_ratio": 0.5},
+                  "output_len": {"kind": "uniform", "value": 4, "range_ratio": 1.0}},
+     "acceptance": {"mean_accept_length": 1.5}},
+    {"name": "p", "device": "synthetic",
+     "gpu": {"extend": {"x": [1, 1000], "seconds": [[1e-6], [1e-3]]}, "verify": {"x": [1, 100], "seconds": [[2e-3], [12e-3]]},
+             "decode": {"x": [1, 100], "seconds": [[1e-3], [6e-3]]},
+             "draft_step": {"x": [1, 100], "seconds": [[1e-4], [1e-3]]}}},
+    False,
+)
+
+
+def test_topup_beside_chunked_prompt_is_refused_up_front():
+    """A pool that cannot hold a lone request's speculative top-up beside a chunked prompt
+    is refused before the run in one line naming the field (it used to stop mid-run with
+    UnschedulableRequest); the same case with the pool the rule asks for runs."""
+    import pytest
+    from specsched.sim.config import Scenario
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_fits, topup_beside_chunk_tokens
+
+    sc = Scenario.model_validate(EAGLE_TOPUP_BESIDE_CHUNK[0])
+    need = topup_beside_chunk_tokens(sc.server, 127, 4)
+    assert need == 272 + 128  # ceil16(127 + 4 + 128) + ceil16(127)
+    with pytest.raises(ConfigError, match="server.max_total_num_tokens.*must be at least 400"):
+        check_fits(sc)
+    assert fuzz.run_case(*EAGLE_TOPUP_BESIDE_CHUNK) == "refused"
+    ok = dict(EAGLE_TOPUP_BESIDE_CHUNK[0], server={**EAGLE_TOPUP_BESIDE_CHUNK[0]["server"], "max_total_num_tokens": need})
+    assert fuzz.run_case(ok, EAGLE_TOPUP_BESIDE_CHUNK[1], True) == "ran"
+
+
 @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @example(ISSUE_13_MIXED_SMALL_CHUNK)
 @given(fuzz.cases())
