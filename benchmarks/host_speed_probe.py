@@ -1,7 +1,7 @@
 """Is this host's CPU speed steady? A fixed workload timed back to back, in thread CPU time.
 
 Host-paced figures (an eager cycle's kernel issue, an extend's launch, the host_block
-stall) can only be predicted as well as the host keeps one speed. On lent H200 virtual
+stall) can only be predicted as well as the host keeps one speed. On rented H200 virtual
 machines the same Python work took 1.1 ms or 2.0 ms of the thread's own CPU time, in
 periods of seconds, with no steal, no CFS throttling and a steady reported clock
 (docs/measurements/h200-v10.md). This probe measures that directly, without the runtime:
