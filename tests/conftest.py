@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import assume
@@ -15,6 +18,18 @@ from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_benchmark(name: str, module_name: str | None = None) -> ModuleType:
+    """Import ``benchmarks/<name>.py`` (not a package) as a fresh module, registered in
+    ``sys.modules`` under ``module_name`` (default ``specsched_<name>``): dataclasses look
+    their module up there."""
+    spec = importlib.util.spec_from_file_location(module_name or f"specsched_{name}",
+                                                  ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def tiny_profile(**host) -> Profile:

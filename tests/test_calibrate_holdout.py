@@ -3,26 +3,15 @@ one side of the split; a CPU sweep's lines carry send times and the hold-out rep
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.bench_serving import parse_run
 
-from tests.conftest import ROOT
+from tests.conftest import load_benchmark
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"specsched_{name}", ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-holdout = _load("calibrate_holdout")
+holdout = load_benchmark("calibrate_holdout")
 
 
 def _run(rate: float, conc: int | None, k: int):
@@ -45,7 +34,7 @@ def test_invariant_repeats_of_a_load_stay_on_one_side(loads):
 
 
 def test_cpu_sweep_lines_have_send_times_and_the_holdout_replays_them(tmp_path, capsys):
-    sweep = _load("measure_sweep")
+    sweep = load_benchmark("measure_sweep")
     out = tmp_path / "sweep"
     assert sweep.main(["scenarios/h200/poisson-nospec.yaml", "--device", "cpu", "--preset", "tiny",
                        "--rates", "50,400", "--seeds", "1", "--repeats", "2", "--set", "workload.num_requests=4",
@@ -78,7 +67,7 @@ def test_bench_from_measured_writes_send_times_and_drops_what_it_is_told(tmp_pat
                        workload={"kind": "poisson", "num_requests": 12, "request_rate": 40.0})
     res = run_scenario(sc, seed=2, profile=tiny_profile())
     write_results(res, tmp_path / "r40-measured")
-    bfm = _load("bench_from_measured")
+    bfm = load_benchmark("bench_from_measured")
     assert bfm.main([str(tmp_path / "r40-measured"), "--out", str(tmp_path / "lines"), "--details",
                      "--drop", "itls,generated_texts"]) == 0
     rec = json.loads((tmp_path / "lines" / "r40.jsonl").read_text())

@@ -5,18 +5,15 @@ determinism across processes with different hash seeds."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 
 from hypothesis import HealthCheck, example, given, settings
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_benchmark
 
-_spec = importlib.util.spec_from_file_location("specsched_fuzz", ROOT / "benchmarks" / "fuzz.py")
-fuzz = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fuzz)
+fuzz = load_benchmark("fuzz")
 
 # issue 13's crash: DSpark window 4, chunked_prefill_size 7, mixed chunk, 3 requests 20 in / 50 out
 ISSUE_13_MIXED_SMALL_CHUNK = (

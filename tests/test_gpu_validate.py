@@ -6,18 +6,14 @@ results directory when one rate crashed the runtime)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 import tarfile
 
 from specsched.sim.engine import SimEngine
 
-from tests.conftest import ROOT, make_scenario, tiny_profile
+from tests.conftest import load_benchmark, make_scenario, tiny_profile
 
-_spec = importlib.util.spec_from_file_location("specsched_gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
-gv = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = gv  # dataclasses look their module up
-_spec.loader.exec_module(gv)
+gv = load_benchmark("gpu_validate")
 
 SC = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1},
                    {"num_requests": 3, "input_len": {"kind": "fixed", "value": 64}, "output_len": {"kind": "fixed", "value": 4}})

@@ -3,18 +3,12 @@ extend-levels table; a missing results path is refused with one line."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pandas as pd
 
-from tests.conftest import ROOT
+from tests.conftest import load_benchmark
 
-_spec = importlib.util.spec_from_file_location("specsched_host_levels", ROOT / "benchmarks" / "host_levels.py")
-hl = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = hl
-_spec.loader.exec_module(hl)
+hl = load_benchmark("host_levels")
 
 
 def _run(d, spans_ms, tokens):

@@ -5,8 +5,6 @@ writes them (benchmarks/gpu_validate.py)."""
 from __future__ import annotations
 
 import gc
-import importlib.util
-import sys
 import tarfile
 
 import numpy as np
@@ -21,7 +19,7 @@ from specsched.runtime.engine import RuntimeEngine  # noqa: E402
 from specsched.runtime.host_probe import HostProbe, describe_launches  # noqa: E402
 from specsched.sim.engine import SimEngine  # noqa: E402
 
-from tests.conftest import ROOT, make_scenario, tiny_profile  # noqa: E402
+from tests.conftest import load_benchmark, make_scenario, tiny_profile  # noqa: E402
 
 
 def test_readings_are_ordered_and_gc_inside_a_call_is_counted():
@@ -94,10 +92,7 @@ def test_graph_steps_get_one_line_and_no_steps_none():
 
 
 def test_a_gpu_round_writes_the_probe(tmp_path):
-    spec = importlib.util.spec_from_file_location("gv_probe", ROOT / "benchmarks" / "gpu_validate.py")
-    gv = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = gv
-    spec.loader.exec_module(gv)
+    gv = load_benchmark("gpu_validate", "gv_probe")
     sc = make_scenario(None, {"num_requests": 3, "input_len": {"kind": "fixed", "value": 64},
                               "output_len": {"kind": "fixed", "value": 8}})
 
@@ -127,10 +122,7 @@ def test_a_gpu_round_writes_the_probe(tmp_path):
 
 
 def test_a_broken_probe_never_fails_the_measured_run(tmp_path):
-    spec = importlib.util.spec_from_file_location("gv_probe2", ROOT / "benchmarks" / "gpu_validate.py")
-    gv = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = gv
-    spec.loader.exec_module(gv)
+    gv = load_benchmark("gpu_validate", "gv_probe2")
     sc = make_scenario(None, {"num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
                               "output_len": {"kind": "fixed", "value": 4}})
 

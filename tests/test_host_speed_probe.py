@@ -3,16 +3,11 @@ as slow windows; a steady host shows none; the CPU run writes its rows atomicall
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
-from tests.conftest import ROOT
+from tests.conftest import load_benchmark
 
-_spec = importlib.util.spec_from_file_location("specsched_host_speed_probe", ROOT / "benchmarks" / "host_speed_probe.py")
-hsp = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = hsp
-_spec.loader.exec_module(hsp)
+hsp = load_benchmark("host_speed_probe")
 
 
 def _rows(levels_ms):

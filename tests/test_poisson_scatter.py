@@ -3,17 +3,11 @@ host on the extend path (a factor on the host-paced extend terms only)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from tests.conftest import ROOT, tiny_profile
+from tests.conftest import ROOT, load_benchmark, tiny_profile
 
-_spec = importlib.util.spec_from_file_location("specsched_poisson_scatter", ROOT / "benchmarks" / "poisson_scatter.py")
-ps = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = ps
-_spec.loader.exec_module(ps)
+ps = load_benchmark("poisson_scatter")
 
 
 def test_slower_host_scales_the_host_paced_extend_terms_only():

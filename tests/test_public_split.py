@@ -4,17 +4,13 @@ crossover concurrency where speculation stops winning."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("specsched_public_cases", ROOT / "benchmarks" / "public_cases.py")
-pc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pc)
+from tests.conftest import load_benchmark
+
+pc = load_benchmark("public_cases")
 
 
 def _tok_s(a: float, b: float, conc: list[int], out: int) -> list[float]:
