@@ -54,6 +54,7 @@ import numpy as np
 from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table
 from specsched.runtime.engine import RuntimeEngine
 from specsched.runtime.host_probe import describe_launches, machine_counters
+from specsched.sim.atomic import atomic_write, atomic_write_text
 from specsched.sim.config import arm_names, load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.profile import load_profile
@@ -81,21 +82,21 @@ def verify_gaps(steps) -> tuple[float, float]:
 
 def write_csv(path: Path, rows: list[dict]) -> None:
     """``rows`` (cell, arm, metric, predicted, measured, error_pct) as CSV, replaced atomically."""
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
+            w.writeheader()
+            w.writerows(rows)
+    atomic_write(path, write)
 
 
 def write_tarball(res_dir: Path, path: Path) -> None:
     """Every results directory under ``res_dir`` into ``path`` (gzip tar, replaced atomically)."""
-    tmp = path.with_suffix(".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        if res_dir.exists():
-            tar.add(res_dir, arcname="results")
-    tmp.replace(path)
+    def write(tmp: Path) -> None:
+        with tarfile.open(tmp, "w:gz") as tar:
+            if res_dir.exists():
+                tar.add(res_dir, arcname="results")
+    atomic_write(path, write)
 
 
 @dataclass(slots=True)
@@ -228,9 +229,7 @@ class Validation:
         if self.host:
             lines += ["", "## Host per launch call (runtime/host_probe.py; per run: GC, machine steal, CPU MHz)",
                       ""] + self.host
-        tmp = self.out / "checks.tmp"
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(self.out / "checks.md")
+        atomic_write_text(self.out / "checks.md", "\n".join(lines) + "\n")
         write_tarball(self.res_dir, self.out / "results.tar.gz")
 
 

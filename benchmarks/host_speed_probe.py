@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -104,11 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = probe(args.seconds, args.device)
     print(summarize(rows))
     if args.out:
-        d = os.path.dirname(os.path.abspath(args.out))
-        os.makedirs(d, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=d, delete=False, suffix=".tmp") as f:
-            json.dump(rows, f)
-        os.replace(f.name, args.out)
+        from specsched.sim.atomic import atomic_write_text
+
+        atomic_write_text(args.out, json.dumps(rows))
     return 0
 
 

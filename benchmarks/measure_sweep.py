@@ -32,7 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
-from specsched.analysis.io import atomic_write_text
+from specsched.analysis.io import atomic_write, atomic_write_text
 from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
 from specsched.sim.bench_serving import bench_line
 
@@ -50,20 +50,20 @@ def _ints(text: str) -> list[int]:
 
 def write_sweep_csv(path: Path, rows: list[dict]) -> None:
     """``rows`` (:data:`COLUMNS`) as CSV, replaced atomically."""
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+    atomic_write(path, write)
 
 
 def pack(run_dir: Path, path: Path) -> None:
     """Every results directory under ``run_dir`` into ``path`` (gzip tar, replaced atomically)."""
-    tmp = path.with_suffix(".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        tar.add(run_dir, arcname=run_dir.name)
-    tmp.replace(path)
+    def write(tmp: Path) -> None:
+        with tarfile.open(tmp, "w:gz") as tar:
+            tar.add(run_dir, arcname=run_dir.name)
+    atomic_write(path, write)
 
 
 def main(argv: list[str] | None = None) -> int:
