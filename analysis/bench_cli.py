@@ -158,6 +158,12 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     print(format_rows(rows, title))
     if n_meas is not None and n_pred is not None and n_pred != n_meas:
         print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}")
+    rate_p, rate_m = getattr(sc.workload, "request_rate", None), measured.args.get("request_rate")
+    if (sc.workload.kind != "trace" and isinstance(rate_p, (int, float)) and isinstance(rate_m, float)
+            and math.isfinite(rate_m) and not math.isclose(rate_p, rate_m)):
+        # a scenario given with --scenario runs as written: say so when it is not the line's load
+        print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
+              "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
     stem = f"{Path(measured.source.rsplit(':', 1)[0]).stem}-line{measured.source.rsplit(':', 1)[1]}"
     out = Path(args.out) if args.out else Path("results") / "validate-bench" / stem
     import pandas as pd

@@ -17,7 +17,11 @@ of the device over the call shows as a difference between repeats, not between r
 Writes ``OUT/runs/rate<R>-seed<S>-rep<K>/`` (results directories, also packed into
 ``OUT/results.tar.gz``), ``OUT/sweep.csv`` (rate, seed, repeat and the headline metrics of
 every run) and ``OUT/bench_serving/`` (each run's bench_serving line, one file a run, for
-``benchmarks/calibrate_holdout.py``) and ``OUT/sweep.log`` (everything printed). A run that fails is reported on one line and the next
+``benchmarks/calibrate_holdout.py``) and ``OUT/sweep.log`` (everything printed). Each run's
+folder also holds ``host_probe.parquet``: what the host thread did in each launch call (wall,
+thread CPU, switches, GC; runtime/host_probe.py), rows aligned with ``steps.parquet``, as
+``gpu_validate.py`` writes it: the rented H200's host runs at two speeds for seconds at a time,
+and a run's hold-out error follows the level it met (docs/real-servers.md, seeds 1-5). A run that fails is reported on one line and the next
 starts with a fresh engine; ``--deadline-s`` starts no run after that many seconds.
 """
 
@@ -56,6 +60,21 @@ def write_sweep_csv(path: Path, rows: list[dict]) -> None:
             w.writeheader()
             w.writerows(rows)
     atomic_write(path, write)
+
+
+def write_launch_probe(eng: object, res: object, directory: Path) -> None:
+    """``directory/host_probe.parquet``: the engine's per-launch host readings of its last run
+    (``RuntimeEngine.launch_probe``) beside the run's step, mode, part and batch size (row i =
+    steps row i); nothing when the engine keeps none."""
+    probe = eng.launch_probe() if hasattr(eng, "launch_probe") else None
+    if not probe:
+        return
+    import pandas as pd
+
+    steps = res.steps
+    frame = pd.DataFrame({c: steps[c].to_numpy() for c in ("step", "mode", "part", "batch_size")})
+    frame = frame.assign(**{k: list(v[:len(frame)]) for k, v in probe.items()})
+    atomic_write(directory / "host_probe.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 def pack(run_dir: Path, path: Path) -> None:
@@ -121,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"FAILED {failures[-1]}\n{traceback.format_exc()}")
                     continue
                 write_results(res, runs_dir / name)
+                write_launch_probe(eng, res, runs_dir / name)
                 atomic_write_text(lines_dir / f"{name}.jsonl", bench_line(res) + "\n")
                 s = res.summary
                 rows.append({"rate": r, "seed": seed, "repeat": rep, **{k: s.get(k) for k in COLUMNS[3:]}})

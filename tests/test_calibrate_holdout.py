@@ -46,6 +46,15 @@ def test_cpu_sweep_lines_have_send_times_and_the_holdout_replays_them(tmp_path, 
     run = parse_run(json.loads(lines[0].read_text()), "x:1")
     assert run.details is not None and run.details.start_s is not None and len(run.details.start_s) == 4
     assert (out / "results.tar.gz").exists() and len((out / "sweep.csv").read_text().splitlines()) == 5
+    import tarfile
+
+    import pandas as pd
+    with tarfile.open(out / "results.tar.gz") as t:   # per-launch host readings, rows aligned with the steps
+        t.extractall(tmp_path / "x", filter="data")
+    for d in (tmp_path / "x" / "runs").iterdir():
+        probe, steps = pd.read_parquet(d / "host_probe.parquet"), pd.read_parquet(d / "steps.parquet")
+        assert len(probe) == len(steps) > 0 and (probe.step.to_numpy() == steps.step.to_numpy()).all()
+        assert {"mode", "batch_size"} < set(probe.columns) and len(probe.columns) > 4
     report = tmp_path / "holdout.md"
     assert holdout.main([str(out / "bench_serving"), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
                          "--max-evals", "2", "--out", str(report)]) == 0
@@ -75,3 +84,69 @@ def test_bench_from_measured_writes_send_times_and_drops_what_it_is_told(tmp_pat
     assert rec["median_ttft_ms"] == res.summary["median_ttft_ms"]
     run = parse_run(rec, "r40.jsonl:1")
     assert run.details.start_s is not None and len(run.details.itls) == 12   # missing itls read as empty lists
+
+
+def _drawn(rate: float, sends: list[float], k: int):
+    n = len(sends)
+    return parse_run({"completed": n, "request_rate": rate, "input_lens": [10] * n, "output_lens": [5] * n,
+                      "ttfts": [0.01] * n, "start_times": sends}, f"d{k}.jsonl:1")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([8.0, 16.0]), st.integers(0, 2), st.integers(1, 3)), min_size=1, max_size=10),
+       st.floats(0.0, 0.0009))
+def test_invariant_repeats_of_a_draw_count_once_in_the_means(specs, jitter):
+    """Invariant: runs at one load share a draw exactly when their send times match (within
+    1 ms: a repeat's clock jitter); a draw repeated r times weighs as much in a load's mean
+    as a draw run once (each draw's runs averaged first)."""
+    runs, rows = [], []
+    for rate, draw, reps in specs:
+        sends = [0.0, 0.1 * (draw + 1), 0.5 * (draw + 1)]
+        for j in range(reps):
+            run = _drawn(rate, [s + jitter * (j % 2) for s in sends], len(runs))
+            runs.append(run)
+            rows.append({"set": "held out", "load": holdout.load_key(run), "rate": rate, "conc": None,
+                         "metric": "m", "measured": 10.0 * (draw + 1), "after": 11.0 * (draw + 1)})
+    ids = holdout.draw_ids(runs)
+    for a, ra in zip(ids, runs, strict=True):
+        for b, rb in zip(ids, runs, strict=True):
+            same = holdout.load_key(ra) == holdout.load_key(rb) and holdout.same_arrivals(ra, rb)
+            assert (a == b) == same
+    for r, i in zip(rows, ids, strict=True):
+        r["draw"] = i
+    for m in holdout.draw_means(rows):
+        draws = {(rate, d) for rate, d, _ in specs if rate == m["rate"]}
+        assert m["draws"] == len(draws)
+        assert m["measured"] == sum(10.0 * (d + 1) for _, d in draws) / len(draws)
+        assert abs(m["error"] - 10.0) < 1e-9   # every draw 10 % high: the means too
+
+
+def test_draw_without_send_times_is_its_own_and_a_shifted_draw_is_another():
+    a = _drawn(8.0, [0.0, 0.1, 0.2], 0)
+    b = _drawn(8.0, [0.0, 0.1, 0.2 + 0.002], 1)   # 2 ms off: another draw
+    c = parse_run({"completed": 3, "request_rate": 8.0}, "c.jsonl:1")
+    d = parse_run({"completed": 3, "request_rate": 8.0}, "d.jsonl:1")
+    assert holdout.draw_ids([a, b, c, d]) == [0, 1, 2, 3]
+    assert holdout.draw_ids([a, _drawn(16.0, [0.0, 0.1, 0.2], 2), a]) == [0, 1, 0]   # other load, other draw
+
+
+def test_holdout_levels_of_a_run_replayed_with_its_own_profile_are_exact(tmp_path, capsys):
+    """A simulated run taken as the 'measurement' and replayed with the profile that made it:
+    error 0, extend level 1, the same first-token tail; bad input is one line, exit 2."""
+    from specsched.sim.config import load_scenario, with_value
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.results import write_results
+
+    levels = load_benchmark("holdout_levels")
+    sc = with_value(with_value(load_scenario("scenarios/h200/poisson-nospec.yaml"), "workload.num_requests", 24),
+                    "workload.request_rate", 30.0)
+    write_results(run_scenario(sc, seed=3), tmp_path / "runs" / "rate30-seed3-rep1")
+    out = tmp_path / "levels.md"
+    assert levels.main([str(tmp_path / "runs"), "--profile", "h200-1b", "--out", str(out)]) == 0
+    row = next(x for x in out.read_text().splitlines() if x.startswith("| 30 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == cells[3] and cells[4] == "+0.0 %" and cells[5] == "1.000" and cells[6] == cells[7]
+    capsys.readouterr()
+    assert levels.cli([str(tmp_path / "runs"), "--profile", "nope", "--out", str(tmp_path / "x.md")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x.md").exists()
+    assert levels.cli([str(tmp_path / "none"), "--profile", "h200-1b"]) == 2

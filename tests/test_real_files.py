@@ -520,3 +520,19 @@ def test_validate_measured_is_validate_bench(tmp_path, capsys, monkeypatch):
     b = capsys.readouterr().out
     assert a.splitlines()[:-1] == b.splitlines()[:-1] and (tmp_path / "a" / "validate.csv").read_text() == (tmp_path / "b" / "validate.csv").read_text()
     assert main(["validate"]) == 2 and "scenario" in capsys.readouterr().err
+
+
+def test_validate_with_a_scenario_at_another_rate_says_so(tmp_path, capsys, monkeypatch):
+    """A --scenario runs as written; when its request rate is not the line's, one note says
+    which two rates were compared (a held-out run compared at the scenario's default rate
+    looked like a 55 % throughput miss)."""
+    monkeypatch.chdir(tmp_path)
+    line = str(Path(__file__).parents[1] / "docs/measurements/h200-v8-holdout/seeds/bench_serving/rate48-seed3-rep1.jsonl")
+    sc = str(Path(__file__).parents[1] / "scenarios/h200/poisson-nospec.yaml")
+    base = ["validate", "--measured", line, "--scenario", sc, "--seeds", "1", "--set", "workload.num_requests=8"]
+    assert main([*base, "--out", "a"]) == 0
+    notes = [x for x in capsys.readouterr().out.splitlines() if "req/s" in x and x.startswith("note:")]
+    assert notes == ["note: the scenario sends at 16 req/s, the measured run at 48 req/s "
+                     "(`specsched scenario from-bench FILE --template S` writes the line's workload)"]
+    assert main([*base, "--set", "workload.request_rate=48", "--out", "b"]) == 0
+    assert "req/s" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))

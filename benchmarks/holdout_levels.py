@@ -1,0 +1,169 @@
+"""Each measured run's host level beside its hold-out error: why one run's median TTFT misses
+when the mean over arrival draws does not.
+
+For every measured run (a results folder of ``benchmarks/measure_sweep.py``: ``runs/NAME/``
+with ``steps.parquet``, ``requests.parquet`` and the run's ``bench_serving.jsonl`` carrying
+its send times), the run is replayed with a profile (its own arrivals and lengths, as
+``specsched calibrate --from`` does) and the measured and predicted per-step records are set
+side by side:
+
+- **extend level**: each extend that ran alone (batch 1) divided by the predicted span of an
+  extend of the same token count (interpolated over the replay's own lone extends), median
+  over the run. 1.0 = the run's extends ran as the profile says.
+- **first-token tail**: per request, the time from its extend's GPU end to its first token
+  (the host stamping the result), median over the run; the prediction has none to speak of.
+  On the rented H200 it is ~0.05 ms or ~2-2.5 ms, held in stretches of seconds: the host's
+  two speeds of docs/measurements/h200-v10.md.
+- the run's median TTFT measured and predicted, and the error.
+
+A markdown table per run, then per request rate the correlation over runs of the TTFT error
+with each level. No GPU needed.
+
+    python benchmarks/holdout_levels.py docs/measurements/h200-v8-holdout/seeds/results.tar.gz \\
+        docs/measurements/h200-v8-holdout/seed1/results.tar.gz --profile FITTED.yaml \\
+        --scenario-template scenarios/h200/poisson-nospec.yaml [--out docs/X.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from specsched.analysis.io import atomic_write_text
+
+SLOW_TAIL_MS = 1.0
+"""A first-token tail above this counts as the host's slow level (the two levels sit near
+0.05 and 2-2.5 ms)."""
+
+
+def _main_steps(d: Path) -> pd.DataFrame:
+    s = pd.read_parquet(d / "steps.parquet")
+    return s[s.part == "main"]
+
+
+def lone_extends(d: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(token counts, spans in ms) of the extends of a results folder that ran alone."""
+    s = _main_steps(d)
+    e = s[(s["mode"] == "extend") & (s.batch_size == 1)]
+    return e.num_extend_tokens.to_numpy(float), ((e.gpu_end_s - e.gpu_start_s) * 1e3).to_numpy()
+
+
+def first_token_tails(d: Path) -> np.ndarray:
+    """Per request (in send order), ms from the GPU end of the extend that held it to its
+    first token. Extends are matched to requests in order, one entry per request of each
+    extend's batch (FCFS; a prompt fits one chunk at the runs' chunked_prefill_size)."""
+    s = _main_steps(d)
+    r = pd.read_parquet(d / "requests.parquet").sort_values("start_s")
+    e = s[s["mode"] == "extend"]
+    ends = np.repeat(e.gpu_end_s.to_numpy(), e.batch_size.to_numpy().astype(int))
+    n = min(len(r), len(ends))
+    return (r.first_token_s.to_numpy()[:n] - ends[:n]) * 1e3
+
+
+def extend_level(measured: Path, predicted: Path) -> float:
+    """Median over the measured run's lone extends of span / predicted span at its token count
+    (the prediction's lone extends, interpolated linearly in tokens). NaN without either."""
+    tm, sm = lone_extends(measured)
+    tp, sp = lone_extends(predicted)
+    if len(tm) == 0 or len(tp) == 0:
+        return float("nan")
+    o = np.argsort(tp)
+    return float(np.median(sm / np.interp(tm, tp[o], sp[o])))
+
+
+def run_dirs(paths: list[Path], tmp: Path) -> list[Path]:
+    """Results folders with a bench_serving.jsonl, from folders or results.tar.gz files."""
+    out = []
+    for i, p in enumerate(paths):
+        root = p
+        if p.is_file():
+            root = tmp / f"in{i}"
+            with tarfile.open(p) as t:
+                t.extractall(root, filter="data")
+        out += sorted(x.parent for x in root.rglob("bench_serving.jsonl") if (x.parent / "steps.parquet").exists())
+    return out
+
+
+def _rate(name: str) -> float:
+    m = re.search(r"rate([0-9.]+)", name)
+    return float(m.group(1)) if m else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path, nargs="+", help="results.tar.gz files or folders of measured runs")
+    ap.add_argument("--profile", required=True, help="profile to replay with (e.g. calibrate --from's output)")
+    ap.add_argument("--scenario-template", help="as calibrate --from's")
+    ap.add_argument("--rates", help="only these request rates (comma-separated)")
+    ap.add_argument("--out", type=Path, help="markdown file to write")
+    a = ap.parse_args(argv)
+    from specsched.analysis.calibrate_bench import cases_from_runs
+    from specsched.sim.bench_serving import read_bench
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.profile import load_profile
+    from specsched.sim.results import write_results
+
+    prof = load_profile(a.profile)
+    keep = {float(x) for x in a.rates.split(",")} if a.rates else None
+    rows = []
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        for k, d in enumerate(run_dirs(a.results, tmp)):
+            if keep is not None and _rate(d.name) not in keep:
+                continue
+            runs = read_bench(d / "bench_serving.jsonl")
+            (tmp / f"case{k}").mkdir()
+            case = cases_from_runs(runs, a.profile, a.scenario_template, tmp / f"case{k}", "details")[0]
+            pred = tmp / f"pred{k}"
+            write_results(run_scenario(case.scenario, seed=case.scenario.seed, profile=prof), pred)
+            tails = first_token_tails(d)
+            q, p = runs[0].summary["median_ttft_ms"], float(np.median(pd.read_parquet(pred / "requests.parquet").ttft_s)) * 1e3
+            rows.append({"run": d.name, "rate": _rate(d.name), "measured": q, "predicted": p, "error": (p / q - 1) * 100,
+                         "level": extend_level(d, pred), "tail": float(np.median(tails)),
+                         "tail_pred": float(np.median(first_token_tails(pred))),
+                         "slow": float(np.mean(tails > SLOW_TAIL_MS) * 100)})
+    if not rows:
+        print("no measured runs (folders with steps.parquet and bench_serving.jsonl) in "
+              + ", ".join(map(str, a.results)), file=sys.stderr)
+        return 2
+    df = pd.DataFrame(rows).sort_values(["rate", "run"])
+    cmd = "python benchmarks/holdout_levels.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    lines = ["# Each run's host level beside its hold-out error", "", f"Command: `{cmd}`", "",
+             "Extend level: the run's lone extends over the replay's span at the same token count (median). "
+             f"First-token tail: extend GPU end to first token (median); slow tail: above {SLOW_TAIL_MS:g} ms.", "",
+             "| request rate | run | median TTFT measured, ms | predicted | error | extend level | first-token tail "
+             "measured, ms | predicted | requests at the slow tail |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r.rate:g} | {r.run} | {r.measured:.2f} | {r.predicted:.2f} | {r.error:+.1f} % | {r.level:.3f} | "
+              f"{r.tail:.2f} | {r.tail_pred:.2f} | {r.slow:.0f} % |" for r in df.itertuples()]
+    lines += ["", "Correlation over runs of the TTFT error with each level, per rate:", "",
+              "| request rate | runs | with extend level | with first-token tail |", "|---:|---:|---:|---:|"]
+    for rate, g in df.groupby("rate"):
+        if len(g) >= 3:
+            c1, c2 = (float(np.corrcoef(g.error, g[k])[0, 1]) for k in ("level", "tail"))
+            lines.append(f"| {rate:g} | {len(g)} | {c1:+.2f} | {c2:+.2f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        atomic_write_text(a.out, text)
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """:func:`main`, a user's bad input (a profile, a file, a key) as one line and exit 2."""
+    from specsched.sim.errors import ConfigError
+
+    try:
+        return main(argv)
+    except ConfigError as e:
+        print(str(e).splitlines()[0], file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
