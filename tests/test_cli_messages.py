@@ -50,3 +50,23 @@ def test_any_seed_count_below_one_is_refused_in_one_line(n):
     with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
         main(["compare", "burst256-ht", "--arms", "base,both", "--seeds", str(n)])
     assert e.value.code == 2 and err.getvalue() == f"specsched compare: error: argument --seeds: expected an integer >= 1, got {n}\n"
+
+
+@pytest.mark.parametrize(("typed", "closest"), [("burst265-ht", "burst256-ht"), ("batch8", "h200/batch8"),
+                                                ("h200/batch9", "h200/batch")])
+def test_an_unknown_scenario_name_lists_the_bundled_ones_closest_first(typed, closest, capsys, tmp_path, monkeypatch):
+    from specsched.sim.bundled import bundled_scenario_names
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", typed]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and typed in err and "bundled" in err, err
+    listed = err.split("(closest first): ")[1].strip().split(", ")
+    assert sorted(listed) == sorted(bundled_scenario_names()) and listed[0].startswith(closest), listed
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_missing_yaml_file_is_still_named_as_a_missing_file(capsys, tmp_path):
+    assert main(["run", str(tmp_path / "mine.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "mine.yaml" in err and "file does not exist" in err and "bundled" not in err, err
