@@ -64,8 +64,44 @@ def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
     assert {p.name for p in (d / "plots").iterdir()} >= {"ttft.png", "timeline_base_seed3.svg"}
     d2 = write_results(run_scenario(load_scenario_with_overrides(scenario, "base"), seed=3), tmp_path / "two")
     monkeypatch.chdir(tmp_path)
-    assert main(["plot", str(d), str(d2)]) == 0  # several: ./plots, timelines kept apart
-    assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots").iterdir()}
+    assert main(["plot", str(d), str(d2)]) == 0  # several: a folder of ./plots named after them
+    assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots" / "one_vs_two").iterdir()}
+
+
+def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys):
+    """Several inputs get their own folder (named after them; alike folder names take their
+    parent's); a second set lands elsewhere; plotting the same set again, or into an --out
+    holding other figures, says so on stderr; no temporary file is left."""
+    from specsched.analysis import plots
+
+    def tiny(*args, **kwargs):
+        fig = plots.plt.figure(figsize=(1, 1))
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    for name in ("plot_ttft", "plot_tpot_itl", "plot_verify_split", "plot_timeline"):
+        monkeypatch.setattr(plots, name, tiny)
+    dirs = {}
+    for group in ("x", "y"):
+        for arm in ("base", "stream_wait"):
+            run = run_scenario(load_scenario_with_overrides(scenario, arm), seed=1)
+            dirs[group, arm] = str(write_results(run, tmp_path / group / f"{arm}-seed1"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", dirs["x", "base"], dirs["x", "stream_wait"]]) == 0
+    first = tmp_path / "plots" / "base-seed1_vs_stream_wait-seed1"
+    made = {p.name: p.read_bytes() for p in first.iterdir()}
+    assert "ttft.png" in made and "note:" not in capsys.readouterr().err
+    assert main(["plot", dirs["x", "base"], dirs["y", "base"]]) == 0   # alike names: parent's name added
+    second = tmp_path / "plots" / "x_base-seed1_vs_y_base-seed1"
+    assert (second / "ttft.png").is_file() and {p.name: p.read_bytes() for p in first.iterdir()} == made
+    assert "note:" not in capsys.readouterr().err
+    assert main(["plot", dirs["x", "base"], dirs["x", "stream_wait"]]) == 0   # the same set again
+    err = capsys.readouterr().err
+    assert err == f"note: replaced {len(made)} file(s) of an earlier plot in plots/{first.name}/\n"
+    assert main(["plot", dirs["y", "base"], "--out", str(first)]) == 0   # one run into the two-run folder
+    err = capsys.readouterr().err
+    assert "timeline_stream_wait_seed1.png" in err.split("not from this plot")[1], err
+    assert not [p for p in (tmp_path / "plots").rglob("*") if p.name.endswith(".tmp")]
 
 
 def test_compare_command_writes_csv_markdown_plot(scenario, tmp_path, capsys):
