@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import nonnegative_float, positive_int
 from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
@@ -216,10 +216,14 @@ def _plot_sweep(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- compare
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
+    """``compare``: run arms over seeds, print the comparison, keep each run's results
+    directory (``<DIR>/<arm>-seed<N>``, as ``specsched run`` names it), optionally write
+    CSV/markdown/plot."""
     from rich.console import Console
     from specsched.analysis import compare
-    from specsched.analysis.overrides import parse_overrides
+    from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
+
+    from specsched.cli import default_out_dir
 
     arms = _list_arg(args.arms, "--arms")
     if len(dict.fromkeys(arms)) < 2:
@@ -227,6 +231,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
+    out_dirs = None
+    if not args.no_save:
+        name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
+        root = Path(args.out) if args.out else default_out_dir(name, arms[0], 0).parent
+        overrides = parse_overrides(args.set)
+
+        def out_dirs(arm: str, seed: int) -> Path:
+            return root / default_out_dir(name, arm, seed, overrides).name
+        root.mkdir(parents=True, exist_ok=True)   # an unwritable place fails now, before any run
     executor = None
     if args.workers > 1:
         import multiprocessing
@@ -236,7 +249,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                        initializer=ignore_sigint)
     try:
         samples, latency = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
-                                            executor=executor, progress=show_progress(args), with_samples=True)
+                                            executor=executor, progress=show_progress(args), with_samples=True,
+                                            out_dirs=out_dirs)
     except BaseException:
         if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
             for proc in list(getattr(executor, "_processes", {}).values()):
@@ -247,7 +261,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.shutdown()
-    table = compare.summarize_comparison(samples, metrics, latency=latency)
+    table = compare.summarize_comparison(samples, metrics, latency=latency, min_change_pct=args.min_change)
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
@@ -265,6 +279,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for p in plots.save_figure(fig, args.plot):
             print(p, file=sys.stderr)
         plots.plt.close(fig)
+    if out_dirs is not None:
+        seeds = sorted(int(x) for x in set(samples["seed"]))
+        suffix = out_dirs(arms[0], 0).name.split("-seed0", 1)[1]
+        span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
+        print(f"runs kept in {root}/ as <arm>-seed<N>{suffix} (arms {', '.join(arms)}; seeds {span}); "
+              f"e.g. specsched plot {out_dirs(arms[0], seeds[0])} {out_dirs(arms[1], seeds[0])}")
     return 0
 
 
@@ -359,6 +379,12 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--csv", metavar="F", help="write the table as CSV")
     c.add_argument("--markdown", metavar="F", help="write the table as markdown")
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
+    c.add_argument("--out", metavar="DIR", help="where each run's results directory is kept, as <arm>-seed<N> "
+                                                "(default results/<scenario>, where specsched run writes)")
+    c.add_argument("--no-save", action="store_true", help="keep no run folders (only the table)")
+    c.add_argument("--min-change", type=nonnegative_float, default=1.0, metavar="PCT",
+                   help="smallest change in %% called better or worse (default 1); the change's spread "
+                        "over seeds raises it per metric; smaller changes are 'same'")
     c.add_argument("--workers", type=positive_int, default=1, metavar="N", help="parallel processes (default 1)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.add_argument("--max-requests", type=positive_int, default=None, metavar="N",
