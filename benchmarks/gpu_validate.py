@@ -60,6 +60,7 @@ import numpy as np
 from specsched.runtime.cli_commands import VALIDATE_METRICS, validation_table
 from specsched.runtime.engine import RuntimeEngine
 from specsched.runtime.host_probe import describe_launches, machine_counters
+from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
 from specsched.sim.atomic import atomic_write, atomic_write_text
 from specsched.sim.config import arm_names, load_scenario, with_value
 from specsched.sim.engine import run_scenario
@@ -133,6 +134,9 @@ class Validation:
             or None (not made).
         reference_s: the profile's ``host.reference_work_s`` (the host speed it was measured
             at); a run's host-speed factor is its reference-work median over this.
+        launch_ref: the profile's own timing of the verify launch call per batch size
+            (runtime.host_reference.launch_call_reference), or None: a second reading of a
+            run's host speed, from its graph-replayed verify launch calls (checks.md).
     """
 
     out: Path
@@ -141,6 +145,7 @@ class Validation:
     deadline_s: float | None = None
     condition: Callable | None = None
     reference_s: float | None = None
+    launch_ref: tuple | None = None
     conditioned: list[dict] = field(default_factory=list)
     speed: list[str] = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)
@@ -275,6 +280,12 @@ class Validation:
         frame = frame.assign(**{k: v[:len(frame)] for k, v in probe.items()})
         frame.to_parquet(self.res_dir / f"{job.result_name}-measured" / "host_probe.parquet", index=False)
         lines = describe_launches(steps, probe, job.scenario.server.cuda_graph_max_bs, pred.steps)
+        if self.launch_ref is not None:
+            f = launch_speed_factor(frame["mode"], frame["part"], frame["batch_size"], frame["host_launch_cpu_s"],
+                                    job.scenario.server.cuda_graph_max_bs, self.launch_ref)
+            if f is not None:
+                lines.append(f"host speed from the graph-replayed verify launch calls: x{f:.3f} the profile's same call "
+                             "(runtime.host_reference.launch_speed_factor)")
         counters = meas.summary.get("host_probe", {})
         run = ", ".join(f"{k} {v:.4g}" for k, v in counters.items())
         self.host += [f"- {job.label} {job.arm}: {run}"] + [f"  - {x}" for x in lines]
@@ -491,7 +502,8 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         return run_scenario(with_value(job.scenario, "host.speed_factor", factor), seed=seed, profile=profile)
 
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
-    val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s)
+    val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
+                     launch_ref=launch_call_reference(profile))
     try:
         val.run(rate_jobs + cell_jobs if args.poisson_first else cell_jobs + rate_jobs)
     finally:

@@ -102,3 +102,42 @@ def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None =
     if reference_s:
         out["speed_factor"] = out["reference_work_s"] / reference_s
     return out
+
+
+def launch_call_reference(profile) -> tuple[np.ndarray, np.ndarray] | None:
+    """The profile's own timing of the engine's verify launch call, per batch size: the
+    medians its provenance of ``host.launch_s`` gives after "engine's verify launch"
+    (runtime/profile_provenance.py writes "medians bs B T us, ..."), as (batch sizes,
+    seconds); None when the profile does not carry them (analytic or hand-written ones).
+
+    The same call is what the runtime's loop makes for every graph-replayed verify, so a
+    run's call times over these, at the same batch size, read the run's host speed against
+    the profile's without a reference work (profiles and runs made before
+    :data:`REFERENCE_ITERATIONS` was recorded: round 10's ``host_probe.parquet``)."""
+    import re
+
+    text = (getattr(profile, "provenance", None) or {}).get("host.launch_s", "")
+    _, _, tail = text.partition("engine's verify launch")
+    m = re.search(r"medians ((?:bs \d+ [\d.e+]+ us(?:, )?)+)", tail)
+    if not m:
+        return None
+    pairs = re.findall(r"bs (\d+) ([\d.e+]+) us", m.group(1))
+    bs = np.array([float(b) for b, _ in pairs])
+    s = np.array([float(t) * 1e-6 for _, t in pairs])
+    order = np.argsort(bs)
+    return bs[order], s[order]
+
+
+def launch_speed_factor(mode, part, batch_size, cpu_s, graph_max_bs: int,
+                        reference: tuple[np.ndarray, np.ndarray]) -> float | None:
+    """A run's host speed from its own launch calls: the median over its graph-replayed
+    verify launches (``mode == "verify"``, ``part == "main"``, batch <= ``graph_max_bs``) of
+    the call's thread CPU seconds over the profile's call at the same batch size
+    (:func:`launch_call_reference`, linear between its sizes, end values outside). None
+    when the run has no such call. Arrays are per launch (runtime/host_probe.py columns)."""
+    mode, part = np.asarray(mode), np.asarray(part)
+    bs, cpu = np.asarray(batch_size, dtype=float), np.asarray(cpu_s, dtype=float)
+    sel = (mode == "verify") & (part == "main") & (bs <= graph_max_bs) & np.isfinite(cpu)
+    if not sel.any():
+        return None
+    return float(np.median(cpu[sel] / np.interp(bs[sel], *reference)))

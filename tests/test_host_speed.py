@@ -152,3 +152,32 @@ def test_gpu_validate_conditions_the_prediction_on_the_run_host_speed(tmp_path):
     assert "x1.500 the profile's 1.000 ms" in (tmp_path / "checks.md").read_text()
     text = gv.summary_text(val.rows, [], {}, [], [], val.conditioned)
     assert "Within 5 % conditioned: **5 of 5**" in text and "| a | base | 1.500 |" in text
+
+
+def test_the_profile_launch_call_reads_a_run_host_speed():
+    from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
+
+    p = tiny_profile().model_copy(update={"provenance": {"host.launch_s": (
+        "intercept of ... the engine's verify launch (runtime.engine.RuntimeEngine._launch): medians bs 1 1000 us, "
+        "bs 16 2000 us, bs 128 1.2e+04 us; intercept and slope clamped >= 0")}})
+    bs, sec = launch_call_reference(p)
+    assert list(bs) == [1, 16, 128] and sec == pytest.approx([1e-3, 2e-3, 1.2e-2])
+    assert launch_call_reference(tiny_profile()) is None
+    mode = ["extend", "verify", "verify", "verify", "verify"]
+    part = ["main", "main", "main", "main", "inject"]
+    # calls 1.5x the profile's at bs 1 and 16; the eager one (bs 64 > 32) and the injection are not read
+    f = launch_speed_factor(mode, part, [1, 1, 16, 64, 1], [9.0, 1.5e-3, 3e-3, 1.0, 9.0], 32, (bs, sec))
+    assert f == pytest.approx(1.5)
+    assert launch_speed_factor(["decode"], ["main"], [1], [1e-3], 32, (bs, sec)) is None
+
+
+def test_repredict_reads_launch_factors_against_the_round():
+    import pandas as pd
+
+    rp = load_benchmark("repredict_h200", "rp_speed")
+    fast = pd.DataFrame({"mode": ["verify"] * 4, "part": ["main"] * 4, "batch_size": [8] * 4,
+                         "host_launch_cpu_s": [1e-3] * 4})
+    slow = fast.assign(host_launch_cpu_s=[1.8e-3] * 4)
+    f = rp.launch_speed_factors({"a": fast, "b": fast, "c": slow}, {"a": 16, "b": 16, "c": 16}, q=25.0)
+    assert f == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.8})
+    assert rp.main(["x.csv", "--profile", "p.yaml", "--out", "o.csv", "--host-speed"]) == 2
