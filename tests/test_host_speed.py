@@ -181,3 +181,54 @@ def test_repredict_reads_launch_factors_against_the_round():
     f = rp.launch_speed_factors({"a": fast, "b": fast, "c": slow}, {"a": 16, "b": 16, "c": 16}, q=25.0)
     assert f == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.8})
     assert rp.main(["x.csv", "--profile", "p.yaml", "--out", "o.csv", "--host-speed"]) == 2
+
+
+def test_validate_prints_the_prediction_at_the_run_host_speed(tmp_path, capsys):
+    pytest.importorskip("torch")
+    import json
+
+    import yaml
+    from specsched.cli import main
+
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(tiny_profile(reference_work_s=1e-4).model_dump(mode="json", exclude_none=True)))
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "hs", "profile": str(prof),
+        "server": {"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+                   "max_total_num_tokens": 5000, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.0},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 40},
+                     "output_len": {"kind": "fixed", "value": 8}}}))
+    out = tmp_path / "out"
+    assert main(["validate", str(sc), "--profile", str(prof), "--device", "cpu", "--preset", "tiny",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "conditioned on the run's host speed: x" in text and "the profile's (reference work" in text
+    hs = json.loads((out / "hs-base-measured" / "summary.json").read_text())["host_speed"]
+    assert hs["speed_factor"] == pytest.approx(hs["reference_work_s"] / 1e-4)
+
+
+def test_gpu_validate_prints_the_launch_call_factor(tmp_path):
+    gv = load_benchmark("gpu_validate", "gv_launch")
+    sc = _scenario("stream_wait")
+
+    class Probed:
+        n = 0
+
+        def launch_probe(self):
+            return {k: [2e-3] * self.n for k in ("host_launch_s", "host_launch_cpu_s", "host_launch_switches",
+                                                 "host_launch_gc_s")}
+
+    def measure(job, eng):
+        eng = eng or Probed()
+        res = SimEngine(job.scenario, tiny_profile()).run()
+        eng.n = len(res.steps)
+        return res, eng
+
+    ref = (np.array([1.0, 64.0]), np.array([1e-3, 1e-3]))
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run(),
+                        launch_ref=ref)
+    val.run([gv.Job("a", "stream_wait", sc, "a", "a-sw")])
+    val.save()
+    assert "verify launch calls: x2.000 the profile's same call" in (tmp_path / "checks.md").read_text()
