@@ -10,9 +10,12 @@ Directions and bounds the physics fixes, whatever the model, GPU or server argum
 - INV-W2 fp8 weights never slow a decode step (half the bytes, at least the bf16 peak).
 - INV-W3 a decode step's cost never falls when the batch or the context grows.
 - INV-W4 a mixed step (enable_mixed_chunk) is one forward: it costs less than the extend
-  and the decode forwards it replaces run back to back (the weights are read once).
+  and the decode forwards it replaces run back to back (the weights are read once; compared
+  without prefill-graph bucket padding).
 - INV-W5 a run conserves tokens and time: every request completes with the output it asked
   for, prefilled tokens = prompt tokens, GPU steps never overlap, busy fraction <= 1.
+- What SGLang refuses or caps at start is refused or capped: weights that leave no KV pool,
+  a request longer than the model's context, a stated KV pool no memory could hold.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from specsched.sim.engine import run_scenario
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import Profile
 from specsched.sim.server_args import ServerArgs
+
+from specsched.cli import main
 
 # (model, GPU, TP): a small dense model, 8B and 70B dense, an MoE, on NVIDIA and AMD parts
 SPREAD = [("qwen3-0.6b", "H100", 1), ("llama-3.1-8b", "H200", 1), ("llama-3.1-8b", "MI300X", 1),
@@ -102,7 +107,9 @@ def test_w4_a_mixed_step_reads_the_weights_once(s, ext, dec_ctx, spec):
     extend forward. It used to cost, without speculative decoding, an extend forward plus a
     full decode forward: every weight read twice."""
     srv = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4} if spec else {}
-    c = cost(analytic(*s), enable_mixed_chunk=True, **srv)
+    # prefill graphs off: a mixed step's extra rows may push its tokens into a larger
+    # prefill-graph bucket, whose padded rows cost what they cost (real, not compared here)
+    c = cost(analytic(*s), enable_mixed_chunk=True, disable_prefill_cuda_graph=True, **srv)
     plan = _mixed(ext, [0] * len(ext), dec_ctx)
     mixed = c.gpu(plan).total_s
     apart = c.extend_s(ext, [0] * len(ext)) + c.step_s(len(dec_ctx), float(np.mean(dec_ctx)))
@@ -174,3 +181,54 @@ def test_w4_mixed_chunk_costs_a_light_load_little_ttft(scenario_file):
     tpot_off, tpot_on = (np.mean([x["mean_tpot_ms"] for x in v]) for v in (off, on))
     assert ttft_on < ttft_off * 1.05
     assert tpot_on <= tpot_off * 1.001
+
+
+# ------------------------------------------------ what SGLang refuses or caps at start
+
+def _refused(capsys, tmp_path, argv: list[str], *needles: str) -> None:
+    out = tmp_path / "res"
+    assert main([*argv, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("specsched: error: "), err
+    for n in needles:
+        assert n in err, (n, err)
+    assert not out.exists()
+
+
+def test_weights_that_leave_no_kv_pool_are_refused(scenario_file, tmp_path, capsys):
+    """Llama-3.1-70B bf16 on one 80 GiB A100: SGLang stops at start ("Not enough memory",
+    model_executor/pool_configurator.py). The run used to go on with the generic default
+    pool of 724,000 tokens (232 GB of KV on an 80 GB GPU)."""
+    prof = tmp_path / "l70-a100.yaml"
+    write_analytic_profile(build_profile(load_model("llama-3.1-70b"), load_gpu("A100-80G"), 1), prof)
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set", f"profile={prof}"],
+             "hardware.weight_bytes", "Not enough memory")
+
+
+@pytest.mark.parametrize(("prompt", "output", "key"), [(50_000, 64, "workload.input_len"),
+                                                       (40_900, 200, "workload.output_len")])
+def test_requests_longer_than_the_context_are_refused(scenario_file, tmp_path, capsys, prompt, output, key):
+    """Qwen3-0.6B's context is 40,960 tokens: SGLang rejects a longer prompt, or a prompt
+    plus max_new_tokens above it (managers/tokenizer_manager.py _validate_one_request).
+    They used to be served."""
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set",
+                                f"profile={scenario_file / 'qwen3-0.6b-H100-1.yaml'}",
+                                "--set", f"workload.input_len={{kind: fixed, value: {prompt}}}",
+                                "--set", f"workload.output_len={{kind: fixed, value: {output}}}"], key, "40960")
+
+
+def test_a_pool_no_memory_holds_is_cut_to_the_profiled_pool(scenario_file):
+    """SGLang takes min(--max-total-tokens, the profiled pool) (mem_cache/
+    kv_cache_configurator.py _apply_token_constraints). A stated pool beyond every byte of
+    the GPU is cut to the estimate; one that memory could hold is kept (the estimate is
+    approximate)."""
+    prof = str(scenario_file / "llama-3.1-70b-H100-8.yaml")
+    default = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base", {"profile": prof}).server
+    huge = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                        {"profile": prof, "server.max_total_num_tokens": 99_000_000})
+    assert huge.server.max_total_num_tokens == default.max_total_num_tokens
+    assert any(r.key == "max_total_num_tokens" and "capped" in r.why for r in huge._resolved_defaults)
+    kept = default.max_total_num_tokens + 1000  # above the estimate, within the 80 GiB
+    s = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                     {"profile": prof, "server.max_total_num_tokens": kept}).server
+    assert s.max_total_num_tokens == kept
