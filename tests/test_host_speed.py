@@ -188,6 +188,7 @@ def test_validate_prints_the_prediction_at_the_run_host_speed(tmp_path, capsys):
     import json
 
     import yaml
+
     from specsched.cli import main
 
     prof = tmp_path / "p.yaml"
