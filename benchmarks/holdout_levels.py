@@ -17,11 +17,15 @@ side by side:
 - the run's median TTFT measured and predicted, and the error.
 
 A markdown table per run, then per request rate the correlation over runs of the TTFT error
-with each level. No GPU needed.
+with each level, and the means over arrival draws (a run's repeats, ``-repN``, averaged
+first). ``--at-run-level REF`` adds, as a check of the mechanism only, each run predicted with
+its prefill scaled by its own extend level / REF (REF: the level the fitted profile stands
+for, e.g. the fit set's median): what the prediction would be if it knew the host level the
+run met, which a prediction made before the run cannot. No GPU needed.
 
     python benchmarks/holdout_levels.py docs/measurements/h200-v8-holdout/seeds/results.tar.gz \\
         docs/measurements/h200-v8-holdout/seed1/results.tar.gz --profile FITTED.yaml \\
-        --scenario-template scenarios/h200/poisson-nospec.yaml [--out docs/X.md]
+        --scenario-template scenarios/h200/poisson-nospec.yaml [--at-run-level 0.90] [--out docs/X.md]
 """
 
 from __future__ import annotations
@@ -101,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True, help="profile to replay with (e.g. calibrate --from's output)")
     ap.add_argument("--scenario-template", help="as calibrate --from's")
     ap.add_argument("--rates", help="only these request rates (comma-separated)")
+    ap.add_argument("--at-run-level", type=float, metavar="REF",
+                    help="also predict each run with prefill x (its extend level / REF): a check, not a prediction")
     ap.add_argument("--out", type=Path, help="markdown file to write")
     a = ap.parse_args(argv)
-    from specsched.analysis.calibrate_bench import cases_from_runs
+    from specsched.analysis.calibrate_bench import cases_from_runs, scale_profile
     from specsched.sim.bench_serving import read_bench
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
@@ -124,10 +130,16 @@ def main(argv: list[str] | None = None) -> int:
             write_results(run_scenario(case.scenario, seed=case.scenario.seed, profile=prof), pred)
             tails = first_token_tails(d)
             q, p = runs[0].summary["median_ttft_ms"], float(np.median(pd.read_parquet(pred / "requests.parquet").ttft_s)) * 1e3
-            rows.append({"run": d.name, "rate": _rate(d.name), "measured": q, "predicted": p, "error": (p / q - 1) * 100,
-                         "level": extend_level(d, pred), "tail": float(np.median(tails)),
-                         "tail_pred": float(np.median(first_token_tails(pred))),
-                         "slow": float(np.mean(tails > SLOW_TAIL_MS) * 100)})
+            level = extend_level(d, pred)
+            row = {"run": d.name, "draw": re.sub(r"-rep\d+$", "", d.name), "rate": _rate(d.name), "measured": q,
+                   "predicted": p, "error": (p / q - 1) * 100, "level": level, "tail": float(np.median(tails)),
+                   "tail_pred": float(np.median(first_token_tails(pred))),
+                   "slow": float(np.mean(tails > SLOW_TAIL_MS) * 100)}
+            if a.at_run_level and np.isfinite(level):
+                at = run_scenario(case.scenario, seed=case.scenario.seed,
+                                  profile=scale_profile(prof, {"prefill": level / a.at_run_level}))
+                row["at_level"] = at.summary["median_ttft_ms"]
+            rows.append(row)
     if not rows:
         print("no measured runs (folders with steps.parquet and bench_serving.jsonl) in "
               + ", ".join(map(str, a.results)), file=sys.stderr)
@@ -139,14 +151,31 @@ def main(argv: list[str] | None = None) -> int:
              f"First-token tail: extend GPU end to first token (median); slow tail: above {SLOW_TAIL_MS:g} ms.", "",
              "| request rate | run | median TTFT measured, ms | predicted | error | extend level | first-token tail "
              "measured, ms | predicted | requests at the slow tail |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    at = "at_level" in df
+    if at:
+        lines[-2] = lines[-2] + f" at the run's level (prefill x level / {a.at_run_level:g}) | error |"
+        lines[-1] = lines[-1] + "---:|---:|"
     lines += [f"| {r.rate:g} | {r.run} | {r.measured:.2f} | {r.predicted:.2f} | {r.error:+.1f} % | {r.level:.3f} | "
-              f"{r.tail:.2f} | {r.tail_pred:.2f} | {r.slow:.0f} % |" for r in df.itertuples()]
+              f"{r.tail:.2f} | {r.tail_pred:.2f} | {r.slow:.0f} % |"
+              + (f" {r.at_level:.2f} | {(r.at_level / r.measured - 1) * 100:+.1f} % |" if at else "")
+              for r in df.itertuples()]
     lines += ["", "Correlation over runs of the TTFT error with each level, per rate:", "",
               "| request rate | runs | with extend level | with first-token tail |", "|---:|---:|---:|---:|"]
     for rate, g in df.groupby("rate"):
         if len(g) >= 3:
             c1, c2 = (float(np.corrcoef(g.error, g[k])[0, 1]) for k in ("level", "tail"))
             lines.append(f"| {rate:g} | {len(g)} | {c1:+.2f} | {c2:+.2f} |")
+    cols = ["measured", "predicted"] + (["at_level"] if at else [])
+    means = df.groupby(["rate", "draw"])[cols].mean().groupby("rate").agg(["mean", "count"])
+    lines += ["", "Median TTFT, means over arrival draws (a draw's repeats averaged first), ms:", "",
+              "| request rate | draws | measured | predicted | error" + (" | at the runs' levels | error" if at else "")
+              + " |", "|---:|---:|---:|---:|---:|" + ("---:|---:|" if at else "")]
+    for rate, m in means.iterrows():
+        q = m[("measured", "mean")]
+        lines.append(f"| {rate:g} | {m[('measured', 'count')]:.0f} | {q:.2f} | {m[('predicted', 'mean')]:.2f} | "
+                     f"{(m[('predicted', 'mean')] / q - 1) * 100:+.1f} %"
+                     + (f" | {m[('at_level', 'mean')]:.2f} | {(m[('at_level', 'mean')] / q - 1) * 100:+.1f} %" if at else "")
+                     + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

@@ -142,10 +142,13 @@ def test_holdout_levels_of_a_run_replayed_with_its_own_profile_are_exact(tmp_pat
                     "workload.request_rate", 30.0)
     write_results(run_scenario(sc, seed=3), tmp_path / "runs" / "rate30-seed3-rep1")
     out = tmp_path / "levels.md"
-    assert levels.main([str(tmp_path / "runs"), "--profile", "h200-1b", "--out", str(out)]) == 0
-    row = next(x for x in out.read_text().splitlines() if x.startswith("| 30 |"))
+    assert levels.main([str(tmp_path / "runs"), "--profile", "h200-1b", "--at-run-level", "1", "--out", str(out)]) == 0
+    row = next(x for x in out.read_text().splitlines() if x.startswith("| 30 | rate30"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == cells[3] and cells[4] == "+0.0 %" and cells[5] == "1.000" and cells[6] == cells[7]
+    assert cells[9] == cells[2] and cells[10] == "+0.0 %"   # at its own level (1 / 1): the same prediction
+    mean = next(x for x in out.read_text().splitlines() if x.startswith("| 30 | 1 |"))   # one draw
+    assert mean.count("+0.0 %") == 2
     capsys.readouterr()
     assert levels.cli([str(tmp_path / "runs"), "--profile", "nope", "--out", str(tmp_path / "x.md")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x.md").exists()
