@@ -18,8 +18,13 @@ import pandas as pd
 from specsched.analysis.stats import PooledSamples, across_seeds, percentile_metric
 
 KEY_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
-               "verify_cycles_per_s")
-"""The metrics of the summary table and the plot, when the sweep has them."""
+               "verify_cycles_per_s", "accept_length")
+"""The metrics of the summary table and the plot, when the sweep has them (a run without
+speculative decoding has no verify cycles or accept length: those columns are left out).
+``accept_length`` is the mean accept length a run achieved (tokens committed by verify
+steps per request decoding in them, :func:`specsched.sim.metrics` ``accept_length``; the
+``accept len`` of SGLang's decode log lines), so a window sweep shows what each window buys
+next to what it costs in verify cycles/s."""
 SUMMARY_COLUMNS = ("metric", "across_seeds", "value", "ci_low", "ci_high", "seeds")
 _TAIL = ("seed", "metric", "value", "point")
 
@@ -38,7 +43,7 @@ def summarize_sweep(table: pd.DataFrame, samples: pd.DataFrame | None = None,
         table: a sweep's tidy table (:func:`analysis.sweep.read_sweep`).
         samples: its samples (:func:`analysis.sweep_store.read_samples`); without them a
             percentile is the mean over seeds (``across_seeds = "mean"``).
-        metrics: default :data:`KEY_METRICS` (those in the table).
+        metrics: default :data:`KEY_METRICS` (those with a value in some run).
         confidence: interval level.
         n_resamples: bootstrap resamples for a pooled percentile's interval.
 
@@ -46,7 +51,8 @@ def summarize_sweep(table: pd.DataFrame, samples: pd.DataFrame | None = None,
         Columns: ``point``, the parameter columns, then :data:`SUMMARY_COLUMNS`; points in
         the table's order.
     """
-    present = set(table["metric"])
+    finite = np.isfinite(pd.to_numeric(table["value"], errors="coerce").to_numpy(float))
+    present = set(table.loc[finite, "metric"])   # a metric no run has (no speculation: no accept length) is left out
     metrics = [m for m in (metrics or KEY_METRICS) if m in present]
     params = parameters(table)
     by_point = {}
