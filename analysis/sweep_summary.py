@@ -107,14 +107,22 @@ def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]
 
 
 def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidence: float = 0.95) -> Any:
-    """The summary as a rich Table: one row per point, ``value [CI]`` per metric."""
+    """The summary as a rich Table: one row per point, ``value [CI]`` per metric; a
+    parameter with one value at every point (the arm, a ``--set`` key) is named in the
+    title instead of a column."""
     from rich.table import Table
 
     cols, heads, rows = _wide(summary)
+    n = len(cols) - 1   # the parameter columns (then "seeds")
+    fixed = [i for i in range(n) if len(rows) > 1 and len({r[i] for r in rows}) == 1]
+    if fixed:   # a parameter equal at every point goes to the title: room for the metrics
+        title += " (at every point: " + ", ".join(f"{cols[i]}={rows[0][i]}" for i in fixed) + ")"
+        cols = [c for i, c in enumerate(cols) if i not in fixed]
+        rows = [[v for i, v in enumerate(r) if i not in fixed] for r in rows]
     t = Table(title=title, caption=f"value [{confidence:.0%} CI] over seeds: mean; (pooled) = percentile of the "
                                    "pooled samples of all seeds, seed-bootstrap CI")
     for c in cols:
-        t.add_column(c, justify="left" if c != "seeds" else "right")
+        t.add_column(c, justify="left" if c != "seeds" else "right", overflow="fold")   # a long key folds, not cut
     for h in heads:
         t.add_column(h, justify="right")
     for r in rows:

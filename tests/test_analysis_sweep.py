@@ -244,11 +244,12 @@ def test_a_window_sweep_table_shows_the_accept_length_each_window_achieved(tmp_p
                  "--out", str(out), *small]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any("accept_length" in line for line in lines[:6]), "\n".join(lines)
+    assert "(at every point: arm=base, workload.num_requests=8)" in lines[0]   # not two constant columns
     table = read_sweep(out)
     acc = table[table["metric"] == "accept_length"].groupby("server.speculative_num_draft_tokens")["value"].mean()
     assert acc[2] < acc[6] <= 6
     for w in (2, 6):
-        row = next(line for line in lines if line.count("│") > 3 and line.split("│")[2].strip() == str(w))
+        row = next(line for line in lines if line.count("│") > 3 and line.split("│")[1].strip() == str(w))
         assert row.split("│")[-2].strip().startswith(f"{acc[w]:.4g} "), row
     assert main(["sweep", "poisson8b-fixed", "--grid", "server.chunked_prefill_size=4096", "--out",
                  str(tmp_path / "p.parquet"), *small]) == 0
