@@ -231,7 +231,9 @@ def summarize_comparison(
         if unknown:
             raise ConfigError("<command line>", "--metrics", ",".join(unknown),
                               f"not in the run summaries; known: {', '.join(sorted(present))}")
-    wide = samples.pivot_table(index=["arm", "seed"], columns="metric", values="value", aggfunc="first")
+    # dropna=False: a metric that is NaN in every run (verify_cycles_per_s without
+    # speculative decoding) keeps its column and reads n/a instead of a KeyError
+    wide = samples.pivot_table(index=["arm", "seed"], columns="metric", values="value", aggfunc="first", dropna=False)
     rows = []
     for arm in arms:
         if arm == base:

@@ -232,3 +232,31 @@ def test_a_pool_no_memory_holds_is_cut_to_the_profiled_pool(scenario_file):
     s = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
                                      {"profile": prof, "server.max_total_num_tokens": kept}).server
     assert s.max_total_num_tokens == kept
+
+
+def test_the_battery_judges_directions_and_runs():
+    """benchmarks/whatif_sanity.py: a step against the direction beyond the tolerance fails,
+    within it passes; one small check runs end to end and passes."""
+    from conftest import load_benchmark
+
+    wb = load_benchmark("whatif_sanity")
+    assert wb.judge([1.0, 2.0, 2.0], +1, 0.0, 0.0)[0]
+    assert not wb.judge([1.0, 0.9], +1, 0.03, 0.0)[0]
+    assert wb.judge([1.0, 0.98], +1, 0.03, 0.0)[0]
+    assert not wb.judge([1.0, 1.1], -1, 0.03, 0.0)[0]
+    assert not wb.judge([1.0, float("nan")], -1, 0.03, 0.0)[0]
+    assert wb.main(["--seeds", "1", "--only", "tp_tpot"]) == 0
+
+
+def test_compare_of_arms_without_speculation_reads_na(scenario_file, capsys):
+    """`specsched compare` of two plain-decoding arms: verify_cycles_per_s is NaN in every
+    run. The comparison's pivot dropped the all-NaN column and the command ended in a
+    KeyError traceback."""
+    import pandas as pd
+    from specsched.analysis import compare
+
+    rows = [(arm, s, m, v) for arm in ("base", "mixed") for s in (1, 2, 3)
+            for m, v in (("output_throughput", 1000.0 + s + (arm == "mixed")), ("verify_cycles_per_s", float("nan")))]
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]))
+    assert set(table["metric"]) == {"output_throughput", "verify_cycles_per_s"}
+    assert table.loc[table["metric"] == "verify_cycles_per_s", "change_pct"].isna().all()
