@@ -260,3 +260,13 @@ def test_compare_of_arms_without_speculation_reads_na(scenario_file, capsys):
     table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]))
     assert set(table["metric"]) == {"output_throughput", "verify_cycles_per_s"}
     assert table.loc[table["metric"] == "verify_cycles_per_s", "change_pct"].isna().all()
+
+
+def test_the_profile_command_notes_weights_that_do_not_fit(tmp_path, capsys):
+    """The profile is written (its costs hold), with a note that SGLang would not start."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "A100-80G", "--out", str(out)]) == 0
+    assert out.exists() and "leave no KV pool" in capsys.readouterr().err
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "A100-80G", "--tp", "4",
+                 "--out", str(out)]) == 0
+    assert "leave no KV pool" not in capsys.readouterr().err
