@@ -24,6 +24,8 @@ check, and compares the mean over seeds with the direction the mechanism must gi
 - ``overlap_tpot``: overlap scheduling never raises TPOT; ``eager_tpot``: graphs off never
   lowers it; ``spec_noaccept``: a drafter whose drafts are never accepted never beats plain
   decoding.
+- ``dp_attention_gqa``: DP attention never buys a GQA model's burst more than seed noise
+  (its KV is read per GPU either way; only MLA's replicated latent is split).
 - ``running_tput``: a larger ``max_running_requests`` never lowers a burst's output tok/s
   while the KV pool is not the limit.
 - ``bounds`` (every run above): no inf in the summary, GPU busy fraction <= 1, GPU steps
@@ -197,7 +199,7 @@ class Battery:
             bad.append(f"{int(s['completed'])} of {n} completed")
         if int(s["total_output_tokens"]) != int(rq["output_len"].sum()):
             bad.append("output tokens != requested")
-        main = st[(st["mode"] == "extend") & (st["part"] == "main")]
+        main = st[st["mode"].isin(["extend", "mixed"]) & (st["part"] == "main")]
         # a retracted request re-prefills its prompt and the output it had (SGLang Req.fill_ids)
         if s["num_retractions"] == 0 and int(main["num_extend_tokens"].sum()) != int(rq["input_len"].sum()):
             bad.append(f"prefilled {int(main['num_extend_tokens'].sum())} != prompt tokens {int(rq['input_len'].sum())}")
@@ -210,7 +212,8 @@ class Battery:
         per_token = self._flops.get(label)
         if per_token is not None and len(main):
             dur = (main["gpu_end_s"] - main["gpu_start_s"]).to_numpy(float)
-            floor = 0.8 * per_token * main["num_extend_tokens"].to_numpy(float)  # 0.8: embedding, LM head rows
+            # 0.8: embedding, LM head rows; a mixed step's decode rows only add to its time
+            floor = 0.8 * per_token * main["num_extend_tokens"].to_numpy(float)
             if (dur < floor).any():
                 i = int(np.argmax(floor - dur))
                 bad.append(f"extend of {int(main['num_extend_tokens'].iloc[i])} tokens in {dur[i] * 1e3:.3f} ms < its "
@@ -259,6 +262,10 @@ def checks() -> list[Check]:
         Check("host_ghz_tpot", ["qwen3-0.6b/H100"], "profile_label",
               ["qwen3-0.6b/H100", "qwen3-0.6b/H100/3.5GHz", "qwen3-0.6b/H100/5GHz"], "mean_tpot_ms", -1,
               fixed={"workload.request_rate": 8.0, "server.cuda_graph_max_bs": 1}),
+        Check("dp_attention_gqa", ["llama-70b/H100/tp8", "llama-70b/MI355X/tp8"], "server.dp_size", [1, 2, 8],
+              "output_throughput", -1, tol=0.05,
+              fixed={"server.enable_dp_attention": True, "workload.request_rate": float("inf"),
+                     "workload.num_requests": 256, "server.max_running_requests": 256}),
         Check("closed_loop_tput", SPREAD, "workload.concurrency", [1, 2, 4, 8, 16, 32], "output_throughput", +1,
               fixed={"workload.kind": "closed_loop", "workload.request_rate": None, "workload.num_requests": 96}),
         Check("closed_loop_ttft", SPREAD, "workload.concurrency", [1, 2, 4, 8, 16, 32], "mean_ttft_ms", +1,
