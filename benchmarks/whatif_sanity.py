@@ -372,7 +372,8 @@ def report(outs: list[Outcome], bat: Battery, seeds: int, elapsed: float) -> str
     else:
         lines.append(f"All {bat.runs} runs: no inf, busy fraction <= 1, no overlapping GPU steps, prefilled = "
                      "prompt tokens, output = requested, every request completed, dense decode steps at or "
-                     "above the weight read at datasheet bandwidth.")
+                     "above the weight read at datasheet bandwidth, dense extends at or above their FLOPs at "
+                     "datasheet peak.")
     return "\n".join(lines) + "\n"
 
 
