@@ -128,3 +128,15 @@ def test_the_default_sweep_file_plots_without_a_doubled_prefix(tmp_path, monkeyp
                  "workload.num_requests=4", "--workers", "1", "-q"]) == 0
     assert main(["plot", "results/sweep-batch8-ll.parquet"]) == 0
     assert sorted(p.name for p in (tmp_path / "results" / "plots").iterdir()) == ["sweep-batch8-ll.png", "sweep-batch8-ll.svg"]
+
+
+def test_from_bench_of_specsched_own_line_does_not_call_its_provenance_unknown(tmp_path, capsys):
+    """A bench_serving.jsonl that specsched wrote carries server_info.specsched (scenario, arm,
+    seed, profile); reading it back must not list that block as a server key left out."""
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=4", "--out", str(tmp_path / "r"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["scenario", "from-bench", str(tmp_path / "r" / "bench_serving.jsonl"), "--profile",
+                 "mi355x-dsv41-flash-tp4", "--out", str(tmp_path / "mine.yaml")]) == 0
+    text = "".join(capsys.readouterr())
+    unknown = [line for line in text.splitlines() if "has no argument for" in line]
+    assert "arguments from the line's server_info" in text and not any("specsched" in line for line in unknown), text
