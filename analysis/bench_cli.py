@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError
 
 
@@ -229,7 +229,7 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--arm", default="base", help="arm of the scenario (default base)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable)")
     v.add_argument("--seeds", type=positive_int, default=3, help="seeds to average the prediction over (default 3)")
-    v.add_argument("--seed", type=int, help="first seed (default the scenario's)")
+    v.add_argument("--seed", type=nonnegative_int, help="first seed (default the scenario's)")
     v.add_argument("--lengths", choices=("args", "details"), default="args", help=argparse.SUPPRESS)
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")

@@ -299,7 +299,7 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
     c.add_argument("--workers", type=positive_int, default=1, metavar="N", help="parallel processes (default 1)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
-    c.add_argument("--max-requests", type=int, default=None, metavar="N",
+    c.add_argument("--max-requests", type=positive_int, default=None, metavar="N",
                    help="refuse workloads above N requests before running (default 2000000)")
     c.set_defaults(func=cmd_compare)
 
@@ -318,6 +318,6 @@ def add_parsers(subparsers: Any) -> None:
     s.add_argument("--workers", type=positive_int, default=None, metavar="N", help="local processes (default: CPU count)")
     s.add_argument("--no-resume", action="store_true", help="ignore and overwrite runs already in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--max-requests", type=int, default=None, metavar="N",
+    s.add_argument("--max-requests", type=positive_int, default=None, metavar="N",
                    help="refuse workloads above N requests before running (default 2000000)")
     s.set_defaults(func=cmd_sweep)

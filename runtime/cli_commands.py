@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specsched.sim.cli_types import nonnegative_int, positive_int
+
 VALIDATE_METRICS = (
     "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",
     "median_itl_ms", "output_throughput", "verify_cycles_per_s",
@@ -165,7 +167,7 @@ def _common(p: argparse.ArgumentParser, scenario_optional: bool = False) -> None
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable), e.g. workload.num_requests=64")
     p.add_argument("--device", default=None, help="cuda, cpu (default: a GPU if available)")
     p.add_argument("--preset", default="1b", help="proxy model preset (tiny, small, 1b, 8b)")
-    p.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="seed (default: the scenario's)")
     p.add_argument("--no-graphs", action="store_true", help="run decode/verify eagerly")
     p.add_argument("--backend", choices=("hip",), default=None,
                    help="force the HIP code paths (stream layout, waits, barrier guard) on this device")
@@ -192,7 +194,7 @@ def add_parsers(sub: Any) -> None:
                                                              "(SGLang JSONL or vLLM JSON; nothing is measured here)")
     v.add_argument("--scenario", dest="scenario_file", metavar="S", help="with --measured: the scenario YAML "
                                                                          "(default: built from the line with --profile)")
-    v.add_argument("--seeds", type=int, default=3, help="with --measured: seeds to average the prediction over (default 3)")
+    v.add_argument("--seeds", type=positive_int, default=3, help="with --measured: seeds to average the prediction over (default 3)")
     v.add_argument("--plot", action="store_true", help="with --measured: overlay the measured TTFT/TPOT/ITL distributions")
     v.add_argument("--log-x", action="store_true", help="with --measured: logarithmic latency axes in the plots")
     v.set_defaults(func=cmd_validate)

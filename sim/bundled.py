@@ -8,8 +8,11 @@ from any working directory.
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
 from importlib import resources
 from pathlib import Path
+
+from specsched.sim.errors import ConfigError
 
 
 def _package_dir(package: str) -> Path:
@@ -28,8 +31,15 @@ def scenarios_dir() -> Path:
 
 def resolve_scenario_path(name_or_path: str | Path) -> Path:
     """A scenario given as a path, or as a bundled name (``burst256-ht``, ``h200/batch8``,
-    with or without ``.yaml``). Returns the path as given when nothing matches, so the
-    loader reports the missing file under the name the user typed."""
+    with or without ``.yaml``).
+
+    Returns the path as given when a ``.yaml``/``.yml`` file does not exist, so the loader
+    reports the missing file under the name the user typed.
+
+    Raises:
+        ConfigError: a bare name (no ``.yaml`` suffix) that is neither a file nor a bundled
+            scenario; the message lists the bundled names, closest first.
+    """
     p = Path(name_or_path)
     if p.exists():
         return p
@@ -37,7 +47,21 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
     for c in (root / p, root / f"{name_or_path}.yaml"):
         if c.is_file():
             return c
+    if p.suffix not in (".yaml", ".yml"):
+        names = closest_first(str(name_or_path), bundled_scenario_names())
+        raise ConfigError(str(name_or_path), "<scenario>", str(name_or_path),
+                          f"neither a file nor a bundled scenario; bundled (closest first): {', '.join(names)}")
     return p
+
+
+def closest_first(name: str, names: list[str]) -> list[str]:
+    """``names`` ordered by likeness to ``name`` (difflib's ratio, a folder-less match counts
+    too: ``batch8`` is close to ``h200/batch8``), ties in the given order."""
+    stem = name.removesuffix(".yaml").removesuffix(".yml")
+
+    def likeness(n: str) -> float:
+        return max(SequenceMatcher(None, stem, n).ratio(), SequenceMatcher(None, stem, n.rsplit("/", 1)[-1]).ratio())
+    return sorted(names, key=likeness, reverse=True)
 
 
 def bundled_scenario_names() -> list[str]:

@@ -34,6 +34,7 @@ import numpy as np
 import yaml
 from scipy.optimize import minimize
 from specsched.sim.bundled import profiles_dir, scenarios_dir
+from specsched.sim.cli_types import positive_int
 from specsched.sim.config import Scenario, load_scenario, with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.metrics import error_pct
@@ -215,8 +216,8 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     ``--max-evals`` are shared with ``--from``, analysis/calibrate_bench.py)."""
     c.add_argument("--write", action="store_true", help="write the fitted values into the profile and scenarios")
     c.add_argument("--report-only", action="store_true", help="only print predicted vs reference with the current files")
-    c.add_argument("--max-evals", type=int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds)")
-    c.add_argument("--seeds", type=int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
+    c.add_argument("--max-evals", type=positive_int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds)")
+    c.add_argument("--seeds", type=positive_int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
 
 
 def add_parsers(sub: Any) -> None:

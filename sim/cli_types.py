@@ -1,6 +1,8 @@
 """argparse value types shared by every command (sim, analysis and runtime alike).
 
-A bad value becomes argparse's one-line usage error with exit 2, never a traceback.
+A bad value becomes one line naming the option, the value and what is allowed
+(``specsched compare: error: argument --seeds: expected an integer >= 1, got 0``), exit
+status 2, never a traceback (the CLI's parser prints no usage block for it).
 """
 
 from __future__ import annotations
@@ -8,16 +10,29 @@ from __future__ import annotations
 import argparse
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (seeds, workers, batch sizes, repeats).
-
-    Raises:
-        argparse.ArgumentTypeError: not an integer, or < 1 (argparse prints it, exit 2).
-    """
+def _int(text: str, low: int) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+    if v < low:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (seed counts, workers, batch sizes, repeats).
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or < 1 (argparse reports it, exit 2).
+    """
+    return _int(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (a seed: numpy's generators take any such integer).
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or < 0 (argparse reports it, exit 2).
+    """
+    return _int(text, 0)

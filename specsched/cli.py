@@ -18,9 +18,10 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from specsched import __version__
+from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
@@ -87,6 +88,15 @@ class HelpFormatter(argparse.HelpFormatter):
                 out.append(textwrap.fill(" ".join(x.strip() for x in lines), width,
                                          initial_indent=indent, subsequent_indent=indent))
         return "\n\n".join(out)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with a one-line error: ``specsched compare: error: argument
+    --seeds: expected an integer >= 1, got 0`` and exit status 2, without the usage block
+    (``COMMAND --help`` shows it); the subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def plain(text: str | None) -> str | None:
@@ -188,8 +198,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if resolved:
         print(resolved)
     if args.seed is not None:
-        if args.seed < 0:
-            raise ConfigError("<command line>", "--seed", args.seed, "must be >= 0")
         from specsched.sim.config import with_value
 
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
@@ -233,13 +241,13 @@ def add_parsers(sub: Any) -> None:
                                    "timeseries tables, summary.json, the resolved scenario.yaml).")
     r.add_argument("scenario", help="scenario YAML file, or a bundled name (burst256-ht, h200/batch8)")
     r.add_argument("--arm", default="base", help="arm name from the scenario's arms (default base)")
-    r.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
+    r.add_argument("--seed", type=nonnegative_int, default=None, help="seed (default: the scenario's)")
     r.add_argument("--out", default=None, help="results directory (default results/<scenario>/<arm>-seed<N>, "
                                                "with --set ...-seed<N>+<key>=<value>)")
     r.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key (repeatable), e.g. server.chunked_prefill_size=8192")
-    r.add_argument("--max-requests", type=int, default=None, metavar="N",
+    r.add_argument("--max-requests", type=positive_int, default=None, metavar="N",
                    help="refuse workloads above N requests before allocating (default 2000000)")
     r.set_defaults(func=cmd_run)
     s = sub.add_parser("schema", help=COMMANDS["schema"][1],
@@ -269,7 +277,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     other commands are listed by name only (their modules stay unimported)."""
     fmt = HelpFormatter
     examples = "examples:\n" + "\n".join(f"  {e[0]}" for e in EXAMPLES.values())
-    p = argparse.ArgumentParser(prog="specsched", description=DESCRIPTION, epilog=examples, formatter_class=fmt)
+    p = ArgumentParser(prog="specsched", description=DESCRIPTION, epilog=examples, formatter_class=fmt)
     p.add_argument("--version", action="version", version=f"specsched {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     command = _command_in(sys.argv[1:] if argv is None else argv)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
 
 _ANALYTIC_DEST = "analytic"
@@ -92,7 +93,7 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     g.add_argument("--dtype", default=None, help="bf16 or fp8 weights and GEMMs (default: the checkpoint's)")
     g.add_argument("--drafter", default="block", help="block (DSpark/DFlash) or chain (EAGLE/MTP) (default block)")
-    g.add_argument("--draft-layers", type=int, default=1, help="decoder layers of the assumed drafter (default 1)")
+    g.add_argument("--draft-layers", type=positive_int, default=1, help="decoder layers of the assumed drafter (default 1)")
     g.add_argument("--host-ghz", type=float, default=None,
                    help="the serving host's single-core CPU clock, GHz: scales the eager (no-graph) kernel issue "
                         "(default 2.1, the host it was measured on)")

@@ -1,0 +1,72 @@
+"""What a user sees after a mistake on the command line: one line that names the option,
+the value and what is allowed, exit status 2, no usage block and no traceback."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specsched.cli import main
+
+
+def _one_line_error(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert err.count("\n") == 1 and "usage:" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(("argv", "option", "value", "allowed"), [
+    (["compare", "burst256-ht", "--arms", "base,both", "--seeds", "0"], "--seeds", "0", ">= 1"),
+    (["sweep", "batch8-ll", "--grid", "arm=base", "--seeds", "-2"], "--seeds", "-2", ">= 1"),
+    (["sweep", "batch8-ll", "--grid", "arm=base", "--workers", "0"], "--workers", "0", ">= 1"),
+    (["run", "burst256-ht", "--seed", "x"], "--seed", "'x'", ">= 0"),
+    (["run", "burst256-ht", "--seed", "-1"], "--seed", "-1", ">= 0"),
+    (["run", "burst256-ht", "--max-requests", "1.5"], "--max-requests", "'1.5'", ">= 1"),
+    (["calibrate", "--report-only", "--seeds", "0"], "--seeds", "0", ">= 1"),  # was a traceback
+    (["validate-bench", "x.jsonl", "--seed", "-3"], "--seed", "-3", ">= 0"),
+    (["run", "burst256-ht", "--format", "xml"], "--format", "'xml'", "parquet"),
+])
+def test_a_bad_option_value_is_one_line_naming_option_value_and_what_is_allowed(argv, option, value, allowed, capsys):
+    err = _one_line_error(argv, capsys)
+    assert err.startswith(f"specsched {argv[0]}: error: ") and option in err and value in err and allowed in err, err
+
+
+def test_a_missing_required_option_is_one_line_too(capsys):
+    assert "--arms" in _one_line_error(["compare", "burst256-ht"], capsys)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(max_value=0))
+def test_any_seed_count_below_one_is_refused_in_one_line(n):
+    """Invariant: every count < 1 is refused before any run, naming the value."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+        main(["compare", "burst256-ht", "--arms", "base,both", "--seeds", str(n)])
+    assert e.value.code == 2 and err.getvalue() == f"specsched compare: error: argument --seeds: expected an integer >= 1, got {n}\n"
+
+
+@pytest.mark.parametrize(("typed", "closest"), [("burst265-ht", "burst256-ht"), ("batch8", "h200/batch8"),
+                                                ("h200/batch9", "h200/batch")])
+def test_an_unknown_scenario_name_lists_the_bundled_ones_closest_first(typed, closest, capsys, tmp_path, monkeypatch):
+    from specsched.sim.bundled import bundled_scenario_names
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", typed]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and typed in err and "bundled" in err, err
+    listed = err.split("(closest first): ")[1].strip().split(", ")
+    assert sorted(listed) == sorted(bundled_scenario_names()) and listed[0].startswith(closest), listed
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_missing_yaml_file_is_still_named_as_a_missing_file(capsys, tmp_path):
+    assert main(["run", str(tmp_path / "mine.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "mine.yaml" in err and "file does not exist" in err and "bundled" not in err, err
