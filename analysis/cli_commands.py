@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import nonnegative_float, positive_int
 from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
@@ -82,7 +82,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
-    ``<RESULTS_DIR>/plots`` for one directory, ``./plots`` for several).
+    ``<RESULTS_DIR>/plots`` for one directory; for several, a folder of ``./plots`` named
+    after them, ``plots/base-seed1_vs_fix-seed1``, so that another set never lands on
+    it). Each file is written atomically; files of an earlier plot that are replaced, and
+    figures in the folder that this plot did not write, are named on stderr.
     """
     from rich.console import Console
     from specsched.analysis import plots
@@ -101,9 +104,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
             print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
                   "nothing of it to draw", file=sys.stderr)
         bar.update(1)
-    out = Path(args.out) if args.out else (Path(args.results_dirs[0]) / "plots" if len(runs) == 1 else Path("plots"))
+    out = Path(args.out) if args.out else default_plot_dir(args.results_dirs)
     console = Console(stderr=True, soft_wrap=True)
     written: list[Path] = []
+    before = figure_files(out)
 
     def save(fig: Any, name: str) -> None:
         written.extend(plots.save_figure(fig, out / name))
@@ -128,7 +132,61 @@ def cmd_plot(args: argparse.Namespace) -> int:
     bar.close()
     for p in written:
         print(p)
+    note_replaced(out, before, written)
     return 0
+
+
+PLOT_DIR_NAME_MAX = 80
+"""Longest default plot folder name kept whole; a longer one is cut and ends with a hash of
+the inputs (file systems limit a name to 255 bytes)."""
+
+
+def default_plot_dir(inputs: list[str]) -> Path:
+    """Where ``plot`` writes without ``--out``: ``<RESULTS_DIR>/plots`` for one input; for
+    several, ``plots/<a>_vs_<b>...`` named after the inputs' folder names (with their
+    parent's name when two are alike, ``FILE-lineN`` for a bench_serving line), so that
+    plotting another set never overwrites this one."""
+    if len(inputs) == 1:
+        return Path(inputs[0]) / "plots"
+    import hashlib
+
+    paths = [Path(i.rstrip("/")) for i in inputs]
+
+    def label(p: Path, parents: int) -> str:
+        spec = re.match(r"^(.*):(\d+)$", str(p))   # a bench_serving FILE:LINE
+        if spec and not p.is_dir():
+            p = Path(f"{spec.group(1)}-line{spec.group(2)}")
+        parts = p.resolve().parts[-1 - parents:]
+        return _slug("_".join(parts))
+    labels = [label(p, 0) for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [label(p, 1) for p in paths]
+    name = "_vs_".join(labels)
+    if len(name) > PLOT_DIR_NAME_MAX:
+        digest = hashlib.sha1("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:8]
+        name = f"{name[:PLOT_DIR_NAME_MAX]}-{digest}"
+    return Path("plots") / name
+
+
+def figure_files(folder: Path) -> set[Path]:
+    """The PNG and SVG files in ``folder`` (none when it does not exist)."""
+    if not folder.is_dir():
+        return set()
+    return {p for p in folder.iterdir() if p.suffix in (".png", ".svg") and p.is_file()}
+
+
+def note_replaced(folder: Path, before: set[Path], written: list[Path]) -> None:
+    """One line on stderr when a plot replaced files that were there, and one naming the
+    figures in ``folder`` that this plot did not write (an earlier plot's, now stale
+    beside the new ones)."""
+    new = set(written)
+    replaced = sorted(p.name for p in before & new)
+    others = sorted(p.name for p in before - new)
+    if replaced:
+        print(f"note: replaced {len(replaced)} file(s) of an earlier plot in {folder}/", file=sys.stderr)
+    if others:
+        print(f"note: {len(others)} other figure file(s) in {folder}/ are not from this plot: {', '.join(others)}",
+              file=sys.stderr)
 
 
 def _plot_sweep(args: argparse.Namespace) -> int:
@@ -146,19 +204,26 @@ def _plot_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else path.parent / "plots"
     stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
     fig = plot_sweep(summary)
-    for p in plots.save_figure(fig, out / f"sweep_{_slug(stem)}"):
+    before = figure_files(out)
+    written = list(plots.save_figure(fig, out / f"sweep_{_slug(stem)}"))
+    for p in written:
         print(p)
     plots.plt.close(fig)
+    note_replaced(out, before & set(written), written)  # other sweeps' figures share the folder
     return 0
 
 
 # ---------------------------------------------------------------- compare
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``compare``: run arms over seeds, print the comparison, optionally write CSV/markdown/plot."""
+    """``compare``: run arms over seeds, print the comparison, keep each run's results
+    directory (``<DIR>/<arm>-seed<N>``, as ``specsched run`` names it), optionally write
+    CSV/markdown/plot."""
     from rich.console import Console
     from specsched.analysis import compare
-    from specsched.analysis.overrides import parse_overrides
+    from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
+
+    from specsched.cli import default_out_dir
 
     arms = _list_arg(args.arms, "--arms")
     if len(dict.fromkeys(arms)) < 2:
@@ -166,6 +231,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
+    out_dirs = None
+    if not args.no_save:
+        name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
+        root = Path(args.out) if args.out else default_out_dir(name, arms[0], 0).parent
+        overrides = parse_overrides(args.set)
+
+        def out_dirs(arm: str, seed: int) -> Path:
+            return root / default_out_dir(name, arm, seed, overrides).name
+        root.mkdir(parents=True, exist_ok=True)   # an unwritable place fails now, before any run
     executor = None
     if args.workers > 1:
         import multiprocessing
@@ -175,7 +249,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                        initializer=ignore_sigint)
     try:
         samples, latency = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
-                                            executor=executor, progress=show_progress(args), with_samples=True)
+                                            executor=executor, progress=show_progress(args), with_samples=True,
+                                            out_dirs=out_dirs)
     except BaseException:
         if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
             for proc in list(getattr(executor, "_processes", {}).values()):
@@ -186,7 +261,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.shutdown()
-    table = compare.summarize_comparison(samples, metrics, latency=latency)
+    table = compare.summarize_comparison(samples, metrics, latency=latency, min_change_pct=args.min_change)
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
@@ -204,6 +279,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for p in plots.save_figure(fig, args.plot):
             print(p, file=sys.stderr)
         plots.plt.close(fig)
+    if out_dirs is not None:
+        seeds = sorted(int(x) for x in set(samples["seed"]))
+        suffix = out_dirs(arms[0], 0).name.split("-seed0", 1)[1]
+        span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
+        print(f"runs kept in {root}/ as <arm>-seed<N>{suffix} (arms {', '.join(arms)}; seeds {span}); "
+              f"e.g. specsched plot {out_dirs(arms[0], seeds[0])} {out_dirs(arms[1], seeds[0])}")
     return 0
 
 
@@ -281,7 +362,8 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
                    help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled), "
                         "or one sweep parquet file (metric-vs-parameter lines)")
-    p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, ./plots for several)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run; "
+                                                "for several, plots/<a>_vs_<b>/ named after them)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
     p.set_defaults(func=cmd_plot)
 
@@ -297,6 +379,12 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--csv", metavar="F", help="write the table as CSV")
     c.add_argument("--markdown", metavar="F", help="write the table as markdown")
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
+    c.add_argument("--out", metavar="DIR", help="where each run's results directory is kept, as <arm>-seed<N> "
+                                                "(default results/<scenario>, where specsched run writes)")
+    c.add_argument("--no-save", action="store_true", help="keep no run folders (only the table)")
+    c.add_argument("--min-change", type=nonnegative_float, default=1.0, metavar="PCT",
+                   help="smallest change in %% called better or worse (default 1); the change's spread "
+                        "over seeds raises it per metric; smaller changes are 'same'")
     c.add_argument("--workers", type=positive_int, default=1, metavar="N", help="parallel processes (default 1)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.add_argument("--max-requests", type=positive_int, default=None, metavar="N",

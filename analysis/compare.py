@@ -15,11 +15,12 @@ pooled samples of all seeds (labelled "pooled"), its interval a bootstrap over s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, as_completed
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from rich.table import Table
 from specsched.analysis.io import atomic_write_text
@@ -31,6 +32,7 @@ from specsched.analysis.stats import (
     percentile_metric,
     pooled_pct_change_ci,
 )
+from specsched.sim.config import with_value
 from specsched.sim.errors import ConfigError
 from tqdm.auto import tqdm
 
@@ -42,9 +44,14 @@ HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_b
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
 TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_value", "change_pct",
-                 "ci_low_pct", "ci_high_pct", "across_seeds")
+                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct")
 """``base_value``/``arm_value``: each arm's value over seeds in the metric's unit (the mean, or
-the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change."""
+the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change;
+``noise_pct`` the size below which a change counts as the same (:func:`noise_pct`)."""
+MIN_CHANGE_PCT = 1.0
+"""Default smallest change (%, either way) that a comparison calls better or worse. A change
+below it is below what the simulator resolves: its predictions of the reference figures sit
+within a few % (docs/fidelity.md), so a 0.1 % difference between two arms is no finding."""
 NOISE_REL = 1e-9
 """Relative change (fraction, not %) below which a CI bound counts as zero: two arms that run
 the same schedule can still differ by float rounding (sums in another order, ~1e-13 relative),
@@ -58,6 +65,29 @@ Samples = dict[tuple[str, int], dict[str, Any]]
 
 class RunFailed(RuntimeError):
     """A run of :func:`run_arms` raised; the message names the arm, the seed and the error."""
+
+
+def noise_pct(base_values: Any, arm_values: Any, paired: bool, min_change_pct: float = MIN_CHANGE_PCT) -> float:
+    """The change (%) below which a metric counts as unchanged: the seed spread of the
+    change, and at least ``min_change_pct``.
+
+    Paired (the same seeds in both arms, so the same arrivals, lengths and acceptance
+    draws): the sample standard deviation over seeds of the per-seed change
+    ``100 (arm_i - base_i) / base_i``; a mean change smaller than its own scatter from one
+    draw to the next is not one a user could count on. Unpaired: the base arm's spread
+    (standard deviation / |mean|, in %). With fewer than two seeds: ``min_change_pct``.
+    """
+    b, c = np.asarray(base_values, dtype=float), np.asarray(arm_values, dtype=float)
+    if paired and b.shape == c.shape:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = 100.0 * (c - b) / b
+    else:
+        b = b[np.isfinite(b)]
+        v = 100.0 * (b - b.mean()) / abs(b.mean()) if b.size and b.mean() != 0 else b[:0]
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return float(min_change_pct)
+    return float(max(min_change_pct, v.std(ddof=1)))
 
 
 def _check_arms_seeds(scenario_path: str | Path, arms: Sequence[str], seeds: int,
@@ -81,6 +111,7 @@ def run_arms(
     executor: Executor | None = None,
     progress: bool = False,
     with_samples: bool = False,
+    out_dirs: Callable[[str, int], str | Path] | None = None,
 ) -> pd.DataFrame | tuple[pd.DataFrame, Samples]:
     """Run every arm with ``seeds`` seeds and collect the summary metrics.
 
@@ -97,6 +128,9 @@ def run_arms(
             ``client.get_executor()``); None runs serially in this process.
         progress: show a tqdm bar.
         with_samples: also return each run's latency samples (for pooled percentiles).
+        out_dirs: ``(arm, seed) -> folder``: keep each run there as a results directory
+            (:func:`specsched.sim.results.write_results`, replaced whole); its
+            ``scenario.yaml`` carries the run's seed, so ``specsched run`` of it repeats it.
 
     Returns:
         Tidy DataFrame ``arm, seed, metric, value`` (every numeric summary key), sorted by
@@ -109,6 +143,9 @@ def run_arms(
     """
     scenarios = _check_arms_seeds(scenario_path, arms, seeds, overrides)
     tasks = [RunTask(sc, sc.seed + i, key=(j, sc.arm), runner=runner)
+             if out_dirs is None else
+             RunTask(with_value(sc, "seed", sc.seed + i), sc.seed + i, key=(j, sc.arm), runner=runner,
+                     out=str(out_dirs(sc.arm, sc.seed + i)))
              for j, sc in enumerate(scenarios) for i in range(seeds)]
     bar = tqdm(total=len(tasks), desc="compare", unit="run", disable=not progress)
     outcomes = []
@@ -156,6 +193,7 @@ def summarize_comparison(
     confidence: float = 0.95,
     n_resamples: int = 9999,
     latency: Samples | None = None,
+    min_change_pct: float = MIN_CHANGE_PCT,
 ) -> pd.DataFrame:
     """Compare every arm with the base arm on each metric.
 
@@ -168,13 +206,15 @@ def summarize_comparison(
         paired: pair runs by seed (used only when both arms have the same seeds).
         confidence: level of the bootstrap interval.
         n_resamples: bootstrap resamples.
+        min_change_pct: the smallest change (%) called better or worse (:func:`noise_pct`).
 
     Returns:
         One row per (changed arm, metric) with :data:`TABLE_COLUMNS`: the value over seeds
         in the metric's unit (``base_value``/``arm_value``: the mean, or for a percentile
         with ``latency`` given the pooled percentile; ``across_seeds`` says which),
-        ``change_pct`` = 100 (change - base) / base, and the bootstrap interval of
-        ``change_pct`` (NaN with fewer than two seeds).
+        ``change_pct`` = 100 (change - base) / base, the bootstrap interval of
+        ``change_pct`` (NaN with fewer than two seeds) and ``noise_pct`` (:func:`noise_pct`
+        of the arms' per-seed values).
 
     Raises:
         ConfigError: a requested metric is not in the samples, or ``base`` is not an arm.
@@ -199,6 +239,7 @@ def summarize_comparison(
         b, c = wide.loc[base], wide.loc[arm]
         same_seeds = paired and list(b.index) == list(c.index)
         for m in metrics:
+            noise = noise_pct(b[m].to_numpy(float), c[m].to_numpy(float), same_seeds, min_change_pct)
             pm = percentile_metric(m)
             if pm is not None and same_seeds:
                 seeds = [int(x) for x in b.index]
@@ -207,7 +248,7 @@ def summarize_comparison(
                     pct, lo, hi = pooled_pct_change_ci(pb, pc, pm[1], confidence=confidence,
                                                        n_resamples=min(n_resamples, POOLED_RESAMPLES))
                     rows.append((m, base, arm, len(seeds), pb.percentile(pm[1]), pc.percentile(pm[1]), pct, lo, hi,
-                                 "pooled"))
+                                 "pooled", noise))
                     continue
             if same_seeds:
                 bv, cv = b[m].to_numpy(float), c[m].to_numpy(float)
@@ -216,7 +257,7 @@ def summarize_comparison(
             pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence,
                                         n_resamples=n_resamples)
             rows.append((m, base, arm, int(min(len(bv), len(cv))), float(bv.mean()) if len(bv) else math.nan,
-                         float(cv.mean()) if len(cv) else math.nan, pct, lo, hi, "mean"))
+                         float(cv.mean()) if len(cv) else math.nan, pct, lo, hi, "mean", noise))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
@@ -233,6 +274,7 @@ def compare_arms(
     confidence: float = 0.95,
     n_resamples: int = 9999,
     progress: bool = False,
+    min_change_pct: float = MIN_CHANGE_PCT,
 ) -> pd.DataFrame:
     """Run ``arms`` over ``seeds`` seeds and compare each with the first arm.
 
@@ -249,7 +291,7 @@ def compare_arms(
     samples, latency = run_arms(scenario_path, arms, seeds, overrides=overrides, runner=runner, executor=executor,
                                 progress=progress, with_samples=True)
     return summarize_comparison(samples, metrics, paired=paired, confidence=confidence, n_resamples=n_resamples,
-                                latency=latency)
+                                latency=latency, min_change_pct=min_change_pct)
 
 
 # ---------------------------------------------------------------- formatting
@@ -266,19 +308,42 @@ def _pct(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:+.2f}%"
 
 
+VERDICT_RULE = ("verdict: better/worse when the CI excludes 0 and |change| > noise; same when the CI (one seed: "
+                "the change) lies within ±noise; noise = the standard deviation over seeds of the per-seed change, "
+                "at least --min-change (default 1 %)")
+"""The verdict rule as the tables state it (:func:`verdict`)."""
+
+
 def verdict(row: Any) -> str:
-    """``better``/``worse`` when the CI of the change excludes 0, else ``no clear change``
-    (``n/a`` without a CI). A bound within :data:`NOISE_REL` of zero counts as zero.
-    Direction from :data:`HIGHER_IS_BETTER`."""
-    lo, hi = row["ci_low_pct"], row["ci_high_pct"]
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    """The comparison's word for one row (``change_pct``, ``ci_low_pct``, ``ci_high_pct``,
+    ``noise_pct``; a row without ``noise_pct`` uses :data:`MIN_CHANGE_PCT`):
+
+    - ``same``: the CI lies within ±noise (with one seed, no CI: the change does);
+    - ``better``/``worse``: the CI excludes 0 and |change| > noise (one seed: |change| >
+      noise, said as ``better (1 seed)``); direction from :data:`HIGHER_IS_BETTER`;
+    - ``no clear change``: anything else (a wide CI, or a change clear but too small to
+      call and not shown to be within the noise);
+    - ``n/a``: no change (a base of 0).
+
+    A CI bound within :data:`NOISE_REL` of zero counts as zero (float rounding).
+    """
+    change, lo, hi = row["change_pct"], row["ci_low_pct"], row["ci_high_pct"]
+    noise = row.get("noise_pct", MIN_CHANGE_PCT) if hasattr(row, "get") else MIN_CHANGE_PCT
+    if not math.isfinite(noise):
+        noise = MIN_CHANGE_PCT
+    if not math.isfinite(change):
         return "n/a"
-    tol = 100 * NOISE_REL   # the bounds are in %
-    if lo <= tol and hi >= -tol:
-        return "no clear change"
-    up = lo > 0
     higher_better = any(k in row["metric"] for k in HIGHER_IS_BETTER)
-    return "better" if up == higher_better else "worse"
+    if not (math.isfinite(lo) and math.isfinite(hi)):   # one seed
+        if abs(change) <= noise:
+            return "same"
+        return ("better" if (change > 0) == higher_better else "worse") + " (1 seed)"
+    if -noise <= lo and hi <= noise:
+        return "same"
+    tol = 100 * NOISE_REL   # the bounds are in %
+    if (lo > tol or hi < -tol) and abs(change) > noise:
+        return "better" if (lo > tol) == higher_better else "worse"
+    return "no clear change"
 
 
 def _metric_text(row: Any) -> str:
@@ -289,11 +354,12 @@ def _metric_text(row: Any) -> str:
 
 def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], list[list[str]]]:
     ci = f"{confidence:.0%} CI of change"
-    header = ["metric", "base arm", "base", "arm", "arm value", "change", ci, "seeds", "verdict"]
+    header = ["metric", "base arm", "base", "arm", "arm value", "change", ci, "seeds", "noise", "verdict"]
     rows = [[_metric_text(r), str(r["base_arm"]), _num(r["base_value"]), str(r["arm"]), _num(r["arm_value"]),
              _pct(r["change_pct"]),
              "n/a" if not math.isfinite(r["ci_low_pct"]) else f"[{_pct(r['ci_low_pct'])}, {_pct(r['ci_high_pct'])}]",
-             str(r["n_seeds"]), verdict(r)] for _, r in table.iterrows()]
+             str(r["n_seeds"]), f"±{r.get('noise_pct', MIN_CHANGE_PCT):.2f}%", verdict(r)]
+            for _, r in table.iterrows()]
     return header, rows
 
 
@@ -301,11 +367,12 @@ def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: flo
     """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
     header, rows = _display_rows(table, confidence)
     t = Table(title=title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)",
-              caption="values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds")
+              caption="values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds\n"
+                      + VERDICT_RULE)
     for h in header:
         t.add_column(h, justify="left" if h in ("metric", "base arm", "arm", "verdict") else "right")
     for r in rows:
-        style = {"better": "green", "worse": "red"}.get(r[-1])
+        style = {"better": "green", "worse": "red"}.get(r[-1].split(" (")[0])
         t.add_row(*r, style=style)
     return t
 
@@ -313,10 +380,11 @@ def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: flo
 def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:
     """The comparison as a GitHub-flavoured markdown table (one line per row, trailing newline)."""
     header, rows = _display_rows(table, confidence)
-    right = {"base", "arm value", "change", f"{confidence:.0%} CI of change", "seeds"}
+    right = {"base", "arm value", "change", f"{confidence:.0%} CI of change", "seeds", "noise"}
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join("---:" if h in right else "---" for h in header) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    lines += ["", VERDICT_RULE + "."]
     if any(r[0].endswith(" (pooled)") for r in rows):
         lines += ["", "(pooled): the percentile of the pooled samples of all seeds; other values are means over seeds."]
     return "\n".join(lines) + "\n"

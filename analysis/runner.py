@@ -48,12 +48,16 @@ def summary_metrics(run: Any) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RunTask:
-    """One run to do: a resolved scenario and a seed; ``key`` identifies it to the caller."""
+    """One run to do: a resolved scenario and a seed; ``key`` identifies it to the caller;
+    ``out``, when set, is the results directory the run is kept in (written by the worker,
+    :func:`specsched.sim.results.write_results`; a runner returning a summary dict writes
+    nothing)."""
 
     scenario: Any
     seed: int
     key: Any = None
     runner: Runner | None = field(default=None, compare=False)
+    out: str | None = None
 
 
 def latency_samples(run: Any) -> dict[str, np.ndarray]:
@@ -103,6 +107,10 @@ def execute(task: RunTask) -> RunOutcome:
         run = runner(task.scenario, task.seed)
         metrics = summary_metrics(run)
         samples = latency_samples(run)
+        if task.out is not None and getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
+            from specsched.sim.results import write_results
+
+            write_results(run, task.out)
     except Exception as e:  # noqa: BLE001 - reported per run by the caller
         tb = traceback.format_exc(limit=-3)
         return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}")

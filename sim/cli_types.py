@@ -36,3 +36,20 @@ def nonnegative_int(text: str) -> int:
         argparse.ArgumentTypeError: not an integer, or < 0 (argparse reports it, exit 2).
     """
     return _int(text, 0)
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (a percentage threshold).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, not finite, or < 0 (argparse reports it, exit 2).
+    """
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return v

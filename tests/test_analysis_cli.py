@@ -64,24 +64,87 @@ def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
     assert {p.name for p in (d / "plots").iterdir()} >= {"ttft.png", "timeline_base_seed3.svg"}
     d2 = write_results(run_scenario(load_scenario_with_overrides(scenario, "base"), seed=3), tmp_path / "two")
     monkeypatch.chdir(tmp_path)
-    assert main(["plot", str(d), str(d2)]) == 0  # several: ./plots, timelines kept apart
-    assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots").iterdir()}
+    assert main(["plot", str(d), str(d2)]) == 0  # several: a folder of ./plots named after them
+    assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots" / "one_vs_two").iterdir()}
+
+
+def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys):
+    """Several inputs get their own folder (named after them; alike folder names take their
+    parent's); a second set lands elsewhere; plotting the same set again, or into an --out
+    holding other figures, says so on stderr; no temporary file is left."""
+    from specsched.analysis import plots
+
+    def tiny(*args, **kwargs):
+        fig = plots.plt.figure(figsize=(1, 1))
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    for name in ("plot_ttft", "plot_tpot_itl", "plot_verify_split", "plot_timeline"):
+        monkeypatch.setattr(plots, name, tiny)
+    dirs = {}
+    for group in ("x", "y"):
+        for arm in ("base", "stream_wait"):
+            run = run_scenario(load_scenario_with_overrides(scenario, arm), seed=1)
+            dirs[group, arm] = str(write_results(run, tmp_path / group / f"{arm}-seed1"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", dirs["x", "base"], dirs["x", "stream_wait"]]) == 0
+    first = tmp_path / "plots" / "base-seed1_vs_stream_wait-seed1"
+    made = {p.name: p.read_bytes() for p in first.iterdir()}
+    assert "ttft.png" in made and "note:" not in capsys.readouterr().err
+    assert main(["plot", dirs["x", "base"], dirs["y", "base"]]) == 0   # alike names: parent's name added
+    second = tmp_path / "plots" / "x_base-seed1_vs_y_base-seed1"
+    assert (second / "ttft.png").is_file() and {p.name: p.read_bytes() for p in first.iterdir()} == made
+    assert "note:" not in capsys.readouterr().err
+    assert main(["plot", dirs["x", "base"], dirs["x", "stream_wait"]]) == 0   # the same set again
+    err = capsys.readouterr().err
+    assert err == f"note: replaced {len(made)} file(s) of an earlier plot in plots/{first.name}/\n"
+    assert main(["plot", dirs["y", "base"], "--out", str(first)]) == 0   # one run into the two-run folder
+    err = capsys.readouterr().err
+    assert "timeline_stream_wait_seed1.png" in err.split("not from this plot")[1], err
+    assert not [p for p in (tmp_path / "plots").rglob("*") if p.name.endswith(".tmp")]
 
 
 def test_compare_command_writes_csv_markdown_plot(scenario, tmp_path, capsys):
     csv, md, stem = tmp_path / "c.csv", tmp_path / "c.md", tmp_path / "bars"
     rc = main(["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "2", "--csv", str(csv),
                "--markdown", str(md), "--plot", str(stem), "--metrics", "output_throughput,p99_ttft_ms",
-               "--set", "workload.num_requests=6", "--no-progress"])
+               "--set", "workload.num_requests=6", "--no-progress", "--no-save"])
     assert rc == 0
     table = pd.read_csv(csv)
     assert list(table["metric"]) == ["output_throughput", "p99_ttft_ms"]
     assert (table["arm"] == "stream_wait").all() and (table["n_seeds"] == 2).all()
     text = md.read_text()
-    assert text.count("\n") == 6 and "p99_ttft_ms (pooled)" in text and text.rstrip().endswith("means over seeds.")
+    assert text.count("\n") == 8 and "p99_ttft_ms (pooled)" in text and text.rstrip().endswith("means over seeds.")
     assert list(table["across_seeds"]) == ["mean", "pooled"]
     assert (tmp_path / "bars.png").is_file() and (tmp_path / "bars.svg").is_file()
     assert "stream_wait" in capsys.readouterr().out
+
+
+def test_compare_keeps_each_run_where_it_says(scenario, tmp_path, monkeypatch, capsys):
+    """Every (arm, seed) run is kept as a results directory named as ``specsched run`` names
+    it (the --set suffix too), holding that run (its seed in scenario.yaml and summary); the
+    table's values are those runs'; the last line says where they are; --no-save keeps none."""
+    from specsched.analysis.io import read_results
+    from specsched.sim.config import load_scenario
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "2", "--set", "workload.num_requests=6",
+            "--metrics", "output_throughput", "--csv", "t.csv", "-q"]
+    assert main([*argv, "--out", "kept"]) == 0
+    out = capsys.readouterr().out
+    names = sorted(p.name for p in (tmp_path / "kept").iterdir())
+    assert names == [f"{a}-seed{s}+workload.num_requests=6" for a in ("base", "stream_wait") for s in (1, 2)]
+    assert "runs kept in kept/" in out.splitlines()[-1] and "specsched plot kept/base-seed1+" in out.splitlines()[-1]
+    table = pd.read_csv(tmp_path / "t.csv").iloc[0]
+    for arm, col in (("base", "base_value"), ("stream_wait", "arm_value")):
+        runs = [read_results(tmp_path / "kept" / f"{arm}-seed{s}+workload.num_requests=6") for s in (1, 2)]
+        assert [r.summary["seed"] for r in runs] == [1, 2] and all(r.summary["arm"] == arm for r in runs)
+        assert table[col] == pytest.approx(sum(r.summary["output_throughput"] for r in runs) / 2)
+        assert load_scenario(tmp_path / "kept" / f"{arm}-seed2+workload.num_requests=6" / "scenario.yaml", arm).seed == 2
+    assert main([*argv, "--no-save", "--out", "none"]) == 0 and not (tmp_path / "none").exists()
+    assert "runs kept" not in capsys.readouterr().out
+    assert main(argv) == 0   # default: results/<scenario>/, where `specsched run` writes
+    assert (tmp_path / "results" / "demo-tiny" / "base-seed1+workload.num_requests=6" / "summary.json").is_file()
 
 
 def test_sweep_command(scenario, tmp_path, capsys):

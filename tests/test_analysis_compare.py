@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 from specsched.analysis import compare
 from specsched.analysis.overrides import load_scenario_with_overrides
@@ -44,7 +46,7 @@ def test_summary_ci_contains_the_true_difference():
     assert compare.verdict(thr) == "better"
     ttft = table[table["metric"] == "median_ttft_ms"].iloc[0]
     assert ttft["change_pct"] == 0 and ttft["ci_low_pct"] == 0 == ttft["ci_high_pct"]
-    assert compare.verdict(ttft) == "no clear change"
+    assert compare.verdict(ttft) == "same"
 
 
 def test_unpaired_when_seeds_differ():
@@ -118,7 +120,8 @@ def test_formats(tmp_path):
     table = compare.summarize_comparison(_samples(6.0, 5, np.random.default_rng(2)), ["output_throughput"])
     md = compare.to_markdown(table)
     lines = md.strip().splitlines()
-    assert len(lines) == 3 and lines[0].startswith("| metric |") and "95% CI of change" in lines[0]
+    assert len(lines) == 5 and lines[0].startswith("| metric |") and "95% CI of change" in lines[0]
+    assert lines[-1].startswith("verdict: ") and "| ±" in lines[2]
     assert "| output_throughput | base |" in lines[2] and "| fix |" in lines[2]
     console = Console(record=True, width=200)
     console.print(compare.to_rich_table(table))
@@ -137,12 +140,59 @@ def test_formats(tmp_path):
     ("verify_cycles_per_s", 1e-12, 2e-12),
 ])
 def test_float_noise_bounds_are_no_clear_change(metric, lo, hi):
-    assert compare.verdict({"metric": metric, "ci_low_pct": lo, "ci_high_pct": hi}) == "no clear change"
+    """Even with no size threshold (--min-change 0), float rounding gets no verdict."""
+    row = {"metric": metric, "change_pct": (lo + hi) / 2, "ci_low_pct": lo, "ci_high_pct": hi, "noise_pct": 0.0}
+    assert compare.verdict(row) == "no clear change"
 
 
 def test_changes_above_float_noise_still_get_a_verdict():
-    assert compare.verdict({"metric": "median_itl_ms", "ci_low_pct": 1e-4, "ci_high_pct": 1.58}) == "worse"
-    assert compare.verdict({"metric": "verify_cycles_per_s", "ci_low_pct": -2.0, "ci_high_pct": -1e-4}) == "worse"
+    row = {"metric": "median_itl_ms", "change_pct": 0.8, "ci_low_pct": 1e-4, "ci_high_pct": 1.58, "noise_pct": 0.0}
+    assert compare.verdict(row) == "worse"
+    row = {"metric": "verify_cycles_per_s", "change_pct": -1.0, "ci_low_pct": -2.0, "ci_high_pct": -1e-4, "noise_pct": 0.0}
+    assert compare.verdict(row) == "worse"
+
+
+def test_a_tiny_clear_change_is_the_same_not_better():
+    """The newcomer's case: -0.08 % TTFT with a CI that excludes 0 was labelled "better"."""
+    row = {"metric": "mean_ttft_ms", "change_pct": -0.08, "ci_low_pct": -0.1, "ci_high_pct": -0.05}
+    assert compare.verdict(row) == "same"                        # the default 1 % threshold
+    assert compare.verdict({**row, "noise_pct": 0.05}) == "better"  # a user's --min-change 0.05
+    assert compare.verdict({**row, "ci_low_pct": math.nan, "ci_high_pct": math.nan}) == "same"   # one seed
+    one = {"metric": "mean_ttft_ms", "change_pct": -3.0, "ci_low_pct": math.nan, "ci_high_pct": math.nan}
+    assert compare.verdict(one) == "better (1 seed)"
+
+
+def test_the_noise_is_the_seed_spread_of_the_change():
+    """A paired change that scatters over seeds more than its mean is 'same'; a steady one of
+    the same size is 'better'; the threshold shown is that scatter (or the 1 % floor)."""
+    rows = []
+    for s, (d_steady, d_noisy) in enumerate([(3.0, 9.0), (3.1, -4.0), (2.9, 8.0), (3.0, -3.0)]):
+        for arm, d in (("base", 0.0), ("steady", d_steady), ("noisy", d_noisy)):
+            rows.append((arm, s, "output_throughput", 1000.0 * (1 + s / 10) * (1 + d / 100)))
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
+                                         ["output_throughput"], n_resamples=999)
+    steady, noisy = table.iloc[0], table.iloc[1]
+    assert steady["noise_pct"] == pytest.approx(1.0) and compare.verdict(steady) == "better"
+    assert noisy["noise_pct"] == pytest.approx(np.std([9.0, -4.0, 8.0, -3.0], ddof=1))
+    assert abs(noisy["change_pct"]) < noisy["noise_pct"] and compare.verdict(noisy) in ("same", "no clear change")
+    looser = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
+                                          ["output_throughput"], n_resamples=999, min_change_pct=5.0)
+    assert looser.iloc[0]["noise_pct"] == 5.0 and compare.verdict(looser.iloc[0]) == "same"
+
+
+@settings(max_examples=200, deadline=None)
+@given(change=st.floats(-50, 50), below=st.floats(0, 20), above=st.floats(0, 20), noise=st.floats(0, 10),
+       higher=st.booleans())
+def test_verdict_sizes_agree_with_the_noise(change, below, above, noise, higher):
+    """Invariant: better/worse only for |change| > noise, and in the change's direction;
+    same only when the whole CI lies within ±noise."""
+    row = {"metric": "output_throughput" if higher else "mean_ttft_ms", "change_pct": change,
+           "ci_low_pct": change - below, "ci_high_pct": change + above, "noise_pct": noise}
+    v = compare.verdict(row)
+    if v in ("better", "worse"):
+        assert abs(change) > noise and (v == "better") == ((change > 0) == higher)
+    if v == "same":
+        assert -noise <= row["ci_low_pct"] and row["ci_high_pct"] <= noise
 
 
 def test_csv_columns_name_the_values_they_hold():
