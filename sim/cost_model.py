@@ -31,6 +31,9 @@ the batch, as the runtime's proxy does) ``c`` is the padded width of the longest
 read over the padded rows ``P(bs)`` at the column timed at that width:
 ``V(P(bs), width - round_up(W, a)) + token part`` (``a`` = ``gpu.attention_grid_align``).
 
+A mixed step (``enable_mixed_chunk``) is one extend forward: the running requests are
+one-token extend rows at their context (0.5.23 schedule_batch.py ``mix_with_running``).
+
 An extend of ``T`` tokens costs the extend grid ``E(T, c)`` at its attention context:
 ragged (SGLang's extend kernels) ``c = sum_i e_i (p_i + e_i / 2) / T``; under
 ``gpu.extend_attention: padded_max`` (the proxy's dense ``[B, Q, C]`` extend attention) the
@@ -261,9 +264,10 @@ class CostModel:
             # old profiles: a per-token injection cost, over the padded bucket's tokens
             return GpuCost(extend_s=(self.extend_bucket(tokens) or tokens) * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
-        if self.spec and plan.mode is ForwardMode.MIXED:
-            # speculative rows of a mixed step are one-token extend rows, no verify
-            # (0.5.23 schedule_batch.py mix_with_running): one extend forward over all rows
+        if plan.mode is ForwardMode.MIXED:
+            # the running rows of a mixed step are one-token extend rows (0.5.23
+            # schedule_batch.py mix_with_running: extend_end = prefix_len + 1; no verify with
+            # speculative decoding): one extend forward over all rows, its weights read once
             n_ext = plan.batch_size
         if n_ext:
             extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])

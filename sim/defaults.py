@@ -14,7 +14,11 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``).
 - the KV pool ``max_total_num_tokens`` = (free memory before weights x mem_fraction_static -
   weights) / KV bytes per token (model_runner ``_profile_available_bytes``,
-  pool_configurator.py ``calculate_pool_sizes``).
+  pool_configurator.py ``calculate_pool_sizes``). A stated pool larger than the profiled
+  one is cut to it (kv_cache_configurator.py ``_apply_token_constraints``) here only when no
+  memory could hold it (:func:`physical_pool_tokens`); weights that leave no pool at all
+  stop SGLang at start (pool_configurator.py ``MemoryPoolConfig``: "Not enough memory"),
+  and :func:`sim.limits.check_fits` refuses the run.
 - ``max_running_requests``: the model's own default where SGLang's model hook sets one
   (:data:`MODEL_MAX_RUNNING_REQUESTS`; it runs before the speculative hook, whose reset
   applies only to a value still unset); else 48 with speculative decoding
@@ -103,6 +107,17 @@ def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1) -> int | None:
     return int(rest // hw.kv_cell_bytes) // page_size * page_size
 
 
+def physical_pool_tokens(hw: Hardware, page_size: int = 1) -> int | None:
+    """KV tokens per rank that could exist at all: every byte the driver reports, less the
+    context taken before loading and the weights (no activation or graph reserve, a
+    mem_fraction_static of 1). None when the profile lacks the weights or KV bytes; 0 when
+    the weights alone do not fit."""
+    if hw.memory_mib is None or hw.weight_bytes is None or hw.kv_cell_bytes is None:
+        return None
+    rest = (hw.memory_mib - hw.context_mib) * 2**20 - hw.weight_bytes
+    return max(0, int(rest // hw.kv_cell_bytes) // page_size * page_size)
+
+
 def auto_max_running_requests(pool: int, context_len: int | None) -> int:
     """SGLang's automatic max_running_requests from the pool (no speculative decoding)."""
     est = int(pool / (context_len or 4096) * 512)
@@ -135,6 +150,16 @@ def _scenario_hardware(name: str, relative_to: str | None) -> Hardware | None:
     except OSError:
         stamp = 0
     return _hardware_at(str(path.resolve()) if stamp else name, stamp, relative_to)
+
+
+def scenario_hardware(scenario: Scenario) -> Hardware | None:
+    """The hardware of the profile ``scenario`` names (None: unknown, or no profile file)."""
+    from specsched.sim.errors import ConfigError
+
+    try:
+        return _scenario_hardware(scenario.profile, scenario.path or None)
+    except ConfigError:
+        return None
 
 
 @lru_cache(maxsize=64)
@@ -177,6 +202,16 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     if pool is not None and pool > 0:
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs} x memory - weights {hw.weight_bytes / 2**30:.1f} GiB, "
             f"{hw.kv_cell_bytes / 1024:.1f} KiB per token")
+    physical = physical_pool_tokens(hw, server.page_size)
+    if ("max_total_num_tokens" in given and pool and physical is not None
+            and server.max_total_num_tokens > physical):
+        # SGLang takes min(--max-total-tokens, the profiled pool) with a warning
+        # (mem_cache/kv_cache_configurator.py _apply_token_constraints). The estimate of the
+        # profiled pool is approximate, so only a value no GPU memory could hold is capped.
+        vals["max_total_num_tokens"] = pool
+        out.append(Resolved("max_total_num_tokens", pool,
+                            f"capped: {server.max_total_num_tokens} tokens x {hw.kv_cell_bytes / 1024:.1f} KiB do not fit "
+                            f"beside {hw.weight_bytes / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
     pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
     if hw.architecture in MODEL_MAX_RUNNING_REQUESTS:
         put("max_running_requests", MODEL_MAX_RUNNING_REQUESTS[hw.architecture],

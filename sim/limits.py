@@ -76,13 +76,17 @@ def _max_len(dist: LengthDist, base: str | None, key: str) -> int:
 def check_fits(scenario: Scenario) -> None:
     """Refuse, before simulating, a request that can never fit the KV pool, naming the field
     that makes it too large (the scheduler's own check, :meth:`Scheduler.add_request`, would
-    only say so when the request arrives).
+    only say so when the request arrives); a request longer than the model's context; a
+    profile whose weights leave no KV pool (both from the profile's ``hardware`` block,
+    where it has one).
 
     Raises:
         ConfigError: naming ``workload.input_len`` or ``workload.output_len`` (their largest
-            possible value) and what the pool holds.
+            possible value) and what the pool or the context holds, or the profile's
+            ``hardware.weight_bytes``.
     """
     srv, w = scenario.server, scenario.workload
+    _check_hardware(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: the scheduler refuses a request
         # that cannot fit when it arrives
@@ -112,12 +116,52 @@ def check_fits(scenario: Scenario) -> None:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
                           f"(output clipped at {CLIP_MAX_NEW_TOKENS}); server.max_total_num_tokens is {cap}")
+    _check_context(scenario, i, o)
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, "server.max_total_num_tokens", cap,
                           f"must be at least {beside}: a running request's speculative top-up (prompt {i} + "
                           f"output {o} + {srv.spec_kv_reserve} reserved, page-rounded) beside a chunked prompt of "
                           f"{i} tokens; SGLang would abort the request out of memory")
+
+
+def _check_hardware(scenario: Scenario) -> None:
+    """Refuse a profile whose weights leave no KV pool on its GPU: SGLang stops at start
+    (model_executor/pool_configurator.py ``MemoryPoolConfig``: "Not enough memory").
+    Without this the run silently kept the generic default pool (724,000 tokens)."""
+    from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static, scenario_hardware
+
+    hw = scenario_hardware(scenario)
+    if hw is None or hw.weight_bytes is None:
+        return
+    srv = scenario.server
+    mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs)
+    if kv_pool_tokens(hw, mfs, srv.page_size) == 0:
+        raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
+                          f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
+                          f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
+                          "('Not enough memory'); use more TP ranks (--tp) or fp8 weights (--dtype fp8)")
+
+
+def _check_context(scenario: Scenario, i: int, o: int) -> None:
+    """Refuse a request longer than the model's context length (the profile's
+    ``hardware.context_len``): SGLang rejects the prompt (managers/tokenizer_manager.py
+    ``_validate_one_request``: input >= context_len, or input + max_new_tokens > it)."""
+    from specsched.sim.defaults import scenario_hardware
+
+    hw = scenario_hardware(scenario)
+    ctx = hw.context_len if hw is not None else None
+    if ctx is None:
+        return
+    file = scenario.path or "<scenario>"
+    if i >= ctx:
+        raise ConfigError(file, "workload.input_len", i,
+                          f"must be shorter than the model's context length {ctx} (profile {scenario.profile}): "
+                          "SGLang rejects longer prompts")
+    if i + o > ctx:
+        raise ConfigError(file, "workload.output_len", o,
+                          f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
+                          f"(profile {scenario.profile}): SGLang rejects the request")
 
 
 def topup_beside_chunk_tokens(srv, i: int, o: int) -> int:

@@ -1,0 +1,234 @@
+"""What-if invariants on analytic profiles (models and GPUs with no measured profile).
+
+Directions and bounds the physics fixes, whatever the model, GPU or server arguments
+(benchmarks/whatif_sanity.py runs the same questions as whole sweeps; docs/whatif-sanity.md):
+
+- INV-W1 a captured graph is never slower than the eager forward it replaces: raising
+  cuda_graph_max_bs never raises the GPU time of a step whose batch is a captured size (a
+  batch padded up to the next captured size may cost more than running it eagerly when the
+  GPU is compute-bound: the padded rows run every GEMM).
+- INV-W2 fp8 weights never slow a decode step (half the bytes, at least the bf16 peak).
+- INV-W3 a decode step's cost never falls when the batch or the context grows.
+- INV-W4 a mixed step (enable_mixed_chunk) is one forward: it costs less than the extend
+  and the decode forwards it replaces run back to back (the weights are read once; compared
+  without prefill-graph bucket padding).
+- INV-W5 a run conserves tokens and time: every request completes with the output it asked
+  for, prefilled tokens = prompt tokens, GPU steps never overlap, busy fraction <= 1.
+- What SGLang refuses or caps at start is refused or capped: weights that leave no KV pool,
+  a request longer than the model's context, a stated KV pool no memory could hold.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.sim.analytic.cli import write_analytic_profile
+from specsched.sim.analytic.gpus import load_gpu
+from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.writer import build_profile
+from specsched.sim.cost_model import CostModel
+from specsched.sim.engine import run_scenario
+from specsched.sim.plan import BatchPlan, ForwardMode
+from specsched.sim.profile import Profile
+from specsched.sim.server_args import ServerArgs
+
+from specsched.cli import main
+
+# (model, GPU, TP): a small dense model, 8B and 70B dense, an MoE, on NVIDIA and AMD parts
+SPREAD = [("qwen3-0.6b", "H100", 1), ("llama-3.1-8b", "H200", 1), ("llama-3.1-8b", "MI300X", 1),
+          ("llama-3.1-70b", "H100", 8), ("qwen3-30b-a3b", "MI355X", 1), ("deepseek-v3", "H200", 8)]
+_PROFILES: dict[tuple, Profile] = {}
+
+
+def analytic(model: str, gpu: str, tp: int, dtype: str | None = None) -> Profile:
+    key = (model, gpu, tp, dtype)
+    if key not in _PROFILES:
+        _PROFILES[key] = Profile.model_validate(build_profile(load_model(model), load_gpu(gpu), tp, dtype))
+    return _PROFILES[key]
+
+
+def cost(profile: Profile, **server) -> CostModel:
+    srv = {"max_running_requests": 1024, "max_total_num_tokens": 1_000_000, **server}
+    return CostModel(profile, ServerArgs.model_validate(srv), warn_to=None)
+
+
+shape = st.sampled_from(SPREAD)
+batch = st.integers(1, 600)
+context = st.integers(0, 60_000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape, st.data(), context, st.sampled_from([1, 8, 64, 256]), st.sampled_from([1, 3]))
+def test_w1_a_larger_graph_limit_never_slows_a_step(s, data, ctx, small, window):
+    spec = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": window} if window > 1 else {}
+    p = analytic(*s)
+    hi_cost = cost(p, cuda_graph_max_bs=1024, **spec)
+    bs = data.draw(st.sampled_from(hi_cost.graph_bs))
+    lo = cost(p, cuda_graph_max_bs=small, **spec).step_s(bs, ctx)
+    hi = hi_cost.step_s(bs, ctx)
+    assert hi <= lo * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([("llama-3.1-8b", "H200"), ("llama-3.1-8b", "MI300X"), ("llama-3.1-8b", "A100-80G"),
+                        ("qwen3-30b-a3b", "MI355X"), ("qwen3-0.6b", "RTX5090")]), batch, context)
+def test_w2_fp8_weights_never_slow_a_decode_step(mg, bs, ctx):
+    bf16 = cost(analytic(*mg, 1, "bf16"), cuda_graph_max_bs=1024).step_s(bs, ctx)
+    fp8 = cost(analytic(*mg, 1, "fp8"), cuda_graph_max_bs=1024).step_s(bs, ctx)
+    assert fp8 <= bf16 * (1 + 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape, batch, context, st.integers(1, 64), st.integers(0, 8000))
+def test_w3_a_step_never_gets_cheaper_with_more_work(s, bs, ctx, more_bs, more_ctx):
+    c = cost(analytic(*s), cuda_graph_max_bs=256)
+    assert c.step_s(bs + more_bs, ctx) >= c.step_s(bs, ctx) * (1 - 1e-9)
+    assert c.step_s(bs, ctx + more_ctx) >= c.step_s(bs, ctx) * (1 - 1e-9)
+
+
+def _mixed(ext: list[int], ext_prefix: list[int], dec_ctx: list[int]) -> BatchPlan:
+    n = len(ext) + len(dec_ctx)
+    return BatchPlan(0, ForwardMode.MIXED, tuple(range(n)), tuple(ext + [1] * len(dec_ctx)),
+                     tuple(ext_prefix + dec_ctx), num_extend=len(ext))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape, st.lists(st.integers(16, 4096), min_size=1, max_size=3),
+       st.lists(st.integers(10, 8000), min_size=1, max_size=48), st.booleans())
+def test_w4_a_mixed_step_reads_the_weights_once(s, ext, dec_ctx, spec):
+    """SGLang 0.5.23 schedule_batch.py ``mix_with_running``: the running requests join the
+    extend batch as one-token extend rows (ForwardMode.MIXED) and the whole batch runs one
+    extend forward. It used to cost, without speculative decoding, an extend forward plus a
+    full decode forward: every weight read twice."""
+    srv = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4} if spec else {}
+    # prefill graphs off: a mixed step's extra rows may push its tokens into a larger
+    # prefill-graph bucket, whose padded rows cost what they cost (real, not compared here)
+    c = cost(analytic(*s), enable_mixed_chunk=True, disable_prefill_cuda_graph=True, **srv)
+    plan = _mixed(ext, [0] * len(ext), dec_ctx)
+    mixed = c.gpu(plan).total_s
+    apart = c.extend_s(ext, [0] * len(ext)) + c.step_s(len(dec_ctx), float(np.mean(dec_ctx)))
+    assert mixed == pytest.approx(c.extend_s(plan.extend_lens, plan.prefix_lens))
+    assert mixed < apart
+
+
+# ------------------------------------------------------------------ whole runs
+
+@pytest.fixture(scope="module")
+def scenario_file(tmp_path_factory):
+    d = tmp_path_factory.mktemp("whatif")
+    for model, gpu, tp in SPREAD:
+        write_analytic_profile(build_profile(load_model(model), load_gpu(gpu), tp), d / f"{model}-{gpu}-{tp}.yaml")
+    base = {"name": "whatif", "profile": "PROFILE", "server": {"speculative_algorithm": "none"},
+            "workload": {"kind": "poisson", "num_requests": 24, "request_rate": 4.0,
+                         "input_len": {"kind": "uniform", "value": 2048, "range_ratio": 0.1},
+                         "output_len": {"kind": "uniform", "value": 64, "range_ratio": 0.5}}}
+    (d / "whatif.yaml").write_text(yaml.safe_dump(base))
+    return d
+
+
+def _run(d, s, seed=1, **ov):
+    model, gpu, tp = s
+    sc = load_scenario_with_overrides(d / "whatif.yaml", "base",
+                                      {"profile": str(d / f"{model}-{gpu}-{tp}.yaml"), **ov})
+    return run_scenario(sc, seed=seed), sc
+
+
+server_knobs = st.fixed_dictionaries({}, optional={
+    "server.chunked_prefill_size": st.sampled_from([64, 512, 4096, -1]),
+    "server.cuda_graph_max_bs": st.sampled_from([1, 4, 32]),
+    "server.enable_mixed_chunk": st.booleans(),
+    "server.enable_overlap_schedule": st.booleans(),
+    "server.max_running_requests": st.sampled_from([1, 3, 16]),
+    "workload.request_rate": st.sampled_from([1.0, 50.0, math.inf]),
+})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape, server_knobs, st.sampled_from(["none", "dspark", "eagle"]), st.integers(1, 3))
+def test_w5_runs_conserve_tokens_and_time(scenario_file, s, knobs, alg, seed):
+    ov = dict(knobs)
+    if alg != "none":
+        ov.update({"server.speculative_algorithm": alg, "server.speculative_num_draft_tokens": 3,
+                   "acceptance": {"mean_accept_length": 2.0}})
+    r, sc = _run(scenario_file, s, seed, **ov)
+    sm, st_, rq = r.summary, r.steps, r.requests
+    assert int(sm["completed"]) == sc.workload.num_requests
+    assert int(sm["total_output_tokens"]) == int(rq["output_len"].sum())
+    main = st_[(st_["mode"] != "decode") & (st_["mode"] != "verify") & (st_["part"] == "main")]
+    assert int(main["num_extend_tokens"].sum()) == int(rq["input_len"].sum())  # no retraction at this pool
+    assert 0.0 <= sm["gpu_busy_fraction"] <= 1.0 + 1e-9
+    assert not any(isinstance(v, float) and math.isinf(v) for v in sm.values())
+    g0, g1 = st_["gpu_start_s"].to_numpy(float), st_["gpu_end_s"].to_numpy(float)
+    o = np.argsort(g0, kind="stable")
+    assert (g1 >= g0 - 1e-12).all() and (g0[o][1:] >= g1[o][:-1] - 1e-9).all()
+
+
+def test_w4_mixed_chunk_costs_a_light_load_little_ttft(scenario_file):
+    """End to end: with enable_mixed_chunk the running requests ride in the extend forward
+    instead of a decode forward after it, so a prompt's first token comes barely later and
+    the running requests' TPOT does not rise (mean of 3 seeds)."""
+    s = ("llama-3.1-8b", "H200", 1)
+    off = [_run(scenario_file, s, seed, **{"workload.request_rate": 8.0})[0].summary for seed in (1, 2, 3)]
+    on = [_run(scenario_file, s, seed, **{"workload.request_rate": 8.0, "server.enable_mixed_chunk": True})[0].summary
+          for seed in (1, 2, 3)]
+    ttft_off, ttft_on = (np.mean([x["mean_ttft_ms"] for x in v]) for v in (off, on))
+    tpot_off, tpot_on = (np.mean([x["mean_tpot_ms"] for x in v]) for v in (off, on))
+    assert ttft_on < ttft_off * 1.05
+    assert tpot_on <= tpot_off * 1.001
+
+
+# ------------------------------------------------ what SGLang refuses or caps at start
+
+def _refused(capsys, tmp_path, argv: list[str], *needles: str) -> None:
+    out = tmp_path / "res"
+    assert main([*argv, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("specsched: error: "), err
+    for n in needles:
+        assert n in err, (n, err)
+    assert not out.exists()
+
+
+def test_weights_that_leave_no_kv_pool_are_refused(scenario_file, tmp_path, capsys):
+    """Llama-3.1-70B bf16 on one 80 GiB A100: SGLang stops at start ("Not enough memory",
+    model_executor/pool_configurator.py). The run used to go on with the generic default
+    pool of 724,000 tokens (232 GB of KV on an 80 GB GPU)."""
+    prof = tmp_path / "l70-a100.yaml"
+    write_analytic_profile(build_profile(load_model("llama-3.1-70b"), load_gpu("A100-80G"), 1), prof)
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set", f"profile={prof}"],
+             "hardware.weight_bytes", "Not enough memory")
+
+
+@pytest.mark.parametrize(("prompt", "output", "key"), [(50_000, 64, "workload.input_len"),
+                                                       (40_900, 200, "workload.output_len")])
+def test_requests_longer_than_the_context_are_refused(scenario_file, tmp_path, capsys, prompt, output, key):
+    """Qwen3-0.6B's context is 40,960 tokens: SGLang rejects a longer prompt, or a prompt
+    plus max_new_tokens above it (managers/tokenizer_manager.py _validate_one_request).
+    They used to be served."""
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set",
+                                f"profile={scenario_file / 'qwen3-0.6b-H100-1.yaml'}",
+                                "--set", f"workload.input_len={{kind: fixed, value: {prompt}}}",
+                                "--set", f"workload.output_len={{kind: fixed, value: {output}}}"], key, "40960")
+
+
+def test_a_pool_no_memory_holds_is_cut_to_the_profiled_pool(scenario_file):
+    """SGLang takes min(--max-total-tokens, the profiled pool) (mem_cache/
+    kv_cache_configurator.py _apply_token_constraints). A stated pool beyond every byte of
+    the GPU is cut to the estimate; one that memory could hold is kept (the estimate is
+    approximate)."""
+    prof = str(scenario_file / "llama-3.1-70b-H100-8.yaml")
+    default = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base", {"profile": prof}).server
+    huge = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                        {"profile": prof, "server.max_total_num_tokens": 99_000_000})
+    assert huge.server.max_total_num_tokens == default.max_total_num_tokens
+    assert any(r.key == "max_total_num_tokens" and "capped" in r.why for r in huge._resolved_defaults)
+    kept = default.max_total_num_tokens + 1000  # above the estimate, within the 80 GiB
+    s = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                     {"profile": prof, "server.max_total_num_tokens": kept}).server
+    assert s.max_total_num_tokens == kept
