@@ -13,6 +13,13 @@ tiny kernel launches through torch's dispatcher), each timed by ``time.thread_ti
 Prints per workload the percentiles of CPU ms per repetition and the median per 2.5 s
 window, and the share of windows slower than 1.4x the fastest quartile's median. Writes
 the raw rows (workload, start s, wall ms, CPU ms) as JSON, atomically.
+
+A third workload, ``reference``, is the reference work every profile and measured run
+times (runtime/host_reference.py). With ``--profile P.yaml`` (a profile holding
+``host.reference_work_s``) the probe prints this host's speed against the profile's: the
+``host.speed_factor`` to predict for this machine (docs/host-speed.md)::
+
+    python benchmarks/host_speed_probe.py --seconds 20 --device cpu --profile P.yaml
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from specsched.runtime.host_reference import reference_work, speed_summary
 
 WINDOW_S = 2.5
 SLOW_RATIO = 1.4
@@ -53,7 +61,7 @@ def launch_work_factory(device: str) -> Callable[[], None] | None:
 
 def probe(seconds: float, device: str) -> list[tuple[str, float, float, float]]:
     """Rows (workload, start perf_counter s, wall ms, thread CPU ms) for ``seconds``."""
-    work: list[tuple[str, Callable]] = [("python", python_work)]
+    work: list[tuple[str, Callable]] = [("python", python_work), ("reference", reference_work)]
     launch = launch_work_factory(device)
     if launch is not None:
         import torch
@@ -95,12 +103,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu (the Python workload only)")
     ap.add_argument("--out", help="write the raw rows here (JSON)")
+    ap.add_argument("--profile", help="print this host's speed against this profile's host.reference_work_s")
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         print(f"host_speed_probe: --seconds {args.seconds}: must be > 0", file=sys.stderr)
         return 2
+    ref = None
+    if args.profile:
+        from specsched.sim.errors import ConfigError
+        from specsched.sim.profile import load_profile
+
+        try:
+            ref = load_profile(args.profile).host.reference_work_s
+        except ConfigError as e:
+            print(f"host_speed_probe: {e}", file=sys.stderr)
+            return 2
+        if ref is None:
+            print(f"host_speed_probe: {args.profile}: host.reference_work_s: not set (profiles made before it was "
+                  "recorded); allowed: a profile from `specsched profile` that records it", file=sys.stderr)
+            return 2
     rows = probe(args.seconds, args.device)
     print(summarize(rows))
+    if ref is not None:
+        s = speed_summary([cpu / 1e3 for n, _, _, cpu in rows if n == "reference"], ref)
+        print(f"host speed against {args.profile}: reference work {s['reference_work_s'] * 1e3:.3f} ms vs the "
+              f"profile's {ref * 1e3:.3f} ms: host.speed_factor {s['speed_factor']:.3f} "
+              f"({s['slow_share']:.0%} of samples slow)")
     if args.out:
         from specsched.sim.atomic import atomic_write_text
 

@@ -23,6 +23,26 @@ TTFT figures are recomputed from each run's ``requests.parquet`` with bench_serv
 times (sim.workload.Clients: the arrival, or the freed slot's time) instead of the
 recorded start, for runs made before the runtime stamped send times (it stamped the
 loop's next poll, leaving the wait to it out of TTFT). Rows changed are marked.
+
+``--host-speed`` (with ``--measured-results``): also predict every run conditioned on the
+host speed it was measured at (scenario ``host.speed_factor``, sim/host_speed.py;
+docs/host-speed.md), and print both counts. Each run's factor comes from, in order:
+
+1. ``reference``: its ``summary.json`` ``host_speed.reference_work_s`` over the profile's
+   ``host.reference_work_s`` (rounds made with runtime/host_reference.py);
+2. ``launch``: its ``host_probe.parquet`` (round 10 on): the median over its graph-replayed
+   verify launch calls (batch <= the scenario's cuda_graph_max_bs) of the call's thread CPU
+   over the profile's own timing of the same call at the same batch size (the engine's
+   verify launch, medians in the provenance of ``host.launch_s``;
+   runtime.host_reference.launch_speed_factor). Runs without a graph-replayed verify (the
+   plain-decoding cells: their decode launch is another call) get none.
+   ``--launch-reference round-p25`` / ``round-median`` instead divide by the round's own
+   lower quartile / median of the same (mode, batch size) calls over every run given
+   (decode launches included): the host's speed against the round's fast / typical level,
+   a sensitivity check of the reference (docs/measurements/h200-v10-host-speed.md);
+3. ``none``: factor 1 (round 9 and earlier have no per-run host reading).
+
+Written per row: ``speed_factor``, ``speed_source``, ``cond_predicted``, ``cond_error_pct``.
 """
 
 from __future__ import annotations
@@ -34,7 +54,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
 from specsched.sim.bundled import scenarios_dir
+from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import load_profile
@@ -52,6 +74,49 @@ def send_time_ttft(sc, requests: pd.DataFrame) -> dict[str, float]:
             "p90_ttft_ms": float(np.percentile(v, 90)), "max_ttft_ms": float(v.max())}
 
 
+def launch_speed_factors(probes: dict[str, pd.DataFrame], graph_max_bs: dict[str, int], q: float = 25.0) -> dict[str, float]:
+    """Per run, its host speed against the round's fast level, from the per-launch probe.
+
+    Args:
+        probes: run name -> its ``host_probe.parquet`` (columns mode, part, batch_size,
+            host_launch_cpu_s; one row per launch).
+        graph_max_bs: run name -> its scenario's cuda_graph_max_bs (graph replays at or below).
+
+    Returns:
+        run name -> median over its graph-replayed decode/verify launch calls of thread CPU /
+        the ``q``-th percentile of the same (mode, batch size) calls over every run; runs
+        without such calls are left out.
+    """
+    calls = []
+    for name, hp in probes.items():
+        g = hp[hp["mode"].isin(["decode", "verify"]) & (hp["part"] == "main")
+               & (hp["batch_size"] <= graph_max_bs[name])]
+        g = g[np.isfinite(g["host_launch_cpu_s"])]
+        calls.append(g.assign(run=name)[["run", "mode", "batch_size", "host_launch_cpu_s"]])
+    if not calls:
+        return {}
+    c = pd.concat(calls, ignore_index=True)
+    if c.empty:
+        return {}
+    fast = c.groupby(["mode", "batch_size"])["host_launch_cpu_s"].transform(lambda v: np.percentile(v, q))
+    c = c.assign(ratio=c["host_launch_cpu_s"] / fast)
+    return {str(k): float(v) for k, v in c.groupby("run")["ratio"].median().items()}
+
+
+def run_speed(d: Path, profile, launch: dict[str, float]) -> tuple[float, str]:
+    """(factor, source) of the measured run in ``d`` (module docstring, ``--host-speed``)."""
+    import json
+
+    ref = profile.host.reference_work_s
+    if ref and (d / "summary.json").is_file():
+        hs = json.loads((d / "summary.json").read_text()).get("host_speed") or {}
+        if hs.get("reference_work_s"):
+            return hs["reference_work_s"] / ref, "reference"
+    if d.name in launch:
+        return launch[d.name], "launch"
+    return 1.0, "none"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -60,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poisson-requests", type=int, default=96)
     ap.add_argument("--measured-results", type=Path, help="measured results directories (TTFT from send times)")
     ap.add_argument("--mean", action="store_true", help="measured = mean over the CSVs (repeated runs of the same cells)")
+    ap.add_argument("--host-speed", action="store_true",
+                    help="also predict each run at its measured host speed (needs --measured-results)")
+    ap.add_argument("--launch-reference", choices=("profile", "round-p25", "round-median"), default="profile",
+                    help="what a run's launch calls are read against when it has no reference-work reading")
     args = ap.parse_args(argv)
+    if args.host_speed and args.measured_results is None:
+        print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
+        return 2
     runs = [pd.read_csv(p) for p in args.csv]
     measured = pd.concat(runs, ignore_index=True)
     spread: dict[tuple, float] = {}
@@ -74,17 +146,36 @@ def main(argv: list[str] | None = None) -> int:
         measured = measured.reset_index()
     measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
     profile = load_profile(args.profile)
-    rows = []
+    runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
         name, _, rate = cell.partition("@")
         overrides = {"workload.request_rate": float(rate), "workload.num_requests": args.poisson_requests} if rate else {}
         sc = load_scenario_with_overrides(scenarios_dir() / "h200" / f"{name}.yaml", arm, overrides)
+        d = (args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
+             if args.measured_results is not None else None)
+        runs.append((cell, arm, grp, sc, d))
+    launch: dict[str, float] = {}
+    if args.host_speed:
+        probes = {d.name: pd.read_parquet(d / "host_probe.parquet") for *_, d in runs if (d / "host_probe.parquet").is_file()}
+        gmax = {d.name: sc.server.cuda_graph_max_bs for *_, sc, d in runs}
+        ref = launch_call_reference(profile)
+        if args.launch_reference != "profile":
+            launch = launch_speed_factors(probes, gmax, 25.0 if args.launch_reference == "round-p25" else 50.0)
+        elif ref is not None:
+            for name, hp in probes.items():
+                f = launch_speed_factor(hp["mode"], hp["part"], hp["batch_size"], hp["host_launch_cpu_s"], gmax[name], ref)
+                if f is not None:
+                    launch[name] = f
+    rows = []
+    for cell, arm, grp, sc, d in runs:
         pred = run_scenario(sc, seed=sc.seed, profile=profile).summary
         fixed: dict[str, float] = {}
-        if args.measured_results is not None:
-            d = args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
-            if (d / "requests.parquet").is_file():
-                fixed = send_time_ttft(sc, pd.read_parquet(d / "requests.parquet"))
+        if d is not None and (d / "requests.parquet").is_file():
+            fixed = send_time_ttft(sc, pd.read_parquet(d / "requests.parquet"))
+        cond, factor, source = {}, 1.0, "none"
+        if args.host_speed:
+            factor, source = run_speed(d, profile, launch)
+            cond = run_scenario(with_value(sc, "host.speed_factor", factor), seed=sc.seed, profile=profile).summary
         for r in grp.itertuples():
             new = pred.get(r.metric)
             meas = fixed.get(r.metric, r.measured)
@@ -93,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                          "old_predicted": r.predicted, "old_error_pct": error_pct(r.predicted, meas) if fixed or spread else r.error_pct, "new_predicted": new,
                          "new_error_pct": error_pct(new, meas) if new is not None else float("nan"),
                          "run_spread_pct": spread.get((cell, arm, r.metric), float("nan"))})
+            if args.host_speed:
+                c = cond.get(r.metric)
+                rows[-1].update(speed_factor=factor, speed_source=source, cond_predicted=c,
+                                cond_error_pct=error_pct(c, meas) if c is not None else float("nan"))
         print(f"{cell:<18} {arm:<14} " + " ".join(
             f"{m[:12]:>12} {rows[-len(grp):][[x['metric'] for x in rows[-len(grp):]].index(m)]['new_error_pct']:+6.1f}%"
             for m in TARGETS if m in set(grp.metric)), flush=True)
@@ -105,6 +200,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m:<20} {int((s.old_error_pct.abs() <= 5).sum()):>3} -> {int((s.new_error_pct.abs() <= 5).sum()):<3} "
               f"of {len(s):<5} {s.old_error_pct.abs().median():6.1f} % -> {s.new_error_pct.abs().median():5.1f} %")
     print(f"all five: {int((t.old_error_pct.abs() <= 5).sum())} -> {int((t.new_error_pct.abs() <= 5).sum())} of {len(t)} within 5 %")
+    if args.host_speed:
+        print("\nconditioned on each run's host speed (speed_factor; source: reference / launch / none)")
+        for m in TARGETS:
+            s = t[t.metric == m]
+            print(f"{m:<20} {int((s.new_error_pct.abs() <= 5).sum()):>3} -> {int((s.cond_error_pct.abs() <= 5).sum()):<3} "
+                  f"of {len(s):<5} {s.new_error_pct.abs().median():6.1f} % -> {s.cond_error_pct.abs().median():5.1f} %")
+        print(f"all five: {int((t.new_error_pct.abs() <= 5).sum())} -> {int((t.cond_error_pct.abs() <= 5).sum())} of "
+              f"{len(t)} within 5 % (unconditioned -> conditioned); sources: "
+              + ", ".join(f"{k} {v}" for k, v in t.drop_duplicates(['cell', 'arm']).speed_source.value_counts().items()))
     if spread:
         print("\nrun-to-run spread of the measurement (largest |run - mean| / mean), by metric: median, max, rows above 5 %")
         for m in TARGETS:

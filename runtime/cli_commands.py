@@ -119,6 +119,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Measure a scenario and simulate it with a device profile; print predicted vs measured."""
     from specsched.runtime.engine import RuntimeEngine
+    from specsched.sim.config import with_value
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
@@ -145,6 +146,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     rows = validation_table(predicted.summary, measured.summary)
     label = f"{sc.name} / {args.arm}"
     print(format_validation(rows, f"validate {label} (profile {profile.name}; {measured.summary['source']})"))
+    hs, ref = measured.summary.get("host_speed") or {}, profile.host.reference_work_s
+    if ref and hs.get("reference_work_s"):
+        # the run's host speed against the profile's (runtime/host_reference.py), and the
+        # prediction at that speed: host changed vs model wrong (docs/host-speed.md)
+        factor = hs["speed_factor"] = hs["reference_work_s"] / ref
+        cond = run_scenario(with_value(sc, "host.speed_factor", factor * sc.host.speed_factor),
+                            seed=measured.summary["seed"], profile=profile)
+        print(format_validation(validation_table(cond.summary, measured.summary),
+                                f"conditioned on the run's host speed: x{factor:.3f} the profile's (reference work "
+                                f"{hs['reference_work_s'] * 1e3:.3f} vs {ref * 1e3:.3f} ms, {hs['slow_share']:.0%} "
+                                "of samples slow)"))
     if args.out:
         out = Path(args.out)
         write_results(measured, out / f"{sc.name}-{args.arm}-measured")

@@ -25,7 +25,8 @@ Measurement: host times with ``time.perf_counter``; each forward's GPU start and
 timing events (measurement mode only; hip-vs-cuda.md item 9) resolved after the run.
 Results are a :class:`sim.records.RunResult`, the same format as a simulated run (the
 summary also holds the run's ``host_probe`` counters: GC collections, machine steal
-seconds, CPU MHz). What the host thread did in each launch call (:mod:`runtime.host_probe`)
+seconds, CPU MHz; and ``host_speed``: a fixed reference work's thread CPU time sampled
+over the run, :mod:`runtime.host_reference`). What the host thread did in each launch call (:mod:`runtime.host_probe`)
 is :meth:`RuntimeEngine.launch_probe`, one row per steps-table row.
 """
 
@@ -40,6 +41,7 @@ import torch
 from specsched.runtime.device import Device, HostCopy, RingEvent, serve_threads
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.host_probe import HostProbe
+from specsched.runtime.host_reference import SpeedSampler
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.runner import CTX_BUCKET_STEP
@@ -218,7 +220,7 @@ class RuntimeEngine:
         self._cross_queue = False
         self.remaining = len(self.specs)
         # per-launch host readings (runtime/host_probe.py): diagnostics, not compared
-        self.probe = HostProbe()
+        self.probe = HostProbe(SpeedSampler())   # and the host's speed over the run (runtime/host_reference.py)
 
     def _now(self) -> float:
         return time.perf_counter() - self.t0
@@ -514,6 +516,13 @@ class RuntimeEngine:
         (both are in launch order)."""
         return self.probe.columns(self.rec.num_steps)
 
+    def host_speed_samples(self) -> dict[str, list[float]]:
+        """The last run's host-speed samples (:mod:`runtime.host_reference`): ``t_s`` (seconds
+        since the run's start, negative for the one taken just before it) and
+        ``reference_work_s`` (thread CPU seconds of the reference work)."""
+        sp = self.probe.speed
+        return {"t_s": [t - self.t0 for t in sp.times], "reference_work_s": list(sp.seconds)}
+
     def environment(self) -> dict[str, str]:
         """The provenance stamp of this run (:func:`runtime.environment.environment`), with
         the SDPA backend probed once on the preset's real shapes."""
@@ -527,7 +536,7 @@ class RuntimeEngine:
                  for rid, r in self.sched.reqs.items()}
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         summary.update(
-            host_probe=self.probe.summary(),
+            host_probe=self.probe.summary(), host_speed=self.probe.speed_summary(),
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
             num_retractions=self.sched.num_retractions, num_delayed_passes=self.sched.num_delayed_passes,

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specsched.runtime.host_reference import SpeedSampler, speed_summary
+
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
 
 
@@ -126,9 +128,16 @@ class HostProbe:
     Use: :meth:`start` before the run, :meth:`begin` / :meth:`end` around each launch call
     (rows in launch order), :meth:`stop` after; :meth:`columns` gives the per-launch
     columns (seconds, counts) and :meth:`summary` the run's counters.
+
+    Args:
+        speed: a :class:`runtime.host_reference.SpeedSampler` to read the host's speed
+            with over the run (one sample at :meth:`start` and :meth:`stop`, and after a
+            launch call's readings in :meth:`end` when its cadence has passed); None: no
+            reference work (the profiler's timed loops, which it would perturb).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, speed: SpeedSampler | None = None) -> None:
+        self.speed = speed
         self._reset()
 
     def _reset(self) -> None:
@@ -155,6 +164,9 @@ class HostProbe:
     def start(self) -> None:
         """Reset and start listening to the garbage collector; read the machine counters."""
         self._reset()
+        if self.speed is not None:
+            self.speed.reset()
+            self.speed.sample()
         self._machine0 = machine_counters()
         self._thread_cpu0 = time.thread_time()
         gc.callbacks.append(self._on_gc)
@@ -165,6 +177,8 @@ class HostProbe:
             gc.callbacks.remove(self._on_gc)
         self._machine1 = machine_counters()
         self._thread_cpu1 = time.thread_time()
+        if self.speed is not None:
+            self.speed.sample()
 
     def begin(self) -> None:
         """Mark the start of a launch call."""
@@ -181,6 +195,14 @@ class HostProbe:
         self.switches.append(_switches() - s0)
         self.gc_s.append(self._gc_total - g0)
         self._open = None
+        if self.speed is not None:  # after the call's readings: outside every launch's figures
+            self.speed.maybe_sample()
+
+    def speed_summary(self, reference_s: float | None = None) -> dict[str, float]:
+        """The run's host speed (:func:`runtime.host_reference.speed_summary` of its samples;
+        ``speed_factor`` against ``reference_s``, a profile's ``host.reference_work_s``);
+        empty without a sampler."""
+        return speed_summary(self.speed.seconds, reference_s) if self.speed is not None else {}
 
     def columns(self, rows: int) -> dict[str, list[float]]:
         """Per-launch columns for a steps table of ``rows`` rows: ``host_launch_s`` (the call's

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 from specsched.runtime.device import Device, default_bs_buckets
+from specsched.runtime.host_reference import SpeedSampler
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.prefill_graph import prefill_token_buckets
@@ -222,6 +223,9 @@ class Harness:
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
+        # the host's speed through profiling (runtime/host_reference.py): sampled between
+        # measurements, never inside one; the profile's host.reference_work_s
+        self.speed = SpeedSampler()
         self.reps: dict[str, list[int]] = {}
 
         self.dev = Device(device, measure=True, ring_size=256, backend=backend)
@@ -258,6 +262,12 @@ class Harness:
     def _tick(self) -> None:
         self.bar.update(1)
         self.budget.done()
+        self.speed.maybe_sample()
+
+    def _phase(self, name: str) -> None:
+        """A phase starts: its host-speed samples carry its name; one sample now."""
+        self.speed.label = name
+        self.speed.sample()
 
     def _warm_and_plan(self, label: str, fn: Callable[[], object], want: int) -> int:
         """Warm ``fn`` up, time one call from an idle queue, and return how many repeats

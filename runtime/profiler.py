@@ -68,6 +68,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 from specsched.runtime.device import serve_threads
@@ -77,6 +78,7 @@ from specsched.runtime.environment import (
     environment,
     model_sdpa_probe,
 )
+from specsched.runtime.host_reference import REFERENCE_ITERATIONS, SLOW_RATIO, speed_summary
 from specsched.runtime.model import PRESETS
 from specsched.runtime.profile_fit import (
     Fits,
@@ -113,16 +115,24 @@ class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
 
     def run(self) -> dict:
         try:
+            self._phase("extend")
             self.extend_phase()
+            self._phase("grid")
             self.grid_phase()
+            self._phase("eager")
             self.eager_phase()
+            self._phase("cross_queue")
             self.cross_queue_phase()
             with self.dev.use("forward"):
                 for row in self.grid_rows:
                     self.runner.free_request(row)
+            self._phase("launch")
             self.launch_phase()
+            self._phase("sync")
             self.sync_phase()
+            self._phase("host")
             self.host_phase()
+            self._phase("end")
         finally:
             self.bar.close()
         self.total_s = time.perf_counter() - self.t_start
@@ -131,6 +141,7 @@ class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
         dev, W = self.dev, self.W
         gpu, host = self.sections()
         prov, model = self.provenance()
+        host["reference_work_s"], prov["host.reference_work_s"] = self.speed_record()
         gname = (torch.cuda.get_device_name(dev.torch_device) if dev.is_gpu else "cpu")
         slug = re.sub(r"[^a-z0-9]+", "-", gname.lower()).strip("-")
         name = f"{slug}-proxy-{self.preset}-w{W}"
@@ -139,6 +150,25 @@ class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
                 f"Python. Times a runtime run (runtime.engine) of the same preset, not a production model.")
         return _sig({"name": name, "device": dev.describe(), "description": desc, "provenance": prov,
                      "gpu": gpu, "host": host})
+
+
+    def speed_record(self) -> tuple[float, str]:
+        """``host.reference_work_s`` (the median of the host-speed samples) and its provenance:
+        how many samples, the spread, the slow share and the median per phase, so a reader
+        sees whether the host changed speed while the host terms were measured."""
+        sp = self.speed
+        s = speed_summary(sp.seconds)
+        phases = dict.fromkeys(sp.labels)
+        per = ", ".join(f"{ph} {np.median([c for c, lb in zip(sp.seconds, sp.labels, strict=True) if lb == ph]) * 1e3:.3f}"
+                        for ph in phases)
+        text = (f"host speed while profiling: thread CPU time of runtime.host_reference.reference_work "
+                f"({REFERENCE_ITERATIONS} iterations of a pure-Python loop), sampled between measurements "
+                f"(at most one per {sp.cadence_s:g} s and one at each phase's start); median of {int(s['samples'])} "
+                f"samples, p10 / p90 {s['reference_work_p10_s'] * 1e3:.3f} / {s['reference_work_p90_s'] * 1e3:.3f} ms, "
+                f"{s['slow_share']:.0%} of samples above {SLOW_RATIO:g} x the fastest quartile; median per phase "
+                f"(ms): {per}. A run's summary.json host_speed.reference_work_s over this is the run's host speed "
+                f"against this profile's (scenario host.speed_factor conditions a prediction on it; {self.env_line})")
+        return s["reference_work_s"], text
 
 
 def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs: int, contexts: list[int],

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from specsched.sim.acceptance_config import HISTOGRAM_SUM_TOLERANCE, AcceptanceConfig
 from specsched.sim.bundled import resolve_scenario_path
 from specsched.sim.errors import ConfigError, FieldError
+from specsched.sim.host_speed import HostConditions
 from specsched.sim.server_args import (
     MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR,
     AdmissionDelay,
@@ -73,6 +74,7 @@ class Scenario(BaseModel):
     seed: int = Field(1, ge=0, description="Seed of lengths, arrivals and accept lengths (run --seed overrides it).")
     server: ServerArgs = Field(ServerArgs(), description="SGLang server arguments.")
     acceptance: AcceptanceConfig = Field(AcceptanceConfig(), description="Accept-length distribution.")
+    host: HostConditions = Field(HostConditions(), description="The host the prediction is for (its speed against the profile's).")
     workload: WorkloadConfig = Field(description="Client workload (bench_serving semantics).")
     arms: dict[str, dict[str, Any]] = Field({}, description="Arm name -> overrides of any keys above (deep-merged); every arm is validated at load.")
     arm: str = "base"

@@ -42,6 +42,7 @@ from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
 from specsched.sim.errors import FieldError
+from specsched.sim.host_speed import scale_host
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -108,7 +109,9 @@ class SimEngine(Clients, EngineStretch):
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
-        self.profile = profile or load_profile(scenario.profile, scenario.path or None)
+        # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
+        self.profile = scale_host(profile or load_profile(scenario.profile, scenario.path or None),
+                                  scenario.host.speed_factor)
         self.acceptance = AcceptanceModel(scenario.acceptance, scenario.server.spec_window, self.seed)
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)

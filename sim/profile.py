@@ -369,6 +369,12 @@ class HostProfile(BaseModel):
     idle gap between the extend's end and the injection's start in the loop's own sequence,
     less the wake-up and less the sync-free preparation that host.launch_per_inject_s
     already holds (runtime/profile_gpu.py ``_slot_expansion``). 0: not measured.
+    reference_work_s: the host speed these terms were measured at: the thread CPU seconds
+    of a fixed reference work (runtime/host_reference.py ``reference_work``), median of
+    samples taken between the profiler's measurements. A measured run records the same
+    work's time (summary.json ``host_speed``); their ratio is the run's host speed against
+    the profile's, which a scenario's ``host.speed_factor`` conditions a prediction on
+    (sim/host_speed.py). Informational: the simulator never reads it. None: not measured.
     """
 
     model_config = _STRICT
@@ -391,6 +397,7 @@ class HostProfile(BaseModel):
     extend_idle_lead_by_tokens: LeadTable | None = None
     cross_queue_penalty_s: Seconds = 0.0
     slot_expansion_s: Seconds = 0.0
+    reference_work_s: Seconds | None = None
 
 
 class Profile(BaseModel):

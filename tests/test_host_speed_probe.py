@@ -33,5 +33,21 @@ def test_cpu_probe_writes_rows(tmp_path):
     out = tmp_path / "probe.json"
     assert hsp.main(["--seconds", "0.2", "--device", "cpu", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert rows and all(r[0] == "python" and r[3] > 0 for r in rows)
+    assert rows and all(r[0] in ("python", "reference") and r[3] > 0 for r in rows)
+    assert {r[0] for r in rows} == {"python", "reference"}
     assert hsp.main(["--seconds", "0"]) == 2
+
+
+def test_the_speed_factor_against_a_profile(tmp_path, capsys):
+    import yaml
+
+    from tests.conftest import tiny_profile
+
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(tiny_profile(reference_work_s=1.0).model_dump(mode="json", exclude_none=True)))
+    assert hsp.main(["--seconds", "0.2", "--device", "cpu", "--profile", str(prof)]) == 0
+    assert "host.speed_factor 0.0" in capsys.readouterr().out    # ~0.3 ms of work against 1 s
+    bare = tmp_path / "old.yaml"
+    bare.write_text(yaml.safe_dump(tiny_profile().model_dump(mode="json", exclude_none=True)))
+    assert hsp.main(["--seconds", "0.2", "--device", "cpu", "--profile", str(bare)]) == 2
+    assert "host.reference_work_s: not set" in capsys.readouterr().err

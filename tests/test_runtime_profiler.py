@@ -58,6 +58,9 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert p.gpu.eager_factor >= 1.0
     assert p.host.ingest_per_request_s == 0.0
     assert p.host.schedule_per_req_s >= 0 and p.host.process_per_req_s >= 0
+    # the host speed the host terms were measured at: the reference work, sampled per phase
+    assert p.host.reference_work_s > 0
+    assert all(f"{ph} " in p.provenance["host.reference_work_s"] for ph in ("extend", "grid", "launch", "host"))
     # launch_s is the measured publish-wait stall (block loop - queued loop): on the CPU every
     # call is synchronous, so it is ~0 there; it must be measured (not defaulted) and >= 0
     assert p.host.launch_s >= 0 and p.host.launch_per_req_s >= 0

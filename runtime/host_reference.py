@@ -1,0 +1,143 @@
+"""The host's speed, read as the time of a fixed reference work, while profiling and serving.
+
+On rented H200 virtual machines the same Python work took 1.1 or 2.0 ms of the thread's own
+CPU time in periods of seconds, with no steal, throttling, clock change or preemption a
+guest can see (docs/measurements/h200-v10.md, benchmarks/host_speed_probe.py): the only way
+to read the host's speed is to time fixed work. :func:`reference_work` is that work (a
+pure-Python loop, no allocation that survives it, no I/O, no GPU), and
+:class:`SpeedSampler` times it in the calling thread's CPU time (``time.thread_time``: a
+thread off its core is not counted, so the reading is the core's speed for this thread,
+not the machine's load), at most once per ``cadence_s``:
+
+- the profiler samples between its measurements and stores the median as the profile's
+  ``host.reference_work_s``;
+- the runtime's loop samples right after a launch call returns (:class:`runtime.host_probe.HostProbe`),
+  where the GPU is busy with the forward just queued; at the default cadence (0.25 s)
+  and about 0.3 ms a sample the loop loses about 0.1 % of its host time;
+- a run's ``summary.json`` ``host_speed`` holds the samples' median, spread and slow share,
+  and the factor against a profile's reference (:func:`speed_summary`), which conditions a
+  prediction (scenario ``host.speed_factor``, sim/host_speed.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+REFERENCE_ITERATIONS = 5000
+"""Iterations of :func:`reference_work`: about 0.27 ms at the fast level of an H200 host's
+2.1 GHz Xeon (a quarter of benchmarks/host_speed_probe.py's loop), short enough to sample
+often and long enough to time in thread CPU (ns resolution on Linux)."""
+
+DEFAULT_CADENCE_S = 0.25
+"""Seconds between two samples in a measured run: several per second, so a slow stretch of
+seconds shows, at about 0.1 % of the loop's host time."""
+
+SLOW_RATIO = 1.4
+"""A sample is slow when above this multiple of the run's fastest-quartile median (the two
+levels seen on H200 hosts are 1.8x apart)."""
+
+
+def reference_work(iterations: int = REFERENCE_ITERATIONS) -> int:
+    """The fixed work: ``iterations`` rounds of integer arithmetic in the interpreter (the
+    kind of work a scheduler and a launch call do). Returns its checksum."""
+    s = 0
+    for i in range(iterations):
+        s += i * i % 7
+    return s
+
+
+class SpeedSampler:
+    """Samples of :func:`reference_work`'s thread CPU time, at most one per ``cadence_s``.
+
+    Use :meth:`sample` to take one now, :meth:`maybe_sample` from a loop (takes one when
+    ``cadence_s`` has passed since the last), :attr:`times` / :attr:`seconds` to read them
+    (``perf_counter`` start, thread CPU seconds), :meth:`reset` between runs.
+    """
+
+    def __init__(self, cadence_s: float = DEFAULT_CADENCE_S, label: str = "") -> None:
+        self.cadence_s = cadence_s
+        self.label = label
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop every sample."""
+        self.times: list[float] = []
+        self.seconds: list[float] = []
+        self.labels: list[str] = []
+        self._next = 0.0
+
+    def sample(self) -> float:
+        """Time one reference work now (thread CPU seconds) and keep it."""
+        w0, c0 = time.perf_counter(), time.thread_time()
+        reference_work()
+        c = time.thread_time() - c0
+        self.times.append(w0)
+        self.seconds.append(c)
+        self.labels.append(self.label)
+        self._next = w0 + self.cadence_s
+        return c
+
+    def maybe_sample(self) -> None:
+        """Take a sample when ``cadence_s`` has passed since the last one."""
+        if time.perf_counter() >= self._next:
+            self.sample()
+
+
+def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None = None) -> dict[str, float]:
+    """A run's host speed from its samples: ``samples``, ``reference_work_s`` (median),
+    ``reference_work_p10_s`` / ``_p90_s``, ``slow_share`` (share of samples above
+    :data:`SLOW_RATIO` x the fastest quartile's median) and, given the profile's
+    ``reference_s``, ``speed_factor`` (median / reference: > 1 means host work took longer
+    than when the profile was measured). Empty without samples."""
+    a = np.asarray(seconds, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return {}
+    fast = float(np.median(np.sort(a)[: max(1, a.size // 4)]))
+    out = {"samples": float(a.size), "reference_work_s": float(np.median(a)),
+           "reference_work_p10_s": float(np.percentile(a, 10)), "reference_work_p90_s": float(np.percentile(a, 90)),
+           "slow_share": float(np.mean(a > SLOW_RATIO * fast))}
+    if reference_s:
+        out["speed_factor"] = out["reference_work_s"] / reference_s
+    return out
+
+
+def launch_call_reference(profile) -> tuple[np.ndarray, np.ndarray] | None:
+    """The profile's own timing of the engine's verify launch call, per batch size: the
+    medians its provenance of ``host.launch_s`` gives after "engine's verify launch"
+    (runtime/profile_provenance.py writes "medians bs B T us, ..."), as (batch sizes,
+    seconds); None when the profile does not carry them (analytic or hand-written ones).
+
+    The same call is what the runtime's loop makes for every graph-replayed verify, so a
+    run's call times over these, at the same batch size, read the run's host speed against
+    the profile's without a reference work (profiles and runs made before
+    :data:`REFERENCE_ITERATIONS` was recorded: round 10's ``host_probe.parquet``)."""
+    import re
+
+    text = (getattr(profile, "provenance", None) or {}).get("host.launch_s", "")
+    _, _, tail = text.partition("engine's verify launch")
+    m = re.search(r"medians ((?:bs \d+ [\d.e+]+ us(?:, )?)+)", tail)
+    if not m:
+        return None
+    pairs = re.findall(r"bs (\d+) ([\d.e+]+) us", m.group(1))
+    bs = np.array([float(b) for b, _ in pairs])
+    s = np.array([float(t) * 1e-6 for _, t in pairs])
+    order = np.argsort(bs)
+    return bs[order], s[order]
+
+
+def launch_speed_factor(mode, part, batch_size, cpu_s, graph_max_bs: int,
+                        reference: tuple[np.ndarray, np.ndarray]) -> float | None:
+    """A run's host speed from its own launch calls: the median over its graph-replayed
+    verify launches (``mode == "verify"``, ``part == "main"``, batch <= ``graph_max_bs``) of
+    the call's thread CPU seconds over the profile's call at the same batch size
+    (:func:`launch_call_reference`, linear between its sizes, end values outside). None
+    when the run has no such call. Arrays are per launch (runtime/host_probe.py columns)."""
+    mode, part = np.asarray(mode), np.asarray(part)
+    bs, cpu = np.asarray(batch_size, dtype=float), np.asarray(cpu_s, dtype=float)
+    sel = (mode == "verify") & (part == "main") & (bs <= graph_max_bs) & np.isfinite(cpu)
+    if not sel.any():
+        return None
+    return float(np.median(cpu[sel] / np.interp(bs[sel], *reference)))
