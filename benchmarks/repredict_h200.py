@@ -42,6 +42,9 @@ docs/host-speed.md), and print both counts. Each run's factor comes from, in ord
    a sensitivity check of the reference (docs/measurements/h200-v10-host-speed.md);
 3. ``none``: factor 1 (round 9 and earlier have no per-run host reading).
 
+``--speed-source launch`` skips 1, so a round with both readings (round 11 on) can be
+conditioned on each in turn and the two compared.
+
 Written per row: ``speed_factor``, ``speed_source``, ``cond_predicted``, ``cond_error_pct``.
 """
 
@@ -103,12 +106,13 @@ def launch_speed_factors(probes: dict[str, pd.DataFrame], graph_max_bs: dict[str
     return {str(k): float(v) for k, v in c.groupby("run")["ratio"].median().items()}
 
 
-def run_speed(d: Path, profile, launch: dict[str, float]) -> tuple[float, str]:
-    """(factor, source) of the measured run in ``d`` (module docstring, ``--host-speed``)."""
+def run_speed(d: Path, profile, launch: dict[str, float], use_reference: bool = True) -> tuple[float, str]:
+    """(factor, source) of the measured run in ``d`` (module docstring, ``--host-speed``);
+    ``use_reference`` False skips the reference work (``--speed-source launch``)."""
     import json
 
     ref = profile.host.reference_work_s
-    if ref and (d / "summary.json").is_file():
+    if use_reference and ref and (d / "summary.json").is_file():
         hs = json.loads((d / "summary.json").read_text()).get("host_speed") or {}
         if hs.get("reference_work_s"):
             return hs["reference_work_s"] / ref, "reference"
@@ -127,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mean", action="store_true", help="measured = mean over the CSVs (repeated runs of the same cells)")
     ap.add_argument("--host-speed", action="store_true",
                     help="also predict each run at its measured host speed (needs --measured-results)")
+    ap.add_argument("--speed-source", choices=("auto", "launch"), default="auto",
+                    help="auto: the reference work where recorded, else the launch calls; launch: the launch calls "
+                         "only (to set the two readings side by side)")
     ap.add_argument("--launch-reference", choices=("profile", "round-p25", "round-median"), default="profile",
                     help="what a run's launch calls are read against when it has no reference-work reading")
     args = ap.parse_args(argv)
@@ -174,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             fixed = send_time_ttft(sc, pd.read_parquet(d / "requests.parquet"))
         cond, factor, source = {}, 1.0, "none"
         if args.host_speed:
-            factor, source = run_speed(d, profile, launch)
+            factor, source = run_speed(d, profile, launch, args.speed_source != "launch")
             cond = run_scenario(with_value(sc, "host.speed_factor", factor), seed=sc.seed, profile=profile).summary
         for r in grp.itertuples():
             new = pred.get(r.metric)

@@ -233,3 +233,16 @@ def test_gpu_validate_prints_the_launch_call_factor(tmp_path):
     val.run([gv.Job("a", "stream_wait", sc, "a", "a-sw")])
     val.save()
     assert "verify launch calls: x2.000 the profile's same call" in (tmp_path / "checks.md").read_text()
+
+
+def test_repredict_prefers_the_reference_work_unless_told(tmp_path):
+    import json
+
+    rp = load_benchmark("repredict_h200", "rp_source")
+    d = tmp_path / "c-base-measured"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({"host_speed": {"reference_work_s": 3e-4}}))
+    p = tiny_profile(reference_work_s=2e-4)
+    assert rp.run_speed(d, p, {d.name: 0.9}) == (pytest.approx(1.5), "reference")
+    assert rp.run_speed(d, p, {d.name: 0.9}, use_reference=False) == (0.9, "launch")
+    assert rp.run_speed(d, tiny_profile(), {}) == (1.0, "none")     # an old profile: no reference
