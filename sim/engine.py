@@ -160,6 +160,7 @@ class SimEngine(Clients, EngineStretch):
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         self.fast_forward = fast_forward and server.enable_overlap_schedule and not server.enable_dp_attention
         self._gpu_memo: dict[int, float] = {}
+        self._seg_memo: dict[tuple[int, int, int], tuple[float, int]] = {}   # plain_timeline.walk's
         self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._tail_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None

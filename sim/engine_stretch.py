@@ -68,7 +68,7 @@ class EngineStretch:
             rec = self.rec
             tm = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s, self._plain_gpu,
                                      self._plain_host, self.host_blocked_s, rec.step_totals.busy_s, rec.full,
-                                     tail=self._plain_tail if self._has_tail else None)
+                                     tail=self._plain_tail if self._has_tail else None, memo=self._seg_memo)
             n = tm.n
             if n < 1:
                 return None

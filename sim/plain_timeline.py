@@ -77,7 +77,7 @@ class PlainTimes:
 def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
          gpu: Callable[[int, int, int], float], host: Callable[[int], tuple[float, float, float]],
          blocked0: float = 0.0, busy0: float = 0.0, detail: bool = False, limit: int | None = None,
-         tail: Callable[[int], float] | None = None) -> PlainTimes:
+         tail: Callable[[int], float] | None = None, memo: dict | None = None) -> PlainTimes:
     """Time the iterations of ``run`` from host time ``t0`` until the next event.
 
     Args:
@@ -96,6 +96,8 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         limit: apply at most this many iterations (below ``run.stop``).
         tail: ``tail(bs)``: host seconds of the launch call after its forward is queued
             (host.launch_tail_*); None: 0.
+        memo: the caller's cache of segment costs for this ``gpu`` (a dict kept across
+            calls: :func:`_segment`); None: a new one.
 
     Returns:
         :class:`PlainTimes`: n iterations to apply (every host time T_1 .. T_{n-1} is
@@ -103,7 +105,11 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
 
     The loop keeps only what every caller needs per iteration (T); a GPU start is the
     previous end unless the host was late (kept aside, rare when the GPU is the bottleneck),
-    and the sums are taken as the iterations go, so nothing is walked twice.
+    and the sums are taken as the iterations go, so nothing is walked twice. A segment of
+    one batch size and cost key (~10 iterations) starts with one lookup of its GPU seconds
+    and its end (:func:`_segment`); inside it the iterations count to that end, and the
+    context sum, an int, is set where the next segment starts (at the key's limit or the
+    next breakpoint), as the step-by-step sums give it.
     """
     stop = run.stop if limit is None else limit
     changes = run.changes
@@ -114,7 +120,9 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     ctx = run.ctx0
     key = round(ctx / bs / 10.0)
     c = gpu(bs, ctx, key)
-    lim = None            # the context sum at which the key changes (set from P_1 on)
+    klim = -1             # the iteration at which the key changes (set from P_1 on)
+    if memo is None:
+        memo = {}
     hs, hl, _ = host(bs)
     ht = 0.0 if tail is None else tail(bs)
     pbs = run.pbs0
@@ -157,7 +165,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
                     out = PlainTimes()
                     out.n = 0
                     return out
-                return walk(run, t0, e0, t_next, wake, gpu, host, blocked0, busy0, detail, j - 1, tail)
+                return walk(run, t0, e0, t_next, wake, gpu, host, blocked0, busy0, detail, j - 1, tail, memo)
             out = PlainTimes()
             out.n, out.T, out.E, out.S, out.RW = j, T, E, S, RW
             out.blocked, out.blocked_rows, out.busy = blk + rw, rows, busy + (e - s)
@@ -181,11 +189,29 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             ctx = base + j * bs
             base = nbase
             key = round(ctx / bs / 10.0)
-            c = gpu(bs, ctx, key)
-            lim = _key_until(ctx, bs, key)
-        else:
-            ctx += bs
-            if ctx >= lim:
-                key = round(ctx / bs / 10.0)
-                c = gpu(bs, ctx, key)
-                lim = _key_until(ctx, bs, key)
+            seg = memo.get((bs, key, ctx % bs))
+            if seg is None:
+                seg = _segment(memo, gpu, ctx, bs, key)
+            c, lim = seg
+            klim = j + (lim - ctx) // bs
+        elif j == klim:          # the context sum reached the key's limit
+            ctx = lim
+            key = round(ctx / bs / 10.0)
+            seg = memo.get((bs, key, ctx % bs))
+            if seg is None:
+                seg = _segment(memo, gpu, ctx, bs, key)
+            c, lim = seg
+            klim = j + (lim - ctx) // bs
+
+
+def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int,
+             key: int) -> tuple[float, int]:
+    """The GPU seconds of a decode of ``bs`` requests at cost key ``key`` and the context
+    sum at which the key changes (:func:`_key_until`), cached in ``memo`` under (bs, key,
+    ctx mod bs): ``gpu`` depends on (bs, key) only (the cost model's key, see the engine's
+    ``_run_costs``) and the limit on ctx only through ctx mod bs, so every context sum of
+    that residue in the key's range has this pair."""
+    if len(memo) >= 1 << 16:
+        memo.clear()
+    v = memo[(bs, key, ctx % bs)] = (gpu(bs, ctx, key), _key_until(ctx, bs, key))
+    return v

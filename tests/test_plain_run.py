@@ -211,3 +211,109 @@ def test_cost_key_changes_where_walk_expects(bs, mean, extra):
     for x in {ctx, ctx + bs, lim - bs}:
         if round(x / bs / 10.0) == key:
             assert _key_until(x, bs, key) == _key_limit(x, bs, key) == lim
+
+
+def _chain(run, t0: float, e0: float, t_next: float, wake: float, gpu, host, tail, stop: int):
+    """The overlap loop's chain of one iteration at a time (sim/plain_timeline.py module
+    docstring), each iteration's costs looked up afresh from its batch size and context
+    sum: (n, T, blocked, rows, busy, s0, s_last, e_last, rw_last), the blocked sums from
+    0.0 and busy from 0.0."""
+    T, t, ep = [t0], t0, e0
+    blk = rows = busy = 0.0
+    pbs = run.pbs0
+    s0 = s = e = rw = 0.0
+    n = stop
+    for j in range(stop):
+        if j == 0:
+            bs, ctx = run.bs0, run.ctx0
+        else:
+            _, bs, base = [ch for ch in run.changes if ch[0] <= j][-1]
+            ctx = base + j * bs
+        c = gpu(bs, ctx, round(ctx / bs / 10.0))
+        hs, hl, _ = host(bs)
+        ht = tail(bs) if tail is not None else 0.0
+        t = t + hs
+        t = t + hl
+        if ep > t:
+            s, e = ep, ep + c
+            t = t + ht
+            rw = 0.0
+            if ep > t:
+                rw = (ep - t) + wake
+                t = t + rw
+        else:
+            s, e, rw = t, t + c, 0.0
+            t = t + ht
+        t = t + host(pbs)[2]
+        T.append(t)
+        if j == 0:
+            s0 = s
+        blk = blk + rw
+        busy = busy + (e - s)
+        if t >= t_next or j == stop - 1:
+            n = j + 1
+            break
+        rows = rows + rw   # every wait but the last
+        ep, pbs = e, bs
+    return n, T, blk, rows, busy, s0, s, e, rw
+
+
+class _Run:
+    """A closed-form stretch's timing inputs (:attr:`PlainRun.changes` and P_0)."""
+
+    def __init__(self, stop, bs0, ctx0, pbs0, changes):
+        self.stop, self.bs0, self.ctx0, self.pbs0, self.changes = stop, bs0, ctx0, pbs0, changes
+
+
+_SHARED_MEMO: dict = {}   # per GPU cost: segment costs kept across examples, as the engine keeps them across stretches
+
+
+@settings(max_examples=200, deadline=None)
+@given(bs0=st.integers(1, 24), mean0=st.integers(1, 3000), pbs0=st.integers(1, 24), stop=st.integers(1, 200),
+       drops=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 3)), max_size=6),
+       gpu_ms=st.sampled_from([0.05, 0.4, 3.0]), wake=st.sampled_from([0.0, 1.6e-5]),
+       with_tail=st.booleans(), cut=st.integers(0, 400), exact=st.booleans(), shared=st.booleans())
+def test_walk_is_the_iteration_chain(bs0, mean0, pbs0, stop, drops, gpu_ms, wake, with_tail, cut, exact, shared):
+    """The walk by segments (one cost lookup a segment, cached in the caller's memo across
+    walks) gives the times and sums of the chain evaluated iteration by iteration; an event
+    at or just after a host time ends it where the chain says."""
+    from specsched.sim.plain_timeline import walk
+
+    # breakpoints: from iteration 1 on, P_j holds bs requests with contexts summing to base + j * bs
+    bs, base, j = bs0, mean0 * bs0 - bs0, 1
+    changes = [(1, bs, base)]
+    for gap, leave in drops:
+        if bs - leave < 1:
+            break
+        j += gap
+        bs -= leave
+        base = max(0, base - leave * mean0) + (gap % 7)
+        changes.append((j, bs, base))
+    run = _Run(stop, bs0, mean0 * bs0 + bs0 // 2, pbs0, changes)
+
+    def gpu(b: int, ctx: int, key: int) -> float:   # a function of (batch size, key) only
+        return gpu_ms * 1e-3 + b * 1.3e-6 + key * 1e-7
+
+    def host(b: int) -> tuple[float, float, float]:
+        return 2e-4 + b * 1e-6, 1e-4 + (b % 3) * 1e-6, 3e-4 + b * 2e-7
+
+    tail = (lambda b: 5e-5 + b * 1e-7) if with_tail else None
+    full = _chain(run, 3.25, 3.2504, math.inf, wake, gpu, host, tail, stop)
+    t_next = math.inf
+    if cut:
+        t_next = full[1][1 + cut % stop]
+        if not exact:
+            t_next = math.nextafter(t_next, math.inf)
+    memo = _SHARED_MEMO.setdefault(gpu_ms, {}) if shared else None
+    got = walk(run, 3.25, 3.2504, t_next, wake, gpu, host, 0.0, 0.0, tail=tail, memo=memo)
+    n, T, blk, rows, busy, s0, s_last, e_last, rw_last = _chain(run, 3.25, 3.2504, t_next, wake, gpu, host, tail, stop)
+    if T[n] == t_next:   # the Recv would be at the event itself: one iteration fewer
+        if n == 1:
+            assert got.n == 0
+            return
+        n, T, blk, rows, busy, s0, s_last, e_last, rw_last = _chain(
+            run, 3.25, 3.2504, math.inf, wake, gpu, host, tail, n - 1)
+    assert got.n == n
+    assert got.T[: n + 1] == T[: n + 1]
+    assert (got.blocked, got.blocked_rows, got.busy) == (blk, rows, busy)
+    assert (got.s0, got.s_last, got.e_last, got.rw_last) == (s0, s_last, e_last, rw_last)
