@@ -165,12 +165,20 @@ def _poisson_line(seed: int, rate: float, profile) -> tuple[dict, object]:
 @settings(max_examples=6, deadline=None)
 @given(st.integers(1, 10_000), st.sampled_from([5.0, 40.0, 400.0]))
 @example(308, 400.0)
+@example(1882, 5.0)
 def test_invariant_a_replayed_run_is_reproduced_by_the_profile_that_made_it(tmp_path_factory, seed, rate):
     """Invariant: a fit case built from a line with send times replays the run's own arrivals
     and lengths, so the profile that made the run predicts it again (to the trace's
     full precision), whatever the arrival draw; the fit has no draw's luck to explain. Seed
     308 at 400 req/s is a draw where a microsecond rounding of the send times moved a request
-    across a scheduling pass (median TTFT 2.06 against 2.38 ms)."""
+    across a scheduling pass (median TTFT 2.06 against 2.38 ms).
+
+    The replay's clock starts at the first send (a trace counts from its first row), the
+    run's at 0. While idle, SGLang 0.5.23's event loop busy-polls (``Scheduler.event_loop_overlap``;
+    ``sleep_on_idle`` is off by default) and so does the simulated host, one schedule pass
+    at a time, so shifting the origin moves the idle loop's phase at each arrival: a lone
+    request's TTFT may differ by up to one idle pass (seed 1882 at 5 req/s: 0.75 against
+    0.70 ms, p90 0.84 against 0.79). Latencies are held to that, everything else exactly."""
     from specsched.analysis.calibrate_bench import cases_from_runs, predict
 
     prof = tiny_profile()
@@ -178,7 +186,10 @@ def test_invariant_a_replayed_run_is_reproduced_by_the_profile_that_made_it(tmp_
     (case,) = cases_from_runs([parse_run(line, "m.jsonl:1")], "tiny", None, tmp_path_factory.mktemp("c"))
     assert case.scenario.workload.kind == "trace"
     pred = predict(case, prof, 1)
-    for k in ("median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "output_throughput", "mean_e2e_latency_ms"):
+    idle_pass_ms = prof.host.schedule_s * 1e3
+    for k in ("median_ttft_ms", "p90_ttft_ms", "mean_e2e_latency_ms"):
+        assert pred[k] == pytest.approx(res.summary[k], rel=1e-3, abs=idle_pass_ms * 1.0001), k
+    for k in ("median_itl_ms", "output_throughput"):
         assert pred[k] == pytest.approx(res.summary[k], rel=1e-3, abs=1e-3), k
 
 

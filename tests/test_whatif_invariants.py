@@ -72,7 +72,7 @@ def test_w1_a_larger_graph_limit_never_slows_a_step(s, data, ctx, small, window)
     bs = data.draw(st.sampled_from(hi_cost.graph_bs))
     lo = cost(p, cuda_graph_max_bs=small, **spec).step_s(bs, ctx)
     hi = hi_cost.step_s(bs, ctx)
-    assert hi <= lo * (1 + 1e-9)
+    assert hi <= lo * (1 + 1e-6)  # 1 ns per ms: float summation order, not physics
 
 
 @settings(max_examples=40, deadline=None)
@@ -81,15 +81,15 @@ def test_w1_a_larger_graph_limit_never_slows_a_step(s, data, ctx, small, window)
 def test_w2_fp8_weights_never_slow_a_decode_step(mg, bs, ctx):
     bf16 = cost(analytic(*mg, 1, "bf16"), cuda_graph_max_bs=1024).step_s(bs, ctx)
     fp8 = cost(analytic(*mg, 1, "fp8"), cuda_graph_max_bs=1024).step_s(bs, ctx)
-    assert fp8 <= bf16 * (1 + 1e-9)
+    assert fp8 <= bf16 * (1 + 1e-6)  # 1 ns per ms: float summation order, not physics
 
 
 @settings(max_examples=60, deadline=None)
 @given(shape, batch, context, st.integers(1, 64), st.integers(0, 8000))
 def test_w3_a_step_never_gets_cheaper_with_more_work(s, bs, ctx, more_bs, more_ctx):
     c = cost(analytic(*s), cuda_graph_max_bs=256)
-    assert c.step_s(bs + more_bs, ctx) >= c.step_s(bs, ctx) * (1 - 1e-9)
-    assert c.step_s(bs, ctx + more_ctx) >= c.step_s(bs, ctx) * (1 - 1e-9)
+    assert c.step_s(bs + more_bs, ctx) >= c.step_s(bs, ctx) * (1 - 1e-6)
+    assert c.step_s(bs, ctx + more_ctx) >= c.step_s(bs, ctx) * (1 - 1e-6)
 
 
 def _mixed(ext: list[int], ext_prefix: list[int], dec_ctx: list[int]) -> BatchPlan:
