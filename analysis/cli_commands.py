@@ -240,6 +240,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         def out_dirs(arm: str, seed: int) -> Path:
             return root / default_out_dir(name, arm, seed, overrides).name
         root.mkdir(parents=True, exist_ok=True)   # an unwritable place fails now, before any run
+        from specsched.sim.results import check_results_target
+
+        for arm in arms:   # a folder in the way (a file, another folder) too
+            for i in range(args.seeds):
+                sc_seed = load_scenario_with_overrides(args.scenario, arm, overrides).seed + i
+                check_results_target(out_dirs(arm, sc_seed))
     executor = None
     if args.workers > 1:
         import multiprocessing

@@ -18,8 +18,13 @@ import pandas as pd
 from specsched.analysis.stats import PooledSamples, across_seeds, percentile_metric
 
 KEY_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
-               "verify_cycles_per_s")
-"""The metrics of the summary table and the plot, when the sweep has them."""
+               "verify_cycles_per_s", "accept_length")
+"""The metrics of the summary table and the plot, when the sweep has them (a run without
+speculative decoding has no verify cycles or accept length: those columns are left out).
+``accept_length`` is the mean accept length a run achieved (tokens committed by verify
+steps per request decoding in them, :func:`specsched.sim.metrics` ``accept_length``; the
+``accept len`` of SGLang's decode log lines), so a window sweep shows what each window buys
+next to what it costs in verify cycles/s."""
 SUMMARY_COLUMNS = ("metric", "across_seeds", "value", "ci_low", "ci_high", "seeds")
 _TAIL = ("seed", "metric", "value", "point")
 
@@ -38,7 +43,7 @@ def summarize_sweep(table: pd.DataFrame, samples: pd.DataFrame | None = None,
         table: a sweep's tidy table (:func:`analysis.sweep.read_sweep`).
         samples: its samples (:func:`analysis.sweep_store.read_samples`); without them a
             percentile is the mean over seeds (``across_seeds = "mean"``).
-        metrics: default :data:`KEY_METRICS` (those in the table).
+        metrics: default :data:`KEY_METRICS` (those with a value in some run).
         confidence: interval level.
         n_resamples: bootstrap resamples for a pooled percentile's interval.
 
@@ -46,7 +51,8 @@ def summarize_sweep(table: pd.DataFrame, samples: pd.DataFrame | None = None,
         Columns: ``point``, the parameter columns, then :data:`SUMMARY_COLUMNS`; points in
         the table's order.
     """
-    present = set(table["metric"])
+    finite = np.isfinite(pd.to_numeric(table["value"], errors="coerce").to_numpy(float))
+    present = set(table.loc[finite, "metric"])   # a metric no run has (no speculation: no accept length) is left out
     metrics = [m for m in (metrics or KEY_METRICS) if m in present]
     params = parameters(table)
     by_point = {}
@@ -101,14 +107,22 @@ def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]
 
 
 def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidence: float = 0.95) -> Any:
-    """The summary as a rich Table: one row per point, ``value [CI]`` per metric."""
+    """The summary as a rich Table: one row per point, ``value [CI]`` per metric; a
+    parameter with one value at every point (the arm, a ``--set`` key) is named in the
+    title instead of a column."""
     from rich.table import Table
 
     cols, heads, rows = _wide(summary)
+    n = len(cols) - 1   # the parameter columns (then "seeds")
+    fixed = [i for i in range(n) if len(rows) > 1 and len({r[i] for r in rows}) == 1]
+    if fixed:   # a parameter equal at every point goes to the title: room for the metrics
+        title += " (at every point: " + ", ".join(f"{cols[i]}={rows[0][i]}" for i in fixed) + ")"
+        cols = [c for i, c in enumerate(cols) if i not in fixed]
+        rows = [[v for i, v in enumerate(r) if i not in fixed] for r in rows]
     t = Table(title=title, caption=f"value [{confidence:.0%} CI] over seeds: mean; (pooled) = percentile of the "
                                    "pooled samples of all seeds, seed-bootstrap CI")
     for c in cols:
-        t.add_column(c, justify="left" if c != "seeds" else "right")
+        t.add_column(c, justify="left" if c != "seeds" else "right", overflow="fold")   # a long key folds, not cut
     for h in heads:
         t.add_column(h, justify="right")
     for r in rows:

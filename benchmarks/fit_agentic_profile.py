@@ -29,6 +29,12 @@ What is fitted, from what:
    keeps System A's host costs, and the pair is a prediction (docs/agentic.md).
 3. With ``--pair``, stages A and B alternate (``--rounds``). The c192 and c256
    ``output_size`` arms are held out: printed as predictions, never fitted.
+4. Stage A2 (``--free extend,accept,kv``; the current cells, docs/agentic.md section 11):
+   Nelder-Mead over a chosen few of ``gpu.extend``, the cells' mean accept length
+   (``acceptance.mean_accept_length``) and KV pool per rank (``server.max_total_num_tokens``),
+   the verify line kept, on the same base-arm loss. Accept length and pool are cell values
+   the reference does not state; ``--write`` puts them into every cell. The ``output_size``
+   arms are never part of any loss here.
 
 Scenario settings are never special-cased here: every cell is simulated from its YAML as
 ``specsched run`` would. ``--set KEY=VALUE`` (dotted scenario keys, applied to every cell) is
@@ -235,13 +241,16 @@ def rel_errors(pred: dict[str, float], ref: dict[str, float], keys: tuple[str, .
 
 # ---------------------------------------------------------------------------------- fit
 def cell_values(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The fitted scenario values the cells share (KV pool, acceptance spread); they must agree."""
-    seen = {(sc.server.max_total_num_tokens, sc.acceptance.request_spread)
+    """The fitted scenario values the cells share (KV pool, acceptance spread and mean); they
+    must agree."""
+    seen = {(sc.server.max_total_num_tokens, sc.acceptance.request_spread, sc.acceptance.mean_accept_length)
             for sc in (scenario(c, "base", overrides) for c in CELLS)}
     if len(seen) != 1:
-        raise SystemExit(f"the agentic cells disagree on (max_total_num_tokens, request_spread): {sorted(seen)}")
-    kv, spread = seen.pop()
-    return {"server": {"max_total_num_tokens": kv}, "acceptance": {"request_spread": spread}}
+        raise SystemExit("the agentic cells disagree on (max_total_num_tokens, request_spread, "
+                         f"mean_accept_length): {sorted(seen)}")
+    kv, spread, accept = seen.pop()
+    return {"server": {"max_total_num_tokens": kv},
+            "acceptance": {"request_spread": spread, "mean_accept_length": accept}}
 
 
 def fit_base(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, max_evals: int,
@@ -257,7 +266,8 @@ def fit_base(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
         if not fit_cells:
             return x, cells
         return x[:3], {"server": {"max_total_num_tokens": int(round(x[3]))},
-                       "acceptance": {"request_spread": round(float(x[4]), 4)}}
+                       "acceptance": {"request_spread": round(float(x[4]), 4),
+                                      "mean_accept_length": cells["acceptance"]["mean_accept_length"]}}
 
     def loss(z: np.ndarray) -> float:
         theta, cv = unpack(z)
@@ -309,6 +319,63 @@ def fit_extend(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dic
 
     res = minimize_scalar(loss, bounds=(12.0, 17.0), method="bounded", options={"xatol": 0.1, "maxiter": max_evals})
     return apply(profile, np.r_[res.x * 1e-6, th0[1:]])
+
+
+FREE = ("extend", "accept", "kv")
+"""Stage A2's parameters: gpu.extend (s per prompt token), acceptance.mean_accept_length,
+server.max_total_num_tokens (per rank)."""
+
+
+def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, names: list[str],
+             max_evals: int, verbose: bool) -> tuple[Profile, dict[str, Any]]:
+    """Stage A2 (``--free``): Nelder-Mead over log of the named parameters (a subset of
+    :data:`FREE`), the verify line and everything else kept, on stage A's base-arm loss (the
+    27 figures, each a mean over the seeds). Returns the profile and cell values at the
+    best point seen."""
+    th0 = params_of(profile)
+    start = {"extend": th0[0], "accept": cells["acceptance"]["mean_accept_length"],
+             "kv": cells["server"]["max_total_num_tokens"]}
+    x0 = np.log([start[k] for k in names])
+    runs = [(c, "base") for c in CELLS]
+    best: list[Any] = [np.inf, None]
+
+    def unpack(z: np.ndarray) -> tuple[Profile, dict[str, Any]]:
+        v = dict(zip(names, np.exp(z), strict=True))
+        prof = apply(profile, np.r_[v.get("extend", th0[0]), th0[1:]])
+        cv = deep_merge(cells, {})
+        if "accept" in v:
+            cv["acceptance"]["mean_accept_length"] = round(float(v["accept"]), 4)
+        if "kv" in v:
+            cv["server"]["max_total_num_tokens"] = int(round(v["kv"]))
+        return prof, cv
+
+    def loss(z: np.ndarray) -> float:
+        prof, cv = unpack(z)
+        if not 1.0 <= cv["acceptance"]["mean_accept_length"] <= 6.0:  # within the verify window
+            return 1e3
+        try:
+            preds = ev(prof, runs, cv)
+        except Exception as e:  # e.g. a pool too small for the longest prompt: outside the domain
+            if verbose:
+                print(f"  A2 rejected {cv}: {e}", file=sys.stderr)
+            return 1e3
+        errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
+        val = float(np.sum(np.square(errs)))
+        if val < best[0]:
+            best[:] = [val, z.copy()]
+        if verbose:
+            print(f"  A2 extend {params_of(prof)[0] * 1e6:.3f} us/tok accept {cv['acceptance']['mean_accept_length']} "
+                  f"KV {cv['server']['max_total_num_tokens']}: loss {val:.4f}, largest "
+                  f"{max(abs(e) for e in errs) * 100:.1f}%, mean {np.mean(np.abs(errs)) * 100:.1f}%",
+                  file=sys.stderr, flush=True)
+        return val
+
+    steps = {"extend": 0.04, "accept": 0.06, "kv": 0.2}
+    n = len(x0)
+    simplex = np.vstack([x0] + [x0 + steps[names[i]] * np.eye(n)[i] for i in range(n)])
+    minimize(loss, x0, method="Nelder-Mead",
+             options={"maxfev": max_evals, "xatol": 5e-3, "fatol": 1e-4, "initial_simplex": simplex})
+    return unpack(best[1] if best[1] is not None else x0)
 
 
 def fit_pair(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, verbose: bool) -> Profile:
@@ -366,16 +433,19 @@ def write(profile: Profile, cells: dict[str, Any]) -> None:
     """Rewrite the profile's gpu and host blocks (keeping its header comments and provenance)
     and the cells' shared fitted values (server.max_total_num_tokens, acceptance.request_spread)."""
     kv, spread = cells["server"]["max_total_num_tokens"], cells["acceptance"]["request_spread"]
+    accept = cells["acceptance"]["mean_accept_length"]
     text = PROFILE.read_text()
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(text)
     dumped = profile.model_dump(mode="json", exclude={"path"})
-    data["gpu"], data["host"] = dumped["gpu"], dumped["host"]
+    for block, keys in (("gpu", ("extend", "draft_inject_per_token_s", "verify")), ("host", ("schedule_s",))):
+        for k in keys:  # the fitted values only: the file keeps its other keys as written
+            data[block][k] = dumped[block][k]
     PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
     for c in CELLS:
         p = ROOT / "scenarios" / f"{c}.yaml"
         t = p.read_text()
-        for key, val in (("max_total_num_tokens", kv), ("request_spread", spread)):
+        for key, val in (("max_total_num_tokens", kv), ("request_spread", spread), ("mean_accept_length", accept)):
             t, n = re.subn(rf"(\n  {key}: )[0-9.e+-]+", rf"\g<1>{val}", t)
             if n != 1:
                 raise SystemExit(f"{p}: expected one '  {key}:' line")
@@ -393,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pair", action="store_true", help="also fit host.schedule_s to the c128 output_size pair (stage B)")
     ap.add_argument("--extend-only", action="store_true", help="fit gpu.extend alone (bounded scalar search; the verify line kept)")
     ap.add_argument("--cells", action="store_true", help="also fit the cells' KV pool and acceptance spread")
+    ap.add_argument("--free", metavar="NAMES", help="stage A2: fit these of " + ",".join(FREE)
+                    + " (comma-separated; Nelder-Mead, the verify line kept)")
     ap.add_argument("--write-lengths", action="store_true", help="(re)write scenarios/<cell>-input-lengths.csv and stop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
@@ -406,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--write-lengths writes the colocated cells' histograms, which the pd cells share")
     if a.write and a.set:
         ap.error("--write cannot be combined with --set: the profile must fit the scenarios as written")
+    free = [n for n in a.free.split(",") if n] if a.free else []
+    if any(n not in FREE for n in free) or (a.free is not None and not free):
+        ap.error(f"--free: {a.free!r}; allowed: a comma-separated subset of {','.join(FREE)}")
     overrides = parse_sets(a.set)
     if a.write_lengths:
         write_lengths(overrides)
@@ -417,7 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not a.report_only:
             for r in range(a.rounds):
-                if a.extend_only:
+                if free:
+                    prof, cells = fit_free(ev, prof, cells, refs, free, a.max_evals, not a.quiet)
+                elif a.extend_only:
                     prof = fit_extend(ev, prof, cells, refs, a.max_evals, not a.quiet)
                 else:
                     prof, cells = fit_base(ev, prof, cells, refs, a.max_evals, not a.quiet, fit_cells=a.cells)
@@ -429,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.4f} us/token, "
                       f"host.schedule_s {prof.host.schedule_s * 1e3:.3f} ms, KV pool "
                       f"{cells['server']['max_total_num_tokens']} tokens, request_spread "
-                      f"{cells['acceptance']['request_spread']}", flush=True)
+                      f"{cells['acceptance']['request_spread']}, mean accept length "
+                      f"{cells['acceptance']['mean_accept_length']}", flush=True)
         text, _ = table(ev, prof, cells, refs)
         print(text)
         if a.write:

@@ -2,13 +2,28 @@
 
 Source: SGLang managers/scheduler.py ``event_loop_overlap`` (and ``event_loop_normal``),
 managers/overlap_utils.py (the publish wait), speculative/dspark_components (DSpark
-prefill). Per iteration: receive requests; build the next batch; (spec only) wait for the
-previous forward's publish event, by blocking the host (``host_block``) or by a queued wait
-(``stream_wait`` from the forward stream, ``cross_queue_wait`` from a separate schedule
-stream); prepare inputs and launch; for a DSpark prefill, expand slots (repeat_interleave
-without output_size blocks the host until the prefill forward drains) and launch the draft
-KV injection; then process the *previous* batch's results (overlap: one step late) and
-deliver its tokens. With overlap off, results are processed right after the launch.
+prefill). Per iteration: receive requests; build the next batch; (spec only, and only
+for a batch with decoding rows) wait for the previous forward's publish event, by blocking
+the host (``host_block``) or by a queued wait (``stream_wait`` from the forward stream,
+``cross_queue_wait`` from a separate schedule stream); prepare inputs and launch; for a
+DSpark prefill, expand slots (repeat_interleave without output_size blocks the host until
+the prefill forward drains) and launch the draft KV injection; then process the *previous*
+batch's results (overlap: one step late) and deliver its tokens. With overlap off, results
+are processed right after the launch.
+
+Two details of the publish wait, read in sglang 0.5.20 (the last build whose DSpark prefill
+has the blocking expansion) and 0.5.23:
+
+- It is the wait in ``FutureMap.resolve_seq_lens_cpu`` / ``resolve_mixed_spec_tails``
+  (managers/overlap_utils.py), which return at once for a batch without a speculative
+  future, i.e. a prefill batch of new or chunked requests only: such a batch is prepared
+  and launched while the previous forward runs. A decode/verify batch, or a mixed one
+  (running requests as one-token rows), waits.
+- A DSpark prefill records ``publish_ready`` (``on_publish``) right after the target
+  forward and before the draft-KV injection (speculative/dspark_components/
+  dspark_worker_v2.py ``_forward_prefill``): the next batch waits for the target forward
+  only, and its launch queues behind the injection. Result processing waits for the
+  injection too (the result copy is recorded after it, scheduler.py ``run_batch``).
 
 The simulator (:mod:`sim.engine`) executes these operations on a SimPy clock, the runtime
 (:mod:`runtime.engine`) on a GPU. A sync mode is a choice of which operation is issued.
@@ -57,14 +72,16 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
     block_drafter = server.speculative_algorithm.is_block
     overlap = server.enable_overlap_schedule
     prebuilt = server.disaggregation_mode == "decode"
-    in_flight: tuple[Any, Any] | None = None  # (plan, handle) whose results are pending
+    # (plan, handle whose results are pending, handle whose end is the publish event)
+    in_flight: tuple[Any, Any, Any] | None = None
     while True:
-        if fast_forward and in_flight is not None:
+        if fast_forward and in_flight is not None and in_flight[1] is in_flight[2]:
             # the executor may collapse a decode stretch: it applies its iterations through
-            # the scheduler and hands back the forward it leaves in flight
-            jumped = yield FastForward(*in_flight)
+            # the scheduler and hands back the forward it leaves in flight (not right after
+            # a block drafter's prefill, whose publish precedes its injection's end)
+            jumped = yield FastForward(in_flight[0], in_flight[1])
             if jumped is not None:
-                in_flight = jumped
+                in_flight = (jumped[0], jumped[1], jumped[1])
         for req in (yield Recv()):
             sched.add_request(req)
         plan = sched.schedule()
@@ -74,26 +91,27 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
             first = sched.take_prebuilt_deliveries()
             if first:
                 yield Deliver(first)
-        handle = None
+        handle = publish = None
         if plan is not None:
             yield HostWork("schedule", plan)
-            if spec and in_flight is not None:
-                yield _publish_wait(server, in_flight[1])
+            if spec and in_flight is not None and plan.num_extend < plan.batch_size:
+                # only a batch with decoding rows resolves the previous step's lengths
+                yield _publish_wait(server, in_flight[2])
             yield HostWork("launch", plan)
-            handle = yield Launch(plan)
+            handle = publish = yield Launch(plan)
             if plan.is_prefill and spec and block_drafter and plan.num_extend:
                 if server.prefill_slot_expansion_sync:
                     yield HostBlock(handle, "slot_expansion")
                 handle = yield Launch(plan, "inject")
             if not overlap:
-                in_flight, handle = (plan, handle), None
+                in_flight, handle = (plan, handle, publish), None
         if in_flight is not None:
-            prev_plan, prev_handle = in_flight
+            prev_plan, prev_handle, _ = in_flight
             output = yield Results(prev_handle)
             deliveries = sched.process_result(prev_plan, output)
             yield HostWork("process", prev_plan)
             if deliveries:
                 yield Deliver(deliveries)
-        in_flight = (plan, handle) if handle is not None else None
+        in_flight = (plan, handle, publish) if handle is not None else None
         if plan is None and in_flight is None and not sched.has_work:
             yield WaitForWork()

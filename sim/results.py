@@ -17,6 +17,7 @@ Adding an output format (e.g. a ``bench_serving.jsonl`` line): write a function
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -164,9 +165,35 @@ def _arrow_table(cols: Columns) -> Any:
     return pa.Table.from_arrays(arrays, names=list(cols.data))
 
 
+def check_results_target(out_dir: str | Path) -> Path:
+    """``out_dir`` if writing a results directory there destroys nothing else: it does not
+    exist, is an empty folder, or is a results directory (has ``summary.json``) that the new
+    run replaces. ``.`` and ``..`` are resolved to the folder they name (and so refused
+    unless empty). Call it before the run, so that a bad ``--out`` costs no work.
+
+    Returns:
+        The path to write (``out_dir``, resolved when it has no name of its own).
+
+    Raises:
+        FileExistsError: ``out_dir`` is a file, or a folder with other content (a replace
+            would move it away and delete it); the message says so, nothing is touched.
+    """
+    o = Path(out_dir)
+    if o.name in ("", ".", ".."):
+        o = o.resolve()
+    if o.exists() and not o.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder: not replaced by a results directory; "
+                                            "give a new folder", str(out_dir))
+    if o.is_dir() and not (o / "summary.json").is_file() and any(o.iterdir()):
+        raise FileExistsError(errno.ENOTEMPTY, "a folder with other content, not a results directory (no "
+                                               "summary.json): not replaced; give a new or empty folder", str(out_dir))
+    return o
+
+
 def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet",
                   outputs: Sequence[Output] = OUTPUTS) -> Path:
-    """Write ``result`` as the results directory ``out_dir``, replacing it as a whole.
+    """Write ``result`` as the results directory ``out_dir``, replacing it as a whole
+    (only a results directory is replaced: :func:`check_results_target`).
 
     Args:
         result: the run (simulated, measured or synthetic).
@@ -179,11 +206,14 @@ def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet",
 
     Raises:
         ValueError: unknown ``fmt``.
+        FileExistsError: ``out_dir`` is a file or a folder that is not a results directory
+            (nothing touched).
         OSError: the location is not writable (nothing is left behind, an existing
             directory is kept).
     """
     if fmt not in TABLE_FORMATS:
         raise ValueError(f"format must be parquet or csv, got {fmt!r}")
+    out_dir = check_results_target(out_dir)
 
     def fill(d: Path) -> None:
         write_tables(result, d, fmt)

@@ -208,18 +208,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     from specsched.sim.results import write_results
 
     load_profile(scenario.profile, scenario.path or None)  # a bad profile fails before any work
-    t0 = time.perf_counter()
-    result = simulate(scenario, scenario.seed, show_progress(args))
-    wall = time.perf_counter() - t0
-    # reference figures belong to the scenario as written: not shown for a modified one
-    ref = None if args.set else scenario.reference.get(args.arm)
-    print(format_report(result.summary, ref))
     if args.out:
         out = Path(args.out)
     else:
         from specsched.analysis.overrides import parse_overrides
 
         out = default_out_dir(scenario.name, args.arm, scenario.seed, parse_overrides(args.set or []))
+    from specsched.sim.results import check_results_target
+
+    check_results_target(out)  # an --out that is a file or another folder: refused before the run
+    t0 = time.perf_counter()
+    result = simulate(scenario, scenario.seed, show_progress(args))
+    wall = time.perf_counter() - t0
+    # reference figures belong to the scenario as written: not shown for a modified one
+    ref = None if args.set else scenario.reference.get(args.arm)
+    print(format_report(result.summary, ref))
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     return 0

@@ -24,15 +24,17 @@ FIT_KEYS = (
     "output_throughput", "total_throughput", "request_throughput",
 )
 # |relative error| per figure of agentic-c128 at seed 1 (the scenario's seed) with the
-# profile as fitted (docs/agentic.md section 10), rounded up to the next whole percent. The
-# fit targets 5-seed means of all three cells, not this run: the cells' mixed chunks and
-# steady-state throughputs replaced section 5's hand probes of this seed, and four bounds
-# wider than those probes' (TTFT mean and median, TPOT mean and median) are this model's
-# seed-1 misses, not a tuning. Tighten these when the fit improves; never loosen them to pass.
+# profile and cell values as fitted (docs/agentic.md section 11), rounded up to the next whole
+# percent. The fit targets 5-seed means of all three cells, not this run. Section 11's fit
+# (accept length, KV pool and gpu.extend together, after the loop's publish-wait fix) brought
+# the 5-seed means closer on 18 of 27 figures, and six bounds here tighter; three are wider
+# than section 10's, because seed 1 is one draw of 64 turn-0 prompts: median TTFT (5-seed
+# mean +0.8 %, seed 1 -13.5 %), p90 TPOT (-5.1 / -11.0 %), request throughput (-7.7 / -2.8 %).
+# Tighten these when the fit improves; never loosen them to pass.
 TOLERANCE = {
-    "mean_ttft_ms": 0.18, "median_ttft_ms": 0.05, "p90_ttft_ms": 0.05,       # reached -17.3 / -4.6 / -4.3 %
-    "mean_tpot_ms": 0.11, "median_tpot_ms": 0.13, "p90_tpot_ms": 0.10,       # reached -10.8 / -12.8 / -9.5 %
-    "output_throughput": 0.09, "total_throughput": 0.08, "request_throughput": 0.02,  # +8.5 / +7.8 / -1.3 %
+    "mean_ttft_ms": 0.18, "median_ttft_ms": 0.14, "p90_ttft_ms": 0.02,       # reached -17.5 / -13.5 / -1.8 %
+    "mean_tpot_ms": 0.08, "median_tpot_ms": 0.11, "p90_tpot_ms": 0.12,       # reached -7.9 / -10.6 / -11.0 %
+    "output_throughput": 0.07, "total_throughput": 0.06, "request_throughput": 0.03,  # +6.4 / +5.5 / -2.8 %
 }
 
 
@@ -116,48 +118,17 @@ def test_c128_base_arm_within_fitted_tolerance():
 
 
 def test_output_size_lowers_c128_mean_ttft():
-    """Removing the slot-expansion host block shortens every forward that carries a DSpark
-    prefill chunk, for every rank of the lock-step instance."""
-    base, fixed = _full("agentic-c128", "base"), _full("agentic-c128", "output_size")
-    assert fixed["host_blocked_s"] < base["host_blocked_s"]
-    # one prompt per rank, sent together: the two arms run the same forwards, each shorter
-    # without the block (the full cell's two arms diverge after the first chunk: at seed 1
-    # their mean TTFTs differ by less than the seed-to-seed spread, docs/agentic.md section 10)
-    one = {arm: run_scenario(_reduced("agentic-c128", arm, conversations=8, turns=1)).summary
+    """Removing the slot-expansion host block lets the injection follow each chunk's extend
+    at once, on every rank of the lock-step instance (with the block, the host wakes first).
+    One prompt per rank, sent together: the two arms run the same forwards. (The full cell's
+    two arms diverge after the first chunk; the host's total blocked time is no measure
+    either: without the block it waits for the previous chunk's results instead, sglang's
+    one-step-late result processing. docs/agentic.md section 11.)"""
+    one = {arm: run_scenario(_reduced("agentic-c128", arm, conversations=8, turns=1))
            for arm in ("base", "output_size")}
-    assert one["output_size"]["mean_ttft_ms"] < one["base"]["mean_ttft_ms"]
-
-
-PD_CELLS = ("agentic-pd-c128", "agentic-pd-c192", "agentic-pd-c256")
-
-
-@pytest.mark.parametrize("cell", PD_CELLS)
-def test_pd_cell_declares_the_layout_and_the_reference(cell):
-    sc = load_scenario(_path(cell))
-    d = sc.server.disaggregation
-    assert d is not None and d.prefill.instances == 1 and d.decode.instances == 1   # half of 2P2D
-    for role in ("prefill", "decode"):
-        r = sc.server.role_server(role)
-        assert r.enable_dp_attention and r.dp_size == 8 and r.disaggregation_mode == role
-    assert sc.server.role_server("decode").disable_radix_cache
-    assert load_scenario(_path(cell), "output_size").server.prefill_slot_expansion_sync is False
-    assert set(FIT_KEYS) <= set(sc.reference["base"]) and len(sc.assumptions) >= 8
-    assert ("output_size" in sc.reference) == (cell == "agentic-pd-c128")
-
-
-def test_pd_cell_prefill_blocks_only_on_its_prefill_servers():
-    """Disaggregated, the DSpark slot-expansion block stalls the prefill server's host only:
-    the decode server runs no extend (no inject, no block) in either arm."""
-    from specsched.sim.engine import SimEngine
-
-    for arm in ("base", "output_size"):
-        eng = SimEngine(_reduced("agentic-pd-c128", arm, conversations=4, turns=2))
-        res = eng.run()
-        assert res.summary["completed"] == 8
-        assert (res.steps["num_extend_tokens"] == 0).all() and set(res.steps["part"]) == {"main"}
-        steps = eng.prefill[0].rec.tables({})[2]
-        inj = steps["part"] == "inject"
-        # the slot-expansion HostBlock sits between an extend and its inject launch; the
-        # engine books the blocked time on the inject
-        assert inj.sum() > 0 and set(steps["mode"]) == {"extend"}
-        assert int((steps["host_blocked_s"][inj] > 0).sum()) == (inj.sum() if arm == "base" else 0)
+    assert one["output_size"].summary["mean_ttft_ms"] < one["base"].summary["mean_ttft_ms"]
+    for arm, res in one.items():
+        s = res.steps.reset_index(drop=True)
+        inj = s.index[s["part"] == "inject"]
+        gap = s.loc[inj, "gpu_start_s"].to_numpy() - s.loc[inj - 1, "gpu_end_s"].to_numpy()
+        assert ((gap > 0) if arm == "base" else (gap == 0)).all()

@@ -218,7 +218,7 @@ def test_summary_pools_percentiles_over_seeds_and_plots(scenario, tmp_path):
     rep = run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 3, out,
                     executor=ThreadPoolExecutor(2), progress=False)
     summary = summarize_sweep(rep.table, read_samples(out))
-    assert len(summary) == 2 * 6 and set(summary["seeds"]) == {3}
+    assert len(summary) == 2 * 7 and set(summary["seeds"]) == {3}
     row = summary[(summary["server.chunked_prefill_size"] == 2048) & (summary["metric"] == "p99_ttft_ms")].iloc[0]
     assert row["across_seeds"] == "pooled" and row["ci_low"] <= row["value"] <= row["ci_high"]
     sc = load_scenario_with_overrides(scenario, "base", {"server.chunked_prefill_size": 2048})
@@ -230,3 +230,28 @@ def test_summary_pools_percentiles_over_seeds_and_plots(scenario, tmp_path):
     assert to_markdown(summary).count("\n") == 4
     fig = plot_sweep(summary)
     assert [ax.get_xlabel() for ax in fig.axes if ax.get_visible()][0] == "server.chunked_prefill_size"
+
+
+def test_a_window_sweep_table_shows_the_accept_length_each_window_achieved(tmp_path, capsys):
+    """The verify-window sweep users run (README): the summary table has an accept-length
+    column, the mean over seeds of the runs' accept length, longer for the longer window;
+    a sweep without speculation has no such column (nor a verify-cycles one)."""
+    from specsched.cli import main
+
+    out = tmp_path / "w.parquet"
+    small = ["--set", "workload.num_requests=8", "--workers", "1", "-q"]
+    assert main(["sweep", "batch8-ll", "--grid", "server.speculative_num_draft_tokens=2,6", "--seeds", "2",
+                 "--out", str(out), *small]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("accept_length" in line for line in lines[:6]), "\n".join(lines)
+    assert "(at every point: arm=base, workload.num_requests=8)" in lines[0]   # not two constant columns
+    table = read_sweep(out)
+    acc = table[table["metric"] == "accept_length"].groupby("server.speculative_num_draft_tokens")["value"].mean()
+    assert acc[2] < acc[6] <= 6
+    for w in (2, 6):
+        row = next(line for line in lines if line.count("│") > 3 and line.split("│")[1].strip() == str(w))
+        assert row.split("│")[-2].strip().startswith(f"{acc[w]:.4g} "), row
+    assert main(["sweep", "poisson8b-fixed", "--grid", "server.chunked_prefill_size=4096", "--out",
+                 str(tmp_path / "p.parquet"), *small]) == 0
+    out = capsys.readouterr().out
+    assert "output_throughput" in out and "accept_length" not in out and "verify_cycles" not in out

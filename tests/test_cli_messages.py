@@ -70,3 +70,40 @@ def test_a_missing_yaml_file_is_still_named_as_a_missing_file(capsys, tmp_path):
     assert main(["run", str(tmp_path / "mine.yaml")]) == 2
     err = capsys.readouterr().err
     assert "mine.yaml" in err and "file does not exist" in err and "bundled" not in err, err
+
+
+@pytest.mark.parametrize("target", ["file", "folder", "dot"])
+def test_an_out_that_is_not_a_results_directory_is_refused_and_left_alone(target, tmp_path, monkeypatch, capsys):
+    """`--out notes.txt`, `--out ~/project` or `--out .` used to be replaced by the results
+    directory (the folder's content deleted, the file hidden as .NAME.old-*; `.` was a
+    traceback). Now: one line, exit 2, before the run, nothing touched or left behind."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("keep")
+    monkeypatch.chdir(work)
+    out = {"file": "notes.txt", "folder": str(work), "dot": "."}[target]
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=4", "--out", out, "-q"]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and "not replaced" in cap.err and "Traceback" not in cap.err, cap.err
+    assert "Serving Benchmark Result" not in cap.out   # refused before the run
+    assert sorted(p.name for p in work.iterdir()) == ["notes.txt"] and (work / "notes.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
+def test_a_results_directory_or_an_empty_folder_is_still_written(tmp_path, capsys):
+    for out in (tmp_path / "empty", tmp_path / "new"):
+        if out.name == "empty":
+            out.mkdir()
+        for _ in range(2):   # the second time it replaces its own results directory
+            assert main(["run", "burst256-ht", "--set", "workload.num_requests=4", "--out", str(out), "-q"]) == 0
+        assert (out / "summary.json").is_file()
+
+
+def test_compare_refuses_a_file_in_the_way_of_a_run_folder_before_running(tmp_path, capsys):
+    (tmp_path / "base-seed2+workload.num_requests=4").write_text("keep")
+    argv = ["compare", "burst256-ht", "--arms", "base,both", "--seeds", "2", "--set", "workload.num_requests=4",
+            "--out", str(tmp_path), "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "base-seed2" in err and "not replaced" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base-seed2+workload.num_requests=4"]

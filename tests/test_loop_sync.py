@@ -150,3 +150,76 @@ def test_every_injection_trails_its_extend_by_the_slot_expansion(x_ms, sync_mode
     off = make_scenario({"sync_mode": sync_mode, "prefill_slot_expansion_sync": False}, wl, seed=seed)
     a, b = SimEngine(off, prof).run(), SimEngine(off, tiny_profile()).run()
     assert a.steps.equals(b.steps) and a.requests.equals(b.requests)
+
+
+def _op_trace(server: ServerArgs, reqs: list[Req], iterations: int) -> list[tuple[str, str]]:
+    """(op type, reason/part) of the first ``iterations`` loop operations, each forward's
+    results one committed token per row."""
+    from specsched.sim.plan import StepOutput
+
+    s = Scheduler(server, NoDelay())
+    loop = scheduler_loop(s, server)
+    op, out, handles = next(loop), [], {}
+    op = loop.send(reqs)
+    for _ in range(iterations):
+        tag = getattr(op, "reason", getattr(op, "part", ""))
+        out.append((type(op).__name__, tag))
+        result = None
+        if isinstance(op, Launch):
+            result = object()
+            handles[id(result)] = op.plan
+        elif type(op).__name__ == "Results":
+            result = StepOutput(np.ones(handles[id(op.handle)].batch_size, dtype=np.int64))
+        elif isinstance(op, Recv):
+            result = []
+        op = loop.send(result)
+    return out
+
+
+def test_a_prefill_only_batch_does_not_wait_for_the_publish():
+    """sglang 0.5.20 / 0.5.23 ``FutureMap.resolve_seq_lens_cpu`` returns at once for a batch
+    without a speculative future (a prefill of new or chunked requests only): the second
+    chunk of a prompt is launched with no publish wait, while the first chunk still runs;
+    the verify that follows the last chunk waits. (The loop used to wait before every
+    speculative launch.)"""
+    server = ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=4, sync_mode="host_block",
+                        chunked_prefill_size=1024, max_prefill_tokens=1024, prefill_slot_expansion_sync=False)
+    trace = _op_trace(server, [Req(0, 1500, 50)], 30)
+    launches = [i for i, (t, part) in enumerate(trace) if t == "Launch" and part == "main"]
+    assert len(launches) >= 3  # chunk 1, chunk 2, first verify
+    waits = [i for i, (t, why) in enumerate(trace) if t == "HostBlock" and why == "publish"]
+    assert not [w for w in waits if w < launches[1]]          # chunk 2: no wait
+    assert [w for w in waits if launches[1] < w < launches[2]]  # the verify: waits
+
+
+def _first_verify_after_prefill(**server) -> tuple[float, float, float]:
+    """(extend end, injection end, first verify's GPU start) in ms of a lone 1000-token
+    DSpark prompt under host_block (tiny profile: extend 1 ms, injection 0.1 ms, wake-up
+    0.05 ms, launch 0.2 ms)."""
+    sc = make_scenario({"sync_mode": "host_block", **server},
+                       {"kind": "closed_loop", "concurrency": 1, "num_requests": 1,
+                        "input_len": {"kind": "fixed", "value": 1000}, "output_len": {"kind": "fixed", "value": 20}})
+    s = SimEngine(sc, tiny_profile()).run().steps.reset_index(drop=True)
+    inj = int(s.index[s["part"] == "inject"][0])
+    ver = int(s.index[(s["mode"] == "verify") & (s.index > inj)][0])
+    return (s.loc[inj - 1, "gpu_end_s"] * 1e3, s.loc[inj, "gpu_end_s"] * 1e3, s.loc[ver, "gpu_start_s"] * 1e3)
+
+
+@pytest.mark.parametrize("slot_sync", [False, True])
+def test_the_publish_after_a_dspark_prefill_is_the_target_forward(slot_sync):
+    """dspark_worker_v2.py ``_forward_prefill`` records publish_ready (``on_publish``) after
+    the target forward and before the draft-KV injection: the next verify's host wakes at
+    the extend's end, not the injection's, and launches behind the injection (here the wake
+    and launch outlast the 0.1 ms injection, so the verify starts 0.25 ms after the extend;
+    the old loop waited for the injection: 0.35 ms). With the slot-expansion sync the host
+    is busy after the extend anyway (inject launch, schedule): the verify starts when that
+    work and the launch are done (the same in both loops: the gap the sync leaves is the
+    host work after the drain, hidden behind the injection where that is longer)."""
+    ext_end, inj_end, ver = _first_verify_after_prefill(prefill_slot_expansion_sync=slot_sync)
+    if not slot_sync:
+        assert inj_end == pytest.approx(ext_end + 0.1, abs=1e-9)
+        assert ver == pytest.approx(ext_end + 0.05 + 0.2, abs=1e-9)
+    else:
+        # wake 0.05, then the injection is queued (0.1 ms on the GPU), schedule 0.1, launch
+        # 0.2: the publish (the extend's end) is long past, no second wake-up
+        assert ver == pytest.approx(ext_end + 0.05 + 0.1 + 0.2, abs=1e-9)
