@@ -78,7 +78,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
 
     ``specsched plot SWEEP.parquet`` draws the sweep's key metrics against its parameter
-    (``sweep_<name>`` in ``--out``, default ``plots/`` beside the file).
+    (``sweep_<name>`` in ``--out``, default ``plots/`` beside the file; the default
+    ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
@@ -190,7 +191,8 @@ def note_replaced(folder: Path, before: set[Path], written: list[Path]) -> None:
 
 
 def _plot_sweep(args: argparse.Namespace) -> int:
-    """``plot SWEEP.parquet``: metric-vs-parameter lines (``sweep_<stem>.png/.svg``)."""
+    """``plot SWEEP.parquet``: metric-vs-parameter lines (``sweep_<stem>.png/.svg``, or
+    ``<stem>.png/.svg`` when the stem already starts with "sweep")."""
     from specsched.analysis import plots
     from specsched.analysis.sweep import read_sweep
     from specsched.analysis.sweep_store import read_samples
@@ -205,7 +207,8 @@ def _plot_sweep(args: argparse.Namespace) -> int:
     stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
     fig = plot_sweep(summary)
     before = figure_files(out)
-    written = list(plots.save_figure(fig, out / f"sweep_{_slug(stem)}"))
+    name = _slug(stem) if stem.startswith("sweep") else f"sweep_{_slug(stem)}"   # not sweep_sweep-x
+    written = list(plots.save_figure(fig, out / name))
     for p in written:
         print(p)
     plots.plt.close(fig)

@@ -210,8 +210,8 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    unused = sorted(k for k, v in info.items()
-                    if v is not None and k not in ServerArgs.model_fields and k != "disable_overlap_schedule")
+    own = ("disable_overlap_schedule", "specsched")   # read above; specsched's own provenance (sim/bench_serving.py)
+    unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
     return out

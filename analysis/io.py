@@ -62,6 +62,11 @@ def read_results(directory: str | Path) -> RunResult:
         raise ConfigError(str(d), "<results dir>", str(d), "not a directory")
     summary_path = d / "summary.json"
     if not summary_path.is_file():
+        runs = sorted(p.name for p in d.iterdir() if (p / "summary.json").is_file())
+        if runs:   # results/<scenario>/ itself: name the runs it holds
+            shown = ", ".join(runs[:8]) + (f" and {len(runs) - 8} more" if len(runs) > 8 else "")
+            raise ConfigError(str(d), "summary.json", "<missing>",
+                              f"a folder of results directories, not one; give one or more of them: {shown}")
         raise ConfigError(str(d), "summary.json", "<missing>", "not a results directory (summary.json missing)")
     try:
         summary = json.loads(summary_path.read_text())

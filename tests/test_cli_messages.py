@@ -107,3 +107,36 @@ def test_compare_refuses_a_file_in_the_way_of_a_run_folder_before_running(tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "base-seed2" in err and "not replaced" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base-seed2+workload.num_requests=4"]
+
+
+def test_plot_of_a_scenario_folder_names_the_runs_inside(tmp_path, capsys):
+    """`specsched plot results/burst256-ht` (the folder `run` and `compare` fill) names the
+    results directories in it instead of only "summary.json missing"."""
+    for arm in ("base", "both"):
+        assert main(["run", "burst256-ht", "--arm", arm, "--set", "workload.num_requests=4",
+                     "--out", str(tmp_path / "s" / f"{arm}-seed1"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "base-seed1, both-seed1" in err and "give one or more" in err, err
+    assert not (tmp_path / "s" / "plots").exists()
+
+
+def test_the_default_sweep_file_plots_without_a_doubled_prefix(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "batch8-ll", "--grid", "server.sync_mode=host_block,stream_wait", "--set",
+                 "workload.num_requests=4", "--workers", "1", "-q"]) == 0
+    assert main(["plot", "results/sweep-batch8-ll.parquet"]) == 0
+    assert sorted(p.name for p in (tmp_path / "results" / "plots").iterdir()) == ["sweep-batch8-ll.png", "sweep-batch8-ll.svg"]
+
+
+def test_from_bench_of_specsched_own_line_does_not_call_its_provenance_unknown(tmp_path, capsys):
+    """A bench_serving.jsonl that specsched wrote carries server_info.specsched (scenario, arm,
+    seed, profile); reading it back must not list that block as a server key left out."""
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=4", "--out", str(tmp_path / "r"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["scenario", "from-bench", str(tmp_path / "r" / "bench_serving.jsonl"), "--profile",
+                 "mi355x-dsv41-flash-tp4", "--out", str(tmp_path / "mine.yaml")]) == 0
+    text = "".join(capsys.readouterr())
+    unknown = [line for line in text.splitlines() if "has no argument for" in line]
+    assert "arguments from the line's server_info" in text and not any("specsched" in line for line in unknown), text
