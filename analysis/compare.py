@@ -232,6 +232,9 @@ def summarize_comparison(
             raise ConfigError("<command line>", "--metrics", ",".join(unknown),
                               f"not in the run summaries; known: {', '.join(sorted(present))}")
     wide = samples.pivot_table(index=["arm", "seed"], columns="metric", values="value", aggfunc="first")
+    # the pivot drops a metric that is NaN in every run (verify_cycles_per_s without
+    # speculative decoding): put its column back so it reads n/a instead of a KeyError
+    wide = wide.reindex(columns=wide.columns.union(pd.Index(list(metrics))))
     rows = []
     for arm in arms:
         if arm == base:

@@ -36,9 +36,12 @@ gather every iteration, so the pass lasts as long as the slowest rank's host wor
 rank's host block, e.g. the DSpark slot expansion, holds every rank's next forward) and one
 launch on one forward stream.
 
-Not modelled: the MoE's work as a function of every rank's tokens (a forward costs its
-slowest rank's own batch, from the per-rank profile), load-balance methods other than round
-robin, the decode-to-extend conversion of prefill CUDA graphs, and the graph vote (a rank
+A forward's cost: with a per-rank profile (a measured rank, as the agentic one), the slowest
+rank's own batch; with an analytic profile of the whole TP group (``specsched profile
+--analytic --tp N``, ``dp_size`` dividing N), the group's forward: the MLP/MoE over every
+rank's tokens, each rank's attention over its own requests (:meth:`DPCost._group_gpu`).
+Not modelled: the MoE's work as a function of every rank's tokens for a per-rank profile,
+load-balance methods other than round robin, the decode-to-extend conversion of prefill CUDA graphs, and the graph vote (a rank
 that extends makes every rank's decode eager; with speculative decoding no decode runs
 beside an extend anyway).
 """
@@ -75,6 +78,23 @@ def rank_server_args(server: ServerArgs) -> ServerArgs:
         "max_running_requests": max(1, server.max_running_requests // n),
         "schedule_conservativeness": server.schedule_conservativeness * DP_CONSERVATIVENESS,
     })
+
+
+def tp_group_kv_ratio(profile, dp_size: int) -> float | None:
+    """How many times a request's KV read on one GPU grows when DP attention splits an
+    analytic profile's TP group into ``dp_size`` attention ranks: ``min(tp, kv_heads) /
+    min(tp / dp, kv_heads)`` for GQA/MHA (each GPU holds more KV heads of fewer requests), 1
+    for MLA (the latent is replicated on every TP rank, so each GPU reads its own requests'
+    whole latent either way). None when the profile is not an analytic profile of a TP group
+    that ``dp_size`` divides: such a profile is read per rank (as the shipped agentic one)."""
+    a = profile.analytic or {}
+    model, tp = a.get("model") or {}, int(a.get("tp") or 0)
+    if dp_size < 2 or tp < dp_size or tp % dp_size:
+        return None
+    if model.get("kv_lora_rank"):
+        return 1.0
+    kvh = int(model.get("num_kv_heads") or model.get("num_heads") or tp)
+    return min(tp, kvh) / min(tp // dp_size, kvh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,19 +357,64 @@ class DPCost:
         sync_s: profile ``gpu.dp_attention_sync_s``.
     """
 
-    def __init__(self, cost: CostModel, sync_s: float) -> None:
+    def __init__(self, cost: CostModel, sync_s: float, dp_size: int = 1) -> None:
         self.cost = cost
         self.sync_s = sync_s
         self.padded_attention = cost.padded_attention
         self.profile = cost.profile
+        self.dp = dp_size
+        # an analytic profile times one forward of its whole TP group: under DP attention
+        # the same GPUs run every rank's requests, so a forward is not one rank's batch
+        self.kv_ratio = tp_group_kv_ratio(cost.profile, dp_size)
+        self.group = None
+        if self.kv_ratio is not None:
+            # the group's graphs: each rank's captured sizes (clamped to its running limit) x dp
+            srv, sizes = cost.server, cost.server.graph_batch_sizes
+            self.group = CostModel(cost.profile, srv.model_copy(update={
+                "cuda_graph_bs": [dp_size * b for b in sizes], "cuda_graph_max_bs": dp_size * sizes[-1],
+                "max_running_requests": dp_size * srv.max_running_requests}), warn_to=cost.warn_to)
 
     def gpu(self, plan: GroupPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:
-        """GPU seconds of the group's forward: max over the ranks' parts, plus the sync for
-        the main forward (the inject launch is the drafter's, after the target forward)."""
-        worst = max((self.cost.gpu(p, part, cross_queue) for _, p in plan.live), key=lambda c: c.total_s)
+        """GPU seconds of the group's forward plus the sync for the main forward (the inject
+        launch is the drafter's, after the target forward): the slowest rank's own batch
+        (a per-rank profile), or, for an analytic profile of the TP group, the group's
+        forward (:meth:`_group_gpu`)."""
+        cost = self._group_gpu(plan, part, cross_queue) if self.group is not None else None
+        if cost is None:
+            cost = max((self.cost.gpu(p, part, cross_queue) for _, p in plan.live), key=lambda c: c.total_s)
         if part == "main":
-            return GpuCost(worst.extend_s, worst.decode_s, worst.penalty_s + self.sync_s)
-        return worst
+            return GpuCost(cost.extend_s, cost.decode_s, cost.penalty_s + self.sync_s)
+        return cost
+
+    def _group_gpu(self, plan: GroupPlan, part: str, cross_queue: bool) -> GpuCost | None:
+        """One forward of the whole TP group under DP attention (analytic profiles), or None
+        where the per-rank reading stays (speculative verifies beside extends).
+
+        Every layer but attention runs over all ranks' tokens, gathered and padded to the
+        largest rank's batch (scheduler_components/dp_attn.py ``prepare_mlp_sync_batch_raw``;
+        the MLP/MoE stay tensor-parallel over the group). Attention runs per rank on its own
+        requests with ``tp / dp`` attention-TP ranks, so a request's KV read on one GPU grows
+        by :func:`tp_group_kv_ratio` (GQA heads sharded over fewer ranks; 1 for MLA, whose
+        latent every rank reads whole either way). Decode/verify: the group's step at
+        ``dp x`` the largest rank batch, at the context giving the slowest rank's KV bytes.
+        Extends: one extend forward over every rank's rows (attention FLOPs per GPU are the
+        same when the ranks are balanced)."""
+        live = [p for _, p in plan.live]
+        if plan.num_extend == 0 and part == "main":
+            b = max(p.batch_size for p in live)
+            kv = max(sum(p.prefix_lens) for p in live) * self.kv_ratio
+            bs = self.dp * b
+            t = self.group.step_s(bs, kv / bs)
+            pen = self.group.h.cross_queue_penalty_s if cross_queue and b <= self.cost.graph_max else 0.0
+            return GpuCost(0.0, t, pen)
+        if plan.num_extend == plan.batch_size or (not self.cost.spec and plan.mode is ForwardMode.MIXED):
+            ext = [(p.extend_lens[i], p.prefix_lens[i]) for p in live for i in range(p.num_extend)]
+            dec = [(p.extend_lens[i], p.prefix_lens[i]) for p in live for i in range(p.num_extend, p.batch_size)]
+            rows = ext + dec
+            merged = BatchPlan(plan.step, plan.mode, tuple(range(len(rows))), tuple(r[0] for r in rows),
+                               tuple(r[1] for r in rows), num_extend=len(ext))
+            return self.group.gpu(merged, part, cross_queue)
+        return None
 
     def host(self, kind: str, plan: GroupPlan) -> float:
         """Host seconds of ``kind`` for the pass: the slowest rank's."""

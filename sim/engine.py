@@ -139,7 +139,8 @@ class SimEngine(Clients, EngineStretch):
             from specsched.sim.dp_attention import DPCost, DPDevice, DPGroup
 
             self.sched = DPGroup(server, self.seed)
-            self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s)
+            self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s,
+                               server.dp_size)
             self.device = DPDevice(device)
         self.inbox: list[Req] = []
         # open arrivals (Poisson or trace without max_concurrency): no SimPy process; the

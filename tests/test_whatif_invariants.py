@@ -232,3 +232,65 @@ def test_a_pool_no_memory_holds_is_cut_to_the_profiled_pool(scenario_file):
     s = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
                                      {"profile": prof, "server.max_total_num_tokens": kept}).server
     assert s.max_total_num_tokens == kept
+
+
+def test_the_battery_judges_directions_and_runs():
+    """benchmarks/whatif_sanity.py: a step against the direction beyond the tolerance fails,
+    within it passes; one small check runs end to end and passes."""
+    from conftest import load_benchmark
+
+    wb = load_benchmark("whatif_sanity")
+    assert wb.judge([1.0, 2.0, 2.0], +1, 0.0, 0.0)[0]
+    assert not wb.judge([1.0, 0.9], +1, 0.03, 0.0)[0]
+    assert wb.judge([1.0, 0.98], +1, 0.03, 0.0)[0]
+    assert not wb.judge([1.0, 1.1], -1, 0.03, 0.0)[0]
+    assert not wb.judge([1.0, float("nan")], -1, 0.03, 0.0)[0]
+    assert wb.main(["--seeds", "1", "--only", "tp_tpot"]) == 0
+
+
+def test_compare_of_arms_without_speculation_reads_na(scenario_file, capsys):
+    """`specsched compare` of two plain-decoding arms: verify_cycles_per_s is NaN in every
+    run. The comparison's pivot dropped the all-NaN column and the command ended in a
+    KeyError traceback."""
+    import pandas as pd
+    from specsched.analysis import compare
+
+    rows = [(arm, s, m, v) for arm in ("base", "mixed") for s in (1, 2, 3)
+            for m, v in (("output_throughput", 1000.0 + s + (arm == "mixed")), ("verify_cycles_per_s", float("nan")))]
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]))
+    assert set(table["metric"]) == {"output_throughput", "verify_cycles_per_s"}
+    assert table.loc[table["metric"] == "verify_cycles_per_s", "change_pct"].isna().all()
+
+
+def test_the_profile_command_notes_weights_that_do_not_fit(tmp_path, capsys):
+    """The profile is written (its costs hold), with a note that SGLang would not start."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "A100-80G", "--out", str(out)]) == 0
+    assert out.exists() and "leave no KV pool" in capsys.readouterr().err
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "A100-80G", "--tp", "4",
+                 "--out", str(out)]) == 0
+    assert "leave no KV pool" not in capsys.readouterr().err
+
+
+def test_dp_attention_on_a_tp_group_profile_gains_no_free_kv_bandwidth(scenario_file):
+    """DP attention splits an analytic profile's TP group into attention ranks; the MLP still
+    runs over every rank's tokens and a GQA request's KV is read by fewer GPUs, each reading
+    more of it. It used to cost each forward as one rank's batch on the whole group: Llama-70B
+    at TP8 with dp_size 8 decoded a burst 4.7x faster than without DP attention. MLA models
+    (the latent is read whole by every TP rank) do gain: each GPU reads only its rank's."""
+    from specsched.sim.dp_attention import tp_group_kv_ratio
+
+    def burst(s, dp):
+        ov = {"workload.request_rate": math.inf, "workload.num_requests": 192, "server.max_running_requests": 192,
+              "workload.input_len": {"kind": "fixed", "value": 512},
+              "workload.output_len": {"kind": "fixed", "value": 128}}
+        if dp > 1:
+            ov.update({"server.enable_dp_attention": True, "server.dp_size": dp})
+        return _run(scenario_file, s, 1, **ov)[0].summary["output_throughput"]
+
+    gqa, mla = ("llama-3.1-70b", "H100", 8), ("deepseek-v3", "H200", 8)
+    assert burst(gqa, 8) == pytest.approx(burst(gqa, 1), rel=0.1)
+    assert burst(mla, 8) >= burst(mla, 1) * 0.98
+    assert tp_group_kv_ratio(analytic(*gqa), 8) == 8.0 and tp_group_kv_ratio(analytic(*gqa), 2) == 2.0
+    assert tp_group_kv_ratio(analytic(*mla), 8) == 1.0
+    assert tp_group_kv_ratio(analytic("qwen3-0.6b", "H100", 1), 4) is None  # per-rank reading kept

@@ -79,7 +79,25 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
         f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
     print(f"wrote {out}")
+    _warn_if_no_pool(d)
     return 0
+
+
+def _warn_if_no_pool(d: dict[str, Any]) -> None:
+    """A note on stderr when the weights leave no KV pool at SGLang's default settings for
+    this GPU: SGLang would stop at start ("Not enough memory"), and ``run`` refuses such a
+    profile (sim/limits.py). The profile itself is kept: its costs are still valid."""
+    import sys
+
+    from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static, memory_buckets
+    from specsched.sim.hardware import Hardware
+
+    hw = Hardware.model_validate(d["hardware"])
+    chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
+    mfs = mem_fraction_static(hw, chunk, 16384, graph)
+    if kv_pool_tokens(hw, mfs) == 0:
+        print(f"note: {hw.weight_bytes / 2**30:.1f} GiB of weights per rank leave no KV pool on one {hw.gpu} at "
+              f"mem_fraction_static {mfs}: SGLang would not start; use more TP ranks or --dtype fp8", file=sys.stderr)
 
 
 def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None:
