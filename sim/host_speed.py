@@ -26,8 +26,13 @@ itself in place (bit-identical results).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 from specsched.sim.strict import STRICT as _STRICT
+
+if TYPE_CHECKING:  # sim.profile is not imported at run time here: sim.config imports this module
+    from specsched.sim.profile import Profile
 
 HOST_SECONDS = ("ingest_per_request_s", "schedule_s", "schedule_per_req_s", "launch_s", "launch_per_req_s",
                 "launch_tail_s", "launch_tail_per_req_s", "launch_per_extend_s", "launch_per_extend_token_s",
@@ -58,7 +63,7 @@ class HostConditions(BaseModel):
                     "'model wrong' from 'host changed' (docs/host-speed.md).")
 
 
-def scale_host(profile, factor: float):
+def scale_host(profile: Profile, factor: float) -> Profile:
     """``profile`` with every host term multiplied by ``factor`` (:data:`HOST_SECONDS`,
     :data:`GPU_HOST_SECONDS`, the ``host.extend_idle_lead_by_tokens`` table's seconds).
 
