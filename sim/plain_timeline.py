@@ -121,6 +121,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     key = round(ctx / bs / 10.0)
     c = gpu(bs, ctx, key)
     klim = -1             # the iteration at which the key changes (set from P_1 on)
+    lim = ctx             # the context sum at which it changes (set with klim)
     if memo is None:
         memo = {}
     hs, hl, _ = host(bs)
@@ -188,20 +189,17 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
                 ht = tail(bs)
             ctx = base + j * bs
             base = nbase
-            key = round(ctx / bs / 10.0)
-            seg = memo.get((bs, key, ctx % bs))
-            if seg is None:
-                seg = _segment(memo, gpu, ctx, bs, key)
-            c, lim = seg
-            klim = j + (lim - ctx) // bs
         elif j == klim:          # the context sum reached the key's limit
             ctx = lim
-            key = round(ctx / bs / 10.0)
-            seg = memo.get((bs, key, ctx % bs))
-            if seg is None:
-                seg = _segment(memo, gpu, ctx, bs, key)
-            c, lim = seg
-            klim = j + (lim - ctx) // bs
+        else:
+            continue
+        # a new segment starts here (a breakpoint or the key's limit): its cost and end
+        key = round(ctx / bs / 10.0)
+        seg = memo.get((bs, key, ctx % bs))
+        if seg is None:
+            seg = _segment(memo, gpu, ctx, bs, key)
+        c, lim = seg
+        klim = j + (lim - ctx) // bs
 
 
 def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int,
