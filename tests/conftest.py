@@ -66,6 +66,19 @@ def make_scenario(server: dict | None = None, workload: dict | None = None, acce
 
 
 
+def tiny_runtime_engine():
+    """A runtime engine (tiny model, CPU, no warm-up) on the smallest burst that runs every
+    launch kind: 3 requests of 40 prompt tokens (extends chunked at 64 tokens), 12 output
+    tokens, DSpark window 4 (injections and verifies)."""
+    from specsched.runtime.engine import RuntimeEngine
+
+    sc = make_scenario({"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+                        "speculative_num_draft_tokens": 4, "max_total_num_tokens": 5000},
+                       {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 40},
+                        "output_len": {"kind": "fixed", "value": 12}})
+    return RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+
+
 def window_acceptance(server: dict) -> dict:
     """The property tests' acceptance: mean accept length 1 + 0.6 x (window - 1), so a wider
     ``speculative_num_draft_tokens`` window accepts more tokens per verify."""

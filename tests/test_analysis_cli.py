@@ -49,7 +49,9 @@ def test_plot_command_writes_figures(scenario, tmp_path, capsys):
     assert str(out / "ttft.png") in capsys.readouterr().out
 
 
-def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
+@pytest.fixture
+def tiny_figures(monkeypatch):
+    """Every figure `plot` draws replaced by a 1-inch one: the tests check where files go."""
     from specsched.analysis import plots
 
     def tiny(*args, **kwargs):
@@ -59,6 +61,9 @@ def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
 
     for name in ("plot_ttft", "plot_tpot_itl", "plot_verify_split", "plot_timeline"):
         monkeypatch.setattr(plots, name, tiny)
+
+
+def test_plot_default_out_dir(scenario, tmp_path, monkeypatch, tiny_figures):
     d = write_results(run_scenario(load_scenario_with_overrides(scenario, "base"), seed=3), tmp_path / "one")
     assert main(["plot", str(d)]) == 0  # one dir: next to it
     assert {p.name for p in (d / "plots").iterdir()} >= {"ttft.png", "timeline_base_seed3.svg"}
@@ -68,19 +73,11 @@ def test_plot_default_out_dir(scenario, tmp_path, monkeypatch):
     assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots" / "one_vs_two").iterdir()}
 
 
-def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys):
+def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys,
+                                                                          tiny_figures):
     """Several inputs get their own folder (named after them; alike folder names take their
     parent's); a second set lands elsewhere; plotting the same set again, or into an --out
     holding other figures, says so on stderr; no temporary file is left."""
-    from specsched.analysis import plots
-
-    def tiny(*args, **kwargs):
-        fig = plots.plt.figure(figsize=(1, 1))
-        fig.add_subplot().plot([0, 1])
-        return fig
-
-    for name in ("plot_ttft", "plot_tpot_itl", "plot_verify_split", "plot_timeline"):
-        monkeypatch.setattr(plots, name, tiny)
     dirs = {}
     for group in ("x", "y"):
         for arm in ("base", "stream_wait"):

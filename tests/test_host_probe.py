@@ -15,11 +15,10 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from specsched.runtime.engine import RuntimeEngine  # noqa: E402
 from specsched.runtime.host_probe import HostProbe, describe_launches  # noqa: E402
 from specsched.sim.engine import SimEngine  # noqa: E402
 
-from tests.conftest import load_benchmark, make_scenario, tiny_profile  # noqa: E402
+from tests.conftest import load_benchmark, make_scenario, tiny_profile, tiny_runtime_engine  # noqa: E402
 
 
 def test_readings_are_ordered_and_gc_inside_a_call_is_counted():
@@ -44,11 +43,7 @@ def test_readings_are_ordered_and_gc_inside_a_call_is_counted():
 
 
 def test_the_runtime_probes_every_launch_in_step_order():
-    sc = make_scenario({"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
-                        "speculative_num_draft_tokens": 4, "max_total_num_tokens": 5000},
-                       {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 40},
-                        "output_len": {"kind": "fixed", "value": 12}})
-    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    eng = tiny_runtime_engine()
     res = eng.run()
     probe = eng.launch_probe()
     assert len(probe["host_launch_s"]) == len(res.steps)

@@ -15,7 +15,7 @@ from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import GPU_HOST_SECONDS, HOST_SECONDS, scale_host
 
-from tests.conftest import load_benchmark, make_scenario, tiny_profile
+from tests.conftest import load_benchmark, make_scenario, tiny_profile, tiny_runtime_engine
 
 HOST_HEAVY = dict(launch_s=6e-3, schedule_s=1e-3, process_s=1e-3)
 """Host terms per verify (8 ms) well above the tiny profile's verify (2-2.3 ms): host-paced."""
@@ -112,13 +112,7 @@ def test_the_sampler_keeps_its_cadence():
 def test_a_runtime_run_records_its_host_speed():
     torch = pytest.importorskip("torch")
     del torch
-    from specsched.runtime.engine import RuntimeEngine
-
-    sc = make_scenario({"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
-                        "speculative_num_draft_tokens": 4, "max_total_num_tokens": 5000},
-                       {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 40},
-                        "output_len": {"kind": "fixed", "value": 12}})
-    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    eng = tiny_runtime_engine()
     res = eng.run()
     hs = res.summary["host_speed"]
     assert hs["samples"] >= 2 and hs["reference_work_s"] > 0   # one at the start, one at the end
