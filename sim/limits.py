@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
+
+if TYPE_CHECKING:
+    from specsched.sim.hardware import Hardware
 
 DEFAULT_MAX_REQUESTS = 2_000_000
 """Requests a run may have unless the user raises it (``--max-requests``)."""
@@ -85,8 +89,11 @@ def check_fits(scenario: Scenario) -> None:
             possible value) and what the pool or the context holds, or the profile's
             ``hardware.weight_bytes``.
     """
+    from specsched.sim.defaults import scenario_hardware
+
     srv, w = scenario.server, scenario.workload
-    _check_hardware(scenario)
+    hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
+    _check_hardware(scenario, hw)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: the scheduler refuses a request
         # that cannot fit when it arrives
@@ -116,7 +123,7 @@ def check_fits(scenario: Scenario) -> None:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
                           f"(output clipped at {CLIP_MAX_NEW_TOKENS}); server.max_total_num_tokens is {cap}")
-    _check_context(scenario, i, o)
+    _check_context(scenario, hw, i, o)
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, "server.max_total_num_tokens", cap,
@@ -125,13 +132,12 @@ def check_fits(scenario: Scenario) -> None:
                           f"{i} tokens; SGLang would abort the request out of memory")
 
 
-def _check_hardware(scenario: Scenario) -> None:
+def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
     """Refuse a profile whose weights leave no KV pool on its GPU: SGLang stops at start
     (model_executor/pool_configurator.py ``MemoryPoolConfig``: "Not enough memory").
     Without this the run silently kept the generic default pool (724,000 tokens)."""
-    from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static, scenario_hardware
+    from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static
 
-    hw = scenario_hardware(scenario)
     if hw is None or hw.weight_bytes is None:
         return
     srv = scenario.server
@@ -143,13 +149,10 @@ def _check_hardware(scenario: Scenario) -> None:
                           "('Not enough memory'); use more TP ranks (--tp) or fp8 weights (--dtype fp8)")
 
 
-def _check_context(scenario: Scenario, i: int, o: int) -> None:
+def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> None:
     """Refuse a request longer than the model's context length (the profile's
     ``hardware.context_len``): SGLang rejects the prompt (managers/tokenizer_manager.py
     ``_validate_one_request``: input >= context_len, or input + max_new_tokens > it)."""
-    from specsched.sim.defaults import scenario_hardware
-
-    hw = scenario_hardware(scenario)
     ctx = hw.context_len if hw is not None else None
     if ctx is None:
         return
