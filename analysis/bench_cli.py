@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -116,33 +117,43 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- validate-bench
 
-def _scenario_for(args: argparse.Namespace, run: Any) -> Any:
-    from specsched.analysis.from_bench import scenario_from_bench
-    from specsched.sim.config import Scenario
+def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[Any, tuple[dict[str, Any], dict[str, Any]] | None]:
+    """The scenario to predict ``run`` with: ``--scenario`` as written, or built from the line
+    with ``--profile`` (:func:`analysis.from_bench.scenario_from_bench`), written to
+    ``workdir`` (with its length histograms when the lengths come from the details) and loaded
+    back as ``scenario from-bench`` + ``validate --scenario`` would load it: the same hardware
+    defaults, and ``--arm``/``--set`` apply either way. Returns (scenario, (scenario dict,
+    tables) when built, else None)."""
+    from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.analysis.overrides import load_scenario_with_overrides
 
     if args.scenario:
-        from specsched.analysis.overrides import load_scenario_with_overrides
-
-        return load_scenario_with_overrides(args.scenario, args.arm, args.set or None)
+        return load_scenario_with_overrides(args.scenario, args.arm, args.set or None), None
     if not args.profile:
         raise ConfigError("<command line>", "--scenario/--profile", "<missing>", "give --scenario S, or --profile P to build the scenario from the line")
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args")
-    if tables:
-        raise ConfigError(run.source, "dataset_name", run.args.get("dataset_name", "<missing>"),
-                          "lengths come only from the details here: write the scenario with `specsched scenario from-bench` and pass --scenario")
-    return Scenario.model_validate({**sc, "path": str(Path.cwd() / "from-bench.yaml")})
+    path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
+    return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 
 
 def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
+    from specsched.sim.bench_serving import read_bench_one
+
+    measured = read_bench_one(args.file)
+    with tempfile.TemporaryDirectory() as tmp:   # a built scenario's files, while it runs
+        return _validate(args, measured, Path(tmp))
+
+
+def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
+    from specsched.analysis.from_bench import write_scenario
     from specsched.analysis.io import atomic_write_text
-    from specsched.sim.bench_serving import read_bench_one, to_run_data
+    from specsched.sim.bench_serving import to_run_data
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
 
-    measured = read_bench_one(args.file)
-    sc = _scenario_for(args, measured)
+    sc, built = _scenario_for(args, measured, workdir)
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile) for i in range(args.seeds)]
@@ -156,6 +167,9 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     title = (f"validate-bench {measured.source} vs {Path(sc.path).name or sc.name} / {sc.arm} "
              f"(profile {pred.get('profile')}; predicted = mean of {args.seeds} seed(s))")
     print(format_rows(rows, title))
+    if built is not None:
+        for note in built[0]["assumptions"]:
+            print(f"assumed: {note}")
     if n_meas is not None and n_pred is not None and n_pred != n_meas:
         print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}")
     rate_p, rate_m = getattr(sc.workload, "request_rate", None), measured.args.get("request_rate")
@@ -177,7 +191,10 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     write_results(mrun, out / "measured")
     for i, r in enumerate(runs):
         write_results(r, out / f"predicted-seed{seed0 + i}")
-    print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*")
+    built_note = ""
+    if built is not None:   # the scenario built from the line, to rerun or edit (before --arm/--set)
+        built_note = f"; scenario: {write_scenario(dict(built[0]), built[1], out / 'from-bench.yaml')[0]}"
+    print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*{built_note}")
     if args.plot:
         if mrun.requests.empty:
             print("no per-request details in the line (bench_serving --output-details): no distribution plot")

@@ -17,8 +17,9 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
 - requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``.
 - lengths, ``random``/``random-ids``: ``uniform`` with ``range_ratio`` = random_range_ratio:
   integers in [max(1, int(len x ratio)), len] as SGLang 0.5.23 draws them
-  (``compute_random_lens``; default ratio 0.0 = [1, len]). SGLang 0.3-0.4.x drew inputs the
-  same way but outputs from [int(len x ratio), len] (0 possible at ratio 0; a server still
+  (``compute_random_lens``; default ratio 0.0 = [1, len]). SGLang 0.3.0-0.5.6 drew inputs the
+  same way but outputs from [int(len x ratio), len] (``sample_random_requests``; 0.5.7 moved
+  both to ``compute_random_lens``) (0 possible at ratio 0; a server still
   returns >= 1 token, which is what the model sends). Ratio 1 -> ``fixed``. vLLM's newer
   ``vllm bench serve`` changed the meaning to [len x (1 - r), len x (1 + r)] and does not
   write the length arguments to its result file: such files get lengths from the details.
@@ -27,7 +28,10 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
 - ``sharegpt``: the shipped ShareGPT-like histograms (``sharegpt-like-lengths-*.csv``;
   outputs fixed at ``sharegpt_output_len`` when given).
 - other datasets, or ``--lengths details``: histograms of the run's own ``input_lens`` /
-  ``output_lens`` written beside the YAML.
+  ``output_lens`` written beside the YAML; a line with neither length arguments nor details
+  (vLLM without ``--save-detailed``, SGLang's other datasets) gets fixed lengths at its mean
+  tokens per completed request (``total_input_tokens`` / ``completed``, likewise output),
+  said in the assumptions (:func:`_mean_lengths`).
 - server: ``--template`` scenario's ``server``/``acceptance``, else the line's
   ``server_info`` (SGLang's /server_info: its server arguments) for every key the model
   has, the keys it has no argument for named in the assumptions; speculative
@@ -96,8 +100,15 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         return {"kind": "file", "path": SHAREGPT_INPUT}, out, notes, {}
     d = run.details
     if d is None:
-        raise ConfigError(run.source, "dataset_name", ds or "<missing>",
-                          "lengths need random_input_len/random_output_len (random), sharegpt, or the per-request details (--output-details)")
+        means = _mean_lengths(run)
+        if means is None:
+            raise ConfigError(run.source, "dataset_name", ds or "<missing>",
+                              "lengths need random_input_len/random_output_len (random), sharegpt, the per-request "
+                              "details (--output-details), or total_input_tokens, total_output_tokens and completed")
+        notes.append(f"lengths: fixed at the run's mean tokens per completed request, {means[0]} in / {means[1]} out "
+                     f"(the line has no length arguments{' for dataset ' + repr(ds) if ds else ''} and no per-request "
+                     "details; the real spread is unknown)")
+        return {"kind": "fixed", "value": means[0]}, {"kind": "fixed", "value": means[1]}, notes, {}
     ok = d.ok
     tables = {}
     for key, values in (("input", d.input_lens[ok]), ("output", d.output_lens[ok])):
@@ -105,6 +116,19 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+def _mean_lengths(run: BenchRun) -> tuple[int, int] | None:
+    """(input, output) tokens per completed request, rounded (at least 1), from the line's
+    totals, or None when it lacks them. vLLM's result files never write their length
+    arguments (vllm 0.8.5 ``benchmark_serving.py`` ``main()``, 0.33 ``vllm/benchmarks/serve.py``),
+    and ``vllm bench serve``'s default random dataset (range ratio 0.0: [len x (1 - r),
+    len x (1 + r)]) sends fixed lengths, which these means then are exactly."""
+    s = run.summary
+    n, tin, tout = s.get("completed"), s.get("total_input_tokens"), s.get("total_output_tokens")
+    if not n or n < 1 or tin is None or tout is None:
+        return None
+    return max(1, round(tin / n)), max(1, round(tout / n))
 
 
 def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], list[str]]:

@@ -176,21 +176,21 @@ def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
 
 def prefill_summary(log: pd.DataFrame) -> dict[str, float]:
     """Batch composition of the prefill lines: count, mean/max new sequences and new tokens
-    per prefill batch, cached-token share, max running and queued requests."""
+    per prefill batch, cached-token share; and over every line: max running and queued
+    requests, the decode line count and the mean accept length (NaN where the log does not
+    say). A decode server's log (prefill-decode disaggregation) has no prefill line: its
+    prefill figures are 0 batches and the rest is still reported."""
     p = log[log["kind"] == "prefill"]
-    if p.empty:
-        return {"prefill_batches": 0}
-    new = p["new_token"].fillna(0)
-    cached = p["cached_token"].fillna(0)
-    total = float(new.sum() + cached.sum())
-    return {
-        "prefill_batches": int(len(p)),
-        "mean_new_seq": float(p["new_seq"].mean()),
-        "mean_new_token": float(new.mean()),
-        "max_new_token": float(new.max()),
-        "cached_share": float(cached.sum() / total) if total else float("nan"),
-        "max_running_req": float(log["running_req"].max()),
-        "max_queue_req": float(log["queue_req"].max()),
-        "decode_lines": int((log["kind"] == "decode").sum()),
-        "mean_accept_len": float(np.nanmean(log.loc[log["kind"] == "decode", "accept_len"])) if log["accept_len"].notna().any() else float("nan"),
-    }
+    decode = log["kind"] == "decode"
+    out: dict[str, float] = {"prefill_batches": int(len(p))}
+    if not p.empty:
+        new = p["new_token"].fillna(0)
+        cached = p["cached_token"].fillna(0)
+        total = float(new.sum() + cached.sum())
+        out.update(mean_new_seq=float(p["new_seq"].mean()), mean_new_token=float(new.mean()),
+                   max_new_token=float(new.max()), cached_share=float(cached.sum() / total) if total else float("nan"))
+    accept = log.loc[decode, "accept_len"]
+    out.update(max_running_req=float(log["running_req"].max()), max_queue_req=float(log["queue_req"].max()),
+               decode_lines=int(decode.sum()),
+               mean_accept_len=float(np.nanmean(accept)) if accept.notna().any() else float("nan"))
+    return out

@@ -7,13 +7,16 @@ layout in tests/data/bench/):
 - 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
   token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
-- 0.4.0: the 0.3 subset + ``max_concurrency``. 0.4.6-0.5.1: the arguments, request/input/
-  output throughput, mean, median, std and p99 of ``ttft``/``tpot``/``itl``/``e2e_latency``
-  (``_ms``), ``p95_itl_ms``, ``concurrency``, ``accept_length`` (null without speculative
-  decoding); details only from 0.5.1 on (``--output-details``). 0.5.10 adds ``tag``,
-  ``server_info``, ``total_throughput``, ``p90_e2e_latency_ms``, the peaks.
+- 0.4.0: the 0.3 subset + ``max_concurrency``. 0.4.3 (0.4.1-0.4.5): the arguments,
+  request/input/output throughput, mean, median, std and p99 of ``ttft``/``tpot``/``itl``/
+  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.6: + ``p95_itl_ms``, ``accept_length`` (null
+  without speculative decoding). ``--output-details`` (the per-request lists in the file)
+  from 0.4.6.post5 (0.4.6-0.4.6.post4 add them to the returned dict only, after writing).
+  0.5.4: + ``total_input_text_tokens``/``total_input_vision_tokens``. 0.5.7: + ``tag``,
+  ``server_info``, ``total_throughput``, the peaks. 0.5.10: + ``p90_e2e_latency_ms``.
+  0.5.14: p90/p95 of every latency, ``--cache-report``.
 - 0.5.23 (``sglang/benchmark/serving.py``; ``python -m sglang.bench_serving`` still works):
-  adds ``tag``, ``server_info`` (the server's /server_info, null if unreachable),
+  writes ``tag``, ``server_info`` (the server's /server_info, null if unreachable),
   ``total_input_text_tokens``/``total_input_vision_tokens``, ``total_throughput``,
   p90/p95 of every latency, ``max_output_tokens_per_s``, ``max_concurrent_requests``;
   ``request_rate`` is a number, ``Infinity`` (all at once) or ``"trace"`` (timestamped

@@ -121,7 +121,7 @@ class CostModel:
         profile: the device profile.
         server: the scenario's server args (window, drafter, graph sizes).
         warn_to: where the one-line range warnings go (:meth:`range_warnings`; default
-            stderr, None to keep them for the caller).
+            the stderr of the moment the model is built, None to keep them for the caller).
 
     Raises:
         ConfigError: the profile lacks a grid the server args need (``gpu.verify`` for
@@ -129,12 +129,14 @@ class CostModel:
             drafter's serial steps or for a ``verify`` without its draft forward).
     """
 
-    def __init__(self, profile: Profile, server: ServerArgs, warn_to: TextIO | None = sys.stderr) -> None:
+    def __init__(self, profile: Profile, server: ServerArgs, warn_to: TextIO | None | str = "stderr") -> None:
         g = profile.gpu
         self.profile = profile
         self.server = server
         self.h = profile.host
-        self.warn_to = warn_to
+        # looked up now, not at import: a default of sys.stderr would keep the stream of the
+        # moment this module was imported (closed since, under a test's captured output)
+        self.warn_to = sys.stderr if warn_to == "stderr" else warn_to
         self._warned: set[tuple[str, str]] = set()
         src = profile.path or profile.name
         spec = server.speculative_algorithm

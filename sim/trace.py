@@ -158,7 +158,7 @@ class _Checker:
             bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v))
             if bad.any():
                 k = int(np.argmax(bad))
-                self._fail(int(lines[k]), name, v[k].item(), f"must be an integer >= {lo}")
+                self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo}")
         if len(t):
             self.last, self.last_raw = float(t[-1]), shown[-1]
         self.t.append(t)
@@ -173,20 +173,30 @@ def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.
         ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
         if ts.isna().any():
             k = int(np.argmax(ts.isna().to_numpy()))
-            raise ConfigError(f"{where}:{int(lines[k])}", col, list(values)[k], "not a date and time")
+            raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), "not a date and time")
         return ts.to_numpy("datetime64[ns]").astype(np.int64) / 1e9
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
     if np.isnan(v).any():
         k = int(np.argmax(np.isnan(v)))
-        raise ConfigError(f"{where}:{int(lines[k])}", col, list(values)[k], f"not a number (time unit {unit})")
+        raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), f"not a number (time unit {unit})")
     return v * _UNIT_S[unit]
+
+
+def _shown(value: object) -> object:
+    """A cell as an error shows it: an empty CSV cell (NaN from pandas) or a JSON null as
+    ``<empty>``, a whole float without its ``.0``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
+        return "<empty>"
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) -> np.ndarray:
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
     if np.isnan(v).any():
         k = int(np.argmax(np.isnan(v)))
-        raise ConfigError(f"{where}:{int(lines[k])}", col, list(values)[k], "not a number")
+        raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), "not a number")
     return v
 
 

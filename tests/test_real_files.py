@@ -132,8 +132,15 @@ def test_vllm_085_benchmark_serving_without_save_detailed_and_with_metadata():
     assert r.details is None and r.extra["hardware"] == "H200" and r.extra["tp"] == "1"
     assert r.args == {"backend": "vllm", "request_rate": 8.0, "max_concurrency": 32, "num_prompts": 200, "burstiness": 1.0}
     assert r.summary["total_throughput"] == 8724.0 and r.summary["p99_itl_ms"] == 25.9
-    with pytest.raises(ConfigError, match="details"):   # vLLM writes no length arguments
-        scenario_from_bench(r, "h200-1b")
+    # vLLM writes no length arguments: fixed at the mean per completed request, and said so
+    sc, tables = scenario_from_bench(r, "h200-1b")
+    assert not tables and sc["workload"]["input_len"] == {"kind": "fixed", "value": round(204800 / 200)}
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": round(25600 / 200)}
+    assert any("mean tokens per completed request" in n for n in sc["assumptions"])
+    bare = read_bench_one(DATA / "bench" / "vllm-0.8.5-benchmark_serving.json")
+    bare.summary.pop("total_input_tokens")
+    with pytest.raises(ConfigError, match="details"):   # and without the totals, nothing to go on
+        scenario_from_bench(bare, "h200-1b")
 
 
 def test_vllm_bench_serve_0101_and_011_layouts():

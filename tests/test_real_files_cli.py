@@ -1,0 +1,231 @@
+"""Every real-file layout through the commands a user runs: each bench_serving fixture line
+(tests/data/bench/, sources in tests/data/README.md) through ``specsched validate --measured``
+(the measured column must hold the file's own figures), each server-log fixture through
+``specsched calibrate --from ... --server-log`` (its batch lines and pure-decode samples
+counted), and the bad-input targets as a user meets them (one line naming file:line, key
+and value; exit 2; nothing written)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from specsched.sim.bench_serving import METRIC_KEYS
+
+from specsched.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def _runs(path: Path) -> list[tuple[int, dict]]:
+    """(line, object) of every run in a fixture, read with plain json (not the reader)."""
+    text = path.read_text()
+    try:
+        return [(i, json.loads(s)) for i, s in enumerate(text.splitlines(), start=1) if s.strip()]
+    except json.JSONDecodeError:
+        return [(1, json.loads(text))]
+
+
+LINES = [(p.name, i) for p in sorted((DATA / "bench").iterdir()) for i, _ in _runs(p)]
+REFUSED = {("sglang-0.5.23.jsonl", 2): "request_rate", ("vllm-0.11.0-bench-serve.json", 2): "ramp_up_strategy"}
+"""Lines no scenario can rebuild: a trace replay (``request_rate: "trace"``) and a vLLM
+ramp-up (the rate changed during the run)."""
+PROFILE = {"sglang-0.5.7-eagle3.jsonl": "h200-llama8b-roofline"}
+"""The line's server_info names EAGLE3, a chain drafter: the profile must price its draft
+step (h200-1b prices only its block drafter and is refused, as a test below checks)."""
+
+
+def _file_metrics(obj: dict) -> dict[str, float]:
+    """The metrics a line states, by bench_serving's names, as written (vLLM's names mapped,
+    p50 for a missing median, vLLM's acceptance length, SGLang's cache report); null, NaN and
+    infinite values are absent."""
+    names = {"total_token_throughput": "total_throughput", "spec_decode_acceptance_length": "accept_length"}
+    def number(v: object) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    out: dict[str, float] = {}
+    for k, v in obj.items():
+        k = names.get(k, k.replace("_e2el_ms", "_e2e_latency_ms"))
+        if k in METRIC_KEYS and number(v):
+            out[k] = float(v)
+    for k, v in obj.items():   # vLLM --metric-percentiles 50: p50 stands in for a median not written
+        m = k.replace("_e2el_ms", "_e2e_latency_ms").replace("p50_", "median_", 1)
+        if k.startswith("p50_") and obj.get(k.replace("p50_", "median_", 1)) is None and number(v):
+            out[m] = float(v)
+    rep = obj.get("cache_report")
+    if isinstance(rep, dict) and rep.get("cache_hit_rate_pct") is not None:
+        out["cache_hit_rate"] = rep["cache_hit_rate_pct"] / 100
+    return out
+
+
+@pytest.mark.parametrize(("name", "line"), LINES, ids=[f"{n}:{i}" for n, i in LINES])
+def test_every_layout_validates_through_the_cli_with_the_files_own_figures(tmp_path, capsys, monkeypatch, name, line):
+    """``specsched validate --measured FILE:LINE --profile P``: every metric the line states
+    is in validate.csv's measured column with the file's value, and nothing else is; lines no
+    scenario can rebuild are refused in one line naming the key, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    obj = dict(_runs(DATA / "bench" / name))[line]
+    argv = ["validate", "--measured", f"{DATA / 'bench' / name}:{line}", "--profile", PROFILE.get(name, "h200-1b"),
+            "--seeds", "1", "--set", "workload.num_requests=4", "--out", "v"]
+    if (name, line) in REFUSED:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{name}:{line}" in err[0] and REFUSED[name, line] in err[0], err
+        assert list(tmp_path.iterdir()) == []
+        return
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "v" / "validate.csv")
+    measured = dict(zip(table["metric"], table["measured"], strict=True))
+    assert measured == pytest.approx(_file_metrics(obj))
+    sent = obj.get("num_prompts") or len(obj.get("input_lens") or []) or obj["completed"]
+    assert "scenario sends 4 requests" in out or sent == 4        # --set applies to the built scenario
+    assert (tmp_path / "v" / "from-bench.yaml").is_file() and "assumed: " in out
+
+
+def test_a_built_scenario_predicts_as_the_written_one(tmp_path, capsys, monkeypatch):
+    """``validate --measured F --profile P`` builds the scenario from the line exactly as
+    ``scenario from-bench F`` + ``validate --measured F --scenario S`` does, hardware defaults
+    included (the built one used to skip them: sync_mode host_block instead of the profile's
+    cross_queue_wait on an H200), so both print the same prediction."""
+    monkeypatch.chdir(tmp_path)
+    f = str(DATA / "bench" / "sglang-0.5.10.jsonl")
+    small = ["--seeds", "1", "--set", "workload.num_requests=16"]
+    assert main(["validate", "--measured", f, "--profile", "h200-1b", *small, "--out", "a"]) == 0
+    assert main(["scenario", "from-bench", f, "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    assert main(["validate", "--measured", f, "--scenario", "s.yaml", *small, "--out", "b"]) == 0
+    capsys.readouterr()
+    a, b = (pd.read_csv(tmp_path / d / "validate.csv") for d in "ab")
+    assert a["predicted"].tolist() == pytest.approx(b["predicted"].tolist(), nan_ok=True)
+
+
+def test_a_vllm_line_with_only_its_details_validates_in_one_command(tmp_path, capsys, monkeypatch):
+    """vLLM writes no length arguments: with ``--save-detailed`` the lengths are the line's own
+    histograms, written beside the scenario in the output folder (the command used to refuse
+    and ask for ``scenario from-bench`` first)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "--measured", f"{DATA / 'bench' / 'vllm-0.7.3-benchmark_serving.json'}", "--profile",
+                 "h200-1b", "--seeds", "1", "--out", "v"]) == 0
+    assert "histograms of the run's own 2 successful requests" in capsys.readouterr().out
+    lengths = pd.read_csv(tmp_path / "v" / "from-bench-input-lengths.csv")
+    assert lengths["weight"].sum() == 2
+    assert main(["run", "v/from-bench.yaml", "--out", "r"]) == 0   # the written scenario runs as it is
+
+
+# ------------------------------------------------------------------ server logs
+
+LOG_FIGURES = {
+    # file: (prefill lines, decode lines, pure-decode samples, max #running-req, max #queue-req, mean accept len)
+    "sglang-0.3.0.log": (2, 3, 2, 6, 12, None),
+    "sglang-0.3.6.log": (2, 3, 2, 8, 12, None),
+    "sglang-0.4.6-eagle.log": (2, 3, 1, 3, 0, (2.95 + 3.05 + 2.80) / 3),
+    "sglang-0.4.6-pd-decode.log": (0, 2, 1, 32, 0, None),
+    "sglang-0.4.6-pd-prefill.log": (2, 0, 0, 0, 5, None),
+    "sglang-0.4.9-pd-prefill.log": (2, 0, 0, None, 5, None),          # 0.4.9's PD prefill line has no #running-req
+    "sglang-0.4.9-swa-eagle-dp.log": (2, 4, 1, 3, 2, (2.90 + 3.10 + 2.70 + 3.30) / 4),
+    "sglang-0.5.1-swa-eagle.log": (2, 2, 1, 8, 4, (3.12 + 3.20) / 2),
+    "sglang-0.5.4-gdn.log": (2, 3, 2, 4, 2, None),
+    "sglang-0.5.10-pd-decode-mamba.log": (0, 2, 1, 48, 0, None),
+    "sglang-0.5.10-pd-prefill.log": (2, 0, 0, 0, 6, None),
+    "sglang-0.5.23.log": (2, 3, 2, 16, 24, None),
+    "sglang-0.5.23-dspark-dp.log": (2, 4, 2, 2, 0, (4.10 + 3.60 + 4.00 + 3.50) / 4),
+    "sglang-0.5.23-pd.log": (2, 2, 1, 64, 8, (3.40 + 3.38) / 2),
+}
+TINY_RUN = {"backend": "sglang", "dataset_name": "random", "request_rate": math.inf, "max_concurrency": None,
+            "random_input_len": 64, "random_output_len": 8, "random_range_ratio": 1.0, "duration": 0.2,
+            "completed": 2, "total_input_tokens": 128, "total_output_tokens": 16, "median_ttft_ms": 20.0,
+            "median_itl_ms": 5.0, "output_throughput": 80.0}
+
+
+def test_every_log_fixture_is_named_in_the_table():
+    assert sorted(LOG_FIGURES) == sorted(p.name for p in (DATA / "logs").glob("sglang-*.log"))
+
+
+@pytest.mark.parametrize("name", sorted(LOG_FIGURES))
+def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch, name):
+    """``specsched calibrate --from RUN --server-log LOG``: the log's batch lines, the
+    pure-decode samples that join the fit, the largest running and queued counts and the
+    mean accept length are what the file states (figures read off each fixture by hand)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    prefill, decode, samples, running, queue, accept = LOG_FIGURES[name]
+    argv = ["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+            "--max-evals", "1", "--server-log", str(DATA / "logs" / name), "--out", "fitted.yaml"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"server log \S+: (\{.*\}); (\d+) pure-decode samples", out)
+    summary = ast.literal_eval(m.group(1).replace("nan", "None"))
+    assert summary["prefill_batches"] == prefill and int(m.group(2)) == samples
+    assert summary["decode_lines"] == decode
+    assert summary["max_running_req"] == running and summary["max_queue_req"] == queue
+    assert summary["mean_accept_len"] == (pytest.approx(accept) if accept else None)
+    assert name in (tmp_path / "fitted.yaml").read_text()   # the provenance names the log
+
+
+# ------------------------------------------------------------------ bad input as a user meets it
+
+def _trace_scenario(tmp_path: Path, trace: str, layout: str) -> str:
+    p = tmp_path / "s.yaml"
+    p.write_text(f"name: s\nprofile: h200-llama8b-roofline\nworkload: {{kind: trace, trace: {{path: {trace}, layout: {layout}}}}}\n")
+    return str(p)
+
+
+AZURE = (DATA / "traces" / "azure-2023-code.csv").read_text().splitlines()
+MOONCAKE = (DATA / "traces" / "mooncake-conversation.jsonl").read_text().splitlines()
+BROKEN_TRACES = {
+    # name: (file name, content, layout, expected "file:line: key = value")
+    "negative timestamp": ("t.jsonl", "\n".join([MOONCAKE[0], MOONCAKE[1].replace('"timestamp": 0', '"timestamp": -26')]),
+                           "mooncake", "t.jsonl:2: timestamp = -26"),
+    "unsorted timestamp": ("t.csv", "\n".join([AZURE[0], AZURE[2], AZURE[1]]), "azure",
+                           "t.csv:3: TIMESTAMP = '2023-11-16 18:15:46.6805900'"),
+    "missing column": ("t.csv", "\n".join([AZURE[0].replace("GeneratedTokens", "Generated"), *AZURE[1:]]), "azure",
+                       "t.csv:1: GeneratedTokens = '<missing>'"),
+    "missing key": ("t.jsonl", "\n".join([MOONCAKE[0], MOONCAKE[1].replace('"output_length"', '"output_len"')]),
+                    "mooncake", "t.jsonl:2: output_length = '<missing>'"),
+    "truncated line": ("t.jsonl", "\n".join([MOONCAKE[0], MOONCAKE[1][:40]]), "mooncake", "t.jsonl:2: <line> = "),
+    "empty cell": ("t.csv", "\n".join([AZURE[0], AZURE[1], "2023-11-16 18:15:50.1184410,,109"]), "azure",
+                   "t.csv:3: ContextTokens = '<empty>'"),
+    "negative length": ("t.csv", "\n".join([AZURE[0], AZURE[1], "2023-11-16 18:15:50.1184410,-12,109"]), "azure",
+                        "t.csv:3: ContextTokens = -12"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_TRACES))
+def test_a_broken_trace_is_one_line_naming_file_line_key_value_exit_2_nothing_written(tmp_path, capsys, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    fname, content, layout, expected = BROKEN_TRACES[case]
+    (tmp_path / fname).write_text(content + "\n")
+    sc = _trace_scenario(tmp_path, fname, layout)
+    before = set(tmp_path.iterdir())
+    assert main(["run", sc, "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_results_folder_is_not_a_bench_file_and_a_log_is_not_a_result(tmp_path, capsys, monkeypatch):
+    """Real-looking wrong files handed to the bench readers: a server log, a vLLM
+    ``.pytorch.json`` side file, a trace JSONL (JSON objects, but no bench_serving metric)."""
+    monkeypatch.chdir(tmp_path)
+    for wrong, key in ((DATA / "logs" / "sglang-0.5.23.log", "<line>"),
+                       (DATA / "traces" / "mooncake-conversation.jsonl", "<keys>")):
+        assert main(["validate", "--measured", str(wrong), "--profile", "h200-1b", "--out", "v"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{wrong.name}:1" in err[0] and key in err[0], err
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_named_chain_drafter_the_profile_cannot_price_is_one_line(tmp_path, capsys, monkeypatch):
+    """SGLang 0.5.7's line names EAGLE3 in its server_info; a profile without a draft-step
+    cost cannot predict it and says which key it lacks (no drafter is swapped in silently)."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["validate", "--measured", str(DATA / "bench" / "sglang-0.5.7-eagle3.jsonl"), "--profile", "h200-1b", "--out", "v"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpu.draft_step" in err[0] and "eagle3" in err[0], err
+    assert list(tmp_path.iterdir()) == []
