@@ -291,6 +291,12 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     if not isinstance(obj, dict):
         raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    if {"successful_requests", "total_latency"} <= set(obj) and "completed" not in obj:
+        # sglang bench_offline_throughput --result-filename (0.5.23 benchmark/offline_throughput.py
+        # throughput_test_once): throughputs of one offline batch, no latency of any request
+        raise ConfigError(where, "<keys>", "successful_requests, total_latency",
+                          "an offline throughput result (bench_offline_throughput), not bench_serving output: "
+                          "it has no TTFT or ITL to compare")
     if not any(obj.get(k) is not None for k in _IDENTIFYING):
         keys = ", ".join(list(obj)[:6]) or "none"
         hint = ""

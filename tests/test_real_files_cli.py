@@ -208,11 +208,17 @@ def test_a_broken_trace_is_one_line_naming_file_line_key_value_exit_2_nothing_wr
     assert set(tmp_path.iterdir()) == before
 
 
-def test_a_results_folder_is_not_a_bench_file_and_a_log_is_not_a_result(tmp_path, capsys, monkeypatch):
-    """Real-looking wrong files handed to the bench readers: a server log, a vLLM
-    ``.pytorch.json`` side file, a trace JSONL (JSON objects, but no bench_serving metric)."""
+def test_other_real_files_handed_to_validate_are_named_for_what_they_are(tmp_path, capsys, monkeypatch):
+    """Real-looking wrong files handed to the bench readers: SGLang's offline throughput
+    result (throughputs, but no latency), a server log, a trace JSONL (JSON objects, but no
+    bench_serving metric)."""
     monkeypatch.chdir(tmp_path)
-    for wrong, key in ((DATA / "logs" / "sglang-0.5.23.log", "<line>"),
+    offline = tmp_path.parent / f"{tmp_path.name}-offline.jsonl"   # sglang bench_offline_throughput's line (0.5.23)
+    offline.write_text(json.dumps({"backend": "engine", "successful_requests": 8, "total_latency": 3.2,
+                                   "total_input_tokens": 8192, "total_output_tokens": 1024, "request_throughput": 2.5,
+                                   "input_throughput": 2560.0, "output_throughput": 320.0, "total_throughput": 2880.0,
+                                   "last_gen_throughput": 410.2}) + "\n")
+    for wrong, key in ((offline, "bench_offline_throughput"), (DATA / "logs" / "sglang-0.5.23.log", "<line>"),
                        (DATA / "traces" / "mooncake-conversation.jsonl", "<keys>")):
         assert main(["validate", "--measured", str(wrong), "--profile", "h200-1b", "--out", "v"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
