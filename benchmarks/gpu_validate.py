@@ -430,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reverse-arms", action="store_true", help="measure the arms in reverse order (checks order effects)")
     ap.add_argument("--budget", type=float, default=240.0,
                     help="profiling time budget in seconds (default 240); repeats are trimmed (not below 3) to fit")
+    ap.add_argument("--relevel-budget", type=float, default=0.0,
+                    help="seconds allowed after profiling for running a host phase again while it sat on the slow "
+                         "host level (runtime/profile_level.py; default 0: none)")
     ap.add_argument("--repeats", type=int, default=15, help="timed calls per profile measurement (default 15)")
     ap.add_argument("--poisson-cell", default=None, help="also measure this cell at each of --rates (req/s)")
     ap.add_argument("--rates", default="8,16,32,64", help="request rates for --poisson-cell (default 8,16,32,64)")
@@ -464,7 +467,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
                            contexts=[512, 1024, 2048, 4096, 8192], extend_tokens=[256, 1024, 2048, 4096, 8192],
                            extend_prefixes=[0, 1024, 2048, 4096, 8192], cuda_graph_max_bs=128,
-                           repeats=args.repeats, progress=False, budget_s=args.budget)
+                           repeats=args.repeats, progress=False, budget_s=args.budget, relevel_s=args.relevel_budget)
         d["name"] = f"h200-{args.preset}"
         prof_path = out / f"h200-{args.preset}.yaml"
         write_profile(d, prof_path)

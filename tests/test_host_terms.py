@@ -147,3 +147,74 @@ def test_an_older_profile_s_provenance_gives_the_map():
     assert all(k[t] == pytest.approx(0.6) for t in PHASE_TERMS["launch"])
     assert all(v == 1.0 for t, v in k.items() if t not in PHASE_TERMS["launch"])
 
+
+class _ScriptedSampler:
+    """A SpeedSampler whose reading depends on the phase label and the attempt: ``slow``
+    maps a label to how many of its attempts read slow (2.0 ms) before one reads fast (1.0)."""
+
+    def __init__(self, slow: dict[str, int]) -> None:
+        self.slow, self.label = dict(slow), ""
+        self.seconds: list[float] = []
+        self.labels: list[str] = []
+
+    def sample(self) -> float:
+        ph = self.label.split(" #")[0]
+        v = 2e-3 if self.slow.get(ph, 0) > 0 else 1e-3
+        self.seconds.append(v)
+        self.labels.append(self.label)
+        return v
+
+    def maybe_sample(self) -> None:
+        self.sample()
+
+
+def _leveler(slow: dict[str, int], durations: dict[str, float] | None = None):
+    from specsched.runtime.profile_harness import _Budget
+    from specsched.runtime.profile_level import LevelPhases
+
+    class Fake(LevelPhases):
+        def __init__(self):                      # no models: the phases only sample and count
+            self.speed, self.budget, self.runs = _ScriptedSampler(slow), _Budget(100.0, 50), []
+
+        def _one(self, ph):
+            self.runs.append(ph)
+            self.result = {**getattr(self, "result", {}), ph: len(self.runs)}
+            for _ in range(3):
+                self.speed.maybe_sample()
+                self.budget.done()
+            if self.speed.labels[-1].split(" #")[0] == ph and self.speed.slow.get(ph, 0) > 0:
+                self.speed.slow[ph] -= 1         # the next attempt of this phase reads one level faster
+
+        def __getattr__(self, name):
+            if name.endswith("_phase"):
+                return lambda: self._one(name[:-6])
+            raise AttributeError(name)
+
+    f = Fake()
+    for ph in ("extend", "grid", "eager", "cross_queue", "launch", "sync", "host"):
+        f._run_phase(ph)
+    for ph, s in (durations or {}).items():
+        f.phase_time[ph] = s
+    return f
+
+
+def test_a_slow_host_phase_is_run_again_until_it_sits_on_the_fast_level():
+    f = _leveler({"launch": 2, "eager": 5})
+    f.relevel(100.0)
+    assert f.runs[7:] == ["launch", "launch"]                          # twice slow, then fast; eager never
+    assert f.result["launch"] == 9                                      # the measurements of the kept attempt
+    labels = f.speed.labels
+    assert {lb for lb in labels if lb.startswith("launch")} == {"launch #1 not kept", "launch #2 not kept", "launch"}
+    assert all(s == 1e-3 for s, lb in zip(f.speed.seconds, labels, strict=True) if lb == "launch")
+    assert "launch: attempts' medians 2.000, 2.000, 1.000 ms, kept #3 (fast)" in f.level_text(100.0)
+
+
+def test_re_runs_stop_at_the_allowance_and_at_the_tries_and_keep_the_fastest():
+    f = _leveler({"extend": 9}, durations={"extend": 50.0})
+    f.relevel(20.0)                                                     # one attempt needs 50 s
+    assert f.runs[7:] == [] and "needs about 50.0 s, 20.0 s of --relevel-budget left" in f.level_text(20.0)
+    f = _leveler({"sync": 9})
+    f.relevel(100.0)
+    assert f.runs[7:] == ["sync"] * 3 and "still slow after 3 re-runs" in f.level_text(100.0)
+    assert f.result["sync"] == 6                      # no re-run was faster: the first run's measurements stay
+    assert _leveler({}).level_text(0.0) == "phases were not re-run (--relevel-budget 0)"
