@@ -116,10 +116,13 @@ class LevelPhases(Harness):
         self.level_fast = fast
 
     def level_text(self, relevel_s: float) -> str:
-        """The provenance sentence on re-runs (:meth:`relevel`)."""
+        """The provenance sentence on re-runs (:meth:`relevel`), after each phase's first
+        duration (what a re-run costs)."""
+        took = "seconds per phase (first run): " + ", ".join(
+            f"{ph} {t:.1f}" for ph, t in getattr(self, "phase_time", {}).items())
         if relevel_s <= 0:
-            return "phases were not re-run (--relevel-budget 0)"
+            return took + "; phases were not re-run (--relevel-budget 0)"
         notes = getattr(self, "level_notes", [])
-        head = (f"phases {', '.join(RELEVEL_PHASES)} re-run while their median sat above {SLOW_RATIO:g} x the fast "
-                f"level ({getattr(self, 'level_fast', float('nan')) * 1e3:.3f} ms), within {relevel_s:g} s")
+        head = (f"{took}; phases {', '.join(RELEVEL_PHASES)} re-run while their median sat above {SLOW_RATIO:g} x the "
+                f"fast level ({getattr(self, 'level_fast', float('nan')) * 1e3:.3f} ms), within {relevel_s:g} s")
         return head + (": " + "; ".join(notes) if notes else ": none was slow")
