@@ -277,8 +277,18 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
     flush()
 
 
+_LAST: dict[tuple, Trace] = {}
+"""The last large trace read, by (file, its size and modification time, the trace block,
+limit): the runs of one ``compare`` or ``sweep`` over seeds and arms replay the same file,
+which is then read once per process, not once per run (a 100 MB trace takes seconds)."""
+KEEP_MIN_BYTES = 4 << 20
+"""Files from this size on are kept in :data:`_LAST`; smaller ones read in milliseconds and
+are read again (a file rewritten within the clock's tick at the same size stays correct)."""
+
+
 def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None) -> Trace:
-    """Read a trace once, streaming, up to ``limit`` rows.
+    """Read a trace once, streaming, up to ``limit`` rows (the same file, unchanged, with the
+    same trace block and limit is not read again: :data:`_LAST`; the arrays are read-only).
 
     Args:
         cfg: the scenario's trace block.
@@ -298,6 +308,11 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     where = str(scenario_path or "<scenario>")
     if not p.is_file():
         raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, cfg.model_dump_json(), limit)
+    if key in _LAST:
+        return _LAST[key]
+    keep = st.st_size >= KEEP_MIN_BYTES
     columns, unit = cfg.resolved()
     cols = (columns.timestamp, columns.input_len, columns.output_len)
     # block ids named by the user must be in every row; the layout's are used where present
@@ -325,7 +340,14 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     if chk.any_hashes:   # views of the reader's buffers: no second copy
         ids = np.frombuffer(chk.hashes, dtype=np.int64)
         offsets = np.frombuffer(chk.offsets, dtype=np.int64)[: chk.n + 1]
-    return Trace(t, ins, outs, ids, offsets, cfg.block_size)
+    for a in (t, ins, outs, ids, offsets):
+        if a is not None:
+            a.setflags(write=False)   # may be shared by every run that replays this file
+    trace = Trace(t, ins, outs, ids, offsets, cfg.block_size)
+    if keep:
+        _LAST.clear()   # one trace kept: a sweep over traces does not pile them up
+        _LAST[key] = trace
+    return trace
 
 
 def _joined(blocks: list[np.ndarray], dtype: type) -> np.ndarray:

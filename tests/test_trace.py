@@ -12,7 +12,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specsched.sim.config import TraceConfig, load_scenario
+from specsched.sim.config import TraceConfig, WorkloadConfig, load_scenario
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.trace import load_trace
@@ -116,6 +116,31 @@ def test_a_large_trace_streams(tmp_path):
     tracemalloc.stop()
     assert len(tr) == rows and peak < size / 2, (peak, size)
     assert len(load_trace(TraceConfig(path=str(p), layout="mooncake"), limit=10)) == 10
+
+
+def test_a_large_trace_is_read_once_for_every_run_that_replays_it(tmp_path, monkeypatch):
+    """Runs over seeds and arms (compare, sweep) replay one file: a large trace is read once
+    per process while the file, its trace block and limit stay the same; another limit, or
+    the file rewritten, reads it again; the shared arrays are read-only."""
+    from specsched.sim import trace as trace_mod
+    from specsched.sim.workload import make_requests
+
+    monkeypatch.setattr(trace_mod, "KEEP_MIN_BYTES", 1)
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": 10 * i, "input_length": 64, "output_length": 4}) + "\n" for i in range(50)))
+    reads = []
+    real = trace_mod._read_jsonl
+    monkeypatch.setattr(trace_mod, "_read_jsonl", lambda *a: reads.append(1) or real(*a))
+    cfg = WorkloadConfig(kind="trace", trace=TraceConfig(path=str(p), layout="mooncake"))
+    first = [(s.arrival_s, s.input_len) for s in make_requests(cfg, seed=1)]
+    again = [(s.arrival_s, s.input_len) for s in make_requests(cfg, seed=2)]
+    assert first == again and len(reads) == 1
+    tr = load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    with pytest.raises(ValueError):
+        tr.arrival_s[0] = 5.0
+    assert len(load_trace(TraceConfig(path=str(p), layout="mooncake"), limit=10)) == 10 and len(reads) == 2
+    p.write_text(p.read_text() + json.dumps({"timestamp": 600, "input_length": 64, "output_length": 4}) + "\n")
+    assert len(load_trace(TraceConfig(path=str(p), layout="mooncake"))) == 51 and len(reads) == 3
 
 
 @settings(max_examples=30, deadline=None)
