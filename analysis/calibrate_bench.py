@@ -386,10 +386,18 @@ def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = 
 
 def format_fit_table(rows: list[dict[str, Any]]) -> str:
     """Plain-text table of :func:`fit_table`."""
-    out = [f"{'run':<28}{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"]
+    w = max([len("run"), *(len(r["run"]) for r in rows)]) + 2   # whole file:line names, one column apart
+
+    def num(v: Any) -> str:
+        return f"{v:>12.3f}" if isinstance(v, (int, float)) and v == v else f"{'n/a':>12}"
+
+    def err(v: Any) -> str:
+        return f"{v:>+8.1f}%" if v == v else f"{'n/a':>9}"
+
+    out = [f"{'run':<{w}}{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"]
     for r in rows:
-        out.append(f"{r['run'][-28:]:<28}{r['metric']:<20}{r['measured']:>12.3f}{r['before']:>12.3f}"
-                   f"{r['error_before_pct']:>+8.1f}%{r['after']:>12.3f}{r['error_after_pct']:>+8.1f}%")
+        out.append(f"{r['run']:<{w}}{r['metric']:<20}{num(r['measured'])}{num(r['before'])}"
+                   f"{err(r['error_before_pct'])}{num(r['after'])}{err(r['error_after_pct'])}")
     return "\n".join(out)
 
 

@@ -235,3 +235,16 @@ def test_a_named_chain_drafter_the_profile_cannot_price_is_one_line(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "gpu.draft_step" in err[0] and "eagle3" in err[0], err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_fit_table_keeps_long_file_names_whole():
+    """vLLM's result names are long (``vllm-0.8.5-benchmark_serving.json:1``): the fit table
+    keeps each whole and one column apart from its metric (it cut them at 28 characters and
+    ran them into the metric name); a figure the prediction lacks reads n/a."""
+    from specsched.analysis.calibrate_bench import format_fit_table
+
+    rows = [{"run": "openai-8.0qps-concurrency32-Llama-3.1-8B-20250101-120000.json:1", "metric": "median_ttft_ms",
+             "measured": 38.5, "before": 15.9, "error_before_pct": -58.7, "after": None, "error_after_pct": float("nan")}]
+    head, line = format_fit_table(rows).splitlines()
+    assert line.split()[:4] == [rows[0]["run"], "median_ttft_ms", "38.500", "15.900"] and line.split()[-2:] == ["n/a", "n/a"]
+    assert head.index("metric") == line.index("median_ttft_ms")
