@@ -160,13 +160,15 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
 
 def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     """Decode lines that time pure decode steps: the previous line of the same rank was a decode line,
-    the queue is empty, throughput > 0. Columns ``running_req``, ``context`` (mean KV tokens
+    the queue is empty, throughput > 0, and the line states its KV tokens (``#token`` or
+    ``#full token``; 0.5.23's HiSparse pools write ``#gpu token``/``#cpu token`` instead, not
+    read). Columns ``running_req``, ``context`` (mean KV tokens
     per request = #token / running), ``tokens_per_step`` (running x accept len, or running
     without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput)."""
     rank = log["rank"] if "rank" in log else pd.Series("", index=log.index)
     prev_decode = log.groupby(rank, sort=False)["kind"].shift(1).eq("decode")
     d = log[(log["kind"] == "decode") & prev_decode & (log["queue_req"].fillna(0) == 0)
-            & (log["gen_throughput"] > 0) & (log["running_req"] > 0)].copy()
+            & (log["gen_throughput"] > 0) & (log["running_req"] > 0) & log["token"].notna()].copy()
     acc = d["accept_len"].where(d["accept_len"] > 0, 1.0).fillna(1.0)
     d["context"] = d["token"] / d["running_req"]
     d["tokens_per_step"] = d["running_req"] * acc

@@ -248,3 +248,15 @@ def test_the_fit_table_keeps_long_file_names_whole():
     head, line = format_fit_table(rows).splitlines()
     assert line.split()[:4] == [rows[0]["run"], "median_ttft_ms", "38.500", "15.900"] and line.split()[-2:] == ["n/a", "n/a"]
     assert head.index("metric") == line.index("median_ttft_ms")
+
+
+def test_a_decode_line_without_a_kv_token_count_is_no_step_sample():
+    """0.5.23 ``pool_stats_observer.get_decode_usage_msg_parts`` with HiSparse writes ``#gpu
+    token``/``#cpu token`` and no ``#token``: such a line has no context to price a step at,
+    so it is not a pure-decode sample (it used to become one with a NaN context)."""
+    from specsched.analysis.server_log import COLUMNS, decode_step_samples, parse_line
+
+    line = ("[2026-03-02 08:01:0{} TP0] Decode batch, #running-req: 8, #gpu token: 9000, gpu token usage: 0.02, "
+            "#cpu token: 30000, cpu token usage: 0.10, cuda graph: True, gen throughput (token/s): 800.00, #queue-req: 0")
+    log = pd.DataFrame([parse_line(line.format(i), i) for i in (1, 2)]).reindex(columns=list(COLUMNS))
+    assert log["running_req"].tolist() == [8, 8] and log["token"].isna().all() and decode_step_samples(log).empty
