@@ -10,9 +10,9 @@ root)::
     python benchmarks/fit_agentic_profile.py --report-only  # table, profile as is
     python benchmarks/fit_agentic_profile.py --layout pd --report-only --seeds 1,2,3  # the disaggregated reading
 
-The cells simulate the whole deployment: 16 DP-attention ranks in lock-step
-(``server.enable_dp_attention``, sim/dp_attention.py), multi-turn conversations with a tool
-time between turns, round-robin dispatch and each rank's radix cache (docs/agentic.md).
+The cells simulate one 8-GPU instance of the 32-GPU deployment: 8 DP-attention ranks in
+lock-step (``server.enable_dp_attention``, sim/dp_attention.py), multi-turn conversations
+sent back to back, round-robin dispatch and each rank's radix cache (docs/agentic.md).
 
 What is fitted, from what:
 
@@ -30,11 +30,15 @@ What is fitted, from what:
 3. With ``--pair``, stages A and B alternate (``--rounds``). The c192 and c256
    ``output_size`` arms are held out: printed as predictions, never fitted.
 4. Stage A2 (``--free extend,accept,kv``; the current cells, docs/agentic.md section 11):
-   Nelder-Mead over a chosen few of ``gpu.extend``, the cells' mean accept length
-   (``acceptance.mean_accept_length``) and KV pool per rank (``server.max_total_num_tokens``),
-   the verify line kept, on the same base-arm loss. Accept length and pool are cell values
-   the reference does not state; ``--write`` puts them into every cell. The ``output_size``
-   arms are never part of any loss here.
+   Nelder-Mead (or ``--method gauss-newton``: fewer simulations) over a chosen few of
+   ``gpu.extend``, the cells' mean accept length (``acceptance.mean_accept_length``), KV pool
+   per rank (``server.max_total_num_tokens``) and turn-0 prompt shape (``sigma``, the
+   log-normal shape of the cells' ``<cell>-input-lengths.csv``, read back from the files),
+   the verify line kept, on the same base-arm loss. Accept length, pool and prompt shape are
+   cell values the reference does not state; ``--write`` puts them into every cell. The run
+   length (``--conversations-per-client K``: K conversations per client, i.e. 3K turns) is
+   discrete and chosen by probes (docs/agentic.md section 12); ``--write`` writes it too.
+   The ``output_size`` arms are never part of any loss here.
 
 Scenario settings are never special-cased here: every cell is simulated from its YAML as
 ``specsched run`` would. ``--set KEY=VALUE`` (dotted scenario keys, applied to every cell) is
@@ -46,6 +50,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -129,20 +134,49 @@ def _mean_len(dist) -> float:
     return (lo + dist.value) / 2
 
 
-def write_lengths(overrides: dict[str, Any] | None = None) -> None:
+def first_prompt_lengths(sc: Scenario, sigma: float) -> np.ndarray:
+    """Turn 0's prompt lengths of a cell (equal weights): log-normal of shape ``sigma`` whose
+    mean makes the mean prompt over the conversation's turns the implied one (turn k adds
+    k x (mean output + mean tool result) tokens)."""
+    mean_in, mean_out = implied_means(sc.reference["base"])
+    mt = sc.workload.multi_turn
+    return prompt_histogram(mean_in - (mt.num_turns - 1) / 2 * (mean_out + _mean_len(mt.user_len)), sigma)
+
+
+def lengths_csv(lengths: np.ndarray) -> str:
+    return "length,weight\n" + "".join(f"{n},1\n" for n in lengths)
+
+
+def sigma_of(path: Path) -> float:
+    """The log-normal shape of a histogram :func:`prompt_histogram` wrote: the slope of
+    log(length) over the normal quantile of its (uncapped) points."""
+    from scipy.stats import norm
+
+    lengths = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)[:, 0]
+    z = norm.ppf((np.arange(len(lengths)) + 0.5) / len(lengths))
+    keep = lengths < PROMPT_CAP
+    return float(np.polyfit(z[keep], np.log(lengths[keep]), 1)[0])
+
+
+def current_sigma() -> float:
+    """The prompt shape the colocated cells' histograms were written with (they must agree)."""
+    sig = {c: round(sigma_of(ROOT / "scenarios" / f"{c}-input-lengths.csv"), 3) for c in LAYOUTS["colocated"][1]}
+    if len(set(sig.values())) != 1:
+        raise SystemExit(f"the agentic cells' prompt histograms disagree on sigma: {sig}")
+    return next(iter(sig.values()))
+
+
+def write_lengths(overrides: dict[str, Any] | None = None, sigma: float | None = None) -> None:
     """Write scenarios/<cell>-input-lengths.csv (columns length,weight): turn 0's prompt
-    lengths, whose mean makes the mean prompt over the conversation's turns the implied one
-    (turn k adds k x (mean output + mean tool result) tokens)."""
+    lengths (:func:`first_prompt_lengths`), of shape ``sigma`` (default: as written now)."""
+    sigma = current_sigma() if sigma is None else sigma
     for c in CELLS:
         sc = scenario(c, "base", overrides)
-        mean_in, mean_out = implied_means(sc.reference["base"])
-        mt = sc.workload.multi_turn
-        first = mean_in - (mt.num_turns - 1) / 2 * (mean_out + _mean_len(mt.user_len))
-        lengths = prompt_histogram(first)
+        lengths = first_prompt_lengths(sc, sigma)
         path = ROOT / "scenarios" / f"{c}-input-lengths.csv"
-        path.write_text("length,weight\n" + "".join(f"{n},1\n" for n in lengths))
-        print(f"wrote {path.relative_to(ROOT)}: mean {lengths.mean():.0f} (turn 0; per-turn mean {mean_in:.0f}), "
-              f"median {np.median(lengths):.0f}, max {lengths.max()}")
+        path.write_text(lengths_csv(lengths))
+        print(f"wrote {path.relative_to(ROOT)}: sigma {sigma}, mean {lengths.mean():.0f} (turn 0; per-turn mean "
+              f"{implied_means(sc.reference['base'])[0]:.0f}), median {np.median(lengths):.0f}, max {lengths.max()}")
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -202,9 +236,14 @@ def _run_one(args: tuple[str, str, int, dict, dict]) -> dict[str, float]:
 class Evaluator:
     """Runs (cell, arm) pairs for a profile, averaged over seeds, in a process pool."""
 
-    def __init__(self, seeds: list[int], jobs: int, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, seeds: list[int], jobs: int, overrides: dict[str, Any] | None = None,
+                 per_cell: dict[str, dict[str, Any]] | None = None) -> None:
         self.seeds = seeds
         self.overrides = overrides or {}
+        self.per_cell = per_cell or {}
+        """Overrides of one cell each (the run length, which scales with the concurrency)."""
+        self.shape: dict[str, dict[str, Any]] = {}
+        """Per-cell overrides of the prompt histograms being fitted (:func:`shape_overrides`)."""
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
 
     def __call__(self, profile: Profile, runs: list[tuple[str, str]], cells: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, float]]:
@@ -212,7 +251,11 @@ class Evaluator:
         of the files and of --set)."""
         prof = profile.model_dump(mode="json")
         ov = deep_merge(self.overrides, cells or {})
-        tasks = [(c, a, s, prof, ov) for c, a in runs for s in self.seeds]
+
+        def cell_ov(c: str) -> dict[str, Any]:
+            return deep_merge(deep_merge(ov, self.per_cell.get(c, {})), self.shape.get(c, {}))
+
+        tasks = [(c, a, s, prof, cell_ov(c)) for c, a in runs for s in self.seeds]
         results = list(self.pool.map(_run_one, tasks)) if self.pool else [_run_one(t) for t in tasks]
         out: dict[tuple[str, str], dict[str, float]] = {}
         n = len(self.seeds)
@@ -237,6 +280,30 @@ def references(overrides: dict[str, Any] | None = None) -> dict[tuple[str, str],
 
 def rel_errors(pred: dict[str, float], ref: dict[str, float], keys: tuple[str, ...]) -> list[float]:
     return [(pred[k] - ref[k]) / ref[k] for k in keys if k in ref]
+
+
+def run_length_overrides(per_client: int, overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Per-cell overrides giving every client ``per_client`` conversations (the run length:
+    num_conversations = per_client x concurrency, each of the cell's num_turns)."""
+    out = {}
+    for c in CELLS:
+        w = scenario(c, "base", overrides).workload
+        n = per_client * w.concurrency
+        out[c] = {"workload": {"num_requests": n * w.multi_turn.num_turns, "multi_turn": {"num_conversations": n}}}
+    return out
+
+
+def shape_overrides(sigma: float, folder: Path, per_cell: dict[str, dict[str, Any]],
+                    overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Per-cell overrides pointing turn 0's prompts at histograms of shape ``sigma``
+    (:func:`first_prompt_lengths`), written into ``folder``."""
+    out = {}
+    for c in CELLS:
+        sc = scenario(c, "base", deep_merge(overrides or {}, per_cell.get(c, {})))
+        path = folder / f"{c}-sigma{sigma:.4f}.csv"
+        path.write_text(lengths_csv(first_prompt_lengths(sc, sigma)))
+        out[c] = {"workload": {"multi_turn": {"first_prompt_len": {"kind": "file", "path": str(path)}}}}
+    return out
 
 
 # ---------------------------------------------------------------------------------- fit
@@ -321,25 +388,29 @@ def fit_extend(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dic
     return apply(profile, np.r_[res.x * 1e-6, th0[1:]])
 
 
-FREE = ("extend", "accept", "kv")
+FREE = ("extend", "accept", "kv", "sigma")
 """Stage A2's parameters: gpu.extend (s per prompt token), acceptance.mean_accept_length,
-server.max_total_num_tokens (per rank)."""
+server.max_total_num_tokens (per rank), the log-normal shape of turn 0's prompt lengths
+(the cells' histograms, :func:`first_prompt_lengths`)."""
 
 
 def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, names: list[str],
-             max_evals: int, verbose: bool) -> tuple[Profile, dict[str, Any]]:
-    """Stage A2 (``--free``): Nelder-Mead over log of the named parameters (a subset of
-    :data:`FREE`), the verify line and everything else kept, on stage A's base-arm loss (the
-    27 figures, each a mean over the seeds). Returns the profile and cell values at the
-    best point seen."""
+             max_evals: int, verbose: bool, sigma: float, folder: Path,
+             method: str = "nelder-mead") -> tuple[Profile, dict[str, Any], float]:
+    """Stage A2 (``--free``): minimise over log of the named parameters (a subset of
+    :data:`FREE`), the verify line and everything else kept, stage A's base-arm loss (the
+    27 figures, each a mean over the seeds), by Nelder-Mead or (``method="gauss-newton"``)
+    by :func:`gauss_newton` on the 27 relative errors. ``sigma``: the prompt shape to start
+    from (or to keep); its histograms go to ``folder``. Returns the profile, cell values and
+    prompt shape at the best point seen; leaves ``ev.shape`` at that shape."""
     th0 = params_of(profile)
     start = {"extend": th0[0], "accept": cells["acceptance"]["mean_accept_length"],
-             "kv": cells["server"]["max_total_num_tokens"]}
+             "kv": cells["server"]["max_total_num_tokens"], "sigma": sigma}
     x0 = np.log([start[k] for k in names])
     runs = [(c, "base") for c in CELLS]
     best: list[Any] = [np.inf, None]
 
-    def unpack(z: np.ndarray) -> tuple[Profile, dict[str, Any]]:
+    def unpack(z: np.ndarray) -> tuple[Profile, dict[str, Any], float]:
         v = dict(zip(names, np.exp(z), strict=True))
         prof = apply(profile, np.r_[v.get("extend", th0[0]), th0[1:]])
         cv = deep_merge(cells, {})
@@ -347,35 +418,101 @@ def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
             cv["acceptance"]["mean_accept_length"] = round(float(v["accept"]), 4)
         if "kv" in v:
             cv["server"]["max_total_num_tokens"] = int(round(v["kv"]))
-        return prof, cv
+        return prof, cv, round(float(v.get("sigma", sigma)), 4)
 
-    def loss(z: np.ndarray) -> float:
-        prof, cv = unpack(z)
+    def residuals(z: np.ndarray) -> np.ndarray | None:
+        """The 27 relative errors at ``z``; None outside the domain."""
+        prof, cv, sig = unpack(z)
         if not 1.0 <= cv["acceptance"]["mean_accept_length"] <= 6.0:  # within the verify window
-            return 1e3
+            return None
+        if not 0.05 <= sig <= 1.5:
+            return None
+        ev.shape = shape_overrides(sig, folder, ev.per_cell, ev.overrides)
         try:
             preds = ev(prof, runs, cv)
         except Exception as e:  # e.g. a pool too small for the longest prompt: outside the domain
             if verbose:
                 print(f"  A2 rejected {cv}: {e}", file=sys.stderr)
-            return 1e3
-        errs = [e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)]
+            return None
+        errs = np.array([e for c in CELLS for e in rel_errors(preds[(c, "base")], refs[(c, "base")], FIT_KEYS)])
         val = float(np.sum(np.square(errs)))
         if val < best[0]:
             best[:] = [val, z.copy()]
         if verbose:
             print(f"  A2 extend {params_of(prof)[0] * 1e6:.3f} us/tok accept {cv['acceptance']['mean_accept_length']} "
-                  f"KV {cv['server']['max_total_num_tokens']}: loss {val:.4f}, largest "
+                  f"KV {cv['server']['max_total_num_tokens']} sigma {sig}: loss {val:.4f}, largest "
                   f"{max(abs(e) for e in errs) * 100:.1f}%, mean {np.mean(np.abs(errs)) * 100:.1f}%",
                   file=sys.stderr, flush=True)
-        return val
+        return errs
 
-    steps = {"extend": 0.04, "accept": 0.06, "kv": 0.2}
+    def loss(z: np.ndarray) -> float:
+        r = residuals(z)
+        return 1e3 if r is None else float(np.sum(np.square(r)))
+
+    if method == "gauss-newton":
+        fd = {"extend": 0.02, "accept": 0.03, "kv": 0.1, "sigma": 0.1}
+        gauss_newton(residuals, x0, np.array([fd[k] for k in names]), max_evals, verbose)
+    else:
+        steps = {"extend": 0.04, "accept": 0.06, "kv": 0.2, "sigma": 0.3}
+        n = len(x0)
+        simplex = np.vstack([x0] + [x0 + steps[names[i]] * np.eye(n)[i] for i in range(n)])
+        minimize(loss, x0, method="Nelder-Mead",
+                 options={"maxfev": max_evals, "xatol": 5e-3, "fatol": 1e-4, "initial_simplex": simplex})
+    prof, cv, sig = unpack(best[1] if best[1] is not None else x0)
+    ev.shape = shape_overrides(sig, folder, ev.per_cell, ev.overrides)
+    return prof, cv, sig
+
+
+def gauss_newton(residuals, x0: np.ndarray, fd_steps: np.ndarray, max_evals: int, verbose: bool,
+                 max_step: float = 0.2) -> np.ndarray:
+    """Damped Gauss-Newton on ``residuals`` (z -> error vector, or None outside the domain)
+    within ``max_evals`` calls: a forward-difference Jacobian (``fd_steps``, one call per
+    parameter: large enough to step over the seed-mean's jitter), then steps of
+    (J'J + lam diag(J'J)) d = -J'r, each component capped at ``max_step`` (log units); a
+    step that lowers the loss is kept and the Jacobian updated by Broyden's rank-one rule
+    (no new differences); one that does not raises lam tenfold. Fewer simulations than
+    Nelder-Mead's simplex for the same descent when the 27 errors are smooth in the
+    parameters. Returns the best point (the caller keeps it too)."""
+    def call(z):
+        r = residuals(z)
+        return r, (np.inf if r is None else float(np.sum(np.square(r))))
+
+    x, (r, f) = x0.copy(), call(x0)
+    evals = 1
+    if r is None:
+        raise SystemExit("the starting point is outside the domain")
     n = len(x0)
-    simplex = np.vstack([x0] + [x0 + steps[names[i]] * np.eye(n)[i] for i in range(n)])
-    minimize(loss, x0, method="Nelder-Mead",
-             options={"maxfev": max_evals, "xatol": 5e-3, "fatol": 1e-4, "initial_simplex": simplex})
-    return unpack(best[1] if best[1] is not None else x0)
+    jac = np.zeros((len(r), n))
+    for i in range(n):
+        if evals >= max_evals:
+            return x
+        z = x.copy()
+        z[i] += fd_steps[i]
+        ri, _ = call(z)
+        evals += 1
+        if ri is None:
+            z[i] = x[i] - fd_steps[i]
+            ri, _ = call(z)
+            evals += 1
+            if ri is None:
+                raise SystemExit(f"no difference step for parameter {i} stays in the domain")
+        jac[:, i] = (ri - r) / (z[i] - x[i])
+    lam = 0.1
+    while evals < max_evals:
+        a = jac.T @ jac
+        d = np.linalg.solve(a + lam * np.diag(np.diag(a)), -jac.T @ r)
+        d *= min(1.0, max_step / max(np.max(np.abs(d)), 1e-12))
+        rn, fn = call(x + d)
+        evals += 1
+        if verbose:
+            print(f"  GN step {np.round(d, 4)} (lam {lam}): loss {f:.4f} -> {fn:.4f}", file=sys.stderr, flush=True)
+        if rn is not None and fn < f:
+            jac += np.outer(rn - r - jac @ d, d) / (d @ d)   # Broyden
+            x, r, f = x + d, rn, fn
+            lam = max(lam / 3, 1e-3)
+        else:
+            lam *= 10
+    return x
 
 
 def fit_pair(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, verbose: bool) -> Profile:
@@ -429,9 +566,11 @@ def table(ev: Evaluator, profile: Profile, cells: dict[str, Any] | None, refs: d
     return "\n".join(lines), preds
 
 
-def write(profile: Profile, cells: dict[str, Any]) -> None:
+def write(profile: Profile, cells: dict[str, Any], per_client: int | None = None, sigma: float | None = None) -> None:
     """Rewrite the profile's gpu and host blocks (keeping its header comments and provenance)
-    and the cells' shared fitted values (server.max_total_num_tokens, acceptance.request_spread)."""
+    and the cells' shared fitted values (server.max_total_num_tokens, acceptance.request_spread,
+    mean accept length); with ``per_client`` the cells' run length (num_conversations,
+    num_requests), with ``sigma`` their turn-0 prompt histograms."""
     kv, spread = cells["server"]["max_total_num_tokens"], cells["acceptance"]["request_spread"]
     accept = cells["acceptance"]["mean_accept_length"]
     text = PROFILE.read_text()
@@ -449,7 +588,17 @@ def write(profile: Profile, cells: dict[str, Any]) -> None:
             t, n = re.subn(rf"(\n  {key}: )[0-9.e+-]+", rf"\g<1>{val}", t)
             if n != 1:
                 raise SystemExit(f"{p}: expected one '  {key}:' line")
+        if per_client is not None:
+            w = scenario(c).workload
+            n_conv = per_client * w.concurrency
+            for key, val, indent in (("num_requests", n_conv * w.multi_turn.num_turns, "  "),
+                                     ("num_conversations", n_conv, "    ")):
+                t, n = re.subn(rf"(\n{indent}{key}: )[0-9]+", rf"\g<1>{val}", t)
+                if n != 1:
+                    raise SystemExit(f"{p}: expected one '{indent}{key}:' line")
         p.write_text(t)
+    if sigma is not None:
+        write_lengths(sigma=sigma)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -465,7 +614,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", action="store_true", help="also fit the cells' KV pool and acceptance spread")
     ap.add_argument("--free", metavar="NAMES", help="stage A2: fit these of " + ",".join(FREE)
                     + " (comma-separated; Nelder-Mead, the verify line kept)")
+    ap.add_argument("--method", choices=("nelder-mead", "gauss-newton"), default="nelder-mead",
+                    help="stage A2's optimizer (--free)")
     ap.add_argument("--write-lengths", action="store_true", help="(re)write scenarios/<cell>-input-lengths.csv and stop")
+    ap.add_argument("--sigma", type=float, help="turn-0 prompt shape (log-normal sigma) to use instead of the histograms' own")
+    ap.add_argument("--conversations-per-client", type=int, metavar="K",
+                    help="run length: K conversations per client in every cell (num_conversations = K x concurrency)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
     ap.add_argument("--layout", choices=sorted(LAYOUTS), default="colocated",
@@ -475,25 +629,35 @@ def main(argv: list[str] | None = None) -> int:
     global PROFILE, CELLS, PAIR_CELL
     PROFILE, CELLS, PAIR_CELL = LAYOUTS[a.layout]
     if a.write_lengths and a.layout != "colocated":
-        ap.error("--write-lengths writes the colocated cells' histograms, which the pd cells share")
+        ap.error("--write-lengths writes the colocated cells' histograms (the pd cells keep their own)")
     if a.write and a.set:
         ap.error("--write cannot be combined with --set: the profile must fit the scenarios as written")
     free = [n for n in a.free.split(",") if n] if a.free else []
     if any(n not in FREE for n in free) or (a.free is not None and not free):
         ap.error(f"--free: {a.free!r}; allowed: a comma-separated subset of {','.join(FREE)}")
+    if a.sigma is not None and not 0.05 <= a.sigma <= 1.5:
+        ap.error(f"--sigma: {a.sigma}; allowed: 0.05 to 1.5")
+    if a.conversations_per_client is not None and a.conversations_per_client < 1:
+        ap.error(f"--conversations-per-client: {a.conversations_per_client}; allowed: an integer >= 1")
     overrides = parse_sets(a.set)
     if a.write_lengths:
-        write_lengths(overrides)
+        write_lengths(overrides, a.sigma)
         return 0
-    ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides)
+    per_cell = run_length_overrides(a.conversations_per_client, overrides) if a.conversations_per_client else {}
+    ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides, per_cell)
     refs = references(overrides)
     prof = load_profile(str(PROFILE))
     cells = cell_values(overrides)
+    sigma = current_sigma() if a.sigma is None else a.sigma
+    shapes = tempfile.TemporaryDirectory(prefix="agentic-shapes-")
+    if a.sigma is not None:
+        ev.shape = shape_overrides(sigma, Path(shapes.name), per_cell, overrides)
     try:
         if not a.report_only:
             for r in range(a.rounds):
                 if free:
-                    prof, cells = fit_free(ev, prof, cells, refs, free, a.max_evals, not a.quiet)
+                    prof, cells, sigma = fit_free(ev, prof, cells, refs, free, a.max_evals, not a.quiet,
+                                                  sigma, Path(shapes.name), a.method)
                 elif a.extend_only:
                     prof = fit_extend(ev, prof, cells, refs, a.max_evals, not a.quiet)
                 else:
@@ -507,14 +671,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"host.schedule_s {prof.host.schedule_s * 1e3:.3f} ms, KV pool "
                       f"{cells['server']['max_total_num_tokens']} tokens, request_spread "
                       f"{cells['acceptance']['request_spread']}, mean accept length "
-                      f"{cells['acceptance']['mean_accept_length']}", flush=True)
+                      f"{cells['acceptance']['mean_accept_length']}, prompt sigma {sigma}", flush=True)
         text, _ = table(ev, prof, cells, refs)
         print(text)
         if a.write:
-            write(prof, cells)
+            write(prof, cells, a.conversations_per_client, sigma if "sigma" in free or a.sigma is not None else None)
             print(f"wrote {PROFILE.relative_to(ROOT)} and the fitted cell values in {', '.join(CELLS)}")
     finally:
         ev.close()
+        shapes.cleanup()
     return 0
 
 

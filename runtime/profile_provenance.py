@@ -162,6 +162,10 @@ class Provenance:
                                          f"over round_up(context + window, {CTX_ALIGN}) positions (1: the columns are not "
                                          f"all multiples of {CTX_ALIGN}, read as context + window). Layout of the code, not "
                                          f"a fit. [{env}]"),
+            "gpu.attention_tile": ("1 (no tile): this profiler does not measure the attention kernel's KV tile. On an "
+                                   "H200 the runtime's decode and spec cycle pay whole 128-position tiles "
+                                   "(benchmarks/decode_width_sweep.py; docs/decode-width.md, docs/measurements/h200-v14.md): "
+                                   f"set 128 by hand there, citing that sweep, until the profiler times it. [{env}]"),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "

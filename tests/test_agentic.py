@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.sim.config import Scenario, deep_merge, load_scenario
 from specsched.sim.engine import run_scenario
 
@@ -132,3 +134,55 @@ def test_output_size_lowers_c128_mean_ttft():
         inj = s.index[s["part"] == "inject"]
         gap = s.loc[inj, "gpu_start_s"].to_numpy() - s.loc[inj - 1, "gpu_end_s"].to_numpy()
         assert ((gap > 0) if arm == "base" else (gap == 0)).all()
+
+
+# ------------------------------------------------------------- the fit's helpers (no runs)
+def _fit_module():
+    from tests.conftest import load_benchmark
+
+    return load_benchmark("fit_agentic_profile")
+
+
+@settings(max_examples=25, deadline=None)
+@given(sigma=st.floats(0.1, 1.2), mean=st.floats(2e4, 4e5))
+def test_prompt_shape_is_read_back_from_the_histogram(tmp_path_factory, sigma, mean):
+    """INV-A1: the prompt shape the fit writes (``prompt_histogram``) is the one it reads back
+    (``sigma_of``), so a refit starts where the files are; the capped mean is the implied one."""
+    fit = _fit_module()
+    lengths = fit.prompt_histogram(mean, sigma)
+    path = tmp_path_factory.mktemp("h") / "lengths.csv"
+    path.write_text(fit.lengths_csv(lengths))
+    assert abs(fit.sigma_of(path) - sigma) < 2e-3
+    assert abs(lengths.mean() - mean) / mean < 1e-3
+
+
+def test_gauss_newton_finds_a_linear_least_squares_minimum_within_its_budget():
+    """The fit's Gauss-Newton stage reaches the minimum of linear residuals (three
+    parameters, 27 errors) in 1 + 3 difference calls and a few steps, and never exceeds
+    ``max_evals`` calls."""
+    import numpy as np
+
+    fit = _fit_module()
+    rng = np.random.default_rng(3)
+    a, target = rng.normal(size=(27, 3)), np.array([0.1, -0.05, 0.2])
+    b = a @ target + 0.01 * rng.normal(size=27)
+    calls = []
+
+    def residuals(z):
+        calls.append(z)
+        return a @ z - b
+
+    x = fit.gauss_newton(residuals, np.zeros(3), np.full(3, 0.02), max_evals=8, verbose=False)
+    best = np.linalg.lstsq(a, b, rcond=None)[0]
+    assert len(calls) <= 8
+    assert np.sum((a @ x - b) ** 2) <= np.sum((a @ best - b) ** 2) * 1.01
+
+
+def test_run_length_scales_conversations_with_the_concurrency():
+    fit = _fit_module()
+    per_cell = fit.run_length_overrides(4)
+    for cell in CELLS:
+        w = load_scenario(_path(cell)).workload
+        ov = per_cell[cell]["workload"]
+        assert ov["multi_turn"]["num_conversations"] == 4 * w.concurrency
+        assert ov["num_requests"] == 4 * w.concurrency * w.multi_turn.num_turns
