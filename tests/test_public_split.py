@@ -49,3 +49,21 @@ def test_mean_length_follows_bench_serving_lengths():
     assert pc.mean_length(128, 1.0) == 128
     assert pc.mean_length(128, 0.0) == 64.5  # uniform in [1, 128]
     assert pc.mean_length(128, 0.5) == 96.0  # uniform in [64, 128]
+
+
+@given(p=st.floats(0.0, 0.1), d=st.floats(1e-5, 1e-3), accept=st.floats(1.2, 7.0), window=st.integers(2, 9))
+def test_missing_split_recovers_a_per_token_miss(p, d, accept, window):
+    """Invariant: misses made as P + n x d with n the tokens a request puts through the target
+    (out_len decode tokens; window x out_len / accept verified tokens) split back into (P, d)."""
+    out = 128
+    got = pc.missing_split(p + out * d, p + window * out / accept * d, out, window, accept)
+    assert got["per_token"] == pytest.approx((p, d), rel=1e-6, abs=1e-9)
+
+
+def test_missing_split_rejects_a_per_request_form_when_speculation_misses_more():
+    """P1's reading: DSpark misses twice plain's b. A cost per request per step or cycle
+    (fewer cycles than steps) would need a negative d, so that form is ruled out."""
+    got = pc.missing_split(0.0427, 0.0860, 128, 8, 3.53)
+    assert got["per_request"][1] < 0
+    p, d = got["per_token"]
+    assert p > 0 and d > 0
