@@ -38,6 +38,7 @@ from specsched.sim.analytic.roofline import (
     decode_like,
     draft_arch,
     expert_params,
+    extend,
     kv_cell_bytes,
     kv_entries,
 )
@@ -137,6 +138,11 @@ def unmodelled(arch: ModelArch, gpu: GpuSpec, tp: int, window: int, context: flo
              markov_bytes / bw + markov_flops / (FP32_MATRIX_TFLOPS_MI355X * 1e12 * eff.matmul),
              "models/deepseek_v4_dspark.py DSparkV4MarkovHead.step_bias; "
              "speculative/dspark_components/dspark_draft.py draft_markov_block"),
+        Line("DSpark drafter attention over the whole context instead of its sliding window, per draft "
+             "stage (one latent entry per position, every block row)",
+             rows * context * entry / bw,
+             "models/deepseek_v4_dspark.py DSparkAttention (compress_ratio 0, window_size from the draft "
+             "config); the stage count (len(dspark_target_layer_ids)) is a checkpoint field"),
         Line(f"sampling accept: {LOGIT_PASSES} float32 full-vocab passes per verified position",
              rows * vocab * 4 * LOGIT_PASSES / bw,
              "speculative/dspark_components/dspark_verify.py accept_and_finalize; "
@@ -212,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     missing = ref - modelled
     print(f"{ref * 1e6:9.1f}  reference (measured cells)\n{modelled * 1e6:9.1f}  analytic model\n"
           f"{missing * 1e6:9.1f}  missing\n{extra * 1e6:9.1f}  all unmodelled candidates above together")
+    ext = yaml.safe_load((ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml").read_text())["gpu"]["extend"]
+    prefill = ext["seconds"][-1][0] / ext["x"][-1]
+    model_prefill = extend(load_model("deepseek-v4-flash"), load_gpu("MI355X"), Parallel(4, "bf16"), Efficiency(),
+                           16384, 2048).graph_s / 16384
+    print(f"per token: a verified token adds {ref / 6 * 1e6:.1f} us (measured; model {modelled / 6 * 1e6:.1f}, draft "
+          f"included); a prefill token costs {prefill * 1e6:.1f} us on the same GPUs (profiles/mi355x-dsv41-flash-tp4.yaml "
+          f"gpu.extend, fitted to the burst's TTFT; model {model_prefill * 1e6:.1f})")
     need = required_efficiency(load_model("deepseek-v4-flash"), load_gpu("MI355X"), 4, 6, missing)
     print(f"for one term alone to supply the missing {missing * 1e6:.0f} us: TP all-reduce at "
           f"{need['allreduce']:.0%} of the link figure (model: {Efficiency().interconnect:.0%}), or routed-expert "
