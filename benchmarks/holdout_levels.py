@@ -23,8 +23,8 @@ its prefill scaled by its own extend level / REF (REF: the level the fitted prof
 for, e.g. the fit set's median): what the prediction would be if it knew the host level the
 run met, which a prediction made before the run cannot. No GPU needed.
 
-    python benchmarks/holdout_levels.py docs/measurements/h200-v8-holdout/seeds/results.tar.gz \\
-        docs/measurements/h200-v8-holdout/seed1/results.tar.gz --profile FITTED.yaml \\
+    python benchmarks/holdout_levels.py docs/measurements/h200-v8-holdout/seeds/results.tar.xz \\
+        docs/measurements/h200-v8-holdout/seed1/results.tar.xz --profile FITTED.yaml \\
         --scenario-template scenarios/h200/poisson-nospec.yaml [--at-run-level 0.90] [--out docs/X.md]
 """
 

@@ -12,8 +12,8 @@ markdown:
    lowest rate, median per eighth of the run: a host that runs at two speeds for seconds
    at a time shows as eighths near 1.0 and near 1.3.
 
-    python benchmarks/host_levels.py docs/measurements/h200-v7/v8/results.tar.gz
-    python benchmarks/host_levels.py docs/measurements/h200-v7/v7b/results.tar.gz --extend-levels poisson-nospec
+    python benchmarks/host_levels.py docs/measurements/h200-v7/v8/results.tar.xz
+    python benchmarks/host_levels.py docs/measurements/h200-v7/v7b/results.tar.xz --extend-levels poisson-nospec
 """
 
 from __future__ import annotations
