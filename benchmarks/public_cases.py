@@ -124,10 +124,13 @@ def missing_split(d_plain: float, d_spec: float, out_len: float, window: int, ac
       ``n`` is ``out_len`` steps, ``out_len / accept`` cycles.
 
     Returns ``{form: (P, d)}`` in seconds; a negative ``P`` or ``d`` means that form cannot
-    produce the two misses.
+    produce the two misses. A form whose two counts are equal (every draft token accepted,
+    ``accept == window``; or ``accept == 1``) cannot separate ``P`` from ``d`` and is left out.
     """
     out = {}
     for form, n_spec in (("per_token", window * out_len / accept), ("per_request", out_len / accept)):
+        if abs(n_spec - out_len) < 1e-9 * out_len:
+            continue
         d = (d_spec - d_plain) / (n_spec - out_len)
         out[form] = (d_plain - out_len * d, d)
     return out

@@ -3,7 +3,11 @@ to the analytic profile the simulator runs, and its host line follows the overla
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from specsched.sim.analytic.gpus import load_gpu
@@ -44,7 +48,9 @@ def test_host_work_shows_only_above_the_cycle(batch, cycle):
     """Invariant: under overlap the per-request host work costs nothing until its total
     passes the cycle, then exactly the excess."""
     line = vb.host_exposure(cycle, batch)
-    total = 0.0011 + 10e-6 * batch  # host.yaml hip: process + schedule + launch, 6 + 4 us/request
+    h = yaml.safe_load((Path(str(resources.files("specsched.sim.analytic") / "data" / "host.yaml"))).read_text())["hip"]
+    total = (h["process_s"] + h["schedule_s"] + h["launch_s"]
+             + (h["process_per_req_s"] + h["schedule_per_req_s"]) * batch)
     assert line.s_per_request * batch == pytest.approx(max(0.0, total - cycle), abs=1e-12)
 
 
