@@ -29,7 +29,9 @@ issue time, do not transfer between machines; docs/measurements/h200-v7-repredic
 4. the host's speed per run (a fixed reference work's thread CPU time sampled over the
    run, runtime/host_reference.py) against the profile's ``host.reference_work_s``: in
    ``checks.md`` "Host speed per run", ``host_speed.parquet`` beside each measured run, and
-   a second prediction conditioned on it (scenario ``host.speed_factor``, sim/host_speed.py):
+   a second prediction conditioned on it (scenario ``host.reference_work_s``: each host term
+   scaled by the run's reference work over the one it was measured at, the profile's
+   ``host.reference_work_by_term``; one factor for a profile without it; sim/host_speed.py):
    ``validate_conditioned.csv`` and a section of ``summary.md``. The headline stays the
    microbenchmark-only prediction (docs/host-speed.md).
 
@@ -130,8 +132,8 @@ class Validation:
         predict: ``(job, seed) -> RunResult``.
         deadline_s: start no job after this many seconds from construction (None: no limit).
         condition: ``(job, seed, speed_factor) -> RunResult``: the prediction conditioned on
-            the run's measured host speed (scenario ``host.speed_factor``, sim/host_speed.py),
-            or None (not made).
+            the run's measured host speed (``speed_factor``: its reference work over
+            ``reference_s``; sim/host_speed.py), or None (not made).
         reference_s: the profile's ``host.reference_work_s`` (the host speed it was measured
             at); a run's host-speed factor is its reference-work median over this.
         launch_ref: the profile's own timing of the verify launch call per batch size
@@ -385,9 +387,11 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
     if conditioned:
         w, n, per = within_line(conditioned)
         lines += ["", "## Conditioned on each run's measured host speed", "",
-                  "The same figures predicted with the scenario's `host.speed_factor` set to the run's host speed "
-                  "against the profile's (a fixed reference work's thread CPU time, median over the run / the "
-                  "profile's `host.reference_work_s`; sim/host_speed.py). The headline above stays the "
+                  "The same figures predicted at the run's host speed (a fixed reference work's thread CPU time, "
+                  "median over the run; the factor is over the profile's `host.reference_work_s`): each host term "
+                  "scaled by the run's reference over the one that term was measured at (the profile's "
+                  "`host.reference_work_by_term`; without it, by the factor; scenario `host.reference_work_s`, "
+                  "sim/host_speed.py). The headline above stays the "
                   "microbenchmark-only prediction; a figure that meets 5 % only here missed because the host "
                   "changed speed, one that misses both is the model.", "",
                   f"Within 5 % conditioned: **{w} of {n}** figures ({per})", "",
@@ -430,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reverse-arms", action="store_true", help="measure the arms in reverse order (checks order effects)")
     ap.add_argument("--budget", type=float, default=240.0,
                     help="profiling time budget in seconds (default 240); repeats are trimmed (not below 3) to fit")
+    ap.add_argument("--relevel-budget", type=float, default=0.0,
+                    help="seconds allowed after profiling for running a host phase again while it sat on the slow "
+                         "host level (runtime/profile_level.py; default 0: none)")
     ap.add_argument("--repeats", type=int, default=15, help="timed calls per profile measurement (default 15)")
     ap.add_argument("--poisson-cell", default=None, help="also measure this cell at each of --rates (req/s)")
     ap.add_argument("--rates", default="8,16,32,64", help="request rates for --poisson-cell (default 8,16,32,64)")
@@ -464,7 +471,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
                            contexts=[512, 1024, 2048, 4096, 8192], extend_tokens=[256, 1024, 2048, 4096, 8192],
                            extend_prefixes=[0, 1024, 2048, 4096, 8192], cuda_graph_max_bs=128,
-                           repeats=args.repeats, progress=False, budget_s=args.budget)
+                           repeats=args.repeats, progress=False, budget_s=args.budget, relevel_s=args.relevel_budget)
         d["name"] = f"h200-{args.preset}"
         prof_path = out / f"h200-{args.preset}.yaml"
         write_profile(d, prof_path)
@@ -499,7 +506,9 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         return run_scenario(job.scenario, seed=seed, profile=profile)
 
     def condition(job: Job, seed: int, factor: float):
-        return run_scenario(with_value(job.scenario, "host.speed_factor", factor), seed=seed, profile=profile)
+        # the run's reference work: each host term at it over its own (sim/host_speed.py)
+        ref_s = factor * profile.host.reference_work_s
+        return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile)
 
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,

@@ -46,6 +46,17 @@ docs/host-speed.md), and print both counts. Each run's factor comes from, in ord
 conditioned on each in turn and the two compared.
 
 Written per row: ``speed_factor``, ``speed_source``, ``cond_predicted``, ``cond_error_pct``.
+
+``--per-term`` (with ``--host-speed``): a third prediction, each host term scaled by the
+run's reference work over the reference speed at which that term was measured (scenario
+``host.reference_work_s``, profile ``host.reference_work_by_term``, sim/host_speed.py).
+Profiles written before the structured field get it from their provenance text
+(runtime.host_reference.term_references_from_provenance: per-phase medians, the p10 as the
+fast level). A run read from its launch calls (round 10: no reference work anywhere) has
+the factor applied to the launch phase's terms only, the ones timed on the same call at the
+same level; the other phases' levels are unknown and their terms are left as profiled.
+Written per row: ``term_predicted``, ``term_error_pct``; printed: the three counts, per
+metric and for the GPU-paced arms (stream_wait, both) apart from the rest.
 """
 
 from __future__ import annotations
@@ -57,10 +68,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.analysis.overrides import load_scenario_with_overrides
-from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
+from specsched.runtime.host_reference import (
+    PHASE_TERMS,
+    launch_call_reference,
+    launch_speed_factor,
+    term_references_from_provenance,
+)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.host_speed import SCALED_TERMS
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import load_profile
 from specsched.sim.results import atomic_write_text
@@ -121,6 +138,33 @@ def run_speed(d: Path, profile, launch: dict[str, float], use_reference: bool = 
     return 1.0, "none"
 
 
+GPU_PACED_ARMS = ("stream_wait", "both")
+"""Arms whose loop the GPU paces (overlapped, never blocking the host on the GPU)."""
+
+
+def per_term_profile(profile):
+    """``profile`` with ``host.reference_work_by_term`` (its own, else read back from its
+    provenance); None when neither says at which speed each term was measured."""
+    if profile.host.reference_work_by_term:
+        return profile
+    by_term = term_references_from_provenance(profile)
+    if by_term is None or not profile.host.reference_work_s:
+        return None
+    data = profile.model_dump(mode="python")
+    data["host"]["reference_work_by_term"] = by_term
+    return type(profile).model_validate(data)
+
+
+def launch_phase_profile(profile, factor: float):
+    """(profile, run reference) that scale the launch phase's terms by ``factor`` and leave
+    the rest: a unit reference for the launch terms, ``factor`` for every other one."""
+    launch = set(PHASE_TERMS["launch"])
+    data = profile.model_dump(mode="python")
+    data["host"]["reference_work_s"] = 1.0
+    data["host"]["reference_work_by_term"] = {t: (1.0 if t in launch else factor) for t in SCALED_TERMS}
+    return type(profile).model_validate(data), factor
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -136,9 +180,15 @@ def main(argv: list[str] | None = None) -> int:
                          "only (to set the two readings side by side)")
     ap.add_argument("--launch-reference", choices=("profile", "round-p25", "round-median"), default="profile",
                     help="what a run's launch calls are read against when it has no reference-work reading")
+    ap.add_argument("--per-term", action="store_true",
+                    help="also predict each run with every host term scaled by the run's reference work over that "
+                         "term's own (profile host.reference_work_by_term, or its provenance); needs --host-speed")
     args = ap.parse_args(argv)
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
+        return 2
+    if args.per_term and not args.host_speed:
+        print("repredict_h200: --per-term: needs --host-speed (the runs' host readings)", file=sys.stderr)
         return 2
     runs = [pd.read_csv(p) for p in args.csv]
     measured = pd.concat(runs, ignore_index=True)
@@ -153,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = measured.reset_index()
     measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
     profile = load_profile(args.profile)
+    term_profile = per_term_profile(profile) if args.per_term else None
     runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
         name, _, rate = cell.partition("@")
@@ -183,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.host_speed:
             factor, source = run_speed(d, profile, launch, args.speed_source != "launch")
             cond = run_scenario(with_value(sc, "host.speed_factor", factor), seed=sc.seed, profile=profile).summary
+        term = {}
+        if args.per_term:
+            if source == "reference" and term_profile is not None:
+                tp, ref_s = term_profile, factor * profile.host.reference_work_s
+            elif source == "launch":
+                tp, ref_s = launch_phase_profile(profile, factor)
+            else:
+                tp, ref_s = profile, None
+            term = run_scenario(with_value(sc, "host.reference_work_s", ref_s), seed=sc.seed, profile=tp).summary
         for r in grp.itertuples():
             new = pred.get(r.metric)
             meas = fixed.get(r.metric, r.measured)
@@ -195,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                 c = cond.get(r.metric)
                 rows[-1].update(speed_factor=factor, speed_source=source, cond_predicted=c,
                                 cond_error_pct=error_pct(c, meas) if c is not None else float("nan"))
+            if args.per_term:
+                c = term.get(r.metric)
+                rows[-1].update(term_predicted=c, term_error_pct=error_pct(c, meas) if c is not None else float("nan"))
         print(f"{cell:<18} {arm:<14} " + " ".join(
             f"{m[:12]:>12} {rows[-len(grp):][[x['metric'] for x in rows[-len(grp):]].index(m)]['new_error_pct']:+6.1f}%"
             for m in TARGETS if m in set(grp.metric)), flush=True)
@@ -216,12 +279,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"all five: {int((t.new_error_pct.abs() <= 5).sum())} -> {int((t.cond_error_pct.abs() <= 5).sum())} of "
               f"{len(t)} within 5 % (unconditioned -> conditioned); sources: "
               + ", ".join(f"{k} {v}" for k, v in t.drop_duplicates(['cell', 'arm']).speed_source.value_counts().items()))
+    if args.per_term:
+        print_three_way(t)
     if spread:
         print("\nrun-to-run spread of the measurement (largest |run - mean| / mean), by metric: median, max, rows above 5 %")
         for m in TARGETS:
             sp = t[t.metric == m].run_spread_pct
             print(f"{m:<20} {sp.median():5.1f} % {sp.max():6.1f} % {int((sp > 5).sum()):>3} of {len(sp)}")
     return 0
+
+
+def print_three_way(t: pd.DataFrame) -> None:
+    """Within-5 % counts: unconditioned, one factor per run, per term; per metric and for the
+    GPU-paced arms apart from the rest."""
+    cols = (("new_error_pct", "unconditioned"), ("cond_error_pct", "one factor"), ("term_error_pct", "per term"))
+
+    def counts(s: pd.DataFrame) -> str:
+        return " ".join(f"{int((s[c].abs() <= 5).sum()):>13}" for c, _ in cols) + f" of {len(s)}"
+
+    print("\nwithin 5 %            " + " ".join(f"{n:>13}" for _, n in cols))
+    for m in TARGETS:
+        print(f"{m:<21} " + counts(t[t.metric == m]))
+    gpu = t.arm.isin(GPU_PACED_ARMS)
+    print(f"{'GPU-paced arms':<21} " + counts(t[gpu]))
+    print(f"{'other arms':<21} " + counts(t[~gpu]))
+    print(f"{'all five':<21} " + counts(t))
 
 
 if __name__ == "__main__":

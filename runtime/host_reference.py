@@ -85,6 +85,62 @@ class SpeedSampler:
             self.sample()
 
 
+PHASE_TERMS = {
+    "extend": ("host.launch_per_extend_s", "host.launch_per_extend_token_s", "host.launch_per_inject_s",
+               "host.launch_per_inject_token_s", "host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens",
+               "host.slot_expansion_s"),
+    "launch": ("host.launch_s", "host.launch_per_req_s", "host.launch_tail_s", "host.launch_tail_per_req_s"),
+    "sync": ("host.sync_wakeup_s",),
+    "host": ("host.schedule_s", "host.schedule_per_req_s", "host.process_s", "host.process_per_req_s"),
+}
+"""The profiler phase (runtime/profiler.py ``_Profiler.run``) that measures each host term,
+the medians or fits of its repeats: the term sits at that phase's median reference work.
+The extend phase times the extend and injection issue, the idle-queue lead and the slot
+expansion (runtime/profile_gpu.py); the launch phase the verify launch call and the
+publish-wait stall (runtime/profile_host.py ``launch_phase``, ``stall_phase``)."""
+
+FAST_TERMS = ("gpu.eager_host_issue_s", "gpu.eager_overhead_s")
+"""Terms taken as a lower quartile or minimum over the eager phase's points
+(runtime/profile_fit.py ``eager_fit``): the fast points, so the profile's fast level."""
+
+
+def fast_level(seconds) -> float:
+    """The host's fast level from reference-work samples: the median of the fastest
+    quarter (at least one sample). Raises ValueError when there is none."""
+    a = np.sort(np.asarray(seconds, dtype=float))
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        raise ValueError("no reference-work samples")
+    return float(np.median(a[: max(1, a.size // 4)]))
+
+
+def term_references(phase_medians: dict[str, float], fast_s: float) -> dict[str, float]:
+    """``host.reference_work_by_term`` of a profile: per host term (:data:`PHASE_TERMS`), the
+    median reference work of the phase that measured it; ``fast_s`` (:func:`fast_level`) for
+    :data:`FAST_TERMS`. Phases without samples leave their terms out (they then sit at the
+    profile's ``host.reference_work_s``)."""
+    out = {t: float(phase_medians[ph]) for ph, terms in PHASE_TERMS.items() if ph in phase_medians for t in terms}
+    out.update(dict.fromkeys(FAST_TERMS, float(fast_s)))
+    return out
+
+
+def term_references_from_provenance(profile) -> dict[str, float] | None:
+    """:func:`term_references` read back from the provenance text of ``host.reference_work_s``
+    of a profile written before the structured field (rounds 11-13): its "median per phase
+    (ms): ..." list, and its p10 as the fast level (the fastest quarter's median is not in
+    the text; the p10 sits in that quarter). None when the text has no per-phase medians."""
+    import re
+
+    text = (getattr(profile, "provenance", None) or {}).get("host.reference_work_s", "")
+    num = r"\d+(?:\.\d+)?"
+    m = re.search(rf"median per phase \(ms\): ((?:[a-z_]+ {num}(?:, )?)+)", text)
+    p10 = re.search(rf"p10 / p90 ({num}) / ({num}) ms", text)
+    if not m or not p10:
+        return None
+    phases = {ph: float(v) * 1e-3 for ph, v in re.findall(rf"([a-z_]+) ({num})", m.group(1))}
+    return term_references(phases, float(p10.group(1)) * 1e-3)
+
+
 def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None = None) -> dict[str, float]:
     """A run's host speed from its samples: ``samples``, ``reference_work_s`` (median),
     ``reference_work_p10_s`` / ``_p90_s``, ``slow_share`` (share of samples above
@@ -95,7 +151,7 @@ def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None =
     a = a[np.isfinite(a)]
     if a.size == 0:
         return {}
-    fast = float(np.median(np.sort(a)[: max(1, a.size // 4)]))
+    fast = fast_level(a)
     out = {"samples": float(a.size), "reference_work_s": float(np.median(a)),
            "reference_work_p10_s": float(np.percentile(a, 10)), "reference_work_p90_s": float(np.percentile(a, 90)),
            "slow_share": float(np.mean(a > SLOW_RATIO * fast))}

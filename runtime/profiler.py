@@ -78,7 +78,15 @@ from specsched.runtime.environment import (
     environment,
     model_sdpa_probe,
 )
-from specsched.runtime.host_reference import REFERENCE_ITERATIONS, SLOW_RATIO, speed_summary
+from specsched.runtime.host_reference import (
+    FAST_TERMS,
+    PHASE_TERMS,
+    REFERENCE_ITERATIONS,
+    SLOW_RATIO,
+    fast_level,
+    speed_summary,
+    term_references,
+)
 from specsched.runtime.model import PRESETS
 from specsched.runtime.profile_fit import (
     Fits,
@@ -95,6 +103,7 @@ from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
     grid_batch_sizes,
 )
 from specsched.runtime.profile_host import HostPhases
+from specsched.runtime.profile_level import DEFAULT_RELEVEL_S, LevelPhases
 from specsched.runtime.profile_provenance import Provenance
 from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
@@ -102,11 +111,13 @@ from specsched.sim.profile import Profile
 from specsched.sim.results import atomic_write_text
 
 
-class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
-    """One profiling run: the phases in order, then the profile (see :func:`profile_device`)."""
+class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
+    """One profiling run: the phases in order, the slow host phases again
+    (runtime/profile_level.py), then the profile (see :func:`profile_device`)."""
 
-    def __init__(self, *, serializing: dict[str, str], **kw: Any) -> None:
+    def __init__(self, *, serializing: dict[str, str], relevel_s: float = DEFAULT_RELEVEL_S, **kw: Any) -> None:
         self.serializing = serializing
+        self.relevel_s = relevel_s
         super().__init__(**kw)
         self.sdpa = model_sdpa_probe(self.dev, self.cfg, self.W)
         self.env = environment(self.dev, sdpa=self.sdpa, serializing=self.serializing)
@@ -115,24 +126,14 @@ class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
 
     def run(self) -> dict:
         try:
-            self._phase("extend")
-            self.extend_phase()
-            self._phase("grid")
-            self.grid_phase()
-            self._phase("eager")
-            self.eager_phase()
-            self._phase("cross_queue")
-            self.cross_queue_phase()
-            with self.dev.use("forward"):
-                for row in self.grid_rows:
-                    self.runner.free_request(row)
-            self._phase("launch")
-            self.launch_phase()
-            self._phase("sync")
-            self.sync_phase()
-            self._phase("host")
-            self.host_phase()
+            for ph in ("extend", "grid", "eager", "cross_queue", "launch", "sync", "host"):
+                if ph == "launch":
+                    with self.dev.use("forward"):
+                        for row in self.grid_rows:
+                            self.runner.free_request(row)
+                self._run_phase(ph)
             self._phase("end")
+            self.relevel(self.relevel_s)
         finally:
             self.bar.close()
         self.total_s = time.perf_counter() - self.t_start
@@ -142,6 +143,7 @@ class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
         gpu, host = self.sections()
         prov, model = self.provenance()
         host["reference_work_s"], prov["host.reference_work_s"] = self.speed_record()
+        host["reference_work_by_term"], prov["host.reference_work_by_term"] = self.term_speed_record()
         gname = (torch.cuda.get_device_name(dev.torch_device) if dev.is_gpu else "cpu")
         slug = re.sub(r"[^a-z0-9]+", "-", gname.lower()).strip("-")
         name = f"{slug}-proxy-{self.preset}-w{W}"
@@ -158,17 +160,38 @@ class _Profiler(GpuPhases, HostPhases, Fits, Provenance):
         sees whether the host changed speed while the host terms were measured."""
         sp = self.speed
         s = speed_summary(sp.seconds)
-        phases = dict.fromkeys(sp.labels)
-        per = ", ".join(f"{ph} {np.median([c for c, lb in zip(sp.seconds, sp.labels, strict=True) if lb == ph]) * 1e3:.3f}"
-                        for ph in phases)
+        per = ", ".join(f"{ph} {v * 1e3:.3f}" for ph, v in self.phase_medians().items())
         text = (f"host speed while profiling: thread CPU time of runtime.host_reference.reference_work "
                 f"({REFERENCE_ITERATIONS} iterations of a pure-Python loop), sampled between measurements "
                 f"(at most one per {sp.cadence_s:g} s and one at each phase's start); median of {int(s['samples'])} "
                 f"samples, p10 / p90 {s['reference_work_p10_s'] * 1e3:.3f} / {s['reference_work_p90_s'] * 1e3:.3f} ms, "
                 f"{s['slow_share']:.0%} of samples above {SLOW_RATIO:g} x the fastest quartile; median per phase "
-                f"(ms): {per}. A run's summary.json host_speed.reference_work_s over this is the run's host speed "
-                f"against this profile's (scenario host.speed_factor conditions a prediction on it; {self.env_line})")
+                f"(ms): {per}; {self.level_text(self.relevel_s)}. A run's summary.json host_speed.reference_work_s "
+                f"over this is the run's host speed against this profile's (scenario host.speed_factor conditions a "
+                f"prediction on it; {self.env_line})")
         return s["reference_work_s"], text
+
+
+    def phase_medians(self) -> dict[str, float]:
+        """Median reference-work seconds per profiling phase (phases in order)."""
+        sp = self.speed
+        return {ph: float(np.median([c for c, lb in zip(sp.seconds, sp.labels, strict=True) if lb == ph]))
+                for ph in dict.fromkeys(sp.labels)}
+
+    def term_speed_record(self) -> tuple[dict[str, float], str]:
+        """``host.reference_work_by_term`` (runtime.host_reference.term_references: each host
+        term at its phase's median reference work, the lower-quartile eager terms at the fast
+        level) and its provenance."""
+        med, fast = self.phase_medians(), fast_level(self.speed.seconds)
+        by_term = term_references(med, fast)
+        phases = "; ".join(f"{ph} phase ({med[ph] * 1e3:.3f} ms): {', '.join(t for t in terms)}"
+                           for ph, terms in PHASE_TERMS.items() if ph in med)
+        text = (f"the reference work (host.reference_work_s) at which each host term was measured: the median of "
+                f"the samples of the phase that measured it ({phases}); {', '.join(FAST_TERMS)}: taken as the "
+                f"lower quartile / minimum over the eager points, so the fast level, the median of the fastest "
+                f"quarter of all samples ({fast * 1e3:.3f} ms). A scenario's host.reference_work_s scales each term "
+                f"by the run's reference over its own (sim/host_speed.py; {self.env_line})")
+        return by_term, text
 
 
 def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs: int, contexts: list[int],
@@ -178,7 +201,8 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                    extend_prefixes: list[int] | None = None, backend: str | None = None,
                    allow_serializing: bool = False,
                    cpu_threads: int | None = 1,
-                   cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS) -> dict:
+                   cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS,
+                   relevel_s: float = DEFAULT_RELEVEL_S) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
 
     Args:
@@ -210,6 +234,10 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
             injections are timed replayed from them on CUDA as the engine runs them. 0:
             eager extends (a scenario with ``disable_prefill_cuda_graph``). CPU and HIP:
             always eager, as the engine.
+        relevel_s: seconds allowed, after every phase ran once, for running a host phase
+            again whose reference-work samples sat on the slow level, until they sit on the
+            fast one (runtime/profile_level.py; provenance of ``host.reference_work_s``
+            says what happened). 0: no re-runs.
         cpu_threads: torch intra-op threads while profiling on CPU (restored afterwards;
             None: leave as is). 1 by default: on a loaded CI box OpenMP threads spinning
             against other processes made tiny steps ~100x slower and the timings noise.
@@ -235,7 +263,8 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                       extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,
                       progress=progress, budget_s=budget_s, batch_sizes=batch_sizes, prompt_len=prompt_len,
                       extend_prefixes=extend_prefixes, backend=backend, serializing=serializing,
-                      forced_accept=forced_accept, seed=seed, cuda_graph_max_bs_prefill=cuda_graph_max_bs_prefill)
+                      forced_accept=forced_accept, seed=seed, cuda_graph_max_bs_prefill=cuda_graph_max_bs_prefill,
+                      relevel_s=relevel_s)
         return p.run()
     finally:
         torch.set_num_threads(threads)
@@ -308,6 +337,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     ext = args.extend_tokens or defaults["extend_tokens"]
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("<command line>", "--device", args.device, "torch.cuda.is_available() is False here; use --device cpu")
+    if args.relevel_budget < 0:
+        raise ConfigError("<command line>", "--relevel-budget", args.relevel_budget, "must be >= 0 seconds")
     if args.window < 2:
         raise ConfigError("<command line>", "--window", args.window, "must be >= 2 (a speculative cycle)")
     if args.preset not in PRESETS or args.preset.endswith("-draft"):
@@ -319,7 +350,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
                        repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
                        prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
                        allow_serializing=args.allow_serializing,
-                       cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill)
+                       cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill,
+                       relevel_s=args.relevel_budget)
     if args.name:
         d["name"] = args.name
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -367,6 +399,10 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=20, help="timed calls per measurement (default 20)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                    help=f"total time budget in seconds; trims repeats if exceeded (default {DEFAULT_BUDGET_S:g})")
+    p.add_argument("--relevel-budget", type=float, default=DEFAULT_RELEVEL_S,
+                   help="seconds allowed after the phases ran for running a host phase (launch, sync, host, extend) "
+                        "again while its reference-work samples sit on the slow level (runtime/profile_level.py; "
+                        f"default {DEFAULT_RELEVEL_S:g}: no re-runs)")
     p.add_argument("--name", default=None, help="profile name (default <gpu>-proxy-<preset>-w<window>)")
     p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
     p.add_argument("--extend-prefixes", type=_int_list, default=None,

@@ -41,7 +41,7 @@ from specsched.sim.cost_model import CostModel
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
-from specsched.sim.errors import FieldError
+from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.host_speed import scale_host
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
@@ -110,8 +110,7 @@ class SimEngine(Clients, EngineStretch):
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
-        self.profile = scale_host(profile or load_profile(scenario.profile, scenario.path or None),
-                                  scenario.host.speed_factor)
+        self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
         self.acceptance = AcceptanceModel(scenario.acceptance, scenario.server.spec_window, self.seed)
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
@@ -126,6 +125,17 @@ class SimEngine(Clients, EngineStretch):
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)
         self.all_done = self.env.event()
+
+    def _host_conditioned(self, profile: Profile) -> Profile:
+        """``profile`` at the scenario's host speed (``host.speed_factor``, ``host.reference_work_s``;
+        sim/host_speed.py owns the scaling). Raises ConfigError when a run reference is given
+        for a profile that records no host speed."""
+        h = self.scenario.host
+        try:
+            return scale_host(profile, h.speed_factor, h.reference_work_s)
+        except ValueError as e:
+            raise ConfigError(self.scenario.path or "<scenario>", "host.reference_work_s", h.reference_work_s,
+                              f"{e} (profile {profile.path or profile.name})") from None
 
     def _init_host(self, server: ServerArgs, device: DeviceTokens, fast_forward: bool) -> None:
         """One server's scheduler, cost model, device counts, host clock and forward stream

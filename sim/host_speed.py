@@ -19,9 +19,23 @@ the run's host ran against the profile's. A user whose machine is busier or slow
 the one profiled (another process on the cores, a smaller CPU, a laptop on battery) sets
 the factor from the same reference work timed there.
 
-:func:`scale_host` makes the scaled profile; :class:`sim.engine.SimEngine` applies the
-scenario's factor when it builds its cost model, so factor 1 leaves the profile object
-itself in place (bit-identical results).
+Per-term conditioning (``host.reference_work_s`` of a scenario). One factor per run is
+wrong when the profile measured its host terms at different host levels: the profiler runs
+its phases one after another for minutes, and a rented H200 host switched between two
+levels 1.8x apart meanwhile (round 11 measured the launch, sync and scheduler terms on the
+fast level and the extend terms on the slow one; round 12 the reverse,
+docs/measurements/h200-v11.md). A profile from ``specsched profile`` states, per host term,
+the reference-work seconds of the phase that measured it (``host.reference_work_by_term``;
+for a term taken as a lower quartile or minimum over points, the profile's fast level).
+Given the run's own reference-work seconds ``r``, each term ``t`` is multiplied by
+``r / ref(t)``, ``ref(t)`` its own reference (the profile's ``host.reference_work_s`` for a
+term the map leaves out), times ``host.speed_factor``. A profile without the map is scaled
+by ``r / host.reference_work_s`` throughout: the one-factor conditioning.
+
+:func:`scale_host` makes the scaled profile (the one owner of host scaling);
+:class:`sim.engine.SimEngine` applies the scenario's factor and reference when it builds
+its cost model, so factor 1 without a reference leaves the profile object itself in place
+(bit-identical results), as does a reference equal to every term's own.
 """
 
 from __future__ import annotations
@@ -61,34 +75,82 @@ class HostConditions(BaseModel):
                     "kernel issue) is multiplied by it; GPU times are not. 1: the host of the profile. Set it to a "
                     "run's measured host speed against the profile's (summary.json host_speed.speed_factor) to tell "
                     "'model wrong' from 'host changed' (docs/host-speed.md).")
+    reference_work_s: float | None = Field(
+        None, gt=0.0, le=10.0,
+        description="The host speed of the run this prediction is for, as the thread CPU seconds of the reference "
+                    "work (runtime/host_reference.py; a run's summary.json host_speed.reference_work_s). Each host "
+                    "term of the profile is multiplied by this over the reference speed at which that term was "
+                    "measured (profile host.reference_work_by_term; host.reference_work_s for terms it leaves out), "
+                    "then by speed_factor. Needs a profile with host.reference_work_s. None: no conditioning.")
 
 
-def scale_host(profile: Profile, factor: float) -> Profile:
-    """``profile`` with every host term multiplied by ``factor`` (:data:`HOST_SECONDS`,
-    :data:`GPU_HOST_SECONDS`, the ``host.extend_idle_lead_by_tokens`` table's seconds).
+SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), "host.extend_idle_lead_by_tokens",
+                *(f"gpu.{k}" for k in GPU_HOST_SECONDS))
+"""Every term :func:`scale_host` scales, by its dotted profile key: the keys allowed in a
+profile's ``host.reference_work_by_term``."""
+
+
+def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | None = None) -> dict[str, float]:
+    """The multiplier of each host term (:data:`SCALED_TERMS`) for a run at ``reference_s``.
 
     Args:
         profile: a :class:`sim.profile.Profile`.
-        factor: > 0; 1 returns ``profile`` itself (no copy: results bit-identical).
+        factor: > 0, finite: ``host.speed_factor``, applied to every term.
+        reference_s: the run's reference-work seconds (``host.reference_work_s`` of a
+            scenario), or None: every term gets ``factor``.
 
     Returns:
-        A :class:`sim.profile.Profile` (a validated copy when ``factor`` != 1).
+        dotted term -> ``factor * reference_s / ref(term)``, ``ref(term)`` from the profile's
+        ``host.reference_work_by_term``, else its ``host.reference_work_s``.
 
     Raises:
-        ValueError: ``factor`` not finite and > 0.
+        ValueError: ``factor`` or ``reference_s`` not finite and > 0, or ``reference_s`` given
+            for a profile without ``host.reference_work_s`` (nothing to compare it with).
     """
     if not (factor > 0.0 and factor < float("inf")):
         raise ValueError(f"host speed factor must be finite and > 0, got {factor!r}")
-    if factor == 1.0:
+    if reference_s is None:
+        return dict.fromkeys(SCALED_TERMS, factor)
+    if not (reference_s > 0.0 and reference_s < float("inf")):
+        raise ValueError(f"host reference work seconds must be finite and > 0, got {reference_s!r}")
+    whole = profile.host.reference_work_s
+    if not whole:
+        raise ValueError("host.reference_work_s: the profile records no host speed, so a run's reference work "
+                         "(scenario host.reference_work_s) cannot condition it; use host.speed_factor")
+    by_term = profile.host.reference_work_by_term or {}
+    return {t: factor * (reference_s / by_term.get(t, whole)) for t in SCALED_TERMS}
+
+
+def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None) -> Profile:
+    """``profile`` with every host term multiplied by its factor of :func:`term_factors`
+    (:data:`HOST_SECONDS`, :data:`GPU_HOST_SECONDS`, the ``host.extend_idle_lead_by_tokens``
+    table's seconds).
+
+    Args:
+        profile: a :class:`sim.profile.Profile`.
+        factor: > 0 (``host.speed_factor``).
+        reference_s: the run's reference-work seconds (``host.reference_work_s`` of a
+            scenario) or None. When every term's multiplier is exactly 1 (factor 1 and no
+            reference, or a reference equal to every term's own) ``profile`` itself is
+            returned (no copy: results bit-identical).
+
+    Returns:
+        A :class:`sim.profile.Profile` (a validated copy when some multiplier is not 1).
+
+    Raises:
+        ValueError: as :func:`term_factors`.
+    """
+    k = term_factors(profile, factor, reference_s)
+    if all(v == 1.0 for v in k.values()):
         return profile
     data = profile.model_dump(mode="python")
     host, gpu = data["host"], data["gpu"]
-    for k in HOST_SECONDS:
-        host[k] = host[k] * factor
+    for f in HOST_SECONDS:
+        host[f] = host[f] * k[f"host.{f}"]
     if host.get("extend_idle_lead_by_tokens") is not None:
         t = host["extend_idle_lead_by_tokens"]
-        t["seconds"] = [s * factor for s in t["seconds"]]
-    for k in GPU_HOST_SECONDS:
-        if gpu.get(k) is not None:
-            gpu[k] = gpu[k] * factor
+        t["seconds"] = [s * k["host.extend_idle_lead_by_tokens"] for s in t["seconds"]]
+    for f in GPU_HOST_SECONDS:
+        if gpu.get(f) is not None:
+            gpu[f] = gpu[f] * k[f"gpu.{f}"]
     return type(profile).model_validate(data)

@@ -374,7 +374,14 @@ class HostProfile(BaseModel):
     samples taken between the profiler's measurements. A measured run records the same
     work's time (summary.json ``host_speed``); their ratio is the run's host speed against
     the profile's, which a scenario's ``host.speed_factor`` conditions a prediction on
-    (sim/host_speed.py). Informational: the simulator never reads it. None: not measured.
+    (sim/host_speed.py). The simulator reads it only to condition a prediction on a run's
+    reference work (scenario ``host.reference_work_s``). None: not measured.
+    reference_work_by_term: per host term (dotted key of sim.host_speed.SCALED_TERMS, e.g.
+    ``host.launch_s``, ``gpu.eager_host_issue_s``), the reference-work seconds at which it
+    was measured: the median of the samples of the profiling phase that measured it, or
+    the profile's fast level for a term taken as a lower quartile or minimum over points.
+    A scenario's ``host.reference_work_s`` scales each term by the run's reference over
+    this (terms left out: over reference_work_s). None: every term at reference_work_s.
     """
 
     model_config = _STRICT
@@ -398,6 +405,16 @@ class HostProfile(BaseModel):
     cross_queue_penalty_s: Seconds = 0.0
     slot_expansion_s: Seconds = 0.0
     reference_work_s: Seconds | None = None
+    reference_work_by_term: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]] | None = None
+
+    @model_validator(mode="after")
+    def _known_terms(self) -> HostProfile:
+        from specsched.sim.host_speed import SCALED_TERMS
+
+        bad = sorted(set(self.reference_work_by_term or ()) - set(SCALED_TERMS))
+        if bad:
+            raise ValueError(f"reference_work_by_term: unknown host term {bad[0]!r}; allowed: {', '.join(SCALED_TERMS)}")
+        return self
 
 
 class Profile(BaseModel):

@@ -61,6 +61,14 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     # the host speed the host terms were measured at: the reference work, sampled per phase
     assert p.host.reference_work_s > 0
     assert all(f"{ph} " in p.provenance["host.reference_work_s"] for ph in ("extend", "grid", "launch", "host"))
+    # ... and per host term, the level of the phase that measured it (sim/host_speed.py conditions on it)
+    from specsched.runtime.host_reference import FAST_TERMS, PHASE_TERMS
+
+    by_term = p.host.reference_work_by_term
+    assert set(by_term) == {t for ts in PHASE_TERMS.values() for t in ts} | set(FAST_TERMS)
+    assert all(v > 0 for v in by_term.values()) and "host.launch_s" in p.provenance["host.reference_work_by_term"]
+    assert by_term["gpu.eager_host_issue_s"] <= p.host.reference_work_s     # the fast level
+    assert "phases were not re-run (--relevel-budget 0)" in p.provenance["host.reference_work_s"]
     # launch_s is the measured publish-wait stall (block loop - queued loop): on the CPU every
     # call is synchronous, so it is ~0 there; it must be measured (not defaulted) and >= 0
     assert p.host.launch_s >= 0 and p.host.launch_per_req_s >= 0
