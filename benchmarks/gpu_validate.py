@@ -506,7 +506,10 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         return run_scenario(job.scenario, seed=seed, profile=profile)
 
     def condition(job: Job, seed: int, factor: float):
-        # the run's reference work: each host term at it over its own (sim/host_speed.py)
+        # the run's reference work: each host term at it over its own (sim/host_speed.py); a
+        # profile that does not say at which speed each term was measured: the one factor
+        if not profile.host.reference_work_by_term:
+            return run_scenario(with_value(job.scenario, "host.speed_factor", factor), seed=seed, profile=profile)
         ref_s = factor * profile.host.reference_work_s
         return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile)
 

@@ -153,9 +153,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         factor = hs["speed_factor"] = hs["reference_work_s"] / ref
         # each host term at the run's reference over its own (sim/host_speed.py; one factor
         # for a profile that does not say at which speed each term was measured)
-        cond = run_scenario(with_value(sc, "host.reference_work_s", hs["reference_work_s"]),
+        per_term = bool(profile.host.reference_work_by_term)
+        cond = run_scenario(with_value(sc, "host.reference_work_s", hs["reference_work_s"]) if per_term
+                            else with_value(sc, "host.speed_factor", factor * sc.host.speed_factor),
                             seed=measured.summary["seed"], profile=profile)
-        how = "per host term" if profile.host.reference_work_by_term else "one factor"
+        how = "per host term" if per_term else "one factor"
         print(format_validation(validation_table(cond.summary, measured.summary),
                                 f"conditioned on the run's host speed: x{factor:.3f} the profile's (reference work "
                                 f"{hs['reference_work_s'] * 1e3:.3f} vs {ref * 1e3:.3f} ms, {hs['slow_share']:.0%} "

@@ -96,8 +96,10 @@ PHASE_TERMS = {
 """The profiler phase (runtime/profiler.py ``_Profiler.run``) that measures each host term,
 the medians or fits of its repeats: the term sits at that phase's median reference work.
 The extend phase times the extend and injection issue, the idle-queue lead and the slot
-expansion (runtime/profile_gpu.py); the launch phase the verify launch call and the
-publish-wait stall (runtime/profile_host.py ``launch_phase``, ``stall_phase``)."""
+expansion, all at its prefix-0 column (runtime/profile_gpu.py ``extend_phase``; the samples
+of its other columns, GPU time only, are labelled "extend prefix columns" and left out); the
+launch phase the verify launch call and the publish-wait stall (runtime/profile_host.py
+``launch_phase``, ``stall_phase``)."""
 
 FAST_TERMS = ("gpu.eager_host_issue_s", "gpu.eager_overhead_s")
 """Terms taken as a lower quartile or minimum over the eager phase's points

@@ -198,7 +198,11 @@ class GpuPhases(Harness):
         self.slot_pts: list[tuple[int, float, float]] = []
         # per token count at prefix 0: the injection's issue on an idle stream (median)
         self.inj_idle: list[float | None] = [None] * len(self.ext_x)
+        # every host term of this phase comes from the prefix-0 column (j == 0): its host-speed
+        # samples keep the phase's label, the other columns' get their own (runtime/host_reference.py)
+        base = self.speed.label
         for j, col in enumerate(self.ext_cols):
+            self.speed.label = base if j == 0 else f"{base} prefix columns"
             for i, t in enumerate(self.ext_x):
                 lens, p = extend_layout(t, col, self.prompt)
                 n = len(lens)
@@ -242,6 +246,7 @@ class GpuPhases(Harness):
                 with self.dev.use("forward"):
                     for row in rows:
                         r.free_request(row)
+        self.speed.label = base
 
     def grid_phase(self) -> None:
         with self.dev.use("forward"):

@@ -94,7 +94,7 @@ class LevelPhases(Harness):
                 getattr(self, f"{ph}_phase")()
                 left -= time.perf_counter() - t0
                 own_budget.trimmed += self.budget.trimmed
-                new_idx = list(range(i0, len(sp.seconds)))
+                new_idx = [i for i in range(i0, len(sp.seconds)) if sp.labels[i] == f"{ph} #{len(attempts) + 1}"]
                 attempts.append((new_idx, self._median_of(new_idx)))
                 if attempts[-1][1] < attempts[kept][1]:
                     kept = len(attempts) - 1

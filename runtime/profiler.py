@@ -184,8 +184,8 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
         level) and its provenance."""
         med, fast = self.phase_medians(), fast_level(self.speed.seconds)
         by_term = term_references(med, fast)
-        phases = "; ".join(f"{ph} phase ({med[ph] * 1e3:.3f} ms): {', '.join(t for t in terms)}"
-                           for ph, terms in PHASE_TERMS.items() if ph in med)
+        phases = "; ".join(f"{ph} phase{' (prefix-0 column)' if ph == 'extend' else ''} ({med[ph] * 1e3:.3f} ms): "
+                           f"{', '.join(terms)}" for ph, terms in PHASE_TERMS.items() if ph in med)
         text = (f"the reference work (host.reference_work_s) at which each host term was measured: the median of "
                 f"the samples of the phase that measured it ({phases}); {', '.join(FAST_TERMS)}: taken as the "
                 f"lower quartile / minimum over the eager points, so the fast level, the median of the fastest "

@@ -69,6 +69,8 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert all(v > 0 for v in by_term.values()) and "host.launch_s" in p.provenance["host.reference_work_by_term"]
     assert by_term["gpu.eager_host_issue_s"] <= p.host.reference_work_s     # the fast level
     assert "phases were not re-run (--relevel-budget 0)" in p.provenance["host.reference_work_s"]
+    # the extend terms come from its prefix-0 column: the other columns' samples are apart
+    assert "extend prefix columns " in p.provenance["host.reference_work_s"]
     # launch_s is the measured publish-wait stall (block loop - queued loop): on the CPU every
     # call is synchronous, so it is ~0 there; it must be measured (not defaulted) and >= 0
     assert p.host.launch_s >= 0 and p.host.launch_per_req_s >= 0
