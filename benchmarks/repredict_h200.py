@@ -57,6 +57,15 @@ the factor applied to the launch phase's terms only, the ones timed on the same 
 same level; the other phases' levels are unknown and their terms are left as profiled.
 Written per row: ``term_predicted``, ``term_error_pct``; printed: the three counts, per
 metric and for the GPU-paced arms (stream_wait, both) apart from the rest.
+
+``--extend-level launch`` (with ``--per-term``, a cross-check for profiles made before the
+extend terms' reference was their prefix-0 column's samples): the extend phase's terms get,
+instead of the phase's median, the reference work at which the runs' own extend launch calls
+(``host_probe.parquet``, mode extend, part main; runs with at least 9) take as long as the
+profile's extend issue at 1024 tokens: a line through (run's reference work, the run's median
+call thread CPU) read at the profile's value (:func:`extend_issue_reference`). A reading of
+the same call timed by the profiler and by the runs, as round 10's launch factor; not fitted
+to any figure.
 """
 
 from __future__ import annotations
@@ -155,6 +164,29 @@ def per_term_profile(profile):
     return type(profile).model_validate(data)
 
 
+def extend_issue_reference(dirs: list[Path], profile, min_calls: int = 9) -> tuple[float, int] | None:
+    """(reference-work seconds, runs used) at which the runs' extend launch calls take the
+    profile's extend issue at 1024 tokens (``--extend-level launch``), or None with fewer than
+    three runs that have a reference-work reading and ``min_calls`` extend launches."""
+    import json
+
+    pts = []
+    for d in dirs:
+        if d is None or not (d / "host_probe.parquet").is_file() or not (d / "summary.json").is_file():
+            continue
+        ref = (json.loads((d / "summary.json").read_text()).get("host_speed") or {}).get("reference_work_s")
+        hp = pd.read_parquet(d / "host_probe.parquet")
+        cpu = hp[(hp["mode"] == "extend") & (hp["part"] == "main")]["host_launch_cpu_s"].dropna()
+        if ref and len(cpu) >= min_calls:
+            pts.append((ref, float(cpu.median())))
+    if len(pts) < 3:
+        return None
+    x, y = np.array(pts).T
+    slope, icpt = np.polyfit(x, y, 1)
+    issue = profile.host.launch_per_extend_s + 1024 * profile.host.launch_per_extend_token_s
+    return (float((issue - icpt) / slope), len(pts)) if slope > 0 else None
+
+
 def launch_phase_profile(profile, factor: float):
     """(profile, run reference) that scale the launch phase's terms by ``factor`` and leave
     the rest: a unit reference for the launch terms, ``factor`` for every other one."""
@@ -183,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-term", action="store_true",
                     help="also predict each run with every host term scaled by the run's reference work over that "
                          "term's own (profile host.reference_work_by_term, or its provenance); needs --host-speed")
+    ap.add_argument("--extend-level", choices=("phase", "launch"), default="phase",
+                    help="with --per-term: the extend terms' reference from the profile (phase) or read from the runs' "
+                         "extend launch calls against the profile's extend issue (launch; a cross-check)")
     args = ap.parse_args(argv)
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
@@ -212,6 +247,16 @@ def main(argv: list[str] | None = None) -> int:
         d = (args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
              if args.measured_results is not None else None)
         runs.append((cell, arm, grp, sc, d))
+    if term_profile is not None and args.extend_level == "launch":
+        got = extend_issue_reference([d for *_, d in runs], profile)
+        if got is None:
+            print("repredict_h200: --extend-level launch: fewer than 3 runs with extend launches and a reference "
+                  "work reading", file=sys.stderr)
+            return 2
+        data = term_profile.model_dump(mode="python")
+        data["host"]["reference_work_by_term"].update(dict.fromkeys(PHASE_TERMS["extend"], got[0]))
+        term_profile = type(term_profile).model_validate(data)
+        print(f"extend terms' reference from {got[1]} runs' extend launch calls: {got[0] * 1e3:.3f} ms")
     launch: dict[str, float] = {}
     if args.host_speed:
         probes = {d.name: pd.read_parquet(d / "host_probe.parquet") for *_, d in runs if (d / "host_probe.parquet").is_file()}

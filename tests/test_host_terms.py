@@ -220,3 +220,24 @@ def test_re_runs_stop_at_the_allowance_and_at_the_tries_and_keep_the_fastest():
     text = _leveler({}, durations={"extend": 41.0}).level_text(0.0)
     assert text.startswith("seconds per phase (first run): extend 41.0, grid ")
     assert text.endswith("; phases were not re-run (--relevel-budget 0)")
+
+
+def test_the_extend_terms_level_read_from_the_runs_extend_launches(tmp_path):
+    import json
+
+    import pandas as pd
+
+    rp = load_benchmark("repredict_h200", "rp_extend")
+    dirs = []
+    for k, ref in enumerate((2.5e-4, 3.0e-4, 5.0e-4)):      # the call takes 2 ms + 20 x the reference work
+        d = tmp_path / f"r{k}-base-measured"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"host_speed": {"reference_work_s": ref}}))
+        n = 12
+        pd.DataFrame({"mode": ["extend"] * n + ["verify"], "part": ["main"] * (n + 1), "batch_size": [1] * (n + 1),
+                      "host_launch_cpu_s": [2e-3 + 20 * ref] * n + [1.0]}).to_parquet(d / "host_probe.parquet")
+        dirs.append(d)
+    p = tiny_profile(reference_work_s=4e-4, launch_per_extend_s=8e-3 - 1024 * 1e-7, launch_per_extend_token_s=1e-7)
+    ref, n = rp.extend_issue_reference(dirs, p)
+    assert n == 3 and ref == pytest.approx(3e-4)             # 8 ms = 2 ms + 20 x 0.3 ms
+    assert rp.extend_issue_reference(dirs[:2], p) is None and rp.extend_issue_reference(dirs, p, min_calls=13) is None
