@@ -44,7 +44,7 @@ from specsched.runtime.host_probe import HostProbe
 from specsched.runtime.host_reference import SpeedSampler
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
-from specsched.runtime.runner import CTX_BUCKET_STEP
+from specsched.runtime.runner import CTX_BUCKET_STEP, engine_context_width
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
@@ -149,10 +149,12 @@ class RuntimeEngine:
         drafter = (LlamaProxy(PRESETS[draft_preset(preset)], seed=self.seed + 1, device=self.dev.torch_device, dtype=dt)
                    if srv.speculative_algorithm.enabled else None)
         self.vocab = target.cfg.vocab_size
-        # context buckets every 256 positions: a graph's attention width then tracks the
-        # real context closely, as the profile's grid (measured at tight widths) assumes
-        ctx_buckets = list(range(CTX_BUCKET_STEP, max_ctx + CTX_BUCKET_STEP, CTX_BUCKET_STEP))
-        self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=max_ctx, num_slots=slots,
+        # context buckets every 256 positions up to a width on that lattice too: every step's
+        # attention width is round_up(need, 256), what the simulator charges
+        # (CostModel.attention_width), the widest bucket included
+        width = engine_context_width(max_ctx)
+        ctx_buckets = list(range(CTX_BUCKET_STEP, width + 1, CTX_BUCKET_STEP))
+        self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=width, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
                                   ctx_buckets=ctx_buckets, external_kv=True,
                                   prefill_graph_tokens=self._prefill_buckets(graphs))

@@ -58,6 +58,14 @@ class LevelPhases(Harness):
         self.phase_time[name] = time.perf_counter() - t0
         self.phase_ticks[name] = max(1, ticks0 - self.budget.left)
 
+    def _restore(self, before: dict) -> None:
+        """Put the attributes back as they were in ``before`` (a shallow copy of ``__dict__``
+        taken before a re-run: the phases assign their results anew, so this brings back the
+        earlier attempt's measurements)."""
+        for k in set(self.__dict__) - set(before):
+            delattr(self, k)
+        self.__dict__.update(before)
+
     def _median_of(self, idx: list[int]) -> float:
         return float(statistics.median(self.speed.seconds[i] for i in idx))
 
@@ -91,7 +99,14 @@ class LevelPhases(Harness):
                 i0 = len(sp.seconds)
                 t0 = time.perf_counter()
                 self._phase(f"{ph} #{len(attempts) + 1}")
-                getattr(self, f"{ph}_phase")()
+                try:
+                    getattr(self, f"{ph}_phase")()
+                except Exception as e:  # noqa: BLE001  (a failed re-run must not lose the measured profile)
+                    self._restore(before)
+                    for i in range(i0, len(sp.seconds)):
+                        sp.labels[i] = f"{ph} #{len(attempts) + 1} failed"
+                    why = f"re-run #{len(attempts) + 1} failed ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); kept the earlier"
+                    break
                 left -= time.perf_counter() - t0
                 own_budget.trimmed += self.budget.trimmed
                 new_idx = [i for i in range(i0, len(sp.seconds)) if sp.labels[i] == f"{ph} #{len(attempts) + 1}"]
@@ -99,10 +114,7 @@ class LevelPhases(Harness):
                 if attempts[-1][1] < attempts[kept][1]:
                     kept = len(attempts) - 1
                 else:  # the earlier attempt stays: its measurements back
-                    after = set(self.__dict__) - set(before)
-                    self.__dict__.update(before)
-                    for k in after:
-                        delattr(self, k)
+                    self._restore(before)
                 self.budget = own_budget
             for a, (ix, _) in enumerate(attempts):
                 for i in ix:

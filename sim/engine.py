@@ -42,6 +42,7 @@ from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
 from specsched.sim.errors import ConfigError, FieldError
+from specsched.sim.gc_pause import collector_paused
 from specsched.sim.host_speed import scale_host
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
@@ -414,7 +415,15 @@ class SimEngine(Clients, EngineStretch):
 
     # -------------------------------------------------------------------- run
     def run(self) -> RunResult:
-        """Run to completion (every request finished) and return the result tables."""
+        """Run to completion (every request finished) and return the result tables.
+
+        The cyclic garbage collector is off meanwhile (:mod:`sim.gc_pause`: a run makes
+        millions of short-lived objects and almost no reference cycles) and restored after,
+        also when the run raises."""
+        with collector_paused():
+            return self._run()
+
+    def _run(self) -> RunResult:
         self._start_clients()
         self.env.process(self._host())
         self.env.run(until=self.all_done)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from specsched.sim.tables import column, notna
+from specsched.sim.weighted_rank import SAMPLE, values_at_ranks
 
 if TYPE_CHECKING:  # records imports this module's formulas
     from specsched.sim.compact_records import ItlSamples, StepTotals
@@ -122,7 +123,8 @@ def weighted_percentile(sorted_values: np.ndarray, cum_weights: np.ndarray, q: f
 def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out: dict[str, float]) -> None:
     """:func:`_stats` of ``np.repeat(values_s, weights)`` without building it: order
     statistics (median, percentiles, max) exactly as numpy computes them, mean and std to
-    float rounding. Peak extra memory: about 28 bytes per (value, weight) pair."""
+    float rounding. Peak extra memory: about 2 bytes per (value, weight) pair, plus the
+    few narrow value ranges sorted to find the order statistics (:mod:`sim.weighted_rank`)."""
     v = np.asarray(values_s, dtype=float)
     w = np.asarray(weights)
     if (w <= 0).any():
@@ -148,17 +150,24 @@ def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out:
         d *= d
         d *= w[i : i + (1 << 20)]
         sq += float(np.add.reduce(d))
-    # order statistics: x -> 1000 x is monotone, so sort the seconds and scale the picks.
-    # Any order of equal values picks the same value at every rank (a run of equal values
-    # has the same cumulative weight at both ends whatever its inner order), so numpy's
-    # default (unstable, ~2x faster) sort is used.
-    order = np.argsort(v)
-    cw = np.cumsum(w[order], dtype=np.int64)
-    v = v[order]
-    del order
+    # order statistics: x -> 1000 x is monotone, so pick in seconds and scale the picks.
+    # Each is the value at a rank of the repeated sample (sim/weighted_rank.py: the values
+    # of a full sort without sorting every pair; a NaN, whose place no range can hold,
+    # takes the full sort, as before)
+    pct = [(f"{key}_{prefix}_ms" if key != "p95" else "p95_itl_ms", q) for key, q in _PERCENTILES
+           if key != "p95" or prefix == "itl"]
+    ranks = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
+    for _, q in pct:
+        h = (n - 1) * np.true_divide(q, 100)
+        lo = int(np.floor(h))
+        if h < n - 1:
+            ranks += [lo, lo + 1]
+    picked = dict(zip(ranks, values_at_ranks(v, w, ranks, sample=v.size if math.isnan(mean) else SAMPLE),
+                      strict=True))
+    top = v.max()
 
     def at(rank: int) -> float:
-        return float(v[np.searchsorted(cw, rank, side="right")] * 1000.0)
+        return float(picked[rank] * 1000.0)
 
     out[f"mean_{prefix}_ms"] = mean
     if n % 2:
@@ -166,24 +175,14 @@ def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out:
     else:
         out[f"median_{prefix}_ms"] = float(np.mean(np.array([at(n // 2 - 1), at(n // 2)])))
     out[f"std_{prefix}_ms"] = float(np.sqrt(sq / n))
-    for key, q in _PERCENTILES:
-        if key == "p95" and prefix != "itl":
-            continue
-        name = f"{key}_{prefix}_ms" if key != "p95" else "p95_itl_ms"
-        out[name] = _weighted_percentile_ms(v, cw, q)
-    out[f"max_{prefix}_ms"] = float(v[-1] * 1000.0)
-
-
-def _weighted_percentile_ms(sorted_s: np.ndarray, cum_weights: np.ndarray, q: float) -> float:
-    """:func:`weighted_percentile` of the values x 1000 (seconds in, ms out)."""
-    n = int(cum_weights[-1])
-    h = (n - 1) * np.true_divide(q, 100)
-    lo = int(np.floor(h))
-    if h >= n - 1:
-        return float(sorted_s[-1] * 1000.0)
-    i = int(np.searchsorted(cum_weights, lo, side="right"))
-    j = int(np.searchsorted(cum_weights, lo + 1, side="right"))
-    return _lerp(sorted_s[i] * 1000.0, sorted_s[j] * 1000.0, h - lo)
+    for name, q in pct:
+        h = (n - 1) * np.true_divide(q, 100)
+        lo = int(np.floor(h))
+        if h >= n - 1:
+            out[name] = float(top * 1000.0)
+        else:
+            out[name] = _lerp(picked[lo] * 1000.0, picked[lo + 1] * 1000.0, h - lo)
+    out[f"max_{prefix}_ms"] = float(top * 1000.0)
 
 
 def request_latencies(start_s: np.ndarray, first_token_s: np.ndarray, finish_s: np.ndarray,

@@ -209,6 +209,21 @@ def test_a_slow_host_phase_is_run_again_until_it_sits_on_the_fast_level():
     assert "launch: attempts' medians 2.000, 2.000, 1.000 ms, kept #3 (fast)" in f.level_text(100.0)
 
 
+def test_a_re_run_that_fails_keeps_the_measured_phase():
+    f = _leveler({"launch": 2})
+    one = f._one
+
+    def broken(ph):
+        one(ph)
+        raise RuntimeError("CUDA error: out of memory\nmore")
+
+    f._one = broken
+    f.relevel(100.0)
+    assert f.result["launch"] == 5 and f.runs[7:] == ["launch"]            # the first run's measurements stay
+    assert "re-run #2 failed (RuntimeError: CUDA error: out of memory); kept the earlier" in f.level_text(100.0)
+    assert "launch #2 failed" in f.speed.labels and f.budget.total == 100.0
+
+
 def test_re_runs_stop_at_the_allowance_and_at_the_tries_and_keep_the_fastest():
     f = _leveler({"extend": 9}, durations={"extend": 50.0})
     f.relevel(20.0)                                                     # one attempt needs 50 s
