@@ -78,7 +78,7 @@ class Fits:
             "eager_factor": self.eager_factor,
             "attention_width": "padded_max",
             "attention_bucket": CTX_BUCKET_STEP,
-            # the grids' graphs ran at round_up(c + W, align) (runner.grid_context_buckets)
+            # the grids' graphs ran at round_up(c + W, CTX_ALIGN) (profile_harness ctx_buckets)
             "attention_grid_align": self.grid_align,
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
@@ -120,6 +120,12 @@ class Fits:
         """``host.launch_tail_s`` and ``launch_tail_per_req_s``: a line over the launch batch
         sizes through :attr:`tail_points` (:func:`fit_line`, clamped >= 0)."""
         return fit_line(self.launch_bs, self.tail_points)
+
+    @property
+    def grid_align(self) -> int:
+        """``gpu.attention_grid_align``: CTX_ALIGN when every grid context is a multiple of
+        it (each column then ran attention over ``round_up(c + W, CTX_ALIGN)``), else 1."""
+        return CTX_ALIGN if all(c % CTX_ALIGN == 0 for c in self.contexts) else 1
 
     @property
     def eager_overhead(self) -> float:

@@ -19,7 +19,6 @@ from specsched.runtime.host_reference import SpeedSampler
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.prefill_graph import prefill_token_buckets
-from specsched.runtime.runner import grid_context_buckets
 from tqdm.auto import tqdm
 
 STALL_STEPS = 40
@@ -216,9 +215,7 @@ class Harness:
         # the launch measurement lets lengths grow (as in the engine) inside its own context
         # bucket, above every grid bucket, so no capture happens while it is timed
         self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
-        # each grid column is timed at a width the engine runs at (runner.grid_context_buckets)
-        self.grid_align, self.grid_widths = grid_context_buckets(self.contexts, spec_window)
-        self.launch_ctx = max(self.grid_widths) + 1
+        self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
         self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
 
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
@@ -241,12 +238,12 @@ class Harness:
             torch.cuda.reset_peak_memory_stats(dev.torch_device)
         self.cfg, self.dcfg = PRESETS[preset], PRESETS[draft_preset(preset)]
         ext_rows = max(-(-t // self.prompt) for t in self.ext_x)
-        max_ctx = max(self.launch_bucket, self.ext_prefixes[-1] + self.prompt + 2, *self.grid_widths)
+        max_ctx = max(self.launch_bucket, self.ext_prefixes[-1] + self.prompt + 2, self.contexts[-1] + spec_window + 1)
         ext_need = max(-(-t // self.prompt) * (self.ext_prefixes[-1] + self.prompt + 2) for t in self.ext_x)
         grid_need = self.max_bs * (self.contexts[-1] + spec_window)
         launch_need = self.launch_bs[-1] * self.launch_bucket
         slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
-        ctx_buckets = sorted({*self.grid_widths, self.launch_bucket})
+        ctx_buckets = sorted({_round_up(c + spec_window) for c in self.contexts} | {self.launch_bucket})
         self._progress("build models")
         with dev.use("forward"):
             target = LlamaProxy(self.cfg, seed=seed, device=dev.torch_device, dtype=dev.dtype)

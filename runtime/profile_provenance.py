@@ -92,9 +92,8 @@ class Provenance:
                     f"{WARMUP} warm-ups (the first captures the graph). Batch sizes {self.bs} (graph buckets exactly "
                     f"there, no padding) x committed context {self.contexts}; committed lengths put back to the "
                     f"context before every step (one index_fill_ kernel, included; as runtime.microbench.bench). "
-                    f"Attention width round_up(context + {W}, {max(self.grid_align, CTX_ALIGN)}) = "
-                    f"{self.grid_widths} (the graph context buckets the grid captured; the engine's are every "
-                    f"{CTX_BUCKET_STEP} positions). Points above cuda_graph_max_bs={self.graph_max_bs} were "
+                    f"Attention width round_up(context + {W if kind == 'spec' else 1}, 64) (the engine pads to "
+                    f"multiples of {CTX_BUCKET_STEP}; docs/decode-width.md). Points above cuda_graph_max_bs={self.graph_max_bs} were "
                     f"graph-replayed too: the simulator applies gpu.eager_factor there. Largest (p75-p25)/median "
                     f"{self.grid_spread[kind] * 100:.1f} %. Values: {pts}. [{env}]")
 
@@ -158,13 +157,11 @@ class Provenance:
             "gpu.attention_bucket": (f"{CTX_BUCKET_STEP}: runtime/engine.py captures graph context buckets every "
                                      f"{CTX_BUCKET_STEP} positions (runtime.runner.CTX_BUCKET_STEP). [{env}]"),
             "gpu.attention_grid_align": (f"{self.grid_align}: the grids' graphs were captured at context buckets "
-                                         f"round_up(context + spec_window, {max(self.grid_align, CTX_ALIGN)}) = "
-                                         f"{self.grid_widths} (runtime.runner.grid_context_buckets), so each column ran "
-                                         f"attention over round_up(context + window, {self.grid_align}) positions "
-                                         f"({CTX_BUCKET_STEP}: every context a multiple of the engine's bucket step, "
-                                         f"each column timed at a width the engine runs at; {CTX_ALIGN}: multiples of "
-                                         f"{CTX_ALIGN} only; 1: neither, read as context + window). Layout of the code, "
-                                         f"not a fit. [{env}]"),
+                                         "round_up(context + spec_window, runtime.kv_cache.CTX_ALIGN) "
+                                         "(runtime/profile_harness.py), so each column (a multiple of it) ran attention "
+                                         f"over round_up(context + window, {CTX_ALIGN}) positions (1: the columns are not "
+                                         f"all multiples of {CTX_ALIGN}, read as context + window). Layout of the code, not "
+                                         f"a fit. [{env}]"),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "

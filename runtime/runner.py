@@ -13,7 +13,6 @@ from typing import Literal
 import torch
 from specsched.runtime.device import Device, default_bs_buckets, pick_bucket
 from specsched.runtime.kv_cache import (
-    CTX_ALIGN,
     PAD_ROW,
     KVBuffers,
     ReqToTokenPool,
@@ -101,30 +100,6 @@ def engine_context_width(max_context: int) -> int:
     simulator charges (sim.cost_model.CostModel.attention_width). Rounded to CTX_ALIGN only,
     a widest bucket off the lattice (e.g. 1408) ran steps the simulator charged at 1536."""
     return _round_up(max_context, CTX_BUCKET_STEP)
-
-
-def grid_context_buckets(contexts: Sequence[int], window: int) -> tuple[int, list[int]]:
-    """``(align, widths)``: the attention width each profiler grid column ``c`` is timed at,
-    ``round_up(c + window, align)``, and ``align`` (the profile's ``gpu.attention_grid_align``).
-
-    The columns are timed at widths the engine itself runs at: ``align`` is
-    :data:`CTX_BUCKET_STEP` when every context is a multiple of it, so column ``c`` ran at
-    ``c + CTX_BUCKET_STEP``, one of the engine's buckets, and the simulator reads a step of
-    width ``w`` at column ``w - CTX_BUCKET_STEP``: a loop width is a grid point, not a point
-    interpolated between widths of another alignment. Why (docs/decode-width.md): on an
-    H200 the loop ran decode at width 1280 in 5.13 ms at batch 64 (both engines pick 1280
-    on the same steps), where a grid timed at widths 1088 and 2112 (``c + 64``) reads
-    5.27 ms at 1280 by linear interpolation. Otherwise CTX_ALIGN when every context is a
-    multiple of it (the old layout),
-    else 1 (columns read as ``c + window``; widths rounded up to CTX_ALIGN).
-    """
-    if contexts and all(c % CTX_BUCKET_STEP == 0 for c in contexts):
-        align = CTX_BUCKET_STEP
-    elif all(c % CTX_ALIGN == 0 for c in contexts):
-        align = CTX_ALIGN
-    else:
-        align = 1
-    return align, [_round_up(c + window, max(align, CTX_ALIGN)) for c in contexts]
 
 
 def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:

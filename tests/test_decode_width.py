@@ -12,13 +12,11 @@ the simulator maps that width back to that column).
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
 from specsched.runtime.engine import RuntimeEngine  # noqa: E402
-from specsched.runtime.runner import CTX_BUCKET_STEP, grid_context_buckets  # noqa: E402
+from specsched.runtime.runner import CTX_BUCKET_STEP  # noqa: E402
 from specsched.sim.cost_model import CostModel  # noqa: E402
 from specsched.sim.plan import ForwardMode  # noqa: E402
 
@@ -72,34 +70,6 @@ def test_engine_picks_the_width_the_simulator_charges():
     eng.run()
     assert len(charged) >= 30 and max(charged) > CTX_BUCKET_STEP  # past the first bucket edge
     assert picked == charged
-
-
-@settings(max_examples=60, deadline=None)
-@given(cols=st.lists(st.integers(1, 64), min_size=1, max_size=6, unique=True), window=st.integers(1, 16))
-def test_grid_columns_are_timed_at_widths_the_engine_runs_at(cols, window):
-    """INV-W2: with contexts on the engine's bucket lattice, each grid column ``c`` is timed at
-    a width that is one of the engine's buckets, and the simulator reads a step of that
-    width (decode or verify, any window) at column ``c`` itself, not between columns."""
-    contexts = sorted(CTX_BUCKET_STEP * k for k in cols)
-    align, widths = grid_context_buckets(contexts, window)
-    assert align == CTX_BUCKET_STEP
-    spec = {"speculative_algorithm": "dspark"} if window > 1 else {"speculative_algorithm": "none"}
-    sc = make_scenario({**spec, "speculative_num_draft_tokens": window, "max_total_num_tokens": 10**6},
-                       acceptance={"mean_accept_length": 1.0, "request_spread": 0.0})
-    assert sc.server.spec_window == window
-    cost = CostModel(padded_profile(align), sc.server, warn_to=None)
-    for c, w in zip(contexts, widths, strict=True):
-        assert w % CTX_BUCKET_STEP == 0 and c + window <= w
-        # the engine's width for a step whose longest request holds c tokens (need c + window)
-        assert cost.attention_width(c) == w
-        assert w - cost.width_offset == c
-
-
-def test_grid_columns_off_the_lattice_keep_their_alignment():
-    """Contexts that are not multiples of the bucket step keep the old layouts: multiples of
-    64 are timed at round_up(c + W, 64) (align 64), anything else is read as c + W (align 1)."""
-    assert grid_context_buckets([64, 512], 4) == (64, [128, 576])
-    assert grid_context_buckets([100, 512], 4) == (1, [128, 576])
 
 
 def test_width_sweep_times_each_width_at_that_bucket(tmp_path):
