@@ -76,6 +76,11 @@ class GpuCost:
         return self.extend_s + self.decode_s + self.penalty_s
 
 
+def _round_up(x: int, multiple: int) -> int:
+    """``x`` rounded up to a multiple of ``multiple`` (>= 1)."""
+    return -(-int(x) // multiple) * multiple
+
+
 def attention_context(extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int]) -> float:
     """The extend batch's attention context (tokens): sum_i e_i (p_i + e_i / 2) / sum_i e_i.
 
@@ -165,9 +170,11 @@ class CostModel:
         self.graph_max = 0 if server.disable_decode_cuda_graph else self.graph_bs[-1]
         self.padded_attention = g.attention_width == "padded_max"
         self.attention_bucket = g.attention_bucket
-        # the grid column timed at a given width: column c ran at round_up(c + W, align)
+        # the grid column timed at a given width: column c ran at round_up(c + W, align),
+        # which the kernel pays as round_up(that, tile) (gpu.attention_tile; 1: no tile)
         align = g.attention_grid_align
-        self.width_offset = -(-self.window // align) * align
+        self.attention_tile = g.attention_tile
+        self.width_offset = _round_up(_round_up(self.window, align), self.attention_tile)
         self.padded_extend = g.extend_attention == "padded_max"
         if self.padded_extend:
             self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
@@ -209,7 +216,8 @@ class CostModel:
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
         if self.padded_attention:
-            ctx = self.attention_width(ctx if max_ctx is None else max_ctx) - self.width_offset
+            width = _round_up(self.attention_width(ctx if max_ctx is None else max_ctx), self.attention_tile)
+            ctx = width - self.width_offset
             bs_attn = rows
         else:
             bs_attn = bs

@@ -238,6 +238,16 @@ class GpuProfile(BaseModel):
         column 1024 of its decode and verify grids ran attention over 1088 positions, not
         1025 / 1030: a step of width ``w`` is read at column ``w - round_up(window, 64)``.
         1 (default, older profiles): width context + window.
+    attention_tile: the decode/verify attention kernel pays for whole tiles of this many KV
+        positions: a width ``w`` costs as ``round_up(w, attention_tile)`` (``padded_max``
+        only). Measured, not assumed: on an H200 the runtime's graph-replayed decode and
+        spec cycle at widths 1024-1536 every 64 (benchmarks/decode_width_sweep.py,
+        docs/measurements/h200-v14.md) cost 0.04 ms (batch 8) to 0.15-0.21 ms (batch 64) more
+        at odd multiples of 64 than on the line through the multiples of 128, with real or
+        padding positions alike: a 128-position tile. A grid column timed at
+        ``round_up(c + W, attention_grid_align)`` then stands for the width that rounds up to
+        the tile, and a step's width is read there too (:class:`sim.cost_model.CostModel`).
+        1 (default): no tile.
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -285,6 +295,7 @@ class GpuProfile(BaseModel):
     attention_width: Literal["per_request", "padded_max"] = "per_request"
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
     attention_grid_align: int = Field(1, ge=1, le=1_000_000)
+    attention_tile: int = Field(1, ge=1, le=1_000_000)
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)

@@ -5,8 +5,7 @@ The runtime's decode/verify attention is dense over one graph context bucket for
 computes for the same plan (sim.cost_model.CostModel.attention_width), read at the column
 the profiler timed at that width (``gpu.attention_grid_align``). Both must name the same
 width by construction: INV-W1 (the engine picks, step by step, the width the simulator
-charges), INV-W2 (every profiler grid column is timed at a width the engine runs at, and
-the simulator maps that width back to that column).
+charges). The kernel's tile (``gpu.attention_tile``) is tests/test_attention_tile.py.
 """
 
 from __future__ import annotations
