@@ -54,6 +54,8 @@ REF_CELLS = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"
 P1_CONC = [4, 8, 16, 32, 64]
 P1_REPORTED = {"none": [56.78, 241.69, 427.86, 689.22, 972.37], "dspark": [147.90, 328.58, 471.74, 685.25, 879.84]}
 P2_REPORTED = {48: (5.44, 5.51), 128: (2.64, 2.64)}
+P1_GAMMA = 7
+"""P1's DSpark draft tokens (verify window 8)."""
 REF_ACCEPT = (3.2394, 6)
 """The MI355X reference cells' DSpark acceptance (mean accept length 3.24 at window 6, fitted
 on real text: scenarios/batch1-ll.yaml). P1 states no acceptance; this is the assumption."""
@@ -107,6 +109,33 @@ def crossover(plain: tuple[float, float], spec: tuple[float, float]) -> float | 
     return (ap - as_) / (bs - bp)
 
 
+def missing_split(d_plain: float, d_spec: float, out_len: float, window: int, accept: float) -> dict[str, tuple[float, float]]:
+    """Read what a prediction misses in ``b`` (:func:`closed_loop_split`) as one cost the two
+    arms share plus one term of a given form, solving two equations for two unknowns.
+
+    ``d_plain``, ``d_spec``: reported minus predicted ``b`` of each arm (s). Every concurrent
+    request costs the others ``P`` (the same in both arms: its prefill) plus ``n x d``,
+    where ``n`` counts what the request puts through the target over its lifetime:
+
+    - ``per_token``: a cost per token in every decode or verify forward: ``n`` is
+      ``out_len`` decode tokens without speculation, ``window x out_len / accept`` verified
+      tokens with it;
+    - ``per_request``: a cost per request in every step or cycle, whatever its tokens:
+      ``n`` is ``out_len`` steps, ``out_len / accept`` cycles.
+
+    Returns ``{form: (P, d)}`` in seconds; a negative ``P`` or ``d`` means that form cannot
+    produce the two misses. A form whose two counts are equal (every draft token accepted,
+    ``accept == window``; or ``accept == 1``) cannot separate ``P`` from ``d`` and is left out.
+    """
+    out = {}
+    for form, n_spec in (("per_token", window * out_len / accept), ("per_request", out_len / accept)):
+        if abs(n_spec - out_len) < 1e-9 * out_len:
+            continue
+        d = (d_spec - d_plain) / (n_spec - out_len)
+        out[form] = (d_plain - out_len * d, d)
+    return out
+
+
 def _write(path: Path, d: dict) -> Path:
     path.write_text(yaml.safe_dump(d, sort_keys=False))
     return path
@@ -132,8 +161,8 @@ def p1(out: Path, seeds: int, model: str, range_ratio: float = 1.0, profile: Pat
     ran, not SGLang 0.5.23's default (which captures decode graphs on ROCm too)."""
     if profile is None:
         prof = out / f"p1-{model}.yaml"
-        write_analytic_profile(build_profile(load_model(model), load_gpu("MI355X"), 8, window=8), prof)
-        arms, gamma = ("none", "dspark"), 7
+        write_analytic_profile(build_profile(load_model(model), load_gpu("MI355X"), 8, window=P1_GAMMA + 1), prof)
+        arms, gamma = ("none", "dspark"), P1_GAMMA
     else:
         prof, arms, gamma = profile, ("dspark",), 5
     rate = rate_for(REF_ACCEPT[0], REF_ACCEPT[1] - 1)
@@ -255,6 +284,15 @@ def _print_split(rows: list[tuple], range_ratio: float = 1.0) -> None:
         if (who, "none") in split and (who, "dspark") in split:
             x = crossover(split[who, "none"], split[who, "dspark"])
             print(f"  {who:<20} crossover: {'none' if x is None else f'{x:.0f}'}")
+    accept = mean_accept_length(np.full(P1_GAMMA, rate_for(REF_ACCEPT[0], REF_ACCEPT[1] - 1)))
+    for who in dict.fromkeys(w for w, _ in split):
+        if who == "reported" or (who, "none") not in split or (who, "dspark") not in split:
+            continue
+        miss = [split["reported", arm][1] - split[who, arm][1] for arm in ("none", "dspark")]
+        forms = missing_split(*miss, out_len, P1_GAMMA + 1, accept)
+        print(f"  {who:<20} missing b: plain {miss[0] * 1e3:.1f} ms, DSpark {miss[1] * 1e3:.1f} ms; as shared P + "
+              f"n x d (accept {accept:.2f}): " + "; ".join(
+                  f"{form} P {pp * 1e3:.1f} ms, d {dd * 1e3:.3f} ms" for form, (pp, dd) in forms.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

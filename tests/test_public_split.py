@@ -49,3 +49,27 @@ def test_mean_length_follows_bench_serving_lengths():
     assert pc.mean_length(128, 1.0) == 128
     assert pc.mean_length(128, 0.0) == 64.5  # uniform in [1, 128]
     assert pc.mean_length(128, 0.5) == 96.0  # uniform in [64, 128]
+
+
+@given(p=st.floats(0.0, 0.1), d=st.floats(1e-5, 1e-3), f=st.floats(0.0, 0.95), window=st.integers(2, 9))
+def test_missing_split_recovers_a_per_token_miss(p, d, f, window):
+    """Invariant: misses made as P + n x d with n the tokens a request puts through the target
+    (out_len decode tokens; window x out_len / accept verified tokens) split back into (P, d),
+    for any accept length below the window (at the window both arms put 128 through)."""
+    out, accept = 128, 1.0 + f * (window - 1)
+    got = pc.missing_split(p + out * d, p + window * out / accept * d, out, window, accept)
+    assert got["per_token"] == pytest.approx((p, d), rel=1e-6, abs=1e-9)
+
+
+def test_missing_split_leaves_out_a_form_that_cannot_separate():
+    # every draft accepted: both arms put 128 tokens through the target
+    assert "per_token" not in pc.missing_split(0.04, 0.08, 128, 8, 8.0)
+
+
+def test_missing_split_rejects_a_per_request_form_when_speculation_misses_more():
+    """P1's reading: DSpark misses twice plain's b. A cost per request per step or cycle
+    (fewer cycles than steps) would need a negative d, so that form is ruled out."""
+    got = pc.missing_split(0.0427, 0.0860, 128, 8, 3.53)
+    assert got["per_request"][1] < 0
+    p, d = got["per_token"]
+    assert p > 0 and d > 0
