@@ -185,13 +185,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def cli(argv: list[str] | None = None) -> int:
     """:func:`main`, a user's bad input (a profile, a file, a key) as one line and exit 2."""
-    from specsched.sim.errors import ConfigError
+    from specsched.sim.errors import one_line_on_bad_input
 
-    try:
-        return main(argv)
-    except ConfigError as e:
-        print(str(e).splitlines()[0], file=sys.stderr)
-        return 2
+    return one_line_on_bad_input(main, argv)
 
 
 if __name__ == "__main__":

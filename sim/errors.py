@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 
 class ConfigError(ValueError):
     """A scenario or profile value is missing, unknown or out of range.
@@ -24,3 +27,15 @@ class FieldError(ValueError):
     def __init__(self, key: str, value: object, allowed: str) -> None:
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"{key} = {value!r}: {allowed}")
+
+
+def one_line_on_bad_input(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """Run a script's ``main(argv)``; a :class:`ConfigError` (a user's bad profile, file or
+    key) becomes its first line on stderr and exit status 2 instead of a traceback.
+
+    Returns ``main``'s status, or 2. Other exceptions propagate."""
+    try:
+        return main(argv)
+    except ConfigError as e:
+        print(str(e).splitlines()[0], file=sys.stderr)
+        return 2
