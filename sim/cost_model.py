@@ -78,7 +78,7 @@ class GpuCost:
 
 def _round_up(x: int, multiple: int) -> int:
     """``x`` rounded up to a multiple of ``multiple`` (>= 1)."""
-    return -(-int(x) // multiple) * multiple
+    return -(-x // multiple) * multiple
 
 
 def attention_context(extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int]) -> float:
@@ -108,7 +108,7 @@ def dense_keys_per_token(extend_lens: tuple[int, ...] | list[int], prefix_lens: 
     if tokens <= 0:
         return 0.0
     width = max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False))
-    width = -(-width // bucket) * bucket
+    width = _round_up(width, bucket)
     return len(extend_lens) * max(extend_lens) * width / tokens
 
 
@@ -204,8 +204,7 @@ class CostModel:
         ``max_ctx`` tokens: that context plus the step's new tokens (the window; 1 for
         decode), rounded up to ``gpu.attention_bucket`` (runtime/spec_cycle.py
         ``_prepare``: the context bucket covering the largest length bound + width)."""
-        b = self.attention_bucket
-        return -(-(int(max_ctx) + self.window) // b) * b
+        return _round_up(int(max_ctx) + self.window, self.attention_bucket)
 
     def step_s(self, bs: int, ctx: float, max_ctx: float | None = None) -> float:
         """GPU seconds of one decode forward or speculative cycle of ``bs`` requests at mean
