@@ -246,9 +246,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from specsched.sim.results import check_results_target
 
         for arm in arms:   # a folder in the way (a file, another folder) too
+            seed0 = load_scenario_with_overrides(args.scenario, arm, overrides).seed
             for i in range(args.seeds):
-                sc_seed = load_scenario_with_overrides(args.scenario, arm, overrides).seed + i
-                check_results_target(out_dirs(arm, sc_seed))
+                check_results_target(out_dirs(arm, seed0 + i))
     executor = None
     if args.workers > 1:
         import multiprocessing
