@@ -291,6 +291,9 @@ class SimEngine(Clients, EngineStretch):
         slot_expansion = self.profile.host.slot_expansion_s
         rec = self.rec
         peek = self.env.peek
+        # open arrivals: the host is SimPy's only process, so nothing is due before the run
+        # ends (peek() is inf) and the host clock always just moves; off once all_done fires
+        solo = bool(self._arrive_at)
         idle_spins = 0
         last_t = -1.0
         op = next(loop)
@@ -305,7 +308,7 @@ class SimEngine(Clients, EngineStretch):
                     # _advance inlined (three host works per iteration): no generator
                     # when the host clock just moves ahead of SimPy's
                     t = self._t + dt
-                    if t < peek():
+                    if solo or t < peek():
                         self._t = t
                     else:
                         yield from self._sync(t)
@@ -318,7 +321,7 @@ class SimEngine(Clients, EngineStretch):
                         # a stretch was applied: the loop goes on with its last forward in
                         # flight, the host at the stretch's end (_advance inlined)
                         result, t = jumped
-                        if t < peek():
+                        if solo or t < peek():
                             self._t = t
                         else:
                             yield from self._sync(t)
@@ -336,7 +339,7 @@ class SimEngine(Clients, EngineStretch):
                 result, busy = self._launch(op)
                 if busy > 0:
                     t = self._t + busy   # _advance inlined, as for host work
-                    if t < peek():
+                    if solo or t < peek():
                         self._t = t
                     else:
                         yield from self._sync(t)
@@ -349,7 +352,7 @@ class SimEngine(Clients, EngineStretch):
                     self.host_blocked_s += wait
                     self._blocked_since_launch += wait
                     t = self._t + wait
-                    if t < peek():
+                    if solo or t < peek():
                         self._t = t
                     else:
                         yield from self._sync(t)
@@ -363,8 +366,10 @@ class SimEngine(Clients, EngineStretch):
                     rec.deliver_step(self._t, d.rid_list, d.n_list, d.fin_list)  # INV-5
                     if self._remaining == 0 and not self.all_done.triggered:
                         self.all_done.succeed()
+                        solo = False
                 else:
                     yield from self._deliver(d)
+                    solo = solo and not self.all_done.triggered
             elif tp is HostBlock:
                 yield from self._block_until(op.handle.end, wake)
                 if op.reason == "slot_expansion" and slot_expansion > 0:
