@@ -133,7 +133,37 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     t, ep = t0, e0
     blk, rows, busy = blocked0, 0.0, busy0
     j = 0
+    lean = not detail and tail is None
     while True:
+        if lean and bs == pbs:
+            # the common iteration, before the general one below: the GPU ahead of the host
+            # (a results wait), the same batch shape after it (no breakpoint, key limit or
+            # stop at j + 1), not the last (its host time stays before t_next). The same
+            # float operations in the same order, less the tests that cannot fire; it
+            # stops without changing anything at the first iteration that is not such.
+            jend = stop - 1
+            if 0 < nxt <= jend:
+                jend = nxt - 1
+            if j < klim <= jend:
+                jend = klim - 1
+            while j < jend:
+                u = t + hs
+                u = u + hl
+                if ep <= u:
+                    break         # the host is late: the general iteration
+                rw = (ep - u) + wake
+                u = u + rw
+                u = u + hp
+                if u >= t_next:
+                    break         # the walk's last iteration: the general one ends it
+                t = u
+                Ta(t)
+                e = ep + c
+                blk = blk + rw
+                rows = rows + rw
+                busy = busy + (e - ep)
+                ep = e
+                j += 1
         t = t + hs
         t = t + hl
         if ep > t:     # INV-6: a forward starts after the previous one ends
