@@ -56,6 +56,27 @@ def _both(delta: dict[int, int], n: int) -> list[int]:
     return both
 
 
+def _both_from_ends(at_one: int, from_two: int, ends: list[int], n: int) -> list[int]:
+    """:func:`_both` when every request starts delivering at iteration 0 or 1 (a closed-form
+    stretch): ``at_one`` requests deliver at both 0 and 1; for j >= 2 the requests delivering
+    at both j - 1 and j are those whose last delivery is at j or later: ``from_two`` of them
+    at j = 2, one fewer after each of ``ends`` (the last delivering iterations below n - 1
+    that are >= 2, sorted here). Counting these in :meth:`PlainRun.outcome` takes a compare
+    per request instead of two dict updates."""
+    if n < 2:
+        return []
+    both = [at_one]
+    c, j = from_two, 2
+    ends.sort()
+    for b in ends:
+        both.extend([c] * (b + 1 - j))   # iterations j .. b
+        j = b + 1
+        c -= 1
+    if n > j:
+        both.extend([c] * (n - j))
+    return both
+
+
 class PlainOutcome:
     """What applying the first n iterations of a :class:`PlainRun` changes
     (:meth:`PlainRun.outcome`). Lists per request, in the run's order.
@@ -63,7 +84,8 @@ class PlainOutcome:
     Attributes:
         n: iterations applied.
         outs, held, done: output tokens committed on the host, KV slots held, finished.
-        keep: in the plan left in flight (P_{n-1}): stays in the running batch.
+        kept: the requests in the plan left in flight (P_{n-1}), in order: the running batch
+            after (the Scheduler's apply_stretch takes this list as its own).
         device: the device's committed counts.
         used, peak: KV pool slots in use after the n iterations; the largest reservation.
         plan, output: P_{n-1} and what the device commits for it.
@@ -72,7 +94,7 @@ class PlainOutcome:
         finished: indices of the requests completed by the n iterations (at T_{fin + 1}).
     """
 
-    __slots__ = ("n", "outs", "held", "done", "keep", "device", "used", "peak", "plan", "output",
+    __slots__ = ("n", "outs", "held", "done", "kept", "device", "used", "peak", "plan", "output",
                  "deliver", "finished")
 
 
@@ -99,7 +121,7 @@ class PlainRun:
     """
 
     __slots__ = ("stop", "reqs", "rid_list", "num_merged", "cap", "h0", "d0", "inp", "kv0", "x0", "fin", "last",
-                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "_outcome")
+                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "min_fin", "_outcome")
     spec = False
     window = 1
 
@@ -184,6 +206,7 @@ class PlainRun:
         run.inp, run.kv0 = inp, kv0
         run.pbs0 = prev_plan.batch_size
         run.used0 = kv.used
+        run.min_fin = min_fin
 
         # where the run must end (scheduler side): an empty batch, a finish a client
         # reacts to, the last finish, max_iters
@@ -336,18 +359,22 @@ class PlainRun:
         if o is not None and o.n == n:
             return o
         j = n - 1
-        outs, held, done, keep, dev = [], [], [], [], []
+        outs, held, done, kept, dev = [], [], [], [], []
         p_rids, p_pre, p_h, p_cap, p_out = [], [], [], [], []
         d_idx, d_first, d_last = [], [], []
-        delta: dict[int, int] = {}
-        fins, points = [], []
+        at_one = from_two = 0    # requests delivering at both 0 and 1; last delivering at >= 2
+        fins, points, ends = [], [], []
         tot = freed = free_last = 0
+        mf = self.min_fin    # the run's first finish: the reservation there (tot_p) is a peak candidate
+        tot_p = 0
         h0 = self.h0
         # zip over the per-request lists (no indexing); the formulas of the per-purpose methods
-        for i, (x, c, d, f, rid, n_in, k0, x0) in enumerate(zip(
-                self.last, self.cap, self.d0, self.fin, self.rid_list, self.inp, self.kv0, self.x0, strict=True)):
+        for i, (r, x, c, d, f, rid, n_in, k0, x0) in enumerate(zip(
+                self.reqs, self.last, self.cap, self.d0, self.fin, self.rid_list, self.inp, self.kv0, self.x0,
+                strict=True)):
             k = x + 1 if x < n else n          # passes of P_0 .. P_{n-1} holding it
             tot += k
+            tot_p += x + 1 if x < mf else mf + 1
             h = d + j
             if h >= c:
                 outs.append(c)
@@ -359,15 +386,13 @@ class PlainRun:
                 held.append(k0 + k)
             dev.append(d + n if d + n < c else c)
             if x >= j:
-                keep.append(True)
+                kept.append(r)
                 hj = h0[i] if j == 0 else (h - 1 if h - 1 < c else c)
                 p_rids.append(rid)
                 p_pre.append(n_in + hj)
                 p_h.append(hj)
                 p_cap.append(c)
                 p_out.append(1 if h < c else 0)
-            else:
-                keep.append(False)
             if f >= 0:
                 a = 0 if x0 else 1
                 b = f if f < j else j
@@ -375,25 +400,37 @@ class PlainRun:
                     d_idx.append(i)
                     d_first.append(a)
                     d_last.append(b)
-                    delta[a + 1] = delta.get(a + 1, 0) + 1
-                    delta[b + 1] = delta.get(b + 1, 0) - 1
+                    if b >= 2:
+                        from_two += 1
+                        if a == 0:
+                            at_one += 1
+                    elif a == 0 and b == 1:
+                        at_one += 1
                 if f < n:
                     fins.append(i)
                     g = k0 + x + 1
                     if f < j:
                         freed += g
                         points.append(f)
+                        if f >= 2:
+                            ends.append(f)
                     else:
                         free_last += g
         o = PlainOutcome()
         o.n = n
-        o.outs, o.held, o.done, o.keep, o.device, o.finished = outs, held, done, keep, dev, fins
+        o.outs, o.held, o.done, o.kept, o.device, o.finished = outs, held, done, kept, dev, fins
         peak = self.used0 + tot - freed
         o.used = peak - free_last
-        o.peak = self._peak_at(points, n, peak) if points else peak
+        if len(points) == 1:
+            # one finish before n - 1, the run's first (min_fin): nothing is freed before it,
+            # so the reservation there is used0 + sum of min(last + 1, min_fin + 1)
+            s = self.used0 + tot_p
+            o.peak = s if s > peak else peak
+        else:
+            o.peak = self._peak_at(points, n, peak) if points else peak
         o.plan = decode_plan(self.first_step + j, False, 1, p_rids, p_pre, p_h, p_cap)
         o.output = StepOutput.from_list(p_out)
-        o.deliver = (d_idx, d_first, d_last, _both(delta, n))
+        o.deliver = (d_idx, d_first, d_last, _both_from_ends(at_one, from_two, ends, n))
         self._outcome = o
         return o
 

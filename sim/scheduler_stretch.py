@@ -61,10 +61,11 @@ class Stretch:
         if merged:
             # the last forward is a prefill whose requests all complete and join the batch
             if (prev_plan.mode is not EXTEND or prev_plan.chunked_rid is not None
-                    or len(prev_plan.new_rids) != prev_plan.batch_size
-                    or [r.rid for r in merged] != list(prev_plan.rids)
-                    or any(r.status is not PREFILLING for r in merged)):
+                    or len(prev_plan.new_rids) != prev_plan.batch_size or len(merged) != prev_plan.batch_size):
                 return None
+            for r, rid in zip(merged, prev_plan.rids, strict=True):   # no list or generator per stretch
+                if r.rid != rid or r.status is not PREFILLING:
+                    return None
             if self.cache is not None and (self._swa or self._any_tokens and any(r.tokens is not None for r in merged)):
                 return None  # their prompts (and SWA) enter the prefix cache at that prefill's results
             reqs = self.running + merged
@@ -130,11 +131,12 @@ class Stretch:
         finished = FINISHED
         if type(run) is PlainRun:
             o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)
-            outs, held, done, keep, used, peak = o.outs, o.held, o.done, o.keep, o.used, o.peak
+            outs, held, done, used, peak = o.outs, o.held, o.done, o.used, o.peak
             for r, h, d in zip(run.reqs, outs, done, strict=True):
                 r.output_len = h
                 if d:
                     r.status = finished
+            running = o.kept
         else:
             outs, held, done, cycles = run.state_after(n)
             for i, r in enumerate(run.reqs):
@@ -144,11 +146,11 @@ class Stretch:
                 if done[i]:
                     r.status = finished
             used, peak = run.kv_after(n)
-            keep = run.in_plan(last)
+            running = [r for r, k in zip(run.reqs, run.in_plan(last), strict=True) if k]
         self.kv.settle(run.reqs, held, used, peak, finished=done)
         if self._swa:
             self.kv.settle_swa(run.reqs, run.swa, n, done)
-        self.running = [r for r, k in zip(run.reqs, keep, strict=True) if k]
+        self.running = running
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch
         if True in done:
