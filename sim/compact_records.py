@@ -20,25 +20,27 @@ class ItlSamples:
     """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
     dt after the request's previous chunk adds n gaps of dt / n (bench_serving); equal
     values may be stored once with their summed multiplicity. Small appends are batched
-    (arrays through :meth:`add`, single pairs appended to ``pv`` / ``pw``, the gaps of a
-    run of delivery times through :meth:`add_gaps`) before they are copied into the typed
-    columns, in the order they were added."""
+    before they are copied into the typed columns: arrays through :meth:`add`, and Python
+    values through :meth:`add_stream`, in the order they were added (at each copy, the
+    arrays first, then the stream).
 
-    __slots__ = ("values", "weights", "_pending", "_pending_w", "pv", "pw", "_times", "_counts", "_run_at",
-                 "_run_len")
+    The stream is a sequence of times, each with a count: consecutive times t_i, t_{i+1}
+    give the pair (t_{i+1} - t_i, c_i) unless c_i is 0. A single pair (v, w) is the two
+    times (0.0, v) with counts (w, 0) (v - 0.0 is v), a gap between two delivery times
+    (prev, t) the times themselves, and a run of delivery times one time each (the gaps of
+    a closed-form stretch): no Python float per gap, and the copy subtracts them with numpy
+    (the same float64 subtraction) in one pass."""
+
+    __slots__ = ("values", "weights", "_pending", "_pending_w", "_times", "_counts", "_queued")
 
     def __init__(self) -> None:
         self.values = new_column("d")
         self.weights = new_column("i")   # multiplicities fit 32 bits (tokens of one step)
         self._pending: list[np.ndarray] = []
         self._pending_w: list[np.ndarray] = []
-        self.pv: list[float] = []   # single values (s) ...
-        self.pw: list[int] = []     # ... and their multiplicities, not yet in the columns
-        # runs of delivery times (add_gaps), not yet in the columns
-        self._times = new_column("d")    # every run's times, end to end (s)
-        self._counts = new_column("i")   # each gap's multiplicity (a run of k times: k - 1)
-        self._run_at: list[int] = []     # how many single pairs of pv come before each run
-        self._run_len: list[int] = []    # each run's number of times
+        self._times = new_column("d")    # the stream (class docstring): times (s) ...
+        self._counts = new_column("i")   # ... and the count of each one's gap to the next
+        self._queued = 0                 # pairs and run times in the stream since the last copy
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
@@ -47,26 +49,25 @@ class ItlSamples:
         if len(self._pending) >= 512:
             self._flush()
 
-    def added(self) -> None:
-        """Single pairs were appended to ``pv`` / ``pw``: copy them out once there are many."""
-        if len(self.pv) + len(self._times) >= 1 << 16:
+    def add_stream(self, times: list[float], counts: list[int], items: int) -> None:
+        """Append a piece of the stream (class docstring): ``times`` (s) and, for each, the
+        multiplicity of its gap to the next (the last count must be 0: no gap reaches
+        into the next piece). ``items``: single pairs plus run times in it (the copy
+        happens once they reach 65,536 since the last one)."""
+        self._times.fromlist(times)
+        self._counts.fromlist(counts)
+        self._queued += items
+        if self._queued >= 1 << 16:
             self._flush()
+
+    def add_pair(self, value: float, weight: int) -> None:
+        """Append one pair (s, > 0) after what the stream holds."""
+        self.add_stream([0.0, value], [weight, 0], 1)
 
     def add_gaps(self, times: list[float], counts: list[int]) -> None:
         """Append the gaps ``times[j] - times[j - 1]`` (s) with multiplicities ``counts[j - 1]``
-        (j = 1 .. len(times) - 1; a zero count adds nothing), after the single pairs already
-        in ``pv`` / ``pw``.
-
-        The gaps are not computed here: the times go into a typed column at once (while
-        their float objects are fresh in the cache; no Python float per gap) and
-        :meth:`_flush` subtracts them with numpy, the same float64 subtraction, placing each
-        gap where appending it as a single pair would have."""
-        self._run_at.append(len(self.pv))
-        self._run_len.append(len(times))
-        self._times.fromlist(times)
-        self._counts.fromlist(counts)
-        if len(self.pv) + len(self._times) >= 1 << 16:
-            self._flush()
+        (j = 1 .. len(times) - 1; a zero count adds nothing) after what the stream holds."""
+        self.add_stream(times, [*counts, 0], len(times))
 
     def _flush(self) -> None:
         if self._pending:
@@ -74,49 +75,16 @@ class ItlSamples:
             extend_column(self.weights, np.concatenate(self._pending_w), "i4")
             self._pending.clear()
             self._pending_w.clear()
-        if self._run_at:
-            self._flush_runs()
-        elif self.pv:
-            # fromlist converts a list about twice as fast as extend (which iterates)
-            self.values.fromlist(self.pv)
-            self.weights.fromlist(self.pw)
-            self.pv.clear()
-            self.pw.clear()
-
-    def _flush_runs(self) -> None:
-        """Copy the single pairs and the runs' gaps out in their order: the single pairs
-        ``pv[:at]`` come before a run added when ``pv`` held ``at`` of them."""
-        t = column_view(self._times, "f8")
-        c = column_view(self._counts, "i4")
-        at = np.array(self._run_at, dtype=np.int64)
-        k = np.array(self._run_len, dtype=np.int64) - 1        # gaps of each run
-        # gap g (the j-th of run r) is t[i + 1] - t[i], i = g + r: a run has one time more
-        g = np.arange(int(k.sum()))
-        i = g + np.repeat(np.arange(len(k)), k)
-        gaps = t[i + 1] - t[i]
-        ns = len(self.pv)
-        v = np.empty(ns + len(g))
-        w = np.empty(ns + len(g), dtype=np.int32)
-        # each value's place in the order of adding: gap g after the at[r] single pairs
-        # before its run; single s after the gaps of the runs added before it (at[r] <= s)
-        pos_gap = g + np.repeat(at, k)
-        single = np.arange(ns)
-        pos_single = single + np.concatenate(([0], np.cumsum(k)))[np.searchsorted(at, single, side="right")]
-        v[pos_gap] = gaps
-        w[pos_gap] = c
-        if ns:
-            v[pos_single] = np.fromiter(self.pv, dtype=np.float64, count=ns)
-            w[pos_single] = np.fromiter(self.pw, dtype=np.int32, count=ns)
-        keep = w != 0
-        extend_column(self.values, v[keep], "f8")
-        extend_column(self.weights, w[keep], "i4")
-        del t, c   # views: the columns can be emptied only without them
-        self._times = new_column("d")
-        self._counts = new_column("i")
-        self._run_at.clear()
-        self._run_len.clear()
-        self.pv.clear()
-        self.pw.clear()
+        if len(self._times):
+            t = column_view(self._times, "f8")
+            c = column_view(self._counts, "i4")[:-1]   # the last count is 0 (add_stream)
+            keep = c != 0
+            extend_column(self.values, (t[1:] - t[:-1])[keep], "f8")
+            extend_column(self.weights, c[keep], "i4")
+            del t, c   # views: the columns can be emptied only without them
+            self._times = new_column("d")
+            self._counts = new_column("i")
+        self._queued = 0
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values s, multiplicities), unsorted (read-only views of the stored columns)."""

@@ -210,21 +210,28 @@ class Recorder:
             self._c_n.fromlist(n)
         row_of, first, last, finish = self._row_of, self._first, self._last, self._finish
         compact = not self.full
-        pv, pw = self.itl.pv, self.itl.pw
+        st: list[float] = []   # the ITL stream's piece (ItlSamples.add_stream)
+        sc: list[int] = []
         for rid, k, fin in zip(rids, n, finished, strict=True):
             row = row_of[rid]
             if compact:
                 prev = last[row]
                 if prev == prev:  # not NaN: a gap from the request's previous chunk
-                    pv.append((t - prev) / k)
-                    pw.append(k)
+                    if k == 1:    # (t - prev) / 1 is t - prev: the two times
+                        st.append(prev)
+                        st.append(t)
+                    else:         # the pair (v, k) as the times (0.0, v)
+                        st.append(0.0)
+                        st.append((t - prev) / k)
+                    sc.append(k)
+                    sc.append(0)
                 last[row] = t
             if first[row] != first[row]:
                 first[row] = t
             if fin:
                 finish[row] = t
-        if compact:
-            self.itl.added()
+        if sc:
+            self.itl.add_stream(st, sc, len(sc) >> 1)
 
     def deliver_run(self, times: np.ndarray, rids: np.ndarray, n: np.ndarray, single_tokens: bool = False) -> None:
         """The deliveries of a collapsed decode run: ``n[j, i]`` tokens (int, 0 = none) of
@@ -316,18 +323,27 @@ class Recorder:
         requests) grid or any array: a handful of requests, one value per iteration.
         Finishes are marked with :meth:`finish_one`."""
         row_of, lastd, firstd = self._row_of, self._last, self._first
-        pv, pw = self.itl.pv, self.itl.pw
+        # the ITL stream's piece (ItlSamples.add_stream): each request's first gap of the
+        # run as the two times (prev, ta), then the run's times with their gaps' counts
+        st: list[float] = []
+        sc: list[int] = []
         for rid, a, b in zip(rids, first, last, strict=True):
             row = row_of[rid]
             prev = lastd[row]
             ta = times[a]
             if prev == prev:     # not NaN: the first chunk of the run continues an earlier one
-                pv.append(ta - prev)
-                pw.append(1)
+                st.append(prev)
+                st.append(ta)
+                sc.append(1)
+                sc.append(0)
             elif firstd[row] != firstd[row]:
                 firstd[row] = ta
             lastd[row] = times[b]
-        self.itl.add_gaps(times, both)    # times[j] - times[j - 1], j >= 1
+        items = (len(sc) >> 1) + len(times)
+        st.extend(times)
+        sc.extend(both)       # times[j] - times[j - 1], j >= 1
+        sc.append(0)
+        self.itl.add_stream(st, sc, items)
 
     def finish_one(self, rid: int, t: float) -> None:
         """Request ``rid`` completed at ``t`` (s)."""

@@ -556,41 +556,59 @@ def test_population_mean_is_the_per_node_mean(logits, spread):
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(st.tuples(st.sampled_from(["single", "gaps", "array"]), st.integers(1, 30),
+@given(ops=st.lists(st.tuples(st.sampled_from(["single", "pair", "gaps", "array"]), st.integers(1, 30),
                               st.integers(0, 2**31)), max_size=40),
        small_flush=st.booleans())
-def test_deferred_gaps_are_the_gaps_appended_in_order(ops, small_flush):
-    """``ItlSamples.add_gaps`` (times kept, subtracted at the flush) stores the values and
-    multiplicities, in the same order, that appending each gap as a single pair stores
-    (zero multiplicities dropped); flushes in between change nothing."""
+def test_itl_stream_stores_the_pairs_in_order(ops, small_flush):
+    """``ItlSamples``: single pairs, gaps between two times and runs of times (the stream,
+    subtracted at the copy) and arrays give the values and multiplicities, in the order
+    added (arrays first at each copy, then the stream; zero multiplicities dropped), that
+    a plain list of pairs gives; copies in between change nothing else. Fails if the
+    stream's times are paired across pieces or its order is lost."""
     from specsched.sim.compact_records import ItlSamples
 
-    a, b = ItlSamples(), ItlSamples()
+    a = ItlSamples()
+    want_v: list[float] = []
+    want_w: list[int] = []
+    arrays: list[tuple[float, int]] = []    # pending arrays since the last copy ...
+    stream: list[tuple[float, int]] = []    # ... and the stream's pairs
+
+    def copy() -> None:
+        for v, w in arrays + stream:
+            if w:
+                want_v.append(v)
+                want_w.append(w)
+        arrays.clear()
+        stream.clear()
+
     for kind, k, seed in ops:
         rng = np.random.default_rng(seed)
         if kind == "single":
             for _ in range(k):
                 v, w = float(rng.random()), int(rng.integers(1, 4))
-                for s in (a, b):
-                    s.pv.append(v)
-                    s.pw.append(w)
+                a.add_pair(v, w)
+                stream.append((v, w))
+        elif kind == "pair":   # a gap between two delivery times, as Recorder.deliver_ones adds it
+            prev = float(rng.random())
+            t = prev + float(rng.exponential(0.01))
+            a.add_stream([prev, t], [1, 0], 1)
+            stream.append((t - prev, 1))
         elif kind == "array":
             v, w = rng.random(k), rng.integers(1, 4, k)
             a.add(v, w)
-            b.add(v, w)
+            arrays.extend(zip(v.tolist(), w.tolist(), strict=True))
         else:
             times = np.cumsum(rng.exponential(0.01, k)).tolist()
             counts = rng.integers(0, 3, k - 1).tolist()
             a.add_gaps(times, counts)
-            for j, c in enumerate(counts):   # the reference: each gap a single pair
-                if c:
-                    b.pv.append(times[j + 1] - times[j])
-                    b.pw.append(c)
+            stream.extend((times[j + 1] - times[j], c) for j, c in enumerate(counts))
         if small_flush:
             a._flush()
-            b._flush()
-    for x, y in zip(a.arrays(), b.arrays(), strict=True):
-        assert x.tobytes() == y.tobytes()
+            copy()
+    copy()
+    v, w = a.arrays()
+    assert v.tobytes() == np.array(want_v, dtype=np.float64).tobytes()
+    assert w.tobytes() == np.array(want_w, dtype=np.int32).tobytes()
 
 
 @settings(max_examples=60, deadline=None)
