@@ -161,6 +161,7 @@ class SimEngine(Clients, EngineStretch):
         self._arrived = 0                   # how many have reached the scheduler
         self._next_arrival = math.inf       # _arrive_at[_arrived], inf when all have
         self._wake: simpy.Event | None = None
+        self._solo = False                  # the host is SimPy's only process (_host)
         self._t = 0.0                       # the host's clock (>= env.now)
         self._gpu_free = 0.0
         self._cross_queue_pending = False
@@ -293,7 +294,8 @@ class SimEngine(Clients, EngineStretch):
         peek = self.env.peek
         # open arrivals: the host is SimPy's only process, so nothing is due before the run
         # ends (peek() is inf) and the host clock always just moves; off once all_done fires
-        solo = bool(self._arrive_at)
+        # (peek() on an empty queue raises and catches an IndexError: ~1 us a call)
+        solo = self._solo = bool(self._arrive_at)
         idle_spins = 0
         last_t = -1.0
         op = next(loop)
@@ -366,10 +368,10 @@ class SimEngine(Clients, EngineStretch):
                     rec.deliver_step(self._t, d.rid_list, d.n_list, d.fin_list)  # INV-5
                     if self._remaining == 0 and not self.all_done.triggered:
                         self.all_done.succeed()
-                        solo = False
+                        solo = self._solo = False
                 else:
                     yield from self._deliver(d)
-                    solo = solo and not self.all_done.triggered
+                    solo = self._solo = solo and not self.all_done.triggered
             elif tp is HostBlock:
                 yield from self._block_until(op.handle.end, wake)
                 if op.reason == "slot_expansion" and slot_expansion > 0:

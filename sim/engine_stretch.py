@@ -48,7 +48,7 @@ class EngineStretch:
         event."""
         h = op.handle
         t0 = self._t
-        t_next = min(self.env.peek(), self._next_arrival)
+        t_next = self._next_arrival if self._solo else min(self.env.peek(), self._next_arrival)
         if t_next <= t0 or h.output is None:
             return None
         sched = self.sched
