@@ -317,3 +317,30 @@ def test_walk_is_the_iteration_chain(bs0, mean0, pbs0, stop, drops, gpu_ms, wake
     assert got.T[: n + 1] == T[: n + 1]
     assert (got.blocked, got.blocked_rows, got.busy) == (blk, rows, busy)
     assert (got.s0, got.s_last, got.e_last, got.rw_last) == (s0, s_last, e_last, rw_last)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 60)), max_size=12), n=st.integers(0, 61))
+def test_both_counted_from_the_ends_is_both_from_the_changes(spans, n):
+    """``_both_from_ends`` (counts and the ends below n - 1, as ``PlainRun.outcome`` takes
+    them) gives ``_both`` (a dict of changes) for requests delivering from iteration 0 or 1
+    to their last one (at most n - 1). It fails if a count is off at j = 1, 2 or an end."""
+    from specsched.sim.plain_run import _both, _both_from_ends
+
+    delta: dict[int, int] = {}
+    at_one = from_two = 0
+    ends = []
+    for a, b in spans:
+        b = min(b, n - 1)
+        if a > b:
+            continue   # no delivery in the first n iterations
+        delta[a + 1] = delta.get(a + 1, 0) + 1
+        delta[b + 1] = delta.get(b + 1, 0) - 1
+        if b >= 2:
+            from_two += 1
+            at_one += a == 0
+            if b < n - 1:
+                ends.append(b)
+        elif a == 0 and b == 1:
+            at_one += 1
+    assert _both_from_ends(at_one, from_two, ends, n) == _both(delta, n)
