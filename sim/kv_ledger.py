@@ -43,6 +43,8 @@ Hybrid sliding-window models (``swa_capacity`` > 0) have a second pool, SGLang's
 SWATokenToKVPoolAllocator (mem_cache/allocator/swa.py): every allocation takes the same
 positions in both pools, and a request's SWA slots behind its window are freed as it decodes
 (:meth:`KVLedger.evict_swa`, managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``).
+With the radix cache, a prompt prefilled in chunks gives its SWA behind the window to the
+tree before each next chunk is built (:meth:`KVLedger.swa_prompt_cached`).
 The SWA pool is paged: a request holds whole pages, ``ceil_page(kv_len) - evicted`` of its
 own positions (``evicted`` page-aligned, mem_cache/common.py ``free_swa_out_of_window_slots``).
 With the radix cache on, a request's prompt enters the tree once prefilled and the tree
@@ -365,7 +367,9 @@ class KVLedger:
         self.swa_used -= freed
 
     def swa_prompt_cached(self, req: Req) -> None:
-        """``req``'s prompt entered the radix cache (its prefill's results were processed).
+        """``req``'s computed prefix (``prefill_done`` positions) entered the radix cache: its
+        last chunk's results were processed, or, while it is chunked, the next pass is being
+        built (``stash_chunked_request``, Scheduler._stash_chunked_swa).
 
         The tree takes the prompt's whole pages (``cache_protected_len`` = the page-floored
         prompt; the partial last page stays the request's) and locks the last page-aligned

@@ -158,8 +158,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
             )
         if self._swa and ceil_page(req.input_len, page) + page + ahead >= self.kv.swa_capacity:
-            # a prompt's SWA slots are freed only once it decodes (extend-time SWA eviction
-            # of long chunked prompts is not modelled), so the whole prompt must fit
+            # a prompt must fit the SWA pool whole: SGLang would chunk a longer one to the
+            # free SWA (SWAPrefillBudget._chunk_cap), which only a retracted request's
+            # re-extension of prompt + output reaches here
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
                 f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
@@ -222,6 +223,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return self._prefill_mode_pass()
         if self.mode == "decode":
             return self._decode_mode_pass()
+        self._stash_chunked_swa()
         if self._last_prefill:
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
@@ -238,6 +240,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if self.interval.should_defer(len(self.running)):
             return None
         return self._new_prefill_batch()
+
+    def _stash_chunked_swa(self) -> None:
+        """The chunked request's last chunk enters the radix cache before the next pass is
+        built, and with it the SWA of its prefix behind the window (sglang 0.5.23
+        managers/scheduler.py ``get_next_batch_to_run`` -> ``stash_chunked_request`` ->
+        mem_cache/common.py ``checkpoint_kv_cache`` -> unified_radix_cache.py
+        ``checkpoint_into_tree``, whose lock moves to the new leaf and holds only its last
+        window: "only the sliding window stays locked between chunks",
+        mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``). Without it a chunked
+        prompt would hold the SWA of every chunk until its last one, and a retracted
+        request re-extending prompt + output past the pool's free slots could never take its
+        next chunk (a livelock: nothing runs, nothing frees). A chunk parked for want of SWA
+        computed nothing and stashes nothing (``extend_end > prefix_len``)."""
+        r = self.chunked_req
+        if r is not None and self._swa and self.cache is not None:
+            self.kv.swa_prompt_cached(r)
 
     def decode_pass(self) -> BatchPlan | None:
         """The running batch's decode/verify forward (SGLang ``update_running_batch``), or None

@@ -100,6 +100,7 @@ class Disagg:
         prompts (they are in the in-flight queue, never in a running batch), try a new
         prefill batch. Returns the plan or None."""
         self._release_transferred()
+        self._stash_chunked_swa()   # checkpoint_disagg_prefill: the same checkpoint
         if self._last_prefill:
             self._last_prefill = []
         plan = self._new_prefill_batch()

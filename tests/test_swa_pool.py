@@ -132,6 +132,49 @@ def test_prompt_tail_stays_locked_in_the_tree_until_the_request_leaves():
     assert s.kv.swa_used == 0
 
 
+@pytest.mark.parametrize(("page", "window", "chunk", "ratio"), [(4, 9, 256, 0.02), (16, 24, 64, 0.05), (1, 5, 32, 0.01)])
+def test_a_chunked_prompt_holds_only_the_locked_window_and_its_last_chunk(page, window, chunk, ratio):
+    """Between chunks "only the sliding window stays locked" (sglang 0.5.23
+    mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``): before the next pass is
+    built, the chunked request's computed prefix enters the radix cache (scheduler.py
+    ``get_next_batch_to_run`` -> ``stash_chunked_request`` -> ``checkpoint_kv_cache``), the
+    tree's lock moves to the new leaf and covers its last ceil_page(window) tokens, and the
+    SWA behind them is the tree's, evictable, counted free. So while it is chunked a request
+    holds that lock plus its own pages from the cached page boundary on.
+
+    The request here was retracted after 88 output tokens and re-extends prompt + output,
+    more positions than the SWA pool has: holding every chunk's SWA it would park with its
+    next chunk unschedulable and nothing else to free the pool (the model's livelock)."""
+    s = sched(page_size=page, sliding_window_size=window, chunked_prefill_size=chunk, max_prefill_tokens=512,
+              disable_radix_cache=False, swa_full_tokens_ratio=ratio, max_total_num_tokens=18_400,
+              swa_eviction_interval=1)
+    cap = s.kv.swa_capacity
+    prompt = cap - 2 * page - 16                  # fits the pool, as add_request demands
+    r = Req(0, prompt, 200)
+    r.output_len, r.retractions = 88, 1           # what a retraction leaves: output kept, no KV
+    s.add_request(r)
+    fill = r.fill_len
+    assert fill > cap                             # the re-extension alone outgrows the pool
+    lock = -(-window // page) * page
+    chunks = 0
+    for _ in range(2 * fill):
+        pre = r.prefill_done
+        plan = s.schedule()
+        assert plan is not None, f"parked at {r.prefill_done} of {fill}, {s.kv.swa_available} SWA free"
+        if r.status is not ReqStatus.PREFILLING:
+            break
+        chunks += 1
+        cached = pre // page * page
+        assert s.kv.swa_held(r) == -(-r.prefill_done // page) * page - cached + min(lock, cached)
+        assert s.kv.swa_used == swa_held(s) <= cap
+        out = {0: 1} if 0 in plan.new_rids else {}
+        s.process_result(plan, StepOutput.from_mapping(plan, out))
+    assert chunks >= 2 and r.prefill_done == fill
+    while s.has_work:
+        step(s)
+    assert r.finished and s.kv.swa_used == 0
+
+
 def test_prefill_admission_charges_the_swa_estimate():
     """``SWAPrefillBudget.check_prefill`` / ``estimate_swa_kv_tokens``: a request is admitted
     only if extend beyond one window + min(extend + output, window) + a page is below the free

@@ -67,6 +67,18 @@ def _swa_state(s) -> tuple:
                      min_size=1, max_size=16),
        arrive=st.lists(st.integers(0, 30), min_size=16, max_size=16), frac=st.floats(0.0, 1.0),
        max_iters=st.integers(1, 300), stop_at_finish=st.booleans(), seed=st.integers(0, 10_000))
+# the collapsed run retracted request 0 after 88 tokens; its re-extension (388 positions, SWA
+# pool 368) held every chunk's SWA and parked with 4 slots free, forever: a chunk's SWA behind
+# the window must pass to the tree before the next chunk (Scheduler._stash_chunked_swa)
+@example(server={"max_running_requests": 7, "max_total_num_tokens": 18400, "chunked_prefill_size": 256,
+                 "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                 "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "mi355x-dsv41",
+                 "semantics_rules": {}, "page_size": 4, "sliding_window_size": 9, "swa_full_tokens_ratio": 0.02,
+                 "swa_eviction_interval": 1, "disable_radix_cache": False},
+         lens=[(300, 91), (1, 1), (14, 149), (16, 39), (1, 1), (1, 1), (1, 41), (1, 1), (17, 79), (1, 146), (1, 1),
+               (272, 130), (1, 1), (1, 19), (21, 149), (15, 105)],
+         arrive=[17, 0, 0, 0, 24, 0, 30, 0, 29, 29, 0, 29, 16, 0, 23, 0], frac=0.0, max_iters=1,
+         stop_at_finish=True, seed=0)
 def test_inv7_swa_decode_stretch_gives_the_step_by_step_passes(server, lens, arrive, frac, max_iters,
                                                                stop_at_finish, seed):
     sc = _scenario(server, seed=seed)
