@@ -327,6 +327,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 f"{need} SWA slots, more than the SWA pool's {self.kv.swa_capacity} "
                 "(max_total_num_tokens x swa_full_tokens_ratio); turn on chunked_prefill_size or enlarge the pool")
 
+    def _refuse_parked_chunk(self, req: Req) -> None:
+        """The chunked request ``req`` gets no next chunk for want of SWA slots
+        (0.5.23 ``SWAPrefillBudget.available_chunk_tokens`` is None: ``add_chunked_req``
+        parks it), and nothing runs or is in flight that could free any: it holds the SWA
+        that is missing, and its own SWA behind the window is freed only while it is in an
+        extend batch. That happens without the radix cache under the overlap schedule,
+        where a request's first two extend batches free nothing (managers/schedule_batch.py
+        ``ScheduleBatch.maybe_evict_swa``): two chunks can fill the pool, and SGLang parks
+        the same way forever. Raises UnschedulableRequest instead of an idle loop."""
+        raise UnschedulableRequest(
+            f"request {req.rid}: its chunked prefill holds {self.kv.swa_held(req)} SWA slots at position "
+            f"{req.prefill_done} of {req.fill_len} and its next chunk needs more than the {self.kv.swa_available} "
+            f"free of the SWA pool's {self.kv.swa_capacity}, with nothing running that could free them "
+            "(max_total_num_tokens x swa_full_tokens_ratio); enlarge the pool, lower chunked_prefill_size "
+            "or turn on the radix cache")
+
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
         preempt = self._preempt
@@ -411,6 +427,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._requeue(self._preempted)
             if self._swa and not self.running and prev_chunked is None and adder.rem_chunk_tokens is None:
                 self._refuse_outgrown_swa(order[0])
+            if (prev_chunked is not None and still_chunked and adder.swa_rem is not None
+                    and int(adder.swa_rem) - s.page_size <= 0 and not self.running
+                    and self._in_flight is None and not self.inflight):
+                self._refuse_parked_chunk(prev_chunked)
             return None
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
@@ -420,6 +440,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if self._preempted:
             self._requeue(self._preempted)
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
+        # without a prefix cache, SWA behind a chunk's start is freed as the batch is prepared
+        evict_extend = self._swa and self.cache is None
+        overlap_chunk = max(s.chunked_prefill_size, 0) if s.enable_overlap_schedule else None
         for r, n in adder.can_run:
             rids.append(r.rid)
             ext.append(n)
@@ -431,6 +454,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             if r.retractions == 0:
                 self.cache_input_tokens += n
             self._make_room(n)
+            if evict_extend:
+                self.kv.evict_swa_extend(r, r.prefill_done, overlap_chunk)
             self.kv.reserve(r, n)
             r.prefill_done += n
             r.status = PREFILLING

@@ -175,6 +175,56 @@ def test_a_chunked_prompt_holds_only_the_locked_window_and_its_last_chunk(page, 
     assert r.finished and s.kv.swa_used == 0
 
 
+def _retracted_reextension(**kw):
+    """A scheduler with the livelock case's pools (SWA 368 slots, window 9, pages of 4,
+    chunks of 256) and request 0 retracted after 88 output tokens: it re-extends 432
+    positions, more than the SWA pool holds."""
+    s = sched(page_size=4, sliding_window_size=9, chunked_prefill_size=256, max_prefill_tokens=512,
+              swa_full_tokens_ratio=0.02, max_total_num_tokens=18_400, swa_eviction_interval=1, **kw)
+    r = Req(0, s.kv.swa_capacity - 24, 200)
+    r.output_len, r.retractions = 88, 1
+    s.add_request(r)
+    assert r.fill_len > s.kv.swa_capacity
+    return s, r
+
+
+def test_without_the_radix_cache_an_extend_frees_the_swa_behind_its_chunk():
+    """With the radix cache off nothing is inserted into a tree; preparing an extend batch
+    frees each request's SWA behind its chunk's start instead (sglang 0.5.23
+    mem_cache/allocation.py ``alloc_for_extend`` -> schedule_batch.py ``maybe_evict_swa``,
+    the extend branch for a cache without prefix sharing -> common.py
+    ``free_swa_out_of_window_slots``: positions up to prefix_len - window, page-floored). So
+    the retracted request's re-extension, larger than the pool, takes every chunk."""
+    s, r = _retracted_reextension(disable_radix_cache=True, enable_overlap_schedule=False)
+    fill, w, p, evicted = r.fill_len, 9, 4, 0
+    for _ in range(fill):
+        pre = r.prefill_done
+        plan = step(s)
+        assert plan is not None, f"parked at {r.prefill_done} of {fill}, {s.kv.swa_available} SWA free"
+        if not plan.num_extend:
+            break
+        evicted = max(evicted, max(pre - w, 0) // p * p)
+        assert s.kv.swa_held(r) == -(-(pre + plan.extend_lens[0]) // p) * p - evicted
+    assert r.prefill_done == fill and evicted > 0
+    while s.has_work:
+        step(s)
+    assert r.finished and s.kv.swa_used == 0
+
+
+def test_a_chunk_parked_for_swa_with_nothing_to_free_it_is_refused_not_stalled():
+    """Under the overlap schedule a request's first two extend batches free no SWA (the
+    previous chunk may still run: ``maybe_evict_swa`` skips extend_batch_idx < 2). Without
+    the radix cache the retracted request's first two chunks (256 + 108) then fill the pool
+    to 4 free slots, ``SWAPrefillBudget.available_chunk_tokens`` parks its next chunk, and
+    only an extend batch could free its SWA: SGLang waits forever. The model stops with
+    UnschedulableRequest naming the request, not an idle loop."""
+    s, r = _retracted_reextension(disable_radix_cache=True, enable_overlap_schedule=True)
+    with pytest.raises(UnschedulableRequest, match="request 0: its chunked prefill holds 364 SWA slots"):
+        for _ in range(10):
+            step(s)
+    assert r.prefill_done == 364 and not s.running
+
+
 def test_prefill_admission_charges_the_swa_estimate():
     """``SWAPrefillBudget.check_prefill`` / ``estimate_swa_kv_tokens``: a request is admitted
     only if extend beyond one window + min(extend + output, window) + a page is below the free
