@@ -9,7 +9,8 @@ Named invariants (docs/architecture.md):
   prompt's KV (prefill.py ``pop_bootstrapped`` under the ``early`` allocation policy), and a
   prefill server never decodes (``get_next_disagg_prefill_batch_to_run``).
 - INV-PD-PROGRESS: the run ends: servers delivering at one instant never hold the clock
-  still.
+  still; a request a decode server can never preallocate is refused (decode.py
+  ``pop_preallocated`` would keep it waiting), and a run that cannot move raises Stalled.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from specsched.sim.admission import make_policy
 from specsched.sim.config import ServerArgs
 from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.disagg_records import deployment_window
-from specsched.sim.engine import SimEngine
+from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.errors import ConfigError
 from specsched.sim.request import Req
-from specsched.sim.scheduler import Scheduler
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 from tests.conftest import make_scenario, tiny_profile
 from tests.test_bad_input import _assert_refused
@@ -124,6 +125,53 @@ def test_pd_decode_servers_finishing_at_one_instant_do_not_hang():
     first = req.groupby(req["rid"] % 2)["finish_s"].min()
     assert first[0] == first[1]
     assert res.summary["completed"] == 12
+
+
+def _one_request_pd(inp: int, kv: int = 3000, reserve: int | None = None) -> SimEngine:
+    srv = _pd(1, 2, decode_server={"max_total_num_tokens": kv, **({} if reserve is None else {"num_reserved_decode_tokens": reserve})},
+              speculative_algorithm="none", speculative_num_draft_tokens=1)
+    wl = {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": inp},
+          "output_len": {"kind": "fixed", "value": 1}}
+    return SimEngine(make_scenario(srv, wl, {"mean_accept_length": 1.0}), _profile(), 1)
+
+
+def test_decode_server_refuses_a_request_it_can_never_preallocate():
+    """A prompt below the decode pool but above it with num_reserved_decode_tokens (2700 +
+    512 > 3000): SGLang's pop_preallocated would stop at it for ever; the run ends with an
+    UnschedulableRequest naming the decode server's pool instead of idling. 2488 + 512 fits
+    exactly and runs."""
+    with _hang_fails(30), pytest.raises(UnschedulableRequest, match=r"= 3212 KV slots.*max_total_num_tokens=3000"
+                                                                    r".*server\.disaggregation\.decode\.server"):
+        _one_request_pd(2700).run()
+    with _hang_fails(30):
+        assert _one_request_pd(2488).run().summary["completed"] == 4
+    with _hang_fails(30), pytest.raises(UnschedulableRequest):
+        _one_request_pd(2489).run()
+    with _hang_fails(30):   # a smaller reservation fits the same prompt
+        assert _one_request_pd(2700, reserve=100).run().summary["completed"] == 4
+
+
+def test_pd_run_that_can_never_move_raises_stalled(monkeypatch):
+    """Without the refusal (a model bug standing in), every server sleeps with requests
+    left: the run raises Stalled naming the queues that hold them, never SimPy's bare
+    "no scheduled events left" nor a hang."""
+    monkeypatch.setattr(Scheduler, "_refuse_unpreallocatable", lambda self, r: None)
+    with _hang_fails(30), pytest.raises(Stalled, match=r"4 requests left \(decode 0 rank 0: prealloc \[0, 2\]; "
+                                                        r"decode 1 rank 0: prealloc \[1, 3\]\)"):
+        _one_request_pd(2700).run()
+
+
+def test_bad_decode_pool_is_one_line(tmp_path, capsys):
+    """The CLI: a decode pool too small for a prompt and its reservation is refused before
+    simulating (sim/limits.py), in one line naming the file, the key and the size needed."""
+    # 4000-token prompts: 4000 + 64 output tokens fit a 4400-slot pool, 4000 + 512 reserved do not
+    path = small_scenario(tmp_path, **{
+        "chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {decode: {server: {max_total_num_tokens: 4400}}}",
+        "mi355x-dsv41-flash-tp4.yaml": "mi355x-dsv4pro-agentic-pd.yaml",
+        "{kind: uniform, value: 4096, range_ratio: 0.95}": "{kind: fixed, value: 4000}"})
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path),
+                    "server.disaggregation.decode.server.max_total_num_tokens = 4400: must be at least 4512",
+                    "num_reserved_decode_tokens=512")
 
 
 def test_kv_transfer_time_shows_in_ttft():
