@@ -31,6 +31,74 @@ def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return float(icpt), float(slope)
 
 
+# tile sizes the probe can tell apart (widths a multiple of 256 and the next four multiples
+# of 64); 1 is "no tile": the cost linear in the width
+TILE_CANDIDATES = (128, 256)
+# a tile is written only where its step model leaves at most this share of the linear
+# model's residual (relative to each kind's spread of times), ...
+TILE_RESIDUAL_SHARE = 0.25
+# ... and where 64 positions of the linear slope exceed this many times the points' noise
+# (half the inter-quartile range of the repeats)
+TILE_SIGNAL_TO_NOISE = 2.0
+
+
+def _step_rss(widths: np.ndarray, t: np.ndarray, tile: int) -> float | None:
+    """Residual sum of squares of ``t`` ~ a + s round_up(width, tile), relative to the
+    spread of ``t`` around its mean; None where the rounded widths are all equal."""
+    x = -(-widths // tile) * tile
+    if np.ptp(x) == 0:
+        return None
+    coef = np.polyfit(x, t, 1)
+    tss = float(((t - t.mean()) ** 2).sum())
+    return float(((np.polyval(coef, x) - t) ** 2).sum()) / tss if tss > 0 else 0.0
+
+
+def attention_tile_fit(widths: Sequence[int], times: dict[str, Sequence[float]],
+                       noise: dict[str, Sequence[float]] | None = None) -> tuple[int, dict[int, float]]:
+    """``gpu.attention_tile`` from step times at several attention widths.
+
+    A kernel that walks the KV in tiles of ``T`` positions costs a step of width ``w`` as
+    one of ``round_up(w, T)``: on an H200 the runtime's graph-replayed decode at batch 64
+    ran width 1088 (17 x 64) in 4.594 ms and 1152 in 4.585 ms, 1216 in 4.877 and 1280 in
+    4.857 (benchmarks/decode_width_sweep.py, docs/measurements/h200-v14/width-sweep.csv).
+    Each candidate tile (1 and :data:`TILE_CANDIDATES`) is fitted as a line in the rounded
+    width per kind, and scored by its residual over each kind's spread, summed over the
+    kinds.
+
+    Args:
+        widths: attention widths (positions), e.g. 2304, 2368, ..., 2560: a multiple of the
+            largest candidate, then steps of 64.
+        times: per kind (``decode``, ``spec``), median seconds at each width.
+        noise: per kind, each point's noise in seconds (half the repeats' inter-quartile
+            range; NaN where unknown). None: no noise guard.
+
+    Returns:
+        ``(tile, scores)``: the tile (1: none found), and each candidate's summed relative
+        residual. A tile is chosen only where its score is at most
+        :data:`TILE_RESIDUAL_SHARE` of the linear model's and 64 positions of the linear
+        slope exceed :data:`TILE_SIGNAL_TO_NOISE` times the median noise (a CPU's flat or
+        noisy times give 1).
+    """
+    w = np.asarray(widths, dtype=np.int64)
+    scores: dict[int, float] = {}
+    for tile in (1, *TILE_CANDIDATES):
+        parts = [_step_rss(w, np.asarray(t, dtype=float), tile) for t in times.values()]
+        if any(p is None for p in parts):
+            continue
+        scores[tile] = float(sum(parts))
+    if 1 not in scores or len(scores) < 2:
+        return 1, scores
+    best = min((t for t in scores if t != 1), key=scores.__getitem__)
+    if scores[best] > TILE_RESIDUAL_SHARE * scores[1]:
+        return 1, scores
+    if noise is not None:
+        for kind, t in times.items():
+            slope = float(np.polyfit(w, np.asarray(t, dtype=float), 1)[0])
+            pts = [v / 2 for v in noise.get(kind, ()) if np.isfinite(v)]
+            if pts and slope * 64 <= TILE_SIGNAL_TO_NOISE * float(np.median(pts)):
+                return 1, scores
+    return best, scores
+
 
 class Fits:
     """Turns a finished run's measurements (attributes set by the phases) into the
@@ -80,6 +148,8 @@ class Fits:
             "attention_bucket": CTX_BUCKET_STEP,
             # the grids' graphs ran at round_up(c + W, CTX_ALIGN) (profile_harness ctx_buckets)
             "attention_grid_align": self.grid_align,
+            # the kernel's KV tile, read off the tile probe (profile_gpu.tile_phase)
+            "attention_tile": self.tile,
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
             "extend_attention": "padded_max",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
+from specsched.runtime.profile_fit import TILE_RESIDUAL_SHARE, TILE_SIGNAL_TO_NOISE
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
 from specsched.runtime.runner import CTX_BUCKET_STEP
 
@@ -162,10 +163,15 @@ class Provenance:
                                          f"over round_up(context + window, {CTX_ALIGN}) positions (1: the columns are not "
                                          f"all multiples of {CTX_ALIGN}, read as context + window). Layout of the code, not "
                                          f"a fit. [{env}]"),
-            "gpu.attention_tile": ("1 (no tile): this profiler does not measure the attention kernel's KV tile. On an "
-                                   "H200 the runtime's decode and spec cycle pay whole 128-position tiles "
-                                   "(benchmarks/decode_width_sweep.py; docs/decode-width.md, docs/measurements/h200-v14.md): "
-                                   f"set 128 by hand there, citing that sweep, until the profiler times it. [{env}]"),
+            "gpu.attention_tile": (
+                f"{self.tile}: the tile probe (runtime/profile_gpu.py tile_phase): graph-replayed decode and spec "
+                f"cycle at batch {self.tile_bs}, every request at width - {W}, at widths {self.tile_widths}: "
+                + "; ".join(f"{k} " + ", ".join(_ms(t) for t in ts) for k, ts in self.tile_t.items())
+                + ". Fitted as a line in round_up(width, tile) per kind (runtime.profile_fit.attention_tile_fit); "
+                "summed residual over spread: " + ", ".join(f"tile {t} {v:.3f}" for t, v in self.tile_scores.items())
+                + f"; a tile is kept where its residual is at most {TILE_RESIDUAL_SHARE:g} x the linear model's and 64 "
+                f"positions of the slope exceed {TILE_SIGNAL_TO_NOISE:g} x the repeats' noise (1: no tile). "
+                f"{self._reps_text('tile')}. [{env}]"),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "

@@ -145,7 +145,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         """A request reached the scheduler: append it to the waiting queue (FCFS order).
 
         Raises:
-            UnschedulableRequest: its prompt plus reserved output can never fit the pool.
+            UnschedulableRequest: its prompt plus reserved output can never fit the pool (a
+                decode server: its preallocation never fits, :meth:`_refuse_unpreallocatable`).
         """
         # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
         # verify reservations of the two steps the overlap loop keeps in flight
@@ -164,6 +165,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
                 f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
+        if self.mode == "decode":
+            self._refuse_unpreallocatable(req)
         req.status = WAITING
         if req.tokens is not None:
             self._any_tokens = True
