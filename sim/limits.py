@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
-from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
+from specsched.sim.prefill_adder import (
+    CLIP_MAX_NEW_TOKENS,
+    ceil_page,
+    swa_never_admitted,
+    swa_peak_tokens,
+)
 
 if TYPE_CHECKING:
     from specsched.sim.hardware import Hardware
@@ -114,6 +119,35 @@ def check_fits(scenario: Scenario) -> None:
     _check_context(scenario, hw, i, o)
 
 
+def _check_swa_pool(file: str, srv, where: str, i: int, o: int) -> None:
+    """Refuse a prompt of ``i`` tokens with ``o`` output that a hybrid sliding-window
+    server's SWA budget never admits, even with its SWA pool empty (sim/prefill_adder.py
+    ``swa_never_admitted``: sglang 0.5.23 mem_cache/prefill_budget.py
+    ``SWAPrefillBudget.check_prefill``, ``swa_never_fits``, ``_chunk_cap``; SGLang keeps
+    such a request waiting forever). A prompt longer than the SWA pool passes with chunked
+    prefill on: SGLang cuts its chunks to the free SWA and holds only the window between
+    them. Under DP attention the chunk is a rank's (dp_attention.py ``rank_server_args``)."""
+    swa = srv.swa_max_total_num_tokens
+    if not swa:
+        return
+    page, window, c = srv.page_size, srv.sliding_window_size, srv.chunked_prefill_size
+    chunk = None if c <= 0 else c // srv.dp_size
+    extend, new = ceil_page(i, page), min(o, CLIP_MAX_NEW_TOKENS)
+    if not swa_never_admitted(extend, new, chunk, window, page, swa):
+        return
+    need = swa_peak_tokens(extend, new, chunk, window, page)
+    head = (f"a prompt of {i} tokens with {o} output needs {need} SWA slots at admission "
+            f"(estimate_swa_kv_tokens), not fewer than the SWA pool of {swa} "
+            f"({where}.max_total_num_tokens x {where}.swa_full_tokens_ratio)")
+    if chunk is None:
+        raise ConfigError(file, "workload.input_len", i,
+                          f"{head}, and {where}.chunked_prefill_size is -1: SGLang admits it only whole; "
+                          "turn chunking on or enlarge the SWA pool")
+    raise ConfigError(file, "workload.input_len", i,
+                      f"{head}, and a first chunk cut to the pool less its decode headroom (min(output, "
+                      f"{window}) + a page of {page}) has no page left; enlarge the SWA pool")
+
+
 def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
     """Refuse a prompt of ``i`` and an output of ``o`` tokens that the pool of a server with
     arguments ``srv`` (named ``where`` in the scenario) can never hold."""
@@ -126,11 +160,7 @@ def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
         raise ConfigError(file, "workload.input_len", i,
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
                           f"{ahead} verify slots); {pool} is {cap}")
-    swa = srv.swa_max_total_num_tokens
-    if swa and prompt >= swa:
-        raise ConfigError(file, "workload.input_len", i,
-                          f"a prompt of {i} tokens needs {prompt} SWA tokens until it decodes; the SWA pool "
-                          f"({pool} x {where}.swa_full_tokens_ratio) is {swa}")
+    _check_swa_pool(file, srv, where, i, o)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
         raise ConfigError(file, "workload.output_len", o,

@@ -46,6 +46,7 @@ from specsched.sim.prefill_adder import (
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
+    swa_never_admitted,
     swa_peak_tokens,
 )
 from specsched.sim.prefill_interval import PrefillDecodeInterval
@@ -146,7 +147,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
 
         Raises:
             UnschedulableRequest: its prompt plus reserved output can never fit the pool (a
-                decode server: its preallocation never fits, :meth:`_refuse_unpreallocatable`).
+                decode server: its preallocation never fits, :meth:`_refuse_unpreallocatable`),
+                or SGLang's SWA budget never admits it (:meth:`_refuse_never_swa_admitted`).
         """
         # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
         # verify reservations of the two steps the overlap loop keeps in flight
@@ -158,13 +160,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
                 f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
             )
-        if self._swa and ceil_page(req.input_len, page) + page + ahead >= self.kv.swa_capacity:
-            # a prompt must fit the SWA pool whole: SGLang would chunk a longer one to the
-            # free SWA (SWAPrefillBudget._chunk_cap), which only a retracted request's
-            # re-extension of prompt + output reaches here
-            raise UnschedulableRequest(
-                f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
-                f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
+        if self._swa:
+            self._refuse_never_swa_admitted(req)
         if self.mode == "decode":
             self._refuse_unpreallocatable(req)
         req.status = WAITING
@@ -312,13 +309,42 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         limit = min(r.input_len, r.fill_len - 1)
         r.cached_len, r.last_node = self.cache.match_prefix(r.tokens[:limit]) if limit > 0 else (0, None)
 
+    def _refuse_never_swa_admitted(self, req: Req) -> None:
+        """Refuse an arriving request that SGLang's SWA budget never admits, even with the
+        SWA pool empty (:func:`swa_never_admitted`: 0.5.23 mem_cache/prefill_budget.py
+        ``SWAPrefillBudget.check_prefill``, ``swa_never_fits`` and ``_chunk_cap``); SGLang
+        would keep it waiting forever. A prompt longer than the SWA pool is not refused
+        with chunked prefill on: it is admitted with its chunk cut to the free SWA
+        (``_chunk_cap``), later chunks take what is free (``available_chunk_tokens``), and
+        between chunks only the window stays held (:meth:`_stash_chunked_swa`, or without
+        the radix cache ``KVLedger.evict_swa_extend``).
+
+        Raises:
+            UnschedulableRequest: naming the request, its SWA estimate and the pool.
+        """
+        s, page = self.server, self.server.page_size
+        chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
+        extend = ceil_page(req.input_len, page)
+        new = min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
+        if not swa_never_admitted(extend, new, chunk, self.kv.window, page, self.kv.swa_capacity):
+            return
+        need = swa_peak_tokens(extend, new, chunk, self.kv.window, page)
+        why = ("with chunked prefill off; turn on chunked_prefill_size or enlarge the pool" if chunk is None else
+               "and a first chunk cut to the pool less its decode headroom (min(output, window) + a page) "
+               "has no page left; enlarge the pool")
+        raise UnschedulableRequest(
+            f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens need {need} SWA slots "
+            f"at admission, not fewer than the SWA pool's {self.kv.swa_capacity} "
+            f"(max_total_num_tokens x swa_full_tokens_ratio), {why}")
+
     def _refuse_outgrown_swa(self, req: Req) -> None:
         """Nothing runs and, with chunked prefill off, ``req`` (the head of the queue) would
         need more SWA slots than the whole pool holds: it can never be admitted again.
 
-        add_request checks the prompt alone; a retracted request re-extends its prompt plus
-        the output it had made (0.5.23 schedule_policy.py ``SWAPrefillBudget.check_prefill``
-        refuses it for good), so the loop would idle forever. Raises UnschedulableRequest.
+        add_request checks the prompt alone (:meth:`_refuse_never_swa_admitted`); a retracted
+        request re-extends its prompt plus the output it had made (0.5.23
+        mem_cache/prefill_budget.py ``SWAPrefillBudget.check_prefill`` refuses it for good),
+        so the loop would idle forever. Raises UnschedulableRequest.
         """
         page = self.server.page_size
         extend = ceil_page(req.input_len + req.output_len - req.prefill_done, page)

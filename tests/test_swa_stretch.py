@@ -137,6 +137,37 @@ def test_inv7_swa_fast_forward_gives_the_step_by_step_run(server, n, inp, out, s
     assert fast.sched.kv.swa_peak == step.sched.kv.swa_peak
 
 
+_LONG_PROMPT_SERVER = {"max_running_requests": 4, "max_total_num_tokens": 4000, "chunked_prefill_size": 256,
+                       "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                       "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "0.5.23",
+                       "semantics_rules": {}, "page_size": 4, "sliding_window_size": 16, "swa_full_tokens_ratio": 0.1,
+                       "swa_eviction_interval": 8, "disable_radix_cache": False}
+
+
+@pytest.mark.parametrize("server", [
+    _LONG_PROMPT_SERVER,
+    {**_LONG_PROMPT_SERVER, "disable_radix_cache": True, "enable_overlap_schedule": False},
+    {**_LONG_PROMPT_SERVER, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
+], ids=["radix", "no-radix", "radix-dspark"])
+def test_inv7_prompts_longer_than_the_swa_pool_run_the_same_fast_and_step_by_step(server):
+    """Prompts of 600 to 1800 tokens against an SWA pool of 400 (SGLang chunks them to the
+    free SWA, mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``): every request
+    finishes, the SWA peak stays within the pool, and the collapsed decode stretches give
+    the step-by-step run."""
+    workload = {"kind": "burst", "num_requests": 6,
+                "input_len": {"kind": "uniform", "value": 1200, "range_ratio": 0.5},
+                "output_len": {"kind": "uniform", "value": 120, "range_ratio": 0.3}}
+    sc = make_scenario(server, workload, window_acceptance(server), seed=3)
+    step = SimEngine(sc, tiny_profile(), 3, fast_forward=False)
+    a = step.run()
+    assert step.sched.kv.swa_capacity == 400 and max(a.requests["input_len"]) > 400
+    assert 0 < step.sched.kv.swa_peak <= step.sched.kv.swa_capacity
+    fast = SimEngine(sc, tiny_profile(), 3)
+    b = fast.run()
+    assert_same_run(a, b, rel=1e-12)
+    assert fast.sched.kv.swa_peak == step.sched.kv.swa_peak and fast.sched.kv.swa_used == 0
+
+
 def _reference_swa(a: dict):
     """The SWA rules pass by pass (sim/kv_ledger.py's ``evict_swa``, paged reservations and
     frees), written plainly: check, reserved and after per iteration, final frontiers."""
