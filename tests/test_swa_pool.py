@@ -263,6 +263,24 @@ def test_decode_retracts_when_the_swa_pool_is_short():
     assert s.num_retractions >= 1
 
 
+def test_a_decode_short_of_swa_pages_after_retraction_says_so():
+    """Under the older build's retraction stop (``decode_steps_headroom``: retract until 20
+    tokens per kept request are free, min(full, swa) counted in tokens) the kept requests
+    can still need more whole SWA pages than are free; the run stops naming the SWA pool
+    and how many requests were kept, not a full pool with millions of tokens free."""
+    s = sched(page_size=64, max_running_requests=4, sglang_semantics="mi355x-dsv41")
+    for i, out in enumerate((9, 8, 1)):
+        r = Req(i, 128 if i < 2 else 1, 500, output_len=out, status=ReqStatus.RUNNING)
+        s.reqs[i] = r
+        s.kv.reserve(r, 128 if i < 2 else 1)     # requests 0 and 1 end on a page boundary
+        r.prefill_done = r.input_len
+        s.running.append(r)
+    s.kv.reserve(Req(9, 1, 1), s.kv.swa_available)            # the SWA pool is full
+    with pytest.raises(UnschedulableRequest, match=r"the 2 requests retraction kept .* SWA slots .* "
+                                                   r"\(128 needed, 64 free of the SWA pool's"):
+        s.schedule()
+
+
 def test_batch_is_full_is_reset_every_pass_for_hybrid_swa():
     """scheduler.py ``get_new_batch_prefill``: ``if enable_priority_preemption or
     is_hybrid_swa: running_batch.batch_is_full = False``."""
