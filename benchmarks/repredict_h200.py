@@ -87,7 +87,7 @@ from specsched.runtime.host_reference import (
     launch_speed_factor,
     term_references_from_provenance,
 )
-from specsched.runtime.profile_fit import slot_expansion_fit, slot_expansion_points_from_provenance
+from specsched.runtime.profile_fit import refit_slot_expansion
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
@@ -248,16 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
     profile = load_profile(args.profile)
     if args.refit_slot_expansion:
-        pts = slot_expansion_points_from_provenance(profile)
-        if not pts:
+        refit = refit_slot_expansion(profile)
+        if refit is None:
             print(f"repredict_h200: --refit-slot-expansion: {args.profile}: host.slot_expansion_s's provenance has "
                   "no gap / preparation medians", file=sys.stderr)
             return 2
-        data = profile.model_dump(mode="python")
-        data["host"]["slot_expansion_s"] = slot_expansion_fit(pts, profile.host.sync_wakeup_s)
         print(f"host.slot_expansion_s refitted from the provenance: {profile.host.slot_expansion_s * 1e3:.3f} -> "
-              f"{data['host']['slot_expansion_s'] * 1e3:.3f} ms")
-        profile = type(profile).model_validate(data)
+              f"{refit.host.slot_expansion_s * 1e3:.3f} ms")
+        profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
     runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):

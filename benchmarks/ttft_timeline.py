@@ -46,7 +46,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.analysis.overrides import load_scenario_with_overrides
-from specsched.runtime.profile_fit import slot_expansion_fit, slot_expansion_points_from_provenance
+from specsched.runtime.profile_fit import (
+    refit_slot_expansion,
+    slot_expansion_points_from_provenance,
+)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.engine import run_scenario
 from specsched.sim.profile import load_profile
@@ -157,15 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)
     variants = {"simulated": profile}
     if args.refit_slot_expansion:
-        pts = slot_expansion_points_from_provenance(profile)
-        if not pts:
+        refit = refit_slot_expansion(profile)
+        if refit is None:
             print(f"ttft_timeline: {args.profile}: host.slot_expansion_s's provenance has no gap / preparation "
                   "medians to refit from", file=sys.stderr)
             return 2
-        new = slot_expansion_fit(pts, profile.host.sync_wakeup_s)
-        data = profile.model_dump(mode="python")
-        data["host"]["slot_expansion_s"] = new
-        variants["refit"] = type(profile).model_validate(data)
+        pts, new = slot_expansion_points_from_provenance(profile), refit.host.slot_expansion_s
+        variants["refit"] = refit
         print(f"host.slot_expansion_s: {profile.host.slot_expansion_s * 1e3:.3f} ms as profiled, "
               f"{new * 1e3:.3f} ms refitted (points: "
               + ", ".join(f"{t}: {g * 1e3:.3f} / {q * 1e3:.3f}" for t, g, q in pts) + " ms gap / preparation)\n")

@@ -344,6 +344,18 @@ def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, flo
             for t, g, q in re.findall(rf"(\d+): ({num}) ms / ({num}) ms", tail.split(". ")[0])]
 
 
+def refit_slot_expansion(profile):
+    """``profile`` with ``host.slot_expansion_s`` refitted by :func:`slot_expansion_fit` from
+    the points its own provenance records (:func:`slot_expansion_points_from_provenance`), a
+    new :class:`sim.profile.Profile`; None when the provenance has no points."""
+    pts = slot_expansion_points_from_provenance(profile)
+    if not pts:
+        return None
+    data = profile.model_dump(mode="python")
+    data["host"]["slot_expansion_s"] = slot_expansion_fit(pts, profile.host.sync_wakeup_s)
+    return type(profile).model_validate(data)
+
+
 def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, dict | None]:
     """(scalar lead, per-token table) from ``points`` = (extend tokens, median idle-queue wall
     seconds, median kept-busy device seconds) of an extend + injection.
