@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 pytest.importorskip("torch")
 
 from specsched.runtime.profile_fit import (  # noqa: E402
+    refit_slot_expansion,
     slot_expansion_fit,
     slot_expansion_points_from_provenance,
 )
@@ -87,3 +88,18 @@ def test_points_round_trip_through_the_provenance(pts) -> None:
     for (_, g, q), (_, g2, q2) in zip(pts, back, strict=True):
         assert g2 == pytest.approx(g, rel=1e-3) and q2 == pytest.approx(q, rel=1e-3)
     assert slot_expansion_points_from_provenance(SimpleNamespace(provenance={})) == []
+
+
+def test_refit_from_provenance_uses_the_profiles_own_points() -> None:
+    """refit_slot_expansion: the fit of the points the provenance records, every other field
+    as it was; None where the provenance has none."""
+    p = tiny_profile(slot_expansion_s=2e-4)
+    assert refit_slot_expansion(p) is None
+    pts = [(256, 1.338e-3, 1.123e-3), (1024, 0.801e-3, 0.718e-3), (4096, 1.446e-3, 1.162e-3)]
+    fake = SimpleNamespace(slot_pts=pts, _reps_text=lambda key: "median of 8 repeats")
+    text = Provenance._slot_expansion_text(fake, "date X")
+    p = p.model_copy(update={"provenance": {**(p.provenance or {}), "host.slot_expansion_s": text}})
+    new = refit_slot_expansion(p)
+    assert new.host.slot_expansion_s == pytest.approx(slot_expansion_fit(pts, p.host.sync_wakeup_s), rel=1e-3)
+    assert new.host.slot_expansion_s != p.host.slot_expansion_s
+    assert new.gpu == p.gpu and new.host.launch_s == p.host.launch_s
