@@ -307,15 +307,53 @@ def slot_expansion_fit(points: Sequence[tuple[int, float, float]], wakeup: float
     the extend's end and the injection's start under ``prepare_inject(sync=True)``, median
     host seconds of ``prepare_inject(sync=False)`` with the GPU kept busy).
 
-    The simulator charges, after the slot-expansion block ends (extend end + ``wakeup``),
-    this many host seconds and then the injection's launch, whose issue
-    (host.launch_per_inject_s) already holds the sync-free preparation; so per point
-    ``gap - preparation - wakeup``, clamped >= 0, and the median over points (the gap is
-    host work, nearly flat in tokens). No points: 0.0.
+    The simulator holds the host this long after the slot-expansion block ends (extend end
+    + ``wakeup``), the GPU idle, and then launches the injection, whose kernels start at the
+    launch (sim/engine.py: a launch's issue, host.launch_per_inject_s, bounds the forward's
+    end, never its start). So the whole gap less the wake-up: per point ``gap - wakeup``,
+    clamped >= 0, and the median over points (the gap is host work, nearly flat in tokens).
+    The preparation is reported (provenance) but not subtracted: the loop prepares the
+    injection inside the block (runtime/engine.py ``_host_block`` keeps the
+    ``prepare_inject(sync=True)`` batch, the inject launch reuses it), so none of it moves
+    into the launch. Until round 15 it was subtracted, on the premise that the launch's
+    issue held it: the simulator then idled the GPU 0.21 ms there where every loop of
+    rounds 13 and 15 idled 0.8-1.8 ms (burst66: 1.70 ms, 16 prefill chunks, TTFT -5..-6 %;
+    docs/measurements/h200-v15.md "burst66 TTFT"), while the loop's inject launch call, which
+    holds no preparation, still took about host.launch_per_inject_s (1.92 against 2.03 ms).
+    No points: 0.0.
     """
     if not points:
         return 0.0
-    return float(statistics.median(max(0.0, float(g) - float(p) - wakeup) for _, g, p in points))
+    return float(statistics.median(max(0.0, float(g) - wakeup) for _, g, _ in points))
+
+
+def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, float]]:
+    """The slot-expansion points (tokens, gap seconds, preparation seconds) read back from the
+    provenance text of ``host.slot_expansion_s`` ("medians (tokens: gap / preparation): 256:
+    1.338 ms / 1.123 ms, ..."), so a profile made before :func:`slot_expansion_fit` changed
+    can be refitted (benchmarks/ttft_timeline.py, benchmarks/repredict_h200.py). Empty when
+    the text has none (not measured, or an older profile)."""
+    import re
+
+    text = (getattr(profile, "provenance", None) or {}).get("host.slot_expansion_s", "")
+    _, sep, tail = text.partition("medians (tokens: gap / preparation): ")
+    if not sep:
+        return []
+    num = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+    return [(int(t), float(g) * 1e-3, float(q) * 1e-3)
+            for t, g, q in re.findall(rf"(\d+): ({num}) ms / ({num}) ms", tail.split(". ")[0])]
+
+
+def refit_slot_expansion(profile):
+    """``profile`` with ``host.slot_expansion_s`` refitted by :func:`slot_expansion_fit` from
+    the points its own provenance records (:func:`slot_expansion_points_from_provenance`), a
+    new :class:`sim.profile.Profile`; None when the provenance has no points."""
+    pts = slot_expansion_points_from_provenance(profile)
+    if not pts:
+        return None
+    data = profile.model_dump(mode="python")
+    data["host"]["slot_expansion_s"] = slot_expansion_fit(pts, profile.host.sync_wakeup_s)
+    return type(profile).model_validate(data)
 
 
 def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, dict | None]:

@@ -147,8 +147,8 @@ class GpuPhases(Harness):
         ``repeat_interleave`` waits for the extend to drain), a timing event, the inject.
         The events' difference is the GPU idle gap between the extend's end and the
         injection's start. Then, with the GPU kept busy, the host time of
-        ``prepare_inject(sync=False)`` alone: the part of that gap that
-        ``host.launch_per_inject_s`` already holds.
+        ``prepare_inject(sync=False)`` alone (reported in the provenance; the gap keeps it:
+        :func:`runtime.profile_fit.slot_expansion_fit`).
 
         Returns:
             (gap seconds, sync-free preparation host seconds), one pair per repeat. CPU:

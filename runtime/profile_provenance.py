@@ -63,14 +63,15 @@ class Provenance:
                 "timing event, prepare_inject(sync=True) (repeat_interleave without output_size: the first waits for "
                 "the extend to drain, the second is another device round trip), a timing event, inject; the events' "
                 "difference is the GPU idle gap between the extend's end and the injection's start. Then, GPU kept "
-                "busy, the host time of prepare_inject(sync=False), which host.launch_per_inject_s already holds. "
-                "Value: median over the extend grid's tokens at prefix 0 of gap - preparation - host.sync_wakeup_s, "
+                "busy, the host time of prepare_inject(sync=False) (the preparation, reported only: the loop "
+                "prepares inside the block and its inject launch reuses the batch). "
+                "Value: median over the extend grid's tokens at prefix 0 of gap - host.sync_wakeup_s, "
                 f"clamped >= 0 (runtime.profile_fit.slot_expansion_fit), {self._reps_text('slot_expansion')} after "
                 f"{WARMUP} warm-ups; medians (tokens: gap / preparation): "
                 + ", ".join(f"{t}: {_ms(g)} / {_ms(q)}" for t, g, q in pts)
                 + ". The simulator holds the host this long after a slot-expansion block, the GPU idle "
-                "(sim.engine; docs/measurements/h200-v7.md section 3: 0.74-1.6 ms idle there in the loop, "
-                f"0 predicted before). [{env}]")
+                "(sim.engine; docs/measurements/h200-v15.md \"burst66 TTFT\": 0.8-1.8 ms idle there in the "
+                f"loops of rounds 13 and 15). [{env}]")
 
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
