@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also simulate each held-out run at its rate over this many arrival draws (fitted profile) "
                          "and report the spread a single run has from its draw")
     ap.add_argument("--elasticity", action="store_true",
-                    help="also report, per held-out run, the % change of each metric per 1 %% change of each parameter")
+                    help="also report, per held-out run, the %% change of each metric per 1 %% change of each parameter")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
     ap.add_argument("--title", default="Hold-out calibration check")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (repeatable)")

@@ -10,6 +10,7 @@ to regenerate the same files.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -22,6 +23,7 @@ OUT = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     rng = np.random.default_rng(20260101)
     gaps = rng.gamma(0.5, 1.0 / (4.0 * 0.5), size=N)
     t = np.cumsum(gaps) - gaps[0]

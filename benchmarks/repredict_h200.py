@@ -58,6 +58,10 @@ same level; the other phases' levels are unknown and their terms are left as pro
 Written per row: ``term_predicted``, ``term_error_pct``; printed: the three counts, per
 metric and for the GPU-paced arms (stream_wait, both) apart from the rest.
 
+``--refit-slot-expansion``: ``host.slot_expansion_s`` refitted from the profile's own
+provenance by the current rule (the measured gap less the wake-up; profiles up to round 15
+subtracted the injection's preparation too, docs/measurements/h200-v15.md "burst66 TTFT").
+
 ``--extend-level launch`` (with ``--per-term``, a cross-check for profiles made before the
 extend terms' reference was their prefix-0 column's samples): the extend phase's terms get,
 instead of the phase's median, the reference work at which the runs' own extend launch calls
@@ -83,6 +87,7 @@ from specsched.runtime.host_reference import (
     launch_speed_factor,
     term_references_from_provenance,
 )
+from specsched.runtime.profile_fit import refit_slot_expansion
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
@@ -218,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extend-level", choices=("phase", "launch"), default="phase",
                     help="with --per-term: the extend terms' reference from the profile (phase) or read from the runs' "
                          "extend launch calls against the profile's extend issue (launch; a cross-check)")
+    ap.add_argument("--refit-slot-expansion", action="store_true",
+                    help="refit host.slot_expansion_s from the profile's provenance by the current rule "
+                         "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
+                         "also subtracted the injection's preparation)")
     args = ap.parse_args(argv)
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
@@ -238,6 +247,15 @@ def main(argv: list[str] | None = None) -> int:
         measured = measured.reset_index()
     measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
     profile = load_profile(args.profile)
+    if args.refit_slot_expansion:
+        refit = refit_slot_expansion(profile)
+        if refit is None:
+            print(f"repredict_h200: --refit-slot-expansion: {args.profile}: host.slot_expansion_s's provenance has "
+                  "no gap / preparation medians", file=sys.stderr)
+            return 2
+        print(f"host.slot_expansion_s refitted from the provenance: {profile.host.slot_expansion_s * 1e3:.3f} -> "
+              f"{refit.host.slot_expansion_s * 1e3:.3f} ms")
+        profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
     runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):

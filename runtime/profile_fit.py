@@ -31,6 +31,74 @@ def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return float(icpt), float(slope)
 
 
+# tile sizes the probe can tell apart (widths a multiple of 256 and the next four multiples
+# of 64); 1 is "no tile": the cost linear in the width
+TILE_CANDIDATES = (128, 256)
+# a tile is written only where its step model leaves at most this share of the linear
+# model's residual (relative to each kind's spread of times), ...
+TILE_RESIDUAL_SHARE = 0.25
+# ... and where 64 positions of the linear slope exceed this many times the points' noise
+# (half the inter-quartile range of the repeats)
+TILE_SIGNAL_TO_NOISE = 2.0
+
+
+def _step_rss(widths: np.ndarray, t: np.ndarray, tile: int) -> float | None:
+    """Residual sum of squares of ``t`` ~ a + s round_up(width, tile), relative to the
+    spread of ``t`` around its mean; None where the rounded widths are all equal."""
+    x = -(-widths // tile) * tile
+    if np.ptp(x) == 0:
+        return None
+    coef = np.polyfit(x, t, 1)
+    tss = float(((t - t.mean()) ** 2).sum())
+    return float(((np.polyval(coef, x) - t) ** 2).sum()) / tss if tss > 0 else 0.0
+
+
+def attention_tile_fit(widths: Sequence[int], times: dict[str, Sequence[float]],
+                       noise: dict[str, Sequence[float]] | None = None) -> tuple[int, dict[int, float]]:
+    """``gpu.attention_tile`` from step times at several attention widths.
+
+    A kernel that walks the KV in tiles of ``T`` positions costs a step of width ``w`` as
+    one of ``round_up(w, T)``: on an H200 the runtime's graph-replayed decode at batch 64
+    ran width 1088 (17 x 64) in 4.594 ms and 1152 in 4.585 ms, 1216 in 4.877 and 1280 in
+    4.857 (benchmarks/decode_width_sweep.py, docs/measurements/h200-v14/width-sweep.csv).
+    Each candidate tile (1 and :data:`TILE_CANDIDATES`) is fitted as a line in the rounded
+    width per kind, and scored by its residual over each kind's spread, summed over the
+    kinds.
+
+    Args:
+        widths: attention widths (positions), e.g. 2304, 2368, ..., 2560: a multiple of the
+            largest candidate, then steps of 64.
+        times: per kind (``decode``, ``spec``), median seconds at each width.
+        noise: per kind, each point's noise in seconds (half the repeats' inter-quartile
+            range; NaN where unknown). None: no noise guard.
+
+    Returns:
+        ``(tile, scores)``: the tile (1: none found), and each candidate's summed relative
+        residual. A tile is chosen only where its score is at most
+        :data:`TILE_RESIDUAL_SHARE` of the linear model's and 64 positions of the linear
+        slope exceed :data:`TILE_SIGNAL_TO_NOISE` times the median noise (a CPU's flat or
+        noisy times give 1).
+    """
+    w = np.asarray(widths, dtype=np.int64)
+    scores: dict[int, float] = {}
+    for tile in (1, *TILE_CANDIDATES):
+        parts = [_step_rss(w, np.asarray(t, dtype=float), tile) for t in times.values()]
+        if any(p is None for p in parts):
+            continue
+        scores[tile] = float(sum(parts))
+    if 1 not in scores or len(scores) < 2:
+        return 1, scores
+    best = min((t for t in scores if t != 1), key=scores.__getitem__)
+    if scores[best] > TILE_RESIDUAL_SHARE * scores[1]:
+        return 1, scores
+    if noise is not None:
+        for kind, t in times.items():
+            slope = float(np.polyfit(w, np.asarray(t, dtype=float), 1)[0])
+            pts = [v / 2 for v in noise.get(kind, ()) if np.isfinite(v)]
+            if pts and slope * 64 <= TILE_SIGNAL_TO_NOISE * float(np.median(pts)):
+                return 1, scores
+    return best, scores
+
 
 class Fits:
     """Turns a finished run's measurements (attributes set by the phases) into the
@@ -80,6 +148,8 @@ class Fits:
             "attention_bucket": CTX_BUCKET_STEP,
             # the grids' graphs ran at round_up(c + W, CTX_ALIGN) (profile_harness ctx_buckets)
             "attention_grid_align": self.grid_align,
+            # the kernel's KV tile, read off the tile probe (profile_gpu.tile_phase)
+            "attention_tile": self.tile,
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
             "extend_attention": "padded_max",
@@ -237,15 +307,53 @@ def slot_expansion_fit(points: Sequence[tuple[int, float, float]], wakeup: float
     the extend's end and the injection's start under ``prepare_inject(sync=True)``, median
     host seconds of ``prepare_inject(sync=False)`` with the GPU kept busy).
 
-    The simulator charges, after the slot-expansion block ends (extend end + ``wakeup``),
-    this many host seconds and then the injection's launch, whose issue
-    (host.launch_per_inject_s) already holds the sync-free preparation; so per point
-    ``gap - preparation - wakeup``, clamped >= 0, and the median over points (the gap is
-    host work, nearly flat in tokens). No points: 0.0.
+    The simulator holds the host this long after the slot-expansion block ends (extend end
+    + ``wakeup``), the GPU idle, and then launches the injection, whose kernels start at the
+    launch (sim/engine.py: a launch's issue, host.launch_per_inject_s, bounds the forward's
+    end, never its start). So the whole gap less the wake-up: per point ``gap - wakeup``,
+    clamped >= 0, and the median over points (the gap is host work, nearly flat in tokens).
+    The preparation is reported (provenance) but not subtracted: the loop prepares the
+    injection inside the block (runtime/engine.py ``_host_block`` keeps the
+    ``prepare_inject(sync=True)`` batch, the inject launch reuses it), so none of it moves
+    into the launch. Until round 15 it was subtracted, on the premise that the launch's
+    issue held it: the simulator then idled the GPU 0.21 ms there where every loop of
+    rounds 13 and 15 idled 0.8-1.8 ms (burst66: 1.70 ms, 16 prefill chunks, TTFT -5..-6 %;
+    docs/measurements/h200-v15.md "burst66 TTFT"), while the loop's inject launch call, which
+    holds no preparation, still took about host.launch_per_inject_s (1.92 against 2.03 ms).
+    No points: 0.0.
     """
     if not points:
         return 0.0
-    return float(statistics.median(max(0.0, float(g) - float(p) - wakeup) for _, g, p in points))
+    return float(statistics.median(max(0.0, float(g) - wakeup) for _, g, _ in points))
+
+
+def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, float]]:
+    """The slot-expansion points (tokens, gap seconds, preparation seconds) read back from the
+    provenance text of ``host.slot_expansion_s`` ("medians (tokens: gap / preparation): 256:
+    1.338 ms / 1.123 ms, ..."), so a profile made before :func:`slot_expansion_fit` changed
+    can be refitted (benchmarks/ttft_timeline.py, benchmarks/repredict_h200.py). Empty when
+    the text has none (not measured, or an older profile)."""
+    import re
+
+    text = (getattr(profile, "provenance", None) or {}).get("host.slot_expansion_s", "")
+    _, sep, tail = text.partition("medians (tokens: gap / preparation): ")
+    if not sep:
+        return []
+    num = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+    return [(int(t), float(g) * 1e-3, float(q) * 1e-3)
+            for t, g, q in re.findall(rf"(\d+): ({num}) ms / ({num}) ms", tail.split(". ")[0])]
+
+
+def refit_slot_expansion(profile):
+    """``profile`` with ``host.slot_expansion_s`` refitted by :func:`slot_expansion_fit` from
+    the points its own provenance records (:func:`slot_expansion_points_from_provenance`), a
+    new :class:`sim.profile.Profile`; None when the provenance has no points."""
+    pts = slot_expansion_points_from_provenance(profile)
+    if not pts:
+        return None
+    data = profile.model_dump(mode="python")
+    data["host"]["slot_expansion_s"] = slot_expansion_fit(pts, profile.host.sync_wakeup_s)
+    return type(profile).model_validate(data)
 
 
 def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, dict | None]:

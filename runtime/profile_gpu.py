@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from specsched.runtime.profile_fit import issue_estimate
+from specsched.runtime.profile_fit import attention_tile_fit, issue_estimate
 from specsched.runtime.profile_harness import (
     MIN_REPEATS,
     Harness,
@@ -147,8 +147,8 @@ class GpuPhases(Harness):
         ``repeat_interleave`` waits for the extend to drain), a timing event, the inject.
         The events' difference is the GPU idle gap between the extend's end and the
         injection's start. Then, with the GPU kept busy, the host time of
-        ``prepare_inject(sync=False)`` alone: the part of that gap that
-        ``host.launch_per_inject_s`` already holds.
+        ``prepare_inject(sync=False)`` alone (reported in the provenance; the gap keeps it:
+        :func:`runtime.profile_fit.slot_expansion_fit`).
 
         Returns:
             (gap seconds, sync-free preparation host seconds), one pair per repeat. CPU:
@@ -250,7 +250,7 @@ class GpuPhases(Harness):
 
     def grid_phase(self) -> None:
         with self.dev.use("forward"):
-            self.grid_rows, self.grid_rows_t = self._new_rows(self.max_bs, self.contexts[-1] + self.W)
+            self.grid_rows, self.grid_rows_t = self._new_rows(self.max_bs, self.grid_ctx)
         self.grid: dict[str, list[list[float]]] = {}
         self.grid_spread = {}
         for kind in ("spec", "decode"):
@@ -265,6 +265,30 @@ class GpuPhases(Harness):
                     g[i][j] = statistics.median(ts)
                     spread = max(spread, _iqr_rel(ts) if len(ts) >= 4 else 0.0)
             self.grid[kind], self.grid_spread[kind] = g, spread
+
+    def tile_phase(self) -> None:
+        """The attention kernel's KV tile (``gpu.attention_tile``): the graph-replayed decode
+        step and spec cycle at batch :attr:`tile_bs`, every request at context ``w - W``, so
+        each step runs at exactly width ``w`` (its own graph context bucket), for the
+        widths :attr:`tile_widths` (a multiple of 256 and the next four multiples of 64).
+        A kernel that pays whole tiles of ``T`` positions costs the same at ``w`` and
+        ``round_up(w, T)`` (on an H200: 1088 as 1152, benchmarks/decode_width_sweep.py);
+        :func:`runtime.profile_fit.attention_tile_fit` reads the tile off these times."""
+        b = self.tile_bs
+        rows = self.grid_rows[:b]
+        with self.dev.use("forward"):
+            rows_t = self.dev.h2d(rows)
+        self.tile_t: dict[str, list[float]] = {}
+        self.tile_iqr: dict[str, list[float]] = {}
+        for kind in ("decode", "spec"):
+            med, iqr = [], []
+            for w in self.tile_widths:
+                fn = self._step_fn(kind, rows, rows_t, w - self.W, graph=True)
+                ts = self._measure(f"{kind} bs {b} @width {w} (tile probe)", "tile", fn)
+                med.append(statistics.median(ts))
+                iqr.append(_iqr_rel(ts) * statistics.median(ts) if len(ts) >= 4 else float("nan"))
+            self.tile_t[kind], self.tile_iqr[kind] = med, iqr
+        self.tile, self.tile_scores = attention_tile_fit(self.tile_widths, self.tile_t, self.tile_iqr)
 
     def eager_phase(self) -> None:
         """Eager spec cycles (no graph) at the largest grid batch sizes x every context, their

@@ -32,6 +32,13 @@ DEFAULT_BUDGET_S = 210.0
 HOST_BATCH_SIZES = (1, 4, 16, 64, 256)
 """Batch sizes of the scheduler host-cost fits (plus ``max_bs``)."""
 HOST_PROMPT = 1024
+# the attention-tile probe (GpuPhases.tile_phase): widths base, base + 64, ..., base + 256,
+# base a multiple of TILE_PROBE_BASE, so tiles of 128 and 256 positions start on it
+TILE_PROBE_BASE = 256
+TILE_PROBE_POINTS = 5
+# the tile probe's batch: the largest grid batch size up to this (the full-batch steps where
+# round 13's decode/verify bias showed; docs/decode-width.md)
+TILE_PROBE_MAX_BS = 64
 """Prompt length of the scheduler's requests in the host-cost fits."""
 DEFAULT_PREFILL_GRAPH_TOKENS = 16384
 """Largest extend token bucket of the profiler's piecewise prefill graphs: the server default
@@ -214,12 +221,20 @@ class Harness:
         self.host_bs = sorted({*HOST_BATCH_SIZES, self.max_bs})
         # the launch measurement lets lengths grow (as in the engine) inside its own context
         # bucket, above every grid bucket, so no capture happens while it is timed
+        # the attention-tile probe: widths every CTX_ALIGN positions from a multiple of
+        # TILE_PROBE_BASE at the middle grid context, at the largest grid batch <= 64
+        mid = self.contexts[len(self.contexts) // 2]
+        base = _round_up(mid + spec_window, TILE_PROBE_BASE)
+        self.tile_widths = [base + CTX_ALIGN * i for i in range(TILE_PROBE_POINTS)]
+        self.tile_bs = max([b for b in self.bs if b <= TILE_PROBE_MAX_BS] or [self.bs[0]])
+        # the grid's rows hold KV for the longest of the grid's and the probe's contexts
+        self.grid_ctx = max(self.contexts[-1] + spec_window, self.tile_widths[-1])
         self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
         self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
         self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
 
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
-                   + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
+                   + 2 * len(self.tile_widths) + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
@@ -238,12 +253,13 @@ class Harness:
             torch.cuda.reset_peak_memory_stats(dev.torch_device)
         self.cfg, self.dcfg = PRESETS[preset], PRESETS[draft_preset(preset)]
         ext_rows = max(-(-t // self.prompt) for t in self.ext_x)
-        max_ctx = max(self.launch_bucket, self.ext_prefixes[-1] + self.prompt + 2, self.contexts[-1] + spec_window + 1)
+        max_ctx = max(self.launch_bucket, self.ext_prefixes[-1] + self.prompt + 2, self.grid_ctx + 1)
         ext_need = max(-(-t // self.prompt) * (self.ext_prefixes[-1] + self.prompt + 2) for t in self.ext_x)
-        grid_need = self.max_bs * (self.contexts[-1] + spec_window)
+        grid_need = self.max_bs * self.grid_ctx
         launch_need = self.launch_bs[-1] * self.launch_bucket
         slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
-        ctx_buckets = sorted({_round_up(c + spec_window) for c in self.contexts} | {self.launch_bucket})
+        ctx_buckets = sorted({_round_up(c + spec_window) for c in self.contexts} | {self.launch_bucket}
+                             | set(self.tile_widths))
         self._progress("build models")
         with dev.use("forward"):
             target = LlamaProxy(self.cfg, seed=seed, device=dev.torch_device, dtype=dev.dtype)

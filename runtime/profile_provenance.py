@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
+from specsched.runtime.profile_fit import TILE_RESIDUAL_SHARE, TILE_SIGNAL_TO_NOISE
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
 from specsched.runtime.runner import CTX_BUCKET_STEP
 
@@ -62,14 +63,15 @@ class Provenance:
                 "timing event, prepare_inject(sync=True) (repeat_interleave without output_size: the first waits for "
                 "the extend to drain, the second is another device round trip), a timing event, inject; the events' "
                 "difference is the GPU idle gap between the extend's end and the injection's start. Then, GPU kept "
-                "busy, the host time of prepare_inject(sync=False), which host.launch_per_inject_s already holds. "
-                "Value: median over the extend grid's tokens at prefix 0 of gap - preparation - host.sync_wakeup_s, "
+                "busy, the host time of prepare_inject(sync=False) (the preparation, reported only: the loop "
+                "prepares inside the block and its inject launch reuses the batch). "
+                "Value: median over the extend grid's tokens at prefix 0 of gap - host.sync_wakeup_s, "
                 f"clamped >= 0 (runtime.profile_fit.slot_expansion_fit), {self._reps_text('slot_expansion')} after "
                 f"{WARMUP} warm-ups; medians (tokens: gap / preparation): "
                 + ", ".join(f"{t}: {_ms(g)} / {_ms(q)}" for t, g, q in pts)
                 + ". The simulator holds the host this long after a slot-expansion block, the GPU idle "
-                "(sim.engine; docs/measurements/h200-v7.md section 3: 0.74-1.6 ms idle there in the loop, "
-                f"0 predicted before). [{env}]")
+                "(sim.engine; docs/measurements/h200-v15.md \"burst66 TTFT\": 0.8-1.8 ms idle there in the "
+                f"loops of rounds 13 and 15). [{env}]")
 
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
@@ -162,10 +164,15 @@ class Provenance:
                                          f"over round_up(context + window, {CTX_ALIGN}) positions (1: the columns are not "
                                          f"all multiples of {CTX_ALIGN}, read as context + window). Layout of the code, not "
                                          f"a fit. [{env}]"),
-            "gpu.attention_tile": ("1 (no tile): this profiler does not measure the attention kernel's KV tile. On an "
-                                   "H200 the runtime's decode and spec cycle pay whole 128-position tiles "
-                                   "(benchmarks/decode_width_sweep.py; docs/decode-width.md, docs/measurements/h200-v14.md): "
-                                   f"set 128 by hand there, citing that sweep, until the profiler times it. [{env}]"),
+            "gpu.attention_tile": (
+                f"{self.tile}: the tile probe (runtime/profile_gpu.py tile_phase): graph-replayed decode and spec "
+                f"cycle at batch {self.tile_bs}, every request at width - {W}, at widths {self.tile_widths}: "
+                + "; ".join(f"{k} " + ", ".join(_ms(t) for t in ts) for k, ts in self.tile_t.items())
+                + ". Fitted as a line in round_up(width, tile) per kind (runtime.profile_fit.attention_tile_fit); "
+                "summed residual over spread: " + ", ".join(f"tile {t} {v:.3f}" for t, v in self.tile_scores.items())
+                + f"; a tile is kept where its residual is at most {TILE_RESIDUAL_SHARE:g} x the linear model's and 64 "
+                f"positions of the slope exceed {TILE_SIGNAL_TO_NOISE:g} x the repeats' noise (1: no tile). "
+                f"{self._reps_text('tile')}. [{env}]"),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "

@@ -31,6 +31,11 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
   Graph buckets sit exactly on the grid's batch sizes and on attention width
   ``round_up(c + W, 64)``; grid points above ``cuda_graph_max_bs`` are graph-replayed too,
   because the simulator multiplies by ``eager_factor`` there.
+- ``gpu.attention_tile``: the tile probe (``tile_phase``): graph-replayed decode and spec
+  cycle at the largest grid batch <= 64 at five widths (a multiple of 256 at the middle grid
+  context, then every 64), each request at ``width - W``; a kernel walking the KV in tiles
+  of ``T`` costs width ``w`` as ``round_up(w, T)``
+  (:func:`runtime.profile_fit.attention_tile_fit`: 1, 128 or 256).
 - ``gpu.eager_factor``: median over (batch, context) of eager / graph spec-cycle time at
   the largest grid batch sizes (those above ``cuda_graph_max_bs`` when there are any).
 - ``host.schedule_*`` / ``host.process_*``: intercept + slope (``numpy.polyfit``) of the
@@ -126,7 +131,7 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
 
     def run(self) -> dict:
         try:
-            for ph in ("extend", "grid", "eager", "cross_queue", "launch", "sync", "host"):
+            for ph in ("extend", "grid", "tile", "eager", "cross_queue", "launch", "sync", "host"):
                 if ph == "launch":
                     with self.dev.use("forward"):
                         for row in self.grid_rows:

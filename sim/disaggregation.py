@@ -234,6 +234,18 @@ class PDEngine(SimEngine):
             self.env.process(s._host())
         yield self.env.timeout(0)
 
+    def _stall_detail(self) -> str:
+        """Every server's non-empty queues (a :class:`sim.engine.Stalled` message's tail)."""
+        parts = []
+        for srv in self.prefill + self.decode:
+            for i, r in enumerate(getattr(srv.sched, "ranks", [srv.sched])):
+                queues = {"prealloc": list(r.prealloc_queue), "transfer": r.transfer_queue, "retracted": r.retracted_queue,
+                          "waiting": list(r.waiting), "running": r.running, "inflight": r.inflight}
+                held = ", ".join(f"{k} {[q.rid for q in v]}" for k, v in queues.items() if v)
+                if held:
+                    parts.append(f"{srv.role} {srv.index} rank {i}: {held}")
+        return f" ({'; '.join(parts) or 'every queue empty'})"
+
     def run(self):
         result = super().run()
         s = result.summary

@@ -80,8 +80,26 @@ class SimHandle:
     output: StepOutput | None
 
 
+_LAST = simpy.events.NORMAL + 1
+"""A SimPy priority after ``NORMAL`` (SimPy orders events due at one time by priority, then
+by when they were scheduled)."""
+
+
+class _AfterNow(simpy.Event):
+    """An event due now, processed after every ``NORMAL`` or ``URGENT`` event due now,
+    including those scheduled while it waits (a host lets the clients' zero-delay reactions
+    to a delivery run first: :meth:`SimEngine._deliver`)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, _LAST)
+
+
 class Stalled(RuntimeError):
-    """The loop made no progress while requests were outstanding (a model bug)."""
+    """The loop made no progress while requests were outstanding (a model bug): a host
+    looped without its clock moving, or every host slept with nothing left to wake it."""
 
 
 class SimEngine(Clients, EngineStretch):
@@ -279,10 +297,14 @@ class SimEngine(Clients, EngineStretch):
             # max_concurrency slot likewise), and the next schedule() sees it
             # (runtime/engine.py _deliver then _recv; bench_serving's client). Without this
             # the request waited one more pass: a verify cycle of TTFT in every closed-loop
-            # cell (window4-lowacc +53 % on H200 round 5). Zero-delay steps only: each
-            # client's chain (slot release -> next client -> send) is finite.
-            while woken and self.env.peek() <= self.env.now:
-                yield self.env.timeout(0)
+            # cell (window4-lowacc +53 % on H200 round 5). One event due now but after
+            # every other event due now (_AfterNow), however long the clients' zero-delay
+            # chains (slot release -> next client -> send) are. Not a loop while anything is
+            # due now: two hosts of one clock (a disaggregated deployment's decode servers)
+            # delivering at the same instant each kept the other's zero-delay wait due, and
+            # the clock never moved (INV-PD-PROGRESS).
+            if woken:
+                yield _AfterNow(self.env)
         if self._remaining == 0 and not self.all_done.triggered:
             self.all_done.succeed()
 
@@ -430,10 +452,23 @@ class SimEngine(Clients, EngineStretch):
         with collector_paused():
             return self._run()
 
+    def _stall_detail(self) -> str:
+        """What a :class:`Stalled` message adds: the scheduler's queues."""
+        s = self.sched
+        return f" (waiting {len(s.waiting)}, running {len(s.running)})"
+
     def _run(self) -> RunResult:
         self._start_clients()
         self.env.process(self._host())
-        self.env.run(until=self.all_done)
+        try:
+            self.env.run(until=self.all_done)
+        except RuntimeError as e:
+            # SimPy's own "no scheduled events left": every host sleeps, no client or
+            # signal is due, and requests are unfinished (not an error raised by a process)
+            if type(e) is not RuntimeError or self.all_done.triggered:
+                raise
+            raise Stalled(f"nothing left to run at t={self.env.now:.6f}s with {self._remaining} "
+                          f"requests left{self._stall_detail()}") from None
         spec = self.server.spec_window > 1
         extra = {
             rid: (self.acceptance.request_mean(rid) if spec else 1.0, r.spec_cycles, r.retractions)

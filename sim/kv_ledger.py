@@ -43,6 +43,10 @@ Hybrid sliding-window models (``swa_capacity`` > 0) have a second pool, SGLang's
 SWATokenToKVPoolAllocator (mem_cache/allocator/swa.py): every allocation takes the same
 positions in both pools, and a request's SWA slots behind its window are freed as it decodes
 (:meth:`KVLedger.evict_swa`, managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``).
+A prompt prefilled in chunks frees its SWA behind the window between chunks too: with the
+radix cache each chunk enters the tree before the next is built
+(:meth:`KVLedger.swa_prompt_cached`), without it an extend batch frees behind its chunk's
+start (:meth:`KVLedger.evict_swa_extend`).
 The SWA pool is paged: a request holds whole pages, ``ceil_page(kv_len) - evicted`` of its
 own positions (``evicted`` page-aligned, mem_cache/common.py ``free_swa_out_of_window_slots``).
 With the radix cache on, a request's prompt enters the tree once prefilled and the tree
@@ -152,7 +156,7 @@ class KVLedger:
 
     __slots__ = ("capacity", "used", "peak", "tree", "reserve_ahead", "page_size", "swa_capacity", "swa_used",
                  "swa_peak", "window", "swa_interval", "prefix_sharing", "swa_by_forward", "_swa_evicted", "_decode_idx",
-                 "_swa_lock")
+                 "_swa_lock", "_extend_idx")
 
     def __init__(self, capacity: int, reserve_ahead: int = 0, page_size: int = 1, swa_capacity: int = 0,
                  window: int = 0, swa_interval: int = 128, prefix_sharing: bool = False,
@@ -173,6 +177,7 @@ class KVLedger:
         self._swa_evicted: dict[int, int] = {}  # rid -> positions whose SWA slots were freed
         self._decode_idx: dict[int, int] = {}   # rid -> decode passes taken (decode_batch_idx)
         self._swa_lock: dict[int, int] = {}     # rid -> its prompt tail's SWA the tree keeps locked
+        self._extend_idx: dict[int, int] = {}   # rid -> extend batches taken (extend_batch_idx)
         self.used = 0
         self.peak = 0
         self.tree = 0
@@ -228,6 +233,7 @@ class KVLedger:
             self._swa_evicted.pop(req.rid, None)
             self._swa_lock.pop(req.rid, None)
             self._decode_idx.pop(req.rid, None)
+            self._extend_idx.pop(req.rid, None)
 
     def _take(self, n: int) -> None:
         if n > self.capacity - self.used:  # INV-2 (the scheduler retracts before it comes to this)
@@ -364,8 +370,40 @@ class KVLedger:
                 freed += new - lo
         self.swa_used -= freed
 
+    def evict_swa_extend(self, req: Req, pre_len: int, overlap_chunk: int | None) -> None:
+        """An extend batch holding ``req``, whose chunk starts at position ``pre_len``, is
+        prepared without a prefix cache: free its SWA slots behind the window (sglang 0.5.23
+        mem_cache/allocation.py ``alloc_for_extend`` -> managers/schedule_batch.py
+        ``ScheduleBatch.maybe_evict_swa``, the extend branch, taken only when the tree cache
+        does not ``supports_prefix_sharing()``, as with the radix cache disabled; then
+        mem_cache/common.py ``free_swa_out_of_window_slots`` with supports_prefix_sharing
+        False: once a position slid out, positions up to ``pre_len - window``, page-floored).
+        Under the overlap schedule (``overlap_chunk`` not None) the previous chunk may still
+        run: a request's first two extend batches free nothing, later ones free behind
+        ``pre_len - overlap_chunk`` (chunked_prefill_size; 0 with chunking off). Call before
+        the chunk's reservation. With a prefix cache a chunk's SWA passes to the tree
+        instead (:meth:`swa_prompt_cached`)."""
+        if not self.swa_capacity or self.prefix_sharing:
+            return
+        rid = req.rid
+        n = self._extend_idx.get(rid, 0)
+        self._extend_idx[rid] = n + 1
+        if overlap_chunk is not None:
+            if n < 2:
+                return
+            pre_len -= overlap_chunk
+        lo = self._swa_evicted.get(rid, 0)
+        if pre_len - self.window < lo + 1:
+            return
+        new = (pre_len - self.window) // self.page_size * self.page_size
+        if new > lo:
+            self._swa_evicted[rid] = new
+            self.swa_used -= new - lo
+
     def swa_prompt_cached(self, req: Req) -> None:
-        """``req``'s prompt entered the radix cache (its prefill's results were processed).
+        """``req``'s computed prefix (``prefill_done`` positions) entered the radix cache: its
+        last chunk's results were processed, or, while it is chunked, the next pass is being
+        built (``stash_chunked_request``, Scheduler._stash_chunked_swa).
 
         The tree takes the prompt's whole pages (``cache_protected_len`` = the page-floored
         prompt; the partial last page stays the request's) and locks the last page-aligned

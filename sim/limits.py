@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
-from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
+from specsched.sim.prefill_adder import (
+    CLIP_MAX_NEW_TOKENS,
+    ceil_page,
+    swa_never_admitted,
+    swa_peak_tokens,
+)
 
 if TYPE_CHECKING:
     from specsched.sim.hardware import Hardware
@@ -98,38 +103,97 @@ def check_fits(scenario: Scenario) -> None:
         # lengths are in the file / grow with each turn: the scheduler refuses a request
         # that cannot fit when it arrives
         return
-    page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
-    ahead = max(2 * window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
-    fixed = page + ahead  # a page of headroom plus the in-flight verify slots (Scheduler.add_request)
     file = scenario.path or "<scenario>"
     i = _max_len(w.input_len, scenario.path, "workload.input_len")
     o = _max_len(w.output_len, scenario.path, "workload.output_len")
+    if srv.disaggregation is None:
+        _check_pool(file, srv, "server", i, o)
+    else:
+        # each role's servers hold their own pool: a prefill server's copy of a request asks
+        # for its first token only (PrefillBootstrapQueue._process_req), a decode server's
+        # holds the whole context and is preallocated first
+        _check_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1)
+        decode = srv.role_server("decode")
+        _check_pool(file, decode, "server.disaggregation.decode.server", i, o)
+        _check_decode_prealloc(file, decode, i, o)
+    _check_context(scenario, hw, i, o)
+
+
+def _check_swa_pool(file: str, srv, where: str, i: int, o: int) -> None:
+    """Refuse a prompt of ``i`` tokens with ``o`` output that a hybrid sliding-window
+    server's SWA budget never admits, even with its SWA pool empty (sim/prefill_adder.py
+    ``swa_never_admitted``: sglang 0.5.23 mem_cache/prefill_budget.py
+    ``SWAPrefillBudget.check_prefill``, ``swa_never_fits``, ``_chunk_cap``; SGLang keeps
+    such a request waiting forever). A prompt longer than the SWA pool passes with chunked
+    prefill on: SGLang cuts its chunks to the free SWA and holds only the window between
+    them. Under DP attention the chunk is a rank's (dp_attention.py ``rank_server_args``)."""
+    swa = srv.swa_max_total_num_tokens
+    if not swa:
+        return
+    page, window, c = srv.page_size, srv.sliding_window_size, srv.chunked_prefill_size
+    chunk = None if c <= 0 else c // srv.dp_size
+    extend, new = ceil_page(i, page), min(o, CLIP_MAX_NEW_TOKENS)
+    if not swa_never_admitted(extend, new, chunk, window, page, swa):
+        return
+    need = swa_peak_tokens(extend, new, chunk, window, page)
+    head = (f"a prompt of {i} tokens with {o} output needs {need} SWA slots at admission "
+            f"(estimate_swa_kv_tokens), not fewer than the SWA pool of {swa} "
+            f"({where}.max_total_num_tokens x {where}.swa_full_tokens_ratio)")
+    if chunk is None:
+        raise ConfigError(file, "workload.input_len", i,
+                          f"{head}, and {where}.chunked_prefill_size is -1: SGLang admits it only whole; "
+                          "turn chunking on or enlarge the SWA pool")
+    raise ConfigError(file, "workload.input_len", i,
+                      f"{head}, and a first chunk cut to the pool less its decode headroom (min(output, "
+                      f"{window}) + a page of {page}) has no page left; enlarge the SWA pool")
+
+
+def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
+    """Refuse a prompt of ``i`` and an output of ``o`` tokens that the pool of a server with
+    arguments ``srv`` (named ``where`` in the scenario) can never hold."""
+    page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
+    pool = f"{where}.max_total_num_tokens"
+    ahead = max(2 * window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    fixed = page + ahead  # a page of headroom plus the in-flight verify slots (Scheduler.add_request)
     prompt = ceil_page(i, page) + fixed
     if prompt >= cap:
         raise ConfigError(file, "workload.input_len", i,
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
-                          f"{ahead} verify slots); server.max_total_num_tokens is {cap}")
-    swa = srv.swa_max_total_num_tokens
-    if swa and prompt >= swa:
-        raise ConfigError(file, "workload.input_len", i,
-                          f"a prompt of {i} tokens needs {prompt} SWA tokens until it decodes; the SWA pool "
-                          f"(server.max_total_num_tokens x server.swa_full_tokens_ratio) is {swa}")
+                          f"{ahead} verify slots); {pool} is {cap}")
+    _check_swa_pool(file, srv, where, i, o)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens: the KV pool holds the whole context by the last "
-                          f"token; server.max_total_num_tokens is {cap}")
+                          f"token; {pool} is {cap}")
     if need >= cap:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
-                          f"(output clipped at {CLIP_MAX_NEW_TOKENS}); server.max_total_num_tokens is {cap}")
-    _check_context(scenario, hw, i, o)
+                          f"(output clipped at {CLIP_MAX_NEW_TOKENS}); {pool} is {cap}")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
-        raise ConfigError(file, "server.max_total_num_tokens", cap,
+        raise ConfigError(file, pool, cap,
                           f"must be at least {beside}: a running request's speculative top-up (prompt {i} + "
                           f"output {o} + {srv.spec_kv_reserve} reserved, page-rounded) beside a chunked prompt of "
                           f"{i} tokens; SGLang would abort the request out of memory")
+
+
+def _check_decode_prealloc(file: str, srv, i: int, o: int) -> None:
+    """Refuse a decode pool that can never preallocate the largest request: SGLang's
+    ``DecodePreallocQueue.pop_preallocated`` (disaggregation/decode.py) needs
+    ``max(prompt + num_reserved_decode_tokens, prompt + min(max_new_tokens, 4096))`` within
+    the pool even when nothing else is active (``_required_admission_tokens``,
+    ``_allocatable_token_budgets``), and a request it never preallocates waits at the head of
+    the FIFO queue for ever (only a prompt above the pool is aborted,
+    ``_check_if_req_exceed_kv_capacity``). The scheduler refuses the same request when it
+    arrives (:meth:`sim.scheduler_disagg.Disagg._refuse_unpreallocatable`)."""
+    cap, reserve = srv.max_total_num_tokens, srv.num_reserved_decode_tokens
+    need = max(ceil_page(i, srv.page_size) + reserve, i + min(o, CLIP_MAX_NEW_TOKENS))
+    if need > cap:
+        raise ConfigError(file, "server.disaggregation.decode.server.max_total_num_tokens", cap,
+                          f"must be at least {need}: a decode server preallocates a prompt of {i} tokens plus "
+                          f"num_reserved_decode_tokens={reserve} (or plus its output of up to {o} tokens) before "
+                          "the prefill starts; SGLang would keep the request waiting for ever")
 
 
 def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:

@@ -42,6 +42,32 @@ def swa_peak_tokens(extend: int, new_tokens: int, chunk_limit: int | None, windo
     allocated = extend if chunk_limit is None else min(extend, chunk_limit)
     return max(allocated - window, 0) + min(extend + new_tokens, window) + page
 
+
+def swa_chunk_cap(swa_free: int, new_tokens: int, window: int, page: int) -> int:
+    """SGLang 0.5.23 mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``: the chunk a
+    request whose SWA peak can never fit the pool is cut to, ``swa_free`` less its decode
+    headroom (``estimate_swa_kv_tokens(0, new_tokens)`` = min(new_tokens, window) + a page),
+    page-floored, never negative. "Only the sliding window stays locked between chunks", so
+    a smaller chunk bounds the SWA a longer prompt holds at once."""
+    return max(0, (swa_free - min(new_tokens, window) - page) // page * page)
+
+
+def swa_never_admitted(extend: int, new_tokens: int, chunk_limit: int | None, window: int, page: int,
+                       swa_size: int) -> bool:
+    """True when SGLang 0.5.23 never admits a request even on an idle SWA pool of ``swa_size``
+    slots (mem_cache/prefill_budget.py ``SWAPrefillBudget.check_prefill`` with
+    ``remaining_swa`` = the whole pool): its SWA peak (:func:`swa_peak_tokens` of the
+    page-rounded ``extend`` with ``new_tokens`` reserved, at most ``chunk_limit`` a forward;
+    None: chunking off) is >= the pool (``swa_never_fits``) and either chunking is off or
+    :func:`swa_chunk_cap` leaves no page. ``check_prefill`` then answers NO_TOKEN every pass
+    and the request waits forever (no abort: managers/scheduler.py validates a prompt only
+    against the full pool, tp_worker.py ``get_worker_info`` max_req_input_len from
+    ``effective_logical_max_total_num_tokens``, the full pool for hybrid SWA). A longer
+    prompt with chunking on is admitted, cut to the free SWA, whatever its length."""
+    if swa_peak_tokens(extend, new_tokens, chunk_limit, window, page) < swa_size:
+        return False
+    return chunk_limit is None or swa_chunk_cap(swa_size, new_tokens, window, page) <= 0
+
 class AddResult(Enum):
     """SGLang's AddReqResult."""
 
@@ -255,8 +281,7 @@ class PrefillAdder:
             if need >= self.swa_rem:
                 if limit is None or need < self.swa_size:
                     return AddResult.NO_TOKEN
-                cap = max(0, int(self.swa_rem) - min(new, self.swa_window) - self.page_size)
-                limit = min(limit, cap // self.page_size * self.page_size)
+                limit = min(limit, swa_chunk_cap(int(self.swa_rem), new, self.swa_window, self.page_size))
                 if limit <= 0:
                     return AddResult.NO_TOKEN
         check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"

@@ -378,8 +378,9 @@ class HostProfile(BaseModel):
     the injection's launch starts issuing: the expansion's second blocking round trip and
     the injection batch's index construction, run with the GPU idle. Measured as the GPU
     idle gap between the extend's end and the injection's start in the loop's own sequence,
-    less the wake-up and less the sync-free preparation that host.launch_per_inject_s
-    already holds (runtime/profile_gpu.py ``_slot_expansion``). 0: not measured.
+    less the wake-up (runtime/profile_gpu.py ``_slot_expansion``,
+    runtime.profile_fit.slot_expansion_fit; profiles made up to round 15 also subtracted
+    the injection's preparation: 0.1-0.3 ms where the loop idles 0.8-1.8 ms). 0: not measured.
     reference_work_s: the host speed these terms were measured at: the thread CPU seconds
     of a fixed reference work (runtime/host_reference.py ``reference_work``), median of
     samples taken between the profiler's measurements. A measured run records the same

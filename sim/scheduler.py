@@ -46,6 +46,7 @@ from specsched.sim.prefill_adder import (
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
+    swa_never_admitted,
     swa_peak_tokens,
 )
 from specsched.sim.prefill_interval import PrefillDecodeInterval
@@ -145,7 +146,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         """A request reached the scheduler: append it to the waiting queue (FCFS order).
 
         Raises:
-            UnschedulableRequest: its prompt plus reserved output can never fit the pool.
+            UnschedulableRequest: its prompt plus reserved output can never fit the pool (a
+                decode server: its preallocation never fits, :meth:`_refuse_unpreallocatable`),
+                or SGLang's SWA budget never admits it (:meth:`_refuse_never_swa_admitted`).
         """
         # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
         # verify reservations of the two steps the overlap loop keeps in flight
@@ -157,12 +160,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
                 f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
             )
-        if self._swa and ceil_page(req.input_len, page) + page + ahead >= self.kv.swa_capacity:
-            # a prompt's SWA slots are freed only once it decodes (extend-time SWA eviction
-            # of long chunked prompts is not modelled), so the whole prompt must fit
-            raise UnschedulableRequest(
-                f"request {req.rid}: {req.input_len} prompt tokens cannot fit the SWA pool "
-                f"({self.kv.swa_capacity} tokens = max_total_num_tokens x swa_full_tokens_ratio)")
+        if self._swa:
+            self._refuse_never_swa_admitted(req)
+        if self.mode == "decode":
+            self._refuse_unpreallocatable(req)
         req.status = WAITING
         if req.tokens is not None:
             self._any_tokens = True
@@ -222,6 +223,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return self._prefill_mode_pass()
         if self.mode == "decode":
             return self._decode_mode_pass()
+        self._stash_chunked_swa()
         if self._last_prefill:
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
@@ -238,6 +240,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if self.interval.should_defer(len(self.running)):
             return None
         return self._new_prefill_batch()
+
+    def _stash_chunked_swa(self) -> None:
+        """The chunked request's last chunk enters the radix cache before the next pass is
+        built, and with it the SWA of its prefix behind the window (sglang 0.5.23
+        managers/scheduler.py ``get_next_batch_to_run`` -> ``stash_chunked_request`` ->
+        mem_cache/common.py ``checkpoint_kv_cache`` -> unified_radix_cache.py
+        ``checkpoint_into_tree``, whose lock moves to the new leaf and holds only its last
+        window: "only the sliding window stays locked between chunks",
+        mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``). Without it a chunked
+        prompt would hold the SWA of every chunk until its last one, and a retracted
+        request re-extending prompt + output past the pool's free slots could never take its
+        next chunk (a livelock: nothing runs, nothing frees). A chunk parked for want of SWA
+        computed nothing and stashes nothing (``extend_end > prefix_len``)."""
+        r = self.chunked_req
+        if r is not None and self._swa and self.cache is not None:
+            self.kv.swa_prompt_cached(r)
 
     def decode_pass(self) -> BatchPlan | None:
         """The running batch's decode/verify forward (SGLang ``update_running_batch``), or None
@@ -291,13 +309,42 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         limit = min(r.input_len, r.fill_len - 1)
         r.cached_len, r.last_node = self.cache.match_prefix(r.tokens[:limit]) if limit > 0 else (0, None)
 
+    def _refuse_never_swa_admitted(self, req: Req) -> None:
+        """Refuse an arriving request that SGLang's SWA budget never admits, even with the
+        SWA pool empty (:func:`swa_never_admitted`: 0.5.23 mem_cache/prefill_budget.py
+        ``SWAPrefillBudget.check_prefill``, ``swa_never_fits`` and ``_chunk_cap``); SGLang
+        would keep it waiting forever. A prompt longer than the SWA pool is not refused
+        with chunked prefill on: it is admitted with its chunk cut to the free SWA
+        (``_chunk_cap``), later chunks take what is free (``available_chunk_tokens``), and
+        between chunks only the window stays held (:meth:`_stash_chunked_swa`, or without
+        the radix cache ``KVLedger.evict_swa_extend``).
+
+        Raises:
+            UnschedulableRequest: naming the request, its SWA estimate and the pool.
+        """
+        s, page = self.server, self.server.page_size
+        chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
+        extend = ceil_page(req.input_len, page)
+        new = min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
+        if not swa_never_admitted(extend, new, chunk, self.kv.window, page, self.kv.swa_capacity):
+            return
+        need = swa_peak_tokens(extend, new, chunk, self.kv.window, page)
+        why = ("with chunked prefill off; turn on chunked_prefill_size or enlarge the pool" if chunk is None else
+               "and a first chunk cut to the pool less its decode headroom (min(output, window) + a page) "
+               "has no page left; enlarge the pool")
+        raise UnschedulableRequest(
+            f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens need {need} SWA slots "
+            f"at admission, not fewer than the SWA pool's {self.kv.swa_capacity} "
+            f"(max_total_num_tokens x swa_full_tokens_ratio), {why}")
+
     def _refuse_outgrown_swa(self, req: Req) -> None:
         """Nothing runs and, with chunked prefill off, ``req`` (the head of the queue) would
         need more SWA slots than the whole pool holds: it can never be admitted again.
 
-        add_request checks the prompt alone; a retracted request re-extends its prompt plus
-        the output it had made (0.5.23 schedule_policy.py ``SWAPrefillBudget.check_prefill``
-        refuses it for good), so the loop would idle forever. Raises UnschedulableRequest.
+        add_request checks the prompt alone (:meth:`_refuse_never_swa_admitted`); a retracted
+        request re-extends its prompt plus the output it had made (0.5.23
+        mem_cache/prefill_budget.py ``SWAPrefillBudget.check_prefill`` refuses it for good),
+        so the loop would idle forever. Raises UnschedulableRequest.
         """
         page = self.server.page_size
         extend = ceil_page(req.input_len + req.output_len - req.prefill_done, page)
@@ -308,6 +355,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 f"request {req.rid}: re-extending {extend} tokens after {req.retractions} retraction(s) needs "
                 f"{need} SWA slots, more than the SWA pool's {self.kv.swa_capacity} "
                 "(max_total_num_tokens x swa_full_tokens_ratio); turn on chunked_prefill_size or enlarge the pool")
+
+    def _refuse_parked_chunk(self, req: Req) -> None:
+        """The chunked request ``req`` gets no next chunk for want of SWA slots
+        (0.5.23 ``SWAPrefillBudget.available_chunk_tokens`` is None: ``add_chunked_req``
+        parks it), and nothing runs or is in flight that could free any: it holds the SWA
+        that is missing, and its own SWA behind the window is freed only while it is in an
+        extend batch. That happens without the radix cache under the overlap schedule,
+        where a request's first two extend batches free nothing (managers/schedule_batch.py
+        ``ScheduleBatch.maybe_evict_swa``): two chunks can fill the pool, and SGLang parks
+        the same way forever. Raises UnschedulableRequest instead of an idle loop."""
+        raise UnschedulableRequest(
+            f"request {req.rid}: its chunked prefill holds {self.kv.swa_held(req)} SWA slots at position "
+            f"{req.prefill_done} of {req.fill_len} and its next chunk needs more than the {self.kv.swa_available} "
+            f"free of the SWA pool's {self.kv.swa_capacity}, with nothing running that could free them "
+            "(max_total_num_tokens x swa_full_tokens_ratio); enlarge the pool, lower chunked_prefill_size "
+            "or turn on the radix cache")
 
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
@@ -393,6 +456,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._requeue(self._preempted)
             if self._swa and not self.running and prev_chunked is None and adder.rem_chunk_tokens is None:
                 self._refuse_outgrown_swa(order[0])
+            if (prev_chunked is not None and still_chunked and adder.swa_rem is not None
+                    and int(adder.swa_rem) - s.page_size <= 0 and not self.running
+                    and self._in_flight is None and not self.inflight):
+                self._refuse_parked_chunk(prev_chunked)
             return None
 
         admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
@@ -402,6 +469,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if self._preempted:
             self._requeue(self._preempted)
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
+        # without a prefix cache, SWA behind a chunk's start is freed as the batch is prepared
+        evict_extend = self._swa and self.cache is None
+        overlap_chunk = max(s.chunked_prefill_size, 0) if s.enable_overlap_schedule else None
         for r, n in adder.can_run:
             rids.append(r.rid)
             ext.append(n)
@@ -413,6 +483,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             if r.retractions == 0:
                 self.cache_input_tokens += n
             self._make_room(n)
+            if evict_extend:
+                self.kv.evict_swa_extend(r, r.prefill_done, overlap_chunk)
             self.kv.reserve(r, n)
             r.prefill_done += n
             r.status = PREFILLING

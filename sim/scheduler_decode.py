@@ -139,8 +139,16 @@ class DecodeMemory:
             r.retractions += 1
             retracted.append(r)
         if not self._decode_fits(keep):
+            who = (f"request {keep[0].rid} alone" if len(keep) == 1 else
+                   f"the {len(keep)} requests retraction kept (request {keep[0].rid} first)")
+            if self._kv_room() >= self._decode_need(keep):
+                # only the SWA pool is short: its need is in whole pages, the headroom rule's
+                # stop counts tokens
+                raise UnschedulableRequest(
+                    f"{who} cannot get SWA slots for the next step ({self.kv.swa_decode_need(keep, w)} needed, "
+                    f"{self.kv.swa_available} free of the SWA pool's {self.kv.swa_capacity})")
             raise UnschedulableRequest(
-                f"request {keep[0].rid} alone cannot get KV for its next step "
+                f"{who} cannot get KV for the next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity})")
         gone = {id(r) for r in retracted}
         self.running = [r for r in self.running if id(r) not in gone]

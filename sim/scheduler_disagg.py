@@ -59,6 +59,7 @@ from collections.abc import Callable
 from specsched.sim.deliveries import Deliveries
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.request import Req, ReqStatus
+from specsched.sim.scheduler_decode import UnschedulableRequest
 
 DECODE_EXTRA_SLOTS_MAX_BATCH = 32
 """arg_groups/pd_disaggregation_hook.py: a decode server whose per-rank max_running_requests is
@@ -100,6 +101,7 @@ class Disagg:
         prompts (they are in the in-flight queue, never in a running batch), try a new
         prefill batch. Returns the plan or None."""
         self._release_transferred()
+        self._stash_chunked_swa()   # checkpoint_disagg_prefill: the same checkpoint
         if self._last_prefill:
             self._last_prefill = []
         plan = self._new_prefill_batch()
@@ -160,19 +162,50 @@ class Disagg:
         if resumed:
             self.retracted_queue = self.retracted_queue[len(resumed):]
 
+    def _prealloc_need(self, r: Req, retractable: int) -> int:
+        """Tokens ``r``'s preallocation must find within the budget
+        (``DecodePreallocQueue._required_admission_tokens``): its slots plus
+        num_reserved_decode_tokens, or its prompt plus its clipped output less what the
+        running batch could give back by retraction, whichever is larger."""
+        return max(self._prealloc_tokens(r) + self.server.num_reserved_decode_tokens,
+                   r.input_len + min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS) - retractable)
+
+    def _refuse_unpreallocatable(self, r: Req) -> None:
+        """Decode mode: refuse a request whose preallocation would not fit even the empty
+        server, before it joins the prealloc queue.
+
+        SGLang 0.5.23 (disaggregation/decode.py): ``DecodePreallocQueue.add`` aborts a
+        request with HTTP 400 only when its prompt alone exceeds max_total_num_tokens
+        (``_check_if_req_exceed_kv_capacity``). One below that whose admission need
+        (:meth:`_prealloc_need`) exceeds the empty pool's budget (``_allocatable_token_budgets``
+        is the whole pool when nothing is active) is never preallocated: ``pop_preallocated``
+        stops at it, the head of a FIFO queue, in every pass, so it and every request behind
+        it wait forever (and their prefills, gated on the preallocation, never start). The
+        simulator ends the run instead of idling: both cases raise.
+
+        Raises:
+            UnschedulableRequest: naming the request, its need and the decode server's pool.
+        """
+        need = self._prealloc_need(r, 0)
+        if need > self.kv.capacity:
+            raise UnschedulableRequest(
+                f"request {r.rid}: a decode server preallocates max({r.input_len} prompt tokens + "
+                f"num_reserved_decode_tokens={self.server.num_reserved_decode_tokens}, prompt + "
+                f"{min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS)} output tokens) = {need} KV slots, which cannot fit its "
+                f"max_total_num_tokens={self.kv.capacity} (server.disaggregation.decode.server.max_total_num_tokens)")
+
     def _pop_preallocated(self) -> None:
         """``DecodePreallocQueue.pop_preallocated``: reserve each new request's prompt KV in
         FIFO order while it fits (module docstring); each one reserved lets its prefill start."""
         if not self.prealloc_queue:
             return
-        reserve = self.server.num_reserved_decode_tokens
         retractable = sum(r.input_len + r.output_len for r in self.running)
         while self.prealloc_queue:
             r = self.prealloc_queue[0]
             if self._slots_free() <= 0:
                 break
             alloc = self._prealloc_tokens(r)
-            need = max(alloc + reserve, r.input_len + min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS) - retractable)
+            need = self._prealloc_need(r, retractable)
             # the ones reserved in this pass are in the transfer queue already: counted active
             if need > self._prealloc_budget(retractable, 0, count_retracted=True):
                 break
@@ -196,8 +229,7 @@ class Disagg:
             return False
         r = self.prealloc_queue[0]
         retractable = sum(q.input_len + q.output_len for q in self.running)
-        need = max(self._prealloc_tokens(r) + reserve, r.input_len + min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS) - retractable)
-        return need <= self._prealloc_budget(retractable, 0, count_retracted=True)
+        return self._prealloc_need(r, retractable) <= self._prealloc_budget(retractable, 0, count_retracted=True)
 
     def _pop_transferred(self) -> None:
         """``DecodeTransferQueue.pop_transferred``: requests whose KV has arrived join the

@@ -10,12 +10,16 @@ INV-T2: a step whose width is on the tile lattice is charged the grid's line thr
         columns' tile widths (column c stands at c + round_up(round_up(W, align), tile)).
 INV-T3: with a tile, the cost is a step function of the width: every width in one tile
         costs the same, and it never falls as the width grows.
+INV-T4: the profiler's tile fit (runtime.profile_fit.attention_tile_fit) returns the tile
+        times were made with (1, 128 or 256), within noise well under a tile's cost, and
+        reads 128 off the H200 width sweep.
 """
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specsched.runtime.profile_fit import attention_tile_fit
 from specsched.sim.cost_model import CostModel
 from specsched.sim.profile import Grid
 
@@ -85,3 +89,45 @@ def test_cost_is_a_step_function_of_the_tile(a, b):
     assert m.step_s(8, lo, lo) <= m.step_s(8, hi, hi)
     if m.attention_width(lo) == m.attention_width(hi):
         assert m.step_s(8, lo, lo) == m.step_s(8, hi, hi)
+
+
+# the runtime's graph-replayed steps on an H200, batch 64, ms at widths 1024..1280 every 64
+# (docs/measurements/h200-v14/width-sweep.csv, benchmarks/decode_width_sweep.py)
+H200_WIDTHS = [1024, 1088, 1152, 1216, 1280]
+H200_BS64 = {"decode": [4.3120, 4.5940, 4.5850, 4.8770, 4.8570],
+             "spec": [7.0430, 7.3740, 7.3630, 7.7020, 7.6700]}
+H200_BS8 = {"decode": [2.3349, 2.4032, 2.3880, 2.4570, 2.4370],
+            "spec": [3.0850, 3.1620, 3.1530, 3.2310, 3.2130]}
+
+
+def test_tile_fit_reads_128_off_the_h200_sweep():
+    """INV-T4 on measured times: both batch sizes of the sweep give 128; with the odd widths
+    put on the line through the even ones (no tile) the same fit gives 1."""
+    for times in (H200_BS64, H200_BS8):
+        tile, scores = attention_tile_fit(H200_WIDTHS, times)
+        assert tile == 128, scores
+        linear = {k: [t[0] + (t[4] - t[0]) * (w - 1024) / 256 for w in H200_WIDTHS] for k, t in times.items()}
+        assert attention_tile_fit(H200_WIDTHS, linear)[0] == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(tile=st.sampled_from([1, 128, 256]), base=st.sampled_from([256, 512, 1024, 2304, 4096]),
+       fixed=st.floats(1e-4, 1e-2), per_pos=st.floats(1e-8, 1e-5),
+       noise=st.lists(st.floats(-0.02, 0.02), min_size=10, max_size=10))
+def test_tile_fit_finds_the_tile_the_times_were_made_with(tile, base, fixed, per_pos, noise):
+    """INV-T4: times a + s round_up(w, tile), each off by at most 2 % of 64 positions' cost."""
+    widths = [base + 64 * i for i in range(5)]
+    step = per_pos * 64
+    times = {kind: [fixed * f + per_pos * (-(-w // tile) * tile) + step * e
+                    for w, e in zip(widths, noise[5 * j:5 * j + 5], strict=True)]
+             for j, (kind, f) in enumerate((("decode", 1.0), ("spec", 1.7)))}
+    got, scores = attention_tile_fit(widths, times)
+    assert got == tile, scores
+
+
+def test_tile_fit_refuses_a_tile_inside_the_noise():
+    """A step pattern smaller than the repeats' noise is not a tile: 1."""
+    widths = H200_WIDTHS
+    times = {k: [t * 1e-3 for t in v] for k, v in H200_BS64.items()}
+    assert attention_tile_fit(widths, times, {k: [1e-3] * 5 for k in times})[0] == 1
+    assert attention_tile_fit(widths, times, {k: [1e-5] * 5 for k in times})[0] == 128

@@ -153,3 +153,20 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly() -> None:
     err = p.stderr.read()
     assert p.wait(timeout=60) == 141
     assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", BENCHMARKS)
+def test_every_benchmark_script_prints_its_help(script, capsys, monkeypatch):
+    """``python benchmarks/X.py --help`` exits 0 with a usage line: a help string with a bare
+    ``%`` (argparse formats help with %) made one script's --help a traceback."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+    assert e.value.code in (0, None)
+    assert "usage:" in capsys.readouterr().out

@@ -8,21 +8,27 @@ Named invariants (docs/architecture.md):
 - INV-PD-GATE: a prefill server starts a request only after its decode server reserved the
   prompt's KV (prefill.py ``pop_bootstrapped`` under the ``early`` allocation policy), and a
   prefill server never decodes (``get_next_disagg_prefill_batch_to_run``).
+- INV-PD-PROGRESS: the run ends: servers delivering at one instant never hold the clock
+  still; a request a decode server can never preallocate is refused (decode.py
+  ``pop_preallocated`` would keep it waiting), and a run that cannot move raises Stalled.
 """
 
 from __future__ import annotations
 
+import signal
+from contextlib import contextmanager
+
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from specsched.sim.admission import make_policy
 from specsched.sim.config import ServerArgs
 from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.disagg_records import deployment_window
-from specsched.sim.engine import SimEngine
+from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.errors import ConfigError
 from specsched.sim.request import Req
-from specsched.sim.scheduler import Scheduler
+from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 from tests.conftest import make_scenario, tiny_profile
 from tests.test_bad_input import _assert_refused
@@ -40,12 +46,27 @@ def _pd(prefill: int = 1, decode: int = 1, prefill_server: dict | None = None, d
                                         "decode": {"instances": decode, "server": decode_server or {}}})
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(prefill=st.integers(1, 2), decode=st.integers(1, 3), dp=st.sampled_from([1, 2]),
-       kv=st.integers(3_000, 20_000), spec=st.booleans(), seed=st.integers(0, 1000),
-       kind=st.sampled_from(["burst", "closed_loop", "poisson"]),
-       inp=st.integers(10, 1500), out=st.integers(1, 60))
-def test_inv_pd_noextend_decode_server_never_extends(prefill, decode, dp, kv, spec, seed, kind, inp, out):
+RUN_LIMIT_S = 60
+"""Wall seconds one property example may take before it counts as hung (a few at most)."""
+
+
+@contextmanager
+def _hang_fails(seconds: int = RUN_LIMIT_S):
+    """Fail the test (instead of hanging it) when the block runs longer than ``seconds``."""
+    def _alarm(_sig, _frame):
+        raise AssertionError(f"the run did not finish within {seconds} s (hung)")
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _noextend_case(prefill, decode, dp, kv, spec, seed, kind, inp, out):
+    """The INV-PD-NOEXTEND scenario: ``prefill`` and ``decode`` servers (the prefill ones with
+    ``dp`` attention ranks, the decode ones with ``kv`` KV slots), 12 requests."""
     srv = _pd(prefill, decode, decode_server={"max_total_num_tokens": kv},
               prefill_server={"enable_dp_attention": dp > 1, "dp_size": dp})
     if not spec:
@@ -56,9 +77,22 @@ def test_inv_pd_noextend_decode_server_never_extends(prefill, decode, dp, kv, sp
         wl["concurrency"] = 3
     if kind == "poisson":
         wl["request_rate"] = 50.0
-    sc = make_scenario(srv, wl, {"mean_accept_length": 2.0} if spec else {"mean_accept_length": 1.0}, seed=seed)
-    eng = SimEngine(sc, _profile(), seed)
-    res = eng.run()
+    return make_scenario(srv, wl, {"mean_accept_length": 2.0} if spec else {"mean_accept_length": 1.0}, seed=seed)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prefill=st.integers(1, 2), decode=st.integers(1, 3), dp=st.sampled_from([1, 2]),
+       kv=st.integers(3_000, 20_000), spec=st.booleans(), seed=st.integers(0, 1000),
+       kind=st.sampled_from(["burst", "closed_loop", "poisson"]),
+       inp=st.integers(10, 1500), out=st.integers(1, 60))
+# two decode servers whose first requests finish at one instant (the prefill's two DP ranks
+# run in lock-step): each host's wait for the clients' reactions kept the other's due and
+# the clock never moved (the run hung)
+@example(prefill=1, decode=2, dp=2, kv=3000, spec=False, seed=422, kind="burst", inp=1070, out=1)
+def test_inv_pd_noextend_decode_server_never_extends(prefill, decode, dp, kv, spec, seed, kind, inp, out):
+    eng = SimEngine(_noextend_case(prefill, decode, dp, kv, spec, seed, kind, inp, out), _profile(), seed)
+    with _hang_fails():
+        res = eng.run()
     assert (res.steps["num_extend_tokens"] == 0).all()          # INV-PD-NOEXTEND
     assert set(res.steps["mode"]) <= {"verify", "decode"}
     req = res.requests
@@ -74,6 +108,70 @@ def test_inv_pd_noextend_decode_server_never_extends(prefill, decode, dp, kv, sp
 
 def _ranks(sched):
     return getattr(sched, "ranks", [sched])
+
+
+def test_pd_decode_servers_finishing_at_one_instant_do_not_hang():
+    """INV-PD-PROGRESS: two decode servers stream their first finished requests at the same
+    instant (the prefill server's two DP ranks finish in lock-step); the run ends (it hung:
+    each host waited while anything else was due now, and the other's wait always was),
+    every request once with its one output token."""
+    sc = _noextend_case(prefill=1, decode=2, dp=2, kv=3000, spec=False, seed=422, kind="burst", inp=1070, out=1)
+    eng = SimEngine(sc, _profile(), 422)
+    with _hang_fails(30):
+        res = eng.run()
+    req = res.requests
+    assert sorted(req["rid"]) == list(range(12)) and (req["output_len"] == 1).all()
+    # the case's point: both decode servers finished a request at one time
+    first = req.groupby(req["rid"] % 2)["finish_s"].min()
+    assert first[0] == first[1]
+    assert res.summary["completed"] == 12
+
+
+def _one_request_pd(inp: int, kv: int = 3000, reserve: int | None = None) -> SimEngine:
+    srv = _pd(1, 2, decode_server={"max_total_num_tokens": kv, **({} if reserve is None else {"num_reserved_decode_tokens": reserve})},
+              speculative_algorithm="none", speculative_num_draft_tokens=1)
+    wl = {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": inp},
+          "output_len": {"kind": "fixed", "value": 1}}
+    return SimEngine(make_scenario(srv, wl, {"mean_accept_length": 1.0}), _profile(), 1)
+
+
+def test_decode_server_refuses_a_request_it_can_never_preallocate():
+    """A prompt below the decode pool but above it with num_reserved_decode_tokens (2700 +
+    512 > 3000): SGLang's pop_preallocated would stop at it for ever; the run ends with an
+    UnschedulableRequest naming the decode server's pool instead of idling. 2488 + 512 fits
+    exactly and runs."""
+    with _hang_fails(30), pytest.raises(UnschedulableRequest, match=r"= 3212 KV slots.*max_total_num_tokens=3000"
+                                                                    r".*server\.disaggregation\.decode\.server"):
+        _one_request_pd(2700).run()
+    with _hang_fails(30):
+        assert _one_request_pd(2488).run().summary["completed"] == 4
+    with _hang_fails(30), pytest.raises(UnschedulableRequest):
+        _one_request_pd(2489).run()
+    with _hang_fails(30):   # a smaller reservation fits the same prompt
+        assert _one_request_pd(2700, reserve=100).run().summary["completed"] == 4
+
+
+def test_pd_run_that_can_never_move_raises_stalled(monkeypatch):
+    """Without the refusal (a model bug standing in), every server sleeps with requests
+    left: the run raises Stalled naming the queues that hold them, never SimPy's bare
+    "no scheduled events left" nor a hang."""
+    monkeypatch.setattr(Scheduler, "_refuse_unpreallocatable", lambda self, r: None)
+    with _hang_fails(30), pytest.raises(Stalled, match=r"4 requests left \(decode 0 rank 0: prealloc \[0, 2\]; "
+                                                        r"decode 1 rank 0: prealloc \[1, 3\]\)"):
+        _one_request_pd(2700).run()
+
+
+def test_bad_decode_pool_is_one_line(tmp_path, capsys):
+    """The CLI: a decode pool too small for a prompt and its reservation is refused before
+    simulating (sim/limits.py), in one line naming the file, the key and the size needed."""
+    # 4000-token prompts: 4000 + 64 output tokens fit a 4400-slot pool, 4000 + 512 reserved do not
+    path = small_scenario(tmp_path, **{
+        "chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {decode: {server: {max_total_num_tokens: 4400}}}",
+        "mi355x-dsv41-flash-tp4.yaml": "mi355x-dsv4pro-agentic-pd.yaml",
+        "{kind: uniform, value: 4096, range_ratio: 0.95}": "{kind: fixed, value: 4000}"})
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path),
+                    "server.disaggregation.decode.server.max_total_num_tokens = 4400: must be at least 4512",
+                    "num_reserved_decode_tokens=512")
 
 
 def test_kv_transfer_time_shows_in_ttft():

@@ -109,6 +109,18 @@ def test_provenance_covers_every_gpu_and_host_field(prof: dict) -> None:
     assert torch.__version__ in prov["environment"]
 
 
+def test_the_tile_probe_runs_and_writes_its_times(prof: dict) -> None:
+    """The profile states the attention tile it measured (runtime/profile_gpu.py tile_phase):
+    a candidate the fit knows, with the probe's widths (a multiple of 256, then every 64)
+    and both kinds' times in its provenance."""
+    assert prof["gpu"]["attention_tile"] in (1, 128, 256)
+    text = prof["provenance"]["gpu.attention_tile"]
+    assert text.startswith(f"{prof['gpu']['attention_tile']}: the tile probe")
+    widths = [int(w) for w in text.split("at widths [")[1].split("]")[0].split(", ")]
+    assert widths[0] % 256 == 0 and [b - a for a, b in zip(widths, widths[1:], strict=False)] == [64] * 4
+    assert text.count(" ms") >= 2 * len(widths)
+
+
 def test_write_profile_round_trips_in_flow_style(prof: dict, tmp_path: Path) -> None:
     out = write_profile(prof, tmp_path / "sub" / "p.yaml")
     text = out.read_text()

@@ -7,7 +7,7 @@ batch_is_full reset). Each test fails on the model without an SWA pool."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from specsched.sim.admission import make_policy
 from specsched.sim.config import ServerArgs
@@ -132,6 +132,99 @@ def test_prompt_tail_stays_locked_in_the_tree_until_the_request_leaves():
     assert s.kv.swa_used == 0
 
 
+@pytest.mark.parametrize(("page", "window", "chunk", "ratio"), [(4, 9, 256, 0.02), (16, 24, 64, 0.05), (1, 5, 32, 0.01)])
+def test_a_chunked_prompt_holds_only_the_locked_window_and_its_last_chunk(page, window, chunk, ratio):
+    """Between chunks "only the sliding window stays locked" (sglang 0.5.23
+    mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``): before the next pass is
+    built, the chunked request's computed prefix enters the radix cache (scheduler.py
+    ``get_next_batch_to_run`` -> ``stash_chunked_request`` -> ``checkpoint_kv_cache``), the
+    tree's lock moves to the new leaf and covers its last ceil_page(window) tokens, and the
+    SWA behind them is the tree's, evictable, counted free. So while it is chunked a request
+    holds that lock plus its own pages from the cached page boundary on.
+
+    The request here was retracted after 88 output tokens and re-extends prompt + output,
+    more positions than the SWA pool has: holding every chunk's SWA it would park with its
+    next chunk unschedulable and nothing else to free the pool (the model's livelock)."""
+    s = sched(page_size=page, sliding_window_size=window, chunked_prefill_size=chunk, max_prefill_tokens=512,
+              disable_radix_cache=False, swa_full_tokens_ratio=ratio, max_total_num_tokens=18_400,
+              swa_eviction_interval=1)
+    cap = s.kv.swa_capacity
+    prompt = cap - 2 * page - 16                  # fits the pool; its re-extension does not
+    r = Req(0, prompt, 200)
+    r.output_len, r.retractions = 88, 1           # what a retraction leaves: output kept, no KV
+    s.add_request(r)
+    fill = r.fill_len
+    assert fill > cap                             # the re-extension alone outgrows the pool
+    lock = -(-window // page) * page
+    chunks = 0
+    for _ in range(2 * fill):
+        pre = r.prefill_done
+        plan = s.schedule()
+        assert plan is not None, f"parked at {r.prefill_done} of {fill}, {s.kv.swa_available} SWA free"
+        if r.status is not ReqStatus.PREFILLING:
+            break
+        chunks += 1
+        cached = pre // page * page
+        assert s.kv.swa_held(r) == -(-r.prefill_done // page) * page - cached + min(lock, cached)
+        assert s.kv.swa_used == swa_held(s) <= cap
+        out = {0: 1} if 0 in plan.new_rids else {}
+        s.process_result(plan, StepOutput.from_mapping(plan, out))
+    assert chunks >= 2 and r.prefill_done == fill
+    while s.has_work:
+        step(s)
+    assert r.finished and s.kv.swa_used == 0
+
+
+def _retracted_reextension(**kw):
+    """A scheduler with the livelock case's pools (SWA 368 slots, window 9, pages of 4,
+    chunks of 256) and request 0 retracted after 88 output tokens: it re-extends 432
+    positions, more than the SWA pool holds."""
+    s = sched(page_size=4, sliding_window_size=9, chunked_prefill_size=256, max_prefill_tokens=512,
+              swa_full_tokens_ratio=0.02, max_total_num_tokens=18_400, swa_eviction_interval=1, **kw)
+    r = Req(0, s.kv.swa_capacity - 24, 200)
+    r.output_len, r.retractions = 88, 1
+    s.add_request(r)
+    assert r.fill_len > s.kv.swa_capacity
+    return s, r
+
+
+def test_without_the_radix_cache_an_extend_frees_the_swa_behind_its_chunk():
+    """With the radix cache off nothing is inserted into a tree; preparing an extend batch
+    frees each request's SWA behind its chunk's start instead (sglang 0.5.23
+    mem_cache/allocation.py ``alloc_for_extend`` -> schedule_batch.py ``maybe_evict_swa``,
+    the extend branch for a cache without prefix sharing -> common.py
+    ``free_swa_out_of_window_slots``: positions up to prefix_len - window, page-floored). So
+    the retracted request's re-extension, larger than the pool, takes every chunk."""
+    s, r = _retracted_reextension(disable_radix_cache=True, enable_overlap_schedule=False)
+    fill, w, p, evicted = r.fill_len, 9, 4, 0
+    for _ in range(fill):
+        pre = r.prefill_done
+        plan = step(s)
+        assert plan is not None, f"parked at {r.prefill_done} of {fill}, {s.kv.swa_available} SWA free"
+        if not plan.num_extend:
+            break
+        evicted = max(evicted, max(pre - w, 0) // p * p)
+        assert s.kv.swa_held(r) == -(-(pre + plan.extend_lens[0]) // p) * p - evicted
+    assert r.prefill_done == fill and evicted > 0
+    while s.has_work:
+        step(s)
+    assert r.finished and s.kv.swa_used == 0
+
+
+def test_a_chunk_parked_for_swa_with_nothing_to_free_it_is_refused_not_stalled():
+    """Under the overlap schedule a request's first two extend batches free no SWA (the
+    previous chunk may still run: ``maybe_evict_swa`` skips extend_batch_idx < 2). Without
+    the radix cache the retracted request's first two chunks (256 + 108) then fill the pool
+    to 4 free slots, ``SWAPrefillBudget.available_chunk_tokens`` parks its next chunk, and
+    only an extend batch could free its SWA: SGLang waits forever. The model stops with
+    UnschedulableRequest naming the request, not an idle loop."""
+    s, r = _retracted_reextension(disable_radix_cache=True, enable_overlap_schedule=True)
+    with pytest.raises(UnschedulableRequest, match="request 0: its chunked prefill holds 364 SWA slots"):
+        for _ in range(10):
+            step(s)
+    assert r.prefill_done == 364 and not s.running
+
+
 def test_prefill_admission_charges_the_swa_estimate():
     """``SWAPrefillBudget.check_prefill`` / ``estimate_swa_kv_tokens``: a request is admitted
     only if extend beyond one window + min(extend + output, window) + a page is below the free
@@ -170,6 +263,24 @@ def test_decode_retracts_when_the_swa_pool_is_short():
     assert s.num_retractions >= 1
 
 
+def test_a_decode_short_of_swa_pages_after_retraction_says_so():
+    """Under the older build's retraction stop (``decode_steps_headroom``: retract until 20
+    tokens per kept request are free, min(full, swa) counted in tokens) the kept requests
+    can still need more whole SWA pages than are free; the run stops naming the SWA pool
+    and how many requests were kept, not a full pool with millions of tokens free."""
+    s = sched(page_size=64, max_running_requests=4, sglang_semantics="mi355x-dsv41")
+    for i, out in enumerate((9, 8, 1)):
+        r = Req(i, 128 if i < 2 else 1, 500, output_len=out, status=ReqStatus.RUNNING)
+        s.reqs[i] = r
+        s.kv.reserve(r, 128 if i < 2 else 1)     # requests 0 and 1 end on a page boundary
+        r.prefill_done = r.input_len
+        s.running.append(r)
+    s.kv.reserve(Req(9, 1, 1), s.kv.swa_available)            # the SWA pool is full
+    with pytest.raises(UnschedulableRequest, match=r"the 2 requests retraction kept .* SWA slots .* "
+                                                   r"\(128 needed, 64 free of the SWA pool's"):
+        s.schedule()
+
+
 def test_batch_is_full_is_reset_every_pass_for_hybrid_swa():
     """scheduler.py ``get_new_batch_prefill``: ``if enable_priority_preemption or
     is_hybrid_swa: running_batch.batch_is_full = False``."""
@@ -186,39 +297,91 @@ def test_batch_is_full_is_reset_every_pass_for_hybrid_swa():
         assert (plan.num_extend == 0) == latched, window
 
 
-def test_prompt_longer_than_the_swa_pool_is_refused():
-    s = sched(swa_full_tokens_ratio=0.01)                     # 1000 SWA slots
-    with pytest.raises(UnschedulableRequest, match="SWA pool"):
-        s.add_request(Req(0, 2000, 10))
+@pytest.mark.parametrize(("cache", "chunks"), [(True, [989, 871, 140]), (False, [989, 10, 861, 10, 130])])
+def test_a_prompt_longer_than_the_swa_pool_is_prefilled_in_chunks_capped_by_free_swa(cache, chunks):
+    """sglang 0.5.23 validates a prompt only against the full pool; its SWA budget admits a
+    prompt whose SWA peak never fits the pool with the chunk cut to the free SWA less its
+    decode headroom (mem_cache/prefill_budget.py ``SWAPrefillBudget.check_prefill`` ->
+    ``_chunk_cap``: 1000 - (min(10, 128) + 1) = 989), and each next chunk takes the free SWA
+    less a page (``available_chunk_tokens``), since only the window stays held between
+    chunks. With the radix cache the chunk enters the tree before the next pass (the lock
+    keeps its last 128): 871, then the 140 left. Without it the extend batch frees behind
+    prefix_len - window only after admission (``alloc_for_extend`` -> ``maybe_evict_swa``),
+    so chunks alternate: 10 (989 held), 861 (138 held), 10, 130."""
+    s = sched(swa_full_tokens_ratio=0.01, disable_radix_cache=not cache, enable_overlap_schedule=False)
+    assert s.kv.swa_capacity == 1000
+    r = Req(0, 2000, 10)
+    s.add_request(r)
+    seen = []
+    while not r.finished:
+        plan = step(s)
+        assert plan is not None, f"parked at {r.prefill_done}, {s.kv.swa_available} SWA free"
+        if plan.num_extend:
+            seen.append(plan.extend_lens[0])
+        assert 0 <= s.kv.swa_used == swa_held(s) <= s.kv.swa_capacity
+    assert seen == chunks and sum(chunks) == 2000
+    assert r.finished and r.output_len == 10 and s.kv.swa_used == 0
+    assert s.kv.swa_peak <= s.kv.swa_capacity
 
 
-@settings(max_examples=30, deadline=None)
+def test_a_prompt_the_swa_budget_never_admits_is_refused():
+    """What SGLang never admits, even on an empty SWA pool, is refused at arrival (it would
+    wait forever: ``check_prefill`` answers NO_TOKEN every pass): with chunked prefill off a
+    prompt whose SWA peak is not below the pool (``swa_never_fits`` and no chunk limit to
+    cap), and with it on a pool that leaves no page once the decode headroom is taken
+    (``_chunk_cap`` <= 0). A prompt of the pool's size with chunking on is admitted."""
+    s = sched(swa_full_tokens_ratio=0.01, chunked_prefill_size=-1)              # 1000 SWA slots
+    s.add_request(Req(0, 998, 10))                       # peak 870 + 128 + 1 = 999 < 1000
+    with pytest.raises(UnschedulableRequest, match=r"request 1: 999 prompt .* 1000 SWA slots .* chunked prefill off"):
+        s.add_request(Req(1, 999, 10))
+    # an SWA pool of 144 > window 120 + page 16, chunks of 4096: every long prompt's peak is
+    # >= the pool, and the first chunk is the pool less min(output, 120) + 16, page-floored
+    s = sched(page_size=16, sliding_window_size=120, swa_full_tokens_ratio=0.00145, chunked_prefill_size=4096)
+    assert s.kv.swa_capacity == 144
+    s.add_request(Req(0, 5000, 100))                     # 144 - 100 - 16 = 28: a chunk of 16
+    with pytest.raises(UnschedulableRequest, match="request 1: .* no page left"):
+        s.add_request(Req(1, 5000, 120))                 # 144 - 120 - 16 = 8: no page
+
+
+@settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 12), inp=st.integers(1, 600), out=st.integers(1, 80), ratio=st.floats(0.05, 0.5),
-       interval=st.integers(1, 64), spec=st.booleans(), cache=st.booleans())
-def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache):
+       interval=st.integers(1, 64), spec=st.booleans(), cache=st.booleans(), long=st.integers(1, 8),
+       chunk=st.sampled_from([256, 4096]), overlap=st.booleans())
+@example(n=1, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=True, long=8, chunk=4096, overlap=True)
+@example(n=1, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=False, long=8, chunk=4096, overlap=False)
+def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, chunk, overlap):
     """INV-2/INV-8 for the SWA pool: 0 <= swa_used <= swa_capacity after every pass, equal to
-    the requests' SWA slots; empty once every request finished."""
+    the requests' SWA slots; empty once every request finished. The first request's prompt
+    is up to 8 x 600 tokens, longer than SWA pools under 4800: it is prefilled in chunks cut
+    to the free SWA (``SWAPrefillBudget._chunk_cap``, the two examples: 4800 tokens, a pool
+    of 1000, radix cache on and off), and every request finishes. The one refusal allowed
+    on the way: without the radix cache under the overlap schedule a request's first two
+    extend batches free no SWA, and a chunk parked with nothing running is refused (SGLang
+    waits forever there)."""
     kw = dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4) if spec else {}
     s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=ratio, swa_eviction_interval=interval,
-              disable_radix_cache=not cache, **kw)
-    try:
-        for i in range(n):
-            s.add_request(Req(i, inp, out))
-    except UnschedulableRequest:
-        return
-    for _ in range(5000):
+              disable_radix_cache=not cache, chunked_prefill_size=chunk, enable_overlap_schedule=overlap, **kw)
+    s.add_request(Req(0, inp * long, out))               # never refused: chunking is on
+    for i in range(1, n):
+        s.add_request(Req(i, inp, out))
+    for _ in range(20_000):
         if not s.has_work:
             break
-        step(s, 2 if spec else 1)
+        try:
+            step(s, 2 if spec else 1)
+        except UnschedulableRequest as e:
+            assert not cache and overlap and "its chunked prefill holds" in str(e), e
+            return
         assert 0 <= s.kv.swa_used <= s.kv.swa_capacity
         assert s.kv.swa_used == swa_held(s)
     assert not s.has_work and s.kv.swa_used == 0
+    assert all(r.finished for r in s.reqs.values())
 
 
 @pytest.mark.parametrize(("key", "value", "allowed"), [
     ("swa_full_tokens_ratio", "1.5", "less than or equal to 1"),
     ("swa_full_tokens_ratio", "0.00004", "sliding_window_size"),
-    ("swa_full_tokens_ratio", "0.001", "SWA pool"),
+    ("swa_full_tokens_ratio", "0.0002", "no page left"),   # a pool of 512: 512 - 128 - 256 < a page
     ("semantics_rules", "{swa_eviction_cadence: sometimes}", "swa_eviction_cadence"),
 ])
 def test_bad_swa_input_is_one_line_and_exit_2(tmp_path, capsys, key, value, allowed):
@@ -232,6 +395,29 @@ def test_bad_swa_input_is_one_line_and_exit_2(tmp_path, capsys, key, value, allo
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert str(bad) in err and allowed in err and (key in err or "workload.input_len" in err), err
     assert not (tmp_path / "res").exists()
+
+
+def test_a_scenario_whose_prompts_outgrow_the_swa_pool_is_checked_as_sglang_admits_them():
+    """The check before a run (sim/limits.py ``_check_swa_pool``) refuses only what SGLang's
+    SWA budget never admits. The HT burst (prompts up to 4300 tokens, 256-token pages,
+    window 128, chunks of 16384) on an SWA pool of 2560 tokens: SGLang admits each prompt
+    with its first chunk cut to 2560 - 128 - 256 = 2176 -> 2048 (``_chunk_cap``) and runs
+    it; with chunked prefill off a prompt must fit whole and never does: one line naming
+    workload.input_len and chunked_prefill_size."""
+    from specsched.sim.config import load_scenario
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_fits
+
+    sc = load_scenario(ROOT / "scenarios" / "burst256-ht.yaml")
+    small = {**sc.server.model_dump(), "swa_full_tokens_ratio": 0.001}
+    sc = sc.model_copy(update={"server": ServerArgs.model_validate(small)})
+    assert sc.server.swa_max_total_num_tokens == 2560
+    check_fits(sc)
+    off = sc.model_copy(update={"server": ServerArgs.model_validate({**small, "chunked_prefill_size": -1})})
+    with pytest.raises(ConfigError, match=r"workload.input_len = \d+: .*SWA pool of 2560 .*"
+                                          r"server.chunked_prefill_size is -1") as e:
+        check_fits(off)
+    assert "\n" not in str(e.value)
 
 
 def _burst(**server):

@@ -67,6 +67,18 @@ def _swa_state(s) -> tuple:
                      min_size=1, max_size=16),
        arrive=st.lists(st.integers(0, 30), min_size=16, max_size=16), frac=st.floats(0.0, 1.0),
        max_iters=st.integers(1, 300), stop_at_finish=st.booleans(), seed=st.integers(0, 10_000))
+# the collapsed run retracted request 0 after 88 tokens; its re-extension (388 positions, SWA
+# pool 368) held every chunk's SWA and parked with 4 slots free, forever: a chunk's SWA behind
+# the window must pass to the tree before the next chunk (Scheduler._stash_chunked_swa)
+@example(server={"max_running_requests": 7, "max_total_num_tokens": 18400, "chunked_prefill_size": 256,
+                 "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                 "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "mi355x-dsv41",
+                 "semantics_rules": {}, "page_size": 4, "sliding_window_size": 9, "swa_full_tokens_ratio": 0.02,
+                 "swa_eviction_interval": 1, "disable_radix_cache": False},
+         lens=[(300, 91), (1, 1), (14, 149), (16, 39), (1, 1), (1, 1), (1, 41), (1, 1), (17, 79), (1, 146), (1, 1),
+               (272, 130), (1, 1), (1, 19), (21, 149), (15, 105)],
+         arrive=[17, 0, 0, 0, 24, 0, 30, 0, 29, 29, 0, 29, 16, 0, 23, 0], frac=0.0, max_iters=1,
+         stop_at_finish=True, seed=0)
 def test_inv7_swa_decode_stretch_gives_the_step_by_step_passes(server, lens, arrive, frac, max_iters,
                                                                stop_at_finish, seed):
     sc = _scenario(server, seed=seed)
@@ -123,6 +135,37 @@ def test_inv7_swa_fast_forward_gives_the_step_by_step_run(server, n, inp, out, s
     b = fast.run()
     assert_same_run(a, b, rel=1e-12)
     assert fast.sched.kv.swa_peak == step.sched.kv.swa_peak
+
+
+_LONG_PROMPT_SERVER = {"max_running_requests": 4, "max_total_num_tokens": 4000, "chunked_prefill_size": 256,
+                       "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                       "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "0.5.23",
+                       "semantics_rules": {}, "page_size": 4, "sliding_window_size": 16, "swa_full_tokens_ratio": 0.1,
+                       "swa_eviction_interval": 8, "disable_radix_cache": False}
+
+
+@pytest.mark.parametrize("server", [
+    _LONG_PROMPT_SERVER,
+    {**_LONG_PROMPT_SERVER, "disable_radix_cache": True, "enable_overlap_schedule": False},
+    {**_LONG_PROMPT_SERVER, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
+], ids=["radix", "no-radix", "radix-dspark"])
+def test_inv7_prompts_longer_than_the_swa_pool_run_the_same_fast_and_step_by_step(server):
+    """Prompts of 600 to 1800 tokens against an SWA pool of 400 (SGLang chunks them to the
+    free SWA, mem_cache/prefill_budget.py ``SWAPrefillBudget._chunk_cap``): every request
+    finishes, the SWA peak stays within the pool, and the collapsed decode stretches give
+    the step-by-step run."""
+    workload = {"kind": "burst", "num_requests": 6,
+                "input_len": {"kind": "uniform", "value": 1200, "range_ratio": 0.5},
+                "output_len": {"kind": "uniform", "value": 120, "range_ratio": 0.3}}
+    sc = make_scenario(server, workload, window_acceptance(server), seed=3)
+    step = SimEngine(sc, tiny_profile(), 3, fast_forward=False)
+    a = step.run()
+    assert step.sched.kv.swa_capacity == 400 and max(a.requests["input_len"]) > 400
+    assert 0 < step.sched.kv.swa_peak <= step.sched.kv.swa_capacity
+    fast = SimEngine(sc, tiny_profile(), 3)
+    b = fast.run()
+    assert_same_run(a, b, rel=1e-12)
+    assert fast.sched.kv.swa_peak == step.sched.kv.swa_peak and fast.sched.kv.swa_used == 0
 
 
 def _reference_swa(a: dict):
