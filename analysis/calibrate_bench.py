@@ -51,7 +51,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "decode": ("gpu.verify", "gpu.decode", "gpu.draft_step"),
     "host": ("host.schedule_s", "host.schedule_per_req_s", "host.launch_s", "host.launch_per_req_s",
              "host.process_s", "host.process_per_req_s"),
-    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens"),
+    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
 EFFICIENCY_PREFIX = "analytic.efficiency."

@@ -30,12 +30,12 @@ FIGURES = ("median_ttft_ms", "p90_ttft_ms", "mean_ttft_ms")
 
 
 def slower_host(profile: Profile, factor: float) -> Profile:
-    """``profile`` with its host-paced extend terms (issue and idle-stream lead) x ``factor``."""
+    """``profile`` with its host-paced extend terms (issue and idle-stream leads) x ``factor``."""
     h = profile.host
     upd = {k: getattr(h, k) * factor for k in ("launch_per_extend_s", "launch_per_extend_token_s", "extend_idle_lead_s")}
-    if h.extend_idle_lead_by_tokens is not None:
-        t = h.extend_idle_lead_by_tokens
-        upd["extend_idle_lead_by_tokens"] = t.model_copy(update={"seconds": [s * factor for s in t.seconds]})
+    for name in ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens"):
+        if (t := getattr(h, name)) is not None:
+            upd[name] = t.model_copy(update={"seconds": [s * factor for s in t.seconds]})
     return profile.model_copy(update={"host": h.model_copy(update=upd)})
 
 

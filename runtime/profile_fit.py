@@ -171,6 +171,7 @@ class Fits:
             "extend_idle_lead_by_tokens": self.idle_lead_fit()[1],
             "cross_queue_penalty_s": self.cq_penalty,
             "slot_expansion_s": self.slot_expansion_fit(),
+            "inject_idle_lead_by_tokens": inject_idle_lead_fit(getattr(self, "inject_idle_pts", [])),
         }
         # fields the profile schema of this checkout knows (older schemas refuse unknown keys)
         gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
@@ -342,6 +343,21 @@ def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, flo
     num = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
     return [(int(t), float(g) * 1e-3, float(q) * 1e-3)
             for t, g, q in re.findall(rf"(\d+): ({num}) ms / ({num}) ms", tail.split(". ")[0])]
+
+
+def inject_idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
+    """``host.inject_idle_lead_by_tokens`` from ``points`` = (extend tokens, median span of
+    the injection launched onto the drained stream after a slot-expansion block, its
+    kept-busy device seconds): per point span - device, clamped >= 0 (an idle stream
+    cannot finish sooner than a busy one), as a table by tokens (duplicates averaged).
+    No points (CPU): None."""
+    if not points:
+        return None
+    by: dict[float, list[float]] = {}
+    for t, span, dev in points:
+        by.setdefault(float(t), []).append(max(0.0, float(span) - float(dev)))
+    toks = sorted(by)
+    return {"tokens": toks, "seconds": [float(np.mean(by[t])) for t in toks]}
 
 
 def refit_slot_expansion(profile):

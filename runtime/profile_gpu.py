@@ -139,7 +139,7 @@ class GpuPhases(Harness):
         return gpu_t, idle_t
 
     def _slot_expansion(self, tokens: int, ext: Callable[[], object], rows: list[int], pre: list[int],
-                        lens: list[int], hold: dict[str, Any]) -> tuple[list[float], list[float]]:
+                        lens: list[int], hold: dict[str, Any]) -> tuple[list[float], list[float], list[float]]:
         """The loop's DSpark prefill under ``prefill_slot_expansion_sync``, timed as the loop
         incurs it (runtime/engine.py: the extend launch, ``HostBlock(slot_expansion)`` =
         ``prepare_inject(sync=True)``, the inject launch): per repeat, from an idle stream,
@@ -148,31 +148,36 @@ class GpuPhases(Harness):
         The events' difference is the GPU idle gap between the extend's end and the
         injection's start. Then, with the GPU kept busy, the host time of
         ``prepare_inject(sync=False)`` alone (reported in the provenance; the gap keeps it:
-        :func:`runtime.profile_fit.slot_expansion_fit`).
+        :func:`runtime.profile_fit.slot_expansion_fit`). A third event after the inject
+        gives the injection's span launched onto the drained stream, as the loop's is
+        (``host.inject_idle_lead_by_tokens``: :func:`runtime.profile_fit.inject_idle_lead_fit`).
 
         Returns:
-            (gap seconds, sync-free preparation host seconds), one pair per repeat. CPU:
-            the gap is the synchronous call's host time (events are host stamps).
+            (gap seconds, sync-free preparation host seconds, idle-stream injection span
+            seconds), one triple per repeat. CPU: the gap and span are host times (events
+            are host stamps).
         """
         dev, r = self.dev, self.runner
 
-        def seq() -> tuple[Any, Any]:
+        def seq() -> tuple[Any, Any, Any]:
             ext()
             end = self._timing_event()
             prep = r.prepare_inject(rows, pre, lens, sync=True)
             start = self._timing_event()
             r.inject(prep, hold["e"].tokens)
-            return end, start
+            return end, start, self._timing_event()
 
         n = self._warm_and_plan(f"slot expansion {tokens} tok", seq, self.repeats)
         gaps: list[float] = []
         preps: list[float] = []
+        spans: list[float] = []
         with dev.use("forward"):
             for _ in range(n):
                 dev.synchronize("profile")
-                end, start = seq()
+                end, start, done = seq()
                 dev.synchronize("profile")
                 gaps.append(end.elapsed_time(start) / 1e3 if dev.is_gpu else start - end)
+                spans.append(start.elapsed_time(done) / 1e3 if dev.is_gpu else done - start)
                 self.busy.occupy(0.005)
                 t0 = time.perf_counter()
                 r.prepare_inject(rows, pre, lens, sync=False)
@@ -180,7 +185,7 @@ class GpuPhases(Harness):
             dev.synchronize("profile")
         self.reps.setdefault("slot_expansion", []).append(n)
         self._tick()
-        return gaps, preps
+        return gaps, preps, spans
 
     def extend_phase(self) -> None:
         r = self.runner
@@ -196,6 +201,8 @@ class GpuPhases(Harness):
         self.idle_lead_pts: list[tuple[int, float, float]] = []
         # (tokens, median slot-expansion gap, median sync-free preparation) at prefix 0
         self.slot_pts: list[tuple[int, float, float]] = []
+        # (tokens, median idle-stream injection span after the block, kept-busy device) at prefix 0
+        self.inject_idle_pts: list[tuple[int, float, float]] = []
         # per token count at prefix 0: the injection's issue on an idle stream (median)
         self.inj_idle: list[float | None] = [None] * len(self.ext_x)
         # every host term of this phase comes from the prefix-0 column (j == 0): its host-speed
@@ -233,8 +240,10 @@ class GpuPhases(Harness):
                         self.inj_idle[i] = statistics.median(idle)
                         # kept busy or idle: each can only be inflated (profile_fit.issue_estimate)
                         self.inj_host[i][j] = issue_estimate(hi, idle)
-                    gaps, preps = self._slot_expansion(t, ext, rows, pre, lens, hold)
+                    gaps, preps, spans = self._slot_expansion(t, ext, rows, pre, lens, hold)
                     self.slot_pts.append((t, statistics.median(gaps), statistics.median(preps)))
+                    if self.dev.is_gpu:  # CPU: the forward runs inline, no idle-stream lead
+                        self.inject_idle_pts.append((t, statistics.median(spans), self.inj_s[i][j]))
                     def both(ext=ext, inj=inj) -> None:
                         ext()
                         inj()

@@ -218,6 +218,15 @@ class Provenance:
                             for i, t in enumerate(self.ext_x))
                 + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
             "host.slot_expansion_s": self._slot_expansion_text(env),
+            "host.inject_idle_lead_by_tokens": (
+                ("runtime.profile_gpu.GpuPhases._slot_expansion: a timing event after the inject of the loop's "
+                 "slot-expansion sequence (extend, prepare_inject(sync=True), inject, from an idle stream) gives the "
+                 "injection's span on the drained stream; less its kept-busy device time (gpu.draft_inject, prefix 0), "
+                 "clamped >= 0 (runtime.profile_fit.inject_idle_lead_fit); medians (tokens: span / device): "
+                 + ", ".join(f"{t}: {_ms(s)} / {_ms(d)}" for t, s, d in getattr(self, "inject_idle_pts", []))
+                 + f". {self._reps_text('slot_expansion')}. [{env}]")
+                if getattr(self, "inject_idle_pts", []) else
+                f"null: not measured on this device (CPU: the forward runs inline, no idle-stream lead). [{env}]"),
             "gpu.eager_spec_issue_s": ("null: gpu.eager_host_issue_s was measured on the whole spec_cycle (the "
                                        f"block drafter's forward included), so it is the eager cycle's issue. [{env}]"),
             "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "

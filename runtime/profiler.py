@@ -57,6 +57,9 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
   idle stream; the GPU idle gap between the extend's end and the injection's start (timing
   events) less the wake-up and less ``prepare_inject(sync=False)``'s host time (GPU kept
   busy), which ``host.launch_per_inject_s`` holds; median over the extend tokens at prefix 0.
+- ``host.inject_idle_lead_by_tokens``: the same sequence with a timing event after the inject:
+  the injection's span on the drained stream less its kept-busy device time, per extend-grid
+  token count at prefix 0 (CPU: not measured).
 - ``host.ingest_per_request_s``: 0, the runtime has no tokenizer or IPC.
 
 A time budget (``budget_s``) trims repeats (never below 3) if the measurements run long;
@@ -368,9 +371,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(_fmt_grid("decode", g["decode"]))
     print(f"draft inject {g['draft_inject_per_token_s'] * 1e6:.4f} us/token; eager factor {g['eager_factor']:.3f}")
     print("host: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in h.items() if isinstance(v, int | float)))
-    if lead := h.get("extend_idle_lead_by_tokens"):
-        print("extend idle lead: " + ", ".join(f"{t:g} tok {s * 1e3:.3f} ms"
-                                               for t, s in zip(lead["tokens"], lead["seconds"], strict=True)))
+    for key, label in (("extend_idle_lead_by_tokens", "extend"), ("inject_idle_lead_by_tokens", "injection")):
+        if lead := h.get(key):
+            print(f"{label} idle lead: " + ", ".join(f"{t:g} tok {s * 1e3:.3f} ms"
+                                                     for t, s in zip(lead["tokens"], lead["seconds"], strict=True)))
     print(f"profiled in {time.perf_counter() - t0:.1f} s; wrote {out}")
     return 0
 

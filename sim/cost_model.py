@@ -331,9 +331,14 @@ class CostModel:
     def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
         """Seconds an extend's kernels trail its launch on an idle stream (profile
         host.extend_idle_lead_s): its device time begins no earlier than launch + this.
-        0 for decode/verify-only launches and the injection (whose issue cost carries it).
-        With host.extend_idle_lead_by_tokens the lead is read at the plan's extend tokens
-        (it shrinks for large extends: docs/measurements/h200-v5-repredict.md)."""
+        0 for decode/verify-only launches. With host.extend_idle_lead_by_tokens the lead is
+        read at the plan's extend tokens (it shrinks for large extends:
+        docs/measurements/h200-v5-repredict.md). A block drafter's injection: its own table,
+        host.inject_idle_lead_by_tokens (after a slot-expansion block it is launched onto a
+        drained stream; runtime/engine.py ``_host_block``), 0 where the profile has none."""
+        if part == "inject":
+            table = self.h.inject_idle_lead_by_tokens
+            return table.at(plan.num_extend_tokens) if table is not None else 0.0
         if part != "main" or not plan.num_extend:
             return 0.0
         table = self.h.extend_idle_lead_by_tokens

@@ -84,7 +84,11 @@ class HostConditions(BaseModel):
                     "then by speed_factor. Needs a profile with host.reference_work_s. None: no conditioning.")
 
 
-SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), "host.extend_idle_lead_by_tokens",
+HOST_TABLES = ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens")
+"""``host.*`` tables of host seconds by extend tokens (sim.profile.LeadTable): each
+point's seconds scaled as one term."""
+
+SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), *(f"host.{k}" for k in HOST_TABLES),
                 *(f"gpu.{k}" for k in GPU_HOST_SECONDS))
 """Every term :func:`scale_host` scales, by its dotted profile key: the keys allowed in a
 profile's ``host.reference_work_by_term``."""
@@ -123,8 +127,7 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
 
 def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None) -> Profile:
     """``profile`` with every host term multiplied by its factor of :func:`term_factors`
-    (:data:`HOST_SECONDS`, :data:`GPU_HOST_SECONDS`, the ``host.extend_idle_lead_by_tokens``
-    table's seconds).
+    (:data:`HOST_SECONDS`, :data:`GPU_HOST_SECONDS`, the seconds of the :data:`HOST_TABLES`).
 
     Args:
         profile: a :class:`sim.profile.Profile`.
@@ -147,9 +150,9 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
     host, gpu = data["host"], data["gpu"]
     for f in HOST_SECONDS:
         host[f] = host[f] * k[f"host.{f}"]
-    if host.get("extend_idle_lead_by_tokens") is not None:
-        t = host["extend_idle_lead_by_tokens"]
-        t["seconds"] = [s * k["host.extend_idle_lead_by_tokens"] for s in t["seconds"]]
+    for f in HOST_TABLES:
+        if host.get(f) is not None:
+            host[f]["seconds"] = [s * k[f"host.{f}"] for s in host[f]["seconds"]]
     for f in GPU_HOST_SECONDS:
         if gpu.get(f) is not None:
             gpu[f] = gpu[f] * k[f"gpu.{f}"]

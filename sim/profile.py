@@ -381,6 +381,17 @@ class HostProfile(BaseModel):
     less the wake-up (runtime/profile_gpu.py ``_slot_expansion``,
     runtime.profile_fit.slot_expansion_fit; profiles made up to round 15 also subtracted
     the injection's preparation: 0.1-0.3 ms where the loop idles 0.8-1.8 ms). 0: not measured.
+    inject_idle_lead_by_tokens: seconds a block drafter's injection launched onto an idle
+        stream (after a slot-expansion block: the extend has drained) takes beyond its
+        device time, by extend tokens: its first kernels trail the host's issue, as an
+        extend's do (extend_idle_lead_by_tokens). Measured as the injection's span from an
+        idle stream in the loop's own slot-expansion sequence (runtime/profile_gpu.py
+        ``_slot_expansion``, a timing event after the injection) less its device time with
+        the GPU kept busy (gpu.draft_inject at prefix 0), clamped >= 0. The simulator
+        starts the injection's device work this long after its launch when the stream is
+        idle (sim.cost_model.CostModel.idle_lead_s); queued behind its extend (no block) it
+        hides. On H200 round 15 the loop's injection ran 0.4-0.5 ms longer after the block
+        than behind its extend (docs/measurements/h200-v15.md). None: not measured (no lead).
     reference_work_s: the host speed these terms were measured at: the thread CPU seconds
     of a fixed reference work (runtime/host_reference.py ``reference_work``), median of
     samples taken between the profiler's measurements. A measured run records the same
@@ -416,6 +427,7 @@ class HostProfile(BaseModel):
     extend_idle_lead_by_tokens: LeadTable | None = None
     cross_queue_penalty_s: Seconds = 0.0
     slot_expansion_s: Seconds = 0.0
+    inject_idle_lead_by_tokens: LeadTable | None = None
     reference_work_s: Seconds | None = None
     reference_work_by_term: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]] | None = None
 
