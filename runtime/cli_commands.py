@@ -91,6 +91,9 @@ def format_validation(rows: list[dict[str, Any]], title: str) -> str:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     """Run a scenario on the device, print the bench_serving table, write the results."""
+    from specsched.sim.errors import require
+
+    require("torch", "`specsched measure` (the runtime)")
     from specsched.runtime.engine import RuntimeEngine
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results
@@ -118,23 +121,24 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Measure a scenario and simulate it with a device profile; print predicted vs measured."""
-    from specsched.runtime.engine import RuntimeEngine
-    from specsched.sim.config import with_value
-    from specsched.sim.engine import run_scenario
-    from specsched.sim.profile import load_profile
-    from specsched.sim.results import write_results
-
-    if getattr(args, "measured", None):   # a real server's run instead of a measurement here
+    if getattr(args, "measured", None):   # a real server's run instead of a measurement here: no torch
         from specsched.analysis.bench_cli import validate_measured
 
         return validate_measured(args)
-    from specsched.sim.errors import ConfigError
+    from specsched.sim.errors import ConfigError, require
 
     if not args.scenario:
         raise ConfigError("<command line>", "scenario", "<missing>",
                           "give a scenario YAML, or --measured FILE[:LINE] for a real server's bench_serving run")
     if not args.profile:
         raise ConfigError("<command line>", "--profile", "<missing>", "a profile made by `specsched profile` on the same device")
+    require("torch", "`specsched validate` measuring here (the runtime; --measured FILE needs no torch)")
+    from specsched.runtime.engine import RuntimeEngine
+    from specsched.sim.config import with_value
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.profile import load_profile
+    from specsched.sim.results import write_results
+
     check_device_and_preset(args)
     sc = _scenario(args)
     profile = load_profile(args.profile)
@@ -218,7 +222,15 @@ def add_parsers(sub: Any) -> None:
     try:
         from specsched.runtime.doctor import register_doctor_command
         from specsched.runtime.profiler import register_profile_command
-    except ImportError:
+    except ImportError as e:
+        if (e.name or "").split(".")[0] != "torch":
+            raise
+        # without torch: `doctor` is still a command, and says what to install (`profile`
+        # offers its analytic path alone: sim/analytic/cli.py attach)
+        from specsched.sim.errors import MissingDependency, refuse_missing
+
+        d = sub.add_parser("doctor", help="first-run check of a GPU machine (needs torch)")
+        d.set_defaults(func=refuse_missing, missing_dependency=MissingDependency("`specsched doctor`", "torch"))
         return
     register_profile_command(sub)
     register_doctor_command(sub)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -29,13 +30,48 @@ class FieldError(ValueError):
         super().__init__(f"{key} = {value!r}: {allowed}")
 
 
+EXTRA_OF = {"torch": "runtime", "dask": "distributed", "distributed": "distributed"}
+"""Optional dependency (top-level module) -> the pyproject extra that installs it."""
+
+
+class MissingDependency(Exception):
+    """A command needs an optional dependency that is not installed; the CLI prints the one
+    line (what needs it, which module, how to install it) and exits 2."""
+
+    def __init__(self, what: str, module: str) -> None:
+        self.what, self.module = what, module
+        extra = EXTRA_OF.get(module)
+        how = (f"pip install 'specsched[{extra}]' (in a checkout: pip install -e '.[{extra}]')" if extra
+               else f"pip install {module}")
+        super().__init__(f"{what} needs {module}, which is not installed: {how}")
+
+
+def require(module: str, what: str) -> None:
+    """Import ``module`` (an optional dependency) or raise :class:`MissingDependency` naming
+    ``what`` needs it. Call it where the dependency is used, not at import time."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        if (e.name or module).split(".")[0] != module.split(".")[0]:
+            raise  # the module is there but one of its own imports failed: not ours to hide
+        raise MissingDependency(what, module) from None
+
+
+def refuse_missing(args: Any) -> int:
+    """The function of a command registered without its optional dependency: raises the
+    :class:`MissingDependency` its parser set as ``missing_dependency``."""
+    raise args.missing_dependency
+
+
 def one_line_on_bad_input(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
     """Run a script's ``main(argv)``; a :class:`ConfigError` (a user's bad profile, file or
-    key) becomes its first line on stderr and exit status 2 instead of a traceback.
+    key) or a :class:`MissingDependency` becomes its first line on stderr and exit status 2 instead of a traceback.
 
     Returns ``main``'s status, or 2. Other exceptions propagate."""
     try:
         return main(argv)
-    except ConfigError as e:
+    except (ConfigError, MissingDependency) as e:
         print(str(e).splitlines()[0], file=sys.stderr)
         return 2

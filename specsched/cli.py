@@ -260,15 +260,18 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(func=cmd_schema)
 
 
-def _register(sub: Any, module: str) -> None:
+def _register(sub: Any, module: str) -> str | None:
+    """Import ``module`` and register its commands; returns the missing module's name when an
+    optional part, or one of its optional dependencies, is not installed (else None)."""
     try:
         mod = importlib.import_module(module)
     except ImportError as e:  # an optional part, or its optional dependencies, not installed
         top = (e.name or "").split(".")[0]
         if e.name in (module, module.rsplit(".", 1)[0]) or top in ("torch", "distributed", "dask"):
-            return
+            return top or module
         raise
     mod.add_parsers(sub)
+    return None
 
 
 def _command_in(argv: list[str]) -> str | None:
@@ -284,8 +287,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"specsched {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     command = _command_in(sys.argv[1:] if argv is None else argv)
+    missing = None
     if command in COMMANDS:
-        _register(sub, COMMANDS[command][0])
+        missing = _register(sub, COMMANDS[command][0])
     elif command is not None:  # unknown here: maybe registered by a module not in the table
         for module in COMMAND_MODULES:
             _register(sub, module)
@@ -295,7 +299,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         attach(sub)  # `profile --analytic`, with or without the runtime's measuring profile
     for name, (_, summary) in COMMANDS.items():
         if name not in sub.choices:
-            sub.add_parser(name, help=summary, add_help=False)
+            sp = sub.add_parser(name, help=summary, add_help=False)
+            if name == command:  # named but not registered: its module could not be imported
+                from specsched.sim.errors import MissingDependency, refuse_missing
+
+                sp.set_defaults(func=refuse_missing,
+                                missing_dependency=MissingDependency(f"`specsched {name}`", missing or "an optional part"))
     for name, sp in sub.choices.items():
         sp.formatter_class = fmt
         summary = COMMANDS.get(name, ("", ""))[1]
@@ -321,11 +330,19 @@ def _reader_went_away() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 130 on Ctrl-C)."""
     try:
+        from specsched.sim.errors import MissingDependency
+
         parser = build_parser(argv)
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
         try:
+            if extra:
+                # a command registered without its optional dependency lacks that part's
+                # options: say what to install rather than that they are unknown
+                if getattr(args, "missing_dependency", None) is not None:
+                    raise args.missing_dependency
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args) or 0)
-        except ConfigError as e:
+        except (ConfigError, MissingDependency) as e:
             print(f"specsched: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except BrokenPipeError:

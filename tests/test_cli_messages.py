@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specsched.cli import main
+from tests.conftest import ROOT
 
 
 def _one_line_error(argv: list[str], capsys) -> str:
@@ -140,3 +141,63 @@ def test_from_bench_of_specsched_own_line_does_not_call_its_provenance_unknown(t
     text = "".join(capsys.readouterr())
     unknown = [line for line in text.splitlines() if "has no argument for" in line]
     assert "arguments from the line's server_info" in text and not any("specsched" in line for line in unknown), text
+
+
+_WITHOUT_TORCH = r"""
+import contextlib, io, json, sys
+sys.modules["torch"] = None          # torch absent, as after a plain `pip install -e .`
+from specsched.cli import main
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    out.append([rc, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def test_runtime_commands_without_torch_say_what_to_install_in_one_line(tmp_path):
+    """Without torch, each runtime command is still a command and refuses in one line that
+    names torch and the extra that installs it (pyproject's `runtime`), exit 2: no
+    ModuleNotFoundError, no "unrecognized arguments: --device", no AttributeError for a
+    `doctor` that was never registered. `validate --measured` measures nothing, so it needs
+    no torch: it gets past the runtime to the file's own check."""
+    import json
+    import subprocess
+    import sys
+
+    cases = [
+        ["measure", "scenarios/h200/batch8.yaml", "--device", "cpu"],
+        ["validate", "scenarios/h200/batch8.yaml", "--profile", "h200-1b", "--device", "cpu"],
+        ["doctor"],
+        ["doctor", "--device", "cuda"],
+        ["profile", "--device", "cuda"],
+        ["profile", "--device", "cuda", "--preset", "1b", "--name", "x", "--out", str(tmp_path / "p.yaml")],
+        ["validate", "--measured", "tests/data/bench/vllm-0.11.0-bench-serve.json", "--profile", "h200-1b"],
+    ]
+    res = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, json.dumps(cases)], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    for argv, (rc, err) in zip(cases, json.loads(res.stdout), strict=True):
+        assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+        if "--measured" in argv:
+            assert "torch" not in err and "name one as FILE:LINE" in err, err
+        else:
+            assert "needs torch" in err and "pip install 'specsched[runtime]'" in err, (argv, err)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_the_analytic_profile_still_runs_without_torch(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "a.yaml"
+    cases = [["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "--out", str(out)]]
+    res = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, json.dumps(cases)], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert json.loads(res.stdout) == [[0, ""]] and out.is_file(), res.stderr

@@ -145,6 +145,7 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly() -> None:
     code = ("import argparse, sys\nimport specsched.cli as c\n"
             "class P:\n    def parse_args(self, argv):\n"
             "        return argparse.Namespace(func=lambda a: [print('x' * 100) for _ in range(200000)])\n"
+            "    def parse_known_args(self, argv):\n        return self.parse_args(argv), []\n"
             "c.build_parser = lambda argv: P()\nsys.exit(c.main([]))\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdout is not None and p.stderr is not None

@@ -129,7 +129,19 @@ def attach(sub: Any) -> None:
         parser = sub.add_parser("profile", help="write an analytic profile (the measuring path needs the runtime extra)",
                                 description=__doc__.split("\n\n")[0])
         add_analytic_arguments(parser, standalone=True)
-        parser.set_defaults(func=cmd_analytic_profile)
+        from specsched.sim.errors import MissingDependency
+
+        # the measuring path's options (--device, --preset, ...) say what to install
+        # (specsched/cli.py main), rather than that they are unknown
+        needs = MissingDependency("measuring a profile (`specsched profile --device ...`; --analytic needs no GPU)", "torch")
+        parser.add_argument("--device", default=None, help="measure on this device: needs torch (the runtime extra)")
+
+        def analytic_only(args: argparse.Namespace) -> int:
+            if args.device is not None:
+                raise needs
+            return cmd_analytic_profile(args)
+
+        parser.set_defaults(func=analytic_only, missing_dependency=needs)
         return
     add_analytic_arguments(parser, standalone=False)
     measure = parser.get_default("func")
