@@ -156,9 +156,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         ahead = max(2 * self.window, self.kv.reserve_ahead)
         need = ceil_page(req.input_len, page) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page + ahead
         if need >= self.kv.capacity:
+            # the key the user sets: a disaggregated role's server has its own pool
+            key = ("server.max_total_num_tokens" if self.mode not in ("prefill", "decode")
+                   else f"server.disaggregation.{self.mode}.server.max_total_num_tokens")
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
-                f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity}"
+                f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity} ({key})"
             )
         if self._swa:
             self._refuse_never_swa_admitted(req)

@@ -286,6 +286,11 @@ class ServerArgs(BaseModel):
             raise FieldError("server.disaggregation", "{...}", "not modelled with a hybrid sliding-window KV "
                              "(server.sliding_window_size): the decode side's SWA-tail prealloc is not modelled")
         for role in ROLES:
+            swa = getattr(self.disaggregation, role).server.get("sliding_window_size")
+            if swa is not None:  # the same refusal for a role's own server
+                raise FieldError(f"server.disaggregation.{role}.server.sliding_window_size", swa,
+                                 "not modelled with prefill-decode disaggregation (a hybrid sliding-window KV): "
+                                 "the decode side's SWA-tail prealloc is not modelled; remove it")
             self.role_server(role)
 
     @property

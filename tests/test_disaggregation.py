@@ -151,6 +151,14 @@ def test_decode_server_refuses_a_request_it_can_never_preallocate():
         assert _one_request_pd(2700, reserve=100).run().summary["completed"] == 4
 
 
+def test_a_request_over_the_decode_pool_names_the_decode_servers_key():
+    """A prompt over the decode server's whole pool: the refusal names the key to change,
+    server.disaggregation.decode.server.max_total_num_tokens, not the plain server's."""
+    with _hang_fails(30), pytest.raises(UnschedulableRequest, match=r"cannot fit max_total_num_tokens=3000 "
+                                                                    r"\(server\.disaggregation\.decode\.server\.max_total_num_tokens\)"):
+        _one_request_pd(3100).run()
+
+
 def test_pd_run_that_can_never_move_raises_stalled(monkeypatch):
     """Without the refusal (a model bug standing in), every server sleeps with requests
     left: the run raises Stalled naming the queues that hold them, never SimPy's bare
@@ -267,6 +275,14 @@ def test_prefill_server_holds_kv_until_sent_and_never_decodes():
      "server.disaggregation.router_policy"),
     ("mode-by-hand", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation_mode: decode\n  disaggregation: {}"},
      "server.disaggregation_mode"),
+    # SWA is refused with PD at scenario level (server.sliding_window_size); a role's own
+    # server must not bypass it
+    ("role-swa-decode", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {decode: {server: "
+                                                        "{sliding_window_size: 128, max_total_num_tokens: 4000000}}}"},
+     "server.disaggregation.decode.server.sliding_window_size = 128: not modelled"),
+    ("role-swa-prefill", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {prefill: {server: "
+                                                         "{sliding_window_size: 128}}}"},
+     "server.disaggregation.prefill.server.sliding_window_size = 128: not modelled"),
     ("profile-without-kv-transfer", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  disaggregation: {}"},
      "kv_transfer"),
 ])
