@@ -43,6 +43,7 @@ from specsched.analysis.calibrate_bench import (
 )
 from specsched.analysis.io import atomic_write_text
 from specsched.sim.bench_serving import read_bench
+from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
 
 TARGET_PCT = 10.0
@@ -204,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     perturb = {k: float(v) for k, v in (x.split("=") for x in a.perturb.split(","))}
     if a.make_synthetic:
         make_synthetic(a.runs_dirs[0], a.scenario, [float(x) for x in a.rates.split(",")], a.profile, perturb)
+    missing = [str(d) for d in a.runs_dirs if not d.exists()]
+    if missing:
+        raise ConfigError("<command line>", "runs_dirs", missing[0], "does not exist: give bench_serving files "
+                          "(.jsonl) or folders of them")
     files = sorted({f for d in a.runs_dirs for f in ([d] if d.is_file() else d.rglob("*.jsonl"))})
     runs = sorted((r for f in files for r in read_bench(f)), key=load_key)
     train_runs, held_runs = split_by_load(runs)

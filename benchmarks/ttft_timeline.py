@@ -38,20 +38,19 @@ TTFT") has the output for round 15.
 from __future__ import annotations
 
 import argparse
+import lzma
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from specsched.analysis.overrides import load_scenario_with_overrides
-from specsched.runtime.profile_fit import (
-    refit_slot_expansion,
-    slot_expansion_points_from_provenance,
-)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
 
 KEY = ["step", "mode", "part", "batch_size", "num_extend_tokens"]
@@ -61,19 +60,42 @@ TERMS = ("gap before extend", "gap before verify", "slot-expansion gap", "extend
 
 def measured_dir(results: Path, cell: str, arm: str, tmp: Path) -> Path:
     """The run's measured results directory, extracted from an archive into ``tmp`` if
-    needed."""
+    needed.
+
+    Raises:
+        ConfigError: ``results`` does not exist, is not a readable tar archive, or holds no
+            ``CELL-ARM-measured/``.
+    """
     name = f"{cell}-{arm}-measured"
+    if not results.exists():
+        raise ConfigError("<command line>", "results", str(results),
+                          "does not exist: give a round's results.tar.xz (or .tar.gz) or a directory")
     if results.is_dir():
         for d in (results / name, results / "results" / name):
             if d.is_dir():
                 return d
-        raise FileNotFoundError(f"{results}: no {name}/ (nor results/{name}/)")
-    with tarfile.open(results) as tar:
-        members = [m for m in tar.getmembers() if f"/{name}/" in f"/{m.name}" and m.isfile()]
-        if not members:
-            raise FileNotFoundError(f"{results}: no {name}/ in the archive")
-        tar.extractall(tmp, members=members, filter="data")
-        return tmp / Path(members[0].name).parent
+        raise ConfigError(str(results), "--cell/--arms", f"{cell}/{arm}",
+                          f"no {name}/ (nor results/{name}/) here{_runs_in(p.name for p in results.glob('**/*-measured'))}")
+    try:
+        with tarfile.open(results) as tar:
+            names = [m.name for m in tar.getmembers()]
+            members = [m for m in tar.getmembers() if f"/{name}/" in f"/{m.name}" and m.isfile()]
+            if not members:
+                runs = {part for n in names for part in Path(n).parts if part.endswith("-measured")}
+                raise ConfigError(str(results), "--cell/--arms", f"{cell}/{arm}",
+                                  f"no {name}/ in the archive{_runs_in(runs)}")
+            tar.extractall(tmp, members=members, filter="data")
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as e:
+        raise ConfigError("<command line>", "results", str(results),
+                          f"not a readable tar archive ({type(e).__name__}); give a round's results.tar.xz "
+                          "(or .tar.gz) or a directory") from None
+    return tmp / Path(members[0].name).parent
+
+
+def _runs_in(names) -> str:
+    """``; runs: CELL-ARM, ...`` for the measured runs found, or nothing."""
+    runs = sorted({n.removesuffix("-measured") for n in names})
+    return f"; measured runs there: {', '.join(runs)}" if runs else "; no measured runs there"
 
 
 def with_gaps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -157,9 +179,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="also simulate with host.slot_expansion_s refitted from the profile's provenance")
     args = ap.parse_args(argv)
+    scenario = scenarios_dir() / "h200" / f"{args.cell}.yaml"
+    if not scenario.is_file():
+        cells = sorted(p.stem for p in scenario.parent.glob("*.yaml"))
+        raise ConfigError("<command line>", "--cell", args.cell, f"no scenarios/h200/{args.cell}.yaml; "
+                          f"allowed: {', '.join(cells)}")
+    arms = [a for a in args.arms.split(",") if a]
+    if not arms:
+        raise ConfigError("<command line>", "--arms", args.arms, "comma-separated arm names of the scenario")
+    for arm in arms:  # an unknown arm is refused here, before any run
+        load_scenario_with_overrides(scenario, arm, {})
+    if not args.results.exists():
+        raise ConfigError("<command line>", "results", str(args.results),
+                          "does not exist: give a round's results.tar.xz (or .tar.gz) or a directory")
     profile = load_profile(args.profile)
     variants = {"simulated": profile}
     if args.refit_slot_expansion:
+        # imported here: runtime.profile_fit needs torch, the rest of the script does not
+        from specsched.runtime.profile_fit import (
+            refit_slot_expansion,
+            slot_expansion_points_from_provenance,
+        )
+
         refit = refit_slot_expansion(profile)
         if refit is None:
             print(f"ttft_timeline: {args.profile}: host.slot_expansion_s's provenance has no gap / preparation "
@@ -171,9 +212,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{new * 1e3:.3f} ms refitted (points: "
               + ", ".join(f"{t}: {g * 1e3:.3f} / {q * 1e3:.3f}" for t, g, q in pts) + " ms gap / preparation)\n")
     with tempfile.TemporaryDirectory() as tmp:
-        for arm in args.arms.split(","):
+        for arm in arms:
             d = measured_dir(args.results, args.cell, arm, Path(tmp))
-            sc = load_scenario_with_overrides(scenarios_dir() / "h200" / f"{args.cell}.yaml", arm, {})
+            for f in ("steps.parquet", "requests.parquet"):
+                if not (d / f).is_file():
+                    raise ConfigError(str(args.results), f"{d.name}/{f}", "<missing>",
+                                      "a measured run's results directory holds steps.parquet and requests.parquet")
+            sc = load_scenario_with_overrides(scenario, arm, {})
             m_steps, m_req = pd.read_parquet(d / "steps.parquet"), pd.read_parquet(d / "requests.parquet")
             runs = {k: run_scenario(sc, seed=sc.seed, profile=p) for k, p in variants.items()}
             print(f"## {args.cell} {arm}\n")
@@ -206,5 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """:func:`main`, a user's bad input (a file, a cell, an arm, a profile) as one line and exit 2."""
+    from specsched.sim.errors import one_line_on_bad_input
+
+    return one_line_on_bad_input(main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -153,3 +153,11 @@ def test_holdout_levels_of_a_run_replayed_with_its_own_profile_are_exact(tmp_pat
     assert levels.cli([str(tmp_path / "runs"), "--profile", "nope", "--out", str(tmp_path / "x.md")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x.md").exists()
     assert levels.cli([str(tmp_path / "none"), "--profile", "h200-1b"]) == 2
+
+
+def test_a_missing_runs_file_is_named_as_missing(tmp_path, capsys):
+    """Not "need runs at 2 loads or more ... found 0 run(s)": the path does not exist."""
+    missing = tmp_path / "nope.jsonl"
+    assert holdout.cli([str(missing), "--profile", "h200-1b"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(missing) in err and "does not exist" in err, err
