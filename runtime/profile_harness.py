@@ -32,6 +32,9 @@ DEFAULT_BUDGET_S = 210.0
 HOST_BATCH_SIZES = (1, 4, 16, 64, 256)
 """Batch sizes of the scheduler host-cost fits (plus ``max_bs``)."""
 HOST_PROMPT = 1024
+# the grids take every graph bucket up to this batch size, powers of two above it (the
+# buckets every 8 above 64 would double the grid's time for the largest batches)
+GRID_ALL_BUCKETS_UP_TO = 64
 # the attention-tile probe (GpuPhases.tile_phase): widths base, base + 64, ..., base + 256,
 # base a multiple of TILE_PROBE_BASE, so tiles of 128 and 256 positions start on it
 TILE_PROBE_BASE = 256
@@ -71,11 +74,9 @@ def _us(s: float) -> str:
     return f"{s * 1e6:.4g} us"
 
 
-def grid_batch_sizes(max_bs: int) -> list[int]:
-    """Batch sizes of the verify/decode grids: powers of two up to ``max_bs``, and ``max_bs``.
-
-    Every one of them is also a bucket of :func:`runtime.device.default_bs_buckets` (the
-    engine's graph buckets), so the grid measures bucket sizes without padding.
+def power_of_two_sizes(max_bs: int) -> list[int]:
+    """Powers of two up to ``max_bs``, and ``max_bs``: the batch sizes the profiler's other
+    phases (eager, launch, cross-queue) pick from.
 
     Raises:
         ValueError: max_bs < 1.
@@ -87,6 +88,27 @@ def grid_batch_sizes(max_bs: int) -> list[int]:
         out.append(b)
         b *= 2
     return [*out, max_bs]
+
+
+def grid_batch_sizes(max_bs: int) -> list[int]:
+    """Batch sizes of the verify/decode grids: powers of two up to ``max_bs`` and ``max_bs``
+    (:func:`power_of_two_sizes`), and every graph bucket of
+    :func:`runtime.graphs.default_bs_buckets` (SGLang's ``cuda_graph_bs``: 12, 24, 40, 48,
+    56) up to :data:`GRID_ALL_BUCKETS_UP_TO`.
+
+    Every one of them is a bucket of the engine's graphs, so the grid measures bucket sizes
+    without padding, and a graph-replayed step up to that size is read at its own row, not
+    interpolated: the step's cost is not linear between powers of two (H200, the runtime's
+    loop against the interpolated grid: batch 12/24/40/56 0.8-2.9 % slower, 48 2.1 % faster,
+    docs/decode-width.md; at 32 req/s in docs/measurements/h200-v15-holdout, steps at batch
+    17-24 and 33-40 4.5 and 4.2 % slower, the median ITL -7.8 %).
+
+    Raises:
+        ValueError: max_bs < 1.
+    """
+    pow2 = power_of_two_sizes(max_bs)
+    buckets = [b for b in default_bs_buckets(max_bs) if b <= GRID_ALL_BUCKETS_UP_TO]
+    return sorted({*pow2, *buckets})
 
 
 def extend_layout(tokens: int, context: float, prompt_len: int) -> tuple[list[int], int]:
@@ -214,9 +236,12 @@ class Harness:
         self.ext_prefixes = (sorted({0, *(int(q) for q in extend_prefixes)}) if extend_prefixes
                              else [0] if self.contexts[-1] == 0 else [0, self.contexts[-1]])
         self.ext_cols = [p + self.prompt / 2 for p in self.ext_prefixes]
-        cands = [b for b in self.bs if b > cuda_graph_max_bs] or self.bs
+        # the other phases pick from the default grid's powers of two (as before the grid took
+        # every graph bucket up to 64); from every size a caller gave
+        pow2 = self.bs if batch_sizes else power_of_two_sizes(self.max_bs)
+        cands = [b for b in pow2 if b > cuda_graph_max_bs] or pow2
         self.eager_bs = cands[-3:]
-        self.launch_bs = sorted({self.bs[0], self.bs[len(self.bs) // 2], self.bs[-1]})
+        self.launch_bs = sorted({pow2[0], pow2[len(pow2) // 2], pow2[-1]})
         self.cq_bs = sorted({self.bs[0], self.bs[-1]})
         self.host_bs = sorted({*HOST_BATCH_SIZES, self.max_bs})
         # the launch measurement lets lengths grow (as in the engine) inside its own context

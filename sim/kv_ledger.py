@@ -55,7 +55,10 @@ locks its last page-aligned window (mem_cache/unified_cache/components/swa.py
 is held until the request finishes or is retracted (unified_radix_cache.py
 ``release_swa_prefix_lock`` runs only with SGLANG_OPT_RELEASE_PREFILL_SWA, off by default),
 and the request's own eviction never goes below the tree's part (``ReqKvInfo.swa_dead_lo``).
-So a request holds ``lock + ceil_page(kv_len) - evicted`` SWA slots. INV-2/INV-8 hold for the
+So a request holds ``lock + ceil_page(kv_len) - evicted`` SWA slots. A request that matched a
+cached prefix starts the same way: the prefix is the tree's (``evicted`` = the prefix) and its
+last window is locked for the request (:meth:`KVLedger.swa_prefix_lock`); it reserves only the
+pages past the prefix (:meth:`KVLedger.swa_reserve_need`), what admission charged. INV-2/INV-8 hold for the
 SWA pool too: ``0 <= swa_used <= swa_capacity``, and ``swa_used`` is the sum of the
 requests' SWA slots (the rest of a cached prompt's SWA is the tree's and evictable, counted
 free as SGLang's usage counts it: pool_stats_observer.py ``_get_swa_token_info``).
@@ -243,6 +246,44 @@ class KVLedger:
             self.peak = self.used
 
     # ------------------------------------------------------------- the four changes
+    def swa_prefix_lock(self, prefix_len: int) -> int:
+        """SWA slots the radix cache locks for a request that matched ``prefix_len`` cached
+        positions: the prefix's last page-aligned window (sglang 0.5.23 mem_cache/
+        unified_cache/components/swa.py ``SWAComponent.acquire_component_lock``, nodes back
+        from the matched node until one window is covered; the SWA behind it is the
+        tree's, tombstoned or evictable, and counted free here as the rest of the tree's
+        SWA is). Taken out of the SWA budget while the request is considered for admission
+        (managers/schedule_policy.py ``PrefillAdder.add_one_req`` under ``_lock_node``, so
+        ``SWAPrefillBudget.remaining_swa`` no longer counts it evictable) and held from
+        the reservation (:meth:`reserve`) until the request leaves. 0 without an SWA pool
+        or a match. Each holder counts its own lock (SGLang counts a node locked by two
+        requests once): conservative for requests that share a window."""
+        if not self.swa_capacity or prefix_len <= 0:
+            return 0
+        p = self.page_size
+        return min(-(-self.window // p) * p, prefix_len // p * p)
+
+    def swa_reserve_need(self, req: Req, n: int) -> int:
+        """SWA slots :meth:`reserve` takes for a chunk of ``n`` tokens of ``req``: its new
+        pages; for a request that starts at a prefix matched in the radix cache
+        (``kv_len`` 0, ``prefill_done`` > 0) only the pages past the prefix, plus the
+        prefix's window lock (:meth:`swa_prefix_lock`). sglang 0.5.23 allocates a
+        prefix-hit request's extend only (mem_cache/allocation.py ``alloc_for_extend``:
+        ``extend_num_tokens`` slots in both pools, the prefix's indices come from the
+        tree), and its admission charges the same: mem_cache/prefill_budget.py
+        ``estimate_swa_kv_tokens`` of the extend ("reserve only its uncached tail plus
+        decode headroom", a cached prefix already locks one window) against
+        ``SWAPrefillBudget.remaining_swa`` with the prefix pinned. The Scheduler's
+        admission takes the same lock (:meth:`swa_prefix_lock`) out of the SWA budget and
+        charges :func:`sim.prefill_adder.swa_peak_tokens` of the extend, which is never
+        less than the extend's pages, so a reservation never exceeds what admission
+        checked (tests/test_swa_pool.py)."""
+        new_len = max(req.kv_len, req.prefill_done + n)
+        if not req.kv_len and req.prefill_done:
+            base = req.prefill_done // self.page_size * self.page_size
+            return self.swa_prefix_lock(req.prefill_done) + self._pages(new_len) - base
+        return self._swa_grow(req, new_len)
+
     def reserve(self, req: Req, n: int) -> None:
         """Reserve ``n`` >= 0 slots for ``req`` (a prefill chunk of n tokens).
 
@@ -253,7 +294,10 @@ class KVLedger:
             raise ValueError(f"cannot reserve {n} tokens")
         new_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
         if self.swa_capacity:
-            self._swa_take(self._swa_grow(req, new_len))
+            self._swa_take(self.swa_reserve_need(req, n))
+            if not req.kv_len and req.prefill_done:  # a prefix hit: the prefix is the tree's
+                self._swa_evicted[req.rid] = req.prefill_done // self.page_size * self.page_size
+                self._swa_lock[req.rid] = self.swa_prefix_lock(req.prefill_done)
         self._take(n)
         req.kv_allocated += n
         req.kv_len = new_len

@@ -159,7 +159,8 @@ def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
     if prompt >= cap:
         raise ConfigError(file, "workload.input_len", i,
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
-                          f"{ahead} verify slots); {pool} is {cap}")
+                          f"{ahead} verify slots); {pool} is {cap} and must exceed that (SGLang refuses an input "
+                          "that reaches its limit: managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
@@ -169,7 +170,7 @@ def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
     if need >= cap:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
-                          f"(output clipped at {CLIP_MAX_NEW_TOKENS}); {pool} is {cap}")
+                          f"(output clipped at {CLIP_MAX_NEW_TOKENS}); {pool} is {cap} and must exceed that")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, pool, cap,

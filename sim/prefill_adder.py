@@ -17,7 +17,10 @@ Rules that differ between SGLang builds are arguments (see :mod:`sim.semantics`)
 Hybrid sliding-window models add the SWA pool's budget (sglang 0.5.23
 mem_cache/prefill_budget.py ``SWAPrefillBudget``): each admitted request charges
 ``estimate_swa_kv_tokens`` (the extend beyond one window, plus min(extend + output, window),
-plus a page) against the SWA pool's free slots; running requests reserve nothing there.
+plus a page) against the SWA pool's free slots; running requests reserve nothing there. A
+request that matched a cached prefix is charged its extend only: the Scheduler first takes its
+prefix's locked window out of ``swa_rem`` (``KVLedger.swa_prefix_lock``, the lock the
+reservation then holds; SGLang pins the prefix under ``_lock_node`` before the check).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import Hardware
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 MAX_SECONDS = 3600.0

@@ -46,6 +46,7 @@ from specsched.sim.prefill_adder import (
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
+    swa_chunk_cap,
     swa_never_admitted,
     swa_peak_tokens,
 )
@@ -359,6 +360,34 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 f"{need} SWA slots, more than the SWA pool's {self.kv.swa_capacity} "
                 "(max_total_num_tokens x swa_full_tokens_ratio); turn on chunked_prefill_size or enlarge the pool")
 
+    def _refuse_idle_swa_stuck(self, req: Req) -> None:
+        """Nothing runs, nothing is in flight, the SWA pool is empty and ``req`` (the head of
+        the queue) still fails the SWA check: with its matched prefix's window locked
+        (:meth:`KVLedger.swa_prefix_lock`) the rest of the pool is short of its SWA peak,
+        and that peak is not one that ``_chunk_cap`` cuts (sglang 0.5.23
+        mem_cache/prefill_budget.py ``SWAPrefillBudget.check_prefill``: a transient
+        shortfall waits; ``swa_never_fits`` is checked against the whole pool, so a
+        prefix hit whose extend fits the pool but not the pool less the lock waits, and so
+        does one whose cut chunk leaves no page). Nothing can free SWA, so SGLang would
+        wait forever; raises UnschedulableRequest naming the scenario keys instead."""
+        s, kv = self.server, self.kv
+        page, window = s.page_size, kv.window
+        chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
+        extend = ceil_page(req.input_len + req.output_len - req.cached_len, page)
+        new = reserved_decode_tokens(req)
+        lock = kv.swa_prefix_lock(req.cached_len)
+        free = kv.swa_capacity - lock
+        need = swa_peak_tokens(extend, new, chunk, window, page)
+        if need < free:
+            return
+        if chunk is not None and need >= kv.swa_capacity and swa_chunk_cap(free, new, window, page) > 0:
+            return
+        raise UnschedulableRequest(
+            f"request {req.rid}: its {extend} uncached tokens + {new} output need {need} SWA slots at admission "
+            f"and its cached prefix locks {lock} more, not fewer than the SWA pool's {kv.swa_capacity} with "
+            f"nothing running; raise server.swa_full_tokens_ratio or lower server.sliding_window_size "
+            f"(window {window})")
+
     def _refuse_parked_chunk(self, req: Req) -> None:
         """The chunked request ``req`` gets no next chunk for want of SWA slots
         (0.5.23 ``SWAPrefillBudget.available_chunk_tokens`` is None: ``add_chunked_req``
@@ -440,6 +469,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 adder.rem_total_tokens -= d
                 if adder.kv_free is not None:
                     adder.kv_free -= d
+                # and its window's SWA out of the SWA budget (KVLedger.swa_prefix_lock: the
+                # reservation takes the same lock, the adder charges the extend only)
+                swa_pin = self.kv.swa_prefix_lock(req.cached_len) if adder.swa_rem is not None else 0
+                if swa_pin:
+                    adder.swa_rem -= swa_pin
                 req.prefill_done = req.cached_len
             res = adder.add_one_req(req, has_chunked_req=still_chunked,
                                     spf=spf)
@@ -449,6 +483,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                     self._locks[req.rid] = node
             elif node is not None:
                 cache.dec_lock_ref(node)
+                if swa_pin:
+                    adder.swa_rem += swa_pin
                 req.prefill_done = 0
             if res is not CONTINUE:
                 if res is NO_TOKEN:
@@ -459,6 +495,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._requeue(self._preempted)
             if self._swa and not self.running and prev_chunked is None and adder.rem_chunk_tokens is None:
                 self._refuse_outgrown_swa(order[0])
+            if (self._swa and not self.running and prev_chunked is None and not self.kv.swa_used
+                    and self._in_flight is None and not self.inflight):
+                self._refuse_idle_swa_stuck(order[0])
             if (prev_chunked is not None and still_chunked and adder.swa_rem is not None
                     and int(adder.swa_rem) - s.page_size <= 0 and not self.running
                     and self._in_flight is None and not self.inflight):

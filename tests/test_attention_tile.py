@@ -131,3 +131,22 @@ def test_tile_fit_refuses_a_tile_inside_the_noise():
     times = {k: [t * 1e-3 for t in v] for k, v in H200_BS64.items()}
     assert attention_tile_fit(widths, times, {k: [1e-3] * 5 for k in times})[0] == 1
     assert attention_tile_fit(widths, times, {k: [1e-5] * 5 for k in times})[0] == 128
+
+
+def test_profile_values_are_not_coerced(tmp_path):
+    """A profile is read as strictly as a scenario (docs/reliability.md): YAML's true or "128"
+    is not an attention tile, nor "2e-4" a host time; each is one ConfigError naming the key."""
+    import pytest
+    import yaml
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.profile import load_profile
+
+    base = tiny_profile().model_dump(mode="json", exclude={"path"})
+    for i, (section, key, bad) in enumerate((("gpu", "attention_tile", "true"), ("gpu", "attention_tile", "'128'"),
+                                             ("host", "slot_expansion_s", "'2e-4'"))):
+        d = {**base, section: {**base[section], key: "PLACEHOLDER"}}
+        f = tmp_path / f"p{i}.yaml"
+        f.write_text(yaml.safe_dump(d).replace("PLACEHOLDER", bad))  # the value as a user writes it
+        with pytest.raises(ConfigError) as e:
+            load_profile(str(f))
+        assert key in str(e.value)

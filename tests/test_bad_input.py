@@ -227,3 +227,27 @@ def test_compare_and_sweep_refuse_before_running(tmp_path, capsys, argv):
     else:
         err = _assert_refused(capsys, argv, out)
         assert "num_requests" in err or "did you mean 'server.chunked_prefill_size'" in err
+
+
+def test_a_prompt_at_exactly_the_pool_is_refused_saying_the_pool_must_exceed_it():
+    """sim/limits.py refuses a prompt whose KV need reaches the pool (SGLang's
+    validate_input_length: ``>=``); the line says the pool must exceed the need, where it
+    once read 'needs N ...; max_total_num_tokens is N'."""
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_fits
+
+    from tests.conftest import make_scenario
+
+    def fits(cap: int) -> str | None:
+        sc = make_scenario({"max_total_num_tokens": cap}, {"num_requests": 1, "input_len": {"kind": "fixed", "value": 1000},
+                                                           "output_len": {"kind": "fixed", "value": 1}})
+        try:
+            check_fits(sc)
+        except ConfigError as e:
+            return str(e)
+        return None
+
+    first_ok = next(c for c in range(1000, 1200) if fits(c) is None or "workload.input_len" not in fits(c))
+    msg = fits(first_ok - 1)
+    need = int(msg.split(" needs ")[1].split(" KV")[0])
+    assert need == first_ok - 1 and "must exceed" in msg and "\n" not in msg

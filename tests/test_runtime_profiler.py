@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from specsched.runtime.graphs import default_bs_buckets  # noqa: E402
 from specsched.runtime.profiler import (  # noqa: E402
     extend_layout,
     fit_line,
@@ -43,7 +44,7 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     p = Profile.model_validate(prof)
     assert p.device.startswith("cpu")
     assert p.gpu.verify is not None and p.gpu.decode is not None
-    assert p.gpu.verify.x == [1.0, 2.0, 4.0, 8.0, 16.0] == p.gpu.decode.x
+    assert p.gpu.verify.x == [1.0, 2.0, 4.0, 8.0, 12.0, 16.0] == p.gpu.decode.x  # graph buckets up to 16
     assert p.gpu.verify.context_len == [64.0, 512.0] == p.gpu.decode.context_len
     assert p.gpu.extend.x == [16.0, 128.0, 1024.0]
     # extend columns: the cost model's context (mean prefix + half the extend), prefix 0 and 512
@@ -124,7 +125,7 @@ def test_the_tile_probe_runs_and_writes_its_times(prof: dict) -> None:
 def test_write_profile_round_trips_in_flow_style(prof: dict, tmp_path: Path) -> None:
     out = write_profile(prof, tmp_path / "sub" / "p.yaml")
     text = out.read_text()
-    assert "\n    x: [1.0, 2.0, 4.0, 8.0, 16.0]\n" in text  # flow-style lists
+    assert "\n    x: [1.0, 2.0, 4.0, 8.0, 12.0, 16.0]\n" in text  # flow-style lists
     assert yaml.safe_load(text) == prof
     loaded = load_profile(str(out))
     assert loaded.model_dump(exclude={"path"}) == Profile.model_validate(prof).model_dump(exclude={"path"})
@@ -195,9 +196,13 @@ def test_fit_line_and_batch_sizes() -> None:
     assert fit_line([1, 2, 3], [3.0, 2.0, 1.0]) == pytest.approx((2.0, 0.0))  # negative slope: flat
     icpt, slope = fit_line([1, 2, 3], [0.5, 2.0, 3.5])  # negative intercept: through the origin
     assert icpt == 0.0 and slope == pytest.approx(15 / 14)
-    assert grid_batch_sizes(64) == [1, 2, 4, 8, 16, 32, 64]
-    assert grid_batch_sizes(48) == [1, 2, 4, 8, 16, 32, 48]
+    # every graph bucket up to 64 (the engine's default_bs_buckets), powers of two above
+    assert grid_batch_sizes(64) == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64]
+    assert grid_batch_sizes(48) == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
+    assert grid_batch_sizes(128) == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 128]
+    assert grid_batch_sizes(20) == [1, 2, 4, 8, 12, 16, 20]
     assert grid_batch_sizes(1) == [1]
+    assert set(grid_batch_sizes(128)) <= set(default_bs_buckets(128))
 
 
 def test_bad_arguments_are_refused() -> None:

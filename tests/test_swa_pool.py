@@ -6,6 +6,7 @@ batch_is_full reset). Each test fails on the model without an SWA pool."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -459,3 +460,137 @@ def test_older_branch_230k_swa_pool_retracts_under_the_forward_cadence():
     assert current.sched.num_retractions == 0 and current.sched.kv.swa_peak > 0.8 * current.sched.kv.swa_capacity
     _, big = _burst(semantics_rules={"swa_eviction_cadence": "forward_interval"})
     assert big.sched.num_retractions == 0
+
+
+# --------------------------------------------------------------- prefix hits (radix cache on)
+def _toks(*parts) -> np.ndarray:
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
+
+
+def test_a_prefix_hit_reserves_its_extend_and_the_prefix_window_lock_not_the_prefix():
+    """sglang 0.5.23 allocates a prefix-hit request's extend only (mem_cache/allocation.py
+    ``alloc_for_extend``; the prefix's indices are the tree's) and its SWA budget charges the
+    same (mem_cache/prefill_budget.py ``estimate_swa_kv_tokens`` of the extend, with the
+    prefix's window pinned: unified_cache/components/swa.py ``acquire_component_lock``).
+    The reservation of a request matching 992 cached positions with page 16 and window 24
+    takes the prefix's 32-token window lock plus 208 new positions, never the 1200 of the
+    whole sequence, and stays within what admission checked (lock + the estimate)."""
+    p, w = 16, 24
+    s = sched(page_size=p, sliding_window_size=w, disable_radix_cache=False, swa_full_tokens_ratio=0.5,
+              max_total_num_tokens=20_000)
+    base = np.arange(1000)
+    s.add_request(Req(0, 1000, 4, tokens=_toks(base)))
+    while s.has_work:
+        step(s)
+    s.add_request(Req(1, 1200, 10, tokens=_toks(base, np.arange(5000, 5200))))
+    plan = s.schedule()
+    r = s.reqs[1]
+    assert plan.prefix_lens[0] == r.cached_len == 992 and plan.extend_lens[0] == 208
+    assert s.kv.swa_used == swa_held(s) == 32 + 208
+    assert s.kv.swa_prefix_lock(992) == 32
+    from specsched.sim.prefill_adder import swa_peak_tokens
+    assert s.kv.swa_used <= 32 + swa_peak_tokens(208, 10, 4096, w, p)
+    s.process_result(plan, StepOutput.from_mapping(plan, {1: 1}))
+    while s.has_work:
+        step(s)
+        assert s.kv.swa_used == swa_held(s)
+    assert s.kv.swa_used == 0 and r.finished
+
+
+def test_a_prefix_hit_whose_extend_fits_only_without_its_lock_is_refused_in_one_line():
+    """An SWA pool of 256 (page 16, window 24): a prompt of 1000 runs in chunks; then a
+    request matching its 992 cached positions extends 208 more, an SWA peak of 224
+    (``estimate_swa_kv_tokens``), below the pool so ``_chunk_cap`` never cuts it, but not
+    below the 224 left beside its pinned 32-token window (``SWAPrefillBudget.check_prefill``
+    with the prefix locked): with nothing running SGLang waits forever. The simulator
+    refuses it in one line naming the scenario keys; it must never reserve the prefix's
+    1200 positions (the bug: KVPoolExhausted with a traceback)."""
+    p, w = 16, 24
+    s = sched(page_size=p, sliding_window_size=w, disable_radix_cache=False, max_total_num_tokens=20_000,
+              swa_full_tokens_ratio=256 / 20_000)
+    assert s.kv.swa_capacity == 256
+    base = np.arange(1000)
+    s.add_request(Req(0, 1000, 4, tokens=_toks(base)))
+    while s.has_work:
+        step(s)
+    s.add_request(Req(1, 1200, 10, tokens=_toks(base, np.arange(5000, 5200))))
+    with pytest.raises(UnschedulableRequest, match=r"request 1: .*locks 32 .*server\.swa_full_tokens_ratio"
+                                                   r".*server\.sliding_window_size") as e:
+        step(s)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("scenario", "extra"), [
+    ("multi-turn-example", []),
+    ("trace-example", ["--arm", "mooncake", "--set", "workload.num_requests=20"]),
+])
+def test_hybrid_swa_with_the_radix_cache_runs_prefix_sharing_workloads(tmp_path, capsys, scenario, extra):
+    """The reported crash: window 128, swa_full_tokens_ratio 0.01, radix cache on, prompts that
+    reuse cached prefixes (multi-turn histories; the Mooncake trace's shared system prompts).
+    Admission charged a prefix hit's extend while the reservation took its whole sequence
+    in the SWA pool: ``KVPoolExhausted`` with a traceback. Both now run to the end."""
+    out = tmp_path / "res"
+    rc = main(["run", scenario, *extra, "--set", "server.sliding_window_size=128",
+               "--set", "server.swa_full_tokens_ratio=0.01", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0 and "Traceback" not in err, err
+    assert (out / "summary.json").exists() or any(out.iterdir())
+
+
+def test_a_multi_turn_run_on_an_swa_pool_too_small_for_a_turn_says_so_in_one_line(tmp_path, capsys):
+    """An SWA pool of 1300 (ratio 0.0005): a later turn's new text plus its history's locked
+    window never fits beside nothing: one line, exit 2, naming the keys (no stall)."""
+    rc = main(["run", "multi-turn-example", "--set", "server.sliding_window_size=128",
+               "--set", "server.swa_full_tokens_ratio=0.0005", "--out", str(tmp_path / "res")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, err
+    assert "Traceback" not in "\n".join(err) and "server.swa_full_tokens_ratio" in err[-1], err
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 10), shared=st.integers(0, 700), suffix=st.integers(1, 300), out=st.integers(1, 60),
+       ratio=st.floats(0.02, 0.5), page=st.sampled_from([1, 4, 16]), window=st.integers(4, 160),
+       gap=st.integers(0, 30), chain=st.booleans(), chunk=st.sampled_from([128, 4096]), spec=st.booleans(),
+       overlap=st.booleans())
+@example(n=4, shared=600, suffix=200, out=20, ratio=0.05, page=16, window=128, gap=10, chain=True, chunk=4096,
+         spec=False, overlap=True)
+def test_swa_pool_invariants_with_shared_prefixes(n, shared, suffix, out, ratio, page, window, gap, chain,
+                                                  chunk, spec, overlap):
+    """INV-2/INV-8 for the SWA pool with the radix cache on and prompts that share prefixes:
+    a generated shared prefix (``chain`` False: every request is the shared prefix plus its
+    own suffix) or a multi-turn chain (``chain`` True: request i resends request i-1's
+    prompt and adds its suffix). Requests arrive every ``gap`` passes, so later ones hit
+    what earlier ones cached. No reservation exceeds the free SWA (no KVPoolExhausted),
+    0 <= swa_used <= swa_capacity and swa_used equals the requests' SWA slots after every
+    pass, and every request finishes; the one refusal allowed is the one-line error for a
+    head request that cannot fit beside its own prefix lock on an idle SWA pool."""
+    kw = dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4) if spec else {}
+    s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=ratio, page_size=page, sliding_window_size=window,
+              disable_radix_cache=False, chunked_prefill_size=chunk, enable_overlap_schedule=overlap, **kw)
+    rng = np.random.default_rng(n * 1000 + shared)
+    prefix = rng.integers(0, 50_000, shared)
+    reqs, prev = [], prefix
+    for i in range(n):
+        toks = _toks(prev if chain else prefix, rng.integers(50_000, 100_000, suffix))
+        reqs.append(Req(i, len(toks), out, tokens=toks))
+        prev = toks
+    passes = 0
+    for _ in range(20_000):
+        while reqs and passes >= gap * reqs[0].rid:
+            try:
+                s.add_request(reqs.pop(0))
+            except UnschedulableRequest:
+                return                      # too long for the SWA pool at all (checked elsewhere)
+        if not s.has_work and not reqs:
+            break
+        passes += 1
+        try:
+            step(s, 2 if spec else 1)
+        except UnschedulableRequest as e:
+            assert "server.swa_full_tokens_ratio" in str(e), e
+            assert not s.running and s.kv.swa_used == 0
+            return
+        assert 0 <= s.kv.swa_used <= s.kv.swa_capacity
+        assert s.kv.swa_used == swa_held(s)
+    assert not s.has_work and not reqs and s.kv.swa_used == 0
+    assert all(r.finished for r in s.reqs.values())
