@@ -28,12 +28,21 @@ FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
 _CLI = "<command line>"
 
 
+_INF = {"inf", "+inf", "infinity", "+infinity"}
+"""Bare spellings of infinity read as the float (bench_serving's ``--request-rate inf``;
+YAML itself knows only ``.inf``)."""
+
+
 def parse_value(text: str, key: str = "<value>") -> Any:
-    """Parse one override value as YAML (``"8192"`` -> 8192, ``"host_block"`` -> str).
+    """Parse one override value as YAML (``"8192"`` -> 8192, ``"host_block"`` -> str); a bare
+    ``inf`` (any case, as bench_serving's ``--request-rate inf``) is the float infinity, which
+    only fields that allow it (``workload.request_rate``) accept.
 
     Raises:
         ConfigError: the text is not valid YAML.
     """
+    if text.strip().lower() in _INF:
+        return float("inf")
     try:
         return load_yaml_text(text, _CLI) if text.strip() else None
     except ConfigError as e:

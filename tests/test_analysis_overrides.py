@@ -84,3 +84,15 @@ def test_bad_value_is_a_config_error_with_the_key(scenario):
     assert e2.value.key == "server.sync_mode"
     with pytest.raises(ConfigError):
         load_scenario_with_overrides(scenario, "no_such_arm", {})
+
+
+def test_a_bare_inf_is_infinity_as_bench_serving_spells_it():
+    """``--set workload.request_rate=inf`` (bench_serving's ``--request-rate inf``) is the float
+    infinity, as YAML's ``.inf``; a quoted 'inf' stays a string."""
+    import math
+
+    from specsched.analysis.overrides import parse_overrides
+
+    got = parse_overrides(["workload.request_rate=inf", "a=Infinity", "b=+INF", "c=.inf", "d='inf'"])
+    assert all(math.isinf(got[k]) and got[k] > 0 for k in ("workload.request_rate", "a", "b", "c"))
+    assert got["d"] == "inf"
