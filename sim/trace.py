@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,6 +336,11 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     t *= cfg.time_scale
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
+    zeros = int(np.count_nonzero(outs == 0))
+    if zeros:
+        # said once per read (a trace is read once per process): the lengths a run reports differ
+        print(f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they run as "
+              "1-token outputs (the server streams at least the first token)", file=sys.stderr)
     np.maximum(outs, 1, out=outs)
     ids = offsets = None
     if chk.any_hashes:   # views of the reader's buffers: no second copy

@@ -44,11 +44,13 @@ def _trace_scenario(tmp_path, text, suffix=".csv", **trace):
                          server={"speculative_algorithm": "none", "speculative_num_draft_tokens": 1})
 
 
-def test_arrivals_lengths_scaling_and_limit_reach_the_engine(tmp_path):
+def test_arrivals_lengths_scaling_and_limit_reach_the_engine(tmp_path, capsys):
     text = "when,prompt,gen\n100.0,50,5\n100.5,60,6\n102.0,70,0\n103.0,80,8\n"
     sc = _trace_scenario(tmp_path, text, columns={"timestamp": "when", "input_len": "prompt", "output_len": "gen"},
                          time_scale=2.0, limit=3)
     res = SimEngine(sc, tiny_profile()).run()
+    err = capsys.readouterr().err   # the 0-token row is said, not silently changed
+    assert err.count("0 output tokens") == 1 and "1 of 3 requests" in err and "gen" in err
     r = res.requests.sort_values("rid")
     assert r["input_len"].tolist() == [50, 60, 70] and r["output_len"].tolist() == [5, 6, 1]   # 0 sent as 1
     assert np.allclose(r["start_s"], [0.0, 1.0, 4.0])
