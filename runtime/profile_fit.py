@@ -4,6 +4,7 @@ per-verify excess added."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 
@@ -334,8 +335,6 @@ def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, flo
     1.338 ms / 1.123 ms, ..."), so a profile made before :func:`slot_expansion_fit` changed
     can be refitted (benchmarks/ttft_timeline.py, benchmarks/repredict_h200.py). Empty when
     the text has none (not measured, or an older profile)."""
-    import re
-
     text = (getattr(profile, "provenance", None) or {}).get("host.slot_expansion_s", "")
     _, sep, tail = text.partition("medians (tokens: gap / preparation): ")
     if not sep:

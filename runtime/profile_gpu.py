@@ -295,7 +295,7 @@ class GpuPhases(Harness):
                 fn = self._step_fn(kind, rows, rows_t, w - self.W, graph=True)
                 ts = self._measure(f"{kind} bs {b} @width {w} (tile probe)", "tile", fn)
                 med.append(statistics.median(ts))
-                iqr.append(_iqr_rel(ts) * statistics.median(ts) if len(ts) >= 4 else float("nan"))
+                iqr.append(_iqr_rel(ts) * med[-1] if len(ts) >= 4 else float("nan"))
             self.tile_t[kind], self.tile_iqr[kind] = med, iqr
         self.tile, self.tile_scores = attention_tile_fit(self.tile_widths, self.tile_t, self.tile_iqr)
 

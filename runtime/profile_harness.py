@@ -32,6 +32,7 @@ DEFAULT_BUDGET_S = 210.0
 HOST_BATCH_SIZES = (1, 4, 16, 64, 256)
 """Batch sizes of the scheduler host-cost fits (plus ``max_bs``)."""
 HOST_PROMPT = 1024
+"""Prompt length of the scheduler's requests in the host-cost fits."""
 # the grids take every graph bucket up to this batch size, powers of two above it (the
 # buckets every 8 above 64 would double the grid's time for the largest batches)
 GRID_ALL_BUCKETS_UP_TO = 64
@@ -42,7 +43,6 @@ TILE_PROBE_POINTS = 5
 # the tile probe's batch: the largest grid batch size up to this (the full-batch steps where
 # round 13's decode/verify bias showed; docs/decode-width.md)
 TILE_PROBE_MAX_BS = 64
-"""Prompt length of the scheduler's requests in the host-cost fits."""
 DEFAULT_PREFILL_GRAPH_TOKENS = 16384
 """Largest extend token bucket of the profiler's piecewise prefill graphs: the server default
 (``cuda_graph_max_bs_prefill`` = ``chunked_prefill_size`` 16384, sim/config.py)."""
@@ -244,8 +244,6 @@ class Harness:
         self.launch_bs = sorted({pow2[0], pow2[len(pow2) // 2], pow2[-1]})
         self.cq_bs = sorted({self.bs[0], self.bs[-1]})
         self.host_bs = sorted({*HOST_BATCH_SIZES, self.max_bs})
-        # the launch measurement lets lengths grow (as in the engine) inside its own context
-        # bucket, above every grid bucket, so no capture happens while it is timed
         # the attention-tile probe: widths every CTX_ALIGN positions from a multiple of
         # TILE_PROBE_BASE at the middle grid context, at the largest grid batch <= 64
         mid = self.contexts[len(self.contexts) // 2]
@@ -254,6 +252,8 @@ class Harness:
         self.tile_bs = max([b for b in self.bs if b <= TILE_PROBE_MAX_BS] or [self.bs[0]])
         # the grid's rows hold KV for the longest of the grid's and the probe's contexts
         self.grid_ctx = max(self.contexts[-1] + spec_window, self.tile_widths[-1])
+        # the launch measurement lets lengths grow (as in the engine) inside its own context
+        # bucket, above every grid bucket, so no capture happens while it is timed
         self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
         self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
         self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
