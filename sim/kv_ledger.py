@@ -260,8 +260,11 @@ class KVLedger:
         requests once): conservative for requests that share a window."""
         if not self.swa_capacity or prefix_len <= 0:
             return 0
-        p = self.page_size
-        return min(-(-self.window // p) * p, prefix_len // p * p)
+        return min(self._pages(self.window), self._prefix_base(prefix_len))
+
+    def _prefix_base(self, prefix_len: int) -> int:
+        """The whole pages of a matched prefix of ``prefix_len`` positions: the tree's part."""
+        return prefix_len // self.page_size * self.page_size
 
     def swa_reserve_need(self, req: Req, n: int) -> int:
         """SWA slots :meth:`reserve` takes for a chunk of ``n`` tokens of ``req``: its new
@@ -280,8 +283,7 @@ class KVLedger:
         checked (tests/test_swa_pool.py)."""
         new_len = max(req.kv_len, req.prefill_done + n)
         if not req.kv_len and req.prefill_done:
-            base = req.prefill_done // self.page_size * self.page_size
-            return self.swa_prefix_lock(req.prefill_done) + self._pages(new_len) - base
+            return self.swa_prefix_lock(req.prefill_done) + self._pages(new_len) - self._prefix_base(req.prefill_done)
         return self._swa_grow(req, new_len)
 
     def reserve(self, req: Req, n: int) -> None:
@@ -296,7 +298,7 @@ class KVLedger:
         if self.swa_capacity:
             self._swa_take(self.swa_reserve_need(req, n))
             if not req.kv_len and req.prefill_done:  # a prefix hit: the prefix is the tree's
-                self._swa_evicted[req.rid] = req.prefill_done // self.page_size * self.page_size
+                self._swa_evicted[req.rid] = self._prefix_base(req.prefill_done)
                 self._swa_lock[req.rid] = self.swa_prefix_lock(req.prefill_done)
         self._take(n)
         req.kv_allocated += n
