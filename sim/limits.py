@@ -21,6 +21,7 @@ from specsched.sim.prefill_adder import (
     swa_never_admitted,
     swa_peak_tokens,
 )
+from specsched.sim.scheduler_disagg import prealloc_need
 
 if TYPE_CHECKING:
     from specsched.sim.hardware import Hardware
@@ -189,7 +190,7 @@ def _check_decode_prealloc(file: str, srv, i: int, o: int) -> None:
     ``_check_if_req_exceed_kv_capacity``). The scheduler refuses the same request when it
     arrives (:meth:`sim.scheduler_disagg.Disagg._refuse_unpreallocatable`)."""
     cap, reserve = srv.max_total_num_tokens, srv.num_reserved_decode_tokens
-    need = max(ceil_page(i, srv.page_size) + reserve, i + min(o, CLIP_MAX_NEW_TOKENS))
+    need = prealloc_need(ceil_page(i, srv.page_size), i, o, reserve)
     if need > cap:
         raise ConfigError(file, "server.disaggregation.decode.server.max_total_num_tokens", cap,
                           f"must be at least {need}: a decode server preallocates a prompt of {i} tokens plus "

@@ -73,6 +73,15 @@ def decode_extra_slots(max_running_requests: int) -> int:
     return 2 * max_running_requests if max_running_requests <= DECODE_EXTRA_SLOTS_MAX_BATCH else 0
 
 
+def prealloc_need(slots: int, input_len: int, max_new_tokens: int, reserved_decode: int, retractable: int = 0) -> int:
+    """Tokens a decode server's preallocation of a request must find within its budget
+    (sglang 0.5.23 disaggregation/decode.py ``DecodePreallocQueue._required_admission_tokens``):
+    its ``slots`` plus num_reserved_decode_tokens, or its prompt plus its output clipped at
+    CLIP_MAX_NEW_TOKENS less what the running batch could give back by retraction, whichever
+    is larger. The scheduler's admission and the pre-run check (sim/limits.py) both read it."""
+    return max(slots + reserved_decode, input_len + min(max_new_tokens, CLIP_MAX_NEW_TOKENS) - retractable)
+
+
 class Disagg:
     """The prefill and decode modes of :class:`sim.scheduler.Scheduler` (a mixin: no state
     of its own). Read by executors: ``inflight`` (prefill: prompts computed, KV being sent),
@@ -163,12 +172,9 @@ class Disagg:
             self.retracted_queue = self.retracted_queue[len(resumed):]
 
     def _prealloc_need(self, r: Req, retractable: int) -> int:
-        """Tokens ``r``'s preallocation must find within the budget
-        (``DecodePreallocQueue._required_admission_tokens``): its slots plus
-        num_reserved_decode_tokens, or its prompt plus its clipped output less what the
-        running batch could give back by retraction, whichever is larger."""
-        return max(self._prealloc_tokens(r) + self.server.num_reserved_decode_tokens,
-                   r.input_len + min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS) - retractable)
+        """Tokens ``r``'s preallocation must find within the budget (:func:`prealloc_need`)."""
+        return prealloc_need(self._prealloc_tokens(r), r.input_len, r.max_new_tokens,
+                             self.server.num_reserved_decode_tokens, retractable)
 
     def _refuse_unpreallocatable(self, r: Req) -> None:
         """Decode mode: refuse a request whose preallocation would not fit even the empty
