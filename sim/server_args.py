@@ -282,15 +282,16 @@ class ServerArgs(BaseModel):
         if self.disaggregation_mode != "null":
             raise FieldError("server.disaggregation_mode", self.disaggregation_mode,
                              "leave it out: server.disaggregation sets each role's mode")
+        no_swa = "the decode side's SWA-tail prealloc is not modelled"
         if self.sliding_window_size is not None:
             raise FieldError("server.disaggregation", "{...}", "not modelled with a hybrid sliding-window KV "
-                             "(server.sliding_window_size): the decode side's SWA-tail prealloc is not modelled")
+                             f"(server.sliding_window_size): {no_swa}")
         for role in ROLES:
             swa = getattr(self.disaggregation, role).server.get("sliding_window_size")
             if swa is not None:  # the same refusal for a role's own server
                 raise FieldError(f"server.disaggregation.{role}.server.sliding_window_size", swa,
-                                 "not modelled with prefill-decode disaggregation (a hybrid sliding-window KV): "
-                                 "the decode side's SWA-tail prealloc is not modelled; remove it")
+                                 f"not modelled with prefill-decode disaggregation (a hybrid sliding-window KV): "
+                                 f"{no_swa}; remove it")
             self.role_server(role)
 
     @property
