@@ -634,6 +634,21 @@ def test_requests_sent_at_once_are_the_rows_sent_one_by_one(rids, ints, before):
     assert a.rows(np.array(rids + before, dtype=np.int64)).tolist() == b.rows(np.array(rids + before, dtype=np.int64)).tolist()
 
 
+@settings(max_examples=200, deadline=None)
+@given(seed=st.one_of(st.integers(0, 2**32 - 1), st.integers(2**32, 2**70), st.sampled_from([0, 2**32 - 1, 2**32])),
+       rid=st.one_of(st.integers(0, 2**32 - 1), st.integers(2**32, 2**40), st.sampled_from([0, 1, 2**32 - 1])))
+def test_accept_seed_words_are_the_list_seed(seed, rid):
+    """A request's accept generator seeded from the uint32 words (acceptance._entropy) is
+    the one seeded from the list [seed, stream, rid]: same SeedSequence entropy, same
+    state, same draws; ints of two or more words keep the list."""
+    from specsched.sim.acceptance import _STREAM_ACCEPT, _entropy
+
+    want = np.random.default_rng([seed, _STREAM_ACCEPT, rid])
+    got = np.random.default_rng(_entropy(seed, rid))
+    assert got.bit_generator.state == want.bit_generator.state
+    assert got.random(4).tolist() == want.random(4).tolist()
+
+
 def _device_step_reference(dev: DeviceTokens, plan) -> list[int]:
     """DeviceTokens.step as written before its extend-only shortcut: the new requests from
     a set, then the (empty) loop over decode rows."""
