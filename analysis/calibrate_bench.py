@@ -7,8 +7,13 @@ one factor per group keeps each grid's measured shape):
 - ``prefill``: ``gpu.extend``, ``gpu.draft_inject``, ``gpu.draft_inject_per_token_s``
   (prefill / extend forwards);
 - ``decode``: ``gpu.verify``, ``gpu.decode``, ``gpu.draft_step`` (decode / verify forwards);
-- ``host``: ``host.schedule*``, ``host.launch*``, ``host.process*`` (the scheduler's CPU work
-  per step and per request);
+- ``host``: every host term ``host.speed_factor`` scales (:data:`sim.host_speed.SCALED_TERMS`:
+  the scheduler's work, launch calls, the extends' and injections' kernel issue, idle
+  leads, slot expansion, wake-up, eager kernel issue): a host that runs the loop's Python
+  slower runs all of it slower. Scaling only the scheduler's terms left an extend's issue
+  (the longest host term of a prefill, and what paces the first token at light load:
+  docs/measurements/h200-v17-holdout/README.md) to be absorbed by ``prefill``, a GPU term
+  that also costs throughput at saturation;
 - ``analytic.efficiency.<name>`` (``matmul``, ``attention``, ``hbm``, ...): an analytic
   profile's efficiency factor (``specsched profile --analytic``), multiplied (fractions of a
   peak capped at 1) and the profile rebuilt from it (``sim.analytic.writer.regenerate``);
@@ -45,12 +50,14 @@ from typing import Any
 
 import numpy as np
 from specsched.sim.errors import ConfigError
+from specsched.sim.host_speed import SCALED_TERMS
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "prefill": ("gpu.extend", "gpu.draft_inject", "gpu.draft_inject_per_token_s"),
     "decode": ("gpu.verify", "gpu.decode", "gpu.draft_step"),
-    "host": ("host.schedule_s", "host.schedule_per_req_s", "host.launch_s", "host.launch_per_req_s",
-             "host.process_s", "host.process_per_req_s"),
+    # every term sim.host_speed scales (host.speed_factor): a slower host runs all of its
+    # Python slower, the extends' and injections' kernel issue as much as the scheduler
+    "host": SCALED_TERMS,
     "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")

@@ -16,9 +16,10 @@ from specsched.sim.bench_serving import bench_record, parse_run
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError
+from specsched.sim.profile import load_profile
 
 from specsched.cli import main
-from tests.conftest import make_scenario, tiny_profile
+from tests.conftest import ROOT, make_scenario, tiny_profile
 
 LOG = """\
 [2026-01-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM
@@ -37,6 +38,20 @@ def test_scale_profile_scales_groups_and_dotted_keys():
     assert q.gpu.extend == p.gpu.extend and q.host.launch_s == pytest.approx(3 * p.host.launch_s)
     with pytest.raises(ConfigError, match="--params"):
         scale_profile(p, {"gpu.nonexistent": 2.0})
+
+
+@settings(max_examples=10, deadline=None)
+@given(k=st.floats(0.3, 3.0))
+def test_invariant_the_host_parameter_is_the_host_speed_factor(k):
+    """INV: calibrating ``host`` by k scales exactly what ``host.speed_factor`` k scales
+    (every host term, the extend's issue among them) and nothing else (GPU grids stay)."""
+    from specsched.sim.host_speed import scale_host
+
+    p = load_profile(ROOT / "docs" / "measurements" / "h200-v17" / "h200-1b.yaml")
+    q = scale_profile(p, {"host": k})
+    assert q.model_dump(mode="json") == scale_host(p, k).model_dump(mode="json")
+    assert q.host.launch_per_extend_s == pytest.approx(k * p.host.launch_per_extend_s)
+    assert q.gpu.extend == p.gpu.extend and q.gpu.decode == p.gpu.decode
 
 
 def test_fit_recovers_a_known_decode_factor():
