@@ -4,13 +4,23 @@ parsing, the CLI (profile written with provenance; bad input exit 2, nothing wri
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from specsched.analysis.calibrate_bench import FitCase, decode_step_seconds, fit, scale_profile
+from specsched.analysis.calibrate_bench import (
+    NOISE_FLOOR,
+    PRIOR_SD,
+    FitCase,
+    decode_step_seconds,
+    fit,
+    metric_noise,
+    parse_prior,
+    scale_profile,
+)
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
 from specsched.sim.bench_serving import bench_record, parse_run
 from specsched.sim.config import with_value
@@ -67,6 +77,52 @@ def test_fit_recovers_a_known_decode_factor():
     assert res.factors["decode"] == pytest.approx(1.5, rel=0.05)
     assert res.loss_after < 0.1 * res.loss_before
     assert res.factor_se_pct()["decode"] < 5.0   # the runs pin it down
+
+
+def _decode_cases(factor: float, concs=(2, 4)) -> list:
+    truth = scale_profile(tiny_profile(), {"decode": factor})
+    cases = []
+    for conc in concs:
+        sc = make_scenario(workload={"kind": "closed_loop", "num_requests": 8, "concurrency": conc,
+                                     "output_len": {"kind": "fixed", "value": 60}})
+        rec = bench_record(run_scenario(sc, profile=truth), details=False)
+        cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"m{conc}:1"), sc))
+    return cases
+
+
+def test_a_tight_prior_keeps_the_profile_and_a_loose_one_lets_the_runs_move_it():
+    """The same runs (made with decode x1.5): a prior of 1 % holds the factor near the
+    profile's, one of 100 % lets the runs pin it near 1.5 as without a prior; noise scales
+    the residuals against the prior (a noisier metric pulls less)."""
+    cases = _decode_cases(1.5)
+    tight = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12, prior_sd={"decode": 0.01},
+                noise={"median_itl_ms": 0.1, "median_ttft_ms": 0.1, "output_throughput": 0.1})
+    loose = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12, prior_sd={"decode": 1.0},
+                noise={"median_itl_ms": 0.01, "median_ttft_ms": 0.01, "output_throughput": 0.01})
+    assert tight.factors["decode"] < 1.05
+    assert loose.factors["decode"] == pytest.approx(1.5, rel=0.05)
+    assert tight.prior_sd == {"decode": 0.01} and loose.noise["median_itl_ms"] == 0.01
+
+
+def test_metric_noise_pools_the_spread_between_runs_at_one_load():
+    """Two loads with two runs each: the pooled standard deviation of the logs; a load
+    with one run adds nothing; the floor holds for identical runs."""
+    def case(rate, ttft, itl):
+        run = parse_run({"request_rate": rate, "median_ttft_ms": ttft, "median_itl_ms": itl}, f"r{rate}:1")
+        return FitCase(run, None)
+    cases = [case(4, 10.0, 2.0), case(4, 12.0, 2.0), case(8, 20.0, 3.0), case(8, 22.0, 3.0), case(16, 99.0, 9.0)]
+    noise = metric_noise(cases, ("median_ttft_ms", "median_itl_ms", "output_throughput"))
+    expect = math.sqrt(((math.log(10) - math.log(12)) ** 2 + (math.log(20) - math.log(22)) ** 2) / 4)
+    assert noise["median_ttft_ms"] == pytest.approx(expect)
+    assert noise["median_itl_ms"] == NOISE_FLOOR and "output_throughput" not in noise
+
+
+@pytest.mark.parametrize("text,needle", [("decode=0", "SD > 0"), ("decode=x", "SD > 0"), ("prefill=0.1", "not fitted")])
+def test_a_bad_prior_is_one_line(text, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_prior(text, ["decode", "host"])
+    assert parse_prior("default", ["decode", "host"]) == {"decode": PRIOR_SD["decode"], "host": PRIOR_SD["host"]}
+    assert parse_prior("none", ["decode"]) == {}
 
 
 def test_server_log_lines_are_read_by_name():
