@@ -23,7 +23,15 @@ Each bench_serving run becomes a scenario (:mod:`analysis.from_bench`; ``--scena
 gives the server and acceptance blocks when the lines lack ``server_info``). The objective is
 the sum over runs and metrics (default median TTFT, median ITL, output tok/s) of the squared
 log ratio of the prediction (mean over ``--seeds`` seeds, the same seeds at every evaluation)
-to the measurement; scipy's ``least_squares`` on the log factors. An SGLang server log
+to the measurement, each divided by its metric's run-to-run noise (:func:`metric_noise`),
+plus a Gaussian prior on each log factor around the profile (``--prior``, :data:`PRIOR_SD`):
+the most probable factors given the runs and the profile. Several factors move a light-load
+median TTFT alike (an extend's GPU time, the host's issue of it), so the runs alone leave
+the split between them free, and a least-squares fit without the prior can put a host
+shortfall on a GPU factor that then costs throughput at saturation
+(docs/measurements/h200-v17-holdout/README.md); the prior moves the factor that is known to
+vary between machines (the host) before the ones that are not. scipy's ``least_squares`` on
+the log factors. An SGLang server log
 (``--server-log``) adds its pure-decode steps (:func:`analysis.server_log.decode_step_samples`):
 the cost model's step time at the logged batch size and context vs the logged one, as one
 more term. The fit report gives each run's error before and after, and each factor's
@@ -61,15 +69,16 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
-PRIOR_SD: dict[str, float] = {"prefill": 0.05, "decode": 0.05, "host": 0.3}
+PRIOR_SD: dict[str, float] = {"prefill": 0.02, "decode": 0.02, "host": 0.3}
 """Default prior standard deviation of each group's log factor (``--prior``): how far the
 group's true value on the user's machine may be from the profile's, before any run is seen.
-GPU kernels of one model on one GPU type move little between machines (the H200 fits of
-docs/measurements/h200-v15-holdout and h200-v17-holdout: decode x0.997..1.012, and the
-profile alone within 1.5 % of every held-out median ITL and output tok/s); the host's
-Python moves a lot (a fixed reference work took 1.1 or 2.0 ms on the same rented H200 in
-periods of seconds, docs/measurements/h200-v10.md; 0.25..0.50 ms within one sweep,
-h200-v17-holdout). A parameter not named here has no prior unless ``--prior`` gives one."""
+GPU kernels of one model on one GPU type move little between machines: on three H200s the
+decode factor fitted 0.997..1.014 and a profile made on another H200 predicted every
+held-out median ITL within 1.3 % and output tok/s within 1.5 %
+(docs/measurements/h200-v15-holdout, h200-v17-holdout). The host's Python moves a lot: a
+fixed reference work took 1.1 or 2.0 ms on the same rented H200 in periods of seconds
+(docs/measurements/h200-v10.md), 0.25..0.50 ms within one sweep (h200-v17-holdout). A
+parameter not named here has no prior unless ``--prior`` gives one."""
 NOISE_FLOOR = 1e-3
 """Smallest per-metric noise (log units) :func:`metric_noise` returns: a bench_serving
 line's millisecond figures carry three decimals, 0.1 % of a 1 ms ITL."""
@@ -594,7 +603,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                    help="replay each run's own send times (details; the line's start_times), draw arrivals at its "
                         "rate (rate), or replay where the line has send times (auto, the default)")
     g.add_argument("--prior", default="default",
-                   help="prior on the log factors around the profile: 'default' (prefill 0.05, decode 0.05, host 0.3), "
+                   help="prior on the log factors around the profile: 'default' (prefill 0.02, decode 0.02, host 0.3), "
                         "'none' (unregularised), or NAME=SD,...; with a prior each metric's residuals are divided by "
                         "its run-to-run noise (runs at one load) or, unmeasured, its scatter at the profile")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
