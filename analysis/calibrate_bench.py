@@ -536,7 +536,10 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {', '.join(Path(f).name for f in files)}"
                               + (f" and server log {Path(log).name}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
-                              f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
+                              + (("prior (log-factor standard deviations) " + ", ".join(f"{k} {v:g}" for k, v in result.prior_sd.items())
+                                  + "; residuals divided by each metric's noise " + ", ".join(f"{k} {v:.4f}" for k, v in result.noise.items())
+                                  + "; ") if result.prior_sd else "no prior; ")
+                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
             prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
@@ -578,6 +581,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                      noise=metric_noise(cases, metrics) if prior else None)
         print(format_fit_table(fit_table(cases, result, metrics)))
     se = result.factor_se_pct()
+    if result.prior_sd:
+        print("prior (log-factor standard deviations): " + ", ".join(f"{k} {v:g}" for k, v in result.prior_sd.items())
+              + "; each metric's residuals divided by its noise: " + ", ".join(f"{k} {v:.4f}" for k, v in result.noise.items()))
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
     if result.log_before is not None:

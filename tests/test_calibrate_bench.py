@@ -194,7 +194,13 @@ def test_cli_writes_profile_with_provenance_and_refuses_bad_input(tmp_path, caps
     prof = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
     assert prof["name"] == "fitted" and "runs.jsonl" in prof["provenance"]["calibrate.from"]
     assert "server.log" in prof["provenance"]["calibrate.from"]
-    from specsched.sim.profile import load_profile
+    # the default prior (decode's only: the one parameter fitted) is stated where it was used
+    assert f"prior (log-factor standard deviations) decode {PRIOR_SD['decode']:g}" in prof["provenance"]["calibrate.from"]
+    assert f"decode {PRIOR_SD['decode']:g}" in out
+    assert main([*argv[:-1], "plain.yaml", "--prior", "none"]) == 0
+    assert "no prior" in yaml.safe_load((tmp_path / "plain.yaml").read_text())["provenance"]["calibrate.from"]
+    assert main([*argv[:-1], "x.yaml", "--prior", "decode=-1"]) == 2 and not (tmp_path / "x.yaml").exists()
+    capsys.readouterr()
 
     load_profile(str(tmp_path / "fitted.yaml"))
     # bad input: a truncated line -> exit 2, one line, nothing written
