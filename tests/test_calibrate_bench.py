@@ -104,6 +104,40 @@ def test_a_tight_prior_keeps_the_profile_and_a_loose_one_lets_the_runs_move_it()
     assert tight.prior_sd == {"decode": 0.01} and loose.noise["median_itl_ms"] == 0.01
 
 
+def test_a_slower_host_is_found_in_the_host_factor_not_soaked_into_prefill():
+    """Light-load runs of a host 1.4x slower than the profile's, on a profile whose extend
+    takes as long to issue (4 ms) as to run (4 ms): a light-load TTFT then moves with the
+    extend's issue (host) and its GPU time (prefill) alike. Without the prior the fit raises
+    both (the runs cannot tell them apart) and at saturation predicts 17 % less throughput
+    than the truth; with it the slower host is found in ``host`` and prefill stays at the
+    profile's, and saturation is predicted as the truth runs it."""
+    from specsched.sim.host_speed import scale_host
+
+    base = scale_profile(tiny_profile(launch_per_extend_s=4e-3), {"prefill": 4.0})
+    truth = scale_host(base, 1.4)
+
+    def poisson(rate, n):
+        return make_scenario({"speculative_algorithm": "none"},
+                             {"kind": "poisson", "request_rate": rate, "num_requests": n,
+                              "input_len": {"kind": "fixed", "value": 1000}, "output_len": {"kind": "fixed", "value": 30}})
+    cases = []
+    for rate in (2.0, 4.0):
+        rec = bench_record(run_scenario(poisson(rate, 24), profile=truth), details=False)
+        cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"r{rate}:1"), poisson(rate, 24)))
+    noise = {"median_ttft_ms": 0.05, "median_itl_ms": 0.01, "output_throughput": 0.05}
+    with_prior = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=12,
+                     prior_sd={"prefill": PRIOR_SD["prefill"], "host": PRIOR_SD["host"]}, noise=noise)
+    without = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=12)
+    assert with_prior.factors["host"] == pytest.approx(1.4, rel=0.03)
+    assert with_prior.factors["prefill"] == pytest.approx(1.0, abs=0.02)
+    assert without.factors["prefill"] > 1.2
+    saturated = poisson(400.0, 64)
+    thr = {k: run_scenario(saturated, profile=p).summary["output_throughput"]
+           for k, p in (("truth", truth), ("prior", with_prior.profile), ("none", without.profile))}
+    assert thr["prior"] == pytest.approx(thr["truth"], rel=0.02)
+    assert thr["none"] < 0.9 * thr["truth"]
+
+
 def test_metric_noise_pools_the_spread_between_runs_at_one_load():
     """Two loads with two runs each: the pooled standard deviation of the logs; a load
     with one run adds nothing; the floor holds for identical runs."""
