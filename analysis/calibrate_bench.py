@@ -365,9 +365,16 @@ def metric_noise(cases: list[FitCase], metrics: Sequence[str] = FIT_METRICS) -> 
     return out
 
 
-def parse_prior(text: str | None, params: Sequence[str]) -> dict[str, float]:
+def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = False) -> dict[str, float]:
     """``--prior``: ``default`` (:data:`PRIOR_SD` for the fitted parameters it names),
     ``none``, or ``NAME=SD,...`` (standard deviations of log factors, > 0).
+
+    ``default`` is a statement about a profile measured by microbenchmarks on the same kind
+    of GPU: its GPU terms moved 1-2 % between machines. A profile written by ``specsched
+    profile --analytic`` (``analytic`` True) has no such evidence: its GPU terms come from
+    datasheet peaks and efficiency factors and were tens of percent off the measured H200
+    grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on it and the
+    runs alone set every factor, as the fit did before the prior existed.
 
     Raises:
         ConfigError: a malformed entry, an SD not > 0, or a name not fitted.
@@ -375,6 +382,8 @@ def parse_prior(text: str | None, params: Sequence[str]) -> dict[str, float]:
     if text is None or text == "none":
         return {}
     if text == "default":
+        if analytic:
+            return {}
         return {p: PRIOR_SD[p] for p in params if p in PRIOR_SD}
     out = {}
     for item in text.split(","):
@@ -575,7 +584,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
             if i % 5 == 0:
                 print(f"  eval {i:3d}: loss {loss:.4g}  " + "  ".join(f"{p} x{x:.3f}" for p, x in zip(params, f, strict=True)))
 
-        prior = parse_prior(args.prior, params)
+        prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
         result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
                      max_evals=args.max_evals, progress=progress, prior_sd=prior,
                      noise=metric_noise(cases, metrics) if prior else None)
@@ -609,7 +618,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                    help="replay each run's own send times (details; the line's start_times), draw arrivals at its "
                         "rate (rate), or replay where the line has send times (auto, the default)")
     g.add_argument("--prior", default="default",
-                   help="prior on the log factors around the profile: 'default' (prefill 0.02, decode 0.02, host 0.3), "
+                   help="prior on the log factors around the profile: 'default' (prefill 0.02, decode 0.02, host 0.3; none on an analytic profile), "
                         "'none' (unregularised), or NAME=SD,...; with a prior each metric's residuals are divided by "
                         "its run-to-run noise (runs at one load) or, unmeasured, its scatter at the profile")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")

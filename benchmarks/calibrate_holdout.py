@@ -222,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"need runs at 2 loads or more in {', '.join(map(str, a.runs_dirs))}, found {len(runs)} run(s)", file=sys.stderr)
         return 2
     params = a.params.split(",")
-    prior = parse_prior(a.prior, params)
     profile = load_profile(a.profile)
+    prior = parse_prior(a.prior, params, analytic=profile.analytic is not None)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)

@@ -157,6 +157,9 @@ def test_a_bad_prior_is_one_line(text, needle):
         parse_prior(text, ["decode", "host"])
     assert parse_prior("default", ["decode", "host"]) == {"decode": PRIOR_SD["decode"], "host": PRIOR_SD["host"]}
     assert parse_prior("none", ["decode"]) == {}
+    # an analytic profile's GPU terms are datasheet estimates: the default puts no prior on them
+    assert parse_prior("default", ["prefill", "decode", "host"], analytic=True) == {}
+    assert parse_prior("decode=0.1", ["decode"], analytic=True) == {"decode": 0.1}
 
 
 def test_server_log_lines_are_read_by_name():
