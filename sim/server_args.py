@@ -138,7 +138,7 @@ class ServerArgs(BaseModel):
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
-    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py). None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
+    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     disable_decode_cuda_graph: bool = Field(False, description="Run every decode step and speculative cycle eagerly, at any batch size (SGLang's switch, arg_groups/cuda_graph_hook.py: decode backend disabled); the simulator then charges each the eager cost (sim/cost_model.py).")
     disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it; the simulator then charges extends their real token count instead of the padded bucket, CUDA profiles only).")
     cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens). None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
@@ -159,6 +159,23 @@ class ServerArgs(BaseModel):
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
     num_reserved_decode_tokens: int = Field(512, ge=0, le=1_000_000, description="Decode server: tokens reserved per active request when preallocating KV for a new one (SGLang --num-reserved-decode-tokens).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _graph_max_from_list(cls, data: Any) -> Any:
+        """An explicit ``cuda_graph_bs`` sets ``cuda_graph_max_bs`` to its largest entry,
+        whatever ``cuda_graph_max_bs`` says: sglang 0.5.23 arg_groups/memory_hook.py
+        ``_handle_gpu_memory_settings`` (``decode_cuda_graph_config.max_bs =
+        max(decode_cuda_graph_config.bs)`` when the list is given), and the decode runner
+        replays graphs only up to ``max(capture_bs)`` (decode_cuda_graph_runner.py
+        ``can_run_graph``). A batch above the list's largest size runs eagerly; it is not
+        padded to a ``cuda_graph_max_bs`` graph that was never captured."""
+        if isinstance(data, dict):
+            bs = data.get("cuda_graph_bs")
+            if (isinstance(bs, list) and bs and all(isinstance(b, int) and not isinstance(b, bool) for b in bs)
+                    and max(bs) >= 1):
+                data = {**data, "cuda_graph_max_bs": max(bs)}
+        return data
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
