@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.analytic.gpus import gpu_table, load_gpu
-from specsched.sim.analytic.models import load_model, shipped_models
+from specsched.sim.analytic.models import from_hf_config, load_model, shipped_models
 from specsched.sim.analytic.roofline import (
     Efficiency,
     Parallel,
@@ -17,6 +17,7 @@ from specsched.sim.analytic.roofline import (
     extend,
     kernel_count,
     kv_cell_bytes,
+    kv_entries,
     weights_bytes,
 )
 from specsched.sim.analytic.writer import build_profile, regenerate
@@ -265,6 +266,10 @@ BAD_CONFIGS = {
     "num_hidden_layers": (0, None),           # None: the key left out
     "vocab_size": (None,),
     "intermediate_size": (None,),
+    "max_position_embeddings": (0,),         # was a pydantic traceback (hardware.context_len)
+    "sliding_window": (0,),                  # was read as a 0-token window: attention free at any context
+    "swa_layer_fraction": ("half", 2),       # was a ValueError traceback
+    "layer_types": ("sliding_attention", [1, 2], []),
 }
 
 
@@ -388,3 +393,30 @@ def test_disable_decode_cuda_graph_runs_every_decode_batch_eagerly():
     assert on.padded_batch(1) == 1 and off.padded_batch(1) is None
     assert on.eager_issue_s(1) == 0.0 and off.eager_issue_s(1) == p.gpu.eager_host_issue_s
     assert off.step_s(1, 512) >= p.gpu.eager_host_issue_s > on.step_s(1, 512)
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(1, 64), data=st.data(), keys=st.floats(1, 200_000))
+def test_layer_types_decide_which_layers_the_window_caps(layers, data, keys):
+    """INV: with ``layer_types`` (Gemma 3, gpt-oss), only its "sliding_attention" layers read
+    at most the window; the others read every position (SGLang builds each layer from
+    ``config.layer_types[layer_id]``). Before, every layer was windowed, so a Gemma-like
+    model's attention at long context cost as if it had no global layer."""
+    kinds = data.draw(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers, max_size=layers))
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": layers, "sliding_window": 1024, "layer_types": kinds}
+    arch = from_hf_config(cfg, "x", "config.json")
+    k = kinds.count("sliding_attention")
+    if k == 0:
+        assert arch.sliding_window is None and kv_entries(arch, keys) == keys
+    else:
+        assert arch.swa_layer_fraction == pytest.approx(k / layers)
+        assert kv_entries(arch, keys) == pytest.approx(k / layers * min(keys, 1024) + (1 - k / layers) * keys)
+    assert min(keys, 1024) - 1e-9 <= kv_entries(arch, keys) <= keys + 1e-9
+
+
+def test_gemma2_windows_its_even_layers_and_one_name_is_one_architecture():
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": 26, "sliding_window": 4096,
+           "architectures": "Gemma2ForCausalLM", "assumptions": "one line"}
+    arch = from_hf_config(cfg, "g", "config.json")
+    assert arch.architectures == ["Gemma2ForCausalLM"] and arch.assumptions == ["one line"]
+    assert arch.swa_layer_fraction == pytest.approx(13 / 26)   # layers 0, 2, ..., 24 (models/gemma2.py)
