@@ -9,6 +9,7 @@ Re-exported by :mod:`sim.config`.
 from __future__ import annotations
 
 import bisect
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -243,10 +244,7 @@ class ServerArgs(BaseModel):
             raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
                              "a chunk is cut at page boundaries, so a smaller one never advances")
         if self.sliding_window_size is not None and self.sliding_window_size + self.page_size >= self.swa_max_total_num_tokens:
-            # model_executor/pool_configurator.py validate_swa_pool_size
-            raise FieldError("server.swa_full_tokens_ratio", self.swa_full_tokens_ratio,
-                             f"the SWA pool (int(max_total_num_tokens x ratio) = {self.swa_max_total_num_tokens} tokens) "
-                             f"must exceed sliding_window_size + page_size = {self.sliding_window_size + self.page_size}")
+            self._refuse_small_swa_pool()
         if self.dp_size > 1 and not self.enable_dp_attention:
             raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
                              "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")
@@ -264,6 +262,29 @@ class ServerArgs(BaseModel):
                 raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
                                  f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
         return self
+
+    def _refuse_small_swa_pool(self) -> None:
+        """The SWA pool does not exceed sliding_window_size + page_size (sglang 0.5.23
+        model_executor/pool_configurator.py ``validate_swa_pool_size``). The message shows
+        the arithmetic from the user's values: the full pool (page-aligned when that changes
+        it) x the ratio, int() of it, then its page-aligned size (the pool) when that is
+        smaller, and the least ratio that passes (a pool of the next page above window + page).
+
+        Raises:
+            FieldError: always, on ``server.swa_full_tokens_ratio``.
+        """
+        p, mt, r = self.page_size, self.max_total_num_tokens, self.swa_full_tokens_ratio
+        full = mt // p * p
+        raw, pool = int(full * r), self.swa_max_total_num_tokens
+        need = self.sliding_window_size + self.page_size
+        full_s = f"{mt}" if full == mt else f"{mt} page-aligned to {full}"
+        pool_s = f"{raw} tokens" if pool == raw else f"{raw} tokens, page-aligned to {pool}"
+        least = (need // p + 1) * p   # the smallest page-aligned pool above window + page
+        hint = (f"; allowed: a ratio >= {math.ceil(least / full * 1e6) / 1e6:g} (a pool of {least})" if least <= full
+                else f"; no ratio <= 1 gives more than {need} with max_total_num_tokens {mt}")
+        raise FieldError("server.swa_full_tokens_ratio", r,
+                         f"the SWA pool (int({full_s} x {r}) = {pool_s}) must exceed "
+                         f"sliding_window_size + page_size = {self.sliding_window_size} + {p} = {need}{hint}")
 
     def role_server(self, role: str) -> ServerArgs:
         """A disaggregated role's server arguments: these with ``server.disaggregation.<role>.server``
