@@ -78,8 +78,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
 
     ``specsched plot SWEEP.parquet`` draws the sweep's key metrics against its parameter
-    (``sweep_<name>`` in ``--out``, default ``plots/`` beside the file; the default
-    ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
+    (``sweep_<name>`` in ``--out``, default ``./plots/``, where the plot of several runs
+    goes too; the default ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
@@ -203,7 +203,9 @@ def _plot_sweep(args: argparse.Namespace) -> int:
     summary = summarize_sweep(table, read_samples(path))
     if summary.empty:
         raise ConfigError(str(path), "<runs>", 0, "the sweep has no finished run to plot")
-    out = Path(args.out) if args.out else path.parent / "plots"
+    # ./plots, as for several runs (default_plot_dir): every figure of more than one run lands
+    # there, one run's in its own folder
+    out = Path(args.out) if args.out else Path("plots")
     stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
     fig = plot_sweep(summary)
     before = figure_files(out)
@@ -372,7 +374,8 @@ def add_parsers(subparsers: Any) -> None:
                    help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled), "
                         "or one sweep parquet file (metric-vs-parameter lines)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run; "
-                                                "for several, plots/<a>_vs_<b>/ named after them)")
+                                                "for several, plots/<a>_vs_<b>/ named after them; for a sweep "
+                                                "file, plots/)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
     p.set_defaults(func=cmd_plot)
 
