@@ -420,3 +420,13 @@ def test_gemma2_windows_its_even_layers_and_one_name_is_one_architecture():
     arch = from_hf_config(cfg, "g", "config.json")
     assert arch.architectures == ["Gemma2ForCausalLM"] and arch.assumptions == ["one line"]
     assert arch.swa_layer_fraction == pytest.approx(13 / 26)   # layers 0, 2, ..., 24 (models/gemma2.py)
+
+
+@pytest.mark.parametrize(("model", "tp", "text"), [
+    ("deepseek-v3", 3, "--tp = 3: must divide num_attention_heads 128; allowed: 1, 2, 4, 8, 16, 32, 64, 128"),
+    ("llama-3.1-8b", 3, "--tp = 3: must divide num_attention_heads 32 and divide num_key_value_heads 8 or be a "
+                        "multiple of it (KV heads replicated); allowed: 1, 2, 4, 8, 16, 32"),
+])
+def test_a_tp_that_does_not_split_the_heads_reads_as_one_sentence(tmp_path, capsys, model, tp, text):
+    """MLA has no KV-head rule: its line read "must divide num_attention_heads 128 and allowed: ..."."""
+    assert text in _bad(tmp_path, capsys, "--model", model, "--gpu", "H200", "--tp", str(tp))
