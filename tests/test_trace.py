@@ -96,6 +96,16 @@ def test_bad_traces_name_file_line_column_value(tmp_path, capsys, monkeypatch, t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("cell", ["nan", "NaN", "NA", "null", "n/a"])
+def test_a_word_in_a_number_column_is_shown_as_written(tmp_path, cell):
+    """pandas reads "nan", "NA", "null" (and more) as a missing cell by default, so the error
+    said the cell was <empty>; only an empty cell is missing, the rest is shown as written."""
+    sc = _trace_scenario(tmp_path, f"timestamp,input_length,output_length\n0,10,5\n{cell},10,5\n")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.key == "timestamp" and e.value.value == cell
+
+
 def test_missing_trace_file_and_missing_block():
     with pytest.raises(ConfigError, match="does not exist"):
         load_trace(TraceConfig(path="/nonexistent/trace.csv"))
