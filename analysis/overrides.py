@@ -186,6 +186,22 @@ def nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rederive_turn_count(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without its multi-turn ``workload.num_requests`` unless an override sets it.
+
+    A multi_turn workload's request count is num_conversations x num_turns (the workload
+    fills it in when the file leaves it out, and refuses any other value). The loaded
+    scenario carries that count, so ``--set workload.multi_turn.num_conversations=4`` was
+    refused against the file's old product; dropped, it is derived again from the
+    overridden conversations and turns. An override of num_requests (or num_prompts) is
+    still checked against the product."""
+    wl, over = data.get("workload"), nest(overrides).get("workload")
+    if (not isinstance(wl, dict) or wl.get("kind") != "multi_turn" or "num_requests" not in wl
+            or (isinstance(over, dict) and ("num_requests" in over or "num_prompts" in over))):
+        return data
+    return {**data, "workload": {k: v for k, v in wl.items() if k != "num_requests"}}
+
+
 def load_scenario_with_overrides(
     path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None
 ) -> Scenario:
@@ -216,6 +232,7 @@ def load_scenario_with_overrides(
     for key, value in overrides.items():
         check_key(key, str(path), value)
     data = scenario.model_dump(mode="json", exclude_unset=True)
+    data = _rederive_turn_count(data, overrides)
     merged = deep_merge(data, nest(overrides))
     try:
         scenario = Scenario.model_validate(merged)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.analysis.overrides import (
     check_key,
     load_scenario_with_overrides,
@@ -13,6 +15,8 @@ from specsched.analysis.overrides import (
 )
 from specsched.analysis.synthetic import write_demo_scenario
 from specsched.sim.errors import ConfigError
+
+from tests.conftest import ROOT
 
 
 @pytest.fixture()
@@ -96,3 +100,24 @@ def test_a_bare_inf_is_infinity_as_bench_serving_spells_it():
     got = parse_overrides(["workload.request_rate=inf", "a=Infinity", "b=+INF", "c=.inf", "d='inf'"])
     assert all(math.isinf(got[k]) and got[k] > 0 for k in ("workload.request_rate", "a", "b", "c"))
     assert got["d"] == "inf"
+
+
+@settings(max_examples=20, deadline=None)
+@given(conversations=st.integers(1, 50), turns=st.integers(1, 8), scenario=st.sampled_from(["multi-turn-example", "agentic-c128"]))
+def test_a_multi_turn_what_if_derives_the_request_count_again(conversations, turns, scenario):
+    """INV: after ``--set`` of the conversations or turns, num_requests = conversations x
+    turns, whether the file left the count out (multi-turn-example) or stated the old
+    product (agentic-c128): the loaded count used to be carried into the override and
+    refused ("num_requests must equal it")."""
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / f"{scenario}.yaml", "base", {
+        "workload.multi_turn.num_conversations": conversations, "workload.multi_turn.num_turns": turns})
+    assert sc.workload.num_requests == conversations * turns
+
+
+def test_a_stated_count_that_is_not_the_product_is_still_refused():
+    with pytest.raises(ConfigError, match="num_requests must equal it"):
+        load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
+            "workload.multi_turn.num_conversations": 4, "workload.num_requests": 7})
+    with pytest.raises(ConfigError, match="num_requests must equal it"):
+        load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
+            "workload": {"num_requests": 7}})
