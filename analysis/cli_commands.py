@@ -15,6 +15,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -236,6 +237,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
+    from specsched.analysis.overrides import unread_everywhere
+
+    for note in unread_everywhere(args.scenario, [(a, parse_overrides(args.set)) for a in arms], parse_overrides(args.set)):
+        print(note, file=sys.stderr)
     out_dirs = None
     if not args.no_save:
         name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
@@ -305,7 +310,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed, 130 after
     Ctrl-C and 143 after SIGTERM (finished runs saved; the same command resumes)."""
     from rich.console import Console
-    from specsched.analysis.overrides import check_key, parse_grid, parse_overrides
+    from specsched.analysis.overrides import (
+        check_key,
+        parse_grid,
+        parse_overrides,
+        unread_everywhere,
+    )
     from specsched.analysis.sweep import SweepInterrupted, run_sweep
 
     grid = parse_grid(args.grid)
@@ -323,6 +333,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
         point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}))
         check_workload(args.scenario, str(arm), point, args.max_requests)
+    axes = {k: v for k, v in grid.items() if k != "arm"}
+    points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
+              for arm in arms for combo in itertools.product(*axes.values())]
+    for note in unread_everywhere(args.scenario, points, [*base, *axes]):
+        print(note, file=sys.stderr)
     console = Console(stderr=True, soft_wrap=True)
     try:
         report = run_sweep(str(resolve_scenario_path(args.scenario)), grid, args.seeds, out, executor=args.scheduler,

@@ -203,6 +203,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     check_size(scenario, args.max_requests)
     check_fits(scenario)
+    if args.set:   # after the refusals: bad input stays one line
+        from specsched.analysis.overrides import parse_overrides, unread_overrides
+
+        for note in unread_overrides(scenario, parse_overrides(args.set)):
+            print(note, file=sys.stderr)
     from specsched.sim.profile import load_profile
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results

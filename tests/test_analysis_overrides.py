@@ -121,3 +121,53 @@ def test_a_stated_count_that_is_not_the_product_is_still_refused():
     with pytest.raises(ConfigError, match="num_requests must equal it"):
         load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
             "workload": {"num_requests": 7}})
+
+
+UNREAD_CASES = [
+    ("batch8-ll", "server.swa_full_tokens_ratio", 0.3),
+    ("batch8-ll", "server.swa_eviction_interval", 7),
+    ("batch8-ll", "server.dp_spec_prefill_coordination", True),
+    ("batch8-ll", "server.num_reserved_decode_tokens", 3),
+    ("batch8-ll", "server.max_delay_passes", 1),
+    ("batch8-ll", "workload.max_concurrency", 2),
+    ("batch8-ll", "workload.request_rate", 0.5),
+    ("batch8-ll", "workload.priorities", [1, 9]),
+    ("poisson8b-sharegpt", "workload.concurrency", 2),
+    ("poisson8b-sharegpt", "acceptance.mean_accept_length", 1.0),
+    ("poisson8b-sharegpt", "server.min_free_slots", 60),
+]
+
+
+@pytest.mark.parametrize(("name", "key", "value"), UNREAD_CASES)
+def test_a_note_names_an_override_only_when_the_run_does_not_move(name, key, value):
+    """INV: an override that gets the "changes nothing" note leaves every request's timing
+    exactly as the run without it (the note is never given for a key the run reads), and
+    one the run reads gets none. Before, such what-ifs returned the unchanged run silently
+    (a poisson run's workload.concurrency, a swept swa_full_tokens_ratio without a window)."""
+    from specsched.analysis.overrides import unread_overrides
+    from specsched.sim.engine import run_scenario
+
+    path = ROOT / "scenarios" / f"{name}.yaml"
+    small = {"workload.num_requests": 6}
+    plain = load_scenario_with_overrides(path, "base", small)
+    moved = load_scenario_with_overrides(path, "base", {**small, key: value})
+    notes = unread_overrides(moved, [key, "workload.num_requests"])
+    assert len(notes) == 1 and notes[0].startswith(f"note: {key} changes nothing")
+    a, b = run_scenario(plain).requests, run_scenario(moved).requests
+    assert a[["start_s", "first_token_s", "finish_s"]].equals(b[["start_s", "first_token_s", "finish_s"]])
+
+
+def test_a_key_one_arm_or_one_grid_point_reads_gets_no_note():
+    from specsched.analysis.overrides import unread_everywhere
+
+    path = ROOT / "scenarios" / "batch8-ll.yaml"
+    over = {"server.swa_full_tokens_ratio": 0.5, "workload.num_requests": 6}
+    assert unread_everywhere(path, [("base", over)], over)
+    assert not unread_everywhere(path, [("base", over), ("base", {**over, "server.sliding_window_size": 128})], over)
+    assert not unread_overrides_of(path, {"server.sliding_window_size": 128, "server.swa_full_tokens_ratio": 0.5})
+
+
+def unread_overrides_of(path, over):
+    from specsched.analysis.overrides import unread_overrides
+
+    return unread_overrides(load_scenario_with_overrides(path, "base", over), over)
