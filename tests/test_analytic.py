@@ -430,3 +430,22 @@ def test_gemma2_windows_its_even_layers_and_one_name_is_one_architecture():
 def test_a_tp_that_does_not_split_the_heads_reads_as_one_sentence(tmp_path, capsys, model, tp, text):
     """MLA has no KV-head rule: its line read "must divide num_attention_heads 128 and allowed: ..."."""
     assert text in _bad(tmp_path, capsys, "--model", model, "--gpu", "H200", "--tp", str(tp))
+
+
+@pytest.mark.parametrize(("quant", "fp8", "note"), [
+    ({"quant_method": "mxfp4"}, False, True), ({"quant_method": "awq", "bits": 4}, False, True),
+    ("fp8", True, False), ({"quant_method": "fp8"}, True, False), (None, False, False),
+])
+def test_a_quantization_the_roofline_does_not_price_is_said(tmp_path, capsys, quant, fp8, note):
+    """A 4-bit checkpoint was priced as bf16 without a word (and a quantization_config given as
+    a bare string was ignored); now the profile's provenance and stderr say it."""
+    cfg = {**shipped_models()["llama-3.1-8b"], "quantization_config": quant}
+    arch = from_hf_config(cfg, "q", "config.json")
+    assert arch.fp8_native is fp8
+    assert any("not modelled" in a for a in arch.assumptions) is note
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["profile", "--analytic", "--model", str(path), "--gpu", "H200", "--out", str(tmp_path / "p.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert ("note: quantization_config" in err) is note
+    assert ("is not modelled" in load_profile(str(tmp_path / "p.yaml")).provenance["model"]) is note

@@ -208,7 +208,13 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
     window, swa_fraction = _swa_layers(cfg, file, window)
     quant = cfg.get("quantization_config") or {}
-    fp8 = isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() in ("fp8", "mxfp8")
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
+    fp8 = method in ("fp8", "mxfp8")
+    assumptions = _strings(cfg.get("assumptions"))
+    if method and not fp8:
+        # only bf16 and fp8 weights are priced (roofline.py weight_bytes_per_element)
+        assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
+                           "(--dtype fp8 for an 8-bit estimate)")
     if num_experts and not _get(cfg, file, "num_experts_per_tok", default=0):
         raise ConfigError(file, "num_experts_per_tok", "<missing>", "required for a mixture-of-experts model")
     if num_experts and cfg["num_experts_per_tok"] > num_experts:
@@ -220,7 +226,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         name=name,
         source=str(cfg.get("source", file)),
         architectures=_strings(cfg.get("architectures")),
-        assumptions=_strings(cfg.get("assumptions")),
+        assumptions=assumptions,
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],
         num_heads=heads,
@@ -245,7 +251,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         swa_layer_fraction=swa_fraction,
         kv_compress_ratio=_get(cfg, file, "kv_compress_ratio", default=None),
         fp8_native=fp8,
-        fp8_routed_experts_only=fp8 and quant.get("scope") == "routed_experts",
+        fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
     )
 
 
