@@ -175,3 +175,18 @@ def test_a_cut_jsonl_trace_line_keeps_the_column(tmp_path):
     with pytest.raises(ConfigError) as e:
         SimEngine(sc, tiny_profile())
     assert e.value.file.endswith("t.jsonl:2") and "column 18" in str(e.value)
+
+
+@pytest.mark.parametrize(("spec", "word"), [(False, "decode"), (True, "verify")])
+def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, spec, word):
+    """A trace row's prompt that can never fit the KV pool is refused when it reaches the
+    scheduler; without speculative decoding the reserved slots are decode steps' (it said
+    "in-flight verify slots" on a server that verifies nothing)."""
+    from specsched.sim.scheduler import UnschedulableRequest
+
+    sc = _trace_scenario(tmp_path, "timestamp,input_length,output_length\n0,10,5\n1,10000000,5\n")
+    server = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4} if spec else {}
+    sc = sc.model_copy(update={"server": sc.server.model_validate({**sc.server.model_dump(), **server}),
+                               "acceptance": sc.acceptance.model_validate({"mean_accept_length": 2.0}) if spec else sc.acceptance})
+    with pytest.raises(UnschedulableRequest, match=rf"slots of the {word} steps in flight\) cannot fit"):
+        SimEngine(sc, tiny_profile()).run()
