@@ -110,6 +110,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                      "details; the real spread is unknown)")
         return {"kind": "fixed", "value": means[0]}, {"kind": "fixed", "value": means[1]}, notes, {}
     ok = d.ok
+    if not ok.any():   # empty histograms made a scenario that no run could read
+        raise ConfigError(run.source, "errors", "every request failed", "no successful request to take lengths from")
     tables = {}
     for key, values in (("input", d.input_lens[ok]), ("output", d.output_lens[ok])):
         vc = pd.Series(values).clip(lower=1).value_counts().sort_index()
