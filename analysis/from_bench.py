@@ -87,6 +87,16 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         if "random_range_ratio" not in a and not ({"random_input_range_ratio", "random_output_range_ratio"} <= set(run.extra)):
             notes.append("random_range_ratio absent from the line: SGLang's default 0.0 assumed ([1, len])")
 
+        # what bench_serving itself would refuse (a ratio above 1 makes compute_random_lens's
+        # randint(int(len x ratio), len + 1) raise) is refused here, not read as fixed lengths
+        for side, v in (("input", rin), ("output", rout)):
+            key = f"random_{side}_range_ratio" if f"random_{side}_range_ratio" in run.extra else "random_range_ratio"
+            if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 1:
+                raise ConfigError(run.source, key, v, "must be a number in [0, 1] (bench_serving --random-range-ratio)")
+        for key in ("random_input_len", "random_output_len"):
+            if not isinstance(a[key], int) or a[key] < 1:
+                raise ConfigError(run.source, key, a[key], "must be an integer >= 1 (tokens)")
+
         def dist(v: int, r: float) -> dict[str, Any]:
             return {"kind": "fixed", "value": v} if r >= 1 else {"kind": "uniform", "value": v, "range_ratio": r}
 

@@ -108,6 +108,20 @@ def test_details_that_give_no_lengths_are_one_line_and_write_nothing(tmp_path, m
     assert sorted(x.name for x in tmp_path.iterdir()) == ["runs.jsonl"]
 
 
+@pytest.mark.parametrize(("change", "key"), [
+    ({"random_range_ratio": 1.5}, "random_range_ratio = 1.5"), ({"random_range_ratio": -0.1}, "random_range_ratio = -0.1"),
+    ({"random_input_len": 0}, "random_input_len = 0"), ({"random_output_len": 0}, "random_output_len = 0"),
+])
+def test_random_arguments_bench_serving_would_refuse_are_refused(tmp_path, capsys, change, key):
+    """A ratio above 1 was read as fixed lengths (bench_serving's randint would raise on it), and
+    a 0-token length was refused under the scenario's own key (workload.input_len.value)."""
+    p = _write(tmp_path, {**LINE, **change})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "g.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"runs.jsonl:1: {key}: " in err, err
+    assert not (tmp_path / "g.yaml").exists()
+
+
 def test_burstiness_and_trace_lines(tmp_path, capsys):
     sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny", burstiness=0.5)
     assert sc["workload"]["burstiness"] == 0.5
