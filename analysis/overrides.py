@@ -242,7 +242,10 @@ def load_scenario_with_overrides(
 
 
 def _spec_on(s: Any) -> bool:
-    return s.server.speculative_algorithm.enabled
+    """Speculative decoding on this server or on a disaggregated role's."""
+    srv = s.server
+    roles = [srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else []
+    return any(x.speculative_algorithm.enabled for x in (srv, *roles))
 
 
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")

@@ -171,3 +171,14 @@ def unread_overrides_of(path, over):
     from specsched.analysis.overrides import unread_overrides
 
     return unread_overrides(load_scenario_with_overrides(path, "base", over), over)
+
+
+def test_a_disaggregated_role_that_drafts_reads_the_acceptance():
+    """Speculative decoding on a role's server only (the decode servers) reads acceptance: no note."""
+    base = {"server.speculative_algorithm": "none", "server.speculative_num_draft_tokens": 1,
+            "acceptance.mean_accept_length": 3.0}
+    path = ROOT / "scenarios" / "agentic-pd-c128.yaml"
+    decode = {"max_total_num_tokens": 4_000_000}
+    assert unread_overrides_of(path, {**base, "server.disaggregation.decode.server": decode})
+    drafting = {**decode, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 6}
+    assert not unread_overrides_of(path, {**base, "server.disaggregation.decode.server": drafting})
