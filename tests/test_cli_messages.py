@@ -203,3 +203,15 @@ def test_the_analytic_profile_still_runs_without_torch(tmp_path):
     res = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, json.dumps(cases)], capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert json.loads(res.stdout) == [[0, ""]] and out.is_file(), res.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "-q", "--out", "{long}.yaml"],
+    ["run", "burst256-ht", "--set", "workload.num_requests=2", "-q", "--out", "{long}"],
+])
+def test_an_out_path_the_file_system_refuses_is_one_line(tmp_path, capsys, argv):
+    """A file name over the file system's limit (255 bytes) was an OSError traceback."""
+    long = str(tmp_path / ("x" * 300))
+    assert main([a.format(long=long) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("specsched: error: cannot use ") and "too long" in err, err
