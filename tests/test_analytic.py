@@ -449,3 +449,16 @@ def test_a_quantization_the_roofline_does_not_price_is_said(tmp_path, capsys, qu
     err = capsys.readouterr().err
     assert ("note: quantization_config" in err) is note
     assert ("is not modelled" in load_profile(str(tmp_path / "p.yaml")).provenance["model"]) is note
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", "..", ""])
+def test_a_profile_name_is_one_file_name(tmp_path, monkeypatch, capsys, name):
+    """The default output is profiles/<name>.yaml: --name ../../x wrote two folders above it."""
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "--name", name, "-q"])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--name" in err and "Traceback" not in err, err
+    assert not list(tmp_path.rglob("*.yaml")) and not list(tmp_path.parent.parent.glob("escaped*"))

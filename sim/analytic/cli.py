@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import file_name, positive_int
 from specsched.sim.errors import ConfigError
 
 _ANALYTIC_DEST = "analytic"
@@ -119,7 +119,7 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
                         "(default 2.1, the host it was measured on)")
     if standalone:
         p.add_argument("--window", type=int, default=6, help="speculative window of the verify grid (default 6)")
-        p.add_argument("--name", default=None, help="profile name")
+        p.add_argument("--name", default=None, type=file_name, help="profile name (the default --out is profiles/<name>.yaml)")
         p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
 
 
