@@ -153,6 +153,9 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
                           "the request rate ramped during the run; a scenario has one rate (not modelled)")
     n = run.num_prompts
     if not n:
+        if run.summary.get("completed") == 0 and "num_prompts" not in a:   # there, but nothing finished
+            raise ConfigError(run.source, "completed", 0, "the run finished no request and the line has no num_prompts: "
+                              "the request count is unknown")
         raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed")
     notes = []
     if "num_prompts" not in a:

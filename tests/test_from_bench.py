@@ -122,6 +122,13 @@ def test_random_arguments_bench_serving_would_refuse_are_refused(tmp_path, capsy
     assert not (tmp_path / "g.yaml").exists()
 
 
+def test_a_line_that_completed_nothing_says_so(tmp_path, capsys):
+    """completed = 0 was reported as "num_prompts = '<missing>': need ... or completed"."""
+    p = _write(tmp_path, {**LINE, "completed": 0})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "g.yaml")]) == 2
+    assert "runs.jsonl:1: completed = 0: the run finished no request" in capsys.readouterr().err
+
+
 def test_burstiness_and_trace_lines(tmp_path, capsys):
     sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny", burstiness=0.5)
     assert sc["workload"]["burstiness"] == 0.5
