@@ -97,6 +97,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     if len(args.results_dirs) == 1 and args.results_dirs[0].endswith(".parquet") and Path(args.results_dirs[0]).is_file():
         return _plot_sweep(args)
+    sweeps = [d for d in args.results_dirs if d.endswith(".parquet") and Path(d).is_file()]
+    if sweeps:   # it was read as a bench_serving file: "not a text file"
+        raise ConfigError(_CLI, "RESULTS_DIR", sweeps[0], "a sweep file is plotted alone (specsched plot SWEEP.parquet), "
+                          "not beside other inputs")
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
     runs = []

@@ -215,3 +215,15 @@ def test_an_out_path_the_file_system_refuses_is_one_line(tmp_path, capsys, argv)
     assert main([a.format(long=long) for a in argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("specsched: error: cannot use ") and "too long" in err, err
+
+
+def test_a_sweep_file_beside_other_inputs_is_named_as_such(tmp_path, capsys):
+    """plot A.parquet B.parquet said A was "not a text file (bench_serving writes JSON)"."""
+    for name in ("a", "b"):
+        assert main(["sweep", "batch8-ll", "--grid", "server.sync_mode=host_block", "--set", "workload.num_requests=2",
+                     "--workers", "1", "-q", "--out", str(tmp_path / f"{name}.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "a sweep file is plotted alone" in err and "a.parquet" in err, err
+    assert not (tmp_path / "p").exists()
