@@ -22,6 +22,22 @@ from specsched.sim.errors import ConfigError
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
+HYBRID_SWA_ARCHS = frozenset({
+    # configs/model_config.py SWA_SINK_ARCHS
+    "GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM",
+    # the is_hybrid_swa_model entries whose layers get_hybrid_layer_ids reads from layer_types
+    "BeamForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "EmbeddingGemma2Model",
+    "Gemma4UnifiedForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM",
+    "MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration", "Step3p5ForCausalLM",
+    "Step3p7ForConditionalGeneration",
+})
+"""Architectures SGLang 0.5.23 serves with a hybrid SWA KV pool whose split between
+full-attention and sliding-window layers follows ``layer_types`` (configs/model_config.py
+``is_hybrid_swa_model`` and ``get_hybrid_layer_ids``). A config with ``is_hybrid_swa: true``
+opts in the same way. Not here: DeepSeek-V4 (its own pool, DSV4PoolConfigurator), Llama 4
+and MiMo-V2 (layer split from other keys), and Gemma 2/3, whose hybrid pool SGLang turns off
+(arg_groups/model_overrides/gemma2_gemma3.py: ``disable_hybrid_swa_memory``)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -37,6 +53,9 @@ class ModelArch(BaseModel):
     ``shared_experts`` always-on experts. ``sliding_window``: attention reads at most that
     many past tokens (on ``swa_layer_fraction`` of the layers); ``kv_compress_ratio``: beyond
     the window, a compressed history of one entry per that many tokens is read.
+    ``swa_pool_layers``: set when SGLang keeps the windowed layers' KV in a separate SWA
+    pool (:data:`HYBRID_SWA_ARCHS`): how many layers it holds; the other
+    ``num_layers - swa_pool_layers`` keep every token in the full pool. None: one pool.
     """
 
     model_config = _FROZEN
@@ -68,6 +87,7 @@ class ModelArch(BaseModel):
     sliding_window: int | None = None
     swa_layer_fraction: float = 1.0
     kv_compress_ratio: int | None = None
+    swa_pool_layers: int | None = None
     fp8_native: bool = False
     fp8_routed_experts_only: bool = False
 
@@ -124,7 +144,7 @@ def _strings(v: Any) -> list[str]:
     return [str(a) for a in v or [] if isinstance(a, str)]
 
 
-def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int | None, float]:
+def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int | None, float, int | None]:
     """(sliding window, share of the layers it applies to) from a config.json.
 
     ``layer_types`` (transformers' per-layer list, "sliding_attention" / "full_attention")
@@ -137,8 +157,15 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
     applies to every layer (Mistral 7B v0.1), unless ``swa_layer_fraction`` gives the share.
     A kind other than these two (linear attention, say) is counted as a full layer.
 
+    The SWA pool: for :data:`HYBRID_SWA_ARCHS` (or ``is_hybrid_swa: true``) with a window,
+    SGLang puts the ``sliding_attention`` layers' KV in the SWA pool and the
+    ``full_attention`` layers' in the full pool (configs/model_config.py
+    ``get_hybrid_layer_ids``). A list without a full layer (all-SWA: SGLang's pool is then
+    the SWA pool alone) is kept in one pool here.
+
     Raises:
-        ConfigError: ``layer_types`` is not a list of those names, or ``swa_layer_fraction``
+        ConfigError: ``layer_types`` is not a list of those names, its length is not
+            ``num_hidden_layers`` (SGLang indexes it by layer id), or ``swa_layer_fraction``
             is not a number in [0, 1].
     """
     layers = cfg["num_hidden_layers"]
@@ -148,17 +175,21 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
         if not isinstance(types, list) or not types or not all(isinstance(k, str) for k in types):
             raise ConfigError(file, "layer_types", types if not isinstance(types, list) else "[...]",
                               f"must be a non-empty list of layer kinds ({', '.join(kinds)}; another kind counts as full)")
-        own = types[:layers]
-        sliding = sum(k == "sliding_attention" for k in own)
+        if len(types) != layers:
+            raise ConfigError(file, "layer_types", f"[{len(types)} kinds]",
+                              f"must name one kind per layer: num_hidden_layers is {layers}")
+        sliding = sum(k == "sliding_attention" for k in types)
         if window is None or not sliding:
-            return None, 1.0
-        return window, sliding / len(own)
+            return None, 1.0, None
+        hybrid = (bool(HYBRID_SWA_ARCHS & set(_strings(cfg.get("architectures")))) or cfg.get("is_hybrid_swa") is True)
+        full = sum(k == "full_attention" for k in types)
+        return window, sliding / layers, sliding if hybrid and full else None
     if window is not None and "Gemma2ForCausalLM" in _strings(cfg.get("architectures")):
-        return window, ((layers + 1) // 2) / layers
+        return window, ((layers + 1) // 2) / layers, None
     f = cfg.get("swa_layer_fraction", 1.0)
     if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f <= 1:
         raise ConfigError(file, "swa_layer_fraction", f, "must be a number in [0, 1] (the share of layers with the window)")
-    return window, float(f)
+    return window, float(f), None
 
 
 def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
@@ -206,7 +237,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
     if _get(cfg, file, "max_position_embeddings", "max_sequence_length", default=1) == 0:
         raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
-    window, swa_fraction = _swa_layers(cfg, file, window)
+    window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
     fp8 = method in ("fp8", "mxfp8")
@@ -250,6 +281,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         sliding_window=window,
         swa_layer_fraction=swa_fraction,
         kv_compress_ratio=_get(cfg, file, "kv_compress_ratio", default=None),
+        swa_pool_layers=swa_pool_layers,
         fp8_native=fp8,
         fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
     )

@@ -218,7 +218,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "analytic": {
-            "model": arch.model_dump(), "gpu": gpu.model_dump(), "tp": tp, "dtype": dtype,
+            "model": arch.model_dump(exclude={"swa_pool_layers"} if arch.swa_pool_layers is None else None),
+            "gpu": gpu.model_dump(), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers, "efficiency": eff_d,
         },
     }
