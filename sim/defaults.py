@@ -19,6 +19,15 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   memory could hold it (:func:`physical_pool_tokens`); weights that leave no pool at all
   stop SGLang at start (pool_configurator.py ``MemoryPoolConfig``: "Not enough memory"),
   and :func:`sim.limits.check_fits` refuses the run.
+- hybrid sliding-window models (the profile's ``hardware.swa_kv_cell_bytes``: gpt-oss and
+  the other architectures of :data:`sim.analytic.models.HYBRID_SWA_ARCHS`): two pools
+  (model_executor/pool_configurator.py ``HybridSWAPoolConfigurator``). One token of
+  ``max_total_num_tokens`` (the full pool) costs the full layers' bytes plus
+  ``swa_full_tokens_ratio`` x the windowed layers' bytes (``_recompute_cell_size``), the
+  full pool is available bytes // that, page-aligned, and the SWA pool int(full x ratio),
+  page-aligned (``_solve_pool_sizes``; :attr:`ServerArgs.swa_max_total_num_tokens`).
+  ``sliding_window_size`` is the profile's window, so the run uses the SWA pool; a scenario
+  that sets it to null runs one pool of every layer, as ``--disable-hybrid-swa-memory``.
 - ``max_running_requests``: the model's own default where SGLang's model hook sets one
   (:data:`MODEL_MAX_RUNNING_REQUESTS`; it runs before the speculative hook, whose reset
   applies only to a value still unset); else 48 with speculative decoding
@@ -96,26 +105,52 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
 
 
-def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1) -> int | None:
-    """KV pool tokens per rank, or None when the profile lacks the weights or KV bytes."""
-    if hw.memory_mib is None or hw.weight_bytes is None or hw.kv_cell_bytes is None:
+SWA_FULL_TOKENS_RATIO = 0.8
+"""SGLang's default --swa-full-tokens-ratio (arg_groups/fields/schedule.py, ``fallback=0.8``)."""
+
+
+def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> float | None:
+    """Bytes one token of ``max_total_num_tokens`` costs on one rank.
+
+    One pool: ``kv_cell_bytes``. A hybrid SWA profile (``swa_kv_cell_bytes``) with the SWA
+    pool on: full layers' bytes + ``swa_ratio`` x windowed layers' bytes (sglang 0.5.23
+    model_executor/pool_configurator.py ``HybridSWAPoolConfigurator._recompute_cell_size``);
+    ``swa_ratio`` None (the pool off): every layer's bytes in one pool
+    (``DefaultPoolConfigurator``)."""
+    if hw.kv_cell_bytes is None:
+        return None
+    if hw.swa_kv_cell_bytes is None:
+        return hw.kv_cell_bytes
+    if swa_ratio is None:
+        return hw.kv_cell_bytes + hw.swa_kv_cell_bytes
+    return hw.kv_cell_bytes + swa_ratio * hw.swa_kv_cell_bytes
+
+
+def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
+                   swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> int | None:
+    """KV pool tokens per rank (the full pool of a hybrid SWA model, :func:`kv_token_bytes`),
+    or None when the profile lacks the weights or KV bytes."""
+    cell = kv_token_bytes(hw, swa_ratio)
+    if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     pre_load = (hw.memory_mib - hw.context_mib) * 2**20
     rest = pre_load - pre_load * (1 - mfs) - hw.weight_bytes
     if rest <= 0:
         return 0
-    return int(rest // hw.kv_cell_bytes) // page_size * page_size
+    return int(rest // cell) // page_size * page_size
 
 
-def physical_pool_tokens(hw: Hardware, page_size: int = 1) -> int | None:
+def physical_pool_tokens(hw: Hardware, page_size: int = 1,
+                         swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> int | None:
     """KV tokens per rank that could exist at all: every byte the driver reports, less the
     context taken before loading and the weights (no activation or graph reserve, a
     mem_fraction_static of 1). None when the profile lacks the weights or KV bytes; 0 when
     the weights alone do not fit."""
-    if hw.memory_mib is None or hw.weight_bytes is None or hw.kv_cell_bytes is None:
+    cell = kv_token_bytes(hw, swa_ratio)
+    if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     rest = (hw.memory_mib - hw.context_mib) * 2**20 - hw.weight_bytes
-    return max(0, int(rest // hw.kv_cell_bytes) // page_size * page_size)
+    return max(0, int(rest // cell) // page_size * page_size)
 
 
 def auto_max_running_requests(pool: int, context_len: int | None) -> int:
@@ -199,11 +234,19 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
     mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v)
-    pool = kv_pool_tokens(hw, mfs, server.page_size)
+    if hw.swa_kv_cell_bytes is not None and hw.sliding_window is not None:
+        put("sliding_window_size", hw.sliding_window, "the model's window: SGLang runs a hybrid SWA KV pool for it "
+            "(configs/model_config.py is_hybrid_swa_model)")
+    swa_on = hw.swa_kv_cell_bytes is not None and vals.get("sliding_window_size", server.sliding_window_size) is not None
+    ratio = server.swa_full_tokens_ratio if swa_on else None
+    cell = kv_token_bytes(hw, ratio)
+    pool = kv_pool_tokens(hw, mfs, server.page_size, ratio)
     if pool is not None and pool > 0:
+        split = (f" ({hw.kv_cell_bytes / 1024:.1f} full + {ratio:g} x {hw.swa_kv_cell_bytes / 1024:.1f} SWA; "
+                 f"SWA pool {ratio:g} x this)" if swa_on else "")
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs} x memory - weights {hw.weight_bytes / 2**30:.1f} GiB, "
-            f"{hw.kv_cell_bytes / 1024:.1f} KiB per token")
-    physical = physical_pool_tokens(hw, server.page_size)
+            f"{cell / 1024:.1f} KiB per token{split}")
+    physical = physical_pool_tokens(hw, server.page_size, ratio)
     if ("max_total_num_tokens" in given and pool and physical is not None
             and server.max_total_num_tokens > physical):
         # SGLang takes min(--max-total-tokens, the profiled pool) with a warning
@@ -211,7 +254,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         # profiled pool is approximate, so only a value no GPU memory could hold is capped.
         vals["max_total_num_tokens"] = pool
         out.append(Resolved("max_total_num_tokens", pool,
-                            f"capped: {server.max_total_num_tokens} tokens x {hw.kv_cell_bytes / 1024:.1f} KiB do not fit "
+                            f"capped: {server.max_total_num_tokens} tokens x {cell / 1024:.1f} KiB do not fit "
                             f"beside {hw.weight_bytes / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
     pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
     if hw.architecture in MODEL_MAX_RUNNING_REQUESTS:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "max_total_num_tokens",
+RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "sliding_window_size", "max_total_num_tokens",
                  "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
                  "enable_overlap_schedule", "admission_delay")
 """Server arguments :mod:`sim.defaults` fills from the hardware when a scenario leaves them out."""
@@ -30,7 +30,13 @@ class Hardware(BaseModel):
     memory_mib: total memory one GPU reports (nvidia-smi/amd-smi), MiB; SGLang's
         handle_gpu_memory_settings buckets on it.
     weight_bytes: weights one rank holds (target plus draft model), bytes.
-    kv_cell_bytes: KV cache bytes per token on one rank (all layers).
+    kv_cell_bytes: KV cache bytes per token on one rank (all layers; with
+        ``swa_kv_cell_bytes``, the full-attention layers only).
+    swa_kv_cell_bytes: a hybrid sliding-window model's SWA-pool KV bytes per token on one
+        rank (its windowed layers), SGLang's second pool (model_executor/pool_configurator.py
+        ``HybridSWAPoolConfigurator``); None: one pool.
+    sliding_window: the window of those layers (tokens), the server's
+        ``sliding_window_size`` unless a scenario sets it; only with ``swa_kv_cell_bytes``.
     context_len: the model's maximum context (max_running_requests formula).
     mla: the model uses MLA attention (SGLang reserves more memory for MLA prefill graphs).
     context_mib: memory already taken when SGLang measures free memory before loading
@@ -52,6 +58,8 @@ class Hardware(BaseModel):
     memory_mib: float | None = Field(None, gt=0)
     weight_bytes: float | None = Field(None, ge=0)
     kv_cell_bytes: float | None = Field(None, gt=0)
+    swa_kv_cell_bytes: float | None = Field(None, gt=0)
+    sliding_window: int | None = Field(None, ge=1)
     context_len: int | None = Field(None, ge=1)
     mla: bool = False
     context_mib: float = Field(1024.0, ge=0)

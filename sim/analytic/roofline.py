@@ -221,6 +221,21 @@ def kv_cell_bytes(arch: ModelArch, tp: int) -> float:
     return arch.kv_heads_per_rank(tp) * (arch.head_dim + arch.v_head_dim) * arch.num_layers * BF16
 
 
+def kv_pool_cell_bytes(arch: ModelArch, tp: int) -> tuple[float, float]:
+    """(full pool, SWA pool) KV bytes per token on one rank for a hybrid SWA model
+    (``arch.swa_pool_layers`` set): each layer's bytes times the full-attention layers, and
+    times the sliding-window layers (SGLang pool_configurator.py
+    ``HybridSWAPoolConfigurator``: ``_full_per_token x full_layers_num`` and
+    ``_swa_per_token x swa_layers_num``, one layer's KV heads x (head_dim + v_head_dim) x
+    the KV dtype's bytes, the SWA layers' heads and dims being the model's own unless the
+    config gives ``swa_head_dim``). A model with one pool: (all layers, 0)."""
+    total = kv_cell_bytes(arch, tp)
+    if not arch.swa_pool_layers:
+        return total, 0.0
+    per_layer = total / arch.num_layers
+    return per_layer * (arch.num_layers - arch.swa_pool_layers), per_layer * arch.swa_pool_layers
+
+
 def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, *, tokens: float,
                  requests: float, keys: float, kv_read: float, logits: float, absorbed_mla: bool) -> ForwardCost:
     """Seconds of one forward on one rank.

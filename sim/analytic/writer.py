@@ -33,7 +33,7 @@ from specsched.sim.analytic.roofline import (
     extend,
     extend_issue_s,
     kernel_count,
-    kv_cell_bytes,
+    kv_pool_cell_bytes,
     prefill_runs_eager,
     weights_bytes,
 )
@@ -189,6 +189,25 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
         **host_prov,
     }
+    full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
+    swa_hw: dict[str, Any] = {}
+    if arch.swa_pool_layers:
+        full_layers = arch.num_layers - arch.swa_pool_layers
+        swa_hw = {"swa_kv_cell_bytes": float(swa_cell), "sliding_window": arch.sliding_window}
+        prov["hardware.kv_cell_bytes"] = (
+            f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, bf16 KV cache. "
+            f"{arch.name} runs SGLang's hybrid SWA pool (sglang 0.5.23 configs/model_config.py is_hybrid_swa_model, "
+            f"get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)")
+        prov["hardware.swa_kv_cell_bytes"] = (
+            f"KV bytes per token per rank of the SWA pool: the {arch.swa_pool_layers} sliding-window layers "
+            f"(model_executor/pool_configurator.py HybridSWAPoolConfigurator). sim/defaults.py sizes the full pool "
+            f"as SGLang does: available bytes // (kv_cell_bytes + swa_full_tokens_ratio x swa_kv_cell_bytes), "
+            f"page-aligned (_recompute_cell_size, calculate_pool_sizes), and the SWA pool as "
+            f"int(full x swa_full_tokens_ratio), page-aligned (_solve_pool_sizes; ratio 0.8 by default, "
+            f"arg_groups/fields/schedule.py)")
+        prov["hardware.sliding_window"] = (
+            f"the windowed layers' window, {arch.sliding_window} tokens (config.json sliding_window; "
+            f"configs/model_config.py _get_sliding_window_size): server.sliding_window_size by default")
     return {
         "name": name,
         "device": f"{tp}x {gpu.name} ({gpu.platform}), {arch.name} {dtype}, TP{tp}, analytic roofline",
@@ -213,8 +232,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "host": host,
         "hardware": {
             "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
-            "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(kv_cell_bytes(arch, tp)),
-            "context_len": arch.context_len, "mla": arch.is_mla,
+            "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(full_cell),
+            **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "analytic": {
