@@ -293,8 +293,23 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
         given = set(scenario.server.model_fields_set)
     hw = hardware_of(profile) if profile is not None else _scenario_hardware(scenario.profile, scenario.path or None)
     server, filled = resolve_server(scenario.server, hw, given)
-    # validate again: the filled values must pass the same checks as written ones
-    server = ServerArgs.model_validate(server.model_dump())
+    if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
+        from specsched.sim.errors import ConfigError
+
+        raise ConfigError(scenario.path or scenario.name, "server.disaggregation", "{...}",
+                          f"not modelled for a hybrid sliding-window model (profile {scenario.profile}: "
+                          f"hardware.sliding_window {hw.sliding_window}, SGLang's SWA KV pool): the decode side's "
+                          "SWA-tail prealloc is not modelled")
+    # validate again: the filled values must pass the same checks as written ones (a
+    # refusal names the scenario's file, as one of its written values would)
+    from pydantic import ValidationError
+    from specsched.sim.config import validation_error
+
+    dumped = server.model_dump()
+    try:
+        server = ServerArgs.model_validate(dumped)
+    except ValidationError as e:
+        raise validation_error(scenario.path or scenario.name, e, dumped) from None
     out = scenario.model_copy(update={"server": server})
     out._resolved_defaults = filled
     return out, filled
@@ -303,13 +318,18 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
 def resolve_loaded(scenario: Scenario) -> Scenario:
     """:func:`apply_hardware_defaults` for a scenario just loaded from its file; the filled
     values are kept on ``scenario._resolved_defaults`` for ``specsched run`` to print. A
-    profile that cannot be loaded leaves the scenario as it is (running it reports that)."""
+    profile that cannot be loaded leaves the scenario as it is (running it reports that).
+
+    Raises:
+        ConfigError: the filled values cannot run (a hybrid sliding-window profile with
+            prefill-decode disaggregation)."""
     from specsched.sim.errors import ConfigError
 
     try:
-        return apply_hardware_defaults(scenario)[0]
+        _scenario_hardware(scenario.profile, scenario.path or None)
     except ConfigError:
         return scenario
+    return apply_hardware_defaults(scenario)[0]
 
 
 def format_resolved(changed: list[Resolved]) -> str:

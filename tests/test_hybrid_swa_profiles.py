@@ -158,3 +158,19 @@ def test_bad_window_or_layer_types_length_is_one_line_exit_2(tmp_path, patch, ke
     lines = err.getvalue().strip().splitlines()
     assert len(lines) == 1 and key in lines[0] and str(p) in lines[0]
     assert not (tmp_path / "o.yaml").exists()
+
+
+@pytest.mark.parametrize("server, key", [
+    ("disaggregation: {prefill: {instances: 1}, decode: {instances: 1}}", "server.disaggregation"),
+    ("max_total_num_tokens: 150", "server.swa_full_tokens_ratio"),  # SWA pool 120 <= window + page
+])
+def test_a_filled_window_the_run_cannot_take_is_one_line_naming_the_scenario(tmp_path, server, key):
+    """The window the profile fills must pass the checks a written one passes: one line
+    naming the scenario file and the key, exit 2 (it was a pydantic traceback)."""
+    scn = _write(tmp_path, server=server)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["run", str(scn)])
+    lines = err.getvalue().strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in lines[0]
+    assert str(scn.name) in lines[0] and key in lines[0]
