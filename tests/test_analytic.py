@@ -388,3 +388,40 @@ def test_disable_decode_cuda_graph_runs_every_decode_batch_eagerly():
     assert on.padded_batch(1) == 1 and off.padded_batch(1) is None
     assert on.eager_issue_s(1) == 0.0 and off.eager_issue_s(1) == p.gpu.eager_host_issue_s
     assert off.step_s(1, 512) >= p.gpu.eager_host_issue_s > on.step_s(1, 512)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 128), w=st.integers(2, 8), c=st.sampled_from([512, 2048, 8192]))
+def test_a_block_draft_forward_reads_each_requests_kv_once(batch, w, c):
+    """Invariant (INV-AD1): a block drafter's forward over ``batch x w`` tokens (SGLang's
+    DFlash draft block is one TARGET_VERIFY forward of ``batch`` requests) grows with
+    context by the KV read of ``batch`` requests, the same as a verify of ``w`` tokens per
+    request of the draft model, and ``w`` times less than ``batch x w`` one-token requests
+    (a chain step's reading, which the block drafter's grid used before)."""
+    from specsched.sim.analytic.roofline import draft_forward
+
+    d, par = draft_arch(L8, 2), Parallel()
+    block = [draft_forward(d, H200, par, EFF, batch * w, ctx, w) for ctx in (c, 2 * c)]
+    verify = [decode_like(d, H200, par, EFF, batch, w, ctx) for ctx in (c, 2 * c)]
+    chain = [draft_forward(d, H200, par, EFF, batch * w, ctx, 1) for ctx in (c, 2 * c)]
+    grow = block[1].attention_s - block[0].attention_s
+    assert grow == pytest.approx(verify[1].attention_s - verify[0].attention_s, rel=1e-9)
+    kv = batch * c * kv_cell_bytes(d, 1) / (H200.hbm_tbps * 1e12 * EFF.hbm)
+    assert grow == pytest.approx(kv, rel=0.05)  # the KV read dominates a draft's attention
+    assert chain[1].attention_s - chain[0].attention_s == pytest.approx(w * grow, rel=0.05)
+
+
+def test_the_written_block_draft_step_is_the_block_forward():
+    """The analytic writer's ``gpu.draft_step`` cell at ``batch x window`` tokens, which the
+    cost model reads for a block drafter's draft forward, is that forward with the block per
+    request (INV-AD1), not ``batch x window`` one-token requests."""
+    from specsched.sim.analytic.roofline import draft_forward
+
+    q, w = load_model("qwen3-0.6b"), 6
+    g = build_profile(q, H200, 1, window=w, draft_layers=2)["gpu"]["draft_step"]
+    d = draft_arch(q, 2)
+    for x in (64, 384):
+        for c in (1024, 8192):
+            cell = g["seconds"][g["x"].index(float(x))][g["context_len"].index(float(c))]
+            assert cell == pytest.approx(draft_forward(d, H200, Parallel(), EFF, x, c, w).graph_s, rel=1e-5)
+            assert cell < draft_forward(d, H200, Parallel(), EFF, x, c, 1).graph_s

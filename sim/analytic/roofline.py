@@ -400,6 +400,26 @@ def decode_like(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, b
                         logits=batch * per_request, absorbed_mla=True)
 
 
+def draft_forward(draft: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, tokens: float,
+                  context: float, per_request: int = 1) -> ForwardCost:
+    """One draft-model forward of ``tokens`` new tokens, ``per_request`` of them per request
+    (the profile's ``gpu.draft_step`` cell at ``tokens``), on ``context`` committed tokens.
+
+    A block drafter (DSpark/DFlash, ``per_request`` = the window) drafts the whole block of
+    each request in one forward: SGLang 0.5.23 runs it as a ``TARGET_VERIFY`` forward of
+    ``bs`` requests over ``bs x block_size`` tokens (speculative/dflash_worker_v2.py, the
+    draft block's ``ForwardBatch``; the runtime's proxy likewise, runtime/spec_cycle.py
+    ``_draft_dev``: one forward over every row's block), so each request's KV is read once
+    per forward, as in a verify, not once per drafted token. A chain drafter's serial step
+    (EAGLE/MTP) carries one token per request (``per_request`` 1). The requests are
+    ``tokens / per_request`` (at least one).
+    """
+    requests = max(1.0, tokens / per_request)
+    return forward_cost(draft, gpu, par, eff, tokens=tokens, requests=requests,
+                        keys=context + (min(per_request, tokens) + 1) / 2, kv_read=context,
+                        logits=tokens, absorbed_mla=True)
+
+
 def extend(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, tokens: float,
            mean_keys: float, request_tokens: int = 1024) -> ForwardCost:
     """A prefill forward of ``tokens`` extend tokens whose mean attended context is

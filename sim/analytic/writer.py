@@ -29,6 +29,7 @@ from specsched.sim.analytic.roofline import (
     Parallel,
     decode_like,
     draft_arch,
+    draft_forward,
     eager_issue_per_kernel_s,
     extend,
     extend_issue_s,
@@ -115,9 +116,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         return target if new_schema else target + decode_like(draft, gpu, par, eff, b, q_draft, c).graph_s
 
     def draft_step(x: float, c: float) -> float:
-        # x: tokens of one draft forward (new schema) or batch size (old); each token's
-        # request reads its context once (exact for a chain step, an upper bound for a block)
-        return decode_like(draft, gpu, par, eff, x, 1, c).graph_s
+        # x: tokens of one draft forward (new schema: a block drafter's block of `window`
+        # tokens per request reads each request's context once, a chain step one token per
+        # request) or batch size (old schema: one token per request)
+        per_request = window if new_schema and drafter == "block" else 1
+        return draft_forward(draft, gpu, par, eff, x, c, per_request).graph_s
 
     from specsched.sim.defaults import memory_buckets
 
@@ -161,8 +164,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                        f"one speculative cycle, window {window}: the drafter's forward "
                        f"({'over the whole window' if drafter == 'block' else 'one token'}) plus the target's "
                        f"verify forward over {window} tokens per request"),
-        "gpu.draft_step": ("one draft-model forward by its tokens x (batch x tokens per request), each token's "
-                           "request reading its context once" if new_schema else
+        "gpu.draft_step": (("one draft-model forward by its tokens x (batch x tokens per request): "
+                            + (f"a block of {window} tokens per request, each request reading its context once "
+                               "(roofline.draft_forward)" if drafter == "block" else
+                               "one token per request (a chain step), each reading its context once"))
+                           if new_schema else
                            "one extra serial draft forward of one token per request (chain drafters)"),
         "gpu.eager_overhead_s": (f"GPU-bound eager extra: {kernels} kernels x {eff.eager_gpu_per_kernel_s * 1e6:.1f} us "
                                  f"(analytic.efficiency.eager_gpu_per_kernel_s)"),
