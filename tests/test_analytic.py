@@ -488,3 +488,25 @@ def test_attention_kernel_option_on_the_command_line(tmp_path, capsys):
         assert main(["profile", "--analytic", "--model", "qwen3-0.6b", *args, "--out", str(bad)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--attention" in err[0] and not bad.exists(), err
+
+
+def test_a_gathered_kv_copy_spans_the_batchs_widest_context():
+    """A profile whose attention gathers the KV (``--attention gather-unsplit``, the runtime's
+    proxy) gathers one width for the whole batch, the longest request's rounded up to the
+    runtime's 256-position bucket: a batch of one long and seven short requests costs what
+    eight long ones cost; with SGLang's paged attention it costs the mean context."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    q = load_model("qwen3-0.6b")
+    paged = Profile.model_validate(build_profile(q, H200, 1))
+    gather = Profile.model_validate(build_profile(q, H200, 1, eff=Efficiency(attention_split_kv=False,
+                                                                             kv_gather_passes=2)))
+    assert gather.gpu.attention_width == "padded_max" and gather.gpu.attention_bucket == 256
+    assert paged.gpu.attention_width == "per_request"
+    args = ServerArgs(cuda_graph_max_bs=8, max_running_requests=8)
+    cm_p, cm_g = CostModel(paged, args, warn_to=None), CostModel(gather, args, warn_to=None)
+    mixed = (8192 + 7 * 512) / 8
+    assert cm_g.step_s(8, mixed, 8192) == pytest.approx(cm_g.step_s(8, 8192, 8192), rel=1e-9)
+    assert cm_g.step_s(8, mixed, 8192) > 1.5 * cm_g.step_s(8, mixed, mixed)
+    assert cm_p.step_s(8, mixed) < cm_p.step_s(8, 8192)

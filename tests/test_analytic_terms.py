@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.analytic.gpus import load_gpu
 from specsched.sim.analytic.models import load_model
@@ -53,6 +53,7 @@ def test_grid_cells_become_the_observations_the_fit_predicts(analytic):
         assert at._predict(analytic, ob) == pytest.approx(ob.seconds, rel=1e-4)
 
 
+@settings(deadline=None)
 @given(errs=st.lists(st.floats(-50, 50), min_size=1, max_size=30))
 def test_counts_within_are_nested_and_bounded(errs):
     """Invariant: rows within 5 % are a subset of rows within 10 %, both at most all rows."""
