@@ -7,8 +7,13 @@ one factor per group keeps each grid's measured shape):
 - ``prefill``: ``gpu.extend``, ``gpu.draft_inject``, ``gpu.draft_inject_per_token_s``
   (prefill / extend forwards);
 - ``decode``: ``gpu.verify``, ``gpu.decode``, ``gpu.draft_step`` (decode / verify forwards);
-- ``host``: ``host.schedule*``, ``host.launch*``, ``host.process*`` (the scheduler's CPU work
-  per step and per request);
+- ``host``: every host term ``host.speed_factor`` scales (:data:`sim.host_speed.SCALED_TERMS`:
+  the scheduler's work, launch calls, the extends' and injections' kernel issue, idle
+  leads, slot expansion, wake-up, eager kernel issue): a host that runs the loop's Python
+  slower runs all of it slower. Scaling only the scheduler's terms left an extend's issue
+  (the longest host term of a prefill, and what paces the first token at light load:
+  docs/measurements/h200-v17-holdout/README.md) to be absorbed by ``prefill``, a GPU term
+  that also costs throughput at saturation;
 - ``analytic.efficiency.<name>`` (``matmul``, ``attention``, ``hbm``, ...): an analytic
   profile's efficiency factor (``specsched profile --analytic``), multiplied (fractions of a
   peak capped at 1) and the profile rebuilt from it (``sim.analytic.writer.regenerate``);
@@ -18,7 +23,15 @@ Each bench_serving run becomes a scenario (:mod:`analysis.from_bench`; ``--scena
 gives the server and acceptance blocks when the lines lack ``server_info``). The objective is
 the sum over runs and metrics (default median TTFT, median ITL, output tok/s) of the squared
 log ratio of the prediction (mean over ``--seeds`` seeds, the same seeds at every evaluation)
-to the measurement; scipy's ``least_squares`` on the log factors. An SGLang server log
+to the measurement, each divided by its metric's run-to-run noise (:func:`metric_noise`),
+plus a Gaussian prior on each log factor around the profile (``--prior``, :data:`PRIOR_SD`):
+the most probable factors given the runs and the profile. Several factors move a light-load
+median TTFT alike (an extend's GPU time, the host's issue of it), so the runs alone leave
+the split between them free, and a least-squares fit without the prior can put a host
+shortfall on a GPU factor that then costs throughput at saturation
+(docs/measurements/h200-v17-holdout/README.md); the prior moves the factor that is known to
+vary between machines (the host) before the ones that are not. scipy's ``least_squares`` on
+the log factors. An SGLang server log
 (``--server-log``) adds its pure-decode steps (:func:`analysis.server_log.decode_step_samples`):
 the cost model's step time at the logged batch size and context vs the logged one, as one
 more term. The fit report gives each run's error before and after, and each factor's
@@ -45,15 +58,30 @@ from typing import Any
 
 import numpy as np
 from specsched.sim.errors import ConfigError
+from specsched.sim.host_speed import SCALED_TERMS
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "prefill": ("gpu.extend", "gpu.draft_inject", "gpu.draft_inject_per_token_s"),
     "decode": ("gpu.verify", "gpu.decode", "gpu.draft_step"),
-    "host": ("host.schedule_s", "host.schedule_per_req_s", "host.launch_s", "host.launch_per_req_s",
-             "host.process_s", "host.process_per_req_s"),
+    # every term sim.host_speed scales (host.speed_factor): a slower host runs all of its
+    # Python slower, the extends' and injections' kernel issue as much as the scheduler
+    "host": SCALED_TERMS,
     "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
+PRIOR_SD: dict[str, float] = {"prefill": 0.02, "decode": 0.02, "host": 0.3}
+"""Default prior standard deviation of each group's log factor (``--prior``): how far the
+group's true value on the user's machine may be from the profile's, before any run is seen.
+GPU kernels of one model on one GPU type move little between machines: on three H200s the
+decode factor fitted 0.997..1.014 and a profile made on another H200 predicted every
+held-out median ITL within 1.3 % and output tok/s within 1.5 %
+(docs/measurements/h200-v15-holdout, h200-v17-holdout). The host's Python moves a lot: a
+fixed reference work took 1.1 or 2.0 ms on the same rented H200 in periods of seconds
+(docs/measurements/h200-v10.md), 0.25..0.50 ms within one sweep (h200-v17-holdout). A
+parameter not named here has no prior unless ``--prior`` gives one."""
+NOISE_FLOOR = 1e-3
+"""Smallest per-metric noise (log units) :func:`metric_noise` returns: a bench_serving
+line's millisecond figures carry three decimals, 0.1 % of a 1 ms ITL."""
 EFFICIENCY_PREFIX = "analytic.efficiency."
 """Parameters ``analytic.efficiency.<name>`` multiply an analytic profile's efficiency factor
 and rebuild its grids from it."""
@@ -230,6 +258,10 @@ class FitResult:
     log_before: float | None = None
     log_after: float | None = None
     history: list[float] = field(default_factory=list)
+    prior_sd: dict[str, float] = field(default_factory=dict)
+    """The prior's standard deviation of each log factor (empty: no prior)."""
+    noise: dict[str, float] = field(default_factory=dict)
+    """Each metric's noise (log units) its residuals were divided by (empty: unweighted)."""
     cov: np.ndarray | None = None
     """Covariance of the log factors (params x params, the order of ``factors``): the
     residuals' scatter left at the solution, s^2 = sum(r^2) / (n - p), times (J^T J)^-1 with J
@@ -306,9 +338,74 @@ def _log_residuals(samples: Any, profile: Any, server: Any) -> np.ndarray:
     return np.log(pred / samples["step_s"].to_numpy()) / math.sqrt(len(samples))
 
 
+def _load(run: Any) -> tuple[Any, Any]:
+    return run.args.get("request_rate"), run.args.get("max_concurrency")
+
+
+def metric_noise(cases: list[FitCase], metrics: Sequence[str] = FIT_METRICS) -> dict[str, float]:
+    """Per metric, the spread (standard deviation of the log) of the measured figure between
+    runs at one load (repeats or other arrival draws at the same request rate and
+    concurrency), pooled over the loads with two runs or more; at least
+    :data:`NOISE_FLOOR`. A metric with no load measured twice is left out. What one run
+    of a load can differ from another: a fit should not chase a residual smaller than
+    that, and a metric that scatters less (a median ITL) weighs more than one that
+    scatters more (a median TTFT)."""
+    by: dict[tuple[str, Any], list[float]] = {}
+    for c in cases:
+        for m in metrics:
+            q = c.run.summary.get(m)
+            if q and q > 0:
+                by.setdefault((m, _load(c.run)), []).append(math.log(q))
+    out = {}
+    for m in metrics:
+        groups = [np.array(v) for (mm, _), v in by.items() if mm == m and len(v) > 1]
+        dof = sum(len(g) - 1 for g in groups)
+        if dof:
+            var = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / dof
+            out[m] = max(math.sqrt(var), NOISE_FLOOR)
+    return out
+
+
+def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = False) -> dict[str, float]:
+    """``--prior``: ``default`` (:data:`PRIOR_SD` for the fitted parameters it names),
+    ``none``, or ``NAME=SD,...`` (standard deviations of log factors, > 0).
+
+    ``default`` is a statement about a profile measured by microbenchmarks on the same kind
+    of GPU: its GPU terms moved 1-2 % between machines. A profile written by ``specsched
+    profile --analytic`` (``analytic`` True) has no such evidence: its GPU terms come from
+    datasheet peaks and efficiency factors and were tens of percent off the measured H200
+    grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on it and the
+    runs alone set every factor, as the fit did before the prior existed.
+
+    Raises:
+        ConfigError: a malformed entry, an SD not > 0, or a name not fitted.
+    """
+    if text is None or text == "none":
+        return {}
+    if text == "default":
+        if analytic:
+            return {}
+        return {p: PRIOR_SD[p] for p in params if p in PRIOR_SD}
+    out = {}
+    for item in text.split(","):
+        name, _, v = item.partition("=")
+        try:
+            sd = float(v)
+        except ValueError:
+            sd = float("nan")
+        if not (sd > 0 and math.isfinite(sd)):
+            raise ConfigError("<command line>", "--prior", item, "NAME=SD with SD > 0 (the log factor's prior "
+                              "standard deviation), 'default' or 'none'")
+        if name not in params:
+            raise ConfigError("<command line>", "--prior", item, f"{name!r} is not fitted; fitted: {', '.join(params)}")
+        out[name] = sd
+    return out
+
+
 def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int = 3,
         metrics: Sequence[str] = FIT_METRICS, log_samples: Any = None, max_evals: int = 60,
-        progress: Any = None) -> FitResult:
+        progress: Any = None, prior_sd: dict[str, float] | None = None,
+        noise: dict[str, float] | None = None) -> FitResult:
     """Least squares (scipy ``least_squares``, trust region, forward differences of
     :data:`JAC_STEP` in log space) on the log factors of ``params``; residuals are the log ratios of
     predicted to measured metrics (module docstring).
@@ -322,6 +419,15 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
         log_samples: :func:`analysis.server_log.decode_step_samples` of a server log, or None.
         max_evals: objective evaluations allowed (each simulates every case x seeds).
         progress: callable(eval index, loss, factors) or None.
+        prior_sd: parameter -> standard deviation of its log factor around 1 (the
+            profile's value): a Gaussian prior, one more residual log(factor) / sd per
+            parameter, so the fit is the most probable factors given the runs and the
+            profile (maximum a posteriori). A direction the runs do not pin down (two
+            factors that move the same metric the same way) stays at the profile, and a
+            shortfall goes to the parameter the prior allows to move most. None: no prior.
+        noise: metric -> its run-to-run noise in log units (:func:`metric_noise`); each
+            residual of that metric is divided by it (metrics missing: 1). Needed for a
+            prior to weigh against the runs in the same units.
 
     Raises:
         ConfigError: a parameter the profile does not have.
@@ -344,8 +450,24 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
                 progress(len(cache), float(np.sum(cache[key][0] ** 2)), np.exp(z))
         return cache[key]
 
+    term_metrics = _term_metrics(cases, metrics)
+    prior = np.array([(prior_sd or {}).get(p, math.inf) for p in params])
     z0 = np.zeros(len(params))
     r0, before, lr0 = evaluate(z0)
+    noise = dict(noise or {})
+    if np.isfinite(prior).any():
+        # a metric no load measured twice: its scatter at the profile (an upper bound of
+        # its noise; the prior then keeps the profile unless the runs agree on a move)
+        for m in set(term_metrics) - set(noise):
+            v = np.array([r for r, k in zip(r0, term_metrics, strict=False) if k == m])
+            noise[m] = max(float(np.sqrt(np.mean(v ** 2))), NOISE_FLOOR)
+    scale = np.array([noise.get(m, 1.0) for m in term_metrics])
+
+    def objective(z: np.ndarray) -> np.ndarray:
+        r = evaluate(z)[0]
+        n = len(scale)
+        return np.r_[r[:n] / scale, r[n:], (z / prior)[np.isfinite(prior)]]
+
     def jac(z: np.ndarray) -> np.ndarray:
         # forward differences over 10 % in log space: wide enough to step over the jitter a
         # discrete-event prediction has at a fixed seed set (a 0.1 % step measures that jitter)
@@ -357,16 +479,24 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
             cols.append((evaluate(z + dz)[0] - r) / dz[i])
         return np.column_stack(cols)
 
-    res = least_squares(lambda z: evaluate(z)[0], z0, jac=jac, bounds=(lo, hi), max_nfev=max_evals,
+    def objective_jac(z: np.ndarray) -> np.ndarray:
+        j = jac(z)
+        n = len(scale)
+        rows = np.diag(1.0 / prior)[np.isfinite(prior)]
+        return np.r_[j[:n] / scale[:, None], j[n:], rows]
+
+    res = least_squares(objective, z0, jac=objective_jac, bounds=(lo, hi), max_nfev=max_evals,
                         x_scale=1.0, xtol=1e-3, ftol=1e-3)
-    z = res.x if np.sum(res.fun ** 2) <= np.sum(r0 ** 2) else z0
+    z = res.x if np.sum(res.fun ** 2) <= np.sum(objective(z0) ** 2) else z0
     r1, after, lr1 = evaluate(z)
     factors = dict(zip(params, np.exp(z).tolist(), strict=True))
     has_log = log_samples is not None and len(log_samples) > 0
     return FitResult(factors, scale_profile(profile, factors), before, after, float(np.sum(r0 ** 2)),
                      float(np.sum(r1 ** 2)), len(cache), float(np.sum(lr0 ** 2)) if has_log else None,
                      float(np.sum(lr1 ** 2)) if has_log else None,
-                     cov=covariance(jac(z), r1, _term_metrics(cases, metrics) + ["server log"] * len(lr1)))
+                     prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
+                     noise=noise if np.isfinite(prior).any() or noise else {},
+                     cov=covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1)))
 
 
 def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = FIT_METRICS) -> list[dict[str, Any]]:
@@ -416,7 +546,10 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {', '.join(Path(f).name for f in files)}"
                               + (f" and server log {Path(log).name}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
-                              f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
+                              + (("prior (log-factor standard deviations) " + ", ".join(f"{k} {v:g}" for k, v in result.prior_sd.items())
+                                  + "; residuals divided by each metric's noise " + ", ".join(f"{k} {v:.4f}" for k, v in result.noise.items())
+                                  + "; ") if result.prior_sd else "no prior; ")
+                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
             prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
@@ -452,10 +585,15 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
             if i % 5 == 0:
                 print(f"  eval {i:3d}: loss {loss:.4g}  " + "  ".join(f"{p} x{x:.3f}" for p, x in zip(params, f, strict=True)))
 
+        prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
         result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
-                     max_evals=args.max_evals, progress=progress)
+                     max_evals=args.max_evals, progress=progress, prior_sd=prior,
+                     noise=metric_noise(cases, metrics) if prior else None)
         print(format_fit_table(fit_table(cases, result, metrics)))
     se = result.factor_se_pct()
+    if result.prior_sd:
+        print("prior (log-factor standard deviations): " + ", ".join(f"{k} {v:g}" for k, v in result.prior_sd.items())
+              + "; each metric's residuals divided by its noise: " + ", ".join(f"{k} {v:.4f}" for k, v in result.noise.items()))
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
     if result.log_before is not None:
@@ -480,6 +618,10 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     g.add_argument("--arrivals", choices=ARRIVALS, default="auto",
                    help="replay each run's own send times (details; the line's start_times), draw arrivals at its "
                         "rate (rate), or replay where the line has send times (auto, the default)")
+    g.add_argument("--prior", default="default",
+                   help="prior on the log factors around the profile: 'default' (prefill 0.02, decode 0.02, host 0.3; none on an analytic profile), "
+                        "'none' (unregularised), or NAME=SD,...; with a prior each metric's residuals are divided by "
+                        "its run-to-run noise (runs at one load) or, unmeasured, its scatter at the profile")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")

@@ -15,6 +15,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -78,8 +79,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
 
     ``specsched plot SWEEP.parquet`` draws the sweep's key metrics against its parameter
-    (``sweep_<name>`` in ``--out``, default ``plots/`` beside the file; the default
-    ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
+    (``sweep_<name>`` in ``--out``, default ``./plots/``, where the plot of several runs
+    goes too; the default ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
@@ -96,6 +97,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     if len(args.results_dirs) == 1 and args.results_dirs[0].endswith(".parquet") and Path(args.results_dirs[0]).is_file():
         return _plot_sweep(args)
+    sweeps = [d for d in args.results_dirs if d.endswith(".parquet") and Path(d).is_file()]
+    if sweeps:   # it was read as a bench_serving file: "not a text file"
+        raise ConfigError(_CLI, "RESULTS_DIR", sweeps[0], "a sweep file is plotted alone (specsched plot SWEEP.parquet), "
+                          "not beside other inputs")
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
     runs = []
@@ -203,7 +208,9 @@ def _plot_sweep(args: argparse.Namespace) -> int:
     summary = summarize_sweep(table, read_samples(path))
     if summary.empty:
         raise ConfigError(str(path), "<runs>", 0, "the sweep has no finished run to plot")
-    out = Path(args.out) if args.out else path.parent / "plots"
+    # ./plots, as for several runs (default_plot_dir): every figure of more than one run lands
+    # there, one run's in its own folder
+    out = Path(args.out) if args.out else Path("plots")
     stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
     fig = plot_sweep(summary)
     before = figure_files(out)
@@ -234,6 +241,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
+    from specsched.analysis.overrides import unread_everywhere
+
+    for note in unread_everywhere(args.scenario, [(a, parse_overrides(args.set)) for a in arms], parse_overrides(args.set)):
+        print(note, file=sys.stderr)
     out_dirs = None
     if not args.no_save:
         name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
@@ -303,7 +314,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``sweep``: run a grid x seeds into a tidy parquet; exit 1 if any run failed, 130 after
     Ctrl-C and 143 after SIGTERM (finished runs saved; the same command resumes)."""
     from rich.console import Console
-    from specsched.analysis.overrides import check_key, parse_grid, parse_overrides
+    from specsched.analysis.overrides import (
+        check_key,
+        parse_grid,
+        parse_overrides,
+        unread_everywhere,
+    )
     from specsched.analysis.sweep import SweepInterrupted, run_sweep
 
     grid = parse_grid(args.grid)
@@ -321,6 +337,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
         point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}))
         check_workload(args.scenario, str(arm), point, args.max_requests)
+    axes = {k: v for k, v in grid.items() if k != "arm"}
+    points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
+              for arm in arms for combo in itertools.product(*axes.values())]
+    for note in unread_everywhere(args.scenario, points, [*base, *axes]):
+        print(note, file=sys.stderr)
     console = Console(stderr=True, soft_wrap=True)
     try:
         report = run_sweep(str(resolve_scenario_path(args.scenario)), grid, args.seeds, out, executor=args.scheduler,
@@ -372,7 +393,8 @@ def add_parsers(subparsers: Any) -> None:
                    help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled), "
                         "or one sweep parquet file (metric-vs-parameter lines)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run; "
-                                                "for several, plots/<a>_vs_<b>/ named after them)")
+                                                "for several, plots/<a>_vs_<b>/ named after them; for a sweep "
+                                                "file, plots/)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
     p.set_defaults(func=cmd_plot)
 

@@ -87,6 +87,16 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         if "random_range_ratio" not in a and not ({"random_input_range_ratio", "random_output_range_ratio"} <= set(run.extra)):
             notes.append("random_range_ratio absent from the line: SGLang's default 0.0 assumed ([1, len])")
 
+        # what bench_serving itself would refuse (a ratio above 1 makes compute_random_lens's
+        # randint(int(len x ratio), len + 1) raise) is refused here, not read as fixed lengths
+        for side, v in (("input", rin), ("output", rout)):
+            key = f"random_{side}_range_ratio" if f"random_{side}_range_ratio" in run.extra else "random_range_ratio"
+            if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 1:
+                raise ConfigError(run.source, key, v, "must be a number in [0, 1] (bench_serving --random-range-ratio)")
+        for key in ("random_input_len", "random_output_len"):
+            if not isinstance(a[key], int) or a[key] < 1:
+                raise ConfigError(run.source, key, a[key], "must be an integer >= 1 (tokens)")
+
         def dist(v: int, r: float) -> dict[str, Any]:
             return {"kind": "fixed", "value": v} if r >= 1 else {"kind": "uniform", "value": v, "range_ratio": r}
 
@@ -110,6 +120,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                      "details; the real spread is unknown)")
         return {"kind": "fixed", "value": means[0]}, {"kind": "fixed", "value": means[1]}, notes, {}
     ok = d.ok
+    if not ok.any():   # empty histograms made a scenario that no run could read
+        raise ConfigError(run.source, "errors", "every request failed", "no successful request to take lengths from")
     tables = {}
     for key, values in (("input", d.input_lens[ok]), ("output", d.output_lens[ok])):
         vc = pd.Series(values).clip(lower=1).value_counts().sort_index()
@@ -141,6 +153,9 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
                           "the request rate ramped during the run; a scenario has one rate (not modelled)")
     n = run.num_prompts
     if not n:
+        if run.summary.get("completed") == 0 and "num_prompts" not in a:   # there, but nothing finished
+            raise ConfigError(run.source, "completed", 0, "the run finished no request and the line has no num_prompts: "
+                              "the request count is unknown")
         raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed")
     notes = []
     if "num_prompts" not in a:

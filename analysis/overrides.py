@@ -186,6 +186,22 @@ def nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rederive_turn_count(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without its multi-turn ``workload.num_requests`` unless an override sets it.
+
+    A multi_turn workload's request count is num_conversations x num_turns (the workload
+    fills it in when the file leaves it out, and refuses any other value). The loaded
+    scenario carries that count, so ``--set workload.multi_turn.num_conversations=4`` was
+    refused against the file's old product; dropped, it is derived again from the
+    overridden conversations and turns. An override of num_requests (or num_prompts) is
+    still checked against the product."""
+    wl, over = data.get("workload"), nest(overrides).get("workload")
+    if (not isinstance(wl, dict) or wl.get("kind") != "multi_turn" or "num_requests" not in wl
+            or (isinstance(over, dict) and ("num_requests" in over or "num_prompts" in over))):
+        return data
+    return {**data, "workload": {k: v for k, v in wl.items() if k != "num_requests"}}
+
+
 def load_scenario_with_overrides(
     path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None
 ) -> Scenario:
@@ -216,9 +232,83 @@ def load_scenario_with_overrides(
     for key, value in overrides.items():
         check_key(key, str(path), value)
     data = scenario.model_dump(mode="json", exclude_unset=True)
+    data = _rederive_turn_count(data, overrides)
     merged = deep_merge(data, nest(overrides))
     try:
         scenario = Scenario.model_validate(merged)
     except ValidationError as e:
         raise validation_error(f"{path} (with overrides)", e, merged) from None
     return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
+
+
+def _spec_on(s: Any) -> bool:
+    """Speculative decoding on this server or on a disaggregated role's."""
+    srv = s.server
+    roles = [srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else []
+    return any(x.speculative_algorithm.enabled for x in (srv, *roles))
+
+
+_SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
+
+UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
+    ("server.swa_full_tokens_ratio", lambda s: s.server.sliding_window_size is not None,
+     "read only with server.sliding_window_size (a hybrid sliding-window KV), which is not set"),
+    ("server.swa_eviction_interval", lambda s: s.server.sliding_window_size is not None,
+     "read only with server.sliding_window_size (a hybrid sliding-window KV), which is not set"),
+    ("server.dp_spec_prefill_coordination", lambda s: s.server.enable_dp_attention and _spec_on(s),
+     "read only with server.enable_dp_attention and speculative decoding"),
+    ("server.num_reserved_decode_tokens", lambda s: s.server.disaggregation is not None,
+     "read only by a decode server of server.disaggregation, which is not set"),
+    ("server.min_free_slots", lambda s: s.server.admission_delay != "none",
+     "read only by an admission delay; server.admission_delay is none"),
+    ("server.max_delay_passes", lambda s: s.server.admission_delay not in _SHIPPED_DELAYS[:3],
+     "read only by server.admission_delay demand_observed"),
+    ("acceptance", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none"),
+    ("workload.concurrency", lambda s: s.workload.kind in ("closed_loop", "multi_turn"),
+     "read only by workload.kind closed_loop and multi_turn (bench_serving's cap on a poisson or trace "
+     "workload is workload.max_concurrency)"),
+    ("workload.max_concurrency", lambda s: s.workload.kind in ("poisson", "trace"),
+     "read only by workload.kind poisson and trace (a closed loop or multi-turn run holds workload.concurrency)"),
+    ("workload.request_rate", lambda s: s.workload.kind == "poisson", "read only by workload.kind poisson"),
+    ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
+     "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
+]
+"""(key, whether the scenario reads it, why not): keys whose value changes nothing unless
+another key turns their part of the model on (each one's description in the schema says
+so). A what-if on one of them alone would return the unchanged run."""
+
+
+def unread_overrides(scenario: Any, keys: Iterable[str]) -> list[str]:
+    """One note per overridden key that ``scenario`` (loaded with the overrides) does not
+    read, naming the key, the reason and the kind or key that would make it count; empty
+    when every key counts. A key under a listed block (``acceptance.mean_accept_length``)
+    counts as the block."""
+    notes = []
+    for key in dict.fromkeys(keys):
+        for name, reads, why in UNREAD_WITHOUT:
+            if (key == name or key.startswith(name + ".")) and not reads(scenario):
+                kind = f" (workload.kind is {scenario.workload.kind})" if name.startswith("workload.") and "kind" in why else ""
+                notes.append(f"note: {key} changes nothing in this run: {why}{kind}")
+                break
+    return notes
+
+
+UNREAD_CHECK_POINTS = 256
+"""Most grid points whose scenarios :func:`unread_everywhere` loads (a larger grid is not checked)."""
+
+
+def unread_everywhere(path: str | Path, points: Iterable[tuple[str, Mapping[str, Any]]], keys: Iterable[str]) -> list[str]:
+    """The notes of :func:`unread_overrides` that hold at every (arm, overrides) point: a key
+    that one arm or one grid point reads (an arm turning speculative decoding on, an axis
+    setting sliding_window_size) gets none. Empty for more than UNREAD_CHECK_POINTS points."""
+    points = list(points)
+    if not points or len(points) > UNREAD_CHECK_POINTS:
+        return []
+    keys = list(keys)
+    common: list[str] | None = None
+    for arm, over in points:
+        notes = unread_overrides(load_scenario_with_overrides(path, arm, over), keys)
+        common = notes if common is None else [n for n in common if n in notes]
+        if not common:
+            return []
+    return common or []

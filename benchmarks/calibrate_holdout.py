@@ -38,6 +38,8 @@ from specsched.analysis.calibrate_bench import (
     FIT_METRICS,
     cases_from_runs,
     fit,
+    metric_noise,
+    parse_prior,
     predict,
     scale_profile,
 )
@@ -186,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="prefill,decode,host")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--max-evals", type=int, default=40)
+    ap.add_argument("--prior", default="default",
+                    help="prior on the log factors: 'default' (analysis.calibrate_bench.PRIOR_SD), 'none' (the "
+                         "unregularised fit), or NAME=SD,...; with a prior each metric's residuals are divided by "
+                         "its run-to-run noise (analysis.calibrate_bench.metric_noise)")
     ap.add_argument("--arrivals", choices=ARRIVALS, default="auto",
                     help="replay each run's send times (details), draw at its rate (rate), or replay where the line "
                          "has send times (auto, the default)")
@@ -217,11 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     params = a.params.split(",")
     profile = load_profile(a.profile)
+    prior = parse_prior(a.prior, params, analytic=profile.analytic is not None)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)
         train = cases[: len(train_runs)]
-        res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals,
+        res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior,
+                  noise=metric_noise(train) if prior else None,
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
         rows = []
         draws = dict(zip(map(id, cases), draw_ids([c.run for c in cases]), strict=True))
@@ -271,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
              f"held out the other {len(held_runs)}; parameters {', '.join(params)}; predictions are means over "
              f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
              f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
+             ("Prior (standard deviation of each log factor around the profile): "
+              + ", ".join(f"{k} {v:g}" for k, v in res.prior_sd.items())
+              + "; each metric's residuals divided by its noise (log units; the spread between runs at one "
+              "load, else its scatter at the profile): " + ", ".join(f"{k} {v:.4f}" for k, v in res.noise.items())
+              if res.prior_sd else "No prior (unregularised least squares on the log ratios)."), "",
              "Fitted factors: " + ", ".join(f"{k} x{v:.3f}" for k, v in res.factors.items())
              + (f" (the runs were made with {', '.join(f'{k} x{v:g}' for k, v in perturb.items())})" if a.make_synthetic else ""), "",
              "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error | "

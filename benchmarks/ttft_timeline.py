@@ -29,6 +29,27 @@ round 15 no longer subtracts the injection's preparation from the measured gap.
         --profile docs/measurements/h200-v15/h200-1b.yaml --cell burst66 \\
         --arms stream_wait,both,base,waiting_aware --refit-slot-expansion
 
+A single run's results directory (``specsched measure``, ``benchmarks/measure_sweep.py``:
+``steps.parquet``, ``requests.parquet``, ``timeseries.parquet``, ``scenario.yaml``,
+``summary.json``) is split request by request instead (:func:`first_token_split`), since a
+run whose forwards differ from the simulator's (any Poisson run of a few thousand steps)
+has no common steps table to split along: per request, around the extend whose GPU end
+is the last at or before its first token,
+
+- ``send to schedule pass``: from the request's send to the schedule pass that built that
+  extend (the host finishing its iteration, queueing behind other prefills);
+- ``schedule pass to extend start``: the host's issue of the extend up to its first
+  kernel, or the forward still running on the GPU;
+- ``extend span``: the extend's GPU span;
+- ``extend end to first token``: the rest of the loop before the token reaches the client
+  (the overlap loop processes a forward's results after launching the next one).
+
+The four sum to the request's TTFT. ``--host-factors 1,1.25`` simulates the run's scenario
+(its own seed) with ``host.speed_factor`` at each value; ``--condition-host`` sets
+``host.reference_work_s`` to the run's own measured host speed (summary.json host_speed)::
+
+    python benchmarks/ttft_timeline.py RUNS/rate4-seed1-rep1 --profile PROFILE --host-factors 1,1.25
+
 ``RESULTS`` is a round's ``results.tar.xz`` (or ``.tar.gz``) or a directory holding
 ``CELL-ARM-measured/`` (or ``results/CELL-ARM-measured/``). The scenario is
 ``scenarios/h200/CELL.yaml`` with the arm applied. docs/measurements/h200-v15.md ("burst66
@@ -140,6 +161,83 @@ def ttft_split(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("rid")
 
 
+CLOCK_TOLERANCE_S = 5e-4
+"""A measured run's GPU times (timing events) and host times (perf_counter) are two clocks
+that drift apart over a run: first tokens stamped up to 0.1 ms before their extend's end
+event in 30 s runs on an H200 host. Well below any extend (5 ms or more on the proxy)."""
+FIRST_TOKEN_TERMS = ("send to schedule pass", "schedule pass to extend start", "extend span",
+                     "extend end to first token")
+
+
+def first_token_split(steps: pd.DataFrame, requests: pd.DataFrame, timeseries: pd.DataFrame,
+                      tolerance_s: float = 0.0) -> pd.DataFrame:
+    """Per request (index ``rid``), its TTFT in :data:`FIRST_TOKEN_TERMS` (seconds) around
+    the extend that gave its first token: the main-part extend row whose GPU end is the
+    last at or before the first token (the token is read from that forward's results; the
+    next forward may start before the delivery), within ``tolerance_s`` (a measured run:
+    :data:`CLOCK_TOLERANCE_S`; a few of its requests whose delivery came within that of the
+    next extend's end are then read against that extend). ``timeseries`` has one row per schedule pass that
+    built a batch, i.e. per main-part steps row, in order; the pass's host time is where
+    the loop built that extend. The terms sum to ``ttft_s``.
+
+    Raises:
+        ValueError: ``timeseries`` does not have one row per main-part steps row, or a
+            request's first token precedes every extend.
+    """
+    main = steps[steps.part == "main"].reset_index(drop=True)
+    if len(main) != len(timeseries):
+        raise ValueError(f"{len(timeseries)} schedule passes for {len(main)} main forwards")
+    ext = main.index[main["mode"] == "extend"].to_numpy()
+    st, en = main.gpu_start_s.to_numpy(), main.gpu_end_s.to_numpy()
+    passes = timeseries.time_s.to_numpy()
+    out = []
+    for r in requests.itertuples():
+        j = int(np.searchsorted(en[ext], r.first_token_s + tolerance_s, side="right")) - 1
+        if j < 0:
+            raise ValueError(f"request {r.rid}: first token at {r.first_token_s:.6f} s before any extend")
+        k = ext[j]
+        out.append({"rid": r.rid, "ttft_s": r.ttft_s, "extend_tokens": int(main.num_extend_tokens[k]),
+                    FIRST_TOKEN_TERMS[0]: passes[k] - r.start_s, FIRST_TOKEN_TERMS[1]: st[k] - passes[k],
+                    FIRST_TOKEN_TERMS[2]: en[k] - st[k], FIRST_TOKEN_TERMS[3]: r.first_token_s - en[k]})
+    return pd.DataFrame(out).set_index("rid")
+
+
+def run_dir_report(d: Path, profile, host_factors: list[float], condition_host: bool) -> str:
+    """Markdown: medians (ms) of :func:`first_token_split` of the measured run in ``d`` and
+    of the simulator's runs of its scenario (its seed) at each ``host.speed_factor``, and
+    the paired median difference (measured - simulated, same request) of each term."""
+    import json
+
+    from specsched.sim.config import load_scenario, with_value
+
+    need = ("steps.parquet", "requests.parquet", "timeseries.parquet", "scenario.yaml", "summary.json")
+    for f in need:
+        if not (d / f).is_file():
+            raise ConfigError(str(d), f, "<missing>", "a run's results directory holds " + ", ".join(need))
+    summary = json.loads((d / "summary.json").read_text())
+    sc = load_scenario(d / "scenario.yaml")
+    ref = (summary.get("host_speed") or {}).get("reference_work_s") if condition_host else None
+    if condition_host and ref is None:
+        raise ConfigError(str(d / "summary.json"), "host_speed.reference_work_s", "<missing>",
+                          "--condition-host needs the run's measured host speed")
+    if ref is not None:
+        sc = with_value(sc, "host.reference_work_s", ref)
+    measured = first_token_split(pd.read_parquet(d / "steps.parquet"), pd.read_parquet(d / "requests.parquet"),
+                                 pd.read_parquet(d / "timeseries.parquet"), CLOCK_TOLERANCE_S)
+    cols = [*FIRST_TOKEN_TERMS, "ttft_s"]
+    table = pd.DataFrame({"measured": measured[cols].median() * 1e3})
+    for k in host_factors:
+        r = run_scenario(with_value(sc, "host.speed_factor", k), seed=summary.get("seed", sc.seed), profile=profile)
+        sim = first_token_split(r.steps, r.requests, r.timeseries)
+        table[f"host x{k:g}"] = sim[cols].median() * 1e3
+        both = measured.index.intersection(sim.index)
+        table[f"measured - host x{k:g} (paired)"] = (measured.loc[both, cols] - sim.loc[both, cols]).median() * 1e3
+    table = table.rename(index={"ttft_s": "TTFT"})
+    cond = f", host conditioned on the run's reference work {ref * 1e3:.3f} ms" if ref is not None else ""
+    return (f"## {d.name}\n\nPer request, medians (ms) around the extend that gave the first token "
+            f"({len(measured)} requests{cond}):\n\n" + md(table) + "\n")
+
+
 def pick(requests: pd.DataFrame, q: float) -> int:
     """The request whose TTFT is the ``q`` quantile's lower neighbour (for an even count the
     median lies between two requests of one delivery in a burst)."""
@@ -178,7 +276,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arms", default="stream_wait", help="comma-separated arms (default stream_wait)")
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="also simulate with host.slot_expansion_s refitted from the profile's provenance")
+    ap.add_argument("--host-factors", default="1",
+                    help="a single run's directory: comma-separated host.speed_factor values to simulate (default 1)")
+    ap.add_argument("--condition-host", action="store_true",
+                    help="a single run's directory: condition the host on the run's measured host speed")
     args = ap.parse_args(argv)
+    if args.results.is_dir() and (args.results / "steps.parquet").is_file():
+        try:
+            factors = [float(x) for x in args.host_factors.split(",") if x]
+        except ValueError:
+            raise ConfigError("<command line>", "--host-factors", args.host_factors,
+                              "comma-separated numbers > 0") from None
+        if not factors or not all(k > 0 for k in factors):
+            raise ConfigError("<command line>", "--host-factors", args.host_factors, "comma-separated numbers > 0")
+        print(run_dir_report(args.results, load_profile(args.profile), factors, args.condition_host))
+        return 0
     scenario = scenarios_dir() / "h200" / f"{args.cell}.yaml"
     if not scenario.is_file():
         cells = sorted(p.stem for p in scenario.parent.glob("*.yaml"))

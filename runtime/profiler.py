@@ -113,7 +113,7 @@ from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
 from specsched.runtime.profile_host import HostPhases
 from specsched.runtime.profile_level import DEFAULT_RELEVEL_S, LevelPhases
 from specsched.runtime.profile_provenance import Provenance
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import file_name, positive_int
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import Profile
 from specsched.sim.results import atomic_write_text
@@ -412,7 +412,7 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
                    help="seconds allowed after the phases ran for running a host phase (launch, sync, host, extend) "
                         "again while its reference-work samples sit on the slow level (runtime/profile_level.py; "
                         f"default {DEFAULT_RELEVEL_S:g}: no re-runs)")
-    p.add_argument("--name", default=None, help="profile name (default <gpu>-proxy-<preset>-w<window>)")
+    p.add_argument("--name", default=None, type=file_name, help="profile name (default <gpu>-proxy-<preset>-w<window>)")
     p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
     p.add_argument("--extend-prefixes", type=_int_list, default=None,
                    help="cached prefixes of the extend grid's columns (default 0 and the largest context)")

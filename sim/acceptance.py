@@ -213,6 +213,18 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
     return base_logits(brentq(f, -30.0, 30.0, xtol=1e-10))
 
 
+def _entropy(seed: int, rid: int) -> list[int] | np.ndarray:
+    """A request's accept-draw seed ``[seed, _STREAM_ACCEPT, rid]`` as numpy's SeedSequence
+    reads it: a list of ints becomes the uint32 words of each int in turn (one word for an
+    int in [0, 2**32), more for a larger one), through a Python-level conversion per int
+    (a few us a generator: a burst makes 256). When every int is one word the same
+    words are handed over as a uint32 array, which SeedSequence takes as they are: the
+    same entropy, so the same generator (tests/test_sim_speed_equivalence.py)."""
+    if 0 <= seed < 1 << 32 and 0 <= rid < 1 << 32:
+        return np.array((seed, _STREAM_ACCEPT, rid), dtype=np.uint32)
+    return [seed, _STREAM_ACCEPT, rid]
+
+
 class AcceptanceModel:
     """Seeded accept-length draws for every request of one run.
 
@@ -271,7 +283,7 @@ class AcceptanceModel:
     def _rng(self, rid: int) -> np.random.Generator:
         g = self._rngs.get(rid)
         if g is None:
-            g = np.random.default_rng([self.seed, _STREAM_ACCEPT, rid])
+            g = np.random.default_rng(_entropy(self.seed, rid))
             self._rngs[rid] = g
             self._levels[rid] = float(g.standard_normal())
             self._rates[rid] = expit(self.base_logits + self.spread * self._levels[rid])

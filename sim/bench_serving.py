@@ -268,8 +268,14 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
         start = start - np.nanmin(start) if np.isfinite(start).any() else None
     if isinstance(obj.get("latencies"), list):
         latency = arr("latencies", obj["latencies"])
-    return BenchDetails(np.nan_to_num(arr("input_lens", obj["input_lens"])).astype(np.int64),
-                        np.nan_to_num(arr("output_lens", obj["output_lens"])).astype(np.int64),
+    lens = {}
+    for key in ("input_lens", "output_lens"):
+        v = arr(key, obj[key])
+        bad = np.flatnonzero((v < 0) | np.isinf(v))
+        if bad.size:   # a token count is >= 0 (a failed request's output is 0); no writer puts less
+            raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be >= 0")
+        lens[key] = np.nan_to_num(v).astype(np.int64)
+    return BenchDetails(lens["input_lens"], lens["output_lens"],
                         np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency)
 
 

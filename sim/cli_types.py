@@ -53,3 +53,16 @@ def nonnegative_float(text: str) -> float:
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
     return v
+
+
+def file_name(text: str) -> str:
+    """argparse type: a name that becomes one file or folder name (``--name`` of a profile,
+    whose default output is ``profiles/<name>.yaml``): not empty, no path separator, not
+    ``.`` or ``..`` (``--name ../../x`` wrote two folders above profiles/).
+
+    Raises:
+        argparse.ArgumentTypeError: a name that is not one path component (exit 2).
+    """
+    if not text.strip() or text in (".", "..") or any(c in text for c in "/\\\0"):
+        raise argparse.ArgumentTypeError(f"expected a file name (no / or \\, not . or ..), got {text!r}")
+    return text

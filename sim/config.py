@@ -104,6 +104,17 @@ class Scenario(BaseModel):
         return data
 
     @model_validator(mode="after")
+    def _names_are_folder_names(self) -> Scenario:
+        """The scenario name and each arm name become folders (results/<name>/<arm>-seed<N>):
+        one plain path component each. A name with a separator or ``..`` wrote outside
+        results/ (``name: ../../x`` ran into ../x/base-seed1)."""
+        for key, value in (("name", self.name), *((f"arms.{a}", a) for a in self.arms), ("arm", self.arm)):
+            if not value or value in (".", "..") or any(c in value for c in "/\\\0") or value != value.strip():
+                raise FieldError(key, value, "must be a folder name (results/<name>/<arm>-seed<N>): not empty, "
+                                 "no / or \\, not . or .., no leading or trailing spaces")
+        return self
+
+    @model_validator(mode="after")
     def _policies_load(self) -> Scenario:
         # a user policy class must import and build now, not fail mid-run
         if ":" in self.server.admission_delay or ":" in self.server.schedule_policy:

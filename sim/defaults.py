@@ -194,7 +194,8 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
     if "cuda_graph_max_bs" not in given and "max_running_requests" in given:
         graph = min(graph, server.max_running_requests)
-    put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
+    if server.cuda_graph_bs is None:  # a given list has set it (ServerArgs._graph_max_from_list)
+        put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
     mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v)

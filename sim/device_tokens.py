@@ -36,22 +36,32 @@ class DeviceTokens:
         Extend requests whose prefill completes commit 1 token (the sampled first token,
         counted from the host's committed count: a re-prefill after retraction restarts
         there). Decode commits 1, verify min(draw, remaining); finished requests commit 0.
+
+        An extend-only forward (a Poisson arrival's prefill) returns after its extend rows:
+        the decode loop would run over no row. Its new requests are read from the plan's
+        tuple (a set is built only above four): membership is the same either way.
         """
-        out = [0] * plan.batch_size
-        committed, cycles, draw = self.committed, self.cycles, self.acceptance.draw
+        bs = plan.batch_size
+        out = [0] * bs
+        committed = self.committed
         before, caps = plan.committed_before, plan.max_new_tokens
         n_ext = plan.num_extend
         if n_ext:
-            new = set(plan.new_rids)
+            new = plan.new_rids   # a tuple of a request or two: `in` it is the set's answer
+            if len(new) > 4:
+                new = set(new)
             for i, rid in enumerate(plan.rids[:n_ext]):
                 if rid in new:
                     b = before[i]
                     c = b + 1 if b + 1 < caps[i] else caps[i]
                     committed[rid] = c
                     out[i] = c - b
+            if n_ext == bs:
+                return StepOutput.from_list(out)   # an extend-only forward: no decode rows
+        cycles, draw = self.cycles, self.acceptance.draw
         verify = plan.mode is not DECODE and plan.spec_window > 1
         get = committed.get
-        for i in range(n_ext, plan.batch_size):
+        for i in range(n_ext, bs):
             rid = plan.rids[i]
             have = get(rid)
             if have is None:

@@ -119,8 +119,8 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
         raise ValueError(f"host reference work seconds must be finite and > 0, got {reference_s!r}")
     whole = profile.host.reference_work_s
     if not whole:
-        raise ValueError("host.reference_work_s: the profile records no host speed, so a run's reference work "
-                         "(scenario host.reference_work_s) cannot condition it; use host.speed_factor")
+        raise ValueError("the profile records no host speed (no host.reference_work_s of its own), so a run's "
+                         "reference work cannot condition it; use host.speed_factor")
     by_term = profile.host.reference_work_by_term or {}
     return {t: factor * (reference_s / by_term.get(t, whole)) for t in SCALED_TERMS}
 

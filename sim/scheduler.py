@@ -162,7 +162,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                    else f"server.disaggregation.{self.mode}.server.max_total_num_tokens")
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
-                f"(+ {ahead} in-flight verify slots) cannot fit max_total_num_tokens={self.kv.capacity} ({key})"
+                f"(+ {ahead} slots of the {'verify' if self.window > 1 else 'decode'} steps in flight) cannot fit "
+                f"max_total_num_tokens={self.kv.capacity} ({key})"
             )
         if self._swa:
             self._refuse_never_swa_admitted(req)

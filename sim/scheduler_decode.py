@@ -146,10 +146,14 @@ class DecodeMemory:
                 # stop counts tokens
                 raise UnschedulableRequest(
                     f"{who} cannot get SWA slots for the next step ({self.kv.swa_decode_need(keep, w)} needed, "
-                    f"{self.kv.swa_available} free of the SWA pool's {self.kv.swa_capacity})")
+                    f"{self.kv.swa_available} free of the SWA pool's {self.kv.swa_capacity}); the pool is "
+                    f"server.max_total_num_tokens x server.swa_full_tokens_ratio = {self.server.max_total_num_tokens} x "
+                    f"{self.server.swa_full_tokens_ratio}: raise the ratio, or lower workload.output_len or "
+                    "server.speculative_num_draft_tokens")
             raise UnschedulableRequest(
                 f"{who} cannot get KV for the next step "
-                f"({self.kv.available} tokens free of {self.kv.capacity})")
+                f"({self.kv.available} tokens free of {self.kv.capacity}); raise server.max_total_num_tokens "
+                f"(now {self.server.max_total_num_tokens}) or lower workload.output_len")
         gone = {id(r) for r in retracted}
         self.running = [r for r in self.running if id(r) not in gone]
         if retracted:

@@ -9,6 +9,7 @@ Re-exported by :mod:`sim.config`.
 from __future__ import annotations
 
 import bisect
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -138,7 +139,7 @@ class ServerArgs(BaseModel):
     speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
-    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py). None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
+    cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     disable_decode_cuda_graph: bool = Field(False, description="Run every decode step and speculative cycle eagerly, at any batch size (SGLang's switch, arg_groups/cuda_graph_hook.py: decode backend disabled); the simulator then charges each the eager cost (sim/cost_model.py).")
     disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it; the simulator then charges extends their real token count instead of the padded bucket, CUDA profiles only).")
     cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens). None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
@@ -159,6 +160,23 @@ class ServerArgs(BaseModel):
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
     num_reserved_decode_tokens: int = Field(512, ge=0, le=1_000_000, description="Decode server: tokens reserved per active request when preallocating KV for a new one (SGLang --num-reserved-decode-tokens).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _graph_max_from_list(cls, data: Any) -> Any:
+        """An explicit ``cuda_graph_bs`` sets ``cuda_graph_max_bs`` to its largest entry,
+        whatever ``cuda_graph_max_bs`` says: sglang 0.5.23 arg_groups/memory_hook.py
+        ``_handle_gpu_memory_settings`` (``decode_cuda_graph_config.max_bs =
+        max(decode_cuda_graph_config.bs)`` when the list is given), and the decode runner
+        replays graphs only up to ``max(capture_bs)`` (decode_cuda_graph_runner.py
+        ``can_run_graph``). A batch above the list's largest size runs eagerly; it is not
+        padded to a ``cuda_graph_max_bs`` graph that was never captured."""
+        if isinstance(data, dict):
+            bs = data.get("cuda_graph_bs")
+            if (isinstance(bs, list) and bs and all(isinstance(b, int) and not isinstance(b, bool) for b in bs)
+                    and max(bs) >= 1):
+                data = {**data, "cuda_graph_max_bs": max(bs)}
+        return data
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
@@ -226,10 +244,7 @@ class ServerArgs(BaseModel):
             raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
                              "a chunk is cut at page boundaries, so a smaller one never advances")
         if self.sliding_window_size is not None and self.sliding_window_size + self.page_size >= self.swa_max_total_num_tokens:
-            # model_executor/pool_configurator.py validate_swa_pool_size
-            raise FieldError("server.swa_full_tokens_ratio", self.swa_full_tokens_ratio,
-                             f"the SWA pool (int(max_total_num_tokens x ratio) = {self.swa_max_total_num_tokens} tokens) "
-                             f"must exceed sliding_window_size + page_size = {self.sliding_window_size + self.page_size}")
+            self._refuse_small_swa_pool()
         if self.dp_size > 1 and not self.enable_dp_attention:
             raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
                              "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")
@@ -247,6 +262,29 @@ class ServerArgs(BaseModel):
                 raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
                                  f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
         return self
+
+    def _refuse_small_swa_pool(self) -> None:
+        """The SWA pool does not exceed sliding_window_size + page_size (sglang 0.5.23
+        model_executor/pool_configurator.py ``validate_swa_pool_size``). The message shows
+        the arithmetic from the user's values: the full pool (page-aligned when that changes
+        it) x the ratio, int() of it, then its page-aligned size (the pool) when that is
+        smaller, and the least ratio that passes (a pool of the next page above window + page).
+
+        Raises:
+            FieldError: always, on ``server.swa_full_tokens_ratio``.
+        """
+        p, mt, r = self.page_size, self.max_total_num_tokens, self.swa_full_tokens_ratio
+        full = mt // p * p
+        raw, pool = int(full * r), self.swa_max_total_num_tokens
+        need = self.sliding_window_size + self.page_size
+        full_s = f"{mt}" if full == mt else f"{mt} page-aligned to {full}"
+        pool_s = f"{raw} tokens" if pool == raw else f"{raw} tokens, page-aligned to {pool}"
+        least = (need // p + 1) * p   # the smallest page-aligned pool above window + page
+        hint = (f"; allowed: a ratio >= {math.ceil(least / full * 1e6) / 1e6:g} (a pool of {least})" if least <= full
+                else f"; no ratio <= 1 gives more than {need} with max_total_num_tokens {mt}")
+        raise FieldError("server.swa_full_tokens_ratio", r,
+                         f"the SWA pool (int({full_s} x {r}) = {pool_s}) must exceed "
+                         f"sliding_window_size + page_size = {self.sliding_window_size} + {p} = {need}{hint}")
 
     def role_server(self, role: str) -> ServerArgs:
         """A disaggregated role's server arguments: these with ``server.disaggregation.<role>.server``

@@ -216,7 +216,10 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         hcol = None
     first_line = 2
     try:
+        # only an empty cell is missing: pandas would read "nan", "NA", "null" as one too, and the
+        # error would show the cell as <empty>
         reader = pd.read_csv(p, usecols=[*cols, *([hcol] if hcol else [])], chunksize=CSV_BLOCK_ROWS, dtype=str,
+                             keep_default_na=False, na_values=[""],
                              skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True)
         for block in reader:
             block.columns = [str(c).strip() for c in block.columns]

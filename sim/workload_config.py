@@ -205,8 +205,8 @@ class WorkloadConfig(BaseModel):
                 raise ValueError("multi_turn needs 'concurrency' (conversations in flight)")
             n = mt.num_conversations * mt.num_turns
             if self.num_requests != n:
-                raise ValueError(f"multi_turn makes {n} requests (num_conversations x num_turns); "
-                                 f"num_requests must equal it")
+                raise FieldError("workload.num_requests", self.num_requests, f"multi_turn makes {n} requests "
+                                 f"(num_conversations x num_turns); num_requests must equal it: leave it out or set {n}")
             if self.output_len is None:
                 raise ValueError("kind 'multi_turn' needs 'output_len' (per turn)")
             return self
@@ -215,8 +215,9 @@ class WorkloadConfig(BaseModel):
             if self.input_len is not None:
                 raise ValueError("give one of 'input_len' and 'shared_prefix', not both")
             if self.num_requests != sp.num_groups * sp.prompts_per_group:
-                raise ValueError(f"shared_prefix makes {sp.num_groups * sp.prompts_per_group} requests "
-                                 f"(num_groups x prompts_per_group); num_requests must equal it")
+                raise FieldError("workload.num_requests", self.num_requests, f"shared_prefix makes "
+                                 f"{sp.num_groups * sp.prompts_per_group} requests (num_groups x prompts_per_group); "
+                                 "num_requests must equal it")
         for key in ("num_requests", "output_len") + (("input_len",) if sp is None else ()):
             if getattr(self, key) is None:
                 raise ValueError(f"kind {self.kind!r} needs '{key}'")

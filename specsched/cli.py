@@ -10,6 +10,7 @@ and exits with 130.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import inspect
 import re
@@ -25,6 +26,8 @@ from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
+_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOENT, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+"""OS errors of a path given on the command line that are the user's to change."""
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 PROGRESS_DELAY_S = 1.0  # a progress bar appears only for work that lasts longer
 
@@ -203,6 +206,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     check_size(scenario, args.max_requests)
     check_fits(scenario)
+    if args.set:   # after the refusals: bad input stays one line
+        from specsched.analysis.overrides import parse_overrides, unread_overrides
+
+        for note in unread_overrides(scenario, parse_overrides(args.set)):
+            print(note, file=sys.stderr)
     from specsched.sim.profile import load_profile
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results
@@ -355,6 +363,11 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_BAD_INPUT
             if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
                 print(f"specsched: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            if isinstance(e, OSError) and e.filename is not None and e.errno in _PATH_ERRNOS:
+                # an --out the file system will not take: a name over its limit, a read-only
+                # or full disk, a folder that cannot be made (/proc): one line, not a traceback
+                print(f"specsched: error: cannot use {e.filename}: {e.strerror}", file=sys.stderr)
                 return EXIT_BAD_INPUT
             raise
     except KeyboardInterrupt:

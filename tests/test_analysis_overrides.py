@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.analysis.overrides import (
     check_key,
     load_scenario_with_overrides,
@@ -13,6 +15,8 @@ from specsched.analysis.overrides import (
 )
 from specsched.analysis.synthetic import write_demo_scenario
 from specsched.sim.errors import ConfigError
+
+from tests.conftest import ROOT
 
 
 @pytest.fixture()
@@ -96,3 +100,85 @@ def test_a_bare_inf_is_infinity_as_bench_serving_spells_it():
     got = parse_overrides(["workload.request_rate=inf", "a=Infinity", "b=+INF", "c=.inf", "d='inf'"])
     assert all(math.isinf(got[k]) and got[k] > 0 for k in ("workload.request_rate", "a", "b", "c"))
     assert got["d"] == "inf"
+
+
+@settings(max_examples=20, deadline=None)
+@given(conversations=st.integers(1, 50), turns=st.integers(1, 8), scenario=st.sampled_from(["multi-turn-example", "agentic-c128"]))
+def test_a_multi_turn_what_if_derives_the_request_count_again(conversations, turns, scenario):
+    """INV: after ``--set`` of the conversations or turns, num_requests = conversations x
+    turns, whether the file left the count out (multi-turn-example) or stated the old
+    product (agentic-c128): the loaded count used to be carried into the override and
+    refused ("num_requests must equal it")."""
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / f"{scenario}.yaml", "base", {
+        "workload.multi_turn.num_conversations": conversations, "workload.multi_turn.num_turns": turns})
+    assert sc.workload.num_requests == conversations * turns
+
+
+def test_a_stated_count_that_is_not_the_product_is_still_refused():
+    with pytest.raises(ConfigError, match=r"workload.num_requests = 7: multi_turn makes 20 requests .* set 20$"):
+        load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
+            "workload.multi_turn.num_conversations": 4, "workload.num_requests": 7})
+    with pytest.raises(ConfigError, match="num_requests must equal it"):
+        load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
+            "workload": {"num_requests": 7}})
+
+
+UNREAD_CASES = [
+    ("batch8-ll", "server.swa_full_tokens_ratio", 0.3),
+    ("batch8-ll", "server.swa_eviction_interval", 7),
+    ("batch8-ll", "server.dp_spec_prefill_coordination", True),
+    ("batch8-ll", "server.num_reserved_decode_tokens", 3),
+    ("batch8-ll", "server.max_delay_passes", 1),
+    ("batch8-ll", "workload.max_concurrency", 2),
+    ("batch8-ll", "workload.request_rate", 0.5),
+    ("batch8-ll", "workload.priorities", [1, 9]),
+    ("poisson8b-sharegpt", "workload.concurrency", 2),
+    ("poisson8b-sharegpt", "acceptance.mean_accept_length", 1.0),
+    ("poisson8b-sharegpt", "server.min_free_slots", 60),
+]
+
+
+@pytest.mark.parametrize(("name", "key", "value"), UNREAD_CASES)
+def test_a_note_names_an_override_only_when_the_run_does_not_move(name, key, value):
+    """INV: an override that gets the "changes nothing" note leaves every request's timing
+    exactly as the run without it (the note is never given for a key the run reads), and
+    one the run reads gets none. Before, such what-ifs returned the unchanged run silently
+    (a poisson run's workload.concurrency, a swept swa_full_tokens_ratio without a window)."""
+    from specsched.analysis.overrides import unread_overrides
+    from specsched.sim.engine import run_scenario
+
+    path = ROOT / "scenarios" / f"{name}.yaml"
+    small = {"workload.num_requests": 6}
+    plain = load_scenario_with_overrides(path, "base", small)
+    moved = load_scenario_with_overrides(path, "base", {**small, key: value})
+    notes = unread_overrides(moved, [key, "workload.num_requests"])
+    assert len(notes) == 1 and notes[0].startswith(f"note: {key} changes nothing")
+    a, b = run_scenario(plain).requests, run_scenario(moved).requests
+    assert a[["start_s", "first_token_s", "finish_s"]].equals(b[["start_s", "first_token_s", "finish_s"]])
+
+
+def test_a_key_one_arm_or_one_grid_point_reads_gets_no_note():
+    from specsched.analysis.overrides import unread_everywhere
+
+    path = ROOT / "scenarios" / "batch8-ll.yaml"
+    over = {"server.swa_full_tokens_ratio": 0.5, "workload.num_requests": 6}
+    assert unread_everywhere(path, [("base", over)], over)
+    assert not unread_everywhere(path, [("base", over), ("base", {**over, "server.sliding_window_size": 128})], over)
+    assert not unread_overrides_of(path, {"server.sliding_window_size": 128, "server.swa_full_tokens_ratio": 0.5})
+
+
+def unread_overrides_of(path, over):
+    from specsched.analysis.overrides import unread_overrides
+
+    return unread_overrides(load_scenario_with_overrides(path, "base", over), over)
+
+
+def test_a_disaggregated_role_that_drafts_reads_the_acceptance():
+    """Speculative decoding on a role's server only (the decode servers) reads acceptance: no note."""
+    base = {"server.speculative_algorithm": "none", "server.speculative_num_draft_tokens": 1,
+            "acceptance.mean_accept_length": 3.0}
+    path = ROOT / "scenarios" / "agentic-pd-c128.yaml"
+    decode = {"max_total_num_tokens": 4_000_000}
+    assert unread_overrides_of(path, {**base, "server.disaggregation.decode.server": decode})
+    drafting = {**decode, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 6}
+    assert not unread_overrides_of(path, {**base, "server.disaggregation.decode.server": drafting})

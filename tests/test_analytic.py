@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.analytic.gpus import gpu_table, load_gpu
-from specsched.sim.analytic.models import load_model, shipped_models
+from specsched.sim.analytic.models import from_hf_config, load_model, shipped_models
 from specsched.sim.analytic.roofline import (
     Efficiency,
     Parallel,
@@ -17,6 +17,7 @@ from specsched.sim.analytic.roofline import (
     extend,
     kernel_count,
     kv_cell_bytes,
+    kv_entries,
     weights_bytes,
 )
 from specsched.sim.analytic.writer import build_profile, regenerate
@@ -265,6 +266,10 @@ BAD_CONFIGS = {
     "num_hidden_layers": (0, None),           # None: the key left out
     "vocab_size": (None,),
     "intermediate_size": (None,),
+    "max_position_embeddings": (0,),         # was a pydantic traceback (hardware.context_len)
+    "sliding_window": (0,),                  # was read as a 0-token window: attention free at any context
+    "swa_layer_fraction": ("half", 2),       # was a ValueError traceback
+    "layer_types": ("sliding_attention", [1, 2], []),
 }
 
 
@@ -510,3 +515,72 @@ def test_a_gathered_kv_copy_spans_the_batchs_widest_context():
     assert cm_g.step_s(8, mixed, 8192) == pytest.approx(cm_g.step_s(8, 8192, 8192), rel=1e-9)
     assert cm_g.step_s(8, mixed, 8192) > 1.5 * cm_g.step_s(8, mixed, mixed)
     assert cm_p.step_s(8, mixed) < cm_p.step_s(8, 8192)
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(1, 64), data=st.data(), keys=st.floats(1, 200_000))
+def test_layer_types_decide_which_layers_the_window_caps(layers, data, keys):
+    """INV: with ``layer_types`` (Gemma 3, gpt-oss), only its "sliding_attention" layers read
+    at most the window; the others read every position (SGLang builds each layer from
+    ``config.layer_types[layer_id]``). Before, every layer was windowed, so a Gemma-like
+    model's attention at long context cost as if it had no global layer."""
+    kinds = data.draw(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers, max_size=layers))
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": layers, "sliding_window": 1024, "layer_types": kinds}
+    arch = from_hf_config(cfg, "x", "config.json")
+    k = kinds.count("sliding_attention")
+    if k == 0:
+        assert arch.sliding_window is None and kv_entries(arch, keys) == keys
+    else:
+        assert arch.swa_layer_fraction == pytest.approx(k / layers)
+        assert kv_entries(arch, keys) == pytest.approx(k / layers * min(keys, 1024) + (1 - k / layers) * keys)
+    assert min(keys, 1024) - 1e-9 <= kv_entries(arch, keys) <= keys + 1e-9
+
+
+def test_gemma2_windows_its_even_layers_and_one_name_is_one_architecture():
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": 26, "sliding_window": 4096,
+           "architectures": "Gemma2ForCausalLM", "assumptions": "one line"}
+    arch = from_hf_config(cfg, "g", "config.json")
+    assert arch.architectures == ["Gemma2ForCausalLM"] and arch.assumptions == ["one line"]
+    assert arch.swa_layer_fraction == pytest.approx(13 / 26)   # layers 0, 2, ..., 24 (models/gemma2.py)
+
+
+@pytest.mark.parametrize(("model", "tp", "text"), [
+    ("deepseek-v3", 3, "--tp = 3: must divide num_attention_heads 128; allowed: 1, 2, 4, 8, 16, 32, 64, 128"),
+    ("llama-3.1-8b", 3, "--tp = 3: must divide num_attention_heads 32 and divide num_key_value_heads 8 or be a "
+                        "multiple of it (KV heads replicated); allowed: 1, 2, 4, 8, 16, 32"),
+])
+def test_a_tp_that_does_not_split_the_heads_reads_as_one_sentence(tmp_path, capsys, model, tp, text):
+    """MLA has no KV-head rule: its line read "must divide num_attention_heads 128 and allowed: ..."."""
+    assert text in _bad(tmp_path, capsys, "--model", model, "--gpu", "H200", "--tp", str(tp))
+
+
+@pytest.mark.parametrize(("quant", "fp8", "note"), [
+    ({"quant_method": "mxfp4"}, False, True), ({"quant_method": "awq", "bits": 4}, False, True),
+    ("fp8", True, False), ({"quant_method": "fp8"}, True, False), (None, False, False),
+])
+def test_a_quantization_the_roofline_does_not_price_is_said(tmp_path, capsys, quant, fp8, note):
+    """A 4-bit checkpoint was priced as bf16 without a word (and a quantization_config given as
+    a bare string was ignored); now the profile's provenance and stderr say it."""
+    cfg = {**shipped_models()["llama-3.1-8b"], "quantization_config": quant}
+    arch = from_hf_config(cfg, "q", "config.json")
+    assert arch.fp8_native is fp8
+    assert any("not modelled" in a for a in arch.assumptions) is note
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["profile", "--analytic", "--model", str(path), "--gpu", "H200", "--out", str(tmp_path / "p.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert ("note: quantization_config" in err) is note
+    assert ("is not modelled" in load_profile(str(tmp_path / "p.yaml")).provenance["model"]) is note
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", "..", ""])
+def test_a_profile_name_is_one_file_name(tmp_path, monkeypatch, capsys, name):
+    """The default output is profiles/<name>.yaml: --name ../../x wrote two folders above it."""
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "--name", name, "-q"])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--name" in err and "Traceback" not in err, err
+    assert not list(tmp_path.rglob("*.yaml")) and not list(tmp_path.parent.parent.glob("escaped*"))

@@ -80,6 +80,11 @@ SCENARIO_CASES = [
      "arms.typo_arm.server.max_runing_requests"),
     ("arm-bad-value-unused", {"arms:": "arms:\n  typo_arm: {server: {chunked_prefill_size: 0}}"},
      "arms.typo_arm.server.chunked_prefill_size"),
+    # names become folders: results/<name>/<arm>-seed<N> (../ wrote outside results/)
+    ("name-up", {"name: batch8-ll": "name: ../../escaped"}, "name = '../../escaped'"),
+    ("name-slash", {"name: batch8-ll": "name: a/b"}, "name = 'a/b'"),
+    ("name-dotdot", {"name: batch8-ll": "name: '..'"}, "name = '..'"),
+    ("arm-up", {"arms:": "arms:\n  ../up: {seed: 2}"}, "arms.../up"),
 ]
 
 

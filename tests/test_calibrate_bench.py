@@ -4,21 +4,32 @@ parsing, the CLI (profile written with provenance; bad input exit 2, nothing wri
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from specsched.analysis.calibrate_bench import FitCase, decode_step_seconds, fit, scale_profile
+from specsched.analysis.calibrate_bench import (
+    NOISE_FLOOR,
+    PRIOR_SD,
+    FitCase,
+    decode_step_seconds,
+    fit,
+    metric_noise,
+    parse_prior,
+    scale_profile,
+)
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
 from specsched.sim.bench_serving import bench_record, parse_run
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError
+from specsched.sim.profile import load_profile
 
 from specsched.cli import main
-from tests.conftest import make_scenario, tiny_profile
+from tests.conftest import ROOT, make_scenario, tiny_profile
 
 LOG = """\
 [2026-01-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM
@@ -39,6 +50,20 @@ def test_scale_profile_scales_groups_and_dotted_keys():
         scale_profile(p, {"gpu.nonexistent": 2.0})
 
 
+@settings(max_examples=10, deadline=None)
+@given(k=st.floats(0.3, 3.0))
+def test_invariant_the_host_parameter_is_the_host_speed_factor(k):
+    """INV: calibrating ``host`` by k scales exactly what ``host.speed_factor`` k scales
+    (every host term, the extend's issue among them) and nothing else (GPU grids stay)."""
+    from specsched.sim.host_speed import scale_host
+
+    p = load_profile(ROOT / "docs" / "measurements" / "h200-v17" / "h200-1b.yaml")
+    q = scale_profile(p, {"host": k})
+    assert q.model_dump(mode="json") == scale_host(p, k).model_dump(mode="json")
+    assert q.host.launch_per_extend_s == pytest.approx(k * p.host.launch_per_extend_s)
+    assert q.gpu.extend == p.gpu.extend and q.gpu.decode == p.gpu.decode
+
+
 def test_fit_recovers_a_known_decode_factor():
     """Runs made with decode x1.5 (same seeds as the prediction): the fit finds ~1.5."""
     truth = scale_profile(tiny_profile(), {"decode": 1.5})
@@ -52,6 +77,89 @@ def test_fit_recovers_a_known_decode_factor():
     assert res.factors["decode"] == pytest.approx(1.5, rel=0.05)
     assert res.loss_after < 0.1 * res.loss_before
     assert res.factor_se_pct()["decode"] < 5.0   # the runs pin it down
+
+
+def _decode_cases(factor: float, concs=(2, 4)) -> list:
+    truth = scale_profile(tiny_profile(), {"decode": factor})
+    cases = []
+    for conc in concs:
+        sc = make_scenario(workload={"kind": "closed_loop", "num_requests": 8, "concurrency": conc,
+                                     "output_len": {"kind": "fixed", "value": 60}})
+        rec = bench_record(run_scenario(sc, profile=truth), details=False)
+        cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"m{conc}:1"), sc))
+    return cases
+
+
+def test_a_tight_prior_keeps_the_profile_and_a_loose_one_lets_the_runs_move_it():
+    """The same runs (made with decode x1.5): a prior of 1 % holds the factor near the
+    profile's, one of 100 % lets the runs pin it near 1.5 as without a prior; noise scales
+    the residuals against the prior (a noisier metric pulls less)."""
+    cases = _decode_cases(1.5)
+    tight = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12, prior_sd={"decode": 0.01},
+                noise={"median_itl_ms": 0.1, "median_ttft_ms": 0.1, "output_throughput": 0.1})
+    loose = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12, prior_sd={"decode": 1.0},
+                noise={"median_itl_ms": 0.01, "median_ttft_ms": 0.01, "output_throughput": 0.01})
+    assert tight.factors["decode"] < 1.05
+    assert loose.factors["decode"] == pytest.approx(1.5, rel=0.05)
+    assert tight.prior_sd == {"decode": 0.01} and loose.noise["median_itl_ms"] == 0.01
+
+
+def test_a_slower_host_is_found_in_the_host_factor_not_soaked_into_prefill():
+    """Light-load runs of a host 1.4x slower than the profile's, on a profile whose extend
+    takes as long to issue (4 ms) as to run (4 ms): a light-load TTFT then moves with the
+    extend's issue (host) and its GPU time (prefill) alike. Without the prior the fit raises
+    both (the runs cannot tell them apart) and at saturation predicts 17 % less throughput
+    than the truth; with it the slower host is found in ``host`` and prefill stays at the
+    profile's, and saturation is predicted as the truth runs it."""
+    from specsched.sim.host_speed import scale_host
+
+    base = scale_profile(tiny_profile(launch_per_extend_s=4e-3), {"prefill": 4.0})
+    truth = scale_host(base, 1.4)
+
+    def poisson(rate, n):
+        return make_scenario({"speculative_algorithm": "none"},
+                             {"kind": "poisson", "request_rate": rate, "num_requests": n,
+                              "input_len": {"kind": "fixed", "value": 1000}, "output_len": {"kind": "fixed", "value": 30}})
+    cases = []
+    for rate in (2.0, 4.0):
+        rec = bench_record(run_scenario(poisson(rate, 24), profile=truth), details=False)
+        cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"r{rate}:1"), poisson(rate, 24)))
+    noise = {"median_ttft_ms": 0.05, "median_itl_ms": 0.01, "output_throughput": 0.05}
+    with_prior = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=12,
+                     prior_sd={"prefill": PRIOR_SD["prefill"], "host": PRIOR_SD["host"]}, noise=noise)
+    without = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=12)
+    assert with_prior.factors["host"] == pytest.approx(1.4, rel=0.03)
+    assert with_prior.factors["prefill"] == pytest.approx(1.0, abs=0.02)
+    assert without.factors["prefill"] > 1.2
+    saturated = poisson(400.0, 64)
+    thr = {k: run_scenario(saturated, profile=p).summary["output_throughput"]
+           for k, p in (("truth", truth), ("prior", with_prior.profile), ("none", without.profile))}
+    assert thr["prior"] == pytest.approx(thr["truth"], rel=0.02)
+    assert thr["none"] < 0.9 * thr["truth"]
+
+
+def test_metric_noise_pools_the_spread_between_runs_at_one_load():
+    """Two loads with two runs each: the pooled standard deviation of the logs; a load
+    with one run adds nothing; the floor holds for identical runs."""
+    def case(rate, ttft, itl):
+        run = parse_run({"request_rate": rate, "median_ttft_ms": ttft, "median_itl_ms": itl}, f"r{rate}:1")
+        return FitCase(run, None)
+    cases = [case(4, 10.0, 2.0), case(4, 12.0, 2.0), case(8, 20.0, 3.0), case(8, 22.0, 3.0), case(16, 99.0, 9.0)]
+    noise = metric_noise(cases, ("median_ttft_ms", "median_itl_ms", "output_throughput"))
+    expect = math.sqrt(((math.log(10) - math.log(12)) ** 2 + (math.log(20) - math.log(22)) ** 2) / 4)
+    assert noise["median_ttft_ms"] == pytest.approx(expect)
+    assert noise["median_itl_ms"] == NOISE_FLOOR and "output_throughput" not in noise
+
+
+@pytest.mark.parametrize("text,needle", [("decode=0", "SD > 0"), ("decode=x", "SD > 0"), ("prefill=0.1", "not fitted")])
+def test_a_bad_prior_is_one_line(text, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_prior(text, ["decode", "host"])
+    assert parse_prior("default", ["decode", "host"]) == {"decode": PRIOR_SD["decode"], "host": PRIOR_SD["host"]}
+    assert parse_prior("none", ["decode"]) == {}
+    # an analytic profile's GPU terms are datasheet estimates: the default puts no prior on them
+    assert parse_prior("default", ["prefill", "decode", "host"], analytic=True) == {}
+    assert parse_prior("decode=0.1", ["decode"], analytic=True) == {"decode": 0.1}
 
 
 def test_server_log_lines_are_read_by_name():
@@ -123,7 +231,13 @@ def test_cli_writes_profile_with_provenance_and_refuses_bad_input(tmp_path, caps
     prof = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
     assert prof["name"] == "fitted" and "runs.jsonl" in prof["provenance"]["calibrate.from"]
     assert "server.log" in prof["provenance"]["calibrate.from"]
-    from specsched.sim.profile import load_profile
+    # the default prior (decode's only: the one parameter fitted) is stated where it was used
+    assert f"prior (log-factor standard deviations) decode {PRIOR_SD['decode']:g}" in prof["provenance"]["calibrate.from"]
+    assert f"decode {PRIOR_SD['decode']:g}" in out
+    assert main([*argv[:-1], "plain.yaml", "--prior", "none"]) == 0
+    assert "no prior" in yaml.safe_load((tmp_path / "plain.yaml").read_text())["provenance"]["calibrate.from"]
+    assert main([*argv[:-1], "x.yaml", "--prior", "decode=-1"]) == 2 and not (tmp_path / "x.yaml").exists()
+    capsys.readouterr()
 
     load_profile(str(tmp_path / "fitted.yaml"))
     # bad input: a truncated line -> exit 2, one line, nothing written

@@ -128,7 +128,9 @@ def test_the_default_sweep_file_plots_without_a_doubled_prefix(tmp_path, monkeyp
     assert main(["sweep", "batch8-ll", "--grid", "server.sync_mode=host_block,stream_wait", "--set",
                  "workload.num_requests=4", "--workers", "1", "-q"]) == 0
     assert main(["plot", "results/sweep-batch8-ll.parquet"]) == 0
-    assert sorted(p.name for p in (tmp_path / "results" / "plots").iterdir()) == ["sweep-batch8-ll.png", "sweep-batch8-ll.svg"]
+    # in ./plots, where the plot of several runs goes (it was results/plots, beside the file)
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["sweep-batch8-ll.png", "sweep-batch8-ll.svg"]
+    assert not (tmp_path / "results" / "plots").exists()
 
 
 def test_from_bench_of_specsched_own_line_does_not_call_its_provenance_unknown(tmp_path, capsys):
@@ -201,3 +203,27 @@ def test_the_analytic_profile_still_runs_without_torch(tmp_path):
     res = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, json.dumps(cases)], capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert json.loads(res.stdout) == [[0, ""]] and out.is_file(), res.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "-q", "--out", "{long}.yaml"],
+    ["run", "burst256-ht", "--set", "workload.num_requests=2", "-q", "--out", "{long}"],
+])
+def test_an_out_path_the_file_system_refuses_is_one_line(tmp_path, capsys, argv):
+    """A file name over the file system's limit (255 bytes) was an OSError traceback."""
+    long = str(tmp_path / ("x" * 300))
+    assert main([a.format(long=long) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("specsched: error: cannot use ") and "too long" in err, err
+
+
+def test_a_sweep_file_beside_other_inputs_is_named_as_such(tmp_path, capsys):
+    """plot A.parquet B.parquet said A was "not a text file (bench_serving writes JSON)"."""
+    for name in ("a", "b"):
+        assert main(["sweep", "batch8-ll", "--grid", "server.sync_mode=host_block", "--set", "workload.num_requests=2",
+                     "--workers", "1", "-q", "--out", str(tmp_path / f"{name}.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "a sweep file is plotted alone" in err and "a.parquet" in err, err
+    assert not (tmp_path / "p").exists()

@@ -138,6 +138,32 @@ def test_sglang_capture_list():
     assert server(cuda_graph_max_bs=256, max_running_requests=100).graph_batch_sizes[-1] == 100
 
 
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.lists(st.integers(1, 300), min_size=1, max_size=8), max_bs=st.integers(1, 512), bs=st.integers(1, 600))
+@example(sizes=[3, 5], max_bs=128, bs=8)
+def test_an_explicit_capture_list_sets_the_graph_limit(sizes, max_bs, bs):
+    """INV: with ``server.cuda_graph_bs`` given, the captured sizes are that list (clamped to
+    max_running_requests) and a batch above its largest runs eagerly, costing what the same
+    batch costs with the decode graph off: SGLang sets cuda_graph_max_bs = max(list). Before,
+    cuda_graph_max_bs was appended, so bs 8 with [3, 5] replayed a 128-row graph never captured."""
+    s = server(cuda_graph_bs=sizes, cuda_graph_max_bs=max_bs)
+    assert s.cuda_graph_max_bs == max(sizes)
+    assert s.graph_batch_sizes == sorted({b for b in sizes if b <= 256} | ({256} if max(sizes) > 256 else set()))
+    p = mi355x()
+    cm = CostModel(p, s, warn_to=None)
+    if bs > min(max(sizes), 256):
+        assert cm.padded_batch(bs) is None
+        eager = CostModel(p, server(disable_decode_cuda_graph=True), warn_to=None)
+        assert cm.step_s(bs, 4000) == pytest.approx(eager.step_s(bs, 4000))
+    else:
+        assert cm.padded_batch(bs) in s.graph_batch_sizes
+
+
+def test_an_empty_capture_list_is_refused():
+    with pytest.raises(ValueError, match="cuda_graph_bs"):
+        server(cuda_graph_bs=[])
+
+
 @settings(max_examples=60, deadline=None)
 @given(bs=st.integers(1, 300))
 def test_padded_batches_cost_their_captured_size_and_never_decrease(bs):

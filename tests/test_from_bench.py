@@ -91,6 +91,44 @@ def test_lengths_from_details_write_histograms(tmp_path, monkeypatch):
     load_scenario(tmp_path / "g.yaml")
 
 
+@pytest.mark.parametrize(("details", "key"), [
+    ({"input_lens": [5, 7], "output_lens": [0, 0], "errors": ["timeout", "500"]}, "errors"),
+    ({"input_lens": [5, -1], "output_lens": [3, 3], "errors": ["", ""]}, "input_lens[1]"),
+    ({"input_lens": [5, 7], "output_lens": [3, -2], "errors": ["", ""]}, "output_lens[1]"),
+])
+def test_details_that_give_no_lengths_are_one_line_and_write_nothing(tmp_path, monkeypatch, capsys, details, key):
+    """A line whose every request failed wrote empty histograms and a scenario no run could
+    load; a negative token count was clipped to a 1-token prompt. Both are refused now."""
+    monkeypatch.chdir(tmp_path)
+    line = {**LINE, "dataset_name": "generated-shared-prefix", "ttfts": [0.1, 0.1], "itls": [[0.01] * 2] * 2, **details}
+    p = _write(tmp_path, line)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "g.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"runs.jsonl:1: {key} = " in err, err
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["runs.jsonl"]
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"random_range_ratio": 1.5}, "random_range_ratio = 1.5"), ({"random_range_ratio": -0.1}, "random_range_ratio = -0.1"),
+    ({"random_input_len": 0}, "random_input_len = 0"), ({"random_output_len": 0}, "random_output_len = 0"),
+])
+def test_random_arguments_bench_serving_would_refuse_are_refused(tmp_path, capsys, change, key):
+    """A ratio above 1 was read as fixed lengths (bench_serving's randint would raise on it), and
+    a 0-token length was refused under the scenario's own key (workload.input_len.value)."""
+    p = _write(tmp_path, {**LINE, **change})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "g.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"runs.jsonl:1: {key}: " in err, err
+    assert not (tmp_path / "g.yaml").exists()
+
+
+def test_a_line_that_completed_nothing_says_so(tmp_path, capsys):
+    """completed = 0 was reported as "num_prompts = '<missing>': need ... or completed"."""
+    p = _write(tmp_path, {**LINE, "completed": 0})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "g.yaml")]) == 2
+    assert "runs.jsonl:1: completed = 0: the run finished no request" in capsys.readouterr().err
+
+
 def test_burstiness_and_trace_lines(tmp_path, capsys):
     sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny", burstiness=0.5)
     assert sc["workload"]["burstiness"] == 0.5

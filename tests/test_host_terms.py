@@ -110,8 +110,9 @@ def test_speed_factor_multiplies_on_top_and_bad_input_is_refused():
     assert term_factors(p, 1.5, 4e-4) == pytest.approx(dict.fromkeys(SCALED_TERMS, 3.0))
     with pytest.raises(ValueError, match="host.reference_work_s"):
         term_factors(tiny_profile(), 1.0, 3e-4)   # the profile records no host speed
-    with pytest.raises(ConfigError, match="host.reference_work_s"):
+    with pytest.raises(ConfigError, match="host.reference_work_s") as e:
         _run(tiny_profile(), 3e-4)
+    assert str(e.value).count("host.reference_work_s") == 2   # the key, and the profile's missing one
     with pytest.raises(ValidationError, match="reference_work_by_term: unknown host term 'host.launch'"):
         tiny_profile(reference_work_by_term={"host.launch": 1e-4})
     with pytest.raises(ValidationError):

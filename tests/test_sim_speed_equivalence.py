@@ -632,3 +632,67 @@ def test_requests_sent_at_once_are_the_rows_sent_one_by_one(rids, ints, before):
     for name in ("_rid", "_in", "_out", "_start", "_first", "_finish", "_last"):
         assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
     assert a.rows(np.array(rids + before, dtype=np.int64)).tolist() == b.rows(np.array(rids + before, dtype=np.int64)).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.one_of(st.integers(0, 2**32 - 1), st.integers(2**32, 2**70), st.sampled_from([0, 2**32 - 1, 2**32])),
+       rid=st.one_of(st.integers(0, 2**32 - 1), st.integers(2**32, 2**40), st.sampled_from([0, 1, 2**32 - 1])))
+def test_accept_seed_words_are_the_list_seed(seed, rid):
+    """A request's accept generator seeded from the uint32 words (acceptance._entropy) is
+    the one seeded from the list [seed, stream, rid]: same SeedSequence entropy, same
+    state, same draws; ints of two or more words keep the list."""
+    from specsched.sim.acceptance import _STREAM_ACCEPT, _entropy
+
+    want = np.random.default_rng([seed, _STREAM_ACCEPT, rid])
+    got = np.random.default_rng(_entropy(seed, rid))
+    assert got.bit_generator.state == want.bit_generator.state
+    assert got.random(4).tolist() == want.random(4).tolist()
+
+
+def _device_step_reference(dev: DeviceTokens, plan) -> list[int]:
+    """DeviceTokens.step as written before its extend-only shortcut: the new requests from
+    a set, then the (empty) loop over decode rows."""
+    out = [0] * plan.batch_size
+    before, caps = plan.committed_before, plan.max_new_tokens
+    n_ext = plan.num_extend
+    new = set(plan.new_rids)
+    for i, rid in enumerate(plan.rids[:n_ext]):
+        if rid in new:
+            b = before[i]
+            c = b + 1 if b + 1 < caps[i] else caps[i]
+            dev.committed[rid] = c
+            out[i] = c - b
+    for i in range(n_ext, plan.batch_size):
+        rid = plan.rids[i]
+        have = dev.committed.get(rid, before[i])
+        if caps[i] - have > 0:
+            dev.committed[rid] = have + 1
+            out[i] = 1
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5), st.integers(1, 6), st.booleans()),
+                     min_size=1, max_size=9, unique_by=lambda r: r[0]),
+       n_dec=st.integers(0, 3), known=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 6)), max_size=6))
+def test_extend_only_device_step_is_the_general_step(rows, n_dec, known):
+    """DeviceTokens.step with the new requests read from the plan's tuple (a set only above
+    four) and an early return for an extend-only forward commits what the set-and-loop
+    version commits: the same counts per row, the same device state after (requests whose
+    prefill completes or not, outputs at and below their target, decode rows or none)."""
+    from specsched.sim.plan import EXTEND, MIXED, BatchPlan
+
+    n_dec = min(n_dec, len(rows) - 1)
+    n_ext = len(rows) - n_dec
+    rids = tuple(r[0] for r in rows)
+    before = tuple(min(r[1], r[2]) for r in rows)
+    caps = tuple(r[2] for r in rows)
+    new = tuple(r[0] for r in rows[:n_ext] if r[3])
+    plan = BatchPlan(3, MIXED if n_dec else EXTEND, rids, (1,) * len(rows), (0,) * len(rows), n_ext, None, new, 1,
+                     before, caps)
+    a, b = DeviceTokens(None), DeviceTokens(None)
+    a.acceptance = b.acceptance = type("A", (), {"draw": None})()
+    for rid, c in known:
+        a.committed[rid] = b.committed[rid] = c
+    assert a.step(plan).counts() == _device_step_reference(b, plan)
+    assert a.committed == b.committed

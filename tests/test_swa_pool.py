@@ -6,6 +6,8 @@ batch_is_full reset). Each test fails on the model without an SWA pool."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -52,6 +54,41 @@ def test_pool_size_is_full_times_ratio_page_aligned():
     assert ServerArgs(max_total_num_tokens=1000, page_size=64, sliding_window_size=128,
                       swa_full_tokens_ratio=0.5).swa_max_total_num_tokens == 448
     assert ServerArgs().swa_max_total_num_tokens == 0  # no sliding window: no SWA pool
+
+
+@settings(max_examples=80, deadline=None)
+@given(total=st.integers(1_000, 2_000_000), page=st.sampled_from([1, 16, 64, 256]), window=st.integers(1, 4096),
+       ratio=st.floats(1e-6, 1.0))
+@example(total=400_000, page=64, window=128, ratio=0.0005)
+def test_a_small_swa_pool_is_refused_with_the_users_arithmetic_and_a_ratio_that_passes(total, page, window, ratio):
+    """A refused SWA pool shows int(full pool x ratio) as computed from the user's values,
+    then its page-aligned size when that differs (was: the page-aligned size labelled as
+    the int(), e.g. 192 for int(400000 x 0.0005) = 200), and the least ratio it names is
+    accepted."""
+    from specsched.sim.errors import FieldError
+
+    total = max(total, page)
+    kw = {"max_total_num_tokens": total, "page_size": page, "sliding_window_size": window,
+          "chunked_prefill_size": max(page, 8192)}
+    try:
+        s = ServerArgs(swa_full_tokens_ratio=ratio, **kw)
+    except ValueError as e:
+        cause = e.errors()[0]["ctx"]["error"] if hasattr(e, "errors") else e
+        assert isinstance(cause, FieldError) and cause.key == "server.swa_full_tokens_ratio"
+        full = total // page * page
+        raw = int(full * ratio)
+        assert f"x {ratio}) = {raw} tokens" in cause.allowed
+        aligned = raw // page * page
+        assert (f"page-aligned to {aligned})" in cause.allowed) == (aligned != raw)
+        m = re.search(r"a ratio >= ([0-9.e-]+)", cause.allowed)
+        if m:
+            assert ServerArgs(swa_full_tokens_ratio=float(m.group(1)), **kw).swa_max_total_num_tokens > window + page
+        else:
+            assert "no ratio <= 1" in cause.allowed
+            with pytest.raises(ValueError):
+                ServerArgs(swa_full_tokens_ratio=1.0, **kw)
+    else:
+        assert s.swa_max_total_num_tokens > window + page
 
 
 def test_swa_use_per_request_is_capped_by_the_window():
@@ -278,7 +315,8 @@ def test_a_decode_short_of_swa_pages_after_retraction_says_so():
         s.running.append(r)
     s.kv.reserve(Req(9, 1, 1), s.kv.swa_available)            # the SWA pool is full
     with pytest.raises(UnschedulableRequest, match=r"the 2 requests retraction kept .* SWA slots .* "
-                                                   r"\(128 needed, 64 free of the SWA pool's"):
+                                                   r"\(128 needed, 64 free of the SWA pool's .*"
+                                                   r"server.swa_full_tokens_ratio = \d+ x 0.1: raise"):
         s.schedule()
 
 

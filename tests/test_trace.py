@@ -96,6 +96,16 @@ def test_bad_traces_name_file_line_column_value(tmp_path, capsys, monkeypatch, t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("cell", ["nan", "NaN", "NA", "null", "n/a"])
+def test_a_word_in_a_number_column_is_shown_as_written(tmp_path, cell):
+    """pandas reads "nan", "NA", "null" (and more) as a missing cell by default, so the error
+    said the cell was <empty>; only an empty cell is missing, the rest is shown as written."""
+    sc = _trace_scenario(tmp_path, f"timestamp,input_length,output_length\n0,10,5\n{cell},10,5\n")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.key == "timestamp" and e.value.value == cell
+
+
 def test_missing_trace_file_and_missing_block():
     with pytest.raises(ConfigError, match="does not exist"):
         load_trace(TraceConfig(path="/nonexistent/trace.csv"))
@@ -165,3 +175,18 @@ def test_a_cut_jsonl_trace_line_keeps_the_column(tmp_path):
     with pytest.raises(ConfigError) as e:
         SimEngine(sc, tiny_profile())
     assert e.value.file.endswith("t.jsonl:2") and "column 18" in str(e.value)
+
+
+@pytest.mark.parametrize(("spec", "word"), [(False, "decode"), (True, "verify")])
+def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, spec, word):
+    """A trace row's prompt that can never fit the KV pool is refused when it reaches the
+    scheduler; without speculative decoding the reserved slots are decode steps' (it said
+    "in-flight verify slots" on a server that verifies nothing)."""
+    from specsched.sim.scheduler import UnschedulableRequest
+
+    sc = _trace_scenario(tmp_path, "timestamp,input_length,output_length\n0,10,5\n1,10000000,5\n")
+    server = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4} if spec else {}
+    sc = sc.model_copy(update={"server": sc.server.model_validate({**sc.server.model_dump(), **server}),
+                               "acceptance": sc.acceptance.model_validate({"mean_accept_length": 2.0}) if spec else sc.acceptance})
+    with pytest.raises(UnschedulableRequest, match=rf"slots of the {word} steps in flight\) cannot fit"):
+        SimEngine(sc, tiny_profile()).run()

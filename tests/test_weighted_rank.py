@@ -2,14 +2,19 @@
 value ranges, are those of the full sort, whatever the bracketing sample (its size and
 margin only change the work): with many equal values, with one value holding most of the
 weight, with infinite values, with ranks at both ends.
+The cuts' unique values come without np.unique (which imports numpy.ma): the same array,
+bit for bit, and no numpy.ma in the process after a bracketed call.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specsched.sim.weighted_rank import values_at_ranks
+from specsched.sim.weighted_rank import _unique_sorted, values_at_ranks
 
 
 def _reference(v: np.ndarray, w: np.ndarray, ranks: list[int]) -> list[float]:
@@ -47,3 +52,20 @@ def test_a_large_sample_takes_the_ranges_and_matches_the_full_sort():
     total = int(w.sum())
     ranks = [total // 2 - 1, total // 2, int(0.9 * (total - 1)), int(0.99 * (total - 1)) + 1, total - 1]
     assert [float(x) for x in values_at_ranks(v, w, ranks)] == [float(x) for x in _reference(v, w, ranks)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1e-3, 2.5e-3, 0.1, np.inf, -np.inf, 5e-324]) | st.floats(
+    allow_nan=False, width=64), min_size=0, max_size=30))
+def test_unique_sorted_is_np_unique_bit_for_bit(values):
+    a = np.array(values, dtype=np.float64)
+    got, want = _unique_sorted(a.copy()), np.unique(a)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()   # signed zeros too
+
+
+def test_bracketing_imports_no_numpy_ma():
+    code = ("import sys, numpy as np; from specsched.sim.weighted_rank import values_at_ranks; "
+            "v = np.random.default_rng(1).random(300_000); w = np.ones(v.size, dtype=np.int64); "
+            "values_at_ranks(v, w, [0, 150_000, 299_999]); print('numpy.ma' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

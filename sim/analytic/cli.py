@@ -11,11 +11,12 @@ the heads) raises :class:`ConfigError`: one line, exit 2, nothing written.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import file_name, positive_int
 from specsched.sim.errors import ConfigError
 
 _ANALYTIC_DEST = "analytic"
@@ -98,6 +99,9 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
         f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
     print(f"wrote {out}")
+    for a in arch.assumptions:
+        if "not modelled" in a:
+            print(f"note: {a}", file=sys.stderr)
     _warn_if_no_pool(d)
     return 0
 
@@ -106,8 +110,6 @@ def _warn_if_no_pool(d: dict[str, Any]) -> None:
     """A note on stderr when the weights leave no KV pool at SGLang's default settings for
     this GPU: SGLang would stop at start ("Not enough memory"), and ``run`` refuses such a
     profile (sim/limits.py). The profile itself is kept: its costs are still valid."""
-    import sys
-
     from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static, memory_buckets
     from specsched.sim.hardware import Hardware
 
@@ -140,7 +142,7 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
                         "runtime's proxy: KV gathered into a dense copy, torch SDPA) (default paged)")
     if standalone:
         p.add_argument("--window", type=int, default=6, help="speculative window of the verify grid (default 6)")
-        p.add_argument("--name", default=None, help="profile name")
+        p.add_argument("--name", default=None, type=file_name, help="profile name (the default --out is profiles/<name>.yaml)")
         p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
 
 

@@ -116,6 +116,51 @@ def _get(cfg: dict[str, Any], file: str, key: str, *alts: str, default: Any = ..
     return default
 
 
+def _strings(v: Any) -> list[str]:
+    """A config list of names (``architectures``, ``assumptions``); one string is one name,
+    not a list of its characters."""
+    if isinstance(v, str):
+        return [v]
+    return [str(a) for a in v or [] if isinstance(a, str)]
+
+
+def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int | None, float]:
+    """(sliding window, share of the layers it applies to) from a config.json.
+
+    ``layer_types`` (transformers' per-layer list, "sliding_attention" / "full_attention")
+    decides which layers are windowed, as SGLang reads it (sglang 0.5.23
+    configs/model_config.py ``get_hybrid_layer_ids``; models/gemma3_causal.py and
+    models/gpt_oss.py build each layer from ``config.layer_types[layer_id]``): Gemma 3 has
+    five windowed layers to one global, gpt-oss alternates, a list without a sliding layer
+    has no window. Gemma 2's configs carry no list; SGLang windows its even layers
+    (models/gemma2.py ``use_sliding_window = layer_id % 2 == 0``). Without either, a window
+    applies to every layer (Mistral 7B v0.1), unless ``swa_layer_fraction`` gives the share.
+    A kind other than these two (linear attention, say) is counted as a full layer.
+
+    Raises:
+        ConfigError: ``layer_types`` is not a list of those names, or ``swa_layer_fraction``
+            is not a number in [0, 1].
+    """
+    layers = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types")
+    if types is not None:
+        kinds = ("sliding_attention", "full_attention")
+        if not isinstance(types, list) or not types or not all(isinstance(k, str) for k in types):
+            raise ConfigError(file, "layer_types", types if not isinstance(types, list) else "[...]",
+                              f"must be a non-empty list of layer kinds ({', '.join(kinds)}; another kind counts as full)")
+        own = types[:layers]
+        sliding = sum(k == "sliding_attention" for k in own)
+        if window is None or not sliding:
+            return None, 1.0
+        return window, sliding / len(own)
+    if window is not None and "Gemma2ForCausalLM" in _strings(cfg.get("architectures")):
+        return window, ((layers + 1) // 2) / layers
+    f = cfg.get("swa_layer_fraction", 1.0)
+    if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f <= 1:
+        raise ConfigError(file, "swa_layer_fraction", f, "must be a number in [0, 1] (the share of layers with the window)")
+    return window, float(f)
+
+
 def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """A :class:`ModelArch` from a config.json mapping (transformers key names).
 
@@ -157,8 +202,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     window = _get(cfg, file, "sliding_window", default=None)
     if cfg.get("use_sliding_window") is False:
         window = None
+    if window == 0:
+        raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
+    if _get(cfg, file, "max_position_embeddings", "max_sequence_length", default=1) == 0:
+        raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
+    window, swa_fraction = _swa_layers(cfg, file, window)
     quant = cfg.get("quantization_config") or {}
-    fp8 = isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() in ("fp8", "mxfp8")
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
+    fp8 = method in ("fp8", "mxfp8")
+    assumptions = _strings(cfg.get("assumptions"))
+    if method and not fp8:
+        # only bf16 and fp8 weights are priced (roofline.py weight_bytes_per_element)
+        assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
+                           "(--dtype fp8 for an 8-bit estimate)")
     if num_experts and not _get(cfg, file, "num_experts_per_tok", default=0):
         raise ConfigError(file, "num_experts_per_tok", "<missing>", "required for a mixture-of-experts model")
     if num_experts and cfg["num_experts_per_tok"] > num_experts:
@@ -169,8 +225,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
-        architectures=[str(a) for a in cfg.get("architectures") or [] if isinstance(a, str)],
-        assumptions=list(cfg.get("assumptions", [])),
+        architectures=_strings(cfg.get("architectures")),
+        assumptions=assumptions,
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],
         num_heads=heads,
@@ -192,10 +248,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         qk_nope_head_dim=_get(cfg, file, "qk_nope_head_dim", default=0),
         qk_rope_head_dim=_get(cfg, file, "qk_rope_head_dim", default=0),
         sliding_window=window,
-        swa_layer_fraction=float(cfg.get("swa_layer_fraction", 1.0)),
+        swa_layer_fraction=swa_fraction,
         kv_compress_ratio=_get(cfg, file, "kv_compress_ratio", default=None),
         fp8_native=fp8,
-        fp8_routed_experts_only=fp8 and quant.get("scope") == "routed_experts",
+        fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
     )
 
 

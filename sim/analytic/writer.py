@@ -64,10 +64,10 @@ def check_tp(arch: ModelArch, tp: int, file: str) -> None:
     allowed = [d for d in range(1, arch.num_heads + 1) if arch.num_heads % d == 0
                and (arch.is_mla or arch.num_kv_heads % d == 0 or d % arch.num_kv_heads == 0)]
     if tp not in allowed:
-        raise ConfigError(file, "--tp", tp, f"must divide num_attention_heads {arch.num_heads} and "
-                          + ("" if arch.is_mla else f"divide num_key_value_heads {arch.num_kv_heads} or be a multiple of "
-                             "it (KV heads replicated); ")
-                          + f"allowed: {', '.join(map(str, allowed[:12]))}")
+        kv = ("" if arch.is_mla else f" and divide num_key_value_heads {arch.num_kv_heads} or be a multiple of "
+              "it (KV heads replicated)")
+        raise ConfigError(file, "--tp", tp, f"must divide num_attention_heads {arch.num_heads}{kv}; "
+                          f"allowed: {', '.join(map(str, allowed[:12]))}")
 
 
 def _grid(xs: list[int], cs: list[int], f: Callable[[float, float], float]) -> dict[str, Any]:

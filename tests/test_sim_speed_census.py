@@ -1,0 +1,30 @@
+"""benchmarks/sim_speed.py --bytecodes: the census counts the bytecodes of the run itself
+(a small Poisson run: its collapsed stretches' walk is among the top functions; nothing is
+counted after the run: the tracer before it is back)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from specsched.sim.config import deep_merge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import sim_speed  # noqa: E402
+
+
+def test_census_counts_the_runs_bytecodes(monkeypatch):
+    load = sim_speed._load
+
+    def small(case):
+        sc = load(case)
+        return type(sc).model_validate(deep_merge(sc.model_dump(mode="json"), {"workload": {"num_requests": 30}}))
+
+    monkeypatch.setattr(sim_speed, "_load", small)
+    before = sys.gettrace()
+    per_request, top = sim_speed.bytecode_census("poisson8b-fixed-1k", "compact", top=10)
+    assert sys.gettrace() is before
+    names = [name for name, _ in top]
+    assert "plain_timeline.py:walk" in names
+    assert per_request > 1_000
+    assert sum(n for _, n in top) <= per_request * 30
