@@ -110,7 +110,8 @@ def _regenerate(profile: Any, eff: dict[str, float]) -> Any:
     if not base:
         raise ConfigError(profile.path or profile.name, "--params", next(iter(eff)),
                           "an efficiency factor needs an analytic profile (specsched profile --analytic)")
-    props = Efficiency.model_json_schema()["properties"]
+    props = {k: v for k, v in Efficiency.model_json_schema()["properties"].items()
+             if v.get("type") in ("number", "integer")}  # a switch (attention_split_kv) is no factor
     new = {}
     for key, f in eff.items():
         field_name = key[len(EFFICIENCY_PREFIX):]

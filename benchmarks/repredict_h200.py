@@ -62,6 +62,18 @@ metric and for the GPU-paced arms (stream_wait, both) apart from the rest.
 provenance by the current rule (the measured gap less the wake-up; profiles up to round 15
 subtracted the injection's preparation too, docs/measurements/h200-v15.md "burst66 TTFT").
 
+``--launch-per-req-from-runs`` (with ``--measured-results``): an ESTIMATE, read from the runs,
+not a microbenchmark prediction. The profiler times the verify launch on rows past the
+largest grid context (8257 positions), each step reserving its own window, where its launch
+call grows with batch three to four times as fast as the engine's at the cells' 1-2K
+(docs/measurements/h200-v17.md "The launch call's slope"); the provenance holds no stall
+timed as the engine launches to refit from. So
+``host.launch_per_req_s`` is scaled by the engine's launch call slope over batch size (the
+runs' ``host_probe.parquet``: per run and batch size with at least 20 graph-replayed verify
+launches, the median thread CPU; one line through all of them) over the profiler's own
+stall-loop launch call slope (block-loop walls in the provenance of ``host.launch_s``), the
+ratio the stall's per-request part is assumed to share. ``host.launch_s`` stays.
+
 ``--extend-level launch`` (with ``--per-term``, a cross-check for profiles made before the
 extend terms' reference was their prefix-0 column's samples): the extend phase's terms get,
 instead of the phase's median, the reference work at which the runs' own extend launch calls
@@ -202,6 +214,54 @@ def launch_phase_profile(profile, factor: float):
     return type(profile).model_validate(data), factor
 
 
+def stall_call_slope(profile) -> float | None:
+    """Seconds per request of the profiler's stall-loop launch call: np.polyfit over batch size
+    of the block loops' median walls its provenance of ``host.launch_s`` gives ("bs B block W us /
+    C us"); None when it gives fewer than two."""
+    import re
+
+    text = (getattr(profile, "provenance", None) or {}).get("host.launch_s", "")
+    pairs = re.findall(r"bs (\d+) block ([\d.e+]+) us / [\d.e+]+ us", text)
+    if len(pairs) < 2:
+        return None
+    return float(np.polyfit([float(b) for b, _ in pairs], [float(w) * 1e-6 for _, w in pairs], 1)[0])
+
+
+def engine_call_slope(probes: dict[str, pd.DataFrame], graph_max_bs: dict[str, int],
+                      min_calls: int = 20) -> tuple[float, int] | None:
+    """(seconds per request, points) of the engine's graph-replayed verify launch call over
+    batch size: one line through the median thread CPU of every (run, batch size) with at
+    least ``min_calls`` such launches; None with fewer than two batch sizes."""
+    pts = []
+    for name, hp in probes.items():
+        v = hp[(hp["mode"] == "verify") & (hp["part"] == "main") & (hp["batch_size"] <= graph_max_bs[name])]
+        for bs, g in v.groupby("batch_size"):
+            if len(g) >= min_calls:
+                pts.append((float(bs), float(g["host_launch_cpu_s"].median())))
+    if len({b for b, _ in pts}) < 2:
+        return None
+    a = np.array(pts)
+    return float(np.polyfit(a[:, 0], a[:, 1], 1)[0]), len(pts)
+
+
+def launch_per_req_from_runs(profile, probes: dict[str, pd.DataFrame], graph_max_bs: dict[str, int]):
+    """(``profile`` with ``host.launch_per_req_s`` scaled by the engine's launch call slope
+    over the profiler's stall-loop one, the text that says so) or None when either slope is
+    missing or the profiler's is not positive. An estimate read from the runs (module
+    docstring, ``--launch-per-req-from-runs``)."""
+    prof, eng = stall_call_slope(profile), engine_call_slope(probes, graph_max_bs)
+    if prof is None or eng is None or prof <= 0:
+        return None
+    ratio = max(0.0, eng[0] / prof)
+    data = profile.model_dump(mode="python")
+    old = profile.host.launch_per_req_s
+    data["host"]["launch_per_req_s"] = old * ratio
+    text = (f"host.launch_per_req_s ESTIMATED from the runs' launch calls (not a microbenchmark): "
+            f"{old * 1e6:.2f} -> {old * ratio * 1e6:.2f} us (engine's call {eng[0] * 1e6:.2f} us/request over "
+            f"{eng[1]} (run, batch) medians; the profiler's stall-loop call {prof * 1e6:.2f} us/request; x{ratio:.3f})")
+    return type(profile).model_validate(data), text
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -223,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extend-level", choices=("phase", "launch"), default="phase",
                     help="with --per-term: the extend terms' reference from the profile (phase) or read from the runs' "
                          "extend launch calls against the profile's extend issue (launch; a cross-check)")
+    ap.add_argument("--launch-per-req-from-runs", action="store_true",
+                    help="ESTIMATE host.launch_per_req_s from the runs' launch calls: scaled by the engine's call slope "
+                         "over the profiler's stall-loop call slope (needs --measured-results; not a microbenchmark)")
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
@@ -230,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
+        return 2
+    if args.launch_per_req_from_runs and args.measured_results is None:
+        print("repredict_h200: --launch-per-req-from-runs: needs --measured-results (the runs' launch calls)",
+              file=sys.stderr)
         return 2
     if args.per_term and not args.host_speed:
         print("repredict_h200: --per-term: needs --host-speed (the runs' host readings)", file=sys.stderr)
@@ -265,6 +332,18 @@ def main(argv: list[str] | None = None) -> int:
         d = (args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
              if args.measured_results is not None else None)
         runs.append((cell, arm, grp, sc, d))
+    if args.launch_per_req_from_runs:
+        probes = {d.name: pd.read_parquet(d / "host_probe.parquet") for *_, d in runs if (d / "host_probe.parquet").is_file()}
+        got = launch_per_req_from_runs(profile, probes, {d.name: sc.server.cuda_graph_max_bs for *_, sc, d in runs})
+        if got is None:
+            print(f"repredict_h200: --launch-per-req-from-runs: {args.profile}: no stall-loop launch calls in the "
+                  "provenance of host.launch_s, or runs without graph-replayed verify launches at two batch sizes",
+                  file=sys.stderr)
+            return 2
+        profile, text = got
+        print(text)
+        if term_profile is not None:
+            term_profile = per_term_profile(profile)
     if term_profile is not None and args.extend_level == "launch":
         got = extend_issue_reference([d for *_, d in runs], profile)
         if got is None:

@@ -37,6 +37,7 @@ from specsched.sim.analytic.roofline import (
     Parallel,
     decode_like,
     draft_arch,
+    draft_forward,
     expert_params,
     extend,
     kv_cell_bytes,
@@ -93,7 +94,7 @@ def model_slope(arch: ModelArch, gpu: GpuSpec, tp: int, window: int, context: fl
     par = Parallel(tp, "bf16")
     v_lo, v_hi = (_parts(decode_like(arch, gpu, par, eff, b, window, context)) for b in (lo, hi))
     d = draft_arch(arch, 1)
-    d_lo, d_hi = (decode_like(d, gpu, par, eff, b * window, 1, context).graph_s for b in (lo, hi))
+    d_lo, d_hi = (draft_forward(d, gpu, par, eff, b * window, context, window).graph_s for b in (lo, hi))
     n = hi - lo
     lines = [Line(f"model: target {k}", (v_hi[k] - v_lo[k]) / n, "sim/analytic/roofline.py forward_cost")
              for k in v_lo]

@@ -395,6 +395,128 @@ def test_disable_decode_cuda_graph_runs_every_decode_batch_eagerly():
     assert off.step_s(1, 512) >= p.gpu.eager_host_issue_s > on.step_s(1, 512)
 
 
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 128), w=st.integers(2, 8), c=st.sampled_from([512, 2048, 8192]))
+def test_a_block_draft_forward_reads_each_requests_kv_once(batch, w, c):
+    """Invariant (INV-AD1): a block drafter's forward over ``batch x w`` tokens (SGLang's
+    DFlash draft block is one TARGET_VERIFY forward of ``batch`` requests) grows with
+    context by the KV read of ``batch`` requests, the same as a verify of ``w`` tokens per
+    request of the draft model, and ``w`` times less than ``batch x w`` one-token requests
+    (a chain step's reading, which the block drafter's grid used before)."""
+    from specsched.sim.analytic.roofline import draft_forward
+
+    d, par = draft_arch(L8, 2), Parallel()
+    block = [draft_forward(d, H200, par, EFF, batch * w, ctx, w) for ctx in (c, 2 * c)]
+    verify = [decode_like(d, H200, par, EFF, batch, w, ctx) for ctx in (c, 2 * c)]
+    chain = [draft_forward(d, H200, par, EFF, batch * w, ctx, 1) for ctx in (c, 2 * c)]
+    grow = block[1].attention_s - block[0].attention_s
+    assert grow == pytest.approx(verify[1].attention_s - verify[0].attention_s, rel=1e-9)
+    kv = batch * c * kv_cell_bytes(d, 1) / (H200.hbm_tbps * 1e12 * EFF.hbm)
+    assert grow == pytest.approx(kv, rel=0.05)  # the KV read dominates a draft's attention
+    assert chain[1].attention_s - chain[0].attention_s == pytest.approx(w * grow, rel=0.05)
+
+
+def test_the_written_block_draft_step_is_the_block_forward():
+    """The analytic writer's ``gpu.draft_step`` cell at ``batch x window`` tokens, which the
+    cost model reads for a block drafter's draft forward, is that forward with the block per
+    request (INV-AD1), not ``batch x window`` one-token requests."""
+    from specsched.sim.analytic.roofline import draft_forward
+
+    q, w = load_model("qwen3-0.6b"), 6
+    g = build_profile(q, H200, 1, window=w, draft_layers=2)["gpu"]["draft_step"]
+    d = draft_arch(q, 2)
+    for x in (64, 384):
+        for c in (1024, 8192):
+            cell = g["seconds"][g["x"].index(float(x))][g["context_len"].index(float(c))]
+            assert cell == pytest.approx(draft_forward(d, H200, Parallel(), EFF, x, c, w).graph_s, rel=1e-5)
+            assert cell < draft_forward(d, H200, Parallel(), EFF, x, c, 1).graph_s
+
+
+def _ctx_growth(eff, batch, gpu=H200, arch=None):
+    """Seconds per context token per request a decode step of ``batch`` requests grows by."""
+    arch = arch or load_model("llama-3.1-8b")
+    s = [decode_like(arch, gpu, Parallel(), eff, batch, 1, c).attention_s for c in (1024, 9216)]
+    return (s[1] - s[0]) / 8192 / batch
+
+
+@settings(max_examples=40, deadline=None)
+@given(b1=st.integers(1, 64), b2=st.integers(1, 64))
+def test_an_unsplit_decode_attention_streams_one_block_per_request_and_kv_head(b1, b2):
+    """Invariant (INV-AK1): with split-KV (SGLang's kernels) a request's KV read costs the same
+    per token at any batch; without it the kernel runs batch x KV-heads blocks, so per request
+    the read costs ``SMs / blocks`` times more until the blocks fill the SMs, then the same at
+    every larger batch (the one-block-per-SM rate), and never less than with split-KV."""
+    split, unsplit = EFF, Efficiency(attention_split_kv=False)
+    kvh, sms = L8.num_kv_heads, H200.sms
+    assert _ctx_growth(split, b1) == pytest.approx(_ctx_growth(split, b2), rel=1e-9)
+    g1, g2 = _ctx_growth(unsplit, b1), _ctx_growth(unsplit, b2)
+    assert min(g1, g2) >= _ctx_growth(split, b1) * (1 - 1e-9)
+    lo, hi = sorted((b1, b2))
+    glo, ghi = _ctx_growth(unsplit, lo), _ctx_growth(unsplit, hi)
+    if hi * kvh <= sms:  # both below one block per SM: the rate grows with the blocks
+        assert glo == pytest.approx(ghi * hi / lo, rel=1e-6)
+    elif lo * kvh >= sms:  # both at the SM limit: flat per request
+        assert glo == pytest.approx(ghi, rel=1e-6)
+    else:
+        assert glo >= ghi * (1 - 1e-9)
+    rate = sms * unsplit.unsplit_attention_cta_gbps * 1e9
+    assert _ctx_growth(unsplit, 64) == pytest.approx(kv_cell_bytes(L8, 1) / rate, rel=1e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(passes=st.integers(0, 4), batch=st.integers(1, 128))
+def test_a_gathered_kv_copy_adds_its_passes_at_the_hbm_rate(passes, batch):
+    """Invariant (INV-AK2): ``kv_gather_passes`` HBM passes over the attended KV before the
+    kernel (the runtime's proxy copies req_to_token[rows, :C] out: read + write) add exactly
+    that many reads of the context at the HBM figure, in a decode and in an extend."""
+    base, gath = Efficiency(attention_split_kv=False), Efficiency(attention_split_kv=False, kv_gather_passes=passes)
+    bw = H200.hbm_tbps * 1e12 * EFF.hbm
+    extra = (_ctx_growth(gath, batch) - _ctx_growth(base, batch))
+    assert extra == pytest.approx(passes * kv_cell_bytes(L8, 1) / bw, rel=1e-6, abs=1e-18)
+    e0, e1 = (extend(L8, H200, Parallel(), e, 1024, 2560).attention_s for e in (base, gath))
+    assert e1 - e0 == pytest.approx(passes * 2048 * kv_cell_bytes(L8, 1) / bw, rel=1e-6, abs=1e-15)
+
+
+def test_attention_kernel_option_on_the_command_line(tmp_path, capsys):
+    """``--attention gather-unsplit`` writes the runtime proxy's attention into the profile
+    (regenerate keeps it); an unknown kernel, or an unsplit one on a GPU without an SM count,
+    is one line, exit 2, nothing written."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "qwen3-0.6b", "--gpu", "H200", "--attention", "gather-unsplit",
+                 "--out", str(out)]) == 0
+    p = load_profile(str(out))
+    assert p.analytic["efficiency"]["attention_split_kv"] is False and p.analytic["efficiency"]["kv_gather_passes"] == 2
+    assert regenerate(p)["analytic"]["efficiency"]["kv_gather_passes"] == 2
+    capsys.readouterr()
+    for args in (["--gpu", "H200", "--attention", "flash"], ["--gpu", "B200", "--attention", "paged-unsplit"]):
+        bad = tmp_path / "bad.yaml"
+        assert main(["profile", "--analytic", "--model", "qwen3-0.6b", *args, "--out", str(bad)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--attention" in err[0] and not bad.exists(), err
+
+
+def test_a_gathered_kv_copy_spans_the_batchs_widest_context():
+    """A profile whose attention gathers the KV (``--attention gather-unsplit``, the runtime's
+    proxy) gathers one width for the whole batch, the longest request's rounded up to the
+    runtime's 256-position bucket: a batch of one long and seven short requests costs what
+    eight long ones cost; with SGLang's paged attention it costs the mean context."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    q = load_model("qwen3-0.6b")
+    paged = Profile.model_validate(build_profile(q, H200, 1))
+    gather = Profile.model_validate(build_profile(q, H200, 1, eff=Efficiency(attention_split_kv=False,
+                                                                             kv_gather_passes=2)))
+    assert gather.gpu.attention_width == "padded_max" and gather.gpu.attention_bucket == 256
+    assert paged.gpu.attention_width == "per_request"
+    args = ServerArgs(cuda_graph_max_bs=8, max_running_requests=8)
+    cm_p, cm_g = CostModel(paged, args, warn_to=None), CostModel(gather, args, warn_to=None)
+    mixed = (8192 + 7 * 512) / 8
+    assert cm_g.step_s(8, mixed, 8192) == pytest.approx(cm_g.step_s(8, 8192, 8192), rel=1e-9)
+    assert cm_g.step_s(8, mixed, 8192) > 1.5 * cm_g.step_s(8, mixed, mixed)
+    assert cm_p.step_s(8, mixed) < cm_p.step_s(8, 8192)
+
+
 @settings(max_examples=60, deadline=None)
 @given(layers=st.integers(1, 64), data=st.data(), keys=st.floats(1, 200_000))
 def test_layer_types_decide_which_layers_the_window_caps(layers, data, keys):

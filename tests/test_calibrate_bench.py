@@ -263,6 +263,11 @@ def test_analytic_efficiency_factors_rebuild_the_profile(tmp_path):
     assert scale_profile(p, {"analytic.efficiency.hbm": 5.0}).analytic["efficiency"]["hbm"] == 1.0   # capped
     with pytest.raises(ConfigError, match="allowed"):
         scale_profile(p, {"analytic.efficiency.nope": 2.0})
+    with pytest.raises(ConfigError, match="allowed") as e:  # a switch, not a factor: no traceback
+        scale_profile(p, {"analytic.efficiency.attention_split_kv": 2.0})
+    assert "attention_split_kv" not in str(e.value).split("allowed")[1]
+    q = scale_profile(p, {"analytic.efficiency.unsplit_attention_cta_gbps": 2.0})   # the new rate is a factor
+    assert q.analytic["efficiency"]["unsplit_attention_cta_gbps"] == pytest.approx(32.0)
     with pytest.raises(ConfigError, match="analytic profile"):
         scale_profile(tiny_profile(), {"analytic.efficiency.hbm": 2.0})
 

@@ -48,6 +48,15 @@ def write_analytic_profile(d: dict[str, Any], out: Path) -> None:
     atomic_write_text(out, dump_profile(d))
 
 
+ATTENTION_KERNELS = {"paged": (True, 0), "paged-unsplit": (False, 0), "gather-unsplit": (False, 2)}
+"""``--attention``: (split-KV, KV gather passes) of the decode attention (roofline
+``attention_kv_bandwidth``, ``Efficiency.kv_gather_passes``). ``paged``: SGLang's default
+kernels, reading the paged cache in place with split-KV. ``paged-unsplit``: the same without
+split-KV (SGLang's ``--enable-deterministic-inference`` sets FA3's num_splits to 1).
+``gather-unsplit``: the runtime's proxy (runtime/layers.py: the KV gathered into a dense copy,
+then torch SDPA)."""
+
+
 def cmd_analytic_profile(args: argparse.Namespace) -> int:
     """Build the analytic profile the arguments describe, write it, print a summary."""
     from specsched.sim.analytic.gpus import load_gpu
@@ -64,9 +73,19 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     ghz = getattr(args, "host_ghz", None)
     if ghz is not None and not 0.5 <= ghz <= 10:
         raise ConfigError("<command line>", "--host-ghz", ghz, "the host CPU's single-core clock in GHz, 0.5..10")
+    attention = getattr(args, "attention", None) or "paged"
+    if attention not in ATTENTION_KERNELS:
+        raise ConfigError("<command line>", "--attention", attention, f"allowed: {', '.join(ATTENTION_KERNELS)}")
     arch = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    eff = Efficiency(host_ghz=ghz) if ghz is not None else None
+    split, passes = ATTENTION_KERNELS[attention]
+    if not split and gpu.sms is None:
+        raise ConfigError("<command line>", "--attention", attention, f"needs the GPU's SM count, which the table "
+                          f"lacks for {gpu.name}; allowed there: paged")
+    over = {"host_ghz": ghz} if ghz is not None else {}
+    if attention != "paged":
+        over |= {"attention_split_kv": split, "kv_gather_passes": passes}
+    eff = Efficiency(**over) if over else None
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
                       draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model)
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -119,6 +138,10 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--host-ghz", type=float, default=None,
                    help="the serving host's single-core CPU clock, GHz: scales the eager (no-graph) kernel issue "
                         "(default 2.1, the host it was measured on)")
+    g.add_argument("--attention", default=None,
+                   help="decode attention kernel: paged (SGLang's default: paged KV read in place, split-KV), "
+                        "paged-unsplit (no split-KV: SGLang's deterministic inference), gather-unsplit (the "
+                        "runtime's proxy: KV gathered into a dense copy, torch SDPA) (default paged)")
     if standalone:
         p.add_argument("--window", type=int, default=6, help="speculative window of the verify grid (default 6)")
         p.add_argument("--name", default=None, type=file_name, help="profile name (the default --out is profiles/<name>.yaml)")

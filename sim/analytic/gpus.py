@@ -25,6 +25,9 @@ class GpuSpec(BaseModel):
     switch (NVSwitch) gives every TP size the full figure. ``compute_capability``: CUDA
     SM version x 10 (90 Hopper, 100 datacenter Blackwell, 120 RTX Blackwell, 80 Ampere);
     None on ROCm. SGLang picks kernels by it (e.g. the all-reduce fusion on 90 and 100).
+    ``sms``: streaming multiprocessors (compute units on ROCm): how many thread blocks of a
+    one-block-per-SM kernel run at once (roofline ``attention_kv_bandwidth``). None: not in
+    the table (a model that needs it says so).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -39,6 +42,7 @@ class GpuSpec(BaseModel):
     link_gbps: float = Field(gt=0)
     mesh_links: int | None = Field(None, ge=1)
     compute_capability: int | None = Field(None, ge=1)
+    sms: int | None = Field(None, ge=1)
     source: str
 
     def peak_flops(self, dtype: str) -> float:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
+from specsched.sim.errors import ConfigError
 
 BF16 = 2  # bytes of a bf16 element (activations, KV cache)
 REFERENCE_HOST_GHZ = 2.1
@@ -74,6 +75,13 @@ class Efficiency(BaseModel):
     breakable_eager_kernels_per_layer: int = Field(2, ge=0, description="kernels a breakable prefill graph issues "
                                                    "eagerly per layer (KV store + attention), each between two "
                                                    "replayed segments")
+    attention_split_kv: bool = Field(True, description="decode/verify attention splits each request's KV over "
+                                     "blocks to fill the GPU (SGLang's FA3/FlashInfer defaults); false: one block per "
+                                     "(request, KV head), see attention_kv_bandwidth")
+    unsplit_attention_cta_gbps: float = Field(16.0, gt=0, description="KV bytes/s one block of an unsplit decode "
+                                              "attention kernel streams, GB/s")
+    kv_gather_passes: int = Field(0, ge=0, description="extra HBM passes over the attended KV before the attention "
+                                  "kernel (0: read in place from the paged cache; 2: gathered into a dense copy)")
 
 EFFICIENCY_SOURCES = {
     "matmul": "0.70: typical achieved fraction of dense bf16/fp8 peak for large GEMMs in cuBLAS/hipBLASLt "
@@ -118,6 +126,19 @@ EFFICIENCY_SOURCES = {
                                           "prefill kernel, issued from Python like any eager kernel"),
     "eager_gpu_per_kernel_s": ("1.0 us: measured on an H200 (profiles/h200-1b-v2.yaml gpu.eager_overhead_s): eager "
                                "minus graph when GPU-bound is 0.81 ms over the same 812 kernels"),
+    "attention_split_kv": ("true: SGLang 0.5.23 splits a decode's KV over thread blocks (layers/attention/"
+                           "flashattention_backend.py num_splits 0 lets FA3 size SplitKV to the GPU; FlashInfer's plan "
+                           "splits the same way); false for SGLang's --enable-deterministic-inference (num_splits 1) and "
+                           "for the runtime's proxy (torch SDPA over the gathered KV: runtime/layers.py paged_attention)"),
+    "unsplit_attention_cta_gbps": ("16 GB/s: measured on an H200 (profiles/h200-1b-v2.yaml gpu.decode, the runtime's 1B "
+                                   "proxy, torch SDPA on cuDNN without split-KV, 8 KV heads): the decode step grows with "
+                                   "context by 272, 145, 81 and 49 ns per token per request at batch 1, 2, 4 and 8; less "
+                                   "the gather's two passes over 32 KiB at 80 % of 4.8 TB/s (17 ns) the kernel streams "
+                                   "128, 253, 512 and 1012 GB/s, i.e. 16.1, 16.0, 16.1 and 15.9 GB/s per (request, KV "
+                                   "head) block. Unmeasured on other GPUs: the H200 figure is used"),
+    "kv_gather_passes": ("0: SGLang's attention kernels read the paged KV cache in place; the runtime's proxy gathers "
+                         "req_to_token[rows, :C] into a dense [B, C] copy first (runtime/kv_cache.py KVCache.gather, "
+                         "advanced indexing: one read and one write of the attended KV), 2"),
 }
 """Where each default efficiency comes from (copied into the profile's provenance)."""
 
@@ -236,8 +257,36 @@ def kv_pool_cell_bytes(arch: ModelArch, tp: int) -> tuple[float, float]:
     return per_layer * (arch.num_layers - arch.swa_pool_layers), per_layer * arch.swa_pool_layers
 
 
+def attention_kv_bandwidth(arch: ModelArch, gpu: GpuSpec, eff: Efficiency, tp: int, requests: float) -> float:
+    """Bytes/s at which a decode or verify attention kernel reads the KV cache.
+
+    With split-KV (``eff.attention_split_kv``, SGLang's default kernels) the kernel cuts each
+    request's KV into chunks over enough thread blocks to fill the GPU, and streams it at the
+    HBM figure (``hbm_tbps x hbm``) whatever the batch. Without it a decode attention kernel
+    runs one thread block per (request, KV head), the query heads that share the KV head
+    folded into the block's rows (GQA packing: runtime/layers.py ``paged_attention``,
+    FA3's PackGQA), and each block walks its KV serially. So the kernel streams at
+    ``blocks x unsplit_attention_cta_gbps``, blocks = requests x KV heads per rank, at most one
+    block per SM at a time (``gpu.sms``), and never above the HBM figure. This is the
+    low-occupancy decode that Flash-Decoding was made for (Dao, Haziza, Massa, Sizov, 2023:
+    FlashAttention parallelises over batch and heads only, so a small decode batch leaves
+    most of the GPU idle). Measured on an H200 (the runtime's 1B proxy, 8 KV heads): the step's
+    growth with context per request falls 5.6x from batch 1 to 8 and is flat from batch 16 on
+    (:data:`EFFICIENCY_SOURCES` ``unsplit_attention_cta_gbps``; docs/measurements/h200-analytic.md).
+    """
+    bw = gpu.hbm_tbps * 1e12 * eff.hbm
+    if eff.attention_split_kv:
+        return bw
+    if gpu.sms is None:
+        raise ConfigError(gpu.name, "sms", "<missing>", "an attention without split-KV needs the GPU's SM count "
+                          "(sim/analytic/data/gpus.yaml)")
+    blocks = max(1.0, requests) * (1 if arch.is_mla else arch.kv_heads_per_rank(tp))
+    return min(bw, min(blocks, gpu.sms) * eff.unsplit_attention_cta_gbps * 1e9)
+
+
 def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, *, tokens: float,
-                 requests: float, keys: float, kv_read: float, logits: float, absorbed_mla: bool) -> ForwardCost:
+                 requests: float, keys: float, kv_read: float, logits: float, absorbed_mla: bool,
+                 decode: bool = False) -> ForwardCost:
     """Seconds of one forward on one rank.
 
     Args:
@@ -247,6 +296,8 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
         kv_read: positions of KV each request reads from the cache.
         logits: positions whose logits are computed (LM head rows).
         absorbed_mla: MLA in the absorbed form (decode/verify) rather than expanded (extend).
+        decode: a decode, verify or draft forward (a few queries per request), whose KV read
+            runs at :func:`attention_kv_bandwidth`; an extend's at the HBM figure.
 
     Returns:
         :class:`ForwardCost`; ``graph_s`` when replayed as a graph, ``eager_s`` when eager.
@@ -282,8 +333,11 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
         per_key = 2 * (arch.qk_head_dim + arch.v_head_dim)
     attn_flops = L * t * eff_keys * heads * per_key
     cell = kv_cell_bytes(arch, tp)
-    kv_bytes = requests * kv_entries(arch, kv_read) * cell + t * cell
-    attention_s = max(attn_flops / peak_attn, kv_bytes / bw)
+    ctx_bytes = requests * kv_entries(arch, kv_read) * cell
+    kv_bytes = ctx_bytes + t * cell
+    kv_bw = attention_kv_bandwidth(arch, gpu, eff, tp, requests) if decode else bw
+    # a gathered copy of the attended KV (eff.kv_gather_passes: read + write) before the kernel
+    attention_s = max(attn_flops / peak_attn, kv_bytes / kv_bw) + eff.kv_gather_passes * ctx_bytes / bw
 
     lm_params = arch.vocab_size * h / tp
     lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_mm, BF16 * lm_params / bw)
@@ -412,7 +466,27 @@ def decode_like(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, b
     ``per_request`` new tokens on ``context`` committed tokens; logits for every new token."""
     return forward_cost(arch, gpu, par, eff, tokens=batch * per_request, requests=batch,
                         keys=context + (per_request + 1) / 2, kv_read=context,
-                        logits=batch * per_request, absorbed_mla=True)
+                        logits=batch * per_request, absorbed_mla=True, decode=True)
+
+
+def draft_forward(draft: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, tokens: float,
+                  context: float, per_request: int = 1) -> ForwardCost:
+    """One draft-model forward of ``tokens`` new tokens, ``per_request`` of them per request
+    (the profile's ``gpu.draft_step`` cell at ``tokens``), on ``context`` committed tokens.
+
+    A block drafter (DSpark/DFlash, ``per_request`` = the window) drafts the whole block of
+    each request in one forward: SGLang 0.5.23 runs it as a ``TARGET_VERIFY`` forward of
+    ``bs`` requests over ``bs x block_size`` tokens (speculative/dflash_worker_v2.py, the
+    draft block's ``ForwardBatch``; the runtime's proxy likewise, runtime/spec_cycle.py
+    ``_draft_dev``: one forward over every row's block), so each request's KV is read once
+    per forward, as in a verify, not once per drafted token. A chain drafter's serial step
+    (EAGLE/MTP) carries one token per request (``per_request`` 1). The requests are
+    ``tokens / per_request`` (at least one).
+    """
+    requests = max(1.0, tokens / per_request)
+    return forward_cost(draft, gpu, par, eff, tokens=tokens, requests=requests,
+                        keys=context + (min(per_request, tokens) + 1) / 2, kv_read=context,
+                        logits=tokens, absorbed_mla=True, decode=True)
 
 
 def extend(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, tokens: float,

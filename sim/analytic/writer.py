@@ -29,6 +29,7 @@ from specsched.sim.analytic.roofline import (
     Parallel,
     decode_like,
     draft_arch,
+    draft_forward,
     eager_issue_per_kernel_s,
     extend,
     extend_issue_s,
@@ -45,6 +46,11 @@ CONTEXTS = [0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 DRAFT_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096, 8192]
 EXTEND_TOKENS = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 EXTEND_CONTEXTS = [0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+GATHER_WIDTH_BUCKET = 256
+"""Positions the width of a gathered KV copy is rounded up to: the runtime's proxy gathers
+``req_to_token[rows, :C]`` with C its graph context bucket covering the longest request, every
+256 positions (runtime/engine.py; runtime/layers.py ``AttnBatch``). Written as
+``gpu.attention_bucket`` of a profile whose attention gathers the KV (``kv_gather_passes`` > 0)."""
 
 
 def check_tp(arch: ModelArch, tp: int, file: str) -> None:
@@ -115,9 +121,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         return target if new_schema else target + decode_like(draft, gpu, par, eff, b, q_draft, c).graph_s
 
     def draft_step(x: float, c: float) -> float:
-        # x: tokens of one draft forward (new schema) or batch size (old); each token's
-        # request reads its context once (exact for a chain step, an upper bound for a block)
-        return decode_like(draft, gpu, par, eff, x, 1, c).graph_s
+        # x: tokens of one draft forward (new schema: a block drafter's block of `window`
+        # tokens per request reads each request's context once, a chain step one token per
+        # request) or batch size (old schema: one token per request)
+        per_request = window if new_schema and drafter == "block" else 1
+        return draft_forward(draft, gpu, par, eff, x, c, per_request).graph_s
 
     from specsched.sim.defaults import memory_buckets
 
@@ -161,8 +169,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                        f"one speculative cycle, window {window}: the drafter's forward "
                        f"({'over the whole window' if drafter == 'block' else 'one token'}) plus the target's "
                        f"verify forward over {window} tokens per request"),
-        "gpu.draft_step": ("one draft-model forward by its tokens x (batch x tokens per request), each token's "
-                           "request reading its context once" if new_schema else
+        "gpu.draft_step": (("one draft-model forward by its tokens x (batch x tokens per request): "
+                            + (f"a block of {window} tokens per request, each request reading its context once "
+                               "(roofline.draft_forward)" if drafter == "block" else
+                               "one token per request (a chain step), each reading its context once"))
+                           if new_schema else
                            "one extra serial draft forward of one token per request (chain drafters)"),
         "gpu.eager_overhead_s": (f"GPU-bound eager extra: {kernels} kernels x {eff.eager_gpu_per_kernel_s * 1e6:.1f} us "
                                  f"(analytic.efficiency.eager_gpu_per_kernel_s)"),
@@ -184,6 +195,11 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "drafter": (f"assumed: {draft_layers} target-shaped dense decoder layer(s) on the target's LM head "
                     f"({drafter} drafter); its weights count in hardware.weight_bytes"),
         **{f"analytic.efficiency.{k}": v for k, v in EFFICIENCY_SOURCES.items()},
+        **({"gpu.attention_width": (f"padded_max: the attention gathers a dense copy of the KV (analytic.efficiency."
+                                    f"kv_gather_passes {eff.kv_gather_passes}) over one width for the batch, the longest "
+                                    f"request's context rounded up to {GATHER_WIDTH_BUCKET} (writer.GATHER_WIDTH_BUCKET: "
+                                    f"runtime/engine.py, runtime/layers.py AttnBatch), over every padded graph row")}
+           if eff.kv_gather_passes else {}),
         "hardware.kv_cell_bytes": "KV bytes per token per rank, bf16 KV cache (SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
@@ -228,6 +244,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **({"eager_spec_issue_s": float(f"{eager_issue + eager_draft_overhead:.6e}")}
                if "eager_spec_issue_s" in GpuProfile.model_fields else {}),
             "eager_factor": round(eager_factor, 4),
+            **({"attention_width": "padded_max", "attention_bucket": GATHER_WIDTH_BUCKET} if eff.kv_gather_passes else {}),
         },
         "host": host,
         "hardware": {

@@ -1,0 +1,63 @@
+"""benchmarks/analytic_terms.py: an analytic profile against a measured one, and the refit
+from a measured profile's cells."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.analytic.gpus import load_gpu
+from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.writer import build_profile
+from specsched.sim.profile import Profile
+
+from tests.conftest import load_benchmark
+
+at = load_benchmark("analytic_terms")
+
+
+@pytest.fixture(scope="module")
+def analytic() -> Profile:
+    return Profile.model_validate(build_profile(load_model("qwen3-0.6b"), load_gpu("H200"), 1, window=6))
+
+
+def test_a_profile_against_itself_is_one_everywhere(analytic):
+    """The cells a measured grid is read at are the analytic grid's own cells when both are
+    the same profile: every ratio is 1, every shape term equal (the readers line up)."""
+    pairs = at.grid_pairs(analytic, analytic)
+    for name in ("decode", "extend", "draft_inject"):
+        _, _, m, a = pairs[name]
+        assert m == pytest.approx(a, rel=0.02)  # the interpolator rounds a context to 10 tokens (256 -> 260)
+    for _, mv, av in at.shape_terms({k: v for k, v in pairs.items() if k != "cycle"}):
+        assert mv == pytest.approx(av, rel=0.05)
+
+
+def test_cycle_adds_the_block_draft_to_a_verify_without_it(analytic):
+    """An analytic cycle (verify_includes_draft false) is verify + draft_step at batch x window
+    tokens, the sum the simulator reads."""
+    f = at.cycle_reader(analytic)
+    v = analytic.gpu.verify.interpolator()(16, 1024)
+    d = analytic.gpu.draft_step.interpolator()(96, 1024)
+    assert f(16, 1024) == pytest.approx(v + d, rel=1e-12)
+
+
+def test_grid_cells_become_the_observations_the_fit_predicts(analytic):
+    """Every decode and extend cell read as an Observation is predicted by the roofline at
+    exactly that cell's value (kind, batch, tokens and context in the right places), so a
+    refit compares like with like."""
+    obs = at.grid_observations(analytic)
+    assert len(obs) == len(analytic.gpu.decode.seconds) * len(analytic.gpu.decode.context_len) + \
+        len(analytic.gpu.extend.seconds) * len(analytic.gpu.extend.context_len)
+    for ob in obs[::7]:
+        assert at._predict(analytic, ob) == pytest.approx(ob.seconds, rel=1e-4)
+
+
+@settings(deadline=None)
+@given(errs=st.lists(st.floats(-50, 50), min_size=1, max_size=30))
+def test_counts_within_are_nested_and_bounded(errs):
+    """Invariant: rows within 5 % are a subset of rows within 10 %, both at most all rows."""
+    df = pd.DataFrame({"metric": ["median_itl_ms"] * len(errs), "new_error_pct": errs})
+    five, ten, n = at.count_within(df, "new_error_pct")["median_itl_ms"]
+    assert five == sum(abs(e) <= 5 for e in errs) and ten == sum(abs(e) <= 10 for e in errs)
+    assert five <= ten <= n == len(errs)
