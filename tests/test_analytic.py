@@ -555,7 +555,7 @@ def test_a_tp_that_does_not_split_the_heads_reads_as_one_sentence(tmp_path, caps
 
 
 @pytest.mark.parametrize(("quant", "fp8", "note"), [
-    ({"quant_method": "mxfp4"}, False, True), ({"quant_method": "awq", "bits": 4}, False, True),
+    ({"quant_method": "mxfp4"}, False, False), ({"quant_method": "awq", "bits": 4}, False, True),
     ("fp8", True, False), ({"quant_method": "fp8"}, True, False), (None, False, False),
 ])
 def test_a_quantization_the_roofline_does_not_price_is_said(tmp_path, capsys, quant, fp8, note):
@@ -584,3 +584,127 @@ def test_a_profile_name_is_one_file_name(tmp_path, monkeypatch, capsys, name):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--name" in err and "Traceback" not in err, err
     assert not list(tmp_path.rglob("*.yaml")) and not list(tmp_path.parent.parent.glob("escaped*"))
+
+
+GPT_OSS_CHECKPOINT_GIB = {"gpt-oss-20b": 12.8, "gpt-oss-120b": 60.8}
+"""Checkpoint sizes from the gpt-oss model card (OpenAI, 2025, table 1): 20.91B parameters in
+12.8 GiB, 116.83B in 60.8 GiB, the MoE weights in mxfp4 and the rest in bf16."""
+
+
+@pytest.mark.parametrize("name", list(GPT_OSS_CHECKPOINT_GIB))
+def test_mxfp4_experts_are_priced_at_their_checkpoint_size(name):
+    """gpt-oss's experts were priced as bf16 (40 GiB for the 20b where its checkpoint is
+    12.8 GiB); at 4.25 bits per expert weight the weights match the checkpoint within 3 %."""
+    arch = load_model(name)
+    assert arch.weight_format == "mxfp4"
+    assert not any("not modelled" in a for a in arch.assumptions)
+    gib = weights_bytes(arch, Parallel(tp=1, dtype="mxfp4")) / 2**30
+    assert gib == pytest.approx(GPT_OSS_CHECKPOINT_GIB[name], rel=0.03)
+    # tensor parallelism shards the experts and the rest alike
+    assert weights_bytes(arch, Parallel(tp=2, dtype="mxfp4")) < 0.55 * weights_bytes(arch, Parallel(tp=1, dtype="mxfp4"))
+
+
+@pytest.mark.parametrize("gpu", ["H200", "B200"])
+def test_an_mxfp4_checkpoint_gets_a_larger_kv_pool_and_a_shorter_decode(tmp_path, gpu):
+    """The default dtype of an mxfp4 checkpoint is mxfp4: fewer weight bytes leave more of the
+    GPU to the KV pool, and a batch-1 decode reads fewer bytes, so it is shorter."""
+    from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static, memory_buckets
+    from specsched.sim.hardware import Hardware
+
+    arch, g = load_model("gpt-oss-20b"), load_gpu(gpu)
+    fp4, bf16 = build_profile(arch, g), build_profile(arch, g, dtype="bf16")
+    assert fp4["analytic"]["dtype"] == "mxfp4" and "mxfp4" in fp4["name"]
+    assert fp4["hardware"]["weight_bytes"] < 0.4 * bf16["hardware"]["weight_bytes"]
+
+    def pool(d):
+        hw = Hardware.model_validate(d["hardware"])
+        chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
+        return kv_pool_tokens(hw, mem_fraction_static(hw, chunk, 16384, graph))
+
+    assert pool(fp4) > pool(bf16) > 0
+    extra_gib = (bf16["hardware"]["weight_bytes"] - fp4["hardware"]["weight_bytes"]) / 2**30
+    assert extra_gib > 25
+    dec = fp4["gpu"]["decode"]
+    i, j = dec["x"].index(1.0), dec["context_len"].index(1024.0)
+    assert dec["seconds"][i][j] < 0.8 * bf16["gpu"]["decode"]["seconds"][i][j]
+    # at batch 1 the experts' time is their bytes: 4.25 bits a weight where bf16 is 16
+    par = {d: Parallel(tp=1, dtype=d) for d in ("mxfp4", "bf16")}
+    e = {d: decode_like(arch, g, par[d], Efficiency(), 1, 1, 1024).experts_s for d in par}
+    assert e["mxfp4"] == pytest.approx(e["bf16"] * 4.25 / 16)
+    assert "mxfp4" in fp4["provenance"]["dtype"]
+    # the profile validates and regenerates to the same numbers
+    path = tmp_path / "p.yaml"
+    from specsched.sim.analytic.cli import write_analytic_profile
+
+    write_analytic_profile(fp4, path)
+    again = regenerate(load_profile(str(path)))
+    assert again["gpu"]["decode"] == fp4["gpu"]["decode"]
+    assert again["hardware"]["weight_bytes"] == fp4["hardware"]["weight_bytes"]
+
+
+def test_fp4_gemms_run_at_the_fp4_peak_only_where_the_gpu_has_one():
+    """An extend is compute-bound: its expert GEMMs run at B200's FP4 peak (faster than its
+    bf16-priced one), while on H200 (no FP4 tensor cores: dequantized to bf16) only the bytes
+    shrink. Attention projections of an mxfp4 checkpoint stay at the bf16 rate either way."""
+    arch, eff = load_model("gpt-oss-120b"), Efficiency()
+    assert load_gpu("H200").fp4_tflops is None
+    assert load_gpu("B200").peak_flops("mxfp4") == 2 * load_gpu("B200").peak_flops("fp8")
+    for gpu in ("H200", "B200"):
+        g = load_gpu(gpu)
+        fp4 = extend(arch, g, Parallel(tp=1, dtype="mxfp4"), eff, 8192, 4096)
+        bf16 = extend(arch, g, Parallel(tp=1, dtype="bf16"), eff, 8192, 4096)
+        assert fp4.linear_s == pytest.approx(bf16.linear_s)
+        if gpu == "B200":
+            assert fp4.experts_s < 0.3 * bf16.experts_s
+        else:
+            assert fp4.experts_s == pytest.approx(bf16.experts_s)
+
+
+@pytest.mark.parametrize(("quant", "fmt"), [
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}, "mxfp4"),
+    ({"quant_method": "modelopt_fp4"}, "nvfp4"), ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, None), ("mxfp4", "mxfp4"), ({"quant_method": "awq"}, None),
+])
+def test_a_4bit_checkpoint_is_read_from_its_quantization_config(quant, fmt):
+    cfg = {**shipped_models()["qwen3-30b-a3b"], "quantization_config": quant}
+    arch = from_hf_config(cfg, "q", "config.json")
+    assert arch.weight_format == fmt
+    if fmt:
+        full = weights_bytes(arch, Parallel(tp=1, dtype="bf16"))
+        four = weights_bytes(arch, Parallel(tp=1, dtype=fmt))
+        # nvfp4 also covers the attention and router linears, mxfp4 only the experts
+        assert four < full / 2.5
+        if fmt == "nvfp4":
+            assert four < weights_bytes(arch, Parallel(tp=1, dtype="mxfp4"))
+
+
+LLAMA_PROFILE_SHA256 = {
+    ("H200", 1, None): "731e6428c7eb393c9c59ee76fd0d1d6ce25c783266526069302b808e483ae3e9",
+    ("B200", 2, None): "72945d1ad20905b988f96e54f9bb7d1348f2218c1d4bbc7381313cb1523747ab",
+    ("H200", 1, "fp8"): "4a13a691ea1247c1e60f04755357180ae23200460a224af6ad86d65bbd06416b",
+    ("MI355X", 1, None): "7ab7851e8ce4852b1a921159e1b5ea340922de59363a8dcf2e6edd6404dd37a4",
+}
+"""SHA-256 of llama-3.1-8b's profile as written before 4-bit weights were priced, less the
+dated method line and the GPU's datasheet text (B200's and MI355X's now cite their FP4 peak)."""
+
+
+def _digest(d):
+    import hashlib
+
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+@pytest.mark.parametrize(("gpu", "tp", "dtype"), list(LLAMA_PROFILE_SHA256))
+def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
+    """Regression: every number and every other line of a bf16 or fp8 Llama profile is what it
+    was before, on GPUs with an FP4 peak (B200, MI355X) too: fp4_tflops is not written there."""
+    d = build_profile(load_model("llama-3.1-8b"), load_gpu(gpu), tp, dtype)
+    assert "fp4_tflops" not in d["analytic"]["gpu"] and "dtype" not in d["provenance"]
+    full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
+    for k in ("method", "gpu"):
+        d["provenance"].pop(k)
+    d["analytic"]["gpu"].pop("source")
+    assert _digest(d) == LLAMA_PROFILE_SHA256[gpu, tp, dtype]
+    if gpu == "H200":  # untouched datasheet text: byte for byte, the date aside
+        assert full == {None: "db362322571b60a3a7bf46cd3e55aecd01466cdb7237720c7f9ec1196fa5198f",
+                        "fp8": "a37cb0f020707690936e09687412d76d825e3144dec2892d1749664eddcce040"}[dtype]

@@ -16,7 +16,9 @@ class GpuSpec(BaseModel):
     """One GPU's datasheet figures (per GPU).
 
     ``bf16_tflops``/``fp8_tflops``: dense tensor peak, TFLOP/s (``fp8_tflops`` None: no fp8
-    tensor cores; fp8 weights then run at the bf16 rate). ``hbm_tbps``: memory bandwidth,
+    tensor cores; fp8 weights then run at the bf16 rate). ``fp4_tflops``: dense FP4 tensor
+    peak where the GPU multiplies 4-bit operands natively (None: 4-bit weights are dequantized
+    to bf16 in the kernel and run at the bf16 rate, as on Hopper). ``hbm_tbps``: memory bandwidth,
     TB/s. ``memory_mib``: the total the driver reports, which SGLang's memory heuristics read.
     ``link_gbps``: TP interconnect bandwidth per direction, GB/s. ``mesh_links``: on a
     fully connected point-to-point mesh (AMD Infinity Fabric: one xGMI link to each of 7
@@ -36,6 +38,7 @@ class GpuSpec(BaseModel):
     platform: Literal["cuda", "hip"]
     bf16_tflops: float = Field(gt=0)
     fp8_tflops: float | None = Field(None, gt=0)
+    fp4_tflops: float | None = Field(None, gt=0)
     hbm_tbps: float = Field(gt=0)
     memory_gb: float = Field(gt=0)
     memory_mib: float = Field(gt=0)
@@ -46,7 +49,9 @@ class GpuSpec(BaseModel):
     source: str
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense matmul peak in FLOP/s for ``dtype`` (bf16 or fp8)."""
+        """Dense matmul peak in FLOP/s for ``dtype`` (bf16, fp8, or a 4-bit format: mxfp4, nvfp4)."""
+        if dtype in ("mxfp4", "nvfp4") and self.fp4_tflops:
+            return self.fp4_tflops * 1e12
         tf = self.fp8_tflops if dtype == "fp8" and self.fp8_tflops else self.bf16_tflops
         return tf * 1e12
 

@@ -90,6 +90,9 @@ class ModelArch(BaseModel):
     swa_pool_layers: int | None = None
     fp8_native: bool = False
     fp8_routed_experts_only: bool = False
+    weight_format: str | None = None
+    """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`); None otherwise.
+    Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""
 
     @property
     def is_mla(self) -> bool:
@@ -241,9 +244,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
     fp8 = method in ("fp8", "mxfp8")
+    fp4 = fp4_format(quant)
     assumptions = _strings(cfg.get("assumptions"))
-    if method and not fp8:
-        # only bf16 and fp8 weights are priced (roofline.py weight_bytes_per_element)
+    if method and not fp8 and not fp4:
+        # only bf16, fp8 and 4-bit fp (mxfp4, nvfp4) weights are priced (roofline.py weight_bytes_per_element)
         assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
                            "(--dtype fp8 for an 8-bit estimate)")
     if num_experts and not _get(cfg, file, "num_experts_per_tok", default=0):
@@ -284,7 +288,28 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         swa_pool_layers=swa_pool_layers,
         fp8_native=fp8,
         fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
+        weight_format=fp4,
     )
+
+
+def fp4_format(quant: Any) -> str | None:
+    """The 4-bit floating-point format of a config.json ``quantization_config``, or None.
+
+    ``mxfp4``: ``quant_method: mxfp4`` (gpt-oss; SGLang 0.5.23 layers/quantization/mxfp4.py
+    ``Mxfp4Config``). ``nvfp4``: ``quant_method: modelopt_fp4``, or ``modelopt`` with
+    ``quant_algo: NVFP4`` (NVIDIA ModelOpt checkpoints; layers/quantization/modelopt_quant.py
+    ``ModelOptFp4Config``).
+    """
+    if isinstance(quant, str):
+        quant = {"quant_method": quant}
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "modelopt_fp4" or (method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4"):
+        return "nvfp4"
+    return None
 
 
 def load_model(name_or_path: str) -> ModelArch:

@@ -145,7 +145,8 @@ EFFICIENCY_SOURCES = {
 
 @dataclass(frozen=True)
 class Parallel:
-    """How the model is laid out: TP size and the GEMM dtype (``bf16`` or ``fp8``)."""
+    """How the model is laid out: TP size and the weight/GEMM dtype (``bf16``, ``fp8``, or a
+    4-bit format of :data:`FP4_BITS` on the modules it covers)."""
 
     tp: int = 1
     dtype: str = "bf16"
@@ -168,11 +169,39 @@ class ForwardCost:
         return self.linear_s + self.experts_s + self.attention_s + self.lm_head_s + self.allreduce_s + self.overhead_s
 
 
+FP4_BITS = {"mxfp4": 4.25, "nvfp4": 4.5}
+"""Bits per weight of the 4-bit formats, scales included. ``mxfp4``: an e2m1 value (4 bits,
+two packed per uint8) plus one e8m0 scale (8 bits) per 32 values along K: SGLang 0.5.23
+layers/quantization/mxfp4.py ``Mxfp4MoEMethod.create_weights`` (``w13_weight`` [E, 2I, H/2]
+uint8, ``w13_weight_scale`` [E, 2I, H/32] uint8, likewise ``w2``). ``nvfp4``: e2m1 plus one
+fp8 (e4m3) scale per 16 values (modelopt_quant.py ``ModelOptFp4Config``, group_size 16)."""
+FP4_LINEARS = {"mxfp4": False, "nvfp4": True}
+"""Whether the format covers the dense linears too, or only the routed experts.
+``mxfp4``: experts only: ``Mxfp4Config.get_quant_method`` gives a FusedMoE the mxfp4 method
+and every LinearBase the unquantized one (no quant method on CUDA, UnquantizedLinearMethod on
+HIP or when listed in ``modules_to_not_convert``), and gpt-oss builds its router with
+``quant_config=None`` (models/gpt_oss.py); embeddings and LM head stay bf16. ``nvfp4``:
+ModelOpt quantizes every LinearBase and FusedMoE not in its exclude list
+(``ModelOptFp4Config.get_quant_method``); the exclude list is not read here (attention is
+priced in 4 bits too) and embeddings and LM head stay bf16."""
+
+
+def gemm_dtype(dtype: str, routed: bool) -> str:
+    """The dtype whose tensor peak a GEMM runs at: a 4-bit format on the modules it covers
+    (:data:`FP4_LINEARS`), bf16 on the others."""
+    if dtype in FP4_BITS and not (routed or FP4_LINEARS[dtype]):
+        return "bf16"
+    return dtype
+
+
 def weight_bytes_per_element(arch: ModelArch, par: Parallel, routed: bool) -> float:
     """Bytes per weight: 1 for fp8 weights (``--dtype fp8``, or an fp8 checkpoint's routed
-    experts), else 2."""
+    experts), :data:`FP4_BITS` / 8 for a 4-bit format on the modules it covers
+    (:data:`FP4_LINEARS`), else 2."""
     if par.dtype == "fp8":
         return 1.0
+    if gemm_dtype(par.dtype, routed) in FP4_BITS:
+        return FP4_BITS[par.dtype] / 8
     if routed and arch.fp8_native and arch.fp8_routed_experts_only:
         return 1.0
     return BF16
@@ -304,7 +333,9 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     """
     tp = par.tp
     t = max(tokens, 1.0)
-    peak_mm = gpu.peak_flops(par.dtype) * eff.matmul
+    peak_mm = gpu.peak_flops(gemm_dtype(par.dtype, routed=False)) * eff.matmul
+    peak_experts = gpu.peak_flops(gemm_dtype(par.dtype, routed=True)) * eff.matmul
+    peak_lm = peak_mm if par.dtype not in FP4_BITS else gpu.peak_flops("bf16") * eff.matmul  # LM head stays bf16
     peak_attn = gpu.bf16_tflops * 1e12 * eff.attention
     bw = gpu.hbm_tbps * 1e12 * eff.hbm
     L, h = arch.num_layers, arch.hidden_size
@@ -323,7 +354,7 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
         active = e * (1 - (1 - k / e) ** t)
         ep = expert_params(arch, tp)
         ewb = weight_bytes_per_element(arch, par, routed=True)
-        experts_s = arch.moe_layers * max(2 * t * k * ep / peak_mm, ewb * active * ep / bw)
+        experts_s = arch.moe_layers * max(2 * t * k * ep / peak_experts, ewb * active * ep / bw)
 
     heads = arch.num_heads / tp
     eff_keys = kv_entries(arch, keys)
@@ -340,7 +371,7 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     attention_s = max(attn_flops / peak_attn, kv_bytes / kv_bw) + eff.kv_gather_passes * ctx_bytes / bw
 
     lm_params = arch.vocab_size * h / tp
-    lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_mm, BF16 * lm_params / bw)
+    lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_lm, BF16 * lm_params / bw)
     # the rows x vocab logits after the LM head: TP all-gather of the vocab shards, then the
     # full-vocab passes before sampling (SGLang layers/logits_processor.py _get_logits:
     # tensor-parallel all-gather, copy into a float32 buffer; layers/sampler.py: argmax, or

@@ -24,6 +24,8 @@ from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
 from specsched.sim.analytic.roofline import (
     EFFICIENCY_SOURCES,
+    FP4_BITS,
+    FP4_LINEARS,
     Efficiency,
     ForwardCost,
     Parallel,
@@ -93,7 +95,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         drafter: ``block`` (one draft forward over the window: DSpark/DFlash) or ``chain``
             (one token per draft forward: EAGLE/MTP; serial steps come from ``draft_step``).
         draft_layers: decoder layers of the assumed drafter.
-        dtype: ``bf16`` or ``fp8`` (default: fp8 for an fp8 checkpoint, else bf16).
+        dtype: ``bf16``, ``fp8``, ``mxfp4`` or ``nvfp4`` (default: the checkpoint's 4-bit
+            format, fp8 for an fp8 checkpoint, else bf16).
 
     Raises:
         ConfigError: a TP size that does not divide the heads, or a bad window/drafter.
@@ -103,7 +106,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         raise ConfigError("<command line>", "--window", window, "must be in 2..64")
     if drafter not in ("block", "chain"):
         raise ConfigError("<command line>", "--drafter", drafter, "allowed: block, chain")
-    dtype = dtype or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
+    dtype = dtype or arch.weight_format or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
     eff = eff or Efficiency()
     par = Parallel(tp=tp, dtype=dtype)
     draft = draft_arch(arch, draft_layers)
@@ -204,6 +207,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
         **host_prov,
+        **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
     }
     full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
     swa_hw: dict[str, Any] = {}
@@ -254,11 +258,24 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "analytic": {
-            "model": arch.model_dump(exclude={"swa_pool_layers"} if arch.swa_pool_layers is None else None),
-            "gpu": gpu.model_dump(), "tp": tp, "dtype": dtype,
+            "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
+            "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers, "efficiency": eff_d,
         },
     }
+
+
+def _fp4_provenance(dtype: str, gpu: GpuSpec) -> str:
+    """How a 4-bit format is priced (bytes by module, GEMM rate on ``gpu``)."""
+    covers = "every decoder linear and routed expert" if FP4_LINEARS[dtype] else "the routed experts only"
+    rate = (f"{gpu.name} multiplies FP4 natively: those GEMMs at its FP4 peak ({gpu.fp4_tflops:g} TFLOP/s)"
+            if gpu.fp4_tflops else
+            f"{gpu.name} has no FP4 tensor cores: the kernel dequantizes the 4-bit weights to bf16 and those "
+            f"GEMMs run at the bf16 peak ({gpu.bf16_tflops:g} TFLOP/s)")
+    return (f"{dtype} weights at {FP4_BITS[dtype]:g} bits each (4-bit values plus their block scales; "
+            f"roofline.FP4_BITS) on {covers} (roofline.FP4_LINEARS, SGLang 0.5.23 layers/quantization/"
+            f"{'mxfp4.py' if dtype == 'mxfp4' else 'modelopt_quant.py'}); other weights, activations and the KV cache "
+            f"bf16. {rate}; decode is bandwidth-bound, so the bytes matter first")
 
 
 def regenerate(profile: Profile, **efficiency: float) -> dict[str, Any]:
