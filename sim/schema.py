@@ -44,7 +44,7 @@ MIRRORS: dict[str, str] = {
     "workload.input_len.kind": "bench_serving --dataset-name random = uniform",
     "workload.output_len.kind": "bench_serving --dataset-name random = uniform",
     "server.sync_mode": "none (SGLang: host block on HIP, queued wait on CUDA)",
-    "acceptance.mean_accept_length": "bench_serving's reported accept length",
+    "acceptance.mean_accept_length": "bench_serving's reported accept length only with request_spread 0 (with a spread the reported figure comes out lower)",
 }
 """Keys that mirror something other than a same-named SGLang server argument."""
 
