@@ -55,7 +55,9 @@ class SpecAlgorithm(StrEnum):
     states), ``nextn``/``mtp`` (the model's own multi-token-prediction layer, SGLang's NEXTN),
     ``standalone`` (a separate small draft model run autoregressively). A draft tree
     (``speculative_eagle_topk`` > 1) is priced by its width (each draft step runs over batch x
-    topk tokens); its acceptance is the scenario's. ``none``: plain decode.
+    topk tokens); its acceptance is the scenario's, cut at ``speculative_num_steps + 1``
+    accepted tokens (the tree's depth + the bonus token: ``ServerArgs.accept_window``).
+    ``none``: plain decode.
     SGLang's NGRAM (no draft forward: a host-side n-gram lookup) is refused: no profile prices
     its lookup and every verify grid includes a draft forward.
     """
@@ -261,6 +263,14 @@ class ServerArgs(BaseModel):
             if steps > self.speculative_num_draft_tokens - 1:
                 raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
                                  f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
+            # SGLang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family: with topk 1
+            # (a chain, no tree) speculative_num_draft_tokens is reset to num_steps + 1, so a
+            # longer window would price verifies SGLang never runs and accept drafts never drawn
+            if (self.speculative_eagle_topk or 1) == 1 and steps + 1 != self.speculative_num_draft_tokens:
+                raise FieldError("server.speculative_num_draft_tokens", self.speculative_num_draft_tokens,
+                                 f"with speculative_eagle_topk 1 SGLang sets it to speculative_num_steps + 1 = "
+                                 f"{steps + 1} (one draft per step): set {steps + 1}, or speculative_eagle_topk > 1 "
+                                 "for a draft tree of that many nodes")
         return self
 
     def _refuse_small_swa_pool(self) -> None:
@@ -382,6 +392,25 @@ class ServerArgs(BaseModel):
     def spec_window(self) -> int:
         """Verify window (positions verified per request per cycle); 1 without spec."""
         return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
+
+    @property
+    def accept_window(self) -> int:
+        """Most tokens one verify can commit per request (accepted drafts + the bonus token);
+        1 without spec.
+
+        A block drafter proposes ``speculative_num_draft_tokens - 1`` drafts in a row: the
+        verify window. A chain drafter proposes one draft per serial step, so at most
+        ``speculative_num_steps + 1``, however wide its tree: with ``speculative_eagle_topk``
+        > 1 the verify scores ``speculative_num_draft_tokens`` tree nodes, but the accepted
+        path is one root-to-leaf branch of depth ``num_steps`` (SGLang 0.5.23
+        speculative/eagle_utils.py: ``verify_tree_greedy_func`` fills an accept_index of
+        width ``spec_steps + 1``). With topk 1 the two are equal (see ``_spec_window``).
+        """
+        if not self.speculative_algorithm.enabled:
+            return 1
+        if self.speculative_algorithm.is_block:
+            return self.speculative_num_draft_tokens
+        return min(self.speculative_num_draft_tokens, self.num_draft_forwards + 1)
 
     @property
     def swa_max_total_num_tokens(self) -> int:
