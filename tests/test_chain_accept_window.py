@@ -2,12 +2,11 @@
 per serial step plus the bonus token, however many tree nodes the verify scores (SGLang
 0.5.23 speculative/eagle_utils.py ``verify_tree_greedy_func``: accept_index of width
 spec_steps + 1). With ``speculative_eagle_topk`` 1 SGLang resets the window to
-steps + 1 (arg_groups/speculative_hook.py ``_handle_eagle_family``), so any other window is
-refused rather than priced and drawn as a longer chain."""
+steps + 1 (arg_groups/speculative_hook.py ``_handle_eagle_family``, with a warning) and
+runs, so any other window becomes steps + 1 here too, never priced and drawn as a longer chain."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.config import load_scenario, with_value
@@ -42,12 +41,19 @@ def test_a_wider_tree_of_the_same_depth_is_never_faster():
     assert tpot[0] <= tpot[1] <= tpot[2]
 
 
-def test_a_chain_window_other_than_steps_plus_one_is_refused():
-    with pytest.raises(ValueError, match="speculative_num_steps \\+ 1 = 4"):
-        ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=8, speculative_num_steps=3)
+@settings(max_examples=30, deadline=None)
+@given(steps=st.integers(1, 8), window=st.integers(1, 16), algo=st.sampled_from(["eagle", "EAGLE3", "nextn", "mtp"]))
+def test_a_chain_window_becomes_steps_plus_one(steps, window, algo):
+    """INV-CW1: without a tree, the verify window is num_steps + 1 whatever was stated."""
+    s = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=window, speculative_num_steps=steps)
+    assert s.spec_window == s.accept_window == steps + 1
+
+
+def test_a_tree_keeps_its_window_and_a_block_drafter_its_own():
     ok = ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=4, speculative_num_steps=3)
     assert ok.accept_window == 4
     tree = ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=8, speculative_num_steps=3,
                       speculative_eagle_topk=4)
     assert (tree.spec_window, tree.accept_window) == (8, 4)
     assert ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=6).accept_window == 6
+    assert ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=5).spec_window == 5
