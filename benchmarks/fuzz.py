@@ -95,8 +95,11 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
     n = draw(st.integers(1, 40))
     i_max = draw(st.integers(1, 1500))
     o_max = draw(st.integers(1, 150))
-    steps = draw(st.integers(1, window - 1)) if chain and draw(st.booleans()) else None
     topk = draw(st.integers(1, 8)) if chain and draw(st.integers(0, 3)) == 0 else None
+    # a chain (topk 1) has window - 1 steps (SGLang resets the window to steps + 1); a tree
+    # may be shallower than its node count
+    tree = (topk or 1) > 1
+    steps = (draw(st.integers(1, window - 1)) if tree else window - 1) if chain and draw(st.booleans()) else None
     # the KV pool: tight (one request fits with a little room: retraction) or loose; the
     # speculative reservation kept ahead of each request (sglang 0.5.23's top-up) included
     ahead = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=max(window, 2) if spec else 1,

@@ -25,11 +25,21 @@ class AcceptanceConfig(BaseModel):
     (cut when shorter; continued with ``rate_decay`` past the last one when longer), so a
     longer window adds ever less (sim/acceptance.py). Each request draws its own level: a
     shift of the per-position logits by ``request_spread`` x N(0, 1) (real prompts differ).
+
+    ``mean_accept_length`` is the population mean of the requests' own means. The figure a
+    server reports is verify-weighted: SGLang 0.5.23
+    managers/scheduler_components/metrics_reporter.py adds each verify batch's accepted
+    tokens and its ``bs`` rows (``spec_num_accept_tokens / spec_num_forward_ct``, served as
+    ``avg_spec_accept_length``, the accept length bench_serving prints), and a request that
+    accepts less needs more verifies for the same output. So with ``request_spread`` > 0
+    the run's reported accept length is below ``mean_accept_length`` (scenarios/batch8-ll:
+    3.34 set at spread 0.25, window 6, reports 3.24 on average over seeds 1-3; 3.0 at
+    spread 1 reports about 2.8); equal only at spread 0.
     """
 
     model_config = _STRICT
 
-    mean_accept_length: float | None = Field(None, ge=1.0, description="Mean accept length (committed tokens per request per verify, bonus token included).")
+    mean_accept_length: float | None = Field(None, ge=1.0, description="Mean accept length (committed tokens per request per verify, bonus token included) over the requests' own means. The accept length a server reports (SGLang avg_spec_accept_length: accepted tokens over verify rows, what bench_serving prints) weights each request by its verify count, so with request_spread > 0 it comes out lower: requests that accept less need more verifies.")
     per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(None, min_length=1, description="P(draft i accepted | drafts < i accepted), i = 1..window - 1.")
     histogram: list[Annotated[float, Field(ge=0.0)]] | None = Field(None, min_length=1, description="P(accept length = k), k = 1..len (<= window); sums to 1.")
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")

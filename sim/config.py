@@ -132,7 +132,7 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _acceptance_fits_window(self) -> Scenario:
         m = self.acceptance.mean_accept_length
-        w = self.server.spec_window
+        w = self.server.accept_window
         acc, spec = self.acceptance, self.server.speculative_algorithm.enabled
         d = acc.rate_decay
         if spec and m is None and acc.per_position_rates is None and acc.histogram is None:
@@ -145,6 +145,8 @@ class Scenario(BaseModel):
         if acc.window is not None:  # measured at acc.window: cut or continued to the run's window
             w, spec = acc.window, True
             what, whose = "acceptance.window", "the verify window it was measured at"
+        elif w < self.server.spec_window:  # a draft tree: its depth bounds the accepted path
+            what, whose = "speculative_num_steps + 1", "the draft tree's depth + 1"
         else:
             what, whose = "speculative_num_draft_tokens", "the verify window"
         if spec and acc.per_position_rates is not None and len(acc.per_position_rates) > w - 1:
@@ -159,8 +161,7 @@ class Scenario(BaseModel):
         if m is not None and spec and m > w:
             if acc.window is not None:
                 raise ValueError(f"acceptance.mean_accept_length {m} exceeds {whose}, acceptance.window = {w}")
-            raise ValueError(f"acceptance.mean_accept_length {m} exceeds the verify window "
-                             f"speculative_num_draft_tokens = {w}")
+            raise ValueError(f"acceptance.mean_accept_length {m} exceeds {whose}, {what} = {w}")
         return self
 
 

@@ -130,7 +130,7 @@ class SimEngine(Clients, EngineStretch):
         self.seed = scenario.seed if seed is None else seed
         # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
         self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
-        self.acceptance = AcceptanceModel(scenario.acceptance, scenario.server.spec_window, self.seed)
+        self.acceptance = AcceptanceModel(scenario.acceptance, scenario.server.accept_window, self.seed)
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)

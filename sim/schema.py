@@ -44,7 +44,7 @@ MIRRORS: dict[str, str] = {
     "workload.input_len.kind": "bench_serving --dataset-name random = uniform",
     "workload.output_len.kind": "bench_serving --dataset-name random = uniform",
     "server.sync_mode": "none (SGLang: host block on HIP, queued wait on CUDA)",
-    "acceptance.mean_accept_length": "bench_serving's reported accept length",
+    "acceptance.mean_accept_length": "bench_serving's reported accept length only with request_spread 0 (with a spread the reported figure comes out lower)",
 }
 """Keys that mirror something other than a same-named SGLang server argument."""
 
@@ -66,7 +66,7 @@ CROSS_FIELD: dict[str, str] = {
     "server.chunked_prefill_size": "-1 (off) or >= 1; >= page_size",
     "server.page_size": "<= max_total_num_tokens",
     "server.speculative_num_draft_tokens": ">= 2 when speculative_algorithm is not none",
-    "server.speculative_num_steps": "chain drafters only; <= speculative_num_draft_tokens - 1",
+    "server.speculative_num_steps": "chain drafters only; = speculative_num_draft_tokens - 1 with speculative_eagle_topk 1, else <=",
     "acceptance.mean_accept_length": "<= speculative_num_draft_tokens; one of the three sources",
     "acceptance.per_position_rates": "at most speculative_num_draft_tokens - 1 entries",
     "acceptance.histogram": "sums to 1 (within 0.001); at most speculative_num_draft_tokens entries",
@@ -241,7 +241,9 @@ it: the profile's `gpu.verify`). `eagle`, `eagle3` (EAGLE heads on the target's 
 `nextn`/`mtp` (the model's multi-token-prediction layer; SGLang's NEXTN) and `standalone` (a
 separate small draft model) are chain drafters: `speculative_num_steps` serial draft forwards
 (the first inside `gpu.verify`, the others priced by `gpu.draft_step`) then one verify; a draft
-tree (`speculative_eagle_topk` > 1) is priced by its width. `NGRAM` is refused: its draft is a
+tree (`speculative_eagle_topk` > 1) is priced by its width, and accepts at most
+`speculative_num_steps` + 1 tokens per verify (its depth + the bonus token) whatever its node
+count `speculative_num_draft_tokens`. `NGRAM` is refused: its draft is a
 host-side n-gram lookup that no profile prices.
 
 Workloads use bench_serving's semantics: `burst` sends every request at t=0, `closed_loop` keeps

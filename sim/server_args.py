@@ -45,6 +45,10 @@ class AdmissionDelay(StrEnum):
     demand_observed = "demand_observed"
 
 
+MAX_DRAFT_TOKENS = 64
+"""Largest verify window a scenario may state (``speculative_num_draft_tokens``)."""
+
+
 class SpecAlgorithm(StrEnum):
     """Speculative decoding, SGLang's ``--speculative-algorithm`` names in any case.
 
@@ -55,7 +59,9 @@ class SpecAlgorithm(StrEnum):
     states), ``nextn``/``mtp`` (the model's own multi-token-prediction layer, SGLang's NEXTN),
     ``standalone`` (a separate small draft model run autoregressively). A draft tree
     (``speculative_eagle_topk`` > 1) is priced by its width (each draft step runs over batch x
-    topk tokens); its acceptance is the scenario's. ``none``: plain decode.
+    topk tokens); its acceptance is the scenario's, cut at ``speculative_num_steps + 1``
+    accepted tokens (the tree's depth + the bonus token: ``ServerArgs.accept_window``).
+    ``none``: plain decode.
     SGLang's NGRAM (no draft forward: a host-side n-gram lookup) is refused: no profile prices
     its lookup and every verify grid includes a draft forward.
     """
@@ -136,8 +142,8 @@ class ServerArgs(BaseModel):
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
-    speculative_num_draft_tokens: int = Field(1, ge=1, le=64, description="Verify window per request (gamma + 1 positions).")
-    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1).")
+    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions).")
+    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     disable_decode_cuda_graph: bool = Field(False, description="Run every decode step and speculative cycle eagerly, at any batch size (SGLang's switch, arg_groups/cuda_graph_hook.py: decode backend disabled); the simulator then charges each the eager cost (sim/cost_model.py).")
@@ -176,6 +182,27 @@ class ServerArgs(BaseModel):
             if (isinstance(bs, list) and bs and all(isinstance(b, int) and not isinstance(b, bool) for b in bs)
                     and max(bs) >= 1):
                 data = {**data, "cuda_graph_max_bs": max(bs)}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chain_window_from_steps(cls, data: Any) -> Any:
+        """A chain drafter without a tree (``speculative_eagle_topk`` 1 or unset) verifies
+        ``speculative_num_steps + 1`` positions whatever ``speculative_num_draft_tokens``
+        says: sglang 0.5.23 arg_groups/speculative_hook.py ``_handle_eagle_family`` resets
+        the window to ``num_steps + 1`` when topk is 1 (with a logged warning) and runs. A
+        longer window would price verifies SGLang never runs and draw accepts from drafts
+        never made; a shorter one, refuse a server SGLang starts."""
+        if not isinstance(data, dict):
+            return data
+        steps, topk = data.get("speculative_num_steps"), data.get("speculative_eagle_topk")
+        try:
+            algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
+        except ValueError:
+            return data   # the field's own validator names the value
+        if (algo.enabled and not algo.is_block and isinstance(steps, int) and not isinstance(steps, bool)
+                and 1 <= steps < MAX_DRAFT_TOKENS and topk in (None, 1)):
+            data = {**data, "speculative_num_draft_tokens": steps + 1}
         return data
 
     @field_validator("speculative_algorithm", mode="before")
@@ -382,6 +409,25 @@ class ServerArgs(BaseModel):
     def spec_window(self) -> int:
         """Verify window (positions verified per request per cycle); 1 without spec."""
         return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
+
+    @property
+    def accept_window(self) -> int:
+        """Most tokens one verify can commit per request (accepted drafts + the bonus token);
+        1 without spec.
+
+        A block drafter proposes ``speculative_num_draft_tokens - 1`` drafts in a row: the
+        verify window. A chain drafter proposes one draft per serial step, so at most
+        ``speculative_num_steps + 1``, however wide its tree: with ``speculative_eagle_topk``
+        > 1 the verify scores ``speculative_num_draft_tokens`` tree nodes, but the accepted
+        path is one root-to-leaf branch of depth ``num_steps`` (SGLang 0.5.23
+        speculative/eagle_utils.py: ``verify_tree_greedy_func`` fills an accept_index of
+        width ``spec_steps + 1``). With topk 1 the two are equal (see ``_spec_window``).
+        """
+        if not self.speculative_algorithm.enabled:
+            return 1
+        if self.speculative_algorithm.is_block:
+            return self.speculative_num_draft_tokens
+        return min(self.speculative_num_draft_tokens, self.num_draft_forwards + 1)
 
     @property
     def swa_max_total_num_tokens(self) -> int:

@@ -1,0 +1,59 @@
+"""A chain drafter commits at most ``speculative_num_steps + 1`` tokens per verify: one draft
+per serial step plus the bonus token, however many tree nodes the verify scores (SGLang
+0.5.23 speculative/eagle_utils.py ``verify_tree_greedy_func``: accept_index of width
+spec_steps + 1). With ``speculative_eagle_topk`` 1 SGLang resets the window to
+steps + 1 (arg_groups/speculative_hook.py ``_handle_eagle_family``, with a warning) and
+runs, so any other window becomes steps + 1 here too, never priced and drawn as a longer chain."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import load_scenario, with_value
+from specsched.sim.engine import run_scenario
+from specsched.sim.server_args import ServerArgs
+
+from tests.conftest import ROOT
+
+
+def _eagle(steps: int, window: int, topk: int, rates: list[float]):
+    sc = load_scenario(ROOT / "scenarios" / "batch8-ll.yaml")
+    sc = sc.model_validate({**sc.model_dump(), "server": {
+        **sc.server.model_dump(), "speculative_algorithm": "eagle", "speculative_num_draft_tokens": window,
+        "speculative_num_steps": steps, "speculative_eagle_topk": topk},
+        "acceptance": {"per_position_rates": rates, "window": None}})
+    return with_value(sc, "workload.num_requests", 16)
+
+
+@settings(max_examples=12, deadline=None)
+@given(steps=st.integers(1, 4), extra=st.integers(1, 4), topk=st.integers(2, 4), p=st.floats(0.5, 0.95))
+def test_a_tree_never_accepts_deeper_than_its_steps(steps, extra, topk, p):
+    window = steps + 1 + extra
+    r = run_scenario(_eagle(steps, window, topk, [p]), seed=1)
+    per_verify = (r.requests["output_len"] - 1) / r.requests["spec_cycles"]
+    assert (per_verify <= steps + 1 + 1e-9).all()
+    assert r.summary["accept_length"] <= steps + 1
+
+
+def test_a_wider_tree_of_the_same_depth_is_never_faster():
+    """More nodes at the same depth: a wider verify for the same accepted path."""
+    tpot = [run_scenario(_eagle(3, w, 4, [0.8]), seed=1).summary["mean_tpot_ms"] for w in (4, 6, 8)]
+    assert tpot[0] <= tpot[1] <= tpot[2]
+
+
+@settings(max_examples=30, deadline=None)
+@given(steps=st.integers(1, 8), window=st.integers(1, 16), algo=st.sampled_from(["eagle", "EAGLE3", "nextn", "mtp"]))
+def test_a_chain_window_becomes_steps_plus_one(steps, window, algo):
+    """INV-CW1: without a tree, the verify window is num_steps + 1 whatever was stated."""
+    s = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=window, speculative_num_steps=steps)
+    assert s.spec_window == s.accept_window == steps + 1
+
+
+def test_a_tree_keeps_its_window_and_a_block_drafter_its_own():
+    ok = ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=4, speculative_num_steps=3)
+    assert ok.accept_window == 4
+    tree = ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=8, speculative_num_steps=3,
+                      speculative_eagle_topk=4)
+    assert (tree.spec_window, tree.accept_window) == (8, 4)
+    assert ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=6).accept_window == 6
+    assert ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=5).spec_window == 5
