@@ -708,3 +708,36 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     if gpu == "H200":  # untouched datasheet text: byte for byte, the date aside
         assert full == {None: "db362322571b60a3a7bf46cd3e55aecd01466cdb7237720c7f9ec1196fa5198f",
                         "fp8": "a37cb0f020707690936e09687412d76d825e3144dec2892d1749664eddcce040"}[dtype]
+
+
+@pytest.mark.parametrize(("model", "quant", "dtype", "said", "unsaid"), [
+    # an unpriced checkpoint format with --dtype given is priced in that format, not as bf16
+    ("llama-3.1-8b", {"quant_method": "gptq", "bits": 4}, "nvfp4", "weights priced as nvfp4", "priced as bf16"),
+    # mxfp4 quantizes routed experts only (SGLang Mxfp4Config.get_quant_method): a dense model stays bf16
+    ("llama-3.1-8b", None, "mxfp4", "every weight is priced as bf16", None),
+    ("gpt-oss-20b", None, "mxfp4", None, "not modelled"),
+])
+def test_a_dtype_note_says_how_the_weights_are_priced(tmp_path, capsys, model, quant, dtype, said, unsaid):
+    """--dtype nvfp4 on a gptq checkpoint said 'weights priced as bf16' while pricing nvfp4;
+    --dtype mxfp4 on a dense model wrote an 'mxfp4' profile priced as bf16 without a word."""
+    cfg = {**shipped_models()[model], "quantization_config": quant}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["profile", "--analytic", "--model", str(path), "--gpu", "H200", "--dtype", dtype,
+                 "--out", str(tmp_path / "p.yaml")]) == 0
+    err = capsys.readouterr().err
+    prov = load_profile(str(tmp_path / "p.yaml")).provenance["model"]
+    if said:
+        assert said in err and said in prov
+    if unsaid:
+        assert unsaid not in err and unsaid not in prov
+
+
+def test_the_no_pool_note_offers_fp8_only_to_bf16_weights(tmp_path, capsys):
+    """A 4-bit profile with no KV pool was told to try --dtype fp8, whose weights are larger."""
+    for dtype, fp8 in (("mxfp4", False), ("bf16", True)):
+        assert main(["profile", "--analytic", "--model", "gpt-oss-120b", "--gpu", "RTX5090", "--dtype", dtype,
+                     "--out", str(tmp_path / "p.yaml")]) == 0
+        err = capsys.readouterr().err
+        assert "leave no KV pool" in err
+        assert ("--dtype fp8" in err) is fp8

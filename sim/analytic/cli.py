@@ -77,6 +77,7 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     if attention not in ATTENTION_KERNELS:
         raise ConfigError("<command line>", "--attention", attention, f"allowed: {', '.join(ATTENTION_KERNELS)}")
     arch = load_model(args.model)
+    arch = _dtype_assumptions(arch, args.dtype)
     gpu = load_gpu(args.gpu)
     split, passes = ATTENTION_KERNELS[attention]
     if not split and gpu.sms is None:
@@ -108,6 +109,29 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dtype_assumptions(arch: Any, dtype: str | None) -> Any:
+    """The model's assumptions as the chosen ``--dtype`` prices it.
+
+    A checkpoint format the roofline does not price says "weights priced as bf16"; with
+    ``--dtype`` given the weights are priced in that format instead, and the note says so.
+    ``--dtype mxfp4`` on a model without routed experts quantizes nothing: SGLang 0.5.23's
+    ``Mxfp4Config.get_quant_method`` (layers/quantization/mxfp4.py) gives every
+    ``LinearBase`` the ``UnquantizedLinearMethod`` and only a ``FusedMoE`` the mxfp4 method,
+    so every weight stays bf16; the note says that rather than a silent "mxfp4" profile
+    priced as bf16.
+    """
+    if dtype is None:
+        return arch
+    notes = [a.replace("weights priced as bf16 (--dtype fp8 for an 8-bit estimate)",
+                       f"weights priced as {dtype} (--dtype {dtype})") if "not modelled" in a else a
+             for a in arch.assumptions]
+    if dtype == "mxfp4" and not arch.num_experts:
+        notes.append(f"--dtype mxfp4 is not modelled for {arch.name}'s weights: SGLang's mxfp4 quantizes routed "
+                     "experts only (layers/quantization/mxfp4.py Mxfp4Config.get_quant_method) and it has none, "
+                     "so every weight is priced as bf16 (--dtype nvfp4 or fp8 for its linears)")
+    return arch.model_copy(update={"assumptions": notes})
+
+
 def _warn_if_no_pool(d: dict[str, Any]) -> None:
     """A note on stderr when the weights leave no KV pool at SGLang's default settings for
     this GPU: SGLang would stop at start ("Not enough memory"), and ``run`` refuses such a
@@ -120,7 +144,8 @@ def _warn_if_no_pool(d: dict[str, Any]) -> None:
     mfs = mem_fraction_static(hw, chunk, 16384, graph)
     if kv_pool_tokens(hw, mfs) == 0:
         print(f"note: {hw.weight_bytes / 2**30:.1f} GiB of weights per rank leave no KV pool on one {hw.gpu} at "
-              f"mem_fraction_static {mfs}: SGLang would not start; use more TP ranks or --dtype fp8", file=sys.stderr)
+              f"mem_fraction_static {mfs}: SGLang would not start; use more TP ranks"
+              + (" or --dtype fp8" if d["analytic"]["dtype"] == "bf16" else ""), file=sys.stderr)
 
 
 def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None:
