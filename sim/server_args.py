@@ -285,6 +285,11 @@ class ServerArgs(BaseModel):
             if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:
                 raise FieldError("server.speculative_num_steps", steps, "only a chain drafter (eagle, eagle3, nextn, mtp, "
                                  f"standalone) has serial draft steps; remove it for {self.speculative_algorithm.value}")
+            if steps >= MAX_DRAFT_TOKENS and self.speculative_eagle_topk in (None, 1):
+                # the window would be reset to steps + 1 (_chain_window_from_steps), past its limit
+                raise FieldError("server.speculative_num_steps", steps, f"at most {MAX_DRAFT_TOKENS - 1}: with "
+                                 "speculative_eagle_topk 1 the verify window becomes num_steps + 1, and "
+                                 f"speculative_num_draft_tokens is at most {MAX_DRAFT_TOKENS}")
             if steps > self.speculative_num_draft_tokens - 1:
                 raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
                                  f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")

@@ -57,3 +57,14 @@ def test_a_tree_keeps_its_window_and_a_block_drafter_its_own():
     assert (tree.spec_window, tree.accept_window) == (8, 4)
     assert ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=6).accept_window == 6
     assert ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=5).spec_window == 5
+
+
+def test_steps_past_the_window_limit_name_the_limit_not_the_stated_window():
+    """steps 100 with topk 1 said 'at most speculative_num_draft_tokens - 1 = 5', though the
+    window follows the steps (it is reset to steps + 1); the limit is the window's, 64."""
+    import pytest
+
+    with pytest.raises(ValueError) as e:
+        ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=6, speculative_num_steps=100)
+    msg = str(e.value)
+    assert "at most 63" in msg and "= 5" not in msg
