@@ -378,7 +378,8 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
     runs alone set every factor, as the fit did before the prior existed.
 
     Raises:
-        ConfigError: a malformed entry, an SD not > 0, or a name not fitted.
+        ConfigError: a malformed entry, an SD not > 0, a name not fitted, or one given twice
+            (the last SD silently won).
     """
     if text is None or text == "none":
         return {}
@@ -398,6 +399,8 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
                               "standard deviation), 'default' or 'none'")
         if name not in params:
             raise ConfigError("<command line>", "--prior", item, f"{name!r} is not fitted; fitted: {', '.join(params)}")
+        if name in out:
+            raise ConfigError("<command line>", "--prior", text, f"{name!r} is given twice; one SD per fitted factor")
         out[name] = sd
     return out
 

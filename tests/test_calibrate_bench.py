@@ -151,7 +151,8 @@ def test_metric_noise_pools_the_spread_between_runs_at_one_load():
     assert noise["median_itl_ms"] == NOISE_FLOOR and "output_throughput" not in noise
 
 
-@pytest.mark.parametrize("text,needle", [("decode=0", "SD > 0"), ("decode=x", "SD > 0"), ("prefill=0.1", "not fitted")])
+@pytest.mark.parametrize("text,needle", [("decode=0", "SD > 0"), ("decode=x", "SD > 0"), ("prefill=0.1", "not fitted"),
+                                         ("decode=0.1,decode=0.2", "given twice")])
 def test_a_bad_prior_is_one_line(text, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_prior(text, ["decode", "host"])
