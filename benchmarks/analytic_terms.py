@@ -162,9 +162,25 @@ def count_within(df: pd.DataFrame, col: str, limits=(5.0, 10.0)) -> dict[str, li
     return out
 
 
+def read_repredict_csv(path: str) -> pd.DataFrame:
+    """A repredict_h200.py CSV, or ValueError naming the file and the columns it needs
+    (a YAML given by mistake gave pandas' 'Error tokenizing data' without the file)."""
+    need = ("cell", "arm", "metric", "measured", "old_error_pct", "new_error_pct")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a repredict_h200.py CSV ({type(e).__name__}); "
+                         f"columns needed: {', '.join(need)}") from None
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: not a repredict_h200.py CSV: no column {', '.join(missing)}; "
+                         f"columns needed: {', '.join(need)}")
+    return df
+
+
 def print_counts(paths: list[str], out=sys.stdout) -> None:
     for p in paths:
-        df = pd.read_csv(p)
+        df = read_repredict_csv(p)
         old, new = count_within(df, "old_error_pct"), count_within(df, "new_error_pct")
         print(f"\n{p}\n| metric | old: within 5 % | within 10 % | new: within 5 % | within 10 % | of | new median error |",
               file=out)
@@ -232,7 +248,7 @@ def _predict(profile: Profile, ob) -> float:
 def print_runs(paths: list[str], out=sys.stdout) -> None:
     """Per run (cell, arm): each metric's measured value and, per CSV, the new prediction's
     error (the first CSV's ``old`` error too: the profile the round was predicted with)."""
-    frames = [pd.read_csv(p) for p in paths]
+    frames = [read_repredict_csv(p) for p in paths]
     base = frames[0]
     short = {"median_ttft_ms": "TTFT med", "p90_ttft_ms": "TTFT p90", "median_tpot_ms": "TPOT",
              "median_itl_ms": "ITL", "output_throughput": "tok/s"}
@@ -261,6 +277,11 @@ def graft_host(measured_path: str, analytic_path: str, out: str) -> None:
 
     m = yaml.safe_load(Path(measured_path).read_text())
     d = yaml.safe_load(Path(analytic_path).read_text())
+    # the two in the wrong order wrote a measured profile with an analytic one's host terms
+    for path, doc, want in ((measured_path, m, False), (analytic_path, d, True)):
+        if not isinstance(doc, dict) or ("analytic" in doc) is not want:
+            raise ValueError(f"{path}: {'not an analytic profile' if want else 'an analytic profile'}: "
+                             "give the measured profile first, then the analytic one")
     d["host"] = m["host"]
     for k in ("eager_host_issue_s", "eager_spec_issue_s"):
         d["gpu"].pop(k, None)

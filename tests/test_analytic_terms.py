@@ -61,3 +61,27 @@ def test_counts_within_are_nested_and_bounded(errs):
     five, ten, n = at.count_within(df, "new_error_pct")["median_itl_ms"]
     assert five == sum(abs(e) <= 5 for e in errs) and ten == sum(abs(e) <= 10 for e in errs)
     assert five <= ten <= n == len(errs)
+
+
+def test_graft_host_refuses_the_profiles_in_the_wrong_order(tmp_path, analytic, capsys):
+    """graft-host ANALYTIC MEASURED wrote the measured profile with the analytic one's host
+    terms and exit 0; each slot is now checked for its kind."""
+    from specsched.sim.analytic.cli import write_analytic_profile
+
+    a = tmp_path / "a.yaml"
+    write_analytic_profile(analytic.model_dump(mode="json", exclude_none=True), a)
+    out = tmp_path / "g.yaml"
+    assert at.main(["graft-host", str(a), "profiles/h200-1b.yaml", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(a) in err and "measured profile first" in err and not out.exists()
+    assert at.main(["graft-host", "profiles/h200-1b.yaml", str(a), "--out", str(out)]) == 0
+
+
+@pytest.mark.parametrize("text", ["a: 1\nb: [1, 2, 3, 4]\nc: x,y,z,w\n", "cell,arm\nx,y\n", ""])
+def test_counts_of_a_file_that_is_not_a_repredict_csv_names_it(tmp_path, capsys, text):
+    p = tmp_path / "x.yaml"
+    p.write_text(text)
+    for cmd in ("counts", "runs"):
+        assert at.main([cmd, str(p)]) == 2
+        err = capsys.readouterr().err
+        assert str(p) in err and "repredict_h200.py CSV" in err and "tokenizing" not in err
