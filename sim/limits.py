@@ -212,7 +212,20 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
         raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
                           f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
-                          "('Not enough memory'); use more TP ranks (--tp) or fp8 weights (--dtype fp8)")
+                          "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
+
+
+def _narrower_dtype(scenario: Scenario) -> str:
+    """The no-pool refusal's second remedy: fp8 weights for a bf16 analytic profile only (an
+    fp8 or 4-bit profile's weights are already narrower than fp8's; a measured profile's
+    weights are the runtime's, which --dtype does not change)."""
+    from specsched.sim.profile import load_profile
+
+    try:
+        analytic = load_profile(scenario.profile, relative_to=scenario.path or None).analytic
+    except (ConfigError, OSError):
+        return ""
+    return " or fp8 weights (--dtype fp8)" if isinstance(analytic, dict) and analytic.get("dtype") == "bf16" else ""
 
 
 def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> None:

@@ -205,6 +205,18 @@ def test_weights_that_leave_no_kv_pool_are_refused(scenario_file, tmp_path, caps
              "hardware.weight_bytes", "Not enough memory")
 
 
+def test_the_no_pool_refusal_offers_fp8_only_to_bf16_weights(scenario_file, tmp_path, capsys):
+    """gpt-oss-120b mxfp4 on one RTX5090 was told to use fp8 weights, which are larger."""
+    for dtype, fp8 in (("mxfp4", False), ("bf16", True)):
+        prof = tmp_path / f"oss-{dtype}.yaml"
+        write_analytic_profile(build_profile(load_model("gpt-oss-120b"), load_gpu("RTX5090"), 1, dtype), prof)
+        _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set", f"profile={prof}"],
+                 "hardware.weight_bytes", "Not enough memory", *(["--dtype fp8"] if fp8 else []))
+        assert main(["run", str(scenario_file / "whatif.yaml"), "--set", f"profile={prof}", "--out",
+                     str(tmp_path / "o"), "--quiet"]) == 2
+        assert ("--dtype fp8" in capsys.readouterr().err) is fp8
+
+
 @pytest.mark.parametrize(("prompt", "output", "key"), [(50_000, 64, "workload.input_len"),
                                                        (40_900, 200, "workload.output_len")])
 def test_requests_longer_than_the_context_are_refused(scenario_file, tmp_path, capsys, prompt, output, key):
