@@ -216,7 +216,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     ``--max-evals`` are shared with ``--from``, analysis/calibrate_bench.py)."""
     c.add_argument("--write", action="store_true", help="write the fitted values into the profile and scenarios")
     c.add_argument("--report-only", action="store_true", help="only print predicted vs reference with the current files")
-    c.add_argument("--max-evals", type=positive_int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds)")
+    c.add_argument("--max-evals", type=positive_int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds); with --from, steps of the fit: each also runs one evaluation per fitted factor for its Jacobian, which the printed count includes")
     c.add_argument("--seeds", type=positive_int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
 
 
