@@ -267,6 +267,16 @@ class FitResult:
     residuals' scatter left at the solution, s^2 = sum(r^2) / (n - p), times (J^T J)^-1 with J
     the fit's Jacobian there; None when there are no more residuals than parameters."""
 
+    def weighting(self) -> str:
+        """How the fit weighed the runs against the profile, for the report and the fitted
+        profile's provenance: the prior's standard deviations and each metric's noise, or
+        ``no prior``."""
+        if not self.prior_sd:
+            return "no prior"
+        return ("prior (log-factor standard deviations) " + ", ".join(f"{k} {v:g}" for k, v in self.prior_sd.items())
+                + "; residuals divided by each metric's noise (log units) "
+                + ", ".join(f"{k} {v:.4f}" for k, v in self.noise.items()))
+
     def factor_se_pct(self) -> dict[str, float]:
         """Standard error of each factor, % (of the log factor: ~relative), from :attr:`cov`;
         empty without it. Large = the runs do not pin that parameter down."""
@@ -549,9 +559,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {', '.join(Path(f).name for f in files)}"
                               + (f" and server log {Path(log).name}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
-                              + (("prior (log-factor standard deviations) " + ", ".join(f"{k} {v:g}" for k, v in result.prior_sd.items())
-                                  + "; residuals divided by each metric's noise " + ", ".join(f"{k} {v:.4f}" for k, v in result.noise.items())
-                                  + "; ") if result.prior_sd else "no prior; ")
+                              + f"{result.weighting()}; "
                               + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
@@ -595,8 +603,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(format_fit_table(fit_table(cases, result, metrics)))
     se = result.factor_se_pct()
     if result.prior_sd:
-        print("prior (log-factor standard deviations): " + ", ".join(f"{k} {v:g}" for k, v in result.prior_sd.items())
-              + "; each metric's residuals divided by its noise: " + ", ".join(f"{k} {v:.4f}" for k, v in result.noise.items()))
+        print(result.weighting())
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
     if result.log_before is not None:

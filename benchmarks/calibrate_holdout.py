@@ -279,11 +279,8 @@ def main(argv: list[str] | None = None) -> int:
              f"held out the other {len(held_runs)}; parameters {', '.join(params)}; predictions are means over "
              f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
              f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
-             ("Prior (standard deviation of each log factor around the profile): "
-              + ", ".join(f"{k} {v:g}" for k, v in res.prior_sd.items())
-              + "; each metric's residuals divided by its noise (log units; the spread between runs at one "
-              "load, else its scatter at the profile): " + ", ".join(f"{k} {v:.4f}" for k, v in res.noise.items())
-              if res.prior_sd else "No prior (unregularised least squares on the log ratios)."), "",
+             f"Weighting: {res.weighting()} (a metric's noise is the spread between runs at one load, else its "
+             "scatter at the profile; no prior: unregularised least squares on the log ratios).", "",
              "Fitted factors: " + ", ".join(f"{k} x{v:.3f}" for k, v in res.factors.items())
              + (f" (the runs were made with {', '.join(f'{k} x{v:g}' for k, v in perturb.items())})" if a.make_synthetic else ""), "",
              "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error | "
