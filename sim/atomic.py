@@ -37,6 +37,13 @@ LOCK_SUFFIX = ".lock"
 JOURNAL_SUFFIX = ".journal"
 
 
+def is_path_component(name: str) -> bool:
+    """Whether ``name`` is one file or folder name: not empty, not ``.`` or ``..``, no ``/``,
+    ``\\`` or NUL. A name from a scenario or the command line that becomes part of an output
+    path must be one, or the write lands outside its folder (``name: ../../x``)."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
 def _fsync_path(path: Path, directory: bool = False) -> None:
     """Flush a file's (or a directory's entries') data to disk; best effort on platforms
     where a directory cannot be opened."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from specsched.sim.atomic import is_path_component
+
 
 def _int(text: str, low: int) -> int:
     try:
@@ -63,6 +65,6 @@ def file_name(text: str) -> str:
     Raises:
         argparse.ArgumentTypeError: a name that is not one path component (exit 2).
     """
-    if not text.strip() or text in (".", "..") or any(c in text for c in "/\\\0"):
+    if not text.strip() or not is_path_component(text):
         raise argparse.ArgumentTypeError(f"expected a file name (no / or \\, not . or ..), got {text!r}")
     return text

@@ -23,6 +23,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from specsched.sim.acceptance_config import HISTOGRAM_SUM_TOLERANCE, AcceptanceConfig
+from specsched.sim.atomic import is_path_component
 from specsched.sim.bundled import resolve_scenario_path
 from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.host_speed import HostConditions
@@ -109,7 +110,7 @@ class Scenario(BaseModel):
         one plain path component each. A name with a separator or ``..`` wrote outside
         results/ (``name: ../../x`` ran into ../x/base-seed1)."""
         for key, value in (("name", self.name), *((f"arms.{a}", a) for a in self.arms), ("arm", self.arm)):
-            if not value or value in (".", "..") or any(c in value for c in "/\\\0") or value != value.strip():
+            if not is_path_component(value) or value != value.strip():
                 raise FieldError(key, value, "must be a folder name (results/<name>/<arm>-seed<N>): not empty, "
                                  "no / or \\, not . or .., no leading or trailing spaces")
         return self
