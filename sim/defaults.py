@@ -105,8 +105,9 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
 
 
-SWA_FULL_TOKENS_RATIO = 0.8
-"""SGLang's default --swa-full-tokens-ratio (arg_groups/fields/schedule.py, ``fallback=0.8``)."""
+SWA_FULL_TOKENS_RATIO: float = ServerArgs.model_fields["swa_full_tokens_ratio"].default
+"""SGLang's default --swa-full-tokens-ratio (arg_groups/fields/schedule.py, ``fallback=0.8``): the
+server field's own default, so the pool sizes and the server agree."""
 
 
 def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> float | None:
