@@ -2,7 +2,10 @@
 
 The cells in scenarios/h200/ differ on the axes the cost model has (no speculation with
 Poisson arrivals, prompts longer than a chunk, a short window with low acceptance, a KV pool
-that retracts, batches above cuda_graph_max_bs, long contexts); here each is shrunk (tiny
+that retracts, batches above cuda_graph_max_bs, long contexts; and, never measured before
+round 18, Poisson arrivals with speculation, a long window with high acceptance, long-tailed
+lengths from a histogram file, short outputs at a fixed --max-concurrency, a standing queue
+with chunked prompts); here each is shrunk (tiny
 model, short prompts and outputs, a pool scaled with them) and run to completion by both
 engines. Where the decisions do not depend on time (bursts: every request is there at 0),
 both engines must make the same batch plans.
