@@ -388,6 +388,19 @@ def within_line(rows: list[dict]) -> tuple[int, int, str]:
     return within, len(t), per
 
 
+def new_cells_line(rows: list[dict]) -> str | None:
+    """The 5 % count split between the cells of :data:`NEW_CELLS` (never measured before round
+    18: the out-of-sample figure) and the others; None when ``rows`` has no new cell."""
+    new = [r for r in rows if r["cell"].split("@")[0] in NEW_CELLS]
+    if not new:
+        return None
+    old = [r for r in rows if r["cell"].split("@")[0] not in NEW_CELLS]
+    w, n, _ = within_line(new)
+    ow, on, _ = within_line(old)
+    return (f"Never measured before round 18 ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
+            f"**{w} of {n}** within 5 %; the other cells: **{ow} of {on}**")
+
+
 def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], failures: list[str],
                  skipped: list[str], conditioned: list[dict] | None = None) -> str:
     """summary.md: the command, the times, and per target metric how many figures are within
@@ -397,6 +410,8 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
              ", ".join(f"{k} {v:.0f} s" for k, v in times.items()), ""]
     within, n, per = within_line(rows)
     lines.append(f"Within 5 %: **{within} of {n}** figures ({per})")
+    if (split := new_cells_line(rows)) is not None:
+        lines += ["", split]
     lines += ["", "| cell | arm | " + " | ".join(TARGETS) + " |", "|---|---|" + "---|" * len(TARGETS)]
     for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in rows):
         errs = {r["metric"]: r["error_pct"] for r in rows if r["cell"] == cell and r["arm"] == arm}
@@ -416,6 +431,7 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
                   "microbenchmark-only prediction; a figure that meets 5 % only here missed because the host "
                   "changed speed, one that misses both is the model.", "",
                   f"Within 5 % conditioned: **{w} of {n}** figures ({per})", "",
+                  *([split, ""] if (split := new_cells_line(conditioned)) is not None else []),
                   "| cell | arm | host factor | " + " | ".join(TARGETS) + " |", "|---|---|---|" + "---|" * len(TARGETS)]
         for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in conditioned):
             rs = [r for r in conditioned if r["cell"] == cell and r["arm"] == arm]
