@@ -98,7 +98,8 @@ def parse_cells(text: str) -> list[str]:
 
 def verify_gaps(steps) -> tuple[float, float]:
     """(median wall per verify, median GPU idle between consecutive verifies) in ms, over
-    consecutive verify steps at the full batch."""
+    consecutive verify steps at the full batch; NaN where no two such steps follow each other
+    (an open-loop run whose batch moves with its arrivals)."""
     s = steps[steps["part"] == "main"].reset_index(drop=True)
     ver = (s["mode"] == "verify").to_numpy()
     full = s.loc[ver, "batch_size"].max()
@@ -107,6 +108,8 @@ def verify_gaps(steps) -> tuple[float, float]:
     start = s["gpu_start_s"].to_numpy()
     walls = np.diff(end)[ok]
     idle = (start[1:] - end[:-1])[ok]
+    if not walls.size:
+        return float("nan"), float("nan")
     return float(np.median(walls) * 1000), float(np.median(idle) * 1000)
 
 
@@ -241,7 +244,7 @@ class Validation:
             mw, mi = verify_gaps(meas.steps)
             pw, pi = verify_gaps(pred.steps)
             walls[job.arm] = (mw, mi, pw, pi)
-            line += f"; verify wall {mw:.3f} ms (pred {pw:.3f})"
+            line += f"; verify wall {mw:.3f} ms (pred {pw:.3f})".replace("nan", "n/a")
         print(f"{line}; syncs {meas.summary.get('host_syncs')}; rows peak {meas.summary.get('request_rows_peak')}"
               + cond_line, flush=True)
         return eng
