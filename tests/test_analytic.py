@@ -700,6 +700,9 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     was before, on GPUs with an FP4 peak (B200, MI355X) too: fp4_tflops is not written there."""
     d = build_profile(load_model("llama-3.1-8b"), load_gpu(gpu), tp, dtype)
     assert "fp4_tflops" not in d["analytic"]["gpu"] and "dtype" not in d["provenance"]
+    # added since: the draft grid's tokens per request and the sentence saying so (nothing else)
+    assert d["gpu"].pop("draft_step_tokens_per_request") == 6
+    d["provenance"]["gpu.draft_step"] = d["provenance"]["gpu.draft_step"].split("; gpu.draft_step_tokens_per_request")[0]
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)
@@ -741,3 +744,41 @@ def test_the_no_pool_note_offers_fp8_only_to_bf16_weights(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "leave no KV pool" in err
         assert ("--dtype fp8" in err) is fp8
+
+
+_CHAIN_L8 = None
+
+
+def _chain_l8() -> Profile:
+    global _CHAIN_L8
+    if _CHAIN_L8 is None:
+        _CHAIN_L8 = Profile.model_validate(build_profile(L8, load_gpu("H100"), 1, window=4, drafter="chain"))
+    return _CHAIN_L8
+
+
+@settings(max_examples=30, deadline=None)
+@given(bs=st.sampled_from([1, 8, 24, 64]), topk=st.integers(2, 8), extra=st.integers(0, 20))
+def test_a_draft_tree_reads_each_requests_kv_once_per_draft_forward(bs, topk, extra):
+    """INV-DK1: a chain drafter's draft forwards read each request's KV once, however many
+    tokens a request carries in them (topk branches per draft step: FA3's cascade draft
+    decode over the shared prefix; num_draft_tokens in the draft extend after verify: one
+    extend row per request, speculative/eagle_worker_v2.py _draft_extend_for_decode). So a
+    cycle grows with context exactly as a topk-1 chain of the same steps does: the verify's
+    context part is per request too. Before, the tree read it topk (and num_draft_tokens)
+    times over."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    p = _chain_l8()
+    steps = 3
+    ndt = min(64, steps + 1 + extra, steps * topk + 1)
+
+    def growth(k: int, n: int) -> float:
+        s = ServerArgs(speculative_algorithm="eagle3", speculative_num_steps=steps, speculative_eagle_topk=k,
+                       speculative_num_draft_tokens=n, cuda_graph_max_bs=256, max_total_num_tokens=10**6)
+        cm = CostModel(p, s, warn_to=None)
+        return cm.step_s(bs, 8000) - cm.step_s(bs, 1000)
+
+    chain = growth(1, steps + 1)
+    assert chain > 0
+    assert growth(topk, ndt) == pytest.approx(chain, rel=1e-6)

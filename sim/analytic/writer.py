@@ -175,7 +175,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.draft_step": (("one draft-model forward by its tokens x (batch x tokens per request): "
                             + (f"a block of {window} tokens per request, each request reading its context once "
                                "(roofline.draft_forward)" if drafter == "block" else
-                               "one token per request (a chain step), each reading its context once"))
+                               "one token per request (a chain step), each reading its context once")
+                            + "; gpu.draft_step_tokens_per_request says which, so a forward of other tokens per "
+                              "request (a topk-wide draft step, the draft extend over the verified window) is its "
+                              "token part at context 0 plus one KV read per request (sim/cost_model.py draft_s)")
                            if new_schema else
                            "one extra serial draft forward of one token per request (chain drafters)"),
         "gpu.eager_overhead_s": (f"GPU-bound eager extra: {kernels} kernels x {eff.eager_gpu_per_kernel_s * 1e6:.1f} us "
@@ -241,6 +244,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "verify": _grid(BATCHES, CONTEXTS, ver),
             **({"verify_window": window, "verify_includes_draft": False} if new_schema else {}),
             "draft_step": _grid(DRAFT_TOKENS if new_schema else BATCHES, CONTEXTS, draft_step),
+            **({"draft_step_tokens_per_request": window if drafter == "block" else 1}
+               if "draft_step_tokens_per_request" in GpuProfile.model_fields else {}),
             "decode": _grid(BATCHES, CONTEXTS, lambda b, c: dec(b, c).graph_s),
             **({"eager_overhead_s": float(f"{eager_overhead:.6e}"),
                 "eager_draft_overhead_s": float(f"{eager_draft_overhead:.6e}")} if new_schema else {}),
