@@ -782,3 +782,30 @@ def test_a_draft_tree_reads_each_requests_kv_once_per_draft_forward(bs, topk, ex
     chain = growth(1, steps + 1)
     assert chain > 0
     assert growth(topk, ndt) == pytest.approx(chain, rel=1e-6)
+
+
+def test_an_eagle3_head_computes_logits_over_its_own_draft_vocab():
+    """EAGLE-3 heads carry their own LM head of draft_vocab_size rows (SGLang 0.5.23
+    models/llama_eagle3.py ParallelLMHead(config.draft_vocab_size)): a batch-1 draft step
+    then reads (128256 - 32000) x 4096 bf16 weights fewer and makes as many fewer logits
+    (LOGIT_PASS_BYTES each), at the HBM rate; the head's rows count in the weights once;
+    regenerate keeps it; a head larger than the target's vocab is refused on one line."""
+    from specsched.sim.analytic.roofline import LOGIT_PASS_BYTES, Efficiency
+
+    h100 = load_gpu("H100")
+    full = build_profile(L8, h100, 1, window=4, drafter="chain")
+    own = build_profile(L8, h100, 1, window=4, drafter="chain", draft_vocab=32000)
+    cut = 128256 - 32000
+    bw = h100.hbm_tbps * 1e12 * Efficiency().hbm
+
+    def cell(d, x, c):
+        g = d["gpu"]["draft_step"]
+        return g["seconds"][g["x"].index(float(x))][g["context_len"].index(float(c))]
+
+    assert cell(full, 1, 1024) - cell(own, 1, 1024) == pytest.approx((2 * 4096 + LOGIT_PASS_BYTES) * cut / bw, rel=1e-3)
+    assert full["gpu"]["verify"] == own["gpu"]["verify"] and full["gpu"]["decode"] == own["gpu"]["decode"]
+    assert own["hardware"]["weight_bytes"] - full["hardware"]["weight_bytes"] == pytest.approx(32000 * 4096 * 2, abs=2)
+    again = regenerate(Profile.model_validate(own), matmul=0.7)
+    assert again["gpu"]["draft_step"] == own["gpu"]["draft_step"] and again["analytic"]["draft_vocab"] == 32000
+    with pytest.raises(ConfigError, match="--draft-vocab"):
+        build_profile(L8, h100, 1, drafter="chain", draft_vocab=200000)
