@@ -809,3 +809,30 @@ def test_an_eagle3_head_computes_logits_over_its_own_draft_vocab():
     assert again["gpu"]["draft_step"] == own["gpu"]["draft_step"] and again["analytic"]["draft_vocab"] == 32000
     with pytest.raises(ConfigError, match="--draft-vocab"):
         build_profile(L8, h100, 1, drafter="chain", draft_vocab=200000)
+
+
+def test_a_chain_drafters_prefill_runs_its_draft_extend_over_the_prompt(tmp_path):
+    """SGLang 0.5.23 runs the draft model over every prompt token after a chain drafter's
+    target prefill (speculative/eagle_worker_v2.py _forward_prefill_batch ->
+    _draft_extend_for_prefill), before the first token's results are read: a lone request's
+    TTFT grows by that forward (gpu.draft_inject at the prompt's tokens) over plain decoding's.
+    Before, only a block drafter's prefill paid its drafter's forward."""
+    import yaml
+    from specsched.sim.analytic.cli import write_analytic_profile
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+
+    prof = tmp_path / "l8.yaml"
+    write_analytic_profile(build_profile(L8, load_gpu("H100"), 1, window=4, drafter="chain"), prof)
+    ttft = {}
+    for algo in ("none", "eagle"):
+        server = {"speculative_algorithm": algo, "max_running_requests": 4}
+        if algo != "none":
+            server |= {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+        sc = {"name": algo, "profile": str(prof), "server": server, "acceptance": {"mean_accept_length": 2.0},
+              "workload": {"kind": "burst", "num_requests": 1, "input_len": {"kind": "fixed", "value": 4096},
+                           "output_len": {"kind": "fixed", "value": 4}}}
+        (tmp_path / f"{algo}.yaml").write_text(yaml.safe_dump(sc))
+        ttft[algo] = run_scenario(load_scenario(tmp_path / f"{algo}.yaml"), seed=1).summary["median_ttft_ms"] / 1e3
+    g = load_profile(str(prof)).gpu.draft_inject.interpolator()
+    assert ttft["eagle"] - ttft["none"] >= 0.9 * g(4096, 2048) > 0
