@@ -66,6 +66,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
+from specsched.sim.server_args import CHAIN_PARAM_KEYS
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -246,6 +247,12 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
             loc = e.errors()[0]["loc"]
             bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
             notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
+    algo = SpecAlgorithm(out.get("speculative_algorithm", "none"))
+    if algo.enabled and not algo.is_block and not any(k in out for k in CHAIN_PARAM_KEYS):
+        # a real server_info carries the resolved steps/topk/draft tokens; without them the
+        # line's accept length (below) decides the drafter and its window, or there is none
+        notes.append(f"server_info speculative_algorithm {out.pop('speculative_algorithm')!r} comes without its "
+                     "steps, topk or draft tokens: left out here (the line's accept length, if any, decides below)")
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")

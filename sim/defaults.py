@@ -55,6 +55,7 @@ from typing import Any
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
+from specsched.sim.server_args import CHAIN_PARAM_KEYS, auto_speculative_params
 
 SPEC_MAX_RUNNING_REQUESTS = 48
 """SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""
@@ -270,6 +271,13 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
     put("enable_overlap_schedule", True, "SGLang's default")
+    algo = server.speculative_algorithm
+    if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):
+        arch = hw.architecture
+        why = (f"SGLang's choice for {arch or 'a model of unknown architecture'} when no chain setting is given "
+               "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")
+        for key, value in zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, arch), strict=True):
+            put(key, value, why)
     if server.speculative_algorithm.is_block:
         put("admission_delay", AdmissionDelay.min_free_slots, "automatic for DSpark/DFlash in SGLang")
     return server.model_copy(update=vals), out
