@@ -62,6 +62,11 @@ metric and for the GPU-paced arms (stream_wait, both) apart from the rest.
 provenance by the current rule (the measured gap less the wake-up; profiles up to round 15
 subtracted the injection's preparation too, docs/measurements/h200-v15.md "burst66 TTFT").
 
+``--inject-prepare-from-provenance``: ``host.inject_prepare_s`` (the injection's preparation,
+which the inject launch after a slot-expansion block does not repeat) taken from the
+preparation medians of the profile's own ``host.slot_expansion_s`` provenance, for profiles
+made before the field existed (runtime.profile_fit.refit_inject_prepare).
+
 ``--launch-per-req-from-runs`` (with ``--measured-results``): an ESTIMATE, read from the runs,
 not a microbenchmark prediction. The profiler times the verify launch on rows past the
 largest grid context (8257 positions), each step reserving its own window, where its launch
@@ -99,7 +104,7 @@ from specsched.runtime.host_reference import (
     launch_speed_factor,
     term_references_from_provenance,
 )
-from specsched.runtime.profile_fit import refit_slot_expansion
+from specsched.runtime.profile_fit import refit_inject_prepare, refit_slot_expansion
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
@@ -286,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--launch-per-req-from-runs", action="store_true",
                     help="ESTIMATE host.launch_per_req_s from the runs' launch calls: scaled by the engine's call slope "
                          "over the profiler's stall-loop call slope (needs --measured-results; not a microbenchmark)")
+    ap.add_argument("--inject-prepare-from-provenance", action="store_true",
+                    help="set host.inject_prepare_s from the preparation medians of the profile's "
+                         "host.slot_expansion_s provenance (profiles made before the field existed)")
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
@@ -322,6 +330,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"host.slot_expansion_s refitted from the provenance: {profile.host.slot_expansion_s * 1e3:.3f} -> "
               f"{refit.host.slot_expansion_s * 1e3:.3f} ms")
+        profile = refit
+    if args.inject_prepare_from_provenance:
+        refit = refit_inject_prepare(profile)
+        if refit is None:
+            print(f"repredict_h200: --inject-prepare-from-provenance: {args.profile}: host.slot_expansion_s's "
+                  "provenance has no gap / preparation medians", file=sys.stderr)
+            return 2
+        print(f"host.inject_prepare_s from the provenance: {refit.host.inject_prepare_s * 1e3:.3f} ms")
         profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
     runs = []

@@ -53,6 +53,20 @@ class Provenance:
                     f"between points, end values outside; sim.cost_model.CostModel.idle_lead_s). [{env}]")
         return f"median of host.extend_idle_lead_by_tokens (which the simulator reads instead). {how}. [{env}]"
 
+    def _inject_prepare_text(self, env: str) -> str:
+        """Provenance of host.inject_prepare_s: the slot-expansion phase's preparation medians."""
+        pts = getattr(self, "slot_pts", [])
+        if not pts:
+            return f"0: not measured (no extend points). [{env}]"
+        return ("runtime.profile_gpu.GpuPhases._slot_expansion: host time (perf_counter) of "
+                "ModelRunner.prepare_inject(sync=False) with the GPU kept busy, the preparation that "
+                "host.launch_per_inject_s holds; median over the extend grid's tokens at prefix 0 "
+                "(runtime.profile_fit.inject_prepare_fit); medians (tokens: preparation): "
+                + ", ".join(f"{t}: {_ms(q)}" for t, _, q in pts)
+                + ". After a slot-expansion block the loop's inject launch reuses the batch prepared inside "
+                "the block (runtime/engine.py _host_block): the simulator issues it without this "
+                f"(sim.cost_model.CostModel.issue). [{env}]")
+
     def _slot_expansion_text(self, env: str) -> str:
         """Provenance of host.slot_expansion_s: method, per-token medians, repeats."""
         pts = getattr(self, "slot_pts", [])
@@ -63,8 +77,8 @@ class Provenance:
                 "timing event, prepare_inject(sync=True) (repeat_interleave without output_size: the first waits for "
                 "the extend to drain, the second is another device round trip), a timing event, inject; the events' "
                 "difference is the GPU idle gap between the extend's end and the injection's start. Then, GPU kept "
-                "busy, the host time of prepare_inject(sync=False) (the preparation, reported only: the loop "
-                "prepares inside the block and its inject launch reuses the batch). "
+                "busy, the host time of prepare_inject(sync=False) (the preparation, host.inject_prepare_s: the "
+                "loop prepares inside the block and its inject launch reuses the batch). "
                 "Value: median over the extend grid's tokens at prefix 0 of gap - host.sync_wakeup_s, "
                 f"clamped >= 0 (runtime.profile_fit.slot_expansion_fit), {self._reps_text('slot_expansion')} after "
                 f"{WARMUP} warm-ups; medians (tokens: gap / preparation): "
@@ -218,6 +232,7 @@ class Provenance:
                             for i, t in enumerate(self.ext_x))
                 + (" (CPU: inline, 0)" if not dev.is_gpu else "") + f". [{env}]"),
             "host.slot_expansion_s": self._slot_expansion_text(env),
+            "host.inject_prepare_s": self._inject_prepare_text(env),
             "host.inject_idle_lead_by_tokens": (
                 ("runtime.profile_gpu.GpuPhases._slot_expansion: a timing event after the inject of the loop's "
                  "slot-expansion sequence (extend, prepare_inject(sync=True), inject, from an idle stream) gives the "

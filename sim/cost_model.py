@@ -407,7 +407,7 @@ class CostModel:
             return g.eager_spec_issue_s + self.extra_draft_steps * g.eager_draft_overhead_s
         return g.eager_host_issue_s
 
-    def issue(self, plan: BatchPlan, part: str = "main") -> float:
+    def issue(self, plan: BatchPlan, part: str = "main", prepared: bool = False) -> float:
         """Host seconds to issue a forward's kernels one by one: an eager extend's (profile
         host.launch_per_extend_s and launch_per_extend_token_s; measured with the GPU kept
         busy, runtime/profile_fit.py) plus, for a decode/verify batch above
@@ -417,10 +417,14 @@ class CostModel:
         busy this long after the launch, and the forward cannot end before the issue does,
         since its kernels run as they are issued: an eager step's host time cannot overlap
         the loop's scheduling and result processing (the overlap scheduler hides them only
-        behind a graph replay; SGLang's eager fallback, cuda_graph_runner.py can_run)."""
+        behind a graph replay; SGLang's eager fallback, cuda_graph_runner.py can_run).
+        ``prepared``: the injection was prepared inside a slot-expansion block (the loop
+        keeps that batch: runtime/engine.py ``_host_block``), so its launch issues without
+        the preparation (host.inject_prepare_s, which launch_per_inject_s holds)."""
         if part != "main":
             h = self.h
-            return h.launch_per_inject_s + h.launch_per_inject_token_s * plan.num_extend_tokens
+            t = h.launch_per_inject_s + h.launch_per_inject_token_s * plan.num_extend_tokens
+            return max(0.0, t - h.inject_prepare_s) if prepared else t
         t = self.eager_issue_s(plan.batch_size - plan.num_extend)
         if plan.num_extend:
             h = self.h

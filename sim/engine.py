@@ -185,6 +185,7 @@ class SimEngine(Clients, EngineStretch):
         self._cross_queue_pending = False
         self._blocked_since_launch = 0.0
         self.host_blocked_s = 0.0
+        self._inject_prepared = False   # the next inject launch follows a slot-expansion block
         self._last_output: StepOutput | None = None
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
@@ -236,7 +237,9 @@ class SimEngine(Clients, EngineStretch):
         kernel issue of an eager forward (CostModel.issue) and the rest of a
         graph-replayed step's launch call (CostModel.launch_tail)."""
         now = self._t
-        issue = self.cost.issue(op.plan, op.part)
+        # an injection prepared inside the slot-expansion block issues without its preparation
+        issue = self.cost.issue(op.plan, op.part, self._inject_prepared)
+        self._inject_prepared = False
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
         start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
@@ -396,6 +399,10 @@ class SimEngine(Clients, EngineStretch):
                     solo = self._solo = solo and not self.all_done.triggered
             elif tp is HostBlock:
                 yield from self._block_until(op.handle.end, wake)
+                if op.reason == "slot_expansion":
+                    # the loop prepares the injection inside the block and its launch reuses
+                    # the batch (runtime/engine.py _host_block): CostModel.issue(prepared=True)
+                    self._inject_prepared = True
                 if op.reason == "slot_expansion" and slot_expansion > 0:
                     # the rest of the expansion after the extend drained: its second
                     # round trip and the injection batch's indices, GPU idle (profile

@@ -389,6 +389,17 @@ class HostProfile(BaseModel):
     less the wake-up (runtime/profile_gpu.py ``_slot_expansion``,
     runtime.profile_fit.slot_expansion_fit; profiles made up to round 15 also subtracted
     the injection's preparation: 0.1-0.3 ms where the loop idles 0.8-1.8 ms). 0: not measured.
+    inject_prepare_s: host seconds of the injection's preparation (``prepare_inject`` with
+        the host-known total: per-token positions and slots) held inside
+        launch_per_inject_s, which the profiler times as preparation + injection. With
+        ``server.prefill_slot_expansion_sync`` the loop prepares the injection inside the
+        slot-expansion block (``prepare_inject(sync=True)``; runtime/engine.py
+        ``_host_block`` keeps the batch and the inject launch reuses it; the gap it leaves
+        is slot_expansion_s), so the injection's launch issues launch_per_inject_s less
+        this (sim.cost_model.CostModel.issue). Measured with the GPU kept busy in the
+        profiler's slot-expansion phase (runtime/profile_gpu.py ``_slot_expansion``; the
+        median over the extend grid's tokens, runtime.profile_fit.inject_prepare_fit).
+        0: not measured (the launch pays all of launch_per_inject_s).
     inject_idle_lead_by_tokens: seconds a block drafter's injection launched onto an idle
         stream (after a slot-expansion block: the extend has drained) takes beyond its
         device time, by extend tokens: its first kernels trail the host's issue, as an
@@ -435,6 +446,7 @@ class HostProfile(BaseModel):
     extend_idle_lead_by_tokens: LeadTable | None = None
     cross_queue_penalty_s: Seconds = 0.0
     slot_expansion_s: Seconds = 0.0
+    inject_prepare_s: Seconds = 0.0
     inject_idle_lead_by_tokens: LeadTable | None = None
     reference_work_s: Seconds | None = None
     reference_work_by_term: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]] | None = None

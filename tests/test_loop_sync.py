@@ -223,3 +223,53 @@ def test_the_publish_after_a_dspark_prefill_is_the_target_forward(slot_sync):
         # wake 0.05, then the injection is queued (0.1 ms on the GPU), schedule 0.1, launch
         # 0.2: the publish (the extend's end) is long past, no second wake-up
         assert ver == pytest.approx(ext_end + 0.05 + 0.1 + 0.2, abs=1e-9)
+
+
+def _inject_spans(slot_sync: bool, sync_mode: str = "host_block", **host) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: its injection's GPU span (ms) and its TTFT (ms)."""
+    sc = make_scenario({"sync_mode": sync_mode, "prefill_slot_expansion_sync": slot_sync},
+                       {"kind": "closed_loop", "concurrency": 1, "num_requests": 3,
+                        "output_len": {"kind": "fixed", "value": 30}})
+    res = SimEngine(sc, tiny_profile(**host)).run()
+    s = res.steps
+    inj = s[s["part"] == "inject"]
+    return (inj["gpu_end_s"] - inj["gpu_start_s"]).to_numpy() * 1e3, res.requests["ttft_s"].to_numpy() * 1e3
+
+
+@pytest.mark.parametrize("sync_mode", ["host_block", "stream_wait"])
+def test_injection_prepared_in_the_slot_expansion_block_is_not_prepared_again(sync_mode):
+    """host.inject_prepare_s: the loop prepares the injection inside the slot-expansion block
+    (runtime/engine.py _host_block keeps the prepare_inject(sync=True) batch; the inject
+    launch reuses it), so that launch issues host.launch_per_inject_s less the preparation,
+    which slot_expansion_s already holds (H200 round 18, sharegpt-lengths: the loop's inject
+    launch call 0.94 ms after the block, 1.60 ms without it). An issue-bound injection
+    (10 ms issue) ends the preparation sooner; every first token comes that much sooner."""
+    host = {"launch_per_inject_s": 10e-3, "slot_expansion_s": 1e-3}
+    s0, t0 = _inject_spans(True, sync_mode, **host)
+    s1, t1 = _inject_spans(True, sync_mode, inject_prepare_s=0.8e-3, **host)
+    assert s0 == pytest.approx([10.0] * 3, abs=1e-9)
+    assert s1 == pytest.approx(s0 - 0.8, abs=1e-9)
+    assert t1 == pytest.approx(t0 - 0.8, abs=1e-9)
+
+
+def test_injection_without_the_block_pays_its_preparation():
+    """Without the slot-expansion sync the inject launch prepares the batch itself
+    (prepare_inject(sync=False) inside the launch): inject_prepare_s changes nothing."""
+    host = {"launch_per_inject_s": 10e-3}
+    s0, t0 = _inject_spans(False, **host)
+    s1, t1 = _inject_spans(False, inject_prepare_s=0.8e-3, **host)
+    assert np.array_equal(s0, s1) and np.array_equal(t0, t1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(prep_ms=st.floats(0.0, 4.0), issue_ms=st.floats(0.0, 3.0), n=st.integers(1, 5), seed=st.integers(1, 50))
+def test_inject_issue_after_a_block_is_the_launch_less_the_preparation_never_negative(prep_ms, issue_ms, n, seed):
+    """Invariant: after a slot-expansion block the injection's issue is
+    max(0, launch_per_inject_s - inject_prepare_s): no injection ends earlier than its launch's
+    device work allows, and a preparation longer than the whole launch takes nothing more."""
+    wl = {"kind": "closed_loop", "concurrency": 2, "num_requests": n, "output_len": {"kind": "fixed", "value": 10}}
+    sc = make_scenario({"sync_mode": "host_block", "prefill_slot_expansion_sync": True}, wl, seed=seed)
+    a = SimEngine(sc, tiny_profile(launch_per_inject_s=issue_ms / 1e3, inject_prepare_s=prep_ms / 1e3)).run()
+    b = SimEngine(sc, tiny_profile(launch_per_inject_s=max(0.0, issue_ms - prep_ms) / 1e3)).run()
+    assert np.allclose(a.steps["gpu_end_s"], b.steps["gpu_end_s"], rtol=0, atol=1e-12)
+    assert (a.requests["ttft_s"].to_numpy() > 0).all()

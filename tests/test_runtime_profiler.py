@@ -266,7 +266,7 @@ def test_slot_expansion_is_timed_as_the_loop_runs_it(prof: dict) -> None:
     """host.slot_expansion_s is measured (extend, prepare_inject(sync=True), inject at every
     prefix-0 grid size), >= 0, and its provenance gives the per-size gap and preparation."""
     h, prov = prof["host"], prof["provenance"]["host.slot_expansion_s"]
-    assert h["slot_expansion_s"] >= 0
+    assert h["slot_expansion_s"] >= 0 and h["inject_prepare_s"] >= 0
     assert "prepare_inject(sync=True)" in prov and "sync=False" in prov
     for t in ARGS["extend_tokens"]:
         assert f"{t}: " in prov.split("medians (tokens: gap / preparation): ")[1]
@@ -284,3 +284,33 @@ def test_slot_expansion_fit_invariants(pts: list[tuple[int, float, float]], wake
     assert 0.0 <= s <= max(g for _, g, _ in pts) + 1e-15
     assert slot_expansion_fit([(t, g + more, p) for t, g, p in pts], wake) >= s - 1e-15
     assert slot_expansion_fit([], wake) == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(pts=st.lists(st.tuples(st.integers(1, 10_000), st.floats(0, 5e-3), st.floats(-1e-4, 2e-3)), min_size=1, max_size=6))
+def test_inject_prepare_fit_is_the_median_preparation(pts: list[tuple[int, float, float]]) -> None:
+    """runtime.profile_fit.inject_prepare_fit: the median preparation (negatives read as 0),
+    between the smallest and largest, 0 without points; the gap does not enter it."""
+    from specsched.runtime.profile_fit import inject_prepare_fit
+
+    s = inject_prepare_fit(pts)
+    preps = [max(0.0, p) for _, _, p in pts]
+    assert min(preps) - 1e-15 <= s <= max(preps) + 1e-15
+    assert inject_prepare_fit([(t, 2 * g + 1e-3, p) for t, g, p in pts]) == s
+    assert inject_prepare_fit([]) == 0.0
+
+
+def test_inject_prepare_from_an_older_profiles_provenance() -> None:
+    """A profile made before host.inject_prepare_s existed (H200 round 18) gets it from its
+    own slot-expansion provenance (preparations 0.8858, 0.9115, 0.6646, 0.7657, 1.141 ms:
+    median 0.8858 ms), with host.slot_expansion_s's per-term reference; nothing else moves."""
+    from specsched.runtime.profile_fit import refit_inject_prepare
+
+    old = load_profile(Path(__file__).resolve().parents[1] / "docs/measurements/h200-v18/h200-1b.yaml")
+    assert old.host.inject_prepare_s == 0.0
+    new = refit_inject_prepare(old)
+    assert new.host.inject_prepare_s == pytest.approx(0.8858e-3)
+    by = new.host.reference_work_by_term
+    assert by["host.inject_prepare_s"] == by["host.slot_expansion_s"]
+    a, b = old.host.model_dump(), new.host.model_dump()
+    assert {k for k in a if a[k] != b[k]} == {"inject_prepare_s", "reference_work_by_term"}
