@@ -227,6 +227,7 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if not isinstance(info, dict):
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}
+    info = _server_level_dp(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
         v = info.get(k)
@@ -249,11 +250,46 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    own = ("disable_overlap_schedule", "specsched")   # read above; specsched's own provenance (sim/bench_serving.py)
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size")   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
     return out
+
+
+def _server_level_dp(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """A DP-attention server's /server_info as the launch arguments the scenario takes.
+
+    SGLang reports its server arguments after its own adjustments: with DP attention over N
+    ranks ``chunked_prefill_size`` is already the rank's (divided by N) and
+    ``schedule_conservativeness`` already x 0.3 (0.4.x-0.5.x ``ServerArgs.__post_init__``;
+    0.5.23 arg_groups/parallel_hook.py ``handle_data_parallelism``, whose resolved values
+    ``ServerArgs.resolved_dict`` reports). 0.5.23 also moves the width from ``dp_size`` to
+    ``attn_dp_size`` (``handle_deprecated_dp_attention``: ``dp_size`` 1 there). The scenario
+    states the server's values and the simulator divides them per rank
+    (sim/dp_attention.py ``rank_server_args``), so they are taken back to the server's;
+    read as written, an N-rank server was simulated as one rank, or with chunks N times too
+    small. specsched's own lines hold the scenario's values and are read as written."""
+    if "specsched" in info or not info.get("enable_dp_attention"):
+        return info
+    n = info.get("attn_dp_size") if isinstance(info.get("attn_dp_size"), int) and info["attn_dp_size"] > 1 \
+        else info.get("dp_size")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        return info
+    from specsched.sim.dp_attention import DP_CONSERVATIVENESS
+
+    info = {**info, "dp_size": n}
+    said = [f"dp_size {n} (the attention-DP width)"]
+    c = info.get("chunked_prefill_size")
+    if isinstance(c, int) and not isinstance(c, bool) and c > 0:
+        info["chunked_prefill_size"] = c * n
+        said.append(f"chunked_prefill_size {c} x {n} = {c * n} (server_info holds the rank's)")
+    sc = info.get("schedule_conservativeness")
+    if isinstance(sc, (int, float)) and not isinstance(sc, bool) and sc > 0:
+        info["schedule_conservativeness"] = round(sc / DP_CONSERVATIVENESS, 12)
+        said.append(f"schedule_conservativeness {sc:g} / {DP_CONSERVATIVENESS:g} (server_info holds the DP-scaled value)")
+    notes.append("server: DP attention: " + "; ".join(said))
+    return info
 
 
 # SGLang 0.5.23 srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params: the

@@ -244,3 +244,35 @@ def test_server_info_keys_the_model_does_not_use_are_named():
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
     (note,) = [a for a in sc["assumptions"] if "left out" in a and "mem_fraction_static" in a]
     assert "tp_size" in note and "model_path" not in note   # unset keys are not "dropped"
+
+
+@pytest.mark.parametrize(("version", "width"), [
+    # 0.4.x-0.5.x: ServerArgs.__post_init__ divides the chunk and scales the conservativeness
+    ("0.4.6", {"dp_size": 4}),
+    # 0.5.23: handle_deprecated_dp_attention moves the width to attn_dp_size (dp_size 1), and
+    # resolved_dict reports enable_dp_attention true and the resolved (divided) values
+    ("0.5.23", {"dp_size": 1, "attn_dp_size": 4}),
+])
+def test_a_dp_attention_server_info_gives_the_server_values_not_the_ranks(version, width):
+    """/server_info reports a DP-attention server's arguments after SGLang's adjustment:
+    chunked_prefill_size already the rank's (8192 // 4 = 2048), schedule_conservativeness
+    already x 0.3. The scenario used them as the server's, so the simulator divided again
+    (512-token chunks) and scaled again (0.09); 0.5.23's dp_size 1 made a 4-rank server one
+    rank. A specsched line's server_info is the scenario's own and is read as written."""
+    from specsched.sim.dp_attention import rank_server_args
+    from specsched.sim.server_args import ServerArgs
+
+    info = {**LINE["server_info"], "speculative_algorithm": None, "enable_dp_attention": True,
+            "chunked_prefill_size": 2048, "schedule_conservativeness": 0.3, "max_running_requests": 64, **width}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    srv = sc["server"]
+    assert (srv["enable_dp_attention"], srv["dp_size"], srv["chunked_prefill_size"]) == (True, 4, 8192)
+    assert srv["schedule_conservativeness"] == pytest.approx(1.0)
+    rank = rank_server_args(ServerArgs.model_validate(srv))
+    assert (rank.chunked_prefill_size, rank.max_running_requests) == (2048, 16)
+    assert rank.schedule_conservativeness == pytest.approx(0.3)
+    assert any("DP attention" in a for a in sc["assumptions"]), version
+    own = {**info, "dp_size": 4, "chunked_prefill_size": 8192, "schedule_conservativeness": 1.0,
+           "specsched": {"scenario": "x"}}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": own}, "f:1"), "h200-1b")
+    assert (sc["server"]["dp_size"], sc["server"]["chunked_prefill_size"]) == (4, 8192)
