@@ -66,6 +66,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
+from specsched.sim.server_args import CHAIN_AUTO_PARAMS
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -239,6 +240,14 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
                 notes.append(f"server_info speculative_algorithm {v!r} has no modelled drafter here: left out")
                 continue
         out[k] = v
+    algo = SpecAlgorithm(out.get("speculative_algorithm", "none"))
+    if algo.enabled and not algo.is_block and not (set(CHAIN_AUTO_PARAMS) & out.keys()):
+        # a chain drafter without its steps or window: the accept length, if the line has
+        # one, brings an assumed drafter of that kind (_assumed_drafter); SGLang's automatic
+        # choice (ServerArgs) would need an acceptance the line may not have
+        notes.append(f"server_info speculative_algorithm = {info.get('speculative_algorithm')!r} without "
+                     "speculative_num_steps, speculative_eagle_topk or speculative_num_draft_tokens: left out")
+        out.pop("speculative_algorithm")
     while out:   # drop what the model cannot use, one key at a time, saying which
         try:
             ServerArgs.model_validate(out)

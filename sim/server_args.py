@@ -116,6 +116,17 @@ def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
     return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
 
 
+CHAIN_AUTO_PARAMS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+"""What SGLang 0.5.23 gives a chain drafter (EAGLE, EAGLE3, NEXTN/MTP, STANDALONE) launched
+with none of --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens:
+arg_groups/speculative_hook.py ``_auto_choose_speculative_params``, (3, 1, 4) for most
+architectures; :data:`CHAIN_AUTO_PARAMS_BY_ARCH` lists the others."""
+CHAIN_AUTO_PARAMS_BY_ARCH = {a: {"speculative_num_steps": 5, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}
+                             for a in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")}
+"""The architectures ``_auto_choose_speculative_params`` gives (5, 4, 8) (STANDALONE excepted:
+always (3, 1, 4))."""
+
+
 class ServerArgs(BaseModel):
     """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
 
@@ -142,7 +153,7 @@ class ServerArgs(BaseModel):
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
-    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions).")
+    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions). A chain drafter given with none of this, speculative_num_steps and speculative_eagle_topk gets SGLang's automatic choice: 3 steps, topk 1, 4 tokens (5, 4, 8 on Llama and Grok architectures; arg_groups/speculative_hook.py _auto_choose_speculative_params).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
@@ -259,6 +270,14 @@ class ServerArgs(BaseModel):
 
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
+        algo = self.speculative_algorithm
+        if algo.enabled and not algo.is_block and not (set(CHAIN_AUTO_PARAMS) & self.model_fields_set):
+            # a chain drafter named alone: SGLang picks its steps, topk and window
+            # (arg_groups/speculative_hook.py _handle_eagle_family -> _auto_choose_speculative_params);
+            # set beside the given fields, so the hardware defaults may still refine them by
+            # architecture (sim/defaults.py resolve_server)
+            for k, v in CHAIN_AUTO_PARAMS.items():
+                object.__setattr__(self, k, v)
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
             raise ValueError("speculative_num_draft_tokens must be >= 2 when speculative decoding is on")
         if self.page_size > self.max_total_num_tokens:

@@ -137,3 +137,22 @@ def test_an_unknown_device_keeps_the_scenario_as_written():
     sc = make_scenario()
     out, filled = apply_hardware_defaults(sc, profile=tiny_profile())  # device "synthetic"
     assert filled == [] and out.server == sc.server
+
+
+@pytest.mark.parametrize(("model", "server", "want"), [
+    ("llama-3.1-8b", "speculative_algorithm: EAGLE", (5, 4, 8)),       # LlamaForCausalLM
+    ("qwen3-30b-a3b", "speculative_algorithm: eagle3", (3, 1, 4)),     # every other architecture
+    ("llama-3.1-8b", "speculative_algorithm: standalone", (3, 1, 4)),  # STANDALONE: always
+    ("llama-3.1-8b", "speculative_algorithm: eagle, speculative_num_steps: 2", (2, None, 3)),  # given: as written
+])
+def test_a_chain_drafter_named_alone_gets_sglangs_automatic_parameters(tmp_path, model, server, want):
+    """SGLang launched with only --speculative-algorithm EAGLE picks steps, topk and window
+    itself (arg_groups/speculative_hook.py _auto_choose_speculative_params: (5, 4, 8) for
+    Llama, (3, 1, 4) otherwise and for STANDALONE). The scenario was refused
+    ('speculative_num_draft_tokens must be >= 2'), naming no key."""
+    s = load_scenario(_scenario(tmp_path, model, "H200", 1, server)).server
+    assert (s.speculative_num_steps, s.speculative_eagle_topk, s.speculative_num_draft_tokens) == want
+    from specsched.sim.server_args import ServerArgs
+
+    bare = ServerArgs.model_validate({"speculative_algorithm": "eagle"})   # no hardware: SGLang's generic choice
+    assert (bare.speculative_num_steps, bare.speculative_eagle_topk, bare.speculative_num_draft_tokens) == (3, 1, 4)
