@@ -224,7 +224,17 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
 def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     info = run.extra.get("server_info")
     if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        n_p = len(info["prefill"]) if isinstance(info.get("prefill"), list) else "?"
+        notes.append(f"server: the run was prefill-decode disaggregated ({n_p} prefill and {len(info['decode'])} "
+                     "decode servers in server_info): the scenario is one colocated server with the decode "
+                     "server's arguments; state the layout under server.disaggregation (docs/disaggregation.md)")
         info = info["decode"][0]   # PD disaggregation: the decode server (as bench_serving reads it)
+    if isinstance(info, dict) and info.get("disaggregation_mode") not in (None, "null"):
+        # a role is the layout's (server.disaggregation), not a colocated scenario's
+        if not notes or "disaggregated" not in notes[-1]:
+            notes.append(f"server_info disaggregation_mode = {info['disaggregation_mode']!r} left out: the scenario "
+                         "is one colocated server; state a layout under server.disaggregation (docs/disaggregation.md)")
+        info = {k: v for k, v in info.items() if k != "disaggregation_mode"}
     if not isinstance(info, dict):
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}

@@ -276,3 +276,24 @@ def test_a_dp_attention_server_info_gives_the_server_values_not_the_ranks(versio
            "specsched": {"scenario": "x"}}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": own}, "f:1"), "h200-1b")
     assert (sc["server"]["dp_size"], sc["server"]["chunked_prefill_size"]) == (4, 8192)
+
+
+def test_a_pd_line_gives_a_colocated_scenario_that_runs_and_says_so(tmp_path, capsys):
+    """0.5.23 bench_serving keeps /server_info's prefill and decode lists; from-bench took the
+    decode server's arguments, disaggregation_mode included, and the scenario (one server in
+    decode mode, no prefill server) stalled with a traceback. A hand-written
+    disaggregation_mode is refused in one line."""
+    info = {"prefill": [{"disaggregation_mode": "prefill", "chunked_prefill_size": 2048}],
+            "decode": [{"disaggregation_mode": "decode", "chunked_prefill_size": 2048, "max_running_requests": 8}]}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    assert "disaggregation_mode" not in sc["server"] and sc["server"]["max_running_requests"] == 8
+    assert any("prefill-decode disaggregated" in a for a in sc["assumptions"])
+    run = SimEngine(Scenario.model_validate({**sc, "path": "", "workload": {**sc["workload"], "num_requests": 6}}),
+                    tiny_profile()).run()
+    assert int(run.summary["completed"]) == 6
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({**sc, "server": {**sc["server"], "disaggregation_mode": "decode"}}))
+    assert main(["run", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "server.disaggregation_mode" in err
+    assert not (tmp_path / "o").exists()
