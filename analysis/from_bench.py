@@ -66,7 +66,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
-from specsched.sim.server_args import CHAIN_AUTO_PARAMS
+from specsched.sim.server_args import CHAIN_AUTO_PARAMS, MAX_DRAFT_TOKENS
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -333,7 +333,35 @@ def _accept_length(run: BenchRun) -> float | None:
     return None
 
 
-def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str]) -> dict[str, Any]:
+def _vllm_drafts(run: BenchRun) -> tuple[int, list[float] | None] | None:
+    """What a ``vllm bench serve`` line with a drafter (0.11 on) says about its drafts: the
+    draft tokens per draft (vLLM's ``num_speculative_tokens`` k =
+    ``spec_decode_draft_tokens / spec_decode_num_drafts``) and, from
+    ``spec_decode_per_position_acceptance_rates`` (tokens accepted at position i over drafts:
+    the share of drafts that reached it, acceptance being a prefix), the conditional rates
+    P(draft i accepted | drafts < i accepted) = rate_i / rate_(i-1) that
+    ``acceptance.per_position_rates`` takes. None without the counts (SGLang lines)."""
+    x = run.extra
+    drafts, tokens = x.get("spec_decode_num_drafts"), x.get("spec_decode_draft_tokens")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+               for v in (drafts, tokens)):
+        return None
+    k = round(tokens / drafts)
+    if k < 1 or k + 1 > MAX_DRAFT_TOKENS or abs(tokens / drafts - k) > 1e-6 * k:
+        return None
+    rates = x.get("spec_decode_per_position_acceptance_rates")
+    cond: list[float] | None = None
+    if (isinstance(rates, list) and len(rates) == k
+            and all(isinstance(u, (int, float)) and not isinstance(u, bool) and 0 <= u <= 1 for u in rates)):
+        cond, prev = [], 1.0
+        for u in rates:
+            cond.append(min(1.0, u / prev) if prev > 0 else 0.0)
+            prev = u
+    return k, cond
+
+
+def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
+                     drafts: tuple[int, list[float] | None] | None = None) -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
     but not with which drafter and window: :data:`ASSUMED_DRAFTER` (with the chain drafter
     ``named`` by server_info instead of eagle, if the model has it), its chain lengthened when
@@ -345,16 +373,22 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str]) -> 
     if kind in SpecAlgorithm.__members__ and SpecAlgorithm(kind).enabled and not SpecAlgorithm(kind).is_block:
         d["speculative_algorithm"] = kind
     why = "SGLang's default EAGLE parameters"
+    if drafts is not None:   # vllm bench serve: its draft length is in the line
+        k = drafts[0]
+        d.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
+        why = (f"a chain of the line's {k} draft tokens per draft (spec_decode_draft_tokens / "
+               "spec_decode_num_drafts); the drafter kind is not in the line")
     try:
         gpu = load_profile(profile).gpu
     except ConfigError:
         gpu = None   # the caller reports a bad profile; the assumption stands without it
     if gpu is not None and gpu.draft_step is None:
         d = {"speculative_algorithm": "dspark",
-             "speculative_num_draft_tokens": gpu.verify_window or d["speculative_num_draft_tokens"]}
+             "speculative_num_draft_tokens": (drafts[0] + 1 if drafts else gpu.verify_window)
+             or d["speculative_num_draft_tokens"]}
         why = f"profile {profile} prices no chain draft step, only its block drafter"
     w = d["speculative_num_draft_tokens"]
-    if acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
+    if drafts is None and acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
         d["speculative_num_draft_tokens"] = w = math.ceil(acc) + 1
         why += f"; window widened to {w} to fit the accept length"
         if "speculative_num_steps" in d:
@@ -423,16 +457,23 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     else:
         sc["server"] = _server(run, notes)
     acc = _accept_length(run)
+    drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled
     if acc is not None and not spec and not template:
         info = run.extra.get("server_info")
         named = info.get("speculative_algorithm") if isinstance(info, dict) else None
-        sc["server"].update(_assumed_drafter(acc, named, profile, notes))
+        sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts))
         spec = True
     if acc is not None and spec and not template:
         window = sc["server"].get("speculative_num_draft_tokens", 1)
-        sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
-        notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
+        if drafts is not None and drafts[1] is not None and window == drafts[0] + 1:
+            sc["acceptance"] = {"per_position_rates": [round(r, 6) for r in drafts[1]]}
+            notes.append("acceptance: per-position rates from the line's spec_decode_per_position_acceptance_rates "
+                         f"(each over the previous: {', '.join(f'{r:.3f}' for r in drafts[1])}; accept length "
+                         f"{acc:.3f})")
+        else:
+            sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
+            notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
     sc["workload"] = workload
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}

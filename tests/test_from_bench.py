@@ -16,6 +16,7 @@ from specsched.sim.bench_serving import parse_run, read_bench
 from specsched.sim.config import Scenario, load_scenario
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
+from specsched.sim.profile import load_profile
 from specsched.sim.workload import gamma_arrivals, poisson_arrivals
 
 from specsched.cli import main
@@ -297,3 +298,27 @@ def test_a_pd_line_gives_a_colocated_scenario_that_runs_and_says_so(tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "server.disaggregation_mode" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_vllm_drafter_line_gives_its_draft_length_and_per_position_rates():
+    """vllm bench serve with a drafter writes its draft counts and per-position acceptance
+    (accepted at position i / drafts). from-bench assumed SGLang's EAGLE default window of 4
+    and a mean accept length whatever the run drafted: a vLLM server drafting 5 tokens was
+    predicted with 3 draft steps and a flat per-position rate."""
+    uncond = [0.8, 0.6, 0.42, 0.25, 0.1]
+    line = {**LINE, "server_info": None, "accept_length": None, "spec_decode_acceptance_length": 1 + sum(uncond),
+            "spec_decode_num_drafts": 100, "spec_decode_draft_tokens": 500, "spec_decode_accepted_tokens": 217,
+            "spec_decode_per_position_acceptance_rates": uncond}
+    sc, _ = scenario_from_bench(parse_run(line, "f:1"), "h200-llama8b-roofline")
+    srv = sc["server"]
+    assert (srv["speculative_num_steps"], srv["speculative_num_draft_tokens"]) == (5, 6)
+    rates = sc["acceptance"]["per_position_rates"]
+    assert np.cumprod(rates) == pytest.approx(uncond, abs=1e-5)
+    run = SimEngine(Scenario.model_validate({**sc, "path": "", "workload": {
+        "kind": "burst", "num_requests": 64, "input_len": {"kind": "fixed", "value": 64},
+        "output_len": {"kind": "fixed", "value": 400}}}), load_profile("h200-llama8b-roofline")).run()
+    assert run.summary["accept_length"] == pytest.approx(1 + sum(uncond), rel=0.03)
+    # an SGLang line (no draft counts) keeps the assumed default drafter and its mean
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 2.2}, "f:1"),
+                                "h200-llama8b-roofline")
+    assert sc["server"]["speculative_num_draft_tokens"] == 4 and sc["acceptance"] == {"mean_accept_length": 2.2}
