@@ -106,7 +106,10 @@ def check_fits(scenario: Scenario) -> None:
         # that cannot fit when it arrives
         return
     file = scenario.path or "<scenario>"
-    i = _max_len(w.input_len, scenario.path, "workload.input_len")
+    sp = w.shared_prefix
+    # a generated-shared-prefix prompt is its group's system prompt + its question, each at most its length
+    i = (sp.system_prompt_len + sp.question_len if sp is not None and w.input_len is None
+         else _max_len(w.input_len, scenario.path, "workload.input_len"))
     o = _max_len(w.output_len, scenario.path, "workload.output_len")
     if srv.disaggregation is None:
         _check_pool(file, srv, "server", i, o)
