@@ -279,7 +279,9 @@ class ServerArgs(BaseModel):
             for k, v in CHAIN_AUTO_PARAMS.items():
                 object.__setattr__(self, k, v)
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
-            raise ValueError("speculative_num_draft_tokens must be >= 2 when speculative decoding is on")
+            raise FieldError("server.speculative_num_draft_tokens", self.speculative_num_draft_tokens,
+                             f"must be >= 2 (gamma + 1) with speculative_algorithm {algo.value}: the verify window "
+                             "of one target token and its drafts")
         if self.page_size > self.max_total_num_tokens:
             raise FieldError("server.page_size", self.page_size, "must be <= server.max_total_num_tokens "
                              f"({self.max_total_num_tokens}), the KV pool it pages")
