@@ -24,6 +24,11 @@ has the blocking expansion) and 0.5.23:
   dspark_worker_v2.py ``_forward_prefill``): the next batch waits for the target forward
   only, and its launch queues behind the injection. Result processing waits for the
   injection too (the result copy is recorded after it, scheduler.py ``run_batch``).
+  A chain drafter's prefill does the same with its draft extend over the prompt
+  (speculative/eagle_worker_v2.py ``_forward_prefill_batch``: the target extend,
+  ``on_publish``, then ``_draft_extend_for_prefill``, the draft model's forward over every
+  prompt token), priced by the same ``inject`` launch (profile ``gpu.draft_inject``); the
+  slot-expansion block is DSpark's only.
 
 The simulator (:mod:`sim.engine`) executes these operations on a SimPy clock, the runtime
 (:mod:`runtime.engine`) on a GPU. A sync mode is a choice of which operation is issued.
@@ -99,8 +104,10 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
                 yield _publish_wait(server, in_flight[2])
             yield HostWork("launch", plan)
             handle = publish = yield Launch(plan)
-            if plan.is_prefill and spec and block_drafter and plan.num_extend:
-                if server.prefill_slot_expansion_sync:
+            if plan.is_prefill and spec and plan.num_extend:
+                # the drafter's forward over the prompt, after the target's publish: a block
+                # drafter's KV injection, a chain drafter's draft extend for prefill
+                if block_drafter and server.prefill_slot_expansion_sync:
                     yield HostBlock(handle, "slot_expansion")
                 handle = yield Launch(plan, "inject")
             if not overlap:
