@@ -74,6 +74,10 @@ REFERENCE_KEYS = (
 )
 SHAREGPT_INPUT = "sharegpt-like-lengths-input.csv"
 SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
+SHARED_PREFIX_DATASETS = ("generated-shared-prefix", "prefix_repetition")
+"""Datasets whose prompts share prefixes by construction: SGLang bench_serving's
+``generated-shared-prefix`` (benchmark/datasets/generated_shared_prefix.py, ``gsp_*``
+arguments) and vLLM's ``prefix_repetition``; neither writes its sharing into the result line."""
 
 
 def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], list[str], dict[str, pd.DataFrame]]:
@@ -109,6 +113,10 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                else {"kind": "file", "path": SHAREGPT_OUTPUT})
         notes.append("lengths: the shipped ShareGPT-like histograms (synthetic, approximating public ShareGPT statistics)")
         return {"kind": "file", "path": SHAREGPT_INPUT}, out, notes, {}
+    if ds in SHARED_PREFIX_DATASETS:
+        notes.append(f"prefixes: dataset {ds!r} sends prompts that share system prompts (its group and length "
+                     "arguments are not in the line); the scenario's prompts share nothing, so its prefix cache "
+                     "finds no hit: state them under workload.shared_prefix")
     d = run.details
     if d is None:
         means = _mean_lengths(run)

@@ -322,3 +322,15 @@ def test_a_vllm_drafter_line_gives_its_draft_length_and_per_position_rates():
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 2.2}, "f:1"),
                                 "h200-llama8b-roofline")
     assert sc["server"]["speculative_num_draft_tokens"] == 4 and sc["acceptance"] == {"mean_accept_length": 2.2}
+
+
+def test_a_shared_prefix_dataset_line_says_its_sharing_is_not_in_the_scenario():
+    """A generated-shared-prefix run reuses its system prompts in the radix cache; its line
+    holds no gsp_* arguments, and from-bench built prompts that share nothing without a word,
+    so the prediction computed every system prompt the server had cached."""
+    line = {**LINE, "dataset_name": "generated-shared-prefix", "total_input_tokens": 30 * 2100,
+            "total_output_tokens": 30 * 40, "server_info": None}
+    sc, _ = scenario_from_bench(parse_run(line, "f:1"), "h200-1b")
+    assert any("workload.shared_prefix" in a for a in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**line, "dataset_name": "random"}, "f:1"), "h200-1b")
+    assert not any("shared_prefix" in a for a in sc["assumptions"])
