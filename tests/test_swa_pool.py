@@ -632,3 +632,27 @@ def test_swa_pool_invariants_with_shared_prefixes(n, shared, suffix, out, ratio,
         assert s.kv.swa_used == swa_held(s)
     assert not s.has_work and not reqs and s.kv.swa_used == 0
     assert all(r.finished for r in s.reqs.values())
+
+
+def test_only_one_request_is_cut_per_pass_when_the_swa_cap_leaves_chunk_budget():
+    """An SWA cut (``_chunk_cap``) leaves chunk budget, and a second prompt that never fits
+    the pool was cut in the same pass; the first, no longer the chunked request, joined the
+    running batch after one partial chunk and its SWA eviction freed slots it never held
+    (gpt-oss-120b on an H100 with swa_full_tokens_ratio 0.01 ended in 'stretch SWA: -10994
+    in use', or stalled step by step with a request lost). SGLang 0.5.23 cuts both and decodes
+    the first from its partial prompt (scheduler.py takes only the last ``new_chunked_req``);
+    the model keeps one chunked request, as before SWA."""
+    a = PrefillAdder.start(100_000, [], 0.7, 16384, 16384, 1, swa=(5000, 128, 6000))
+    a.add_one_req(Req(0, 8000, 100))                     # cut to 4899; 100 SWA slots left
+    assert a.add_one_req(Req(1, 8000, 10)).name == "OTHER"   # would be cut to 89
+    assert [r.rid for r, _ in a.can_run] == [0] and a.new_chunked.rid == 0
+    s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=0.05, disable_radix_cache=False)
+    for i in range(4):
+        s.add_request(Req(i, 3000, 100 - 30 * i))   # shorter outputs: smaller headroom, room for a second cut
+    for _ in range(20_000):
+        if not s.has_work:
+            break
+        step(s)
+        assert 0 <= s.kv.swa_used <= s.kv.swa_capacity and s.kv.swa_used == swa_held(s)
+        assert all(r.prefill_done >= r.input_len for r in s.running)   # nothing decodes a partial prompt
+    assert all(r.finished for r in s.reqs.values())
