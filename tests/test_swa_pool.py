@@ -60,6 +60,7 @@ def test_pool_size_is_full_times_ratio_page_aligned():
 @given(total=st.integers(1_000, 2_000_000), page=st.sampled_from([1, 16, 64, 256]), window=st.integers(1, 4096),
        ratio=st.floats(1e-6, 1.0))
 @example(total=400_000, page=64, window=128, ratio=0.0005)
+@example(total=1250, page=1, window=1, ratio=0.001953125)   # 0.0024 was offered: int(1250 x 0.0024) = 2
 def test_a_small_swa_pool_is_refused_with_the_users_arithmetic_and_a_ratio_that_passes(total, page, window, ratio):
     """A refused SWA pool shows int(full pool x ratio) as computed from the user's values,
     then its page-aligned size when that differs (was: the page-aligned size labelled as
