@@ -66,7 +66,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
-from specsched.sim.server_args import CHAIN_AUTO_PARAMS, MAX_DRAFT_TOKENS
+from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -258,14 +258,6 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
                 notes.append(f"server_info speculative_algorithm {v!r} has no modelled drafter here: left out")
                 continue
         out[k] = v
-    algo = SpecAlgorithm(out.get("speculative_algorithm", "none"))
-    if algo.enabled and not algo.is_block and not (set(CHAIN_AUTO_PARAMS) & out.keys()):
-        # a chain drafter without its steps or window: the accept length, if the line has
-        # one, brings an assumed drafter of that kind (_assumed_drafter); SGLang's automatic
-        # choice (ServerArgs) would need an acceptance the line may not have
-        notes.append(f"server_info speculative_algorithm = {info.get('speculative_algorithm')!r} without "
-                     "speculative_num_steps, speculative_eagle_topk or speculative_num_draft_tokens: left out")
-        out.pop("speculative_algorithm")
     while out:   # drop what the model cannot use, one key at a time, saying which
         try:
             ServerArgs.model_validate(out)
@@ -274,6 +266,12 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
             loc = e.errors()[0]["loc"]
             bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
             notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
+    algo = SpecAlgorithm(out.get("speculative_algorithm", "none"))
+    if algo.enabled and not algo.is_block and not any(k in out for k in CHAIN_PARAM_KEYS):
+        # a real server_info carries the resolved steps/topk/draft tokens; without them the
+        # line's accept length (below) decides the drafter and its window, or there is none
+        notes.append(f"server_info speculative_algorithm {out.pop('speculative_algorithm')!r} comes without its "
+                     "steps, topk or draft tokens: left out here (the line's accept length, if any, decides below)")
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")

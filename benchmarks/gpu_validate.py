@@ -73,11 +73,33 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CELLS = ["batch1", "batch8", "batch32", "batch64", "burst66", "poisson-nospec", "chunked-prefix", "window4-lowacc",
          "kv-retract", "above-graph-bs", "long-context"]
+"""The default ``--cells``: the cells rounds 1-17 measured (a command without ``--cells`` keeps its meaning)."""
+
+NEW_CELLS = ["poisson-spec", "window8-highacc", "sharegpt-lengths", "conc24-short", "queue-chunked"]
+"""Cells no round measured before round 18 (an out-of-sample check of the profiler and the
+simulator): named with ``--cells`` only, never in the default."""
+
+KNOWN_CELLS = CELLS + NEW_CELLS
+"""Every name ``--cells`` (and ``--poisson-cell``) accepts: a file scenarios/h200/NAME.yaml."""
+
+
+def parse_cells(text: str) -> list[str]:
+    """``--cells``: names separated by commas ("none" or empty: no cells).
+
+    Raises:
+        ValueError: a name not in :data:`KNOWN_CELLS` (the message lists them).
+    """
+    cells = [c for c in text.split(",") if c and c != "none"]
+    unknown = [c for c in cells if c not in KNOWN_CELLS]
+    if unknown:
+        raise ValueError(f"unknown cell {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CELLS)}")
+    return cells
 
 
 def verify_gaps(steps) -> tuple[float, float]:
     """(median wall per verify, median GPU idle between consecutive verifies) in ms, over
-    consecutive verify steps at the full batch."""
+    consecutive verify steps at the full batch; NaN where no two such steps follow each other
+    (an open-loop run whose batch moves with its arrivals)."""
     s = steps[steps["part"] == "main"].reset_index(drop=True)
     ver = (s["mode"] == "verify").to_numpy()
     full = s.loc[ver, "batch_size"].max()
@@ -86,6 +108,8 @@ def verify_gaps(steps) -> tuple[float, float]:
     start = s["gpu_start_s"].to_numpy()
     walls = np.diff(end)[ok]
     idle = (start[1:] - end[:-1])[ok]
+    if not walls.size:
+        return float("nan"), float("nan")
     return float(np.median(walls) * 1000), float(np.median(idle) * 1000)
 
 
@@ -220,7 +244,7 @@ class Validation:
             mw, mi = verify_gaps(meas.steps)
             pw, pi = verify_gaps(pred.steps)
             walls[job.arm] = (mw, mi, pw, pi)
-            line += f"; verify wall {mw:.3f} ms (pred {pw:.3f})"
+            line += f"; verify wall {mw:.3f} ms (pred {pw:.3f})".replace("nan", "n/a")
         print(f"{line}; syncs {meas.summary.get('host_syncs')}; rows peak {meas.summary.get('request_rows_peak')}"
               + cond_line, flush=True)
         return eng
@@ -367,6 +391,19 @@ def within_line(rows: list[dict]) -> tuple[int, int, str]:
     return within, len(t), per
 
 
+def new_cells_line(rows: list[dict]) -> str | None:
+    """The 5 % count split between the cells of :data:`NEW_CELLS` (never measured before round
+    18: the out-of-sample figure) and the others; None when ``rows`` has no new cell."""
+    new = [r for r in rows if r["cell"].split("@")[0] in NEW_CELLS]
+    if not new:
+        return None
+    old = [r for r in rows if r["cell"].split("@")[0] not in NEW_CELLS]
+    w, n, _ = within_line(new)
+    ow, on, _ = within_line(old)
+    return (f"Never measured before round 18 ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
+            f"**{w} of {n}** within 5 %; the other cells: **{ow} of {on}**")
+
+
 def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], failures: list[str],
                  skipped: list[str], conditioned: list[dict] | None = None) -> str:
     """summary.md: the command, the times, and per target metric how many figures are within
@@ -376,6 +413,8 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
              ", ".join(f"{k} {v:.0f} s" for k, v in times.items()), ""]
     within, n, per = within_line(rows)
     lines.append(f"Within 5 %: **{within} of {n}** figures ({per})")
+    if (split := new_cells_line(rows)) is not None:
+        lines += ["", split]
     lines += ["", "| cell | arm | " + " | ".join(TARGETS) + " |", "|---|---|" + "---|" * len(TARGETS)]
     for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in rows):
         errs = {r["metric"]: r["error_pct"] for r in rows if r["cell"] == cell and r["arm"] == arm}
@@ -395,6 +434,7 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
                   "microbenchmark-only prediction; a figure that meets 5 % only here missed because the host "
                   "changed speed, one that misses both is the model.", "",
                   f"Within 5 % conditioned: **{w} of {n}** figures ({per})", "",
+                  *([split, ""] if (split := new_cells_line(conditioned)) is not None else []),
                   "| cell | arm | host factor | " + " | ".join(TARGETS) + " |", "|---|---|---|" + "---|" * len(TARGETS)]
         for cell, arm in dict.fromkeys((r["cell"], r["arm"]) for r in conditioned):
             rs = [r for r in conditioned if r["cell"] == cell and r["arm"] == arm]
@@ -427,7 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--preset", default="1b")
-    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--cells", default=",".join(CELLS),
+                    help=f"cells of scenarios/h200/ to measure, separated by commas (default: {','.join(CELLS)}); "
+                         f"never measured before round 18, named only here: {','.join(NEW_CELLS)}")
     ap.add_argument("--profile", default=None, help="use this profile instead of profiling now")
     ap.add_argument("--max-bs", type=int, default=128)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run with --preset tiny")
@@ -446,6 +488,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="start no run after this many seconds (profiling included); the rest is listed as skipped")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
+    try:
+        parse_cells(args.cells)
+    except ValueError as e:
+        ap.error(f"--cells: {e}")
+    if args.poisson_cell and args.poisson_cell not in KNOWN_CELLS:
+        ap.error(f"--poisson-cell: unknown cell {args.poisson_cell!r}; known: {', '.join(KNOWN_CELLS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -480,7 +528,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
     profile = load_profile(str(prof_path))
 
     cell_jobs: list[Job] = []
-    for cell in [c for c in args.cells.split(",") if c and c != "none"]:
+    for cell in parse_cells(args.cells):
         path = ROOT / "scenarios" / "h200" / f"{cell}.yaml"
         arms = arm_names(path)[::-1] if args.reverse_arms else arm_names(path)
         cell_jobs += [Job(cell, arm, load_scenario(path, arm), cell, f"{cell}-{arm}") for arm in arms]

@@ -128,27 +128,31 @@ class HostPhases(Harness):
             RuntimeError: the scheduler stops returning a verify of the whole batch.
         """
         dev, runner = self.dev, self.runner
-        self.stall_med: list[float] = []
-        self.loop_med: list[float] = []
-        # per launch batch size: median launch call wall / thread CPU, block then queued loop
-        self.stall_calls: list[tuple[float, ...]] = []
         n = STALL_STEPS
+        # one scheduler per batch size, kept across passes; invariant between cycles: its
+        # `nxt` is scheduled and not launched; the step launched last (its ring event,
+        # copy, plan, output) is not processed yet
+        state: dict[int, dict[str, Any]] = {}
         for b in self.launch_bs:
-            self._progress(f"publish-wait stall bs {b}")
             sched, tokens = _verify_scheduler(b, self.W, self.seed)
-            # invariant between cycles: `nxt` is scheduled and not launched; the step
-            # launched last (its ring event, copy, plan, output) is not processed yet
-            nxt = [sched.schedule()]
-            walls: dict[str, list[float]] = {}
             # the launch call's wall and thread CPU per mode (runtime/host_probe.py), to set
             # beside the engine's own (benchmarks/gpu_validate.py checks.md)
-            probes = {"queued": HostProbe(), "block": HostProbe()}
-            for mode in ("queued", "block", "queued", "block"):
+            state[b] = {"sched": sched, "tokens": tokens, "nxt": [sched.schedule()], "walls": {},
+                        "probes": {"queued": HostProbe(), "block": HostProbe()}}
+        # Every pass runs every batch size, alternating their order, and each mode keeps its
+        # fastest pass: the host holds a slower level for seconds at a time (h200-v17.md
+        # "The launch call's slope"; three interleaved repetitions on one H200 put this
+        # loop's slope at 3.6-9.8 us per request), so batch sizes timed one after another
+        # read the drift between them as a per-request cost.
+        for k, mode in enumerate(("queued", "block", "queued", "block")):
+            for b in (self.launch_bs if k % 2 == 0 else self.launch_bs[::-1]):
+                self._progress(f"publish-wait stall bs {b} ({mode}, pass {k + 1} of 4)")
+                st = state[b]
                 with dev.use("forward"):
                     rows, _ = self._new_rows(b, self.launch_ctx)
 
-                    def cycle(prev: Any, block: bool, rows=rows, sched=sched, tokens=tokens, nxt=nxt,
-                              b=b, probe=probes[mode]) -> tuple[Any, Any, Any, Any]:
+                    def cycle(prev: Any, block: bool, rows=rows, sched=st["sched"], tokens=st["tokens"],
+                              nxt=st["nxt"], b=b, probe=st["probes"][mode]) -> tuple[Any, Any, Any, Any]:
                         plan = nxt[0]
                         if plan is None or plan.mode is not ForwardMode.VERIFY or plan.batch_size != b:
                             raise RuntimeError(f"the stall loop's scheduler stopped returning a verify of {b}")
@@ -163,7 +167,7 @@ class HostPhases(Harness):
                         nxt[0] = sched.schedule()
                         return done, copy, plan, output
 
-                    def drain(prev: Any, sched=sched) -> None:
+                    def drain(prev: Any, sched=st["sched"]) -> None:
                         dev.wait_copy(prev[1], "profile")
                         sched.process_result(prev[2], prev[3])
 
@@ -177,11 +181,17 @@ class HostPhases(Harness):
                     for _ in range(n):
                         prev = cycle(prev, mode == "block")
                     dev.wait_copy(prev[1], "profile")
-                    walls.setdefault(mode, []).append((time.perf_counter() - t0) / n)
+                    st["walls"].setdefault(mode, []).append((time.perf_counter() - t0) / n)
                     drain(prev)
                     dev.synchronize("profile")
                     for row in rows:
                         runner.free_request(row)
+        # per launch batch size: median launch call wall / thread CPU, block then queued loop
+        self.stall_calls: list[tuple[float, ...]] = []
+        self.loop_med: list[float] = []
+        self.stall_med: list[float] = []
+        for b in self.launch_bs:
+            walls, probes = state[b]["walls"], state[b]["probes"]
             self.stall_calls.append(tuple(statistics.median(v) for m in ("block", "queued")
                                           for v in (probes[m].wall, probes[m].cpu)))
             self.loop_med.append(min(walls["queued"]))

@@ -167,6 +167,7 @@ class CostModel:
                    if self.extra_draft_steps else "gpu.verify_includes_draft is false, so the draft forward must be timed")
             raise ConfigError(src, "gpu.draft_step", "<missing>", f"{why}: give one draft-model forward's cost by tokens and context")
         self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
+        self.draft_c0 = float(g.draft_step.context_len[0]) if g.draft_step is not None else 0.0
         self.graph_bs = server.graph_batch_sizes
         # no decode graph at all with disable_decode_cuda_graph: every batch runs eagerly
         self.graph_max = 0 if server.disable_decode_cuda_graph else self.graph_bs[-1]
@@ -227,12 +228,11 @@ class CostModel:
         x_tok = rows * self.window / self.ref_window
         if x_tok != bs_attn:
             t += grid(x_tok, self.c0) - grid(bs_attn, self.c0)
-        d = self.draft_step
-        if d is not None:
+        if self.draft_step is not None:
             if not self.draft_in_verify:
-                t += d(rows * self.window, ctx)
+                t += self.draft_s(rows, bs_attn, self.window, ctx)
             if self.extra_draft_steps:
-                t += self.extra_draft_steps * d(rows * self.topk, ctx)
+                t += self.extra_draft_steps * self.draft_s(rows, bs_attn, self.topk, ctx)
         t = max(t, 0.0)
         if pad is None:
             g = self.profile.gpu
@@ -244,6 +244,32 @@ class CostModel:
             else:
                 t *= g.eager_factor
         return t
+
+    def draft_s(self, rows: int, requests: int, per_request: int, ctx: float) -> float:
+        """GPU seconds of one draft-model forward over ``rows`` (graph-padded) requests with
+        ``per_request`` tokens each at context ``ctx``, of which ``requests`` read their KV.
+
+        SGLang 0.5.23 reads each request's KV once per draft forward however many tokens
+        it carries: a chain drafter's step with ``speculative_eagle_topk`` > 1 runs the topk
+        branches of a request as one query group over the shared prefix (FA3's cascade,
+        layers/attention/flashattention_backend.py: draft decode metadata with
+        ``max_seq_len_q = topk`` and ``cu_seqlens_q`` stepping by topk over the request's
+        page table, plus the branch-local "expand" part), and the draft extend after verify
+        runs ``speculative_num_draft_tokens`` tokens per request as one extend row
+        (speculative/eagle_worker_v2.py ``_draft_extend_for_decode``,
+        eagle_worker_common.py ``prepare_for_draft_extend``: ``extend_num_tokens = bs x
+        num_draft_tokens``). When the profile says its grid's tokens per request
+        (``gpu.draft_step_tokens_per_request`` ``q0``), the forward is its token part at
+        the grid's first context column plus its context part at the requests' own rows:
+        ``D(rows x q, c0) + D(requests x q0, ctx) - D(requests x q0, c0)``. Otherwise the
+        grid is read at the forward's tokens, ``D(rows x q, ctx)``.
+        """
+        d = self.draft_step
+        q0 = self.profile.gpu.draft_step_tokens_per_request
+        if q0 is None:
+            return d(rows * per_request, ctx)
+        c0 = self.draft_c0
+        return d(rows * per_request, c0) + d(requests * q0, ctx) - d(requests * q0, c0)
 
     # -------------------------------------------------------------------- public
     def gpu(self, plan: BatchPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:

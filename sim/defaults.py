@@ -55,7 +55,7 @@ from typing import Any
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
-from specsched.sim.server_args import CHAIN_AUTO_PARAMS, CHAIN_AUTO_PARAMS_BY_ARCH, SpecAlgorithm
+from specsched.sim.server_args import CHAIN_PARAM_KEYS, auto_speculative_params
 
 SPEC_MAX_RUNNING_REQUESTS = 48
 """SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""
@@ -267,17 +267,17 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     elif pool is not None and pool > 0:
         put("max_running_requests", auto_max_running_requests(pool_v, hw.context_len),
             f"from the KV pool and context length {hw.context_len}")
-    algo = server.speculative_algorithm
-    if algo.enabled and not algo.is_block and not (set(CHAIN_AUTO_PARAMS) & given):
-        by_arch = algo is not SpecAlgorithm.standalone and hw.architecture in CHAIN_AUTO_PARAMS_BY_ARCH
-        auto = CHAIN_AUTO_PARAMS_BY_ARCH[hw.architecture] if by_arch else CHAIN_AUTO_PARAMS
-        for k, v in auto.items():
-            put(k, v, f"SGLang's automatic choice for {hw.architecture if by_arch else 'this drafter'} "
-                "(speculative_hook.py _auto_choose_speculative_params)")
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
     put("enable_overlap_schedule", True, "SGLang's default")
+    algo = server.speculative_algorithm
+    if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):
+        arch = hw.architecture
+        why = (f"SGLang's choice for {arch or 'a model of unknown architecture'} when no chain setting is given "
+               "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")
+        for key, value in zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, arch), strict=True):
+            put(key, value, why)
     if server.speculative_algorithm.is_block:
         put("admission_delay", AdmissionDelay.min_free_slots, "automatic for DSpark/DFlash in SGLang")
     return server.model_copy(update=vals), out

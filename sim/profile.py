@@ -196,6 +196,13 @@ class GpuProfile(BaseModel):
         context. This is where the draft model's own size enters. A chain drafter
         (eagle/mtp) runs ``speculative_num_steps - 1`` such steps per cycle over batch x
         ``speculative_eagle_topk`` tokens, besides the draft forward inside ``verify``.
+    draft_step_tokens_per_request: the tokens per request of ``draft_step``'s rows: a row
+        of ``x`` tokens is ``x / draft_step_tokens_per_request`` requests, each reading its
+        KV once (the analytic writer: the window for a block drafter, 1 for a chain
+        drafter's step). A draft forward of ``R`` requests with ``q`` tokens each then costs
+        its token part at the grid's first context column and its context part at ``R``
+        requests (:meth:`sim.cost_model.CostModel.draft_s`). None (measured and older
+        profiles): the grid is read at the forward's tokens, whatever the requests.
     decode: one non-speculative decode forward, by batch size and mean context,
         graph-replayed at a captured batch size.
     eager_overhead_s: seconds one decode step or one speculative cycle adds when it runs
@@ -286,6 +293,7 @@ class GpuProfile(BaseModel):
     verify_window: int | None = Field(None, ge=2, le=64)
     verify_includes_draft: bool = True
     draft_step: Grid | None = None
+    draft_step_tokens_per_request: int | None = Field(None, ge=1, le=64)
     decode: Grid | None = None
     eager_overhead_s: Seconds | None = None
     eager_draft_overhead_s: Seconds = 0.0

@@ -47,6 +47,24 @@ class AdmissionDelay(StrEnum):
 
 MAX_DRAFT_TOKENS = 64
 """Largest verify window a scenario may state (``speculative_num_draft_tokens``)."""
+CHAIN_PARAM_KEYS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+"""The chain drafter's settings SGLang chooses itself when none of them is given."""
+AUTO_SPEC_WIDE_ARCHS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
+"""Architectures SGLang 0.5.23 gives a 5-step, topk-4, 8-token draft tree when no chain setting
+is given (arg_groups/speculative_hook.py ``_auto_choose_speculative_params``)."""
+
+
+def auto_speculative_params(algorithm: str, architecture: str | None) -> tuple[int, int, int]:
+    """(speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens) SGLang
+    0.5.23 picks for a chain drafter given none of them (arg_groups/speculative_hook.py
+    ``_handle_eagle_family``: when ``speculative_num_steps`` is None it asserts the other two
+    are None too and calls ``_auto_choose_speculative_params``): (3, 1, 4) for STANDALONE;
+    (5, 4, 8) for Llama and Grok (:data:`AUTO_SPEC_WIDE_ARCHS`, the target's
+    ``architectures[0]``); (3, 1, 4) for DeepSeek, GLM, gpt-oss and every other model,
+    including an unknown one."""
+    if str(algorithm).lower() == "standalone":
+        return 3, 1, 4
+    return (5, 4, 8) if architecture in AUTO_SPEC_WIDE_ARCHS else (3, 1, 4)
 
 
 class SpecAlgorithm(StrEnum):
@@ -116,17 +134,6 @@ def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
     return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
 
 
-CHAIN_AUTO_PARAMS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
-"""What SGLang 0.5.23 gives a chain drafter (EAGLE, EAGLE3, NEXTN/MTP, STANDALONE) launched
-with none of --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens:
-arg_groups/speculative_hook.py ``_auto_choose_speculative_params``, (3, 1, 4) for most
-architectures; :data:`CHAIN_AUTO_PARAMS_BY_ARCH` lists the others."""
-CHAIN_AUTO_PARAMS_BY_ARCH = {a: {"speculative_num_steps": 5, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}
-                             for a in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")}
-"""The architectures ``_auto_choose_speculative_params`` gives (5, 4, 8) (STANDALONE excepted:
-always (3, 1, 4))."""
-
-
 class ServerArgs(BaseModel):
     """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
 
@@ -153,8 +160,8 @@ class ServerArgs(BaseModel):
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
-    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions). A chain drafter given with none of this, speculative_num_steps and speculative_eagle_topk gets SGLang's automatic choice: 3 steps, topk 1, 4 tokens (5, 4, 8 on Llama and Grok architectures; arg_groups/speculative_hook.py _auto_choose_speculative_params).")
-    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
+    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions).")
+    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1; with none of steps, topk and draft tokens given, SGLang's own choice: 5/4/8 for Llama, 3/1/4 otherwise, arg_groups/speculative_hook.py _auto_choose_speculative_params). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     disable_decode_cuda_graph: bool = Field(False, description="Run every decode step and speculative cycle eagerly, at any batch size (SGLang's switch, arg_groups/cuda_graph_hook.py: decode backend disabled); the simulator then charges each the eager cost (sim/cost_model.py).")
@@ -194,6 +201,28 @@ class ServerArgs(BaseModel):
                     and max(bs) >= 1):
                 data = {**data, "cuda_graph_max_bs": max(bs)}
         return data
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _auto_chain_params(cls, data: Any, handler: Any) -> ServerArgs:
+        """A chain drafter given none of :data:`CHAIN_PARAM_KEYS` gets SGLang's own choice
+        (:func:`auto_speculative_params`) instead of a refusal. Without the target's
+        architecture that is SGLang's fallback (3, 1, 4); the three keys are left out of
+        the fields the scenario set, so ``sim/defaults.py`` fills them again by the
+        profile's ``hardware.architecture`` (5, 4, 8 for Llama) and prints what it chose."""
+        auto = False
+        if isinstance(data, dict) and not any(k in data for k in CHAIN_PARAM_KEYS):
+            try:
+                algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
+            except ValueError:
+                algo = SpecAlgorithm.none   # the field's own validator names the value
+            if algo.enabled and not algo.is_block:
+                auto = True
+                data = {**data, **dict(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, None), strict=True))}
+        m = handler(data)
+        if auto:
+            m.__pydantic_fields_set__.difference_update(CHAIN_PARAM_KEYS)
+        return m
 
     @model_validator(mode="before")
     @classmethod
@@ -271,13 +300,6 @@ class ServerArgs(BaseModel):
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
         algo = self.speculative_algorithm
-        if algo.enabled and not algo.is_block and not (set(CHAIN_AUTO_PARAMS) & self.model_fields_set):
-            # a chain drafter named alone: SGLang picks its steps, topk and window
-            # (arg_groups/speculative_hook.py _handle_eagle_family -> _auto_choose_speculative_params);
-            # set beside the given fields, so the hardware defaults may still refine them by
-            # architecture (sim/defaults.py resolve_server)
-            for k, v in CHAIN_AUTO_PARAMS.items():
-                object.__setattr__(self, k, v)
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
             raise FieldError("server.speculative_num_draft_tokens", self.speculative_num_draft_tokens,
                              f"must be >= 2 (gamma + 1) with speculative_algorithm {algo.value}: the verify window "

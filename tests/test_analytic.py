@@ -700,6 +700,9 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     was before, on GPUs with an FP4 peak (B200, MI355X) too: fp4_tflops is not written there."""
     d = build_profile(load_model("llama-3.1-8b"), load_gpu(gpu), tp, dtype)
     assert "fp4_tflops" not in d["analytic"]["gpu"] and "dtype" not in d["provenance"]
+    # added since: the draft grid's tokens per request and the sentence saying so (nothing else)
+    assert d["gpu"].pop("draft_step_tokens_per_request") == 6
+    d["provenance"]["gpu.draft_step"] = d["provenance"]["gpu.draft_step"].split("; gpu.draft_step_tokens_per_request")[0]
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)
@@ -741,3 +744,95 @@ def test_the_no_pool_note_offers_fp8_only_to_bf16_weights(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "leave no KV pool" in err
         assert ("--dtype fp8" in err) is fp8
+
+
+_CHAIN_L8 = None
+
+
+def _chain_l8() -> Profile:
+    global _CHAIN_L8
+    if _CHAIN_L8 is None:
+        _CHAIN_L8 = Profile.model_validate(build_profile(L8, load_gpu("H100"), 1, window=4, drafter="chain"))
+    return _CHAIN_L8
+
+
+@settings(max_examples=30, deadline=None)
+@given(bs=st.sampled_from([1, 8, 24, 64]), topk=st.integers(2, 8), extra=st.integers(0, 20))
+def test_a_draft_tree_reads_each_requests_kv_once_per_draft_forward(bs, topk, extra):
+    """INV-DK1: a chain drafter's draft forwards read each request's KV once, however many
+    tokens a request carries in them (topk branches per draft step: FA3's cascade draft
+    decode over the shared prefix; num_draft_tokens in the draft extend after verify: one
+    extend row per request, speculative/eagle_worker_v2.py _draft_extend_for_decode). So a
+    cycle grows with context exactly as a topk-1 chain of the same steps does: the verify's
+    context part is per request too. Before, the tree read it topk (and num_draft_tokens)
+    times over."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    p = _chain_l8()
+    steps = 3
+    ndt = min(64, steps + 1 + extra, steps * topk + 1)
+
+    def growth(k: int, n: int) -> float:
+        s = ServerArgs(speculative_algorithm="eagle3", speculative_num_steps=steps, speculative_eagle_topk=k,
+                       speculative_num_draft_tokens=n, cuda_graph_max_bs=256, max_total_num_tokens=10**6)
+        cm = CostModel(p, s, warn_to=None)
+        return cm.step_s(bs, 8000) - cm.step_s(bs, 1000)
+
+    chain = growth(1, steps + 1)
+    assert chain > 0
+    assert growth(topk, ndt) == pytest.approx(chain, rel=1e-6)
+
+
+def test_an_eagle3_head_computes_logits_over_its_own_draft_vocab():
+    """EAGLE-3 heads carry their own LM head of draft_vocab_size rows (SGLang 0.5.23
+    models/llama_eagle3.py ParallelLMHead(config.draft_vocab_size)): a batch-1 draft step
+    then reads (128256 - 32000) x 4096 bf16 weights fewer and makes as many fewer logits
+    (LOGIT_PASS_BYTES each), at the HBM rate; the head's rows count in the weights once;
+    regenerate keeps it; a head larger than the target's vocab is refused on one line."""
+    from specsched.sim.analytic.roofline import LOGIT_PASS_BYTES, Efficiency
+
+    h100 = load_gpu("H100")
+    full = build_profile(L8, h100, 1, window=4, drafter="chain")
+    own = build_profile(L8, h100, 1, window=4, drafter="chain", draft_vocab=32000)
+    cut = 128256 - 32000
+    bw = h100.hbm_tbps * 1e12 * Efficiency().hbm
+
+    def cell(d, x, c):
+        g = d["gpu"]["draft_step"]
+        return g["seconds"][g["x"].index(float(x))][g["context_len"].index(float(c))]
+
+    assert cell(full, 1, 1024) - cell(own, 1, 1024) == pytest.approx((2 * 4096 + LOGIT_PASS_BYTES) * cut / bw, rel=1e-3)
+    assert full["gpu"]["verify"] == own["gpu"]["verify"] and full["gpu"]["decode"] == own["gpu"]["decode"]
+    assert own["hardware"]["weight_bytes"] - full["hardware"]["weight_bytes"] == pytest.approx(32000 * 4096 * 2, abs=2)
+    again = regenerate(Profile.model_validate(own), matmul=0.7)
+    assert again["gpu"]["draft_step"] == own["gpu"]["draft_step"] and again["analytic"]["draft_vocab"] == 32000
+    with pytest.raises(ConfigError, match="--draft-vocab"):
+        build_profile(L8, h100, 1, drafter="chain", draft_vocab=200000)
+
+
+def test_a_chain_drafters_prefill_runs_its_draft_extend_over_the_prompt(tmp_path):
+    """SGLang 0.5.23 runs the draft model over every prompt token after a chain drafter's
+    target prefill (speculative/eagle_worker_v2.py _forward_prefill_batch ->
+    _draft_extend_for_prefill), before the first token's results are read: a lone request's
+    TTFT grows by that forward (gpu.draft_inject at the prompt's tokens) over plain decoding's.
+    Before, only a block drafter's prefill paid its drafter's forward."""
+    import yaml
+    from specsched.sim.analytic.cli import write_analytic_profile
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+
+    prof = tmp_path / "l8.yaml"
+    write_analytic_profile(build_profile(L8, load_gpu("H100"), 1, window=4, drafter="chain"), prof)
+    ttft = {}
+    for algo in ("none", "eagle"):
+        server = {"speculative_algorithm": algo, "max_running_requests": 4}
+        if algo != "none":
+            server |= {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+        sc = {"name": algo, "profile": str(prof), "server": server, "acceptance": {"mean_accept_length": 2.0},
+              "workload": {"kind": "burst", "num_requests": 1, "input_len": {"kind": "fixed", "value": 4096},
+                           "output_len": {"kind": "fixed", "value": 4}}}
+        (tmp_path / f"{algo}.yaml").write_text(yaml.safe_dump(sc))
+        ttft[algo] = run_scenario(load_scenario(tmp_path / f"{algo}.yaml"), seed=1).summary["median_ttft_ms"] / 1e3
+    g = load_profile(str(prof)).gpu.draft_inject.interpolator()
+    assert ttft["eagle"] - ttft["none"] >= 0.9 * g(4096, 2048) > 0

@@ -139,20 +139,35 @@ def test_an_unknown_device_keeps_the_scenario_as_written():
     assert filled == [] and out.server == sc.server
 
 
-@pytest.mark.parametrize(("model", "server", "want"), [
-    ("llama-3.1-8b", "speculative_algorithm: EAGLE", (5, 4, 8)),       # LlamaForCausalLM
-    ("qwen3-30b-a3b", "speculative_algorithm: eagle3", (3, 1, 4)),     # every other architecture
-    ("llama-3.1-8b", "speculative_algorithm: standalone", (3, 1, 4)),  # STANDALONE: always
-    ("llama-3.1-8b", "speculative_algorithm: eagle, speculative_num_steps: 2", (2, None, 3)),  # given: as written
+@pytest.mark.parametrize(("model", "gpu", "tp", "algo", "want"), [
+    ("llama-3.1-8b", "H100", 1, "eagle3", (5, 4, 8)),
+    ("llama-3.1-8b", "H100", 1, "standalone", (3, 1, 4)),
+    ("deepseek-v3", "H200", 8, "nextn", (3, 1, 4)),
+    ("qwen3-30b-a3b", "H200", 1, "eagle", (3, 1, 4)),
 ])
-def test_a_chain_drafter_named_alone_gets_sglangs_automatic_parameters(tmp_path, model, server, want):
-    """SGLang launched with only --speculative-algorithm EAGLE picks steps, topk and window
-    itself (arg_groups/speculative_hook.py _auto_choose_speculative_params: (5, 4, 8) for
-    Llama, (3, 1, 4) otherwise and for STANDALONE). The scenario was refused
-    ('speculative_num_draft_tokens must be >= 2'), naming no key."""
-    s = load_scenario(_scenario(tmp_path, model, "H200", 1, server)).server
+def test_a_chain_drafter_given_no_setting_gets_sglangs_own_choice(tmp_path, model, gpu, tp, algo, want):
+    """SGLang 0.5.23 picks steps/topk/draft tokens itself when none is given
+    (arg_groups/speculative_hook.py _auto_choose_speculative_params: 5/4/8 for Llama, 3/1/4
+    for DeepSeek and the rest, 3/1/4 for STANDALONE); the run says what it chose. Before,
+    such a scenario was refused (speculative_num_draft_tokens 1)."""
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp, f"speculative_algorithm: {algo}"))
+    s = sc.server
     assert (s.speculative_num_steps, s.speculative_eagle_topk, s.speculative_num_draft_tokens) == want
-    from specsched.sim.server_args import ServerArgs
+    assert s.accept_window == want[0] + 1
+    filled = {r.key: r.value for r in sc._resolved_defaults}
+    assert (filled["speculative_num_steps"], filled["speculative_eagle_topk"]) == want[:2]
 
-    bare = ServerArgs.model_validate({"speculative_algorithm": "eagle"})   # no hardware: SGLang's generic choice
+
+def test_a_given_chain_setting_is_kept_and_no_hardware_gets_the_fallback(tmp_path):
+    """Any one of the three given: nothing is chosen for the others here (the window's own
+    rules apply); a profile with no hardware block: SGLang's fallback 3/1/4."""
+    from specsched.sim.config import ServerArgs
+
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1,
+                                 "speculative_algorithm: eagle, speculative_num_draft_tokens: 6"))
+    assert (sc.server.speculative_num_steps, sc.server.speculative_num_draft_tokens) == (None, 6)
+    assert "speculative_eagle_topk" not in {r.key for r in sc._resolved_defaults}
+    bare = ServerArgs.model_validate({"speculative_algorithm": "EAGLE3"})
     assert (bare.speculative_num_steps, bare.speculative_eagle_topk, bare.speculative_num_draft_tokens) == (3, 1, 4)
+    assert not {"speculative_num_steps", "speculative_num_draft_tokens"} & bare.model_fields_set
+    assert ServerArgs.model_validate({"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}).speculative_num_steps is None

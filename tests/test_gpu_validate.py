@@ -92,3 +92,19 @@ def test_one_call_writes_the_round_into_one_folder(tmp_path, capsys):
     assert "Within 5 %: **0 of 0**" in (out / "summary.md").read_text()
     assert "Within 5 %" in (out / "gpu_validate.log").read_text()
     assert not isinstance(sys.stdout, gv._Tee)
+
+
+def test_the_summary_counts_the_cells_never_measured_before_apart():
+    """The out-of-sample figure: the new cells' count within 5 % beside the other cells'."""
+    def rows(cell, errs):
+        return [{"cell": cell, "arm": "base", "metric": m, "predicted": 1.0, "measured": 1.0, "error_pct": e}
+                for m, e in zip(gv.TARGETS, errs, strict=True)]
+    old = rows("batch8", [1.0, 1.0, 1.0, 1.0, 9.0])
+    new = rows("queue-chunked", [1.0, 7.0, 7.0, 1.0, 1.0]) + rows("poisson-spec@32", [9.0] * 5)
+    text = gv.summary_text(old + new, [], {}, [], [])
+    assert ("Never measured before round 18 (queue-chunked, poisson-spec@32): **3 of 10** within 5 %; "
+            "the other cells: **4 of 5**") in text
+    assert "Never measured" not in gv.summary_text(old, [], {}, [], [])
+    cond = [{**r, "speed_factor": 1.0} for r in old + new]
+    assert text.count("Never measured before round 18") == 1
+    assert gv.summary_text(old + new, [], {}, [], [], cond).count("**3 of 10** within 5 %") == 2

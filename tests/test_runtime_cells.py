@@ -2,7 +2,10 @@
 
 The cells in scenarios/h200/ differ on the axes the cost model has (no speculation with
 Poisson arrivals, prompts longer than a chunk, a short window with low acceptance, a KV pool
-that retracts, batches above cuda_graph_max_bs, long contexts); here each is shrunk (tiny
+that retracts, batches above cuda_graph_max_bs, long contexts; and, never measured before
+round 18, Poisson arrivals with speculation, a long window with high acceptance, long-tailed
+lengths from a histogram file, short outputs at a fixed --max-concurrency, a standing queue
+with chunked prompts); here each is shrunk (tiny
 model, short prompts and outputs, a pool scaled with them) and run to completion by both
 engines. Where the decisions do not depend on time (bursts: every request is there at 0),
 both engines must make the same batch plans.
@@ -21,7 +24,7 @@ from specsched.runtime.engine import RuntimeEngine  # noqa: E402
 from specsched.sim.config import arm_names  # noqa: E402
 from specsched.sim.engine import SimEngine  # noqa: E402
 
-from tests.conftest import tiny_profile  # noqa: E402
+from tests.conftest import load_benchmark, tiny_profile  # noqa: E402
 
 CELLS = Path(__file__).resolve().parent.parent / "scenarios" / "h200"
 SMALL = {"workload.input_len.value": 40, "workload.output_len.value": 24}
@@ -40,6 +43,16 @@ TINY = {
                        "server.cuda_graph_max_bs": 2},
     "long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,
                      "workload.output_len.value": 16},
+    "poisson-spec": {**SMALL, "workload.num_requests": 5, "workload.request_rate": 400.0},
+    "window8-highacc": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
+    # the lengths stay the cell's own histograms (the runtime reads the file beside the scenario)
+    "sharegpt-lengths": {"workload.num_requests": 4, "workload.concurrency": 2},
+    "conc24-short": {"workload.num_requests": 8, "workload.max_concurrency": 3, "workload.input_len.value": 80,
+                     "workload.output_len.value": 8},
+    # a queue: 16 sent into 8 slots (automatic delay threshold 2), 3 chunks a prompt
+    "queue-chunked": {"workload.num_requests": 16, "workload.concurrency": 16, "server.max_running_requests": 8,
+                      "workload.input_len.value": 160, "workload.output_len.value": 32,
+                      "server.chunked_prefill_size": 64, "server.max_prefill_tokens": 64},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
@@ -47,6 +60,7 @@ PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens
 def test_every_new_cell_has_a_tiny_form():
     names = {p.stem for p in CELLS.glob("*.yaml")}
     assert set(TINY) <= names
+    assert set(load_benchmark("gpu_validate").NEW_CELLS) <= set(TINY)
 
 
 def test_retracting_burst_device_pool_holds_what_the_ledger_holds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,3 +110,7 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
             assert measured.summary["num_retractions"] >= 1
         if cell == "chunked-prefix":  # prompts of ~160 tokens in 64-token chunks: extends over a prefix
             assert (measured.steps["num_extend_tokens"] == 64).sum() >= 4
+        if cell == "queue-chunked":  # the delay holds admissions in base only; prompts go in 3 chunks
+            delayed = measured.summary["num_delayed_passes"]
+            assert (delayed > 0) == (a == "base") and (simulated.summary["num_delayed_passes"] > 0) == (a == "base")
+            assert (measured.steps["num_extend_tokens"] == 64).sum() >= 2 * n

@@ -15,6 +15,7 @@ from specsched.sim.scheduler import Scheduler  # noqa: E402
 
 def test_stall_loop_processes_and_schedules_between_launches(monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[tuple[str, object]] = []  # the plan objects themselves: identity is unique
+    owner: dict[int, int] = {}  # plan -> the scheduler that returned it (one per batch size)
     launch, process, schedule = HostPhases._engine_verify_launch, Scheduler.process_result, Scheduler.schedule
 
     def spy_launch(self, rows, tokens, plan):
@@ -28,6 +29,7 @@ def test_stall_loop_processes_and_schedules_between_launches(monkeypatch: pytest
     def spy_schedule(self):
         plan = schedule(self)
         events.append(("schedule", plan))
+        owner[id(plan)] = id(self)
         return plan
 
     p = _Profiler(serializing={}, device="cpu", preset="tiny", spec_window=3, max_bs=2, contexts=[64],
@@ -54,6 +56,12 @@ def test_stall_loop_processes_and_schedules_between_launches(monkeypatch: pytest
     # only a run's first launch (2 runs, warm-up and timed, per mode: 4 modes per batch
     # size) has no earlier result to process before the next launch
     assert sum("process" not in g for g in gaps) <= 8 * len(p.launch_bs)
-    for i in idx:  # the plan launched is the one the scheduler returned last
-        last = next(x for k, x in reversed(events[:i]) if k == "schedule")
+    for i in idx:  # the plan launched is the one its scheduler returned last
+        mine = owner[id(events[i][1])]
+        last = next(x for k, x in reversed(events[:i]) if k == "schedule" and owner[id(x)] == mine)
         assert last is events[i][1]
+    # the passes interleave the batch sizes (pass 1 ascending, pass 2 descending, ...), so a
+    # host that drifts during the phase is not read as a per-request cost
+    sizes = [x.batch_size for x in launched]
+    runs = [s for j, s in enumerate(sizes) if j == 0 or s != sizes[j - 1]]
+    assert runs == [1, 2, 1, 2, 1]

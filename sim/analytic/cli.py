@@ -1,7 +1,7 @@
 """``specsched profile --analytic``: write a profile from a model, a GPU and a TP size.
 
 ``specsched profile --analytic --model NAME_OR_CONFIG --gpu NAME --tp N [--dtype bf16|fp8|mxfp4|nvfp4]
-[--window 6] [--drafter block|chain] [--draft-layers 1] [--host-ghz 2.1] [--name NAME] --out FILE``.
+[--window 6] [--drafter block|chain] [--draft-layers 1] [--draft-vocab N] [--host-ghz 2.1] [--name NAME] --out FILE``.
 The options join the runtime's ``profile`` command when the runtime is installed (its
 measuring path needs torch); otherwise ``profile`` offers the analytic path alone. Bad
 input (unknown GPU or model, a config.json missing a key, a TP size that does not divide
@@ -88,7 +88,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         over |= {"attention_split_kv": split, "kv_gather_passes": passes}
     eff = Efficiency(**over) if over else None
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
-                      draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model)
+                      draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model,
+                      draft_vocab=getattr(args, "draft_vocab", None))
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
@@ -161,6 +162,9 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
                    "modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
     g.add_argument("--drafter", default="block", help="block (DSpark/DFlash) or chain (EAGLE/MTP) (default block)")
     g.add_argument("--draft-layers", type=positive_int, default=1, help="decoder layers of the assumed drafter (default 1)")
+    g.add_argument("--draft-vocab", type=positive_int, default=None,
+                   help="rows of the drafter's own LM head: an EAGLE-3 head's draft_vocab_size (32000 for the "
+                        "Llama-3.1-8B heads) (default: the drafter uses the target's LM head, as EAGLE-2 and MTP do)")
     g.add_argument("--host-ghz", type=float, default=None,
                    help="the serving host's single-core CPU clock, GHz: scales the eager (no-graph) kernel issue "
                         "(default 2.1, the host it was measured on)")

@@ -475,7 +475,7 @@ def extend_issue_s(arch: ModelArch, gpu: GpuSpec, eff: Efficiency, tp: int, toke
     return arch.num_layers * (eff.graph_launch_s + eff.breakable_eager_kernels_per_layer * per) + eff.graph_launch_s
 
 
-def draft_arch(target: ModelArch, layers: int) -> ModelArch:
+def draft_arch(target: ModelArch, layers: int, vocab: int | None = None) -> ModelArch:
     """The assumed drafter: ``layers`` decoder layers of the target's own layer type on the
     target's vocabulary and LM head.
 
@@ -486,9 +486,18 @@ def draft_arch(target: ModelArch, layers: int) -> ModelArch:
     DeepseekV4 decoder layers with the target's routed experts unless the draft config
     overrides them (models/deepseek_v4_dspark.py ``_dspark_stage_config``). So a draft
     forward over ``batch x window`` tokens touches experts the way a verify does.
+
+    ``vocab``: the drafter's own LM head rows, where it has one. An EAGLE-3 head computes its
+    logits over the checkpoint's ``draft_vocab_size`` (SGLang 0.5.23 models/llama_eagle3.py:
+    ``ParallelLMHead(config.draft_vocab_size, ...)``, mapped back to the target's tokens by
+    ``hot_token_id``; speculative/eagle_worker_v2.py ``init_lm_head`` keeps it unless the
+    checkpoint has none), 32000 rows for the Llama-3.1-8B EAGLE-3 heads against the target's
+    128256. None: the target's LM head (EAGLE-2, MTP/NEXTN: ``set_embed_and_head``).
     """
-    return target.model_copy(update={"name": f"{target.name}-draft{layers}", "num_layers": layers,
-                                      "first_k_dense": 0})
+    update = {"name": f"{target.name}-draft{layers}", "num_layers": layers, "first_k_dense": 0}
+    if vocab is not None:
+        update["vocab_size"] = vocab
+    return target.model_copy(update=update)
 
 
 def decode_like(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, batch: float,

@@ -87,7 +87,7 @@ def _host(platform: str) -> tuple[dict[str, float], dict[str, str]]:
 def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None = None, *,
                   window: int = 6, drafter: str = "block", draft_layers: int = 1,
                   eff: Efficiency | None = None, name: str | None = None,
-                  model_ref: str = "") -> dict[str, Any]:
+                  model_ref: str = "", draft_vocab: int | None = None) -> dict[str, Any]:
     """A profile mapping that validates as :class:`sim.profile.Profile`.
 
     Args:
@@ -95,6 +95,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         drafter: ``block`` (one draft forward over the window: DSpark/DFlash) or ``chain``
             (one token per draft forward: EAGLE/MTP; serial steps come from ``draft_step``).
         draft_layers: decoder layers of the assumed drafter.
+        draft_vocab: rows of the drafter's own LM head (an EAGLE-3 head's
+            ``draft_vocab_size``); None: it uses the target's (:func:`roofline.draft_arch`).
         dtype: ``bf16``, ``fp8``, ``mxfp4`` or ``nvfp4`` (default: the checkpoint's 4-bit
             format, fp8 for an fp8 checkpoint, else bf16).
 
@@ -106,10 +108,13 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         raise ConfigError("<command line>", "--window", window, "must be in 2..64")
     if drafter not in ("block", "chain"):
         raise ConfigError("<command line>", "--drafter", drafter, "allowed: block, chain")
+    if draft_vocab is not None and not 1 <= draft_vocab <= arch.vocab_size:
+        raise ConfigError("<command line>", "--draft-vocab", draft_vocab,
+                          f"the drafter's LM head rows: 1..{arch.vocab_size} (the target's vocab_size)")
     dtype = dtype or arch.weight_format or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
     eff = eff or Efficiency()
     par = Parallel(tp=tp, dtype=dtype)
-    draft = draft_arch(arch, draft_layers)
+    draft = draft_arch(arch, draft_layers, draft_vocab)
 
     def dec(b: float, c: float) -> ForwardCost:
         return decode_like(arch, gpu, par, eff, b, 1, c)
@@ -156,8 +161,9 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     host_prov["host.launch_per_extend_s"] = f"host issue of one target extend forward (roofline.extend_issue_s): {how}"
     host_prov["host.launch_per_inject_s"] = f"the same for the drafter's prompt injection ({draft.num_layers} layer(s))"
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
-    # the drafter shares the target's embedding and LM head
-    w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - arch.vocab_size * arch.hidden_size / tp * 2 * (1 if arch.tie_word_embeddings else 2)
+    # the drafter shares the target's embedding, and its LM head unless it has its own (draft_vocab)
+    shared_tables = (1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
+    w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
     prov = {
@@ -175,7 +181,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.draft_step": (("one draft-model forward by its tokens x (batch x tokens per request): "
                             + (f"a block of {window} tokens per request, each request reading its context once "
                                "(roofline.draft_forward)" if drafter == "block" else
-                               "one token per request (a chain step), each reading its context once"))
+                               "one token per request (a chain step), each reading its context once")
+                            + "; gpu.draft_step_tokens_per_request says which, so a forward of other tokens per "
+                              "request (a topk-wide draft step, the draft extend over the verified window) is its "
+                              "token part at context 0 plus one KV read per request (sim/cost_model.py draft_s)")
                            if new_schema else
                            "one extra serial draft forward of one token per request (chain drafters)"),
         "gpu.eager_overhead_s": (f"GPU-bound eager extra: {kernels} kernels x {eff.eager_gpu_per_kernel_s * 1e6:.1f} us "
@@ -195,8 +204,12 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
         "gpu.eager_factor": (f"max(eager host issue, graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
                              f"decode graph limit here) and 1K context; used only by profiles without eager_overhead_s"),
-        "drafter": (f"assumed: {draft_layers} target-shaped dense decoder layer(s) on the target's LM head "
-                    f"({drafter} drafter); its weights count in hardware.weight_bytes"),
+        "drafter": (f"assumed: {draft_layers} target-shaped dense decoder layer(s) on "
+                    + ("the target's LM head" if draft_vocab is None else
+                       f"its own LM head of {draft_vocab} rows (an EAGLE-3 head's draft_vocab_size: SGLang 0.5.23 "
+                       f"models/llama_eagle3.py ParallelLMHead(config.draft_vocab_size); the draft extend's fc over "
+                       f"three target layers' hidden states is not counted)")
+                    + f" ({drafter} drafter); its weights count in hardware.weight_bytes"),
         **{f"analytic.efficiency.{k}": v for k, v in EFFICIENCY_SOURCES.items()},
         **({"gpu.attention_width": (f"padded_max: the attention gathers a dense copy of the KV (analytic.efficiency."
                                     f"kv_gather_passes {eff.kv_gather_passes}) over one width for the batch, the longest "
@@ -241,6 +254,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "verify": _grid(BATCHES, CONTEXTS, ver),
             **({"verify_window": window, "verify_includes_draft": False} if new_schema else {}),
             "draft_step": _grid(DRAFT_TOKENS if new_schema else BATCHES, CONTEXTS, draft_step),
+            **({"draft_step_tokens_per_request": window if drafter == "block" else 1}
+               if "draft_step_tokens_per_request" in GpuProfile.model_fields else {}),
             "decode": _grid(BATCHES, CONTEXTS, lambda b, c: dec(b, c).graph_s),
             **({"eager_overhead_s": float(f"{eager_overhead:.6e}"),
                 "eager_draft_overhead_s": float(f"{eager_draft_overhead:.6e}")} if new_schema else {}),
@@ -260,7 +275,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "analytic": {
             "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
             "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
-            "window": window, "drafter": drafter, "draft_layers": draft_layers, "efficiency": eff_d,
+            "window": window, "drafter": drafter, "draft_layers": draft_layers,
+            **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}), "efficiency": eff_d,
         },
     }
 
@@ -296,4 +312,4 @@ def regenerate(profile: Profile, **efficiency: float) -> dict[str, Any]:
     eff = Efficiency.model_validate({**a["efficiency"], **efficiency})
     return build_profile(ModelArch.model_validate(a["model"]), GpuSpec.model_validate(a["gpu"]), a["tp"], a["dtype"],
                          window=a["window"], drafter=a["drafter"], draft_layers=a["draft_layers"], eff=eff,
-                         name=profile.name)
+                         name=profile.name, draft_vocab=a.get("draft_vocab"))

@@ -1,0 +1,1 @@
+"""Scenarios of public speculative-decoding results (docs/analytic-profiles.md)."""

@@ -1,0 +1,78 @@
+"""Every H200 cell (scenarios/h200/*.yaml), at its full size and in every arm, loads and is
+simulated to completion with the shipped profile (profiles/h200-1b.yaml), and
+benchmarks/gpu_validate.py knows exactly these cells: the 11 rounds 1-17 measured are its
+default, the ones never measured before are named only with --cells, and a name without a
+file is refused before any profiling starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from specsched.sim.config import arm_names, load_scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.profile import load_profile
+
+from tests.conftest import load_benchmark
+
+ROOT = Path(__file__).resolve().parent.parent
+CELLS = ROOT / "scenarios" / "h200"
+NAMES = sorted(p.stem for p in CELLS.glob("*.yaml"))
+gv = load_benchmark("gpu_validate", "gv_cells")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile(str(ROOT / "profiles" / "h200-1b.yaml"))
+
+
+@pytest.mark.parametrize("cell", NAMES)
+def test_every_cell_loads_and_simulates_in_every_arm(cell: str, profile) -> None:
+    path = CELLS / f"{cell}.yaml"
+    arms = arm_names(path)
+    assert arms[0] == "base" and len(arms) >= 2  # a second arm: what the cell compares
+    for arm in arms:
+        sc = load_scenario(path, arm)
+        assert sc.profile == "h200-1b"
+        s = run_scenario(sc, seed=sc.seed, profile=profile).summary
+        assert s["completed"] == sc.workload.num_requests
+        assert s["duration"] > 0 and s["median_ttft_ms"] > 0 and s["output_throughput"] > 0
+
+
+def test_gpu_validate_knows_every_cell_and_keeps_its_default() -> None:
+    assert sorted(gv.KNOWN_CELLS) == NAMES
+    assert not set(gv.NEW_CELLS) & set(gv.CELLS)
+    # the default --cells is the list rounds 1-17 measured (their commands keep their meaning)
+    assert gv.CELLS == ["batch1", "batch8", "batch32", "batch64", "burst66", "poisson-nospec", "chunked-prefix",
+                        "window4-lowacc", "kv-retract", "above-graph-bs", "long-context"]
+    assert gv.parse_cells("none") == [] and gv.parse_cells("batch8,queue-chunked,") == ["batch8", "queue-chunked"]
+    with pytest.raises(ValueError, match="unknown cell 'batch9'.*known: batch1"):
+        gv.parse_cells("batch8,batch9")
+
+
+def test_an_unknown_cell_is_refused_before_profiling(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        gv.main(["--out", str(tmp_path / "r"), "--cells", "batch8,nope", "--device", "cpu"])
+    assert e.value.code == 2
+    assert "--cells: unknown cell 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(SystemExit) as e:
+        gv.main(["--out", str(tmp_path / "r"), "--cells", "none", "--poisson-cell", "nope", "--device", "cpu"])
+    assert e.value.code == 2 and "--poisson-cell: unknown cell 'nope'" in capsys.readouterr().err
+
+
+def test_the_new_cells_differ_from_every_measured_one_where_they_say() -> None:
+    """What each new cell's header says only it tests holds against the 11 measured cells."""
+    old = {c: load_scenario(CELLS / f"{c}.yaml") for c in gv.CELLS}
+    new = {c: load_scenario(CELLS / f"{c}.yaml") for c in gv.NEW_CELLS}
+    spec_poisson = [c for c, sc in old.items() if sc.workload.kind == "poisson" and sc.server.spec_window > 1]
+    assert not spec_poisson and new["poisson-spec"].workload.kind == "poisson"
+    assert new["poisson-spec"].server.spec_window > 1
+    assert new["window8-highacc"].server.spec_window > max(sc.server.spec_window for sc in old.values())
+    assert new["sharegpt-lengths"].workload.input_len.kind == "file" == new["sharegpt-lengths"].workload.output_len.kind
+    assert all(sc.workload.output_len.kind == "fixed" for sc in old.values())
+    short = new["conc24-short"].workload
+    assert short.max_concurrency == 24 and short.output_len.value < min(sc.workload.output_len.value for sc in old.values())
+    q = new["queue-chunked"]
+    assert q.workload.concurrency >= 2 * q.server.max_running_requests  # a standing queue
+    assert q.workload.input_len.value * q.workload.input_len.range_ratio > 2 * q.server.chunked_prefill_size  # 3 chunks
