@@ -263,6 +263,7 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
                                  ("page > 1", srv.page_size > 1), ("overlap off", not srv.enable_overlap_schedule),
                                  ("eager batches", len(res.steps) and (res.steps["batch_size"] > srv.cuda_graph_max_bs).any()),
                                  ("request_rate inf", sc.workload.request_rate == math.inf),
+                                 ("swa pool", srv.sliding_window_size is not None),
                                  ("step by step compared", step_by_step)) if on]
         for t in tags:
             reached[t] = reached.get(t, 0) + 1
