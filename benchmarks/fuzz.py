@@ -159,6 +159,10 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
     if spec and draw(st.integers(0, 3)) == 0:  # measured at another window, carried to this one
         acceptance["window"] = window = draw(st.integers(2, 8))
         acceptance["rate_decay"] = draw(st.sampled_from([1.0, 0.9, 0.6]))
+    if spec and "window" not in acceptance and chain and steps is not None:
+        # a tree accepts at most its depth + 1 (speculative_num_steps + 1) tokens per verify,
+        # whatever its node count: a longer distribution is refused at load (sim/config.py)
+        window = min(window, steps + 1)
     if spec:
         source = draw(st.sampled_from(["mean", "rates", "histogram"]))
         if source == "mean":
