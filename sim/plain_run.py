@@ -192,8 +192,9 @@ class PlainRun:
                 ctx0 += n_in + h
                 held += x + 1
                 if x >= 1:
-                    order.append((x + 1, n_in + d - 1))
-                    base += n_in + d - 1
+                    g = n_in + d - 1
+                    order.append((x + 1, g))
+                    base += g
         if nlive == 0 or nlive > kv.available:
             return None
         fin0 = fin.count(0)
@@ -237,13 +238,15 @@ class PlainRun:
         order.sort()
         bs = len(order)
         changes = [(1, bs, base)]   # base: P_1's context sum minus bs (summed in the loop above)
+        at = 1                      # changes[-1]'s iteration
         for e, g in order:
             bs -= 1
             base -= g
-            if changes[-1][0] == e:
+            if at == e:
                 changes[-1] = (e, bs, base)
             else:
                 changes.append((e, bs, base))
+                at = e
         run.changes = changes
         return run
 
@@ -365,8 +368,6 @@ class PlainRun:
         at_one = from_two = 0    # requests delivering at both 0 and 1; last delivering at >= 2
         fins, points, ends = [], [], []
         tot = freed = free_last = 0
-        mf = self.min_fin    # the run's first finish: the reservation there (tot_p) is a peak candidate
-        tot_p = 0
         h0 = self.h0
         # zip over the per-request lists (no indexing); the formulas of the per-purpose methods
         for i, (r, x, c, d, f, rid, n_in, k0, x0) in enumerate(zip(
@@ -374,20 +375,23 @@ class PlainRun:
                 strict=True)):
             k = x + 1 if x < n else n          # passes of P_0 .. P_{n-1} holding it
             tot += k
-            tot_p += x + 1 if x < mf else mf + 1
             h = d + j
+            # the device's count min(d + n, c) is c here and h + 1 below (h + 1 <= c there)
             if h >= c:
                 outs.append(c)
                 done.append(True)
                 held.append(0)
+                dev.append(c)
             else:
                 outs.append(h)
                 done.append(False)
                 held.append(k0 + k)
-            dev.append(d + n if d + n < c else c)
+                dev.append(h + 1)
             if x >= j:
+                # in P_j: x = f - drop >= j with f = c - d, so h = d + j <= c and the host's
+                # count min(h - 1, c) before P_j is h - 1
                 kept.append(r)
-                hj = h0[i] if j == 0 else (h - 1 if h - 1 < c else c)
+                hj = h - 1 if j else h0[i]
                 p_rids.append(rid)
                 p_pre.append(n_in + hj)
                 p_h.append(hj)
@@ -423,8 +427,10 @@ class PlainRun:
         o.used = peak - free_last
         if len(points) == 1:
             # one finish before n - 1, the run's first (min_fin): nothing is freed before it,
-            # so the reservation there is used0 + sum of min(last + 1, min_fin + 1)
-            s = self.used0 + tot_p
+            # so the reservation there is used0 + sum of min(last + 1, min_fin + 1); summed
+            # here only (about one stretch in three has such a finish)
+            mf = self.min_fin
+            s = self.used0 + sum(x + 1 if x < mf else mf + 1 for x in self.last)
             o.peak = s if s > peak else peak
         else:
             o.peak = self._peak_at(points, n, peak) if points else peak

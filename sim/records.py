@@ -216,7 +216,8 @@ class Recorder:
             row = row_of[rid]
             if compact:
                 prev = last[row]
-                if prev == prev:  # not NaN: a gap from the request's previous chunk
+                last[row] = t
+                if prev == prev:  # not NaN: a gap from the request's previous chunk (so its first is set)
                     if k == 1:    # (t - prev) / 1 is t - prev: the two times
                         st.append(prev)
                         st.append(t)
@@ -225,8 +226,9 @@ class Recorder:
                         st.append((t - prev) / k)
                     sc.append(k)
                     sc.append(0)
-                last[row] = t
-            if first[row] != first[row]:
+                elif first[row] != first[row]:
+                    first[row] = t
+            elif first[row] != first[row]:
                 first[row] = t
             if fin:
                 finish[row] = t

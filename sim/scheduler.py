@@ -280,10 +280,14 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _filter_finished(self) -> None:
         """Finished requests leave the running batch (SGLang ``filter_batch``); a request
         leaving clears the batch_is_full latch."""
-        kept = [r for r in self.running if r.output_len < r.max_new_tokens]   # not r.finished (inlined)
-        if len(kept) < len(self.running):
-            self.batch_is_full = False
-            self.running = kept
+        running = self.running
+        for r in running:
+            if r.output_len >= r.max_new_tokens:   # r.finished (inlined)
+                break
+        else:
+            return   # none finished: no new list (most passes)
+        self.batch_is_full = False
+        self.running = [r for r in running if r.output_len < r.max_new_tokens]
 
     def _kv_room(self) -> int:
         """KV tokens an allocation can get now: free plus evictable cached tokens (SGLang
@@ -505,7 +509,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._refuse_parked_chunk(prev_chunked)
             return None
 
-        admitted = [r for r, _ in adder.can_run if r is not prev_chunked]
+        batch = [r for r, _ in adder.can_run]
+        admitted = batch if prev_chunked is None else [r for r in batch if r is not prev_chunked]
         if admitted:
             self._leave_queue(admitted, in_queue_order)
             self.admission.on_prefill_admitted(len(admitted))
@@ -534,7 +539,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             if r.prefill_done >= r.fill_len:
                 new.append(r.rid)
         self.chunked_req = adder.new_chunked or (prev_chunked if still_chunked else None)
-        self._last_prefill = [r for r, _ in adder.can_run]
+        self._last_prefill = batch
         num_extend = len(rids)
         decoders: list[Req] = []
         if mixed:
@@ -703,21 +708,20 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         d_fin: list[bool] = []
         window = plan.spec_window
         spec_step = window > 1
-        mixed_step = plan.mode is MIXED
-        committed = output.counts()
+        # a decode row's reservation: a mixed step's rows hold a verify window's and commit one token
+        reserved = self.window if plan.mode is MIXED else window
+        num_extend = plan.num_extend
         reqs = self.reqs
         skip = (WAITING, FINISHED)
         returning: list[Req] = []    # decode entries with unused reserved slots
         unused_n: list[int] = []
         finished: list[Req] = []
-        for i, rid in enumerate(plan.rids):
+        for i, (rid, n) in enumerate(zip(plan.rids, output.counts(), strict=True)):
             r = reqs[rid]
             if r.status in skip:  # INV-3: a finished (or retracted) request takes no more tokens
                 continue
-            n = committed[i]
-            if i >= plan.num_extend:
-                # a mixed step's rows hold a verify window's reservation and commit one token
-                unused = (self.window if mixed_step else window) - n
+            if i >= num_extend:
+                unused = reserved - n
                 if unused > 0:
                     returning.append(r)
                     unused_n.append(unused)

@@ -22,6 +22,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from specsched.sim import host_timeline
+from specsched.sim.admission import NoDelay
 from specsched.sim.config import load_scenario
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import SimEngine
@@ -433,7 +434,8 @@ def test_inv7_fast_forward_under_padded_attention(server, workload, inp, out, se
 
 def _generic_admission(eng: SimEngine) -> SimEngine:
     """``eng`` with the admission pass's shortcuts off: the ``none`` policy is asked at every
-    pass (its state built), and admitted requests leave the queue by the general rebuild."""
+    pass (its state built), admitted requests leave the queue by the general rebuild, and
+    the finished filter builds its list at every pass."""
     from collections import deque
 
     sched = eng.sched
@@ -443,7 +445,14 @@ def _generic_admission(eng: SimEngine) -> SimEngine:
         ids = {id(r) for r in admitted}
         sched.waiting = deque(r for r in sched.waiting if id(r) not in ids)
 
+    def filter_finished():
+        kept = [r for r in sched.running if not r.finished]
+        if len(kept) < len(sched.running):
+            sched.batch_is_full = False
+            sched.running = kept
+
     sched._leave_queue = leave_queue
+    sched._filter_finished = filter_finished
     return eng
 
 
@@ -452,7 +461,8 @@ def _generic_admission(eng: SimEngine) -> SimEngine:
        seed=st.integers(0, 10_000), fast=st.booleans())
 def test_admission_shortcuts_change_nothing(server, workload, inp, out, seed, fast):
     """The lean admission pass (Scheduler._never_delays: the ``none`` policy is not asked;
-    ``_leave_queue`` pops the one admitted head) gives the general pass's run exactly."""
+    ``_leave_queue`` pops the one admitted head; ``_filter_finished`` keeps the running list
+    when nothing finished) gives the general pass's run exactly."""
     server = dict(server, admission_delay="none")
     workload = uniform_lengths(workload, inp, out)
     acc = window_acceptance(server)
@@ -696,3 +706,23 @@ def test_extend_only_device_step_is_the_general_step(rows, n_dec, known):
         a.committed[rid] = b.committed[rid] = c
     assert a.step(plan).counts() == _device_step_reference(b, plan)
     assert a.committed == b.committed
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 5)), max_size=12), full=st.booleans())
+def test_finished_filter_is_the_list_rebuild(rows, full):
+    """``Scheduler._filter_finished`` (scan, and build a list only when a request finished)
+    leaves the running batch and the batch_is_full latch as the rebuild at every pass does;
+    with none finished the running list is the same object."""
+    from specsched.sim.request import Req
+
+    s = Scheduler(make_scenario().server, NoDelay())
+    reqs = [Req(i, 8, cap, output_len=min(out, cap)) for i, (out, cap) in enumerate(rows)]
+    s.running, s.batch_is_full = list(reqs), full
+    before = s.running
+    s._filter_finished()
+    kept = [r for r in reqs if not r.finished]
+    assert [id(r) for r in s.running] == [id(r) for r in kept]
+    any_finished = len(kept) < len(reqs)
+    assert s.batch_is_full == (full and not any_finished)
+    assert (s.running is before) == (not any_finished)
