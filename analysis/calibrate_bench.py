@@ -233,12 +233,20 @@ def decode_step_seconds(profile: Any, server: Any, batch: int, context: float) -
     from specsched.sim.cost_model import CostModel
     from specsched.sim.plan import BatchPlan, ForwardMode
 
-    cost = CostModel(profile, server)
     w = server.spec_window
     mode = ForwardMode.VERIFY if server.speculative_algorithm.enabled else ForwardMode.DECODE
     b = max(int(round(batch)), 1)
     plan = BatchPlan(step=0, mode=mode, rids=tuple(range(b)), extend_lens=(w,) * b,
                      prefix_lens=(int(context * b),) + (0,) * (b - 1), spec_window=w)
+    if server.enable_dp_attention and server.dp_size > 1:
+        # DP attention: each rank logs its own batch, and every rank's step is one lock-step
+        # forward of the group (sim/dp_attention.py DPCost): the ranks taken as alike
+        from specsched.sim.dp_attention import DPCost, GroupPlan, rank_server_args
+
+        cost = DPCost(CostModel(profile, rank_server_args(server)), profile.gpu.dp_attention_sync_s, server.dp_size)
+        plan = GroupPlan(step=0, parts=(plan,) * server.dp_size)
+    else:
+        cost = CostModel(profile, server)
     gpu = cost.gpu(plan, "main").total_s
     host = sum(cost.host(k, plan) for k in ("schedule", "launch", "process"))
     return max(gpu, host) if server.enable_overlap_schedule else gpu + host

@@ -66,7 +66,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
-from specsched.sim.server_args import CHAIN_PARAM_KEYS
+from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -74,6 +74,10 @@ REFERENCE_KEYS = (
 )
 SHAREGPT_INPUT = "sharegpt-like-lengths-input.csv"
 SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
+SHARED_PREFIX_DATASETS = ("generated-shared-prefix", "prefix_repetition")
+"""Datasets whose prompts share prefixes by construction: SGLang bench_serving's
+``generated-shared-prefix`` (benchmark/datasets/generated_shared_prefix.py, ``gsp_*``
+arguments) and vLLM's ``prefix_repetition``; neither writes its sharing into the result line."""
 
 
 def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], list[str], dict[str, pd.DataFrame]]:
@@ -109,6 +113,10 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                else {"kind": "file", "path": SHAREGPT_OUTPUT})
         notes.append("lengths: the shipped ShareGPT-like histograms (synthetic, approximating public ShareGPT statistics)")
         return {"kind": "file", "path": SHAREGPT_INPUT}, out, notes, {}
+    if ds in SHARED_PREFIX_DATASETS:
+        notes.append(f"prefixes: dataset {ds!r} sends prompts that share system prompts (its group and length "
+                     "arguments are not in the line); the scenario's prompts share nothing, so its prefix cache "
+                     "finds no hit: state them under workload.shared_prefix")
     d = run.details
     if d is None:
         means = _mean_lengths(run)
@@ -224,10 +232,21 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
 def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     info = run.extra.get("server_info")
     if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        n_p = len(info["prefill"]) if isinstance(info.get("prefill"), list) else "?"
+        notes.append(f"server: the run was prefill-decode disaggregated ({n_p} prefill and {len(info['decode'])} "
+                     "decode servers in server_info): the scenario is one colocated server with the decode "
+                     "server's arguments; state the layout under server.disaggregation (docs/disaggregation.md)")
         info = info["decode"][0]   # PD disaggregation: the decode server (as bench_serving reads it)
+    if isinstance(info, dict) and info.get("disaggregation_mode") not in (None, "null"):
+        # a role is the layout's (server.disaggregation), not a colocated scenario's
+        if not notes or "disaggregated" not in notes[-1]:
+            notes.append(f"server_info disaggregation_mode = {info['disaggregation_mode']!r} left out: the scenario "
+                         "is one colocated server; state a layout under server.disaggregation (docs/disaggregation.md)")
+        info = {k: v for k, v in info.items() if k != "disaggregation_mode"}
     if not isinstance(info, dict):
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}
+    info = _server_level_dp(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
         v = info.get(k)
@@ -256,11 +275,46 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    own = ("disable_overlap_schedule", "specsched")   # read above; specsched's own provenance (sim/bench_serving.py)
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size")   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
     return out
+
+
+def _server_level_dp(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """A DP-attention server's /server_info as the launch arguments the scenario takes.
+
+    SGLang reports its server arguments after its own adjustments: with DP attention over N
+    ranks ``chunked_prefill_size`` is already the rank's (divided by N) and
+    ``schedule_conservativeness`` already x 0.3 (0.4.x-0.5.x ``ServerArgs.__post_init__``;
+    0.5.23 arg_groups/parallel_hook.py ``handle_data_parallelism``, whose resolved values
+    ``ServerArgs.resolved_dict`` reports). 0.5.23 also moves the width from ``dp_size`` to
+    ``attn_dp_size`` (``handle_deprecated_dp_attention``: ``dp_size`` 1 there). The scenario
+    states the server's values and the simulator divides them per rank
+    (sim/dp_attention.py ``rank_server_args``), so they are taken back to the server's;
+    read as written, an N-rank server was simulated as one rank, or with chunks N times too
+    small. specsched's own lines hold the scenario's values and are read as written."""
+    if "specsched" in info or not info.get("enable_dp_attention"):
+        return info
+    n = info.get("attn_dp_size") if isinstance(info.get("attn_dp_size"), int) and info["attn_dp_size"] > 1 \
+        else info.get("dp_size")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        return info
+    from specsched.sim.dp_attention import DP_CONSERVATIVENESS
+
+    info = {**info, "dp_size": n}
+    said = [f"dp_size {n} (the attention-DP width)"]
+    c = info.get("chunked_prefill_size")
+    if isinstance(c, int) and not isinstance(c, bool) and c > 0:
+        info["chunked_prefill_size"] = c * n
+        said.append(f"chunked_prefill_size {c} x {n} = {c * n} (server_info holds the rank's)")
+    sc = info.get("schedule_conservativeness")
+    if isinstance(sc, (int, float)) and not isinstance(sc, bool) and sc > 0:
+        info["schedule_conservativeness"] = round(sc / DP_CONSERVATIVENESS, 12)
+        said.append(f"schedule_conservativeness {sc:g} / {DP_CONSERVATIVENESS:g} (server_info holds the DP-scaled value)")
+    notes.append("server: DP attention: " + "; ".join(said))
+    return info
 
 
 # SGLang 0.5.23 srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params: the
@@ -285,7 +339,35 @@ def _accept_length(run: BenchRun) -> float | None:
     return None
 
 
-def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str]) -> dict[str, Any]:
+def _vllm_drafts(run: BenchRun) -> tuple[int, list[float] | None] | None:
+    """What a ``vllm bench serve`` line with a drafter (0.11 on) says about its drafts: the
+    draft tokens per draft (vLLM's ``num_speculative_tokens`` k =
+    ``spec_decode_draft_tokens / spec_decode_num_drafts``) and, from
+    ``spec_decode_per_position_acceptance_rates`` (tokens accepted at position i over drafts:
+    the share of drafts that reached it, acceptance being a prefix), the conditional rates
+    P(draft i accepted | drafts < i accepted) = rate_i / rate_(i-1) that
+    ``acceptance.per_position_rates`` takes. None without the counts (SGLang lines)."""
+    x = run.extra
+    drafts, tokens = x.get("spec_decode_num_drafts"), x.get("spec_decode_draft_tokens")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+               for v in (drafts, tokens)):
+        return None
+    k = round(tokens / drafts)
+    if k < 1 or k + 1 > MAX_DRAFT_TOKENS or abs(tokens / drafts - k) > 1e-6 * k:
+        return None
+    rates = x.get("spec_decode_per_position_acceptance_rates")
+    cond: list[float] | None = None
+    if (isinstance(rates, list) and len(rates) == k
+            and all(isinstance(u, (int, float)) and not isinstance(u, bool) and 0 <= u <= 1 for u in rates)):
+        cond, prev = [], 1.0
+        for u in rates:
+            cond.append(min(1.0, u / prev) if prev > 0 else 0.0)
+            prev = u
+    return k, cond
+
+
+def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
+                     drafts: tuple[int, list[float] | None] | None = None) -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
     but not with which drafter and window: :data:`ASSUMED_DRAFTER` (with the chain drafter
     ``named`` by server_info instead of eagle, if the model has it), its chain lengthened when
@@ -297,16 +379,22 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str]) -> 
     if kind in SpecAlgorithm.__members__ and SpecAlgorithm(kind).enabled and not SpecAlgorithm(kind).is_block:
         d["speculative_algorithm"] = kind
     why = "SGLang's default EAGLE parameters"
+    if drafts is not None:   # vllm bench serve: its draft length is in the line
+        k = drafts[0]
+        d.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
+        why = (f"a chain of the line's {k} draft tokens per draft (spec_decode_draft_tokens / "
+               "spec_decode_num_drafts); the drafter kind is not in the line")
     try:
         gpu = load_profile(profile).gpu
     except ConfigError:
         gpu = None   # the caller reports a bad profile; the assumption stands without it
     if gpu is not None and gpu.draft_step is None:
         d = {"speculative_algorithm": "dspark",
-             "speculative_num_draft_tokens": gpu.verify_window or d["speculative_num_draft_tokens"]}
+             "speculative_num_draft_tokens": (drafts[0] + 1 if drafts else gpu.verify_window)
+             or d["speculative_num_draft_tokens"]}
         why = f"profile {profile} prices no chain draft step, only its block drafter"
     w = d["speculative_num_draft_tokens"]
-    if acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
+    if drafts is None and acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
         d["speculative_num_draft_tokens"] = w = math.ceil(acc) + 1
         why += f"; window widened to {w} to fit the accept length"
         if "speculative_num_steps" in d:
@@ -375,16 +463,23 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     else:
         sc["server"] = _server(run, notes)
     acc = _accept_length(run)
+    drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled
     if acc is not None and not spec and not template:
         info = run.extra.get("server_info")
         named = info.get("speculative_algorithm") if isinstance(info, dict) else None
-        sc["server"].update(_assumed_drafter(acc, named, profile, notes))
+        sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts))
         spec = True
     if acc is not None and spec and not template:
         window = sc["server"].get("speculative_num_draft_tokens", 1)
-        sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
-        notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
+        if drafts is not None and drafts[1] is not None and window == drafts[0] + 1:
+            sc["acceptance"] = {"per_position_rates": [round(r, 6) for r in drafts[1]]}
+            notes.append("acceptance: per-position rates from the line's spec_decode_per_position_acceptance_rates "
+                         f"(each over the previous: {', '.join(f'{r:.3f}' for r in drafts[1])}; accept length "
+                         f"{acc:.3f})")
+        else:
+            sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
+            notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
     sc["workload"] = workload
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}

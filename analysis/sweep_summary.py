@@ -153,6 +153,23 @@ def _x_axis(summary: pd.DataFrame, params: list[str]) -> str | None:
     return best
 
 
+def _plain(v: Any) -> bool:
+    """A value that is a position on a numeric axis: finite and not negative (the scenario
+    keys' negative values are sentinels: chunked_prefill_size -1 turns chunking off)."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) and v >= 0
+
+
+def _plain_axis(col: pd.Series) -> bool:
+    return all(_plain(v) for v in col.dropna().unique())
+
+
+def _label(v: Any) -> str:
+    """A tick label: ``inf``, ``-1``, ``8192`` (an integral float without its ``.0``)."""
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     """Metric-vs-parameter lines of a sweep summary (:func:`summarize_sweep`).
 
@@ -179,6 +196,12 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     metrics = list(dict.fromkeys(summary["metric"]))
     numeric = pd.api.types.is_numeric_dtype(summary[x]) and not pd.api.types.is_bool_dtype(summary[x])
     cats = list(dict.fromkeys(summary[x].astype(str))) if not numeric else []
+    tick = str
+    if numeric and not _plain_axis(summary[x]):
+        # inf (a burst's request_rate) has no place on a numeric axis and was dropped; -1
+        # (chunked_prefill_size off) sat below the smallest chunk: both go last, by name
+        vals = sorted(summary[x].dropna().unique(), key=lambda v: (not _plain(v), v if _plain(v) else 0))
+        cats, numeric, tick = [_label(v) for v in vals], False, _label
     ncols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.9 * nrows), layout="constrained", squeeze=False)
@@ -187,7 +210,7 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     for ax, m in zip(axes.flat, metrics, strict=False):
         for color, (key, g) in zip(colors, groups, strict=True):
             d = g[g["metric"] == m]
-            xs = d[x].to_numpy(float) if numeric else np.array([cats.index(str(v)) for v in d[x]], float)
+            xs = d[x].to_numpy(float) if numeric else np.array([cats.index(tick(v)) for v in d[x]], float)
             order = np.argsort(xs, kind="stable")
             xs, ys = xs[order], d["value"].to_numpy(float)[order]
             lo, hi = d["ci_low"].to_numpy(float)[order], d["ci_high"].to_numpy(float)[order]

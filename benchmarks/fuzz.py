@@ -43,6 +43,7 @@ from specsched.sim.limits import check_fits, topup_beside_chunk_tokens
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.profile import Profile
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
+from specsched.sim.scheduler_decode import UnschedulableRequest
 
 SCHEDULE_POLICIES = list(SHIPPED_ORDERS)  # schedule_policy is a str: shipped names or a user class
 # summary keys that are undefined (null/NaN) for some legitimate runs, e.g. no decode step
@@ -83,9 +84,11 @@ def profiles(draw: Any, chain: bool, hostile: bool = False) -> dict[str, Any]:
 
 
 @st.composite
-def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
+def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """(scenario dict, profile dict, also run step by step?) reaching small chunks, pages,
-    mixed chunk, tight KV, retraction and every policy."""
+    mixed chunk, tight KV, retraction and every policy; with ``swa``, a quarter of the cases
+    run a hybrid sliding-window KV pool (window, SWA ratio down to pools of a few windows,
+    radix cache on or off)."""
     algo = draw(st.sampled_from([a.value for a in SpecAlgorithm]))
     spec = algo != "none"
     chain = spec and algo not in ("dspark", "dflash")
@@ -132,6 +135,11 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
         "prefill_slot_expansion_sync": draw(st.booleans()),
         "enable_overlap_schedule": draw(st.booleans()),
     }
+    if swa and draw(st.integers(0, 3)) == 0:
+        server["sliding_window_size"] = draw(st.sampled_from([16, 64, 128, 256]))
+        server["swa_full_tokens_ratio"] = draw(st.sampled_from([0.005, 0.02, 0.1, 0.5, 1.0]))
+        server["swa_eviction_interval"] = draw(st.sampled_from([1, 16, 128]))
+        server["disable_radix_cache"] = draw(st.booleans())
     if steps is not None:
         server["speculative_num_steps"] = steps
     if topk is not None:
@@ -151,6 +159,10 @@ def cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], di
     if spec and draw(st.integers(0, 3)) == 0:  # measured at another window, carried to this one
         acceptance["window"] = window = draw(st.integers(2, 8))
         acceptance["rate_decay"] = draw(st.sampled_from([1.0, 0.9, 0.6]))
+    if spec and "window" not in acceptance and chain and steps is not None:
+        # a tree accepts at most its depth + 1 (speculative_num_steps + 1) tokens per verify,
+        # whatever its node count: a longer distribution is refused at load (sim/config.py)
+        window = min(window, steps + 1)
     if spec:
         source = draw(st.sampled_from(["mean", "rates", "histogram"]))
         if source == "mean":
@@ -198,6 +210,9 @@ def check_run(sc: Scenario, eng: SimEngine, res: Any) -> list[str]:
         need((ts["kv_used_tokens"] <= cap).all(), "INV-2 KV within capacity")
     need(eng.sched.kv.peak <= cap, "INV-2 KV peak within capacity")
     need(eng.sched.kv.used == 0, "INV-3 KV balance: nothing held at the end")
+    if sc.server.sliding_window_size is not None:
+        kv = eng.sched.kv
+        need(kv.swa_used == 0 and kv.swa_peak <= kv.swa_capacity, "INV-8 SWA pool: within capacity, empty at the end")
     need((req["ttft_s"] > 0).all() and (req["ttft_s"] <= req["e2e_s"] + 1e-12).all(), "TIMES 0 < TTFT <= E2E")
     if len(steps):
         s = steps.sort_values("gpu_start_s")
@@ -236,7 +251,10 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
         eng = SimEngine(sc, prof, sc.seed)
     except ConfigError:  # the profile lacks what the scenario needs: refused in one line
         return "refused"
-    res = eng.run()
+    try:
+        res = eng.run()
+    except UnschedulableRequest:   # a request the server can never serve: one line in the CLI
+        return "refused"
     violations = check_run(sc, eng, res)
     assert not violations, violations
     if reached is not None:
@@ -249,6 +267,7 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
                                  ("page > 1", srv.page_size > 1), ("overlap off", not srv.enable_overlap_schedule),
                                  ("eager batches", len(res.steps) and (res.steps["batch_size"] > srv.cuda_graph_max_bs).any()),
                                  ("request_rate inf", sc.workload.request_rate == math.inf),
+                                 ("swa pool", srv.sliding_window_size is not None),
                                  ("step by step compared", step_by_step)) if on]
         for t in tags:
             reached[t] = reached.get(t, 0) + 1
@@ -260,7 +279,8 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
     return "ran"
 
 
-def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles: bool = True) -> dict[str, Any]:
+def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles: bool = True,
+         swa: bool = False) -> dict[str, Any]:
     """Run batches of :func:`cases` until ``minutes`` have passed; returns the report."""
     counts = {"ran": 0, "refused": 0}
     reached: dict[str, int] = {}
@@ -275,7 +295,7 @@ def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles:
     while time.monotonic() < deadline:
         test = settings(max_examples=batch, deadline=None, database=None, derandomize=False,
                         phases=[Phase.generate, Phase.shrink], print_blob=False,
-                        suppress_health_check=list(HealthCheck))(seed(k)(given(cases(hostile_profiles))(one)))
+                        suppress_health_check=list(HealthCheck))(seed(k)(given(cases(hostile_profiles, swa))(one)))
         try:
             test()
         except Exception as e:  # hypothesis has shrunk it; keep the smallest example
@@ -295,10 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=50, help="cases per hypothesis batch (default 50)")
     p.add_argument("--no-hostile-profiles", action="store_true",
                    help="only valid profiles (default: also all-zero grids and missing grids)")
+    p.add_argument("--swa", action="store_true", help="also hybrid sliding-window KV pools (a quarter of the cases)")
     p.add_argument("--out", type=Path, default=None, help="write the report as JSON")
     a = p.parse_args(argv)
     t0 = time.monotonic()
-    report = fuzz(a.minutes, a.seed, a.batch, not a.no_hostile_profiles)
+    report = fuzz(a.minutes, a.seed, a.batch, not a.no_hostile_profiles, a.swa)
     report["wall_s"] = round(time.monotonic() - t0, 1)
     print(f"{report['runs']} runs, {report['refused']} refused at validation, {len(report['failures'])} failing "
           f"batch(es) in {report['wall_s']} s")

@@ -156,6 +156,8 @@ class Provenance:
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
             "gpu.draft_step": ("not measured (left out): the runtime's proxy drafter is a block drafter, one parallel "
                                "draft forward already inside gpu.verify; chain drafters (eagle/mtp) are simulated only"),
+            "gpu.draft_step_tokens_per_request": ("left out with gpu.draft_step (no draft-step grid is measured; "
+                                                  "the simulator reads a grid without it at the forward's tokens)"),
             "gpu.eager_factor": (
                 f"median over (bs, context) of spec_cycle(graph=False) / spec_cycle(graph=True) (the gpu.verify "
                 f"point), at batch sizes {self.eager_bs} (the largest grid sizes{' above cuda_graph_max_bs' if self.eager_bs[0] > self.graph_max_bs else ''}) x "

@@ -603,8 +603,9 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         sends = bool((column(req, "start_s")[done] > 0).any())   # a run, not a file's per-request lists
         if sends:
             extra.update(_peaks(req, _table(run, "chunks")))
-    if rec.get("num_prompts") is None and req is not None and len(req):
-        rec["num_prompts"] = len(req)   # a trace without a row limit: the requests sent
+    if req is not None and len(req) and (rec.get("num_prompts") is None or rec.get("request_rate") == "trace"):
+        # a trace: the requests sent (its rows up to the limit; a limit above the rows sends the rows)
+        rec["num_prompts"] = len(req)
     for k in METRIC_KEYS:
         v = _value(s, k)
         if v is None and k in extra:

@@ -116,6 +116,18 @@ class Scenario(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _role_only_from_the_layout(self) -> Scenario:
+        """``disaggregation_mode`` is a role's, set by ``server.disaggregation``
+        (:meth:`ServerArgs.role_server`). Written on a scenario's own server, it made one
+        server a lone prefill or decode server with no peer: the run stalled with a traceback
+        (a decode server waits for KV no prefill server sends)."""
+        if self.server.disaggregation is None and self.server.disaggregation_mode != "null":
+            raise FieldError("server.disaggregation_mode", self.server.disaggregation_mode,
+                             "set per role by server.disaggregation (prefill and decode servers behind a router), "
+                             "not by hand; allowed here: null")
+        return self
+
+    @model_validator(mode="after")
     def _policies_load(self) -> Scenario:
         # a user policy class must import and build now, not fail mid-run
         if ":" in self.server.admission_delay or ":" in self.server.schedule_policy:

@@ -100,12 +100,16 @@ def check_fits(scenario: Scenario) -> None:
     srv, w = scenario.server, scenario.workload
     hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
     _check_hardware(scenario, hw)
+    _check_dp_divides_tp(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: the scheduler refuses a request
         # that cannot fit when it arrives
         return
     file = scenario.path or "<scenario>"
-    i = _max_len(w.input_len, scenario.path, "workload.input_len")
+    sp = w.shared_prefix
+    # a generated-shared-prefix prompt is its group's system prompt + its question, each at most its length
+    i = (sp.system_prompt_len + sp.question_len if sp is not None and w.input_len is None
+         else _max_len(w.input_len, scenario.path, "workload.input_len"))
     o = _max_len(w.output_len, scenario.path, "workload.output_len")
     if srv.disaggregation is None:
         _check_pool(file, srv, "server", i, o)
@@ -208,11 +212,56 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
         return
     srv = scenario.server
     mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs)
+    if mfs <= 0:
+        # the reserve alone takes the whole GPU: the settings it grows with are at fault,
+        # not the weights (SGLang's reserve: arg_groups/memory_hook.py handle_gpu_memory_settings)
+        act = srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else srv.max_prefill_tokens
+        graph_mib = srv.cuda_graph_max_bs * 2
+        key, value = (("server.cuda_graph_max_bs", srv.cuda_graph_max_bs) if graph_mib > act * 1.5 else
+                      ("server.chunked_prefill_size", srv.chunked_prefill_size) if srv.chunked_prefill_size > 0
+                      else ("server.max_prefill_tokens", srv.max_prefill_tokens))
+        raise ConfigError(scenario.path or "<scenario>", key, value,
+                          f"SGLang reserves activation and graph memory from chunked_prefill_size ({act} tokens x "
+                          f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x 2 MiB) before the KV pool: "
+                          f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
+                          f"(mem_fraction_static {mfs}); SGLang stops at start")
     if kv_pool_tokens(hw, mfs, srv.page_size) == 0:
         raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
                           f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
+
+
+def _check_dp_divides_tp(scenario: Scenario) -> None:
+    """Refuse DP attention whose rank count does not divide an analytic profile's TP group:
+    SGLang asserts ``tp_size % attn_dp_size == 0`` at start (arg_groups/parallel_hook.py
+    ``handle_data_parallelism``): the attention ranks split the group's GPUs. Such a profile
+    used to be read per rank (sim/dp_attention.py ``tp_group_kv_ratio`` None), each rank
+    timed as if it had the profile's whole group to itself: an 8B TP1 profile with dp_size 4
+    decoded as if on four GPUs. A measured per-rank profile (``analytic`` absent) is read per
+    rank as before."""
+    from specsched.sim.profile import load_profile
+
+    servers = [("server", scenario.server)]
+    if scenario.server.disaggregation is not None:
+        servers += [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+    dp = [(where, s.dp_size) for where, s in servers if s.enable_dp_attention and s.dp_size > 1]
+    if not dp:
+        return
+    try:
+        analytic = load_profile(scenario.profile, relative_to=scenario.path or None).analytic
+    except (ConfigError, OSError):
+        return
+    tp = analytic.get("tp") if isinstance(analytic, dict) else None
+    if not isinstance(tp, int) or tp < 1:
+        return
+    for where, size in dp:
+        if tp % size:
+            ok = [d for d in range(1, tp + 1) if tp % d == 0]
+            raise ConfigError(scenario.path or "<scenario>", f"{where}.dp_size", size,
+                              f"must divide the TP size {tp} of the analytic profile {scenario.profile} "
+                              f"(allowed: {', '.join(map(str, ok))}): SGLang asserts tp_size % dp_size == 0 "
+                              "with DP attention, whose ranks share the TP group's GPUs")
 
 
 def _narrower_dtype(scenario: Scenario) -> str:

@@ -296,6 +296,16 @@ class PrefillAdder:
         else:
             if has_chunked_req and spf:
                 return AddResult.OTHER  # only one unfinished chunked request is tracked
+            if has_chunked_req or self.new_chunked is not None:
+                # One chunked request at a time: the scheduler tracks one (0.5.23
+                # managers/scheduler.py get_new_batch_prefill: ``assert self.chunked_req is
+                # None`` before taking ``adder.new_chunked_req``). Before SWA a cut spent the
+                # chunk budget and admission ended there; an SWA cut (``_chunk_cap``) leaves
+                # chunk budget, and 0.5.23 goes on to cut a second request, overwriting
+                # ``new_chunked_req``: the first then counts as fully prefilled (no
+                # ``inflight_middle_chunks``) and decodes from a partial prompt. The model
+                # stops at the first cut instead (the run used to end in negative SWA use).
+                return AddResult.OTHER
             trunc = limit // self.page_size * self.page_size
             if self.kv_free is not None:
                 trunc = min(trunc, self.kv_free // self.page_size * self.page_size)

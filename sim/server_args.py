@@ -299,8 +299,11 @@ class ServerArgs(BaseModel):
 
     @model_validator(mode="after")
     def _spec_window(self) -> ServerArgs:
+        algo = self.speculative_algorithm
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
-            raise ValueError("speculative_num_draft_tokens must be >= 2 when speculative decoding is on")
+            raise FieldError("server.speculative_num_draft_tokens", self.speculative_num_draft_tokens,
+                             f"must be >= 2 (gamma + 1) with speculative_algorithm {algo.value}: the verify window "
+                             "of one target token and its drafts")
         if self.page_size > self.max_total_num_tokens:
             raise FieldError("server.page_size", self.page_size, "must be <= server.max_total_num_tokens "
                              f"({self.max_total_num_tokens}), the KV pool it pages")
@@ -352,7 +355,10 @@ class ServerArgs(BaseModel):
         full_s = f"{mt}" if full == mt else f"{mt} page-aligned to {full}"
         pool_s = f"{raw} tokens" if pool == raw else f"{raw} tokens, page-aligned to {pool}"
         least = (need // p + 1) * p   # the smallest page-aligned pool above window + page
-        hint = (f"; allowed: a ratio >= {math.ceil(least / full * 1e6) / 1e6:g} (a pool of {least})" if least <= full
+        r_least = math.ceil(least / full * 1e6) / 1e6
+        while int(full * r_least) // p * p < least:   # int() of a float product can fall a token short
+            r_least = round(r_least + 1e-6, 6)
+        hint = (f"; allowed: a ratio >= {r_least:g} (a pool of {least})" if least <= full
                 else f"; no ratio <= 1 gives more than {need} with max_total_num_tokens {mt}")
         raise FieldError("server.swa_full_tokens_ratio", r,
                          f"the SWA pool (int({full_s} x {r}) = {pool_s}) must exceed "

@@ -345,6 +345,10 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         print(f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they run as "
               "1-token outputs (the server streams at least the first token)", file=sys.stderr)
     np.maximum(outs, 1, out=outs)
+    if limit is not None and chk.n < limit:
+        # bench_serving replays the rows there are; the run's request count says it, this says why
+        print(f"warning: {p}: workload.num_requests asks for {limit} requests; the trace has {chk.n} rows, "
+              f"all {chk.n} run", file=sys.stderr)
     ids = offsets = None
     if chk.any_hashes:   # views of the reader's buffers: no second copy
         ids = np.frombuffer(chk.hashes, dtype=np.int64)

@@ -4,9 +4,11 @@ resume, failures, interrupts."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pandas as pd
 import pytest
 from specsched.analysis.sweep import grid_points, point_id, read_sweep, run_sweep
@@ -255,3 +257,28 @@ def test_a_window_sweep_table_shows_the_accept_length_each_window_achieved(tmp_p
                  str(tmp_path / "p.parquet"), *small]) == 0
     out = capsys.readouterr().out
     assert "output_throughput" in out and "accept_length" not in out and "verify_cycles" not in out
+
+
+@pytest.mark.parametrize(("key", "values", "ticks"), [
+    ("workload.request_rate", [20.0, 5.0, math.inf], ["5", "20", "inf"]),
+    ("server.chunked_prefill_size", [2048, -1, 512], ["512", "2048", "-1"]),
+])
+def test_a_sweep_plot_keeps_inf_and_off_points_and_puts_them_last(key, values, ticks):
+    """A rate sweep's burst point (request_rate inf) was dropped from the figure without a
+    word, and chunked_prefill_size -1 (chunking off) was drawn below the smallest chunk, so
+    the line read 'smaller chunks' for 'no chunking'. Such axes are categorical now, the
+    ordinary values in order and the special ones after them."""
+    from specsched.analysis.sweep_summary import plot_sweep
+
+    rows = [{"point": i, key: v, "seed_group": g, "metric": "output_throughput", "across_seeds": "mean",
+             "value": 100.0 + i + 10 * g, "ci_low": float("nan"), "ci_high": float("nan"), "seeds": 1}
+            for g in (0, 1) for i, v in enumerate(values)]
+    fig = plot_sweep(pd.DataFrame(rows), x=key)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ticks
+    for g, line in enumerate(ax.lines):   # one line per value of the other parameter
+        xs, ys = line.get_data()
+        assert len(xs) == len(values) and np.isfinite(xs).all()
+        for i, v in enumerate(values):   # each value's point sits at its tick
+            lab = "inf" if v == math.inf else str(int(v))
+            assert ys[list(xs).index(ticks.index(lab))] == 100.0 + i + 10 * g

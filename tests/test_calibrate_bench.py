@@ -368,3 +368,28 @@ def test_a_noisy_metric_does_not_lend_its_scatter_and_an_unmoved_parameter_is_no
     assert se["a"] < 1.0 < pooled and se["b"] > 10 * se["a"] and se["c"] == float("inf")
     assert res.prediction_se_pct({"a": 2.0}) == pytest.approx(2 * se["a"])
     assert res.prediction_se_pct({"a": 1.0, "c": 0.5}) == float("inf")
+
+
+def test_a_dp_attention_log_step_is_the_groups_lock_step_forward():
+    """Under DP attention each rank logs its own running requests, and its step is one
+    lock-step forward of the whole group (the MLP over every rank's tokens). The server-log
+    term priced the rank's batch alone on the group's profile: DeepSeek-V3 TP8 with 8 ranks
+    of 16 requests was predicted at 16 ms a step where the group's forward of 128 takes ~30,
+    and the fit would have raised the decode factor to close the gap."""
+    from specsched.analysis.calibrate_bench import decode_step_seconds
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.profile import Profile
+    from specsched.sim.server_args import ServerArgs
+
+    p = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8))
+
+    def srv(dp):
+        return ServerArgs.model_validate({"enable_dp_attention": dp > 1, "dp_size": dp, "max_running_requests": 1024,
+                                          "max_total_num_tokens": 400_000})
+
+    for b in (4, 16):
+        dp8 = decode_step_seconds(p, srv(8), b, 1024)
+        assert dp8 == pytest.approx(decode_step_seconds(p, srv(1), 8 * b, 1024), rel=0.1)   # MLA: same KV bytes
+        assert dp8 > 1.5 * decode_step_seconds(p, srv(1), b, 1024)

@@ -16,6 +16,7 @@ from specsched.sim.bench_serving import parse_run, read_bench
 from specsched.sim.config import Scenario, load_scenario
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
+from specsched.sim.profile import load_profile
 from specsched.sim.workload import gamma_arrivals, poisson_arrivals
 
 from specsched.cli import main
@@ -244,3 +245,92 @@ def test_server_info_keys_the_model_does_not_use_are_named():
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
     (note,) = [a for a in sc["assumptions"] if "left out" in a and "mem_fraction_static" in a]
     assert "tp_size" in note and "model_path" not in note   # unset keys are not "dropped"
+
+
+@pytest.mark.parametrize(("version", "width"), [
+    # 0.4.x-0.5.x: ServerArgs.__post_init__ divides the chunk and scales the conservativeness
+    ("0.4.6", {"dp_size": 4}),
+    # 0.5.23: handle_deprecated_dp_attention moves the width to attn_dp_size (dp_size 1), and
+    # resolved_dict reports enable_dp_attention true and the resolved (divided) values
+    ("0.5.23", {"dp_size": 1, "attn_dp_size": 4}),
+])
+def test_a_dp_attention_server_info_gives_the_server_values_not_the_ranks(version, width):
+    """/server_info reports a DP-attention server's arguments after SGLang's adjustment:
+    chunked_prefill_size already the rank's (8192 // 4 = 2048), schedule_conservativeness
+    already x 0.3. The scenario used them as the server's, so the simulator divided again
+    (512-token chunks) and scaled again (0.09); 0.5.23's dp_size 1 made a 4-rank server one
+    rank. A specsched line's server_info is the scenario's own and is read as written."""
+    from specsched.sim.dp_attention import rank_server_args
+    from specsched.sim.server_args import ServerArgs
+
+    info = {**LINE["server_info"], "speculative_algorithm": None, "enable_dp_attention": True,
+            "chunked_prefill_size": 2048, "schedule_conservativeness": 0.3, "max_running_requests": 64, **width}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    srv = sc["server"]
+    assert (srv["enable_dp_attention"], srv["dp_size"], srv["chunked_prefill_size"]) == (True, 4, 8192)
+    assert srv["schedule_conservativeness"] == pytest.approx(1.0)
+    rank = rank_server_args(ServerArgs.model_validate(srv))
+    assert (rank.chunked_prefill_size, rank.max_running_requests) == (2048, 16)
+    assert rank.schedule_conservativeness == pytest.approx(0.3)
+    assert any("DP attention" in a for a in sc["assumptions"]), version
+    own = {**info, "dp_size": 4, "chunked_prefill_size": 8192, "schedule_conservativeness": 1.0,
+           "specsched": {"scenario": "x"}}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": own}, "f:1"), "h200-1b")
+    assert (sc["server"]["dp_size"], sc["server"]["chunked_prefill_size"]) == (4, 8192)
+
+
+def test_a_pd_line_gives_a_colocated_scenario_that_runs_and_says_so(tmp_path, capsys):
+    """0.5.23 bench_serving keeps /server_info's prefill and decode lists; from-bench took the
+    decode server's arguments, disaggregation_mode included, and the scenario (one server in
+    decode mode, no prefill server) stalled with a traceback. A hand-written
+    disaggregation_mode is refused in one line."""
+    info = {"prefill": [{"disaggregation_mode": "prefill", "chunked_prefill_size": 2048}],
+            "decode": [{"disaggregation_mode": "decode", "chunked_prefill_size": 2048, "max_running_requests": 8}]}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    assert "disaggregation_mode" not in sc["server"] and sc["server"]["max_running_requests"] == 8
+    assert any("prefill-decode disaggregated" in a for a in sc["assumptions"])
+    run = SimEngine(Scenario.model_validate({**sc, "path": "", "workload": {**sc["workload"], "num_requests": 6}}),
+                    tiny_profile()).run()
+    assert int(run.summary["completed"]) == 6
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({**sc, "server": {**sc["server"], "disaggregation_mode": "decode"}}))
+    assert main(["run", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "server.disaggregation_mode" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_vllm_drafter_line_gives_its_draft_length_and_per_position_rates():
+    """vllm bench serve with a drafter writes its draft counts and per-position acceptance
+    (accepted at position i / drafts). from-bench assumed SGLang's EAGLE default window of 4
+    and a mean accept length whatever the run drafted: a vLLM server drafting 5 tokens was
+    predicted with 3 draft steps and a flat per-position rate."""
+    uncond = [0.8, 0.6, 0.42, 0.25, 0.1]
+    line = {**LINE, "server_info": None, "accept_length": None, "spec_decode_acceptance_length": 1 + sum(uncond),
+            "spec_decode_num_drafts": 100, "spec_decode_draft_tokens": 500, "spec_decode_accepted_tokens": 217,
+            "spec_decode_per_position_acceptance_rates": uncond}
+    sc, _ = scenario_from_bench(parse_run(line, "f:1"), "h200-llama8b-roofline")
+    srv = sc["server"]
+    assert (srv["speculative_num_steps"], srv["speculative_num_draft_tokens"]) == (5, 6)
+    rates = sc["acceptance"]["per_position_rates"]
+    assert np.cumprod(rates) == pytest.approx(uncond, abs=1e-5)
+    run = SimEngine(Scenario.model_validate({**sc, "path": "", "workload": {
+        "kind": "burst", "num_requests": 64, "input_len": {"kind": "fixed", "value": 64},
+        "output_len": {"kind": "fixed", "value": 400}}}), load_profile("h200-llama8b-roofline")).run()
+    assert run.summary["accept_length"] == pytest.approx(1 + sum(uncond), rel=0.03)
+    # an SGLang line (no draft counts) keeps the assumed default drafter and its mean
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 2.2}, "f:1"),
+                                "h200-llama8b-roofline")
+    assert sc["server"]["speculative_num_draft_tokens"] == 4 and sc["acceptance"] == {"mean_accept_length": 2.2}
+
+
+def test_a_shared_prefix_dataset_line_says_its_sharing_is_not_in_the_scenario():
+    """A generated-shared-prefix run reuses its system prompts in the radix cache; its line
+    holds no gsp_* arguments, and from-bench built prompts that share nothing without a word,
+    so the prediction computed every system prompt the server had cached."""
+    line = {**LINE, "dataset_name": "generated-shared-prefix", "total_input_tokens": 30 * 2100,
+            "total_output_tokens": 30 * 40, "server_info": None}
+    sc, _ = scenario_from_bench(parse_run(line, "f:1"), "h200-1b")
+    assert any("workload.shared_prefix" in a for a in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**line, "dataset_name": "random"}, "f:1"), "h200-1b")
+    assert not any("shared_prefix" in a for a in sc["assumptions"])

@@ -63,3 +63,27 @@ def test_fast_path_matches_step_by_step_with_the_cache():
     step = SimEngine(sc, fast_forward=False).run()
     fast = SimEngine(sc).run()
     assert_same_run(step, fast)
+
+
+def test_a_shared_prefix_scenario_runs_from_the_command_line(tmp_path, capsys):
+    """A generated-shared-prefix workload has no input_len: `specsched run` crashed with an
+    AttributeError in its pre-run size check (sim/limits.py), so the dataset could only be
+    simulated from Python. The check takes system prompt + question as the longest prompt,
+    and refuses one the pool cannot hold in one line."""
+    import yaml
+
+    from specsched.cli import main
+
+    d = {**BASE, "workload": {**BASE["workload"], "num_requests": 8,
+                              "shared_prefix": dict(num_groups=2, prompts_per_group=4, system_prompt_len=400,
+                                                    question_len=50)}}
+    p = tmp_path / "gsp.yaml"
+    p.write_text(yaml.safe_dump(d))
+    assert main(["run", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert '"completed": 8' in (tmp_path / "o" / "summary.json").read_text().replace(": 8.0", ": 8")
+    big = {**d, "server": {**d["server"], "max_total_num_tokens": 300}}
+    p.write_text(yaml.safe_dump(big))
+    capsys.readouterr()
+    assert main(["run", str(p), "--out", str(tmp_path / "o2"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "workload.input_len" in err and "450" in err

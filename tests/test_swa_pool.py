@@ -60,6 +60,7 @@ def test_pool_size_is_full_times_ratio_page_aligned():
 @given(total=st.integers(1_000, 2_000_000), page=st.sampled_from([1, 16, 64, 256]), window=st.integers(1, 4096),
        ratio=st.floats(1e-6, 1.0))
 @example(total=400_000, page=64, window=128, ratio=0.0005)
+@example(total=1250, page=1, window=1, ratio=0.001953125)   # 0.0024 was offered: int(1250 x 0.0024) = 2
 def test_a_small_swa_pool_is_refused_with_the_users_arithmetic_and_a_ratio_that_passes(total, page, window, ratio):
     """A refused SWA pool shows int(full pool x ratio) as computed from the user's values,
     then its page-aligned size when that differs (was: the page-aligned size labelled as
@@ -631,4 +632,28 @@ def test_swa_pool_invariants_with_shared_prefixes(n, shared, suffix, out, ratio,
         assert 0 <= s.kv.swa_used <= s.kv.swa_capacity
         assert s.kv.swa_used == swa_held(s)
     assert not s.has_work and not reqs and s.kv.swa_used == 0
+    assert all(r.finished for r in s.reqs.values())
+
+
+def test_only_one_request_is_cut_per_pass_when_the_swa_cap_leaves_chunk_budget():
+    """An SWA cut (``_chunk_cap``) leaves chunk budget, and a second prompt that never fits
+    the pool was cut in the same pass; the first, no longer the chunked request, joined the
+    running batch after one partial chunk and its SWA eviction freed slots it never held
+    (gpt-oss-120b on an H100 with swa_full_tokens_ratio 0.01 ended in 'stretch SWA: -10994
+    in use', or stalled step by step with a request lost). SGLang 0.5.23 cuts both and decodes
+    the first from its partial prompt (scheduler.py takes only the last ``new_chunked_req``);
+    the model keeps one chunked request, as before SWA."""
+    a = PrefillAdder.start(100_000, [], 0.7, 16384, 16384, 1, swa=(5000, 128, 6000))
+    a.add_one_req(Req(0, 8000, 100))                     # cut to 4899; 100 SWA slots left
+    assert a.add_one_req(Req(1, 8000, 10)).name == "OTHER"   # would be cut to 89
+    assert [r.rid for r, _ in a.can_run] == [0] and a.new_chunked.rid == 0
+    s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=0.05, disable_radix_cache=False)
+    for i in range(4):
+        s.add_request(Req(i, 3000, 100 - 30 * i))   # shorter outputs: smaller headroom, room for a second cut
+    for _ in range(20_000):
+        if not s.has_work:
+            break
+        step(s)
+        assert 0 <= s.kv.swa_used <= s.kv.swa_capacity and s.kv.swa_used == swa_held(s)
+        assert all(r.prefill_done >= r.input_len for r in s.running)   # nothing decodes a partial prompt
     assert all(r.finished for r in s.reqs.values())

@@ -60,6 +60,13 @@ def test_arrivals_lengths_scaling_and_limit_reach_the_engine(tmp_path, capsys):
     assert (rec["request_rate"], rec["dataset_name"], rec["num_prompts"]) == ("trace", "trace", 3)
     sc = _trace_scenario(tmp_path, text, columns={"timestamp": "when", "input_len": "prompt", "output_len": "gen"})
     assert bench_record(SimEngine(sc, tiny_profile()).run())["num_prompts"] == 4   # no limit: the rows sent
+    capsys.readouterr()
+    # a limit above the rows runs the rows, and says so (it ran silently short)
+    (tmp_path / "t.csv").write_text(text.replace("103.0,80,8", "103.0,80,9"))   # a new file version: read again
+    sc = _trace_scenario(tmp_path, text.replace("103.0,80,8", "103.0,80,9"),
+                         columns={"timestamp": "when", "input_len": "prompt", "output_len": "gen"}, limit=10)
+    assert bench_record(SimEngine(sc, tiny_profile()).run())["num_prompts"] == 4
+    assert "asks for 10 requests; the trace has 4 rows" in capsys.readouterr().err
 
 
 def test_max_concurrency_holds_a_trace_back(tmp_path):

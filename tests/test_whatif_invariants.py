@@ -306,3 +306,28 @@ def test_dp_attention_on_a_tp_group_profile_gains_no_free_kv_bandwidth(scenario_
     assert tp_group_kv_ratio(analytic(*gqa), 8) == 8.0 and tp_group_kv_ratio(analytic(*gqa), 2) == 2.0
     assert tp_group_kv_ratio(analytic(*mla), 8) == 1.0
     assert tp_group_kv_ratio(analytic("qwen3-0.6b", "H100", 1), 4) is None  # per-rank reading kept
+
+
+@pytest.mark.parametrize(("s", "dp"), [(("llama-3.1-8b", "H200", 1), 4), (("llama-3.1-70b", "H100", 8), 3)])
+def test_dp_attention_ranks_that_do_not_divide_the_tp_group_are_refused(scenario_file, tmp_path, capsys, s, dp):
+    """SGLang asserts tp_size % dp_size == 0 with DP attention (arg_groups/parallel_hook.py
+    handle_data_parallelism). An analytic TP1 profile with dp_size 4 used to be read per rank,
+    each rank timed on a GPU of its own: Llama-8B on one H100 decoded 17 % faster than
+    without DP attention, on hardware that cannot run it."""
+    model, gpu, tp = s
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set",
+                                f"profile={scenario_file / f'{model}-{gpu}-{tp}.yaml'}",
+                                "--set", "server.enable_dp_attention=true", "--set", f"server.dp_size={dp}"],
+             "server.dp_size", f"TP size {tp}")
+
+
+@pytest.mark.parametrize(("key", "value"), [("server.chunked_prefill_size", 100_000_000),
+                                            ("server.cuda_graph_max_bs", 100_000)])
+def test_a_reserve_larger_than_the_gpu_names_the_setting_not_the_weights(scenario_file, tmp_path, capsys, key, value):
+    """SGLang's activation and graph reserve grows with chunked_prefill_size and
+    cuda_graph_max_bs (arg_groups/memory_hook.py); one larger than the GPU was refused as
+    'weights per rank leave no KV pool ... use more TP ranks', for an 8B model on an H200."""
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set",
+                                f"profile={scenario_file / 'llama-3.1-8b-H200-1.yaml'}", "--set", f"{key}={value}"],
+             key, "SGLang stops at start")
+    assert "weight" not in capsys.readouterr().err
