@@ -125,8 +125,11 @@ def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) ->
 
 
 def poisson_arrivals(n: int, request_rate: float, seed: int) -> np.ndarray:
-    """Send times (s) of ``n`` requests with exponential gaps of mean 1/request_rate,
-    the first at t = 0 + its gap (bench_serving's get_request)."""
+    """Send times (s) of ``n`` requests with exponential gaps of mean 1/request_rate, the
+    first one gap after t = 0. SGLang's bench_serving (0.5.23 benchmark/serving.py
+    ``get_request``) sends its first at once and sleeps after each; every figure here is
+    measured from the first send (:func:`sim.metrics.summarize`'s duration, TTFT from each
+    send), so the uniform shift changes none."""
     rng = np.random.default_rng([seed, STREAM_ARRIVALS])
     return np.cumsum(rng.exponential(1.0 / request_rate, size=n))
 
