@@ -72,3 +72,27 @@ def test_burst_requests_reach_the_scheduler_through_the_tokenizer_fifo():
     # the first scheduling pass sees only the first request (the rest are still ingested)
     assert first["mode"] == "extend" and first["num_extend_tokens"] == 500
     assert (res.requests["start_s"] == 0).all()
+
+
+def test_a_uniform_shift_of_the_send_times_changes_no_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_serving sends its first request at t = 0 (SGLang 0.5.23 benchmark/serving.py
+    get_request) where ``poisson_arrivals`` sends it one gap later; every figure is measured
+    from the first send, so shifting every send time by the first changes none."""
+    import specsched.sim.workload as workload
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+
+    from tests.conftest import ROOT
+
+    sc = load_scenario(ROOT / "scenarios" / "poisson8b-fixed.yaml")
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"num_requests": 80})})
+    before = run_scenario(sc, seed=3)
+    drawn = workload.poisson_arrivals
+    monkeypatch.setattr(workload, "poisson_arrivals", lambda n, rate, seed: (lambda t: t - t[0])(drawn(n, rate, seed)))
+    after = run_scenario(sc, seed=3)
+    assert after.requests["start_s"].min() == 0.0 < before.requests["start_s"].min()
+    a, b = before.summary, after.summary
+    assert a.keys() == b.keys()
+    num = [k for k in a if isinstance(a[k], float)]
+    assert [b[k] for k in num] == pytest.approx([a[k] for k in num], rel=1e-9, nan_ok=True)  # sums of shifted times
+    assert {k: b[k] for k in a if k not in num} == {k: a[k] for k in a if k not in num}
