@@ -420,9 +420,10 @@ class DPCost:
         """Host seconds of ``kind`` for the pass: the slowest rank's."""
         return max(self.cost.host(kind, p) for _, p in plan.live)
 
-    def issue(self, plan: GroupPlan, part: str = "main") -> float:
-        """Host seconds issuing the forward's kernels: the slowest rank's."""
-        return max(self.cost.issue(p, part) for _, p in plan.live)
+    def issue(self, plan: GroupPlan, part: str = "main", prepared: bool = False) -> float:
+        """Host seconds issuing the forward's kernels: the slowest rank's (``prepared``: as
+        :meth:`sim.cost_model.CostModel.issue`, the injection prepared inside the block)."""
+        return max(self.cost.issue(p, part, prepared) for _, p in plan.live)
 
     def launch_tail(self, plan: GroupPlan, part: str = "main") -> float:
         """Host seconds of the launch call after the forward is queued: the slowest rank's."""
