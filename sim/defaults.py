@@ -10,8 +10,13 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   explicit max_running_requests is cut to it.
 - ``mem_fraction_static`` = (memory - reserved) / memory, reserved = 512 MiB + 1.5 MiB per
   activation token (max(chunked_prefill_size, 2048)) + tp / 8 GiB + the graph reserve (2 MiB
-  per decode graph batch; prefill graphs on CUDA: 8 MiB per captured size, 1.5 GiB for MLA),
-  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``).
+  per decode graph batch; prefill graphs on CUDA: 8 MiB per captured size, 1.5 GiB for MLA;
+  with DP attention 3 MiB more per decode graph batch and rank, 4.5 above batch 300),
+  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``). A
+  disaggregated server reserves by its role: a decode server's activation tokens are
+  max(max_running_requests (else the decode graph size) x draft tokens, 2048) and it has no
+  prefill graphs; a prefill server has no decode graphs. Each role without a pool of its own
+  gets the pool its reserve leaves.
 - the KV pool ``max_total_num_tokens`` = (free memory before weights x mem_fraction_static -
   weights) / KV bytes per token (model_runner ``_profile_available_bytes``,
   pool_configurator.py ``calculate_pool_sizes``). A stated pool larger than the profiled
@@ -92,13 +97,27 @@ def prefill_graph_sizes(max_tokens: int) -> int:
     return sum(1 for s in sizes if s <= max_tokens)
 
 
-def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int) -> float:
-    """SGLang's mem_fraction_static for this device and these settings (3 decimals)."""
+def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int,
+                        role: str = "null", decode_tokens: int = 0, attn_dp_size: int = 1) -> float:
+    """SGLang's mem_fraction_static for this device and these settings (3 decimals).
+
+    ``role``: the server's ``disaggregation_mode`` (``null``, ``prefill`` or ``decode``);
+    ``decode_tokens``: a decode server's running requests x draft tokens; ``attn_dp_size``:
+    DP attention ranks (1 without). arg_groups/memory_hook.py ``handle_gpu_memory_settings``
+    (the activation tokens by serving mode) and ``reserve_for_graph_mb`` (decode graphs but on a
+    prefill server, DP attention's padding, prefill graphs but on a decode server)."""
     if hw.memory_mib is None:
         return 0.95
-    act = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
-    reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024 + graph_max_bs * 2
-    if hw.platform == "cuda":  # prefill graphs (breakable) are on by default on CUDA only
+    if role == "decode":
+        act = max(decode_tokens, 2048)
+    else:
+        act = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+    reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
+    if role != "prefill":
+        reserved += graph_max_bs * 2
+        if attn_dp_size > 1:
+            reserved += graph_max_bs * attn_dp_size * (4.5 if graph_max_bs > 300 else 3)
+    if hw.platform == "cuda" and role != "decode":  # prefill graphs (breakable) are on by default on CUDA only
         cap = min(8192, act) if hw.mla else act
         reserved += 1536 if hw.mla else prefill_graph_sizes(cap) * 8
     if hw.memory_mib > 60 * 1024:
@@ -235,7 +254,8 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
-    mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v)
+    mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v,
+                              attn_dp_size=server.dp_size if server.enable_dp_attention else 1)
     if hw.swa_kv_cell_bytes is not None and hw.sliding_window is not None:
         put("sliding_window_size", hw.sliding_window, "the model's window: SGLang runs a hybrid SWA KV pool for it "
             "(configs/model_config.py is_hybrid_swa_model)")
@@ -280,7 +300,40 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             put(key, value, why)
     if server.speculative_algorithm.is_block:
         put("admission_delay", AdmissionDelay.min_free_slots, "automatic for DSpark/DFlash in SGLang")
-    return server.model_copy(update=vals), out
+    resolved = server.model_copy(update=vals)
+    if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
+        resolved = _role_pools(resolved, hw, given, out)
+    return resolved, out
+
+
+def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
+    """``server`` with each disaggregated role that states no pool of its own given the pool
+    its own reserve leaves (:func:`mem_fraction_static` by role: a decode server reserves
+    for max(running requests x draft tokens, 2048) activation tokens and no prefill graphs, a
+    prefill server no decode graphs; arg_groups/memory_hook.py). The running requests are
+    the role's max_running_requests where the scenario sets it, else its decode graph size
+    (SGLang: ``max_running_requests or cuda_graph max_bs``). Each role's pool is appended to
+    ``out``."""
+    layout = server.disaggregation
+    roles: dict[str, Any] = {}
+    for role in ("prefill", "decode"):
+        cfg = getattr(layout, role)
+        if "max_total_num_tokens" in cfg.server:
+            continue
+        rs = server.role_server(role)
+        set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
+        running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
+        draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled else 1
+        mfs = mem_fraction_static(hw, rs.chunked_prefill_size, rs.max_prefill_tokens, rs.cuda_graph_max_bs, role=role,
+                                  decode_tokens=running * draft, attn_dp_size=rs.dp_size if rs.enable_dp_attention else 1)
+        pool = kv_pool_tokens(hw, mfs, rs.page_size, None)  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
+        if pool is None or pool <= 0 or pool == rs.max_total_num_tokens:
+            continue
+        roles[role] = cfg.model_copy(update={"server": {**cfg.server, "max_total_num_tokens": pool}})
+        out.append(Resolved(f"disaggregation.{role}.server.max_total_num_tokens", pool,
+                            f"the {role} server's KV pool: mem_fraction_static {mfs} by its role's reserve "
+                            "(arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb)"))
+    return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
 def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,

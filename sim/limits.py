@@ -211,18 +211,21 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
     if hw is None or hw.weight_bytes is None:
         return
     srv = scenario.server
-    mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs)
+    attn_dp = srv.dp_size if srv.enable_dp_attention else 1
+    mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs,
+                              attn_dp_size=attn_dp)
     if mfs <= 0:
         # the reserve alone takes the whole GPU: the settings it grows with are at fault,
         # not the weights (SGLang's reserve: arg_groups/memory_hook.py handle_gpu_memory_settings)
         act = srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else srv.max_prefill_tokens
-        graph_mib = srv.cuda_graph_max_bs * 2
+        per_bs = 2 + (attn_dp * (4.5 if srv.cuda_graph_max_bs > 300 else 3) if attn_dp > 1 else 0)
+        graph_mib = srv.cuda_graph_max_bs * per_bs
         key, value = (("server.cuda_graph_max_bs", srv.cuda_graph_max_bs) if graph_mib > act * 1.5 else
                       ("server.chunked_prefill_size", srv.chunked_prefill_size) if srv.chunked_prefill_size > 0
                       else ("server.max_prefill_tokens", srv.max_prefill_tokens))
         raise ConfigError(scenario.path or "<scenario>", key, value,
                           f"SGLang reserves activation and graph memory from chunked_prefill_size ({act} tokens x "
-                          f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x 2 MiB) before the KV pool: "
+                          f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x {per_bs:g} MiB) before the KV pool: "
                           f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
                           f"(mem_fraction_static {mfs}); SGLang stops at start")
     if kv_pool_tokens(hw, mfs, srv.page_size) == 0:

@@ -171,3 +171,56 @@ def test_a_given_chain_setting_is_kept_and_no_hardware_gets_the_fallback(tmp_pat
     assert (bare.speculative_num_steps, bare.speculative_eagle_topk, bare.speculative_num_draft_tokens) == (3, 1, 4)
     assert not {"speculative_num_steps", "speculative_num_draft_tokens"} & bare.model_fields_set
     assert ServerArgs.model_validate({"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}).speculative_num_steps is None
+
+
+def test_a_decode_servers_reserve_follows_its_running_requests_not_the_chunk():
+    """SGLang 0.5.23 arg_groups/memory_hook.py: a decode server's activation tokens are
+    max(running requests x draft tokens, 2048) and it captures no prefill graphs; a prefill
+    server captures no decode graphs. On an H200 with a 16K chunk the colocated reserve is
+    512 + 24576 + 128 + 512 + 8 per prefill graph; the decode server's 512 + 3072 + 128 + 512,
+    floored at 10 GiB."""
+    from specsched.sim.defaults import prefill_graph_sizes
+
+    hw = Hardware(platform="cuda", memory_mib=143771)
+    mem = 143771
+    both = 512 + 16384 * 1.5 + 128 + 512 * 2 + prefill_graph_sizes(16384) * 8
+    assert mem_fraction_static(hw, 16384, 16384, 512) == round((mem - both) / mem, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 512, role="decode", decode_tokens=48 * 4) == round((mem - 10240) / mem, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 512, role="decode", decode_tokens=2048 * 4) == round(
+        (mem - (512 + 8192 * 1.5 + 128 + 512 * 2)) / mem, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 512, role="prefill") == round((mem - (both - 512 * 2)) / mem, 3)
+
+
+def test_dp_attention_reserves_graph_padding_per_rank():
+    """reserve_for_graph_mb: with DP attention 3 MiB more per decode graph batch and rank
+    (4.5 above batch 300), so the KV pool shrinks; none on a prefill server."""
+    hw = Hardware(platform="hip", memory_mib=294912, tp_size=8)
+    mem = 294912
+    base = 512 + 16384 * 1.5 + 1024 + 256 * 2
+    assert mem_fraction_static(hw, 16384, 16384, 256) == round((mem - base) / mem, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 256, attn_dp_size=8) == round((mem - base - 256 * 8 * 3) / mem, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 512, attn_dp_size=8) == round(
+        (mem - (base + 256 * 2) - 512 * 8 * 4.5) / mem, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 256, role="prefill", attn_dp_size=8) == round(
+        (mem - (base - 256 * 2)) / mem, 3)
+
+
+def test_each_disaggregated_role_gets_the_pool_its_reserve_leaves(tmp_path):
+    """A PD scenario that states no pool: the decode server's (small activation reserve, no
+    prefill graphs) is larger than the prefill server's, each from its own
+    mem_fraction_static; a role that states its own pool keeps it, and so does every role
+    when the scenario's server states one."""
+    pd = "disaggregation: {prefill: {instances: 1}, decode: {instances: 1}}"
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd))
+    pre, dec = (sc.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode"))
+    assert dec > pre > 0
+    filled = {r.key: r.value for r in sc._resolved_defaults}
+    assert filled["disaggregation.decode.server.max_total_num_tokens"] == dec
+    assert filled["disaggregation.prefill.server.max_total_num_tokens"] == pre
+    kept = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                   "disaggregation: {prefill: {instances: 1}, decode: {instances: 1, "
+                                   "server: {max_total_num_tokens: 50000}}}"))
+    assert kept.server.role_server("decode").max_total_num_tokens == 50000
+    assert kept.server.role_server("prefill").max_total_num_tokens == pre
+    stated = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, f"max_total_num_tokens: 70000, {pd}"))
+    assert {stated.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")} == {70000}
