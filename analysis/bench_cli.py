@@ -131,7 +131,13 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
         return load_scenario_with_overrides(args.scenario, args.arm, args.set or None), None
     if not args.profile:
         raise ConfigError("<command line>", "--scenario/--profile", "<missing>", "give --scenario S, or --profile P to build the scenario from the line")
-    sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args")
+    from specsched.analysis.calibrate_bench import replays
+
+    # a line with send times is replayed with them (and its own lengths), as calibrate --from
+    # does: one arrival draw's luck near saturation is then not read as the model's error
+    arrivals = "details" if replays(run, getattr(args, "arrivals", "auto")) else "rate"
+    sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
+                                     arrivals=arrivals)
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
     return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 
@@ -217,7 +223,7 @@ def validate_measured(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--seeds", args.seeds, "must be >= 1")
     ns = argparse.Namespace(file=args.measured, scenario=args.scenario_file or args.scenario, profile=args.profile,
                             arm=args.arm, set=args.set, seeds=args.seeds, seed=args.seed, lengths="args",
-                            out=args.out, plot=args.plot, log_x=args.log_x)
+                            arrivals=getattr(args, "arrivals", "auto"), out=args.out, plot=args.plot, log_x=args.log_x)
     return cmd_validate_bench(ns)
 
 
@@ -254,6 +260,11 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--seeds", type=positive_int, default=3, help="seeds to average the prediction over (default 3)")
     v.add_argument("--seed", type=nonnegative_int, help="first seed (default the scenario's)")
     v.add_argument("--lengths", choices=("args", "details"), default="args", help=argparse.SUPPRESS)
+    v.add_argument("--arrivals", choices=("auto", "rate", "details"), default="auto",
+                   help="a scenario built from the line (no --scenario): auto replays the line's own send times and "
+                        "lengths where it has them (vllm bench serve --save-detailed, specsched's own lines), as "
+                        "calibrate --from does, else draws arrivals at its rate (default); rate always draws; "
+                        "details always replays")
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")
     v.add_argument("--log-x", action="store_true", help="logarithmic latency axes in the plots")

@@ -543,3 +543,27 @@ def test_validate_with_a_scenario_at_another_rate_says_so(tmp_path, capsys, monk
                      "(`specsched scenario from-bench FILE --template S` writes the line's workload)"]
     assert main([*base, "--set", "workload.request_rate=48", "--out", "b"]) == 0
     assert "req/s" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))
+
+
+def test_validate_replays_a_lines_own_send_times_as_calibrate_does(tmp_path, capsys, monkeypatch):
+    """A line with send times (specsched's own, vllm bench serve --save-detailed) is predicted
+    from those arrivals and lengths when the scenario is built from it (``--arrivals auto``,
+    calibrate --from's default; analysis.calibrate_bench.replays): every predicted request is
+    sent when the measured one was. ``--arrivals rate`` draws new arrivals at the line's rate."""
+    import json
+
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    # measured with arrival draw 2; predicted with seed 1, so drawn arrivals differ from the line's
+    line = str(Path(__file__).parents[1] / "docs/measurements/h200-v18-holdout/machine-d/rate24-seed2-rep1.jsonl")
+    sent = json.loads(Path(line).read_text().splitlines()[0])["start_times"]
+    sent = [t - min(sent) for t in sent]
+    for mode, out in (("auto", "a"), ("rate", "b")):
+        assert main(["validate", "--measured", line, "--profile", "h200-1b", "--seeds", "1", "--seed", "1",
+                     "--arrivals", mode, "--out", out]) == 0
+        capsys.readouterr()
+        req = pd.read_parquet(tmp_path / out / "predicted-seed1" / "requests.parquet").sort_values("rid")
+        starts = (req["start_s"] - req["start_s"].min()).tolist()
+        same = len(starts) == len(sent) and all(abs(a - b) < 1e-6 for a, b in zip(sorted(starts), sorted(sent), strict=True))
+        assert same == (mode == "auto")
