@@ -97,6 +97,12 @@ def prefill_graph_sizes(max_tokens: int) -> int:
     return sum(1 for s in sizes if s <= max_tokens)
 
 
+def decode_graph_mib_per_bs(graph_max_bs: int, attn_dp_size: int = 1) -> float:
+    """MiB SGLang reserves per decode graph batch size (arg_groups/memory_hook.py
+    ``reserve_for_graph_mb``): 2, plus with DP attention 3 per rank (4.5 above batch 300)."""
+    return 2 + (attn_dp_size * (4.5 if graph_max_bs > 300 else 3) if attn_dp_size > 1 else 0)
+
+
 def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int,
                         role: str = "null", decode_tokens: int = 0, attn_dp_size: int = 1) -> float:
     """SGLang's mem_fraction_static for this device and these settings (3 decimals).
@@ -114,9 +120,7 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
         act = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
     reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
     if role != "prefill":
-        reserved += graph_max_bs * 2
-        if attn_dp_size > 1:
-            reserved += graph_max_bs * attn_dp_size * (4.5 if graph_max_bs > 300 else 3)
+        reserved += graph_max_bs * decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
     if hw.platform == "cuda" and role != "decode":  # prefill graphs (breakable) are on by default on CUDA only
         cap = min(8192, act) if hw.mla else act
         reserved += 1536 if hw.mla else prefill_graph_sizes(cap) * 8
