@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from specsched import __version__
 from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError
 
@@ -286,13 +285,26 @@ def _command_in(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+class _Version(argparse.Action):
+    """``--version``: prints the version, read only here (``specsched.__version__`` is
+    looked up in the installed metadata on first use, which other commands skip)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> NoReturn:
+        import specsched
+
+        print(f"specsched {specsched.__version__}")
+        parser.exit()
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv``: the named command's module is imported and registered, the
     other commands are listed by name only (their modules stay unimported)."""
     fmt = HelpFormatter
     examples = "examples:\n" + "\n".join(f"  {e[0]}" for e in EXAMPLES.values())
     p = ArgumentParser(prog="specsched", description=DESCRIPTION, epilog=examples, formatter_class=fmt)
-    p.add_argument("--version", action="version", version=f"specsched {__version__}")
+    p.add_argument("--version", action=_Version, nargs=0, default=argparse.SUPPRESS,
+                   help="show the program's version number and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     command = _command_in(sys.argv[1:] if argv is None else argv)
     missing = None
