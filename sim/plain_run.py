@@ -89,8 +89,9 @@ class PlainOutcome:
         device: the device's committed counts.
         used, peak: KV pool slots in use after the n iterations; the largest reservation.
         plan, output: P_{n-1} and what the device commits for it.
-        deliver: (indices, first and last delivering iteration, both): see
-            :meth:`PlainRun.deliveries`.
+        deliver: (spans, both): a (rid, first, last delivering iteration) tuple for each
+            request that gets tokens, and ``both`` of :meth:`PlainRun.deliveries` (what
+            :meth:`sim.records.Recorder.deliver_ones` takes).
         finished: indices of the requests completed by the n iterations (at T_{fin + 1}).
     """
 
@@ -391,7 +392,7 @@ class PlainRun:
         j = n - 1
         outs, held, done, kept, dev = [], [], [], [], []
         p_rids, p_pre, p_h, p_cap, p_out = [], [], [], [], []
-        d_idx, d_first, d_last = [], [], []
+        spans = []
         at_one = from_two = 0    # requests delivering at both 0 and 1; last delivering at >= 2
         fins, points, ends = [], [], []
         tot = freed = free_last = 0
@@ -425,9 +426,7 @@ class PlainRun:
                 a = 0 if x0 else 1
                 b = f if f < j else j
                 if a <= b:
-                    d_idx.append(i)
-                    d_first.append(a)
-                    d_last.append(b)
+                    spans.append((rid, a, b))
                     if b >= 2:
                         from_two += 1
                         if a == 0:
@@ -460,7 +459,7 @@ class PlainRun:
             o.peak = self._peak_at(points, n, peak) if points else peak
         o.plan = decode_plan(self.first_step + j, False, 1, p_rids, p_pre, p_h, p_cap)
         o.output = StepOutput.from_list(p_out)
-        o.deliver = (d_idx, d_first, d_last, _both_from_ends(at_one, from_two, ends, n))
+        o.deliver = (spans, _both_from_ends(at_one, from_two, ends, n))
         self._outcome = o
         return o
 

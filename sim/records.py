@@ -316,10 +316,10 @@ class Recorder:
             new &= np.isnan(first[rows])
             first[rows[new]] = t_first[new]
 
-    def deliver_ones(self, times: list[float], rids: list[int], first: list[int], last: list[int],
-                     both: list[int]) -> None:
+    def deliver_ones(self, times: list[float], spans: list[tuple[int, int, int]], both: list[int]) -> None:
         """The deliveries of a closed-form decode run (:mod:`sim.plain_run`) in compact records:
-        request ``rids[i]`` gets one token at each ``times[j]`` (s), ``first[i] <= j <= last[i]``;
+        for each (rid, first, last) of ``spans``, request rid gets one token at each
+        ``times[j]`` (s), first <= j <= last;
         ``both[j - 1]`` requests get one at both j - 1 and j (j >= 1). The same ITL samples and
         times as :meth:`deliver_run` with ``single_tokens``, without the (iterations x
         requests) grid or any array: a handful of requests, one value per iteration.
@@ -329,7 +329,7 @@ class Recorder:
         # run as the two times (prev, ta), then the run's times with their gaps' counts
         st: list[float] = []
         sc: list[int] = []
-        for rid, a, b in zip(rids, first, last, strict=True):
+        for rid, a, b in spans:
             row = row_of[rid]
             prev = lastd[row]
             ta = times[a]
