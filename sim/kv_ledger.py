@@ -641,11 +641,14 @@ class KVLedger:
         """
         delta = 0
         fin = finished if finished is not None else [False] * len(held)
-        for r, h, f in zip(reqs, held, fin, strict=True):
+        if not len(reqs) == len(held) == len(fin):
+            raise ValueError(f"settle: {len(reqs)} requests, {len(held)} held counts, {len(fin)} finished flags")
+        for i, r in enumerate(reqs):   # by index: a zip(..., strict=True) per stretch costs more
+            h = held[i]
             d = h - r.kv_allocated
             delta += d
             r.kv_allocated = h
-            r.kv_len = 0 if f else r.kv_len + d
+            r.kv_len = 0 if fin[i] else r.kv_len + d
         if self.used + delta != used or not 0 <= used <= self.capacity or peak > self.capacity:
             raise KVPoolExhausted(f"stretch KV: {self.used} + {delta} != {used} or over {self.capacity}")
         self.used = used

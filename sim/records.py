@@ -203,6 +203,8 @@ class Recorder:
         """:meth:`deliver` for Python lists (one forward's few deliveries): the same columns,
         times and ITL samples, element by element instead of through numpy's small-array
         calls."""
+        if not len(rids) == len(n) == len(finished):
+            raise ValueError(f"deliver_step: {len(rids)} ids, {len(n)} counts, {len(finished)} finish flags")
         if self.full:
             # fromlist: a list's values straight into the typed column (extend iterates)
             self._c_rid.fromlist(rids)
@@ -212,7 +214,8 @@ class Recorder:
         compact = not self.full
         st: list[float] = []   # the ITL stream's piece (ItlSamples.add_stream)
         sc: list[int] = []
-        for rid, k, fin in zip(rids, n, finished, strict=True):
+        for i, rid in enumerate(rids):   # by index: zip(..., strict=True) builds a keyword dict per call
+            k = n[i]
             row = row_of[rid]
             if compact:
                 prev = last[row]
@@ -230,7 +233,7 @@ class Recorder:
                     first[row] = t
             elif first[row] != first[row]:
                 first[row] = t
-            if fin:
+            if finished[i]:
                 finish[row] = t
         if sc:
             self.itl.add_stream(st, sc, len(sc) >> 1)

@@ -716,7 +716,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         returning: list[Req] = []    # decode entries with unused reserved slots
         unused_n: list[int] = []
         finished: list[Req] = []
-        for i, (rid, n) in enumerate(zip(plan.rids, output.counts(), strict=True)):
+        counts = output.counts()
+        if len(counts) != plan.batch_size:
+            raise ValueError(f"step {plan.step}: {len(counts)} committed counts for {plan.batch_size} rows")
+        # by index (lengths checked above): zip(..., strict=True) builds a keyword dict per call
+        for i, rid in enumerate(plan.rids):
+            n = counts[i]
             r = reqs[rid]
             if r.status in skip:  # INV-3: a finished (or retracted) request takes no more tokens
                 continue

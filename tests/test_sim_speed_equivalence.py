@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from specsched.sim import host_timeline
@@ -726,3 +727,30 @@ def test_finished_filter_is_the_list_rebuild(rows, full):
     any_finished = len(kept) < len(reqs)
     assert s.batch_is_full == (full and not any_finished)
     assert (s.running is before) == (not any_finished)
+
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(0, 6), n=st.integers(0, 6), which=st.integers(0, 2))
+def test_per_request_lists_of_unequal_length_are_refused(m, n, which):
+    """The hot per-request loops read parallel lists by index (a ``zip(..., strict=True)``
+    per call costs ~0.4 us there); each checks the lengths first, so a list longer or
+    shorter than the others still raises instead of being cut short or read past."""
+    from specsched.sim.kv_ledger import KVLedger
+    from specsched.sim.records import Recorder
+    from specsched.sim.request import Req
+
+    if n == m:
+        return
+    lens = [m, m, m]
+    lens[which] = n        # one of the three parallel lists has the other length
+    reqs = [Req(rid=i, input_len=4, max_new_tokens=8) for i in range(lens[0])]
+    with pytest.raises(ValueError):
+        KVLedger(1000).settle(reqs, [0] * lens[1], 0, 0, finished=[False] * lens[2])
+    with pytest.raises(ValueError):
+        DeviceTokens(None).set_state(list(range(m)), [0] * n, None)
+    rec = Recorder("compact")
+    for i in range(max(m, n)):
+        rec.request_sent(i, 4, 8, 0.0)
+    with pytest.raises(ValueError):
+        rec.deliver_step(1.0, list(range(lens[0])), [1] * lens[1], [False] * lens[2])
