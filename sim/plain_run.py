@@ -366,15 +366,19 @@ class PlainRun:
 
     def _peak_at(self, points, n: int, peak: int) -> int:
         """The largest of ``peak`` and the reservations after the passes ``points`` (< n - 1)."""
-        last, fin, kv0 = self.last, self.fin, self.kv0
-        # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
-        ends = sorted(x + 1 for x in last)
-        frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if 0 <= f < n - 1)
+        # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i;
+        # loops, not generators (a resume per request; about one stretch in four gets here)
+        lasts = sorted(self.last)
+        frees = []
+        for _, x, _, _, f, _, _, k0, _, _ in self.rows:
+            if 0 <= f < n - 1:
+                frees.append((f, k0 + x + 1))
+        frees.sort()
         a_sum = a_cnt = b_sum = ia = ib = 0
-        ne, nb = len(ends), len(frees)
+        ne, nb = len(lasts), len(frees)
         for j in sorted(points):
-            while ia < ne and ends[ia] <= j + 1:
-                a_sum += ends[ia]
+            while ia < ne and lasts[ia] < j + 1:     # last + 1 <= j + 1
+                a_sum += lasts[ia] + 1
                 a_cnt += 1
                 ia += 1
             while ib < nb and frees[ib][0] < j:

@@ -509,7 +509,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._refuse_parked_chunk(prev_chunked)
             return None
 
-        batch = [r for r, _ in adder.can_run]
+        batch = []   # a loop, not a comprehension (a function call per pass for ~1 request)
+        for r, _ in adder.can_run:
+            batch.append(r)
         admitted = batch if prev_chunked is None else [r for r in batch if r is not prev_chunked]
         if admitted:
             self._leave_queue(admitted, in_queue_order)
