@@ -294,7 +294,11 @@ class KVLedger:
         """
         if n < 0:
             raise ValueError(f"cannot reserve {n} tokens")
-        new_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
+        # max(kv_len, prefill_done + n), before the caller advances prefill_done (written
+        # out: builtin max parses its arguments through a tuple on every call in 3.11)
+        new_len = req.prefill_done + n
+        if new_len <= req.kv_len:
+            new_len = req.kv_len
         if self.swa_capacity:
             self._swa_take(self.swa_reserve_need(req, n))
             if not req.kv_len and req.prefill_done:  # a prefix hit: the prefix is the tree's

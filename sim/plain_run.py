@@ -219,15 +219,21 @@ class PlainRun:
 
         # where the run must end (scheduler side): an empty batch, a finish a client
         # reacts to, the last finish, max_iters
+        # min(a, b) written out as b if b < a else a where it runs once a stretch: builtin
+        # min/max parse their arguments through a tuple on every call in 3.11
         stop = max(last) + 1
-        if stop_at_finish:
-            stop = min(stop, min_fin)
+        if stop_at_finish and min_fin < stop:
+            stop = min_fin
         fs = None
         if finishes_left <= nlive or num_waiting:
             fs = sorted(f for f in fin if f >= 0)
             if finishes_left <= nlive:
                 stop = min(stop, fs[finishes_left - 1])
-        stop = min(stop, max(1, int(max_iters)))
+        cap_iters = int(max_iters)
+        if cap_iters < 1:
+            cap_iters = 1
+        if cap_iters < stop:
+            stop = cap_iters
         if stop >= 1 and kv.used + held > kv.capacity and kv.used + sum(min(x + 1, stop) for x in last) > kv.capacity:
             stop = min(stop, run._first_over(kv.capacity, stop))
         # admission: with requests waiting, every pass must be delayed (or the batch full)

@@ -154,8 +154,13 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
         # verify reservations of the two steps the overlap loop keeps in flight
         page = self.server.page_size
-        ahead = max(2 * self.window, self.kv.reserve_ahead)
-        need = ceil_page(req.input_len, page) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page + ahead
+        # max(2 x window, reserve_ahead) and min(max_new_tokens, clip) written out (once per
+        # request: builtin min/max parse their arguments through a tuple on every call in 3.11)
+        ahead = self.kv.reserve_ahead
+        if 2 * self.window > ahead:
+            ahead = 2 * self.window
+        out = req.max_new_tokens if req.max_new_tokens < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
+        need = ceil_page(req.input_len, page) + out + page + ahead
         if need >= self.kv.capacity:
             # the key the user sets: a disaggregated role's server has its own pool
             key = ("server.max_total_num_tokens" if self.mode not in ("prefill", "decode")
@@ -521,7 +526,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
         # without a prefix cache, SWA behind a chunk's start is freed as the batch is prepared
         evict_extend = self._swa and self.cache is None
-        overlap_chunk = max(s.chunked_prefill_size, 0) if s.enable_overlap_schedule else None
+        overlap_chunk = None
+        if s.enable_overlap_schedule:   # max(chunked_prefill_size, 0), written out as above
+            overlap_chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else 0
         for r, n in adder.can_run:
             rids.append(r.rid)
             ext.append(n)
