@@ -528,7 +528,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         evict_extend = self._swa and self.cache is None
         overlap_chunk = None
         if s.enable_overlap_schedule:   # max(chunked_prefill_size, 0), written out as above
-            overlap_chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else 0
+            overlap_chunk = s.chunked_prefill_size
+            if overlap_chunk < 0:
+                overlap_chunk = 0
         for r, n in adder.can_run:
             rids.append(r.rid)
             ext.append(n)
