@@ -354,21 +354,39 @@ class CostModel:
         than 2x: :func:`sim.server_args.prefill_graph_bucket`)."""
         return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
 
-    def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
-        """Seconds an extend's kernels trail its launch on an idle stream (profile
-        host.extend_idle_lead_s): its device time begins no earlier than launch + this.
-        0 for decode/verify-only launches. With host.extend_idle_lead_by_tokens the lead is
-        read at the plan's extend tokens (it shrinks for large extends:
-        docs/measurements/h200-v5-repredict.md). A block drafter's injection: its own table,
-        host.inject_idle_lead_by_tokens (after a slot-expansion block it is launched onto a
-        drained stream; runtime/engine.py ``_host_block``), 0 where the profile has none."""
+    def idle_lead_s(self, plan: BatchPlan, part: str = "main", prepared: bool = False) -> float:
+        """Seconds a forward launched onto an idle stream ends later than its device time
+        says (sim.engine: its device work begins no earlier than launch + this), read at the
+        plan's extend tokens (the lead shrinks for large extends:
+        docs/measurements/h200-v5-repredict.md); 0 for decode/verify-only launches. Each
+        forward pays its own lead (runtime/engine.py ``_launch_call`` issues the extend,
+        then, in a second launch, the injection):
+
+        - the extend: host.extend_own_idle_lead_by_tokens, its own span on an idle stream
+          less its device time; profiles without it: host.extend_idle_lead_by_tokens (timed
+          over extend + injection, so it holds the injection's lead too; on H200 round 18
+          it made a host_block extend end 0.4-0.8 ms after its issue,
+          docs/measurements/h200-v18.md "where the time goes", finding 2), else the scalar
+          host.extend_idle_lead_s;
+        - a block drafter's injection prepared inside the slot-expansion block
+          (``prepared``; runtime/engine.py ``_host_block``), launched onto the drained
+          stream: host.inject_idle_lead_by_tokens;
+        - one whose launch prepares it (no block): host.inject_unprepared_idle_lead_by_tokens
+          (preparation + inject after its extend), where the profile has it (only with the
+          extend's own lead: the combined lead already holds it), else
+          host.inject_idle_lead_by_tokens as for a prepared one; 0 where the profile has none."""
+        h = self.h
         if part == "inject":
-            table = self.h.inject_idle_lead_by_tokens
+            table = h.inject_idle_lead_by_tokens
+            if not prepared and h.inject_unprepared_idle_lead_by_tokens is not None:
+                table = h.inject_unprepared_idle_lead_by_tokens
             return table.at(plan.num_extend_tokens) if table is not None else 0.0
         if part != "main" or not plan.num_extend:
             return 0.0
-        table = self.h.extend_idle_lead_by_tokens
-        return table.at(plan.num_extend_tokens) if table is not None else self.h.extend_idle_lead_s
+        table = h.extend_own_idle_lead_by_tokens
+        if table is None:
+            table = h.extend_idle_lead_by_tokens
+        return table.at(plan.num_extend_tokens) if table is not None else h.extend_idle_lead_s
 
     def launch_tail(self, plan: BatchPlan, part: str = "main") -> float:
         """Host seconds a launch call goes on after its forward is queued (profile
