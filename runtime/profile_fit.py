@@ -438,3 +438,76 @@ def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, di
     tokens = sorted(by_t)
     secs = [float(np.mean(by_t[t])) for t in tokens]
     return float(statistics.median(secs)), {"tokens": [float(t) for t in tokens], "seconds": secs}
+
+
+def _provenance_points(text: str, head: str, pattern: str) -> list[tuple[int, float, float]]:
+    """(tokens, a ms, b ms -> seconds) triples after ``head`` in a provenance text."""
+    _, sep, tail = text.partition(head)
+    if not sep:
+        return []
+    num = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+    return [(int(t), float(a) * 1e-3, float(b) * 1e-3)
+            for t, a, b in re.findall(pattern.format(num=num), tail.split(". ")[0])]
+
+
+def split_idle_lead_estimate(profile) -> tuple[dict, dict, list[str]] | None:
+    """An ESTIMATE of ``host.extend_own_idle_lead_by_tokens`` and
+    ``host.inject_unprepared_idle_lead_by_tokens`` for a profile made before the profiler
+    timed them apart, from the medians its own provenance records:
+
+    - the combined sequence (``host.extend_idle_lead_by_tokens``: idle wall / device of
+      extend + ``prepare_inject(sync=False)`` + inject, so the lead ``L(t)``);
+    - the injection after a slot-expansion block (``host.inject_idle_lead_by_tokens``: its
+      span on the drained stream / its device time, so its lead ``l(t)``);
+    - the preparation (``host.slot_expansion_s``: ``prepare_inject(sync=False)``'s host
+      time with the GPU kept busy, ``P(t)``).
+
+    In the combined sequence a short (host-bound) extend has drained when its issue ends;
+    the host then prepares the injection (``P``, the GPU idle) and launches it onto the
+    drained stream, where it runs as after a block. So the injection launched with its
+    preparation trails by ``P + l`` (the unprepared table), and the extend's own lead is
+    ``L - P - l``, clamped at 0. A device-bound extend hides part of ``P`` behind its tail,
+    so its own lead is under-estimated (by up to ``P``): the estimate is meant for short
+    prompts, where the lead binds. On H200 round 18 (first machine) it gives 4.92 ms at 256
+    tokens, and the loop's extends launched onto an idle stream (64 of them over the round)
+    lasted their launch call (5.97 against 6.02 ms at <= 384 tokens, host x0.68): 8.86 ms at
+    the profile's host level against 4.92 + 3.88 ms device here.
+
+    Returns ``(own table, unprepared table, notes)`` (tables as sim.profile.LeadTable dicts,
+    at the token counts all three provenances share), or None when any is missing."""
+    prov = getattr(profile, "provenance", None) or {}
+    combined = _provenance_points(prov.get("host.extend_idle_lead_by_tokens", ""),
+                                  "Medians (tokens: idle / device -> lead): ",
+                                  r"(\d+): ({num}) ms / ({num}) ms -> {num} ms")
+    inject = _provenance_points(prov.get("host.inject_idle_lead_by_tokens", ""),
+                                "medians (tokens: span / device): ", r"(\d+): ({num}) ms / ({num}) ms")
+    prep = {t: q for t, _, q in slot_expansion_points_from_provenance(profile)}
+    inj = {t: max(0.0, s - d) for t, s, d in inject}
+    pts = [(t, max(0.0, w - d), inj[t], prep[t]) for t, w, d in combined if t in inj and t in prep]
+    if not pts:
+        return None
+    own = span_lead_fit([(t, lead - q - li, 0.0) for t, lead, li, q in pts])
+    unprep = span_lead_fit([(t, q + li, 0.0) for t, _, li, q in pts])
+    notes = [f"{t}: combined {lead * 1e3:.3f} - preparation {q * 1e3:.3f} - injection after a block "
+             f"{li * 1e3:.3f} -> extend own {max(0.0, lead - q - li) * 1e3:.3f} ms, unprepared injection "
+             f"{(q + li) * 1e3:.3f} ms" for t, lead, li, q in pts]
+    return own, unprep, notes
+
+
+def refit_split_idle_lead(profile):
+    """``profile`` with the two split lead tables from :func:`split_idle_lead_estimate` (an
+    estimate from its provenance, for a profile made before they were measured); their
+    per-term references (if any) are host.extend_idle_lead_by_tokens's, the phase that
+    measured all three. ``(profile, notes)``, or None when the provenance lacks the medians."""
+    got = split_idle_lead_estimate(profile)
+    if got is None:
+        return None
+    own, unprep, notes = got
+    data = profile.model_dump(mode="python")
+    data["host"]["extend_own_idle_lead_by_tokens"] = own
+    data["host"]["inject_unprepared_idle_lead_by_tokens"] = unprep
+    by_term = data["host"].get("reference_work_by_term")
+    if by_term and "host.extend_idle_lead_by_tokens" in by_term:
+        for k in ("host.extend_own_idle_lead_by_tokens", "host.inject_unprepared_idle_lead_by_tokens"):
+            by_term[k] = by_term["host.extend_idle_lead_by_tokens"]
+    return type(profile).model_validate(data), notes

@@ -230,3 +230,38 @@ def test_host_conditioning_scales_the_new_tables():
     q = scale_host(p, 1.5)
     assert q.host.extend_own_idle_lead_by_tokens.seconds == pytest.approx([1.5e-3, 3e-3])
     assert q.host.inject_unprepared_idle_lead_by_tokens.seconds == pytest.approx([4.5e-4, 6e-4])
+
+
+# ------------------------------------------------- the estimate for profiles made before the split
+def _old_provenance_profile() -> Profile:
+    """A profile whose provenance holds the three medians an older profiler wrote (the texts'
+    formats of runtime/profile_provenance.py before the split)."""
+    p = tiny_profile(extend_idle_lead_by_tokens=COMBINED, reference_work_s=4e-4,
+                     reference_work_by_term={"host.extend_idle_lead_by_tokens": 5e-4})
+    prov = {
+        "host.extend_idle_lead_by_tokens": "runtime.profile_gpu.GpuPhases._idle_lead: ... Medians (tokens: idle / "
+                                           "device -> lead): 256: 10.83 ms / 4.435 ms -> 6.399 ms, 4096: 32.67 ms / "
+                                           "30.21 ms -> 2.459 ms. The simulator reads ...",
+        "host.inject_idle_lead_by_tokens": "... medians (tokens: span / device): 256: 1.154 ms / 0.5593 ms, 4096: "
+                                           "3.596 ms / 3.484 ms. median of 8-15 repeats (time budget).",
+        "host.slot_expansion_s": "... medians (tokens: gap / preparation): 256: 1.066 ms / 0.8858 ms, 4096: 1.115 ms / "
+                                 "0.7657 ms. The simulator holds ...",
+    }
+    return p.model_copy(update={"provenance": prov})
+
+
+def test_split_estimate_from_an_older_profiles_provenance():
+    """The combined lead less the preparation and the injection's lead after a block is the
+    extend's own; the preparation plus that lead the unprepared injection's; their sum the
+    combined lead (nothing lost or counted twice); the per-term reference follows the
+    combined table's; a provenance without the medians gives None."""
+    from specsched.runtime.profile_fit import refit_split_idle_lead
+
+    p, notes = refit_split_idle_lead(_old_provenance_profile())
+    own, unprep = p.host.extend_own_idle_lead_by_tokens, p.host.inject_unprepared_idle_lead_by_tokens
+    assert own.tokens == [256.0, 4096.0] and len(notes) == 2
+    assert own.seconds[0] == pytest.approx(6.395e-3 - 0.8858e-3 - (1.154e-3 - 0.5593e-3))
+    assert unprep.seconds[0] == pytest.approx(0.8858e-3 + (1.154e-3 - 0.5593e-3))
+    assert own.seconds[1] + unprep.seconds[1] == pytest.approx(32.67e-3 - 30.21e-3)
+    assert p.host.reference_work_by_term["host.extend_own_idle_lead_by_tokens"] == 5e-4
+    assert refit_split_idle_lead(tiny_profile(extend_idle_lead_by_tokens=COMBINED)) is None
