@@ -15,6 +15,8 @@ draft-step grids; ``c0`` V's first context column; ``P(bs)`` the captured graph 
     token part   V(P(bs) W / W0, c0)          GEMM/MoE work of bs x W query tokens (and of
                                               the one draft forward over them), padded rows
                                               included (they run every GEMM)
+    + R(P(bs)) - R(P(bs) W / W0)              the c0 column's KV read stays per request:
+                                              R(n) = c0 (V(n, c1) - V(n, c0)) / (c1 - c0)
     context part V(bs, c) - V(bs, c0)         KV read of the real requests at their context
     + D(P(bs) W, c)                           when V holds no draft forward
     + (k - 1) D(P(bs) topk, c)                chain drafters: the serial draft steps beyond
@@ -156,6 +158,7 @@ class CostModel:
         self.inject = g.draft_inject.interpolator("gpu.draft_inject") if g.draft_inject is not None else None
         self.step_grid = grid.interpolator(key)
         self.c0 = float(grid.context_len[0])
+        self.step_grid_ctx = [float(c) for c in grid.context_len]
         self.window = server.spec_window
         self.ref_window = (g.verify_window if spec.enabled else 1) or self.window
         self.topk = server.speculative_eagle_topk or 1
@@ -228,6 +231,10 @@ class CostModel:
         x_tok = rows * self.window / self.ref_window
         if x_tok != bs_attn:
             t += grid(x_tok, self.c0) - grid(bs_attn, self.c0)
+        if x_tok != rows:
+            # the c0 column's KV read is each request's, not each query token's: keep it at
+            # the batch's rows when the window rescales the token work
+            t += self._c0_read(rows) - self._c0_read(x_tok)
         if self.draft_step is not None:
             if not self.draft_in_verify:
                 t += self.draft_s(rows, bs_attn, self.window, ctx)
@@ -244,6 +251,27 @@ class CostModel:
             else:
                 t *= g.eager_factor
         return t
+
+    def _c0_read(self, n: float) -> float:
+        """GPU seconds ``n`` requests spend reading the KV of the step grid's first context
+        column ``c0``: ``c0`` times the grid's marginal cost per context token at ``n``
+        between its first two columns (KV bytes read grow linearly with context, as the
+        context part's extrapolation assumes). 0 for a grid with one context column.
+
+        The grid's token part ``V(n, c0)`` holds this read. It is per request (every
+        request reads its own KV once per forward whatever its query tokens), so when the
+        verify window ``W`` differs from the grid's ``W0`` and the token work is read at
+        ``rows x W / W0``, the read stays at ``rows``. Measured on H200 (the 1b proxy,
+        docs/measurements/h200-v19.md): a window-2 verify at batch 32 ran 4.57 ms where the
+        rescaled token part alone gave 4.13 (this term: +0.33 ms); the same rescaling gave
+        window 8 at batch 24 0.11 ms too much and window 4 at batch 16 0.08 ms too little
+        (rounds 17-18; this term: -0.10 and +0.04 ms)."""
+        cols = self.step_grid_ctx
+        if len(cols) < 2:
+            return 0.0
+        c0, c1 = cols[0], cols[1]
+        grid = self.step_grid
+        return c0 * (grid(n, c1) - grid(n, c0)) / (c1 - c0)
 
     def draft_s(self, rows: int, requests: int, per_request: int, ctx: float) -> float:
         """GPU seconds of one draft-model forward over ``rows`` (graph-padded) requests with
