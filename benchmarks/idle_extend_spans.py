@@ -9,8 +9,7 @@ recorded it: runtime/engine.py ``_launch_call``), prints by extend size the medi
 column), their difference (the lead the loop paid at the run's host speed), the launch
 call's host time (host_probe) and the runs' host speed factor (summary.json host_speed).
 An extend whose span is its launch call's is host-bound: on an idle stream it ends with
-its issue. Compare with the profile's host.extend_own_idle_lead_by_tokens (or, for older
-profiles, runtime.profile_fit.split_idle_lead_estimate) at the host factor.
+its issue. Compare with the profile's host.extend_own_idle_lead_by_tokens at the host factor.
 
     python benchmarks/idle_extend_spans.py R18/results --profile docs/measurements/h200-v18/h200-1b.yaml
 """

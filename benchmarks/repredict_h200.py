@@ -67,13 +67,6 @@ which the inject launch after a slot-expansion block does not repeat) taken from
 preparation medians of the profile's own ``host.slot_expansion_s`` provenance, for profiles
 made before the field existed (runtime.profile_fit.refit_inject_prepare).
 
-``--split-idle-lead-from-provenance``: an ESTIMATE, from the profile's own provenance, of the
-two idle-stream leads the profiler now times apart (``host.extend_own_idle_lead_by_tokens``,
-``host.inject_unprepared_idle_lead_by_tokens``), for profiles whose only lead was timed over
-extend + injection (runtime.profile_fit.split_idle_lead_estimate: the combined lead less the
-injection's preparation and its lead after a block; docs/measurements/h200-v18.md "where the
-time goes", finding 2). The next profile measures them.
-
 ``--launch-per-req-from-runs`` (with ``--measured-results``): an ESTIMATE, read from the runs,
 not a microbenchmark prediction. The profiler times the verify launch on rows past the
 largest grid context (8257 positions), each step reserving its own window, where its launch
@@ -114,7 +107,6 @@ from specsched.runtime.host_reference import (
 from specsched.runtime.profile_fit import (
     refit_inject_prepare,
     refit_slot_expansion,
-    refit_split_idle_lead,
 )
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
@@ -305,10 +297,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inject-prepare-from-provenance", action="store_true",
                     help="set host.inject_prepare_s from the preparation medians of the profile's "
                          "host.slot_expansion_s provenance (profiles made before the field existed)")
-    ap.add_argument("--split-idle-lead-from-provenance", action="store_true",
-                    help="ESTIMATE host.extend_own_idle_lead_by_tokens and host.inject_unprepared_idle_lead_by_tokens "
-                         "from the profile's provenance (the combined lead less the injection's preparation and its "
-                         "lead after a block), for profiles made before the profiler timed them apart")
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
@@ -354,15 +342,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"host.inject_prepare_s from the provenance: {refit.host.inject_prepare_s * 1e3:.3f} ms")
         profile = refit
-    if args.split_idle_lead_from_provenance:
-        got = refit_split_idle_lead(profile)
-        if got is None:
-            print(f"repredict_h200: --split-idle-lead-from-provenance: {args.profile}: the provenance of "
-                  "host.extend_idle_lead_by_tokens, host.inject_idle_lead_by_tokens or host.slot_expansion_s has no "
-                  "medians", file=sys.stderr)
-            return 2
-        profile, notes = got
-        print("idle leads split from the provenance (estimate):\n  " + "\n  ".join(notes))
     term_profile = per_term_profile(profile) if args.per_term else None
     runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):

@@ -49,9 +49,9 @@ class Provenance:
                "(tokens: idle / device -> lead): "
                + ", ".join(f"{t}: {_ms(w)} / {_ms(d)} -> {_ms(max(0.0, w - d))}" for t, w, d in pts))
         if table:
-            return (f"{how}. Extend + injection together: the simulator reads this table (at an extend's total "
-                    f"tokens, linear between points, end values outside; sim.cost_model.CostModel.idle_lead_s) only "
-                    f"where host.extend_own_idle_lead_by_tokens is absent. [{env}]")
+            return (f"{how}. Extend + injection together: the simulator charges this table to the extend (at its "
+                    f"total tokens, linear between points, end values outside; sim.cost_model.CostModel.idle_lead_s). "
+                    f"[{env}]")
         return f"median of host.extend_idle_lead_by_tokens (which the simulator reads instead). {how}. [{env}]"
 
     def _split_lead_text(self, env: str, *, inject: bool) -> str:
@@ -67,10 +67,9 @@ class Provenance:
                  "the extend's own span e0 -> e1 (e0 runs as soon as it is recorded on the idle stream, e1 when the "
                  "extend's last kernel ends: the launch call's start to the extend's end, as the engine's step marks "
                  "time it)")
-        use = ("The simulator charges it to an injection launched without a slot-expansion block (after one, "
-               "host.inject_idle_lead_by_tokens)" if inject else
-               "The simulator charges it to every extend instead of host.extend_idle_lead_by_tokens, which holds the "
-               "injection's preparation and issue too (docs/measurements/h200-v18.md \"where the time goes\", finding 2)")
+        use = ("Recorded, not charged: the simulator charges host.extend_idle_lead_by_tokens (extend + injection) "
+               "to the extend and host.inject_idle_lead_by_tokens to the injection; charging each forward its own "
+               "lead predicted worse (sim.cost_model.CostModel.idle_lead_s, docs/measurements/h200-v19.md)")
         return ("runtime.profile_gpu.GpuPhases._idle_lead: ModelRunner.extend then prepare_inject(sync=False) + inject "
                 "at the extend grid's tokens at prefix 0 (layouts as gpu.extend), timing events e0 before the extend, "
                 "e1 between the two launches, e2 after the inject; per repeat, with the GPU kept busy (torch.cuda._sleep "
@@ -79,7 +78,7 @@ class Provenance:
                 f"(runtime.profile_fit.span_lead_fit), {self._reps_text('idle_lead')} after {WARMUP} warm-ups. Medians "
                 "(tokens: idle span / device -> lead): "
                 + ", ".join(f"{t}: {_ms(sp)} / {_ms(d)} -> {_ms(max(0.0, sp - d))}" for t, sp, d in pts)
-                + f". {use} (sim.cost_model.CostModel.idle_lead_s: end = max(launch + lead, stream free) + device). "
+                + f". {use}. "
                 f"[{env}]")
 
     def _inject_prepare_text(self, env: str) -> str:

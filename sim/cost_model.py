@@ -382,38 +382,32 @@ class CostModel:
         than 2x: :func:`sim.server_args.prefill_graph_bucket`)."""
         return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
 
-    def idle_lead_s(self, plan: BatchPlan, part: str = "main", prepared: bool = False) -> float:
+    def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
         """Seconds a forward launched onto an idle stream ends later than its device time
         says (sim.engine: its device work begins no earlier than launch + this), read at the
         plan's extend tokens (the lead shrinks for large extends:
-        docs/measurements/h200-v5-repredict.md); 0 for decode/verify-only launches. Each
-        forward pays its own lead (runtime/engine.py ``_launch_call`` issues the extend,
-        then, in a second launch, the injection):
+        docs/measurements/h200-v5-repredict.md); 0 for decode/verify-only launches.
 
-        - the extend: host.extend_own_idle_lead_by_tokens, its own span on an idle stream
-          less its device time; profiles without it: host.extend_idle_lead_by_tokens (timed
-          over extend + injection, so it holds the injection's lead too; on H200 round 18
-          it made a host_block extend end 0.4-0.8 ms after its issue,
-          docs/measurements/h200-v18.md "where the time goes", finding 2), else the scalar
-          host.extend_idle_lead_s;
-        - a block drafter's injection prepared inside the slot-expansion block
-          (``prepared``; runtime/engine.py ``_host_block``), launched onto the drained
-          stream: host.inject_idle_lead_by_tokens;
-        - one whose launch prepares it (no block): host.inject_unprepared_idle_lead_by_tokens
-          (preparation + inject after its extend), where the profile has it (only with the
-          extend's own lead: the combined lead already holds it), else
-          host.inject_idle_lead_by_tokens as for a prepared one; 0 where the profile has none."""
+        - the extend: host.extend_idle_lead_by_tokens (timed over extend + injection), else
+          the scalar host.extend_idle_lead_s;
+        - a block drafter's injection: host.inject_idle_lead_by_tokens, 0 where the profile
+          has none.
+
+        The profiler also times the extend's own lead and the unprepared injection's apart
+        (host.extend_own_idle_lead_by_tokens, host.inject_unprepared_idle_lead_by_tokens).
+        They are recorded, not charged: charging each forward its own lead predicted worse
+        where it was tried (docs/measurements/h200-v19.md: measured on round 19's second
+        machine 62 -> 57 of 90 figures within 5 %; estimated from the provenance, round 19
+        68 -> 61 of 110, round 17 135 -> 127 of 165, round 18's first machine 85 -> 86 of
+        110), plain decoding included, which has no injection. The combined lead holds host time of the loop's
+        prefill launch that the split does not time yet (not found)."""
         h = self.h
         if part == "inject":
             table = h.inject_idle_lead_by_tokens
-            if not prepared and h.inject_unprepared_idle_lead_by_tokens is not None:
-                table = h.inject_unprepared_idle_lead_by_tokens
             return table.at(plan.num_extend_tokens) if table is not None else 0.0
         if part != "main" or not plan.num_extend:
             return 0.0
-        table = h.extend_own_idle_lead_by_tokens
-        if table is None:
-            table = h.extend_idle_lead_by_tokens
+        table = h.extend_idle_lead_by_tokens
         return table.at(plan.num_extend_tokens) if table is not None else h.extend_idle_lead_s
 
     def launch_tail(self, plan: BatchPlan, part: str = "main") -> float:

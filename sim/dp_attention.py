@@ -429,10 +429,9 @@ class DPCost:
         """Host seconds of the launch call after the forward is queued: the slowest rank's."""
         return max(self.cost.launch_tail(p, part) for _, p in plan.live)
 
-    def idle_lead_s(self, plan: GroupPlan, part: str = "main", prepared: bool = False) -> float:
-        """How long a forward launched onto an idle stream trails its launch: the slowest
-        rank's (``prepared``: as :meth:`sim.cost_model.CostModel.idle_lead_s`)."""
-        return max(self.cost.idle_lead_s(p, part, prepared) for _, p in plan.live)
+    def idle_lead_s(self, plan: GroupPlan, part: str = "main") -> float:
+        """How long an extend launched onto an idle stream trails its launch: the slowest rank's."""
+        return max(self.cost.idle_lead_s(p, part) for _, p in plan.live)
 
     def eager_issue_s(self, n_dec: int) -> float:
         return self.cost.eager_issue_s(n_dec)

@@ -238,8 +238,7 @@ class SimEngine(Clients, EngineStretch):
         graph-replayed step's launch call (CostModel.launch_tail)."""
         now = self._t
         # an injection prepared inside the slot-expansion block issues without its preparation
-        prepared = self._inject_prepared
-        issue = self.cost.issue(op.plan, op.part, prepared)
+        issue = self.cost.issue(op.plan, op.part, self._inject_prepared)
         self._inject_prepared = False
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
@@ -247,7 +246,7 @@ class SimEngine(Clients, EngineStretch):
         # an eager forward's kernels run as the host issues them: it ends no earlier than
         # the issue does, and the host is busy issuing until then (below); on an idle
         # stream an extend's first kernels trail the launch (CostModel.idle_lead_s)
-        work_from = max(now + self.cost.idle_lead_s(op.plan, op.part, prepared), self._gpu_free)
+        work_from = max(now + self.cost.idle_lead_s(op.plan, op.part), self._gpu_free)
         end = max(work_from + cost.total_s, now + issue)
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output

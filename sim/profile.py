@@ -379,27 +379,19 @@ class HostProfile(BaseModel):
     values outside), and extend_idle_lead_s (the median of the table) is informational.
     It was timed over the extend AND its injection (extend, ``prepare_inject``, inject:
     idle wall less both device times), so it holds the injection's preparation and issue
-    too; the simulator reads it only where extend_own_idle_lead_by_tokens is absent
-    (profiles made before that field: their behaviour is unchanged).
+    too (the simulator charges it to the extend: see extend_own_idle_lead_by_tokens).
     extend_own_idle_lead_by_tokens: the extend's own idle lead, by extend tokens: its span
         launched onto an idle stream (a timing event right before the call, one right after
         it, as runtime/engine.py ``_launch_call`` marks each forward) less its device time
         with the GPU kept busy, clamped >= 0 (runtime/profile_gpu.py ``_idle_lead``,
-        runtime.profile_fit.span_lead_fit). When present the simulator charges this, not
-        extend_idle_lead_by_tokens, to an extend: under host_block a short prompt's extend
-        is launched onto a nearly drained stream, and the combined lead made it end
-        0.4-0.8 ms after its own issue on H200 round 18 (docs/measurements/h200-v18.md
-        "sharegpt-lengths host_block: where the time goes", finding 2). None: not measured.
+        runtime.profile_fit.span_lead_fit). Recorded, not charged
+        (sim.cost_model.CostModel.idle_lead_s says why: charging it predicted worse on the
+        H200 rounds it was tried on, docs/measurements/h200-v19.md). None: not measured.
     inject_unprepared_idle_lead_by_tokens: the injection's own idle lead when its launch
         prepares it (no slot-expansion block: ``prepare_inject(sync=False)`` + inject right
-        after the extend, runtime/engine.py ``_launch_call``), by extend tokens: its span
-        from a timing event before the preparation to one after the inject, measured in the
-        same idle-stream sequence as extend_own_idle_lead_by_tokens, less its kept-busy
-        device time, clamped >= 0. The simulator charges it to such an injection; after a
-        block (prepared inside it) inject_idle_lead_by_tokens applies. Needs
-        extend_own_idle_lead_by_tokens (without it extend_idle_lead_by_tokens already holds
-        this lead, charged to the extend). None: not measured (inject_idle_lead_by_tokens
-        applies to every injection, as before).
+        after the extend), by extend tokens, from the same idle-stream sequence, less its
+        kept-busy device time, clamped >= 0. Recorded, not charged, as
+        extend_own_idle_lead_by_tokens. None: not measured.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
     slot_expansion_s: with ``server.prefill_slot_expansion_sync`` (a DSpark prefill whose
@@ -483,10 +475,6 @@ class HostProfile(BaseModel):
         bad = sorted(set(self.reference_work_by_term or ()) - set(SCALED_TERMS))
         if bad:
             raise ValueError(f"reference_work_by_term: unknown host term {bad[0]!r}; allowed: {', '.join(SCALED_TERMS)}")
-        if self.inject_unprepared_idle_lead_by_tokens is not None and self.extend_own_idle_lead_by_tokens is None:
-            raise ValueError("inject_unprepared_idle_lead_by_tokens needs extend_own_idle_lead_by_tokens: without it "
-                             "extend_idle_lead_by_tokens (timed over extend + injection) already holds the injection's "
-                             "lead, and the injection would pay it twice")
         return self
 
 
