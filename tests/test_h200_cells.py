@@ -89,6 +89,10 @@ def test_the_new_cells_differ_from_every_measured_one_where_they_say() -> None:
     assert ld.server.spec_window == 1 and ld.workload.input_len.value * ld.workload.input_len.range_ratio > 6000
     assert not [c for c, sc in before.items() if sc.server.spec_window == 1
                 and sc.workload.input_len.value * sc.workload.input_len.range_ratio > 6000]
+    # round 20's: one workload, only the window moves across its arms
+    arms = {a: load_scenario(CELLS / "window-sweep.yaml", a) for a in arm_names(CELLS / "window-sweep.yaml")}
+    assert sorted(sc.server.spec_window for sc in arms.values()) == [2, 3, 4, 6, 8]
+    assert len({(sc.workload.model_dump_json(), sc.acceptance.model_dump_json()) for sc in arms.values()}) == 1
     sc512 = new["small-chunk"]
     assert sc512.server.chunked_prefill_size < min(sc.server.chunked_prefill_size for c, sc in before.items()
                                                    if sc.server.spec_window > 1)

@@ -65,6 +65,7 @@ TINY = {
     "small-chunk": {"workload.num_requests": 4, "workload.request_rate": 400.0, "workload.input_len.value": 160,
                     "workload.output_len.value": 16, "server.chunked_prefill_size": 48,
                     "server.max_prefill_tokens": 48},
+    "window-sweep": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
