@@ -73,6 +73,27 @@ def test_old_eager_factor_still_applies_without_eager_overhead():
     assert cm.step_s(9, 0) == pytest.approx(3.0 * g(9, 0))
 
 
+@pytest.mark.parametrize("srv", [{"cuda_graph_max_bs": 64}, {"disable_decode_cuda_graph": True}])
+def test_an_eager_step_the_profile_does_not_price_is_named(srv):
+    """SGLang runs a batch above its largest captured graph eagerly, kernel by kernel
+    (model_executor/cuda_graph_runner.py can_run), which is never faster than the replay.
+    The MI355X profile times no eager step (eager_factor assumed 1.0), so an eager batch is
+    priced as an unpadded replay: cuda_graph_max_bs 64 on the HT cell raised the predicted
+    throughput (7,809 -> 7,872 tok/s) without a word. The run now says so, once."""
+    cm = CostModel(mi355x(), server(**srv), warn_to=None)
+    cm.step_s(200, 4000)
+    cm.step_s(253, 4000)
+    lines = cm.range_warnings()
+    assert len(lines) == 1 and "eager" in lines[0] and "mi355x-dsv41-flash-tp4" in lines[0]
+    assert cm.range_warnings() == []
+    graph = CostModel(mi355x(), server(), warn_to=None)
+    graph.step_s(253, 4000)
+    assert graph.range_warnings() == []  # a captured size: nothing to say
+    priced = CostModel(mi355x(eager_factor=1.3), server(**srv), warn_to=None)
+    priced.step_s(253, 4000)
+    assert priced.range_warnings() == []
+
+
 # --------------------------------------------------------------------------- window axis
 @settings(max_examples=60, deadline=None)
 @given(bs=st.integers(1, 256), w=st.integers(2, 7), ctx=st.integers(0, 20_000))
