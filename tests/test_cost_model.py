@@ -502,3 +502,55 @@ def test_padded_extend_needs_the_layout_length(tmp_path):
     p.write_text(yaml.safe_dump({k: v for k, v in bad.items() if k != "path"}))
     with pytest.raises(ConfigError, match="extend_layout_len"):
         load_profile(str(p))
+
+
+# ----------------------------------------------------------------- extend floor (INV-EXTEND-FLOOR)
+# Profiles whose extend grid is floored. The System B (agentic) profiles are fitted the
+# same way, through the origin, and still are: their floor would move the agentic cells.
+FLOORED = ["mi355x-dsv41-flash-tp4", "h200-1b", "h200-1b-v2", "h200-llama8b-roofline",
+           "h100-llama-3.1-8b-eagle3-analytic"]
+
+
+def _one_request_target_forward(p: Profile) -> float:
+    """One request's target forward: the batch-1 decode, or the batch-1 verify less the
+    drafter's share of it (gpu.draft_step / gpu.verify at batch 1)."""
+    g = p.gpu
+    if g.decode is not None:
+        return g.decode.interpolator("d")(1, g.decode.context_len[0])
+    share = g.draft_step.seconds[0][0] / g.verify.seconds[0][0] if g.draft_step is not None else 0.0
+    return g.verify.interpolator("v")(1, g.verify.context_len[0]) * (1 - share)
+
+
+@pytest.mark.parametrize("name", FLOORED)
+@settings(max_examples=40, deadline=None)
+@given(tokens=st.integers(1, 16384))
+def test_inv_extend_floor_no_extend_is_cheaper_than_one_requests_forward(name, tokens):
+    """INV-EXTEND-FLOOR: an extend forward reads every weight at least once, as one
+    request's decode or verify forward does, so it never costs less than that forward.
+    The MI355X profile's extend was linear through the origin: a 64-token prompt cost
+    0.9 ms against 8.6 ms for the 6-token batch-1 verify, and short prompts' TTFT on the
+    reference system came out about half of what the host terms and one forward give."""
+    p = load_profile(name)
+    g = p.gpu
+    spec = g.verify is not None
+    srv = ServerArgs.model_validate({"speculative_algorithm": "dspark" if spec else "none",
+                                     "speculative_num_draft_tokens": (g.verify_window or 4) if spec else 1,
+                                     "max_running_requests": 64, "max_total_num_tokens": 1_000_000,
+                                     "disable_prefill_cuda_graph": True})
+    cm = CostModel(p, srv, warn_to=None)
+    assert cm.extend_s([tokens], [0]) >= _one_request_target_forward(p) * (1 - 1e-9)
+
+
+def test_calibrate_keeps_the_extend_floor_when_it_refits():
+    """sim/calibrate.py apply() rewrites gpu.extend from the fitted 16K extend; it wrote a
+    line through the origin, which `specsched calibrate --write` would have put back."""
+    from specsched.sim.calibrate import apply
+
+    p = mi355x()
+    cf = {"launch_s": p.host.launch_s, "verify": {1: 0.0086, 8: 0.0143845, 32: 0.0237409, 64: 0.0320684}}
+    q = apply(p, cf, extend_16k=0.25, verify_256=0.08)
+    e = q.gpu.extend.interpolator("e")
+    floor = 0.0086 * (1 - p.gpu.draft_step.seconds[0][0] / p.gpu.verify.seconds[0][0])
+    assert e(1, 0) == pytest.approx(floor) and e(64, 0) == pytest.approx(floor)
+    # above the knee the line through the origin and the fitted 16K point, as before
+    assert e(16384, 0) == pytest.approx(0.25) and e(8192, 0) == pytest.approx(0.125, rel=1e-4)
