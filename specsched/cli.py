@@ -361,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(e, UnschedulableRequest):
                 print(f"specsched: error: {e}", file=sys.stderr)
                 return EXIT_BAD_INPUT
+            from specsched.sim.policy_loader import user_policy_failure
+
+            failed = user_policy_failure(e)
+            if failed is not None:  # the user's own policy code failed mid-run: its line, not ours
+                print(f"specsched: error: {failed}", file=sys.stderr)
+                return EXIT_BAD_INPUT
             if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
                 print(f"specsched: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
                 return EXIT_BAD_INPUT

@@ -154,3 +154,42 @@ def test_bad_queue_order_is_one_line_exit_2(tmp_path, capsys):
     assert main(["run", path, "--arm", "mine", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "server.schedule_policy" in err and "lacks from_server, order" in err
+
+
+RAISES = textwrap.dedent('''
+    from specsched.sim.admission import AdmissionDelayBase
+    from specsched.sim.schedule_policy import QueueOrderBase
+
+
+    class DividesByWaiting(AdmissionDelayBase):
+        def should_delay(self, state):
+            return 1 / (state.waiting_bs - state.waiting_bs) > 0
+
+
+    class OrderFails(QueueOrderBase):
+        def order(self, waiting, ctx):
+            raise KeyError("no such request")
+''')
+
+
+@pytest.mark.parametrize(("key", "spec", "fragment"), [
+    ("admission_delay", "raising.py:DividesByWaiting", "ZeroDivisionError"),
+    ("schedule_policy", "raising.py:OrderFails", "KeyError"),
+])
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_user_policy_that_raises_mid_run_is_one_line_exit_2(tmp_path, capsys, key, spec, fragment, command):
+    """The user's own policy code raising mid-run is bad input: one line naming the policy,
+    the exception and the line of the user's file, exit 2. It ended in a traceback through
+    the event loop (run) or the worker's formatted one (compare)."""
+    path = scenario(tmp_path, {"other": {"server": {"sync_mode": "stream_wait"}}})
+    (tmp_path / "raising.py").write_text(RAISES)
+    doc = yaml.safe_load(open(path))
+    doc["server"][key] = spec
+    open(path, "w").write(yaml.safe_dump(doc))
+    argv = (["run", path, "--out", str(tmp_path / "out")] if command == "run"
+            else ["compare", path, "--arms", "base,other", "--seeds", "1"])
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert spec in err and fragment in err and "raising.py line" in err
