@@ -53,9 +53,11 @@ from specsched.sim.prefill_adder import (
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
+from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.schedule_policy import (
     Fcfs,
     QueueContext,
+    checked_order,
     make_queue_order,
     shortest_prefill_chunk_limit,
 )
@@ -90,6 +92,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # the shipped fcfs without priorities admits in queue order: the admission pass
         # walks the queue itself (no copies) and pops the admitted head
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
+        # a user's order is checked pass by pass (checked_order); the shipped ones are not
+        self._user_order = type(self.policy) not in SHIPPED_ORDERS.values()
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
         # per-run facts of the (frozen) server arguments, read by every admission pass
@@ -450,6 +454,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
+        if self._user_order:
+            order = checked_order(order, waiting, s.schedule_policy)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
