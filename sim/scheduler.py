@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
@@ -96,6 +97,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self._user_order = type(self.policy) not in SHIPPED_ORDERS.values()
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
+        self._user_delay = type(admission) not in SHIPPED_DELAYS.values()
         # per-run facts of the (frozen) server arguments, read by every admission pass
         self._preempt = server.enable_priority_scheduling and not server.disable_priority_preemption
         self._spf = server.schedule_policy == "shortest-prefill-first"
@@ -307,12 +309,19 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _delays(self, running_bs: int, active_running_bs: int) -> bool:
         """The admission policy's decision for a pass with this running batch (requests,
         incl. finished ones not filtered yet; ``active_running_bs`` excludes them)."""
-        return self.admission.should_delay(AdmissionState(
+        delay = self.admission.should_delay(AdmissionState(
             running_bs=running_bs,
             num_allocatable_reqs=self.server.max_running_requests - running_bs,
             waiting_bs=len(self.waiting),
             active_running_bs=active_running_bs,
         ))
+        if self._user_delay and delay is None:
+            # a user policy's forgotten return read as "admit" without a word
+            from specsched.sim.errors import ConfigError
+
+            raise ConfigError("<scenario>", "server.admission_delay", self.server.admission_delay,
+                              "should_delay() must return True or False; it returned None")
+        return delay
 
     def _match_prefix(self, r: Req) -> None:
         """Match ``r`` against the prefix cache (SGLang ``Req.init_next_round_input``): at

@@ -254,3 +254,24 @@ def test_config_errors_survive_a_rebuild_from_their_args():
     for again in (type(e)(*e.args), pickle.loads(pickle.dumps(e))):
         assert str(again) == str(e) == "s.yaml: server.schedule_policy = 'x.py:Y': must be fine"
         assert (again.file, again.key, again.value, again.allowed) == (e.file, e.key, e.value, e.allowed)
+
+
+def test_a_delay_policy_that_returns_nothing_is_one_line_exit_2(tmp_path, capsys):
+    """A should_delay without its return statement answered None, which the pass read as
+    'admit': the user's delay silently never delayed."""
+    path = scenario(tmp_path, {})
+    (tmp_path / "forgot.py").write_text(textwrap.dedent('''
+        from specsched.sim.admission import AdmissionDelayBase
+
+
+        class Forgot(AdmissionDelayBase):
+            def should_delay(self, state):
+                state.num_allocatable_reqs < 4
+    '''))
+    doc = yaml.safe_load(open(path))
+    doc["server"]["admission_delay"] = "forgot.py:Forgot"
+    open(path, "w").write(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "forgot.py:Forgot" in err and "returned None" in err
