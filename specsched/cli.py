@@ -351,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args) or 0)
         except (ConfigError, MissingDependency) as e:
+            if isinstance(e, ConfigError) and e.file == "<scenario>" and isinstance(getattr(args, "scenario", None), str):
+                # raised mid-run, where only the server arguments are at hand: name the file
+                e = ConfigError(args.scenario, e.key, e.value, e.allowed)
             print(f"specsched: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except BrokenPipeError:

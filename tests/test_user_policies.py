@@ -241,7 +241,7 @@ def test_a_user_policy_answer_the_scheduler_cannot_use_is_one_line_exit_2(tmp_pa
     assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert spec in err and fragment in err
+    assert spec in err and fragment in err and "<scenario>" not in err
 
 
 def test_config_errors_survive_a_rebuild_from_their_args():
@@ -275,3 +275,4 @@ def test_a_delay_policy_that_returns_nothing_is_one_line_exit_2(tmp_path, capsys
     assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "forgot.py:Forgot" in err and "returned None" in err
+    assert err.startswith(f"specsched: error: {path}: server.admission_delay = ")  # the file, not a placeholder
