@@ -4,6 +4,11 @@ SGLang's ``bench_serving --output-file F`` appends one JSON object per run to F 
 What each version writes (checked against each wheel's ``benchmark()``; fixtures of every
 layout in tests/data/bench/):
 
+- 0.2.0-0.2.11 (``sglang/bench_serving.py``): the 0.3 subset below under other names
+  (``total_input``, ``total_output``, ``total_output_retokenized``, ``mean_e2e_latency``,
+  ``median_e2e_latency``, ``median_ttft``, ``median_itl`` in ms, ``output_token_throughput``,
+  ``benchmark_duration`` in s) and no ``completed``; read under the later names
+  (:data:`_SGLANG_02_NAMES`). 0.2.12-0.2.15 write the 0.3 keys.
 - 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
   token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
@@ -98,6 +103,18 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+_SGLANG_02_NAMES = {
+    "total_input": "total_input_tokens", "total_output": "total_output_tokens",
+    "total_output_retokenized": "total_output_tokens_retokenized",
+    "mean_e2e_latency": "mean_e2e_latency_ms", "median_e2e_latency": "median_e2e_latency_ms",
+    "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
+    "output_token_throughput": "output_throughput", "benchmark_duration": "duration",
+}
+"""SGLang 0.2.0-0.2.11's names for the keys it appends to ``--output-file`` (checked in the
+0.2.0, 0.2.5, 0.2.9, 0.2.10 and 0.2.11 wheels, ``sglang/bench_serving.py`` ``benchmark()``:
+the same figures and units, ms latencies from ``metrics.*_ms``, ``benchmark_duration`` in s;
+0.2.12 renamed them to the names 0.3-0.5.23 write and added ``completed``). Read under the
+later names; a line that has both keeps the later one."""
 _FALLBACKS = {
     "accept_length": "spec_decode_acceptance_length",   # vllm bench serve with a drafter
     **{f"median_{m}_ms": f"p50_{m}_ms" for m in LATENCIES},   # vLLM --metric-percentiles 50
@@ -297,6 +314,9 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     if not isinstance(obj, dict):
         raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.2.0-0.2.11's names
+        if k in obj and new not in obj:
+            obj[new] = obj.pop(k)
     if {"successful_requests", "total_latency"} <= set(obj) and "completed" not in obj:
         # sglang bench_offline_throughput --result-filename (0.5.23 benchmark/offline_throughput.py
         # throughput_test_once): throughputs of one offline batch, no latency of any request

@@ -22,7 +22,12 @@ from specsched.cli import main
 DATA = Path(__file__).parent / "data"
 BENCH = sorted((DATA / "bench").iterdir())
 LOGS = DATA / "logs"
-_RENAMED = {"total_token_throughput": "total_throughput"}
+_RENAMED = {"total_token_throughput": "total_throughput",
+            # SGLang 0.2.0-0.2.11 (sglang/bench_serving.py benchmark()): the later names without units
+            "total_input": "total_input_tokens", "total_output": "total_output_tokens",
+            "total_output_retokenized": "total_output_tokens_retokenized", "mean_e2e_latency": "mean_e2e_latency_ms",
+            "median_e2e_latency": "median_e2e_latency_ms", "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
+            "output_token_throughput": "output_throughput", "benchmark_duration": "duration"}
 
 
 def _objs(path: Path) -> list[dict]:
@@ -72,6 +77,26 @@ def test_sglang_036_subset():
     assert (w["kind"], w["request_rate"], w["num_requests"]) == ("poisson", 8.0, 100)
     assert w["input_len"] == {"kind": "uniform", "value": 1024, "range_ratio": 0.0}
     assert scenario_from_bench(b, "h200-1b")[0]["workload"]["kind"] == "burst"
+
+
+def test_sglang_0211_names_without_units_and_no_request_count(tmp_path, capsys, monkeypatch):
+    """SGLang 0.2.0-0.2.11 append ``total_input``, ``median_ttft``, ``output_token_throughput``,
+    ``benchmark_duration`` ... (ms and s as the later ``_ms``/``duration`` keys) and no
+    ``completed``: read under the later names (they were refused as not bench_serving output);
+    a scenario cannot be built without a request count, said in one line naming the key."""
+    a, b = read_bench(DATA / "bench" / "sglang-0.2.11.jsonl")
+    assert a.summary == {"duration": 31.76, "total_input_tokens": 51234, "total_output_tokens": 12789,
+                         "total_output_tokens_retokenized": 12750, "output_throughput": 402.7,
+                         "median_ttft_ms": 61.2, "median_itl_ms": 17.9, "mean_e2e_latency_ms": 2311.4,
+                         "median_e2e_latency_ms": 2203.9}
+    assert a.extra == {} and a.num_prompts is None
+    assert (a.args["request_rate"], a.args["random_input_len"], b.args["request_rate"]) == (8.0, 1024, math.inf)
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{DATA / 'bench' / 'sglang-0.2.11.jsonl'}:1", "--profile", "h200-1b",
+                 "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sglang-0.2.11.jsonl:1: num_prompts" in err[0] and "--scenario" in err[0], err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_sglang_046_spec_line_without_details():
