@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,9 @@ EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
 """Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
 0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
 successful requests), the simulator's prefix-cache hit rate under the same name."""
+GZIP_MAGIC = b"\x1f\x8b"
+"""A gzip stream's first bytes: a result file, trace or log compressed for keeping is read
+decompressed, whatever its name."""
 DETAILS_MAX_OUTPUT_TOKENS = 200_000
 """``bench_record`` adds per-request details (``--output-details``) to runs with at most this
 many output tokens (the ITL lists grow with every token)."""
@@ -350,7 +354,8 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     """Every run in a bench_serving result file, or only the one on ``line``.
 
     Accepts SGLang's JSONL (one object per line; blank lines skipped), a file holding one
-    JSON object over several lines (vLLM's), or a JSON list of objects. Python's JSON
+    JSON object over several lines (vLLM's), or a JSON list of objects; any of them gzip
+    compressed (found by its first bytes, not its name). Python's JSON
     extensions (``Infinity``, ``NaN``) are accepted as bench_serving writes them.
 
     Raises:
@@ -362,11 +367,17 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
     try:
-        text = p.read_text(encoding="utf-8-sig")   # a byte-order mark from an editor is not JSON
+        raw_bytes = p.read_bytes()
+        if raw_bytes[:2] == GZIP_MAGIC:   # a compressed copy (gzip runs.jsonl): read as it was written
+            import gzip
+
+            raw_bytes = gzip.decompress(raw_bytes)
+        text = raw_bytes.decode("utf-8-sig")   # a byte-order mark from an editor is not JSON
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
-    except OSError as e:
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
+    except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
+        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
     for i, raw in enumerate(text.splitlines(), start=1):

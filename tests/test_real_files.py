@@ -456,6 +456,75 @@ def test_a_csv_with_a_byte_order_mark_and_spaces(tmp_path):
     assert load_trace(TraceConfig(path=str(p), layout="azure")).input_len.tolist() == [10]
 
 
+def test_a_csv_with_blank_lines_and_spaces_around_its_header_names(tmp_path):
+    """A blank line (an editor's trailing one, CRLF or LF, or one between rows) is no request:
+    it was read as a row of empty cells and refused ("<empty>: not a number"). Header names
+    with spaces on both sides match as the header check matches them (pandas was handed the
+    stripped names and refused the file as unreadable). Line numbers in errors still count
+    the blank lines."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    az = (DATA / "traces" / "azure-2023-code.csv").read_text().splitlines()
+    p = tmp_path / "t.csv"
+    p.write_bytes(("\r\n".join([az[0], az[1], "", *az[2:]]) + "\r\n\r\n\r\n").encode())
+    t = load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert t.arrival_s.tolist() == pytest.approx([0.0, 3.437851, 3.620142, 4.31941], abs=1e-6)
+    assert load_trace(TraceConfig(path=str(p), layout="azure"), limit=2).input_len.tolist() == [374, 396]
+    q = tmp_path / "h.csv"
+    q.write_text("TIMESTAMP ,ContextTokens , GeneratedTokens \n" + "\n".join(az[1:]) + "\n")
+    assert load_trace(TraceConfig(path=str(q), layout="azure")).input_len.tolist() == t.input_len.tolist()
+    r = tmp_path / "bad.csv"
+    r.write_text("\n".join([az[0], az[1], "", az[2].replace(",396,", ",x,")]) + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(r), layout="azure"))
+    assert (e.value.file, e.value.key, e.value.value) == (f"{r}:4", "ContextTokens", "x")
+
+
+def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
+    """A compressed copy (``gzip trace.jsonl``, ``gzip runs.jsonl``) reads as the file it was:
+    both were refused as "not a text file". Found by the first bytes: ``.csv.gz`` is a CSV,
+    ``.jsonl.gz`` a JSONL; a cut gzip file is refused in one line."""
+    import gzip
+
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    t = DATA / "traces"
+    for name, layout in (("azure-2023-code.csv", "azure"), ("mooncake-conversation.jsonl", "mooncake")):
+        z = tmp_path / f"{name}.gz"
+        z.write_bytes(gzip.compress((t / name).read_bytes()))
+        a, b = (load_trace(TraceConfig(path=str(f), layout=layout)) for f in (t / name, z))
+        assert a.arrival_s.tolist() == b.arrival_s.tolist() and a.input_len.tolist() == b.input_len.tolist()
+        assert a.prefix_reuse() == b.prefix_reuse()
+    src = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+    z = tmp_path / "runs.jsonl.gz"
+    z.write_bytes(gzip.compress(src.read_bytes()))
+    (a,), (b,) = read_bench(src), read_bench(z)
+    assert a.summary == b.summary and a.args == b.args and b.details.ttfts.tolist() == a.details.ttfts.tolist()
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(z.read_bytes()[:60])
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_bench(cut)
+    cut_trace = tmp_path / "cut.jsonl"
+    cut_trace.write_bytes(gzip.compress((t / "mooncake-conversation.jsonl").read_bytes())[:60])
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
+
+
+def test_a_date_in_a_seconds_column_says_which_time_unit_reads_it(tmp_path):
+    """An Azure-like file under ``layout: custom`` (time unit s): the refusal names the unit
+    that reads it."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    cols = {"timestamp": "TIMESTAMP", "input_len": "ContextTokens", "output_len": "GeneratedTokens"}
+    path = str(DATA / "traces" / "azure-2023-code.csv")
+    with pytest.raises(ConfigError, match="time_unit: datetime"):
+        load_trace(TraceConfig(path=path, columns=cols))
+    assert len(load_trace(TraceConfig(path=path, columns=cols, time_unit="datetime"))) == 4
+
+
 # ------------------------------------------------------------------ bad input, every reader
 
 def _trace_yaml(tmp_path, trace):
