@@ -135,6 +135,7 @@ def test_a_vllm_line_with_only_its_details_validates_in_one_command(tmp_path, ca
 
 LOG_FIGURES = {
     # file: (prefill lines, decode lines, pure-decode samples, max #running-req, max #queue-req, mean accept len)
+    "sglang-0.2.9-dp.log": (3, 5, 2, 5, 2, None),       # two DP workers' [gpu=N] lines kept apart
     "sglang-0.3.0.log": (2, 3, 2, 6, 12, None),
     "sglang-0.3.6.log": (2, 3, 2, 8, 12, None),
     "sglang-0.4.6-eagle.log": (2, 3, 1, 3, 0, (2.95 + 3.05 + 2.80) / 3),
