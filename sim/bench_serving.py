@@ -398,6 +398,9 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         except json.JSONDecodeError:
             i, raw, msg = bad
             shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
+                raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
+                                  "rerun with --output-file F (one JSON line per run) and pass F") from None
             raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
         objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
     if not objs:

@@ -512,6 +512,17 @@ def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
         load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
 
 
+def test_bench_servings_printed_report_is_named_as_such(tmp_path):
+    """A saved console report (bench_serving prints it under " Serving Benchmark Result ",
+    0.5.23 ``benchmark/serving.py`` ``benchmark()``) is refused as what it is, not as a
+    truncated JSON line."""
+    p = tmp_path / "report.txt"
+    p.write_text("\n" + " Serving Benchmark Result ".center(50, "=") + "\nBackend:   sglang\nMedian TTFT (ms):  40.1\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:2" and "--output-file" in e.value.allowed and "truncated" not in e.value.allowed
+
+
 def test_a_date_in_a_seconds_column_says_which_time_unit_reads_it(tmp_path):
     """An Azure-like file under ``layout: custom`` (time unit s): the refusal names the unit
     that reads it."""
