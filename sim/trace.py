@@ -192,7 +192,10 @@ class _Checker:
 def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray) -> np.ndarray:
     """Timestamps in seconds (any origin)."""
     if unit == "datetime":
-        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
+        # every time on one clock, UTC: a trace logged in local time with its offset changes
+        # offset at a daylight-saving switch (+01:00 -> +02:00), which pandas refuses to mix
+        # unless asked to convert; times without a zone are read as UTC (only differences count)
+        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed", utc=True)
         if ts.isna().any():
             k = int(np.argmax(ts.isna().to_numpy()))
             raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), "not a date and time")

@@ -523,6 +523,19 @@ def test_bench_servings_printed_report_is_named_as_such(tmp_path):
     assert e.value.file == f"{p}:2" and "--output-file" in e.value.allowed and "truncated" not in e.value.allowed
 
 
+def test_a_trace_in_local_time_across_a_daylight_saving_switch(tmp_path):
+    """Times written with their UTC offset change offset at a daylight-saving switch; pandas
+    refuses to mix offsets unless told to convert, and the trace was refused as "not a
+    readable CSV". Read on one clock (UTC), the gaps are the real ones."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-03-31 01:59:59.5+01:00,10,2\n"
+                 "2024-03-31 03:00:00.5+02:00,11,2\n2024-03-31 03:00:01+02:00,12,3\n")
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx([0.0, 1.0, 1.5])
+
+
 def test_a_date_in_a_seconds_column_says_which_time_unit_reads_it(tmp_path):
     """An Azure-like file under ``layout: custom`` (time unit s): the refusal names the unit
     that reads it."""
