@@ -235,8 +235,15 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         header = f.readline()
     import csv
 
-    names = [c.strip() for c in next(csv.reader([header]), [])]
     hcol, required, block_size = hashes
+    sep = ","
+    for cand in (",", "\t", ";"):   # a tab-separated export, or a spreadsheet's in a decimal-comma locale
+        names = [c.strip() for c in next(csv.reader([header], delimiter=cand), [])]
+        if all(c in names for c in cols):
+            sep = cand
+            break
+    else:
+        names = [c.strip() for c in next(csv.reader([header]), [])]
     missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
         raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
@@ -251,7 +258,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         reader = pd.read_csv(p, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
                              keep_default_na=False, na_values=[""],
                              skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True,
-                             compression="gzip" if _gzipped(p) else None)
+                             compression="gzip" if _gzipped(p) else None, sep=sep)
         for block in reader:
             block.columns = [str(c).strip() for c in block.columns]
             lines = np.arange(first_line, first_line + len(block))

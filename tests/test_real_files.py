@@ -523,6 +523,21 @@ def test_bench_servings_printed_report_is_named_as_such(tmp_path):
     assert e.value.file == f"{p}:2" and "--output-file" in e.value.allowed and "truncated" not in e.value.allowed
 
 
+def test_tab_and_semicolon_separated_traces(tmp_path):
+    """A tab-separated export or a spreadsheet's semicolon-separated CSV reads as the comma
+    one (the header was one unknown column: refused as missing TIMESTAMP)."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    src = DATA / "traces" / "burstgpt.csv"
+    want = load_trace(TraceConfig(path=str(src), layout="burstgpt"))
+    for sep, name in (("\t", "b.tsv"), (";", "b.csv")):
+        p = tmp_path / name
+        p.write_text(src.read_text().replace(",", sep))
+        t = load_trace(TraceConfig(path=str(p), layout="burstgpt"))
+        assert t.arrival_s.tolist() == want.arrival_s.tolist() and t.output_len.tolist() == want.output_len.tolist()
+
+
 def test_a_trace_in_local_time_across_a_daylight_saving_switch(tmp_path):
     """Times written with their UTC offset change offset at a daylight-saving switch; pandas
     refuses to mix offsets unless told to convert, and the trace was refused as "not a
