@@ -135,6 +135,7 @@ class _Checker:
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
         self.any_hashes = False
+        self.unread_hash_ids = False      # the rows have Mooncake's hash_ids, no block-id column is read
 
     def add_hashes(self, v: object, input_len: object, line: int, col: str, block_size: int) -> None:
         """One row's block ids (a JSON list, or a CSV cell of ids; None/absent = none),
@@ -249,6 +250,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
     if hcol not in names:
         hcol = None
+    chk.unread_hash_ids = hcol is None and "hash_ids" in names
     first_line = 2
     try:
         # only an empty cell is missing: pandas would read "nan", "NA", "null" as one too, and the
@@ -314,6 +316,8 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")
             if hcol:
                 chk.add_hashes(row.get(hcol), row[cols[1]], lineno, hcol, block_size)
+            elif chk.n == 0 and not block:
+                chk.unread_hash_ids = "hash_ids" in row
             block.append((row[cols[0]], row[cols[1]], row[cols[2]], lineno))
             if len(block) >= JSONL_BLOCK_ROWS:
                 flush()
@@ -381,6 +385,12 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     t *= cfg.time_scale
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
+    if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":
+        # Mooncake's layout (hash_ids) read as a custom one: its ms timestamps as s spread the
+        # arrivals 1000 times wider, and its shared prefixes are not read, without a word
+        print(f"warning: {p}: the rows have Mooncake's hash_ids, but the trace is read with layout custom: "
+              "timestamps in s (Mooncake writes ms) and no shared prefixes; say layout: mooncake "
+              "(or time_unit and columns.hash_ids)", file=sys.stderr)
     zeros = int(np.count_nonzero(outs == 0))
     if zeros:
         # said once per read (a trace is read once per process): the lengths a run reports differ

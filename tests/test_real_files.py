@@ -523,6 +523,30 @@ def test_bench_servings_printed_report_is_named_as_such(tmp_path):
     assert e.value.file == f"{p}:2" and "--output-file" in e.value.allowed and "truncated" not in e.value.allowed
 
 
+def test_a_mooncake_trace_read_without_its_layout_is_said(tmp_path, capsys):
+    """A Mooncake file under the default layout (custom: the same key names, time in s) ran
+    its ms timestamps as seconds (arrivals 1000 times wider) and shared no prefix, without a
+    word; now a warning names the layout to use. A custom layout that states its unit, or a
+    file without hash_ids, says nothing."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    f = DATA / "traces" / "mooncake-conversation.jsonl"
+    assert load_trace(TraceConfig(path=str(f))).arrival_s[2] == 3052.0   # as the scenario says, warned
+    err = capsys.readouterr().err
+    assert "hash_ids" in err and "layout: mooncake" in err and str(f) in err
+    csv = tmp_path / "m.csv"
+    csv.write_text("timestamp,input_length,output_length,hash_ids\n0,600,5,1 2\n3052,700,6,1 3\n")
+    load_trace(TraceConfig(path=str(csv)))
+    assert "layout: mooncake" in capsys.readouterr().err
+    load_trace(TraceConfig(path=str(f), time_unit="ms"))
+    load_trace(TraceConfig(path=str(f), layout="mooncake"))
+    plain = tmp_path / "p.jsonl"
+    plain.write_text('{"timestamp": 0, "input_length": 5, "output_length": 2}\n')
+    load_trace(TraceConfig(path=str(plain)))
+    assert capsys.readouterr().err == ""
+
+
 def test_tab_and_semicolon_separated_traces(tmp_path):
     """A tab-separated export or a spreadsheet's semicolon-separated CSV reads as the comma
     one (the header was one unknown column: refused as missing TIMESTAMP)."""
