@@ -159,8 +159,14 @@ class BenchDetails:
 
     @property
     def ok(self) -> np.ndarray:
-        """Boolean (n,): the request succeeded (no error text)."""
-        return np.array([not e for e in self.errors], dtype=bool)
+        """Boolean (n,): the request succeeded: no error text and a first token (TTFT > 0).
+        The error text alone does not say it: a reply other than 200 with no reason phrase
+        fails with an empty one (``output.error = response.reason or ""``, SGLang 0.3.0 to
+        0.5.x ``bench_serving.py`` request functions, checked in 0.3.0 and 0.4.6.post5; the
+        file holds no ``success`` flag), and every failed request keeps
+        ``RequestFuncOutput``'s ``ttft`` 0.0 and ``output_len`` 0 (0.5.23
+        ``benchmark/serving.py``) while a success has had its first token."""
+        return np.array([not e for e in self.errors], dtype=bool) & (self.ttfts > 0)
 
 
 @dataclass

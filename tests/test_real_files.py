@@ -99,6 +99,24 @@ def test_sglang_0211_names_without_units_and_no_request_count(tmp_path, capsys, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_failed_request_with_an_empty_error_text_is_failed(tmp_path):
+    """bench_serving (0.3.0-0.5.x request functions) fails a reply other than 200 with the
+    error ``response.reason or ""``: a reply without a reason phrase leaves the error text
+    empty. Such a request (TTFT 0.0, output 0, as every failed one) was counted a success:
+    not in ``failed``, and its prompt length and a 1-token output went into from-bench's
+    length histograms."""
+    obj = json.loads((DATA / "bench" / "sglang-0.4.6.post5-details.jsonl").read_text())
+    obj["errors"][2] = ""   # request 2 failed (ttft 0.0, output_lens 0) without a reason phrase
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    (r,) = read_bench(p)
+    assert r.details.ok.tolist() == [True, True, False, True]
+    assert to_run_data(r).summary["failed"] == 1
+    _, tables = scenario_from_bench(r, "h200-1b", lengths="details")
+    assert sorted(tables["input"]["length"].tolist()) == [512, 640, 800]
+    assert 1 not in tables["output"]["length"].tolist()
+
+
 def test_sglang_046_spec_line_without_details():
     (r,) = read_bench(DATA / "bench" / "sglang-0.4.6-eagle.jsonl")
     assert r.summary["accept_length"] == 3.02 and r.summary["p95_itl_ms"] == 19.9 and "p90_ttft_ms" not in r.summary
