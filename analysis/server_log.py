@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.sim.bench_serving import GZIP_MAGIC
 from specsched.sim.errors import ConfigError
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
@@ -145,8 +146,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
-    opener = gzip.open if p.suffix == ".gz" else open   # a rotated, compressed log
     try:
+        with open(p, "rb") as f:   # a rotated, compressed log (server.log.1.gz), by its first bytes
+            opener = gzip.open if f.read(2) == GZIP_MAGIC else open
         with opener(p, "rt", errors="replace") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:

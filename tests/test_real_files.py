@@ -656,6 +656,9 @@ def test_a_directory_and_a_gzipped_log(tmp_path):
     with gzip.open(p, "wt") as f:
         f.write((LOGS / "sglang-0.5.23.log").read_text())
     assert len(parse_server_log(p)) == 5
+    renamed = tmp_path / "server.log.1"   # compressed under a name without .gz: read by its first bytes
+    renamed.write_bytes(p.read_bytes())
+    assert len(parse_server_log(renamed)) == 5
     q = tmp_path / "broken.log.gz"
     q.write_bytes(p.read_bytes()[:40])
     with pytest.raises(ConfigError, match="cannot be read"):
