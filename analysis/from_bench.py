@@ -166,7 +166,7 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
             raise ConfigError(run.source, "completed", 0, "the run finished no request and the line has no num_prompts: "
                               "the request count is unknown")
         raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed "
-                          "(SGLang 0.2.0-0.2.11 write none of them: compare with validate --measured FILE:LINE --scenario S)")
+                          "(SGLang 0.1.24-0.2.11 write none of them: compare with validate --measured FILE:LINE --scenario S)")
     notes = []
     if "num_prompts" not in a:
         notes.append(f"num_requests {n}: {'the details count' if run.details is not None else 'completed (SGLang writes no num_prompts)'}")

@@ -4,7 +4,7 @@ SGLang's ``bench_serving --output-file F`` appends one JSON object per run to F 
 What each version writes (checked against each wheel's ``benchmark()``; fixtures of every
 layout in tests/data/bench/):
 
-- 0.2.0-0.2.11 (``sglang/bench_serving.py``): the 0.3 subset below under other names
+- 0.1.24-0.2.11 (``sglang/bench_serving.py``): the 0.3 subset below under other names
   (``total_input``, ``total_output``, ``total_output_retokenized``, ``mean_e2e_latency``,
   ``median_e2e_latency``, ``median_ttft``, ``median_itl`` in ms, ``output_token_throughput``,
   ``benchmark_duration`` in s) and no ``completed``; read under the later names
@@ -111,7 +111,7 @@ _SGLANG_02_NAMES = {
     "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
     "output_token_throughput": "output_throughput", "benchmark_duration": "duration",
 }
-"""SGLang 0.2.0-0.2.11's names for the keys it appends to ``--output-file`` (checked in the
+"""SGLang 0.1.24-0.2.11's names for the keys it appends to ``--output-file`` (checked in the 0.1.24,
 0.2.0, 0.2.5, 0.2.9, 0.2.10 and 0.2.11 wheels, ``sglang/bench_serving.py`` ``benchmark()``:
 the same figures and units, ms latencies from ``metrics.*_ms``, ``benchmark_duration`` in s;
 0.2.12 renamed them to the names 0.3-0.5.23 write and added ``completed``). Read under the
@@ -324,7 +324,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     if not isinstance(obj, dict):
         raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
-    for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.2.0-0.2.11's names
+    for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
         if k in obj and new not in obj:
             obj[new] = obj.pop(k)
     if {"successful_requests", "total_latency"} <= set(obj) and "completed" not in obj:

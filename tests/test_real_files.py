@@ -23,7 +23,7 @@ DATA = Path(__file__).parent / "data"
 BENCH = sorted((DATA / "bench").iterdir())
 LOGS = DATA / "logs"
 _RENAMED = {"total_token_throughput": "total_throughput",
-            # SGLang 0.2.0-0.2.11 (sglang/bench_serving.py benchmark()): the later names without units
+            # SGLang 0.1.24-0.2.11 (sglang/bench_serving.py benchmark()): the later names without units
             "total_input": "total_input_tokens", "total_output": "total_output_tokens",
             "total_output_retokenized": "total_output_tokens_retokenized", "mean_e2e_latency": "mean_e2e_latency_ms",
             "median_e2e_latency": "median_e2e_latency_ms", "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
@@ -80,7 +80,7 @@ def test_sglang_036_subset():
 
 
 def test_sglang_0211_names_without_units_and_no_request_count(tmp_path, capsys, monkeypatch):
-    """SGLang 0.2.0-0.2.11 append ``total_input``, ``median_ttft``, ``output_token_throughput``,
+    """SGLang 0.1.24-0.2.11 append ``total_input``, ``median_ttft``, ``output_token_throughput``,
     ``benchmark_duration`` ... (ms and s as the later ``_ms``/``duration`` keys) and no
     ``completed``: read under the later names (they were refused as not bench_serving output);
     a scenario cannot be built without a request count, said in one line naming the key."""

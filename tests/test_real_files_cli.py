@@ -36,7 +36,7 @@ REFUSED = {("sglang-0.5.23.jsonl", 2): "request_rate", ("vllm-0.11.0-bench-serve
 """Lines no scenario can rebuild: a trace replay (``request_rate: "trace"``) and a vLLM
 ramp-up (the rate changed during the run)."""
 NO_COUNT = {"sglang-0.2.11.jsonl"}
-"""Lines that give no request count (SGLang 0.2.0-0.2.11 write no ``completed``): a scenario
+"""Lines that give no request count (SGLang 0.1.24-0.2.11 write no ``completed``): a scenario
 cannot be built from them, so they are compared with one given (``--scenario``)."""
 PROFILE = {"sglang-0.5.7-eagle3.jsonl": "h200-llama8b-roofline"}
 """The line's server_info names EAGLE3, a chain drafter: the profile must price its draft
@@ -48,7 +48,7 @@ def _file_metrics(obj: dict) -> dict[str, float]:
     p50 for a missing median, vLLM's acceptance length, SGLang's cache report); null, NaN and
     infinite values are absent."""
     names = {"total_token_throughput": "total_throughput", "spec_decode_acceptance_length": "accept_length",
-             # SGLang 0.2.0-0.2.11's names (sglang/bench_serving.py benchmark())
+             # SGLang 0.1.24-0.2.11's names (sglang/bench_serving.py benchmark())
              "total_input": "total_input_tokens", "total_output": "total_output_tokens",
              "total_output_retokenized": "total_output_tokens_retokenized", "mean_e2e_latency": "mean_e2e_latency_ms",
              "median_e2e_latency": "median_e2e_latency_ms", "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
