@@ -323,6 +323,21 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     """
     if not isinstance(obj, dict):
         raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
+    if {"concurrency_ratio", "window_start", "window_end"} <= set(obj):
+        # sglang.benchmark.steady_state_serving --steady-state-output-file (0.5.23
+        # steady_state.py SteadyStateMetrics, appended by steady_state_serving._append_metrics):
+        # figures of the run's busiest window only; read as a run, its duration and throughputs
+        # were compared with a whole predicted run
+        raise ConfigError(where, "<keys>", "concurrency_ratio, window_start, window_end",
+                          "a steady-state window (steady_state_serving --steady-state-output-file), not a whole "
+                          "bench_serving run: pass the run's --output-file")
+    if {"run_name", "batch_size", "last_ttft"} <= set(obj) and "completed" not in obj:
+        # sglang.bench_one_batch_server --result-filename (0.5.23 benchmark/one_batch_server.py
+        # BenchmarkResult.dump_to_jsonl): one batch sent at once; its output_throughput made it
+        # pass for a bench_serving line with nothing else to compare
+        raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
+                          "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
+                          "output: it has no per-run TTFT or ITL distribution to compare")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
         if k in obj and new not in obj:

@@ -530,6 +530,29 @@ def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
         load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
 
 
+def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
+    """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
+    ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:
+    ``duration``, ``completed``, ``output_throughput`` of that window only) and
+    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``).
+    Both were read as bench_serving runs; they are refused, naming what they are."""
+    steady = {"concurrency_ratio": 0.9, "window_start": 3.1, "window_end": 20.4, "duration": 17.3,
+              "concurrency_threshold": 58, "completed": 410, "total_input": 420000, "input_throughput": 24277.5,
+              "total_output": 104960.0, "total_output_retokenized": 104900.0, "output_throughput": 6067.0,
+              "output_throughput_retokenized": 6063.5, "average_concurrency": 62.1, "peak_concurrency": 64,
+              "peak_output_throughput": 6400.0}
+    one = {"run_name": "default", "batch_size": 8, "input_len": 1024, "output_len": 16, "latency": 0.41,
+           "input_throughput": 52000.0, "output_throughput": 1500.0, "overall_throughput": 20300.0, "last_ttft": 0.12,
+           "last_gen_throughput": 1490.0, "acc_length": -1.0, "total_output_tokens": 128, "num_early_stopped": 0,
+           "steady_state_output_throughput": None, "steady_state_window_s": None, "cache_hit_rate": None}
+    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server")):
+        p = tmp_path / name
+        p.write_text(json.dumps(obj) + "\n")
+        with pytest.raises(ConfigError) as e:
+            read_bench(p)
+        assert e.value.file == f"{p}:1" and what in e.value.allowed
+
+
 def test_bench_servings_printed_report_is_named_as_such(tmp_path):
     """A saved console report (bench_serving prints it under " Serving Benchmark Result ",
     0.5.23 ``benchmark/serving.py`` ``benchmark()``) is refused as what it is, not as a
