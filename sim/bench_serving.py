@@ -298,9 +298,12 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
     lens = {}
     for key in ("input_lens", "output_lens"):
         v = arr(key, obj[key])
-        bad = np.flatnonzero((v < 0) | np.isinf(v))
-        if bad.size:   # a token count is >= 0 (a failed request's output is 0); no writer puts less
-            raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be >= 0")
+        with np.errstate(invalid="ignore"):
+            # a token count is a whole number >= 0 (a failed request's output is 0); no writer puts
+            # less, a fraction, or one past int64 (which the cast below made garbage, silently)
+            bad = np.flatnonzero((v < 0) | np.isinf(v) | (v != np.floor(v)) & ~np.isnan(v) | (v >= 2.0**62))
+        if bad.size:
+            raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be an integer >= 0")
         lens[key] = np.nan_to_num(v).astype(np.int64)
     return BenchDetails(lens["input_lens"], lens["output_lens"],
                         np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency)

@@ -99,6 +99,19 @@ def test_sglang_0211_names_without_units_and_no_request_count(tmp_path, capsys, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("bad", [12.5, 1e20])
+def test_a_token_count_that_is_no_whole_int64_is_refused(tmp_path, bad):
+    """An ``input_lens`` entry with a fraction was cut to an integer, one past int64 became
+    garbage, both silently: refused naming the entry."""
+    obj = json.loads((DATA / "bench" / "sglang-0.4.6.post5-details.jsonl").read_text())
+    obj["input_lens"][1] = bad
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert (e.value.file, e.value.key, e.value.value) == (f"{p}:1", "input_lens[1]", bad)
+
+
 def test_a_failed_request_with_an_empty_error_text_is_failed(tmp_path):
     """bench_serving (0.3.0-0.5.x request functions) fails a reply other than 200 with the
     error ``response.reason or ""``: a reply without a reason phrase leaves the error text
