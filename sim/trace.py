@@ -49,6 +49,9 @@ from specsched.sim.workload_config import TraceConfig
 CSV_BLOCK_ROWS = 200_000
 JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+MAX_TOKENS = 2.0**62
+"""A length at or past this is refused: held as int64, a larger one (1e300 in a JSON row)
+became garbage, silently."""
 
 
 @dataclass(frozen=True)
@@ -178,10 +181,10 @@ class _Checker:
             before = shown[k - 1] if k > 0 else self.last_raw
             self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before})")
         for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
-            bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v))
+            bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v)) | (v >= MAX_TOKENS)
             if bad.any():
                 k = int(np.argmax(bad))
-                self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo}")
+                self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo} and < 2^62")
         if len(t):
             self.last, self.last_raw = float(t[-1]), shown[-1]
         self.t.append(t)

@@ -616,6 +616,20 @@ def test_tab_and_semicolon_separated_traces(tmp_path):
         assert t.arrival_s.tolist() == want.arrival_s.tolist() and t.output_len.tolist() == want.output_len.tolist()
 
 
+def test_a_trace_length_past_int64_is_refused(tmp_path):
+    """A length of 1e300 (a float in a JSON row, integer-valued) passed the integer check and
+    was cast to garbage; now refused naming the line."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+                 '{"timestamp": 5, "input_length": 1e300, "output_length": 2}\n')
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    assert (e.value.file, e.value.key) == (f"{p}:2", "input_length")
+
+
 def test_a_trace_in_local_time_across_a_daylight_saving_switch(tmp_path):
     """Times written with their UTC offset change offset at a daylight-saving switch; pandas
     refuses to mix offsets unless told to convert, and the trace was refused as "not a
