@@ -404,7 +404,10 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
-    for i, raw in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only (a "\r" before it is JSON whitespace): str.splitlines also breaks at
+    # U+2028, U+0085 and the like, which a writer that keeps non-ASCII text as it is (json.dumps
+    # with ensure_ascii=False, or serde_json) leaves raw in a generated text
+    for i, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         try:

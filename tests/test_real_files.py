@@ -566,6 +566,19 @@ def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
         assert e.value.file == f"{p}:1" and what in e.value.allowed
 
 
+def test_a_generated_text_with_a_unicode_line_separator_keeps_its_line_whole(tmp_path):
+    """A writer that keeps non-ASCII as it is (``ensure_ascii=False``; serde_json) leaves
+    U+2028 or U+0085 raw inside a generated text; ``str.splitlines`` broke the JSON line there
+    and the run was refused as truncated. Lines end at newlines only."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text())
+    obj["generated_texts"][0] = "first\u2028second\x85third"
+    p = tmp_path / "r.jsonl"
+    p.write_text((json.dumps(obj, ensure_ascii=False) + "\n") * 2, encoding="utf-8")
+    a, b = read_bench(p)
+    assert (a.source, b.source) == (f"{p}:1", f"{p}:2") and a.summary == b.summary
+    assert read_bench_one(f"{p}:2").details.ttfts.tolist() == obj["ttfts"]
+
+
 def test_bench_servings_printed_report_is_named_as_such(tmp_path):
     """A saved console report (bench_serving prints it under " Serving Benchmark Result ",
     0.5.23 ``benchmark/serving.py`` ``benchmark()``) is refused as what it is, not as a
