@@ -118,6 +118,10 @@ the same figures and units, ms latencies from ``metrics.*_ms``, ``benchmark_dura
 later names; a line that has both keeps the later one."""
 _FALLBACKS = {
     "accept_length": "spec_decode_acceptance_length",   # vllm bench serve with a drafter
+    # vLLM's early benchmarks/benchmark_serving.py (0.3-0.4 era) wrote the request throughput
+    # under this misspelt key; not checked against a release (their PyPI source archives hold
+    # no benchmarks/ folder): a line that has it is read, one that has not loses nothing
+    "request_throughput": "request_inthroughput",
     **{f"median_{m}_ms": f"p50_{m}_ms" for m in LATENCIES},   # vLLM --metric-percentiles 50
 }
 """A key read from another name when the file lacks it (the other name is also kept in

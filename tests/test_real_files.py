@@ -294,6 +294,18 @@ def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
     assert [r.summary["completed"] for r in read_bench(p)] == [100, 100]
 
 
+def test_vllms_misspelt_request_throughput_is_read(tmp_path):
+    """Early vLLM result files name the request throughput ``request_inthroughput``: read as
+    ``request_throughput`` (it was left in ``extra`` and missing from every comparison)."""
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({"backend": "vllm", "num_prompts": 10, "request_rate": "inf", "duration": 2.0,
+                             "completed": 10, "total_input_tokens": 1000, "total_output_tokens": 100,
+                             "request_inthroughput": 5.0, "input_throughput": 500.0, "output_throughput": 50.0,
+                             "mean_ttft_ms": 40.0, "median_ttft_ms": 39.0, "p99_ttft_ms": 60.0}))
+    (r,) = read_bench(p)
+    assert r.summary["request_throughput"] == 5.0 and r.extra["request_inthroughput"] == 5.0
+
+
 def test_p50_stands_in_for_a_missing_median(tmp_path):
     p = tmp_path / "v.json"
     p.write_text(json.dumps({"completed": 3, "duration": 1.0, "p50_ttft_ms": 7.0, "mean_tpot_ms": float("nan")}))
