@@ -149,7 +149,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     try:
         with open(p, "rb") as f:   # a rotated, compressed log (server.log.1.gz), by its first bytes
             opener = gzip.open if f.read(2) == GZIP_MAGIC else open
-        with opener(p, "rt", errors="replace") as f:
+        # lines end at "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r"
+        # (tqdm while CUDA graphs are captured) is not a line end
+        with opener(p, "rt", errors="replace", newline="\n") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:
                     continue

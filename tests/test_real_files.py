@@ -740,6 +740,20 @@ def test_a_directory_and_a_gzipped_log(tmp_path):
         parse_server_log(q)
 
 
+def test_log_line_numbers_are_an_editors_past_a_progress_bar(tmp_path):
+    """The server redraws tqdm bars with a bare "\r" (capturing CUDA graphs at start-up);
+    read as line ends they moved every later line number (``line``, and error locations)
+    away from what an editor or ``grep -n`` shows. CRLF lines still read."""
+    text = (LOGS / "sglang-0.5.23.log").read_text().splitlines()
+    bar = "Capturing batches (bs=8):  50%|#####     | 1/2 [00:01<00:01]\rCapturing batches (bs=4): 100%|##########| 2/2"
+    p = tmp_path / "s.log"
+    p.write_bytes("\r\n".join([bar, *text, ""]).encode())
+    log = parse_server_log(p)
+    want = [i for i, t in enumerate([bar, *text], start=1) if " batch" in t and ("Prefill" in t or "Decode" in t)]
+    assert log["line"].tolist() == want
+    assert log["running_req"].tolist() == parse_server_log(LOGS / "sglang-0.5.23.log")["running_req"].tolist()
+
+
 @settings(max_examples=60, deadline=None)
 @given(running=st.integers(0, 4096), token=st.integers(0, 10**7), queue=st.integers(0, 10**5),
        gen=st.floats(0, 1e6, allow_nan=False), accept=st.one_of(st.none(), st.floats(1, 16, allow_nan=False)),
