@@ -460,6 +460,20 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
     return "\n".join(lines) + "\n"
 
 
+def engine_for(job: Job, eng, make):
+    """The engine to measure ``job`` with: ``eng`` set to the job's scenario when it can take
+    it (:meth:`runtime.engine.RuntimeEngine.accepts`: same window, slots, graph limits and
+    workload), else a fresh one from ``make(scenario)``, the old one's device memory freed
+    first (an arm that resizes the model, as a window sweep's arms do)."""
+    if eng is not None and eng.accepts(job.scenario):
+        eng.set_scenario(job.scenario)
+        return eng
+    if eng is not None:
+        del eng
+        _free_device_memory()
+    return make(job.scenario)
+
+
 def _free_device_memory() -> None:
     import gc
 
@@ -555,10 +569,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
                                  f"{args.poisson_cell}-rate{rate:g}"))
 
     def measure(job: Job, eng: RuntimeEngine | None) -> tuple:
-        if eng is None:
-            eng = RuntimeEngine(job.scenario, preset=args.preset, device=args.device)
-        else:
-            eng.set_scenario(job.scenario)
+        eng = engine_for(job, eng, lambda sc: RuntimeEngine(sc, preset=args.preset, device=args.device))
         return eng.run(), eng
 
     def predict(job: Job, seed: int):

@@ -49,9 +49,9 @@ class Provenance:
                "(tokens: idle / device -> lead): "
                + ", ".join(f"{t}: {_ms(w)} / {_ms(d)} -> {_ms(max(0.0, w - d))}" for t, w, d in pts))
         if table:
-            return (f"{how}. Extend + injection together: the simulator charges this table to the extend (at its "
-                    f"total tokens, linear between points, end values outside; sim.cost_model.CostModel.idle_lead_s). "
-                    f"[{env}]")
+            return (f"{how}. Extend + injection together: the simulator charges this table to an extend launched "
+                    f"with its injection right behind it (at its total tokens, linear between points, end values "
+                    f"outside; sim.cost_model.CostModel.idle_lead_s). [{env}]")
         return f"median of host.extend_idle_lead_by_tokens (which the simulator reads instead). {how}. [{env}]"
 
     def _split_lead_text(self, env: str, *, inject: bool) -> str:
@@ -67,9 +67,10 @@ class Provenance:
                  "the extend's own span e0 -> e1 (e0 runs as soon as it is recorded on the idle stream, e1 when the "
                  "extend's last kernel ends: the launch call's start to the extend's end, as the engine's step marks "
                  "time it)")
-        use = ("Recorded, not charged: the simulator charges host.extend_idle_lead_by_tokens (extend + injection) "
-               "to the extend and host.inject_idle_lead_by_tokens to the injection; charging each forward its own "
-               "lead predicted worse (sim.cost_model.CostModel.idle_lead_s, docs/measurements/h200-v19.md)")
+        use = ("Recorded, not charged: charging it predicted worse (sim.cost_model.CostModel.idle_lead_s, "
+               "docs/measurements/h200-v19.md)" if inject else
+               "The simulator charges it to the extend of a DSpark prefill whose slot-expansion block launches the "
+               "injection apart; elsewhere host.extend_idle_lead_by_tokens (sim.cost_model.CostModel.idle_lead_s)")
         return ("runtime.profile_gpu.GpuPhases._idle_lead: ModelRunner.extend then prepare_inject(sync=False) + inject "
                 "at the extend grid's tokens at prefix 0 (layouts as gpu.extend), timing events e0 before the extend, "
                 "e1 between the two launches, e2 after the inject; per repeat, with the GPU kept busy (torch.cuda._sleep "

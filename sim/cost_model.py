@@ -159,6 +159,9 @@ class CostModel:
         self.inject = g.draft_inject.interpolator("gpu.draft_inject") if g.draft_inject is not None else None
         self.step_grid = grid.interpolator(key)
         self.c0 = float(grid.context_len[0])
+        # a DSpark prefill whose slot expansion blocks the host: the extend and its injection
+        # are launched apart, the block between them (runtime/engine.py ``_host_block``)
+        self.block_splits_prefill = bool(server.prefill_slot_expansion_sync and spec.enabled and spec.is_block)
         self.step_grid_ctx = [float(c) for c in grid.context_len]
         self.window = server.spec_window
         self.ref_window = (g.verify_window if spec.enabled else 1) or self.window
@@ -389,28 +392,37 @@ class CostModel:
         """Seconds a forward launched onto an idle stream ends later than its device time
         says (sim.engine: its device work begins no earlier than launch + this), read at the
         plan's extend tokens (the lead shrinks for large extends:
-        docs/measurements/h200-v5-repredict.md); 0 for decode/verify-only launches.
+        docs/measurements/h200-v5-repredict.md); 0 for decode/verify-only launches. Each
+        lead is the one the profiler timed over the launch sequence the loop makes:
 
-        - the extend: host.extend_idle_lead_by_tokens (timed over extend + injection), else
-          the scalar host.extend_idle_lead_s;
-        - a block drafter's injection: host.inject_idle_lead_by_tokens, 0 where the profile
-          has none.
+        - the extend, launched with its injection right behind it (no slot-expansion block;
+          plain decoding too): host.extend_idle_lead_by_tokens, the idle wall of extend +
+          ``prepare_inject`` + inject less both device times, else the scalar
+          host.extend_idle_lead_s;
+        - the extend of a DSpark prefill whose slot expansion blocks the host
+          (``server.prefill_slot_expansion_sync``): the block launches the injection apart,
+          so the extend pays its own lead, host.extend_own_idle_lead_by_tokens, where the
+          profile has it (timing events between the two launches, runtime/profile_gpu.py
+          ``_idle_lead``). The combined lead charged the injection twice there, once in the
+          extend's lead and once after the block: on H200 round 20, where the profiling
+          host ran slow and that lead was 9.5 ms at 256 tokens, small-chunk's host_block
+          TPOT came out +131 % (+32 % with the extend's own);
+        - a block drafter's injection: host.inject_idle_lead_by_tokens (after a block it is
+          launched onto a drained stream), 0 where the profile has none.
 
-        The profiler also times the extend's own lead and the unprepared injection's apart
-        (host.extend_own_idle_lead_by_tokens, host.inject_unprepared_idle_lead_by_tokens).
-        They are recorded, not charged: charging each forward its own lead predicted worse
-        where it was tried (docs/measurements/h200-v19.md: measured on round 19's second
-        machine 62 -> 57 of 90 figures within 5 %; estimated from the provenance, round 19
-        68 -> 61 of 110, round 17 135 -> 127 of 165, round 18's first machine 85 -> 86 of
-        110), plain decoding included, which has no injection. The combined lead holds host time of the loop's
-        prefill launch that the split does not time yet (not found)."""
+        Charging the extend's own lead without a block too, and the injection its unprepared
+        lead (host.inject_unprepared_idle_lead_by_tokens: recorded, not charged), predicted
+        worse: 299 against 309 of 450 H200 figures within 5 % over rounds 17-20
+        (docs/measurements/h200-v19.md), plain decoding, which has no injection, included."""
         h = self.h
         if part == "inject":
             table = h.inject_idle_lead_by_tokens
             return table.at(plan.num_extend_tokens) if table is not None else 0.0
         if part != "main" or not plan.num_extend:
             return 0.0
-        table = h.extend_idle_lead_by_tokens
+        table = h.extend_own_idle_lead_by_tokens if self.block_splits_prefill else None
+        if table is None:
+            table = h.extend_idle_lead_by_tokens
         return table.at(plan.num_extend_tokens) if table is not None else h.extend_idle_lead_s
 
     def launch_tail(self, plan: BatchPlan, part: str = "main") -> float:

@@ -1,24 +1,26 @@
 """The profiler times the extend's own idle lead apart from its injection's; the simulator
-records both and keeps charging the combined lead.
+charges each forward the lead of the launch sequence the loop makes.
 
 ``host.extend_idle_lead_by_tokens`` is timed over extend + ``prepare_inject`` + inject (idle
-wall less both device times) and charged to the extend. On H200 round 18 a host_block extend
-then ended 0.4-0.8 ms after its own issue (docs/measurements/h200-v18.md, finding 2), so the
-profiler now times the same idle sequence with events between the launches
-(runtime/profile_gpu.py ``_idle_lead``) and writes ``host.extend_own_idle_lead_by_tokens`` and
-``host.inject_unprepared_idle_lead_by_tokens``. Charging each forward its own lead predicted
-worse on the rounds it was tried on (docs/measurements/h200-v19.md), so they are recorded,
-not charged.
+wall less both device times): the sequence of a prefill whose injection is launched right
+behind its extend. Where a slot-expansion block launches the injection apart, that lead
+charged the injection twice (on H200 round 18 a host_block extend ended 0.4-0.8 ms after its
+own issue, docs/measurements/h200-v18.md, finding 2; round 20 +131 % TPOT on small-chunk), so
+the profiler now times the same sequence with events between the launches
+(runtime/profile_gpu.py ``_idle_lead``) and writes ``host.extend_own_idle_lead_by_tokens``
+and ``host.inject_unprepared_idle_lead_by_tokens`` (docs/measurements/h200-v19.md).
 
 INV-OL1: a lead is never negative (the fit clamps span - device at 0), tokens ascend.
-INV-OL2: every forward pays the combined rule (the combined table or scalar on the extend,
-         host.inject_idle_lead_by_tokens on every injection), with or without the split tables.
-INV-OL3: the split tables change no result: a profile with them runs exactly as without.
+INV-OL2: without a slot-expansion block every forward pays the combined rule (the combined
+         table or scalar on the extend, host.inject_idle_lead_by_tokens on every injection),
+         split tables or not; with one the extend pays its own lead where the profile has it.
+INV-OL3: the split tables change no result without a block (plain decoding included).
+INV-OL4: with a block, an extend on an idle stream ends its own lead after its launch plus
+         its device time.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,7 +34,7 @@ from specsched.sim.engine import SimEngine
 from specsched.sim.host_speed import scale_host
 from specsched.sim.profile import LeadTable, Profile, load_profile
 
-from tests.conftest import make_scenario, tiny_profile
+from tests.conftest import make_scenario, profile_with_faked_idle_lead, tiny_profile
 
 TOKENS = 1000
 COMBINED = {"tokens": [256, 4096], "seconds": [6e-3, 2e-3]}
@@ -91,17 +93,7 @@ def test_profiler_writes_each_forwards_lead(monkeypatch: pytest.MonkeyPatch, tmp
     unprepared injection's, the combined one as before, provenance for each, the per-term
     host reference, and the profile loads. Before the split only the combined table existed."""
     pytest.importorskip("torch")
-    from specsched.runtime.profile_gpu import GpuPhases
-    from specsched.runtime.profiler import register_profile_command
-
-    monkeypatch.setattr(GpuPhases, "_idle_lead", _fake_idle_lead)
-    ap = argparse.ArgumentParser(prog="specsched")
-    register_profile_command(ap.add_subparsers(dest="command", required=True))
-    out = tmp_path / "p.yaml"
-    a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "2",
-                       "--contexts", "64", "--extend-tokens", "16,64", "--graph-max-bs", "2", "--repeats", "3",
-                       "--no-progress", "--out", str(out)])
-    assert a.func(a) == 0
+    out = profile_with_faked_idle_lead(monkeypatch, tmp_path, _fake_idle_lead, "16,64")
     text = capsys.readouterr().out
     assert "extend own idle lead: 16 tok 1.500 ms, 64 tok 0.500 ms" in text
     assert "unprepared injection idle lead: 16 tok 0.700 ms" in text
@@ -114,8 +106,9 @@ def test_profiler_writes_each_forwards_lead(monkeypatch: pytest.MonkeyPatch, tmp
     own = prov["host.extend_own_idle_lead_by_tokens"]
     assert "e0 -> e1" in own and "16: 5.5 ms / 4 ms -> 1.5 ms" in own
     assert "e1 -> e2" in prov["host.inject_unprepared_idle_lead_by_tokens"]
-    assert "charges this table to the extend" in prov["host.extend_idle_lead_by_tokens"]
-    assert "Recorded, not charged" in own
+    assert "charges this table to an extend launched with its injection right behind it" in prov["host.extend_idle_lead_by_tokens"]
+    assert "slot-expansion block launches the injection apart" in own
+    assert "Recorded, not charged" in prov["host.inject_unprepared_idle_lead_by_tokens"]
     by_term = host["reference_work_by_term"]
     assert by_term["host.extend_own_idle_lead_by_tokens"] == by_term["host.launch_per_extend_s"]
     p = load_profile(str(out))
@@ -151,19 +144,23 @@ secs = st.floats(0.0, 0.02)
 
 @given(scalar=secs, combined=st.none() | st.tuples(secs, secs), inject=st.none() | st.tuples(secs, secs),
        own=st.none() | st.tuples(secs, secs), unprepared=st.none() | st.tuples(secs, secs),
-       tokens=st.integers(0, 20000), part=st.sampled_from(["main", "inject"]))
-@settings(max_examples=150, deadline=None)
-def test_every_forward_pays_the_combined_rule(scalar, combined, inject, own, unprepared, tokens, part):
-    """INV-OL2 at the cost model: every (tables, tokens, part), split tables or not."""
+       tokens=st.integers(0, 20000), part=st.sampled_from(["main", "inject"]), block=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_each_forward_pays_the_lead_of_its_launch_sequence(scalar, combined, inject, own, unprepared, tokens, part,
+                                                           block):
+    """INV-OL2 at the cost model: every (tables, tokens, part, block)."""
     extra = {"extend_idle_lead_s": scalar}
     for key, pair in (("extend_idle_lead_by_tokens", combined), ("inject_idle_lead_by_tokens", inject),
                       ("extend_own_idle_lead_by_tokens", own), ("inject_unprepared_idle_lead_by_tokens", unprepared)):
         if pair:
             extra[key] = _table(*pair)
     prof = tiny_profile(**extra)
-    cost = CostModel(prof, make_scenario().server, warn_to=None)
+    cost = CostModel(prof, make_scenario({"prefill_slot_expansion_sync": block}).server, warn_to=None)
     plan = SimpleNamespace(num_extend=1 if tokens else 0, num_extend_tokens=tokens)
-    assert cost.idle_lead_s(plan, part) == _old_rule(prof.host, plan, part)
+    want = _old_rule(prof.host, plan, part)
+    if block and part == "main" and tokens and own:
+        want = prof.host.extend_own_idle_lead_by_tokens.at(tokens)
+    assert cost.idle_lead_s(plan, part) == want
 
 
 @pytest.mark.parametrize("slot_sync", [True, False])
@@ -184,16 +181,27 @@ def test_an_older_profile_runs_as_before(slot_sync):
 
 @settings(max_examples=15, deadline=None)
 @given(own=st.tuples(st.floats(0.0, 2e-2), st.floats(0.0, 2e-2)), unprepared=st.tuples(st.floats(0.0, 2e-2), st.floats(0.0, 2e-2)))
-def test_the_split_tables_are_recorded_not_charged(own, unprepared):
-    """INV-OL3 end to end, with and without a slot-expansion block: a profile holding the
-    extend's own and the unprepared injection's leads gives exactly the steps and summary of
-    the same profile without them."""
+def test_without_a_block_the_split_tables_change_nothing(own, unprepared):
+    """INV-OL3 end to end: a profile holding the extend's own and the unprepared injection's
+    leads gives exactly the steps and summary of the same profile without them, with the
+    injection right behind its extend."""
     base = dict(extend_idle_lead_by_tokens=COMBINED, inject_idle_lead_by_tokens=_table(1e-3, 1e-3))
     split = tiny_profile(**base, extend_own_idle_lead_by_tokens=_table(*own),
                          inject_unprepared_idle_lead_by_tokens=_table(*unprepared))
-    for slot_sync in (True, False):
-        a, b = SimEngine(_scenario(slot_sync, 2), split).run(), SimEngine(_scenario(slot_sync, 2), tiny_profile(**base)).run()
-        assert a.summary == b.summary and a.steps.equals(b.steps)
+    a, b = SimEngine(_scenario(False, 2), split).run(), SimEngine(_scenario(False, 2), tiny_profile(**base)).run()
+    assert a.summary == b.summary and a.steps.equals(b.steps)
+
+
+@settings(max_examples=20, deadline=None)
+@given(lo=st.floats(0.0, 5e-3), hi=st.floats(0.0, 5e-3))
+def test_with_a_block_the_extend_pays_its_own_lead(lo, hi):
+    """INV-OL4: on an idle stream (the first request) the extend of a prefill whose slot
+    expansion blocks lasts its own lead plus its device time (1 ms at 1000 tokens on the tiny
+    profile), not the combined lead, which holds the injection the block launches apart."""
+    prof = tiny_profile(extend_idle_lead_by_tokens=COMBINED, extend_own_idle_lead_by_tokens=_table(lo, hi))
+    ext = _prefill(SimEngine(_scenario(True), prof).run(), "main").iloc[0]
+    own = float(np.interp(TOKENS, [256, 4096], [lo, hi]))
+    assert ext.gpu_end_s - ext.gpu_start_s == pytest.approx(own + 1e-3, rel=1e-9, abs=1e-12)
 
 
 def test_host_conditioning_scales_the_new_tables():

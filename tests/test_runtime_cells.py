@@ -130,3 +130,17 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
             delayed = measured.summary["num_delayed_passes"]
             assert (delayed > 0) == (a == "base") and (simulated.summary["num_delayed_passes"] > 0) == (a == "base")
             assert (measured.steps["num_extend_tokens"] == 64).sum() >= 2 * n
+
+
+def test_the_engine_accepts_another_rate_but_not_another_window():
+    """RuntimeEngine.accepts: what set_scenario can take without resizing the model."""
+    from specsched.analysis.overrides import load_scenario_with_overrides as load
+
+    path = CELLS / "window-sweep.yaml"
+    sc = load(path, "base", TINY["window-sweep"])
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    assert eng.accepts(sc)
+    assert not eng.accepts(load(path, "w3", TINY["window-sweep"]))
+    with pytest.raises(ValueError, match="build a new engine"):
+        eng.set_scenario(load(path, "w8", TINY["window-sweep"]))
+
