@@ -66,7 +66,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     # every term sim.host_speed scales (host.speed_factor): a slower host runs all of its
     # Python slower, the extends' and injections' kernel issue as much as the scheduler
     "host": SCALED_TERMS,
-    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens"),
+    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens",
+                  "host.extend_own_idle_lead_by_tokens", "host.inject_unprepared_idle_lead_by_tokens"),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
 PRIOR_SD: dict[str, float] = {"prefill": 0.02, "decode": 0.02, "host": 0.3}

@@ -165,7 +165,8 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
         if run.summary.get("completed") == 0 and "num_prompts" not in a:   # there, but nothing finished
             raise ConfigError(run.source, "completed", 0, "the run finished no request and the line has no num_prompts: "
                               "the request count is unknown")
-        raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed")
+        raise ConfigError(run.source, "num_prompts", "<missing>", "need num_prompts, the per-request details or completed "
+                          "(SGLang 0.1.24-0.2.11 write none of them: compare with validate --measured FILE:LINE --scenario S)")
     notes = []
     if "num_prompts" not in a:
         notes.append(f"num_requests {n}: {'the details count' if run.details is not None else 'completed (SGLang writes no num_prompts)'}")

@@ -19,7 +19,7 @@ What is read, and from which versions (each checked against that version's sourc
   and ``#swa token``/``swa token usage`` (pool_stats_observer.py); ``cpu graph``/``npu graph``
   instead of ``cuda graph`` on other devices; MFU and ``fwd occupancy`` suffixes; PD
   disaggregation counters.
-- SGLang 0.3.x-0.5.1 log with a full stop after "batch" (``Prefill batch. #new-seq: ...``;
+- SGLang 0.2.x-0.5.1 log with a full stop after "batch" (``Prefill batch. #new-seq: ...``;
   0.3.0 ``srt/managers/tp_worker.py``, 0.3.6-0.4.6 ``srt/managers/scheduler.py``, 0.5.1
   ``scheduler_metrics_mixin.py``), 0.3.x with ``cache hit rate: 12.50%``, ``accept len``
   from 0.4 on, ``cuda graph`` on decode lines from 0.5.1 (prefill lines from 0.5.10,
@@ -34,7 +34,8 @@ What is read, and from which versions (each checked against that version's sourc
   no date: such times get the date 1970-01-01). Anything before it (a
   container runtime's or journald's own prefix) is skipped; the timestamp is the last one
   before the "batch" text. With DP attention every DP rank logs its own lines,
-  interleaved: ``rank`` keeps them apart.
+  interleaved: ``rank`` keeps them apart. 0.2.0-0.2.13 wrote no logger prefix but tagged
+  the lines ``[gpu_id=N]``/``[gpu=N]`` (:data:`_GPU_ID`): the rank ``gpu=N``.
 
 Fields are read by name, so added, reordered or unknown fields do not matter; a field a
 line lacks is NaN. "gen throughput" is the tokens generated since the previous decode line
@@ -51,12 +52,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.sim.bench_serving import GZIP_MAGIC
 from specsched.sim.errors import ConfigError
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
 _STAMP = r"(?:\d{4}-\d{2}-\d{2}[ T])?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
 _TIME = re.compile(rf"(?<![\d:])({_STAMP})")
 _PREFIX = re.compile(rf"\[\s*{_STAMP}(?P<rank>(?:\s+[A-Z_]+\d+)*)\s*\]\s*$")
+_GPU_ID = re.compile(r"\[gpu(?:_id)?=(?P<gpu>\d+)\]\s*$")
+"""0.2.0-0.2.13's own tag before "Decode batch"/"Prefill batch": ``[gpu_id=0] Decode batch.``
+(0.2.0-0.2.5 ``srt/managers/controller/tp_worker.py`` ``print_stats``,
+``get_new_prefill_batch``), ``[gpu=0] Decode batch.`` (0.2.9-0.2.13
+``srt/managers/tp_worker.py``); their logger wrote the message alone (``format="%(message)s"``
+in ``srt/server.py``), no time. Each data-parallel worker logs its own lines under its GPU id:
+the rank ``gpu=N``. 0.2.14 on: the ``[HH:MM:SS TPn]`` prefix (``configure_logger``)."""
 _TIME_ONLY_DATE = "1970-01-01 "
 """Date given to a time-only stamp (0.3.0's logger wrote ``%H:%M:%S``)."""
 _FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
@@ -102,8 +111,9 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
     if stamp is not None and "-" not in stamp:
         stamp = _TIME_ONLY_DATE + stamp
     kind = m.group("kind").lower()
-    row: dict[str, object] = {"line": line, "time": stamp,
-                              "rank": " ".join(pm.group("rank").split()) if pm else "", "kind": kind}
+    gm = None if pm else _GPU_ID.search(head)
+    rank = " ".join(pm.group("rank").split()) if pm else f"gpu={gm.group('gpu')}" if gm else ""
+    row: dict[str, object] = {"line": line, "time": stamp, "rank": rank, "kind": kind}
     rest = m.group("rest")
     if m.group("mixed") is not None:   # 0.3.0: the decoding requests batched with this prefill
         row["mixed"] = 1.0
@@ -119,9 +129,9 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
 
 
 def parse_server_log(path: str | Path) -> pd.DataFrame:
-    """One row per "Prefill batch"/"Decode batch" line of an SGLang server log (0.3.x to
-    0.5.23; see the module docstring), streamed line by line (``.gz``: decompressed on the
-    way).
+    """One row per "Prefill batch"/"Decode batch" line of an SGLang server log (0.2.x to
+    0.5.23; see the module docstring), streamed line by line (a gzip-compressed one, found
+    by its first bytes, decompressed on the way).
 
     Returns:
         DataFrame with :data:`COLUMNS` (``kind`` "prefill"/"decode", ``line`` the line number,
@@ -136,9 +146,12 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
-    opener = gzip.open if p.suffix == ".gz" else open   # a rotated, compressed log
     try:
-        with opener(p, "rt", errors="replace") as f:
+        with open(p, "rb") as f:   # a rotated, compressed log (server.log.1.gz), by its first bytes
+            opener = gzip.open if f.read(2) == GZIP_MAGIC else open
+        # lines end at "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r"
+        # (tqdm while CUDA graphs are captured) is not a line end
+        with opener(p, "rt", errors="replace", newline="\n") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:
                     continue

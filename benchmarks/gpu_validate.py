@@ -75,9 +75,17 @@ CELLS = ["batch1", "batch8", "batch32", "batch64", "burst66", "poisson-nospec", 
          "kv-retract", "above-graph-bs", "long-context"]
 """The default ``--cells``: the cells rounds 1-17 measured (a command without ``--cells`` keeps its meaning)."""
 
-NEW_CELLS = ["poisson-spec", "window8-highacc", "sharegpt-lengths", "conc24-short", "queue-chunked"]
-"""Cells no round measured before round 18 (an out-of-sample check of the profiler and the
-simulator): named with ``--cells`` only, never in the default."""
+FIRST_ROUND = {"poisson-spec": 18, "window8-highacc": 18, "sharegpt-lengths": 18, "conc24-short": 18,
+               "queue-chunked": 18,
+               "gamma-bursty": 19, "window2-closed": 19, "maxrun8-overload": 19, "long-decode-nospec": 19,
+               "small-chunk": 19,
+               "window-sweep": 20}
+"""The round that first measured each cell added after round 17 (an out-of-sample check of the
+profiler and the simulator: each was predicted before it ever ran). The summary counts each
+round's new cells apart from every other cell."""
+
+NEW_CELLS = list(FIRST_ROUND)
+"""Cells added after round 17: named with ``--cells`` only, never in the default."""
 
 KNOWN_CELLS = CELLS + NEW_CELLS
 """Every name ``--cells`` (and ``--poisson-cell``) accepts: a file scenarios/h200/NAME.yaml."""
@@ -392,15 +400,18 @@ def within_line(rows: list[dict]) -> tuple[int, int, str]:
 
 
 def new_cells_line(rows: list[dict]) -> str | None:
-    """The 5 % count split between the cells of :data:`NEW_CELLS` (never measured before round
-    18: the out-of-sample figure) and the others; None when ``rows`` has no new cell."""
-    new = [r for r in rows if r["cell"].split("@")[0] in NEW_CELLS]
-    if not new:
+    """The 5 % count of the cells first measured in the latest round that ``rows`` has new cells
+    of (:data:`FIRST_ROUND`: the out-of-sample figure) beside all the other cells; None when
+    ``rows`` has no cell of :data:`NEW_CELLS`."""
+    rounds = {FIRST_ROUND[r["cell"].split("@")[0]] for r in rows if r["cell"].split("@")[0] in FIRST_ROUND}
+    if not rounds:
         return None
-    old = [r for r in rows if r["cell"].split("@")[0] not in NEW_CELLS]
+    latest = max(rounds)
+    new = [r for r in rows if FIRST_ROUND.get(r["cell"].split("@")[0]) == latest]
+    old = [r for r in rows if FIRST_ROUND.get(r["cell"].split("@")[0]) != latest]
     w, n, _ = within_line(new)
     ow, on, _ = within_line(old)
-    return (f"Never measured before round 18 ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
+    return (f"Never measured before round {latest} ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
             f"**{w} of {n}** within 5 %; the other cells: **{ow} of {on}**")
 
 
@@ -449,6 +460,20 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
     return "\n".join(lines) + "\n"
 
 
+def engine_for(job: Job, eng, make):
+    """The engine to measure ``job`` with: ``eng`` set to the job's scenario when it can take
+    it (:meth:`runtime.engine.RuntimeEngine.accepts`: same window, slots, graph limits and
+    workload), else a fresh one from ``make(scenario)``, the old one's device memory freed
+    first (an arm that resizes the model, as a window sweep's arms do)."""
+    if eng is not None and eng.accepts(job.scenario):
+        eng.set_scenario(job.scenario)
+        return eng
+    if eng is not None:
+        del eng
+        _free_device_memory()
+    return make(job.scenario)
+
+
 def _free_device_memory() -> None:
     import gc
 
@@ -469,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="1b")
     ap.add_argument("--cells", default=",".join(CELLS),
                     help=f"cells of scenarios/h200/ to measure, separated by commas (default: {','.join(CELLS)}); "
-                         f"never measured before round 18, named only here: {','.join(NEW_CELLS)}")
+                         f"added after round 17, named only here: {','.join(NEW_CELLS)}")
     ap.add_argument("--profile", default=None, help="use this profile instead of profiling now")
     ap.add_argument("--max-bs", type=int, default=128)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run with --preset tiny")
@@ -544,10 +569,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
                                  f"{args.poisson_cell}-rate{rate:g}"))
 
     def measure(job: Job, eng: RuntimeEngine | None) -> tuple:
-        if eng is None:
-            eng = RuntimeEngine(job.scenario, preset=args.preset, device=args.device)
-        else:
-            eng.set_scenario(job.scenario)
+        eng = engine_for(job, eng, lambda sc: RuntimeEngine(sc, preset=args.preset, device=args.device))
         return eng.run(), eng
 
     def predict(job: Job, seed: int):

@@ -33,7 +33,8 @@ def slower_host(profile: Profile, factor: float) -> Profile:
     """``profile`` with its host-paced extend terms (issue and idle-stream leads) x ``factor``."""
     h = profile.host
     upd = {k: getattr(h, k) * factor for k in ("launch_per_extend_s", "launch_per_extend_token_s", "extend_idle_lead_s")}
-    for name in ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens"):
+    for name in ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens", "extend_own_idle_lead_by_tokens",
+                 "inject_unprepared_idle_lead_by_tokens"):
         if (t := getattr(h, name)) is not None:
             upd[name] = t.model_copy(update={"seconds": [s * factor for s in t.seconds]})
     return profile.model_copy(update={"host": h.model_copy(update=upd)})

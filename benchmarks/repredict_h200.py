@@ -104,7 +104,10 @@ from specsched.runtime.host_reference import (
     launch_speed_factor,
     term_references_from_provenance,
 )
-from specsched.runtime.profile_fit import refit_inject_prepare, refit_slot_expansion
+from specsched.runtime.profile_fit import (
+    refit_inject_prepare,
+    refit_slot_expansion,
+)
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario

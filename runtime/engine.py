@@ -178,22 +178,27 @@ class RuntimeEngine:
             return []
         return self.server.prefill_graph_tokens
 
-    def set_scenario(self, scenario: Scenario) -> None:
-        """Measure another arm (or request rate) with the same model, KV pool and graphs.
-
-        Raises:
-            ValueError: the scenario differs in what sizes the model (window, running
-                slots, request lengths, graph limit).
-        """
+    def accepts(self, scenario: Scenario) -> bool:
+        """Whether :meth:`set_scenario` can take ``scenario``: the same window, running
+        slots, graph limits, drafter and workload (the request rate may differ), i.e. what
+        sizes the model, the KV pool and the captured graphs."""
         a, b = self.scenario, scenario
-        same = (a.server.spec_window == b.server.spec_window
+        return (a.server.spec_window == b.server.spec_window
                 and a.server.max_running_requests == b.server.max_running_requests
                 and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
                 and a.server.prefill_graph_tokens == b.server.prefill_graph_tokens
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
                 and a.workload.model_copy(update={"request_rate": None})
                 == b.workload.model_copy(update={"request_rate": None}))
-        if not same:
+
+    def set_scenario(self, scenario: Scenario) -> None:
+        """Measure another arm (or request rate) with the same model, KV pool and graphs.
+
+        Raises:
+            ValueError: the scenario differs in what sizes the model (window, running
+                slots, request lengths, graph limit: :meth:`accepts`).
+        """
+        if not self.accepts(scenario):
             raise ValueError("set_scenario needs the same window, slots, graph limits and workload (the request "
                              "rate may differ); build a new engine")
         self.scenario, self.server = scenario, scenario.server

@@ -174,6 +174,8 @@ class Fits:
             "slot_expansion_s": self.slot_expansion_fit(),
             "inject_prepare_s": inject_prepare_fit(getattr(self, "slot_pts", [])),
             "inject_idle_lead_by_tokens": inject_idle_lead_fit(getattr(self, "inject_idle_pts", [])),
+            "extend_own_idle_lead_by_tokens": span_lead_fit(getattr(self, "extend_own_pts", [])),
+            "inject_unprepared_idle_lead_by_tokens": span_lead_fit(getattr(self, "inject_unprepared_pts", [])),
         }
         # fields the profile schema of this checkout knows (older schemas refuse unknown keys)
         gpu = {k: v for k, v in gpu.items() if k in GpuProfile.model_fields}
@@ -378,12 +380,17 @@ def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, flo
             for t, g, q in re.findall(rf"(\d+): ({num}) ms / ({num}) ms", tail.split(". ")[0])]
 
 
-def inject_idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
-    """``host.inject_idle_lead_by_tokens`` from ``points`` = (extend tokens, median span of
-    the injection launched onto the drained stream after a slot-expansion block, its
-    kept-busy device seconds): per point span - device, clamped >= 0 (an idle stream
-    cannot finish sooner than a busy one), as a table by tokens (duplicates averaged).
-    No points (CPU): None."""
+def span_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
+    """A forward's idle-stream lead table from ``points`` = (extend tokens, median span of the
+    forward launched onto an idle or drained stream between two timing events, its median
+    kept-busy device seconds): per point span - device, clamped >= 0 (an idle stream cannot
+    finish sooner than a busy one: a negative difference is timing noise), as a table by
+    tokens ascending (duplicates averaged; sim.profile.LeadTable). No points (CPU): None.
+
+    ``host.inject_idle_lead_by_tokens`` (the injection after a slot-expansion block,
+    :func:`inject_idle_lead_fit`), ``host.extend_own_idle_lead_by_tokens`` (the extend alone)
+    and ``host.inject_unprepared_idle_lead_by_tokens`` (the injection its launch prepares,
+    right behind its extend; both from runtime/profile_gpu.py ``_idle_lead``)."""
     if not points:
         return None
     by: dict[float, list[float]] = {}
@@ -391,6 +398,15 @@ def inject_idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | N
         by.setdefault(float(t), []).append(max(0.0, float(span) - float(dev)))
     toks = sorted(by)
     return {"tokens": toks, "seconds": [float(np.mean(by[t])) for t in toks]}
+
+
+def inject_idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
+    """``host.inject_idle_lead_by_tokens`` from ``points`` = (extend tokens, median span of
+    the injection launched onto the drained stream after a slot-expansion block, its
+    kept-busy device seconds): per point span - device, clamped >= 0 (an idle stream
+    cannot finish sooner than a busy one), as a table by tokens (duplicates averaged).
+    No points (CPU): None."""
+    return span_lead_fit(points)
 
 
 def refit_slot_expansion(profile):

@@ -19,6 +19,9 @@ from specsched.runtime.profile_harness import (
     extend_layout,
 )
 
+IDLE_LEAD_KEYS = ("device", "wall", "ext_device", "ext_span", "inj_device", "inj_span")
+"""What :meth:`GpuPhases._idle_lead` returns per repeat (seconds; see its docstring)."""
+
 
 class GpuPhases(Harness):
     """The device-time measurements of a profiling run."""
@@ -104,39 +107,76 @@ class GpuPhases(Harness):
             dev.synchronize("profile")
         return out
 
-    def _idle_lead(self, tokens: int, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
-        """Kept-busy device seconds and idle-queue wall seconds of ``fn``, paired per repeat.
+    def _idle_lead(self, tokens: int, ext: Callable[[], object], inj: Callable[[], object]) -> dict[str, list[float]]:
+        """The extend and its unprepared injection from an idle stream, each forward's lead apart.
 
-        ``fn`` is an extend followed by its draft injection, as the loop launches them
-        (runtime/engine.py). Device: a spin kernel queued first keeps the GPU busy while the
-        host issues ``fn``, timing events around it (a call that found the spin finished is
-        repeated with a doubled spin). Idle: synchronize, ``perf_counter``, ``fn``,
-        synchronize, as an extend launched onto an idle stream (the first kernels reach the
-        GPU only as the host issues them). Their difference is ``host.extend_idle_lead_s``
-        at ``tokens`` (benchmarks/extend_issue_cost.py's idle minus gpu columns). CPU: no
-        issue/device split, nothing measured (two empty lists)."""
+        The sequence is the loop's DSpark prefill without a slot-expansion block
+        (runtime/engine.py ``_launch_call``: the extend launch, then the inject launch, which
+        prepares its batch, ``prepare_inject(sync=False)`` + inject), with a timing event
+        before the extend (e0), between the two launches (e1: where the engine's inject
+        launch records its start mark) and after the inject (e2). Per repeat:
+
+        - kept busy (a ``torch.cuda._sleep`` spin queued first, so every event measures
+          device time alone; a call that found the spin finished is repeated with a doubled
+          spin): ``device`` (the legacy pair's events around the call), ``ext_device``
+          (e0 -> e1), ``inj_device`` (e1 -> e2);
+        - from an idle stream (synchronize, ``perf_counter``, the sequence, synchronize):
+          ``wall`` (perf_counter around call + synchronize, host.extend_idle_lead_by_tokens
+          as before: extend + injection), ``ext_span`` (e0 -> e1: e0 runs as soon as it is
+          recorded on the idle stream, e1 when the extend's last kernel ends, so the span
+          from the launch call's start to the extend's end, as the loop's own step marks
+          time an extend launched onto an idle stream) and ``inj_span`` (e1 -> e2: the
+          injection's span behind its extend, preparation included, as the engine's marks
+          time it).
+
+        The extend's own lead is ``ext_span - ext_device`` (host.extend_own_idle_lead_by_tokens)
+        and the injection's ``inj_span - inj_device``
+        (host.inject_unprepared_idle_lead_by_tokens): the simulator charges each to its own
+        launch (sim.cost_model.CostModel.idle_lead_s), as ``end = max(launch + lead, stream
+        free) + device``. Events, not the host's wall, time the split: the wall ends with a
+        synchronize wake-up the loop pays at its next block (host.sync_wakeup_s, charged
+        there), and a host stamp cannot mark where the extend's device work ends. The old
+        combined lead (wall - device) let the extend pay its injection's preparation and
+        issue: on H200 round 18 a host_block extend then ended 0.4-0.8 ms after its own
+        issue (docs/measurements/h200-v18.md "where the time goes", finding 2). The three
+        extra events add a few microseconds to ``wall``. CPU: no issue/device split,
+        nothing measured (empty lists)."""
         dev = self.dev
-        n = self._warm_and_plan(f"idle lead {tokens} tok", fn, self.repeats)
-        gpu_t: list[float] = []
-        idle_t: list[float] = []
+        marks: dict[str, Any] = {}
+
+        def both() -> None:
+            marks["e0"] = self._timing_event()
+            ext()
+            marks["e1"] = self._timing_event()
+            inj()
+            marks["e2"] = self._timing_event()
+
+        n = self._warm_and_plan(f"idle lead {tokens} tok", both, self.repeats)
+        out: dict[str, list[float]] = {k: [] for k in IDLE_LEAD_KEYS}
         with dev.use("forward"):
             if dev.is_gpu:
-                spin = self._first_spin(fn)
+                spin = self._first_spin(both)
                 tries = 0
-                while len(gpu_t) < n and tries < 4 * n:
+                while len(out["device"]) < n and tries < 4 * n:
                     tries += 1
-                    timed, spin = self._kept_busy(fn, spin)
+                    timed, spin = self._kept_busy(both, spin)
                     if timed is None:
                         continue
+                    e0, e1, e2 = marks["e0"], marks["e1"], marks["e2"]
+                    ext_dev, inj_dev = e0.elapsed_time(e1) / 1e3, e1.elapsed_time(e2) / 1e3
                     dev.synchronize("profile")
                     t0 = time.perf_counter()
-                    fn()
+                    both()
                     dev.synchronize("profile")
-                    idle_t.append(time.perf_counter() - t0)
-                    gpu_t.append(timed[0])
+                    out["wall"].append(time.perf_counter() - t0)
+                    out["device"].append(timed[0])
+                    out["ext_device"].append(ext_dev)
+                    out["inj_device"].append(inj_dev)
+                    out["ext_span"].append(marks["e0"].elapsed_time(marks["e1"]) / 1e3)
+                    out["inj_span"].append(marks["e1"].elapsed_time(marks["e2"]) / 1e3)
         self.reps.setdefault("idle_lead", []).append(n)
         self._tick()
-        return gpu_t, idle_t
+        return out
 
     def _slot_expansion(self, tokens: int, ext: Callable[[], object], rows: list[int], pre: list[int],
                         lens: list[int], hold: dict[str, Any]) -> tuple[list[float], list[float], list[float]]:
@@ -199,6 +239,10 @@ class GpuPhases(Harness):
         self.ext_spread = 0.0
         # (tokens, median idle wall, median kept-busy device) at the prefix-0 column
         self.idle_lead_pts: list[tuple[int, float, float]] = []
+        # (tokens, median idle-stream span, median kept-busy device) of the extend alone and of
+        # its unprepared injection behind it, from the same sequence (_idle_lead), at prefix 0
+        self.extend_own_pts: list[tuple[int, float, float]] = []
+        self.inject_unprepared_pts: list[tuple[int, float, float]] = []
         # (tokens, median slot-expansion gap, median sync-free preparation) at prefix 0
         self.slot_pts: list[tuple[int, float, float]] = []
         # (tokens, median idle-stream injection span after the block, kept-busy device) at prefix 0
@@ -244,13 +288,12 @@ class GpuPhases(Harness):
                     self.slot_pts.append((t, statistics.median(gaps), statistics.median(preps)))
                     if self.dev.is_gpu:  # CPU: the forward runs inline, no idle-stream lead
                         self.inject_idle_pts.append((t, statistics.median(spans), self.inj_s[i][j]))
-                    def both(ext=ext, inj=inj) -> None:
-                        ext()
-                        inj()
-
-                    g_t, i_t = self._idle_lead(t, both)
-                    if g_t:
-                        self.idle_lead_pts.append((t, statistics.median(i_t), statistics.median(g_t)))
+                    lead = self._idle_lead(t, ext, inj)
+                    if lead["device"]:
+                        med = {k: statistics.median(v) for k, v in lead.items()}
+                        self.idle_lead_pts.append((t, med["wall"], med["device"]))
+                        self.extend_own_pts.append((t, med["ext_span"], med["ext_device"]))
+                        self.inject_unprepared_pts.append((t, med["inj_span"], med["inj_device"]))
                 self.ext_layouts.append(f"{t}: {n} x {lens[0]}{'' if len(set(lens)) == 1 else '/' + str(lens[-1])} @ prefix {p}")
                 with self.dev.use("forward"):
                     for row in rows:

@@ -49,9 +49,38 @@ class Provenance:
                "(tokens: idle / device -> lead): "
                + ", ".join(f"{t}: {_ms(w)} / {_ms(d)} -> {_ms(max(0.0, w - d))}" for t, w, d in pts))
         if table:
-            return (f"{how}. The simulator reads the lead at an extend's total tokens from this table (linear "
-                    f"between points, end values outside; sim.cost_model.CostModel.idle_lead_s). [{env}]")
+            return (f"{how}. Extend + injection together: the simulator charges this table to an extend launched "
+                    f"with its injection right behind it (at its total tokens, linear between points, end values "
+                    f"outside; sim.cost_model.CostModel.idle_lead_s). [{env}]")
         return f"median of host.extend_idle_lead_by_tokens (which the simulator reads instead). {how}. [{env}]"
+
+    def _split_lead_text(self, env: str, *, inject: bool) -> str:
+        """Provenance of host.extend_own_idle_lead_by_tokens (``inject=False``) or
+        host.inject_unprepared_idle_lead_by_tokens: the events of the idle-lead sequence."""
+        pts = getattr(self, "inject_unprepared_pts" if inject else "extend_own_pts", [])
+        if not pts:
+            return ("absent: not measured on this device (CPU: the forward runs inline, no issue/device split). "
+                    f"[{env}]")
+        which = ("the injection's span e1 -> e2 (its launch prepares it: prepare_inject(sync=False) + inject right "
+                 "behind its extend, as runtime/engine.py _launch_call launches it without a slot-expansion block; "
+                 "e1 is where the engine's inject launch records its start mark)" if inject else
+                 "the extend's own span e0 -> e1 (e0 runs as soon as it is recorded on the idle stream, e1 when the "
+                 "extend's last kernel ends: the launch call's start to the extend's end, as the engine's step marks "
+                 "time it)")
+        use = ("Recorded, not charged: charging it predicted worse (sim.cost_model.CostModel.idle_lead_s, "
+               "docs/measurements/h200-v19.md)" if inject else
+               "The simulator charges it to the extend of a DSpark prefill whose slot-expansion block launches the "
+               "injection apart; elsewhere host.extend_idle_lead_by_tokens (sim.cost_model.CostModel.idle_lead_s)")
+        return ("runtime.profile_gpu.GpuPhases._idle_lead: ModelRunner.extend then prepare_inject(sync=False) + inject "
+                "at the extend grid's tokens at prefix 0 (layouts as gpu.extend), timing events e0 before the extend, "
+                "e1 between the two launches, e2 after the inject; per repeat, with the GPU kept busy (torch.cuda._sleep "
+                "spin queued first) the events give each forward's device time, and from an idle stream (synchronize, "
+                f"sequence, synchronize) {which}; lead = median idle span - median kept-busy device, clamped >= 0 "
+                f"(runtime.profile_fit.span_lead_fit), {self._reps_text('idle_lead')} after {WARMUP} warm-ups. Medians "
+                "(tokens: idle span / device -> lead): "
+                + ", ".join(f"{t}: {_ms(sp)} / {_ms(d)} -> {_ms(max(0.0, sp - d))}" for t, sp, d in pts)
+                + f". {use}. "
+                f"[{env}]")
 
     def _inject_prepare_text(self, env: str) -> str:
         """Provenance of host.inject_prepare_s: the slot-expansion phase's preparation medians."""
@@ -250,6 +279,8 @@ class Provenance:
                                            f"serial draft steps beyond the one in gpu.verify. [{env}]"),
             "host.extend_idle_lead_s": self._idle_lead_text(env, table=False),
             "host.extend_idle_lead_by_tokens": self._idle_lead_text(env, table=True),
+            "host.extend_own_idle_lead_by_tokens": self._split_lead_text(env, inject=False),
+            "host.inject_unprepared_idle_lead_by_tokens": self._split_lead_text(env, inject=True),
             "host.launch_per_extend_token_s": (
                 f"Theil-Sen slope (runtime.profile_fit.extend_issue_fit, clamped >= 0) of the host time (perf_counter around the call, GPU kept "
                 f"busy so the call never waits on it) of ModelRunner.extend "

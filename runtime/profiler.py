@@ -53,6 +53,12 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
 - ``host.extend_idle_lead_by_tokens`` / ``extend_idle_lead_s``: per extend-grid token count
   at prefix 0, an extend + injection's idle-queue wall (synchronize, call, synchronize)
   minus its device time with the GPU kept busy: the table, and its median (CPU: 0, no table).
+  Kept for older readers; the simulator reads it only without the two tables below.
+- ``host.extend_own_idle_lead_by_tokens`` / ``host.inject_unprepared_idle_lead_by_tokens``:
+  the same idle sequence with timing events before the extend, between the two launches
+  and after the inject: the extend's own span and the injection's (its launch prepares it)
+  each less its kept-busy device time, so each forward is charged its own lead
+  (runtime/profile_gpu.py ``_idle_lead``; CPU: not measured).
 - ``host.slot_expansion_s``: the loop's extend, ``prepare_inject(sync=True)``, inject from an
   idle stream; the GPU idle gap between the extend's end and the injection's start (timing
   events) less the wake-up and less ``prepare_inject(sync=False)``'s host time (GPU kept
@@ -371,7 +377,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(_fmt_grid("decode", g["decode"]))
     print(f"draft inject {g['draft_inject_per_token_s'] * 1e6:.4f} us/token; eager factor {g['eager_factor']:.3f}")
     print("host: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in h.items() if isinstance(v, int | float)))
-    for key, label in (("extend_idle_lead_by_tokens", "extend"), ("inject_idle_lead_by_tokens", "injection")):
+    for key, label in (("extend_idle_lead_by_tokens", "extend + injection"),
+                       ("extend_own_idle_lead_by_tokens", "extend own"),
+                       ("inject_unprepared_idle_lead_by_tokens", "unprepared injection"),
+                       ("inject_idle_lead_by_tokens", "injection")):
         if lead := h.get(key):
             print(f"{label} idle lead: " + ", ".join(f"{t:g} tok {s * 1e3:.3f} ms"
                                                      for t, s in zip(lead["tokens"], lead["seconds"], strict=True)))

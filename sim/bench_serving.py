@@ -4,6 +4,11 @@ SGLang's ``bench_serving --output-file F`` appends one JSON object per run to F 
 What each version writes (checked against each wheel's ``benchmark()``; fixtures of every
 layout in tests/data/bench/):
 
+- 0.1.24-0.2.11 (``sglang/bench_serving.py``): the 0.3 subset below under other names
+  (``total_input``, ``total_output``, ``total_output_retokenized``, ``mean_e2e_latency``,
+  ``median_e2e_latency``, ``median_ttft``, ``median_itl`` in ms, ``output_token_throughput``,
+  ``benchmark_duration`` in s) and no ``completed``; read under the later names
+  (:data:`_SGLANG_02_NAMES`). 0.2.12-0.2.15 write the 0.3 keys.
 - 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
   token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
@@ -66,6 +71,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +105,24 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+_SGLANG_02_NAMES = {
+    "total_input": "total_input_tokens", "total_output": "total_output_tokens",
+    "total_output_retokenized": "total_output_tokens_retokenized",
+    "mean_e2e_latency": "mean_e2e_latency_ms", "median_e2e_latency": "median_e2e_latency_ms",
+    "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
+    "output_token_throughput": "output_throughput", "benchmark_duration": "duration",
+}
+"""SGLang 0.1.24-0.2.11's names for the keys it appends to ``--output-file`` (checked in the 0.1.24,
+0.2.0, 0.2.5, 0.2.9, 0.2.10 and 0.2.11 wheels, ``sglang/bench_serving.py`` ``benchmark()``:
+the same figures and units, ms latencies from ``metrics.*_ms``, ``benchmark_duration`` in s;
+0.2.12 renamed them to the names 0.3-0.5.23 write and added ``completed``). Read under the
+later names; a line that has both keeps the later one."""
 _FALLBACKS = {
     "accept_length": "spec_decode_acceptance_length",   # vllm bench serve with a drafter
+    # vLLM's early benchmarks/benchmark_serving.py (0.3-0.4 era) wrote the request throughput
+    # under this misspelt key; not checked against a release (their PyPI source archives hold
+    # no benchmarks/ folder): a line that has it is read, one that has not loses nothing
+    "request_throughput": "request_inthroughput",
     **{f"median_{m}_ms": f"p50_{m}_ms" for m in LATENCIES},   # vLLM --metric-percentiles 50
 }
 """A key read from another name when the file lacks it (the other name is also kept in
@@ -109,6 +131,9 @@ EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
 """Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
 0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
 successful requests), the simulator's prefix-cache hit rate under the same name."""
+GZIP_MAGIC = b"\x1f\x8b"
+"""A gzip stream's first bytes: a result file, trace or log compressed for keeping is read
+decompressed, whatever its name."""
 DETAILS_MAX_OUTPUT_TOKENS = 200_000
 """``bench_record`` adds per-request details (``--output-details``) to runs with at most this
 many output tokens (the ITL lists grow with every token)."""
@@ -139,8 +164,14 @@ class BenchDetails:
 
     @property
     def ok(self) -> np.ndarray:
-        """Boolean (n,): the request succeeded (no error text)."""
-        return np.array([not e for e in self.errors], dtype=bool)
+        """Boolean (n,): the request succeeded: no error text and a first token (TTFT > 0).
+        The error text alone does not say it: a reply other than 200 with no reason phrase
+        fails with an empty one (``output.error = response.reason or ""``, SGLang 0.3.0 to
+        0.5.x ``bench_serving.py`` request functions, checked in 0.3.0 and 0.4.6.post5; the
+        file holds no ``success`` flag), and every failed request keeps
+        ``RequestFuncOutput``'s ``ttft`` 0.0 and ``output_len`` 0 (0.5.23
+        ``benchmark/serving.py``) while a success has had its first token."""
+        return np.array([not e for e in self.errors], dtype=bool) & (self.ttfts > 0)
 
 
 @dataclass
@@ -272,9 +303,12 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
     lens = {}
     for key in ("input_lens", "output_lens"):
         v = arr(key, obj[key])
-        bad = np.flatnonzero((v < 0) | np.isinf(v))
-        if bad.size:   # a token count is >= 0 (a failed request's output is 0); no writer puts less
-            raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be >= 0")
+        with np.errstate(invalid="ignore"):
+            # a token count is a whole number >= 0 (a failed request's output is 0); no writer puts
+            # less, a fraction, or one past int64 (which the cast below made garbage, silently)
+            bad = np.flatnonzero((v < 0) | np.isinf(v) | (v != np.floor(v)) & ~np.isnan(v) | (v >= 2.0**62))
+        if bad.size:
+            raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be an integer >= 0")
         lens[key] = np.nan_to_num(v).astype(np.int64)
     return BenchDetails(lens["input_lens"], lens["output_lens"],
                         np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency)
@@ -297,7 +331,25 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     """
     if not isinstance(obj, dict):
         raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
+    if {"concurrency_ratio", "window_start", "window_end"} <= set(obj):
+        # sglang.benchmark.steady_state_serving --steady-state-output-file (0.5.23
+        # steady_state.py SteadyStateMetrics, appended by steady_state_serving._append_metrics):
+        # figures of the run's busiest window only; read as a run, its duration and throughputs
+        # were compared with a whole predicted run
+        raise ConfigError(where, "<keys>", "concurrency_ratio, window_start, window_end",
+                          "a steady-state window (steady_state_serving --steady-state-output-file), not a whole "
+                          "bench_serving run: pass the run's --output-file")
+    if {"run_name", "batch_size", "last_ttft"} <= set(obj) and "completed" not in obj:
+        # sglang.bench_one_batch_server --result-filename (0.5.23 benchmark/one_batch_server.py
+        # BenchmarkResult.dump_to_jsonl): one batch sent at once; its output_throughput made it
+        # pass for a bench_serving line with nothing else to compare
+        raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
+                          "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
+                          "output: it has no per-run TTFT or ITL distribution to compare")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
+        if k in obj and new not in obj:
+            obj[new] = obj.pop(k)
     if {"successful_requests", "total_latency"} <= set(obj) and "completed" not in obj:
         # sglang bench_offline_throughput --result-filename (0.5.23 benchmark/offline_throughput.py
         # throughput_test_once): throughputs of one offline batch, no latency of any request
@@ -331,7 +383,8 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     """Every run in a bench_serving result file, or only the one on ``line``.
 
     Accepts SGLang's JSONL (one object per line; blank lines skipped), a file holding one
-    JSON object over several lines (vLLM's), or a JSON list of objects. Python's JSON
+    JSON object over several lines (vLLM's), or a JSON list of objects; any of them gzip
+    compressed (found by its first bytes, not its name). Python's JSON
     extensions (``Infinity``, ``NaN``) are accepted as bench_serving writes them.
 
     Raises:
@@ -343,14 +396,23 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
     try:
-        text = p.read_text(encoding="utf-8-sig")   # a byte-order mark from an editor is not JSON
+        raw_bytes = p.read_bytes()
+        if raw_bytes[:2] == GZIP_MAGIC:   # a compressed copy (gzip runs.jsonl): read as it was written
+            import gzip
+
+            raw_bytes = gzip.decompress(raw_bytes)
+        text = raw_bytes.decode("utf-8-sig")   # a byte-order mark from an editor is not JSON
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
-    except OSError as e:
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
+    except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
+        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
-    for i, raw in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only (a "\r" before it is JSON whitespace): str.splitlines also breaks at
+    # U+2028, U+0085 and the like, which a writer that keeps non-ASCII text as it is (json.dumps
+    # with ensure_ascii=False, or serde_json) leaves raw in a generated text
+    for i, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         try:
@@ -368,6 +430,9 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         except json.JSONDecodeError:
             i, raw, msg = bad
             shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
+                raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
+                                  "rerun with --output-file F (one JSON line per run) and pass F") from None
             raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
         objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
     if not objs:

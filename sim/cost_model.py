@@ -15,6 +15,8 @@ draft-step grids; ``c0`` V's first context column; ``P(bs)`` the captured graph 
     token part   V(P(bs) W / W0, c0)          GEMM/MoE work of bs x W query tokens (and of
                                               the one draft forward over them), padded rows
                                               included (they run every GEMM)
+    + R(P(bs)) - R(P(bs) W / W0)              the c0 column's KV read stays per request:
+                                              R(n) = c0 (V(n, c1) - V(n, c0)) / (c1 - c0)
     context part V(bs, c) - V(bs, c0)         KV read of the real requests at their context
     + D(P(bs) W, c)                           when V holds no draft forward
     + (k - 1) D(P(bs) topk, c)                chain drafters: the serial draft steps beyond
@@ -143,6 +145,7 @@ class CostModel:
         # moment this module was imported (closed since, under a test's captured output)
         self.warn_to = sys.stderr if warn_to == "stderr" else warn_to
         self._warned: set[tuple[str, str]] = set()
+        self._eager_unpriced = False  # an eager step priced as its graph replay (range_warnings)
         src = profile.path or profile.name
         spec = server.speculative_algorithm
         self.spec = spec.enabled
@@ -156,6 +159,10 @@ class CostModel:
         self.inject = g.draft_inject.interpolator("gpu.draft_inject") if g.draft_inject is not None else None
         self.step_grid = grid.interpolator(key)
         self.c0 = float(grid.context_len[0])
+        # a DSpark prefill whose slot expansion blocks the host: the extend and its injection
+        # are launched apart, the block between them (runtime/engine.py ``_host_block``)
+        self.block_splits_prefill = bool(server.prefill_slot_expansion_sync and spec.enabled and spec.is_block)
+        self.step_grid_ctx = [float(c) for c in grid.context_len]
         self.window = server.spec_window
         self.ref_window = (g.verify_window if spec.enabled else 1) or self.window
         self.topk = server.speculative_eagle_topk or 1
@@ -228,6 +235,10 @@ class CostModel:
         x_tok = rows * self.window / self.ref_window
         if x_tok != bs_attn:
             t += grid(x_tok, self.c0) - grid(bs_attn, self.c0)
+        if x_tok != rows:
+            # the c0 column's KV read is each request's, not each query token's: keep it at
+            # the batch's rows when the window rescales the token work
+            t += self._c0_read(rows) - self._c0_read(x_tok)
         if self.draft_step is not None:
             if not self.draft_in_verify:
                 t += self.draft_s(rows, bs_attn, self.window, ctx)
@@ -243,7 +254,30 @@ class CostModel:
                     t = max(t, self.eager_issue_s(bs))
             else:
                 t *= g.eager_factor
+                if g.eager_factor == 1.0 and g.eager_host_issue_s is None:
+                    self._eager_unpriced = True
         return t
+
+    def _c0_read(self, n: float) -> float:
+        """GPU seconds ``n`` requests spend reading the KV of the step grid's first context
+        column ``c0``: ``c0`` times the grid's marginal cost per context token at ``n``
+        between its first two columns (KV bytes read grow linearly with context, as the
+        context part's extrapolation assumes). 0 for a grid with one context column.
+
+        The grid's token part ``V(n, c0)`` holds this read. It is per request (every
+        request reads its own KV once per forward whatever its query tokens), so when the
+        verify window ``W`` differs from the grid's ``W0`` and the token work is read at
+        ``rows x W / W0``, the read stays at ``rows``. Measured on H200 (the 1b proxy,
+        docs/measurements/h200-v19.md): a window-2 verify at batch 32 ran 4.57 ms where the
+        rescaled token part alone gave 4.13 (this term: +0.33 ms); the same rescaling gave
+        window 8 at batch 24 0.11 ms too much and window 4 at batch 16 0.08 ms too little
+        (rounds 17-18; this term: -0.10 and +0.04 ms)."""
+        cols = self.step_grid_ctx
+        if len(cols) < 2:
+            return 0.0
+        c0, c1 = cols[0], cols[1]
+        grid = self.step_grid
+        return c0 * (grid(n, c1) - grid(n, c0)) / (c1 - c0)
 
     def draft_s(self, rows: int, requests: int, per_request: int, ctx: float) -> float:
         """GPU seconds of one draft-model forward over ``rows`` (graph-padded) requests with
@@ -355,20 +389,41 @@ class CostModel:
         return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
 
     def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
-        """Seconds an extend's kernels trail its launch on an idle stream (profile
-        host.extend_idle_lead_s): its device time begins no earlier than launch + this.
-        0 for decode/verify-only launches. With host.extend_idle_lead_by_tokens the lead is
-        read at the plan's extend tokens (it shrinks for large extends:
-        docs/measurements/h200-v5-repredict.md). A block drafter's injection: its own table,
-        host.inject_idle_lead_by_tokens (after a slot-expansion block it is launched onto a
-        drained stream; runtime/engine.py ``_host_block``), 0 where the profile has none."""
+        """Seconds a forward launched onto an idle stream ends later than its device time
+        says (sim.engine: its device work begins no earlier than launch + this), read at the
+        plan's extend tokens (the lead shrinks for large extends:
+        docs/measurements/h200-v5-repredict.md); 0 for decode/verify-only launches. Each
+        lead is the one the profiler timed over the launch sequence the loop makes:
+
+        - the extend, launched with its injection right behind it (no slot-expansion block;
+          plain decoding too): host.extend_idle_lead_by_tokens, the idle wall of extend +
+          ``prepare_inject`` + inject less both device times, else the scalar
+          host.extend_idle_lead_s;
+        - the extend of a DSpark prefill whose slot expansion blocks the host
+          (``server.prefill_slot_expansion_sync``): the block launches the injection apart,
+          so the extend pays its own lead, host.extend_own_idle_lead_by_tokens, where the
+          profile has it (timing events between the two launches, runtime/profile_gpu.py
+          ``_idle_lead``). The combined lead charged the injection twice there, once in the
+          extend's lead and once after the block: on H200 round 20, where the profiling
+          host ran slow and that lead was 9.5 ms at 256 tokens, small-chunk's host_block
+          TPOT came out +131 % (+32 % with the extend's own);
+        - a block drafter's injection: host.inject_idle_lead_by_tokens (after a block it is
+          launched onto a drained stream), 0 where the profile has none.
+
+        Charging the extend's own lead without a block too, and the injection its unprepared
+        lead (host.inject_unprepared_idle_lead_by_tokens: recorded, not charged), predicted
+        worse: 299 against 309 of 450 H200 figures within 5 % over rounds 17-20
+        (docs/measurements/h200-v19.md), plain decoding, which has no injection, included."""
+        h = self.h
         if part == "inject":
-            table = self.h.inject_idle_lead_by_tokens
+            table = h.inject_idle_lead_by_tokens
             return table.at(plan.num_extend_tokens) if table is not None else 0.0
         if part != "main" or not plan.num_extend:
             return 0.0
-        table = self.h.extend_idle_lead_by_tokens
-        return table.at(plan.num_extend_tokens) if table is not None else self.h.extend_idle_lead_s
+        table = h.extend_own_idle_lead_by_tokens if self.block_splits_prefill else None
+        if table is None:
+            table = h.extend_idle_lead_by_tokens
+        return table.at(plan.num_extend_tokens) if table is not None else h.extend_idle_lead_s
 
     def launch_tail(self, plan: BatchPlan, part: str = "main") -> float:
         """Host seconds a launch call goes on after its forward is queued (profile
@@ -449,6 +504,16 @@ class CostModel:
                        if axis == "context_len" else "linearly from the last measured segment")
                 lines.append(f"warning: profile {self.profile.name}: {interp.name} queried at {axis} {q:g}, beyond the "
                              f"measured range {pts[0]:g}..{pts[-1]:g}; extrapolating {how}")
+        if self._eager_unpriced and ("eager", "") not in self._warned:
+            # SGLang runs a batch above the largest captured graph eagerly, kernel by kernel
+            # (model_executor/cuda_graph_runner.py can_run); a profile that timed no eager
+            # step prices it as an unpadded graph replay, which comes out faster, not slower
+            self._warned.add(("eager", ""))
+            why = ("every decode/verify step runs eagerly (server.disable_decode_cuda_graph)" if self.graph_max == 0
+                   else f"batches above server.cuda_graph_max_bs ({self.graph_max}) run eagerly")
+            lines.append(f"warning: profile {self.profile.name}: {why}, and the profile times no eager "
+                         "step (gpu.eager_factor 1, no gpu.eager_overhead_s or gpu.eager_host_issue_s): they are "
+                         "priced as graph replays without padding, so eager can come out faster than a graph")
         if out is not None:
             for line in lines:
                 print(line, file=out)

@@ -84,7 +84,8 @@ class HostConditions(BaseModel):
                     "then by speed_factor. Needs a profile with host.reference_work_s. None: no conditioning.")
 
 
-HOST_TABLES = ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens")
+HOST_TABLES = ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens", "extend_own_idle_lead_by_tokens",
+               "inject_unprepared_idle_lead_by_tokens")
 """``host.*`` tables of host seconds by extend tokens (sim.profile.LeadTable): each
 point's seconds scaled as one term."""
 

@@ -377,6 +377,24 @@ class HostProfile(BaseModel):
     from `specsched profile` on a GPU since round 6): when present the simulator reads the
     lead at an extend's total tokens from this table (linear between points, the end
     values outside), and extend_idle_lead_s (the median of the table) is informational.
+    It was timed over the extend AND its injection (extend, ``prepare_inject``, inject:
+    idle wall less both device times), so it holds the injection's preparation and issue
+    too: the simulator charges it to an extend launched with its injection right behind it
+    (sim.cost_model.CostModel.idle_lead_s).
+    extend_own_idle_lead_by_tokens: the extend's own idle lead, by extend tokens: its span
+        launched onto an idle stream (a timing event right before the call, one right after
+        it, as runtime/engine.py ``_launch_call`` marks each forward) less its device time
+        with the GPU kept busy, clamped >= 0 (runtime/profile_gpu.py ``_idle_lead``,
+        runtime.profile_fit.span_lead_fit). The simulator charges it to the extend of a
+        DSpark prefill whose slot-expansion block launches the injection apart
+        (``server.prefill_slot_expansion_sync``); elsewhere extend_idle_lead_by_tokens
+        (sim.cost_model.CostModel.idle_lead_s says why). None: not measured (the combined
+        lead everywhere, as before).
+    inject_unprepared_idle_lead_by_tokens: the injection's own idle lead when its launch
+        prepares it (no slot-expansion block: ``prepare_inject(sync=False)`` + inject right
+        after the extend), by extend tokens, from the same idle-stream sequence, less its
+        kept-busy device time, clamped >= 0. Recorded, not charged (charging it predicted
+        worse, sim.cost_model.CostModel.idle_lead_s). None: not measured.
     cross_queue_penalty_s: added to every graph-replayed forward when a wait is queued from
     a separate schedule stream (0 on CUDA; measured non-zero on HIP).
     slot_expansion_s: with ``server.prefill_slot_expansion_sync`` (a DSpark prefill whose
@@ -444,10 +462,12 @@ class HostProfile(BaseModel):
     sync_wakeup_s: Seconds = 0.0
     extend_idle_lead_s: Seconds = 0.0
     extend_idle_lead_by_tokens: LeadTable | None = None
+    extend_own_idle_lead_by_tokens: LeadTable | None = None
     cross_queue_penalty_s: Seconds = 0.0
     slot_expansion_s: Seconds = 0.0
     inject_prepare_s: Seconds = 0.0
     inject_idle_lead_by_tokens: LeadTable | None = None
+    inject_unprepared_idle_lead_by_tokens: LeadTable | None = None
     reference_work_s: Seconds | None = None
     reference_work_by_term: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]] | None = None
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
@@ -53,9 +54,11 @@ from specsched.sim.prefill_adder import (
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
+from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.schedule_policy import (
     Fcfs,
     QueueContext,
+    checked_order,
     make_queue_order,
     shortest_prefill_chunk_limit,
 )
@@ -90,8 +93,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # the shipped fcfs without priorities admits in queue order: the admission pass
         # walks the queue itself (no copies) and pops the admitted head
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
+        # a user's order is checked pass by pass (checked_order); the shipped ones are not
+        self._user_order = type(self.policy) not in SHIPPED_ORDERS.values()
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
+        self._user_delay = type(admission) not in SHIPPED_DELAYS.values()
         # per-run facts of the (frozen) server arguments, read by every admission pass
         self._preempt = server.enable_priority_scheduling and not server.disable_priority_preemption
         self._spf = server.schedule_policy == "shortest-prefill-first"
@@ -308,12 +314,19 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _delays(self, running_bs: int, active_running_bs: int) -> bool:
         """The admission policy's decision for a pass with this running batch (requests,
         incl. finished ones not filtered yet; ``active_running_bs`` excludes them)."""
-        return self.admission.should_delay(AdmissionState(
+        delay = self.admission.should_delay(AdmissionState(
             running_bs=running_bs,
             num_allocatable_reqs=self.server.max_running_requests - running_bs,
             waiting_bs=len(self.waiting),
             active_running_bs=active_running_bs,
         ))
+        if self._user_delay and delay is None:
+            # a user policy's forgotten return read as "admit" without a word
+            from specsched.sim.errors import ConfigError
+
+            raise ConfigError("<scenario>", "server.admission_delay", self.server.admission_delay,
+                              "should_delay() must return True or False; it returned None")
+        return delay
 
     def _match_prefix(self, r: Req) -> None:
         """Match ``r`` against the prefix cache (SGLang ``Req.init_next_round_input``): at
@@ -455,6 +468,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
+        if self._user_order:
+            order = checked_order(order, waiting, s.schedule_policy)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False

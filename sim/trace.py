@@ -21,21 +21,26 @@ The file is read once, in blocks (CSV: pandas in chunks of only the three column
 line by line), and reading stops at the request limit; only three numeric arrays are kept
 (24 bytes a request), plus the block ids a prompt needs (ceil(input / block_size) of
 them, 8 bytes each) when the trace has them. Every bad row raises :class:`ConfigError` naming the file, line,
-column and value. Nothing is downloaded: the path is a local file.
+column and value. Nothing is downloaded: the path is a local file; a gzip-compressed one
+(``trace.jsonl.gz``, found by its first bytes) is decompressed while it streams.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
 import sys
+import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
+from specsched.sim.bench_serving import GZIP_MAGIC
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.errors import ConfigError
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
@@ -44,6 +49,9 @@ from specsched.sim.workload_config import TraceConfig
 CSV_BLOCK_ROWS = 200_000
 JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+MAX_TOKENS = 2.0**62
+"""A length at or past this is refused: held as int64, a larger one (1e300 in a JSON row)
+became garbage, silently."""
 
 
 @dataclass(frozen=True)
@@ -93,10 +101,26 @@ def trace_path(cfg: TraceConfig, scenario_path: str | Path | None) -> Path:
     return p
 
 
+def _gzipped(p: Path) -> bool:
+    """The file is gzip compressed (by its first bytes: ``trace.jsonl.gz``, or a renamed one)."""
+    with open(p, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def _open_text(p: Path, **kw: object) -> IO[str]:
+    """The trace as text, decompressed on the way when it is gzip compressed."""
+    if _gzipped(p):
+        return gzip.open(p, "rt", **kw)  # type: ignore[call-overload]
+    return open(p, **kw)  # type: ignore[call-overload]
+
+
 def _format(cfg: TraceConfig, p: Path) -> str:
     if cfg.format != "auto":
         return cfg.format
-    return "jsonl" if p.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
+    suffixes = [x.lower() for x in p.suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".gzip"):   # trace.jsonl.gz: the suffix before it
+        suffixes.pop()
+    return "jsonl" if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson") else "csv"
 
 
 class _Checker:
@@ -114,6 +138,7 @@ class _Checker:
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
         self.any_hashes = False
+        self.unread_hash_ids = False      # the rows have Mooncake's hash_ids, no block-id column is read
 
     def add_hashes(self, v: object, input_len: object, line: int, col: str, block_size: int) -> None:
         """One row's block ids (a JSON list, or a CSV cell of ids; None/absent = none),
@@ -156,10 +181,10 @@ class _Checker:
             before = shown[k - 1] if k > 0 else self.last_raw
             self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before})")
         for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
-            bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v))
+            bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v)) | (v >= MAX_TOKENS)
             if bad.any():
                 k = int(np.argmax(bad))
-                self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo}")
+                self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo} and < 2^62")
         if len(t):
             self.last, self.last_raw = float(t[-1]), shown[-1]
         self.t.append(t)
@@ -171,7 +196,10 @@ class _Checker:
 def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray) -> np.ndarray:
     """Timestamps in seconds (any origin)."""
     if unit == "datetime":
-        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
+        # every time on one clock, UTC: a trace logged in local time with its offset changes
+        # offset at a daylight-saving switch (+01:00 -> +02:00), which pandas refuses to mix
+        # unless asked to convert; times without a zone are read as UTC (only differences count)
+        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed", utc=True)
         if ts.isna().any():
             k = int(np.argmax(ts.isna().to_numpy()))
             raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), "not a date and time")
@@ -179,7 +207,11 @@ def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
     if np.isnan(v).any():
         k = int(np.argmax(np.isnan(v)))
-        raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), f"not a number (time unit {unit})")
+        cell = list(values)[k]
+        hint = ""
+        if isinstance(cell, str) and cell.strip() and not pd.isna(pd.to_datetime(cell, errors="coerce", format="mixed")):
+            hint = "; it is a date and time: set workload.trace.time_unit: datetime"   # a custom layout of an Azure-like file
+        raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(cell), f"not a number (time unit {unit}{hint})")
     return v * _UNIT_S[unit]
 
 
@@ -203,30 +235,44 @@ def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) 
 
 def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
               hashes: tuple[str | None, bool, int]) -> None:
-    with open(p, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
+    with _open_text(p, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
         header = f.readline()
     import csv
 
-    names = [c.strip() for c in next(csv.reader([header]), [])]
     hcol, required, block_size = hashes
+    sep = ","
+    for cand in (",", "\t", ";"):   # a tab-separated export, or a spreadsheet's in a decimal-comma locale
+        names = [c.strip() for c in next(csv.reader([header], delimiter=cand), [])]
+        if all(c in names for c in cols):
+            sep = cand
+            break
+    else:
+        names = [c.strip() for c in next(csv.reader([header]), [])]
     missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
         raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
     if hcol not in names:
         hcol = None
+    chk.unread_hash_ids = hcol is None and "hash_ids" in names
     first_line = 2
     try:
         # only an empty cell is missing: pandas would read "nan", "NA", "null" as one too, and the
         # error would show the cell as <empty>
-        reader = pd.read_csv(p, usecols=[*cols, *([hcol] if hcol else [])], chunksize=CSV_BLOCK_ROWS, dtype=str,
+        # names matched stripped, as the header check above matches them ("TIMESTAMP , ContextTokens")
+        wanted = {*cols, *([hcol] if hcol else [])}
+        reader = pd.read_csv(p, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
                              keep_default_na=False, na_values=[""],
-                             skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True)
+                             skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True,
+                             compression="gzip" if _gzipped(p) else None, sep=sep)
         for block in reader:
             block.columns = [str(c).strip() for c in block.columns]
-            if limit is not None and chk.n + len(block) > limit:
-                block = block.iloc[: limit - chk.n]
             lines = np.arange(first_line, first_line + len(block))
             first_line += len(block)
+            blank = block.isna().all(axis=1).to_numpy()
+            if blank.any():   # a blank line (an editor's trailing one, a spreadsheet's CRLF at the end): no request
+                block, lines = block[~blank], lines[~blank]
+            if limit is not None and chk.n + len(block) > limit:
+                block, lines = block.iloc[: limit - chk.n], lines[: limit - chk.n]
             ins = _numbers(block[cols[1]], str(p), cols[1], lines)
             if hcol:
                 for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
@@ -258,7 +304,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                 _numbers([b[2] for b in block], str(p), cols[2], lines), lines, raw_t)
         block.clear()
 
-    with open(p, encoding="utf-8-sig") as f:
+    with _open_text(p, encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -273,6 +319,8 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")
             if hcol:
                 chk.add_hashes(row.get(hcol), row[cols[1]], lineno, hcol, block_size)
+            elif chk.n == 0 and not block:
+                chk.unread_hash_ids = "hash_ids" in row
             block.append((row[cols[0]], row[cols[1]], row[cols[2]], lineno))
             if len(block) >= JSONL_BLOCK_ROWS:
                 flush()
@@ -329,8 +377,9 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
             _read_jsonl(p, cols, unit, limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
-    except OSError as e:
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({e.strerror})") from None
+    except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
+        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
+        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy
@@ -339,6 +388,12 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     t *= cfg.time_scale
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
+    if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":
+        # Mooncake's layout (hash_ids) read as a custom one: its ms timestamps as s spread the
+        # arrivals 1000 times wider, and its shared prefixes are not read, without a word
+        print(f"warning: {p}: the rows have Mooncake's hash_ids, but the trace is read with layout custom: "
+              "timestamps in s (Mooncake writes ms) and no shared prefixes; say layout: mooncake "
+              "(or time_unit and columns.hash_ids)", file=sys.stderr)
     zeros = int(np.count_nonzero(outs == 0))
     if zeros:
         # said once per read (a trace is read once per process): the lengths a run reports differ

@@ -363,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args) or 0)
         except (ConfigError, MissingDependency) as e:
+            if isinstance(e, ConfigError) and e.file == "<scenario>" and isinstance(getattr(args, "scenario", None), str):
+                # raised mid-run, where only the server arguments are at hand: name the file
+                e = ConfigError(args.scenario, e.key, e.value, e.allowed)
             print(f"specsched: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except BrokenPipeError:
@@ -372,6 +375,19 @@ def main(argv: list[str] | None = None) -> int:
 
             if isinstance(e, UnschedulableRequest):
                 print(f"specsched: error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            from specsched.sim.engine import Stalled
+            from specsched.sim.policy_loader import USER_POLICY_FILES, user_policy_failure
+
+            failed = user_policy_failure(e)
+            if failed is not None:  # the user's own policy code failed mid-run: its line, not ours
+                print(f"specsched: error: {failed}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            if isinstance(e, Stalled) and USER_POLICY_FILES:
+                # with only shipped policies a stall is the model's bug (traceback below)
+                print(f"specsched: error: {e}, under the user policy {', '.join(sorted(set(USER_POLICY_FILES.values())))}: "
+                      "one that never admits a waiting request (delays every pass, or leaves it out of its order) "
+                      "stalls the server", file=sys.stderr)
                 return EXIT_BAD_INPUT
             if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
                 print(f"specsched: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)

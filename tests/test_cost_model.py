@@ -73,6 +73,27 @@ def test_old_eager_factor_still_applies_without_eager_overhead():
     assert cm.step_s(9, 0) == pytest.approx(3.0 * g(9, 0))
 
 
+@pytest.mark.parametrize("srv", [{"cuda_graph_max_bs": 64}, {"disable_decode_cuda_graph": True}])
+def test_an_eager_step_the_profile_does_not_price_is_named(srv):
+    """SGLang runs a batch above its largest captured graph eagerly, kernel by kernel
+    (model_executor/cuda_graph_runner.py can_run), which is never faster than the replay.
+    The MI355X profile times no eager step (eager_factor assumed 1.0), so an eager batch is
+    priced as an unpadded replay: cuda_graph_max_bs 64 on the HT cell raised the predicted
+    throughput (7,809 -> 7,872 tok/s) without a word. The run now says so, once."""
+    cm = CostModel(mi355x(), server(**srv), warn_to=None)
+    cm.step_s(200, 4000)
+    cm.step_s(253, 4000)
+    lines = cm.range_warnings()
+    assert len(lines) == 1 and "eager" in lines[0] and "mi355x-dsv41-flash-tp4" in lines[0]
+    assert cm.range_warnings() == []
+    graph = CostModel(mi355x(), server(), warn_to=None)
+    graph.step_s(253, 4000)
+    assert graph.range_warnings() == []  # a captured size: nothing to say
+    priced = CostModel(mi355x(eager_factor=1.3), server(**srv), warn_to=None)
+    priced.step_s(253, 4000)
+    assert priced.range_warnings() == []
+
+
 # --------------------------------------------------------------------------- window axis
 @settings(max_examples=60, deadline=None)
 @given(bs=st.integers(1, 256), w=st.integers(2, 7), ctx=st.integers(0, 20_000))
@@ -91,6 +112,20 @@ def test_window_moves_the_token_part_not_the_context_part(bs, w, ctx):
     cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))), warn_to=None)
     ref = CostModel(p, server(speculative_num_draft_tokens=6, cuda_graph_bs=list(range(1, 257))), warn_to=None)
     assert cm.step_s(bs, ctx) - cm.step_s(bs, 512) == pytest.approx(ref.step_s(bs, ctx) - ref.step_s(bs, 512), abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(bs=st.integers(1, 64), w=st.integers(2, 8), ctx=st.integers(512, 6000))
+def test_a_window_rescales_query_work_but_every_request_still_reads_its_kv(bs, w, ctx):
+    """Invariant: on a grid that is per-query-token work plus each request's KV read (linear
+    in its context), a cycle at any window W costs exactly W tokens of work per request plus
+    each request's whole read, including the grid's first context column (before: that
+    column's read was rescaled with the tokens, bs x W / W0 requests' worth, so window 2
+    came out 11 % cheap on an H200 and window 8 2 % dear: docs/measurements/h200-v19.md)."""
+    p = ctx_profile()
+    cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))), warn_to=None)
+    # step_s reads the context to the nearest 10 tokens: at most 5 tokens' read per request off
+    assert cm.step_s(bs, ctx) == pytest.approx(2e-3 + 1e-5 * bs * w + 1e-7 * bs * ctx, abs=5e-7 * bs + 1e-12)
 
 
 # -------------------------------------------------------------------------- drafter axis
@@ -467,3 +502,55 @@ def test_padded_extend_needs_the_layout_length(tmp_path):
     p.write_text(yaml.safe_dump({k: v for k, v in bad.items() if k != "path"}))
     with pytest.raises(ConfigError, match="extend_layout_len"):
         load_profile(str(p))
+
+
+# ----------------------------------------------------------------- extend floor (INV-EXTEND-FLOOR)
+# Profiles whose extend grid is floored. The System B (agentic) profiles are fitted the
+# same way, through the origin, and still are: their floor would move the agentic cells.
+FLOORED = ["mi355x-dsv41-flash-tp4", "h200-1b", "h200-1b-v2", "h200-llama8b-roofline",
+           "h100-llama-3.1-8b-eagle3-analytic"]
+
+
+def _one_request_target_forward(p: Profile) -> float:
+    """One request's target forward: the batch-1 decode, or the batch-1 verify less the
+    drafter's share of it (gpu.draft_step / gpu.verify at batch 1)."""
+    g = p.gpu
+    if g.decode is not None:
+        return g.decode.interpolator("d")(1, g.decode.context_len[0])
+    share = g.draft_step.seconds[0][0] / g.verify.seconds[0][0] if g.draft_step is not None else 0.0
+    return g.verify.interpolator("v")(1, g.verify.context_len[0]) * (1 - share)
+
+
+@pytest.mark.parametrize("name", FLOORED)
+@settings(max_examples=40, deadline=None)
+@given(tokens=st.integers(1, 16384))
+def test_inv_extend_floor_no_extend_is_cheaper_than_one_requests_forward(name, tokens):
+    """INV-EXTEND-FLOOR: an extend forward reads every weight at least once, as one
+    request's decode or verify forward does, so it never costs less than that forward.
+    The MI355X profile's extend was linear through the origin: a 64-token prompt cost
+    0.9 ms against 8.6 ms for the 6-token batch-1 verify, and short prompts' TTFT on the
+    reference system came out about half of what the host terms and one forward give."""
+    p = load_profile(name)
+    g = p.gpu
+    spec = g.verify is not None
+    srv = ServerArgs.model_validate({"speculative_algorithm": "dspark" if spec else "none",
+                                     "speculative_num_draft_tokens": (g.verify_window or 4) if spec else 1,
+                                     "max_running_requests": 64, "max_total_num_tokens": 1_000_000,
+                                     "disable_prefill_cuda_graph": True})
+    cm = CostModel(p, srv, warn_to=None)
+    assert cm.extend_s([tokens], [0]) >= _one_request_target_forward(p) * (1 - 1e-9)
+
+
+def test_calibrate_keeps_the_extend_floor_when_it_refits():
+    """sim/calibrate.py apply() rewrites gpu.extend from the fitted 16K extend; it wrote a
+    line through the origin, which `specsched calibrate --write` would have put back."""
+    from specsched.sim.calibrate import apply
+
+    p = mi355x()
+    cf = {"launch_s": p.host.launch_s, "verify": {1: 0.0086, 8: 0.0143845, 32: 0.0237409, 64: 0.0320684}}
+    q = apply(p, cf, extend_16k=0.25, verify_256=0.08)
+    e = q.gpu.extend.interpolator("e")
+    floor = 0.0086 * (1 - p.gpu.draft_step.seconds[0][0] / p.gpu.verify.seconds[0][0])
+    assert e(1, 0) == pytest.approx(floor) and e(64, 0) == pytest.approx(floor)
+    # above the knee the line through the origin and the fitted 16K point, as before
+    assert e(16384, 0) == pytest.approx(0.25) and e(8192, 0) == pytest.approx(0.125, rel=1e-4)

@@ -108,3 +108,30 @@ def test_the_summary_counts_the_cells_never_measured_before_apart():
     cond = [{**r, "speed_factor": 1.0} for r in old + new]
     assert text.count("Never measured before round 18") == 1
     assert gv.summary_text(old + new, [], {}, [], [], cond).count("**3 of 10** within 5 %") == 2
+    # a later round's new cells are counted apart from everything measured before them
+    r19 = rows("small-chunk", [1.0, 1.0, 9.0, 9.0, 9.0])
+    assert ("Never measured before round 19 (small-chunk): **2 of 5** within 5 %; the other cells: **7 of 15**"
+            in gv.summary_text(old + new + r19, [], {}, [], []))
+
+
+def test_an_arm_that_resizes_the_model_gets_a_fresh_engine():
+    """A window sweep's arms: set_scenario refuses another window (round 20 lost two arms of
+    window-sweep to it), so the engine is rebuilt; an arm that only changes the rate reuses it."""
+    class Fake:
+        def __init__(self, sc):
+            self.sc, self.set = sc, 0
+
+        def accepts(self, sc):
+            return sc.server.spec_window == self.sc.server.spec_window
+
+        def set_scenario(self, sc):
+            self.sc, self.set = sc, self.set + 1
+
+    w4 = make_scenario()
+    w6 = make_scenario({"speculative_num_draft_tokens": 6})
+    first = gv.engine_for(gv.Job("s", "base", w4, "s", "s-base"), None, Fake)
+    again = gv.engine_for(gv.Job("s", "rate", w4, "s", "s-rate"), first, Fake)
+    assert again is first and first.set == 1
+    other = gv.engine_for(gv.Job("s", "w6", w6, "s", "s-w6"), first, Fake)
+    assert other is not first and other.sc is w6 and other.set == 0
+

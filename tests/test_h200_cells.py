@@ -76,3 +76,23 @@ def test_the_new_cells_differ_from_every_measured_one_where_they_say() -> None:
     q = new["queue-chunked"]
     assert q.workload.concurrency >= 2 * q.server.max_running_requests  # a standing queue
     assert q.workload.input_len.value * q.workload.input_len.range_ratio > 2 * q.server.chunked_prefill_size  # 3 chunks
+    # round 19's cells, each against every cell measured before it
+    before = {**old, **{c: sc for c, sc in new.items() if gv.FIRST_ROUND[c] < 19}}
+    assert all(sc.workload.burstiness is None for sc in before.values())
+    assert new["gamma-bursty"].workload.burstiness < 1 and new["gamma-bursty"].server.spec_window > 1
+    assert new["window2-closed"].server.spec_window < min(sc.server.spec_window for sc in before.values()
+                                                          if sc.server.spec_window > 1)
+    m8 = new["maxrun8-overload"]
+    assert m8.server.max_running_requests < min(sc.server.max_running_requests for sc in before.values())
+    assert m8.workload.kind == "poisson" and m8.server.spec_window == 1
+    ld = new["long-decode-nospec"]
+    assert ld.server.spec_window == 1 and ld.workload.input_len.value * ld.workload.input_len.range_ratio > 6000
+    assert not [c for c, sc in before.items() if sc.server.spec_window == 1
+                and sc.workload.input_len.value * sc.workload.input_len.range_ratio > 6000]
+    # round 20's: one workload, only the window moves across its arms
+    arms = {a: load_scenario(CELLS / "window-sweep.yaml", a) for a in arm_names(CELLS / "window-sweep.yaml")}
+    assert sorted(sc.server.spec_window for sc in arms.values()) == [2, 3, 4, 6, 8]
+    assert len({(sc.workload.model_dump_json(), sc.acceptance.model_dump_json()) for sc in arms.values()}) == 1
+    sc512 = new["small-chunk"]
+    assert sc512.server.chunked_prefill_size < min(sc.server.chunked_prefill_size for c, sc in before.items()
+                                                   if sc.server.spec_window > 1)

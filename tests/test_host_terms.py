@@ -35,7 +35,9 @@ from tests.conftest import load_benchmark, make_scenario, tiny_profile
 
 HOST_HEAVY = dict(launch_s=6e-3, schedule_s=1e-3, process_s=1e-3, launch_per_extend_s=2e-3,
                   slot_expansion_s=4e-4, extend_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [1e-3, 2e-3]},
-                  inject_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [3e-4, 5e-4]})
+                  inject_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [3e-4, 5e-4]},
+                  extend_own_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [6e-4, 1.2e-3]},
+                  inject_unprepared_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [4e-4, 6e-4]})
 """Host terms per verify (8 ms) well above the tiny profile's verify (2-2.3 ms): host-paced."""
 
 refs = st.floats(1e-4, 2e-3, allow_nan=False)

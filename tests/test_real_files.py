@@ -22,7 +22,12 @@ from specsched.cli import main
 DATA = Path(__file__).parent / "data"
 BENCH = sorted((DATA / "bench").iterdir())
 LOGS = DATA / "logs"
-_RENAMED = {"total_token_throughput": "total_throughput"}
+_RENAMED = {"total_token_throughput": "total_throughput",
+            # SGLang 0.1.24-0.2.11 (sglang/bench_serving.py benchmark()): the later names without units
+            "total_input": "total_input_tokens", "total_output": "total_output_tokens",
+            "total_output_retokenized": "total_output_tokens_retokenized", "mean_e2e_latency": "mean_e2e_latency_ms",
+            "median_e2e_latency": "median_e2e_latency_ms", "median_ttft": "median_ttft_ms", "median_itl": "median_itl_ms",
+            "output_token_throughput": "output_throughput", "benchmark_duration": "duration"}
 
 
 def _objs(path: Path) -> list[dict]:
@@ -72,6 +77,57 @@ def test_sglang_036_subset():
     assert (w["kind"], w["request_rate"], w["num_requests"]) == ("poisson", 8.0, 100)
     assert w["input_len"] == {"kind": "uniform", "value": 1024, "range_ratio": 0.0}
     assert scenario_from_bench(b, "h200-1b")[0]["workload"]["kind"] == "burst"
+
+
+def test_sglang_0211_names_without_units_and_no_request_count(tmp_path, capsys, monkeypatch):
+    """SGLang 0.1.24-0.2.11 append ``total_input``, ``median_ttft``, ``output_token_throughput``,
+    ``benchmark_duration`` ... (ms and s as the later ``_ms``/``duration`` keys) and no
+    ``completed``: read under the later names (they were refused as not bench_serving output);
+    a scenario cannot be built without a request count, said in one line naming the key."""
+    a, b = read_bench(DATA / "bench" / "sglang-0.2.11.jsonl")
+    assert a.summary == {"duration": 31.76, "total_input_tokens": 51234, "total_output_tokens": 12789,
+                         "total_output_tokens_retokenized": 12750, "output_throughput": 402.7,
+                         "median_ttft_ms": 61.2, "median_itl_ms": 17.9, "mean_e2e_latency_ms": 2311.4,
+                         "median_e2e_latency_ms": 2203.9}
+    assert a.extra == {} and a.num_prompts is None
+    assert (a.args["request_rate"], a.args["random_input_len"], b.args["request_rate"]) == (8.0, 1024, math.inf)
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{DATA / 'bench' / 'sglang-0.2.11.jsonl'}:1", "--profile", "h200-1b",
+                 "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sglang-0.2.11.jsonl:1: num_prompts" in err[0] and "--scenario" in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", [12.5, 1e20])
+def test_a_token_count_that_is_no_whole_int64_is_refused(tmp_path, bad):
+    """An ``input_lens`` entry with a fraction was cut to an integer, one past int64 became
+    garbage, both silently: refused naming the entry."""
+    obj = json.loads((DATA / "bench" / "sglang-0.4.6.post5-details.jsonl").read_text())
+    obj["input_lens"][1] = bad
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert (e.value.file, e.value.key, e.value.value) == (f"{p}:1", "input_lens[1]", bad)
+
+
+def test_a_failed_request_with_an_empty_error_text_is_failed(tmp_path):
+    """bench_serving (0.3.0-0.5.x request functions) fails a reply other than 200 with the
+    error ``response.reason or ""``: a reply without a reason phrase leaves the error text
+    empty. Such a request (TTFT 0.0, output 0, as every failed one) was counted a success:
+    not in ``failed``, and its prompt length and a 1-token output went into from-bench's
+    length histograms."""
+    obj = json.loads((DATA / "bench" / "sglang-0.4.6.post5-details.jsonl").read_text())
+    obj["errors"][2] = ""   # request 2 failed (ttft 0.0, output_lens 0) without a reason phrase
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    (r,) = read_bench(p)
+    assert r.details.ok.tolist() == [True, True, False, True]
+    assert to_run_data(r).summary["failed"] == 1
+    _, tables = scenario_from_bench(r, "h200-1b", lengths="details")
+    assert sorted(tables["input"]["length"].tolist()) == [512, 640, 800]
+    assert 1 not in tables["output"]["length"].tolist()
 
 
 def test_sglang_046_spec_line_without_details():
@@ -236,6 +292,18 @@ def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
     src = (DATA / "bench" / "sglang-0.3.6.jsonl").read_text()
     p.write_bytes(("\ufeff" + src.replace("\n", "\r\n")).encode())
     assert [r.summary["completed"] for r in read_bench(p)] == [100, 100]
+
+
+def test_vllms_misspelt_request_throughput_is_read(tmp_path):
+    """Early vLLM result files name the request throughput ``request_inthroughput``: read as
+    ``request_throughput`` (it was left in ``extra`` and missing from every comparison)."""
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({"backend": "vllm", "num_prompts": 10, "request_rate": "inf", "duration": 2.0,
+                             "completed": 10, "total_input_tokens": 1000, "total_output_tokens": 100,
+                             "request_inthroughput": 5.0, "input_throughput": 500.0, "output_throughput": 50.0,
+                             "mean_ttft_ms": 40.0, "median_ttft_ms": 39.0, "p99_ttft_ms": 60.0}))
+    (r,) = read_bench(p)
+    assert r.summary["request_throughput"] == 5.0 and r.extra["request_inthroughput"] == 5.0
 
 
 def test_p50_stands_in_for_a_missing_median(tmp_path):
@@ -431,6 +499,188 @@ def test_a_csv_with_a_byte_order_mark_and_spaces(tmp_path):
     assert load_trace(TraceConfig(path=str(p), layout="azure")).input_len.tolist() == [10]
 
 
+def test_a_csv_with_blank_lines_and_spaces_around_its_header_names(tmp_path):
+    """A blank line (an editor's trailing one, CRLF or LF, or one between rows) is no request:
+    it was read as a row of empty cells and refused ("<empty>: not a number"). Header names
+    with spaces on both sides match as the header check matches them (pandas was handed the
+    stripped names and refused the file as unreadable). Line numbers in errors still count
+    the blank lines."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    az = (DATA / "traces" / "azure-2023-code.csv").read_text().splitlines()
+    p = tmp_path / "t.csv"
+    p.write_bytes(("\r\n".join([az[0], az[1], "", *az[2:]]) + "\r\n\r\n\r\n").encode())
+    t = load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert t.arrival_s.tolist() == pytest.approx([0.0, 3.437851, 3.620142, 4.31941], abs=1e-6)
+    assert load_trace(TraceConfig(path=str(p), layout="azure"), limit=2).input_len.tolist() == [374, 396]
+    q = tmp_path / "h.csv"
+    q.write_text("TIMESTAMP ,ContextTokens , GeneratedTokens \n" + "\n".join(az[1:]) + "\n")
+    assert load_trace(TraceConfig(path=str(q), layout="azure")).input_len.tolist() == t.input_len.tolist()
+    r = tmp_path / "bad.csv"
+    r.write_text("\n".join([az[0], az[1], "", az[2].replace(",396,", ",x,")]) + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(r), layout="azure"))
+    assert (e.value.file, e.value.key, e.value.value) == (f"{r}:4", "ContextTokens", "x")
+
+
+def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
+    """A compressed copy (``gzip trace.jsonl``, ``gzip runs.jsonl``) reads as the file it was:
+    both were refused as "not a text file". Found by the first bytes: ``.csv.gz`` is a CSV,
+    ``.jsonl.gz`` a JSONL; a cut gzip file is refused in one line."""
+    import gzip
+
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    t = DATA / "traces"
+    for name, layout in (("azure-2023-code.csv", "azure"), ("mooncake-conversation.jsonl", "mooncake")):
+        z = tmp_path / f"{name}.gz"
+        z.write_bytes(gzip.compress((t / name).read_bytes()))
+        a, b = (load_trace(TraceConfig(path=str(f), layout=layout)) for f in (t / name, z))
+        assert a.arrival_s.tolist() == b.arrival_s.tolist() and a.input_len.tolist() == b.input_len.tolist()
+        assert a.prefix_reuse() == b.prefix_reuse()
+    src = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+    z = tmp_path / "runs.jsonl.gz"
+    z.write_bytes(gzip.compress(src.read_bytes()))
+    (a,), (b,) = read_bench(src), read_bench(z)
+    assert a.summary == b.summary and a.args == b.args and b.details.ttfts.tolist() == a.details.ttfts.tolist()
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(z.read_bytes()[:60])
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_bench(cut)
+    cut_trace = tmp_path / "cut.jsonl"
+    cut_trace.write_bytes(gzip.compress((t / "mooncake-conversation.jsonl").read_bytes())[:60])
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
+
+
+def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
+    """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
+    ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:
+    ``duration``, ``completed``, ``output_throughput`` of that window only) and
+    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``).
+    Both were read as bench_serving runs; they are refused, naming what they are."""
+    steady = {"concurrency_ratio": 0.9, "window_start": 3.1, "window_end": 20.4, "duration": 17.3,
+              "concurrency_threshold": 58, "completed": 410, "total_input": 420000, "input_throughput": 24277.5,
+              "total_output": 104960.0, "total_output_retokenized": 104900.0, "output_throughput": 6067.0,
+              "output_throughput_retokenized": 6063.5, "average_concurrency": 62.1, "peak_concurrency": 64,
+              "peak_output_throughput": 6400.0}
+    one = {"run_name": "default", "batch_size": 8, "input_len": 1024, "output_len": 16, "latency": 0.41,
+           "input_throughput": 52000.0, "output_throughput": 1500.0, "overall_throughput": 20300.0, "last_ttft": 0.12,
+           "last_gen_throughput": 1490.0, "acc_length": -1.0, "total_output_tokens": 128, "num_early_stopped": 0,
+           "steady_state_output_throughput": None, "steady_state_window_s": None, "cache_hit_rate": None}
+    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server")):
+        p = tmp_path / name
+        p.write_text(json.dumps(obj) + "\n")
+        with pytest.raises(ConfigError) as e:
+            read_bench(p)
+        assert e.value.file == f"{p}:1" and what in e.value.allowed
+
+
+def test_a_generated_text_with_a_unicode_line_separator_keeps_its_line_whole(tmp_path):
+    """A writer that keeps non-ASCII as it is (``ensure_ascii=False``; serde_json) leaves
+    U+2028 or U+0085 raw inside a generated text; ``str.splitlines`` broke the JSON line there
+    and the run was refused as truncated. Lines end at newlines only."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text())
+    obj["generated_texts"][0] = "first\u2028second\x85third"
+    p = tmp_path / "r.jsonl"
+    p.write_text((json.dumps(obj, ensure_ascii=False) + "\n") * 2, encoding="utf-8")
+    a, b = read_bench(p)
+    assert (a.source, b.source) == (f"{p}:1", f"{p}:2") and a.summary == b.summary
+    assert read_bench_one(f"{p}:2").details.ttfts.tolist() == obj["ttfts"]
+
+
+def test_bench_servings_printed_report_is_named_as_such(tmp_path):
+    """A saved console report (bench_serving prints it under " Serving Benchmark Result ",
+    0.5.23 ``benchmark/serving.py`` ``benchmark()``) is refused as what it is, not as a
+    truncated JSON line."""
+    p = tmp_path / "report.txt"
+    p.write_text("\n" + " Serving Benchmark Result ".center(50, "=") + "\nBackend:   sglang\nMedian TTFT (ms):  40.1\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:2" and "--output-file" in e.value.allowed and "truncated" not in e.value.allowed
+
+
+def test_a_mooncake_trace_read_without_its_layout_is_said(tmp_path, capsys):
+    """A Mooncake file under the default layout (custom: the same key names, time in s) ran
+    its ms timestamps as seconds (arrivals 1000 times wider) and shared no prefix, without a
+    word; now a warning names the layout to use. A custom layout that states its unit, or a
+    file without hash_ids, says nothing."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    f = DATA / "traces" / "mooncake-conversation.jsonl"
+    assert load_trace(TraceConfig(path=str(f))).arrival_s[2] == 3052.0   # as the scenario says, warned
+    err = capsys.readouterr().err
+    assert "hash_ids" in err and "layout: mooncake" in err and str(f) in err
+    csv = tmp_path / "m.csv"
+    csv.write_text("timestamp,input_length,output_length,hash_ids\n0,600,5,1 2\n3052,700,6,1 3\n")
+    load_trace(TraceConfig(path=str(csv)))
+    assert "layout: mooncake" in capsys.readouterr().err
+    load_trace(TraceConfig(path=str(f), time_unit="ms"))
+    load_trace(TraceConfig(path=str(f), layout="mooncake"))
+    plain = tmp_path / "p.jsonl"
+    plain.write_text('{"timestamp": 0, "input_length": 5, "output_length": 2}\n')
+    load_trace(TraceConfig(path=str(plain)))
+    assert capsys.readouterr().err == ""
+
+
+def test_tab_and_semicolon_separated_traces(tmp_path):
+    """A tab-separated export or a spreadsheet's semicolon-separated CSV reads as the comma
+    one (the header was one unknown column: refused as missing TIMESTAMP)."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    src = DATA / "traces" / "burstgpt.csv"
+    want = load_trace(TraceConfig(path=str(src), layout="burstgpt"))
+    for sep, name in (("\t", "b.tsv"), (";", "b.csv")):
+        p = tmp_path / name
+        p.write_text(src.read_text().replace(",", sep))
+        t = load_trace(TraceConfig(path=str(p), layout="burstgpt"))
+        assert t.arrival_s.tolist() == want.arrival_s.tolist() and t.output_len.tolist() == want.output_len.tolist()
+
+
+def test_a_trace_length_past_int64_is_refused(tmp_path):
+    """A length of 1e300 (a float in a JSON row, integer-valued) passed the integer check and
+    was cast to garbage; now refused naming the line."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+                 '{"timestamp": 5, "input_length": 1e300, "output_length": 2}\n')
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    assert (e.value.file, e.value.key) == (f"{p}:2", "input_length")
+
+
+def test_a_trace_in_local_time_across_a_daylight_saving_switch(tmp_path):
+    """Times written with their UTC offset change offset at a daylight-saving switch; pandas
+    refuses to mix offsets unless told to convert, and the trace was refused as "not a
+    readable CSV". Read on one clock (UTC), the gaps are the real ones."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-03-31 01:59:59.5+01:00,10,2\n"
+                 "2024-03-31 03:00:00.5+02:00,11,2\n2024-03-31 03:00:01+02:00,12,3\n")
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx([0.0, 1.0, 1.5])
+
+
+def test_a_date_in_a_seconds_column_says_which_time_unit_reads_it(tmp_path):
+    """An Azure-like file under ``layout: custom`` (time unit s): the refusal names the unit
+    that reads it."""
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    cols = {"timestamp": "TIMESTAMP", "input_len": "ContextTokens", "output_len": "GeneratedTokens"}
+    path = str(DATA / "traces" / "azure-2023-code.csv")
+    with pytest.raises(ConfigError, match="time_unit: datetime"):
+        load_trace(TraceConfig(path=path, columns=cols))
+    assert len(load_trace(TraceConfig(path=path, columns=cols, time_unit="datetime"))) == 4
+
+
 # ------------------------------------------------------------------ bad input, every reader
 
 def _trace_yaml(tmp_path, trace):
@@ -481,10 +731,27 @@ def test_a_directory_and_a_gzipped_log(tmp_path):
     with gzip.open(p, "wt") as f:
         f.write((LOGS / "sglang-0.5.23.log").read_text())
     assert len(parse_server_log(p)) == 5
+    renamed = tmp_path / "server.log.1"   # compressed under a name without .gz: read by its first bytes
+    renamed.write_bytes(p.read_bytes())
+    assert len(parse_server_log(renamed)) == 5
     q = tmp_path / "broken.log.gz"
     q.write_bytes(p.read_bytes()[:40])
     with pytest.raises(ConfigError, match="cannot be read"):
         parse_server_log(q)
+
+
+def test_log_line_numbers_are_an_editors_past_a_progress_bar(tmp_path):
+    """The server redraws tqdm bars with a bare "\r" (capturing CUDA graphs at start-up);
+    read as line ends they moved every later line number (``line``, and error locations)
+    away from what an editor or ``grep -n`` shows. CRLF lines still read."""
+    text = (LOGS / "sglang-0.5.23.log").read_text().splitlines()
+    bar = "Capturing batches (bs=8):  50%|#####     | 1/2 [00:01<00:01]\rCapturing batches (bs=4): 100%|##########| 2/2"
+    p = tmp_path / "s.log"
+    p.write_bytes("\r\n".join([bar, *text, ""]).encode())
+    log = parse_server_log(p)
+    want = [i for i, t in enumerate([bar, *text], start=1) if " batch" in t and ("Prefill" in t or "Decode" in t)]
+    assert log["line"].tolist() == want
+    assert log["running_req"].tolist() == parse_server_log(LOGS / "sglang-0.5.23.log")["running_req"].tolist()
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,7 +5,8 @@ Poisson arrivals, prompts longer than a chunk, a short window with low acceptanc
 that retracts, batches above cuda_graph_max_bs, long contexts; and, never measured before
 round 18, Poisson arrivals with speculation, a long window with high acceptance, long-tailed
 lengths from a histogram file, short outputs at a fixed --max-concurrency, a standing queue
-with chunked prompts); here each is shrunk (tiny
+with chunked prompts; and before round 19, bursty gamma arrivals, window 2, overload into 8
+slots, plain decode past 6K context, 512-token chunks beside verifies); here each is shrunk (tiny
 model, short prompts and outputs, a pool scaled with them) and run to completion by both
 engines. Where the decisions do not depend on time (bursts: every request is there at 0),
 both engines must make the same batch plans.
@@ -38,7 +39,10 @@ TINY = {
     # sglang 0.5.23's batch_is_full latch admission over-commits only after a request leaves)
     "kv-retract": {"workload.num_requests": 8, "workload.input_len.value": 16, "workload.output_len.value": 96,
                    "server.max_running_requests": 4, "server.max_total_num_tokens": 320,
-                   "server.speculative_num_draft_tokens": 4},
+                   "server.speculative_num_draft_tokens": 4,
+                   # the cell's acceptance as stated, at this window (a window what-if would
+                   # carry it from the cell's window 6: fewer accepted, no retraction here)
+                   "acceptance.window": 4},
     "above-graph-bs": {**SMALL, "workload.num_requests": 6, "workload.concurrency": 5,
                        "server.cuda_graph_max_bs": 2},
     "long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,
@@ -53,6 +57,18 @@ TINY = {
     "queue-chunked": {"workload.num_requests": 16, "workload.concurrency": 16, "server.max_running_requests": 8,
                       "workload.input_len.value": 160, "workload.output_len.value": 32,
                       "server.chunked_prefill_size": 64, "server.max_prefill_tokens": 64},
+    # round 19's cells
+    "gamma-bursty": {**SMALL, "workload.num_requests": 6, "workload.request_rate": 400.0},
+    "window2-closed": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
+    "maxrun8-overload": {**SMALL, "workload.num_requests": 8, "workload.request_rate": 4000.0,
+                         "server.max_running_requests": 2},
+    "long-decode-nospec": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 160,
+                           "workload.output_len.value": 16, "server.chunked_prefill_size": 64,
+                           "server.max_prefill_tokens": 64},
+    "small-chunk": {"workload.num_requests": 4, "workload.request_rate": 400.0, "workload.input_len.value": 160,
+                    "workload.output_len.value": 16, "server.chunked_prefill_size": 48,
+                    "server.max_prefill_tokens": 48},
+    "window-sweep": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
@@ -114,3 +130,17 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
             delayed = measured.summary["num_delayed_passes"]
             assert (delayed > 0) == (a == "base") and (simulated.summary["num_delayed_passes"] > 0) == (a == "base")
             assert (measured.steps["num_extend_tokens"] == 64).sum() >= 2 * n
+
+
+def test_the_engine_accepts_another_rate_but_not_another_window():
+    """RuntimeEngine.accepts: what set_scenario can take without resizing the model."""
+    from specsched.analysis.overrides import load_scenario_with_overrides as load
+
+    path = CELLS / "window-sweep.yaml"
+    sc = load(path, "base", TINY["window-sweep"])
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    assert eng.accepts(sc)
+    assert not eng.accepts(load(path, "w3", TINY["window-sweep"]))
+    with pytest.raises(ValueError, match="build a new engine"):
+        eng.set_scenario(load(path, "w8", TINY["window-sweep"]))
+
