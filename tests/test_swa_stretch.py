@@ -79,13 +79,36 @@ def _swa_state(s) -> tuple:
                (272, 130), (1, 1), (1, 19), (21, 149), (15, 105)],
          arrive=[17, 0, 0, 0, 24, 0, 30, 0, 29, 29, 0, 29, 16, 0, 23, 0], frac=0.0, max_iters=1,
          stop_at_finish=True, seed=0)
+# an SWA pool of 25 under three decodes of window 4 and eviction interval 15: request 7 is
+# retracted, re-admitted at once cut to the free SWA (0.5.23 SWAPrefillBudget.check_prefill's
+# _chunk_cap), re-prefilled a few tokens a pass while the decodes wait, retracted again at
+# its first decode; the kept requests commit a token each cycle and the run ends at pass
+# 3,001: slow, not stalled
+@example(server={"max_running_requests": 8, "max_total_num_tokens": 2001, "chunked_prefill_size": 1024,
+                 "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                 "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "0.5.23",
+                 "semantics_rules": {}, "page_size": 1, "sliding_window_size": 4, "swa_full_tokens_ratio": 0.0125,
+                 "swa_eviction_interval": 15, "disable_radix_cache": False},
+         lens=[(1, 1), (1, 1), (1, 136), (1, 1), (1, 1), (1, 1), (26, 113), (103, 74), (1, 1), (1, 1)],
+         arrive=[0, 0, 11, 0, 0, 0, 11, 11, 0, 0, 0, 0, 0, 0, 0, 0], frac=0.0, max_iters=1,
+         stop_at_finish=False, seed=0)
 def test_inv7_swa_decode_stretch_gives_the_step_by_step_passes(server, lens, arrive, frac, max_iters,
                                                                stop_at_finish, seed):
     sc = _scenario(server, seed=seed)
     s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
     in_flight = None
     collapsed = 0
-    for p in range(3_000):
+    # a stall is no token committed and no request finished for longer than prefilling
+    # every prompt and output again a token a pass takes (the longest that extends can hold
+    # the decodes off); a small SWA pool's retract / re-prefill cycles are slow, not stalled
+    # (each commits a token), so the run goes on while it makes tokens
+    stall_after = 2 * sum(a + b for a, b in lens) + max(arrive) + 100
+    made, made_at = -1, 0
+    for p in range(200_000):
+        now = sum(r.output_len + (r.status is ReqStatus.FINISHED) for r in s.reqs.values())
+        if now > made:
+            made, made_at = now, p
+        assert p - made_at <= stall_after, f"stalled: nothing committed from pass {made_at} to {p}"
         if in_flight is not None:
             finishes_left = len(lens) - sum(r.status is ReqStatus.FINISHED for r in s.reqs.values())
             before = (_state(s, dev), _swa_state(s))
