@@ -172,3 +172,19 @@ def test_an_engine_that_cannot_take_the_next_arm_is_gone_before_the_next_is_buil
              gv.Job("s", "w6", w6, "s", "s-w6")])
     assert not val.failures
     assert alive_at_build == [False, False]  # two engines built: the w6 arm's after the first was freed
+
+
+def test_an_engine_does_not_take_an_arm_with_another_kv_pool():
+    """runtime/engine.py sizes the device KV pool from max_total_num_tokens (it holds what the
+    scheduler's ledger holds); an arm with a larger pool reusing the engine would hand out
+    slots the device pool does not have, a smaller one would measure another pool. Both need
+    a fresh engine, as a window does."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.engine import RuntimeEngine
+
+    base = make_scenario({"max_total_num_tokens": 20_000})
+    held = SimpleNamespace(scenario=base)
+    assert RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 20_000}))
+    assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 40_000}))
+    assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 10_000}))
