@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from specsched.sim.config import Scenario, deep_merge, load_scenario, validation_error
+from specsched.sim.config import (
+    Scenario,
+    deep_merge,
+    load_scenario,
+    pin_acceptance_window,
+    validation_error,
+)
 from specsched.sim.errors import ConfigError
 from specsched.sim.yaml_io import load_yaml_text
 
@@ -233,7 +239,7 @@ def load_scenario_with_overrides(
         check_key(key, str(path), value)
     data = scenario.model_dump(mode="json", exclude_unset=True)
     data = _rederive_turn_count(data, overrides)
-    merged = deep_merge(data, nest(overrides))
+    merged = deep_merge(data, pin_acceptance_window(data, nest(overrides)))
     try:
         scenario = Scenario.model_validate(merged)
     except ValidationError as e:

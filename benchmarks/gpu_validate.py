@@ -208,6 +208,12 @@ class Validation:
                     self.skipped.append(name)
                     continue
                 t0 = time.perf_counter()
+                if eng is not None and hasattr(eng, "accepts") and not eng.accepts(job.scenario):
+                    # an arm that resizes the model: this loop's name is the last one holding
+                    # the old engine, so drop it here, or its device memory is still taken when
+                    # the next engine sizes its pool against the free memory (engine_for)
+                    eng = None
+                    _free_device_memory()
                 try:
                     eng = self._one(job, eng, walls, t0)
                 except Exception as e:  # report, then go on with a fresh engine
@@ -463,8 +469,9 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
 def engine_for(job: Job, eng, make):
     """The engine to measure ``job`` with: ``eng`` set to the job's scenario when it can take
     it (:meth:`runtime.engine.RuntimeEngine.accepts`: same window, slots, graph limits and
-    workload), else a fresh one from ``make(scenario)``, the old one's device memory freed
-    first (an arm that resizes the model, as a window sweep's arms do)."""
+    workload), else a fresh one from ``make(scenario)`` (an arm that resizes the model, as a
+    window sweep's arms do). The old one's device memory is freed first only where no caller
+    still holds it: :meth:`Validation.run` drops its own name before the call."""
     if eng is not None and eng.accepts(job.scenario):
         eng.set_scenario(job.scenario)
         return eng

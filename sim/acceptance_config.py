@@ -43,7 +43,7 @@ class AcceptanceConfig(BaseModel):
     per_position_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(None, min_length=1, description="P(draft i accepted | drafts < i accepted), i = 1..window - 1.")
     histogram: list[Annotated[float, Field(ge=0.0)]] | None = Field(None, min_length=1, description="P(accept length = k), k = 1..len (<= window); sums to 1.")
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
-    window: int | None = Field(None, ge=2, le=64, description="Verify window the acceptance was measured at (None: the scenario's window, and the acceptance does not carry to other windows).")
+    window: int | None = Field(None, ge=2, le=64, description="Verify window the acceptance was measured at (None: the scenario's window; an arm, --set or sweep axis that moves the window carries the rates from the file's window, as if it were given).")
     rate_decay: float = Field(1.0, gt=0.0, le=1.0, description="p_(i+1) / p_i of the rates derived from a mean accept length and of rates continued past the last given one (1: a constant rate, i.e. a truncated geometric accept length).")
 
     @model_validator(mode="after")

@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 from specsched.sim.errors import ConfigError
+from specsched.sim.metrics import finite_percentiles
 from specsched.sim.tables import column, notna
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
@@ -662,9 +663,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         for key, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e_latency", "e2e_s")):
             v = column(req, col, float)[done] * 1000.0
             v = v[np.isfinite(v)]
-            if v.size:
-                extra[f"p95_{key}_ms"] = float(np.percentile(v, 95))
-                extra[f"p90_{key}_ms"] = float(np.percentile(v, 90))
+            if v.size:   # np.percentile's values without its import of numpy.ma
+                extra[f"p95_{key}_ms"], extra[f"p90_{key}_ms"] = finite_percentiles(v, (95, 90))
         sends = bool((column(req, "start_s")[done] > 0).any())   # a run, not a file's per-request lists
         if sends:
             extra.update(_peaks(req, _table(run, "chunks")))

@@ -293,6 +293,37 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     return resolve_loaded(chosen)
 
 
+WINDOW_KEYS = ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk")
+"""Server keys that can change the verify window a scenario's acceptance was stated at."""
+
+
+def pin_acceptance_window(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` (a nested mapping) with ``acceptance.window`` set to ``base``'s verify
+    window when the override moves the window and ``base`` states its acceptance without
+    one (and the override states no acceptance of its own).
+
+    A scenario's acceptance was measured with the drafter at the scenario's window, so a
+    what-if at another window (an arm, ``--set``, a sweep axis) carries its per-position
+    rates from there (sim/acceptance.py), as ``acceptance.window`` does when given. Left
+    unset, the mean accept length was taken at every window as given: a window sweep on
+    the H200 low-acceptance cell (1.6 at window 4) drew 1.6 at window 2 and at window 8, and
+    the high-acceptance cell (6.0 at window 8) refused window 4 as 'exceeds the verify window'."""
+    acc, srv = base.get("acceptance"), base.get("server")
+    over_srv = override.get("server")
+    if (not isinstance(acc, dict) or not acc or acc.get("window") is not None or "acceptance" in override
+            or not isinstance(srv, dict) or not isinstance(over_srv, dict)
+            or not any(k in over_srv for k in WINDOW_KEYS)):
+        return override
+    try:
+        w0 = ServerArgs.model_validate(srv).accept_window
+        w1 = ServerArgs.model_validate(deep_merge(srv, over_srv)).accept_window
+    except (ValidationError, ValueError, TypeError):
+        return override  # the merged scenario's validation names what is wrong
+    if w0 < 2 or w1 < 2 or w0 == w1:
+        return override
+    return deep_merge(override, {"acceptance": {"window": w0}})
+
+
 def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
     """The scenario with ``arm``'s overrides merged in, validated; errors inside an arm's
     overrides are named ``arms.<arm>.<key>``."""
@@ -302,7 +333,7 @@ def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
     for forbidden in ("arms", "arm", "name"):
         if forbidden in override:
             raise ConfigError(str(path), f"arms.{arm}.{forbidden}", override[forbidden], "an arm cannot override this key")
-    merged = deep_merge(raw, override)
+    merged = deep_merge(raw, pin_acceptance_window(raw, override))
     merged["arm"] = arm
     merged["path"] = str(path)
     try:

@@ -145,6 +145,7 @@ class CostModel:
         # moment this module was imported (closed since, under a test's captured output)
         self.warn_to = sys.stderr if warn_to == "stderr" else warn_to
         self._warned: set[tuple[str, str]] = set()
+        self._eager_unpriced = False  # an eager step priced as its graph replay (range_warnings)
         src = profile.path or profile.name
         spec = server.speculative_algorithm
         self.spec = spec.enabled
@@ -253,6 +254,8 @@ class CostModel:
                     t = max(t, self.eager_issue_s(bs))
             else:
                 t *= g.eager_factor
+                if g.eager_factor == 1.0 and g.eager_host_issue_s is None:
+                    self._eager_unpriced = True
         return t
 
     def _c0_read(self, n: float) -> float:
@@ -410,7 +413,7 @@ class CostModel:
         Charging the extend's own lead without a block too, and the injection its unprepared
         lead (host.inject_unprepared_idle_lead_by_tokens: recorded, not charged), predicted
         worse: 299 against 309 of 450 H200 figures within 5 % over rounds 17-20
-        (docs/measurements/h200-v19.md), plain decoding, which has no injection, included."""
+        (docs/measurements/h200-v20.md), plain decoding, which has no injection, included."""
         h = self.h
         if part == "inject":
             table = h.inject_idle_lead_by_tokens
@@ -501,6 +504,16 @@ class CostModel:
                        if axis == "context_len" else "linearly from the last measured segment")
                 lines.append(f"warning: profile {self.profile.name}: {interp.name} queried at {axis} {q:g}, beyond the "
                              f"measured range {pts[0]:g}..{pts[-1]:g}; extrapolating {how}")
+        if self._eager_unpriced and ("eager", "") not in self._warned:
+            # SGLang runs a batch above the largest captured graph eagerly, kernel by kernel
+            # (model_executor/cuda_graph_runner.py can_run); a profile that timed no eager
+            # step prices it as an unpadded graph replay, which comes out faster, not slower
+            self._warned.add(("eager", ""))
+            why = ("every decode/verify step runs eagerly (server.disable_decode_cuda_graph)" if self.graph_max == 0
+                   else f"batches above server.cuda_graph_max_bs ({self.graph_max}) run eagerly")
+            lines.append(f"warning: profile {self.profile.name}: {why}, and the profile times no eager "
+                         "step (gpu.eager_factor 1, no gpu.eager_overhead_s or gpu.eager_host_issue_s): they are "
+                         "priced as graph replays without padding, so eager can come out faster than a graph")
         if out is not None:
             for line in lines:
                 print(line, file=out)

@@ -94,6 +94,10 @@ class DeviceTokens:
         ``cycles`` None leaves the verify cycles alone (no speculative decoding)."""
         if isinstance(committed, np.ndarray):
             committed = committed.tolist()
-        self.committed.update(zip(rids, committed, strict=True))
+        if len(committed) != len(rids):
+            raise ValueError(f"set_state: {len(committed)} counts for {len(rids)} requests")
+        have = self.committed
+        for i, rid in enumerate(rids):   # by index: zip(..., strict=True) builds a keyword dict per call
+            have[rid] = committed[i]
         if cycles is not None:
             self.cycles.update(zip(rids, cycles.tolist(), strict=True))

@@ -85,10 +85,23 @@ def tp_group_kv_ratio(profile, dp_size: int) -> float | None:
     analytic profile's TP group into ``dp_size`` attention ranks: ``min(tp, kv_heads) /
     min(tp / dp, kv_heads)`` for GQA/MHA (each GPU holds more KV heads of fewer requests), 1
     for MLA (the latent is replicated on every TP rank, so each GPU reads its own requests'
-    whole latent either way). None when the profile is not an analytic profile of a TP group
-    that ``dp_size`` divides: such a profile is read per rank (as the shipped agentic one)."""
+    whole latent either way). None when the profile does not time a TP group that ``dp_size``
+    divides: such a profile is read per rank (as the shipped agentic one, ``tp_size: 1``).
+
+    A measured profile whose ``hardware.tp_size`` is above 1 timed the whole TP group's
+    forward too (the MI355X TP4 profile): read per rank, each rank's batch ran as if it had
+    the group's GPUs to itself and DP attention on 4 ranks more than doubled a burst's
+    throughput. Its model's heads are not known, so the ratio is 1 when ``hardware.mla``
+    says the latent is replicated and ``dp_size`` otherwise (KV heads >= TP, so a GPU reads
+    the same bytes per step whichever way the requests are split)."""
     a = profile.analytic or {}
     model, tp = a.get("model") or {}, int(a.get("tp") or 0)
+    if not a:
+        hw = profile.hardware
+        tp = hw.tp_size if hw is not None else 1
+        if dp_size < 2 or tp < 2 or tp % dp_size:
+            return None
+        return 1.0 if hw.mla else float(dp_size)
     if dp_size < 2 or tp < dp_size or tp % dp_size:
         return None
     if model.get("kv_lora_rank"):

@@ -242,12 +242,18 @@ class SimEngine(Clients, EngineStretch):
         self._inject_prepared = False
         cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
         self._cross_queue_pending = False
-        start = max(now, self._gpu_free)  # INV-6: one forward at a time on the stream
+        # max(a, b) written out as b if b > a else a (its very comparison and choice):
+        # builtin min/max parse their arguments through a tuple on every call in 3.11
+        free = self._gpu_free
+        start = free if free > now else now  # INV-6: one forward at a time on the stream
         # an eager forward's kernels run as the host issues them: it ends no earlier than
         # the issue does, and the host is busy issuing until then (below); on an idle
         # stream an extend's first kernels trail the launch (CostModel.idle_lead_s)
-        work_from = max(now + self.cost.idle_lead_s(op.plan, op.part), self._gpu_free)
-        end = max(work_from + cost.total_s, now + issue)
+        lead = now + self.cost.idle_lead_s(op.plan, op.part)
+        work_from = free if free > lead else lead
+        end, issued = work_from + cost.total_s, now + issue
+        if issued > end:
+            end = issued
         self._gpu_free = end
         # the inject launch belongs to the same step: its handle carries the step's output
         output = self.device.step(op.plan) if op.part == "main" else self._last_output

@@ -17,7 +17,12 @@ class ConfigError(ValueError):
 
     def __init__(self, file: str, key: str, value: object, allowed: str) -> None:
         self.file, self.key, self.value, self.allowed = file, key, value, allowed
-        super().__init__(f"{file}: {key} = {value!r}: {allowed}")
+        # args are the fields, so that type(e)(*e.args) rebuilds it: SimPy re-raises a
+        # process's exception that way, and a process pool pickles it that way
+        super().__init__(file, key, value, allowed)
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key} = {self.value!r}: {self.allowed}"
 
 
 class FieldError(ValueError):

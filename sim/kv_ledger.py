@@ -294,7 +294,11 @@ class KVLedger:
         """
         if n < 0:
             raise ValueError(f"cannot reserve {n} tokens")
-        new_len = max(req.kv_len, req.prefill_done + n)  # before the caller advances prefill_done
+        # max(kv_len, prefill_done + n), before the caller advances prefill_done (written
+        # out: builtin max parses its arguments through a tuple on every call in 3.11)
+        new_len = req.prefill_done + n
+        if new_len <= req.kv_len:
+            new_len = req.kv_len
         if self.swa_capacity:
             self._swa_take(self.swa_reserve_need(req, n))
             if not req.kv_len and req.prefill_done:  # a prefix hit: the prefix is the tree's
@@ -641,11 +645,14 @@ class KVLedger:
         """
         delta = 0
         fin = finished if finished is not None else [False] * len(held)
-        for r, h, f in zip(reqs, held, fin, strict=True):
+        if not len(reqs) == len(held) == len(fin):
+            raise ValueError(f"settle: {len(reqs)} requests, {len(held)} held counts, {len(fin)} finished flags")
+        for i, r in enumerate(reqs):   # by index: a zip(..., strict=True) per stretch costs more
+            h = held[i]
             d = h - r.kv_allocated
             delta += d
             r.kv_allocated = h
-            r.kv_len = 0 if f else r.kv_len + d
+            r.kv_len = 0 if fin[i] else r.kv_len + d
         if self.used + delta != used or not 0 <= used <= self.capacity or peak > self.capacity:
             raise KVPoolExhausted(f"stretch KV: {self.used} + {delta} != {used} or over {self.capacity}")
         self.used = used

@@ -241,8 +241,9 @@ def _check_dp_divides_tp(scenario: Scenario) -> None:
     ``handle_data_parallelism``): the attention ranks split the group's GPUs. Such a profile
     used to be read per rank (sim/dp_attention.py ``tp_group_kv_ratio`` None), each rank
     timed as if it had the profile's whole group to itself: an 8B TP1 profile with dp_size 4
-    decoded as if on four GPUs. A measured per-rank profile (``analytic`` absent) is read per
-    rank as before."""
+    decoded as if on four GPUs. A measured profile of a TP group (``hardware.tp_size`` above
+    1) is checked the same way; one with ``tp_size`` 1 is a per-rank profile, read per rank
+    as before."""
     from specsched.sim.profile import load_profile
 
     servers = [("server", scenario.server)]
@@ -252,17 +253,20 @@ def _check_dp_divides_tp(scenario: Scenario) -> None:
     if not dp:
         return
     try:
-        analytic = load_profile(scenario.profile, relative_to=scenario.path or None).analytic
+        prof = load_profile(scenario.profile, relative_to=scenario.path or None)
     except (ConfigError, OSError):
         return
-    tp = analytic.get("tp") if isinstance(analytic, dict) else None
+    analytic, kind = prof.analytic, "analytic"
+    tp = analytic.get("tp") if isinstance(analytic, dict) and analytic else None
+    if tp is None and not analytic and prof.hardware is not None and prof.hardware.tp_size > 1:
+        tp, kind = prof.hardware.tp_size, "measured TP-group"
     if not isinstance(tp, int) or tp < 1:
         return
     for where, size in dp:
         if tp % size:
             ok = [d for d in range(1, tp + 1) if tp % d == 0]
             raise ConfigError(scenario.path or "<scenario>", f"{where}.dp_size", size,
-                              f"must divide the TP size {tp} of the analytic profile {scenario.profile} "
+                              f"must divide the TP size {tp} of the {kind} profile {scenario.profile} "
                               f"(allowed: {', '.join(map(str, ok))}): SGLang asserts tp_size % dp_size == 0 "
                               "with DP attention, whose ranks share the TP group's GPUs")
 

@@ -89,8 +89,9 @@ class PlainOutcome:
         device: the device's committed counts.
         used, peak: KV pool slots in use after the n iterations; the largest reservation.
         plan, output: P_{n-1} and what the device commits for it.
-        deliver: (indices, first and last delivering iteration, both): see
-            :meth:`PlainRun.deliveries`.
+        deliver: (spans, both): a (rid, first, last delivering iteration) tuple for each
+            request that gets tokens, and ``both`` of :meth:`PlainRun.deliveries` (what
+            :meth:`sim.records.Recorder.deliver_ones` takes).
         finished: indices of the requests completed by the n iterations (at T_{fin + 1}).
     """
 
@@ -113,6 +114,11 @@ class PlainRun:
             length, KV slots held, tokens the forward in flight commits (0 if not in it).
         fin: iteration whose processing completes the request (-1: finished before).
         last: last plan index holding the request (-1: none).
+        rows: per request, the tuple (req, last, cap, d0, fin, rid, inp, kv0, x0, h0):
+            what :meth:`compute` read and :meth:`outcome` reads back, as one tuple per
+            request (one append here and one unpacking there; six lists built with
+            appends and read back through a zip of nine cost about twice as much over
+            a stretch's handful of requests). cap, d0, h0, inp and kv0 are its columns.
         bs0, ctx0: batch size and context sum (tokens) of P_0.
         changes: (j, bs, base) for j >= 1 in increasing j: from iteration j on, P_j holds
             ``bs`` requests with contexts summing to base + j * bs (until the next entry).
@@ -120,7 +126,7 @@ class PlainRun:
         first_step: the plan index of P_0.
     """
 
-    __slots__ = ("stop", "reqs", "rid_list", "num_merged", "cap", "h0", "d0", "inp", "kv0", "x0", "fin", "last",
+    __slots__ = ("stop", "reqs", "rid_list", "num_merged", "rows", "x0", "fin", "last",
                  "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "min_fin", "_outcome")
     spec = False
     window = 1
@@ -156,32 +162,35 @@ class PlainRun:
         get = device.committed.get
         n_prev = m - prev_plan.batch_size
         x0 = [0] * n_prev + prev_output.counts()
-        rids, d0, cap, h0, inp, kv0 = [], [], [], [], [], []
+        if len(x0) != m:
+            raise ValueError(f"the forward in flight has {prev_plan.batch_size} rows and {len(x0) - n_prev} counts")
+        rids, rows = [], []
         fin = [-1] * m
         last = [-1] * m
         nlive = fin0 = bs0 = ctx0 = held = base = 0    # held: slots all plans would reserve
         min_fin = MAX_STOP
         order = []   # (first plan without it, its context in P_1 minus 1) for P_1's requests
         drop = 1 if skip_finishing else 0
-        for i, (r, xi) in enumerate(zip(reqs, x0, strict=True)):
+        # x0 read by index (its length is checked above): zip(..., strict=True) builds a
+        # keyword dict per call, ~0.4 us over a stretch's handful of requests (a few times
+        # per arrival on the hot path, docs/performance.md)
+        for i, r in enumerate(reqs):
+            xi = x0[i]
             rid, c, h, n_in = r.rid, r.max_new_tokens, r.output_len, r.input_len
             d = get(rid)
             if d is None:
                 return None
             rids.append(rid)
-            d0.append(d)
-            cap.append(c)
-            h0.append(h)
-            inp.append(n_in)
-            kv0.append(r.kv_allocated)
             if h >= c:
                 if d != c:
                     return None  # host and device disagree
+                rows.append((r, -1, c, d, -1, rid, n_in, r.kv_allocated, xi, h))
                 continue
             if d - h != xi:
                 return None  # host and device disagree (e.g. tokens discarded by a retraction)
             f = c - d
             x = f - drop
+            rows.append((r, x, c, d, f, rid, n_in, r.kv_allocated, xi, h))
             fin[i] = f
             last[i] = x
             nlive += 1
@@ -203,23 +212,28 @@ class PlainRun:
         run = cls()
         run._outcome = None
         run.reqs, run.rid_list, run.num_merged, run.first_step = reqs, rids, num_merged, first_step
-        run.cap, run.h0, run.d0, run.x0, run.fin, run.last = cap, h0, d0, x0, fin, last
-        run.inp, run.kv0 = inp, kv0
+        run.rows, run.x0, run.fin, run.last = rows, x0, fin, last
         run.pbs0 = prev_plan.batch_size
         run.used0 = kv.used
         run.min_fin = min_fin
 
         # where the run must end (scheduler side): an empty batch, a finish a client
         # reacts to, the last finish, max_iters
+        # min(a, b) written out as b if b < a else a where it runs once a stretch: builtin
+        # min/max parse their arguments through a tuple on every call in 3.11
         stop = max(last) + 1
-        if stop_at_finish:
-            stop = min(stop, min_fin)
+        if stop_at_finish and min_fin < stop:
+            stop = min_fin
         fs = None
         if finishes_left <= nlive or num_waiting:
             fs = sorted(f for f in fin if f >= 0)
             if finishes_left <= nlive:
                 stop = min(stop, fs[finishes_left - 1])
-        stop = min(stop, max(1, int(max_iters)))
+        cap_iters = int(max_iters)
+        if cap_iters < 1:
+            cap_iters = 1
+        if cap_iters < stop:
+            stop = cap_iters
         if stop >= 1 and kv.used + held > kv.capacity and kv.used + sum(min(x + 1, stop) for x in last) > kv.capacity:
             stop = min(stop, run._first_over(kv.capacity, stop))
         # admission: with requests waiting, every pass must be delayed (or the batch full)
@@ -249,6 +263,31 @@ class PlainRun:
                 at = e
         run.changes = changes
         return run
+
+    @property
+    def cap(self) -> list[int]:
+        """Each request's output target."""
+        return [t[2] for t in self.rows]
+
+    @property
+    def d0(self) -> list[int]:
+        """The device's committed count of each request at the start."""
+        return [t[3] for t in self.rows]
+
+    @property
+    def inp(self) -> list[int]:
+        """Each request's prompt length."""
+        return [t[6] for t in self.rows]
+
+    @property
+    def kv0(self) -> list[int]:
+        """KV slots each request holds at the start."""
+        return [t[7] for t in self.rows]
+
+    @property
+    def h0(self) -> list[int]:
+        """The host's committed count of each request at the start."""
+        return [t[9] for t in self.rows]
 
     # ------------------------------------------------------------ scheduler side
     def _delayed_until(self, stop: int, delays: Callable[[int, int], bool], filter_first: bool, m: int,
@@ -289,13 +328,14 @@ class PlainRun:
         ends: dict[int, int] = {}
         freed: dict[int, int] = {}
         bs = 0
+        kv0 = self.kv0
         for i, x in enumerate(self.last):
             if x >= 0:
                 bs += 1
                 ends[x + 1] = ends.get(x + 1, 0) + 1
             f = self.fin[i]
             if f >= 0:
-                freed[f] = freed.get(f, 0) + self.kv0[i] + x + 1
+                freed[f] = freed.get(f, 0) + kv0[i] + x + 1
         s = self.used0
         for j in range(n):
             bs -= ends.get(j, 0)
@@ -332,15 +372,19 @@ class PlainRun:
 
     def _peak_at(self, points, n: int, peak: int) -> int:
         """The largest of ``peak`` and the reservations after the passes ``points`` (< n - 1)."""
-        last, fin, kv0 = self.last, self.fin, self.kv0
-        # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i
-        ends = sorted(x + 1 for x in last)
-        frees = sorted((f, kv0[i] + last[i] + 1) for i, f in enumerate(fin) if 0 <= f < n - 1)
+        # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i;
+        # loops, not generators (a resume per request; about one stretch in four gets here)
+        lasts = sorted(self.last)
+        frees = []
+        for _, x, _, _, f, _, _, k0, _, _ in self.rows:
+            if 0 <= f < n - 1:
+                frees.append((f, k0 + x + 1))
+        frees.sort()
         a_sum = a_cnt = b_sum = ia = ib = 0
-        ne, nb = len(ends), len(frees)
+        ne, nb = len(lasts), len(frees)
         for j in sorted(points):
-            while ia < ne and ends[ia] <= j + 1:
-                a_sum += ends[ia]
+            while ia < ne and lasts[ia] < j + 1:     # last + 1 <= j + 1
+                a_sum += lasts[ia] + 1
                 a_cnt += 1
                 ia += 1
             while ib < nb and frees[ib][0] < j:
@@ -364,15 +408,12 @@ class PlainRun:
         j = n - 1
         outs, held, done, kept, dev = [], [], [], [], []
         p_rids, p_pre, p_h, p_cap, p_out = [], [], [], [], []
-        d_idx, d_first, d_last = [], [], []
+        spans = []
         at_one = from_two = 0    # requests delivering at both 0 and 1; last delivering at >= 2
         fins, points, ends = [], [], []
         tot = freed = free_last = 0
-        h0 = self.h0
-        # zip over the per-request lists (no indexing); the formulas of the per-purpose methods
-        for i, (r, x, c, d, f, rid, n_in, k0, x0) in enumerate(zip(
-                self.reqs, self.last, self.cap, self.d0, self.fin, self.rid_list, self.inp, self.kv0, self.x0,
-                strict=True)):
+        # one tuple per request (:attr:`rows`); the formulas of the per-purpose methods
+        for i, (r, x, c, d, f, rid, n_in, k0, x0, h0) in enumerate(self.rows):
             k = x + 1 if x < n else n          # passes of P_0 .. P_{n-1} holding it
             tot += k
             h = d + j
@@ -391,7 +432,7 @@ class PlainRun:
                 # in P_j: x = f - drop >= j with f = c - d, so h = d + j <= c and the host's
                 # count min(h - 1, c) before P_j is h - 1
                 kept.append(r)
-                hj = h - 1 if j else h0[i]
+                hj = h - 1 if j else h0
                 p_rids.append(rid)
                 p_pre.append(n_in + hj)
                 p_h.append(hj)
@@ -401,9 +442,7 @@ class PlainRun:
                 a = 0 if x0 else 1
                 b = f if f < j else j
                 if a <= b:
-                    d_idx.append(i)
-                    d_first.append(a)
-                    d_last.append(b)
+                    spans.append((rid, a, b))
                     if b >= 2:
                         from_two += 1
                         if a == 0:
@@ -436,7 +475,7 @@ class PlainRun:
             o.peak = self._peak_at(points, n, peak) if points else peak
         o.plan = decode_plan(self.first_step + j, False, 1, p_rids, p_pre, p_h, p_cap)
         o.output = StepOutput.from_list(p_out)
-        o.deliver = (d_idx, d_first, d_last, _both_from_ends(at_one, from_two, ends, n))
+        o.deliver = (spans, _both_from_ends(at_one, from_two, ends, n))
         self._outcome = o
         return o
 
@@ -452,12 +491,12 @@ class PlainRun:
         """Each request after n >= 1 iterations: (output tokens committed on the host, KV
         slots held, finished, None: no verify cycles)."""
         outs, held, done = [], [], []
-        for i, c in enumerate(self.cap):
-            h = min(self.d0[i] + n - 1, c)
+        for _, x, c, d, _, _, _, k0, _, _ in self.rows:
+            h = min(d + n - 1, c)
             f = h >= c
             outs.append(h)
             done.append(f)
-            held.append(0 if f else self.kv0[i] + max(0, min(self.last[i] + 1, n)))
+            held.append(0 if f else k0 + max(0, min(x + 1, n)))
         return outs, held, done, None
 
     def device_after(self, n: int) -> tuple[list[int], None]:
@@ -467,13 +506,12 @@ class PlainRun:
     def plan_at(self, j: int) -> tuple[BatchPlan, StepOutput]:
         """Plan P_j (from the one decode plan builder) and what the device commits for it."""
         rids, pre, hs, caps, out = [], [], [], [], []
-        for i, x in enumerate(self.last):
+        for _, x, c, d, _, rid, n_in, _, _, h0 in self.rows:
             if x < j:
                 continue
-            c, d = self.cap[i], self.d0[i]
-            h = self.h0[i] if j == 0 else min(d + j - 1, c)
-            rids.append(self.rid_list[i])
-            pre.append(self.inp[i] + h)
+            h = h0 if j == 0 else min(d + j - 1, c)
+            rids.append(rid)
+            pre.append(n_in + h)
             hs.append(h)
             caps.append(c)
             out.append(1 if d + j < c else 0)

@@ -15,10 +15,50 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+USER_POLICY_FILES: dict[str, str] = {}
+"""Source file -> policy spec of every user policy loaded in this process (an exception
+raised inside one of these files is the user's code failing, not the simulator's)."""
+
+
+def user_policy_failure(exc: BaseException) -> str | None:
+    """One line for an exception raised inside a loaded user policy's code: the spec, the
+    exception and the innermost line of the user's file it passed through; None when no
+    frame of ``exc`` (or of the exceptions it was raised from) is in a user policy file."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb, hit = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename in USER_POLICY_FILES:
+                hit = tb
+            tb = tb.tb_next
+        if hit is not None:
+            f = hit.tb_frame.f_code
+            return (f"policy {USER_POLICY_FILES[f.co_filename]} raised {type(e).__name__}: {e} "
+                    f"({Path(f.co_filename).name} line {hit.tb_lineno}, in {f.co_name})")
+        # a run in a worker process: its traceback comes back as text (concurrent.futures
+        # _RemoteTraceback.tb, or a run's formatted error inside the message of the
+        # exception that reports it, analysis/runner.py)
+        remote = getattr(e, "tb", None)
+        remote = remote if isinstance(remote, str) else str(e)
+        if USER_POLICY_FILES and 'File "' in remote:
+            lines = [m for m in _FRAME_LINE.finditer(remote) if m.group(1) in USER_POLICY_FILES]
+            if lines:
+                path, line, fn = lines[-1].groups()
+                last = remote.strip().splitlines()[-1]
+                return f"policy {USER_POLICY_FILES[path]} raised {last} ({Path(path).name} line {line}, in {fn})"
+        e = e.__cause__ or e.__context__
+    return None
+
+
+_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 class PolicyLoadError(ValueError):
@@ -115,4 +155,7 @@ def load_policy_class(spec: str, required: Iterable[str], base_dir: str | Path |
     if missing:
         raise PolicyLoadError(f"class {cls_name} lacks {', '.join(missing)}; a policy class needs {', '.join(required)} "
                               "(or subclass the base class, docs/policies.md)")
+    src = getattr(mod, "__file__", None)
+    if src and not getattr(mod, "__name__", "").startswith("specsched."):
+        USER_POLICY_FILES[src] = spec
     return cls

@@ -203,6 +203,8 @@ class Recorder:
         """:meth:`deliver` for Python lists (one forward's few deliveries): the same columns,
         times and ITL samples, element by element instead of through numpy's small-array
         calls."""
+        if not len(rids) == len(n) == len(finished):
+            raise ValueError(f"deliver_step: {len(rids)} ids, {len(n)} counts, {len(finished)} finish flags")
         if self.full:
             # fromlist: a list's values straight into the typed column (extend iterates)
             self._c_rid.fromlist(rids)
@@ -212,7 +214,8 @@ class Recorder:
         compact = not self.full
         st: list[float] = []   # the ITL stream's piece (ItlSamples.add_stream)
         sc: list[int] = []
-        for rid, k, fin in zip(rids, n, finished, strict=True):
+        for i, rid in enumerate(rids):   # by index: zip(..., strict=True) builds a keyword dict per call
+            k = n[i]
             row = row_of[rid]
             if compact:
                 prev = last[row]
@@ -230,7 +233,7 @@ class Recorder:
                     first[row] = t
             elif first[row] != first[row]:
                 first[row] = t
-            if fin:
+            if finished[i]:
                 finish[row] = t
         if sc:
             self.itl.add_stream(st, sc, len(sc) >> 1)
@@ -316,10 +319,10 @@ class Recorder:
             new &= np.isnan(first[rows])
             first[rows[new]] = t_first[new]
 
-    def deliver_ones(self, times: list[float], rids: list[int], first: list[int], last: list[int],
-                     both: list[int]) -> None:
+    def deliver_ones(self, times: list[float], spans: list[tuple[int, int, int]], both: list[int]) -> None:
         """The deliveries of a closed-form decode run (:mod:`sim.plain_run`) in compact records:
-        request ``rids[i]`` gets one token at each ``times[j]`` (s), ``first[i] <= j <= last[i]``;
+        for each (rid, first, last) of ``spans``, request rid gets one token at each
+        ``times[j]`` (s), first <= j <= last;
         ``both[j - 1]`` requests get one at both j - 1 and j (j >= 1). The same ITL samples and
         times as :meth:`deliver_run` with ``single_tokens``, without the (iterations x
         requests) grid or any array: a handful of requests, one value per iteration.
@@ -329,7 +332,7 @@ class Recorder:
         # run as the two times (prev, ta), then the run's times with their gaps' counts
         st: list[float] = []
         sc: list[int] = []
-        for rid, a, b in zip(rids, first, last, strict=True):
+        for rid, a, b in spans:
             row = row_of[rid]
             prev = lastd[row]
             ta = times[a]

@@ -268,6 +268,39 @@ SHIPPED: dict[str, type] = {
 """Shipped orders by ``server.schedule_policy`` name (SGLang's names)."""
 
 
+def checked_order(order: Any, waiting: Any, spec: str) -> list[Req]:
+    """A user order's answer, checked: waiting requests, each at most once (leaving some
+    out holds them back for this pass). SGLang sorts its waiting queue in place
+    (``SchedulePolicy.calc_priority``), so it cannot admit a request twice or one that is
+    not waiting; a user order that returned one corrupted the KV ledger mid-run
+    ('stretch KV: ... !='), and one that returned None raised a TypeError.
+
+    Raises:
+        ConfigError: ``server.schedule_policy`` named, with what ``order`` returned.
+    """
+    from specsched.sim.errors import ConfigError
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError("<scenario>", "server.schedule_policy", spec,
+                           f"order() must return waiting requests, each at most once; it returned {what}")
+
+    if order is None or isinstance(order, (str, bytes, dict)):
+        raise bad(type(order).__name__)
+    try:
+        out = list(order)
+    except TypeError:
+        raise bad(f"a {type(order).__name__}") from None
+    ids = {id(r) for r in waiting}
+    seen: set[int] = set()
+    for r in out:
+        if id(r) not in ids:
+            raise bad(f"{r!r:.60}, which is not waiting")
+        if id(r) in seen:
+            raise bad(f"request {getattr(r, 'rid', r)} twice")
+        seen.add(id(r))
+    return out
+
+
 def make_queue_order(server: Any, seed: int = 0, scenario_path: str | None = None) -> QueueOrder:
     """Build the order named by ``server.schedule_policy`` (a shipped name or a user class
     ``module.path:Class`` / ``file.py:Class``; ``schedule_policy_params`` as keywords).

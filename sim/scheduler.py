@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
@@ -53,9 +54,11 @@ from specsched.sim.prefill_adder import (
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
+from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.schedule_policy import (
     Fcfs,
     QueueContext,
+    checked_order,
     make_queue_order,
     shortest_prefill_chunk_limit,
 )
@@ -90,8 +93,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # the shipped fcfs without priorities admits in queue order: the admission pass
         # walks the queue itself (no copies) and pops the admitted head
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
+        # a user's order is checked pass by pass (checked_order); the shipped ones are not
+        self._user_order = type(self.policy) not in SHIPPED_ORDERS.values()
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
+        self._user_delay = type(admission) not in SHIPPED_DELAYS.values()
         # per-run facts of the (frozen) server arguments, read by every admission pass
         self._preempt = server.enable_priority_scheduling and not server.disable_priority_preemption
         self._spf = server.schedule_policy == "shortest-prefill-first"
@@ -154,8 +160,13 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
         # verify reservations of the two steps the overlap loop keeps in flight
         page = self.server.page_size
-        ahead = max(2 * self.window, self.kv.reserve_ahead)
-        need = ceil_page(req.input_len, page) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page + ahead
+        # max(2 x window, reserve_ahead) and min(max_new_tokens, clip) written out (once per
+        # request: builtin min/max parse their arguments through a tuple on every call in 3.11)
+        ahead = self.kv.reserve_ahead
+        if 2 * self.window > ahead:
+            ahead = 2 * self.window
+        out = req.max_new_tokens if req.max_new_tokens < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
+        need = ceil_page(req.input_len, page) + out + page + ahead
         if need >= self.kv.capacity:
             # the key the user sets: a disaggregated role's server has its own pool
             key = ("server.max_total_num_tokens" if self.mode not in ("prefill", "decode")
@@ -303,12 +314,19 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _delays(self, running_bs: int, active_running_bs: int) -> bool:
         """The admission policy's decision for a pass with this running batch (requests,
         incl. finished ones not filtered yet; ``active_running_bs`` excludes them)."""
-        return self.admission.should_delay(AdmissionState(
+        delay = self.admission.should_delay(AdmissionState(
             running_bs=running_bs,
             num_allocatable_reqs=self.server.max_running_requests - running_bs,
             waiting_bs=len(self.waiting),
             active_running_bs=active_running_bs,
         ))
+        if self._user_delay and delay is None:
+            # a user policy's forgotten return read as "admit" without a word
+            from specsched.sim.errors import ConfigError
+
+            raise ConfigError("<scenario>", "server.admission_delay", self.server.admission_delay,
+                              "should_delay() must return True or False; it returned None")
+        return delay
 
     def _match_prefix(self, r: Req) -> None:
         """Match ``r`` against the prefix cache (SGLang ``Req.init_next_round_input``): at
@@ -450,6 +468,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
+        if self._user_order:
+            order = checked_order(order, waiting, s.schedule_policy)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
@@ -509,7 +529,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 self._refuse_parked_chunk(prev_chunked)
             return None
 
-        batch = [r for r, _ in adder.can_run]
+        batch = []   # a loop, not a comprehension (a function call per pass for ~1 request)
+        for r, _ in adder.can_run:
+            batch.append(r)
         admitted = batch if prev_chunked is None else [r for r in batch if r is not prev_chunked]
         if admitted:
             self._leave_queue(admitted, in_queue_order)
@@ -519,7 +541,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         rids, ext, pre, new, before, maxnew = [], [], [], [], [], []
         # without a prefix cache, SWA behind a chunk's start is freed as the batch is prepared
         evict_extend = self._swa and self.cache is None
-        overlap_chunk = max(s.chunked_prefill_size, 0) if s.enable_overlap_schedule else None
+        overlap_chunk = None
+        if s.enable_overlap_schedule:   # max(chunked_prefill_size, 0), written out as above
+            overlap_chunk = s.chunked_prefill_size
+            if overlap_chunk < 0:
+                overlap_chunk = 0
         for r, n in adder.can_run:
             rids.append(r.rid)
             ext.append(n)
@@ -716,7 +742,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         returning: list[Req] = []    # decode entries with unused reserved slots
         unused_n: list[int] = []
         finished: list[Req] = []
-        for i, (rid, n) in enumerate(zip(plan.rids, output.counts(), strict=True)):
+        counts = output.counts()
+        if len(counts) != plan.batch_size:
+            raise ValueError(f"step {plan.step}: {len(counts)} committed counts for {plan.batch_size} rows")
+        # by index (lengths checked above): zip(..., strict=True) builds a keyword dict per call
+        for i, rid in enumerate(plan.rids):
+            n = counts[i]
             r = reqs[rid]
             if r.status in skip:  # INV-3: a finished (or retracted) request takes no more tokens
                 continue

@@ -63,8 +63,9 @@ class Stretch:
             if (prev_plan.mode is not EXTEND or prev_plan.chunked_rid is not None
                     or len(prev_plan.new_rids) != prev_plan.batch_size or len(merged) != prev_plan.batch_size):
                 return None
-            for r, rid in zip(merged, prev_plan.rids, strict=True):   # no list or generator per stretch
-                if r.rid != rid or r.status is not PREFILLING:
+            rids = prev_plan.rids   # as long as merged (checked above); no list or generator per stretch
+            for i, r in enumerate(merged):
+                if r.rid != rids[i] or r.status is not PREFILLING:
                     return None
             if self.cache is not None and (self._swa or self._any_tokens and any(r.tokens is not None for r in merged)):
                 return None  # their prompts (and SWA) enter the prefix cache at that prefill's results
@@ -132,9 +133,9 @@ class Stretch:
         if type(run) is PlainRun:
             o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)
             outs, held, done, used, peak = o.outs, o.held, o.done, o.used, o.peak
-            for r, h, d in zip(run.reqs, outs, done, strict=True):
-                r.output_len = h
-                if d:
+            for i, r in enumerate(run.reqs):   # outcome's lists are per request, in this order
+                r.output_len = outs[i]
+                if done[i]:
                     r.status = finished
             running = o.kept
         else:

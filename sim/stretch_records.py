@@ -78,9 +78,7 @@ def plain_run(rec: Recorder, run: PlainRun, tm: PlainTimes, blocked0: float, wai
         rec.num_steps += n
         rec.step_totals.add_decode_run(n, tm.s0, tm.e_last, tm.busy, blocked0 + tm.blocked_rows,
                                        o.plan.batch_size)
-        idx, first, last, both = o.deliver
-        rids = run.rid_list
-        rec.deliver_ones(T[1 : n + 1], [rids[i] for i in idx], first, last, both)
+        rec.deliver_ones(T[1 : n + 1], *o.deliver)
     done = []
     rids, fin = run.rid_list, run.fin
     for i in o.finished:

@@ -7,9 +7,18 @@ Subpackages: :mod:`specsched.sim` (the discrete-event model and the one schedule
 line above the three.
 """
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("specsched")
-except PackageNotFoundError:  # running from a checkout that is not installed
-    __version__ = "0+unknown"
+def __getattr__(name: str) -> str:
+    """``__version__``, read from the installed distribution's metadata on first use:
+    importing importlib.metadata and finding the distribution costs 20-30 ms of CPU, which
+    every command paid at start-up while only ``specsched --version`` reads it."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("specsched")
+    except PackageNotFoundError:  # running from a checkout that is not installed
+        v = "0+unknown"
+    globals()["__version__"] = v
+    return v

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from specsched import __version__
 from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError
 
@@ -286,13 +285,26 @@ def _command_in(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+class _Version(argparse.Action):
+    """``--version``: prints the version, read only here (``specsched.__version__`` is
+    looked up in the installed metadata on first use, which other commands skip)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> NoReturn:
+        import specsched
+
+        print(f"specsched {specsched.__version__}")
+        parser.exit()
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv``: the named command's module is imported and registered, the
     other commands are listed by name only (their modules stay unimported)."""
     fmt = HelpFormatter
     examples = "examples:\n" + "\n".join(f"  {e[0]}" for e in EXAMPLES.values())
     p = ArgumentParser(prog="specsched", description=DESCRIPTION, epilog=examples, formatter_class=fmt)
-    p.add_argument("--version", action="version", version=f"specsched {__version__}")
+    p.add_argument("--version", action=_Version, nargs=0, default=argparse.SUPPRESS,
+                   help="show the program's version number and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     command = _command_in(sys.argv[1:] if argv is None else argv)
     missing = None
@@ -351,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args) or 0)
         except (ConfigError, MissingDependency) as e:
+            if isinstance(e, ConfigError) and e.file == "<scenario>" and isinstance(getattr(args, "scenario", None), str):
+                # raised mid-run, where only the server arguments are at hand: name the file
+                e = ConfigError(args.scenario, e.key, e.value, e.allowed)
             print(f"specsched: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except BrokenPipeError:
@@ -360,6 +375,19 @@ def main(argv: list[str] | None = None) -> int:
 
             if isinstance(e, UnschedulableRequest):
                 print(f"specsched: error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            from specsched.sim.engine import Stalled
+            from specsched.sim.policy_loader import USER_POLICY_FILES, user_policy_failure
+
+            failed = user_policy_failure(e)
+            if failed is not None:  # the user's own policy code failed mid-run: its line, not ours
+                print(f"specsched: error: {failed}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            if isinstance(e, Stalled) and USER_POLICY_FILES:
+                # with only shipped policies a stall is the model's bug (traceback below)
+                print(f"specsched: error: {e}, under the user policy {', '.join(sorted(set(USER_POLICY_FILES.values())))}: "
+                      "one that never admits a waiting request (delays every pass, or leaves it out of its order) "
+                      "stalls the server", file=sys.stderr)
                 return EXIT_BAD_INPUT
             if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
                 print(f"specsched: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)

@@ -138,3 +138,23 @@ def arrive_and_pass(sched, device, pending, p: int, in_flight):
     except UnschedulableRequest:
         assume(False)
     return False, in_flight
+
+
+def profile_with_faked_idle_lead(monkeypatch, tmp_path, fake, extend_tokens: str):
+    """``specsched profile --device cpu --preset tiny`` with ``GpuPhases._idle_lead`` replaced
+    by ``fake`` (the GPU's idle-lead medians, which a CPU cannot measure), at ``extend_tokens``
+    (a comma list). Returns the written profile's path (the command must succeed)."""
+    import argparse
+
+    from specsched.runtime.profile_gpu import GpuPhases
+    from specsched.runtime.profiler import register_profile_command
+
+    monkeypatch.setattr(GpuPhases, "_idle_lead", fake)
+    ap = argparse.ArgumentParser(prog="specsched")
+    register_profile_command(ap.add_subparsers(dest="command", required=True))
+    out = tmp_path / "p.yaml"
+    a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "2",
+                       "--contexts", "64", "--extend-tokens", extend_tokens, "--graph-max-bs", "2", "--repeats", "3",
+                       "--no-progress", "--out", str(out)])
+    assert a.func(a) == 0
+    return out

@@ -164,3 +164,57 @@ def test_spec_logits_match_scipys_solve():
         for spread, decay in ((0.0, 1.0), (0.8, 0.9)):
             ours = logits_for_mean(target, 6, spread, decay)
             assert ours.tobytes() == _scipy_logits(target, spread, decay, 5).tobytes()
+
+
+# ------------------------------------------ a window what-if on a file that states no window
+H200 = ROOT / "scenarios" / "h200"
+
+
+@settings(max_examples=12, deadline=None)
+@given(w=st.integers(2, 10))
+def test_inv_window_carry_a_what_if_reads_the_acceptance_at_the_files_window(w):
+    """INV-WINDOW-CARRY: the acceptance a scenario states without ``acceptance.window`` was
+    measured at the scenario's own window, so a run at window ``w`` (``--set``, a sweep axis,
+    an arm) carries its per-position rates from there: the same accept lengths as the file
+    with ``acceptance.window`` written out. Before, the mean was taken at every window as
+    given: the H200 low-acceptance cell (1.6 at window 4) drew 1.6 at windows 2 and 8, so
+    window 2 came out the fastest."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    key = {"server.speculative_num_draft_tokens": w}
+    implicit = load_scenario_with_overrides(H200 / "window4-lowacc.yaml", "base", key)
+    explicit = load_scenario_with_overrides(H200 / "window4-lowacc.yaml", "base", {**key, "acceptance.window": 4})
+    a, b = AcceptanceModel(implicit.acceptance, w, seed=1), AcceptanceModel(explicit.acceptance, w, seed=1)
+    np.testing.assert_array_equal(a.base_logits, b.base_logits)
+    assert [a.draw(r, c) for r in range(3) for c in range(30)] == [b.draw(r, c) for r in range(3) for c in range(30)]
+    mean = a.mean
+    assert (mean < 1.6) if w < 4 else (mean > 1.6) if w > 4 else mean == pytest.approx(1.6)
+
+
+def test_a_shorter_window_than_the_stated_mean_is_a_what_if_not_an_error():
+    """The H200 high-acceptance cell states 6.0 at window 8: window 4 was refused ('exceeds
+    the verify window'); it now runs with the accept length the per-position rates give."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    sc = load_scenario_with_overrides(H200 / "window8-highacc.yaml", "base", {"server.speculative_num_draft_tokens": 4})
+    assert sc.acceptance.window == 8 and 3.0 < AcceptanceModel(sc.acceptance, 4, seed=1).mean < 4.0
+
+
+def test_a_what_if_that_states_its_own_acceptance_or_keeps_the_window_is_left_alone(tmp_path):
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    path = H200 / "window4-lowacc.yaml"
+    own = load_scenario_with_overrides(path, "base", {"server.speculative_num_draft_tokens": 6,
+                                                      "acceptance.mean_accept_length": 2.0})
+    assert own.acceptance.window is None and own.acceptance.mean_accept_length == 2.0
+    same = load_scenario_with_overrides(path, "base", {"server.sync_mode": "host_block"})
+    assert same.acceptance.window is None
+    # an arm of the file moves the window: pinned the same way
+    import yaml
+    raw = yaml.safe_load(path.read_text())
+    raw["profile"] = str((H200 / raw["profile"]).resolve()) if raw["profile"].endswith(".yaml") else raw["profile"]
+    raw["arms"] = {"w2": {"server": {"speculative_num_draft_tokens": 2}}}
+    f = tmp_path / "arm.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    assert load_scenario(f, "w2").acceptance.window == 4
+    assert load_scenario(f, "base").acceptance.window is None

@@ -703,6 +703,10 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     # added since: the draft grid's tokens per request and the sentence saying so (nothing else)
     assert d["gpu"].pop("draft_step_tokens_per_request") == 6
     d["provenance"]["gpu.draft_step"] = d["provenance"]["gpu.draft_step"].split("; gpu.draft_step_tokens_per_request")[0]
+    # and the KV-transfer cost a prefill-decode what-if reads, with its three provenance lines
+    assert d.pop("kv_transfer")["bytes_per_token"] == d["hardware"]["kv_cell_bytes"]
+    for k in ("bytes_per_token", "link_bytes_per_s", "latency_s"):
+        d["provenance"].pop(f"kv_transfer.{k}")
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)
@@ -836,3 +840,35 @@ def test_a_chain_drafters_prefill_runs_its_draft_extend_over_the_prompt(tmp_path
         ttft[algo] = run_scenario(load_scenario(tmp_path / f"{algo}.yaml"), seed=1).summary["median_ttft_ms"] / 1e3
     g = load_profile(str(prof)).gpu.draft_inject.interpolator()
     assert ttft["eagle"] - ttft["none"] >= 0.9 * g(4096, 2048) > 0
+
+
+def test_an_analytic_profile_runs_a_prefill_decode_what_if(tmp_path, capsys):
+    """Prefill-decode disaggregation needs the profile's kv_transfer; analytic profiles wrote
+    none, so every PD what-if on a model with no measured profile was refused ('kv_transfer =
+    None'). The writer now states the rank's KV bytes per token (hardware.kv_cell_bytes)
+    and an assumed 400 Gb/s NIC per GPU, with their provenance. Decode servers that never
+    stop for a prefill give a shorter TPOT than the colocated server at the same load."""
+    import yaml
+
+    prof = Profile.model_validate(build_profile(load_model("qwen2.5-7b"), H200, 1, "bf16"))
+    assert prof.kv_transfer is not None
+    assert prof.kv_transfer.bytes_per_token == prof.hardware.kv_cell_bytes
+    assert "kv_transfer.link_bytes_per_s" in prof.provenance
+    pfile = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "qwen2.5-7b", "--gpu", "H200", "--out", str(pfile)]) == 0
+    sc = {"name": "pd", "profile": str(pfile),
+          "server": {"disaggregation": {"prefill": {"instances": 1}, "decode": {"instances": 1}}},
+          "workload": {"kind": "poisson", "request_rate": 10.0, "num_requests": 60,
+                       "input_len": {"kind": "uniform", "value": 2048, "range_ratio": 0.5},
+                       "output_len": {"kind": "uniform", "value": 128, "range_ratio": 0.5}}}
+    f = tmp_path / "pd.yaml"
+    f.write_text(yaml.safe_dump(sc))
+    capsys.readouterr()
+    tpot = {}
+    for name, extra in (("pd", []), ("colocated", ["--set", "server.disaggregation=null"])):
+        out = tmp_path / name
+        assert main(["run", str(f), *extra, "--out", str(out), "--quiet"]) == 0, capsys.readouterr().err
+        summary = yaml.safe_load((next(out.rglob("summary.json"))).read_text())
+        assert summary["completed"] == 60
+        tpot[name] = summary["median_tpot_ms"]
+    assert tpot["pd"] < tpot["colocated"]

@@ -29,6 +29,15 @@ def test_version(capsys):
     assert e.value.code == 0 and capsys.readouterr().out.startswith("specsched ")
 
 
+def test_the_version_is_looked_up_only_when_asked_for():
+    # importlib.metadata and the distribution lookup cost every command 20-30 ms of CPU
+    code = ("import sys\nfrom specsched.cli import build_parser\nbuild_parser(['--help'])\n"
+            "print('importlib.metadata' in sys.modules)\nimport specsched\n"
+            "print(specsched.__version__ == __import__('importlib.metadata').metadata.version('specsched'))\n")
+    r = _run("-c", code)
+    assert r.stdout.split() == ["False", "True"], r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_help_is_plain_text_with_a_description_and_examples(command, capsys):
     argv = [command, "--help"] if command else ["--help"]

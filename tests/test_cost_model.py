@@ -73,6 +73,27 @@ def test_old_eager_factor_still_applies_without_eager_overhead():
     assert cm.step_s(9, 0) == pytest.approx(3.0 * g(9, 0))
 
 
+@pytest.mark.parametrize("srv", [{"cuda_graph_max_bs": 64}, {"disable_decode_cuda_graph": True}])
+def test_an_eager_step_the_profile_does_not_price_is_named(srv):
+    """SGLang runs a batch above its largest captured graph eagerly, kernel by kernel
+    (model_executor/cuda_graph_runner.py can_run), which is never faster than the replay.
+    The MI355X profile times no eager step (eager_factor assumed 1.0), so an eager batch is
+    priced as an unpadded replay: cuda_graph_max_bs 64 on the HT cell raised the predicted
+    throughput (7,809 -> 7,872 tok/s) without a word. The run now says so, once."""
+    cm = CostModel(mi355x(), server(**srv), warn_to=None)
+    cm.step_s(200, 4000)
+    cm.step_s(253, 4000)
+    lines = cm.range_warnings()
+    assert len(lines) == 1 and "eager" in lines[0] and "mi355x-dsv41-flash-tp4" in lines[0]
+    assert cm.range_warnings() == []
+    graph = CostModel(mi355x(), server(), warn_to=None)
+    graph.step_s(253, 4000)
+    assert graph.range_warnings() == []  # a captured size: nothing to say
+    priced = CostModel(mi355x(eager_factor=1.3), server(**srv), warn_to=None)
+    priced.step_s(253, 4000)
+    assert priced.range_warnings() == []
+
+
 # --------------------------------------------------------------------------- window axis
 @settings(max_examples=60, deadline=None)
 @given(bs=st.integers(1, 256), w=st.integers(2, 7), ctx=st.integers(0, 20_000))
@@ -481,3 +502,76 @@ def test_padded_extend_needs_the_layout_length(tmp_path):
     p.write_text(yaml.safe_dump({k: v for k, v in bad.items() if k != "path"}))
     with pytest.raises(ConfigError, match="extend_layout_len"):
         load_profile(str(p))
+
+
+# ----------------------------------------------------------------- extend floor (INV-EXTEND-FLOOR)
+# Profiles whose extend grid is floored. The System B (agentic) profiles are fitted the
+# same way, through the origin, and still are: their floor would move the agentic cells.
+FLOORED = ["mi355x-dsv41-flash-tp4", "h200-1b", "h200-1b-v2", "h200-llama8b-roofline",
+           "h100-llama-3.1-8b-eagle3-analytic"]
+
+
+def _one_request_target_forward(p: Profile) -> float:
+    """One request's target forward: the batch-1 decode, or the batch-1 verify less the
+    drafter's share of it (gpu.draft_step / gpu.verify at batch 1)."""
+    g = p.gpu
+    if g.decode is not None:
+        return g.decode.interpolator("d")(1, g.decode.context_len[0])
+    share = g.draft_step.seconds[0][0] / g.verify.seconds[0][0] if g.draft_step is not None else 0.0
+    return g.verify.interpolator("v")(1, g.verify.context_len[0]) * (1 - share)
+
+
+@pytest.mark.parametrize("name", FLOORED)
+@settings(max_examples=40, deadline=None)
+@given(tokens=st.integers(1, 16384))
+def test_inv_extend_floor_no_extend_is_cheaper_than_one_requests_forward(name, tokens):
+    """INV-EXTEND-FLOOR: an extend forward reads every weight at least once, as one
+    request's decode or verify forward does, so it never costs less than that forward.
+    The MI355X profile's extend was linear through the origin: a 64-token prompt cost
+    0.9 ms against 8.6 ms for the 6-token batch-1 verify, and short prompts' TTFT on the
+    reference system came out about half of what the host terms and one forward give."""
+    p = load_profile(name)
+    g = p.gpu
+    spec = g.verify is not None
+    srv = ServerArgs.model_validate({"speculative_algorithm": "dspark" if spec else "none",
+                                     "speculative_num_draft_tokens": (g.verify_window or 4) if spec else 1,
+                                     "max_running_requests": 64, "max_total_num_tokens": 1_000_000,
+                                     "disable_prefill_cuda_graph": True})
+    cm = CostModel(p, srv, warn_to=None)
+    assert cm.extend_s([tokens], [0]) >= _one_request_target_forward(p) * (1 - 1e-9)
+
+
+def test_calibrate_keeps_the_extend_floor_when_it_refits():
+    """sim/calibrate.py apply() rewrites gpu.extend from the fitted 16K extend; it wrote a
+    line through the origin, which `specsched calibrate --write` would have put back."""
+    from specsched.sim.calibrate import apply
+
+    p = mi355x()
+    cf = {"launch_s": p.host.launch_s, "verify": {1: 0.0086, 8: 0.0143845, 32: 0.0237409, 64: 0.0320684}}
+    q = apply(p, cf, extend_16k=0.25, verify_256=0.08)
+    e = q.gpu.extend.interpolator("e")
+    floor = 0.0086 * (1 - p.gpu.draft_step.seconds[0][0] / p.gpu.verify.seconds[0][0])
+    assert e(1, 0) == pytest.approx(floor) and e(64, 0) == pytest.approx(floor)
+    # above the knee the line through the origin and the fitted 16K point, as before
+    assert e(16384, 0) == pytest.approx(0.25) and e(8192, 0) == pytest.approx(0.125, rel=1e-4)
+
+
+RECORDED_H200 = [ROOT / "docs" / "measurements" / d / "h200-1b.yaml"
+                 for d in ("h200-v19", "h200-v19/second-machine", "h200-v20")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(i=st.integers(0, len(RECORDED_H200) - 1), bs=st.integers(1, 160), w=st.integers(2, 7),
+       ctx=st.integers(0, 12_000))
+def test_on_recorded_h200_grids_a_cycle_costs_more_at_a_wider_window_and_a_larger_batch(i, bs, w, ctx):
+    """Invariant of the window rule (the grid's first-column read kept per request): its token
+    part is the grid's first two context columns extrapolated to context 0, V(n, 0), which
+    need not grow with n on every grid; on the measured H200 grids it does, so a cycle costs
+    no less at window w + 1 than at w, nor with one more request, and never below 0 (the
+    graph limit 128 leaves batches above it eager)."""
+    p = load_profile(str(RECORDED_H200[i]))
+    at = {v: CostModel(p, server(speculative_num_draft_tokens=v, cuda_graph_max_bs=128), warn_to=None)
+          for v in (w, w + 1)}
+    t = at[w].step_s(bs, ctx)
+    assert 0 < t <= at[w + 1].step_s(bs, ctx) + 1e-12
+    assert t <= at[w].step_s(bs + 1, ctx) + 1e-12

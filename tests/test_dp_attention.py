@@ -160,3 +160,51 @@ def test_spec_prefill_on_one_rank_idles_the_others_decode():
         out[coord] = (ext["mode"].tolist(), int(ext["accepted_tokens"].sum()))
     assert set(out[False][0]) == {ForwardMode.EXTEND.value} and out[False][1] == 0
     assert ForwardMode.MIXED.value in out[True][0] and out[True][1] > 0
+
+
+def _ht_burst(**ov):
+    """The MI355X HT cell (a measured profile of the TP4 group), 64 requests of 512 outputs."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.bundled import scenarios_dir
+    from specsched.sim.engine import run_scenario
+
+    sc = load_scenario_with_overrides(scenarios_dir() / "burst256-ht.yaml", "base",
+                                      {"workload.num_requests": 64, "server.max_running_requests": 64,
+                                       "workload.output_len": {"kind": "fixed", "value": 512}, **ov})
+    return run_scenario(sc, seed=1).summary["output_throughput"]
+
+
+def test_dp_attention_on_a_measured_tp_group_profile_is_the_groups_forward():
+    """A measured profile with hardware.tp_size 4 times the whole TP4 group's forward. Under
+    DP attention the same four GPUs run every rank's requests and the MLP/MoE runs over all
+    ranks' tokens (scheduler_components/dp_attn.py prepare_mlp_sync_batch_raw), so a
+    forward is not one rank's batch on the whole group. Read per rank, dp_size 4 on the
+    MI355X HT cell more than doubled the burst's output throughput (7,809 -> 17,500 tok/s);
+    the profile does not say the model's attention is MLA, so no KV saving is credited."""
+    from specsched.sim.dp_attention import tp_group_kv_ratio
+    from specsched.sim.profile import load_profile
+
+    plain = _ht_burst()
+    dp4 = _ht_burst(**{"server.enable_dp_attention": True, "server.dp_size": 4})
+    assert dp4 <= plain * 1.05
+    prof = load_profile("mi355x-dsv41-flash-tp4")
+    assert tp_group_kv_ratio(prof, 4) == 4.0 and tp_group_kv_ratio(prof, 2) == 2.0
+    mla = prof.model_copy(update={"hardware": prof.hardware.model_copy(update={"mla": True})})
+    assert tp_group_kv_ratio(mla, 4) == 1.0
+    assert tp_group_kv_ratio(load_profile("mi355x-dsv4pro-agentic"), 8) is None  # tp_size 1: per rank
+
+
+def test_dp_size_that_does_not_divide_a_measured_tp_group_is_refused(tmp_path, capsys):
+    """SGLang asserts tp_size % dp_size == 0 with DP attention (arg_groups/parallel_hook.py
+    handle_data_parallelism); a measured TP4 profile with dp_size 3 ran."""
+    from specsched.sim.bundled import scenarios_dir
+
+    from specsched.cli import main
+
+    out = tmp_path / "res"
+    rc = main(["run", str(scenarios_dir() / "burst256-ht.yaml"), "--set", "server.enable_dp_attention=true",
+               "--set", "server.dp_size=3", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert "server.dp_size = 3" in err and "TP size 4" in err and "allowed: 1, 2, 4" in err
+    assert not out.exists()

@@ -21,7 +21,6 @@ INV-OL4: with a block, an extend on an idle stream ends its own lead after its l
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,7 +34,7 @@ from specsched.sim.engine import SimEngine
 from specsched.sim.host_speed import scale_host
 from specsched.sim.profile import LeadTable, Profile, load_profile
 
-from tests.conftest import make_scenario, tiny_profile
+from tests.conftest import make_scenario, profile_with_faked_idle_lead, tiny_profile
 
 TOKENS = 1000
 COMBINED = {"tokens": [256, 4096], "seconds": [6e-3, 2e-3]}
@@ -94,17 +93,7 @@ def test_profiler_writes_each_forwards_lead(monkeypatch: pytest.MonkeyPatch, tmp
     unprepared injection's, the combined one as before, provenance for each, the per-term
     host reference, and the profile loads. Before the split only the combined table existed."""
     pytest.importorskip("torch")
-    from specsched.runtime.profile_gpu import GpuPhases
-    from specsched.runtime.profiler import register_profile_command
-
-    monkeypatch.setattr(GpuPhases, "_idle_lead", _fake_idle_lead)
-    ap = argparse.ArgumentParser(prog="specsched")
-    register_profile_command(ap.add_subparsers(dest="command", required=True))
-    out = tmp_path / "p.yaml"
-    a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "2",
-                       "--contexts", "64", "--extend-tokens", "16,64", "--graph-max-bs", "2", "--repeats", "3",
-                       "--no-progress", "--out", str(out)])
-    assert a.func(a) == 0
+    out = profile_with_faked_idle_lead(monkeypatch, tmp_path, _fake_idle_lead, "16,64")
     text = capsys.readouterr().out
     assert "extend own idle lead: 16 tok 1.500 ms, 64 tok 0.500 ms" in text
     assert "unprepared injection idle lead: 16 tok 0.700 ms" in text

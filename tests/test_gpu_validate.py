@@ -135,3 +135,56 @@ def test_an_arm_that_resizes_the_model_gets_a_fresh_engine():
     other = gv.engine_for(gv.Job("s", "w6", w6, "s", "s-w6"), first, Fake)
     assert other is not first and other.sc is w6 and other.set == 0
 
+
+
+def test_an_engine_that_cannot_take_the_next_arm_is_gone_before_the_next_is_built(tmp_path):
+    """A window sweep's arms: the old engine's device memory must be free when the next
+    engine is built (its constructor sizes the pool against the free memory,
+    runtime/memory.py check_fits). engine_for's own ``del`` drops one name only: the
+    group loop, ``_one`` and ``measure`` still held the old engine, so nothing was freed."""
+    import gc
+    import weakref
+
+    alive_at_build: list[bool] = []
+    last: list[weakref.ref] = []
+
+    class Fake:
+        def __init__(self, sc):
+            alive_at_build.append(bool(last) and last[-1]() is not None)
+            self.sc = sc
+            last.append(weakref.ref(self))
+
+        def accepts(self, sc):
+            return sc.server.spec_window == self.sc.server.spec_window
+
+        def set_scenario(self, sc):
+            self.sc = sc
+
+    def measure(job, eng):
+        eng = gv.engine_for(job, eng, Fake)
+        gc.collect()
+        return SimEngine(SC, tiny_profile()).run(), eng
+
+    w4 = make_scenario()
+    w6 = make_scenario({"speculative_num_draft_tokens": 6})
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(SC, tiny_profile()).run())
+    val.run([gv.Job("s", "base", w4, "s", "s-base"), gv.Job("s", "rate", w4, "s", "s-rate"),
+             gv.Job("s", "w6", w6, "s", "s-w6")])
+    assert not val.failures
+    assert alive_at_build == [False, False]  # two engines built: the w6 arm's after the first was freed
+
+
+def test_an_engine_does_not_take_an_arm_with_another_kv_pool():
+    """runtime/engine.py sizes the device KV pool from max_total_num_tokens (it holds what the
+    scheduler's ledger holds); an arm with a larger pool reusing the engine would hand out
+    slots the device pool does not have, a smaller one would measure another pool. Both need
+    a fresh engine, as a window does."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.engine import RuntimeEngine
+
+    base = make_scenario({"max_total_num_tokens": 20_000})
+    held = SimpleNamespace(scenario=base)
+    assert RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 20_000}))
+    assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 40_000}))
+    assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 10_000}))

@@ -15,7 +15,7 @@ from specsched.runtime.profile_fit import idle_lead_fit
 from specsched.sim.engine import run_scenario
 from specsched.sim.profile import LeadTable, Profile, load_profile
 
-from tests.conftest import make_scenario, tiny_profile
+from tests.conftest import make_scenario, profile_with_faked_idle_lead, tiny_profile
 
 point = st.tuples(st.integers(1, 20000), st.floats(0, 0.05), st.floats(0, 0.05))
 
@@ -71,10 +71,6 @@ def test_profiler_writes_the_measured_table(monkeypatch: pytest.MonkeyPatch, tmp
     """``specsched profile`` with the GPU's measurement faked: the table, its median, the
     provenance and the printed summary."""
     pytest.importorskip("torch")
-    import argparse
-
-    from specsched.runtime.profile_gpu import GpuPhases
-    from specsched.runtime.profiler import register_profile_command
 
     def fake(self, tokens, ext, inj):  # noqa: ANN001 -- the GPU's pairs: 2 ms lead at 16 tokens, 1 ms above
         ext()
@@ -85,14 +81,7 @@ def test_profiler_writes_the_measured_table(monkeypatch: pytest.MonkeyPatch, tmp
         return {"device": [0.004] * 3, "wall": [0.004 + lead] * 3, "ext_device": [0.003] * 3,
                 "ext_span": [0.003] * 3, "inj_device": [0.001] * 3, "inj_span": [0.001] * 3}
 
-    monkeypatch.setattr(GpuPhases, "_idle_lead", fake)
-    ap = argparse.ArgumentParser(prog="specsched")
-    register_profile_command(ap.add_subparsers(dest="command", required=True))
-    out = tmp_path / "p.yaml"
-    a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "2",
-                       "--contexts", "64", "--extend-tokens", "16,64,128", "--graph-max-bs", "2", "--repeats", "3",
-                       "--no-progress", "--out", str(out)])
-    assert a.func(a) == 0
+    out = profile_with_faked_idle_lead(monkeypatch, tmp_path, fake, "16,64,128")
     assert "extend + injection idle lead: 16 tok 2.000 ms, 64 tok 1.000 ms" in capsys.readouterr().out
     d = yaml.safe_load(out.read_text())
     host = d["host"]

@@ -104,7 +104,9 @@ def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_ite
                     assert (o.used, o.peak) == plain.kv_after(m)
                     assert [id(r) for r in o.kept] == [id(r) for r, k in zip(plain.reqs, plain.in_plan(m - 1), strict=True) if k]
                     assert o.device == plain.device_after(m)[0]
-                    assert o.deliver == plain.deliveries(m)
+                    idx, first, last, both = plain.deliveries(m)
+                    assert o.deliver == ([(plain.rid_list[i], a, b) for i, a, b in zip(idx, first, last, strict=True)],
+                                         both)
                     assert o.finished == [i for i, f in enumerate(plain.fin) if 0 <= f < m]
                     pl, out = plain.plan_at(m - 1)
                     assert o.plan == pl and np.array_equal(o.output.committed, out.committed)

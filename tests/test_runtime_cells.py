@@ -39,7 +39,10 @@ TINY = {
     # sglang 0.5.23's batch_is_full latch admission over-commits only after a request leaves)
     "kv-retract": {"workload.num_requests": 8, "workload.input_len.value": 16, "workload.output_len.value": 96,
                    "server.max_running_requests": 4, "server.max_total_num_tokens": 320,
-                   "server.speculative_num_draft_tokens": 4},
+                   "server.speculative_num_draft_tokens": 4,
+                   # the cell's acceptance as stated, at this window (a window what-if would
+                   # carry it from the cell's window 6: fewer accepted, no retraction here)
+                   "acceptance.window": 4},
     "above-graph-bs": {**SMALL, "workload.num_requests": 6, "workload.concurrency": 5,
                        "server.cuda_graph_max_bs": 2},
     "long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import copy
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from specsched.sim import host_timeline
@@ -726,3 +729,56 @@ def test_finished_filter_is_the_list_rebuild(rows, full):
     any_finished = len(kept) < len(reqs)
     assert s.batch_is_full == (full and not any_finished)
     assert (s.running is before) == (not any_finished)
+
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(0, 6), n=st.integers(0, 6), which=st.integers(0, 2))
+def test_per_request_lists_of_unequal_length_are_refused(m, n, which):
+    """The hot per-request loops read parallel lists by index (a ``zip(..., strict=True)``
+    per call costs ~0.4 us there); each checks the lengths first, so a list longer or
+    shorter than the others still raises instead of being cut short or read past."""
+    from specsched.sim.kv_ledger import KVLedger
+    from specsched.sim.records import Recorder
+    from specsched.sim.request import Req
+
+    if n == m:
+        return
+    lens = [m, m, m]
+    lens[which] = n        # one of the three parallel lists has the other length
+    reqs = [Req(rid=i, input_len=4, max_new_tokens=8) for i in range(lens[0])]
+    with pytest.raises(ValueError):
+        KVLedger(1000).settle(reqs, [0] * lens[1], 0, 0, finished=[False] * lens[2])
+    with pytest.raises(ValueError):
+        DeviceTokens(None).set_state(list(range(m)), [0] * n, None)
+    rec = Recorder("compact")
+    for i in range(max(m, n)):
+        rec.request_sent(i, 4, 8, 0.0)
+    with pytest.raises(ValueError):
+        rec.deliver_step(1.0, list(range(lens[0])), [1] * lens[1], [False] * lens[2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.one_of(st.integers(1, 40), st.integers(1, 5_000)), seed=st.integers(0, 2**31),
+       decimals=st.sampled_from([None, 1]), qs=st.lists(st.sampled_from([0, 1, 50, 90, 95, 99, 100]), min_size=1,
+                                                       max_size=4))
+def test_finite_percentiles_are_numpys(n, seed, decimals, qs):
+    """bench_serving's p90/p95 figures without np.percentile (whose first call imports
+    numpy.ma): each value is np.percentile's, ties and the extremes included, and the
+    input is left as it was."""
+    from specsched.sim.metrics import finite_percentiles
+
+    v = np.random.default_rng(seed).exponential(30.0, n)
+    if decimals is not None:
+        v = np.round(v, decimals)
+    before = v.copy()
+    got = finite_percentiles(v, tuple(qs))
+    assert got == [float(np.percentile(v, q)) for q in qs]
+    assert v.tobytes() == before.tobytes()
+
+
+def test_finite_percentiles_leave_numpy_ma_unimported():
+    code = ("import sys\nimport numpy as np\nfrom specsched.sim.metrics import finite_percentiles\n"
+            "finite_percentiles(np.arange(100.0), (90, 95))\nprint('numpy.ma' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "False", r.stdout + r.stderr

@@ -178,7 +178,7 @@ def test_runtime_makes_the_same_reservations_and_plans_on_a_retracting_spec_burs
     sc = load_scenario_with_overrides(cell, "base", {
         "workload.num_requests": 8, "workload.input_len.value": 16, "workload.output_len.value": 96,
         "server.max_running_requests": 4, "server.max_total_num_tokens": 320,
-        "server.speculative_num_draft_tokens": 4,
+        "server.speculative_num_draft_tokens": 4, "acceptance.window": 4,  # the cell's acceptance as stated
         "server.semantics_rules": {"spec_kv_reservation": rule.split("+")[0]},
         # a hybrid sliding-window pool small enough to bind (sim/kv_ledger.py)
         **({"server.sliding_window_size": 8, "server.swa_full_tokens_ratio": 0.4,

@@ -154,3 +154,125 @@ def test_bad_queue_order_is_one_line_exit_2(tmp_path, capsys):
     assert main(["run", path, "--arm", "mine", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "server.schedule_policy" in err and "lacks from_server, order" in err
+
+
+RAISES = textwrap.dedent('''
+    from specsched.sim.admission import AdmissionDelayBase
+    from specsched.sim.schedule_policy import QueueOrderBase
+
+
+    class DividesByWaiting(AdmissionDelayBase):
+        def should_delay(self, state):
+            return 1 / (state.waiting_bs - state.waiting_bs) > 0
+
+
+    class OrderFails(QueueOrderBase):
+        def order(self, waiting, ctx):
+            raise KeyError("no such request")
+''')
+
+
+@pytest.mark.parametrize(("key", "spec", "fragment"), [
+    ("admission_delay", "raising.py:DividesByWaiting", "ZeroDivisionError"),
+    ("schedule_policy", "raising.py:OrderFails", "KeyError"),
+])
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_user_policy_that_raises_mid_run_is_one_line_exit_2(tmp_path, capsys, key, spec, fragment, command):
+    """The user's own policy code raising mid-run is bad input: one line naming the policy,
+    the exception and the line of the user's file, exit 2. It ended in a traceback through
+    the event loop (run) or the worker's formatted one (compare)."""
+    path = scenario(tmp_path, {"other": {"server": {"sync_mode": "stream_wait"}}})
+    (tmp_path / "raising.py").write_text(RAISES)
+    doc = yaml.safe_load(open(path))
+    doc["server"][key] = spec
+    open(path, "w").write(yaml.safe_dump(doc))
+    argv = (["run", path, "--out", str(tmp_path / "out")] if command == "run"
+            else ["compare", path, "--arms", "base,other", "--seeds", "1"])
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert spec in err and fragment in err and "raising.py line" in err
+
+
+BAD_ANSWERS = textwrap.dedent('''
+    from specsched.sim.admission import AdmissionDelayBase
+    from specsched.sim.schedule_policy import QueueOrderBase
+
+
+    class Twice(QueueOrderBase):
+        def order(self, waiting, ctx):
+            return list(waiting) + list(waiting)[:1]
+
+
+    class Nothing(QueueOrderBase):
+        def order(self, waiting, ctx):
+            return None
+
+
+    class HoldsAll(QueueOrderBase):
+        def order(self, waiting, ctx):
+            return []
+
+
+    class AlwaysDelays(AdmissionDelayBase):
+        def should_delay(self, state):
+            return True
+''')
+
+
+@pytest.mark.parametrize(("key", "spec", "fragment"), [
+    ("schedule_policy", "answers.py:Twice", "twice"),            # corrupted the KV ledger mid-run
+    ("schedule_policy", "answers.py:Nothing", "returned NoneType"),  # TypeError traceback
+    ("schedule_policy", "answers.py:HoldsAll", "stalls the server"),  # Stalled traceback
+    ("admission_delay", "answers.py:AlwaysDelays", "stalls the server"),
+])
+def test_a_user_policy_answer_the_scheduler_cannot_use_is_one_line_exit_2(tmp_path, capsys, key, spec, fragment):
+    """SGLang sorts its waiting queue in place (SchedulePolicy.calc_priority): an order
+    cannot admit a request twice. A user order that returned one ended in 'stretch KV: ...'
+    (a ledger check) deep in the run; None in a TypeError; one that never admits, or a delay
+    that always delays, in 'Stalled' tracebacks."""
+    path = scenario(tmp_path, {})
+    (tmp_path / "answers.py").write_text(BAD_ANSWERS)
+    doc = yaml.safe_load(open(path))
+    doc["server"][key] = spec
+    open(path, "w").write(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert spec in err and fragment in err and "<scenario>" not in err
+
+
+def test_config_errors_survive_a_rebuild_from_their_args():
+    """SimPy re-raises a process's exception as type(e)(*e.args), and a process pool
+    pickles it the same way: a ConfigError raised mid-run (checked_order) came out as
+    'ConfigError.__init__() missing 3 required positional arguments'."""
+    import pickle
+
+    e = ConfigError("s.yaml", "server.schedule_policy", "x.py:Y", "must be fine")
+    for again in (type(e)(*e.args), pickle.loads(pickle.dumps(e))):
+        assert str(again) == str(e) == "s.yaml: server.schedule_policy = 'x.py:Y': must be fine"
+        assert (again.file, again.key, again.value, again.allowed) == (e.file, e.key, e.value, e.allowed)
+
+
+def test_a_delay_policy_that_returns_nothing_is_one_line_exit_2(tmp_path, capsys):
+    """A should_delay without its return statement answered None, which the pass read as
+    'admit': the user's delay silently never delayed."""
+    path = scenario(tmp_path, {})
+    (tmp_path / "forgot.py").write_text(textwrap.dedent('''
+        from specsched.sim.admission import AdmissionDelayBase
+
+
+        class Forgot(AdmissionDelayBase):
+            def should_delay(self, state):
+                state.num_allocatable_reqs < 4
+    '''))
+    doc = yaml.safe_load(open(path))
+    doc["server"]["admission_delay"] = "forgot.py:Forgot"
+    open(path, "w").write(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "forgot.py:Forgot" in err and "returned None" in err
+    assert err.startswith(f"specsched: error: {path}: server.admission_delay = ")  # the file, not a placeholder

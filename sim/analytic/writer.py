@@ -84,6 +84,13 @@ def _host(platform: str) -> tuple[dict[str, float], dict[str, str]]:
     return raw, {f"host.{k}": v for k, v in src.items()}
 
 
+KV_LINK_BYTES_PER_S = 4.0e10
+"""Assumed KV-transfer link of one rank: one 400 Gb/s RDMA NIC per GPU at 80 % (the GPU
+table has no inter-node link; the shipped MI355X prefill-decode profile assumes the same)."""
+KV_LINK_LATENCY_S = 1.0e-3
+"""Assumed fixed cost of one KV transfer (bootstrap done earlier; the completion poll)."""
+
+
 def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None = None, *,
                   window: int = 6, drafter: str = "block", draft_layers: int = 1,
                   eff: Efficiency | None = None, name: str | None = None,
@@ -223,6 +230,12 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
     }
     full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
+    prov["kv_transfer.bytes_per_token"] = (
+        "hardware.kv_cell_bytes: each prefill rank sends its own shard of a token's KV to its decode peer over its "
+        "own link (disaggregation/mooncake, nixl: per-rank transfers); a drafter's KV is not counted")
+    prov["kv_transfer.link_bytes_per_s"] = ("assumed: one 400 Gb/s RDMA NIC per GPU at 80 % (writer.KV_LINK_BYTES_PER_S); "
+                                            "the GPU table has no inter-node link. Read only by prefill-decode scenarios")
+    prov["kv_transfer.latency_s"] = "assumed 1 ms per transfer (writer.KV_LINK_LATENCY_S): bootstrap done earlier, completion poll"
     swa_hw: dict[str, Any] = {}
     if arch.swa_pool_layers:
         full_layers = arch.num_layers - arch.swa_pool_layers
@@ -272,6 +285,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
+        "kv_transfer": {"bytes_per_token": float(full_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
+                        "latency_s": KV_LINK_LATENCY_S},
         "analytic": {
             "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
             "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
