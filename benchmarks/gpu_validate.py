@@ -407,8 +407,8 @@ def within_line(rows: list[dict]) -> tuple[int, int, str]:
 
 def new_cells_line(rows: list[dict]) -> str | None:
     """The 5 % count of the cells first measured in the latest round that ``rows`` has new cells
-    of (:data:`FIRST_ROUND`: the out-of-sample figure) beside all the other cells; None when
-    ``rows`` has no cell of :data:`NEW_CELLS`."""
+    of (:data:`FIRST_ROUND`; the out-of-sample figure in that round, and only there) beside all
+    the other cells; None when ``rows`` has no cell of :data:`NEW_CELLS`."""
     rounds = {FIRST_ROUND[r["cell"].split("@")[0]] for r in rows if r["cell"].split("@")[0] in FIRST_ROUND}
     if not rounds:
         return None
@@ -417,7 +417,8 @@ def new_cells_line(rows: list[dict]) -> str | None:
     old = [r for r in rows if FIRST_ROUND.get(r["cell"].split("@")[0]) != latest]
     w, n, _ = within_line(new)
     ow, on, _ = within_line(old)
-    return (f"Never measured before round {latest} ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
+    # "first measured in": the line stays true when a later round measures these cells again
+    return (f"First measured in round {latest} ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
             f"**{w} of {n}** within 5 %; the other cells: **{ow} of {on}**")
 
 

@@ -102,15 +102,15 @@ def test_the_summary_counts_the_cells_never_measured_before_apart():
     old = rows("batch8", [1.0, 1.0, 1.0, 1.0, 9.0])
     new = rows("queue-chunked", [1.0, 7.0, 7.0, 1.0, 1.0]) + rows("poisson-spec@32", [9.0] * 5)
     text = gv.summary_text(old + new, [], {}, [], [])
-    assert ("Never measured before round 18 (queue-chunked, poisson-spec@32): **3 of 10** within 5 %; "
+    assert ("First measured in round 18 (queue-chunked, poisson-spec@32): **3 of 10** within 5 %; "
             "the other cells: **4 of 5**") in text
-    assert "Never measured" not in gv.summary_text(old, [], {}, [], [])
+    assert "First measured" not in gv.summary_text(old, [], {}, [], [])
     cond = [{**r, "speed_factor": 1.0} for r in old + new]
-    assert text.count("Never measured before round 18") == 1
+    assert text.count("First measured in round 18") == 1
     assert gv.summary_text(old + new, [], {}, [], [], cond).count("**3 of 10** within 5 %") == 2
     # a later round's new cells are counted apart from everything measured before them
     r19 = rows("small-chunk", [1.0, 1.0, 9.0, 9.0, 9.0])
-    assert ("Never measured before round 19 (small-chunk): **2 of 5** within 5 %; the other cells: **7 of 15**"
+    assert ("First measured in round 19 (small-chunk): **2 of 5** within 5 %; the other cells: **7 of 15**"
             in gv.summary_text(old + new + r19, [], {}, [], []))
 
 
