@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -160,7 +161,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                 row = parse_line(raw, i)
                 if row is not None:
                     rows.append(row)
-    except (OSError, EOFError) as e:   # gzip: a truncated or not-gzip file
+    except (OSError, EOFError, zlib.error) as e:   # gzip: a truncated, damaged or not-gzip file
         raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
     if not rows:
         raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "

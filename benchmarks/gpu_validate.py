@@ -208,6 +208,12 @@ class Validation:
                     self.skipped.append(name)
                     continue
                 t0 = time.perf_counter()
+                if eng is not None and hasattr(eng, "accepts") and not eng.accepts(job.scenario):
+                    # an arm that resizes the model: this loop's name is the last one holding
+                    # the old engine, so drop it here, or its device memory is still taken when
+                    # the next engine sizes its pool against the free memory (engine_for)
+                    eng = None
+                    _free_device_memory()
                 try:
                     eng = self._one(job, eng, walls, t0)
                 except Exception as e:  # report, then go on with a fresh engine
@@ -401,8 +407,8 @@ def within_line(rows: list[dict]) -> tuple[int, int, str]:
 
 def new_cells_line(rows: list[dict]) -> str | None:
     """The 5 % count of the cells first measured in the latest round that ``rows`` has new cells
-    of (:data:`FIRST_ROUND`: the out-of-sample figure) beside all the other cells; None when
-    ``rows`` has no cell of :data:`NEW_CELLS`."""
+    of (:data:`FIRST_ROUND`; the out-of-sample figure in that round, and only there) beside all
+    the other cells; None when ``rows`` has no cell of :data:`NEW_CELLS`."""
     rounds = {FIRST_ROUND[r["cell"].split("@")[0]] for r in rows if r["cell"].split("@")[0] in FIRST_ROUND}
     if not rounds:
         return None
@@ -411,7 +417,8 @@ def new_cells_line(rows: list[dict]) -> str | None:
     old = [r for r in rows if FIRST_ROUND.get(r["cell"].split("@")[0]) != latest]
     w, n, _ = within_line(new)
     ow, on, _ = within_line(old)
-    return (f"Never measured before round {latest} ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
+    # "first measured in": the line stays true when a later round measures these cells again
+    return (f"First measured in round {latest} ({', '.join(dict.fromkeys(r['cell'] for r in new))}): "
             f"**{w} of {n}** within 5 %; the other cells: **{ow} of {on}**")
 
 
@@ -463,8 +470,9 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
 def engine_for(job: Job, eng, make):
     """The engine to measure ``job`` with: ``eng`` set to the job's scenario when it can take
     it (:meth:`runtime.engine.RuntimeEngine.accepts`: same window, slots, graph limits and
-    workload), else a fresh one from ``make(scenario)``, the old one's device memory freed
-    first (an arm that resizes the model, as a window sweep's arms do)."""
+    workload), else a fresh one from ``make(scenario)`` (an arm that resizes the model, as a
+    window sweep's arms do). The old one's device memory is freed first only where no caller
+    still holds it: :meth:`Validation.run` drops its own name before the call."""
     if eng is not None and eng.accepts(job.scenario):
         eng.set_scenario(job.scenario)
         return eng

@@ -180,11 +180,13 @@ class RuntimeEngine:
 
     def accepts(self, scenario: Scenario) -> bool:
         """Whether :meth:`set_scenario` can take ``scenario``: the same window, running
-        slots, graph limits, drafter and workload (the request rate may differ), i.e. what
-        sizes the model, the KV pool and the captured graphs."""
+        slots, KV pool (max_total_num_tokens bounds the device pool), graph limits, drafter
+        and workload (the request rate may differ), i.e. what sizes the model, the KV pool
+        and the captured graphs."""
         a, b = self.scenario, scenario
         return (a.server.spec_window == b.server.spec_window
                 and a.server.max_running_requests == b.server.max_running_requests
+                and a.server.max_total_num_tokens == b.server.max_total_num_tokens
                 and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
                 and a.server.prefill_graph_tokens == b.server.prefill_graph_tokens
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
@@ -199,8 +201,8 @@ class RuntimeEngine:
                 slots, request lengths, graph limit: :meth:`accepts`).
         """
         if not self.accepts(scenario):
-            raise ValueError("set_scenario needs the same window, slots, graph limits and workload (the request "
-                             "rate may differ); build a new engine")
+            raise ValueError("set_scenario needs the same window, slots, KV pool, graph limits and workload (the "
+                             "request rate may differ); build a new engine")
         self.scenario, self.server = scenario, scenario.server
 
     # ------------------------------------------------------------------ state

@@ -413,7 +413,7 @@ class CostModel:
         Charging the extend's own lead without a block too, and the injection its unprepared
         lead (host.inject_unprepared_idle_lead_by_tokens: recorded, not charged), predicted
         worse: 299 against 309 of 450 H200 figures within 5 % over rounds 17-20
-        (docs/measurements/h200-v19.md), plain decoding, which has no injection, included."""
+        (docs/measurements/h200-v20.md), plain decoding, which has no injection, included."""
         h = self.h
         if part == "inject":
             table = h.inject_idle_lead_by_tokens

@@ -554,3 +554,24 @@ def test_calibrate_keeps_the_extend_floor_when_it_refits():
     assert e(1, 0) == pytest.approx(floor) and e(64, 0) == pytest.approx(floor)
     # above the knee the line through the origin and the fitted 16K point, as before
     assert e(16384, 0) == pytest.approx(0.25) and e(8192, 0) == pytest.approx(0.125, rel=1e-4)
+
+
+RECORDED_H200 = [ROOT / "docs" / "measurements" / d / "h200-1b.yaml"
+                 for d in ("h200-v19", "h200-v19/second-machine", "h200-v20")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(i=st.integers(0, len(RECORDED_H200) - 1), bs=st.integers(1, 160), w=st.integers(2, 7),
+       ctx=st.integers(0, 12_000))
+def test_on_recorded_h200_grids_a_cycle_costs_more_at_a_wider_window_and_a_larger_batch(i, bs, w, ctx):
+    """Invariant of the window rule (the grid's first-column read kept per request): its token
+    part is the grid's first two context columns extrapolated to context 0, V(n, 0), which
+    need not grow with n on every grid; on the measured H200 grids it does, so a cycle costs
+    no less at window w + 1 than at w, nor with one more request, and never below 0 (the
+    graph limit 128 leaves batches above it eager)."""
+    p = load_profile(str(RECORDED_H200[i]))
+    at = {v: CostModel(p, server(speculative_num_draft_tokens=v, cuda_graph_max_bs=128), warn_to=None)
+          for v in (w, w + 1)}
+    t = at[w].step_s(bs, ctx)
+    assert 0 < t <= at[w + 1].step_s(bs, ctx) + 1e-12
+    assert t <= at[w].step_s(bs + 1, ctx) + 1e-12

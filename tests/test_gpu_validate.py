@@ -102,15 +102,15 @@ def test_the_summary_counts_the_cells_never_measured_before_apart():
     old = rows("batch8", [1.0, 1.0, 1.0, 1.0, 9.0])
     new = rows("queue-chunked", [1.0, 7.0, 7.0, 1.0, 1.0]) + rows("poisson-spec@32", [9.0] * 5)
     text = gv.summary_text(old + new, [], {}, [], [])
-    assert ("Never measured before round 18 (queue-chunked, poisson-spec@32): **3 of 10** within 5 %; "
+    assert ("First measured in round 18 (queue-chunked, poisson-spec@32): **3 of 10** within 5 %; "
             "the other cells: **4 of 5**") in text
-    assert "Never measured" not in gv.summary_text(old, [], {}, [], [])
+    assert "First measured" not in gv.summary_text(old, [], {}, [], [])
     cond = [{**r, "speed_factor": 1.0} for r in old + new]
-    assert text.count("Never measured before round 18") == 1
+    assert text.count("First measured in round 18") == 1
     assert gv.summary_text(old + new, [], {}, [], [], cond).count("**3 of 10** within 5 %") == 2
     # a later round's new cells are counted apart from everything measured before them
     r19 = rows("small-chunk", [1.0, 1.0, 9.0, 9.0, 9.0])
-    assert ("Never measured before round 19 (small-chunk): **2 of 5** within 5 %; the other cells: **7 of 15**"
+    assert ("First measured in round 19 (small-chunk): **2 of 5** within 5 %; the other cells: **7 of 15**"
             in gv.summary_text(old + new + r19, [], {}, [], []))
 
 
@@ -135,3 +135,56 @@ def test_an_arm_that_resizes_the_model_gets_a_fresh_engine():
     other = gv.engine_for(gv.Job("s", "w6", w6, "s", "s-w6"), first, Fake)
     assert other is not first and other.sc is w6 and other.set == 0
 
+
+
+def test_an_engine_that_cannot_take_the_next_arm_is_gone_before_the_next_is_built(tmp_path):
+    """A window sweep's arms: the old engine's device memory must be free when the next
+    engine is built (its constructor sizes the pool against the free memory,
+    runtime/memory.py check_fits). engine_for's own ``del`` drops one name only: the
+    group loop, ``_one`` and ``measure`` still held the old engine, so nothing was freed."""
+    import gc
+    import weakref
+
+    alive_at_build: list[bool] = []
+    last: list[weakref.ref] = []
+
+    class Fake:
+        def __init__(self, sc):
+            alive_at_build.append(bool(last) and last[-1]() is not None)
+            self.sc = sc
+            last.append(weakref.ref(self))
+
+        def accepts(self, sc):
+            return sc.server.spec_window == self.sc.server.spec_window
+
+        def set_scenario(self, sc):
+            self.sc = sc
+
+    def measure(job, eng):
+        eng = gv.engine_for(job, eng, Fake)
+        gc.collect()
+        return SimEngine(SC, tiny_profile()).run(), eng
+
+    w4 = make_scenario()
+    w6 = make_scenario({"speculative_num_draft_tokens": 6})
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(SC, tiny_profile()).run())
+    val.run([gv.Job("s", "base", w4, "s", "s-base"), gv.Job("s", "rate", w4, "s", "s-rate"),
+             gv.Job("s", "w6", w6, "s", "s-w6")])
+    assert not val.failures
+    assert alive_at_build == [False, False]  # two engines built: the w6 arm's after the first was freed
+
+
+def test_an_engine_does_not_take_an_arm_with_another_kv_pool():
+    """runtime/engine.py sizes the device KV pool from max_total_num_tokens (it holds what the
+    scheduler's ledger holds); an arm with a larger pool reusing the engine would hand out
+    slots the device pool does not have, a smaller one would measure another pool. Both need
+    a fresh engine, as a window does."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.engine import RuntimeEngine
+
+    base = make_scenario({"max_total_num_tokens": 20_000})
+    held = SimpleNamespace(scenario=base)
+    assert RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 20_000}))
+    assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 40_000}))
+    assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 10_000}))
