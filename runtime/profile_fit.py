@@ -173,7 +173,7 @@ class Fits:
             "cross_queue_penalty_s": self.cq_penalty,
             "slot_expansion_s": self.slot_expansion_fit(),
             "inject_prepare_s": inject_prepare_fit(getattr(self, "slot_pts", [])),
-            "inject_idle_lead_by_tokens": inject_idle_lead_fit(getattr(self, "inject_idle_pts", [])),
+            "inject_idle_lead_by_tokens": span_lead_fit(getattr(self, "inject_idle_pts", [])),
             "extend_own_idle_lead_by_tokens": span_lead_fit(getattr(self, "extend_own_pts", [])),
             "inject_unprepared_idle_lead_by_tokens": span_lead_fit(getattr(self, "inject_unprepared_pts", [])),
         }
@@ -387,8 +387,8 @@ def span_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
     finish sooner than a busy one: a negative difference is timing noise), as a table by
     tokens ascending (duplicates averaged; sim.profile.LeadTable). No points (CPU): None.
 
-    ``host.inject_idle_lead_by_tokens`` (the injection after a slot-expansion block,
-    :func:`inject_idle_lead_fit`), ``host.extend_own_idle_lead_by_tokens`` (the extend alone)
+    ``host.inject_idle_lead_by_tokens`` (the injection launched onto the drained stream
+    after a slot-expansion block), ``host.extend_own_idle_lead_by_tokens`` (the extend alone)
     and ``host.inject_unprepared_idle_lead_by_tokens`` (the injection its launch prepares,
     right behind its extend; both from runtime/profile_gpu.py ``_idle_lead``)."""
     if not points:
@@ -398,15 +398,6 @@ def span_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
         by.setdefault(float(t), []).append(max(0.0, float(span) - float(dev)))
     toks = sorted(by)
     return {"tokens": toks, "seconds": [float(np.mean(by[t])) for t in toks]}
-
-
-def inject_idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
-    """``host.inject_idle_lead_by_tokens`` from ``points`` = (extend tokens, median span of
-    the injection launched onto the drained stream after a slot-expansion block, its
-    kept-busy device seconds): per point span - device, clamped >= 0 (an idle stream
-    cannot finish sooner than a busy one), as a table by tokens (duplicates averaged).
-    No points (CPU): None."""
-    return span_lead_fit(points)
 
 
 def refit_slot_expansion(profile):

@@ -190,7 +190,7 @@ class GpuPhases(Harness):
         ``prepare_inject(sync=False)`` alone (reported in the provenance; the gap keeps it:
         :func:`runtime.profile_fit.slot_expansion_fit`). A third event after the inject
         gives the injection's span launched onto the drained stream, as the loop's is
-        (``host.inject_idle_lead_by_tokens``: :func:`runtime.profile_fit.inject_idle_lead_fit`).
+        (``host.inject_idle_lead_by_tokens``: :func:`runtime.profile_fit.span_lead_fit`).
 
         Returns:
             (gap seconds, sync-free preparation host seconds, idle-stream injection span

@@ -268,7 +268,7 @@ class Provenance:
                 ("runtime.profile_gpu.GpuPhases._slot_expansion: a timing event after the inject of the loop's "
                  "slot-expansion sequence (extend, prepare_inject(sync=True), inject, from an idle stream) gives the "
                  "injection's span on the drained stream; less its kept-busy device time (gpu.draft_inject, prefix 0), "
-                 "clamped >= 0 (runtime.profile_fit.inject_idle_lead_fit); medians (tokens: span / device): "
+                 "clamped >= 0 (runtime.profile_fit.span_lead_fit); medians (tokens: span / device): "
                  + ", ".join(f"{t}: {_ms(s)} / {_ms(d)}" for t, s, d in getattr(self, "inject_idle_pts", []))
                  + f". {self._reps_text('slot_expansion')}. [{env}]")
                 if getattr(self, "inject_idle_pts", []) else

@@ -27,7 +27,7 @@ from tests.conftest import make_scenario, tiny_profile
 
 pytest.importorskip("torch")
 
-from specsched.runtime.profile_fit import inject_idle_lead_fit  # noqa: E402
+from specsched.runtime.profile_fit import span_lead_fit  # noqa: E402
 
 TOKENS = 1000
 
@@ -84,7 +84,7 @@ def test_queued_behind_its_extend_the_lead_hides(lead):
                     max_size=8))
 def test_the_fit(pts):
     """INV-IL4."""
-    got = inject_idle_lead_fit(pts)
+    got = span_lead_fit(pts)
     if not pts:
         assert got is None
         return
