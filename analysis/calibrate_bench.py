@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 from specsched.sim.errors import ConfigError
-from specsched.sim.host_speed import SCALED_TERMS
+from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "prefill": ("gpu.extend", "gpu.draft_inject", "gpu.draft_inject_per_token_s"),
@@ -66,8 +66,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     # every term sim.host_speed scales (host.speed_factor): a slower host runs all of its
     # Python slower, the extends' and injections' kernel issue as much as the scheduler
     "host": SCALED_TERMS,
-    "idle_lead": ("host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens", "host.inject_idle_lead_by_tokens",
-                  "host.extend_own_idle_lead_by_tokens", "host.inject_unprepared_idle_lead_by_tokens"),
+    "idle_lead": ("host.extend_idle_lead_s", *(f"host.{t}" for t in HOST_TABLES)),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
 PRIOR_SD: dict[str, float] = {"prefill": 0.02, "decode": 0.02, "host": 0.3}

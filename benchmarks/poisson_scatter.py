@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.sim.engine import run_scenario
+from specsched.sim.host_speed import HOST_TABLES
 from specsched.sim.profile import Profile, load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +34,7 @@ def slower_host(profile: Profile, factor: float) -> Profile:
     """``profile`` with its host-paced extend terms (issue and idle-stream leads) x ``factor``."""
     h = profile.host
     upd = {k: getattr(h, k) * factor for k in ("launch_per_extend_s", "launch_per_extend_token_s", "extend_idle_lead_s")}
-    for name in ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens", "extend_own_idle_lead_by_tokens",
-                 "inject_unprepared_idle_lead_by_tokens"):
+    for name in HOST_TABLES:
         if (t := getattr(h, name)) is not None:
             upd[name] = t.model_copy(update={"seconds": [s * factor for s in t.seconds]})
     return profile.model_copy(update={"host": h.model_copy(update=upd)})
