@@ -53,12 +53,14 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
 - ``host.extend_idle_lead_by_tokens`` / ``extend_idle_lead_s``: per extend-grid token count
   at prefix 0, an extend + injection's idle-queue wall (synchronize, call, synchronize)
   minus its device time with the GPU kept busy: the table, and its median (CPU: 0, no table).
-  Kept for older readers; the simulator reads it only without the two tables below.
+  The simulator charges it to an extend launched with its injection right behind it.
 - ``host.extend_own_idle_lead_by_tokens`` / ``host.inject_unprepared_idle_lead_by_tokens``:
   the same idle sequence with timing events before the extend, between the two launches
   and after the inject: the extend's own span and the injection's (its launch prepares it)
-  each less its kept-busy device time, so each forward is charged its own lead
-  (runtime/profile_gpu.py ``_idle_lead``; CPU: not measured).
+  each less its kept-busy device time (runtime/profile_gpu.py ``_idle_lead``; CPU: not
+  measured). The simulator charges the extend's own where a slot-expansion block launches
+  the injection apart; the injection's is recorded, not charged
+  (sim.cost_model.CostModel.idle_lead_s).
 - ``host.slot_expansion_s``: the loop's extend, ``prepare_inject(sync=True)``, inject from an
   idle stream; the GPU idle gap between the extend's end and the injection's start (timing
   events) less the wake-up and less ``prepare_inject(sync=False)``'s host time (GPU kept

@@ -162,7 +162,8 @@ class CostModel:
         # a DSpark prefill whose slot expansion blocks the host: the extend and its injection
         # are launched apart, the block between them (runtime/engine.py ``_host_block``)
         self.block_splits_prefill = bool(server.prefill_slot_expansion_sync and spec.enabled and spec.is_block)
-        self.step_grid_ctx = [float(c) for c in grid.context_len]
+        # the grid's second context column (None: one column, no per-context slope)
+        self.c1 = float(grid.context_len[1]) if len(grid.context_len) > 1 else None
         self.window = server.spec_window
         self.ref_window = (g.verify_window if spec.enabled else 1) or self.window
         self.topk = server.speculative_eagle_topk or 1
@@ -272,10 +273,9 @@ class CostModel:
         rescaled token part alone gave 4.13 (this term: +0.33 ms); the same rescaling gave
         window 8 at batch 24 0.11 ms too much and window 4 at batch 16 0.08 ms too little
         (rounds 17-18; this term: -0.10 and +0.04 ms)."""
-        cols = self.step_grid_ctx
-        if len(cols) < 2:
+        c0, c1 = self.c0, self.c1
+        if c1 is None:
             return 0.0
-        c0, c1 = cols[0], cols[1]
         grid = self.step_grid
         return c0 * (grid(n, c1) - grid(n, c0)) / (c1 - c0)
 
