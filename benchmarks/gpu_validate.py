@@ -471,14 +471,11 @@ def engine_for(job: Job, eng, make):
     """The engine to measure ``job`` with: ``eng`` set to the job's scenario when it can take
     it (:meth:`runtime.engine.RuntimeEngine.accepts`: same window, slots, graph limits and
     workload), else a fresh one from ``make(scenario)`` (an arm that resizes the model, as a
-    window sweep's arms do). The old one's device memory is freed first only where no caller
-    still holds it: :meth:`Validation.run` drops its own name before the call."""
+    window sweep's arms do). Freeing the old one's device memory is :meth:`Validation.run`'s:
+    it holds the last name of the engine and drops it before the call."""
     if eng is not None and eng.accepts(job.scenario):
         eng.set_scenario(job.scenario)
         return eng
-    if eng is not None:
-        del eng
-        _free_device_memory()
     return make(job.scenario)
 
 
