@@ -46,14 +46,13 @@ decode steps: seconds per step = running-req x accept len / gen throughput.
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import GZIP_MAGIC
+from specsched.sim.bench_serving import open_text
 from specsched.sim.errors import ConfigError
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
@@ -148,11 +147,10 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
     try:
-        with open(p, "rb") as f:   # a rotated, compressed log (server.log.1.gz), by its first bytes
-            opener = gzip.open if f.read(2) == GZIP_MAGIC else open
-        # lines end at "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r"
-        # (tqdm while CUDA graphs are captured) is not a line end
-        with opener(p, "rt", errors="replace", newline="\n") as f:
+        # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
+        # "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r" (tqdm
+        # while CUDA graphs are captured) is not a line end
+        with open_text(p, errors="replace", newline="\n") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:
                     continue

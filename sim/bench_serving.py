@@ -75,7 +75,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from specsched.sim.errors import ConfigError
@@ -206,6 +206,23 @@ class BenchRun:
 
 
 # ------------------------------------------------------------------ reading
+
+def is_gzip(p: Path) -> bool:
+    """The file is gzip compressed, by its first bytes (:data:`GZIP_MAGIC`: ``trace.jsonl.gz``,
+    a rotated ``server.log.1.gz``, or a renamed one)."""
+    with open(p, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def open_text(p: Path, **kw: Any) -> IO[str]:
+    """``p`` opened as text (``kw`` as for :func:`open` in ``"rt"`` mode), decompressed on the
+    way when it is gzip compressed (:func:`is_gzip`)."""
+    if is_gzip(p):
+        import gzip
+
+        return gzip.open(p, "rt", **kw)
+    return open(p, **kw)
+
 
 def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     """``FILE[:LINE]`` -> (path, line or None). A path that exists as given wins (a file name

@@ -27,7 +27,6 @@ column and value. Nothing is downloaded: the path is a local file; a gzip-compre
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import re
@@ -36,11 +35,10 @@ import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import GZIP_MAGIC
+from specsched.sim.bench_serving import is_gzip, open_text
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.errors import ConfigError
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
@@ -99,19 +97,6 @@ def trace_path(cfg: TraceConfig, scenario_path: str | Path | None) -> Path:
     if not p.is_absolute() and not p.is_file() and (scenarios_dir() / p).is_file():
         return scenarios_dir() / p   # a shipped example trace by name
     return p
-
-
-def _gzipped(p: Path) -> bool:
-    """The file is gzip compressed (by its first bytes: ``trace.jsonl.gz``, or a renamed one)."""
-    with open(p, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
-
-
-def _open_text(p: Path, **kw: object) -> IO[str]:
-    """The trace as text, decompressed on the way when it is gzip compressed."""
-    if _gzipped(p):
-        return gzip.open(p, "rt", **kw)  # type: ignore[call-overload]
-    return open(p, **kw)  # type: ignore[call-overload]
 
 
 def _format(cfg: TraceConfig, p: Path) -> str:
@@ -235,7 +220,7 @@ def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) 
 
 def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
               hashes: tuple[str | None, bool, int]) -> None:
-    with _open_text(p, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
+    with open_text(p, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
         header = f.readline()
     import csv
 
@@ -263,7 +248,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         reader = pd.read_csv(p, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
                              keep_default_na=False, na_values=[""],
                              skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True,
-                             compression="gzip" if _gzipped(p) else None, sep=sep)
+                             compression="gzip" if is_gzip(p) else None, sep=sep)
         for block in reader:
             block.columns = [str(c).strip() for c in block.columns]
             lines = np.arange(first_line, first_line + len(block))
@@ -304,7 +289,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                 _numbers([b[2] for b in block], str(p), cols[2], lines), lines, raw_t)
         block.clear()
 
-    with _open_text(p, encoding="utf-8-sig") as f:
+    with open_text(p, encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
