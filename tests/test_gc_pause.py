@@ -86,3 +86,32 @@ def test_a_run_leaves_no_cycles_that_grow_with_its_requests(make, kwargs):
     small = _cycles_left(make(10), **kwargs)
     large = _cycles_left(make(40), **kwargs)
     assert large <= small + 10, (small, large)
+
+
+def test_the_run_command_keeps_the_collector_off_until_it_has_written(tmp_path, monkeypatch):
+    """`specsched run`: off while the scenario loads and the results are written (not only
+    while the simulation runs), back on once the command returns, also when it fails."""
+    from specsched.sim import config, results
+
+    from specsched.cli import main
+    from tests.test_cli_and_io import small_scenario
+
+    seen = {}
+    real_load, real_write = config.load_scenario, results.write_results
+
+    def load(*a, **k):
+        seen["load"] = gc.isenabled()
+        return real_load(*a, **k)
+
+    def write(*a, **k):
+        seen["write"] = gc.isenabled()
+        return real_write(*a, **k)
+
+    monkeypatch.setattr(config, "load_scenario", load)
+    monkeypatch.setattr(results, "write_results", write)
+    assert main(["run", str(small_scenario(tmp_path)), "--out", str(tmp_path / "o"), "-q"]) == 0
+    assert seen == {"load": False, "write": False} and gc.isenabled()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\n")
+    assert main(["run", str(bad)]) == 2
+    assert gc.isenabled()
