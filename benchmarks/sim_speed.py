@@ -28,6 +28,15 @@ Usage::
     python benchmarks/sim_speed.py --no-fast-forward --cases burst256
     python benchmarks/sim_speed.py --write-length-histograms   # scenarios/sharegpt-like-lengths-*.csv
     python benchmarks/sim_speed.py --bytecodes poisson8b-fixed-1k --records compact   # where a request's bytecodes go
+    python benchmarks/sim_speed.py --instructions --cases burst256 cli-burst256-run   # valgrind: instructions
+
+``--instructions`` counts the instructions a case executes (valgrind's cachegrind, no cache
+simulation), which load on a shared machine does not change: a simulation case's run (the
+child process less the same child without the run: imports and the scenario's load are not
+part of it) and a command's whole process. Its environment pins what would make the count
+vary between identical runs: numpy's BLAS threads (``OPENBLAS_NUM_THREADS=1``: idle threads
+spin at import) and the hash seed; each command runs once uncounted first, so its modules'
+bytecode is cached (see :func:`run_cli_case`).
 """
 
 from __future__ import annotations
@@ -135,8 +144,9 @@ def _load(case: str):
     return sc
 
 
-def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> dict:
-    """Run one case in this process and return its measurements."""
+def child(case: str, fast_forward: bool, records: str | None, trace: bool, run: bool = True) -> dict:
+    """Run one case in this process and return its measurements (``run=False``: everything
+    but the run itself, the baseline that ``--instructions`` subtracts)."""
     import tracemalloc
 
     from specsched.sim.engine import SimEngine  # imports are not part of the run
@@ -151,6 +161,9 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
         kwargs["fast_forward"] = fast_forward
     if records is not None and "records" in params:
         kwargs["records"] = records
+    if not run:
+        SimEngine(sc, **kwargs)
+        return {"case": case, "run": False}
     if trace:
         tracemalloc.start()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -166,7 +179,9 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool) -> di
         # the run's kernel share of its CPU and its page faults: a first run in a fresh
         # process maps every page it touches (docs/performance.md, the burst)
         "sys_s": r1.ru_stime - r0.ru_stime, "minor_faults": r1.ru_minflt - r0.ru_minflt,
-        "steps": int(res.extra.get("num_steps", len(res.steps))), "chunks_rows": len(res.chunks),
+        # the tables as held (no DataFrame: pandas' import would count in --instructions)
+        "steps": int(res.extra["num_steps"] if "num_steps" in res.extra else len(res.table("steps"))),
+        "chunks_rows": len(res.table("chunks")),
         "records": res.extra.get("records", "full"),
         "completed": s.get("completed"), "duration_s": s.get("duration"),
         "median_ttft_ms": s.get("median_ttft_ms"), "median_itl_ms": s.get("median_itl_ms"),
@@ -284,6 +299,59 @@ def run_cli_case(case: str, scratch: Path) -> dict:
             "process_wall_s": wall, "process_cpu_s": cpu, "peak_rss_mib": rss}
 
 
+CACHEGRIND_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+"""What ``--instructions`` pins: counts then agree between identical runs to within a few
+thousand instructions (docs/performance.md, seventh round)."""
+
+
+def cachegrind_refs(stderr: str) -> int:
+    """The instructions executed (``I refs``) from cachegrind's report on stderr.
+
+    Raises:
+        ValueError: the report has no such line (valgrind failed or is not cachegrind).
+    """
+    m = re.search(r"I\s+refs:\s+([\d,]+)", stderr)
+    if m is None:
+        raise ValueError(f"no instruction count in valgrind's report:\n{stderr[-2000:]}")
+    return int(m.group(1).replace(",", ""))
+
+
+def _count(cmd: list[str], scratch: Path, cwd: Path, env: dict[str, str] | None = None) -> int:
+    """Instructions of one process running ``cmd`` (run once uncounted first: bytecode cache)
+    in ``env`` (default: this process's) with :data:`CACHEGRIND_ENV`."""
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(CACHEGRIND_ENV)
+    subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
+    out = scratch / "cachegrind.out"
+    p = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}", *cmd],
+                       capture_output=True, text=True, cwd=cwd, env=env)
+    if p.returncode not in (0, 2):   # a bad scenario's error exits 2 by design
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}:\n{p.stderr[-2000:]}")
+    return cachegrind_refs(p.stderr)
+
+
+def instructions(case: str, args: argparse.Namespace, scratch: Path) -> dict:
+    """``case``'s instructions (module docstring): for a simulation case the run's (the child
+    less the child without the run) and the child's; for a command case its process's."""
+    if case in CLI_CASES:
+        words, _ = CLI_CASES[case]
+        bad = scratch / "bad.yaml"
+        bad.write_text("name: bad\n")
+        words = [a.format(bad=bad, out=scratch / "out") for a in words]
+        exe = Path(sys.executable).with_name("specsched")
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "specsched"]
+        return {"case": case, "run": None, "process": _count([*cmd, *words], scratch, scratch)}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", case]
+    if not args.fast_forward:
+        cmd.append("--no-fast-forward")
+    if args.records:
+        cmd += ["--records", args.records]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))  # as run_case
+    with_run = _count(cmd, scratch, ROOT, env)
+    without = _count([*cmd, "--no-run"], scratch, ROOT, env)
+    return {"case": case, "run": with_run - without, "process": with_run}
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -309,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tracemalloc", action="store_true", help="also report tracemalloc's peak (slows the run)")
     ap.add_argument("--json", type=Path, default=None, help="append the results as JSON lines here")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--no-run", dest="run", action="store_false", help=argparse.SUPPRESS)
+    ap.add_argument("--instructions", action="store_true",
+                    help="count each case's instructions with valgrind (cachegrind) instead of timing it "
+                         "(deterministic: load does not change the count)")
     ap.add_argument("--bytecodes", default=None, choices=sorted(CASES), metavar="CASE",
                     help="count the bytecodes one run of CASE executes, per function, and exit "
                          "(deterministic; ~30x slower than the run: use a 1k case)")
@@ -319,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         write_length_histograms(ROOT / "scenarios")
         return 0
     if args.child:
-        print(json.dumps(child(args.child, args.fast_forward, args.records, args.tracemalloc)))
+        print(json.dumps(child(args.child, args.fast_forward, args.records, args.tracemalloc, args.run)))
         return 0
     if args.bytecodes:
         per_request, top = bytecode_census(args.bytecodes, args.records)
@@ -329,6 +401,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n / total:7.1%} {n / (total / per_request):9,.0f}  {name}")
         return 0
     cases = args.cases or (list(TARGETS) if args.targets else DEFAULT_CASES)
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            ap.error("--instructions needs valgrind (cachegrind) on the PATH")
+        print(f"# {time.strftime('%Y-%m-%d %H:%M')} on {machine()}; instructions (cachegrind), "
+              + " ".join(f"{k}={v}" for k, v in CACHEGRIND_ENV.items()))
+        print(f"{'case':<26} {'run M':>12} {'process M':>12}")
+        with tempfile.TemporaryDirectory() as scratch:
+            for case in cases:
+                r = instructions(case, args, Path(scratch))
+                run = f"{r['run'] / 1e6:>12,.1f}" if r["run"] is not None else f"{'-':>12}"
+                print(f"{case:<26} {run} {r['process'] / 1e6:>12,.1f}", flush=True)
+                if args.json:
+                    with args.json.open("a") as f:
+                        f.write(json.dumps(r) + "\n")
+        return 0
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} on {machine()}")
     print(f"{'case':<26} {'requests':>8} {'steps':>9} {'run s':>8} {'run CPU s':>9} {'of it sys':>9} "
           f"{'faults':>7} {'process s':>9} {'proc CPU s':>10} {'peak RSS MiB':>12} {'load1':>6}")

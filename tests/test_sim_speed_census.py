@@ -28,3 +28,21 @@ def test_census_counts_the_runs_bytecodes(monkeypatch):
     assert "plain_timeline.py:walk" in names
     assert per_request > 1_000
     assert sum(n for _, n in top) <= per_request * 30
+
+
+def test_instructions_read_cachegrinds_count_and_the_baseline_runs_nothing(monkeypatch):
+    """--instructions: the count is cachegrind's I refs (commas dropped); the baseline child
+    builds the engine but never runs it (the run's instructions are the difference)."""
+    import pytest
+    from specsched.sim.engine import SimEngine
+
+    report = "==1== I   refs:      2,209,732,593\n==1== \n"
+    assert sim_speed.cachegrind_refs(report) == 2_209_732_593
+    with pytest.raises(ValueError, match="no instruction count"):
+        sim_speed.cachegrind_refs("valgrind: command not found")
+
+    def no_run(self):
+        raise AssertionError("the baseline child ran the simulation")
+
+    monkeypatch.setattr(SimEngine, "run", no_run)
+    assert sim_speed.child("burst256", True, None, False, run=False) == {"case": "burst256", "run": False}
