@@ -344,12 +344,31 @@ class CostModel:
         n_dec = plan.batch_size - n_ext
         if n_dec:
             pre = plan.prefix_lens[n_ext:]
-            decode_s = self.step_s(n_dec, sum(pre) / n_dec, max(pre) if self.padded_attention else None)
-            if cross_queue and plan.mode is not ForwardMode.MIXED and n_dec <= self.graph_max:
-                penalty = self.h.cross_queue_penalty_s
+            decode_s, penalty = self._decode(n_dec, sum(pre), max(pre) if self.padded_attention else None,
+                                             cross_queue and plan.mode is not ForwardMode.MIXED)
         if self.warn_to is not None:
             self.range_warnings(self.warn_to)
         return GpuCost(extend_s, decode_s, penalty)
+
+    def _decode(self, n_dec: int, ctx_sum: int, max_ctx: int | None, cross_queue: bool) -> tuple[float, float]:
+        """(decode seconds, cross-queue penalty) of a launch's ``n_dec`` decode/verify rows
+        whose contexts sum to ``ctx_sum`` (``max_ctx``: the longest, under ``padded_max``
+        attention); ``cross_queue``: a wait queued from the schedule stream (not a mixed step)."""
+        decode_s = self.step_s(n_dec, ctx_sum / n_dec, max_ctx)
+        penalty = self.h.cross_queue_penalty_s if cross_queue and n_dec <= self.graph_max else 0.0
+        return decode_s, penalty
+
+    def decode_launch_s(self, bs: int, ctx_sum: int, cross_queue: bool = False) -> float:
+        """``gpu(plan, "main", cross_queue).total_s`` of a decode/verify plan of ``bs`` >= 1
+        requests whose contexts sum to ``ctx_sum`` tokens (``ctx_sum`` >= 0), one request
+        holding them all: the shape plans of the simulator's collapsed stretches
+        (sim/engine_stretch.py, ~660 distinct shapes a 256-request burst). The same
+        :meth:`_decode`, range warnings and sum as :meth:`gpu`, without building a plan of
+        ``bs`` rows and summing its prefix lengths (about half of such a lookup's time)."""
+        decode_s, penalty = self._decode(bs, ctx_sum, ctx_sum if self.padded_attention else None, cross_queue)
+        if self.warn_to is not None:
+            self.range_warnings(self.warn_to)
+        return 0.0 + decode_s + penalty   # GpuCost(0.0, decode_s, penalty).total_s
 
     def extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
                  inject: bool = False) -> float:

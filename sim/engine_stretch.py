@@ -187,7 +187,8 @@ class EngineStretch:
         if not self.cost.padded_attention and round(ctx_sum / bs, -1) != key:
             raise AssertionError(f"context rounding differs at ({bs}, {ctx_sum})")
         cross = self.server.speculative_algorithm.enabled and self.server.sync_mode is SyncMode.cross_queue_wait
-        v = self._gpu_memo[code] = self.cost.gpu(self._shape_plan(bs, ctx_sum), "main", cross_queue=cross).total_s
+        # CostModel.gpu of the shape's plan (_shape_plan: the contexts in one row), without the plan
+        v = self._gpu_memo[code] = self.cost.decode_launch_s(bs, ctx_sum, cross)
         return v
 
     def _shape_plan(self, bs: int, ctx_sum: int) -> BatchPlan:

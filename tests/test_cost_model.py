@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 import yaml
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from specsched.sim.config import ServerArgs
 from specsched.sim.cost_model import CostModel, attention_context
@@ -575,3 +575,46 @@ def test_on_recorded_h200_grids_a_cycle_costs_more_at_a_wider_window_and_a_large
     t = at[w].step_s(bs, ctx)
     assert 0 < t <= at[w + 1].step_s(bs, ctx) + 1e-12
     assert t <= at[w].step_s(bs + 1, ctx) + 1e-12
+
+
+# ------------------------------------------------------------------ a decode shape's launch
+@settings(max_examples=150, deadline=None)
+@given(bs=st.integers(1, 300), per=st.integers(0, 9000), extra=st.integers(0, 299),
+       algo=st.sampled_from(["dspark", "none", "eagle"]), cross=st.booleans(), padded=st.booleans(),
+       profile=st.sampled_from(["ctx", "mi355x", "tiny"]), graph_max=st.sampled_from([8, 64, 256]),
+       eager=st.booleans())
+@example(bs=1, per=0, extra=0, algo="none", cross=False, padded=False, profile="tiny", graph_max=8, eager=False)
+def test_a_decode_shapes_launch_is_gpu_of_its_plan_bit_for_bit(bs, per, extra, algo, cross, padded, profile,
+                                                              graph_max, eager):
+    """CostModel.decode_launch_s (the collapsed stretches' shape lookups, sim/engine_stretch.py)
+    is gpu(plan).total_s of the plan the engine built for the shape before: bs decode/verify
+    rows, the contexts summed in the first (so the longest under padded attention), for
+    plain and speculative decoding, chain and block drafters, the cross-queue penalty on
+    and off, batches within and above the captured graphs (eager steps), ragged and padded
+    attention: the same float, and the same range warnings noted."""
+    from specsched.sim.plan import BatchPlan, ForwardMode
+
+    gpu = {"attention_width": "padded_max", "attention_bucket": 256} if padded else {}
+    prof = {"ctx": ctx_profile, "mi355x": mi355x}.get(profile)
+    prof = prof(**gpu) if prof is not None else tiny_profile()
+    if profile == "tiny" and padded:
+        data = prof.model_dump()
+        data["gpu"].update(gpu)
+        prof = Profile.model_validate(data)
+    extra_args = {"speculative_num_steps": 3, "speculative_eagle_topk": 1} if algo == "eagle" else {}
+    srv = server(speculative_algorithm=algo, cuda_graph_max_bs=graph_max, disable_decode_cuda_graph=eager,
+                 **extra_args)
+    ctx_sum = per * bs + extra
+    w = srv.spec_window
+    plan = BatchPlan(step=0, mode=ForwardMode.VERIFY if srv.speculative_algorithm.enabled else ForwardMode.DECODE,
+                     rids=tuple(range(bs)), extend_lens=(w,) * bs, prefix_lens=(ctx_sum,) + (0,) * (bs - 1),
+                     spec_window=w)
+    try:
+        a = CostModel(prof, srv, warn_to=None)
+    except ConfigError:   # a profile without the grid this decoding needs (mi355x: no gpu.decode)
+        assume(False)
+    b = CostModel(prof, srv, warn_to=None)
+    want = a.gpu(plan, "main", cross_queue=cross).total_s
+    got = b.decode_launch_s(bs, ctx_sum, cross)
+    assert np.float64(got).tobytes() == np.float64(want).tobytes(), (got, want)
+    assert a.range_warnings() == b.range_warnings()
