@@ -291,6 +291,8 @@ class Provenance:
                 f"piecewise), nearly flat in tokens: host.launch_per_extend_s carries it. [{env}]"),
             "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
                                           "hands each request to the scheduler directly at Recv"),
+            "host.ingest_per_token_s": ("0: the runtime has no tokenizer or chat template; runtime.engine.RuntimeEngine "
+                                        "hands each request's token ids to the scheduler directly at Recv"),
         }
         sched_txt = (f"np.polyfit over batch sizes {self.host_bs} of the median host time (perf_counter) of "
                      f"{{fn}} on a sim.scheduler.Scheduler holding bs running DSpark requests (window {W}, "

@@ -347,6 +347,11 @@ class HostProfile(BaseModel):
     """Host seconds.
 
     ingest_per_request_s: tokenizer + IPC per request before the scheduler sees it (a FIFO).
+    ingest_per_token_s: the same FIFO's time per prompt token: the HTTP server renders the
+    chat template over the whole message history and tokenizes it for every request, on its
+    one event loop, so a turn of a long multi-turn conversation waits for its whole history to
+    be encoded (SGLang entrypoints/openai/serving_chat.py ``_render_and_encode_chat_template``;
+    managers/tokenizer_manager.py ``_tokenize_texts`` for plain prompts). 0: not modelled.
     schedule_*: building a batch. launch_s / launch_per_req_s: preparing inputs and
     launching/replaying (the part that runs after the publish wait), per step and per
     request. launch_per_extend_s + launch_per_extend_token_s x tokens: issuing an eager
@@ -447,6 +452,7 @@ class HostProfile(BaseModel):
     model_config = _STRICT
 
     ingest_per_request_s: Seconds = 0.0
+    ingest_per_token_s: Seconds = 0.0
     schedule_s: Seconds = 0.0
     schedule_per_req_s: Seconds = 0.0
     launch_s: Seconds = 0.0
