@@ -209,6 +209,10 @@ class RuntimeEngine:
     def _reset_run_state(self) -> None:
         srv = self.server
         self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed)
+        # every request's accept draws made here, off the clock: drawn lazily, a request's
+        # first draw ran inside its first verify's launch call (AcceptanceModel.prepare says
+        # what it cost); a verify commits at least one token, so output_len cycles suffice
+        self.acceptance.prepare([s.index for s in self.specs], [s.output_len for s in self.specs])
         self.tokens = DeviceTokens(self.acceptance)
         self.sched = Scheduler(srv, make_policy(srv), self.seed)
         self.rec = Recorder("full")
