@@ -97,6 +97,12 @@ class LoopHost:
     dev: Device
     scenario: Scenario
 
+    def __init__(self, dev: Device, scenario: Scenario, specs: list, seed: int) -> None:
+        # RuntimeEngine builds its own state (its __init__ and _reset_run_state) and does not call this
+        self.dev, self.scenario = dev, scenario
+        self._reset_loop_host(specs, seed)
+        self._start_clock()
+
     def _reset_loop_host(self, specs: list, seed: int) -> None:
         self.rec = Recorder("full")
         self.clients = Clients(self.scenario, specs, seed)
