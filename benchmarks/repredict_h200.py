@@ -94,6 +94,10 @@ simulator already charges there (``host.sync_wakeup_s``, ``host.process_*`` and
 estimate is charged before the delivery (``host.result_path_s``), or after it
 (``host.recv_path_s``) with ``--result-path-part recv``; no per-request part.
 
+``--drop-result-path``: the profile's ``host.result_path_*`` and ``host.recv_path_*`` set to 0
+(the simulator as it was before the terms), to set a round profiled with them beside the same
+round without them.
+
 ``--extend-level launch`` (with ``--per-term``, a cross-check for profiles made before the
 extend terms' reference was their prefix-0 column's samples): the extend phase's terms get,
 instead of the phase's median, the reference work at which the runs' own extend launch calls
@@ -295,6 +299,9 @@ def _sibling(name: str):
     return mod
 
 
+RESULT_PATH_TERMS = ("result_path_s", "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s")
+"""The profile's ``host.*`` fields of the loop's result path (``--drop-result-path``)."""
+
 RESULT_PATH_CAP_S = 2e-3
 """``--result-path-from-runs`` reads forwards whose ``end->pass`` is under this: the loop's
 result path (0.16-0.41 ms medians on H200 rounds 19-20) and not an idle server's wait."""
@@ -365,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result-path-from-runs", type=Path, metavar="DIR",
                     help="ESTIMATE the loop's result path (host.result_path_s) from the forwards launched onto an idle "
                          "stream of the runs DIR/*-measured (not a microbenchmark)")
+    ap.add_argument("--drop-result-path", action="store_true",
+                    help="set host.result_path_* and host.recv_path_* to 0 (the prediction without the loop's result path)")
     ap.add_argument("--result-path-part", choices=("result", "recv"), default="result",
                     help="with --result-path-from-runs: charge the estimate before the delivery (host.result_path_s) or "
                          "after it (host.recv_path_s)")
@@ -435,6 +444,17 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         profile, text = got
         print(text)
+        if term_profile is not None:
+            term_profile = per_term_profile(profile)
+    if args.drop_result_path and args.result_path_from_runs is not None:
+        print("repredict_h200: --drop-result-path and --result-path-from-runs: choose one", file=sys.stderr)
+        return 2
+    if args.drop_result_path:
+        data = profile.model_dump(mode="python")
+        for k in RESULT_PATH_TERMS:
+            data["host"][k] = 0.0
+        profile = type(profile).model_validate(data)
+        print("host.result_path_* and host.recv_path_* set to 0")
         if term_profile is not None:
             term_profile = per_term_profile(profile)
     if args.result_path_from_runs is not None:
