@@ -69,7 +69,6 @@ def _loop_host(dev: Any, bs: int, seed: int) -> LoopHost:
     return host
 
 
-
 class HostPhases(Harness):
     """The host-time measurements of a profiling run."""
 
