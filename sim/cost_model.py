@@ -449,11 +449,13 @@ class CostModel:
         the receive, the pass's bookkeeping). runtime/engine.py ``LoopHost``
         ``_results`` / ``_deliver`` / ``_recv`` / ``_pass``; SGLang 0.5.23
         managers/scheduler.py ``event_loop_overlap``: ``process_batch_result`` of the
-        previous batch, its ``stream_output``, then the next iteration's ``recv_requests``
-        and ``get_next_batch_to_run``). It is host time like the rest: with the GPU busy
-        (overlap, a forward queued) it runs under the forward and costs nothing; after a
-        forward the GPU drained (no overlap, a host block, an idle server's first launch)
-        the next launch waits for it. Profiles without the terms: 0 (no change)."""
+        previous batch (scheduler_components/batch_result_processor.py: its ``copy_done``
+        wait; output_streamer.py ``stream_output``), then the next iteration's
+        ``ingest_requests`` and ``get_next_batch_to_run``. It is host time like the rest:
+        with the GPU busy (overlap, a forward queued) it runs under the forward and costs
+        nothing; after a forward the GPU drained (no overlap, a host block, an idle
+        server's first launch) the next launch waits for it. Profiles without the terms: 0
+        (no change)."""
         h, bs = self.h, plan.batch_size
         if kind == "launch_tail":
             return self.launch_tail(plan)

@@ -375,9 +375,10 @@ class HostProfile(BaseModel):
         recording, the receive and the pass's bookkeeping (recv_path_*)
         (runtime/engine.py ``LoopHost``: ``_results``, ``_deliver``, ``_recv``, ``_pass``;
         SGLang 0.5.23 managers/scheduler.py ``event_loop_overlap`` /
-        ``event_loop_normal``: ``process_batch_result`` (the copy_done wait, the output
-        processing and ``stream_output``), then ``recv_requests`` /
-        ``process_input_requests`` and ``get_next_batch_to_run``). Measured as the
+        ``event_loop_normal``: ``process_batch_result`` (scheduler_components/
+        batch_result_processor.py: the ``copy_done`` wait, the output processing;
+        output_streamer.py ``stream_output``), then ``ingest_requests``
+        (request_receiver.py ``recv_requests``) and ``get_next_batch_to_run``). Measured as the
         profiler's no-overlap stall loop (each forward launched onto an idle stream after
         the path, run by the engine's own code) less its publish-wait loop, less the
         scheduler's own process and schedule times, split at the delivery's host stamp
