@@ -79,6 +79,25 @@ launches, the median thread CPU; one line through all of them) over the profiler
 stall-loop launch call slope (block-loop walls in the provenance of ``host.launch_s``), the
 ratio the stall's per-request part is assumed to share. ``host.launch_s`` stays.
 
+``--result-path-from-runs DIR`` (measured results directories, as ``--measured-results``, which
+it does not need): an ESTIMATE, read from the runs,
+not a microbenchmark prediction. Profiles made before ``host.result_path_s`` /
+``host.recv_path_s`` (the loop's host path from a step's results to the next schedule pass,
+runtime/profile_host.py ``stall_phase``'s no-overlap loop) hold nothing that times it: no
+profiler loop of theirs ran the delivery, the receive or the timing reads. So the path is
+read off the runs' forwards launched onto an idle stream (benchmarks/idle_launch_split.py
+``idle_launches``, a gap over 0.2 ms; every ``DIR/*-measured`` run): per forward, its
+``end->pass`` (the previous forward's end to the schedule pass that built it) less what the
+simulator already charges there (``host.sync_wakeup_s``, ``host.process_*`` and
+``host.schedule_*`` at the forward's batch size), the median over the forwards whose
+``end->pass`` is under 2 ms (an idle server's wait for a request is longer). The whole
+estimate is charged before the delivery (``host.result_path_s``), or after it
+(``host.recv_path_s``) with ``--result-path-part recv``; no per-request part.
+
+``--drop-result-path``: the profile's ``host.result_path_*`` and ``host.recv_path_*`` set to 0
+(the simulator as it was before the terms), to set a round profiled with them beside the same
+round without them.
+
 ``--extend-level launch`` (with ``--per-term``, a cross-check for profiles made before the
 extend terms' reference was their prefix-0 column's samples): the extend phase's terms get,
 instead of the phase's median, the reference work at which the runs' own extend launch calls
@@ -334,6 +353,62 @@ def launch_per_req_from_runs(profile, probes: dict[str, pd.DataFrame], graph_max
     return type(profile).model_validate(data), text
 
 
+def _sibling(name: str):
+    """``benchmarks/<name>.py`` imported as a module (benchmarks/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_repredict_{name}", Path(__file__).parent / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RESULT_PATH_TERMS = ("result_path_s", "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s")
+"""The profile's ``host.*`` fields of the loop's result path (``--drop-result-path``)."""
+
+RESULT_PATH_CAP_S = 2e-3
+"""``--result-path-from-runs`` reads forwards whose ``end->pass`` is under this: the loop's
+result path (0.16-0.41 ms medians on H200 rounds 19-20) and not an idle server's wait."""
+
+
+def result_path_from_runs(profile, dirs: list[Path], part: str = "result", gap_s: float = 2e-4):
+    """(``profile`` with ``host.result_path_s`` (``part`` "result") or ``host.recv_path_s``
+    ("recv") set to the path estimated from the runs, the text that says so) or None when no
+    run has a forward launched onto an idle stream with its schedule pass. An estimate read
+    from the runs (module docstring, ``--result-path-from-runs``)."""
+    split = _sibling("idle_launch_split")
+    h = profile.host
+    vals: list[np.ndarray] = []
+    used = 0
+    for d in dirs:
+        if d is None or not (d / "timeseries.parquet").is_file() or not (d / "steps.parquet").is_file():
+            continue
+        try:
+            t = split.idle_launches(d, gap_s)
+        except ValueError:
+            continue
+        ep = t["end->pass"].to_numpy()
+        bs = t["batch_size"].to_numpy(dtype=float)
+        ok = (ep > 0) & (ep < RESULT_PATH_CAP_S)
+        if not ok.any():
+            continue
+        charged = (h.sync_wakeup_s + h.process_s + h.schedule_s + (h.process_per_req_s + h.schedule_per_req_s) * bs)
+        vals.append((ep - charged)[ok])
+        used += 1
+    if not vals:
+        return None
+    v = np.concatenate(vals)
+    est = max(0.0, float(np.median(v)))
+    key = "result_path_s" if part == "result" else "recv_path_s"
+    data = profile.model_dump(mode="python")
+    data["host"][key] = est
+    text = (f"host.{key} ESTIMATED from the runs' forwards launched onto an idle stream (not a microbenchmark): "
+            f"{est * 1e3:.3f} ms (median over {len(v)} forwards of {used} runs of end->pass less the wake-up, "
+            f"process and schedule the profile charges; p25 / p75 {np.percentile(v, 25) * 1e3:.3f} / "
+            f"{np.percentile(v, 75) * 1e3:.3f} ms)")
+    return type(profile).model_validate(data), text
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -358,6 +433,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--launch-per-req-from-runs", action="store_true",
                     help="ESTIMATE host.launch_per_req_s from the runs' launch calls: scaled by the engine's call slope "
                          "over the profiler's stall-loop call slope (needs --measured-results; not a microbenchmark)")
+    ap.add_argument("--result-path-from-runs", type=Path, metavar="DIR",
+                    help="ESTIMATE the loop's result path (host.result_path_s) from the forwards launched onto an idle "
+                         "stream of the runs DIR/*-measured (not a microbenchmark)")
+    ap.add_argument("--drop-result-path", action="store_true",
+                    help="set host.result_path_* and host.recv_path_* to 0 (the prediction without the loop's result path)")
+    ap.add_argument("--result-path-part", choices=("result", "recv"), default="result",
+                    help="with --result-path-from-runs: charge the estimate before the delivery (host.result_path_s) or "
+                         "after it (host.recv_path_s)")
     ap.add_argument("--inject-prepare-from-provenance", action="store_true",
                     help="set host.inject_prepare_s from the preparation medians of the profile's "
                          "host.slot_expansion_s provenance (profiles made before the field existed)")
@@ -428,6 +511,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"repredict_h200: --launch-per-req-from-runs: {args.profile}: no stall-loop launch calls in the "
                   "provenance of host.launch_s, or runs without graph-replayed verify launches at two batch sizes",
                   file=sys.stderr)
+            return 2
+        profile, text = got
+        print(text)
+        if term_profile is not None:
+            term_profile = per_term_profile(profile)
+    if args.drop_result_path and args.result_path_from_runs is not None:
+        print("repredict_h200: --drop-result-path and --result-path-from-runs: choose one", file=sys.stderr)
+        return 2
+    if args.drop_result_path:
+        data = profile.model_dump(mode="python")
+        for k in RESULT_PATH_TERMS:
+            data["host"][k] = 0.0
+        profile = type(profile).model_validate(data)
+        print("host.result_path_* and host.recv_path_* set to 0")
+        if term_profile is not None:
+            term_profile = per_term_profile(profile)
+    if args.result_path_from_runs is not None:
+        got = result_path_from_runs(profile, sorted(args.result_path_from_runs.glob("*-measured")), args.result_path_part)
+        if got is None:
+            print(f"repredict_h200: --result-path-from-runs: {args.result_path_from_runs}: no measured run with a forward "
+                  "launched onto an idle stream and its schedule pass (timeseries.parquet)", file=sys.stderr)
             return 2
         profile, text = got
         print(text)
