@@ -32,9 +32,11 @@ What is fitted, from what:
 4. Stage A2 (``--free extend,accept,kv``; the current cells, docs/agentic.md section 11):
    Nelder-Mead (or ``--method gauss-newton``: fewer simulations) over a chosen few of
    ``gpu.extend``, the cells' mean accept length (``acceptance.mean_accept_length``), KV pool
-   per rank (``server.max_total_num_tokens``) and turn-0 prompt shape (``sigma``, the
-   log-normal shape of the cells' ``<cell>-input-lengths.csv``, read back from the files),
-   the verify line kept, on the same base-arm loss. Accept length, pool and prompt shape are
+   per rank (``server.max_total_num_tokens``), turn-0 prompt shape (``sigma``, the
+   log-normal shape of the cells' ``<cell>-input-lengths.csv``, read back from the files)
+   and the tokenizer's time per prompt token (``ingest``: ``host.ingest_per_token_s``, the
+   HTTP server's chat-template render and encode; docs/agentic.md section 13), the verify
+   line kept, on the same base-arm loss. Accept length, pool and prompt shape are
    cell values the reference does not state; ``--write`` puts them into every cell. The run
    length (``--conversations-per-client K``: K conversations per client, i.e. 3K turns) is
    discrete and chosen by probes (docs/agentic.md section 12); ``--write`` writes it too.
@@ -388,10 +390,16 @@ def fit_extend(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dic
     return apply(profile, np.r_[res.x * 1e-6, th0[1:]])
 
 
-FREE = ("extend", "accept", "kv", "sigma")
+FREE = ("extend", "accept", "kv", "sigma", "ingest")
 """Stage A2's parameters: gpu.extend (s per prompt token), acceptance.mean_accept_length,
 server.max_total_num_tokens (per rank), the log-normal shape of turn 0's prompt lengths
-(the cells' histograms, :func:`first_prompt_lengths`)."""
+(the cells' histograms, :func:`first_prompt_lengths`), host.ingest_per_token_s (the HTTP
+server's chat-template render and encode per prompt token, one FIFO per instance: sim/
+engine_clients.py ``Clients._ingest_s``; started from INGEST_START when the profile has 0)."""
+INGEST_START = 1e-6
+"""Starting value of host.ingest_per_token_s for a fit (s per prompt token; assumed: a
+fast tokenizer encodes on the order of a million tokens a second on one core). The fit works
+in log units, so it cannot start from the profile's 0."""
 
 
 def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict, names: list[str],
@@ -405,7 +413,8 @@ def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
     prompt shape at the best point seen; leaves ``ev.shape`` at that shape."""
     th0 = params_of(profile)
     start = {"extend": th0[0], "accept": cells["acceptance"]["mean_accept_length"],
-             "kv": cells["server"]["max_total_num_tokens"], "sigma": sigma}
+             "kv": cells["server"]["max_total_num_tokens"], "sigma": sigma,
+             "ingest": profile.host.ingest_per_token_s or INGEST_START}
     x0 = np.log([start[k] for k in names])
     runs = [(c, "base") for c in CELLS]
     best: list[Any] = [np.inf, None]
@@ -413,6 +422,8 @@ def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
     def unpack(z: np.ndarray) -> tuple[Profile, dict[str, Any], float]:
         v = dict(zip(names, np.exp(z), strict=True))
         prof = apply(profile, np.r_[v.get("extend", th0[0]), th0[1:]])
+        if "ingest" in v:
+            prof = with_value(prof, "host.ingest_per_token_s", float(v["ingest"]))
         cv = deep_merge(cells, {})
         if "accept" in v:
             cv["acceptance"]["mean_accept_length"] = round(float(v["accept"]), 4)
@@ -440,7 +451,8 @@ def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
             best[:] = [val, z.copy()]
         if verbose:
             print(f"  A2 extend {params_of(prof)[0] * 1e6:.3f} us/tok accept {cv['acceptance']['mean_accept_length']} "
-                  f"KV {cv['server']['max_total_num_tokens']} sigma {sig}: loss {val:.4f}, largest "
+                  f"KV {cv['server']['max_total_num_tokens']} sigma {sig} ingest "
+                  f"{prof.host.ingest_per_token_s * 1e9:.1f} ns/tok: loss {val:.4f}, largest "
                   f"{max(abs(e) for e in errs) * 100:.1f}%, mean {np.mean(np.abs(errs)) * 100:.1f}%",
                   file=sys.stderr, flush=True)
         return errs
@@ -450,10 +462,10 @@ def fit_free(ev: Evaluator, profile: Profile, cells: dict[str, Any], refs: dict,
         return 1e3 if r is None else float(np.sum(np.square(r)))
 
     if method == "gauss-newton":
-        fd = {"extend": 0.02, "accept": 0.03, "kv": 0.1, "sigma": 0.1}
+        fd = {"extend": 0.02, "accept": 0.03, "kv": 0.1, "sigma": 0.1, "ingest": 0.5}
         gauss_newton(residuals, x0, np.array([fd[k] for k in names]), max_evals, verbose)
     else:
-        steps = {"extend": 0.04, "accept": 0.06, "kv": 0.2, "sigma": 0.3}
+        steps = {"extend": 0.04, "accept": 0.06, "kv": 0.2, "sigma": 0.3, "ingest": 0.7}
         n = len(x0)
         simplex = np.vstack([x0] + [x0 + steps[names[i]] * np.eye(n)[i] for i in range(n)])
         minimize(loss, x0, method="Nelder-Mead",
@@ -577,7 +589,8 @@ def write(profile: Profile, cells: dict[str, Any], per_client: int | None = None
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(text)
     dumped = profile.model_dump(mode="json", exclude={"path"})
-    for block, keys in (("gpu", ("extend", "draft_inject_per_token_s", "verify")), ("host", ("schedule_s",))):
+    for block, keys in (("gpu", ("extend", "draft_inject_per_token_s", "verify")),
+                        ("host", ("schedule_s", "ingest_per_token_s"))):
         for k in keys:  # the fitted values only: the file keeps its other keys as written
             data[block][k] = dumped[block][k]
     PROFILE.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
@@ -668,7 +681,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}: extend {th[0] * 1e6:.4f} us/token ({1 / th[0]:.0f} tok/s), "
                       f"verify bs1 {th[1] * 1e3:.3f} ms, bs16 {th[2] * 1e3:.3f} ms, "
                       f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.4f} us/token, "
-                      f"host.schedule_s {prof.host.schedule_s * 1e3:.3f} ms, KV pool "
+                      f"host.schedule_s {prof.host.schedule_s * 1e3:.3f} ms, "
+                      f"host.ingest_per_token_s {prof.host.ingest_per_token_s * 1e9:.1f} ns, KV pool "
                       f"{cells['server']['max_total_num_tokens']} tokens, request_spread "
                       f"{cells['acceptance']['request_spread']}, mean accept length "
                       f"{cells['acceptance']['mean_accept_length']}, prompt sigma {sigma}", flush=True)

@@ -36,7 +36,7 @@ SPANS = ("end->pass", "pass->mark", "mark->end", "end->token")
 
 def idle_launches(run: Path, gap_s: float) -> pd.DataFrame:
     """One row per main-part forward of ``run`` (a results directory) started on an idle
-    stream: ``mode``, ``tokens`` and the :data:`SPANS` in seconds (``end->token`` NaN but for
+    stream: ``mode``, ``tokens``, ``batch_size`` and the :data:`SPANS` in seconds (``end->token`` NaN but for
     extends that completed a request).
 
     Raises:
@@ -52,7 +52,7 @@ def idle_launches(run: Path, gap_s: float) -> pd.DataFrame:
     i = np.searchsorted(ends, main.gpu_start_s.to_numpy(), side="right") - 1
     main["prev_end"] = np.where(i >= 0, ends[np.maximum(i, 0)], np.nan)
     out = pd.DataFrame({
-        "mode": main["mode"], "tokens": main.num_extend_tokens,
+        "mode": main["mode"], "tokens": main.num_extend_tokens, "batch_size": main.batch_size,
         "end->pass": main["pass"] - main.prev_end, "pass->mark": main.gpu_start_s - main["pass"],
         "mark->end": main.gpu_end_s - main.gpu_start_s, "end->token": np.nan,
     })

@@ -11,6 +11,16 @@ batch size, in microseconds, one JSON line per run. The timers add ~1 us per par
 docs/measurements/h200-v17.md "The launch call's slope": the profiler's launch call grew with
 batch three to four times as fast as the engine's; run the variants interleaved, on one
 machine, at one host level (each run prints the host's reference work).
+
+``--by-position`` (engine): the verify launches keyed by their position after the last
+extend-only launch (``k1``: the first verify after a prefill, ``k2``, ``k3``, ``k4+``) instead
+of by batch size; ``--lazy-accept-draws`` makes each request's accept draws inside the loop,
+as the runtime did before ``AcceptanceModel.prepare`` (docs/measurements/h200-v20.md "The
+first verify after a prefill": run both, interleaved, to see which part of the first
+verify's excess the draws were):
+
+    python benchmarks/launch_call_parts.py engine --scenario scenarios/h200/small-chunk.yaml --by-position
+    python benchmarks/launch_call_parts.py engine --scenario scenarios/h200/small-chunk.yaml --by-position --lazy-accept-draws
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ class Timers:
 
     def __init__(self) -> None:
         self.seg: dict[str, float] = {}
-        self.calls: dict[int, list[dict[str, float]]] = {}
+        self.calls: dict[int | str, list[dict[str, float]]] = {}
         for cls, name in PARTS:
             self._wrap(cls, name)
 
@@ -61,7 +71,7 @@ class Timers:
 
         setattr(cls, name, timed)
 
-    def call(self, fn: Callable[..., Any], batch_of: Callable[..., int | None]) -> Callable[..., Any]:
+    def call(self, fn: Callable[..., Any], batch_of: Callable[..., int | str | None]) -> Callable[..., Any]:
         def timed(*a: Any, **k: Any) -> Any:
             self.seg.clear()
             t0 = time.perf_counter()
@@ -75,7 +85,7 @@ class Timers:
 
         return timed
 
-    def medians(self) -> dict[int, dict[str, float]]:
+    def medians(self) -> dict[int | str, dict[str, float]]:
         out = {}
         for b, recs in sorted(self.calls.items()):
             keys = sorted({k for r in recs for k in r})
@@ -104,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-sizes", default="1,16,128", help="profiler: the stall loop's batch sizes")
     ap.add_argument("--scenario", help="engine: scenario file")
     ap.add_argument("--arm", default="base")
+    ap.add_argument("--by-position", action="store_true",
+                    help="engine: key the verify launches by their position after the last extend-only launch")
+    ap.add_argument("--lazy-accept-draws", action="store_true",
+                    help="engine: make each request's accept draws inside the loop (no AcceptanceModel.prepare)")
     args = ap.parse_args(argv)
     timers = Timers()
     ref0 = reference_ms()
@@ -125,16 +139,34 @@ def main(argv: list[str] | None = None) -> int:
         if not args.scenario:
             print("launch_call_parts: engine: --scenario is required", file=sys.stderr)
             return 2
+        from specsched.sim.acceptance import AcceptanceModel
         from specsched.sim.config import load_scenario
 
+        prepare = AcceptanceModel.prepare
+        if args.lazy_accept_draws:
+            AcceptanceModel.prepare = lambda self, rids, cycles: None
         eng = RuntimeEngine(load_scenario(args.scenario, args.arm), preset=args.preset, device=args.device)
+        since_extend = [10**9]
 
-        def verify_batch(op: Any) -> int | None:
+        def verify_batch(op: Any) -> int | str | None:
             p = op.plan
-            return p.batch_size if op.part == "main" and p.num_extend == 0 and p.mode.value == "verify" else None
+            if op.part != "main":
+                return None
+            if p.num_extend == p.batch_size:
+                since_extend[0] = 0
+                return None
+            since_extend[0] += 1
+            if p.num_extend or p.mode.value != "verify":
+                return None
+            if not args.by_position:
+                return p.batch_size
+            return f"k{since_extend[0]}" if since_extend[0] < 4 else "k4+"
 
         eng._launch_call = timers.call(eng._launch_call, verify_batch)
-        eng.run()  # on a GPU an unmeasured pass first, then the measured one
+        try:
+            eng.run()  # on a GPU an unmeasured pass first, then the measured one
+        finally:
+            AcceptanceModel.prepare = prepare
         extra = {}
     print(json.dumps({"what": args.what, "args": vars(args), "reference_work_ms": [ref0, reference_ms()],
                       "parts_us": timers.medians(), **extra}))

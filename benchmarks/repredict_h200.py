@@ -79,6 +79,25 @@ launches, the median thread CPU; one line through all of them) over the profiler
 stall-loop launch call slope (block-loop walls in the provenance of ``host.launch_s``), the
 ratio the stall's per-request part is assumed to share. ``host.launch_s`` stays.
 
+``--result-path-from-runs DIR`` (measured results directories, as ``--measured-results``, which
+it does not need): an ESTIMATE, read from the runs,
+not a microbenchmark prediction. Profiles made before ``host.result_path_s`` /
+``host.recv_path_s`` (the loop's host path from a step's results to the next schedule pass,
+runtime/profile_host.py ``stall_phase``'s no-overlap loop) hold nothing that times it: no
+profiler loop of theirs ran the delivery, the receive or the timing reads. So the path is
+read off the runs' forwards launched onto an idle stream (benchmarks/idle_launch_split.py
+``idle_launches``, a gap over 0.2 ms; every ``DIR/*-measured`` run): per forward, its
+``end->pass`` (the previous forward's end to the schedule pass that built it) less what the
+simulator already charges there (``host.sync_wakeup_s``, ``host.process_*`` and
+``host.schedule_*`` at the forward's batch size), the median over the forwards whose
+``end->pass`` is under 2 ms (an idle server's wait for a request is longer). The whole
+estimate is charged before the delivery (``host.result_path_s``), or after it
+(``host.recv_path_s``) with ``--result-path-part recv``; no per-request part.
+
+``--drop-result-path``: the profile's ``host.result_path_*`` and ``host.recv_path_*`` set to 0
+(the simulator as it was before the terms), to set a round profiled with them beside the same
+round without them.
+
 ``--extend-level launch`` (with ``--per-term``, a cross-check for profiles made before the
 extend terms' reference was their prefix-0 column's samples): the extend phase's terms get,
 instead of the phase's median, the reference work at which the runs' own extend launch calls
@@ -87,6 +106,18 @@ profile's extend issue at 1024 tokens: a line through (run's reference work, the
 call thread CPU) read at the profile's value (:func:`extend_issue_reference`). A reading of
 the same call timed by the profiler and by the runs, as round 10's launch factor; not fitted
 to any figure.
+
+``--eager-from-calls`` (with ``--measured-results``): AFTER THE FACT, a reading of the run,
+not a prediction. Each run predicted again with the host terms of the profile's extend phase
+at the level of the run's own eager launches (:func:`eager_call_factors`): the extend's issue
+and idle leads (:data:`EAGER_EXTEND_TERMS`) times the median over its extend launches of
+(launch call - ``host.launch_s``) / issue at its tokens (the simulator's host time for that
+launch is ``launch_s`` + issue), the injection's terms (:data:`EAGER_INJECT_TERMS`) times the
+median of its inject launch call over its issue (less the preparation where a slot-expansion
+block prepared it). Where the runs' eager issue ran at another level than the profile's
+extend phase, this says what the simulator gives at the level they ran at
+(docs/measurements/h200-v20.md "small-chunk base"). Written per row: ``eager_extend_factor``,
+``eager_inject_factor``, ``eager_predicted``, ``eager_error_pct``.
 """
 
 from __future__ import annotations
@@ -118,6 +149,58 @@ from specsched.sim.results import atomic_write_text
 from specsched.sim.workload import replay_send_times
 
 TARGETS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+
+EAGER_EXTEND_TERMS = ("launch_per_extend_s", "launch_per_extend_token_s", "extend_idle_lead_s",
+                      "extend_idle_lead_by_tokens", "extend_own_idle_lead_by_tokens")
+"""Host terms of the extend's eager launch (the extend phase), scaled by the extend factor."""
+
+EAGER_INJECT_TERMS = ("launch_per_inject_s", "launch_per_inject_token_s", "inject_prepare_s", "slot_expansion_s",
+                      "inject_idle_lead_by_tokens", "inject_unprepared_idle_lead_by_tokens")
+"""Host terms of the drafter injection's eager launch, scaled by the injection factor."""
+
+
+def eager_call_factors(steps: pd.DataFrame, probe: pd.DataFrame, profile, prepared: bool,
+                       min_calls: int = 9) -> tuple[float | None, float | None]:
+    """(extend, injection) factors of a measured run (``steps.parquet`` and its
+    ``host_probe.parquet``, row for row): the median over its extend-only launches (mode
+    extend, part main) of (launch call thread CPU - ``host.launch_s``) / (launch_per_extend_s
+    + launch_per_extend_token_s x tokens), and over its inject launches of the call over
+    launch_per_inject_s + launch_per_inject_token_s x tokens (less ``host.inject_prepare_s``
+    when ``prepared``: a slot-expansion block prepared the injection). None where fewer than
+    ``min_calls`` launches or a zero issue."""
+    if len(steps) != len(probe):
+        raise ValueError(f"host_probe.parquet has {len(probe)} rows, steps.parquet {len(steps)}")
+    h = profile.host
+    mode, part = steps["mode"].to_numpy(), steps["part"].to_numpy()
+    tok = steps["num_extend_tokens"].to_numpy(dtype=float)
+    call = probe["host_launch_cpu_s"].to_numpy(dtype=float)
+
+    def median_ratio(sel: np.ndarray, num: np.ndarray, den: np.ndarray) -> float | None:
+        ok = sel & (den > 0) & np.isfinite(num)
+        return float(np.median(num[ok] / den[ok])) if ok.sum() >= min_calls else None
+
+    ext = median_ratio((mode == "extend") & (part == "main"), call - h.launch_s,
+                       h.launch_per_extend_s + h.launch_per_extend_token_s * tok)
+    inj_issue = h.launch_per_inject_s + h.launch_per_inject_token_s * tok - (h.inject_prepare_s if prepared else 0.0)
+    inj = median_ratio(part == "inject", call, inj_issue)
+    return ext, inj
+
+
+def eager_level_profile(profile, extend: float | None, inject: float | None):
+    """``profile`` with :data:`EAGER_EXTEND_TERMS` times ``extend`` and
+    :data:`EAGER_INJECT_TERMS` times ``inject`` (tables: their seconds); None leaves a group."""
+    data = profile.model_dump(mode="python")
+    host = data["host"]
+    for terms, f in ((EAGER_EXTEND_TERMS, extend), (EAGER_INJECT_TERMS, inject)):
+        if f is None:
+            continue
+        for k in terms:
+            v = host.get(k)
+            if isinstance(v, dict):
+                v["seconds"] = [x * f for x in v["seconds"]]
+            elif v is not None:
+                host[k] = v * f
+    return type(profile).model_validate(data)
 
 
 def send_time_ttft(sc, requests: pd.DataFrame) -> dict[str, float]:
@@ -270,6 +353,62 @@ def launch_per_req_from_runs(profile, probes: dict[str, pd.DataFrame], graph_max
     return type(profile).model_validate(data), text
 
 
+def _sibling(name: str):
+    """``benchmarks/<name>.py`` imported as a module (benchmarks/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_repredict_{name}", Path(__file__).parent / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RESULT_PATH_TERMS = ("result_path_s", "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s")
+"""The profile's ``host.*`` fields of the loop's result path (``--drop-result-path``)."""
+
+RESULT_PATH_CAP_S = 2e-3
+"""``--result-path-from-runs`` reads forwards whose ``end->pass`` is under this: the loop's
+result path (0.16-0.41 ms medians on H200 rounds 19-20) and not an idle server's wait."""
+
+
+def result_path_from_runs(profile, dirs: list[Path], part: str = "result", gap_s: float = 2e-4):
+    """(``profile`` with ``host.result_path_s`` (``part`` "result") or ``host.recv_path_s``
+    ("recv") set to the path estimated from the runs, the text that says so) or None when no
+    run has a forward launched onto an idle stream with its schedule pass. An estimate read
+    from the runs (module docstring, ``--result-path-from-runs``)."""
+    split = _sibling("idle_launch_split")
+    h = profile.host
+    vals: list[np.ndarray] = []
+    used = 0
+    for d in dirs:
+        if d is None or not (d / "timeseries.parquet").is_file() or not (d / "steps.parquet").is_file():
+            continue
+        try:
+            t = split.idle_launches(d, gap_s)
+        except ValueError:
+            continue
+        ep = t["end->pass"].to_numpy()
+        bs = t["batch_size"].to_numpy(dtype=float)
+        ok = (ep > 0) & (ep < RESULT_PATH_CAP_S)
+        if not ok.any():
+            continue
+        charged = (h.sync_wakeup_s + h.process_s + h.schedule_s + (h.process_per_req_s + h.schedule_per_req_s) * bs)
+        vals.append((ep - charged)[ok])
+        used += 1
+    if not vals:
+        return None
+    v = np.concatenate(vals)
+    est = max(0.0, float(np.median(v)))
+    key = "result_path_s" if part == "result" else "recv_path_s"
+    data = profile.model_dump(mode="python")
+    data["host"][key] = est
+    text = (f"host.{key} ESTIMATED from the runs' forwards launched onto an idle stream (not a microbenchmark): "
+            f"{est * 1e3:.3f} ms (median over {len(v)} forwards of {used} runs of end->pass less the wake-up, "
+            f"process and schedule the profile charges; p25 / p75 {np.percentile(v, 25) * 1e3:.3f} / "
+            f"{np.percentile(v, 75) * 1e3:.3f} ms)")
+    return type(profile).model_validate(data), text
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -294,9 +433,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--launch-per-req-from-runs", action="store_true",
                     help="ESTIMATE host.launch_per_req_s from the runs' launch calls: scaled by the engine's call slope "
                          "over the profiler's stall-loop call slope (needs --measured-results; not a microbenchmark)")
+    ap.add_argument("--result-path-from-runs", type=Path, metavar="DIR",
+                    help="ESTIMATE the loop's result path (host.result_path_s) from the forwards launched onto an idle "
+                         "stream of the runs DIR/*-measured (not a microbenchmark)")
+    ap.add_argument("--drop-result-path", action="store_true",
+                    help="set host.result_path_* and host.recv_path_* to 0 (the prediction without the loop's result path)")
+    ap.add_argument("--result-path-part", choices=("result", "recv"), default="result",
+                    help="with --result-path-from-runs: charge the estimate before the delivery (host.result_path_s) or "
+                         "after it (host.recv_path_s)")
     ap.add_argument("--inject-prepare-from-provenance", action="store_true",
                     help="set host.inject_prepare_s from the preparation medians of the profile's "
                          "host.slot_expansion_s provenance (profiles made before the field existed)")
+    ap.add_argument("--eager-from-calls", action="store_true",
+                    help="AFTER THE FACT: also predict each run with the extend phase's host terms at the level of "
+                         "its own extend and inject launch calls (needs --measured-results)")
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
@@ -308,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.launch_per_req_from_runs and args.measured_results is None:
         print("repredict_h200: --launch-per-req-from-runs: needs --measured-results (the runs' launch calls)",
               file=sys.stderr)
+        return 2
+    if args.eager_from_calls and args.measured_results is None:
+        print("repredict_h200: --eager-from-calls: needs --measured-results (the runs' launch calls)", file=sys.stderr)
         return 2
     if args.per_term and not args.host_speed:
         print("repredict_h200: --per-term: needs --host-speed (the runs' host readings)", file=sys.stderr)
@@ -363,6 +516,27 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         if term_profile is not None:
             term_profile = per_term_profile(profile)
+    if args.drop_result_path and args.result_path_from_runs is not None:
+        print("repredict_h200: --drop-result-path and --result-path-from-runs: choose one", file=sys.stderr)
+        return 2
+    if args.drop_result_path:
+        data = profile.model_dump(mode="python")
+        for k in RESULT_PATH_TERMS:
+            data["host"][k] = 0.0
+        profile = type(profile).model_validate(data)
+        print("host.result_path_* and host.recv_path_* set to 0")
+        if term_profile is not None:
+            term_profile = per_term_profile(profile)
+    if args.result_path_from_runs is not None:
+        got = result_path_from_runs(profile, sorted(args.result_path_from_runs.glob("*-measured")), args.result_path_part)
+        if got is None:
+            print(f"repredict_h200: --result-path-from-runs: {args.result_path_from_runs}: no measured run with a forward "
+                  "launched onto an idle stream and its schedule pass (timeseries.parquet)", file=sys.stderr)
+            return 2
+        profile, text = got
+        print(text)
+        if term_profile is not None:
+            term_profile = per_term_profile(profile)
     if term_profile is not None and args.extend_level == "launch":
         got = extend_issue_reference([d for *_, d in runs], profile)
         if got is None:
@@ -404,6 +578,17 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 tp, ref_s = profile, None
             term = run_scenario(with_value(sc, "host.reference_work_s", ref_s), seed=sc.seed, profile=tp).summary
+        eager, fe, fi = {}, None, None
+        if args.eager_from_calls and d is not None and (d / "host_probe.parquet").is_file():
+            try:
+                fe, fi = eager_call_factors(pd.read_parquet(d / "steps.parquet"),
+                                            pd.read_parquet(d / "host_probe.parquet"), profile,
+                                            sc.server.prefill_slot_expansion_sync)
+            except ValueError as e:
+                print(f"repredict_h200: --eager-from-calls: {d}: {e}", file=sys.stderr)
+                return 2
+            if fe is not None or fi is not None:
+                eager = run_scenario(sc, seed=sc.seed, profile=eager_level_profile(profile, fe, fi)).summary
         for r in grp.itertuples():
             new = pred.get(r.metric)
             meas = fixed.get(r.metric, r.measured)
@@ -419,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.per_term:
                 c = term.get(r.metric)
                 rows[-1].update(term_predicted=c, term_error_pct=error_pct(c, meas) if c is not None else float("nan"))
+            if args.eager_from_calls:
+                c = eager.get(r.metric)
+                rows[-1].update(eager_extend_factor=fe, eager_inject_factor=fi, eager_predicted=c,
+                                eager_error_pct=error_pct(c, meas) if c is not None else float("nan"))
         print(f"{cell:<18} {arm:<14} " + " ".join(
             f"{m[:12]:>12} {rows[-len(grp):][[x['metric'] for x in rows[-len(grp):]].index(m)]['new_error_pct']:+6.1f}%"
             for m in TARGETS if m in set(grp.metric)), flush=True)
@@ -442,6 +631,14 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{k} {v}" for k, v in t.drop_duplicates(['cell', 'arm']).speed_source.value_counts().items()))
     if args.per_term:
         print_three_way(t)
+    if args.eager_from_calls:
+        print("\nAFTER THE FACT: at the level of each run's own eager launch calls (extend, injection factors)")
+        for (cell, arm), g in t.groupby(["cell", "arm"], sort=False):
+            fe, fi = g.eager_extend_factor.iloc[0], g.eager_inject_factor.iloc[0]
+            print(f"{cell:<18} {arm:<14} x{fe:.2f} x{fi:.2f} " + " ".join(
+                f"{m[:12]:>12} {g[g.metric == m].eager_error_pct.iloc[0]:+6.1f}%" for m in TARGETS if m in set(g.metric)))
+        print(f"all five: {int((t.new_error_pct.abs() <= 5).sum())} -> {int((t.eager_error_pct.abs() <= 5).sum())} of "
+              f"{len(t)} within 5 % (unconditioned -> at the runs' eager level)")
     if spread:
         print("\nrun-to-run spread of the measurement (largest |run - mean| / mean), by metric: median, max, rows above 5 %")
         for m in TARGETS:

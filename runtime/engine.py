@@ -81,7 +81,133 @@ class RtHandle:
     output: StepOutput
 
 
-class RuntimeEngine:
+class LoopHost:
+    """The runtime loop's host work around a forward that is not the forward itself: the end
+    of the launch call (end mark, result copy, step record), the result path (``Results``:
+    the copy-done wait and the timing reads; ``Deliver``; ``Recv``) and the schedule pass's
+    stamp. :class:`RuntimeEngine` runs its loop with it; the profiler's no-overlap stall loop
+    (runtime/profile_host.py ``HostPhases.stall_phase``) runs the same methods between its
+    forwards, so ``host.result_path_s`` times this code, not a copy of it.
+
+    State (set by :meth:`_reset_loop_host`): ``dev``, ``rec``, ``clients``, ``specs``,
+    ``scenario``, ``t0`` (the run's start, perf_counter), ``_ref`` (the run's first timing
+    mark), the pending timing marks and the progress bar (None).
+    """
+
+    dev: Device
+    scenario: Scenario
+
+    def __init__(self, dev: Device, scenario: Scenario, specs: list, seed: int) -> None:
+        # RuntimeEngine builds its own state (its __init__ and _reset_run_state) and does not call this
+        self.dev, self.scenario = dev, scenario
+        self._reset_loop_host(specs, seed)
+        self._start_clock()
+
+    def _reset_loop_host(self, specs: list, seed: int) -> None:
+        self.rec = Recorder("full")
+        self.clients = Clients(self.scenario, specs, seed)
+        self.specs = specs
+        self._blocked = 0.0
+        self._timing: list[tuple[int, Any, Any]] = []
+        self._step_index: dict[int, int] = {}
+        self.remaining = len(specs)
+        self._bar: Any = None
+
+    def _start_clock(self) -> None:
+        """The run's time origin: a timing mark on the forward stream and the host's clock."""
+        self._ref = self._timing_event()
+        self.t0 = time.perf_counter()
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _timing_event(self) -> Any:
+        return self.dev.timing_mark()
+
+    def _launched(self, plan: BatchPlan, part: str, start: Any, output: StepOutput,
+                  step_out: Any) -> RtHandle:
+        """The end of a launch call after the forward's kernels are queued: the done event
+        (the end mark too on a GPU), the result copy (decode/verify rows only), the pending
+        timing marks and the step's record."""
+        # on a GPU the ring's done event (timing-enabled in measurement mode) is the end
+        # mark too: one event record fewer per step (each is a barrier packet on HIP)
+        end = None if self.dev.is_gpu else self._timing_event()
+        done = self.dev.record("forward")
+        if end is None:
+            end = done.event
+        copy = self.dev.copy_to_host({"committed": step_out.committed}, after=done) if step_out is not None else None
+        self._timing.append((self.rec.num_steps, start, end))
+        handle_index = self.rec.num_steps
+        acc = dec = 0
+        if part == "main" and plan.num_extend < plan.batch_size:
+            d = output.committed[plan.num_extend:]
+            acc, dec = int(d.sum()), int((d > 0).sum())
+        # GPU times come from the timing events after the run (_resolve_timing)
+        self.rec.step(plan.step, plan.mode.value, part, plan.batch_size, plan.num_extend_tokens,
+                      0.0, 0.0, self._blocked, acc, dec)
+        self._blocked = 0.0
+        h = RtHandle(plan, done, copy, output)
+        self._step_index[id(h)] = handle_index
+        return h
+
+    def _results(self, op: Results) -> StepOutput:
+        h: RtHandle = op.handle
+        t0 = time.perf_counter()
+        if h.copy is not None:
+            self.dev.wait_copy(h.copy)
+        else:
+            self.dev.host_block(h.done, "results")
+        self._blocked += time.perf_counter() - t0
+        # every forward queued up to h is complete: resolve their marks now (the ones after
+        # h are still running; their done events stay in the ring until the next Results)
+        done_upto = [t for t in self._timing if t[0] <= self._step_index[id(h)]]
+        if done_upto:
+            rest = [t for t in self._timing if t[0] > self._step_index[id(h)]]
+            self._timing = done_upto
+            self._resolve_timing(self._ref)
+            self._timing = rest
+        return h.output
+
+    def _deliver(self, op: Deliver) -> None:
+        rids, n, fin = delivery_arrays(op.deliveries)
+        now = self._now()
+        self.rec.deliver(now, rids, n, fin)
+        for _ in range(int(fin.sum())):
+            self.clients.finished(now)
+            if self._bar is not None:
+                self._bar.update(1)
+            self.remaining -= 1
+
+    def _recv(self) -> list[Req]:
+        now = self._now()
+        out = []
+        # the timer starts when the client sent it (bench_serving), not when the loop polls:
+        # a request that arrives while the host issues a forward or blocks waits in between
+        for i, sent in self.clients.due_timed(now):
+            s = self.specs[i]
+            self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
+            out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
+                           ignore_eos=self.scenario.workload.ignore_eos))
+        return out
+
+    def _pass(self, sched: Scheduler) -> None:
+        """The schedule pass's stamp (``HostWork("schedule")``, after ``Scheduler.schedule()``)."""
+        self.rec.pass_state(self._now(), sched.num_running, len(sched.waiting), sched.kv.used)
+
+    def _resolve_timing(self, ref: Any) -> None:
+        """Turn the pending steps' start/end marks into seconds since the run's start.
+        Called when every pending forward is known complete (after a Results wait: stream
+        order), before the ring can re-record the done events used as end marks."""
+        for i, start, end in self._timing:
+            if self.dev.is_gpu:
+                s, e = ref.elapsed_time(start) / 1000.0, ref.elapsed_time(end) / 1000.0
+            else:
+                s, e = start - self.t0, end - self.t0
+            self.rec.set_step_times(i, s, e)
+        self._timing = []
+
+
+class RuntimeEngine(LoopHost):
     """One measured run of a scenario on a device.
 
     Args:
@@ -209,10 +335,13 @@ class RuntimeEngine:
     def _reset_run_state(self) -> None:
         srv = self.server
         self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed)
+        # every request's accept draws made here, off the clock: drawn lazily, a request's
+        # first draw ran inside its first verify's launch call (AcceptanceModel.prepare says
+        # what it cost); a verify commits at least one token, so output_len cycles suffice
+        self.acceptance.prepare([s.index for s in self.specs], [s.output_len for s in self.specs])
         self.tokens = DeviceTokens(self.acceptance)
         self.sched = Scheduler(srv, make_policy(srv), self.seed)
-        self.rec = Recorder("full")
-        self.clients = Clients(self.scenario, self.specs, self.seed)
+        self._reset_loop_host(self.specs, self.seed)
         # rows the previous pass (the unmeasured one, or another arm) still holds go back to
         # the pool: the new pass's ledger starts empty, so must the device pool
         for row in getattr(self, "rows", {}).values():
@@ -221,18 +350,11 @@ class RuntimeEngine:
         self._rows_peak = 0
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
-        self._blocked = 0.0
-        self._timing: list[tuple[int, Any, Any]] = []
-        self._step_index: dict[int, int] = {}
         # the schedule-stream barrier is refused on HIP unless this arm measures it
         self.dev.allow_schedule_barrier = self.server.sync_mode is SyncMode.cross_queue_wait
         self._cross_queue = False
-        self.remaining = len(self.specs)
         # per-launch host readings (runtime/host_probe.py): diagnostics, not compared
         self.probe = HostProbe(SpeedSampler())   # and the host's speed over the run (runtime/host_reference.py)
-
-    def _now(self) -> float:
-        return time.perf_counter() - self.t0
 
     def _sync_kv(self, plan: BatchPlan) -> None:
         """Make the device pool hold, row by row, what the scheduler's KV ledger holds now
@@ -263,9 +385,6 @@ class RuntimeEngine:
         r.pool.hold(list(self.rows.values()), [reqs[rid].kv_allocated for rid in self.rows])
 
     # -------------------------------------------------------------- launches
-    def _timing_event(self) -> Any:
-        return self.dev.timing_mark()
-
     def _launch(self, op: Launch) -> RtHandle:
         self.probe.begin()
         try:
@@ -314,26 +433,7 @@ class RuntimeEngine:
                 else:
                     forced = np.maximum(output.committed[n:] - 1, 0).tolist()
                     step_out = r.spec_cycle(rows, forced, graph=graph)
-        # on a GPU the ring's done event (timing-enabled in measurement mode) is the end
-        # mark too: one event record fewer per step (each is a barrier packet on HIP)
-        end = None if self.dev.is_gpu else self._timing_event()
-        done = self.dev.record("forward")
-        if end is None:
-            end = done.event
-        copy = self.dev.copy_to_host({"committed": step_out.committed}, after=done) if step_out is not None else None
-        self._timing.append((self.rec.num_steps, start, end))
-        handle_index = self.rec.num_steps
-        acc = dec = 0
-        if op.part == "main" and plan.num_extend < plan.batch_size:
-            d = output.committed[plan.num_extend:]
-            acc, dec = int(d.sum()), int((d > 0).sum())
-        # GPU times come from the timing events after the run (_resolve_timing)
-        self.rec.step(plan.step, plan.mode.value, op.part, plan.batch_size, plan.num_extend_tokens,
-                      0.0, 0.0, self._blocked, acc, dec)
-        self._blocked = 0.0
-        h = RtHandle(plan, done, copy, output)
-        self._step_index[id(h)] = handle_index
-        return h
+        return self._launched(plan, op.part, start, output, step_out)
 
     def _host_block(self, op: HostBlock) -> None:
         h: RtHandle = op.handle
@@ -349,46 +449,6 @@ class RuntimeEngine:
         self._prepared[plan.step] = self.runner.prepare_inject(
             rows, list(plan.prefix_lens[:n]), list(plan.extend_lens[:n]), sync=True)
         self._blocked += time.perf_counter() - t0
-
-    def _results(self, op: Results) -> StepOutput:
-        h: RtHandle = op.handle
-        t0 = time.perf_counter()
-        if h.copy is not None:
-            self.dev.wait_copy(h.copy)
-        else:
-            self.dev.host_block(h.done, "results")
-        self._blocked += time.perf_counter() - t0
-        # every forward queued up to h is complete: resolve their marks now (the ones after
-        # h are still running; their done events stay in the ring until the next Results)
-        done_upto = [t for t in self._timing if t[0] <= self._step_index[id(h)]]
-        if done_upto:
-            rest = [t for t in self._timing if t[0] > self._step_index[id(h)]]
-            self._timing = done_upto
-            self._resolve_timing(self._ref)
-            self._timing = rest
-        return h.output
-
-    def _deliver(self, op: Deliver) -> None:
-        rids, n, fin = delivery_arrays(op.deliveries)
-        now = self._now()
-        self.rec.deliver(now, rids, n, fin)
-        for _ in range(int(fin.sum())):
-            self.clients.finished(now)
-            if self._bar is not None:
-                self._bar.update(1)
-            self.remaining -= 1
-
-    def _recv(self) -> list[Req]:
-        now = self._now()
-        out = []
-        # the timer starts when the client sent it (bench_serving), not when the loop polls:
-        # a request that arrives while the host issues a forward or blocks waits in between
-        for i, sent in self.clients.due_timed(now):
-            s = self.specs[i]
-            self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
-            out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
-                           ignore_eos=self.scenario.workload.ignore_eos))
-        return out
 
     def _wait_for_work(self) -> bool:
         nxt = self.clients.next_time()
@@ -468,8 +528,8 @@ class RuntimeEngine:
                           disable=None) if self.progress else None)
         self.probe.start()
         with self.dev.use("forward"):
-            ref = self._ref = self._timing_event()
-            self.t0 = time.perf_counter()
+            self._start_clock()
+            ref = self._ref
             result: Any = None
             while True:
                 op = loop.send(result)
@@ -478,8 +538,7 @@ class RuntimeEngine:
                     result = self._recv()
                 elif isinstance(op, HostWork):
                     if op.kind == "schedule":
-                        s = self.sched
-                        self.rec.pass_state(self._now(), s.num_running, len(s.waiting), s.kv.used)
+                        self._pass(self.sched)
                 elif isinstance(op, Launch):
                     result = self._launch(op)
                 elif isinstance(op, HostBlock):
@@ -505,18 +564,6 @@ class RuntimeEngine:
             self._bar.close()
         self._resolve_timing(ref)
         return self._result()
-
-    def _resolve_timing(self, ref: Any) -> None:
-        """Turn the pending steps' start/end marks into seconds since the run's start.
-        Called when every pending forward is known complete (after a Results wait: stream
-        order), before the ring can re-record the done events used as end marks."""
-        for i, start, end in self._timing:
-            if self.dev.is_gpu:
-                s, e = ref.elapsed_time(start) / 1000.0, ref.elapsed_time(end) / 1000.0
-            else:
-                s, e = start - self.t0, end - self.t0
-            self.rec.set_step_times(i, s, e)
-        self._timing = []
 
     def launch_probe(self) -> dict[str, list[float]]:
         """Per launch call of the last run, in the order of its steps table's rows: the

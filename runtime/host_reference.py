@@ -90,7 +90,8 @@ PHASE_TERMS = {
                "host.launch_per_inject_token_s", "host.extend_idle_lead_s", "host.extend_idle_lead_by_tokens",
                "host.slot_expansion_s", "host.inject_prepare_s", "host.inject_idle_lead_by_tokens",
                "host.extend_own_idle_lead_by_tokens", "host.inject_unprepared_idle_lead_by_tokens"),
-    "launch": ("host.launch_s", "host.launch_per_req_s", "host.launch_tail_s", "host.launch_tail_per_req_s"),
+    "launch": ("host.launch_s", "host.launch_per_req_s", "host.launch_tail_s", "host.launch_tail_per_req_s",
+               "host.result_path_s", "host.result_path_per_req_s", "host.recv_path_s", "host.recv_path_per_req_s"),
     "sync": ("host.sync_wakeup_s",),
     "host": ("host.schedule_s", "host.schedule_per_req_s", "host.process_s", "host.process_per_req_s"),
 }

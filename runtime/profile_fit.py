@@ -167,6 +167,8 @@ class Fits:
             "launch_per_inject_s": self.inject_host_fit()[0],
             "launch_per_inject_token_s": self.inject_host_fit()[1],
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
+            "result_path_s": self.result_path_fit[0], "result_path_per_req_s": self.result_path_fit[1],
+            "recv_path_s": self.recv_path_fit[0], "recv_path_per_req_s": self.recv_path_fit[1],
             "sync_wakeup_s": self.sync_wakeup,
             "extend_idle_lead_s": self.idle_lead_fit()[0],
             "extend_idle_lead_by_tokens": self.idle_lead_fit()[1],
@@ -189,6 +191,49 @@ class Fits:
         wake-up), clamped >= 0: what the call goes on doing while the GPU runs."""
         return [max(0.0, m - max(0.0, st - self.sync_wakeup))
                 for m, st in zip(self.launch_med, self.stall_med, strict=True)]
+
+    @property
+    def result_path_total(self) -> list[float]:
+        """Per launch batch size ``b``: the no-overlap stall loop's wall per cycle less the
+        publish-wait loop's (``serial_excess``: the whole result path between a forward's
+        end and the next launch, the wake-up paid in both), less the scheduler's own
+        ``process_result`` and ``schedule()`` at ``b`` (host.process_* and host.schedule_*,
+        which the simulator charges apart), clamped >= 0. Empty for a run without the
+        serial loop."""
+        return [max(0.0, ex - (self.proc_fit[0] + self.proc_fit[1] * b) - (self.sched_fit[0] + self.sched_fit[1] * b))
+                for b, ex in zip(self.launch_bs, getattr(self, "serial_excess", []), strict=False)]
+
+    @property
+    def recv_path_points(self) -> list[float]:
+        """Per launch batch size ``b``: the part of :attr:`result_path_total` after the
+        delivery's stamp, host-stamped in the serial loop (``serial_parts[2]``: Deliver to the
+        pass's stamp, the delivery's recording, Recv, ``schedule()``, the stamp) less
+        ``schedule()`` at ``b``, clamped to [0, the total]."""
+        return [min(tot, max(0.0, parts[2] - (self.sched_fit[0] + self.sched_fit[1] * b)))
+                for b, tot, parts in zip(self.launch_bs, self.result_path_total, getattr(self, "serial_parts", []),
+                                         strict=False)]
+
+    @property
+    def result_path_points(self) -> list[float]:
+        """Per launch batch size: :attr:`result_path_total` less :attr:`recv_path_points`, the
+        part before the delivery's stamp (the copy-done wait past the forward's end, the
+        timing reads, the delivery's arrays)."""
+        return [t - r for t, r in zip(self.result_path_total, self.recv_path_points, strict=False)]
+
+    @property
+    def result_path_fit(self) -> tuple[float | None, float | None]:
+        """``host.result_path_s`` and ``result_path_per_req_s``: a line over the launch batch
+        sizes through :attr:`result_path_points` (:func:`fit_line`, clamped >= 0); (None,
+        None) without the serial loop (the fields are then left out)."""
+        pts = self.result_path_points
+        return fit_line(self.launch_bs, pts) if pts else (None, None)
+
+    @property
+    def recv_path_fit(self) -> tuple[float | None, float | None]:
+        """``host.recv_path_s`` and ``recv_path_per_req_s``: the same through
+        :attr:`recv_path_points`."""
+        pts = self.recv_path_points
+        return fit_line(self.launch_bs, pts) if pts else (None, None)
 
     @property
     def tail_fit(self) -> tuple[float, float]:

@@ -9,26 +9,31 @@ from typing import Any
 
 import numpy as np
 import torch
+from specsched.runtime.engine import LoopHost
 from specsched.runtime.host_probe import HostProbe
 from specsched.runtime.profile_fit import fit_line
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, Harness, _GpuBusy
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
-from specsched.sim.config import AcceptanceConfig, ServerArgs
+from specsched.sim.config import AcceptanceConfig, Scenario, ServerArgs
 from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.loop import scheduler_loop
+from specsched.sim.ops import Deliver, HostWork, Launch, Recv, Results
 from specsched.sim.plan import ForwardMode
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler
+from specsched.sim.workload import make_requests
 
 
-def _verify_scheduler(bs: int, window: int, seed: int) -> tuple[Scheduler, DeviceTokens]:
+def _verify_scheduler(bs: int, window: int, seed: int, overlap: bool = True) -> tuple[Scheduler, DeviceTokens]:
     """A scheduler holding ``bs`` running DSpark requests (prompt :data:`HOST_PROMPT`, output
     long enough never to finish) and the device-token counter that commits their steps;
-    the next ``schedule()`` returns a verify plan of all ``bs``."""
+    the next ``schedule()`` returns a verify plan of all ``bs``. ``overlap``: the server's
+    ``enable_overlap_schedule`` (its ``server`` is the one the loop runs with)."""
     server = ServerArgs(
         max_running_requests=bs, max_total_num_tokens=10**9, chunked_prefill_size=bs * HOST_PROMPT,
         max_prefill_tokens=bs * HOST_PROMPT, speculative_algorithm="dspark",
-        speculative_num_draft_tokens=window,
+        speculative_num_draft_tokens=window, enable_overlap_schedule=overlap,
     )
     sched = Scheduler(server, make_policy(server), seed)
     tokens = DeviceTokens(AcceptanceModel(AcceptanceConfig(mean_accept_length=(1 + window) / 2), window, seed))
@@ -43,6 +48,25 @@ def _verify_scheduler(bs: int, window: int, seed: int) -> tuple[Scheduler, Devic
             return sched, tokens
     raise RuntimeError(f"could not bring {bs} requests to a full verify batch (running {len(sched.running)})")
 
+
+def _loop_host(dev: Any, bs: int, seed: int) -> LoopHost:
+    """The engine's host side of the loop (:class:`runtime.engine.LoopHost`) for the stall
+    loop's ``bs`` requests: a closed loop of ``bs`` clients whose requests are all sent and
+    in flight (:func:`_verify_scheduler` holds them), so ``Recv`` polls and finds none, as in
+    a closed-loop cell's steady state; deliveries go to its recorder. The scenario holds
+    the clients only (the scheduler is :func:`_verify_scheduler`'s)."""
+    sc = Scenario.model_validate({
+        "name": "profile-stall-loop", "profile": "none", "seed": seed,
+        "workload": {"kind": "closed_loop", "concurrency": bs, "num_requests": bs,
+                     "input_len": {"kind": "fixed", "value": HOST_PROMPT},
+                     "output_len": {"kind": "fixed", "value": 100_000}},
+    })
+    host = LoopHost(dev, sc, make_requests(sc.workload, seed), seed)
+    # every client's request sent and recorded (the scheduler holds them already)
+    sent = host._recv()
+    if len(sent) != bs:
+        raise RuntimeError(f"the stall loop's clients sent {len(sent)} of {bs} requests")
+    return host
 
 
 class HostPhases(Harness):
@@ -94,21 +118,97 @@ class HostPhases(Harness):
         self.launch_fit = fit_line(self.launch_bs, self.launch_med)
         self.stall_phase()
 
-    def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any) -> tuple[Any, Any, Any]:
+    def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any,
+                              host: LoopHost | None = None) -> Any:
         """What runtime.engine.RuntimeEngine._launch does for a VERIFY plan: draw the
         accepts, replay the spec-cycle graph between two timing marks, record the ring
         event and start the result copy. Returns (ring event, host copy, the step's
-        :class:`~sim.plan.StepOutput` for ``Scheduler.process_result``)."""
+        :class:`~sim.plan.StepOutput` for ``Scheduler.process_result``); with ``host``, the
+        launch call ends as the engine's does (``LoopHost._launched``: marks, copy, step
+        record) and its :class:`~runtime.engine.RtHandle` is returned."""
         dev = self.dev
         output = tokens.step(plan)
         forced = np.maximum(output.committed - 1, 0).tolist()
-        self._timing_event()
+        start = self._timing_event()
         out = self.runner.spec_cycle(rows, forced, graph=True)
+        if host is not None:
+            return host._launched(plan, "main", start, output, out)
         done = dev.record("forward")  # the engine reuses the done event as the end mark
         return done, dev.copy_to_host({"committed": out.committed}, after=done), output
 
+    def _serial_cycles(self, st: dict[str, Any], rows: list[int], n: int,
+                       parts: list[tuple[float, float, float]] | None = None) -> float:
+        """``n`` cycles of the engine's loop without overlap (sim/loop.py ``scheduler_loop``
+        with ``enable_overlap_schedule`` off, the generator itself; runtime/engine.py runs
+        it so for ``no_overlap`` arms): launch the verify, ``Results`` (the copy-done wait
+        and the timing reads, ``LoopHost._results``), ``Scheduler.process_result``,
+        ``Deliver`` (``LoopHost._deliver``), ``Recv`` (``LoopHost._recv``),
+        ``Scheduler.schedule()`` and the pass's stamp (``LoopHost._pass``), then the next
+        launch: every forward is launched onto an idle stream after the whole result path.
+        Returns the wall per cycle, from one launch's start to the next's (the generator is
+        left at a launch); appends per cycle the host stamps' parts to ``parts``: the
+        Results call (its wait included), process_result to Deliver, Deliver to the pass's
+        stamp."""
+        host, gen, sched, tokens = st["host"], st["gen"], st["sched"], st["tokens"]
+        op, result = st["op"], None
+        launched = 0
+        t0 = t_res = t_proc = t_del = 0.0
+        while True:
+            if op is None:
+                op = gen.send(result)
+                result = None
+            tp = type(op)
+            if tp is Launch:
+                now = time.perf_counter()
+                if launched == 0:
+                    t0 = now
+                elif t_del and parts is not None:
+                    parts.append((t_proc - t_res, t_del - t_proc, st["t_pass"] - t_del))
+                if launched == n:
+                    st["op"] = op
+                    return (now - t0) / n
+                if op.plan.mode is not ForwardMode.VERIFY or op.plan.batch_size != len(rows):
+                    raise RuntimeError(f"the stall loop's scheduler stopped returning a verify of {len(rows)}")
+                result = self._engine_verify_launch(rows, tokens, op.plan, host)
+                launched += 1
+                t_del = 0.0
+            elif tp is Results:
+                t_res = time.perf_counter()
+                result = host._results(op)
+                t_proc = time.perf_counter()
+            elif tp is Deliver:
+                t_del = time.perf_counter()
+                host._deliver(op)
+            elif tp is Recv:
+                result = host._recv()
+            elif tp is HostWork:
+                if op.kind == "schedule":
+                    host._pass(sched)
+                    st["t_pass"] = time.perf_counter()
+            else:
+                raise RuntimeError(f"the no-overlap stall loop met {tp.__name__}")
+            op = None
+
+    def _serial_state(self, b: int) -> dict[str, Any]:
+        """The no-overlap loop of batch ``b``: its own scheduler (overlap off), the engine's
+        host side (:func:`_loop_host`) and the loop generator, advanced to its first launch."""
+        sched, tokens = _verify_scheduler(b, self.W, self.seed, overlap=False)
+        gen = scheduler_loop(sched, sched.server)
+        st: dict[str, Any] = {"sched": sched, "tokens": tokens, "host": _loop_host(self.dev, b, self.seed),
+                              "gen": gen, "op": None, "t_pass": 0.0}
+        op = next(gen)
+        while type(op) is not Launch:  # Recv, the pass's stamp, the launch's host work
+            if type(op) is Recv:
+                op = gen.send(st["host"]._recv())
+                continue
+            if type(op) is HostWork and op.kind == "schedule":
+                st["host"]._pass(sched)
+            op = gen.send(None)
+        st["op"] = op
+        return st
+
     def stall_phase(self) -> None:
-        """Two loops of the engine's verify cycle with lengths growing as in the engine (so
+        """Three loops of the engine's verify cycle with lengths growing as in the engine (so
         every step also reserves the next window's KV slots, as the runtime does). Each
         cycle is the engine loop's (sim/loop.py ``scheduler_loop``): launch the scheduled
         plan, wait for the previous step's result copy, ``Scheduler.process_result`` on it,
@@ -122,7 +222,16 @@ class HostPhases(Harness):
           the excess over the bare graph replay of the grid is added to ``gpu.verify``;
         - block: the host blocks on the previous forward's event before each launch
           (host_block): block - queued is the publish-wait stall the simulator models as
-          ``host.launch_s + host.sync_wakeup_s``.
+          ``host.launch_s + host.sync_wakeup_s``;
+        - serial: the loop without overlap (:meth:`_serial_cycles`: the loop generator with
+          ``enable_overlap_schedule`` off, its result path run by the engine's own
+          :class:`runtime.engine.LoopHost`): each forward is launched onto an idle stream
+          after the previous one's whole result path, as in a ``no_overlap`` arm and as
+          after any forward the GPU drained. Per cycle serial - block is that path (the
+          wait's copy, the timing reads, ``process_result``, Deliver, Recv, ``schedule()``,
+          the pass's stamp) less the publish wait's own wake-up, which both pay:
+          ``host.result_path_s`` (runtime.profile_fit.Fits.result_path_points, less the
+          scheduler's own ``host.process_s`` and ``host.schedule_s``).
 
         Raises:
             RuntimeError: the scheduler stops returning a verify of the whole batch.
@@ -144,10 +253,24 @@ class HostPhases(Harness):
         # "The launch call's slope"; three interleaved repetitions on one H200 put this
         # loop's slope at 3.6-9.8 us per request), so batch sizes timed one after another
         # read the drift between them as a per-request cost.
-        for k, mode in enumerate(("queued", "block", "queued", "block")):
+        modes = ("queued", "block", "serial", "queued", "block", "serial")
+        for k, mode in enumerate(modes):
             for b in (self.launch_bs if k % 2 == 0 else self.launch_bs[::-1]):
-                self._progress(f"publish-wait stall bs {b} ({mode}, pass {k + 1} of 4)")
+                self._progress(f"publish-wait stall bs {b} ({mode}, pass {k + 1} of {len(modes)})")
                 st = state[b]
+                if mode == "serial":
+                    with dev.use("forward"):
+                        rows, _ = self._new_rows(b, self.launch_ctx)
+                        if "serial" not in st:
+                            st["serial"] = self._serial_state(b)
+                        self._serial_cycles(st["serial"], rows, WARMUP)
+                        dev.synchronize("profile")
+                        st["walls"].setdefault(mode, []).append(
+                            self._serial_cycles(st["serial"], rows, n, st.setdefault("parts", [])))
+                        dev.synchronize("profile")
+                        for row in rows:
+                            runner.free_request(row)
+                    continue
                 with dev.use("forward"):
                     rows, _ = self._new_rows(b, self.launch_ctx)
 
@@ -190,8 +313,14 @@ class HostPhases(Harness):
         self.stall_calls: list[tuple[float, ...]] = []
         self.loop_med: list[float] = []
         self.stall_med: list[float] = []
+        # per launch batch size: the no-overlap loop's wall per cycle less the block loop's
+        # (best pass each), and the medians of its host stamps' parts (_serial_cycles)
+        self.serial_excess: list[float] = []
+        self.serial_parts: list[tuple[float, ...]] = []
         for b in self.launch_bs:
             walls, probes = state[b]["walls"], state[b]["probes"]
+            self.serial_excess.append(min(walls["serial"]) - min(walls["block"]))
+            self.serial_parts.append(tuple(float(np.median(c)) for c in zip(*state[b]["parts"], strict=True)))
             self.stall_calls.append(tuple(statistics.median(v) for m in ("block", "queued")
                                           for v in (probes[m].wall, probes[m].cpu)))
             self.loop_med.append(min(walls["queued"]))

@@ -291,6 +291,8 @@ class Provenance:
                 f"piecewise), nearly flat in tokens: host.launch_per_extend_s carries it. [{env}]"),
             "host.ingest_per_request_s": ("0: the runtime has no tokenizer or IPC; runtime.engine.RuntimeEngine "
                                           "hands each request to the scheduler directly at Recv"),
+            "host.ingest_per_token_s": ("0: the runtime has no tokenizer or chat template; runtime.engine.RuntimeEngine "
+                                        "hands each request's token ids to the scheduler directly at Recv"),
         }
         sched_txt = (f"np.polyfit over batch sizes {self.host_bs} of the median host time (perf_counter) of "
                      f"{{fn}} on a sim.scheduler.Scheduler holding bs running DSpark requests (window {W}, "
@@ -341,6 +343,36 @@ class Provenance:
                     f"draw). The whole call: {launch_txt}")
         prov["host.launch_tail_s"] = f"intercept of {tail_txt}"
         prov["host.launch_tail_per_req_s"] = f"slope of {tail_txt}"
+        if getattr(self, "serial_excess", None):
+            def us(xs: list[float]) -> str:
+                return ", ".join(f"bs {b} {_us(x)}" for b, x in zip(self.launch_bs, xs, strict=True))
+
+            path_txt = ("the loop's result path per step, from a forward's results to the next schedule pass: the "
+                        "wall per cycle of the engine's loop without overlap (runtime.profile_host.stall_phase, serial: "
+                        "sim/loop.py scheduler_loop with enable_overlap_schedule off, each verify launched onto an idle "
+                        "stream after the previous one's Results (copy-done wait, timing reads), "
+                        "Scheduler.process_result, Deliver, Recv, Scheduler.schedule() and the pass's stamp, run by "
+                        "runtime.engine.LoopHost, the engine's own code) minus the publish-wait loop's (best of 2 "
+                        "alternating runs each; the wake-up is in both): " + us(self.serial_excess)
+                        + "; less host.process_* and host.schedule_* at each size (charged apart), clamped >= 0: "
+                        + us(self.result_path_total)
+                        + ". The loop's host stamps per cycle (medians: the Results call with its wait / process_result "
+                        "to Deliver / Deliver to the pass's stamp, schedule() included): "
+                        + ", ".join(f"bs {b} {_us(t[0])} / {_us(t[1])} / {_us(t[2])}"
+                                    for b, t in zip(self.launch_bs, getattr(self, "serial_parts", []), strict=False)
+                                    if len(t) == 3)
+                        + "; split at the delivery's stamp: after it (the last stamp part less host.schedule_*, clamped "
+                        "to [0, the path]; host.recv_path_*, charged with host.schedule_*) " + us(self.recv_path_points)
+                        + ", before it (the rest; host.result_path_*, charged with host.process_*, before the delivery) "
+                        + us(self.result_path_points)
+                        + ". On the critical path only when the GPU has nothing queued (sim.cost_model.CostModel.host). "
+                        f"{STALL_STEPS} cycles per run after {WARMUP} warm-ups; a closed loop of bs clients, all requests "
+                        f"in flight (Recv finds none); lengths grow from context {self.launch_ctx} as in the engine. "
+                        f"[{env}]")
+            for key, part in (("result_path", "before the delivery's stamp"), ("recv_path", "after the delivery's stamp")):
+                fit = f"np.polyfit over batch sizes {self.launch_bs} of the part {part}; intercept and slope clamped >= 0"
+                prov[f"host.{key}_s"] = f"intercept of {fit}, of {path_txt}"
+                prov[f"host.{key}_per_req_s"] = f"slope of {fit}, of {path_txt}"
         prov["host.sync_wakeup_s"] = (
             f"median host time of runtime.device.Device.host_block (event.synchronize() on a ring event) recorded "
             f"right after a tiny kernel (x.add_(1) on an idle GPU), {_us(self.sync_tiny)}, minus the same on an "

@@ -361,6 +361,33 @@ class AcceptanceModel:
             draws[rid] = np.concatenate((draws[rid], new[at : at + rows]))
             at += rows
 
+    def prepare(self, rids: list[int], cycles: list[int]) -> None:
+        """Make each request's generator and its first ``cycles[i]`` draws now (whole
+        blocks, as :meth:`draw` would make them later: the same values), so that no
+        :meth:`draw` of those cycles makes any.
+
+        For the runtime, which draws each verify's accept lengths inside its launch call
+        (sim.device_tokens.DeviceTokens.step): a request's first draw there (a generator and
+        a block, made with the host's caches cold after the prefill's eager issue) took
+        0.15-0.39 ms (quartiles) in a CPU run of the runtime's loop against 0.04-0.07 ms
+        warm, and the first verify launch call after a prefill takes 0.35-0.6 ms more than
+        the others on H200 hosts, more the more requests join (docs/measurements/h200-v20.md,
+        "The first verify after a prefill"): host time SGLang's forced acceptance does not
+        spend (0.5.23 speculative/spec_utils.py ``generate_simulated_accept_index``: one
+        length per batch, no state per request).
+        Requests are drawn 64 at a time (the uniforms of 64 requests' blocks at most)."""
+        if self.window <= 1:
+            return
+        if len(rids) != len(cycles):
+            raise ValueError(f"prepare: {len(rids)} requests, {len(cycles)} cycle counts")
+        for i in range(0, len(rids), 64):
+            self._ensure_many(list(rids[i : i + 64]), [max(1, int(c)) for c in cycles[i : i + 64]])
+
+    def drawn(self, rid: int) -> int:
+        """Accept lengths made so far for request ``rid`` (0 before its first draw)."""
+        d = self._draws.get(rid)
+        return 0 if d is None else len(d)
+
     def draws(self, rids: np.ndarray, first_cycles: np.ndarray, n: int) -> np.ndarray:
         """Accept lengths of cycles ``first_cycles[i] .. first_cycles[i] + n - 1`` of request
         ``rids[i]``: int array of shape (n, len(rids)) (the same values :meth:`draw` gives;

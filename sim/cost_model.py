@@ -457,15 +457,32 @@ class CostModel:
         return h.launch_tail_s + h.launch_tail_per_req_s * plan.batch_size
 
     def host(self, kind: str, plan: BatchPlan) -> float:
-        """Host seconds of ``kind`` (schedule / launch / launch_tail / process) for ``plan``."""
+        """Host seconds of ``kind`` (schedule / launch / launch_tail / process) for ``plan``.
+
+        ``process`` (the loop's ``HostWork("process")``, right after the step's results,
+        before its tokens are delivered) is ``Scheduler.process_result``'s own time
+        (host.process_*) plus the loop's path from the results to the delivery's stamp
+        (host.result_path_*: the result copy's wait past the forward's end, the timing
+        reads); ``schedule`` is ``Scheduler.schedule()``'s (host.schedule_*) plus the path
+        from the delivery's stamp to the pass (host.recv_path_*: the delivery's recording,
+        the receive, the pass's bookkeeping). runtime/engine.py ``LoopHost``
+        ``_results`` / ``_deliver`` / ``_recv`` / ``_pass``; SGLang 0.5.23
+        managers/scheduler.py ``event_loop_overlap``: ``process_batch_result`` of the
+        previous batch (scheduler_components/batch_result_processor.py: its ``copy_done``
+        wait; output_streamer.py ``stream_output``), then the next iteration's
+        ``ingest_requests`` and ``get_next_batch_to_run``. It is host time like the rest:
+        with the GPU busy (overlap, a forward queued) it runs under the forward and costs
+        nothing; after a forward the GPU drained (no overlap, a host block, an idle
+        server's first launch) the next launch waits for it. Profiles without the terms: 0
+        (no change)."""
         h, bs = self.h, plan.batch_size
         if kind == "launch_tail":
             return self.launch_tail(plan)
         if kind == "schedule":
-            return h.schedule_s + h.schedule_per_req_s * bs
+            return h.schedule_s + h.recv_path_s + (h.schedule_per_req_s + h.recv_path_per_req_s) * bs
         if kind == "launch":
             return h.launch_s + h.launch_per_req_s * bs
-        return h.process_s + h.process_per_req_s * bs
+        return h.process_s + h.result_path_s + (h.process_per_req_s + h.result_path_per_req_s) * bs
 
     def eager_issue_s(self, n_dec: int) -> float:
         """Host seconds to issue one eager decode step's or spec cycle's kernels (profile

@@ -5,7 +5,8 @@ Poisson or trace arrivals (open, or capped by ``max_concurrency``: bench_serving
 semaphore; open arrivals need no process: the host takes them from a list of arrival
 times) and multi-turn conversations (one concurrency slot per conversation, think times
 between turns). Every request passes the tokenizer FIFO (the profile's
-``ingest_per_request_s``) before the scheduler's next receive sees it.
+``ingest_per_request_s`` plus ``ingest_per_token_s`` per prompt token) before the
+scheduler's next receive sees it.
 
 :class:`Clients` is a mixin of :class:`sim.engine.SimEngine`: it holds no state of its own;
 every attribute it reads or writes is the engine's, set in its ``__init__``.
@@ -33,8 +34,7 @@ class Clients:
         self.rec.request_sent(spec.index, spec.input_len, spec.output_len, now)
         done = self.env.event()
         self._finish_events[spec.index] = done
-        ingest = self.profile.host.ingest_per_request_s
-        self._tokenizer_free = max(now, self._tokenizer_free) + ingest
+        self._tokenizer_free = max(now, self._tokenizer_free) + self._ingest_s(spec)
         req = self._req(spec)
         if self._tokenizer_free <= now:
             self._arrive(req)
@@ -42,6 +42,17 @@ class Clients:
             ev = self.env.timeout(self._tokenizer_free - now)
             ev.callbacks.append(lambda _e, r=req: self._arrive(r))
         return done
+
+    def _ingest_s(self, spec: RequestSpec) -> float:
+        """Seconds ``spec`` holds the tokenizer FIFO: ``host.ingest_per_request_s`` plus
+        ``host.ingest_per_token_s`` per prompt token. The HTTP server renders the chat
+        template over the whole history and encodes it for every request on its one event
+        loop (SGLang 0.5.23 entrypoints/openai/serving_chat.py
+        ``_render_and_encode_chat_template``; plain prompts: managers/tokenizer_manager.py
+        ``_tokenize_texts``), so a late turn of a long conversation waits for its whole
+        history to be encoded, and the requests behind it wait too."""
+        h = self.profile.host
+        return h.ingest_per_request_s + h.ingest_per_token_s * spec.input_len
 
     def _req(self, spec: RequestSpec) -> Req:
         """The scheduler's request for a sent one (prompt tokens when prefixes are shared)."""
@@ -82,12 +93,13 @@ class Clients:
         (the times :meth:`_send` gives). The host takes each one when its clock reaches it
         (:meth:`_take_arrivals`): no SimPy process or event per request, and the host never
         hands control to SimPy for an arrival."""
-        ingest = self.profile.host.ingest_per_request_s
+        h = self.profile.host
+        per_req, per_tok = h.ingest_per_request_s, h.ingest_per_token_s
         free = self._tokenizer_free
         sent = times.tolist()
         arrive = []
-        for t_send in sent:
-            free = max(t_send, free) + ingest
+        for spec, t_send in zip(self.specs, sent, strict=True):
+            free = max(t_send, free) + per_req + per_tok * spec.input_len   # :meth:`_ingest_s`
             arrive.append(t_send + (free - t_send))
         self._tokenizer_free = free
         self._sent_at, self._arrive_at = sent, arrive

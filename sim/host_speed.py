@@ -48,9 +48,10 @@ from specsched.sim.strict import STRICT as _STRICT
 if TYPE_CHECKING:  # sim.profile is not imported at run time here: sim.config imports this module
     from specsched.sim.profile import Profile
 
-HOST_SECONDS = ("ingest_per_request_s", "schedule_s", "schedule_per_req_s", "launch_s", "launch_per_req_s",
-                "launch_tail_s", "launch_tail_per_req_s", "launch_per_extend_s", "launch_per_extend_token_s",
+HOST_SECONDS = ("ingest_per_request_s", "ingest_per_token_s", "schedule_s", "schedule_per_req_s", "launch_s",
+                "launch_per_req_s", "launch_tail_s", "launch_tail_per_req_s", "launch_per_extend_s", "launch_per_extend_token_s",
                 "launch_per_inject_s", "launch_per_inject_token_s", "process_s", "process_per_req_s",
+                "result_path_s", "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s",
                 "sync_wakeup_s", "extend_idle_lead_s", "slot_expansion_s", "inject_prepare_s")
 """``host.*`` fields that are host CPU time (scaled). Not scaled: ``cross_queue_penalty_s``
 (a graph replay waiting on a second queue: the GPU's time) and ``reference_work_s`` (the

@@ -347,6 +347,11 @@ class HostProfile(BaseModel):
     """Host seconds.
 
     ingest_per_request_s: tokenizer + IPC per request before the scheduler sees it (a FIFO).
+    ingest_per_token_s: the same FIFO's time per prompt token: the HTTP server renders the
+    chat template over the whole message history and tokenizes it for every request, on its
+    one event loop, so a turn of a long multi-turn conversation waits for its whole history to
+    be encoded (SGLang entrypoints/openai/serving_chat.py ``_render_and_encode_chat_template``;
+    managers/tokenizer_manager.py ``_tokenize_texts`` for plain prompts). 0: not modelled.
     schedule_*: building a batch. launch_s / launch_per_req_s: preparing inputs and
     launching/replaying (the part that runs after the publish wait), per step and per
     request. launch_per_extend_s + launch_per_extend_token_s x tokens: issuing an eager
@@ -367,6 +372,26 @@ class HostProfile(BaseModel):
     the call returns. The whole call's host time (GPU kept busy) minus the publish-wait
     stall. 0: not measured (results are processed right after the forward is queued).
     process_*: processing a step's results.
+    result_path_s / result_path_per_req_s and recv_path_s / recv_path_per_req_s: the rest of
+        the loop's host path from a step's results to the next schedule pass, per step and
+        per request: beyond ``Scheduler.process_result`` (process_*) and
+        ``Scheduler.schedule()`` (schedule_*), the result copy's wait past the forward's end
+        and its timing reads up to the delivery's stamp (result_path_*), then the delivery's
+        recording, the receive and the pass's bookkeeping (recv_path_*)
+        (runtime/engine.py ``LoopHost``: ``_results``, ``_deliver``, ``_recv``, ``_pass``;
+        SGLang 0.5.23 managers/scheduler.py ``event_loop_overlap`` /
+        ``event_loop_normal``: ``process_batch_result`` (scheduler_components/
+        batch_result_processor.py: the ``copy_done`` wait, the output processing;
+        output_streamer.py ``stream_output``), then ``ingest_requests``
+        (request_receiver.py ``recv_requests``) and ``get_next_batch_to_run``). Measured as the
+        profiler's no-overlap stall loop (each forward launched onto an idle stream after
+        the path, run by the engine's own code) less its publish-wait loop, less the
+        scheduler's own process and schedule times, split at the delivery's host stamp
+        (runtime/profile_host.py ``stall_phase``, runtime.profile_fit.Fits.result_path_total).
+        The simulator charges result_path_* with process_* (before the delivery) and
+        recv_path_* with schedule_* (sim.cost_model.CostModel.host): host time between the
+        results and the next pass, on the critical path only when the GPU has nothing
+        queued. 0: not measured.
     sync_wakeup_s: wake-up after a host block that really waited.
     extend_idle_lead_s: how much later an extend launched onto an idle GPU stream ends than
     its device time (gpu.extend, timed with the GPU kept busy) says: its kernels reach the
@@ -447,6 +472,7 @@ class HostProfile(BaseModel):
     model_config = _STRICT
 
     ingest_per_request_s: Seconds = 0.0
+    ingest_per_token_s: Seconds = 0.0
     schedule_s: Seconds = 0.0
     schedule_per_req_s: Seconds = 0.0
     launch_s: Seconds = 0.0
@@ -459,6 +485,10 @@ class HostProfile(BaseModel):
     launch_per_inject_token_s: Seconds = 0.0
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0
+    result_path_s: Seconds = 0.0
+    result_path_per_req_s: Seconds = 0.0
+    recv_path_s: Seconds = 0.0
+    recv_path_per_req_s: Seconds = 0.0
     sync_wakeup_s: Seconds = 0.0
     extend_idle_lead_s: Seconds = 0.0
     extend_idle_lead_by_tokens: LeadTable | None = None

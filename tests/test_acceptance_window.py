@@ -218,3 +218,21 @@ def test_a_what_if_that_states_its_own_acceptance_or_keeps_the_window_is_left_al
     f.write_text(yaml.safe_dump(raw))
     assert load_scenario(f, "w2").acceptance.window == 4
     assert load_scenario(f, "base").acceptance.window is None
+
+
+def test_prepared_draws_are_the_lazy_draws_and_make_none_later(monkeypatch):
+    cfg = AcceptanceConfig(mean_accept_length=3.2, request_spread=0.26)
+    lazy, ready = AcceptanceModel(cfg, 6, 7), AcceptanceModel(cfg, 6, 7)
+    rids, cycles = list(range(70)), [300 if r % 3 else 5 for r in range(70)]   # 2 blocks, 1 block
+    ready.prepare(rids, cycles)
+    assert [ready.drawn(r) for r in rids] == [512 if r % 3 else 256 for r in rids]
+    made = []
+    real = AcceptanceModel._ensure
+    monkeypatch.setattr(AcceptanceModel, "_ensure", lambda self, rid, n: made.append(rid) or real(self, rid, n))
+    got = [[ready.draw(r, c) for c in range(n)] for r, n in zip(rids, cycles, strict=True)]
+    assert made == []
+    want = [[lazy.draw(r, c) for c in range(n)] for r, n in zip(rids, cycles, strict=True)]
+    assert got == want
+    assert [ready.level(r) for r in rids] == [lazy.level(r) for r in rids]
+    with pytest.raises(ValueError, match="2 requests, 1 cycle counts"):
+        ready.prepare([1, 2], [3])

@@ -56,3 +56,19 @@ def test_a_tokenizer_delay_still_delays_the_arrival():
     fast = run_scenario(sc, profile=tiny_profile()).summary["median_ttft_ms"]
     slow = run_scenario(sc, profile=tiny_profile(ingest_per_request_s=0.01)).summary["median_ttft_ms"]
     assert slow >= fast + 10.0 - 1e-6
+
+
+def test_a_closed_loop_request_waits_for_its_whole_prompt_to_be_encoded():
+    """host.ingest_per_token_s: the tokenizer FIFO holds each request for its prompt's tokens
+    (SGLang encodes the whole chat history per request): with every prompt N tokens long the
+    run is the one with N x cost per request, and a longer prompt waits longer."""
+    def ttfts(inp: int, **host) -> list[float]:
+        wl = {**WORKLOADS["closed_loop"], "num_requests": 6, "input_len": {"kind": "fixed", "value": inp},
+              "output_len": {"kind": "uniform", "value": 24, "range_ratio": 0.5}}
+        sc = make_scenario(server={"speculative_algorithm": "none"}, workload=wl)
+        return run_scenario(sc, profile=tiny_profile(**host)).requests.sort_values("rid")["ttft_s"].tolist()
+
+    assert ttfts(1000, ingest_per_token_s=1e-5) == pytest.approx(ttfts(1000, ingest_per_request_s=1e-2), abs=1e-12)
+    assert ttfts(4000, ingest_per_token_s=1e-5) == pytest.approx(ttfts(4000, ingest_per_request_s=4e-2), abs=1e-12)
+    slow, base = ttfts(4000, ingest_per_token_s=1e-5), ttfts(4000)
+    assert min(a - b for a, b in zip(slow, base, strict=True)) > 0.03   # ~40 ms more each

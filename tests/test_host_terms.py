@@ -123,8 +123,8 @@ def test_speed_factor_multiplies_on_top_and_bad_input_is_refused():
 
 def test_the_term_map_puts_each_term_at_its_phase_and_the_eager_ones_fast():
     by_term = term_references({"extend": 5e-4, "grid": 9e-4, "launch": 3e-4, "sync": 3.1e-4, "host": 2.9e-4}, 2.6e-4)
-    assert set(by_term) == set(SCALED_TERMS) - {"host.ingest_per_request_s", "gpu.eager_draft_overhead_s",
-                                                "gpu.eager_spec_issue_s"}
+    assert set(by_term) == set(SCALED_TERMS) - {"host.ingest_per_request_s", "host.ingest_per_token_s",
+                                                "gpu.eager_draft_overhead_s", "gpu.eager_spec_issue_s"}
     assert by_term["host.launch_per_extend_s"] == 5e-4 and by_term["host.slot_expansion_s"] == 5e-4
     assert by_term["host.launch_s"] == 3e-4 and by_term["host.launch_tail_s"] == 3e-4
     assert by_term["host.sync_wakeup_s"] == 3.1e-4 and by_term["host.process_per_req_s"] == 2.9e-4

@@ -80,3 +80,22 @@ def test_a_predicted_run_without_passes_is_left_out(tmp_path):
                                           "gpu_start_s", "gpu_end_s"]).to_parquet(tmp_path / "c-base-predicted" / "steps.parquet")
     t = split.split_table(tmp_path, 0.0002)
     assert t["end->pass m"].iloc[0] == pytest.approx(0.4) and t["end->pass p"].isna().all()
+
+
+def test_repredict_estimates_the_result_path_from_the_idle_launches(tmp_path):
+    """repredict_h200 --result-path-from-runs: the median end->pass of the idle launches less
+    the wake-up, process and schedule the profile charges at each one's batch size, charged
+    as host.result_path_s (or recv_path_s); a labelled estimate, and nothing to read is None."""
+    from tests.conftest import tiny_profile
+
+    rp = load_benchmark("repredict_h200", "rp_result_path")
+    _run(tmp_path / "c-base-measured", _steps(0.0005), [0.0, 0.0034, 0.0115], [0.01207])
+    prof = tiny_profile(sync_wakeup_s=2e-5, process_s=1e-5, process_per_req_s=1e-6, schedule_s=3e-5,
+                        schedule_per_req_s=2e-6)
+    got, text = rp.result_path_from_runs(prof, [tmp_path / "c-base-measured"])
+    # the extend (batch 1) is the one idle launch: 0.4 ms end->pass less 2e-5 + 1e-5 + 3e-5 + 3e-6
+    assert got.host.result_path_s == pytest.approx(0.0004 - 6.3e-5)
+    assert got.host.recv_path_s == 0.0 and "ESTIMATED from the runs" in text
+    got, _ = rp.result_path_from_runs(prof, [tmp_path / "c-base-measured"], "recv")
+    assert got.host.recv_path_s == pytest.approx(0.0004 - 6.3e-5) and got.host.result_path_s == 0.0
+    assert rp.result_path_from_runs(prof, [tmp_path / "nothing-measured"]) is None

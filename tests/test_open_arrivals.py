@@ -50,6 +50,21 @@ def test_a_receive_takes_every_request_arrived_by_its_time():
     assert [r.rid for r in eng.inbox] == [0, 1, 2, 3] and eng._next_arrival == float("inf")
 
 
+def test_the_tokenizer_fifo_charges_every_prompt_token():
+    # host.ingest_per_token_s: the HTTP server encodes each prompt whole before the next
+    # (serving_chat.py _render_and_encode_chat_template): 1 ms + 0.5 ms per 1K tokens
+    eng = SimEngine(_poisson(3, inp=2000), tiny_profile(ingest_per_request_s=1e-3, ingest_per_token_s=5e-7))
+    eng._open_arrivals(np.array([0.0, 0.0005, 1.0]))
+    # 2 ms each: the second waits behind the first; the third finds the FIFO free
+    assert eng._arrive_at == pytest.approx([0.002, 0.004, 1.002], abs=1e-12)
+    per_req = SimEngine(_poisson(3, inp=2000), tiny_profile(ingest_per_request_s=2e-3))
+    per_req._open_arrivals(np.array([0.0, 0.0005, 1.0]))
+    assert per_req._arrive_at == pytest.approx(eng._arrive_at, abs=1e-12)
+    longer = SimEngine(_poisson(3, inp=8000), tiny_profile(ingest_per_request_s=1e-3, ingest_per_token_s=5e-7))
+    longer._open_arrivals(np.array([0.0, 0.0005, 1.0]))
+    assert longer._arrive_at == pytest.approx([0.005, 0.010, 1.005], abs=1e-12)   # 4x the tokens
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 25), spread=st.integers(1, 400),
        costs=st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)),

@@ -190,3 +190,31 @@ def test_measure_without_out_names_its_overrides(monkeypatch, tmp_path):
     names = sorted(p.name for p in (tmp_path / "results" / "t").iterdir())
     assert names == ["base-seed1+workload.num_requests=1-measured", "base-seed1+workload.num_requests=2-measured",
                      "base-seed1-measured"]
+
+
+def test_no_accept_draw_is_made_inside_a_launch_call(monkeypatch):
+    # a request's first draw (generator and block) inside its first verify's launch call was
+    # host time of the proxy that SGLang's forced acceptance does not spend
+    from specsched.sim.acceptance import AcceptanceModel
+
+    sc, eng = runtime()
+    inside, made = [], []
+    real_launch, real_ensure = RuntimeEngine._launch_call, AcceptanceModel._ensure
+
+    def launch(self, op):
+        inside.append(op)
+        try:
+            return real_launch(self, op)
+        finally:
+            inside.pop()
+
+    def ensure(self, rid, n):
+        if inside:
+            made.append(rid)
+        return real_ensure(self, rid, n)
+
+    monkeypatch.setattr(RuntimeEngine, "_launch_call", launch)
+    monkeypatch.setattr(AcceptanceModel, "_ensure", ensure)
+    measured = eng.run()
+    assert (measured.steps["mode"] == "verify").any()
+    assert made == []

@@ -78,6 +78,13 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     # the rest of the launch call after the forward is queued: measured, >= 0, with provenance
     assert p.host.launch_tail_s >= 0 and p.host.launch_tail_per_req_s >= 0
     assert "whole verify launch call" in p.provenance["host.launch_tail_s"]
+    # the loop's result path (the no-overlap stall loop less the publish-wait loop), split at
+    # the delivery's stamp: measured (not defaulted), >= 0, each part with its provenance
+    for key in ("result_path", "recv_path"):
+        assert f"{key}_s" in p.host.model_fields_set and f"{key}_per_req_s" in p.host.model_fields_set
+        assert getattr(p.host, f"{key}_s") >= 0 and getattr(p.host, f"{key}_per_req_s") >= 0
+        assert "runtime.engine.LoopHost" in p.provenance[f"host.{key}_s"]
+    assert "host.result_path_s" in p.host.reference_work_by_term
     assert "block" in p.provenance["host.launch_s"] and "queued" in p.provenance["host.launch_s"]
     # the stall loops' launch call, wall / thread CPU per mode, beside the engine's (host probe)
     assert "bs 1 block " in p.provenance["host.launch_s"].split("the launch call in these loops")[1]
@@ -102,7 +109,7 @@ def test_provenance_covers_every_gpu_and_host_field(prof: dict) -> None:
     for f in fields:
         assert len(prov[f]) > 40, f
     measured = [f for f in fields if f not in ("gpu.draft_step", "gpu.draft_step_tokens_per_request",
-                                               "host.ingest_per_request_s")]
+                                               "host.ingest_per_request_s", "host.ingest_per_token_s")]
     for f in measured:  # how, with which versions and when
         assert torch.__version__ in prov[f] and "date" in prov[f], f
     assert "repeats" in prov["gpu.verify"] and "spec_cycle" in prov["gpu.verify"]

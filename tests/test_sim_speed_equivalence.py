@@ -75,6 +75,8 @@ hosts = st.fixed_dictionaries({
     "launch_tail_per_req_s": st.sampled_from([0.0, 5e-6]),
     "process_s": st.sampled_from([0.0, 1e-4, 4e-3]),
     "sync_wakeup_s": st.sampled_from([0.0, 5e-5]),
+    "result_path_s": st.sampled_from([0.0, 0.0, 3e-4]),
+    "recv_path_per_req_s": st.sampled_from([0.0, 0.0, 2e-5]),
 })
 
 

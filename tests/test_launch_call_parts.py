@@ -1,0 +1,38 @@
+"""benchmarks/launch_call_parts.py engine --by-position: the verify launch calls are keyed by
+their position after the last extend-only launch (CPU, tiny model)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytest.importorskip("torch")
+
+SCENARIO = """name: t
+profile: h200-1b
+server: {max_running_requests: 2, chunked_prefill_size: 64, max_prefill_tokens: 64,
+         speculative_algorithm: dspark, speculative_num_draft_tokens: 4, max_total_num_tokens: 5000}
+acceptance: {mean_accept_length: 2.2}
+workload: {kind: closed_loop, concurrency: 2, num_requests: 6, input_len: {kind: fixed, value: 48},
+           output_len: {kind: fixed, value: 12}}
+"""
+
+
+def _parts(tmp_path, *extra):
+    sc = tmp_path / "s.yaml"
+    sc.write_text(SCENARIO)
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launch_call_parts.py"), "engine", "--device", "cpu",
+                        "--preset", "tiny", "--scenario", str(sc), "--by-position", *extra],
+                       capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(r.stdout.strip().splitlines()[-1])["parts_us"]
+
+
+def test_verify_calls_are_keyed_by_position_after_a_prefill(tmp_path):
+    parts = _parts(tmp_path)
+    assert {"k1", "k2"} <= set(parts) <= {"k1", "k2", "k3", "k4+"}
+    assert parts["k1"]["n"] >= 3
