@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.runtime.host_probe import SPELL_RATIO
 
 KEY = ["step", "mode", "part", "batch_size", "num_extend_tokens"]
 SPANS = ("busy", "ext_end", "inj_end", "next_pass", "first")
@@ -127,8 +128,8 @@ def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", type=Path, help="folder of CELL-ARM-measured (and -predicted) results directories")
     ap.add_argument("--cell", default="", help="only the runs whose name starts with this")
-    ap.add_argument("--slow", type=float, default=1.3,
-                    help="an extend is slow when its launch call exceeds this times the run's median (default 1.3)")
+    ap.add_argument("--slow", type=float, default=SPELL_RATIO,
+                    help=f"an extend is slow when its launch call exceeds this times the run's median (default {SPELL_RATIO:g})")
     args = ap.parse_args(argv)
     if not args.results.is_dir():
         print(f"{args.results}: not a directory (give a folder of CELL-ARM-measured results directories)",
