@@ -24,7 +24,11 @@ launch call of those milliseconds, the verifies' too). A results directory
 drives the simulator's own scheduler: same forwards) is read the same way and paired
 extend by extend. Printed per run: the medians (ms) measured, predicted and of the paired
 difference, over every extend and over those not slow, and the median TTFT of the run's
-requests, all and without those whose first token came from a slow extend.
+requests, all and without those whose first token came from a slow extend (a light-load
+reading: under a queue a slow extend delays the requests behind it too, which stay in).
+Extends alike in size (one request each, as at light load) make the call ratio a host
+reading; a run whose extends differ a lot (chunked prompts, many requests) mixes in their
+own spread.
 
     python benchmarks/extend_path.py RESULTS_DIR [--cell sharegpt-lengths] [--slow 1.3]
 """
