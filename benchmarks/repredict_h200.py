@@ -92,7 +92,8 @@ simulator already charges there (``host.sync_wakeup_s``, ``host.process_*`` and
 ``host.schedule_*`` at the forward's batch size), the median over the forwards whose
 ``end->pass`` is under 2 ms (an idle server's wait for a request is longer). The whole
 estimate is charged before the delivery (``host.result_path_s``), or after it
-(``host.recv_path_s``) with ``--result-path-part recv``; no per-request part.
+(``host.recv_path_s``) with ``--result-path-part recv``; no per-request part; the profile's other
+``host.result_path_*`` / ``host.recv_path_*`` terms are set to 0.
 
 ``--drop-result-path``: the profile's ``host.result_path_*`` and ``host.recv_path_*`` set to 0
 (the simulator as it was before the terms), to set a round profiled with them beside the same
@@ -373,7 +374,8 @@ result path (0.16-0.41 ms medians on H200 rounds 19-20) and not an idle server's
 
 def result_path_from_runs(profile, dirs: list[Path], part: str = "result", gap_s: float = 2e-4):
     """(``profile`` with ``host.result_path_s`` (``part`` "result") or ``host.recv_path_s``
-    ("recv") set to the path estimated from the runs, the text that says so) or None when no
+    ("recv") set to the path estimated from the runs and the other :data:`RESULT_PATH_TERMS`
+    set to 0 (the estimate is the whole path), the text that says so) or None when no
     run has a forward launched onto an idle stream with its schedule pass. An estimate read
     from the runs (module docstring, ``--result-path-from-runs``)."""
     split = _sibling("idle_launch_split")
@@ -401,6 +403,9 @@ def result_path_from_runs(profile, dirs: list[Path], part: str = "result", gap_s
     est = max(0.0, float(np.median(v)))
     key = "result_path_s" if part == "result" else "recv_path_s"
     data = profile.model_dump(mode="python")
+    # the estimate is the whole path: a profile's own result-path terms would charge it twice
+    for k in RESULT_PATH_TERMS:
+        data["host"][k] = 0.0
     data["host"][key] = est
     text = (f"host.{key} ESTIMATED from the runs' forwards launched onto an idle stream (not a microbenchmark): "
             f"{est * 1e3:.3f} ms (median over {len(v)} forwards of {used} runs of end->pass less the wake-up, "
