@@ -79,7 +79,10 @@ def profiles(draw: Any, chain: bool, hostile: bool = False) -> dict[str, Any]:
         del gpu[draw(st.sampled_from(["verify", "decode", "draft_step"] if chain else ["verify", "decode"]))]
     host = {k: draw(st.sampled_from([0.0, 1e-5, 1e-4, 1e-3])) for k in (
         "ingest_per_request_s", "schedule_s", "schedule_per_req_s", "launch_s", "launch_per_req_s",
-        "process_s", "process_per_req_s", "sync_wakeup_s", "cross_queue_penalty_s")}
+        "process_s", "process_per_req_s", "sync_wakeup_s", "cross_queue_penalty_s", "result_path_s",
+        "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s")}
+    # per prompt token (host.ingest_per_token_s): up to 1 ms per 1K tokens
+    host["ingest_per_token_s"] = draw(st.sampled_from([0.0, 1e-8, 1e-6]))
     return {"name": "fuzz", "device": "synthetic", "gpu": gpu, "host": host}
 
 

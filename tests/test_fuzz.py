@@ -113,3 +113,19 @@ def test_results_identical_across_processes_with_different_hash_seeds():
         assert r.returncode == 0, r.stderr
         digests.add(r.stdout.strip())
     assert len(digests) == 1
+
+
+def test_random_profiles_reach_the_result_path_and_per_token_ingest_terms():
+    """The fuzzer's profiles charge the host terms the loop and the tokenizer FIFO read
+    (host.result_path_* / recv_path_*: CostModel.host; host.ingest_per_token_s:
+    Clients._ingest_s) with non-zero values too, not only their default 0."""
+    seen: set[str] = set()
+
+    @settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(fuzz.profiles(False))
+    def collect(profile):
+        seen.update(k for k, v in profile["host"].items() if v)
+
+    collect()
+    assert {"result_path_s", "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s",
+            "ingest_per_token_s"} <= seen
