@@ -97,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         try:
             rows.append({"run": run.name.removesuffix("-measured"), **summary(launch_excess(run))})
-        except ValueError as e:
-            print(f"first_verify: {e}", file=sys.stderr)
+        except (ValueError, OSError) as e:
+            print(f"first_verify: {e}".replace("\n", " "), file=sys.stderr)
+            return 2
+        except KeyError as e:
+            print(f"first_verify: {run}: no column {e} (steps.parquet / host_probe.parquet)", file=sys.stderr)
             return 2
     print("launch call excess over steady calls at the same batch size, median ms (count):")
     print(pd.DataFrame(rows).to_string(index=False))

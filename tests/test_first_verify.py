@@ -48,3 +48,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     pd.DataFrame({"host_launch_s": [0.001]}).to_parquet(tmp_path / "c-base-measured" / "host_probe.parquet")
     assert fv.main([str(tmp_path)]) == 2
     assert "host_probe.parquet has 1 rows" in capsys.readouterr().err
+
+
+def test_a_table_without_its_columns_is_one_line_and_exit_2(tmp_path, capsys):
+    d = tmp_path / "c-base-measured"
+    _run(d, _launches())
+    pd.DataFrame({"other": [0.001] * len(_launches())}).to_parquet(d / "host_probe.parquet")
+    assert fv.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "host_launch_s" in err[0]
+    (d / "steps.parquet").write_bytes(b"not parquet")
+    assert fv.main([str(tmp_path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
