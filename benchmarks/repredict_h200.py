@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                          "stream of the runs DIR/*-measured (not a microbenchmark)")
     ap.add_argument("--drop-result-path", action="store_true",
                     help="set host.result_path_* and host.recv_path_* to 0 (the prediction without the loop's result path)")
-    ap.add_argument("--result-path-part", choices=("result", "recv"), default="result",
+    ap.add_argument("--result-path-part", choices=("result", "recv"), default=None,
                     help="with --result-path-from-runs: charge the estimate before the delivery (host.result_path_s) or "
                          "after it (host.recv_path_s)")
     ap.add_argument("--inject-prepare-from-provenance", action="store_true",
@@ -462,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.launch_per_req_from_runs and args.measured_results is None:
         print("repredict_h200: --launch-per-req-from-runs: needs --measured-results (the runs' launch calls)",
+              file=sys.stderr)
+        return 2
+    if args.result_path_part is not None and args.result_path_from_runs is None:
+        print("repredict_h200: --result-path-part: needs --result-path-from-runs (the estimate it places)",
               file=sys.stderr)
         return 2
     if args.eager_from_calls and args.measured_results is None:
@@ -533,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         if term_profile is not None:
             term_profile = per_term_profile(profile)
     if args.result_path_from_runs is not None:
-        got = result_path_from_runs(profile, sorted(args.result_path_from_runs.glob("*-measured")), args.result_path_part)
+        got = result_path_from_runs(profile, sorted(args.result_path_from_runs.glob("*-measured")), args.result_path_part or "result")
         if got is None:
             print(f"repredict_h200: --result-path-from-runs: {args.result_path_from_runs}: no measured run with a forward "
                   "launched onto an idle stream and its schedule pass (timeseries.parquet)", file=sys.stderr)

@@ -36,3 +36,12 @@ def test_the_estimate_replaces_the_whole_path(tmp_path, monkeypatch, part):
     assert getattr(h, key) == pytest.approx(est, rel=1e-12)
     others = [k for k in rp.RESULT_PATH_TERMS if k != key]
     assert [getattr(h, k) for k in others] == [0.0, 0.0, 0.0]
+
+
+def test_a_part_without_the_estimate_is_refused(tmp_path, capsys):
+    csv = tmp_path / "v.csv"
+    csv.write_text("cell,arm,metric,predicted,measured,error_pct\n")
+    argv = [str(csv), "--profile", "h200-1b", "--out", str(tmp_path / "o.csv"), "--result-path-part", "recv"]
+    assert rp.main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "repredict_h200: --result-path-part: needs --result-path-from-runs (the estimate it places)"]
