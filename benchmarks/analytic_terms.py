@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.sim.host_speed import HOST_SECONDS
 from specsched.sim.profile import Profile, load_profile
 
 METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
@@ -118,9 +119,11 @@ def scalar_terms(measured: Profile, analytic: Profile) -> list[tuple[str, float 
             ("eager issue of a speculative cycle (ms)", ms(spec_m), ms(ga.eager_spec_issue_s)),
             ("gpu.eager_host_issue_s (ms)", ms(gm.eager_host_issue_s), ms(ga.eager_host_issue_s))]
     hm, ha = measured.host, analytic.host
-    for k in ("launch_per_extend_s", "launch_per_inject_s", "extend_idle_lead_s", "slot_expansion_s", "launch_s",
-              "launch_tail_s", "launch_per_req_s", "schedule_s", "schedule_per_req_s", "process_s", "process_per_req_s",
-              "sync_wakeup_s", "ingest_per_request_s"):
+    first = ("launch_per_extend_s", "launch_per_inject_s", "extend_idle_lead_s", "slot_expansion_s", "launch_s",
+             "launch_tail_s", "launch_per_req_s", "schedule_s", "schedule_per_req_s", "process_s", "process_per_req_s",
+             "sync_wakeup_s", "ingest_per_request_s")
+    # then every other scalar host term the simulator charges (the result path, per token ...)
+    for k in (*first, *(k for k in HOST_SECONDS if k not in first)):
         rows.append((f"host.{k} (ms)", ms(getattr(hm, k, None)), ms(getattr(ha, k, None))))
     return rows
 

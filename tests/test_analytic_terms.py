@@ -85,3 +85,18 @@ def test_counts_of_a_file_that_is_not_a_repredict_csv_names_it(tmp_path, capsys,
         assert at.main([cmd, str(p)]) == 2
         err = capsys.readouterr().err
         assert str(p) in err and "repredict_h200.py CSV" in err and "tokenizing" not in err
+
+
+def test_the_host_rows_hold_every_scalar_host_term_with_its_value():
+    """``terms``: every scalar host term the simulator charges (sim.host_speed.HOST_SECONDS,
+    the loop's result path and the per-token ingest among them) has its row, in ms."""
+    from specsched.sim.host_speed import HOST_SECONDS
+
+    from tests.conftest import tiny_profile
+
+    m = tiny_profile(result_path_s=5e-5, recv_path_per_req_s=2e-6, ingest_per_token_s=1e-6)
+    rows = {name: (a, b) for name, a, b in at.scalar_terms(m, tiny_profile())}
+    assert {f"host.{k} (ms)" for k in HOST_SECONDS} <= set(rows)
+    assert rows["host.result_path_s (ms)"] == pytest.approx((5e-2, 0.0))
+    assert rows["host.recv_path_per_req_s (ms)"] == pytest.approx((2e-3, 0.0))
+    assert rows["host.ingest_per_token_s (ms)"] == pytest.approx((1e-3, 0.0))
