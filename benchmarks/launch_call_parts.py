@@ -125,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         from specsched.runtime.profiler import _Profiler
 
         bs = sorted({int(x) for x in args.batch_sizes.split(",")})
-        HostPhases._engine_verify_launch = timers.call(HostPhases._engine_verify_launch,
-                                                       lambda self, rows, tokens, plan, **kw: plan.batch_size)
+        # the publish-wait loops' calls only: the no-overlap loop's (``host``: they end through
+        # the engine's LoopHost, with its step record) are another call
+        HostPhases._engine_verify_launch = timers.call(
+            HostPhases._engine_verify_launch,
+            lambda self, rows, tokens, plan, host=None: plan.batch_size if host is None else None)
         p = _Profiler(serializing={}, device=args.device, preset=args.preset, spec_window=args.window,
                       max_bs=bs[-1], contexts=[int(c) for c in args.contexts.split(",")], extend_tokens=[256],
                       cuda_graph_max_bs=bs[-1], repeats=15, progress=False, budget_s=600.0, batch_sizes=[bs[-1]],

@@ -36,3 +36,19 @@ def test_verify_calls_are_keyed_by_position_after_a_prefill(tmp_path):
     parts = _parts(tmp_path)
     assert {"k1", "k2"} <= set(parts) <= {"k1", "k2", "k3", "k4+"}
     assert parts["k1"]["n"] >= 3
+
+
+def test_the_profiler_variant_times_the_publish_wait_loops_calls_by_batch_size():
+    """``profiler``: the stall phase's launch calls keyed by batch size. Its no-overlap loop
+    (launches that end through the engine's LoopHost) is left out: its calls end with the
+    engine's step record, not the publish-wait loops' call this variant compares."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launch_call_parts.py"), "profiler", "--device", "cpu",
+                        "--preset", "tiny", "--window", "3", "--contexts", "64", "--batch-sizes", "1,2"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    parts = out["parts_us"]
+    assert set(parts) == {"1", "2"}
+    # 2 passes x 2 loops (queued, block) x (warm-up + timed cycles) per batch size, no more
+    assert parts["1"]["n"] == parts["2"]["n"] and parts["1"]["n"] % 4 == 0
+    assert len(out["stall_us"]) == 2
