@@ -9,7 +9,12 @@ one mode (extend / decode / verify):
 - ``end->pass``: from the previous forward's GPU end to the schedule pass that built this
   forward (timeseries.parquet: one row per main forward, stamped when the loop's
   ``HostWork("schedule")`` runs, after ``Scheduler.schedule()``): the loop's result path
-  (Results wait, ``process_result``, Deliver, Recv) and the schedule pass;
+  (Results wait, ``process_result``, Deliver, Recv) and the schedule pass. Not like for
+  like: a measured run stamps the pass after ``Recv`` and ``schedule()`` ran
+  (runtime/engine.py ``LoopHost._pass``), the simulator at the start of that host work's
+  charge (sim/engine.py ``_host``: ``host.schedule_*`` + ``host.recv_path_*`` come after
+  the stamp), so a predicted ``end->pass`` is short of a measured one by that charge, and
+  its ``pass->mark`` long by as much;
 - ``pass->mark``: from that pass to the forward's start (the runtime's launch call records
   its start mark first; the simulator charges ``host.launch_s`` before it);
 - ``mark->end``: the forward's span;
