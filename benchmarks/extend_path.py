@@ -75,8 +75,10 @@ def extend_paths(run: Path, tolerance_s: float = 0.0) -> pd.DataFrame:
     ext = [i for i in main if s.at[i, "mode"] == "extend"]
     ext_end = end[ext]
     first = req.first_token_s.to_numpy()
-    # each first token belongs to the extend whose end is the last at or before it
+    # each first token belongs to the extend whose end is the last at or before it (a
+    # request without one, NaN, to none: searchsorted would put it after the last extend)
     owner = np.searchsorted(ext_end, first + tolerance_s, side="right") - 1
+    owner[~np.isfinite(first)] = -1
     rows = []
     for j, i in enumerate(ext):
         p = passes[i]

@@ -90,3 +90,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert ep.cli([str(tmp_path), "--slow", "0.9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and "1 schedule passes for 5 main forwards" in err[2]
+
+
+def test_a_request_without_a_first_token_belongs_to_no_extend(tmp_path):
+    """A request the run never gave a first token (NaN) is nobody's: the last extend keeps
+    its own first token and requests."""
+    d = tmp_path / "c-base-measured"
+    _run(d, (0.006, 0.006))
+    req = pd.read_parquet(d / "requests.parquet")
+    extra = pd.DataFrame({"rid": [3], "start_s": [0.02], "first_token_s": [float("nan")], "ttft_s": [float("nan")]})
+    pd.concat([req, extra], ignore_index=True).to_parquet(d / "requests.parquet")
+    t = ep.extend_paths(d, ep.CLOCK_TOLERANCE_S)
+    assert t.loc[3].rids == [2]
+    assert t.loc[3].first == pytest.approx(0.0255 - 0.013)
