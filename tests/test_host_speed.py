@@ -47,8 +47,16 @@ def test_every_host_term_scales_and_no_gpu_term_does(k):
     p = tiny_profile(**HOST_HEAVY, ingest_per_request_s=1e-4, launch_per_extend_s=2e-3, slot_expansion_s=4e-4,
                      extend_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [1e-3, 2e-3]})
     p = p.model_copy(update={"gpu": p.gpu.model_copy(update={"eager_host_issue_s": 0.015, "eager_overhead_s": 0.01})})
+    # every scalar host field non-zero (one left at 0 scales to 0 whether or not it is
+    # scaled), and every one but the GPU's wait and the reference itself scales
+    scalar = [f for f in type(p.host).model_fields
+              if f not in ("cross_queue_penalty_s", "reference_work_s") and isinstance(getattr(p.host, f), float)]
+    assert set(scalar) == set(HOST_SECONDS)
+    p = p.model_copy(update={"host": p.host.model_copy(update={
+        f: getattr(p.host, f) or 1e-5 * (1 + i) for i, f in enumerate(scalar)})})
     q = scale_host(p, k)
-    for f in HOST_SECONDS:
+    for f in scalar:
+        assert getattr(p.host, f) > 0
         assert getattr(q.host, f) == pytest.approx(getattr(p.host, f) * k)
     for f in GPU_HOST_SECONDS:
         if getattr(p.gpu, f) is not None:
