@@ -213,3 +213,15 @@ def test_plot_of_a_missing_path_says_what_it_looked_for(tmp_path, capsys, monkey
     assert len(err) == 1 and what in err[0]
     assert "results directory" in err[0] and "bench_serving result file" in err[0]
     assert not any(tmp_path.iterdir())
+
+
+def test_details_without_itls_or_latencies_leave_tpot_and_e2e_unknown(tmp_path):
+    # a line with per-request lengths and TTFTs but no itls and no latencies (a slimmed
+    # --output-details line) does not say when a request finished: its TPOT and E2E are
+    # unknown, not 0 ms (a TPOT CDF of the measured run at 0 in `specsched plot`)
+    line = {k: v for k, v in SGLANG_0523.items() if k != "itls"}
+    data = to_run_data(read_bench_one(_jsonl(tmp_path, line)))
+    assert len(data.requests) == 3
+    assert np.allclose(data.requests["ttft_s"], [0.04, 0.038, 0.042])
+    assert data.requests["tpot_s"].isna().all() and data.requests["e2e_s"].isna().all()
+    assert len(data.chunks) == 3                                                  # the first tokens only
