@@ -414,6 +414,11 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
             ``line`` out of range.
     """
     p = Path(path)
+    if p.is_dir():   # calibrate --from DIR: the folder exists, "no such file" sent the user looking for it
+        files = sorted(x.name for x in p.iterdir() if x.suffix in (".jsonl", ".json", ".gz"))
+        here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else ""
+        raise ConfigError(str(p), "<file>", str(p), f"a folder, not a bench_serving result file: name its files "
+                          f"(e.g. {p}/*.jsonl){here}")
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
     try:

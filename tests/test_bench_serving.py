@@ -225,3 +225,16 @@ def test_details_without_itls_or_latencies_leave_tpot_and_e2e_unknown(tmp_path):
     assert np.allclose(data.requests["ttft_s"], [0.04, 0.038, 0.042])
     assert data.requests["tpot_s"].isna().all() and data.requests["e2e_s"].isna().all()
     assert len(data.chunks) == 3                                                  # the first tokens only
+
+
+def test_a_folder_given_as_a_result_file_says_it_is_a_folder(tmp_path, capsys, monkeypatch):
+    # `calibrate --from DIR` said "no such file" of a folder that exists
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    _jsonl(tmp_path / "runs", SGLANG_0523)
+    with pytest.raises(ConfigError) as e:
+        read_bench(tmp_path / "runs")
+    assert "no such file" not in e.value.allowed and "folder" in e.value.allowed and "runs.jsonl" in e.value.allowed
+    assert main(["calibrate", "--from", "runs", "--profile", "h200-1b", "--out", "f.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "folder" in err[0] and not (tmp_path / "f.yaml").exists()
