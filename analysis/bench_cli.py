@@ -241,7 +241,7 @@ def validate_measured(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """Register ``scenario from-bench`` and ``validate-bench``."""
     s = sub.add_parser("scenario", help="make scenarios (from-bench: from a bench_serving result)")
-    ssub = s.add_subparsers(dest="scenario_command", required=True)
+    ssub = s.add_subparsers(dest="scenario_command", required=True, metavar="{from-bench}")
     f = ssub.add_parser("from-bench", help="write a scenario reproducing a bench_serving run's arguments",
                         description="Write a scenario YAML from a bench_serving result line: arrivals "
                                     "(rate, max_concurrency, burstiness), num_prompts, lengths (random range "

@@ -245,3 +245,10 @@ def test_a_typo_in_the_reference_block_is_one_line_and_nothing_written(old, new,
     err = cap.err.strip().splitlines()
     assert len(err) == 1 and "s.yaml" in err[0] and key in err[0] and value in err[0], cap.err
     assert "Serving Benchmark Result" not in cap.out and not (tmp_path / "o").exists()
+
+
+def test_scenario_without_its_subcommand_names_what_is_allowed(capsys):
+    """``specsched scenario`` said "the following arguments are required: scenario_command"
+    (an internal name, and not the choice a user could type)."""
+    err = _one_line_error(["scenario"], capsys)
+    assert "scenario_command" not in err and "from-bench" in err, err
