@@ -238,3 +238,17 @@ def test_a_folder_given_as_a_result_file_says_it_is_a_folder(tmp_path, capsys, m
     assert main(["calibrate", "--from", "runs", "--profile", "h200-1b", "--out", "f.yaml"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "folder" in err[0] and not (tmp_path / "f.yaml").exists()
+
+
+@pytest.mark.parametrize("spec", ["runs.jsonl", "runs.jsonl:1"])
+def test_plot_of_one_bench_serving_file_writes_under_plots_not_beside_the_file(tmp_path, capsys, monkeypatch, spec):
+    # one input was taken as a results directory: `plot runs.jsonl` failed with "Not a
+    # directory", `plot runs.jsonl:1` made a folder named "runs.jsonl:1" beside the file
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m").mkdir()
+    _jsonl(tmp_path / "m", SGLANG_0523)
+    assert main(["plot", f"m/{spec}"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["runs.jsonl"]
+    written = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("ttft.png"))
+    assert written == ["plots"]
