@@ -598,7 +598,12 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals)
         n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
-        print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at their rate")
+        if n_replay == len(cases):
+            print(f"arrivals: all {n_replay} runs replay their own send times")
+        elif n_replay == 0:
+            print(f"arrivals: all {len(cases)} runs draw at their rate")
+        else:
+            print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at their rate")
 
         def progress(i: int, loss: float, f: np.ndarray) -> None:
             if i % 5 == 0:

@@ -393,3 +393,17 @@ def test_a_dp_attention_log_step_is_the_groups_lock_step_forward():
         dp8 = decode_step_seconds(p, srv(8), b, 1024)
         assert dp8 == pytest.approx(decode_step_seconds(p, srv(1), 8 * b, 1024), rel=0.1)   # MLA: same KV bytes
         assert dp8 > 1.5 * decode_step_seconds(p, srv(1), b, 1024)
+
+
+def test_the_arrivals_line_does_not_mention_other_runs_when_there_are_none(tmp_path, capsys, monkeypatch):
+    # "arrivals: 2 of 2 runs replay their own send times, the others draw at their rate"
+    monkeypatch.chdir(tmp_path)
+    m = ROOT / "docs/measurements/h200-v22-holdout/machine-e"
+    files = [str(m / "rate8-seed3-rep1.jsonl"), str(m / "rate12-seed3-rep1.jsonl")]
+    argv = ["calibrate", "--from", *files, "--profile", "h200-1b", "--seeds", "1", "--max-evals", "1", "--out", "f.yaml"]
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("arrivals:"))
+    assert line == "arrivals: all 2 runs replay their own send times"
+    assert main([*argv[:-2], "--arrivals", "rate", "--out", "g.yaml"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("arrivals:"))
+    assert line == "arrivals: all 2 runs draw at their rate"
