@@ -243,6 +243,11 @@ class HostProbe:
         return out
 
 
+SPELL_RATIO = 1.3
+"""An extend launch call above this times its run's median extend call ran in a slow spell
+of the host (:func:`describe_launches`; benchmarks/extend_path.py ``--slow``)."""
+
+
 def describe_launches(steps: Any, probe: dict[str, list[float]], graph_max_bs: int,
                       predicted_steps: Any | None = None, slow_ratio: float = 1.4) -> list[str]:
     """Lines (markdown bullets) on the launches of one measured run: per kind (extends and
@@ -297,6 +302,18 @@ def describe_launches(steps: Any, probe: dict[str, list[float]], graph_max_bs: i
     out = []
     if ext_rows.any():
         out.append(line("extend launches", ext_rows))
+        # a slow spell of the host: extend calls well above the run's own median (every
+        # launch call of those milliseconds is slow, the verifies' too); the 4 Hz reference
+        # work rarely lands in one, and a prefill's TTFT is host-bound (h200-v22.md,
+        # "sharegpt-lengths median TTFT")
+        call = cols["host_launch_s"][ext_rows]
+        call = call[np.isfinite(call)]
+        if call.size:
+            med = float(np.median(call))
+            spell = call > SPELL_RATIO * med
+            out.append(f"  slow spells: {int(spell.sum())} of {call.size} extend calls above {SPELL_RATIO:g} x "
+                       f"the run's median {med * 1e3:.2f} ms"
+                       + (f" (median {float(np.median(call[spell])) * 1e3:.2f} ms)" if spell.any() else ""))
         inj = part == "inject"
         if inj.any():
             out.append(line("injection launches", inj))

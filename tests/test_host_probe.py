@@ -86,6 +86,21 @@ def test_graph_steps_get_one_line_and_no_steps_none():
     assert describe_launches(ext.iloc[:0], probe, graph_max_bs=32) == []
 
 
+def test_extend_calls_in_a_slow_spell_are_counted():
+    """Round 22's sharegpt-lengths base: extend calls ~6.8 ms, 10-11 ms in the host's slow
+    spells; the spell count is the number of calls above 1.3 x the run's median, and a run
+    at one level has none."""
+    calls = [6.8] * 9 + [10.5] * 4
+    probe = {"host_launch_s": [c / 1e3 for c in calls], "host_launch_cpu_s": [c / 1e3 for c in calls],
+             "host_launch_switches": [0.0] * 13, "host_launch_gc_s": [0.0] * 13}
+    ext = _steps([5.0] * 13, 1).assign(mode="extend")
+    lines = describe_launches(ext, probe, graph_max_bs=32)
+    assert lines[1] == "  slow spells: 4 of 13 extend calls above 1.3 x the run's median 6.80 ms (median 10.50 ms)"
+    probe["host_launch_s"] = [0.0068] * 13
+    assert describe_launches(ext, probe, graph_max_bs=32)[1] == (
+        "  slow spells: 0 of 13 extend calls above 1.3 x the run's median 6.80 ms")
+
+
 def test_a_gpu_round_writes_the_probe(tmp_path):
     gv = load_benchmark("gpu_validate", "gv_probe")
     sc = make_scenario(None, {"num_requests": 3, "input_len": {"kind": "fixed", "value": 64},
