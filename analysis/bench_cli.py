@@ -128,6 +128,11 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
     from specsched.analysis.overrides import load_scenario_with_overrides
 
     if args.scenario:
+        if getattr(args, "arrivals", None) is not None:   # it would be ignored: the scenario's workload sends
+            raise ConfigError("<command line>", "--arrivals", args.arrivals,
+                              "applies to a scenario built from the line, not with --scenario (whose workload sets "
+                              "the arrivals): leave out --scenario, or write one with `specsched scenario from-bench "
+                              "FILE --arrivals details`")
         return load_scenario_with_overrides(args.scenario, args.arm, args.set or None), None
     if not args.profile:
         raise ConfigError("<command line>", "--scenario/--profile", "<missing>", "give --scenario S, or --profile P to build the scenario from the line")
@@ -135,7 +140,7 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
 
     # a line with send times is replayed with them (and its own lengths), as calibrate --from
     # does: one arrival draw's luck near saturation is then not read as the model's error
-    arrivals = "details" if replays(run, getattr(args, "arrivals", "auto")) else "rate"
+    arrivals = "details" if replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
                                      arrivals=arrivals)
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
@@ -184,6 +189,12 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         # a scenario given with --scenario runs as written: say so when it is not the line's load
         print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
               "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
+    if built is None and sc.workload.kind != "trace" and measured.details is not None and measured.details.start_s is not None:
+        # a --scenario drawing its own arrivals against a line that holds its send times: one
+        # draw's luck (near saturation, tens of % in throughput and TTFT) reads as the model's error
+        print("note: the line holds its requests' send times; the scenario draws new arrivals "
+              "(`specsched scenario from-bench FILE --arrivals details` writes one that replays them, "
+              "as validate without --scenario does)")
     stem = f"{Path(measured.source.rsplit(':', 1)[0]).stem}-line{measured.source.rsplit(':', 1)[1]}"
     out = Path(args.out) if args.out else Path("results") / "validate-bench" / stem
     import pandas as pd
@@ -223,14 +234,14 @@ def validate_measured(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--seeds", args.seeds, "must be >= 1")
     ns = argparse.Namespace(file=args.measured, scenario=args.scenario_file or args.scenario, profile=args.profile,
                             arm=args.arm, set=args.set, seeds=args.seeds, seed=args.seed, lengths="args",
-                            arrivals=getattr(args, "arrivals", "auto"), out=args.out, plot=args.plot, log_x=args.log_x)
+                            arrivals=getattr(args, "arrivals", None), out=args.out, plot=args.plot, log_x=args.log_x)
     return cmd_validate_bench(ns)
 
 
 def add_parsers(sub: Any) -> None:
     """Register ``scenario from-bench`` and ``validate-bench``."""
     s = sub.add_parser("scenario", help="make scenarios (from-bench: from a bench_serving result)")
-    ssub = s.add_subparsers(dest="scenario_command", required=True)
+    ssub = s.add_subparsers(dest="scenario_command", required=True, metavar="{from-bench}")
     f = ssub.add_parser("from-bench", help="write a scenario reproducing a bench_serving run's arguments",
                         description="Write a scenario YAML from a bench_serving result line: arrivals "
                                     "(rate, max_concurrency, burstiness), num_prompts, lengths (random range "
@@ -260,10 +271,10 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--seeds", type=positive_int, default=3, help="seeds to average the prediction over (default 3)")
     v.add_argument("--seed", type=nonnegative_int, help="first seed (default the scenario's)")
     v.add_argument("--lengths", choices=("args", "details"), default="args", help=argparse.SUPPRESS)
-    v.add_argument("--arrivals", choices=("auto", "rate", "details"), default="auto",
-                   help="a scenario built from the line (no --scenario): auto replays the line's own send times and "
-                        "lengths where it has them (vllm bench serve --save-detailed, specsched's own lines), as "
-                        "calibrate --from does, else draws arrivals at its rate (default); rate always draws; "
+    v.add_argument("--arrivals", choices=("auto", "rate", "details"), default=None,
+                   help="a scenario built from the line (no --scenario): auto (default) replays the line's own send "
+                        "times and lengths where it has them (vllm bench serve --save-detailed, specsched's own "
+                        "lines), as calibrate --from does, else draws arrivals at its rate; rate always draws; "
                         "details always replays")
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")

@@ -84,7 +84,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
-    ``<RESULTS_DIR>/plots`` for one directory; for several, a folder of ``./plots`` named
+    ``<RESULTS_DIR>/plots`` for one directory (``plots/<FILE>`` for one bench_serving file); for several, a folder of ``./plots`` named
     after them, ``plots/base-seed1_vs_fix-seed1``, so that another set never lands on
     it). Each file is written atomically; files of an earlier plot that are replaced, and
     figures in the folder that this plot did not write, are named on stderr.
@@ -148,12 +148,11 @@ the inputs (file systems limit a name to 255 bytes)."""
 
 
 def default_plot_dir(inputs: list[str]) -> Path:
-    """Where ``plot`` writes without ``--out``: ``<RESULTS_DIR>/plots`` for one input; for
-    several, ``plots/<a>_vs_<b>...`` named after the inputs' folder names (with their
-    parent's name when two are alike, ``FILE-lineN`` for a bench_serving line), so that
-    plotting another set never overwrites this one."""
-    if len(inputs) == 1:
-        return Path(inputs[0]) / "plots"
+    """Where ``plot`` writes without ``--out``: ``<RESULTS_DIR>/plots`` for one results
+    directory, ``plots/<FILE>[-lineN]`` for one bench_serving file; for several,
+    ``plots/<a>_vs_<b>...`` named after the inputs' folder names (with their parent's name
+    when two are alike, ``FILE-lineN`` for a bench_serving line), so that plotting another
+    set never overwrites this one."""
     import hashlib
 
     paths = [Path(i.rstrip("/")) for i in inputs]
@@ -164,6 +163,10 @@ def default_plot_dir(inputs: list[str]) -> Path:
             p = Path(f"{spec.group(1)}-line{spec.group(2)}")
         parts = p.resolve().parts[-1 - parents:]
         return _slug("_".join(parts))
+    if len(inputs) == 1:
+        # a results directory holds its own plots; a bench_serving file (FILE[:LINE]) is no
+        # folder: its plots go to plots/<file>[-lineN] (beside it they made "runs.jsonl:1/plots")
+        return paths[0] / "plots" if paths[0].is_dir() else Path("plots") / label(paths[0], 0)
     labels = [label(p, 0) for p in paths]
     if len(set(labels)) < len(labels):
         labels = [label(p, 1) for p in paths]
@@ -392,7 +395,8 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
                    help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled), "
                         "or one sweep parquet file (metric-vs-parameter lines)")
-    p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run; "
+    p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, plots/FILE for one "
+                                                "bench_serving file; "
                                                 "for several, plots/<a>_vs_<b>/ named after them; for a sweep "
                                                 "file, plots/)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")

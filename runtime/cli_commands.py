@@ -218,9 +218,9 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--seeds", type=positive_int, default=3, help="with --measured: seeds to average the prediction over (default 3)")
     v.add_argument("--plot", action="store_true", help="with --measured: overlay the measured TTFT/TPOT/ITL distributions")
     v.add_argument("--log-x", action="store_true", help="with --measured: logarithmic latency axes in the plots")
-    v.add_argument("--arrivals", choices=("auto", "rate", "details"), default="auto",
-                   help="with --measured and no scenario: auto replays the line's own send times where it has "
-                        "them, else draws at its rate (as validate-bench)")
+    v.add_argument("--arrivals", choices=("auto", "rate", "details"), default=None,
+                   help="with --measured and no scenario: auto (default) replays the line's own send times where "
+                        "it has them, else draws at its rate (as validate-bench)")
     v.set_defaults(func=cmd_validate)
     try:
         from specsched.runtime.doctor import register_doctor_command

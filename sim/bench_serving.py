@@ -152,6 +152,8 @@ class BenchDetails:
             ``vllm bench serve --save-detailed`` writes ``start_times`` (the client's
             ``time.perf_counter()`` at each send, 0.33 ``benchmark()``); SGLang writes none.
         latency_s: end-to-end latency in s, float array (n,) (vLLM's ``latencies``), or None.
+        has_itls: the line holds ``itls``; without them (and without ``latency_s``) a
+            request's finish, E2E and TPOT are unknown.
     """
 
     input_lens: np.ndarray
@@ -161,6 +163,7 @@ class BenchDetails:
     errors: list[str]
     start_s: np.ndarray | None = None
     latency_s: np.ndarray | None = None
+    has_itls: bool = True
 
     @property
     def ok(self) -> np.ndarray:
@@ -328,7 +331,8 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
             raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be an integer >= 0")
         lens[key] = np.nan_to_num(v).astype(np.int64)
     return BenchDetails(lens["input_lens"], lens["output_lens"],
-                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency)
+                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency,
+                        has_itls=isinstance(obj.get("itls"), list))
 
 
 def _cache_report(obj: Mapping[str, Any], where: str) -> dict[str, float]:
@@ -410,6 +414,11 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
             ``line`` out of range.
     """
     p = Path(path)
+    if p.is_dir():   # calibrate --from DIR: the folder exists, "no such file" sent the user looking for it
+        files = sorted(x.name for x in p.iterdir() if x.suffix in (".jsonl", ".json", ".gz"))
+        here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else ""
+        raise ConfigError(str(p), "<file>", str(p), f"a folder, not a bench_serving result file: name its files "
+                          f"(e.g. {p}/*.jsonl){here}")
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
     try:
@@ -495,7 +504,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     (``label``), ``source``. With details, ``requests`` has one row per successful request
     and ``chunks`` one row per token. SGLang records no send times, so each request's times
     count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` = TTFT +
-    its ITLs); vLLM's ``start_times`` (``--save-detailed``, 0.33) give the sends, relative to
+    its ITLs, NaN when the line has no ``itls``); vLLM's ``start_times`` (``--save-detailed``,
+    0.33) give the sends, relative to
     the first, and its ``latencies`` the finish. Without details both tables are empty.
     ``steps``/``timeseries`` are always empty (a client sees no steps).
     """
@@ -518,6 +528,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             fin = float(t[-1]) if len(t) else first
             if d.latency_s is not None and np.isfinite(d.latency_s[i]) and d.latency_s[i] >= d.ttfts[i]:
                 fin = s0 + float(d.latency_s[i])   # the client's own end-to-end clock
+            elif not d.has_itls:
+                fin = np.nan   # neither the gaps nor the client's clock: the finish is unknown
             n_out = int(d.output_lens[i])
             tpot = (fin - first) / (n_out - 1) if n_out > 1 else np.nan
             rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), fin - s0, tpot,

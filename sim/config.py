@@ -116,6 +116,16 @@ class Scenario(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _reference_arms_are_arms(self) -> Scenario:
+        """Each ``reference`` arm is ``base`` or one of ``arms``: a misspelt one dropped its
+        figures from every comparison without a word."""
+        allowed = ["base", *(a for a in self.arms if a != "base")]
+        for arm in self.reference:
+            if arm not in allowed:
+                raise FieldError(f"reference.{arm}", arm, f"not an arm of the scenario; allowed: {', '.join(allowed)}")
+        return self
+
+    @model_validator(mode="after")
     def _role_only_from_the_layout(self) -> Scenario:
         """``disaggregation_mode`` is a role's, set by ``server.disaggregation``
         (:meth:`ServerArgs.role_server`). Written on a scenario's own server, it made one

@@ -175,7 +175,7 @@ def check_results_target(out_dir: str | Path) -> Path:
         The path to write (``out_dir``, resolved when it has no name of its own).
 
     Raises:
-        FileExistsError: ``out_dir`` is a file, or a folder with other content (a replace
+        FileExistsError: ``out_dir`` is a file or under one, or a folder with other content (a replace
             would move it away and delete it); the message says so, nothing is touched.
     """
     o = Path(out_dir)
@@ -184,6 +184,10 @@ def check_results_target(out_dir: str | Path) -> Path:
     if o.exists() and not o.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder: not replaced by a results directory; "
                                             "give a new folder", str(out_dir))
+    above = next((a for a in o.absolute().parents if a.exists()), None)
+    if above is not None and not above.is_dir():   # --out notes.txt/run1: failed only after the run
+        raise FileExistsError(errno.ENOTDIR, f"{above} is not a folder: it cannot hold a results directory; "
+                                             "give a path under a folder", str(out_dir))
     if o.is_dir() and not (o / "summary.json").is_file() and any(o.iterdir()):
         raise FileExistsError(errno.ENOTEMPTY, "a folder with other content, not a results directory (no "
                                                "summary.json): not replaced; give a new or empty folder", str(out_dir))

@@ -244,6 +244,13 @@ def _run_command(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     # reference figures belong to the scenario as written: not shown for a modified one
     ref = None if args.set else scenario.reference.get(args.arm)
+    unknown = [k for k in ref or {} if k not in result.summary]
+    if unknown:   # a misspelt figure printed n/a against the reference: refused before anything is written
+        from specsched.sim.errors import ConfigError
+
+        metrics = sorted(k for k, v in result.summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        raise ConfigError(scenario.path or scenario.name, f"reference.{args.arm}.{unknown[0]}", ref[unknown[0]],
+                          f"not a metric of the run; its metrics: {', '.join(metrics)}")
     print(format_report(result.summary, ref))
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")

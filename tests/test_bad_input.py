@@ -258,3 +258,15 @@ def test_a_prompt_at_exactly_the_pool_is_refused_saying_the_pool_must_exceed_it(
     msg = fits(first_ok - 1)
     need = int(msg.split(" needs ")[1].split(" KV")[0])
     assert need == first_ok - 1 and "must exceed" in msg and "\n" not in msg
+
+
+def test_an_out_folder_under_a_file_is_refused_before_the_run(tmp_path, capsys):
+    """``--out notes.txt/run1`` (a file where a parent folder should be) ran the whole
+    simulation, printed its table, then failed with "cannot write ...: File exists"."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    argv = ["run", str(small_scenario(tmp_path)), "--out", str(tmp_path / "notes.txt" / "run1")]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and "notes.txt" in err[0] and "not a folder" in err[0], cap.err
+    assert "Serving Benchmark Result" not in cap.out and (tmp_path / "notes.txt").read_text() == "mine\n"

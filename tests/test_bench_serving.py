@@ -213,3 +213,42 @@ def test_plot_of_a_missing_path_says_what_it_looked_for(tmp_path, capsys, monkey
     assert len(err) == 1 and what in err[0]
     assert "results directory" in err[0] and "bench_serving result file" in err[0]
     assert not any(tmp_path.iterdir())
+
+
+def test_details_without_itls_or_latencies_leave_tpot_and_e2e_unknown(tmp_path):
+    # a line with per-request lengths and TTFTs but no itls and no latencies (a slimmed
+    # --output-details line) does not say when a request finished: its TPOT and E2E are
+    # unknown, not 0 ms (a TPOT CDF of the measured run at 0 in `specsched plot`)
+    line = {k: v for k, v in SGLANG_0523.items() if k != "itls"}
+    data = to_run_data(read_bench_one(_jsonl(tmp_path, line)))
+    assert len(data.requests) == 3
+    assert np.allclose(data.requests["ttft_s"], [0.04, 0.038, 0.042])
+    assert data.requests["tpot_s"].isna().all() and data.requests["e2e_s"].isna().all()
+    assert len(data.chunks) == 3                                                  # the first tokens only
+
+
+def test_a_folder_given_as_a_result_file_says_it_is_a_folder(tmp_path, capsys, monkeypatch):
+    # `calibrate --from DIR` said "no such file" of a folder that exists
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    _jsonl(tmp_path / "runs", SGLANG_0523)
+    with pytest.raises(ConfigError) as e:
+        read_bench(tmp_path / "runs")
+    assert "no such file" not in e.value.allowed and "folder" in e.value.allowed and "runs.jsonl" in e.value.allowed
+    assert main(["calibrate", "--from", "runs", "--profile", "h200-1b", "--out", "f.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "folder" in err[0] and not (tmp_path / "f.yaml").exists()
+
+
+@pytest.mark.parametrize("spec", ["runs.jsonl", "runs.jsonl:1"])
+def test_plot_of_one_bench_serving_file_writes_under_plots_not_beside_the_file(tmp_path, capsys, monkeypatch, spec):
+    # one input was taken as a results directory: `plot runs.jsonl` failed with "Not a
+    # directory", `plot runs.jsonl:1` made a folder named "runs.jsonl:1" beside the file
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m").mkdir()
+    _jsonl(tmp_path / "m", SGLANG_0523)
+    assert main(["plot", f"m/{spec}"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["runs.jsonl"]
+    written = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("ttft.png"))
+    assert written == ["plots"]

@@ -227,3 +227,28 @@ def test_a_sweep_file_beside_other_inputs_is_named_as_such(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "a sweep file is plotted alone" in err and "a.parquet" in err, err
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "key", "value"), [
+    ("    verify_cycles_per_s: 66.78", "    verify_cycle_per_s: 66.78", "reference.base.verify_cycle_per_s", "66.78"),
+    ("reference:\n  base:", "reference:\n  bse:", "reference.bse", "bse"),
+])
+def test_a_typo_in_the_reference_block_is_one_line_and_nothing_written(old, new, key, value, capsys, tmp_path, monkeypatch):
+    """Every other scenario key is strict; a misspelt reference metric printed ``n/a`` against
+    the figure and a misspelt reference arm dropped the comparison, both with exit 0."""
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "scenarios" / "batch8-ll.yaml").read_text()
+    assert old in text
+    (tmp_path / "s.yaml").write_text(text.replace(old, new, 1))
+    assert main(["run", "s.yaml", "--out", "o"]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and "s.yaml" in err[0] and key in err[0] and value in err[0], cap.err
+    assert "Serving Benchmark Result" not in cap.out and not (tmp_path / "o").exists()
+
+
+def test_scenario_without_its_subcommand_names_what_is_allowed(capsys):
+    """``specsched scenario`` said "the following arguments are required: scenario_command"
+    (an internal name, and not the choice a user could type)."""
+    err = _one_line_error(["scenario"], capsys)
+    assert "scenario_command" not in err and "from-bench" in err, err

@@ -841,3 +841,28 @@ def test_validate_replays_a_lines_own_send_times_as_calibrate_does(tmp_path, cap
         starts = (req["start_s"] - req["start_s"].min()).tolist()
         same = len(starts) == len(sent) and all(abs(a - b) < 1e-6 for a, b in zip(sorted(starts), sorted(sent), strict=True))
         assert same == (mode == "auto")
+
+
+def test_validate_refuses_arrivals_with_a_scenario_and_notes_unreplayed_send_times(tmp_path, capsys, monkeypatch):
+    """``--arrivals`` only applies to a scenario built from the line: with ``--scenario`` it was
+    silently ignored (``--arrivals details`` then compared against new arrival draws). Now it is
+    one line, exit 2, nothing written. A --scenario that draws arrivals while the line holds its
+    send times gets a note (README's from-bench + validate --measured flow: +19.6 % throughput
+    error on machine E's rate24-seed5 line from the draw alone, +1.8 % with the replay)."""
+    monkeypatch.chdir(tmp_path)
+    line = str(Path(__file__).parents[1] / "docs/measurements/h200-v22-holdout/machine-e/rate24-seed5-rep1.jsonl")
+    assert main(["scenario", "from-bench", line, "--profile", "h200-1b", "--out", "drawn.yaml"]) == 0
+    capsys.readouterr()
+    for argv in (["validate", "--measured", line, "--scenario", "drawn.yaml", "--arrivals", "details", "--out", "x"],
+                 ["validate-bench", line, "--scenario", "drawn.yaml", "--arrivals", "rate", "--out", "x"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--arrivals" in err[0] and "--scenario" in err[0]
+        assert not (tmp_path / "x").exists()
+    assert main(["validate", "--measured", line, "--scenario", "drawn.yaml", "--seeds", "1", "--out", "a"]) == 0
+    notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:") and "send times" in x]
+    assert len(notes) == 1 and "--arrivals details" in notes[0]
+    assert main(["scenario", "from-bench", line, "--profile", "h200-1b", "--out", "replayed.yaml", "--arrivals", "details"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--measured", line, "--scenario", "replayed.yaml", "--seeds", "1", "--out", "b"]) == 0
+    assert "send times" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))
