@@ -106,7 +106,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
                         backend=args.backend, allow_serializing=args.allow_serializing,
                         progress=not getattr(args, "quiet", False)).run()
-    print(format_report(res.summary, title="Measured (runtime)"))
+    from specsched.sim.bench_serving import bench_record
+
+    print(format_report(res.summary, title="Measured (runtime)", bench=bench_record(res, details=False)))
     if args.out:
         out = Path(args.out)
     else:   # results/<scenario>/<arm>-seed<N>[+<overrides>]-measured: a --set run never overwrites another

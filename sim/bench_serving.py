@@ -635,21 +635,26 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests``
     (0.5.23 ``calculate_metrics``): tokens and running requests counted in whole-second
     buckets from the first start. A chunk's tokens count in its own second (bench_serving
-    spreads a chunk's tokens over its gap; they differ only at bucket edges)."""
+    spreads a chunk's tokens over its gap; they differ only at bucket edges). The running
+    requests need only the requests table (compact records have no chunks): without chunks
+    only ``max_concurrent_requests``."""
     done = notna(requests, "finish_s")
-    if not done.any() or chunks is None or len(chunks) == 0:
+    if not done.any():
         return {}
     start, finish = column(requests, "start_s", float)[done], column(requests, "finish_s", float)[done]
     t0 = float(start.min())
     n = int(np.ceil(float(finish.max()) - t0)) + 1
+    lo = np.floor(start - t0).astype(np.int64)
+    hi = np.minimum(np.floor(finish - t0).astype(np.int64) + 1, n)
+    conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+    out: dict[str, float] = {"max_concurrent_requests": int(conc.max())}
+    if chunks is None or len(chunks) == 0:
+        return out
     keep = np.isin(column(chunks, "rid"), column(requests, "rid")[done])
     b = np.floor(column(chunks, "time_s", float)[keep] - t0).astype(np.int64)
     ok = (b >= 0) & (b < n)
     tokens = np.bincount(b[ok], weights=column(chunks, "n_tokens", float)[keep][ok], minlength=n)
-    lo = np.floor(start - t0).astype(np.int64)
-    hi = np.minimum(np.floor(finish - t0).astype(np.int64) + 1, n)
-    conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
-    return {"max_output_tokens_per_s": float(tokens.max()), "max_concurrent_requests": int(conc.max())}
+    return {"max_output_tokens_per_s": float(tokens.max()), **out}
 
 
 def _table(run: Any, name: str) -> Any:
@@ -695,7 +700,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             if v.size:   # np.percentile's values without its import of numpy.ma
                 extra[f"p95_{key}_ms"], extra[f"p90_{key}_ms"] = finite_percentiles(v, (95, 90))
         sends = bool((column(req, "start_s")[done] > 0).any())   # a run, not a file's per-request lists
-        if sends:
+        # a simulated or measured run has its own clock even when every request starts at 0 (a burst)
+        if sends or str(s.get("source", "")).startswith(("sim", "runtime")):
             extra.update(_peaks(req, _table(run, "chunks")))
     if req is not None and len(req) and (rec.get("num_prompts") is None or rec.get("request_rate") == "trace"):
         # a trace: the requests sent (its rows up to the limit; a limit above the rows sends the rows)

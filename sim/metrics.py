@@ -4,7 +4,7 @@ TTFT = first non-empty chunk - request start; ITL = gaps between later chunks, a
 carrying n tokens adding n gaps of dt/n (this matters for speculative decoding); E2E = last
 chunk - start; TPOT = (E2E - TTFT) / (output_len - 1) for output_len > 1; throughputs =
 tokens / duration, duration = first start to last finish. Stats in ms: mean, median, std,
-p90, p99, max (ITL adds p95). Added: verify cycles/s (counted only while the batch is
+p90, p95, p99, max. Added: verify cycles/s (counted only while the batch is
 steady: consecutive verify steps of equal batch size), accept length, decode throughput in
 those windows, GPU busy fraction, host blocked time.
 """
@@ -81,8 +81,7 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
     out[f"p90_{prefix}_ms"] = p90
     out[f"p99_{prefix}_ms"] = p99
     out[f"max_{prefix}_ms"] = mx
-    if prefix == "itl":
-        out["p95_itl_ms"] = p95
+    out[f"p95_{prefix}_ms"] = p95   # bench_serving 0.5.23 prints P95 of every latency
 
 
 def finite_percentiles(v: np.ndarray, qs: tuple[float, ...]) -> list[float]:
@@ -170,8 +169,7 @@ def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out:
     # Each is the value at a rank of the repeated sample (sim/weighted_rank.py: the values
     # of a full sort without sorting every pair; a NaN, whose place no range can hold,
     # takes the full sort, as before)
-    pct = [(f"{key}_{prefix}_ms" if key != "p95" else "p95_itl_ms", q) for key, q in _PERCENTILES
-           if key != "p95" or prefix == "itl"]
+    pct = [(f"{key}_{prefix}_ms", q) for key, q in _PERCENTILES]
     ranks = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
     for _, q in pct:
         h = (n - 1) * np.true_divide(q, 100)

@@ -1,5 +1,7 @@
-"""The bench_serving-style text report of one run (plus the scheduler's own figures and,
-where the scenario carries them, the reference figures with the model's error)."""
+"""The text report of one run: SGLang 0.5.23 bench_serving's result block as it prints it
+(rows, order, labels, widths, alignment), then specsched's own sections (the run, the
+maxima, the scheduler's figures and, where the scenario carries them, the reference figures
+with the model's error)."""
 
 from __future__ import annotations
 
@@ -11,18 +13,28 @@ from specsched.sim.metrics import error_pct
 _W = 50
 
 
-def _line(label: str, value: Any, fmt: str = "{:.2f}") -> str:
-    # NaN marks a figure that does not apply (no accept length without speculation); the
-    # summary files keep the NaN, the text says so as bench_serving does
+def _text(value: Any, fmt: str) -> str:
+    # NaN marks a figure that does not apply or is unknown; the summary files keep the NaN
+    # (null in bench_serving.jsonl), the text says n/a
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        text = "n/a"
-    elif isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = fmt.format(value)
-        except (TypeError, ValueError):
-            text = str(value)
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    try:
+        return fmt.format(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _row(label: str, value: Any, fmt: str = "{:.2f}") -> str:
+    """One row as bench_serving prints it: ``"{:<40} {:<10}"`` (label and value left-aligned,
+    the value padded to 10 characters)."""
+    return f"{label:<40} {_text(value, fmt):<10}"
+
+
+def _line(label: str, value: Any, fmt: str = "{:.2f}") -> str:
+    # specsched's own sections (after bench_serving's block): values right-aligned
+    text = _text(value, fmt)
     return f"{label:<41}{text:>9}" if len(text) <= 9 else f"{label:<41}{text}"
 
 
@@ -30,37 +42,111 @@ def _head(title: str, ch: str = "-") -> str:
     return f" {title} ".center(_W, ch)
 
 
-def format_report(summary: dict[str, Any], reference: dict[str, float] | None = None, title: str = "Serving Benchmark Result") -> str:
-    """Render ``summary`` (bench_serving keys, ms for latencies) as bench_serving prints it.
+def _sg_head(title: str, ch: str = "-") -> str:
+    # bench_serving's section rule: the title without padding spaces, centred in 50
+    return "{s:{c}^{n}}".format(s=title, n=_W, c=ch)
 
-    ``reference``: figures for the same keys; each is shown with the model's % error.
+
+BENCH_ROWS: tuple[tuple[str, str], ...] = (
+    ("Backend:", "backend"),
+    ("Traffic request rate:", "request_rate"),
+    ("Max request concurrency:", "max_concurrency"),
+    ("Successful requests:", "completed"),
+    ("Benchmark duration (s):", "duration"),
+    ("Total input tokens:", "total_input_tokens"),
+    ("Total input text tokens:", "total_input_text_tokens"),
+    ("Total generated tokens:", "total_output_tokens"),
+    ("Total generated tokens (retokenized):", "total_output_tokens_retokenized"),
+    ("Request throughput (req/s):", "request_throughput"),
+    ("Input token throughput (tok/s):", "input_throughput"),
+    ("Output token throughput (tok/s):", "output_throughput"),
+    ("Peak output token throughput (tok/s):", "max_output_tokens_per_s"),
+    ("Peak concurrent requests:", "max_concurrent_requests"),
+    ("Total token throughput (tok/s):", "total_throughput"),
+    ("Concurrency:", "concurrency"),
+    ("Accept length:", "accept_length"),
+)
+"""The rows of SGLang 0.5.23's result block before the latency sections, in its order
+(``sglang/benchmark/serving.py`` ``benchmark()``, the print block after
+``calculate_metrics``; a text-only run: no vision-token row, no goodput, no cache report),
+each with the bench_serving.jsonl key that fills it."""
+_COUNTS = {"completed", "total_input_tokens", "total_input_text_tokens", "total_output_tokens",
+           "total_output_tokens_retokenized", "max_concurrent_requests"}
+LATENCY_SECTIONS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("End-to-End Latency", "e2e_latency", "E2E Latency", ("mean", "median", "p90", "p95", "p99")),
+    ("Time to First Token", "ttft", "TTFT", ("mean", "median", "p90", "p95", "p99")),
+    ("Time per Output Token (excl. 1st token)", "tpot", "TPOT", ("mean", "median", "p90", "p95", "p99")),
+    ("Inter-Token Latency", "itl", "ITL", ("mean", "median", "p90", "p95", "p99", "max")),
+)
+"""bench_serving 0.5.23's latency sections (same function): title, key, label, statistics."""
+
+
+def _stat_label(stat: str, label: str) -> str:
+    return f"{stat.capitalize() if stat in ('mean', 'median', 'max') else stat.upper()} {label} (ms):"
+
+
+def bench_block(summary: dict[str, Any], bench: dict[str, Any] | None = None,
+                title: str = "Serving Benchmark Result") -> list[str]:
+    """SGLang 0.5.23's result block, row for row: labels, order, ``"{:<40} {:<10}"`` rows,
+    ``.2f`` for rates, durations and latencies, integers for counts.
+
+    Args:
+        summary: the run's summary (bench_serving keys).
+        bench: the run's bench_serving.jsonl record (``sim.bench_serving.bench_record``):
+            backend, request rate, max concurrency, the peaks and the P95s come from it
+            where the summary lacks them.
+    """
+    b = bench or {}
+
+    def get(key: str) -> Any:
+        v = summary.get(key)
+        return b.get(key) if v is None else v
+
+    out = ["", _sg_head(f" {title} ", "=")]
+    for label, key in BENCH_ROWS:
+        if key == "backend":
+            v: Any = b.get("backend") or f"specsched-{summary.get('source', 'sim')}"
+        elif key == "request_rate":
+            v = b.get("request_rate")
+            # bench_serving prints its float argument (inf for all at once, 4.0) or "trace"
+            v = "n/a" if v is None else f"{float(v)}" if isinstance(v, (int, float)) else str(v)
+        elif key == "max_concurrency":
+            v = b.get("max_concurrency") or "not set"
+        elif key == "total_input_text_tokens":   # every simulated prompt is text
+            v = get(key) if get(key) is not None else summary.get("total_input_tokens")
+        elif key == "total_output_tokens_retokenized":   # the tokens as generated (no text to re-tokenize)
+            v = get(key) if get(key) is not None else summary.get("total_output_tokens")
+        elif key == "accept_length":
+            v = get(key)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                continue   # bench_serving prints the row only when the server reports one
+        else:
+            v = get(key)
+        out.append(_row(label, v, "{:d}" if key in _COUNTS else "{:.2f}"))
+    for head, key, label, stats in LATENCY_SECTIONS:
+        out.append(_sg_head(head))
+        out += [_row(_stat_label(st, label), get(f"{st}_{key}_ms")) for st in stats]
+    out.append("=" * _W)
+    return out
+
+
+def format_report(summary: dict[str, Any], reference: dict[str, float] | None = None,
+                  title: str = "Serving Benchmark Result", bench: dict[str, Any] | None = None) -> str:
+    """Render ``summary`` (bench_serving keys, ms for latencies) as bench_serving 0.5.23
+    prints it (:func:`bench_block`), then specsched's own sections: the run, the maxima
+    bench_serving does not print, the scheduler's figures and, with ``reference``, the
+    reference figures with the model's % error.
+
+    ``bench``: the run's bench_serving.jsonl record (:func:`bench_block`).
     """
     s = summary.get
-    out = [_head(title, "=")]
+    out = bench_block(summary, bench, title)
+    out.append(_head("specsched"))
     out += [
         _line("Scenario / arm:", f"{s('scenario', '?')} / {s('arm', '?')}"),
         _line("Source / seed:", f"{s('source', 'sim')} / {s('seed', '?')}"),
-        _line("Successful requests:", s("completed"), "{:d}"),
-        _line("Benchmark duration (s):", s("duration")),
-        _line("Total input tokens:", s("total_input_tokens"), "{:d}"),
-        _line("Total generated tokens:", s("total_output_tokens"), "{:d}"),
-        _line("Request throughput (req/s):", s("request_throughput")),
-        _line("Input token throughput (tok/s):", s("input_throughput")),
-        _line("Output token throughput (tok/s):", s("output_throughput")),
-        _line("Total token throughput (tok/s):", s("total_throughput")),
-        _line("Concurrency:", s("concurrency")),
-        _line("Accept length:", s("accept_length")),
+        *(_line(_stat_label("max", label), s(f"max_{key}_ms")) for _, key, label, _ in LATENCY_SECTIONS[:3]),
     ]
-    for title_, key, stats in (
-        ("End-to-End Latency", "e2e_latency", ("mean", "median", "p90", "p99", "max")),
-        ("Time to First Token", "ttft", ("mean", "median", "p90", "p99", "max")),
-        ("Time per Output Token (excl. 1st token)", "tpot", ("mean", "median", "p90", "p99", "max")),
-        ("Inter-Token Latency", "itl", ("mean", "median", "p95", "p99", "max")),
-    ):
-        out.append(_head(title_))
-        label = {"e2e_latency": "E2E Latency", "ttft": "TTFT", "tpot": "TPOT", "itl": "ITL"}[key]
-        for st in stats:
-            out.append(_line(f"{st.capitalize() if st in ('mean', 'median', 'max') else st.upper()} {label} (ms):", s(f"{st}_{key}_ms")))
     out.append(_head("Scheduler"))
     out += [
         _line("Verify cycles/s (steady batch):", s("verify_cycles_per_s")),

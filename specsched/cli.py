@@ -251,7 +251,9 @@ def _run_command(args: argparse.Namespace) -> int:
         metrics = sorted(k for k, v in result.summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
         raise ConfigError(scenario.path or scenario.name, f"reference.{args.arm}.{unknown[0]}", ref[unknown[0]],
                           f"not a metric of the run; its metrics: {', '.join(metrics)}")
-    print(format_report(result.summary, ref))
+    from specsched.sim.bench_serving import bench_record
+
+    print(format_report(result.summary, ref, bench=bench_record(result, details=False)))
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     return 0

@@ -196,6 +196,15 @@ def test_bench_record_has_bench_serving_units(tmp_path):
     assert 1 <= rec["max_concurrent_requests"] <= 6 and rec["max_output_tokens_per_s"] > 0
 
 
+def test_a_burst_has_its_peaks_though_every_request_starts_at_zero():
+    # bench_serving 0.5.23 calculate_metrics: every request of a burst runs in second 0
+    res = _sim_run({"kind": "burst", "num_requests": 9})
+    assert (res.requests["start_s"] == 0).all()
+    rec = bench_record(res, details=False)
+    assert rec["max_concurrent_requests"] == 9 and rec["max_output_tokens_per_s"] > 0
+    assert rec["p95_ttft_ms"] == res.summary["p95_ttft_ms"]   # the summary has every P95 now
+
+
 def test_a_cut_json_line_keeps_the_position(tmp_path):
     p = tmp_path / "cut.jsonl"
     p.write_text(json.dumps(SGLANG_03) + "\n" + '{"completed": 3, "model_id": "x\n')
