@@ -632,12 +632,14 @@ def _details_of(requests: Any, chunks: Any, sends: bool = False) -> dict[str, An
 
 
 def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
-    """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests``
-    (0.5.23 ``calculate_metrics``): tokens and running requests counted in whole-second
-    buckets from the first start. A chunk's tokens count in its own second (bench_serving
-    spreads a chunk's tokens over its gap; they differ only at bucket edges). The running
-    requests need only the requests table (compact records have no chunks): without chunks
-    only ``max_concurrent_requests``."""
+    """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests`` as SGLang
+    0.5.23 computes them (``sglang/benchmark/serving.py`` ``calculate_metrics``): whole-second
+    buckets from the first start, ``int(ceil(last end - first start)) + 1`` of them; a
+    request runs in every second from its start's to its end's; its token times are
+    start + TTFT, then each inter-token latency added in turn (a chunk of n tokens after a gap
+    dt gives n latencies of dt / n, ``async_request_sglang_generate``), so the first chunk
+    counts one token. The running requests need only the requests table (compact records
+    have no chunks): without chunks only ``max_concurrent_requests``."""
     done = notna(requests, "finish_s")
     if not done.any():
         return {}
@@ -650,10 +652,25 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     out: dict[str, float] = {"max_concurrent_requests": int(conc.max())}
     if chunks is None or len(chunks) == 0:
         return out
-    keep = np.isin(column(chunks, "rid"), column(requests, "rid")[done])
-    b = np.floor(column(chunks, "time_s", float)[keep] - t0).astype(np.int64)
-    ok = (b >= 0) & (b < n)
-    tokens = np.bincount(b[ok], weights=column(chunks, "n_tokens", float)[keep][ok], minlength=n)
+    from specsched.sim.metrics import _itl_of
+
+    rid_done = column(requests, "rid")[done]
+    first = start + (column(requests, "first_token_s", float)[done] - start)   # start + TTFT
+    keep = np.isin(column(chunks, "rid"), rid_done)
+    vals, of = _itl_of(column(chunks, "rid")[keep], column(chunks, "time_s", float)[keep],
+                       column(chunks, "n_tokens", int)[keep], with_rids=True)
+    # each request's token times: its first token, then its latencies summed one by one
+    # (np.cumsum adds in order, as bench_serving's loop does)
+    order = np.argsort(rid_done, kind="stable")
+    pos = np.searchsorted(rid_done[order], of)
+    cut = np.flatnonzero(of[1:] != of[:-1]) + 1 if len(of) else np.zeros(0, dtype=np.int64)
+    times = [first]
+    for a, b in zip(np.r_[0, cut].astype(np.int64), np.r_[cut, len(of)].astype(np.int64), strict=True):
+        if b > a:
+            times.append(np.cumsum(np.r_[first[order[pos[a]]], vals[a:b]])[1:])
+    bucket = np.floor(np.concatenate(times) - t0).astype(np.int64)
+    ok = (bucket >= 0) & (bucket < n)
+    tokens = np.bincount(bucket[ok], minlength=n)
     return {"max_output_tokens_per_s": float(tokens.max()), **out}
 
 

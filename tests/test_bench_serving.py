@@ -205,6 +205,50 @@ def test_a_burst_has_its_peaks_though_every_request_starts_at_zero():
     assert rec["p95_ttft_ms"] == res.summary["p95_ttft_ms"]   # the summary has every P95 now
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n_req=st.integers(1, 12))
+def test_peaks_are_bench_serving_0523s(seed, n_req):
+    """_peaks against bench_serving 0.5.23's definition written out as a loop
+    (sglang/benchmark/serving.py ``calculate_metrics``, with the ITLs of
+    ``async_request_sglang_generate``: a chunk of n tokens after dt adds n latencies dt / n)."""
+    import pandas as pd
+    from specsched.sim.bench_serving import _peaks
+
+    rng = np.random.default_rng(seed)
+    reqs, rows = [], []
+    for rid in range(n_req):
+        start = float(rng.uniform(0, 3))
+        t = start + float(rng.uniform(0.05, 1.5))
+        times, sizes = [t], [1]
+        for _ in range(int(rng.integers(0, 30))):
+            t += float(rng.uniform(0.01, 0.6))
+            times.append(t)
+            sizes.append(int(rng.integers(1, 5)))
+        rows += [(rid, x, k) for x, k in zip(times, sizes, strict=True)]
+        reqs.append((rid, start, times[0], times[-1], sum(sizes)))
+    requests = pd.DataFrame(reqs, columns=["rid", "start_s", "first_token_s", "finish_s", "output_len"])
+    chunks = pd.DataFrame(sorted(rows, key=lambda r: r[1]), columns=["rid", "time_s", "n_tokens"])
+    t0 = min(r[1] for r in reqs)
+    n = int(np.ceil(max(r[3] for r in reqs) - t0)) + 1
+    tokens, running = np.zeros(n), np.zeros(n)
+    for rid, start, first, finish, _ in reqs:
+        mine = [(x, k) for r, x, k in rows if r == rid]
+        itl = [a for (x0, _), (x1, k) in zip(mine[:-1], mine[1:], strict=True) for a in [(x1 - x0) / k] * k]
+        cur = start + (first - start)
+        times = [cur]
+        for a in itl:
+            cur += a
+            times.append(cur)
+        for x in times:
+            if 0 <= int(x - t0) < n:
+                tokens[int(x - t0)] += 1
+        for sec in range(int(start - t0), min(int(finish - t0) + 1, n)):
+            running[sec] += 1
+    assert _peaks(requests, chunks) == {"max_output_tokens_per_s": float(tokens.max()),
+                                        "max_concurrent_requests": int(running.max())}
+    assert _peaks(requests, chunks.iloc[:0]) == {"max_concurrent_requests": int(running.max())}
+
+
 def test_a_cut_json_line_keeps_the_position(tmp_path):
     p = tmp_path / "cut.jsonl"
     p.write_text(json.dumps(SGLANG_03) + "\n" + '{"completed": 3, "model_id": "x\n')
