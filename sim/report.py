@@ -122,7 +122,8 @@ def bench_block(summary: dict[str, Any], bench: dict[str, Any] | None = None,
                 continue   # bench_serving prints the row only when the server reports one
         else:
             v = get(key)
-        out.append(_row(label, v, "{:d}" if key in _COUNTS else "{:.2f}"))
+        fmt = "{}" if key in ("backend", "request_rate", "max_concurrency") else "{:d}" if key in _COUNTS else "{:.2f}"
+        out.append(_row(label, v, fmt))
     for head, key, label, stats in LATENCY_SECTIONS:
         out.append(_sg_head(head))
         out += [_row(_stat_label(st, label), get(f"{st}_{key}_ms")) for st in stats]

@@ -43,6 +43,10 @@ def test_block_matches_sglang_0523_labels_order_and_alignment():
             assert g == w
     rows = {ln[:40].strip(): ln[41:] for ln in got if ln[:40].strip().endswith(":")}
     assert rows["Traffic request rate:"] == "inf       " and rows["Max request concurrency:"] == "not set   "
+    closed = _block(format_report(_full_summary(), bench={"request_rate": 4, "max_concurrency": 32}))
+    assert "Max request concurrency:                 32        " in closed   # an int, as bench_serving prints it
+    assert "Traffic request rate:                    4.0       " in closed   # its float argument
+    assert "Backend:                                 specsched-sim" in closed   # no record's backend: the source's
     assert rows["Backend:"].strip() == "specsched-sim" and rows["Peak concurrent requests:"] == "3         "
     assert rows["Successful requests:"].strip() == "3" and rows["P95 TTFT (ms):"].strip() == "13.00"
 
