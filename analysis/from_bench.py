@@ -447,6 +447,12 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         ins, outs, lnotes, tables = _lengths(run, lengths)
         workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
+        if workload["kind"] == "poisson" and run.details is not None and run.details.start_s is not None:
+            # the drawn arrivals are another draw than the measured run's: near saturation one
+            # draw's luck moves throughput and TTFT by tens of percent (docs/real-servers.md)
+            notes.append("arrivals: drawn at the line's rate, though the line holds its own send times: to compare with "
+                         "this run, `--arrivals details` replays them (validate-bench and calibrate --from replay them "
+                         "by default)")
     sc: dict[str, Any] = {
         "name": name or str(run.extra.get("tag") or f"{Path(file).stem}-line{line}"),
         "description": f"Built by `specsched scenario from-bench` from bench_serving run {Path(file).name}:{line} "

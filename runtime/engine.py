@@ -89,9 +89,10 @@ class LoopHost:
     (runtime/profile_host.py ``HostPhases.stall_phase``) runs the same methods between its
     forwards, so ``host.result_path_s`` times this code, not a copy of it.
 
-    State (set by :meth:`_reset_loop_host`): ``dev``, ``rec``, ``clients``, ``specs``,
-    ``scenario``, ``t0`` (the run's start, perf_counter), ``_ref`` (the run's first timing
-    mark), the pending timing marks and the progress bar (None).
+    State: ``dev`` and ``scenario`` (set by ``__init__``, or by RuntimeEngine's own);
+    ``rec``, ``clients``, ``specs``, the pending timing marks and the progress bar (None),
+    set by :meth:`_reset_loop_host`; ``t0`` (the run's start, perf_counter) and ``_ref`` (the
+    run's first timing mark), set by :meth:`_start_clock`.
     """
 
     dev: Device

@@ -334,3 +334,16 @@ def test_a_shared_prefix_dataset_line_says_its_sharing_is_not_in_the_scenario():
     assert any("workload.shared_prefix" in a for a in sc["assumptions"])
     sc, _ = scenario_from_bench(parse_run({**line, "dataset_name": "random"}, "f:1"), "h200-1b")
     assert not any("shared_prefix" in a for a in sc["assumptions"])
+
+
+def test_drawn_arrivals_say_so_when_the_line_holds_its_send_times():
+    """A line that holds its send times (specsched's own lines, vllm --save-detailed) built
+    with the default ``--arrivals rate`` is another arrival draw than the measured run: the
+    scenario says so and names the replay, a line without send times gets no such note."""
+    line = dict(LINE, num_prompts=3, input_lens=[600, 500, 400], output_lens=[40, 30, 20], ttfts=[0.03] * 3,
+                start_times=[0.0, 0.05, 0.1])
+    with_times = parse_run(line, "runs.jsonl:1")
+    sc, _ = scenario_from_bench(with_times, "h200-1b")
+    assert any("--arrivals details" in a for a in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run(dict(LINE), "runs.jsonl:1"), "h200-1b")
+    assert not any("--arrivals details" in a for a in sc["assumptions"])
