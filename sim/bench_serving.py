@@ -719,7 +719,13 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         sends = bool((column(req, "start_s")[done] > 0).any())   # a run, not a file's per-request lists
         # a simulated or measured run has its own clock even when every request starts at 0 (a burst)
         if sends or str(s.get("source", "")).startswith(("sim", "runtime")):
-            extra.update(_peaks(req, _table(run, "chunks")))
+            memo = getattr(run, "derived", None)   # a RunResult keeps them for its next record
+            peaks = memo.get("bench_peaks") if memo is not None else None
+            if peaks is None:
+                peaks = _peaks(req, _table(run, "chunks"))
+                if memo is not None:
+                    memo["bench_peaks"] = peaks
+            extra.update(peaks)
     if req is not None and len(req) and (rec.get("num_prompts") is None or rec.get("request_rate") == "trace"):
         # a trace: the requests sent (its rows up to the limit; a limit above the rows sends the rows)
         rec["num_prompts"] = len(req)

@@ -101,6 +101,8 @@ class RunResult:
         scenario: the resolved scenario (a ``Scenario``, or its plain dict when read back).
         extra: run facts that are not table columns (record level, step count, ...).
         path: the results directory it was read from (None for a run in memory).
+        derived: figures computed from the tables on first use and kept (the tables do not
+            change after a run).
     """
 
     def __init__(self, requests: Any, chunks: Any, steps: Any, timeseries: Any, summary: dict[str, Any],
@@ -111,6 +113,9 @@ class RunResult:
         self.scenario = scenario
         self.extra = {} if extra is None else extra
         self.path = path
+        # figures derived from the tables once and reused (bench_serving's peaks: the printed
+        # table and bench_serving.jsonl each need them; a burst's take ~50 ms)
+        self.derived: dict[str, Any] = {}
 
     def table(self, name: str) -> Any:
         """Table ``name`` as held: :class:`Columns` (a run in memory) or a DataFrame."""

@@ -205,6 +205,20 @@ def test_a_burst_has_its_peaks_though_every_request_starts_at_zero():
     assert rec["p95_ttft_ms"] == res.summary["p95_ttft_ms"]   # the summary has every P95 now
 
 
+def test_a_runs_peaks_are_counted_once_for_the_table_and_the_file(monkeypatch):
+    # `specsched run` prints the table (a record without details) and writes bench_serving.jsonl
+    # (another record): the peaks walk every token, ~50 ms on the 256 burst, so the run keeps them
+    import specsched.sim.bench_serving as bs
+
+    res = _sim_run({"kind": "burst", "num_requests": 9})
+    calls = []
+    real = bs._peaks
+    monkeypatch.setattr(bs, "_peaks", lambda *a: calls.append(1) or real(*a))
+    first, again = bench_record(res, details=False), bench_record(res)
+    assert len(calls) == 1
+    assert first["max_output_tokens_per_s"] == again["max_output_tokens_per_s"] > 0
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31), n_req=st.integers(1, 12))
 def test_peaks_are_bench_serving_0523s(seed, n_req):
