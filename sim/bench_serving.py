@@ -712,6 +712,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     if req is not None and len(req):
         done = notna(req, "finish_s")
         for key, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e_latency", "e2e_s")):
+            if _value(s, f"p95_{key}_ms") is not None and _value(s, f"p90_{key}_ms") is not None:
+                continue   # the summary has them (sim.metrics, every latency's P90 and P95): the record takes those
             v = column(req, col, float)[done] * 1000.0
             v = v[np.isfinite(v)]
             if v.size:   # np.percentile's values without its import of numpy.ma
