@@ -40,6 +40,7 @@ from specsched.sim.strict import STRICT as _STRICT
 from specsched.sim.workload_config import (
     MAX_ARRIVAL_SPAN_S,
     TRACE_LAYOUTS,
+    AgenticTraceConfig,
     LengthDist,
     MultiTurnConfig,
     SharedPrefixConfig,
@@ -51,7 +52,7 @@ from specsched.sim.yaml_io import read_yaml_file
 
 __all__ = [
     "HISTOGRAM_SUM_TOLERANCE", "MAX_ARRIVAL_SPAN_S", "MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR", "TRACE_LAYOUTS",
-    "AcceptanceConfig", "AdmissionDelay", "LengthDist", "MultiTurnConfig", "Scenario", "ServerArgs",
+    "AcceptanceConfig", "AdmissionDelay", "AgenticTraceConfig", "LengthDist", "MultiTurnConfig", "Scenario", "ServerArgs",
     "SharedPrefixConfig", "SpecAlgorithm", "SyncMode", "TraceColumns", "TraceConfig", "WorkloadConfig",
     "arm_names", "deep_merge", "load_scenario", "prefill_graph_bucket", "prefill_token_buckets", "read_yaml",
     "validation_error", "with_value",

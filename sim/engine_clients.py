@@ -73,16 +73,15 @@ class Clients:
         while queue:
             yield self._send(queue.pop(0))
 
-    def _conversations(self, queue: list[list[RequestSpec]], pauses: np.ndarray):
+    def _conversations(self, queue: list[tuple[int, list[RequestSpec]]], pauses: np.ndarray):
         """One multi-turn client (bench_serving's semaphore around
         ``wrap_multi_turn_request_func``): takes the next conversation, sends its turns one
         after another, each when the previous one's last token arrived plus a think time."""
-        n_turns = pauses.shape[1] + 1
         while queue:
-            conv = queue.pop(0)
+            c, conv = queue.pop(0)
             for t, spec in enumerate(conv):
                 if t:
-                    pause = float(pauses[spec.index // n_turns, t - 1])
+                    pause = float(pauses[c, t - 1])
                     if pause > 0:
                         yield self.env.timeout(pause)
                 yield self._send(spec)
@@ -145,9 +144,13 @@ class Clients:
         elif w.kind == "multi_turn":
             from specsched.sim.prefix_workload import think_times
 
-            mt = w.multi_turn
-            convs = [self.specs[c * mt.num_turns:(c + 1) * mt.num_turns] for c in range(mt.num_conversations)]
-            pauses = think_times(mt, self.seed)
+            convs: list[tuple[int, list[RequestSpec]]] = []
+            for spec in self.specs:   # a conversation starts at each turn 0 (their own turn counts)
+                if spec.turn == 0:
+                    convs.append((len(convs), []))
+                convs[-1][1].append(spec)
+            most = max((len(c) for _, c in convs), default=1)
+            pauses = think_times(w.multi_turn, self.seed, (len(convs), most - 1))
             for _ in range(min(w.concurrency, len(convs))):
                 self.env.process(self._conversations(convs, pauses))
         else:

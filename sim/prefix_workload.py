@@ -190,27 +190,107 @@ def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
 
 STREAM_THINK = 5
 """The seed stream of multi-turn think times."""
+STREAM_TURNS = 6
+"""The seed stream of drawn turn counts (``multi_turn.num_turns`` as a distribution)."""
 
 
-def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[list]:
+@dataclass(frozen=True)
+class ConversationPlan:
+    """The shape of a multi_turn workload's conversations before any token is drawn.
+
+    Attributes:
+        turns: int (n,), turns per conversation.
+        firsts: int (n,), turn 0's own prompt tokens (after the shared system prompt).
+        users: int (n, u) or None: each later turn's new tokens, row c's first turns[c] - 1
+            entries used (drawn); None when ``news`` gives them.
+        news: int (sum(turns),) or None: every turn's new tokens in request order, a
+            conversation's first entry unused (an agentic trace).
+        notes: what was assumed in reading a trace (for the run's log and from-bench).
+    """
+
+    turns: np.ndarray
+    firsts: np.ndarray
+    users: np.ndarray | None = None
+    news: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return int(self.turns.sum())
+
+    def user(self, c: int, t: int, start: int) -> int:
+        """New tokens of turn t >= 1 of conversation c (whose first request is ``start``)."""
+        return int(self.news[start + t]) if self.news is not None else int(self.users[c, t - 1])
+
+
+def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None = None) -> ConversationPlan:
+    """Turn counts and per-turn prompt growth of a ``workload.multi_turn`` block.
+
+    Drawn (``first_prompt_len``, ``user_len``; ``num_turns`` a count, or a distribution drawn
+    per conversation from :data:`STREAM_TURNS`), or read from ``agentic_trace``
+    (:func:`sim.agentic_trace.load_agentic_trace`): each conversation's kept turns; turn 0's
+    own tokens = its ``prompt_tokens`` less the shared ``system_prompt_len``; later turns'
+    new tokens = the ``prompt_tokens`` growth less ``trace_reply_len`` per original turn, at
+    least 1. ``rng`` is the prompt stream (made here when None) and is advanced by the draws.
+
+    Raises:
+        ConfigError: a bad trace or histogram; a trace conversation whose first prompt is
+            shorter than ``system_prompt_len``.
+    """
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.workload import draw_lengths
+
+    rng = rng if rng is not None else np.random.default_rng([seed, STREAM_PREFIX, 2])
+    at = cfg.agentic_trace
+    if at is not None:
+        from specsched.sim.agentic_trace import load_agentic_trace
+
+        tr = load_agentic_trace(at.path, max_turns=at.max_turns, offset=at.offset, limit=cfg.num_conversations,
+                                scenario_path=base)
+        news, clipped = tr.new_tokens(at.trace_reply_len)
+        firsts = tr.prompt_tokens[tr.turn_offsets[:-1]] - cfg.system_prompt_len
+        if len(firsts) and firsts.min() < 1:
+            c = int(np.argmin(firsts))
+            raise ConfigError(str(base or "<scenario>"), "workload.multi_turn.system_prompt_len", cfg.system_prompt_len,
+                              f"must be below every conversation's first prompt_tokens (conversation "
+                              f"{int(tr.source_index[c])} of {at.path} starts with {int(tr.prompt_tokens[tr.turn_offsets[c]])})")
+        notes = [f"agentic trace {at.path}: {len(tr)} conversations, turns min {int(tr.num_turns.min())} max "
+                 f"{int(tr.num_turns.max())} mean {tr.num_turns.mean():.1f}"]
+        if clipped:
+            notes.append(f"{clipped} later turn(s) grew by at most trace_reply_len ({at.trace_reply_len}) tokens: sent with 1 new token")
+        return ConversationPlan(tr.num_turns.astype(np.int64), firsts.astype(np.int64), None, news, tuple(notes))
+    n_conv = cfg.num_conversations
+    if isinstance(cfg.num_turns, int):
+        turns = np.full(n_conv, cfg.num_turns, dtype=np.int64)
+    else:
+        trng = np.random.default_rng([seed, STREAM_TURNS])
+        turns = draw_lengths(cfg.num_turns, n_conv, trng, base, "workload.multi_turn.num_turns").astype(np.int64)
+    firsts = draw_lengths(cfg.first_prompt_len, n_conv, rng, base, "workload.multi_turn.first_prompt_len")
+    width = max(int(turns.max()) - 1, 1)
+    users = draw_lengths(cfg.user_len, n_conv * width, rng, base, "workload.multi_turn.user_len").reshape(n_conv, width)
+    return ConversationPlan(turns, firsts, users)
+
+
+def multi_turn_conversations(cfg, output_lens, seed: int, base=None, plan: ConversationPlan | None = None) -> list[list]:
     """The conversations of a ``workload.multi_turn`` block (:class:`sim.workload_config.MultiTurnConfig`)
-    as :class:`sim.workload.RequestSpec` lists, conversation-major (request index =
-    conversation x num_turns + turn).
+    as :class:`sim.workload.RequestSpec` lists, conversation-major (request index = the
+    turns of the conversations before + turn; conversation x num_turns + turn when every
+    conversation has num_turns).
 
     Turn 0's prompt = the shared system prompt + its own first prompt; turn k's prompt =
-    turn k-1's prompt + turn k-1's output tokens (:func:`output_tokens`) + ``user_len`` new
-    tokens (bench_serving ``wrap_multi_turn_request_func`` appends the server's reply and the
-    next round's messages to the history it resends). Each spec's ``tokens`` is its prompt
-    followed by the output it will generate: a view into one history array per
-    conversation (no copy per turn), so that the finished turn can offer its output to the
-    prefix cache.
+    turn k-1's prompt + turn k-1's output tokens (:func:`output_tokens`) + its new tokens
+    (``user_len``, or an agentic trace's growth: :func:`conversation_plan`) (bench_serving
+    ``wrap_multi_turn_request_func`` appends the server's reply and the next round's messages
+    to the history it resends). Each spec's ``tokens`` is its prompt followed by the output
+    it will generate: a view into one history array per conversation (no copy per turn), so
+    that the finished turn can offer its output to the prefix cache.
 
     Args:
         cfg: the multi_turn block.
-        output_lens: int array (num_conversations x num_turns,), output tokens per turn, in
-            request-index order.
+        output_lens: int array (total turns,), output tokens per turn, in request-index order.
         seed: the run's seed (token ids and the lengths drawn here).
-        base: the scenario's folder (length histograms).
+        base: the scenario's folder (length histograms, the trace file).
+        plan: the conversations' shape (:func:`conversation_plan`; made here when None).
 
     With ``dp_ranks`` > 1 (round-robin dispatch over DP ranks) turn t >= 1 lands on the
     rank of turn t-1 with probability 1 / dp_ranks (seeded draw); the simulated rank sees
@@ -221,37 +301,42 @@ def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[lis
     Returns:
         conversations[c][t]: the RequestSpec of turn t of conversation c.
     """
-    from specsched.sim.workload import RequestSpec, draw_lengths
+    from specsched.sim.workload import RequestSpec
 
-    n_conv, n_turns = cfg.num_conversations, cfg.num_turns
     rng = np.random.default_rng([seed, STREAM_PREFIX, 2])
-    firsts = draw_lengths(cfg.first_prompt_len, n_conv, rng, base, "workload.multi_turn.first_prompt_len")
-    users = draw_lengths(cfg.user_len, n_conv * max(n_turns - 1, 1), rng, base, "workload.multi_turn.user_len")
-    users = users.reshape(n_conv, -1)
+    drawn = conversation_plan(cfg, seed, base, rng)   # advances the prompt stream past its draws
+    plan = plan or drawn
+    n_conv = len(plan.turns)
+    max_turns = int(plan.turns.max()) if n_conv else 1
     system = rng.integers(0, VOCAB, size=cfg.system_prompt_len, dtype=np.int64)
-    out_lens = np.asarray(output_lens, dtype=np.int64).reshape(n_conv, n_turns)
+    out_lens = np.asarray(output_lens, dtype=np.int64)
+    if len(out_lens) != plan.total:
+        raise ValueError(f"{len(out_lens)} output lengths for {plan.total} turns")
     # stays[c, t]: turn t is routed to the rank that served turn t-1 (turn 0 always)
-    stays = np.ones((n_conv, n_turns), dtype=bool)
-    if cfg.dp_ranks > 1 and n_turns > 1:
-        stays[:, 1:] = rng.random((n_conv, n_turns - 1)) < 1.0 / cfg.dp_ranks
+    stays = np.ones((n_conv, max_turns), dtype=bool)
+    if cfg.dp_ranks > 1 and max_turns > 1:
+        stays[:, 1:] = rng.random((n_conv, max_turns - 1)) < 1.0 / cfg.dp_ranks
     convs = []
+    start = 0
     for c in range(n_conv):
-        parts = [system, rng.integers(0, VOCAB, size=int(firsts[c]), dtype=np.int64)]
+        n_turns = int(plan.turns[c])
+        parts = [system, rng.integers(0, VOCAB, size=int(plan.firsts[c]), dtype=np.int64)]
         bounds = []  # (prompt end, output end) per turn in the history
-        end = len(system) + int(firsts[c])
+        end = len(system) + int(plan.firsts[c])
         for t in range(n_turns):
             if t:
-                u = int(users[c, t - 1])
+                u = plan.user(c, t, start)
                 parts.append(rng.integers(0, VOCAB, size=u, dtype=np.int64))
                 end += u
-            n_out = int(out_lens[c, t])
+            n_out = int(out_lens[start + t])
             parts.append(output_tokens(seed, c, t, n_out))
             bounds.append((end, end + n_out))
             end += n_out
         if cfg.dp_ranks == 1:
             history = np.concatenate(parts)
-            convs.append([RequestSpec(c * n_turns + t, p, o - p, tokens=history[:o])
+            convs.append([RequestSpec(start + t, p, o - p, tokens=history[:o], turn=t)
                           for t, (p, o) in enumerate(bounds)])
+            start += n_turns
             continue
         # whole histories only for the turns the rank can reuse (memory: most turns of a
         # many-rank deployment leave the rank); a turn that arrives from another rank starts
@@ -271,15 +356,19 @@ def multi_turn_conversations(cfg, output_lens, seed: int, base=None) -> list[lis
                 toks = lineage[:o]
             else:
                 toks = np.concatenate([system, rng.integers(0, VOCAB, size=1, dtype=np.int64)])
-            row.append(RequestSpec(c * n_turns + t, p, o - p, tokens=toks))
+            row.append(RequestSpec(start + t, p, o - p, tokens=toks, turn=t))
         convs.append(row)
+        start += n_turns
     return convs
 
 
-def think_times(cfg, seed: int) -> np.ndarray:
-    """Client pauses (s) before each later turn, float (num_conversations, num_turns - 1):
-    ``think_time_s`` each (fixed) or exponential draws with that mean (seeded)."""
-    shape = (cfg.num_conversations, max(cfg.num_turns - 1, 0))
+def think_times(cfg, seed: int, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """Client pauses (s) before each later turn, float (conversations, most turns - 1):
+    ``think_time_s`` each (fixed) or exponential draws with that mean (seeded). ``shape``
+    defaults to (num_conversations, num_turns - 1) of a fixed turn count; row c's first
+    turns - 1 entries are conversation c's pauses."""
+    if shape is None:
+        shape = (cfg.num_conversations, max(cfg.num_turns - 1, 0))
     if cfg.think_time_dist == "fixed" or cfg.think_time_s == 0:
         return np.full(shape, float(cfg.think_time_s))
     rng = np.random.default_rng([seed, STREAM_THINK])

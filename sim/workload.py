@@ -35,7 +35,8 @@ class RequestSpec:
     a trace its arrival time (s from the first request; None otherwise), the prompt's token
     ids when the workload shares prefixes (an int64 array, or for a trace with block ids a
     :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
-    its priority (None: the server's default)."""
+    its priority (None: the server's default) and its 0-based turn within its conversation
+    (multi_turn; 0 for a request that is not part of one)."""
 
     index: int
     input_len: int
@@ -43,6 +44,7 @@ class RequestSpec:
     arrival_s: float | None = None
     tokens: np.ndarray | None = None
     priority: int | None = None
+    turn: int = 0
 
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +97,7 @@ def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = No
     if cfg.priorities:
         prng = np.random.default_rng([seed, STREAM_PRIORITIES])
         pr = prng.choice(np.array(cfg.priorities, dtype=np.int64), size=len(specs))
-        specs = [RequestSpec(s.index, s.input_len, s.output_len, s.arrival_s, s.tokens, int(p))
+        specs = [RequestSpec(s.index, s.input_len, s.output_len, s.arrival_s, s.tokens, int(p), s.turn)
                  for s, p in zip(specs, pr, strict=True)]
     return specs
 
@@ -110,10 +112,11 @@ def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) ->
     rng = np.random.default_rng([seed, STREAM_LENGTHS])
     base = Path(scenario_path) if scenario_path else None
     if cfg.multi_turn is not None:
-        from specsched.sim.prefix_workload import multi_turn_conversations
+        from specsched.sim.prefix_workload import conversation_plan, multi_turn_conversations
 
-        outs = draw_lengths(cfg.output_len, cfg.num_requests, rng, base, "workload.output_len")
-        return [s for conv in multi_turn_conversations(cfg.multi_turn, outs, seed, base) for s in conv]
+        plan = conversation_plan(cfg.multi_turn, seed, base)
+        outs = draw_lengths(cfg.output_len, plan.total, rng, base, "workload.output_len")
+        return [s for conv in multi_turn_conversations(cfg.multi_turn, outs, seed, base, plan) for s in conv]
     if cfg.shared_prefix is not None:
         from specsched.sim.prefix_workload import shared_prefix_requests
 

@@ -71,27 +71,91 @@ class SharedPrefixConfig(BaseModel):
         return self
 
 
+AGENTIC_REPLY_LEN = 220
+"""Tokens of the original assistant reply assumed inside each growth of an agentic trace's
+``prompt_tokens`` (sglang 0.5.23 benchmark/datasets/agentic_trace.py
+``DEFAULT_AGENTIC_OUTPUT_LEN``: "the ~220-token average assistant reply of OpenHands-style
+agentic traces", the per-turn output bench_serving asks for when --sharegpt-output-len is
+not given)."""
+
+
+class AgenticTraceConfig(BaseModel):
+    """An agentic trace to replay as conversations (SGLang 0.5.23 bench_serving
+    ``--dataset-name agentic-trace``, benchmark/datasets/agentic_trace.py
+    ``AgenticTraceDataset.load``; :mod:`sim.agentic_trace`): a JSON file
+    ``{"metadata": ..., "conversations": [[{"messages": [...], "prompt_tokens": N}, ...], ...]}``
+    (OpenHands / SWE-smith style). Each conversation keeps its own turns (those with
+    messages, at most ``max_turns``); turn 0's prompt is its ``prompt_tokens``; each later
+    turn resends the history (the prompt and the simulated reply) plus new tokens = the
+    growth of ``prompt_tokens`` since the previous turn less ``trace_reply_len`` (the reply
+    the trace's own run got, which the file does not hold), at least 1. The conversation
+    list is rotated by ``offset`` (modulo its length) and at most
+    ``multi_turn.num_conversations`` usable conversations are taken (bench_serving's
+    --dataset-offset and --num-prompts). The file is streamed: only each turn's token count
+    is kept, never the message text."""
+
+    model_config = _STRICT
+
+    path: str = Field(description="The trace JSON (beside the scenario, as given, or a shipped example by name; .gz read as it streams).")
+    max_turns: int | None = Field(None, ge=1, description="At most this many turns per conversation (bench_serving --agentic-max-turns; None: all).")
+    offset: int = Field(0, description="Rotate the conversation list by this many entries first, modulo its length (bench_serving --dataset-offset).")
+    trace_reply_len: int = Field(AGENTIC_REPLY_LEN, ge=0, description="Tokens of the trace's own assistant reply assumed in each prompt_tokens growth (default 220: agentic_trace.py DEFAULT_AGENTIC_OUTPUT_LEN, the traces' average reply); a later turn's new tokens = growth - trace_reply_len, at least 1.")
+
+
 class MultiTurnConfig(BaseModel):
     """Multi-turn conversations that resend their history (sim/prefix_workload.py
     ``multi_turn_conversations``; bench_serving's multi-turn replay,
     ``wrap_multi_turn_request_func``): turn 0's prompt is a shared system prompt of
     ``system_prompt_len`` tokens plus ``first_prompt_len`` tokens of its own; turn k's prompt
     is turn k-1's prompt + its output + ``user_len`` new tokens (a user message or tool
-    result). A conversation holds one concurrency slot from its first send to its last
-    token (bench_serving's semaphore wraps the whole conversation); between a turn's last
-    token and the next turn's send the client thinks for ``think_time_s`` (fixed, or
-    exponential with that mean). Output lengths per turn come from ``workload.output_len``."""
+    result). ``num_turns`` is a count (every conversation the same) or a length-style
+    distribution drawn once per conversation (seeded), so conversations differ in length.
+    With ``agentic_trace`` the turn counts and per-turn prompt growth come from a trace file
+    instead (:class:`AgenticTraceConfig`; ``first_prompt_len``, ``user_len`` and ``num_turns``
+    are then left out, and ``num_conversations`` is an upper limit). A conversation holds one
+    concurrency slot from its first send to its last token (bench_serving's semaphore wraps
+    the whole conversation); between a turn's last token and the next turn's send the client
+    thinks for ``think_time_s`` (fixed, or exponential with that mean). Output lengths per
+    turn come from ``workload.output_len``."""
 
     model_config = _STRICT
 
-    num_conversations: int = Field(ge=1, description="Conversations sent in all (workload.num_requests = num_conversations x num_turns).")
-    num_turns: int = Field(ge=1, description="Turns (requests) per conversation.")
-    system_prompt_len: int = Field(0, ge=0, description="Tokens of a system prompt every conversation starts with (shared: one radix-tree prefix).")
-    first_prompt_len: LengthDist = Field(description="Turn 0's own prompt tokens after the system prompt (one draw per conversation).")
-    user_len: LengthDist = Field(description="New tokens appended to the history at each later turn (one draw per turn).")
+    num_conversations: int | None = Field(None, ge=1, description="Conversations sent in all (with a fixed num_turns, workload.num_requests = num_conversations x num_turns); with agentic_trace, at most this many (bench_serving --num-prompts; None: every usable one).")
+    num_turns: int | LengthDist | None = Field(None, description="Turns (requests) per conversation: a count >= 1, or a distribution ({kind: uniform, value: 12, range_ratio: 0.25}, fixed or a length,weight histogram file) drawn per conversation. Left out with agentic_trace.")
+    system_prompt_len: int = Field(0, ge=0, description="Tokens of a system prompt every conversation starts with (shared: one radix-tree prefix). With agentic_trace, carved out of turn 0's prompt_tokens.")
+    first_prompt_len: LengthDist | None = Field(None, description="Turn 0's own prompt tokens after the system prompt (one draw per conversation). Left out with agentic_trace.")
+    user_len: LengthDist | None = Field(None, description="New tokens appended to the history at each later turn (one draw per turn). Left out with agentic_trace.")
     think_time_s: float = Field(0.0, ge=0.0, description="Client pause between a turn's last token and the next turn's send (s).")
     think_time_dist: Literal["fixed", "exponential"] = Field("fixed", description="fixed: every pause is think_time_s; exponential: pauses drawn with mean think_time_s (seeded).")
     dp_ranks: int = Field(1, ge=1, description="The simulated instance is one of this many DP-attention ranks behind SGLang's default round-robin dispatch (0.5.23 data_parallel_controller.py round_robin_scheduler, which ignores prefixes): a later turn lands on the rank that holds its history with probability 1 / dp_ranks; otherwise only the shared system prompt can hit.")
+    agentic_trace: AgenticTraceConfig | None = Field(None, description="Replay a bench_serving agentic-trace file's conversations (their own turn counts and prompt growth) instead of drawing them.")
+
+    @field_validator("num_turns", mode="before")
+    @classmethod
+    def _turns_not_bool(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError("num_turns must be a count >= 1 or a length distribution")
+        return v
+
+    @model_validator(mode="after")
+    def _source(self) -> MultiTurnConfig:
+        if isinstance(self.num_turns, int) and self.num_turns < 1:
+            raise FieldError("workload.multi_turn.num_turns", self.num_turns, "must be >= 1 (or a distribution)")
+        if self.agentic_trace is not None:
+            for key in ("num_turns", "first_prompt_len", "user_len"):
+                if getattr(self, key) is not None:
+                    raise FieldError(f"workload.multi_turn.{key}", getattr(self, key),
+                                     "comes from the agentic trace: leave it out with agentic_trace")
+            return self
+        for key in ("num_conversations", "num_turns", "first_prompt_len", "user_len"):
+            if getattr(self, key) is None:
+                raise FieldError(f"workload.multi_turn.{key}", None, "required (or give agentic_trace)")
+        return self
+
+    @property
+    def fixed_turns(self) -> int | None:
+        """The turns of every conversation when they are one count, else None (drawn or read)."""
+        return self.num_turns if isinstance(self.num_turns, int) and self.agentic_trace is None else None
 
 
 class TraceColumns(BaseModel):
@@ -192,9 +256,9 @@ class WorkloadConfig(BaseModel):
         if isinstance(data, dict) and "num_prompts" in data and "num_requests" not in data:
             data = {("num_requests" if k == "num_prompts" else k): v for k, v in data.items()}
         mt = data.get("multi_turn") if isinstance(data, dict) else None
-        if isinstance(mt, dict) and data.get("num_requests") is None:
+        if isinstance(mt, dict) and data.get("num_requests") is None and mt.get("agentic_trace") is None:
             c, t = mt.get("num_conversations"), mt.get("num_turns")
-            if isinstance(c, int) and isinstance(t, int) and c >= 1 and t >= 1:
+            if (isinstance(c, int) and isinstance(t, int) and not isinstance(t, bool) and c >= 1 and t >= 1):
                 # num_requests defaults to every turn of every conversation; a bad count is
                 # left for the block's own validation to name
                 data = {**data, "num_requests": c * t}
@@ -217,7 +281,14 @@ class WorkloadConfig(BaseModel):
                 raise ValueError("multi_turn gives the prompts: drop 'input_len' / 'shared_prefix'")
             if self.concurrency is None:
                 raise ValueError("multi_turn needs 'concurrency' (conversations in flight)")
-            n = mt.num_conversations * mt.num_turns
+            if mt.fixed_turns is None:
+                if self.num_requests is not None:
+                    raise FieldError("workload.num_requests", self.num_requests, "the requests are the conversations' "
+                                     "turns, drawn or read from the agentic trace: leave num_requests out")
+                if self.output_len is None:
+                    raise ValueError("kind 'multi_turn' needs 'output_len' (per turn)")
+                return self
+            n = mt.num_conversations * mt.fixed_turns
             if self.num_requests != n:
                 raise FieldError("workload.num_requests", self.num_requests, f"multi_turn makes {n} requests "
                                  f"(num_conversations x num_turns); num_requests must equal it: leave it out or set {n}")
