@@ -106,7 +106,9 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     run = read_bench_one(args.file)
     load_profile(args.profile)   # refuse an unknown profile before writing anything
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
-                                     template=args.template, lengths=args.lengths, arrivals=args.arrivals)
+                                     template=args.template, lengths=args.lengths, arrivals=args.arrivals,
+                                     dataset_path=args.dataset_path, dataset_offset=args.dataset_offset,
+                                     agentic_max_turns=args.agentic_max_turns, num_conversations=args.num_prompts)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(p)
@@ -258,6 +260,12 @@ def add_parsers(sub: Any) -> None:
     f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
                    help="rate: arrivals drawn at the line's rate (default); details: the run's own arrivals and lengths "
                         "as a trace (vllm bench serve --save-detailed lines: start_times less queue_times)")
+    f.add_argument("--dataset-path", metavar="TRACE.json",
+                   help="agentic-trace lines: the trace file the run replayed (bench_serving writes no path)")
+    f.add_argument("--dataset-offset", type=int, help="agentic-trace lines: bench_serving's --dataset-offset (default 0)")
+    f.add_argument("--agentic-max-turns", type=positive_int, help="agentic-trace lines: bench_serving's --agentic-max-turns")
+    f.add_argument("--num-prompts", type=positive_int, help="agentic-trace lines: conversations (bench_serving's "
+                   "--num-prompts; default: the count whose turns add up to the line's requests)")
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",

@@ -41,6 +41,17 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   default EAGLE parameters are assumed and said so (:func:`_assumed_drafter`).
 - ``reference``: the line's headline metrics, so ``specsched run`` prints them beside the
   prediction.
+- ``agentic-trace`` (SGLang 0.5.23 benchmark/datasets/agentic_trace.py): a ``multi_turn``
+  workload replaying the trace file (``--dataset-path``: SGLang writes no path, offset or
+  turn cap into the line) with ``--dataset-offset`` and ``--agentic-max-turns``; each turn asks
+  ``sharegpt_output_len`` tokens (220 when null, ``DEFAULT_AGENTIC_OUTPUT_LEN``); a
+  conversation holds a ``max_concurrency`` slot from its first turn to its last
+  (benchmark/serving.py: the semaphore wraps ``wrap_multi_turn_request_func``), all of them at
+  once without one. The number of conversations (``--num-prompts``) is not written either:
+  without the option it is the count whose turns add up to the line's requests (the
+  details' count, else ``completed``), and the line is refused when no count does
+  (:func:`_agentic_workload`). A finite request rate (conversation starts drawn at that rate)
+  is not modelled: such a line is refused.
 - ``--arrivals details``: the run's own arrivals (vLLM's ``start_times`` less ``queue_times``)
   and lengths as a ``trace`` workload written beside the YAML, so the prediction sees the
   arrivals the server saw instead of another draw at the same rate.
@@ -192,6 +203,76 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
         w["normalize_arrivals"] = True
         notes.append("arrivals: rescaled so the last send falls at num_prompts / rate, as vllm bench serve does from "
                      "0.10.1 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
+    return w, notes
+
+
+AGENTIC_DATASET = "agentic-trace"
+
+
+def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_turns: int | None,
+                      conversations: int | None) -> tuple[dict[str, Any], list[str]]:
+    """A ``multi_turn`` workload replaying the agentic trace a bench_serving ``agentic-trace``
+    line ran (module docstring). ``path``/``offset``/``max_turns``/``conversations`` are the
+    command line's; each falls back to the line's own key (``dataset_path``,
+    ``dataset_offset``, ``agentic_max_turns``: specsched's lines write them) and then to
+    bench_serving's default (offset 0, every turn, the count that matches the line).
+
+    Raises:
+        ConfigError: no trace path; a trace or finite-rate run; a bad trace file; no count
+            of conversations that sends the line's requests.
+    """
+    from specsched.sim.agentic_trace import load_agentic_trace
+    from specsched.sim.workload_config import AGENTIC_REPLY_LEN
+
+    a, x = run.args, run.extra
+    path = path or x.get("dataset_path")
+    if not path:
+        raise ConfigError(run.source, "dataset_name", AGENTIC_DATASET, "the conversations are in the trace file, "
+                          "which bench_serving does not write into the line: give it with --dataset-path TRACE.json")
+    offset = offset if offset is not None else x.get("dataset_offset", 0)
+    max_turns = max_turns if max_turns is not None else x.get("agentic_max_turns")
+    for key, v, lo in (("dataset_offset", offset, None), ("agentic_max_turns", max_turns, 1)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or (lo is not None and v < lo)):
+            raise ConfigError(run.source, key, v, "must be an integer" + (f" >= {lo}" if lo else ""))
+    rate = a.get("request_rate", math.inf)
+    if rate == "trace" or not math.isinf(rate):
+        raise ConfigError(run.source, "request_rate", rate, "an agentic-trace run is modelled with every conversation "
+                          "ready at once (--request-rate inf), in flight up to max_concurrency; conversation starts "
+                          "at a finite rate are not")
+    notes = []
+    tr = load_agentic_trace(path, max_turns=max_turns, offset=offset, limit=conversations, key="--dataset-path")
+    if conversations is None:
+        rounds = run.num_prompts
+        cum = np.cumsum(tr.num_turns)
+        hit = np.flatnonzero(cum == rounds) if rounds else np.array([], dtype=np.int64)
+        if not len(hit):
+            raise ConfigError(run.source, "completed" if run.details is None else "input_lens", rounds,
+                              f"no number of the trace's conversations sends exactly this many requests ({len(tr)} "
+                              f"conversations, offset {offset}, max_turns {max_turns}, {int(cum[-1])} turns in all): "
+                              "give --num-prompts N (conversations), --dataset-offset or --agentic-max-turns as the run had them")
+        conversations = int(hit[0]) + 1
+        notes.append(f"conversations: {conversations}, the count whose turns add up to the line's {rounds} requests "
+                     "(bench_serving writes no --num-prompts)")
+        tr = load_agentic_trace(path, max_turns=max_turns, offset=offset, limit=conversations, key="--dataset-path")
+    conc = a.get("max_concurrency") or len(tr)
+    if not a.get("max_concurrency"):
+        notes.append(f"max_concurrency absent: all {len(tr)} conversations in flight at once (request rate inf)")
+    out_len = a.get("sharegpt_output_len") or AGENTIC_REPLY_LEN
+    if not a.get("sharegpt_output_len"):
+        notes.append(f"output: {AGENTIC_REPLY_LEN} tokens a turn (sharegpt_output_len null: agentic_trace.py "
+                     "DEFAULT_AGENTIC_OUTPUT_LEN)")
+    turns = tr.num_turns
+    notes.append(f"agentic trace {Path(path).name}: {len(tr)} conversations (offset {offset}, max_turns {max_turns}), "
+                 f"turns min {int(turns.min())} max {int(turns.max())} mean {turns.mean():.1f}; later turns' new tokens = "
+                 f"prompt_tokens growth - {AGENTIC_REPLY_LEN} (the trace run's reply, assumed: workload.multi_turn."
+                 "agentic_trace.trace_reply_len)")
+    at: dict[str, Any] = {"path": str(Path(path).resolve()) if Path(path).is_file() else str(path)}
+    if offset:
+        at["offset"] = offset
+    if max_turns is not None:
+        at["max_turns"] = max_turns
+    w = {"kind": "multi_turn", "concurrency": int(conc), "output_len": {"kind": "fixed", "value": int(out_len)},
+         "multi_turn": {"num_conversations": conversations, "agentic_trace": at}}
     return w, notes
 
 
@@ -410,7 +491,9 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
 
 def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None, burstiness: float | None = None,
                         template: str | None = None, lengths: str = "args",
-                        arrivals: str = "rate") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+                        arrivals: str = "rate", dataset_path: str | None = None, dataset_offset: int | None = None,
+                        agentic_max_turns: int | None = None,
+                        num_conversations: int | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """A scenario (plain dict, validated) reproducing ``run``'s arguments.
 
     Args:
@@ -423,6 +506,9 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         arrivals: ``rate`` (arrivals drawn at the line's rate, the default) or ``details``
             (the run's own arrivals and lengths as a ``trace`` workload; vLLM's
             ``--save-detailed`` lines only, :func:`_trace_workload`).
+        dataset_path, dataset_offset, agentic_max_turns, num_conversations: an
+            ``agentic-trace`` line's trace file and bench_serving's --dataset-offset,
+            --agentic-max-turns and --num-prompts (:func:`_agentic_workload`).
 
     Returns:
         (scenario dict, tables the caller writes beside the YAML: length histograms
@@ -436,7 +522,22 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     """
     file, line = run.source.rsplit(":", 1)
     notes: list[str] = []
-    if arrivals == "details":
+    agentic = run.args.get("dataset_name") == AGENTIC_DATASET
+    given = {k: v for k, v in (("--dataset-path", dataset_path), ("--dataset-offset", dataset_offset),
+                               ("--agentic-max-turns", agentic_max_turns), ("--num-prompts", num_conversations))
+             if v is not None}
+    if given and not agentic:
+        k = next(iter(given))
+        raise ConfigError("<command line>", k, given[k], f"applies to a line with dataset_name {AGENTIC_DATASET!r} "
+                          f"(this one is {run.args.get('dataset_name', '<missing>')!r})")
+    if agentic:
+        if arrivals == "details" or burstiness is not None or lengths == "details":
+            raise ConfigError("<command line>", "--arrivals/--burstiness/--lengths", "given",
+                              "an agentic-trace line is rebuilt from its trace file only")
+        workload, wnotes = _agentic_workload(run, dataset_path, dataset_offset, agentic_max_turns, num_conversations)
+        tables: dict[str, pd.DataFrame] = {}
+        notes += wnotes
+    elif arrivals == "details":
         if burstiness is not None:
             raise ConfigError("<command line>", "--burstiness", burstiness, "does not apply with --arrivals details")
         workload, wnotes, trace = _trace_workload(run)

@@ -401,7 +401,8 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
     """
     p = agentic_trace_path(str(path), scenario_path)
     if not p.is_file():
-        raise ConfigError(str(scenario_path or "<scenario>"), key, str(path), "agentic trace file does not exist")
+        where = str(scenario_path) if scenario_path else ("<command line>" if key.startswith("--") else "<scenario>")
+        raise ConfigError(where, key, str(path), "agentic trace file does not exist")
     st = p.stat()
     ck = (str(p.resolve()), st.st_size, st.st_mtime_ns, max_turns, offset, limit)
     if ck in _CACHE:

@@ -575,6 +575,12 @@ def workload_args(scenario: Any) -> dict[str, Any]:
         out["max_concurrency"] = w.get("concurrency")
     elif kind == "multi_turn":   # the semaphore holds a conversation; prompts are generated
         out.update(dataset_name="multi_turn", max_concurrency=w.get("concurrency"))
+        at = (w.get("multi_turn") or {}).get("agentic_trace")
+        if at:   # bench_serving --dataset-name agentic-trace; path, offset and turn cap as extra keys
+            outs = w.get("output_len") or {}
+            out.update(dataset_name="agentic-trace", dataset_path=at.get("path"), dataset_offset=at.get("offset", 0),
+                       agentic_max_turns=at.get("max_turns"),
+                       sharegpt_output_len=outs.get("value") if outs.get("kind") == "fixed" else None)
         return out
     elif kind == "poisson":
         out["request_rate"] = w.get("request_rate")

@@ -1,0 +1,299 @@
+"""Conversations with their own turn counts: bench_serving 0.5.23's ``agentic-trace`` dataset
+replayed through ``workload.multi_turn`` (sim/agentic_trace.py; benchmark/datasets/
+agentic_trace.py ``AgenticTraceDataset.load``, benchmark/serving.py
+``wrap_multi_turn_request_func``), ``num_turns`` as a distribution, and ``scenario from-bench``
+for an agentic-trace line."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+from specsched.sim.agentic_trace import load_agentic_trace
+from specsched.sim.config import Scenario, load_scenario
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.workload import make_requests
+
+from specsched.cli import main
+from tests.conftest import ROOT
+
+EXAMPLE = ROOT / "scenarios" / "agentic-trace-example.json"
+EXAMPLE_TURNS = [3, 14, 6, 2, 9, 4, 11, 5]
+SERVER = dict(max_running_requests=64, max_total_num_tokens=2_600_000, chunked_prefill_size=16384,
+              max_prefill_tokens=16384, speculative_algorithm="dspark", speculative_num_draft_tokens=6)
+
+
+def trace_doc(convs, **top):
+    """A trace in the agentic-trace layout: ``convs`` lists of prompt_tokens (None: no messages)."""
+    out = []
+    for c, turns in enumerate(convs):
+        row = []
+        for k, p in enumerate(turns):
+            t = {"messages": [{"role": "user", "content": f"c{c} t{k} " + "x" * 50}] if p is not None else []}
+            if p is not None:
+                t["prompt_tokens"] = p
+            row.append(t)
+        out.append(row)
+    return {"metadata": {"note": "synthetic"}, "conversations": out, **top}
+
+
+def write(tmp_path, doc, name="t.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return p
+
+
+def scenario(mt, concurrency=4, seed=1, out=220, server=None, path=""):
+    return Scenario.model_validate(dict(
+        name="agt", profile="mi355x-dsv41-flash-tp4", seed=seed, server={**SERVER, **(server or {})},
+        acceptance=dict(mean_accept_length=3.2), path=path,
+        workload=dict(kind="multi_turn", concurrency=concurrency, output_len=dict(kind="fixed", value=out),
+                      multi_turn=mt)))
+
+
+# ------------------------------------------------------------------ reading the trace
+
+def test_the_example_trace_gives_each_conversation_its_own_turns_and_growth():
+    tr = load_agentic_trace(EXAMPLE)
+    assert tr.num_turns.tolist() == EXAMPLE_TURNS and tr.total_conversations == 8
+    doc = json.loads(EXAMPLE.read_text())
+    p0 = [t["prompt_tokens"] for t in doc["conversations"][1]]
+    new, clipped = tr.new_tokens(220)
+    first = tr.turn_offsets[1]
+    assert new[first] == p0[0]                                   # turn 0: its whole prompt_tokens
+    assert new[first + 1:first + 14].tolist() == [b - a - 220 for a, b in zip(p0, p0[1:], strict=False)]
+    assert clipped == 0
+
+
+def test_max_turns_offset_and_limit_are_bench_serving_s():
+    # --agentic-max-turns cuts, --dataset-offset rotates modulo the list, --num-prompts limits
+    assert load_agentic_trace(EXAMPLE, max_turns=4).num_turns.tolist() == [min(t, 4) for t in EXAMPLE_TURNS]
+    rot = load_agentic_trace(EXAMPLE, offset=10)                 # 10 % 8 = 2
+    assert rot.source_index.tolist() == [2, 3, 4, 5, 6, 7, 0, 1]
+    assert rot.num_turns.tolist() == EXAMPLE_TURNS[2:] + EXAMPLE_TURNS[:2]
+    lim = load_agentic_trace(EXAMPLE, offset=6, limit=3)
+    assert lim.source_index.tolist() == [6, 7, 0]
+    assert load_agentic_trace(EXAMPLE, offset=-1, limit=1).source_index.tolist() == [7]
+
+
+def test_turns_without_messages_are_skipped_and_their_replies_still_counted(tmp_path):
+    # bench_serving keeps turns that have messages; a skipped turn's reply is in the growth
+    p = write(tmp_path, trace_doc([[1000, None, 2000, 2600], [None], [500]]))
+    tr = load_agentic_trace(p)
+    assert tr.num_turns.tolist() == [3, 1] and tr.source_index.tolist() == [0, 2] and tr.skipped_turns == 1
+    new, _ = tr.new_tokens(100)
+    assert new.tolist() == [1000, 2000 - 1000 - 2 * 100, 2600 - 2000 - 100, 500]
+
+
+def test_a_growth_below_the_reply_is_one_new_token_and_counted(tmp_path):
+    tr = load_agentic_trace(write(tmp_path, trace_doc([[1000, 1100, 1100]])))
+    new, clipped = tr.new_tokens(220)
+    assert new.tolist() == [1000, 1, 1] and clipped == 2
+
+
+BAD = [
+    ("no-conversations", {"metadata": {}, "turns": []}, "conversations", "<missing>"),
+    ("no-prompt-tokens", trace_doc([[1000, None]]) | {"conversations": [[{"messages": "hi", "prompt_tokens": 5},
+                                                                         {"messages": "again"}]]},
+     "conversations[0][1].prompt_tokens", "<missing>"),
+    ("decreasing", trace_doc([[100, 300], [1000, 900]]), "conversations[1][1].prompt_tokens", "900"),
+    ("negative", trace_doc([[100], [-5]]), "conversations[1][0].prompt_tokens", "-5"),
+    ("not-an-int", trace_doc([[100, 250.5]]), "conversations[0][1].prompt_tokens", "250.5"),
+    ("bad-messages", {"conversations": [[{"messages": [{"role": "user"}], "prompt_tokens": 5}]]},
+     "conversations[0][0].messages", "list"),
+    ("conversation-not-a-list", {"conversations": [{"messages": "x"}]}, "conversations[0]", ""),
+    ("empty", {"conversations": []}, "conversations", "[]"),
+    ("not-an-object", [[{"messages": "x", "prompt_tokens": 3}]], "<top level>", ""),
+    ("truncated", json.dumps(trace_doc([[100, 200]]))[:-30], "", ""),
+]
+
+
+@pytest.mark.parametrize("doc, key, value", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_traces_name_file_key_and_value(tmp_path, doc, key, value):
+    p = write(tmp_path, doc)
+    with pytest.raises(ConfigError) as e:
+        load_agentic_trace(p)
+    msg = str(e.value)
+    assert msg.startswith(str(p)) and key in msg and value in msg
+
+
+@pytest.mark.parametrize("doc, key, value", [BAD[2][1:], BAD[0][1:]], ids=["decreasing", "no-conversations"])
+def test_a_bad_trace_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, doc, key, value):
+    write(tmp_path, doc, "trace.json")
+    y = tmp_path / "s.yaml"
+    y.write_text((ROOT / "scenarios" / "agentic-trace-example.yaml").read_text()
+                 .replace("path: agentic-trace-example.json", "path: trace.json"))
+    out = tmp_path / "out"
+    assert main(["run", str(y), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0] and "trace.json" in err[0]
+    assert not out.exists()
+
+
+def test_a_large_trace_streams_without_holding_its_text(tmp_path):
+    # ~24 MB of message text; the reader keeps token counts only: its peak allocation stays
+    # far below the file (json.load would hold the text and its parsed objects)
+    text = "y" * 20_000
+    convs = [[{"messages": [{"role": "tool", "content": text}], "prompt_tokens": 1000 + 500 * k} for k in range(30)]
+             for _ in range(40)]
+    p = write(tmp_path, {"metadata": {"blob": text * 10}, "conversations": convs})
+    assert p.stat().st_size > 24e6
+    tracemalloc.start()
+    tr = load_agentic_trace(p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert tr.num_turns.tolist() == [30] * 40
+    assert peak < 6e6, peak
+
+
+# ------------------------------------------------------------------ the workload
+
+def test_scenario_keys_that_the_trace_gives_are_refused_with_it():
+    with pytest.raises(ValidationError, match="num_turns"):
+        scenario(dict(num_turns=3, agentic_trace=dict(path=str(EXAMPLE))))
+    with pytest.raises(ValidationError, match="first_prompt_len"):
+        scenario(dict(num_conversations=2, num_turns=3))
+    with pytest.raises(ValidationError, match="num_requests"):
+        Scenario.model_validate(dict(
+            name="x", profile="mi355x-dsv41-flash-tp4", server=SERVER,
+            workload=dict(kind="multi_turn", concurrency=2, num_requests=5, output_len=dict(value=5),
+                          multi_turn=dict(agentic_trace=dict(path=str(EXAMPLE))))))
+
+
+def test_each_conversation_is_sent_turn_after_turn_with_its_own_count():
+    sc = scenario(dict(agentic_trace=dict(path=str(EXAMPLE))), concurrency=3)
+    eng = SimEngine(sc)
+    res = eng.run()
+    assert res.summary["completed"] == sum(EXAMPLE_TURNS)
+    q = res.requests.sort_values("rid")
+    start, fin = q["start_s"].to_numpy(), q["finish_s"].to_numpy()
+    bounds = np.cumsum([0] + EXAMPLE_TURNS)
+    for c in range(8):
+        s, e = bounds[c], bounds[c + 1]
+        assert [eng.specs[i].turn for i in range(s, e)] == list(range(e - s))
+        assert (start[s + 1:e] >= fin[s:e - 1] - 1e-12).all()       # turn t+1 sent after turn t's last token
+        # each later turn resends the previous turn's prompt and reply, plus the trace's growth
+        for i in range(s + 1, e):
+            assert np.array_equal(eng.specs[i].tokens[:len(eng.specs[i - 1].tokens)], eng.specs[i - 1].tokens)
+    # 3 in flight: at no time more than 3 conversations have a turn in the server
+    ev = sorted([(t, 1) for t in start] + [(t, -1) for t in fin])
+    assert max(np.cumsum([d for _, d in ev])) <= 3
+
+
+def test_hit_rate_rises_with_the_turns_a_conversation_keeps():
+    rates = []
+    for m in (1, 2, 4, None):
+        res = SimEngine(scenario(dict(agentic_trace=dict(path=str(EXAMPLE), max_turns=m)))).run()
+        rates.append(res.summary.get("cache_hit_rate", 0.0))   # absent: no hit
+    assert rates[0] == 0.0                                          # one turn each: nothing to reuse
+    assert all(a < b for a, b in zip(rates, rates[1:], strict=False)), rates
+    assert rates[-1] > 0.8
+
+
+def test_a_shared_system_prompt_is_carved_from_turn_zero_and_hit_by_every_conversation():
+    eng = SimEngine(scenario(dict(system_prompt_len=4000, agentic_trace=dict(path=str(EXAMPLE), max_turns=1))))
+    eng.run()
+    firsts = load_agentic_trace(EXAMPLE, max_turns=1).prompt_tokens
+    assert [s.input_len for s in eng.specs] == firsts.tolist()       # turn 0 = its prompt_tokens, still
+    assert eng.sched.cache_hit_tokens >= 4000 * 4                   # the later conversations hit the shared part
+    with pytest.raises(ConfigError, match="system_prompt_len"):
+        make_requests(scenario(dict(system_prompt_len=6000, agentic_trace=dict(path=str(EXAMPLE)))).workload, 1)
+
+
+def test_drawn_turn_counts_differ_per_conversation_and_keep_fixed_runs_unchanged():
+    base = dict(num_conversations=200, first_prompt_len=dict(value=100), user_len=dict(value=20))
+    w = scenario({**base, "num_turns": dict(kind="uniform", value=11, range_ratio=0.0)}).workload
+    specs = make_requests(w, 3)
+    turns = np.diff(np.flatnonzero([s.turn == 0 for s in specs] + [True]))
+    assert len(turns) == 200 and turns.min() == 1 and turns.max() == 11
+    assert 5 < turns.mean() < 7
+    # a fixed count draws what it drew before the distribution existed: the same prompts
+    fixed = make_requests(scenario({**base, "num_turns": 3}).workload, 3)
+    same = make_requests(scenario({**base, "num_turns": dict(kind="fixed", value=3)}).workload, 3)
+    assert [s.input_len for s in fixed] == [s.input_len for s in same]
+
+
+def _tpot_shape(turns):
+    med, mean, tail = [], [], []
+    for seed in (1, 2, 3):
+        res = SimEngine(scenario(dict(num_conversations=48, num_turns=turns, first_prompt_len=dict(value=6000),
+                                      user_len=dict(value=800)), concurrency=8, seed=seed, out=200)).run()
+        tp = res.requests["tpot_s"].dropna().to_numpy()
+        med.append(np.median(tp))
+        mean.append(tp.mean())
+        tail.append(np.percentile(tp, 90) / np.median(tp))
+    return np.mean(med), np.mean(mean), np.mean(tail)
+
+
+def test_mixed_turn_counts_desynchronize_conversations_median_tpot_above_mean():
+    # every conversation of 6 turns: the 8 slots refill in step, their 6K first prompts land
+    # together and stall decode: a long TPOT tail, the mean above the median. Turn counts
+    # 1-11 (same mean) spread the first prompts over the run: a short tail and the median
+    # above the mean, the shape the agentic cells measured (docs/agentic.md)
+    f_med, f_mean, f_tail = _tpot_shape(6)
+    m_med, m_mean, m_tail = _tpot_shape(dict(kind="uniform", value=11, range_ratio=0.0))
+    assert f_mean > f_med and m_med > m_mean
+    assert m_tail < f_tail - 0.05
+
+
+# ------------------------------------------------------------------ from-bench
+
+SGLANG_LINE = {"tag": None, "backend": "sglang-oai-chat", "dataset_name": "agentic-trace", "request_rate": float("inf"),
+               "max_concurrency": 4, "sharegpt_output_len": None, "random_input_len": 1024, "random_output_len": 1024,
+               "random_range_ratio": 0.0, "server_info": None, "duration": 20.0, "completed": 21,
+               "total_input_tokens": 200000, "total_output_tokens": 21 * 220, "median_ttft_ms": 80.0,
+               "output_throughput": 230.0, "request_throughput": 1.05}
+
+
+def test_from_bench_builds_the_agentic_replay_from_a_sglang_line(tmp_path, monkeypatch):
+    # SGLang writes neither the path, the offset nor --num-prompts: the path is an option and
+    # the conversations are the count whose turns add up to the 21 completed requests
+    monkeypatch.chdir(tmp_path)
+    p = write(tmp_path, SGLANG_LINE, "runs.jsonl")
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out", "a.yaml",
+                 "--dataset-path", str(EXAMPLE), "--dataset-offset", "2"]) == 0
+    sc = load_scenario(tmp_path / "a.yaml")
+    w = sc.workload
+    assert (w.kind, w.concurrency, w.output_len.value) == ("multi_turn", 4, 220)
+    assert w.multi_turn.agentic_trace.offset == 2 and w.multi_turn.num_conversations == 4   # 6 + 2 + 9 + 4
+    assert sum(1 for s in make_requests(w, 1, sc.path) if s.turn == 0) == 4
+    assert any("220" in a for a in sc.assumptions)
+
+
+@pytest.mark.parametrize("args, key", [
+    ([], "--dataset-path"),                                   # no trace named
+    (["--dataset-path", str(EXAMPLE)], "completed"),          # 22 requests: no count of conversations sends them
+    (["--dataset-path", "missing.json"], "--dataset-path"),
+])
+def test_from_bench_agentic_refusals_are_one_line_and_write_nothing(tmp_path, capsys, args, key):
+    line = dict(SGLANG_LINE, completed=22) if len(args) == 2 and args[1] == str(EXAMPLE) else SGLANG_LINE
+    p = write(tmp_path, line, "runs.jsonl")
+    out = tmp_path / "a.yaml"
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and (key in err[0] or "dataset_name" in err[0])
+    assert not out.exists()
+
+
+def test_from_bench_round_trip_of_a_simulated_agentic_run(tmp_path, monkeypatch):
+    # run the shipped example, write it as bench_serving, rebuild the scenario from the line:
+    # the same conversations (turns, prompts), concurrency and output per turn
+    monkeypatch.chdir(tmp_path)
+    from specsched.sim.results import write_results
+
+    sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
+    sc = Scenario.model_validate({**sc.model_dump(), "workload": {**sc.workload.model_dump(exclude_none=True),
+                                  "multi_turn": {"agentic_trace": {"path": str(EXAMPLE), "offset": 3, "max_turns": 6}}}})
+    res = SimEngine(sc).run()
+    line = write_results(res, tmp_path / "out") / "bench_serving.jsonl"
+    assert main(["scenario", "from-bench", str(line), "--profile", "mi355x-dsv41-flash-tp4", "--out", "b.yaml"]) == 0
+    back = load_scenario(tmp_path / "b.yaml")
+    wa, wb = sc.workload, back.workload
+    assert (wb.kind, wb.concurrency, wb.output_len) == (wa.kind, wa.concurrency, wa.output_len)
+    assert (wb.multi_turn.agentic_trace.offset, wb.multi_turn.agentic_trace.max_turns) == (3, 6)
+    a, b = make_requests(wa, sc.seed, sc.path), make_requests(wb, back.seed, back.path)
+    assert [(s.input_len, s.output_len, s.turn) for s in a] == [(s.input_len, s.output_len, s.turn) for s in b]
