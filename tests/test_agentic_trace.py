@@ -89,6 +89,17 @@ def test_turns_without_messages_are_skipped_and_their_replies_still_counted(tmp_
     assert new.tolist() == [1000, 2000 - 1000 - 2 * 100, 2600 - 2000 - 100, 500]
 
 
+def test_metadata_with_brackets_and_escapes_in_strings_and_gzip_read_alike(tmp_path):
+    import gzip
+
+    doc = trace_doc([[100, 400]])
+    text = json.dumps({"metadata": {"x": ['a \\" ] } [ {', {"y": "\\\\"}], "n": -1.5e3, "z": None}, **doc})
+    assert load_agentic_trace(write(tmp_path, text)).prompt_tokens.tolist() == [100, 400]
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    assert load_agentic_trace(gz).prompt_tokens.tolist() == [100, 400]
+
+
 def test_a_growth_below_the_reply_is_one_new_token_and_counted(tmp_path):
     tr = load_agentic_trace(write(tmp_path, trace_doc([[1000, 1100, 1100]])))
     new, clipped = tr.new_tokens(220)
