@@ -50,8 +50,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   once without one. The number of conversations (``--num-prompts``) is not written either:
   without the option it is the count whose turns add up to the line's requests (the
   details' count, else ``completed``), and the line is refused when no count does
-  (:func:`_agentic_workload`). A finite request rate (conversation starts drawn at that rate)
-  is not modelled: such a line is refused.
+  (:func:`_agentic_workload`). A finite request rate starts the conversations at that rate
+  (``workload.request_rate``: exponential gaps, as ``get_request`` yields the multi-turn rows).
 - ``--arrivals details``: the run's own arrivals (vLLM's ``start_times`` less ``queue_times``)
   and lengths as a ``trace`` workload written beside the YAML, so the prediction sees the
   arrivals the server saw instead of another draw at the same rate.
@@ -235,10 +235,9 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or (lo is not None and v < lo)):
             raise ConfigError(run.source, key, v, "must be an integer" + (f" >= {lo}" if lo else ""))
     rate = a.get("request_rate", math.inf)
-    if rate == "trace" or not math.isinf(rate):
-        raise ConfigError(run.source, "request_rate", rate, "an agentic-trace run is modelled with every conversation "
-                          "ready at once (--request-rate inf), in flight up to max_concurrency; conversation starts "
-                          "at a finite rate are not")
+    if rate == "trace":
+        raise ConfigError(run.source, "request_rate", rate, "an agentic-trace run starts its conversations at a rate "
+                          "(a number, or inf), not at trace timestamps")
     notes = []
     tr = load_agentic_trace(path, max_turns=max_turns, offset=offset, limit=conversations, key="--dataset-path")
     if conversations is None:
@@ -254,9 +253,10 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
         notes.append(f"conversations: {conversations}, the count whose turns add up to the line's {rounds} requests "
                      "(bench_serving writes no --num-prompts)")
         tr = load_agentic_trace(path, max_turns=max_turns, offset=offset, limit=conversations, key="--dataset-path")
-    conc = a.get("max_concurrency") or len(tr)
+    conc = a.get("max_concurrency") or (len(tr) if math.isinf(rate) else None)
     if not a.get("max_concurrency"):
-        notes.append(f"max_concurrency absent: all {len(tr)} conversations in flight at once (request rate inf)")
+        notes.append(f"max_concurrency absent: all {len(tr)} conversations in flight at once (request rate inf)"
+                     if math.isinf(rate) else "max_concurrency absent: no cap on the conversations in flight")
     out_len = a.get("sharegpt_output_len") or AGENTIC_REPLY_LEN
     if not a.get("sharegpt_output_len"):
         notes.append(f"output: {AGENTIC_REPLY_LEN} tokens a turn (sharegpt_output_len null: agentic_trace.py "
@@ -271,8 +271,15 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
         at["offset"] = offset
     if max_turns is not None:
         at["max_turns"] = max_turns
-    w = {"kind": "multi_turn", "concurrency": int(conc), "output_len": {"kind": "fixed", "value": int(out_len)},
-         "multi_turn": {"num_conversations": conversations, "agentic_trace": at}}
+    w: dict[str, Any] = {"kind": "multi_turn"}
+    if conc:
+        w["concurrency"] = int(conc)
+    if not math.isinf(rate):
+        w["request_rate"] = rate
+        notes.append(f"arrivals: conversations started at {rate:g}/s, exponential gaps (bench_serving get_request over "
+                     "the multi-turn rows); each sends its turns back to back")
+    w.update(output_len={"kind": "fixed", "value": int(out_len)},
+             multi_turn={"num_conversations": conversations, "agentic_trace": at})
     return w, notes
 
 

@@ -575,6 +575,8 @@ def workload_args(scenario: Any) -> dict[str, Any]:
         out["max_concurrency"] = w.get("concurrency")
     elif kind == "multi_turn":   # the semaphore holds a conversation; prompts are generated
         out.update(dataset_name="multi_turn", max_concurrency=w.get("concurrency"))
+        if w.get("request_rate") is not None:   # conversations started at a rate
+            out["request_rate"] = w["request_rate"]
         at = (w.get("multi_turn") or {}).get("agentic_trace")
         if at:   # bench_serving --dataset-name agentic-trace; path, offset and turn cap as extra keys
             outs = w.get("output_len") or {}

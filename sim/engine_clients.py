@@ -86,6 +86,25 @@ class Clients:
                         yield self.env.timeout(pause)
                 yield self._send(spec)
 
+    def _conversation_starts(self, convs: list[tuple[int, list[RequestSpec]]], pauses: np.ndarray,
+                             times: np.ndarray, slots: simpy.Resource | None):
+        """Conversations started at a request rate (bench_serving's ``get_request`` yields
+        its multi-turn rows at exponential gaps; each becomes a task that waits for a
+        ``--max-concurrency`` slot, then runs its turns)."""
+        for item, t in zip(convs, times.tolist(), strict=True):
+            if t > self.env.now:
+                yield self.env.timeout(self._delay_to(t))
+            self.env.process(self._started_conversation(item, pauses, slots))
+
+    def _started_conversation(self, item: tuple[int, list[RequestSpec]], pauses: np.ndarray,
+                              slots: simpy.Resource | None):
+        if slots is None:
+            yield from self._conversations([item], pauses)
+            return
+        with slots.request() as slot:
+            yield slot
+            yield from self._conversations([item], pauses)
+
     def _open_arrivals(self, times: np.ndarray) -> None:
         """Poisson (or trace) sends without a concurrency limit: nobody waits for a reply, so
         every request's arrival time is known now: its send time, then the tokenizer FIFO
@@ -151,6 +170,14 @@ class Clients:
                 convs[-1][1].append(spec)
             most = max((len(c) for _, c in convs), default=1)
             pauses = think_times(w.multi_turn, self.seed, (len(convs), most - 1))
+            if w.request_rate is not None:
+                from specsched.sim.workload import poisson_arrivals
+
+                times = (poisson_arrivals(len(convs), w.request_rate, self.seed) if math.isfinite(w.request_rate)
+                         else np.zeros(len(convs)))
+                slots = simpy.Resource(self.env, w.concurrency) if w.concurrency else None
+                self.env.process(self._conversation_starts(convs, pauses, times, slots))
+                return
             for _ in range(min(w.concurrency, len(convs))):
                 self.env.process(self._conversations(convs, pauses))
         else:

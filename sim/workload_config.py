@@ -229,15 +229,17 @@ class WorkloadConfig(BaseModel):
         ``trace`` (:class:`TraceConfig`), at most ``num_requests`` rows, at most
         ``max_concurrency`` in flight. multi_turn: ``concurrency`` conversations in flight,
         each a closed loop of turns that resend their history (``multi_turn``,
-        :class:`MultiTurnConfig`).
+        :class:`MultiTurnConfig`); with ``request_rate`` the conversations start at that rate
+        (exponential gaps, bench_serving's ``get_request`` over its multi-turn rows), at most
+        ``concurrency`` of them in flight (None: no cap).
     """
 
     model_config = _STRICT
 
     kind: Literal["burst", "closed_loop", "poisson", "trace", "multi_turn"] = Field(description="Client behaviour: burst, closed_loop, poisson, trace or multi_turn (see above).")
     num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all).")
-    concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight.")
-    request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency.")
+    concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight (with request_rate: at most this many; None: no cap).")
+    request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency. multi_turn: conversations started per second (each then sends its turns back to back).")
     burstiness: float | None = Field(None, gt=0, allow_inf_nan=True, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential; .inf = every gap exactly 1/request_rate).")
     normalize_arrivals: bool = Field(False, description="poisson: rescale the drawn send times so the last one falls at exactly num_requests / request_rate, as `vllm bench serve` does from 0.10.1 (vllm/benchmarks/serve.py get_request, target_total_delay_s); SGLang's bench_serving does not.")
     max_concurrency: int | None = Field(None, ge=1, description="poisson, trace: most requests in flight (None: no cap).")
@@ -279,8 +281,15 @@ class WorkloadConfig(BaseModel):
         if mt is not None:
             if self.input_len is not None or self.shared_prefix is not None:
                 raise ValueError("multi_turn gives the prompts: drop 'input_len' / 'shared_prefix'")
-            if self.concurrency is None:
-                raise ValueError("multi_turn needs 'concurrency' (conversations in flight)")
+            if self.concurrency is None and self.request_rate is None:
+                raise ValueError("multi_turn needs 'concurrency' (conversations in flight) or 'request_rate' "
+                                 "(conversations started per second)")
+            rate = self.request_rate
+            if rate is not None and rate != rate:
+                raise FieldError("workload.request_rate", rate, "must be a number > 0 (or .inf)")
+            if rate is not None and mt.num_conversations is not None and mt.num_conversations / rate > MAX_ARRIVAL_SPAN_S:
+                raise FieldError("workload.request_rate", rate, f"{mt.num_conversations} conversations would start over "
+                                 f"about {mt.num_conversations / rate:.3g} s; at most {MAX_ARRIVAL_SPAN_S:.0e} s is simulated")
             if mt.fixed_turns is None:
                 if self.num_requests is not None:
                     raise FieldError("workload.num_requests", self.num_requests, "the requests are the conversations' "

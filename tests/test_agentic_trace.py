@@ -195,6 +195,33 @@ def test_each_conversation_is_sent_turn_after_turn_with_its_own_count():
     assert max(np.cumsum([d for _, d in ev])) <= 3
 
 
+def test_conversations_start_at_the_request_rate_and_wait_for_a_slot():
+    # bench_serving --request-rate R --max-concurrency C over multi-turn rows: each
+    # conversation's first turn is sent at its drawn start, or when a slot frees if later
+    from specsched.sim.workload import poisson_arrivals
+
+    base = dict(agentic_trace=dict(path=str(EXAMPLE)))
+    sc = Scenario.model_validate({**scenario(base).model_dump(), "workload": {
+        **scenario(base).workload.model_dump(exclude_none=True), "request_rate": 0.5, "concurrency": 2}})
+    eng = SimEngine(sc)
+    res = eng.run()
+    q = res.requests.sort_values("rid")
+    start, fin = q["start_s"].to_numpy(), q["finish_s"].to_numpy()
+    firsts = [i for i, s in enumerate(eng.specs) if s.turn == 0]
+    drawn = poisson_arrivals(8, 0.5, sc.seed)
+    assert (start[firsts] >= drawn - 1e-9).all()
+    assert start[firsts[:2]] == pytest.approx(drawn[:2], abs=1e-9)        # a free slot: sent at its start
+    assert (start[firsts] > drawn + 1e-3).any()                           # and some waited for one
+    ev = sorted([(t, 1) for t in start] + [(t, -1) for t in fin])
+    assert max(np.cumsum([d for _, d in ev])) <= 2
+    # no cap: every conversation starts at its drawn time
+    free = Scenario.model_validate({**sc.model_dump(), "workload": {**sc.workload.model_dump(exclude_none=True),
+                                                                       "concurrency": None}})
+    e2 = SimEngine(free)
+    q2 = e2.run().requests.sort_values("rid")
+    assert q2["start_s"].to_numpy()[firsts] == pytest.approx(drawn, abs=1e-9)
+
+
 def test_hit_rate_rises_with_the_turns_a_conversation_keeps():
     rates = []
     for m in (1, 2, 4, None):
@@ -273,6 +300,14 @@ def test_from_bench_builds_the_agentic_replay_from_a_sglang_line(tmp_path, monke
     assert w.multi_turn.agentic_trace.offset == 2 and w.multi_turn.num_conversations == 4   # 6 + 2 + 9 + 4
     assert sum(1 for s in make_requests(w, 1, sc.path) if s.turn == 0) == 4
     assert any("220" in a for a in sc.assumptions)
+
+
+def test_from_bench_a_finite_rate_starts_conversations_at_it(tmp_path):
+    p = write(tmp_path, dict(SGLANG_LINE, request_rate=2.0, max_concurrency=None, sharegpt_output_len=512), "r.jsonl")
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out",
+                 str(tmp_path / "r.yaml"), "--dataset-path", str(EXAMPLE), "--num-prompts", "5"]) == 0
+    w = load_scenario(tmp_path / "r.yaml").workload
+    assert (w.request_rate, w.concurrency, w.output_len.value, w.multi_turn.num_conversations) == (2.0, None, 512, 5)
 
 
 @pytest.mark.parametrize("args, key", [
