@@ -107,14 +107,29 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     load_profile(args.profile)   # refuse an unknown profile before writing anything
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
                                      template=args.template, lengths=args.lengths, arrivals=args.arrivals,
-                                     dataset_path=args.dataset_path, dataset_offset=args.dataset_offset,
-                                     agentic_max_turns=args.agentic_max_turns, num_conversations=args.num_prompts)
+                                     **_agentic_args(args))
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(p)
     for note in sc["assumptions"]:
         print(f"  - {note}")
     return 0
+
+
+def _agentic_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The agentic-trace options of from-bench / validate-bench as scenario_from_bench's keywords."""
+    return {"dataset_path": getattr(args, "dataset_path", None), "dataset_offset": getattr(args, "dataset_offset", None),
+            "agentic_max_turns": getattr(args, "agentic_max_turns", None),
+            "num_conversations": getattr(args, "num_prompts", None)}
+
+
+def _add_agentic_options(p: Any) -> None:
+    p.add_argument("--dataset-path", metavar="TRACE.json",
+                   help="agentic-trace lines: the trace file the run replayed (bench_serving writes no path)")
+    p.add_argument("--dataset-offset", type=int, help="agentic-trace lines: bench_serving's --dataset-offset (default 0)")
+    p.add_argument("--agentic-max-turns", type=positive_int, help="agentic-trace lines: bench_serving's --agentic-max-turns")
+    p.add_argument("--num-prompts", type=positive_int, help="agentic-trace lines: conversations (bench_serving's "
+                   "--num-prompts; default: the count whose turns add up to the line's requests)")
 
 
 # ---------------------------------------------------------------- validate-bench
@@ -142,9 +157,12 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
 
     # a line with send times is replayed with them (and its own lengths), as calibrate --from
     # does: one arrival draw's luck near saturation is then not read as the model's error
-    arrivals = "details" if replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
+    from specsched.analysis.from_bench import AGENTIC_DATASET
+
+    agentic = run.args.get("dataset_name") == AGENTIC_DATASET   # rebuilt from its trace file, conversation by conversation
+    arrivals = "details" if not agentic and replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
-                                     arrivals=arrivals)
+                                     arrivals=arrivals, **_agentic_args(args))
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
     return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 
@@ -260,12 +278,7 @@ def add_parsers(sub: Any) -> None:
     f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
                    help="rate: arrivals drawn at the line's rate (default); details: the run's own arrivals and lengths "
                         "as a trace (vllm bench serve --save-detailed lines: start_times less queue_times)")
-    f.add_argument("--dataset-path", metavar="TRACE.json",
-                   help="agentic-trace lines: the trace file the run replayed (bench_serving writes no path)")
-    f.add_argument("--dataset-offset", type=int, help="agentic-trace lines: bench_serving's --dataset-offset (default 0)")
-    f.add_argument("--agentic-max-turns", type=positive_int, help="agentic-trace lines: bench_serving's --agentic-max-turns")
-    f.add_argument("--num-prompts", type=positive_int, help="agentic-trace lines: conversations (bench_serving's "
-                   "--num-prompts; default: the count whose turns add up to the line's requests)")
+    _add_agentic_options(f)
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",
@@ -287,4 +300,5 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")
     v.add_argument("--log-x", action="store_true", help="logarithmic latency axes in the plots")
+    _add_agentic_options(v)
     v.set_defaults(func=cmd_validate_bench)

@@ -343,3 +343,18 @@ def test_from_bench_round_trip_of_a_simulated_agentic_run(tmp_path, monkeypatch)
     assert (wb.multi_turn.agentic_trace.offset, wb.multi_turn.agentic_trace.max_turns) == (3, 6)
     a, b = make_requests(wa, sc.seed, sc.path), make_requests(wb, back.seed, back.path)
     assert [(s.input_len, s.output_len, s.turn) for s in a] == [(s.input_len, s.output_len, s.turn) for s in b]
+
+
+def test_validate_bench_rebuilds_an_agentic_line_from_its_trace(tmp_path, capsys):
+    # a specsched line holds its send times; an agentic-trace line is still rebuilt from the
+    # trace (conversation by conversation), not replayed as single requests
+    from specsched.sim.results import write_results
+
+    sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
+    line = write_results(SimEngine(sc).run(), tmp_path / "out") / "bench_serving.jsonl"
+    assert main(["validate-bench", str(line), "--profile", "mi355x-dsv41-flash-tp4", "--seeds", "1",
+                 "--out", str(tmp_path / "vb")]) == 0
+    built = load_scenario(tmp_path / "vb" / "from-bench.yaml")
+    assert built.workload.kind == "multi_turn" and built.workload.multi_turn.agentic_trace is not None
+    out = capsys.readouterr().out
+    assert "completed" in out and "+0.00%" in out.split("completed", 1)[1].splitlines()[0]
