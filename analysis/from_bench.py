@@ -266,6 +266,11 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
                  f"turns min {int(turns.min())} max {int(turns.max())} mean {turns.mean():.1f}; later turns' new tokens = "
                  f"prompt_tokens growth - {AGENTIC_REPLY_LEN} (the trace run's reply, assumed: workload.multi_turn."
                  "agentic_trace.trace_reply_len)")
+    if tr.shared_system > 1:
+        low = int(tr.prompt_tokens[tr.turn_offsets[:-1]].min())
+        notes.append(f"prefix: {tr.shared_system} of {len(tr)} conversations open with the same system message, which "
+                     "the server's radix cache shares; the trace does not say its tokens, so none is shared here: state "
+                     f"them as workload.multi_turn.system_prompt_len (below {low}, the shortest first prompt)")
     at: dict[str, Any] = {"path": str(Path(path).resolve()) if Path(path).is_file() else str(path)}
     if offset:
         at["offset"] = offset

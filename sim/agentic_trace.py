@@ -71,6 +71,9 @@ class AgenticConversations:
             messages were skipped between them; 0 for a conversation's first kept turn).
         total_conversations: conversations in the file, or None when reading stopped early.
         skipped_turns: turns without messages that were left out (bench_serving drops them).
+        shared_system: conversations whose first kept turn opens with the most common system
+            message (the same text; 0 when none opens with one). The trace does not say how
+            many tokens it is: ``multi_turn.system_prompt_len`` states it.
     """
 
     source_index: np.ndarray
@@ -79,6 +82,7 @@ class AgenticConversations:
     gaps: np.ndarray
     total_conversations: int | None
     skipped_turns: int
+    shared_system: int = 0
 
     def __len__(self) -> int:
         return len(self.source_index)
@@ -253,9 +257,19 @@ def _messages_ok(m: Any) -> bool:
                                   and all(isinstance(x, dict) and "role" in x and "content" in x for x in m))
 
 
-def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[tuple[list[int], list[int], int] | None]:
-    """Per conversation of the file's list: (prompt_tokens, gaps, skipped) of its kept turns,
-    or None when none is kept. The cursor is inside the list."""
+Record = tuple[list[int], list[int], int, int | None]
+
+
+def _system_key(messages: Any) -> int | None:
+    """A hash of the system message a turn opens with (None without one)."""
+    if isinstance(messages, list) and messages[0].get("role") == "system":
+        return hash(str(messages[0].get("content")))
+    return None
+
+
+def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[Record | None]:
+    """Per conversation of the file's list: (prompt_tokens, gaps, skipped, system message
+    hash) of its kept turns, or None when none is kept. The cursor is inside the list."""
     i = 0
     while True:
         c = sc.peek()
@@ -272,6 +286,7 @@ def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[tuple[list[i
         gaps: list[int] = []
         skipped = 0
         k = last = 0
+        system = None
         while True:
             c = sc.peek()
             if c == "]":
@@ -305,18 +320,20 @@ def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[tuple[list[i
                 raise ConfigError(sc.where, f"{key}.prompt_tokens", p,
                                   f"must not decrease within a conversation (the previous turn's is {prompts[-1]}): "
                                   "each turn's prompt holds the whole history")
+            if not prompts:
+                system = _system_key(turn["messages"])
             gaps.append(k - last if prompts else 0)
             prompts.append(p)
             last = k
             del turn
             k += 1
-        yield (prompts, gaps, skipped) if prompts else None
+        yield (prompts, gaps, skipped, system) if prompts else None
         i += 1
 
 
 def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> AgenticConversations:
     where = str(p)
-    records: list[tuple[list[int], list[int], int] | None] = []
+    records: list[Record | None] = []
     total: int | None = None
     found = False
     with open_text(p, encoding="utf-8") as f:
@@ -365,6 +382,7 @@ def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> Age
     offsets = [0]
     src: list[int] = []
     skipped = 0
+    systems: dict[int, int] = {}
     for j in order:
         rec = records[j] if j < len(records) else None
         if rec is None:
@@ -374,6 +392,8 @@ def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> Age
         prompts += rec[0]
         gaps += rec[1]
         skipped += rec[2]
+        if rec[3] is not None:
+            systems[rec[3]] = systems.get(rec[3], 0) + 1
         offsets.append(len(prompts))
         src.append(j)
     if not src:
@@ -383,7 +403,7 @@ def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> Age
            np.asarray(prompts, dtype=np.int64), np.asarray(gaps, dtype=np.int64)]
     for a in arr:
         a.setflags(write=False)
-    return AgenticConversations(*arr, total, skipped)
+    return AgenticConversations(*arr, total, skipped, max(systems.values(), default=0))
 
 
 _CACHE: dict[tuple, AgenticConversations] = {}

@@ -223,6 +223,19 @@ class ConversationPlan:
         return int(self.news[start + t]) if self.news is not None else int(self.users[c, t - 1])
 
 
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_once(path: str, lines: list[str]) -> None:
+    """Each warning about a trace on stderr once per process (a run reads it per seed)."""
+    import sys
+
+    for line in lines:
+        if (path, line) not in _WARNED:
+            _WARNED.add((path, line))
+            print(f"warning: {path}: {line}", file=sys.stderr)
+
+
 def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None = None) -> ConversationPlan:
     """Turn counts and per-turn prompt growth of a ``workload.multi_turn`` block.
 
@@ -256,9 +269,17 @@ def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None
                               f"{int(tr.source_index[c])} of {at.path} starts with {int(tr.prompt_tokens[tr.turn_offsets[c]])})")
         notes = [f"agentic trace {at.path}: {len(tr)} conversations, turns min {int(tr.num_turns.min())} max "
                  f"{int(tr.num_turns.max())} mean {tr.num_turns.mean():.1f}"]
+        warn = []
+        if tr.shared_system > 1 and cfg.system_prompt_len == 0:
+            warn.append(f"{tr.shared_system} of {len(tr)} conversations open with the same system message, which a "
+                         "server's radix cache shares; the trace does not say its tokens: state them as "
+                         "workload.multi_turn.system_prompt_len (else no conversation shares a prefix)")
         if clipped:
-            notes.append(f"{clipped} later turn(s) grew by at most trace_reply_len ({at.trace_reply_len}) tokens: sent with 1 new token")
-        return ConversationPlan(tr.num_turns.astype(np.int64), firsts.astype(np.int64), None, news, tuple(notes))
+            warn.append(f"{clipped} later turn(s) grew by at most trace_reply_len ({at.trace_reply_len}) tokens: "
+                        "sent with 1 new token")
+        _warn_once(str(at.path), warn)
+        return ConversationPlan(tr.num_turns.astype(np.int64), firsts.astype(np.int64), None, news,
+                                tuple(notes + warn))
     n_conv = cfg.num_conversations
     if isinstance(cfg.num_turns, int):
         turns = np.full(n_conv, cfg.num_turns, dtype=np.int64)

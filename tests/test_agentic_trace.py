@@ -100,6 +100,15 @@ def test_metadata_with_brackets_and_escapes_in_strings_and_gzip_read_alike(tmp_p
     assert load_agentic_trace(gz).prompt_tokens.tolist() == [100, 400]
 
 
+def test_conversations_opening_with_one_system_message_are_counted_and_said(tmp_path, capsys):
+    assert load_agentic_trace(EXAMPLE).shared_system == 8
+    assert load_agentic_trace(write(tmp_path, trace_doc([[100], [200]]))).shared_system == 0   # user messages only
+    p = write(tmp_path, SGLANG_LINE, "runs.jsonl")
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out",
+                 str(tmp_path / "a.yaml"), "--dataset-path", str(EXAMPLE), "--dataset-offset", "2"]) == 0
+    assert "system_prompt_len (below" in capsys.readouterr().out
+
+
 def test_a_growth_below_the_reply_is_one_new_token_and_counted(tmp_path):
     tr = load_agentic_trace(write(tmp_path, trace_doc([[1000, 1100, 1100]])))
     new, clipped = tr.new_tokens(220)
