@@ -253,6 +253,9 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
         notes.append(f"conversations: {conversations}, the count whose turns add up to the line's {rounds} requests "
                      "(bench_serving writes no --num-prompts)")
         tr = load_agentic_trace(path, max_turns=max_turns, offset=offset, limit=conversations, key="--dataset-path")
+    elif run.num_prompts and int(tr.num_turns.sum()) != run.num_prompts:
+        notes.append(f"requests: the {len(tr)} conversations send {int(tr.num_turns.sum())} turns, the line "
+                     f"{run.num_prompts} requests (another offset, turn cap or conversation count, or failed requests?)")
     conc = a.get("max_concurrency") or (len(tr) if math.isinf(rate) else None)
     if not a.get("max_concurrency"):
         notes.append(f"max_concurrency absent: all {len(tr)} conversations in flight at once (request rate inf)"

@@ -66,7 +66,8 @@ EXAMPLES: dict[str, list[str]] = {
     "profile": ["specsched profile --device cuda --preset 1b --graph-max-bs 128 --name h200-1b --out profiles/h200-1b.yaml",
                 "specsched profile --analytic --model llama-3.1-8b --gpu H200 --tp 1 --out profiles/h200-l8.yaml"],
     "doctor": ["specsched doctor --device cuda", "specsched doctor --device cuda-as-hip --out doctor.md"],
-    "scenario": ["specsched scenario from-bench runs.jsonl:3 --profile h200-1b --out mine.yaml"],
+    "scenario": ["specsched scenario from-bench runs.jsonl:3 --profile h200-1b --out mine.yaml",
+                 "specsched scenario from-bench agentic.jsonl --profile h200-1b --dataset-path trace.json   # an agentic-trace run"],
     "validate-bench": ["specsched validate-bench runs.jsonl:3 --scenario mine.yaml --plot",
                        "specsched validate-bench runs.jsonl:3 --profile h200-1b"],
 }

@@ -251,6 +251,29 @@ def test_a_shared_system_prompt_is_carved_from_turn_zero_and_hit_by_every_conver
         make_requests(scenario(dict(system_prompt_len=6000, agentic_trace=dict(path=str(EXAMPLE)))).workload, 1)
 
 
+def test_dp_ranks_route_each_turn_of_conversations_of_their_own_lengths():
+    # round-robin DP ranks with turn counts that differ: a turn that stays on the rank
+    # extends the previous turn's tokens; one that arrives from another shares the system prompt only
+    from specsched.sim.prefix_workload import conversation_plan, multi_turn_conversations
+
+    for mt in (dict(num_conversations=12, num_turns=dict(kind="uniform", value=7, range_ratio=0.0),
+                    first_prompt_len=dict(value=50), user_len=dict(value=9), system_prompt_len=5, dp_ranks=3),
+               dict(agentic_trace=dict(path=str(EXAMPLE)), system_prompt_len=5, dp_ranks=3)):
+        cfg = scenario(mt).workload.multi_turn
+        plan = conversation_plan(cfg, 4)
+        convs = multi_turn_conversations(cfg, np.full(plan.total, 6), 4, None, plan)
+        assert [len(c) for c in convs] == plan.turns.tolist()
+        stayed = moved = 0
+        for specs in convs:
+            for a, b in zip(specs, specs[1:], strict=False):
+                if np.array_equal(b.tokens[:len(a.tokens)], a.tokens):
+                    stayed += 1
+                else:
+                    assert np.array_equal(b.tokens[:5], a.tokens[:5]) and b.tokens[5] != a.tokens[5]
+                    moved += 1
+        assert stayed and moved
+
+
 def test_drawn_turn_counts_differ_per_conversation_and_keep_fixed_runs_unchanged():
     base = dict(num_conversations=200, first_prompt_len=dict(value=100), user_len=dict(value=20))
     w = scenario({**base, "num_turns": dict(kind="uniform", value=11, range_ratio=0.0)}).workload
@@ -309,6 +332,10 @@ def test_from_bench_builds_the_agentic_replay_from_a_sglang_line(tmp_path, monke
     assert w.multi_turn.agentic_trace.offset == 2 and w.multi_turn.num_conversations == 4   # 6 + 2 + 9 + 4
     assert sum(1 for s in make_requests(w, 1, sc.path) if s.turn == 0) == 4
     assert any("220" in a for a in sc.assumptions)
+    # a conversation count given that does not send the line's requests is said
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out", "c.yaml",
+                 "--dataset-path", str(EXAMPLE), "--num-prompts", "3"]) == 0
+    assert any("send 23 turns, the line 21 requests" in a for a in load_scenario(tmp_path / "c.yaml").assumptions)
 
 
 def test_from_bench_a_finite_rate_starts_conversations_at_it(tmp_path):
