@@ -82,7 +82,7 @@ not given)."""
 class AgenticTraceConfig(BaseModel):
     """An agentic trace to replay as conversations (SGLang 0.5.23 bench_serving
     ``--dataset-name agentic-trace``, benchmark/datasets/agentic_trace.py
-    ``AgenticTraceDataset.load``; :mod:`sim.agentic_trace`): a JSON file
+    ``AgenticTraceDataset.load``; read by sim/agentic_trace.py): a JSON file
     ``{"metadata": ..., "conversations": [[{"messages": [...], "prompt_tokens": N}, ...], ...]}``
     (OpenHands / SWE-smith style). Each conversation keeps its own turns (those with
     messages, at most ``max_turns``); turn 0's prompt is its ``prompt_tokens``; each later
@@ -111,8 +111,8 @@ class MultiTurnConfig(BaseModel):
     result). ``num_turns`` is a count (every conversation the same) or a length-style
     distribution drawn once per conversation (seeded), so conversations differ in length.
     With ``agentic_trace`` the turn counts and per-turn prompt growth come from a trace file
-    instead (:class:`AgenticTraceConfig`; ``first_prompt_len``, ``user_len`` and ``num_turns``
-    are then left out, and ``num_conversations`` is an upper limit). A conversation holds one
+    instead (``agentic_trace``; ``first_prompt_len``, ``user_len`` and ``num_turns`` are then
+    left out, and ``num_conversations`` is an upper limit). A conversation holds one
     concurrency slot from its first send to its last token (bench_serving's semaphore wraps
     the whole conversation); between a turn's last token and the next turn's send the client
     thinks for ``think_time_s`` (fixed, or exponential with that mean). Output lengths per
