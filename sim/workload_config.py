@@ -111,7 +111,7 @@ class MultiTurnConfig(BaseModel):
     result). ``num_turns`` is a count (every conversation the same) or a length-style
     distribution drawn once per conversation (seeded), so conversations differ in length.
     With ``agentic_trace`` the turn counts and per-turn prompt growth come from a trace file
-    instead (``agentic_trace``; ``first_prompt_len``, ``user_len`` and ``num_turns`` are then
+    instead (``first_prompt_len``, ``user_len`` and ``num_turns`` are then
     left out, and ``num_conversations`` is an upper limit). A conversation holds one
     concurrency slot from its first send to its last token (bench_serving's semaphore wraps
     the whole conversation); between a turn's last token and the next turn's send the client
