@@ -323,12 +323,18 @@ def interleave_cli(args: argparse.Namespace) -> int:
                   budget_s=10_000.0, batch_sizes=[bs[-1]], prompt_len=None, forced_accept=2, seed=0)
     p.launch_bs = bs
     eng = RuntimeEngine(sc, preset=args.preset, device=args.device)
-    lines: list[dict[str, Any]] = []
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("")
 
     def emit(d: dict[str, Any]) -> None:
-        d = _finite(d)
-        lines.append(d)
-        print(json.dumps(d), flush=True)
+        # each line as it comes (a run cut short by a time limit keeps what it measured)
+        line = json.dumps(_finite(d))
+        print(line, flush=True)
+        if out is not None:
+            with out.open("a") as f:
+                f.write(line + "\n")
 
     prof = [_profiler_block(p)]
     emit({**prof[-1], "rep": 0})
@@ -338,8 +344,6 @@ def interleave_cli(args: argparse.Namespace) -> int:
         ratios = engine_ratios(table, prof[-2:])
         emit({**run, "rep": rep, "over_profiler": {k: round(x, 4) for k, x in ratios.items()}})
         emit({**prof[-1], "rep": rep})
-    if args.out:
-        Path(args.out).write_text("".join(json.dumps(d) + "\n" for d in lines))
     return 0
 
 

@@ -137,7 +137,7 @@ def test_interleave_alternates_the_profiler_and_the_engine_on_cpu(tmp_path):
     pytest.importorskip("torch")
     sc = tmp_path / "s.yaml"
     sc.write_text(SCENARIO)
-    out = tmp_path / "lc.jsonl"
+    out = tmp_path / "new" / "lc.jsonl"
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launch_context.py"), "interleave", "--scenario",
                         str(sc), "--device", "cpu", "--preset", "tiny", "--reps", "1", "--tokens", "16,48",
                         "--batch-sizes", "1,2", "--contexts", "64", "--repeats", "3", "--out", str(out)],
