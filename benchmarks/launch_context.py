@@ -30,8 +30,8 @@ steady calls at the profiler's batch sizes, interpolated as
 loop; extend and injection: each call over the profiler's issue at its tokens, the extend's
 also over that issue plus the profiler's ``host.launch_s``, what the simulator charges an
 extend launch). Seconds apart in one process, a cost of the serving loop's context shows as
-an excess in every repetition (rounds 21-22: verify x1.1-1.4, extend x1.07-1.15, injection
-x1.2-1.5 of the profile made minutes before); a host level shows as ratios near 1 with the
+an excess in every repetition (rounds 21-22: verify x1.1-1.4, extend x1.06-1.14, injection
+x1.2-1.55 of the profile made minutes before); a host level shows as ratios near 1 with the
 profiler's and the engine's calls moving together between repetitions.
 
     python benchmarks/launch_context.py runs OUT/v23x/results [--runs sharegpt,small-chunk]
@@ -196,9 +196,11 @@ def runs_cli(args: argparse.Namespace) -> int:
     for p in runs:
         try:
             rows[p.name.removesuffix("-measured")] = run_context(p, args.window_ms / 1e3)
-        except (ValueError, KeyError, OSError) as e:
-            print(f"launch_context: {p}: {e}", file=sys.stderr)
-            return 2
+        except (ValueError, KeyError, OSError) as e:  # one unreadable run: said, the rest read
+            print(f"launch_context: skipped {p}: {e}", file=sys.stderr)
+    if not rows:
+        print(f"launch_context: no run of {root} could be read", file=sys.stderr)
+        return 2
     df = pd.DataFrame(rows).T
     cols = ["steady", "near_share", *[f"ac{x}" for x in LAGS], *[f"ac{x}_near" for x in LAGS[:3]], "k1", "k2", "k3",
             "bs_changed", "work_lo", "work_hi", "blocked_lo", "blocked_hi", "ext~verify", "inj~ext"]
@@ -236,8 +238,8 @@ def _profiler_block(p: Any) -> dict[str, Any]:
 
 
 def _engine_block(eng: Any, window_ms: float) -> tuple[dict[str, Any], pd.DataFrame]:
-    """One measured run of the engine's cell; its launch table (:func:`launch_table`'s
-    columns, the steady flags of :func:`steady_ratio`)."""
+    """One measured run of the engine's cell (``RuntimeEngine.run``: on a GPU an unmeasured
+    pass, then the measured one): its summary line and its :func:`launch_table`."""
     import tempfile
 
     from specsched.runtime.host_reference import reference_work

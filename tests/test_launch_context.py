@@ -117,6 +117,14 @@ def test_runs_prints_a_row_per_run_and_refuses_an_empty_directory(tmp_path):
                         capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "c-base" in ok.stdout and "ext~verify" in ok.stdout
+    # a run whose files disagree (a probe row short) is named and skipped; the others are read
+    _write(tmp_path / "r" / "d-base-measured", steps, _calls(steps, np.ones(len(steps))))
+    pd.read_parquet(tmp_path / "r" / "d-base-measured" / "host_probe.parquet").iloc[:-1].to_parquet(
+        tmp_path / "r" / "d-base-measured" / "host_probe.parquet")
+    mixed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launch_context.py"), "runs",
+                            str(tmp_path / "r")], capture_output=True, text=True, cwd=ROOT)
+    assert mixed.returncode == 0 and "c-base" in mixed.stdout and "d-base" not in mixed.stdout
+    assert len(mixed.stderr.strip().splitlines()) == 1 and "d-base-measured" in mixed.stderr
     (tmp_path / "e").mkdir()
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launch_context.py"), "runs", str(tmp_path / "e")],
                          capture_output=True, text=True, cwd=ROOT)
