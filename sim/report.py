@@ -157,6 +157,8 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
         _line("Delayed admission passes:", s("num_delayed_passes"), "{:d}"),
         _line("Retractions:", s("num_retractions"), "{:d}"),
     ]
+    if "num_preemptions" in summary:
+        out.append(_line("Priority preemptions:", s("num_preemptions"), "{:d}"))
     if "swa_token_usage_peak" in summary:
         out.append(_line("Peak SWA token usage:", s("swa_token_usage_peak"), "{:.3f}"))
     if "cache_hit_rate" in summary:
