@@ -698,7 +698,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         arguments, plus ``num_prompts``/``burstiness`` as vLLM writes them), ``server_info``
         (the scenario's server arguments and its name/arm/seed/profile), every metric in
         :data:`METRIC_KEYS` the run has (p95 of TTFT/TPOT/E2E from the requests table when
-        the summary lacks them; None where unknown, as bench_serving writes null).
+        the summary lacks them; None where unknown, as bench_serving writes null; TPOT and ITL 0.0
+        when no output had a second token, as bench_serving's ``np.mean(tpots or 0)`` writes them).
     """
     s = run.summary or {}
     rec: dict[str, Any] = {"tag": s.get("scenario"), "backend": f"specsched-{s.get('source', 'sim')}"}
@@ -737,6 +738,11 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             v = extra[k]
         if v is None and k == "total_output_tokens_retokenized":
             v = _value(s, "total_output_tokens")
+        if v is None and k.endswith(("_tpot_ms", "_itl_ms")) and (_value(s, "completed") or 0) > 0:
+            # every output one token: no TPOT or ITL sample, and bench_serving writes
+            # np.mean(tpots or 0) (its every statistic of both) = 0.0, not null
+            # (SGLang 0.5.23 benchmark/serving.py calculate_metrics)
+            v = 0.0
         rec[k] = v
     chunks = _table(run, "chunks")
     if details is None:

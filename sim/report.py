@@ -99,8 +99,8 @@ def bench_block(summary: dict[str, Any], bench: dict[str, Any] | None = None,
     b = bench or {}
 
     def get(key: str) -> Any:
-        v = summary.get(key)
-        return b.get(key) if v is None else v
+        v = summary.get(key)   # NaN (no sample): the record's figure, as bench_serving prints it
+        return b.get(key) if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
     out = ["", _sg_head(f" {title} ", "=")]
     for label, key in BENCH_ROWS:
