@@ -90,6 +90,10 @@ class ModelArch(BaseModel):
     swa_pool_layers: int | None = None
     fp8_native: bool = False
     fp8_routed_experts_only: bool = False
+    kv_cache_bytes: int = 2
+    """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
+    (and ``bf16``), 1 for ``fp8_e4m3`` / ``fp8_e5m2`` (``profile --analytic --kv-cache-dtype``;
+    model_executor/pool_configurator.py ``_compute_cell_size``: the dtype's element size)."""
     weight_format: str | None = None
     """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`); None otherwise.
     Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""

@@ -223,7 +223,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                     f"request's context rounded up to {GATHER_WIDTH_BUCKET} (writer.GATHER_WIDTH_BUCKET: "
                                     f"runtime/engine.py, runtime/layers.py AttnBatch), over every padded graph row")}
            if eff.kv_gather_passes else {}),
-        "hardware.kv_cell_bytes": "KV bytes per token per rank, bf16 KV cache (SGLang pool_configurator.py _compute_cell_size)",
+        "hardware.kv_cell_bytes": f"KV bytes per token per rank, {'fp8' if arch.kv_cache_bytes == 1 else 'bf16'} KV cache "
+                                  "(SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
         **host_prov,
