@@ -102,7 +102,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     eff = Efficiency(**over) if over else None
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
                       draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model,
-                      draft_vocab=getattr(args, "draft_vocab", None))
+                      draft_vocab=getattr(args, "draft_vocab", None),
+                      draft_model=load_model(args.draft_model, "--draft-model") if getattr(args, "draft_model", None) else None)
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
@@ -181,6 +182,9 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--kv-cache-dtype", default=None,
                    help="KV cache element type, SGLang's --kv-cache-dtype: auto (the model's, bf16), bf16, fp8_e4m3 or "
                         "fp8_e5m2 (1 byte: about twice the pool, half the KV read) (default auto)")
+    g.add_argument("--draft-model", default=None,
+                   help="a separate draft model (SGLang's STANDALONE drafter), a shipped name or a config.json: "
+                        "priced as that whole model at the target's TP (default: --draft-layers target-shaped layers)")
     g.add_argument("--host-ghz", type=float, default=None,
                    help="the serving host's single-core CPU clock, GHz: scales the eager (no-graph) kernel issue "
                         "(default 2.1, the host it was measured on)")

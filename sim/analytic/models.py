@@ -316,8 +316,9 @@ def fp4_format(quant: Any) -> str | None:
     return None
 
 
-def load_model(name_or_path: str) -> ModelArch:
-    """A shipped model by name (case-insensitive) or a config.json path.
+def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
+    """A shipped model by name (case-insensitive) or a config.json path (``option``: the
+    command-line option an unknown name is reported under).
 
     Raises:
         ConfigError: unknown name (lists the shipped ones), unreadable or invalid JSON,
@@ -329,7 +330,7 @@ def load_model(name_or_path: str) -> ModelArch:
         return from_hf_config(table[key], key, f"shipped model {key}")
     p = Path(name_or_path)
     if not p.is_file():
-        raise ConfigError("<command line>", "--model", name_or_path,
+        raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
     try:
         cfg = json.loads(p.read_text())
