@@ -298,12 +298,18 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
         if isinstance(obj.get(k), list) and len(obj[k]) != n:
             raise ConfigError(where, k, f"{len(obj[k])} entries", f"per-request lists must have {n} entries like input_lens")
 
-    def arr(key: str, values: list[Any]) -> np.ndarray:
-        try:
-            return np.array([np.nan if v is None else v for v in values], dtype=float)
-        except (TypeError, ValueError):
-            bad = next(v for v in values if v is not None and not isinstance(v, (int, float)))
-            raise ConfigError(where, key, bad, "entries must be numbers") from None
+    def arr(key: str, values: list[Any], non_negative: bool = False) -> np.ndarray:
+        for j, v in enumerate(values):   # a list or a string inside (np.array made a 2-D array, or read "0.01")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
+                raise ConfigError(where, f"{key}[{j}]", shown, "entries must be numbers (or null)")
+        a = np.array([np.nan if v is None else v for v in values], dtype=float)
+        if non_negative:
+            with np.errstate(invalid="ignore"):
+                neg = np.flatnonzero(a < 0)
+            if neg.size:
+                raise ConfigError(where, f"{key}[{int(neg[0])}]", values[int(neg[0])], "a time must be >= 0 (s)")
+        return a
 
     itls_raw = obj.get("itls") if isinstance(obj.get("itls"), list) else [[] for _ in range(n)]
     itls = []
@@ -312,14 +318,14 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
             x = []
         if not isinstance(x, list):
             raise ConfigError(where, f"itls[{i}]", x, "must be a list of seconds")
-        itls.append(arr(f"itls[{i}]", x))
+        itls.append(arr(f"itls[{i}]", x, non_negative=True))
     errors = obj.get("errors") if isinstance(obj.get("errors"), list) else [""] * n
     start = latency = None
     if isinstance(obj.get("start_times"), list) and n:
         start = arr("start_times", obj["start_times"])
         start = start - np.nanmin(start) if np.isfinite(start).any() else None
     if isinstance(obj.get("latencies"), list):
-        latency = arr("latencies", obj["latencies"])
+        latency = arr("latencies", obj["latencies"], non_negative=True)
     lens = {}
     for key in ("input_lens", "output_lens"):
         v = arr(key, obj[key])
@@ -331,7 +337,7 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
             raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be an integer >= 0")
         lens[key] = np.nan_to_num(v).astype(np.int64)
     return BenchDetails(lens["input_lens"], lens["output_lens"],
-                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency,
+                        np.nan_to_num(arr("ttfts", obj["ttfts"], non_negative=True)), itls, [e or "" for e in errors], start, latency,
                         has_itls=isinstance(obj.get("itls"), list))
 
 
@@ -341,6 +347,72 @@ def _cache_report(obj: Mapping[str, Any], where: str) -> dict[str, float]:
         return {}
     v = _number(where, "cache_report.cache_hit_rate_pct", rep.get("cache_hit_rate_pct"))
     return {} if v is None or math.isnan(v) else {"cache_hit_rate": v / 100.0}
+
+
+def _percentile_pairs(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    """``percentiles_{m}_ms`` as ``[[P, value], ...]`` -> ``p{P}_{m}_ms`` keys, where the line
+    lacks them. vLLM's ``BenchmarkMetrics`` holds its percentiles so (``percentiles_ttft_ms:
+    list[tuple[float, float]]``; its result JSON flattens them to ``p99_ttft_ms``, with
+    ``p{int(P)}`` for a whole P, else ``p{P}``), and a dump of the dataclass
+    (``dataclasses.asdict(metrics)``, saved by wrappers around the benchmark) keeps the
+    lists. The list is kept in ``extra``."""
+    out = dict(obj)
+    for k, v in obj.items():
+        if not (k.startswith("percentiles_") and k.endswith("_ms")) or v is None:
+            continue
+        m = k[len("percentiles_"):-len("_ms")]
+        if not isinstance(v, list) or not all(
+                isinstance(pv, (list, tuple)) and len(pv) == 2
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pv) for pv in v):
+            shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
+            raise ConfigError(where, k, shown, "must be a list of [percentile, value in ms] pairs")
+        for pct, val in v:
+            word = str(int(pct)) if float(pct).is_integer() else str(pct)
+            out.setdefault(f"p{word}_{m}_ms", val)
+    return out
+
+
+_NON_NEGATIVE = tuple(k for k in METRIC_KEYS if k != "duration")
+_WHOLE = ("completed", "total_input_tokens", "total_output_tokens", "total_output_tokens_retokenized",
+          "max_concurrent_requests")
+
+
+def _check_summary(summary: Mapping[str, float], obj: Mapping[str, Any], where: str) -> None:
+    """No writer puts a negative count, latency or throughput, a fractional request or token
+    count, or a run of no duration (a wall time): such a line is damaged or hand-made wrongly,
+    and its figures would be compared as measured."""
+    for k, v in summary.items():
+        if k == "duration" and not v > 0:
+            raise ConfigError(where, k, obj.get(k), "must be > 0 (the run's wall time in s)")
+        if k in _NON_NEGATIVE and v < 0:
+            raise ConfigError(where, k, obj.get(k, v), "must be >= 0 (bench_serving counts, ms and per-s figures)")
+        if k in _WHOLE and v != math.floor(v):
+            raise ConfigError(where, k, obj.get(k, v), "must be a whole number (a count of requests or tokens)")
+
+
+UNIT_MISMATCH = 30.0
+"""The per-request lists' median (s, x 1000) and the line's own median (ms) are the same
+figure over the same successful requests (SGLang ``calculate_metrics``; vLLM's likewise); a
+ratio past this factor either way means one of them is not in its unit (a list converted
+to ms, a summary to s), not noise (SGLang's retokenized ITLs split a chunk's gap by its
+tokens: a few times at most)."""
+
+
+def _check_detail_units(d: BenchDetails, summary: Mapping[str, float], where: str) -> None:
+    ok = d.ok
+    if not ok.any():
+        return
+    itl = [x for x, good in zip(d.itls, ok.tolist(), strict=True) if good and len(x)]
+    for key, values in (("ttfts", d.ttfts[ok]), ("itls", np.concatenate(itl) if itl else np.zeros(0))):
+        ref = summary.get(f"median_{key[:-1]}_ms")
+        values = values[np.isfinite(values)]
+        if ref is None or not ref > 0 or not values.size:
+            continue
+        med = float(np.median(values)) * 1000.0
+        if med > 0 and not 1 / UNIT_MISMATCH <= med / ref <= UNIT_MISMATCH:
+            raise ConfigError(where, f"{key} (their median, s)", float(f"{med / 1000.0:.6g}"),
+                              f"per-request {key} are in s (bench_serving, vLLM), so x 1000 their median should be "
+                              f"near median_{key[:-1]}_ms = {ref:g}, not {med / ref:.3g} times it: a unit was changed")
 
 
 def parse_run(obj: Any, where: str) -> BenchRun:
@@ -368,6 +440,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
                           "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
                           "output: it has no per-run TTFT or ITL distribution to compare")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
         if k in obj and new not in obj:
             obj[new] = obj.pop(k)
@@ -390,14 +463,41 @@ def parse_run(obj: Any, where: str) -> BenchRun:
             v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
         if v is not None and math.isfinite(v):   # NaN (an empty sample) or +-Infinity: missing
             summary[k] = v
+    _check_summary(summary, obj, where)
     summary.update(_cache_report(obj, where))
     args = _args(obj, where)
     if "backend" not in args and isinstance(obj.get("endpoint_type"), str):
         args["backend"] = obj["endpoint_type"]   # vllm bench serve 0.10 writes endpoint_type only
     details = _details(obj, where)
+    if details is not None:
+        _check_detail_units(details, summary, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
     extra = {k: v for k, v in obj.items() if k not in used}
     return BenchRun(where, args, summary, extra, details)
+
+
+def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]:
+    """JSON objects written one after another, each over several lines (indented: ``jq .
+    runs.jsonl``, or ``json.dump(result, f, indent=4)`` appended run after run), each keyed
+    by the line it starts on; or, where the text stops being JSON, (line, that line, why)."""
+    dec = json.JSONDecoder()
+    out: list[tuple[int, Any]] = []
+    k, n = 0, len(text)
+    while True:
+        while k < n and text[k] in " \t\r\n":
+            k += 1
+        if k >= n:
+            return out
+        start = text.count("\n", 0, k) + 1
+        try:
+            obj, k = dec.raw_decode(text, k)
+        except json.JSONDecodeError as e:
+            where = text.splitlines()[e.lineno - 1] if e.lineno <= len(text.splitlines()) else ""
+            return e.lineno, where.strip() or "<end of file>", f"{e.msg} line {e.lineno} column {e.colno}"
+        if isinstance(obj, list):   # a list among the objects: its entries, each at the list's line
+            out += [(start, o) for o in obj]
+        else:
+            out.append((start, obj))
 
 
 def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
@@ -453,14 +553,20 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     if bad is not None:
         try:  # one object over several lines, or a list
             whole = json.loads(text)
+            objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
         except json.JSONDecodeError:
-            i, raw, msg = bad
-            shown = raw if len(raw) <= 60 else raw[:57] + "..."
-            if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
-                raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
-                                  "rerun with --output-file F (one JSON line per run) and pass F") from None
-            raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
-        objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
+            scanned = None if objs else _indented_objects(text)   # a file that began as JSONL keeps its line's error
+            if isinstance(scanned, list):
+                objs = scanned
+            else:
+                i, raw, msg = bad if scanned is None else scanned
+                shown = raw if len(raw) <= 60 else raw[:57] + "..."
+                if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
+                    raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
+                                      "rerun with --output-file F (one JSON line per run) and pass F") from None
+                raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
+    if len(objs) == 1 and isinstance(objs[0][1], list):   # a JSON list on one line: runs by their place in it
+        objs = [(k + 1, o) for k, o in enumerate(objs[0][1])]
     if not objs:
         raise ConfigError(str(p), "<file>", p.name, "empty: no bench_serving run in it")
     if line is not None:

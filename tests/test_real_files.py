@@ -35,7 +35,13 @@ def _objs(path: Path) -> list[dict]:
     try:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError:
-        return [json.loads(text)]
+        pass
+    dec, out, k = json.JSONDecoder(), [], 0   # indented objects one after another (or one)
+    while text[k:].strip():
+        k += len(text[k:]) - len(text[k:].lstrip())
+        obj, k = dec.raw_decode(text, k)
+        out.append(obj)
+    return out
 
 
 @pytest.mark.parametrize("path", BENCH, ids=lambda p: p.name)
@@ -866,3 +872,85 @@ def test_validate_refuses_arrivals_with_a_scenario_and_notes_unreplayed_send_tim
     capsys.readouterr()
     assert main(["validate", "--measured", line, "--scenario", "replayed.yaml", "--seeds", "1", "--out", "b"]) == 0
     assert "send times" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))
+
+
+# ------------------------------------------------------------------ variants of the layouts above
+
+def test_indented_runs_one_after_another_are_runs_by_their_first_line(tmp_path):
+    """``jq . runs.json`` (or ``json.dump(result, f, indent=...)`` appended run after run)
+    writes each run over many lines, one after another: neither JSONL nor one JSON value.
+    It was refused as a truncated line 1 ("{"). Each run is named by the line it starts on."""
+    f = DATA / "bench" / "vllm-0.8.5-jq-indented-runs.json"
+    a, b = read_bench(f)
+    assert (a.source, b.source) == (f"{f}:1", f"{f}:33")
+    assert (a.args["request_rate"], b.args["request_rate"]) == (4.0, 16.0)
+    assert read_bench_one(f"{f}:33").summary["duration"] == 14.2
+    with pytest.raises(ConfigError, match="runs are on lines 1, 33"):
+        read_bench(f, 2)
+    cut = tmp_path / "cut.json"   # a copy cut short in its second run: the error is where it stops
+    cut.write_text(f.read_text()[: f.read_text().index('"duration"', 600) + 5])
+    with pytest.raises(ConfigError, match="cut.json:44: <line> = '\"dura'"):
+        read_bench(cut)
+
+
+def test_a_json_list_of_runs_on_one_line(tmp_path):
+    f = tmp_path / "runs.json"
+    runs = _objs(DATA / "bench" / "vllm-0.8.5-jq-indented-runs.json")
+    f.write_text(json.dumps(runs))
+    got = read_bench(f)
+    assert [r.source for r in got] == [f"{f}:1", f"{f}:2"] and got[1].args["request_rate"] == 16.0
+
+
+def test_percentile_pairs_of_vllms_metrics_dataclass():
+    """``dataclasses.asdict`` of vLLM's BenchmarkMetrics keeps ``percentiles_{m}_ms`` as
+    [[P, value], ...]: read as ``p{P}_{m}_ms`` (they were kept only as unknown keys, so no
+    P90/P99 was compared)."""
+    (r,) = read_bench(DATA / "bench" / "vllm-benchmark-metrics-asdict.json")
+    assert r.summary["p99_ttft_ms"] == 77.0 and r.summary["p90_itl_ms"] == 13.0
+    assert r.summary["p99_e2e_latency_ms"] == 1850.0 and r.extra["p99.9_tpot_ms"] == 14.6
+    assert r.summary["median_ttft_ms"] == 38.5 and r.num_prompts == 198
+
+
+_GOOD = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"completed": -5}, "completed = -5: must be >= 0"),
+    ({"completed": 2.5}, "completed = 2.5: must be a whole number"),
+    ({"duration": 0}, "duration = 0: must be > 0"),
+    ({"duration": -1.0}, "duration = -1.0: must be > 0"),
+    ({"median_ttft_ms": -3.0}, "median_ttft_ms = -3.0: must be >= 0"),
+    ({"ttfts": [-0.1, 0.05, 0.0, 0.0]}, r"ttfts\[0\] = -0.1: a time must be >= 0"),
+    ({"ttfts": [[0.04], [0.05], 0.0, 0.0]}, r"ttfts\[0\] = \[0.04\]: entries must be numbers"),   # was a traceback
+    ({"itls": [[-0.01], [], [], []]}, r"itls\[0\]\[0\] = -0.01: a time must be >= 0"),
+    ({"itls": [["0.01"], [], [], []]}, r"itls\[0\]\[0\] = '0.01': entries must be numbers"),
+    ({"percentiles_ttft_ms": [99, 40.0]}, "percentiles_ttft_ms = .*: must be a list of \\[percentile"),
+])
+def test_a_damaged_line_is_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch, change, message):
+    """No writer puts a negative or fractional count, a run of no duration, a negative time or
+    a list where a number goes: each was compared as measured (or crashed), now one line."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads(_GOOD.read_text())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(obj | change) + "\n")
+    before = set(tmp_path.iterdir())
+    assert main(["validate", "--measured", str(bad), "--profile", "h200-1b", "--seeds", "1", "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(f"bad.jsonl:1: {message}", err[0]), err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_per_request_times_in_ms_are_refused(tmp_path):
+    """bench_serving's ``ttfts``/``itls`` are in s and the summary's medians in ms, over the
+    same requests; a file whose lists were converted to ms read 1000x slow, silently."""
+    obj = json.loads(_GOOD.read_text())
+    f = tmp_path / "ms.jsonl"
+    f.write_text(json.dumps(obj | {"ttfts": [t * 1000 for t in obj["ttfts"]]}) + "\n")
+    with pytest.raises(ConfigError, match=r"ttfts \(their median, s\) = .*median_ttft_ms = .*a unit was changed"):
+        read_bench(f)
+    f.write_text(json.dumps(obj | {"itls": [[x * 1000 for x in i] for i in obj["itls"]]}) + "\n")
+    with pytest.raises(ConfigError, match="itls"):
+        read_bench(f)
+    assert read_bench(_GOOD)[0].details is not None   # the file as written reads
