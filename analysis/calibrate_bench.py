@@ -624,7 +624,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
     from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
-    from specsched.sim.bench_serving import read_bench_specs
+    from specsched.sim.bench_serving import read_bench_specs, require_measured
     from specsched.sim.profile import load_profile
 
     if not args.profile:
@@ -633,7 +633,11 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    runs = read_bench_specs(args.from_files)
+    runs = [require_measured(r) for r in read_bench_specs(args.from_files)]
+    if not any(r.summary.get(m) for r in runs for m in metrics):   # nothing to fit: the fit would write the profile as is
+        have = sorted({k for r in runs for k in r.summary})
+        raise ConfigError("<command line>", "--metrics", ",".join(metrics),
+                          f"no run has any of them; the runs have {', '.join(have[:12]) or 'no metric'}")
     profile = load_profile(args.profile)
     samples = None
     if args.server_log:

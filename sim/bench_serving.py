@@ -577,6 +577,22 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     return [parse_run(o, f"{p}:{i}") for i, o in objs]
 
 
+def require_measured(run: BenchRun) -> BenchRun:
+    """``run``, unless nothing was measured in it: ``completed`` 0, every request failed
+    (SGLang writes NaN or no medians then, vLLM 0 throughputs): compared, its zeros read as
+    "n/a" beside a prediction; fitted, it gave a loss of 0 and a profile written as fitted
+    with nothing fitted.
+
+    Raises:
+        ConfigError: ``completed`` is 0.
+    """
+    if run.summary.get("completed") == 0:
+        failed = f" ({int((~run.details.ok).sum())} failed)" if run.details is not None else ""
+        raise ConfigError(run.source, "completed", 0, f"every request of the run failed{failed}: no latency or "
+                          "throughput was measured to compare or fit; pass a run that completed requests")
+    return run
+
+
 def read_bench_one(spec: str | Path) -> BenchRun:
     """The run named by ``FILE[:LINE]``; a file with one run needs no LINE.
 

@@ -954,3 +954,45 @@ def test_per_request_times_in_ms_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="itls"):
         read_bench(f)
     assert read_bench(_GOOD)[0].details is not None   # the file as written reads
+
+
+def _all_failed(tmp_path: Path) -> Path:
+    """A 0.4.6.post5-0.5.14 line of a run whose every request failed: ``completed`` 0, NaN
+    latency figures (numpy's mean of no requests), the failures in the details."""
+    obj = json.loads(_GOOD.read_text())
+    n = len(obj["input_lens"])
+    obj |= {k: float("nan") for k in obj if k.endswith("_ms")}
+    obj |= {"completed": 0, "total_output_tokens": 0, "output_throughput": 0.0, "output_lens": [0] * n,
+            "ttfts": [0.0] * n, "itls": [[]] * n, "errors": ["Server disconnected"] * n}
+    f = tmp_path / "failed.jsonl"
+    f.write_text(json.dumps(obj) + "\n")
+    return f
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_run_where_every_request_failed_is_refused(tmp_path, capsys, monkeypatch, command):
+    """Nothing was measured: validate printed its zeros as n/a beside a prediction, and
+    calibrate --from fitted a loss of 0 and wrote the profile as fitted, unchanged."""
+    monkeypatch.chdir(tmp_path)
+    f = _all_failed(tmp_path)
+    argv = {"validate": ["validate", "--measured", str(f), "--profile", "h200-1b", "--seeds", "1", "--out", "out"],
+            "calibrate": ["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", "p.yaml"]}[command]
+    before = set(tmp_path.iterdir())
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "failed.jsonl:1: completed = 0: every request of the run failed (4 failed)" in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_calibrate_refuses_runs_without_any_fitted_metric(tmp_path, capsys, monkeypatch):
+    """A 0.3.6 line cut to its token totals and e2e latencies has none of the fitted metrics:
+    the fit had no residual and wrote the profile unchanged as fitted."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((DATA / "bench" / "sglang-0.3.6.jsonl").read_text().splitlines()[0])
+    f = tmp_path / "e2e-only.jsonl"
+    f.write_text(json.dumps({k: v for k, v in obj.items() if "ttft" not in k and "itl" not in k
+                             and "throughput" not in k}) + "\n")
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", "p.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--metrics" in err[0] and "median_e2e_latency_ms" in err[0], err
+    assert not (tmp_path / "p.yaml").exists()

@@ -28,7 +28,14 @@ def _runs(path: Path) -> list[tuple[int, dict]]:
     try:
         return [(i, json.loads(s)) for i, s in enumerate(text.splitlines(), start=1) if s.strip()]
     except json.JSONDecodeError:
-        return [(1, json.loads(text))]
+        pass
+    dec, out, k = json.JSONDecoder(), [], 0   # indented objects one after another (or one): each at its first line
+    while text[k:].strip():
+        k += len(text[k:]) - len(text[k:].lstrip())
+        obj, end = dec.raw_decode(text, k)
+        out.append((text.count("\n", 0, k) + 1, obj))
+        k = end
+    return out
 
 
 LINES = [(p.name, i) for p in sorted((DATA / "bench").iterdir()) for i, _ in _runs(p)]
@@ -65,6 +72,13 @@ def _file_metrics(obj: dict) -> dict[str, float]:
         m = k.replace("_e2el_ms", "_e2e_latency_ms").replace("p50_", "median_", 1)
         if k.startswith("p50_") and obj.get(k.replace("p50_", "median_", 1)) is None and number(v):
             out[m] = float(v)
+    for k, v in obj.items():   # vLLM BenchmarkMetrics' [[P, value], ...] where no p{P} key is written
+        if k.startswith("percentiles_") and isinstance(v, list):
+            m = k[len("percentiles_"):].replace("e2el_ms", "e2e_latency_ms")
+            for pct, val in v:
+                name = f"p{int(pct) if float(pct).is_integer() else pct}_{m}"
+                if name in METRIC_KEYS and name not in out:
+                    out[name] = float(val)
     rep = obj.get("cache_report")
     if isinstance(rep, dict) and rep.get("cache_hit_rate_pct") is not None:
         out["cache_hit_rate"] = rep["cache_hit_rate_pct"] / 100
