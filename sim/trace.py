@@ -178,8 +178,17 @@ class _Checker:
         self.n += len(t)
 
 
+def _no_bools(values: pd.Series | list, where: str, col: str, lines: np.ndarray) -> None:
+    """A JSON true/false is no number (pandas read it as 1/0: a length of 1, a time of 1 s)."""
+    if isinstance(values, list):
+        k = next((j for j, v in enumerate(values) if isinstance(v, bool)), None)
+        if k is not None:
+            raise ConfigError(f"{where}:{int(lines[k])}", col, str(values[k]).lower(), "not a number")
+
+
 def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray) -> np.ndarray:
     """Timestamps in seconds (any origin)."""
+    _no_bools(values, where, col, lines)
     if unit == "datetime":
         # every time on one clock, UTC: a trace logged in local time with its offset changes
         # offset at a daylight-saving switch (+01:00 -> +02:00), which pandas refuses to mix
@@ -211,6 +220,7 @@ def _shown(value: object) -> object:
 
 
 def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) -> np.ndarray:
+    _no_bools(values, where, col, lines)
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
     if np.isnan(v).any():
         k = int(np.argmax(np.isnan(v)))

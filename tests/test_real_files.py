@@ -996,3 +996,20 @@ def test_calibrate_refuses_runs_without_any_fitted_metric(tmp_path, capsys, monk
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--metrics" in err[0] and "median_e2e_latency_ms" in err[0], err
     assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("row, message", [
+    ('{"timestamp": 0, "input_length": true, "output_length": 5}', "t.jsonl:1: input_length = 'true': not a number"),
+    ('{"timestamp": 0, "input_length": 9, "output_length": false}', "t.jsonl:1: output_length = 'false': not a number"),
+    ('{"timestamp": true, "input_length": 9, "output_length": 5}', "t.jsonl:1: timestamp = 'true': not a number"),
+])
+def test_a_json_true_or_false_in_a_trace_is_no_number(tmp_path, row, message):
+    """A Mooncake-layout row with true where a length or time goes ran as a 1-token prompt
+    (or at 1 ms) without a word: pandas reads true as 1."""
+    from specsched.sim.trace import load_trace
+    from specsched.sim.workload_config import TraceConfig
+
+    f = tmp_path / "t.jsonl"
+    f.write_text(row + '\n{"timestamp": 10, "input_length": 7, "output_length": 3}\n')
+    with pytest.raises(ConfigError, match=message):
+        load_trace(TraceConfig(path=str(f), layout="mooncake"))
