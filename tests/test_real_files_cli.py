@@ -181,8 +181,10 @@ def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch
     pure-decode samples that join the fit, the largest running and queued counts and the
     mean accept length are what the file states (figures read off each fixture by hand)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
     prefill, decode, samples, running, queue, accept = LOG_FIGURES[name]
+    # a speculative server's log goes with a run of that server (its accept length): the log's
+    # steps are priced with the run's server
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | ({"accept_length": 3.0} if accept else {})) + "\n")
     argv = ["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
             "--max-evals", "1", "--server-log", str(DATA / "logs" / name), "--out", "fitted.yaml"]
     assert main(argv) == 0
@@ -194,6 +196,21 @@ def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch
     assert summary["max_running_req"] == running and summary["max_queue_req"] == queue
     assert summary["mean_accept_len"] == (pytest.approx(accept) if accept else None)
     assert name in (tmp_path / "fitted.yaml").read_text()   # the provenance names the log
+
+
+@pytest.mark.parametrize(("name", "accept"), [("sglang-0.4.6-eagle.log", None), ("sglang-0.3.6.log", 3.0)])
+def test_a_log_of_another_decoding_than_the_runs_server_is_refused(tmp_path, capsys, monkeypatch, name, accept):
+    """A speculative server's log (accept len on its decode lines) with runs of a plain server,
+    or a plain server's log with speculative runs: each logged step was priced as the other
+    kind of step and fitted into the decode factor, silently. One line, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | ({"accept_length": accept} if accept else {})) + "\n")
+    before = set(tmp_path.iterdir())
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", str(DATA / "logs" / name), "--out", "fitted.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{name}:" in err[0] and "accept len = " in err[0], err
+    assert set(tmp_path.iterdir()) == before
 
 
 # ------------------------------------------------------------------ bad input as a user meets it
