@@ -217,9 +217,32 @@ def is_gzip(p: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+"""A UTF-16 byte-order mark: Windows PowerShell 5's ``>`` and ``Out-File`` write text so
+(``docker logs sglang > server.log``, ``Get-Content runs.jsonl > copy.jsonl``)."""
+
+
+def text_encoding(p: Path) -> str:
+    """The encoding to read ``p``'s text with (decompressed when gzip): ``utf-16`` after a UTF-16
+    byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped). Such a
+    file was refused as "not a text file"; a log's lines were read as binary."""
+    if is_gzip(p):
+        import gzip
+
+        with gzip.open(p, "rb") as f:
+            head = f.read(2)
+    else:
+        with open(p, "rb") as f:
+            head = f.read(2)
+    return "utf-16" if head in UTF16_BOMS else "utf-8-sig"
+
+
 def open_text(p: Path, **kw: Any) -> IO[str]:
     """``p`` opened as text (``kw`` as for :func:`open` in ``"rt"`` mode), decompressed on the
-    way when it is gzip compressed (:func:`is_gzip`)."""
+    way when it is gzip compressed (:func:`is_gzip`), as UTF-16 after a UTF-16 byte-order mark
+    (:func:`text_encoding`; ``kw``'s encoding applies otherwise)."""
+    if text_encoding(p) == "utf-16":
+        kw["encoding"] = "utf-16"
     if is_gzip(p):
         import gzip
 
@@ -527,7 +550,8 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
             import gzip
 
             raw_bytes = gzip.decompress(raw_bytes)
-        text = raw_bytes.decode("utf-8-sig")   # a byte-order mark from an editor is not JSON
+        # a byte-order mark from an editor is not JSON; PowerShell 5's redirect writes UTF-16
+        text = raw_bytes.decode("utf-16" if raw_bytes[:2] in UTF16_BOMS else "utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
     except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile

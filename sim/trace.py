@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import is_gzip, open_text
+from specsched.sim.bench_serving import is_gzip, open_text, text_encoding
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.errors import ConfigError
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
@@ -257,7 +257,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         wanted = {*cols, *([hcol] if hcol else [])}
         reader = pd.read_csv(p, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
                              keep_default_na=False, na_values=[""],
-                             skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True,
+                             skip_blank_lines=False, encoding=text_encoding(p), skipinitialspace=True,
                              compression="gzip" if is_gzip(p) else None, sep=sep)
         for block in reader:
             block.columns = [str(c).strip() for c in block.columns]

@@ -1013,3 +1013,31 @@ def test_a_json_true_or_false_in_a_trace_is_no_number(tmp_path, row, message):
     f.write_text(row + '\n{"timestamp": 10, "input_length": 7, "output_length": 3}\n')
     with pytest.raises(ConfigError, match=message):
         load_trace(TraceConfig(path=str(f), layout="mooncake"))
+
+
+def test_files_saved_by_windows_powershell_in_utf16(tmp_path):
+    """Windows PowerShell 5's ``>`` writes UTF-16 with a byte-order mark and CRLF
+    (``docker logs sglang > server.log``): a result file and a trace were refused as "not a
+    text file", a log's lines read as binary. Each reads as its UTF-8 original (gzip too)."""
+    import gzip
+
+    from specsched.sim.trace import load_trace
+    from specsched.sim.workload_config import TraceConfig
+
+    def utf16(src: Path, gz: bool = False) -> Path:
+        data = src.read_text(encoding="utf-8").replace("\n", "\r\n").encode("utf-16")
+        dst = tmp_path / (src.name + (".gz" if gz else ""))
+        dst.write_bytes(gzip.compress(data) if gz else data)
+        return dst
+
+    src = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+    for gz in (False, True):
+        (a,), (b,) = read_bench(src), read_bench(utf16(src, gz))
+        assert a.summary == b.summary and a.args == b.args and b.details.ttfts.tolist() == a.details.ttfts.tolist()
+    for name, layout in (("azure-2023-code.csv", "azure"), ("mooncake-conversation.jsonl", "mooncake")):
+        a = load_trace(TraceConfig(path=str(DATA / "traces" / name), layout=layout))
+        b = load_trace(TraceConfig(path=str(utf16(DATA / "traces" / name)), layout=layout))
+        assert a.arrival_s.tolist() == b.arrival_s.tolist() and a.input_len.tolist() == b.input_len.tolist()
+    log = LOGS / "sglang-0.5.23.log"
+    a, b = parse_server_log(log), parse_server_log(utf16(log))
+    assert a.drop(columns="line").equals(b.drop(columns="line")) and a["line"].tolist() == b["line"].tolist()
