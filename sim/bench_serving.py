@@ -134,6 +134,10 @@ successful requests), the simulator's prefix-cache hit rate under the same name.
 GZIP_MAGIC = b"\x1f\x8b"
 """A gzip stream's first bytes: a result file, trace or log compressed for keeping is read
 decompressed, whatever its name."""
+MAX_TIME_S = 1e9
+"""A per-request time (TTFT, ITL, latency, the spread of the send times) at or past this many
+seconds (31 years) is refused: no run is so long, and the whole-second buckets of the peaks
+(:func:`_peaks`) overflowed on one."""
 DETAILS_MAX_OUTPUT_TOKENS = 200_000
 """``bench_record`` adds per-request details (``--output-details``) to runs with at most this
 many output tokens (the ITL lists grow with every token)."""
@@ -329,9 +333,10 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
         a = np.array([np.nan if v is None else v for v in values], dtype=float)
         if non_negative:
             with np.errstate(invalid="ignore"):
-                neg = np.flatnonzero(a < 0)
+                neg = np.flatnonzero((a < 0) | (a >= MAX_TIME_S))
             if neg.size:
-                raise ConfigError(where, f"{key}[{int(neg[0])}]", values[int(neg[0])], "a time must be >= 0 (s)")
+                raise ConfigError(where, f"{key}[{int(neg[0])}]", values[int(neg[0])],
+                                  f"a time must be >= 0 and < {MAX_TIME_S:g} (s)")
         return a
 
     itls_raw = obj.get("itls") if isinstance(obj.get("itls"), list) else [[] for _ in range(n)]
@@ -346,7 +351,16 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
     start = latency = None
     if isinstance(obj.get("start_times"), list) and n:
         start = arr("start_times", obj["start_times"])
-        start = start - np.nanmin(start) if np.isfinite(start).any() else None
+        if np.isfinite(start).any():
+            with np.errstate(invalid="ignore"):
+                far = np.flatnonzero(np.isinf(start) | (start - np.nanmin(start) >= MAX_TIME_S))
+            if far.size:   # the peaks' whole-second buckets over such a span overflowed (a traceback)
+                raise ConfigError(where, f"start_times[{int(far[0])}]", obj["start_times"][int(far[0])],
+                                  f"send times are the client's clock in s: finite and within {MAX_TIME_S:g} s of "
+                                  "each other")
+            start = start - np.nanmin(start)
+        else:
+            start = None
     if isinstance(obj.get("latencies"), list):
         latency = arr("latencies", obj["latencies"], non_negative=True)
     lens = {}
