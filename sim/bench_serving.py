@@ -799,16 +799,22 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     start + TTFT, then each inter-token latency added in turn (a chunk of n tokens after a gap
     dt gives n latencies of dt / n, ``async_request_sglang_generate``), so the first chunk
     counts one token. The running requests need only the requests table (compact records
-    have no chunks): without chunks only ``max_concurrent_requests``."""
+    have no chunks): without chunks only ``max_concurrent_requests``.
+
+    Only the occupied buckets are counted (bench_serving's list has one per second of the
+    run): a trace spanning days, or one row far from the rest, held an array of 8 bytes a
+    second of its span (a row 1e10 s out asked for 75 GiB) or overflowed int64."""
     done = notna(requests, "finish_s")
     if not done.any():
         return {}
     start, finish = column(requests, "start_s", float)[done], column(requests, "finish_s", float)[done]
     t0 = float(start.min())
-    n = int(np.ceil(float(finish.max()) - t0)) + 1
-    lo = np.floor(start - t0).astype(np.int64)
-    hi = np.minimum(np.floor(finish - t0).astype(np.int64) + 1, n)
-    conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+    n = np.ceil(float(finish.max()) - t0) + 1   # buckets 0 .. n - 1 (floats: no int64 overflow)
+    lo = np.sort(np.floor(start - t0))
+    hi = np.sort(np.minimum(np.floor(finish - t0) + 1, n))
+    # requests running in second b: started at or before b, not ended by it; the most are at a start
+    cand = np.unique(lo)
+    conc = np.searchsorted(lo, cand, side="right") - np.searchsorted(hi, cand, side="right")
     out: dict[str, float] = {"max_concurrent_requests": int(conc.max())}
     if chunks is None or len(chunks) == 0:
         return out
@@ -828,10 +834,10 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     for a, b in zip(np.r_[0, cut].astype(np.int64), np.r_[cut, len(of)].astype(np.int64), strict=True):
         if b > a:
             times.append(np.cumsum(np.r_[first[order[pos[a]]], vals[a:b]])[1:])
-    bucket = np.floor(np.concatenate(times) - t0).astype(np.int64)
+    bucket = np.floor(np.concatenate(times) - t0)
     ok = (bucket >= 0) & (bucket < n)
-    tokens = np.bincount(bucket[ok], minlength=n)
-    return {"max_output_tokens_per_s": float(tokens.max()), **out}
+    counts = np.unique(bucket[ok], return_counts=True)[1]
+    return {"max_output_tokens_per_s": float(counts.max()) if counts.size else 0.0, **out}
 
 
 def _table(run: Any, name: str) -> Any:

@@ -1043,3 +1043,42 @@ def test_files_saved_by_windows_powershell_in_utf16(tmp_path):
     log = LOGS / "sglang-0.5.23.log"
     a, b = parse_server_log(log), parse_server_log(utf16(log))
     assert a.drop(columns="line").equals(b.drop(columns="line")) and a["line"].tolist() == b["line"].tolist()
+
+
+@pytest.mark.parametrize("far", ["1e13", "1e300"])
+def test_a_trace_row_far_from_the_rest_is_refused(tmp_path, capsys, monkeypatch, far):
+    """A Mooncake row 1e13 ms after the first (a timestamp in us, or a typo) ran, then the
+    peaks asked for 75 GiB (a MemoryError traceback); 1e300 overflowed int64. A trace spans at
+    most 1e9 s, as a Poisson workload's num_requests / request_rate does."""
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "t.jsonl"
+    t.write_text('{"timestamp": 0, "input_length": 12, "output_length": 5}\n'
+                 f'{{"timestamp": {far}, "input_length": 7, "output_length": 3}}\n')
+    before = set(tmp_path.iterdir())
+    assert main(["run", _trace_yaml(tmp_path, t), "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"t.jsonl:2: timestamp = {far if far == '1e300' else 10**13}" in err[0].replace("1e+300", "1e300")
+    assert "at most 1e+09 s" in err[0]
+    assert set(tmp_path.iterdir()) == before | {tmp_path / "s.yaml"}
+
+
+def test_the_peaks_hold_the_occupied_seconds_only():
+    """bench_serving's peaks count whole-second buckets; a run whose requests lie 1e8 s apart
+    (a sparse trace) held 800 MB per array of buckets. Counted over the occupied seconds, the
+    figures are the same and the memory a few KB."""
+    import tracemalloc
+
+    import pandas as pd
+    from specsched.sim.bench_serving import _peaks
+
+    req = pd.DataFrame({"rid": [0, 1, 2], "start_s": [0.0, 0.2, 1e8], "first_token_s": [0.1, 0.5, 1e8 + 0.1],
+                        "finish_s": [1.5, 0.9, 1e8 + 2.2]})
+    chunks = pd.DataFrame({"rid": [0, 0, 0, 1, 1, 2, 2], "time_s": [0.1, 0.6, 1.5, 0.5, 0.9, 1e8 + 0.1, 1e8 + 2.2],
+                           "n_tokens": [1, 1, 1, 1, 1, 1, 1]})
+    tracemalloc.start()
+    got = _peaks(req, chunks)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # second 0: requests 0 and 1 run; tokens at 0.1, 0.6 (rid 0) and 0.5, 0.9 (rid 1): 4
+    assert got == {"max_concurrent_requests": 2, "max_output_tokens_per_s": 4.0}
+    assert peak < 1 << 20
