@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -630,10 +631,26 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     step of the running requests (or the reverse), moving the decode factor by the verify
     step's cost, silently.
 
+    A decode line with more running requests than KV tokens (``#token``) is damaged (3,000,000
+    requests were priced as one batch at every evaluation: minutes); running requests above
+    the server's ``max_running_requests`` are said (the log is of a larger server than the
+    one the runs are predicted with).
+
     Raises:
-        ConfigError: the log and the server disagree on speculative decoding.
+        ConfigError: the log and the server disagree on speculative decoding, or a decode line
+            runs more requests than it holds KV tokens.
     """
     decode = log[log["kind"] == "decode"]
+    bad = decode[decode["running_req"] > decode["token"]]
+    if len(bad):   # each running request holds at least one KV token: the line is damaged
+        raise ConfigError(f"{path}:{int(bad['line'].iloc[0])}", "#running-req", float(bad["running_req"].iloc[0]),
+                          f"more than the line's #token ({float(bad['token'].iloc[0]):g}): every running request "
+                          "holds at least one KV token")
+    most = decode["running_req"].max()
+    if most > server.max_running_requests:
+        print(f"warning: {path}: decode lines run up to {most:g} requests, the fitted scenarios' server at most "
+              f"{server.max_running_requests} (max_running_requests): the runs are predicted with another server "
+              "than the log's; give --scenario-template with its server arguments", file=sys.stderr)
     acc = decode["accept_len"].dropna()
     spec = server.speculative_algorithm.enabled
     if len(acc) and not spec:

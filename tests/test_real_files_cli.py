@@ -306,3 +306,32 @@ def test_a_decode_line_without_a_kv_token_count_is_no_step_sample():
             "#cpu token: 30000, cpu token usage: 0.10, cuda graph: True, gen throughput (token/s): 800.00, #queue-req: 0")
     log = pd.DataFrame([parse_line(line.format(i), i) for i in (1, 2)]).reindex(columns=list(COLUMNS))
     assert log["running_req"].tolist() == [8, 8] and log["token"].isna().all() and decode_step_samples(log).empty
+
+
+def test_a_log_running_more_requests_than_the_server_is_refused(tmp_path, capsys, monkeypatch):
+    """A decode line of 3,000,000 running requests holding 8,600 KV tokens (damaged: each
+    running request holds one at least) was priced as such a batch at every evaluation of the
+    fit: minutes, then a profile fitted to it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    log = (DATA / "logs" / "sglang-0.3.6.log").read_text().replace("#running-req: 8,", "#running-req: 3000000,")
+    assert "3000000" in log
+    (tmp_path / "server.log").write_text(log)
+    before = set(tmp_path.iterdir())
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", "server.log", "--out", "fitted.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "server.log:" in err[0] and "#running-req = 3000000" in err[0], err
+    assert "more than the line's #token (8600)" in err[0]
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_log_of_a_larger_server_is_said(tmp_path, capsys, monkeypatch):
+    """0.5.23's PD decode log runs 64 requests; the run's scenario (h200-1b's defaults) at most
+    48: the fit goes on, and says the runs are predicted with another server than the log's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"accept_length": 3.0}) + "\n")
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", str(DATA / "logs" / "sglang-0.5.23-pd.log"), "--out", "f.yaml"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "decode lines run up to" in x]
+    assert len(err) == 1 and "up to 64 requests" in err[0] and "at most 48" in err[0], err
