@@ -392,12 +392,18 @@ def _percentile_pairs(obj: dict[str, Any], where: str) -> dict[str, Any]:
     list[tuple[float, float]]``; its result JSON flattens them to ``p99_ttft_ms``, with
     ``p{int(P)}`` for a whole P, else ``p{P}``), and a dump of the dataclass
     (``dataclasses.asdict(metrics)``, saved by wrappers around the benchmark) keeps the
-    lists. The list is kept in ``extra``."""
+    lists. A dict ``{"99": value}`` or ``{"p99": value}`` is read the same way. The value as
+    written is kept in ``extra``."""
     out = dict(obj)
     for k, v in obj.items():
         if not (k.startswith("percentiles_") and k.endswith("_ms")) or v is None:
             continue
         m = k[len("percentiles_"):-len("_ms")]
+        if isinstance(v, dict):   # {"99": value} or {"p99": value}, as a dict of the pairs is written
+            try:
+                v = [[float(str(p).strip().lower().removeprefix("p")), x] for p, x in v.items()]
+            except ValueError:
+                raise ConfigError(where, k, next(iter(v)), "percentile keys must be numbers (99, p99)") from None
         if not isinstance(v, list) or not all(
                 isinstance(pv, (list, tuple)) and len(pv) == 2
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pv) for pv in v):

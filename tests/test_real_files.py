@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from specsched.analysis.bench_cli import comparison_rows
 from specsched.analysis.from_bench import scenario_from_bench
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
-from specsched.sim.bench_serving import DETAIL_KEYS, read_bench, read_bench_one, to_run_data
+from specsched.sim.bench_serving import (
+    DETAIL_KEYS,
+    parse_run,
+    read_bench,
+    read_bench_one,
+    to_run_data,
+)
 from specsched.sim.errors import ConfigError
 
 from specsched.cli import main
@@ -909,6 +915,12 @@ def test_percentile_pairs_of_vllms_metrics_dataclass():
     assert r.summary["p99_ttft_ms"] == 77.0 and r.summary["p90_itl_ms"] == 13.0
     assert r.summary["p99_e2e_latency_ms"] == 1850.0 and r.extra["p99.9_tpot_ms"] == 14.6
     assert r.summary["median_ttft_ms"] == 38.5 and r.num_prompts == 198
+    obj = json.loads((DATA / "bench" / "vllm-benchmark-metrics-asdict.json").read_text())
+    obj["percentiles_ttft_ms"] = {"p50": 38.5, "90": 55.1, "99.0": 77.0, "p99.9": 81.2}   # the pairs as a dict
+    (d,) = [parse_run(obj, "mem:1")]
+    assert d.summary["p99_ttft_ms"] == 77.0 and d.summary["p90_ttft_ms"] == 55.1 and d.extra["p99.9_ttft_ms"] == 81.2
+    with pytest.raises(ConfigError, match="percentile keys must be numbers"):
+        parse_run(obj | {"percentiles_itl_ms": {"max": 3.0}}, "mem:1")
 
 
 _GOOD = DATA / "bench" / "sglang-0.5.23-details.jsonl"
