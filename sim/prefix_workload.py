@@ -6,6 +6,11 @@ system prompts of ``system_prompt_len`` random tokens; each group has
 ``prompts_per_group`` requests, each the group's system prompt followed by its own question
 of ``question_len`` random tokens; lengths are drawn uniform in [len x range_ratio, len]
 (``compute_random_lens``); the requests are shuffled unless ``ordered``. With
+``group_distribution`` ``zipf`` (0.5.23 ``--gsp-group-distribution zipf --gsp-zipf-alpha A``)
+each request's system prompt is drawn by rank instead, group g (0-based) with probability
+proportional to 1 / (g + 1)^A (``_zipf_group_probs``), from a draw stream of its own so the
+question and system-prompt pool is the same as the uniform run's; hot groups then hit the
+radix cache more often than cold ones. With
 ``num_turns`` > 1 a request is a conversation: turn k+1 resends turn k's prompt, its answer
 and a new question (bench_serving ``wrap_multi_turn_request_func``; chat-template tokens are
 not modelled).
@@ -65,6 +70,40 @@ def output_tokens(seed: int, conversation: int, turn: int, n: int) -> np.ndarray
     return rng.integers(0, VOCAB, size=n, dtype=np.int64)
 
 
+def zipf_group_probs(num_groups: int, alpha: float) -> np.ndarray:
+    """Rank-Zipf probabilities, float (num_groups,): group g (0-based, rank g + 1) has weight
+    1 / (g + 1)^alpha, normalized (bench_serving 0.5.23 ``generated_shared_prefix.py``
+    ``_zipf_group_probs``; group 0 is the hottest)."""
+    w = 1.0 / np.arange(1, num_groups + 1, dtype=np.float64) ** alpha
+    return w / w.sum()
+
+
+def group_assignment(num_groups: int, prompts_per_group: int, seed: int, distribution: str = "uniform",
+                     zipf_alpha: float | None = None) -> np.ndarray:
+    """Each conversation slot's system-prompt group, int (num_groups x prompts_per_group,).
+
+    ``uniform``: slot s belongs to group s // prompts_per_group (the legacy layout). ``zipf``:
+    each slot's group drawn with :func:`zipf_group_probs`, from a stream separate from the
+    lengths and token draws, as bench_serving 0.5.23 keeps its own ``default_rng(seed)`` for it
+    so the prompt pool is the uniform run's.
+
+    Raises:
+        ValueError: an unknown distribution; ``zipf`` without a finite alpha > 0; an alpha
+            given with ``uniform`` (0.5.23 ``_validate_parsed_gsp_args`` refuses both).
+    """
+    if distribution == "uniform":
+        if zipf_alpha is not None:
+            raise ValueError("zipf_alpha is only meaningful with group_distribution zipf")
+        return np.repeat(np.arange(num_groups), prompts_per_group)
+    if distribution != "zipf":
+        raise ValueError(f"group_distribution must be 'uniform' or 'zipf', got {distribution!r}")
+    if zipf_alpha is None or not np.isfinite(zipf_alpha) or zipf_alpha <= 0:
+        raise ValueError(f"group_distribution zipf needs zipf_alpha, a finite number > 0, got {zipf_alpha!r}")
+    rng = np.random.default_rng([seed, STREAM_PREFIX, 2])
+    return rng.choice(num_groups, size=num_groups * prompts_per_group, replace=True,
+                      p=zipf_group_probs(num_groups, zipf_alpha))
+
+
 def generated_shared_prefix(
     num_groups: int,
     prompts_per_group: int,
@@ -75,6 +114,8 @@ def generated_shared_prefix(
     range_ratio: float = 1.0,
     num_turns: int = 1,
     ordered: bool = False,
+    group_distribution: str = "uniform",
+    zipf_alpha: float | None = None,
 ) -> list[list[PromptTokens]]:
     """The dataset's conversations in send order; each a list of ``num_turns`` turns.
 
@@ -85,16 +126,22 @@ def generated_shared_prefix(
         range_ratio: lengths uniform in [len x range_ratio, len].
         num_turns: turns per conversation (>= 1).
         ordered: keep group order instead of shuffling.
+        group_distribution: ``uniform`` (every group gets ``prompts_per_group`` requests) or
+            ``zipf`` (each request's group drawn by rank, bench_serving 0.5.23
+            ``sample_generated_shared_prefix_requests``; the question pool is unchanged).
+        zipf_alpha: the Zipf exponent (> 0, finite), required with ``zipf``, refused otherwise.
 
     Returns:
         conversations[i][k]: turn k of the i-th conversation sent. Turn k's prompt is
         turn k-1's prompt + its output tokens + a new question.
 
     Raises:
-        ValueError: a count or length < 1.
+        ValueError: a count or length < 1; an unknown ``group_distribution``; ``zipf``
+            without a finite ``zipf_alpha`` > 0, or a ``zipf_alpha`` with ``uniform``.
     """
     if min(num_groups, prompts_per_group, num_turns, system_prompt_len, question_len, output_len) < 1:
         raise ValueError("groups, prompts per group, turns and lengths must be >= 1")
+    assignment = group_assignment(num_groups, prompts_per_group, seed, group_distribution, zipf_alpha)
     rng = np.random.default_rng([seed, STREAM_PREFIX])
     sys_lens = random_lens(system_prompt_len, range_ratio, num_groups, rng)
     q_lens = random_lens(question_len, range_ratio, num_groups * prompts_per_group * num_turns, rng)
@@ -106,13 +153,14 @@ def generated_shared_prefix(
     for g in range(num_groups):
         for p in range(prompts_per_group):
             conv = g * prompts_per_group + p
-            history = systems[g]
+            group = int(assignment[conv])
+            history = systems[group]
             turns = []
             for t in range(num_turns):
                 q = rng.integers(0, VOCAB, size=int(q_lens[g, p, t]), dtype=np.int64)
                 prompt = np.concatenate([history, q])
                 n_out = int(out_lens[g, p])
-                turns.append(PromptTokens(0, g, prompt, n_out, t, conv))
+                turns.append(PromptTokens(0, group, prompt, n_out, t, conv))
                 history = np.concatenate([prompt, output_tokens(seed, conv, t, n_out)])
             convs.append(turns)
     if not ordered:
@@ -135,7 +183,8 @@ def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
     from specsched.sim.workload import RequestSpec
 
     convs = generated_shared_prefix(cfg.num_groups, cfg.prompts_per_group, cfg.system_prompt_len,
-                                    cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered)
+                                    cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered,
+                                    cfg.group_distribution, cfg.zipf_alpha)
     return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens) for i, c in enumerate(convs)]
 
 

@@ -45,7 +45,9 @@ class SharedPrefixConfig(BaseModel):
     """bench_serving's generated-shared-prefix dataset (sim/prefix_workload.py): ``num_groups``
     system prompts of ``system_prompt_len`` tokens, ``prompts_per_group`` requests each (the
     system prompt + a question of ``question_len`` tokens); lengths uniform in
-    [len x range_ratio, len]; shuffled unless ``ordered``."""
+    [len x range_ratio, len]; shuffled unless ``ordered``. ``group_distribution: zipf`` with
+    ``zipf_alpha`` draws each request's group by rank instead (0.5.23's
+    ``--gsp-group-distribution zipf --gsp-zipf-alpha``): a few hot prefixes and a long tail."""
 
     model_config = _STRICT
 
@@ -55,6 +57,18 @@ class SharedPrefixConfig(BaseModel):
     question_len: int = Field(ge=1)
     range_ratio: float = Field(1.0, gt=0.0, le=1.0)
     ordered: bool = False
+    group_distribution: Literal["uniform", "zipf"] = Field("uniform", description="uniform: every group gets prompts_per_group requests; zipf: each request's group drawn with probability proportional to 1 / rank^zipf_alpha (group 0 the hottest), bench_serving 0.5.23 --gsp-group-distribution.")
+    zipf_alpha: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="The Zipf exponent (> 0): required with group_distribution zipf, refused with uniform (--gsp-zipf-alpha).")
+
+    @model_validator(mode="after")
+    def _zipf_alpha_with_zipf(self):
+        if self.group_distribution == "zipf" and self.zipf_alpha is None:
+            raise FieldError("workload.shared_prefix.zipf_alpha", None,
+                             "group_distribution zipf needs zipf_alpha, a number > 0")
+        if self.group_distribution == "uniform" and self.zipf_alpha is not None:
+            raise FieldError("workload.shared_prefix.zipf_alpha", self.zipf_alpha,
+                             "only meaningful with group_distribution zipf (remove it, or set group_distribution: zipf)")
+        return self
 
 
 class MultiTurnConfig(BaseModel):

@@ -87,3 +87,32 @@ def test_a_shared_prefix_scenario_runs_from_the_command_line(tmp_path, capsys):
     assert main(["run", str(p), "--out", str(tmp_path / "o2"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "workload.input_len" in err and "450" in err
+
+
+def test_zipf_groups_raise_the_hit_rate_and_cut_ttft():
+    """Skewed groups (bench_serving 0.5.23 --gsp-group-distribution zipf): with 32 groups of
+    which a few are hot, more requests find a system prompt already in the tree than with
+    every group equally likely (each cold group's first request misses)."""
+    sp = dict(num_groups=32, prompts_per_group=2, system_prompt_len=4000, question_len=200)
+    _, uni = run(workload={"shared_prefix": sp})
+    _, zipf = run(workload={"shared_prefix": {**sp, "group_distribution": "zipf", "zipf_alpha": 1.5}})
+    assert uni.summary["cache_hit_rate"] == pytest.approx(32 * 4000 / (64 * 4200))
+    assert zipf.summary["cache_hit_rate"] > 1.3 * uni.summary["cache_hit_rate"]
+    assert zipf.summary["mean_ttft_ms"] < uni.summary["mean_ttft_ms"]
+
+
+def test_zipf_alpha_errors_name_the_key(tmp_path, capsys):
+    import yaml
+
+    from specsched.cli import main
+
+    for sp, key_val in ((dict(group_distribution="zipf"), "zipf_alpha"),
+                        (dict(zipf_alpha=1.1), "1.1")):
+        d = {**BASE, "workload": {**BASE["workload"], "shared_prefix": {**BASE["workload"]["shared_prefix"], **sp}}}
+        p = tmp_path / "z.yaml"
+        p.write_text(yaml.safe_dump(d))
+        capsys.readouterr()
+        assert main(["run", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "workload.shared_prefix.zipf_alpha" in err and key_val in err
+        assert not (tmp_path / "o").exists()

@@ -51,3 +51,33 @@ def test_a_warm_cache_hits_every_system_prompt_after_the_first(groups, per, sys_
         c.insert(t.tokens)
     # every request but the first of its group finds its system prompt (and nothing more)
     assert hits == (per - 1) * groups * sys_len
+
+
+def test_zipf_groups_follow_the_rank_law_and_keep_the_uniform_pool():
+    """bench_serving 0.5.23 ``sample_generated_shared_prefix_requests`` with
+    ``--gsp-group-distribution zipf``: each request's group drawn by rank (group 0 hottest, P
+    proportional to 1 / rank^alpha); the questions and lengths are the uniform run's."""
+    from specsched.sim.prefix_workload import zipf_group_probs
+
+    groups, per = 8, 250
+    uni = [c[0] for c in generated_shared_prefix(groups, per, 30, 10, 2, seed=5, ordered=True)]
+    zipf = [c[0] for c in generated_shared_prefix(groups, per, 30, 10, 2, seed=5, ordered=True,
+                                                  group_distribution="zipf", zipf_alpha=1.2)]
+    counts = np.bincount([t.group for t in zipf], minlength=groups) / (groups * per)
+    assert np.abs(counts - zipf_group_probs(groups, 1.2)).max() < 0.03
+    assert counts[0] > 3 * counts[-1] and [t.group for t in uni] == list(np.repeat(range(groups), per))
+    # same question (the tail after the system prompt) slot by slot; the system prompt is the drawn group's
+    for u, z in zip(uni, zipf, strict=True):
+        assert np.array_equal(u.tokens[30:], z.tokens[30:])
+    sys0 = uni[0].tokens[:30]
+    assert all(np.array_equal(z.tokens[:30], sys0) for z in zipf if z.group == 0)
+
+
+def test_zipf_needs_a_positive_alpha_and_uniform_refuses_one():
+    import pytest
+
+    for kw in (dict(group_distribution="zipf"), dict(group_distribution="zipf", zipf_alpha=0.0),
+               dict(group_distribution="zipf", zipf_alpha=float("inf")), dict(zipf_alpha=1.0),
+               dict(group_distribution="pareto", zipf_alpha=1.0)):
+        with pytest.raises(ValueError):
+            generated_shared_prefix(2, 2, 4, 4, 2, seed=0, **kw)
