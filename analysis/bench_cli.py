@@ -169,9 +169,9 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
 
 def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
-    from specsched.sim.bench_serving import read_bench_one
+    from specsched.sim.bench_serving import read_bench_one, require_measured
 
-    measured = read_bench_one(args.file)
+    measured = require_measured(read_bench_one(args.file))
     with tempfile.TemporaryDirectory() as tmp:   # a built scenario's files, while it runs
         return _validate(args, measured, Path(tmp))
 

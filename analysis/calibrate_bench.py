@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -621,10 +622,52 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     return atomic_write_text(out, yaml.safe_dump(data, sort_keys=False, width=110))
 
 
+def check_log_matches(log: Any, path: str, server: Any) -> None:
+    """The log's decode steps are priced with the fitted scenarios' server (:func:`fit`): a log
+    whose decode lines state an accept length (SGLang 0.4 on logs ``accept len`` on every
+    decode line of a speculative server, ``log_decode_stats``) came from a server that
+    verified drafts, and a log without one from a server that decoded plainly. Priced the
+    other way, each logged step (running x accept len tokens) was fitted as a plain decode
+    step of the running requests (or the reverse), moving the decode factor by the verify
+    step's cost, silently.
+
+    A decode line with more running requests than KV tokens (``#token``) is damaged (3,000,000
+    requests were priced as one batch at every evaluation: minutes); running requests above
+    the server's ``max_running_requests`` are said (the log is of a larger server than the
+    one the runs are predicted with).
+
+    Raises:
+        ConfigError: the log and the server disagree on speculative decoding, or a decode line
+            runs more requests than it holds KV tokens.
+    """
+    decode = log[log["kind"] == "decode"]
+    bad = decode[decode["running_req"] > decode["token"]]
+    if len(bad):   # each running request holds at least one KV token: the line is damaged
+        raise ConfigError(f"{path}:{int(bad['line'].iloc[0])}", "#running-req", float(bad["running_req"].iloc[0]),
+                          f"more than the line's #token ({float(bad['token'].iloc[0]):g}): every running request "
+                          "holds at least one KV token")
+    most = decode["running_req"].max()
+    if most > server.max_running_requests:
+        print(f"warning: {path}: decode lines run up to {most:g} requests, the fitted scenarios' server at most "
+              f"{server.max_running_requests} (max_running_requests): the runs are predicted with another server "
+              "than the log's; give --scenario-template with its server arguments", file=sys.stderr)
+    acc = decode["accept_len"].dropna()
+    spec = server.speculative_algorithm.enabled
+    if len(acc) and not spec:
+        raise ConfigError(f"{path}:{int(decode.loc[acc.index[0], 'line'])}", "accept len", float(acc.iloc[0]),
+                          "the log's server decoded speculatively, the fitted scenarios' server does not: give "
+                          "--scenario-template with its speculative_algorithm (or lines whose server_info names it)")
+    if spec and not len(acc) and len(decode):
+        raise ConfigError(f"{path}:{int(decode['line'].iloc[0])}", "accept len", "<missing>",
+                          f"the fitted scenarios' server decodes speculatively ({server.speculative_algorithm.value}), "
+                          "but no decode line of the log states an accept length (SGLang logs one on every "
+                          "decode line of a speculative server): the log is another server's")
+
+
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
     from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
-    from specsched.sim.bench_serving import read_bench_specs
+    from specsched.sim.bench_serving import read_bench_specs, require_measured
     from specsched.sim.profile import load_profile
 
     if not args.profile:
@@ -633,15 +676,22 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    runs = read_bench_specs(args.from_files)
+    runs = [require_measured(r) for r in read_bench_specs(args.from_files)]
+    if not any(r.summary.get(m) for r in runs for m in metrics):   # nothing to fit: the fit would write the profile as is
+        have = sorted({k for r in runs for k in r.summary})
+        raise ConfigError("<command line>", "--metrics", ",".join(metrics),
+                          f"no run has any of them; the runs have {', '.join(have[:12]) or 'no metric'}")
     profile = load_profile(args.profile)
-    samples = None
+    samples = log = None
     if args.server_log:
         log = parse_server_log(args.server_log)
         samples = decode_step_samples(log)
-        print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals)
+        if samples is not None:
+            if len(samples):
+                check_log_matches(log, args.server_log, cases[0].scenario.server)
+            print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
         n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
         if n_replay == len(cases):
             print(f"arrivals: all {n_replay} runs replay their own send times")

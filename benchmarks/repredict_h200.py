@@ -119,6 +119,17 @@ block prepared it). Where the runs' eager issue ran at another level than the pr
 extend phase, this says what the simulator gives at the level they ran at
 (docs/measurements/h200-v20.md "small-chunk base"). Written per row: ``eager_extend_factor``,
 ``eager_inject_factor``, ``eager_predicted``, ``eager_error_pct``.
+
+``--fast-level``: also predict every cell with each host term put at the profile's fast level
+(the median of the fastest quarter of its reference-work samples, :func:`profile_fast_level`):
+scenario ``host.reference_work_s`` set to that level, so each term is scaled by the fast level
+over the reference work of the phase that measured it (``host.reference_work_by_term``, or
+its provenance). A profile that does not say at which level its terms were measured is left
+as it is. Written per row: ``fast_level_s``, ``fast_predicted``, ``fast_error_pct``; printed:
+within 5 %, mean |error| and the misses by sign (run slower or faster than predicted),
+unconditioned and at the fast level. ``--one-level median`` puts every term at the profile's
+median level (``host.reference_work_s``) instead, a sensitivity check. docs/host-speed.md
+"One level for every host term" holds what this gave on rounds 11-23.
 """
 
 from __future__ import annotations
@@ -131,6 +142,7 @@ import numpy as np
 import pandas as pd
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.runtime.host_reference import (
+    FAST_TERMS,
     PHASE_TERMS,
     launch_call_reference,
     launch_speed_factor,
@@ -271,6 +283,36 @@ def per_term_profile(profile):
     data = profile.model_dump(mode="python")
     data["host"]["reference_work_by_term"] = by_term
     return type(profile).model_validate(data)
+
+
+def profile_fast_level(profile) -> float | None:
+    """The profile's fast host level (reference-work seconds): the level of its
+    :data:`runtime.host_reference.FAST_TERMS` in ``host.reference_work_by_term`` (or in the one
+    :func:`per_term_profile` reads back from the provenance), which the profiler sets to the
+    median of the fastest quarter of all its samples. None when the profile does not say."""
+    tp = per_term_profile(profile)
+    if tp is None:
+        return None
+    by_term = tp.host.reference_work_by_term
+    vals = {by_term[t] for t in FAST_TERMS if t in by_term}
+    return min(vals) if vals else None
+
+
+def one_level_inputs(profile, level: str = "fast"):
+    """(profile with ``host.reference_work_by_term``, scenario ``host.reference_work_s``) that put
+    every host term at one level (``--fast-level``): ``level`` "fast" the profile's fast level
+    (:func:`profile_fast_level`), "median" its ``host.reference_work_s``. None when the profile
+    does not say at which level its terms were measured."""
+    fast, tp = profile_fast_level(profile), per_term_profile(profile)
+    if fast is None or tp is None:
+        return None
+    return tp, (fast if level == "fast" else profile.host.reference_work_s)
+
+
+def slower_than_predicted(metric: str, err: float) -> bool:
+    """Whether an error (predicted against measured, %) says the run was slower than predicted:
+    predicted shorter for a time, higher for a throughput."""
+    return err > 0 if ("throughput" in metric or metric.endswith("_per_s")) else err < 0
 
 
 def extend_issue_reference(dirs: list[Path], profile, min_calls: int = 9) -> tuple[float, int] | None:
@@ -456,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
                          "also subtracted the injection's preparation)")
+    ap.add_argument("--fast-level", action="store_true",
+                    help="also predict every cell with each host term put at the profile's fast level (its fastest "
+                         "quarter of reference-work samples; host.reference_work_by_term)")
+    ap.add_argument("--one-level", choices=("fast", "median"), default="fast",
+                    help="with --fast-level: the one level every term is put at: the profile's fast level, or its "
+                         "median (host.reference_work_s: the level a typical sample sat at)")
     args = ap.parse_args(argv)
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
@@ -568,9 +616,21 @@ def main(argv: list[str] | None = None) -> int:
                 f = launch_speed_factor(hp["mode"], hp["part"], hp["batch_size"], hp["host_launch_cpu_s"], gmax[name], ref)
                 if f is not None:
                     launch[name] = f
+    fast_s, fast_profile = None, None
+    if args.fast_level:
+        got = one_level_inputs(profile, args.one_level)
+        fast_profile, fast_s = got if got is not None else (None, None)
+        print(f"{args.one_level} level: {fast_s * 1e3:.3f} ms; terms' levels (ms): " + ", ".join(
+            f"{t} {v * 1e3:.3f}" for t, v in sorted(fast_profile.host.reference_work_by_term.items()))
+              if fast_s is not None else "fast level: the profile does not say at which level its terms were "
+              "measured; left as it is")
     rows = []
     for cell, arm, grp, sc, d in runs:
         pred = run_scenario(sc, seed=sc.seed, profile=profile).summary
+        fast = {}
+        if args.fast_level:
+            fast = (run_scenario(with_value(sc, "host.reference_work_s", fast_s), seed=sc.seed, profile=fast_profile)
+                    if fast_s is not None else run_scenario(sc, seed=sc.seed, profile=profile)).summary
         fixed: dict[str, float] = {}
         if d is not None and (d / "requests.parquet").is_file():
             fixed = send_time_ttft(sc, pd.read_parquet(d / "requests.parquet"))
@@ -613,6 +673,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.per_term:
                 c = term.get(r.metric)
                 rows[-1].update(term_predicted=c, term_error_pct=error_pct(c, meas) if c is not None else float("nan"))
+            if args.fast_level:
+                c = fast.get(r.metric)
+                rows[-1].update(fast_level_s=fast_s, fast_predicted=c,
+                                fast_error_pct=error_pct(c, meas) if c is not None else float("nan"))
             if args.eager_from_calls:
                 c = eager.get(r.metric)
                 rows[-1].update(eager_extend_factor=fe, eager_inject_factor=fi, eager_predicted=c,
@@ -640,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{k} {v}" for k, v in t.drop_duplicates(['cell', 'arm']).speed_source.value_counts().items()))
     if args.per_term:
         print_three_way(t)
+    if args.fast_level:
+        print_fast_level(t)
     if args.eager_from_calls:
         print("\nAFTER THE FACT: at the level of each run's own eager launch calls (extend, injection factors)")
         for (cell, arm), g in t.groupby(["cell", "arm"], sort=False):
@@ -654,6 +720,23 @@ def main(argv: list[str] | None = None) -> int:
             sp = t[t.metric == m].run_spread_pct
             print(f"{m:<20} {sp.median():5.1f} % {sp.max():6.1f} % {int((sp > 5).sum()):>3} of {len(sp)}")
     return 0
+
+
+def print_fast_level(t: pd.DataFrame) -> None:
+    """Unconditioned against at the fast level: within 5 %, mean |error|, and the misses
+    (|error| > 5 %) by sign, per metric and in all."""
+    def line(s: pd.DataFrame, col: str) -> str:
+        e = s[col]
+        miss = s[e.abs() > 5]
+        slow = sum(slower_than_predicted(m, v) for m, v in zip(miss.metric, miss[col], strict=True))
+        return (f"{int((e.abs() <= 5).sum()):>3} of {len(s):<3} mean |err| {e.abs().mean():5.1f} %  misses: "
+                f"{slow:>2} run slower, {len(miss) - slow:>2} run faster")
+
+    print("\nat the profile's fast level (unconditioned | fast level): within 5 %, mean |error|, misses by sign")
+    for m in TARGETS:
+        s = t[t.metric == m]
+        print(f"{m:<20} {line(s, 'new_error_pct')} | {line(s, 'fast_error_pct')}")
+    print(f"{'all five':<20} {line(t, 'new_error_pct')} | {line(t, 'fast_error_pct')}")
 
 
 def print_three_way(t: pd.DataFrame) -> None:

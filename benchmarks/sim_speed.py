@@ -156,7 +156,9 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool, run: 
 
     sc = _load(case)
     kwargs = {}
-    params = inspect.signature(SimEngine).parameters
+    # __init__'s own parameters: SimEngine's signature is __new__'s (scenario, *args, **kwargs),
+    # where neither flag appears (the flags were ignored through it)
+    params = inspect.signature(SimEngine.__init__).parameters
     if "fast_forward" in params:
         kwargs["fast_forward"] = fast_forward
     if records is not None and "records" in params:

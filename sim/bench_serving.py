@@ -134,6 +134,10 @@ successful requests), the simulator's prefix-cache hit rate under the same name.
 GZIP_MAGIC = b"\x1f\x8b"
 """A gzip stream's first bytes: a result file, trace or log compressed for keeping is read
 decompressed, whatever its name."""
+MAX_TIME_S = 1e9
+"""A per-request time (TTFT, ITL, latency, the spread of the send times) at or past this many
+seconds (31 years) is refused: no run is so long, and the whole-second buckets of the peaks
+(:func:`_peaks`) overflowed on one."""
 DETAILS_MAX_OUTPUT_TOKENS = 200_000
 """``bench_record`` adds per-request details (``--output-details``) to runs with at most this
 many output tokens (the ITL lists grow with every token)."""
@@ -217,9 +221,32 @@ def is_gzip(p: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+"""A UTF-16 byte-order mark: Windows PowerShell 5's ``>`` and ``Out-File`` write text so
+(``docker logs sglang > server.log``, ``Get-Content runs.jsonl > copy.jsonl``)."""
+
+
+def text_encoding(p: Path) -> str:
+    """The encoding to read ``p``'s text with (decompressed when gzip): ``utf-16`` after a UTF-16
+    byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped). Such a
+    file was refused as "not a text file"; a log's lines were read as binary."""
+    if is_gzip(p):
+        import gzip
+
+        with gzip.open(p, "rb") as f:
+            head = f.read(2)
+    else:
+        with open(p, "rb") as f:
+            head = f.read(2)
+    return "utf-16" if head in UTF16_BOMS else "utf-8-sig"
+
+
 def open_text(p: Path, **kw: Any) -> IO[str]:
     """``p`` opened as text (``kw`` as for :func:`open` in ``"rt"`` mode), decompressed on the
-    way when it is gzip compressed (:func:`is_gzip`)."""
+    way when it is gzip compressed (:func:`is_gzip`), as UTF-16 after a UTF-16 byte-order mark
+    (:func:`text_encoding`; ``kw``'s encoding applies otherwise)."""
+    if text_encoding(p) == "utf-16":
+        kw["encoding"] = "utf-16"
     if is_gzip(p):
         import gzip
 
@@ -298,12 +325,19 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
         if isinstance(obj.get(k), list) and len(obj[k]) != n:
             raise ConfigError(where, k, f"{len(obj[k])} entries", f"per-request lists must have {n} entries like input_lens")
 
-    def arr(key: str, values: list[Any]) -> np.ndarray:
-        try:
-            return np.array([np.nan if v is None else v for v in values], dtype=float)
-        except (TypeError, ValueError):
-            bad = next(v for v in values if v is not None and not isinstance(v, (int, float)))
-            raise ConfigError(where, key, bad, "entries must be numbers") from None
+    def arr(key: str, values: list[Any], non_negative: bool = False) -> np.ndarray:
+        for j, v in enumerate(values):   # a list or a string inside (np.array made a 2-D array, or read "0.01")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
+                raise ConfigError(where, f"{key}[{j}]", shown, "entries must be numbers (or null)")
+        a = np.array([np.nan if v is None else v for v in values], dtype=float)
+        if non_negative:
+            with np.errstate(invalid="ignore"):
+                neg = np.flatnonzero((a < 0) | (a >= MAX_TIME_S))
+            if neg.size:
+                raise ConfigError(where, f"{key}[{int(neg[0])}]", values[int(neg[0])],
+                                  f"a time must be >= 0 and < {MAX_TIME_S:g} (s)")
+        return a
 
     itls_raw = obj.get("itls") if isinstance(obj.get("itls"), list) else [[] for _ in range(n)]
     itls = []
@@ -312,14 +346,23 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
             x = []
         if not isinstance(x, list):
             raise ConfigError(where, f"itls[{i}]", x, "must be a list of seconds")
-        itls.append(arr(f"itls[{i}]", x))
+        itls.append(arr(f"itls[{i}]", x, non_negative=True))
     errors = obj.get("errors") if isinstance(obj.get("errors"), list) else [""] * n
     start = latency = None
     if isinstance(obj.get("start_times"), list) and n:
         start = arr("start_times", obj["start_times"])
-        start = start - np.nanmin(start) if np.isfinite(start).any() else None
+        if np.isfinite(start).any():
+            with np.errstate(invalid="ignore"):
+                far = np.flatnonzero(np.isinf(start) | (start - np.nanmin(start) >= MAX_TIME_S))
+            if far.size:   # the peaks' whole-second buckets over such a span overflowed (a traceback)
+                raise ConfigError(where, f"start_times[{int(far[0])}]", obj["start_times"][int(far[0])],
+                                  f"send times are the client's clock in s: finite and within {MAX_TIME_S:g} s of "
+                                  "each other")
+            start = start - np.nanmin(start)
+        else:
+            start = None
     if isinstance(obj.get("latencies"), list):
-        latency = arr("latencies", obj["latencies"])
+        latency = arr("latencies", obj["latencies"], non_negative=True)
     lens = {}
     for key in ("input_lens", "output_lens"):
         v = arr(key, obj[key])
@@ -331,7 +374,7 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
             raise ConfigError(where, f"{key}[{int(bad[0])}]", obj[key][int(bad[0])], "a token count must be an integer >= 0")
         lens[key] = np.nan_to_num(v).astype(np.int64)
     return BenchDetails(lens["input_lens"], lens["output_lens"],
-                        np.nan_to_num(arr("ttfts", obj["ttfts"])), itls, [e or "" for e in errors], start, latency,
+                        np.nan_to_num(arr("ttfts", obj["ttfts"], non_negative=True)), itls, [e or "" for e in errors], start, latency,
                         has_itls=isinstance(obj.get("itls"), list))
 
 
@@ -341,6 +384,80 @@ def _cache_report(obj: Mapping[str, Any], where: str) -> dict[str, float]:
         return {}
     v = _number(where, "cache_report.cache_hit_rate_pct", rep.get("cache_hit_rate_pct"))
     return {} if v is None or math.isnan(v) else {"cache_hit_rate": v / 100.0}
+
+
+def _percentile_pairs(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    """``percentiles_{m}_ms`` as ``[[P, value], ...]`` -> ``p{P}_{m}_ms`` keys, where the line
+    lacks them. vLLM's ``BenchmarkMetrics`` holds its percentiles so (``percentiles_ttft_ms:
+    list[tuple[float, float]]``; its result JSON flattens them to ``p99_ttft_ms``, with
+    ``p{int(P)}`` for a whole P, else ``p{P}``), and a dump of the dataclass
+    (``dataclasses.asdict(metrics)``, saved by wrappers around the benchmark) keeps the
+    lists. A dict ``{"99": value}`` or ``{"p99": value}`` is read the same way. The value as
+    written is kept in ``extra``."""
+    out = dict(obj)
+    for k, v in obj.items():
+        if not (k.startswith("percentiles_") and k.endswith("_ms")) or v is None:
+            continue
+        m = k[len("percentiles_"):-len("_ms")]
+        if isinstance(v, dict):   # {"99": value} or {"p99": value}, as a dict of the pairs is written
+            try:
+                v = [[float(str(p).strip().lower().removeprefix("p")), x] for p, x in v.items()]
+            except ValueError:
+                raise ConfigError(where, k, next(iter(v)), "percentile keys must be numbers (99, p99)") from None
+        if not isinstance(v, list) or not all(
+                isinstance(pv, (list, tuple)) and len(pv) == 2
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pv) for pv in v):
+            shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
+            raise ConfigError(where, k, shown, "must be a list of [percentile, value in ms] pairs")
+        for pct, val in v:
+            word = str(int(pct)) if float(pct).is_integer() else str(pct)
+            out.setdefault(f"p{word}_{m}_ms", val)
+    return out
+
+
+_NON_NEGATIVE = tuple(k for k in METRIC_KEYS if k != "duration")
+_WHOLE = ("completed", "total_input_tokens", "total_output_tokens", "total_output_tokens_retokenized",
+          "max_concurrent_requests")
+
+
+def _check_summary(summary: Mapping[str, float], obj: Mapping[str, Any], where: str) -> None:
+    """No writer puts a negative count, latency or throughput, a fractional request or token
+    count, or a run of no duration (a wall time): such a line is damaged or hand-made wrongly,
+    and its figures would be compared as measured."""
+    for k, v in summary.items():
+        if k == "duration" and not v > 0:
+            raise ConfigError(where, k, obj.get(k), "must be > 0 (the run's wall time in s)")
+        if k in _NON_NEGATIVE and v < 0:
+            raise ConfigError(where, k, obj.get(k, v), "must be >= 0 (bench_serving counts, ms and per-s figures)")
+        if k in _WHOLE and v != math.floor(v):
+            raise ConfigError(where, k, obj.get(k, v), "must be a whole number (a count of requests or tokens)")
+
+
+UNIT_MISMATCH = 100.0
+"""The per-request lists' median (s, x 1000) and the line's own median (ms) are the same
+figure over the same successful requests (SGLang ``calculate_metrics``; vLLM's likewise); a
+ratio past this factor either way means one of them is not in its unit (a list converted
+to ms, a summary to s: 1000), not noise: SGLang 0.5.23 (``calculate_metrics``,
+``use_retokenized_itl`` for a speculative server behind ``sglang-oai``) divides each chunk's
+gap by its tokens for the summary's ITLs while the list keeps the gaps, a factor of the
+tokens a chunk carries (the accept length, under 16), so the bound sits well above it."""
+
+
+def _check_detail_units(d: BenchDetails, summary: Mapping[str, float], where: str) -> None:
+    ok = d.ok
+    if not ok.any():
+        return
+    itl = [x for x, good in zip(d.itls, ok.tolist(), strict=True) if good and len(x)]
+    for key, values in (("ttfts", d.ttfts[ok]), ("itls", np.concatenate(itl) if itl else np.zeros(0))):
+        ref = summary.get(f"median_{key[:-1]}_ms")
+        values = values[np.isfinite(values)]
+        if ref is None or not ref > 0 or not values.size:
+            continue
+        med = float(np.median(values)) * 1000.0
+        if med > 0 and not 1 / UNIT_MISMATCH <= med / ref <= UNIT_MISMATCH:
+            raise ConfigError(where, f"{key} (their median, s)", float(f"{med / 1000.0:.6g}"),
+                              f"per-request {key} are in s (bench_serving, vLLM), so x 1000 their median should be "
+                              f"near median_{key[:-1]}_ms = {ref:g}, not {med / ref:.3g} times it: a unit was changed")
 
 
 def parse_run(obj: Any, where: str) -> BenchRun:
@@ -368,6 +485,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
                           "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
                           "output: it has no per-run TTFT or ITL distribution to compare")
     obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
         if k in obj and new not in obj:
             obj[new] = obj.pop(k)
@@ -390,14 +508,41 @@ def parse_run(obj: Any, where: str) -> BenchRun:
             v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
         if v is not None and math.isfinite(v):   # NaN (an empty sample) or +-Infinity: missing
             summary[k] = v
+    _check_summary(summary, obj, where)
     summary.update(_cache_report(obj, where))
     args = _args(obj, where)
     if "backend" not in args and isinstance(obj.get("endpoint_type"), str):
         args["backend"] = obj["endpoint_type"]   # vllm bench serve 0.10 writes endpoint_type only
     details = _details(obj, where)
+    if details is not None:
+        _check_detail_units(details, summary, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
     extra = {k: v for k, v in obj.items() if k not in used}
     return BenchRun(where, args, summary, extra, details)
+
+
+def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]:
+    """JSON objects written one after another, each over several lines (indented: ``jq .
+    runs.jsonl``, or ``json.dump(result, f, indent=4)`` appended run after run), each keyed
+    by the line it starts on; or, where the text stops being JSON, (line, that line, why)."""
+    dec = json.JSONDecoder()
+    out: list[tuple[int, Any]] = []
+    k, n = 0, len(text)
+    while True:
+        while k < n and text[k] in " \t\r\n":
+            k += 1
+        if k >= n:
+            return out
+        start = text.count("\n", 0, k) + 1
+        try:
+            obj, k = dec.raw_decode(text, k)
+        except json.JSONDecodeError as e:
+            where = text.splitlines()[e.lineno - 1] if e.lineno <= len(text.splitlines()) else ""
+            return e.lineno, where.strip() or "<end of file>", f"{e.msg} line {e.lineno} column {e.colno}"
+        if isinstance(obj, list):   # a list among the objects: its entries, each at the list's line
+            out += [(start, o) for o in obj]
+        else:
+            out.append((start, obj))
 
 
 def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
@@ -427,7 +572,8 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
             import gzip
 
             raw_bytes = gzip.decompress(raw_bytes)
-        text = raw_bytes.decode("utf-8-sig")   # a byte-order mark from an editor is not JSON
+        # a byte-order mark from an editor is not JSON; PowerShell 5's redirect writes UTF-16
+        text = raw_bytes.decode("utf-16" if raw_bytes[:2] in UTF16_BOMS else "utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
     except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
@@ -453,14 +599,20 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     if bad is not None:
         try:  # one object over several lines, or a list
             whole = json.loads(text)
+            objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
         except json.JSONDecodeError:
-            i, raw, msg = bad
-            shown = raw if len(raw) <= 60 else raw[:57] + "..."
-            if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
-                raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
-                                  "rerun with --output-file F (one JSON line per run) and pass F") from None
-            raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
-        objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
+            scanned = None if objs else _indented_objects(text)   # a file that began as JSONL keeps its line's error
+            if isinstance(scanned, list):
+                objs = scanned
+            else:
+                i, raw, msg = bad if scanned is None else scanned
+                shown = raw if len(raw) <= 60 else raw[:57] + "..."
+                if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
+                    raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
+                                      "rerun with --output-file F (one JSON line per run) and pass F") from None
+                raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
+    if len(objs) == 1 and isinstance(objs[0][1], list):   # a JSON list on one line: runs by their place in it
+        objs = [(k + 1, o) for k, o in enumerate(objs[0][1])]
     if not objs:
         raise ConfigError(str(p), "<file>", p.name, "empty: no bench_serving run in it")
     if line is not None:
@@ -469,6 +621,22 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
             raise ConfigError(str(p), "LINE", line, f"no run on that line; runs are on lines {', '.join(str(i) for i, _ in objs[:20])}")
         objs = hit
     return [parse_run(o, f"{p}:{i}") for i, o in objs]
+
+
+def require_measured(run: BenchRun) -> BenchRun:
+    """``run``, unless nothing was measured in it: ``completed`` 0, every request failed
+    (SGLang writes NaN or no medians then, vLLM 0 throughputs): compared, its zeros read as
+    "n/a" beside a prediction; fitted, it gave a loss of 0 and a profile written as fitted
+    with nothing fitted.
+
+    Raises:
+        ConfigError: ``completed`` is 0.
+    """
+    if run.summary.get("completed") == 0:
+        failed = f" ({int((~run.details.ok).sum())} failed)" if run.details is not None else ""
+        raise ConfigError(run.source, "completed", 0, f"every request of the run failed{failed}: no latency or "
+                          "throughput was measured to compare or fit; pass a run that completed requests")
+    return run
 
 
 def read_bench_one(spec: str | Path) -> BenchRun:
@@ -647,16 +815,22 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     start + TTFT, then each inter-token latency added in turn (a chunk of n tokens after a gap
     dt gives n latencies of dt / n, ``async_request_sglang_generate``), so the first chunk
     counts one token. The running requests need only the requests table (compact records
-    have no chunks): without chunks only ``max_concurrent_requests``."""
+    have no chunks): without chunks only ``max_concurrent_requests``.
+
+    Only the occupied buckets are counted (bench_serving's list has one per second of the
+    run): a trace spanning days, or one row far from the rest, held an array of 8 bytes a
+    second of its span (a row 1e10 s out asked for 75 GiB) or overflowed int64."""
     done = notna(requests, "finish_s")
     if not done.any():
         return {}
     start, finish = column(requests, "start_s", float)[done], column(requests, "finish_s", float)[done]
     t0 = float(start.min())
-    n = int(np.ceil(float(finish.max()) - t0)) + 1
-    lo = np.floor(start - t0).astype(np.int64)
-    hi = np.minimum(np.floor(finish - t0).astype(np.int64) + 1, n)
-    conc = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+    n = np.ceil(float(finish.max()) - t0) + 1   # buckets 0 .. n - 1 (floats: no int64 overflow)
+    lo = np.sort(np.floor(start - t0))
+    hi = np.sort(np.minimum(np.floor(finish - t0) + 1, n))
+    # requests running in second b: started at or before b, not ended by it; the most are at a start
+    cand = np.unique(lo)
+    conc = np.searchsorted(lo, cand, side="right") - np.searchsorted(hi, cand, side="right")
     out: dict[str, float] = {"max_concurrent_requests": int(conc.max())}
     if chunks is None or len(chunks) == 0:
         return out
@@ -676,10 +850,10 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     for a, b in zip(np.r_[0, cut].astype(np.int64), np.r_[cut, len(of)].astype(np.int64), strict=True):
         if b > a:
             times.append(np.cumsum(np.r_[first[order[pos[a]]], vals[a:b]])[1:])
-    bucket = np.floor(np.concatenate(times) - t0).astype(np.int64)
+    bucket = np.floor(np.concatenate(times) - t0)
     ok = (bucket >= 0) & (bucket < n)
-    tokens = np.bincount(bucket[ok], minlength=n)
-    return {"max_output_tokens_per_s": float(tokens.max()), **out}
+    counts = np.unique(bucket[ok], return_counts=True)[1]
+    return {"max_output_tokens_per_s": float(counts.max()) if counts.size else 0.0, **out}
 
 
 def _table(run: Any, name: str) -> Any:
@@ -706,7 +880,8 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
         arguments, plus ``num_prompts``/``burstiness`` as vLLM writes them), ``server_info``
         (the scenario's server arguments and its name/arm/seed/profile), every metric in
         :data:`METRIC_KEYS` the run has (p95 of TTFT/TPOT/E2E from the requests table when
-        the summary lacks them; None where unknown, as bench_serving writes null).
+        the summary lacks them; None where unknown, as bench_serving writes null; TPOT and ITL 0.0
+        when no output had a second token, as bench_serving's ``np.mean(tpots or 0)`` writes them).
     """
     s = run.summary or {}
     rec: dict[str, Any] = {"tag": s.get("scenario"), "backend": f"specsched-{s.get('source', 'sim')}"}
@@ -745,6 +920,11 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             v = extra[k]
         if v is None and k == "total_output_tokens_retokenized":
             v = _value(s, "total_output_tokens")
+        if v is None and k.endswith(("_tpot_ms", "_itl_ms")) and (_value(s, "completed") or 0) > 0:
+            # every output one token: no TPOT or ITL sample, and bench_serving writes
+            # np.mean(tpots or 0) (its every statistic of both) = 0.0, not null
+            # (SGLang 0.5.23 benchmark/serving.py calculate_metrics)
+            v = 0.0
         rec[k] = v
     chunks = _table(run, "chunks")
     if details is None:

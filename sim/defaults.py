@@ -60,7 +60,11 @@ from typing import Any
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
-from specsched.sim.server_args import CHAIN_PARAM_KEYS, auto_speculative_params
+from specsched.sim.server_args import (
+    BLOCK_DEFAULT_WINDOW,
+    CHAIN_PARAM_KEYS,
+    auto_speculative_params,
+)
 
 SPEC_MAX_RUNNING_REQUESTS = 48
 """SGLang resets max_running_requests to 48 for speculative decoding (speculative_hook.py)."""
@@ -302,6 +306,12 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")
         for key, value in zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, arch), strict=True):
             put(key, value, why)
+    if algo.is_block:
+        gamma = BLOCK_DEFAULT_WINDOW[algo.value] - 1
+        put("speculative_num_draft_tokens", BLOCK_DEFAULT_WINDOW[algo.value],
+            "SGLang's fallback with no draft checkpoint config: " + (
+                f"DEFAULT_DSPARK_GAMMA {gamma} + 1 (arg_groups/speculative_hook.py _handle_dspark)" if algo.value == "dspark"
+                else "a DFlash block of 16 (arg_groups/speculative_hook.py _handle_dflash)"))
     if server.speculative_algorithm.is_block:
         put("admission_delay", AdmissionDelay.min_free_slots, "automatic for DSpark/DFlash in SGLang")
     resolved = server.model_copy(update=vals)

@@ -282,6 +282,10 @@ class _Roles:
         return sum(s.num_retractions for s in self._d + self._p)
 
     @property
+    def num_preemptions(self) -> int:
+        return sum(s.num_preemptions for s in self._d + self._p)
+
+    @property
     def num_delayed_passes(self) -> int:
         return sum(s.num_delayed_passes for s in self._p)
 

@@ -255,6 +255,10 @@ class DPGroup:
         return sum(r.num_retractions for r in self.ranks)
 
     @property
+    def num_preemptions(self) -> int:
+        return sum(r.num_preemptions for r in self.ranks)
+
+    @property
     def num_delayed_passes(self) -> int:
         return sum(r.num_delayed_passes for r in self.ranks)
 

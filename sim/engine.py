@@ -499,6 +499,8 @@ class SimEngine(Clients, EngineStretch):
             profile=self.profile.name, num_retractions=self.sched.num_retractions,
             num_delayed_passes=self.sched.num_delayed_passes, kv_peak_tokens=self.sched.kv.peak,
         )
+        if self.sched.num_preemptions:  # priority preemption (PrefillAdder.preempt_to_schedule): re-prefilled too
+            summary["num_preemptions"] = self.sched.num_preemptions
         kv = self.sched.kv
         if kv.swa_capacity:  # hybrid sliding-window: SGLang logs "swa token usage" = used / pool
             summary.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)

@@ -99,8 +99,8 @@ def bench_block(summary: dict[str, Any], bench: dict[str, Any] | None = None,
     b = bench or {}
 
     def get(key: str) -> Any:
-        v = summary.get(key)
-        return b.get(key) if v is None else v
+        v = summary.get(key)   # NaN (no sample): the record's figure, as bench_serving prints it
+        return b.get(key) if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
     out = ["", _sg_head(f" {title} ", "=")]
     for label, key in BENCH_ROWS:
@@ -157,6 +157,8 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
         _line("Delayed admission passes:", s("num_delayed_passes"), "{:d}"),
         _line("Retractions:", s("num_retractions"), "{:d}"),
     ]
+    if "num_preemptions" in summary:
+        out.append(_line("Priority preemptions:", s("num_preemptions"), "{:d}"))
     if "swa_token_usage_peak" in summary:
         out.append(_line("Peak SWA token usage:", s("swa_token_usage_peak"), "{:.3f}"))
     if "cache_hit_rate" in summary:

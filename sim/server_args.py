@@ -54,6 +54,14 @@ AUTO_SPEC_WIDE_ARCHS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1
 is given (arg_groups/speculative_hook.py ``_auto_choose_speculative_params``)."""
 
 
+BLOCK_DEFAULT_WINDOW = {"dspark": 8, "dflash": 16}
+"""The verify window SGLang 0.5.23 gives a block drafter when neither the scenario nor a draft
+checkpoint states one (arg_groups/speculative_hook.py): ``_handle_dspark`` falls back to
+``DEFAULT_DSPARK_GAMMA`` 7 (speculative/dspark_components/dspark_config.py), window gamma + 1;
+``_handle_dflash`` to a block size of 16. A scenario names no draft checkpoint whose config
+could say otherwise."""
+
+
 def auto_speculative_params(algorithm: str, architecture: str | None) -> tuple[int, int, int]:
     """(speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens) SGLang
     0.5.23 picks for a chain drafter given none of them (arg_groups/speculative_hook.py
@@ -160,7 +168,7 @@ class ServerArgs(BaseModel):
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
-    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions).")
+    speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions). Left out with a block drafter: SGLang 0.5.23's fallback with no draft checkpoint config, 8 for DSpark (DEFAULT_DSPARK_GAMMA 7 + 1) and 16 for DFlash (arg_groups/speculative_hook.py _handle_dspark, _handle_dflash).")
     speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1; with none of steps, topk and draft tokens given, SGLang's own choice: 5/4/8 for Llama, 3/1/4 otherwise, arg_groups/speculative_hook.py _auto_choose_speculative_params). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
@@ -209,19 +217,24 @@ class ServerArgs(BaseModel):
         (:func:`auto_speculative_params`) instead of a refusal. Without the target's
         architecture that is SGLang's fallback (3, 1, 4); the three keys are left out of
         the fields the scenario set, so ``sim/defaults.py`` fills them again by the
-        profile's ``hardware.architecture`` (5, 4, 8 for Llama) and prints what it chose."""
-        auto = False
+        profile's ``hardware.architecture`` (5, 4, 8 for Llama) and prints what it chose.
+        A block drafter given no ``speculative_num_draft_tokens`` gets SGLang's fallback
+        window the same way (:data:`BLOCK_DEFAULT_WINDOW`)."""
+        auto: tuple[str, ...] = ()
         if isinstance(data, dict) and not any(k in data for k in CHAIN_PARAM_KEYS):
             try:
                 algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
             except ValueError:
                 algo = SpecAlgorithm.none   # the field's own validator names the value
             if algo.enabled and not algo.is_block:
-                auto = True
+                auto = CHAIN_PARAM_KEYS
                 data = {**data, **dict(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, None), strict=True))}
+            elif algo.is_block:
+                auto = ("speculative_num_draft_tokens",)
+                data = {**data, "speculative_num_draft_tokens": BLOCK_DEFAULT_WINDOW[algo.value]}
         m = handler(data)
         if auto:
-            m.__pydantic_fields_set__.difference_update(CHAIN_PARAM_KEYS)
+            m.__pydantic_fields_set__.difference_update(auto)
         return m
 
     @model_validator(mode="before")

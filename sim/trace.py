@@ -38,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import is_gzip, open_text
+from specsched.sim.bench_serving import is_gzip, open_text, text_encoding
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.errors import ConfigError
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
-from specsched.sim.workload_config import TraceConfig
+from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
 CSV_BLOCK_ROWS = 200_000
 JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays
@@ -119,6 +119,7 @@ class _Checker:
         self.o: list[np.ndarray] = []
         self.last = -math.inf
         self.last_raw: object = None
+        self.last_line = 0
         self.n = 0
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
@@ -171,15 +172,24 @@ class _Checker:
                 k = int(np.argmax(bad))
                 self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo} and < 2^62")
         if len(t):
-            self.last, self.last_raw = float(t[-1]), shown[-1]
+            self.last, self.last_raw, self.last_line = float(t[-1]), shown[-1], int(lines[-1])
         self.t.append(t)
         self.i.append(ins.astype(np.int64))
         self.o.append(outs.astype(np.int64))
         self.n += len(t)
 
 
+def _no_bools(values: pd.Series | list, where: str, col: str, lines: np.ndarray) -> None:
+    """A JSON true/false is no number (pandas read it as 1/0: a length of 1, a time of 1 s)."""
+    if isinstance(values, list):
+        k = next((j for j, v in enumerate(values) if isinstance(v, bool)), None)
+        if k is not None:
+            raise ConfigError(f"{where}:{int(lines[k])}", col, str(values[k]).lower(), "not a number")
+
+
 def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray) -> np.ndarray:
     """Timestamps in seconds (any origin)."""
+    _no_bools(values, where, col, lines)
     if unit == "datetime":
         # every time on one clock, UTC: a trace logged in local time with its offset changes
         # offset at a daylight-saving switch (+01:00 -> +02:00), which pandas refuses to mix
@@ -205,12 +215,13 @@ def _shown(value: object) -> object:
     ``<empty>``, a whole float without its ``.0``."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
         return "<empty>"
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:   # 1e300 stays 1e+300
         return int(value)
     return value
 
 
 def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) -> np.ndarray:
+    _no_bools(values, where, col, lines)
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
     if np.isnan(v).any():
         k = int(np.argmax(np.isnan(v)))
@@ -247,7 +258,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         wanted = {*cols, *([hcol] if hcol else [])}
         reader = pd.read_csv(p, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
                              keep_default_na=False, na_values=[""],
-                             skip_blank_lines=False, encoding="utf-8-sig", skipinitialspace=True,
+                             skip_blank_lines=False, encoding=text_encoding(p), skipinitialspace=True,
                              compression="gzip" if is_gzip(p) else None, sep=sep)
         for block in reader:
             block.columns = [str(c).strip() for c in block.columns]
@@ -371,6 +382,10 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     t = _joined(chk.t, float)
     t -= t[0]
     t *= cfg.time_scale
+    if t[-1] >= MAX_ARRIVAL_SPAN_S:   # as a poisson workload's num_requests / request_rate is bounded
+        raise ConfigError(f"{p}:{chk.last_line}", columns.timestamp, _shown(chk.last_raw),
+                          f"the trace spans {t[-1]:.3g} s from its first row ({unit} x time_scale {cfg.time_scale:g}); "
+                          f"at most {MAX_ARRIVAL_SPAN_S:g} s: is time_unit right?")
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
     if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":

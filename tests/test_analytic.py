@@ -707,6 +707,8 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     assert d.pop("kv_transfer")["bytes_per_token"] == d["hardware"]["kv_cell_bytes"]
     for k in ("bytes_per_token", "link_bytes_per_s", "latency_s"):
         d["provenance"].pop(f"kv_transfer.{k}")
+    # and the KV cache's element size (--kv-cache-dtype; auto is bf16, 2 bytes)
+    assert d["analytic"]["model"].pop("kv_cache_bytes") == 2
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)

@@ -46,8 +46,6 @@ SCENARIO_CASES = [
     ("spec-steps-huge", {"speculative_algorithm: dspark": "speculative_algorithm: eagle\n  speculative_num_steps: 1000000"},
      "server.speculative_num_steps"),
     ("ngram", {"speculative_algorithm: dspark": "speculative_algorithm: NGRAM"}, "server.speculative_algorithm"),
-    ("block-window-unset", {"  speculative_num_draft_tokens: 6\n": ""},
-     "server.speculative_num_draft_tokens"),
     ("dp-without-dp-attention", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  dp_size: 4"}, "server.dp_size"),
     ("dp-chunk-below-page", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16\n  page_size: 16\n  dp_size: 2\n  enable_dp_attention: true"},
      "server.chunked_prefill_size"),

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from specsched.analysis.bench_cli import comparison_rows
 from specsched.analysis.from_bench import scenario_from_bench
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
-from specsched.sim.bench_serving import DETAIL_KEYS, read_bench, read_bench_one, to_run_data
+from specsched.sim.bench_serving import (
+    DETAIL_KEYS,
+    parse_run,
+    read_bench,
+    read_bench_one,
+    to_run_data,
+)
 from specsched.sim.errors import ConfigError
 
 from specsched.cli import main
@@ -35,7 +41,13 @@ def _objs(path: Path) -> list[dict]:
     try:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError:
-        return [json.loads(text)]
+        pass
+    dec, out, k = json.JSONDecoder(), [], 0   # indented objects one after another (or one)
+    while text[k:].strip():
+        k += len(text[k:]) - len(text[k:].lstrip())
+        obj, k = dec.raw_decode(text, k)
+        out.append(obj)
+    return out
 
 
 @pytest.mark.parametrize("path", BENCH, ids=lambda p: p.name)
@@ -866,3 +878,223 @@ def test_validate_refuses_arrivals_with_a_scenario_and_notes_unreplayed_send_tim
     capsys.readouterr()
     assert main(["validate", "--measured", line, "--scenario", "replayed.yaml", "--seeds", "1", "--out", "b"]) == 0
     assert "send times" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))
+
+
+# ------------------------------------------------------------------ variants of the layouts above
+
+def test_indented_runs_one_after_another_are_runs_by_their_first_line(tmp_path):
+    """``jq . runs.json`` (or ``json.dump(result, f, indent=...)`` appended run after run)
+    writes each run over many lines, one after another: neither JSONL nor one JSON value.
+    It was refused as a truncated line 1 ("{"). Each run is named by the line it starts on."""
+    f = DATA / "bench" / "vllm-0.8.5-jq-indented-runs.json"
+    a, b = read_bench(f)
+    assert (a.source, b.source) == (f"{f}:1", f"{f}:33")
+    assert (a.args["request_rate"], b.args["request_rate"]) == (4.0, 16.0)
+    assert read_bench_one(f"{f}:33").summary["duration"] == 14.2
+    with pytest.raises(ConfigError, match="runs are on lines 1, 33"):
+        read_bench(f, 2)
+    cut = tmp_path / "cut.json"   # a copy cut short in its second run: the error is where it stops
+    cut.write_text(f.read_text()[: f.read_text().index('"duration"', 600) + 5])
+    with pytest.raises(ConfigError, match="cut.json:44: <line> = '\"dura'"):
+        read_bench(cut)
+
+
+def test_a_json_list_of_runs_on_one_line(tmp_path):
+    f = tmp_path / "runs.json"
+    runs = _objs(DATA / "bench" / "vllm-0.8.5-jq-indented-runs.json")
+    f.write_text(json.dumps(runs))
+    got = read_bench(f)
+    assert [r.source for r in got] == [f"{f}:1", f"{f}:2"] and got[1].args["request_rate"] == 16.0
+
+
+def test_percentile_pairs_of_vllms_metrics_dataclass():
+    """``dataclasses.asdict`` of vLLM's BenchmarkMetrics keeps ``percentiles_{m}_ms`` as
+    [[P, value], ...]: read as ``p{P}_{m}_ms`` (they were kept only as unknown keys, so no
+    P90/P99 was compared)."""
+    (r,) = read_bench(DATA / "bench" / "vllm-benchmark-metrics-asdict.json")
+    assert r.summary["p99_ttft_ms"] == 77.0 and r.summary["p90_itl_ms"] == 13.0
+    assert r.summary["p99_e2e_latency_ms"] == 1850.0 and r.extra["p99.9_tpot_ms"] == 14.6
+    assert r.summary["median_ttft_ms"] == 38.5 and r.num_prompts == 198
+    obj = json.loads((DATA / "bench" / "vllm-benchmark-metrics-asdict.json").read_text())
+    obj["percentiles_ttft_ms"] = {"p50": 38.5, "90": 55.1, "99.0": 77.0, "p99.9": 81.2}   # the pairs as a dict
+    (d,) = [parse_run(obj, "mem:1")]
+    assert d.summary["p99_ttft_ms"] == 77.0 and d.summary["p90_ttft_ms"] == 55.1 and d.extra["p99.9_ttft_ms"] == 81.2
+    with pytest.raises(ConfigError, match="percentile keys must be numbers"):
+        parse_run(obj | {"percentiles_itl_ms": {"max": 3.0}}, "mem:1")
+
+
+_GOOD = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"completed": -5}, "completed = -5: must be >= 0"),
+    ({"completed": 2.5}, "completed = 2.5: must be a whole number"),
+    ({"duration": 0}, "duration = 0: must be > 0"),
+    ({"duration": -1.0}, "duration = -1.0: must be > 0"),
+    ({"median_ttft_ms": -3.0}, "median_ttft_ms = -3.0: must be >= 0"),
+    ({"ttfts": [-0.1, 0.05, 0.0, 0.0]}, r"ttfts\[0\] = -0.1: a time must be >= 0"),
+    ({"ttfts": [[0.04], [0.05], 0.0, 0.0]}, r"ttfts\[0\] = \[0.04\]: entries must be numbers"),   # was a traceback
+    ({"itls": [[-0.01], [], [], []]}, r"itls\[0\]\[0\] = -0.01: a time must be >= 0"),
+    ({"itls": [["0.01"], [], [], []]}, r"itls\[0\]\[0\] = '0.01': entries must be numbers"),
+    ({"percentiles_ttft_ms": [99, 40.0]}, "percentiles_ttft_ms = .*: must be a list of \\[percentile"),
+    ({"start_times": [1e300, 1.0, 2.0, 3.0]}, r"start_times\[0\] = 1e\+300: send times are the client's clock"),   # was a traceback
+    ({"ttfts": [1e300, 0.05, 0.0, 0.0]}, r"ttfts\[0\] = 1e\+300: a time must be >= 0 and < 1e\+09"),
+])
+def test_a_damaged_line_is_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch, change, message):
+    """No writer puts a negative or fractional count, a run of no duration, a negative time or
+    a list where a number goes: each was compared as measured (or crashed), now one line."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads(_GOOD.read_text())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(obj | change) + "\n")
+    before = set(tmp_path.iterdir())
+    assert main(["validate", "--measured", str(bad), "--profile", "h200-1b", "--seeds", "1", "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(f"bad.jsonl:1: {message}", err[0]), err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_per_request_times_in_ms_are_refused(tmp_path):
+    """bench_serving's ``ttfts``/``itls`` are in s and the summary's medians in ms, over the
+    same requests; a file whose lists were converted to ms read 1000x slow, silently."""
+    obj = json.loads(_GOOD.read_text())
+    f = tmp_path / "ms.jsonl"
+    f.write_text(json.dumps(obj | {"ttfts": [t * 1000 for t in obj["ttfts"]]}) + "\n")
+    with pytest.raises(ConfigError, match=r"ttfts \(their median, s\) = .*median_ttft_ms = .*a unit was changed"):
+        read_bench(f)
+    f.write_text(json.dumps(obj | {"itls": [[x * 1000 for x in i] for i in obj["itls"]]}) + "\n")
+    with pytest.raises(ConfigError, match="itls"):
+        read_bench(f)
+    assert read_bench(_GOOD)[0].details is not None   # the file as written reads
+    # SGLang 0.5.23 behind sglang-oai with speculative decoding: the summary's ITLs are each chunk's
+    # gap over its tokens, the list keeps the gaps; 16 tokens a chunk still reads
+    f.write_text(json.dumps(obj | {"median_itl_ms": obj["median_itl_ms"] / 16}) + "\n")
+    assert read_bench(f)[0].details is not None
+
+
+def _all_failed(tmp_path: Path) -> Path:
+    """A 0.4.6.post5-0.5.14 line of a run whose every request failed: ``completed`` 0, NaN
+    latency figures (numpy's mean of no requests), the failures in the details."""
+    obj = json.loads(_GOOD.read_text())
+    n = len(obj["input_lens"])
+    obj |= {k: float("nan") for k in obj if k.endswith("_ms")}
+    obj |= {"completed": 0, "total_output_tokens": 0, "output_throughput": 0.0, "output_lens": [0] * n,
+            "ttfts": [0.0] * n, "itls": [[]] * n, "errors": ["Server disconnected"] * n}
+    f = tmp_path / "failed.jsonl"
+    f.write_text(json.dumps(obj) + "\n")
+    return f
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_run_where_every_request_failed_is_refused(tmp_path, capsys, monkeypatch, command):
+    """Nothing was measured: validate printed its zeros as n/a beside a prediction, and
+    calibrate --from fitted a loss of 0 and wrote the profile as fitted, unchanged."""
+    monkeypatch.chdir(tmp_path)
+    f = _all_failed(tmp_path)
+    argv = {"validate": ["validate", "--measured", str(f), "--profile", "h200-1b", "--seeds", "1", "--out", "out"],
+            "calibrate": ["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", "p.yaml"]}[command]
+    before = set(tmp_path.iterdir())
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "failed.jsonl:1: completed = 0: every request of the run failed (4 failed)" in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_calibrate_refuses_runs_without_any_fitted_metric(tmp_path, capsys, monkeypatch):
+    """A 0.3.6 line cut to its token totals and e2e latencies has none of the fitted metrics:
+    the fit had no residual and wrote the profile unchanged as fitted."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((DATA / "bench" / "sglang-0.3.6.jsonl").read_text().splitlines()[0])
+    f = tmp_path / "e2e-only.jsonl"
+    f.write_text(json.dumps({k: v for k, v in obj.items() if "ttft" not in k and "itl" not in k
+                             and "throughput" not in k}) + "\n")
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", "p.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--metrics" in err[0] and "median_e2e_latency_ms" in err[0], err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("row, message", [
+    ('{"timestamp": 0, "input_length": true, "output_length": 5}', "t.jsonl:1: input_length = 'true': not a number"),
+    ('{"timestamp": 0, "input_length": 9, "output_length": false}', "t.jsonl:1: output_length = 'false': not a number"),
+    ('{"timestamp": true, "input_length": 9, "output_length": 5}', "t.jsonl:1: timestamp = 'true': not a number"),
+])
+def test_a_json_true_or_false_in_a_trace_is_no_number(tmp_path, row, message):
+    """A Mooncake-layout row with true where a length or time goes ran as a 1-token prompt
+    (or at 1 ms) without a word: pandas reads true as 1."""
+    from specsched.sim.trace import load_trace
+    from specsched.sim.workload_config import TraceConfig
+
+    f = tmp_path / "t.jsonl"
+    f.write_text(row + '\n{"timestamp": 10, "input_length": 7, "output_length": 3}\n')
+    with pytest.raises(ConfigError, match=message):
+        load_trace(TraceConfig(path=str(f), layout="mooncake"))
+
+
+def test_files_saved_by_windows_powershell_in_utf16(tmp_path):
+    """Windows PowerShell 5's ``>`` writes UTF-16 with a byte-order mark and CRLF
+    (``docker logs sglang > server.log``): a result file and a trace were refused as "not a
+    text file", a log's lines read as binary. Each reads as its UTF-8 original (gzip too)."""
+    import gzip
+
+    from specsched.sim.trace import load_trace
+    from specsched.sim.workload_config import TraceConfig
+
+    def utf16(src: Path, gz: bool = False) -> Path:
+        data = src.read_text(encoding="utf-8").replace("\n", "\r\n").encode("utf-16")
+        dst = tmp_path / (src.name + (".gz" if gz else ""))
+        dst.write_bytes(gzip.compress(data) if gz else data)
+        return dst
+
+    src = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+    for gz in (False, True):
+        (a,), (b,) = read_bench(src), read_bench(utf16(src, gz))
+        assert a.summary == b.summary and a.args == b.args and b.details.ttfts.tolist() == a.details.ttfts.tolist()
+    for name, layout in (("azure-2023-code.csv", "azure"), ("mooncake-conversation.jsonl", "mooncake")):
+        a = load_trace(TraceConfig(path=str(DATA / "traces" / name), layout=layout))
+        b = load_trace(TraceConfig(path=str(utf16(DATA / "traces" / name)), layout=layout))
+        assert a.arrival_s.tolist() == b.arrival_s.tolist() and a.input_len.tolist() == b.input_len.tolist()
+    log = LOGS / "sglang-0.5.23.log"
+    a, b = parse_server_log(log), parse_server_log(utf16(log))
+    assert a.drop(columns="line").equals(b.drop(columns="line")) and a["line"].tolist() == b["line"].tolist()
+
+
+@pytest.mark.parametrize("far", ["1e13", "1e300"])
+def test_a_trace_row_far_from_the_rest_is_refused(tmp_path, capsys, monkeypatch, far):
+    """A Mooncake row 1e13 ms after the first (a timestamp in us, or a typo) ran, then the
+    peaks asked for 75 GiB (a MemoryError traceback); 1e300 overflowed int64. A trace spans at
+    most 1e9 s, as a Poisson workload's num_requests / request_rate does."""
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "t.jsonl"
+    t.write_text('{"timestamp": 0, "input_length": 12, "output_length": 5}\n'
+                 f'{{"timestamp": {far}, "input_length": 7, "output_length": 3}}\n')
+    before = set(tmp_path.iterdir())
+    assert main(["run", _trace_yaml(tmp_path, t), "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"t.jsonl:2: timestamp = {far if far == '1e300' else 10**13}" in err[0].replace("1e+300", "1e300")
+    assert "at most 1e+09 s" in err[0]
+    assert set(tmp_path.iterdir()) == before | {tmp_path / "s.yaml"}
+
+
+def test_the_peaks_hold_the_occupied_seconds_only():
+    """bench_serving's peaks count whole-second buckets; a run whose requests lie 1e8 s apart
+    (a sparse trace) held 800 MB per array of buckets. Counted over the occupied seconds, the
+    figures are the same and the memory a few KB."""
+    import tracemalloc
+
+    import pandas as pd
+    from specsched.sim.bench_serving import _peaks
+
+    req = pd.DataFrame({"rid": [0, 1, 2], "start_s": [0.0, 0.2, 1e8], "first_token_s": [0.1, 0.5, 1e8 + 0.1],
+                        "finish_s": [1.5, 0.9, 1e8 + 2.2]})
+    chunks = pd.DataFrame({"rid": [0, 0, 0, 1, 1, 2, 2], "time_s": [0.1, 0.6, 1.5, 0.5, 0.9, 1e8 + 0.1, 1e8 + 2.2],
+                           "n_tokens": [1, 1, 1, 1, 1, 1, 1]})
+    tracemalloc.start()
+    got = _peaks(req, chunks)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # second 0: requests 0 and 1 run; tokens at 0.1, 0.6 (rid 0) and 0.5, 0.9 (rid 1): 4
+    assert got == {"max_concurrent_requests": 2, "max_output_tokens_per_s": 4.0}
+    assert peak < 1 << 20

@@ -28,7 +28,14 @@ def _runs(path: Path) -> list[tuple[int, dict]]:
     try:
         return [(i, json.loads(s)) for i, s in enumerate(text.splitlines(), start=1) if s.strip()]
     except json.JSONDecodeError:
-        return [(1, json.loads(text))]
+        pass
+    dec, out, k = json.JSONDecoder(), [], 0   # indented objects one after another (or one): each at its first line
+    while text[k:].strip():
+        k += len(text[k:]) - len(text[k:].lstrip())
+        obj, end = dec.raw_decode(text, k)
+        out.append((text.count("\n", 0, k) + 1, obj))
+        k = end
+    return out
 
 
 LINES = [(p.name, i) for p in sorted((DATA / "bench").iterdir()) for i, _ in _runs(p)]
@@ -65,6 +72,13 @@ def _file_metrics(obj: dict) -> dict[str, float]:
         m = k.replace("_e2el_ms", "_e2e_latency_ms").replace("p50_", "median_", 1)
         if k.startswith("p50_") and obj.get(k.replace("p50_", "median_", 1)) is None and number(v):
             out[m] = float(v)
+    for k, v in obj.items():   # vLLM BenchmarkMetrics' [[P, value], ...] where no p{P} key is written
+        if k.startswith("percentiles_") and isinstance(v, list):
+            m = k[len("percentiles_"):].replace("e2el_ms", "e2e_latency_ms")
+            for pct, val in v:
+                name = f"p{int(pct) if float(pct).is_integer() else pct}_{m}"
+                if name in METRIC_KEYS and name not in out:
+                    out[name] = float(val)
     rep = obj.get("cache_report")
     if isinstance(rep, dict) and rep.get("cache_hit_rate_pct") is not None:
         out["cache_hit_rate"] = rep["cache_hit_rate_pct"] / 100
@@ -167,8 +181,10 @@ def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch
     pure-decode samples that join the fit, the largest running and queued counts and the
     mean accept length are what the file states (figures read off each fixture by hand)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
     prefill, decode, samples, running, queue, accept = LOG_FIGURES[name]
+    # a speculative server's log goes with a run of that server (its accept length): the log's
+    # steps are priced with the run's server
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | ({"accept_length": 3.0} if accept else {})) + "\n")
     argv = ["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
             "--max-evals", "1", "--server-log", str(DATA / "logs" / name), "--out", "fitted.yaml"]
     assert main(argv) == 0
@@ -180,6 +196,21 @@ def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch
     assert summary["max_running_req"] == running and summary["max_queue_req"] == queue
     assert summary["mean_accept_len"] == (pytest.approx(accept) if accept else None)
     assert name in (tmp_path / "fitted.yaml").read_text()   # the provenance names the log
+
+
+@pytest.mark.parametrize(("name", "accept"), [("sglang-0.4.6-eagle.log", None), ("sglang-0.3.6.log", 3.0)])
+def test_a_log_of_another_decoding_than_the_runs_server_is_refused(tmp_path, capsys, monkeypatch, name, accept):
+    """A speculative server's log (accept len on its decode lines) with runs of a plain server,
+    or a plain server's log with speculative runs: each logged step was priced as the other
+    kind of step and fitted into the decode factor, silently. One line, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | ({"accept_length": accept} if accept else {})) + "\n")
+    before = set(tmp_path.iterdir())
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", str(DATA / "logs" / name), "--out", "fitted.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{name}:" in err[0] and "accept len = " in err[0], err
+    assert set(tmp_path.iterdir()) == before
 
 
 # ------------------------------------------------------------------ bad input as a user meets it
@@ -275,3 +306,32 @@ def test_a_decode_line_without_a_kv_token_count_is_no_step_sample():
             "#cpu token: 30000, cpu token usage: 0.10, cuda graph: True, gen throughput (token/s): 800.00, #queue-req: 0")
     log = pd.DataFrame([parse_line(line.format(i), i) for i in (1, 2)]).reindex(columns=list(COLUMNS))
     assert log["running_req"].tolist() == [8, 8] and log["token"].isna().all() and decode_step_samples(log).empty
+
+
+def test_a_log_running_more_requests_than_the_server_is_refused(tmp_path, capsys, monkeypatch):
+    """A decode line of 3,000,000 running requests holding 8,600 KV tokens (damaged: each
+    running request holds one at least) was priced as such a batch at every evaluation of the
+    fit: minutes, then a profile fitted to it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    log = (DATA / "logs" / "sglang-0.3.6.log").read_text().replace("#running-req: 8,", "#running-req: 3000000,")
+    assert "3000000" in log
+    (tmp_path / "server.log").write_text(log)
+    before = set(tmp_path.iterdir())
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", "server.log", "--out", "fitted.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "server.log:" in err[0] and "#running-req = 3000000" in err[0], err
+    assert "more than the line's #token (8600)" in err[0]
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_log_of_a_larger_server_is_said(tmp_path, capsys, monkeypatch):
+    """0.5.23's PD decode log runs 64 requests; the run's scenario (h200-1b's defaults) at most
+    48: the fit goes on, and says the runs are predicted with another server than the log's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"accept_length": 3.0}) + "\n")
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", str(DATA / "logs" / "sglang-0.5.23-pd.log"), "--out", "f.yaml"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "decode lines run up to" in x]
+    assert len(err) == 1 and "up to 64 requests" in err[0] and "at most 48" in err[0], err

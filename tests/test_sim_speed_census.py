@@ -46,3 +46,23 @@ def test_instructions_read_cachegrinds_count_and_the_baseline_runs_nothing(monke
 
     monkeypatch.setattr(SimEngine, "run", no_run)
     assert sim_speed.child("burst256", True, None, False, run=False) == {"case": "burst256", "run": False}
+
+
+def test_the_child_passes_records_and_step_by_step_to_the_engine(monkeypatch):
+    """--records and --no-fast-forward reach the engine the child builds (SimEngine's
+    signature is its ``__new__``'s, where neither keyword is named)."""
+    import functools
+
+    from specsched.sim.engine import SimEngine
+
+    seen = {}
+    init = SimEngine.__init__
+
+    @functools.wraps(init)   # the child reads the keywords it may pass from this signature
+    def spy(self, scenario, *args, **kwargs):
+        seen.update(kwargs)
+        init(self, scenario, *args, **kwargs)
+
+    monkeypatch.setattr(SimEngine, "__init__", spy)
+    sim_speed.child("burst256", False, "compact", False, run=False)
+    assert seen == {"fast_forward": False, "records": "compact"}

@@ -57,6 +57,12 @@ split-KV (SGLang's ``--enable-deterministic-inference`` sets FA3's num_splits to
 then torch SDPA)."""
 
 
+KV_CACHE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+"""``--kv-cache-dtype``: SGLang's names and the element size each stores (``auto`` is the
+model's dtype, bf16 for the shipped models; model_executor/pool_configurator.py
+``_compute_cell_size``)."""
+
+
 def cmd_analytic_profile(args: argparse.Namespace) -> int:
     """Build the analytic profile the arguments describe, write it, print a summary."""
     from specsched.sim.analytic.gpus import load_gpu
@@ -76,8 +82,15 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     attention = getattr(args, "attention", None) or "paged"
     if attention not in ATTENTION_KERNELS:
         raise ConfigError("<command line>", "--attention", attention, f"allowed: {', '.join(ATTENTION_KERNELS)}")
+    kv_dtype = getattr(args, "kv_cache_dtype", None) or "auto"
+    if kv_dtype not in KV_CACHE_BYTES:
+        raise ConfigError("<command line>", "--kv-cache-dtype", kv_dtype, f"allowed: {', '.join(KV_CACHE_BYTES)}")
     arch = load_model(args.model)
     arch = _dtype_assumptions(arch, args.dtype)
+    if KV_CACHE_BYTES[kv_dtype] != arch.kv_cache_bytes:
+        arch = arch.model_copy(update={"kv_cache_bytes": KV_CACHE_BYTES[kv_dtype], "assumptions": [
+            *arch.assumptions, f"KV cache {kv_dtype} (--kv-cache-dtype): {KV_CACHE_BYTES[kv_dtype]} byte(s) per element, "
+            "read and written at that size; attention FLOPs at the bf16 rate"]})
     gpu = load_gpu(args.gpu)
     split, passes = ATTENTION_KERNELS[attention]
     if not split and gpu.sms is None:
@@ -89,7 +102,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     eff = Efficiency(**over) if over else None
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
                       draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model,
-                      draft_vocab=getattr(args, "draft_vocab", None))
+                      draft_vocab=getattr(args, "draft_vocab", None),
+                      draft_model=load_model(args.draft_model, "--draft-model") if getattr(args, "draft_model", None) else None)
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
@@ -165,6 +179,12 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--draft-vocab", type=positive_int, default=None,
                    help="rows of the drafter's own LM head: an EAGLE-3 head's draft_vocab_size (32000 for the "
                         "Llama-3.1-8B heads) (default: the drafter uses the target's LM head, as EAGLE-2 and MTP do)")
+    g.add_argument("--kv-cache-dtype", default=None,
+                   help="KV cache element type, SGLang's --kv-cache-dtype: auto (the model's, bf16), bf16, fp8_e4m3 or "
+                        "fp8_e5m2 (1 byte: about twice the pool, half the KV read) (default auto)")
+    g.add_argument("--draft-model", default=None,
+                   help="a separate draft model (SGLang's STANDALONE drafter), a shipped name or a config.json: "
+                        "priced as that whole model at the target's TP (default: --draft-layers target-shaped layers)")
     g.add_argument("--host-ghz", type=float, default=None,
                    help="the serving host's single-core CPU clock, GHz: scales the eager (no-graph) kernel issue "
                         "(default 2.1, the host it was measured on)")

@@ -90,6 +90,10 @@ class ModelArch(BaseModel):
     swa_pool_layers: int | None = None
     fp8_native: bool = False
     fp8_routed_experts_only: bool = False
+    kv_cache_bytes: int = 2
+    """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
+    (and ``bf16``), 1 for ``fp8_e4m3`` / ``fp8_e5m2`` (``profile --analytic --kv-cache-dtype``;
+    model_executor/pool_configurator.py ``_compute_cell_size``: the dtype's element size)."""
     weight_format: str | None = None
     """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`); None otherwise.
     Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""
@@ -312,8 +316,9 @@ def fp4_format(quant: Any) -> str | None:
     return None
 
 
-def load_model(name_or_path: str) -> ModelArch:
-    """A shipped model by name (case-insensitive) or a config.json path.
+def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
+    """A shipped model by name (case-insensitive) or a config.json path (``option``: the
+    command-line option an unknown name is reported under).
 
     Raises:
         ConfigError: unknown name (lists the shipped ones), unreadable or invalid JSON,
@@ -325,7 +330,7 @@ def load_model(name_or_path: str) -> ModelArch:
         return from_hf_config(table[key], key, f"shipped model {key}")
     p = Path(name_or_path)
     if not p.is_file():
-        raise ConfigError("<command line>", "--model", name_or_path,
+        raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
     try:
         cfg = json.loads(p.read_text())

@@ -264,11 +264,12 @@ def kv_entries(arch: ModelArch, keys: float) -> float:
 
 
 def kv_cell_bytes(arch: ModelArch, tp: int) -> float:
-    """KV cache bytes per token on one rank, all layers, bf16 (SGLang pool_configurator.py
+    """KV cache bytes per token on one rank, all layers, at the cache's element size
+    (``arch.kv_cache_bytes``: 2 bf16, 1 fp8) (SGLang pool_configurator.py
     ``_compute_cell_size``: MLA stores the latent, replicated; MHA/GQA splits KV heads)."""
     if arch.is_mla:
-        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * arch.num_layers * BF16
-    return arch.kv_heads_per_rank(tp) * (arch.head_dim + arch.v_head_dim) * arch.num_layers * BF16
+        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * arch.num_layers * arch.kv_cache_bytes
+    return arch.kv_heads_per_rank(tp) * (arch.head_dim + arch.v_head_dim) * arch.num_layers * arch.kv_cache_bytes
 
 
 def kv_pool_cell_bytes(arch: ModelArch, tp: int) -> tuple[float, float]:

@@ -94,7 +94,8 @@ KV_LINK_LATENCY_S = 1.0e-3
 def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None = None, *,
                   window: int = 6, drafter: str = "block", draft_layers: int = 1,
                   eff: Efficiency | None = None, name: str | None = None,
-                  model_ref: str = "", draft_vocab: int | None = None) -> dict[str, Any]:
+                  model_ref: str = "", draft_vocab: int | None = None,
+                  draft_model: ModelArch | None = None) -> dict[str, Any]:
     """A profile mapping that validates as :class:`sim.profile.Profile`.
 
     Args:
@@ -104,6 +105,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         draft_layers: decoder layers of the assumed drafter.
         draft_vocab: rows of the drafter's own LM head (an EAGLE-3 head's
             ``draft_vocab_size``); None: it uses the target's (:func:`roofline.draft_arch`).
+        draft_model: a separate draft model (SGLang's STANDALONE drafter,
+            ``--speculative-draft-model-path``): priced as that whole model (its own
+            embedding, layers and LM head) at the target's TP, instead of ``draft_layers``
+            target-shaped layers; its weights join the target's.
         dtype: ``bf16``, ``fp8``, ``mxfp4`` or ``nvfp4`` (default: the checkpoint's 4-bit
             format, fp8 for an fp8 checkpoint, else bf16).
 
@@ -118,10 +123,15 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     if draft_vocab is not None and not 1 <= draft_vocab <= arch.vocab_size:
         raise ConfigError("<command line>", "--draft-vocab", draft_vocab,
                           f"the drafter's LM head rows: 1..{arch.vocab_size} (the target's vocab_size)")
+    if draft_model is not None:
+        if draft_vocab is not None:
+            raise ConfigError("<command line>", "--draft-vocab", draft_vocab,
+                              "not with --draft-model: a draft model has its own LM head (its vocab_size)")
+        check_tp(draft_model, tp, draft_model.name)   # SGLang runs the draft model at the target's TP
     dtype = dtype or arch.weight_format or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
     eff = eff or Efficiency()
     par = Parallel(tp=tp, dtype=dtype)
-    draft = draft_arch(arch, draft_layers, draft_vocab)
+    draft = draft_arch(arch, draft_layers, draft_vocab) if draft_model is None else draft_model
 
     def dec(b: float, c: float) -> ForwardCost:
         return decode_like(arch, gpu, par, eff, b, 1, c)
@@ -169,7 +179,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     host_prov["host.launch_per_inject_s"] = f"the same for the drafter's prompt injection ({draft.num_layers} layer(s))"
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
     # the drafter shares the target's embedding, and its LM head unless it has its own (draft_vocab)
-    shared_tables = (1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
+    shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
+                     if draft_model is None else 0)   # a draft model's tables are its own
     w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
@@ -211,7 +222,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "gpu.draft_inject": "DSpark prefill injection: the drafter's forward over the prompt tokens",
         "gpu.eager_factor": (f"max(eager host issue, graph + eager overhead) / graph decode time at batch {graph_bs} (SGLang's default "
                              f"decode graph limit here) and 1K context; used only by profiles without eager_overhead_s"),
-        "drafter": (f"assumed: {draft_layers} target-shaped dense decoder layer(s) on "
+        "drafter": (f"the draft model {draft_model.name} ({draft_model.num_layers} layers, its own embedding and LM head; "
+                    f"SGLang's STANDALONE drafter at the target's TP, speculative/standalone_worker_v2.py) ({drafter} drafter); "
+                    "its weights count in hardware.weight_bytes" if draft_model is not None else
+                    f"assumed: {draft_layers} target-shaped dense decoder layer(s) on "
                     + ("the target's LM head" if draft_vocab is None else
                        f"its own LM head of {draft_vocab} rows (an EAGLE-3 head's draft_vocab_size: SGLang 0.5.23 "
                        f"models/llama_eagle3.py ParallelLMHead(config.draft_vocab_size); the draft extend's fc over "
@@ -223,7 +237,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                     f"request's context rounded up to {GATHER_WIDTH_BUCKET} (writer.GATHER_WIDTH_BUCKET: "
                                     f"runtime/engine.py, runtime/layers.py AttnBatch), over every padded graph row")}
            if eff.kv_gather_passes else {}),
-        "hardware.kv_cell_bytes": "KV bytes per token per rank, bf16 KV cache (SGLang pool_configurator.py _compute_cell_size)",
+        "hardware.kv_cell_bytes": f"KV bytes per token per rank, {'fp8' if arch.kv_cache_bytes == 1 else 'bf16'} KV cache "
+                                  "(SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
         **host_prov,
@@ -291,7 +306,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
             "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
-            **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}), "efficiency": eff_d,
+            **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}),
+            **({"draft_model": draft_model.model_dump()} if draft_model is not None else {}), "efficiency": eff_d,
         },
     }
 
@@ -327,4 +343,5 @@ def regenerate(profile: Profile, **efficiency: float) -> dict[str, Any]:
     eff = Efficiency.model_validate({**a["efficiency"], **efficiency})
     return build_profile(ModelArch.model_validate(a["model"]), GpuSpec.model_validate(a["gpu"]), a["tp"], a["dtype"],
                          window=a["window"], drafter=a["drafter"], draft_layers=a["draft_layers"], eff=eff,
-                         name=profile.name, draft_vocab=a.get("draft_vocab"))
+                         name=profile.name, draft_vocab=a.get("draft_vocab"),
+                         draft_model=ModelArch.model_validate(a["draft_model"]) if a.get("draft_model") else None)

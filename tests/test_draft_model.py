@@ -1,0 +1,68 @@
+"""``profile --analytic --draft-model``: a separate draft model priced as itself.
+
+SGLang 0.5.23's STANDALONE drafter loads ``--speculative-draft-model-path`` as a whole model
+(its own embedding, layers and LM head) and runs it at the target's TP
+(speculative/standalone_worker_v2.py builds a TpModelWorker for the draft model). Before,
+every drafter was ``--draft-layers`` layers of the target's own shape: a 1B-class draft
+model for Llama-3.1-70B was one 70B-shaped layer, twelve kernels where the draft model has
+hundreds, so its serial draft steps came out too cheap.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from specsched.sim.analytic.gpus import load_gpu
+from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.roofline import Parallel, weights_bytes
+from specsched.sim.analytic.writer import build_profile, regenerate
+from specsched.sim.profile import Profile
+
+from specsched.cli import main
+
+
+def _step(p, tokens, ctx=1024.0):
+    g = p["gpu"]["draft_step"]
+    return g["seconds"][g["x"].index(float(tokens))][g["context_len"].index(ctx)]
+
+
+def _dec(p, bs, ctx=1024.0):
+    g = p["gpu"]["decode"]
+    return g["seconds"][g["x"].index(float(bs))][g["context_len"].index(ctx)]
+
+
+def test_a_draft_model_is_priced_as_the_whole_model():
+    tgt, drf, gpu = load_model("qwen3-30b-a3b"), load_model("qwen3-0.6b"), load_gpu("H100")
+    own = build_profile(tgt, gpu, 1, window=4, drafter="chain", draft_model=drf)
+    layer = build_profile(tgt, gpu, 1, window=4, drafter="chain")
+    alone = build_profile(drf, gpu, 1)
+    # a chain step of one token per request is the draft model's own decode step
+    assert abs(_step(own, 1) - _dec(alone, 1)) < 0.05 * _dec(alone, 1)
+    assert _step(own, 1) > 3 * _step(layer, 1)           # 28 layers, not one
+    # its weights (own embedding and LM head) join the target's, nothing shared
+    par = Parallel(tp=1, dtype="bf16")
+    assert own["hardware"]["weight_bytes"] == pytest.approx(weights_bytes(tgt, par) + weights_bytes(drf, par), rel=1e-9)
+    assert own["analytic"]["draft_model"]["name"] == drf.name
+    assert "qwen3-0.6b" in own["provenance"]["drafter"]
+    # a calibration's rebuild keeps the draft model
+    again = regenerate(Profile.model_validate(own), matmul=0.7)
+    assert _step(again, 1) == _step(own, 1)
+
+
+def test_the_cli_takes_a_draft_model_and_refuses_a_bad_one(tmp_path, capsys):
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8", "--drafter", "chain",
+                 "--window", "4", "--draft-model", "llama-3.1-8b", "-q", "--out", str(out)]) in (0, None)
+    assert yaml.safe_load(out.read_text())["analytic"]["draft_model"]["num_layers"] == 32
+    # a draft model whose heads the TP size does not split (Qwen2.5-7B: 28 heads at TP8)
+    bad = tmp_path / "b.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8",
+                 "--draft-model", "qwen2.5-7b", "--out", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tp" in err[0] and "qwen2.5-7b" in err[0] and not bad.exists()
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8",
+                 "--draft-model", "llama-3.1-8b", "--draft-vocab", "32000", "--out", str(bad)]) == 2
+    assert "--draft-vocab" in capsys.readouterr().err
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--draft-model", "nope",
+                 "--out", str(bad)]) == 2
+    assert "--draft-model = 'nope'" in capsys.readouterr().err
