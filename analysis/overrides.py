@@ -275,7 +275,8 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "workload is workload.max_concurrency)"),
     ("workload.max_concurrency", lambda s: s.workload.kind in ("poisson", "trace"),
      "read only by workload.kind poisson and trace (a closed loop or multi-turn run holds workload.concurrency)"),
-    ("workload.request_rate", lambda s: s.workload.kind == "poisson", "read only by workload.kind poisson"),
+    ("workload.request_rate", lambda s: s.workload.kind in ("poisson", "multi_turn"),
+     "read only by workload.kind poisson and multi_turn (conversation starts)"),
     ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
      "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
 ]

@@ -182,3 +182,18 @@ def test_a_disaggregated_role_that_drafts_reads_the_acceptance():
     assert unread_overrides_of(path, {**base, "server.disaggregation.decode.server": decode})
     drafting = {**decode, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 6}
     assert not unread_overrides_of(path, {**base, "server.disaggregation.decode.server": drafting})
+
+
+def test_a_multi_turn_request_rate_is_read_and_gets_no_note():
+    """A multi_turn workload's request_rate starts its conversations at that rate (the
+    run moves), so the "changes nothing" note must not be given. Before, every kind but
+    poisson got it: `--set workload.request_rate=2` on a multi-turn scenario printed
+    "changes nothing in this run" while the run's duration and TTFTs changed."""
+    from specsched.sim.engine import run_scenario
+
+    path = ROOT / "scenarios" / "multi-turn-example.yaml"
+    over = {"workload.request_rate": 0.5}
+    assert not unread_overrides_of(path, over)
+    a = run_scenario(load_scenario_with_overrides(path, "base")).requests
+    b = run_scenario(load_scenario_with_overrides(path, "base", over)).requests
+    assert not a["start_s"].equals(b["start_s"])
