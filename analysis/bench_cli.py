@@ -160,6 +160,9 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
     from specsched.analysis.from_bench import AGENTIC_DATASET
 
     agentic = run.args.get("dataset_name") == AGENTIC_DATASET   # rebuilt from its trace file, conversation by conversation
+    if agentic and getattr(args, "arrivals", None) == "details":   # as scenario from-bench refuses it
+        raise ConfigError("<command line>", "--arrivals", "details", "an agentic-trace line is rebuilt from its "
+                          "trace file only (its send times are the conversations' turns): leave --arrivals out")
     arrivals = "details" if not agentic and replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
                                      arrivals=arrivals, **_agentic_args(args))
@@ -177,7 +180,7 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
-    from specsched.analysis.from_bench import write_scenario
+    from specsched.analysis.from_bench import AGENTIC_DATASET, write_scenario
     from specsched.analysis.io import atomic_write_text
     from specsched.sim.bench_serving import to_run_data
     from specsched.sim.engine import run_scenario
@@ -209,7 +212,8 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         # a scenario given with --scenario runs as written: say so when it is not the line's load
         print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
               "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
-    if built is None and sc.workload.kind != "trace" and measured.details is not None and measured.details.start_s is not None:
+    if (built is None and sc.workload.kind != "trace" and measured.details is not None and measured.details.start_s is not None
+            and measured.args.get("dataset_name") != AGENTIC_DATASET):   # never replayed as single requests
         # a --scenario drawing its own arrivals against a line that holds its send times: one
         # draw's luck (near saturation, tens of % in throughput and TTFT) reads as the model's error
         print("note: the line holds its requests' send times; the scenario draws new arrivals "

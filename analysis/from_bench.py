@@ -546,9 +546,11 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         raise ConfigError("<command line>", k, given[k], f"applies to a line with dataset_name {AGENTIC_DATASET!r} "
                           f"(this one is {run.args.get('dataset_name', '<missing>')!r})")
     if agentic:
-        if arrivals == "details" or burstiness is not None or lengths == "details":
-            raise ConfigError("<command line>", "--arrivals/--burstiness/--lengths", "given",
-                              "an agentic-trace line is rebuilt from its trace file only")
+        for opt, v, bad in (("--arrivals", arrivals, arrivals == "details"), ("--burstiness", burstiness, burstiness is not None),
+                            ("--lengths", lengths, lengths == "details")):
+            if bad:
+                raise ConfigError("<command line>", opt, v, "an agentic-trace line is rebuilt from its trace file only "
+                                  f"(conversation by conversation): leave {opt} out")
         workload, wnotes = _agentic_workload(run, dataset_path, dataset_offset, agentic_max_turns, num_conversations)
         tables: dict[str, pd.DataFrame] = {}
         notes += wnotes

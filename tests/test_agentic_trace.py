@@ -394,3 +394,21 @@ def test_validate_bench_rebuilds_an_agentic_line_from_its_trace(tmp_path, capsys
     assert built.workload.kind == "multi_turn" and built.workload.multi_turn.agentic_trace is not None
     out = capsys.readouterr().out
     assert "completed" in out and "+0.00%" in out.split("completed", 1)[1].splitlines()[0]
+
+
+def test_validate_bench_of_an_agentic_line_neither_ignores_nor_suggests_arrivals_details(tmp_path, capsys):
+    # from-bench refuses --arrivals details for an agentic-trace line (rebuilt from its trace
+    # only); validate-bench ignored it silently, and with --scenario its note told the user
+    # to run that refused command
+    from specsched.sim.results import write_results
+
+    sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
+    line = write_results(SimEngine(sc).run(), tmp_path / "out") / "bench_serving.jsonl"
+    out = tmp_path / "vb"
+    assert main(["validate-bench", str(line), "--profile", "mi355x-dsv41-flash-tp4", "--seeds", "1",
+                 "--arrivals", "details", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--arrivals" in err[0] and "'details'" in err[0] and not out.exists()
+    assert main(["validate-bench", str(line), "--scenario", str(ROOT / "scenarios" / "agentic-trace-example.yaml"),
+                 "--seeds", "1", "--out", str(out)]) == 0
+    assert "--arrivals details" not in capsys.readouterr().out
