@@ -232,9 +232,44 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+_SCALAR_TAGS = frozenset({"int", "float", "str", "bool", "list", "dict"})
+
+
+def _is_union_tag(part: Any) -> bool:
+    """Whether a loc element is the name pydantic gives a union member ('int', 'LengthDist',
+    'function-after[_fields(), LengthDist]'), not a field name (snake_case) or an index."""
+    return isinstance(part, str) and (part in _SCALAR_TAGS or "[" in part or part[:1].isupper())
+
+
+def _union_error(errors: list[dict[str, Any]], data: Any) -> dict[str, Any]:
+    """The error to report: pydantic's first, or, when it lies in one member of a union
+    (``num_turns: int | LengthDist``), the error of the member the value's shape asks for (a
+    mapping: the model's; else the scalar's), its loc without the member's name. Before, a
+    bad distribution was reported as ``num_turns.int = '{...}': Input should be a valid integer``."""
+    first = errors[0]
+    loc = tuple(first["loc"])
+    for i, part in enumerate(loc):
+        if not _is_union_tag(part):
+            continue
+        members = [e for e in errors if len(e["loc"]) > i and tuple(e["loc"][:i]) == loc[:i] and _is_union_tag(e["loc"][i])]
+        if len({e["loc"][i] for e in members}) < 2:
+            continue
+        value: Any = data
+        for key in loc[:i]:   # the value the union was given
+            try:
+                value = value[key]
+            except (KeyError, IndexError, TypeError):
+                value = None
+                break
+        want_model = isinstance(value, dict)
+        pick = next((e for e in members if (e["loc"][i] not in _SCALAR_TAGS) == want_model), first)
+        return {**pick, "loc": (*pick["loc"][:i], *pick["loc"][i + 1:])}
+    return first
+
+
 def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed."""
-    first = err.errors()[0]
+    first = _union_error(err.errors(), data)
     loc = tuple(first["loc"])
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
@@ -252,7 +287,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f" allowed: {', '.join(allowed)}" if allowed else "")
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     return ConfigError(file, key, value, msg)
 
 

@@ -268,3 +268,18 @@ def test_an_out_folder_under_a_file_is_refused_before_the_run(tmp_path, capsys):
     err = cap.err.strip().splitlines()
     assert len(err) == 1 and "notes.txt" in err[0] and "not a folder" in err[0], cap.err
     assert "Serving Benchmark Result" not in cap.out and (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(("turns", "needles"), [
+    ("{kind: uniform, value: 0}", ("workload.multi_turn.num_turns.value = 0", "greater than or equal to 1")),
+    ("{kind: gauss, value: 3}", ("workload.multi_turn.num_turns.kind = 'gauss'", "'fixed', 'uniform' or 'file'")),
+    ("{kind: uniform}", ("workload.multi_turn.num_turns = ", "needs 'value'")),
+    ("{kind: fixed, value: 3, x: 1}", ("workload.multi_turn.num_turns.x = 1", "unknown key; allowed: kind")),
+    ("2.5", ("workload.multi_turn.num_turns = 2.5", "integer")),
+])
+def test_a_bad_turn_count_distribution_names_its_own_fault(tmp_path, capsys, turns, needles):
+    """num_turns is a count or a distribution (a union): a bad mapping is refused for what is
+    wrong inside it, not as 'num_turns.int = {...}: Input should be a valid integer'."""
+    err = _assert_refused(capsys, ["run", "multi-turn-example", "--set", f"workload.multi_turn.num_turns={turns}"],
+                          tmp_path / "res", *needles)
+    assert ".int " not in err and "function-after" not in err
