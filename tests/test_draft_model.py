@@ -66,3 +66,12 @@ def test_the_cli_takes_a_draft_model_and_refuses_a_bad_one(tmp_path, capsys):
     assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--draft-model", "nope",
                  "--out", str(bad)]) == 2
     assert "--draft-model = 'nope'" in capsys.readouterr().err
+
+
+def test_draft_layers_with_a_draft_model_is_refused_not_ignored(tmp_path, capsys):
+    # the draft model's layers are its own: --draft-layers 2 beside it changed nothing, silently
+    bad = tmp_path / "b.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8", "--drafter", "chain",
+                 "--draft-model", "llama-3.1-8b", "--draft-layers", "2", "--out", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--draft-layers = 2" in err[0] and "--draft-model" in err[0] and not bad.exists()

@@ -100,8 +100,11 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     if attention != "paged":
         over |= {"attention_split_kv": split, "kv_gather_passes": passes}
     eff = Efficiency(**over) if over else None
+    if getattr(args, "draft_model", None) and args.draft_layers is not None:   # it would be ignored
+        raise ConfigError("<command line>", "--draft-layers", args.draft_layers,
+                          "not with --draft-model: the draft model's layers are its own (its num_hidden_layers)")
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
-                      draft_layers=args.draft_layers, eff=eff, name=args.name, model_ref=args.model,
+                      draft_layers=args.draft_layers or 1, eff=eff, name=args.name, model_ref=args.model,
                       draft_vocab=getattr(args, "draft_vocab", None),
                       draft_model=load_model(args.draft_model, "--draft-model") if getattr(args, "draft_model", None) else None)
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -175,7 +178,8 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4 or nvfp4 weights and GEMMs; the 4-bit formats cover the "
                    "modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
     g.add_argument("--drafter", default="block", help="block (DSpark/DFlash) or chain (EAGLE/MTP) (default block)")
-    g.add_argument("--draft-layers", type=positive_int, default=1, help="decoder layers of the assumed drafter (default 1)")
+    g.add_argument("--draft-layers", type=positive_int, default=None, help="decoder layers of the assumed drafter (default 1; "
+                   "not with --draft-model, whose layers are its own)")
     g.add_argument("--draft-vocab", type=positive_int, default=None,
                    help="rows of the drafter's own LM head: an EAGLE-3 head's draft_vocab_size (32000 for the "
                         "Llama-3.1-8B heads) (default: the drafter uses the target's LM head, as EAGLE-2 and MTP do)")
