@@ -199,10 +199,12 @@ def _rederive_turn_count(data: dict[str, Any], overrides: Mapping[str, Any]) -> 
     fills it in when the file leaves it out, and refuses any other value). The loaded
     scenario carries that count, so ``--set workload.multi_turn.num_conversations=4`` was
     refused against the file's old product; dropped, it is derived again from the
-    overridden conversations and turns. An override of num_requests (or num_prompts) is
-    still checked against the product."""
+    overridden conversations and turns. A shared_prefix workload's count (num_groups x
+    prompts_per_group) likewise. An override of num_requests (or num_prompts) is still
+    checked against the product."""
     wl, over = data.get("workload"), nest(overrides).get("workload")
-    if (not isinstance(wl, dict) or wl.get("kind") != "multi_turn" or "num_requests" not in wl
+    derived = isinstance(wl, dict) and (wl.get("kind") == "multi_turn" or wl.get("shared_prefix") is not None)
+    if (not derived or "num_requests" not in wl
             or (isinstance(over, dict) and ("num_requests" in over or "num_prompts" in over))):
         return data
     return {**data, "workload": {k: v for k, v in wl.items() if k != "num_requests"}}

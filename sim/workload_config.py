@@ -237,7 +237,7 @@ class WorkloadConfig(BaseModel):
     model_config = _STRICT
 
     kind: Literal["burst", "closed_loop", "poisson", "trace", "multi_turn"] = Field(description="Client behaviour: burst, closed_loop, poisson, trace or multi_turn (see above).")
-    num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all).")
+    num_requests: int | None = Field(None, ge=1, description="Requests sent in all (trace: the first N rows, default all; shared_prefix: num_groups x prompts_per_group, filled in when left out; multi_turn: the conversations' turns, likewise).")
     concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight (with request_rate: at most this many; None: no cap).")
     request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency. multi_turn: conversations started per second (each then sends its turns back to back).")
     burstiness: float | None = Field(None, gt=0, allow_inf_nan=True, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential; .inf = every gap exactly 1/request_rate).")
@@ -264,6 +264,11 @@ class WorkloadConfig(BaseModel):
                 # num_requests defaults to every turn of every conversation; a bad count is
                 # left for the block's own validation to name
                 data = {**data, "num_requests": c * t}
+        sp = data.get("shared_prefix") if isinstance(data, dict) else None
+        if isinstance(sp, dict) and data.get("num_requests") is None:
+            g, k = sp.get("num_groups"), sp.get("prompts_per_group")
+            if all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in (g, k)):
+                data = {**data, "num_requests": g * k}   # as bench_serving makes them; a bad count is the block's to name
         return data
 
     @model_validator(mode="after")
@@ -311,7 +316,7 @@ class WorkloadConfig(BaseModel):
             if self.num_requests != sp.num_groups * sp.prompts_per_group:
                 raise FieldError("workload.num_requests", self.num_requests, f"shared_prefix makes "
                                  f"{sp.num_groups * sp.prompts_per_group} requests (num_groups x prompts_per_group); "
-                                 "num_requests must equal it")
+                                 f"num_requests must equal it: leave it out or set {sp.num_groups * sp.prompts_per_group}")
         for key in ("num_requests", "output_len") + (("input_len",) if sp is None else ()):
             if getattr(self, key) is None:
                 raise ValueError(f"kind {self.kind!r} needs '{key}'")

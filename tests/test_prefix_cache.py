@@ -116,3 +116,23 @@ def test_zipf_alpha_errors_name_the_key(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "workload.shared_prefix.zipf_alpha" in err and key_val in err
         assert not (tmp_path / "o").exists()
+
+
+def test_num_requests_left_out_is_the_groups_prompts_and_follows_an_override(tmp_path):
+    """shared_prefix makes num_groups x prompts_per_group requests: left out, num_requests
+    is that product (as a multi_turn workload's is), and `--set` of the groups re-derives it.
+    Before, a file without it was refused as 'workload.num_requests = None: ... must equal
+    it', and an override of num_groups against a file that stated it was refused too."""
+    import yaml
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.errors import ConfigError
+
+    wl = {k: v for k, v in BASE["workload"].items() if k != "num_requests"}
+    p = tmp_path / "gsp.yaml"
+    p.write_text(yaml.safe_dump({**BASE, "workload": wl}))
+    assert load_scenario_with_overrides(p).workload.num_requests == 64
+    assert load_scenario_with_overrides(p, "base", {"workload.shared_prefix.num_groups": 4}).workload.num_requests == 128
+    p.write_text(yaml.safe_dump(BASE))   # the file states 64
+    assert load_scenario_with_overrides(p, "base", {"workload.shared_prefix.prompts_per_group": 4}).workload.num_requests == 8
+    with pytest.raises(ConfigError, match="leave it out or set 8"):   # an explicit other count is still refused
+        load_scenario_with_overrides(p, "base", {"workload.shared_prefix.prompts_per_group": 4, "workload.num_requests": 9})
