@@ -430,7 +430,11 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
     p = agentic_trace_path(str(path), scenario_path)
     if not p.is_file():
         where = str(scenario_path) if scenario_path else ("<command line>" if key.startswith("--") else "<scenario>")
-        raise ConfigError(where, key, str(path), "agentic trace file does not exist")
+        beside = Path(scenario_path).parent / p if scenario_path and not p.is_absolute() else p
+        raise ConfigError(where, key, str(path), "is a directory: give the trace JSON file in it"
+                          if p.is_dir() or beside.is_dir() else
+                          "agentic trace file does not exist (looked for it as given" + (", beside the scenario"
+                          if scenario_path and not p.is_absolute() else "") + " and among the shipped examples)")
     st = p.stat()
     ck = (str(p.resolve()), st.st_size, st.st_mtime_ns, max_turns, offset, limit)
     if ck in _CACHE:

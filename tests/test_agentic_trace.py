@@ -412,3 +412,16 @@ def test_validate_bench_of_an_agentic_line_neither_ignores_nor_suggests_arrivals
     assert main(["validate-bench", str(line), "--scenario", str(ROOT / "scenarios" / "agentic-trace-example.yaml"),
                  "--seeds", "1", "--out", str(out)]) == 0
     assert "--arrivals details" not in capsys.readouterr().out
+
+
+def test_a_directory_given_as_the_trace_is_named_as_one(tmp_path, capsys):
+    # a folder was refused as 'agentic trace file does not exist', though it exists
+    y = tmp_path / "s.yaml"
+    y.write_text((ROOT / "scenarios" / "agentic-trace-example.yaml").read_text())
+    (tmp_path / "traces").mkdir()
+    out = tmp_path / "o"
+    assert main(["run", str(y), "--set", "workload.multi_turn.agentic_trace.path=traces", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "path = 'traces'" in err[0] and "is a directory" in err[0] and not out.exists()
+    assert main(["run", str(y), "--set", "workload.multi_turn.agentic_trace.path=nope.json", "--out", str(out), "--quiet"]) == 2
+    assert "beside the scenario" in capsys.readouterr().err
