@@ -191,7 +191,13 @@ the line has send times and draws otherwise."""
 
 
 def replays(run: Any, arrivals: str = "auto") -> bool:
-    """Whether a case for ``run`` replays the run's own arrivals (:data:`ARRIVALS`)."""
+    """Whether a case for ``run`` replays the run's own arrivals (:data:`ARRIVALS`). An
+    agentic-trace line never does under ``auto``: it is rebuilt from its trace, conversation
+    by conversation (its send times are turns that wait for the previous turn's reply)."""
+    from specsched.analysis.from_bench import AGENTIC_DATASET
+
+    if run.args.get("dataset_name") == AGENTIC_DATASET:
+        return arrivals == "details"   # refused by scenario_from_bench, in one line
     has = run.details is not None and run.details.start_s is not None
     return arrivals == "details" or (arrivals == "auto" and has)
 

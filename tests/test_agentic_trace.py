@@ -425,3 +425,19 @@ def test_a_directory_given_as_the_trace_is_named_as_one(tmp_path, capsys):
     assert len(err) == 1 and "path = 'traces'" in err[0] and "is a directory" in err[0] and not out.exists()
     assert main(["run", str(y), "--set", "workload.multi_turn.agentic_trace.path=nope.json", "--out", str(out), "--quiet"]) == 2
     assert "beside the scenario" in capsys.readouterr().err
+
+
+def test_calibrate_from_an_agentic_line_rebuilds_it_from_its_trace(tmp_path):
+    # calibrate --from (arrivals auto) asked from-bench to replay the send times of a
+    # simulated agentic line, which it refuses: 'calibrate --from' failed on a line
+    # validate-bench takes, naming an --arrivals the user never gave
+    from specsched.analysis.calibrate_bench import cases_from_runs
+    from specsched.sim.bench_serving import read_bench_one
+    from specsched.sim.results import write_results
+
+    sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
+    line = write_results(SimEngine(sc).run(), tmp_path / "out") / "bench_serving.jsonl"
+    (case,) = cases_from_runs([read_bench_one(str(line))], "mi355x-dsv41-flash-tp4", None, tmp_path)
+    assert case.scenario.workload.kind == "multi_turn" and case.scenario.workload.multi_turn.agentic_trace is not None
+    with pytest.raises(ConfigError, match="--arrivals"):
+        cases_from_runs([read_bench_one(str(line))], "mi355x-dsv41-flash-tp4", None, tmp_path, "details")
