@@ -117,6 +117,20 @@ def test_bad_multi_turn_blocks_are_refused(change, key):
         scenario(change.get("mt"), change.get("workload"))
 
 
+@pytest.mark.parametrize("extra, key", [
+    ({"request_rate": 2.0, "burstiness": 0.5}, "burstiness"),
+    ({"request_rate": 2.0, "normalize_arrivals": True}, "normalize_arrivals"),
+    ({"max_concurrency": 2}, "max_concurrency"),
+    ({"trace": {"path": "t.jsonl", "layout": "mooncake"}}, "trace"),
+])
+def test_keys_multi_turn_does_not_read_are_refused(extra, key):
+    """With request_rate the conversations start at exponential gaps (bench_serving's
+    get_request): a burstiness, normalized arrivals, a max_concurrency (the slots are
+    ``concurrency``) or a trace block were accepted and ignored, the run not the one asked for."""
+    with pytest.raises(ValidationError, match=key):
+        scenario(workload=extra)
+
+
 def test_multi_turn_block_needs_its_kind():
     with pytest.raises(ValidationError, match="multi_turn"):
         scenario(workload={"kind": "closed_loop"})
