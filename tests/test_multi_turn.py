@@ -166,3 +166,17 @@ def test_inv_multiturn_routed_turn_shares_only_the_system_prompt_with_its_past(s
             n = min(len(a.tokens), len(b.tokens))
             common = int(np.argmax(a.tokens[:n] != b.tokens[:n])) if (a.tokens[:n] != b.tokens[:n]).any() else n
             assert common == len(a.tokens) or common == 7
+
+
+@pytest.mark.parametrize("turns", [{"kind": "fixed", "value": 10**8}, {"kind": "uniform", "value": 10**8, "range_ratio": 0.5}])
+def test_drawn_turn_counts_are_held_to_the_request_limit(turns):
+    """A fixed num_turns makes num_requests, which the size check bounds; a drawn one left
+    num_requests unset and the check passed (8 conversations of 1e8 turns ran out of memory
+    instead of an error naming the key)."""
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_size
+
+    sc = scenario({"num_turns": turns}, {"num_requests": None})
+    with pytest.raises(ConfigError, match="workload.multi_turn.num_turns"):
+        check_size(sc)
+    check_size(scenario({"num_turns": {"kind": "uniform", "value": 6, "range_ratio": 0.5}}, {"num_requests": None}))
