@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -232,10 +233,24 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+_SCALAR_TAGS = frozenset({"int", "float", "str", "bool"})
+"""pydantic's loc entry for a union's scalar branch (``num_turns.int``)."""
+_UNION_TAG = re.compile(r"^(?:function-(?:after|before|wrap|plain)\[.*\]|[A-Z]\w*)$")
+"""pydantic's loc entry for a union's model branch (``function-after[_fields(), LengthDist]``,
+``LengthDist``): not a key of the scenario (keys are snake_case)."""
+
+
 def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed."""
-    first = err.errors()[0]
-    loc = tuple(first["loc"])
+    errors = err.errors()
+    first = errors[0]
+    if (isinstance(first.get("input"), dict) and first["type"].endswith("_type") and first["loc"]
+            and first["loc"][-1] in _SCALAR_TAGS):
+        # a mapping given to a union such as ``int | LengthDist``: the scalar branch's type
+        # error says nothing; the mapping's own branch names the key at fault
+        head = tuple(first["loc"][:-1])
+        first = next((e for e in errors[1:] if tuple(e["loc"][:len(head)]) == head), first)
+    loc = tuple(x for x in first["loc"] if not (isinstance(x, str) and _UNION_TAG.match(x)))
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")

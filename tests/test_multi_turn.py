@@ -180,3 +180,25 @@ def test_drawn_turn_counts_are_held_to_the_request_limit(turns):
     with pytest.raises(ConfigError, match="workload.multi_turn.num_turns"):
         check_size(sc)
     check_size(scenario({"num_turns": {"kind": "uniform", "value": 6, "range_ratio": 0.5}}, {"num_requests": None}))
+
+
+@pytest.mark.parametrize("turns, key, says", [
+    ({"kind": "fixed", "value": 0}, "workload.multi_turn.num_turns.value", "greater than or equal to 1"),
+    ({"kind": "zipf", "value": 3}, "workload.multi_turn.num_turns.kind", "'fixed', 'uniform' or 'file'"),
+])
+def test_a_bad_turn_distribution_names_its_own_key(tmp_path, turns, key, says):
+    """num_turns is a count or a distribution: a bad distribution was reported as the count's
+    error (``num_turns.int = '{...}': Input should be a valid integer``), naming neither the
+    distribution's key nor what it allows."""
+    import yaml
+    from specsched.sim.config import load_scenario
+    from specsched.sim.errors import ConfigError
+
+    d = scenario().model_dump(mode="json", exclude_unset=True)
+    d["workload"].pop("num_requests", None)
+    d["workload"]["multi_turn"]["num_turns"] = turns
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert key in str(e.value) and says in str(e.value) and ".int" not in str(e.value), str(e.value)
