@@ -245,6 +245,13 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
     }
     full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
+    target_cell = full_cell   # what a prefill rank sends per token (kv_transfer)
+    if draft_model is not None and not arch.swa_pool_layers:
+        # the draft model's KV shares the pool, sized at the target's per-layer cell x the
+        # draft's layers (0.5.23 model_executor/pool_configurator.py, EAGLE/STANDALONE branch)
+        full_cell += int(full_cell * draft_model.num_layers / arch.num_layers)
+        prov["hardware.kv_cell_bytes"] += (f"; plus the draft model's KV: the target's per-layer cell x its "
+                                           f"{draft_model.num_layers} layers (pool_configurator.py, STANDALONE)")
     prov["kv_transfer.bytes_per_token"] = (
         "hardware.kv_cell_bytes: each prefill rank sends its own shard of a token's KV to its decode peer over its "
         "own link (disaggregation/mooncake, nixl: per-rank transfers); a drafter's KV is not counted")
@@ -300,7 +307,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
-        "kv_transfer": {"bytes_per_token": float(full_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
+        "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
                         "latency_s": KV_LINK_LATENCY_S},
         "analytic": {
             "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
