@@ -181,6 +181,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     # the drafter shares the target's embedding, and its LM head unless it has its own (draft_vocab)
     shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
                      if draft_model is None else 0)   # a draft model's tables are its own
+    kv_word = "fp8" if arch.kv_cache_bytes == 1 else "bf16"   # --kv-cache-dtype (ModelArch.kv_cache_bytes)
     w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
@@ -237,7 +238,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                     f"request's context rounded up to {GATHER_WIDTH_BUCKET} (writer.GATHER_WIDTH_BUCKET: "
                                     f"runtime/engine.py, runtime/layers.py AttnBatch), over every padded graph row")}
            if eff.kv_gather_passes else {}),
-        "hardware.kv_cell_bytes": f"KV bytes per token per rank, {'fp8' if arch.kv_cache_bytes == 1 else 'bf16'} KV cache "
+        "hardware.kv_cell_bytes": f"KV bytes per token per rank, {kv_word} KV cache "
                                   "(SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
@@ -263,7 +264,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         full_layers = arch.num_layers - arch.swa_pool_layers
         swa_hw = {"swa_kv_cell_bytes": float(swa_cell), "sliding_window": arch.sliding_window}
         prov["hardware.kv_cell_bytes"] = (
-            f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, bf16 KV cache. "
+            f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, {kv_word} KV cache. "
             f"{arch.name} runs SGLang's hybrid SWA pool (sglang 0.5.23 configs/model_config.py is_hybrid_swa_model, "
             f"get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)")
         prov["hardware.swa_kv_cell_bytes"] = (
