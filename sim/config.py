@@ -235,9 +235,25 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 _SCALAR_TAGS = frozenset({"int", "float", "str", "bool"})
 """pydantic's loc entry for a union's scalar branch (``num_turns.int``)."""
-_UNION_TAG = re.compile(r"^(?:function-(?:after|before|wrap|plain)\[.*\]|[A-Z]\w*)$")
-"""pydantic's loc entry for a union's model branch (``function-after[_fields(), LengthDist]``,
-``LengthDist``): not a key of the scenario (keys are snake_case)."""
+_UNION_TAG = re.compile(r"^function-(?:after|before|wrap|plain)\[.*\]$")
+"""pydantic's loc entry for a union's validated model branch (``function-after[_fields(), LengthDist]``)."""
+
+
+def _is_union_tag(x: object) -> bool:
+    """Whether a loc entry names a union branch (a validated model, or a model class such as
+    ``LengthDist``) rather than a key of the scenario (a user's mapping key, such as an arm's
+    name, is never a model class name here)."""
+    if not isinstance(x, str):
+        return False
+    if _UNION_TAG.match(x):
+        return True
+    seen, todo = set(), [BaseModel]
+    while todo:
+        for c in todo.pop().__subclasses__():
+            if c.__name__ not in seen:
+                seen.add(c.__name__)
+                todo.append(c)
+    return x in seen and x[:1].isupper()
 
 
 def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
@@ -250,7 +266,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
         # error says nothing; the mapping's own branch names the key at fault
         head = tuple(first["loc"][:-1])
         first = next((e for e in errors[1:] if tuple(e["loc"][:len(head)]) == head), first)
-    loc = tuple(x for x in first["loc"] if not (isinstance(x, str) and _UNION_TAG.match(x)))
+    loc = tuple(x for x in first["loc"] if not _is_union_tag(x))
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
