@@ -630,8 +630,9 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
 
 def check_log_matches(log: Any, path: str, server: Any) -> None:
     """The log's decode steps are priced with the fitted scenarios' server (:func:`fit`): a log
-    whose decode lines state an accept length (SGLang 0.4 on logs ``accept len`` on every
-    decode line of a speculative server, ``log_decode_stats``) came from a server that
+    whose decode lines state an accept length (SGLang logs ``accept len`` on every decode
+    line of a speculative server and on none of a plain one: 0.5.23
+    managers/scheduler_components/metrics_reporter.py ``report_decode_stats``) came from a server that
     verified drafts, and a log without one from a server that decoded plainly. Priced the
     other way, each logged step (running x accept len tokens) was fitted as a plain decode
     step of the running requests (or the reverse), moving the decode factor by the verify

@@ -409,6 +409,9 @@ def _percentile_pairs(obj: dict[str, Any], where: str) -> dict[str, Any]:
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pv) for pv in v):
             shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
             raise ConfigError(where, k, shown, "must be a list of [percentile, value in ms] pairs")
+        bad = next((pv for pv in v if not 0 <= pv[0] <= 100), None)   # NaN and inf fail too
+        if bad is not None:
+            raise ConfigError(where, k, list(bad), "percentiles must be in [0, 100] (a p150 or pinf key was kept)")
         for pct, val in v:
             word = str(int(pct)) if float(pct).is_integer() else str(pct)
             out.setdefault(f"p{word}_{m}_ms", val)

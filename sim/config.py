@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -232,45 +233,40 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-_SCALAR_TAGS = frozenset({"int", "float", "str", "bool", "list", "dict"})
+_SCALAR_TAGS = frozenset({"int", "float", "str", "bool"})
+"""pydantic's loc entry for a union's scalar branch (``num_turns.int``)."""
+_UNION_TAG = re.compile(r"^function-(?:after|before|wrap|plain)\[.*\]$")
+"""pydantic's loc entry for a union's validated model branch (``function-after[_fields(), LengthDist]``)."""
 
 
-def _is_union_tag(part: Any) -> bool:
-    """Whether a loc element is the name pydantic gives a union member ('int', 'LengthDist',
-    'function-after[_fields(), LengthDist]'), not a field name (snake_case) or an index."""
-    return isinstance(part, str) and (part in _SCALAR_TAGS or "[" in part or part[:1].isupper())
-
-
-def _union_error(errors: list[dict[str, Any]], data: Any) -> dict[str, Any]:
-    """The error to report: pydantic's first, or, when it lies in one member of a union
-    (``num_turns: int | LengthDist``), the error of the member the value's shape asks for (a
-    mapping: the model's; else the scalar's), its loc without the member's name. Before, a
-    bad distribution was reported as ``num_turns.int = '{...}': Input should be a valid integer``."""
-    first = errors[0]
-    loc = tuple(first["loc"])
-    for i, part in enumerate(loc):
-        if not _is_union_tag(part):
-            continue
-        members = [e for e in errors if len(e["loc"]) > i and tuple(e["loc"][:i]) == loc[:i] and _is_union_tag(e["loc"][i])]
-        if len({e["loc"][i] for e in members}) < 2:
-            continue
-        value: Any = data
-        for key in loc[:i]:   # the value the union was given
-            try:
-                value = value[key]
-            except (KeyError, IndexError, TypeError):
-                value = None
-                break
-        want_model = isinstance(value, dict)
-        pick = next((e for e in members if (e["loc"][i] not in _SCALAR_TAGS) == want_model), first)
-        return {**pick, "loc": (*pick["loc"][:i], *pick["loc"][i + 1:])}
-    return first
+def _is_union_tag(x: object) -> bool:
+    """Whether a loc entry names a union branch (a validated model, or a model class such as
+    ``LengthDist``) rather than a key of the scenario (a user's mapping key, such as an arm's
+    name, is never a model class name here)."""
+    if not isinstance(x, str):
+        return False
+    if _UNION_TAG.match(x):
+        return True
+    seen, todo = set(), [BaseModel]
+    while todo:
+        for c in todo.pop().__subclasses__():
+            if c.__name__ not in seen:
+                seen.add(c.__name__)
+                todo.append(c)
+    return x in seen and x[:1].isupper()
 
 
 def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed."""
-    first = _union_error(err.errors(), data)
-    loc = tuple(first["loc"])
+    errors = err.errors()
+    first = errors[0]
+    if (isinstance(first.get("input"), dict) and first["type"].endswith("_type") and first["loc"]
+            and first["loc"][-1] in _SCALAR_TAGS):
+        # a mapping given to a union such as ``int | LengthDist``: the scalar branch's type
+        # error says nothing; the mapping's own branch names the key at fault
+        head = tuple(first["loc"][:-1])
+        first = next((e for e in errors[1:] if tuple(e["loc"][:len(head)]) == head), first)
+    loc = tuple(x for x in first["loc"] if not _is_union_tag(x))
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
@@ -287,7 +283,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f" allowed: {', '.join(allowed)}" if allowed else "")
     return ConfigError(file, key, value, msg)
 
 

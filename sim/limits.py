@@ -53,24 +53,32 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
         max_requests: the user's limit (None: :data:`DEFAULT_MAX_REQUESTS`).
 
     Raises:
-        ConfigError: naming ``workload.num_requests``, its value, the memory estimate and
-            the limit (or the machine's memory) it exceeds.
+        ConfigError: naming ``workload.num_requests`` (or, for a multi_turn workload whose
+            turn counts are drawn, ``workload.multi_turn.num_turns`` with num_conversations x
+            its largest draw), its value, the memory estimate and the limit (or the machine's
+            memory) it exceeds.
     """
     limit = DEFAULT_MAX_REQUESTS if max_requests is None else max_requests
     if limit < 1:
         raise ConfigError("<command line>", "--max-requests", limit, "must be >= 1")
     n = scenario.workload.num_requests
-    if n is None:   # a trace without a row limit: its rows are streamed, the file bounds them
+    key = "workload.num_requests"
+    mt = scenario.workload.multi_turn
+    if n is None and mt is not None and mt.agentic_trace is None and isinstance(mt.num_turns, LengthDist):
+        # turn counts drawn per conversation: at most num_conversations x the largest draw
+        key = "workload.multi_turn.num_turns"
+        n = mt.num_conversations * _max_len(mt.num_turns, scenario.path, key)
+    if n is None:   # a trace (or an agentic trace) without a limit: the file bounds its rows
         return
     need = n * BYTES_PER_REQUEST
     file = scenario.path or "<scenario>"
     if n > limit:
-        raise ConfigError(file, "workload.num_requests", n,
+        raise ConfigError(file, key, n if key == "workload.num_requests" else f"up to {n} requests",
                           f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); above the "
                           f"limit of {limit:,} requests (raise it with --max-requests)")
     mem = physical_memory_bytes()
     if mem is not None and need > mem:
-        raise ConfigError(file, "workload.num_requests", n,
+        raise ConfigError(file, key, n if key == "workload.num_requests" else f"up to {n} requests",
                           f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); this machine "
                           f"has {_gib(mem)}")
 

@@ -221,15 +221,16 @@ class ServerArgs(BaseModel):
         A block drafter given no ``speculative_num_draft_tokens`` gets SGLang's fallback
         window the same way (:data:`BLOCK_DEFAULT_WINDOW`)."""
         auto: tuple[str, ...] = ()
-        if isinstance(data, dict) and not any(k in data for k in CHAIN_PARAM_KEYS):
+        if isinstance(data, dict):
             try:
                 algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
             except ValueError:
                 algo = SpecAlgorithm.none   # the field's own validator names the value
-            if algo.enabled and not algo.is_block:
+            if algo.enabled and not algo.is_block and not any(k in data for k in CHAIN_PARAM_KEYS):
                 auto = CHAIN_PARAM_KEYS
                 data = {**data, **dict(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, None), strict=True))}
-            elif algo.is_block:
+            elif algo.is_block and "speculative_num_draft_tokens" not in data:
+                # the block fallbacks read the window alone (a topk, forced to 1, does not stop them)
                 auto = ("speculative_num_draft_tokens",)
                 data = {**data, "speculative_num_draft_tokens": BLOCK_DEFAULT_WINDOW[algo.value]}
         m = handler(data)

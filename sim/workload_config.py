@@ -286,6 +286,15 @@ class WorkloadConfig(BaseModel):
         if mt is not None:
             if self.input_len is not None or self.shared_prefix is not None:
                 raise ValueError("multi_turn gives the prompts: drop 'input_len' / 'shared_prefix'")
+            # conversations start at once or at exponential gaps (bench_serving get_request),
+            # their slots are 'concurrency': these keys would be accepted and ignored
+            for key in ("burstiness", "max_concurrency", "trace"):
+                if getattr(self, key) is not None:
+                    raise FieldError(f"workload.{key}", getattr(self, key) if key != "trace" else "<block>",
+                                     "not read by kind 'multi_turn' (conversations in flight: 'concurrency'; "
+                                     "started at exponential gaps: 'request_rate')")
+            if self.normalize_arrivals:
+                raise FieldError("workload.normalize_arrivals", True, "applies to kind 'poisson' only")
             if self.concurrency is None and self.request_rate is None:
                 raise ValueError("multi_turn needs 'concurrency' (conversations in flight) or 'request_rate' "
                                  "(conversations started per second)")

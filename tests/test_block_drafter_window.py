@@ -49,3 +49,13 @@ def test_a_dspark_scenario_without_a_window_runs_and_says_which(tmp_path, capsys
     assert rc in (0, None), out.err
     assert "speculative_num_draft_tokens = 8" in out.out
     assert "DEFAULT_DSPARK_GAMMA" in out.out
+
+
+@pytest.mark.parametrize(("algo", "window"), [("dspark", 8), ("dflash", 16)])
+def test_the_fallback_window_holds_with_a_topk_given(algo, window):
+    """SGLang's block fallbacks look only at speculative_num_draft_tokens (DFlash forces topk
+    to 1 and keeps it): a scenario with ``speculative_eagle_topk: 1`` and no window was still
+    refused as "speculative_num_draft_tokens = 1: must be >= 2"."""
+    s = ServerArgs.model_validate({"speculative_algorithm": algo, "speculative_eagle_topk": 1})
+    assert s.speculative_num_draft_tokens == window
+    assert "speculative_num_draft_tokens" not in s.model_fields_set

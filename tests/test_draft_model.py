@@ -75,3 +75,18 @@ def test_draft_layers_with_a_draft_model_is_refused_not_ignored(tmp_path, capsys
                  "--draft-model", "llama-3.1-8b", "--draft-layers", "2", "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--draft-layers = 2" in err[0] and "--draft-model" in err[0] and not bad.exists()
+
+
+def test_a_draft_models_kv_shares_the_pool():
+    """SGLang 0.5.23 sizes a STANDALONE (and EAGLE) server's pool with the draft's KV per token
+    added: the target's per-layer cell x the draft's layers (model_executor/pool_configurator.py,
+    ``_cell_size += int(_cell_size * draft_num_layers / num_layers)``; the draft layers from
+    spec_aux_hidden_state.py, the draft config's num_hidden_layers). The pool was sized for the
+    target's KV alone: a 28-layer draft model of a 48-layer target left 58 % more tokens."""
+    tgt, drf, gpu = load_model("qwen3-30b-a3b"), load_model("qwen3-0.6b"), load_gpu("H100")
+    own = build_profile(tgt, gpu, 1, window=4, drafter="chain", draft_model=drf)
+    layer = build_profile(tgt, gpu, 1, window=4, drafter="chain")
+    cell = layer["hardware"]["kv_cell_bytes"]
+    assert own["hardware"]["kv_cell_bytes"] == cell + int(cell * drf.num_layers / tgt.num_layers)
+    assert "draft" in own["provenance"]["hardware.kv_cell_bytes"]
+    assert own["kv_transfer"]["bytes_per_token"] == cell   # a prefill rank sends the target's KV only

@@ -60,3 +60,18 @@ def test_an_unknown_kv_cache_dtype_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--kv-cache-dtype" in err[0] and "fp8_e4m3" in err[0]
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_hybrid_swa_models_provenance_names_the_cache_dtype():
+    """gpt-oss keeps its sliding-window layers in a second pool: its kv_cell_bytes provenance
+    said "bf16 KV cache" whatever --kv-cache-dtype gave (the figure itself was fp8's)."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+
+    arch = load_model("gpt-oss-20b")
+    fp8 = build_profile(arch.model_copy(update={"kv_cache_bytes": 1}), load_gpu("H100"), 1)
+    bf16 = build_profile(arch, load_gpu("H100"), 1)
+    assert fp8["hardware"]["kv_cell_bytes"] == bf16["hardware"]["kv_cell_bytes"] / 2
+    assert "fp8 KV cache" in fp8["provenance"]["hardware.kv_cell_bytes"], fp8["provenance"]["hardware.kv_cell_bytes"]
+    assert "bf16 KV cache" in bf16["provenance"]["hardware.kv_cell_bytes"]

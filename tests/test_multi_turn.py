@@ -117,6 +117,20 @@ def test_bad_multi_turn_blocks_are_refused(change, key):
         scenario(change.get("mt"), change.get("workload"))
 
 
+@pytest.mark.parametrize("extra, key", [
+    ({"request_rate": 2.0, "burstiness": 0.5}, "burstiness"),
+    ({"request_rate": 2.0, "normalize_arrivals": True}, "normalize_arrivals"),
+    ({"max_concurrency": 2}, "max_concurrency"),
+    ({"trace": {"path": "t.jsonl", "layout": "mooncake"}}, "trace"),
+])
+def test_keys_multi_turn_does_not_read_are_refused(extra, key):
+    """With request_rate the conversations start at exponential gaps (bench_serving's
+    get_request): a burstiness, normalized arrivals, a max_concurrency (the slots are
+    ``concurrency``) or a trace block were accepted and ignored, the run not the one asked for."""
+    with pytest.raises(ValidationError, match=key):
+        scenario(workload=extra)
+
+
 def test_multi_turn_block_needs_its_kind():
     with pytest.raises(ValidationError, match="multi_turn"):
         scenario(workload={"kind": "closed_loop"})
@@ -152,3 +166,39 @@ def test_inv_multiturn_routed_turn_shares_only_the_system_prompt_with_its_past(s
             n = min(len(a.tokens), len(b.tokens))
             common = int(np.argmax(a.tokens[:n] != b.tokens[:n])) if (a.tokens[:n] != b.tokens[:n]).any() else n
             assert common == len(a.tokens) or common == 7
+
+
+@pytest.mark.parametrize("turns", [{"kind": "fixed", "value": 10**8}, {"kind": "uniform", "value": 10**8, "range_ratio": 0.5}])
+def test_drawn_turn_counts_are_held_to_the_request_limit(turns):
+    """A fixed num_turns makes num_requests, which the size check bounds; a drawn one left
+    num_requests unset and the check passed (8 conversations of 1e8 turns ran out of memory
+    instead of an error naming the key)."""
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_size
+
+    sc = scenario({"num_turns": turns}, {"num_requests": None})
+    with pytest.raises(ConfigError, match="workload.multi_turn.num_turns"):
+        check_size(sc)
+    check_size(scenario({"num_turns": {"kind": "uniform", "value": 6, "range_ratio": 0.5}}, {"num_requests": None}))
+
+
+@pytest.mark.parametrize("turns, key, says", [
+    ({"kind": "fixed", "value": 0}, "workload.multi_turn.num_turns.value", "greater than or equal to 1"),
+    ({"kind": "zipf", "value": 3}, "workload.multi_turn.num_turns.kind", "'fixed', 'uniform' or 'file'"),
+])
+def test_a_bad_turn_distribution_names_its_own_key(tmp_path, turns, key, says):
+    """num_turns is a count or a distribution: a bad distribution was reported as the count's
+    error (``num_turns.int = '{...}': Input should be a valid integer``), naming neither the
+    distribution's key nor what it allows."""
+    import yaml
+    from specsched.sim.config import load_scenario
+    from specsched.sim.errors import ConfigError
+
+    d = scenario().model_dump(mode="json", exclude_unset=True)
+    d["workload"].pop("num_requests", None)
+    d["workload"]["multi_turn"]["num_turns"] = turns
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert key in str(e.value) and says in str(e.value) and ".int" not in str(e.value), str(e.value)

@@ -937,6 +937,8 @@ _GOOD = DATA / "bench" / "sglang-0.5.23-details.jsonl"
     ({"itls": [[-0.01], [], [], []]}, r"itls\[0\]\[0\] = -0.01: a time must be >= 0"),
     ({"itls": [["0.01"], [], [], []]}, r"itls\[0\]\[0\] = '0.01': entries must be numbers"),
     ({"percentiles_ttft_ms": [99, 40.0]}, "percentiles_ttft_ms = .*: must be a list of \\[percentile"),
+    ({"percentiles_ttft_ms": [[150, 40.0]]}, "percentiles_ttft_ms = .*: percentiles must be in \\[0, 100\\]"),   # was p150 kept
+    ({"percentiles_ttft_ms": [[1e400, 40.0]]}, "percentiles_ttft_ms = .*: percentiles must be in \\[0, 100\\]"),   # was pinf kept
     ({"start_times": [1e300, 1.0, 2.0, 3.0]}, r"start_times\[0\] = 1e\+300: send times are the client's clock"),   # was a traceback
     ({"ttfts": [1e300, 0.05, 0.0, 0.0]}, r"ttfts\[0\] = 1e\+300: a time must be >= 0 and < 1e\+09"),
 ])

@@ -181,6 +181,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     # the drafter shares the target's embedding, and its LM head unless it has its own (draft_vocab)
     shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
                      if draft_model is None else 0)   # a draft model's tables are its own
+    kv_word = "fp8" if arch.kv_cache_bytes == 1 else "bf16"   # --kv-cache-dtype (ModelArch.kv_cache_bytes)
     w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
@@ -237,7 +238,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                     f"request's context rounded up to {GATHER_WIDTH_BUCKET} (writer.GATHER_WIDTH_BUCKET: "
                                     f"runtime/engine.py, runtime/layers.py AttnBatch), over every padded graph row")}
            if eff.kv_gather_passes else {}),
-        "hardware.kv_cell_bytes": f"KV bytes per token per rank, {'fp8' if arch.kv_cache_bytes == 1 else 'bf16'} KV cache "
+        "hardware.kv_cell_bytes": f"KV bytes per token per rank, {kv_word} KV cache "
                                   "(SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
@@ -245,6 +246,13 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
     }
     full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
+    target_cell = full_cell   # what a prefill rank sends per token (kv_transfer)
+    if draft_model is not None and not arch.swa_pool_layers:
+        # the draft model's KV shares the pool, sized at the target's per-layer cell x the
+        # draft's layers (0.5.23 model_executor/pool_configurator.py, EAGLE/STANDALONE branch)
+        full_cell += int(full_cell * draft_model.num_layers / arch.num_layers)
+        prov["hardware.kv_cell_bytes"] += (f"; plus the draft model's KV: the target's per-layer cell x its "
+                                           f"{draft_model.num_layers} layers (pool_configurator.py, STANDALONE)")
     prov["kv_transfer.bytes_per_token"] = (
         "hardware.kv_cell_bytes: each prefill rank sends its own shard of a token's KV to its decode peer over its "
         "own link (disaggregation/mooncake, nixl: per-rank transfers); a drafter's KV is not counted")
@@ -256,7 +264,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         full_layers = arch.num_layers - arch.swa_pool_layers
         swa_hw = {"swa_kv_cell_bytes": float(swa_cell), "sliding_window": arch.sliding_window}
         prov["hardware.kv_cell_bytes"] = (
-            f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, bf16 KV cache. "
+            f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, {kv_word} KV cache. "
             f"{arch.name} runs SGLang's hybrid SWA pool (sglang 0.5.23 configs/model_config.py is_hybrid_swa_model, "
             f"get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)")
         prov["hardware.swa_kv_cell_bytes"] = (
@@ -300,7 +308,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
-        "kv_transfer": {"bytes_per_token": float(full_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
+        "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
                         "latency_s": KV_LINK_LATENCY_S},
         "analytic": {
             "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
