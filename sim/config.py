@@ -267,6 +267,11 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
         head = tuple(first["loc"][:-1])
         first = next((e for e in errors[1:] if tuple(e["loc"][:len(head)]) == head), first)
     loc = tuple(x for x in first["loc"] if not _is_union_tag(x))
+    if loc and loc[-1] in _SCALAR_TAGS and any(
+            len(e["loc"]) > len(loc) - 1 and tuple(e["loc"][:len(loc) - 1]) == loc[:-1] and _is_union_tag(e["loc"][len(loc) - 1])
+            for e in errors):
+        # a scalar that fits no branch of ``int | LengthDist``: the key is the union's, not ``num_turns.int``
+        loc = loc[:-1]
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
@@ -283,7 +288,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f" allowed: {', '.join(allowed)}" if allowed else "")
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     return ConfigError(file, key, value, msg)
 
 
