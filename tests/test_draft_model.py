@@ -90,3 +90,33 @@ def test_a_draft_models_kv_shares_the_pool():
     assert own["hardware"]["kv_cell_bytes"] == cell + int(cell * drf.num_layers / tgt.num_layers)
     assert "draft" in own["provenance"]["hardware.kv_cell_bytes"]
     assert own["kv_transfer"]["bytes_per_token"] == cell   # a prefill rank sends the target's KV only
+
+
+def test_a_draft_model_is_a_chain_drafter(tmp_path, capsys, monkeypatch):
+    """SGLang 0.5.23 runs a separate draft model as STANDALONE, whose worker is an EAGLE worker
+    (speculative/standalone_worker_v2.py ``StandaloneWorkerV2(EAGLEWorkerV2)``): chain draft
+    steps. ``--draft-model`` with the default drafter priced a block drafter's whole-window
+    forward and injection; it now defaults to chain, and an explicit block is refused."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8", "--draft-model", "llama-3.1-8b"]
+    assert main(argv) == 0
+    written = list((tmp_path / "profiles").glob("*.yaml"))
+    assert len(written) == 1 and "draft-llama-3.1-8b" in written[0].name
+    assert yaml.safe_load(written[0].read_text())["analytic"]["drafter"] == "chain"
+    capsys.readouterr()
+    assert main([*argv, "--drafter", "block", "--out", str(tmp_path / "b.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--drafter = 'block'" in err[0] and "chain" in err[0] and not (tmp_path / "b.yaml").exists()
+
+
+def test_default_names_keep_kv_and_draft_variants_apart(tmp_path, monkeypatch):
+    """Without --out, a profile with fp8 KV or a draft model was written under the plain
+    profile's name, overwriting it."""
+    monkeypatch.chdir(tmp_path)
+    base = ["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8"]
+    for extra in ([], ["--kv-cache-dtype", "fp8_e4m3"], ["--draft-model", "llama-3.1-8b"], ["--kv-cache-dtype", "bf16"]):
+        assert main([*base, *extra]) == 0
+    names = sorted(p.name for p in (tmp_path / "profiles").glob("*.yaml"))
+    assert names == ["h100-llama-3.1-70b-tp8-bf16-analytic.yaml",
+                     "h100-llama-3.1-70b-tp8-bf16-draft-llama-3.1-8b-analytic.yaml",
+                     "h100-llama-3.1-70b-tp8-bf16-kv-fp8-e4m3-analytic.yaml"]

@@ -100,13 +100,28 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     if attention != "paged":
         over |= {"attention_split_kv": split, "kv_gather_passes": passes}
     eff = Efficiency(**over) if over else None
+    drafter = args.drafter or ("chain" if getattr(args, "draft_model", None) else "block")
+    if getattr(args, "draft_model", None) and drafter != "chain":
+        # SGLang 0.5.23 runs a separate draft model as STANDALONE, an EAGLE-style chain of draft
+        # steps (speculative/standalone_worker_v2.py StandaloneWorkerV2 extends EAGLEWorkerV2)
+        raise ConfigError("<command line>", "--drafter", drafter,
+                          "not with --draft-model: SGLang runs a draft model as STANDALONE, a chain drafter; "
+                          "give --drafter chain or leave --drafter out")
     if getattr(args, "draft_model", None) and args.draft_layers is not None:   # it would be ignored
         raise ConfigError("<command line>", "--draft-layers", args.draft_layers,
                           "not with --draft-model: the draft model's layers are its own (its num_hidden_layers)")
-    d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=args.drafter,
+    draft_arch = load_model(args.draft_model, "--draft-model") if getattr(args, "draft_model", None) else None
+    d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=drafter,
                       draft_layers=args.draft_layers or 1, eff=eff, name=args.name, model_ref=args.model,
                       draft_vocab=getattr(args, "draft_vocab", None),
-                      draft_model=load_model(args.draft_model, "--draft-model") if getattr(args, "draft_model", None) else None)
+                      draft_model=draft_arch)
+    if args.name is None:
+        # the default name (and so the default --out file) tells the KV type and the draft model
+        # apart: two profiles that differ only there no longer overwrite one another
+        extra = ([f"kv-{kv_dtype.replace('_', '-')}"] if kv_dtype not in ("auto", "bf16") else []) + (
+            [f"draft-{draft_arch.name}"] if draft_arch is not None else [])
+        if extra:
+            d["name"] = d["name"].removesuffix("-analytic") + "-" + "-".join(extra) + "-analytic"
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
@@ -177,7 +192,8 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4 or nvfp4 weights and GEMMs; the 4-bit formats cover the "
                    "modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
-    g.add_argument("--drafter", default="block", help="block (DSpark/DFlash) or chain (EAGLE/MTP) (default block)")
+    g.add_argument("--drafter", default=None, help="block (DSpark/DFlash) or chain (EAGLE/MTP/STANDALONE) (default block; "
+                   "chain with --draft-model)")
     g.add_argument("--draft-layers", type=positive_int, default=None, help="decoder layers of the assumed drafter (default 1; "
                    "not with --draft-model, whose layers are its own)")
     g.add_argument("--draft-vocab", type=positive_int, default=None,
