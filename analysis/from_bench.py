@@ -269,7 +269,14 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
                  f"turns min {int(turns.min())} max {int(turns.max())} mean {turns.mean():.1f}; later turns' new tokens = "
                  f"prompt_tokens growth - {AGENTIC_REPLY_LEN} (the trace run's reply, assumed: workload.multi_turn."
                  "agentic_trace.trace_reply_len)")
-    if tr.shared_system > 1:
+    sys_len, reply_len = x.get("agentic_system_prompt_len"), x.get("agentic_trace_reply_len")
+    for key, v in (("agentic_system_prompt_len", sys_len), ("agentic_trace_reply_len", reply_len)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise ConfigError(run.source, key, v, "must be an integer >= 0 (tokens)")
+    if sys_len:
+        notes.append(f"prefix: {sys_len} system-prompt tokens shared by every conversation, as the line's run "
+                     "assumed (agentic_system_prompt_len)")
+    elif tr.shared_system > 1:
         low = int(tr.prompt_tokens[tr.turn_offsets[:-1]].min())
         notes.append(f"prefix: {tr.shared_system} of {len(tr)} conversations open with the same system message, which "
                      "the server's radix cache shares; the trace does not say its tokens, so none is shared here: state "
@@ -279,6 +286,8 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
         at["offset"] = offset
     if max_turns is not None:
         at["max_turns"] = max_turns
+    if reply_len is not None:
+        at["trace_reply_len"] = reply_len
     w: dict[str, Any] = {"kind": "multi_turn"}
     if conc:
         w["concurrency"] = int(conc)
@@ -287,7 +296,8 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
         notes.append(f"arrivals: conversations started at {rate:g}/s, exponential gaps (bench_serving get_request over "
                      "the multi-turn rows); each sends its turns back to back")
     w.update(output_len={"kind": "fixed", "value": int(out_len)},
-             multi_turn={"num_conversations": conversations, "agentic_trace": at})
+             multi_turn={"num_conversations": conversations, "agentic_trace": at,
+                         **({"system_prompt_len": sys_len} if sys_len else {})})
     return w, notes
 
 

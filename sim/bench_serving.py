@@ -754,6 +754,13 @@ def workload_args(scenario: Any) -> dict[str, Any]:
             out.update(dataset_name="agentic-trace", dataset_path=at.get("path"), dataset_offset=at.get("offset", 0),
                        agentic_max_turns=at.get("max_turns"),
                        sharegpt_output_len=outs.get("value") if outs.get("kind") == "fixed" else None)
+            # what the trace does not say and the scenario assumed (specsched's own keys): the
+            # shared system prompt's tokens and the trace run's reply length
+            mt = w.get("multi_turn") or {}
+            if mt.get("system_prompt_len"):
+                out["agentic_system_prompt_len"] = mt["system_prompt_len"]
+            if at.get("trace_reply_len") is not None:
+                out["agentic_trace_reply_len"] = at["trace_reply_len"]
         return out
     elif kind == "poisson":
         out["request_rate"] = w.get("request_rate")

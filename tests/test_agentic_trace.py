@@ -368,8 +368,10 @@ def test_from_bench_round_trip_of_a_simulated_agentic_run(tmp_path, monkeypatch)
     from specsched.sim.results import write_results
 
     sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
-    sc = Scenario.model_validate({**sc.model_dump(), "workload": {**sc.workload.model_dump(exclude_none=True),
-                                  "multi_turn": {"agentic_trace": {"path": str(EXAMPLE), "offset": 3, "max_turns": 6}}}})
+    mt = sc.workload.multi_turn.model_dump(exclude_none=True)
+    assert mt["system_prompt_len"] == 4000   # the example's shared system prompt, which the trace does not give
+    mt = {**mt, "agentic_trace": {"path": str(EXAMPLE), "offset": 3, "max_turns": 6, "trace_reply_len": 200}}
+    sc = Scenario.model_validate({**sc.model_dump(), "workload": {**sc.workload.model_dump(exclude_none=True), "multi_turn": mt}})
     res = SimEngine(sc).run()
     line = write_results(res, tmp_path / "out") / "bench_serving.jsonl"
     assert main(["scenario", "from-bench", str(line), "--profile", "mi355x-dsv41-flash-tp4", "--out", "b.yaml"]) == 0
@@ -377,6 +379,8 @@ def test_from_bench_round_trip_of_a_simulated_agentic_run(tmp_path, monkeypatch)
     wa, wb = sc.workload, back.workload
     assert (wb.kind, wb.concurrency, wb.output_len) == (wa.kind, wa.concurrency, wa.output_len)
     assert (wb.multi_turn.agentic_trace.offset, wb.multi_turn.agentic_trace.max_turns) == (3, 6)
+    # the assumptions the line's run made come back with it (the line carries them as its own keys)
+    assert (wb.multi_turn.system_prompt_len, wb.multi_turn.agentic_trace.trace_reply_len) == (4000, 200)
     a, b = make_requests(wa, sc.seed, sc.path), make_requests(wb, back.seed, back.path)
     assert [(s.input_len, s.output_len, s.turn) for s in a] == [(s.input_len, s.output_len, s.turn) for s in b]
 
