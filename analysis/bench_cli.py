@@ -107,7 +107,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     load_profile(args.profile)   # refuse an unknown profile before writing anything
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
                                      template=args.template, lengths=args.lengths, arrivals=args.arrivals,
-                                     **_agentic_args(args))
+                                     **agentic_args(args))
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(p)
@@ -116,14 +116,14 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _agentic_args(args: argparse.Namespace) -> dict[str, Any]:
+def agentic_args(args: argparse.Namespace) -> dict[str, Any]:
     """The agentic-trace options of from-bench / validate-bench as scenario_from_bench's keywords."""
     return {"dataset_path": getattr(args, "dataset_path", None), "dataset_offset": getattr(args, "dataset_offset", None),
             "agentic_max_turns": getattr(args, "agentic_max_turns", None),
             "num_conversations": getattr(args, "num_prompts", None)}
 
 
-def _add_agentic_options(p: Any) -> None:
+def add_agentic_options(p: Any) -> None:
     p.add_argument("--dataset-path", metavar="TRACE.json",
                    help="agentic-trace lines: the trace file the run replayed (bench_serving writes no path)")
     p.add_argument("--dataset-offset", type=int, help="agentic-trace lines: bench_serving's --dataset-offset (default 0)")
@@ -165,7 +165,7 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
                           "trace file only (its send times are the conversations' turns): leave --arrivals out")
     arrivals = "details" if not agentic and replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
-                                     arrivals=arrivals, **_agentic_args(args))
+                                     arrivals=arrivals, **agentic_args(args))
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
     return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 
@@ -282,7 +282,7 @@ def add_parsers(sub: Any) -> None:
     f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
                    help="rate: arrivals drawn at the line's rate (default); details: the run's own arrivals and lengths "
                         "as a trace (vllm bench serve --save-detailed lines: start_times less queue_times)")
-    _add_agentic_options(f)
+    add_agentic_options(f)
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",
@@ -304,5 +304,5 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")
     v.add_argument("--log-x", action="store_true", help="logarithmic latency axes in the plots")
-    _add_agentic_options(v)
+    add_agentic_options(v)
     v.set_defaults(func=cmd_validate_bench)

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from specsched.analysis.bench_cli import add_agentic_options, agentic_args
 from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
 
@@ -203,7 +204,7 @@ def replays(run: Any, arrivals: str = "auto") -> bool:
 
 
 def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path,
-                    arrivals: str = "auto") -> list[FitCase]:
+                    arrivals: str = "auto", agentic: dict[str, Any] | None = None) -> list[FitCase]:
     """Scenarios for bench_serving runs (length histograms or traces, where needed, go to
     ``workdir``).
 
@@ -213,6 +214,9 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     hundred requests depends on the particular arrival draw as much as on the server (the
     hold-out in docs/real-servers.md), and the fit should not explain one draw's luck with a
     cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate.
+    ``agentic`` (``dataset_path``, ``dataset_offset``, ``agentic_max_turns``,
+    ``num_conversations``) is passed to every agentic-trace line, whose trace bench_serving
+    does not write into the line.
 
     Raises:
         ConfigError: ``arrivals`` is ``details`` and a line has no send times, or a line
@@ -224,7 +228,8 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     out = []
     for i, run in enumerate(runs):
         mode = "details" if replays(run, arrivals) else "rate"
-        sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}", arrivals=mode)
+        sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}", arrivals=mode,
+                                         **(agentic or {}))
         path = write_scenario(sc, tables, workdir / f"fit{i}.yaml")[0]
         out.append(FitCase(run, load_scenario(path)))
     return out
@@ -694,7 +699,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         log = parse_server_log(args.server_log)
         samples = decode_step_samples(log)
     with tempfile.TemporaryDirectory() as tmp:
-        cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals)
+        cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
+                                agentic_args(args))
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
@@ -748,6 +754,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                         "'none' (unregularised), or NAME=SD,...; with a prior each metric's residuals are divided by "
                         "its run-to-run noise (runs at one load) or, unmeasured, its scatter at the profile")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
+    add_agentic_options(g)   # agentic-trace lines: the trace the runs replayed, as from-bench takes it
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")
 

@@ -445,3 +445,25 @@ def test_calibrate_from_an_agentic_line_rebuilds_it_from_its_trace(tmp_path):
     assert case.scenario.workload.kind == "multi_turn" and case.scenario.workload.multi_turn.agentic_trace is not None
     with pytest.raises(ConfigError, match="--arrivals"):
         cases_from_runs([read_bench_one(str(line))], "mi355x-dsv41-flash-tp4", None, tmp_path, "details")
+
+
+def test_calibrate_from_takes_the_trace_of_sglangs_own_agentic_lines(tmp_path, capsys):
+    """SGLang's bench_serving writes no trace path into an agentic-trace line: calibrate said
+    "give it with --dataset-path" and then refused --dataset-path as an unknown argument."""
+    import json
+
+    from specsched.sim.results import write_results
+
+    sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
+    line = write_results(SimEngine(sc).run(), tmp_path / "out") / "bench_serving.jsonl"
+    d = json.loads(line.read_text().splitlines()[0])
+    for k in [k for k in d if k in ("dataset_path", "dataset_offset") or k.startswith("agentic_")]:   # as SGLang writes it
+        d.pop(k)
+    sgl = tmp_path / "sgl.jsonl"
+    sgl.write_text(json.dumps(d) + "\n")
+    base = ["calibrate", "--from", str(sgl), "--profile", "mi355x-dsv41-flash-tp4", "--params", "decode",
+            "--seeds", "1", "--max-evals", "2", "--out", str(tmp_path / "fit.yaml")]
+    assert main(base) == 2
+    assert "--dataset-path" in capsys.readouterr().err and not (tmp_path / "fit.yaml").exists()
+    assert main([*base, "--dataset-path", str(EXAMPLE)]) == 0
+    assert (tmp_path / "fit.yaml").exists()
