@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -165,6 +165,20 @@ class _Scanner:
             raise self.bad(key, f"expected {ch!r}")
         self.pos += 1
 
+    def items(self, close: str, key: Callable[[int], str]) -> Iterator[int]:
+        """Cursor just past a container's ``[`` or ``{``: yield each element's index with the
+        cursor before it (the separating comma taken, named ``key(index)`` when missing), and
+        move past ``close`` after the last. A caller that stops early leaves the rest unread."""
+        i = 0
+        while True:
+            if self.peek() == close:
+                self.pos += 1
+                return
+            if i:
+                self.take(",", key(i))
+            yield i
+            i += 1
+
     def _skip_string(self) -> None:
         """Cursor on an opening quote: move past the closing one (one regex match in C; a
         string cut by the block's end is matched again once the next block is in)."""
@@ -270,41 +284,25 @@ def _system_key(messages: Any) -> int | None:
 def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[Record | None]:
     """Per conversation of the file's list: (prompt_tokens, gaps, skipped, system message
     hash) of its kept turns, or None when none is kept. The cursor is inside the list."""
-    i = 0
-    while True:
-        c = sc.peek()
-        if c == "]":
-            sc.pos += 1
-            return
-        if i:
-            sc.take(",", f"conversations[{i}]")
-            c = sc.peek()
-        if c != "[":
+    for i in sc.items("]", lambda i: f"conversations[{i}]"):
+        if sc.peek() != "[":
             raise sc.bad(f"conversations[{i}]", "each conversation must be a list of turns")
         sc.pos += 1
         prompts: list[int] = []
         gaps: list[int] = []
         skipped = 0
-        k = last = 0
+        last = 0
         system = None
-        while True:
-            c = sc.peek()
-            if c == "]":
-                sc.pos += 1
-                break
-            if k:
-                sc.take(",", f"conversations[{i}][{k}]")
+        for k in sc.items("]", lambda k, i=i: f"conversations[{i}][{k}]"):
             key = f"conversations[{i}][{k}]"
             if max_turns is not None and len(prompts) >= max_turns:
                 sc.decode(key)   # past --agentic-max-turns: parsed (json's C decoder is the fastest skip) and dropped
-                k += 1
                 continue
             turn = sc.decode(key)
             if not isinstance(turn, dict):
                 raise ConfigError(sc.where, key, type(turn).__name__, "each turn must be an object with messages and prompt_tokens")
             if not turn.get("messages"):
                 skipped += 1   # bench_serving keeps only turns that have messages
-                k += 1
                 continue
             if not _messages_ok(turn["messages"]):
                 raise ConfigError(sc.where, f"{key}.messages", type(turn["messages"]).__name__,
@@ -326,9 +324,7 @@ def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[Record | Non
             prompts.append(p)
             last = k
             del turn
-            k += 1
         yield (prompts, gaps, skipped, system) if prompts else None
-        i += 1
 
 
 def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> AgenticConversations:
@@ -342,14 +338,7 @@ def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> Age
         if c != "{":
             raise sc.bad("<top level>", "not a JSON object" if c else "the file is empty")
         sc.pos += 1
-        first = True
-        while True:
-            c = sc.peek()
-            if c == "}":
-                break
-            if not first:
-                sc.take(",", "<top level>")
-            first = False
+        for _ in sc.items("}", lambda _: "<top level>"):
             name = sc.key("<top level>")
             if name != "conversations" or found:
                 sc.skip_value(name)
