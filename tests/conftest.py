@@ -19,6 +19,17 @@ from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+TINY_SPEC_SCENARIO = """name: t
+profile: h200-1b
+server: {max_running_requests: 2, chunked_prefill_size: 64, max_prefill_tokens: 64,
+         speculative_algorithm: dspark, speculative_num_draft_tokens: 4, max_total_num_tokens: 5000}
+acceptance: {mean_accept_length: 2.2}
+workload: {kind: closed_loop, concurrency: 2, num_requests: 6, input_len: {kind: fixed, value: 48},
+           output_len: {kind: fixed, value: 12}}
+"""
+"""A six-request DSpark closed loop small enough for the runtime's CPU engine with the tiny
+preset (the launch-call benchmarks' engine runs)."""
+
 
 def load_benchmark(name: str, module_name: str | None = None) -> ModuleType:
     """Import ``benchmarks/<name>.py`` (not a package) as a fresh module, registered in

@@ -10,17 +10,10 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.conftest import TINY_SPEC_SCENARIO as SCENARIO
 
 pytest.importorskip("torch")
 
-SCENARIO = """name: t
-profile: h200-1b
-server: {max_running_requests: 2, chunked_prefill_size: 64, max_prefill_tokens: 64,
-         speculative_algorithm: dspark, speculative_num_draft_tokens: 4, max_total_num_tokens: 5000}
-acceptance: {mean_accept_length: 2.2}
-workload: {kind: closed_loop, concurrency: 2, num_requests: 6, input_len: {kind: fixed, value: 48},
-           output_len: {kind: fixed, value: 12}}
-"""
 
 
 def _parts(tmp_path, *extra):

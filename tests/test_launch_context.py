@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, load_benchmark
+from tests.conftest import TINY_SPEC_SCENARIO as SCENARIO
 
 lc = load_benchmark("launch_context")
 
@@ -131,14 +132,6 @@ def test_runs_prints_a_row_per_run_and_refuses_an_empty_directory(tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
-SCENARIO = """name: t
-profile: h200-1b
-server: {max_running_requests: 2, chunked_prefill_size: 64, max_prefill_tokens: 64,
-         speculative_algorithm: dspark, speculative_num_draft_tokens: 4, max_total_num_tokens: 5000}
-acceptance: {mean_accept_length: 2.2}
-workload: {kind: closed_loop, concurrency: 2, num_requests: 6, input_len: {kind: fixed, value: 48},
-           output_len: {kind: fixed, value: 12}}
-"""
 
 
 def test_interleave_alternates_the_profiler_and_the_engine_on_cpu(tmp_path):
