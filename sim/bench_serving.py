@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.metrics import finite_percentiles
 from specsched.sim.tables import column, notna
 
@@ -328,8 +328,7 @@ def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
     def arr(key: str, values: list[Any], non_negative: bool = False) -> np.ndarray:
         for j, v in enumerate(values):   # a list or a string inside (np.array made a 2-D array, or read "0.01")
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
-                raise ConfigError(where, f"{key}[{j}]", shown, "entries must be numbers (or null)")
+                raise ConfigError(where, f"{key}[{j}]", clipped(v), "entries must be numbers (or null)")
         a = np.array([np.nan if v is None else v for v in values], dtype=float)
         if non_negative:
             with np.errstate(invalid="ignore"):
@@ -407,8 +406,7 @@ def _percentile_pairs(obj: dict[str, Any], where: str) -> dict[str, Any]:
         if not isinstance(v, list) or not all(
                 isinstance(pv, (list, tuple)) and len(pv) == 2
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pv) for pv in v):
-            shown = v if len(str(v)) <= 60 else str(v)[:57] + "..."
-            raise ConfigError(where, k, shown, "must be a list of [percentile, value in ms] pairs")
+            raise ConfigError(where, k, clipped(v), "must be a list of [percentile, value in ms] pairs")
         bad = next((pv for pv in v if not 0 <= pv[0] <= 100), None)   # NaN and inf fail too
         if bad is not None:
             raise ConfigError(where, k, list(bad), "percentiles must be in [0, 100] (a p150 or pinf key was kept)")
@@ -609,7 +607,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
                 objs = scanned
             else:
                 i, raw, msg = bad if scanned is None else scanned
-                shown = raw if len(raw) <= 60 else raw[:57] + "..."
+                shown = clipped(raw)
                 if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
                     raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
                                       "rerun with --output-file F (one JSON line per run) and pass F") from None

@@ -25,6 +25,14 @@ class ConfigError(ValueError):
         return f"{self.file}: {self.key} = {self.value!r}: {self.allowed}"
 
 
+def clipped(value: object, width: int = 60) -> object:
+    """``value`` as an error line shows it: itself when its text is at most ``width``
+    characters, else the first ``width - 3`` characters of its text and "..." (a whole list
+    or line of a user's file would not be one line)."""
+    text = str(value)
+    return value if len(text) <= width else text[:width - 3] + "..."
+
+
 class FieldError(ValueError):
     """Raised inside a model validator for a check across fields: names the dotted key (from
     the scenario's root), its value and what is allowed, so the loader's one-line message

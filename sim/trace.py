@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from specsched.sim.bench_serving import is_gzip, open_text, text_encoding
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
@@ -137,9 +137,9 @@ class _Checker:
             try:
                 v = [int(x) for x in re.split(r"[\s,;]+", t)] if t else []
             except ValueError:
-                self._fail(line, col, v if len(v) <= 60 else v[:57] + "...", "must be a list of integers >= 0 (prompt block ids)")
+                self._fail(line, col, clipped(v), "must be a list of integers >= 0 (prompt block ids)")
         if not isinstance(v, list) or not all(type(x) is int and x >= 0 for x in v):
-            shown = v if not isinstance(v, list) or len(str(v)) <= 60 else str(v)[:57] + "..."
+            shown = clipped(v) if isinstance(v, list) else v
             self._fail(line, col, shown, "must be a list of integers >= 0 (prompt block ids)")
         keep = -(-input_len // block_size) if type(input_len) is int and input_len > 0 else len(v)
         try:
