@@ -226,6 +226,12 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 (``docker logs sglang > server.log``, ``Get-Content runs.jsonl > copy.jsonl``)."""
 
 
+def encoding_of(head: bytes) -> str:
+    """The encoding a text starting with ``head`` is read with: ``utf-16`` after a UTF-16
+    byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped)."""
+    return "utf-16" if head[:2] in UTF16_BOMS else "utf-8-sig"
+
+
 def text_encoding(p: Path) -> str:
     """The encoding to read ``p``'s text with (decompressed when gzip): ``utf-16`` after a UTF-16
     byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped). Such a
@@ -238,7 +244,7 @@ def text_encoding(p: Path) -> str:
     else:
         with open(p, "rb") as f:
             head = f.read(2)
-    return "utf-16" if head in UTF16_BOMS else "utf-8-sig"
+    return encoding_of(head)
 
 
 def open_text(p: Path, **kw: Any) -> IO[str]:
@@ -574,7 +580,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
 
             raw_bytes = gzip.decompress(raw_bytes)
         # a byte-order mark from an editor is not JSON; PowerShell 5's redirect writes UTF-16
-        text = raw_bytes.decode("utf-16" if raw_bytes[:2] in UTF16_BOMS else "utf-8-sig")
+        text = raw_bytes.decode(encoding_of(raw_bytes))
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
     except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
