@@ -206,6 +206,8 @@ class ConversationPlan:
         news: int (sum(turns),) or None: every turn's new tokens in request order, a
             conversation's first entry unused (an agentic trace).
         notes: what was assumed in reading a trace (for the run's log and from-bench).
+        stream_state: the prompt stream's state after the plan's draws, where the
+            conversations' token ids continue (:func:`multi_turn_conversations`).
     """
 
     turns: np.ndarray
@@ -213,6 +215,15 @@ class ConversationPlan:
     users: np.ndarray | None = None
     news: np.ndarray | None = None
     notes: tuple[str, ...] = ()
+    stream_state: dict | None = None
+
+    def token_stream(self, seed: int) -> np.random.Generator:
+        """The prompt stream where the plan's draws left it (a fresh generator each call, so
+        one plan gives the same tokens every time)."""
+        rng = prompt_stream(seed)
+        if self.stream_state is not None:
+            rng.bit_generator.state = self.stream_state
+        return rng
 
     @property
     def total(self) -> int:
@@ -236,7 +247,12 @@ def _warn_once(path: str, lines: list[str]) -> None:
             print(f"warning: {path}: {line}", file=sys.stderr)
 
 
-def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None = None) -> ConversationPlan:
+def prompt_stream(seed: int) -> np.random.Generator:
+    """The multi_turn workload's prompt stream: its drawn lengths, then its token ids."""
+    return np.random.default_rng([seed, STREAM_PREFIX, 2])
+
+
+def conversation_plan(cfg, seed: int, base=None) -> ConversationPlan:
     """Turn counts and per-turn prompt growth of a ``workload.multi_turn`` block.
 
     Drawn (``first_prompt_len``, ``user_len``; ``num_turns`` a count, or a distribution drawn
@@ -244,7 +260,7 @@ def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None
     (:func:`sim.agentic_trace.load_agentic_trace`): each conversation's kept turns; turn 0's
     own tokens = its ``prompt_tokens`` less the shared ``system_prompt_len``; later turns'
     new tokens = the ``prompt_tokens`` growth less ``trace_reply_len`` per original turn, at
-    least 1. ``rng`` is the prompt stream (made here when None) and is advanced by the draws.
+    least 1. The draws come from :func:`prompt_stream`; the plan keeps where they left it.
 
     Raises:
         ConfigError: a bad trace or histogram; a trace conversation whose first prompt is
@@ -253,7 +269,7 @@ def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None
     from specsched.sim.errors import ConfigError
     from specsched.sim.workload import draw_lengths
 
-    rng = rng if rng is not None else np.random.default_rng([seed, STREAM_PREFIX, 2])
+    rng = prompt_stream(seed)
     at = cfg.agentic_trace
     if at is not None:
         from specsched.sim.agentic_trace import load_agentic_trace
@@ -279,7 +295,7 @@ def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None
                         "sent with 1 new token")
         _warn_once(str(at.path), warn)
         return ConversationPlan(tr.num_turns.astype(np.int64), firsts.astype(np.int64), None, news,
-                                tuple(notes + warn))
+                                tuple(notes + warn), rng.bit_generator.state)
     n_conv = cfg.num_conversations
     if isinstance(cfg.num_turns, int):
         turns = np.full(n_conv, cfg.num_turns, dtype=np.int64)
@@ -289,7 +305,7 @@ def conversation_plan(cfg, seed: int, base=None, rng: np.random.Generator | None
     firsts = draw_lengths(cfg.first_prompt_len, n_conv, rng, base, "workload.multi_turn.first_prompt_len")
     width = max(int(turns.max()) - 1, 1)
     users = draw_lengths(cfg.user_len, n_conv * width, rng, base, "workload.multi_turn.user_len").reshape(n_conv, width)
-    return ConversationPlan(turns, firsts, users)
+    return ConversationPlan(turns, firsts, users, stream_state=rng.bit_generator.state)
 
 
 def multi_turn_conversations(cfg, output_lens, seed: int, base=None, plan: ConversationPlan | None = None) -> list[list]:
@@ -324,9 +340,8 @@ def multi_turn_conversations(cfg, output_lens, seed: int, base=None, plan: Conve
     """
     from specsched.sim.workload import RequestSpec
 
-    rng = np.random.default_rng([seed, STREAM_PREFIX, 2])
-    drawn = conversation_plan(cfg, seed, base, rng)   # advances the prompt stream past its draws
-    plan = plan or drawn
+    plan = plan or conversation_plan(cfg, seed, base)
+    rng = plan.token_stream(seed)   # token ids continue the stream after the plan's draws
     n_conv = len(plan.turns)
     max_turns = int(plan.turns.max()) if n_conv else 1
     system = rng.integers(0, VOCAB, size=cfg.system_prompt_len, dtype=np.int64)
