@@ -301,6 +301,33 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
     return w, notes
 
 
+BURST_SPREAD = 0.1
+"""A line that says all requests were sent at once (``request_rate`` inf, no
+``max_concurrency``) but whose own send times (``start_times``) spread over more than this
+share of its duration, and over a second or more, was not sent at once. vllm bench serve
+(0.23.0 on, ``vllm/benchmarks/serve.py`` ``main_async``) runs ``--dataset-name timed_trace``
+``--self-timed`` (its default there): ``get_request`` sleeps to each request's timestamp in
+the trace, while ``result_json["request_rate"]`` stays ``"inf"`` (the default rate, unused). A
+true burst creates every request task before the first one runs (``get_request`` yields
+without sleeping at rate inf), so its sends fall within the event loop's first moments."""
+
+
+def _sent_over_time(run: BenchRun) -> str:
+    """The note saying why a line's own send times replace its "all at once" rate, or ""."""
+    d = run.details
+    rate, dur = run.args.get("request_rate"), run.summary.get("duration")
+    if (d is None or d.start_s is None or run.args.get("max_concurrency") or not isinstance(rate, float)
+            or not math.isinf(rate) or not dur):
+        return ""
+    sent = d.start_s[np.isfinite(d.start_s)]
+    spread = float(sent.max() - sent.min()) if sent.size else 0.0
+    if spread < 1.0 or spread < BURST_SPREAD * dur:
+        return ""
+    return (f"arrivals: the line says request_rate inf (all at once), but its start_times spread over {spread:.3g} s "
+            f"of its {dur:.3g} s run (vllm bench serve --dataset-name timed_trace sends at the trace's timestamps and "
+            "writes inf): its own send times are replayed")
+
+
 def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFrame]:
     """The run's own arrivals as a ``trace`` workload: vLLM's ``start_times`` (the client's
     clock at each send, ``vllm bench serve --save-detailed``, 0.33 ``benchmark()``) less its
@@ -564,9 +591,11 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         workload, wnotes = _agentic_workload(run, dataset_path, dataset_offset, agentic_max_turns, num_conversations)
         tables: dict[str, pd.DataFrame] = {}
         notes += wnotes
-    elif arrivals == "details":
+    elif arrivals == "details" or (burstiness is None and _sent_over_time(run)):
         if burstiness is not None:
             raise ConfigError("<command line>", "--burstiness", burstiness, "does not apply with --arrivals details")
+        if arrivals != "details":
+            notes.append(_sent_over_time(run))
         workload, wnotes, trace = _trace_workload(run)
         tables = {"trace": trace}
         notes += wnotes
@@ -575,6 +604,14 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         ins, outs, lnotes, tables = _lengths(run, lengths)
         workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
+        if workload["kind"] == "burst" and "endpoint_type" in run.extra:
+            notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
+                         "also writes inf while it sends at the trace's timestamps, and the line does not name its "
+                         "dataset: for such a run write a 'trace' workload for the trace file")
+        if run.extra.get("probe_completed"):
+            notes.append(f"load: the run also sent {run.extra['probe_completed']} probe requests "
+                         "(vllm bench serve --probe-request-rate, not counted in the line's figures); the scenario "
+                         "does not send them")
         if workload["kind"] == "poisson" and run.details is not None and run.details.start_s is not None:
             # the drawn arrivals are another draw than the measured run's: near saturation one
             # draw's luck moves throughput and TTFT by tens of percent (docs/real-servers.md)

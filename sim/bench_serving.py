@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +106,21 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+_VLLM_E2EL = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?|percentiles)_e2el_ms$")
+"""vLLM's end-to-end latency statistics (``process_one_metric("e2el", ...)``, every
+``benchmark_serving.py``/``vllm/benchmarks/serve.py`` from 0.6.3 to 0.34.0), read as SGLang's
+``*_e2e_latency_ms``. Only these: other keys that hold ``_e2el_ms`` are other figures and are
+kept as written (0.27+ ``probe_median_e2el_ms``, the ``--probe-request-rate`` side stream's
+latency; 0.30+ ``mean_e2el_including_client_queue_ms``, which adds the wait for a
+``--max-concurrency`` slot)."""
+
+
+def vllm_name(key: str) -> str:
+    """A result key under the name specsched reads it by (vLLM's names mapped to SGLang's)."""
+    if key in _VLLM_NAMES:
+        return _VLLM_NAMES[key]
+    m = _VLLM_E2EL.match(key)
+    return f"{m.group(1)}_e2e_latency_ms" if m else key
 _SGLANG_02_NAMES = {
     "total_input": "total_input_tokens", "total_output": "total_output_tokens",
     "total_output_retokenized": "total_output_tokens_retokenized",
@@ -491,7 +507,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
                           "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
                           "output: it has no per-run TTFT or ITL distribution to compare")
-    obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    raw, obj = obj, {vllm_name(k): v for k, v in obj.items()}
     obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
         if k in obj and new not in obj:
@@ -502,6 +518,16 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "successful_requests, total_latency",
                           "an offline throughput result (bench_offline_throughput), not bench_serving output: "
                           "it has no TTFT or ITL to compare")
+    if "total_token_throughput" in raw and not {"total_output_tokens", "total_output", "output_throughput"} & set(raw):
+        # vllm bench serve on a pooling (embedding) model: vllm/benchmarks/serve.py benchmark()
+        # writes EmbedBenchmarkMetrics' result (0.11.1-0.34.0: duration, completed,
+        # total_input_tokens, request_throughput, total_token_throughput, e2el statistics;
+        # 0.29 on total_input_sequences, input_sequence_throughput): no output token, TTFT or
+        # ITL. Read as a run, its e2e latency and throughputs were compared with a generating
+        # server's prediction (and from-bench refused it for want of lengths)
+        raise ConfigError(where, "<keys>", "total_token_throughput without total_output_tokens",
+                          "a pooling (embedding) model's run (vllm bench serve): no output tokens, TTFT or ITL to "
+                          "compare (specsched predicts a generating server)")
     if not any(obj.get(k) is not None for k in _IDENTIFYING):
         keys = ", ".join(list(obj)[:6]) or "none"
         hint = ""

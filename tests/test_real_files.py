@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,10 @@ from specsched.sim.errors import ConfigError
 from specsched.cli import main
 
 DATA = Path(__file__).parent / "data"
+E2EL = re.compile(r"^(mean|median|std|p[\d.]+|percentiles)_e2el_ms$")
+"""vLLM's e2el statistics, read under SGLang's e2e_latency names; other keys holding
+``_e2el_ms`` (0.27+ ``probe_*_e2el_ms``, 0.30+ ``*_e2el_including_client_queue_ms``) are
+other figures, kept as written."""
 BENCH = sorted((DATA / "bench").iterdir())
 LOGS = DATA / "logs"
 _RENAMED = {"total_token_throughput": "total_throughput",
@@ -59,7 +64,7 @@ def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path)
     assert len(runs) == len(objs)
     for run, obj in zip(runs, objs, strict=True):
         for k, v in obj.items():
-            name = _RENAMED.get(k, k.replace("_e2el_ms", "_e2e_latency_ms"))
+            name = _RENAMED.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
             if k in DETAIL_KEYS:
                 assert run.details is not None or not isinstance(obj.get("ttfts"), list), k
                 continue
@@ -244,6 +249,67 @@ def test_vllm_bench_serve_033_detailed_spec_decode_and_send_times():
     assert run.chunks.loc[run.chunks["rid"] == 1, "time_s"].iloc[0] == pytest.approx(0.2409 + 0.0298)
     assert b.details is None and b.extra["latencies"] == [0.0614, 0.0599, 0.074, 0.0] and b.args["request_rate"] == math.inf
     assert to_run_data(b).summary["failed"] == 1
+
+
+def test_vllm_bench_serve_034_probe_and_client_queue_figures_are_kept_as_written():
+    """vllm 0.34.0 ``vllm bench serve`` (serve.py ``benchmark()``): ``--probe-request-rate``
+    adds ``probe_completed``/``probe_failed``/``probe_{median,p99,max}_e2el_ms`` (0.27 on) and
+    ``--percentile-metrics ...,client_queue_time,e2el_including_client_queue`` their
+    statistics (0.30 on); ``latencies`` and ``queue_times`` stay without ``--save-detailed``.
+    Only e2el's own statistics are SGLang's e2e latency: the probe keys were renamed to
+    ``probe_*_e2e_latency_ms`` (an unknown key not kept as written)."""
+    a, _ = read_bench(DATA / "bench" / "vllm-0.34.0-timed-trace-probe.json")
+    assert a.summary["median_e2e_latency_ms"] == 403.5 and a.summary["p99_e2e_latency_ms"] == 409.9
+    assert a.extra["probe_median_e2el_ms"] == 61.2 and a.extra["probe_max_e2el_ms"] == 70.5
+    assert a.extra["p99_e2el_including_client_queue_ms"] == 528.8 and a.extra["median_client_queue_time_ms"] == 0.0
+    assert not any(k.startswith("probe") and "e2e_latency" in k for k in a.extra)
+    assert a.details is None and a.extra["queue_times"] == [0.0, 0.0, 0.12, 0.0]
+    sc, _ = scenario_from_bench(a, "h200-1b")
+    assert any("3 probe requests" in n for n in sc["assumptions"])   # load the scenario does not send
+
+
+def test_a_vllm_timed_trace_line_replays_its_send_times_not_a_burst():
+    """vllm bench serve ``--dataset-name timed_trace`` (0.23.0-0.34.0 ``serve.py``:
+    ``self_timed``, ``get_request`` sleeps to each request's trace timestamp) writes
+    ``request_rate: "inf"`` and no dataset name; its ``--save-detailed`` start_times spread
+    over the run. It was built as a ``burst`` (every request at t=0): now its send times are
+    replayed, said in the assumptions. A vLLM line at inf without send times is still a burst,
+    with the caveat said."""
+    _, b = read_bench(DATA / "bench" / "vllm-0.34.0-timed-trace-probe.json")
+    assert b.args["request_rate"] == math.inf and "max_concurrency" not in b.args
+    sc, tables = scenario_from_bench(b, "h200-1b")
+    assert sc["workload"]["kind"] == "trace"
+    assert tables["trace"]["timestamp"].tolist() == pytest.approx([0.0, 0.8, 1.9, 3.0])
+    assert any("start_times spread over 3 s" in n for n in sc["assumptions"])
+    burst = parse_run({**{k: v for k, v in b.extra.items() if k != "start_times"}, **b.args, **b.summary}, "x:1")
+    sc, _ = scenario_from_bench(burst, "h200-1b")
+    assert sc["workload"]["kind"] == "burst" and any("timed_trace" in n for n in sc["assumptions"])
+    (sg,) = read_bench(DATA / "bench" / "sglang-0.5.4.jsonl")   # SGLang has no timed_trace: no caveat
+    assert not any("timed_trace" in n for n in scenario_from_bench(sg, "h200-1b")[0]["assumptions"])
+
+
+def test_a_vllm_pooling_run_is_named_as_such(tmp_path, capsys, monkeypatch):
+    """vllm bench serve on an embedding model writes EmbedBenchmarkMetrics' figures (0.34.0
+    serve.py ``benchmark()``: duration, completed, total_input_tokens,
+    total_input_sequences, request_throughput, input_sequence_throughput,
+    total_token_throughput, latencies, queue_times, e2el statistics): it was compared as a
+    run (e2e latency and throughputs against a generating server) and refused by from-bench
+    for want of lengths; now one line naming what it is, exit 2, nothing written."""
+    obj = {"date": "20261201-110000", "endpoint_type": "openai-embeddings", "backend": "openai-embeddings",
+           "label": None, "model_id": "e5", "tokenizer_id": "e5", "num_prompts": 4, "request_rate": "inf",
+           "burstiness": 1.0, "max_concurrency": None, "duration": 0.21, "completed": 4, "total_input_tokens": 1024,
+           "total_input_sequences": 4, "request_throughput": 19.05, "input_sequence_throughput": 19.05,
+           "total_token_throughput": 4876.2, "latencies": [0.05, 0.06, 0.055, 0.052], "queue_times": [0.0] * 4,
+           "mean_e2el_ms": 54.25, "median_e2el_ms": 53.5, "std_e2el_ms": 3.6, "p99_e2el_ms": 59.8}
+    p = tmp_path / "embed.json"
+    p.write_text(json.dumps(obj))
+    monkeypatch.chdir(tmp_path)
+    for argv in (["validate-bench", str(p), "--profile", "h200-1b", "--out", "v"],
+                 ["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "embed.json:1" in err[0] and "a pooling (embedding) model" in err[0], err
+        assert sorted(q.name for q in tmp_path.iterdir()) == ["embed.json"]
 
 
 def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):

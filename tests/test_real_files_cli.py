@@ -20,6 +20,10 @@ from specsched.sim.bench_serving import METRIC_KEYS
 from specsched.cli import main
 
 DATA = Path(__file__).parent / "data"
+E2EL = re.compile(r"^(mean|median|std|p[\d.]+|percentiles)_e2el_ms$")
+"""vLLM's e2el statistics, read under SGLang's e2e_latency names; other keys holding
+``_e2el_ms`` (0.27+ ``probe_*_e2el_ms``, 0.30+ ``*_e2el_including_client_queue_ms``) are
+other figures, kept as written."""
 
 
 def _runs(path: Path) -> list[tuple[int, dict]]:
@@ -65,11 +69,11 @@ def _file_metrics(obj: dict) -> dict[str, float]:
 
     out: dict[str, float] = {}
     for k, v in obj.items():
-        k = names.get(k, k.replace("_e2el_ms", "_e2e_latency_ms"))
+        k = names.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
         if k in METRIC_KEYS and number(v):
             out[k] = float(v)
     for k, v in obj.items():   # vLLM --metric-percentiles 50: p50 stands in for a median not written
-        m = k.replace("_e2el_ms", "_e2e_latency_ms").replace("p50_", "median_", 1)
+        m = E2EL.sub(r"\1_e2e_latency_ms", k).replace("p50_", "median_", 1)
         if k.startswith("p50_") and obj.get(k.replace("p50_", "median_", 1)) is None and number(v):
             out[m] = float(v)
     for k, v in obj.items():   # vLLM BenchmarkMetrics' [[P, value], ...] where no p{P} key is written
