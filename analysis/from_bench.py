@@ -10,7 +10,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
   ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
   and mean 1/rate (vLLM's option; SGLang 0.5.23 has none); a ``vllm bench serve`` line
-  (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.1+ rescale the
+  (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
@@ -199,10 +199,10 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     if burstiness is not None and burstiness != 1.0:
         w["burstiness"] = burstiness
     if "endpoint_type" in run.extra and "best_of" not in run.extra:
-        # vllm bench serve without best_of: 0.9.2 on; 0.10.1.1+ rescale the sends (checked: 0.9.2 does not)
+        # vllm bench serve without best_of: 0.9.2 on; 0.10.0+ rescale the sends (checked: 0.9.2 does not)
         w["normalize_arrivals"] = True
         notes.append("arrivals: rescaled so the last send falls at num_prompts / rate, as vllm bench serve does from "
-                     "0.10.1 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
+                     "0.10.0 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
     return w, notes
 
 
