@@ -381,6 +381,7 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}
     info = _server_level_dp(info, notes)
+    info = _graph_args(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
         v = info.get(k)
@@ -409,10 +410,74 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size")   # read above; specsched's own provenance (sim/bench_serving.py)
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
+    return out
+
+
+GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "disable_cuda_graph",
+              "enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "piecewise_cuda_graph_max_tokens")
+"""/server_info's CUDA-graph keys as each SGLang version names them, read by :func:`_graph_args`."""
+
+
+def _graph_args(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """/server_info's CUDA-graph settings under the scenario's names (``cuda_graph_max_bs``,
+    ``cuda_graph_bs``, ``disable_decode_cuda_graph`` and their prefill twins), as each version
+    reports them; a name the line already holds is kept.
+
+    - 0.5.14-0.5.23 (``ServerArgs`` ``cuda_graph_config``, resolved by
+      ``_parse_cuda_graph_config``; 0.5.20 on in arg_groups/cuda_graph_hook.py): one record per
+      phase, ``{"decode": {"backend", "max_bs", "bs", ...}, "prefill": {...}}``, backend
+      ``"disabled"`` for an eager phase; the flat ``cuda_graph_max_bs_decode`` /
+      ``cuda_graph_bs_decode`` flags are folded into it (and null unless given). These
+      versions have no ``cuda_graph_max_bs`` key: the decode graph sizes were dropped (the
+      model's defaults ran) and an eager decode or prefill was simulated with graphs.
+    - 0.5.5-0.5.13 (``server_args.py`` dataclass fields): ``cuda_graph_max_bs``,
+      ``cuda_graph_bs`` as named; ``disable_cuda_graph`` (both phases eager); the prefill
+      (piecewise) graph opt-in to 0.5.8 (``enable_piecewise_cuda_graph``, default False: those
+      servers ran every extend eagerly, which the model's 0.5.23 default does not) and opt-out
+      from 0.5.10 (``disable_piecewise_cuda_graph``, set by ``__post_init__`` where the server
+      turns it off), its largest token count ``piecewise_cuda_graph_max_tokens``."""
+    said: list[str] = []
+    out = dict(info)
+
+    def put(key: str, value: Any, why: str) -> None:
+        if value is not None and out.get(key) is None:
+            out[key] = value
+            said.append(f"{key} {value!r} ({why})")
+
+    cfg = info.get("cuda_graph_config")
+    if isinstance(cfg, dict):
+        for phase, (off, top, sizes) in (("decode", ("disable_decode_cuda_graph", "cuda_graph_max_bs", "cuda_graph_bs")),
+                                         ("prefill", ("disable_prefill_cuda_graph", "cuda_graph_max_bs_prefill",
+                                                      "cuda_graph_bs_prefill"))):
+            ph = cfg.get(phase)
+            if not isinstance(ph, dict):
+                continue
+            if isinstance(ph.get("backend"), str):
+                out[off] = ph["backend"].lower() == "disabled"
+                said.append(f"{off} {out[off]} (cuda_graph_config.{phase}.backend {ph['backend']!r})")
+            put(top, ph.get("max_bs"), f"cuda_graph_config.{phase}.max_bs")
+            put(sizes, ph.get("bs"), f"cuda_graph_config.{phase}.bs")
+    else:
+        put("cuda_graph_max_bs", info.get("cuda_graph_max_bs_decode"), "cuda_graph_max_bs_decode")
+        put("cuda_graph_bs", info.get("cuda_graph_bs_decode"), "cuda_graph_bs_decode")
+        if info.get("disable_cuda_graph") is True:
+            out["disable_decode_cuda_graph"] = out["disable_prefill_cuda_graph"] = True
+            said.append("disable_decode_cuda_graph and disable_prefill_cuda_graph True (disable_cuda_graph)")
+        elif isinstance(info.get("enable_piecewise_cuda_graph"), bool) or isinstance(info.get("disable_piecewise_cuda_graph"), bool):
+            on = (info["enable_piecewise_cuda_graph"] if isinstance(info.get("enable_piecewise_cuda_graph"), bool)
+                  else not info["disable_piecewise_cuda_graph"])
+            out["disable_prefill_cuda_graph"] = not on
+            said.append(f"disable_prefill_cuda_graph {not on} (the piecewise prefill graph "
+                        f"{'on' if on else 'off'} in server_info)")
+            if on:
+                put("cuda_graph_max_bs_prefill", info.get("piecewise_cuda_graph_max_tokens"),
+                    "piecewise_cuda_graph_max_tokens")
+    if said:
+        notes.append("server: CUDA graphs from server_info: " + "; ".join(said))
     return out
 
 

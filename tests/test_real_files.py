@@ -365,6 +365,47 @@ def test_sglang_040_051_0510_layouts():
     assert sc["server"]["max_running_requests"] == 256 and sc["server"]["chunked_prefill_size"] == 8192
 
 
+def _with_server_info(path: Path, **keys: object) -> object:
+    obj = json.loads((DATA / "bench" / path).read_text().splitlines()[0])
+    obj["server_info"] = {**obj["server_info"], **keys}
+    return parse_run(obj, f"{path}:1")
+
+
+def test_cuda_graph_settings_are_read_as_each_version_reports_them():
+    """/server_info's CUDA-graph settings (sglang ``ServerArgs``; bench_serving writes the dict
+    into the line from 0.5.5): 0.5.14-0.5.23 hold them only in the resolved
+    ``cuda_graph_config`` (``{"decode": {"backend", "max_bs", "bs"}, "prefill": ...}``,
+    server_args.py ``_parse_cuda_graph_config``, 0.5.20+ arg_groups/cuda_graph_hook.py), which
+    was dropped as an unknown key: the decode graph's largest batch fell to the model's
+    default and an eager phase was simulated with graphs. 0.5.5-0.5.13 name
+    ``cuda_graph_max_bs`` as the model does, but turn graphs off with ``disable_cuda_graph``
+    and the prefill (piecewise) graph with ``enable_piecewise_cuda_graph`` (opt-in, default
+    False, to 0.5.8) or ``disable_piecewise_cuda_graph`` (0.5.10-0.5.13), all dropped."""
+    (a,) = read_bench(DATA / "bench" / "sglang-0.5.23-details.jsonl")
+    sv = scenario_from_bench(a, "h200-1b")[0]["server"]
+    assert sv["cuda_graph_max_bs"] == 160 and sv["disable_decode_cuda_graph"] is False
+    assert sv["disable_prefill_cuda_graph"] is False and "cuda_graph_max_bs_prefill" not in sv
+    cfg = a.extra["server_info"]["cuda_graph_config"]
+    eager_prefill = _with_server_info("sglang-0.5.23-details.jsonl", cuda_graph_config={
+        "decode": {**cfg["decode"], "bs": [1, 2, 4, 8]}, "prefill": {**cfg["prefill"], "backend": "disabled"}})
+    sv = scenario_from_bench(eager_prefill, "h200-1b")[0]["server"]
+    assert sv["disable_prefill_cuda_graph"] is True and sv["cuda_graph_bs"] == [1, 2, 4, 8]
+    # 0.5.7 (server_args.py dataclass): no piecewise graph unless enabled; --disable-cuda-graph
+    (b,) = read_bench(DATA / "bench" / "sglang-0.5.7-eagle3.jsonl")
+    for keys, decode_off, prefill_off in (({"enable_piecewise_cuda_graph": False}, False, True),
+                                          ({"enable_piecewise_cuda_graph": True, "piecewise_cuda_graph_max_tokens": 4096},
+                                           False, False),
+                                          ({"disable_cuda_graph": True, "enable_piecewise_cuda_graph": False}, True, True)):
+        sc = scenario_from_bench(_with_server_info("sglang-0.5.7-eagle3.jsonl", **keys), "h200-llama8b-roofline")[0]
+        sv = sc["server"]
+        assert (sv.get("disable_decode_cuda_graph", False), sv["disable_prefill_cuda_graph"]) == (decode_off, prefill_off)
+        assert sv["cuda_graph_max_bs"] == b.extra["server_info"]["cuda_graph_max_bs"]
+        assert sv.get("cuda_graph_max_bs_prefill") == keys.get("piecewise_cuda_graph_max_tokens")
+        assert not any("piecewise" in n and "no argument" in n for n in sc["assumptions"])
+    sv = scenario_from_bench(_with_server_info("sglang-0.5.10.jsonl", disable_piecewise_cuda_graph=True), "h200-1b")[0]["server"]
+    assert sv["disable_prefill_cuda_graph"] is True      # 0.5.10-0.5.13: the opt-out
+
+
 def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
     p = tmp_path / "runs.jsonl"
     src = (DATA / "bench" / "sglang-0.3.6.jsonl").read_text()
