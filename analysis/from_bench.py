@@ -302,30 +302,39 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
 
 
 BURST_SPREAD = 0.1
-"""A line that says all requests were sent at once (``request_rate`` inf, no
-``max_concurrency``) but whose own send times (``start_times``) spread over more than this
-share of its duration, and over a second or more, was not sent at once. vllm bench serve
-(0.23.0 on, ``vllm/benchmarks/serve.py`` ``main_async``) runs ``--dataset-name timed_trace``
-``--self-timed`` (its default there): ``get_request`` sleeps to each request's timestamp in
-the trace, while ``result_json["request_rate"]`` stays ``"inf"`` (the default rate, unused). A
-true burst creates every request task before the first one runs (``get_request`` yields
-without sleeping at rate inf), so its sends fall within the event loop's first moments."""
+"""A line that says its requests all arrived at once (``request_rate`` inf: a burst, or a
+closed loop with ``max_concurrency``) but whose own arrival times spread over more than
+this share of its duration, and over a second or more, did not arrive at once. vllm bench
+serve (0.23.0 on, ``vllm/benchmarks/serve.py`` ``main_async``) runs ``--dataset-name
+timed_trace`` self-timed (its default there): ``get_request`` sleeps to each request's
+timestamp in the trace, while ``result_json["request_rate"]`` stays ``"inf"`` (the default
+rate, unused). At rate inf ``get_request`` yields without sleeping, so every request task is
+created (its ``request_arrival_time`` taken) before the first one runs. An arrival is the
+send time (``start_times``, 0.16 on with ``--save-detailed``) less the wait for a
+concurrency slot (``queue_times``, 0.30 on); with ``max_concurrency`` and no
+``queue_times`` the arrivals are unknown and the line is taken as it says."""
 
 
 def _sent_over_time(run: BenchRun) -> str:
     """The note saying why a line's own send times replace its "all at once" rate, or ""."""
     d = run.details
     rate, dur = run.args.get("request_rate"), run.summary.get("duration")
-    if (d is None or d.start_s is None or run.args.get("max_concurrency") or not isinstance(rate, float)
-            or not math.isinf(rate) or not dur):
+    if d is None or d.start_s is None or not isinstance(rate, float) or not math.isinf(rate) or not dur:
         return ""
-    sent = d.start_s[np.isfinite(d.start_s)]
-    spread = float(sent.max() - sent.min()) if sent.size else 0.0
+    arrived = d.start_s.copy()
+    queued = run.extra.get("queue_times")
+    if isinstance(queued, list) and len(queued) == len(arrived) and all(
+            isinstance(q, (int, float)) and not isinstance(q, bool) for q in queued):
+        arrived = arrived - np.asarray(queued, dtype=float)
+    elif run.args.get("max_concurrency"):
+        return ""
+    arrived = arrived[np.isfinite(arrived)]
+    spread = float(arrived.max() - arrived.min()) if arrived.size else 0.0
     if spread < 1.0 or spread < BURST_SPREAD * dur:
         return ""
-    return (f"arrivals: the line says request_rate inf (all at once), but its start_times spread over {spread:.3g} s "
+    return (f"arrivals: the line says request_rate inf (all at once), but its requests arrived over {spread:.3g} s "
             f"of its {dur:.3g} s run (vllm bench serve --dataset-name timed_trace sends at the trace's timestamps and "
-            "writes inf): its own send times are replayed")
+            "writes inf): its own arrivals are replayed")
 
 
 def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFrame]:
@@ -669,7 +678,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         ins, outs, lnotes, tables = _lengths(run, lengths)
         workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
-        if workload["kind"] == "burst" and "endpoint_type" in run.extra:
+        if workload["kind"] in ("burst", "closed_loop") and "endpoint_type" in run.extra:
             notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
                          "also writes inf while it sends at the trace's timestamps, and the line does not name its "
                          "dataset: for such a run write a 'trace' workload for the trace file")

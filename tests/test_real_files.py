@@ -280,7 +280,22 @@ def test_a_vllm_timed_trace_line_replays_its_send_times_not_a_burst():
     sc, tables = scenario_from_bench(b, "h200-1b")
     assert sc["workload"]["kind"] == "trace"
     assert tables["trace"]["timestamp"].tolist() == pytest.approx([0.0, 0.8, 1.9, 3.0])
-    assert any("start_times spread over 3 s" in n for n in sc["assumptions"])
+    assert any("arrived over 3 s" in n for n in sc["assumptions"])
+    # with --max-concurrency (0.30+: queue_times): a closed loop's requests all arrive at t=0
+    # (send - slot wait), a timed trace's over the trace
+    t0 = b.details.start_s
+    looped = parse_run({**b.extra, **b.args, **b.summary, "max_concurrency": 1, "start_times": t0.tolist(),
+                        "queue_times": t0.tolist(), "input_lens": b.details.input_lens.tolist(),
+                        "output_lens": b.details.output_lens.tolist(), "ttfts": b.details.ttfts.tolist(),
+                        "itls": [x.tolist() for x in b.details.itls]}, "x:1")
+    sc, _ = scenario_from_bench(looped, "h200-1b")
+    assert sc["workload"]["kind"] == "closed_loop" and any("timed_trace" in n for n in sc["assumptions"])
+    waited = parse_run({**looped.extra, **looped.args, **looped.summary, "queue_times": [0.0, 0.1, 0.0, 0.2],
+                        "input_lens": looped.details.input_lens.tolist(), "output_lens": looped.details.output_lens.tolist(),
+                        "ttfts": looped.details.ttfts.tolist(), "itls": [x.tolist() for x in looped.details.itls]}, "x:1")
+    sc, tables = scenario_from_bench(waited, "h200-1b")
+    assert sc["workload"]["kind"] == "trace" and sc["workload"]["max_concurrency"] == 1
+    assert tables["trace"]["timestamp"].tolist() == pytest.approx([0.0, 0.7, 1.9, 2.8])
     burst = parse_run({**{k: v for k, v in b.extra.items() if k != "start_times"}, **b.args, **b.summary}, "x:1")
     sc, _ = scenario_from_bench(burst, "h200-1b")
     assert sc["workload"]["kind"] == "burst" and any("timed_trace" in n for n in sc["assumptions"])
