@@ -116,6 +116,11 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+EMBEDDING_BACKENDS = frozenset({"sglang-embedding", "vllm-embedding"})
+"""SGLang bench_serving's embedding backends (0.5.10 ``bench_serving.py`` ``is_embedding``;
+0.5.23 ``benchmark/serving.py`` ``_EMBEDDING_BACKENDS``): the line keeps the generation keys
+with no output token. vLLM's pooling runs are known by their keys instead (a pooling
+model's result has no output token key)."""
 _VLLM_E2EL = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?|percentiles)_e2el_ms$")
 """vLLM's end-to-end latency statistics (``process_one_metric("e2el", ...)``, every
 ``benchmark_serving.py``/``vllm/benchmarks/serve.py`` from 0.6.3 to 0.34.0), read as SGLang's
@@ -528,14 +533,19 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "successful_requests, total_latency",
                           "an offline throughput result (bench_offline_throughput), not bench_serving output: "
                           "it has no TTFT or ITL to compare")
-    if "total_token_throughput" in raw and not {"total_output_tokens", "total_output", "output_throughput"} & set(raw):
+    if (raw.get("backend") in EMBEDDING_BACKENDS
+            or "total_token_throughput" in raw and not {"total_output_tokens", "total_output", "output_throughput"} & set(raw)):
+        # SGLang bench_serving --backend sglang-embedding / vllm-embedding (0.5.10 on,
+        # is_embedding / _EMBEDDING_BACKENDS: the same keys, no output tokens), or
         # vllm bench serve on a pooling (embedding) model: vllm/benchmarks/serve.py benchmark()
         # writes EmbedBenchmarkMetrics' result (0.11.1-0.34.0: duration, completed,
         # total_input_tokens, request_throughput, total_token_throughput, e2el statistics;
         # 0.29 on total_input_sequences, input_sequence_throughput): no output token, TTFT or
         # ITL. Read as a run, its e2e latency and throughputs were compared with a generating
         # server's prediction (and from-bench refused it for want of lengths)
-        raise ConfigError(where, "<keys>", "total_token_throughput without total_output_tokens",
+        raise ConfigError(where, "backend" if raw.get("backend") in EMBEDDING_BACKENDS else "<keys>",
+                          raw["backend"] if raw.get("backend") in EMBEDDING_BACKENDS
+                          else "total_token_throughput without total_output_tokens",
                           "a pooling (embedding) model's run (vllm bench serve): no output tokens, TTFT or ITL to "
                           "compare (specsched predicts a generating server)")
     if not any(obj.get(k) is not None for k in _IDENTIFYING):

@@ -303,13 +303,15 @@ def test_a_vllm_timed_trace_line_replays_its_send_times_not_a_burst():
     assert not any("timed_trace" in n for n in scenario_from_bench(sg, "h200-1b")[0]["assumptions"])
 
 
-def test_a_vllm_pooling_run_is_named_as_such(tmp_path, capsys, monkeypatch):
+def test_a_pooling_or_embedding_run_is_named_as_such(tmp_path, capsys, monkeypatch):
     """vllm bench serve on an embedding model writes EmbedBenchmarkMetrics' figures (0.34.0
     serve.py ``benchmark()``: duration, completed, total_input_tokens,
     total_input_sequences, request_throughput, input_sequence_throughput,
     total_token_throughput, latencies, queue_times, e2el statistics): it was compared as a
     run (e2e latency and throughputs against a generating server) and refused by from-bench
-    for want of lengths; now one line naming what it is, exit 2, nothing written."""
+    for want of lengths; now one line naming what it is, exit 2, nothing written. So is
+    SGLang's ``--backend sglang-embedding``/``vllm-embedding`` line (0.5.10 bench_serving.py
+    ``is_embedding``, 0.5.23 benchmark/serving.py ``_EMBEDDING_BACKENDS``)."""
     obj = {"date": "20261201-110000", "endpoint_type": "openai-embeddings", "backend": "openai-embeddings",
            "label": None, "model_id": "e5", "tokenizer_id": "e5", "num_prompts": 4, "request_rate": "inf",
            "burstiness": 1.0, "max_concurrency": None, "duration": 0.21, "completed": 4, "total_input_tokens": 1024,
@@ -325,6 +327,11 @@ def test_a_vllm_pooling_run_is_named_as_such(tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "embed.json:1" in err[0] and "a pooling (embedding) model" in err[0], err
         assert sorted(q.name for q in tmp_path.iterdir()) == ["embed.json"]
+    # SGLang bench_serving --backend sglang-embedding (0.5.10 on): generation keys, no output token
+    line = json.loads((DATA / "bench" / "sglang-0.5.10.jsonl").read_text().splitlines()[0])
+    line.update(backend="sglang-embedding", random_output_len=0, total_output_tokens=0, output_throughput=0.0)
+    with pytest.raises(ConfigError, match="pooling"):
+        parse_run(line, "x:1")
 
 
 def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):
