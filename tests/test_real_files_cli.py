@@ -156,6 +156,7 @@ LOG_FIGURES = {
     "sglang-0.2.9-dp.log": (3, 5, 2, 5, 2, None),       # two DP workers' [gpu=N] lines kept apart
     "sglang-0.3.0.log": (2, 3, 2, 6, 12, None),
     "sglang-0.3.6.log": (2, 3, 2, 8, 12, None),
+    "sglang-0.4.4.log": (2, 3, 2, 5, 3, None),          # largest-len on decode lines, trailing ", "
     "sglang-0.4.6-eagle.log": (2, 3, 1, 3, 0, (2.95 + 3.05 + 2.80) / 3),
     "sglang-0.4.6-pd-decode.log": (0, 2, 1, 32, 0, None),
     "sglang-0.4.6-pd-prefill.log": (2, 0, 0, 0, 5, None),
@@ -165,6 +166,7 @@ LOG_FIGURES = {
     "sglang-0.5.4-gdn.log": (2, 3, 2, 4, 2, None),
     "sglang-0.5.10-pd-decode-mamba.log": (0, 2, 1, 48, 0, None),
     "sglang-0.5.10-pd-prefill.log": (2, 0, 0, 0, 6, None),
+    "sglang-0.5.12-mfu-vl.log": (2, 2, 1, 3, 1, None),  # waiting-image-req, est. TFLOPS/BW, fwd occupancy
     "sglang-0.5.23.log": (2, 3, 2, 16, 24, None),
     "sglang-0.5.23-dspark-dp.log": (2, 4, 2, 2, 0, (4.10 + 3.60 + 4.00 + 3.50) / 4),
     "sglang-0.5.23-pd.log": (2, 2, 1, 64, 8, (3.40 + 3.38) / 2),
