@@ -312,15 +312,18 @@ rate, unused). At rate inf ``get_request`` yields without sleeping, so every req
 created (its ``request_arrival_time`` taken) before the first one runs. An arrival is the
 send time (``start_times``, 0.16 on with ``--save-detailed``) less the wait for a
 concurrency slot (``queue_times``, 0.30 on); with ``max_concurrency`` and no
-``queue_times`` the arrivals are unknown and the line is taken as it says."""
+``queue_times`` the arrivals are unknown and the line is taken as it says. Only a line that
+does not name its dataset (vLLM's result files never do) is judged so: one that names it
+says how it sent (SGLang's ``"trace"`` rate; a multi-turn run's turns follow their replies)."""
 
 
 def _sent_over_time(run: BenchRun) -> str:
     """The note saying why a line's own send times replace its "all at once" rate, or ""."""
     d = run.details
     rate, dur = run.args.get("request_rate"), run.summary.get("duration")
-    if d is None or d.start_s is None or not isinstance(rate, float) or not math.isinf(rate) or not dur:
-        return ""
+    if (d is None or d.start_s is None or not isinstance(rate, float) or not math.isinf(rate) or not dur
+            or "dataset_name" in run.args):   # a line naming its dataset says how it sent (a multi-turn run's
+        return ""                             # turns follow their replies); vLLM's never name theirs
     arrived = d.start_s.copy()
     queued = run.extra.get("queue_times")
     if isinstance(queued, list) and len(queued) == len(arrived) and all(

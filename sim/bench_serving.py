@@ -136,6 +136,8 @@ def vllm_name(key: str) -> str:
         return _VLLM_NAMES[key]
     m = _VLLM_E2EL.match(key)
     return f"{m.group(1)}_e2e_latency_ms" if m else key
+
+
 _SGLANG_02_NAMES = {
     "total_input": "total_input_tokens", "total_output": "total_output_tokens",
     "total_output_retokenized": "total_output_tokens_retokenized",
@@ -538,7 +540,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         # SGLang bench_serving --backend sglang-embedding / vllm-embedding (0.5.10 on,
         # is_embedding / _EMBEDDING_BACKENDS: the same keys, no output tokens), or
         # vllm bench serve on a pooling (embedding) model: vllm/benchmarks/serve.py benchmark()
-        # writes EmbedBenchmarkMetrics' result (0.11.1-0.34.0: duration, completed,
+        # writes EmbedBenchmarkMetrics' result (0.10.2-0.34.0: duration, completed,
         # total_input_tokens, request_throughput, total_token_throughput, e2el statistics;
         # 0.29 on total_input_sequences, input_sequence_throughput): no output token, TTFT or
         # ITL. Read as a run, its e2e latency and throughputs were compared with a generating
