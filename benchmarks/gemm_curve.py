@@ -24,7 +24,7 @@ achieved TB/s (weight + activations in + out) and TFLOP/s, the GPU's name.
 analytic model's price of the same GEMM on the GPU it names (the shipped GPU table and the
 default :class:`~specsched.sim.analytic.roofline.Efficiency`: the roofline plus one
 ``kernel_gap_s``, as ``forward_cost`` charges a kernel); it prints measured / model by token
-count and writes the plot beside the file (``--plot``).
+count and, with ``--plot PNG``, draws the ratios there.
 
     python benchmarks/gemm_curve.py --report docs/measurements/h200-v25/gemm.jsonl.xz --plot OUT.png
 """
@@ -48,6 +48,8 @@ SHAPES = {
 }
 TOKENS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048,
           3072, 4096, 8192, 16384)
+DTYPES = ("bf16", "fp8")
+"""What ``--dtypes`` takes: bf16 (``linear``), fp8 (per-tensor scaled ``torch._scaled_mm``)."""
 L2_CYCLE_BYTES = 512 * 2**20
 """Weight bytes one graph cycles through: several times an H200's 60 MB (MI355X: 256 MB
 infinity cache), so each call reads its weight from HBM as a model's next layer does."""
@@ -104,15 +106,19 @@ def _time_point(torch, out_f: int, in_f: int, tokens: int, dtype: str, reps: int
 
 
 def model_seconds(rows, gpu_name: str):
-    """The analytic price of each measured point: ``max(FLOPs / (peak x matmul), bytes /
-    (HBM x hbm)) + kernel_gap_s`` with the default efficiencies, on the shipped GPU whose name
-    the measuring device reported."""
+    """The analytic price of each measured point (seconds per call): ``max(FLOPs / (peak x
+    matmul), bytes / (HBM x hbm)) + kernel_gap_s`` with the default efficiencies, on the
+    shipped GPU whose name the measuring device reported.
+
+    Raises:
+        ValueError: no shipped GPU in ``gpu_name``.
+    """
     from specsched.sim.analytic.gpus import find_gpu_in_text
     from specsched.sim.analytic.roofline import Efficiency
 
     gpu = find_gpu_in_text(gpu_name)
     if gpu is None:
-        raise SystemExit(f"gemm_curve: --report: no shipped GPU in the device name {gpu_name!r}")
+        raise ValueError(f"no shipped GPU in the device name {gpu_name!r}")
     eff = Efficiency()
     elem = rows["dtype"].map({"bf16": 2, "fp8": 1})
     moved = rows.out_features * rows.in_features * elem + rows.tokens * (rows.in_features * elem + rows.out_features * 2)
@@ -126,12 +132,21 @@ def report(path: Path, plot: Path | None) -> int:
     """Print measured / model per (dtype, model, layer) by token count; optionally plot it."""
     import pandas as pd
 
-    rows = pd.read_json(path, lines=True)  # compression (.xz, .gz) from the suffix
+    try:
+        rows = pd.read_json(path, lines=True)  # compression (.xz, .gz) from the suffix
+    except (OSError, ValueError, EOFError) as e:   # missing, unreadable, not JSON lines
+        print(f"gemm_curve: --report {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+              file=sys.stderr)
+        return 2
     rows = rows[rows["seconds"].notna()] if "seconds" in rows else rows.iloc[0:0]
     if rows.empty:
         print(f"gemm_curve: {path}: no timed points", file=sys.stderr)
         return 2
-    rows = rows.assign(model_s=model_seconds(rows, str(rows["gpu"].iloc[0])))
+    try:
+        rows = rows.assign(model_s=model_seconds(rows, str(rows["gpu"].iloc[0])))
+    except ValueError as e:
+        print(f"gemm_curve: --report {path}: {e}", file=sys.stderr)
+        return 2
     rows["ratio"] = rows["seconds"] / rows["model_s"]
     table = rows.pivot_table(index="tokens", columns=["dtype", "model", "layer"], values="ratio")
     with pd.option_context("display.width", 250, "display.max_columns", 60, "display.max_rows", 200):
@@ -175,22 +190,31 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.report, args.plot)
     if args.out is None:
         ap.error("--out is required to measure (or give --report FILE)")
+    # every argument checked before a GPU is looked for: one line, exit 2, nothing written
+    shapes = [s for s in args.shapes.split(",") if s]
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    try:
+        tokens = [int(t) for t in args.tokens.split(",") if t]
+    except ValueError:
+        tokens = []
+    for bad, what in (([s for s in shapes if s not in SHAPES], f"--shapes: unknown {{}}; allowed {sorted(SHAPES)}"),
+                      ([d for d in dtypes if d not in DTYPES], f"--dtypes: unknown {{}}; allowed {list(DTYPES)}"),
+                      (not tokens or min(tokens) < 1, f"--tokens {args.tokens!r}: give whole numbers from 1, comma-separated"),
+                      (args.reps < 1, f"--reps {args.reps}: give 1 or more"),
+                      (args.plot is not None, "--plot goes with --report")):
+        if bad:
+            print("gemm_curve: " + what.format(bad), file=sys.stderr)
+            return 2
     import torch
 
     if not torch.cuda.is_available():
         print("gemm_curve: no GPU visible to torch", file=sys.stderr)
         return 2
-    shapes = [s for s in args.shapes.split(",") if s]
-    bad = [s for s in shapes if s not in SHAPES]
-    if bad:
-        print(f"gemm_curve: --shapes: unknown {bad}; allowed {sorted(SHAPES)}", file=sys.stderr)
-        return 2
     gpu = torch.cuda.get_device_name()
-    tokens = [int(t) for t in args.tokens.split(",") if t]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with args.out.open("w") as f:
-        for dtype in args.dtypes.split(","):
+        for dtype in dtypes:
             for model in shapes:
                 for layer, (out_f, in_f) in SHAPES[model].items():
                     for m in tokens:

@@ -47,3 +47,32 @@ def test_report_of_a_file_without_timed_points_is_refused(tmp_path, capsys):
     f.write_text(json.dumps({"model": "m", "layer": "o", "dtype": "fp8", "tokens": 1, "error": "refused"}) + "\n")
     assert gemm_curve.report(f, None) == 2
     assert "no timed points" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--report", "{tmp}/none.jsonl"], "none.jsonl"),
+    (["--report", "{tmp}/bad.jsonl"], "bad.jsonl"),
+    (["--report", "{tmp}/gpu.jsonl"], "no shipped GPU"),
+    (["--out", "{tmp}/o.jsonl", "--dtypes", "fp16"], "--dtypes"),       # was measured as fp8, labelled fp16
+    (["--out", "{tmp}/o.jsonl", "--tokens", "1,x"], "--tokens"),
+    (["--out", "{tmp}/o.jsonl", "--tokens", "0"], "--tokens"),
+    (["--out", "{tmp}/o.jsonl", "--reps", "0"], "--reps"),
+    (["--out", "{tmp}/o.jsonl", "--plot", "{tmp}/p.png"], "--plot"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, says):
+    """Bad input is refused before any GPU is looked for: one line naming it, exit 2, no file."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    (tmp_path / "gpu.jsonl").write_text(json.dumps({"model": "m", "layer": "o", "out_features": 4, "in_features": 4,
+                                                   "dtype": "bf16", "tokens": 1, "seconds": 1e-5, "gpu": "Foo"}) + "\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gemm_curve.py"),
+                        *[a.format(tmp=tmp_path) for a in args]], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and says in err[0], r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
