@@ -545,11 +545,12 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         # 0.29 on total_input_sequences, input_sequence_throughput): no output token, TTFT or
         # ITL. Read as a run, its e2e latency and throughputs were compared with a generating
         # server's prediction (and from-bench refused it for want of lengths)
-        raise ConfigError(where, "backend" if raw.get("backend") in EMBEDDING_BACKENDS else "<keys>",
-                          raw["backend"] if raw.get("backend") in EMBEDDING_BACKENDS
-                          else "total_token_throughput without total_output_tokens",
-                          "a pooling (embedding) model's run (vllm bench serve): no output tokens, TTFT or ITL to "
-                          "compare (specsched predicts a generating server)")
+        sglang = raw.get("backend") in EMBEDDING_BACKENDS
+        raise ConfigError(where, "backend" if sglang else "<keys>",
+                          raw["backend"] if sglang else "total_token_throughput without total_output_tokens",
+                          "a pooling (embedding) model's run ("
+                          + (f"SGLang bench_serving --backend {raw['backend']}" if sglang else "vllm bench serve")
+                          + "): no output tokens, TTFT or ITL to compare (specsched predicts a generating server)")
     if not any(obj.get(k) is not None for k in _IDENTIFYING):
         keys = ", ".join(list(obj)[:6]) or "none"
         hint = ""

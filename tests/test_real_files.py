@@ -330,8 +330,9 @@ def test_a_pooling_or_embedding_run_is_named_as_such(tmp_path, capsys, monkeypat
     # SGLang bench_serving --backend sglang-embedding (0.5.10 on): generation keys, no output token
     line = json.loads((DATA / "bench" / "sglang-0.5.10.jsonl").read_text().splitlines()[0])
     line.update(backend="sglang-embedding", random_output_len=0, total_output_tokens=0, output_throughput=0.0)
-    with pytest.raises(ConfigError, match="pooling"):
+    with pytest.raises(ConfigError, match="pooling") as e:
         parse_run(line, "x:1")
+    assert "bench_serving --backend sglang-embedding" in str(e.value) and "vllm bench serve" not in str(e.value)
 
 
 def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):
