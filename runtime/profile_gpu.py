@@ -39,7 +39,7 @@ class GpuPhases(Harness):
 
         Returns ``((device s, host issue s), spin)``; or ``(None, doubled spin)`` when the
         GPU caught up with the host during the call (then the events hold issue gaps, not
-        device time alone; counted in ``ext_dry`` and retried by the caller)."""
+        device time alone; retried by the caller, counted in ``spin_retries``)."""
         marker = self.busy.occupy(spin)
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
@@ -51,7 +51,6 @@ class GpuPhases(Harness):
         ran_dry = marker is not None and marker.query()
         b.synchronize()
         if ran_dry:
-            self.ext_dry += 1
             return None, min(2 * spin, 1.0)
         return (a.elapsed_time(b) / 1e3, h1 - h0), spin
 
@@ -85,6 +84,8 @@ class GpuPhases(Harness):
                     if timed is not None:
                         gpu_t.append(timed[0])
                         host_t.append(timed[1])
+                    else:   # per group: the provenance of each phase states its own
+                        self.spin_retries[group] = self.spin_retries.get(group, 0) + 1
             if not gpu_t:
                 gpu_t, host_t = self._issued_as_run(label, fn, n)
         self.reps.setdefault(group, []).append(n)
@@ -259,7 +260,6 @@ class GpuPhases(Harness):
     def extend_phase(self) -> None:
         r = self.runner
         self.busy = _GpuBusy(self.dev)
-        self.ext_dry = 0
         self.ext_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.inj_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.ext_host = [[0.0] * len(self.ext_cols) for _ in self.ext_x]

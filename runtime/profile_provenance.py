@@ -158,7 +158,7 @@ class Provenance:
                           f"(runtime/profile_gpu.py _issued_as_run): {', '.join(self.queue_full)}" if self.queue_full else "")),
             "gpu.extend": (
                 f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token; {self.prefill_text}) by total extend tokens "
-                f"x = {self.ext_x}, timed as the " + (EXT_GPU if dev.is_gpu else EXT_CPU) + f" ({self.ext_dry} calls found the spin finished and were repeated with a longer one), {self._reps_text('extend')} "
+                f"x = {self.ext_x}, timed as the " + (EXT_GPU if dev.is_gpu else EXT_CPU) + f" ({self.spin_retries.get('extend', 0) + self.spin_retries.get('inject', 0)} calls found the spin finished and were repeated with a longer one), {self._reps_text('extend')} "
                 f"after {WARMUP} warm-ups. Each batch: ceil(x / {self.prompt}) requests of near-equal length, all at one "
                 f"prefix (KV reserved, values zero). context_len is the context sim.cost_model.CostModel.gpu queries "
                 f"for an extend: mean prefix + half the per-request extend length; columns {self.ext_cols} = prefix "
@@ -197,7 +197,10 @@ class Provenance:
                 + f"; clamped to >= 1. The simulator applies it above cuda_graph_max_bs={self.graph_max_bs}; eager "
                 f"launch overhead shrinks relative to GPU time as the batch grows. {self._reps_text('eager')}; eager "
                 f"times are device time alone (a torch.cuda._sleep spin queued first keeps the GPU busy until the "
-                f"host has issued the whole call; its host issue time is gpu.eager_host_issue_s). [{env}]"),
+                f"host has issued the whole call; its host issue time is gpu.eager_host_issue_s)"
+                + (f", but for {sum(q.startswith('eager') for q in self.queue_full)} points never queued whole "
+                   f"(timed with the issue gaps in: see method)" if any(q.startswith("eager") for q in self.queue_full) else "")
+                + f"; {self.spin_retries.get('eager', 0)} calls found the spin finished and were repeated. [{env}]"),
             "gpu.verify_window": f"{W}: the window every spec cycle of gpu.verify was timed at (spec_window={W}). [{env}]",
             "gpu.attention_width": ("padded_max: the runtime's decode/verify attention is dense over one width for "
                                     "the batch (runtime/layers.py AttnBatch [B, C], C the graph context bucket covering "

@@ -336,7 +336,7 @@ def test_a_call_never_queued_whole_behind_the_spin_is_timed_as_issued(monkeypatc
 
     ph = object.__new__(GpuPhases)
     ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext())
-    ph.repeats, ph.reps, ph.ext_dry, ph.queue_full = 3, {}, 0, []
+    ph.repeats, ph.reps, ph.spin_retries, ph.queue_full = 3, {}, {}, []
     monkeypatch.setattr(GpuPhases, "_warm_and_plan", lambda self, label, fn, want: 3)
     monkeypatch.setattr(GpuPhases, "_first_spin", lambda self, fn: 0.001)
     monkeypatch.setattr(GpuPhases, "_kept_busy", lambda self, fn, spin: (None, min(2 * spin, 1.0)))
@@ -353,3 +353,26 @@ def test_a_call_never_queued_whole_behind_the_spin_is_timed_as_issued(monkeypatc
     assert dev_t == [0.02] * 3 and host_t == [0.015] * 3
     assert issued == [3] and ph.queue_full == ["eager spec bs 32 @ctx 512"]
     assert ph.reps == {"eager": [3]}
+
+
+def test_spin_retries_are_counted_per_group_so_the_extend_provenance_holds_its_own(monkeypatch):
+    """The gpu.extend provenance says how many extend and injection calls found the spin
+    finished. Round 26's 8b profile said 180: every one an eager-phase try (15 points x 12 tries
+    that all ran dry), none an extend's. Each group's retries are counted apart."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.profile_gpu import GpuPhases
+
+    ph = object.__new__(GpuPhases)
+    ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext())
+    ph.repeats, ph.reps, ph.queue_full, ph.spin_retries = 3, {}, [], {}
+    monkeypatch.setattr(GpuPhases, "_warm_and_plan", lambda self, label, fn, want: 3)
+    monkeypatch.setattr(GpuPhases, "_first_spin", lambda self, fn: 0.001)
+    monkeypatch.setattr(GpuPhases, "_tick", lambda self: None)
+    monkeypatch.setattr(GpuPhases, "_issued_as_run", lambda self, label, fn, n: ([0.02] * n, [0.015] * n))
+    tries = iter([None, (0.01, 0.002)] * 3)   # extend: every other try ran dry
+    monkeypatch.setattr(GpuPhases, "_kept_busy", lambda self, fn, spin: (next(tries), spin))
+    ph._device_and_host("extend 256 tok @ctx 0", "extend", lambda: None)
+    monkeypatch.setattr(GpuPhases, "_kept_busy", lambda self, fn, spin: (None, spin))
+    ph._device_and_host("eager spec bs 32 @ctx 512", "eager", lambda: None)
+    assert ph.spin_retries == {"extend": 3, "eager": 12}
