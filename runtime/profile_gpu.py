@@ -40,7 +40,16 @@ class GpuPhases(Harness):
         Returns ``((device s, host issue s), spin)``; or ``(None, doubled spin)`` when the
         GPU caught up with the host during the call (then the events hold issue gaps, not
         device time alone; retried by the caller, counted in ``spin_retries``)."""
-        marker = self.busy.occupy(spin)
+        device_s, host_s, ran_dry = self._timed_call(fn, self.busy.occupy(spin))
+        if ran_dry:
+            return None, min(2 * spin, 1.0)
+        return (device_s, host_s), spin
+
+    @staticmethod
+    def _timed_call(fn: Callable[[], object], marker: Any = None) -> tuple[float, float, bool]:
+        """One call of ``fn`` between two timing events (GPU only): (seconds between the
+        events, host seconds of the call, whether ``marker``, an event queued before it, had
+        completed once the call was issued; False without one)."""
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
@@ -50,9 +59,7 @@ class GpuPhases(Harness):
         b.record()
         ran_dry = marker is not None and marker.query()
         b.synchronize()
-        if ran_dry:
-            return None, min(2 * spin, 1.0)
-        return (a.elapsed_time(b) / 1e3, h1 - h0), spin
+        return a.elapsed_time(b) / 1e3, h1 - h0, ran_dry
 
     def _device_and_host(self, label: str, group: str, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
         """Device seconds and host seconds of ``fn`` measured apart, as the loop uses them.
@@ -107,16 +114,9 @@ class GpuPhases(Harness):
         host_t: list[float] = []
         for _ in range(n):
             self.dev.synchronize("profile")
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            h0 = time.perf_counter()
-            fn()
-            h1 = time.perf_counter()
-            b.record()
-            b.synchronize()
-            gpu_t.append(a.elapsed_time(b) / 1e3)
-            host_t.append(h1 - h0)
+            device_s, host_s, _ = self._timed_call(fn)
+            gpu_t.append(device_s)
+            host_t.append(host_s)
         return gpu_t, host_t
 
     def _idle_issue(self, fn: Callable[[], object], n: int) -> list[float]:
