@@ -482,8 +482,8 @@ class CostModel:
         preparation is in its issue (:meth:`issue`), so no code is charged twice; the
         engine's extend launch call holds host work of about that size outside the extend
         (the KV sync, the marks, the step record: runtime/engine.py ``_launch_call``), which
-        no other term times. Over the H200 rounds 11-24 the charge came out 1.02x the
-        engine's extend call at the run's host level, and charging an extend-only launch its
+        no other term times. Over the H200 rounds 11-24 the engine's extend call came out
+        1.02x the charge at the run's host level (1.11x the issue alone), and charging an extend-only launch its
         issue alone took the figures within 5 % from 1070 to 1021 of 1525 (docs/measurements/h200-v24.md "The
         extend's charge, across rounds")."""
         h, bs = self.h, plan.batch_size
