@@ -535,7 +535,8 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "successful_requests, total_latency",
                           "an offline throughput result (bench_offline_throughput), not bench_serving output: "
                           "it has no TTFT or ITL to compare")
-    if (raw.get("backend") in EMBEDDING_BACKENDS
+    by_backend = isinstance(raw.get("backend"), str) and raw["backend"] in EMBEDDING_BACKENDS
+    if (by_backend
             or "total_token_throughput" in raw and not {"total_output_tokens", "total_output", "output_throughput"} & set(raw)):
         # SGLang bench_serving --backend sglang-embedding / vllm-embedding (0.5.10 on,
         # is_embedding / _EMBEDDING_BACKENDS: the same keys, no output tokens), or
@@ -545,11 +546,10 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         # 0.29 on total_input_sequences, input_sequence_throughput): no output token, TTFT or
         # ITL. Read as a run, its e2e latency and throughputs were compared with a generating
         # server's prediction (and from-bench refused it for want of lengths)
-        sglang = raw.get("backend") in EMBEDDING_BACKENDS
-        raise ConfigError(where, "backend" if sglang else "<keys>",
-                          raw["backend"] if sglang else "total_token_throughput without total_output_tokens",
+        raise ConfigError(where, "backend" if by_backend else "<keys>",
+                          raw["backend"] if by_backend else "total_token_throughput without total_output_tokens",
                           "a pooling (embedding) model's run ("
-                          + (f"SGLang bench_serving --backend {raw['backend']}" if sglang else "vllm bench serve")
+                          + (f"SGLang bench_serving --backend {raw['backend']}" if by_backend else "vllm bench serve")
                           + "): no output tokens, TTFT or ITL to compare (specsched predicts a generating server)")
     if not any(obj.get(k) is not None for k in _IDENTIFYING):
         keys = ", ".join(list(obj)[:6]) or "none"

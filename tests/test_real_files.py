@@ -335,6 +335,15 @@ def test_a_pooling_or_embedding_run_is_named_as_such(tmp_path, capsys, monkeypat
     assert "bench_serving --backend sglang-embedding" in str(e.value) and "vllm bench serve" not in str(e.value)
 
 
+@pytest.mark.parametrize("backend", [["sglang"], {"name": "sglang"}])
+def test_a_backend_that_is_not_a_string_is_read_as_before_the_embedding_check(backend):
+    """The embedding-backend check looked an unhashable ``backend`` (a hand-edited list or
+    object) up in a set: a TypeError traceback where the line was read (backend str()'d)."""
+    line = json.loads((DATA / "bench" / "sglang-0.5.10.jsonl").read_text().splitlines()[0])
+    run = parse_run({**line, "backend": backend}, "x:1")
+    assert run.args["backend"] == str(backend)
+
+
 def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):
     """``from-bench --arrivals details``: vLLM 0.33's start_times less queue_times become a
     trace (successful requests, in arrival order, lengths as measured) with the line's
