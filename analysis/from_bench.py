@@ -429,9 +429,12 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     return out
 
 
-GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "disable_cuda_graph",
-              "enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "piecewise_cuda_graph_max_tokens")
-"""/server_info's CUDA-graph keys as each SGLang version names them, read by :func:`_graph_args`."""
+GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "cuda_graph_backend_decode",
+              "cuda_graph_backend_prefill", "disable_cuda_graph", "enable_piecewise_cuda_graph",
+              "disable_piecewise_cuda_graph", "piecewise_cuda_graph_max_tokens")
+"""/server_info's CUDA-graph keys as each SGLang version names them, read by :func:`_graph_args`
+(0.5.14 on, the flat ``cuda_graph_backend_*`` / ``*_decode`` flags through the
+``cuda_graph_config`` they are folded into)."""
 
 
 def _graph_args(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -443,7 +446,8 @@ def _graph_args(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
       ``_parse_cuda_graph_config``; 0.5.20 on in arg_groups/cuda_graph_hook.py): one record per
       phase, ``{"decode": {"backend", "max_bs", "bs", ...}, "prefill": {...}}``, backend
       ``"disabled"`` for an eager phase; the flat ``cuda_graph_max_bs_decode`` /
-      ``cuda_graph_bs_decode`` flags are folded into it (and null unless given). These
+      ``cuda_graph_bs_decode`` flags, like ``cuda_graph_backend_decode``/``_prefill``, are
+      folded into it (and null unless given). These
       versions have no ``cuda_graph_max_bs`` key: the decode graph sizes were dropped (the
       model's defaults ran) and an eager decode or prefill was simulated with graphs.
     - 0.5.5-0.5.13 (``server_args.py`` dataclass fields): ``cuda_graph_max_bs``,

@@ -436,6 +436,13 @@ def test_cuda_graph_settings_are_read_as_each_version_reports_them():
         assert not any("piecewise" in n and "no argument" in n for n in sc["assumptions"])
     sv = scenario_from_bench(_with_server_info("sglang-0.5.10.jsonl", disable_piecewise_cuda_graph=True), "h200-1b")[0]["server"]
     assert sv["disable_prefill_cuda_graph"] is True      # 0.5.10-0.5.13: the opt-out
+    # 0.5.23 --cuda-graph-backend-decode disabled: the flat flag is folded into cuda_graph_config
+    # (arg_groups/cuda_graph_hook.py parse_cuda_graph_config), so it is read, not "left out"
+    flat = _with_server_info("sglang-0.5.23-details.jsonl", cuda_graph_backend_decode="disabled", cuda_graph_config={
+        "decode": {**cfg["decode"], "backend": "disabled"}, "prefill": cfg["prefill"]})
+    sc = scenario_from_bench(flat, "h200-1b")[0]
+    assert sc["server"]["disable_decode_cuda_graph"] is True
+    assert not any("cuda_graph_backend_decode" in n for n in sc["assumptions"] if "no argument" in n)
 
 
 def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):
