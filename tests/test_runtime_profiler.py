@@ -376,3 +376,29 @@ def test_spin_retries_are_counted_per_group_so_the_extend_provenance_holds_its_o
     monkeypatch.setattr(GpuPhases, "_kept_busy", lambda self, fn, spin: (None, spin))
     ph._device_and_host("eager spec bs 32 @ctx 512", "eager", lambda: None)
     assert ph.spin_retries == {"extend": 3, "eager": 12}
+
+
+def test_the_issued_as_run_fallback_drains_the_gpu_before_each_timed_call(monkeypatch):
+    """``_issued_as_run``: ``n`` calls, each after a synchronize (the GPU idle: the events then
+    hold the device time with the issue gaps in it), no spin marker; the label is kept for the
+    method provenance."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.profile_gpu import GpuPhases
+
+    seen = []
+    ph = object.__new__(GpuPhases)
+    ph.dev = SimpleNamespace(synchronize=lambda why: seen.append(("sync", why)))
+    ph.queue_full = []
+
+    def timed(fn, marker=None):
+        seen.append(("call", marker))
+        fn()
+        return 0.02, 0.015, False
+
+    monkeypatch.setattr(GpuPhases, "_timed_call", staticmethod(timed))
+    calls = []
+    dev_t, host_t = ph._issued_as_run("eager spec bs 8 @ctx 512", lambda: calls.append(1), 3)
+    assert (dev_t, host_t, len(calls)) == ([0.02] * 3, [0.015] * 3, 3)
+    assert seen == [("sync", "profile"), ("call", None)] * 3
+    assert ph.queue_full == ["eager spec bs 8 @ctx 512"]
