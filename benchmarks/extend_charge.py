@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.near > 0:
         print(f"extend_charge: --near {args.near}: give a fraction above 0", file=sys.stderr)
         return 2
+    if args.min_calls < 1:
+        print(f"extend_charge: --min-calls {args.min_calls}: give 1 or more", file=sys.stderr)
+        return 2
+    if args.csv and not Path(args.csv).resolve().parent.is_dir():
+        print(f"extend_charge: --csv {args.csv}: no such folder", file=sys.stderr)
+        return 2
     rows = []
     for results, prof in args.runs:
         root = Path(results)

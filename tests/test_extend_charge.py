@@ -90,10 +90,13 @@ def test_cli_prints_each_set_and_bad_input_is_one_line(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "1 runs: x_issue" in ok.stdout and "x_charged 1.000" in ok.stdout
     for args in (["--runs", str(tmp_path / "none"), str(prof)], ["--runs", str(tmp_path / "r"), str(tmp_path / "no.yaml")],
-                 ["--runs", str(tmp_path / "r"), str(prof), "--near", "0"]):
+                 ["--runs", str(tmp_path / "r"), str(prof), "--near", "0"],
+                 ["--runs", str(tmp_path / "r"), str(prof), "--min-calls", "0"],
+                 ["--runs", str(tmp_path / "r"), str(prof), "--csv", str(tmp_path / "no" / "out.csv")]):
         r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "extend_charge.py"), *args],
                            capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stdout == "" and not (tmp_path / "no").exists()   # refused before any run is read
 
 
 def _plan(n_ext, n_dec):
