@@ -69,7 +69,9 @@ class GpuPhases(Harness):
         it: timing events around the call then hold its device time alone, and
         ``perf_counter`` around the call its host launch time (which a busy loop overlaps
         with the previous forward). A call that found the spin finished is repeated with a
-        doubled spin. CPU: the forward runs inline, device = host time, host launch 0.
+        doubled spin (at most ``4 n`` tries, counted per ``group`` in ``spin_retries``); when
+        none was queued whole, :meth:`_issued_as_run` times the calls instead. CPU: the
+        forward runs inline, device = host time, host launch 0.
         """
         dev = self.dev
         n = self._warm_and_plan(label, fn, self.repeats)
