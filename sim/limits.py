@@ -236,7 +236,7 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x {per_bs:g} MiB) before the KV pool: "
                           f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
                           f"(mem_fraction_static {mfs}); SGLang stops at start")
-    if kv_pool_tokens(hw, mfs, srv.page_size) == 0:
+    if kv_pool_tokens(hw, mfs, srv.page_size, speculative=srv.speculative_algorithm.enabled) == 0:
         raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
                           f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "

@@ -131,7 +131,10 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     print(f"{d['name']}: {d['device']}")
     swa = (f" in the full pool + {hw['swa_kv_cell_bytes'] / 1024:.1f} KiB in the SWA pool (window {hw['sliding_window']})"
            if "swa_kv_cell_bytes" in hw else "")
-    print(f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token per rank{swa}")
+    drafter_kv = (f"; the drafter's KV {hw['draft_kv_cell_bytes'] / 1024:.1f} KiB more when speculating"
+                  if hw.get("draft_kv_cell_bytes") else "")
+    print(f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token "
+          f"per rank{swa}{drafter_kv}")
     print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
         f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
     print(f"wrote {out}")
