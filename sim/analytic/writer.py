@@ -309,7 +309,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
                         "latency_s": KV_LINK_LATENCY_S},
         "analytic": {
-            "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
+            "model": arch.model_dump(exclude={k for k, default in (("swa_pool_layers", None), ("weight_format", None),
+                                                                    ("kv_cache_quant_algo", None), ("dsa", False),
+                                                                    ("learnable_sink", False))
+                                              if getattr(arch, k) == default}),
             "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
             **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}),
