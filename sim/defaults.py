@@ -267,8 +267,10 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
-    mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v,
-                              attn_dp_size=server.dp_size if server.enable_dp_attention else 1)
+    mfs = server.mem_fraction_static   # given: SGLang takes it as is (memory_hook.py computes it only when unset)
+    if mfs is None:
+        mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v,
+                                  attn_dp_size=server.dp_size if server.enable_dp_attention else 1)
     if hw.swa_kv_cell_bytes is not None and hw.sliding_window is not None:
         put("sliding_window_size", hw.sliding_window, "the model's window: SGLang runs a hybrid SWA KV pool for it "
             "(configs/model_config.py is_hybrid_swa_model)")
@@ -282,7 +284,9 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                  f"SWA pool {ratio:g} x this)" if swa_on else "")
         if spec and hw.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
-        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs} x memory - weights {hw.weight_bytes / 2**30:.1f} GiB, "
+        given_mfs = " (given)" if server.mem_fraction_static is not None else ""
+        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs}{given_mfs} x memory - weights "
+            f"{hw.weight_bytes / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
     if ("max_total_num_tokens" in given and pool and physical is not None
@@ -346,8 +350,11 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
         running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
         draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled else 1
-        mfs = mem_fraction_static(hw, rs.chunked_prefill_size, rs.max_prefill_tokens, rs.cuda_graph_max_bs, role=role,
-                                  decode_tokens=running * draft, attn_dp_size=rs.dp_size if rs.enable_dp_attention else 1)
+        mfs = rs.mem_fraction_static
+        if mfs is None:
+            mfs = mem_fraction_static(hw, rs.chunked_prefill_size, rs.max_prefill_tokens, rs.cuda_graph_max_bs,
+                                      role=role, decode_tokens=running * draft,
+                                      attn_dp_size=rs.dp_size if rs.enable_dp_attention else 1)
         pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)
         if pool is None or pool <= 0 or pool == rs.max_total_num_tokens:
