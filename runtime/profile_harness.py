@@ -262,6 +262,7 @@ class Harness:
                    + 2 * len(self.tile_widths) + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)
+        self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
         # the host's speed through profiling (runtime/host_reference.py): sampled between
         # measurements, never inside one; the profile's host.reference_work_s

@@ -167,7 +167,7 @@ def test_burstiness_one_is_the_poisson_stream():
 @given(n=st.integers(1, 400), rate=st.floats(0.1, 100.0), shape=st.one_of(st.none(), st.floats(0.2, 5.0)),
        seed=st.integers(0, 50))
 def test_invariant_normalized_arrivals_end_at_n_over_rate_with_the_drawn_proportions(n, rate, shape, seed):
-    """Invariant (vllm bench serve 0.10.1+, serve.py get_request's target_total_delay_s): with
+    """Invariant (vllm bench serve 0.10.0+, serve.py get_request's target_total_delay_s): with
     normalize_arrivals the last send is at exactly n / rate and every send time is the drawn
     one times a single factor; without it the draw is unchanged."""
     from specsched.sim.config import WorkloadConfig
