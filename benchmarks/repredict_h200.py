@@ -135,6 +135,13 @@ within 5 %, mean |error| and the misses by sign (run slower or faster than predi
 unconditioned and at the fast level. ``--one-level median`` puts every term at the profile's
 median level (``host.reference_work_s``) instead, a sensitivity check. docs/host-speed.md
 "One level for every host term" holds what this gave on rounds 11-23.
+
+``--extend-launch none``: a what-if on issue 8's question whether the simulator charges part
+of an extend's launch twice: an extend-only launch (no decode/verify rows) is charged its
+kernel issue only, without ``host.launch_s + host.launch_per_req_s x batch`` (the loop's
+``HostWork("launch")``, sim.cost_model.CostModel.host), which the profiler fits from its verify
+stall loop. Tested on rounds 11-24 and not adopted (docs/measurements/h200-v24.md "The
+extend's charge, across rounds": 1070 -> 1021 of 1525 figures within 5 %).
 """
 
 from __future__ import annotations
@@ -176,6 +183,18 @@ EAGER_EXTEND_TERMS = ("launch_per_extend_s", "launch_per_extend_token_s", "exten
 EAGER_INJECT_TERMS = ("launch_per_inject_s", "launch_per_inject_token_s", "inject_prepare_s", "slot_expansion_s",
                       "inject_idle_lead_by_tokens", "inject_unprepared_idle_lead_by_tokens")
 """Host terms of the drafter injection's eager launch, scaled by the injection factor."""
+
+
+def without_extend_launch(host):
+    """``CostModel.host`` with an extend-only launch's ``"launch"`` host work at 0 (the
+    ``--extend-launch none`` what-if); every other kind and plan as ``host`` gives it."""
+
+    def host_fn(self, kind, plan):
+        if kind == "launch" and plan.num_extend >= plan.batch_size:
+            return 0.0
+        return host(self, kind, plan)
+
+    return host_fn
 
 
 def eager_call_factors(steps: pd.DataFrame, probe: pd.DataFrame, profile, prepared: bool,
@@ -506,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
                          "also subtracted the injection's preparation)")
+    ap.add_argument("--extend-launch", choices=("launch_s", "none"), default="launch_s",
+                    help="what an extend-only launch pays before its issue: host.launch_s as the simulator does, or "
+                         "nothing (a what-if, not adopted)")
     ap.add_argument("--fast-level", action="store_true",
                     help="also predict every cell with each host term put at the profile's fast level (its fastest "
                          "quarter of reference-work samples; host.reference_work_by_term)")
@@ -571,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu.verify refitted at the loop's width: ms added by batch size (first column): {row}")
         profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
+    if args.extend_launch == "none":
+        from specsched.sim.cost_model import CostModel
+
+        CostModel.host = without_extend_launch(CostModel.host)
+        print("extend-only launches charged their issue only (no host.launch_s)")
     runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
         name, _, rate = cell.partition("@")
