@@ -243,8 +243,10 @@ def test_invariant_a_speculative_line_keeps_its_accept_length(acc, profile):
 def test_server_info_keys_the_model_does_not_use_are_named():
     info = {**LINE["server_info"], "mem_fraction_static": 0.88, "tp_size": 2, "model_path": None}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
-    (note,) = [a for a in sc["assumptions"] if "left out" in a and "mem_fraction_static" in a]
-    assert "tp_size" in note and "model_path" not in note   # unset keys are not "dropped"
+    (note,) = [a for a in sc["assumptions"] if "left out" in a and "tp_size" in a]
+    assert "model_path" not in note   # unset keys are not "dropped"
+    # mem_fraction_static is a scenario key (it sizes a default KV pool): taken, not dropped
+    assert "mem_fraction_static" not in note and sc["server"]["mem_fraction_static"] == 0.88
 
 
 @pytest.mark.parametrize(("version", "width"), [
