@@ -6,7 +6,9 @@ ended and whose last came after it (``requests.parquet``), each at its prompt pl
 delivered before the step ended (``chunks.parquet``: the committed length the engine's
 length bound holds, accepted drafts of the step before included). Steps whose rebuilt batch
 size differs from the recorded one are left out. Each kept step is priced by
-``CostModel.step_s`` of its batch size, mean and longest context under each ``--profile``
+``CostModel.step_s`` of its batch size, mean and longest context, with the server of the
+scenario the run ran (its ``scenario.yaml`` at the arm it names; else
+scenarios/h200/CELL.yaml at ARM), under each ``--profile``
 (``NAME=PATH``; ``NAME=PATH+excess``: the profile with ``gpu.verify``'s excess refitted at the
 stall loop's width, runtime.profile_fit.refit_verify_excess), and the medians set beside the
 measured durations by batch size and, with ``--by-width``, by the width the runtime
@@ -87,6 +89,26 @@ def table(steps: pd.DataFrame, names: list[str], by: str) -> pd.DataFrame:
     return g.round(2)
 
 
+def _scenario(run: Path, cell: str, arm: str):
+    """The scenario ``run`` ran: its own ``scenario.yaml`` at the arm it names (a rate sweep's
+    runs are named CELL-rateR-measured, no arm), else scenarios/h200/CELL.yaml at ARM.
+
+    Raises:
+        ConfigError: the scenario cannot be read or has no such arm.
+    """
+    own = run / "scenario.yaml"
+    if own.is_file():
+        import yaml
+
+        try:
+            named = yaml.safe_load(own.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(str(own), "<file>", "", f"not YAML ({str(e).splitlines()[0]})") from e
+        arm = named.get("arm") or "base" if isinstance(named, dict) else "base"
+        return load_scenario(own, str(arm))
+    return load_scenario(scenarios_dir() / "h200" / f"{cell}.yaml", arm)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="results directories CELL-ARM-measured (or -predicted)")
@@ -104,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             parts = run.name.rsplit("-", 2)
             if len(parts) != 3 or parts[2] not in ("measured", "predicted") or not (run / "steps.parquet").is_file():
                 raise ConfigError(str(run), "run", run.name, "a results directory CELL-ARM-measured or -predicted")
-            sc = load_scenario(scenarios_dir() / "h200" / f"{parts[0]}.yaml", parts[1])
+            sc = _scenario(run, parts[0], parts[1])
             steps = rebuild(run)
             kept = steps[steps.n == steps.bs]
             print(f"{run.name}: {len(kept)} of {len(steps)} verify steps rebuilt at their recorded batch size")

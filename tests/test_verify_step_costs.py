@@ -64,3 +64,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "CELL-ARM-measured" in err[0]
     assert costs.main([str(tmp_path / "nonsense"), "--profile", f"p={ROUND26}+other"]) == 2
+
+
+def test_a_rate_sweep_run_is_read_with_its_own_scenario(tmp_path, capsys):
+    """A rate sweep's runs are named CELL-rateR-measured (round 27's poisson-spec@16, where the
+    verify miss shows) and hold the scenario they ran (scenario.yaml, its ``arm``): read from
+    the name, 'rate16' was taken for an arm and every such run refused."""
+    import yaml
+    from specsched.sim.bundled import scenarios_dir
+
+    run = tmp_path / "poisson-spec-rate16-measured"
+    _run(run)
+    sc = yaml.safe_load((scenarios_dir() / "h200" / "poisson-spec.yaml").read_text())
+    sc["workload"]["request_rate"] = 16.0
+    (run / "scenario.yaml").write_text(yaml.safe_dump({**sc, "arm": "base"}))
+    assert costs.main([str(run), "--profile", f"p={ROUND26}"]) == 0, capsys.readouterr().err
+    assert "2 of 2 verify steps rebuilt" in capsys.readouterr().out
