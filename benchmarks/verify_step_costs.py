@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             parts = run.name.rsplit("-", 2)
             if len(parts) != 3 or parts[2] not in ("measured", "predicted") or not (run / "steps.parquet").is_file():
                 raise ConfigError(str(run), "run", run.name, "a results directory CELL-ARM-measured or -predicted")
+            missing = [f for f in ("requests.parquet", "chunks.parquet") if not (run / f).is_file()]
+            if missing:
+                raise ConfigError(str(run), "run", ", ".join(missing), "missing: the batches are rebuilt from them")
             sc = _scenario(run, parts[0], parts[1])
             steps = rebuild(run)
             kept = steps[steps.n == steps.bs]

@@ -80,3 +80,15 @@ def test_a_rate_sweep_run_is_read_with_its_own_scenario(tmp_path, capsys):
     (run / "scenario.yaml").write_text(yaml.safe_dump({**sc, "arm": "base"}))
     assert costs.main([str(run), "--profile", f"p={ROUND26}"]) == 0, capsys.readouterr().err
     assert "2 of 2 verify steps rebuilt" in capsys.readouterr().out
+
+
+def test_a_run_without_its_records_is_one_line(tmp_path, capsys):
+    """A predicted run kept slim (steps.parquet and summary.json only, as the rounds' tarballs
+    hold them) has no requests or chunks to rebuild batches from: one line, exit 2 (was a
+    FileNotFoundError traceback)."""
+    run = tmp_path / "sharegpt-lengths-base-predicted"
+    _run(run)
+    (run / "chunks.parquet").unlink()
+    assert costs.main([str(run), "--profile", f"p={ROUND26}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "chunks.parquet" in err[0]
