@@ -577,6 +577,28 @@ def _vllm_drafts(run: BenchRun) -> tuple[int, list[float] | None] | None:
     return k, cond
 
 
+def _tp_note(run: BenchRun, profile: str, notes: list[str]) -> None:
+    """Say so when the line's server ran another tensor-parallel size than the profile prices
+    (server_info ``tp_size``, SGLang /server_info; the profile's ``hardware.tp_size``): the
+    scenario predicts the profile's setup, not the measured one (it was left out silently)."""
+    info = run.extra.get("server_info")
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    if not isinstance(info, dict):
+        return
+    tp = info.get("tp_size")
+    if not isinstance(tp, int) or isinstance(tp, bool) or (info.get("dp_size") or 1) != 1:
+        return   # with DP attention tp_size counts every rank of the group
+    try:
+        hw = load_profile(profile).hardware
+    except ConfigError:
+        return   # the caller reports a bad profile
+    if hw is not None and hw.tp_size != tp:
+        notes.append(f"profile: {profile} prices tp_size {hw.tp_size}, but the line's server ran tp_size {tp}: the "
+                     f"prediction is for the profile's setup (a profile for it: specsched profile --analytic "
+                     f"--tp {tp} ...)")
+
+
 def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
                      drafts: tuple[int, list[float] | None] | None = None) -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
@@ -711,6 +733,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes.append(f"server and acceptance from the template {Path(template).name}")
     else:
         sc["server"] = _server(run, notes)
+    _tp_note(run, profile, notes)
     acc = _accept_length(run)
     drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled

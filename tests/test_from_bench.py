@@ -347,3 +347,19 @@ def test_drawn_arrivals_say_so_when_the_line_holds_its_send_times():
     assert any("--arrivals details" in a for a in sc["assumptions"])
     sc, _ = scenario_from_bench(parse_run(dict(LINE), "runs.jsonl:1"), "h200-1b")
     assert not any("--arrivals details" in a for a in sc["assumptions"])
+
+
+@pytest.mark.parametrize(("tp", "dp", "said"), [(4, None, True), (1, None, False), (4, 4, False)])
+def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
+    """server_info tp_size 4 against a TP1 profile was left out silently: the scenario then
+    predicts a TP1 server. Said in the assumptions (not with DP attention, whose tp_size counts
+    every rank of the group)."""
+    info = LINE["server_info"] | {"tp_size": tp} | ({"dp_size": dp, "enable_dp_attention": True} if dp else {})
+    run = parse_run(LINE | {"server_info": info}, "runs.jsonl:1")
+    prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert load_profile(prof).hardware.tp_size == 1
+    sc, _ = scenario_from_bench(run, prof)
+    notes = [n for n in sc["assumptions"] if "prices tp_size" in n]
+    assert bool(notes) is said
+    if said:
+        assert "tp_size 1" in notes[0] and "tp_size 4" in notes[0] and "--tp 4" in notes[0]
