@@ -122,14 +122,31 @@ def model_seconds(rows, gpu_name: str):
     return (flops / peak).combine(mem, max) + eff.kernel_gap_s
 
 
+REPORT_KEYS = frozenset({"model", "layer", "out_features", "in_features", "dtype", "tokens", "seconds", "gpu"})
+"""The keys of a timed point that ``--report`` reads (what ``--out`` writes per point)."""
+
+
 def report(path: Path, plot: Path | None) -> int:
     """Print measured / model per (dtype, model, layer) by token count; optionally plot it."""
     import pandas as pd
 
-    rows = pd.read_json(path, lines=True)  # compression (.xz, .gz) from the suffix
+    try:
+        rows = pd.read_json(path, lines=True)  # compression (.xz, .gz) from the suffix
+    except FileNotFoundError:
+        print(f"gemm_curve: --report {path}: no such file", file=sys.stderr)
+        return 2
+    except (ValueError, EOFError, OSError) as e:  # not JSON lines, or a damaged .xz/.gz
+        print(f"gemm_curve: --report {path}: not a gemm_curve.py --out file (JSON lines): "
+              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
     rows = rows[rows["seconds"].notna()] if "seconds" in rows else rows.iloc[0:0]
     if rows.empty:
         print(f"gemm_curve: {path}: no timed points", file=sys.stderr)
+        return 2
+    missing = sorted(REPORT_KEYS - set(rows.columns))
+    if missing:
+        print(f"gemm_curve: --report {path}: timed points without {', '.join(missing)} "
+              f"(a gemm_curve.py --out line has {', '.join(sorted(REPORT_KEYS))})", file=sys.stderr)
         return 2
     rows = rows.assign(model_s=model_seconds(rows, str(rows["gpu"].iloc[0])))
     rows["ratio"] = rows["seconds"] / rows["model_s"]
@@ -154,6 +171,7 @@ def report(path: Path, plot: Path | None) -> int:
         axes[0].set_ylabel("measured / (roofline + kernel gap)")
         axes[1].legend(fontsize=6, ncol=2)
         fig.tight_layout()
+        plot.parent.mkdir(parents=True, exist_ok=True)
         tmp = plot.with_suffix(".tmp.png")
         fig.savefig(tmp, dpi=110)
         tmp.replace(plot)
@@ -175,6 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.report, args.plot)
     if args.out is None:
         ap.error("--out is required to measure (or give --report FILE)")
+    try:
+        tokens = [int(t) for t in args.tokens.split(",") if t]
+    except ValueError:
+        ap.error(f"argument --tokens: expected integers >= 1, comma-separated, got {args.tokens!r}")
+    if not tokens or min(tokens) < 1:
+        ap.error(f"argument --tokens: expected integers >= 1, comma-separated, got {args.tokens!r}")
+    if not set(args.dtypes.split(",")) <= {"bf16", "fp8"}:
+        ap.error(f"argument --dtypes: expected bf16, fp8 (comma-separated), got {args.dtypes!r}")
+    if args.reps < 1:
+        ap.error(f"argument --reps: expected an integer >= 1, got {args.reps}")
     import torch
 
     if not torch.cuda.is_available():
@@ -186,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gemm_curve: --shapes: unknown {bad}; allowed {sorted(SHAPES)}", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name()
-    tokens = [int(t) for t in args.tokens.split(",") if t]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with args.out.open("w") as f:

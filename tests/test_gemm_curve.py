@@ -47,3 +47,24 @@ def test_report_of_a_file_without_timed_points_is_refused(tmp_path, capsys):
     f.write_text(json.dumps({"model": "m", "layer": "o", "dtype": "fp8", "tokens": 1, "error": "refused"}) + "\n")
     assert gemm_curve.report(f, None) == 2
     assert "no timed points" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [None, "not json\n", '{"model": "m", "seconds": 0.001}\n'])
+def test_a_report_of_a_missing_or_foreign_file_is_one_line_exit_2(tmp_path, capsys, content):
+    """--report of a missing file, a non-JSON file or points without the GPU/shape keys were
+    tracebacks (FileNotFoundError, ValueError, KeyError)."""
+    f = tmp_path / "g.jsonl"
+    if content is not None:
+        f.write_text(content)
+    assert gemm_curve.main(["--report", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(f) in err[0]
+
+
+@pytest.mark.parametrize("args", [["--tokens", "a,b"], ["--tokens", "0"], ["--dtypes", "fp16"], ["--reps", "0"]])
+def test_bad_measuring_arguments_are_refused_before_the_gpu(tmp_path, args):
+    """Checked before torch looks for a GPU, so a typo is said at once, not after the import
+    (--tokens a was a traceback on a GPU machine)."""
+    with pytest.raises(SystemExit) as e:
+        gemm_curve.main(["--out", str(tmp_path / "o.jsonl"), *args])
+    assert e.value.code == 2
