@@ -277,7 +277,8 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     msg = first["msg"].removeprefix("Value error, ")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
-        return ConfigError(file, cause.key, cause.value, cause.allowed)
+        own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
+        return ConfigError(file, own.lstrip("."), cause.value, cause.allowed)
     if first["type"] == "missing":
         value = "<missing>"
     elif isinstance(value, dict):
