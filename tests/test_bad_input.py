@@ -330,3 +330,11 @@ def test_a_key_a_length_distribution_would_read_the_same_is_accepted(tmp_path):
     d = LengthDist.model_validate({"kind": "file", "path": "x.csv"})
     assert LengthDist.model_validate(d.model_dump()) == d
     assert with_value(d, "path", "y.csv").path == "y.csv"
+
+
+def test_exponential_think_time_without_a_mean_is_refused(tmp_path, capsys):
+    """think_time_dist draws pauses with mean think_time_s: at 0 every pause is 0, the
+    distribution unread."""
+    _assert_refused(capsys, ["run", "multi-turn-example", "--set", "workload.multi_turn.think_time_dist=exponential",
+                             "--set", "workload.multi_turn.think_time_s=0"],
+                    tmp_path / "res", "workload.multi_turn.think_time_dist = 'exponential'", "think_time_s")
