@@ -115,6 +115,66 @@ def test_a_growth_below_the_reply_is_one_new_token_and_counted(tmp_path):
     assert new.tolist() == [1000, 1, 1] and clipped == 2
 
 
+
+def _json_load_turns(text: str, limit: int | None = None) -> list[list[int]]:
+    """What bench_serving keeps (json.load, then AgenticTraceDataset.load's filter): each
+    conversation's prompt_tokens of its turns that have messages."""
+    kept = [[t["prompt_tokens"] for t in c if t.get("messages")] for c in json.loads(text)["conversations"]]
+    return [k for k in kept if k][:limit]
+
+
+def _turns(tr) -> list[list[int]]:
+    p = tr.prompt_tokens.tolist()
+    return [p[a:b] for a, b in zip(tr.turn_offsets[:-1].tolist(), tr.turn_offsets[1:].tolist(), strict=True)]
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_a_duplicated_key_keeps_the_last_value_as_json_load_does(tmp_path, limit):
+    first = json.dumps(trace_doc([[100, 200], [300]])["conversations"])
+    # the first list is also one the reader would refuse (decreasing): json.load drops it unread
+    bad = json.dumps(trace_doc([[500, 400]])["conversations"])
+    last = json.dumps(trace_doc([[7000], [8000, 9000]])["conversations"])
+    # inside a turn, too: the last messages (non-empty) keep the turn
+    turn_dup = '[[{"messages": [], "prompt_tokens": 5, "messages": "hi", "prompt_tokens": 6}]]'
+    for text, want in [
+        (f'{{"conversations": {first}, "metadata": {{}}, "conversations": {last}}}', [[7000], [8000, 9000]]),
+        (f'{{"conversations": {bad}, "conversations": {first}}}', [[100, 200], [300]]),
+        (f'{{"conversations": {turn_dup}}}', [[6]]),
+    ]:
+        assert _json_load_turns(text, limit) == want[:limit]
+        assert _turns(load_agentic_trace(write(tmp_path, text), limit=limit)) == want[:limit], text
+    # the last list decides what is refused: an empty one is refused, as bench_serving does
+    with pytest.raises(ConfigError, match="conversations"):
+        load_agentic_trace(write(tmp_path, f'{{"conversations": {first}, "conversations": []}}'), limit=limit)
+    with pytest.raises(ConfigError, match=r"conversations\[0\]\[1\]\.prompt_tokens"):
+        load_agentic_trace(write(tmp_path, f'{{"conversations": {first}, "conversations": {bad}}}'), limit=limit)
+
+
+@pytest.mark.parametrize("tail", [" x", "{}", ",", "]", ' {"conversations": []}', "\n}\n"])
+@pytest.mark.parametrize("limit", [None, 1])
+def test_anything_but_blanks_after_the_top_level_object_is_refused_as_json_load_does(tmp_path, tail, limit):
+    text = json.dumps(trace_doc([[100, 200], [300]]))
+    with pytest.raises(json.JSONDecodeError, match="Extra data"):
+        json.loads(text + tail)
+    p = write(tmp_path, text + tail)
+    with pytest.raises(ConfigError) as e:
+        load_agentic_trace(p, limit=limit)
+    assert str(e.value).startswith(f"{p}: <after the top-level object> = ") and "\n" not in str(e.value)
+    assert _turns(load_agentic_trace(write(tmp_path, text + " \n\t\r\n"), limit=limit)) == [[100, 200], [300]][:limit]
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_broken_json_after_the_conversations_is_refused_as_json_load_does(tmp_path, limit):
+    # metadata after the list, conversations past --num-prompts: json.load reads them all
+    text = json.dumps(trace_doc([[100], [300]]))
+    for broken in (text.replace('"synthetic"', "synthetic"), text.replace('"c1 t0 ', "c1 t0 "),
+                   text.replace('"c1 t0 ', '"c1 \\q')):
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(broken)
+        with pytest.raises(ConfigError, match="not valid JSON"):
+            load_agentic_trace(write(tmp_path, broken), limit=limit)
+
+
 BAD = [
     ("no-conversations", {"metadata": {}, "turns": []}, "conversations", "<missing>"),
     ("no-prompt-tokens", trace_doc([[1000, None]]) | {"conversations": [[{"messages": "hi", "prompt_tokens": 5},
@@ -129,6 +189,11 @@ BAD = [
     ("empty", {"conversations": []}, "conversations", "[]"),
     ("not-an-object", [[{"messages": "x", "prompt_tokens": 3}]], "<top level>", ""),
     ("truncated", json.dumps(trace_doc([[100, 200]]))[:-30], "", ""),
+    # json.load refuses nesting this deep (RecursionError); so does the reader, in one line
+    ("too-deep", '{"metadata": ' + "[" * 100_000 + "]" * 100_000 + ', "conversations": [[{"messages": "x", '
+     '"prompt_tokens": 3}]]}', "<file>", "nested too deeply"),
+    ("too-deep-turn", '{"conversations": [[{"messages": ' + "[" * 100_000 + "]" * 100_000 + ', "prompt_tokens": 3}]]}',
+     "<file>", "nested too deeply"),
 ]
 
 
