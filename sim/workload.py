@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
+from specsched.sim import seed_streams
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError
 
-STREAM_ARRIVALS = 1
-STREAM_LENGTHS = 2
-STREAM_PRIORITIES = 4
+STREAM_ARRIVALS = seed_streams.ARRIVALS
+STREAM_LENGTHS = seed_streams.LENGTHS
+STREAM_PRIORITIES = seed_streams.PRIORITIES
 
 
 @dataclass(frozen=True, slots=True)
