@@ -314,11 +314,8 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
     if sys_len:
         notes.append(f"prefix: {sys_len} system-prompt tokens shared by every conversation, as the line's run "
                      "assumed (agentic_system_prompt_len)")
-    elif tr.shared_system > 1:
-        low = int(tr.prompt_tokens[tr.turn_offsets[:-1]].min())
-        notes.append(f"prefix: {tr.shared_system} of {len(tr)} conversations open with the same system message, which "
-                     "the server's radix cache shares; the trace does not say its tokens, so none is shared here: state "
-                     f"them as workload.multi_turn.system_prompt_len (below {low}, the shortest first prompt)")
+    elif tr.shared_system_note():
+        notes.append(f"prefix: {tr.shared_system_note()}")
     at: dict[str, Any] = {"path": str(Path(path).resolve()) if Path(path).is_file() else str(path)}
     if offset:
         at["offset"] = offset

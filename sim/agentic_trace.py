@@ -97,6 +97,17 @@ class AgenticConversations:
     def __len__(self) -> int:
         return len(self.source_index)
 
+    def shared_system_note(self) -> str | None:
+        """The one sentence the run's warning and from-bench's assumptions say when more than
+        one conversation opens with the same system message and no system_prompt_len is
+        given (None otherwise: the caller decides whether one is given)."""
+        if self.shared_system < 2:
+            return None
+        low = int(self.prompt_tokens[self.turn_offsets[:-1]].min())
+        return (f"{self.shared_system} of {len(self)} conversations open with the same system message, which the "
+                "server's radix cache shares; the trace does not say its tokens, so none is shared: state them as "
+                f"workload.multi_turn.system_prompt_len (below {low}, the shortest first prompt)")
+
     @property
     def num_turns(self) -> np.ndarray:
         """int (n,), turns per conversation."""

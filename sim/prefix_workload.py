@@ -288,10 +288,8 @@ def conversation_plan(cfg, seed: int, base=None) -> ConversationPlan:
         notes = [f"agentic trace {at.path}: {len(tr)} conversations, turns min {int(tr.num_turns.min())} max "
                  f"{int(tr.num_turns.max())} mean {tr.num_turns.mean():.1f}"]
         warn = []
-        if tr.shared_system > 1 and cfg.system_prompt_len == 0:
-            warn.append(f"{tr.shared_system} of {len(tr)} conversations open with the same system message, which a "
-                         "server's radix cache shares; the trace does not say its tokens: state them as "
-                         "workload.multi_turn.system_prompt_len (else no conversation shares a prefix)")
+        if cfg.system_prompt_len == 0 and tr.shared_system_note():
+            warn.append(tr.shared_system_note())
         if clipped:
             warn.append(f"{clipped} later turn(s) grew by at most trace_reply_len ({at.trace_reply_len}) tokens: "
                         "sent with 1 new token")

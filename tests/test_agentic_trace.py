@@ -109,6 +109,25 @@ def test_conversations_opening_with_one_system_message_are_counted_and_said(tmp_
     assert "system_prompt_len (below" in capsys.readouterr().out
 
 
+def test_the_shared_system_message_sentence_is_the_same_in_the_run_and_from_bench(tmp_path, capsys):
+    """The run's warning and from-bench's note say one sentence (one owner:
+    AgenticConversations.shared_system_note), not two wordings of it."""
+    import shutil
+
+    trace = tmp_path / "mine.json"
+    shutil.copy(EXAMPLE, trace)   # a path of its own: the run warns once per trace and process
+    p = write(tmp_path, SGLANG_LINE, "runs.jsonl")
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out",
+                 str(tmp_path / "a.yaml"), "--dataset-path", str(trace), "--dataset-offset", "2"]) == 0
+    noted = [x for x in capsys.readouterr().out.splitlines() if "system message" in x]
+    sc = load_scenario(tmp_path / "a.yaml")   # the scenario it wrote, run: no system_prompt_len given
+    make_requests(sc.workload, 1, str(tmp_path / "a.yaml"))
+    warned = [x for x in capsys.readouterr().err.splitlines() if "system message" in x]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {trace}: "), warned
+    sentence = warned[0].removeprefix(f"warning: {trace}: ")
+    assert noted == [f"  - prefix: {sentence}"], (noted, sentence)
+    assert "system_prompt_len (below" in sentence
+
 def test_a_growth_below_the_reply_is_one_new_token_and_counted(tmp_path):
     tr = load_agentic_trace(write(tmp_path, trace_doc([[1000, 1100, 1100]])))
     new, clipped = tr.new_tokens(220)
