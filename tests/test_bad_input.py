@@ -74,6 +74,8 @@ SCENARIO_CASES = [
                           "value: 4096": "value: 100", "value: 64": "value: 2990"}, "workload.output_len"),
     ("concurrency-missing", {"  concurrency: 8\n": ""}, "workload"),
     ("kind-typo", {"kind: closed_loop": "kind: closedloop"}, "workload.kind"),
+    # a YAML escape of a lone surrogate: a profile name of one was a UnicodeEncodeError traceback
+    ("surrogate", {"name: batch8-ll": 'name: "\\ud800"'}, "surrogate"),
     # top level and arms
     ("unknown-top", {"seed: ": "sed: 3\nseed: "}, "sed"),
     ("arm-typo-unused", {"arms:": "arms:\n  typo_arm: {server: {max_runing_requests: 3}}"},
