@@ -51,12 +51,15 @@ from typing import IO, Any
 import numpy as np
 from specsched.sim.bench_serving import open_text
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 
 BLOCK_CHARS = 1 << 20
 _WS = re.compile(r"[ \t\r\n]*")
 _STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)
 _DECODER = json.JSONDecoder()
+MAX_PROMPT_TOKENS = 1 << 62
+"""A ``prompt_tokens`` at or past this is refused: the counts are held as int64 (1e23 was an
+OverflowError traceback)."""
 MAX_VALUE_CHARS = 1 << 28
 """A turn object longer than this (256 M characters) is refused rather than buffered."""
 CUT_CHARS = 8
@@ -250,16 +253,6 @@ class _Scanner:
                 return
             i = m.end()
 
-    def value_text(self, key: str) -> str:
-        """The next value's text (consumed)."""
-        self.peek()
-        self.mark = self.pos
-        try:
-            self.skip_value(key)
-            return self.buf[self.mark:self.pos]
-        finally:
-            self.mark = None
-
     def decode(self, key: str) -> Any:
         """The next value, parsed by json's C decoder straight from the buffer; a value cut by
         the block's end is parsed again once more is read (so each is parsed about once)."""
@@ -305,9 +298,9 @@ class _Scanner:
     def key(self, where: str) -> str:
         if self.peek() != '"':
             raise self.bad(where, "expected a quoted key")
-        text = self.value_text(where)
+        name = self.decode(where)   # a key json refuses (a raw control character) is one line, as a value's is
         self.take(":", where)
-        return json.loads(text)
+        return name
 
 
 def _messages_ok(m: Any) -> bool:
@@ -337,8 +330,9 @@ def _turn_fault(where: str, key: str, turn: Any, previous: int | None) -> Config
         return ConfigError(where, f"{key}.prompt_tokens", "<missing>",
                            "every turn with messages needs prompt_tokens, an integer >= 1 (the turn's whole prompt)")
     p = turn["prompt_tokens"]
-    if not isinstance(p, int) or isinstance(p, bool) or p < 1:
-        return ConfigError(where, f"{key}.prompt_tokens", p, "must be an integer >= 1 (the turn's whole prompt, tokens)")
+    if not isinstance(p, int) or isinstance(p, bool) or p < 1 or p >= MAX_PROMPT_TOKENS:
+        return ConfigError(where, f"{key}.prompt_tokens", clipped(p),
+                           f"must be an integer >= 1 and below {MAX_PROMPT_TOKENS:.0e} (the turn's whole prompt, tokens)")
     if previous is not None and p < previous:
         return ConfigError(where, f"{key}.prompt_tokens", p,
                            f"must not decrease within a conversation (the previous turn's is {previous}): "

@@ -208,6 +208,11 @@ BAD = [
     ("empty", {"conversations": []}, "conversations", "[]"),
     ("not-an-object", [[{"messages": "x", "prompt_tokens": 3}]], "<top level>", ""),
     ("truncated", json.dumps(trace_doc([[100, 200]]))[:-30], "", ""),
+    # fuzzed: a raw control character in a key, and a count past int64, were tracebacks
+    ("key-control-char", '{"a\tb": 1, "conversations": [[{"messages": "x", "prompt_tokens": 3}]]}', "<top level>",
+     "not valid JSON"),
+    ("prompt-tokens-huge", {"conversations": [[{"messages": "x", "prompt_tokens": 10**23}]]},
+     "conversations[0][0].prompt_tokens", "100000000000000000000000"),
     # json.load refuses nesting this deep (RecursionError); so does the reader, in one line
     ("too-deep", '{"metadata": ' + "[" * 100_000 + "]" * 100_000 + ', "conversations": [[{"messages": "x", '
      '"prompt_tokens": 3}]]}', "<file>", "nested too deeply"),
