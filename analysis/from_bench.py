@@ -78,7 +78,7 @@ from specsched.sim.config import (
     load_scenario,
     validation_error,
 )
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
 
@@ -408,6 +408,16 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
             loc = e.errors()[0]["loc"]
             bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
             notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
+    if out:
+        # a value the model resets as SGLang does (a chain window with topk 1 is num_steps + 1,
+        # _handle_eagle_family) is written as it runs: server_info's own could be anything
+        args = ServerArgs.model_validate(out)
+        for k in CHAIN_PARAM_KEYS:
+            if k in out and out[k] != getattr(args, k):
+                notes.append(f"server_info {k} = {clipped(out[k])!r}: {getattr(args, k)}, as SGLang runs it "
+                             "(0.5.23 arg_groups/speculative_hook.py _handle_eagle_family: topk 1 verifies "
+                             "num_steps + 1 tokens)")
+                out[k] = getattr(args, k)
     algo = SpecAlgorithm(out.get("speculative_algorithm", "none"))
     if algo.enabled and not algo.is_block and not any(k in out for k in CHAIN_PARAM_KEYS):
         # a real server_info carries the resolved steps/topk/draft tokens; without them the

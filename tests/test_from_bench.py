@@ -399,3 +399,19 @@ def test_validate_bench_predicts_the_successes_and_says_so_with_a_scenario_that_
     assert main(["validate-bench", str(p), "--scenario", str(sc), "--seeds", "1", "--out", "b"]) == 0
     notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:")]
     assert any("10 of the measured run's 40 requests failed" in x and "sends all 40" in x for x in notes), notes
+
+
+
+@pytest.mark.parametrize("given", [{}, 8, "x"])
+def test_a_chain_window_sglang_resets_is_written_as_sglang_runs_it(given):
+    """With topk 1 SGLang runs num_steps + 1 draft tokens whatever server_info says
+    (0.5.23 arg_groups/speculative_hook.py _handle_eagle_family); a fuzzed
+    speculative_num_draft_tokens of {} passed through into the scenario and was a TypeError
+    traceback capping the accept length (8 capped it at a window SGLang never ran)."""
+    info = {**LINE["server_info"], "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1, "speculative_num_draft_tokens": given}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info, "accept_length": 3.9}, "f:1"), "tiny")
+    assert sc["server"]["speculative_num_draft_tokens"] == 4
+    assert sc["acceptance"]["mean_accept_length"] == pytest.approx(3.9)
+    assert any("speculative_num_draft_tokens" in a and "4" in a for a in sc["assumptions"]), sc["assumptions"]
+    Scenario.model_validate({**sc, "profile": "h200-1b"})
