@@ -317,9 +317,23 @@ def test_a_length_distribution_in_a_file_names_its_key_and_an_arm(tmp_path, caps
     path = small_scenario(tmp_path, **{"output_len: {kind: fixed, value: 64}": "output_len: {value: 9, range_ratio: 0.5}"})
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "workload.output_len.range_ratio = 0.5",
                     "kind is 'fixed', the default")
-    path = small_scenario(tmp_path, **{"arms:": "arms:\n  fixed_in: {workload: {input_len: {kind: fixed}}}"})
-    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "workload.input_len.range_ratio = 0.95",
-                    "(with arm fixed_in)")
+
+
+@pytest.mark.parametrize("override", ["workload.input_len={kind: fixed, value: 9}", "workload.input_len.kind=fixed"])
+def test_an_override_that_changes_a_length_kind_leaves_the_old_kinds_keys_behind(tmp_path, override):
+    """--set (and an arm) deep-merge into the file's block: a uniform length's range_ratio was
+    carried into the fixed one the override asked for, and refused there."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.config import load_scenario
+    from specsched.sim.errors import ConfigError
+
+    sc = load_scenario_with_overrides(small_scenario(tmp_path), overrides=[override])
+    assert sc.workload.input_len.kind == "fixed" and sc.workload.input_len.value == (9 if "9" in override else 4096)
+    path = small_scenario(tmp_path, **{"arms:": "arms:\n  fixed_in: {workload: {input_len: {kind: fixed, value: 9}}}"})
+    assert load_scenario(path, "fixed_in").workload.input_len.value == 9
+    # a key the override itself gives to a kind that does not read it is still refused
+    with pytest.raises(ConfigError, match="range_ratio"):
+        load_scenario_with_overrides(small_scenario(tmp_path), overrides=["workload.input_len={kind: fixed, value: 9, range_ratio: 0.5}"])
 
 
 def test_a_key_a_length_distribution_would_read_the_same_is_accepted(tmp_path):
