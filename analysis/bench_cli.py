@@ -289,8 +289,10 @@ def add_parsers(sub: Any) -> None:
     f.add_argument("--lengths", choices=("args", "details"), default="args",
                    help="args: from the run's dataset arguments (default); details: histograms of its input_lens/output_lens")
     f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
-                   help="rate: arrivals drawn at the line's rate (default); details: the run's own arrivals and lengths "
-                        "as a trace (vllm bench serve --save-detailed lines: start_times less queue_times)")
+                   help="rate: arrivals drawn at the line's rate (default; a vLLM line at rate inf whose own arrivals "
+                        "spread over the run, a --dataset-name timed_trace run, replays them); details: the run's "
+                        "own arrivals and lengths as a trace (vllm bench serve --save-detailed lines: start_times "
+                        "less queue_times)")
     add_agentic_options(f)
     f.set_defaults(func=cmd_from_bench)
 
@@ -308,8 +310,9 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--arrivals", choices=("auto", "rate", "details"), default=None,
                    help="a scenario built from the line (no --scenario): auto (default) replays the line's own send "
                         "times and lengths where it has them (vllm bench serve --save-detailed, specsched's own "
-                        "lines), as calibrate --from does, else draws arrivals at its rate; rate always draws; "
-                        "details always replays")
+                        "lines), as calibrate --from does, else draws arrivals at its rate; rate draws (but for a vLLM "
+                        "line at rate inf whose arrivals spread over the run: a timed_trace run); details always "
+                        "replays")
     v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")
     v.add_argument("--log-x", action="store_true", help="logarithmic latency axes in the plots")

@@ -10,7 +10,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
   ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
   and mean 1/rate (vLLM's option; SGLang 0.5.23 has none); a ``vllm bench serve`` line
-  (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.1+ rescale the
+  (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
@@ -210,10 +210,10 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     if burstiness is not None and burstiness != 1.0:
         w["burstiness"] = burstiness
     if "endpoint_type" in run.extra and "best_of" not in run.extra:
-        # vllm bench serve without best_of: 0.9.2 on; 0.10.1.1+ rescale the sends (checked: 0.9.2 does not)
+        # vllm bench serve without best_of: 0.9.2 on; 0.10.0+ rescale the sends (checked: 0.9.2 does not)
         w["normalize_arrivals"] = True
         notes.append("arrivals: rescaled so the last send falls at num_prompts / rate, as vllm bench serve does from "
-                     "0.10.1 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
+                     "0.10.0 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
     return w, notes
 
 
@@ -336,6 +336,45 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
     return w, notes
 
 
+BURST_SPREAD = 0.1
+"""A line that says its requests all arrived at once (``request_rate`` inf: a burst, or a
+closed loop with ``max_concurrency``) but whose own arrival times spread over more than
+this share of its duration, and over a second or more, did not arrive at once. vllm bench
+serve (0.23.0 on, ``vllm/benchmarks/serve.py`` ``main_async``) runs ``--dataset-name
+timed_trace`` self-timed (its default there): ``get_request`` sleeps to each request's
+timestamp in the trace, while ``result_json["request_rate"]`` stays ``"inf"`` (the default
+rate, unused). At rate inf ``get_request`` yields without sleeping, so every request task is
+created (its ``request_arrival_time`` taken) before the first one runs. An arrival is the
+send time (``start_times``, 0.16 on with ``--save-detailed``) less the wait for a
+concurrency slot (``queue_times``, 0.30 on); with ``max_concurrency`` and no
+``queue_times`` the arrivals are unknown and the line is taken as it says. Only a line that
+does not name its dataset (vLLM's result files never do) is judged so: one that names it
+says how it sent (SGLang's ``"trace"`` rate; a multi-turn run's turns follow their replies)."""
+
+
+def _sent_over_time(run: BenchRun) -> str:
+    """The note saying why a line's own send times replace its "all at once" rate, or ""."""
+    d = run.details
+    rate, dur = run.args.get("request_rate"), run.summary.get("duration")
+    if (d is None or d.start_s is None or not isinstance(rate, float) or not math.isinf(rate) or not dur
+            or "dataset_name" in run.args):   # a line naming its dataset says how it sent (a multi-turn run's
+        return ""                             # turns follow their replies); vLLM's never name theirs
+    arrived = d.start_s.copy()
+    queued = run.extra.get("queue_times")
+    if isinstance(queued, list) and len(queued) == len(arrived) and all(
+            isinstance(q, (int, float)) and not isinstance(q, bool) for q in queued):
+        arrived = arrived - np.asarray(queued, dtype=float)
+    elif run.args.get("max_concurrency"):
+        return ""
+    arrived = arrived[np.isfinite(arrived)]
+    spread = float(arrived.max() - arrived.min()) if arrived.size else 0.0
+    if spread < 1.0 or spread < BURST_SPREAD * dur:
+        return ""
+    return (f"arrivals: the line says request_rate inf (all at once), but its requests arrived over {spread:.3g} s "
+            f"of its {dur:.3g} s run (vllm bench serve --dataset-name timed_trace sends at the trace's timestamps and "
+            "writes inf): its own arrivals are replayed")
+
+
 def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFrame]:
     """The run's own arrivals as a ``trace`` workload: vLLM's ``start_times`` (the client's
     clock at each send, ``vllm bench serve --save-detailed``, 0.33 ``benchmark()``) less its
@@ -389,6 +428,7 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}
     info = _server_level_dp(info, notes)
+    info = _graph_args(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
         v = info.get(k)
@@ -427,10 +467,74 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size")   # read above; specsched's own provenance (sim/bench_serving.py)
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
+    return out
+
+
+GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "disable_cuda_graph",
+              "enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "piecewise_cuda_graph_max_tokens")
+"""/server_info's CUDA-graph keys as each SGLang version names them, read by :func:`_graph_args`."""
+
+
+def _graph_args(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """/server_info's CUDA-graph settings under the scenario's names (``cuda_graph_max_bs``,
+    ``cuda_graph_bs``, ``disable_decode_cuda_graph`` and their prefill twins), as each version
+    reports them; a name the line already holds is kept.
+
+    - 0.5.14-0.5.23 (``ServerArgs`` ``cuda_graph_config``, resolved by
+      ``_parse_cuda_graph_config``; 0.5.20 on in arg_groups/cuda_graph_hook.py): one record per
+      phase, ``{"decode": {"backend", "max_bs", "bs", ...}, "prefill": {...}}``, backend
+      ``"disabled"`` for an eager phase; the flat ``cuda_graph_max_bs_decode`` /
+      ``cuda_graph_bs_decode`` flags are folded into it (and null unless given). These
+      versions have no ``cuda_graph_max_bs`` key: the decode graph sizes were dropped (the
+      model's defaults ran) and an eager decode or prefill was simulated with graphs.
+    - 0.5.5-0.5.13 (``server_args.py`` dataclass fields): ``cuda_graph_max_bs``,
+      ``cuda_graph_bs`` as named; ``disable_cuda_graph`` (both phases eager); the prefill
+      (piecewise) graph opt-in to 0.5.8 (``enable_piecewise_cuda_graph``, default False: those
+      servers ran every extend eagerly, which the model's 0.5.23 default does not) and opt-out
+      from 0.5.10 (``disable_piecewise_cuda_graph``, set by ``__post_init__`` where the server
+      turns it off), its largest token count ``piecewise_cuda_graph_max_tokens``."""
+    said: list[str] = []
+    out = dict(info)
+
+    def put(key: str, value: Any, why: str) -> None:
+        if value is not None and out.get(key) is None:
+            out[key] = value
+            said.append(f"{key} {value!r} ({why})")
+
+    cfg = info.get("cuda_graph_config")
+    if isinstance(cfg, dict):
+        for phase, (off, top, sizes) in (("decode", ("disable_decode_cuda_graph", "cuda_graph_max_bs", "cuda_graph_bs")),
+                                         ("prefill", ("disable_prefill_cuda_graph", "cuda_graph_max_bs_prefill",
+                                                      "cuda_graph_bs_prefill"))):
+            ph = cfg.get(phase)
+            if not isinstance(ph, dict):
+                continue
+            if isinstance(ph.get("backend"), str):
+                out[off] = ph["backend"].lower() == "disabled"
+                said.append(f"{off} {out[off]} (cuda_graph_config.{phase}.backend {ph['backend']!r})")
+            put(top, ph.get("max_bs"), f"cuda_graph_config.{phase}.max_bs")
+            put(sizes, ph.get("bs"), f"cuda_graph_config.{phase}.bs")
+    else:
+        put("cuda_graph_max_bs", info.get("cuda_graph_max_bs_decode"), "cuda_graph_max_bs_decode")
+        put("cuda_graph_bs", info.get("cuda_graph_bs_decode"), "cuda_graph_bs_decode")
+        if info.get("disable_cuda_graph") is True:
+            out["disable_decode_cuda_graph"] = out["disable_prefill_cuda_graph"] = True
+            said.append("disable_decode_cuda_graph and disable_prefill_cuda_graph True (disable_cuda_graph)")
+        elif isinstance(info.get("enable_piecewise_cuda_graph"), bool) or isinstance(info.get("disable_piecewise_cuda_graph"), bool):
+            on = (info["enable_piecewise_cuda_graph"] if isinstance(info.get("enable_piecewise_cuda_graph"), bool)
+                  else not info["disable_piecewise_cuda_graph"])
+            out["disable_prefill_cuda_graph"] = not on
+            said.append(f"disable_prefill_cuda_graph {not on} (the piecewise prefill graph "
+                        f"{'on' if on else 'off'} in server_info)")
+            if on:
+                put("cuda_graph_max_bs_prefill", info.get("piecewise_cuda_graph_max_tokens"),
+                    "piecewise_cuda_graph_max_tokens")
+    if said:
+        notes.append("server: CUDA graphs from server_info: " + "; ".join(said))
     return out
 
 
@@ -609,9 +713,11 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         workload, wnotes = _agentic_workload(run, dataset_path, dataset_offset, agentic_max_turns, num_conversations)
         tables: dict[str, pd.DataFrame] = {}
         notes += wnotes
-    elif arrivals == "details":
+    elif arrivals == "details" or (burstiness is None and _sent_over_time(run)):
         if burstiness is not None:
             raise ConfigError("<command line>", "--burstiness", burstiness, "does not apply with --arrivals details")
+        if arrivals != "details":
+            notes.append(_sent_over_time(run))
         workload, wnotes, trace = _trace_workload(run)
         tables = {"trace": trace}
         notes += wnotes
@@ -620,6 +726,14 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         ins, outs, lnotes, tables = _lengths(run, lengths)
         workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
+        if workload["kind"] in ("burst", "closed_loop") and "endpoint_type" in run.extra:
+            notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
+                         "also writes inf while it sends at the trace's timestamps, and the line does not name its "
+                         "dataset: for such a run write a 'trace' workload for the trace file")
+        if run.extra.get("probe_completed"):
+            notes.append(f"load: the run also sent {run.extra['probe_completed']} probe requests "
+                         "(vllm bench serve --probe-request-rate, not counted in the line's figures); the scenario "
+                         "does not send them")
         if workload["kind"] == "poisson" and run.details is not None and run.details.start_s is not None:
             # the drawn arrivals are another draw than the measured run's: near saturation one
             # draw's luck moves throughput and TTFT by tens of percent (docs/real-servers.md)

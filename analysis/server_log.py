@@ -19,14 +19,16 @@ What is read, and from which versions (each checked against that version's sourc
   and ``#swa token``/``swa token usage`` (pool_stats_observer.py); ``cpu graph``/``npu graph``
   instead of ``cuda graph`` on other devices; MFU and ``fwd occupancy`` suffixes; PD
   disaggregation counters.
-- SGLang 0.2.x-0.5.1 log with a full stop after "batch" (``Prefill batch. #new-seq: ...``;
+- SGLang 0.2.x-0.5.3 log with a full stop after "batch" (``Prefill batch. #new-seq: ...``;
   0.3.0 ``srt/managers/tp_worker.py``, 0.3.6-0.4.6 ``srt/managers/scheduler.py``, 0.5.1
   ``scheduler_metrics_mixin.py``), 0.3.x with ``cache hit rate: 12.50%``, ``accept len``
-  from 0.4 on, ``cuda graph`` on decode lines from 0.5.1 (prefill lines from 0.5.10,
-  ``srt/observability/scheduler_metrics_mixin.py``, which switched to the comma). 0.3.0 also
+  from 0.4 on, ``cuda graph`` on decode lines from 0.4.7 (prefill lines from 0.5.9); 0.5.4 switched to the
+  comma (``Prefill batch [N], ``; the number only with ``SGLANG_LOG_FORWARD_ITERS`` from
+  0.5.5). Every 0.4.x and 0.5.x release's log functions were compared (docs/real-servers.md
+  has the table by version). 0.3.0 also
   writes a mixed-chunk prefill as ``Prefill batch(mixed #running-req: 3). #new-seq: ...``.
 - Prefill-decode disaggregation (0.4.6 on): a prefill server's bootstrap queue
-  (``#unbootstrapped-req`` 0.4.6-0.5.1, ``#prealloc-req`` 0.5.10, ``#bootstrap-req`` 0.5.23)
+  (``#unbootstrapped-req`` 0.4.6-0.5.2, ``#prealloc-req`` 0.5.3-0.5.11, ``#bootstrap-req`` 0.5.12 on)
   and in-flight KV sends (``#transferring-req``, then ``#inflight-req``); a decode server's
   ``pre-allocated usage``, ``#prealloc-req``, ``#transfer-req``, ``#retracted-req``.
 - The logger's prefix (``configure_logger``): ``[YYYY-MM-DD HH:MM:SS{.mmm with
@@ -85,8 +87,8 @@ _NAMES = {
     "pre-allocated usage": "prealloc_usage",
 }
 _PREFILL_NAMES = {"#prealloc-req": "bootstrap_req"}
-"""0.5.10's prefill line names its bootstrap queue ``#prealloc-req`` (0.4.6-0.5.1:
-``#unbootstrapped-req``; 0.5.23: ``#bootstrap-req``)."""
+"""0.5.3-0.5.11's prefill line names its bootstrap queue ``#prealloc-req`` (0.4.6-0.5.2:
+``#unbootstrapped-req``; 0.5.12 on: ``#bootstrap-req``)."""
 COLUMNS = ("line", "time", "rank", "kind", "new_seq", "new_token", "cached_token", "token_usage", "running_req",
            "queue_req", "token", "accept_len", "accept_rate", "graph", "gen_throughput", "input_throughput",
            "mixed", "pending_token", "replay_token", "swa_token", "swa_token_usage", "mamba_usage",

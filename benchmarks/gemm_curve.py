@@ -19,6 +19,14 @@ the median of ``--reps`` replays.
 
 One JSON line per point: shape name, out/in features, dtype, tokens, seconds per call,
 achieved TB/s (weight + activations in + out) and TFLOP/s, the GPU's name.
+
+``--report FILE.jsonl`` (no GPU) reads such a file back and sets each point against the
+analytic model's price of the same GEMM on the GPU it names (the shipped GPU table and the
+default :class:`~specsched.sim.analytic.roofline.Efficiency`: the roofline plus one
+``kernel_gap_s``, as ``forward_cost`` charges a kernel); it prints measured / model by token
+count and writes the plot beside the file (``--plot``).
+
+    python benchmarks/gemm_curve.py --report docs/measurements/h200-v25/gemm.jsonl.xz --plot OUT.png
 """
 
 from __future__ import annotations
@@ -95,14 +103,78 @@ def _time_point(torch, out_f: int, in_f: int, tokens: int, dtype: str, reps: int
     return times[len(times) // 2]
 
 
+def model_seconds(rows, gpu_name: str):
+    """The analytic price of each measured point: ``max(FLOPs / (peak x matmul), bytes /
+    (HBM x hbm)) + kernel_gap_s`` with the default efficiencies, on the shipped GPU whose name
+    the measuring device reported."""
+    from specsched.sim.analytic.gpus import find_gpu_in_text
+    from specsched.sim.analytic.roofline import Efficiency
+
+    gpu = find_gpu_in_text(gpu_name)
+    if gpu is None:
+        raise SystemExit(f"gemm_curve: --report: no shipped GPU in the device name {gpu_name!r}")
+    eff = Efficiency()
+    elem = rows["dtype"].map({"bf16": 2, "fp8": 1})
+    moved = rows.out_features * rows.in_features * elem + rows.tokens * (rows.in_features * elem + rows.out_features * 2)
+    flops = 2.0 * rows.tokens * rows.out_features * rows.in_features
+    peak = rows["dtype"].map(gpu.peak_flops) * eff.matmul
+    mem = moved / (gpu.hbm_tbps * 1e12 * eff.hbm)
+    return (flops / peak).combine(mem, max) + eff.kernel_gap_s
+
+
+def report(path: Path, plot: Path | None) -> int:
+    """Print measured / model per (dtype, model, layer) by token count; optionally plot it."""
+    import pandas as pd
+
+    rows = pd.read_json(path, lines=True)  # compression (.xz, .gz) from the suffix
+    rows = rows[rows["seconds"].notna()] if "seconds" in rows else rows.iloc[0:0]
+    if rows.empty:
+        print(f"gemm_curve: {path}: no timed points", file=sys.stderr)
+        return 2
+    rows = rows.assign(model_s=model_seconds(rows, str(rows["gpu"].iloc[0])))
+    rows["ratio"] = rows["seconds"] / rows["model_s"]
+    table = rows.pivot_table(index="tokens", columns=["dtype", "model", "layer"], values="ratio")
+    with pd.option_context("display.width", 250, "display.max_columns", 60, "display.max_rows", 200):
+        print(f"measured / model (roofline + kernel gap), {rows['gpu'].iloc[0]}")
+        print(table.round(2).to_string())
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+        for ax, dtype in zip(axes, ("bf16", "fp8"), strict=True):
+            for (model, layer), g in rows[rows["dtype"] == dtype].groupby(["model", "layer"]):
+                ax.plot(g["tokens"], g["ratio"], marker=".", lw=0.8, label=f"{model} {layer}")
+            ax.set_xscale("log", base=2)
+            ax.axhline(1.0, color="k", lw=0.6)
+            ax.set_title(f"{dtype}: measured / analytic price of one GEMM")
+            ax.set_xlabel("tokens (GEMM rows)")
+        axes[0].set_ylabel("measured / (roofline + kernel gap)")
+        axes[1].legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        tmp = plot.with_suffix(".tmp.png")
+        fig.savefig(tmp, dpi=110)
+        tmp.replace(plot)
+        print(f"wrote {plot}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"presets, comma-separated: {', '.join(SHAPES)}")
     ap.add_argument("--dtypes", default="bf16,fp8", help="bf16, fp8 (per-tensor scaled, torch._scaled_mm)")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="token counts (GEMM rows)")
     ap.add_argument("--reps", type=int, default=5, help="replays per point; the median is kept")
-    ap.add_argument("--out", type=Path, required=True, help="JSON lines, written as points finish")
+    ap.add_argument("--out", type=Path, help="JSON lines, written as points finish")
+    ap.add_argument("--report", type=Path, help="read a measured file back against the analytic model (no GPU)")
+    ap.add_argument("--plot", type=Path, help="with --report: write the plot here")
     args = ap.parse_args(argv)
+    if args.report is not None:
+        return report(args.report, args.plot)
+    if args.out is None:
+        ap.error("--out is required to measure (or give --report FILE)")
     import torch
 
     if not torch.cuda.is_available():

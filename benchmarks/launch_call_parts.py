@@ -21,6 +21,16 @@ verify's excess the draws were):
 
     python benchmarks/launch_call_parts.py engine --scenario scenarios/h200/small-chunk.yaml --by-position
     python benchmarks/launch_call_parts.py engine --scenario scenarios/h200/small-chunk.yaml --by-position --lazy-accept-draws
+
+``--extends`` (engine): the extend-only launch calls instead (key ``extend``), with
+``ModelRunner.extend`` among the parts: the call less that part is the host work of the
+engine's extend launch that the profiler's extend issue (``host.launch_per_extend_*``, timed
+around ``ModelRunner.extend`` alone) does not hold; the simulator charges an extend-only
+launch ``host.launch_s`` for it (sim.cost_model.CostModel.host). Run it beside the profiler
+variant, whose stall is what ``host.launch_s`` is fitted from (docs/measurements/h200-v24.md
+"The extend's charge, across rounds"):
+
+    python benchmarks/launch_call_parts.py engine --scenario scenarios/h200/sharegpt-lengths.yaml --extends
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from specsched.sim.device_tokens import DeviceTokens
 PARTS = [(DeviceTokens, "step"), (ReqToTokenPool, "reserve"), (ReqToTokenPool, "hold"), (ReqToTokenPool, "release"),
          (ReqToTokenPool, "covers"), (SpecCycle, "_prepare"), (ModelRunner, "_run"), (GraphCache, "replay"),
          (Device, "h2d"), (Device, "copy_to_host"), (Device, "record"), (Device, "timing_mark"),
-         (RuntimeEngine, "_sync_kv")]
+         (RuntimeEngine, "_sync_kv"), (ModelRunner, "extend")]
 
 
 class Timers:
@@ -116,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arm", default="base")
     ap.add_argument("--by-position", action="store_true",
                     help="engine: key the verify launches by their position after the last extend-only launch")
+    ap.add_argument("--extends", action="store_true",
+                    help="engine: time the extend-only launch calls (key 'extend') instead of the verifies")
     ap.add_argument("--lazy-accept-draws", action="store_true",
                     help="engine: make each request's accept draws inside the loop (no AcceptanceModel.prepare)")
     args = ap.parse_args(argv)
@@ -157,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                 return None
             if p.num_extend == p.batch_size:
                 since_extend[0] = 0
+                return "extend" if args.extends else None
+            if args.extends:
                 return None
             since_extend[0] += 1
             if p.num_extend or p.mode.value != "verify":

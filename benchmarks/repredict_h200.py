@@ -67,6 +67,11 @@ which the inject launch after a slot-expansion block does not repeat) taken from
 preparation medians of the profile's own ``host.slot_expansion_s`` provenance, for profiles
 made before the field existed (runtime.profile_fit.refit_inject_prepare).
 
+``--verify-excess-at-loop-width``: ``gpu.verify`` refitted from its own provenance with the
+verify excess taken against the bare cycle at the stall loop's own attention width
+(runtime.profile_fit.refit_verify_excess), for profiles whose excess was taken against the
+grid's last column, 320 positions narrower (docs/measurements/h200-v26.md, "The verify excess").
+
 ``--launch-per-req-from-runs`` (with ``--measured-results``): an ESTIMATE, read from the runs,
 not a microbenchmark prediction. The profiler times the verify launch on rows past the
 largest grid context (8257 positions), each step reserving its own window, where its launch
@@ -130,6 +135,13 @@ within 5 %, mean |error| and the misses by sign (run slower or faster than predi
 unconditioned and at the fast level. ``--one-level median`` puts every term at the profile's
 median level (``host.reference_work_s``) instead, a sensitivity check. docs/host-speed.md
 "One level for every host term" holds what this gave on rounds 11-23.
+
+``--extend-launch none``: a what-if on issue 8's question whether the simulator charges part
+of an extend's launch twice: an extend-only launch (no decode/verify rows) is charged its
+kernel issue only, without ``host.launch_s + host.launch_per_req_s x batch`` (the loop's
+``HostWork("launch")``, sim.cost_model.CostModel.host), which the profiler fits from its verify
+stall loop. Tested on rounds 11-24 and not adopted (docs/measurements/h200-v24.md "The
+extend's charge, across rounds": 1070 -> 1021 of 1525 figures within 5 %).
 """
 
 from __future__ import annotations
@@ -151,6 +163,7 @@ from specsched.runtime.host_reference import (
 from specsched.runtime.profile_fit import (
     refit_inject_prepare,
     refit_slot_expansion,
+    refit_verify_excess,
 )
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
@@ -170,6 +183,18 @@ EAGER_EXTEND_TERMS = ("launch_per_extend_s", "launch_per_extend_token_s", "exten
 EAGER_INJECT_TERMS = ("launch_per_inject_s", "launch_per_inject_token_s", "inject_prepare_s", "slot_expansion_s",
                       "inject_idle_lead_by_tokens", "inject_unprepared_idle_lead_by_tokens")
 """Host terms of the drafter injection's eager launch, scaled by the injection factor."""
+
+
+def without_extend_launch(host):
+    """``CostModel.host`` with an extend-only launch's ``"launch"`` host work at 0 (the
+    ``--extend-launch none`` what-if); every other kind and plan as ``host`` gives it."""
+
+    def host_fn(self, kind, plan):
+        if kind == "launch" and plan.num_extend >= plan.batch_size:
+            return 0.0
+        return host(self, kind, plan)
+
+    return host_fn
 
 
 def eager_call_factors(steps: pd.DataFrame, probe: pd.DataFrame, profile, prepared: bool,
@@ -488,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result-path-part", choices=("result", "recv"), default=None,
                     help="with --result-path-from-runs: charge the estimate before the delivery (host.result_path_s) or "
                          "after it (host.recv_path_s)")
+    ap.add_argument("--verify-excess-at-loop-width", action="store_true",
+                    help="refit gpu.verify's excess against the bare cycle at the stall loop's own width")
     ap.add_argument("--inject-prepare-from-provenance", action="store_true",
                     help="set host.inject_prepare_s from the preparation medians of the profile's "
                          "host.slot_expansion_s provenance (profiles made before the field existed)")
@@ -498,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "
                          "also subtracted the injection's preparation)")
+    ap.add_argument("--extend-launch", choices=("launch_s", "none"), default="launch_s",
+                    help="what an extend-only launch pays before its issue: host.launch_s as the simulator does, or "
+                         "nothing (a what-if, not adopted)")
     ap.add_argument("--fast-level", action="store_true",
                     help="also predict every cell with each host term put at the profile's fast level (its fastest "
                          "quarter of reference-work samples; host.reference_work_by_term)")
@@ -552,7 +582,22 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"host.inject_prepare_s from the provenance: {refit.host.inject_prepare_s * 1e3:.3f} ms")
         profile = refit
+    if args.verify_excess_at_loop_width:
+        refit = refit_verify_excess(profile)
+        if refit is None:
+            print(f"repredict_h200: --verify-excess-at-loop-width: {args.profile}: gpu.verify's provenance has no "
+                  "excess taken at the grid's last column", file=sys.stderr)
+            return 2
+        row = [round((n - o) * 1e3, 3) for n, o in zip((r[0] for r in refit.gpu.verify.seconds),
+                                                       (r[0] for r in profile.gpu.verify.seconds), strict=True)]
+        print(f"gpu.verify refitted at the loop's width: ms added by batch size (first column): {row}")
+        profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
+    if args.extend_launch == "none":
+        from specsched.sim.cost_model import CostModel
+
+        CostModel.host = without_extend_launch(CostModel.host)
+        print("extend-only launches charged their issue only (no host.launch_s)")
     runs = []
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
         name, _, rate = cell.partition("@")

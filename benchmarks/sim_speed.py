@@ -29,6 +29,7 @@ Usage::
     python benchmarks/sim_speed.py --write-length-histograms   # scenarios/sharegpt-like-lengths-*.csv
     python benchmarks/sim_speed.py --bytecodes poisson8b-fixed-1k --records compact   # where a request's bytecodes go
     python benchmarks/sim_speed.py --instructions --cases burst256 cli-burst256-run   # valgrind: instructions
+    python benchmarks/sim_speed.py --walk-replay poisson8b-fixed-1k --repeat 5        # the timing walk alone
 
 ``--instructions`` counts the instructions a case executes (valgrind's cachegrind, no cache
 simulation), which load on a shared machine does not change: a simulation case's run (the
@@ -225,6 +226,52 @@ def bytecode_census(case: str, records: str | None, top: int = 30) -> tuple[floa
     return sum(counts.values()) / sc.workload.num_requests, counts.most_common(top)
 
 
+def walk_replay(case: str, repeat: int) -> dict:
+    """The timing walks of one run of ``case`` (compact records), replayed alone.
+
+    Every call the run makes to :func:`sim.plain_timeline.walk` (one per closed-form
+    stretch) is kept with its arguments and result; with ``repeat`` >= 1 the calls are made
+    once more and checked against the run's results (host times, sums, GPU start and end,
+    last wait), then ``repeat`` more times, timed. Deterministic inputs for measuring the
+    walk alone: its CPU seconds (the best timed replay), or its instructions (this mode
+    under valgrind with ``--repeat 1`` and with ``--repeat R + 1``: the difference over R).
+    Returns the walks, their iterations, whether the replay gave the run's results (None
+    with ``repeat`` 0) and the best replay's CPU seconds (None with ``repeat`` 0)."""
+    from specsched.sim import plain_timeline
+    from specsched.sim.engine import SimEngine
+
+    def summary(tm) -> tuple:
+        return (tm.n, tm.T[: tm.n + 1], tm.blocked, tm.blocked_rows, tm.busy, tm.s0, tm.s_last,
+                tm.e_last, tm.rw_last) if tm.n else (0,)
+
+    sc = _load(case)
+    walk = plain_timeline.walk
+    calls: list[tuple[tuple, dict, tuple]] = []
+
+    def keep(*args, **kwargs):
+        tm = walk(*args, **kwargs)
+        calls.append((args, kwargs, summary(tm)))
+        return tm
+
+    plain_timeline.walk = keep
+    try:
+        SimEngine(sc, records="compact").run()
+    finally:
+        plain_timeline.walk = walk
+    same = None
+    if repeat:
+        same = all(summary(walk(*args, **kwargs)) == want for args, kwargs, want in calls)
+    best = None
+    for _ in range(repeat):
+        c0 = time.process_time()
+        for args, kwargs, _ in calls:
+            walk(*args, **kwargs)
+        cpu = time.process_time() - c0
+        best = cpu if best is None or cpu < best else best
+    return {"case": case, "walks": len(calls), "iterations": sum(w[0] for _, _, w in calls),
+            "replay_matches_run": same, "replay_cpu_s": best}
+
+
 # ---------------------------------------------------------------------------- parent
 def run_case(case: str, args: argparse.Namespace) -> dict:
     """Run ``case`` in a subprocess; add the whole process's wall time and peak RSS."""
@@ -386,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bytecodes", default=None, choices=sorted(CASES), metavar="CASE",
                     help="count the bytecodes one run of CASE executes, per function, and exit "
                          "(deterministic; ~30x slower than the run: use a 1k case)")
+    ap.add_argument("--walk-replay", default=None, choices=sorted(CASES), metavar="CASE",
+                    help="keep the timing walks of one run of CASE, replay them once checked against "
+                         "the run, then --repeat times timed (the walk alone; under valgrind with "
+                         "--repeat 1 and R + 1 for its instructions), and exit")
     ap.add_argument("--write-length-histograms", action="store_true",
                     help="write scenarios/sharegpt-like-lengths-{input,output}.csv and exit")
     args = ap.parse_args(argv)
@@ -394,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.fast_forward, args.records, args.tracemalloc, args.run)))
+        return 0
+    if args.walk_replay:
+        print(json.dumps(walk_replay(args.walk_replay, args.repeat)))
         return 0
     if args.bytecodes:
         per_request, top = bytecode_census(args.bytecodes, args.records)

@@ -153,7 +153,9 @@ class Provenance:
                        f"total {self.total_s:.1f} s; KV buffers {self.kv_bytes / 2**30:.2f} GiB"
                        + (f"; peak GPU memory allocated {torch.cuda.max_memory_allocated(dev.torch_device) / 2**30:.2f} GiB, "
                           f"reserved {torch.cuda.max_memory_reserved(dev.torch_device) / 2**30:.2f} GiB" if dev.is_gpu else "")
-                       + (f"; repeats trimmed by the time budget: {', '.join(self.budget.trimmed)}" if self.budget.trimmed else "")),
+                       + (f"; repeats trimmed by the time budget: {', '.join(self.budget.trimmed)}" if self.budget.trimmed else "")
+                       + (f"; never queued whole behind a busy GPU, so timed with the issue gaps in the device time "
+                          f"(runtime/profile_gpu.py _issued_as_run): {', '.join(self.queue_full)}" if self.queue_full else "")),
             "gpu.extend": (
                 f"specsched.runtime.model.ModelRunner.extend (target forward, greedy first token; {self.prefill_text}) by total extend tokens "
                 f"x = {self.ext_x}, timed as the " + (EXT_GPU if dev.is_gpu else EXT_CPU) + f" ({self.ext_dry} calls found the spin finished and were repeated with a longer one), {self._reps_text('extend')} "
@@ -179,8 +181,9 @@ class Provenance:
                 f"drafter forward over 2 x {W} positions per request + target verify of {W} + accept/commit"))
                 + (" PLUS, per batch size, the excess of a verify as the engine issues it (queued loop of "
                    f"{STALL_STEPS} launches with lengths growing, so each also reserves the next window's KV "
-                   "slots, draws accepts, records events and copies results) over the bare replay at the longest "
-                   "context, interpolated over batch size: "
+                   "slots, draws accepts, records events and copies results) over the bare replay at the loop's own "
+                   f"attention width, {self.launch_bucket} (the line through the grid's last two columns; "
+                   "runtime.profile_fit.verify_excess_fit), interpolated over batch size: "
                    + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
             "gpu.draft_step": ("not measured (left out): the runtime's proxy drafter is a block drafter, one parallel "

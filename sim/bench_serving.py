@@ -12,14 +12,17 @@ layout in tests/data/bench/):
 - 0.3.x (``sglang/bench_serving.py``): a subset: backend, dataset_name, request_rate,
   token totals, mean/median e2e latency, median TTFT and ITL, output_throughput, the
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
-- 0.4.0: the 0.3 subset + ``max_concurrency``. 0.4.3 (0.4.1-0.4.5): the arguments,
+- 0.4.0, 0.4.1: the 0.3 subset + ``max_concurrency``. 0.4.2, 0.4.3: the arguments,
   request/input/output throughput, mean, median, std and p99 of ``ttft``/``tpot``/``itl``/
-  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.6: + ``p95_itl_ms``, ``accept_length`` (null
-  without speculative decoding). ``--output-details`` (the per-request lists in the file)
-  from 0.4.6.post5 (0.4.6-0.4.6.post4 add them to the returned dict only, after writing).
-  0.5.4: + ``total_input_text_tokens``/``total_input_vision_tokens``. 0.5.7: + ``tag``,
-  ``server_info``, ``total_throughput``, the peaks. 0.5.10: + ``p90_e2e_latency_ms``.
-  0.5.14: p90/p95 of every latency, ``--cache-report``.
+  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.4-0.5.3: + ``p95_itl_ms``, ``accept_length``
+  (null without speculative decoding). ``--output-details`` (the per-request lists in the
+  file) from 0.4.6.post5 (0.4.6-0.4.6.post4 add them to the returned dict only, after
+  writing). 0.5.3: ``request_rate`` ``"trace"`` with ``--use-trace-timestamps``. 0.5.4: +
+  ``total_input_text_tokens``/``total_input_vision_tokens``. 0.5.5: + ``tag``,
+  ``server_info``. 0.5.6: + ``total_throughput``, the peaks. 0.5.8: + ``p90_e2e_latency_ms``.
+  0.5.14: p90/p95 of every latency, ``--cache-report``. 0.5.15 moved the client to
+  ``sglang/benchmark/serving.py`` (same keys). (Each release 0.3.6-0.5.23 checked:
+  ``benchmark()``'s ``result`` dict before ``file.write(json.dumps(...))``.)
 - 0.5.23 (``sglang/benchmark/serving.py``; ``python -m sglang.bench_serving`` still works):
   writes ``tag``, ``server_info`` (the server's /server_info, null if unreachable),
   ``total_input_text_tokens``/``total_input_vision_tokens``, ``total_throughput``,
@@ -48,14 +51,21 @@ before each later run; hand-edited files may be indented):
   ttft,tpot,itl: no e2el unless asked, named ``e2el``) at ``--metric-percentiles`` (default
   99; P may be 99.9; ``p50`` stands in for a missing median). 0.8.5: no best_of; the lists
   only with ``--save-detailed``.
-- ``vllm bench serve`` (``vllm/benchmarks/serve.py``) 0.10.1: ``endpoint_type`` and
-  ``label`` instead of ``backend`` (read as backend), ``request_goodput`` without the colon;
-  0.11: ``backend`` again, ``max_output_tokens_per_s``, ``max_concurrent_requests``, with
-  ``--ramp-up-strategy`` the ramp keys and ``rps_change_events``; 0.33: ``failed``,
-  ``latencies`` and ``queue_times`` (kept without ``--save-detailed``), ``start_times``
-  (the client's clock at each send; with ``--save-detailed``), ``rtfx``, and with a drafter
-  ``spec_decode_acceptance_length`` (1 + accepted / drafts: SGLang's accept length, read as
-  ``accept_length``), ``spec_decode_acceptance_rate`` (%) and the draft counts.
+- ``vllm bench serve`` (``vllm/benchmarks/serve.py``; 0.8.5-0.9.2 beside the script): 0.8.5
+  ``endpoint_type`` and ``label`` instead of ``backend`` (read as backend) and ``best_of``;
+  0.9.2 no best_of, ``request_goodput`` without the colon, ``--ramp-up-strategy`` keys and
+  ``rps_change_events``; 0.10.0 rescales the sends to end at num_prompts / rate; 0.11.0:
+  ``backend`` again, ``max_output_tokens_per_s``, ``max_concurrent_requests``; 0.11.1:
+  ``failed``; 0.14.0: with a drafter ``spec_decode_acceptance_length`` (1 + accepted / drafts:
+  SGLang's accept length, read as ``accept_length``), ``spec_decode_acceptance_rate`` (%) and
+  the draft counts; 0.16.0: ``start_times`` (the client's clock at each send; with
+  ``--save-detailed``); 0.17.0: ``rtfx``; 0.23.0: ``--dataset-name timed_trace`` sends at the
+  trace's times and still writes ``request_rate: "inf"``; 0.27.0: ``probe_*`` with
+  ``--probe-request-rate``; 0.30.0: ``latencies`` and ``queue_times`` (kept without
+  ``--save-detailed``), ``client_queue_time``/``e2el_including_client_queue`` statistics;
+  0.33.0: ``server_queue_times``, ``server_ttfts``. A pooling (embedding) model's run
+  (``total_input_sequences``, no output tokens) is refused. Checked in the source archives
+  docs/real-servers.md lists (0.6.3-0.34.0).
 
 :func:`read_bench` reads all of these tolerantly: keys missing, null, NaN or +-Infinity
 (in a metric; ``request_rate`` Infinity is all at once) are missing,
@@ -71,6 +81,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +116,28 @@ keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 _VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+EMBEDDING_BACKENDS = frozenset({"sglang-embedding", "vllm-embedding"})
+"""SGLang bench_serving's embedding backends (0.5.10 ``bench_serving.py`` ``is_embedding``;
+0.5.23 ``benchmark/serving.py`` ``_EMBEDDING_BACKENDS``): the line keeps the generation keys
+with no output token. vLLM's pooling runs are known by their keys instead (a pooling
+model's result has no output token key)."""
+_VLLM_E2EL = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?|percentiles)_e2el_ms$")
+"""vLLM's end-to-end latency statistics (``process_one_metric("e2el", ...)``, every
+``benchmark_serving.py``/``vllm/benchmarks/serve.py`` from 0.6.3 to 0.34.0), read as SGLang's
+``*_e2e_latency_ms``. Only these: other keys that hold ``_e2el_ms`` are other figures and are
+kept as written (0.27+ ``probe_median_e2el_ms``, the ``--probe-request-rate`` side stream's
+latency; 0.30+ ``mean_e2el_including_client_queue_ms``, which adds the wait for a
+``--max-concurrency`` slot)."""
+
+
+def vllm_name(key: str) -> str:
+    """A result key under the name specsched reads it by (vLLM's names mapped to SGLang's)."""
+    if key in _VLLM_NAMES:
+        return _VLLM_NAMES[key]
+    m = _VLLM_E2EL.match(key)
+    return f"{m.group(1)}_e2e_latency_ms" if m else key
+
+
 _SGLANG_02_NAMES = {
     "total_input": "total_input_tokens", "total_output": "total_output_tokens",
     "total_output_retokenized": "total_output_tokens_retokenized",
@@ -491,7 +524,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
                           "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
                           "output: it has no per-run TTFT or ITL distribution to compare")
-    obj = {_VLLM_NAMES.get(k, k.replace("_e2el_ms", "_e2e_latency_ms")): v for k, v in obj.items()}
+    raw, obj = obj, {vllm_name(k): v for k, v in obj.items()}
     obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
         if k in obj and new not in obj:
@@ -502,6 +535,21 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "successful_requests, total_latency",
                           "an offline throughput result (bench_offline_throughput), not bench_serving output: "
                           "it has no TTFT or ITL to compare")
+    if (raw.get("backend") in EMBEDDING_BACKENDS
+            or "total_token_throughput" in raw and not {"total_output_tokens", "total_output", "output_throughput"} & set(raw)):
+        # SGLang bench_serving --backend sglang-embedding / vllm-embedding (0.5.10 on,
+        # is_embedding / _EMBEDDING_BACKENDS: the same keys, no output tokens), or
+        # vllm bench serve on a pooling (embedding) model: vllm/benchmarks/serve.py benchmark()
+        # writes EmbedBenchmarkMetrics' result (0.10.2-0.34.0: duration, completed,
+        # total_input_tokens, request_throughput, total_token_throughput, e2el statistics;
+        # 0.29 on total_input_sequences, input_sequence_throughput): no output token, TTFT or
+        # ITL. Read as a run, its e2e latency and throughputs were compared with a generating
+        # server's prediction (and from-bench refused it for want of lengths)
+        raise ConfigError(where, "backend" if raw.get("backend") in EMBEDDING_BACKENDS else "<keys>",
+                          raw["backend"] if raw.get("backend") in EMBEDDING_BACKENDS
+                          else "total_token_throughput without total_output_tokens",
+                          "a pooling (embedding) model's run (vllm bench serve): no output tokens, TTFT or ITL to "
+                          "compare (specsched predicts a generating server)")
     if not any(obj.get(k) is not None for k in _IDENTIFYING):
         keys = ", ".join(list(obj)[:6]) or "none"
         hint = ""

@@ -474,7 +474,18 @@ class CostModel:
         with the GPU busy (overlap, a forward queued) it runs under the forward and costs
         nothing; after a forward the GPU drained (no overlap, a host block, an idle
         server's first launch) the next launch waits for it. Profiles without the terms: 0
-        (no change)."""
+        (no change).
+
+        ``launch`` is host.launch_s + launch_per_req_s x batch for every launch, an
+        extend-only one too. The profiler fits it from a verify's launch (its preparation and
+        graph replay), which an extend-only launch does not run, and the extend's own
+        preparation is in its issue (:meth:`issue`), so no code is charged twice; the
+        engine's extend launch call holds host work of about that size outside the extend
+        (the KV sync, the marks, the step record: runtime/engine.py ``_launch_call``), which
+        no other term times. Over the H200 rounds 11-24 the charge came out 1.02x the
+        engine's extend call at the run's host level, and charging an extend-only launch its
+        issue alone took the figures within 5 % from 1070 to 1021 of 1525 (docs/measurements/h200-v24.md "The
+        extend's charge, across rounds")."""
         h, bs = self.h, plan.batch_size
         if kind == "launch_tail":
             return self.launch_tail(plan)

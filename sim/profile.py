@@ -354,7 +354,8 @@ class HostProfile(BaseModel):
     managers/tokenizer_manager.py ``_tokenize_texts`` for plain prompts). 0: not modelled.
     schedule_*: building a batch. launch_s / launch_per_req_s: preparing inputs and
     launching/replaying (the part that runs after the publish wait), per step and per
-    request. launch_per_extend_s + launch_per_extend_token_s x tokens: issuing an eager
+    request; an extend-only launch pays them too, for its call's host work outside the
+    extend's issue (sim.cost_model.CostModel.host says why). launch_per_extend_s + launch_per_extend_token_s x tokens: issuing an eager
     extend's kernels (prefill runs without a graph); the kernels run as they are issued,
     so this host time overlaps the forward it issues (the extend ends no earlier than the
     issue does; sim.engine applies it at the launch), and the GPU time of the forward is

@@ -198,7 +198,7 @@ def arrival_times(cfg: WorkloadConfig, specs: list[RequestSpec], seed: int) -> n
     Poisson with no burstiness (or 1.0) draws the same exponential gaps as
     :func:`poisson_arrivals`; a trace's are its rows' (already scaled). With
     ``normalize_arrivals`` the drawn times are rescaled so the last is at
-    num_requests / request_rate (vllm 0.10.1+ ``get_request``: ``target_total_delay_s``)."""
+    num_requests / request_rate (vllm 0.10.0+ ``get_request``: ``target_total_delay_s``)."""
     if cfg.kind == "trace":
         return np.array([s.arrival_s for s in specs], dtype=float)
     if cfg.burstiness is None or cfg.burstiness == 1.0:

@@ -262,7 +262,7 @@ class WorkloadConfig(BaseModel):
     concurrency: int | None = Field(None, ge=1, description="closed_loop: requests kept in flight; multi_turn: conversations in flight (with request_rate: at most this many; None: no cap).")
     request_rate: float | None = Field(None, gt=0, allow_inf_nan=True, description="Poisson arrival rate, requests/s; .inf sends every request at t=0 (bench_serving's --request-rate inf), still capped by max_concurrency. multi_turn: conversations started per second (each then sends its turns back to back).")
     burstiness: float | None = Field(None, gt=0, allow_inf_nan=True, description="poisson: gamma shape of the gaps, mean 1/request_rate (vLLM's --burstiness; 1 = exponential; .inf = every gap exactly 1/request_rate).")
-    normalize_arrivals: bool = Field(False, description="poisson: rescale the drawn send times so the last one falls at exactly num_requests / request_rate, as `vllm bench serve` does from 0.10.1 (vllm/benchmarks/serve.py get_request, target_total_delay_s); SGLang's bench_serving does not.")
+    normalize_arrivals: bool = Field(False, description="poisson: rescale the drawn send times so the last one falls at exactly num_requests / request_rate, as `vllm bench serve` does from 0.10.0 (vllm/benchmarks/serve.py get_request, target_total_delay_s; 0.9.2 did not); SGLang's bench_serving does not.")
     max_concurrency: int | None = Field(None, ge=1, description="poisson, trace: most requests in flight (None: no cap).")
     input_len: LengthDist | None = Field(None, description="Prompt lengths (not for trace; or shared_prefix).")
     output_len: LengthDist | None = Field(None, description="Output lengths (every request generates exactly this many tokens: ignore_eos; not for trace).")

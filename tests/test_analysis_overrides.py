@@ -135,6 +135,14 @@ UNREAD_CASES = [
     ("poisson8b-sharegpt", "workload.concurrency", 2),
     ("poisson8b-sharegpt", "acceptance.mean_accept_length", 1.0),
     ("poisson8b-sharegpt", "server.min_free_slots", 60),
+    # the drafter's shape, the publish wait and the DSpark slot expansion without speculation
+    ("poisson8b-fixed", "server.speculative_num_draft_tokens", 6),
+    ("poisson8b-fixed", "server.speculative_eagle_topk", 4),
+    ("poisson8b-fixed", "server.sync_mode", "host_block"),
+    ("poisson8b-fixed", "server.prefill_slot_expansion_sync", True),
+    # a random-length ratio on fixed lengths
+    ("poisson8b-fixed", "workload.input_len.range_ratio", 0.3),
+    ("poisson8b-fixed", "workload.output_len.range_ratio", 0.3),
 ]
 
 

@@ -167,7 +167,7 @@ def test_burstiness_one_is_the_poisson_stream():
 @given(n=st.integers(1, 400), rate=st.floats(0.1, 100.0), shape=st.one_of(st.none(), st.floats(0.2, 5.0)),
        seed=st.integers(0, 50))
 def test_invariant_normalized_arrivals_end_at_n_over_rate_with_the_drawn_proportions(n, rate, shape, seed):
-    """Invariant (vllm bench serve 0.10.1+, serve.py get_request's target_total_delay_s): with
+    """Invariant (vllm bench serve 0.10.0+, serve.py get_request's target_total_delay_s): with
     normalize_arrivals the last send is at exactly n / rate and every send time is the drawn
     one times a single factor; without it the draw is unchanged."""
     from specsched.sim.config import WorkloadConfig
@@ -243,8 +243,10 @@ def test_invariant_a_speculative_line_keeps_its_accept_length(acc, profile):
 def test_server_info_keys_the_model_does_not_use_are_named():
     info = {**LINE["server_info"], "mem_fraction_static": 0.88, "tp_size": 2, "model_path": None}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
-    (note,) = [a for a in sc["assumptions"] if "left out" in a and "mem_fraction_static" in a]
-    assert "tp_size" in note and "model_path" not in note   # unset keys are not "dropped"
+    (note,) = [a for a in sc["assumptions"] if "left out" in a and "tp_size" in a]
+    assert "model_path" not in note   # unset keys are not "dropped"
+    # mem_fraction_static is a scenario key (it sizes a default KV pool): taken, not dropped
+    assert "mem_fraction_static" not in note and sc["server"]["mem_fraction_static"] == 0.88
 
 
 @pytest.mark.parametrize(("version", "width"), [

@@ -45,3 +45,20 @@ def test_the_profiler_variant_times_the_publish_wait_loops_calls_by_batch_size()
     # 2 passes x 2 loops (queued, block) x (warm-up + timed cycles) per batch size, no more
     assert parts["1"]["n"] == parts["2"]["n"] and parts["1"]["n"] % 4 == 0
     assert len(out["stall_us"]) == 2
+
+
+def test_extends_times_the_extend_only_calls_with_the_runners_extend_as_a_part(tmp_path):
+    """``--extends``: one key, ``extend``, one record per extend-only launch, with
+    ``ModelRunner.extend`` and the KV sync among its parts, both inside the call."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text(SCENARIO)
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launch_call_parts.py"), "engine", "--device", "cpu",
+                        "--preset", "tiny", "--scenario", str(sc), "--extends"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    parts = json.loads(r.stdout.strip().splitlines()[-1])["parts_us"]
+    assert set(parts) == {"extend"}
+    e = parts["extend"]
+    assert e["n"] >= 1
+    assert 0 < e["ModelRunner.extend"] < e["total"]
+    assert 0 < e["RuntimeEngine._sync_kv"] < e["total"] - e["ModelRunner.extend"] + 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,10 @@ from specsched.sim.errors import ConfigError
 from specsched.cli import main
 
 DATA = Path(__file__).parent / "data"
+E2EL = re.compile(r"^(mean|median|std|p[\d.]+|percentiles)_e2el_ms$")
+"""vLLM's e2el statistics, read under SGLang's e2e_latency names; other keys holding
+``_e2el_ms`` (0.27+ ``probe_*_e2el_ms``, 0.30+ ``*_e2el_including_client_queue_ms``) are
+other figures, kept as written."""
 BENCH = sorted((DATA / "bench").iterdir())
 LOGS = DATA / "logs"
 _RENAMED = {"total_token_throughput": "total_throughput",
@@ -59,7 +64,7 @@ def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path)
     assert len(runs) == len(objs)
     for run, obj in zip(runs, objs, strict=True):
         for k, v in obj.items():
-            name = _RENAMED.get(k, k.replace("_e2el_ms", "_e2e_latency_ms"))
+            name = _RENAMED.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
             if k in DETAIL_KEYS:
                 assert run.details is not None or not isinstance(obj.get("ttfts"), list), k
                 continue
@@ -247,6 +252,89 @@ def test_vllm_bench_serve_033_detailed_spec_decode_and_send_times():
     assert to_run_data(b).summary["failed"] == 1
 
 
+def test_vllm_bench_serve_034_probe_and_client_queue_figures_are_kept_as_written():
+    """vllm 0.34.0 ``vllm bench serve`` (serve.py ``benchmark()``): ``--probe-request-rate``
+    adds ``probe_completed``/``probe_failed``/``probe_{median,p99,max}_e2el_ms`` (0.27 on) and
+    ``--percentile-metrics ...,client_queue_time,e2el_including_client_queue`` their
+    statistics (0.30 on); ``latencies`` and ``queue_times`` stay without ``--save-detailed``.
+    Only e2el's own statistics are SGLang's e2e latency: the probe keys were renamed to
+    ``probe_*_e2e_latency_ms`` (an unknown key not kept as written)."""
+    a, _ = read_bench(DATA / "bench" / "vllm-0.34.0-timed-trace-probe.json")
+    assert a.summary["median_e2e_latency_ms"] == 403.5 and a.summary["p99_e2e_latency_ms"] == 409.9
+    assert a.extra["probe_median_e2el_ms"] == 61.2 and a.extra["probe_max_e2el_ms"] == 70.5
+    assert a.extra["p99_e2el_including_client_queue_ms"] == 528.8 and a.extra["median_client_queue_time_ms"] == 0.0
+    assert not any(k.startswith("probe") and "e2e_latency" in k for k in a.extra)
+    assert a.details is None and a.extra["queue_times"] == [0.0, 0.0, 0.12, 0.0]
+    sc, _ = scenario_from_bench(a, "h200-1b")
+    assert any("3 probe requests" in n for n in sc["assumptions"])   # load the scenario does not send
+
+
+def test_a_vllm_timed_trace_line_replays_its_send_times_not_a_burst():
+    """vllm bench serve ``--dataset-name timed_trace`` (0.23.0-0.34.0 ``serve.py``:
+    ``self_timed``, ``get_request`` sleeps to each request's trace timestamp) writes
+    ``request_rate: "inf"`` and no dataset name; its ``--save-detailed`` start_times spread
+    over the run. It was built as a ``burst`` (every request at t=0): now its send times are
+    replayed, said in the assumptions. A vLLM line at inf without send times is still a burst,
+    with the caveat said."""
+    _, b = read_bench(DATA / "bench" / "vllm-0.34.0-timed-trace-probe.json")
+    assert b.args["request_rate"] == math.inf and "max_concurrency" not in b.args
+    sc, tables = scenario_from_bench(b, "h200-1b")
+    assert sc["workload"]["kind"] == "trace"
+    assert tables["trace"]["timestamp"].tolist() == pytest.approx([0.0, 0.8, 1.9, 3.0])
+    assert any("arrived over 3 s" in n for n in sc["assumptions"])
+    # with --max-concurrency (0.30+: queue_times): a closed loop's requests all arrive at t=0
+    # (send - slot wait), a timed trace's over the trace
+    t0 = b.details.start_s
+    looped = parse_run({**b.extra, **b.args, **b.summary, "max_concurrency": 1, "start_times": t0.tolist(),
+                        "queue_times": t0.tolist(), "input_lens": b.details.input_lens.tolist(),
+                        "output_lens": b.details.output_lens.tolist(), "ttfts": b.details.ttfts.tolist(),
+                        "itls": [x.tolist() for x in b.details.itls]}, "x:1")
+    sc, _ = scenario_from_bench(looped, "h200-1b")
+    assert sc["workload"]["kind"] == "closed_loop" and any("timed_trace" in n for n in sc["assumptions"])
+    waited = parse_run({**looped.extra, **looped.args, **looped.summary, "queue_times": [0.0, 0.1, 0.0, 0.2],
+                        "input_lens": looped.details.input_lens.tolist(), "output_lens": looped.details.output_lens.tolist(),
+                        "ttfts": looped.details.ttfts.tolist(), "itls": [x.tolist() for x in looped.details.itls]}, "x:1")
+    sc, tables = scenario_from_bench(waited, "h200-1b")
+    assert sc["workload"]["kind"] == "trace" and sc["workload"]["max_concurrency"] == 1
+    assert tables["trace"]["timestamp"].tolist() == pytest.approx([0.0, 0.7, 1.9, 2.8])
+    burst = parse_run({**{k: v for k, v in b.extra.items() if k != "start_times"}, **b.args, **b.summary}, "x:1")
+    sc, _ = scenario_from_bench(burst, "h200-1b")
+    assert sc["workload"]["kind"] == "burst" and any("timed_trace" in n for n in sc["assumptions"])
+    (sg,) = read_bench(DATA / "bench" / "sglang-0.5.4.jsonl")   # SGLang has no timed_trace: no caveat
+    assert not any("timed_trace" in n for n in scenario_from_bench(sg, "h200-1b")[0]["assumptions"])
+
+
+def test_a_pooling_or_embedding_run_is_named_as_such(tmp_path, capsys, monkeypatch):
+    """vllm bench serve on an embedding model writes EmbedBenchmarkMetrics' figures (0.34.0
+    serve.py ``benchmark()``: duration, completed, total_input_tokens,
+    total_input_sequences, request_throughput, input_sequence_throughput,
+    total_token_throughput, latencies, queue_times, e2el statistics): it was compared as a
+    run (e2e latency and throughputs against a generating server) and refused by from-bench
+    for want of lengths; now one line naming what it is, exit 2, nothing written. So is
+    SGLang's ``--backend sglang-embedding``/``vllm-embedding`` line (0.5.10 bench_serving.py
+    ``is_embedding``, 0.5.23 benchmark/serving.py ``_EMBEDDING_BACKENDS``)."""
+    obj = {"date": "20261201-110000", "endpoint_type": "openai-embeddings", "backend": "openai-embeddings",
+           "label": None, "model_id": "e5", "tokenizer_id": "e5", "num_prompts": 4, "request_rate": "inf",
+           "burstiness": 1.0, "max_concurrency": None, "duration": 0.21, "completed": 4, "total_input_tokens": 1024,
+           "total_input_sequences": 4, "request_throughput": 19.05, "input_sequence_throughput": 19.05,
+           "total_token_throughput": 4876.2, "latencies": [0.05, 0.06, 0.055, 0.052], "queue_times": [0.0] * 4,
+           "mean_e2el_ms": 54.25, "median_e2el_ms": 53.5, "std_e2el_ms": 3.6, "p99_e2el_ms": 59.8}
+    p = tmp_path / "embed.json"
+    p.write_text(json.dumps(obj))
+    monkeypatch.chdir(tmp_path)
+    for argv in (["validate-bench", str(p), "--profile", "h200-1b", "--out", "v"],
+                 ["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "embed.json:1" in err[0] and "a pooling (embedding) model" in err[0], err
+        assert sorted(q.name for q in tmp_path.iterdir()) == ["embed.json"]
+    # SGLang bench_serving --backend sglang-embedding (0.5.10 on): generation keys, no output token
+    line = json.loads((DATA / "bench" / "sglang-0.5.10.jsonl").read_text().splitlines()[0])
+    line.update(backend="sglang-embedding", random_output_len=0, total_output_tokens=0, output_throughput=0.0)
+    with pytest.raises(ConfigError, match="pooling"):
+        parse_run(line, "x:1")
+
+
 def test_a_vllm_detailed_line_replays_its_own_arrivals(tmp_path):
     """``from-bench --arrivals details``: vLLM 0.33's start_times less queue_times become a
     trace (successful requests, in arrival order, lengths as measured) with the line's
@@ -298,6 +386,47 @@ def test_sglang_040_051_0510_layouts():
     sc, _ = scenario_from_bench(c, "h200-1b")
     assert sc["workload"]["input_len"] == {"kind": "uniform", "value": 2000, "range_ratio": 0.5}
     assert sc["server"]["max_running_requests"] == 256 and sc["server"]["chunked_prefill_size"] == 8192
+
+
+def _with_server_info(path: Path, **keys: object) -> object:
+    obj = json.loads((DATA / "bench" / path).read_text().splitlines()[0])
+    obj["server_info"] = {**obj["server_info"], **keys}
+    return parse_run(obj, f"{path}:1")
+
+
+def test_cuda_graph_settings_are_read_as_each_version_reports_them():
+    """/server_info's CUDA-graph settings (sglang ``ServerArgs``; bench_serving writes the dict
+    into the line from 0.5.5): 0.5.14-0.5.23 hold them only in the resolved
+    ``cuda_graph_config`` (``{"decode": {"backend", "max_bs", "bs"}, "prefill": ...}``,
+    server_args.py ``_parse_cuda_graph_config``, 0.5.20+ arg_groups/cuda_graph_hook.py), which
+    was dropped as an unknown key: the decode graph's largest batch fell to the model's
+    default and an eager phase was simulated with graphs. 0.5.5-0.5.13 name
+    ``cuda_graph_max_bs`` as the model does, but turn graphs off with ``disable_cuda_graph``
+    and the prefill (piecewise) graph with ``enable_piecewise_cuda_graph`` (opt-in, default
+    False, to 0.5.8) or ``disable_piecewise_cuda_graph`` (0.5.10-0.5.13), all dropped."""
+    (a,) = read_bench(DATA / "bench" / "sglang-0.5.23-details.jsonl")
+    sv = scenario_from_bench(a, "h200-1b")[0]["server"]
+    assert sv["cuda_graph_max_bs"] == 160 and sv["disable_decode_cuda_graph"] is False
+    assert sv["disable_prefill_cuda_graph"] is False and "cuda_graph_max_bs_prefill" not in sv
+    cfg = a.extra["server_info"]["cuda_graph_config"]
+    eager_prefill = _with_server_info("sglang-0.5.23-details.jsonl", cuda_graph_config={
+        "decode": {**cfg["decode"], "bs": [1, 2, 4, 8]}, "prefill": {**cfg["prefill"], "backend": "disabled"}})
+    sv = scenario_from_bench(eager_prefill, "h200-1b")[0]["server"]
+    assert sv["disable_prefill_cuda_graph"] is True and sv["cuda_graph_bs"] == [1, 2, 4, 8]
+    # 0.5.7 (server_args.py dataclass): no piecewise graph unless enabled; --disable-cuda-graph
+    (b,) = read_bench(DATA / "bench" / "sglang-0.5.7-eagle3.jsonl")
+    for keys, decode_off, prefill_off in (({"enable_piecewise_cuda_graph": False}, False, True),
+                                          ({"enable_piecewise_cuda_graph": True, "piecewise_cuda_graph_max_tokens": 4096},
+                                           False, False),
+                                          ({"disable_cuda_graph": True, "enable_piecewise_cuda_graph": False}, True, True)):
+        sc = scenario_from_bench(_with_server_info("sglang-0.5.7-eagle3.jsonl", **keys), "h200-llama8b-roofline")[0]
+        sv = sc["server"]
+        assert (sv.get("disable_decode_cuda_graph", False), sv["disable_prefill_cuda_graph"]) == (decode_off, prefill_off)
+        assert sv["cuda_graph_max_bs"] == b.extra["server_info"]["cuda_graph_max_bs"]
+        assert sv.get("cuda_graph_max_bs_prefill") == keys.get("piecewise_cuda_graph_max_tokens")
+        assert not any("piecewise" in n and "no argument" in n for n in sc["assumptions"])
+    sv = scenario_from_bench(_with_server_info("sglang-0.5.10.jsonl", disable_piecewise_cuda_graph=True), "h200-1b")[0]["server"]
+    assert sv["disable_prefill_cuda_graph"] is True      # 0.5.10-0.5.13: the opt-out
 
 
 def test_a_file_saved_by_an_editor_with_a_byte_order_mark_and_crlf(tmp_path):

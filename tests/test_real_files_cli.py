@@ -20,6 +20,10 @@ from specsched.sim.bench_serving import METRIC_KEYS
 from specsched.cli import main
 
 DATA = Path(__file__).parent / "data"
+E2EL = re.compile(r"^(mean|median|std|p[\d.]+|percentiles)_e2el_ms$")
+"""vLLM's e2el statistics, read under SGLang's e2e_latency names; other keys holding
+``_e2el_ms`` (0.27+ ``probe_*_e2el_ms``, 0.30+ ``*_e2el_including_client_queue_ms``) are
+other figures, kept as written."""
 
 
 def _runs(path: Path) -> list[tuple[int, dict]]:
@@ -65,11 +69,11 @@ def _file_metrics(obj: dict) -> dict[str, float]:
 
     out: dict[str, float] = {}
     for k, v in obj.items():
-        k = names.get(k, k.replace("_e2el_ms", "_e2e_latency_ms"))
+        k = names.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
         if k in METRIC_KEYS and number(v):
             out[k] = float(v)
     for k, v in obj.items():   # vLLM --metric-percentiles 50: p50 stands in for a median not written
-        m = k.replace("_e2el_ms", "_e2e_latency_ms").replace("p50_", "median_", 1)
+        m = E2EL.sub(r"\1_e2e_latency_ms", k).replace("p50_", "median_", 1)
         if k.startswith("p50_") and obj.get(k.replace("p50_", "median_", 1)) is None and number(v):
             out[m] = float(v)
     for k, v in obj.items():   # vLLM BenchmarkMetrics' [[P, value], ...] where no p{P} key is written
@@ -152,6 +156,7 @@ LOG_FIGURES = {
     "sglang-0.2.9-dp.log": (3, 5, 2, 5, 2, None),       # two DP workers' [gpu=N] lines kept apart
     "sglang-0.3.0.log": (2, 3, 2, 6, 12, None),
     "sglang-0.3.6.log": (2, 3, 2, 8, 12, None),
+    "sglang-0.4.4.log": (2, 3, 2, 5, 3, None),          # largest-len on decode lines, trailing ", "
     "sglang-0.4.6-eagle.log": (2, 3, 1, 3, 0, (2.95 + 3.05 + 2.80) / 3),
     "sglang-0.4.6-pd-decode.log": (0, 2, 1, 32, 0, None),
     "sglang-0.4.6-pd-prefill.log": (2, 0, 0, 0, 5, None),
@@ -161,6 +166,7 @@ LOG_FIGURES = {
     "sglang-0.5.4-gdn.log": (2, 3, 2, 4, 2, None),
     "sglang-0.5.10-pd-decode-mamba.log": (0, 2, 1, 48, 0, None),
     "sglang-0.5.10-pd-prefill.log": (2, 0, 0, 0, 6, None),
+    "sglang-0.5.12-mfu-vl.log": (2, 2, 1, 3, 1, None),  # waiting-image-req, est. TFLOPS/BW, fwd occupancy
     "sglang-0.5.23.log": (2, 3, 2, 16, 24, None),
     "sglang-0.5.23-dspark-dp.log": (2, 4, 2, 2, 0, (4.10 + 3.60 + 4.00 + 3.50) / 4),
     "sglang-0.5.23-pd.log": (2, 2, 1, 64, 8, (3.40 + 3.38) / 2),

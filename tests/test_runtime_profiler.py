@@ -5,6 +5,7 @@ simulator, and the ``profile`` command is registered and runs."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -322,3 +323,33 @@ def test_inject_prepare_from_an_older_profiles_provenance() -> None:
     assert by["host.inject_prepare_s"] == by["host.slot_expansion_s"]
     a, b = old.host.model_dump(), new.host.model_dump()
     assert {k for k in a if a[k] != b[k]} == {"inject_prepare_s", "reference_work_by_term"}
+
+
+def test_a_call_never_queued_whole_behind_the_spin_is_timed_as_issued(monkeypatch):
+    """The 8b preset's eager cycle found the spin finished on every try (the host cannot
+    issue ~1,700 kernels past a busy GPU), and the eager phase then took the median of no
+    samples. Such a call is timed with the GPU idle before each call instead, and named in
+    the profile's method provenance."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.profile_gpu import GpuPhases
+
+    ph = object.__new__(GpuPhases)
+    ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext())
+    ph.repeats, ph.reps, ph.ext_dry, ph.queue_full = 3, {}, 0, []
+    monkeypatch.setattr(GpuPhases, "_warm_and_plan", lambda self, label, fn, want: 3)
+    monkeypatch.setattr(GpuPhases, "_first_spin", lambda self, fn: 0.001)
+    monkeypatch.setattr(GpuPhases, "_kept_busy", lambda self, fn, spin: (None, min(2 * spin, 1.0)))
+    monkeypatch.setattr(GpuPhases, "_tick", lambda self: None)
+    issued = []
+
+    def as_run(self, label, fn, n):
+        self.queue_full.append(label)
+        issued.append(n)
+        return [0.02] * n, [0.015] * n
+
+    monkeypatch.setattr(GpuPhases, "_issued_as_run", as_run)
+    dev_t, host_t = ph._device_and_host("eager spec bs 32 @ctx 512", "eager", lambda: None)
+    assert dev_t == [0.02] * 3 and host_t == [0.015] * 3
+    assert issued == [3] and ph.queue_full == ["eager spec bs 32 @ctx 512"]
+    assert ph.reps == {"eager": [3]}

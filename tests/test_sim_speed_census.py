@@ -66,3 +66,37 @@ def test_the_child_passes_records_and_step_by_step_to_the_engine(monkeypatch):
     monkeypatch.setattr(SimEngine, "__init__", spy)
     sim_speed.child("burst256", False, "compact", False, run=False)
     assert seen == {"fast_forward": False, "records": "compact"}
+
+
+def test_walk_replay_replays_the_runs_walks(monkeypatch):
+    """--walk-replay: every timing walk of the run is kept and made again with the same
+    results; the walk is the module's own again afterwards; repeat 0 times nothing. A walk
+    that answers differently on replay is reported (not silently timed)."""
+    from specsched.sim import plain_timeline
+
+    load = sim_speed._load
+
+    def small(case):
+        sc = load(case)
+        return type(sc).model_validate(deep_merge(sc.model_dump(mode="json"), {"workload": {"num_requests": 30}}))
+
+    monkeypatch.setattr(sim_speed, "_load", small)
+    walk = plain_timeline.walk
+    got = sim_speed.walk_replay("poisson8b-fixed-1k", 2)
+    assert plain_timeline.walk is walk
+    assert got["walks"] > 5 and got["iterations"] > got["walks"]
+    assert got["replay_matches_run"] is True and got["replay_cpu_s"] > 0
+    none = sim_speed.walk_replay("poisson8b-fixed-1k", 0)
+    assert none["replay_cpu_s"] is None and none["replay_matches_run"] is None
+
+    calls = []
+
+    def drifting(*args, **kwargs):   # a walk whose answer changes after the run
+        tm = walk(*args, **kwargs)
+        calls.append(1)
+        if len(calls) > got["walks"] and tm.n:
+            tm.busy += 1.0
+        return tm
+
+    monkeypatch.setattr(plain_timeline, "walk", drifting)
+    assert sim_speed.walk_replay("poisson8b-fixed-1k", 1)["replay_matches_run"] is False
