@@ -222,8 +222,17 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     if chunk_itl:
         print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
               "the predicted ITL is per chunk too (SGLang's sglang backend splits a chunk of n tokens into n gaps)")
-    if n_meas is not None and n_pred is not None and n_pred != n_meas:
-        print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}")
+    from specsched.analysis.from_bench import successes
+
+    n_ok = successes(measured) if n_meas else None
+    if n_ok is not None and n_ok < n_meas and n_pred == n_meas:
+        print(f"note: {n_meas - n_ok} of the measured run's {n_meas} requests failed and the scenario sends all "
+              f"{n_meas}: bench_serving counts only successful ones in completed and the throughputs, so the "
+              f"prediction's are high by that share (`specsched scenario from-bench FILE` writes one that sends the "
+              f"{n_ok} that succeeded)")
+    elif n_meas is not None and n_pred is not None and n_pred not in (n_meas, n_ok):
+        print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}"
+              + (f" ({n_ok} succeeded)" if n_ok != n_meas else ""))
     rate_p, rate_m = getattr(sc.workload, "request_rate", None), measured.args.get("request_rate")
     if (sc.workload.kind != "trace" and isinstance(rate_p, (int, float)) and isinstance(rate_m, float)
             and math.isfinite(rate_m) and not math.isclose(rate_p, rate_m)):

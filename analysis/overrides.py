@@ -256,6 +256,13 @@ def _spec_on(s: Any) -> bool:
     return any(x.speculative_algorithm.enabled for x in (srv, *roles))
 
 
+def _block_on(s: Any) -> bool:
+    """A block drafter (dspark, dflash) on this server or on a disaggregated role's."""
+    srv = s.server
+    roles = [srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else []
+    return any(x.speculative_algorithm.enabled and x.speculative_algorithm.is_block for x in (srv, *roles))
+
+
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
 
 UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
@@ -272,6 +279,12 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
     ("server.max_delay_passes", lambda s: s.server.admission_delay not in _SHIPPED_DELAYS[:3],
      "read only by server.admission_delay demand_observed"),
     ("acceptance", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none"),
+    *((f"server.{k}", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none")
+      for k in ("speculative_num_draft_tokens", "speculative_eagle_topk")),
+    ("server.sync_mode", _spec_on, "the publish wait of a speculative cycle (a plain decode step waits for none); "
+     "server.speculative_algorithm is none"),
+    ("server.prefill_slot_expansion_sync", lambda s: _spec_on(s) and _block_on(s),
+     "read only by a block drafter's prefill (dspark, dflash); this run has none"),
     ("workload.concurrency", lambda s: s.workload.kind in ("closed_loop", "multi_turn"),
      "read only by workload.kind closed_loop and multi_turn (bench_serving's cap on a poisson or trace "
      "workload is workload.max_concurrency)"),
@@ -296,7 +309,7 @@ def unread_overrides(scenario: Any, keys: Iterable[str]) -> list[str]:
     for key in dict.fromkeys(keys):
         for name, reads, why in UNREAD_WITHOUT:
             if (key == name or key.startswith(name + ".")) and not reads(scenario):
-                kind = f" (workload.kind is {scenario.workload.kind})" if name.startswith("workload.") and "kind" in why else ""
+                kind = f" (workload.kind is {scenario.workload.kind})" if "workload.kind" in why else ""
                 notes.append(f"note: {key} changes nothing in this run: {why}{kind}")
                 break
     return notes

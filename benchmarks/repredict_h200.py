@@ -67,6 +67,11 @@ which the inject launch after a slot-expansion block does not repeat) taken from
 preparation medians of the profile's own ``host.slot_expansion_s`` provenance, for profiles
 made before the field existed (runtime.profile_fit.refit_inject_prepare).
 
+``--verify-excess-at-loop-width``: ``gpu.verify`` refitted from its own provenance with the
+verify excess taken against the bare cycle at the stall loop's own attention width
+(runtime.profile_fit.refit_verify_excess), for profiles whose excess was taken against the
+grid's last column, 320 positions narrower (docs/measurements/h200-v26.md, "The verify excess").
+
 ``--launch-per-req-from-runs`` (with ``--measured-results``): an ESTIMATE, read from the runs,
 not a microbenchmark prediction. The profiler times the verify launch on rows past the
 largest grid context (8257 positions), each step reserving its own window, where its launch
@@ -158,6 +163,7 @@ from specsched.runtime.host_reference import (
 from specsched.runtime.profile_fit import (
     refit_inject_prepare,
     refit_slot_expansion,
+    refit_verify_excess,
 )
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
@@ -507,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result-path-part", choices=("result", "recv"), default=None,
                     help="with --result-path-from-runs: charge the estimate before the delivery (host.result_path_s) or "
                          "after it (host.recv_path_s)")
+    ap.add_argument("--verify-excess-at-loop-width", action="store_true",
+                    help="refit gpu.verify's excess against the bare cycle at the stall loop's own width")
     ap.add_argument("--inject-prepare-from-provenance", action="store_true",
                     help="set host.inject_prepare_s from the preparation medians of the profile's "
                          "host.slot_expansion_s provenance (profiles made before the field existed)")
@@ -573,6 +581,16 @@ def main(argv: list[str] | None = None) -> int:
                   "provenance has no gap / preparation medians", file=sys.stderr)
             return 2
         print(f"host.inject_prepare_s from the provenance: {refit.host.inject_prepare_s * 1e3:.3f} ms")
+        profile = refit
+    if args.verify_excess_at_loop_width:
+        refit = refit_verify_excess(profile)
+        if refit is None:
+            print(f"repredict_h200: --verify-excess-at-loop-width: {args.profile}: gpu.verify's provenance has no "
+                  "excess taken at the grid's last column", file=sys.stderr)
+            return 2
+        row = [round((n - o) * 1e3, 3) for n, o in zip((r[0] for r in refit.gpu.verify.seconds),
+                                                       (r[0] for r in profile.gpu.verify.seconds), strict=True)]
+        print(f"gpu.verify refitted at the loop's width: ms added by batch size (first column): {row}")
         profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
     if args.extend_launch == "none":

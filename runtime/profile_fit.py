@@ -101,6 +101,86 @@ def attention_tile_fit(widths: Sequence[int], times: dict[str, Sequence[float]],
     return best, scores
 
 
+def verify_excess_fit(launch_bs: Sequence[int], loop_s: Sequence[float], bs: Sequence[int], widths: Sequence[int],
+                      spec_grid: Sequence[Sequence[float]], loop_width: int) -> list[float]:
+    """Per launch batch size, the seconds a verify as the engine issues it (the stall
+    phase's queued loop, per cycle: ``loop_s``) takes beyond the bare graph-replayed spec
+    cycle at the same attention width, clamped at 0.
+
+    ``spec_grid[i][j]`` is the bare cycle of ``bs[i]`` requests at the grid column that ran
+    attention over ``widths[j]`` positions (``round_up(context + window, CTX_ALIGN)``). The
+    loop runs at ``loop_width`` (runtime.profile_harness.launch_loop_width: rows from just
+    past the last column, growing, in a bucket of their own), wider than the last column,
+    so the bare cycle is read there on the line through the grid's last two columns (KV
+    read grows linearly with width; inside the grid, interpolated). Reading it at the last
+    column instead put those extra positions' attention into the excess, which is then
+    added at every context: on the 8b preset (320 positions: 8576 against 8256) the 8b's
+    batch-8 excess, 0.406 ms, was all width, and 1.23 of batch 32's 1.53 ms
+    (docs/measurements/h200-v26.md, "The verify excess")."""
+    out = []
+    for b, loop in zip(launch_bs, loop_s, strict=True):
+        row = spec_grid[list(bs).index(b)]
+        if len(widths) < 2:
+            bare = row[-1]
+        elif loop_width <= widths[-1]:
+            bare = float(np.interp(loop_width, widths, row))
+        else:
+            slope = (row[-1] - row[-2]) / (widths[-1] - widths[-2])
+            bare = row[-1] + slope * (loop_width - widths[-1])
+        out.append(max(0.0, float(loop) - float(bare)))
+    return out
+
+
+def verify_excess_from_provenance(profile) -> tuple[list[int], list[float], int] | None:
+    """(launch batch sizes, their recorded excess in seconds, the loop's context start) read
+    back from the provenance of ``gpu.verify`` ("... interpolated over batch size: bs 1
+    +79.92 us, bs 8 +406 us, ...") and of the host launch terms ("lengths grow from context
+    8257"); None when the text has no excess or no start (a CPU profile), or says the excess
+    was already taken at the loop's own width."""
+    prov = getattr(profile, "provenance", None) or {}
+    text = " ".join(str(prov.get("gpu.verify", "")).split())
+    _, sep, tail = text.partition("interpolated over batch size: ")
+    if "loop's own attention width" in text:
+        return None  # already fitted at the loop's width
+    start = re.search(r"lengths grow from context (\d+)", " ".join(" ".join(str(v).split()) for v in prov.values()))
+    if not sep or start is None:
+        return None
+    unit = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+    pts = re.findall(r"bs (\d+) \+(\d+(?:\.\d+)?(?:e[-+]?\d+)?) (ms|us|s)\b", tail)
+    if not pts:
+        return None
+    return [int(b) for b, _, _ in pts], [float(v) * unit[u] for _, v, u in pts], int(start.group(1))
+
+
+def refit_verify_excess(profile, repeats: int = 20):
+    """``profile`` with ``gpu.verify`` refitted by :func:`verify_excess_fit`: the recorded
+    excess (:func:`verify_excess_from_provenance`) taken off every grid point (the bare
+    cycles), the loop's per-cycle time put back (bare at the last column + excess) and
+    compared with the bare cycle at the loop's own width
+    (runtime.profile_harness.launch_loop_width, ``repeats`` the profiler's: any up to
+    STALL_STEPS gives the same width). A recorded excess of 0 stays 0. A new
+    :class:`sim.profile.Profile`; None when the provenance has no excess to refit."""
+    from specsched.runtime.profile_harness import launch_loop_width  # torch: only when refitting
+
+    got = verify_excess_from_provenance(profile)
+    g = profile.gpu
+    if got is None or g.verify is None:
+        return None
+    launch_bs, old, start = got
+    window = g.verify_window or 1
+    xs = [int(x) for x in g.verify.x]
+    if any(b not in xs for b in launch_bs):
+        return None
+    bare = [[float(v) - float(np.interp(x, launch_bs, old)) for v in row] for x, row in zip(xs, g.verify.seconds, strict=True)]
+    widths = [-(-(int(c) + window) // CTX_ALIGN) * CTX_ALIGN for c in g.verify.context_len]
+    loops = [bare[xs.index(b)][-1] + e if e > 0 else 0.0 for b, e in zip(launch_bs, old, strict=True)]
+    new = verify_excess_fit(launch_bs, loops, xs, widths, bare, launch_loop_width(start, window, repeats))
+    data = profile.model_dump(mode="python")
+    data["gpu"]["verify"]["seconds"] = [[v + float(np.interp(x, launch_bs, new)) for v in row]
+                                        for x, row in zip(xs, bare, strict=True)]
+    return type(profile).model_validate(data)
+
+
 class Fits:
     """Turns a finished run's measurements (attributes set by the phases) into the
     profile's ``gpu`` and ``host`` sections."""
@@ -115,12 +195,13 @@ class Fits:
     def verify_grid(self) -> list[list[float]]:
         """``gpu.verify`` seconds: the graph-replayed spec-cycle grid plus, per batch size,
         the excess of a verify as the engine issues it (KV reserve of the next window, accept
-        draws, events, result copy) over the bare replay, measured by the stall phase's
-        queued loop at the longest context and interpolated over batch size."""
+        draws, events, result copy) over the bare replay at the same attention width,
+        measured by the stall phase's queued loop and interpolated over batch size
+        (:func:`verify_excess_fit`: the loop runs in a context bucket of its own,
+        ``launch_bucket``, above the grid's last column)."""
         spec_grid = self.grid["spec"]
-        last = len(self.contexts) - 1
-        excess = [max(0.0, loop - spec_grid[self.bs.index(b)][last])
-                  for b, loop in zip(self.launch_bs, self.loop_med, strict=True)]
+        widths = [-(-(c + self.W) // CTX_ALIGN) * CTX_ALIGN for c in self.contexts]
+        excess = verify_excess_fit(self.launch_bs, self.loop_med, self.bs, widths, spec_grid, self.launch_bucket)
         self.verify_excess = excess
         return [[v + float(np.interp(b, self.launch_bs, excess)) for v in row]
                 for b, row in zip(self.bs, spec_grid, strict=True)]

@@ -55,6 +55,15 @@ def _round_up(n: int, k: int = CTX_ALIGN) -> int:
     return -(-n // k) * k
 
 
+def launch_loop_width(launch_ctx: int, spec_window: int, repeats: int) -> int:
+    """The attention width (context bucket) the launch and stall phases' verify loops run
+    at: rows start at ``launch_ctx`` and grow by up to one window per call, for at most
+    ``max(WARMUP + repeats, WARMUP + STALL_STEPS) + 2`` calls (and the next window's
+    reservation), inside one bucket of their own above every grid bucket."""
+    steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
+    return _round_up(launch_ctx + spec_window * (steps + 2))
+
+
 def _sig(v: Any) -> Any:
     """Six significant digits (floats only, recursively): timings are not better than that."""
     if isinstance(v, float):
@@ -256,7 +265,7 @@ class Harness:
         # bucket, above every grid bucket, so no capture happens while it is timed
         self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
         self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
-        self.launch_bucket = _round_up(self.launch_ctx + spec_window * (self.launch_steps + 2))
+        self.launch_bucket = launch_loop_width(self.launch_ctx, spec_window, repeats)
 
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
                    + 2 * len(self.tile_widths) + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)

@@ -181,8 +181,9 @@ class Provenance:
                 f"drafter forward over 2 x {W} positions per request + target verify of {W} + accept/commit"))
                 + (" PLUS, per batch size, the excess of a verify as the engine issues it (queued loop of "
                    f"{STALL_STEPS} launches with lengths growing, so each also reserves the next window's KV "
-                   "slots, draws accepts, records events and copies results) over the bare replay at the longest "
-                   "context, interpolated over batch size: "
+                   "slots, draws accepts, records events and copies results) over the bare replay at the loop's own "
+                   f"attention width, {self.launch_bucket} (the line through the grid's last two columns; "
+                   "runtime.profile_fit.verify_excess_fit), interpolated over batch size: "
                    + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
             "gpu.draft_step": ("not measured (left out): the runtime's proxy drafter is a block drafter, one parallel "

@@ -96,9 +96,16 @@ def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
 def prefill_graph_sizes(max_tokens: int) -> int:
     """How many prefill graph sizes SGLang captures up to ``max_tokens`` tokens
     (cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``)."""
-    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
-             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
-    return sum(1 for s in sizes if s <= max_tokens)
+    # counted per range, not listed: a scenario's chunk of 1e23 tokens listed 2e20 sizes (a
+    # MemoryError, or an OverflowError past 2**63, where it is to be refused in one line)
+    tops = ((lo, max_tokens if hi is None else min(hi, max_tokens), step) for lo, hi, step in PREFILL_GRAPH_RANGES)
+    return sum((top - lo) // step + 1 for lo, top, step in tops if top >= lo)
+
+
+PREFILL_GRAPH_RANGES = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256),
+                        (4608, None, 512))
+"""(first, last, step) of the prefill graph sizes (cuda_graph_hook.py
+``generate_prefill_cuda_graph_batch_sizes``; the last range open-ended)."""
 
 
 def decode_graph_mib_per_bs(graph_max_bs: int, attn_dp_size: int = 1) -> float:
@@ -138,28 +145,33 @@ SWA_FULL_TOKENS_RATIO: float = ServerArgs.model_fields["swa_full_tokens_ratio"].
 server field's own default, so the pool sizes and the server agree."""
 
 
-def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> float | None:
+def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO,
+                   speculative: bool = False) -> float | None:
     """Bytes one token of ``max_total_num_tokens`` costs on one rank.
 
     One pool: ``kv_cell_bytes``. A hybrid SWA profile (``swa_kv_cell_bytes``) with the SWA
     pool on: full layers' bytes + ``swa_ratio`` x windowed layers' bytes (sglang 0.5.23
     model_executor/pool_configurator.py ``HybridSWAPoolConfigurator._recompute_cell_size``);
     ``swa_ratio`` None (the pool off): every layer's bytes in one pool
-    (``DefaultPoolConfigurator``)."""
+    (``DefaultPoolConfigurator``). ``speculative``: the server runs a drafter, whose KV
+    (``draft_kv_cell_bytes``) SGLang adds to every token's cost (``DefaultPoolConfigurator.__init__``
+    EAGLE/STANDALONE and DFLASH branches, ``HybridSWAPoolConfigurator._recompute_cell_size``)."""
     if hw.kv_cell_bytes is None:
         return None
+    draft = (hw.draft_kv_cell_bytes or 0.0) if speculative else 0.0
     if hw.swa_kv_cell_bytes is None:
-        return hw.kv_cell_bytes
+        return hw.kv_cell_bytes + draft
     if swa_ratio is None:
-        return hw.kv_cell_bytes + hw.swa_kv_cell_bytes
-    return hw.kv_cell_bytes + swa_ratio * hw.swa_kv_cell_bytes
+        return hw.kv_cell_bytes + hw.swa_kv_cell_bytes + draft
+    return hw.kv_cell_bytes + swa_ratio * hw.swa_kv_cell_bytes + draft
 
 
 def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
-                   swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> int | None:
-    """KV pool tokens per rank (the full pool of a hybrid SWA model, :func:`kv_token_bytes`),
-    or None when the profile lacks the weights or KV bytes."""
-    cell = kv_token_bytes(hw, swa_ratio)
+                   swa_ratio: float | None = SWA_FULL_TOKENS_RATIO, speculative: bool = False) -> int | None:
+    """KV pool tokens per rank (the full pool of a hybrid SWA model, :func:`kv_token_bytes`;
+    ``speculative``: the drafter's KV counted too), or None when the profile lacks the
+    weights or KV bytes."""
+    cell = kv_token_bytes(hw, swa_ratio, speculative)
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     pre_load = (hw.memory_mib - hw.context_mib) * 2**20
@@ -170,12 +182,12 @@ def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
 
 
 def physical_pool_tokens(hw: Hardware, page_size: int = 1,
-                         swa_ratio: float | None = SWA_FULL_TOKENS_RATIO) -> int | None:
+                         swa_ratio: float | None = SWA_FULL_TOKENS_RATIO, speculative: bool = False) -> int | None:
     """KV tokens per rank that could exist at all: every byte the driver reports, less the
     context taken before loading and the weights (no activation or graph reserve, a
     mem_fraction_static of 1). None when the profile lacks the weights or KV bytes; 0 when
     the weights alone do not fit."""
-    cell = kv_token_bytes(hw, swa_ratio)
+    cell = kv_token_bytes(hw, swa_ratio, speculative)
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     rest = (hw.memory_mib - hw.context_mib) * 2**20 - hw.weight_bytes
@@ -262,21 +274,28 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
-    mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v,
-                              attn_dp_size=server.dp_size if server.enable_dp_attention else 1)
+    mfs = server.mem_fraction_static   # given: SGLang takes it as is (memory_hook.py computes it only when unset)
+    if mfs is None:
+        mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v,
+                                  attn_dp_size=server.dp_size if server.enable_dp_attention else 1)
     if hw.swa_kv_cell_bytes is not None and hw.sliding_window is not None:
         put("sliding_window_size", hw.sliding_window, "the model's window: SGLang runs a hybrid SWA KV pool for it "
             "(configs/model_config.py is_hybrid_swa_model)")
     swa_on = hw.swa_kv_cell_bytes is not None and vals.get("sliding_window_size", server.sliding_window_size) is not None
     ratio = server.swa_full_tokens_ratio if swa_on else None
-    cell = kv_token_bytes(hw, ratio)
-    pool = kv_pool_tokens(hw, mfs, server.page_size, ratio)
+    spec = server.speculative_algorithm.enabled
+    cell = kv_token_bytes(hw, ratio, spec)
+    pool = kv_pool_tokens(hw, mfs, server.page_size, ratio, spec)
     if pool is not None and pool > 0:
         split = (f" ({hw.kv_cell_bytes / 1024:.1f} full + {ratio:g} x {hw.swa_kv_cell_bytes / 1024:.1f} SWA; "
                  f"SWA pool {ratio:g} x this)" if swa_on else "")
-        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs} x memory - weights {hw.weight_bytes / 2**30:.1f} GiB, "
+        if spec and hw.draft_kv_cell_bytes:
+            split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
+        given_mfs = " (given)" if server.mem_fraction_static is not None else ""
+        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs}{given_mfs} x memory - weights "
+            f"{hw.weight_bytes / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
-    physical = physical_pool_tokens(hw, server.page_size, ratio)
+    physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
     if ("max_total_num_tokens" in given and pool and physical is not None
             and server.max_total_num_tokens > physical):
         # SGLang takes min(--max-total-tokens, the profiled pool) with a warning
@@ -338,9 +357,13 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
         running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
         draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled else 1
-        mfs = mem_fraction_static(hw, rs.chunked_prefill_size, rs.max_prefill_tokens, rs.cuda_graph_max_bs, role=role,
-                                  decode_tokens=running * draft, attn_dp_size=rs.dp_size if rs.enable_dp_attention else 1)
-        pool = kv_pool_tokens(hw, mfs, rs.page_size, None)  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
+        mfs = rs.mem_fraction_static
+        if mfs is None:
+            mfs = mem_fraction_static(hw, rs.chunked_prefill_size, rs.max_prefill_tokens, rs.cuda_graph_max_bs,
+                                      role=role, decode_tokens=running * draft,
+                                      attn_dp_size=rs.dp_size if rs.enable_dp_attention else 1)
+        pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
+                              rs.speculative_algorithm.enabled)
         if pool is None or pool <= 0 or pool == rs.max_total_num_tokens:
             continue
         roles[role] = cfg.model_copy(update={"server": {**cfg.server, "max_total_num_tokens": pool}})

@@ -32,6 +32,12 @@ class Hardware(BaseModel):
     weight_bytes: weights one rank holds (target plus draft model), bytes.
     kv_cell_bytes: KV cache bytes per token on one rank (all layers; with
         ``swa_kv_cell_bytes``, the full-attention layers only).
+    draft_kv_cell_bytes: the drafter's KV bytes per token on one rank, in the same pool: SGLang
+        adds them to a token's cost only when the server speculates
+        (model_executor/pool_configurator.py ``DefaultPoolConfigurator.__init__``: EAGLE/STANDALONE
+        and DFLASH-family branches; ``HybridSWAPoolConfigurator``'s draft layers), so a
+        scenario without speculation on the same profile gets the target's pool. None: no
+        drafter KV (older profiles, or a measured profile that does not know it).
     swa_kv_cell_bytes: a hybrid sliding-window model's SWA-pool KV bytes per token on one
         rank (its windowed layers), SGLang's second pool (model_executor/pool_configurator.py
         ``HybridSWAPoolConfigurator``); None: one pool.
@@ -58,6 +64,7 @@ class Hardware(BaseModel):
     memory_mib: float | None = Field(None, gt=0)
     weight_bytes: float | None = Field(None, ge=0)
     kv_cell_bytes: float | None = Field(None, gt=0)
+    draft_kv_cell_bytes: float | None = Field(None, ge=0)
     swa_kv_cell_bytes: float | None = Field(None, gt=0)
     sliding_window: int | None = Field(None, ge=1)
     context_len: int | None = Field(None, ge=1)

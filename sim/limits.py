@@ -220,8 +220,10 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
         return
     srv = scenario.server
     attn_dp = srv.dp_size if srv.enable_dp_attention else 1
-    mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs,
-                              attn_dp_size=attn_dp)
+    mfs = srv.mem_fraction_static
+    if mfs is None:
+        mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs,
+                                  attn_dp_size=attn_dp)
     if mfs <= 0:
         # the reserve alone takes the whole GPU: the settings it grows with are at fault,
         # not the weights (SGLang's reserve: arg_groups/memory_hook.py handle_gpu_memory_settings)
@@ -236,7 +238,13 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x {per_bs:g} MiB) before the KV pool: "
                           f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
                           f"(mem_fraction_static {mfs}); SGLang stops at start")
-    if kv_pool_tokens(hw, mfs, srv.page_size) == 0:
+    if kv_pool_tokens(hw, mfs, srv.page_size, speculative=srv.speculative_algorithm.enabled) == 0:
+        if srv.mem_fraction_static is not None:
+            need = hw.weight_bytes / (((hw.memory_mib or 0) - hw.context_mib) * 2**20)
+            raise ConfigError(scenario.path or "<scenario>", "server.mem_fraction_static", srv.mem_fraction_static,
+                              f"leaves no KV pool beside {_gib(hw.weight_bytes)} of weights per rank on one "
+                              f"{hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}): must be above "
+                              f"{need:.3f}; SGLang stops at start ('Not enough memory')")
         raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
                           f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "

@@ -118,3 +118,12 @@ def test_bootstrap_paired_needs_equal_lengths_and_drops_nan_pairs():
     pct, lo, hi = pct_change_ci([100.0, np.nan, 100.0, 104.0], [110.0, 5.0, 111.0, 113.0])
     assert pct == pytest.approx((334 / 3 - 304 / 3) / (304 / 3) * 100)
     assert lo <= pct <= hi
+
+
+def test_the_interval_of_a_nonnegative_mean_stays_at_or_above_zero():
+    """Two seeds of a throughput: the t interval (t = 12.7 at one degree of freedom) ran below
+    zero in the sweep table and plots; a mean of non-negative values cannot."""
+    m, lo, hi = mean_ci([217.8, 417.8])
+    assert m == 317.8 and lo == 0.0 and hi > 1000
+    m, lo, hi = mean_ci([-1.0, 3.0])          # a metric that can be negative keeps its interval
+    assert lo < -10

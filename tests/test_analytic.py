@@ -709,6 +709,9 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
         d["provenance"].pop(f"kv_transfer.{k}")
     # and the KV cache's element size (--kv-cache-dtype; auto is bf16, 2 bytes)
     assert d["analytic"]["model"].pop("kv_cache_bytes") == 2
+    # and the drafter's KV, counted in the pool when a scenario speculates (one of the 32 layers)
+    assert d["hardware"].pop("draft_kv_cell_bytes") == d["hardware"]["kv_cell_bytes"] / 32
+    d["provenance"].pop("hardware.draft_kv_cell_bytes")
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)

@@ -87,8 +87,8 @@ def test_a_draft_models_kv_shares_the_pool():
     own = build_profile(tgt, gpu, 1, window=4, drafter="chain", draft_model=drf)
     layer = build_profile(tgt, gpu, 1, window=4, drafter="chain")
     cell = layer["hardware"]["kv_cell_bytes"]
-    assert own["hardware"]["kv_cell_bytes"] == cell + int(cell * drf.num_layers / tgt.num_layers)
-    assert "draft" in own["provenance"]["hardware.kv_cell_bytes"]
+    assert own["hardware"]["draft_kv_cell_bytes"] == int(cell * drf.num_layers / tgt.num_layers)
+    assert "draft model" in own["provenance"]["hardware.draft_kv_cell_bytes"]
     assert own["kv_transfer"]["bytes_per_token"] == cell   # a prefill rank sends the target's KV only
 
 

@@ -75,3 +75,77 @@ def test_a_hybrid_swa_models_provenance_names_the_cache_dtype():
     assert fp8["hardware"]["kv_cell_bytes"] == bf16["hardware"]["kv_cell_bytes"] / 2
     assert "fp8 KV cache" in fp8["provenance"]["hardware.kv_cell_bytes"], fp8["provenance"]["hardware.kv_cell_bytes"]
     assert "bf16 KV cache" in bf16["provenance"]["hardware.kv_cell_bytes"]
+
+
+def _cfg_profile(tmp_path, capsys, cfg, gpu="H100", tp=1, *extra):
+    import json
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    out = tmp_path / "auto.yaml"
+    capsys.readouterr()
+    assert main(["profile", "--analytic", "--model", str(p), "--gpu", gpu, "--tp", str(tp), "--out", str(out),
+                 *extra]) in (0, None)
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("--kv-cache-dtype auto ->")]
+    return yaml.safe_load(out.read_text()), said
+
+
+def _llama(**quant):
+    from specsched.sim.analytic.models import shipped_models
+
+    return {**shipped_models()["llama-3.1-8b"], **({"quantization_config": quant} if quant else {})}
+
+
+@pytest.mark.parametrize(("quant", "fp8"), [
+    ({}, False),
+    # NVIDIA ModelOpt FP8 checkpoints (config.json flat format): kv_cache_scheme float/8 bits
+    ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_scheme": {"type": "float", "num_bits": 8}}, True),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": "FP8"}, True),
+    ({"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, True),     # no quant_method: the ModelOpt parser
+    ({"quant_method": "modelopt", "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}, True),
+    ({"quant_method": "fp8", "kv_cache_quant_algo": "fp8"}, True),  # Fp8Config: upper() == "FP8"
+    ({"quant_method": "fp8", "activation_scheme": "dynamic"}, False),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": {"type": "float", "num_bits": 4}}, False),
+    # compressed-tensors' config class carries no kv_cache_quant_algo: auto keeps the model's dtype
+    ({"quant_method": "compressed-tensors", "kv_cache_scheme": {"type": "float", "num_bits": 8}}, False),
+])
+def test_auto_follows_the_checkpoints_kv_quantization(tmp_path, capsys, quant, fp8):
+    """SGLang 0.5.23 mem_cache/kv_cache_dtype.py ``configure_kv_cache_dtype``: with ``auto``, a
+    quantization config whose ``kv_cache_quant_algo`` is FP8 (ModelOpt's ``kv_cache_scheme`` or
+    ``kv_cache_quant_algo``, Fp8Config's key) gets an fp8_e4m3 cache. Before, auto was bf16."""
+    d, said = _cfg_profile(tmp_path, capsys, _llama(**quant))
+    assert d["hardware"]["kv_cell_bytes"] == (64 if fp8 else 128) * 1024
+    assert len(said) == 1 and said[0].split(":")[0].endswith("fp8_e4m3" if fp8 else "bf16"), said
+    if fp8:
+        assert "kv_cache_dtype.py" in said[0] and "fp8_e4m3" in d["provenance"]["model"]
+
+
+@pytest.mark.parametrize(("gpu", "sink", "fp8"), [("B200", False, True), ("RTX5090", False, True),
+                                                  ("H200", False, False), ("MI355X", False, False),
+                                                  ("B200", True, False)])
+def test_auto_for_deepseek_sparse_attention_follows_the_gpu(tmp_path, capsys, gpu, sink, fp8):
+    """arg_groups/overrides.py ``_dsa_kv_cache_dtype_default``: a DeepSeek DSA model (V3.2:
+    ``index_topk`` in the config) gets fp8_e4m3 from compute capability 10 on, bf16 below (and
+    on ROCm's gfx9) or with a learnable sink."""
+    from specsched.sim.analytic.models import shipped_models
+
+    cfg = {**shipped_models()["deepseek-v3"], "architectures": ["DeepseekV32ForCausalLM"], "index_topk": 2048,
+           **({"learnable_sink": True} if sink else {})}
+    d, said = _cfg_profile(tmp_path, capsys, cfg, gpu, 8)
+    assert d["hardware"]["kv_cell_bytes"] == (512 + 64) * 61 * (1 if fp8 else 2)
+    assert "_dsa_kv_cache_dtype_default" in said[0]
+    # DeepSeek-V3 itself (no index_topk) keeps bf16 on a B200
+    d, said = _cfg_profile(tmp_path, capsys, shipped_models()["deepseek-v3"], "B200", 8)
+    assert d["hardware"]["kv_cell_bytes"] == (512 + 64) * 61 * 2 and said[0].split(":")[0].endswith("bf16")
+
+
+def test_auto_for_deepseek_v4_is_fp8_and_an_explicit_type_wins(tmp_path, capsys):
+    """arg_groups/overrides.py ``_deepseek_v4_kv_cache_dtype``: DeepseekV4ForCausalLM's auto is
+    fp8_e4m3 on GPUs; ``--kv-cache-dtype bf16`` is taken as given and prints no choice."""
+    from specsched.sim.analytic.models import shipped_models
+
+    cfg = shipped_models()["deepseek-v4-flash"]
+    auto, said = _cfg_profile(tmp_path, capsys, cfg, "MI355X", 4)
+    assert said and "fp8_e4m3" in said[0] and "_deepseek_v4_kv_cache_dtype" in said[0]
+    bf, said = _cfg_profile(tmp_path, capsys, cfg, "MI355X", 4, "--kv-cache-dtype", "bf16")
+    assert not said and bf["hardware"]["kv_cell_bytes"] == 2 * auto["hardware"]["kv_cell_bytes"]

@@ -58,8 +58,8 @@ then torch SDPA)."""
 
 
 KV_CACHE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
-"""``--kv-cache-dtype``: SGLang's names and the element size each stores (``auto`` is the
-model's dtype, bf16 for the shipped models; model_executor/pool_configurator.py
+"""``--kv-cache-dtype``: SGLang's names and the element size each stores (``auto`` is what
+SGLang picks for the model and GPU, :func:`models.auto_kv_cache_dtype`; model_executor/pool_configurator.py
 ``_compute_cell_size``)."""
 
 
@@ -87,11 +87,17 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--kv-cache-dtype", kv_dtype, f"allowed: {', '.join(KV_CACHE_BYTES)}")
     arch = load_model(args.model)
     arch = _dtype_assumptions(arch, args.dtype)
+    gpu = load_gpu(args.gpu)
+    kv_chosen = ""
+    if kv_dtype == "auto":
+        from specsched.sim.analytic.models import auto_kv_cache_dtype
+
+        kv_dtype, why = auto_kv_cache_dtype(arch, gpu.compute_capability, gpu.platform)
+        kv_chosen = f"--kv-cache-dtype auto -> {kv_dtype}: {why}"
     if KV_CACHE_BYTES[kv_dtype] != arch.kv_cache_bytes:
         arch = arch.model_copy(update={"kv_cache_bytes": KV_CACHE_BYTES[kv_dtype], "assumptions": [
-            *arch.assumptions, f"KV cache {kv_dtype} (--kv-cache-dtype): {KV_CACHE_BYTES[kv_dtype]} byte(s) per element, "
-            "read and written at that size; attention FLOPs at the bf16 rate"]})
-    gpu = load_gpu(args.gpu)
+            *arch.assumptions, f"KV cache {kv_dtype} ({kv_chosen or '--kv-cache-dtype'}): {KV_CACHE_BYTES[kv_dtype]} "
+            "byte(s) per element, read and written at that size; attention FLOPs at the bf16 rate"]})
     split, passes = ATTENTION_KERNELS[attention]
     if not split and gpu.sms is None:
         raise ConfigError("<command line>", "--attention", attention, f"needs the GPU's SM count, which the table "
@@ -118,7 +124,7 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     if args.name is None:
         # the default name (and so the default --out file) tells the KV type and the draft model
         # apart: two profiles that differ only there no longer overwrite one another
-        extra = ([f"kv-{kv_dtype.replace('_', '-')}"] if kv_dtype not in ("auto", "bf16") else []) + (
+        extra = ([f"kv-{kv_dtype.replace('_', '-')}"] if kv_dtype not in ("auto", "bf16", "bfloat16") else []) + (
             [f"draft-{draft_arch.name}"] if draft_arch is not None else [])
         if extra:
             d["name"] = d["name"].removesuffix("-analytic") + "-" + "-".join(extra) + "-analytic"
@@ -131,7 +137,12 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     print(f"{d['name']}: {d['device']}")
     swa = (f" in the full pool + {hw['swa_kv_cell_bytes'] / 1024:.1f} KiB in the SWA pool (window {hw['sliding_window']})"
            if "swa_kv_cell_bytes" in hw else "")
-    print(f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token per rank{swa}")
+    drafter_kv = (f"; the drafter's KV {hw['draft_kv_cell_bytes'] / 1024:.1f} KiB more when speculating"
+                  if hw.get("draft_kv_cell_bytes") else "")
+    print(f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token "
+          f"per rank{swa}{drafter_kv}")
+    if kv_chosen:
+        print(kv_chosen)
     print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
         f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
     print(f"wrote {out}")
@@ -200,7 +211,8 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
                    help="rows of the drafter's own LM head: an EAGLE-3 head's draft_vocab_size (32000 for the "
                         "Llama-3.1-8B heads) (default: the drafter uses the target's LM head, as EAGLE-2 and MTP do)")
     g.add_argument("--kv-cache-dtype", default=None,
-                   help="KV cache element type, SGLang's --kv-cache-dtype: auto (the model's, bf16), bf16, fp8_e4m3 or "
+                   help="KV cache element type, SGLang's --kv-cache-dtype: auto (what SGLang picks: fp8_e4m3 for a checkpoint "
+                        "declaring FP8 KV, DeepSeek-V4, DeepSeek sparse attention on SM100+; else bf16), bf16, fp8_e4m3 or "
                         "fp8_e5m2 (1 byte: about twice the pool, half the KV read) (default auto)")
     g.add_argument("--draft-model", default=None,
                    help="a separate draft model (SGLang's STANDALONE drafter), a shipped name or a config.json: "

@@ -38,6 +38,16 @@ opts in the same way. Not here: DeepSeek-V4 (its own pool, DSV4PoolConfigurator)
 and MiMo-V2 (layer split from other keys), and Gemma 2/3, whose hybrid pool SGLang turns off
 (arg_groups/model_overrides/gemma2_gemma3.py: ``disable_hybrid_swa_memory``)."""
 
+DSA_ARCHS = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration",
+    "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
+    "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+})
+"""Architectures SGLang 0.5.23 gives DeepSeek sparse attention's KV default: those in both
+configs/model_config.py ``is_deepseek_dsa`` (with ``index_topk`` in the config) and
+arg_groups/overrides.py ``_DEEPSEEK_FAMILY_ARCHS`` (``_dsa_kv_cache_dtype_default`` returns at
+once for another architecture)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -94,6 +104,15 @@ class ModelArch(BaseModel):
     """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
     (and ``bf16``), 1 for ``fp8_e4m3`` / ``fp8_e5m2`` (``profile --analytic --kv-cache-dtype``;
     model_executor/pool_configurator.py ``_compute_cell_size``: the dtype's element size)."""
+    kv_cache_quant_algo: str | None = None
+    """The KV cache quantization the checkpoint's ``quantization_config`` declares, as SGLang
+    0.5.23's quantization config reads it (:func:`checkpoint_kv_cache_quant`); None: none.
+    ``--kv-cache-dtype auto`` follows it (:func:`auto_kv_cache_dtype`)."""
+    dsa: bool = False
+    """DeepSeek sparse attention (:data:`DSA_ARCHS` with ``index_topk``): SGLang picks its KV
+    type by GPU."""
+    learnable_sink: bool = False
+    """A DSA config's ``learnable_sink``: SGLang keeps such a model's KV in bf16."""
     weight_format: str | None = None
     """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`); None otherwise.
     Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""
@@ -293,7 +312,93 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         fp8_native=fp8,
         fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
         weight_format=fp4,
+        kv_cache_quant_algo=checkpoint_kv_cache_quant(quant),
+        dsa=bool(DSA_ARCHS & set(_strings(cfg.get("architectures"))[:1])) and cfg.get("index_topk") is not None,
+        learnable_sink=bool(cfg.get("learnable_sink", False)),
     )
+
+
+def checkpoint_kv_cache_quant(quant: Any) -> str | None:
+    """The KV cache quantization a config.json ``quantization_config`` declares, read as SGLang
+    0.5.23's quantization configs read it (their ``kv_cache_quant_algo``), or None.
+
+    - ``quant_method: fp8`` (``Fp8Config.from_config``, layers/quantization/fp8.py): the
+      ``kv_cache_quant_algo`` key.
+    - NVIDIA ModelOpt (``quant_method`` ``modelopt``, ``modelopt_fp8``, ``modelopt_fp4``,
+      ``modelopt_mixed``, or none with a ``quant_algo``; configs/model_config.py
+      ``_parse_quant_hf_config`` sends a config without ``quant_method`` to the ModelOpt
+      parser): a ``kv_cache_scheme`` mapping ``{type: float, num_bits: 8}`` is FP8
+      (``num_bits: 4`` NVFP4, another ``auto``), a ``kv_cache_scheme`` string FP8/FLOAT8 is FP8,
+      else the ``kv_cache_quant_algo`` key (layers/quantization/modelopt_quant.py
+      ``ModelOptFp8Config.from_config``, ``ModelOptFp4Config.from_config``,
+      ``ModelOptMixedPrecisionConfig.from_config``).
+    - Any other method (compressed-tensors, mxfp4, awq, gptq, ...): None. Their config classes
+      carry no ``kv_cache_quant_algo``, so ``--kv-cache-dtype auto`` keeps the model's dtype
+      even where the file has a ``kv_cache_scheme`` (mem_cache/kv_cache_dtype.py
+      ``configure_kv_cache_dtype`` reads only ``quant_config.kv_cache_quant_algo``).
+    """
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "fp8":
+        algo = quant.get("kv_cache_quant_algo")
+        return str(algo) if algo else None
+    if method not in ("", "modelopt", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed"):
+        return None
+    section = quant if quant.get("quant_algo") is not None else quant.get("quantization")
+    if not isinstance(section, dict):
+        return None
+    scheme = section.get("kv_cache_scheme")
+    if isinstance(scheme, dict):
+        if scheme.get("type") == "float" and scheme.get("num_bits") == 8:
+            return "FP8"
+        return "NVFP4" if scheme.get("type") == "float" and scheme.get("num_bits") == 4 else "auto"
+    if isinstance(scheme, str):
+        name = scheme.strip().upper()
+        return "FP8" if name in ("FP8", "FLOAT8") else "NVFP4" if name in ("FP4", "FLOAT4", "NVFP4") else "auto"
+    algo = section.get("kv_cache_quant_algo")
+    return str(algo) if algo else None
+
+
+def auto_kv_cache_dtype(arch: ModelArch, compute_capability: int | None, platform: str) -> tuple[str, str]:
+    """What SGLang 0.5.23 turns ``--kv-cache-dtype auto`` into for ``arch`` on a GPU of
+    ``compute_capability`` (SM x 10; None on ROCm) and ``platform``, and why.
+
+    In SGLang's order: the server-argument overrides first (they replace ``auto`` before the
+    model loads), then the checkpoint's quantization at load time.
+
+    1. ``DeepseekV4ForCausalLM``: fp8_e4m3 on every GPU (arg_groups/overrides.py
+       ``_deepseek_v4_kv_cache_dtype``; bf16 only on NPU).
+    2. DeepSeek sparse attention (:data:`DSA_ARCHS` with ``index_topk``): fp8_e4m3 when the
+       GPU's major compute capability is 10 or more and the config has no ``learnable_sink``,
+       else bf16 (``_dsa_kv_cache_dtype_default``: ``torch.cuda.get_device_capability()``;
+       ROCm's gfx9 parts report major 9).
+    3. A checkpoint whose quantization declares FP8 KV (:func:`checkpoint_kv_cache_quant`):
+       fp8_e4m3 (mem_cache/kv_cache_dtype.py ``configure_kv_cache_dtype``:
+       ``kv_cache_quant_algo.upper() == "FP8"``; fnuz on HIP, the same byte). NVFP4 or
+       anything else there keeps the model's dtype.
+    4. Otherwise the model's dtype: bf16.
+    """
+    arch_name = arch.architectures[0] if arch.architectures else ""
+    if arch_name == "DeepseekV4ForCausalLM":
+        return "fp8_e4m3", ("SGLang's default for DeepseekV4ForCausalLM on GPUs "
+                            "(arg_groups/overrides.py _deepseek_v4_kv_cache_dtype)")
+    if arch.dsa:
+        major = (compute_capability or 0) // 10 if platform == "cuda" else 9
+        sm = f"SM{major}" if platform == "cuda" else "ROCm (gfx9: major 9)"
+        if arch.learnable_sink:
+            return "bf16", (f"SGLang's default for DeepSeek sparse attention with learnable_sink on {sm} "
+                            "(arg_groups/overrides.py _dsa_kv_cache_dtype_default)")
+        return ("fp8_e4m3" if major >= 10 else "bf16"), (
+            f"SGLang's default for DeepSeek sparse attention ({arch_name}, index_topk) on {sm}: fp8_e4m3 from "
+            "compute capability 10 (arg_groups/overrides.py _dsa_kv_cache_dtype_default)")
+    if arch.kv_cache_quant_algo and arch.kv_cache_quant_algo.upper() == "FP8":
+        return "fp8_e4m3", ("the checkpoint's quantization_config declares an FP8 KV cache (kv_cache_quant_algo "
+                            "FP8 as SGLang's quantization config reads it; mem_cache/kv_cache_dtype.py "
+                            "configure_kv_cache_dtype)")
+    said = f" (its quantization_config's KV quantization {arch.kv_cache_quant_algo!r} is not FP8)" \
+        if arch.kv_cache_quant_algo else ""
+    return "bf16", f"the model's dtype{said} (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype)"
 
 
 def fp4_format(quant: Any) -> str | None:

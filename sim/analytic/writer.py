@@ -36,6 +36,7 @@ from specsched.sim.analytic.roofline import (
     extend,
     extend_issue_s,
     kernel_count,
+    kv_cell_bytes,
     kv_pool_cell_bytes,
     prefill_runs_eager,
     weights_bytes,
@@ -247,12 +248,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     }
     full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
     target_cell = full_cell   # what a prefill rank sends per token (kv_transfer)
-    if draft_model is not None and not arch.swa_pool_layers:
-        # the draft model's KV shares the pool, sized at the target's per-layer cell x the
-        # draft's layers (0.5.23 model_executor/pool_configurator.py, EAGLE/STANDALONE branch)
-        full_cell += int(full_cell * draft_model.num_layers / arch.num_layers)
-        prov["hardware.kv_cell_bytes"] += (f"; plus the draft model's KV: the target's per-layer cell x its "
-                                           f"{draft_model.num_layers} layers (pool_configurator.py, STANDALONE)")
+    draft_cell, prov["hardware.draft_kv_cell_bytes"] = drafter_kv_cell_bytes(arch, draft, tp, drafter,
+                                                                             draft_model is not None)
     prov["kv_transfer.bytes_per_token"] = (
         "hardware.kv_cell_bytes: each prefill rank sends its own shard of a token's KV to its decode peer over its "
         "own link (disaggregation/mooncake, nixl: per-rank transfers); a drafter's KV is not counted")
@@ -305,19 +302,59 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "hardware": {
             "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
             "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(full_cell),
+            "draft_kv_cell_bytes": float(draft_cell),
             **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
                         "latency_s": KV_LINK_LATENCY_S},
         "analytic": {
-            "model": arch.model_dump(exclude={k for k in ("swa_pool_layers", "weight_format") if getattr(arch, k) is None}),
+            "model": arch.model_dump(exclude={k for k, default in (("swa_pool_layers", None), ("weight_format", None),
+                                                                    ("kv_cache_quant_algo", None), ("dsa", False),
+                                                                    ("learnable_sink", False))
+                                              if getattr(arch, k) == default}),
             "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
             **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}),
             **({"draft_model": draft_model.model_dump()} if draft_model is not None else {}), "efficiency": eff_d,
         },
     }
+
+
+def drafter_kv_cell_bytes(arch: ModelArch, draft: ModelArch, tp: int, drafter: str,
+                          draft_model: bool) -> tuple[int, str]:
+    """The drafter's KV bytes per token per rank that SGLang 0.5.23 adds to the target's pool
+    when the server speculates (``hardware.draft_kv_cell_bytes``), and where the rule is from.
+
+    A chain drafter (EAGLE/EAGLE3/MTP heads, a STANDALONE draft model): the target's per-layer
+    cell times the draft's layers, ``int(cell x draft_layers / layers)``
+    (model_executor/pool_configurator.py ``DefaultPoolConfigurator.__init__``, EAGLE/STANDALONE
+    branch: "assumes the draft shares the target's per-layer KV size"; the draft layers are
+    the head's ``num_nextn_predict_layers`` or the draft config's ``num_hidden_layers``,
+    model_runner_components/spec_aux_hidden_state.py). A block drafter (DSpark/DFlash):
+    the draft's own cell from its attention geometry, KV heads per rank x (head_dim +
+    v_head_dim) x draft layers x element size (speculative/dflash_utils.py
+    ``dflash_draft_cell_size_per_token``, summed by ``scale_kv_cell_size_per_token_for_dflash``);
+    the assumed drafter has the target's layer shape, so an MLA target's draft stores the
+    latent. A hybrid SWA target: the draft's layers are full-attention layers of the
+    target's full-layer geometry (``HybridSWAPoolConfigurator``: ``_draft_full_layers_num`` x
+    ``_full_per_token``, or ``_draft_cell_size``; an EAGLE head's config is not hybrid)."""
+    full, _ = kv_pool_cell_bytes(arch, tp)
+    per_layer_full = kv_cell_bytes(arch, tp) / arch.num_layers   # one layer of the target's (full) geometry
+    who = (f"the draft model's {draft.num_layers} layers" if draft_model else f"the drafter's {draft.num_layers} layer(s)")
+    if arch.swa_pool_layers:
+        return int(per_layer_full * draft.num_layers), (
+            f"{who} as full-attention layers of the target's geometry (pool_configurator.py HybridSWAPoolConfigurator: "
+            "_draft_full_layers_num x _full_per_token, or the DFLASH _draft_cell_size); counted only when the "
+            "scenario speculates")
+    if drafter == "chain" or draft_model:
+        return int(full * draft.num_layers / arch.num_layers), (
+            f"{who}: the target's per-layer cell x {draft.num_layers} (pool_configurator.py DefaultPoolConfigurator, "
+            "EAGLE/STANDALONE branch: int(cell x draft layers / layers)); counted only when the scenario speculates")
+    return int(kv_cell_bytes(draft, tp)), (
+        f"{who} by its own attention geometry, KV heads per rank x (head_dim + v_head_dim) x layers x element size "
+        "(speculative/dflash_utils.py dflash_draft_cell_size_per_token, added by pool_configurator.py's DFLASH branch); "
+        "counted only when the scenario speculates")
 
 
 def _fp4_provenance(dtype: str, gpu: GpuSpec) -> str:

@@ -1,0 +1,66 @@
+"""benchmarks/verify_step_costs.py: a verify step's batch is rebuilt from the run's records
+(members, committed lengths) and priced by the cost model at exactly those contexts; bad
+input is one line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import load_benchmark
+
+pytest.importorskip("torch")
+
+costs = load_benchmark("verify_step_costs")
+ROUND26 = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "h200-v26" / "h200-8b.yaml"
+
+
+def _run(d: Path) -> None:
+    """Two requests (prompts 100 and 900); a verify at 10-20 ms holds both, one at 30-40 ms
+    only the second (the first finished at 25 ms)."""
+    d.mkdir(parents=True)
+    steps = [(0, "extend", "main", 2, 1000, 0.000, 0.008),
+             (1, "verify", "main", 2, 0, 0.010, 0.020),
+             (2, "verify", "main", 1, 0, 0.030, 0.040)]
+    pd.DataFrame(steps, columns=["step", "mode", "part", "batch_size", "num_extend_tokens", "gpu_start_s",
+                                 "gpu_end_s"]).to_parquet(d / "steps.parquet")
+    pd.DataFrame({"rid": [0, 1], "input_len": [100, 900], "first_token_s": [0.009, 0.009],
+                  "finish_s": [0.025, 0.045]}).to_parquet(d / "requests.parquet")
+    # first tokens at 9 ms; 3 more each at 9.5 ms (the step before the first verify), 4 at 21 ms
+    pd.DataFrame({"rid": [0, 1, 0, 1, 0, 1], "time_s": [0.009, 0.009, 0.0095, 0.0095, 0.021, 0.021],
+                  "n_tokens": [1, 1, 3, 3, 4, 4]}).to_parquet(d / "chunks.parquet")
+
+
+def test_batches_are_rebuilt_from_the_records(tmp_path):
+    _run(tmp_path / "sharegpt-lengths-base-measured")
+    t = costs.rebuild(tmp_path / "sharegpt-lengths-base-measured")
+    assert list(t.bs) == list(t.n) == [2, 1]
+    assert t.longest.tolist() == [904, 908]          # prompt + tokens delivered before the step ended
+    assert t["mean"].tolist() == [504.0, 908.0]
+    assert t.ms.tolist() == pytest.approx([10.0, 10.0])
+
+
+def test_steps_are_priced_at_their_own_contexts(tmp_path):
+    from specsched.sim.config import load_scenario
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.profile import load_profile
+
+    _run(tmp_path / "sharegpt-lengths-base-measured")
+    t = costs.rebuild(tmp_path / "sharegpt-lengths-base-measured")
+    sc = load_scenario(costs.scenarios_dir() / "h200" / "sharegpt-lengths.yaml", "base")
+    prof = load_profile(str(ROUND26))
+    got = costs.price(t, sc.server, {"p": prof})
+    cm = CostModel(prof, sc.server, warn_to=None)
+    assert got.p.tolist() == pytest.approx([cm.step_s(2, 504.0, 904) * 1e3, cm.step_s(1, 908.0, 908) * 1e3])
+    refit = costs.price(t, sc.server, {"p": costs._profile(f"{ROUND26}+excess")})
+    assert (refit.p < got.p).all()  # the refit takes the loop's extra width out of the excess
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    _run(tmp_path / "nonsense")
+    assert costs.main([str(tmp_path / "nonsense"), "--profile", f"p={ROUND26}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "CELL-ARM-measured" in err[0]
+    assert costs.main([str(tmp_path / "nonsense"), "--profile", f"p={ROUND26}+other"]) == 2
