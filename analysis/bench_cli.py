@@ -179,6 +179,19 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
         return _validate(args, measured, Path(tmp))
 
 
+def _chunk_itl_stats(run: Any) -> dict[str, float]:
+    """A run's ITL statistics (ms) with one gap per streamed chunk, as a client that does not
+    split chunks records them (:func:`sim.bench_serving.itl_per_chunk`); {} without chunks."""
+    from specsched.sim.metrics import _stats, itl_values
+
+    chunks = getattr(run, "chunks", None)
+    if chunks is None or len(chunks) == 0:
+        return {}
+    out: dict[str, float] = {}
+    _stats("itl", itl_values(chunks, per_chunk=True), out)
+    return out
+
+
 def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.analysis.from_bench import AGENTIC_DATASET, write_scenario
     from specsched.analysis.io import atomic_write_text
@@ -191,9 +204,11 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile) for i in range(args.seeds)]
-    from specsched.sim.bench_serving import bench_record
+    from specsched.sim.bench_serving import bench_record, itl_per_chunk
 
-    pred = mean_summary([bench_record(r, details=False) | {"profile": r.summary.get("profile")} for r in runs])
+    chunk_itl = itl_per_chunk(measured)
+    pred = mean_summary([bench_record(r, details=False) | {"profile": r.summary.get("profile")}
+                         | (_chunk_itl_stats(r) if chunk_itl else {}) for r in runs])
     rows = comparison_rows(pred, measured.summary)
     if not rows:
         raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")
@@ -204,8 +219,20 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     if built is not None:
         for note in built[0]["assumptions"]:
             print(f"assumed: {note}")
-    if n_meas is not None and n_pred is not None and n_pred != n_meas:
-        print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}")
+    if chunk_itl:
+        print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
+              "the predicted ITL is per chunk too (SGLang's sglang backend splits a chunk of n tokens into n gaps)")
+    from specsched.analysis.from_bench import successes
+
+    n_ok = successes(measured) if n_meas else None
+    if n_ok is not None and n_ok < n_meas and n_pred == n_meas:
+        print(f"note: {n_meas - n_ok} of the measured run's {n_meas} requests failed and the scenario sends all "
+              f"{n_meas}: bench_serving counts only successful ones in completed and the throughputs, so the "
+              f"prediction's are high by that share (`specsched scenario from-bench FILE` writes one that sends the "
+              f"{n_ok} that succeeded)")
+    elif n_meas is not None and n_pred is not None and n_pred not in (n_meas, n_ok):
+        print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}"
+              + (f" ({n_ok} succeeded)" if n_ok != n_meas else ""))
     rate_p, rate_m = getattr(sc.workload, "request_rate", None), measured.args.get("request_rate")
     if (sc.workload.kind != "trace" and isinstance(rate_p, (int, float)) and isinstance(rate_m, float)
             and math.isfinite(rate_m) and not math.isclose(rate_p, rate_m)):

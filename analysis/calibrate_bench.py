@@ -236,13 +236,18 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
 
 
 def predict(case: FitCase, profile: Any, seeds: int) -> dict[str, Any]:
-    """Seed-mean bench_serving metrics of ``case``'s scenario under ``profile``."""
-    from specsched.analysis.bench_cli import mean_summary
-    from specsched.sim.bench_serving import bench_record
+    """Seed-mean bench_serving metrics of ``case``'s scenario under ``profile``; the ITL
+    one gap per streamed chunk when the run's client records it so
+    (:func:`sim.bench_serving.itl_per_chunk`)."""
+    from specsched.analysis.bench_cli import _chunk_itl_stats, mean_summary
+    from specsched.sim.bench_serving import bench_record, itl_per_chunk
     from specsched.sim.engine import run_scenario
 
-    recs = [bench_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile), details=False)
-            for k in range(seeds)]
+    chunk_itl = itl_per_chunk(case.run)
+    recs = []
+    for k in range(seeds):
+        r = run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile)
+        recs.append(bench_record(r, details=False) | (_chunk_itl_stats(r) if chunk_itl else {}))
     return mean_summary(recs)
 
 

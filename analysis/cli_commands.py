@@ -242,6 +242,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(dict.fromkeys(arms)) < 2:
         raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
+    compare.check_arms(args.scenario, arms, args.seeds, parse_overrides(args.set))  # names --arms, not --arm
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
     from specsched.analysis.overrides import unread_everywhere

@@ -90,15 +90,27 @@ def noise_pct(base_values: Any, arm_values: Any, paired: bool, min_change_pct: f
     return float(max(min_change_pct, v.std(ddof=1)))
 
 
-def _check_arms_seeds(scenario_path: str | Path, arms: Sequence[str], seeds: int,
-                      overrides: Mapping[str, Any] | None) -> list[Any]:
+def check_arms(scenario_path: str | Path, arms: Sequence[str], seeds: int,
+               overrides: Mapping[str, Any] | None) -> list[Any]:
+    """The scenario of each arm, loaded with ``overrides``, after checking ``seeds`` and the
+    arm list. Raises ConfigError naming ``--arms`` (an unknown arm: the arm and the allowed
+    ones), ``--seeds`` or the scenario's own key."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError("<command line>", "--seeds", seeds, "must be an integer >= 1")
     if len(arms) < 1:
         raise ConfigError("<command line>", "--arms", ",".join(arms), "give at least one arm (the first is the base)")
     if len(set(arms)) != len(arms):
         raise ConfigError("<command line>", "--arms", ",".join(arms), "arms must be distinct")
-    return [load_scenario_with_overrides(scenario_path, arm, overrides) for arm in arms]
+    scenarios = []
+    for arm in arms:
+        try:
+            scenarios.append(load_scenario_with_overrides(scenario_path, arm, overrides))
+        except ConfigError as e:
+            if e.key != "--arm":
+                raise
+            # the loader names its own option; this command's is --arms, with the arm at fault
+            raise ConfigError(e.file, "--arms", arm, e.allowed) from None
+    return scenarios
 
 
 def run_arms(
@@ -141,7 +153,7 @@ def run_arms(
         ConfigError: unknown arm, bad scenario file, ``seeds < 1``.
         RunFailed: a run raised (names arm and seed; other runs are not reported).
     """
-    scenarios = _check_arms_seeds(scenario_path, arms, seeds, overrides)
+    scenarios = check_arms(scenario_path, arms, seeds, overrides)
     tasks = [RunTask(sc, sc.seed + i, key=(j, sc.arm), runner=runner)
              if out_dirs is None else
              RunTask(with_value(sc, "seed", sc.seed + i), sc.seed + i, key=(j, sc.arm), runner=runner,

@@ -14,7 +14,10 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
-- requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``.
+- requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``; when fewer
+  completed (failed requests), the ``completed`` ones, and a finite rate x their share
+  (:func:`successes`: bench_serving counts only successful requests in ``completed``, the
+  token totals and the throughputs, over the whole run's duration).
 - lengths, ``random``/``random-ids``: ``uniform`` with ``range_ratio`` = random_range_ratio:
   integers in [max(1, int(len x ratio)), len] as SGLang 0.5.23 draws them
   (``compute_random_lens``; default ratio 0.0 = [1, len]). SGLang 0.3.0-0.5.6 drew inputs the
@@ -75,7 +78,7 @@ from specsched.sim.config import (
     load_scenario,
     validation_error,
 )
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
 
@@ -184,6 +187,14 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     if rate is None:
         rate = math.inf
         notes.append("request_rate absent: bench_serving's default inf assumed")
+    sent, n = n, successes(run)
+    if n < sent:
+        if n == 0:
+            raise ConfigError(run.source, "completed", 0, f"every one of the line's {sent} requests failed: "
+                              "no request to send")
+        notes.append(failed_note(sent, n, rate))
+        if math.isfinite(rate):
+            rate = rate * n / sent   # the successes of a Poisson stream: a Poisson stream at their share
     conc = a.get("max_concurrency")
     if burstiness is None and a.get("burstiness") not in (None, 1.0):
         burstiness = a["burstiness"]
@@ -204,6 +215,33 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
         notes.append("arrivals: rescaled so the last send falls at num_prompts / rate, as vllm bench serve does from "
                      "0.10.0 (the file does not name its version: for 0.9.x set workload.normalize_arrivals: false)")
     return w, notes
+
+
+def successes(run: BenchRun) -> int:
+    """The requests of ``run`` a scenario built from it sends: the ones that succeeded
+    (``completed``) when the line says how many were sent (``num_prompts``, the details'
+    count) and more were (failed requests), else every one sent.
+
+    bench_serving counts only successful requests in ``completed``, the token totals and
+    the throughputs, each throughput over the whole run's duration (0.5.23
+    benchmark/serving.py ``calculate_metrics``: a failed request adds 0 output tokens and no
+    input tokens; ``request_throughput = completed / dur_s``); a scenario that also sent
+    the failed ones predicted ``completed`` and the throughputs high by the failed share."""
+    n = run.num_prompts or 0
+    c = run.summary.get("completed")
+    return int(c) if c is not None and 0 <= c < n else n
+
+
+def failed_note(sent: int, ok: int, rate: float) -> str:
+    """The assumption a scenario built from a line with failed requests states (from-bench,
+    validate-bench)."""
+    thinned = (f", at {rate * ok / sent:.4g} req/s (the line's {rate:g} x {ok}/{sent}, so that they arrive over "
+               "the same span)" if math.isfinite(rate) else "")
+    return (f"requests: {sent - ok} of the line's {sent} requests failed; the scenario sends the {ok} that "
+            f"succeeded{thinned}: bench_serving counts only successful requests in completed, the token totals "
+            "and the throughputs (over the whole run's duration). The failed ones are taken to have cost the "
+            "server nothing (refused at once: a prompt past the context length, a full queue); ones that ran "
+            "before failing (a timeout) were load the prediction lacks")
 
 
 AGENTIC_DATASET = "agentic-trace"
@@ -276,11 +314,8 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
     if sys_len:
         notes.append(f"prefix: {sys_len} system-prompt tokens shared by every conversation, as the line's run "
                      "assumed (agentic_system_prompt_len)")
-    elif tr.shared_system > 1:
-        low = int(tr.prompt_tokens[tr.turn_offsets[:-1]].min())
-        notes.append(f"prefix: {tr.shared_system} of {len(tr)} conversations open with the same system message, which "
-                     "the server's radix cache shares; the trace does not say its tokens, so none is shared here: state "
-                     f"them as workload.multi_turn.system_prompt_len (below {low}, the shortest first prompt)")
+    elif tr.shared_system_note():
+        notes.append(f"prefix: {tr.shared_system_note()}")
     at: dict[str, Any] = {"path": str(Path(path).resolve()) if Path(path).is_file() else str(path)}
     if offset:
         at["offset"] = offset
@@ -413,6 +448,16 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
             loc = e.errors()[0]["loc"]
             bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
             notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
+    if out:
+        # a value the model resets as SGLang does (a chain window with topk 1 is num_steps + 1,
+        # _handle_eagle_family) is written as it runs: server_info's own could be anything
+        args = ServerArgs.model_validate(out)
+        for k in CHAIN_PARAM_KEYS:
+            if k in out and out[k] != getattr(args, k):
+                notes.append(f"server_info {k} = {clipped(out[k])!r}: {getattr(args, k)}, as SGLang runs it "
+                             "(0.5.23 arg_groups/speculative_hook.py _handle_eagle_family: topk 1 verifies "
+                             "num_steps + 1 tokens)")
+                out[k] = getattr(args, k)
     algo = SpecAlgorithm(out.get("speculative_algorithm", "none"))
     if algo.enabled and not algo.is_block and not any(k in out for k in CHAIN_PARAM_KEYS):
         # a real server_info carries the resolved steps/topk/draft tokens; without them the
@@ -581,6 +626,28 @@ def _vllm_drafts(run: BenchRun) -> tuple[int, list[float] | None] | None:
     return k, cond
 
 
+def _tp_note(run: BenchRun, profile: str, notes: list[str]) -> None:
+    """Say so when the line's server ran another tensor-parallel size than the profile prices
+    (server_info ``tp_size``, SGLang /server_info; the profile's ``hardware.tp_size``): the
+    scenario predicts the profile's setup, not the measured one (it was left out silently)."""
+    info = run.extra.get("server_info")
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    if not isinstance(info, dict):
+        return
+    tp = info.get("tp_size")
+    if not isinstance(tp, int) or isinstance(tp, bool) or (info.get("dp_size") or 1) != 1:
+        return   # with DP attention tp_size counts every rank of the group
+    try:
+        hw = load_profile(profile).hardware
+    except ConfigError:
+        return   # the caller reports a bad profile
+    if hw is not None and hw.tp_size != tp:
+        notes.append(f"profile: {profile} prices tp_size {hw.tp_size}, but the line's server ran tp_size {tp}: the "
+                     f"prediction is for the profile's setup (a profile for it: specsched profile --analytic "
+                     f"--tp {tp} ...)")
+
+
 def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
                      drafts: tuple[int, list[float] | None] | None = None) -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
@@ -715,6 +782,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes.append(f"server and acceptance from the template {Path(template).name}")
     else:
         sc["server"] = _server(run, notes)
+    _tp_note(run, profile, notes)
     acc = _accept_length(run)
     drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled

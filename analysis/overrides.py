@@ -263,12 +263,6 @@ def _block_on(s: Any) -> bool:
     return any(x.speculative_algorithm.enabled and x.speculative_algorithm.is_block for x in (srv, *roles))
 
 
-def _length_kind(s: Any, key: str) -> str | None:
-    """The kind of ``workload.<key>`` (input_len, output_len), or None when the workload has none."""
-    dist = getattr(s.workload, key, None)
-    return getattr(dist, "kind", None)
-
-
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
 
 UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
@@ -291,9 +285,6 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "server.speculative_algorithm is none"),
     ("server.prefill_slot_expansion_sync", lambda s: _spec_on(s) and _block_on(s),
      "read only by a block drafter's prefill (dspark, dflash); this run has none"),
-    *((f"workload.{k}.range_ratio", lambda s, k=k: _length_kind(s, k) == "uniform",
-       f"read only by workload.{k}.kind uniform (random lengths); workload.{k} is not uniform")
-      for k in ("input_len", "output_len")),
     ("workload.concurrency", lambda s: s.workload.kind in ("closed_loop", "multi_turn"),
      "read only by workload.kind closed_loop and multi_turn (bench_serving's cap on a poisson or trace "
      "workload is workload.max_concurrency)"),

@@ -105,6 +105,10 @@ def _time_point(torch, out_f: int, in_f: int, tokens: int, dtype: str, reps: int
     return times[len(times) // 2]
 
 
+REPORT_KEYS = frozenset({"model", "layer", "out_features", "in_features", "dtype", "tokens", "seconds", "gpu"})
+"""The keys of a timed point that ``--report`` reads (what ``--out`` writes per point)."""
+
+
 def model_seconds(rows, gpu_name: str):
     """The analytic price of each measured point (seconds per call): ``max(FLOPs / (peak x
     matmul), bytes / (HBM x hbm)) + kernel_gap_s`` with the default efficiencies, on the
@@ -142,6 +146,11 @@ def report(path: Path, plot: Path | None) -> int:
     if rows.empty:
         print(f"gemm_curve: {path}: no timed points", file=sys.stderr)
         return 2
+    missing = sorted(REPORT_KEYS - set(rows.columns))
+    if missing:
+        print(f"gemm_curve: --report {path}: timed points without {', '.join(missing)} "
+              f"(a gemm_curve.py --out line has {', '.join(sorted(REPORT_KEYS))})", file=sys.stderr)
+        return 2
     try:
         rows = rows.assign(model_s=model_seconds(rows, str(rows["gpu"].iloc[0])))
     except ValueError as e:
@@ -169,6 +178,7 @@ def report(path: Path, plot: Path | None) -> int:
         axes[0].set_ylabel("measured / (roofline + kernel gap)")
         axes[1].legend(fontsize=6, ncol=2)
         fig.tight_layout()
+        plot.parent.mkdir(parents=True, exist_ok=True)
         tmp = plot.with_suffix(".tmp.png")
         fig.savefig(tmp, dpi=110)
         tmp.replace(plot)

@@ -46,8 +46,10 @@ from specsched.sim.analytic.gpus import load_gpu
 from specsched.sim.analytic.models import load_model
 from specsched.sim.analytic.roofline import Efficiency
 from specsched.sim.analytic.writer import build_profile
+from specsched.sim.cli_types import positive_int
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 REF_CELLS = ["batch1-ll", "batch8-ll", "batch32-ll", "batch64-ll", "burst256-ht"]
@@ -295,19 +297,48 @@ def _print_split(rows: list[tuple], range_ratio: float = 1.0) -> None:
                   f"{form} P {pp * 1e3:.1f} ms, d {dd * 1e3:.3f} ms" for form, (pp, dd) in forms.items()))
 
 
+CASES = ("p1", "p1-eager", "p2", "published", "ref")
+
+
+def _cases(text: str) -> list[str]:
+    """argparse type of --cases: known names only (a typo ran nothing and exited 0)."""
+    names = [x for x in text.split(",") if x]
+    bad = [x for x in names if x not in CASES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected names among {', '.join(CASES)}, got {text!r}")
+    return names
+
+
+def _ghz_list(text: str) -> list[float]:
+    """argparse type of --host-ghz: positive finite clocks (a word was a traceback)."""
+    try:
+        vals = [float(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GHz numbers > 0, comma-separated, got {text!r}") from None
+    if not all(np.isfinite(v) and v > 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected GHz numbers > 0, comma-separated, got {text!r}")
+    return vals
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=positive_int, default=3, help="seeds per point (default 3)")
     ap.add_argument("--out", default=None, help="where the profiles and scenarios go (default: a temp dir)")
     ap.add_argument("--models", default="deepseek-v4-flash,deepseek-v3", help="P1 models (comma-separated)")
     ap.add_argument("--range-ratio", type=float, default=1.0,
                     help="bench_serving --random-range-ratio for both cases (default 1: lengths as stated)")
     ap.add_argument("--skip-reference", action="store_true", help="skip the MI355X reference-cell check")
-    ap.add_argument("--cases", default="p1,p1-eager,p2,published,ref", help="which checks to run (comma-separated)")
-    ap.add_argument("--host-ghz", default="3.5,5.0",
+    ap.add_argument("--cases", type=_cases, default=",".join(CASES),
+                    help=f"which checks to run (comma-separated; default all: {', '.join(CASES)})")
+    ap.add_argument("--host-ghz", type=_ghz_list, default="3.5,5.0",
                     help="P2 also at these host clocks (GHz, comma-separated; the eager issue scales with them)")
     a = ap.parse_args(argv)
-    cases = set(a.cases.split(","))
+    for m in a.models.split(","):
+        try:
+            load_model(m)
+        except ConfigError as e:
+            ap.error(f"argument --models: {e}")
+    cases = set(a.cases)
     if a.skip_reference:
         cases.discard("ref")
     out = Path(a.out or tempfile.mkdtemp(prefix="public-cases-"))
@@ -333,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         for gbs, rep, pred, per_seed in p2(out, a.seeds, rr):
             print(f"cuda_graph_max_bs {gbs:>4}: reported {rep[0]:.2f}-{rep[1]:.2f}, predicted {pred:.2f} "
                   f"(seeds: {', '.join(f'{x:.2f}' for x in per_seed)})")
-        for ghz in [float(x) for x in a.host_ghz.split(",") if x]:
+        for ghz in a.host_ghz:
             for gbs, rep, pred, per_seed in p2(out, a.seeds, rr, host_ghz=ghz, graph_sizes=(48,)):
                 print(f"cuda_graph_max_bs {gbs:>4}, host at {ghz:g} GHz: reported {rep[0]:.2f}-{rep[1]:.2f}, "
                       f"predicted {pred:.2f} (seeds: {', '.join(f'{x:.2f}' for x in per_seed)})")

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from specsched.sim import seed_streams
 from specsched.sim.acceptance_config import AcceptanceConfig
 
-_STREAM_ACCEPT = 3
+_STREAM_ACCEPT = seed_streams.ACCEPT
 _BLOCK = 256
 _HERMITE = np.polynomial.hermite_e.hermegauss(32)
 

@@ -21,10 +21,16 @@ What the simulator needs is token counts, not text: each kept turn's ``prompt_to
 how many original turns it is from the previous kept one. The file is streamed in blocks of
 :data:`BLOCK_CHARS` characters by a small JSON scanner: ``metadata`` is skipped without
 being parsed; one turn object at a time is parsed (json's C decoder, straight from the
-buffer) and its message text dropped at once; reading stops once the offset and the
-conversation limit are satisfied. A trace of hundreds of MB is never held whole, nor twice:
-a synthetic 512 MB trace (2000 conversations, 80648 turns) reads in 7 s at 46 MB peak RSS,
-where ``json.load`` takes 6 s and 988 MB.
+buffer) and its message text dropped at once. The file is read to its end and refused
+where ``json.load`` (what bench_serving reads it with) refuses it: the last of a duplicated
+key wins (a second ``conversations`` list replaces the first, whose faults then do not
+count), anything but blanks after the top-level object is refused, and the values not
+needed (metadata, conversations past the offset and the limit) are still parsed as JSON,
+one element at a time when larger than a block. A trace of hundreds of MB is never held
+whole, nor twice: a synthetic 512 MB trace (2000 conversations, 80648 turns) read in 7 s at
+46 MB peak RSS, where ``json.load`` takes 6 s and 988 MB; a 132 MB one (500 conversations of
+40 turns) reads in 0.6 s at 37 MB (``json.load``: 0.7 s, 280 MB), 0.7 s with a limit of 10
+conversations (the rest parsed, not kept).
 
 Bad input (no ``conversations`` key, a turn without ``prompt_tokens`` or with a negative or
 decreasing one, messages of a shape bench_serving refuses, a file that is not JSON) raises
@@ -45,14 +51,21 @@ from typing import IO, Any
 import numpy as np
 from specsched.sim.bench_serving import open_text
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 
 BLOCK_CHARS = 1 << 20
 _WS = re.compile(r"[ \t\r\n]*")
 _STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)
 _DECODER = json.JSONDecoder()
+MAX_PROMPT_TOKENS = 1 << 62
+"""A ``prompt_tokens`` at or past this is refused: the counts are held as int64 (1e23 was an
+OverflowError traceback)."""
 MAX_VALUE_CHARS = 1 << 28
 """A turn object longer than this (256 M characters) is refused rather than buffered."""
+CUT_CHARS = 8
+"""A JSON syntax error this close to the buffer's end (or an unterminated string) may be a
+value cut by the block boundary: the next block is read and the value parsed again; any
+other syntax error is the file's."""
 _STRUCT = re.compile(r'["\[\]{}]')
 _SCALAR_END = re.compile(r"[,\]}\s]")
 SHAPE = ('an agentic trace is a JSON object {"conversations": [[{"messages": [...], "prompt_tokens": N}, ...], ...]} '
@@ -69,7 +82,7 @@ class AgenticConversations:
         prompt_tokens: int (turns,), each kept turn's ``prompt_tokens`` (the trace run's whole prompt).
         gaps: int (turns,), original turns since the previous kept one (1 unless turns without
             messages were skipped between them; 0 for a conversation's first kept turn).
-        total_conversations: conversations in the file, or None when reading stopped early.
+        total_conversations: conversations in the (last) ``conversations`` list of the file.
         skipped_turns: turns without messages that were left out (bench_serving drops them).
         shared_system: conversations whose first kept turn opens with the most common system
             message (the same text; 0 when none opens with one). The trace does not say how
@@ -80,12 +93,23 @@ class AgenticConversations:
     turn_offsets: np.ndarray
     prompt_tokens: np.ndarray
     gaps: np.ndarray
-    total_conversations: int | None
+    total_conversations: int
     skipped_turns: int
     shared_system: int = 0
 
     def __len__(self) -> int:
         return len(self.source_index)
+
+    def shared_system_note(self) -> str | None:
+        """The one sentence the run's warning and from-bench's assumptions say when more than
+        one conversation opens with the same system message and no system_prompt_len is
+        given (None otherwise: the caller decides whether one is given)."""
+        if self.shared_system < 2:
+            return None
+        low = int(self.prompt_tokens[self.turn_offsets[:-1]].min())
+        return (f"{self.shared_system} of {len(self)} conversations open with the same system message, which the "
+                "server's radix cache shares; the trace does not say its tokens, so none is shared: state them as "
+                f"workload.multi_turn.system_prompt_len (below {low}, the shortest first prompt)")
 
     @property
     def num_turns(self) -> np.ndarray:
@@ -229,16 +253,6 @@ class _Scanner:
                 return
             i = m.end()
 
-    def value_text(self, key: str) -> str:
-        """The next value's text (consumed)."""
-        self.peek()
-        self.mark = self.pos
-        try:
-            self.skip_value(key)
-            return self.buf[self.mark:self.pos]
-        finally:
-            self.mark = None
-
     def decode(self, key: str) -> Any:
         """The next value, parsed by json's C decoder straight from the buffer; a value cut by
         the block's end is parsed again once more is read (so each is parsed about once)."""
@@ -247,7 +261,8 @@ class _Scanner:
             try:
                 obj, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
-                if self.eof or len(self.buf) - self.pos > MAX_VALUE_CHARS or not self._more():
+                cut = e.pos >= len(self.buf) - CUT_CHARS or e.msg.startswith("Unterminated string")
+                if not cut or self.eof or len(self.buf) - self.pos > MAX_VALUE_CHARS or not self._more():
                     raise ConfigError(self.where, key, self.buf[self.pos:self.pos + 40] or "<end of file>",
                                       f"not valid JSON ({e.msg}; a truncated file?); {SHAPE}") from None
                 continue
@@ -256,12 +271,36 @@ class _Scanner:
             self.pos = end
             return obj
 
+    def skip_checked(self, key: str) -> None:
+        """Move past the next value, refusing what json.load refuses in it: parsed whole
+        when it ends within the buffer, else one element at a time (so a value larger than
+        the buffer is never held)."""
+        c = self.peek()
+        if c not in "[{":
+            self.decode(key)
+            return
+        try:
+            _, end = _DECODER.raw_decode(self.buf, self.pos)
+            if end < len(self.buf) or self.eof:
+                self.pos = end
+                return
+        except json.JSONDecodeError:
+            pass   # cut by the buffer's end, or broken: walked, so the element at fault is named
+        self.pos += 1
+        if c == "[":
+            for i in self.items("]", lambda i: f"{key}[{i}]"):
+                self.skip_checked(f"{key}[{i}]")
+            return
+        for _ in self.items("}", lambda _: key):
+            name = self.key(key)
+            self.skip_checked(f"{key}.{name}")
+
     def key(self, where: str) -> str:
         if self.peek() != '"':
             raise self.bad(where, "expected a quoted key")
-        text = self.value_text(where)
+        name = self.decode(where)   # a key json refuses (a raw control character) is one line, as a value's is
         self.take(":", where)
-        return json.loads(text)
+        return name
 
 
 def _messages_ok(m: Any) -> bool:
@@ -281,13 +320,64 @@ def _system_key(messages: Any) -> int | None:
     return None
 
 
-def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[Record | None]:
-    """Per conversation of the file's list: (prompt_tokens, gaps, skipped, system message
-    hash) of its kept turns, or None when none is kept. The cursor is inside the list."""
-    for i in sc.items("]", lambda i: f"conversations[{i}]"):
-        if sc.peek() != "[":
-            raise sc.bad(f"conversations[{i}]", "each conversation must be a list of turns")
-        sc.pos += 1
+def _turn_fault(where: str, key: str, turn: Any, previous: int | None) -> ConfigError | None:
+    """What is wrong with a turn that has messages (None: nothing)."""
+    if not _messages_ok(turn["messages"]):
+        return ConfigError(where, f"{key}.messages", type(turn["messages"]).__name__,
+                           "must be a string or a non-empty list of {role, content} objects "
+                           "(bench_serving _normalize_round_messages)")
+    if "prompt_tokens" not in turn:
+        return ConfigError(where, f"{key}.prompt_tokens", "<missing>",
+                           "every turn with messages needs prompt_tokens, an integer >= 1 (the turn's whole prompt)")
+    p = turn["prompt_tokens"]
+    if not isinstance(p, int) or isinstance(p, bool) or p < 1 or p >= MAX_PROMPT_TOKENS:
+        return ConfigError(where, f"{key}.prompt_tokens", clipped(p),
+                           f"must be an integer >= 1 and below {MAX_PROMPT_TOKENS:.0e} (the turn's whole prompt, tokens)")
+    if previous is not None and p < previous:
+        return ConfigError(where, f"{key}.prompt_tokens", p,
+                           f"must not decrease within a conversation (the previous turn's is {previous}): "
+                           "each turn's prompt holds the whole history")
+    return None
+
+
+class _ConversationList:
+    """One ``conversations`` list of the file, read with the cursor inside it (:meth:`read`).
+
+    ``records`` holds, per conversation, (prompt_tokens, gaps, skipped, system message
+    hash) of its kept turns, or None when none is kept or it was not needed. ``fault`` is
+    the first thing wrong with its content: raised only when this list is the file's last
+    ``conversations`` (json.load keeps the last of a duplicated key, so bench_serving never
+    sees the others). Once ``done`` is set (the conversations needed are in) or a fault is
+    found, the rest is only checked as JSON, as json.load checks it."""
+
+    def __init__(self, sc: _Scanner, max_turns: int | None) -> None:
+        self.sc, self.max_turns = sc, max_turns
+        self.records: list[Record | None] = []
+        self.fault: ConfigError | None = None
+        self.done = False
+
+    def read(self) -> Iterator[Record | None]:
+        """Each conversation's record as it is read (the caller may set ``done`` between)."""
+        sc = self.sc
+        for i in sc.items("]", lambda i: f"conversations[{i}]"):
+            if sc.peek() != "[":
+                if not self.done and self.fault is None:
+                    self.fault = sc.bad(f"conversations[{i}]", "each conversation must be a list of turns")
+                sc.skip_checked(f"conversations[{i}]")
+                self.records.append(None)
+                yield None
+                continue
+            sc.pos += 1
+            rec = self._turns(i) if not self.done else self._skip_turns(i)
+            self.records.append(rec)
+            yield rec
+
+    def _skip_turns(self, i: int) -> None:
+        for k in self.sc.items("]", lambda k, i=i: f"conversations[{i}][{k}]"):
+            self.sc.decode(f"conversations[{i}][{k}]")   # checked as JSON only, one turn held at a time
+
+    def _turns(self, i: int) -> Record | None:
+        sc = self.sc
         prompts: list[int] = []
         gaps: list[int] = []
         skipped = 0
@@ -295,76 +385,73 @@ def _conversations(sc: _Scanner, max_turns: int | None) -> Iterator[Record | Non
         system = None
         for k in sc.items("]", lambda k, i=i: f"conversations[{i}][{k}]"):
             key = f"conversations[{i}][{k}]"
-            if max_turns is not None and len(prompts) >= max_turns:
-                sc.decode(key)   # past --agentic-max-turns: parsed (json's C decoder is the fastest skip) and dropped
-                continue
+            # every turn parsed by json's C decoder (the fastest skip too): one turn held at a time
             turn = sc.decode(key)
+            if self.fault is not None or (self.max_turns is not None and len(prompts) >= self.max_turns):
+                continue   # past --agentic-max-turns, or the list is refused already: dropped
             if not isinstance(turn, dict):
-                raise ConfigError(sc.where, key, type(turn).__name__, "each turn must be an object with messages and prompt_tokens")
+                self.fault = ConfigError(sc.where, key, type(turn).__name__,
+                                         "each turn must be an object with messages and prompt_tokens")
+                continue
             if not turn.get("messages"):
                 skipped += 1   # bench_serving keeps only turns that have messages
                 continue
-            if not _messages_ok(turn["messages"]):
-                raise ConfigError(sc.where, f"{key}.messages", type(turn["messages"]).__name__,
-                                  "must be a string or a non-empty list of {role, content} objects "
-                                  "(bench_serving _normalize_round_messages)")
-            if "prompt_tokens" not in turn:
-                raise ConfigError(sc.where, f"{key}.prompt_tokens", "<missing>",
-                                  "every turn with messages needs prompt_tokens, an integer >= 1 (the turn's whole prompt)")
-            p = turn["prompt_tokens"]
-            if not isinstance(p, int) or isinstance(p, bool) or p < 1:
-                raise ConfigError(sc.where, f"{key}.prompt_tokens", p, "must be an integer >= 1 (the turn's whole prompt, tokens)")
-            if prompts and p < prompts[-1]:
-                raise ConfigError(sc.where, f"{key}.prompt_tokens", p,
-                                  f"must not decrease within a conversation (the previous turn's is {prompts[-1]}): "
-                                  "each turn's prompt holds the whole history")
+            self.fault = _turn_fault(sc.where, key, turn, prompts[-1] if prompts else None)
+            if self.fault is not None:
+                continue
             if not prompts:
                 system = _system_key(turn["messages"])
             gaps.append(k - last if prompts else 0)
-            prompts.append(p)
+            prompts.append(turn["prompt_tokens"])
             last = k
             del turn
-        yield (prompts, gaps, skipped, system) if prompts else None
+        return (prompts, gaps, skipped, system) if prompts and self.fault is None else None
 
 
 def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> AgenticConversations:
     where = str(p)
-    records: list[Record | None] = []
-    total: int | None = None
-    found = False
+    chosen: _ConversationList | None = None
+    not_a_list: ConfigError | None = None
     with open_text(p, encoding="utf-8") as f:
         sc = _Scanner(f, where)
         c = sc.peek()
         if c != "{":
             raise sc.bad("<top level>", "not a JSON object" if c else "the file is empty")
         sc.pos += 1
+        # the whole file is read, as json.load reads it: a later duplicate of
+        # "conversations" wins, and anything after the top-level object is refused
         for _ in sc.items("}", lambda _: "<top level>"):
             name = sc.key("<top level>")
-            if name != "conversations" or found:
-                sc.skip_value(name)
+            if name != "conversations":
+                sc.skip_checked(name)
                 continue
-            found = True
+            chosen, not_a_list = None, None   # json.load keeps the last value of a duplicated key
             if sc.peek() != "[":
-                raise sc.bad("conversations", "must be a list of conversations")
+                not_a_list = sc.bad("conversations", "must be a list of conversations")
+                sc.skip_checked(name)
+                continue
             sc.pos += 1
+            chosen = _ConversationList(sc, max_turns)
             usable_after = 0
-            stopped = False
-            for rec in _conversations(sc, max_turns):
-                records.append(rec)
-                if rec is not None and 0 <= offset < len(records):
+            for rec in chosen.read():
+                if rec is not None and 0 <= offset < len(chosen.records) and not chosen.done:
                     usable_after += 1
-                    if limit is not None and usable_after >= limit:
-                        stopped = True   # offset < the list's length: no wrap-around is needed
-                        break
-            if not stopped:
-                total = len(records)
-            break   # what follows the list (metadata, say) is not needed
-    if not found:
+                    # offset < the list's length: no wrap-around is needed, the rest is not read
+                    chosen.done = limit is not None and usable_after >= limit
+        if sc.peek() != "":
+            raise sc.bad("<after the top-level object>",
+                         "only blanks may follow the top-level object (json.load refuses extra data)")
+    if not_a_list is not None:
+        raise not_a_list
+    if chosen is None:
         raise ConfigError(where, "conversations", "<missing>", SHAPE)
+    if chosen.fault is not None:
+        raise chosen.fault
+    records = chosen.records
+    n_all = total = len(records)
     if total == 0:
         raise ConfigError(where, "conversations", [], "needs at least one conversation")
-    n_all = total if total is not None else len(records)
-    start = offset % n_all if total is not None else offset
+    start = offset % n_all
     order = list(range(start, n_all)) + list(range(start))
     prompts: list[int] = []
     gaps: list[int] = []
@@ -373,7 +460,7 @@ def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> Age
     skipped = 0
     systems: dict[int, int] = {}
     for j in order:
-        rec = records[j] if j < len(records) else None
+        rec = records[j]
         if rec is None:
             continue
         if limit is not None and len(src) >= limit:
@@ -432,6 +519,8 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
         out = _read(p, max_turns, offset, limit)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, f"not a UTF-8 text file; {SHAPE}") from None
+    except RecursionError:   # json.load refuses such a file the same way
+        raise ConfigError(str(p), "<file>", p.name, f"JSON nested too deeply to parse; {SHAPE}") from None
     except (EOFError, zlib.error, OSError) as e:
         why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
         raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None

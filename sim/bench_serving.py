@@ -924,6 +924,30 @@ def _table(run: Any, name: str) -> Any:
     return run.table(name) if hasattr(run, "table") else getattr(run, name, None)
 
 
+SPLIT_ITL_BACKENDS = frozenset({"sglang", "sglang-native"})
+"""SGLang bench_serving backends whose client splits a streamed chunk of n tokens into n ITL
+gaps of dt / n (``async_request_sglang_generate``: ``output.itl.extend([adjust_itl] *
+num_new_tokens)``, benchmark/serving.py, sglang/bench_serving.py from 0.4.4); what specsched's
+ITL figures are (:func:`sim.metrics.itl_values`)."""
+
+
+def itl_per_chunk(run: BenchRun) -> bool:
+    """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
+    result file (``benchmark_serving.py`` and ``vllm bench serve``; found by the ``date`` key
+    that only vLLM writes; vllm/benchmarks/lib/endpoint_request_func.py appends
+    ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), and an SGLang line whose
+    backend is not in :data:`SPLIT_ITL_BACKENDS` (``sglang-oai``, ``vllm``, ``lmdeploy``,
+    ``trt``, ...: ``output.itl.append`` per chunk in SGLang 0.5.23 benchmark/serving.py; not
+    specsched's own ``specsched-*`` lines, split as SGLang's). With
+    speculative decoding a chunk carries a whole accepted block, so such an ITL is about the
+    verify cycle, accept length times the split one."""
+    if "date" in run.extra:
+        return True
+    backend = run.args.get("backend")
+    # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split
+    return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
+
+
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
 

@@ -191,14 +191,35 @@ class Scenario(BaseModel):
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Return ``base`` with ``override`` merged in (nested dicts merged, other values replaced)."""
+    """Return ``base`` with ``override`` merged in (nested dicts merged, other values replaced).
+
+    A length distribution whose ``kind`` the override changes keeps only the keys the new
+    kind reads (``--set workload.input_len={kind: fixed, value: 9}`` over a uniform one with
+    a range_ratio, or ``--set workload.input_len.kind=fixed``: the range_ratio is the old
+    kind's, not carried into a block that refuses it); keys the override gives are its own."""
     out = copy.deepcopy(base)
     for k, v in override.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = deep_merge(out[k], v)
+            out[k] = deep_merge(_for_new_length_kind(out[k], v), v)
         else:
             out[k] = copy.deepcopy(v)
     return out
+
+
+def _for_new_length_kind(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` without the keys a length distribution's new kind (``override``'s) does not
+    read, when ``override`` changes the kind (the kinds are length kinds only: a workload's
+    kinds are other words); else ``base``."""
+    from specsched.sim.workload_config import LENGTH_KEYS_READ_BY
+
+    def kind(d: dict[str, Any]) -> object:
+        k = d.get("kind", "fixed")
+        return "uniform" if k == "random" else k
+
+    new = kind(override)
+    if "kind" not in override or new not in ("fixed", "uniform", "file") or kind(base) == new:
+        return base
+    return {k: x for k, x in base.items() if new in LENGTH_KEYS_READ_BY.get(k, (new,))}
 
 
 def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
@@ -277,7 +298,8 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     msg = first["msg"].removeprefix("Value error, ")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
-        return ConfigError(file, cause.key, cause.value, cause.allowed)
+        own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
+        return ConfigError(file, own.lstrip("."), cause.value, cause.allowed)
     if first["type"] == "missing":
         value = "<missing>"
     elif isinstance(value, dict):

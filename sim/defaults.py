@@ -96,9 +96,16 @@ def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
 def prefill_graph_sizes(max_tokens: int) -> int:
     """How many prefill graph sizes SGLang captures up to ``max_tokens`` tokens
     (cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``)."""
-    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
-             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
-    return sum(1 for s in sizes if s <= max_tokens)
+    # counted per range, not listed: a scenario's chunk of 1e23 tokens listed 2e20 sizes (a
+    # MemoryError, or an OverflowError past 2**63, where it is to be refused in one line)
+    tops = ((lo, max_tokens if hi is None else min(hi, max_tokens), step) for lo, hi, step in PREFILL_GRAPH_RANGES)
+    return sum((top - lo) // step + 1 for lo, top, step in tops if top >= lo)
+
+
+PREFILL_GRAPH_RANGES = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256),
+                        (4608, None, 512))
+"""(first, last, step) of the prefill graph sizes (cuda_graph_hook.py
+``generate_prefill_cuda_graph_batch_sizes``; the last range open-ended)."""
 
 
 def decode_graph_mib_per_bs(graph_max_bs: int, attn_dp_size: int = 1) -> float:

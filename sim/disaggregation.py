@@ -52,6 +52,7 @@ import math
 from typing import Any
 
 import numpy as np
+from specsched.sim import seed_streams
 from specsched.sim.config import Scenario, ServerArgs
 from specsched.sim.disagg_records import StreamRecorder, deployment_step_summary
 from specsched.sim.engine import SimEngine
@@ -137,7 +138,7 @@ class PDEngine(SimEngine):
         for d in self.decode:
             d.sched.handoff = lambda req, d=d: self._bootstrapped(d, req)
         self.policy = layout.router_policy
-        self._rng = np.random.default_rng([self.seed, 0x50D])
+        self._rng = np.random.default_rng([self.seed, seed_streams.DISAGG_ROUTER])
         self._rr = {"prefill": 0, "decode": 0}
         self._pair: dict[int, tuple[_Server, _Server, Req, Req]] = {}
         self._link_free: dict[tuple[int, int], float] = {}

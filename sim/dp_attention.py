@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from specsched.sim import seed_streams
 from specsched.sim.admission import make_policy
 from specsched.sim.cost_model import CostModel, GpuCost
 from specsched.sim.device_tokens import DeviceTokens
@@ -195,7 +196,7 @@ class DPGroup:
         self.step = 0
         self.mode = server.disaggregation_mode
         # a prefill server's controller follows the router's random bootstrap_room
-        self._rooms = np.random.default_rng([seed, 0xB007]) if self.mode == "prefill" else None
+        self._rooms = np.random.default_rng([seed, seed_streams.DP_ROOMS]) if self.mode == "prefill" else None
 
     # ------------------------------------------------------------------ inputs
     def add_request(self, req: Req) -> None:

@@ -36,7 +36,9 @@ def clipped(value: object, width: int = 60) -> object:
 class FieldError(ValueError):
     """Raised inside a model validator for a check across fields: names the dotted key (from
     the scenario's root), its value and what is allowed, so the loader's one-line message
-    blames the right key instead of the whole section."""
+    blames the right key instead of the whole section. A ``key`` that starts with "." is
+    relative to the model that raises it (a block used under several keys, such as a length
+    distribution): the loader prefixes the block's own dotted key."""
 
     def __init__(self, key: str, value: object, allowed: str) -> None:
         self.key, self.value, self.allowed = key, value, allowed

@@ -214,7 +214,7 @@ def request_latencies(start_s: np.ndarray, first_token_s: np.ndarray, finish_s: 
     return ttft, e2e, tpot
 
 
-def itl_values(chunks: Any) -> np.ndarray:
+def itl_values(chunks: Any, per_chunk: bool = False) -> np.ndarray:
     """Inter-token latencies (s) from deliveries (a DataFrame or :class:`~sim.tables.Columns`
     with columns rid, time_s, n_tokens), bench_serving style: the first non-empty chunk of
     each request ends its TTFT; each later chunk of n tokens arriving dt after the request's
@@ -224,13 +224,20 @@ def itl_values(chunks: Any) -> np.ndarray:
 
     The compact records' :class:`~specsched.sim.compact_records.ItlSamples` hold the same values as
     (value, multiplicity) pairs.
+
+    ``per_chunk``: one gap dt per later chunk instead, as every other client records it
+    (SGLang's OpenAI-API clients ``async_request_openai_completions`` /
+    ``..._chat_completions``, benchmark/serving.py; vLLM's ``vllm bench serve``,
+    vllm/benchmarks/lib/endpoint_request_func.py): shape (chunks - requests with a chunk,).
     """
     if len(chunks) == 0:
         return np.zeros(0)
-    return _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int))[0]
+    return _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int),
+                   per_chunk=per_chunk)[0]
 
 
-def _itl_of(rid: np.ndarray, t: np.ndarray, n: np.ndarray, with_rids: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def _itl_of(rid: np.ndarray, t: np.ndarray, n: np.ndarray, with_rids: bool = False,
+            per_chunk: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`itl_values` of the delivery arrays (rid, time s, tokens), and with
     ``with_rids`` each value's request id (same shape; else None)."""
     if (n <= 0).any():
@@ -253,6 +260,8 @@ def _itl_of(rid: np.ndarray, t: np.ndarray, n: np.ndarray, with_rids: bool = Fal
     later = key[1:] == key[:-1]         # row i + 1 continues row i's request
     dt = np.subtract(t[1:], t[:-1])[later]
     rows = order[1:][later]
+    if per_chunk:
+        return dt, (rid[rows] if with_rids else None)
     nn = n[rows]
     dt /= nn
     return np.repeat(dt, nn), (np.repeat(rid[rows], nn) if with_rids else None)

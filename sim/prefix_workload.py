@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from specsched.sim import seed_streams
 
-STREAM_PREFIX = 3
-"""The seed stream for prefix workloads (arrivals and lengths use 1 and 2)."""
+STREAM_PREFIX = seed_streams.PREFIX
+"""The seed stream for prefix workloads (sim/seed_streams.py allocates every key)."""
 VOCAB = 1 << 31
 
 
@@ -83,7 +84,8 @@ def group_assignment(num_groups: int, prompts_per_group: int, seed: int, distrib
     """Each conversation slot's system-prompt group, int (num_groups x prompts_per_group,).
 
     ``uniform``: slot s belongs to group s // prompts_per_group (the legacy layout). ``zipf``:
-    each slot's group drawn with :func:`zipf_group_probs`, from a stream separate from the
+    each slot's group drawn with :func:`zipf_group_probs`, from its own stream
+    (:data:`sim.seed_streams.ZIPF_GROUPS`), separate from the prompt stream, the
     lengths and token draws, as bench_serving 0.5.23 keeps its own ``default_rng(seed)`` for it
     so the prompt pool is the uniform run's.
 
@@ -99,7 +101,7 @@ def group_assignment(num_groups: int, prompts_per_group: int, seed: int, distrib
         raise ValueError(f"group_distribution must be 'uniform' or 'zipf', got {distribution!r}")
     if zipf_alpha is None or not np.isfinite(zipf_alpha) or zipf_alpha <= 0:
         raise ValueError(f"group_distribution zipf needs zipf_alpha, a finite number > 0, got {zipf_alpha!r}")
-    rng = np.random.default_rng([seed, STREAM_PREFIX, 2])
+    rng = np.random.default_rng([seed, seed_streams.ZIPF_GROUPS])
     return rng.choice(num_groups, size=num_groups * prompts_per_group, replace=True,
                       p=zipf_group_probs(num_groups, zipf_alpha))
 
@@ -188,9 +190,9 @@ def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
     return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens) for i, c in enumerate(convs)]
 
 
-STREAM_THINK = 5
+STREAM_THINK = seed_streams.THINK
 """The seed stream of multi-turn think times."""
-STREAM_TURNS = 6
+STREAM_TURNS = seed_streams.TURNS
 """The seed stream of drawn turn counts (``multi_turn.num_turns`` as a distribution)."""
 
 
@@ -286,10 +288,8 @@ def conversation_plan(cfg, seed: int, base=None) -> ConversationPlan:
         notes = [f"agentic trace {at.path}: {len(tr)} conversations, turns min {int(tr.num_turns.min())} max "
                  f"{int(tr.num_turns.max())} mean {tr.num_turns.mean():.1f}"]
         warn = []
-        if tr.shared_system > 1 and cfg.system_prompt_len == 0:
-            warn.append(f"{tr.shared_system} of {len(tr)} conversations open with the same system message, which a "
-                         "server's radix cache shares; the trace does not say its tokens: state them as "
-                         "workload.multi_turn.system_prompt_len (else no conversation shares a prefix)")
+        if cfg.system_prompt_len == 0 and tr.shared_system_note():
+            warn.append(tr.shared_system_note())
         if clipped:
             warn.append(f"{clipped} later turn(s) grew by at most trace_reply_len ({at.trace_reply_len}) tokens: "
                         "sent with 1 new token")

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
+from specsched.sim import seed_streams
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 
-STREAM_ARRIVALS = 1
-STREAM_LENGTHS = 2
-STREAM_PRIORITIES = 4
+STREAM_ARRIVALS = seed_streams.ARRIVALS
+STREAM_LENGTHS = seed_streams.LENGTHS
+STREAM_PRIORITIES = seed_streams.PRIORITIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,10 @@ class RequestSpec:
     turn: int = 0
 
 
+MAX_HISTOGRAM_LENGTH = 1 << 62
+"""A histogram length at or past this is refused (the lengths are held as int64)."""
+
+
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
     p = Path(path)
     if not p.is_absolute() and base is not None and not p.is_file():
@@ -55,15 +60,54 @@ def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.n
         p = scenarios_dir() / path   # a shipped histogram (sharegpt-like-lengths-*.csv) by name
     if not p.is_file():
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
-    import pandas as pd  # only a histogram file needs it (not on a run's start-up otherwise)
+    lengths, weights = _histogram_rows(p, key)
+    w = np.asarray(weights, dtype=float)
+    total = w.sum()
+    if not lengths or not np.isfinite(total) or total <= 0:
+        raise ConfigError(str(p), key, path, "needs columns length,weight and >= 1 row, weights >= 0 with a positive sum")
+    return np.asarray(lengths, dtype=np.int64), w / total
 
-    df = pd.read_csv(p)
-    if not {"length", "weight"} <= set(df.columns) or len(df) == 0:
-        raise ConfigError(str(p), key, list(df.columns), "CSV needs columns length,weight and >= 1 row")
-    if (df["length"] < 1).any() or (df["weight"] < 0).any() or df["weight"].sum() <= 0:
-        raise ConfigError(str(p), key, path, "lengths must be >= 1, weights >= 0 with a positive sum")
-    w = df["weight"].to_numpy(float)
-    return df["length"].to_numpy(int), w / w.sum()
+
+def _histogram_rows(p: Path, key: str) -> tuple[list[int], list[float]]:
+    """A histogram CSV's (lengths, weights), each cell checked: one line naming the file's line
+    and column for anything else (a short or long row, text, a fractional or int64-overflowing
+    length, a negative, empty or non-finite weight were tracebacks, NaN probabilities, or
+    lengths cut to an integer)."""
+    import csv
+
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(p), key, f"byte {e.start}", "not UTF-8 text; a CSV with columns length,weight") from None
+    rows = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(rows, [])]
+    if "length" not in header or "weight" not in header:
+        raise ConfigError(str(p), key, header, "CSV needs columns length,weight and >= 1 row")
+    il, iw = header.index("length"), header.index("weight")
+    lengths: list[int] = []
+    weights: list[float] = []
+    for n, row in enumerate(rows, start=2):
+        if not row or not any(c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            raise ConfigError(f"{p}:{n}", "<row>", clipped(",".join(row)), f"{len(row)} fields; the header has {len(header)}")
+        cell = row[il].strip()
+        try:
+            x = float(cell)
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and x == int(x) and 1 <= x < MAX_HISTOGRAM_LENGTH):
+            raise ConfigError(f"{p}:{n}", "length", clipped(cell), f"must be a whole number of tokens >= 1 and below {MAX_HISTOGRAM_LENGTH:.0e}")
+        cell_w = row[iw].strip()
+        try:
+            y = float(cell_w)
+        except ValueError:
+            y = math.nan
+        if not (math.isfinite(y) and y >= 0):
+            raise ConfigError(f"{p}:{n}", "weight", clipped(cell_w), "must be a finite number >= 0")
+        lengths.append(int(cell) if cell.lstrip("+-").isdigit() else int(x))
+        weights.append(y)
+    return lengths, weights
 
 
 def histogram_lengths(path: str, base: Path | None, key: str) -> np.ndarray:

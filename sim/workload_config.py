@@ -18,7 +18,8 @@ class LengthDist(BaseModel):
     """Token lengths: ``fixed`` (value), ``uniform`` (bench_serving random: uniform integer in
     [max(1, int(value x range_ratio)), value], SGLang benchmark/datasets/common.py
     compute_random_lens; range_ratio 0 draws from [1, value]), or ``file`` (a histogram CSV
-    with columns length,weight)."""
+    with columns length,weight). A key the kind does not read (range_ratio but on uniform,
+    path but on file, value on file) is refused unless it is at its default."""
 
     model_config = _STRICT
 
@@ -38,7 +39,23 @@ class LengthDist(BaseModel):
             raise ValueError(f"kind {self.kind!r} needs 'value'")
         if self.kind == "file" and not self.path:
             raise ValueError("kind 'file' needs 'path'")
+        for key, readers in LENGTH_KEYS_READ_BY.items():
+            value = getattr(self, key)
+            if self.kind not in readers and value != type(self).model_fields[key].default:
+                # a value equal to the default is what the kind does anyway (fixed is uniform
+                # at ratio 1) and what a full dump of the model writes: not refused
+                kind = f"kind is {self.kind!r}" + (", the default" if "kind" not in self.model_fields_set else "")
+                raise FieldError(f".{key}", value, f"read only by kind{'s' if len(readers) > 1 else ''} "
+                                 f"{' and '.join(readers)} ({kind}): remove it"
+                                 + (f", or set kind: {readers[0]}" if len(readers) == 1 else ""))
         return self
+
+
+LENGTH_KEYS_READ_BY: dict[str, tuple[str, ...]] = {
+    "value": ("fixed", "uniform"), "range_ratio": ("uniform",), "path": ("file",)}
+"""The kinds of :class:`LengthDist` that read each key (sim/workload.py draw_lengths); a
+key given to another kind, at a value other than its default, is refused: it would change
+nothing (range_ratio on a fixed length still sends one length)."""
 
 
 class SharedPrefixConfig(BaseModel):
@@ -139,6 +156,10 @@ class MultiTurnConfig(BaseModel):
 
     @model_validator(mode="after")
     def _source(self) -> MultiTurnConfig:
+        if self.think_time_dist != "fixed" and self.think_time_s == 0:
+            raise FieldError("workload.multi_turn.think_time_dist", self.think_time_dist,
+                             "draws pauses with mean think_time_s, which is 0 (every pause 0): set think_time_s > 0, "
+                             "or leave think_time_dist out")
         if isinstance(self.num_turns, int) and self.num_turns < 1:
             raise FieldError("workload.multi_turn.num_turns", self.num_turns, "must be >= 1 (or a distribution)")
         if self.agentic_trace is not None:

@@ -90,6 +90,31 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], active: set[int]) -> i
     return n
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(node: yaml.Node) -> yaml.Node | None:
+    """The first scalar whose value holds a surrogate code point (YAML's ``"\\ud800"``
+    escape makes one, and PyYAML keeps an escaped pair as two; no file, path or name can
+    hold it: a profile name of one was a UnicodeEncodeError traceback), else None. Each node
+    is visited once."""
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, yaml.ScalarNode):
+            if isinstance(n.value, str) and _SURROGATE.search(n.value):
+                return n
+        elif isinstance(n, yaml.SequenceNode):
+            todo.extend(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            todo.extend(x for pair in n.value for x in pair)
+    return None
+
+
 def load_yaml_text(text: str, file: str) -> Any:
     """Parse one YAML document strictly (see the module docstring).
 
@@ -103,7 +128,9 @@ def load_yaml_text(text: str, file: str) -> Any:
         if node is None:
             return None
         _expanded_size(node, {}, set())
-        return loader.construct_document(node)
+        bad = _lone_surrogate(node)
+        if bad is None:
+            return loader.construct_document(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "<file>"
@@ -115,6 +142,9 @@ def load_yaml_text(text: str, file: str) -> Any:
         raise ConfigError(file, "<file>", "nesting", "nested too deeply to read") from None
     finally:
         loader.dispose()
+    raise ConfigError(file, f"line {bad.start_mark.line + 1}", _snippet(text, bad.start_mark),
+                      "a surrogate escape (\\ud800 to \\udfff) is no character: write the character itself "
+                      "(or \\UXXXXXXXX, YAML's escape for one past \\uffff)")
 
 
 def _snippet(text: str, mark: Any) -> str:

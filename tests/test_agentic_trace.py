@@ -109,10 +109,89 @@ def test_conversations_opening_with_one_system_message_are_counted_and_said(tmp_
     assert "system_prompt_len (below" in capsys.readouterr().out
 
 
+def test_the_shared_system_message_sentence_is_the_same_in_the_run_and_from_bench(tmp_path, capsys):
+    """The run's warning and from-bench's note say one sentence (one owner:
+    AgenticConversations.shared_system_note), not two wordings of it."""
+    import shutil
+
+    trace = tmp_path / "mine.json"
+    shutil.copy(EXAMPLE, trace)   # a path of its own: the run warns once per trace and process
+    p = write(tmp_path, SGLANG_LINE, "runs.jsonl")
+    assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out",
+                 str(tmp_path / "a.yaml"), "--dataset-path", str(trace), "--dataset-offset", "2"]) == 0
+    noted = [x for x in capsys.readouterr().out.splitlines() if "system message" in x]
+    sc = load_scenario(tmp_path / "a.yaml")   # the scenario it wrote, run: no system_prompt_len given
+    make_requests(sc.workload, 1, str(tmp_path / "a.yaml"))
+    warned = [x for x in capsys.readouterr().err.splitlines() if "system message" in x]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {trace}: "), warned
+    sentence = warned[0].removeprefix(f"warning: {trace}: ")
+    assert noted == [f"  - prefix: {sentence}"], (noted, sentence)
+    assert "system_prompt_len (below" in sentence
+
 def test_a_growth_below_the_reply_is_one_new_token_and_counted(tmp_path):
     tr = load_agentic_trace(write(tmp_path, trace_doc([[1000, 1100, 1100]])))
     new, clipped = tr.new_tokens(220)
     assert new.tolist() == [1000, 1, 1] and clipped == 2
+
+
+
+def _json_load_turns(text: str, limit: int | None = None) -> list[list[int]]:
+    """What bench_serving keeps (json.load, then AgenticTraceDataset.load's filter): each
+    conversation's prompt_tokens of its turns that have messages."""
+    kept = [[t["prompt_tokens"] for t in c if t.get("messages")] for c in json.loads(text)["conversations"]]
+    return [k for k in kept if k][:limit]
+
+
+def _turns(tr) -> list[list[int]]:
+    p = tr.prompt_tokens.tolist()
+    return [p[a:b] for a, b in zip(tr.turn_offsets[:-1].tolist(), tr.turn_offsets[1:].tolist(), strict=True)]
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_a_duplicated_key_keeps_the_last_value_as_json_load_does(tmp_path, limit):
+    first = json.dumps(trace_doc([[100, 200], [300]])["conversations"])
+    # the first list is also one the reader would refuse (decreasing): json.load drops it unread
+    bad = json.dumps(trace_doc([[500, 400]])["conversations"])
+    last = json.dumps(trace_doc([[7000], [8000, 9000]])["conversations"])
+    # inside a turn, too: the last messages (non-empty) keep the turn
+    turn_dup = '[[{"messages": [], "prompt_tokens": 5, "messages": "hi", "prompt_tokens": 6}]]'
+    for text, want in [
+        (f'{{"conversations": {first}, "metadata": {{}}, "conversations": {last}}}', [[7000], [8000, 9000]]),
+        (f'{{"conversations": {bad}, "conversations": {first}}}', [[100, 200], [300]]),
+        (f'{{"conversations": {turn_dup}}}', [[6]]),
+    ]:
+        assert _json_load_turns(text, limit) == want[:limit]
+        assert _turns(load_agentic_trace(write(tmp_path, text), limit=limit)) == want[:limit], text
+    # the last list decides what is refused: an empty one is refused, as bench_serving does
+    with pytest.raises(ConfigError, match="conversations"):
+        load_agentic_trace(write(tmp_path, f'{{"conversations": {first}, "conversations": []}}'), limit=limit)
+    with pytest.raises(ConfigError, match=r"conversations\[0\]\[1\]\.prompt_tokens"):
+        load_agentic_trace(write(tmp_path, f'{{"conversations": {first}, "conversations": {bad}}}'), limit=limit)
+
+
+@pytest.mark.parametrize("tail", [" x", "{}", ",", "]", ' {"conversations": []}', "\n}\n"])
+@pytest.mark.parametrize("limit", [None, 1])
+def test_anything_but_blanks_after_the_top_level_object_is_refused_as_json_load_does(tmp_path, tail, limit):
+    text = json.dumps(trace_doc([[100, 200], [300]]))
+    with pytest.raises(json.JSONDecodeError, match="Extra data"):
+        json.loads(text + tail)
+    p = write(tmp_path, text + tail)
+    with pytest.raises(ConfigError) as e:
+        load_agentic_trace(p, limit=limit)
+    assert str(e.value).startswith(f"{p}: <after the top-level object> = ") and "\n" not in str(e.value)
+    assert _turns(load_agentic_trace(write(tmp_path, text + " \n\t\r\n"), limit=limit)) == [[100, 200], [300]][:limit]
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_broken_json_after_the_conversations_is_refused_as_json_load_does(tmp_path, limit):
+    # metadata after the list, conversations past --num-prompts: json.load reads them all
+    text = json.dumps(trace_doc([[100], [300]]))
+    for broken in (text.replace('"synthetic"', "synthetic"), text.replace('"c1 t0 ', "c1 t0 "),
+                   text.replace('"c1 t0 ', '"c1 \\q')):
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(broken)
+        with pytest.raises(ConfigError, match="not valid JSON"):
+            load_agentic_trace(write(tmp_path, broken), limit=limit)
 
 
 BAD = [
@@ -129,6 +208,16 @@ BAD = [
     ("empty", {"conversations": []}, "conversations", "[]"),
     ("not-an-object", [[{"messages": "x", "prompt_tokens": 3}]], "<top level>", ""),
     ("truncated", json.dumps(trace_doc([[100, 200]]))[:-30], "", ""),
+    # fuzzed: a raw control character in a key, and a count past int64, were tracebacks
+    ("key-control-char", '{"a\tb": 1, "conversations": [[{"messages": "x", "prompt_tokens": 3}]]}', "<top level>",
+     "not valid JSON"),
+    ("prompt-tokens-huge", {"conversations": [[{"messages": "x", "prompt_tokens": 10**23}]]},
+     "conversations[0][0].prompt_tokens", "100000000000000000000000"),
+    # json.load refuses nesting this deep (RecursionError); so does the reader, in one line
+    ("too-deep", '{"metadata": ' + "[" * 100_000 + "]" * 100_000 + ', "conversations": [[{"messages": "x", '
+     '"prompt_tokens": 3}]]}', "<file>", "nested too deeply"),
+    ("too-deep-turn", '{"conversations": [[{"messages": ' + "[" * 100_000 + "]" * 100_000 + ', "prompt_tokens": 3}]]}',
+     "<file>", "nested too deeply"),
 ]
 
 

@@ -180,3 +180,12 @@ def test_bad_input_exits_2(argv, scenario, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("specsched: error:") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_compare_with_an_unknown_arm_names_its_own_option(scenario, capsys):
+    """`compare --arms base,nope` named the loader's `--arm` option, which compare does not
+    have; it names --arms, the arm at fault and the allowed ones, exit 2, nothing run."""
+    rc = main(["compare", str(scenario), "--arms", "base,nope", "--no-save"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "--arms = 'nope'" in err and "allowed: base" in err and "--arm =" not in err

@@ -74,6 +74,8 @@ SCENARIO_CASES = [
                           "value: 4096": "value: 100", "value: 64": "value: 2990"}, "workload.output_len"),
     ("concurrency-missing", {"  concurrency: 8\n": ""}, "workload"),
     ("kind-typo", {"kind: closed_loop": "kind: closedloop"}, "workload.kind"),
+    # a YAML escape of a lone surrogate: a profile name of one was a UnicodeEncodeError traceback
+    ("surrogate", {"name: batch8-ll": 'name: "\\ud800"'}, "surrogate"),
     # top level and arms
     ("unknown-top", {"seed: ": "sed: 3\nseed: "}, "sed"),
     ("arm-typo-unused", {"arms:": "arms:\n  typo_arm: {server: {max_runing_requests: 3}}"},
@@ -283,3 +285,72 @@ def test_a_bad_turn_count_distribution_names_its_own_fault(tmp_path, capsys, tur
     err = _assert_refused(capsys, ["run", "multi-turn-example", "--set", f"workload.multi_turn.num_turns={turns}"],
                           tmp_path / "res", *needles)
     assert ".int " not in err and "function-after" not in err
+
+
+@pytest.mark.parametrize(("where", "dist", "needles"), [
+    ("workload.output_len", "{kind: fixed, value: 8, range_ratio: 0.5}",
+     ("workload.output_len.range_ratio = 0.5", "read only by kind uniform", "kind is 'fixed'")),
+    ("workload.output_len", "{kind: fixed, value: 8, path: x.csv}",
+     ("workload.output_len.path = 'x.csv'", "read only by kind file")),
+    ("workload.output_len", "{kind: uniform, value: 8, path: x.csv}",
+     ("workload.output_len.path = 'x.csv'", "read only by kind file", "kind is 'uniform'")),
+    ("workload.output_len", "{kind: file, path: sharegpt-like-lengths-output.csv, value: 8}",
+     ("workload.output_len.value = 8", "read only by kinds fixed and uniform", "kind is 'file'")),
+    ("workload.output_len", "{kind: file, path: sharegpt-like-lengths-output.csv, value: null, range_ratio: 0.5}",
+     ("workload.output_len.range_ratio = 0.5", "read only by kind uniform", "kind is 'file'")),
+    ("workload.multi_turn.num_turns", "{kind: fixed, value: 3, range_ratio: 0.25}",
+     ("workload.multi_turn.num_turns.range_ratio = 0.25", "read only by kind uniform")),
+    ("workload.multi_turn.user_len", "{kind: fixed, value: 30, range_ratio: 0.2}",
+     ("workload.multi_turn.user_len.range_ratio = 0.2", "read only by kind uniform")),
+])
+def test_a_length_distribution_refuses_a_key_its_kind_does_not_read(tmp_path, capsys, where, dist, needles):
+    """fixed reads value; uniform value and range_ratio; file path: any other key would be
+    accepted and change nothing (a fixed length with range_ratio 0.5 still sends one length)."""
+    scenario = "multi-turn-example" if where.startswith("workload.multi_turn") else str(small_scenario(tmp_path))
+    _assert_refused(capsys, ["run", scenario, "--set", f"{where}={dist}"], tmp_path / "res", *needles)
+
+
+def test_a_length_distribution_in_a_file_names_its_key_and_an_arm(tmp_path, capsys):
+    bad = "{kind: fixed, value: 1024, range_ratio: 0.5}"
+    path = small_scenario(tmp_path, **{"output_len: {kind: fixed, value: 64}": f"output_len: {bad}"})
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", f"{path}: workload.output_len.range_ratio = 0.5")
+    path = small_scenario(tmp_path, **{"output_len: {kind: fixed, value: 64}": "output_len: {value: 9, range_ratio: 0.5}"})
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "workload.output_len.range_ratio = 0.5",
+                    "kind is 'fixed', the default")
+
+
+@pytest.mark.parametrize("override", ["workload.input_len={kind: fixed, value: 9}", "workload.input_len.kind=fixed"])
+def test_an_override_that_changes_a_length_kind_leaves_the_old_kinds_keys_behind(tmp_path, override):
+    """--set (and an arm) deep-merge into the file's block: a uniform length's range_ratio was
+    carried into the fixed one the override asked for, and refused there."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.config import load_scenario
+    from specsched.sim.errors import ConfigError
+
+    sc = load_scenario_with_overrides(small_scenario(tmp_path), overrides=[override])
+    assert sc.workload.input_len.kind == "fixed" and sc.workload.input_len.value == (9 if "9" in override else 4096)
+    path = small_scenario(tmp_path, **{"arms:": "arms:\n  fixed_in: {workload: {input_len: {kind: fixed, value: 9}}}"})
+    assert load_scenario(path, "fixed_in").workload.input_len.value == 9
+    # a key the override itself gives to a kind that does not read it is still refused
+    with pytest.raises(ConfigError, match="range_ratio"):
+        load_scenario_with_overrides(small_scenario(tmp_path), overrides=["workload.input_len={kind: fixed, value: 9, range_ratio: 0.5}"])
+
+
+def test_a_key_a_length_distribution_would_read_the_same_is_accepted(tmp_path):
+    """A value equal to what the kind does anyway (range_ratio 1 on fixed: [value, value]; the
+    defaults a full dump of the model writes) is not refused: it cannot mislead, and a saved
+    or re-validated scenario carries it."""
+    from specsched.sim.config import LengthDist, with_value
+
+    assert LengthDist.model_validate({"kind": "fixed", "value": 8, "range_ratio": 1.0}).value == 8
+    d = LengthDist.model_validate({"kind": "file", "path": "x.csv"})
+    assert LengthDist.model_validate(d.model_dump()) == d
+    assert with_value(d, "path", "y.csv").path == "y.csv"
+
+
+def test_exponential_think_time_without_a_mean_is_refused(tmp_path, capsys):
+    """think_time_dist draws pauses with mean think_time_s: at 0 every pause is 0, the
+    distribution unread."""
+    _assert_refused(capsys, ["run", "multi-turn-example", "--set", "workload.multi_turn.think_time_dist=exponential",
+                             "--set", "workload.multi_turn.think_time_s=0"],
+                    tmp_path / "res", "workload.multi_turn.think_time_dist = 'exponential'", "think_time_s")

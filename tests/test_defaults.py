@@ -224,3 +224,22 @@ def test_each_disaggregated_role_gets_the_pool_its_reserve_leaves(tmp_path):
     assert kept.server.role_server("prefill").max_total_num_tokens == pre
     stated = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, f"max_total_num_tokens: 70000, {pd}"))
     assert {stated.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")} == {70000}
+
+
+def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_path):
+    """A fuzzed scenario's chunked_prefill_size of 2**63 (or 1e23) listed every 512th prefill
+    graph size up to it: an OverflowError or a MemoryError traceback while loading."""
+    from specsched.sim.defaults import prefill_graph_sizes
+
+    from specsched.cli import main
+
+    def listed(m):
+        sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+                 + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, m + 1, 512)))
+        return sum(1 for s in sizes if s <= m)
+
+    assert [prefill_graph_sizes(m) for m in range(0, 9000, 7)] == [listed(m) for m in range(0, 9000, 7)]
+    assert prefill_graph_sizes(2**63) == listed(4096) + (2**63 - 4608) // 512 + 1
+    for chunk in ("9223372036854775808", "100000000000000000000000"):
+        assert main(["run", "scenarios/h200/batch1.yaml", "--set", f"server.chunked_prefill_size={chunk}",
+                     "--quiet", "--out", str(tmp_path / chunk)]) == 0

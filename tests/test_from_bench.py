@@ -349,3 +349,87 @@ def test_drawn_arrivals_say_so_when_the_line_holds_its_send_times():
     assert any("--arrivals details" in a for a in sc["assumptions"])
     sc, _ = scenario_from_bench(parse_run(dict(LINE), "runs.jsonl:1"), "h200-1b")
     assert not any("--arrivals details" in a for a in sc["assumptions"])
+
+
+@pytest.mark.parametrize(("tp", "dp", "said"), [(4, None, True), (1, None, False), (4, 4, False)])
+def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
+    """server_info tp_size 4 against a TP1 profile was left out silently: the scenario then
+    predicts a TP1 server. Said in the assumptions (not with DP attention, whose tp_size counts
+    every rank of the group)."""
+    info = LINE["server_info"] | {"tp_size": tp} | ({"dp_size": dp, "enable_dp_attention": True} if dp else {})
+    run = parse_run(LINE | {"server_info": info}, "runs.jsonl:1")
+    prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert load_profile(prof).hardware.tp_size == 1
+    sc, _ = scenario_from_bench(run, prof)
+    notes = [n for n in sc["assumptions"] if "prices tp_size" in n]
+    assert bool(notes) is said
+    if said:
+        assert "tp_size 1" in notes[0] and "tp_size 4" in notes[0] and "--tp 4" in notes[0]
+
+
+def _failing_line(n_failed: int, **change):
+    """LINE with --output-details of 40 requests, ``n_failed`` of them failed (SGLang 0.5.23
+    benchmark/serving.py: a failed request keeps output_len 0, ttft 0.0, itl [] and its error)."""
+    n = 40
+    ok = [i >= n_failed for i in range(n)]
+    return {**LINE, "completed": sum(ok), "input_lens": [500] * n, "output_lens": [40 if k else 0 for k in ok],
+            "ttfts": [0.05 if k else 0.0 for k in ok], "itls": [[0.01] * 39 if k else [] for k in ok],
+            "errors": ["" if k else "Bad Request" for k in ok], **change}
+
+
+@pytest.mark.parametrize("rate, conc, kind", [(20.0, 5, "poisson"), (math.inf, None, "burst"), (math.inf, 7, "closed_loop")])
+def test_failed_requests_are_not_sent_and_a_rate_is_thinned_to_span_the_same_run(rate, conc, kind):
+    """bench_serving (0.5.23 benchmark/serving.py calculate_metrics) counts only successful
+    requests in completed, the token totals and the throughputs, over the whole run's
+    duration; a scenario that sent the failed ones too predicted completed and throughput
+    high by the failed share. It sends the successes, at the line's rate x their share."""
+    run = parse_run(_failing_line(10, request_rate=rate, max_concurrency=conc), "f:1")
+    sc, _ = scenario_from_bench(run, "tiny")
+    w = sc["workload"]
+    assert (w["kind"], w["num_requests"]) == (kind, 30)
+    if kind == "poisson":
+        assert w["request_rate"] == pytest.approx(15.0) and w["max_concurrency"] == 5
+    note = next(a for a in sc["assumptions"] if "failed" in a)
+    assert "10 of the line's 40 requests failed" in note and "30 that succeeded" in note
+    assert ("15 req/s" in note) == (kind == "poisson")
+    # vLLM writes num_prompts and failed, and no details: the same
+    vllm = {k: v for k, v in _failing_line(10, request_rate=rate, max_concurrency=conc).items()
+            if k not in ("input_lens", "output_lens", "ttfts", "itls", "errors")}
+    sc2, _ = scenario_from_bench(parse_run({**vllm, "num_prompts": 40, "failed": 10}, "f:1"), "tiny")
+    assert sc2["workload"]["num_requests"] == 30 and sc2["workload"].get("request_rate") == w.get("request_rate")
+    # no failure: as before
+    sc3, _ = scenario_from_bench(parse_run(_failing_line(0, request_rate=rate, max_concurrency=conc), "f:1"), "tiny")
+    assert sc3["workload"]["num_requests"] == 40 and sc3["workload"].get("request_rate") == (rate if kind == "poisson" else None)
+    assert not any("failed" in a for a in sc3["assumptions"])
+
+
+def test_validate_bench_predicts_the_successes_and_says_so_with_a_scenario_that_sends_all(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, _failing_line(10, request_rate=math.inf, max_concurrency=None))
+    assert main(["validate-bench", str(p), "--profile", "h200-1b", "--seeds", "1", "--out", "a"]) == 0
+    out = capsys.readouterr().out
+    assert "assumed: requests: 10 of the line's 40 requests failed" in out
+    assert "note: the scenario sends 30 requests" not in out
+    row = next(r for r in out.splitlines() if r.lstrip().startswith("completed"))
+    assert [float(x) for x in row.split()[1:3]] == [30, 30], row
+    sc = tmp_path / "all.yaml"
+    sc.write_text((tmp_path / "a" / "from-bench.yaml").read_text().replace("num_requests: 30", "num_requests: 40"))
+    assert main(["validate-bench", str(p), "--scenario", str(sc), "--seeds", "1", "--out", "b"]) == 0
+    notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:")]
+    assert any("10 of the measured run's 40 requests failed" in x and "sends all 40" in x for x in notes), notes
+
+
+
+@pytest.mark.parametrize("given", [{}, 8, "x"])
+def test_a_chain_window_sglang_resets_is_written_as_sglang_runs_it(given):
+    """With topk 1 SGLang runs num_steps + 1 draft tokens whatever server_info says
+    (0.5.23 arg_groups/speculative_hook.py _handle_eagle_family); a fuzzed
+    speculative_num_draft_tokens of {} passed through into the scenario and was a TypeError
+    traceback capping the accept length (8 capped it at a window SGLang never ran)."""
+    info = {**LINE["server_info"], "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1, "speculative_num_draft_tokens": given}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info, "accept_length": 3.9}, "f:1"), "tiny")
+    assert sc["server"]["speculative_num_draft_tokens"] == 4
+    assert sc["acceptance"]["mean_accept_length"] == pytest.approx(3.9)
+    assert any("speculative_num_draft_tokens" in a and "4" in a for a in sc["assumptions"]), sc["assumptions"]
+    Scenario.model_validate({**sc, "profile": "h200-1b"})

@@ -76,3 +76,20 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, says):
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and says in err[0], r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_report_of_timed_points_without_the_layer_shape_is_one_line(tmp_path, capsys):
+    f = tmp_path / "g.jsonl"
+    f.write_text('{"model": "m", "seconds": 0.001}\n')
+    assert gemm_curve.report(f, None) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "without" in err[0] and "out_features" in err[0]
+
+
+def test_the_report_plot_folder_is_made(tmp_path):
+    price = gemm_curve.model_seconds(_rows([(4096, 4096, "bf16", 64)]), "NVIDIA H200").iloc[0]
+    f = tmp_path / "g.jsonl"
+    f.write_text(json.dumps({"model": "m", "layer": "o", "out_features": 4096, "in_features": 4096,
+                             "dtype": "bf16", "tokens": 64, "seconds": price, "gpu": "NVIDIA H200"}) + "\n")
+    assert gemm_curve.report(f, tmp_path / "new" / "r.png") == 0
+    assert (tmp_path / "new" / "r.png").exists()

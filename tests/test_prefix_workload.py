@@ -81,3 +81,64 @@ def test_zipf_needs_a_positive_alpha_and_uniform_refuses_one():
                dict(group_distribution="pareto", zipf_alpha=1.0)):
         with pytest.raises(ValueError):
             generated_shared_prefix(2, 2, 4, 4, 2, seed=0, **kw)
+
+
+def test_the_zipf_group_draw_has_its_own_seed_key():
+    """The zipf group draw used [seed, 3, 2], the multi_turn prompt stream's key: the two
+    streams drew the same numbers. Every key of sim/seed_streams.py gives its own generator
+    (numpy pads the entropy with zeros to 4 words: [s, k] and [s, k, 0] are one generator)."""
+    from specsched.sim import seed_streams
+    from specsched.sim.prefix_workload import group_assignment, prompt_stream, zipf_group_probs
+
+    for seed in (1, 7):
+        drawn = group_assignment(8, 50, seed, "zipf", 1.1)
+        shared = prompt_stream(seed).choice(8, size=400, replace=True, p=zipf_group_probs(8, 1.1))
+        assert not np.array_equal(drawn, shared)
+    firsts = {name: np.random.default_rng([5, *key]).integers(1 << 62) for name, key in seed_streams.KEYS.items()}
+    assert len(set(firsts.values())) == len(firsts), firsts
+    padded = {name: np.random.default_rng([5, *key, 0]).integers(1 << 62) for name, key in seed_streams.KEYS.items()}
+    assert padded == firsts   # the padding rule the module states (why a key + 0 is no new key)
+
+
+# sha256 (first 16 hex) of the requests (index, lengths, turn, token ids) before the zipf draw
+# moved to its own key: every other stream draws what it drew
+HASHES_BEFORE = {("gsp-uniform", 1): "d333b623217b707c", ("gsp-uniform", 7): "50263391ce0c4f20",
+                 ("multi-turn-example", 1): "903933956f38f821", ("multi-turn-example", 7): "215963415f7b5805",
+                 ("agentic-trace-example", 1): "eb53d314940f3f74", ("agentic-trace-example", 7): "0b0ec5f8c803cb8b",
+                 ("mt-drawn-turns", 1): "054fc6b848d229ae", ("mt-drawn-turns", 7): "cd78eec8c59d2c80",
+                 ("batch8-ll", 1): "7ac45398cfb7d9a1", ("batch8-ll", 7): "b54af80117ef1530"}
+
+
+def _digest(specs) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for s in specs:
+        h.update(repr((s.index, s.input_len, s.output_len, s.arrival_s, s.priority, s.turn)).encode())
+        if s.tokens is not None:
+            h.update(bytes(memoryview(s.tokens).cast("B")))
+    return h.hexdigest()[:16]
+
+
+def test_uniform_shared_prefix_and_multi_turn_requests_are_what_they_were():
+    from specsched.sim.config import WorkloadConfig, load_scenario
+    from specsched.sim.workload import make_requests
+
+    from tests.conftest import ROOT
+
+    def scenario(name):
+        p = ROOT / "scenarios" / f"{name}.yaml"
+        return load_scenario(p).workload, str(p)
+
+    gsp = WorkloadConfig.model_validate(dict(
+        kind="burst", output_len=dict(kind="uniform", value=30, range_ratio=0.5),
+        shared_prefix=dict(num_groups=6, prompts_per_group=5, system_prompt_len=300, question_len=40, range_ratio=0.5)))
+    mt, mt_path = scenario("multi-turn-example")
+    drawn = mt.model_dump()
+    drawn["multi_turn"] |= {"num_turns": dict(kind="uniform", value=5, range_ratio=0.2), "dp_ranks": 2}
+    drawn.pop("num_requests")
+    cases = {"gsp-uniform": (gsp, None), "multi-turn-example": (mt, mt_path),
+             "agentic-trace-example": scenario("agentic-trace-example"),
+             "mt-drawn-turns": (WorkloadConfig.model_validate(drawn), mt_path), "batch8-ll": scenario("batch8-ll")}
+    got = {(name, seed): _digest(make_requests(w, seed, path)) for name, (w, path) in cases.items() for seed in (1, 7)}
+    assert got == HASHES_BEFORE

@@ -73,3 +73,15 @@ def test_missing_split_rejects_a_per_request_form_when_speculation_misses_more()
     assert got["per_request"][1] < 0
     p, d = got["per_token"]
     assert p > 0 and d > 0
+
+
+@pytest.mark.parametrize("args", [["--cases", "p3"], ["--cases", ""], ["--seeds", "0"],
+                                  ["--models", "no-such-model"], ["--host-ghz", "abc"], ["--host-ghz", "0"]])
+def test_bad_arguments_are_one_line_exit_2(args, capsys):
+    """A typo in --cases ran no check and exited 0; --seeds 0 printed nan; a bad --models or
+    --host-ghz was a traceback. Each is now argparse's one line naming the option, exit 2."""
+    with pytest.raises(SystemExit) as e:
+        pc.main(args)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {args[0]}:" in err

@@ -167,7 +167,8 @@ def test_sglang_0523_details_failed_requests_cache_report_and_goodput():
     rows = {row["metric"]: row for row in comparison_rows({"cache_hit_rate": 0.5}, r.summary)}
     assert rows["cache_hit_rate"]["error_pct"] == pytest.approx(100.08, abs=0.01)
     sc, _ = scenario_from_bench(r, "h200-1b")
-    assert sc["workload"] == {"kind": "closed_loop", "num_requests": 4, "concurrency": 4,
+    # the 2 successes are sent: bench_serving counts only them in completed and the throughputs
+    assert sc["workload"] == {"kind": "closed_loop", "num_requests": 2, "concurrency": 4,
                               "input_len": {"kind": "uniform", "value": 1024, "range_ratio": 0.0},
                               "output_len": {"kind": "uniform", "value": 8, "range_ratio": 0.0}}
     assert sc["server"]["speculative_algorithm"] == "dspark" and sc["server"]["max_running_requests"] == 48
@@ -389,7 +390,7 @@ def test_sglang_040_051_0510_layouts():
     (b,) = read_bench(DATA / "bench" / "sglang-0.5.1-details.jsonl")
     assert b.num_prompts == 3 and b.details.ok.tolist() == [True, True, False] and "tag" not in b.extra
     sc, _ = scenario_from_bench(b, "h200-1b")        # sharegpt: the shipped histograms
-    assert sc["workload"]["input_len"]["kind"] == "file" and sc["workload"]["num_requests"] == 3
+    assert sc["workload"]["input_len"]["kind"] == "file" and sc["workload"]["num_requests"] == 2   # the successes
     (c,) = read_bench(DATA / "bench" / "sglang-0.5.10.jsonl")
     assert c.summary["p90_e2e_latency_ms"] == 3790.1 and "p90_ttft_ms" not in c.summary
     sc, _ = scenario_from_bench(c, "h200-1b")

@@ -29,6 +29,26 @@ def test_file_histogram(tmp_path):
         draw_lengths(LengthDist(kind="file", path=str(bad)), 3, np.random.default_rng(0), None, "workload.input_len")
 
 
+@pytest.mark.parametrize(("text", "needle"), [
+    ("length,weight\n10,1\n20,\n", "weight"),                        # an empty weight: NaN probabilities
+    ("length,weight\n10,1\n20,1,3\n", "h.csv:3"),                    # a row of 3 fields: ParserError
+    ("length,weight\n10,1\nabc,1\n", "length"),                       # text in a column: TypeError
+    ("length,weight\n10,1\n99999999999999999999999,1\n", "length"),   # past int64: OverflowError
+    ("", "length,weight"),                                            # empty: EmptyDataError
+    ("length,weight\n10,1\n20,inf\n", "weight"),                      # an infinite weight: NaN probabilities
+    ("length,weight\n10.5,1\n", "length"),                             # a fractional length, cut to 10 before
+    ("length,weight\n\xff\xfe,1\n", "UTF-8"),
+])
+def test_a_bad_histogram_is_one_line_naming_its_file_and_column(tmp_path, text, needle):
+    """Found by fuzzing the readers: each of these was a traceback (or silently cut)."""
+    f = tmp_path / "h.csv"
+    f.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ConfigError) as e:
+        draw_lengths(LengthDist(kind="file", path=str(f)), 3, np.random.default_rng(0), None, "workload.input_len")
+    msg = str(e.value)
+    assert msg.startswith(str(f)) and "\n" not in msg and needle in msg, msg
+
+
 def test_poisson_gaps_have_the_requested_rate():
     t = poisson_arrivals(20000, 4.0, seed=1)
     assert abs(np.diff(t).mean() - 0.25) < 0.01

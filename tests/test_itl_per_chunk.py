@@ -1,0 +1,84 @@
+"""ITL as the measuring client records it: SGLang's ``sglang`` backend splits a streamed chunk
+of n tokens into n gaps of dt / n; its OpenAI-API backends and every vLLM client record one
+gap per chunk. With speculative decoding a chunk is a whole accepted block, so comparing a
+split prediction with a per-chunk measurement read the model as several times too fast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from specsched.sim.bench_serving import itl_per_chunk, read_bench_one
+from specsched.sim.metrics import itl_values
+
+from specsched.cli import main
+
+BENCH = Path(__file__).parent / "data" / "bench"
+
+
+def test_per_chunk_itl_is_one_gap_per_later_chunk():
+    chunks = pd.DataFrame({"rid": [0, 0, 0, 1, 1], "time_s": [0.0, 0.01, 0.03, 0.005, 0.02],
+                           "n_tokens": [1, 4, 2, 1, 3]})
+    assert sorted(itl_values(chunks)) == pytest.approx(sorted([0.0025] * 4 + [0.01] * 2 + [0.005] * 3))
+    assert sorted(itl_values(chunks, per_chunk=True)) == pytest.approx([0.01, 0.015, 0.02])
+
+
+@pytest.mark.parametrize(("name", "backend", "expected"), [
+    ("sglang-0.5.23.jsonl", None, False), ("sglang-0.4.6-eagle.jsonl", None, False),
+    ("sglang-0.5.23.jsonl", "sglang-oai", True), ("sglang-0.5.23.jsonl", "vllm", True),
+    ("vllm-0.11.0-bench-serve.json", None, True), ("vllm-0.7.3-benchmark_serving.json", None, True),
+])
+def test_which_clients_record_one_gap_per_chunk(tmp_path, name, backend, expected):
+    f = BENCH / name
+    if backend is not None:
+        obj = json.loads(f.read_text().splitlines()[0])
+        obj["backend"] = backend
+        f = tmp_path / name
+        f.write_text(json.dumps(obj) + "\n")
+    assert itl_per_chunk(read_bench_one(f"{f}:1")) is expected
+
+
+def test_validate_predicts_the_itl_the_lines_client_records(tmp_path, capsys, monkeypatch):
+    """The same EAGLE line measured through the sglang and the sglang-oai client: the second's
+    predicted ITL is per chunk (the verify cycle), several times the split one; TPOT equal."""
+    monkeypatch.chdir(tmp_path)
+    line = json.loads((BENCH / "sglang-0.4.6-eagle.jsonl").read_text().splitlines()[0])
+    tables = {}
+    for backend in ("sglang", "sglang-oai"):
+        Path(f"{backend}.jsonl").write_text(json.dumps(line | {"backend": backend}) + "\n")
+        assert main(["validate", "--measured", f"{backend}.jsonl", "--profile", "h200-1b", "--seeds", "1",
+                     "--set", "workload.num_requests=24", "--out", backend]) == 0
+        tables[backend] = pd.read_csv(tmp_path / backend / "validate.csv").set_index("metric")["predicted"]
+    out = capsys.readouterr().out
+    assert out.count("records one ITL per streamed chunk") == 1
+    split, chunk = tables["sglang"], tables["sglang-oai"]
+    assert chunk["median_tpot_ms"] == pytest.approx(split["median_tpot_ms"])
+    assert chunk["median_itl_ms"] > 1.5 * split["median_itl_ms"]
+    assert np.isfinite(chunk["p99_itl_ms"])
+
+
+def test_specsched_own_lines_are_split(tmp_path, monkeypatch):
+    """A line specsched wrote (backend specsched-sim) holds split ITLs, as SGLang's sglang client."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "batch1-ll", "--set", "workload.num_requests=2", "--out", "r"]) == 0
+    assert itl_per_chunk(read_bench_one("r/bench_serving.jsonl")) is False
+
+
+def test_calibrate_predicts_the_itl_the_lines_client_records(tmp_path):
+    """calibrate --from fits median ITL by default: a per-chunk line is fitted to a per-chunk
+    prediction (a split one read the decode several times too fast)."""
+    from specsched.analysis.calibrate_bench import cases_from_runs, predict
+    from specsched.sim.bench_serving import parse_run
+    from specsched.sim.profile import load_profile
+
+    line = json.loads((BENCH / "sglang-0.4.6-eagle.jsonl").read_text().splitlines()[0]) | {"completed": 24}
+    prof = load_profile("h200-1b")
+    got = {}
+    for backend in ("sglang", "sglang-oai"):
+        case = cases_from_runs([parse_run(line | {"backend": backend}, f"{backend}:1")], "h200-1b", None, tmp_path)[0]
+        got[backend] = predict(case, prof, 1)
+    assert got["sglang-oai"]["median_tpot_ms"] == pytest.approx(got["sglang"]["median_tpot_ms"])
+    assert got["sglang-oai"]["median_itl_ms"] > 1.5 * got["sglang"]["median_itl_ms"]
