@@ -230,7 +230,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.device.split("-as-")[0] == "cuda" and not torch.cuda.is_available():
         raise ConfigError("<command line>", "--device", args.device, "torch.cuda.is_available() is False here; use --device cpu")
     t0 = time.perf_counter()
-    rows = Doctor(args.device, args.preset, args.backend, args.repeats, args.allow_serializing).run()
+    # the 1b proxy's checks take many minutes on a CPU; tiny exercises the same code paths
+    preset = args.preset or ("tiny" if args.device.split("-as-")[0] == "cpu" else "1b")
+    rows = Doctor(args.device, preset, args.backend, args.repeats, args.allow_serializing).run()
     text = format_rows(rows)
     print(text)
     print(f"doctor: {len(rows)} checks in {time.perf_counter() - t0:.1f} s")
@@ -246,7 +248,8 @@ def register_doctor_command(sub: Any) -> None:
     p = sub.add_parser("doctor", help="first-run check of a machine: backend, versions, capture, SDPA, sync costs",
                        description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--device", default="cuda", help="cuda (also on ROCm), cpu, or <device>-as-hip (default cuda)")
-    p.add_argument("--preset", default="1b", help="proxy model preset for the capture and wait checks (default 1b)")
+    p.add_argument("--preset", default=None,
+                   help="proxy model preset for the capture and wait checks (default 1b; tiny with --device cpu)")
     p.add_argument("--repeats", type=int, default=40, help="timed repeats per check (default 40)")
     p.add_argument("--out", default=None, help="also write the table (markdown) here")
     add_backend_args(p)
