@@ -931,6 +931,14 @@ num_new_tokens)``, benchmark/serving.py, sglang/bench_serving.py from 0.4.4); wh
 ITL figures are (:func:`sim.metrics.itl_values`)."""
 
 
+RETOKENIZED_ITL_BACKENDS = frozenset({"sglang-oai", "sglang-oai-chat"})
+"""SGLang backends whose ITL figures are split again when the server speculates: from 0.5.5
+(the release that added the ``tag`` and ``server_info`` keys), ``calculate_metrics`` spreads
+each chunk's gap over its retokenized tokens when ``accept_length > 0``
+(``use_retokenized_itl``, benchmark/serving.py in 0.5.23), so the line's ITL statistics are per
+token although its ``itls`` details stay per chunk."""
+
+
 def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
     result file (``benchmark_serving.py`` and ``vllm bench serve``; found by the ``date`` key
@@ -938,12 +946,16 @@ def itl_per_chunk(run: BenchRun) -> bool:
     ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), and an SGLang line whose
     backend is not in :data:`SPLIT_ITL_BACKENDS` (``sglang-oai``, ``vllm``, ``lmdeploy``,
     ``trt``, ...: ``output.itl.append`` per chunk in SGLang 0.5.23 benchmark/serving.py; not
-    specsched's own ``specsched-*`` lines, split as SGLang's). With
-    speculative decoding a chunk carries a whole accepted block, so such an ITL is about the
-    verify cycle, accept length times the split one."""
+    specsched's own ``specsched-*`` lines, split as SGLang's; nor a 0.5.5+ ``sglang-oai`` line of a
+    speculating server, :data:`RETOKENIZED_ITL_BACKENDS`). With speculative decoding a chunk
+    carries a whole accepted block, so such an ITL is about the verify cycle, accept length
+    times the split one."""
     if "date" in run.extra:
         return True
     backend = run.args.get("backend")
+    if (backend in RETOKENIZED_ITL_BACKENDS and ("server_info" in run.extra or "tag" in run.extra)
+            and (run.summary.get("accept_length") or 0) > 0):
+        return False
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 

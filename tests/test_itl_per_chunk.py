@@ -41,6 +41,27 @@ def test_which_clients_record_one_gap_per_chunk(tmp_path, name, backend, expecte
     assert itl_per_chunk(read_bench_one(f"{f}:1")) is expected
 
 
+@pytest.mark.parametrize(("backend", "accept_length", "server_info", "expected"), [
+    ("sglang-oai", 3.1, True, False), ("sglang-oai-chat", 3.1, True, False),
+    ("sglang-oai", None, True, True), ("sglang-oai", 3.1, False, True), ("vllm", 3.1, True, True),
+])
+def test_sglang_oai_lines_of_a_speculating_server_report_split_itls_from_0_5_5(
+        tmp_path, backend, accept_length, server_info, expected):
+    """SGLang 0.5.5-0.5.23 calculate_metrics (use_retokenized_itl) spreads each chunk's gap over
+    its tokens for the sglang-oai backends when accept_length > 0; 0.5.5 is the release that
+    added server_info, so a line without it keeps the per-chunk reading."""
+    obj = json.loads((BENCH / "sglang-0.5.23.jsonl").read_text().splitlines()[0])
+    obj |= {"backend": backend, "accept_length": accept_length}
+    if not server_info:
+        obj.pop("server_info", None)
+        obj.pop("tag", None)
+    else:
+        obj.setdefault("server_info", {})
+    f = tmp_path / "line.jsonl"
+    f.write_text(json.dumps(obj) + "\n")
+    assert itl_per_chunk(read_bench_one(f"{f}:1")) is expected
+
+
 def test_validate_predicts_the_itl_the_lines_client_records(tmp_path, capsys, monkeypatch):
     """The same EAGLE line measured through the sglang and the sglang-oai client: the second's
     predicted ITL is per chunk (the verify cycle), several times the split one; TPOT equal."""
