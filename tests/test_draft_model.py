@@ -120,3 +120,19 @@ def test_default_names_keep_kv_and_draft_variants_apart(tmp_path, monkeypatch):
     assert names == ["h100-llama-3.1-70b-tp8-bf16-analytic.yaml",
                      "h100-llama-3.1-70b-tp8-bf16-draft-llama-3.1-8b-analytic.yaml",
                      "h100-llama-3.1-70b-tp8-bf16-kv-fp8-e4m3-analytic.yaml"]
+
+
+def test_default_names_keep_drafter_variants_apart(tmp_path, monkeypatch):
+    """Without --out, a chain drafter's profile (or another window, draft depth or draft
+    vocabulary) was written under the default block drafter's name, overwriting it."""
+    monkeypatch.chdir(tmp_path)
+    base = ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H100"]
+    for extra in ([], ["--drafter", "chain"], ["--window", "4"], ["--draft-layers", "2"],
+                  ["--drafter", "chain", "--draft-vocab", "32000"], ["--window", "6", "--draft-layers", "1"]):
+        assert main([*base, *extra]) == 0
+    names = sorted(p.name for p in (tmp_path / "profiles").glob("*.yaml"))
+    assert names == ["h100-llama-3.1-8b-tp1-bf16-analytic.yaml",
+                     "h100-llama-3.1-8b-tp1-bf16-chain-analytic.yaml",
+                     "h100-llama-3.1-8b-tp1-bf16-chain-dv32000-analytic.yaml",
+                     "h100-llama-3.1-8b-tp1-bf16-dl2-analytic.yaml",
+                     "h100-llama-3.1-8b-tp1-bf16-w4-analytic.yaml"]

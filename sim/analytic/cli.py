@@ -122,10 +122,18 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
                       draft_vocab=getattr(args, "draft_vocab", None),
                       draft_model=draft_arch)
     if args.name is None:
-        # the default name (and so the default --out file) tells the KV type and the draft model
+        # the default name (and so the default --out file) tells the KV type and the drafter
         # apart: two profiles that differ only there no longer overwrite one another
         extra = ([f"kv-{kv_dtype.replace('_', '-')}"] if kv_dtype not in ("auto", "bf16", "bfloat16") else []) + (
             [f"draft-{draft_arch.name}"] if draft_arch is not None else [])
+        if draft_arch is None and drafter == "chain":   # a draft model is a chain drafter anyway
+            extra.append("chain")
+        if args.window != 6:
+            extra.append(f"w{args.window}")
+        if args.draft_layers not in (None, 1):
+            extra.append(f"dl{args.draft_layers}")
+        if getattr(args, "draft_vocab", None):
+            extra.append(f"dv{args.draft_vocab}")
         if extra:
             d["name"] = d["name"].removesuffix("-analytic") + "-" + "-".join(extra) + "-analytic"
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
