@@ -481,6 +481,28 @@ def result_path_from_runs(profile, dirs: list[Path], part: str = "result", gap_s
     return type(profile).model_validate(data), text
 
 
+def _verify_refit_said(old, new) -> str:
+    row = [round((n - o) * 1e3, 3) for n, o in zip((r[0] for r in new.gpu.verify.seconds),
+                                                   (r[0] for r in old.gpu.verify.seconds), strict=True)]
+    return f"gpu.verify refitted at the loop's width: ms added by batch size (first column): {row}"
+
+
+PROVENANCE_REFITS = (
+    # (option, refit from the profile's provenance (None: nothing to refit), what the provenance lacks then,
+    #  the line said after a refit); applied in this order
+    ("refit_slot_expansion", refit_slot_expansion,
+     "host.slot_expansion_s's provenance has no gap / preparation medians",
+     lambda old, new: (f"host.slot_expansion_s refitted from the provenance: {old.host.slot_expansion_s * 1e3:.3f} -> "
+                       f"{new.host.slot_expansion_s * 1e3:.3f} ms")),
+    ("inject_prepare_from_provenance", refit_inject_prepare,
+     "host.slot_expansion_s's provenance has no gap / preparation medians",
+     lambda old, new: f"host.inject_prepare_s from the provenance: {new.host.inject_prepare_s * 1e3:.3f} ms"),
+    ("verify_excess_at_loop_width", refit_verify_excess,
+     "gpu.verify's provenance has no excess taken at the grid's last column", _verify_refit_said),
+)
+"""The profile refits an option asks for, each read back from the profile's own provenance."""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -565,32 +587,14 @@ def main(argv: list[str] | None = None) -> int:
         measured = measured.reset_index()
     measured = measured.drop_duplicates(["cell", "arm", "metric"], keep="last")
     profile = load_profile(args.profile)
-    if args.refit_slot_expansion:
-        refit = refit_slot_expansion(profile)
+    for flag, refit_fn, lacks, said in PROVENANCE_REFITS:
+        if not getattr(args, flag):
+            continue
+        refit = refit_fn(profile)
         if refit is None:
-            print(f"repredict_h200: --refit-slot-expansion: {args.profile}: host.slot_expansion_s's provenance has "
-                  "no gap / preparation medians", file=sys.stderr)
+            print(f"repredict_h200: --{flag.replace('_', '-')}: {args.profile}: {lacks}", file=sys.stderr)
             return 2
-        print(f"host.slot_expansion_s refitted from the provenance: {profile.host.slot_expansion_s * 1e3:.3f} -> "
-              f"{refit.host.slot_expansion_s * 1e3:.3f} ms")
-        profile = refit
-    if args.inject_prepare_from_provenance:
-        refit = refit_inject_prepare(profile)
-        if refit is None:
-            print(f"repredict_h200: --inject-prepare-from-provenance: {args.profile}: host.slot_expansion_s's "
-                  "provenance has no gap / preparation medians", file=sys.stderr)
-            return 2
-        print(f"host.inject_prepare_s from the provenance: {refit.host.inject_prepare_s * 1e3:.3f} ms")
-        profile = refit
-    if args.verify_excess_at_loop_width:
-        refit = refit_verify_excess(profile)
-        if refit is None:
-            print(f"repredict_h200: --verify-excess-at-loop-width: {args.profile}: gpu.verify's provenance has no "
-                  "excess taken at the grid's last column", file=sys.stderr)
-            return 2
-        row = [round((n - o) * 1e3, 3) for n, o in zip((r[0] for r in refit.gpu.verify.seconds),
-                                                       (r[0] for r in profile.gpu.verify.seconds), strict=True)]
-        print(f"gpu.verify refitted at the loop's width: ms added by batch size (first column): {row}")
+        print(said(profile, refit))
         profile = refit
     term_profile = per_term_profile(profile) if args.per_term else None
     if args.extend_launch == "none":
