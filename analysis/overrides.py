@@ -249,18 +249,21 @@ def load_scenario_with_overrides(
     return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
 
 
-def _spec_on(s: Any) -> bool:
-    """Speculative decoding on this server or on a disaggregated role's."""
+def _servers(s: Any) -> tuple[Any, ...]:
+    """The scenario's server and, under disaggregation, its prefill and decode roles' servers."""
     srv = s.server
     roles = [srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else []
-    return any(x.speculative_algorithm.enabled for x in (srv, *roles))
+    return (srv, *roles)
+
+
+def _spec_on(s: Any) -> bool:
+    """Speculative decoding on this server or on a disaggregated role's."""
+    return any(x.speculative_algorithm.enabled for x in _servers(s))
 
 
 def _block_on(s: Any) -> bool:
     """A block drafter (dspark, dflash) on this server or on a disaggregated role's."""
-    srv = s.server
-    roles = [srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else []
-    return any(x.speculative_algorithm.enabled and x.speculative_algorithm.is_block for x in (srv, *roles))
+    return any(x.speculative_algorithm.enabled and x.speculative_algorithm.is_block for x in _servers(s))
 
 
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
