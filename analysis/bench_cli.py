@@ -179,19 +179,6 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
         return _validate(args, measured, Path(tmp))
 
 
-def _chunk_itl_stats(run: Any) -> dict[str, float]:
-    """A run's ITL statistics (ms) with one gap per streamed chunk, as a client that does not
-    split chunks records them (:func:`sim.bench_serving.itl_per_chunk`); {} without chunks."""
-    from specsched.sim.metrics import _stats, itl_values
-
-    chunks = getattr(run, "chunks", None)
-    if chunks is None or len(chunks) == 0:
-        return {}
-    out: dict[str, float] = {}
-    _stats("itl", itl_values(chunks, per_chunk=True), out)
-    return out
-
-
 def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.analysis.from_bench import AGENTIC_DATASET, write_scenario
     from specsched.analysis.io import atomic_write_text
@@ -204,11 +191,10 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile) for i in range(args.seeds)]
-    from specsched.sim.bench_serving import bench_record, itl_per_chunk
+    from specsched.sim.bench_serving import client_record, itl_per_chunk
 
     chunk_itl = itl_per_chunk(measured)
-    pred = mean_summary([bench_record(r, details=False) | {"profile": r.summary.get("profile")}
-                         | (_chunk_itl_stats(r) if chunk_itl else {}) for r in runs])
+    pred = mean_summary([client_record(r, chunk_itl) | {"profile": r.summary.get("profile")} for r in runs])
     rows = comparison_rows(pred, measured.summary)
     if not rows:
         raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")

@@ -239,16 +239,13 @@ def predict(case: FitCase, profile: Any, seeds: int) -> dict[str, Any]:
     """Seed-mean bench_serving metrics of ``case``'s scenario under ``profile``; the ITL
     one gap per streamed chunk when the run's client records it so
     (:func:`sim.bench_serving.itl_per_chunk`)."""
-    from specsched.analysis.bench_cli import _chunk_itl_stats, mean_summary
-    from specsched.sim.bench_serving import bench_record, itl_per_chunk
+    from specsched.analysis.bench_cli import mean_summary
+    from specsched.sim.bench_serving import client_record, itl_per_chunk
     from specsched.sim.engine import run_scenario
 
     chunk_itl = itl_per_chunk(case.run)
-    recs = []
-    for k in range(seeds):
-        r = run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile)
-        recs.append(bench_record(r, details=False) | (_chunk_itl_stats(r) if chunk_itl else {}))
-    return mean_summary(recs)
+    return mean_summary([client_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile),
+                                       chunk_itl) for k in range(seeds)])
 
 
 def decode_step_seconds(profile: Any, server: Any, batch: int, context: float) -> float:

@@ -960,6 +960,16 @@ def itl_per_chunk(run: BenchRun) -> bool:
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 
 
+def client_record(run: Any, per_chunk_itl: bool) -> dict[str, Any]:
+    """A predicted run's bench_serving metrics (:func:`bench_record` without details) as the
+    measured line's client records them: with ``per_chunk_itl`` (:func:`itl_per_chunk` of the
+    line) the ITL statistics are one gap per streamed chunk."""
+    from specsched.sim.metrics import itl_stats
+
+    rec = bench_record(run, details=False)
+    return rec | itl_stats(getattr(run, "chunks", None), per_chunk=True) if per_chunk_itl else rec
+
+
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
 

@@ -236,6 +236,16 @@ def itl_values(chunks: Any, per_chunk: bool = False) -> np.ndarray:
                    per_chunk=per_chunk)[0]
 
 
+def itl_stats(chunks: Any, per_chunk: bool = False) -> dict[str, float]:
+    """The ITL statistics a summary holds (``mean_itl_ms`` ... ``p99_itl_ms``) from every
+    delivery in ``chunks`` (:func:`itl_values`; ``per_chunk`` as there); {} without chunks."""
+    if chunks is None or len(chunks) == 0:
+        return {}
+    out: dict[str, float] = {}
+    _stats("itl", itl_values(chunks, per_chunk=per_chunk), out)
+    return out
+
+
 def _itl_of(rid: np.ndarray, t: np.ndarray, n: np.ndarray, with_rids: bool = False,
             per_chunk: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`itl_values` of the delivery arrays (rid, time s, tokens), and with
