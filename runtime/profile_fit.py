@@ -101,6 +101,12 @@ def attention_tile_fit(widths: Sequence[int], times: dict[str, Sequence[float]],
     return best, scores
 
 
+def grid_widths(contexts: Sequence[float], window: int) -> list[int]:
+    """The attention width each grid column's spec cycle ran at: ``round_up(context + window,
+    CTX_ALIGN)`` positions (runtime.profile_harness ``ctx_buckets``)."""
+    return [-(-(int(c) + window) // CTX_ALIGN) * CTX_ALIGN for c in contexts]
+
+
 def verify_excess_fit(launch_bs: Sequence[int], loop_s: Sequence[float], bs: Sequence[int], widths: Sequence[int],
                       spec_grid: Sequence[Sequence[float]], loop_width: int) -> list[float]:
     """Per launch batch size, the seconds a verify as the engine issues it (the stall
@@ -172,7 +178,7 @@ def refit_verify_excess(profile, repeats: int = 20):
     if any(b not in xs for b in launch_bs):
         return None
     bare = [[float(v) - float(np.interp(x, launch_bs, old)) for v in row] for x, row in zip(xs, g.verify.seconds, strict=True)]
-    widths = [-(-(int(c) + window) // CTX_ALIGN) * CTX_ALIGN for c in g.verify.context_len]
+    widths = grid_widths(g.verify.context_len, window)
     loops = [bare[xs.index(b)][-1] + e if e > 0 else 0.0 for b, e in zip(launch_bs, old, strict=True)]
     new = verify_excess_fit(launch_bs, loops, xs, widths, bare, launch_loop_width(start, window, repeats))
     data = profile.model_dump(mode="python")
@@ -200,7 +206,7 @@ class Fits:
         (:func:`verify_excess_fit`: the loop runs in a context bucket of its own,
         ``launch_bucket``, above the grid's last column)."""
         spec_grid = self.grid["spec"]
-        widths = [-(-(c + self.W) // CTX_ALIGN) * CTX_ALIGN for c in self.contexts]
+        widths = grid_widths(self.contexts, self.W)
         excess = verify_excess_fit(self.launch_bs, self.loop_med, self.bs, widths, spec_grid, self.launch_bucket)
         self.verify_excess = excess
         return [[v + float(np.interp(b, self.launch_bs, excess)) for v in row]
