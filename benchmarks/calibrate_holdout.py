@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prior", default="default",
                     help="prior on the log factors: 'default' (analysis.calibrate_bench.PRIOR_SD), 'none' (the "
                          "unregularised fit), or NAME=SD,...; with a prior each metric's residuals are divided by "
-                         "its run-to-run noise (analysis.calibrate_bench.metric_noise)")
+                         "its standard error (analysis.calibrate_bench.residual_noise)")
     ap.add_argument("--arrivals", choices=ARRIVALS, default="auto",
                     help="replay each run's send times (details), draw at its rate (rate), or replay where the line "
                          "has send times (auto, the default)")
@@ -279,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
              f"held out the other {len(held_runs)}; parameters {', '.join(params)}; predictions are means over "
              f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
              f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
-             f"Weighting: {res.weighting()} (a metric's noise is the spread between runs at one load, else its "
-             "scatter at the profile; no prior: unregularised least squares on the log ratios).", "",
+             f"Weighting: {res.weighting()} (a residual's standard error: the measured figure's, from the spread "
+             "between runs at one load or else one run's seed scatter, and the seed mean's; no prior: unregularised "
+             "least squares on the log ratios).", "",
              "Fitted factors: " + ", ".join(f"{k} x{v:.3f}" for k, v in res.factors.items())
              + (f" (the runs were made with {', '.join(f'{k} x{v:g}' for k, v in perturb.items())})" if a.make_synthetic else ""), "",
              "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error | "
