@@ -167,10 +167,12 @@ def seed_spread(case, profile, seeds: int) -> dict[str, tuple[float, float, floa
             for m, c, a, b, u in zip(FIT_METRICS, cv, lo, hi, mean, strict=True)}
 
 
-def elasticities(case, profile, params: list[str], seeds: int, step: float = 1.02) -> dict[str, dict[str, float]]:
+def elasticities(case, profile, params: list[str], seeds: int, step: float = 1.02,
+                 base: dict | None = None) -> dict[str, dict[str, float]]:
     """d log(metric) / d log(factor) of the case's prediction, per parameter (a +2 % step):
-    how much a held-out figure moves per 1 % error of each fitted parameter."""
-    base = predict(case, profile, seeds)
+    how much a held-out figure moves per 1 % error of each fitted parameter. ``base``: the
+    case's prediction under ``profile`` with ``seeds``, when already made."""
+    base = base if base is not None else predict(case, profile, seeds)
     out: dict[str, dict[str, float]] = {}
     for p in params:
         moved = predict(case, scale_profile(profile, {p: step}), seeds)
@@ -233,9 +235,12 @@ def main(argv: list[str] | None = None) -> int:
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
         rows = []
         draws = dict(zip(map(id, cases), draw_ids([c.run for c in cases]), strict=True))
+        fitted = {id(c): (b, f) for c, b, f in zip(train, res.before, res.after, strict=True)}
         for c in cases:
-            before = predict(c, profile, a.seeds)
-            after = predict(c, res.profile, a.seeds)
+            # the fit set's predictions are the fit's own (same profiles, same seeds)
+            if id(c) not in fitted:
+                fitted[id(c)] = (predict(c, profile, a.seeds), predict(c, res.profile, a.seeds))
+            before, after = fitted[id(c)]
             for m in FIT_METRICS:
                 q = c.run.summary.get(m)
                 if q is None:
@@ -261,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in held_cases:   # per held-out load: for the fit's uncertainty there (and the table)
             key = load_key(c.run)
             if key not in seen_e:
-                seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds))
+                seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds, base=fitted[id(c)][1]))
         elastic = list(seen_e.values())
         for r in rows:
             if r["set"] == "held out":

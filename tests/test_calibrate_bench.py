@@ -137,6 +137,32 @@ def test_a_consistent_miss_moves_the_factor_under_the_default_prior(slower):
     assert res.noise["median_itl_ms"] < 0.01
 
 
+def test_a_case_that_draws_nothing_is_simulated_once_an_evaluation(monkeypatch):
+    """Plain decoding of fixed lengths in a closed loop draws nothing from the seed: its seeds'
+    figures are equal, so the fit runs one seed of it an evaluation (after the profile's
+    scatter seeds) and ends where the fit over one seed ends."""
+    import specsched.analysis.calibrate_bench as cb
+
+    cases = _miss_cases(1.07, "none")
+    params = ["decode"]
+    asked: list[int] = []
+    real = cb.predict_seeds
+    monkeypatch.setattr(cb, "predict_seeds", lambda c, p, k: asked.append(k) or real(c, p, k))
+    three = fit(cases, tiny_profile(), params, seeds=3, max_evals=12, prior_sd=parse_prior("default", params))
+    assert asked[:2] == [cb.NOISE_SEEDS] * 2 and set(asked[2:]) == {1}
+    one = fit(cases, tiny_profile(), params, seeds=1, max_evals=12, prior_sd=parse_prior("default", params))
+    assert three.factors["decode"] == pytest.approx(one.factors["decode"], rel=1e-9)
+
+
+def test_the_start_scan_grid_is_no_finer_than_the_local_fits_reach():
+    from specsched.analysis.calibrate_bench import JAC_STEP, SCAN_NO_PRIOR, SCAN_SD, scan_grid
+
+    host = scan_grid(SCAN_SD * PRIOR_SD["host"])
+    assert len(host) == 7 and 0.0 in host and np.diff(host).min() >= 2 * JAC_STEP
+    assert len(scan_grid(SCAN_SD * PRIOR_SD["decode"])) == 0   # the local fit sees its whole range
+    assert len(scan_grid(SCAN_NO_PRIOR)) == 9
+
+
 def test_a_consistent_miss_in_a_scattered_figure_moves_the_factor_by_its_weight():
     """The same 7 % slower decode with speculative decoding on 8 requests of 60 tokens: a
     median ITL of split gaps (a chunk of n tokens is n gaps of dt / n) jumps between the
