@@ -53,10 +53,11 @@ shares only its subcommand name.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -519,10 +520,56 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
     return out
 
 
+_WORKER: dict[str, Any] = {}
+"""A simulation worker's state (:func:`_simulator`): the cases, the profile, the parameter
+names, and the last scaled profile with its factors."""
+
+
+def _worker_init(cases: list[FitCase], profile: Any, params: Sequence[str]) -> None:
+    _WORKER.update(cases=cases, profile=profile, params=list(params), factors=None, scaled=None)
+
+
+def _worker_run(task: tuple[int, int, tuple[float, ...]]) -> dict[str, Any]:
+    """One seed of one case under the profile scaled by ``factors`` (as :func:`predict_seeds`)."""
+    from specsched.sim.bench_serving import client_record, itl_per_chunk
+    from specsched.sim.engine import run_scenario
+
+    i, k, factors = task
+    if _WORKER["factors"] != factors:
+        _WORKER["scaled"] = scale_profile(_WORKER["profile"], dict(zip(_WORKER["params"], factors, strict=True)))
+        _WORKER["factors"] = factors
+    c = _WORKER["cases"][i]
+    return client_record(run_scenario(c.scenario, seed=c.scenario.seed + k, profile=_WORKER["scaled"]),
+                         itl_per_chunk(c.run))
+
+
+@contextlib.contextmanager
+def _simulator(cases: list[FitCase], profile: Any, params: Sequence[str], jobs: int) -> Iterator[Any]:
+    """``simulate(factors, scaled profile, seeds per case)`` -> per case, its per-seed records
+    (:func:`predict_seeds`): in this process, or with ``jobs`` > 1 spread over that many
+    worker processes, every (case, seed) of an evaluation at once. The same seeds and the
+    same scaled profile give the same records either way (a worker scales the profile from
+    the same factors)."""
+    if jobs <= 1:
+        yield lambda factors, prof, counts: [predict_seeds(c, prof, k) for c, k in zip(cases, counts, strict=True)]
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                             initargs=(cases, profile, list(params))) as pool:
+        def simulate(factors: tuple[float, ...], prof: Any, counts: Sequence[int]) -> list[list[dict[str, Any]]]:
+            recs = iter(pool.map(_worker_run, [(i, k, factors) for i, n in enumerate(counts) for k in range(n)]))
+            return [[next(recs) for _ in range(n)] for n in counts]
+
+        yield simulate
+
+
 def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int = 3,
         metrics: Sequence[str] = FIT_METRICS, log_samples: Any = None, max_evals: int = 60,
         progress: Any = None, prior_sd: dict[str, float] | None = None,
-        noise: dict[str, float] | None = None) -> FitResult:
+        noise: dict[str, float] | None = None, jobs: int = 1) -> FitResult:
     """Least squares (scipy ``least_squares``, trust region, forward differences of
     :data:`JAC_STEP` in log space) on the log factors of ``params``; residuals are the log ratios of
     predicted to measured metrics (module docstring).
@@ -552,6 +599,8 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
             profile (maximum a posteriori). A direction the runs do not pin down (two
             factors that move the same metric the same way) stays at the profile, and a
             shortfall goes to the parameter the prior allows to move most. None: no prior.
+        jobs: worker processes the simulations of an evaluation are spread over (1: this
+            process); the fit is the same.
         noise: metric -> one measured run's noise in log units (:func:`metric_noise`: the
             spread between runs at one load). With a prior each residual is divided by its
             standard error (:func:`residual_noise`: this, or where missing one run's seed
@@ -562,10 +611,19 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
     Raises:
         ConfigError: a parameter the profile does not have.
     """
+    scale_profile(profile, {p: 1.0 for p in params})   # fail fast on a bad name
+    with _simulator(cases, profile, params, jobs) as simulate:
+        return _fit(cases, profile, params, simulate, seeds=seeds, metrics=metrics, log_samples=log_samples,
+                    max_evals=max_evals, progress=progress, prior_sd=prior_sd, noise=noise)
+
+
+def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: Any, *, seeds: int,
+         metrics: Sequence[str], log_samples: Any, max_evals: int, progress: Any,
+         prior_sd: dict[str, float] | None, noise: dict[str, float] | None) -> FitResult:
+    """:func:`fit`'s work, its simulations through ``simulate`` (:func:`_simulator`)."""
     from scipy.optimize import least_squares
     from specsched.analysis.bench_cli import mean_summary
 
-    scale_profile(profile, {p: 1.0 for p in params})   # fail fast on a bad name
     server = cases[0].scenario.server
     lo, hi = (math.log(x) for x in FACTOR_RANGE)
     cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, Any]], np.ndarray]] = {}
@@ -574,9 +632,10 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
                  ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
         key = tuple(np.round(z, 12))
         if key not in cache:
-            prof = scale_profile(profile, dict(zip(params, np.exp(z).tolist(), strict=True)))
+            factors = tuple(np.exp(z).tolist())
+            prof = scale_profile(profile, dict(zip(params, factors, strict=True)))
             if runs is None:
-                runs = [predict_seeds(c, prof, k) for c, k in zip(cases, case_seeds, strict=True)]
+                runs = simulate(factors, prof, case_seeds)
             preds = [mean_summary(r[:seeds]) for r in runs]
             lr = _log_residuals(log_samples, prof, server)
             cache[key] = (np.r_[_terms(cases, preds, metrics), lr], preds, lr)
@@ -590,8 +649,8 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
     weighed = bool(np.isfinite(prior).any())
     # at the profile, the seeds the scatter needs (the first ``seeds`` of them are the
     # prediction every evaluation makes, so the cache holds the same figures)
-    runs0 = [predict_seeds(c, scale_profile(profile, {p: 1.0 for p in params}),
-                           max(seeds, NOISE_SEEDS) if weighed else seeds) for c in cases]
+    runs0 = simulate((1.0,) * len(params), scale_profile(profile, {p: 1.0 for p in params}),
+                     [max(seeds, NOISE_SEEDS) if weighed else seeds] * len(cases))
     # a case whose seeds gave the same figures draws nothing (plain decoding of replayed
     # arrivals and lengths): one seed is its mean at every evaluation, exactly
     case_seeds = [1 if len(r) > 1 and all(_same(r[0], x, metrics) for x in r[1:]) else seeds for r in runs0]
@@ -814,7 +873,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
 
         prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
         result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
-                     max_evals=args.max_evals, progress=progress, prior_sd=prior,
+                     max_evals=args.max_evals, progress=progress, prior_sd=prior, jobs=args.jobs,
                      noise=metric_noise(cases, metrics) if prior else None)
         print(format_fit_table(fit_table(cases, result, metrics)))
     se = result.factor_se_pct()
@@ -833,6 +892,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
 def add_arguments(c: argparse.ArgumentParser) -> None:
     """Add ``--from`` and its options to the ``calibrate`` parser (``--seeds`` and
     ``--max-evals`` are the parser's own, shared with the MI355X fit)."""
+    from specsched.sim.cli_types import positive_int
+
     g = c.add_argument_group("fit to a real server's bench_serving runs (--from)")
     g.add_argument("--from", dest="from_files", nargs="+", metavar="FILE[:LINE]",
                    help="bench_serving result files (every line of a FILE without :LINE)")
@@ -851,6 +912,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                         "and the seed mean's")
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
     add_agentic_options(g)   # agentic-trace lines: the trace the runs replayed, as from-bench takes it
+    g.add_argument("--jobs", type=positive_int, default=1,
+                   help="worker processes an evaluation's simulations (runs x seeds) are spread over; the fit is "
+                        "the same (default 1: this process)")
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")
 

@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="prefill,decode,host")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--max-evals", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes for the fit's simulations (the fit is the same)")
     ap.add_argument("--prior", default="default",
                     help="prior on the log factors: 'default' (analysis.calibrate_bench.PRIOR_SD), 'none' (the "
                          "unregularised fit), or NAME=SD,...; with a prior each metric's residuals are divided by "
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)
         train = cases[: len(train_runs)]
-        res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior,
+        res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior, jobs=a.jobs,
                   noise=metric_noise(train) if prior else None,
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
         rows = []

@@ -154,6 +154,14 @@ def test_a_case_that_draws_nothing_is_simulated_once_an_evaluation(monkeypatch):
     assert three.factors["decode"] == pytest.approx(one.factors["decode"], rel=1e-9)
 
 
+def test_a_fit_spread_over_worker_processes_is_the_same_fit():
+    cases = _miss_cases(1.07, "dspark")
+    params = ["decode", "host"]
+    kw = dict(seeds=2, max_evals=6, prior_sd=parse_prior("default", params))
+    one, two = fit(cases, tiny_profile(), params, **kw), fit(cases, tiny_profile(), params, jobs=2, **kw)
+    assert one.factors == two.factors and one.evals == two.evals and one.after == two.after
+
+
 def test_the_start_scan_grid_is_no_finer_than_the_local_fits_reach():
     from specsched.analysis.calibrate_bench import JAC_STEP, SCAN_NO_PRIOR, SCAN_SD, scan_grid
 
