@@ -96,7 +96,8 @@ def replicated_lm_head_s(arch: ModelArch, tp: int, eff: Efficiency, hbm_tbps: fl
 def predict_decode(data: dict[str, Any], m: dict[str, Any], eff: Efficiency | None = None) -> dict[str, Any]:
     """Predicted decode rate of one decode entry: ``tok_s`` (per request: 1 / step), the
     step's :class:`ForwardCost`, ``layout_tok_s`` with the entry's layout (None without one),
-    the relative errors and the dominant term."""
+    the relative errors, the dominant term and ``term_ratio``: how many times its modelled
+    time that term alone would have to take for the step to meet the public figure."""
     eff = eff or Efficiency()
     arch, gpu = arch_of(data, m["model"]), load_gpu(m["gpu"])
     cost: ForwardCost = decode_like(arch, gpu, Parallel(m["tp"], m["dtype"]), eff, m["batch"], 1, m["context"])
@@ -109,6 +110,9 @@ def predict_decode(data: dict[str, Any], m: dict[str, Any], eff: Efficiency | No
            "layout_tok_s": None if layout_step is None else 1 / layout_step,
            "layout_error": None if layout_step is None else 1 / layout_step / m["figure"] - 1,
            "dominant": max(TERMS, key=lambda t: getattr(cost, t))}
+    # what the dominant term alone would have to cost for the step to meet the public figure
+    term = getattr(cost, out["dominant"])
+    out["term_ratio"] = (m["batch"] / m["figure"] - (step - term)) / term
     return out
 
 
@@ -134,9 +138,10 @@ def print_decode(data: dict[str, Any]) -> None:
               + " ".join(f"{getattr(c, t) * 1e3:>9.3f}" for t in TERMS)
               + f"  {m['confidence'].split(':')[0].split(' ')[0]}{flag}")
         if flag:
-            share = getattr(c, p["dominant"]) / c.graph_s
-            print(f"      -> {p['dominant'][:-2]} is {share * 100:.0f} % of the step "
-                  f"({TERM_NAMES[p['dominant']]}): the missing mechanism is there")
+            term = getattr(c, p["dominant"])
+            print(f"      -> {p['dominant'][:-2]} is {term / c.graph_s * 100:.0f} % of the step "
+                  f"({TERM_NAMES[p['dominant']]}); alone it would have to take {p['term_ratio']:.2f}x the "
+                  "model's time to meet the public figure")
     print(f"  layout: the prediction with the framework's own layout where it differs from SGLang's "
           f"({', '.join(LAYOUTS)}); MISS: both further than {MISS * 100:.0f} % from the public figure")
 
