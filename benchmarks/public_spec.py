@@ -13,7 +13,9 @@ that hardware, and prints public vs predicted (mean over seeds):
 - ``mtp``: DeepSeek-V3 (fp8) on 8 H200 at TP8, MTP (SGLang's NEXTN) against no speculation
   at batch 1 and 32.
 
-Every public figure is in :data:`CASES` with its source and how sure the figure is. The
+Every public figure is in :data:`CASES`, read from the ``spec`` entries of
+benchmarks/public_measurements.yaml (each with its source, stated setting and how sure the
+figure is). The
 acceptance a run draws from is an assumption stated next to each case (:data:`ACCEPT`): the
 papers report accept lengths measured with their own draft trees, not SGLang's settings, so
 the table also prints the accept length that would make the prediction match (the predicted
