@@ -73,8 +73,15 @@ def load(path: Path = DATA) -> dict[str, Any]:
         if m["id"] in seen:
             raise ConfigError(str(path), where + "id", m["id"], "unique: it appears twice")
         seen.add(m["id"])
-        if m["kind"] == "decode" and m["model"] not in configs:
-            load_model(m["model"])
+        if isinstance(m["tp"], bool) or not isinstance(m["tp"], int) or m["tp"] < 1:
+            raise ConfigError(str(path), where + "tp", m["tp"], "an integer >= 1")
+        if m["kind"] == "decode":
+            for key, lo in (("batch", 1), ("context", 0)):
+                if isinstance(m[key], bool) or not isinstance(m[key], (int, float)) or m[key] < lo:
+                    raise ConfigError(str(path), where + key, m[key], f"a number >= {lo}")
+            load_gpu(m["gpu"])
+            if m["model"] not in configs:
+                load_model(m["model"])
     return data
 
 

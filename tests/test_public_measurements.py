@@ -74,6 +74,9 @@ GOOD = {"id": "a", "kind": "decode", "model": "llama-3.1-8b", "gpu": "H100", "tp
     ({"kind": "rate"}, r"\.kind = 'rate': one of decode, spec"),
     ({"layout": "other"}, r"\.layout = 'other'"),
     ({"figure": 0}, r"\.figure = 0: a number > 0"),
+    ({"tp": 0}, r"\.tp = 0: an integer >= 1"),
+    ({"batch": 0}, r"\.batch = 0: a number >= 1"),
+    ({"gpu": "Z100"}, "Z100"),
 ])
 def test_loader_refuses_an_entry_without_its_setting_or_source(tmp_path, change, words):
     with pytest.raises(ConfigError, match=words):
@@ -92,3 +95,5 @@ def test_bad_file_is_one_line_exit_2(tmp_path, capsys):
     assert pm.main(["--file", str(_write(tmp_path, [{**GOOD, "url": None}]))]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "(a).url = None: missing" in err
+    assert pm.main(["--file", str(tmp_path / "none.yaml")]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
