@@ -486,7 +486,7 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
     ``none``, or ``NAME=SD,...`` (standard deviations of log factors, > 0).
 
     ``default`` is a statement about a profile measured by microbenchmarks on the same kind
-    of GPU: its GPU terms moved 1-2 % between machines. A profile written by ``specsched
+    of GPU: its GPU terms moved 0.3-7 % between machines (:data:`PRIOR_SD`). A profile written by ``specsched
     profile --analytic`` (``analytic`` True) has no such evidence: its GPU terms come from
     datasheet peaks and efficiency factors and were tens of percent off the measured H200
     grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on it and the
@@ -544,12 +544,19 @@ def _worker_run(task: tuple[int, int, tuple[float, ...]]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _simulator(cases: list[FitCase], profile: Any, params: Sequence[str], jobs: int) -> Iterator[Any]:
+def _simulator(cases: list[FitCase], profile: Any, params: Sequence[str], jobs: int, seeds: int = 1) -> Iterator[Any]:
     """``simulate(factors, scaled profile, seeds per case)`` -> per case, its per-seed records
     (:func:`predict_seeds`): in this process, or with ``jobs`` > 1 spread over that many
-    worker processes, every (case, seed) of an evaluation at once. The same seeds and the
+    worker processes (at most the CPUs, and the simulations an evaluation of ``seeds`` a case
+    runs), every (case, seed) of an evaluation at once. The same seeds and the
     same scaled profile give the same records either way (a worker scales the profile from
     the same factors)."""
+    # never more workers than an evaluation has simulations (at the profile: up to
+    # NOISE_SEEDS a case) nor than the machine has CPUs: a forked pool starts every worker at
+    # once, and --jobs 100000 forked that many copies of this process
+    import os
+
+    jobs = min(jobs, len(cases) * max(NOISE_SEEDS, seeds), os.cpu_count() or 1)
     if jobs <= 1:
         yield lambda factors, prof, counts: [predict_seeds(c, prof, k) for c, k in zip(cases, counts, strict=True)]
         return
@@ -612,7 +619,7 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
         ConfigError: a parameter the profile does not have.
     """
     scale_profile(profile, {p: 1.0 for p in params})   # fail fast on a bad name
-    with _simulator(cases, profile, params, jobs) as simulate:
+    with _simulator(cases, profile, params, jobs, seeds) as simulate:
         return _fit(cases, profile, params, simulate, seeds=seeds, metrics=metrics, log_samples=log_samples,
                     max_evals=max_evals, progress=progress, prior_sd=prior_sd, noise=noise)
 
@@ -913,8 +920,8 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
     add_agentic_options(g)   # agentic-trace lines: the trace the runs replayed, as from-bench takes it
     g.add_argument("--jobs", type=positive_int, default=1,
-                   help="worker processes an evaluation's simulations (runs x seeds) are spread over; the fit is "
-                        "the same (default 1: this process)")
+                   help="worker processes an evaluation's simulations (runs x seeds) are spread over, at most "
+                        "this machine's CPUs; the fit is the same (default 1: this process)")
     g.add_argument("--out", help="fitted profile to write")
     g.add_argument("--name", help="name of the fitted profile (default: --out's stem)")
 

@@ -45,6 +45,7 @@ from specsched.analysis.calibrate_bench import (
 )
 from specsched.analysis.io import atomic_write_text
 from specsched.sim.bench_serving import read_bench
+from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
 
@@ -188,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True)
     ap.add_argument("--scenario-template")
     ap.add_argument("--params", default="prefill,decode,host")
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--max-evals", type=int, default=40)
-    ap.add_argument("--jobs", type=int, default=1, help="worker processes for the fit's simulations (the fit is the same)")
+    ap.add_argument("--seeds", type=positive_int, default=3)
+    ap.add_argument("--max-evals", type=positive_int, default=40)
+    ap.add_argument("--jobs", type=positive_int, default=1,
+                    help="worker processes for the fit's simulations, at most the CPUs (the fit is the same)")
     ap.add_argument("--prior", default="default",
                     help="prior on the log factors: 'default' (analysis.calibrate_bench.PRIOR_SD), 'none' (the "
                          "unregularised fit), or NAME=SD,...; with a prior each metric's residuals are divided by "

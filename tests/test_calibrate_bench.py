@@ -515,3 +515,39 @@ def test_the_arrivals_line_does_not_mention_other_runs_when_there_are_none(tmp_p
     assert main([*argv[:-2], "--arrivals", "rate", "--out", "g.yaml"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("arrivals:"))
     assert line == "arrivals: all 2 runs draw at their rate"
+
+
+@pytest.mark.parametrize("jobs", [10**6, 3])
+def test_workers_are_no_more_than_the_cpus_and_an_evaluations_simulations(monkeypatch, jobs):
+    """``--jobs 1000000`` started a million forked workers at once (a forked pool starts every
+    worker up front); more workers than CPUs, or than the simulations one evaluation runs
+    (cases x seeds, NOISE_SEEDS at the profile), only cost memory."""
+    import concurrent.futures
+    import os
+
+    import specsched.analysis.calibrate_bench as cb
+
+    asked: list[int] = []
+
+    class Refused(Exception):
+        pass
+
+    def pool(max_workers, **kw):
+        asked.append(max_workers)
+        raise Refused
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", pool)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    cases = _miss_cases(1.0, "none")[:1]
+    try:
+        with cb._simulator(cases, tiny_profile(), ["decode"], jobs, seeds=1):
+            pass
+    except Refused:
+        pass
+    assert asked == ([cb.NOISE_SEEDS] if jobs > cb.NOISE_SEEDS else [jobs])
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    asked.clear()
+    with pytest.raises(Refused):
+        with cb._simulator(_miss_cases(1.0, "none"), tiny_profile(), ["decode"], jobs, seeds=1):
+            pass
+    assert asked == [2]

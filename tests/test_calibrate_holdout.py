@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.bench_serving import parse_run
@@ -161,3 +162,13 @@ def test_a_missing_runs_file_is_named_as_missing(tmp_path, capsys):
     assert holdout.cli([str(missing), "--profile", "h200-1b"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(missing) in err and "does not exist" in err, err
+
+
+@pytest.mark.parametrize("opt", ["--jobs", "--seeds", "--max-evals"])
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_count_below_one_is_refused(opt, value, capsys):
+    """``--jobs 0`` or ``-1`` ran in one process without a word (type=int), ``--seeds 0``
+    failed deep in the fit; each is one line, exit 2."""
+    with pytest.raises(SystemExit) as e:
+        holdout.main(["somewhere", "--profile", "h200-1b", opt, value])
+    assert e.value.code == 2 and opt in capsys.readouterr().err
