@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ REQUIRED = ("id", "kind", "model", "gpu", "tp", "figure", "unit", "framework", "
 DECODE_KEYS = ("dtype", "batch", "context")
 KINDS = ("decode", "spec")
 LAYOUTS = ("replicated_lm_head",)
+TEXT = ("id", "kind", "model", "gpu", "unit", "framework", "source", "url", "setting", "confidence")
+"""Keys whose value is text (a number or a list there is refused, one line)."""
+DTYPES = ("bf16", "fp8", "mxfp4", "nvfp4")
+"""Decode entries' ``dtype``: what ``specsched profile --analytic --dtype`` takes."""
+CONFIDENCE = ("high", "medium", "low")
 TERMS = ("linear_s", "experts_s", "attention_s", "lm_head_s", "allreduce_s", "overhead_s")
 TERM_NAMES = {"linear_s": "linear weights (GEMM/GEMV)", "experts_s": "routed experts", "attention_s": "attention",
               "lm_head_s": "LM head + logits", "allreduce_s": "TP all-reduce", "overhead_s": "kernel gaps + launch"}
@@ -43,8 +49,10 @@ TERM_NAMES = {"linear_s": "linear weights (GEMM/GEMV)", "experts_s": "routed exp
 
 def load(path: Path = DATA) -> dict[str, Any]:
     """The data file, checked: every measurement has :data:`REQUIRED` keys (and
-    :data:`DECODE_KEYS` for a decode entry), a known kind and layout, a positive figure, a
-    unique id, and a model that is a shipped name or a key of ``configs``.
+    :data:`DECODE_KEYS` for a decode entry), text where :data:`TEXT` says, a known kind,
+    layout, confidence and (decode) dtype, a finite positive figure, a unique id, an integer
+    TP and batch, a finite context, a shipped GPU, and a model that is a shipped name or a
+    key of ``configs``; every ``configs`` entry builds a model.
 
     Raises:
         ConfigError: one line naming the file, the entry and the key at fault.
@@ -56,33 +64,62 @@ def load(path: Path = DATA) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("measurements"), list):
         raise ConfigError(str(path), "measurements", None, "a list of measurements")
     configs = data.get("configs") or {}
+    if not isinstance(configs, dict):
+        raise ConfigError(str(path), "configs", clipped(configs), "a mapping of model name -> config.json keys")
+    for name, cfg in configs.items():
+        if not isinstance(cfg, dict):
+            raise ConfigError(str(path), f"configs.{name}", clipped(cfg), "a mapping of config.json keys")
+        try:
+            from_hf_config({k: v for k, v in cfg.items() if k != "source"}, str(name), str(path))
+        except ConfigError as e:
+            raise ConfigError(str(path), f"configs.{name}.{e.key}", e.value, e.allowed) from None
     seen: set[str] = set()
     for i, m in enumerate(data["measurements"]):
         if not isinstance(m, dict):
             raise ConfigError(str(path), f"measurements[{i}]", clipped(m), "a mapping")
-        where = f"measurements[{i}] ({m.get('id')})."
+        where = f"measurements[{i}] ({clipped(m.get('id'))})."
         for key in REQUIRED + (DECODE_KEYS if m.get("kind") == "decode" else ()):
             if m.get(key) in (None, ""):
                 raise ConfigError(str(path), where + key, m.get(key), "missing: every measurement states it")
+        for key in TEXT:
+            if not isinstance(m[key], str):
+                raise ConfigError(str(path), where + key, clipped(m[key]), "text")
         if m["kind"] not in KINDS:
             raise ConfigError(str(path), where + "kind", m["kind"], f"one of {', '.join(KINDS)}")
         if m.get("layout") is not None and m["layout"] not in LAYOUTS:
-            raise ConfigError(str(path), where + "layout", m["layout"], f"one of {', '.join(LAYOUTS)}")
-        if isinstance(m["figure"], bool) or not isinstance(m["figure"], (int, float)) or m["figure"] <= 0:
-            raise ConfigError(str(path), where + "figure", m["figure"], "a number > 0")
+            raise ConfigError(str(path), where + "layout", clipped(m["layout"]), f"one of {', '.join(LAYOUTS)}")
+        if not _number(m["figure"]) or m["figure"] <= 0:
+            raise ConfigError(str(path), where + "figure", clipped(m["figure"]), "a finite number > 0")
         if m["id"] in seen:
             raise ConfigError(str(path), where + "id", m["id"], "unique: it appears twice")
         seen.add(m["id"])
         if isinstance(m["tp"], bool) or not isinstance(m["tp"], int) or m["tp"] < 1:
-            raise ConfigError(str(path), where + "tp", m["tp"], "an integer >= 1")
+            raise ConfigError(str(path), where + "tp", clipped(m["tp"]), "an integer >= 1")
+        if not isinstance(m["quote_checked"], bool):
+            raise ConfigError(str(path), where + "quote_checked", clipped(m["quote_checked"]), "true or false")
+        if m["confidence"].split()[0].rstrip(":") not in CONFIDENCE:
+            raise ConfigError(str(path), where + "confidence", clipped(m["confidence"]),
+                              f"one of {', '.join(CONFIDENCE)}, then the reason")
         if m["kind"] == "decode":
-            for key, lo in (("batch", 1), ("context", 0)):
-                if isinstance(m[key], bool) or not isinstance(m[key], (int, float)) or m[key] < lo:
-                    raise ConfigError(str(path), where + key, m[key], f"a number >= {lo}")
-            load_gpu(m["gpu"])
-            if m["model"] not in configs:
-                load_model(m["model"])
+            if m["dtype"] not in DTYPES:   # another name was read as bf16, silently
+                raise ConfigError(str(path), where + "dtype", clipped(m["dtype"]), f"one of {', '.join(DTYPES)}")
+            if isinstance(m["batch"], bool) or not isinstance(m["batch"], int) or m["batch"] < 1:
+                raise ConfigError(str(path), where + "batch", clipped(m["batch"]), "an integer >= 1 (requests a step)")
+            if not _number(m["context"]) or m["context"] < 0:
+                raise ConfigError(str(path), where + "context", clipped(m["context"]), "a finite number >= 0")
+            try:
+                load_gpu(m["gpu"])
+                if m["model"] not in configs:
+                    load_model(m["model"])
+            except ConfigError as e:   # named as the entry's key, not as a command-line option
+                key = "gpu" if e.key == "--gpu" else "model"
+                raise ConfigError(str(path), where + key, clipped(m[key]), e.allowed) from None
     return data
+
+
+def _number(v: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def arch_of(data: dict[str, Any], name: str) -> ModelArch:

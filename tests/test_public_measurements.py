@@ -73,14 +73,41 @@ GOOD = {"id": "a", "kind": "decode", "model": "llama-3.1-8b", "gpu": "H100", "tp
     ({"context": None}, r"\.context = None: missing"),
     ({"kind": "rate"}, r"\.kind = 'rate': one of decode, spec"),
     ({"layout": "other"}, r"\.layout = 'other'"),
-    ({"figure": 0}, r"\.figure = 0: a number > 0"),
+    ({"figure": 0}, r"\.figure = 0: a finite number > 0"),
     ({"tp": 0}, r"\.tp = 0: an integer >= 1"),
-    ({"batch": 0}, r"\.batch = 0: a number >= 1"),
-    ({"gpu": "Z100"}, "Z100"),
+    ({"batch": 0}, r"\.batch = 0: an integer >= 1"),
+    ({"gpu": "Z100"}, r"m\.yaml: measurements\[0\] \(a\)\.gpu = 'Z100': unknown GPU"),
+    # each of these was a traceback, or (dtype, NaN) a silent wrong prediction
+    ({"dtype": "int8"}, r"\.dtype = 'int8': one of bf16, fp8"),
+    ({"dtype": ["bf16"]}, r"\.dtype = \['bf16'\]"),
+    ({"gpu": 5}, r"\.gpu = 5: text"),
+    ({"model": ["x"]}, r"\.model = \['x'\]: text"),
+    ({"model": "nosuch"}, r"m\.yaml: measurements\[0\] \(a\)\.model = 'nosuch'"),
+    ({"id": ["a"]}, r"\.id = \['a'\]: text"),
+    ({"confidence": 3}, r"\.confidence = 3: text"),
+    ({"confidence": "sure"}, r"\.confidence = 'sure': one of high, medium, low"),
+    ({"quote_checked": "yes"}, r"\.quote_checked = 'yes': true or false"),
+    ({"batch": 1.5}, r"\.batch = 1\.5: an integer >= 1"),
+    ({"context": float("nan")}, r"\.context = nan: a finite number"),
+    ({"figure": float("inf")}, r"\.figure = inf: a finite number > 0"),
+    ({"figure": float("nan")}, r"\.figure = nan: a finite number > 0"),
 ])
 def test_loader_refuses_an_entry_without_its_setting_or_source(tmp_path, change, words):
     with pytest.raises(ConfigError, match=words):
         pm.load(_write(tmp_path, [{**GOOD, **change}]))
+
+
+@pytest.mark.parametrize("configs, words", [
+    ([1], r"configs = \[1\]: a mapping"),
+    ({"m": 5}, r"configs\.m = 5: a mapping"),
+    ({"m": {"hidden_size": "x"}}, r"m\.yaml: configs\.m\.hidden_size = 'x'"),
+    ({"m": {"hidden_size": 4096}}, r"m\.yaml: configs\.m\.num_hidden_layers"),
+])
+def test_loader_refuses_a_config_that_builds_no_model(tmp_path, configs, words):
+    """A bad ``configs`` entry was a traceback at prediction time naming the shipped file, not
+    the one given; now the loader names the file and key."""
+    with pytest.raises(ConfigError, match=words):
+        pm.load(_write(tmp_path, [{**GOOD, "model": "m"}], configs))
 
 
 def test_loader_refuses_a_repeated_id_and_an_unknown_model(tmp_path):
