@@ -27,6 +27,7 @@ import yaml
 from specsched.sim.analytic.gpus import load_gpu
 from specsched.sim.analytic.models import ModelArch, from_hf_config, load_model
 from specsched.sim.analytic.roofline import BF16, Efficiency, ForwardCost, Parallel, decode_like
+from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError, clipped
 
 DATA = Path(__file__).resolve().parent / "public_measurements.yaml"
@@ -200,8 +201,8 @@ def _public_spec():
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--file", default=str(DATA), help="the data file (default: %(default)s)")
-    ap.add_argument("--spec", action="store_true", help="also run the spec entries (benchmarks/public_spec.py)")
-    ap.add_argument("--seeds", type=int, default=2, help="seeds of each spec closed loop (default 2)")
+    ap.add_argument("--spec", action="store_true", help="also run the file's spec entries (benchmarks/public_spec.py)")
+    ap.add_argument("--seeds", type=positive_int, default=2, help="seeds of each spec closed loop (default 2)")
     a = ap.parse_args(argv)
     try:
         data = load(Path(a.file))
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print_decode(data)
     if a.spec:
-        return _public_spec().main(["--seeds", str(a.seeds)])
+        return _public_spec().main(["--seeds", str(a.seeds), "--file", a.file])   # the same file's spec entries
     return 0
 
 

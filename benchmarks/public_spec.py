@@ -26,6 +26,7 @@ what it accepts).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 from pathlib import Path
@@ -39,20 +40,31 @@ from specsched.sim.analytic.models import load_model
 from specsched.sim.analytic.writer import build_profile
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 
 MEASUREMENTS = Path(__file__).resolve().parent / "public_measurements.yaml"
 
 
-def _cases() -> dict[str, tuple[float, str, str, str]]:
-    """The ``spec`` entries of benchmarks/public_measurements.yaml (each with its source, the
-    stated setting and how sure the figure is)."""
-    data = yaml.safe_load(MEASUREMENTS.read_text())
+def _cases(path: Path = MEASUREMENTS) -> dict[str, tuple[float, str, str, str]]:
+    """The ``spec`` entries of ``path`` (benchmarks/public_measurements.yaml by default; each
+    with its source, the stated setting and how sure the figure is), checked as
+    benchmarks/public_measurements.py checks the file.
+
+    Raises:
+        ConfigError: the file or an entry is bad (one line naming file, entry and key).
+    """
+    spec = importlib.util.spec_from_file_location("_public_measurements", Path(__file__).parent / "public_measurements.py")
+    pm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pm)
+    data = pm.load(Path(path))
     return {m["id"]: (float(m["figure"]), m["unit"], f"{m['source']}: {m['setting']}", m["confidence"])
             for m in data["measurements"] if m["kind"] == "spec"}
 
 
 CASES = _cases()
 """Public figures: (value, unit, source, confidence)."""
+RUNS = ("eagle-b1", "eagle-batch", "mtp")
+"""The comparisons ``--cases`` picks from."""
 
 ACCEPT = {
     # per-position constant rate, from the accept length a paper reports at its own depth
@@ -170,16 +182,31 @@ def _err(pred: float, pub: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global CASES, SPEC_OVERLAP
+    from specsched.sim.cli_types import positive_int
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds", type=positive_int, default=2)
     ap.add_argument("--out", default=None, help="where the profiles and scenarios go (default: a temp dir)")
-    ap.add_argument("--cases", default="eagle-b1,eagle-batch,mtp")
+    ap.add_argument("--file", default=str(MEASUREMENTS),
+                    help="the public measurements whose spec entries are compared (default: %(default)s)")
+    ap.add_argument("--cases", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     ap.add_argument("--spec-overlap", default="on", choices=("on", "off"),
                     help="overlap scheduler for the speculative arms (on: SGLang 0.5.23; off: as 0.4.x ran EAGLE)")
     a = ap.parse_args(argv)
-    global SPEC_OVERLAP
     SPEC_OVERLAP = a.spec_overlap == "on"
     cases = set(a.cases.split(","))
+    if not cases <= set(RUNS):
+        ap.error(f"--cases {a.cases!r}: allowed a comma-separated subset of {','.join(RUNS)}")
+    try:
+        CASES = _cases(Path(a.file))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    def public(key: str, fmt: str) -> str:   # an entry the file lacks: no public figure to compare
+        return f"public {CASES[key][0]:{fmt}}" if key in CASES else f"no public figure ({key} not in {a.file})"
+
     out = Path(a.out or tempfile.mkdtemp(prefix="public-spec-"))
     out.mkdir(parents=True, exist_ok=True)
     for k, (mean, w, src) in ACCEPT.items():
@@ -190,10 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     if "eagle-b1" in cases:
         print("Llama-3.1-8B on one H100, batch 1, MT-bench-like lengths: output tok/s")
         for case, arm, pred, acc in eagle_b1(out, a.seeds):
-            pub = CASES[case][0]
-            implied = f", accept length for the public figure {acc * pub / pred:.2f}" if acc else ""
-            print(f"  {case:<20}{arm:<18} public {pub:8.1f}  predicted {pred:8.1f}  {_err(pred, pub):>7}"
-                  + (f"  (accept length {acc:.2f}{implied})" if acc else ""))
+            pub = CASES[case][0] if case in CASES else None
+            implied = f", accept length for the public figure {acc * pub / pred:.2f}" if acc and pub else ""
+            print(f"  {case:<20}{arm:<18} {public(case, '8.1f')}  predicted {pred:8.1f}  "
+                  f"{_err(pred, pub) if pub else '':>7}" + (f"  (accept length {acc:.2f}{implied})" if acc else ""))
     if "eagle-batch" in cases:
         print("EAGLE-3 gain over no speculation by batch (closed loop), Llama-3.1-8B on one H100")
         for b, st, base, spec, gain in eagle_batch(out, a.seeds):
@@ -204,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         print("DeepSeek-V3 fp8, 8x H200 TP8, MTP (nextn) gain over no speculation")
         for b, st, base, spec, gain in mtp(out, a.seeds):
             key = f"v3-h200tp8-mtp-b{b}"
+            err = f", {_err(gain, CASES[key][0])}" if key in CASES else ""
             print(f"  batch {b:>3} {st:<7} plain {base:8.1f}  mtp {spec:8.1f} tok/s  gain {gain:.2f}x  "
-                  f"(public {CASES[key][0]:.2f}x, {_err(gain, CASES[key][0])})")
+                  f"({public(key, '.2f')}{'x' if key in CASES else ''}{err})")
     print(f"profiles and scenarios in {out}")
     return 0
 

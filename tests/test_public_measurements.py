@@ -124,3 +124,43 @@ def test_bad_file_is_one_line_exit_2(tmp_path, capsys):
     assert err.count("\n") == 0 and "(a).url = None: missing" in err
     assert pm.main(["--file", str(tmp_path / "none.yaml")]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_spec_reads_the_given_file_and_bad_seeds_are_one_line(tmp_path, monkeypatch, capsys):
+    """``--file X --spec`` compared the spec runs with the shipped file's figures, not X's;
+    ``--seeds 0 --spec`` was a traceback (IndexError) after the decode table."""
+    data = yaml.safe_load(pm.DATA.read_text())
+    for m in data["measurements"]:
+        if m["id"] == "l8-h100-b1-none":
+            m["figure"] = 123.0
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(ps, "eagle_b1", lambda out, seeds: [("l8-h100-b1-none", "none", 150.0, None)])
+    monkeypatch.setattr(ps, "eagle_batch", lambda out, seeds: [])
+    monkeypatch.setattr(ps, "mtp", lambda out, seeds: [])
+    monkeypatch.setattr(ps.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "o"))
+    monkeypatch.setattr(pm, "_public_spec", lambda: ps)
+    assert pm.main(["--file", str(path), "--spec", "--seeds", "1"]) == 0
+    assert "public    123.0" in capsys.readouterr().out
+    for argv in (["--spec", "--seeds", "0"], ["--seeds", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            pm.main(argv)
+        assert e.value.code == 2 and "--seeds" in capsys.readouterr().err
+    # public_spec alone: its own --file, bad --cases and a bad file are one line, exit 2
+    assert ps.main(["--file", str(tmp_path / "none.yaml")]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    with pytest.raises(SystemExit) as e:
+        ps.main(["--cases", "bogus"])
+    assert e.value.code == 2
+
+
+def test_spec_without_an_entry_says_so(tmp_path, monkeypatch, capsys):
+    """A file without one of the spec ids public_spec runs: that row has no public figure (was
+    a KeyError)."""
+    data = yaml.safe_load(pm.DATA.read_text())
+    data["measurements"] = [m for m in data["measurements"] if m["id"] != "l8-h100-b1-none"]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(ps, "eagle_b1", lambda out, seeds: [("l8-h100-b1-none", "none", 150.0, None)])
+    assert ps.main(["--file", str(path), "--cases", "eagle-b1", "--out", str(tmp_path / "o")]) == 0
+    assert "no public figure (l8-h100-b1-none not in" in capsys.readouterr().out
