@@ -616,9 +616,14 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
             as given (metrics missing: 1).
 
     Raises:
-        ConfigError: a parameter the profile does not have.
+        ConfigError: a parameter the profile does not have, or whose values are all 0 there.
     """
     scale_profile(profile, {p: 1.0 for p in params})   # fail fast on a bad name
+    same = profile.model_dump(mode="json")
+    for p in params:   # a parameter whose every value is 0 here: no factor moves it
+        if not p.startswith(EFFICIENCY_PREFIX) and scale_profile(profile, {p: 2.0}).model_dump(mode="json") == same:
+            raise ConfigError(profile.path or profile.name, "--params", p,
+                              "every value it scales is 0 in this profile: no factor can move it (fit another)")
     with _simulator(cases, profile, params, jobs, seeds) as simulate:
         return _fit(cases, profile, params, simulate, seeds=seeds, metrics=metrics, log_samples=log_samples,
                     max_evals=max_evals, progress=progress, prior_sd=prior_sd, noise=noise)

@@ -551,3 +551,13 @@ def test_workers_are_no_more_than_the_cpus_and_an_evaluations_simulations(monkey
         with cb._simulator(_miss_cases(1.0, "none"), tiny_profile(), ["decode"], jobs, seeds=1):
             pass
     assert asked == [2]
+
+
+def test_a_parameter_whose_values_are_all_zero_is_refused():
+    """``--params idle_lead`` on a profile without an idle lead (0 s, no tables) ran the whole
+    fit, reported ``x1.0000 (+-inf %)`` and wrote "scaled x1.0000" into the provenance of
+    keys that are null: no factor can move it, so it is one line naming the parameter."""
+    cases = _miss_cases(1.0, "none")[:1]
+    assert tiny_profile().host.extend_idle_lead_s == 0
+    with pytest.raises(ConfigError, match=r"--params = 'idle_lead': every value it scales is 0"):
+        fit(cases, tiny_profile(), ["decode", "idle_lead"], seeds=1, max_evals=1)
