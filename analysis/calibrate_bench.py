@@ -282,8 +282,8 @@ def predict(case: FitCase, profile: Any, seeds: int) -> dict[str, Any]:
 
 def seed_scatter(per_case: Sequence[Sequence[dict[str, Any]]], metrics: Sequence[str]) -> dict[str, float]:
     """Per metric, the standard deviation of the log of one run's figure over seeds, pooled
-    over the cases (``per_case[i]``: case i's per-seed records, :func:`predict_seeds`); a
-    metric no case has twice is left out. What the server's own randomness (acceptance
+    over the cases whose seeds differ (``per_case[i]``: case i's per-seed records,
+    :func:`predict_seeds`); a metric no case scatters is left out. What the server's own randomness (acceptance
     draws; arrivals and lengths where a case draws them) moves one run's figure by, with the
     case's arrivals and lengths held as the fit holds them."""
     out = {}
@@ -292,7 +292,10 @@ def seed_scatter(per_case: Sequence[Sequence[dict[str, Any]]], metrics: Sequence
         for recs in per_case:
             v = np.array([math.log(r[m]) for r in recs
                           if isinstance(r.get(m), (int, float)) and r[m] > 0 and math.isfinite(r[m])])
-            if len(v) > 1:
+            # a case whose seeds agree draws nothing (plain decoding of replayed arrivals):
+            # it says nothing of the scatter, and pooled in, its zero spread with its
+            # degrees of freedom shrank the others' (half the cases: by sqrt(2))
+            if len(v) > 1 and np.ptp(v) > 0:
                 ss += float(((v - v.mean()) ** 2).sum())
                 dof += len(v) - 1
         if dof:

@@ -561,3 +561,17 @@ def test_a_parameter_whose_values_are_all_zero_is_refused():
     assert tiny_profile().host.extend_idle_lead_s == 0
     with pytest.raises(ConfigError, match=r"--params = 'idle_lead': every value it scales is 0"):
         fit(cases, tiny_profile(), ["decode", "idle_lead"], seeds=1, max_evals=1)
+
+
+def test_seed_scatter_is_pooled_over_the_cases_that_draw():
+    """A case whose seeds give equal figures (plain decoding of replayed arrivals) draws
+    nothing: pooled in, its zero spread and its degrees of freedom shrank the scatter of the
+    cases that draw (here by sqrt(2)), and their residuals weighed twice what they should."""
+    from specsched.analysis.calibrate_bench import seed_scatter
+
+    m = "median_itl_ms"
+    drawn = [{m: math.exp(0.1)}, {m: math.exp(-0.1)}]
+    fixed = [{m: 2.0}, {m: 2.0}]
+    assert seed_scatter([drawn], [m])[m] == pytest.approx(math.sqrt(0.02))
+    assert seed_scatter([drawn, fixed], [m])[m] == pytest.approx(math.sqrt(0.02))
+    assert seed_scatter([fixed], [m]) == {}
