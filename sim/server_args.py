@@ -472,6 +472,12 @@ class ServerArgs(BaseModel):
         return prefill_token_buckets(top)
 
     @property
+    def attn_dp_size(self) -> int:
+        """DP attention ranks: ``dp_size`` with ``enable_dp_attention``, else 1 (SGLang's
+        ``attn_dp_size``, arg_groups/memory_hook.py ``reserve_for_graph_mb``)."""
+        return self.dp_size if self.enable_dp_attention else 1
+
+    @property
     def spec_window(self) -> int:
         """Verify window (positions verified per request per cycle); 1 without spec."""
         return self.speculative_num_draft_tokens if self.speculative_algorithm.enabled else 1
