@@ -263,7 +263,6 @@ class Harness:
         self.grid_ctx = max(self.contexts[-1] + spec_window, self.tile_widths[-1])
         # the launch measurement lets lengths grow (as in the engine) inside its own context
         # bucket, above every grid bucket, so no capture happens while it is timed
-        self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
         self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
         self.launch_bucket = launch_loop_width(self.launch_ctx, spec_window, repeats)
 
