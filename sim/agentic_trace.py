@@ -50,7 +50,7 @@ from typing import IO, Any
 
 import numpy as np
 from specsched.sim.bench_serving import open_text
-from specsched.sim.bundled import scenarios_dir
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
 
 BLOCK_CHARS = 1 << 20
@@ -132,18 +132,6 @@ class AgenticConversations:
         clipped = int(np.count_nonzero(later & (new < 1)))
         np.maximum(new, 1, out=new)
         return new, clipped
-
-
-def agentic_trace_path(path: str, scenario_path: str | Path | None) -> Path:
-    """The trace file: as given, beside the scenario, or a shipped example by name."""
-    p = Path(path)
-    if not p.is_absolute() and not p.is_file() and scenario_path:
-        q = Path(scenario_path).parent / p
-        if q.is_file():
-            return q
-    if not p.is_absolute() and not p.is_file() and (scenarios_dir() / p).is_file():
-        return scenarios_dir() / p
-    return p
 
 
 class _Scanner:
@@ -503,7 +491,7 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
     Raises:
         ConfigError: missing file; not JSON; no ``conversations``; a bad turn (see the module).
     """
-    p = agentic_trace_path(str(path), scenario_path)
+    p = scenario_data_path(path, scenario_path)
     if not p.is_file():
         where = str(scenario_path) if scenario_path else ("<command line>" if key.startswith("--") else "<scenario>")
         beside = Path(scenario_path).parent / p if scenario_path and not p.is_absolute() else p

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim import seed_streams
-from specsched.sim.bundled import scenarios_dir
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError, clipped
 
@@ -53,11 +53,7 @@ MAX_HISTOGRAM_LENGTH = 1 << 62
 
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
-    p = Path(path)
-    if not p.is_absolute() and base is not None and not p.is_file():
-        p = base.parent / p
-    if not p.is_file() and not Path(path).is_absolute() and (scenarios_dir() / path).is_file():
-        p = scenarios_dir() / path   # a shipped histogram (sharegpt-like-lengths-*.csv) by name
+    p = scenario_data_path(path, base)   # a shipped histogram (sharegpt-like-lengths-*.csv) by name too
     if not p.is_file():
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
     lengths, weights = _histogram_rows(p, key)
