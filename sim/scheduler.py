@@ -670,11 +670,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             adder.rem_total_tokens += offset(r) + r.kv_allocated
             if adder.kv_free is not None:
                 adder.kv_free += r.kv_allocated
-            self.kv.retract(r)
-            self._release_prefix(r)
-            r.prefill_done = 0
-            r.status = ReqStatus.WAITING
-            r.retractions += 1
+            self._retract_req(r)
         gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]
         self.num_preemptions += len(chosen)
