@@ -42,14 +42,13 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from specsched.sim.bench_serving import open_text
+from specsched.sim.bench_serving import READ_ERRORS, open_text, unreadable
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
 
@@ -509,9 +508,8 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
         raise ConfigError(str(p), "<file>", p.name, f"not a UTF-8 text file; {SHAPE}") from None
     except RecursionError:   # json.load refuses such a file the same way
         raise ConfigError(str(p), "<file>", p.name, f"JSON nested too deeply to parse; {SHAPE}") from None
-    except (EOFError, zlib.error, OSError) as e:
-        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
+    except READ_ERRORS as e:
+        raise unreadable(p, e) from None
     if len(_CACHE) >= 4:
         _CACHE.clear()
     _CACHE[ck] = out

@@ -31,14 +31,13 @@ import json
 import math
 import re
 import sys
-import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import is_gzip, open_text, text_encoding
+from specsched.sim.bench_serving import READ_ERRORS, is_gzip, open_text, text_encoding, unreadable
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
@@ -361,9 +360,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
             _read_jsonl(p, cols, unit, limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
-    except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
-        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
+    except READ_ERRORS as e:
+        raise unreadable(p, e) from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy
