@@ -114,6 +114,17 @@ def decode_graph_mib_per_bs(graph_max_bs: int, attn_dp_size: int = 1) -> float:
     return 2 + (attn_dp_size * (4.5 if graph_max_bs > 300 else 3) if attn_dp_size > 1 else 0)
 
 
+def activation_tokens(chunked_prefill_size: int, max_prefill_tokens: int, role: str = "null",
+                      decode_tokens: int = 0) -> int:
+    """Tokens SGLang reserves activation memory for, 1.5 MiB each (arg_groups/memory_hook.py
+    ``handle_gpu_memory_settings``, by serving mode): a decode server's running requests x
+    draft tokens (``decode_tokens``), else the chunk (``max_prefill_tokens`` when chunking is
+    off); at least 2048."""
+    if role == "decode":
+        return max(decode_tokens, 2048)
+    return max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+
+
 def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int,
                         role: str = "null", decode_tokens: int = 0, attn_dp_size: int = 1) -> float:
     """SGLang's mem_fraction_static for this device and these settings (3 decimals).
@@ -125,10 +136,7 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     prefill server, DP attention's padding, prefill graphs but on a decode server)."""
     if hw.memory_mib is None:
         return 0.95
-    if role == "decode":
-        act = max(decode_tokens, 2048)
-    else:
-        act = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+    act = activation_tokens(chunked_prefill_size, max_prefill_tokens, role, decode_tokens)
     reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
     if role != "prefill":
         reserved += graph_max_bs * decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
