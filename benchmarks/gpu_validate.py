@@ -121,6 +121,30 @@ def verify_gaps(steps) -> tuple[float, float]:
     return float(np.median(walls) * 1000), float(np.median(idle) * 1000)
 
 
+def grid_reach_line(name: str, steps, grid_x: dict[str, float]) -> str | None:
+    """One checks.md line when a run's decode/verify forwards (``steps``: its steps table)
+    ran at batch sizes above the profile's step grid (``grid_x``: the largest measured batch
+    of ``decode`` and ``verify``, the grids the simulator reads them from), else None.
+
+    Those forwards are priced by :class:`sim.profile.GridInterp`'s linear extrapolation from
+    the grid's last segment, which the step's cost does not follow (runtime.profile_harness
+    ``grid_batch_sizes``: not linear between sizes). Round 28's poisson-nospec base ran its
+    decode at batch 64 on a profile measured to 32: priced 6 % below what it ran, its TTFT
+    29-32 % low (docs/measurements/h200-v28-poisson-nospec.md)."""
+    parts = []
+    for mode in ("decode", "verify"):
+        top = grid_x.get(mode)
+        if top is None:
+            continue
+        bs = np.asarray(steps["batch_size"])[np.asarray(steps["mode"]) == mode]
+        above = bs[bs > top]
+        if above.size:
+            parts.append(f"{above.size} of {bs.size} {mode} forwards at batch {int(above.min())}..{int(above.max())}, "
+                         f"above gpu.{mode}'s measured 1..{top:g} (priced by extrapolation; profile with "
+                         f"max_bs >= {int(above.max())})")
+    return f"- {name}: " + "; ".join(parts) if parts else None
+
+
 def write_csv(path: Path, rows: list[dict], extra: tuple[str, ...] = ()) -> None:
     """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns)
     as CSV, replaced atomically."""
@@ -171,6 +195,9 @@ class Validation:
         launch_ref: the profile's own timing of the verify launch call per batch size
             (runtime.host_reference.launch_call_reference), or None: a second reading of a
             run's host speed, from its graph-replayed verify launch calls (checks.md).
+        grid_x: the largest batch the profile's ``gpu.decode`` / ``gpu.verify`` grids measured
+            (keys ``decode``, ``verify``): each run whose forwards went above is named in
+            checks.md (:func:`grid_reach_line`).
     """
 
     out: Path
@@ -180,6 +207,7 @@ class Validation:
     condition: Callable | None = None
     reference_s: float | None = None
     launch_ref: tuple | None = None
+    grid_x: dict[str, float] = field(default_factory=dict)
     conditioned: list[dict] = field(default_factory=list)
     speed: list[str] = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)
@@ -187,6 +215,7 @@ class Validation:
     failures: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     host: list[str] = field(default_factory=list)
+    reach: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.perf_counter)
 
     @property
@@ -252,6 +281,8 @@ class Validation:
         except Exception as e:
             self.host.append(f"- {job.label} {job.arm}: probe not written: {type(e).__name__}: {e}".splitlines()[0])
         self.rows += rows
+        if (reach := grid_reach_line(f"{job.label} {job.arm}", meas.steps, self.grid_x)) is not None:
+            self.reach.append(reach)
         worst = max((abs(r["error_pct"]) for r in rows if r["error_pct"] == r["error_pct"]), default=float("nan"))
         line = f"{job.label:<17} {job.arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %"
         if meas.summary.get("verify_cycles_per_s"):
@@ -340,6 +371,8 @@ class Validation:
             lines += ["", "## Runs that failed", ""] + [f"- {f}" for f in self.failures]
         if self.skipped:
             lines += ["", "## Runs not started (deadline)", ""] + [f"- {s}" for s in self.skipped]
+        if self.reach:
+            lines += ["", "## Forwards above the profile's step grid (priced by extrapolation)", ""] + self.reach
         if self.speed:
             lines += ["", "## Host speed per run (runtime/host_reference.py: a fixed reference work's thread CPU "
                       "time sampled over the run, against the profile's host.reference_work_s)", ""] + self.speed
@@ -590,7 +623,9 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
 
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
-                     launch_ref=launch_call_reference(profile))
+                     launch_ref=launch_call_reference(profile),
+                     grid_x={m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
+                             if g is not None})
     try:
         val.run(rate_jobs + cell_jobs if args.poisson_first else cell_jobs + rate_jobs)
     finally:
