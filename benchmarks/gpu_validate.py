@@ -145,6 +145,20 @@ def grid_reach_line(name: str, steps, grid_x: dict[str, float]) -> str | None:
     return f"- {name}: " + "; ".join(parts) if parts else None
 
 
+def grid_reach_warning(name: str, scenario, grid_x: dict[str, float]) -> str | None:
+    """Before a run: one line when ``scenario`` can decode (or verify) more requests at once
+    (``server.max_running_requests``) than the profile's grid for it measured (``grid_x``, as
+    :func:`grid_reach_line`), else None: such a cell is predicted by extrapolation, so say so
+    before the GPU time is spent."""
+    srv = scenario.server
+    mode = "verify" if srv.speculative_algorithm.enabled else "decode"
+    top = grid_x.get(mode)
+    if top is None or srv.max_running_requests <= top:
+        return None
+    return (f"warning: {name}: up to {srv.max_running_requests} running requests, gpu.{mode} measured at batch "
+            f"1..{top:g}: larger {mode} forwards are priced by extrapolation")
+
+
 def write_csv(path: Path, rows: list[dict], extra: tuple[str, ...] = ()) -> None:
     """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns)
     as CSV, replaced atomically."""
@@ -621,11 +635,15 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         ref_s = factor * profile.host.reference_work_s
         return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile)
 
+    grid_x = {m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
+              if g is not None}
+    for job in rate_jobs + cell_jobs:
+        if (warn := grid_reach_warning(f"{job.label} {job.arm}", job.scenario, grid_x)) is not None:
+            print(warn, flush=True)
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
                      launch_ref=launch_call_reference(profile),
-                     grid_x={m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
-                             if g is not None})
+                     grid_x=grid_x)
     try:
         val.run(rate_jobs + cell_jobs if args.poisson_first else cell_jobs + rate_jobs)
     finally:
