@@ -147,15 +147,18 @@ def grid_reach_line(name: str, steps, grid_x: dict[str, float]) -> str | None:
 
 def grid_reach_warning(name: str, scenario, grid_x: dict[str, float]) -> str | None:
     """Before a run: one line when ``scenario`` can decode (or verify) more requests at once
-    (``server.max_running_requests``) than the profile's grid for it measured (``grid_x``, as
+    (``server.max_running_requests``, bounded by the workload's requests and clients) than the profile's grid for it measured (``grid_x``, as
     :func:`grid_reach_line`), else None: such a cell is predicted by extrapolation, so say so
     before the GPU time is spent."""
-    srv = scenario.server
+    srv, wl = scenario.server, scenario.workload
     mode = "verify" if srv.speculative_algorithm.enabled else "decode"
     top = grid_x.get(mode)
-    if top is None or srv.max_running_requests <= top:
+    # no more running than the workload can have in flight: all its requests, its clients
+    reach = min(srv.max_running_requests, wl.num_requests,
+                *(c for c in (getattr(wl, "concurrency", None), getattr(wl, "max_concurrency", None)) if c))
+    if top is None or reach <= top:
         return None
-    return (f"warning: {name}: up to {srv.max_running_requests} running requests, gpu.{mode} measured at batch "
+    return (f"warning: {name}: up to {reach} running requests, gpu.{mode} measured at batch "
             f"1..{top:g}: larger {mode} forwards are priced by extrapolation")
 
 
