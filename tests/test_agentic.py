@@ -188,3 +188,27 @@ def test_run_length_scales_conversations_with_the_concurrency():
         ov = per_cell[cell]["workload"]
         assert ov["multi_turn"]["num_conversations"] == 4 * w.concurrency
         assert ov["num_requests"] == 4 * w.concurrency * w.multi_turn.num_turns
+
+
+def test_profile_set_overrides_a_profile_key_and_refuses_unknown_keys_and_bad_values():
+    """``--profile-set`` (exploration only) puts a dotted profile value in, validated as the
+    loader validates it; an unknown key or a refused value is a ValueError naming the item,
+    which the command line turns into one line and exit 2, as it does with ``--write``."""
+    fit = _fit_module()
+    from specsched.sim.profile import load_profile
+
+    prof = load_profile(str(fit.PROFILE))
+    grid = "{x: [1, 2048], context_len: [0, 150000], seconds: [[1.0e-5, 1.4e-5], [0.02, 0.03]]}"
+    p = fit.profile_sets(prof, [f"gpu.extend={grid}", "gpu.draft_inject_per_token_s=6e-7"])
+    assert list(p.gpu.extend.context_len) == [0, 150000]
+    assert p.gpu.extend.seconds[1][1] == pytest.approx(0.03)
+    assert p.gpu.draft_inject_per_token_s == pytest.approx(6e-7)
+    assert prof.gpu.extend.context_len == [0.0]  # the loaded profile is left as it was
+    for bad, says in (("gpu.nosuch=1", "no key 'gpu.nosuch'"), ("gpu.eager_factor=abc", "gpu.eager_factor"),
+                      ("gpu.extend", "expected KEY=VALUE"), ("gpu.eager_factor=[1", "not valid YAML")):
+        with pytest.raises(ValueError, match=says):
+            fit.profile_sets(prof, [bad])
+    for argv in (["--report-only", "--profile-set", "gpu.nosuch=1"], ["--write", "--profile-set", "gpu.eager_factor=1"]):
+        with pytest.raises(SystemExit) as e:
+            fit.main(argv)
+        assert e.value.code == 2
