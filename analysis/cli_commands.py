@@ -82,7 +82,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     (``sweep_<name>`` in ``--out``, default ``./plots/``, where the plot of several runs
     goes too; the default ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
 
-    Writes ``ttft``, ``tpot_itl``, ``verify_split`` (when the runs have verify/decode cycles)
+    Writes ``ttft`` and ``tpot_itl`` (of the inputs with per-request details: a bench_serving
+    file without them is said in one line and left out of them; the ITL one gap per streamed
+    chunk for every run when a measured file's client recorded it so), ``verify_split``
+    (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
     ``<RESULTS_DIR>/plots`` for one directory (``plots/<FILE>`` for one bench_serving file); for several, a folder of ``./plots`` named
     after them, ``plots/base-seed1_vs_fix-seed1``, so that another set never lands on
@@ -103,13 +106,19 @@ def cmd_plot(args: argparse.Namespace) -> int:
                           "not beside other inputs")
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
-    runs = []
+    runs, detailed = [], []
     for d in args.results_dirs:
         runs.append(load_run_or_bench(d))
         if not Path(d).is_dir() and runs[-1].requests.empty:
+            # its summary alone: no distribution to draw (drawn, its curves were empty)
             print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
-                  "nothing of it to draw", file=sys.stderr)
+                  "its TTFT, TPOT and ITL curves are skipped", file=sys.stderr)
+        else:
+            detailed.append(runs[-1])
         bar.update(1)
+    if not detailed and all(r.steps.empty and r.timeseries.empty for r in runs):
+        raise ConfigError(_CLI, "RESULTS_DIR", args.results_dirs[0], "nothing to draw: no input has per-request "
+                          "details or a timeline")
     out = Path(args.out) if args.out else default_plot_dir(args.results_dirs)
     console = Console(stderr=True, soft_wrap=True)
     written: list[Path] = []
@@ -120,8 +129,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
         plots.plt.close(fig)
         bar.update(1)
 
-    save(plots.plot_ttft(runs, log_x=args.log_x), "ttft")
-    save(plots.plot_tpot_itl(runs, log_x=args.log_x), "tpot_itl")
+    if detailed:
+        save(plots.plot_ttft(detailed, log_x=args.log_x), "ttft")
+        # ITL per chunk for every run when a measured file's client recorded it so (like with like)
+        save(plots.plot_tpot_itl(detailed, log_x=args.log_x), "tpot_itl")
     try:
         save(plots.plot_verify_split(runs), "verify_split")
     except ValueError as e:

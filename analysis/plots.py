@@ -198,32 +198,49 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
     return fig
 
 
-def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
+def per_chunk_itl(runs: Any) -> bool:
+    """Whether a measured run among ``runs`` holds one ITL per streamed chunk (its client
+    recorded them so: ``summary["itl_per_chunk"]``, :func:`sim.bench_serving.to_run_data`)."""
+    return any(bool((r.summary or {}).get("itl_per_chunk")) for v in group_runs(runs).values() for r in v)
+
+
+def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: bool | None = None) -> Figure:
     """TPOT and ITL distributions per arm (2 x 2: cumulative distributions and histograms).
 
     TPOT per request = (E2E - TTFT) / (output_len - 1) (``requests.tpot_s``; requests with one
     output token have none). ITL from ``chunks`` as bench_serving does it
-    (:func:`sim.metrics.itl_values`: a chunk of n tokens adds n gaps of dt/n).
+    (:func:`sim.metrics.itl_values`: a chunk of n tokens adds n gaps of dt/n), or one gap per
+    chunk with ``per_chunk``: as a measured client that records them so does
+    (:func:`sim.bench_serving.itl_per_chunk`; with speculative decoding a chunk is a whole
+    accepted block, and its gap the cycle, accept length times the split one).
 
     Args:
         runs: runs (see :func:`group_runs`); they need ``requests`` and ``chunks``.
         log_x: logarithmic x axes for TPOT (ITL is always on a log axis).
         bins: histogram bins.
+        per_chunk: ITL per chunk for every run; None = when a measured run among ``runs``
+            recorded it so (:func:`per_chunk_itl`), so that a prediction is drawn as that
+            run's client saw it.
 
     Returns:
         The figure, in ms. Percentiles of several runs of one arm are of the pooled
         samples (as in the compare table).
     """
     groups = group_runs(runs)
+    if per_chunk is None:
+        per_chunk = per_chunk_itl(groups)
     tpot = {k: pd.concat([r.requests for r in v])["tpot_s"].to_numpy(float) for k, v in groups.items()}
-    itl = {k: np.concatenate([itl_values(r.chunks) for r in v]) for k, v in groups.items()}
+    itl = {k: np.concatenate([itl_values(r.chunks, per_chunk=per_chunk) for r in v]) for k, v in groups.items()}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
     counts = {k: len(v) for k, v in groups.items()}
     _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins, counts)
     # ITL always on a log axis: a few long gaps (a prefill between two decode steps) span
     # three or more decades above the typical gap and flatten a linear axis
-    _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL", "ms", 1e3, True, bins, counts)
-    fig.suptitle(f"Time per output token (per request) and inter-token latency (per token) by arm{_scenario_title(groups)}")
+    _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL per chunk" if per_chunk else "ITL", "ms", 1e3, True,
+                         bins, counts)
+    what = "inter-token latency (one gap per streamed chunk, as the measured client records it)" if per_chunk \
+        else "inter-token latency (per token)"
+    fig.suptitle(f"Time per output token (per request) and {what} by arm{_scenario_title(groups)}")
     return fig
 
 

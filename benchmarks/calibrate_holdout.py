@@ -167,10 +167,12 @@ def seed_spread(case, profile, seeds: int) -> dict[str, tuple[float, float, floa
             for m, c, a, b, u in zip(FIT_METRICS, cv, lo, hi, mean, strict=True)}
 
 
-def elasticities(case, profile, params: list[str], seeds: int, step: float = 1.02) -> dict[str, dict[str, float]]:
+def elasticities(case, profile, params: list[str], seeds: int, step: float = 1.02,
+                 base: dict | None = None) -> dict[str, dict[str, float]]:
     """d log(metric) / d log(factor) of the case's prediction, per parameter (a +2 % step):
-    how much a held-out figure moves per 1 % error of each fitted parameter."""
-    base = predict(case, profile, seeds)
+    how much a held-out figure moves per 1 % error of each fitted parameter. ``base``: the
+    case's prediction under ``profile`` with ``seeds``, when already made."""
+    base = base if base is not None else predict(case, profile, seeds)
     out: dict[str, dict[str, float]] = {}
     for p in params:
         moved = predict(case, scale_profile(profile, {p: step}), seeds)
@@ -188,10 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="prefill,decode,host")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--max-evals", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes for the fit's simulations (the fit is the same)")
     ap.add_argument("--prior", default="default",
                     help="prior on the log factors: 'default' (analysis.calibrate_bench.PRIOR_SD), 'none' (the "
                          "unregularised fit), or NAME=SD,...; with a prior each metric's residuals are divided by "
-                         "its run-to-run noise (analysis.calibrate_bench.metric_noise)")
+                         "its standard error (analysis.calibrate_bench.residual_noise)")
     ap.add_argument("--arrivals", choices=ARRIVALS, default="auto",
                     help="replay each run's send times (details), draw at its rate (rate), or replay where the line "
                          "has send times (auto, the default)")
@@ -228,14 +231,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)
         train = cases[: len(train_runs)]
-        res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior,
+        res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior, jobs=a.jobs,
                   noise=metric_noise(train) if prior else None,
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
         rows = []
         draws = dict(zip(map(id, cases), draw_ids([c.run for c in cases]), strict=True))
+        fitted = {id(c): (b, f) for c, b, f in zip(train, res.before, res.after, strict=True)}
         for c in cases:
-            before = predict(c, profile, a.seeds)
-            after = predict(c, res.profile, a.seeds)
+            # the fit set's predictions are the fit's own (same profiles, same seeds)
+            if id(c) not in fitted:
+                fitted[id(c)] = (predict(c, profile, a.seeds), predict(c, res.profile, a.seeds))
+            before, after = fitted[id(c)]
             for m in FIT_METRICS:
                 q = c.run.summary.get(m)
                 if q is None:
@@ -261,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in held_cases:   # per held-out load: for the fit's uncertainty there (and the table)
             key = load_key(c.run)
             if key not in seen_e:
-                seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds))
+                seen_e[key] = (c, elasticities(c, res.profile, params, a.seeds, base=fitted[id(c)][1]))
         elastic = list(seen_e.values())
         for r in rows:
             if r["set"] == "held out":
@@ -279,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
              f"held out the other {len(held_runs)}; parameters {', '.join(params)}; predictions are means over "
              f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
              f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
-             f"Weighting: {res.weighting()} (a metric's noise is the spread between runs at one load, else its "
-             "scatter at the profile; no prior: unregularised least squares on the log ratios).", "",
+             f"Weighting: {res.weighting()} (a residual's standard error: the measured figure's, from the spread "
+             "between runs at one load or else one run's seed scatter, and the seed mean's; no prior: unregularised "
+             "least squares on the log ratios).", "",
              "Fitted factors: " + ", ".join(f"{k} x{v:.3f}" for k, v in res.factors.items())
              + (f" (the runs were made with {', '.join(f'{k} x{v:g}' for k, v in perturb.items())})" if a.make_synthetic else ""), "",
              "| set | request rate | max conc. | run | metric | measured | before fit | error | after fit | error | "

@@ -43,8 +43,10 @@ What is fitted, from what:
    The ``output_size`` arms are never part of any loss here.
 
 Scenario settings are never special-cased here: every cell is simulated from its YAML as
-``specsched run`` would. ``--set KEY=VALUE`` (dotted scenario keys, applied to every cell) is
-for exploring rejected alternatives (docs/agentic.md); ``--write`` refuses to run with it.
+``specsched run`` would. ``--set KEY=VALUE`` (dotted scenario keys, applied to every cell) and
+``--profile-set KEY=VALUE`` (dotted profile keys, e.g. a second context column of
+``gpu.extend``) are for exploring rejected alternatives (docs/agentic.md); ``--write`` refuses
+to run with either.
 """
 
 from __future__ import annotations
@@ -59,11 +61,14 @@ from typing import Any
 
 import numpy as np
 import yaml
+from pydantic import ValidationError
 from scipy.optimize import minimize, minimize_scalar
 from specsched.sim.config import Scenario, deep_merge, load_scenario, with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import Profile, load_profile
+from specsched.sim.yaml_io import load_yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -205,6 +210,35 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- profile
+def profile_sets(profile: Profile, items: list[str]) -> Profile:
+    """``profile`` with ``["gpu.draft_inject_per_token_s=1e-6", ...]`` put in (values as YAML,
+    validated as the profile loader validates them).
+
+    Raises:
+        ValueError: an item without ``=``, a key the profile does not have, or a value it
+            refuses (the message names the item).
+    """
+    p = profile
+    for item in items:
+        key, eq, text = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--profile-set {item!r}: expected KEY=VALUE (a dotted profile key)")
+        node: Any = p.model_dump()
+        for k in key.split("."):
+            if not isinstance(node, dict) or k not in node:
+                raise ValueError(f"--profile-set {item!r}: the profile has no key {key!r}")
+            node = node[k]
+        try:
+            p = with_value(p, key, load_yaml_text(text, "--profile-set"))
+        except ConfigError as e:
+            raise ValueError(f"--profile-set {item!r}: {e.allowed}") from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise ValueError(f"--profile-set {item!r}: refused ({where}: {err['msg']})") from None
+    return p
+
+
 def params_of(profile: Profile) -> np.ndarray:
     """Stage-A parameters of a profile: (extend s/token, verify(bs 1) s, verify(bs 16) s)."""
     g = profile.gpu
@@ -635,6 +669,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run length: K conversations per client in every cell (num_conversations = K x concurrency)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every cell (exploration only)")
+    ap.add_argument("--profile-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a profile key (dotted, value as YAML) before any fit (exploration only)")
     ap.add_argument("--layout", choices=sorted(LAYOUTS), default="colocated",
                     help="which reading of the cells: colocated (agentic-c*) or pd (agentic-pd-c*, disaggregated)")
     ap.add_argument("--quiet", action="store_true")
@@ -643,8 +679,8 @@ def main(argv: list[str] | None = None) -> int:
     PROFILE, CELLS, PAIR_CELL = LAYOUTS[a.layout]
     if a.write_lengths and a.layout != "colocated":
         ap.error("--write-lengths writes the colocated cells' histograms (the pd cells keep their own)")
-    if a.write and a.set:
-        ap.error("--write cannot be combined with --set: the profile must fit the scenarios as written")
+    if a.write and (a.set or a.profile_set):
+        ap.error("--write cannot be combined with --set or --profile-set: the profile must fit the scenarios as written")
     free = [n for n in a.free.split(",") if n] if a.free else []
     if any(n not in FREE for n in free) or (a.free is not None and not free):
         ap.error(f"--free: {a.free!r}; allowed: a comma-separated subset of {','.join(FREE)}")
@@ -656,10 +692,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.write_lengths:
         write_lengths(overrides, a.sigma)
         return 0
+    try:
+        prof = profile_sets(load_profile(str(PROFILE)), a.profile_set)
+    except ValueError as e:
+        ap.error(str(e))
     per_cell = run_length_overrides(a.conversations_per_client, overrides) if a.conversations_per_client else {}
     ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides, per_cell)
     refs = references(overrides)
-    prof = load_profile(str(PROFILE))
     cells = cell_values(overrides)
     sigma = current_sigma() if a.sigma is None else a.sigma
     shapes = tempfile.TemporaryDirectory(prefix="agentic-shapes-")

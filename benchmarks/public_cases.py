@@ -17,8 +17,8 @@ reported (mean over seeds):
   only: it has no plain-decode grid): what the reference's own measured costs predict.
 - P2 again at other host clocks (``--host-ghz``, default 3.5 and 5.0 GHz): the eager issue
   is host CPU work, and the case does not say which host ran it.
-- Published decode figures (:data:`PUBLISHED`, each with its source): one request's decode
-  rate from the analytic model with default factors.
+- Published decode figures (the ``decode`` entries of benchmarks/public_measurements.yaml,
+  each with its source): one request's decode rate from the analytic model with default factors.
 
 - P1 again with decode and verify run without graphs (``p1-eager``: a hypothesis about
   how P1 ran, not SGLang 0.5.23's default).
@@ -33,6 +33,7 @@ Neither case states bench_serving's --random-range-ratio: lengths are taken as s
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 from pathlib import Path
@@ -227,33 +228,16 @@ def p2(out: Path, seeds: int, range_ratio: float = 1.0, host_ghz: float | None =
     return rows
 
 
-LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
-             "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096}
-"""meta-llama/Llama-2-7b-hf config.json (Hugging Face)."""
-PUBLISHED = [
-    # (label, model config, GPU, dtype, batch, mean context, published tok/s, source)
-    ("Llama-2-7B bf16, batch 1, torch.compile + CUDA graphs", LLAMA2_7B, "A100-80G", "bf16", 1, 100, 107.0,
-     "PyTorch blog 'Accelerating Generative AI with PyTorch II: GPT, Fast' (2023-11-30), gpt-fast on A100-80GB "
-     "power-limited to 330 W, 200 new tokens from a short prompt"),
-    ("Llama-2-7B int8 weight-only, batch 1, same", LLAMA2_7B, "A100-80G", "fp8", 1, 100, 157.4,
-     "same post: int8 weight-only quantisation (modelled as 1-byte weights at the bf16 rate: the A100 has no "
-     "fp8 tensor cores)"),
-]
-"""Published decode figures the analytic model is checked against (not fitted to)."""
-
-
 def published() -> list[tuple]:
-    """Predicted vs published decode tok/s (one request: 1 / graph-replayed decode step at
-    the mean context) for :data:`PUBLISHED`."""
-    from specsched.sim.analytic.models import from_hf_config
-    from specsched.sim.analytic.roofline import Parallel, decode_like
-
-    rows = []
-    for label, cfg, gpu, dtype, batch, ctx, pub, src in PUBLISHED:
-        arch = from_hf_config(cfg, label, "published config")
-        step = decode_like(arch, load_gpu(gpu), Parallel(1, dtype), Efficiency(), batch, 1, ctx).graph_s
-        rows.append((label, gpu, pub, batch / step, src))
-    return rows
+    """Predicted vs published decode tok/s for the ``decode`` entries of
+    benchmarks/public_measurements.yaml (one request: 1 / graph-replayed decode step at the
+    mean context; benchmarks/public_measurements.py prints them with the step's terms)."""
+    spec = importlib.util.spec_from_file_location("_public_measurements", ROOT / "benchmarks" / "public_measurements.py")
+    pm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pm)
+    data = pm.load()
+    return [(f"{m['id']} ({m['model']} {m['dtype']} TP{m['tp']}, batch {m['batch']})", m["gpu"], m["figure"], p["tok_s"],
+             f"{m['source']}; confidence {m['confidence'].split(':')[0].split(' ')[0]}") for m, p in pm.decode_rows(data)]
 
 
 def mean_length(value: int, range_ratio: float) -> float:

@@ -13,7 +13,9 @@ that hardware, and prints public vs predicted (mean over seeds):
 - ``mtp``: DeepSeek-V3 (fp8) on 8 H200 at TP8, MTP (SGLang's NEXTN) against no speculation
   at batch 1 and 32.
 
-Every public figure is in :data:`CASES` with its source and how sure the figure is. The
+Every public figure is in :data:`CASES`, read from the ``spec`` entries of
+benchmarks/public_measurements.yaml (each with its source, stated setting and how sure the
+figure is). The
 acceptance a run draws from is an assumption stated next to each case (:data:`ACCEPT`): the
 papers report accept lengths measured with their own draft trees, not SGLang's settings, so
 the table also prints the accept length that would make the prediction match (the predicted
@@ -38,23 +40,18 @@ from specsched.sim.analytic.writer import build_profile
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
 
-SOURCE_EAGLE3 = ("EAGLE-3 paper (Li et al., 'EAGLE-3: Scaling up Inference Acceleration of Large Language Models via "
-                 "Training-Time Test', arXiv 2503.01840, 2025), SGLang section; the same figures are in SGLang's "
-                 "speculative-decoding docs")
-CASES = {
-    # case: (public figure, unit, source, how sure)
-    "l8-h100-b1-none": (158.34, "tok/s", SOURCE_EAGLE3 + ": SGLang without speculation, 1x H100, batch 1, MT-bench",
-                        "high (the three batch-1 figures are quoted widely)"),
-    "l8-h100-b1-eagle2": (244.10, "tok/s", SOURCE_EAGLE3 + ": SGLang + EAGLE-2", "high"),
-    "l8-h100-b1-eagle3": (373.25, "tok/s", SOURCE_EAGLE3 + ": SGLang + EAGLE-3", "high"),
-    "l8-h100-gain-b2": (1.8, "x", SOURCE_EAGLE3 + ": throughput gain of EAGLE-3 in SGLang on H100 by batch size",
-                        "medium: about 1.8x at batch 2-4 falling to about 1.4x at 64, read from memory of the table"),
-    "l8-h100-gain-b8": (1.6, "x", "same table", "medium"),
-    "l8-h100-gain-b64": (1.38, "x", "same table (the gain at batch 64, > 1)", "medium"),
-    "v3-h200tp8-mtp-b1": (1.8, "x", "SGLang docs, DeepSeek-V3 usage: MTP gives 1.8x decode speed at batch 1 on "
-                          "H200 TP8", "medium (settings not stated there)"),
-    "v3-h200tp8-mtp-b32": (1.5, "x", "same: 1.5x at batch 32", "medium"),
-}
+MEASUREMENTS = Path(__file__).resolve().parent / "public_measurements.yaml"
+
+
+def _cases() -> dict[str, tuple[float, str, str, str]]:
+    """The ``spec`` entries of benchmarks/public_measurements.yaml (each with its source, the
+    stated setting and how sure the figure is)."""
+    data = yaml.safe_load(MEASUREMENTS.read_text())
+    return {m["id"]: (float(m["figure"]), m["unit"], f"{m['source']}: {m['setting']}", m["confidence"])
+            for m in data["measurements"] if m["kind"] == "spec"}
+
+
+CASES = _cases()
 """Public figures: (value, unit, source, confidence)."""
 
 ACCEPT = {

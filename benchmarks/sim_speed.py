@@ -28,6 +28,7 @@ Usage::
     python benchmarks/sim_speed.py --no-fast-forward --cases burst256
     python benchmarks/sim_speed.py --write-length-histograms   # scenarios/sharegpt-like-lengths-*.csv
     python benchmarks/sim_speed.py --bytecodes poisson8b-fixed-1k --records compact   # where a request's bytecodes go
+    python benchmarks/sim_speed.py --bytecodes poisson8b-fixed-1k --records compact --lines   # ... by source line
     python benchmarks/sim_speed.py --instructions --cases burst256 cli-burst256-run   # valgrind: instructions
     python benchmarks/sim_speed.py --walk-replay poisson8b-fixed-1k --repeat 5        # the timing walk alone
 
@@ -195,17 +196,19 @@ def child(case: str, fast_forward: bool, records: str | None, trace: bool, run: 
     }
 
 
-def bytecode_census(case: str, records: str | None, top: int = 30) -> tuple[float, list[tuple[str, int]]]:
+def bytecode_census(case: str, records: str | None, top: int = 30,
+                    lines: bool = False) -> tuple[float, list[tuple[str, int]]]:
     """Bytecodes executed by one run of ``case`` (``sys.settrace`` opcode events, in this
     process; ~30x slower than the run, and deterministic, unlike CPU seconds on a shared
-    machine): (bytecodes per request, the ``top`` functions as ("file:function", count))."""
+    machine): (bytecodes per request, the ``top`` functions as ("file:function", count)),
+    with ``lines`` the ``top`` source lines instead ("file:line: source")."""
     from collections import Counter
 
     from specsched.sim.engine import SimEngine
 
     sc = _load(case)
     eng = SimEngine(sc, **({"records": records} if records else {}))
-    counts: Counter[str] = Counter()
+    counts: Counter = Counter()
 
     def tracer(frame, event, arg):
         frame.f_trace_opcodes = True
@@ -213,7 +216,7 @@ def bytecode_census(case: str, records: str | None, top: int = 30) -> tuple[floa
 
         def local(frame, event, arg):
             if event == "opcode":
-                counts[key] += 1
+                counts[(frame.f_code.co_filename, frame.f_lineno) if lines else key] += 1
             return local
         return local
 
@@ -223,7 +226,13 @@ def bytecode_census(case: str, records: str | None, top: int = 30) -> tuple[floa
         eng.run()
     finally:
         sys.settrace(before)
-    return sum(counts.values()) / sc.workload.num_requests, counts.most_common(top)
+    per_request = sum(counts.values()) / sc.workload.num_requests
+    if not lines:
+        return per_request, counts.most_common(top)
+    import linecache
+
+    return per_request, [(f"{Path(f).name}:{n}: {linecache.getline(f, n).strip()}", c)
+                         for (f, n), c in counts.most_common(top)]
 
 
 def walk_replay(case: str, repeat: int) -> dict:
@@ -433,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bytecodes", default=None, choices=sorted(CASES), metavar="CASE",
                     help="count the bytecodes one run of CASE executes, per function, and exit "
                          "(deterministic; ~30x slower than the run: use a 1k case)")
+    ap.add_argument("--lines", action="store_true",
+                    help="with --bytecodes: per source line (the 60 busiest), not per function")
     ap.add_argument("--walk-replay", default=None, choices=sorted(CASES), metavar="CASE",
                     help="keep the timing walks of one run of CASE, replay them once checked against "
                          "the run, then --repeat times timed (the walk alone; under valgrind with "
@@ -440,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-length-histograms", action="store_true",
                     help="write scenarios/sharegpt-like-lengths-{input,output}.csv and exit")
     args = ap.parse_args(argv)
+    if args.lines and not args.bytecodes:
+        ap.error("--lines goes with --bytecodes CASE")
     if args.write_length_histograms:
         write_length_histograms(ROOT / "scenarios")
         return 0
@@ -450,7 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(walk_replay(args.walk_replay, args.repeat)))
         return 0
     if args.bytecodes:
-        per_request, top = bytecode_census(args.bytecodes, args.records)
+        if args.lines:
+            per_request, top = bytecode_census(args.bytecodes, args.records, top=60, lines=True)
+        else:
+            per_request, top = bytecode_census(args.bytecodes, args.records)
         total = per_request * _load(args.bytecodes).workload.num_requests
         print(f"{args.bytecodes}: {per_request:,.0f} bytecodes a request")
         for name, n in top:

@@ -742,14 +742,17 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     its ITLs, NaN when the line has no ``itls``); vLLM's ``start_times`` (``--save-detailed``,
     0.33) give the sends, relative to
     the first, and its ``latencies`` the finish. Without details both tables are empty.
-    ``steps``/``timeseries`` are always empty (a client sees no steps).
+    ``steps``/``timeseries`` are always empty (a client sees no steps). ``summary
+    ["itl_per_chunk"]``: the client recorded one gap per streamed chunk
+    (:func:`itl_per_chunk`), so each of its ``chunks`` rows is a chunk, not a token.
     """
     import pandas as pd
     from specsched.sim.records import RunResult, empty_table
 
     summary: dict[str, Any] = dict(run.summary)
     name = run.extra.get("tag") or Path(run.source.rsplit(":", 1)[0]).stem
-    summary.update(scenario=str(name), arm=label, source=f"bench_serving {run.source}")
+    summary.update(scenario=str(name), arm=label, source=f"bench_serving {run.source}",
+                   itl_per_chunk=itl_per_chunk(run))
     requests, chunks = empty_table("requests"), empty_table("chunks")
     d = run.details
     if d is not None:

@@ -322,3 +322,19 @@ def test_plot_of_one_bench_serving_file_writes_under_plots_not_beside_the_file(t
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["runs.jsonl"]
     written = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("ttft.png"))
     assert written == ["plots"]
+
+
+def test_plot_skips_the_curves_of_a_file_without_details(tmp_path, capsys, monkeypatch):
+    """A bench_serving line without per-request details has nothing to draw: ``plot`` drew
+    empty curves for it. It is said in one line and left out of the TTFT/TPOT/ITL figures;
+    with nothing else to draw, one line and exit 2."""
+    monkeypatch.chdir(tmp_path)
+    _jsonl(tmp_path, SGLANG_0523, name="full.jsonl")
+    _jsonl(tmp_path, SGLANG_03, name="bare.jsonl")
+    assert main(["plot", "full.jsonl", "bare.jsonl", "--out", "p"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "bare.jsonl" in x]
+    assert len(err) == 1 and "no per-request details" in err[0] and "skipped" in err[0]
+    assert (tmp_path / "p" / "ttft.png").exists() and (tmp_path / "p" / "tpot_itl.png").exists()
+    assert main(["plot", "bare.jsonl", "--out", "q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "nothing to draw" in err[-1] and not (tmp_path / "q").exists()

@@ -103,3 +103,35 @@ def test_calibrate_predicts_the_itl_the_lines_client_records(tmp_path):
         got[backend] = predict(case, prof, 1)
     assert got["sglang-oai"]["median_tpot_ms"] == pytest.approx(got["sglang"]["median_tpot_ms"])
     assert got["sglang-oai"]["median_itl_ms"] > 1.5 * got["sglang"]["median_itl_ms"]
+
+
+def _legend_texts(fig):
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def test_plot_draws_the_prediction_per_chunk_beside_a_per_chunk_file():
+    """`validate-bench --plot` and `plot` drew the prediction's split ITL (n gaps of dt / n a
+    chunk) beside a per-chunk file's gaps (one a chunk: the cycle): a speculative prediction
+    read several times too fast there. Beside such a file every run's ITL is one gap per
+    chunk; beside none, split as before."""
+    from specsched.analysis import plots
+    from specsched.sim.bench_serving import bench_record, parse_run, to_run_data
+    from specsched.sim.engine import run_scenario
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    sim = run_scenario(make_scenario(workload={"num_requests": 4, "output_len": {"kind": "fixed", "value": 30}}),
+                       profile=tiny_profile())
+    line = json.loads(json.dumps(bench_record(sim, details=True))) | {"backend": "vllm"}
+    measured = to_run_data(parse_run(line, "m.jsonl:1"))
+    assert measured.summary["itl_per_chunk"] is True
+    chunk_n, split_n = len(itl_values(sim.chunks, per_chunk=True)), len(itl_values(sim.chunks))
+    assert split_n > chunk_n   # accepted blocks of several tokens
+    fig = plots.plot_tpot_itl({"predicted": [sim], "measured": [measured]})
+    texts = _legend_texts(fig)
+    assert any(t.startswith(f"predicted (n={chunk_n};") for t in texts), texts
+    assert any(ax.get_title().startswith("ITL per chunk:") for ax in fig.axes) and "streamed chunk" in fig.get_suptitle()
+    plots.plt.close(fig)
+    fig = plots.plot_tpot_itl({"predicted": [sim]})   # no per-chunk file: split, as SGLang's client
+    assert any(t.startswith(f"predicted (n={split_n};") for t in _legend_texts(fig))
+    plots.plt.close(fig)

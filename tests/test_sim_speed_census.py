@@ -30,6 +30,30 @@ def test_census_counts_the_runs_bytecodes(monkeypatch):
     assert sum(n for _, n in top) <= per_request * 30
 
 
+def test_census_by_line_names_the_walks_lines(monkeypatch, capsys):
+    """--lines: the same count per source line ("file:line: source"); the busiest lines of a
+    small Poisson run include the walk's, and the lines sum to at most the run's count."""
+    load = sim_speed._load
+
+    def small(case):
+        sc = load(case)
+        return type(sc).model_validate(deep_merge(sc.model_dump(mode="json"), {"workload": {"num_requests": 30}}))
+
+    monkeypatch.setattr(sim_speed, "_load", small)
+    per_request, top = sim_speed.bytecode_census("poisson8b-fixed-1k", "compact", top=40, lines=True)
+    by_function, _ = sim_speed.bytecode_census("poisson8b-fixed-1k", "compact", top=1)
+    assert per_request == by_function
+    assert any(name.startswith("plain_timeline.py:") and "u = t + hs" in name for name, _ in top)
+    assert sum(n for _, n in top) <= per_request * 30
+    try:
+        sim_speed.main(["--lines"])
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("--lines without --bytecodes was accepted")
+    assert "--lines goes with --bytecodes" in capsys.readouterr().err
+
+
 def test_instructions_read_cachegrinds_count_and_the_baseline_runs_nothing(monkeypatch):
     """--instructions: the count is cachegrind's I refs (commas dropped); the baseline child
     builds the engine but never runs it (the run's instructions are the difference)."""
