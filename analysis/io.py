@@ -139,6 +139,24 @@ def scenario_value(run: Any, dotted: str, default: Any = None) -> Any:
     return getattr(cur, "value", cur)  # enums -> their value
 
 
+def read_parquet_table(path: str | Path, columns: Iterable[str], what: str) -> pd.DataFrame:
+    """The parquet table at ``path``, which must hold ``columns``.
+
+    Raises:
+        ConfigError: the file cannot be read as parquet, or it is not ``what`` (a column
+            missing; the message names them).
+    """
+    p = Path(path)
+    try:
+        df = pd.read_parquet(p)
+    except Exception as e:  # pyarrow raises several types
+        raise ConfigError(str(p), "<file>", str(p), f"not a readable parquet file ({e})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ConfigError(str(p), "<columns>", sorted(df.columns), f"not {what} (missing {', '.join(missing)})")
+    return df
+
+
 def atomic_write_parquet(df: pd.DataFrame, path: str | Path, metadata: Mapping[str, str] | None = None) -> Path:
     """Write ``df`` as parquet to ``path`` atomically (temporary file + rename).
 

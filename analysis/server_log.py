@@ -49,12 +49,11 @@ decode steps: seconds per step = running-req x accept len / gen throughput.
 from __future__ import annotations
 
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import open_text
+from specsched.sim.bench_serving import READ_ERRORS, open_text, unreadable
 from specsched.sim.errors import ConfigError
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
@@ -161,8 +160,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                 row = parse_line(raw, i)
                 if row is not None:
                     rows.append(row)
-    except (OSError, EOFError, zlib.error) as e:   # gzip: a truncated, damaged or not-gzip file
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    except READ_ERRORS as e:
+        raise unreadable(p, e) from None
     if not rows:
         raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "
                           "(or logged with --log-level above info)")

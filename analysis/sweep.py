@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
-from specsched.analysis.io import atomic_write_parquet, atomic_write_text
+from specsched.analysis.io import atomic_write_parquet, atomic_write_text, read_parquet_table
 from specsched.analysis.overrides import check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
 from specsched.analysis.sweep_store import (
@@ -181,15 +181,7 @@ def read_sweep(path: str | Path) -> pd.DataFrame:
     Raises:
         ConfigError: the file is unreadable or lacks the sweep columns.
     """
-    p = Path(path)
-    try:
-        df = pd.read_parquet(p)
-    except Exception as e:  # pyarrow raises several types
-        raise ConfigError(str(p), "<file>", str(p), f"not a readable parquet file ({e})") from None
-    missing = [c for c in (*BASE_COLUMNS, *TAIL_COLUMNS) if c not in df.columns]
-    if missing:
-        raise ConfigError(str(p), "<columns>", sorted(df.columns), f"not a sweep file (missing {', '.join(missing)})")
-    return df
+    return read_parquet_table(path, (*BASE_COLUMNS, *TAIL_COLUMNS), "a sweep file")
 
 
 def _sweep_meta(path: Path) -> dict[str, Any]:

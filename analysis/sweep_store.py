@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from specsched.analysis.io import read_parquet_table
 from specsched.analysis.runner import RunOutcome
 from specsched.sim.errors import ConfigError
 
@@ -116,14 +117,7 @@ def read_samples(out: str | Path) -> pd.DataFrame:
     p = samples_path(out)
     if not p.exists():
         return empty_samples()
-    try:
-        df = pd.read_parquet(p)
-    except Exception as e:  # pyarrow raises several types
-        raise ConfigError(str(p), "<file>", str(p), f"not a readable parquet file ({e})") from None
-    missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(str(p), "<columns>", sorted(df.columns), f"not a sweep samples file (missing {', '.join(missing)})")
-    return df[SAMPLE_COLUMNS]
+    return read_parquet_table(p, SAMPLE_COLUMNS, "a sweep samples file")[SAMPLE_COLUMNS]
 
 
 def merge(frames: list[pd.DataFrame], key: list[str]) -> pd.DataFrame | None:

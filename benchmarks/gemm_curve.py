@@ -169,18 +169,25 @@ def report(path: Path, plot: Path | None) -> int:
 
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
         for ax, dtype in zip(axes, ("bf16", "fp8"), strict=True):
-            for (model, layer), g in rows[rows["dtype"] == dtype].groupby(["model", "layer"]):
+            points = rows[rows["dtype"] == dtype]
+            for (model, layer), g in points.groupby(["model", "layer"]):
                 ax.plot(g["tokens"], g["ratio"], marker=".", lw=0.8, label=f"{model} {layer}")
             ax.set_xscale("log", base=2)
             ax.axhline(1.0, color="k", lw=0.6)
             ax.set_title(f"{dtype}: measured / analytic price of one GEMM")
             ax.set_xlabel("tokens (GEMM rows)")
+            # each panel's own legend: the fp8 panel's alone named no bf16 line, and on a
+            # file without fp8 points matplotlib warned that it had nothing to show
+            if points.empty:
+                ax.text(0.5, 0.5, f"no {dtype} points", transform=ax.transAxes, ha="center", va="center")
+            else:
+                ax.legend(fontsize=6, ncol=2)
         axes[0].set_ylabel("measured / (roofline + kernel gap)")
-        axes[1].legend(fontsize=6, ncol=2)
         fig.tight_layout()
         plot.parent.mkdir(parents=True, exist_ok=True)
         tmp = plot.with_suffix(".tmp.png")
         fig.savefig(tmp, dpi=110)
+        plt.close(fig)
         tmp.replace(plot)
         print(f"wrote {plot}")
     return 0

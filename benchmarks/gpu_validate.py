@@ -121,6 +121,47 @@ def verify_gaps(steps) -> tuple[float, float]:
     return float(np.median(walls) * 1000), float(np.median(idle) * 1000)
 
 
+def grid_reach_line(name: str, steps, grid_x: dict[str, float]) -> str | None:
+    """One checks.md line when a run's decode/verify forwards (``steps``: its steps table)
+    ran at batch sizes above the profile's step grid (``grid_x``: the largest measured batch
+    of ``decode`` and ``verify``, the grids the simulator reads them from), else None.
+
+    Those forwards are priced by :class:`sim.profile.GridInterp`'s linear extrapolation from
+    the grid's last segment, which the step's cost does not follow (runtime.profile_harness
+    ``grid_batch_sizes``: not linear between sizes). Round 28's poisson-nospec base ran its
+    decode at batch 64 on a profile measured to 32: priced 6 % below what it ran, its TTFT
+    29-32 % low (docs/measurements/h200-v28-poisson-nospec.md)."""
+    parts = []
+    for mode in ("decode", "verify"):
+        top = grid_x.get(mode)
+        if top is None:
+            continue
+        bs = np.asarray(steps["batch_size"])[np.asarray(steps["mode"]) == mode]
+        above = bs[bs > top]
+        if above.size:
+            parts.append(f"{above.size} of {bs.size} {mode} forwards at batch {int(above.min())}..{int(above.max())}, "
+                         f"above gpu.{mode}'s measured 1..{top:g} (priced by extrapolation; profile with "
+                         f"max_bs >= {int(above.max())})")
+    return f"- {name}: " + "; ".join(parts) if parts else None
+
+
+def grid_reach_warning(name: str, scenario, grid_x: dict[str, float]) -> str | None:
+    """Before a run: one line when ``scenario`` can decode (or verify) more requests at once
+    (``server.max_running_requests``, bounded by the workload's requests and clients) than the profile's grid for it measured (``grid_x``, as
+    :func:`grid_reach_line`), else None: such a cell is predicted by extrapolation, so say so
+    before the GPU time is spent."""
+    srv, wl = scenario.server, scenario.workload
+    mode = "verify" if srv.speculative_algorithm.enabled else "decode"
+    top = grid_x.get(mode)
+    # no more running than the workload can have in flight: all its requests, its clients
+    reach = min(srv.max_running_requests, wl.num_requests,
+                *(c for c in (getattr(wl, "concurrency", None), getattr(wl, "max_concurrency", None)) if c))
+    if top is None or reach <= top:
+        return None
+    return (f"warning: {name}: up to {reach} running requests, gpu.{mode} measured at batch "
+            f"1..{top:g}: larger {mode} forwards are priced by extrapolation")
+
+
 def write_csv(path: Path, rows: list[dict], extra: tuple[str, ...] = ()) -> None:
     """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns)
     as CSV, replaced atomically."""
@@ -171,6 +212,9 @@ class Validation:
         launch_ref: the profile's own timing of the verify launch call per batch size
             (runtime.host_reference.launch_call_reference), or None: a second reading of a
             run's host speed, from its graph-replayed verify launch calls (checks.md).
+        grid_x: the largest batch the profile's ``gpu.decode`` / ``gpu.verify`` grids measured
+            (keys ``decode``, ``verify``): each run whose forwards went above is named in
+            checks.md (:func:`grid_reach_line`).
     """
 
     out: Path
@@ -180,6 +224,7 @@ class Validation:
     condition: Callable | None = None
     reference_s: float | None = None
     launch_ref: tuple | None = None
+    grid_x: dict[str, float] = field(default_factory=dict)
     conditioned: list[dict] = field(default_factory=list)
     speed: list[str] = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)
@@ -187,6 +232,7 @@ class Validation:
     failures: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     host: list[str] = field(default_factory=list)
+    reach: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.perf_counter)
 
     @property
@@ -252,6 +298,8 @@ class Validation:
         except Exception as e:
             self.host.append(f"- {job.label} {job.arm}: probe not written: {type(e).__name__}: {e}".splitlines()[0])
         self.rows += rows
+        if (reach := grid_reach_line(f"{job.label} {job.arm}", meas.steps, self.grid_x)) is not None:
+            self.reach.append(reach)
         worst = max((abs(r["error_pct"]) for r in rows if r["error_pct"] == r["error_pct"]), default=float("nan"))
         line = f"{job.label:<17} {job.arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %"
         if meas.summary.get("verify_cycles_per_s"):
@@ -340,6 +388,8 @@ class Validation:
             lines += ["", "## Runs that failed", ""] + [f"- {f}" for f in self.failures]
         if self.skipped:
             lines += ["", "## Runs not started (deadline)", ""] + [f"- {s}" for s in self.skipped]
+        if self.reach:
+            lines += ["", "## Forwards above the profile's step grid (priced by extrapolation)", ""] + self.reach
         if self.speed:
             lines += ["", "## Host speed per run (runtime/host_reference.py: a fixed reference work's thread CPU "
                       "time sampled over the run, against the profile's host.reference_work_s)", ""] + self.speed
@@ -588,9 +638,15 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         ref_s = factor * profile.host.reference_work_s
         return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile)
 
+    grid_x = {m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
+              if g is not None}
+    for job in rate_jobs + cell_jobs:
+        if (warn := grid_reach_warning(f"{job.label} {job.arm}", job.scenario, grid_x)) is not None:
+            print(warn, flush=True)
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
-                     launch_ref=launch_call_reference(profile))
+                     launch_ref=launch_call_reference(profile),
+                     grid_x=grid_x)
     try:
         val.run(rate_jobs + cell_jobs if args.poisson_first else cell_jobs + rate_jobs)
     finally:

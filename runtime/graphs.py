@@ -4,13 +4,13 @@ BreakableCUDAGraph): :class:`GraphCache`, the bucket helpers."""
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
+from specsched.sim.gc_pause import collector_paused as _collector_paused
 
 if TYPE_CHECKING:
     from specsched.runtime.device import Device
@@ -38,29 +38,20 @@ def default_bs_buckets(max_bs: int) -> list[int]:
 
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Collect garbage once, then keep Python's cyclic collector off until the block ends.
+collector_paused = partial(_collector_paused, collect=True)
+"""Collect garbage once, then keep Python's cyclic collector off until the block ends
+(:func:`sim.gc_pause.collector_paused` with ``collect``).
 
-    A capture must issue nothing but the captured stream's work. An automatic collection
-    that runs mid-capture can free a dead cycle holding CUDA objects (an earlier engine's
-    or profiler's graphs, events or pool memory); their destructors call the driver and
-    invalidate the capture (``cudaErrorStreamCaptureInvalidated``: seen on an H200 at the
-    first capture after the profiler). torch 2.9+ no longer collects in
-    ``torch.cuda.graph.__enter__`` (only under ``force_cudagraph_gc``). SGLang 0.5.23 does
-    the same around its capture loops (model_executor/runner/base_cuda_graph_runner.py
-    ``freeze_gc``: collect, then freeze the survivors for the capture). Nested uses are
-    free: only the outermost collects and re-enables.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+A capture must issue nothing but the captured stream's work. An automatic collection
+that runs mid-capture can free a dead cycle holding CUDA objects (an earlier engine's
+or profiler's graphs, events or pool memory); their destructors call the driver and
+invalidate the capture (``cudaErrorStreamCaptureInvalidated``: seen on an H200 at the
+first capture after the profiler). torch 2.9+ no longer collects in
+``torch.cuda.graph.__enter__`` (only under ``force_cudagraph_gc``). SGLang 0.5.23 does
+the same around its capture loops (model_executor/runner/base_cuda_graph_runner.py
+``freeze_gc``: collect, then freeze the survivors for the capture). Nested uses are
+free: only the outermost collects and re-enables.
+"""
 
 class GraphCache:
     """Captured forwards keyed by a hashable key (e.g. ``("verify", bs_bucket, ctx_bucket)``).

@@ -26,7 +26,8 @@ CTX_ALIGN = 64
 kernels, e.g. cuDNN's on H200)."""
 
 
-def _round_up(n: int, k: int = CTX_ALIGN) -> int:
+def round_up(n: int, k: int = CTX_ALIGN) -> int:
+    """``n`` rounded up to a multiple of ``k`` (default: an attention context width)."""
     return -(-n // k) * k
 
 
@@ -126,7 +127,7 @@ class ReqToTokenPool:
         dev = device.torch_device
         self.device = device
         self.max_context = max_context
-        self.width = _round_up(max_context)
+        self.width = round_up(max_context)
         rows = max_reqs + 1
         self.req_to_token = torch.zeros(rows, self.width, dtype=torch.int64, device=dev)
         self.seq_lens = torch.zeros(rows, dtype=torch.int64, device=dev)

@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
-from specsched.runtime.kv_cache import CTX_ALIGN
+from specsched.runtime.kv_cache import CTX_ALIGN, round_up
 from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.profile import GpuProfile, HostProfile
 
@@ -103,8 +103,8 @@ def attention_tile_fit(widths: Sequence[int], times: dict[str, Sequence[float]],
 
 def grid_widths(contexts: Sequence[float], window: int) -> list[int]:
     """The attention width each grid column's spec cycle ran at: ``round_up(context + window,
-    CTX_ALIGN)`` positions (runtime.profile_harness ``ctx_buckets``)."""
-    return [-(-(int(c) + window) // CTX_ALIGN) * CTX_ALIGN for c in contexts]
+    CTX_ALIGN)`` positions (the profiler's graph context buckets, runtime.profile_harness.Harness)."""
+    return [round_up(int(c) + window) for c in contexts]
 
 
 def verify_excess_fit(launch_bs: Sequence[int], loop_s: Sequence[float], bs: Sequence[int], widths: Sequence[int],

@@ -16,9 +16,11 @@ import numpy as np
 import torch
 from specsched.runtime.device import Device, default_bs_buckets
 from specsched.runtime.host_reference import SpeedSampler
+from specsched.runtime.kv_cache import round_up
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.prefill_graph import prefill_token_buckets
+from specsched.runtime.profile_fit import grid_widths
 from tqdm.auto import tqdm
 
 STALL_STEPS = 40
@@ -51,17 +53,13 @@ CPU_DEFAULTS = {"max_bs": 8, "contexts": [64, 256], "extend_tokens": [16, 64, 25
 
 
 # ------------------------------------------------------------------------------ helpers
-def _round_up(n: int, k: int = CTX_ALIGN) -> int:
-    return -(-n // k) * k
-
-
 def launch_loop_width(launch_ctx: int, spec_window: int, repeats: int) -> int:
     """The attention width (context bucket) the launch and stall phases' verify loops run
     at: rows start at ``launch_ctx`` and grow by up to one window per call, for at most
     ``max(WARMUP + repeats, WARMUP + STALL_STEPS) + 2`` calls (and the next window's
     reservation), inside one bucket of their own above every grid bucket."""
     steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
-    return _round_up(launch_ctx + spec_window * (steps + 2))
+    return round_up(launch_ctx + spec_window * (steps + 2))
 
 
 def _sig(v: Any) -> Any:
@@ -256,15 +254,15 @@ class Harness:
         # the attention-tile probe: widths every CTX_ALIGN positions from a multiple of
         # TILE_PROBE_BASE at the middle grid context, at the largest grid batch <= 64
         mid = self.contexts[len(self.contexts) // 2]
-        base = _round_up(mid + spec_window, TILE_PROBE_BASE)
+        base = round_up(mid + spec_window, TILE_PROBE_BASE)
         self.tile_widths = [base + CTX_ALIGN * i for i in range(TILE_PROBE_POINTS)]
         self.tile_bs = max([b for b in self.bs if b <= TILE_PROBE_MAX_BS] or [self.bs[0]])
         # the grid's rows hold KV for the longest of the grid's and the probe's contexts
         self.grid_ctx = max(self.contexts[-1] + spec_window, self.tile_widths[-1])
         # the launch measurement lets lengths grow (as in the engine) inside its own context
         # bucket, above every grid bucket, so no capture happens while it is timed
-        self.launch_steps = max(WARMUP + repeats + 2, WARMUP + STALL_STEPS + 2)
-        self.launch_ctx = _round_up(self.contexts[-1] + spec_window) + 1
+        widths = grid_widths(self.contexts, spec_window)
+        self.launch_ctx = widths[-1] + 1
         self.launch_bucket = launch_loop_width(self.launch_ctx, spec_window, repeats)
 
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
@@ -294,8 +292,7 @@ class Harness:
         grid_need = self.max_bs * self.grid_ctx
         launch_need = self.launch_bs[-1] * self.launch_bucket
         slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
-        ctx_buckets = sorted({_round_up(c + spec_window) for c in self.contexts} | {self.launch_bucket}
-                             | set(self.tile_widths))
+        ctx_buckets = sorted({*widths, self.launch_bucket, *self.tile_widths})
         self._progress("build models")
         with dev.use("forward"):
             target = LlamaProxy(self.cfg, seed=seed, device=dev.torch_device, dtype=dev.dtype)

@@ -16,8 +16,8 @@ from specsched.runtime.kv_cache import (
     PAD_ROW,
     KVBuffers,
     ReqToTokenPool,
-    _round_up,
     expand_slots,
+    round_up,
 )
 from specsched.runtime.layers import (
     AttnBatch,
@@ -99,13 +99,13 @@ def engine_context_width(max_context: int) -> int:
     runs at ``round_up(longest bound + width, CTX_BUCKET_STEP)`` positions, the width the
     simulator charges (sim.cost_model.CostModel.attention_width). Rounded to CTX_ALIGN only,
     a widest bucket off the lattice (e.g. 1408) ran steps the simulator charged at 1536."""
-    return _round_up(max_context, CTX_BUCKET_STEP)
+    return round_up(max_context, CTX_BUCKET_STEP)
 
 
 def default_ctx_buckets(max_context: int, smallest: int = 256) -> list[int]:
     """Context buckets for graphs: powers of two from ``smallest`` up, then ``max_context``
     rounded up to :data:`CTX_ALIGN`."""
-    top = _round_up(max_context)
+    top = round_up(max_context)
     out, c = [], smallest
     while c < top:
         out.append(c)
@@ -192,7 +192,7 @@ class ModelRunner(SpecCycle):
         self.draft_kv = KVBuffers(drafter.cfg, slots, dev, drafter.dtype) if drafter is not None else None
         self.bs_buckets = list(bs_buckets) if bs_buckets else default_bs_buckets(max_reqs)
         width = self.pool.width
-        self.ctx_buckets = sorted({min(_round_up(c), width) for c in ctx_buckets}) if ctx_buckets else default_ctx_buckets(max_context)
+        self.ctx_buckets = sorted({min(round_up(c), width) for c in ctx_buckets}) if ctx_buckets else default_ctx_buckets(max_context)
         self._statics: dict[tuple, _Static] = {}
         self.external_kv = external_kv
         self.piecewise: dict[str, PiecewiseExtend] = {}
@@ -280,7 +280,7 @@ class ModelRunner(SpecCycle):
         b = len(rows)
         t = sum(extend_lens)
         qn = max(extend_lens)
-        ctx = min(_round_up(max(p + e for p, e in zip(prefix_lens, extend_lens, strict=True))), self.pool.width)
+        ctx = min(round_up(max(p + e for p, e in zip(prefix_lens, extend_lens, strict=True))), self.pool.width)
         cum = [0]
         for e in extend_lens[:-1]:
             cum.append(cum[-1] + e)

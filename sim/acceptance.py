@@ -21,7 +21,6 @@ import numpy as np
 from specsched.sim import seed_streams
 from specsched.sim.acceptance_config import AcceptanceConfig
 
-_STREAM_ACCEPT = seed_streams.ACCEPT
 _BLOCK = 256
 _HERMITE = np.polynomial.hermite_e.hermegauss(32)
 
@@ -215,15 +214,13 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
 
 
 def _entropy(seed: int, rid: int) -> list[int] | np.ndarray:
-    """A request's accept-draw seed ``[seed, _STREAM_ACCEPT, rid]`` as numpy's SeedSequence
-    reads it: a list of ints becomes the uint32 words of each int in turn (one word for an
-    int in [0, 2**32), more for a larger one), through a Python-level conversion per int
-    (a few us a generator: a burst makes 256). When every int is one word the same
-    words are handed over as a uint32 array, which SeedSequence takes as they are: the
-    same entropy, so the same generator (tests/test_sim_speed_equivalence.py)."""
+    """A request's accept-draw seed, ``seed_streams.key("accept", seed, rid)``
+    (``[seed, ACCEPT, rid]``), built here without the lookup when both are one uint32 word:
+    the same words as a uint32 array, so the same generator
+    (tests/test_sim_speed_equivalence.py)."""
     if 0 <= seed < 1 << 32 and 0 <= rid < 1 << 32:
-        return np.array((seed, _STREAM_ACCEPT, rid), dtype=np.uint32)
-    return [seed, _STREAM_ACCEPT, rid]
+        return np.array((seed, seed_streams.ACCEPT, rid), dtype=np.uint32)
+    return seed_streams.key("accept", seed, rid)
 
 
 class AcceptanceModel:

@@ -33,8 +33,8 @@ class AcceptanceConfig(BaseModel):
     ``avg_spec_accept_length``, the accept length bench_serving prints), and a request that
     accepts less needs more verifies for the same output. So with ``request_spread`` > 0
     the run's reported accept length is below ``mean_accept_length`` (scenarios/batch8-ll:
-    3.34 set at spread 0.25, window 6, reports 3.24 on average over seeds 1-3; 3.0 at
-    spread 1 reports about 2.8); equal only at spread 0.
+    3.34 set at spread 0.25, window 6, reports 3.30 on average over seeds 1-3; 3.0 at
+    spread 1 reports about 2.6); equal only at spread 0.
     """
 
     model_config = _STRICT

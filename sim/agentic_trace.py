@@ -42,15 +42,14 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from specsched.sim.bench_serving import open_text
-from specsched.sim.bundled import scenarios_dir
+from specsched.sim.bench_serving import READ_ERRORS, open_text, unreadable
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
 
 BLOCK_CHARS = 1 << 20
@@ -132,18 +131,6 @@ class AgenticConversations:
         clipped = int(np.count_nonzero(later & (new < 1)))
         np.maximum(new, 1, out=new)
         return new, clipped
-
-
-def agentic_trace_path(path: str, scenario_path: str | Path | None) -> Path:
-    """The trace file: as given, beside the scenario, or a shipped example by name."""
-    p = Path(path)
-    if not p.is_absolute() and not p.is_file() and scenario_path:
-        q = Path(scenario_path).parent / p
-        if q.is_file():
-            return q
-    if not p.is_absolute() and not p.is_file() and (scenarios_dir() / p).is_file():
-        return scenarios_dir() / p
-    return p
 
 
 class _Scanner:
@@ -503,7 +490,7 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
     Raises:
         ConfigError: missing file; not JSON; no ``conversations``; a bad turn (see the module).
     """
-    p = agentic_trace_path(str(path), scenario_path)
+    p = scenario_data_path(path, scenario_path)
     if not p.is_file():
         where = str(scenario_path) if scenario_path else ("<command line>" if key.startswith("--") else "<scenario>")
         beside = Path(scenario_path).parent / p if scenario_path and not p.is_absolute() else p
@@ -521,9 +508,8 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
         raise ConfigError(str(p), "<file>", p.name, f"not a UTF-8 text file; {SHAPE}") from None
     except RecursionError:   # json.load refuses such a file the same way
         raise ConfigError(str(p), "<file>", p.name, f"JSON nested too deeply to parse; {SHAPE}") from None
-    except (EOFError, zlib.error, OSError) as e:
-        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
+    except READ_ERRORS as e:
+        raise unreadable(p, e) from None
     if len(_CACHE) >= 4:
         _CACHE.clear()
     _CACHE[ck] = out

@@ -293,6 +293,18 @@ def open_text(p: Path, **kw: Any) -> IO[str]:
     return open(p, **kw)
 
 
+READ_ERRORS = (EOFError, zlib.error, OSError)
+"""What reading a file (:func:`open_text`, gzip) raises besides a decoding error: the OS's
+(OSError covers gzip.BadGzipFile) and a cut or damaged gzip stream's."""
+
+
+def unreadable(p: Path, e: BaseException) -> ConfigError:
+    """The one-line refusal of ``p``, whose reading raised ``e`` (one of :data:`READ_ERRORS`):
+    the OS's reason, else a damaged or truncated gzip stream."""
+    why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
+    return ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})")
+
+
 def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     """``FILE[:LINE]`` -> (path, line or None). A path that exists as given wins (a file name
     may itself contain ':')."""
@@ -632,9 +644,8 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         text = raw_bytes.decode(encoding_of(raw_bytes))
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
-    except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
-        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
+    except READ_ERRORS as e:
+        raise unreadable(p, e) from None
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
     # lines end at "\n" only (a "\r" before it is JSON whitespace): str.splitlines also breaks at

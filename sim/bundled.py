@@ -29,6 +29,22 @@ def scenarios_dir() -> Path:
     return _package_dir("specsched.scenarios")
 
 
+def scenario_data_path(path: str | Path, scenario_path: str | Path | None) -> Path:
+    """A data file a scenario names (a trace, an agentic trace, a length histogram): as given
+    when it is a file; else, a relative path, beside the scenario file, then among the shipped
+    examples by name (``scenarios/``); as given when none of them is a file."""
+    p = Path(path)
+    if p.is_absolute() or p.is_file():
+        return p
+    if scenario_path:
+        q = Path(scenario_path).parent / p
+        if q.is_file():
+            return q
+    if (scenarios_dir() / p).is_file():
+        return scenarios_dir() / p
+    return p
+
+
 def resolve_scenario_path(name_or_path: str | Path) -> Path:
     """A scenario given as a path, or as a bundled name (``burst256-ht``, ``h200/batch8``,
     with or without ``.yaml``).

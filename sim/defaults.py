@@ -114,6 +114,17 @@ def decode_graph_mib_per_bs(graph_max_bs: int, attn_dp_size: int = 1) -> float:
     return 2 + (attn_dp_size * (4.5 if graph_max_bs > 300 else 3) if attn_dp_size > 1 else 0)
 
 
+def activation_tokens(chunked_prefill_size: int, max_prefill_tokens: int, role: str = "null",
+                      decode_tokens: int = 0) -> int:
+    """Tokens SGLang reserves activation memory for, 1.5 MiB each (arg_groups/memory_hook.py
+    ``handle_gpu_memory_settings``, by serving mode): a decode server's running requests x
+    draft tokens (``decode_tokens``), else the chunk (``max_prefill_tokens`` when chunking is
+    off); at least 2048."""
+    if role == "decode":
+        return max(decode_tokens, 2048)
+    return max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+
+
 def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int,
                         role: str = "null", decode_tokens: int = 0, attn_dp_size: int = 1) -> float:
     """SGLang's mem_fraction_static for this device and these settings (3 decimals).
@@ -125,10 +136,7 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     prefill server, DP attention's padding, prefill graphs but on a decode server)."""
     if hw.memory_mib is None:
         return 0.95
-    if role == "decode":
-        act = max(decode_tokens, 2048)
-    else:
-        act = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+    act = activation_tokens(chunked_prefill_size, max_prefill_tokens, role, decode_tokens)
     reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
     if role != "prefill":
         reserved += graph_max_bs * decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
@@ -138,6 +146,27 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     if hw.memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
+
+
+def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_size: int | None = None,
+                           cuda_graph_max_bs: int | None = None, role: str = "null", decode_tokens: int = 0) -> float:
+    """The mem_fraction_static ``server`` runs at on ``hw``: ``server.mem_fraction_static`` if
+    the scenario gives it (SGLang takes it as is), else SGLang's own (:func:`mem_fraction_static`).
+
+    SGLang 0.5.23: server_args.py ``ServerArgs.resolve_once`` runs the resolution pipeline,
+    whose arg_groups/memory_hook.py ``handle_gpu_memory_settings`` computes the fraction only
+    ``if cfg.mem_fraction_static is None``. ``chunked_prefill_size``/``cuda_graph_max_bs``:
+    values the server is about to get (None: the server's own); ``role``/``decode_tokens``: as
+    :func:`mem_fraction_static`; DP attention's ranks are the server's."""
+    if server.mem_fraction_static is not None:
+        return server.mem_fraction_static
+    return mem_fraction_static(
+        hw,
+        server.chunked_prefill_size if chunked_prefill_size is None else chunked_prefill_size,
+        server.max_prefill_tokens,
+        server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
+        role=role, decode_tokens=decode_tokens,
+        attn_dp_size=server.attn_dp_size)
 
 
 SWA_FULL_TOKENS_RATIO: float = ServerArgs.model_fields["swa_full_tokens_ratio"].default
@@ -274,10 +303,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
-    mfs = server.mem_fraction_static   # given: SGLang takes it as is (memory_hook.py computes it only when unset)
-    if mfs is None:
-        mfs = mem_fraction_static(hw, chunk_v, server.max_prefill_tokens, graph_v,
-                                  attn_dp_size=server.dp_size if server.enable_dp_attention else 1)
+    mfs = mem_fraction_static_of(server, hw, chunked_prefill_size=chunk_v, cuda_graph_max_bs=graph_v)
     if hw.swa_kv_cell_bytes is not None and hw.sliding_window is not None:
         put("sliding_window_size", hw.sliding_window, "the model's window: SGLang runs a hybrid SWA KV pool for it "
             "(configs/model_config.py is_hybrid_swa_model)")
@@ -357,11 +383,7 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
         running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
         draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled else 1
-        mfs = rs.mem_fraction_static
-        if mfs is None:
-            mfs = mem_fraction_static(hw, rs.chunked_prefill_size, rs.max_prefill_tokens, rs.cuda_graph_max_bs,
-                                      role=role, decode_tokens=running * draft,
-                                      attn_dp_size=rs.dp_size if rs.enable_dp_attention else 1)
+        mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft)
         pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)
         if pool is None or pool <= 0 or pool == rs.max_total_num_tokens:

@@ -138,7 +138,7 @@ class PDEngine(SimEngine):
         for d in self.decode:
             d.sched.handoff = lambda req, d=d: self._bootstrapped(d, req)
         self.policy = layout.router_policy
-        self._rng = np.random.default_rng([self.seed, seed_streams.DISAGG_ROUTER])
+        self._rng = seed_streams.rng("disagg_router", self.seed)
         self._rr = {"prefill": 0, "decode": 0}
         self._pair: dict[int, tuple[_Server, _Server, Req, Req]] = {}
         self._link_free: dict[tuple[int, int], float] = {}

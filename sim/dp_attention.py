@@ -196,7 +196,7 @@ class DPGroup:
         self.step = 0
         self.mode = server.disaggregation_mode
         # a prefill server's controller follows the router's random bootstrap_room
-        self._rooms = np.random.default_rng([seed, seed_streams.DP_ROOMS]) if self.mode == "prefill" else None
+        self._rooms = seed_streams.rng("dp_rooms", seed) if self.mode == "prefill" else None
 
     # ------------------------------------------------------------------ inputs
     def add_request(self, req: Req) -> None:

@@ -19,17 +19,20 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def collector_paused(collect: bool = False) -> Iterator[None]:
     """Keep the cyclic garbage collector off for the block, then restore it.
 
     Only the outermost pause re-enables the collector (a nested pause, or a caller that
     turned the collector off itself, finds it off and leaves it so), also when the block
-    raises. Collects nothing on entry or exit: the garbage a run leaves is the next
-    automatic collection's, as without the pause. Raises nothing of its own.
+    raises. Collects nothing on exit: the garbage a run leaves is the next automatic
+    collection's, as without the pause. ``collect``: the outermost pause collects once on
+    entry (a graph capture's, runtime.graphs.collector_paused). Raises nothing of its own.
     """
     if not gc.isenabled():
         yield
         return
+    if collect:
+        gc.collect()
     gc.disable()
     try:
         yield

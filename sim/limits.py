@@ -214,21 +214,22 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
     """Refuse a profile whose weights leave no KV pool on its GPU: SGLang stops at start
     (model_executor/pool_configurator.py ``MemoryPoolConfig``: "Not enough memory").
     Without this the run silently kept the generic default pool (724,000 tokens)."""
-    from specsched.sim.defaults import decode_graph_mib_per_bs, kv_pool_tokens, mem_fraction_static
+    from specsched.sim.defaults import (
+        activation_tokens,
+        decode_graph_mib_per_bs,
+        kv_pool_tokens,
+        mem_fraction_static_of,
+    )
 
     if hw is None or hw.weight_bytes is None:
         return
     srv = scenario.server
-    attn_dp = srv.dp_size if srv.enable_dp_attention else 1
-    mfs = srv.mem_fraction_static
-    if mfs is None:
-        mfs = mem_fraction_static(hw, srv.chunked_prefill_size, srv.max_prefill_tokens, srv.cuda_graph_max_bs,
-                                  attn_dp_size=attn_dp)
+    mfs = mem_fraction_static_of(srv, hw)
     if mfs <= 0:
         # the reserve alone takes the whole GPU: the settings it grows with are at fault,
         # not the weights (SGLang's reserve: arg_groups/memory_hook.py handle_gpu_memory_settings)
-        act = srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else srv.max_prefill_tokens
-        per_bs = decode_graph_mib_per_bs(srv.cuda_graph_max_bs, attn_dp)
+        act = activation_tokens(srv.chunked_prefill_size, srv.max_prefill_tokens)
+        per_bs = decode_graph_mib_per_bs(srv.cuda_graph_max_bs, srv.attn_dp_size)
         graph_mib = srv.cuda_graph_max_bs * per_bs
         key, value = (("server.cuda_graph_max_bs", srv.cuda_graph_max_bs) if graph_mib > act * 1.5 else
                       ("server.chunked_prefill_size", srv.chunked_prefill_size) if srv.chunked_prefill_size > 0

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 from specsched.sim import seed_streams
 
-STREAM_PREFIX = seed_streams.PREFIX
-"""The seed stream for prefix workloads (sim/seed_streams.py allocates every key)."""
 VOCAB = 1 << 31
 
 
@@ -67,7 +65,7 @@ def random_lens(full_len: int, range_ratio: float, n: int, rng: np.random.Genera
 
 def output_tokens(seed: int, conversation: int, turn: int, n: int) -> np.ndarray:
     """The ``n`` output token ids a request generates (deterministic per seed/conversation/turn)."""
-    rng = np.random.default_rng([seed, STREAM_PREFIX, 1, conversation, turn])
+    rng = seed_streams.rng("prefix_output_tokens", seed, conversation, turn)
     return rng.integers(0, VOCAB, size=n, dtype=np.int64)
 
 
@@ -101,7 +99,7 @@ def group_assignment(num_groups: int, prompts_per_group: int, seed: int, distrib
         raise ValueError(f"group_distribution must be 'uniform' or 'zipf', got {distribution!r}")
     if zipf_alpha is None or not np.isfinite(zipf_alpha) or zipf_alpha <= 0:
         raise ValueError(f"group_distribution zipf needs zipf_alpha, a finite number > 0, got {zipf_alpha!r}")
-    rng = np.random.default_rng([seed, seed_streams.ZIPF_GROUPS])
+    rng = seed_streams.rng("zipf_groups", seed)
     return rng.choice(num_groups, size=num_groups * prompts_per_group, replace=True,
                       p=zipf_group_probs(num_groups, zipf_alpha))
 
@@ -144,7 +142,7 @@ def generated_shared_prefix(
     if min(num_groups, prompts_per_group, num_turns, system_prompt_len, question_len, output_len) < 1:
         raise ValueError("groups, prompts per group, turns and lengths must be >= 1")
     assignment = group_assignment(num_groups, prompts_per_group, seed, group_distribution, zipf_alpha)
-    rng = np.random.default_rng([seed, STREAM_PREFIX])
+    rng = seed_streams.rng("prefix", seed)
     sys_lens = random_lens(system_prompt_len, range_ratio, num_groups, rng)
     q_lens = random_lens(question_len, range_ratio, num_groups * prompts_per_group * num_turns, rng)
     q_lens = q_lens.reshape(num_groups, prompts_per_group, num_turns)
@@ -188,12 +186,6 @@ def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
                                     cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered,
                                     cfg.group_distribution, cfg.zipf_alpha)
     return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens) for i, c in enumerate(convs)]
-
-
-STREAM_THINK = seed_streams.THINK
-"""The seed stream of multi-turn think times."""
-STREAM_TURNS = seed_streams.TURNS
-"""The seed stream of drawn turn counts (``multi_turn.num_turns`` as a distribution)."""
 
 
 @dataclass(frozen=True)
@@ -251,14 +243,14 @@ def _warn_once(path: str, lines: list[str]) -> None:
 
 def prompt_stream(seed: int) -> np.random.Generator:
     """The multi_turn workload's prompt stream: its drawn lengths, then its token ids."""
-    return np.random.default_rng([seed, STREAM_PREFIX, 2])
+    return seed_streams.rng("multi_turn_prompts", seed)
 
 
 def conversation_plan(cfg, seed: int, base=None) -> ConversationPlan:
     """Turn counts and per-turn prompt growth of a ``workload.multi_turn`` block.
 
     Drawn (``first_prompt_len``, ``user_len``; ``num_turns`` a count, or a distribution drawn
-    per conversation from :data:`STREAM_TURNS`), or read from ``agentic_trace``
+    per conversation from :data:`sim.seed_streams.TURNS`), or read from ``agentic_trace``
     (:func:`sim.agentic_trace.load_agentic_trace`): each conversation's kept turns; turn 0's
     own tokens = its ``prompt_tokens`` less the shared ``system_prompt_len``; later turns'
     new tokens = the ``prompt_tokens`` growth less ``trace_reply_len`` per original turn, at
@@ -300,7 +292,7 @@ def conversation_plan(cfg, seed: int, base=None) -> ConversationPlan:
     if isinstance(cfg.num_turns, int):
         turns = np.full(n_conv, cfg.num_turns, dtype=np.int64)
     else:
-        trng = np.random.default_rng([seed, STREAM_TURNS])
+        trng = seed_streams.rng("turns", seed)
         turns = draw_lengths(cfg.num_turns, n_conv, trng, base, "workload.multi_turn.num_turns").astype(np.int64)
     firsts = draw_lengths(cfg.first_prompt_len, n_conv, rng, base, "workload.multi_turn.first_prompt_len")
     width = max(int(turns.max()) - 1, 1)
@@ -407,5 +399,5 @@ def think_times(cfg, seed: int, shape: tuple[int, int] | None = None) -> np.ndar
         shape = (cfg.num_conversations, max(cfg.num_turns - 1, 0))
     if cfg.think_time_dist == "fixed" or cfg.think_time_s == 0:
         return np.full(shape, float(cfg.think_time_s))
-    rng = np.random.default_rng([seed, STREAM_THINK])
+    rng = seed_streams.rng("think", seed)
     return rng.exponential(cfg.think_time_s, size=shape)

@@ -670,11 +670,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             adder.rem_total_tokens += offset(r) + r.kv_allocated
             if adder.kv_free is not None:
                 adder.kv_free += r.kv_allocated
-            self.kv.retract(r)
-            self._release_prefix(r)
-            r.prefill_done = 0
-            r.status = ReqStatus.WAITING
-            r.retractions += 1
+            self._retract_req(r)
         gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]
         self.num_preemptions += len(chosen)
@@ -718,6 +714,17 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if r.tokens is None or r.retractions:
             return
         self._checkpoint(r, min(len(r.tokens), r.input_len + r.output_len - 1))
+
+    def _release_finished(self, reqs: list[Req]) -> None:
+        """Requests done with their KV (finished, or a prefill server's sent) offer it to the
+        prefix cache, free their slots and let go of their cached prefix (0.5.23
+        mem_cache/common.py ``release_kv_cache``)."""
+        if self.cache is not None:
+            for r in reqs:
+                self._cache_finished(r)
+        self.kv.free(reqs)
+        for r in reqs:
+            self._release_prefix(r)
 
     def _release_prefix(self, r: Req) -> None:
         """A finished or retracted request lets go of its cached prefix (it becomes evictable)."""
@@ -800,12 +807,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             # the KV stays until it has been sent (process_batch_result_disagg_prefill)
             self.inflight.extend(finished)
         elif finished:
-            if self.cache is not None:
-                for r in finished:
-                    self._cache_finished(r)
-            self.kv.free(finished)
-            for r in finished:
-                self._release_prefix(r)
+            self._release_finished(finished)
         if self._in_flight is not None and plan.step == self._in_flight.step:
             self._in_flight = None
         return Deliveries(d_rid, d_n, d_fin)

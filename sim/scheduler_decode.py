@@ -103,6 +103,18 @@ class DecodeMemory:
             return list(self.running)
         return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
 
+    def _retract_req(self, r: Req) -> None:
+        """``r`` leaves the running batch for the waiting queue: its KV freed, its cached
+        prefix let go, to re-prefill prompt + committed output later; its retraction count
+        kept (0.5.23 managers/schedule_batch.py ``release_req``, ``Req.reset_for_retract``).
+        A retraction and a priority preemption (:meth:`sim.scheduler.Scheduler._preempt_for`)
+        alike. The caller takes ``r`` out of ``running``."""
+        self.kv.retract(r)
+        self._release_prefix(r)
+        r.prefill_done = 0
+        r.status = ReqStatus.WAITING
+        r.retractions += 1
+
     def _retract(self) -> None:
         """Retract running requests (SGLang ``retract_decode``) until the next step fits.
 
@@ -132,11 +144,7 @@ class DecodeMemory:
                 break
             first = False
             r = keep.pop()
-            self.kv.retract(r)
-            self._release_prefix(r)
-            r.prefill_done = 0
-            r.status = ReqStatus.WAITING
-            r.retractions += 1
+            self._retract_req(r)
             retracted.append(r)
         if not self._decode_fits(keep):
             who = (f"request {keep[0].rid} alone" if len(keep) == 1 else

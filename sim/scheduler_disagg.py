@@ -97,12 +97,7 @@ class Disagg:
         if not done:
             return
         self.inflight = [r for r in self.inflight if not r.kv_transferred]
-        if self.cache is not None:
-            for r in done:
-                self._cache_finished(r)
-        self.kv.free(done)
-        for r in done:
-            self._release_prefix(r)
+        self._release_finished(done)
         self._transfer_blocked = False
 
     def _prefill_mode_pass(self):

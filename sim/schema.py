@@ -63,7 +63,7 @@ UNITS: dict[str, str] = {
 
 CROSS_FIELD: dict[str, str] = {
     "server.admission_delay": ", ".join(m.value for m in AdmissionDelay) + ", or a class 'module.path:Class' / 'file.py:Class'",
-    "server.chunked_prefill_size": "-1 (off) or >= 1; >= page_size",
+    "server.chunked_prefill_size": "-1 (off) or 1 to 2**31 - 1; >= page_size",
     "server.page_size": "<= max_total_num_tokens",
     "server.speculative_num_draft_tokens": ">= 2 when speculative_algorithm is not none",
     "server.speculative_num_steps": "chain drafters only; = speculative_num_draft_tokens - 1 with speculative_eagle_topk 1, else <=",

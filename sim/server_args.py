@@ -47,6 +47,12 @@ class AdmissionDelay(StrEnum):
 
 MAX_DRAFT_TOKENS = 64
 """Largest verify window a scenario may state (``speculative_num_draft_tokens``)."""
+MAX_CHUNK_TOKENS = 2**31 - 1
+"""Largest ``chunked_prefill_size`` a scenario may state. SGLang 0.5.23 types it a plain int
+(arg_groups/fields/schedule.py; <= 0 turns chunking off, scheduler.py ``init_chunked_prefill``)
+with no upper bound, but each token of a chunk takes a KV slot whose index SGLang keeps as int32
+(mem_cache/memory_pool.py ``ReqToTokenPool``: ``req_to_token`` int32), so no pool, and no chunk
+of it, reaches 2**31 tokens."""
 CHAIN_PARAM_KEYS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 """The chain drafter's settings SGLang chooses itself when none of them is given."""
 AUTO_SPEC_WIDE_ARCHS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
@@ -150,7 +156,7 @@ class ServerArgs(BaseModel):
     max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
     max_total_num_tokens: int = Field(724_000, ge=1, description="KV pool capacity, tokens.")
     mem_fraction_static: float | None = Field(None, gt=0, lt=1, description="Fraction of the GPU's memory for weights and the KV pool (SGLang --mem-fraction-static): with a profile that knows its hardware, the default KV pool is this fraction of the memory less the weights, over the KV bytes per token; left out, SGLang's own from the memory, chunked_prefill_size and the graphs (arg_groups/memory_hook.py handle_gpu_memory_settings). Not read when max_total_num_tokens is given or the profile has no hardware block.")
-    chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value).")
+    chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value). At most 2**31 - 1 (SGLang's KV slot index is int32).")
     max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")
     page_size: int = Field(1, ge=1, description="KV page size, tokens.")
     schedule_policy: str = Field("fcfs", description="Waiting-queue order: SGLang's names (fcfs, lof, random, shortest-prefill-first, lpm, dfs-weight; sim/schedule_policy.py) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
@@ -324,7 +330,10 @@ class ServerArgs(BaseModel):
                              f"({self.max_total_num_tokens}), the KV pool it pages")
         c = self.chunked_prefill_size
         if c == 0 or c < -1:
-            raise FieldError("server.chunked_prefill_size", c, "must be -1 (chunking off, as in SGLang) or >= 1")
+            raise FieldError("server.chunked_prefill_size", c, f"must be -1 (chunking off, as in SGLang) or in [1, {MAX_CHUNK_TOKENS}]")
+        if c > MAX_CHUNK_TOKENS:
+            raise FieldError("server.chunked_prefill_size", c, f"must be -1 (chunking off) or in [1, {MAX_CHUNK_TOKENS}]: "
+                             "a chunk's tokens each take a KV slot, which SGLang indexes as int32")
         if c != -1 and c < self.page_size:
             raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
                              "a chunk is cut at page boundaries, so a smaller one never advances")
@@ -470,6 +479,12 @@ class ServerArgs(BaseModel):
         if self.cuda_graph_bs_prefill is not None:
             return sorted({b for b in self.cuda_graph_bs_prefill if b <= top})
         return prefill_token_buckets(top)
+
+    @property
+    def attn_dp_size(self) -> int:
+        """DP attention ranks: ``dp_size`` with ``enable_dp_attention``, else 1 (SGLang's
+        ``attn_dp_size``, arg_groups/memory_hook.py ``reserve_for_graph_mb``)."""
+        return self.dp_size if self.enable_dp_attention else 1
 
     @property
     def spec_window(self) -> int:

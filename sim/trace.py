@@ -31,15 +31,14 @@ import json
 import math
 import re
 import sys
-import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import is_gzip, open_text, text_encoding
-from specsched.sim.bundled import scenarios_dir
+from specsched.sim.bench_serving import READ_ERRORS, is_gzip, open_text, text_encoding, unreadable
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
@@ -85,18 +84,6 @@ class Trace:
         if self.hash_ids is None or self.hash_offsets is None:
             return None
         return prefix_reuse(self.input_len, self.hash_ids, self.hash_offsets, self.block_size)
-
-
-def trace_path(cfg: TraceConfig, scenario_path: str | Path | None) -> Path:
-    """The trace file: as given, or relative to the scenario file's folder."""
-    p = Path(cfg.path)
-    if not p.is_absolute() and not p.is_file() and scenario_path:
-        q = Path(scenario_path).parent / p
-        if q.is_file():
-            return q
-    if not p.is_absolute() and not p.is_file() and (scenarios_dir() / p).is_file():
-        return scenarios_dir() / p   # a shipped example trace by name
-    return p
 
 
 def _format(cfg: TraceConfig, p: Path) -> str:
@@ -352,7 +339,7 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
             number/date, negative or earlier than the previous row's; a length that is not an
             integer (input >= 1, output >= 0); a JSONL line that is not a JSON object.
     """
-    p = trace_path(cfg, scenario_path)
+    p = scenario_data_path(cfg.path, scenario_path)
     where = str(scenario_path or "<scenario>")
     if not p.is_file():
         raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
@@ -373,9 +360,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
             _read_jsonl(p, cols, unit, limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
-    except (EOFError, zlib.error, OSError) as e:   # OSError covers gzip.BadGzipFile
-        why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
-        raise ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})") from None
+    except READ_ERRORS as e:
+        raise unreadable(p, e) from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy

@@ -21,13 +21,9 @@ from pathlib import Path
 import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim import seed_streams
-from specsched.sim.bundled import scenarios_dir
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError, clipped
-
-STREAM_ARRIVALS = seed_streams.ARRIVALS
-STREAM_LENGTHS = seed_streams.LENGTHS
-STREAM_PRIORITIES = seed_streams.PRIORITIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +49,7 @@ MAX_HISTOGRAM_LENGTH = 1 << 62
 
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
-    p = Path(path)
-    if not p.is_absolute() and base is not None and not p.is_file():
-        p = base.parent / p
-    if not p.is_file() and not Path(path).is_absolute() and (scenarios_dir() / path).is_file():
-        p = scenarios_dir() / path   # a shipped histogram (sharegpt-like-lengths-*.csv) by name
+    p = scenario_data_path(path, base)   # a shipped histogram (sharegpt-like-lengths-*.csv) by name too
     if not p.is_file():
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
     lengths, weights = _histogram_rows(p, key)
@@ -139,7 +131,7 @@ def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = No
     when ``workload.priorities`` is given, from their own stream)."""
     specs = _make_requests(cfg, seed, scenario_path)
     if cfg.priorities:
-        prng = np.random.default_rng([seed, STREAM_PRIORITIES])
+        prng = seed_streams.rng("priorities", seed)
         pr = prng.choice(np.array(cfg.priorities, dtype=np.int64), size=len(specs))
         specs = [RequestSpec(s.index, s.input_len, s.output_len, s.arrival_s, s.tokens, int(p), s.turn)
                  for s, p in zip(specs, pr, strict=True)]
@@ -153,7 +145,7 @@ def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) ->
         tr = load_trace(cfg.trace, cfg.num_requests, scenario_path)
         return [RequestSpec(i, int(a), int(b), float(t), tr.prompt_tokens(i)) for i, (a, b, t)
                 in enumerate(zip(tr.input_len.tolist(), tr.output_len.tolist(), tr.arrival_s.tolist(), strict=True))]
-    rng = np.random.default_rng([seed, STREAM_LENGTHS])
+    rng = seed_streams.rng("lengths", seed)
     base = Path(scenario_path) if scenario_path else None
     if cfg.multi_turn is not None:
         from specsched.sim.prefix_workload import conversation_plan, multi_turn_conversations
@@ -177,7 +169,7 @@ def poisson_arrivals(n: int, request_rate: float, seed: int) -> np.ndarray:
     ``get_request``) sends its first at once and sleeps after each; every figure here is
     measured from the first send (:func:`sim.metrics.summarize`'s duration, TTFT from each
     send), so the uniform shift changes none."""
-    rng = np.random.default_rng([seed, STREAM_ARRIVALS])
+    rng = seed_streams.rng("arrivals", seed)
     return np.cumsum(rng.exponential(1.0 / request_rate, size=n))
 
 
@@ -188,7 +180,7 @@ def gamma_arrivals(n: int, request_rate: float, burstiness: float, seed: int) ->
     ``get_request`` does). SGLang 0.5.23's bench_serving has no such option."""
     if math.isinf(burstiness):
         return np.arange(1, n + 1, dtype=float) / request_rate
-    rng = np.random.default_rng([seed, STREAM_ARRIVALS])
+    rng = seed_streams.rng("arrivals", seed)
     return np.cumsum(rng.gamma(burstiness, 1.0 / (request_rate * burstiness), size=n))
 
 

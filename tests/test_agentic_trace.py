@@ -390,12 +390,15 @@ def _tpot_shape(turns):
 
 def test_mixed_turn_counts_desynchronize_conversations_median_tpot_above_mean():
     # every conversation of 6 turns: the 8 slots refill in step, their 6K first prompts land
-    # together and stall decode: a long TPOT tail, the mean above the median. Turn counts
-    # 1-11 (same mean) spread the first prompts over the run: a short tail and the median
-    # above the mean, the shape the agentic cells measured (docs/agentic.md)
+    # together and stall decode: a long TPOT tail, the mean ~4 % above the median. Turn counts
+    # 1-11 (same mean) spread the first prompts over the run: a short tail and the mean back
+    # at the median, towards the shape the agentic cells measured (median above the mean,
+    # docs/agentic.md). Mixed counts put the median above the mean on 4 of seeds 1-8 (mean of
+    # the 8: median/mean - 1 +0.05 % with the accept draws before their key moved, -0.03 % after):
+    # "above" is a coin flip here, so the bound is "no longer below by the fixed run's gap"
     f_med, f_mean, f_tail = _tpot_shape(6)
     m_med, m_mean, m_tail = _tpot_shape(dict(kind="uniform", value=11, range_ratio=0.0))
-    assert f_mean > f_med and m_med > m_mean
+    assert f_mean > 1.02 * f_med and abs(m_med / m_mean - 1) < 0.01
     assert m_tail < f_tail - 0.05
 
 

@@ -39,6 +39,9 @@ SCENARIO_CASES = [
     ("mrr-float", {"max_running_requests: 128": "max_running_requests: 128.0"}, "server.max_running_requests"),
     ("chunk-zero", {"chunked_prefill_size: 16384": "chunked_prefill_size: 0"}, "server.chunked_prefill_size"),
     ("chunk-minus5", {"chunked_prefill_size: 16384": "chunked_prefill_size: -5"}, "server.chunked_prefill_size"),
+    ("chunk-2e31", {"chunked_prefill_size: 16384": "chunked_prefill_size: 2147483648"}, "server.chunked_prefill_size"),
+    ("chunk-1e29", {"chunked_prefill_size: 16384": "chunked_prefill_size: 100000000000000000000000000000"},
+     "server.chunked_prefill_size"),
     ("chunk-below-page", {"chunked_prefill_size: 16384": "chunked_prefill_size: 7\n  page_size: 16"},
      "server.chunked_prefill_size"),
     ("page-huge", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  page_size: 1000000000"},
@@ -117,6 +120,20 @@ def _assert_refused(capsys, argv: list[str], out: Path, *needles: str) -> str:
 def test_bad_scenario_value(tmp_path, capsys, case, replace, key):
     path = small_scenario(tmp_path, **replace)
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), key)
+
+
+def test_chunk_above_int32_names_file_key_value_and_range(tmp_path, capsys):
+    """chunked_prefill_size has an upper bound, SGLang's int32 KV slot index (it ran a chunk of
+    1e29 tokens as no chunking); -1 (off) and 2**31 - 1 still load."""
+    from specsched.sim.config import load_scenario
+    from specsched.sim.server_args import MAX_CHUNK_TOKENS
+
+    path = small_scenario(tmp_path, **{"chunked_prefill_size: 16384": "chunked_prefill_size: 2147483648"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert "server.chunked_prefill_size = 2147483648" in err and "[1, 2147483647]" in err and "-1" in err, err
+    for ok in (-1, 1, MAX_CHUNK_TOKENS):
+        p = small_scenario(tmp_path, **{"chunked_prefill_size: 16384": f"chunked_prefill_size: {ok}"})
+        assert load_scenario(p).server.chunked_prefill_size == ok
 
 
 @pytest.mark.parametrize(("case", "content"), [

@@ -226,9 +226,11 @@ def test_each_disaggregated_role_gets_the_pool_its_reserve_leaves(tmp_path):
     assert {stated.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")} == {70000}
 
 
-def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_path):
+def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_path, capsys):
     """A fuzzed scenario's chunked_prefill_size of 2**63 (or 1e23) listed every 512th prefill
-    graph size up to it: an OverflowError or a MemoryError traceback while loading."""
+    graph size up to it: an OverflowError or a MemoryError traceback while loading. Such a
+    chunk is now refused in one line (above 2**31 - 1, SGLang's int32 KV slot index); the
+    count still takes any size."""
     from specsched.sim.defaults import prefill_graph_sizes
 
     from specsched.cli import main
@@ -242,4 +244,8 @@ def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_pa
     assert prefill_graph_sizes(2**63) == listed(4096) + (2**63 - 4608) // 512 + 1
     for chunk in ("9223372036854775808", "100000000000000000000000"):
         assert main(["run", "scenarios/h200/batch1.yaml", "--set", f"server.chunked_prefill_size={chunk}",
-                     "--quiet", "--out", str(tmp_path / chunk)]) == 0
+                     "--quiet", "--out", str(tmp_path / chunk)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"server.chunked_prefill_size = {chunk}" in err and "2147483647" in err, err
+    assert main(["run", "scenarios/h200/batch1.yaml", "--set", "server.chunked_prefill_size=2147483647",
+                 "--quiet", "--out", str(tmp_path / "top")]) == 0

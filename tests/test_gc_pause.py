@@ -72,6 +72,34 @@ def test_a_caller_that_turned_the_collector_off_keeps_it_off():
     assert gc.isenabled()
 
 
+def test_only_a_capture_pause_collects_and_only_the_outermost():
+    """The simulator's pause collects nothing on entry (its garbage is the next automatic
+    collection's); a graph capture's (``collect``, runtime.graphs.collector_paused) collects
+    the dead cycles made before it once, at the outermost pause, and none inside."""
+    import weakref
+
+    class Node:
+        pass
+
+    def dead_cycle():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        return weakref.ref(a)
+
+    gc.collect()
+    ref = dead_cycle()
+    with collector_paused():
+        assert ref() is not None and not gc.isenabled()
+    with collector_paused(collect=True):
+        assert ref() is None and not gc.isenabled()
+        inner = dead_cycle()
+        with collector_paused(collect=True):
+            assert inner() is not None
+    assert gc.isenabled()
+    gc.collect()
+    assert inner() is None
+
+
 def _cycles_left(sc, **kwargs) -> int:
     """Objects in reference cycles a run leaves (its result dropped), found by a collection."""
     gc.collect()

@@ -30,6 +30,7 @@ def test_model_price_is_the_roofline_of_the_larger_roof_plus_one_kernel_gap():
     assert got[2] < got[1] / 6  # fp8 runs at twice the bf16 peak on a 7x smaller GEMM
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # a file of bf16 points only: no empty fp8 legend
 def test_report_prints_measured_over_model_and_writes_the_plot(tmp_path, capsys):
     price = gemm_curve.model_seconds(_rows([(4096, 4096, "bf16", 64)]), "NVIDIA H200").iloc[0]
     f = tmp_path / "gemm.jsonl"
@@ -86,6 +87,7 @@ def test_a_report_of_timed_points_without_the_layer_shape_is_one_line(tmp_path, 
     assert len(err) == 1 and "without" in err[0] and "out_features" in err[0]
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # a file of bf16 points only: no empty fp8 legend
 def test_the_report_plot_folder_is_made(tmp_path):
     price = gemm_curve.model_seconds(_rows([(4096, 4096, "bf16", 64)]), "NVIDIA H200").iloc[0]
     f = tmp_path / "g.jsonl"

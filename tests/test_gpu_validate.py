@@ -188,3 +188,48 @@ def test_an_engine_does_not_take_an_arm_with_another_kv_pool():
     assert RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 20_000}))
     assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 40_000}))
     assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 10_000}))
+
+
+def test_forwards_above_the_profiles_step_grid_are_named():
+    """Round 28's poisson-nospec base decoded at batch 64 on a profile whose gpu.decode grid
+    stopped at 32: those forwards were priced by extrapolation (6 % below what they ran) and
+    its TTFT came out 29-32 % low, with nothing in checks.md to say why. The run is named,
+    with how many forwards and how far; a run within the grid, or of another grid, is not."""
+    import pandas as pd
+
+    steps = pd.DataFrame({"mode": ["extend", "decode", "decode", "decode", "verify"],
+                          "batch_size": [1, 16, 40, 64, 64]})
+    line = gv.grid_reach_line("poisson-nospec base", steps, {"decode": 32.0, "verify": 64.0})
+    assert line is not None and line.startswith("- poisson-nospec base: ")
+    assert "2 of 3 decode forwards at batch 40..64" in line and "1..32" in line and "max_bs >= 64" in line
+    assert "verify" not in line
+    assert gv.grid_reach_line("x base", steps, {"decode": 64.0, "verify": 64.0}) is None
+    assert gv.grid_reach_line("x base", steps, {}) is None
+
+
+def test_checks_md_lists_the_runs_above_the_grid(tmp_path):
+    def measure(job, eng):
+        return SimEngine(job.scenario, tiny_profile()).run(), object()
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, tiny_profile()).run(),
+                        grid_x={"decode": 1.0})
+    val.run(_jobs()[:1])
+    text = (tmp_path / "checks.md").read_text()
+    assert "## Forwards above the profile's step grid" in text and "- a base: " in text
+
+
+def test_a_cell_that_can_run_above_the_grid_is_named_before_it_runs():
+    sc = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "max_running_requests": 64},
+                       {"num_requests": 128, "input_len": {"kind": "fixed", "value": 64},
+                        "output_len": {"kind": "fixed", "value": 4}})
+    warn = gv.grid_reach_warning("poisson-nospec base", sc, {"decode": 32.0, "verify": 64.0})
+    assert warn is not None and "64 running requests" in warn and "gpu.decode" in warn and "1..32" in warn
+    assert gv.grid_reach_warning("poisson-nospec base", sc, {"decode": 64.0}) is None
+    assert gv.grid_reach_warning("poisson-nospec base", sc, {"verify": 32.0}) is None
+
+
+def test_a_workload_that_cannot_fill_the_slots_is_not_named():
+    few = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "max_running_requests": 64},
+                        {"num_requests": 8, "input_len": {"kind": "fixed", "value": 64},
+                         "output_len": {"kind": "fixed", "value": 4}})
+    assert gv.grid_reach_warning("few base", few, {"decode": 32.0}) is None

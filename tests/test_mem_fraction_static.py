@@ -52,3 +52,34 @@ def test_a_fraction_that_leaves_no_pool_is_one_line(scenario, capsys):
     assert main(["run", str(path), "-q", "--out", str(path.parent / "o"), "--set", "server.mem_fraction_static=0.1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "server.mem_fraction_static = 0.1" in err[0] and "must be above 0.19" in err[0], err
+
+
+def test_one_owner_reads_a_given_fraction_or_computes_sglangs(scenario, tmp_path):
+    """sim.defaults.mem_fraction_static_of is the one place that reads "given, else SGLang's
+    formula": a given fraction holds for every role (a disaggregated server's prefill and
+    decode pools are then equal), an unset one is the formula on the server's own settings
+    (DP attention's ranks included), and the KV pool check reads the same value."""
+    from specsched.sim.config import load_scenario
+    from specsched.sim.defaults import kv_pool_tokens, mem_fraction_static, mem_fraction_static_of
+    from specsched.sim.hardware import Hardware
+    from specsched.sim.server_args import ServerArgs
+
+    hw = Hardware(platform="cuda", memory_mib=143771, tp_size=8)
+    srv = ServerArgs(chunked_prefill_size=8192, cuda_graph_max_bs=256, dp_size=8, enable_dp_attention=True)
+    assert mem_fraction_static_of(srv, hw) == mem_fraction_static(hw, 8192, srv.max_prefill_tokens, 256, attn_dp_size=8)
+    assert mem_fraction_static_of(srv, hw) < mem_fraction_static(hw, 8192, srv.max_prefill_tokens, 256)
+    assert mem_fraction_static_of(srv, hw, chunked_prefill_size=2048, cuda_graph_max_bs=8) == mem_fraction_static(
+        hw, 2048, srv.max_prefill_tokens, 8, attn_dp_size=8)
+    assert mem_fraction_static_of(srv, hw, role="decode", decode_tokens=4096) == mem_fraction_static(
+        hw, 8192, srv.max_prefill_tokens, 256, role="decode", decode_tokens=4096, attn_dp_size=8)
+    given = srv.model_copy(update={"mem_fraction_static": 0.7})
+    assert {mem_fraction_static_of(given, hw, role=r, decode_tokens=4096) for r in ("null", "prefill", "decode")} == {0.7}
+
+    path, hwd = scenario
+    raw = yaml.safe_load(path.read_text())
+    raw["server"].update(mem_fraction_static=0.7, disaggregation={"prefill": {"instances": 1}, "decode": {"instances": 1}})
+    pd = tmp_path / "pd.yaml"
+    pd.write_text(yaml.safe_dump(raw))
+    sc = load_scenario(pd)
+    pools = {sc.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")}
+    assert pools == {kv_pool_tokens(Hardware(**hwd), 0.7)}

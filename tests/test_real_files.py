@@ -1247,3 +1247,25 @@ def test_the_peaks_hold_the_occupied_seconds_only():
     # second 0: requests 0 and 1 run; tokens at 0.1, 0.6 (rid 0) and 0.5, 0.9 (rid 1): 4
     assert got == {"max_concurrent_requests": 2, "max_output_tokens_per_s": 4.0}
     assert peak < 1 << 20
+
+
+def test_every_reader_refuses_a_damaged_gzip_file_in_the_same_words(tmp_path):
+    """A result file, a trace, an agentic trace and a server log cut short inside their
+    gzip stream are refused alike (sim.bench_serving.unreadable); the log reader used to
+    say only zlib's own words, without naming a damaged gzip file."""
+    import gzip
+
+    from specsched.sim.agentic_trace import load_agentic_trace
+    from specsched.sim.config import TraceConfig
+    from specsched.sim.trace import load_trace
+
+    said = {}
+    readers = {"bench": read_bench, "log": parse_server_log, "agentic": load_agentic_trace,
+               "trace": lambda p: load_trace(TraceConfig(path=str(p), layout="mooncake"))}
+    for name, read in readers.items():
+        p = tmp_path / f"{name}.gz"
+        p.write_bytes(gzip.compress(b"x" * 5000 + b"\n" * 5000)[:30])
+        with pytest.raises(ConfigError) as err:
+            read(p)
+        said[name] = str(err.value).rsplit(p.name, 1)[-1]
+    assert len(set(said.values())) == 1 and "a damaged or truncated gzip file" in said["log"], said

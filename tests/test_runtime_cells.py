@@ -42,7 +42,11 @@ TINY = {
                    "server.speculative_num_draft_tokens": 4,
                    # the cell's acceptance as stated, at this window (a window what-if would
                    # carry it from the cell's window 6: fewer accepted, no retraction here)
-                   "acceptance.window": 4},
+                   "acceptance.window": 4,
+                   # whether this tiny burst retracts rides on the accept draws: seeds 2-8
+                   # retract in both arms, seed 1 did only with the draws before their key
+                   # moved (sim/seed_streams.py ACCEPT)
+                   "seed": 2},
     "above-graph-bs": {**SMALL, "workload.num_requests": 6, "workload.concurrency": 5,
                        "server.cuda_graph_max_bs": 2},
     "long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,

@@ -655,12 +655,19 @@ def test_requests_sent_at_once_are_the_rows_sent_one_by_one(rids, ints, before):
 def test_accept_seed_words_are_the_list_seed(seed, rid):
     """A request's accept generator seeded from the uint32 words (acceptance._entropy) is
     the one seeded from the list [seed, stream, rid]: same SeedSequence entropy, same
-    state, same draws; ints of two or more words keep the list."""
-    from specsched.sim.acceptance import _STREAM_ACCEPT, _entropy
+    state, same draws; a seed of two or more words keeps the list. A rid of two words
+    would lengthen the key (sim/seed_streams.py): refused."""
+    from specsched.sim import seed_streams
+    from specsched.sim.acceptance import _entropy
 
-    want = np.random.default_rng([seed, _STREAM_ACCEPT, rid])
+    if rid >= 2**32:
+        with pytest.raises(ValueError, match="rid must be in"):
+            _entropy(seed, rid)
+        return
+    want = np.random.default_rng([seed, seed_streams.ACCEPT, rid])
     got = np.random.default_rng(_entropy(seed, rid))
     assert got.bit_generator.state == want.bit_generator.state
+    assert np.random.default_rng(seed_streams.key("accept", seed, rid)).bit_generator.state == want.bit_generator.state
     assert got.random(4).tolist() == want.random(4).tolist()
 
 

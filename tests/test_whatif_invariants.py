@@ -331,3 +331,13 @@ def test_a_reserve_larger_than_the_gpu_names_the_setting_not_the_weights(scenari
                                 f"profile={scenario_file / 'llama-3.1-8b-H200-1.yaml'}", "--set", f"{key}={value}"],
              key, "SGLang stops at start")
     assert "weight" not in capsys.readouterr().err
+
+
+def test_the_reserve_refusal_counts_the_activation_tokens_sglang_reserves_for(scenario_file, tmp_path, capsys):
+    """SGLang reserves activation memory for at least 2048 tokens whatever the chunk
+    (arg_groups/memory_hook.py; sim.defaults.activation_tokens, which the pool and this
+    message share): a 1024-token chunk's refusal said '1024 tokens x 1.5 MiB'."""
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set",
+                                f"profile={scenario_file / 'llama-3.1-8b-H200-1.yaml'}",
+                                "--set", "server.chunked_prefill_size=1024", "--set", "server.cuda_graph_max_bs=100000"],
+             "server.cuda_graph_max_bs", "(2048 tokens x 1.5 MiB)")
