@@ -63,6 +63,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 from scipy.optimize import minimize, minimize_scalar
+from specsched.sim.cli_types import positive_int
 from specsched.sim.config import Scenario, deep_merge, load_scenario, with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError
@@ -655,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-evals", type=int, default=60, help="simulations per stage-A round")
     ap.add_argument("--rounds", type=int, default=1, help="stage A / stage B alternations")
     ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated)")
-    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--jobs", type=positive_int, default=2, help="worker processes")
     ap.add_argument("--pair", action="store_true", help="also fit host.schedule_s to the c128 output_size pair (stage B)")
     ap.add_argument("--extend-only", action="store_true", help="fit gpu.extend alone (bounded scalar search; the verify line kept)")
     ap.add_argument("--cells", action="store_true", help="also fit the cells' KV pool and acceptance spread")

@@ -39,6 +39,7 @@ from pathlib import Path
 from specsched.analysis.io import atomic_write, atomic_write_text
 from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
 from specsched.sim.bench_serving import bench_line
+from specsched.sim.cli_types import positive_int
 
 COLUMNS = ("rate", "seed", "repeat", "median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "mean_tpot_ms",
            "output_throughput", "duration")
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
     ap.add_argument("--rates", required=True, help="request rates, req/s, comma-separated")
     ap.add_argument("--seeds", default="1", help="seeds, comma-separated (default 1)")
-    ap.add_argument("--repeats", type=int, default=1, help="runs of each rate and seed (default 1)")
+    ap.add_argument("--repeats", type=positive_int, default=1, help="runs of each rate and seed (default 1)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--preset", default="1b")
     ap.add_argument("--out", required=True, type=Path)

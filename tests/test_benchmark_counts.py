@@ -1,0 +1,31 @@
+"""Counts on the benchmark scripts' command lines (runs, workers) are refused below 1 in one
+argparse line, exit 2: ``--repeats 0`` measured nothing and ``--jobs 0`` reached the process
+pool as a traceback (and ``--jobs -1`` silently ran in one process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("script", "args", "option"), [
+    ("measure_sweep.py", ["scenarios/h200/poisson-nospec.yaml", "--rates", "8", "--repeats", "0", "--out", "OUT"],
+     "--repeats"),
+    ("measure_sweep.py", ["scenarios/h200/poisson-nospec.yaml", "--rates", "8", "--repeats", "-1", "--out", "OUT"],
+     "--repeats"),
+    ("fit_agentic_profile.py", ["--report-only", "--jobs", "0"], "--jobs"),
+    ("fit_agentic_profile.py", ["--report-only", "--jobs", "-3"], "--jobs"),
+])
+def test_count_below_one_is_refused(tmp_path, script, args, option):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert f"argument {option}: expected an integer >= 1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
