@@ -260,16 +260,20 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     return out
 
 
-def predict_seeds(case: FitCase, profile: Any, seeds: int) -> list[dict[str, Any]]:
-    """Per seed (``case.scenario.seed + k``, k < ``seeds``), the bench_serving metrics of
-    ``case``'s scenario under ``profile``; the ITL one gap per streamed chunk when the run's
-    client records it so (:func:`sim.bench_serving.itl_per_chunk`)."""
+def predict_seed(case: FitCase, profile: Any, k: int) -> dict[str, Any]:
+    """The bench_serving metrics of ``case``'s scenario under ``profile`` at seed
+    ``case.scenario.seed + k``; the ITL one gap per streamed chunk when the run's client
+    records it so (:func:`sim.bench_serving.itl_per_chunk`)."""
     from specsched.sim.bench_serving import client_record, itl_per_chunk
     from specsched.sim.engine import run_scenario
 
-    chunk_itl = itl_per_chunk(case.run)
-    return [client_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile), chunk_itl)
-            for k in range(seeds)]
+    return client_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile),
+                         itl_per_chunk(case.run))
+
+
+def predict_seeds(case: FitCase, profile: Any, seeds: int) -> list[dict[str, Any]]:
+    """Per seed k < ``seeds``, :func:`predict_seed`."""
+    return [predict_seed(case, profile, k) for k in range(seeds)]
 
 
 def predict(case: FitCase, profile: Any, seeds: int) -> dict[str, Any]:
@@ -533,17 +537,12 @@ def _worker_init(cases: list[FitCase], profile: Any, params: Sequence[str]) -> N
 
 
 def _worker_run(task: tuple[int, int, tuple[float, ...]]) -> dict[str, Any]:
-    """One seed of one case under the profile scaled by ``factors`` (as :func:`predict_seeds`)."""
-    from specsched.sim.bench_serving import client_record, itl_per_chunk
-    from specsched.sim.engine import run_scenario
-
+    """One seed of one case under the profile scaled by ``factors`` (:func:`predict_seed`)."""
     i, k, factors = task
     if _WORKER["factors"] != factors:
         _WORKER["scaled"] = scale_profile(_WORKER["profile"], dict(zip(_WORKER["params"], factors, strict=True)))
         _WORKER["factors"] = factors
-    c = _WORKER["cases"][i]
-    return client_record(run_scenario(c.scenario, seed=c.scenario.seed + k, profile=_WORKER["scaled"]),
-                         itl_per_chunk(c.run))
+    return predict_seed(_WORKER["cases"][i], _WORKER["scaled"], k)
 
 
 @contextlib.contextmanager
