@@ -8,11 +8,14 @@ length bound holds, accepted drafts of the step before included). Steps whose re
 size differs from the recorded one are left out. Each kept step is priced by
 ``CostModel.step_s`` of its batch size, mean and longest context, with the server of the
 scenario the run ran (its ``scenario.yaml`` at the arm it names; else
-scenarios/h200/CELL.yaml at ARM), under each ``--profile``
+scenarios/h200/CELL.yaml at ARM; then each ``--set KEY=VALUE``), under each ``--profile``
 (``NAME=PATH``; ``NAME=PATH+excess``: the profile with ``gpu.verify``'s excess refitted at the
 stall loop's width, runtime.profile_fit.refit_verify_excess), and the medians set beside the
 measured durations by batch size and, with ``--by-width``, by the width the runtime
-attended over (``round_up(longest + window, gpu.attention_bucket)``). On a predicted run
+attended over (``round_up(longest + window, gpu.attention_bucket)``); ``--by-graph-batch``: by the
+graph batch each step was padded to instead of its batch size. Runs made before the runtime
+captured SGLang's graph batch sizes (up to H200 round 28) padded to 1, 2, 4, 8, 12, 16, 24, ...:
+``--set server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]``. On a predicted run
 the cost model's own profile gives back the simulated durations (docs/measurements/h200-v26.md,
 "The verify excess").
 
@@ -29,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.config import load_scenario
 from specsched.sim.cost_model import CostModel
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
@@ -89,9 +92,10 @@ def table(steps: pd.DataFrame, names: list[str], by: str) -> pd.DataFrame:
     return g.round(2)
 
 
-def _scenario(run: Path, cell: str, arm: str):
+def _scenario(run: Path, cell: str, arm: str, overrides: list[str] | None = None):
     """The scenario ``run`` ran: its own ``scenario.yaml`` at the arm it names (a rate sweep's
-    runs are named CELL-rateR-measured, no arm), else scenarios/h200/CELL.yaml at ARM.
+    runs are named CELL-rateR-measured, no arm), else scenarios/h200/CELL.yaml at ARM; then
+    ``overrides`` (``"key=value"``, analysis.overrides).
 
     Raises:
         ConfigError: the scenario cannot be read or has no such arm.
@@ -105,8 +109,8 @@ def _scenario(run: Path, cell: str, arm: str):
         except yaml.YAMLError as e:
             raise ConfigError(str(own), "<file>", "", f"not YAML ({str(e).splitlines()[0]})") from e
         arm = named.get("arm") or "base" if isinstance(named, dict) else "base"
-        return load_scenario(own, str(arm))
-    return load_scenario(scenarios_dir() / "h200" / f"{cell}.yaml", arm)
+        return load_scenario_with_overrides(own, str(arm), overrides)
+    return load_scenario_with_overrides(scenarios_dir() / "h200" / f"{cell}.yaml", arm, overrides)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="results directories CELL-ARM-measured (or -predicted)")
     ap.add_argument("--profile", action="append", required=True, metavar="NAME=PATH[+excess]")
     ap.add_argument("--by-width", type=int, metavar="BS", help="also the medians by attention width at this batch size")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                    help="scenario override (repeatable): what the runtime ran with that the run's scenario does not "
+                         "say, e.g. server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64] for runs made before it "
+                         "captured SGLang's graph batch sizes")
+    ap.add_argument("--by-graph-batch", action="store_true",
+                    help="tables by the graph batch each step was padded to (CostModel.padded_batch), not by batch size")
     args = ap.parse_args(argv)
     try:
         profiles = {}
@@ -129,12 +139,17 @@ def main(argv: list[str] | None = None) -> int:
             missing = [f for f in ("requests.parquet", "chunks.parquet") if not (run / f).is_file()]
             if missing:
                 raise ConfigError(str(run), "run", ", ".join(missing), "missing: the batches are rebuilt from them")
-            sc = _scenario(run, parts[0], parts[1])
+            sc = _scenario(run, parts[0], parts[1], args.overrides)
             steps = rebuild(run)
             kept = steps[steps.n == steps.bs]
             print(f"{run.name}: {len(kept)} of {len(steps)} verify steps rebuilt at their recorded batch size")
             kept = price(kept, sc.server, profiles)
-            print(table(kept, list(profiles), "bs").to_string())
+            by = "bs"
+            if args.by_graph_batch:
+                cm = CostModel(next(iter(profiles.values())), sc.server, warn_to=None)
+                kept = kept.assign(graph_bs=[cm.padded_batch(int(b)) or int(b) for b in kept.bs])
+                by = "graph_bs"
+            print(table(kept, list(profiles), by).to_string())
             if args.by_width:
                 bucket = next(iter(profiles.values())).gpu.attention_bucket
                 w = ((kept.longest + sc.server.spec_window + bucket - 1) // bucket) * bucket
