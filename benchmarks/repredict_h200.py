@@ -159,7 +159,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
+from specsched.analysis.overrides import check_key, load_scenario_with_overrides, parse_overrides
 from specsched.runtime.host_reference import (
     FAST_TERMS,
     PHASE_TERMS,
@@ -175,6 +175,7 @@ from specsched.runtime.profile_fit import (
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import SCALED_TERMS
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import load_profile
@@ -568,6 +569,13 @@ def main(argv: list[str] | None = None) -> int:
                          "runtime ran with that the cell's file does not say, e.g. the graph sizes of rounds made "
                          "before the runtime captured SGLang's list, server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]")
     args = ap.parse_args(argv)
+    try:
+        extra = parse_overrides(args.overrides)
+        for key, value in extra.items():
+            check_key(key, "--set", value)
+    except ConfigError as e:
+        print(f"repredict_h200: {e}", file=sys.stderr)
+        return 2
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
         return 2
@@ -617,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
         name, _, rate = cell.partition("@")
         overrides = {"workload.request_rate": float(rate), "workload.num_requests": args.poisson_requests} if rate else {}
-        overrides.update(parse_overrides(args.overrides))
+        overrides.update(extra)
         sc = load_scenario_with_overrides(scenarios_dir() / "h200" / f"{name}.yaml", arm, overrides)
         d = (args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
              if args.measured_results is not None else None)
