@@ -525,7 +525,8 @@ def test_layer_types_decide_which_layers_the_window_caps(layers, data, keys):
     ``config.layer_types[layer_id]``). Before, every layer was windowed, so a Gemma-like
     model's attention at long context cost as if it had no global layer."""
     kinds = data.draw(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers, max_size=layers))
-    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": layers, "sliding_window": 1024, "layer_types": kinds}
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": layers, "sliding_window": 1024, "layer_types": kinds,
+           "architectures": ["Gemma3ForCausalLM"]}
     arch = from_hf_config(cfg, "x", "config.json")
     k = kinds.count("sliding_attention")
     if k == 0:
