@@ -123,3 +123,44 @@ def test_a_tp_that_does_not_split_qwen2_moes_28_heads_is_one_line(tmp_path, caps
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tp = 8" in err and "28" in err and not out.exists()
+
+
+ISSUE_GPUS = ["MI355X", "MI300X", "H100", "H200", "B200", "GB200", "A100-80G", "RTX 5090"]
+ISSUE_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-30b-a3b", "deepseek-v3",
+                "deepseek-v4-flash"]
+"""What the analytic profiles must ship: the GPUs (as a user types them) and the models
+(Llama-3.1-8B and 70B, Qwen2.5-7B, Qwen3-0.6B, a Qwen3 MoE, a DeepSeek-V3-class MLA + MoE
+model, DeepSeek-V4-Flash)."""
+
+SHIPPED_PARAMS_B = {"llama-3.1-8b": (8.03, None), "llama-3.1-70b": (70.6, None), "qwen2.5-7b": (7.61, None),
+                    "qwen3-0.6b": (0.6, None), "qwen3-30b-a3b": (30.5, 3.3), "deepseek-v3": (671.0, 37.0)}
+"""Total and activated parameters (billions) as the model cards state them (Hugging Face pages
+of meta-llama/Llama-3.1-8B and -70B, Qwen/Qwen2.5-7B, Qwen/Qwen3-0.6B, Qwen/Qwen3-30B-A3B,
+deepseek-ai/DeepSeek-V3)."""
+
+
+def test_the_issues_gpus_and_models_are_shipped_with_their_sources():
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import shipped_models
+
+    for name in ISSUE_GPUS:
+        gpu = load_gpu(name)
+        assert gpu.source.strip() and gpu.bf16_tflops > 0 and gpu.hbm_tbps > 0 and gpu.memory_mib > 0
+    for name in ISSUE_MODELS:
+        assert shipped_models()[name]["source"].strip()
+        load_model(name)
+    assert load_model("deepseek-v3").is_mla and load_model("deepseek-v3").is_moe
+    assert load_model("qwen3-30b-a3b").is_moe
+
+
+@pytest.mark.parametrize("name", list(SHIPPED_PARAMS_B))
+def test_shipped_models_price_their_model_cards_parameters(name):
+    """INV-CONFIG-PARAMS for the shipped table: total within 1 %, activated (every weight but
+    the routed experts a token does not pick) within 3 %."""
+    total, active = SHIPPED_PARAMS_B[name]
+    arch = load_model(name)
+    params = weights_bytes(arch, Parallel(tp=1)) / 2   # bf16 elements, whatever the checkpoint's dtype
+    assert params / 1e9 == pytest.approx(total, rel=0.01)
+    if active is not None:
+        unpicked = arch.moe_layers * (arch.num_experts - arch.experts_per_token) * 3 * arch.hidden_size * arch.moe_intermediate_size
+        assert (params - unpicked) / 1e9 == pytest.approx(active, rel=0.03)
