@@ -33,7 +33,9 @@ AXIS_NAMES = {
 }
 """Per grid, the name of its ``x`` axis and what its ``context_len`` axis counts
 (sim.profile.GpuProfile). A decode/verify batch replayed from a graph is read at its
-captured size (10 running requests replay the graph of 12: batch 12)."""
+captured size (10 running requests replay the graph of 12: batch 12), and a verify at a
+window ``W`` other than the grid's ``W0`` at ``batch x W / W0`` for its token work
+(sim/cost_model.py ``step_s``)."""
 
 
 @dataclass(frozen=True)
