@@ -208,3 +208,35 @@ def test_gpu_validate_names_a_cell_before_it_runs_with_the_simulators_lines():
     lines = gv.pre_run_warnings(jobs, lambda job, seed: SimEngine(job.scenario, small_profile(), seed).run())
     assert len(lines) == 4 and all(ln.startswith("far base: warning: profile small:") for ln in lines)
     assert parsed([ln.removeprefix("far base: ") for ln in lines])[("decode", "batch")] == (8, 1, 4)
+
+
+# ------------------------------------------------------------------------------ validate commands
+def test_validate_bench_writes_the_lines_once_for_all_its_seeds(tmp_path, capsys, monkeypatch):
+    from tests.test_from_bench import LINE, _write
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(PROFILE))
+    line = _write(tmp_path, LINE)
+    assert main(["validate-bench", str(line), "--profile", str(tmp_path / "small.yaml"), "--seeds", "2",
+                 "--out", "a"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning: profile small")]
+    assert err and len(parsed(err)) == len(err)
+
+
+def test_validate_writes_the_lines_once_for_its_two_predictions(tmp_path, capsys):
+    """``specsched validate`` predicts twice (as profiled, and at the run's measured host
+    speed); each line is written once for both."""
+    prof = tmp_path / "small.yaml"
+    prof.write_text(yaml.safe_dump({**PROFILE, "host": {**PROFILE["host"], "reference_work_s": 1e-4}}))
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "v", "profile": str(prof),
+        "server": {"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+                   "max_total_num_tokens": 5000, "speculative_algorithm": "none", "speculative_num_draft_tokens": 1},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 300},
+                     "output_len": {"kind": "fixed", "value": 4}}}))
+    assert main(["validate", str(sc), "--profile", str(prof), "--device", "cpu", "--preset", "tiny", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "conditioned on the run's host speed" in captured.out
+    err = [ln for ln in captured.err.splitlines() if ln.startswith("warning: profile small")]
+    assert ("decode", "context") in parsed(err) and len(parsed(err)) == len(err)
