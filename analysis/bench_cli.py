@@ -190,7 +190,10 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     sc, built = _scenario_for(args, measured, workdir)
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
     seed0 = sc.seed if args.seed is None else args.seed
-    runs = [run_scenario(sc, seed=seed0 + i, profile=profile) for i in range(args.seeds)]
+    runs = [run_scenario(sc, seed=seed0 + i, profile=profile, warn=False) for i in range(args.seeds)]
+    from specsched.sim.grid_range import write_warnings
+
+    write_warnings(n for r in runs for n in r.extra["range_notes"])   # once for every seed
     from specsched.sim.bench_serving import client_record, itl_per_chunk
 
     chunk_itl = itl_per_chunk(measured)

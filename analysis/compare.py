@@ -34,6 +34,7 @@ from specsched.analysis.stats import (
 )
 from specsched.sim.config import with_value
 from specsched.sim.errors import ConfigError
+from specsched.sim.grid_range import write_warnings
 from tqdm.auto import tqdm
 
 DEFAULT_METRICS = (
@@ -173,6 +174,8 @@ def run_arms(
                 bar.update()
     finally:
         bar.close()
+    # once for the whole comparison: per grid and axis, the largest value any run reached
+    write_warnings(n for o in outcomes for n in o.range_notes)
     rows = []
     samples: Samples = {}
     for o in sorted(outcomes, key=lambda o: (o.key[0], o.seed)):

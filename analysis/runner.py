@@ -22,10 +22,12 @@ NON_METRIC_KEYS = frozenset({"seed"})
 
 
 def simulate(scenario: Any, seed: int) -> Any:
-    """Default runner: ``sim.engine.run_scenario(scenario, seed=seed)`` (imported lazily)."""
+    """Default runner: ``sim.engine.run_scenario(scenario, seed=seed)`` (imported lazily),
+    its range warnings left to the caller (:attr:`RunOutcome.range_notes`: a command of many
+    runs writes them once, merged)."""
     from specsched.sim.engine import run_scenario
 
-    return run_scenario(scenario, seed=seed)
+    return run_scenario(scenario, seed=seed, warn=False)
 
 
 def summary_metrics(run: Any) -> dict[str, float]:
@@ -84,14 +86,16 @@ def latency_samples(run: Any) -> dict[str, np.ndarray]:
 @dataclass(frozen=True)
 class RunOutcome:
     """What came back: ``metrics`` (and the latency ``samples`` in ms, see
-    :func:`latency_samples`) on success, else ``error`` (exception type, message and the
-    traceback's last lines)."""
+    :func:`latency_samples`, and the run's ``range_notes``: where it left its profile's
+    measured grids, :mod:`sim.grid_range`) on success, else ``error`` (exception type,
+    message and the traceback's last lines)."""
 
     key: Any
     seed: int
     metrics: dict[str, float] | None = None
     error: str | None = None
     samples: dict[str, np.ndarray] = field(default_factory=dict)
+    range_notes: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -107,6 +111,7 @@ def execute(task: RunTask) -> RunOutcome:
         run = runner(task.scenario, task.seed)
         metrics = summary_metrics(run)
         samples = latency_samples(run)
+        notes = tuple(getattr(run, "extra", {}).get("range_notes", ())) if not isinstance(run, Mapping) else ()
         if task.out is not None and getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
             from specsched.sim.results import write_results
 
@@ -114,4 +119,4 @@ def execute(task: RunTask) -> RunOutcome:
     except Exception as e:  # noqa: BLE001 - reported per run by the caller
         tb = traceback.format_exc(limit=-3)
         return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}")
-    return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples)
+    return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples, range_notes=notes)

@@ -57,6 +57,7 @@ from specsched.analysis.sweep_store import (
 )
 from specsched.sim.atomic import target_lock
 from specsched.sim.errors import ConfigError
+from specsched.sim.grid_range import write_warnings
 from tqdm.auto import tqdm
 
 META_KEY = "specsched.sweep"
@@ -422,7 +423,10 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         atomic_write_parquet(t, out, meta)
         return t
 
+    notes: list = []
+
     def record(o: RunOutcome) -> None:
+        notes.extend(o.range_notes)
         if o.ok:
             append_run(log_fd, name_of[o.key], o)
         else:
@@ -460,6 +464,8 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
             finally:
                 sig.hold()  # a second Ctrl-C must not cut the final save short
                 bar.close()
+                # once for the sweep: per grid and axis, the largest value any run reached
+                write_warnings(notes)
                 for f in futures:
                     f.cancel()
                 _close(owned, cancel)

@@ -66,6 +66,7 @@ from specsched.runtime.host_reference import launch_call_reference, launch_speed
 from specsched.sim.atomic import atomic_write, atomic_write_text
 from specsched.sim.config import arm_names, load_scenario, with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.grid_range import warning_lines
 from specsched.sim.profile import load_profile
 from specsched.sim.results import write_results
 
@@ -145,21 +146,17 @@ def grid_reach_line(name: str, steps, grid_x: dict[str, float]) -> str | None:
     return f"- {name}: " + "; ".join(parts) if parts else None
 
 
-def grid_reach_warning(name: str, scenario, grid_x: dict[str, float]) -> str | None:
-    """Before a run: one line when ``scenario`` can decode (or verify) more requests at once
-    (``server.max_running_requests``, bounded by the workload's requests and clients) than the profile's grid for it measured (``grid_x``, as
-    :func:`grid_reach_line`), else None: such a cell is predicted by extrapolation, so say so
-    before the GPU time is spent."""
-    srv, wl = scenario.server, scenario.workload
-    mode = "verify" if srv.speculative_algorithm.enabled else "decode"
-    top = grid_x.get(mode)
-    # no more running than the workload can have in flight: all its requests, its clients
-    reach = min(srv.max_running_requests, wl.num_requests,
-                *(c for c in (getattr(wl, "concurrency", None), getattr(wl, "max_concurrency", None)) if c))
-    if top is None or reach <= top:
-        return None
-    return (f"warning: {name}: up to {reach} running requests, gpu.{mode} measured at batch "
-            f"1..{top:g}: larger {mode} forwards are priced by extrapolation")
+def pre_run_warnings(jobs: list[Job], predict: Callable) -> list[str]:
+    """Before any GPU time is spent: where each job's prediction (``predict(job, seed)`` at
+    its scenario's seed) leaves the profile's measured grids, as the simulator's own range
+    check words it (sim/grid_range.py: one line per grid and axis, the largest value
+    reached and the measured range; what ``specsched run`` writes), each line prefixed by
+    the job's name. Such a cell is predicted by extrapolation, so it is said up front."""
+    lines = []
+    for job in jobs:
+        notes = predict(job, job.scenario.seed).extra["range_notes"]
+        lines += [f"{job.label} {job.arm}: {line}" for line in warning_lines(notes)]
+    return lines
 
 
 def write_csv(path: Path, rows: list[dict], extra: tuple[str, ...] = ()) -> None:
@@ -627,22 +624,31 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         eng = engine_for(job, eng, lambda sc: RuntimeEngine(sc, preset=args.preset, device=args.device))
         return eng.run(), eng
 
+    predicted: dict[tuple[str, int], object] = {}
+
+    def predict_ahead(job: Job, seed: int):
+        # the pre-run range check's prediction, kept for the comparison after the run
+        predicted[(job.result_name, seed)] = run_scenario(job.scenario, seed=seed, profile=profile, warn=False)
+        return predicted[(job.result_name, seed)]
+
     def predict(job: Job, seed: int):
-        return run_scenario(job.scenario, seed=seed, profile=profile)
+        hit = predicted.pop((job.result_name, seed), None)
+        return hit if hit is not None else run_scenario(job.scenario, seed=seed, profile=profile, warn=False)
 
     def condition(job: Job, seed: int, factor: float):
         # the run's reference work: each host term at it over its own (sim/host_speed.py); a
         # profile that does not say at which speed each term was measured: the one factor
         if not profile.host.reference_work_by_term:
-            return run_scenario(with_value(job.scenario, "host.speed_factor", factor), seed=seed, profile=profile)
+            return run_scenario(with_value(job.scenario, "host.speed_factor", factor), seed=seed, profile=profile,
+                                warn=False)
         ref_s = factor * profile.host.reference_work_s
-        return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile)
+        return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile,
+                            warn=False)
 
     grid_x = {m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
               if g is not None}
-    for job in rate_jobs + cell_jobs:
-        if (warn := grid_reach_warning(f"{job.label} {job.arm}", job.scenario, grid_x)) is not None:
-            print(warn, flush=True)
+    for line in pre_run_warnings(rate_jobs + cell_jobs, predict_ahead):
+        print(line, flush=True)
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
                      launch_ref=launch_call_reference(profile),

@@ -82,7 +82,7 @@ def price(steps: pd.DataFrame, server, profiles: dict[str, object]) -> pd.DataFr
     """``steps`` (of :func:`rebuild`, matched rows) with one ms column per profile."""
     steps = steps.copy()
     for name, prof in profiles.items():
-        cm = CostModel(prof, server, warn_to=None)
+        cm = CostModel(prof, server)
         steps[name] = [cm.step_s(int(r.bs), r.mean, r.longest) * 1e3 for r in steps.itertuples()]
     return steps
 

@@ -147,7 +147,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
                              backend=args.backend, allow_serializing=args.allow_serializing,
                              progress=not getattr(args, "quiet", False)).run()
-    predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile)
+    predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile, warn=False)
+    # one range warning per grid and axis for the command (the conditioned run's too)
+    notes = list(predicted.extra["range_notes"])
     predicted.summary["profile"] = profile.name
     rows = validation_table(predicted.summary, measured.summary)
     label = f"{sc.name} / {args.arm}"
@@ -162,12 +164,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         per_term = bool(profile.host.reference_work_by_term)
         cond = run_scenario(with_value(sc, "host.reference_work_s", hs["reference_work_s"]) if per_term
                             else with_value(sc, "host.speed_factor", factor * sc.host.speed_factor),
-                            seed=measured.summary["seed"], profile=profile)
+                            seed=measured.summary["seed"], profile=profile, warn=False)
+        notes += cond.extra["range_notes"]
         how = "per host term" if per_term else "one factor"
         print(format_validation(validation_table(cond.summary, measured.summary),
                                 f"conditioned on the run's host speed: x{factor:.3f} the profile's (reference work "
                                 f"{hs['reference_work_s'] * 1e3:.3f} vs {ref * 1e3:.3f} ms, {hs['slow_share']:.0%} "
                                 f"of samples slow; {how})"))
+    from specsched.sim.grid_range import write_warnings
+
+    write_warnings(notes)
     if args.out:
         out = Path(args.out)
         write_results(measured, out / f"{sc.name}-{args.arm}-measured")

@@ -55,13 +55,12 @@ the batch is a captured size, so old profiles give the results they gave.
 from __future__ import annotations
 
 import bisect
-import sys
 from dataclasses import dataclass
-from typing import TextIO
 
 import numpy as np
 from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
+from specsched.sim.grid_range import EagerUnpriced, GridExit, RangeNote, warning_lines
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import GridInterp, Profile
 from specsched.sim.server_args import ServerArgs, prefill_graph_bucket
@@ -129,8 +128,6 @@ class CostModel:
     Args:
         profile: the device profile.
         server: the scenario's server args (window, drafter, graph sizes).
-        warn_to: where the one-line range warnings go (:meth:`range_warnings`; default
-            the stderr of the moment the model is built, None to keep them for the caller).
 
     Raises:
         ConfigError: the profile lacks a grid the server args need (``gpu.verify`` for
@@ -138,16 +135,12 @@ class CostModel:
             drafter's serial steps or for a ``verify`` without its draft forward).
     """
 
-    def __init__(self, profile: Profile, server: ServerArgs, warn_to: TextIO | None | str = "stderr") -> None:
+    def __init__(self, profile: Profile, server: ServerArgs) -> None:
         g = profile.gpu
         self.profile = profile
         self.server = server
         self.h = profile.host
-        # looked up now, not at import: a default of sys.stderr would keep the stream of the
-        # moment this module was imported (closed since, under a test's captured output)
-        self.warn_to = sys.stderr if warn_to == "stderr" else warn_to
-        self._warned: set[tuple[str, str]] = set()
-        self._eager_unpriced = False  # an eager step priced as its graph replay (range_warnings)
+        self._eager_unpriced = False  # an eager step priced as its graph replay (range_notes)
         src = profile.path or profile.name
         spec = server.speculative_algorithm
         self.spec = spec.enabled
@@ -355,8 +348,6 @@ class CostModel:
             pre = plan.prefix_lens[n_ext:]
             decode_s, penalty = self._decode(n_dec, sum(pre), max(pre) if self.padded_attention else None,
                                              cross_queue and plan.mode is not ForwardMode.MIXED)
-        if self.warn_to is not None:
-            self.range_warnings(self.warn_to)
         return GpuCost(extend_s, decode_s, penalty)
 
     def _decode(self, n_dec: int, ctx_sum: int, max_ctx: int | None, cross_queue: bool) -> tuple[float, float]:
@@ -372,11 +363,9 @@ class CostModel:
         requests whose contexts sum to ``ctx_sum`` tokens (``ctx_sum`` >= 0), one request
         holding them all: the shape plans of the simulator's collapsed stretches
         (sim/engine_stretch.py, ~660 distinct shapes a 256-request burst). The same
-        :meth:`_decode`, range warnings and sum as :meth:`gpu`, without building a plan of
-        ``bs`` rows and summing its prefix lengths (about half of such a lookup's time)."""
+        :meth:`_decode` and sum as :meth:`gpu`, without building a plan of ``bs`` rows and
+        summing its prefix lengths (about half of such a lookup's time)."""
         decode_s, penalty = self._decode(bs, ctx_sum, ctx_sum if self.padded_attention else None, cross_queue)
-        if self.warn_to is not None:
-            self.range_warnings(self.warn_to)
         return 0.0 + decode_s + penalty   # GpuCost(0.0, decode_s, penalty).total_s
 
     def extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
@@ -542,35 +531,26 @@ class CostModel:
             t += h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
         return t
 
-    def range_warnings(self, out: TextIO | None = None) -> list[str]:
-        """One line per (grid, axis) whose measured range a query left (upwards) since the
-        last call, naming the profile, the grid, the axis, the measured range and the
-        largest query; written to ``out`` when given. Each (grid, axis) is reported once
-        per cost model, i.e. once per run."""
-        lines = []
+    def range_notes(self) -> list[RangeNote]:
+        """Where this model's queries left the profile's measured grids so far: per (grid,
+        axis) the largest query beyond the range (:class:`sim.grid_range.GridExit`), and
+        whether an eager step was priced as its graph replay
+        (:class:`sim.grid_range.EagerUnpriced`). A run's notes are its cost models' together,
+        written once when it ends (:mod:`sim.grid_range`)."""
+        name = self.profile.name
+        notes: list[RangeNote] = []
         for interp in (self.step_grid, self.extend, self.inject, self.draft_step):
-            if not isinstance(interp, GridInterp) or not interp.above:
+            if not isinstance(interp, GridInterp):
                 continue
             for axis, q in interp.above.items():
-                if (interp.name, axis) in self._warned:
-                    continue
-                self._warned.add((interp.name, axis))
                 pts = interp.x if axis == "x" else interp.c
-                how = ("linearly from the last measured segment (KV bytes read grow linearly with context)"
-                       if axis == "context_len" else "linearly from the last measured segment")
-                lines.append(f"warning: profile {self.profile.name}: {interp.name} queried at {axis} {q:g}, beyond the "
-                             f"measured range {pts[0]:g}..{pts[-1]:g}; extrapolating {how}")
-        if self._eager_unpriced and ("eager", "") not in self._warned:
-            # SGLang runs a batch above the largest captured graph eagerly, kernel by kernel
-            # (model_executor/cuda_graph_runner.py can_run); a profile that timed no eager
-            # step prices it as an unpadded graph replay, which comes out faster, not slower
-            self._warned.add(("eager", ""))
+                notes.append(GridExit(name, interp.name, axis, float(q), float(pts[0]), float(pts[-1])))
+        if self._eager_unpriced:
             why = ("every decode/verify step runs eagerly (server.disable_decode_cuda_graph)" if self.graph_max == 0
                    else f"batches above server.cuda_graph_max_bs ({self.graph_max}) run eagerly")
-            lines.append(f"warning: profile {self.profile.name}: {why}, and the profile times no eager "
-                         "step (gpu.eager_factor 1, no gpu.eager_overhead_s or gpu.eager_host_issue_s): they are "
-                         "priced as graph replays without padding, so eager can come out faster than a graph")
-        if out is not None:
-            for line in lines:
-                print(line, file=out)
-        return lines
+            notes.append(EagerUnpriced(name, why))
+        return notes
+
+    def range_warnings(self) -> list[str]:
+        """:meth:`range_notes` as warning lines (:func:`sim.grid_range.warning_lines`)."""
+        return warning_lines(self.range_notes())

@@ -247,6 +247,11 @@ class PDEngine(SimEngine):
                     parts.append(f"{srv.role} {srv.index} rank {i}: {held}")
         return f" ({'; '.join(parts) or 'every queue empty'})"
 
+    def cost_models(self) -> list[Any]:
+        """Every server's cost model (each prices its own forwards; their range notes are
+        the deployment's, written once: :meth:`SimEngine.range_notes`)."""
+        return [s.cost for s in self.prefill + self.decode]
+
     def run(self):
         result = super().run()
         s = result.summary

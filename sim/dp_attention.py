@@ -55,6 +55,7 @@ from specsched.sim import seed_streams
 from specsched.sim.admission import make_policy
 from specsched.sim.cost_model import CostModel, GpuCost
 from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.grid_range import RangeNote
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler
@@ -390,7 +391,12 @@ class DPCost:
             srv, sizes = cost.server, cost.server.graph_batch_sizes
             self.group = CostModel(cost.profile, srv.model_copy(update={
                 "cuda_graph_bs": [dp_size * b for b in sizes], "cuda_graph_max_bs": dp_size * sizes[-1],
-                "max_running_requests": dp_size * srv.max_running_requests}), warn_to=cost.warn_to)
+                "max_running_requests": dp_size * srv.max_running_requests}))
+
+    def range_notes(self) -> list[RangeNote]:
+        """Both cost models' :meth:`sim.cost_model.CostModel.range_notes` (the per-rank
+        one's and, for an analytic profile, the TP group's)."""
+        return self.cost.range_notes() + (self.group.range_notes() if self.group is not None else [])
 
     def gpu(self, plan: GroupPlan, part: str = "main", cross_queue: bool = False) -> GpuCost:
         """GPU seconds of the group's forward plus the sync for the main forward (the inject

@@ -43,6 +43,7 @@ from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
 from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.gc_pause import collector_paused
+from specsched.sim.grid_range import RangeNote, merged, write_warnings
 from specsched.sim.host_speed import scale_host
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
@@ -461,9 +462,24 @@ class SimEngine(Clients, EngineStretch):
 
         The cyclic garbage collector is off meanwhile (:mod:`sim.gc_pause`: a run makes
         millions of short-lived objects and almost no reference cycles) and restored after,
-        also when the run raises."""
+        also when the run raises. ``result.extra["range_notes"]``: where the run left its
+        profile's measured grids (:meth:`range_notes`), for the caller to write once
+        (:func:`sim.grid_range.write_warnings`)."""
         with collector_paused():
-            return self._run()
+            result = self._run()
+        result.extra["range_notes"] = self.range_notes()
+        return result
+
+    def range_notes(self) -> list[RangeNote]:
+        """Every cost model's :meth:`sim.cost_model.CostModel.range_notes`, merged: one per
+        profile, grid and axis, at the largest value any of them queried
+        (:func:`sim.grid_range.merged`)."""
+        return merged(n for cost in self.cost_models() for n in cost.range_notes())
+
+    def cost_models(self) -> list[Any]:
+        """The run's cost models (a :class:`sim.cost_model.CostModel`, or DP attention's
+        :class:`sim.dp_attention.DPCost`); a disaggregated deployment has one per server."""
+        return [self.cost]
 
     def _stall_detail(self) -> str:
         """What a :class:`Stalled` message adds: the scheduler's queues."""
@@ -514,11 +530,19 @@ class SimEngine(Clients, EngineStretch):
         return RunResult(requests, chunks, steps, ts, summary, self.scenario, extra=info)
 
 
-def run_scenario(scenario: Scenario, seed: int | None = None, profile: Profile | None = None, progress: bool = False) -> RunResult:
+def run_scenario(scenario: Scenario, seed: int | None = None, profile: Profile | None = None, progress: bool = False,
+                 warn: bool = True) -> RunResult:
     """Simulate ``scenario`` (one arm, one seed). See :class:`SimEngine`.
+
+    ``warn``: write the run's range warnings to stderr when it ends, one line per grid and
+    axis it left (:func:`sim.grid_range.write_warnings`); False leaves them to the caller
+    (``result.extra["range_notes"]``), e.g. one that merges them over many runs.
 
     Raises:
         ConfigError: the profile cannot be found or is invalid.
         UnschedulableRequest: a request can never fit the KV pool.
     """
-    return SimEngine(scenario, profile, seed).run()
+    result = SimEngine(scenario, profile, seed).run()
+    if warn:
+        write_warnings(result.extra["range_notes"])
+    return result

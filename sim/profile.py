@@ -73,7 +73,7 @@ class GridInterp:
     rounded to 10 tokens (steps repeat shapes; the engine memoizes on the same key).
 
     ``above``: per axis (``x``, ``context_len``), the largest query beyond the measured
-    range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_warnings`).
+    range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_notes`).
     """
 
     __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_cache", "above")

@@ -243,6 +243,9 @@ def _run_command(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     result = simulate(scenario, scenario.seed, show_progress(args))
     wall = time.perf_counter() - t0
+    from specsched.sim.grid_range import write_warnings
+
+    write_warnings(result.extra["range_notes"])   # once, at the largest value the run reached
     # reference figures belong to the scenario as written: not shown for a modified one
     ref = None if args.set else scenario.reference.get(args.arm)
     unknown = [k for k in ref or {} if k not in result.summary]

@@ -373,8 +373,8 @@ def test_an_eager_speculative_cycle_issues_the_draft_forward_too():
     per = eager_issue_per_kernel_s(EFF)
     target, draft = kernel_count(q, EFF, 1, gpu) * per, kernel_count(draft_arch(q, 1), EFF, 1, gpu) * per
     base = {"cuda_graph_max_bs": 8, "max_running_requests": 64}
-    plain = CostModel(p, ServerArgs(**base), warn_to=None)
-    spec = CostModel(p, ServerArgs(**base, speculative_algorithm="dspark", speculative_num_draft_tokens=6), warn_to=None)
+    plain = CostModel(p, ServerArgs(**base))
+    spec = CostModel(p, ServerArgs(**base, speculative_algorithm="dspark", speculative_num_draft_tokens=6))
     assert plain.eager_issue_s(9) == pytest.approx(target, rel=1e-5)
     assert spec.eager_issue_s(9) == pytest.approx(target + draft, rel=1e-5)
     assert spec.eager_issue_s(8) == 0.0  # graph-replayed
@@ -389,7 +389,7 @@ def test_disable_decode_cuda_graph_runs_every_decode_batch_eagerly():
 
     q = load_model("qwen3-0.6b")
     p = Profile.model_validate(build_profile(q, load_gpu("MI300X"), 1))
-    on, off = (CostModel(p, ServerArgs(disable_decode_cuda_graph=flag), warn_to=None) for flag in (False, True))
+    on, off = (CostModel(p, ServerArgs(disable_decode_cuda_graph=flag)) for flag in (False, True))
     assert on.padded_batch(1) == 1 and off.padded_batch(1) is None
     assert on.eager_issue_s(1) == 0.0 and off.eager_issue_s(1) == p.gpu.eager_host_issue_s
     assert off.step_s(1, 512) >= p.gpu.eager_host_issue_s > on.step_s(1, 512)
@@ -510,7 +510,7 @@ def test_a_gathered_kv_copy_spans_the_batchs_widest_context():
     assert gather.gpu.attention_width == "padded_max" and gather.gpu.attention_bucket == 256
     assert paged.gpu.attention_width == "per_request"
     args = ServerArgs(cuda_graph_max_bs=8, max_running_requests=8)
-    cm_p, cm_g = CostModel(paged, args, warn_to=None), CostModel(gather, args, warn_to=None)
+    cm_p, cm_g = CostModel(paged, args), CostModel(gather, args)
     mixed = (8192 + 7 * 512) / 8
     assert cm_g.step_s(8, mixed, 8192) == pytest.approx(cm_g.step_s(8, 8192, 8192), rel=1e-9)
     assert cm_g.step_s(8, mixed, 8192) > 1.5 * cm_g.step_s(8, mixed, mixed)
@@ -525,7 +525,8 @@ def test_layer_types_decide_which_layers_the_window_caps(layers, data, keys):
     ``config.layer_types[layer_id]``). Before, every layer was windowed, so a Gemma-like
     model's attention at long context cost as if it had no global layer."""
     kinds = data.draw(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers, max_size=layers))
-    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": layers, "sliding_window": 1024, "layer_types": kinds}
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": layers, "sliding_window": 1024, "layer_types": kinds,
+           "architectures": ["Gemma3ForCausalLM"]}
     arch = from_hf_config(cfg, "x", "config.json")
     k = kinds.count("sliding_attention")
     if k == 0:
@@ -785,7 +786,7 @@ def test_a_draft_tree_reads_each_requests_kv_once_per_draft_forward(bs, topk, ex
     def growth(k: int, n: int) -> float:
         s = ServerArgs(speculative_algorithm="eagle3", speculative_num_steps=steps, speculative_eagle_topk=k,
                        speculative_num_draft_tokens=n, cuda_graph_max_bs=256, max_total_num_tokens=10**6)
-        cm = CostModel(p, s, warn_to=None)
+        cm = CostModel(p, s)
         return cm.step_s(bs, 8000) - cm.step_s(bs, 1000)
 
     chain = growth(1, steps + 1)

@@ -44,7 +44,7 @@ def cost_model(tile: int, window: int = 1, align: int = 64) -> CostModel:
     spec = {"speculative_algorithm": "dspark"} if window > 1 else {"speculative_algorithm": "none"}
     sc = make_scenario({**spec, "speculative_num_draft_tokens": window, "max_total_num_tokens": 10**6},
                        acceptance={"mean_accept_length": 1.0, "request_spread": 0.0})
-    return CostModel(padded_profile(tile, align), sc.server, warn_to=None)
+    return CostModel(padded_profile(tile, align), sc.server)
 
 
 @settings(max_examples=40, deadline=None)
@@ -60,7 +60,7 @@ def test_tile_one_is_no_tile(bs, ctx, window):
     sc = make_scenario({**spec, "speculative_num_draft_tokens": window, "max_total_num_tokens": 10**6},
                        acceptance={"mean_accept_length": 1.0, "request_spread": 0.0})
     no_field = base.model_copy(update={"gpu": base.gpu.model_validate(fields)})
-    assert CostModel(no_field, sc.server, warn_to=None).step_s(bs, ctx, ctx) == a
+    assert CostModel(no_field, sc.server).step_s(bs, ctx, ctx) == a
 
 
 @settings(max_examples=40, deadline=None)

@@ -3,8 +3,6 @@ backward compatibility, and profile validation (issue 13: finite costs, needed g
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 import yaml
@@ -53,7 +51,7 @@ def test_old_profile_window_and_padding_free_points_are_the_grid():
     old = mi355x(verify_window=None, draft_step=None)
     grid = old.gpu.verify.interpolator()
     for w in (2, 3, 6, 8):
-        cm = CostModel(old, server(speculative_num_draft_tokens=w), warn_to=None)
+        cm = CostModel(old, server(speculative_num_draft_tokens=w))
         for bs in (1, 8, 32, 64, 256):
             assert cm.step_s(bs, 4000) == pytest.approx(grid(bs, 4000), rel=1e-12)
 
@@ -61,14 +59,14 @@ def test_old_profile_window_and_padding_free_points_are_the_grid():
 def test_new_fields_reproduce_the_grid_at_the_measured_window():
     p = mi355x()
     grid = p.gpu.verify.interpolator()
-    cm = CostModel(p, server(), warn_to=None)
+    cm = CostModel(p, server())
     for bs in (1, 8, 32, 64, 256):
         assert cm.step_s(bs, 4000) == pytest.approx(grid(bs, 4000), rel=1e-12)
 
 
 def test_old_eager_factor_still_applies_without_eager_overhead():
     p = tiny_profile().model_copy(update={"gpu": tiny_profile().gpu.model_copy(update={"eager_factor": 3.0})})
-    cm = CostModel(p, server(speculative_num_draft_tokens=4, cuda_graph_max_bs=8, max_running_requests=64), warn_to=None)
+    cm = CostModel(p, server(speculative_num_draft_tokens=4, cuda_graph_max_bs=8, max_running_requests=64))
     g = p.gpu.verify.interpolator()
     assert cm.step_s(9, 0) == pytest.approx(3.0 * g(9, 0))
 
@@ -80,16 +78,15 @@ def test_an_eager_step_the_profile_does_not_price_is_named(srv):
     The MI355X profile times no eager step (eager_factor assumed 1.0), so an eager batch is
     priced as an unpadded replay: cuda_graph_max_bs 64 on the HT cell raised the predicted
     throughput (7,809 -> 7,872 tok/s) without a word. The run now says so, once."""
-    cm = CostModel(mi355x(), server(**srv), warn_to=None)
+    cm = CostModel(mi355x(), server(**srv))
     cm.step_s(200, 4000)
     cm.step_s(253, 4000)
     lines = cm.range_warnings()
     assert len(lines) == 1 and "eager" in lines[0] and "mi355x-dsv41-flash-tp4" in lines[0]
-    assert cm.range_warnings() == []
-    graph = CostModel(mi355x(), server(), warn_to=None)
+    graph = CostModel(mi355x(), server())
     graph.step_s(253, 4000)
     assert graph.range_warnings() == []  # a captured size: nothing to say
-    priced = CostModel(mi355x(eager_factor=1.3), server(**srv), warn_to=None)
+    priced = CostModel(mi355x(eager_factor=1.3), server(**srv))
     priced.step_s(253, 4000)
     assert priced.range_warnings() == []
 
@@ -99,8 +96,8 @@ def test_an_eager_step_the_profile_does_not_price_is_named(srv):
 @given(bs=st.integers(1, 256), w=st.integers(2, 7), ctx=st.integers(0, 20_000))
 def test_verify_cost_grows_with_the_window(bs, w, ctx):
     p = mi355x()
-    a = CostModel(p, server(speculative_num_draft_tokens=w), warn_to=None).step_s(bs, ctx)
-    b = CostModel(p, server(speculative_num_draft_tokens=w + 1), warn_to=None).step_s(bs, ctx)
+    a = CostModel(p, server(speculative_num_draft_tokens=w)).step_s(bs, ctx)
+    b = CostModel(p, server(speculative_num_draft_tokens=w + 1)).step_s(bs, ctx)
     assert 0 < a <= b
 
 
@@ -109,8 +106,8 @@ def test_verify_cost_grows_with_the_window(bs, w, ctx):
 def test_window_moves_the_token_part_not_the_context_part(bs, w, ctx):
     """The context increment (KV read of the real requests) does not depend on the window."""
     p = ctx_profile()
-    cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))), warn_to=None)
-    ref = CostModel(p, server(speculative_num_draft_tokens=6, cuda_graph_bs=list(range(1, 257))), warn_to=None)
+    cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))))
+    ref = CostModel(p, server(speculative_num_draft_tokens=6, cuda_graph_bs=list(range(1, 257))))
     assert cm.step_s(bs, ctx) - cm.step_s(bs, 512) == pytest.approx(ref.step_s(bs, ctx) - ref.step_s(bs, 512), abs=1e-12)
 
 
@@ -123,7 +120,7 @@ def test_a_window_rescales_query_work_but_every_request_still_reads_its_kv(bs, w
     column's read was rescaled with the tokens, bs x W / W0 requests' worth, so window 2
     came out 11 % cheap on an H200 and window 8 2 % dear: docs/measurements/h200-v19.md)."""
     p = ctx_profile()
-    cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))), warn_to=None)
+    cm = CostModel(p, server(speculative_num_draft_tokens=w, cuda_graph_bs=list(range(1, 257))))
     # step_s reads the context to the nearest 10 tokens: at most 5 tokens' read per request off
     assert cm.step_s(bs, ctx) == pytest.approx(2e-3 + 1e-5 * bs * w + 1e-7 * bs * ctx, abs=5e-7 * bs + 1e-12)
 
@@ -133,8 +130,8 @@ def test_a_window_rescales_query_work_but_every_request_still_reads_its_kv(bs, w
 @given(bs=st.integers(1, 256), w=st.integers(3, 8))
 def test_chain_drafter_costs_its_serial_steps(bs, w):
     p = mi355x()
-    block = CostModel(p, server(speculative_num_draft_tokens=w), warn_to=None).step_s(bs, 4000)
-    chain = CostModel(p, server(speculative_algorithm="eagle", speculative_num_draft_tokens=w), warn_to=None)
+    block = CostModel(p, server(speculative_num_draft_tokens=w)).step_s(bs, 4000)
+    chain = CostModel(p, server(speculative_algorithm="eagle", speculative_num_draft_tokens=w))
     d = p.gpu.draft_step.interpolator()
     pad = chain.padded_batch(bs)
     assert chain.step_s(bs, 4000) == pytest.approx(block + (w - 2) * d(pad, 4000), rel=1e-9)
@@ -144,12 +141,12 @@ def test_chain_drafter_costs_its_serial_steps(bs, w):
 def test_topk_widens_each_draft_step_and_nextn_is_mtp():
     p = mi355x()
     one = CostModel(p, server(speculative_algorithm="EAGLE", speculative_num_draft_tokens=6, speculative_num_steps=3,
-                              speculative_eagle_topk=2), warn_to=None).step_s(32, 4000)
+                              speculative_eagle_topk=2)).step_s(32, 4000)
     four = CostModel(p, server(speculative_algorithm="eagle", speculative_num_draft_tokens=6, speculative_num_steps=3,
-                               speculative_eagle_topk=4), warn_to=None).step_s(32, 4000)
+                               speculative_eagle_topk=4)).step_s(32, 4000)
     assert four > one
-    nextn = CostModel(p, server(speculative_algorithm="NEXTN"), warn_to=None).step_s(32, 4000)
-    assert nextn == CostModel(p, server(speculative_algorithm="mtp"), warn_to=None).step_s(32, 4000)
+    nextn = CostModel(p, server(speculative_algorithm="NEXTN")).step_s(32, 4000)
+    assert nextn == CostModel(p, server(speculative_algorithm="mtp")).step_s(32, 4000)
     with pytest.raises(ValueError, match="speculative_num_steps"):
         ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=4, speculative_num_steps=1_000_000)
 
@@ -158,7 +155,7 @@ def test_a_draft_model_of_its_own_size_when_verify_holds_no_draft():
     small = ctx_profile(verify_includes_draft=False)
     big = ctx_profile(verify_includes_draft=False, draft_step={"x": [1, 64, 512], "seconds": [[2e-3], [3e-3], [8e-3]]})
     s = server(cuda_graph_bs=list(range(1, 257)))
-    a, b = CostModel(small, s, warn_to=None).step_s(8, 1024), CostModel(big, s, warn_to=None).step_s(8, 1024)
+    a, b = CostModel(small, s).step_s(8, 1024), CostModel(big, s).step_s(8, 1024)
     target = ctx_profile().gpu.verify.interpolator()(8, 1024)
     assert a == pytest.approx(target + small.gpu.draft_step.interpolator()(48, 1024))
     assert b > a
@@ -185,10 +182,10 @@ def test_an_explicit_capture_list_sets_the_graph_limit(sizes, max_bs, bs):
     assert s.cuda_graph_max_bs == max(sizes)
     assert s.graph_batch_sizes == sorted({b for b in sizes if b <= 256} | ({256} if max(sizes) > 256 else set()))
     p = mi355x()
-    cm = CostModel(p, s, warn_to=None)
+    cm = CostModel(p, s)
     if bs > min(max(sizes), 256):
         assert cm.padded_batch(bs) is None
-        eager = CostModel(p, server(disable_decode_cuda_graph=True), warn_to=None)
+        eager = CostModel(p, server(disable_decode_cuda_graph=True))
         assert cm.step_s(bs, 4000) == pytest.approx(eager.step_s(bs, 4000))
     else:
         assert cm.padded_batch(bs) in s.graph_batch_sizes
@@ -203,7 +200,7 @@ def test_an_empty_capture_list_is_refused():
 @given(bs=st.integers(1, 300))
 def test_padded_batches_cost_their_captured_size_and_never_decrease(bs):
     p = mi355x()
-    cm = CostModel(p, server(), warn_to=None)
+    cm = CostModel(p, server())
     pad = cm.padded_batch(bs)
     if pad is not None:
         assert cm.step_s(bs, 4000) == pytest.approx(cm.step_s(pad, 4000))   # one context column
@@ -231,15 +228,16 @@ def test_flat_or_falling_last_segment_holds_the_last_value():
     assert g(1, 10_000) == pytest.approx(1e-3) and g(2, 10_000) == pytest.approx(3e-3)
 
 
-def test_one_warning_line_per_axis_and_run():
-    out = io.StringIO()
-    cm = CostModel(ctx_profile(), server(speculative_algorithm="none", speculative_num_draft_tokens=1), warn_to=out)
+def test_one_warning_line_per_axis_at_the_largest_value_reached():
+    """The line names the extent the model reached (9000, not the first query beyond the
+    grid, 3000), the axis and the measured range; one line however many queries left it."""
+    cm = CostModel(ctx_profile(), server(speculative_algorithm="none", speculative_num_draft_tokens=1))
     from specsched.sim.plan import BatchPlan, ForwardMode
-    for ctx in (3000, 5000, 9000):
+    for ctx in (3000, 9000, 5000):
         cm.gpu(BatchPlan(step=0, mode=ForwardMode.DECODE, rids=(0, 1), extend_lens=(1, 1), prefix_lens=(ctx, ctx)))
-    lines = out.getvalue().splitlines()
+    lines = cm.range_warnings()
     assert len(lines) == 1
-    assert "gpu.decode queried at context_len" in lines[0] and "512..2048" in lines[0] and "3000" in lines[0]
+    assert "decode context 9000 beyond the profile's grid (512-2048)" in lines[0]
 
 
 def test_attention_context_is_the_quadratic_work_per_token():
@@ -252,11 +250,11 @@ def test_attention_context_is_the_quadratic_work_per_token():
 def test_eager_overhead_per_step_above_the_graph_limit():
     p = mi355x(eager_overhead_s=0.004, eager_draft_overhead_s=0.001)
     s = server(cuda_graph_max_bs=48)
-    cm = CostModel(p, s, warn_to=None)
+    cm = CostModel(p, s)
     g = p.gpu.verify.interpolator()
     assert cm.padded_batch(49) is None
     assert cm.step_s(49, 0) == pytest.approx(g(49, 0) + 0.004)
-    chain = CostModel(p, server(cuda_graph_max_bs=48, speculative_algorithm="mtp"), warn_to=None)
+    chain = CostModel(p, server(cuda_graph_max_bs=48, speculative_algorithm="mtp"))
     assert chain.step_s(49, 0) - chain.step_s(48, 0) > cm.step_s(49, 0) - cm.step_s(48, 0)
 
 
@@ -314,7 +312,7 @@ def test_missing_grid_is_one_line_and_exit_2(tmp_path, capsys, drop, algo, key):
 
 
 def test_rounded_context_key_matches_the_engine_memo():
-    cm = CostModel(ctx_profile(), server(), warn_to=None)
+    cm = CostModel(ctx_profile(), server())
     for ctx in np.linspace(500, 3000, 37):
         assert cm.step_s(8, float(ctx)) == cm.step_s(8, round(float(ctx), -1))
 
@@ -351,7 +349,7 @@ def test_old_measured_profile_gives_its_grid_at_every_window():
     assert old.gpu.verify_window is None
     g = old.gpu.verify.interpolator()
     for w in (2, 4, 6, 8):
-        cm = CostModel(old, server(speculative_num_draft_tokens=w, cuda_graph_max_bs=128, max_running_requests=128), warn_to=None)
+        cm = CostModel(old, server(speculative_num_draft_tokens=w, cuda_graph_max_bs=128, max_running_requests=128))
         for bs in (1, 2, 4, 8, 16, 32, 64):
             for ctx in (512, 1024, 2048):
                 assert cm.step_s(bs, ctx) == pytest.approx(g(bs, ctx), rel=1e-12)
@@ -383,8 +381,8 @@ def test_padded_attention_costs_the_longest_context_over_padded_rows(ctxs, algo)
     context below c0 it can exceed a dense read at a width under c0 (by 1 us in
     ``[15, 255, 255]``)."""
     srv = server(speculative_algorithm=algo, cuda_graph_max_bs=64, max_running_requests=64)
-    ragged = CostModel(ctx_profile(), srv, warn_to=None)
-    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv, warn_to=None)
+    ragged = CostModel(ctx_profile(), srv)
+    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv)
     bs, w = len(ctxs), dense.window
     mean, top = sum(ctxs) / bs, max(ctxs)
     width = -(-(top + w) // 256) * 256
@@ -407,8 +405,8 @@ def test_padded_attention_reads_the_column_timed_at_that_width(col, below, bs, a
     reading (width - W) charged 58-63 positions of attention too many."""
     srv = server(speculative_algorithm=algo, cuda_graph_max_bs=64, max_running_requests=64)
     dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=64, attention_grid_align=64),
-                      srv, warn_to=None)
-    old = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=64), srv, warn_to=None)
+                      srv)
+    old = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=64), srv)
     width = col + 64                        # what the profiler's graph for column col spanned
     top = width - dense.window - below      # longest context in the batch: same padded width
     assert dense.attention_width(top) == width
@@ -420,7 +418,7 @@ def test_padded_attention_reads_the_column_timed_at_that_width(col, below, bs, a
 def test_padded_attention_in_a_plan_uses_the_batch_max():
     from specsched.sim.plan import decode_plan
     srv = server(cuda_graph_max_bs=64, max_running_requests=64)
-    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv, warn_to=None)
+    dense = CostModel(ctx_profile(attention_width="padded_max", attention_bucket=256), srv)
     plan = decode_plan(0, True, 6, [0, 1, 2], [100, 200, 1900], [100, 200, 1900], [50, 50, 50])
     assert dense.gpu(plan).decode_s == pytest.approx(dense.step_s(3, 2200 / 3, 1900), rel=1e-12)
     assert dense.gpu(plan).decode_s > dense.step_s(3, 2200 / 3, 200)
@@ -452,8 +450,8 @@ PADDED_EXTEND = {"extend_attention": "padded_max", "extend_layout_len": 1024, "e
 def test_padded_extend_agrees_with_ragged_on_the_grids_own_layouts(n, prefix):
     """Both readings agree on the batches the profiler measured (n requests of the layout
     length at one prefix): the padded reading moves the query only where layouts differ."""
-    ragged = CostModel(extend_profile(), server(), warn_to=None)
-    dense = CostModel(extend_profile(**PADDED_EXTEND), server(), warn_to=None)
+    ragged = CostModel(extend_profile(), server())
+    dense = CostModel(extend_profile(**PADDED_EXTEND), server())
     lens, pre = [1024] * n, [prefix] * n
     for inject in (False, True):
         # within the plain reading's rounding of the context to 10 tokens
@@ -466,7 +464,7 @@ def test_padded_extend_agrees_with_ragged_on_the_grids_own_layouts(n, prefix):
 def test_padded_extend_cost_grows_with_any_requests_width(lens, pre, who, extra):
     """Dense [B, Q, C] work grows with the longest prefix + extend: lengthening any
     request's prefix never makes the extend cheaper (the grid grows with context)."""
-    dense = CostModel(extend_profile(**PADDED_EXTEND), server(), warn_to=None)
+    dense = CostModel(extend_profile(**PADDED_EXTEND), server())
     pre = pre[: len(lens)]
     base = dense.extend_s(lens, pre)
     longer = list(pre)
@@ -477,8 +475,8 @@ def test_padded_extend_cost_grows_with_any_requests_width(lens, pre, who, extra)
 def test_one_long_prompt_costs_the_dense_square():
     """One 6000-token prompt: the dense kernel visits 6000 x 6016 pairs, twice the causal
     half the ragged reading charges, so the padded extend is dearer by the grid's slope."""
-    ragged = CostModel(extend_profile(), server(), warn_to=None)
-    dense = CostModel(extend_profile(**PADDED_EXTEND), server(), warn_to=None)
+    ragged = CostModel(extend_profile(), server())
+    dense = CostModel(extend_profile(**PADDED_EXTEND), server())
     lens, pre = [6000], [0]
     # synthetic grid: 1e-3 + 5e-6 x + 2e-9 x (dense keys per token), exact on its rows' layouts
     want_dense = 1e-3 + 5e-6 * 6000 + 2e-9 * 6000 * 6016
@@ -537,7 +535,7 @@ def test_inv_extend_floor_no_extend_is_cheaper_than_one_requests_forward(name, t
                                      "speculative_num_draft_tokens": (g.verify_window or 4) if spec else 1,
                                      "max_running_requests": 64, "max_total_num_tokens": 1_000_000,
                                      "disable_prefill_cuda_graph": True})
-    cm = CostModel(p, srv, warn_to=None)
+    cm = CostModel(p, srv)
     assert cm.extend_s([tokens], [0]) >= _one_request_target_forward(p) * (1 - 1e-9)
 
 
@@ -570,7 +568,7 @@ def test_on_recorded_h200_grids_a_cycle_costs_more_at_a_wider_window_and_a_large
     no less at window w + 1 than at w, nor with one more request, and never below 0 (the
     graph limit 128 leaves batches above it eager)."""
     p = load_profile(str(RECORDED_H200[i]))
-    at = {v: CostModel(p, server(speculative_num_draft_tokens=v, cuda_graph_max_bs=128), warn_to=None)
+    at = {v: CostModel(p, server(speculative_num_draft_tokens=v, cuda_graph_max_bs=128))
           for v in (w, w + 1)}
     t = at[w].step_s(bs, ctx)
     assert 0 < t <= at[w + 1].step_s(bs, ctx) + 1e-12
@@ -610,10 +608,10 @@ def test_a_decode_shapes_launch_is_gpu_of_its_plan_bit_for_bit(bs, per, extra, a
                      rids=tuple(range(bs)), extend_lens=(w,) * bs, prefix_lens=(ctx_sum,) + (0,) * (bs - 1),
                      spec_window=w)
     try:
-        a = CostModel(prof, srv, warn_to=None)
+        a = CostModel(prof, srv)
     except ConfigError:   # a profile without the grid this decoding needs (mi355x: no gpu.decode)
         assume(False)
-    b = CostModel(prof, srv, warn_to=None)
+    b = CostModel(prof, srv)
     want = a.gpu(plan, "main", cross_queue=cross).total_s
     got = b.decode_launch_s(bs, ctx_sum, cross)
     assert np.float64(got).tobytes() == np.float64(want).tobytes(), (got, want)

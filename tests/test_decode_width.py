@@ -42,7 +42,7 @@ def test_engine_picks_the_width_the_simulator_charges():
                        {"kind": "burst", "num_requests": 4, "input_len": {"kind": "uniform", "value": 300, "range_ratio": 0.8},
                         "output_len": {"kind": "fixed", "value": 40}})
     eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
-    cost = CostModel(padded_profile(CTX_BUCKET_STEP), sc.server, warn_to=None)
+    cost = CostModel(padded_profile(CTX_BUCKET_STEP), sc.server)
     runner = eng.runner
     picked: list[int] = []
     bucket = runner.context_bucket

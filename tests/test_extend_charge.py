@@ -109,7 +109,7 @@ def _plan(n_ext, n_dec):
 def test_repredict_what_if_drops_the_launch_of_extend_only_launches_only():
     rp = load_benchmark("repredict_h200", "rp_extend_launch")
     cm = CostModel(tiny_profile(launch_s=LAUNCH_S, launch_per_req_s=1e-5),
-                   ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=4), warn_to=None)
+                   ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=4))
     host = rp.without_extend_launch(CostModel.host)
     ext, ver = _plan(2, 0), _plan(0, 3)
     assert CostModel.host(cm, "launch", ext) == pytest.approx(LAUNCH_S + 2e-5)

@@ -155,7 +155,7 @@ def test_each_forward_pays_the_lead_of_its_launch_sequence(scalar, combined, inj
         if pair:
             extra[key] = _table(*pair)
     prof = tiny_profile(**extra)
-    cost = CostModel(prof, make_scenario({"prefill_slot_expansion_sync": block}).server, warn_to=None)
+    cost = CostModel(prof, make_scenario({"prefill_slot_expansion_sync": block}).server)
     plan = SimpleNamespace(num_extend=1 if tokens else 0, num_extend_tokens=tokens)
     want = _old_rule(prof.host, plan, part)
     if block and part == "main" and tokens and own:

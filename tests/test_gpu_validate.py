@@ -216,20 +216,3 @@ def test_checks_md_lists_the_runs_above_the_grid(tmp_path):
     val.run(_jobs()[:1])
     text = (tmp_path / "checks.md").read_text()
     assert "## Forwards above the profile's step grid" in text and "- a base: " in text
-
-
-def test_a_cell_that_can_run_above_the_grid_is_named_before_it_runs():
-    sc = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "max_running_requests": 64},
-                       {"num_requests": 128, "input_len": {"kind": "fixed", "value": 64},
-                        "output_len": {"kind": "fixed", "value": 4}})
-    warn = gv.grid_reach_warning("poisson-nospec base", sc, {"decode": 32.0, "verify": 64.0})
-    assert warn is not None and "64 running requests" in warn and "gpu.decode" in warn and "1..32" in warn
-    assert gv.grid_reach_warning("poisson-nospec base", sc, {"decode": 64.0}) is None
-    assert gv.grid_reach_warning("poisson-nospec base", sc, {"verify": 32.0}) is None
-
-
-def test_a_workload_that_cannot_fill_the_slots_is_not_named():
-    few = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "max_running_requests": 64},
-                        {"num_requests": 8, "input_len": {"kind": "fixed", "value": 64},
-                         "output_len": {"kind": "fixed", "value": 4}})
-    assert gv.grid_reach_warning("few base", few, {"decode": 32.0}) is None

@@ -43,7 +43,7 @@ def test_extend_issue_bounds_a_short_prefill_from_below():
 
 def test_issue_is_not_charged_as_launch_host_work():
     prof = _with(tiny_profile(), host={"launch_per_extend_s": 0.01, "launch_per_extend_token_s": 1e-6})
-    cm = CostModel(prof, _one_request().server, warn_to=None)
+    cm = CostModel(prof, _one_request().server)
     plan = BatchPlan(step=0, mode=ForwardMode.EXTEND, rids=(0,), extend_lens=(200,), prefix_lens=(0,), num_extend=1)
     assert cm.host("launch", plan) == pytest.approx(prof.host.launch_s)
     assert cm.issue(plan) == pytest.approx(0.01 + 1e-6 * 200)
@@ -56,8 +56,8 @@ def test_eager_cycle_is_the_slower_of_gpu_and_issue(ctx):
     no_issue = _with(tiny_profile(), gpu={"eager_overhead_s": 1e-4})
     with_issue = _with(no_issue, gpu={"eager_host_issue_s": 0.02})
     bs = 4  # above cuda_graph_max_bs: eager
-    t0 = CostModel(no_issue, sc.server, warn_to=None).step_s(bs, ctx)
-    t1 = CostModel(with_issue, sc.server, warn_to=None).step_s(bs, ctx)
+    t0 = CostModel(no_issue, sc.server).step_s(bs, ctx)
+    t1 = CostModel(with_issue, sc.server).step_s(bs, ctx)
     assert t1 == pytest.approx(max(t0, 0.02))
 
 
@@ -131,7 +131,7 @@ def test_inject_issue_is_charged_at_the_inject_launch_only_with_a_drafter():
     speculative run's TTFT pays it after the extend, a plain-decoding run never does."""
     split = _with(tiny_profile(), host={"launch_per_extend_s": 0.03, "launch_per_inject_s": 0.01})
     merged = _with(tiny_profile(), host={"launch_per_extend_s": 0.04})
-    cm = CostModel(split, _one_request().server, warn_to=None)
+    cm = CostModel(split, _one_request().server)
     plan = BatchPlan(step=0, mode=ForwardMode.EXTEND, rids=(0,), extend_lens=(200,), prefix_lens=(0,), num_extend=1)
     assert cm.issue(plan, "inject") == pytest.approx(0.01)
     spec, plain = _one_request(), _one_request(speculative_algorithm="none")

@@ -56,10 +56,10 @@ def test_a_tail_longer_than_the_forward_paces_the_loop():
 def test_only_graph_replayed_decode_and_verify_launches_have_a_tail():
     srv = ServerArgs.model_validate({"speculative_algorithm": "none", "cuda_graph_max_bs": 4,
                                      "max_running_requests": 8})
-    cost = CostModel(tiny_profile(launch_tail_s=5e-4, launch_tail_per_req_s=1e-5), srv, warn_to=None)
+    cost = CostModel(tiny_profile(launch_tail_s=5e-4, launch_tail_per_req_s=1e-5), srv)
     dec = decode_plan(0, False, 1, [0, 1, 2], [100, 100, 100], [100, 100, 100], [10, 10, 10])
     assert cost.launch_tail(dec) == pytest.approx(5e-4 + 3 * 1e-5)
     assert cost.launch_tail(dec, "inject") == 0.0
     eager = decode_plan(0, False, 1, list(range(6)), [100] * 6, [100] * 6, [10] * 6)
     assert cost.launch_tail(eager) == 0.0        # above cuda_graph_max_bs: the issue is the call
-    assert CostModel(tiny_profile(), srv, warn_to=None).launch_tail(dec) == 0.0   # not measured
+    assert CostModel(tiny_profile(), srv).launch_tail(dec) == 0.0   # not measured

@@ -46,8 +46,8 @@ def gpu_s(cm: CostModel, tokens: int, part: str = "main") -> float:
 
 def test_extend_is_charged_its_token_bucket_on_cuda():
     # 700 tokens replay at the 704 bucket; 1025 at 1280 (buckets 256 apart above 1024)
-    cm = CostModel(profile("cuda"), server(), warn_to=None)
-    eager = CostModel(profile("cuda"), server(disable_prefill_cuda_graph=True), warn_to=None)
+    cm = CostModel(profile("cuda"), server())
+    eager = CostModel(profile("cuda"), server(disable_prefill_cuda_graph=True))
     assert gpu_s(cm, 1025) == pytest.approx(gpu_s(eager, 1280))
     assert gpu_s(cm, 1025) > gpu_s(eager, 1025) * 1.2
     assert gpu_s(cm, 700) == pytest.approx(gpu_s(eager, 704))
@@ -58,15 +58,15 @@ def test_extend_is_charged_its_token_bucket_on_cuda():
 def test_no_prefill_graphs_off_cuda_or_without_hardware():
     # SGLang's default_prefill_backend is breakable on CUDA only
     for plat in ("hip", None):
-        cm = CostModel(profile(plat), server(), warn_to=None)
+        cm = CostModel(profile(plat), server())
         assert cm.extend_bucket(1025) is None
-        eager = CostModel(profile(plat), server(disable_prefill_cuda_graph=True), warn_to=None)
+        eager = CostModel(profile(plat), server(disable_prefill_cuda_graph=True))
         assert gpu_s(cm, 1025) == gpu_s(eager, 1025) < gpu_s(eager, 1280)
 
 
 def test_eager_above_the_largest_bucket_or_past_twice_the_tokens():
-    cm = CostModel(profile("cuda"), server(cuda_graph_max_bs_prefill=512), warn_to=None)
-    eager = CostModel(profile("cuda"), server(disable_prefill_cuda_graph=True), warn_to=None)
+    cm = CostModel(profile("cuda"), server(cuda_graph_max_bs_prefill=512))
+    eager = CostModel(profile("cuda"), server(disable_prefill_cuda_graph=True))
     assert cm.extend_bucket(513) is None and gpu_s(cm, 513) == gpu_s(eager, 513)
     assert cm.extend_bucket(1) is None  # bucket 4 > 2 x 1
     assert cm.extend_bucket(2) == 4
@@ -91,8 +91,8 @@ def test_bucket_invariants(tokens, top):
 def test_padding_never_lowers_the_cost(tokens, prefix):
     """Invariant: a graphed extend costs at least the eager reading of its real tokens."""
     plan = extend_plan(tokens, prefix)
-    cm = CostModel(profile("cuda"), server(chunked_prefill_size=4096), warn_to=None)
-    eager = CostModel(profile("cuda"), server(chunked_prefill_size=4096, disable_prefill_cuda_graph=True), warn_to=None)
+    cm = CostModel(profile("cuda"), server(chunked_prefill_size=4096))
+    eager = CostModel(profile("cuda"), server(chunked_prefill_size=4096, disable_prefill_cuda_graph=True))
     assert cm.gpu(plan).extend_s >= eager.gpu(plan).extend_s - 1e-15
 
 

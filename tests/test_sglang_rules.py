@@ -214,7 +214,7 @@ def test_mixed_step_with_spec_costs_one_extend_over_every_row():
     s.add_request(Req(5, 500, 5))
     p = s.schedule()
     assert p.mode is ForwardMode.MIXED
-    cm = CostModel(tiny_profile(), s.server, warn_to=None)
+    cm = CostModel(tiny_profile(), s.server)
     cost = cm.gpu(p)
     assert cost.decode_s == 0.0
     assert cost.extend_s == cm.extend_s(p.extend_lens, p.prefix_lens)

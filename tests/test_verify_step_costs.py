@@ -52,7 +52,7 @@ def test_steps_are_priced_at_their_own_contexts(tmp_path):
     sc = load_scenario(costs.scenarios_dir() / "h200" / "sharegpt-lengths.yaml", "base")
     prof = load_profile(str(ROUND26))
     got = costs.price(t, sc.server, {"p": prof})
-    cm = CostModel(prof, sc.server, warn_to=None)
+    cm = CostModel(prof, sc.server)
     assert got.p.tolist() == pytest.approx([cm.step_s(2, 504.0, 904) * 1e3, cm.step_s(1, 908.0, 908) * 1e3])
     refit = costs.price(t, sc.server, {"p": costs._profile(f"{ROUND26}+excess")})
     assert (refit.p < got.p).all()  # the refit takes the loop's extra width out of the excess

@@ -55,7 +55,7 @@ def analytic(model: str, gpu: str, tp: int, dtype: str | None = None) -> Profile
 
 def cost(profile: Profile, **server) -> CostModel:
     srv = {"max_running_requests": 1024, "max_total_num_tokens": 1_000_000, **server}
-    return CostModel(profile, ServerArgs.model_validate(srv), warn_to=None)
+    return CostModel(profile, ServerArgs.model_validate(srv))
 
 
 shape = st.sampled_from(SPREAD)

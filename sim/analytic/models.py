@@ -48,6 +48,30 @@ configs/model_config.py ``is_deepseek_dsa`` (with ``index_topk`` in the config) 
 arg_groups/overrides.py ``_DEEPSEEK_FAMILY_ARCHS`` (``_dsa_kv_cache_dtype_default`` returns at
 once for another architecture)."""
 
+FULL_ATTENTION_ARCHS = frozenset({
+    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+})
+"""Architectures whose SGLang 0.5.23 model attends every position whatever the config's
+``sliding_window`` says: models/llama.py (which mistral.py's ``MistralForCausalLM``
+subclasses), qwen2.py, qwen2_moe.py, qwen3.py and qwen3_moe.py build ``RadixAttention``
+without ``sliding_window_size``. Mistral-7B-v0.1's config carries ``sliding_window: 4096``
+with no ``use_sliding_window: false``; its attention reads the whole context there. A config's
+own ``is_hybrid_swa: true`` (this project's opt-in) keeps the window."""
+
+TIED_ARCHS = frozenset({"GemmaForCausalLM", "Gemma2ForCausalLM"})
+"""Architectures whose SGLang 0.5.23 model computes its logits from the input embedding,
+whatever ``tie_word_embeddings`` says (models/gemma.py and gemma2.py pass
+``self.model.embed_tokens`` to the logits processor and skip ``lm_head.weight`` when
+loading): no separate LM head's weights. Gemma 2's config.json states no
+``tie_word_embeddings``; read as untied, a Gemma-2-9B at TP2 held 0.92 GB per rank more
+weights than its checkpoint."""
+
+TIED_BY_DEFAULT_ARCHS = frozenset({"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"})
+"""Architectures whose transformers config defaults ``tie_word_embeddings`` to true (Gemma 3's
+text config), which SGLang's models/gemma3_causal.py reads: tied when the config.json does
+not say (every other config is read with Llama's default, untied)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -180,7 +204,9 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
     five windowed layers to one global, gpt-oss alternates, a list without a sliding layer
     has no window. Gemma 2's configs carry no list; SGLang windows its even layers
     (models/gemma2.py ``use_sliding_window = layer_id % 2 == 0``). Without either, a window
-    applies to every layer (Mistral 7B v0.1), unless ``swa_layer_fraction`` gives the share.
+    applies to every layer, unless ``swa_layer_fraction`` gives the share (an architecture
+    SGLang builds without a window, :data:`FULL_ATTENTION_ARCHS`, has none whatever the
+    config says).
     A kind other than these two (linear attention, say) is counted as a full layer.
 
     The SWA pool: for :data:`HYBRID_SWA_ARCHS` (or ``is_hybrid_swa: true``) with a window,
@@ -261,6 +287,12 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         window = None
     if window == 0:
         raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
+    archs = _strings(cfg.get("architectures"))
+    assumptions = _strings(cfg.get("assumptions"))
+    if window is not None and FULL_ATTENTION_ARCHS & set(archs[:1]) and cfg.get("is_hybrid_swa") is not True:
+        assumptions.append(f"sliding_window {window} not applied: SGLang's {archs[0]} attends every position "
+                           "(its RadixAttention has no sliding_window_size)")
+        window = None
     if _get(cfg, file, "max_position_embeddings", "max_sequence_length", default=1) == 0:
         raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
     window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
@@ -268,7 +300,6 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
     fp8 = method in ("fp8", "mxfp8")
     fp4 = fp4_format(quant)
-    assumptions = _strings(cfg.get("assumptions"))
     if method and not fp8 and not fp4:
         # only bf16, fp8 and 4-bit fp (mxfp4, nvfp4) weights are priced (roofline.py weight_bytes_per_element)
         assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
@@ -283,7 +314,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
-        architectures=_strings(cfg.get("architectures")),
+        architectures=archs,
         assumptions=assumptions,
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],
@@ -294,7 +325,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
         context_len=_get(cfg, file, "max_position_embeddings", "max_sequence_length", default=4096),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tie_word_embeddings=bool(TIED_ARCHS & set(archs[:1]))
+        or bool(cfg.get("tie_word_embeddings", bool(TIED_BY_DEFAULT_ARCHS & set(archs[:1])))),
         num_experts=num_experts,
         experts_per_token=_get(cfg, file, "num_experts_per_tok", default=0),
         shared_experts=shared,
@@ -313,7 +345,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
         weight_format=fp4,
         kv_cache_quant_algo=checkpoint_kv_cache_quant(quant),
-        dsa=bool(DSA_ARCHS & set(_strings(cfg.get("architectures"))[:1])) and cfg.get("index_topk") is not None,
+        dsa=bool(DSA_ARCHS & set(archs[:1])) and cfg.get("index_topk") is not None,
         learnable_sink=bool(cfg.get("learnable_sink", False)),
     )
 

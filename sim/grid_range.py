@@ -1,0 +1,126 @@
+"""Where a run left its profile's measured grids: the one owner of the range warning.
+
+A profile times forwards on grids (``gpu.extend``, ``gpu.decode``, ``gpu.verify``,
+``gpu.draft_step``, ``gpu.draft_inject``), each measured over a range of its two axes.
+:class:`sim.profile.GridInterp` prices a query beyond that range by linear extrapolation
+(on the context axis from the last segment's non-negative slope: a decode/verify forward
+reads every context token's KV once, so its time grows linearly with context) and records
+the largest such query per axis. A profile that times no eager step prices a batch above
+``cuda_graph_max_bs`` as an unpadded graph replay (SGLang runs it eagerly, kernel by kernel:
+model_executor/cuda_graph_runner.py ``can_run``).
+
+Those records, from every cost model of a run (one per server of a disaggregated
+deployment, two under DP attention with an analytic profile) or of several runs (the arms
+and seeds of ``specsched compare``, the points of a sweep), become one warning line per
+profile, grid and axis, naming the largest value reached and the measured range
+(:func:`warning_lines`), written once when the run or command ends (:func:`write_warnings`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TextIO
+
+_EXTEND_CONTEXT = "keys per extend token, prefix plus half the extend"
+AXIS_NAMES = {
+    "gpu.decode": ("batch", "tokens per request"),
+    "gpu.verify": ("batch", "tokens per request"),
+    "gpu.draft_step": ("tokens", "tokens per request"),
+    "gpu.extend": ("tokens", _EXTEND_CONTEXT),
+    "gpu.draft_inject": ("tokens", _EXTEND_CONTEXT),
+}
+"""Per grid, the name of its ``x`` axis and what its ``context_len`` axis counts
+(sim.profile.GpuProfile). A decode/verify batch replayed from a graph is read at its
+captured size (10 running requests replay the graph of 12: batch 12), and a verify at a
+window ``W`` other than the grid's ``W0`` at ``batch x W / W0`` for its token work
+(sim/cost_model.py ``step_s``)."""
+
+
+@dataclass(frozen=True)
+class GridExit:
+    """The largest query beyond one axis of one grid of a profile.
+
+    Attributes:
+        profile: the profile's name.
+        grid: the profile key of the grid, e.g. ``gpu.decode``.
+        axis: ``x`` or ``context_len`` (the grid's field names).
+        extent: the largest queried value beyond the range (requests, tokens).
+        lo, hi: the axis' first and last measured points.
+    """
+
+    profile: str
+    grid: str
+    axis: str
+    extent: float
+    lo: float
+    hi: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.profile, self.grid, self.axis
+
+    def line(self) -> str:
+        """The warning line, e.g. ``warning: profile h200-1b: decode batch 96 beyond the
+        profile's grid (1-64): extrapolated linearly from the last measured segment``."""
+        x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
+        grid = self.grid.removeprefix("gpu.").replace("_", " ")
+        if self.axis == "x":
+            what, why = f"{grid} {x_name}", ""
+        else:
+            what, why = f"{grid} context", f" ({counts}; KV bytes read grow linearly with context)"
+        return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the profile's grid "
+                f"({self.lo:g}-{self.hi:g}): extrapolated linearly from the last measured segment{why}")
+
+
+@dataclass(frozen=True)
+class EagerUnpriced:
+    """Eager decode/verify steps the profile cannot price (it times no eager step).
+
+    Attributes:
+        profile: the profile's name.
+        why: which steps run eagerly, e.g. ``batches above server.cuda_graph_max_bs (64) run eagerly``.
+    """
+
+    profile: str
+    why: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.profile, "eager", ""
+
+    def line(self) -> str:
+        return (f"warning: profile {self.profile}: {self.why}, and the profile times no eager step "
+                "(gpu.eager_factor 1, no gpu.eager_overhead_s or gpu.eager_host_issue_s): they are priced as "
+                "graph replays without padding, so eager can come out faster than a graph")
+
+
+RangeNote = GridExit | EagerUnpriced
+
+
+def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:
+    """One note per (profile, grid, axis): the largest extent of a :class:`GridExit`, the
+    first :class:`EagerUnpriced` of a profile; sorted by (profile, grid, axis), so runs
+    finishing in any order (a pool's) give the same lines."""
+    out: dict[tuple[str, str, str], RangeNote] = {}
+    for n in notes:
+        old = out.get(n.key)
+        if old is None or (isinstance(n, GridExit) and isinstance(old, GridExit) and n.extent > old.extent):
+            out[n.key] = n
+    return [out[k] for k in sorted(out)]
+
+
+def warning_lines(notes: Iterable[RangeNote]) -> list[str]:
+    """One line per (profile, grid, axis) of ``notes`` (:func:`merged`)."""
+    return [n.line() for n in merged(notes)]
+
+
+def write_warnings(notes: Iterable[RangeNote], out: TextIO | None = None) -> list[str]:
+    """Write :func:`warning_lines` of ``notes`` to ``out`` (default: the stderr of the
+    moment of the call) and return them."""
+    lines = warning_lines(notes)
+    stream = sys.stderr if out is None else out
+    for line in lines:
+        print(line, file=stream)
+    return lines

@@ -1,0 +1,242 @@
+"""The range warning (sim/grid_range.py): a run that leaves its profile's measured grids says
+so in one line per grid and axis, naming the largest value it reached and the measured
+range, on every path that runs the simulator.
+
+Named invariant INV-RANGE-ONCE: whatever the path (``specsched run``, ``compare``, a sweep,
+DP attention, a disaggregated deployment, gpu_validate's pre-run check), each (profile,
+grid, axis) a run left gets exactly one line, at the largest value any of its cost models
+queried, and an axis the run stayed inside gets none.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.disagg_config import KVTransferCost
+from specsched.sim.engine import SimEngine
+from specsched.sim.grid_range import EagerUnpriced, GridExit, merged, warning_lines, write_warnings
+from specsched.sim.profile import Profile
+
+from specsched.cli import main
+from tests.conftest import load_benchmark, make_scenario
+
+LINE = re.compile(r"^warning: profile small: (\w[\w ]*?) (batch|tokens|context) ([\d.e+]+) beyond the profile's "
+                  r"grid \(([\d.e+]+)-([\d.e+]+)\): extrapolated")
+
+PROFILE = {
+    "name": "small", "device": "synthetic",
+    "gpu": {
+        # extend: 256 tokens at most, attention context (keys per token) up to 100
+        "extend": {"x": [1, 256], "context_len": [0, 100], "seconds": [[1e-5, 2e-5], [4e-4, 6e-4]]},
+        "draft_inject_per_token_s": 1e-7,
+        # decode and verify: batch 1-4, context 100-200 tokens per request
+        "decode": {"x": [1, 4], "context_len": [100, 200], "seconds": [[1e-3, 1.1e-3], [1.5e-3, 1.7e-3]]},
+        "verify": {"x": [1, 4], "context_len": [100, 200], "seconds": [[2e-3, 2.1e-3], [3e-3, 3.3e-3]]},
+    },
+    "host": {"ingest_per_request_s": 0.0, "schedule_s": 1e-4, "launch_s": 2e-4, "process_s": 1e-4,
+             "sync_wakeup_s": 5e-5, "cross_queue_penalty_s": 1e-3},
+}
+
+
+def small_profile(**update) -> Profile:
+    return Profile.model_validate({**PROFILE, **update})
+
+
+def scenario(n: int = 8, prompt: int = 500, output: int = 20, **server):
+    """``n`` requests at once (burst), ``prompt`` + ``output`` tokens, plain decoding; the
+    defaults leave every axis: decode batch 8 > 4, context ~520 > 200, extend chunks of
+    2048 tokens > 256 at an attention context of 250 keys per token > 100."""
+    srv = {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "max_running_requests": 16,
+           "chunked_prefill_size": 2048, "max_prefill_tokens": 4096, **server}
+    return make_scenario(srv, {"kind": "burst", "num_requests": n, "input_len": {"kind": "fixed", "value": prompt},
+                               "output_len": {"kind": "fixed", "value": output}}, {"mean_accept_length": 1.0})
+
+
+def parsed(lines: list[str]) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """(grid words, axis) -> (extent, lo, hi) of warning lines; every line parses, none repeats."""
+    out = {}
+    for line in lines:
+        m = LINE.match(line)
+        assert m, line
+        key = (m.group(1), m.group(2))
+        assert key not in out, f"two lines for {key}: {lines}"
+        out[key] = tuple(float(m.group(i)) for i in (3, 4, 5))
+    return out
+
+
+def reached(result) -> dict[str, float]:
+    """The largest decode batch and decode context per request of a run's steps table."""
+    s = result.steps
+    dec = s[(s["mode"] == "decode") & (s["part"] == "main")]
+    return {"batch": float(dec["batch_size"].max())}
+
+
+# ------------------------------------------------------------------------------ the owner
+def test_merged_keeps_the_largest_extent_per_grid_and_axis():
+    a = GridExit("p", "gpu.decode", "x", 8, 1, 4)
+    b = GridExit("p", "gpu.decode", "x", 12, 1, 4)
+    c = GridExit("p", "gpu.decode", "context_len", 300, 100, 200)
+    e = EagerUnpriced("p", "batches above server.cuda_graph_max_bs (8) run eagerly")
+    assert merged([a, c, b, e, e, a]) == merged([e, b, c]) and set(merged([a, c, b, e])) == {b, c, e}
+    lines = warning_lines([a, c, b, e])
+    assert len(lines) == 3
+    assert lines[2] == ("warning: profile p: decode batch 12 beyond the profile's grid (1-4): "
+                        "extrapolated linearly from the last measured segment")
+    out = io.StringIO()
+    assert write_warnings([], out) == [] and out.getvalue() == ""
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["gpu.decode", "gpu.extend", "gpu.verify"]),
+                          st.sampled_from(["x", "context_len"]), st.floats(5, 1e6)), min_size=1, max_size=20))
+def test_one_note_per_key_at_the_maximum(queries):
+    notes = [GridExit("p", g, a, q, 1, 4) for g, a, q in queries]
+    m = merged(notes)
+    assert len(m) == len({(g, a) for g, a, _ in queries})
+    for n in m:
+        assert n.extent == max(q for g, a, q in queries if (g, a) == (n.grid, n.axis))
+
+
+# ------------------------------------------------------------------------------ plain run
+def test_a_plain_run_notes_every_axis_it_left_once_at_its_extent():
+    result = SimEngine(scenario(), small_profile()).run()
+    got = parsed(warning_lines(result.extra["range_notes"]))
+    assert set(got) == {("decode", "batch"), ("decode", "context"), ("extend", "tokens"), ("extend", "context")}
+    assert got[("decode", "batch")] == (reached(result)["batch"], 1, 4) == (8, 1, 4)
+    # the longest request's context at its last decode: 500 prompt + 19 outputs (rounded to 10)
+    assert got[("decode", "context")] == (520, 100, 200)
+    assert got[("extend", "tokens")] == (2048, 1, 256)
+    assert got[("extend", "context")][1:] == (0, 100) and got[("extend", "context")][0] > 100
+
+
+def test_a_run_inside_the_grid_says_nothing():
+    result = SimEngine(scenario(n=2, prompt=80, output=20, chunked_prefill_size=128, max_prefill_tokens=256),
+                       small_profile()).run()
+    assert warning_lines(result.extra["range_notes"]) == []
+
+
+def _scenario_file(tmp_path, **server) -> str:
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(PROFILE))
+    sc = scenario(**server).model_dump(mode="json", exclude_none=True)
+    doc = {"name": "range", "profile": str(tmp_path / "small.yaml"), "seed": 1, "server": {
+        k: sc["server"][k] for k in ("speculative_algorithm", "speculative_num_draft_tokens", "max_running_requests",
+                                     "chunked_prefill_size", "max_prefill_tokens", "max_total_num_tokens")},
+        "workload": {"kind": "burst", "num_requests": 8, "input_len": {"kind": "fixed", "value": 500},
+                     "output_len": {"kind": "fixed", "value": 20}},
+        "acceptance": {"mean_accept_length": 1.0},
+        "arms": {"base": {}, "wide": {"workload": {"num_requests": 12}}}}
+    path = tmp_path / "range.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_specsched_run_writes_the_lines_once(tmp_path, capsys):
+    assert main(["run", _scenario_file(tmp_path), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning: profile small")]
+    got = parsed(err)
+    assert len(err) == 4 and got[("decode", "batch")] == (8, 1, 4)
+
+
+def test_compare_writes_one_line_per_axis_for_all_its_runs(tmp_path, capsys):
+    """Two arms x two seeds: one line per axis, at the wider arm's batch of 12."""
+    assert main(["compare", _scenario_file(tmp_path), "--arms", "base,wide", "--seeds", "2", "--no-save"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    got = parsed(err)
+    assert len(err) == 4 and got[("decode", "batch")] == (12, 1, 4)
+
+
+def test_a_sweep_writes_one_line_per_axis_for_all_its_points(tmp_path, capsys):
+    from specsched.analysis.sweep import run_sweep
+
+    with ThreadPoolExecutor(1) as ex:
+        report = run_sweep(_scenario_file(tmp_path), {"workload.num_requests": [6, 10]}, 1, tmp_path / "s.parquet",
+                           executor=ex, progress=False)
+    assert not report.failed
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    got = parsed(err)
+    # 10 running requests replay the graph captured for 12 (cuda_graph_bs): 12 rows priced
+    assert len(err) == 4 and got[("decode", "batch")] == (12, 1, 4)
+
+
+# ------------------------------------------------------------------------------ DP attention
+def test_dp_attention_per_rank_notes_the_ranks_batch():
+    """Two ranks of 8 requests each (max_running_requests 32 split 16 per rank): the
+    per-rank cost model reads each rank's batch of 8, one line per axis."""
+    result = SimEngine(scenario(n=16, max_running_requests=32, enable_dp_attention=True, dp_size=2),
+                       small_profile()).run()
+    got = parsed(warning_lines(result.extra["range_notes"]))
+    assert got[("decode", "batch")] == (8, 1, 4) and len(got) == 4
+
+
+def test_dp_attention_on_a_tp_group_profile_notes_the_groups_batch():
+    """A profile of a TP2 group: under DP attention the group's forward runs both ranks'
+    requests (sim/dp_attention.py ``_group_gpu``: the group's step at dp x the largest
+    rank's batch), so the decode batch reached is 16 and the per-rank reading's 8 is not
+    written beside it."""
+    prof = small_profile(hardware={"platform": "cpu", "tp_size": 2})
+    result = SimEngine(scenario(n=16, max_running_requests=32, enable_dp_attention=True, dp_size=2), prof).run()
+    got = parsed(warning_lines(result.extra["range_notes"]))
+    assert got[("decode", "batch")] == (16, 1, 4) and len(got) == 4
+
+
+# ------------------------------------------------------------------------------ disaggregation
+def test_a_disaggregated_deployment_writes_each_axis_once():
+    """Two prefill and two decode servers, each with its own cost model: one line per axis
+    for the deployment (each server wrote its own before), at the largest decode batch."""
+    prof = small_profile().model_copy(update={"kv_transfer": KVTransferCost(bytes_per_token=1e5, link_bytes_per_s=1e10,
+                                                                            latency_s=1e-3)})
+    sc = scenario(n=16, disaggregation={"prefill": {"instances": 2, "server": {}},
+                                        "decode": {"instances": 2, "server": {}}})
+    result = SimEngine(sc, prof).run()
+    lines = warning_lines(result.extra["range_notes"])
+    got = parsed(lines)
+    assert set(got) == {("decode", "batch"), ("decode", "context"), ("extend", "tokens"), ("extend", "context")}
+    assert got[("decode", "batch")][0] == reached(result)["batch"] > 4
+
+
+# ------------------------------------------------------------------------------ gpu_validate
+def test_gpu_validate_names_a_cell_before_it_runs_with_the_simulators_lines():
+    gv = load_benchmark("gpu_validate")
+    jobs = [gv.Job("far", "base", scenario(), "g", "far-base"),
+            gv.Job("near", "base", scenario(n=2, prompt=80, chunked_prefill_size=128, max_prefill_tokens=256), "g",
+                   "near-base")]
+    lines = gv.pre_run_warnings(jobs, lambda job, seed: SimEngine(job.scenario, small_profile(), seed).run())
+    assert len(lines) == 4 and all(ln.startswith("far base: warning: profile small:") for ln in lines)
+    assert parsed([ln.removeprefix("far base: ") for ln in lines])[("decode", "batch")] == (8, 1, 4)
+
+
+# ------------------------------------------------------------------------------ validate commands
+def test_validate_bench_writes_the_lines_once_for_all_its_seeds(tmp_path, capsys, monkeypatch):
+    from tests.test_from_bench import LINE, _write
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(PROFILE))
+    line = _write(tmp_path, LINE)
+    assert main(["validate-bench", str(line), "--profile", str(tmp_path / "small.yaml"), "--seeds", "2",
+                 "--out", "a"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning: profile small")]
+    assert err and len(parsed(err)) == len(err)
+
+
+def test_validate_writes_the_lines_once_for_its_two_predictions(tmp_path, capsys):
+    """``specsched validate`` predicts twice (as profiled, and at the run's measured host
+    speed); each line is written once for both."""
+    prof = tmp_path / "small.yaml"
+    prof.write_text(yaml.safe_dump({**PROFILE, "host": {**PROFILE["host"], "reference_work_s": 1e-4}}))
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "v", "profile": str(prof),
+        "server": {"max_running_requests": 4, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+                   "max_total_num_tokens": 5000, "speculative_algorithm": "none", "speculative_num_draft_tokens": 1},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 300},
+                     "output_len": {"kind": "fixed", "value": 4}}}))
+    assert main(["validate", str(sc), "--profile", str(prof), "--device", "cpu", "--preset", "tiny", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "conditioned on the run's host speed" in captured.out
+    err = [ln for ln in captured.err.splitlines() if ln.startswith("warning: profile small")]
+    assert ("decode", "context") in parsed(err) and len(parsed(err)) == len(err)

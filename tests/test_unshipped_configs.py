@@ -1,0 +1,166 @@
+"""``specsched profile --analytic --model path/to/config.json`` with the config.json files of
+three models the project does not ship, as their Hugging Face repositories publish them
+(every key kept, the ones the parser does not read included): Mistral-7B-v0.1 (a
+``sliding_window`` SGLang does not apply), Qwen2-57B-A14B (MoE with one wide shared expert,
+``use_sliding_window: false``) and Gemma-2-9B (windowed even layers, embeddings tied
+without saying so).
+
+Named invariant INV-CONFIG-PARAMS: the weights the profile prices are the checkpoint's
+parameters. Parameter counts as the model cards state them: Mistral-7B-v0.1 7.24B,
+Gemma-2-9B 9.24B, Qwen2-57B-A14B 57.4B total and 14B activated per token (Hugging Face
+model pages of mistralai/Mistral-7B-v0.1, google/gemma-2-9b, Qwen/Qwen2-57B-A14B).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.roofline import Parallel, kv_entries, weights_bytes
+from specsched.sim.profile import load_profile
+
+from specsched.cli import main
+
+MISTRAL_7B_V01 = {
+    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+    "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": True, "vocab_size": 32000,
+}
+
+QWEN2_57B_A14B = {
+    "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "decoder_sparse_step": 1, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584,
+    "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 131072,
+    "max_window_layers": 28, "model_type": "qwen2_moe", "moe_intermediate_size": 2560, "norm_topk_prob": False,
+    "num_attention_heads": 28, "num_experts": 64, "num_experts_per_tok": 8, "num_hidden_layers": 28,
+    "num_key_value_heads": 4, "output_router_logits": False, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": 20480, "sliding_window": 131072,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936,
+}
+
+GEMMA_2_9B = {
+    "architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+    "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 16,
+    "num_hidden_layers": 42, "num_key_value_heads": 8, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "sliding_window_size": 4096,
+    "torch_dtype": "float32", "transformers_version": "4.42.0.dev0", "use_cache": True, "vocab_size": 256000,
+}
+
+PARAMS_B = {"mistral": (MISTRAL_7B_V01, 7.24), "qwen2-moe": (QWEN2_57B_A14B, 57.4), "gemma2": (GEMMA_2_9B, 9.24)}
+
+
+def _config(tmp_path, cfg: dict, folder: str = "model") -> str:
+    d = tmp_path / folder
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    return str(d / "config.json")
+
+
+@pytest.mark.parametrize("name", list(PARAMS_B))
+def test_the_profile_prices_the_checkpoints_parameters(tmp_path, name):
+    """INV-CONFIG-PARAMS, within 0.5 % of the model card's count (bf16: 2 bytes each)."""
+    cfg, billions = PARAMS_B[name]
+    arch = load_model(_config(tmp_path, cfg))
+    assert weights_bytes(arch, Parallel(tp=1)) / 2 / 1e9 == pytest.approx(billions, rel=5e-3)
+
+
+def test_qwen2_moe_reads_its_experts_and_activates_14b_per_token(tmp_path):
+    arch = load_model(_config(tmp_path, QWEN2_57B_A14B))
+    assert (arch.num_experts, arch.experts_per_token, arch.moe_intermediate_size) == (64, 8, 2560)
+    assert arch.shared_expert_intermediate_size == 20480 and arch.sliding_window is None
+    # activated: everything but the 56 routed experts a token does not pick, per layer
+    unpicked = arch.moe_layers * (arch.num_experts - arch.experts_per_token) * 3 * arch.hidden_size * 2560
+    assert (weights_bytes(arch, Parallel(tp=1)) / 2 - unpicked) / 1e9 == pytest.approx(14.2, rel=0.02)
+
+
+def test_mistral_attends_every_position_as_sglang_builds_it(tmp_path):
+    """SGLang 0.5.23 runs MistralForCausalLM as models/llama.py, whose attention has no
+    sliding window: the config's ``sliding_window: 4096`` capped the KV read at 4K tokens,
+    so decode at 16K context was priced as if it read 4K."""
+    arch = load_model(_config(tmp_path, MISTRAL_7B_V01))
+    assert arch.sliding_window is None and kv_entries(arch, 16384) == 16384
+    assert any("sliding_window 4096 not applied" in a for a in arch.assumptions)
+
+
+def test_gemma2_windows_its_even_layers_and_ties_its_embeddings(tmp_path):
+    """SGLang's models/gemma2.py computes logits from ``embed_tokens`` (no LM head weights)
+    and windows layers 0, 2, 4, ... (21 of 42)."""
+    arch = load_model(_config(tmp_path, GEMMA_2_9B))
+    assert arch.tie_word_embeddings and arch.sliding_window == 4096
+    assert kv_entries(arch, 8192) == pytest.approx(0.5 * 4096 + 0.5 * 8192)
+    untied = load_model(_config(tmp_path, {**GEMMA_2_9B, "architectures": ["Gemma2Model"]}, "other"))
+    assert weights_bytes(untied, Parallel(tp=1)) - weights_bytes(arch, Parallel(tp=1)) == 2 * 256000 * 3584
+
+
+@pytest.mark.parametrize(("name", "tp"), [("mistral", 2), ("qwen2-moe", 4), ("gemma2", 2)])
+def test_a_config_json_path_makes_a_profile_a_scenario_runs(tmp_path, capsys, name, tp):
+    cfg, _ = PARAMS_B[name]
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, cfg), "--gpu", "H100", "--tp", str(tp),
+                 "--out", str(out), "-q"]) == 0
+    prof = load_profile(str(out))
+    assert prof.hardware.gpu == "H100" and prof.hardware.tp_size == tp
+    assert prof.hardware.architecture == cfg["architectures"][0]
+    scn = tmp_path / "s.yaml"
+    scn.write_text(f"""name: t
+profile: {out}
+workload: {{kind: burst, num_requests: 4, input_len: {{kind: fixed, value: 256}}, output_len: {{kind: fixed, value: 8}}}}
+""")
+    assert main(["run", str(scn), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    assert "Successful requests:                     4" in capsys.readouterr().out
+
+
+def test_a_tp_that_does_not_split_qwen2_moes_28_heads_is_one_line(tmp_path, capsys):
+    out = tmp_path / "never.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, QWEN2_57B_A14B), "--gpu", "H100", "--tp", "8",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--tp = 8" in err and "28" in err and not out.exists()
+
+
+ISSUE_GPUS = ["MI355X", "MI300X", "H100", "H200", "B200", "GB200", "A100-80G", "RTX 5090"]
+ISSUE_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-30b-a3b", "deepseek-v3",
+                "deepseek-v4-flash"]
+"""What the analytic profiles must ship: the GPUs (as a user types them) and the models
+(Llama-3.1-8B and 70B, Qwen2.5-7B, Qwen3-0.6B, a Qwen3 MoE, a DeepSeek-V3-class MLA + MoE
+model, DeepSeek-V4-Flash)."""
+
+SHIPPED_PARAMS_B = {"llama-3.1-8b": (8.03, None), "llama-3.1-70b": (70.6, None), "qwen2.5-7b": (7.61, None),
+                    "qwen3-0.6b": (0.6, None), "qwen3-30b-a3b": (30.5, 3.3), "deepseek-v3": (671.0, 37.0)}
+"""Total and activated parameters (billions) as the model cards state them (Hugging Face pages
+of meta-llama/Llama-3.1-8B and -70B, Qwen/Qwen2.5-7B, Qwen/Qwen3-0.6B, Qwen/Qwen3-30B-A3B,
+deepseek-ai/DeepSeek-V3)."""
+
+
+def test_the_issues_gpus_and_models_are_shipped_with_their_sources():
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import shipped_models
+
+    for name in ISSUE_GPUS:
+        gpu = load_gpu(name)
+        assert gpu.source.strip() and gpu.bf16_tflops > 0 and gpu.hbm_tbps > 0 and gpu.memory_mib > 0
+    for name in ISSUE_MODELS:
+        assert shipped_models()[name]["source"].strip()
+        load_model(name)
+    assert load_model("deepseek-v3").is_mla and load_model("deepseek-v3").is_moe
+    assert load_model("qwen3-30b-a3b").is_moe
+
+
+@pytest.mark.parametrize("name", list(SHIPPED_PARAMS_B))
+def test_shipped_models_price_their_model_cards_parameters(name):
+    """INV-CONFIG-PARAMS for the shipped table: total within 1 %, activated (every weight but
+    the routed experts a token does not pick) within 3 %."""
+    total, active = SHIPPED_PARAMS_B[name]
+    arch = load_model(name)
+    params = weights_bytes(arch, Parallel(tp=1)) / 2   # bf16 elements, whatever the checkpoint's dtype
+    assert params / 1e9 == pytest.approx(total, rel=0.01)
+    if active is not None:
+        unpicked = arch.moe_layers * (arch.num_experts - arch.experts_per_token) * 3 * arch.hidden_size * arch.moe_intermediate_size
+        assert (params - unpicked) / 1e9 == pytest.approx(active, rel=0.03)
