@@ -102,7 +102,7 @@ def padding_points(steps: pd.DataFrame, server, profile, name: str, min_steps: i
     grid's cost per row-position at (P, W): what they cost were they as dear as real KV (ms).
     Cells of fewer than ``min_steps`` steps are left out, and steps whose error leaves the
     cell's median by more than ``outlier_ms`` (a step the host or an extend held up)."""
-    cm = CostModel(profile, server, warn_to=None)
+    cm = CostModel(profile, server)
     grid, off = cm.step_grid, cm.width_offset
     rows = []
     for r in steps.itertuples():
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             kept = price(kept, sc.server, profiles)
             by = "bs"
             if args.by_graph_batch:
-                cm = CostModel(next(iter(profiles.values())), sc.server, warn_to=None)
+                cm = CostModel(next(iter(profiles.values())), sc.server)
                 kept = kept.assign(graph_bs=[cm.padded_batch(int(b)) or int(b) for b in kept.bs])
                 by = "graph_bs"
             print(table(kept, list(profiles), by).to_string())

@@ -228,8 +228,8 @@ class CostModel:
             width = _round_up(self.attention_width(ctx if max_ctx is None else max_ctx), self.attention_tile)
             # positions of the dense [rows, width] not holding a request's own KV (its tail
             # and the padded rows) cost gpu.attention_padding_cost of a real one
-            pad = rows * width - bs * (ctx + self.window)
-            ctx = max(0.0, width - self.width_offset - (1.0 - self.padding_cost) * max(pad, 0.0) / rows)
+            padding = rows * width - bs * (ctx + self.window)
+            ctx = max(0.0, width - self.width_offset - (1.0 - self.padding_cost) * max(padding, 0.0) / rows)
             bs_attn = rows
         else:
             bs_attn = bs

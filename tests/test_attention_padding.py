@@ -17,6 +17,7 @@ INV-P4: the saving is linear: the column moves down by (1 - cost) x padding posi
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.cost_model import CostModel
@@ -46,7 +47,7 @@ def model(cost: float | None, window: int = 4) -> CostModel:
     sc = make_scenario({**spec, "speculative_num_draft_tokens": window, "max_total_num_tokens": 10**6,
                         "max_running_requests": 64, "cuda_graph_max_bs": 64},
                        acceptance={"mean_accept_length": 1.0, "request_spread": 0.0})
-    return CostModel(profile(cost), sc.server, warn_to=None)
+    return CostModel(profile(cost), sc.server)
 
 
 mixes = st.tuples(st.integers(1, 64), st.integers(100, 3000), st.floats(0.05, 1.0), st.sampled_from([1, 4, 6]))
@@ -92,3 +93,19 @@ def test_the_column_moves_by_the_padding_saved():
     got = cm.step_s(8, 500.0, 700)
     assert got == cm.step_grid(8, 640.0)
     assert model(1.0, 1).step_s(8, 500.0, 700) == cm.step_grid(8, 700.0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(bs=st.integers(65, 96), longest=st.integers(300, 3000), cost=st.floats(0.0, 1.0))
+def test_an_eager_step_keeps_its_eager_cost(bs, longest, cost):
+    """Above the largest graph (64 here) a step runs eagerly: it pays gpu.eager_overhead_s
+    on top of its padding-priced forward, whatever the padding cost (the padding count once
+    shadowed the padded batch in CostModel.step_s and dropped the overhead)."""
+    sc = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1,
+                        "max_total_num_tokens": 10**6, "max_running_requests": 128, "cuda_graph_max_bs": 64},
+                       acceptance={"mean_accept_length": 1.0, "request_spread": 0.0})
+    p = profile(cost)
+    with_overhead = p.model_copy(update={"gpu": p.gpu.model_copy(update={"eager_overhead_s": 0.004})})
+    cm, plain = CostModel(with_overhead, sc.server), CostModel(p, sc.server)
+    assert cm.padded_batch(bs) is None
+    assert cm.step_s(bs, longest / 2, longest) - plain.step_s(bs, longest / 2, longest) == pytest.approx(0.004)

@@ -38,7 +38,7 @@ def _engine(server: dict) -> RuntimeEngine:
 
 def _check(eng: RuntimeEngine) -> None:
     srv = eng.server
-    cost = CostModel(tiny_profile(), srv, warn_to=None)
+    cost = CostModel(tiny_profile(), srv)
     kind = "spec" if srv.speculative_algorithm.enabled else "decode"
     for bs in range(1, srv.max_running_requests + 1):
         key = eng.runner.graph_key(kind, bs, 256, kind == "spec")

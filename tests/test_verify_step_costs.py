@@ -105,7 +105,7 @@ def test_steps_are_priced_at_the_graph_batch_the_run_padded_to(tmp_path, capsys)
     run = tmp_path / "sharegpt-lengths-base-measured"
     _run(run)
     sc = costs._scenario(run, "sharegpt-lengths", "base", ["server.cuda_graph_bs=[1,4,8]"])
-    assert CostModel(load_profile(str(ROUND26)), sc.server, warn_to=None).padded_batch(2) == 4
+    assert CostModel(load_profile(str(ROUND26)), sc.server).padded_batch(2) == 4
     t = costs.rebuild(run)
     plain = costs.price(t, costs._scenario(run, "sharegpt-lengths", "base").server, {"p": load_profile(str(ROUND26))})
     padded = costs.price(t, sc.server, {"p": load_profile(str(ROUND26))})
