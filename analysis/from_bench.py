@@ -13,7 +13,11 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
-  vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
+  vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run), nor SGLang's
+  ``mooncake`` replays (sent at the trace's timestamps whatever ``request_rate`` says:
+  :data:`MOONCAKE_DATASET`) and multi-turn replays other than ``agentic-trace``
+  (``generated-shared-prefix --gsp-num-turns N``: the line has no turn count;
+  :func:`sim.bench_serving.multi_turn_replay`).
 - requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``; when fewer
   completed (failed requests), the ``completed`` ones, and a finite rate x their share
   (:func:`successes`: bench_serving counts only successful requests in ``completed``, the
@@ -70,7 +74,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from pydantic import ValidationError
-from specsched.sim.bench_serving import BenchRun
+from specsched.sim.bench_serving import BenchRun, multi_turn_replay
 from specsched.sim.config import (
     Scenario,
     ServerArgs,
@@ -88,6 +92,14 @@ REFERENCE_KEYS = (
 )
 SHAREGPT_INPUT = "sharegpt-like-lengths-input.csv"
 SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
+MOONCAKE_DATASET = "mooncake"
+"""SGLang bench_serving's Mooncake trace replay (0.5.23 ``benchmark/serving.py`` ``benchmark()``:
+with backend ``sglang`` the rows go through ``get_mooncake_request_over_time``
+(``benchmark/datasets/mooncake.py``), which sleeps to each session's ``timestamp`` (ms) x
+``--mooncake-slowdown-factor``, ignoring ``--request-rate``, and sends its
+``--mooncake-num-rounds`` rounds together, each prompt built from the row's ``hash_ids``
+(``"{id}" + 128 x "hi"`` per id) rather than its ``input_length``; the line writes
+``request_rate`` as given, ``Infinity`` by default). Refused by :func:`scenario_from_bench`."""
 SHARED_PREFIX_DATASETS = ("generated-shared-prefix", "prefix_repetition")
 """Datasets whose prompts share prefixes by construction: SGLang bench_serving's
 ``generated-shared-prefix`` (benchmark/datasets/generated_shared_prefix.py, ``gsp_*``
@@ -171,6 +183,19 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     rate = a.get("request_rate")
     if rate == "trace":
         raise ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result line; write a 'trace' workload for the trace file")
+    if a.get("dataset_name") == MOONCAKE_DATASET:
+        raise ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
+                          "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
+                          "request_rate says, each session's --mooncake-num-rounds rounds at once, with prompts built "
+                          "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
+                          "workload (layout mooncake) for the trace file and compare with validate --measured "
+                          "FILE:LINE --scenario S")
+    if multi_turn_replay(run):
+        raise ConfigError(run.source, "total_input_tokens", 0,
+                          f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
+                          "turns of conversations, each sent after the reply before; SGLang writes 0 input tokens for "
+                          "it and not the turn count, e.g. --gsp-num-turns): write a 'multi_turn' workload and compare "
+                          "with validate --measured FILE:LINE --scenario S")
     if run.extra.get("ramp_up_strategy") is not None:   # vllm bench serve --ramp-up-strategy
         raise ConfigError(run.source, "ramp_up_strategy", run.extra["ramp_up_strategy"],
                           "the request rate ramped during the run; a scenario has one rate (not modelled)")

@@ -36,6 +36,10 @@ layout in tests/data/bench/):
   ``errors`` ("" when it succeeded); with ``--cache-report`` also ``cached_tokens`` and
   ``cached_tokens_details`` (kept in ``extra``). SGLang writes no ``num_prompts``: it is
   ``len(input_lens)`` with details, else ``completed`` (failed requests then unknown).
+  ``input_lens`` are the server's prompt counts where it reports them
+  (``_record_server_prompt_len``), the totals the dataset's: a multi-turn replay writes
+  ``total_input_tokens`` 0 and ``--gsp-fast-prepare`` 1 a request, read as not measured
+  (:func:`_input_totals_unmeasured`).
 
 vLLM (each checked in that release's source archive; fixtures in tests/data/bench/) writes
 one JSON object per run with ``json.dump`` (``--append-result``, 0.8.5 on, puts a newline
@@ -586,7 +590,61 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         _check_detail_units(details, summary, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
     extra = {k: v for k, v in obj.items() if k not in used}
+    if _input_totals_unmeasured(summary, args):
+        extra.update({k: obj[k] for k in INPUT_TOTAL_KEYS if k in obj})   # as written, not read as measured
+        for k in INPUT_TOTAL_KEYS:
+            summary.pop(k, None)
+        summary.update(_input_totals_of(details, summary))
     return BenchRun(where, args, summary, extra, details)
+
+
+INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput")
+"""The metrics that count the prompts' tokens (``total_throughput`` = input + output over the
+duration)."""
+GSP_DATASET = "generated-shared-prefix"
+
+
+def _input_totals_unmeasured(summary: Mapping[str, float], args: Mapping[str, Any]) -> bool:
+    """The line's prompt-token totals are not the prompts sent, though it completed requests:
+
+    - ``total_input_tokens`` 0: a multi-turn replay (SGLang 0.5.23 ``benchmark/serving.py``
+      ``benchmark()`` calls ``calculate_metrics(input_requests=None)`` when the rows are
+      conversations, ``wrap_multi_turn_request_func``: ``agentic-trace``, and
+      ``generated-shared-prefix`` with ``--gsp-num-turns`` above 1), so the total, the input
+      throughput and the input share of ``total_throughput`` are 0 whatever was sent; no
+      request of a generating server has an empty prompt otherwise;
+    - ``generated-shared-prefix`` with at most one token per completed request:
+      ``--gsp-fast-prepare`` gives every row ``prompt_len`` 1 (0.5.23
+      ``benchmark/datasets/generated_shared_prefix.py``) and the totals add those up.
+
+    Both runs' per-request ``input_lens`` are the server's own counts
+    (``_record_server_prompt_len``: ``usage.prompt_tokens`` or ``meta_info.prompt_tokens``)."""
+    n, tin = summary.get("completed"), summary.get("total_input_tokens")
+    if not n or tin is None:
+        return False
+    return tin == 0 or (args.get("dataset_name") == GSP_DATASET and tin <= n)
+
+
+def _input_totals_of(details: BenchDetails | None, summary: Mapping[str, float]) -> dict[str, float]:
+    """:data:`INPUT_TOTAL_KEYS` from the successful requests' ``input_lens`` as bench_serving
+    defines them (0.5.23 ``calculate_metrics``: the prompt tokens of the successful requests,
+    over the run's duration; ``total_throughput`` adds ``total_output_tokens``), or nothing
+    without details, a duration or a success."""
+    dur = summary.get("duration")
+    if details is None or not dur or not details.ok.any():
+        return {}
+    tin = float(details.input_lens[details.ok].sum())
+    out = {"total_input_tokens": tin, "input_throughput": tin / dur}
+    if "total_output_tokens" in summary:
+        out["total_throughput"] = (tin + summary["total_output_tokens"]) / dur
+    return out
+
+
+def multi_turn_replay(run: BenchRun) -> bool:
+    """The line is SGLang's multi-turn replay (its written ``total_input_tokens`` 0 with
+    requests completed, :func:`_input_totals_unmeasured`): its requests are the turns of
+    conversations, each sent after the reply to the one before."""
+    return run.extra.get("total_input_tokens") == 0 and (run.summary.get("completed") or 0) > 0
 
 
 def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]:

@@ -17,6 +17,7 @@ from specsched.analysis.from_bench import scenario_from_bench
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
 from specsched.sim.bench_serving import (
     DETAIL_KEYS,
+    INPUT_TOTAL_KEYS,
     parse_run,
     read_bench,
     read_bench_one,
@@ -58,7 +59,8 @@ def _objs(path: Path) -> list[dict]:
 @pytest.mark.parametrize("path", BENCH, ids=lambda p: p.name)
 def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path):
     """Invariant (every fixture): each key of the file lands in args, summary, extra or
-    details with its value (vLLM names mapped); no null or NaN reaches args or summary."""
+    details with its value (vLLM names mapped; input totals that count no prompt kept in
+    extra as written); no null or NaN reaches args or summary."""
     runs = read_bench(path)
     objs = _objs(path)
     assert len(runs) == len(objs)
@@ -74,6 +76,8 @@ def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path)
             where = [d for d in (run.args, run.summary, run.extra) if name in d]
             assert where, f"{k} lost"
             got = where[0][name]
+            if name in INPUT_TOTAL_KEYS and name in run.extra:   # a multi-turn or fast-prepare line's
+                got = run.extra[name]                            # input totals: kept as written in extra
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 assert got == pytest.approx(v) or (math.isinf(v) and math.isinf(got)), k
             elif name == "request_rate":
@@ -1269,3 +1273,48 @@ def test_every_reader_refuses_a_damaged_gzip_file_in_the_same_words(tmp_path):
             read(p)
         said[name] = str(err.value).rsplit(p.name, 1)[-1]
     assert len(set(said.values())) == 1 and "a damaged or truncated gzip file" in said["log"], said
+
+
+DATASETS = DATA / "bench" / "sglang-0.5.23-datasets.jsonl"
+
+
+def test_input_totals_that_count_no_prompt_are_not_read_as_measured():
+    """SGLang 0.5.23 writes ``total_input_tokens`` 0 for a multi-turn replay (agentic-trace,
+    generated-shared-prefix with turns: ``calculate_metrics(input_requests=None)``) and one
+    token a request with ``--gsp-fast-prepare``: those totals, the input throughput and
+    ``total_throughput`` are not the prompts sent. Without details they are missing; with
+    details they are the successful requests' ``input_lens`` (the server's counts) over the
+    duration; either way the written values stay in ``extra``."""
+    from specsched.sim.bench_serving import multi_turn_replay
+
+    agentic, turns, fast, moon = read_bench(DATASETS)
+    assert not set(INPUT_TOTAL_KEYS) & set(agentic.summary)
+    assert {k: agentic.extra[k] for k in INPUT_TOTAL_KEYS} == {"total_input_tokens": 0, "input_throughput": 0.0,
+                                                                "total_throughput": 8.0}
+    for run in (turns, fast):
+        d = run.details
+        tin = int(d.input_lens[d.ok].sum())
+        assert run.summary["total_input_tokens"] == tin > run.extra["total_input_tokens"]
+        assert run.summary["input_throughput"] == pytest.approx(tin / run.summary["duration"])
+        assert run.summary["total_throughput"] == pytest.approx((tin + run.summary["total_output_tokens"]) / run.summary["duration"])
+    assert [multi_turn_replay(r) for r in (agentic, turns, fast, moon)] == [True, True, False, False]
+    # a line whose prompts were counted is read as written
+    assert moon.summary["total_input_tokens"] == 2650 and "total_input_tokens" not in moon.extra
+    rows = comparison_rows({}, agentic.summary)
+    assert rows and not {r["metric"] for r in rows} & set(INPUT_TOTAL_KEYS)
+
+
+@pytest.mark.parametrize("line, key, needle", [
+    (2, "total_input_tokens = 0", "multi-turn replay"),
+    (4, "dataset_name = 'mooncake'", "at its timestamps"),
+])
+def test_from_bench_refuses_replays_it_cannot_rebuild(tmp_path, capsys, monkeypatch, line, key, needle):
+    """A generated-shared-prefix multi-turn line (no turn count in it) and a Mooncake replay
+    (SGLang 0.5.23 sends it at the trace's timestamps while the line says ``Infinity``) were
+    built into independent requests sent at the line's rate (a burst for Mooncake): refused in
+    one line naming file:line, key and value; exit 2; nothing written."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{DATASETS}:{line}", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{DATASETS.name}:{line}: {key}" in err[0] and needle in err[0], err
+    assert list(tmp_path.iterdir()) == []
