@@ -67,6 +67,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from pydantic import ValidationError
+from specsched.sim.atomic import is_path_component
 from specsched.sim.bench_serving import BenchRun, multi_turn_replay
 from specsched.sim.config import (
     Scenario,
@@ -792,7 +794,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                          "this run, `--arrivals details` replays them (validate-bench and calibrate --from replay them "
                          "by default)")
     sc: dict[str, Any] = {
-        "name": name or str(run.extra.get("tag") or f"{Path(file).stem}-line{line}"),
+        "name": name or _tag_name(run, f"{Path(file).stem}-line{line}", notes),
         "description": f"Built by `specsched scenario from-bench` from bench_serving run {Path(file).name}:{line} "
                        f"(backend {run.args.get('backend', '?')}, dataset {run.args.get('dataset_name', '?')}).",
         "source": f"bench_serving {Path(file).name}:{line}",
@@ -835,6 +837,23 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:
+    """The scenario name from the line's ``tag`` (bench_serving ``--tag``, a free-form label:
+    ``"h200/llama 8b"``), made one folder name as a scenario name must be (each ``/``, ``\\``
+    or NUL run as ``_``, outer spaces dropped; said in ``notes`` when changed), else
+    ``default``. A tag with a separator was refused as a bad ``name``, a key the line does
+    not have."""
+    tag = run.extra.get("tag")
+    if tag is None or not str(tag).strip():
+        return default
+    name = re.sub(r"[/\\\0]+", "_", str(tag)).strip()
+    if not is_path_component(name):   # "." or ".."
+        name = default
+    if name != tag:
+        notes.append(f"name: {name!r}, a folder name made from the line's tag {clipped(tag)!r} (--name sets another)")
+    return name
 
 
 def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str | Path) -> list[Path]:

@@ -1318,3 +1318,19 @@ def test_from_bench_refuses_replays_it_cannot_rebuild(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{DATASETS.name}:{line}: {key}" in err[0] and needle in err[0], err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tag, name", [("h200/llama 8b: c=16", "h200_llama 8b: c=16"), (" ab\\\\cd ", "ab_cd"),
+                                       ("..", "t-line1"), ("plain", "plain")])
+def test_a_tag_with_a_separator_names_the_scenario_as_one_folder(tmp_path, capsys, monkeypatch, tag, name):
+    """bench_serving's ``--tag`` is a free-form label; it names the built scenario (and its
+    default file), which must be one folder name: a tag with ``/`` was refused as a bad
+    ``name``, a key the line does not have. Invariant: the scenario is written under a name
+    that is one path component, and a changed tag is said."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0]) | {"tag": tag}
+    (tmp_path / "t.jsonl").write_text(json.dumps(obj) + "\n")
+    assert main(["scenario", "from-bench", "t.jsonl", "--profile", "h200-1b"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / f"{name}.yaml").is_file()
+    assert ("a folder name made from the line's tag" in out) == (name != tag)
