@@ -595,6 +595,11 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         for k in INPUT_TOTAL_KEYS:
             summary.pop(k, None)
         summary.update(_input_totals_of(details, summary))
+    if summary.get("total_output_tokens_retokenized") == 0 and summary.get("total_output_tokens", 0) > 0:
+        # SGLang 0.5.23's Rust client (--rust-client, sglang-bench) with --disable-retokenize or
+        # --vocab-size: "the retokenized totals are then reported as 0" (its --help); not a count
+        extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
+        del summary["total_output_tokens_retokenized"]
     return BenchRun(where, args, summary, extra, details)
 
 

@@ -1334,3 +1334,17 @@ def test_a_tag_with_a_separator_names_the_scenario_as_one_folder(tmp_path, capsy
     out = capsys.readouterr().out
     assert (tmp_path / f"{name}.yaml").is_file()
     assert ("a folder name made from the line's tag" in out) == (name != tag)
+
+
+def test_retokenized_totals_reported_as_zero_are_not_read_as_measured():
+    """SGLang 0.5.23's Rust client (``--rust-client``) with ``--disable-retokenize`` or
+    ``--vocab-size`` reports the retokenized totals as 0 (its help text) while tokens were
+    generated: compared, the prediction's retokenized total read as an infinite error.
+    Missing instead, kept as written in ``extra``; a real 0 (no output) stays."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0])
+    run = parse_run(obj | {"total_output_tokens_retokenized": 0}, "t.jsonl:1")
+    assert "total_output_tokens_retokenized" not in run.summary and run.extra["total_output_tokens_retokenized"] == 0
+    assert run.summary["total_output_tokens"] == obj["total_output_tokens"]
+    assert parse_run(obj, "t.jsonl:1").summary["total_output_tokens_retokenized"] == obj["total_output_tokens_retokenized"]
+    none_out = parse_run(obj | {"total_output_tokens": 0, "total_output_tokens_retokenized": 0}, "t.jsonl:1")
+    assert none_out.summary["total_output_tokens_retokenized"] == 0
