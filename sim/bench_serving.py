@@ -39,7 +39,11 @@ layout in tests/data/bench/):
   ``input_lens`` are the server's prompt counts where it reports them
   (``_record_server_prompt_len``), the totals the dataset's: a multi-turn replay writes
   ``total_input_tokens`` 0 and ``--gsp-fast-prepare`` 1 a request, read as not measured
-  (:func:`_input_totals_unmeasured`).
+  (:func:`_input_totals_unmeasured`). ``--rust-client`` (``benchmark/rust_client.py``: the
+  ``sglang-bench`` extension "appends the same result keys"; its writer is compiled, not
+  read) takes the rate as a string ("JSON cannot" carry inf): a null or ``"inf"`` rate reads
+  as all at once, and its retokenized totals are 0 with ``--disable-retokenize``/``--vocab-size``
+  (read as missing).
 
 vLLM (each checked in that release's source archive; fixtures in tests/data/bench/) writes
 one JSON object per run with ``json.dump`` (``--append-result``, 0.8.5 on, puts a newline
