@@ -76,7 +76,7 @@ import pandas as pd
 import yaml
 from pydantic import ValidationError
 from specsched.sim.atomic import is_path_component
-from specsched.sim.bench_serving import BenchRun, multi_turn_replay
+from specsched.sim.bench_serving import GSP_DATASET, BenchRun, multi_turn_replay
 from specsched.sim.config import (
     Scenario,
     ServerArgs,
@@ -102,7 +102,7 @@ with backend ``sglang`` the rows go through ``get_mooncake_request_over_time``
 ``--mooncake-num-rounds`` rounds together, each prompt built from the row's ``hash_ids``
 (``"{id}" + 128 x "hi"`` per id) rather than its ``input_length``; the line writes
 ``request_rate`` as given, ``Infinity`` by default). Refused by :func:`scenario_from_bench`."""
-SHARED_PREFIX_DATASETS = ("generated-shared-prefix", "prefix_repetition")
+SHARED_PREFIX_DATASETS = (GSP_DATASET, "prefix_repetition")
 """Datasets whose prompts share prefixes by construction: SGLang bench_serving's
 ``generated-shared-prefix`` (benchmark/datasets/generated_shared_prefix.py, ``gsp_*``
 arguments) and vLLM's ``prefix_repetition``; neither writes its sharing into the result line."""

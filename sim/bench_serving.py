@@ -611,6 +611,7 @@ INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput"
 """The metrics that count the prompts' tokens (``total_throughput`` = input + output over the
 duration)."""
 GSP_DATASET = "generated-shared-prefix"
+"""SGLang bench_serving's generated-shared-prefix dataset (0.5.23 ``benchmark/datasets/generated_shared_prefix.py``)."""
 
 
 def _input_totals_unmeasured(summary: Mapping[str, float], args: Mapping[str, Any]) -> bool:
