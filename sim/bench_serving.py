@@ -1052,6 +1052,21 @@ def client_record(run: Any, per_chunk_itl: bool) -> dict[str, Any]:
     return rec | itl_stats(getattr(run, "chunks", None), per_chunk=True) if per_chunk_itl else rec
 
 
+RESULT_KEYS = (
+    "tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len", "random_input_len",
+    "random_output_len", "random_range_ratio", "server_info", "duration", "completed", "total_input_tokens",
+    "total_input_text_tokens", "total_input_vision_tokens", "total_output_tokens", "total_output_tokens_retokenized",
+    "request_throughput", "input_throughput", "output_throughput", "total_throughput",
+    *(f"{s}_{m}_ms" for m in ("e2e_latency", "ttft", "tpot", "itl") for s in STATS),
+    "concurrency", "accept_length", "max_output_tokens_per_s", "max_concurrent_requests",
+)
+"""The keys SGLang 0.5.23 writes for a run, in its order (``benchmark/serving.py``
+``benchmark()``, the ``result`` dict before ``--goodput``/``--cache-report`` keys and the
+``--output-details`` lists): every one is present, null where SGLang would write null or the
+run does not say (SGLang writes its argparse defaults, 1024, for the random lengths of any
+dataset; a specsched line writes them only for a random workload)."""
+
+
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
 
@@ -1066,7 +1081,10 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             ``calibrate --from`` can replay the run's own arrivals.
 
     Returns:
-        A JSON-ready dict: arguments (``backend`` = ``specsched-<source>``, ``dataset_name``,
+        A JSON-ready dict, :data:`RESULT_KEYS` first in SGLang 0.5.23's order (input text
+        tokens = input tokens, vision tokens 0), specsched's own keys after them
+        (``num_prompts``, ``burstiness``, per-side range ratios, ``max_itl_ms``, the
+        details). It holds: arguments (``backend`` = ``specsched-<source>``, ``dataset_name``,
         ``request_rate`` (``inf`` for burst/closed loop), ``max_concurrency``, the length
         arguments, plus ``num_prompts``/``burstiness`` as vLLM writes them), ``server_info``
         (the scenario's server arguments and its name/arm/seed/profile), every metric in
@@ -1117,6 +1135,10 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             # (SGLang 0.5.23 benchmark/serving.py calculate_metrics)
             v = 0.0
         rec[k] = v
+    # SGLang 0.5.23's own keys, in its order, each present (null where unknown), then ours
+    tin = rec.get("total_input_tokens")
+    rec.update(total_input_text_tokens=tin, total_input_vision_tokens=None if tin is None else 0)
+    rec = {**{k: rec.get(k) for k in RESULT_KEYS}, **{k: v for k, v in rec.items() if k not in RESULT_KEYS}}
     chunks = _table(run, "chunks")
     if details is None:
         details = chunks is not None and len(chunks) > 0 and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
