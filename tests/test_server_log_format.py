@@ -28,7 +28,10 @@ def prefix(draw):
     ms = f".{draw(st.integers(0, 999)):03d}" if draw(st.booleans()) else ""
     ranks = "".join(f" {name}{draw(st.integers(0, 15))}" for name in ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
                     if draw(st.booleans()))
-    outer = draw(st.sampled_from(["", "sglang-1  | ", "2026-03-02T08:01:00.000000000Z "]))
+    # a container runtime's, a timestamped collector's, or Ray's actor prefix (0.5.23
+    # srt/debug_utils/log_parser.py ``_PATTERN_DECODE`` allows "(Name pid=N, ip=A.B.C.D) ")
+    outer = draw(st.sampled_from(["", "sglang-1  | ", "2026-03-02T08:01:00.000000000Z ",
+                                  "(SchedulerActor pid=4242, ip=10.0.0.12) "]))
     return f"{outer}[2026-03-02 08:01:00{ms}{ranks}] ", ms, ranks.strip()
 
 
