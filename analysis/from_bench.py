@@ -34,6 +34,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   text; that 1-2 token difference is not modelled.)
 - ``sharegpt``: the shipped ShareGPT-like histograms (``sharegpt-like-lengths-*.csv``;
   outputs fixed at ``sharegpt_output_len`` when given).
+- ``generated-shared-prefix`` consistent with SGLang 0.5.23's ``--gsp-*`` defaults (which the
+  line does not write; :func:`_gsp_defaults`): a ``shared_prefix`` workload at those defaults.
 - other datasets, or ``--lengths details``: histograms of the run's own ``input_lens`` /
   ``output_lens`` written beside the YAML; a line with neither length arguments nor details
   (vLLM without ``--save-detailed``, SGLang's other datasets) gets fixed lengths at its mean
@@ -165,6 +167,49 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128,
+                "output_len": 256, "range_ratio": 1.0}
+"""SGLang 0.5.23 bench_serving's ``--gsp-*`` defaults (``benchmark/serving.py`` argparse:
+``--gsp-num-groups`` 64, ``--gsp-prompts-per-group`` 16, ``--gsp-system-prompt-len`` 2048,
+``--gsp-question-len`` 128, ``--gsp-output-len`` 256, ``--gsp-range-ratio`` 1.0, one turn,
+uniform groups, shuffled). The dataset ignores ``--num-prompts``: it sends groups x prompts
+per group requests."""
+GSP_INPUT_SLACK = 0.05
+"""How far (share) a ``generated-shared-prefix`` line's median server-counted prompt may sit
+from system + question tokens and still be taken as the defaults' prompts: the server adds
+its special tokens and the ``"\\n\\n"`` joining them (``sample_generated_shared_prefix_requests``),
+a few tokens."""
+
+
+def _gsp_defaults(run: BenchRun, n: int) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """(``workload.shared_prefix``, ``workload.output_len``, note) for a
+    ``generated-shared-prefix`` line that is consistent with SGLang's defaults
+    (:data:`GSP_DEFAULTS`; the line writes none of its ``--gsp-*`` arguments): ``n``, the
+    requests the scenario sends, is groups x prompts per group, and where the line has
+    details its successful requests asked the default output length and their prompts sit
+    within :data:`GSP_INPUT_SLACK` of system + question tokens. Else None (the lengths then
+    come from the details or the means, without shared prefixes, as said in the notes)."""
+    if run.args.get("dataset_name") != GSP_DATASET or multi_turn_replay(run):
+        return None
+    g = GSP_DEFAULTS
+    if n != g["num_groups"] * g["prompts_per_group"]:
+        return None
+    d = run.details
+    if d is not None:
+        ok = d.ok
+        prompt = g["system_prompt_len"] + g["question_len"]
+        if (not ok.any() or (d.output_lens[ok] != g["output_len"]).any()
+                or abs(float(np.median(d.input_lens[ok])) / prompt - 1) > GSP_INPUT_SLACK):
+            return None
+    sp = {k: g[k] for k in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len", "range_ratio")}
+    note = (f"prompts: generated-shared-prefix at SGLang's defaults (the line's {n} requests = "
+            f"{g['num_groups']} groups x {g['prompts_per_group']}; the line writes no --gsp-* argument): "
+            f"{g['system_prompt_len']}-token system prompts shared by each group, {g['question_len']}-token "
+            f"questions, {g['output_len']} output tokens, range ratio {g['range_ratio']:g}; other --gsp-* values: "
+            "edit workload.shared_prefix")
+    return sp, {"kind": "fixed", "value": g["output_len"]}, note
 
 
 def _mean_lengths(run: BenchRun) -> tuple[int, int] | None:
@@ -776,8 +821,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes += wnotes
     else:
         workload, wnotes = _workload(run, burstiness)
-        ins, outs, lnotes, tables = _lengths(run, lengths)
-        workload.update(input_len=ins, output_len=outs)
+        gsp = _gsp_defaults(run, workload["num_requests"]) if lengths == "args" else None
+        if gsp is not None:   # the generated-shared-prefix prompts, as SGLang's defaults make them
+            workload.update(shared_prefix=gsp[0], output_len=gsp[1])
+            lnotes, tables = [gsp[2]], {}
+        else:
+            ins, outs, lnotes, tables = _lengths(run, lengths)
+            workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
         if workload["kind"] in ("burst", "closed_loop") and "endpoint_type" in run.extra:
             notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "

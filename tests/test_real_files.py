@@ -1348,3 +1348,40 @@ def test_retokenized_totals_reported_as_zero_are_not_read_as_measured():
     assert parse_run(obj, "t.jsonl:1").summary["total_output_tokens_retokenized"] == obj["total_output_tokens_retokenized"]
     none_out = parse_run(obj | {"total_output_tokens": 0, "total_output_tokens_retokenized": 0}, "t.jsonl:1")
     assert none_out.summary["total_output_tokens_retokenized"] == 0
+
+
+def _gsp_line(n: int, details: tuple[int, int] | None = None) -> dict:
+    """A 0.5.23 generated-shared-prefix line of ``n`` requests; with ``details`` (prompt,
+    output tokens) every request's lists."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0])
+    obj |= {"dataset_name": "generated-shared-prefix", "completed": n, "total_input_tokens": n * 2178,
+            "total_output_tokens": n * 256}
+    if details is not None:
+        obj |= {"input_lens": [details[0]] * n, "output_lens": [details[1]] * n, "ttfts": [0.039] * n,
+                "itls": [[0.003] * (details[1] - 1)] * n, "generated_texts": [""] * n, "errors": [""] * n}
+    return obj
+
+
+@pytest.mark.parametrize("n, details, shared", [
+    (1024, None, True), (1024, (2178, 256), True),
+    (1024, (2178, 100), False),   # another --gsp-output-len
+    (1024, (4200, 256), False),   # another --gsp-system-prompt-len
+    (512, None, False),           # other group counts
+])
+def test_a_generated_shared_prefix_line_at_sglangs_defaults_shares_its_prefixes(n, details, shared):
+    """SGLang's generated-shared-prefix line writes none of its --gsp-* arguments. One that
+    matches 0.5.23's defaults (64 groups x 16 prompts = its request count; where it has details,
+    256-token outputs and prompts of about 2048 + 128 tokens) is rebuilt as a
+    ``shared_prefix`` workload with those defaults, said in the assumptions; any other keeps
+    the lengths it gives, without shared prefixes (the prefix cache then finds nothing, as the
+    note says)."""
+    run = parse_run(_gsp_line(n, details), "g.jsonl:1")
+    sc, tables = scenario_from_bench(run, "h200-1b")
+    w = sc["workload"]
+    assert ("shared_prefix" in w) == shared
+    if shared:
+        assert w["shared_prefix"]["num_groups"] * w["shared_prefix"]["prompts_per_group"] == w["num_requests"] == n
+        assert w["output_len"] == {"kind": "fixed", "value": 256} and "input_len" not in w and not tables
+        assert any("SGLang's defaults" in a for a in sc["assumptions"])
+    else:
+        assert any("share nothing" in a for a in sc["assumptions"])
