@@ -659,10 +659,15 @@ def _accept_length(run: BenchRun) -> float | None:
     """The run's mean accept length: the line's ``accept_length`` (SGLang bench_serving takes it
     from /server_info's ``internal_states[0].avg_spec_accept_length`` at the end of the run,
     0.5.23 ``benchmark/serving.py`` ``benchmark()``), else that field of the line's own
+    ``server_info`` (its ``decode[0]`` under PD disaggregation, as bench_serving reads it):
+    bench_serving writes ``accept_length`` null for a backend without "sglang" in its name
+    (``--backend vllm`` against an SGLang server) while it still fetches and writes
     ``server_info``. None (or 0) when the server did not decode speculatively."""
     acc = run.summary.get("accept_length")
     if acc is None:
         info = run.extra.get("server_info")
+        if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+            info = info["decode"][0]   # PD disaggregation: the decode server's, as bench_serving reads it
         states = info.get("internal_states") if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
             acc = states[0].get("avg_spec_accept_length")

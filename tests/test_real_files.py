@@ -1385,3 +1385,22 @@ def test_a_generated_shared_prefix_line_at_sglangs_defaults_shares_its_prefixes(
         assert any("SGLang's defaults" in a for a in sc["assumptions"])
     else:
         assert any("share nothing" in a for a in sc["assumptions"])
+
+
+@pytest.mark.parametrize("pd", [False, True])
+def test_accept_length_from_server_info_when_the_backend_wrote_none(pd):
+    """SGLang 0.5.23 writes ``accept_length`` null for a backend without "sglang" in its name
+    (``--backend vllm`` against an SGLang server) but still writes /server_info; under PD
+    disaggregation the accept length is in ``server_info.decode[0]`` (where bench_serving
+    itself reads it). Either way the scenario decodes speculatively at that accept length."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text())
+    info = obj["server_info"]
+    assert info["internal_states"][0]["avg_spec_accept_length"] == 3.41
+    if pd:
+        info = {"prefill": [{k: v for k, v in info.items() if k != "internal_states"}], "decode": [info]}
+    run = parse_run(obj | {"backend": "vllm", "accept_length": None, "server_info": info}, "a.jsonl:1")
+    assert "accept_length" not in run.summary
+    sc, _ = scenario_from_bench(run, "h200-1b")
+    assert sc["server"]["speculative_algorithm"] != "none"
+    acc = sc["acceptance"].get("mean_accept_length")
+    assert acc == pytest.approx(3.41) or "per_position_rates" in sc["acceptance"]
