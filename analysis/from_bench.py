@@ -99,7 +99,7 @@ SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
 MOONCAKE_DATASET = "mooncake"
 """SGLang bench_serving's Mooncake trace replay (0.5.23 ``benchmark/serving.py`` ``benchmark()``:
 with backend ``sglang`` the rows go through ``get_mooncake_request_over_time``
-(``benchmark/datasets/mooncake.py``), which sleeps to each session's ``timestamp`` (ms) x
+(``benchmark/datasets/mooncake.py``), which sleeps to each trace row's ``timestamp`` (ms) x
 ``--mooncake-slowdown-factor``, ignoring ``--request-rate``, and sends its
 ``--mooncake-num-rounds`` rounds together, each prompt built from the row's ``hash_ids``
 (``"{id}" + 128 x "hi"`` per id) rather than its ``input_length``; the line writes
@@ -233,7 +233,7 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     if a.get("dataset_name") == MOONCAKE_DATASET:
         raise ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
                           "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
-                          "request_rate says, each session's --mooncake-num-rounds rounds at once, with prompts built "
+                          "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
                           "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
                           "workload (layout mooncake) for the trace file and compare with validate --measured "
                           "FILE:LINE --scenario S")
