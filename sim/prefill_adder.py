@@ -94,6 +94,18 @@ def reserved_decode_tokens(req: Req) -> int:
     return min(max(req.remaining_output, 0), CLIP_MAX_NEW_TOKENS)
 
 
+def admitted_output_reservation(req: Req) -> int:
+    """Output tokens the KV budget of a prefill pass takes for a request admitted whole (or
+    its last chunk): min(max_new_tokens, CLIP_MAX_NEW_TOKENS), its whole output even when a
+    retracted request has committed part of it (sglang 0.5.23 schedule_policy.py
+    ``PrefillAdder._select_prefill_admission`` / ``add_chunked_req`` pass
+    ``min(req.sampling_params.max_new_tokens, CLIP_MAX_NEW_TOKENS)`` to
+    ``_update_prefill_budget``). The admission check itself asks only for what is left
+    (:func:`reserved_decode_tokens`)."""
+    m = req.max_new_tokens
+    return m if m < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
+
+
 def running_reservation(running: list[Req], new_token_ratio: float, ignore_eos_full: bool = False) -> float:
     """KV tokens the running batch is assumed to still need (SGLang
     ``PrefillAdder._get_running_request_total_token_offset``, summed).
@@ -250,7 +262,8 @@ class PrefillAdder:
             return True
         truncated = extend < remaining
         self.can_run.append((req, extend))
-        self._spend(extend, 0 if truncated else reserved_decode_tokens(req))
+        # the last chunk reserves the whole clipped max_new_tokens, not what is left of it
+        self._spend(extend, 0 if truncated else admitted_output_reservation(req))
         return truncated
 
     def add_one_req(self, req: Req, has_chunked_req: bool = False, spf: bool = False) -> AddResult:
@@ -258,7 +271,7 @@ class PrefillAdder:
 
         Mirrors PrefillAdder.add_one_req / ``_select_prefill_admission``: OTHER at
         prefill_max_requests or when the pass's budgets are already spent; NO_TOKEN if its
-        extend + reserved output + a page does not fit the KV budget; then the
+        raw extend + remaining output (clipped) + a page does not fit the KV budget; then the
         max_prefill_tokens rule of ``chunk_fill``; a request that does not fit the chunk is
         cut to it (page-aligned) and ends admission. ``spf`` with ``has_chunked_req``:
         shortest-prefill-first never cuts a second request while one is chunked.
@@ -273,8 +286,9 @@ class PrefillAdder:
         input_tokens = -(-extend // page) * page
         left = req.max_new_tokens - req.output_len
         new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
-        total = input_tokens + new + page
-        if total >= self.rem_total_tokens:
+        # the KV check takes the raw extend; only the charge below is page-rounded
+        # (0.5.23 add_one_req: total_tokens = extend + max_new + per_req_token_overhead)
+        if extend + new + page >= self.rem_total_tokens:
             return NO_TOKEN
         limit = self.rem_chunk_tokens
         if self.swa_rem is not None:
@@ -292,7 +306,7 @@ class PrefillAdder:
             return OTHER
         if limit is None or input_tokens <= limit:
             self.can_run.append((req, extend))
-            self._spend(extend, new)
+            self._spend(extend, admitted_output_reservation(req))
         else:
             if has_chunked_req and spf:
                 return AddResult.OTHER  # only one unfinished chunked request is tracked

@@ -113,6 +113,36 @@ def test_each_admitted_request_costs_a_page_of_kv_budget():
     assert a.rem_total_tokens == 10_000 - (112 + 16 + 50)
 
 
+def test_an_admitted_request_reserves_its_whole_clipped_output_even_after_retraction():
+    # sglang 0.5.23 PrefillAdder._select_prefill_admission: the check asks for what is left
+    # of the output, the charge (_update_prefill_budget) for min(max_new_tokens, CLIP):
+    # a retracted request re-prefilling prompt + 400 of 500 output tokens takes 500
+    a = adder(kv=10_000, chunk=100_000, max_prefill=100_000)
+    a.add_one_req(Req(0, 100, 500, output_len=400))
+    assert a.can_run[0][1] == 500 and a.rem_total_tokens == 10_000 - (500 + 1 + 500)
+    # ... and so does a chunked request's last chunk (add_chunked_req)
+    c = adder(kv=10_000, chunk=1000)
+    r = chunked(1, 300, 200, max_new=500)
+    r.output_len = 100
+    assert c.add_chunked_req(r) is False
+    assert c.can_run[0][1] == 200 and c.rem_total_tokens == 10_000 - (200 + 1 + 500)
+    # clipped at CLIP_MAX_NEW_TOKENS
+    d = adder(kv=100_000, chunk=100_000, max_prefill=100_000)
+    d.add_one_req(Req(2, 10, 9000, output_len=1))
+    assert d.rem_total_tokens == 100_000 - (11 + 1 + 4096)
+
+
+def test_the_kv_check_takes_the_raw_extend_the_charge_the_page_rounded_one():
+    # sglang 0.5.23 PrefillAdder.add_one_req: total_tokens = extend + max_new + a page (the
+    # raw extend) must be below remaining_total; PrefillBudget.reserve charges ceil_page(extend)
+    a = adder(kv=140, page=16, chunk=100_000, max_prefill=100_000)
+    a.add_one_req(Req(0, 100, 20))  # raw 100 + 20 + 16 = 136 < 140; paged 112 + 20 + 16 = 148
+    assert [n for _, n in a.can_run] == [100]
+    assert a.rem_total_tokens == 140 - 148
+    b = adder(kv=136, page=16, chunk=100_000, max_prefill=100_000)
+    assert b.add_one_req(Req(0, 100, 20)) is AddResult.NO_TOKEN and not b.can_run
+
+
 @settings(max_examples=200, deadline=None)
 @given(kv=st.integers(1, 5000), chunk=st.integers(-1, 600), mixed=st.integers(0, 300),
        page=st.sampled_from([1, 4, 16]), max_prefill=st.integers(1, 2000),
