@@ -97,6 +97,59 @@ def test_retraction_retracts_at_least_one_then_stops_when_the_next_step_fits():
     assert old.kv.available >= 20 * len(old.running) - 2  # (minus the step just reserved)
 
 
+def test_ratio_after_retraction_is_estimated_over_the_kept_batch():
+    # NewTokenRatioTracker.estimate_new_token_ratio_after_retract over the requests kept:
+    # min(1, (sum output + 20 x bs) / (sum max_new + 1))
+    s = _small("0.5.23")
+    s.schedule()
+    kept = s.running
+    assert [r.rid for r in kept] == [0, 2, 3]
+    assert s.ratio.value == min(1.0, (50 + 6 + 40 + 20 * 3) / (3 * 500 + 1))
+
+
+# --- NewTokenRatioTracker (scheduler_components/new_token_ratio_tracker.py) ----------------
+
+def test_new_token_ratio_init_floor_and_decay_follow_schedule_conservativeness():
+    # NewTokenRatioTracker.from_config: init = min(0.7 x conservativeness, 1); min = init x
+    # 0.14; decay = (init - min) / 600 per decode_step
+    from specsched.sim.new_token_ratio import NewTokenRatio
+
+    for c, init in ((1.0, 0.7), (0.5, 0.35), (2.0, 1.0)):
+        r = NewTokenRatio(c)
+        assert r.value == r.init == init and r.floor == init * 0.14
+        r.on_decode_step()
+        assert abs(r.value - (init - (init - init * 0.14) / 600)) < 1e-15
+        for _ in range(600):
+            r.on_decode_step()
+        assert r.value == r.floor
+
+
+class _Hold:
+    """An admission policy that delays every pass (a user policy may, with nothing running)."""
+
+    name = "hold"
+    stateless = True
+
+    def should_delay(self, state):
+        return True
+
+    def on_prefill_admitted(self, n):
+        return None
+
+
+def test_new_token_ratio_resets_only_when_the_server_is_fully_idle():
+    # Scheduler.on_idle resets the tracker only when is_fully_idle: nothing running,
+    # chunked or waiting. A pass that admits no waiting request with nothing running keeps it.
+    s = Scheduler(ServerArgs(max_running_requests=8, max_total_num_tokens=100_000), _Hold())
+    s.ratio.value = 0.3
+    s.add_request(Req(0, 10, 5))
+    assert s.schedule() is None and s.num_delayed_passes == 1
+    assert s.ratio.value == 0.3
+    s.waiting.clear()
+    assert s.schedule() is None
+    assert s.ratio.value == s.ratio.init
+
+
 # --- PrefillAdder._get_running_request_total_token_offset ----------------------------------
 
 def test_ignore_eos_running_requests_reserve_at_ratio_one():
