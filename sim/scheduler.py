@@ -470,6 +470,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             prefill_max_requests=s.prefill_max_requests, chunk_fill=rules.chunk_fill,
             ignore_eos_full_reservation=rules.ignore_eos_full_reservation,
             swa=(self.kv.swa_available, self.kv.window, self.kv.swa_capacity) if self._swa else None,
+            ignore_eos_path=cache is None and not self._swa,
         )
         # queue order: the queue itself (nothing joins or leaves it during the loop below);
         # any other order gets its own list (the policy interface hands it a list)
@@ -497,10 +498,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             node = req.last_node if req.cached_len else None
             if node is not None:
                 # the pin keeps the matched prefix out of the evictable budget
-                d = -cache.inc_lock_ref(node)
-                adder.rem_total_tokens -= d
-                if adder.kv_free is not None:
-                    adder.kv_free -= d
+                adder.kv_changed(cache.inc_lock_ref(node))
                 # and its window's SWA out of the SWA budget (KVLedger.swa_prefix_lock: the
                 # reservation takes the same lock, the adder charges the extend only)
                 swa_pin = self.kv.swa_prefix_lock(req.cached_len) if adder.swa_rem is not None else 0
@@ -667,9 +665,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if not chosen or need > 0:
             return 0
         for r in chosen:
-            adder.rem_total_tokens += offset(r) + r.kv_allocated
-            if adder.kv_free is not None:
-                adder.kv_free += r.kv_allocated
+            adder.rem_total_tokens += offset(r)
+            adder.kv_changed(r.kv_allocated)
             self._retract_req(r)
         gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]

@@ -148,11 +148,13 @@ def test_the_kv_check_takes_the_raw_extend_the_charge_the_page_rounded_one():
        page=st.sampled_from([1, 4, 16]), max_prefill=st.integers(1, 2000),
        cont=st.tuples(st.integers(2, 3000), st.integers(0, 2999)),
        lens=st.lists(st.tuples(st.integers(1, 2000), st.integers(1, 500)), max_size=8),
-       rule=st.sampled_from(["exact", "stop_at_max_prefill_tokens"]))
-def test_inv_adder_extends_positive_and_within_free_kv(kv, chunk, mixed, page, max_prefill, cont, lens, rule):
+       rule=st.sampled_from(["exact", "stop_at_max_prefill_tokens"]), eos_path=st.booleans())
+def test_inv_adder_extends_positive_and_within_free_kv(kv, chunk, mixed, page, max_prefill, cont, lens, rule,
+                                                       eos_path):
     """INV-ADDER: every admitted extend is >= 1 token and the pass never takes more KV than
-    is free (after the mixed decode rows)."""
-    a = adder(kv=kv, chunk=chunk, mixed=mixed, page=page, max_prefill=max_prefill, chunk_fill=rule)
+    is free (after the mixed decode rows), on the ignore_eos path too (prefix cache off)."""
+    a = adder(kv=kv, chunk=chunk, mixed=mixed, page=page, max_prefill=max_prefill, chunk_fill=rule,
+              ignore_eos_path=eos_path)
     inp, done = cont
     if chunk > 0 and done < inp:
         a.add_chunked_req(chunked(100, inp, done))

@@ -164,6 +164,53 @@ def test_ignore_eos_running_requests_reserve_at_ratio_one():
         assert (p.mode is ForwardMode.EXTEND) is admitted, (preset, ignore_eos)
 
 
+# --- PrefillAdder.add_one_req_ignore_eos (prefix cache off) -------------------------------
+
+def test_ignore_eos_with_the_cache_off_projects_finishes_instead_of_reserving():
+    # add_one_req: ``ignore_eos and getattr(tree_cache, "disable", True)`` takes
+    # add_one_req_ignore_eos: the new request's output is not reserved up front; the pool
+    # must hold every request's remaining output in the order they finish, the KV of
+    # those finished before reused. A running request 100 tokens from its end holds 1900;
+    # 800 free: the reservation rule (1100 + 1 + 100 reserved) refuses, the projection admits.
+    # The rule is older than 0.5.23: both presets take it.
+    for preset in ("0.5.23", "mi355x-dsv41"):
+        for cache_off, ignore_eos, admitted in ((True, True, True), (False, True, False), (True, False, False)):
+            s = sched(preset, max_total_num_tokens=2700, disable_radix_cache=cache_off, chunked_prefill_size=-1,
+                      max_prefill_tokens=10**6)
+            running(s, 0, 1000, 1000, 900)
+            s.add_request(Req(1, 100, 1000, ignore_eos=ignore_eos))
+            p = s.schedule()
+            assert (p.mode is ForwardMode.EXTEND) is admitted, (preset, cache_off, ignore_eos)
+
+
+def test_ignore_eos_projection_keeps_one_token_per_request_free():
+    # IGNORE_EOS_RESERVE_TOKENS = 1 per request still running at each finish: two requests
+    # of 10 + 1000 in a pool with 2012 free pass the reservation rule (10 + 1000 + 1 < 2012
+    # - 1000) but not the projection (2012 - 11 - 2 x 1000 = 1 <= 2)
+    from specsched.sim.prefill_adder import AddResult, PrefillAdder
+
+    run = [Req(0, 10, 1000, prefill_done=10, status=ReqStatus.RUNNING)]
+    for eos_path, fits in ((False, True), (True, False)):
+        a = PrefillAdder.start(2012, run, 0.7, 10**6, -1, 1, ignore_eos_full_reservation=True,
+                               ignore_eos_path=eos_path)
+        res = a.add_one_req(Req(1, 10, 1000))
+        assert (res is not AddResult.NO_TOKEN) is fits, eos_path
+    a = PrefillAdder.start(2014, run, 0.7, 10**6, -1, 1, ignore_eos_path=True)  # 2014 - 11 - 2000 = 3 > 2
+    assert a.add_one_req(Req(1, 10, 1000)) is not AddResult.NO_TOKEN
+
+
+def test_ignore_eos_path_cuts_the_chunk_exactly_and_skips_max_prefill_tokens():
+    # add_one_req_ignore_eos: a later request is cut to rem_chunk_tokens (no page floor),
+    # and max_prefill_tokens is not checked for it (the budget state still stops a spent pass)
+    from specsched.sim.prefill_adder import PrefillAdder
+
+    a = PrefillAdder.start(10**6, [], 0.7, 500, 1000, 16, ignore_eos_path=True,
+                           chunk_fill="stop_at_max_prefill_tokens")
+    a.add_one_req(Req(0, 300, 5))
+    a.add_one_req(Req(1, 900, 5))
+    assert [n for _, n in a.can_run] == [300, 1000 - 304] and a.new_chunked is a.can_run[1][0]
+
+
 # --- Scheduler.get_next_batch_to_run: finished requests leave before the delay gate --------
 
 def _at_253(preset: str) -> Scheduler:
