@@ -95,6 +95,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
         # a user's order is checked pass by pass (checked_order); the shipped ones are not
         self._user_order = type(self.policy) not in SHIPPED_ORDERS.values()
+        # lpm and dfs-weight: the queue keeps the order they return (SGLang sorts it in place)
+        self._persist_order = not self._user_order and getattr(type(self.policy), "sorts_queue_in_place", False)
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
         self._user_delay = type(admission) not in SHIPPED_DELAYS.values()
@@ -478,6 +480,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
         if self._user_order:
             order = checked_order(order, waiting, s.schedule_policy)
+        elif self._persist_order:
+            # SchedulePolicy.calc_priority sorts the waiting queue in place: the next pass
+            # (and lpm's fcfs fallback above 128 waiting) starts from this order
+            self.waiting = deque(order)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False

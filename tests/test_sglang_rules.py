@@ -338,6 +338,38 @@ def test_batch_is_full_latch_holds_until_a_request_leaves():
     assert not s.batch_is_full and p.rids == (2,)
 
 
+# --- SchedulePolicy.calc_priority: the queue is sorted in place ---------------------------
+
+def _lpm_queue(policy: str = "lpm") -> Scheduler:
+    s = sched(schedule_policy=policy, prefill_max_requests=1, chunked_prefill_size=-1, max_prefill_tokens=10**6,
+              max_running_requests=256)
+    prefix = list(range(1000, 1064))
+    s.cache.insert(prefix)  # 64 cached tokens
+    a, b, c = Req(0, 100, 5), Req(1, 100, 5), Req(2, 100, 5)
+    a.tokens = list(range(100))                   # no cached prefix
+    b.tokens = prefix + list(range(36))
+    c.tokens = prefix + list(range(50, 86))
+    for r in (a, b, c):
+        s.add_request(r)
+    return s
+
+
+def test_lpm_above_128_waiting_is_fcfs_over_the_queue_the_last_sort_left():
+    # calc_priority sorts waiting_queue in place; above 128 waiting _determine_active_policy
+    # returns FCFS, which leaves the queue as it is: the last lpm order, then arrivals
+    s = _lpm_queue()
+    p = s.schedule()
+    assert p.rids == (1,)                         # lpm: b, c (64 cached), then a
+    assert [r.rid for r in s.waiting] == [2, 0]
+    commit_all(s, p)
+    for i in range(3, 131):
+        s.add_request(Req(i, 10, 5))
+    p = s.schedule()                              # 130 waiting: fcfs over [c, a, 3..130]
+    assert p.mode is ForwardMode.EXTEND and p.rids == (2,)
+    fcfs = _lpm_queue("fcfs")
+    assert fcfs.schedule().rids == (0,) and [r.rid for r in fcfs.waiting] == [1, 2]
+
+
 # --- prefill_max_requests, prefill_decode_interval, priority -------------------------------
 
 def test_prefill_max_requests_caps_a_pass():
