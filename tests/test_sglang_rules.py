@@ -150,6 +150,20 @@ def test_new_token_ratio_resets_only_when_the_server_is_fully_idle():
     assert s.ratio.value == s.ratio.init
 
 
+def test_retraction_policy_priority_retracts_the_lowest_priority_first():
+    # _get_decode_retraction_order with --retraction-policy priority: the key is
+    # (priority x -sign, output length, -prompt length), descending, popped from the end
+    for policy, low_first, want in (("priority", False, 1), ("priority", True, 0), ("length", False, 0)):
+        s = sched(max_total_num_tokens=1000, enable_priority_scheduling=True, retraction_policy=policy,
+                  schedule_low_priority_values_first=low_first)
+        reqs = [running(s, 0, 100, 500, 10), running(s, 1, 100, 500, 50), running(s, 2, 100, 500, 30)]
+        for r, p in zip(reqs, (5, 1, 3), strict=True):
+            r.priority = p
+        s.kv.reserve(reqs[0], s.kv.available - 2)  # two requests' next step fits, not three
+        s.schedule()
+        assert [r.rid for r in s.waiting] == [want], (policy, low_first)
+
+
 # --- PrefillAdder._get_running_request_total_token_offset ----------------------------------
 
 def test_ignore_eos_running_requests_reserve_at_ratio_one():
