@@ -110,6 +110,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                                or ":" in server.schedule_policy)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
+        self._idle_pass = False  # this pass's decode found the server fully idle (finish_pass)
         self.num_preemptions = 0
         self._preempted: list[Req] = []   # preempted in this pass: re-queued after it
         self._entry: dict[int, int] = {}  # rid -> queue-entry order (wait_queue_entry_time)
@@ -282,12 +283,20 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return None
         return self._decode_batch()
 
-    def finish_pass(self, plan: BatchPlan | None) -> BatchPlan | None:
-        """Close a pass that built ``plan`` (None: nothing runs on this scheduler)."""
+    def finish_pass(self, plan: BatchPlan | None, group_runs: bool = False) -> BatchPlan | None:
+        """Close a pass that built ``plan`` (None: nothing runs on this scheduler).
+
+        A pass that found the server fully idle resets new_token_ratio (0.5.23
+        ``Scheduler.on_idle``, called when no batch runs), unless ``group_runs``: a rank of
+        a DP-attention group whose peers run a forward runs an idle batch in lock-step
+        (``maybe_prepare_mlp_sync_batch``), so it does not reach ``on_idle``."""
         if plan is not None:
             self.interval.on_batch(plan.is_prefill)
             self.step += 1
             self._in_flight = plan
+        elif self._idle_pass and not group_runs:
+            self.ratio.on_idle()
+        self._idle_pass = False
         return plan
 
     def _filter_finished(self) -> None:

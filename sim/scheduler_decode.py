@@ -63,12 +63,11 @@ class DecodeMemory:
             self.running = batch
             self.batch_is_full = False
         if not batch:
-            if not finishing and not self.has_work:
-                # nothing runs, is chunked or waits: the server is idle (0.5.23
-                # Scheduler.on_idle resets the ratio only when ``is_fully_idle``, which
-                # counts the waiting queue too; a pass that could admit no waiting request
-                # keeps the ratio)
-                self.ratio.on_idle()
+            # nothing runs, is in flight, is chunked or waits: the pass is idle and
+            # finish_pass resets new_token_ratio (0.5.23 Scheduler.on_idle after
+            # ``is_fully_idle``, which counts the waiting queue too: a pass that could
+            # admit no waiting request keeps the ratio)
+            self._idle_pass = not finishing and not self.has_work
             return None
         if not self._decode_fits(batch):
             if finishing:

@@ -164,6 +164,22 @@ def test_retraction_policy_priority_retracts_the_lowest_priority_first():
         assert [r.rid for r in s.waiting] == [want], (policy, low_first)
 
 
+def test_an_idle_dp_rank_keeps_its_ratio_while_a_peer_runs():
+    # DP attention: a rank with nothing to run gets an idle batch while any peer runs
+    # (maybe_prepare_mlp_sync_batch), so the overlap loop does not reach on_idle for it
+    from specsched.sim.dp_attention import DPGroup
+
+    g = DPGroup(ServerArgs(enable_dp_attention=True, dp_size=2, max_running_requests=16,
+                           max_total_num_tokens=100_000, chunked_prefill_size=1000, max_prefill_tokens=1000))
+    busy, idle = g.ranks
+    running(busy, 0, 10, 50, 1)
+    idle.ratio.value = busy.ratio.value = 0.3
+    plan = g.schedule()
+    assert plan is not None and idle.ratio.value == 0.3
+    busy.running.clear()
+    assert g.schedule() is None and idle.ratio.value == idle.ratio.init == busy.ratio.value
+
+
 # --- PrefillAdder._get_running_request_total_token_offset ----------------------------------
 
 def test_ignore_eos_running_requests_reserve_at_ratio_one():
