@@ -407,9 +407,8 @@ class PrefillAdder:
         longer than the SWA pool would wait forever; the Scheduler keeps them on
         :meth:`add_one_req` (not modelled).
         """
-        page = self.page_size
-        extend = req.input_len + req.output_len - req.prefill_done
-        paged = -(-extend // page) * page + page
+        extend = req.extend_remaining
+        paged = ceil_page(extend, self.page_size) + self.page_size
         if paged > min(self.rem_current_tokens, self.rem_total_tokens):
             return NO_TOKEN
         states = self._eos_states_with(req)
