@@ -37,7 +37,7 @@ IGNORE_EOS_RESERVE_TOKENS = 1
 """sglang 0.5.23 schedule_policy.py IGNORE_EOS_RESERVE_TOKENS: tokens per request the
 ignore_eos admission keeps free beyond its projection ("reserve tokens for corner cases")."""
 
-ChunkFill = Literal["exact", "stop_at_max_prefill_tokens"]
+ChunkFill = Literal["exact", "exact_tokens", "stop_at_max_prefill_tokens"]
 
 
 
@@ -147,7 +147,9 @@ class PrefillAdder:
             chunking is on: ``exact`` (sglang 0.5.23 ``_select_prefill_admission``:
             max_prefill_tokens is checked only with chunking off, a later request is cut to
             fill the chunk exactly) or ``stop_at_max_prefill_tokens`` (the reference MI355X
-            build: a later request that does not fit max_prefill_tokens ends the pass).
+            build: a later request that does not fit max_prefill_tokens ends the pass), or
+            ``exact_tokens`` (``exact`` on gfx95: the chunk and prompt budgets take the raw
+            extend and a cut has no page floor; sim/semantics.py).
         can_run: (request, extend_len) admitted so far, in order.
         new_chunked: the request cut by chunking in this pass, if any.
         swa_rem: hybrid SWA: the SWA pool's free slots minus this pass's charges
@@ -251,9 +253,11 @@ class PrefillAdder:
             self.swa_rem -= self._swa_tokens(paged, reserve_new, self.rem_chunk_tokens)
         self.rem_total_tokens -= paged + self.page_size + reserve_new
         self.rem_current_tokens -= paged + self.page_size
-        self.rem_input_tokens -= paged
+        # _update_prefill_budget's compute charge: the raw extend under exact_chunk_fill (gfx95)
+        charge = extend if self.chunk_fill == "exact_tokens" else paged
+        self.rem_input_tokens -= charge
         if self.rem_chunk_tokens is not None:
-            self.rem_chunk_tokens -= paged
+            self.rem_chunk_tokens -= charge
         if self.kv_free is not None:
             self.kv_free -= extend
 
@@ -333,7 +337,9 @@ class PrefillAdder:
         check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"
         if check_input and self.can_run and input_tokens >= self.rem_input_tokens:
             return OTHER
-        if limit is None or input_tokens <= limit:
+        # whether it fits whole: against the raw extend under exact_chunk_fill (gfx95)
+        raw = self.chunk_fill == "exact_tokens"
+        if limit is None or (extend if raw else input_tokens) <= limit:
             self.can_run.append((req, extend))
             self._spend(extend, admitted_output_reservation(req))
         else:
@@ -349,9 +355,11 @@ class PrefillAdder:
                 # ``inflight_middle_chunks``) and decodes from a partial prompt. The model
                 # stops at the first cut instead (the run used to end in negative SWA use).
                 return AddResult.OTHER
-            trunc = limit // self.page_size * self.page_size
+            # the cut: page-floored, or the remainder verbatim under exact_chunk_fill
+            unit = 1 if raw else self.page_size
+            trunc = limit // unit * unit
             if self.kv_free is not None:
-                trunc = min(trunc, self.kv_free // self.page_size * self.page_size)
+                trunc = min(trunc, self.kv_free // unit * unit)
             if trunc <= 0:
                 return AddResult.OTHER
             self.can_run.append((req, trunc))

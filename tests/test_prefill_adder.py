@@ -80,6 +80,25 @@ def test_chunk_fill_exact_cuts_a_later_request_to_fill_the_chunk():
     assert [n for _, n in stop.can_run] == [300, 300, 300] and stop.new_chunked is None
 
 
+def test_exact_tokens_charges_and_cuts_the_raw_extend_as_on_gfx95():
+    # sglang 0.5.23 PrefillAdder._update_prefill_budget / _select_prefill_admission with
+    # exact_chunk_fill (_use_exact_chunk_fill: SGLANG_EXACT_CHUNK_FILL on gfx95): the chunk
+    # budget takes 300 per request, not ceil_page(300) = 304, and the cut is the remainder
+    # verbatim, not floored to a page
+    got = {}
+    for rule in ("exact", "exact_tokens"):
+        a = adder(page=16, chunk=1000, max_prefill=100_000, chunk_fill=rule)
+        for i in range(4):
+            if a.add_one_req(Req(i, 300, 5)) is not AddResult.CONTINUE:
+                break
+        got[rule] = [n for _, n in a.can_run]
+    assert got == {"exact": [300, 300, 300, 80], "exact_tokens": [300, 300, 300, 100]}
+    # a request that fits raw (100 <= 100) but not page-rounded (112) is not cut
+    b = adder(page=16, chunk=100, max_prefill=100_000, chunk_fill="exact_tokens")
+    b.add_one_req(Req(0, 100, 5))
+    assert b.can_run[0][1] == 100 and b.new_chunked is None
+
+
 def test_without_chunking_max_prefill_tokens_binds_under_either_rule():
     for rule in ("exact", "stop_at_max_prefill_tokens"):
         a = adder(max_prefill=500, chunk=-1, chunk_fill=rule)
@@ -148,7 +167,7 @@ def test_the_kv_check_takes_the_raw_extend_the_charge_the_page_rounded_one():
        page=st.sampled_from([1, 4, 16]), max_prefill=st.integers(1, 2000),
        cont=st.tuples(st.integers(2, 3000), st.integers(0, 2999)),
        lens=st.lists(st.tuples(st.integers(1, 2000), st.integers(1, 500)), max_size=8),
-       rule=st.sampled_from(["exact", "stop_at_max_prefill_tokens"]), eos_path=st.booleans())
+       rule=st.sampled_from(["exact", "exact_tokens", "stop_at_max_prefill_tokens"]), eos_path=st.booleans())
 def test_inv_adder_extends_positive_and_within_free_kv(kv, chunk, mixed, page, max_prefill, cont, lens, rule,
                                                        eos_path):
     """INV-ADDER: every admitted extend is >= 1 token and the pass never takes more KV than
