@@ -242,7 +242,9 @@ class Provenance:
                 + ", ".join(f"bs {b} ctx {c}: +{_ms(te - te / r)}" for b, c, te, r in self.eager_ratios)
                 + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
             "gpu.eager_host_issue_s": (
-                "lower quartile over the gpu.eager_factor points (slow-host periods only inflate points) of the host time (perf_counter) to issue "
+                "lower quartile of the gpu.eager_factor points on the host's fast level (within runtime.host_reference.SLOW_RATIO "
+                "of the fastest point: slow-host periods only inflate points; runtime.profile_fit.fast_level_issue) "
+                "of the host time (perf_counter) to issue "
                 "spec_cycle(graph=False): per point the smaller of its median with the GPU kept busy by a "
                 "torch.cuda._sleep spin queued first and its median issued onto an idle stream (each can only be "
                 "inflated, by a launch queue filled behind the spin or by device-bound kernels piling up: "
