@@ -402,7 +402,7 @@ def fast_level_issue(issues: Sequence[float]) -> float | None:
 
     The issue does not depend on the point's shape (the same kernels are launched: the
     runtime's loop issued its eager cycles at batch 17-48 in about 100 reference works each,
-    on three H200 hosts, docs/measurements/h200-v29-eager.md), and a point's figure can only
+    on the H200 machines of rounds 28-29 and both host levels, docs/measurements/h200-v29-eager.md), and a point's figure can only
     be inflated, by a slow-host period covering it. A rented H200 host runs at two levels
     1.5-1.8x apart (docs/measurements/h200-v10.md), and the profile states this term at its
     fast level (runtime.host_reference.FAST_TERMS), so the estimate must come from the fast
