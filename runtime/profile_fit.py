@@ -420,6 +420,18 @@ def fast_level_issue(issues: Sequence[float]) -> float | None:
     return float(np.percentile([h for h in pos if h <= SLOW_RATIO * fastest], 25))
 
 
+def issue_in_reference_works(issues: Sequence[float], refs: Sequence[float]) -> float | None:
+    """The eager issue in reference works: the median over points of each point's issue time
+    over the reference work sampled at it (runtime/profile_gpu.py ``eager_phase``), points
+    with both > 0. A cross-check of :func:`fast_level_issue` that needs no level split:
+    the issue is host work, so it reads the same number of reference works on either level
+    (the loop's eager launch about 100 on the H200 machines of rounds 28-29,
+    docs/measurements/h200-v29-eager.md); times the fast level it is the fast level's issue.
+    None without such points (CPU, or a profile made before the samples)."""
+    r = [h / ref for h, ref in zip(issues, refs, strict=True) if h > 0 and ref > 0]
+    return float(statistics.median(r)) if r else None
+
+
 def eager_issue_points_from_provenance(profile) -> list[tuple[int, int, float, float]]:
     """The eager points (batch, context, kept-busy seconds, idle-stream seconds) read back from
     the provenance text of ``gpu.eager_host_issue_s`` ("kept busy / idle: bs 8 ctx 512: 42.12

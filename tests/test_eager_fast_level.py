@@ -20,6 +20,7 @@ from specsched.runtime.profile_fit import (
     eager_issue_points_from_provenance,
     fast_level_issue,
     issue_estimate,
+    issue_in_reference_works,
     refit_eager_issue,
 )
 
@@ -89,3 +90,16 @@ def test_refit_reads_the_points_back_and_moves_only_the_issue():
     a["gpu"].pop("eager_host_issue_s"), b["gpu"].pop("eager_host_issue_s")
     assert a == b
     assert refit_eager_issue(tiny_profile()) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(levels=st.lists(st.sampled_from([2.6e-4, 4.7e-4]), min_size=1, max_size=15), works=st.floats(50, 150))
+def test_issue_over_its_points_reference_reads_the_same_works_on_either_level(levels, works):
+    """Host work at one level's speed: each point's issue over the reference work sampled at it
+    gives the same number of works whatever share of the points ran slow; CPU points (0) and
+    points without a sample count for nothing."""
+    issues = [works * r for r in levels]
+    assert issue_in_reference_works(issues + [0.0], levels + [3e-4]) == pytest.approx(works)
+    assert issue_in_reference_works([0.0], [3e-4]) is None
+    with pytest.raises(ValueError):
+        issue_in_reference_works(issues, levels[:-1] if len(levels) > 1 else [])
