@@ -42,14 +42,17 @@ def show_progress(args: argparse.Namespace) -> bool:
 
 
 def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_requests: int | None) -> None:
-    """Refuse, before any run starts, a workload too large to allocate or a request that can
-    never fit the KV pool (sim/limits.py), for the scenario with its overrides."""
+    """Refuse, before any run starts, a workload too large to allocate, a request that can
+    never fit the KV pool (sim/limits.py) or a bad row of a replayed trace
+    (:func:`sim.workload.check_replayed_files`), for the scenario with its overrides."""
     from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.sim.limits import check_fits, check_size
+    from specsched.sim.workload import check_replayed_files
 
     sc = load_scenario_with_overrides(scenario, arm, overrides)
     check_size(sc, max_requests)
     check_fits(sc)
+    check_replayed_files(sc)
 
 
 def ignore_sigint() -> None:

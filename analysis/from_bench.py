@@ -13,7 +13,11 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
-  vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run).
+  vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run), nor SGLang's
+  ``mooncake`` replays (sent at the trace's timestamps whatever ``request_rate`` says:
+  :data:`MOONCAKE_DATASET`) and multi-turn replays other than ``agentic-trace``
+  (``generated-shared-prefix --gsp-num-turns N``: the line has no turn count;
+  :func:`sim.bench_serving.multi_turn_replay`).
 - requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``; when fewer
   completed (failed requests), the ``completed`` ones, and a finite rate x their share
   (:func:`successes`: bench_serving counts only successful requests in ``completed``, the
@@ -30,6 +34,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   text; that 1-2 token difference is not modelled.)
 - ``sharegpt``: the shipped ShareGPT-like histograms (``sharegpt-like-lengths-*.csv``;
   outputs fixed at ``sharegpt_output_len`` when given).
+- ``generated-shared-prefix`` consistent with SGLang 0.5.23's ``--gsp-*`` defaults (which the
+  line does not write; :func:`_gsp_defaults`): a ``shared_prefix`` workload at those defaults.
 - other datasets, or ``--lengths details``: histograms of the run's own ``input_lens`` /
   ``output_lens`` written beside the YAML; a line with neither length arguments nor details
   (vLLM without ``--save-detailed``, SGLang's other datasets) gets fixed lengths at its mean
@@ -63,6 +69,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +77,8 @@ import numpy as np
 import pandas as pd
 import yaml
 from pydantic import ValidationError
-from specsched.sim.bench_serving import BenchRun
+from specsched.sim.atomic import is_path_component
+from specsched.sim.bench_serving import GSP_DATASET, BenchRun, multi_turn_replay
 from specsched.sim.config import (
     Scenario,
     ServerArgs,
@@ -88,7 +96,15 @@ REFERENCE_KEYS = (
 )
 SHAREGPT_INPUT = "sharegpt-like-lengths-input.csv"
 SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
-SHARED_PREFIX_DATASETS = ("generated-shared-prefix", "prefix_repetition")
+MOONCAKE_DATASET = "mooncake"
+"""SGLang bench_serving's Mooncake trace replay (0.5.23 ``benchmark/serving.py`` ``benchmark()``:
+with backend ``sglang`` the rows go through ``get_mooncake_request_over_time``
+(``benchmark/datasets/mooncake.py``), which sleeps to each trace row's ``timestamp`` (ms) x
+``--mooncake-slowdown-factor``, ignoring ``--request-rate``, and sends its
+``--mooncake-num-rounds`` rounds together, each prompt built from the row's ``hash_ids``
+(``"{id}" + 128 x "hi"`` per id) rather than its ``input_length``; the line writes
+``request_rate`` as given, ``Infinity`` by default). Refused by :func:`scenario_from_bench`."""
+SHARED_PREFIX_DATASETS = (GSP_DATASET, "prefix_repetition")
 """Datasets whose prompts share prefixes by construction: SGLang bench_serving's
 ``generated-shared-prefix`` (benchmark/datasets/generated_shared_prefix.py, ``gsp_*``
 arguments) and vLLM's ``prefix_repetition``; neither writes its sharing into the result line."""
@@ -153,6 +169,49 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
 
 
+GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128,
+                "output_len": 256, "range_ratio": 1.0}
+"""SGLang 0.5.23 bench_serving's ``--gsp-*`` defaults (``benchmark/serving.py`` argparse:
+``--gsp-num-groups`` 64, ``--gsp-prompts-per-group`` 16, ``--gsp-system-prompt-len`` 2048,
+``--gsp-question-len`` 128, ``--gsp-output-len`` 256, ``--gsp-range-ratio`` 1.0, one turn,
+uniform groups, shuffled). The dataset ignores ``--num-prompts``: it sends groups x prompts
+per group requests."""
+GSP_INPUT_SLACK = 0.05
+"""How far (share) a ``generated-shared-prefix`` line's median server-counted prompt may sit
+from system + question tokens and still be taken as the defaults' prompts: the server adds
+its special tokens and the ``"\\n\\n"`` joining them (``sample_generated_shared_prefix_requests``),
+a few tokens."""
+
+
+def _gsp_defaults(run: BenchRun, n: int) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """(``workload.shared_prefix``, ``workload.output_len``, note) for a
+    ``generated-shared-prefix`` line that is consistent with SGLang's defaults
+    (:data:`GSP_DEFAULTS`; the line writes none of its ``--gsp-*`` arguments): ``n``, the
+    requests the scenario sends, is groups x prompts per group, and where the line has
+    details its successful requests asked the default output length and their prompts sit
+    within :data:`GSP_INPUT_SLACK` of system + question tokens. Else None (the lengths then
+    come from the details or the means, without shared prefixes, as said in the notes)."""
+    if run.args.get("dataset_name") != GSP_DATASET or multi_turn_replay(run):
+        return None
+    g = GSP_DEFAULTS
+    if n != g["num_groups"] * g["prompts_per_group"]:
+        return None
+    d = run.details
+    if d is not None:
+        ok = d.ok
+        prompt = g["system_prompt_len"] + g["question_len"]
+        if (not ok.any() or (d.output_lens[ok] != g["output_len"]).any()
+                or abs(float(np.median(d.input_lens[ok])) / prompt - 1) > GSP_INPUT_SLACK):
+            return None
+    sp = {k: g[k] for k in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len", "range_ratio")}
+    note = (f"prompts: generated-shared-prefix at SGLang's defaults (the line's {n} requests = "
+            f"{g['num_groups']} groups x {g['prompts_per_group']}; the line writes no --gsp-* argument): "
+            f"{g['system_prompt_len']}-token system prompts shared by each group, {g['question_len']}-token "
+            f"questions, {g['output_len']} output tokens, range ratio {g['range_ratio']:g}; other --gsp-* values: "
+            "edit workload.shared_prefix")
+    return sp, {"kind": "fixed", "value": g["output_len"]}, note
+
+
 def _mean_lengths(run: BenchRun) -> tuple[int, int] | None:
     """(input, output) tokens per completed request, rounded (at least 1), from the line's
     totals, or None when it lacks them. vLLM's result files never write their length
@@ -171,6 +230,19 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
     rate = a.get("request_rate")
     if rate == "trace":
         raise ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result line; write a 'trace' workload for the trace file")
+    if a.get("dataset_name") == MOONCAKE_DATASET:
+        raise ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
+                          "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
+                          "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
+                          "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
+                          "workload (layout mooncake) for the trace file and compare with validate --measured "
+                          "FILE:LINE --scenario S")
+    if multi_turn_replay(run):
+        raise ConfigError(run.source, "total_input_tokens", 0,
+                          f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
+                          "turns of conversations, each sent after the reply before; SGLang writes 0 input tokens for "
+                          "it and not the turn count, e.g. --gsp-num-turns): write a 'multi_turn' workload and compare "
+                          "with validate --measured FILE:LINE --scenario S")
     if run.extra.get("ramp_up_strategy") is not None:   # vllm bench serve --ramp-up-strategy
         raise ConfigError(run.source, "ramp_up_strategy", run.extra["ramp_up_strategy"],
                           "the request rate ramped during the run; a scenario has one rate (not modelled)")
@@ -587,10 +659,15 @@ def _accept_length(run: BenchRun) -> float | None:
     """The run's mean accept length: the line's ``accept_length`` (SGLang bench_serving takes it
     from /server_info's ``internal_states[0].avg_spec_accept_length`` at the end of the run,
     0.5.23 ``benchmark/serving.py`` ``benchmark()``), else that field of the line's own
+    ``server_info`` (its ``decode[0]`` under PD disaggregation, as bench_serving reads it):
+    bench_serving writes ``accept_length`` null for a backend without "sglang" in its name
+    (``--backend vllm`` against an SGLang server) while it still fetches and writes
     ``server_info``. None (or 0) when the server did not decode speculatively."""
     acc = run.summary.get("accept_length")
     if acc is None:
         info = run.extra.get("server_info")
+        if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+            info = info["decode"][0]   # PD disaggregation: the decode server's, as bench_serving reads it
         states = info.get("internal_states") if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
             acc = states[0].get("avg_spec_accept_length")
@@ -749,8 +826,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes += wnotes
     else:
         workload, wnotes = _workload(run, burstiness)
-        ins, outs, lnotes, tables = _lengths(run, lengths)
-        workload.update(input_len=ins, output_len=outs)
+        gsp = _gsp_defaults(run, workload["num_requests"]) if lengths == "args" else None
+        if gsp is not None:   # the generated-shared-prefix prompts, as SGLang's defaults make them
+            workload.update(shared_prefix=gsp[0], output_len=gsp[1])
+            lnotes, tables = [gsp[2]], {}
+        else:
+            ins, outs, lnotes, tables = _lengths(run, lengths)
+            workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
         if workload["kind"] in ("burst", "closed_loop") and "endpoint_type" in run.extra:
             notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
@@ -767,7 +849,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                          "this run, `--arrivals details` replays them (validate-bench and calibrate --from replay them "
                          "by default)")
     sc: dict[str, Any] = {
-        "name": name or str(run.extra.get("tag") or f"{Path(file).stem}-line{line}"),
+        "name": name or _tag_name(run, f"{Path(file).stem}-line{line}", notes),
         "description": f"Built by `specsched scenario from-bench` from bench_serving run {Path(file).name}:{line} "
                        f"(backend {run.args.get('backend', '?')}, dataset {run.args.get('dataset_name', '?')}).",
         "source": f"bench_serving {Path(file).name}:{line}",
@@ -810,6 +892,23 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:
+    """The scenario name from the line's ``tag`` (bench_serving ``--tag``, a free-form label:
+    ``"h200/llama 8b"``), made one folder name as a scenario name must be (each ``/``, ``\\``
+    or NUL run as ``_``, outer spaces dropped; said in ``notes`` when changed), else
+    ``default``. A tag with a separator was refused as a bad ``name``, a key the line does
+    not have."""
+    tag = run.extra.get("tag")
+    if tag is None or not str(tag).strip():
+        return default
+    name = re.sub(r"[/\\\0]+", "_", str(tag)).strip()
+    if not is_path_component(name):   # "." or ".."
+        name = default
+    if name != tag:
+        notes.append(f"name: {name!r}, a folder name made from the line's tag {clipped(tag)!r} (--name sets another)")
+    return name
 
 
 def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str | Path) -> list[Path]:

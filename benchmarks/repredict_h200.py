@@ -62,6 +62,12 @@ metric and for the GPU-paced arms (stream_wait, both) apart from the rest.
 provenance by the current rule (the measured gap less the wake-up; profiles up to round 15
 subtracted the injection's preparation too, docs/measurements/h200-v15.md "burst66 TTFT").
 
+``--refit-eager-issue``: ``gpu.eager_host_issue_s`` refitted from the eager points its own
+provenance records by the current rule (runtime.profile_fit.fast_level_issue: the lower quartile
+of the points on the fast level; profiles up to round 29 took the lower quartile of all points,
+which came from the slow level when fewer than a quarter were fast, docs/measurements/
+h200-v29-eager.md).
+
 ``--inject-prepare-from-provenance``: ``host.inject_prepare_s`` (the injection's preparation,
 which the inject launch after a slot-expansion block does not repeat) taken from the
 preparation medians of the profile's own ``host.slot_expansion_s`` provenance, for profiles
@@ -168,6 +174,7 @@ from specsched.runtime.host_reference import (
     term_references_from_provenance,
 )
 from specsched.runtime.profile_fit import (
+    refit_eager_issue,
     refit_inject_prepare,
     refit_slot_expansion,
     refit_verify_excess,
@@ -507,6 +514,10 @@ PROVENANCE_REFITS = (
      lambda old, new: f"host.inject_prepare_s from the provenance: {new.host.inject_prepare_s * 1e3:.3f} ms"),
     ("verify_excess_at_loop_width", refit_verify_excess,
      "gpu.verify's provenance has no excess taken at the grid's last column", _verify_refit_said),
+    ("refit_eager_issue", refit_eager_issue,
+     "gpu.eager_host_issue_s's provenance has no kept busy / idle medians per eager point",
+     lambda old, new: (f"gpu.eager_host_issue_s refitted from the provenance: {old.gpu.eager_host_issue_s * 1e3:.3f} -> "
+                       f"{new.gpu.eager_host_issue_s * 1e3:.3f} ms")),
 )
 """The profile refits an option asks for, each read back from the profile's own provenance."""
 
@@ -551,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eager-from-calls", action="store_true",
                     help="AFTER THE FACT: also predict each run with the extend phase's host terms at the level of "
                          "its own extend and inject launch calls (needs --measured-results)")
+    ap.add_argument("--refit-eager-issue", action="store_true",
+                    help="gpu.eager_host_issue_s refitted from its provenance's eager points by the current rule "
+                         "(runtime.profile_fit.fast_level_issue)")
     ap.add_argument("--refit-slot-expansion", action="store_true",
                     help="refit host.slot_expansion_s from the profile's provenance by the current rule "
                          "(runtime.profile_fit.slot_expansion_fit: the gap less the wake-up; profiles up to round 15 "

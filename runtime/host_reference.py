@@ -104,8 +104,9 @@ launch phase the verify launch call and the publish-wait stall (runtime/profile_
 ``launch_phase``, ``stall_phase``)."""
 
 FAST_TERMS = ("gpu.eager_host_issue_s", "gpu.eager_overhead_s")
-"""Terms taken as a lower quartile or minimum over the eager phase's points
-(runtime/profile_fit.py ``eager_fit``): the fast points, so the profile's fast level."""
+"""Terms taken as the lower quartile of the eager phase's fast-level points or the minimum over
+its points (runtime/profile_fit.py ``eager_fit``, ``fast_level_issue``): the fast points, so the
+profile's fast level."""
 
 
 def fast_level(seconds) -> float:

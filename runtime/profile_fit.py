@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
+from specsched.runtime.host_reference import SLOW_RATIO
 from specsched.runtime.kv_cache import CTX_ALIGN, round_up
 from specsched.runtime.runner import CTX_BUCKET_STEP
 from specsched.sim.profile import GpuProfile, HostProfile
@@ -343,9 +344,9 @@ class Fits:
 
     @property
     def eager_host_issue(self) -> float | None:
-        """``gpu.eager_host_issue_s``: the host time to issue one eager cycle's kernels,
-        the median over the eager points of the host time of the call with the GPU kept
-        busy (:meth:`GpuPhases.eager_phase`); None on CPU (the call runs inline)."""
+        """``gpu.eager_host_issue_s``: the host time to issue one eager cycle's kernels at the
+        host's fast level, :func:`fast_level_issue` over the eager points' issue times
+        (:meth:`GpuPhases.eager_phase`); None on CPU (the call runs inline)."""
         return eager_fit(self.eager_ratios, [h for _, _, h in self.eager_issue])[1]
 
     def extend_host_fit(self) -> tuple[float, float]:
@@ -378,24 +379,86 @@ def eager_fit(points: list[tuple[int, int, float, float]],
     Eager kernels run as the host issues them, so an eager step lasts
     max(graph + floor, host issue). The floor is the smallest eager - graph difference.
     ``issues``: the host issue time measured at each point (GPU kept busy, so the eager
-    seconds are device time alone): the issue is their lower quartile (None when all are
-    0: a CPU run, where the call is inline). The issue does not depend on the point's
-    shape (the same kernels are launched), and a point's figure can only be inflated, by a
-    slow-host period covering it: on an H200 (docs/measurements/h200-v9.md) 7 of 15 points
-    read 20-23 ms against 14.8-16.1 ms for the rest, while the loop's eager verify ran at
-    16.2 ms. The lower quartile stays in the fast points' range while up to three quarters
-    of the points are inflated; the median only while fewer than half are. Without them (profiles recorded before the issue was
-    measured apart) the eager times mix device and host, and the issue is inferred as the
-    median eager time of the points whose difference exceeds twice the floor.
+    seconds are device time alone): the issue is :func:`fast_level_issue` of them (None when
+    all are 0: a CPU run, where the call is inline). Without them (profiles recorded before
+    the issue was measured apart) the eager times mix device and host, and the issue is
+    inferred as the median eager time of the points whose difference exceeds twice the floor.
     """
     if not points:
         return 0.0, None
     diffs = [te - te / r for _, _, te, r in points]
     floor = max(0.0, min(diffs))
     if issues is not None:
-        return floor, (float(np.percentile(issues, 25)) if any(h > 0 for h in issues) else None)
+        return floor, fast_level_issue(issues)
     host_bound = [te for (_, _, te, _), d in zip(points, diffs, strict=True) if d > 2 * floor]
     return floor, (float(statistics.median(host_bound)) if host_bound else None)
+
+
+def fast_level_issue(issues: Sequence[float]) -> float | None:
+    """``gpu.eager_host_issue_s`` from the host issue times of the eager points: the lower
+    quartile of the points on the host's fast level, those within
+    :data:`runtime.host_reference.SLOW_RATIO` of the fastest point. None when none is > 0
+    (CPU: the call runs inline).
+
+    The issue does not depend on the point's shape (the same kernels are launched: the
+    runtime's loop issued its eager cycles at batch 17-48 in about 100 reference works each,
+    on the H200 machines of rounds 28-29 and both host levels, docs/measurements/h200-v29-eager.md), and a point's figure can only
+    be inflated, by a slow-host period covering it. A rented H200 host runs at two levels
+    1.5-1.8x apart (docs/measurements/h200-v10.md), and the profile states this term at its
+    fast level (runtime.host_reference.FAST_TERMS), so the estimate must come from the fast
+    points whatever their share. The lower quartile of all points did so only while at
+    least a quarter sat on the fast level: round 28's profile had 3 of 15 there (28-30 ms,
+    the rest 42-56 ms), its lower quartile 42.2 ms came from the slow level yet was scaled
+    as the fast level's, and the loop's eager cycle ran 28.6 ms on a fast host and 51.7 ms
+    on a slow one (docs/measurements/h200-v28.md). The lower quartile within the fast level
+    still discounts a point inflated by less than the level ratio.
+    """
+    pos = [float(h) for h in issues if h > 0]
+    if not pos:
+        return None
+    fastest = min(pos)
+    return float(np.percentile([h for h in pos if h <= SLOW_RATIO * fastest], 25))
+
+
+def issue_in_reference_works(issues: Sequence[float], refs: Sequence[float]) -> float | None:
+    """The eager issue in reference works: the median over points of each point's issue time
+    over the reference work sampled at it (runtime/profile_gpu.py ``eager_phase``), points
+    with both > 0. A cross-check of :func:`fast_level_issue` that needs no level split:
+    the issue is host work, so it reads the same number of reference works on either level
+    (the loop's eager launch about 100 on the H200 machines of rounds 28-29,
+    docs/measurements/h200-v29-eager.md); times the fast level it is the fast level's issue.
+    None without such points (CPU, or a profile made before the samples)."""
+    r = [h / ref for h, ref in zip(issues, refs, strict=True) if h > 0 and ref > 0]
+    return float(statistics.median(r)) if r else None
+
+
+def eager_issue_points_from_provenance(profile) -> list[tuple[int, int, float, float]]:
+    """The eager points (batch, context, kept-busy seconds, idle-stream seconds) read back from
+    the provenance text of ``gpu.eager_host_issue_s`` ("kept busy / idle: bs 8 ctx 512: 42.12
+    ms / 42.7 ms, ..."; an idle median not measured reads nan), so a profile made before
+    :func:`fast_level_issue` can be refitted (benchmarks/repredict_h200.py
+    ``--refit-eager-issue``). Empty when the text has none."""
+    text = (getattr(profile, "provenance", None) or {}).get("gpu.eager_host_issue_s", "")
+    _, sep, tail = text.partition("kept busy / idle: ")
+    if not sep:
+        return []
+    num = r"(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan)"
+    return [(int(b), int(c), float(h) * 1e-3, float(i) * 1e-3)
+            for b, c, h, i in re.findall(rf"bs (\d+) ctx (\d+): ({num}) ms / ({num}) ms", tail)]
+
+
+def refit_eager_issue(profile):
+    """``profile`` with ``gpu.eager_host_issue_s`` refitted by :func:`fast_level_issue` from the
+    points its own provenance records (:func:`eager_issue_points_from_provenance`; per point
+    :func:`issue_estimate` of its two medians), a new :class:`sim.profile.Profile`; None when
+    the provenance has no points."""
+    pts = eager_issue_points_from_provenance(profile)
+    if not pts:
+        return None
+    issues = [issue_estimate([h], [i] if i == i else []) for _, _, h, i in pts]
+    data = profile.model_dump(mode="python")
+    data["gpu"]["eager_host_issue_s"] = fast_level_issue(issues)
+    return type(profile).model_validate(data)
 
 
 def issue_estimate(kept_busy: Sequence[float], idle: Sequence[float]) -> float:

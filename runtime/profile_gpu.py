@@ -384,13 +384,21 @@ class GpuPhases(Harness):
         self.eager_ratios: list[tuple[int, int, float, float]] = []
         self.eager_issue: list[tuple[int, int, float]] = []
         self.eager_issue_parts: list[tuple[int, int, float, float]] = []  # (bs, ctx, kept busy, idle)
+        # the host's level at each point: the reference work sampled right before and right
+        # after it (and between its calls at the sampler's cadence), their median
+        self.eager_issue_refs: list[float] = []
+        sp = self.speed
         for c in self.contexts:
             for b in self.eager_bs:
                 with self.dev.use("forward"):
                     rows_t = self.dev.h2d(self.grid_rows[:b])
                 fn = self._step_fn("spec", self.grid_rows[:b], rows_t, c, graph=False)
+                i0 = len(sp.seconds)
+                sp.sample()
                 dev_t, host_t = self._device_and_host(f"eager spec bs {b} @ctx {c}", "eager", fn)
                 idle_t = self._idle_issue(fn, min(len(host_t), 5))
+                sp.sample()
+                self.eager_issue_refs.append(float(statistics.median(sp.seconds[i0:])))
                 te = statistics.median(dev_t)
                 tg = self.grid["spec"][self.bs.index(b)][self.contexts.index(c)]
                 self.eager_ratios.append((b, c, te, te / tg if tg > 0 else 1.0))

@@ -4,9 +4,14 @@ the text saying how it was measured (method, shapes, repeats, medians, versions)
 from __future__ import annotations
 
 import torch
+from specsched.runtime.host_reference import fast_level
 from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
-from specsched.runtime.profile_fit import TILE_RESIDUAL_SHARE, TILE_SIGNAL_TO_NOISE
+from specsched.runtime.profile_fit import (
+    TILE_RESIDUAL_SHARE,
+    TILE_SIGNAL_TO_NOISE,
+    issue_in_reference_works,
+)
 from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
 from specsched.runtime.runner import CTX_BUCKET_STEP
 
@@ -115,6 +120,23 @@ class Provenance:
                 + ". The simulator holds the host this long after a slot-expansion block, the GPU idle "
                 "(sim.engine; docs/measurements/h200-v15.md \"burst66 TTFT\": 0.8-1.8 ms idle there in the "
                 f"loops of rounds 13 and 15). [{env}]")
+
+    def _eager_refs_text(self) -> str:
+        """The eager points' reference work and the issue in reference works
+        (runtime.profile_fit.issue_in_reference_works) at the fast level, for provenance; empty
+        for a run that did not sample them."""
+        refs = getattr(self, "eager_issue_refs", [])
+        if not refs or len(refs) != len(self.eager_issue):
+            return ""
+        text = ("; reference work at each point (sampled right before and after it, median): "
+                + ", ".join(f"bs {b} ctx {c}: {r * 1e3:.3f}" for (b, c, _), r in zip(self.eager_issue, refs, strict=True))
+                + " ms")
+        works = issue_in_reference_works([h for _, _, h in self.eager_issue], refs)
+        if works is None:
+            return text
+        fast = fast_level(self.speed.seconds)
+        return (text + f"; per point issue over its reference work, median {works:.1f} works: {_ms(works * fast)} at "
+                f"the fast level ({fast * 1e3:.3f} ms; a cross-check, not used)")
 
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
@@ -242,13 +264,16 @@ class Provenance:
                 + ", ".join(f"bs {b} ctx {c}: +{_ms(te - te / r)}" for b, c, te, r in self.eager_ratios)
                 + f"; clamped >= 0. Used instead of gpu.eager_factor above cuda_graph_max_bs. [{env}]"),
             "gpu.eager_host_issue_s": (
-                "lower quartile over the gpu.eager_factor points (slow-host periods only inflate points) of the host time (perf_counter) to issue "
+                "lower quartile of the gpu.eager_factor points on the host's fast level (within runtime.host_reference.SLOW_RATIO "
+                "of the fastest point: slow-host periods only inflate points; runtime.profile_fit.fast_level_issue) "
+                "of the host time (perf_counter) to issue "
                 "spec_cycle(graph=False): per point the smaller of its median with the GPU kept busy by a "
                 "torch.cuda._sleep spin queued first and its median issued onto an idle stream (each can only be "
                 "inflated, by a launch queue filled behind the spin or by device-bound kernels piling up: "
                 "runtime.profile_fit.issue_estimate); kept busy / idle: "
                 + ", ".join(f"bs {b} ctx {c}: {_ms(h)} / {_ms(i)}" for b, c, h, i in
                             getattr(self, "eager_issue_parts", []))
+                + self._eager_refs_text()
                 + "; the host issues an eager cycle's kernels one by one and they run as they arrive, so an eager "
                 f"cycle lasts max(graph + eager_overhead_s, this) (runtime.profile_fit.eager_fit); null on CPU. [{env}]"),
             "host.launch_per_extend_s": (

@@ -204,7 +204,8 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
                            f"{', '.join(terms)}" for ph, terms in PHASE_TERMS.items() if ph in med)
         text = (f"the reference work (host.reference_work_s) at which each host term was measured: the median of "
                 f"the samples of the phase that measured it ({phases}); {', '.join(FAST_TERMS)}: taken as the "
-                f"lower quartile / minimum over the eager points, so the fast level, the median of the fastest "
+                f"lower quartile of the fast-level eager points / minimum over the eager points, so the fast level, "
+                f"the median of the fastest "
                 f"quarter of all samples ({fast * 1e3:.3f} ms). A scenario's host.reference_work_s scales each term "
                 f"by the run's reference over its own (sim/host_speed.py; {self.env_line})")
         return by_term, text

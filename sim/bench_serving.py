@@ -36,6 +36,14 @@ layout in tests/data/bench/):
   ``errors`` ("" when it succeeded); with ``--cache-report`` also ``cached_tokens`` and
   ``cached_tokens_details`` (kept in ``extra``). SGLang writes no ``num_prompts``: it is
   ``len(input_lens)`` with details, else ``completed`` (failed requests then unknown).
+  ``input_lens`` are the server's prompt counts where it reports them
+  (``_record_server_prompt_len``), the totals the dataset's: a multi-turn replay writes
+  ``total_input_tokens`` 0 and ``--gsp-fast-prepare`` 1 a request, read as not measured
+  (:func:`_input_totals_unmeasured`). ``--rust-client`` (``benchmark/rust_client.py``: the
+  ``sglang-bench`` extension "appends the same result keys"; its writer is compiled, not
+  read) takes the rate as a string ("JSON cannot" carry inf): a null or ``"inf"`` rate reads
+  as all at once, and its retokenized totals are 0 with ``--disable-retokenize``/``--vocab-size``
+  (read as missing).
 
 vLLM (each checked in that release's source archive; fixtures in tests/data/bench/) writes
 one JSON object per run with ``json.dump`` (``--append-result``, 0.8.5 on, puts a newline
@@ -586,7 +594,67 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         _check_detail_units(details, summary, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
     extra = {k: v for k, v in obj.items() if k not in used}
+    if _input_totals_unmeasured(summary, args):
+        extra.update({k: obj[k] for k in INPUT_TOTAL_KEYS if k in obj})   # as written, not read as measured
+        for k in INPUT_TOTAL_KEYS:
+            summary.pop(k, None)
+        summary.update(_input_totals_of(details, summary))
+    if summary.get("total_output_tokens_retokenized") == 0 and summary.get("total_output_tokens", 0) > 0:
+        # SGLang 0.5.23's Rust client (--rust-client, sglang-bench) with --disable-retokenize or
+        # --vocab-size: "the retokenized totals are then reported as 0" (its --help); not a count
+        extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
+        del summary["total_output_tokens_retokenized"]
     return BenchRun(where, args, summary, extra, details)
+
+
+INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput")
+"""The metrics that count the prompts' tokens (``total_throughput`` = input + output over the
+duration)."""
+GSP_DATASET = "generated-shared-prefix"
+"""SGLang bench_serving's generated-shared-prefix dataset (0.5.23 ``benchmark/datasets/generated_shared_prefix.py``)."""
+
+
+def _input_totals_unmeasured(summary: Mapping[str, float], args: Mapping[str, Any]) -> bool:
+    """The line's prompt-token totals are not the prompts sent, though it completed requests:
+
+    - ``total_input_tokens`` 0: a multi-turn replay (SGLang 0.5.23 ``benchmark/serving.py``
+      ``benchmark()`` calls ``calculate_metrics(input_requests=None)`` when the rows are
+      conversations, ``wrap_multi_turn_request_func``: ``agentic-trace``, and
+      ``generated-shared-prefix`` with ``--gsp-num-turns`` above 1), so the total, the input
+      throughput and the input share of ``total_throughput`` are 0 whatever was sent; no
+      request of a generating server has an empty prompt otherwise;
+    - ``generated-shared-prefix`` with at most one token per completed request:
+      ``--gsp-fast-prepare`` gives every row ``prompt_len`` 1 (0.5.23
+      ``benchmark/datasets/generated_shared_prefix.py``) and the totals add those up.
+
+    Both runs' per-request ``input_lens`` are the server's own counts
+    (``_record_server_prompt_len``: ``usage.prompt_tokens`` or ``meta_info.prompt_tokens``)."""
+    n, tin = summary.get("completed"), summary.get("total_input_tokens")
+    if not n or tin is None:
+        return False
+    return tin == 0 or (args.get("dataset_name") == GSP_DATASET and tin <= n)
+
+
+def _input_totals_of(details: BenchDetails | None, summary: Mapping[str, float]) -> dict[str, float]:
+    """:data:`INPUT_TOTAL_KEYS` from the successful requests' ``input_lens`` as bench_serving
+    defines them (0.5.23 ``calculate_metrics``: the prompt tokens of the successful requests,
+    over the run's duration; ``total_throughput`` adds ``total_output_tokens``), or nothing
+    without details, a duration or a success."""
+    dur = summary.get("duration")
+    if details is None or not dur or not details.ok.any():
+        return {}
+    tin = float(details.input_lens[details.ok].sum())
+    out = {"total_input_tokens": tin, "input_throughput": tin / dur}
+    if "total_output_tokens" in summary:
+        out["total_throughput"] = (tin + summary["total_output_tokens"]) / dur
+    return out
+
+
+def multi_turn_replay(run: BenchRun) -> bool:
+    """The line is SGLang's multi-turn replay (its written ``total_input_tokens`` 0 with
+    requests completed, :func:`_input_totals_unmeasured`): its requests are the turns of
+    conversations, each sent after the reply to the one before."""
+    return run.extra.get("total_input_tokens") == 0 and (run.summary.get("completed") or 0) > 0
 
 
 def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]:
@@ -984,6 +1052,21 @@ def client_record(run: Any, per_chunk_itl: bool) -> dict[str, Any]:
     return rec | itl_stats(getattr(run, "chunks", None), per_chunk=True) if per_chunk_itl else rec
 
 
+RESULT_KEYS = (
+    "tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len", "random_input_len",
+    "random_output_len", "random_range_ratio", "server_info", "duration", "completed", "total_input_tokens",
+    "total_input_text_tokens", "total_input_vision_tokens", "total_output_tokens", "total_output_tokens_retokenized",
+    "request_throughput", "input_throughput", "output_throughput", "total_throughput",
+    *(f"{s}_{m}_ms" for m in ("e2e_latency", "ttft", "tpot", "itl") for s in STATS),
+    "concurrency", "accept_length", "max_output_tokens_per_s", "max_concurrent_requests",
+)
+"""The keys SGLang 0.5.23 writes for a run, in its order (``benchmark/serving.py``
+``benchmark()``, the ``result`` dict before ``--goodput``/``--cache-report`` keys and the
+``--output-details`` lists): every one is present, null where SGLang would write null or the
+run does not say (SGLang writes its argparse defaults, 1024, for the random lengths of any
+dataset; a specsched line writes them only for a random workload)."""
+
+
 def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     """One bench_serving line (SGLang 0.5.23's keys and units) for a run.
 
@@ -998,7 +1081,10 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             ``calibrate --from`` can replay the run's own arrivals.
 
     Returns:
-        A JSON-ready dict: arguments (``backend`` = ``specsched-<source>``, ``dataset_name``,
+        A JSON-ready dict, :data:`RESULT_KEYS` first in SGLang 0.5.23's order (input text
+        tokens = input tokens, vision tokens 0), specsched's own keys after them
+        (``num_prompts``, ``burstiness``, per-side range ratios, ``max_itl_ms``, the
+        details). It holds: arguments (``backend`` = ``specsched-<source>``, ``dataset_name``,
         ``request_rate`` (``inf`` for burst/closed loop), ``max_concurrency``, the length
         arguments, plus ``num_prompts``/``burstiness`` as vLLM writes them), ``server_info``
         (the scenario's server arguments and its name/arm/seed/profile), every metric in
@@ -1049,6 +1135,10 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             # (SGLang 0.5.23 benchmark/serving.py calculate_metrics)
             v = 0.0
         rec[k] = v
+    # SGLang 0.5.23's own keys, in its order, each present (null where unknown), then ours
+    tin = rec.get("total_input_tokens")
+    rec.update(total_input_text_tokens=tin, total_input_vision_tokens=None if tin is None else 0)
+    rec = {**{k: rec.get(k) for k in RESULT_KEYS}, **{k: v for k, v in rec.items() if k not in RESULT_KEYS}}
     chunks = _table(run, "chunks")
     if details is None:
         details = chunks is not None and len(chunks) > 0 and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS

@@ -281,7 +281,8 @@ class DPGroup:
         parts = [r.prefill_pass() for r in self.ranks]
         if not (self.split_spec and any(p is not None for p in parts)):
             parts = [p if p is not None else r.decode_pass() for r, p in zip(self.ranks, parts, strict=True)]
-        parts = [r.finish_pass(p) for r, p in zip(self.ranks, parts, strict=True)]
+        runs = any(p is not None for p in parts)  # ranks without a part run an idle batch
+        parts = [r.finish_pass(p, runs) for r, p in zip(self.ranks, parts, strict=True)]
         if all(p is None for p in parts):
             return None
         plan = GroupPlan(self.step, tuple(parts))

@@ -1,9 +1,15 @@
 """new_token_ratio: how much of their remaining output running requests are assumed to need.
 
-Source: scheduler_components/new_token_ratio_tracker.py (SGLang). Starts at
-0.7 x schedule_conservativeness (capped at 1); floor = start x 0.14; each decode step without
-retraction lowers it by (start - floor) / 600; it resets to the start when the server is
-idle; after a retraction it becomes min(1, (decoded + 20 x bs) / (sum of max_new + 1)).
+Source: sglang 0.5.23 managers/scheduler_components/new_token_ratio_tracker.py
+(``NewTokenRatioTracker.from_config``, ``decay_step``, ``reset``,
+``estimate_new_token_ratio_after_retract``) with the defaults of environ.py
+(SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14,
+SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600, SGLANG_RETRACT_DECODE_STEPS 20). Starts at
+0.7 x schedule_conservativeness (capped at 1); floor = start x 0.14; each decode pass
+without retraction lowers it by (start - floor) / 600 (``update_running_batch``; a mixed
+step does not); it resets to the start when the server is fully idle (``Scheduler.on_idle``:
+nothing running, chunked or waiting); after a retraction it becomes
+min(1, (decoded + 20 x bs) / (sum of max_new + 1)) over the requests kept.
 """
 
 from __future__ import annotations

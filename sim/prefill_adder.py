@@ -33,8 +33,11 @@ from specsched.sim.request import Req
 
 CLIP_MAX_NEW_TOKENS = 4096
 """SGLang's CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, default 4096)."""
+IGNORE_EOS_RESERVE_TOKENS = 1
+"""sglang 0.5.23 schedule_policy.py IGNORE_EOS_RESERVE_TOKENS: tokens per request the
+ignore_eos admission keeps free beyond its projection ("reserve tokens for corner cases")."""
 
-ChunkFill = Literal["exact", "stop_at_max_prefill_tokens"]
+ChunkFill = Literal["exact", "exact_tokens", "stop_at_max_prefill_tokens"]
 
 
 
@@ -94,6 +97,18 @@ def reserved_decode_tokens(req: Req) -> int:
     return min(max(req.remaining_output, 0), CLIP_MAX_NEW_TOKENS)
 
 
+def admitted_output_reservation(req: Req) -> int:
+    """Output tokens the KV budget of a prefill pass takes for a request admitted whole (or
+    its last chunk): min(max_new_tokens, CLIP_MAX_NEW_TOKENS), its whole output even when a
+    retracted request has committed part of it (sglang 0.5.23 schedule_policy.py
+    ``PrefillAdder._select_prefill_admission`` / ``add_chunked_req`` pass
+    ``min(req.sampling_params.max_new_tokens, CLIP_MAX_NEW_TOKENS)`` to
+    ``_update_prefill_budget``). The admission check itself asks only for what is left
+    (:func:`reserved_decode_tokens`)."""
+    m = req.max_new_tokens
+    return m if m < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
+
+
 def running_reservation(running: list[Req], new_token_ratio: float, ignore_eos_full: bool = False) -> float:
     """KV tokens the running batch is assumed to still need (SGLang
     ``PrefillAdder._get_running_request_total_token_offset``, summed).
@@ -132,12 +147,20 @@ class PrefillAdder:
             chunking is on: ``exact`` (sglang 0.5.23 ``_select_prefill_admission``:
             max_prefill_tokens is checked only with chunking off, a later request is cut to
             fill the chunk exactly) or ``stop_at_max_prefill_tokens`` (the reference MI355X
-            build: a later request that does not fit max_prefill_tokens ends the pass).
+            build: a later request that does not fit max_prefill_tokens ends the pass), or
+            ``exact_tokens`` (``exact`` on gfx95: the chunk and prompt budgets take the raw
+            extend and a cut has no page floor; sim/semantics.py).
         can_run: (request, extend_len) admitted so far, in order.
         new_chunked: the request cut by chunking in this pass, if any.
         swa_rem: hybrid SWA: the SWA pool's free slots minus this pass's charges
             (``SWAPrefillBudget.remaining_swa``); None without an SWA pool.
         swa_window, swa_size: the sliding window and the SWA pool's size (tokens).
+        rem_current_tokens: free (+ evictable) tokens minus this pass's page-rounded extends
+            and their pages, without any output reservation (``PrefillBudget.remaining_current``).
+        ignore_eos_path: the prefix cache is off, so a request sent with ignore_eos is admitted
+            by :meth:`add_one_req_ignore_eos` (sglang 0.5.23 ``add_one_req``:
+            ``ignore_eos and getattr(tree_cache, "disable", True)``); never with an SWA pool.
+        running: the running batch and new_token_ratio, read by that path.
     """
 
     rem_total_tokens: float
@@ -150,8 +173,13 @@ class PrefillAdder:
     swa_rem: int | None = None
     swa_window: int = 0
     swa_size: int = 0
+    rem_current_tokens: float = 0.0
+    ignore_eos_path: bool = False
+    running: list[Req] = field(default_factory=list)
+    new_token_ratio: float = 0.0
     can_run: list[tuple[Req, int]] = field(default_factory=list)
     new_chunked: Req | None = None
+    _eos_states: list[tuple[float, int]] | None = None
 
     @classmethod
     def start(
@@ -168,6 +196,7 @@ class PrefillAdder:
         chunk_fill: ChunkFill = "stop_at_max_prefill_tokens",
         ignore_eos_full_reservation: bool = False,
         swa: tuple[int, int, int] | None = None,
+        ignore_eos_path: bool = False,
     ) -> PrefillAdder:
         """Open a pass (SGLang ``PrefillAdder.__init__``).
 
@@ -182,6 +211,7 @@ class PrefillAdder:
             prefill_max_requests, chunk_fill: see the class attributes.
             ignore_eos_full_reservation: running ignore_eos requests reserve at ratio 1.0.
             swa: hybrid SWA models: (SWA slots free, sliding window, SWA pool size).
+            ignore_eos_path: the prefix cache is off (see the class attributes).
         """
         reserve = running_reservation(running, new_token_ratio, ignore_eos_full_reservation)
         chunk = chunked_prefill_size if chunked_prefill_size > 0 else None
@@ -190,7 +220,17 @@ class PrefillAdder:
         swa_rem, swa_window, swa_size = swa if swa is not None else (None, 0, 0)
         return cls(kv_available - reserve - mixed_with_decode_tokens, max_prefill_tokens - mixed_with_decode_tokens,
                    chunk, page_size, kv_available - mixed_with_decode_tokens, prefill_max_requests, chunk_fill,
-                   swa_rem, swa_window, swa_size)
+                   swa_rem, swa_window, swa_size, kv_available - mixed_with_decode_tokens, ignore_eos_path,
+                   running, new_token_ratio)
+
+    def kv_changed(self, tokens: int) -> None:
+        """``tokens`` KV slots became allocatable (a preempted request's) or, negative, were
+        pinned (a matched prefix taken out of the evictable budget): every KV budget moves
+        (``PrefillBudget._available_and_evictable`` feeds remaining_total and remaining_current)."""
+        self.rem_total_tokens += tokens
+        self.rem_current_tokens += tokens
+        if self.kv_free is not None:
+            self.kv_free += tokens
 
     def budget_state(self) -> AddResult:
         """SGLang ``PrefillAdder.budget_state``: NO_TOKEN when the KV budget is spent, OTHER
@@ -212,9 +252,12 @@ class PrefillAdder:
         if self.swa_rem is not None:  # SWAPrefillBudget.reserve, at the chunk budget before this extend
             self.swa_rem -= self._swa_tokens(paged, reserve_new, self.rem_chunk_tokens)
         self.rem_total_tokens -= paged + self.page_size + reserve_new
-        self.rem_input_tokens -= paged
+        self.rem_current_tokens -= paged + self.page_size
+        # _update_prefill_budget's compute charge: the raw extend under exact_chunk_fill (gfx95)
+        charge = extend if self.chunk_fill == "exact_tokens" else paged
+        self.rem_input_tokens -= charge
         if self.rem_chunk_tokens is not None:
-            self.rem_chunk_tokens -= paged
+            self.rem_chunk_tokens -= charge
         if self.kv_free is not None:
             self.kv_free -= extend
 
@@ -250,7 +293,8 @@ class PrefillAdder:
             return True
         truncated = extend < remaining
         self.can_run.append((req, extend))
-        self._spend(extend, 0 if truncated else reserved_decode_tokens(req))
+        # the last chunk reserves the whole clipped max_new_tokens, not what is left of it
+        self._spend(extend, 0 if truncated else admitted_output_reservation(req))
         return truncated
 
     def add_one_req(self, req: Req, has_chunked_req: bool = False, spf: bool = False) -> AddResult:
@@ -258,7 +302,7 @@ class PrefillAdder:
 
         Mirrors PrefillAdder.add_one_req / ``_select_prefill_admission``: OTHER at
         prefill_max_requests or when the pass's budgets are already spent; NO_TOKEN if its
-        extend + reserved output + a page does not fit the KV budget; then the
+        raw extend + remaining output (clipped) + a page does not fit the KV budget; then the
         max_prefill_tokens rule of ``chunk_fill``; a request that does not fit the chunk is
         cut to it (page-aligned) and ends admission. ``spf`` with ``has_chunked_req``:
         shortest-prefill-first never cuts a second request while one is chunked.
@@ -267,14 +311,17 @@ class PrefillAdder:
             return OTHER
         if self.budget_state() is OTHER:
             return OTHER  # the resumed chunk or mixed decode rows spent the pass
+        if self.ignore_eos_path and req.ignore_eos:
+            return self.add_one_req_ignore_eos(req, has_chunked_req)
         # extend_remaining, ceil_page and reserved_decode_tokens inlined (once per admission)
         page = self.page_size
         extend = req.input_len + req.output_len - req.prefill_done
         input_tokens = -(-extend // page) * page
         left = req.max_new_tokens - req.output_len
         new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
-        total = input_tokens + new + page
-        if total >= self.rem_total_tokens:
+        # the KV check takes the raw extend; only the charge below is page-rounded
+        # (0.5.23 add_one_req: total_tokens = extend + max_new + per_req_token_overhead)
+        if extend + new + page >= self.rem_total_tokens:
             return NO_TOKEN
         limit = self.rem_chunk_tokens
         if self.swa_rem is not None:
@@ -290,9 +337,11 @@ class PrefillAdder:
         check_input = self.rem_chunk_tokens is None or self.chunk_fill == "stop_at_max_prefill_tokens"
         if check_input and self.can_run and input_tokens >= self.rem_input_tokens:
             return OTHER
-        if limit is None or input_tokens <= limit:
+        # whether it fits whole: against the raw extend under exact_chunk_fill (gfx95)
+        raw = self.chunk_fill == "exact_tokens"
+        if limit is None or (extend if raw else input_tokens) <= limit:
             self.can_run.append((req, extend))
-            self._spend(extend, new)
+            self._spend(extend, admitted_output_reservation(req))
         else:
             if has_chunked_req and spf:
                 return AddResult.OTHER  # only one unfinished chunked request is tracked
@@ -306,12 +355,91 @@ class PrefillAdder:
                 # ``inflight_middle_chunks``) and decodes from a partial prompt. The model
                 # stops at the first cut instead (the run used to end in negative SWA use).
                 return AddResult.OTHER
-            trunc = limit // self.page_size * self.page_size
+            # the cut: page-floored, or the remainder verbatim under exact_chunk_fill
+            unit = 1 if raw else self.page_size
+            trunc = limit // unit * unit
             if self.kv_free is not None:
-                trunc = min(trunc, self.kv_free // self.page_size * self.page_size)
+                trunc = min(trunc, self.kv_free // unit * unit)
             if trunc <= 0:
                 return AddResult.OTHER
             self.can_run.append((req, trunc))
             self.new_chunked = req
             self._spend(trunc, 0)
         return self.budget_state()
+
+    def _eos_state(self, r: Req) -> tuple[float, int] | None:
+        """(tokens left, tokens held) of one request for :meth:`add_one_req_ignore_eos`:
+        max_new x ratio - output (ratio 1.0 for an ignore_eos request, else
+        new_token_ratio; not clipped) and prompt + output; None when nothing is left."""
+        left = r.max_new_tokens * (1.0 if r.ignore_eos else self.new_token_ratio) - r.output_len
+        return (left, r.input_len + r.output_len) if left > 0 else None
+
+    def _eos_states_with(self, req: Req) -> list[tuple[float, int]]:
+        """The pass's projection list with ``req`` added, ascending by tokens left: built
+        once per pass from ``req``, the running batch and this pass's admissions, then
+        ``req`` inserted by SGLang's loop, which places a request that leaves more than
+        every other one before the last entry, not after it."""
+        states = self._eos_states
+        if states is None:
+            states = []
+            for r in [req, *self.running, *(a for a, _ in self.can_run)]:
+                st = self._eos_state(r)
+                if st is not None:
+                    states.append(st)
+            states.sort(key=lambda x: x[0])
+            self._eos_states = states
+            return states
+        st = self._eos_state(req)
+        if st is not None:
+            i = 0
+            for i in range(len(states)):
+                if st[0] <= states[i][0]:
+                    break
+            states.insert(i, st)
+        return states
+
+    def add_one_req_ignore_eos(self, req: Req, has_chunked_req: bool = False) -> AddResult:
+        """Admit a request sent with ignore_eos while the prefix cache is off (sglang 0.5.23
+        schedule_policy.py ``PrefillAdder.add_one_req_ignore_eos``).
+
+        Its page-rounded extend + a page must fit both the total and the current budget
+        (its own output is not asked for here); then a projection: with the requests (this
+        one, the running batch, this pass's admissions) in order of tokens left, the i-th to
+        finish must still find room for every request after it, ``IGNORE_EOS_RESERVE_TOKENS``
+        each, counting the prompt + output KV of those finished before. max_prefill_tokens
+        is not checked; a request longer than the chunk budget is cut to it exactly (no page
+        floor) and ends the pass. Returns NO_TOKEN, OTHER, or the pass's budget state.
+
+        Not for hybrid-SWA models: there SGLang skips the projection and checks the SWA
+        estimate with no chunk cap (``SWAPrefillBudget.can_allocate_prefill``), so a prompt
+        longer than the SWA pool would wait forever; the Scheduler keeps them on
+        :meth:`add_one_req` (not modelled).
+        """
+        extend = req.extend_remaining
+        paged = ceil_page(extend, self.page_size) + self.page_size
+        if paged > min(self.rem_current_tokens, self.rem_total_tokens):
+            return NO_TOKEN
+        states = self._eos_states_with(req)
+        cur = self.rem_current_tokens - paged
+        freed = 0
+        n = len(states)
+        for i, (tokens_left, held) in enumerate(states):
+            bs = n - i
+            if cur + freed - tokens_left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                return NO_TOKEN
+            freed += held
+        chunk = self.rem_chunk_tokens
+        if chunk is None or extend <= chunk:
+            self.can_run.append((req, extend))
+            self._spend(extend, admitted_output_reservation(req))
+            return self.budget_state()
+        if chunk <= 0 or has_chunked_req or self.new_chunked is not None:
+            return OTHER  # one chunked request at a time (see add_one_req)
+        trunc = chunk if self.kv_free is None else min(chunk, self.kv_free)
+        if trunc <= 0:
+            return OTHER
+        self.can_run.append((req, trunc))
+        self.new_chunked = req
+        self._spend(trunc, 0)
+        return self.budget_state()
+

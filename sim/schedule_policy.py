@@ -4,7 +4,11 @@ Each order is a class with the interface a user-written one has (docs/policies.m
 ``from_server(server, seed=0, **params)`` builds it for one run; ``order(waiting, ctx)``
 returns the waiting requests in admission order (a new list holding the same requests).
 ``waiting`` is in queue-entry order (arrivals, then re-queued retractions), so a stable
-sort keeps SGLang's ``wait_queue_entry_time`` tie-break.
+sort keeps SGLang's ``wait_queue_entry_time`` tie-break. Except for an order whose class
+sets ``sorts_queue_in_place`` (the shipped lpm and dfs-weight): SGLang sorts its waiting
+queue in place (``SchedulePolicy.calc_priority``) and those two have no entry-time
+tie-break, so the Scheduler keeps the queue in the order they returned, and the next pass
+hands them that order with later arrivals and re-queued requests behind it.
 
 Shipped (SGLang's names):
 
@@ -221,9 +225,14 @@ def shortest_prefill_chunk_limit(chunked: Req, waiting: Sequence[Req], budget: i
 
 class Lpm:
     """Longest cached prefix first (``_sort_by_longest_prefix``); fcfs above 128 waiting
-    or without a prefix cache (``_determine_active_policy``, ``_validate_and_adjust_policy``)."""
+    or without a prefix cache (``_determine_active_policy``, ``_validate_and_adjust_policy``).
+
+    Above 128 waiting, fcfs means the queue as it stands (``calc_priority`` leaves it
+    unsorted): the order the last lpm sort left, then later arrivals. Equal prefixes keep
+    that order too (``sorts_queue_in_place``)."""
 
     name = "lpm"
+    sorts_queue_in_place: ClassVar[bool] = True
 
     def __init__(self, page_size: int = 1) -> None:
         self.page_size = page_size
@@ -241,9 +250,11 @@ class Lpm:
 
 class DfsWeight:
     """Depth-first over the radix tree, heavier subtrees first (``_sort_by_dfs_weight``);
-    fcfs without a prefix cache."""
+    fcfs without a prefix cache. Requests at one node keep the queue's order, which is the
+    last pass's (``sorts_queue_in_place``)."""
 
     name = "dfs-weight"
+    sorts_queue_in_place: ClassVar[bool] = True
 
     @classmethod
     def from_server(cls, server: Any, seed: int = 0) -> DfsWeight:

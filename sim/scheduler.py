@@ -95,6 +95,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
         # a user's order is checked pass by pass (checked_order); the shipped ones are not
         self._user_order = type(self.policy) not in SHIPPED_ORDERS.values()
+        # lpm and dfs-weight: the queue keeps the order they return (SGLang sorts it in place)
+        self._persist_order = not self._user_order and getattr(type(self.policy), "sorts_queue_in_place", False)
         # the shipped ``none`` policy never delays: its pass skips building the policy's state
         self._never_delays = type(admission) is NoDelay
         self._user_delay = type(admission) not in SHIPPED_DELAYS.values()
@@ -108,6 +110,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                                or ":" in server.schedule_policy)
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
+        self._idle_pass = False  # this pass's decode found the server fully idle (finish_pass)
         self.num_preemptions = 0
         self._preempted: list[Req] = []   # preempted in this pass: re-queued after it
         self._entry: dict[int, int] = {}  # rid -> queue-entry order (wait_queue_entry_time)
@@ -280,12 +283,20 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return None
         return self._decode_batch()
 
-    def finish_pass(self, plan: BatchPlan | None) -> BatchPlan | None:
-        """Close a pass that built ``plan`` (None: nothing runs on this scheduler)."""
+    def finish_pass(self, plan: BatchPlan | None, group_runs: bool = False) -> BatchPlan | None:
+        """Close a pass that built ``plan`` (None: nothing runs on this scheduler).
+
+        A pass that found the server fully idle resets new_token_ratio (0.5.23
+        ``Scheduler.on_idle``, called when no batch runs), unless ``group_runs``: a rank of
+        a DP-attention group whose peers run a forward runs an idle batch in lock-step
+        (``maybe_prepare_mlp_sync_batch``), so it does not reach ``on_idle``."""
         if plan is not None:
             self.interval.on_batch(plan.is_prefill)
             self.step += 1
             self._in_flight = plan
+        elif self._idle_pass and not group_runs:
+            self.ratio.on_idle()
+        self._idle_pass = False
         return plan
 
     def _filter_finished(self) -> None:
@@ -470,6 +481,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             prefill_max_requests=s.prefill_max_requests, chunk_fill=rules.chunk_fill,
             ignore_eos_full_reservation=rules.ignore_eos_full_reservation,
             swa=(self.kv.swa_available, self.kv.window, self.kv.swa_capacity) if self._swa else None,
+            ignore_eos_path=cache is None and not self._swa,
         )
         # queue order: the queue itself (nothing joins or leaves it during the loop below);
         # any other order gets its own list (the policy interface hands it a list)
@@ -477,6 +489,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
         if self._user_order:
             order = checked_order(order, waiting, s.schedule_policy)
+        elif self._persist_order:
+            # SchedulePolicy.calc_priority sorts the waiting queue in place: the next pass
+            # (and lpm's fcfs fallback above 128 waiting) starts from this order
+            self.waiting = deque(order)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
@@ -497,10 +513,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             node = req.last_node if req.cached_len else None
             if node is not None:
                 # the pin keeps the matched prefix out of the evictable budget
-                d = -cache.inc_lock_ref(node)
-                adder.rem_total_tokens -= d
-                if adder.kv_free is not None:
-                    adder.kv_free -= d
+                adder.kv_changed(cache.inc_lock_ref(node))
                 # and its window's SWA out of the SWA budget (KVLedger.swa_prefix_lock: the
                 # reservation takes the same lock, the adder charges the extend only)
                 swa_pin = self.kv.swa_prefix_lock(req.cached_len) if adder.swa_rem is not None else 0
@@ -667,9 +680,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if not chosen or need > 0:
             return 0
         for r in chosen:
-            adder.rem_total_tokens += offset(r) + r.kv_allocated
-            if adder.kv_free is not None:
-                adder.kv_free += r.kv_allocated
+            adder.rem_total_tokens += offset(r)
+            adder.kv_changed(r.kv_allocated)
             self._retract_req(r)
         gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]

@@ -13,6 +13,8 @@ reservation fits; the ledger refuses more).
 
 from __future__ import annotations
 
+import sys
+
 from specsched.sim.plan import BatchPlan, decode_plan
 from specsched.sim.request import Req, ReqStatus
 
@@ -61,8 +63,11 @@ class DecodeMemory:
             self.running = batch
             self.batch_is_full = False
         if not batch:
-            if not finishing:
-                self.ratio.on_idle()  # no batch runs this pass
+            # nothing runs, is in flight, is chunked or waits: the pass is idle and
+            # finish_pass resets new_token_ratio (0.5.23 Scheduler.on_idle after
+            # ``is_fully_idle``, which counts the waiting queue too: a pass that could
+            # admit no waiting request keeps the ratio)
+            self._idle_pass = not finishing and not self.has_work
             return None
         if not self._decode_fits(batch):
             if finishing:
@@ -97,10 +102,24 @@ class DecodeMemory:
 
         ``length`` (sglang 0.5.23 ``ScheduleBatch._get_decode_retraction_order``): sorted by
         (output length, -prompt length) descending, so the request with the least output
-        goes first, ties the longest prompt. ``spec_batch_tail`` (older): speculative
-        decoding pops from the back of the batch."""
+        goes first, ties the longest prompt (a stable sort: equal keys keep batch order, so
+        the later one goes first). With ``server.retraction_policy: priority`` the key is
+        preceded by the priority (the lowest goes first, a request without one first of
+        all; ``schedule_low_priority_values_first`` flips it). ``spec_batch_tail`` (older
+        builds, which have no retraction policy): speculative decoding pops from the back
+        of the batch."""
         if self.spec and self.rules.retraction_order == "spec_batch_tail":
             return list(self.running)
+        if self.server.retraction_policy == "priority":
+            low_first = self.server.schedule_low_priority_values_first
+            # a request without a priority: sys.maxsize (low values first) or -maxsize - 1, times -sign
+            none = -sys.maxsize if low_first else -sys.maxsize - 1
+
+            def key(r: Req) -> tuple[int, int, int]:
+                p = none if r.priority is None else (-r.priority if low_first else r.priority)
+                return p, r.output_len, -r.input_len
+
+            return sorted(self.running, key=key, reverse=True)
         return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
 
     def _retract_req(self, r: Req) -> None:

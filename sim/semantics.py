@@ -31,11 +31,16 @@ class SemanticsRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    chunk_fill: Literal["exact", "stop_at_max_prefill_tokens"] = "exact"
+    chunk_fill: Literal["exact", "exact_tokens", "stop_at_max_prefill_tokens"] = "exact"
     """2nd and later requests of a prefill pass with chunking on: ``exact`` (0.5.23
     ``PrefillAdder._select_prefill_admission``: max_prefill_tokens is checked only with
-    chunking off, so a later request is cut to fill the chunk) or
-    ``stop_at_max_prefill_tokens`` (older: such a request ends the pass)."""
+    chunking off, so a later request is cut to fill the chunk, at a page boundary) or
+    ``stop_at_max_prefill_tokens`` (older: such a request ends the pass).
+    ``exact_tokens`` is ``exact`` as 0.5.23 runs on gfx95 GPUs (MI350/MI355X), where
+    SGLANG_EXACT_CHUNK_FILL (on by default) makes the chunk and prompt budgets take the raw
+    extend instead of the page-rounded one and cuts a request without a page floor
+    (``_use_exact_chunk_fill``, ``_update_prefill_budget``); the same as ``exact`` with
+    page_size 1."""
     retraction_order: Literal["length", "spec_batch_tail"] = "length"
     """``length`` (0.5.23 ``ScheduleBatch._get_decode_retraction_order``): least output
     first, ties the longest prompt, for every request. ``spec_batch_tail`` (older): spec

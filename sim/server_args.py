@@ -165,6 +165,7 @@ class ServerArgs(BaseModel):
     schedule_low_priority_values_first: bool = Field(False, description="With priority scheduling, lower values go first.")
     disable_priority_preemption: bool = Field(False, description="With priority scheduling, never preempt running requests for a waiting one.")
     priority_scheduling_preemption_threshold: int = Field(10, ge=0, description="Priority difference above which a waiting request preempts running ones.")
+    retraction_policy: Literal["length", "priority"] = Field("length", description="Which running requests a decode pass short of KV retracts first (SGLang --retraction-policy, schedule_batch.py _get_decode_retraction_order): length, the least output first, ties the longest prompt; priority (needs enable_priority_scheduling), the lowest priority first, then by length.")
     prefill_max_requests: int | None = Field(None, ge=1, description="Requests one prefill batch may admit (None: no limit).")
     prefill_decode_interval: int = Field(0, ge=0, description="Decode rounds after a prefill before the next prefill is tried (0: off).")
     prefill_decode_interval_min_bs: int = Field(0, ge=0, description="Apply prefill_decode_interval only while at least this many requests run.")
@@ -339,6 +340,9 @@ class ServerArgs(BaseModel):
                              "a chunk is cut at page boundaries, so a smaller one never advances")
         if self.sliding_window_size is not None and self.sliding_window_size + self.page_size >= self.swa_max_total_num_tokens:
             self._refuse_small_swa_pool()
+        if self.retraction_policy == "priority" and not self.enable_priority_scheduling:
+            raise FieldError("server.retraction_policy", self.retraction_policy,
+                             "priority needs server.enable_priority_scheduling: true (as SGLang requires); or length")
         if self.dp_size > 1 and not self.enable_dp_attention:
             raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
                              "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")

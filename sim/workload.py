@@ -138,6 +138,29 @@ def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = No
     return specs
 
 
+def check_replayed_files(scenario: Scenario) -> None:
+    """Read the files a scenario's workload replays, as its run reads them: a ``trace``
+    workload's trace (:func:`sim.trace.load_trace`, up to ``num_requests`` rows) and an
+    ``agentic_trace`` (:func:`sim.prefix_workload.conversation_plan`), so that a bad row (a
+    negative or decreasing timestamp, a missing column, a truncated file) is refused before a
+    command that runs many (compare, sweep) starts one, as ``run`` refuses it. A trace of
+    ``sim.trace.KEEP_MIN_BYTES`` or more stays read, so the runs that follow in this process
+    do not read it again.
+
+    Raises:
+        ConfigError: as those readers.
+    """
+    cfg, path = scenario.workload, scenario.path or None
+    if cfg.kind == "trace" and cfg.trace is not None:
+        from specsched.sim.trace import load_trace
+
+        load_trace(cfg.trace, cfg.num_requests, path)
+    elif cfg.multi_turn is not None and cfg.multi_turn.agentic_trace is not None:
+        from specsched.sim.prefix_workload import conversation_plan
+
+        conversation_plan(cfg.multi_turn, scenario.seed, Path(path) if path else None)
+
+
 def _make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None) -> list[RequestSpec]:
     if cfg.kind == "trace":
         from specsched.sim.trace import load_trace

@@ -407,8 +407,11 @@ def test_mixed_turn_counts_desynchronize_conversations_median_tpot_above_mean():
 SGLANG_LINE = {"tag": None, "backend": "sglang-oai-chat", "dataset_name": "agentic-trace", "request_rate": float("inf"),
                "max_concurrency": 4, "sharegpt_output_len": None, "random_input_len": 1024, "random_output_len": 1024,
                "random_range_ratio": 0.0, "server_info": None, "duration": 20.0, "completed": 21,
-               "total_input_tokens": 200000, "total_output_tokens": 21 * 220, "median_ttft_ms": 80.0,
-               "output_throughput": 230.0, "request_throughput": 1.05}
+               "total_input_tokens": 0, "total_output_tokens": 21 * 220, "median_ttft_ms": 80.0,
+               "output_throughput": 230.0, "request_throughput": 1.05, "input_throughput": 0.0,
+               "total_throughput": 230.0}
+"""An agentic-trace line as SGLang 0.5.23 writes it: a multi-turn replay, so no input token is
+counted (``calculate_metrics(input_requests=None)``) and ``total_throughput`` is the output's."""
 
 
 def test_from_bench_builds_the_agentic_replay_from_a_sglang_line(tmp_path, monkeypatch):

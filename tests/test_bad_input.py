@@ -53,6 +53,10 @@ SCENARIO_CASES = [
     ("dp-chunk-below-page", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16\n  page_size: 16\n  dp_size: 2\n  enable_dp_attention: true"},
      "server.chunked_prefill_size"),
     ("sync-mode", {"sync_mode: host_block": "sync_mode: spin"}, "server.sync_mode"),
+    ("retraction-priority-alone", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  retraction_policy: priority"},
+     "server.retraction_policy"),
+    ("retraction-unknown", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  retraction_policy: oldest"},
+     "server.retraction_policy"),
     ("mixed-yes", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  enable_mixed_chunk: yes"},
      "server.enable_mixed_chunk"),
     ("duplicate-key", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  chunked_prefill_size: 8192"},
@@ -371,3 +375,35 @@ def test_exponential_think_time_without_a_mean_is_refused(tmp_path, capsys):
     _assert_refused(capsys, ["run", "multi-turn-example", "--set", "workload.multi_turn.think_time_dist=exponential",
                              "--set", "workload.multi_turn.think_time_s=0"],
                     tmp_path / "res", "workload.multi_turn.think_time_dist = 'exponential'", "think_time_s")
+
+
+_BAD_REPLAYS = {
+    "trace-negative": ("t.csv", "timestamp,input_length,output_length\n0,10,5\n-1,10,5\n",
+                       "{kind: trace, trace: {path: t.csv}}", "t.csv:3: timestamp = '-1'"),
+    "trace-unsorted": ("t.csv", "timestamp,input_length,output_length\n5,10,5\n4,10,5\n",
+                       "{kind: trace, trace: {path: t.csv}}", "t.csv:3: timestamp = '4'"),
+    "trace-missing-column": ("t.csv", "timestamp,input_length\n0,10\n",
+                             "{kind: trace, trace: {path: t.csv}}", "t.csv:1: output_length = '<missing>'"),
+    "agentic-truncated": ("a.json", (ROOT / "scenarios" / "agentic-trace-example.json").read_text()[:300],
+                          "{kind: multi_turn, concurrency: 2, output_len: {kind: fixed, value: 8}, "
+                          "multi_turn: {agentic_trace: {path: a.json}}}", "a.json: conversations[0][0]"),
+}
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+@pytest.mark.parametrize("case", list(_BAD_REPLAYS))
+def test_a_bad_replayed_file_is_refused_before_compare_or_sweep_runs(tmp_path, capsys, monkeypatch, command, case):
+    """A trace row with a negative or decreasing timestamp, a trace without a column, a cut
+    agentic trace: ``run`` refused them in one line, but compare and sweep met them inside
+    their runs (a traceback, exit 1, an empty folder; a sweep's table and failures file).
+    Now each is one line naming file:line, key and value; exit 2; nothing written."""
+    monkeypatch.chdir(tmp_path)
+    name, text, workload, needle = _BAD_REPLAYS[case]
+    (tmp_path / name).write_text(text)
+    (tmp_path / "s.yaml").write_text(f"name: s\nprofile: h200-1b\nworkload: {workload}\n"
+                                     "arms:\n  b: {server: {max_running_requests: 8}}\n")
+    argv = {"compare": ["compare", "s.yaml", "--arms", "base,b", "--seeds", "1"],
+            "sweep": ["sweep", "s.yaml", "--grid", "server.max_running_requests=4,8"]}[command]
+    out = tmp_path / ("o.parquet" if command == "sweep" else "o")
+    _assert_refused(capsys, argv, out, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "s.yaml"])

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from specsched.sim.bench_serving import (
     _WHOLE,
     METRIC_KEYS,
+    RESULT_KEYS,
     bench_record,
     parse_run,
     read_bench,
@@ -197,6 +198,12 @@ def test_bench_record_has_bench_serving_units(tmp_path):
     assert rec["ttfts"][0] == pytest.approx(float(res.requests.sort_values("rid")["ttft_s"].iloc[0]))
     assert rec["accept_length"] is None                                          # no spec: null, as SGLang writes
     assert 1 <= rec["max_concurrent_requests"] <= 6 and rec["max_output_tokens_per_s"] > 0
+    # SGLang 0.5.23's keys first, in its order, each present (a dashboard indexing one found it
+    # missing: sharegpt_output_len, total_input_text/vision_tokens), then specsched's own
+    assert list(rec)[:len(RESULT_KEYS)] == list(RESULT_KEYS)
+    assert rec["sharegpt_output_len"] is None and rec["total_input_vision_tokens"] == 0
+    assert rec["total_input_text_tokens"] == rec["total_input_tokens"] == res.summary["total_input_tokens"]
+    assert list(rec).index("ttfts") > list(rec).index("num_prompts") > len(RESULT_KEYS) - 1
 
 
 def test_a_burst_has_its_peaks_though_every_request_starts_at_zero():

@@ -80,6 +80,25 @@ def test_chunk_fill_exact_cuts_a_later_request_to_fill_the_chunk():
     assert [n for _, n in stop.can_run] == [300, 300, 300] and stop.new_chunked is None
 
 
+def test_exact_tokens_charges_and_cuts_the_raw_extend_as_on_gfx95():
+    # sglang 0.5.23 PrefillAdder._update_prefill_budget / _select_prefill_admission with
+    # exact_chunk_fill (_use_exact_chunk_fill: SGLANG_EXACT_CHUNK_FILL on gfx95): the chunk
+    # budget takes 300 per request, not ceil_page(300) = 304, and the cut is the remainder
+    # verbatim, not floored to a page
+    got = {}
+    for rule in ("exact", "exact_tokens"):
+        a = adder(page=16, chunk=1000, max_prefill=100_000, chunk_fill=rule)
+        for i in range(4):
+            if a.add_one_req(Req(i, 300, 5)) is not AddResult.CONTINUE:
+                break
+        got[rule] = [n for _, n in a.can_run]
+    assert got == {"exact": [300, 300, 300, 80], "exact_tokens": [300, 300, 300, 100]}
+    # a request that fits raw (100 <= 100) but not page-rounded (112) is not cut
+    b = adder(page=16, chunk=100, max_prefill=100_000, chunk_fill="exact_tokens")
+    b.add_one_req(Req(0, 100, 5))
+    assert b.can_run[0][1] == 100 and b.new_chunked is None
+
+
 def test_without_chunking_max_prefill_tokens_binds_under_either_rule():
     for rule in ("exact", "stop_at_max_prefill_tokens"):
         a = adder(max_prefill=500, chunk=-1, chunk_fill=rule)
@@ -113,16 +132,48 @@ def test_each_admitted_request_costs_a_page_of_kv_budget():
     assert a.rem_total_tokens == 10_000 - (112 + 16 + 50)
 
 
+def test_an_admitted_request_reserves_its_whole_clipped_output_even_after_retraction():
+    # sglang 0.5.23 PrefillAdder._select_prefill_admission: the check asks for what is left
+    # of the output, the charge (_update_prefill_budget) for min(max_new_tokens, CLIP):
+    # a retracted request re-prefilling prompt + 400 of 500 output tokens takes 500
+    a = adder(kv=10_000, chunk=100_000, max_prefill=100_000)
+    a.add_one_req(Req(0, 100, 500, output_len=400))
+    assert a.can_run[0][1] == 500 and a.rem_total_tokens == 10_000 - (500 + 1 + 500)
+    # ... and so does a chunked request's last chunk (add_chunked_req)
+    c = adder(kv=10_000, chunk=1000)
+    r = chunked(1, 300, 200, max_new=500)
+    r.output_len = 100
+    assert c.add_chunked_req(r) is False
+    assert c.can_run[0][1] == 200 and c.rem_total_tokens == 10_000 - (200 + 1 + 500)
+    # clipped at CLIP_MAX_NEW_TOKENS
+    d = adder(kv=100_000, chunk=100_000, max_prefill=100_000)
+    d.add_one_req(Req(2, 10, 9000, output_len=1))
+    assert d.rem_total_tokens == 100_000 - (11 + 1 + 4096)
+
+
+def test_the_kv_check_takes_the_raw_extend_the_charge_the_page_rounded_one():
+    # sglang 0.5.23 PrefillAdder.add_one_req: total_tokens = extend + max_new + a page (the
+    # raw extend) must be below remaining_total; PrefillBudget.reserve charges ceil_page(extend)
+    a = adder(kv=140, page=16, chunk=100_000, max_prefill=100_000)
+    a.add_one_req(Req(0, 100, 20))  # raw 100 + 20 + 16 = 136 < 140; paged 112 + 20 + 16 = 148
+    assert [n for _, n in a.can_run] == [100]
+    assert a.rem_total_tokens == 140 - 148
+    b = adder(kv=136, page=16, chunk=100_000, max_prefill=100_000)
+    assert b.add_one_req(Req(0, 100, 20)) is AddResult.NO_TOKEN and not b.can_run
+
+
 @settings(max_examples=200, deadline=None)
 @given(kv=st.integers(1, 5000), chunk=st.integers(-1, 600), mixed=st.integers(0, 300),
        page=st.sampled_from([1, 4, 16]), max_prefill=st.integers(1, 2000),
        cont=st.tuples(st.integers(2, 3000), st.integers(0, 2999)),
        lens=st.lists(st.tuples(st.integers(1, 2000), st.integers(1, 500)), max_size=8),
-       rule=st.sampled_from(["exact", "stop_at_max_prefill_tokens"]))
-def test_inv_adder_extends_positive_and_within_free_kv(kv, chunk, mixed, page, max_prefill, cont, lens, rule):
+       rule=st.sampled_from(["exact", "exact_tokens", "stop_at_max_prefill_tokens"]), eos_path=st.booleans())
+def test_inv_adder_extends_positive_and_within_free_kv(kv, chunk, mixed, page, max_prefill, cont, lens, rule,
+                                                       eos_path):
     """INV-ADDER: every admitted extend is >= 1 token and the pass never takes more KV than
-    is free (after the mixed decode rows)."""
-    a = adder(kv=kv, chunk=chunk, mixed=mixed, page=page, max_prefill=max_prefill, chunk_fill=rule)
+    is free (after the mixed decode rows), on the ignore_eos path too (prefix cache off)."""
+    a = adder(kv=kv, chunk=chunk, mixed=mixed, page=page, max_prefill=max_prefill, chunk_fill=rule,
+              ignore_eos_path=eos_path)
     inp, done = cont
     if chunk > 0 and done < inp:
         a.add_chunked_req(chunked(100, inp, done))

@@ -17,6 +17,7 @@ from specsched.analysis.from_bench import scenario_from_bench
 from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
 from specsched.sim.bench_serving import (
     DETAIL_KEYS,
+    INPUT_TOTAL_KEYS,
     parse_run,
     read_bench,
     read_bench_one,
@@ -58,7 +59,8 @@ def _objs(path: Path) -> list[dict]:
 @pytest.mark.parametrize("path", BENCH, ids=lambda p: p.name)
 def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path):
     """Invariant (every fixture): each key of the file lands in args, summary, extra or
-    details with its value (vLLM names mapped); no null or NaN reaches args or summary."""
+    details with its value (vLLM names mapped; input totals that count no prompt kept in
+    extra as written); no null or NaN reaches args or summary."""
     runs = read_bench(path)
     objs = _objs(path)
     assert len(runs) == len(objs)
@@ -74,6 +76,8 @@ def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path)
             where = [d for d in (run.args, run.summary, run.extra) if name in d]
             assert where, f"{k} lost"
             got = where[0][name]
+            if name in INPUT_TOTAL_KEYS and name in run.extra:   # a multi-turn or fast-prepare line's
+                got = run.extra[name]                            # input totals: kept as written in extra
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 assert got == pytest.approx(v) or (math.isinf(v) and math.isinf(got)), k
             elif name == "request_rate":
@@ -1269,3 +1273,134 @@ def test_every_reader_refuses_a_damaged_gzip_file_in_the_same_words(tmp_path):
             read(p)
         said[name] = str(err.value).rsplit(p.name, 1)[-1]
     assert len(set(said.values())) == 1 and "a damaged or truncated gzip file" in said["log"], said
+
+
+DATASETS = DATA / "bench" / "sglang-0.5.23-datasets.jsonl"
+
+
+def test_input_totals_that_count_no_prompt_are_not_read_as_measured():
+    """SGLang 0.5.23 writes ``total_input_tokens`` 0 for a multi-turn replay (agentic-trace,
+    generated-shared-prefix with turns: ``calculate_metrics(input_requests=None)``) and one
+    token a request with ``--gsp-fast-prepare``: those totals, the input throughput and
+    ``total_throughput`` are not the prompts sent. Without details they are missing; with
+    details they are the successful requests' ``input_lens`` (the server's counts) over the
+    duration; either way the written values stay in ``extra``."""
+    from specsched.sim.bench_serving import multi_turn_replay
+
+    agentic, turns, fast, moon = read_bench(DATASETS)
+    assert not set(INPUT_TOTAL_KEYS) & set(agentic.summary)
+    assert {k: agentic.extra[k] for k in INPUT_TOTAL_KEYS} == {"total_input_tokens": 0, "input_throughput": 0.0,
+                                                                "total_throughput": 8.0}
+    for run in (turns, fast):
+        d = run.details
+        tin = int(d.input_lens[d.ok].sum())
+        assert run.summary["total_input_tokens"] == tin > run.extra["total_input_tokens"]
+        assert run.summary["input_throughput"] == pytest.approx(tin / run.summary["duration"])
+        assert run.summary["total_throughput"] == pytest.approx((tin + run.summary["total_output_tokens"]) / run.summary["duration"])
+    assert [multi_turn_replay(r) for r in (agentic, turns, fast, moon)] == [True, True, False, False]
+    # a line whose prompts were counted is read as written
+    assert moon.summary["total_input_tokens"] == 2650 and "total_input_tokens" not in moon.extra
+    rows = comparison_rows({}, agentic.summary)
+    assert rows and not {r["metric"] for r in rows} & set(INPUT_TOTAL_KEYS)
+
+
+@pytest.mark.parametrize("line, key, needle", [
+    (2, "total_input_tokens = 0", "multi-turn replay"),
+    (4, "dataset_name = 'mooncake'", "at its timestamps"),
+])
+def test_from_bench_refuses_replays_it_cannot_rebuild(tmp_path, capsys, monkeypatch, line, key, needle):
+    """A generated-shared-prefix multi-turn line (no turn count in it) and a Mooncake replay
+    (SGLang 0.5.23 sends it at the trace's timestamps while the line says ``Infinity``) were
+    built into independent requests sent at the line's rate (a burst for Mooncake): refused in
+    one line naming file:line, key and value; exit 2; nothing written."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{DATASETS}:{line}", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{DATASETS.name}:{line}: {key}" in err[0] and needle in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tag, name", [("h200/llama 8b: c=16", "h200_llama 8b: c=16"), (" ab\\\\cd ", "ab_cd"),
+                                       ("..", "t-line1"), ("plain", "plain")])
+def test_a_tag_with_a_separator_names_the_scenario_as_one_folder(tmp_path, capsys, monkeypatch, tag, name):
+    """bench_serving's ``--tag`` is a free-form label; it names the built scenario (and its
+    default file), which must be one folder name: a tag with ``/`` was refused as a bad
+    ``name``, a key the line does not have. Invariant: the scenario is written under a name
+    that is one path component, and a changed tag is said."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0]) | {"tag": tag}
+    (tmp_path / "t.jsonl").write_text(json.dumps(obj) + "\n")
+    assert main(["scenario", "from-bench", "t.jsonl", "--profile", "h200-1b"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / f"{name}.yaml").is_file()
+    assert ("a folder name made from the line's tag" in out) == (name != tag)
+
+
+def test_retokenized_totals_reported_as_zero_are_not_read_as_measured():
+    """SGLang 0.5.23's Rust client (``--rust-client``) with ``--disable-retokenize`` or
+    ``--vocab-size`` reports the retokenized totals as 0 (its help text) while tokens were
+    generated: compared, the prediction's retokenized total read as an infinite error.
+    Missing instead, kept as written in ``extra``; a real 0 (no output) stays."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0])
+    run = parse_run(obj | {"total_output_tokens_retokenized": 0}, "t.jsonl:1")
+    assert "total_output_tokens_retokenized" not in run.summary and run.extra["total_output_tokens_retokenized"] == 0
+    assert run.summary["total_output_tokens"] == obj["total_output_tokens"]
+    assert parse_run(obj, "t.jsonl:1").summary["total_output_tokens_retokenized"] == obj["total_output_tokens_retokenized"]
+    none_out = parse_run(obj | {"total_output_tokens": 0, "total_output_tokens_retokenized": 0}, "t.jsonl:1")
+    assert none_out.summary["total_output_tokens_retokenized"] == 0
+
+
+def _gsp_line(n: int, details: tuple[int, int] | None = None) -> dict:
+    """A 0.5.23 generated-shared-prefix line of ``n`` requests; with ``details`` (prompt,
+    output tokens) every request's lists."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0])
+    obj |= {"dataset_name": "generated-shared-prefix", "completed": n, "total_input_tokens": n * 2178,
+            "total_output_tokens": n * 256}
+    if details is not None:
+        obj |= {"input_lens": [details[0]] * n, "output_lens": [details[1]] * n, "ttfts": [0.039] * n,
+                "itls": [[0.003] * (details[1] - 1)] * n, "generated_texts": [""] * n, "errors": [""] * n}
+    return obj
+
+
+@pytest.mark.parametrize("n, details, shared", [
+    (1024, None, True), (1024, (2178, 256), True),
+    (1024, (2178, 100), False),   # another --gsp-output-len
+    (1024, (4200, 256), False),   # another --gsp-system-prompt-len
+    (512, None, False),           # other group counts
+])
+def test_a_generated_shared_prefix_line_at_sglangs_defaults_shares_its_prefixes(n, details, shared):
+    """SGLang's generated-shared-prefix line writes none of its --gsp-* arguments. One that
+    matches 0.5.23's defaults (64 groups x 16 prompts = its request count; where it has details,
+    256-token outputs and prompts of about 2048 + 128 tokens) is rebuilt as a
+    ``shared_prefix`` workload with those defaults, said in the assumptions; any other keeps
+    the lengths it gives, without shared prefixes (the prefix cache then finds nothing, as the
+    note says)."""
+    run = parse_run(_gsp_line(n, details), "g.jsonl:1")
+    sc, tables = scenario_from_bench(run, "h200-1b")
+    w = sc["workload"]
+    assert ("shared_prefix" in w) == shared
+    if shared:
+        assert w["shared_prefix"]["num_groups"] * w["shared_prefix"]["prompts_per_group"] == w["num_requests"] == n
+        assert w["output_len"] == {"kind": "fixed", "value": 256} and "input_len" not in w and not tables
+        assert any("SGLang's defaults" in a for a in sc["assumptions"])
+    else:
+        assert any("share nothing" in a for a in sc["assumptions"])
+
+
+@pytest.mark.parametrize("pd", [False, True])
+def test_accept_length_from_server_info_when_the_backend_wrote_none(pd):
+    """SGLang 0.5.23 writes ``accept_length`` null for a backend without "sglang" in its name
+    (``--backend vllm`` against an SGLang server) but still writes /server_info; under PD
+    disaggregation the accept length is in ``server_info.decode[0]`` (where bench_serving
+    itself reads it). Either way the scenario decodes speculatively at that accept length."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text())
+    info = obj["server_info"]
+    assert info["internal_states"][0]["avg_spec_accept_length"] == 3.41
+    if pd:
+        info = {"prefill": [{k: v for k, v in info.items() if k != "internal_states"}], "decode": [info]}
+    run = parse_run(obj | {"backend": "vllm", "accept_length": None, "server_info": info}, "a.jsonl:1")
+    assert "accept_length" not in run.summary
+    sc, _ = scenario_from_bench(run, "h200-1b")
+    assert sc["server"]["speculative_algorithm"] != "none"
+    acc = sc["acceptance"].get("mean_accept_length")
+    assert acc == pytest.approx(3.41) or "per_position_rates" in sc["acceptance"]

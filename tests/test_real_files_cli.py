@@ -43,9 +43,13 @@ def _runs(path: Path) -> list[tuple[int, dict]]:
 
 
 LINES = [(p.name, i) for p in sorted((DATA / "bench").iterdir()) for i, _ in _runs(p)]
-REFUSED = {("sglang-0.5.23.jsonl", 2): "request_rate", ("vllm-0.11.0-bench-serve.json", 2): "ramp_up_strategy"}
-"""Lines no scenario can rebuild: a trace replay (``request_rate: "trace"``) and a vLLM
-ramp-up (the rate changed during the run)."""
+REFUSED = {("sglang-0.5.23.jsonl", 2): "request_rate", ("vllm-0.11.0-bench-serve.json", 2): "ramp_up_strategy",
+           ("sglang-0.5.23-datasets.jsonl", 1): "--dataset-path", ("sglang-0.5.23-datasets.jsonl", 2): "total_input_tokens",
+           ("sglang-0.5.23-datasets.jsonl", 4): "mooncake"}
+"""Lines no scenario can rebuild: a trace replay (``request_rate: "trace"``), a vLLM
+ramp-up (the rate changed during the run), a multi-turn replay without its turn count
+(``generated-shared-prefix --gsp-num-turns``), a Mooncake replay (sent at the trace's
+times whatever its rate says); and an agentic-trace line without its trace file."""
 NO_COUNT = {"sglang-0.2.11.jsonl"}
 """Lines that give no request count (SGLang 0.1.24-0.2.11 write no ``completed``): a scenario
 cannot be built from them, so they are compared with one given (``--scenario``)."""
@@ -86,6 +90,16 @@ def _file_metrics(obj: dict) -> dict[str, float]:
     rep = obj.get("cache_report")
     if isinstance(rep, dict) and rep.get("cache_hit_rate_pct") is not None:
         out["cache_hit_rate"] = rep["cache_hit_rate_pct"] / 100
+    if obj.get("completed") and (obj.get("total_input_tokens") == 0 or obj.get("dataset_name") == "generated-shared-prefix"
+                                 and obj.get("total_input_tokens", math.inf) <= obj["completed"]):
+        # SGLang 0.5.23's multi-turn replay writes 0 input tokens, --gsp-fast-prepare 1 a request:
+        # the successful requests' input_lens (the server's counts) give the input figures
+        ok = [n for n, e in zip(obj.get("input_lens") or [], obj.get("errors") or [], strict=False) if not e]
+        for k in ("total_input_tokens", "input_throughput", "total_throughput"):
+            out.pop(k, None)
+        if ok:
+            out.update(total_input_tokens=sum(ok), input_throughput=sum(ok) / obj["duration"],
+                       total_throughput=(sum(ok) + obj["total_output_tokens"]) / obj["duration"])
     return out
 
 

@@ -70,6 +70,13 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert set(by_term) == {t for ts in PHASE_TERMS.values() for t in ts} | set(FAST_TERMS)
     assert all(v > 0 for v in by_term.values()) and "host.launch_s" in p.provenance["host.reference_work_by_term"]
     assert by_term["gpu.eager_host_issue_s"] <= p.host.reference_work_s     # the fast level
+    # each eager point carries the reference work sampled at it, and the refit still reads the points back
+    from specsched.runtime.profile_fit import eager_issue_points_from_provenance
+
+    eager_text = p.provenance["gpu.eager_host_issue_s"]
+    n_eager = len(eager_issue_points_from_provenance(p))
+    assert n_eager > 0 and eager_text.count(" ctx ") == 2 * n_eager
+    assert "reference work at each point" in eager_text
     assert "phases were not re-run (--relevel-budget 0)" in p.provenance["host.reference_work_s"]
     # the extend terms come from its prefix-0 column: the other columns' samples are apart
     assert "extend prefix columns " in p.provenance["host.reference_work_s"]

@@ -97,6 +97,89 @@ def test_retraction_retracts_at_least_one_then_stops_when_the_next_step_fits():
     assert old.kv.available >= 20 * len(old.running) - 2  # (minus the step just reserved)
 
 
+def test_ratio_after_retraction_is_estimated_over_the_kept_batch():
+    # NewTokenRatioTracker.estimate_new_token_ratio_after_retract over the requests kept:
+    # min(1, (sum output + 20 x bs) / (sum max_new + 1))
+    s = _small("0.5.23")
+    s.schedule()
+    kept = s.running
+    assert [r.rid for r in kept] == [0, 2, 3]
+    assert s.ratio.value == min(1.0, (50 + 6 + 40 + 20 * 3) / (3 * 500 + 1))
+
+
+# --- NewTokenRatioTracker (scheduler_components/new_token_ratio_tracker.py) ----------------
+
+def test_new_token_ratio_init_floor_and_decay_follow_schedule_conservativeness():
+    # NewTokenRatioTracker.from_config: init = min(0.7 x conservativeness, 1); min = init x
+    # 0.14; decay = (init - min) / 600 per decode_step
+    from specsched.sim.new_token_ratio import NewTokenRatio
+
+    for c, init in ((1.0, 0.7), (0.5, 0.35), (2.0, 1.0)):
+        r = NewTokenRatio(c)
+        assert r.value == r.init == init and r.floor == init * 0.14
+        r.on_decode_step()
+        assert abs(r.value - (init - (init - init * 0.14) / 600)) < 1e-15
+        for _ in range(600):
+            r.on_decode_step()
+        assert r.value == r.floor
+
+
+class _Hold:
+    """An admission policy that delays every pass (a user policy may, with nothing running)."""
+
+    name = "hold"
+    stateless = True
+
+    def should_delay(self, state):
+        return True
+
+    def on_prefill_admitted(self, n):
+        return None
+
+
+def test_new_token_ratio_resets_only_when_the_server_is_fully_idle():
+    # Scheduler.on_idle resets the tracker only when is_fully_idle: nothing running,
+    # chunked or waiting. A pass that admits no waiting request with nothing running keeps it.
+    s = Scheduler(ServerArgs(max_running_requests=8, max_total_num_tokens=100_000), _Hold())
+    s.ratio.value = 0.3
+    s.add_request(Req(0, 10, 5))
+    assert s.schedule() is None and s.num_delayed_passes == 1
+    assert s.ratio.value == 0.3
+    s.waiting.clear()
+    assert s.schedule() is None
+    assert s.ratio.value == s.ratio.init
+
+
+def test_retraction_policy_priority_retracts_the_lowest_priority_first():
+    # _get_decode_retraction_order with --retraction-policy priority: the key is
+    # (priority x -sign, output length, -prompt length), descending, popped from the end
+    for policy, low_first, want in (("priority", False, 1), ("priority", True, 0), ("length", False, 0)):
+        s = sched(max_total_num_tokens=1000, enable_priority_scheduling=True, retraction_policy=policy,
+                  schedule_low_priority_values_first=low_first)
+        reqs = [running(s, 0, 100, 500, 10), running(s, 1, 100, 500, 50), running(s, 2, 100, 500, 30)]
+        for r, p in zip(reqs, (5, 1, 3), strict=True):
+            r.priority = p
+        s.kv.reserve(reqs[0], s.kv.available - 2)  # two requests' next step fits, not three
+        s.schedule()
+        assert [r.rid for r in s.waiting] == [want], (policy, low_first)
+
+
+def test_an_idle_dp_rank_keeps_its_ratio_while_a_peer_runs():
+    # DP attention: a rank with nothing to run gets an idle batch while any peer runs
+    # (maybe_prepare_mlp_sync_batch), so the overlap loop does not reach on_idle for it
+    from specsched.sim.dp_attention import DPGroup
+
+    g = DPGroup(ServerArgs(enable_dp_attention=True, dp_size=2, max_running_requests=16,
+                           max_total_num_tokens=100_000, chunked_prefill_size=1000, max_prefill_tokens=1000))
+    busy, idle = g.ranks
+    running(busy, 0, 10, 50, 1)
+    idle.ratio.value = busy.ratio.value = 0.3
+    plan = g.schedule()
+    assert plan is not None and idle.ratio.value == 0.3
+    busy.running.clear()
+    assert g.schedule() is None and idle.ratio.value == idle.ratio.init == busy.ratio.value
+
+
 # --- PrefillAdder._get_running_request_total_token_offset ----------------------------------
 
 def test_ignore_eos_running_requests_reserve_at_ratio_one():
@@ -109,6 +192,53 @@ def test_ignore_eos_running_requests_reserve_at_ratio_one():
         s.add_request(Req(1, 700, 400))
         p = s.schedule()
         assert (p.mode is ForwardMode.EXTEND) is admitted, (preset, ignore_eos)
+
+
+# --- PrefillAdder.add_one_req_ignore_eos (prefix cache off) -------------------------------
+
+def test_ignore_eos_with_the_cache_off_projects_finishes_instead_of_reserving():
+    # add_one_req: ``ignore_eos and getattr(tree_cache, "disable", True)`` takes
+    # add_one_req_ignore_eos: the new request's output is not reserved up front; the pool
+    # must hold every request's remaining output in the order they finish, the KV of
+    # those finished before reused. A running request 100 tokens from its end holds 1900;
+    # 800 free: the reservation rule (1100 + 1 + 100 reserved) refuses, the projection admits.
+    # The rule is older than 0.5.23: both presets take it.
+    for preset in ("0.5.23", "mi355x-dsv41"):
+        for cache_off, ignore_eos, admitted in ((True, True, True), (False, True, False), (True, False, False)):
+            s = sched(preset, max_total_num_tokens=2700, disable_radix_cache=cache_off, chunked_prefill_size=-1,
+                      max_prefill_tokens=10**6)
+            running(s, 0, 1000, 1000, 900)
+            s.add_request(Req(1, 100, 1000, ignore_eos=ignore_eos))
+            p = s.schedule()
+            assert (p.mode is ForwardMode.EXTEND) is admitted, (preset, cache_off, ignore_eos)
+
+
+def test_ignore_eos_projection_keeps_one_token_per_request_free():
+    # IGNORE_EOS_RESERVE_TOKENS = 1 per request still running at each finish: two requests
+    # of 10 + 1000 in a pool with 2012 free pass the reservation rule (10 + 1000 + 1 < 2012
+    # - 1000) but not the projection (2012 - 11 - 2 x 1000 = 1 <= 2)
+    from specsched.sim.prefill_adder import AddResult, PrefillAdder
+
+    run = [Req(0, 10, 1000, prefill_done=10, status=ReqStatus.RUNNING)]
+    for eos_path, fits in ((False, True), (True, False)):
+        a = PrefillAdder.start(2012, run, 0.7, 10**6, -1, 1, ignore_eos_full_reservation=True,
+                               ignore_eos_path=eos_path)
+        res = a.add_one_req(Req(1, 10, 1000))
+        assert (res is not AddResult.NO_TOKEN) is fits, eos_path
+    a = PrefillAdder.start(2014, run, 0.7, 10**6, -1, 1, ignore_eos_path=True)  # 2014 - 11 - 2000 = 3 > 2
+    assert a.add_one_req(Req(1, 10, 1000)) is not AddResult.NO_TOKEN
+
+
+def test_ignore_eos_path_cuts_the_chunk_exactly_and_skips_max_prefill_tokens():
+    # add_one_req_ignore_eos: a later request is cut to rem_chunk_tokens (no page floor),
+    # and max_prefill_tokens is not checked for it (the budget state still stops a spent pass)
+    from specsched.sim.prefill_adder import PrefillAdder
+
+    a = PrefillAdder.start(10**6, [], 0.7, 500, 1000, 16, ignore_eos_path=True,
+                           chunk_fill="stop_at_max_prefill_tokens")
+    a.add_one_req(Req(0, 300, 5))
+    a.add_one_req(Req(1, 900, 5))
+    assert [n for _, n in a.can_run] == [300, 1000 - 304] and a.new_chunked is a.can_run[1][0]
 
 
 # --- Scheduler.get_next_batch_to_run: finished requests leave before the delay gate --------
@@ -236,6 +366,38 @@ def test_batch_is_full_latch_holds_until_a_request_leaves():
     commit_all(s, p, 0)
     p = s.schedule()                  # ...and leave here: the latch clears, rid 2 is admitted
     assert not s.batch_is_full and p.rids == (2,)
+
+
+# --- SchedulePolicy.calc_priority: the queue is sorted in place ---------------------------
+
+def _lpm_queue(policy: str = "lpm") -> Scheduler:
+    s = sched(schedule_policy=policy, prefill_max_requests=1, chunked_prefill_size=-1, max_prefill_tokens=10**6,
+              max_running_requests=256)
+    prefix = list(range(1000, 1064))
+    s.cache.insert(prefix)  # 64 cached tokens
+    a, b, c = Req(0, 100, 5), Req(1, 100, 5), Req(2, 100, 5)
+    a.tokens = list(range(100))                   # no cached prefix
+    b.tokens = prefix + list(range(36))
+    c.tokens = prefix + list(range(50, 86))
+    for r in (a, b, c):
+        s.add_request(r)
+    return s
+
+
+def test_lpm_above_128_waiting_is_fcfs_over_the_queue_the_last_sort_left():
+    # calc_priority sorts waiting_queue in place; above 128 waiting _determine_active_policy
+    # returns FCFS, which leaves the queue as it is: the last lpm order, then arrivals
+    s = _lpm_queue()
+    p = s.schedule()
+    assert p.rids == (1,)                         # lpm: b, c (64 cached), then a
+    assert [r.rid for r in s.waiting] == [2, 0]
+    commit_all(s, p)
+    for i in range(3, 131):
+        s.add_request(Req(i, 10, 5))
+    p = s.schedule()                              # 130 waiting: fcfs over [c, a, 3..130]
+    assert p.mode is ForwardMode.EXTEND and p.rids == (2,)
+    fcfs = _lpm_queue("fcfs")
+    assert fcfs.schedule().rids == (0,) and [r.rid for r in fcfs.waiting] == [1, 2]
 
 
 # --- prefill_max_requests, prefill_decode_interval, priority -------------------------------

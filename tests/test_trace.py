@@ -197,3 +197,23 @@ def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, 
                                "acceptance": sc.acceptance.model_validate({"mean_accept_length": 2.0}) if spec else sc.acceptance})
     with pytest.raises(UnschedulableRequest, match=rf"slots of the {word} steps in flight\) cannot fit"):
         SimEngine(sc, tiny_profile()).run()
+
+
+def test_compare_reads_a_large_trace_once_for_its_check_and_every_run(tmp_path, capsys, monkeypatch):
+    """``compare`` reads the trace before its first run (a bad row is refused up front) and
+    its runs, arms x seeds, replay that read: the file is read once in all."""
+    from specsched.sim import trace as trace_mod
+
+    monkeypatch.setattr(trace_mod, "KEEP_MIN_BYTES", 1)
+    monkeypatch.setattr(trace_mod, "_LAST", {})
+    reads = []
+    real = trace_mod._read_jsonl
+    monkeypatch.setattr(trace_mod, "_read_jsonl", lambda *a: reads.append(1) or real(*a))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"timestamp": 50 * i, "input_length": 64, "output_length": 4})
+                                              + "\n" for i in range(12)))
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h200-1b\nworkload: {kind: trace, trace: {path: t.jsonl, "
+                                     "layout: mooncake}}\narms:\n  b: {server: {max_running_requests: 8}}\n")
+    assert main(["compare", "s.yaml", "--arms", "base,b", "--seeds", "2", "--no-save", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert len(reads) == 1
