@@ -229,7 +229,8 @@ def replays(run: Any, arrivals: str = "auto") -> bool:
 
 
 def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path,
-                    arrivals: str = "auto", agentic: dict[str, Any] | None = None) -> list[FitCase]:
+                    arrivals: str = "auto", agentic: dict[str, Any] | None = None,
+                    overrides: Sequence[str] = ()) -> list[FitCase]:
     """Scenarios for bench_serving runs (length histograms or traces, where needed, go to
     ``workdir``).
 
@@ -241,14 +242,17 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate.
     ``agentic`` (``dataset_path``, ``dataset_offset``, ``agentic_max_turns``,
     ``num_conversations``) is passed to every agentic-trace line, whose trace bench_serving
-    does not write into the line.
+    does not write into the line. ``overrides`` (``"key=value"``, analysis.overrides) are
+    applied to every run's scenario: what the measured server ran with that neither the line
+    nor the template says (e.g. ``server.cuda_graph_bs`` of a server that captured other
+    graph sizes than SGLang's default list).
 
     Raises:
         ConfigError: ``arrivals`` is ``details`` and a line has no send times, or a line
             cannot be turned into a scenario (:func:`analysis.from_bench.scenario_from_bench`).
     """
     from specsched.analysis.from_bench import scenario_from_bench, write_scenario
-    from specsched.sim.config import load_scenario
+    from specsched.analysis.overrides import load_scenario_with_overrides
 
     out = []
     for i, run in enumerate(runs):
@@ -256,7 +260,7 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
         sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}", arrivals=mode,
                                          **(agentic or {}))
         path = write_scenario(sc, tables, workdir / f"fit{i}.yaml")[0]
-        out.append(FitCase(run, load_scenario(path)))
+        out.append(FitCase(run, load_scenario_with_overrides(path, overrides=overrides)))
     return out
 
 

@@ -4,7 +4,7 @@ and output tok/s.
 
     python benchmarks/calibrate_holdout.py RUNS_DIR [RUNS_DIR ...] --profile P [--scenario-template S] \\
         [--out docs/calibration-holdout.md] [--seeds 3] [--params prefill,decode,host] \\
-        [--arrivals auto|rate|details] [--spread-seeds 20] [--elasticity]
+        [--arrivals auto|rate|details] [--spread-seeds 20] [--elasticity] [--set KEY=VALUE ...]
 
 Each RUNS_DIR holds bench_serving result files (``*.jsonl``, searched recursively; every line
 is a run: e.g. the ``bench_serving.jsonl`` of each results directory of ``specsched measure``,
@@ -205,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
                          "and report the spread a single run has from its draw")
     ap.add_argument("--elasticity", action="store_true",
                     help="also report, per held-out run, the %% change of each metric per 1 %% change of each parameter")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                    help="scenario override for every run (repeatable; analysis.overrides), for what the measured "
+                         "server ran with that neither the lines nor the template say, e.g. "
+                         "server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
     ap.add_argument("--title", default="Hold-out calibration check")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (repeatable)")
@@ -231,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     prior = parse_prior(a.prior, params, analytic=profile.analytic is not None)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals)
+        cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals,
+                                overrides=a.overrides)
         train = cases[: len(train_runs)]
         res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior, jobs=a.jobs,
                   noise=metric_noise(train) if prior else None,
@@ -258,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.spread_seeds > 1:
             drawn_dir = Path(tmp) / "drawn"
             drawn_dir.mkdir()
-            drawn = cases_from_runs(held_runs, a.profile, a.scenario_template, drawn_dir, "rate")
+            drawn = cases_from_runs(held_runs, a.profile, a.scenario_template, drawn_dir, "rate", overrides=a.overrides)
             seen = {}
             for c in drawn:   # one spread per load (repeats share it)
                 key = load_key(c.run)

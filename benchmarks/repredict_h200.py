@@ -142,6 +142,13 @@ unconditioned and at the fast level. ``--one-level median`` puts every term at t
 median level (``host.reference_work_s``) instead, a sensitivity check. docs/host-speed.md
 "One level for every host term" holds what this gave on rounds 11-23.
 
+``--set KEY=VALUE`` (repeatable): a scenario override applied to every cell, for what the
+measured runtime ran with that the cell's file does not say. Rounds made before the runtime
+captured SGLang's graph batch sizes (runtime/engine.py; up to round 28) padded every
+decode/verify batch to 1, 2, 4, 8, 12, 16, 24, ... whatever the drafter:
+``--set server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]`` for cells running up to 64
+(docs/measurements/h200-v27.md, "The verify cycle by batch size").
+
 ``--extend-launch none``: a what-if on issue 8's question whether the simulator charges part
 of an extend's launch twice: an extend-only launch (no decode/verify rows) is charged its
 kernel issue only, without ``host.launch_s + host.launch_per_req_s x batch`` (the loop's
@@ -158,7 +165,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.analysis.overrides import load_scenario_with_overrides
+from specsched.analysis.overrides import check_key, load_scenario_with_overrides, parse_overrides
 from specsched.runtime.host_reference import (
     FAST_TERMS,
     PHASE_TERMS,
@@ -175,6 +182,7 @@ from specsched.runtime.profile_fit import (
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import SCALED_TERMS
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import load_profile
@@ -570,7 +578,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-level", choices=("fast", "median"), default="fast",
                     help="with --fast-level: the one level every term is put at: the profile's fast level, or its "
                          "median (host.reference_work_s: the level a typical sample sat at)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                    help="scenario override for every cell (repeatable; analysis.overrides): what the measured "
+                         "runtime ran with that the cell's file does not say, e.g. the graph sizes of rounds made "
+                         "before the runtime captured SGLang's list, server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]")
     args = ap.parse_args(argv)
+    try:
+        extra = parse_overrides(args.overrides)
+        for key, value in extra.items():
+            check_key(key, "--set", value)
+    except ConfigError as e:
+        print(f"repredict_h200: {e}", file=sys.stderr)
+        return 2
     if args.host_speed and args.measured_results is None:
         print("repredict_h200: --host-speed: needs --measured-results (the runs' host readings)", file=sys.stderr)
         return 2
@@ -620,6 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     for (cell, arm), grp in measured.groupby(["cell", "arm"], sort=False):
         name, _, rate = cell.partition("@")
         overrides = {"workload.request_rate": float(rate), "workload.num_requests": args.poisson_requests} if rate else {}
+        overrides.update(extra)
         sc = load_scenario_with_overrides(scenarios_dir() / "h200" / f"{name}.yaml", arm, overrides)
         d = (args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
              if args.measured_results is not None else None)

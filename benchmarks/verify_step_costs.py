@@ -8,11 +8,16 @@ length bound holds, accepted drafts of the step before included). Steps whose re
 size differs from the recorded one are left out. Each kept step is priced by
 ``CostModel.step_s`` of its batch size, mean and longest context, with the server of the
 scenario the run ran (its ``scenario.yaml`` at the arm it names; else
-scenarios/h200/CELL.yaml at ARM), under each ``--profile``
+scenarios/h200/CELL.yaml at ARM; then each ``--set KEY=VALUE``), under each ``--profile``
 (``NAME=PATH``; ``NAME=PATH+excess``: the profile with ``gpu.verify``'s excess refitted at the
 stall loop's width, runtime.profile_fit.refit_verify_excess), and the medians set beside the
 measured durations by batch size and, with ``--by-width``, by the width the runtime
-attended over (``round_up(longest + window, gpu.attention_bucket)``). On a predicted run
+attended over (``round_up(longest + window, gpu.attention_bucket)``); ``--by-graph-batch``: by the
+graph batch each step was padded to instead of its batch size; ``--padding``: how the first
+profile's error moves with the padding positions of the steps' dense attention within one graph
+batch and width (:func:`padding_points`), per run and over all runs given. Runs made before the runtime
+captured SGLang's graph batch sizes (up to H200 round 28) padded to 1, 2, 4, 8, 12, 16, 24, ...:
+``--set server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]``. On a predicted run
 the cost model's own profile gives back the simulated durations (docs/measurements/h200-v26.md,
 "The verify excess").
 
@@ -29,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.config import load_scenario
 from specsched.sim.cost_model import CostModel
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
@@ -82,6 +87,47 @@ def price(steps: pd.DataFrame, server, profiles: dict[str, object]) -> pd.DataFr
     return steps
 
 
+def padding_points(steps: pd.DataFrame, server, profile, name: str, min_steps: int = 10,
+                   outlier_ms: float = 0.5) -> pd.DataFrame:
+    """Per step of ``steps`` (of :func:`price`): its graph batch ``P``, attention width ``W``,
+    and, within its (P, W) cell, ``xd`` and ``ed``: how far its padding cost ``x`` and the
+    error of profile column ``name`` (measured less priced, ms) sit from the cell's mean and
+    median.
+
+    Under ``gpu.attention_width: padded_max`` a step attends ``P x W`` positions (runtime/
+    spec_cycle.py ``_prepare``, runtime/layers.py ``paged_attention``): ``n (mean + window)``
+    hold the requests' own KV, the rest the padding slot (runtime/kv_cache.py ``PAD_SLOT``, and
+    the padded graph rows whole). The profile's grid was timed with every position real, so
+    at one (P, W) its price does not depend on the mix. ``x`` = padding positions times the
+    grid's cost per row-position at (P, W): what they cost were they as dear as real KV (ms).
+    Cells of fewer than ``min_steps`` steps are left out, and steps whose error leaves the
+    cell's median by more than ``outlier_ms`` (a step the host or an extend held up)."""
+    cm = CostModel(profile, server)
+    grid, off = cm.step_grid, cm.width_offset
+    rows = []
+    for r in steps.itertuples():
+        p_ = cm.padded_batch(int(r.bs)) or int(r.bs)
+        w = cm.attention_width(int(r.longest))
+        c = w - off
+        per_pos = (grid(p_, c + 128) - grid(p_, c - 128)) / 256 / p_ * 1e3
+        pad = p_ * w - r.n * (r.mean + server.spec_window)
+        rows.append((p_, w, per_pos * pad, r.ms - getattr(r, name)))
+    d = pd.DataFrame(rows, columns=["P", "W", "x", "err"])
+    d = d[d.groupby(["P", "W"]).x.transform("size") >= min_steps]
+    d = d.assign(xd=d.x - d.groupby(["P", "W"]).x.transform("mean"),
+                 ed=d.err - d.groupby(["P", "W"]).err.transform("median"))
+    return d[d.ed.abs() <= outlier_ms]
+
+
+def padding_slope(points: pd.DataFrame) -> float:
+    """The least-squares slope of ``ed`` on ``xd`` (:func:`padding_points`, one run's or
+    several runs' together): 0 if a padding position costs what a real one does, -1 if it is
+    free; NaN without two distinct points."""
+    if len(points) < 2 or not points.xd.std() > 0:
+        return float("nan")
+    return float(np.polyfit(points.xd, points.ed, 1)[0])
+
+
 def table(steps: pd.DataFrame, names: list[str], by: str) -> pd.DataFrame:
     g = steps.groupby(by).agg(steps=("ms", "size"), measured_ms=("ms", "median"), **{n: (n, "median") for n in names})
     for n in names:
@@ -89,9 +135,10 @@ def table(steps: pd.DataFrame, names: list[str], by: str) -> pd.DataFrame:
     return g.round(2)
 
 
-def _scenario(run: Path, cell: str, arm: str):
+def _scenario(run: Path, cell: str, arm: str, overrides: list[str] | None = None):
     """The scenario ``run`` ran: its own ``scenario.yaml`` at the arm it names (a rate sweep's
-    runs are named CELL-rateR-measured, no arm), else scenarios/h200/CELL.yaml at ARM.
+    runs are named CELL-rateR-measured, no arm), else scenarios/h200/CELL.yaml at ARM; then
+    ``overrides`` (``"key=value"``, analysis.overrides).
 
     Raises:
         ConfigError: the scenario cannot be read or has no such arm.
@@ -105,8 +152,8 @@ def _scenario(run: Path, cell: str, arm: str):
         except yaml.YAMLError as e:
             raise ConfigError(str(own), "<file>", "", f"not YAML ({str(e).splitlines()[0]})") from e
         arm = named.get("arm") or "base" if isinstance(named, dict) else "base"
-        return load_scenario(own, str(arm))
-    return load_scenario(scenarios_dir() / "h200" / f"{cell}.yaml", arm)
+        return load_scenario_with_overrides(own, str(arm), overrides)
+    return load_scenario_with_overrides(scenarios_dir() / "h200" / f"{cell}.yaml", arm, overrides)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,6 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="results directories CELL-ARM-measured (or -predicted)")
     ap.add_argument("--profile", action="append", required=True, metavar="NAME=PATH[+excess]")
     ap.add_argument("--by-width", type=int, metavar="BS", help="also the medians by attention width at this batch size")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                    help="scenario override (repeatable): what the runtime ran with that the run's scenario does not "
+                         "say, e.g. server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64] for runs made before it "
+                         "captured SGLang's graph batch sizes")
+    ap.add_argument("--padding", action="store_true",
+                    help="also how the first profile's error moves with the steps' padding positions, within one "
+                         "graph batch and width (padding_slope), per run and pooled over the runs")
+    ap.add_argument("--by-graph-batch", action="store_true",
+                    help="tables by the graph batch each step was padded to (CostModel.padded_batch), not by batch size")
     args = ap.parse_args(argv)
     try:
         profiles = {}
@@ -122,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             if not sep or not name:
                 raise ConfigError(spec, "--profile", spec, "NAME=PATH or NAME=PATH+excess")
             profiles[name] = _profile(path)
+        pooled: list[pd.DataFrame] = []
         for run in args.runs:
             parts = run.name.rsplit("-", 2)
             if len(parts) != 3 or parts[2] not in ("measured", "predicted") or not (run / "steps.parquet").is_file():
@@ -129,18 +186,34 @@ def main(argv: list[str] | None = None) -> int:
             missing = [f for f in ("requests.parquet", "chunks.parquet") if not (run / f).is_file()]
             if missing:
                 raise ConfigError(str(run), "run", ", ".join(missing), "missing: the batches are rebuilt from them")
-            sc = _scenario(run, parts[0], parts[1])
+            sc = _scenario(run, parts[0], parts[1], args.overrides)
             steps = rebuild(run)
             kept = steps[steps.n == steps.bs]
             print(f"{run.name}: {len(kept)} of {len(steps)} verify steps rebuilt at their recorded batch size")
             kept = price(kept, sc.server, profiles)
-            print(table(kept, list(profiles), "bs").to_string())
+            by = "bs"
+            if args.by_graph_batch:
+                cm = CostModel(next(iter(profiles.values())), sc.server)
+                kept = kept.assign(graph_bs=[cm.padded_batch(int(b)) or int(b) for b in kept.bs])
+                by = "graph_bs"
+            print(table(kept, list(profiles), by).to_string())
+            if args.padding:
+                first = next(iter(profiles))
+                pts = padding_points(kept, sc.server, profiles[first], first)
+                pooled.append(pts)
+                cells = pts.groupby(["P", "W"]).apply(padding_slope, include_groups=False)
+                print(f"{first}: a padding position costs {1 + padding_slope(pts):.2f} of a real one "
+                      f"({len(pts)} steps); by graph batch and width (slope):")
+                print(cells.round(3).to_string())
             if args.by_width:
                 bucket = next(iter(profiles.values())).gpu.attention_bucket
                 w = ((kept.longest + sc.server.spec_window + bucket - 1) // bucket) * bucket
                 sel = kept.assign(width=w)[kept.bs == args.by_width]
                 print(f"batch {args.by_width} by attention width:")
                 print(table(sel, list(profiles), "width").to_string())
+        if len(pooled) > 1:
+            both = pd.concat(pooled)
+            print(f"all runs: a padding position costs {1 + padding_slope(both):.2f} of a real one ({len(both)} steps)")
     except ConfigError as e:
         print(f"verify_step_costs: {e}", file=sys.stderr)
         return 2

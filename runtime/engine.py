@@ -281,9 +281,13 @@ class RuntimeEngine(LoopHost):
         # (CostModel.attention_width), the widest bucket included
         width = engine_context_width(max_ctx)
         ctx_buckets = list(range(CTX_BUCKET_STEP, width + 1, CTX_BUCKET_STEP))
+        # decode/verify graphs at the batch sizes SGLang captures for this server (with
+        # speculative decoding 1..8, 10..32 step 2, ...: arg_groups/cuda_graph_hook.py
+        # generate_decode_cuda_graph_batch_sizes), the ones the simulator pads a batch to
+        # (CostModel.padded_batch); a batch above the largest runs eagerly, as there
         self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=width, num_slots=slots,
                                   drafter=drafter, spec_window=self.window if drafter is not None else 1,
-                                  ctx_buckets=ctx_buckets, external_kv=True,
+                                  ctx_buckets=ctx_buckets, bs_buckets=srv.graph_batch_sizes, external_kv=True,
                                   prefill_graph_tokens=self._prefill_buckets(graphs))
         self.preset = preset
         self._env: dict[str, str] | None = None

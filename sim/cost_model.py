@@ -31,7 +31,9 @@ piecewise graphs captured at token buckets, the token count padded up to the buc
 Under the profile's ``gpu.attention_width: padded_max`` (dense attention over one width for
 the batch, as the runtime's proxy does) ``c`` is the padded width of the longest request,
 read over the padded rows ``P(bs)`` at the column timed at that width:
-``V(P(bs), width - round_up(W, a)) + token part`` (``a`` = ``gpu.attention_grid_align``).
+``V(P(bs), width - round_up(W, a) - (1 - f) pad / P(bs)) + token part`` (``a`` =
+``gpu.attention_grid_align``; ``pad = P(bs) width - bs (c + W)`` the positions not holding a
+request's own KV, each costing ``f = gpu.attention_padding_cost`` of a real one).
 
 A mixed step (``enable_mixed_chunk``) is one extend forward: the running requests are
 one-token extend rows at their context (0.5.23 schedule_batch.py ``mix_with_running``).
@@ -178,6 +180,7 @@ class CostModel:
         # which the kernel pays as round_up(that, tile) (gpu.attention_tile; 1: no tile)
         align = g.attention_grid_align
         self.attention_tile = g.attention_tile
+        self.padding_cost = g.attention_padding_cost
         self.width_offset = _round_up(_round_up(self.window, align), self.attention_tile)
         self.padded_extend = g.extend_attention == "padded_max"
         if self.padded_extend:
@@ -214,13 +217,19 @@ class CostModel:
         ``gpu.attention_width: padded_max`` the context part is read at the padded width
         (:meth:`attention_width` of ``max_ctx``, the longest request's context; ``ctx``
         when not given) less the window (the grid's columns were timed at width context +
-        window) and over the padded graph rows, since every row attends the full width."""
+        window) and over the padded graph rows, since every row attends the full width; the
+        positions of that width not holding a request's own KV (``rows x width - bs (ctx +
+        window)``) move the column down by ``(1 - gpu.attention_padding_cost)`` of them per
+        row (1: none)."""
         grid = self.step_grid
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
         if self.padded_attention:
             width = _round_up(self.attention_width(ctx if max_ctx is None else max_ctx), self.attention_tile)
-            ctx = width - self.width_offset
+            # positions of the dense [rows, width] not holding a request's own KV (its tail
+            # and the padded rows) cost gpu.attention_padding_cost of a real one
+            padding = rows * width - bs * (ctx + self.window)
+            ctx = max(0.0, width - self.width_offset - (1.0 - self.padding_cost) * max(padding, 0.0) / rows)
             bs_attn = rows
         else:
             bs_attn = bs

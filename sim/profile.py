@@ -255,6 +255,18 @@ class GpuProfile(BaseModel):
         ``round_up(c + W, attention_grid_align)`` then stands for the width that rounds up to
         the tile, and a step's width is read there too (:class:`sim.cost_model.CostModel`).
         1 (default): no tile.
+    attention_padding_cost: what one padding position of a ``padded_max`` decode/verify
+        attention costs, as a fraction of a position holding a request's own KV
+        (``padded_max`` only). The dense ``[P, W]`` attention (P the graph batch, W the width)
+        holds ``n (c_i + window)`` real positions; the rest, each request's tail up to W and
+        the padded graph rows whole, gather the one padding slot (runtime/kv_cache.py
+        ``PAD_SLOT`` through runtime/layers.py ``paged_attention``). The grid was timed with
+        every position real (uniform contexts), so a step is read at the column of its width
+        less ``(1 - attention_padding_cost) x padding positions / P``. Measured from loop
+        steps, not assumed: within one graph batch and width, how the step's time moves with
+        its padding positions (benchmarks/verify_step_costs.py ``--padding``). 1 (default): a
+        padding position costs a real one (the 1b proxy's width sweep with half the width
+        padding, docs/measurements/h200-v14.md; older profiles).
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -304,6 +316,7 @@ class GpuProfile(BaseModel):
     attention_bucket: int = Field(1, ge=1, le=1_000_000)
     attention_grid_align: int = Field(1, ge=1, le=1_000_000)
     attention_tile: int = Field(1, ge=1, le=1_000_000)
+    attention_padding_cost: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)

@@ -436,6 +436,23 @@ def test_arrivals_rate_draws_and_details_needs_send_times(tmp_path):
         cases_from_runs([sglang], "tiny", None, tmp_path, arrivals="details")
 
 
+def test_overrides_reach_every_case_and_a_bad_key_is_refused(tmp_path):
+    """``cases_from_runs(overrides=...)``: what the measured server ran with beyond the line
+    and the template (here the graph sizes it captured) is in each case's scenario, so the
+    simulator pads to what the server padded to; an unknown key is a ConfigError naming it."""
+    from specsched.analysis.calibrate_bench import cases_from_runs
+
+    line, _ = _poisson_line(1, 40.0, tiny_profile())
+    run = parse_run(line, "m.jsonl:1")
+    (plain,) = cases_from_runs([run], "tiny", None, tmp_path)
+    (case,) = cases_from_runs([run], "tiny", None, tmp_path, overrides=["server.cuda_graph_bs=[1, 2, 4, 8]"])
+    assert plain.scenario.server.cuda_graph_bs is None
+    assert case.scenario.server.cuda_graph_bs == [1, 2, 4, 8]
+    assert case.scenario.workload == plain.scenario.workload
+    with pytest.raises(ConfigError, match="cuda_graph_bz"):
+        cases_from_runs([run], "tiny", None, tmp_path, overrides=["server.cuda_graph_bz=[1]"])
+
+
 def test_idle_lead_group_scales_the_scalar_and_the_one_dimensional_table():
     from specsched.sim.profile import LeadTable
 

@@ -92,3 +92,27 @@ def test_a_run_without_its_records_is_one_line(tmp_path, capsys):
     assert costs.main([str(run), "--profile", f"p={ROUND26}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "chunks.parquet" in err[0]
+
+
+def test_steps_are_priced_at_the_graph_batch_the_run_padded_to(tmp_path, capsys):
+    """``--set server.cuda_graph_bs=[...]``: a run whose runtime captured other graph sizes
+    than SGLang's speculative list (rounds up to 28: 1, 2, 4, 8, ...) is priced at its own
+    padding; the one-request verify runs at graph 1 either way, the two-request one at 2 under
+    both lists, so only a list without 2 moves it (to 4); ``--by-graph-batch`` groups by it."""
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.profile import load_profile
+
+    run = tmp_path / "sharegpt-lengths-base-measured"
+    _run(run)
+    sc = costs._scenario(run, "sharegpt-lengths", "base", ["server.cuda_graph_bs=[1,4,8]"])
+    assert CostModel(load_profile(str(ROUND26)), sc.server).padded_batch(2) == 4
+    t = costs.rebuild(run)
+    plain = costs.price(t, costs._scenario(run, "sharegpt-lengths", "base").server, {"p": load_profile(str(ROUND26))})
+    padded = costs.price(t, sc.server, {"p": load_profile(str(ROUND26))})
+    assert padded.p[0] > plain.p[0] and padded.p[1] == plain.p[1]
+    assert costs.main([str(run), "--profile", f"p={ROUND26}", "--set", "server.cuda_graph_bs=[1,4,8]",
+                       "--by-graph-batch"]) == 0
+    out = capsys.readouterr().out
+    assert "graph_bs" in out and any(line.split()[:1] == ["4"] for line in out.splitlines())
+    assert costs.main([str(run), "--profile", f"p={ROUND26}", "--set", "server.cuda_graph_bz=[1]"]) == 2
+    assert "cuda_graph_bz" in capsys.readouterr().err
