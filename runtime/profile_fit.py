@@ -102,6 +102,55 @@ def attention_tile_fit(widths: Sequence[int], times: dict[str, Sequence[float]],
     return best, scores
 
 
+PADDING_SIGNAL_TO_NOISE = 4.0
+"""A padding probe is read only where the padding positions it moves, priced as real ones,
+exceed this many times the probe's noise (half the repeats' inter-quartile range, summed over
+its three points); a flat or noisy device (a CPU) keeps ``attention_padding_cost`` at 1."""
+
+
+def attention_padding_fit(lens: dict[str, Sequence[float]], times: dict[str, Sequence[float]],
+                          noise: dict[str, Sequence[float]] | None = None) -> tuple[float, dict[str, float]]:
+    """``gpu.attention_padding_cost`` from the padding probe (profile_gpu.padding_phase).
+
+    The runtime's decode/verify attention is dense over one width for the batch (runtime/
+    layers.py ``paged_attention`` over ``req_to_token[rows, :C]``): a request shorter than the
+    batch's longest reads the padding slot (runtime/kv_cache.py ``PAD_SLOT``) for the rest of
+    the width. Those reads hit one cached slot, so they cost less than a real position's KV
+    (0.72-0.74 of one on an H200 with the 8b proxy, docs/measurements/h200-v29.md). Per kind,
+    three graph-replayed steps at one batch: every request at the long length ``L``
+    (``full``), every request at the short length ``S`` (``short``), and one request at ``L``
+    with the rest at ``S`` (``half``: the width of ``full``, the real positions near
+    ``short``'s). With ``s = (t_full - t_short) / (L - S)`` a real position's cost per request,
+    the half layout's saving ``t_full - t_half`` is ``s (1 - f) (L - m)`` (``m`` its mean
+    length), so ``f = 1 - (t_full - t_half) / (s (L - m))`` (the simulator's reading,
+    sim/cost_model.py ``CostModel.step_s``).
+
+    Args:
+        lens: per kind, the probe's per-request mean lengths ``(L, S, m)`` in tokens.
+        times: per kind, median seconds of ``(full, short, half)``.
+        noise: per kind, each point's noise in seconds (NaN where unknown); None: no guard.
+
+    Returns:
+        ``(f, per_kind)``: the mean over the kinds that passed the noise guard, clipped to
+        [0, 1] (1 when none did), and each kind's own estimate (unclipped; NaN where the guard
+        or a degenerate probe left it out).
+    """
+    per: dict[str, float] = {}
+    for kind, (t_full, t_short, t_half) in times.items():
+        big, small, mean = lens[kind]
+        real = t_full - t_short  # seconds that (big - small) real positions per request cost
+        moved = real * (big - mean) / (big - small) if big > small else 0.0
+        guard = sum(x for x in noise[kind] if x == x) if noise is not None else 0.0
+        if moved <= 0.0 or moved <= PADDING_SIGNAL_TO_NOISE * guard:
+            per[kind] = float("nan")
+            continue
+        per[kind] = 1.0 - (t_full - t_half) / moved
+    kept = [v for v in per.values() if v == v]
+    if not kept:
+        return 1.0, per
+    return float(min(1.0, max(0.0, statistics.fmean(kept)))), per
+
+
 def grid_widths(contexts: Sequence[float], window: int) -> list[int]:
     """The attention width each grid column's spec cycle ran at: ``round_up(context + window,
     CTX_ALIGN)`` positions (the profiler's graph context buckets, runtime.profile_harness.Harness)."""
@@ -239,6 +288,9 @@ class Fits:
             "attention_grid_align": self.grid_align,
             # the kernel's KV tile, read off the tile probe (profile_gpu.tile_phase)
             "attention_tile": self.tile,
+            # what a padding position of that attention costs, read off the padding probe
+            # (profile_gpu.padding_phase)
+            "attention_padding_cost": self.padding_cost,
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
             "extend_attention": "padded_max",

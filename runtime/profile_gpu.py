@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from specsched.runtime.profile_fit import attention_tile_fit, issue_estimate
+from specsched.runtime.profile_fit import attention_padding_fit, attention_tile_fit, issue_estimate
 from specsched.runtime.profile_harness import (
     MIN_REPEATS,
     Harness,
@@ -372,6 +372,41 @@ class GpuPhases(Harness):
                 iqr.append(_iqr_rel(ts) * med[-1] if len(ts) >= 4 else float("nan"))
             self.tile_t[kind], self.tile_iqr[kind] = med, iqr
         self.tile, self.tile_scores = attention_tile_fit(self.tile_widths, self.tile_t, self.tile_iqr)
+
+    def padding_phase(self) -> None:
+        """What a padding position of the dense decode/verify attention costs
+        (``gpu.attention_padding_cost``): at batch :attr:`tile_bs`, graph-replayed decode steps
+        and spec cycles with every request at the largest grid context ``L`` (``full``), every
+        request at the one below it ``S`` (``short``), and one request at ``L`` with the rest at
+        ``S`` (``half``: ``full``'s width, ``short``'s real positions but one request's). Each
+        layout's rows are fresh, their KV reserved to their own length as the engine reserves
+        it, so the half layout's short rows read the padding slot for the rest of the width as
+        the loop's mixed batches do (runtime/kv_cache.py ``PAD_SLOT``).
+        :func:`runtime.profile_fit.attention_padding_fit` reads the cost off the three; with
+        fewer than two grid contexts the probe is skipped (cost 1, as before it existed)."""
+        self.padding_cost, self.padding_per_kind = 1.0, {}
+        self.padding_t: dict[str, list[float]] = {}
+        if len(self.contexts) < 2:
+            return
+        b, big, small = self.tile_bs, self.contexts[-1], self.contexts[-2]
+        layouts = {"full": [big] * b, "short": [small] * b, "half": [big] + [small] * (b - 1)}
+        noise: dict[str, list[float]] = {"decode": [], "spec": []}
+        self.padding_t = {"decode": [], "spec": []}
+        for name, lens in layouts.items():
+            with self.dev.use("forward"):
+                rows, rows_t = self._padding_rows(lens)
+                fns = {kind: self._lens_step_fn(kind, rows, rows_t, lens) for kind in ("decode", "spec")}
+            for kind, fn in fns.items():
+                ts = self._measure(f"{kind} bs {b} {name} {lens[0]}/{lens[-1]} (padding probe)", "padding", fn)
+                self.padding_t[kind].append(statistics.median(ts))
+                noise[kind].append(_iqr_rel(ts) * statistics.median(ts) / 2 if len(ts) >= 4 else float("nan"))
+            with self.dev.use("forward"):
+                for row in rows:
+                    self.runner.free_request(row)
+        mean_half = sum(layouts["half"]) / b
+        self.padding_lens = (float(big), float(small), mean_half)
+        self.padding_cost, self.padding_per_kind = attention_padding_fit(
+            {k: self.padding_lens for k in self.padding_t}, self.padding_t, noise)
 
     def eager_phase(self) -> None:
         """Eager spec cycles (no graph) at the largest grid batch sizes x every context, their

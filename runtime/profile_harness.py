@@ -266,7 +266,7 @@ class Harness:
         self.launch_bucket = launch_loop_width(self.launch_ctx, spec_window, repeats)
 
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
-                   + 2 * len(self.tile_widths) + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
+                   + 2 * len(self.tile_widths) + 6 + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
@@ -372,15 +372,26 @@ class Harness:
 
     def _new_rows(self, n: int, context: int) -> tuple[list[int], torch.Tensor]:
         """``n`` fresh rows holding ``context`` committed tokens (KV reserved, values zero)."""
-        r, pool = self.runner, self.runner.pool
+        return self._rows_at([context] * n, [context] * n)
+
+    def _padding_rows(self, lens: list[int]) -> tuple[list[int], torch.Tensor]:
+        """Fresh rows holding ``lens`` committed tokens each, KV reserved for each length plus
+        the window as the engine reserves a running request's (the rest of a wider batch's
+        width reads the padding slot): the padding probe's rows."""
+        return self._rows_at(lens, [n + self.W for n in lens])
+
+    def _rows_at(self, lens: list[int], reserve: list[int]) -> tuple[list[int], torch.Tensor]:
+        """Fresh rows, row ``i`` holding ``lens[i]`` committed tokens with ``reserve[i]`` KV
+        slots reserved (values zero)."""
+        r, pool, n = self.runner, self.runner.pool, len(lens)
         rows = [r.add_request() for _ in range(n)]
-        pool.reserve(rows, [context] * n)
+        pool.reserve(rows, reserve)
         rows_t = self.dev.h2d(rows)
-        pool.seq_lens.index_fill_(0, rows_t, context)
+        pool.seq_lens.index_copy_(0, rows_t, self.dev.h2d(lens))
         pool.last_token[rows_t] = torch.randint(0, self.cfg.vocab_size - 1, (n,), generator=self.gen).to(self.dev.torch_device)
         pool.prev_accept.index_fill_(0, rows_t, -1)
         pool.prev_start.index_fill_(0, rows_t, 0)
-        r.observe_lengths(rows, [context] * n)
+        r.observe_lengths(rows, lens)
         return rows, rows_t
 
     def _step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, context: int, graph: bool) -> Callable[[], object]:
@@ -394,6 +405,22 @@ class Harness:
             if kind == "decode":
                 return runner.decode(rows, graph=graph)
             return runner.spec_cycle(rows, forced, graph=graph)
+
+        return step
+
+    def _lens_step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, lens: list[int]) -> Callable[[], object]:
+        """A graph-replayed decode step or spec cycle of ``rows``, each reset to its own
+        length of ``lens`` before every call (the padding probe's steps)."""
+        runner, pool = self.runner, self.runner.pool
+        forced = [self.forced] * len(rows)
+        lens_t = self.dev.h2d(lens)
+
+        def step() -> object:
+            pool.seq_lens.index_copy_(0, rows_t, lens_t)
+            runner.observe_lengths(rows, lens)
+            if kind == "decode":
+                return runner.decode(rows, graph=True)
+            return runner.spec_cycle(rows, forced, graph=True)
 
         return step
 

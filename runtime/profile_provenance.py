@@ -8,6 +8,7 @@ from specsched.runtime.host_reference import fast_level
 from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_fit import (
+    PADDING_SIGNAL_TO_NOISE,
     TILE_RESIDUAL_SHARE,
     TILE_SIGNAL_TO_NOISE,
     issue_in_reference_works,
@@ -100,6 +101,24 @@ class Provenance:
                 + ". After a slot-expansion block the loop's inject launch reuses the batch prepared inside "
                 "the block (runtime/engine.py _host_block): the simulator issues it without this "
                 f"(sim.cost_model.CostModel.issue). [{env}]")
+
+    def _padding_text(self, env: str) -> str:
+        """Provenance of gpu.attention_padding_cost: the padding probe's layouts, medians and
+        per-kind estimates."""
+        t = getattr(self, "padding_t", {})
+        if not t:
+            return (f"{self.padding_cost:g}: not measured (the padding probe needs two grid contexts): a padding "
+                    f"position priced as a real one. [{env}]")
+        big, small, mean = self.padding_lens
+        per = ", ".join(f"{k} {v:.3f}" if v == v else f"{k} left out (noise)" for k, v in self.padding_per_kind.items())
+        return (f"{self.padding_cost:.3f}: the padding probe (runtime/profile_gpu.py padding_phase): graph-replayed "
+                f"decode and spec cycle at batch {self.tile_bs}, every request at {big:g} tokens (full), every request "
+                f"at {small:g} (short), one at {big:g} and the rest at {small:g} (half, mean {mean:.1f}), KV reserved "
+                "to each request's length plus the window so the rest of the width reads the padding slot; medians "
+                "(full, short, half): " + "; ".join(f"{k} " + ", ".join(_ms(x) for x in v) for k, v in t.items())
+                + f". Per kind (runtime.profile_fit.attention_padding_fit): {per}; the mean of the kinds kept, "
+                f"clipped to [0, 1]; a kind is kept where its moved positions exceed {PADDING_SIGNAL_TO_NOISE:g} x "
+                f"the noise. {self._reps_text('padding')}. [{env}]")
 
     def _slot_expansion_text(self, env: str) -> str:
         """Provenance of host.slot_expansion_s: method, per-token medians, repeats."""
@@ -246,6 +265,7 @@ class Provenance:
                 + f"; a tile is kept where its residual is at most {TILE_RESIDUAL_SHARE:g} x the linear model's and 64 "
                 f"positions of the slope exceed {TILE_SIGNAL_TO_NOISE:g} x the repeats' noise (1: no tile). "
                 f"{self._reps_text('tile')}. [{env}]"),
+            "gpu.attention_padding_cost": self._padding_text(env),
             "gpu.extend_attention": ("padded_max: the runtime's extend (and draft injection) attention is dense over "
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "

@@ -36,6 +36,12 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
   context, then every 64), each request at ``width - W``; a kernel walking the KV in tiles
   of ``T`` costs width ``w`` as ``round_up(w, T)``
   (:func:`runtime.profile_fit.attention_tile_fit`: 1, 128 or 256).
+- ``gpu.attention_padding_cost``: the padding probe (``padding_phase``): graph-replayed
+  decode and spec cycle at the same batch with every request at the largest grid context,
+  every request at the one below, and one request long with the rest short (its width, the
+  short rows reading the padding slot for the rest of it); a padding position's cost as a
+  fraction of a real one (:func:`runtime.profile_fit.attention_padding_fit`; 0.72-0.74 on
+  an H200 with the 8b proxy by the width sweep, docs/measurements/h200-v29.md).
 - ``gpu.eager_factor``: median over (batch, context) of eager / graph spec-cycle time at
   the largest grid batch sizes (those above ``cuda_graph_max_bs`` when there are any).
 - ``host.schedule_*`` / ``host.process_*``: intercept + slope (``numpy.polyfit``) of the
@@ -142,8 +148,8 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
 
     def run(self) -> dict:
         try:
-            for ph in ("extend", "grid", "tile", "eager", "cross_queue", "launch", "sync", "host"):
-                if ph == "launch":
+            for ph in ("extend", "grid", "tile", "eager", "cross_queue", "padding", "launch", "sync", "host"):
+                if ph == "padding":  # the last user of the grid's rows; the padding probe reserves its own
                     with self.dev.use("forward"):
                         for row in self.grid_rows:
                             self.runner.free_request(row)

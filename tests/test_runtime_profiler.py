@@ -138,6 +138,19 @@ def test_the_tile_probe_runs_and_writes_its_times(prof: dict) -> None:
     assert text.count(" ms") >= 2 * len(widths)
 
 
+def test_the_padding_probe_runs_and_writes_its_times(prof: dict) -> None:
+    """The profile states what a padding position costs (runtime/profile_gpu.py padding_phase):
+    a fraction, with the probe's three layouts at the two largest grid contexts and both
+    kinds' times in its provenance; the cost model reads it (sim/cost_model.py step_s)."""
+    f = prof["gpu"]["attention_padding_cost"]
+    assert 0.0 <= f <= 1.0
+    text = prof["provenance"]["gpu.attention_padding_cost"]
+    assert text.startswith(f"{f:.3f}: the padding probe")
+    big, small = ARGS["contexts"][-1], ARGS["contexts"][-2]
+    assert f"every request at {big} tokens (full)" in text and f"every request at {small} (short)" in text
+    assert text.count(" ms") >= 6
+
+
 def test_write_profile_round_trips_in_flow_style(prof: dict, tmp_path: Path) -> None:
     out = write_profile(prof, tmp_path / "sub" / "p.yaml")
     text = out.read_text()
