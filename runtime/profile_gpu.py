@@ -395,7 +395,7 @@ class GpuPhases(Harness):
         for name, lens in layouts.items():
             with self.dev.use("forward"):
                 rows, rows_t = self._padding_rows(lens)
-                fns = {kind: self._lens_step_fn(kind, rows, rows_t, lens) for kind in ("decode", "spec")}
+                fns = {kind: self._step_fn(kind, rows, rows_t, lens, graph=True) for kind in ("decode", "spec")}
             for kind, fn in fns.items():
                 ts = self._measure(f"{kind} bs {b} {name} {lens[0]}/{lens[-1]} (padding probe)", "padding", fn)
                 self.padding_t[kind].append(statistics.median(ts))

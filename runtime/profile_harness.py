@@ -394,33 +394,25 @@ class Harness:
         r.observe_lengths(rows, lens)
         return rows, rows_t
 
-    def _step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, context: int, graph: bool) -> Callable[[], object]:
+    def _step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, context: int | list[int],
+                 graph: bool) -> Callable[[], object]:
+        """A decode step or spec cycle of ``rows``, their committed lengths put back before
+        every call: ``context`` for every row, or each row's own when a list (the padding
+        probe's mixed layouts)."""
         runner, pool = self.runner, self.runner.pool
         forced = [self.forced] * len(rows)
-        ctx = [context] * len(rows)
+        ctx = list(context) if isinstance(context, list) else [context] * len(rows)
+        ctx_t = self.dev.h2d(ctx) if isinstance(context, list) else None
 
         def step() -> object:
-            pool.seq_lens.index_fill_(0, rows_t, context)
+            if ctx_t is None:
+                pool.seq_lens.index_fill_(0, rows_t, context)
+            else:
+                pool.seq_lens.index_copy_(0, rows_t, ctx_t)
             runner.observe_lengths(rows, ctx)
             if kind == "decode":
                 return runner.decode(rows, graph=graph)
             return runner.spec_cycle(rows, forced, graph=graph)
-
-        return step
-
-    def _lens_step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, lens: list[int]) -> Callable[[], object]:
-        """A graph-replayed decode step or spec cycle of ``rows``, each reset to its own
-        length of ``lens`` before every call (the padding probe's steps)."""
-        runner, pool = self.runner, self.runner.pool
-        forced = [self.forced] * len(rows)
-        lens_t = self.dev.h2d(lens)
-
-        def step() -> object:
-            pool.seq_lens.index_copy_(0, rows_t, lens_t)
-            runner.observe_lengths(rows, lens)
-            if kind == "decode":
-                return runner.decode(rows, graph=True)
-            return runner.spec_cycle(rows, forced, graph=True)
 
         return step
 
