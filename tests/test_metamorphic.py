@@ -5,13 +5,15 @@ its calibration. Each compares runs of small scenarios (a second or less each).
   (GPU grids, host terms, lead tables, the KV link's latency) x k and every client time
   (arrival gaps, trace timestamps, think times) x k gives the same schedule with every time
   x k: the same steps, TTFT/TPOT/ITL/E2E x k, throughputs / k (dimensional analysis; a
-  constant second written into the code instead of a profile breaks it).
+  constant second written into the code instead of a profile breaks it). Colocated and
+  prefill-decode deployments alike.
 - INV-M-POOL a KV pool that never binds changes nothing: a pool larger than every request's
   prompt + output + window together gives the run the same as one ten times larger
   (SGLang's PrefillAdder and decode check read the pool only through what is free).
 - INV-M-CHUNK a lone prompt is prefilled in ceil(prompt / chunked_prefill_size) extend
-  passes (managers/scheduler.py get_new_batch_prefill, one chunk per pass), so a larger
-  chunk never adds passes.
+  passes with one-token pages (managers/scheduler.py get_new_batch_prefill, one chunk per
+  pass; the first cut is floored to a page, :func:`chunk_passes`), so a larger chunk never
+  adds passes.
 - INV-M-GPU2X a lone request's TPOT with every GPU cost doubled is at least its TPOT and at
   most twice it (host work is unchanged; a step is at most its host and GPU parts summed).
 - INV-M-CAUSAL later arrivals cannot change the past: replaying the first k rows of a trace
@@ -54,10 +56,10 @@ def scaled(p: Profile, k: float, gpu_only: bool = False) -> Profile:
             for key, v in node.items():
                 if key in ("reference_work_s", "reference_work_by_term") or v is None:
                     continue
-                if key == "seconds" or (key.endswith("_s") and isinstance(v, float)):
-                    node[key] = np.multiply(v, k).tolist()
-                elif key == "link_bytes_per_s":
+                if key.endswith("_per_s"):        # a rate: link_bytes_per_s
                     node[key] = v / k
+                elif key == "seconds" or (key.endswith("_s") and isinstance(v, float)):
+                    node[key] = np.multiply(v, k).tolist()
                 else:
                     walk(v)
         elif isinstance(node, list):
@@ -126,11 +128,14 @@ TIME_KEYS = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "m
 RATE_KEYS = ("output_throughput", "request_throughput", "input_throughput")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(PROFILES), spec, knobs, workloads, lengths, st.sampled_from([0.5, 3.0]), st.integers(1, 3))
-def test_inv_m_scale_every_time_scales_with_the_profile_and_the_clients(prof, sp, kn, wl, ln, k, seed):
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PROFILES), spec, knobs, workloads, lengths, st.sampled_from([0.5, 3.0]), st.integers(1, 3),
+       st.sampled_from([None, (1, 1), (1, 2)]))
+def test_inv_m_scale_every_time_scales_with_the_profile_and_the_clients(prof, sp, kn, wl, ln, k, seed, pd):
     p = profile(prof)
     srv = {**BASE_SERVER, **sp, **kn}
+    if pd is not None and p.kv_transfer is not None:   # prefill and decode servers, the KV link scaled too
+        srv["disaggregation"] = {"prefill": {"instances": pd[0]}, "decode": {"instances": pd[1]}}
     if not _comparable(p, srv):
         return
     a = run_scenario(scenario(prof, srv, {**wl, **ln}, seed=seed), seed=seed, profile=p)
@@ -179,8 +184,18 @@ def test_inv_m_chunk_a_lone_prompt_takes_ceil_prompt_over_chunk_passes(prof, pro
         st_ = r.steps
         ext = st_[(st_["part"] == "main") & st_["num_extend_tokens"].gt(0) & ~st_["mode"].isin(["decode", "verify"])]
         passes.append(len(ext))
-    assert passes[0] == math.ceil(prompt / chunk)
+    assert passes[0] == chunk_passes(prompt, chunk, page)
     assert passes[1] <= passes[0]
+
+
+def chunk_passes(prompt: int, chunk: int, page: int) -> int:
+    """Extend passes of a lone prompt (sglang 0.5.23 schedule_policy.py, off gfx95): whole
+    when its page-ceiled length fits the chunk (``_select_prefill_admission``); else a first
+    cut of the chunk floored to a page, then ``add_chunked_req`` continues with whole
+    chunks (not page-aligned) until the rest fits."""
+    if math.ceil(prompt / page) * page <= chunk:
+        return 1
+    return 1 + math.ceil((prompt - chunk // page * page) / chunk)
 
 
 @settings(max_examples=15, deadline=None)
@@ -230,4 +245,6 @@ def test_scaled_profile_scales_every_second():
     q = scaled(p, 2.0)
     assert q.gpu.decode.seconds[0][0] == pytest.approx(2 * p.gpu.decode.seconds[0][0])
     assert q.host.launch_s == pytest.approx(2 * p.host.launch_s)
+    pd = profile("h100-llama-3.1-8b-eagle3-analytic")
+    assert scaled(pd, 2.0).kv_transfer.link_bytes_per_s == pytest.approx(pd.kv_transfer.link_bytes_per_s / 2)
     assert yaml.safe_dump(q.model_dump()) != yaml.safe_dump(p.model_dump())
