@@ -240,7 +240,7 @@ def test_inv_m_causal_later_arrivals_do_not_change_the_past(tmp_path, prof, sp, 
 
 
 def test_scaled_profile_scales_every_second():
-    """The helper itself: a scaled profile's costs are k times the original's."""
+    """scaled() itself: a scaled profile's costs are k times the original's."""
     p = profile("h200-1b")
     q = scaled(p, 2.0)
     assert q.gpu.decode.seconds[0][0] == pytest.approx(2 * p.gpu.decode.seconds[0][0])
