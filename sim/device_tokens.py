@@ -36,6 +36,9 @@ class DeviceTokens:
         Extend requests whose prefill completes commit 1 token (the sampled first token,
         counted from the host's committed count: a re-prefill after retraction restarts
         there). Decode commits 1, verify min(draw, remaining); finished requests commit 0.
+        A row of ``plan.resync_rids`` (a decode server's request resumed from its KV backup,
+        no extend) restarts from the host's count too: the tokens the device committed for
+        it in the forward in flight at its retraction were discarded.
 
         An extend-only forward (a Poisson arrival's prefill) returns after its extend rows:
         the decode loop would run over no row. Its new requests are read from the plan's
@@ -61,10 +64,11 @@ class DeviceTokens:
         cycles, draw = self.cycles, self.acceptance.draw
         verify = plan.mode is not DECODE and plan.spec_window > 1
         get = committed.get
+        resync = plan.resync_rids
         for i in range(n_ext, bs):
             rid = plan.rids[i]
             have = get(rid)
-            if have is None:
+            if have is None or (resync and rid in resync):
                 have = before[i]
             remaining = caps[i] - have
             if remaining <= 0:

@@ -44,6 +44,10 @@ class BatchPlan:
         committed_before: output tokens the scheduler had committed per request when it
             built the plan (exact for extend requests; one step stale for decode ones).
         max_new_tokens: each request's output target.
+        resync_rids: decode rows whose device count restarts at ``committed_before``: a
+            decode server's retracted request, resumed from its KV backup without an extend
+            (the tokens of its forward in flight at the retraction were discarded; see
+            :meth:`sim.scheduler_disagg.Disagg._resume_retracted`). Usually empty.
         batch_size: len(rids), including requests that finished one step earlier and ride
             along (the overlap one-step lag).
     """
@@ -59,12 +63,13 @@ class BatchPlan:
     spec_window: int = 1
     committed_before: tuple[int, ...] = ()
     max_new_tokens: tuple[int, ...] = ()
+    resync_rids: tuple[int, ...] = ()
     batch_size: int = field(init=False)
 
     def __init__(self, step: int, mode: ForwardMode, rids: tuple[int, ...], extend_lens: tuple[int, ...],
                  prefix_lens: tuple[int, ...], num_extend: int = 0, chunked_rid: int | None = None,
                  new_rids: tuple[int, ...] = (), spec_window: int = 1, committed_before: tuple[int, ...] = (),
-                 max_new_tokens: tuple[int, ...] = ()) -> None:
+                 max_new_tokens: tuple[int, ...] = (), resync_rids: tuple[int, ...] = ()) -> None:
         # the fields through their slots' descriptors: a frozen dataclass's generated
         # __init__ calls object.__setattr__ by name per field, about twice as slow (two
         # plans a Poisson request; docs/performance.md). Still frozen: assignment raises.
@@ -79,7 +84,8 @@ class BatchPlan:
         _SET[8](self, spec_window)
         _SET[9](self, committed_before)
         _SET[10](self, max_new_tokens)
-        _SET[11](self, len(rids))
+        _SET[11](self, resync_rids)
+        _SET[12](self, len(rids))
 
     @property
     def num_extend_tokens(self) -> int:
@@ -104,7 +110,7 @@ _SET = tuple(getattr(BatchPlan, f.name).__set__ for f in fields(BatchPlan))
 
 
 def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens: list[int],
-                committed_before: list[int], max_new_tokens: list[int]) -> BatchPlan:
+                committed_before: list[int], max_new_tokens: list[int], resync_rids: tuple[int, ...] = ()) -> BatchPlan:
     """The one builder of decode/verify plans (SGLang ``prepare_for_decode``), used by the
     step-by-step scheduler and by the collapsed decode path alike.
 
@@ -113,10 +119,12 @@ def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens
         window: tokens computed per request (verify window, or 1).
         rids, prefix_lens, committed_before, max_new_tokens: per request, in batch order
             (lists of int: context tokens, output tokens committed, output target).
+        resync_rids: see :attr:`BatchPlan.resync_rids`.
     """
     # positional (the field order of BatchPlan): about a third cheaper than keywords
     return BatchPlan(step, VERIFY if spec else DECODE, tuple(rids), (window,) * len(rids),
-                     tuple(prefix_lens), 0, None, (), window, tuple(committed_before), tuple(max_new_tokens))
+                     tuple(prefix_lens), 0, None, (), window, tuple(committed_before), tuple(max_new_tokens),
+                     resync_rids)
 
 
 class StepOutput:

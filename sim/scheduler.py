@@ -147,6 +147,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.prealloc_queue: deque[Req] = deque()  # decode: waiting for its prompt's KV slots
         self.transfer_queue: list[Req] = []      # decode: KV reserved, arriving
         self.retracted_queue: list[Req] = []     # decode: retracted, KV backed up on the host
+        self._resync: set[int] = set()           # decode: resumed, the device's count restarts at the host's
         self._extra_slots = decode_extra_slots(server.max_running_requests) if self.mode == "decode" else 0
         self._prebuilt: Deliveries | None = None  # decode: first tokens streamed by the last pass
         self.handoff = None  # decode: the executor's callback when a request's KV is reserved

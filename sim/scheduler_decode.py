@@ -78,9 +78,13 @@ class DecodeMemory:
         decoders = self.running
         self._make_room(self._decode_need(decoders))
         self._reserve_decode(decoders)
+        resync: tuple[int, ...] = ()
+        if self._resync:  # resumed on a decode server: the device restarts at the host's count
+            resync = tuple(r.rid for r in decoders if r.rid in self._resync)
+            self._resync.difference_update(resync)
         return decode_plan(self.step, self.spec, self.window, [r.rid for r in decoders],
                            [r.seq_len for r in decoders], [r.output_len for r in decoders],
-                           [r.max_new_tokens for r in decoders])
+                           [r.max_new_tokens for r in decoders], resync)
 
     def _decode_need(self, batch: list[Req]) -> int:
         """KV slots the next decode/verify pass of ``batch`` takes: a window each, or the

@@ -151,7 +151,14 @@ class Disagg:
 
     def _resume_retracted(self) -> None:
         """``DecodePreallocQueue.resume_retracted_reqs``: retracted requests, in order, get
-        their KV back when it fits with num_reserved_decode_tokens to spare."""
+        their KV back when it fits with num_reserved_decode_tokens to spare.
+
+        A resumed request continues from the output it had when it was retracted: the
+        token its forward in flight then computed was dropped (managers/scheduler_components/
+        batch_result_processor.py ``process_batch_result_decode`` skips a retracted request
+        under overlap) and the backup holds the KV of the committed tokens only. Its first
+        decode plan names it in ``resync_rids`` so the device's count restarts there (a
+        colocated server's re-prefill does the same through its extend)."""
         reserve = self.server.num_reserved_decode_tokens
         resumed: list[Req] = []
         for r in self.retracted_queue:
@@ -163,6 +170,7 @@ class Disagg:
             self._take_slots(r, need)
             resumed.append(r)
             self.waiting.append(r)
+            self._resync.add(r.rid)
         if resumed:
             self.retracted_queue = self.retracted_queue[len(resumed):]
 

@@ -115,6 +115,15 @@ class SpecAlgorithm(StrEnum):
     def enabled(self) -> bool:
         return self is not SpecAlgorithm.none
 
+    @property
+    def supports_mixed_chunk(self) -> bool:
+        """Whether ``enable_mixed_chunk`` stays on with this algorithm: sglang 0.5.23
+        speculative/spec_info.py ``SpeculativeAlgorithm.supports_mixed_chunk`` (EAGLE, EAGLE3,
+        DFLASH, DSPARK; NEXTN and MTP are EAGLE there) and plain decoding; STANDALONE is not
+        among them, and arg_groups/speculative_hook.py ``_handle_eagle_family`` turns mixed
+        chunks off for it."""
+        return self is not SpecAlgorithm.standalone
+
 
 def prefill_token_buckets(max_tokens: int) -> list[int]:
     """SGLang 0.5.23's prefill (extend) graph token buckets up to ``max_tokens``
@@ -173,7 +182,7 @@ class ServerArgs(BaseModel):
     sglang_semantics: str = Field("0.5.23", description="Which SGLang build's scheduling rules apply (sim/semantics.py): 0.5.23 or mi355x-dsv41.")
     semantics_rules: dict[str, Any] = Field(default_factory=dict, description="Single rules overriding the preset's (sim/semantics.py SemanticsRules).")
     schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
-    enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches.")
+    enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches. Turned off with speculative_algorithm standalone, as SGLang does (its STANDALONE cannot mix).")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions). Left out with a block drafter: SGLang 0.5.23's fallback with no draft checkpoint config, 8 for DSpark (DEFAULT_DSPARK_GAMMA 7 + 1) and 16 for DFlash (arg_groups/speculative_hook.py _handle_dspark, _handle_dflash).")
@@ -266,6 +275,22 @@ class ServerArgs(BaseModel):
                 and 1 <= steps < MAX_DRAFT_TOKENS and topk in (None, 1)):
             data = {**data, "speculative_num_draft_tokens": steps + 1}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mixed_chunk_off_where_unsupported(cls, data: Any) -> Any:
+        """``enable_mixed_chunk`` with an algorithm that cannot mix
+        (:attr:`SpecAlgorithm.supports_mixed_chunk`) is turned off, as sglang 0.5.23
+        arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it (with a logged
+        warning) and runs: every extend is then a plain extend and the running batch waits
+        for the next verify."""
+        if not isinstance(data, dict) or data.get("enable_mixed_chunk") is not True:
+            return data
+        try:
+            algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
+        except ValueError:
+            return data   # the field's own validator names the value
+        return data if algo.supports_mixed_chunk else {**data, "enable_mixed_chunk": False}
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod

@@ -273,6 +273,15 @@ class WorkloadConfig(BaseModel):
     steady_state_concurrency_ratio: float | None = Field(None, gt=0.0, le=1.0, description="bench_serving steady_state_serving's --steady-state-concurrency-ratio: the throughputs are read over the longest span with at least this share of the peak in flight (sim/steady_state.py); the latency statistics stay the whole run's. None: whole-run throughputs.")
     ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
 
+    @field_validator("request_rate", "burstiness", mode="before")
+    @classmethod
+    def _infinity_spelled_as_text(cls, v: object) -> object:
+        """``inf`` written as bench_serving's command line has it (``--request-rate inf``) is
+        text in YAML: refused with what to write instead (YAML's infinity is ``.inf``)."""
+        if isinstance(v, str) and v.strip().lower().lstrip("+") in ("inf", "infinity"):
+            raise ValueError("write .inf (YAML's infinity, bench_serving's --request-rate inf) or a number > 0")
+        return v
+
     @model_validator(mode="before")
     @classmethod
     def _bench_serving_names(cls, data: Any) -> Any:

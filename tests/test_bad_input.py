@@ -195,6 +195,14 @@ def test_request_rate_tiny_refused_and_inf_means_all_at_t0(tmp_path, capsys):
     assert len(req) == 20 and (req["start_s"] == 0).all()  # bench_serving --request-rate inf: every request at t=0
 
 
+@pytest.mark.parametrize("text", ["inf", "Infinity", "INF"])
+def test_request_rate_inf_as_text_says_to_write_yaml_infinity(tmp_path, capsys, text):
+    """bench_serving's ``--request-rate inf`` copied into YAML is text: one line that says
+    to write ``.inf`` (it said only "Input should be a valid number")."""
+    p = _poisson(tmp_path, text)
+    _assert_refused(capsys, ["run", str(p)], tmp_path / "res", "workload.request_rate", f"'{text}'", "write .inf")
+
+
 def test_max_requests_can_be_raised(tmp_path, capsys):
     path = small_scenario(tmp_path)
     _assert_refused(capsys, ["run", str(path), "--max-requests", "5"], tmp_path / "res", "--max-requests", "GiB")

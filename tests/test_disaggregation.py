@@ -339,3 +339,67 @@ def test_pd_busy_fraction_is_the_mean_over_decode_servers():
     busy = [st.busy_s / (t1 - t0) for st in streams]
     assert all(0 < b <= 1 for b in busy) and sum(busy) > 1   # the old summed figure exceeded 1
     assert res.summary["gpu_busy_fraction"] == pytest.approx(sum(busy) / 3)
+
+
+def test_inv_pd_progress_a_resumed_request_restarts_at_its_committed_output():
+    """INV-PD-PROGRESS: a decode server retracts a request while a decode of it is in flight
+    (overlap); that forward's token is dropped (0.5.23 managers/scheduler_components/
+    batch_result_processor.py ``process_batch_result_decode`` skips a retracted request)
+    and the request resumes from its KV backup with the output it had.
+    The device's count restarts there: it had counted the dropped token, so the request's
+    last tokens were never committed and it decoded forever (the run hung)."""
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.acceptance_config import AcceptanceConfig
+    from specsched.sim.device_tokens import DeviceTokens
+
+    s = _decode_sched(num_reserved_decode_tokens=0, max_total_num_tokens=2_000)
+    dev = DeviceTokens(AcceptanceModel(AcceptanceConfig(mean_accept_length=1.0), 1, seed=1))
+    s.add_request(Req(0, 100, 5))
+    s.schedule()
+    s.transfer_queue[0].kv_transferred = True
+    p1 = s.schedule()                      # the prebuilt first token, then a decode of request 0
+    r = s.reqs[0]
+    assert p1.rids == (0,) and r.output_len == 1
+    out1 = dev.step(p1)                    # in flight: the device commits the second token
+    s.running.remove(r)                    # retracted by the next pass, its decode still in flight
+    s._retract_req(r)
+    s._requeue([r])
+    s.process_result(p1, out1)             # the in-flight token is dropped
+    assert r.output_len == 1
+    p2 = s.schedule()                      # resumed from the backup, decoded again
+    assert p2.rids == (0,) and p2.resync_rids == (0,)
+    s.process_result(p2, dev.step(p2))
+    assert r.output_len == 2 and dev.committed[0] == 2
+    while not r.finished:                  # and it finishes with its output
+        p = s.schedule()
+        assert p is not None and not p.resync_rids
+        s.process_result(p, dev.step(p))
+    assert r.output_len == 5
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reserve=st.sampled_from([0, 32, 512]), kv=st.sampled_from([3_000, 6_000]), spec=st.booleans(),
+       seed=st.integers(0, 1000), kind=st.sampled_from(["burst", "poisson"]))
+@example(reserve=0, kv=3_000, spec=True, seed=4, kind="poisson")
+def test_inv_pd_progress_decode_servers_that_retract_finish_every_request(reserve, kv, spec, seed, kind):
+    """INV-PD-PROGRESS with a small num_reserved_decode_tokens: the decode server
+    preallocates more than its pool holds once the outputs grow, so it retracts and resumes
+    requests (with the in-flight token dropped); every request still finishes once with its
+    output (such runs hung, or ended Stalled with requests lost)."""
+    srv = _pd(1, 1, decode_server={"max_total_num_tokens": kv, "num_reserved_decode_tokens": reserve})
+    if not spec:
+        srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
+    wl = {"kind": kind, "num_requests": 12, "input_len": {"kind": "uniform", "value": 600, "range_ratio": 0.5},
+          "output_len": {"kind": "uniform", "value": 300, "range_ratio": 0.5}}
+    if kind == "poisson":
+        wl["request_rate"] = 200.0
+    eng = SimEngine(make_scenario(srv, wl, {"mean_accept_length": 2.0} if spec else {"mean_accept_length": 1.0},
+                                  seed=seed), _profile(), seed)
+    with _hang_fails():
+        res = eng.run()
+    req = res.requests
+    assert res.summary["completed"] == 12
+    assert (req.sort_values("rid")["output_len"].to_numpy() == [q.output_len for q in eng.specs]).all()
+    for d in eng.decode:
+        for r in _ranks(d.sched):
+            assert r.kv.used == 0 and not r.retracted_queue

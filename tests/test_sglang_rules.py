@@ -307,6 +307,20 @@ def test_mixed_path_neither_retracts_nor_decays_the_ratio():
     assert s.num_retractions == 0 and s.ratio.value == 0.0 and len(s.running) == 4
 
 
+def test_mixed_chunk_is_off_for_a_standalone_drafter_on_for_the_others():
+    # 0.5.23 spec_info.py supports_mixed_chunk (EAGLE, EAGLE3, DFLASH, DSPARK; NEXTN is EAGLE)
+    # and speculative_hook.py _handle_eagle_family: STANDALONE gets enable_mixed_chunk=False
+    for algo, mixes in [("standalone", False), ("STANDALONE", False), ("eagle", True), ("nextn", True),
+                        ("mtp", True), ("eagle3", True), ("dspark", True), ("dflash", True), ("none", True)]:
+        spec = {} if algo == "none" else {"speculative_algorithm": algo, "speculative_num_draft_tokens": 4}
+        s = sched(enable_mixed_chunk=True, chunked_prefill_size=100, max_prefill_tokens=100, **spec)
+        assert s.server.enable_mixed_chunk is mixes, algo
+        running(s, 0, 10, 50, 1)
+        s.add_request(Req(1, 500, 5))
+        p = s.schedule()
+        assert p.mode is (ForwardMode.MIXED if mixes else ForwardMode.EXTEND), algo
+
+
 def test_mixed_step_rows_are_one_token_decodes_with_spec():
     # 0.5.23 schedule_batch.py mix_with_running: a running row of a mixed step extends one
     # token (extend_end = prefix_len + 1) and the step is no verify: the device commits 1
