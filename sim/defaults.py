@@ -46,6 +46,10 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
 - overlap scheduling on (``enable_overlap_schedule``), SGLang's default.
 - the min-free-slots admission delay for the DFlash family (DSpark, DFlash), automatic in
   SGLang (managers/min_free_slots_delayer.py); off for other algorithms.
+- the chunk fill in raw tokens (``semantics_rules.chunk_fill: exact_tokens``) on gfx95 GPUs
+  (MI350X/MI355X) under the 0.5.23 preset (managers/schedule_policy.py
+  ``_use_exact_chunk_fill``: ``SGLANG_EXACT_CHUNK_FILL``, default on, and
+  ``is_gfx95_supported``); :func:`gfx95_exact_chunk_fill`.
 
 Profiles without a ``hardware`` block are matched to a shipped GPU by their ``device``
 text; if none matches, the ServerArgs defaults stay.
@@ -60,6 +64,7 @@ from typing import Any
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
+from specsched.sim.semantics import DEFAULT_PRESET
 from specsched.sim.server_args import (
     BLOCK_DEFAULT_WINDOW,
     CHAIN_PARAM_KEYS,
@@ -281,6 +286,23 @@ class Resolved:
     why: str
 
 
+def gfx95_exact_chunk_fill(server: ServerArgs, hw: Hardware) -> bool:
+    """Whether sglang 0.5.23 charges the chunked-prefill budgets in raw tokens on this server:
+    on a gfx95 GPU (MI350X/MI355X: the analytic table's ``gfx_arch``) under the 0.5.23
+    preset with no ``chunk_fill`` rule given. 0.5.23's PrefillAdder does so when
+    ``SGLANG_EXACT_CHUNK_FILL`` (default on, srt/environ.py) and ``is_gfx95_supported()``
+    (managers/schedule_policy.py ``_use_exact_chunk_fill``): a cut takes the chunk's
+    remaining tokens, not floored to a page, and the budgets are charged the raw extend
+    (the rule ``exact_tokens``, sim/prefill_adder.py). Other presets keep their build's
+    rule (the MI355X reference build's is ``stop_at_max_prefill_tokens``)."""
+    if server.sglang_semantics != DEFAULT_PRESET or "chunk_fill" in server.semantics_rules:
+        return False
+    from specsched.sim.analytic.gpus import find_gpu
+
+    spec = find_gpu(hw.gpu) if hw.gpu else None
+    return spec is not None and (spec.gfx_arch or "").startswith("gfx95")
+
+
 def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> tuple[ServerArgs, list[Resolved]]:
     """``server`` with every key of :data:`RESOLVED_KEYS` not in ``given`` set to SGLang's
     default for ``hw``; returns the new args and what was filled. ``hw`` None: unchanged."""
@@ -359,6 +381,11 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                 else "a DFlash block of 16 (arg_groups/speculative_hook.py _handle_dflash)"))
     if server.speculative_algorithm.is_block:
         put("admission_delay", AdmissionDelay.min_free_slots, "automatic for DSpark/DFlash in SGLang")
+    if gfx95_exact_chunk_fill(server, hw):
+        vals["semantics_rules"] = {**server.semantics_rules, "chunk_fill": "exact_tokens"}
+        out.append(Resolved("semantics_rules.chunk_fill", "exact_tokens",
+                            f"sglang {DEFAULT_PRESET} on gfx95 ({hw.gpu}): SGLANG_EXACT_CHUNK_FILL is on by default "
+                            "(managers/schedule_policy.py _use_exact_chunk_fill)"))
     resolved = server.model_copy(update=vals)
     if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
         resolved = _role_pools(resolved, hw, given, out)

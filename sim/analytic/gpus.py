@@ -29,7 +29,9 @@ class GpuSpec(BaseModel):
     None on ROCm. SGLang picks kernels by it (e.g. the all-reduce fusion on 90 and 100).
     ``sms``: streaming multiprocessors (compute units on ROCm): how many thread blocks of a
     one-block-per-SM kernel run at once (roofline ``attention_kv_bandwidth``). None: not in
-    the table (a model that needs it says so).
+    the table (a model that needs it says so). ``gfx_arch``: the ROCm ISA (``gfx950`` for
+    MI350X/MI355X, ``gfx942`` for MI300X); SGLang gates kernels and one scheduling rule on it
+    (``is_gfx95_supported``; :func:`sim.defaults.resolve_server`). None on CUDA.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +48,7 @@ class GpuSpec(BaseModel):
     mesh_links: int | None = Field(None, ge=1)
     compute_capability: int | None = Field(None, ge=1)
     sms: int | None = Field(None, ge=1)
+    gfx_arch: str | None = None
     source: str
 
     def peak_flops(self, dtype: str) -> float:
@@ -84,11 +87,15 @@ def load_gpu(name: str) -> GpuSpec:
     Raises:
         ConfigError: unknown name (lists the shipped ones).
     """
-    table = gpu_table()
-    for k, spec in table.items():
-        if _norm(k) == _norm(name):
-            return spec
-    raise ConfigError("<command line>", "--gpu", name, f"unknown GPU; shipped: {', '.join(table)}")
+    spec = find_gpu(name)
+    if spec is None:
+        raise ConfigError("<command line>", "--gpu", name, f"unknown GPU; shipped: {', '.join(gpu_table())}")
+    return spec
+
+
+def find_gpu(name: str) -> GpuSpec | None:
+    """A shipped GPU by name as :func:`load_gpu` matches it, or None."""
+    return next((spec for k, spec in gpu_table().items() if _norm(k) == _norm(name)), None)
 
 
 def find_gpu_in_text(text: str) -> GpuSpec | None:

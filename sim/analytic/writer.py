@@ -313,7 +313,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                                                     ("kv_cache_quant_algo", None), ("dsa", False),
                                                                     ("learnable_sink", False))
                                               if getattr(arch, k) == default}),
-            "gpu": gpu.model_dump(exclude=None if dtype in FP4_BITS else {"fp4_tflops"}), "tp": tp, "dtype": dtype,
+            "gpu": gpu.model_dump(exclude={"gfx_arch"} if dtype in FP4_BITS else {"fp4_tflops", "gfx_arch"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
             **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}),
             **({"draft_model": draft_model.model_dump()} if draft_model is not None else {}), "efficiency": eff_d,
