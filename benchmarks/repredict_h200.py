@@ -24,6 +24,11 @@ times (sim.workload.Clients: the arrival, or the freed slot's time) instead of t
 recorded start, for runs made before the runtime stamped send times (it stamped the
 loop's next poll, leaving the wait to it out of TTFT). Rows changed are marked.
 
+With ``--measured-results`` each run is predicted with the accept draws the runtime forced
+on it: runs made before the accept draws had a seed key of their own ran the old key's
+(acceptance ``seed_key: shared``), read per run from its requests' verify counts
+(:func:`with_recorded_accept_key`; ``--set acceptance.seed_key=...`` instead sets it for all).
+
 ``--host-speed`` (with ``--measured-results``): also predict every run conditioned on the
 host speed it was measured at (scenario ``host.speed_factor``, sim/host_speed.py;
 docs/host-speed.md), and print both counts. Each run's factor comes from, in order:
