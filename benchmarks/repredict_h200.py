@@ -24,6 +24,11 @@ times (sim.workload.Clients: the arrival, or the freed slot's time) instead of t
 recorded start, for runs made before the runtime stamped send times (it stamped the
 loop's next poll, leaving the wait to it out of TTFT). Rows changed are marked.
 
+With ``--measured-results`` each run is predicted with the accept draws the runtime forced
+on it: runs made before the accept draws had a seed key of their own ran the old key's
+(acceptance ``seed_key: shared``), read per run from its requests' verify counts
+(:func:`with_recorded_accept_key`; ``--set acceptance.seed_key=...`` instead sets it for all).
+
 ``--host-speed`` (with ``--measured-results``): also predict every run conditioned on the
 host speed it was measured at (scenario ``host.speed_factor``, sim/host_speed.py;
 docs/host-speed.md), and print both counts. Each run's factor comes from, in order:
@@ -179,6 +184,7 @@ from specsched.runtime.profile_fit import (
     refit_slot_expansion,
     refit_verify_excess,
 )
+from specsched.sim.acceptance import recorded_seed_key
 from specsched.sim.bundled import scenarios_dir
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
@@ -254,6 +260,27 @@ def eager_level_profile(profile, extend: float | None, inject: float | None):
             elif v is not None:
                 host[k] = v * f
     return type(profile).model_validate(data)
+
+
+def with_recorded_accept_key(sc, d: Path):
+    """``sc`` with the acceptance ``seed_key`` the measured run ``d`` was forced with
+    (sim.acceptance.recorded_seed_key over its ``requests.parquet``: each request's verify
+    count against each key's draws), so that its prediction draws the accept lengths the GPU
+    ran; ``sc`` as it is when the run says nothing (no file, no verify counts, no key
+    matches). Runs made before the accept draws had a seed key of their own were forced
+    with ``shared``: predicted with today's key they draw other lengths, and at batch 1 the
+    median ITL (cycle / k, token-weighted) moves a whole step between k = 5 and 4 when the
+    share of tokens in k >= 5 blocks crosses one half (docs/measurements/h200-v27.md)."""
+    f = d / "requests.parquet"
+    if not f.is_file():
+        return sc
+    r = pd.read_parquet(f)
+    if "spec_cycles" not in r:
+        return sc
+    r = r[r.spec_cycles.notna() & (r.output_len > 0)]
+    key = recorded_seed_key(sc.acceptance, sc.server.accept_window, sc.seed, r.rid.to_numpy(),
+                            r.output_len.to_numpy() - 1, r.spec_cycles.to_numpy())
+    return sc if key is None or key == sc.acceptance.seed_key else with_value(sc, "acceptance.seed_key", key)
 
 
 def send_time_ttft(sc, requests: pd.DataFrame) -> dict[str, float]:
@@ -643,7 +670,13 @@ def main(argv: list[str] | None = None) -> int:
         sc = load_scenario_with_overrides(scenarios_dir() / "h200" / f"{name}.yaml", arm, overrides)
         d = (args.measured_results / (f"{name}-rate{rate}-measured" if rate else f"{cell}-{arm}-measured")
              if args.measured_results is not None else None)
+        if d is not None and "acceptance.seed_key" not in extra:
+            sc = with_recorded_accept_key(sc, d)
         runs.append((cell, arm, grp, sc, d))
+    shared = sum(sc.acceptance.seed_key == "shared" for *_, sc, _ in runs)
+    if shared:
+        print(f"accept draws: {shared} of {len(runs)} runs were forced with the shared seed key [seed, 3, rid] "
+              "and are predicted with it (acceptance.seed_key)")
     if args.launch_per_req_from_runs:
         probes = {d.name: pd.read_parquet(d / "host_probe.parquet") for *_, d in runs if (d / "host_probe.parquet").is_file()}
         got = launch_per_req_from_runs(profile, probes, {d.name: sc.server.cuda_graph_max_bs for *_, sc, d in runs})

@@ -213,14 +213,17 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
     return base_logits(brentq(f, -30.0, 30.0, xtol=1e-10))
 
 
-def _entropy(seed: int, rid: int) -> list[int] | np.ndarray:
-    """A request's accept-draw seed, ``seed_streams.key("accept", seed, rid)``
-    (``[seed, ACCEPT, rid]``), built here without the lookup when both are one uint32 word:
-    the same words as a uint32 array, so the same generator
-    (tests/test_sim_speed_equivalence.py)."""
+def _entropy(seed: int, rid: int, tag: int = seed_streams.ACCEPT) -> list[int] | np.ndarray:
+    """A request's accept-draw seed ``[seed, tag, rid]``: ``seed_streams.key("accept", seed, rid)``
+    at the default tag, built here without the lookup when both are one uint32 word: the same
+    words as a uint32 array, so the same generator (tests/test_sim_speed_equivalence.py).
+    ``tag`` ``seed_streams.SHARED_ACCEPT`` gives the old key ``[seed, 3, rid]`` (acceptance
+    ``seed_key: shared``)."""
     if 0 <= seed < 1 << 32 and 0 <= rid < 1 << 32:
-        return np.array((seed, seed_streams.ACCEPT, rid), dtype=np.uint32)
-    return seed_streams.key("accept", seed, rid)
+        return np.array((seed, tag, rid), dtype=np.uint32)
+    if tag == seed_streams.ACCEPT:
+        return seed_streams.key("accept", seed, rid)
+    return [seed, tag, rid]
 
 
 class AcceptanceModel:
@@ -236,7 +239,8 @@ class AcceptanceModel:
     Args:
         cfg: the scenario's acceptance section.
         window: verify window (gamma + 1); accept lengths lie in 1..window.
-        seed: the run seed.
+        seed: the run seed. Request ``rid``'s draws come from the key ``[seed, tag, rid]``,
+            ``tag`` by ``cfg.seed_key`` (sim/seed_streams.py ``ACCEPT``, ``SHARED_ACCEPT``).
 
     Raises:
         ValueError: ``mean_accept_length`` outside [1, measured window].
@@ -246,6 +250,7 @@ class AcceptanceModel:
         self.window = window
         self.seed = seed
         self.spread = cfg.request_spread
+        self.tag = seed_streams.ACCEPT if cfg.seed_key == "accept" else seed_streams.SHARED_ACCEPT
         gamma = window - 1
         ref = cfg.window or window
         if gamma <= 0:
@@ -281,7 +286,7 @@ class AcceptanceModel:
     def _rng(self, rid: int) -> np.random.Generator:
         g = self._rngs.get(rid)
         if g is None:
-            g = np.random.default_rng(_entropy(self.seed, rid))
+            g = np.random.default_rng(_entropy(self.seed, rid, self.tag))
             self._rngs[rid] = g
             self._levels[rid] = float(g.standard_normal())
             self._rates[rid] = expit(self.base_logits + self.spread * self._levels[rid])
@@ -460,3 +465,44 @@ class AcceptanceModel:
         if limits is not None:
             np.minimum(out, limits, out=out)
         return out
+
+
+
+def verifies_to_deliver(model: AcceptanceModel, rid: int, tokens: int) -> int:
+    """Verify cycles request ``rid`` needs to commit ``tokens`` tokens under ``model``'s
+    draws: the least n whose first n accept lengths sum to ``tokens`` or more (0 for
+    ``tokens`` <= 0). A request that ends inside a cycle's accepted block still ran that
+    cycle (the block is cut at its output length)."""
+    if tokens <= 0 or model.window <= 1:
+        return max(tokens, 0)
+    n = -(-tokens // model.window)   # no fewer than at full acceptance
+    while True:
+        model._ensure(rid, n)
+        hit = np.flatnonzero(model._running_sums(rid)[1:] >= tokens)
+        if len(hit):
+            return int(hit[0]) + 1
+        n *= 2
+
+
+def recorded_seed_key(cfg: AcceptanceConfig, window: int, seed: int, rids: np.ndarray,
+                      verify_tokens: np.ndarray, verifies: np.ndarray) -> str | None:
+    """The ``seed_key`` (AcceptanceConfig) whose draws a recorded run followed, read from its
+    requests: request ``rids[i]`` committed ``verify_tokens[i]`` tokens by verifies (its
+    output less the prefill's token) in ``verifies[i]`` cycles; arrays of shape (n,).
+
+    A run of the runtime forces the accept lengths of its own seed key on the GPU, so each
+    request's verify count is what that key's draws need (:func:`verifies_to_deliver`);
+    another key's draws give another count for most requests. Returns the key that gives
+    the recorded count for the most requests, if that is more than half of them; else None
+    (not a forced run, or another acceptance than ``cfg``)."""
+    n = len(rids)
+    if n == 0 or window <= 1:
+        return None
+    best, hits = None, 0
+    for k in ("accept", "shared"):
+        model = AcceptanceModel(cfg.model_copy(update={"seed_key": k}), window, seed)
+        got = sum(verifies_to_deliver(model, int(r), int(t)) == int(v)
+                  for r, t, v in zip(rids, verify_tokens, verifies, strict=True))
+        if got > hits:
+            best, hits = k, got
+    return best if 2 * hits > n else None

@@ -5,7 +5,7 @@ The draws themselves are :mod:`sim.acceptance`'s. Re-exported by :mod:`sim.confi
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from specsched.sim.errors import FieldError
@@ -45,6 +45,7 @@ class AcceptanceConfig(BaseModel):
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
     window: int | None = Field(None, ge=2, le=64, description="Verify window the acceptance was measured at (None: the scenario's window; an arm, --set or sweep axis that moves the window carries the rates from the file's window, as if it were given).")
     rate_decay: float = Field(1.0, gt=0.0, le=1.0, description="p_(i+1) / p_i of the rates derived from a mean accept length and of rates continued past the last given one (1: a constant rate, i.e. a truncated geometric accept length).")
+    seed_key: Literal["accept", "shared"] = Field("accept", description="The seed key of each request's accept draws (sim/seed_streams.py): accept, [seed, 8, rid], the stream of their own; shared, [seed, 3, rid], the key every run was made with before they had one (it shared the prefix workloads' tag). The runtime forces the same draws on the GPU, so a run recorded with the shared key is predicted again with it (benchmarks/repredict_h200.py picks the key per run from its requests).")
 
     @model_validator(mode="after")
     def _one_source(self) -> AcceptanceConfig:

@@ -53,6 +53,11 @@ multi_turn prompt stream's key."""
 ACCEPT = 8
 """A request's accept-length draws (sim/acceptance.py): ``[seed, 8, rid]``. It was
 ``[seed, 3, rid]``, which collided with the prefix streams (see the module docstring)."""
+SHARED_ACCEPT = PREFIX
+"""The accept draws' old tag: ``[seed, 3, rid]``, the key of every run made before :data:`ACCEPT`
+(acceptance ``seed_key: shared``). Not a stream of :data:`STREAMS` (it is the prefix tag): kept
+only so that a run recorded with those draws, which the runtime forced on the GPU, can be
+predicted again with the same ones."""
 DP_ROOMS = 0xB007
 """A prefill server's bootstrap rooms under DP attention (sim/dp_attention.py): ``[seed, 0xB007]``."""
 DISAGG_ROUTER = 0x50D
