@@ -21,6 +21,13 @@ captured SGLang's graph batch sizes (up to H200 round 28) padded to 1, 2, 4, 8, 
 the cost model's own profile gives back the simulated durations (docs/measurements/h200-v26.md,
 "The verify excess").
 
+``--extends``: every extend-only forward instead (mode extend, part main, no decode rows), its
+requests rebuilt from the records (:func:`rebuild_extends`) and priced by
+``CostModel.extend_s`` at their prompt lengths, prefix 0, and the drafter's injection behind
+it where the profile has ``gpu.draft_inject``; tables by the prefill graph bucket the extend
+replays (``CostModel.extend_bucket``), one-request extends and all
+(docs/measurements/h200-extend-buckets.md).
+
     python benchmarks/verify_step_costs.py RESULTS/sharegpt-lengths-base-measured \\
         --profile recorded=docs/measurements/h200-v26/h200-8b.yaml \\
         --profile refit=docs/measurements/h200-v26/h200-8b.yaml+excess --by-width 16
@@ -61,6 +68,45 @@ def rebuild(run: Path) -> pd.DataFrame:
         out.append((int(s.batch_size), len(ctx), (end - s.gpu_start_s) * 1e3,
                     float(np.mean(ctx)) if ctx else 0.0, max(ctx) if ctx else 0))
     return pd.DataFrame(out, columns=["bs", "n", "ms", "mean", "longest"])
+
+
+def rebuild_extends(run: Path) -> pd.DataFrame:
+    """Per extend-only forward of ``run`` (steps.parquet mode extend, part main, no decoding
+    rows): recorded batch size ``bs`` and tokens ``tokens``, the rebuilt prompt lengths
+    ``lens`` (the ``bs`` earliest-arrived requests, started by the step's start, whose first
+    token came at or after its end; requests.parquet), ``ok`` (they sum to the recorded tokens:
+    no cached prefix, no chunk), the forward's GPU span ``ms`` and its injection's ``inj_ms``
+    (part inject of the same step; NaN without one). Prefixes are taken as 0 (``ok`` false
+    otherwise). The first step (the cold first forward) is left out."""
+    st = pd.read_parquet(run / "steps.parquet")
+    rq = pd.read_parquet(run / "requests.parquet").sort_values("start_s", kind="stable")
+    inj = st[(st["mode"] == "extend") & (st["part"] == "inject")]
+    inj_ms = dict(zip(inj.step, (inj.gpu_end_s - inj.gpu_start_s) * 1e3, strict=True))
+    ext = st[(st["mode"] == "extend") & (st["part"] == "main") & (st.step > st.step.min())]
+    if "decoding_reqs" in ext:
+        ext = ext[ext.decoding_reqs == 0]
+    out = []
+    for s in ext.itertuples():
+        live = rq[(rq.first_token_s >= s.gpu_end_s - 1e-6) & (rq.start_s <= s.gpu_start_s + 1e-3)]
+        lens = tuple(int(x) for x in live.input_len.head(int(s.batch_size)))
+        ok = len(lens) == int(s.batch_size) and sum(lens) == int(s.num_extend_tokens)
+        out.append((int(s.batch_size), int(s.num_extend_tokens), lens, ok, (s.gpu_end_s - s.gpu_start_s) * 1e3,
+                    inj_ms.get(s.step, float("nan"))))
+    return pd.DataFrame(out, columns=["bs", "tokens", "lens", "ok", "ms", "inj_ms"])
+
+
+def price_extends(steps: pd.DataFrame, server, profiles: dict[str, object]) -> pd.DataFrame:
+    """``steps`` (of :func:`rebuild_extends`, ``ok`` rows) with one ms column per profile
+    (``CostModel.extend_s`` at prefix 0), ``NAME inj`` where the profile has an injection
+    grid, and ``bucket``: the token bucket the extend replays (0: eager)."""
+    steps = steps.copy()
+    for name, prof in profiles.items():
+        cm = CostModel(prof, server)
+        steps[name] = [cm.extend_s(ln, (0,) * len(ln)) * 1e3 for ln in steps.lens]
+        if cm.inject is not None:
+            steps[f"{name} inj"] = [cm.extend_s(ln, (0,) * len(ln), inject=True) * 1e3 for ln in steps.lens]
+        steps["bucket"] = [cm.extend_bucket(t) or 0 for t in steps.tokens]
+    return steps
 
 
 def _profile(spec: str):
@@ -156,6 +202,22 @@ def _scenario(run: Path, cell: str, arm: str, overrides: list[str] | None = None
     return load_scenario_with_overrides(scenarios_dir() / "h200" / f"{cell}.yaml", arm, overrides)
 
 
+def _print_extends(run: Path, server, profiles: dict[str, object]) -> None:
+    steps = rebuild_extends(run)
+    kept = price_extends(steps[steps.ok], server, profiles)
+    print(f"{run.name}: {len(kept)} of {len(steps)} extend forwards rebuilt at their recorded tokens (prefix 0)")
+    names = [c for c in kept.columns if c in profiles or (c.endswith(" inj") and c[:-4] in profiles)]
+    one = kept[kept.bs == 1]
+    print("one request, by bucket:")
+    print(table(one, [n for n in names if not n.endswith(" inj")], "bucket").to_string())
+    inj = [n for n in names if n.endswith(" inj")]
+    if inj and one.inj_ms.notna().any():
+        print("its injection, by bucket:")
+        print(table(one.assign(ms=one.inj_ms), inj, "bucket").to_string())
+    print("two or more requests, by bucket:")
+    print(table(kept[kept.bs > 1], [n for n in names if not n.endswith(" inj")], "bucket").to_string())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="results directories CELL-ARM-measured (or -predicted)")
@@ -170,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                          "graph batch and width (padding_slope), per run and pooled over the runs")
     ap.add_argument("--by-graph-batch", action="store_true",
                     help="tables by the graph batch each step was padded to (CostModel.padded_batch), not by batch size")
+    ap.add_argument("--extends", action="store_true",
+                    help="the extend-only forwards instead, priced by CostModel.extend_s, by prefill graph bucket")
     args = ap.parse_args(argv)
     try:
         profiles = {}
@@ -187,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 raise ConfigError(str(run), "run", ", ".join(missing), "missing: the batches are rebuilt from them")
             sc = _scenario(run, parts[0], parts[1], args.overrides)
+            if args.extends:
+                _print_extends(run, sc.server, profiles)
+                continue
             steps = rebuild(run)
             kept = steps[steps.n == steps.bs]
             print(f"{run.name}: {len(kept)} of {len(steps)} verify steps rebuilt at their recorded batch size")

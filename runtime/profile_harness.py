@@ -38,6 +38,9 @@ HOST_PROMPT = 1024
 # the grids take every graph bucket up to this batch size, powers of two above it (the
 # buckets every 8 above 64 would double the grid's time for the largest batches)
 GRID_ALL_BUCKETS_UP_TO = 64
+EXTEND_ALL_BUCKETS_UP_TO = 2048
+"""The extend grid takes every piecewise prefill token bucket up to this many tokens
+(:func:`extend_grid_tokens`); above it only the rows asked for (buckets 256 and 512 apart)."""
 # the attention-tile probe (GpuPhases.tile_phase): widths base, base + 64, ..., base + 256,
 # base a multiple of TILE_PROBE_BASE, so tiles of 128 and 256 positions start on it
 TILE_PROBE_BASE = 256
@@ -116,6 +119,32 @@ def grid_batch_sizes(max_bs: int) -> list[int]:
     pow2 = power_of_two_sizes(max_bs)
     buckets = [b for b in default_bs_buckets(max_bs) if b <= GRID_ALL_BUCKETS_UP_TO]
     return sorted({*pow2, *buckets})
+
+
+def extend_grid_tokens(extend_tokens: Sequence[int], buckets: Sequence[int],
+                       up_to: int = EXTEND_ALL_BUCKETS_UP_TO) -> list[int]:
+    """Token counts of the extend grid's rows: ``extend_tokens`` and every prefill graph
+    bucket from the smallest of them up to the largest (at most ``up_to``), ascending.
+
+    On CUDA an extend replays piecewise graphs at its token bucket (SGLang 0.5.23
+    model_executor/runner/prefill_cuda_graph_runner.py ``replay``; runtime/prefill_graph.py),
+    so its token work costs the bucket's, and that cost is not linear between grid rows: the
+    serving loop's one-request extends on H200 (8b proxy, four machines, rounds 27-29) against
+    a grid with rows at 256 and 1024 tokens ran +6-7 % at bucket 576, +2 % at 640, +7-9 % at
+    704, +2 % at 768, +11-13 % at 832, +5-7 % at 896, +3-4 % at 960 and 0-1 % at 1024, the
+    same on every machine (docs/measurements/h200-extend-buckets.md). With a row at each
+    bucket an extend is read between the two buckets around it and pays its own bucket's row
+    (sim/cost_model.py ``CostModel.extend_s``), as :func:`grid_batch_sizes` does for the
+    decode graphs' batch sizes. ``buckets`` empty (eager extends: CPU, HIP): the rows asked for.
+
+    Raises:
+        ValueError: ``extend_tokens`` empty.
+    """
+    rows = sorted({int(t) for t in extend_tokens})
+    if not rows:
+        raise ValueError("extend_tokens must be non-empty")
+    hi = min(rows[-1], up_to)
+    return sorted({*rows, *(int(b) for b in buckets if rows[0] <= b <= hi)})
 
 
 def extend_layout(tokens: int, context: float, prompt_len: int) -> tuple[list[int], int]:
@@ -265,6 +294,14 @@ class Harness:
         self.launch_ctx = widths[-1] + 1
         self.launch_bucket = launch_loop_width(self.launch_ctx, spec_window, repeats)
 
+        self.dev = Device(device, measure=True, ring_size=256, backend=backend)
+        dev = self.dev
+        # extends and injections run as the engine runs them (RuntimeEngine._prefill_buckets):
+        # piecewise at SGLang's token buckets on CUDA, eager on CPU and HIP
+        self.prefill_buckets = (prefill_token_buckets(cuda_graph_max_bs_prefill)
+                                if dev.is_gpu and not dev.is_hip and cuda_graph_max_bs_prefill > 0 else [])
+        # the extend grid's rows: every bucket an extend between them replays (extend_grid_tokens)
+        self.ext_x = extend_grid_tokens(self.ext_x, self.prefill_buckets)
         n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
                    + 2 * len(self.tile_widths) + 6 + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
@@ -276,13 +313,6 @@ class Harness:
         # measurements, never inside one; the profile's host.reference_work_s
         self.speed = SpeedSampler()
         self.reps: dict[str, list[int]] = {}
-
-        self.dev = Device(device, measure=True, ring_size=256, backend=backend)
-        dev = self.dev
-        # extends and injections run as the engine runs them (RuntimeEngine._prefill_buckets):
-        # piecewise at SGLang's token buckets on CUDA, eager on CPU and HIP
-        self.prefill_buckets = (prefill_token_buckets(cuda_graph_max_bs_prefill)
-                                if dev.is_gpu and not dev.is_hip and cuda_graph_max_bs_prefill > 0 else [])
         if dev.is_gpu:
             torch.cuda.reset_peak_memory_stats(dev.torch_device)
         self.cfg, self.dcfg = PRESETS[preset], PRESETS[draft_preset(preset)]

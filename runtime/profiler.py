@@ -235,7 +235,10 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
         max_bs: largest batch of the verify/decode grids (see :func:`grid_batch_sizes`).
         contexts: committed contexts of the verify/decode grids; the largest is also the
             long prefix of the extend grid.
-        extend_tokens: total extend tokens of the extend grid rows.
+        extend_tokens: total extend tokens of the extend grid rows; on CUDA the grid also
+            takes every prefill graph bucket between the smallest and the largest, up to
+            2048 tokens (runtime.profile_harness.extend_grid_tokens: a bucket's cost is not
+            linear between rows).
         cuda_graph_max_bs: the server's graph limit (chooses the eager-factor batch sizes
             and is recorded; every grid point is graph-replayed).
         repeats: timed calls per measurement (after :data:`WARMUP` warm-ups).
@@ -414,7 +417,8 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--contexts", type=_int_list, default=None,
                    help="committed contexts of the verify/decode grids (default 1024,4096; cpu 64,256)")
     p.add_argument("--extend-tokens", type=_int_list, default=None,
-                   help="extend grid token counts (default 256,1024,4096,16384; cpu 16,64,256)")
+                   help="extend grid token counts (default 256,1024,4096,16384; cpu 16,64,256); on CUDA every "
+                        "prefill graph bucket between them up to 2048 tokens is added")
     p.add_argument("--prompt-len", type=positive_int, default=None,
                    help="per-request extend length in the extend grid (default min(1024, max extend tokens))")
     p.add_argument("--graph-max-bs", type=positive_int, default=256, help="the server's cuda_graph_max_bs (default 256)")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from specsched.runtime.graphs import default_bs_buckets  # noqa: E402
+from specsched.runtime.profile_harness import EXTEND_ALL_BUCKETS_UP_TO, extend_grid_tokens  # noqa: E402
 from specsched.runtime.profiler import (  # noqa: E402
     extend_layout,
     fit_line,
@@ -28,6 +29,7 @@ from specsched.runtime.profiler import (  # noqa: E402
 )
 from specsched.sim.engine import run_scenario  # noqa: E402
 from specsched.sim.profile import GpuProfile, HostProfile, Profile, load_profile  # noqa: E402
+from specsched.sim.server_args import prefill_graph_bucket, prefill_token_buckets  # noqa: E402
 
 from tests.conftest import make_scenario  # noqa: E402
 
@@ -232,6 +234,38 @@ def test_fit_line_and_batch_sizes() -> None:
     assert grid_batch_sizes(20) == [1, 2, 4, 8, 12, 16, 20]
     assert grid_batch_sizes(1) == [1]
     assert set(grid_batch_sizes(128)) <= set(default_bs_buckets(128))
+
+
+@settings(max_examples=60, deadline=None)
+@given(asked=st.lists(st.integers(1, 20000), min_size=1, max_size=5),
+       top=st.sampled_from([0, 512, 1024, 4096, 8192, 16384]), tokens=st.integers(1, 20000))
+def test_extend_grid_has_a_row_at_every_bucket_an_extend_between_rows_replays(asked: list[int], top: int,
+                                                                               tokens: int) -> None:
+    """The invariant the serving loop needs of the extend grid: an extend of ``tokens``
+    between the grid's first row and its last (at most EXTEND_ALL_BUCKETS_UP_TO) replays its
+    piecewise graphs at a bucket that is itself a row, so its token work is a timed row, not
+    a line between rows (the H200 loop's extends at buckets 576-960 ran 2-13 % above that
+    line); the rows asked for are kept, and no row falls outside them."""
+    buckets = prefill_token_buckets(top) if top else []
+    rows = extend_grid_tokens(asked, buckets)
+    assert set(asked) <= set(rows) and rows == sorted(set(rows))
+    assert min(rows) == min(asked) and max(rows) == max(asked)
+    b = prefill_graph_bucket(tokens, buckets) if buckets else None
+    if b is not None and min(asked) <= tokens and b <= min(max(asked), EXTEND_ALL_BUCKETS_UP_TO):
+        assert b in rows
+    if not buckets:
+        assert rows == sorted(set(asked))
+
+
+def test_extend_grid_rows_of_the_h200_profiles() -> None:
+    """The rows the H200 rounds asked for (256, 1024, 2048, 4096, 8192) gain every bucket
+    from 256 up to 2048: 32 apart to 512, 64 to 1024, 256 to 2048."""
+    rows = extend_grid_tokens([256, 1024, 2048, 4096, 8192], prefill_token_buckets(16384))
+    assert rows[:10] == [256, 288, 320, 352, 384, 416, 448, 480, 512, 576]
+    assert [r for r in rows if 1024 <= r] == [1024, 1280, 1536, 1792, 2048, 4096, 8192]
+    assert {576, 640, 704, 768, 832, 896, 960} <= set(rows)
+    with pytest.raises(ValueError, match="non-empty"):
+        extend_grid_tokens([], [])
 
 
 def test_bad_arguments_are_refused() -> None:

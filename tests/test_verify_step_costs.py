@@ -116,3 +116,49 @@ def test_steps_are_priced_at_the_graph_batch_the_run_padded_to(tmp_path, capsys)
     assert "graph_bs" in out and any(line.split()[:1] == ["4"] for line in out.splitlines())
     assert costs.main([str(run), "--profile", f"p={ROUND26}", "--set", "server.cuda_graph_bz=[1]"]) == 2
     assert "cuda_graph_bz" in capsys.readouterr().err
+
+
+def _extend_run(d: Path) -> None:
+    """Three requests (prompts 600, 650, 700): a cold first extend of the first, then one
+    extend of the other two together (1350 tokens) with its injection, then a verify."""
+    d.mkdir(parents=True)
+    steps = [(0, "extend", "main", 1, 600, 0.000, 0.030, 0),
+             (1, "extend", "main", 2, 1350, 0.030, 0.080, 0),
+             (1, "extend", "inject", 2, 1350, 0.080, 0.083, 0),
+             (2, "verify", "main", 3, 0, 0.083, 0.090, 3)]
+    pd.DataFrame(steps, columns=["step", "mode", "part", "batch_size", "num_extend_tokens", "gpu_start_s",
+                                 "gpu_end_s", "decoding_reqs"]).to_parquet(d / "steps.parquet")
+    pd.DataFrame({"rid": [0, 1, 2], "input_len": [600, 650, 700], "start_s": [0.0, 0.01, 0.02],
+                  "first_token_s": [0.031, 0.084, 0.084], "finish_s": [0.5, 0.5, 0.5]}).to_parquet(d / "requests.parquet")
+
+
+def test_extends_are_rebuilt_and_priced_at_their_bucket(tmp_path):
+    """An extend forward's requests are the ones waiting at its start whose first token came
+    after it; the cold first forward is left out; the price is CostModel.extend_s of those
+    prompt lengths at prefix 0, at the bucket the tokens replay."""
+    from specsched.sim.config import load_scenario
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.profile import load_profile
+
+    run = tmp_path / "poisson-spec-base-measured"
+    _extend_run(run)
+    t = costs.rebuild_extends(run)
+    assert t.lens.tolist() == [(650, 700)] and t.ok.tolist() == [True]
+    assert t.ms.tolist() == pytest.approx([50.0]) and t.inj_ms.tolist() == pytest.approx([3.0])
+    sc = load_scenario(costs.scenarios_dir() / "h200" / "poisson-spec.yaml", "base")
+    prof = load_profile(str(ROUND26))
+    got = costs.price_extends(t, sc.server, {"p": prof})
+    cm = CostModel(prof, sc.server)
+    assert got.p.tolist() == pytest.approx([cm.extend_s((650, 700), (0, 0)) * 1e3])
+    assert got.bucket.tolist() == [cm.extend_bucket(1350)] and cm.extend_bucket(1350) >= 1350
+
+
+def test_an_extend_whose_prompts_do_not_add_up_is_not_priced(tmp_path):
+    """A cached prefix or a chunk: the waiting requests' prompts do not sum to the recorded
+    tokens, so the composition is unknown and the step is marked, not priced."""
+    run = tmp_path / "poisson-spec-base-measured"
+    _extend_run(run)
+    st = pd.read_parquet(run / "steps.parquet")
+    st.loc[st.step == 1, "num_extend_tokens"] = 1200
+    st.to_parquet(run / "steps.parquet")
+    assert costs.rebuild_extends(run).ok.tolist() == [False]
