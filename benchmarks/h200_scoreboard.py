@@ -90,7 +90,10 @@ class Call:
         kind: ``plain`` or ``conditioned``.
         preset: ``1b``, ``8b`` or ``unknown``; ``preset_from`` says where it was read.
         profile: the ``--profile`` path the call used, the profile it made, or ``""``.
-        fresh: ``yes``, ``no`` or ``not recorded`` (profile made on the same machine minutes before).
+        fresh: ``yes``, ``same round``, ``no`` or ``not recorded`` (profile made on the same
+            machine minutes before).
+        summary: the count the call's own ``summary.md`` states (``"7 of 20"``, the plain or
+            conditioned line as ``kind`` is), ``""`` where it has none: a cross-check.
     """
 
     round: int
@@ -101,6 +104,7 @@ class Call:
     preset_from: str
     profile: str
     fresh: str
+    summary: str
 
 
 def _commands(md_text: str) -> list[dict[str, str]]:
@@ -183,7 +187,12 @@ def _describe(docs: Path, csv: Path) -> Call | None:
             fresh = "no"
     if not profile.startswith("docs/measurements/"):
         profile = Path(profile).name  # where the call wrote it on its machine says nothing here
-    return Call(rnd, page, call, kind, preset, source, profile, fresh)
+    summary = ""
+    if not suffix and (folder / "summary.md").is_file():
+        label = "Within 5 % conditioned:" if kind == "conditioned" else "Within 5 %:"
+        m = re.search(re.escape(label) + r" \*\*(\d+ of \d+)\*\*", (folder / "summary.md").read_text(errors="replace"))
+        summary = m.group(1) if m else ""
+    return Call(rnd, page, call, kind, preset, source, profile, fresh, summary)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -395,14 +404,20 @@ def page(df: pd.DataFrame, counts: dict[str, int], by_round: pd.DataFrame, overa
         lines.append(f"| [{r['round']}]({r.page}) | {r.call} | {r.preset} | {r.cell} | {r.arm} | {LABELS[r.metric]} | "
                      f"{r.predicted:.4g} | {r.measured:.4g} | {_pct(r.error_pct)} |")
     lines += ["", "## Where each call's tags come from", "",
-              "| round | call | file(s) | preset | preset from | profile | made on the machine minutes before | figures |",
+              "The last column counts the call's plain figures within 5 % here, and what the call's own "
+              "`summary.md` states (blank where it has none).", "",
+              "| round | call | file(s) | preset | preset from | profile | made on the machine minutes before "
+              "| within 5 % (summary.md) |",
               "|---|---|---|---|---|---|---|---:|"]
     for (rnd, call), g in df.groupby(["round", "call"], sort=True):
         r = g.iloc[0]
         files = ", ".join(sorted(g.file.unique()))
         prof = f"`{r.profile}`" if r.profile else "not recorded"
+        plain = g[g.kind == "plain"]
+        stated = plain.summary.iloc[0] if len(plain) else ""
         lines.append(f"| [{rnd}]({r.page}) | {call} | {files} | {r.preset} | {r.preset_from} | {prof} | {r.fresh} | "
-                     f"{int((g.kind == 'plain').sum())} |")
+                     f"{int((plain.abs_error_pct <= WITHIN_PCT).sum())} of {len(plain)}"
+                     + (f" ({stated})" if stated else "") + " |")
     if counts["skipped_files"]:
         lines += ["", f"{counts['skipped_files']} validate CSV(s) outside a round folder were not read."]
     return "\n".join(lines) + "\n"

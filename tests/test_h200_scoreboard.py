@@ -40,6 +40,7 @@ def _tree(docs: Path) -> None:
     _csv(docs / "h200-v4" / "a" / "validate_conditioned.csv", {m: 1.0 for m in TARGET_METRICS}, cell="batch8",
          extra=",speed_factor")
     (docs / "h200-v4" / "a" / "gpu_validate.log").write_text("profiled in 300 s -> OUT/a/h200-8b.yaml\n")
+    (docs / "h200-v4" / "a" / "summary.md").write_text("Within 5 %: **4 of 5** figures\n")
     (docs / "h200-v4" / "b").mkdir()
     (docs / "h200-v4" / "b" / "validate.csv").write_bytes((docs / "h200-v4" / "a" / "validate.csv").read_bytes())
     # a later round filed in round 4's folder, no preset anywhere
@@ -75,8 +76,20 @@ def test_counts_tags_dedup_and_shares(tmp_path):
     text = (docs / "scoreboard.md").read_text()
     assert "| plain | 67 % (2/3), 3.0 % |" in text
     assert "[4](h200-v4/)" in text  # no page for round 4: its folder
+    assert "| 4 of 5 (4 of 5) |" in text  # the call's own summary.md, beside the count
     for png in ("ecdf.png", "by-round.png", "latest-heatmap.png"):
         assert (docs / "scoreboard" / png).stat().st_size < 150_000
+
+
+def test_value_not_a_number_is_one_line_exit_2(tmp_path, capsys):
+    docs = tmp_path / "measurements"
+    _tree(docs)
+    bad = docs / "h200-v3" / "validate.csv"
+    bad.write_text(bad.read_text().replace(",2.0\n", ",two\n"))
+    assert main(["--docs", str(docs)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "'error_pct'" in err[0] and "'two'" in err[0]
+    assert not (docs / "scoreboard.md").exists()
 
 
 def test_missing_column_is_one_line_exit_2(tmp_path):
