@@ -370,6 +370,11 @@ def page(df: pd.DataFrame, counts: dict[str, int], by_round: pd.DataFrame, overa
     for kind in ("plain", "conditioned"):
         t = overall[overall.kind == kind]
         lines.append(f"| {kind} | " + " | ".join(cell(t, m) for m in (*TARGET_METRICS, "all")) + " |")
+    key = ["round", "call", "cell", "arm", "metric"]
+    cond_keys = df[df.kind == "conditioned"][key]
+    paired = df[df.kind == "plain"].merge(cond_keys, on=key)
+    t = share_table(paired, [])
+    lines.append("| plain, the figures conditioned has | " + " | ".join(cell(t, m) for m in (*TARGET_METRICS, "all")) + " |")
     for preset in sorted(df.preset.unique()):
         t = share_table(df[(df.preset == preset) & (df.kind == "plain")], [])
         lines.append(f"| plain, preset {preset} | " + " | ".join(cell(t, m) for m in (*TARGET_METRICS, "all")) + " |")
@@ -387,7 +392,8 @@ def page(df: pd.DataFrame, counts: dict[str, int], by_round: pd.DataFrame, overa
         lines.append(f"| [{rnd}]({pg}) | {', '.join(sorted(g.preset.unique()))} | {', '.join(sorted(g.fresh.unique()))} | "
                      + " | ".join(cell(t, m) for m in (*TARGET_METRICS, "all")) + f" | {cell(tc, 'all')} |")
     lines += ["", f"![by round]({png_dir}/by-round.png)", "", "## Per cell: the latest round", "",
-              "Plain error per figure in the latest round that measured the cell's arm. Bold: beyond 5 %.", "",
+              "Plain error per figure in the latest round that measured the cell's arm. Bold: beyond 5 %. "
+              f"All of them: {cell(share_table(last, []), 'all')}.", "",
               "| cell | arm | round | call | preset | " + " | ".join(heads[:-1]) + " |",
               "|---|---|---|---|---|" + "---:|" * (len(heads) - 1)]
     for (c, a), g in last.groupby(["cell", "arm"], sort=True):
