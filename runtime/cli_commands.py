@@ -23,6 +23,9 @@ VALIDATE_METRICS = (
 )
 """The metrics ``validate`` compares (bench_serving units)."""
 
+TARGET_METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+"""The figures the 5 % hardware target is on (issue 8): a subset of :data:`VALIDATE_METRICS`."""
+
 
 def check_device_and_preset(args: argparse.Namespace) -> None:
     """Refuse a --device or --preset that cannot run, in one line, before any model is built.
