@@ -277,8 +277,12 @@ def _is_union_tag(x: object) -> bool:
     return x in seen and x[:1].isupper()
 
 
-def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
-    """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed."""
+def validation_error(file: str, err: ValidationError, data: dict[str, Any],
+                     root: type[BaseModel] | None = None) -> ConfigError:
+    """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed.
+
+    ``root`` is the model ``data`` was validated as (default :class:`Scenario`): an unknown
+    key's allowed list is read from it, so a profile's error lists the profile's keys."""
     errors = err.errors()
     first = errors[0]
     if (isinstance(first.get("input"), dict) and first["type"].endswith("_type") and first["loc"]
@@ -308,7 +312,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
         if not loc and "." in head:  # a cross-field check names its key first
             key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
     if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     return ConfigError(file, key, value, msg)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -407,3 +408,28 @@ def test_a_bad_replayed_file_is_refused_before_compare_or_sweep_runs(tmp_path, c
     out = tmp_path / ("o.parquet" if command == "sweep" else "o")
     _assert_refused(capsys, argv, out, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "s.yaml"])
+
+
+@pytest.mark.parametrize(("section", "good", "typo"), [
+    ("host", "  schedule_s:", "  schedul_s:"),
+    ("gpu", "  eager_factor:", "  eager_factr:"),
+    ("", "host:", "hosts:"),
+])
+def test_a_misspelt_profile_key_lists_the_profile_sections_keys(tmp_path, capsys, section, good, typo):
+    """A typo in a profile names the profile's own keys for that section (it listed the
+    scenario's ``host`` block, speed_factor and reference_work_s, for a profile's host typo)."""
+    from specsched.sim.profile import Profile
+
+    text = (ROOT / "profiles" / "h200-llama8b-roofline.yaml").read_text()
+    assert f"\n{good}" in text
+    prof = tmp_path / "prof.yaml"
+    prof.write_text(text.replace(f"\n{good}", f"\n{typo}", 1))
+    path = small_scenario(tmp_path, **{f"profile: {ROOT / 'profiles' / 'mi355x-dsv41-flash-tp4.yaml'}": f"profile: {prof}"})
+    key = ".".join(filter(None, (section, typo.strip(" :"))))
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(prof), f"{key} = ")
+    model: Any = Profile
+    if section:
+        ann = Profile.model_fields[section].annotation
+        model = next(c for c in (ann, *getattr(ann, "__args__", ())) if hasattr(c, "model_fields"))
+    assert f"did you mean '{good.strip(' :')}'" in err, err
+    assert err.endswith("allowed: " + ", ".join(model.model_fields)), err
