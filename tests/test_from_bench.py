@@ -433,3 +433,20 @@ def test_a_chain_window_sglang_resets_is_written_as_sglang_runs_it(given):
     assert sc["acceptance"]["mean_accept_length"] == pytest.approx(3.9)
     assert any("speculative_num_draft_tokens" in a and "4" in a for a in sc["assumptions"]), sc["assumptions"]
     Scenario.model_validate({**sc, "profile": "h200-1b"})
+
+
+def test_a_profile_file_given_from_the_working_folder_is_found_wherever_the_scenario_runs(tmp_path, monkeypatch, capsys):
+    """``--profile my.yaml --out sub/s.yaml``: the scenario names the profile relative to its own
+    folder, as a scenario's profile path is read, so it runs from any folder (it wrote
+    ``profile: my.yaml``, which only resolved from the folder the command ran in)."""
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    (work / "my.yaml").write_text((ROOT / "profiles" / "h200-1b.yaml").read_text())
+    monkeypatch.chdir(work)
+    p = _write(tmp_path, LINE)
+    assert main(["scenario", "from-bench", str(p), "--profile", "my.yaml", "--out", "sub/s.yaml"]) == 0
+    assert yaml.safe_load((work / "sub" / "s.yaml").read_text())["profile"] == "../my.yaml"
+    monkeypatch.chdir(other)
+    assert main(["run", str(work / "sub" / "s.yaml"), "--out", str(other / "o"), "--quiet"]) == 0
+    assert load_profile(load_scenario(work / "sub" / "s.yaml").profile, work / "sub" / "s.yaml").name == "h200-1b"
