@@ -110,7 +110,9 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
                                      **agentic_args(args))
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
-        print(p)
+        print(f"wrote {p}")
+    if sc["assumptions"]:
+        print("assumptions (also in the scenario's `assumptions`):")
     for note in sc["assumptions"]:
         print(f"  - {note}")
     return 0

@@ -450,3 +450,15 @@ def test_a_profile_file_given_from_the_working_folder_is_found_wherever_the_scen
     monkeypatch.chdir(other)
     assert main(["run", str(work / "sub" / "s.yaml"), "--out", str(other / "o"), "--quiet"]) == 0
     assert load_profile(load_scenario(work / "sub" / "s.yaml").profile, work / "sub" / "s.yaml").name == "h200-1b"
+
+
+def test_from_bench_says_what_it_wrote_then_its_assumptions(tmp_path, monkeypatch, capsys):
+    """The output names each file as written (a bare path read like an error or a prompt) and
+    heads the notes as the scenario's assumptions."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = load_scenario(tmp_path / "s.yaml").assumptions
+    assert lines[0] == "wrote s.yaml" and lines[1].startswith("assumptions")
+    assert lines[2:] == [f"  - {n}" for n in notes] and notes
