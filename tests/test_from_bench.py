@@ -462,3 +462,16 @@ def test_from_bench_says_what_it_wrote_then_its_assumptions(tmp_path, monkeypatc
     notes = load_scenario(tmp_path / "s.yaml").assumptions
     assert lines[0] == "wrote s.yaml" and lines[1].startswith("assumptions")
     assert lines[2:] == [f"  - {n}" for n in notes] and notes
+
+
+@pytest.mark.parametrize("command", ["scenario from-bench", "validate-bench"])
+def test_an_unknown_profile_on_the_command_line_names_the_option(tmp_path, monkeypatch, capsys, command):
+    """--profile that names no profile is the command line's fault: the error says --profile
+    (validate-bench named the temporary scenario it builds, a file the user never saw)."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main([*command.split(), str(p), "--profile", "no-such-profile", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("specsched: error: <command line>: --profile = 'no-such-profile': no such profile"), err
+    assert len(err.splitlines()) == 1 and "h200-1b" in err
+    assert not (tmp_path / "x").exists()
