@@ -277,6 +277,11 @@ def _is_union_tag(x: object) -> bool:
     return x in seen and x[:1].isupper()
 
 
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+           "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+"""pydantic's bound error types -> (its ctx key, the bound as the scenario reference writes it)."""
+
+
 def validation_error(file: str, err: ValidationError, data: dict[str, Any],
                      root: type[BaseModel] | None = None) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed.
@@ -300,6 +305,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
+    bound = _BOUNDS.get(first["type"])
+    if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
+        msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key

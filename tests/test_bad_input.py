@@ -295,7 +295,7 @@ def test_an_out_folder_under_a_file_is_refused_before_the_run(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("turns", "needles"), [
-    ("{kind: uniform, value: 0}", ("workload.multi_turn.num_turns.value = 0", "greater than or equal to 1")),
+    ("{kind: uniform, value: 0}", ("workload.multi_turn.num_turns.value = 0", "must be >= 1")),
     ("{kind: gauss, value: 3}", ("workload.multi_turn.num_turns.kind = 'gauss'", "'fixed', 'uniform' or 'file'")),
     ("{kind: uniform}", ("workload.multi_turn.num_turns = ", "needs 'value'")),
     ("{kind: fixed, value: 3, x: 1}", ("workload.multi_turn.num_turns.x = 1", "unknown key; allowed: kind")),
@@ -433,3 +433,12 @@ def test_a_misspelt_profile_key_lists_the_profile_sections_keys(tmp_path, capsys
         model = next(c for c in (ann, *getattr(ann, "__args__", ())) if hasattr(c, "model_fields"))
     assert f"did you mean '{good.strip(' :')}'" in err, err
     assert err.endswith("allowed: " + ", ".join(model.model_fields)), err
+
+
+@pytest.mark.parametrize(("rate", "bound"), [("-8", "must be > 0"), ("0", "must be > 0")])
+def test_a_value_out_of_bounds_says_the_bound_as_the_reference_writes_it(tmp_path, capsys, rate, bound):
+    """A value past a bound reads as the scenario reference's 'allowed' column (> 0), not as
+    pydantic's 'Input should be greater than 0'."""
+    path = _poisson(tmp_path, rate)
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), f"workload.request_rate = {rate}: ")
+    assert bound in err and "Input should" not in err, err
