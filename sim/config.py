@@ -362,7 +362,10 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     if not isinstance(arms, dict):
         raise ConfigError(str(path), "arms", arms, "must be a mapping of arm name -> overrides")
     if arm != "base" and arm not in arms:
-        raise ConfigError(str(path), "--arm", arm, f"allowed: {', '.join(['base', *[a for a in arms if a != 'base']])}")
+        names = ["base", *[str(a) for a in arms if a != "base"]]
+        near = difflib.get_close_matches(str(arm), names, n=1)
+        raise ConfigError(str(path), "--arm", arm,
+                          (f"did you mean {near[0]!r}? " if near else "") + f"allowed: {', '.join(names)}")
     chosen = _resolve_arm(path, raw, arm)
     for other in arms:  # a typo in an arm not chosen now fails now, not in next week's run
         if other != arm:

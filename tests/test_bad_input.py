@@ -442,3 +442,12 @@ def test_a_value_out_of_bounds_says_the_bound_as_the_reference_writes_it(tmp_pat
     path = _poisson(tmp_path, rate)
     err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), f"workload.request_rate = {rate}: ")
     assert bound in err and "Input should" not in err, err
+
+
+def test_a_misspelt_arm_suggests_the_close_one(tmp_path, capsys):
+    """--arm with a typo of an arm (dash for underscore) offers it before the allowed list."""
+    path = small_scenario(tmp_path, **{"arms:": "arms:\n  small_chunk: {server: {chunked_prefill_size: 512}}"})
+    err = _assert_refused(capsys, ["run", str(path), "--arm", "small-chunk"], tmp_path / "res", "--arm = 'small-chunk'")
+    assert "did you mean 'small_chunk'?" in err and "allowed: base" in err and "small_chunk" in err.split("allowed:")[1]
+    err = _assert_refused(capsys, ["run", str(path), "--arm", "zzz"], tmp_path / "res", "--arm = 'zzz'")
+    assert "did you mean" not in err
