@@ -129,6 +129,8 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
+    if getattr(args, "quiet", False):
+        return 0
     if sc["assumptions"]:
         print("assumptions (also in the scenario's `assumptions`):")
     for note in sc["assumptions"]:
@@ -323,6 +325,10 @@ def add_parsers(sub: Any) -> None:
                         "own arrivals and lengths as a trace (vllm bench serve --save-detailed lines: start_times "
                         "less queue_times)")
     add_agentic_options(f)
+    # here too, as after every other command (`scenario -q from-bench` still works): SUPPRESS
+    # keeps an absent -q from overriding the parent's
+    f.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="print only the files written (the assumptions are in the scenario)")
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",

@@ -475,3 +475,13 @@ def test_an_unknown_profile_on_the_command_line_names_the_option(tmp_path, monke
     assert err.startswith("specsched: error: <command line>: --profile = 'no-such-profile': no such profile"), err
     assert len(err.splitlines()) == 1 and "h200-1b" in err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("argv", [["scenario", "from-bench", "-q"], ["scenario", "-q", "from-bench"]])
+def test_quiet_from_bench_prints_only_what_it_wrote(tmp_path, monkeypatch, capsys, argv):
+    """-q after from-bench was refused ("unrecognized arguments") though `scenario --help` offers
+    it; either place, only the written files are printed."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main([*argv, str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["wrote s.yaml"]
