@@ -137,7 +137,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
             return {"kind": "fixed", "value": v} if r >= 1 else {"kind": "uniform", "value": v, "range_ratio": r}
 
         notes.append(f"lengths: bench_serving random, uniform integers in [max(1, int(len x ratio)), len], ratio "
-                     f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)")
+                     f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)"
+                     + ("; ratio 1 is one length: written as kind fixed" if max(rin, rout) >= 1 else ""))
         return dist(a["random_input_len"], rin), dist(a["random_output_len"], rout), notes, {}
     if mode == "args" and ds == "sharegpt":
         out = ({"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")

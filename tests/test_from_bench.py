@@ -485,3 +485,14 @@ def test_quiet_from_bench_prints_only_what_it_wrote(tmp_path, monkeypatch, capsy
     p = _write(tmp_path, LINE)
     assert main([*argv, str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
     assert capsys.readouterr().out.splitlines() == ["wrote s.yaml"]
+
+
+def test_a_ratio_one_line_says_its_lengths_are_written_fixed(tmp_path):
+    """Range ratio 1 draws one length: the scenario says kind fixed, and the note that told of
+    uniform integers says why (it read as if the lengths were drawn)."""
+    sc, _ = scenario_from_bench(parse_run({**LINE, "random_range_ratio": 1.0}, "f:1"), "tiny")
+    assert sc["workload"]["input_len"]["kind"] == "fixed"
+    assert any("written as kind fixed" in n for n in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny")
+    assert sc["workload"]["input_len"]["kind"] == "uniform"
+    assert not any("kind fixed" in n for n in sc["assumptions"])
