@@ -97,20 +97,42 @@ def load_run_or_bench(item: str) -> Any:
 
 # ---------------------------------------------------------------- scenario from-bench
 
+def check_profile_arg(profile: str) -> None:
+    """Load ``--profile`` as given on the command line (a bundled name, or a path from the
+    working folder).
+
+    Raises:
+        ConfigError: naming ``<command line>: --profile`` when there is no such profile (not
+            the scenario these commands build from it, a file the user never wrote), or the
+            profile file's own key at fault.
+    """
+    from specsched.sim.profile import load_profile
+
+    try:
+        load_profile(profile)
+    except ConfigError as e:
+        if e.key == "profile":
+            raise ConfigError("<command line>", "--profile", e.value, e.allowed) from None
+        raise
+
+
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
     from specsched.analysis.from_bench import scenario_from_bench, write_scenario
     from specsched.sim.bench_serving import read_bench_one
-    from specsched.sim.profile import load_profile
 
     run = read_bench_one(args.file)
-    load_profile(args.profile)   # refuse an unknown profile before writing anything
+    check_profile_arg(args.profile)   # refuse an unknown profile before writing anything
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
                                      template=args.template, lengths=args.lengths, arrivals=args.arrivals,
                                      **agentic_args(args))
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
-        print(p)
+        print(f"wrote {p}")
+    if getattr(args, "quiet", False):
+        return 0
+    if sc["assumptions"]:
+        print("assumptions (also in the scenario's `assumptions`):")
     for note in sc["assumptions"]:
         print(f"  - {note}")
     return 0
@@ -175,6 +197,8 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     from specsched.sim.bench_serving import read_bench_one, require_measured
 
     measured = require_measured(read_bench_one(args.file))
+    if args.profile and not args.scenario:   # the scenario is built from the line with it
+        check_profile_arg(args.profile)
     with tempfile.TemporaryDirectory() as tmp:   # a built scenario's files, while it runs
         return _validate(args, measured, Path(tmp))
 
@@ -301,6 +325,10 @@ def add_parsers(sub: Any) -> None:
                         "own arrivals and lengths as a trace (vllm bench serve --save-detailed lines: start_times "
                         "less queue_times)")
     add_agentic_options(f)
+    # here too, as after every other command (`scenario -q from-bench` still works): SUPPRESS
+    # keeps an absent -q from overriding the parent's
+    f.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="print only the files written (the assumptions are in the scenario)")
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",

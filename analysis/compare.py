@@ -48,7 +48,9 @@ TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_valu
                  "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct")
 """``base_value``/``arm_value``: each arm's value over seeds in the metric's unit (the mean, or
 the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change;
-``noise_pct`` the size below which a change counts as the same (:func:`noise_pct`)."""
+``noise_pct`` the size below which a change counts as the same (:func:`noise_pct`);
+``n_seeds`` the seeds these are over (paired: those where both arms have the metric, e.g.
+``verify_cycles_per_s`` is missing for a run with no steady batch)."""
 MIN_CHANGE_PCT = 1.0
 """Default smallest change (%, either way) that a comparison calls better or worse. A change
 below it is below what the simulator resolves: its predictions of the reference figures sit
@@ -268,8 +270,10 @@ def summarize_comparison(
                     rows.append((m, base, arm, len(seeds), pb.percentile(pm[1]), pc.percentile(pm[1]), pct, lo, hi,
                                  "pooled", noise))
                     continue
-            if same_seeds:
+            if same_seeds:   # the seeds where both arms have the metric: the means, the change and its CI agree
                 bv, cv = b[m].to_numpy(float), c[m].to_numpy(float)
+                keep = np.isfinite(bv) & np.isfinite(cv)
+                bv, cv = bv[keep], cv[keep]
             else:
                 bv, cv = b[m].dropna().to_numpy(float), c[m].dropna().to_numpy(float)
             pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence,

@@ -69,6 +69,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
             return {"kind": "fixed", "value": v} if r >= 1 else {"kind": "uniform", "value": v, "range_ratio": r}
 
         notes.append(f"lengths: bench_serving random, uniform integers in [max(1, int(len x ratio)), len], ratio "
-                     f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)")
+                     f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)"
+                     + ("; ratio 1 is one length: written as kind fixed" if max(rin, rout) >= 1 else ""))
         return dist(a["random_input_len"], rin), dist(a["random_output_len"], rout), notes, {}
     if mode == "args" and ds == "sharegpt":
         out = ({"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")
@@ -913,10 +915,21 @@ def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:
 
 def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str | Path) -> list[Path]:
     """Write the scenario YAML (and its length histograms beside it, ``<stem>-<input|output>-lengths.csv``),
-    each atomically; histograms first, so a YAML never names a missing file. Returns the paths."""
+    each atomically; histograms first, so a YAML never names a missing file. Returns the paths.
+
+    A profile given as a path to a file (``--profile my.yaml``, read from the working folder)
+    is written relative to the YAML's folder, as a scenario's profile path is read
+    (:func:`sim.profile.resolve_profile_path`): the scenario then runs from any folder, and
+    ``--out elsewhere/s.yaml`` still finds it. A bundled profile's name stays a name."""
     from specsched.analysis.io import atomic_write, atomic_write_text
 
     out = Path(out)
+    prof = Path(str(sc["profile"]))
+    if prof.is_file():
+        try:
+            sc["profile"] = Path(os.path.relpath(prof.resolve(), out.resolve().parent)).as_posix()
+        except ValueError:   # another drive: no relative path
+            sc["profile"] = str(prof.resolve())
     written = []
     for key, df in tables.items():
         p = out.with_name(f"{out.stem}-trace.csv" if key == "trace" else f"{out.stem}-{key}-lengths.csv")

@@ -277,8 +277,17 @@ def _is_union_tag(x: object) -> bool:
     return x in seen and x[:1].isupper()
 
 
-def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> ConfigError:
-    """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed."""
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+           "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+"""pydantic's bound error types -> (its ctx key, the bound as the scenario reference writes it)."""
+
+
+def validation_error(file: str, err: ValidationError, data: dict[str, Any],
+                     root: type[BaseModel] | None = None) -> ConfigError:
+    """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed.
+
+    ``root`` is the model ``data`` was validated as (default :class:`Scenario`): an unknown
+    key's allowed list is read from it, so a profile's error lists the profile's keys."""
     errors = err.errors()
     first = errors[0]
     if (isinstance(first.get("input"), dict) and first["type"].endswith("_type") and first["loc"]
@@ -296,6 +305,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
     key = ".".join(str(x) for x in loc) or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
+    bound = _BOUNDS.get(first["type"])
+    if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
+        msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
@@ -308,7 +320,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any]) -> C
         if not loc and "." in head:  # a cross-field check names its key first
             key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
     if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     return ConfigError(file, key, value, msg)
@@ -350,7 +362,10 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     if not isinstance(arms, dict):
         raise ConfigError(str(path), "arms", arms, "must be a mapping of arm name -> overrides")
     if arm != "base" and arm not in arms:
-        raise ConfigError(str(path), "--arm", arm, f"allowed: {', '.join(['base', *[a for a in arms if a != 'base']])}")
+        names = ["base", *[str(a) for a in arms if a != "base"]]
+        near = difflib.get_close_matches(str(arm), names, n=1)
+        raise ConfigError(str(path), "--arm", arm,
+                          (f"did you mean {near[0]!r}? " if near else "") + f"allowed: {', '.join(names)}")
     chosen = _resolve_arm(path, raw, arm)
     for other in arms:  # a typo in an arm not chosen now fails now, not in next week's run
         if other != arm:

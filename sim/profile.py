@@ -587,4 +587,4 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
     try:
         return Profile.model_validate(raw)
     except ValidationError as e:
-        raise validation_error(str(path), e, raw) from None
+        raise validation_error(str(path), e, raw, Profile) from None

@@ -33,9 +33,10 @@ def _row(label: str, value: Any, fmt: str = "{:.2f}") -> str:
 
 
 def _line(label: str, value: Any, fmt: str = "{:.2f}") -> str:
-    # specsched's own sections (after bench_serving's block): values right-aligned
+    # specsched's own sections (after bench_serving's block): figures right-aligned, names
+    # (the scenario, the source) left-aligned as bench_serving prints its backend
     text = _text(value, fmt)
-    return f"{label:<41}{text:>9}" if len(text) <= 9 else f"{label:<41}{text}"
+    return f"{label:<41}{text:>9}" if len(text) <= 9 and not isinstance(value, str) else f"{label:<41}{text}"
 
 
 def _head(title: str, ch: str = "-") -> str:

@@ -199,3 +199,18 @@ def test_csv_columns_name_the_values_they_hold():
     table = compare.summarize_comparison(_samples(6.0, 4, np.random.default_rng(3)), ["output_throughput"])
     assert {"base_value", "arm_value", "change_pct"} <= set(table.columns)
     assert "change_mean" not in table.columns
+
+
+def test_a_metric_missing_in_one_seed_compares_the_seeds_both_arms_have():
+    """A paired metric one arm lacks in some seed (verify_cycles_per_s of a run with no steady
+    batch) is compared over the seeds both arms have: the values, the change and the seed count
+    agree (the arm's value read n/a beside a change computed from the other seeds)."""
+    rows = [("base", s, "verify_cycles_per_s", v) for s, v in enumerate([92.0, 81.0, 83.0])]
+    rows += [("fix", s, "verify_cycles_per_s", v) for s, v in enumerate([math.nan, 80.0, 82.5])]
+    rows += [(arm, s, "output_throughput", 1000.0 + s) for arm in ("base", "fix") for s in range(3)]
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]))
+    assert table.set_index("metric").loc["output_throughput", "n_seeds"] == 3
+    r = table.set_index("metric").loc["verify_cycles_per_s"]
+    assert r["n_seeds"] == 2
+    assert r["base_value"] == pytest.approx(82.0) and r["arm_value"] == pytest.approx(81.25)
+    assert r["change_pct"] == pytest.approx(100 * (81.25 - 82.0) / 82.0)

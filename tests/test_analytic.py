@@ -256,6 +256,11 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys):
     assert "not valid JSON" in _bad(tmp_path, capsys, "--model", str(path), "--gpu", "H200")
     assert "--dtype" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--dtype", "int4")
     assert "--host-ghz = 0.0" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--host-ghz", "0")
+    # a missing --gpu or --model says what to give (it printed "--gpu = None")
+    err = _bad(tmp_path, capsys, "--model", "llama-3.1-8b")
+    assert "--gpu = '<missing>'" in err and "H100, H200" in err
+    err = _bad(tmp_path, capsys, "--gpu", "H200")
+    assert "--model = '<missing>'" in err and "config.json" in err and "llama-3.1-8b" in err
 
 
 BAD_CONFIGS = {

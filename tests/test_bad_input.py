@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -302,7 +303,7 @@ def test_an_out_folder_under_a_file_is_refused_before_the_run(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("turns", "needles"), [
-    ("{kind: uniform, value: 0}", ("workload.multi_turn.num_turns.value = 0", "greater than or equal to 1")),
+    ("{kind: uniform, value: 0}", ("workload.multi_turn.num_turns.value = 0", "must be >= 1")),
     ("{kind: gauss, value: 3}", ("workload.multi_turn.num_turns.kind = 'gauss'", "'fixed', 'uniform' or 'file'")),
     ("{kind: uniform}", ("workload.multi_turn.num_turns = ", "needs 'value'")),
     ("{kind: fixed, value: 3, x: 1}", ("workload.multi_turn.num_turns.x = 1", "unknown key; allowed: kind")),
@@ -415,3 +416,46 @@ def test_a_bad_replayed_file_is_refused_before_compare_or_sweep_runs(tmp_path, c
     out = tmp_path / ("o.parquet" if command == "sweep" else "o")
     _assert_refused(capsys, argv, out, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "s.yaml"])
+
+
+@pytest.mark.parametrize(("section", "good", "typo"), [
+    ("host", "  schedule_s:", "  schedul_s:"),
+    ("gpu", "  eager_factor:", "  eager_factr:"),
+    ("", "host:", "hosts:"),
+])
+def test_a_misspelt_profile_key_lists_the_profile_sections_keys(tmp_path, capsys, section, good, typo):
+    """A typo in a profile names the profile's own keys for that section (it listed the
+    scenario's ``host`` block, speed_factor and reference_work_s, for a profile's host typo)."""
+    from specsched.sim.profile import Profile
+
+    text = (ROOT / "profiles" / "h200-llama8b-roofline.yaml").read_text()
+    assert f"\n{good}" in text
+    prof = tmp_path / "prof.yaml"
+    prof.write_text(text.replace(f"\n{good}", f"\n{typo}", 1))
+    path = small_scenario(tmp_path, **{f"profile: {ROOT / 'profiles' / 'mi355x-dsv41-flash-tp4.yaml'}": f"profile: {prof}"})
+    key = ".".join(filter(None, (section, typo.strip(" :"))))
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(prof), f"{key} = ")
+    model: Any = Profile
+    if section:
+        ann = Profile.model_fields[section].annotation
+        model = next(c for c in (ann, *getattr(ann, "__args__", ())) if hasattr(c, "model_fields"))
+    assert f"did you mean '{good.strip(' :')}'" in err, err
+    assert err.endswith("allowed: " + ", ".join(model.model_fields)), err
+
+
+@pytest.mark.parametrize(("rate", "bound"), [("-8", "must be > 0"), ("0", "must be > 0")])
+def test_a_value_out_of_bounds_says_the_bound_as_the_reference_writes_it(tmp_path, capsys, rate, bound):
+    """A value past a bound reads as the scenario reference's 'allowed' column (> 0), not as
+    pydantic's 'Input should be greater than 0'."""
+    path = _poisson(tmp_path, rate)
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), f"workload.request_rate = {rate}: ")
+    assert bound in err and "Input should" not in err, err
+
+
+def test_a_misspelt_arm_suggests_the_close_one(tmp_path, capsys):
+    """--arm with a typo of an arm (dash for underscore) offers it before the allowed list."""
+    path = small_scenario(tmp_path, **{"arms:": "arms:\n  small_chunk: {server: {chunked_prefill_size: 512}}"})
+    err = _assert_refused(capsys, ["run", str(path), "--arm", "small-chunk"], tmp_path / "res", "--arm = 'small-chunk'")
+    assert "did you mean 'small_chunk'?" in err and "allowed: base" in err and "small_chunk" in err.split("allowed:")[1]
+    err = _assert_refused(capsys, ["run", str(path), "--arm", "zzz"], tmp_path / "res", "--arm = 'zzz'")
+    assert "did you mean" not in err

@@ -433,3 +433,66 @@ def test_a_chain_window_sglang_resets_is_written_as_sglang_runs_it(given):
     assert sc["acceptance"]["mean_accept_length"] == pytest.approx(3.9)
     assert any("speculative_num_draft_tokens" in a and "4" in a for a in sc["assumptions"]), sc["assumptions"]
     Scenario.model_validate({**sc, "profile": "h200-1b"})
+
+
+def test_a_profile_file_given_from_the_working_folder_is_found_wherever_the_scenario_runs(tmp_path, monkeypatch, capsys):
+    """``--profile my.yaml --out sub/s.yaml``: the scenario names the profile relative to its own
+    folder, as a scenario's profile path is read, so it runs from any folder (it wrote
+    ``profile: my.yaml``, which only resolved from the folder the command ran in)."""
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    (work / "my.yaml").write_text((ROOT / "profiles" / "h200-1b.yaml").read_text())
+    monkeypatch.chdir(work)
+    p = _write(tmp_path, LINE)
+    assert main(["scenario", "from-bench", str(p), "--profile", "my.yaml", "--out", "sub/s.yaml"]) == 0
+    assert yaml.safe_load((work / "sub" / "s.yaml").read_text())["profile"] == "../my.yaml"
+    monkeypatch.chdir(other)
+    assert main(["run", str(work / "sub" / "s.yaml"), "--out", str(other / "o"), "--quiet"]) == 0
+    assert load_profile(load_scenario(work / "sub" / "s.yaml").profile, work / "sub" / "s.yaml").name == "h200-1b"
+
+
+def test_from_bench_says_what_it_wrote_then_its_assumptions(tmp_path, monkeypatch, capsys):
+    """The output names each file as written (a bare path read like an error or a prompt) and
+    heads the notes as the scenario's assumptions."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = load_scenario(tmp_path / "s.yaml").assumptions
+    assert lines[0] == "wrote s.yaml" and lines[1].startswith("assumptions")
+    assert lines[2:] == [f"  - {n}" for n in notes] and notes
+
+
+@pytest.mark.parametrize("command", ["scenario from-bench", "validate-bench"])
+def test_an_unknown_profile_on_the_command_line_names_the_option(tmp_path, monkeypatch, capsys, command):
+    """--profile that names no profile is the command line's fault: the error says --profile
+    (validate-bench named the temporary scenario it builds, a file the user never saw)."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main([*command.split(), str(p), "--profile", "no-such-profile", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("specsched: error: <command line>: --profile = 'no-such-profile': no such profile"), err
+    assert len(err.splitlines()) == 1 and "h200-1b" in err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("argv", [["scenario", "from-bench", "-q"], ["scenario", "-q", "from-bench"]])
+def test_quiet_from_bench_prints_only_what_it_wrote(tmp_path, monkeypatch, capsys, argv):
+    """-q after from-bench was refused ("unrecognized arguments") though `scenario --help` offers
+    it; either place, only the written files are printed."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main([*argv, str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["wrote s.yaml"]
+
+
+def test_a_ratio_one_line_says_its_lengths_are_written_fixed(tmp_path):
+    """Range ratio 1 draws one length: the scenario says kind fixed, and the note that told of
+    uniform integers says why (it read as if the lengths were drawn)."""
+    sc, _ = scenario_from_bench(parse_run({**LINE, "random_range_ratio": 1.0}, "f:1"), "tiny")
+    assert sc["workload"]["input_len"]["kind"] == "fixed"
+    assert any("written as kind fixed" in n for n in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny")
+    assert sc["workload"]["input_len"]["kind"] == "uniform"
+    assert not any("kind fixed" in n for n in sc["assumptions"])

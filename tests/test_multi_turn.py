@@ -183,7 +183,7 @@ def test_drawn_turn_counts_are_held_to_the_request_limit(turns):
 
 
 @pytest.mark.parametrize("turns, key, says", [
-    ({"kind": "fixed", "value": 0}, "workload.multi_turn.num_turns.value", "greater than or equal to 1"),
+    ({"kind": "fixed", "value": 0}, "workload.multi_turn.num_turns.value", "must be >= 1"),
     ({"kind": "zipf", "value": 3}, "workload.multi_turn.num_turns.kind", "'fixed', 'uniform' or 'file'"),
 ])
 def test_a_bad_turn_distribution_names_its_own_key(tmp_path, turns, key, says):

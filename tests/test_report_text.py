@@ -73,3 +73,15 @@ def test_nan_figures_print_as_not_applicable():
     assert lines["Peak concurrent requests"].split()[-1] == "n/a"
     assert lines["Output token throughput (tok/s)"].split()[-1] == "12.50"
     assert "nan" not in text.lower().replace("n/a", "")
+
+
+def test_names_start_in_the_value_column_and_figures_end_at_the_rule():
+    """Names (scenario / arm, source / seed) start where the value column starts, short or long;
+    figures are right-aligned to the 50-character rule (a short name was right-aligned, a long
+    one left-aligned)."""
+    for scenario in ("s", "a-much-longer-scenario-name"):
+        lines = format_report({**_full_summary(), "scenario": scenario}).splitlines()
+        names = [ln for ln in lines if ln.startswith(("Scenario / arm:", "Source / seed:"))]
+        assert [ln[41:] for ln in names] == [f"{scenario} / a", "sim / 1"]
+        (ttft,) = [ln for ln in lines if ln.startswith("Max TTFT (ms):")]
+        assert len(ttft) == 50 and ttft.endswith(" 15.00")

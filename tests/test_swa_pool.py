@@ -419,7 +419,7 @@ def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, ch
 
 
 @pytest.mark.parametrize(("key", "value", "allowed"), [
-    ("swa_full_tokens_ratio", "1.5", "less than or equal to 1"),
+    ("swa_full_tokens_ratio", "1.5", "must be <= 1"),
     ("swa_full_tokens_ratio", "0.00004", "sliding_window_size"),
     ("swa_full_tokens_ratio", "0.0002", "no page left"),   # a pool of 512: 512 - 128 - 256 < a page
     ("semantics_rules", "{swa_eviction_cadence: sometimes}", "swa_eviction_cadence"),

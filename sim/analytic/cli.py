@@ -65,13 +65,15 @@ SGLang picks for the model and GPU, :func:`models.auto_kv_cache_dtype`; model_ex
 
 def cmd_analytic_profile(args: argparse.Namespace) -> int:
     """Build the analytic profile the arguments describe, write it, print a summary."""
-    from specsched.sim.analytic.gpus import load_gpu
-    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.gpus import gpu_table, load_gpu
+    from specsched.sim.analytic.models import load_model, shipped_models
     from specsched.sim.analytic.writer import build_profile
 
-    for opt in ("model", "gpu"):
+    for opt, what, shipped in (("model", "a config.json file or a shipped model", shipped_models),
+                               ("gpu", "a shipped GPU", gpu_table)):
         if not getattr(args, opt, None):
-            raise ConfigError("<command line>", f"--{opt}", None, "required with --analytic")
+            raise ConfigError("<command line>", f"--{opt}", "<missing>",
+                              f"required with --analytic: {what}; shipped: {', '.join(shipped())}")
     if args.dtype not in (None, "bf16", "fp8", "mxfp4", "nvfp4"):
         raise ConfigError("<command line>", "--dtype", args.dtype, "allowed: bf16, fp8, mxfp4, nvfp4")
     from specsched.sim.analytic.roofline import Efficiency
