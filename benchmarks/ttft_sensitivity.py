@@ -27,6 +27,7 @@ import pandas as pd
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.sim.config import with_value
 from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
 
 KNOBS = ("decode", "extend", "host")
@@ -85,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.eps < 0.5:
         print(f"ttft_sensitivity: --eps {args.eps}: allowed 0 < eps < 0.5", file=sys.stderr)
         return 2
-    profile = load_profile(args.profile)
-    sc = load_scenario_with_overrides(args.scenario, args.arm, args.set)
+    try:
+        profile = load_profile(args.profile)
+        sc = load_scenario_with_overrides(args.scenario, args.arm, args.set)
+    except ConfigError as e:
+        print(f"ttft_sensitivity: {e}", file=sys.stderr)
+        return 2
     seeds = [sc.seed] + [sc.seed + 1000 * k for k in range(1, args.seeds + 1)]
     rows = []
     for seed in seeds:

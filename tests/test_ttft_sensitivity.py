@@ -1,6 +1,8 @@
 """benchmarks/ttft_sensitivity.py: the gap split of a TTFT sample and the scaled costs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,3 +35,12 @@ def test_scaled_profile_scales_only_the_named_grid():
         assert np.allclose(np.array(q.gpu.decode.seconds), 1.1 * np.array(p.gpu.decode.seconds))
     assert q.gpu.extend.seconds == p.gpu.extend.seconds
     assert ts.scaled_profile(p, "host", 1.1) is p
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys):
+    """An unknown override key and an out-of-range eps: one line on stderr, exit 2."""
+    sc = str(Path(__file__).resolve().parents[1] / "scenarios" / "h200" / "poisson-nospec.yaml")
+    assert ts.main([sc, "--profile", "h200-1b", "--set", "server.no_such_key=1"]) == 2
+    assert ts.main([sc, "--profile", "h200-1b", "--eps", "0.7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("ttft_sensitivity: ") for e in err)
