@@ -1,6 +1,7 @@
 """Every verify step of a recorded run, its batch rebuilt and priced by the simulator's cost model.
 
-Per graph-replayed verify step (``steps.parquet``, mode verify, part main) the batch is
+Per graph-replayed verify step (``steps.parquet``, mode verify, part main; a run without
+speculative decoding: every decode step, mode decode) the batch is
 rebuilt from the run's own records: the requests whose first token came before the step
 ended and whose last came after it (``requests.parquet``), each at its prompt plus the tokens
 delivered before the step ended (``chunks.parquet``: the committed length the engine's
@@ -49,13 +50,13 @@ from specsched.sim.profile import load_profile
 
 
 def rebuild(run: Path) -> pd.DataFrame:
-    """Per verify step of ``run``: recorded batch size ``bs``, rebuilt size ``n``, duration
+    """Per verify (or decode) step of ``run``: recorded batch size ``bs``, rebuilt size ``n``, duration
     ``ms``, the rebuilt contexts' ``mean`` and ``longest``."""
     st = pd.read_parquet(run / "steps.parquet")
     rq = pd.read_parquet(run / "requests.parquet")
     ch = pd.read_parquet(run / "chunks.parquet").sort_values("time_s", kind="stable")
     got = {r: (g.time_s.to_numpy(), np.cumsum(g.n_tokens.to_numpy())) for r, g in ch.groupby("rid")}
-    v = st[(st["mode"] == "verify") & (st["part"] == "main")]
+    v = st[st["mode"].isin(("verify", "decode")) & (st["part"] == "main")]
     out = []
     for s in v.itertuples():
         end = s.gpu_end_s
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             steps = rebuild(run)
             kept = steps[steps.n == steps.bs]
-            print(f"{run.name}: {len(kept)} of {len(steps)} verify steps rebuilt at their recorded batch size")
+            print(f"{run.name}: {len(kept)} of {len(steps)} verify/decode steps rebuilt at their recorded batch size")
             kept = price(kept, sc.server, profiles)
             by = "bs"
             if args.by_graph_batch:

@@ -213,27 +213,40 @@ class CostModel:
 
     def step_s(self, bs: int, ctx: float, max_ctx: float | None = None) -> float:
         """GPU seconds of one decode forward or speculative cycle of ``bs`` requests at mean
-        context ``ctx`` tokens (the formula in the module docstring). Under
-        ``gpu.attention_width: padded_max`` the context part is read at the padded width
-        (:meth:`attention_width` of ``max_ctx``, the longest request's context; ``ctx``
-        when not given) less the window (the grid's columns were timed at width context +
-        window) and over the padded graph rows, since every row attends the full width; the
-        positions of that width not holding a request's own KV (``rows x width - bs (ctx +
-        window)``) move the column down by ``(1 - gpu.attention_padding_cost)`` of them per
-        row (1: none)."""
-        grid = self.step_grid
-        pad = self.padded_batch(bs)
-        rows = pad if pad is not None else bs
+        context ``ctx`` tokens (the formula in the module docstring): :meth:`step_at` of
+        :meth:`step_column`."""
+        return self.step_at(bs, self.step_column(bs, ctx, max_ctx))
+
+    def step_column(self, bs: int, ctx: float, max_ctx: float | None = None) -> float:
+        """The step grid's context column (tokens, rounded to 10) a decode forward or
+        speculative cycle of ``bs`` requests at mean context ``ctx`` is read at. Ragged
+        attention: ``ctx``. Under ``gpu.attention_width: padded_max`` the padded width
+        (:meth:`attention_width` of ``max_ctx``, the longest request's context; ``ctx`` when
+        not given) less the window (the grid's columns were timed at width context +
+        window), read over the padded graph rows, since every row attends the full width;
+        the positions of that width not holding a request's own KV (``rows x width - bs (ctx
+        + window)``) move the column down by ``(1 - gpu.attention_padding_cost)`` of them per
+        row (1: none), so the column depends on the mean context as well as the longest one
+        whenever a padding position costs less than a real one."""
         if self.padded_attention:
+            pad = self.padded_batch(bs)
+            rows = pad if pad is not None else bs
             width = _round_up(self.attention_width(ctx if max_ctx is None else max_ctx), self.attention_tile)
             # positions of the dense [rows, width] not holding a request's own KV (its tail
             # and the padded rows) cost gpu.attention_padding_cost of a real one
             padding = rows * width - bs * (ctx + self.window)
             ctx = max(0.0, width - self.width_offset - (1.0 - self.padding_cost) * max(padding, 0.0) / rows)
-            bs_attn = rows
-        else:
-            bs_attn = bs
-        ctx = round(ctx, -1)
+        return round(ctx, -1)
+
+    def step_at(self, bs: int, ctx: float) -> float:
+        """GPU seconds of one decode forward or speculative cycle of ``bs`` requests read at
+        the step grid's column ``ctx`` (:meth:`step_column`): the grid at the batch (its
+        padded graph rows under ``padded_max``), the window's token work, the drafter's
+        forwards, and the eager overhead above the captured graphs."""
+        grid = self.step_grid
+        pad = self.padded_batch(bs)
+        rows = pad if pad is not None else bs
+        bs_attn = rows if self.padded_attention else bs
         t = grid(bs_attn, ctx)
         x_tok = rows * self.window / self.ref_window
         if x_tok != bs_attn:
@@ -358,14 +371,16 @@ class CostModel:
         penalty = self.h.cross_queue_penalty_s if cross_queue and n_dec <= self.graph_max else 0.0
         return decode_s, penalty
 
-    def decode_launch_s(self, bs: int, ctx_sum: int, cross_queue: bool = False) -> float:
+    def decode_launch_s(self, bs: int, ctx_sum: int, cross_queue: bool = False, max_ctx: int | None = None) -> float:
         """``gpu(plan, "main", cross_queue).total_s`` of a decode/verify plan of ``bs`` >= 1
-        requests whose contexts sum to ``ctx_sum`` tokens (``ctx_sum`` >= 0), one request
-        holding them all: the shape plans of the simulator's collapsed stretches
-        (sim/engine_stretch.py, ~660 distinct shapes a 256-request burst). The same
-        :meth:`_decode` and sum as :meth:`gpu`, without building a plan of ``bs`` rows and
-        summing its prefix lengths (about half of such a lookup's time)."""
-        decode_s, penalty = self._decode(bs, ctx_sum, ctx_sum if self.padded_attention else None, cross_queue)
+        requests whose contexts sum to ``ctx_sum`` tokens (``ctx_sum`` >= 0), the longest
+        holding ``max_ctx`` (None: one request holding them all): the shape plans of the
+        simulator's collapsed stretches (sim/engine_stretch.py, ~660 distinct shapes a
+        256-request burst). The same :meth:`_decode` and sum as :meth:`gpu`, without
+        building a plan of ``bs`` rows and summing its prefix lengths (about half of such a
+        lookup's time)."""
+        longest = ctx_sum if max_ctx is None else max_ctx
+        decode_s, penalty = self._decode(bs, ctx_sum, longest if self.padded_attention else None, cross_queue)
         return 0.0 + decode_s + penalty   # GpuCost(0.0, decode_s, penalty).total_s
 
     def extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],

@@ -148,12 +148,16 @@ class EngineStretch:
         key); contexts are integer sums over the batch, so the rounding below is Python's
         round(x, -1) exactly (checked for every shape first seen)."""
         bs = run.batch_size[:k]
+        cmax = None
         if self.cost.padded_attention:
-            # the cost depends on (batch size, padded width of the longest context)
-            b, w = self.cost.attention_bucket, self.cost.window
+            # the cost depends on (batch size, the grid column CostModel.step_column reads):
+            # the padded width of the longest context, less the padding positions' discount
+            # by the mean context when a padding position costs less than a real one
             cmax = ((run.inp + run.H[:k]) * run.member[:k]).max(axis=1)
-            key = -(-(cmax + w) // b) * b
-            ctx = key - w
+            ctx = run.ctx_sum[:k]
+            col = self.cost.step_column
+            key = np.array([col(b, s / b, m) for b, s, m in zip(bs.tolist(), ctx.tolist(), cmax.tolist(),
+                                                                  strict=True)]) / 10.0
             code = bs * (1 << 40) + key.astype(np.int64)
         else:
             ctx = run.ctx_sum[:k]
@@ -169,7 +173,8 @@ class EngineStretch:
             v = memo.get(cj)
             if v is None:
                 lo = int(seg[i])
-                v = self._shape_cost(cj, int(bs[lo]), int(ctx[lo]), float(key[lo]) * 10.0)
+                v = self._shape_cost(cj, int(bs[lo]), int(ctx[lo]), float(key[lo]) * 10.0,
+                                     None if cmax is None else int(cmax[lo]))
             vals.append(v)
         c = np.repeat(np.array(vals, dtype=np.float64), np.diff(seg, append=k))
         pbs = run.process_batch_size[:k]
@@ -180,15 +185,17 @@ class EngineStretch:
             hs, hl, hp = tab[0][bs], tab[1][bs], tab[2][pbs]
         return c, hs, hl, hp
 
-    def _shape_cost(self, code: int, bs: int, ctx_sum: int, key: float) -> float:
+    def _shape_cost(self, code: int, bs: int, ctx_sum: int, key: float, max_ctx: int | None = None) -> float:
         """GPU seconds of a decode/verify forward of ``bs`` requests whose contexts sum to
-        ``ctx_sum`` (memoized under ``code``); under padded attention ``ctx_sum`` is the
-        longest request's context instead (the one-request plan below carries it as max)."""
-        if not self.cost.padded_attention and round(ctx_sum / bs, -1) != key:
-            raise AssertionError(f"context rounding differs at ({bs}, {ctx_sum})")
+        ``ctx_sum`` (memoized under ``code``, which names the grid column ``key`` x 10 it is
+        read at); under padded attention ``max_ctx`` is the longest request's context.
+        Every shape of one code costs the same: CostModel.step_at of that column."""
+        got = round(ctx_sum / bs, -1) if max_ctx is None else self.cost.step_column(bs, ctx_sum / bs, max_ctx)
+        if got != key:
+            raise AssertionError(f"context rounding differs at ({bs}, {ctx_sum}, {max_ctx})")
         cross = self.server.speculative_algorithm.enabled and self.server.sync_mode is SyncMode.cross_queue_wait
         # CostModel.gpu of the shape's plan (_shape_plan: the contexts in one row), without the plan
-        v = self._gpu_memo[code] = self.cost.decode_launch_s(bs, ctx_sum, cross)
+        v = self._gpu_memo[code] = self.cost.decode_launch_s(bs, ctx_sum, cross, max_ctx)
         return v
 
     def _shape_plan(self, bs: int, ctx_sum: int) -> BatchPlan:

@@ -410,28 +410,31 @@ def test_per_step_delivery_lists_record_what_the_arrays_record(level, nreq, seed
         assert x.tobytes() == y.tobytes()
 
 
-def _padded_profile(**host):
-    """tiny_profile with a context axis on decode/verify and a dense, padded attention."""
+def _padded_profile(padding_cost: float = 1.0, **host):
+    """tiny_profile with a context axis on decode/verify and a dense, padded attention whose
+    padding positions cost ``padding_cost`` of a real one."""
     p = tiny_profile(**host)
     g = p.gpu.model_dump()
     for k, base in (("verify", 2e-3), ("decode", 1e-3)):
         g[k] = {"x": [1, 100], "context_len": [256, 2048],
                 "seconds": [[base, base + 1e-3], [6 * base, 6 * base + 2e-2]]}
-    g.update(attention_width="padded_max", attention_bucket=256)
+    g.update(attention_width="padded_max", attention_bucket=256, attention_padding_cost=padding_cost)
     return p.model_copy(update={"gpu": type(p.gpu).model_validate(g)})
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(server=servers, workload=workloads, inp=st.integers(1, 1500), out=st.integers(1, 300),
-       seed=st.integers(0, 10_000))
-def test_inv7_fast_forward_under_padded_attention(server, workload, inp, out, seed):
+       seed=st.integers(0, 10_000), padding_cost=st.sampled_from([1.0, 0.73, 0.0]))
+def test_inv7_fast_forward_under_padded_attention(server, workload, inp, out, seed, padding_cost):
     """INV-7 with gpu.attention_width padded_max: the collapsed run keys its costs on the
-    longest context's padded width as the step path does (mixed lengths make it differ
-    from the mean)."""
+    grid column the step path reads, the longest context's padded width (mixed lengths make
+    it differ from the mean) less the padding positions' discount, which takes the batch's
+    mean context when a padding position costs less than a real one
+    (gpu.attention_padding_cost < 1)."""
     workload = uniform_lengths(workload, inp, out, input_ratio=0.2)
     acc = window_acceptance(server)
     sc = make_scenario(server, workload, acc, seed=seed)
-    prof = _padded_profile()
+    prof = _padded_profile(padding_cost)
     _, step = _run(sc, prof, seed, fast_forward=False)
     _, fast = _run(sc, prof, seed, fast_forward=True)
     assert_same_run(step, fast, rel=1e-12)

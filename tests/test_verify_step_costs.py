@@ -42,6 +42,19 @@ def test_batches_are_rebuilt_from_the_records(tmp_path):
     assert t.ms.tolist() == pytest.approx([10.0, 10.0])
 
 
+def test_a_runs_decode_steps_are_rebuilt_as_its_verify_steps(tmp_path):
+    """Without speculative decoding the run's steps are mode decode: rebuilt the same way
+    (poisson-nospec's decode steps against its grid; none were before)."""
+    run = tmp_path / "poisson-nospec-base-measured"
+    _run(run)
+    st = pd.read_parquet(run / "steps.parquet")
+    st["mode"] = st["mode"].replace("verify", "decode")
+    st.to_parquet(run / "steps.parquet")
+    t = costs.rebuild(run)
+    assert list(t.bs) == list(t.n) == [2, 1]
+    assert t.longest.tolist() == [904, 908]
+
+
 def test_steps_are_priced_at_their_own_contexts(tmp_path):
     from specsched.sim.config import load_scenario
     from specsched.sim.cost_model import CostModel
@@ -79,7 +92,7 @@ def test_a_rate_sweep_run_is_read_with_its_own_scenario(tmp_path, capsys):
     sc["workload"]["request_rate"] = 16.0
     (run / "scenario.yaml").write_text(yaml.safe_dump({**sc, "arm": "base"}))
     assert costs.main([str(run), "--profile", f"p={ROUND26}"]) == 0, capsys.readouterr().err
-    assert "2 of 2 verify steps rebuilt" in capsys.readouterr().out
+    assert "2 of 2 verify/decode steps rebuilt" in capsys.readouterr().out
 
 
 def test_a_run_without_its_records_is_one_line(tmp_path, capsys):
