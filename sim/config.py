@@ -322,8 +322,28 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + _allowed_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
+
+
+LONG_ALLOWED = 120
+"""Characters of an unknown key's allowed list past which a scenario's error points at
+``specsched schema`` instead of listing them (``server`` alone has ~50 keys: one line of
+a thousand characters)."""
+
+
+def _allowed_text(parent: tuple[Any, ...], allowed: list[str], root: type[BaseModel] | None) -> str:
+    """The tail of an unknown key's message: the allowed keys, or, for a scenario block
+    whose list is longer than :data:`LONG_ALLOWED`, where to read them (a profile's keys
+    have no reference page, so they are always listed)."""
+    listed = ", ".join(allowed)
+    if not allowed:
+        return ""
+    if len(listed) <= LONG_ALLOWED or root not in (None, Scenario):
+        return f"; allowed: {listed}"
+    block = ".".join(map(str, parent)) or "the top level"
+    return (f"; the {len(allowed)} keys allowed in {block}: specsched schema "
+            "(or docs/scenario-reference.md)")
 
 
 def _allowed_keys(parent: tuple[Any, ...], root: type[BaseModel] | None = None) -> list[str]:

@@ -459,3 +459,22 @@ def test_a_misspelt_arm_suggests_the_close_one(tmp_path, capsys):
     assert "did you mean 'small_chunk'?" in err and "allowed: base" in err and "small_chunk" in err.split("allowed:")[1]
     err = _assert_refused(capsys, ["run", str(path), "--arm", "zzz"], tmp_path / "res", "--arm = 'zzz'")
     assert "did you mean" not in err
+
+
+def test_a_misspelt_server_key_points_at_the_schema_instead_of_listing_every_key(tmp_path, capsys):
+    """A typo in ``server`` named its close match, then listed all ~50 server keys: one line of
+    a thousand characters. Now the suggestion and where to read the keys; a short block
+    (a turn-count distribution, the top level) still lists its keys."""
+    path = _poisson(tmp_path, "6.0")
+    text = path.read_text()
+    assert "\nserver:\n" in text
+    path.write_text(text.replace("\nserver:\n", "\nserver:\n  max_runing_requests: 8\n", 1))
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path),
+                          "server.max_runing_requests = 8: unknown key; did you mean 'max_running_requests'?",
+                          "specsched schema", "docs/scenario-reference.md")
+    assert "schedule_policy" not in err and len(err) < 300, err
+    path.write_text(text.replace("\nserver:\n", "\nserver:\n  zzzqq: 8\n", 1))
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "server.zzzqq = 8: unknown key; ", "specsched schema")
+    assert "did you mean" not in err and len(err) < 300, err
+    path.write_text(text.replace("\nserver:\n", "\nservr:\n", 1))
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "did you mean 'server'?; allowed: name, ")
