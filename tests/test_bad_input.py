@@ -478,3 +478,25 @@ def test_a_misspelt_server_key_points_at_the_schema_instead_of_listing_every_key
     assert "did you mean" not in err and len(err) < 300, err
     path.write_text(text.replace("\nserver:\n", "\nservr:\n", 1))
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "did you mean 'server'?; allowed: name, ")
+
+
+@pytest.mark.parametrize(("text", "line", "opener", "problem_line"), [
+    ("name: x\nseed: 1\nserver: {max_running_requests: 8,\n  page_size: 1\n", 3, "{", 5),
+    ("name: x\nassumptions: [a, b\nseed: 1\n", 2, "[", 3),
+    ('name: "abc\nseed: 1\n', 1, "quote", 3),
+])
+def test_an_unclosed_bracket_is_named_where_it_opens(tmp_path, capsys, text, line, opener, problem_line):
+    """A ``{``, ``[`` or quote left open was reported where the parser gave up (the file's end:
+    ``line 5 = ''``); the line that opened it is named, and the problem's own line after."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    opened = text.splitlines()[line - 1].strip()
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), f"line {line} = {opened!r}: ",
+                          f"not valid YAML: the {opener} opened on this line is not closed", f"line {problem_line})")
+
+
+def test_a_yaml_error_with_no_opener_is_named_where_it_is(tmp_path, capsys):
+    """A stray indent is blamed on its own line, not on the mapping it sits in."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nseed: 1\n  bad: 2\n")
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "line 3 = 'bad: 2': not valid YAML: mapping values")
