@@ -281,6 +281,17 @@ _BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
            "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
 """pydantic's bound error types -> (its ctx key, the bound as the scenario reference writes it)."""
 
+_TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an integer",
+               "int_from_float": "must be an integer (no fractional part)",
+               "float_type": "must be a number", "float_parsing": "must be a number",
+               "finite_number": "must be a finite number",
+               "bool_type": "must be true or false", "bool_parsing": "must be true or false",
+               "string_type": "must be a string", "list_type": "must be a list",
+               "dict_type": "must be a mapping (key: value)", "model_type": "must be a mapping (key: value)",
+               "model_attributes_type": "must be a mapping (key: value)"}
+"""pydantic's type error types -> the wording of the project's own checks (pydantic says
+"Input should be a valid integer")."""
+
 
 def validation_error(file: str, err: ValidationError, data: dict[str, Any],
                      root: type[BaseModel] | None = None) -> ConfigError:
@@ -308,6 +319,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     bound = _BOUNDS.get(first["type"])
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
+    msg = _TYPE_WORDS.get(first["type"], msg)
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key

@@ -492,7 +492,7 @@ def test_an_unclosed_bracket_is_named_where_it_opens(tmp_path, capsys, text, lin
     path.write_text(text)
     opened = text.splitlines()[line - 1].strip()
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), f"line {line} = {opened!r}: ",
-                          f"not valid YAML: the {opener} opened on this line is not closed", f"line {problem_line})")
+                    f"not valid YAML: the {opener} opened on this line is not closed", f"line {problem_line})")
 
 
 def test_a_yaml_error_with_no_opener_is_named_where_it_is(tmp_path, capsys):
@@ -500,3 +500,18 @@ def test_a_yaml_error_with_no_opener_is_named_where_it_is(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text("name: x\nseed: 1\n  bad: 2\n")
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "line 3 = 'bad: 2': not valid YAML: mapping values")
+
+
+@pytest.mark.parametrize(("assign", "says"), [
+    ("server.max_running_requests=abc", "server.max_running_requests = 'abc': must be an integer"),
+    ("workload.num_requests=[1]", "workload.num_requests = [1]: must be an integer"),
+    ("workload.request_rate=fast", "workload.request_rate = 'fast': must be a number"),
+    ("server.enable_mixed_chunk=maybe", "server.enable_mixed_chunk = 'maybe': must be true or false"),
+    ("server.disable_radix_cache=3", "server.disable_radix_cache = 3: must be true or false"),
+    ("server=3", "server = 3: must be a mapping"),
+])
+def test_a_value_of_the_wrong_type_reads_like_the_bound_messages(tmp_path, capsys, assign, says):
+    """A wrong type read as pydantic words it ('Input should be a valid integer'); it reads as
+    the project's own checks do ('must be an integer', 'must be true or false')."""
+    err = _assert_refused(capsys, ["run", "poisson8b-fixed", "--set", assign], tmp_path / "res", says)
+    assert "Input should" not in err, err
