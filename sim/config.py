@@ -334,20 +334,23 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + _allowed_text(loc[:-1], allowed, root)
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
 
 
-LONG_ALLOWED = 120
+LONG_ALLOWED = 160
 """Characters of an unknown key's allowed list past which a scenario's error points at
 ``specsched schema`` instead of listing them (``server`` alone has ~50 keys: one line of
 a thousand characters)."""
 
 
-def _allowed_text(parent: tuple[Any, ...], allowed: list[str], root: type[BaseModel] | None) -> str:
+def allowed_keys_text(parent: tuple[Any, ...] | list[str], allowed: list[str],
+                      root: type[BaseModel] | None = None) -> str:
     """The tail of an unknown key's message: the allowed keys, or, for a scenario block
     whose list is longer than :data:`LONG_ALLOWED`, where to read them (a profile's keys
-    have no reference page, so they are always listed)."""
+    have no reference page, so they are always listed). ``parent`` is the block's key path
+    from ``root`` (default :class:`Scenario`); the text starts with "; " (or is empty when
+    nothing is allowed)."""
     listed = ", ".join(allowed)
     if not allowed:
         return ""

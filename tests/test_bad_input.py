@@ -478,6 +478,9 @@ def test_a_misspelt_server_key_points_at_the_schema_instead_of_listing_every_key
     assert "did you mean" not in err and len(err) < 300, err
     path.write_text(text.replace("\nserver:\n", "\nservr:\n", 1))
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "did you mean 'server'?; allowed: name, ")
+    err = _assert_refused(capsys, ["run", "poisson8b-fixed", "--set", "server.max_runing_requests=8"], tmp_path / "res",
+                          "did you mean 'server.max_running_requests'?", "specsched schema")
+    assert "schedule_policy" not in err and len(err) < 300, err
 
 
 @pytest.mark.parametrize(("text", "line", "opener", "problem_line"), [
