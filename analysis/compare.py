@@ -218,7 +218,8 @@ def summarize_comparison(
         samples: tidy ``arm, seed, metric, value`` (from :func:`run_arms`).
         latency: the runs' latency samples (``run_arms(..., with_samples=True)``): with
             them a percentile metric is pooled over seeds (see the module docstring).
-        metrics: metrics to compare (default :data:`DEFAULT_METRICS`, those present).
+        metrics: metrics to compare (default :data:`DEFAULT_METRICS`, those some run has a
+            value for; a metric asked for by name is shown even when every run's is NaN).
         base: the base arm (default: the first arm in ``samples``).
         paired: pair runs by seed (used only when both arms have the same seeds).
         confidence: level of the bootstrap interval.
@@ -241,8 +242,9 @@ def summarize_comparison(
     if base not in arms:
         raise ConfigError("<command line>", "base arm", base, f"allowed: {', '.join(map(str, arms))}")
     present = set(samples["metric"])
-    if metrics is None:
-        metrics = [m for m in DEFAULT_METRICS if m in present]
+    if metrics is None:   # a metric no run has a value for (verify_cycles_per_s without speculation) is left out
+        valued = set(samples.loc[samples["value"].notna(), "metric"])
+        metrics = [m for m in DEFAULT_METRICS if m in valued]
     else:
         unknown = [m for m in metrics if m not in present]
         if unknown:

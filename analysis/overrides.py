@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from specsched.sim.config import (
     Scenario,
+    allowed_keys_text,
     deep_merge,
     load_scenario,
     pin_acceptance_window,
@@ -162,8 +163,9 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
                 near = difflib.get_close_matches(part, list(fields), n=1)
-                hint = f"did you mean {'.'.join([*parts[:i], near[0]])!r}? " if near else ""
-                raise ConfigError(file, dotted, shown, f"unknown key under {where}; {hint}allowed: {', '.join(fields)}")
+                hint = f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near else ""
+                raise ConfigError(file, dotted, shown,
+                                  f"unknown key under {where}{hint}{allowed_keys_text(parts[:i], list(fields))}")
             model = _unwrap(fields[part].annotation)
         elif typing.get_origin(model) is dict or model is dict:
             return  # free-form mapping (e.g. reference): anything below is allowed

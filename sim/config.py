@@ -281,6 +281,17 @@ _BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
            "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
 """pydantic's bound error types -> (its ctx key, the bound as the scenario reference writes it)."""
 
+_TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an integer",
+               "int_from_float": "must be an integer (no fractional part)",
+               "float_type": "must be a number", "float_parsing": "must be a number",
+               "finite_number": "must be a finite number",
+               "bool_type": "must be true or false", "bool_parsing": "must be true or false",
+               "string_type": "must be a string", "list_type": "must be a list",
+               "dict_type": "must be a mapping (key: value)", "model_type": "must be a mapping (key: value)",
+               "model_attributes_type": "must be a mapping (key: value)"}
+"""pydantic's type error types -> the wording of the project's own checks (pydantic says
+"Input should be a valid integer")."""
+
 
 def validation_error(file: str, err: ValidationError, data: dict[str, Any],
                      root: type[BaseModel] | None = None) -> ConfigError:
@@ -308,6 +319,7 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     bound = _BOUNDS.get(first["type"])
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
+    msg = _TYPE_WORDS.get(first["type"], msg)
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
@@ -322,8 +334,31 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
+
+
+LONG_ALLOWED = 160
+"""Characters of an unknown key's allowed list past which a scenario's error points at
+``specsched schema`` instead of listing them (``server`` alone has ~50 keys: one line of
+a thousand characters)."""
+
+
+def allowed_keys_text(parent: tuple[Any, ...] | list[str], allowed: list[str],
+                      root: type[BaseModel] | None = None) -> str:
+    """The tail of an unknown key's message: the allowed keys, or, for a scenario block
+    whose list is longer than :data:`LONG_ALLOWED`, where to read them (a profile's keys
+    have no reference page, so they are always listed). ``parent`` is the block's key path
+    from ``root`` (default :class:`Scenario`); the text starts with "; " (or is empty when
+    nothing is allowed)."""
+    listed = ", ".join(allowed)
+    if not allowed:
+        return ""
+    if len(listed) <= LONG_ALLOWED or root not in (None, Scenario):
+        return f"; allowed: {listed}"
+    block = ".".join(map(str, parent)) or "the top level"
+    return (f"; the {len(allowed)} keys allowed in {block}: specsched schema "
+            "(or docs/scenario-reference.md)")
 
 
 def _allowed_keys(parent: tuple[Any, ...], root: type[BaseModel] | None = None) -> list[str]:

@@ -132,9 +132,8 @@ def load_yaml_text(text: str, file: str) -> Any:
         if bad is None:
             return loader.construct_document(node)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
+        mark, problem = _where_it_starts(e)
         where = f"line {mark.line + 1}" if mark is not None else "<file>"
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(file, where, _snippet(text, mark), f"not valid YAML: {problem}") from None
     except ValueError as e:
         raise ConfigError(file, "<file>", "aliases", f"refused: {e}") from None
@@ -145,6 +144,27 @@ def load_yaml_text(text: str, file: str) -> Any:
     raise ConfigError(file, f"line {bad.start_mark.line + 1}", _snippet(text, bad.start_mark),
                       "a surrogate escape (\\ud800 to \\udfff) is no character: write the character itself "
                       "(or \\UXXXXXXXX, YAML's escape for one past \\uffff)")
+
+
+_OPENERS = {"flow mapping": "{", "flow sequence": "[", "quoted scalar": "quote"}
+"""A parser context that an opening token started -> the token, as the error names it."""
+
+
+def _where_it_starts(e: yaml.YAMLError) -> tuple[Any, str]:
+    """The mark to blame for a parse error and the problem's text.
+
+    A ``{``, ``[`` or quote left open is found only where the parser gives up (often the
+    file's end: ``line 5 = ''``); PyYAML's ``context_mark`` is where the open construct
+    started, so that line is named, with the problem and its own line after it. Other
+    errors (indentation, a stray ``:``) are named at ``problem_mark``."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context, start = getattr(e, "context", None) or "", getattr(e, "context_mark", None)
+    opener = next((tok for what, tok in _OPENERS.items() if what in context), None)
+    if opener is None or start is None or (mark is not None and mark.line == start.line):
+        return mark, problem
+    at = f", line {mark.line + 1}" if mark is not None else ""
+    return start, f"the {opener} opened on this line is not closed ({problem}{at})"
 
 
 def _snippet(text: str, mark: Any) -> str:

@@ -459,3 +459,62 @@ def test_a_misspelt_arm_suggests_the_close_one(tmp_path, capsys):
     assert "did you mean 'small_chunk'?" in err and "allowed: base" in err and "small_chunk" in err.split("allowed:")[1]
     err = _assert_refused(capsys, ["run", str(path), "--arm", "zzz"], tmp_path / "res", "--arm = 'zzz'")
     assert "did you mean" not in err
+
+
+def test_a_misspelt_server_key_points_at_the_schema_instead_of_listing_every_key(tmp_path, capsys):
+    """A typo in ``server`` named its close match, then listed all ~50 server keys: one line of
+    a thousand characters. Now the suggestion and where to read the keys; a short block
+    (a turn-count distribution, the top level) still lists its keys."""
+    path = _poisson(tmp_path, "6.0")
+    text = path.read_text()
+    assert "\nserver:\n" in text
+    path.write_text(text.replace("\nserver:\n", "\nserver:\n  max_runing_requests: 8\n", 1))
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path),
+                          "server.max_runing_requests = 8: unknown key; did you mean 'max_running_requests'?",
+                          "specsched schema", "docs/scenario-reference.md")
+    assert "schedule_policy" not in err and len(err) < 300, err
+    path.write_text(text.replace("\nserver:\n", "\nserver:\n  zzzqq: 8\n", 1))
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "server.zzzqq = 8: unknown key; ", "specsched schema")
+    assert "did you mean" not in err and len(err) < 300, err
+    path.write_text(text.replace("\nserver:\n", "\nservr:\n", 1))
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "did you mean 'server'?; allowed: name, ")
+    err = _assert_refused(capsys, ["run", "poisson8b-fixed", "--set", "server.max_runing_requests=8"], tmp_path / "res",
+                          "did you mean 'server.max_running_requests'?", "specsched schema")
+    assert "schedule_policy" not in err and len(err) < 300, err
+
+
+@pytest.mark.parametrize(("text", "line", "opener", "problem_line"), [
+    ("name: x\nseed: 1\nserver: {max_running_requests: 8,\n  page_size: 1\n", 3, "{", 5),
+    ("name: x\nassumptions: [a, b\nseed: 1\n", 2, "[", 3),
+    ('name: "abc\nseed: 1\n', 1, "quote", 3),
+])
+def test_an_unclosed_bracket_is_named_where_it_opens(tmp_path, capsys, text, line, opener, problem_line):
+    """A ``{``, ``[`` or quote left open was reported where the parser gave up (the file's end:
+    ``line 5 = ''``); the line that opened it is named, and the problem's own line after."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    opened = text.splitlines()[line - 1].strip()
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), f"line {line} = {opened!r}: ",
+                    f"not valid YAML: the {opener} opened on this line is not closed", f"line {problem_line})")
+
+
+def test_a_yaml_error_with_no_opener_is_named_where_it_is(tmp_path, capsys):
+    """A stray indent is blamed on its own line, not on the mapping it sits in."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nseed: 1\n  bad: 2\n")
+    _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "line 3 = 'bad: 2': not valid YAML: mapping values")
+
+
+@pytest.mark.parametrize(("assign", "says"), [
+    ("server.max_running_requests=abc", "server.max_running_requests = 'abc': must be an integer"),
+    ("workload.num_requests=[1]", "workload.num_requests = [1]: must be an integer"),
+    ("workload.request_rate=fast", "workload.request_rate = 'fast': must be a number"),
+    ("server.enable_mixed_chunk=maybe", "server.enable_mixed_chunk = 'maybe': must be true or false"),
+    ("server.disable_radix_cache=3", "server.disable_radix_cache = 3: must be true or false"),
+    ("server=3", "server = 3: must be a mapping"),
+])
+def test_a_value_of_the_wrong_type_reads_like_the_bound_messages(tmp_path, capsys, assign, says):
+    """A wrong type read as pydantic words it ('Input should be a valid integer'); it reads as
+    the project's own checks do ('must be an integer', 'must be true or false')."""
+    err = _assert_refused(capsys, ["run", "poisson8b-fixed", "--set", assign], tmp_path / "res", says)
+    assert "Input should" not in err, err

@@ -263,15 +263,23 @@ def test_the_battery_judges_directions_and_runs():
 def test_compare_of_arms_without_speculation_reads_na(scenario_file, capsys):
     """`specsched compare` of two plain-decoding arms: verify_cycles_per_s is NaN in every
     run. The comparison's pivot dropped the all-NaN column and the command ended in a
-    KeyError traceback."""
+    KeyError traceback; then the default table showed it as a row of n/a over 0 seeds."""
     import pandas as pd
     from specsched.analysis import compare
 
     rows = [(arm, s, m, v) for arm in ("base", "mixed") for s in (1, 2, 3)
             for m, v in (("output_throughput", 1000.0 + s + (arm == "mixed")), ("verify_cycles_per_s", float("nan")))]
-    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]))
+    samples = pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"])
+    # asked for by name, the metric with no value reads n/a (no KeyError)
+    table = compare.summarize_comparison(samples, ["output_throughput", "verify_cycles_per_s"])
     assert set(table["metric"]) == {"output_throughput", "verify_cycles_per_s"}
     assert table.loc[table["metric"] == "verify_cycles_per_s", "change_pct"].isna().all()
+    # the default table leaves out a metric no arm has a value for (a row of n/a, 0 seeds)
+    assert set(compare.summarize_comparison(samples)["metric"]) == {"output_throughput"}
+    # and keeps it when one arm has it (speculation in one arm only)
+    samples.loc[(samples["arm"] == "mixed") & (samples["metric"] == "verify_cycles_per_s"), "value"] = 90.0
+    table = compare.summarize_comparison(samples)
+    assert set(table["metric"]) == {"output_throughput", "verify_cycles_per_s"}
 
 
 def test_the_profile_command_notes_weights_that_do_not_fit(tmp_path, capsys):
