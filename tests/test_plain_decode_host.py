@@ -100,6 +100,7 @@ def test_they_scale_with_the_host_speed() -> None:
 
 @pytest.mark.parametrize("speculative", [True, False])
 def test_the_profilers_scheduler_reaches_the_steady_plan(speculative: bool) -> None:
+    pytest.importorskip("torch")   # runtime.profile_host imports the runtime
     from specsched.runtime.profile_host import _verify_scheduler
     from specsched.sim.plan import ForwardMode
 
