@@ -391,7 +391,7 @@ class HostProfile(BaseModel):
         (no speculative algorithm; decode plans), per step and per request. schedule_* and
         process_* are timed on a scheduler of DSpark requests with verify plans, whose
         bookkeeping per request (draft windows, accept lengths, KV of the window) a decode
-        plan does not run: 3.5x and 1.1x the decode's at batch 64 on one host
+        plan does not run: 3.4x and 1.15x the decode's at batch 64 on one host
         (docs/measurements/h200-nooverlap.md). Under overlap both hide behind the forward;
         without overlap (``enable_overlap_schedule`` false) they are on the critical path
         of every decode step. The simulator charges them in place of schedule_* / process_*
