@@ -93,7 +93,9 @@ PHASE_TERMS = {
     "launch": ("host.launch_s", "host.launch_per_req_s", "host.launch_tail_s", "host.launch_tail_per_req_s",
                "host.result_path_s", "host.result_path_per_req_s", "host.recv_path_s", "host.recv_path_per_req_s"),
     "sync": ("host.sync_wakeup_s",),
-    "host": ("host.schedule_s", "host.schedule_per_req_s", "host.process_s", "host.process_per_req_s"),
+    "host": ("host.schedule_s", "host.schedule_per_req_s", "host.process_s", "host.process_per_req_s",
+             "host.decode_schedule_s", "host.decode_schedule_per_req_s", "host.decode_process_s",
+             "host.decode_process_per_req_s"),
 }
 """The profiler phase (runtime/profiler.py ``_Profiler.run``) that measures each host term,
 the medians or fits of its repeats: the term sits at that phase's median reference work.

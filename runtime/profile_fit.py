@@ -307,6 +307,8 @@ class Fits:
             "launch_per_inject_s": self.inject_host_fit()[0],
             "launch_per_inject_token_s": self.inject_host_fit()[1],
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
+            "decode_schedule_s": self.decode_sched_fit[0], "decode_schedule_per_req_s": self.decode_sched_fit[1],
+            "decode_process_s": self.decode_proc_fit[0], "decode_process_per_req_s": self.decode_proc_fit[1],
             "result_path_s": self.result_path_fit[0], "result_path_per_req_s": self.result_path_fit[1],
             "recv_path_s": self.recv_path_fit[0], "recv_path_per_req_s": self.recv_path_fit[1],
             "sync_wakeup_s": self.sync_wakeup,

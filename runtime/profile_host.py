@@ -25,28 +25,32 @@ from specsched.sim.scheduler import Scheduler
 from specsched.sim.workload import make_requests
 
 
-def _verify_scheduler(bs: int, window: int, seed: int, overlap: bool = True) -> tuple[Scheduler, DeviceTokens]:
+def _verify_scheduler(bs: int, window: int, seed: int, overlap: bool = True,
+                      speculative: bool = True) -> tuple[Scheduler, DeviceTokens]:
     """A scheduler holding ``bs`` running DSpark requests (prompt :data:`HOST_PROMPT`, output
     long enough never to finish) and the device-token counter that commits their steps;
     the next ``schedule()`` returns a verify plan of all ``bs``. ``overlap``: the server's
-    ``enable_overlap_schedule`` (its ``server`` is the one the loop runs with)."""
+    ``enable_overlap_schedule`` (its ``server`` is the one the loop runs with).
+    ``speculative`` False: the same requests on a plain-decoding server (no speculative
+    algorithm), whose next ``schedule()`` returns a decode plan of all ``bs``."""
+    spec = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": window} if speculative else {}
     server = ServerArgs(
         max_running_requests=bs, max_total_num_tokens=10**9, chunked_prefill_size=bs * HOST_PROMPT,
-        max_prefill_tokens=bs * HOST_PROMPT, speculative_algorithm="dspark",
-        speculative_num_draft_tokens=window, enable_overlap_schedule=overlap,
+        max_prefill_tokens=bs * HOST_PROMPT, enable_overlap_schedule=overlap, **spec,
     )
     sched = Scheduler(server, make_policy(server), seed)
     tokens = DeviceTokens(AcceptanceModel(AcceptanceConfig(mean_accept_length=(1 + window) / 2), window, seed))
     for rid in range(bs):
         sched.add_request(Req(rid, HOST_PROMPT, 100_000))
+    steady = ForwardMode.VERIFY if speculative else ForwardMode.DECODE
     for _ in range(8):
         plan = sched.schedule()
         if plan is None:
             break
         sched.process_result(plan, tokens.step(plan))
-        if plan.mode is ForwardMode.VERIFY and plan.batch_size == bs:
+        if plan.mode is steady and plan.batch_size == bs:
             return sched, tokens
-    raise RuntimeError(f"could not bring {bs} requests to a full verify batch (running {len(sched.running)})")
+    raise RuntimeError(f"could not bring {bs} requests to a full {steady.value} batch (running {len(sched.running)})")
 
 
 def _loop_host(dev: Any, bs: int, seed: int) -> LoopHost:
@@ -348,27 +352,37 @@ class HostPhases(Harness):
         self._tick()
 
     def host_phase(self) -> None:
-        self.sched_med, self.proc_med = [], []
+        """Median host time of ``Scheduler.schedule()`` and ``Scheduler.process_result`` per
+        batch size, on verify plans of DSpark requests (host.schedule_*, process_*) and on
+        decode plans of a plain-decoding server (host.decode_schedule_*, decode_process_*:
+        a decode plan skips the draft windows' bookkeeping, and a no_overlap arm pays these
+        on the critical path, docs/measurements/h200-nooverlap.md). The two kinds alternate
+        per batch size, so a host level held for seconds falls on both alike."""
         n = max(50, 5 * self.repeats)
         self.host_n = n
+        meds: dict[bool, tuple[list[float], list[float]]] = {True: ([], []), False: ([], [])}
         for b in self.host_bs:
-            self._progress(f"scheduler host time bs {b}")
-            sched, tokens = _verify_scheduler(b, self.W, self.seed)
-            ts, tp = [], []
-            for k in range(WARMUP + n):
-                t0 = time.perf_counter()
-                plan = sched.schedule()
-                t1 = time.perf_counter()
-                assert plan is not None and plan.batch_size == b
-                out = tokens.step(plan)
-                t2 = time.perf_counter()
-                sched.process_result(plan, out)
-                t3 = time.perf_counter()
-                if k >= WARMUP:
-                    ts.append(t1 - t0)
-                    tp.append(t3 - t2)
-            self.sched_med.append(statistics.median(ts))
-            self.proc_med.append(statistics.median(tp))
+            for speculative in (True, False):
+                self._progress(f"scheduler host time bs {b} ({'verify' if speculative else 'decode'} plans)")
+                sched, tokens = _verify_scheduler(b, self.W, self.seed, speculative=speculative)
+                ts, tp = [], []
+                for k in range(WARMUP + n):
+                    t0 = time.perf_counter()
+                    plan = sched.schedule()
+                    t1 = time.perf_counter()
+                    assert plan is not None and plan.batch_size == b
+                    out = tokens.step(plan)
+                    t2 = time.perf_counter()
+                    sched.process_result(plan, out)
+                    t3 = time.perf_counter()
+                    if k >= WARMUP:
+                        ts.append(t1 - t0)
+                        tp.append(t3 - t2)
+                meds[speculative][0].append(statistics.median(ts))
+                meds[speculative][1].append(statistics.median(tp))
             self._tick()
+        (self.sched_med, self.proc_med), (self.decode_sched_med, self.decode_proc_med) = meds[True], meds[False]
         self.sched_fit = fit_line(self.host_bs, self.sched_med)
         self.proc_fit = fit_line(self.host_bs, self.proc_med)
+        self.decode_sched_fit = fit_line(self.host_bs, self.decode_sched_med)
+        self.decode_proc_fit = fit_line(self.host_bs, self.decode_proc_med)

@@ -346,13 +346,19 @@ class Provenance:
                                         "hands each request's token ids to the scheduler directly at Recv"),
         }
         sched_txt = (f"np.polyfit over batch sizes {self.host_bs} of the median host time (perf_counter) of "
-                     f"{{fn}} on a sim.scheduler.Scheduler holding bs running DSpark requests (window {W}, "
-                     f"{HOST_PROMPT}-token prompts, admission none, verify plans), {self.host_n} calls per size after "
-                     f"{WARMUP} warm-ups; medians {{meds}}; intercept and slope clamped >= 0. Host: {self.env['host']}, "
-                     f"python {self.env['python']}. [{env}]")
-        for key, fn, meds in (("schedule", "Scheduler.schedule()", self.sched_med),
-                              ("process", "Scheduler.process_result(plan, output)", self.proc_med)):
-            txt = sched_txt.format(fn=fn, meds=", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.host_bs, meds, strict=True)))
+                     f"{{fn}} on a sim.scheduler.Scheduler holding bs running {{held}}, {self.host_n} calls per size "
+                     f"after {WARMUP} warm-ups, verify and decode plans alternating per size; medians {{meds}}; "
+                     f"intercept and slope clamped >= 0. Host: {self.env['host']}, python {self.env['python']}. [{env}]")
+        verify_held = f"DSpark requests (window {W}, {HOST_PROMPT}-token prompts, admission none, verify plans)"
+        decode_held = (f"requests of a plain-decoding server ({HOST_PROMPT}-token prompts, admission none, decode "
+                       f"plans; charged in place of host.schedule_* / process_* when no speculative algorithm runs)")
+        for key, fn, meds, held in (
+                ("schedule", "Scheduler.schedule()", self.sched_med, verify_held),
+                ("process", "Scheduler.process_result(plan, output)", self.proc_med, verify_held),
+                ("decode_schedule", "Scheduler.schedule()", self.decode_sched_med, decode_held),
+                ("decode_process", "Scheduler.process_result(plan, output)", self.decode_proc_med, decode_held)):
+            txt = sched_txt.format(fn=fn, held=held,
+                                   meds=", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.host_bs, meds, strict=True)))
             prov[f"host.{key}_s"] = f"intercept of {txt}"
             prov[f"host.{key}_per_req_s"] = f"slope of {txt}"
         busy = (f"a torch.cuda._sleep kernel queued first on the forward stream keeps the GPU busy (finally "

@@ -498,15 +498,25 @@ class CostModel:
         no other term times. Over the H200 rounds 11-24 the engine's extend call came out
         1.02x the charge at the run's host level (1.11x the issue alone), and charging an extend-only launch its
         issue alone took the figures within 5 % from 1070 to 1021 of 1525 (docs/measurements/h200-v24.md "The
-        extend's charge, across rounds")."""
+        extend's charge, across rounds").
+
+        A server without speculative decoding is charged the scheduler's own terms measured
+        on a plain-decoding scheduler (host.decode_schedule_* / decode_process_*) where the
+        profile has them: schedule_* / process_* are timed on verify plans of DSpark
+        requests, whose per-request bookkeeping a decode plan does not run, and without
+        overlap every step pays them on the critical path
+        (docs/measurements/h200-nooverlap.md)."""
         h, bs = self.h, plan.batch_size
         if kind == "launch_tail":
             return self.launch_tail(plan)
+        plain = not self.spec and h.decode_schedule_s is not None
         if kind == "schedule":
-            return h.schedule_s + h.recv_path_s + (h.schedule_per_req_s + h.recv_path_per_req_s) * bs
+            s, s_req = (h.decode_schedule_s, h.decode_schedule_per_req_s) if plain else (h.schedule_s, h.schedule_per_req_s)
+            return s + h.recv_path_s + (s_req + h.recv_path_per_req_s) * bs
         if kind == "launch":
             return h.launch_s + h.launch_per_req_s * bs
-        return h.process_s + h.result_path_s + (h.process_per_req_s + h.result_path_per_req_s) * bs
+        p, p_req = (h.decode_process_s, h.decode_process_per_req_s) if plain else (h.process_s, h.process_per_req_s)
+        return p + h.result_path_s + (p_req + h.result_path_per_req_s) * bs
 
     def eager_issue_s(self, n_dec: int) -> float:
         """Host seconds to issue one eager decode step's or spec cycle's kernels (profile

@@ -57,6 +57,10 @@ HOST_SECONDS = ("ingest_per_request_s", "ingest_per_token_s", "schedule_s", "sch
 (a graph replay waiting on a second queue: the GPU's time) and ``reference_work_s`` (the
 reference itself)."""
 
+HOST_OPTIONAL_SECONDS = ("decode_schedule_s", "decode_schedule_per_req_s", "decode_process_s", "decode_process_per_req_s")
+"""``host.*`` fields of host CPU time that a profile may leave out (None: not measured);
+scaled where given."""
+
 GPU_HOST_SECONDS = ("eager_overhead_s", "eager_draft_overhead_s", "eager_host_issue_s", "eager_spec_issue_s")
 """``gpu.*`` fields that are the host's kernel issue of an eager step (scaled): an eager
 decode step or spec cycle above ``cuda_graph_max_bs`` issues its kernels one by one from
@@ -90,7 +94,8 @@ HOST_TABLES = ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens", "exte
 """``host.*`` tables of host seconds by extend tokens (sim.profile.LeadTable): each
 point's seconds scaled as one term."""
 
-SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), *(f"host.{k}" for k in HOST_TABLES),
+SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), *(f"host.{k}" for k in HOST_OPTIONAL_SECONDS),
+                *(f"host.{k}" for k in HOST_TABLES),
                 *(f"gpu.{k}" for k in GPU_HOST_SECONDS))
 """Every term :func:`scale_host` scales, by its dotted profile key: the keys allowed in a
 profile's ``host.reference_work_by_term``."""
@@ -129,7 +134,8 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
 
 def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None) -> Profile:
     """``profile`` with every host term multiplied by its factor of :func:`term_factors`
-    (:data:`HOST_SECONDS`, :data:`GPU_HOST_SECONDS`, the seconds of the :data:`HOST_TABLES`).
+    (:data:`HOST_SECONDS`, the given :data:`HOST_OPTIONAL_SECONDS`, :data:`GPU_HOST_SECONDS`,
+    the seconds of the :data:`HOST_TABLES`).
 
     Args:
         profile: a :class:`sim.profile.Profile`.
@@ -152,6 +158,9 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
     host, gpu = data["host"], data["gpu"]
     for f in HOST_SECONDS:
         host[f] = host[f] * k[f"host.{f}"]
+    for f in HOST_OPTIONAL_SECONDS:
+        if host.get(f) is not None:
+            host[f] = host[f] * k[f"host.{f}"]
     for f in HOST_TABLES:
         if host.get(f) is not None:
             host[f]["seconds"] = [s * k[f"host.{f}"] for s in host[f]["seconds"]]

@@ -386,6 +386,18 @@ class HostProfile(BaseModel):
     the call returns. The whole call's host time (GPU kept busy) minus the publish-wait
     stall. 0: not measured (results are processed right after the forward is queued).
     process_*: processing a step's results.
+    decode_schedule_s / decode_schedule_per_req_s, decode_process_s / decode_process_per_req_s:
+        ``Scheduler.schedule()`` and ``Scheduler.process_result`` of a plain-decoding server
+        (no speculative algorithm; decode plans), per step and per request. schedule_* and
+        process_* are timed on a scheduler of DSpark requests with verify plans, whose
+        bookkeeping per request (draft windows, accept lengths, KV of the window) a decode
+        plan does not run: 3.4x and 1.15x the decode's at batch 64 on one host
+        (docs/measurements/h200-nooverlap.md). Under overlap both hide behind the forward;
+        without overlap (``enable_overlap_schedule`` false) they are on the critical path
+        of every decode step. The simulator charges them in place of schedule_* / process_*
+        to every plan of a server without speculative decoding
+        (sim.cost_model.CostModel.host); None: not measured (schedule_* / process_*, as
+        before). runtime/profile_host.py ``host_phase``.
     result_path_s / result_path_per_req_s and recv_path_s / recv_path_per_req_s: the rest of
         the loop's host path from a step's results to the next schedule pass, per step and
         per request: beyond ``Scheduler.process_result`` (process_*) and
@@ -499,6 +511,10 @@ class HostProfile(BaseModel):
     launch_per_inject_token_s: Seconds = 0.0
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0
+    decode_schedule_s: Seconds | None = None
+    decode_schedule_per_req_s: Seconds | None = None
+    decode_process_s: Seconds | None = None
+    decode_process_per_req_s: Seconds | None = None
     result_path_s: Seconds = 0.0
     result_path_per_req_s: Seconds = 0.0
     recv_path_s: Seconds = 0.0
@@ -517,11 +533,17 @@ class HostProfile(BaseModel):
 
     @model_validator(mode="after")
     def _known_terms(self) -> HostProfile:
-        from specsched.sim.host_speed import SCALED_TERMS
+        from specsched.sim.host_speed import HOST_OPTIONAL_SECONDS, SCALED_TERMS
 
         bad = sorted(set(self.reference_work_by_term or ()) - set(SCALED_TERMS))
         if bad:
             raise ValueError(f"reference_work_by_term: unknown host term {bad[0]!r}; allowed: {', '.join(SCALED_TERMS)}")
+        # the plain-decoding scheduler terms (sim.host_speed.HOST_OPTIONAL_SECONDS) come together
+        given = [f for f in HOST_OPTIONAL_SECONDS if getattr(self, f) is not None]
+        if given and len(given) != len(HOST_OPTIONAL_SECONDS):
+            missing = sorted(set(HOST_OPTIONAL_SECONDS) - set(given))
+            raise ValueError(f"{missing[0]}: missing while {given[0]} is given; the plain-decoding scheduler "
+                             f"terms come together ({', '.join(HOST_OPTIONAL_SECONDS)}) or not at all")
         return self
 
 
