@@ -381,19 +381,21 @@ launch and a delivery are a few events each, so a run that keeps its invariants 
 below (at most about 1 per unit over a few hundred fuzzed cases of every kind); a run
 that decodes forever crosses it."""
 
-WALL_LIMIT_S = 120.0
+WALL_LIMIT_S = 20.0
 """Wall seconds one case may run before it counts as hung (a case takes well under one)."""
 
 
 def event_bound(sc: Scenario) -> int:
     """The most SimPy events a run of ``sc`` may process: :data:`EVENTS_PER_UNIT` x (each
-    request's output tokens, prompt pages and one) x its servers, plus a constant."""
+    request's output tokens, prompt chunks and one) x its servers, plus a constant."""
     w = sc.workload
     o = max(w.output_len.value, 1) if w.output_len is not None else 1
     i = max(w.input_len.value, 1) if w.input_len is not None else 1
+    c = sc.server.chunked_prefill_size
+    chunks = -(-i // max(c, sc.server.page_size)) if c != -1 else 1
     layout = sc.server.disaggregation
     servers = 1 if layout is None else layout.prefill.instances + layout.decode.instances
-    return 10_000 + EVENTS_PER_UNIT * w.num_requests * (o + i // sc.server.page_size + 1) * servers
+    return 10_000 + EVENTS_PER_UNIT * w.num_requests * (o + chunks + 1) * servers
 
 
 def bounded_run(eng: SimEngine, max_events: int, wall_s: float = WALL_LIMIT_S) -> Any:
