@@ -3,6 +3,7 @@ invariants and for non-finite figures.
 
     python benchmarks/fuzz.py --minutes 30            # nice it on a shared machine
     python benchmarks/fuzz.py --minutes 1 --seed 7 --out fuzz-report.json
+    python benchmarks/fuzz.py --cases 400 --kinds pd,dp # deployments: disaggregated, DP attention
 
 The scenarios come from hypothesis strategies (:func:`cases`) built to reach the corners a
 uniform draw misses: chunks as small as a page, pages of 1-64 tokens, mixed chunk with a
@@ -10,9 +11,15 @@ small chunk, a KV pool just larger than one request (so requests are retracted),
 admission-delay policy, waiting-queue order, speculative algorithm and sync mode, eager
 batches above ``cuda_graph_max_bs``, ``request_rate: .inf``, and random profiles (random
 positive grids, zero host costs, a draft-step grid for chain drafters). The same
-strategies drive tests/test_fuzz.py. A scenario the models refuse (ConfigError) is counted,
-not failed; any other exception, an invariant violation or a non-finite summary figure is a
-failure: hypothesis shrinks it and the report keeps the smallest example.
+strategies drive tests/test_fuzz.py. ``--kinds`` picks what is drawn (:data:`KINDS`): ``plain``
+one server, ``dp`` one DP-attention server (2-4 ranks, :func:`dp_cases`), ``pd`` a
+prefill-decode deployment (1-3 servers per role, either role maybe with DP attention,
+num_reserved_decode_tokens 0 to 512, tight decode pools, a KV transfer: :func:`pd_cases`).
+A scenario the models refuse (ConfigError) is counted, not failed, and so is a request the
+run refuses as never schedulable (UnschedulableRequest, counted apart); any other exception
+(Stalled included), an invariant violation, a non-finite summary figure or a run past its
+bound on simulated events or wall seconds (Hung: :func:`bounded_run`) is a failure:
+hypothesis shrinks it and the report keeps the smallest example.
 
 Invariants (names as in docs/architecture.md; docs/reliability.md lists them with their tests):
 INV-1 running <= max_running_requests; INV-2 KV within capacity; INV-3 KV balance (nothing
@@ -20,7 +27,10 @@ held at the end); INV-4 each request finishes once with exactly its output lengt
 tokens conserved (device commits == client deliveries); INV-7 fast path == step by step;
 and here also TIMES (0 < TTFT <= E2E), GPU-SERIAL (launches never overlap on the stream),
 ACCEPT-RANGE (accept length within 1..window) and FINITE (every numeric summary figure is
-finite, or null where it is undefined, e.g. TPOT of one-token outputs).
+finite, or null where it is undefined, e.g. TPOT of one-token outputs). INV-2, INV-3 and
+DRAINED (no request left in any queue) hold for every scheduler of the run
+(:func:`schedulers`: each server of a deployment, each DP rank); INV-PD-HANDOFF
+(:func:`_check_handoff`) conserves requests across the prefill->decode handoff.
 """
 
 from __future__ import annotations
