@@ -3,6 +3,7 @@ invariants and for non-finite figures.
 
     python benchmarks/fuzz.py --minutes 30            # nice it on a shared machine
     python benchmarks/fuzz.py --minutes 1 --seed 7 --out fuzz-report.json
+    python benchmarks/fuzz.py --cases 400 --kinds pd,dp # deployments: disaggregated, DP attention
 
 The scenarios come from hypothesis strategies (:func:`cases`) built to reach the corners a
 uniform draw misses: chunks as small as a page, pages of 1-64 tokens, mixed chunk with a
@@ -10,9 +11,15 @@ small chunk, a KV pool just larger than one request (so requests are retracted),
 admission-delay policy, waiting-queue order, speculative algorithm and sync mode, eager
 batches above ``cuda_graph_max_bs``, ``request_rate: .inf``, and random profiles (random
 positive grids, zero host costs, a draft-step grid for chain drafters). The same
-strategies drive tests/test_fuzz.py. A scenario the models refuse (ConfigError) is counted,
-not failed; any other exception, an invariant violation or a non-finite summary figure is a
-failure: hypothesis shrinks it and the report keeps the smallest example.
+strategies drive tests/test_fuzz.py. ``--kinds`` picks what is drawn (:data:`KINDS`): ``plain``
+one server, ``dp`` one DP-attention server (2-4 ranks, :func:`dp_cases`), ``pd`` a
+prefill-decode deployment (1-3 servers per role, either role maybe with DP attention,
+num_reserved_decode_tokens 0 to 512, tight decode pools, a KV transfer: :func:`pd_cases`).
+A scenario the models refuse (ConfigError) is counted, not failed, and so is a request the
+run refuses as never schedulable (UnschedulableRequest, counted apart); any other exception
+(Stalled included), an invariant violation, a non-finite summary figure or a run past its
+bound on simulated events or wall seconds (Hung: :func:`bounded_run`) is a failure:
+hypothesis shrinks it and the report keeps the smallest example.
 
 Invariants (names as in docs/architecture.md; docs/reliability.md lists them with their tests):
 INV-1 running <= max_running_requests; INV-2 KV within capacity; INV-3 KV balance (nothing
@@ -20,7 +27,10 @@ held at the end); INV-4 each request finishes once with exactly its output lengt
 tokens conserved (device commits == client deliveries); INV-7 fast path == step by step;
 and here also TIMES (0 < TTFT <= E2E), GPU-SERIAL (launches never overlap on the stream),
 ACCEPT-RANGE (accept length within 1..window) and FINITE (every numeric summary figure is
-finite, or null where it is undefined, e.g. TPOT of one-token outputs).
+finite, or null where it is undefined, e.g. TPOT of one-token outputs). INV-2, INV-3 and
+DRAINED (no request left in any queue) hold for every scheduler of the run
+(:func:`schedulers`: each server of a deployment, each DP rank); INV-PD-HANDOFF
+(:func:`_check_handoff`) conserves requests across the prefill->decode handoff.
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,12 +49,14 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgorithm, SyncMode
+from specsched.sim.disaggregation import PDEngine
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.limits import check_fits, topup_beside_chunk_tokens
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.profile import Profile
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
+from specsched.sim.scheduler import Scheduler
 from specsched.sim.scheduler_decode import UnschedulableRequest
 
 SCHEDULE_POLICIES = list(SHIPPED_ORDERS)  # schedule_policy is a str: shipped names or a user class
@@ -183,6 +197,80 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
     return scenario, draw(profiles(chain, hostile_profiles)), draw(st.integers(0, 4)) == 0
 
 
+
+KINDS = ("plain", "pd", "dp")
+"""What :func:`kind_cases` draws: ``plain`` one colocated server (:func:`cases`), ``dp`` one
+DP-attention server (:func:`dp_cases`), ``pd`` a prefill-decode deployment (:func:`pd_cases`)."""
+
+
+def _dp_server(draw: Any, server: dict[str, Any]) -> dict[str, Any]:
+    """Keys turning ``server`` (a plain server's arguments) into a DP-attention server:
+    ``dp_size`` 2-4 and, where a rank's chunk (chunked_prefill_size // dp_size) would fall
+    below a page, a chunk of 1-4 pages per rank (ServerArgs refuses less)."""
+    n = draw(st.sampled_from([2, 2, 3, 4]))
+    out: dict[str, Any] = {"enable_dp_attention": True, "dp_size": n}
+    c, page = server["chunked_prefill_size"], server["page_size"]
+    if c != -1 and c // n < page:
+        out["chunked_prefill_size"] = n * page * draw(st.integers(1, 4))
+    if server["speculative_algorithm"] != "none":
+        out["dp_spec_prefill_coordination"] = draw(st.booleans())
+    return out
+
+
+@st.composite
+def dp_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """A :func:`cases` case on one DP-attention server (sim/dp_attention.py): 2-4 ranks in
+    lock-step, each with its own KV pool of ``max_total_num_tokens`` (tight ones retract)
+    and ``max_running_requests // dp_size`` slots; a lock-step exchange cost in the profile."""
+    scenario, profile, slow = draw(cases(hostile_profiles))
+    scenario["server"].update(_dp_server(draw, scenario["server"]))
+    profile["gpu"]["dp_attention_sync_s"] = draw(st.sampled_from([0.0, 1e-5, 1e-3]))
+    return scenario, profile, slow
+
+
+@st.composite
+def pd_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """A :func:`cases` case as a prefill-decode deployment (sim/disaggregation.py): 1-3
+    prefill and 1-3 decode servers, either role maybe with DP attention, the decode servers'
+    pool tight (a prompt, its reservation and a little: they retract) or loose, and
+    ``num_reserved_decode_tokens`` 0, small or SGLang's 512 (docs/disaggregation.md
+    INV-PD-PROGRESS); a KV transfer from fast to slow, with or without a fixed latency."""
+    scenario, profile, slow = draw(cases(hostile_profiles))
+    srv = scenario["server"]
+    reserve = draw(st.sampled_from([0, 1, 4, 32, 128, 512]))
+    srv["num_reserved_decode_tokens"] = reserve
+    page = srv["page_size"]
+    base = srv["max_total_num_tokens"]
+    decode: dict[str, Any] = {"max_total_num_tokens": draw(st.one_of(
+        st.integers(base, base + reserve + 4 * page + 64), st.integers(base, 400_000)))}
+    prefill: dict[str, Any] = {}
+    if draw(st.integers(0, 2)) == 0:
+        prefill["chunked_prefill_size"] = draw(st.sampled_from([-1, 256, 4096])) if page <= 256 else -1
+    if draw(st.integers(0, 2)) == 0:
+        decode["max_running_requests"] = draw(st.integers(1, 48))
+    for role in (prefill, decode):
+        if draw(st.integers(0, 3)) == 0:
+            role.update(_dp_server(draw, {**srv, **role}))
+    srv["disaggregation"] = {"prefill": {"instances": draw(st.integers(1, 3)), "server": prefill},
+                             "decode": {"instances": draw(st.integers(1, 3)), "server": decode},
+                             "router_policy": draw(st.sampled_from(["round_robin", "random"]))}
+    if not (hostile_profiles and draw(st.integers(0, 19)) == 0):   # hostile: no kv_transfer (refused)
+        profile["kv_transfer"] = {"bytes_per_token": draw(st.sampled_from([1e3, 1e5, 1e6])),
+                                  "link_bytes_per_s": draw(st.sampled_from([1e9, 5e10, 1e12])),
+                                  "latency_s": draw(st.sampled_from([0.0, 1e-4, 2e-3]))}
+    if draw(st.booleans()):
+        profile["gpu"]["dp_attention_sync_s"] = draw(st.sampled_from([0.0, 1e-4]))
+    return scenario, profile, slow
+
+
+def kind_cases(kinds: tuple[str, ...] = ("plain",), hostile_profiles: bool = False,
+               swa: bool = False) -> st.SearchStrategy:
+    """Cases of the ``kinds`` (names in :data:`KINDS`), each kind drawn equally often."""
+    made = {"plain": lambda: cases(hostile_profiles, swa), "pd": lambda: pd_cases(hostile_profiles),
+            "dp": lambda: dp_cases(hostile_profiles)}
+    return st.one_of(*[made[k]() for k in kinds])
+
+
 def _finite_or_undefined(summary: dict[str, Any]) -> list[str]:
     bad = []
     for k, v in summary.items():
@@ -193,46 +281,165 @@ def _finite_or_undefined(summary: dict[str, Any]) -> list[str]:
     return bad
 
 
+def schedulers(eng: SimEngine) -> list[tuple[str, str, Scheduler]]:
+    """Every scheduler of a run, as (label, role, scheduler): the one server's, each DP rank
+    of a DP-attention server, each server (and rank) of a disaggregated deployment. ``role``
+    is ``plain``, ``prefill`` or ``decode``; labels read like ``decode 1 rank 0``."""
+    servers = ([(s.role, f"{s.role} {s.index}", s.sched) for s in eng.prefill + eng.decode]
+               if isinstance(eng, PDEngine) else [("plain", "server", eng.sched)])
+    out = []
+    for role, label, sched in servers:
+        ranks = getattr(sched, "ranks", [sched])
+        out += [(f"{label} rank {i}" if len(ranks) > 1 else label, role, r) for i, r in enumerate(ranks)]
+    return out
+
+
+def _check_scheduler(label: str, role: str, r: Scheduler, need: Any) -> None:
+    """One scheduler's invariants at the end of a run: INV-2 (its KV peak within its own
+    pool; the SWA pool too), INV-3 (nothing held: a prefill server keeps only what its radix
+    cache owns, through the requests' allocations) and every queue drained (no request left
+    waiting, running, in flight, preallocated, in transfer or retracted)."""
+    kv = r.kv
+    need(kv.peak <= kv.capacity, f"INV-2 KV peak within capacity ({label}: {kv.peak} > {kv.capacity})")
+    held = sum(q.kv_allocated for q in r.reqs.values()) if role == "prefill" else 0
+    need(kv.used == held, f"INV-3 KV balance: nothing held at the end ({label}: {kv.used} held)")
+    if r.server.sliding_window_size is not None:
+        need(kv.swa_used == 0 and kv.swa_peak <= kv.swa_capacity, f"INV-8 SWA pool: within capacity, empty at the end ({label})")
+    left = {q: [x.rid for x in getattr(r, q, [])] for q in
+            ("waiting", "running", "inflight", "prealloc_queue", "transfer_queue", "retracted_queue")}
+    left = {q: rids for q, rids in left.items() if rids}
+    need(not left, f"DRAINED every queue empty at the end ({label}: {left})")
+
+
+def _check_handoff(eng: PDEngine, rids: set[int], need: Any) -> None:
+    """INV-PD-HANDOFF, conservation across the prefill->decode handoff: each request was
+    routed once, held by exactly one prefill and one decode scheduler (the pair the router
+    picked), prefilled there for its first token only, and its KV transferred once."""
+    need(set(eng._pair) == rids, "INV-PD-HANDOFF every request routed once")
+    held: dict[str, dict[int, int]] = {"prefill": {}, "decode": {}}
+    for _, role, r in schedulers(eng):
+        for rid in r.reqs:
+            held[role][rid] = held[role].get(rid, 0) + 1
+    for role in ("prefill", "decode"):
+        extra = sorted(rid for rid, k in held[role].items() if k != 1)
+        need(set(held[role]) == rids and not extra, f"INV-PD-HANDOFF each request on one {role} scheduler "
+             f"(missing {sorted(rids - set(held[role]))[:5]}, duplicated {extra[:5]})")
+    for rid, (p, d, preq, dreq) in eng._pair.items():
+        for srv, copy in ((p, preq), (d, dreq)):
+            need(any(r.reqs.get(rid) is copy for r in getattr(srv.sched, "ranks", [srv.sched])),
+                 f"INV-PD-HANDOFF rid {rid} on the {srv.role} server the router picked")
+        need(preq.output_len == 1 and preq.kv_transferred and dreq.kv_transferred,
+             f"INV-PD-HANDOFF rid {rid} prefilled for its first token and its KV transferred")
+    need(len(eng.transfer_s) == len(rids), f"INV-PD-HANDOFF one KV transfer per request ({len(eng.transfer_s)})")
+
+
 def check_run(sc: Scenario, eng: SimEngine, res: Any) -> list[str]:
-    """The invariants one finished run must satisfy; returns the violations (empty: all hold)."""
+    """The invariants one finished run must satisfy, over every scheduler of the run (each
+    server of a disaggregated deployment, each DP rank); returns the violations (empty:
+    all hold)."""
     v: list[str] = []
     req, chunks, steps, ts = res.requests, res.chunks, res.steps, res.timeseries
-    cap, mrr = sc.server.max_total_num_tokens, sc.server.max_running_requests
 
     def need(ok: Any, name: str) -> None:
         if not bool(ok):
             v.append(name)
 
+    rids = set(range(sc.workload.num_requests)) if sc.workload.kind not in ("trace", "multi_turn") else set(req["rid"])
     need(len(req) == sc.workload.num_requests and req["finish_s"].notna().all(), "INV-4 every request finishes")
+    need(req["rid"].is_unique and set(req["rid"]) == rids, "INV-4 each request reported exactly once")
     if len(chunks):
         per_rid = chunks.groupby("rid")["n_tokens"].sum().reindex(req["rid"]).to_numpy()
         need((per_rid == req["output_len"].to_numpy()).all(), "INV-4 exactly its output length")
-    need(sum(eng.device.committed.values()) == int(req["output_len"].sum()), "INV-5 tokens conserved")
+    device = getattr(eng.device, "device", eng.device)   # a DP group's device wraps the one count
+    need(sum(device.committed.values()) == int(req["output_len"].sum()), "INV-5 tokens conserved")
+    for label, role, r in schedulers(eng):
+        _check_scheduler(label, role, r, need)
+    if isinstance(eng, PDEngine):
+        _check_handoff(eng, rids, need)
     if len(ts):
+        # a time-series row is one recording server's state (the decode servers' in a
+        # deployment): its running and KV summed over its ranks
+        rec = eng.decode if isinstance(eng, PDEngine) else [eng]
+        per = [getattr(s.sched, "ranks", [s.sched]) for s in rec]
+        mrr = max(sum(r.server.max_running_requests for r in ranks) for ranks in per)
+        cap = max(sum(r.kv.capacity for r in ranks) for ranks in per)
         need((ts["running"] <= mrr).all(), "INV-1 running <= max_running_requests")
         need((ts["kv_used_tokens"] <= cap).all(), "INV-2 KV within capacity")
-    need(eng.sched.kv.peak <= cap, "INV-2 KV peak within capacity")
-    need(eng.sched.kv.used == 0, "INV-3 KV balance: nothing held at the end")
-    if sc.server.sliding_window_size is not None:
-        kv = eng.sched.kv
-        need(kv.swa_used == 0 and kv.swa_peak <= kv.swa_capacity, "INV-8 SWA pool: within capacity, empty at the end")
     need((req["ttft_s"] > 0).all() and (req["ttft_s"] <= req["e2e_s"] + 1e-12).all(), "TIMES 0 < TTFT <= E2E")
     if len(steps):
-        s = steps.sort_values("gpu_start_s")
-        need((s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all(), "GPU-SERIAL")
+        # one forward stream writes the steps table unless several decode servers share it
+        if not isinstance(eng, PDEngine) or len(eng.decode) == 1:
+            s = steps.sort_values("gpu_start_s")
+            need((s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all(), "GPU-SERIAL")
         ver = steps[(steps["mode"] == "verify") & (steps["decoding_reqs"] > 0)]
         if sc.server.speculative_algorithm.enabled and len(ver):
-            per = ver["accepted_tokens"] / ver["decoding_reqs"]
-            need((per >= 1).all() and (per <= sc.server.spec_window).all(), "ACCEPT-RANGE")
+            per_req = ver["accepted_tokens"] / ver["decoding_reqs"]
+            need((per_req >= 1).all() and (per_req <= sc.server.spec_window).all(), "ACCEPT-RANGE")
     bad = _finite_or_undefined(res.summary)
     if bad:
         v.append("FINITE " + ", ".join(bad[:5]))
     return v
 
 
+class Hung(AssertionError):
+    """A run went past its bound on simulated events or wall seconds (:func:`bounded_run`)."""
+
+
+EVENTS_PER_UNIT = 20
+"""SimPy events allowed per unit of a case's work (:func:`event_bound`): a host pass, a
+launch and a delivery are a few events each, so a run that keeps its invariants stays far
+below (at most about 1 per unit over a few hundred fuzzed cases of every kind); a run
+that decodes forever crosses it."""
+
+WALL_LIMIT_S = 20.0
+"""Wall seconds one case may run before it counts as hung (a case takes well under one)."""
+
+
+def event_bound(sc: Scenario) -> int:
+    """The most SimPy events a run of ``sc`` may process: :data:`EVENTS_PER_UNIT` x (each
+    request's output tokens, prompt chunks and one) x its servers, plus a constant."""
+    w = sc.workload
+    o = max(w.output_len.value, 1) if w.output_len is not None else 1
+    i = max(w.input_len.value, 1) if w.input_len is not None else 1
+    c = sc.server.chunked_prefill_size
+    chunks = -(-i // max(c, sc.server.page_size)) if c != -1 else 1
+    layout = sc.server.disaggregation
+    servers = 1 if layout is None else layout.prefill.instances + layout.decode.instances
+    return 10_000 + EVENTS_PER_UNIT * w.num_requests * (o + chunks + 1) * servers
+
+
+def bounded_run(eng: SimEngine, max_events: int, wall_s: float = WALL_LIMIT_S) -> Any:
+    """``eng.run()``, failing with :class:`Hung` once it has processed ``max_events`` SimPy
+    events or run ``wall_s`` wall seconds (a SIGALRM, main thread only; elsewhere the event
+    bound alone), so a run that never ends is a reported failure, not a stuck fuzzer."""
+    env, count = eng.env, [0]
+    step = env.step
+
+    def counted() -> None:
+        count[0] += 1
+        if count[0] > max_events:
+            raise Hung(f"HANG: more than {max_events} simulated events at t={env.now:.6f}s "
+                       f"with {eng._remaining} requests left")
+        step()
+
+    env.step = counted
+    use_alarm = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM")
+    if use_alarm:
+        def alarm(_sig: int, _frame: Any) -> None:
+            raise Hung(f"HANG: more than {wall_s:g} wall seconds at t={env.now:.6f}s with {eng._remaining} requests left")
+        old = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, wall_s)
+    try:
+        return eng.run()
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
 def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bool,
              reached: dict[str, int] | None = None) -> str:
-    """Validate and simulate one case; returns "refused" or "ran". ``reached`` counts the
+    """Validate and simulate one case; returns "refused", "unschedulable" or "ran". ``reached`` counts the
     corners the run reached (retraction, small chunk, mixed chunk with a small chunk, eager
     batches, each policy, ...).
 
@@ -255,9 +462,13 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
     except ConfigError:  # the profile lacks what the scenario needs: refused in one line
         return "refused"
     try:
-        res = eng.run()
-    except UnschedulableRequest:   # a request the server can never serve: one line in the CLI
-        return "refused"
+        res = bounded_run(eng, event_bound(sc))
+    except UnschedulableRequest:
+        # a request the server can never serve, reported in one line by the CLI: e.g. a
+        # decode server whose preallocations (admitted by SGLang's own budget, which leaves
+        # out the speculative top-up) leave its lone running request no room to grow, where
+        # SGLang's decode would run out of memory. Counted apart, so a rise shows.
+        return "unschedulable"
     violations = check_run(sc, eng, res)
     assert not violations, violations
     if reached is not None:
@@ -271,11 +482,18 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
                                  ("eager batches", len(res.steps) and (res.steps["batch_size"] > srv.cuda_graph_max_bs).any()),
                                  ("request_rate inf", sc.workload.request_rate == math.inf),
                                  ("swa pool", srv.sliding_window_size is not None),
+                                 ("dp attention", srv.enable_dp_attention),
+                                 ("pd", srv.disaggregation is not None),
+                                 ("pd reserve <= 32", srv.disaggregation is not None and srv.num_reserved_decode_tokens <= 32),
+                                 ("pd retraction", srv.disaggregation is not None and res.summary.get("num_retractions", 0) > 0),
+                                 ("pd dp role", srv.disaggregation is not None and any(
+                                     getattr(srv.disaggregation, role).server.get("enable_dp_attention") for role in ("prefill", "decode"))),
                                  ("step by step compared", step_by_step)) if on]
         for t in tags:
             reached[t] = reached.get(t, 0) + 1
     if step_by_step:
-        slow = SimEngine(sc, prof, sc.seed, fast_forward=False).run()
+        slow_eng = SimEngine(sc, prof, sc.seed, fast_forward=False)
+        slow = bounded_run(slow_eng, 4 * event_bound(sc))
         cols = ["rid", "first_token_s", "finish_s", "output_len"]
         a, b = res.requests[cols].to_numpy(), slow.requests[cols].to_numpy()
         assert a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-12), "INV-7 fast path == step by step"
@@ -283,9 +501,10 @@ def run_case(scenario: dict[str, Any], profile: dict[str, Any], step_by_step: bo
 
 
 def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles: bool = True,
-         swa: bool = False) -> dict[str, Any]:
-    """Run batches of :func:`cases` until ``minutes`` have passed; returns the report."""
-    counts = {"ran": 0, "refused": 0}
+         swa: bool = False, kinds: tuple[str, ...] = ("plain",), max_cases: int | None = None) -> dict[str, Any]:
+    """Run batches of :func:`kind_cases` until ``minutes`` have passed or ``max_cases``
+    cases were drawn (ran or refused); returns the report."""
+    counts = {"ran": 0, "refused": 0, "unschedulable": 0}
     reached: dict[str, int] = {}
     failures: list[dict[str, Any]] = []
 
@@ -295,10 +514,11 @@ def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles:
     deadline = time.monotonic() + minutes * 60
     k = first_seed
     batches = 0
-    while time.monotonic() < deadline:
-        test = settings(max_examples=batch, deadline=None, database=None, derandomize=False,
+    while time.monotonic() < deadline and (max_cases is None or sum(counts.values()) < max_cases):
+        left = batch if max_cases is None else min(batch, max_cases - sum(counts.values()))
+        test = settings(max_examples=left, deadline=None, database=None, derandomize=False,
                         phases=[Phase.generate, Phase.shrink], print_blob=False,
-                        suppress_health_check=list(HealthCheck))(seed(k)(given(cases(hostile_profiles, swa))(one)))
+                        suppress_health_check=list(HealthCheck))(seed(k)(given(kind_cases(kinds, hostile_profiles, swa))(one)))
         try:
             test()
         except Exception as e:  # hypothesis has shrunk it; keep the smallest example
@@ -307,13 +527,17 @@ def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles:
             print(f"failure (batch seed {k}): {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
         k += 1
         batches += 1
-    return {"minutes": minutes, "batches": batches, "first_seed": first_seed, "runs": counts["ran"],
-            "refused": counts["refused"], "reached": dict(sorted(reached.items())), "failures": failures}
+    return {"minutes": minutes if math.isfinite(minutes) else None, "kinds": list(kinds), "batches": batches, "first_seed": first_seed, "runs": counts["ran"],
+            "refused": counts["refused"], "unschedulable": counts["unschedulable"], "reached": dict(sorted(reached.items())), "failures": failures}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/fuzz.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--minutes", type=float, default=1.0, help="how long to fuzz (default 1)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="how long to fuzz (default 1, or no limit with --cases)")
+    p.add_argument("--cases", type=int, default=None, help="stop after this many cases (ran or refused)")
+    p.add_argument("--kinds", default="plain",
+                   help=f"comma-separated case kinds: {', '.join(KINDS)} (default plain)")
     p.add_argument("--seed", type=int, default=0, help="first batch seed (default 0)")
     p.add_argument("--batch", type=int, default=50, help="cases per hypothesis batch (default 50)")
     p.add_argument("--no-hostile-profiles", action="store_true",
@@ -321,10 +545,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--swa", action="store_true", help="also hybrid sliding-window KV pools (a quarter of the cases)")
     p.add_argument("--out", type=Path, default=None, help="write the report as JSON")
     a = p.parse_args(argv)
+    kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        p.error(f"--kinds {a.kinds}: allowed: a comma-separated list of {', '.join(KINDS)}")
+    if a.cases is not None and a.cases < 1:
+        p.error(f"--cases {a.cases}: must be >= 1")
+    minutes = a.minutes if a.minutes is not None else (math.inf if a.cases else 1.0)
     t0 = time.monotonic()
-    report = fuzz(a.minutes, a.seed, a.batch, not a.no_hostile_profiles, a.swa)
+    report = fuzz(minutes, a.seed, a.batch, not a.no_hostile_profiles, a.swa, kinds, a.cases)
     report["wall_s"] = round(time.monotonic() - t0, 1)
-    print(f"{report['runs']} runs, {report['refused']} refused at validation, {len(report['failures'])} failing "
+    print(f"kinds {','.join(kinds)}: {report['runs']} runs, {report['refused']} refused at validation, "
+          f"{report['unschedulable']} refused mid-run (UnschedulableRequest), {len(report['failures'])} failing "
           f"batch(es) in {report['wall_s']} s")
     print("reached: " + ", ".join(f"{k} {v}" for k, v in report["reached"].items()))
     if a.out:

@@ -129,3 +129,73 @@ def test_random_profiles_reach_the_result_path_and_per_token_ingest_terms():
     collect()
     assert {"result_path_s", "result_path_per_req_s", "recv_path_s", "recv_path_per_req_s",
             "ingest_per_token_s"} <= seen
+
+
+# --------------------------------------------------------------- deployments (pd, dp)
+def _pd_case(decode: int = 2, reserve: int = 0, dp: int = 1) -> tuple[dict, dict, bool]:
+    """Two decode servers behind one prefill server (``dp`` attention ranks on the decode
+    side), a small decode pool, num_reserved_decode_tokens ``reserve``."""
+    case = ISSUE_13_MIXED_SMALL_CHUNK
+    server = {**case[0]["server"], "num_reserved_decode_tokens": reserve, "max_total_num_tokens": 2_000,
+              "disaggregation": {"prefill": {"instances": 1},
+                                 "decode": {"instances": decode, "server": {
+                                     "max_total_num_tokens": 400, **({"enable_dp_attention": True, "dp_size": dp} if dp > 1 else {})}}}}
+    workload = {"kind": "burst", "num_requests": 12, "input_len": {"kind": "uniform", "value": 120, "range_ratio": 0.5},
+                "output_len": {"kind": "uniform", "value": 60, "range_ratio": 0.5}}
+    profile = {**case[1], "kv_transfer": {"bytes_per_token": 1e5, "link_bytes_per_s": 1e10, "latency_s": 1e-3}}
+    return {**case[0], "server": server, "workload": workload}, profile, True
+
+
+def _engine(case):
+    from specsched.sim.config import Scenario
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.profile import Profile
+
+    sc = Scenario.model_validate(case[0])
+    eng = SimEngine(sc, Profile.model_validate(case[1]), sc.seed)
+    return sc, eng, eng.run()
+
+
+@settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@example(_pd_case())
+@given(fuzz.kind_cases(("pd", "dp")))
+def test_fuzzed_deployments_keep_every_invariant(case):
+    """Disaggregated deployments and DP-attention servers: every scheduler's invariants,
+    the prefill->decode handoff, no hang (run_case raises on any of them)."""
+    assert fuzz.run_case(*case) in ("ran", "refused", "unschedulable")
+
+
+def test_check_run_reads_every_scheduler_of_a_deployment():
+    """check_run is not the first scheduler's alone: KV left held on the second decode
+    server, a request left in a DP rank's retracted queue, a request prefilled twice or a
+    KV transfer lost each break a named invariant, labelled with the server and rank."""
+    sc, eng, res = _engine(_pd_case(dp=2))
+    assert fuzz.check_run(sc, eng, res) == []
+    rank = eng.decode[1].sched.ranks[1]
+    rank.kv.used += 3
+    assert any(v.startswith("INV-3") and "decode 1 rank 1" in v for v in fuzz.check_run(sc, eng, res))
+    rank.kv.used -= 3
+    some = next(iter(eng.decode[0].sched.ranks[0].reqs.values()))
+    rank.retracted_queue.append(some)
+    assert any(v.startswith("DRAINED") and "decode 1 rank 1" in v for v in fuzz.check_run(sc, eng, res))
+    rank.retracted_queue.pop()
+    eng.prefill[0].sched.reqs[10_000] = some
+    assert any(v.startswith("INV-PD-HANDOFF") for v in fuzz.check_run(sc, eng, res))
+    del eng.prefill[0].sched.reqs[10_000]
+    eng.transfer_s.pop()
+    assert fuzz.check_run(sc, eng, res) == ["INV-PD-HANDOFF one KV transfer per request (11)"]
+
+
+def test_a_run_past_its_event_bound_is_a_failure_not_a_hang():
+    """bounded_run turns a run that does not end within its bound on simulated events into
+    a Hung failure (the fuzzer reports it and goes on)."""
+    import pytest
+    from specsched.sim.config import Scenario
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.profile import Profile
+
+    case = _pd_case()
+    sc = Scenario.model_validate(case[0])
+    with pytest.raises(fuzz.Hung, match="HANG: more than 50 simulated events"):
+        fuzz.bounded_run(SimEngine(sc, Profile.model_validate(case[1]), 1), 50)
+    assert fuzz.bounded_run(SimEngine(sc, Profile.model_validate(case[1]), 1), fuzz.event_bound(sc)).summary["completed"] == 12
