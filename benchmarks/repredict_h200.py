@@ -550,6 +550,29 @@ PROVENANCE_REFITS = (
 """The profile refits an option asks for, each read back from the profile's own provenance."""
 
 
+VALIDATE_COLUMNS = ("cell", "arm", "metric", "measured")
+
+
+def read_validate_csv(path: str) -> pd.DataFrame:
+    """A gpu_validate ``validate.csv`` (columns cell, arm, metric, predicted, measured,
+    error_pct; one row per figure).
+
+    Raises:
+        ValueError: the file cannot be read, lacks one of :data:`VALIDATE_COLUMNS`, or has no
+            rows; the message names the file and what is missing (one line).
+    """
+    try:
+        df = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot be read as a validate.csv ({type(e).__name__}: {e})".splitlines()[0]) from None
+    missing = [c for c in VALIDATE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: column {missing[0]!r} missing; a validate.csv has {', '.join(VALIDATE_COLUMNS)}")
+    if df.empty:
+        raise ValueError(f"{path}: no rows: nothing to re-predict")
+    return df
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -635,7 +658,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_term and not args.host_speed:
         print("repredict_h200: --per-term: needs --host-speed (the runs' host readings)", file=sys.stderr)
         return 2
-    runs = [pd.read_csv(p) for p in args.csv]
+    try:
+        runs = [read_validate_csv(p) for p in args.csv]
+    except ValueError as e:
+        print(f"repredict_h200: {e}", file=sys.stderr)
+        return 2
     measured = pd.concat(runs, ignore_index=True)
     spread: dict[tuple, float] = {}
     if args.mean and len(runs) > 1:
