@@ -262,9 +262,10 @@ class GpuProfile(BaseModel):
         the padded graph rows whole, gather the one padding slot (runtime/kv_cache.py
         ``PAD_SLOT`` through runtime/layers.py ``paged_attention``). The grid was timed with
         every position real (uniform contexts), so a step is read at the column of its width
-        less ``(1 - attention_padding_cost) x padding positions / P``. Measured from loop
-        steps, not assumed: within one graph batch and width, how the step's time moves with
-        its padding positions (benchmarks/verify_step_costs.py ``--padding``). 1 (default): a
+        less ``(1 - attention_padding_cost) x padding positions / P``. Measured, not assumed:
+        ``specsched profile``'s padding probe (runtime/profile_gpu.py ``padding_phase``), and
+        from recorded loop steps within one graph batch and width, how the step's time moves
+        with its padding positions (benchmarks/verify_step_costs.py ``--padding``). 1 (default): a
         padding position costs a real one (the 1b proxy's width sweep with half the width
         padding, docs/measurements/h200-v14.md; older profiles).
     extend_attention: how an extend (and a block drafter's injection) attends.
