@@ -120,33 +120,36 @@ def check_fits(scenario: Scenario) -> None:
          else _max_len(w.input_len, scenario.path, "workload.input_len"))
     o = _max_len(w.output_len, scenario.path, "workload.output_len")
     if srv.disaggregation is None:
-        _check_pool(file, srv, "server", i, o)
+        _check_pool(file, srv, "server", i, o, w.ignore_eos)
     else:
         # each role's servers hold their own pool: a prefill server's copy of a request asks
         # for its first token only (PrefillBootstrapQueue._process_req), a decode server's
         # holds the whole context and is preallocated first
-        _check_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1)
+        _check_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1, w.ignore_eos)
         decode = srv.role_server("decode")
-        _check_pool(file, decode, "server.disaggregation.decode.server", i, o)
+        _check_pool(file, decode, "server.disaggregation.decode.server", i, o, w.ignore_eos)
         _check_decode_prealloc(file, decode, i, o)
     _check_context(scenario, hw, i, o)
 
 
-def _check_swa_pool(file: str, srv, where: str, i: int, o: int) -> None:
+def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
     """Refuse a prompt of ``i`` tokens with ``o`` output that a hybrid sliding-window
     server's SWA budget never admits, even with its SWA pool empty (sim/prefill_adder.py
     ``swa_never_admitted``: sglang 0.5.23 mem_cache/prefill_budget.py
     ``SWAPrefillBudget.check_prefill``, ``swa_never_fits``, ``_chunk_cap``; SGLang keeps
     such a request waiting forever). A prompt longer than the SWA pool passes with chunked
     prefill on: SGLang cuts its chunks to the free SWA and holds only the window between
-    them. Under DP attention the chunk is a rank's (dp_attention.py ``rank_server_args``)."""
+    them, except an ignore_eos request with the prefix cache off, which is never cut
+    (``add_one_req_ignore_eos``). Under DP attention the chunk is a rank's
+    (dp_attention.py ``rank_server_args``)."""
     swa = srv.swa_max_total_num_tokens
     if not swa:
         return
     page, window, c = srv.page_size, srv.sliding_window_size, srv.chunked_prefill_size
     chunk = None if c <= 0 else c // srv.dp_size
-    extend, new = ceil_page(i, page), min(o, CLIP_MAX_NEW_TOKENS)
-    if not swa_never_admitted(extend, new, chunk, window, page, swa):
+    eos_path = ignore_eos and srv.disable_radix_cache
+    extend, new = (i if eos_path else ceil_page(i, page)), min(o, CLIP_MAX_NEW_TOKENS)
+    if not swa_never_admitted(extend, new, chunk, window, page, swa, ignore_eos_path=eos_path):
         return
     need = swa_peak_tokens(extend, new, chunk, window, page)
     head = (f"a prompt of {i} tokens with {o} output needs {need} SWA slots at admission "
@@ -156,12 +159,17 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int) -> None:
         raise ConfigError(file, "workload.input_len", i,
                           f"{head}, and {where}.chunked_prefill_size is -1: SGLang admits it only whole; "
                           "turn chunking on or enlarge the SWA pool")
+    if eos_path:
+        raise ConfigError(file, "workload.input_len", i,
+                          f"{head}, and with {where}.disable_radix_cache and ignore_eos SGLang never cuts the "
+                          f"chunk to the free SWA (add_one_req_ignore_eos); lower {where}.chunked_prefill_size "
+                          "or enlarge the SWA pool")
     raise ConfigError(file, "workload.input_len", i,
                       f"{head}, and a first chunk cut to the pool less its decode headroom (min(output, "
                       f"{window}) + a page of {page}) has no page left; enlarge the SWA pool")
 
 
-def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
+def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
     """Refuse a prompt of ``i`` and an output of ``o`` tokens that the pool of a server with
     arguments ``srv`` (named ``where`` in the scenario) can never hold."""
     page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
@@ -174,7 +182,7 @@ def _check_pool(file: str, srv, where: str, i: int, o: int) -> None:
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
                           f"{ahead} verify slots); {pool} is {cap} and must exceed that (SGLang refuses an input "
                           "that reaches its limit: managers/utils.py validate_input_length)")
-    _check_swa_pool(file, srv, where, i, o)
+    _check_swa_pool(file, srv, where, i, o, ignore_eos)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
         raise ConfigError(file, "workload.output_len", o,

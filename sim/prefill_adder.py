@@ -59,7 +59,7 @@ def swa_chunk_cap(swa_free: int, new_tokens: int, window: int, page: int) -> int
 
 
 def swa_never_admitted(extend: int, new_tokens: int, chunk_limit: int | None, window: int, page: int,
-                       swa_size: int) -> bool:
+                       swa_size: int, *, ignore_eos_path: bool = False) -> bool:
     """True when SGLang 0.5.23 never admits a request even on an idle SWA pool of ``swa_size``
     slots (mem_cache/prefill_budget.py ``SWAPrefillBudget.check_prefill`` with
     ``remaining_swa`` = the whole pool): its SWA peak (:func:`swa_peak_tokens` of the
@@ -69,7 +69,14 @@ def swa_never_admitted(extend: int, new_tokens: int, chunk_limit: int | None, wi
     and the request waits forever (no abort: managers/scheduler.py validates a prompt only
     against the full pool, tp_worker.py ``get_worker_info`` max_req_input_len from
     ``effective_logical_max_total_num_tokens``, the full pool for hybrid SWA). A longer
-    prompt with chunking on is admitted, cut to the free SWA, whatever its length."""
+    prompt with chunking on is admitted, cut to the free SWA, whatever its length.
+
+    ``ignore_eos_path`` (an ignore_eos request with the prefix cache off: 0.5.23
+    schedule_policy.py ``add_one_req_ignore_eos`` with ``SWAPrefillBudget.can_allocate_prefill``):
+    no cut to the free SWA there, so it is never admitted once its peak with ``extend`` raw
+    exceeds the pool."""
+    if ignore_eos_path:
+        return swa_peak_tokens(extend, new_tokens, chunk_limit, window, page) > swa_size
     if swa_peak_tokens(extend, new_tokens, chunk_limit, window, page) < swa_size:
         return False
     return chunk_limit is None or swa_chunk_cap(swa_size, new_tokens, window, page) <= 0
@@ -159,7 +166,9 @@ class PrefillAdder:
             and their pages, without any output reservation (``PrefillBudget.remaining_current``).
         ignore_eos_path: the prefix cache is off, so a request sent with ignore_eos is admitted
             by :meth:`add_one_req_ignore_eos` (sglang 0.5.23 ``add_one_req``:
-            ``ignore_eos and getattr(tree_cache, "disable", True)``); never with an SWA pool.
+            ``ignore_eos and getattr(tree_cache, "disable", True)``), hybrid-SWA models too
+            (a disabled cache is still a ``UnifiedRadixCache`` with ``disable`` set:
+            mem_cache/registry.py ``default_radix_cache_factory``).
         running: the running batch and new_token_ratio, read by that path.
     """
 
@@ -410,24 +419,33 @@ class PrefillAdder:
         is not checked; a request longer than the chunk budget is cut to it exactly (no page
         floor) and ends the pass. Returns NO_TOKEN, OTHER, or the pass's budget state.
 
-        Not for hybrid-SWA models: there SGLang skips the projection and checks the SWA
-        estimate with no chunk cap (``SWAPrefillBudget.can_allocate_prefill``), so a prompt
-        longer than the SWA pool would wait forever; the Scheduler keeps them on
-        :meth:`add_one_req` (not modelled).
+        Hybrid-SWA models (``swa_rem`` set) take this path too, with two differences
+        (``SWAPrefillBudget.can_allocate_prefill``; ``if not self.is_hybrid_swa`` around the
+        projection): the request's SWA peak (raw extend, its remaining output clipped as
+        ``_swa_new_tokens``, at most the chunk budget a forward) must be at most the free
+        SWA slots, and the projection is skipped ("this mechanism is underestimating the
+        memory usage" there). A prompt whose SWA peak can never fit is not cut to the free
+        SWA as :meth:`add_one_req` cuts it: it waits.
         """
         extend = req.extend_remaining
         paged = ceil_page(extend, self.page_size) + self.page_size
         if paged > min(self.rem_current_tokens, self.rem_total_tokens):
             return NO_TOKEN
-        states = self._eos_states_with(req)
-        cur = self.rem_current_tokens - paged
-        freed = 0
-        n = len(states)
-        for i, (tokens_left, held) in enumerate(states):
-            bs = n - i
-            if cur + freed - tokens_left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+        if self.swa_rem is not None:
+            left = req.max_new_tokens - req.output_len
+            new = min(max(left, 0), CLIP_MAX_NEW_TOKENS)
+            if self._swa_tokens(extend, new, self.rem_chunk_tokens) > self.swa_rem:
                 return NO_TOKEN
-            freed += held
+        else:
+            states = self._eos_states_with(req)
+            cur = self.rem_current_tokens - paged
+            freed = 0
+            n = len(states)
+            for i, (tokens_left, held) in enumerate(states):
+                bs = n - i
+                if cur + freed - tokens_left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                    return NO_TOKEN
+                freed += held
         chunk = self.rem_chunk_tokens
         if chunk is None or extend <= chunk:
             self.can_run.append((req, extend))

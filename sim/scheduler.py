@@ -363,17 +363,21 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         """
         s, page = self.server, self.server.page_size
         chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
-        extend = ceil_page(req.input_len, page)
+        eos_path = self.cache is None and req.ignore_eos  # add_one_req_ignore_eos: the raw extend, no cut
+        extend = req.input_len if eos_path else ceil_page(req.input_len, page)
         new = min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
-        if not swa_never_admitted(extend, new, chunk, self.kv.window, page, self.kv.swa_capacity):
+        if not swa_never_admitted(extend, new, chunk, self.kv.window, page, self.kv.swa_capacity,
+                                  ignore_eos_path=eos_path):
             return
         need = swa_peak_tokens(extend, new, chunk, self.kv.window, page)
         why = ("with chunked prefill off; turn on chunked_prefill_size or enlarge the pool" if chunk is None else
+               "and an ignore_eos request with the prefix cache off is never cut to the free SWA "
+               "(add_one_req_ignore_eos); lower chunked_prefill_size or enlarge the pool" if eos_path else
                "and a first chunk cut to the pool less its decode headroom (min(output, window) + a page) "
                "has no page left; enlarge the pool")
         raise UnschedulableRequest(
             f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens need {need} SWA slots "
-            f"at admission, not fewer than the SWA pool's {self.kv.swa_capacity} "
+            f"at admission, {'more than' if eos_path else 'not fewer than'} the SWA pool's {self.kv.swa_capacity} "
             f"(max_total_num_tokens x swa_full_tokens_ratio), {why}")
 
     def _refuse_outgrown_swa(self, req: Req) -> None:
@@ -386,10 +390,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         so the loop would idle forever. Raises UnschedulableRequest.
         """
         page = self.server.page_size
-        extend = ceil_page(req.input_len + req.output_len - req.prefill_done, page)
+        eos_path = self.cache is None and req.ignore_eos  # add_one_req_ignore_eos: raw extend, fits at <=
+        raw = req.input_len + req.output_len - req.prefill_done
+        extend = raw if eos_path else ceil_page(raw, page)
         new = min(max(req.max_new_tokens - req.output_len, 0), CLIP_MAX_NEW_TOKENS)
         need = swa_peak_tokens(extend, new, None, self.kv.window, page)
-        if need >= self.kv.swa_capacity:
+        if need > self.kv.swa_capacity or (need == self.kv.swa_capacity and not eos_path):
             raise UnschedulableRequest(
                 f"request {req.rid}: re-extending {extend} tokens after {req.retractions} retraction(s) needs "
                 f"{need} SWA slots, more than the SWA pool's {self.kv.swa_capacity} "
@@ -408,14 +414,19 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         s, kv = self.server, self.kv
         page, window = s.page_size, kv.window
         chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
-        extend = ceil_page(req.input_len + req.output_len - req.cached_len, page)
+        # an ignore_eos request with the cache off: add_one_req_ignore_eos takes the raw
+        # extend, fits at need <= free, and is never cut to the free SWA
+        eos_path = self.cache is None and req.ignore_eos
+        raw = req.input_len + req.output_len - req.cached_len
+        extend = raw if eos_path else ceil_page(raw, page)
         new = reserved_decode_tokens(req)
         lock = kv.swa_prefix_lock(req.cached_len)
         free = kv.swa_capacity - lock
         need = swa_peak_tokens(extend, new, chunk, window, page)
-        if need < free:
+        if need < free or (eos_path and need == free):
             return
-        if chunk is not None and need >= kv.swa_capacity and swa_chunk_cap(free, new, window, page) > 0:
+        if (not eos_path and chunk is not None and need >= kv.swa_capacity
+                and swa_chunk_cap(free, new, window, page) > 0):
             return
         raise UnschedulableRequest(
             f"request {req.rid}: its {extend} uncached tokens + {new} output need {need} SWA slots at admission "
@@ -482,7 +493,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             prefill_max_requests=s.prefill_max_requests, chunk_fill=rules.chunk_fill,
             ignore_eos_full_reservation=rules.ignore_eos_full_reservation,
             swa=(self.kv.swa_available, self.kv.window, self.kv.swa_capacity) if self._swa else None,
-            ignore_eos_path=cache is None and not self._swa,
+            ignore_eos_path=cache is None,
         )
         # queue order: the queue itself (nothing joins or leaves it during the loop below);
         # any other order gets its own list (the policy interface hands it a list)

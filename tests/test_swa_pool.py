@@ -350,7 +350,7 @@ def test_a_prompt_longer_than_the_swa_pool_is_prefilled_in_chunks_capped_by_free
     so chunks alternate: 10 (989 held), 861 (138 held), 10, 130."""
     s = sched(swa_full_tokens_ratio=0.01, disable_radix_cache=not cache, enable_overlap_schedule=False)
     assert s.kv.swa_capacity == 1000
-    r = Req(0, 2000, 10)
+    r = Req(0, 2000, 10, ignore_eos=False)   # add_one_req's cut (an ignore_eos one is never cut: below)
     s.add_request(r)
     seen = []
     while not r.finished:
@@ -371,25 +371,64 @@ def test_a_prompt_the_swa_budget_never_admits_is_refused():
     cap), and with it on a pool that leaves no page once the decode headroom is taken
     (``_chunk_cap`` <= 0). A prompt of the pool's size with chunking on is admitted."""
     s = sched(swa_full_tokens_ratio=0.01, chunked_prefill_size=-1)              # 1000 SWA slots
-    s.add_request(Req(0, 998, 10))                       # peak 870 + 128 + 1 = 999 < 1000
+    s.add_request(Req(0, 998, 10, ignore_eos=False))     # peak 870 + 128 + 1 = 999 < 1000
     with pytest.raises(UnschedulableRequest, match=r"request 1: 999 prompt .* 1000 SWA slots .* chunked prefill off"):
-        s.add_request(Req(1, 999, 10))
+        s.add_request(Req(1, 999, 10, ignore_eos=False))
     # an SWA pool of 144 > window 120 + page 16, chunks of 4096: every long prompt's peak is
     # >= the pool, and the first chunk is the pool less min(output, 120) + 16, page-floored
     s = sched(page_size=16, sliding_window_size=120, swa_full_tokens_ratio=0.00145, chunked_prefill_size=4096)
     assert s.kv.swa_capacity == 144
-    s.add_request(Req(0, 5000, 100))                     # 144 - 100 - 16 = 28: a chunk of 16
+    s.add_request(Req(0, 5000, 100, ignore_eos=False))   # 144 - 100 - 16 = 28: a chunk of 16
     with pytest.raises(UnschedulableRequest, match="request 1: .* no page left"):
-        s.add_request(Req(1, 5000, 120))                 # 144 - 120 - 16 = 8: no page
+        s.add_request(Req(1, 5000, 120, ignore_eos=False))   # 144 - 120 - 16 = 8: no page
+
+
+def test_an_ignore_eos_request_with_the_cache_off_skips_the_projection_and_is_never_cut():
+    """sglang 0.5.23 ``add_one_req`` sends an ignore_eos request to ``add_one_req_ignore_eos``
+    when the cache is off (a disabled cache is a ``UnifiedRadixCache`` with ``disable`` set,
+    hybrid SWA too: mem_cache/registry.py ``default_radix_cache_factory``). For hybrid SWA
+    that path skips the projection (``if not self.is_hybrid_swa``) and checks
+    ``SWAPrefillBudget.can_allocate_prefill``: the raw extend's SWA peak at the chunk budget
+    must be at most the free SWA (``<=``, where ``check_prefill`` asks ``<``), with no cut to
+    the free SWA (``_chunk_cap``) for a peak that never fits."""
+    from specsched.sim.prefill_adder import AddResult
+    run = [Req(0, 10, 1000, prefill_done=10, status=ReqStatus.RUNNING)]
+    # the projection of the non-SWA path refuses this one (2012 - 11 - 2 x 1000 = 1 <= 2) ...
+    a = PrefillAdder.start(2012, run, 0.7, 10**6, -1, 1, ignore_eos_full_reservation=True, ignore_eos_path=True)
+    assert a.add_one_req(Req(1, 10, 1000)) is AddResult.NO_TOKEN
+    # ... the SWA path does not project: its SWA peak (10 + 128 + 1 = 139 of 5000 free) fits
+    a = PrefillAdder.start(2012, run, 0.7, 10**6, -1, 1, ignore_eos_full_reservation=True, ignore_eos_path=True,
+                           swa=(5000, 128, 6000))
+    assert a.add_one_req(Req(1, 10, 1000)) is not AddResult.NO_TOKEN and len(a.can_run) == 1
+    # a peak equal to the free SWA fits here (raw 999: 871 + 128 + 1 = 1000), not on add_one_req
+    for eos_path, fits in ((True, True), (False, False)):
+        a = PrefillAdder.start(100_000, [], 0.7, 16384, -1, 1, ignore_eos_path=eos_path, swa=(1000, 128, 6000))
+        a.add_one_req(Req(1, 999, 10))
+        assert bool(a.can_run) is fits, eos_path
+    # a peak that never fits the pool waits (add_one_req would cut it to 5000 - 100 - 1)
+    a = PrefillAdder.start(100_000, [], 0.7, 16384, 16384, 1, ignore_eos_path=True, swa=(5000, 128, 6000))
+    assert a.add_one_req(Req(0, 8000, 100)) is AddResult.NO_TOKEN and not a.can_run
+    # the Scheduler takes that path for hybrid SWA with the cache off, and refuses at arrival
+    # what would wait forever there (chunks of 4096, 1000 SWA slots: 1872 + 128 + 1 > 1000)
+    s = sched(swa_full_tokens_ratio=0.01)
+    with pytest.raises(UnschedulableRequest, match=r"request 0: 2000 prompt .* more than .* never cut"):
+        s.add_request(Req(0, 2000, 10))
+    s.add_request(Req(1, 2000, 10, ignore_eos=False))   # add_one_req cuts it: admitted
+    s = sched(swa_full_tokens_ratio=0.01, disable_radix_cache=False)
+    s.add_request(Req(0, 2000, 10))                     # the cache on: add_one_req, cut
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 12), inp=st.integers(1, 600), out=st.integers(1, 80), ratio=st.floats(0.05, 0.5),
        interval=st.integers(1, 64), spec=st.booleans(), cache=st.booleans(), long=st.integers(1, 8),
-       chunk=st.sampled_from([256, 4096]), overlap=st.booleans())
-@example(n=1, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=True, long=8, chunk=4096, overlap=True)
-@example(n=1, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=False, long=8, chunk=4096, overlap=False)
-def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, chunk, overlap):
+       chunk=st.sampled_from([256, 4096]), overlap=st.booleans(), eos=st.booleans())
+@example(n=1, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=True, long=8, chunk=4096, overlap=True,
+         eos=False)
+@example(n=1, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=False, long=8, chunk=4096, overlap=False,
+         eos=False)
+@example(n=3, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=False, long=1, chunk=256, overlap=False,
+         eos=True)
+def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, chunk, overlap, eos):
     """INV-2/INV-8 for the SWA pool: 0 <= swa_used <= swa_capacity after every pass, equal to
     the requests' SWA slots; empty once every request finished. The first request's prompt
     is up to 8 x 600 tokens, longer than SWA pools under 4800: it is prefilled in chunks cut
@@ -397,13 +436,19 @@ def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, ch
     of 1000, radix cache on and off), and every request finishes. The one refusal allowed
     on the way: without the radix cache under the overlap schedule a request's first two
     extend batches free no SWA, and a chunk parked with nothing running is refused (SGLang
-    waits forever there)."""
+    waits forever there). With ``eos`` the requests are sent with ignore_eos: with the cache
+    off they take ``add_one_req_ignore_eos``, which never cuts, so a first prompt whose SWA
+    peak exceeds the pool is refused at arrival instead."""
     kw = dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4) if spec else {}
     s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=ratio, swa_eviction_interval=interval,
               disable_radix_cache=not cache, chunked_prefill_size=chunk, enable_overlap_schedule=overlap, **kw)
-    s.add_request(Req(0, inp * long, out))               # never refused: chunking is on
-    for i in range(1, n):
-        s.add_request(Req(i, inp, out))
+    try:
+        s.add_request(Req(0, inp * long, out, ignore_eos=eos))   # refused only on the no-cut path
+        for i in range(1, n):
+            s.add_request(Req(i, inp, out, ignore_eos=eos))
+    except UnschedulableRequest as e:
+        assert eos and not cache and "never cut" in str(e), e
+        return
     for _ in range(20_000):
         if not s.has_work:
             break
