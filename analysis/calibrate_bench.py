@@ -110,6 +110,13 @@ JAC_STEP = 0.1
 SCAN_SD = 2.5
 """Half-width of the start scan (:func:`fit`) in prior standard deviations: a factor the prior
 makes e^-3 as probable as the profile's (host, SD 0.3: x0.47..x2.12)."""
+UNPINNED_SE = 2 * JAC_STEP
+"""A factor whose standard error (log units) exceeds this is reported as not identified
+(:meth:`FitResult.identifiability`): the runs pin it no closer than twice the fit's own
+finite-difference step, the smallest change the fit resolves."""
+COLLINEAR = 0.9
+"""|correlation| of two factors' estimates above which the report says the runs fix only
+their combination (:meth:`FitResult.identifiability`)."""
 SCAN_NO_PRIOR = math.log(2.5)
 """Half-width of the start scan, in log factor, of a parameter without a prior (x0.4..x2.5)."""
 
@@ -377,6 +384,8 @@ class FitResult:
     """Covariance of the log factors (params x params, the order of ``factors``): the
     residuals' scatter left at the solution, s^2 = sum(r^2) / (n - p), times (J^T J)^-1 with J
     the fit's Jacobian there; None when there are no more residuals than parameters."""
+    figures: int | None = None
+    """Fitted figures (residuals, the server log's steps included; the prior's not)."""
 
     def weighting(self) -> str:
         """How the fit weighed the runs against the profile, for the report and the fitted
@@ -394,6 +403,50 @@ class FitResult:
         if self.cov is None:
             return {}
         return {k: 100.0 * math.sqrt(max(float(self.cov[i, i]), 0.0)) for i, k in enumerate(self.factors)}   # inf: unmoved
+
+    def correlation(self) -> np.ndarray | None:
+        """Correlation of the log factors' estimates (:attr:`cov` scaled to unit diagonal); a
+        parameter the runs do not move has none (nan). None without :attr:`cov`."""
+        if self.cov is None:
+            return None
+        d = np.sqrt(np.where(np.isfinite(np.diag(self.cov)) & (np.diag(self.cov) > 0), np.diag(self.cov), np.nan))
+        with np.errstate(invalid="ignore"):
+            return self.cov / np.outer(d, d)
+
+    def identifiability(self) -> list[str]:
+        """One line per thing the runs could not tell apart, for the report and the written
+        profile's provenance (empty: every factor pinned):
+
+        - no covariance (as many fitted figures as factors, or fewer: :attr:`figures`):
+          nothing is left to tell how well any factor is pinned;
+        - a factor whose standard error exceeds :data:`UNPINNED_SE`, or that no fitted
+          figure moves: the runs leave it free (with a prior, the prior set it);
+        - two factors whose estimates correlate beyond :data:`COLLINEAR`: the runs move
+          them alike and fix only a combination (a light-load TTFT is an extend's GPU time
+          plus its host issue: ``prefill`` against ``host``), so the split between them is
+          the start's or the prior's, and loads where the two act differently (saturation)
+          are predicted with a split the runs never saw."""
+        names = list(self.factors)
+        if self.cov is None:
+            have = f"{self.figures} fitted figure(s)" if self.figures is not None else "no more fitted figures than factors"
+            return [f"not identified: {have} for {len(names)} factor(s) ({', '.join(names)}): nothing left to judge "
+                    "how well each is pinned; give runs at more loads or fit fewer --params"]
+        out = []
+        se = self.factor_se_pct()
+        for k in names:
+            held = " (the prior held it)" if k in self.prior_sd else ""
+            if math.isinf(se[k]):
+                out.append(f"not identified: {k}: no fitted figure moves it{held}")
+            elif se[k] > 100 * UNPINNED_SE:
+                out.append(f"not identified: {k}: the runs pin it to +-{se[k]:.0f} % only{held}")
+        corr = self.correlation()
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                c = corr[i, j]
+                if np.isfinite(c) and abs(c) > COLLINEAR:
+                    out.append(f"not separable: {names[i]} and {names[j]} move the fitted figures alike "
+                               f"(correlation {c:+.2f}): the runs fix only their combination")
+        return out
 
     def prediction_se_pct(self, elasticity: dict[str, float]) -> float | None:
         """Standard error, %, the factors' uncertainty gives a prediction whose log moves by
@@ -746,7 +799,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      float(np.sum(lr1 ** 2)) if has_log else None,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
                      noise=noise if np.isfinite(prior).any() or noise else {},
-                     cov=covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1)))
+                     cov=covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1)), figures=len(r1))
 
 
 def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = FIT_METRICS) -> list[dict[str, Any]]:
@@ -797,7 +850,8 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
                               + (f" and server log {Path(log).name}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
                               + f"{result.weighting()}; "
-                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
+                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations"
+                              + "".join(f"; {line}" for line in result.identifiability()))
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
             prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
@@ -899,6 +953,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(result.weighting())
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
+    for line in result.identifiability():
+        print(line)
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")
     out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files, args.server_log,

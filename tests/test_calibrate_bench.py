@@ -495,6 +495,41 @@ def test_a_noisy_metric_does_not_lend_its_scatter_and_an_unmoved_parameter_is_no
     assert res.prediction_se_pct({"a": 1.0, "c": 0.5}) == float("inf")
 
 
+def test_the_fit_says_which_factors_the_runs_could_not_identify():
+    """A light-load TTFT is an extend's GPU time plus its host issue: two factors that move
+    the fitted figures alike are reported as not separable, a factor pinned to tens of
+    percent or not moved at all as not identified, and nothing is said where every factor is
+    pinned apart."""
+    from specsched.analysis.calibrate_bench import COLLINEAR, UNPINNED_SE, FitResult, covariance
+
+    rng = np.random.default_rng(0)
+    r = rng.normal(0, 0.02, 6)
+    # prefill and host move the six figures almost alike; decode its own; c nothing
+    jac = np.array([[1.0, 0.98, 0, 0], [0.5, 0.52, 0, 0], [1.0, 1.0, 0, 0], [0, 0, 1.0, 0], [0.1, 0.1, 1.0, 0],
+                    [0.8, 0.79, 0.0, 0]])
+    res = FitResult({"prefill": 1.0, "host": 1.0, "decode": 1.0, "c": 1.0}, None, [], [], 0.0, 0.0, 0,
+                    cov=covariance(jac, r), figures=6)
+    lines = res.identifiability()
+    assert any(x.startswith("not separable: prefill and host") for x in lines)
+    assert any(x.startswith("not identified: c: no fitted figure") for x in lines)
+    assert not any("decode" in x for x in lines)
+    assert res.correlation()[0, 1] < -COLLINEAR
+    # well apart and well pinned: nothing to say
+    apart = FitResult({"a": 1.0, "b": 1.0}, None, [], [], 0.0, 0.0, 0,
+                      cov=covariance(np.array([[1.0, 0], [0, 1.0], [1.0, 0.1], [0.1, 1.0]]), r[:4]), figures=4)
+    assert apart.identifiability() == []
+    # pinned no closer than twice the Jacobian step: said, with the prior named where one held it
+    loose = FitResult({"host": 1.0}, None, [], [], 0.0, 0.0, 0, prior_sd={"host": 0.3},
+                      cov=np.array([[(1.5 * UNPINNED_SE) ** 2]]), figures=3)
+    assert loose.identifiability() == [f"not identified: host: the runs pin it to +-{150 * UNPINNED_SE:.0f} % only "
+                                       "(the prior held it)"]
+    # one run, three figures, three factors: no scatter left to judge any of them
+    one = FitResult({"prefill": 1.0, "decode": 1.0, "host": 1.0}, None, [], [], 0.0, 0.0, 0, cov=None, figures=3)
+    (line,) = one.identifiability()
+    assert line.startswith("not identified: 3 fitted figure(s) for 3 factor(s)")
+
+
+
 def test_a_dp_attention_log_step_is_the_groups_lock_step_forward():
     """Under DP attention each rank logs its own running requests, and its step is one
     lock-step forward of the whole group (the MLP over every rank's tokens). The server-log
