@@ -232,7 +232,27 @@ def replays(run: Any, arrivals: str = "auto") -> bool:
     if run.args.get("dataset_name") == AGENTIC_DATASET:
         return arrivals == "details"   # refused by scenario_from_bench, in one line
     has = run.details is not None and run.details.start_s is not None
-    return arrivals == "details" or (arrivals == "auto" and has)
+    return arrivals == "details" or (arrivals == "auto" and has and not closed_loop_sends(run))
+
+
+def closed_loop_sends(run: Any) -> bool:
+    """Whether ``run``'s send times are its own server's replies rather than arrivals: a
+    concurrency run (``request_rate`` inf with ``max_concurrency`` C) sends a request when a
+    slot frees, i.e. when an earlier one finishes (bench_serving ``benchmark``: every request
+    is created at once at rate inf and waits on the ``max_concurrency`` semaphore), and its
+    line has no ``queue_times`` to take that wait off (vLLM 0.30 on writes them; arrival =
+    send - wait: :func:`analysis.from_bench._trace_workload`). Replayed as arrivals, such send
+    times carry the measured server's speed into every prediction: a faster profile still
+    gets each request no sooner than the measured server freed its slot, so its output tok/s
+    cannot rise above the measured one's (the 8b proxy's analytic profile on a concurrency-8
+    run: decode x0.8 moved output tok/s +3.5 % replayed, +20 % as the closed loop;
+    docs/measurements/h200-analytic-holdout.md). Such a line is fitted as the closed loop
+    it was (``auto``); ``--arrivals details`` still replays it."""
+    rate = run.args.get("request_rate")
+    queued = run.extra.get("queue_times")
+    return (isinstance(rate, float) and math.isinf(rate) and bool(run.args.get("max_concurrency"))
+            and not (isinstance(queued, list) and run.details is not None and run.details.start_s is not None
+                     and len(queued) == len(run.details.start_s)))
 
 
 def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path,
@@ -246,7 +266,9 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     (``arrivals`` ``auto`` or ``details``): near saturation the median TTFT of a run of a few
     hundred requests depends on the particular arrival draw as much as on the server (the
     hold-out in docs/real-servers.md), and the fit should not explain one draw's luck with a
-    cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate.
+    cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate, and a
+    concurrency run whose send times are slot releases (:func:`closed_loop_sends`) is the
+    closed loop it was.
     ``agentic`` (``dataset_path``, ``dataset_offset``, ``agentic_max_turns``,
     ``num_conversations``) is passed to every agentic-trace line, whose trace bench_serving
     does not write into the line. ``overrides`` (``"key=value"``, analysis.overrides) are
@@ -932,12 +954,16 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
             print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
         n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
+        n_loop = sum(closed_loop_sends(c.run) and c.scenario.workload.kind != "trace" for c in cases)
+        loops = (f" ({n_loop} concurrency run(s) as the closed loops they were: their send times are slot "
+                 "releases, not arrivals)" if n_loop else "")
         if n_replay == len(cases):
             print(f"arrivals: all {n_replay} runs replay their own send times")
         elif n_replay == 0:
-            print(f"arrivals: all {len(cases)} runs draw at their rate")
+            print(f"arrivals: all {len(cases)} runs draw at their rate{loops}")
         else:
-            print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at their rate")
+            print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at "
+                  f"their rate{loops}")
 
         def progress(i: int, loss: float, f: np.ndarray) -> None:
             if i % 5 == 0:

@@ -436,6 +436,36 @@ def test_arrivals_rate_draws_and_details_needs_send_times(tmp_path):
         cases_from_runs([sglang], "tiny", None, tmp_path, arrivals="details")
 
 
+def test_a_concurrency_runs_send_times_are_not_replayed_as_arrivals(tmp_path):
+    """A concurrency run (request rate inf, max_concurrency C) sends each request when an
+    earlier one finishes: its send times are the measured server's speed. Replayed as
+    arrivals, a faster profile could not send sooner than the measured server did, so its
+    output tok/s could not rise. It is fitted as the closed loop it was; a line whose
+    queue_times take the slot wait off keeps its replay."""
+    from specsched.analysis.calibrate_bench import cases_from_runs, closed_loop_sends, predict
+
+    sc = make_scenario(workload={"kind": "closed_loop", "num_requests": 12, "concurrency": 3,
+                                 "output_len": {"kind": "fixed", "value": 40}})
+    line = json.loads(json.dumps(bench_record(run_scenario(sc, profile=tiny_profile()), details=True)))
+    assert math.isinf(float(line["request_rate"])) and line["max_concurrency"] == 3 and line["start_times"]
+    run = parse_run(line, "c.jsonl:1")
+    assert closed_loop_sends(run)
+    (case,) = cases_from_runs([run], "tiny", None, tmp_path)
+    assert case.scenario.workload.kind == "closed_loop" and case.scenario.workload.concurrency == 3
+    slow = predict(case, scale_profile(tiny_profile(), {"decode": 2.0}), 1)["output_throughput"]
+    base = predict(case, tiny_profile(), 1)["output_throughput"]
+    assert slow < 0.75 * base                                                     # the loop feels the server
+    assert predict(case, scale_profile(tiny_profile(), {"decode": 0.5}), 1)["output_throughput"] > 1.3 * base
+    (replayed,) = cases_from_runs([run], "tiny", None, tmp_path, arrivals="details")
+    assert replayed.scenario.workload.kind == "trace"                             # asked for: replayed
+    timed = parse_run({**line, "queue_times": [0.0] * len(line["start_times"])}, "v.jsonl:1")
+    assert not closed_loop_sends(timed)                                           # vLLM's slot waits: arrivals known
+    (case,) = cases_from_runs([timed], "tiny", None, tmp_path)
+    assert case.scenario.workload.kind == "trace"
+    poisson, _ = _poisson_line(1, 40.0, tiny_profile())
+    assert not closed_loop_sends(parse_run({**poisson, "max_concurrency": 3}, "p.jsonl:1"))   # a rate: arrivals
+
+
 def test_overrides_reach_every_case_and_a_bad_key_is_refused(tmp_path):
     """``cases_from_runs(overrides=...)``: what the measured server ran with beyond the line
     and the template (here the graph sizes it captured) is in each case's scenario, so the
