@@ -560,6 +560,21 @@ def test_the_fit_says_which_factors_the_runs_could_not_identify():
 
 
 
+def test_a_run_the_others_and_the_profile_do_not_explain_is_named():
+    """Three runs, one of them made by a server twice as slow at decode (a repeat at one
+    load that disagrees): the fit cannot serve both, and the report names that run's figures
+    as unexplained, while a fit of the consistent runs alone names none."""
+    good = _decode_cases(1.3, concs=(2, 4))
+    bad = _decode_cases(2.6, concs=(4,))
+    bad[0].run.source = "slow.jsonl:1"
+    res = fit(good + bad, tiny_profile(), ["decode"], seeds=2, max_evals=10)
+    # the fit lands between the two servers (x1.3 and x2.6): the slow run is named, and the
+    # runs it pulled away from may be too
+    assert 1.35 < res.factors["decode"] < 2.5
+    assert any(x.startswith("unexplained: slow.jsonl:1") for x in res.unexplained)
+    assert fit(good, tiny_profile(), ["decode"], seeds=2, max_evals=10).unexplained == []
+
+
 def test_a_dp_attention_log_step_is_the_groups_lock_step_forward():
     """Under DP attention each rank logs its own running requests, and its step is one
     lock-step forward of the whole group (the MLP over every rank's tokens). The server-log
