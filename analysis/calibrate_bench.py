@@ -94,6 +94,9 @@ The host's Python moves a lot: a fixed reference work took 1.1 or 2.0 ms on the 
 rented H200 in periods of seconds (docs/measurements/h200-v10.md), 0.25..0.50 ms within one
 sweep (h200-v17-holdout): 0.3. A parameter not named here has no prior unless ``--prior``
 gives one."""
+ANALYTIC_PRIORS = ("host",)
+"""The :data:`PRIOR_SD` entries ``--prior default`` keeps on an analytic profile
+(:func:`parse_prior`): the host's; its GPU factors are the runs' alone."""
 NOISE_SEEDS = 4
 """Seeds simulated at the profile (at least; ``--seeds`` when more) for each case's seed
 scatter (:func:`seed_scatter`), when a prior weighs the residuals: three degrees of freedom a
@@ -580,10 +583,18 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
 
     ``default`` is a statement about a profile measured by microbenchmarks on the same kind
     of GPU: its GPU terms moved 0.3-7 % between machines (:data:`PRIOR_SD`). A profile written by ``specsched
-    profile --analytic`` (``analytic`` True) has no such evidence: its GPU terms come from
-    datasheet peaks and efficiency factors and were tens of percent off the measured H200
-    grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on it and the
-    runs alone set every factor, as the fit did before the prior existed.
+    profile --analytic`` (``analytic`` True) has no such evidence for its GPU terms: they come
+    from datasheet peaks and efficiency factors and were tens of percent off the measured
+    H200 grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on them
+    (``prefill``, ``decode``, ``analytic.efficiency.*``) and the runs alone set them. Its
+    ``host`` keeps the host's prior: the host block is no roofline output but the same kind
+    of per-call host cost a measured profile has (``host.yaml``), and a light-load sweep
+    cannot tell it from ``prefill`` (a first token waits for the extend's GPU time and its
+    host issue alike): on the 8b proxy's rate sweep the two correlated at -0.98 and the runs
+    pinned the host to +-1800 %, so without a prior its factor was wherever the search
+    stopped (x0.16-x0.31 between seed counts) and the held-out median TTFT moved with it;
+    with it the fit's GPU factors stay where the runs put them and the hold-out went from
+    10.5 to 8.5 % (5 seeds; docs/measurements/h200-analytic-holdout.md).
 
     Raises:
         ConfigError: a malformed entry, an SD not > 0, a name not fitted, or one given twice
@@ -592,9 +603,8 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
     if text is None or text == "none":
         return {}
     if text == "default":
-        if analytic:
-            return {}
-        return {p: PRIOR_SD[p] for p in params if p in PRIOR_SD}
+        kept = ANALYTIC_PRIORS if analytic else PRIOR_SD
+        return {p: PRIOR_SD[p] for p in params if p in kept}
     out = {}
     for item in text.split(","):
         name, _, v = item.partition("=")
@@ -1039,7 +1049,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                    help="replay each run's own send times (details; the line's start_times), draw arrivals at its "
                         "rate (rate), or replay where the line has send times (auto, the default)")
     g.add_argument("--prior", default="default",
-                   help="prior on the log factors around the profile: 'default' (prefill 0.07, decode 0.07, host 0.3; none on an analytic profile), "
+                   help="prior on the log factors around the profile: 'default' (prefill 0.07, decode 0.07, host 0.3; on an analytic profile host 0.3 only), "
                         "'none' (unregularised), or NAME=SD,...; with a prior each residual is divided by its standard "
                         "error: the measured figure's (the spread of runs at one load, else one run's seed scatter) "
                         "and the seed mean's")

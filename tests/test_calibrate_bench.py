@@ -266,8 +266,9 @@ def test_a_bad_prior_is_one_line(text, needle):
         parse_prior(text, ["decode", "host"])
     assert parse_prior("default", ["decode", "host"]) == {"decode": PRIOR_SD["decode"], "host": PRIOR_SD["host"]}
     assert parse_prior("none", ["decode"]) == {}
-    # an analytic profile's GPU terms are datasheet estimates: the default puts no prior on them
-    assert parse_prior("default", ["prefill", "decode", "host"], analytic=True) == {}
+    # an analytic profile: its GPU factors free, its host (no roofline output) under the host's prior
+    assert parse_prior("default", ["prefill", "decode", "host"], analytic=True) == {"host": PRIOR_SD["host"]}
+    assert parse_prior("default", ["analytic.efficiency.matmul", "decode"], analytic=True) == {}
     assert parse_prior("decode=0.1", ["decode"], analytic=True) == {"decode": 0.1}
 
 
