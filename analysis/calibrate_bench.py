@@ -124,8 +124,8 @@ UNEXPLAINED_SE = 5.0
 """A fitted figure left this many standard errors of one run (its seed scatter) from the
 measurement after the fit is named (:func:`unexplained_runs`): a normal residual exceeds 5
 standard errors once in about 1.7 million; the misses a fit leaves on consistent runs stay
-under it (the 8b proxy's rate sweep with an analytic profile: at most 2 standard errors,
-docs/measurements/h200-analytic-holdout.md)."""
+under it (the 8b proxy's rate sweep with an analytic profile: none named, while a repeat with
+a doubled median TTFT was named at 8 and 73 standard errors; docs/measurements/h200-analytic-holdout.md)."""
 SCAN_NO_PRIOR = math.log(2.5)
 """Half-width of the start scan, in log factor, of a parameter without a prior (x0.4..x2.5)."""
 
