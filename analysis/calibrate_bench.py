@@ -94,6 +94,9 @@ The host's Python moves a lot: a fixed reference work took 1.1 or 2.0 ms on the 
 rented H200 in periods of seconds (docs/measurements/h200-v10.md), 0.25..0.50 ms within one
 sweep (h200-v17-holdout): 0.3. A parameter not named here has no prior unless ``--prior``
 gives one."""
+ANALYTIC_PRIORS = ("host",)
+"""The :data:`PRIOR_SD` entries ``--prior default`` keeps on an analytic profile
+(:func:`parse_prior`): the host's; its GPU factors are the runs' alone."""
 NOISE_SEEDS = 4
 """Seeds simulated at the profile (at least; ``--seeds`` when more) for each case's seed
 scatter (:func:`seed_scatter`), when a prior weighs the residuals: three degrees of freedom a
@@ -110,6 +113,19 @@ JAC_STEP = 0.1
 SCAN_SD = 2.5
 """Half-width of the start scan (:func:`fit`) in prior standard deviations: a factor the prior
 makes e^-3 as probable as the profile's (host, SD 0.3: x0.47..x2.12)."""
+UNPINNED_SE = 2 * JAC_STEP
+"""A factor whose standard error (log units) exceeds this is reported as not identified
+(:meth:`FitResult.identifiability`): the runs pin it no closer than twice the fit's own
+finite-difference step, the smallest change the fit resolves."""
+COLLINEAR = 0.9
+"""|correlation| of two factors' estimates above which the report says the runs fix only
+their combination (:meth:`FitResult.identifiability`)."""
+UNEXPLAINED_SE = 5.0
+"""A fitted figure left this many standard errors of one run (its seed scatter) from the
+measurement after the fit is named (:func:`unexplained_runs`): a normal residual exceeds 5
+standard errors once in about 1.7 million; the misses a fit leaves on consistent runs stay
+under it (the 8b proxy's rate sweep with an analytic profile: none named, while a repeat with
+a doubled median TTFT was named at 8 and 73 standard errors; docs/measurements/h200-analytic-holdout.md)."""
 SCAN_NO_PRIOR = math.log(2.5)
 """Half-width of the start scan, in log factor, of a parameter without a prior (x0.4..x2.5)."""
 
@@ -225,7 +241,27 @@ def replays(run: Any, arrivals: str = "auto") -> bool:
     if run.args.get("dataset_name") == AGENTIC_DATASET:
         return arrivals == "details"   # refused by scenario_from_bench, in one line
     has = run.details is not None and run.details.start_s is not None
-    return arrivals == "details" or (arrivals == "auto" and has)
+    return arrivals == "details" or (arrivals == "auto" and has and not closed_loop_sends(run))
+
+
+def closed_loop_sends(run: Any) -> bool:
+    """Whether ``run``'s send times are its own server's replies rather than arrivals: a
+    concurrency run (``request_rate`` inf with ``max_concurrency`` C) sends a request when a
+    slot frees, i.e. when an earlier one finishes (bench_serving ``benchmark``: every request
+    is created at once at rate inf and waits on the ``max_concurrency`` semaphore), and its
+    line has no ``queue_times`` to take that wait off (vLLM 0.30 on writes them; arrival =
+    send - wait: :func:`analysis.from_bench._trace_workload`). Replayed as arrivals, such send
+    times carry the measured server's speed into every prediction: a faster profile still
+    gets each request no sooner than the measured server freed its slot, so its output tok/s
+    cannot rise above the measured one's (the 8b proxy's analytic profile on a concurrency-8
+    run: decode x0.8 moved output tok/s +3.5 % replayed, +20 % as the closed loop;
+    docs/measurements/h200-analytic-holdout.md). Such a line is fitted as the closed loop
+    it was (``auto``); ``--arrivals details`` still replays it."""
+    rate = run.args.get("request_rate")
+    queued = run.extra.get("queue_times")
+    return (isinstance(rate, float) and math.isinf(rate) and bool(run.args.get("max_concurrency"))
+            and not (isinstance(queued, list) and run.details is not None and run.details.start_s is not None
+                     and len(queued) == len(run.details.start_s)))
 
 
 def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, workdir: Path,
@@ -239,7 +275,9 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     (``arrivals`` ``auto`` or ``details``): near saturation the median TTFT of a run of a few
     hundred requests depends on the particular arrival draw as much as on the server (the
     hold-out in docs/real-servers.md), and the fit should not explain one draw's luck with a
-    cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate.
+    cost factor. Lines without send times (SGLang's) get arrivals drawn at their rate, and a
+    concurrency run whose send times are slot releases (:func:`closed_loop_sends`) is the
+    closed loop it was.
     ``agentic`` (``dataset_path``, ``dataset_offset``, ``agentic_max_turns``,
     ``num_conversations``) is passed to every agentic-trace line, whose trace bench_serving
     does not write into the line. ``overrides`` (``"key=value"``, analysis.overrides) are
@@ -377,6 +415,10 @@ class FitResult:
     """Covariance of the log factors (params x params, the order of ``factors``): the
     residuals' scatter left at the solution, s^2 = sum(r^2) / (n - p), times (J^T J)^-1 with J
     the fit's Jacobian there; None when there are no more residuals than parameters."""
+    figures: int | None = None
+    """Fitted figures (residuals, the server log's steps included; the prior's not)."""
+    unexplained: list[str] = field(default_factory=list)
+    """Lines naming fitted figures left far outside one run's randomness (:func:`unexplained_runs`)."""
 
     def weighting(self) -> str:
         """How the fit weighed the runs against the profile, for the report and the fitted
@@ -394,6 +436,50 @@ class FitResult:
         if self.cov is None:
             return {}
         return {k: 100.0 * math.sqrt(max(float(self.cov[i, i]), 0.0)) for i, k in enumerate(self.factors)}   # inf: unmoved
+
+    def correlation(self) -> np.ndarray | None:
+        """Correlation of the log factors' estimates (:attr:`cov` scaled to unit diagonal); a
+        parameter the runs do not move has none (nan). None without :attr:`cov`."""
+        if self.cov is None:
+            return None
+        d = np.sqrt(np.where(np.isfinite(np.diag(self.cov)) & (np.diag(self.cov) > 0), np.diag(self.cov), np.nan))
+        with np.errstate(invalid="ignore"):
+            return self.cov / np.outer(d, d)
+
+    def identifiability(self) -> list[str]:
+        """One line per thing the runs could not tell apart, for the report and the written
+        profile's provenance (empty: every factor pinned):
+
+        - no covariance (as many fitted figures as factors, or fewer: :attr:`figures`):
+          nothing is left to tell how well any factor is pinned;
+        - a factor whose standard error exceeds :data:`UNPINNED_SE`, or that no fitted
+          figure moves: the runs leave it free (with a prior, the prior set it);
+        - two factors whose estimates correlate beyond :data:`COLLINEAR`: the runs move
+          them alike and fix only a combination (a light-load TTFT is an extend's GPU time
+          plus its host issue: ``prefill`` against ``host``), so the split between them is
+          the start's or the prior's, and loads where the two act differently (saturation)
+          are predicted with a split the runs never saw."""
+        names = list(self.factors)
+        if self.cov is None:
+            have = f"{self.figures} fitted figure(s)" if self.figures is not None else "no more fitted figures than factors"
+            return [f"not identified: {have} for {len(names)} factor(s) ({', '.join(names)}): nothing left to judge "
+                    "how well each is pinned; give runs at more loads or fit fewer --params"]
+        out = []
+        se = self.factor_se_pct()
+        for k in names:
+            held = " (the prior held it)" if k in self.prior_sd else ""
+            if math.isinf(se[k]):
+                out.append(f"not identified: {k}: no fitted figure moves it{held}")
+            elif se[k] > 100 * UNPINNED_SE:
+                out.append(f"not identified: {k}: the runs pin it to +-{se[k]:.0f} % only{held}")
+        corr = self.correlation()
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                c = corr[i, j]
+                if np.isfinite(c) and abs(c) > COLLINEAR:
+                    out.append(f"not separable: {names[i]} and {names[j]} move the fitted figures alike "
+                               f"(correlation {c:+.2f}): the runs fix only their combination")
+        return out
 
     def prediction_se_pct(self, elasticity: dict[str, float]) -> float | None:
         """Standard error, %, the factors' uncertainty gives a prediction whose log moves by
@@ -498,10 +584,18 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
 
     ``default`` is a statement about a profile measured by microbenchmarks on the same kind
     of GPU: its GPU terms moved 0.3-7 % between machines (:data:`PRIOR_SD`). A profile written by ``specsched
-    profile --analytic`` (``analytic`` True) has no such evidence: its GPU terms come from
-    datasheet peaks and efficiency factors and were tens of percent off the measured H200
-    grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on it and the
-    runs alone set every factor, as the fit did before the prior existed.
+    profile --analytic`` (``analytic`` True) has no such evidence for its GPU terms: they come
+    from datasheet peaks and efficiency factors and were tens of percent off the measured
+    H200 grids (docs/measurements/h200-analytic.md), so ``default`` puts no prior on them
+    (``prefill``, ``decode``, ``analytic.efficiency.*``) and the runs alone set them. Its
+    ``host`` keeps the host's prior: the host block is no roofline output but the same kind
+    of per-call host cost a measured profile has (``host.yaml``), and a light-load sweep
+    cannot tell it from ``prefill`` (a first token waits for the extend's GPU time and its
+    host issue alike): on the 8b proxy's rate sweep the two correlated at -0.98 and the runs
+    pinned the host to +-1800 %, so without a prior its factor was wherever the search
+    stopped (x0.16-x0.31 between seed counts) and the held-out median TTFT moved with it;
+    with it the fit's GPU factors stay where the runs put them and the hold-out went from
+    10.5 to 8.5 % (5 seeds; docs/measurements/h200-analytic-holdout.md).
 
     Raises:
         ConfigError: a malformed entry, an SD not > 0, a name not fitted, or one given twice
@@ -510,9 +604,8 @@ def parse_prior(text: str | None, params: Sequence[str], *, analytic: bool = Fal
     if text is None or text == "none":
         return {}
     if text == "default":
-        if analytic:
-            return {}
-        return {p: PRIOR_SD[p] for p in params if p in PRIOR_SD}
+        kept = ANALYTIC_PRIORS if analytic else PRIOR_SD
+        return {p: PRIOR_SD[p] for p in params if p in kept}
     out = {}
     for item in text.split(","):
         name, _, v = item.partition("=")
@@ -683,6 +776,12 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
         noise = residual_noise(noise, seed_scatter(runs0, sorted(set(term_metrics))), seeds,
                                sorted(set(term_metrics) | set(noise)))
     scale = np.array([noise.get(m, 1.0) for m in term_metrics])
+    # one run's randomness as the simulator has it (its seed scatter with the run's own
+    # arrivals and lengths, and the seed mean's): what a run's residual after the fit is
+    # judged against (unexplained_runs). Not the measured spread between runs at one load:
+    # an outlier among them would widen it and hide itself
+    scatter = seed_scatter(runs0, sorted(set(term_metrics)))
+    own_se = {m: sd * math.sqrt(1 + 1 / max(seeds, 1)) for m, sd in scatter.items()}
 
     def objective(z: np.ndarray) -> np.ndarray:
         r = evaluate(z)[0]
@@ -746,7 +845,28 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      float(np.sum(lr1 ** 2)) if has_log else None,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
                      noise=noise if np.isfinite(prior).any() or noise else {},
-                     cov=covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1)))
+                     cov=covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1)), figures=len(r1),
+                     unexplained=unexplained_runs([c.label for c in cases for m in metrics if c.run.summary.get(m)],
+                                                  r1[:len(term_metrics)], term_metrics, own_se))
+
+
+def unexplained_runs(labels: Sequence[str], resid: np.ndarray, term_metrics: Sequence[str],
+                     own_se: dict[str, float]) -> list[str]:
+    """One line per fitted figure the fit leaves more than :data:`UNEXPLAINED_SE` standard
+    errors away (``resid``: log(predicted / measured) after the fit, in :func:`_terms`'
+    order, ``labels`` and ``term_metrics`` its run and metric; ``own_se``: a run's standard
+    error per metric from the simulator's seed scatter, metrics without one are not judged):
+    a run that disagrees with the others and the
+    profile (one slow run among repeats at one load, a file of another server) pulls every
+    factor while looking like any other run in the table."""
+    out = []
+    for lab, m, r in zip(labels, term_metrics, resid, strict=True):
+        se = own_se.get(m)
+        if se and se > 0 and abs(r) > UNEXPLAINED_SE * se:
+            out.append(f"unexplained: {lab} {m} {math.expm1(r) * 100:+.1f} % after the fit, {abs(r) / se:.0f} standard "
+                       f"errors of one run ({se * 100:.1f} %): the other runs and the profile do not account for it; "
+                       "check the run, or fit without it")
+    return out
 
 
 def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = FIT_METRICS) -> list[dict[str, Any]]:
@@ -797,7 +917,8 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
                               + (f" and server log {Path(log).name}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
                               + f"{result.weighting()}; "
-                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations")
+                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations"
+                              + "".join(f"; {line}" for line in result.identifiability() + result.unexplained))
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
             prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
@@ -878,12 +999,16 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
             print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
         n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
+        n_loop = sum(closed_loop_sends(c.run) and c.scenario.workload.kind != "trace" for c in cases)
+        loops = (f" ({n_loop} concurrency run(s) as the closed loops they were: their send times are slot "
+                 "releases, not arrivals)" if n_loop else "")
         if n_replay == len(cases):
             print(f"arrivals: all {n_replay} runs replay their own send times")
         elif n_replay == 0:
-            print(f"arrivals: all {len(cases)} runs draw at their rate")
+            print(f"arrivals: all {len(cases)} runs draw at their rate{loops}")
         else:
-            print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at their rate")
+            print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at "
+                  f"their rate{loops}")
 
         def progress(i: int, loss: float, f: np.ndarray) -> None:
             if i % 5 == 0:
@@ -899,6 +1024,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(result.weighting())
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
+    for line in result.identifiability() + result.unexplained:
+        print(line)
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")
     out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files, args.server_log,
@@ -924,7 +1051,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                    help="replay each run's own send times (details; the line's start_times), draw arrivals at its "
                         "rate (rate), or replay where the line has send times (auto, the default)")
     g.add_argument("--prior", default="default",
-                   help="prior on the log factors around the profile: 'default' (prefill 0.07, decode 0.07, host 0.3; none on an analytic profile), "
+                   help="prior on the log factors around the profile: 'default' (prefill 0.07, decode 0.07, host 0.3; on an analytic profile host 0.3 only), "
                         "'none' (unregularised), or NAME=SD,...; with a prior each residual is divided by its standard "
                         "error: the measured figure's (the spread of runs at one load, else one run's seed scatter) "
                         "and the seed mean's")

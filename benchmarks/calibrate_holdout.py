@@ -343,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
                   "(each metric's own scatter through the fit's Jacobian: analysis.calibrate_bench.covariance): " + ", ".join(f"{k} +-{v:.1f} %" for k, v in se.items())
                   + "; carried to each held-out figure through its elasticities (sqrt(g^T cov g)). A held-out error "
                   "within about twice its fit uncertainty is as close as the fit set can pin that figure down."]
+    unidentified = res.identifiability() + res.unexplained
+    if unidentified:
+        lines += ["", "What the fit set could not identify or explain (analysis.calibrate_bench.FitResult.identifiability, "
+                  "unexplained_runs):", "",
+                  *(f"- {line}" for line in unidentified)]
     if spreads:
         lines += ["", f"Draw spread: the fitted profile's predictions of one run at the line's rate over {a.spread_seeds} "
                   "arrival draws (seeds): the coefficient of variation, and the 5th / 95th percentiles relative to the "

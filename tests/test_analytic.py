@@ -209,6 +209,33 @@ def test_regenerate_scales_with_the_efficiency_it_is_given():
         regenerate(p, nonsense=1.0)
 
 
+def test_regenerate_keeps_a_measured_host_and_a_calibrated_grid():
+    """Refitting an efficiency factor rebuilds the grids from the analytic inputs; values
+    changed since the writer made them (a host block measured on the serving machine, a grid
+    a calibration scaled) must survive it, moved only by the rebuild's own change, and the
+    untouched values must follow the rebuild. Before, the rebuild wrote host.yaml's assumed
+    host over a measured one (calibrate --from --params analytic.efficiency.* did that at
+    every evaluation)."""
+    p = build_profile(L8, H200, 1)
+    edited = {**p, "host": {**p["host"], "launch_per_extend_s": 9.8e-3, "extend_idle_lead_s": 2.6e-3},
+              "gpu": {**p["gpu"], "verify": {**p["gpu"]["verify"],
+                                             "seconds": [[1.3 * v for v in row] for row in p["gpu"]["verify"]["seconds"]]}}}
+    slow = regenerate(Profile.model_validate(edited), matmul=EFF.matmul / 2)
+    plain = regenerate(Profile.model_validate(p), matmul=EFF.matmul / 2)
+    assert slow["host"]["launch_per_extend_s"] == pytest.approx(
+        9.8e-3 * plain["host"]["launch_per_extend_s"] / p["host"]["launch_per_extend_s"])   # matmul moves no issue: 9.8 ms
+    assert slow["host"]["launch_per_extend_s"] == pytest.approx(9.8e-3)
+    assert slow["host"]["extend_idle_lead_s"] == 2.6e-3                              # a term the writer never writes
+    assert slow["host"]["schedule_s"] == plain["host"]["schedule_s"]                  # untouched: the writer's
+    big = -1   # the largest batch: compute-bound, so the halved matmul moved it
+    assert plain["gpu"]["verify"]["seconds"][big][0] > 1.5 * p["gpu"]["verify"]["seconds"][big][0]
+    assert slow["gpu"]["verify"]["seconds"][big][0] == pytest.approx(1.3 * plain["gpu"]["verify"]["seconds"][big][0])
+    assert slow["gpu"]["decode"] == plain["gpu"]["decode"]
+    assert "host.launch_per_extend_s" in slow["provenance"]["regenerate"]
+    assert "regenerate" not in plain["provenance"]
+    Profile.model_validate(slow)
+
+
 def test_config_json_reads_like_the_shipped_entry(tmp_path):
     cfg = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k != "source"}
     path = tmp_path / "config.json"

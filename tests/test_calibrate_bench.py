@@ -266,8 +266,9 @@ def test_a_bad_prior_is_one_line(text, needle):
         parse_prior(text, ["decode", "host"])
     assert parse_prior("default", ["decode", "host"]) == {"decode": PRIOR_SD["decode"], "host": PRIOR_SD["host"]}
     assert parse_prior("none", ["decode"]) == {}
-    # an analytic profile's GPU terms are datasheet estimates: the default puts no prior on them
-    assert parse_prior("default", ["prefill", "decode", "host"], analytic=True) == {}
+    # an analytic profile: its GPU factors free, its host (no roofline output) under the host's prior
+    assert parse_prior("default", ["prefill", "decode", "host"], analytic=True) == {"host": PRIOR_SD["host"]}
+    assert parse_prior("default", ["analytic.efficiency.matmul", "decode"], analytic=True) == {}
     assert parse_prior("decode=0.1", ["decode"], analytic=True) == {"decode": 0.1}
 
 
@@ -436,6 +437,36 @@ def test_arrivals_rate_draws_and_details_needs_send_times(tmp_path):
         cases_from_runs([sglang], "tiny", None, tmp_path, arrivals="details")
 
 
+def test_a_concurrency_runs_send_times_are_not_replayed_as_arrivals(tmp_path):
+    """A concurrency run (request rate inf, max_concurrency C) sends each request when an
+    earlier one finishes: its send times are the measured server's speed. Replayed as
+    arrivals, a faster profile could not send sooner than the measured server did, so its
+    output tok/s could not rise. It is fitted as the closed loop it was; a line whose
+    queue_times take the slot wait off keeps its replay."""
+    from specsched.analysis.calibrate_bench import cases_from_runs, closed_loop_sends, predict
+
+    sc = make_scenario(workload={"kind": "closed_loop", "num_requests": 12, "concurrency": 3,
+                                 "output_len": {"kind": "fixed", "value": 40}})
+    line = json.loads(json.dumps(bench_record(run_scenario(sc, profile=tiny_profile()), details=True)))
+    assert math.isinf(float(line["request_rate"])) and line["max_concurrency"] == 3 and line["start_times"]
+    run = parse_run(line, "c.jsonl:1")
+    assert closed_loop_sends(run)
+    (case,) = cases_from_runs([run], "tiny", None, tmp_path)
+    assert case.scenario.workload.kind == "closed_loop" and case.scenario.workload.concurrency == 3
+    slow = predict(case, scale_profile(tiny_profile(), {"decode": 2.0}), 1)["output_throughput"]
+    base = predict(case, tiny_profile(), 1)["output_throughput"]
+    assert slow < 0.75 * base                                                     # the loop feels the server
+    assert predict(case, scale_profile(tiny_profile(), {"decode": 0.5}), 1)["output_throughput"] > 1.3 * base
+    (replayed,) = cases_from_runs([run], "tiny", None, tmp_path, arrivals="details")
+    assert replayed.scenario.workload.kind == "trace"                             # asked for: replayed
+    timed = parse_run({**line, "queue_times": [0.0] * len(line["start_times"])}, "v.jsonl:1")
+    assert not closed_loop_sends(timed)                                           # vLLM's slot waits: arrivals known
+    (case,) = cases_from_runs([timed], "tiny", None, tmp_path)
+    assert case.scenario.workload.kind == "trace"
+    poisson, _ = _poisson_line(1, 40.0, tiny_profile())
+    assert not closed_loop_sends(parse_run({**poisson, "max_concurrency": 3}, "p.jsonl:1"))   # a rate: arrivals
+
+
 def test_overrides_reach_every_case_and_a_bad_key_is_refused(tmp_path):
     """``cases_from_runs(overrides=...)``: what the measured server ran with beyond the line
     and the template (here the graph sizes it captured) is in each case's scenario, so the
@@ -493,6 +524,56 @@ def test_a_noisy_metric_does_not_lend_its_scatter_and_an_unmoved_parameter_is_no
     assert se["a"] < 1.0 < pooled and se["b"] > 10 * se["a"] and se["c"] == float("inf")
     assert res.prediction_se_pct({"a": 2.0}) == pytest.approx(2 * se["a"])
     assert res.prediction_se_pct({"a": 1.0, "c": 0.5}) == float("inf")
+
+
+def test_the_fit_says_which_factors_the_runs_could_not_identify():
+    """A light-load TTFT is an extend's GPU time plus its host issue: two factors that move
+    the fitted figures alike are reported as not separable, a factor pinned to tens of
+    percent or not moved at all as not identified, and nothing is said where every factor is
+    pinned apart."""
+    from specsched.analysis.calibrate_bench import COLLINEAR, UNPINNED_SE, FitResult, covariance
+
+    rng = np.random.default_rng(0)
+    r = rng.normal(0, 0.02, 6)
+    # prefill and host move the six figures almost alike; decode its own; c nothing
+    jac = np.array([[1.0, 0.98, 0, 0], [0.5, 0.52, 0, 0], [1.0, 1.0, 0, 0], [0, 0, 1.0, 0], [0.1, 0.1, 1.0, 0],
+                    [0.8, 0.79, 0.0, 0]])
+    res = FitResult({"prefill": 1.0, "host": 1.0, "decode": 1.0, "c": 1.0}, None, [], [], 0.0, 0.0, 0,
+                    cov=covariance(jac, r), figures=6)
+    lines = res.identifiability()
+    assert any(x.startswith("not separable: prefill and host") for x in lines)
+    assert any(x.startswith("not identified: c: no fitted figure") for x in lines)
+    assert not any("decode" in x for x in lines)
+    assert res.correlation()[0, 1] < -COLLINEAR
+    # well apart and well pinned: nothing to say
+    apart = FitResult({"a": 1.0, "b": 1.0}, None, [], [], 0.0, 0.0, 0,
+                      cov=covariance(np.array([[1.0, 0], [0, 1.0], [1.0, 0.1], [0.1, 1.0]]), r[:4]), figures=4)
+    assert apart.identifiability() == []
+    # pinned no closer than twice the Jacobian step: said, with the prior named where one held it
+    loose = FitResult({"host": 1.0}, None, [], [], 0.0, 0.0, 0, prior_sd={"host": 0.3},
+                      cov=np.array([[(1.5 * UNPINNED_SE) ** 2]]), figures=3)
+    assert loose.identifiability() == [f"not identified: host: the runs pin it to +-{150 * UNPINNED_SE:.0f} % only "
+                                       "(the prior held it)"]
+    # one run, three figures, three factors: no scatter left to judge any of them
+    one = FitResult({"prefill": 1.0, "decode": 1.0, "host": 1.0}, None, [], [], 0.0, 0.0, 0, cov=None, figures=3)
+    (line,) = one.identifiability()
+    assert line.startswith("not identified: 3 fitted figure(s) for 3 factor(s)")
+
+
+
+def test_a_run_the_others_and_the_profile_do_not_explain_is_named():
+    """Three runs, one of them made by a server twice as slow at decode (a repeat at one
+    load that disagrees): the fit cannot serve both, and the report names that run's figures
+    as unexplained, while a fit of the consistent runs alone names none."""
+    good = _decode_cases(1.3, concs=(2, 4))
+    bad = _decode_cases(2.6, concs=(4,))
+    bad[0].run.source = "slow.jsonl:1"
+    res = fit(good + bad, tiny_profile(), ["decode"], seeds=2, max_evals=10)
+    # the fit lands between the two servers (x1.3 and x2.6): the slow run is named, and the
+    # runs it pulled away from may be too
+    assert 1.35 < res.factors["decode"] < 2.5
+    assert any(x.startswith("unexplained: slow.jsonl:1") for x in res.unexplained)
+    assert fit(good, tiny_profile(), ["decode"], seeds=2, max_evals=10).unexplained == []
 
 
 def test_a_dp_attention_log_step_is_the_groups_lock_step_forward():

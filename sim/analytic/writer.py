@@ -370,9 +370,85 @@ def _fp4_provenance(dtype: str, gpu: GpuSpec) -> str:
             f"bf16. {rate}; decode is bandwidth-bound, so the bytes matter first")
 
 
+EDITABLE_BLOCKS = ("gpu", "host")
+"""Blocks of an analytic profile whose values a user or a calibration may change after the
+writer made them (a grid scaled by ``specsched calibrate --from``, a host block measured on
+the serving machine): :func:`regenerate` keeps such changes (:func:`carry_edits`)."""
+EDIT_RTOL = 1e-6
+"""Relative difference above which an input value counts as changed from the writer's (the
+writer rounds every figure to 7 significant digits)."""
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return a != b
+    return abs(a - b) > EDIT_RTOL * max(abs(a), abs(b))
+
+
+def _moved(edited: Any, base: Any, new: Any) -> tuple[Any, bool]:
+    """(value, whether the input's edit was kept): ``new`` where the input equals the writer's
+    ``base``; else the input moved by the writer's change (``edited x new / base``, per cell of a
+    grid of the same shape; the input unchanged where ``base`` is 0 or not comparable)."""
+    if isinstance(edited, dict) and isinstance(base, dict) and isinstance(new, dict) and "seconds" in base:
+        if (edited.get("x") != base.get("x") or edited.get("context_len") != base.get("context_len")
+                or not isinstance(edited.get("seconds"), list)):
+            return edited, True
+
+        def rows(e: Any, b: Any, n: Any) -> tuple[Any, bool]:
+            if isinstance(b, list):
+                if not isinstance(e, list) or len(e) != len(b):
+                    return e, True
+                out = [rows(x, y, z) for x, y, z in zip(e, b, n, strict=True)]
+                return [v for v, _ in out], any(k for _, k in out)
+            return _moved(e, b, n)
+
+        secs, kept = rows(edited["seconds"], base["seconds"], new["seconds"])
+        return ({**new, "seconds": secs} if kept else new), kept
+    if not _differs(edited, base):
+        return new, False
+    if (isinstance(edited, (int, float)) and isinstance(base, (int, float)) and isinstance(new, (int, float))
+            and not isinstance(edited, bool) and base):
+        return edited * new / base, True
+    return edited, True
+
+
+def carry_edits(profile: Profile, base: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``new`` (the writer's profile at the changed efficiency) with the changes ``profile``
+    made to the writer's values kept, and the dotted keys so kept.
+
+    Within :data:`EDITABLE_BLOCKS`, a value of ``profile`` that equals the writer's at its own
+    efficiency (``base``) takes ``new``'s; one that differs keeps its ratio to the writer's
+    (a grid scaled x1.3 by a calibration stays x1.3 of the rebuilt grid; a measured host term
+    moves only as far as the writer's own term moves); a key the writer does not write (a
+    measured host's idle leads, ``gpu.attention_padding_cost``) is kept as it is. Without
+    this, refitting an efficiency factor (``specsched calibrate --from --params
+    analytic.efficiency.*``) rebuilt the profile from its inputs alone and silently replaced a
+    measured or previously calibrated host block with ``host.yaml``'s assumptions."""
+    out = {**new}
+    kept: list[str] = []
+    src = profile.model_dump(mode="json", exclude_none=True)
+    own = profile.model_dump(mode="json", exclude_defaults=True)   # set by someone, not the schema's default
+    for block in EDITABLE_BLOCKS:
+        mine, b, n = src.get(block) or {}, base.get(block) or {}, new.get(block) or {}
+        merged = {**n}
+        for k, v in mine.items():
+            if k not in b:
+                if k not in n and k in (own.get(block) or {}):
+                    merged[k] = v   # what the writer never writes: the user's
+                    kept.append(f"{block}.{k}")
+                continue
+            merged[k], was = _moved(v, b[k], n.get(k, b[k]))
+            if was:
+                kept.append(f"{block}.{k}")
+        out[block] = merged
+    return out, kept
+
+
 def regenerate(profile: Profile, **efficiency: float) -> dict[str, Any]:
     """Rebuild an analytic profile with some efficiency factors changed (what a calibration
-    step calls after fitting them), keeping every other input.
+    step calls after fitting them), keeping every other input, and every change made to its
+    ``gpu`` and ``host`` values since the writer made them (:func:`carry_edits`; named in
+    ``provenance.regenerate``).
 
     Raises:
         ConfigError: the profile was not written by the analytic writer, or a factor is
@@ -385,8 +461,20 @@ def regenerate(profile: Profile, **efficiency: float) -> dict[str, Any]:
     if unknown:
         raise ConfigError(profile.path or profile.name, "analytic.efficiency", sorted(unknown)[0],
                           f"allowed: {', '.join(Efficiency.model_fields)}")
+    eff0 = Efficiency.model_validate(a["efficiency"])
     eff = Efficiency.model_validate({**a["efficiency"], **efficiency})
-    return build_profile(ModelArch.model_validate(a["model"]), GpuSpec.model_validate(a["gpu"]), a["tp"], a["dtype"],
-                         window=a["window"], drafter=a["drafter"], draft_layers=a["draft_layers"], eff=eff,
-                         name=profile.name, draft_vocab=a.get("draft_vocab"),
-                         draft_model=ModelArch.model_validate(a["draft_model"]) if a.get("draft_model") else None)
+
+    def build(e: Efficiency) -> dict[str, Any]:
+        return build_profile(ModelArch.model_validate(a["model"]), GpuSpec.model_validate(a["gpu"]), a["tp"], a["dtype"],
+                             window=a["window"], drafter=a["drafter"], draft_layers=a["draft_layers"], eff=e,
+                             name=profile.name, draft_vocab=a.get("draft_vocab"),
+                             draft_model=ModelArch.model_validate(a["draft_model"]) if a.get("draft_model") else None)
+
+    new = build(eff)
+    out, kept = carry_edits(profile, new if eff == eff0 else build(eff0), new)
+    if kept:
+        shown = ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
+        out["provenance"] = {**out.get("provenance", {}), "regenerate": (
+            f"rebuilt from analytic inputs; the input profile's own values of {shown} kept, "
+            "each moved by the ratio the rebuild moved the writer's value by")}
+    return out
