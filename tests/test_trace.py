@@ -234,3 +234,16 @@ def test_a_trace_request_past_the_models_context_is_refused_naming_its_row(tmp_p
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "t.csv" in err and column in err and "request 2" in err and "context length 131072" in err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_small_traces_warnings_are_said_once_per_run(tmp_path, capsys, monkeypatch):
+    """A trace read twice in one command (the context-length check before the run, then the
+    run) says its warnings once: a small file is read again, and said them twice."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                    "0,GPT-4,100,0,100,API log\n1,GPT-4,120,8,128,API log\n")
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h100-llama-3.1-8b-eagle3-analytic\nserver: {speculative_algorithm: none}\n"
+                                     "workload: {kind: trace, num_requests: 5, trace: {path: t.csv, layout: burstgpt}}\n")
+    assert main(["run", "s.yaml"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("0 output tokens") == 1 and err.count("asks for 5 requests") == 1
