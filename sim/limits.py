@@ -116,6 +116,10 @@ def check_fits(scenario: Scenario) -> None:
         # refused here (it was prefilled past the profile's grid, holding up the whole run)
         if w.kind == "trace" and w.trace is not None:
             _check_trace_context(scenario, hw)
+        elif w.kind == "multi_turn" and hw is not None and hw.context_len is not None:
+            from specsched.sim.workload import make_requests
+
+            check_turn_context(scenario, make_requests(w, scenario.seed, scenario.path or None), hw)
         return
     file = scenario.path or "<scenario>"
     sp = w.shared_prefix
@@ -352,6 +356,38 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
                           f"request {k + 1} (of {len(long_all)} such): prompt {int(tr.input_len[k])} + output "
                           f"{int(tr.output_len[k])} tokens exceed the model's context length {ctx} "
                           f"(profile {scenario.profile}): SGLang rejects the request; drop those rows")
+
+
+def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None) -> None:
+    """Refuse a multi-turn workload whose conversation grows a prompt (system prompt, first
+    prompt, the earlier turns' outputs and user turns) past the model's context length, or
+    whose prompt plus output passes it: SGLang 0.5.23 rejects that turn
+    (managers/tokenizer_manager.py ``_validate_one_request``), which the simulator does not
+    model; it was prefilled past the profile's grid. Checked for the scenario's seed before a
+    command runs (:func:`check_fits`) and for each run's own seed (``SimEngine``).
+
+    Args:
+        scenario: the resolved scenario (its ``workload.kind`` is multi_turn).
+        specs: the run's requests (:func:`sim.workload.make_requests`).
+        hw: the profile's hardware (None or no ``context_len``: nothing checked).
+        seed: the seed the requests were drawn with (None: the scenario's).
+
+    Raises:
+        ConfigError: naming ``workload.multi_turn``, the first such turn's prompt, its turn
+            number and conversation position, and the context length.
+    """
+    ctx = hw.context_len if hw is not None else None
+    if ctx is None or scenario.workload.kind != "multi_turn":
+        return
+    for s in specs:
+        if s.input_len >= ctx or s.input_len + s.output_len > ctx:
+            what = ("a prompt of" if s.input_len >= ctx
+                    else f"{s.output_len} output tokens after a prompt of")
+            raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
+                              f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
+                              f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "
+                              f"(profile {scenario.profile}): SGLang rejects the turn; fewer turns "
+                              "(multi_turn.num_turns) or shorter prompts and outputs")
 
 
 def topup_beside_chunk_tokens(srv, i: int, o: int) -> int:
