@@ -320,6 +320,24 @@ def unread_overrides(scenario: Any, keys: Iterable[str]) -> list[str]:
     return notes
 
 
+FILE_NOTE_KEYS = ("workload.request_rate", "workload.concurrency", "workload.max_concurrency", "workload.priorities")
+"""Keys a scenario file (or its arm) sets that :func:`unread_in_file` names when the run does
+not read them: the arrival keys of another workload kind, priorities without priority
+scheduling. The server keys a file states for completeness (a sync mode on a plain-decoding
+cell) are left unsaid."""
+
+
+def unread_in_file(scenario: Any, given: Iterable[str] = ()) -> list[str]:
+    """Notes of :func:`unread_overrides` for :data:`FILE_NOTE_KEYS` that the scenario file
+    itself sets (its workload's explicitly set fields, the arm's included), naming the file;
+    keys in ``given`` (the command line's ``--set``, which get their own note) left out. A
+    burst with a ``request_rate`` ran silently as a burst."""
+    given = set(given)
+    keys = [k for k in FILE_NOTE_KEYS if k.split(".", 1)[1] in scenario.workload.model_fields_set and k not in given]
+    where = scenario.path or "<scenario>"
+    return [n.replace("note: ", f"note: {where}: ", 1) for n in unread_overrides(scenario, keys)]
+
+
 UNREAD_CHECK_POINTS = 256
 """Most grid points whose scenarios :func:`unread_everywhere` loads (a larger grid is not checked)."""
 

@@ -136,6 +136,11 @@ class SimEngine(Clients, EngineStretch):
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+        if w.kind == "multi_turn":   # a turn past the model's context: SGLang rejects it (sim/limits.py)
+            from specsched.sim.defaults import hardware_of
+            from specsched.sim.limits import check_turn_context
+
+            check_turn_context(scenario, self.specs, hardware_of(self.profile), self.seed)
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
 from specsched.sim.prefill_adder import (
@@ -111,7 +112,14 @@ def check_fits(scenario: Scenario) -> None:
     _check_dp_divides_tp(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: the scheduler refuses a request
-        # that cannot fit when it arrives
+        # that cannot fit the pool when it arrives; a trace row past the model's context is
+        # refused here (it was prefilled past the profile's grid, holding up the whole run)
+        if w.kind == "trace" and w.trace is not None:
+            _check_trace_context(scenario, hw)
+        elif w.kind == "multi_turn" and hw is not None and hw.context_len is not None:
+            from specsched.sim.workload import make_requests
+
+            check_turn_context(scenario, make_requests(w, scenario.seed, scenario.path or None), hw)
         return
     file = scenario.path or "<scenario>"
     sp = w.shared_prefix
@@ -325,6 +333,69 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
                           f"(profile {scenario.profile}): SGLang rejects the request")
+
+
+def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
+    """Refuse a trace whose request (of the ``num_requests`` replayed) is longer than the
+    model's context length, naming the trace file, the column, the request and the limit:
+    SGLang 0.5.23 rejects it (managers/tokenizer_manager.py ``_validate_one_request``: the
+    input ``>= context_len``, or input + max_new_tokens ``> context_len``, without
+    ``--allow-auto-truncate``), as :func:`_check_context` says for a generated workload."""
+    ctx = hw.context_len if hw is not None else None
+    if ctx is None:
+        return
+    import numpy as np
+    from specsched.sim.trace import load_trace
+
+    w = scenario.workload
+    tr = load_trace(w.trace, w.num_requests, scenario.path or None)   # read once: kept for the run
+    columns, _ = w.trace.resolved()
+    where = f"{scenario_data_path(w.trace.path, scenario.path or None)}"
+    long_in = np.flatnonzero(tr.input_len >= ctx)
+    if len(long_in):
+        k = int(long_in[0])
+        raise ConfigError(where, columns.input_len, int(tr.input_len[k]),
+                          f"request {k + 1} (of {len(long_in)} such): must be shorter than the model's context length "
+                          f"{ctx} (profile {scenario.profile}): SGLang rejects longer prompts; drop those rows")
+    long_all = np.flatnonzero(tr.input_len + tr.output_len > ctx)
+    if len(long_all):
+        k = int(long_all[0])
+        raise ConfigError(where, columns.output_len, int(tr.output_len[k]),
+                          f"request {k + 1} (of {len(long_all)} such): prompt {int(tr.input_len[k])} + output "
+                          f"{int(tr.output_len[k])} tokens exceed the model's context length {ctx} "
+                          f"(profile {scenario.profile}): SGLang rejects the request; drop those rows")
+
+
+def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None) -> None:
+    """Refuse a multi-turn workload whose conversation grows a prompt (system prompt, first
+    prompt, the earlier turns' outputs and user turns) past the model's context length, or
+    whose prompt plus output passes it: SGLang 0.5.23 rejects that turn
+    (managers/tokenizer_manager.py ``_validate_one_request``), which the simulator does not
+    model; it was prefilled past the profile's grid. Checked for the scenario's seed before a
+    command runs (:func:`check_fits`) and for each run's own seed (``SimEngine``).
+
+    Args:
+        scenario: the resolved scenario (its ``workload.kind`` is multi_turn).
+        specs: the run's requests (:func:`sim.workload.make_requests`).
+        hw: the profile's hardware (None or no ``context_len``: nothing checked).
+        seed: the seed the requests were drawn with (None: the scenario's).
+
+    Raises:
+        ConfigError: naming ``workload.multi_turn``, the first such turn's prompt, its turn
+            number and conversation position, and the context length.
+    """
+    ctx = hw.context_len if hw is not None else None
+    if ctx is None or scenario.workload.kind != "multi_turn":
+        return
+    for s in specs:
+        if s.input_len >= ctx or s.input_len + s.output_len > ctx:
+            what = ("a prompt of" if s.input_len >= ctx
+                    else f"{s.output_len} output tokens after a prompt of")
+            raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
+                              f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
+                              f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "
+                              f"(profile {scenario.profile}): SGLang rejects the turn; fewer turns "
+                              "(multi_turn.num_turns) or shorter prompts and outputs")
 
 
 def topup_beside_chunk_tokens(srv, i: int, o: int) -> int:

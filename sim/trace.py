@@ -319,6 +319,15 @@ which is then read once per process, not once per run (a 100 MB trace takes seco
 KEEP_MIN_BYTES = 4 << 20
 """Files from this size on are kept in :data:`_LAST`; smaller ones read in milliseconds and
 are read again (a file rewritten within the clock's tick at the same size stays correct)."""
+_SAID: set[tuple] = set()
+"""Warnings said, by (the read's :data:`_LAST` key, text): a small trace read again in the same
+process (the context-length check before a run, then the run: sim/limits.py) says each once."""
+
+
+def _warn(key: tuple, text: str) -> None:
+    if (key, text) not in _SAID:
+        _SAID.add((key, text))
+        print(text, file=sys.stderr)
 
 
 def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None) -> Trace:
@@ -377,19 +386,19 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":
         # Mooncake's layout (hash_ids) read as a custom one: its ms timestamps as s spread the
         # arrivals 1000 times wider, and its shared prefixes are not read, without a word
-        print(f"warning: {p}: the rows have Mooncake's hash_ids, but the trace is read with layout custom: "
+        _warn(key, f"warning: {p}: the rows have Mooncake's hash_ids, but the trace is read with layout custom: "
               "timestamps in s (Mooncake writes ms) and no shared prefixes; say layout: mooncake "
-              "(or time_unit and columns.hash_ids)", file=sys.stderr)
+              "(or time_unit and columns.hash_ids)")
     zeros = int(np.count_nonzero(outs == 0))
     if zeros:
         # said once per read (a trace is read once per process): the lengths a run reports differ
-        print(f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they run as "
-              "1-token outputs (the server streams at least the first token)", file=sys.stderr)
+        _warn(key, f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they run as "
+              "1-token outputs (the server streams at least the first token)")
     np.maximum(outs, 1, out=outs)
     if limit is not None and chk.n < limit:
         # bench_serving replays the rows there are; the run's request count says it, this says why
-        print(f"warning: {p}: workload.num_requests asks for {limit} requests; the trace has {chk.n} rows, "
-              f"all {chk.n} run", file=sys.stderr)
+        _warn(key, f"warning: {p}: workload.num_requests asks for {limit} requests; the trace has {chk.n} rows, "
+              f"all {chk.n} run")
     ids = offsets = None
     if chk.any_hashes:   # views of the reader's buffers: no second copy
         ids = np.frombuffer(chk.hashes, dtype=np.int64)

@@ -221,11 +221,12 @@ def _run_command(args: argparse.Namespace) -> int:
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     check_size(scenario, args.max_requests)
     check_fits(scenario)
-    if args.set:   # after the refusals: bad input stays one line
-        from specsched.analysis.overrides import parse_overrides, unread_overrides
+    # after the refusals: bad input stays one line
+    from specsched.analysis.overrides import parse_overrides, unread_in_file, unread_overrides
 
-        for note in unread_overrides(scenario, parse_overrides(args.set)):
-            print(note, file=sys.stderr)
+    given = parse_overrides(args.set) if args.set else {}
+    for note in [*unread_overrides(scenario, given), *unread_in_file(scenario, given)]:
+        print(note, file=sys.stderr)
     from specsched.sim.profile import load_profile
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results

@@ -213,3 +213,27 @@ def test_a_multi_turn_request_rate_is_read_and_gets_no_note():
     a = run_scenario(load_scenario_with_overrides(path, "base")).requests
     b = run_scenario(load_scenario_with_overrides(path, "base", over)).requests
     assert not a["start_s"].equals(b["start_s"])
+
+
+def test_a_scenario_files_workload_key_its_kind_does_not_read_gets_the_note(tmp_path, capsys, monkeypatch):
+    """A scenario file that sets a workload key its kind does not read (a burst with a
+    request_rate and a concurrency) gets the note ``--set`` gets, naming the file: it ran
+    silently as a burst. A file whose keys all count gets none."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    body = ("name: b\nprofile: h200-1b\nserver: {speculative_algorithm: none}\nworkload:\n  kind: {kind}\n"
+            "  num_requests: 3\n  request_rate: 5\n  concurrency: 2\n"
+            "  input_len: {{kind: fixed, value: 16}}\n  output_len: {{kind: fixed, value: 4}}\n")
+    (tmp_path / "b.yaml").write_text(body.replace("{kind}", "burst").replace("{{", "{").replace("}}", "}"))
+    assert main(["run", "b.yaml", "--out", "o1"]) == 0
+    err = capsys.readouterr().err
+    assert "note: b.yaml: workload.request_rate changes nothing in this run" in err
+    assert "note: b.yaml: workload.concurrency changes nothing in this run" in err
+    (tmp_path / "m.yaml").write_text(body.replace("{kind}", "multi_turn").replace("{{", "{").replace("}}", "}")
+                                     .replace("  input_len: {kind: fixed, value: 16}\n",
+                                              "  multi_turn: {num_conversations: 2, num_turns: 2, "
+                                              "first_prompt_len: {kind: fixed, value: 16}, "
+                                              "user_len: {kind: fixed, value: 8}}\n").replace("num_requests: 3", "num_requests: 4"))
+    assert main(["run", "m.yaml", "--out", "o2"]) == 0
+    assert "changes nothing" not in capsys.readouterr().err

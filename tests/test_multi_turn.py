@@ -202,3 +202,24 @@ def test_a_bad_turn_distribution_names_its_own_key(tmp_path, turns, key, says):
     with pytest.raises(ConfigError) as e:
         load_scenario(p)
     assert key in str(e.value) and says in str(e.value) and ".int" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_turn_past_the_models_context_is_refused_naming_the_turn(tmp_path, capsys, monkeypatch, command):
+    """A conversation whose prompt grows past the model's context length is refused, naming
+    the turn, its prompt and the limit, before any run writes: SGLang rejects such a request
+    (tokenizer_manager.py ``_validate_one_request``). It ran: turns of 160K tokens were
+    prefilled on a 131,072-token model, past the profile's grid."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nprofile: h100-llama-3.1-8b-eagle3-analytic\nserver: {speculative_algorithm: none}\n"
+        "workload: {kind: multi_turn, concurrency: 2, output_len: {kind: fixed, value: 10}, multi_turn: "
+        "{num_conversations: 2, num_turns: 3, first_prompt_len: {kind: fixed, value: 60000}, "
+        "user_len: {kind: fixed, value: 40000}}}\narms:\n  b: {server: {max_running_requests: 8}}\n")
+    args = ["run", "s.yaml"] if command == "run" else ["compare", "s.yaml", "--arms", "base,b", "--seeds", "2"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "workload.multi_turn" in err and "turn 3" in err and "140020" in err and "context length 131072" in err
+    assert not (tmp_path / "results").exists()

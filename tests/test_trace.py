@@ -217,3 +217,33 @@ def test_compare_reads_a_large_trace_once_for_its_check_and_every_run(tmp_path, 
     assert main(["compare", "s.yaml", "--arms", "base,b", "--seeds", "2", "--no-save", "--no-progress"]) == 0
     capsys.readouterr()
     assert len(reads) == 1
+
+
+@pytest.mark.parametrize(("row", "column"), [("1,131072,5", "ContextTokens"), ("1,131000,100", "GeneratedTokens")])
+def test_a_trace_request_past_the_models_context_is_refused_naming_its_row(tmp_path, capsys, monkeypatch, row, column):
+    """A trace row longer than the model's context length is refused before the run, as a
+    fixed-length workload's is: SGLang rejects the request (tokenizer_manager.py
+    ``_validate_one_request``). It ran: a 500,000-token prompt on a 131,072-token model
+    was prefilled past the profile's grid and held up every later request for minutes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(f"TIMESTAMP,ContextTokens,GeneratedTokens\n0,100,5\n{row}\n")
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h100-llama-3.1-8b-eagle3-analytic\nserver: {speculative_algorithm: none}\n"
+                                     "workload: {kind: trace, trace: {path: t.csv, layout: custom, "
+                                     "columns: {timestamp: TIMESTAMP, input_len: ContextTokens, output_len: GeneratedTokens}}}\n")
+    assert main(["run", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "t.csv" in err and column in err and "request 2" in err and "context length 131072" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_small_traces_warnings_are_said_once_per_run(tmp_path, capsys, monkeypatch):
+    """A trace read twice in one command (the context-length check before the run, then the
+    run) says its warnings once: a small file is read again, and said them twice."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                    "0,GPT-4,100,0,100,API log\n1,GPT-4,120,8,128,API log\n")
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h100-llama-3.1-8b-eagle3-analytic\nserver: {speculative_algorithm: none}\n"
+                                     "workload: {kind: trace, num_requests: 5, trace: {path: t.csv, layout: burstgpt}}\n")
+    assert main(["run", "s.yaml"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("0 output tokens") == 1 and err.count("asks for 5 requests") == 1
