@@ -212,3 +212,29 @@ def test_profile_set_overrides_a_profile_key_and_refuses_unknown_keys_and_bad_va
         with pytest.raises(SystemExit) as e:
             fit.main(argv)
         assert e.value.code == 2
+
+
+def test_seed_ranges_and_the_seed_noise_of_a_figure():
+    """``--seeds 1-20`` is seeds 1 to 20; a bad item is one line, exit 2. The table's standard
+    error is that of the mean over the seeds (sd / sqrt(n), % of the mean), and an arm's change
+    is taken seed by seed against its own base (paired: a seed's two arms share the workload),
+    so a change common to every seed has no standard error even when the seeds differ."""
+    import numpy as np
+
+    fit = _fit_module()
+    assert fit.parse_seeds("1-5,9,3") == [1, 2, 3, 4, 5, 9]
+    assert fit.parse_seeds("7") == [7]
+    for bad in ("0-3", "5-2", "x", "1,,2"):
+        with pytest.raises(ValueError, match="--seeds"):
+            fit.parse_seeds(bad)
+        with pytest.raises(SystemExit) as e:
+            fit.main(["--report-only", "--seeds", bad])
+        assert e.value.code == 2
+    v = np.array([90.0, 100.0, 110.0, 100.0])
+    assert fit.standard_error_pct(v) == pytest.approx(np.std(v, ddof=1) / 2 / 100 * 100)
+    assert np.isnan(fit.standard_error_pct(v[:1]))
+    base = np.array([100.0, 200.0, 400.0])
+    change, se = fit.paired_change_pct(base, base * 0.9)
+    assert change == pytest.approx(-10.0) and se == pytest.approx(0.0, abs=1e-12)
+    change, se = fit.paired_change_pct(base, base[::-1])  # the seeds' own spread, not a change
+    assert se > 10
