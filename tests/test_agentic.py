@@ -34,11 +34,16 @@ FIT_KEYS = (
 # -2.6 %, p90 TTFT -1.8 -> -2.8 %, mean / median / p90 TPOT -7.9 / -10.6 / -11.0 -> -4.3 /
 # -6.5 / -9.0 %, output / total tok/s +6.4 / +5.5 -> +2.2 / +1.5 %, request throughput -2.8 ->
 # -7.1 % (5-seed mean -7.7 -> -8.8 %). The bounds are the new seed 1's, by the same rule.
+# The cells then moved from steady-window to whole-run throughputs (docs/agentic.md section
+# 17: the window counted 15 % more tokens per completed request than the requests carry), which
+# moved seed 1's throughputs (before -> after): output +2.2 -> -0.1 %, total +1.5 -> -5.7 %,
+# request -7.1 -> -0.1 %; the latencies are the same run's. The total-throughput bound is the
+# new reading's, not a loosening of the fit.
 # Tighten these when the fit improves; never loosen them to pass.
 TOLERANCE = {
     "mean_ttft_ms": 0.16, "median_ttft_ms": 0.03, "p90_ttft_ms": 0.03,       # reached -15.7 / -2.6 / -2.8 %
     "mean_tpot_ms": 0.05, "median_tpot_ms": 0.07, "p90_tpot_ms": 0.10,       # reached -4.3 / -6.5 / -9.0 %
-    "output_throughput": 0.03, "total_throughput": 0.02, "request_throughput": 0.08,  # +2.2 / +1.5 / -7.1 %
+    "output_throughput": 0.01, "total_throughput": 0.06, "request_throughput": 0.01,  # -0.1 / -5.7 / -0.1 %
 }
 
 
@@ -65,7 +70,9 @@ def test_cell_declares_dp_attention_both_arms_and_the_reference(cell):
     assert sc.workload.kind == "multi_turn"
     s = sc.server
     assert s.enable_dp_attention and s.dp_size == 8 and s.dp_spec_prefill_coordination
-    assert s.enable_mixed_chunk and sc.workload.steady_state_concurrency_ratio == 0.8  # docs/agentic.md section 10
+    assert s.enable_mixed_chunk  # docs/agentic.md section 10
+    # whole-run throughputs, as bench_serving prints them for a multi-turn replay (section 17)
+    assert sc.workload.steady_state_concurrency_ratio is None
     assert s.prefill_slot_expansion_sync is True
     assert load_scenario(_path(cell), "output_size").server.prefill_slot_expansion_sync is False
     assert set(FIT_KEYS) <= set(sc.reference["base"])
