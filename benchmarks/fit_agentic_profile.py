@@ -101,6 +101,9 @@ base arm's mean/median TTFT = 4.625/3.385 = 1.366 = exp(sigma^2 / 2) would give 
 lock-step model queueing behind a rank's other prompts widens TTFT too, and probing 0.8 /
 0.6 / 0.5 on c128 (seed 1) brought mean/median/p90 TTFT from -10/-20/+12 % to -16/-10/+5 %
 (docs/agentic.md section 5)."""
+WORKER_RUNS = 8
+"""Runs a worker process makes before the pool is replaced (bounds its memory: a
+worker's resident size grows with every run it makes)."""
 PROMPT_CAP = 1_000_000
 """Longest prompt, tokens (assumed context limit)."""
 PROMPT_POINTS = 100
@@ -295,10 +298,13 @@ class Evaluator:
             return deep_merge(deep_merge(ov, self.per_cell.get(c, {})), self.shape.get(c, {}))
 
         tasks = [(c, a, s, prof, cell_ov(c)) for c, a in runs for s in self.seeds]
-        if self.jobs > 1:  # fresh workers each call: one worker kept over a 7-evaluation fit (~75 runs)
-            # grew to 10.9 GB resident and was killed by the kernel's OOM killer
-            with ProcessPoolExecutor(self.jobs) as pool:
-                results = list(pool.map(_run_one, tasks))
+        if self.jobs > 1:  # fresh workers every WORKER_RUNS runs each: a worker's memory grows
+            # with the runs it makes (one kept over ~75 runs reached 10.9 GB and was OOM-killed)
+            results = []
+            step = self.jobs * WORKER_RUNS
+            for i in range(0, len(tasks), step):
+                with ProcessPoolExecutor(self.jobs) as pool:
+                    results += list(pool.map(_run_one, tasks[i:i + step]))
         else:
             results = [_run_one(t) for t in tasks]
         out: dict[tuple[str, str], dict[str, float]] = {}
