@@ -101,6 +101,9 @@ base arm's mean/median TTFT = 4.625/3.385 = 1.366 = exp(sigma^2 / 2) would give 
 lock-step model queueing behind a rank's other prompts widens TTFT too, and probing 0.8 /
 0.6 / 0.5 on c128 (seed 1) brought mean/median/p90 TTFT from -10/-20/+12 % to -16/-10/+5 %
 (docs/agentic.md section 5)."""
+WORKER_RUNS = 8
+"""Runs a worker process makes before the pool is replaced (bounds its memory: a
+worker's resident size grows with every run it makes)."""
 PROMPT_CAP = 1_000_000
 """Longest prompt, tokens (assumed context limit)."""
 PROMPT_POINTS = 100
@@ -281,7 +284,9 @@ class Evaluator:
         """Overrides of one cell each (the run length, which scales with the concurrency)."""
         self.shape: dict[str, dict[str, Any]] = {}
         """Per-cell overrides of the prompt histograms being fitted (:func:`shape_overrides`)."""
-        self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
+        self.jobs = jobs
+        self.per_seed: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        """The last call's values per (cell, arm) and summary key, one per seed, in seed order."""
 
     def __call__(self, profile: Profile, runs: list[tuple[str, str]], cells: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, float]]:
         """Summaries per (cell, arm); ``cells``: scenario values being fitted (applied on top
@@ -293,17 +298,64 @@ class Evaluator:
             return deep_merge(deep_merge(ov, self.per_cell.get(c, {})), self.shape.get(c, {}))
 
         tasks = [(c, a, s, prof, cell_ov(c)) for c, a in runs for s in self.seeds]
-        results = list(self.pool.map(_run_one, tasks)) if self.pool else [_run_one(t) for t in tasks]
+        if self.jobs > 1:  # fresh workers every WORKER_RUNS runs each: a worker's memory grows
+            # with the runs it makes (one kept over ~75 runs reached 10.9 GB and was OOM-killed)
+            results = []
+            step = self.jobs * WORKER_RUNS
+            for i in range(0, len(tasks), step):
+                with ProcessPoolExecutor(self.jobs) as pool:
+                    results += list(pool.map(_run_one, tasks[i:i + step]))
+        else:
+            results = [_run_one(t) for t in tasks]
         out: dict[tuple[str, str], dict[str, float]] = {}
         n = len(self.seeds)
+        self.per_seed = {}
         for i, (c, a) in enumerate(runs):
             chunk = results[i * n:(i + 1) * n]
+            self.per_seed[(c, a)] = {k: np.array([r.get(k, np.nan) for r in chunk]) for k in chunk[0]}
             out[(c, a)] = {k: float(np.mean([r[k] for r in chunk])) for k in chunk[0]}
         return out
 
     def close(self) -> None:
-        if self.pool:
-            self.pool.shutdown()
+        """Nothing to release: each call's workers end with it (kept for the callers)."""
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"1,2,3"`` or ``"1-20"`` (or a mix, ``"1-5,9"``) -> seeds, in order, each once.
+
+    Raises:
+        ValueError: an item that is not a positive integer or an ascending range of them.
+    """
+    seeds: list[int] = []
+    for item in text.split(","):
+        lo, dash, hi = item.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise ValueError(f"--seeds {text!r}: {item!r} is not a seed or a range a-b of positive integers") from None
+        if a < 1 or b < a:
+            raise ValueError(f"--seeds {text!r}: {item!r} is not a seed or a range a-b of positive integers")
+        seeds += [s for s in range(a, b + 1) if s not in seeds]
+    return seeds
+
+
+def standard_error_pct(values: np.ndarray) -> float:
+    """Standard error of the mean of per-seed ``values``, as a percentage of that mean (nan
+    with fewer than two seeds): the seed noise left in a figure the fit or the table uses."""
+    v = np.asarray(values, float)
+    if len(v) < 2 or not np.isfinite(v).all() or v.mean() == 0:
+        return float("nan")
+    return float(v.std(ddof=1) / np.sqrt(len(v)) / abs(v.mean()) * 100)
+
+
+def paired_change_pct(base: np.ndarray, change: np.ndarray) -> tuple[float, float]:
+    """An arm's change against the base arm, each seed with its own base (the two arms of a
+    seed draw the same workload): (relative change of the means, %, and its standard error,
+    %, from the per-seed relative changes; nan with fewer than two seeds)."""
+    b, c = np.asarray(base, float), np.asarray(change, float)
+    rel = (c - b) / b * 100
+    se = float(rel.std(ddof=1) / np.sqrt(len(rel))) if len(rel) > 1 else float("nan")
+    return float((c.mean() - b.mean()) / b.mean() * 100), se
 
 
 def references(overrides: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, float]]:
@@ -590,20 +642,23 @@ def table(ev: Evaluator, profile: Profile, cells: dict[str, Any] | None, refs: d
     """Predicted vs reference for every cell and arm (held-out arms: predictions only)."""
     runs = [(c, a) for c in CELLS for a in ("base", "output_size")]
     preds = ev(profile, runs, cells)
-    lines = ["(* = held out: prediction only)", f"{'cell':<14}{'arm':<13}{'metric':<20}{'reference':>11}{'model':>11}{'error':>9}"]
+    lines = ["(* = held out: prediction only; se = standard error of the model's mean over the seeds, % of it)",
+             f"{'cell':<14}{'arm':<13}{'metric':<20}{'reference':>11}{'model':>11}{'error':>9}{'se':>7}"]
     for c, a in runs:
         ref = refs.get((c, a))
         tag = a if ref else f"{a}*"
         for k in FIT_KEYS:
             p = preds[(c, a)][k]
+            se = f"{standard_error_pct(ev.per_seed[(c, a)][k]):>6.1f}%"
             if ref and k in ref:
-                lines.append(f"{c:<14}{tag:<13}{k:<20}{ref[k]:>11.4g}{p:>11.4g}{error_pct(p, ref[k]):>+8.1f}%")
+                lines.append(f"{c:<14}{tag:<13}{k:<20}{ref[k]:>11.4g}{p:>11.4g}{error_pct(p, ref[k]):>+8.1f}%{se}")
             else:
-                lines.append(f"{c:<14}{tag:<13}{k:<20}{'-':>11}{p:>11.4g}{'':>9}")
+                lines.append(f"{c:<14}{tag:<13}{k:<20}{'-':>11}{p:>11.4g}{'':>9}{se}")
     for c in CELLS:
-        b, o = preds[(c, "base")], preds[(c, "output_size")]
-        d = "  ".join(f"{k.removesuffix('_ms')} {(o[k] - b[k]) / b[k] * 100:+.2f}%" for k in FIT_KEYS)
-        lines.append(f"{c} output_size vs base (model):     {d}")
+        b, o = ev.per_seed[(c, "base")], ev.per_seed[(c, "output_size")]
+        d = "  ".join("{} {:+.2f} +- {:.2f}%".format(k.removesuffix('_ms'), *paired_change_pct(b[k], o[k]))
+                      for k in FIT_KEYS)
+        lines.append(f"{c} output_size vs base (model, +- se over paired seeds):     {d}")
     ref_b, ref_o = refs[(PAIR_CELL, "base")], refs[(PAIR_CELL, "output_size")]
     d = "  ".join(f"{k.removesuffix('_ms')} {(ref_o[k] - ref_b[k]) / ref_b[k] * 100:+.2f}%" for k in FIT_KEYS if k in ref_o)
     lines.append(f"{PAIR_CELL} output_size vs base (reference): {d}")
@@ -655,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true", help="print the table with the files as they are")
     ap.add_argument("--max-evals", type=int, default=60, help="simulations per stage-A round")
     ap.add_argument("--rounds", type=int, default=1, help="stage A / stage B alternations")
-    ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated)")
+    ap.add_argument("--seeds", default="1,2", help="seeds averaged per figure (comma-separated; a-b for a range)")
     ap.add_argument("--jobs", type=positive_int, default=2, help="worker processes")
     ap.add_argument("--pair", action="store_true", help="also fit host.schedule_s to the c128 output_size pair (stage B)")
     ap.add_argument("--extend-only", action="store_true", help="fit gpu.extend alone (bounded scalar search; the verify line kept)")
@@ -698,7 +753,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     per_cell = run_length_overrides(a.conversations_per_client, overrides) if a.conversations_per_client else {}
-    ev = Evaluator([int(s) for s in a.seeds.split(",")], a.jobs, overrides, per_cell)
+    try:
+        seeds = parse_seeds(a.seeds)
+    except ValueError as e:
+        ap.error(str(e))
+    ev = Evaluator(seeds, a.jobs, overrides, per_cell)
     refs = references(overrides)
     cells = cell_values(overrides)
     sigma = current_sigma() if a.sigma is None else a.sigma

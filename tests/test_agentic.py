@@ -34,11 +34,16 @@ FIT_KEYS = (
 # -2.6 %, p90 TTFT -1.8 -> -2.8 %, mean / median / p90 TPOT -7.9 / -10.6 / -11.0 -> -4.3 /
 # -6.5 / -9.0 %, output / total tok/s +6.4 / +5.5 -> +2.2 / +1.5 %, request throughput -2.8 ->
 # -7.1 % (5-seed mean -7.7 -> -8.8 %). The bounds are the new seed 1's, by the same rule.
+# The cells then moved from steady-window to whole-run throughputs (docs/agentic.md section
+# 17: the window counted 15 % more tokens per completed request than the requests carry), which
+# moved seed 1's throughputs (before -> after): output +2.2 -> -0.1 %, total +1.5 -> -5.7 %,
+# request -7.1 -> -0.1 %; the latencies are the same run's. The total-throughput bound is the
+# new reading's, not a loosening of the fit.
 # Tighten these when the fit improves; never loosen them to pass.
 TOLERANCE = {
     "mean_ttft_ms": 0.16, "median_ttft_ms": 0.03, "p90_ttft_ms": 0.03,       # reached -15.7 / -2.6 / -2.8 %
     "mean_tpot_ms": 0.05, "median_tpot_ms": 0.07, "p90_tpot_ms": 0.10,       # reached -4.3 / -6.5 / -9.0 %
-    "output_throughput": 0.03, "total_throughput": 0.02, "request_throughput": 0.08,  # +2.2 / +1.5 / -7.1 %
+    "output_throughput": 0.01, "total_throughput": 0.06, "request_throughput": 0.01,  # -0.1 / -5.7 / -0.1 %
 }
 
 
@@ -65,7 +70,9 @@ def test_cell_declares_dp_attention_both_arms_and_the_reference(cell):
     assert sc.workload.kind == "multi_turn"
     s = sc.server
     assert s.enable_dp_attention and s.dp_size == 8 and s.dp_spec_prefill_coordination
-    assert s.enable_mixed_chunk and sc.workload.steady_state_concurrency_ratio == 0.8  # docs/agentic.md section 10
+    assert s.enable_mixed_chunk  # docs/agentic.md section 10
+    # whole-run throughputs, as bench_serving prints them for a multi-turn replay (section 17)
+    assert sc.workload.steady_state_concurrency_ratio is None
     assert s.prefill_slot_expansion_sync is True
     assert load_scenario(_path(cell), "output_size").server.prefill_slot_expansion_sync is False
     assert set(FIT_KEYS) <= set(sc.reference["base"])
@@ -212,3 +219,29 @@ def test_profile_set_overrides_a_profile_key_and_refuses_unknown_keys_and_bad_va
         with pytest.raises(SystemExit) as e:
             fit.main(argv)
         assert e.value.code == 2
+
+
+def test_seed_ranges_and_the_seed_noise_of_a_figure():
+    """``--seeds 1-20`` is seeds 1 to 20; a bad item is one line, exit 2. The table's standard
+    error is that of the mean over the seeds (sd / sqrt(n), % of the mean), and an arm's change
+    is taken seed by seed against its own base (paired: a seed's two arms share the workload),
+    so a change common to every seed has no standard error even when the seeds differ."""
+    import numpy as np
+
+    fit = _fit_module()
+    assert fit.parse_seeds("1-5,9,3") == [1, 2, 3, 4, 5, 9]
+    assert fit.parse_seeds("7") == [7]
+    for bad in ("0-3", "5-2", "x", "1,,2"):
+        with pytest.raises(ValueError, match="--seeds"):
+            fit.parse_seeds(bad)
+        with pytest.raises(SystemExit) as e:
+            fit.main(["--report-only", "--seeds", bad])
+        assert e.value.code == 2
+    v = np.array([90.0, 100.0, 110.0, 100.0])
+    assert fit.standard_error_pct(v) == pytest.approx(np.std(v, ddof=1) / 2 / 100 * 100)
+    assert np.isnan(fit.standard_error_pct(v[:1]))
+    base = np.array([100.0, 200.0, 400.0])
+    change, se = fit.paired_change_pct(base, base * 0.9)
+    assert change == pytest.approx(-10.0) and se == pytest.approx(0.0, abs=1e-12)
+    change, se = fit.paired_change_pct(base, base[::-1])  # the seeds' own spread, not a change
+    assert se > 10
