@@ -59,7 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from specsched.runtime.cli_commands import TARGET_METRICS, VALIDATE_METRICS, validation_table
+from specsched.runtime.cli_commands import (
+    TARGET_METRICS,
+    VALIDATE_METRICS,
+    itl_rung_note,
+    validation_table,
+)
 from specsched.runtime.engine import RuntimeEngine
 from specsched.runtime.host_probe import describe_launches, machine_counters
 from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
@@ -230,6 +235,7 @@ class Validation:
     skipped: list[str] = field(default_factory=list)
     host: list[str] = field(default_factory=list)
     reach: list[str] = field(default_factory=list)
+    itl_notes: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.perf_counter)
 
     @property
@@ -297,6 +303,8 @@ class Validation:
         self.rows += rows
         if (reach := grid_reach_line(f"{job.label} {job.arm}", meas.steps, self.grid_x)) is not None:
             self.reach.append(reach)
+        if (itl_note := itl_rung_note(pred, meas)) is not None:
+            self.itl_notes.append(f"- {job.label} {job.arm}: {itl_note}")
         worst = max((abs(r["error_pct"]) for r in rows if r["error_pct"] == r["error_pct"]), default=float("nan"))
         line = f"{job.label:<17} {job.arm:<14} measured in {time.perf_counter() - t0:5.1f} s; worst |error| {worst:5.1f} %"
         if meas.summary.get("verify_cycles_per_s"):
@@ -387,6 +395,8 @@ class Validation:
             lines += ["", "## Runs not started (deadline)", ""] + [f"- {s}" for s in self.skipped]
         if self.reach:
             lines += ["", "## Forwards above the profile's step grid (priced by extrapolation)", ""] + self.reach
+        if self.itl_notes:
+            lines += ["", "## Median ITLs from different deliveries (sim/metrics.py median_itl_rung)", ""] + self.itl_notes
         if self.speed:
             lines += ["", "## Host speed per run (runtime/host_reference.py: a fixed reference work's thread CPU "
                       "time sampled over the run, against the profile's host.reference_work_s)", ""] + self.speed

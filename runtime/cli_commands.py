@@ -19,7 +19,7 @@ from specsched.sim.cli_types import nonnegative_int, positive_int
 
 VALIDATE_METRICS = (
     "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",
-    "median_itl_ms", "output_throughput", "verify_cycles_per_s",
+    "median_itl_ms", "mean_itl_ms", "output_throughput", "verify_cycles_per_s",
 )
 """The metrics ``validate`` compares (bench_serving units)."""
 
@@ -79,6 +79,17 @@ def validation_table(predicted: dict[str, Any], measured: dict[str, Any], metric
         ok = isinstance(p, (int, float)) and isinstance(q, (int, float))
         rows.append({"metric": m, "predicted": p, "measured": q, "error_pct": error_pct(p, q) if ok else float("nan")})
     return rows
+
+
+def itl_rung_note(predicted: Any, measured: Any) -> str | None:
+    """:func:`sim.metrics.median_itl_rung_note` for two run results (their ``chunks`` tables
+    and summaries): one line when their median ITLs come from different kinds of delivery."""
+    from specsched.sim.metrics import median_itl_rung_note
+
+    def chunks(r: Any) -> Any:
+        return r.table("chunks") if hasattr(r, "table") else r.chunks
+
+    return median_itl_rung_note(chunks(predicted), chunks(measured), predicted.summary, measured.summary)
 
 
 def format_validation(rows: list[dict[str, Any]], title: str) -> str:
@@ -157,6 +168,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     rows = validation_table(predicted.summary, measured.summary)
     label = f"{sc.name} / {args.arm}"
     print(format_validation(rows, f"validate {label} (profile {profile.name}; {measured.summary['source']})"))
+    if (itl_note := itl_rung_note(predicted, measured)) is not None:
+        print(f"note: {itl_note}")
     hs, ref = measured.summary.get("host_speed") or {}, profile.host.reference_work_s
     if ref and hs.get("reference_work_s"):
         # the run's host speed against the profile's (runtime/host_reference.py), and the
