@@ -280,12 +280,17 @@ def median_itl_rung(chunks: Any) -> tuple[int, float] | None:
 
 def median_itl_rung_note(predicted_chunks: Any, measured_chunks: Any, predicted: dict[str, Any],
                          measured: dict[str, Any], tolerance_pct: float = 5.0) -> str | None:
-    """One line when the predicted and measured median ITLs come from different kinds of
-    delivery (:func:`median_itl_rung`): a different token count n, or delivery intervals
-    more than ``tolerance_pct`` apart (the intervals cluster too: plain verify cycles, and
+    """One line when the predicted and measured median ITLs (summary ``median_itl_ms``) differ
+    by more than ``tolerance_pct`` and come from different kinds of delivery
+    (:func:`median_itl_rung`): a different token count n, or delivery intervals more than
+    ``tolerance_pct`` apart (the intervals cluster too: plain verify cycles, and
     cycles stretched by a prefill between them). It names both deliveries and the mean
-    ITLs, which do not jump between clusters. None when both medians come from the same
-    kind of delivery or a side has no deliveries."""
+    ITLs, which do not jump between clusters. None when the medians agree, both come from
+    the same kind of delivery, or a side has no deliveries."""
+    pmed, mmed = predicted.get("median_itl_ms"), measured.get("median_itl_ms")
+    if (isinstance(pmed, (int, float)) and isinstance(mmed, (int, float)) and mmed
+            and abs(error_pct(pmed, mmed)) <= tolerance_pct):
+        return None
     a, b = median_itl_rung(predicted_chunks), median_itl_rung(measured_chunks)
     if a is None or b is None:
         return None

@@ -47,8 +47,11 @@ def test_medians_on_different_rungs_get_a_note_naming_both_and_the_means():
     meas = _chunks([_ladder(0.015, [8, 6, 6, 6, 2])])
     assert median_itl_rung(pred) == (8, 0.015)
     assert median_itl_rung(meas)[0] == 6
-    note = median_itl_rung_note(pred, meas, {"mean_itl_ms": 3.1}, {"mean_itl_ms": 3.2})
+    note = median_itl_rung_note(pred, meas, {"mean_itl_ms": 3.1, "median_itl_ms": 1.875},
+                                {"mean_itl_ms": 3.2, "median_itl_ms": 2.5})
     assert note is not None and "carrying 8" in note and "carrying 6" in note and "3.100 vs 3.200" in note
+    # medians that agree get no note, whatever deliveries they come from
+    assert median_itl_rung_note(pred, meas, {"median_itl_ms": 2.5}, {"median_itl_ms": 2.52}) is None
 
 
 def test_the_same_rung_and_interval_gives_no_note_and_a_longer_interval_does():
