@@ -54,8 +54,9 @@ class GridExit:
             first segment down, clamped at 0 s, so a forward of a few tokens can come out
             nearly free. Each forward still runs every layer, graph piece and eager attention
             kernel whatever its tokens: on H200 round 31 (docs/measurements/h200-v31.md,
-            sharegpt-lengths) 36 extends of 13-254 tokens spanned 8.0-11.9 ms on the GPU where
-            a grid starting at 256 tokens priced them at 3.8 ms (median), unwarned.
+            sharegpt-lengths) a grid starting at 256 tokens priced 36 extends of 13-254 tokens
+            at 3.8 ms of device time (median), unwarned; their GPU spans were 8.0-11.9 ms
+            (bound there by the host's issue, so their device time stays unmeasured).
     """
 
     profile: str
