@@ -144,9 +144,11 @@ def padding_points(steps: pd.DataFrame, server, profile, name: str, min_steps: i
     Under ``gpu.attention_width: padded_max`` a step attends ``P x W`` positions (runtime/
     spec_cycle.py ``_prepare``, runtime/layers.py ``paged_attention``): ``n (mean + window)``
     hold the requests' own KV, the rest the padding slot (runtime/kv_cache.py ``PAD_SLOT``, and
-    the padded graph rows whole). The profile's grid was timed with every position real, so
-    at one (P, W) its price does not depend on the mix. ``x`` = padding positions times the
-    grid's cost per row-position at (P, W): what they cost were they as dear as real KV (ms).
+    the padded graph rows whole). The profile's grid was timed with every position real; at
+    one (P, W) its price falls with the padding by ``1 - gpu.attention_padding_cost`` of what
+    the padding would cost were it real (:func:`padding_read`). ``x`` = padding positions
+    times the grid's cost per row-position at (P, W): what they cost were they as dear as real
+    KV (ms).
     Cells of fewer than ``min_steps`` steps are left out, and steps whose error leaves the
     cell's median by more than ``outlier_ms`` (a step the host or an extend held up)."""
     cm = CostModel(profile, server)
@@ -168,11 +170,24 @@ def padding_points(steps: pd.DataFrame, server, profile, name: str, min_steps: i
 
 def padding_slope(points: pd.DataFrame) -> float:
     """The least-squares slope of ``ed`` on ``xd`` (:func:`padding_points`, one run's or
-    several runs' together): 0 if a padding position costs what a real one does, -1 if it is
-    free; NaN without two distinct points."""
+    several runs' together): how much more (+) or less (-) a padding position costs than the
+    priced profile charges for it, in units of a real position (:func:`padding_read`); NaN
+    without two distinct points."""
     if len(points) < 2 or not points.xd.std() > 0:
         return float("nan")
     return float(np.polyfit(points.xd, points.ed, 1)[0])
+
+
+def padding_read(points: pd.DataFrame, charged: float) -> float:
+    """What a padding position costs against a real one, read from the steps: the profile's
+    ``gpu.attention_padding_cost`` (``charged``; 1 without the field) plus
+    :func:`padding_slope`. The price of a step at one graph batch and width falls by
+    ``(1 - charged) x`` as its padding cost ``x`` (:func:`padding_points`) grows
+    (sim.cost_model.CostModel.step_column), the measured duration by ``(1 - true) x``, so
+    the error's slope on ``x`` is ``true - charged``. (Up to round 31 the script printed
+    ``1 + slope``, right only for profiles without the field: round 31's steps, priced at
+    0.734, read 1.04 that way and 0.77 this way.)"""
+    return charged + padding_slope(points)
 
 
 def table(steps: pd.DataFrame, names: list[str], by: str) -> pd.DataFrame:
@@ -270,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
                 pts = padding_points(kept, sc.server, profiles[first], first)
                 pooled.append(pts)
                 cells = pts.groupby(["P", "W"]).apply(padding_slope, include_groups=False)
-                print(f"{first}: a padding position costs {1 + padding_slope(pts):.2f} of a real one "
-                      f"({len(pts)} steps); by graph batch and width (slope):")
+                charged = profiles[first].gpu.attention_padding_cost
+                print(f"{first}: a padding position costs {padding_read(pts, charged):.2f} of a real one "
+                      f"({len(pts)} steps; the profile charges {charged:.3f}); by graph batch and width "
+                      f"(slope against the profile's charge):")
                 print(cells.round(3).to_string())
             if args.by_width:
                 bucket = next(iter(profiles.values())).gpu.attention_bucket
@@ -281,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(table(sel, list(profiles), "width").to_string())
         if len(pooled) > 1:
             both = pd.concat(pooled)
-            print(f"all runs: a padding position costs {1 + padding_slope(both):.2f} of a real one ({len(both)} steps)")
+            charged = next(iter(profiles.values())).gpu.attention_padding_cost
+            print(f"all runs: a padding position costs {padding_read(both, charged):.2f} of a real one "
+                  f"({len(both)} steps)")
     except ConfigError as e:
         print(f"verify_step_costs: {e}", file=sys.stderr)
         return 2

@@ -558,7 +558,11 @@ class CostModel:
 
     def range_notes(self) -> list[RangeNote]:
         """Where this model's queries left the profile's measured grids so far: per (grid,
-        axis) the largest query beyond the range (:class:`sim.grid_range.GridExit`), and
+        axis) the largest query beyond the range (:class:`sim.grid_range.GridExit`); for the
+        extend and injection grids also the smallest token count under their first point
+        (a forward of fewer tokens than the profile timed: ``GridExit.below`` says why it
+        matters; the decode/verify grids start at batch 1, and a verify window below the
+        grid's reads its token work at a fraction of a batch by design, ``step_at``); and
         whether an eager step was priced as its graph replay
         (:class:`sim.grid_range.EagerUnpriced`). A run's notes are its cost models' together,
         written once when it ends (:mod:`sim.grid_range`)."""
@@ -570,6 +574,10 @@ class CostModel:
             for axis, q in interp.above.items():
                 pts = interp.x if axis == "x" else interp.c
                 notes.append(GridExit(name, interp.name, axis, float(q), float(pts[0]), float(pts[-1])))
+            if interp is self.extend or interp is self.inject:
+                for axis, q in interp.below.items():
+                    notes.append(GridExit(name, interp.name, axis, float(q), float(interp.x[0]), float(interp.x[-1]),
+                                          below=True))
         if self._eager_unpriced:
             why = ("every decode/verify step runs eagerly (server.disable_decode_cuda_graph)" if self.graph_max == 0
                    else f"batches above server.cuda_graph_max_bs ({self.graph_max}) run eagerly")

@@ -46,8 +46,17 @@ class GridExit:
         profile: the profile's name.
         grid: the profile key of the grid, e.g. ``gpu.decode``.
         axis: ``x`` or ``context_len`` (the grid's field names).
-        extent: the largest queried value beyond the range (requests, tokens).
+        extent: the largest queried value beyond the range (requests, tokens); with
+            ``below``, the smallest under it.
         lo, hi: the axis' first and last measured points.
+        below: the query fell under the first point (the extend and injection grids' token
+            axis only, :meth:`sim.cost_model.CostModel.range_notes`): the grid continues its
+            first segment down, clamped at 0 s, so a forward of a few tokens can come out
+            nearly free. Each forward still runs every layer, graph piece and eager attention
+            kernel whatever its tokens: on H200 round 31 (docs/measurements/h200-v31.md,
+            sharegpt-lengths) a grid starting at 256 tokens priced 36 extends of 13-254 tokens
+            at 3.8 ms of device time (median), unwarned; their GPU spans were 8.0-11.9 ms
+            (bound there by the host's issue, so their device time stays unmeasured).
     """
 
     profile: str
@@ -56,16 +65,23 @@ class GridExit:
     extent: float
     lo: float
     hi: float
+    below: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return self.profile, self.grid, self.axis
+        return self.profile, self.grid, self.axis + (" below" if self.below else "")
 
     def line(self) -> str:
         """The warning line, e.g. ``warning: profile h200-1b: decode batch 96 beyond the
-        profile's grid (1-64): extrapolated linearly from the last measured segment``."""
+        profile's grid (1-64): extrapolated linearly from the last measured segment``, or
+        ``warning: profile h200-8b: extend tokens 13 below the profile's grid (256-8192):
+        extrapolated linearly from the first measured segment, clamped at 0 s``."""
         x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
         grid = self.grid.removeprefix("gpu.").replace("_", " ")
+        if self.below:
+            return (f"warning: profile {self.profile}: {grid} {x_name} {self.extent:g} below the profile's grid "
+                    f"({self.lo:g}-{self.hi:g}): extrapolated linearly from the first measured segment, "
+                    "clamped at 0 s")
         if self.axis == "x":
             what, why = f"{grid} {x_name}", ""
         else:
@@ -100,13 +116,15 @@ RangeNote = GridExit | EagerUnpriced
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:
-    """One note per (profile, grid, axis): the largest extent of a :class:`GridExit`, the
-    first :class:`EagerUnpriced` of a profile; sorted by (profile, grid, axis), so runs
-    finishing in any order (a pool's) give the same lines."""
+    """One note per (profile, grid, axis and side): the largest extent of a :class:`GridExit`
+    beyond its grid, the smallest under it, the first :class:`EagerUnpriced` of a profile;
+    sorted by (profile, grid, axis), so runs finishing in any order (a pool's) give the same
+    lines."""
     out: dict[tuple[str, str, str], RangeNote] = {}
     for n in notes:
         old = out.get(n.key)
-        if old is None or (isinstance(n, GridExit) and isinstance(old, GridExit) and n.extent > old.extent):
+        if old is None or (isinstance(n, GridExit) and isinstance(old, GridExit)
+                           and (n.extent < old.extent if n.below else n.extent > old.extent)):
             out[n.key] = n
     return [out[k] for k in sorted(out)]
 

@@ -74,9 +74,11 @@ class GridInterp:
 
     ``above``: per axis (``x``, ``context_len``), the largest query beyond the measured
     range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_notes`).
+    ``below``: the smallest ``x`` query under the first measured point so far (the same
+    warning, for the extend and injection grids' token axis).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_cache", "above")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_cache", "above", "below")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
@@ -89,6 +91,7 @@ class GridInterp:
         self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
         self._cache: dict[tuple[float, float], float] = {}
         self.above: dict[str, float] = {}
+        self.below: dict[str, float] = {}
 
     @staticmethod
     def _axis(axis: list[float], q: float) -> tuple[int, int, float]:
@@ -113,8 +116,7 @@ class GridInterp:
             return hit
         i0, i1, wx = self._axis(self._xl, x)
         j0, j1, wc = self._axis(self._cl, key[1])
-        if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
-            self.above["x"] = x
+        self._note_x(x)
         self._note_context(key[1])
         lo = self._row(i0, j0, j1, wc)
         hi = self._row(i1, j0, j1, wc)
@@ -122,6 +124,13 @@ class GridInterp:
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out
+
+    def _note_x(self, x: float) -> None:
+        if len(self.x) > 1:
+            if x > self.x[-1] and x > self.above.get("x", 0.0):
+                self.above["x"] = x
+            elif x < self.x[0] and x < self.below.get("x", float("inf")):
+                self.below["x"] = x
 
     def _note_context(self, c: float) -> None:
         if len(self.c) > 1 and c > self.c[-1] and c > self.above.get("context_len", 0.0):
@@ -148,8 +157,7 @@ class GridInterp:
         if hit is not None:
             return hit
         i0, i1, wx = self._axis(self._xl, x)
-        if len(self.x) > 1 and x > self.x[-1] and x > self.above.get("x", 0.0):
-            self.above["x"] = x
+        self._note_x(x)
         vals = []
         for i in (i0, i1):
             c = context - float(shift[i])  # not rounded: extends rarely repeat a shape

@@ -240,3 +240,23 @@ def test_validate_writes_the_lines_once_for_its_two_predictions(tmp_path, capsys
     assert "conditioned on the run's host speed" in captured.out
     err = [ln for ln in captured.err.splitlines() if ln.startswith("warning: profile small")]
     assert ("decode", "context") in parsed(err) and len(parsed(err)) == len(err)
+
+
+# ------------------------------------------------------------------------------ under a grid
+def test_an_extend_under_the_grids_first_point_is_noted_at_its_smallest():
+    """A prompt shorter than the extend grid's first point (H200 round 31: sharegpt-lengths'
+    13-254-token extends under an 8b grid starting at 256) gets one line, at the smallest
+    query, beside nothing for the axes the run stayed inside."""
+    extend = {"x": [256, 1024], "context_len": [0, 600], "seconds": [[4e-4, 6e-4], [1.2e-3, 1.6e-3]]}
+    prof = small_profile(gpu={**PROFILE["gpu"], "extend": extend})
+    result = SimEngine(scenario(n=1, prompt=80, output=5), prof).run()
+    assert warning_lines(result.extra["range_notes"]) == [
+        "warning: profile small: extend tokens 80 below the profile's grid (256-1024): "
+        "extrapolated linearly from the first measured segment, clamped at 0 s"]
+
+
+def test_merged_keeps_the_smallest_under_and_the_largest_beyond_apart():
+    lo = [GridExit("p", "gpu.extend", "x", q, 256, 1024, below=True) for q in (80, 13, 200)]
+    hi = [GridExit("p", "gpu.extend", "x", q, 256, 1024) for q in (2048, 4096)]
+    m = merged(lo + hi)
+    assert sorted((n.below, n.extent) for n in m) == [(False, 4096), (True, 13)]

@@ -175,3 +175,28 @@ def test_an_extend_whose_prompts_do_not_add_up_is_not_priced(tmp_path):
     st.loc[st.step == 1, "num_extend_tokens"] = 1200
     st.to_parquet(run / "steps.parquet")
     assert costs.rebuild_extends(run).ok.tolist() == [False]
+
+
+def test_padding_read_is_the_true_cost_whatever_the_profile_charges():
+    """Steps whose durations follow a padding cost of 0.85 (the dense attention's padded
+    positions), priced by a profile charging 0.7: the read is 0.85, not 1 + slope (1.15),
+    and a profile charging the true cost reads it back with a flat error."""
+    from tests.test_attention_padding import model, profile
+
+    true, charged = model(0.85, window=4), model(0.7, window=4)
+    rows = []
+    for mean in range(300, 1000, 25):   # one graph batch (16) and width (1024): the mix moves
+        rows.append({"bs": 16, "n": 16, "mean": float(mean), "longest": 1000,
+                     "ms": true.step_s(16, mean, 1000) * 1e3, "p": charged.step_s(16, mean, 1000) * 1e3})
+    steps = pd.DataFrame(rows)
+    pts = costs.padding_points(steps, _server(), profile(0.7), "p")
+    assert costs.padding_read(pts, 0.7) == pytest.approx(0.85, abs=0.02)
+    same = steps.assign(p=steps.ms)
+    assert costs.padding_read(costs.padding_points(same, _server(), profile(0.85), "p"), 0.85) == pytest.approx(0.85, abs=1e-6)
+
+
+def _server():
+    from tests.conftest import make_scenario
+    return make_scenario({"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4,
+                          "max_total_num_tokens": 10**6, "max_running_requests": 64, "cuda_graph_max_bs": 64},
+                         acceptance={"mean_accept_length": 1.0, "request_spread": 0.0}).server
