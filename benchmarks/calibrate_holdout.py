@@ -210,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                          "server ran with that neither the lines nor the template say, e.g. "
                          "server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
+    ap.add_argument("--also-report", default="mean_itl_ms",
+                    help="metrics reported beside the fitted ones, neither fitted nor in the verdict (comma-separated; "
+                         "default mean_itl_ms: a speculative run's median ITL sits on one rung of interval / tokens, "
+                         "sim/metrics.py median_itl_rung, and can jump a rung where the mean does not; '' for none)")
     ap.add_argument("--title", default="Hold-out calibration check")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (repeatable)")
     ap.add_argument("--make-synthetic", action="store_true", help="first simulate the runs (see the module docstring)")
@@ -231,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"need runs at 2 loads or more in {', '.join(map(str, a.runs_dirs))}, found {len(runs)} run(s)", file=sys.stderr)
         return 2
     params = a.params.split(",")
+    also = tuple(m for m in a.also_report.split(",") if m and m not in FIT_METRICS)
     profile = load_profile(a.profile)
     prior = parse_prior(a.prior, params, analytic=profile.analytic is not None)
     t0 = time.perf_counter()
@@ -249,11 +254,11 @@ def main(argv: list[str] | None = None) -> int:
             if id(c) not in fitted:
                 fitted[id(c)] = (predict(c, profile, a.seeds), predict(c, res.profile, a.seeds))
             before, after = fitted[id(c)]
-            for m in FIT_METRICS:
+            for m in (*FIT_METRICS, *also):
                 q = c.run.summary.get(m)
-                if q is None:
+                if q is None or not isinstance(before.get(m), (int, float)) or not isinstance(after.get(m), (int, float)):
                     continue
-                rows.append({"set": "fit" if c in train else "held out", "load": load_key(c.run),
+                rows.append({"target": m in FIT_METRICS, "set": "fit" if c in train else "held out", "load": load_key(c.run),
                              "rate": c.run.args.get("request_rate"),
                              "conc": c.run.args.get("max_concurrency"), "run": c.label, "draw": draws[id(c)],
                              "metric": m, "measured": q,
@@ -279,10 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             if r["set"] == "held out":
                 e = seen_e[r["load"]][1]
-                r["fit_se"] = res.prediction_se_pct({p_: e[p_].get(r["metric"], 0.0) for p_ in params})
+                r["fit_se"] = None if not r["target"] else res.prediction_se_pct({p_: e[p_].get(r["metric"], 0.0) for p_ in params})
     wall = time.perf_counter() - t0
     repeat_cv = repeat_spread(rows)
-    held = [r for r in rows if r["set"] == "held out"]
+    held = [r for r in rows if r["set"] == "held out" and r["target"]]
     worst = max(abs(_pct(r["after"], r["measured"])) for r in held)
     cmd = "python benchmarks/calibrate_holdout.py " + " ".join(argv if argv is not None else sys.argv[1:])
     n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
@@ -316,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     means = draw_means(rows)
     several = len({r["draw"] for r in rows}) > len({r["load"] for r in rows})   # a load with two draws or more
     if several:
-        held_m = [r for r in means if r["set"] == "held out"]
+        held_m = [r for r in means if r["set"] == "held out" and r["metric"] in FIT_METRICS]
         worst_m = max(held_m, key=lambda r: abs(r["error"]))
         lines += ["", "Means over arrival draws (each draw's repeats averaged first; per-run errors after the fit):", "",
                   "| set | request rate | max conc. | metric | draws (runs) | measured mean | predicted mean | error "

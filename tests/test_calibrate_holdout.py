@@ -64,7 +64,12 @@ def test_cpu_sweep_lines_have_send_times_and_the_holdout_replays_them(tmp_path, 
     assert holdout.cli([str(out / "bench_serving"), "--profile", "nope", "--out", str(tmp_path / "x.md")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x.md").exists()
     assert "4 of 4 runs replay their own send times" in text
-    assert text.count("| fit |") == 6 and text.count("| held out |") == 6   # 2 repeats x 3 metrics each side
+    # 2 repeats x (3 fitted metrics + mean ITL, reported beside them) each side
+    assert text.count("| fit |") == 8 and text.count("| held out |") == 8
+    assert text.count("| mean_itl_ms |") == 4
+    # mean ITL is reported, never the verdict's worst figure nor fitted
+    verdict = next(line for line in text.splitlines() if line.startswith(("Worst held-out", "Worst")))
+    assert "mean_itl_ms" not in verdict
 
 
 def test_bench_from_measured_writes_send_times_and_drops_what_it_is_told(tmp_path):
