@@ -502,6 +502,7 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}
     info = _server_level_dp(info, notes)
+    info = _effective_running(info, notes)
     info = _graph_args(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
@@ -649,6 +650,34 @@ def _server_level_dp(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         said.append(f"schedule_conservativeness {sc:g} / {DP_CONSERVATIVENESS:g} (server_info holds the DP-scaled value)")
     notes.append("server: DP attention: " + "; ".join(said))
     return info
+
+
+def _effective_running(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """``max_running_requests`` the server ran with where /server_info leaves it null.
+
+    SGLang 0.5.23 reports the launch's ``max_running_requests``, null when it was not set
+    (no speculative decoding, whose hook sets 48), and sizes the limit at start from the KV
+    pool (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``: min(clamp(pool /
+    context_len x 512, 2048, 4096), pool // 2) per DP rank); each DP rank's
+    ``internal_states`` entry holds the value it runs with,
+    ``effective_max_running_requests_per_dp`` (managers/scheduler_components/
+    internal_state.py ``_add_topology``). The scenario states the server's value, which the
+    simulator divides per DP-attention rank (sim/dp_attention.py), so it is the rank's x
+    ``dp_size``. Without this the scenario kept specsched's 256 where the profile cannot size
+    the limit (no hardware block), running a burst 256 at a time."""
+    if info.get("max_running_requests") is not None or "specsched" in info:
+        return info
+    states = info.get("internal_states")
+    first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    eff = first.get("effective_max_running_requests_per_dp")
+    if not isinstance(eff, int) or isinstance(eff, bool) or eff < 1:
+        return info
+    n = info.get("dp_size") if info.get("enable_dp_attention") else 1
+    n = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+    notes.append(f"server: max_running_requests {eff * n}: null in server_info (not set at launch); "
+                 f"internal_states[0].effective_max_running_requests_per_dp {eff}"
+                 + (f" x {n} DP ranks" if n > 1 else "") + ", the limit the server sized and ran with")
+    return {**info, "max_running_requests": eff * n}
 
 
 # SGLang 0.5.23 srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params: the

@@ -496,3 +496,29 @@ def test_a_ratio_one_line_says_its_lengths_are_written_fixed(tmp_path):
     sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny")
     assert sc["workload"]["input_len"]["kind"] == "uniform"
     assert not any("kind fixed" in n for n in sc["assumptions"])
+
+
+@pytest.mark.parametrize(("width", "per_rank"), [({}, 3950), ({"enable_dp_attention": True, "attn_dp_size": 4}, 1000)])
+def test_an_unset_max_running_requests_is_the_one_the_server_ran_with(width, per_rank):
+    """SGLang 0.5.23 leaves ``max_running_requests`` null in /server_info when the launch did
+    not set it (no speculative decoding) and sizes it from the KV pool at start
+    (kv_cache_configurator.py ``resolve_max_num_reqs``: 2048-4096 here); the value it ran with
+    is ``internal_states[i].effective_max_running_requests_per_dp`` (internal_state.py
+    ``_add_topology``). The scenario kept specsched's 256 (a profile without a hardware
+    block cannot size it), so a burst of 1000 ran 256 at a time on a server that ran them all."""
+    from specsched.sim.dp_attention import rank_server_args
+    from specsched.sim.server_args import ServerArgs
+
+    info = {**LINE["server_info"], "speculative_algorithm": None, "max_running_requests": None,
+            "max_total_num_tokens": 1011250, "chunked_prefill_size": 8192, **width,
+            "internal_states": [{"effective_max_running_requests_per_dp": per_rank, "last_gen_throughput": 1.0}]}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    n = width.get("attn_dp_size", 1)
+    assert sc["server"]["max_running_requests"] == per_rank * n
+    assert rank_server_args(ServerArgs.model_validate(sc["server"])).max_running_requests == per_rank
+    (note,) = [a for a in sc["assumptions"] if "effective_max_running_requests_per_dp" in a]
+    assert str(per_rank) in note
+    # a value the launch set is the server's own: kept as written
+    set_info = {**info, "max_running_requests": 64 * n}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": set_info}, "f:1"), "h200-1b")
+    assert sc["server"]["max_running_requests"] == 64 * n
