@@ -811,8 +811,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     0.33) give the sends, relative to
     the first, and its ``latencies`` the finish. Without details both tables are empty.
     ``steps``/``timeseries`` are always empty (a client sees no steps). ``summary
-    ["itl_per_chunk"]``: the client recorded one gap per streamed chunk
-    (:func:`itl_per_chunk`), so each of its ``chunks`` rows is a chunk, not a token.
+    ["itl_per_chunk"]``: the details' ITLs are one gap per streamed chunk
+    (:func:`details_itl_per_chunk`), so each of its ``chunks`` rows is a chunk, not a token.
     """
     import pandas as pd
     from specsched.sim.records import RunResult, empty_table
@@ -820,7 +820,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     summary: dict[str, Any] = dict(run.summary)
     name = run.extra.get("tag") or Path(run.source.rsplit(":", 1)[0]).stem
     summary.update(scenario=str(name), arm=label, source=f"bench_serving {run.source}",
-                   itl_per_chunk=itl_per_chunk(run))
+                   itl_per_chunk=details_itl_per_chunk(run))
     requests, chunks = empty_table("requests"), empty_table("chunks")
     d = run.details
     if d is not None:
@@ -1038,6 +1038,18 @@ def itl_per_chunk(run: BenchRun) -> bool:
     if (backend in RETOKENIZED_ITL_BACKENDS and ("server_info" in run.extra or "tag" in run.extra)
             and (run.summary.get("accept_length") or 0) > 0):
         return False
+    return details_itl_per_chunk(run)
+
+
+def details_itl_per_chunk(run: BenchRun) -> bool:
+    """The run's per-request ``itls`` (``--output-details``) hold one gap per streamed chunk:
+    as :func:`itl_per_chunk`, and also for a 0.5.5+ ``sglang-oai``/``sglang-oai-chat`` line of
+    a speculating server, whose statistics are split over retokenized tokens
+    (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
+    (0.5.23 benchmark/serving.py ``result_details``)."""
+    if "date" in run.extra:
+        return True
+    backend = run.args.get("backend")
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 
