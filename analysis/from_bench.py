@@ -87,7 +87,7 @@ from specsched.sim.config import (
     load_scenario,
     validation_error,
 )
-from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
 
@@ -521,7 +521,13 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
             break
         except ValidationError as e:
             loc = e.errors()[0]["loc"]
-            bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
+            # a check across fields (a model validator) has no location: its FieldError names
+            # the key (server.dp_size); before, the first key was dropped, then the next, ...
+            # until the refusal stopped, so the scenario lost every server argument before it
+            cause = (e.errors()[0].get("ctx") or {}).get("error")
+            named = cause.key.split(".", 1)[1] if isinstance(cause, FieldError) and cause.key.startswith("server.") else None
+            bad = (str(loc[0]) if loc else named if named in out
+                   else "speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
             notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
     if out:
         # a value the model resets as SGLang does (a chain window with topk 1 is num_steps + 1,

@@ -522,3 +522,20 @@ def test_an_unset_max_running_requests_is_the_one_the_server_ran_with(width, per
     set_info = {**info, "max_running_requests": 64 * n}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": set_info}, "f:1"), "h200-1b")
     assert sc["server"]["max_running_requests"] == 64 * n
+
+
+def test_a_cross_field_refusal_drops_only_the_key_it_names():
+    """/server_info of a plain data-parallel server (``--dp-size 2``, no DP attention: two
+    replicas behind SGLang's DP controller) holds ``dp_size`` 2, which the model refuses across
+    fields (a model validator, so pydantic gives no field location). from-bench dropped the
+    line's server arguments one by one from the first (max_running_requests, the pool, the
+    chunk, ...) until the refusal stopped: the scenario kept none of them. Only the key the
+    refusal names is left out."""
+    info = {**LINE["server_info"], "speculative_algorithm": None, "dp_size": 2, "enable_dp_attention": False,
+            "max_running_requests": 1024}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    srv = sc["server"]
+    assert "dp_size" not in srv or srv["dp_size"] == 1
+    assert (srv["max_running_requests"], srv["chunked_prefill_size"], srv["max_total_num_tokens"]) == (1024, 2048, 100000)
+    dropped = [a for a in sc["assumptions"] if "not usable by the model" in a]
+    assert len(dropped) == 1 and dropped[0].startswith("server_info dp_size = 2"), dropped
