@@ -667,7 +667,8 @@ def _effective_running(info: dict[str, Any], notes: list[str]) -> dict[str, Any]
     context_len x 512, 2048, 4096), pool // 2) per DP rank); each DP rank's
     ``internal_states`` entry holds the value it runs with,
     ``effective_max_running_requests_per_dp`` (managers/scheduler_components/
-    internal_state.py ``_add_topology``). The scenario states the server's value, which the
+    internal_state.py ``_add_topology``; 0.5.10 already: managers/scheduler.py
+    ``get_internal_state``). The scenario states the server's value, which the
     simulator divides per DP-attention rank (sim/dp_attention.py), so it is the rank's x
     ``dp_size``. Without this the scenario kept specsched's 256 where the profile cannot size
     the limit (no hardware block), running a burst 256 at a time."""
