@@ -876,6 +876,10 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
             notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
                          "also writes inf while it sends at the trace's timestamps, and the line does not name its "
                          "dataset: for such a run write a 'trace' workload for the trace file")
+        if run.extra.get("streamed") is False:
+            notes.append("metrics: the run's replies were not streamed (bench_serving --disable-stream: every ITL 0, its "
+                         "TTFT the whole reply): its TTFT, TPOT and ITL figures are not compared, E2E latency and the "
+                         "throughputs are")
         if run.extra.get("probe_completed"):
             notes.append(f"load: the run also sent {run.extra['probe_completed']} probe requests "
                          "(vllm bench serve --probe-request-rate, not counted in the line's figures); the scenario "

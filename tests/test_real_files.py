@@ -1404,3 +1404,25 @@ def test_accept_length_from_server_info_when_the_backend_wrote_none(pd):
     assert sc["server"]["speculative_algorithm"] != "none"
     acc = sc["acceptance"].get("mean_accept_length")
     assert acc == pytest.approx(3.41) or "per_position_rates" in sc["acceptance"]
+
+
+NO_STREAM = DATA / "bench" / "sglang-0.5.23-disable-stream.jsonl"
+
+
+@pytest.mark.parametrize("line", [1, 2])
+def test_a_run_with_disable_stream_is_not_compared_on_first_tokens(line):
+    """SGLang 0.5.23 bench_serving --disable-stream reads each reply whole: its "TTFT" is the
+    request's latency, TPOT the microseconds after it, no ITL (0.0 statistics). Read as a
+    streamed run, a prediction was compared 99 % off on TTFT and thousands of percent on
+    TPOT. The three are kept as written, not read as measured; E2E and throughputs stay."""
+    run = read_bench_one(f"{NO_STREAM}:{line}")
+    assert not any(k in run.summary for k in ("median_ttft_ms", "mean_tpot_ms", "median_itl_ms", "p99_ttft_ms"))
+    assert run.extra["streamed"] is False and run.extra["median_itl_ms"] == 0.0
+    assert run.summary["median_e2e_latency_ms"] > 1000 and run.summary["output_throughput"] > 0
+    data = to_run_data(run)
+    if line == 1:   # the details: each reply's finish is its latency; no first token
+        assert len(data.requests) == 4 and data.requests["ttft_s"].isna().all()
+        assert data.requests["e2e_s"].to_numpy() == pytest.approx(run.details.ttfts)
+    # a streamed line whose ITLs are 0 because every output was one token stays as it was
+    obj = json.loads(NO_STREAM.read_text().splitlines()[1]) | {"total_output_tokens": 4}
+    assert "median_ttft_ms" in parse_run(obj, "f:1").summary
