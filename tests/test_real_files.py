@@ -1426,3 +1426,16 @@ def test_a_run_with_disable_stream_is_not_compared_on_first_tokens(line):
     # a streamed line whose ITLs are 0 because every output was one token stays as it was
     obj = json.loads(NO_STREAM.read_text().splitlines()[1]) | {"total_output_tokens": 4}
     assert "median_ttft_ms" in parse_run(obj, "f:1").summary
+
+
+def test_the_printed_comparison_keeps_its_columns_apart_whatever_the_figures():
+    """validate's printed table ran a measured 0.001 into an error of +303824.40 % (one
+    token, "0.001+303824.40%"), and a 14-digit figure into the one before it."""
+    from specsched.analysis.bench_cli import format_rows
+
+    rows = [{"metric": "mean_tpot_ms", "predicted": 2.03, "measured": 0.000668, "error_pct": 303824.4},
+            {"metric": "total_input_tokens", "predicted": 12345678901.5, "measured": 98765432109.25, "error_pct": -87.5}]
+    lines = format_rows(rows, "t").splitlines()
+    assert len(lines[1].split()) == 4
+    assert lines[2].split() == ["mean_tpot_ms", "2.030", "0.001", "+303824.40%"]
+    assert lines[3].split() == ["total_input_tokens", "12345678901.500", "98765432109.250", "-87.50%"]
