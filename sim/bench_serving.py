@@ -791,8 +791,20 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         hit = [(i, o) for i, o in objs if i == line]
         if not hit:
             raise ConfigError(str(p), "LINE", line, f"no run on that line; runs are on lines {', '.join(str(i) for i, _ in objs[:20])}")
+        if len(hit) > 1:
+            raise joined_runs(p, line, len(hit))
         objs = hit
     return [parse_run(o, f"{p}:{i}") for i, o in objs]
+
+
+def joined_runs(p: Path, line: int, n: int) -> ConfigError:
+    """The refusal of a line that holds ``n`` runs one after another: result files joined
+    without a newline between them (vLLM's ``json.dump`` ends its file without one, so ``cat
+    a.json b.json`` runs two results together on one line); no FILE:LINE can name one of
+    them."""
+    return ConfigError(f"{p}:{line}", "<line>", f"{n} runs", f"line {line} holds {n} runs one after another (result "
+                       "files joined without a newline between them, e.g. `cat` of vLLM result files, which end "
+                       f"without one): put each on its own line (`jq -c . {p.name}`) or pass the files one by one")
 
 
 def require_measured(run: BenchRun) -> BenchRun:
@@ -819,6 +831,10 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     """
     path, line = split_spec(spec)
     runs = read_bench(path, line)
+    at = [r.source.rsplit(":", 1)[1] for r in runs]
+    shared = next((x for x in at if at.count(x) > 1), None)
+    if len(runs) > 1 and shared is not None:
+        raise joined_runs(path, int(shared), at.count(shared))
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")

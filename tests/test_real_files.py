@@ -1439,3 +1439,27 @@ def test_the_printed_comparison_keeps_its_columns_apart_whatever_the_figures():
     assert len(lines[1].split()) == 4
     assert lines[2].split() == ["mean_tpot_ms", "2.030", "0.001", "+303824.40%"]
     assert lines[3].split() == ["total_input_tokens", "12345678901.500", "98765432109.250", "-87.50%"]
+
+
+def test_result_files_joined_without_a_newline_name_the_fix(tmp_path, capsys, monkeypatch):
+    """vLLM writes its result with ``json.dump`` and no newline at the end, so ``cat a.json
+    b.json > runs.json`` puts both runs on line 1. They were read as two runs "on lines 1, 1"
+    that no FILE:LINE could name: ``FILE:1`` answered "the file has 2 runs: name one as
+    FILE:LINE (lines 1, 1)" again. Naming such a line (or the file without one) is now one
+    line saying how the runs are joined and how to split them; every run is still read
+    where all are asked for (``calibrate --from FILE``)."""
+    v = (DATA / "bench" / "vllm-0.8.5-benchmark_serving.json").read_text()
+    assert not v.endswith("\n")
+    f = tmp_path / "runs.json"
+    f.write_text(v + v + "\n" + v)
+    assert len(read_bench(f)) == 3
+    assert read_bench_one(f"{f}:2").args["request_rate"] == 8.0
+    for spec in (f"{f}:1", str(f)):
+        with pytest.raises(ConfigError) as e:
+            read_bench_one(spec)
+        msg = str(e.value)
+        assert "line 1 holds 2 runs" in msg and "jq -c" in msg, msg
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{f}:1", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 1 holds 2 runs" in err[0] and not (tmp_path / "s.yaml").exists()
