@@ -548,7 +548,15 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
+    si = info.get("stream_interval")
+    if isinstance(si, int) and not isinstance(si, bool) and si > 1:
+        # 0.5.23 managers/scheduler_components/output_streamer.py accept(): the first token at
+        # once, then a chunk whenever stream_interval tokens are unsent (or at the finish)
+        notes.append(f"server_info stream_interval {si}: the server sent a chunk every {si} tokens, specsched "
+                     "streams every step: a client that records one ITL per chunk measured about "
+                     f"{si} steps a gap, and a splitting client's ITL spread differs (not modelled; the first "
+                     "token and the finish are sent at once, so TTFT and E2E latency keep their meaning)")
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", "stream_interval", *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")

@@ -539,3 +539,17 @@ def test_a_cross_field_refusal_drops_only_the_key_it_names():
     assert (srv["max_running_requests"], srv["chunked_prefill_size"], srv["max_total_num_tokens"]) == (1024, 2048, 100000)
     dropped = [a for a in sc["assumptions"] if "not usable by the model" in a]
     assert len(dropped) == 1 and dropped[0].startswith("server_info dp_size = 2"), dropped
+
+
+def test_a_stream_interval_the_model_does_not_stream_by_is_said_on_its_own():
+    """SGLang's --stream-interval N (0.5.23 output_streamer.py ``accept``: the first token at
+    once, then a chunk whenever N tokens are unsent) makes a per-chunk client's ITL about N
+    steps; specsched streams every step. The key was one name among the unused ones; it is
+    now said with what it changes."""
+    info = {**LINE["server_info"], "speculative_algorithm": None, "stream_interval": 8}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    (note,) = [a for a in sc["assumptions"] if "stream_interval 8" in a]
+    assert "ITL" in note and "every step" in note
+    assert not any("left out" in a and "stream_interval" in a for a in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": {**info, "stream_interval": 1}}, "f:1"), "h200-1b")
+    assert not any("stream_interval" in a for a in sc["assumptions"])
