@@ -548,19 +548,37 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    si = info.get("stream_interval")
-    if isinstance(si, int) and not isinstance(si, bool) and si > 1:
-        # 0.5.23 managers/scheduler_components/output_streamer.py accept(): the first token at
-        # once, then a chunk whenever stream_interval tokens are unsent (or at the finish)
-        notes.append(f"server_info stream_interval {si}: the server sent a chunk every {si} tokens, specsched "
-                     "streams every step: a client that records one ITL per chunk measured about "
-                     f"{si} steps a gap, and a splitting client's ITL spread differs (not modelled; the first "
-                     "token and the finish are sent at once, so TTFT and E2E latency keep their meaning)")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", "stream_interval", *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
+    for key, (default, what) in UNMODELLED_SETTINGS.items():
+        v = info.get(key)
+        if v is not None and v != default and isinstance(v, bool) == isinstance(default, bool):
+            notes.append(f"server_info {key} {v!r} (SGLang's default {default!r}; not modelled): {what.format(v=v)}")
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *UNMODELLED_SETTINGS, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
     return out
+
+
+UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
+    # 0.5.23 managers/scheduler_components/output_streamer.py accept(): the first token at
+    # once, then a chunk whenever stream_interval tokens are unsent (or at the finish)
+    "stream_interval": (1, "the server sent a chunk every {v} tokens, specsched streams every step: a client that "
+                        "records one ITL per chunk measured about {v} steps a gap, and a splitting client's ITL "
+                        "spread differs (the first token and the finish are sent at once: TTFT and E2E latency "
+                        "keep their meaning)"),
+    # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
+    # increase time-to-first-token latency"
+    "num_continuous_decode_steps": (1, "the server ran {v} decode steps between scheduling passes, so a new "
+                                    "request waited for them: the prediction schedules every step (TTFT short)"),
+    # arg_groups/fields/schedule.py: "The interval to poll requests in scheduler"
+    "scheduler_recv_interval": (1, "the server took new requests every {v} passes: the prediction every pass"),
+    # arg_groups/fields/memory.py --enable-hicache: a host-memory tier under the radix cache
+    "enable_hierarchical_cache": (False, "prefixes evicted from the GPU came back from host memory (HiCache): the "
+                                  "prediction's radix cache has the GPU pool only (fewer hits where prefixes repeat)"),
+}
+"""Server arguments /server_info reports that change what a client measures and that the model
+does not have, each with SGLang's default and what a value other than it changes: said in an
+assumption line of its own where the line's value differs (they were names among the unused keys)."""
 
 
 GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "cuda_graph_backend_decode",

@@ -553,3 +553,9 @@ def test_a_stream_interval_the_model_does_not_stream_by_is_said_on_its_own():
     assert not any("left out" in a and "stream_interval" in a for a in sc["assumptions"])
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": {**info, "stream_interval": 1}}, "f:1"), "h200-1b")
     assert not any("stream_interval" in a for a in sc["assumptions"])
+    # the other settings a client measures and the model does not have, each on its own line
+    more = {**info, "num_continuous_decode_steps": 4, "enable_hierarchical_cache": True, "scheduler_recv_interval": 1}
+    notes = scenario_from_bench(parse_run({**LINE, "server_info": more}, "f:1"), "h200-1b")[0]["assumptions"]
+    assert any(a.startswith("server_info num_continuous_decode_steps 4") and "TTFT" in a for a in notes)
+    assert any(a.startswith("server_info enable_hierarchical_cache True") for a in notes)
+    assert not any("scheduler_recv_interval" in a for a in notes)
