@@ -1463,3 +1463,21 @@ def test_result_files_joined_without_a_newline_name_the_fix(tmp_path, capsys, mo
     assert main(["scenario", "from-bench", f"{f}:1", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "line 1 holds 2 runs" in err[0] and not (tmp_path / "s.yaml").exists()
+
+
+def test_a_vllm_server_log_is_named_for_what_it_is(tmp_path):
+    """A vLLM server's log (its periodic metrics line: "Avg prompt throughput: ... tokens/s,
+    Avg generation throughput: ..., Running: N reqs, ...", V0 vllm/engine/metrics.py
+    LoggingStatLogger and V1 vllm/v1/metrics/loggers.py) has no SGLang batch line; it was
+    refused as "not an SGLang server log (or logged with --log-level above info)", which sent
+    the user to their log level."""
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 05-02 14:10:00 [api_server.py:1090] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+        "INFO 05-02 14:10:05 [loggers.py:118] Engine 000: Avg prompt throughput: 8123.4 tokens/s, Avg generation "
+        "throughput: 963.2 tokens/s, Running: 32 reqs, Waiting: 0 reqs, GPU KV cache usage: 12.5%, "
+        "Prefix cache hit rate: 0.0%\n")
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(log)
+    msg = str(e.value)
+    assert "vLLM" in msg and "vllm.log:2" in msg and "--log-level" not in msg, msg
