@@ -139,7 +139,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         notes.append(f"lengths: bench_serving random, uniform integers in [max(1, int(len x ratio)), len], ratio "
                      f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)"
                      + ("; ratio 1 is one length: written as kind fixed" if max(rin, rout) >= 1 else ""))
-        return dist(a["random_input_len"], rin), dist(a["random_output_len"], rout), notes, {}
+        out, tables = _short_outputs(run, a["random_output_len"], rout, notes)
+        return dist(a["random_input_len"], rin), out or dist(a["random_output_len"], rout), notes, tables
     if mode == "args" and ds == "sharegpt":
         out = ({"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")
                else {"kind": "file", "path": SHAREGPT_OUTPUT})
@@ -169,6 +170,48 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+SHORT_OUTPUT_SE = 4.0
+"""How many standard errors of the mean (the uniform draw's spread over ``completed`` requests)
+a random line's output tokens per completed request may fall below the arguments' mean before
+the run is taken to have stopped its outputs early (:func:`_short_outputs`); at least 2 %."""
+
+
+def _short_outputs(run: BenchRun, length: int, ratio: float, notes: list[str]) -> tuple[dict[str, Any] | None, dict[str, pd.DataFrame]]:
+    """The output lengths of a ``random`` line whose requests generated fewer tokens than its
+    arguments ask, or (None, {}) when they did not.
+
+    bench_serving asks each request for exactly its drawn ``random_output_len`` (``ignore_eos``
+    on, 0.5.23 benchmark/serving.py), so the output tokens per completed request
+    (``total_output_tokens / completed``) sit at the draw's mean, (max(1, int(len x ratio)) +
+    len) / 2, within its sampling spread. Well below it the outputs stopped early:
+    ``--disable-ignore-eos`` (each output ends at the model's end-of-sequence token) or the
+    server's context length cutting them. Built from the arguments, the scenario generated
+    every requested token (several times the measured output, and as many decode steps).
+    Then the successful requests' ``output_lens`` (details) give the output histogram, else
+    the measured mean as a fixed length; said in the notes."""
+    n, tout = run.summary.get("completed"), run.summary.get("total_output_tokens")
+    if not n or tout is None:
+        return None, {}
+    lo = max(1, int(length * ratio))
+    want, got = (lo + length) / 2, tout / n
+    se = (length - lo) / math.sqrt(12 * n)
+    if got >= want - max(SHORT_OUTPUT_SE * se, 0.02 * want):
+        return None, {}
+    why = (f"outputs: {got:.1f} tokens per completed request where the arguments ask {want:g} on average: the "
+           "outputs stopped early (bench_serving --disable-ignore-eos: at the end-of-sequence token; or the "
+           "server's context length)")
+    d = run.details
+    if d is not None and (d.ok & (d.output_lens > 0)).any():
+        ok = d.ok & (d.output_lens > 0)
+        vc = pd.Series(d.output_lens[ok]).value_counts().sort_index()
+        notes.append(f"{why}; output lengths: the histogram of the run's {int(ok.sum())} successful requests")
+        return {"kind": "file", "path": "<output>"}, {
+            "output": pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})}
+    notes.append(f"{why}; output lengths fixed at that mean, {max(1, round(got))} (no per-request details: the "
+                 "real spread is unknown)")
+    return {"kind": "fixed", "value": max(1, round(got))}, {}
 
 
 GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128,

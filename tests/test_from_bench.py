@@ -559,3 +559,32 @@ def test_a_stream_interval_the_model_does_not_stream_by_is_said_on_its_own():
     assert any(a.startswith("server_info num_continuous_decode_steps 4") and "TTFT" in a for a in notes)
     assert any(a.startswith("server_info enable_hierarchical_cache True") for a in notes)
     assert not any("scheduler_recv_interval" in a for a in notes)
+
+
+def test_a_random_line_whose_outputs_stopped_early_is_built_with_the_outputs_it_made(tmp_path, monkeypatch):
+    """bench_serving asks each random request for exactly its drawn output length (ignore_eos
+    on); with --disable-ignore-eos outputs end at the model's end-of-sequence token. Such a
+    line (1024 asked at ratio 1, 312 made on average) was built to generate every token
+    asked: more than three times the decode work measured. The measured outputs are used
+    (the details' histogram, else their mean), and the notes say why."""
+    short = {**LINE, "random_output_len": 1024, "random_range_ratio": 1.0, "completed": 100,
+             "total_output_tokens": 31200, "server_info": None}
+    sc, tables = scenario_from_bench(parse_run(short, "f:1"), "h200-1b")
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 312} and not tables
+    assert sc["workload"]["input_len"] == {"kind": "fixed", "value": 600}
+    (note,) = [a for a in sc["assumptions"] if "stopped early" in a]
+    assert "312.0 tokens per completed request" in note and "1024" in note and "--disable-ignore-eos" in note
+    outs = [100, 300, 536, 312]
+    detailed = {**short, "completed": 4, "total_output_tokens": sum(outs), "input_lens": [600] * 4,
+                "output_lens": outs, "ttfts": [0.05] * 4, "itls": [[0.01] * (o - 1) for o in outs], "errors": [""] * 4}
+    sc, tables = scenario_from_bench(parse_run(detailed, "f:1"), "h200-1b")
+    assert sorted(tables["output"]["length"]) == sorted(outs) and sc["workload"]["output_len"]["kind"] == "file"
+    monkeypatch.chdir(tmp_path)   # the written scenario runs with the histogram beside it
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(detailed) + "\n")
+    assert main(["scenario", "from-bench", f"{p}:1", "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    assert load_scenario(str(tmp_path / "s.yaml")).workload.output_len.kind == "file"
+    # a line that made what it asked (within the draw's spread) keeps the arguments
+    ok = {**LINE, "completed": 30, "total_output_tokens": 30 * 25}
+    sc, _ = scenario_from_bench(parse_run(ok, "f:1"), "h200-1b")
+    assert sc["workload"]["output_len"] == {"kind": "uniform", "value": 40, "range_ratio": 0.25}
