@@ -186,8 +186,10 @@ def _short_outputs(run: BenchRun, length: int, ratio: float, notes: list[str]) -
     on, 0.5.23 benchmark/serving.py), so the output tokens per completed request
     (``total_output_tokens / completed``) sit at the draw's mean, (max(1, int(len x ratio)) +
     len) / 2, within its sampling spread. Well below it the outputs stopped early:
-    ``--disable-ignore-eos`` (each output ends at the model's end-of-sequence token) or the
-    server's context length cutting them. Built from the arguments, the scenario generated
+    ``--disable-ignore-eos`` (each output ends at the model's end-of-sequence token), or a
+    server that does not honour ``ignore_eos`` (a prompt past the context length is refused
+    whole, 0.5.23 tokenizer_manager.py ``_validate_one_request``, a failed request, not a short
+    one). Built from the arguments, the scenario generated
     every requested token (several times the measured output, and as many decode steps).
     Then the successful requests' ``output_lens`` (details) give the output histogram, else
     the measured mean as a fixed length; said in the notes."""
@@ -200,8 +202,8 @@ def _short_outputs(run: BenchRun, length: int, ratio: float, notes: list[str]) -
     if got >= want - max(SHORT_OUTPUT_SE * se, 0.02 * want):
         return None, {}
     why = (f"outputs: {got:.1f} tokens per completed request where the arguments ask {want:g} on average: the "
-           "outputs stopped early (bench_serving --disable-ignore-eos: at the end-of-sequence token; or the "
-           "server's context length)")
+           "outputs stopped early (bench_serving --disable-ignore-eos: at the end-of-sequence token; or a server "
+           "that does not honour ignore_eos)")
     d = run.details
     if d is not None and (d.ok & (d.output_lens > 0)).any():
         ok = d.ok & (d.output_lens > 0)
