@@ -742,8 +742,10 @@ def _effective_running(info: dict[str, Any], notes: list[str]) -> dict[str, Any]
     ``get_internal_state``). The scenario states the server's value, which the
     simulator divides per DP-attention rank (sim/dp_attention.py), so it is the rank's x
     ``dp_size``. Without this the scenario kept specsched's 256 where the profile cannot size
-    the limit (no hardware block), running a burst 256 at a time."""
-    if info.get("max_running_requests") is not None or "specsched" in info:
+    the limit (no hardware block), running a burst 256 at a time. A value the launch set is
+    kept, unless the server cut it (min(asked per rank, token capacity // 2), then the mamba
+    state cache's cap, ``resolve_max_num_reqs``): then the effective one."""
+    if "specsched" in info:
         return info
     states = info.get("internal_states")
     first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
@@ -752,9 +754,18 @@ def _effective_running(info: dict[str, Any], notes: list[str]) -> dict[str, Any]
         return info
     n = info.get("dp_size") if info.get("enable_dp_attention") else 1
     n = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
-    notes.append(f"server: max_running_requests {eff * n}: null in server_info (not set at launch); "
-                 f"internal_states[0].effective_max_running_requests_per_dp {eff}"
-                 + (f" x {n} DP ranks" if n > 1 else "") + ", the limit the server sized and ran with")
+    given = info.get("max_running_requests")
+    if given is None:
+        why = "null in server_info (not set at launch)"
+    elif isinstance(given, int) and not isinstance(given, bool) and max(1, given // n) > eff:
+        # resolve_max_num_reqs: min(requested per rank, token capacity // 2), then the mamba
+        # state cache's cap: the server ran fewer than were asked
+        why = f"server_info's {given} cut by the server to its KV pool (resolve_max_num_reqs)"
+    else:
+        return info
+    notes.append(f"server: max_running_requests {eff * n}: {why}; internal_states[0]."
+                 f"effective_max_running_requests_per_dp {eff}" + (f" x {n} DP ranks" if n > 1 else "")
+                 + ", the limit the server ran with")
     return {**info, "max_running_requests": eff * n}
 
 

@@ -522,6 +522,12 @@ def test_an_unset_max_running_requests_is_the_one_the_server_ran_with(width, per
     set_info = {**info, "max_running_requests": 64 * n}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": set_info}, "f:1"), "h200-1b")
     assert sc["server"]["max_running_requests"] == 64 * n
+    # unless the server cut it to its pool (min(asked per rank, token capacity // 2)): then
+    # the limit it ran with
+    asked = {**info, "max_running_requests": 8192 * n}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": asked}, "f:1"), "h200-1b")
+    assert sc["server"]["max_running_requests"] == per_rank * n
+    assert any("cut by the server" in a and str(8192 * n) in a for a in sc["assumptions"])
 
 
 def test_a_cross_field_refusal_drops_only_the_key_it_names():
