@@ -58,11 +58,13 @@ def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: t
 
 def format_rows(rows: list[dict[str, Any]], title: str) -> str:
     """Plain-text table of :func:`comparison_rows`."""
-    out = [title, f"{'metric':<32}{'predicted':>14}{'measured':>14}{'error':>10}"]
+    # a space between the columns: an error of 100000 % or more (a line read in another unit),
+    # or a figure of 14 digits, ran into its neighbour ("0.001+303824.40%")
+    out = [title, f"{'metric':<32}{'predicted':>14} {'measured':>14} {'error':>10}"]
     for r in rows:
         p = "n/a" if r["predicted"] is None or r["predicted"] != r["predicted"] else f"{r['predicted']:.3f}"
         e = f"{r['error_pct']:+.2f}%" if r["error_pct"] == r["error_pct"] else "n/a"
-        out.append(f"{r['metric']:<32}{p:>14}{r['measured']:>14.3f}{e:>10}")
+        out.append(f"{r['metric']:<32}{p:>14} {r['measured']:>14.3f} {e:>10}")
     return "\n".join(out)
 
 

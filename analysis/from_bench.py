@@ -87,7 +87,7 @@ from specsched.sim.config import (
     load_scenario,
     validation_error,
 )
-from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
 
@@ -139,7 +139,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         notes.append(f"lengths: bench_serving random, uniform integers in [max(1, int(len x ratio)), len], ratio "
                      f"{rin:g} (input) / {rout:g} (output) (SGLang 0.5.23 compute_random_lens)"
                      + ("; ratio 1 is one length: written as kind fixed" if max(rin, rout) >= 1 else ""))
-        return dist(a["random_input_len"], rin), dist(a["random_output_len"], rout), notes, {}
+        out, tables = _short_outputs(run, a["random_output_len"], rout, notes)
+        return dist(a["random_input_len"], rin), out or dist(a["random_output_len"], rout), notes, tables
     if mode == "args" and ds == "sharegpt":
         out = ({"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")
                else {"kind": "file", "path": SHAREGPT_OUTPUT})
@@ -169,6 +170,50 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+SHORT_OUTPUT_SE = 4.0
+"""How many standard errors of the mean (the uniform draw's spread over ``completed`` requests)
+a random line's output tokens per completed request may fall below the arguments' mean before
+the run is taken to have stopped its outputs early (:func:`_short_outputs`); at least 2 %."""
+
+
+def _short_outputs(run: BenchRun, length: int, ratio: float, notes: list[str]) -> tuple[dict[str, Any] | None, dict[str, pd.DataFrame]]:
+    """The output lengths of a ``random`` line whose requests generated fewer tokens than its
+    arguments ask, or (None, {}) when they did not.
+
+    bench_serving asks each request for exactly its drawn ``random_output_len`` (``ignore_eos``
+    on, 0.5.23 benchmark/serving.py), so the output tokens per completed request
+    (``total_output_tokens / completed``) sit at the draw's mean, (max(1, int(len x ratio)) +
+    len) / 2, within its sampling spread. Well below it the outputs stopped early:
+    ``--disable-ignore-eos`` (each output ends at the model's end-of-sequence token), or a
+    server that does not honour ``ignore_eos`` (a prompt past the context length is refused
+    whole, 0.5.23 tokenizer_manager.py ``_validate_one_request``, a failed request, not a short
+    one). Built from the arguments, the scenario generated
+    every requested token (several times the measured output, and as many decode steps).
+    Then the successful requests' ``output_lens`` (details) give the output histogram, else
+    the measured mean as a fixed length; said in the notes."""
+    n, tout = run.summary.get("completed"), run.summary.get("total_output_tokens")
+    if not n or tout is None:
+        return None, {}
+    lo = max(1, int(length * ratio))
+    want, got = (lo + length) / 2, tout / n
+    se = (length - lo) / math.sqrt(12 * n)
+    if got >= want - max(SHORT_OUTPUT_SE * se, 0.02 * want):
+        return None, {}
+    why = (f"outputs: {got:.1f} tokens per completed request where the arguments ask {want:g} on average: the "
+           "outputs stopped early (bench_serving --disable-ignore-eos: at the end-of-sequence token; or a server "
+           "that does not honour ignore_eos)")
+    d = run.details
+    if d is not None and (d.ok & (d.output_lens > 0)).any():
+        ok = d.ok & (d.output_lens > 0)
+        vc = pd.Series(d.output_lens[ok]).value_counts().sort_index()
+        notes.append(f"{why}; output lengths: the histogram of the run's {int(ok.sum())} successful requests")
+        return {"kind": "file", "path": "<output>"}, {
+            "output": pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})}
+    notes.append(f"{why}; output lengths fixed at that mean, {max(1, round(got))} (no per-request details: the "
+                 "real spread is unknown)")
+    return {"kind": "fixed", "value": max(1, round(got))}, {}
 
 
 GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128,
@@ -502,6 +547,7 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
         notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
         return {}
     info = _server_level_dp(info, notes)
+    info = _effective_running(info, notes)
     info = _graph_args(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
@@ -520,7 +566,13 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
             break
         except ValidationError as e:
             loc = e.errors()[0]["loc"]
-            bad = str(loc[0]) if loc else ("speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
+            # a check across fields (a model validator) has no location: its FieldError names
+            # the key (server.dp_size); before, the first key was dropped, then the next, ...
+            # until the refusal stopped, so the scenario lost every server argument before it
+            cause = (e.errors()[0].get("ctx") or {}).get("error")
+            named = cause.key.split(".", 1)[1] if isinstance(cause, FieldError) and cause.key.startswith("server.") else None
+            bad = (str(loc[0]) if loc else named if named in out
+                   else "speculative_algorithm" if "speculative_algorithm" in out else next(iter(out)))
             notes.append(f"server_info {bad} = {out.pop(bad)!r} not usable by the model: left out ({e.errors()[0]['msg']})")
     if out:
         # a value the model resets as SGLang does (a chain window with topk 1 is num_steps + 1,
@@ -541,11 +593,37 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
+    for key, (default, what) in UNMODELLED_SETTINGS.items():
+        v = info.get(key)
+        if v is not None and v != default and isinstance(v, bool) == isinstance(default, bool):
+            notes.append(f"server_info {key} {v!r} (SGLang's default {default!r}; not modelled): {what.format(v=v)}")
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *UNMODELLED_SETTINGS, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
     return out
+
+
+UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
+    # 0.5.23 managers/scheduler_components/output_streamer.py accept(): the first token at
+    # once, then a chunk whenever stream_interval tokens are unsent (or at the finish)
+    "stream_interval": (1, "the server sent a chunk every {v} tokens, specsched streams every step: a client that "
+                        "records one ITL per chunk measured about {v} steps a gap, and a splitting client's ITL "
+                        "spread differs (the first token and the finish are sent at once: TTFT and E2E latency "
+                        "keep their meaning)"),
+    # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
+    # increase time-to-first-token latency"
+    "num_continuous_decode_steps": (1, "the server ran {v} decode steps between scheduling passes, so a new "
+                                    "request waited for them: the prediction schedules every step (TTFT short)"),
+    # arg_groups/fields/schedule.py: "The interval to poll requests in scheduler"
+    "scheduler_recv_interval": (1, "the server took new requests every {v} passes: the prediction every pass"),
+    # arg_groups/fields/memory.py --enable-hicache: a host-memory tier under the radix cache
+    "enable_hierarchical_cache": (False, "prefixes evicted from the GPU came back from host memory (HiCache): the "
+                                  "prediction's radix cache has the GPU pool only (fewer hits where prefixes repeat)"),
+}
+"""Server arguments /server_info reports that change what a client measures and that the model
+does not have, each with SGLang's default and what a value other than it changes: said in an
+assumption line of its own where the line's value differs (they were names among the unused keys)."""
 
 
 GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "cuda_graph_backend_decode",
@@ -649,6 +727,46 @@ def _server_level_dp(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         said.append(f"schedule_conservativeness {sc:g} / {DP_CONSERVATIVENESS:g} (server_info holds the DP-scaled value)")
     notes.append("server: DP attention: " + "; ".join(said))
     return info
+
+
+def _effective_running(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """``max_running_requests`` the server ran with where /server_info leaves it null.
+
+    SGLang 0.5.23 reports the launch's ``max_running_requests``, null when it was not set
+    (no speculative decoding, whose hook sets 48), and sizes the limit at start from the KV
+    pool (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``: min(clamp(pool /
+    context_len x 512, 2048, 4096), pool // 2) per DP rank); each DP rank's
+    ``internal_states`` entry holds the value it runs with,
+    ``effective_max_running_requests_per_dp`` (managers/scheduler_components/
+    internal_state.py ``_add_topology``; 0.5.10 already: managers/scheduler.py
+    ``get_internal_state``). The scenario states the server's value, which the
+    simulator divides per DP-attention rank (sim/dp_attention.py), so it is the rank's x
+    ``dp_size``. Without this the scenario kept specsched's 256 where the profile cannot size
+    the limit (no hardware block), running a burst 256 at a time. A value the launch set is
+    kept, unless the server cut it (min(asked per rank, token capacity // 2), then the mamba
+    state cache's cap, ``resolve_max_num_reqs``): then the effective one."""
+    if "specsched" in info:
+        return info
+    states = info.get("internal_states")
+    first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    eff = first.get("effective_max_running_requests_per_dp")
+    if not isinstance(eff, int) or isinstance(eff, bool) or eff < 1:
+        return info
+    n = info.get("dp_size") if info.get("enable_dp_attention") else 1
+    n = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+    given = info.get("max_running_requests")
+    if given is None:
+        why = "null in server_info (not set at launch)"
+    elif isinstance(given, int) and not isinstance(given, bool) and max(1, given // n) > eff:
+        # resolve_max_num_reqs: min(requested per rank, token capacity // 2), then the mamba
+        # state cache's cap: the server ran fewer than were asked
+        why = f"server_info's {given} cut by the server to its KV pool (resolve_max_num_reqs)"
+    else:
+        return info
+    notes.append(f"server: max_running_requests {eff * n}: {why}; internal_states[0]."
+                 f"effective_max_running_requests_per_dp {eff}" + (f" x {n} DP ranks" if n > 1 else "")
+                 + ", the limit the server ran with")
+    return {**info, "max_running_requests": eff * n}
 
 
 # SGLang 0.5.23 srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params: the
@@ -840,6 +958,10 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
             notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
                          "also writes inf while it sends at the trace's timestamps, and the line does not name its "
                          "dataset: for such a run write a 'trace' workload for the trace file")
+        if run.extra.get("streamed") is False:
+            notes.append("metrics: the run's replies were not streamed (bench_serving --disable-stream: every ITL 0, its "
+                         "TTFT the whole reply): its TTFT, TPOT and ITL figures are not compared, E2E latency and the "
+                         "throughputs are")
         if run.extra.get("probe_completed"):
             notes.append(f"load: the run also sent {run.extra['probe_completed']} probe requests "
                          "(vllm bench serve --probe-request-rate, not counted in the line's figures); the scenario "

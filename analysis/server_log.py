@@ -67,6 +67,11 @@ _GPU_ID = re.compile(r"\[gpu(?:_id)?=(?P<gpu>\d+)\]\s*$")
 ``srt/managers/tp_worker.py``); their logger wrote the message alone (``format="%(message)s"``
 in ``srt/server.py``), no time. Each data-parallel worker logs its own lines under its GPU id:
 the rank ``gpu=N``. 0.2.14 on: the ``[HH:MM:SS TPn]`` prefix (``configure_logger``)."""
+_VLLM_STATS = "Avg prompt throughput:"
+"""vLLM's periodic metrics line ("Avg prompt throughput: X tokens/s, Avg generation throughput: Y
+tokens/s, Running: N reqs, ..."; V0 vllm/engine/metrics.py ``LoggingStatLogger``, V1
+vllm/v1/metrics/loggers.py ``LoggingStatLogger``): a vLLM server's log, named as such when it
+holds no SGLang batch line."""
 _TIME_ONLY_DATE = "1970-01-01 "
 """Date given to a time-only stamp (0.3.0's logger wrote ``%H:%M:%S``)."""
 _FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
@@ -147,6 +152,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not p.is_file():
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
+    vllm_line = 0
     try:
         # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
         # "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r" (tqdm
@@ -154,6 +160,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         with open_text(p, errors="replace", newline="\n") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:
+                    if not vllm_line and _VLLM_STATS in raw:
+                        vllm_line = i
                     continue
                 if "\x00" in raw:
                     raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
@@ -162,6 +170,10 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     rows.append(row)
     except READ_ERRORS as e:
         raise unreadable(p, e) from None
+    if not rows and vllm_line:
+        raise ConfigError(f"{p}:{vllm_line}", "<line>", _VLLM_STATS, "a vLLM server's log (its periodic metrics "
+                          "line), not an SGLang one: only SGLang's 'Prefill batch'/'Decode batch' lines give batch "
+                          "sizes and step times; calibrate from the bench results alone")
     if not rows:
         raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "
                           "(or logged with --log-level above info)")

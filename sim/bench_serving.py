@@ -199,6 +199,8 @@ class BenchDetails:
         latency_s: end-to-end latency in s, float array (n,) (vLLM's ``latencies``), or None.
         has_itls: the line holds ``itls``; without them (and without ``latency_s``) a
             request's finish, E2E and TPOT are unknown.
+        streamed: False for a run with ``--disable-stream`` (:func:`not_streamed`): each
+            ``ttfts`` entry is then the request's whole latency, not a first token.
     """
 
     input_lens: np.ndarray
@@ -209,6 +211,7 @@ class BenchDetails:
     start_s: np.ndarray | None = None
     latency_s: np.ndarray | None = None
     has_itls: bool = True
+    streamed: bool = True
 
     @property
     def ok(self) -> np.ndarray:
@@ -520,6 +523,30 @@ def _check_detail_units(d: BenchDetails, summary: Mapping[str, float], where: st
                               f"near median_{key[:-1]}_ms = {ref:g}, not {med / ref:.3g} times it: a unit was changed")
 
 
+STREAM_KEYS = tuple(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl") for s in STATS) + ("max_itl_ms",)
+"""The statistics only a streamed reply measures (first token, the gaps after it)."""
+
+
+def not_streamed(summary: Mapping[str, float], details: BenchDetails | None) -> bool:
+    """The run's replies were not streamed (SGLang bench_serving ``--disable-stream``, 0.5.23
+    benchmark/serving.py: each request function reads one reply, sets ``ttft`` when it arrives
+    (the chat client: ``output.ttft = output.latency``, "For non-streaming, TTFT = total
+    latency") and records no ITL). The line does not say so; its figures do: every ITL
+    statistic 0 (``np.mean(itls or 0)`` of no gap) while the completed requests generated more
+    than one token each on average, which a streamed run, whose later tokens arrive after
+    its first, cannot give; with details, no successful request of more than one output
+    token has a gap. Its TTFT statistics are end-to-end latencies and its TPOTs the
+    microseconds between reading the reply and stopping the clock."""
+    n, out = summary.get("completed"), summary.get("total_output_tokens")
+    itl = [summary[k] for k in (f"{s}_itl_ms" for s in STATS) if k in summary]
+    if not n or out is None or out <= n or not itl or any(v != 0 for v in itl):
+        return False
+    if details is not None:
+        ok = details.ok & (details.output_lens > 1)
+        return bool(ok.any()) and not any(len(details.itls[i]) for i in np.flatnonzero(ok))
+    return True
+
+
 def parse_run(obj: Any, where: str) -> BenchRun:
     """One decoded JSON object -> :class:`BenchRun`.
 
@@ -594,6 +621,16 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         _check_detail_units(details, summary, where)
     used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
     extra = {k: v for k, v in obj.items() if k not in used}
+    if not_streamed(summary, details):
+        # --disable-stream: the "TTFT" is the whole reply, TPOT ~0 and no ITL; compared with a
+        # streamed prediction they read 99 % off; kept as written, not read as measured
+        for k in STREAM_KEYS:
+            if k in summary:
+                extra[k] = obj[k]
+                del summary[k]
+        extra["streamed"] = False
+        if details is not None:
+            details.streamed = False
     if _input_totals_unmeasured(summary, args):
         extra.update({k: obj[k] for k in INPUT_TOTAL_KEYS if k in obj})   # as written, not read as measured
         for k in INPUT_TOTAL_KEYS:
@@ -754,8 +791,20 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         hit = [(i, o) for i, o in objs if i == line]
         if not hit:
             raise ConfigError(str(p), "LINE", line, f"no run on that line; runs are on lines {', '.join(str(i) for i, _ in objs[:20])}")
+        if len(hit) > 1:
+            raise joined_runs(p, line, len(hit))
         objs = hit
     return [parse_run(o, f"{p}:{i}") for i, o in objs]
+
+
+def joined_runs(p: Path, line: int, n: int) -> ConfigError:
+    """The refusal of a line that holds ``n`` runs one after another: result files joined
+    without a newline between them (vLLM's ``json.dump`` ends its file without one, so ``cat
+    a.json b.json`` runs two results together on one line); no FILE:LINE can name one of
+    them."""
+    return ConfigError(f"{p}:{line}", "<line>", f"{n} runs", f"line {line} holds {n} runs one after another (result "
+                       "files joined without a newline between them, e.g. `cat` of vLLM result files, which end "
+                       f"without one): put each on its own line (`jq -c . {p.name}`) or pass the files one by one")
 
 
 def require_measured(run: BenchRun) -> BenchRun:
@@ -782,6 +831,10 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     """
     path, line = split_spec(spec)
     runs = read_bench(path, line)
+    at = [r.source.rsplit(":", 1)[1] for r in runs]
+    shared = next((x for x in at if at.count(x) > 1), None)
+    if len(runs) > 1 and shared is not None:
+        raise joined_runs(path, int(shared), at.count(shared))
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
@@ -809,10 +862,12 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` = TTFT +
     its ITLs, NaN when the line has no ``itls``); vLLM's ``start_times`` (``--save-detailed``,
     0.33) give the sends, relative to
-    the first, and its ``latencies`` the finish. Without details both tables are empty.
+    the first, and its ``latencies`` the finish. A run not streamed (:func:`not_streamed`)
+    has each reply's finish only (TTFT and TPOT NaN, one chunk row at the finish). Without
+    details both tables are empty.
     ``steps``/``timeseries`` are always empty (a client sees no steps). ``summary
-    ["itl_per_chunk"]``: the client recorded one gap per streamed chunk
-    (:func:`itl_per_chunk`), so each of its ``chunks`` rows is a chunk, not a token.
+    ["itl_per_chunk"]``: the details' ITLs are one gap per streamed chunk
+    (:func:`details_itl_per_chunk`), so each of its ``chunks`` rows is a chunk, not a token.
     """
     import pandas as pd
     from specsched.sim.records import RunResult, empty_table
@@ -820,7 +875,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     summary: dict[str, Any] = dict(run.summary)
     name = run.extra.get("tag") or Path(run.source.rsplit(":", 1)[0]).stem
     summary.update(scenario=str(name), arm=label, source=f"bench_serving {run.source}",
-                   itl_per_chunk=itl_per_chunk(run))
+                   itl_per_chunk=details_itl_per_chunk(run))
     requests, chunks = empty_table("requests"), empty_table("chunks")
     d = run.details
     if d is not None:
@@ -828,6 +883,12 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
         rows, crid, ct = [], [], []
         for i in ok.tolist():
             s0 = float(d.start_s[i]) if d.start_s is not None and np.isfinite(d.start_s[i]) else 0.0
+            if not d.streamed:   # the reply came whole: its finish is known, its first token not
+                fin, n_out = s0 + float(d.ttfts[i]), int(d.output_lens[i])
+                rows.append((i, int(d.input_lens[i]), n_out, s0, np.nan, fin, np.nan, fin - s0, np.nan, np.nan, 0, 0))
+                crid.append(np.full(1, i))
+                ct.append(np.array([fin]))
+                continue
             first = s0 + float(d.ttfts[i])
             gaps = d.itls[i]
             t = first + np.cumsum(gaps) if len(gaps) else np.zeros(0)
@@ -1038,6 +1099,18 @@ def itl_per_chunk(run: BenchRun) -> bool:
     if (backend in RETOKENIZED_ITL_BACKENDS and ("server_info" in run.extra or "tag" in run.extra)
             and (run.summary.get("accept_length") or 0) > 0):
         return False
+    return details_itl_per_chunk(run)
+
+
+def details_itl_per_chunk(run: BenchRun) -> bool:
+    """The run's per-request ``itls`` (``--output-details``) hold one gap per streamed chunk:
+    as :func:`itl_per_chunk`, and also for a 0.5.5+ ``sglang-oai``/``sglang-oai-chat`` line of
+    a speculating server, whose statistics are split over retokenized tokens
+    (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
+    (0.5.23 benchmark/serving.py ``result_details``)."""
+    if "date" in run.extra:
+        return True
+    backend = run.args.get("backend")
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 

@@ -496,3 +496,101 @@ def test_a_ratio_one_line_says_its_lengths_are_written_fixed(tmp_path):
     sc, _ = scenario_from_bench(parse_run(LINE, "f:1"), "tiny")
     assert sc["workload"]["input_len"]["kind"] == "uniform"
     assert not any("kind fixed" in n for n in sc["assumptions"])
+
+
+@pytest.mark.parametrize(("width", "per_rank"), [({}, 3950), ({"enable_dp_attention": True, "attn_dp_size": 4}, 1000)])
+def test_an_unset_max_running_requests_is_the_one_the_server_ran_with(width, per_rank):
+    """SGLang 0.5.23 leaves ``max_running_requests`` null in /server_info when the launch did
+    not set it (no speculative decoding) and sizes it from the KV pool at start
+    (kv_cache_configurator.py ``resolve_max_num_reqs``: 2048-4096 here); the value it ran with
+    is ``internal_states[i].effective_max_running_requests_per_dp`` (internal_state.py
+    ``_add_topology``). The scenario kept specsched's 256 (a profile without a hardware
+    block cannot size it), so a burst of 1000 ran 256 at a time on a server that ran them all."""
+    from specsched.sim.dp_attention import rank_server_args
+    from specsched.sim.server_args import ServerArgs
+
+    info = {**LINE["server_info"], "speculative_algorithm": None, "max_running_requests": None,
+            "max_total_num_tokens": 1011250, "chunked_prefill_size": 8192, **width,
+            "internal_states": [{"effective_max_running_requests_per_dp": per_rank, "last_gen_throughput": 1.0}]}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    n = width.get("attn_dp_size", 1)
+    assert sc["server"]["max_running_requests"] == per_rank * n
+    assert rank_server_args(ServerArgs.model_validate(sc["server"])).max_running_requests == per_rank
+    (note,) = [a for a in sc["assumptions"] if "effective_max_running_requests_per_dp" in a]
+    assert str(per_rank) in note
+    # a value the launch set is the server's own: kept as written
+    set_info = {**info, "max_running_requests": 64 * n}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": set_info}, "f:1"), "h200-1b")
+    assert sc["server"]["max_running_requests"] == 64 * n
+    # unless the server cut it to its pool (min(asked per rank, token capacity // 2)): then
+    # the limit it ran with
+    asked = {**info, "max_running_requests": 8192 * n}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": asked}, "f:1"), "h200-1b")
+    assert sc["server"]["max_running_requests"] == per_rank * n
+    assert any("cut by the server" in a and str(8192 * n) in a for a in sc["assumptions"])
+
+
+def test_a_cross_field_refusal_drops_only_the_key_it_names():
+    """/server_info of a plain data-parallel server (``--dp-size 2``, no DP attention: two
+    replicas behind SGLang's DP controller) holds ``dp_size`` 2, which the model refuses across
+    fields (a model validator, so pydantic gives no field location). from-bench dropped the
+    line's server arguments one by one from the first (max_running_requests, the pool, the
+    chunk, ...) until the refusal stopped: the scenario kept none of them. Only the key the
+    refusal names is left out."""
+    info = {**LINE["server_info"], "speculative_algorithm": None, "dp_size": 2, "enable_dp_attention": False,
+            "max_running_requests": 1024}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    srv = sc["server"]
+    assert "dp_size" not in srv or srv["dp_size"] == 1
+    assert (srv["max_running_requests"], srv["chunked_prefill_size"], srv["max_total_num_tokens"]) == (1024, 2048, 100000)
+    dropped = [a for a in sc["assumptions"] if "not usable by the model" in a]
+    assert len(dropped) == 1 and dropped[0].startswith("server_info dp_size = 2"), dropped
+
+
+def test_a_stream_interval_the_model_does_not_stream_by_is_said_on_its_own():
+    """SGLang's --stream-interval N (0.5.23 output_streamer.py ``accept``: the first token at
+    once, then a chunk whenever N tokens are unsent) makes a per-chunk client's ITL about N
+    steps; specsched streams every step. The key was one name among the unused ones; it is
+    now said with what it changes."""
+    info = {**LINE["server_info"], "speculative_algorithm": None, "stream_interval": 8}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    (note,) = [a for a in sc["assumptions"] if "stream_interval 8" in a]
+    assert "ITL" in note and "every step" in note
+    assert not any("left out" in a and "stream_interval" in a for a in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": {**info, "stream_interval": 1}}, "f:1"), "h200-1b")
+    assert not any("stream_interval" in a for a in sc["assumptions"])
+    # the other settings a client measures and the model does not have, each on its own line
+    more = {**info, "num_continuous_decode_steps": 4, "enable_hierarchical_cache": True, "scheduler_recv_interval": 1}
+    notes = scenario_from_bench(parse_run({**LINE, "server_info": more}, "f:1"), "h200-1b")[0]["assumptions"]
+    assert any(a.startswith("server_info num_continuous_decode_steps 4") and "TTFT" in a for a in notes)
+    assert any(a.startswith("server_info enable_hierarchical_cache True") for a in notes)
+    assert not any("scheduler_recv_interval" in a for a in notes)
+
+
+def test_a_random_line_whose_outputs_stopped_early_is_built_with_the_outputs_it_made(tmp_path, monkeypatch):
+    """bench_serving asks each random request for exactly its drawn output length (ignore_eos
+    on); with --disable-ignore-eos outputs end at the model's end-of-sequence token. Such a
+    line (1024 asked at ratio 1, 312 made on average) was built to generate every token
+    asked: more than three times the decode work measured. The measured outputs are used
+    (the details' histogram, else their mean), and the notes say why."""
+    short = {**LINE, "random_output_len": 1024, "random_range_ratio": 1.0, "completed": 100,
+             "total_output_tokens": 31200, "server_info": None}
+    sc, tables = scenario_from_bench(parse_run(short, "f:1"), "h200-1b")
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 312} and not tables
+    assert sc["workload"]["input_len"] == {"kind": "fixed", "value": 600}
+    (note,) = [a for a in sc["assumptions"] if "stopped early" in a]
+    assert "312.0 tokens per completed request" in note and "1024" in note and "--disable-ignore-eos" in note
+    outs = [100, 300, 536, 312]
+    detailed = {**short, "completed": 4, "total_output_tokens": sum(outs), "input_lens": [600] * 4,
+                "output_lens": outs, "ttfts": [0.05] * 4, "itls": [[0.01] * (o - 1) for o in outs], "errors": [""] * 4}
+    sc, tables = scenario_from_bench(parse_run(detailed, "f:1"), "h200-1b")
+    assert sorted(tables["output"]["length"]) == sorted(outs) and sc["workload"]["output_len"]["kind"] == "file"
+    monkeypatch.chdir(tmp_path)   # the written scenario runs with the histogram beside it
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(detailed) + "\n")
+    assert main(["scenario", "from-bench", f"{p}:1", "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    assert load_scenario(str(tmp_path / "s.yaml")).workload.output_len.kind == "file"
+    # a line that made what it asked (within the draw's spread) keeps the arguments
+    ok = {**LINE, "completed": 30, "total_output_tokens": 30 * 25}
+    sc, _ = scenario_from_bench(parse_run(ok, "f:1"), "h200-1b")
+    assert sc["workload"]["output_len"] == {"kind": "uniform", "value": 40, "range_ratio": 0.25}

@@ -135,3 +135,22 @@ def test_plot_draws_the_prediction_per_chunk_beside_a_per_chunk_file():
     fig = plots.plot_tpot_itl({"predicted": [sim]})   # no per-chunk file: split, as SGLang's client
     assert any(t.startswith(f"predicted (n={split_n};") for t in _legend_texts(fig))
     plots.plt.close(fig)
+
+
+def test_a_split_summary_keeps_its_per_chunk_details_per_chunk():
+    """SGLang 0.5.5-0.5.23 spreads a speculating sglang-oai line's ITL statistics over each
+    chunk's retokenized tokens (``use_retokenized_itl``) but writes ``itls`` from
+    ``output.itl``, one gap per chunk (benchmark/serving.py ``result_details``). The line's
+    statistics are compared split; its details are per chunk, so the plot overlay must draw
+    them (and the prediction beside them) per chunk: they were drawn as per-token gaps,
+    accept length times too slow beside a split prediction."""
+    from specsched.sim.bench_serving import parse_run, to_run_data
+
+    obj = json.loads((BENCH / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    obj |= {"backend": "sglang-oai", "accept_length": 3.0}
+    obj.setdefault("server_info", {})
+    run = parse_run(obj, "f.jsonl:1")
+    assert itl_per_chunk(run) is False   # the statistics: split
+    assert to_run_data(run).summary["itl_per_chunk"] is True   # the details: per chunk
+    obj["backend"] = "sglang"   # the native client splits its details too
+    assert to_run_data(parse_run(obj, "f.jsonl:1")).summary["itl_per_chunk"] is False

@@ -1404,3 +1404,80 @@ def test_accept_length_from_server_info_when_the_backend_wrote_none(pd):
     assert sc["server"]["speculative_algorithm"] != "none"
     acc = sc["acceptance"].get("mean_accept_length")
     assert acc == pytest.approx(3.41) or "per_position_rates" in sc["acceptance"]
+
+
+NO_STREAM = DATA / "bench" / "sglang-0.5.23-disable-stream.jsonl"
+
+
+@pytest.mark.parametrize("line", [1, 2])
+def test_a_run_with_disable_stream_is_not_compared_on_first_tokens(line):
+    """SGLang 0.5.23 bench_serving --disable-stream reads each reply whole: its "TTFT" is the
+    request's latency, TPOT the microseconds after it, no ITL (0.0 statistics). Read as a
+    streamed run, a prediction was compared 99 % off on TTFT and thousands of percent on
+    TPOT. The three are kept as written, not read as measured; E2E and throughputs stay."""
+    run = read_bench_one(f"{NO_STREAM}:{line}")
+    assert not any(k in run.summary for k in ("median_ttft_ms", "mean_tpot_ms", "median_itl_ms", "p99_ttft_ms"))
+    assert run.extra["streamed"] is False and run.extra["median_itl_ms"] == 0.0
+    assert run.summary["median_e2e_latency_ms"] > 1000 and run.summary["output_throughput"] > 0
+    data = to_run_data(run)
+    if line == 1:   # the details: each reply's finish is its latency; no first token
+        assert len(data.requests) == 4 and data.requests["ttft_s"].isna().all()
+        assert data.requests["e2e_s"].to_numpy() == pytest.approx(run.details.ttfts)
+    # a streamed line whose ITLs are 0 because every output was one token stays as it was
+    obj = json.loads(NO_STREAM.read_text().splitlines()[1]) | {"total_output_tokens": 4}
+    assert "median_ttft_ms" in parse_run(obj, "f:1").summary
+
+
+def test_the_printed_comparison_keeps_its_columns_apart_whatever_the_figures():
+    """validate's printed table ran a measured 0.001 into an error of +303824.40 % (one
+    token, "0.001+303824.40%"), and a 14-digit figure into the one before it."""
+    from specsched.analysis.bench_cli import format_rows
+
+    rows = [{"metric": "mean_tpot_ms", "predicted": 2.03, "measured": 0.000668, "error_pct": 303824.4},
+            {"metric": "total_input_tokens", "predicted": 12345678901.5, "measured": 98765432109.25, "error_pct": -87.5}]
+    lines = format_rows(rows, "t").splitlines()
+    assert len(lines[1].split()) == 4
+    assert lines[2].split() == ["mean_tpot_ms", "2.030", "0.001", "+303824.40%"]
+    assert lines[3].split() == ["total_input_tokens", "12345678901.500", "98765432109.250", "-87.50%"]
+
+
+def test_result_files_joined_without_a_newline_name_the_fix(tmp_path, capsys, monkeypatch):
+    """vLLM writes its result with ``json.dump`` and no newline at the end, so ``cat a.json
+    b.json > runs.json`` puts both runs on line 1. They were read as two runs "on lines 1, 1"
+    that no FILE:LINE could name: ``FILE:1`` answered "the file has 2 runs: name one as
+    FILE:LINE (lines 1, 1)" again. Naming such a line (or the file without one) is now one
+    line saying how the runs are joined and how to split them; every run is still read
+    where all are asked for (``calibrate --from FILE``)."""
+    v = (DATA / "bench" / "vllm-0.8.5-benchmark_serving.json").read_text()
+    assert not v.endswith("\n")
+    f = tmp_path / "runs.json"
+    f.write_text(v + v + "\n" + v)
+    assert len(read_bench(f)) == 3
+    assert read_bench_one(f"{f}:2").args["request_rate"] == 8.0
+    for spec in (f"{f}:1", str(f)):
+        with pytest.raises(ConfigError) as e:
+            read_bench_one(spec)
+        msg = str(e.value)
+        assert "line 1 holds 2 runs" in msg and "jq -c" in msg, msg
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{f}:1", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 1 holds 2 runs" in err[0] and not (tmp_path / "s.yaml").exists()
+
+
+def test_a_vllm_server_log_is_named_for_what_it_is(tmp_path):
+    """A vLLM server's log (its periodic metrics line: "Avg prompt throughput: ... tokens/s,
+    Avg generation throughput: ..., Running: N reqs, ...", V0 vllm/engine/metrics.py
+    LoggingStatLogger and V1 vllm/v1/metrics/loggers.py) has no SGLang batch line; it was
+    refused as "not an SGLang server log (or logged with --log-level above info)", which sent
+    the user to their log level."""
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 05-02 14:10:00 [api_server.py:1090] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+        "INFO 05-02 14:10:05 [loggers.py:118] Engine 000: Avg prompt throughput: 8123.4 tokens/s, Avg generation "
+        "throughput: 963.2 tokens/s, Running: 32 reqs, Waiting: 0 reqs, GPU KV cache usage: 12.5%, "
+        "Prefix cache hit rate: 0.0%\n")
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(log)
+    msg = str(e.value)
+    assert "vLLM" in msg and "vllm.log:2" in msg and "--log-level" not in msg, msg

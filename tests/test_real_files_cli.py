@@ -100,6 +100,11 @@ def _file_metrics(obj: dict) -> dict[str, float]:
         if ok:
             out.update(total_input_tokens=sum(ok), input_throughput=sum(ok) / obj["duration"],
                        total_throughput=(sum(ok) + obj["total_output_tokens"]) / obj["duration"])
+    itl = [v for k, v in obj.items() if re.fullmatch(r"(mean|median|std|p\d+)_itl_ms", k) and v is not None]
+    if obj.get("completed") and (obj.get("total_output_tokens") or 0) > obj["completed"] and itl and not any(itl):
+        # --disable-stream: every ITL 0 though requests averaged more than one token; the
+        # first-token figures are whole replies, not compared
+        out = {k: v for k, v in out.items() if not re.fullmatch(r"\w+_(ttft|tpot|itl)_ms", k)}
     return out
 
 
