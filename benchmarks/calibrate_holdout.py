@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                          "server ran with that neither the lines nor the template say, e.g. "
                          "server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
+    ap.add_argument("--fit-metrics", default=",".join(FIT_METRICS),
+                    help=f"metrics the fit matches (default {','.join(FIT_METRICS)}, the hold-out's targets, which "
+                         "are always what the verdict is on)")
     ap.add_argument("--also-report", default="mean_itl_ms",
                     help="metrics reported beside the fitted ones, neither fitted nor in the verdict (comma-separated; "
                          "default mean_itl_ms: a speculative run's median ITL sits on one rung of interval / tokens, "
@@ -235,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"need runs at 2 loads or more in {', '.join(map(str, a.runs_dirs))}, found {len(runs)} run(s)", file=sys.stderr)
         return 2
     params = a.params.split(",")
-    also = tuple(m for m in a.also_report.split(",") if m and m not in FIT_METRICS)
+    fit_metrics = tuple(m for m in a.fit_metrics.split(",") if m)
+    also = tuple(dict.fromkeys(m for m in (*fit_metrics, *a.also_report.split(",")) if m and m not in FIT_METRICS))
     profile = load_profile(a.profile)
     prior = parse_prior(a.prior, params, analytic=profile.analytic is not None)
     t0 = time.perf_counter()
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                                 overrides=a.overrides)
         train = cases[: len(train_runs)]
         res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior, jobs=a.jobs,
-                  noise=metric_noise(train) if prior else None,
+                  metrics=fit_metrics, noise=metric_noise(train, fit_metrics) if prior else None,
                   progress=lambda i, loss, f: print(f"  eval {i}: loss {loss:.4g} " + " ".join(f"{x:.3f}" for x in f), file=sys.stderr))
         rows = []
         draws = dict(zip(map(id, cases), draw_ids([c.run for c in cases]), strict=True))
@@ -294,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# {a.title}", "", *a.note, "" if a.note else "",
              f"Command: `{cmd}`", "",
              f"Fitted on the {len(train_runs)} run(s) at the lower half of the {len({load_key(r) for r in runs})} loads, "
-             f"held out the other {len(held_runs)}; parameters {', '.join(params)}; predictions are means over "
+             f"held out the other {len(held_runs)}; parameters {', '.join(params)}; fitted to {', '.join(fit_metrics)}; "
+             f"predictions are means over "
              f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
              f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
              f"Weighting: {res.weighting()} (a residual's standard error: the measured figure's, from the spread "

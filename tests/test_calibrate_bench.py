@@ -673,3 +673,20 @@ def test_seed_scatter_is_pooled_over_the_cases_that_draw():
     assert seed_scatter([drawn], [m])[m] == pytest.approx(math.sqrt(0.02))
     assert seed_scatter([drawn, fixed], [m])[m] == pytest.approx(math.sqrt(0.02))
     assert seed_scatter([fixed], [m]) == {}
+
+
+def test_speculative_runs_fit_mean_itl_by_default_and_plain_ones_the_median():
+    """calibrate --from without --metrics: a run with accept_length > 1 has its ITLs on rungs
+    of interval / tokens, so the mean ITL replaces the median (default_fit_metrics)."""
+    from types import SimpleNamespace
+
+    from specsched.analysis.calibrate_bench import FIT_METRICS, default_fit_metrics
+
+    spec = SimpleNamespace(summary={"accept_length": 3.2, "mean_itl_ms": 5.0, "median_itl_ms": 2.5})
+    plain = SimpleNamespace(summary={"mean_itl_ms": 5.0, "median_itl_ms": 4.9})
+    no_mean = SimpleNamespace(summary={"accept_length": 3.2, "median_itl_ms": 2.5})
+    assert "median_itl_ms" in FIT_METRICS
+    assert default_fit_metrics([plain, spec]) == [("mean_itl_ms" if m == "median_itl_ms" else m) for m in FIT_METRICS]
+    assert default_fit_metrics([plain]) == list(FIT_METRICS)
+    # a run without a mean ITL keeps the median for all (the fit needs the metric in every run)
+    assert default_fit_metrics([spec, no_mean]) == list(FIT_METRICS)
