@@ -567,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds allowed after profiling for running a host phase again while it sat on the slow "
                          "host level (runtime/profile_level.py; default 0: none)")
     ap.add_argument("--repeats", type=int, default=15, help="timed calls per profile measurement (default 15)")
+    ap.add_argument("--extend-lead-ms", type=float, default=0.0,
+                    help="profile extends behind this many ms of the same call (specsched profile --extend-lead-ms)")
+    ap.add_argument("--smi", action="store_true", help="sample nvidia-smi's SM clock and power into OUT/smi.csv")
     ap.add_argument("--poisson-cell", default=None, help="also measure this cell at each of --rates (req/s)")
     ap.add_argument("--rates", default="8,16,32,64", help="request rates for --poisson-cell (default 8,16,32,64)")
     ap.add_argument("--poisson-requests", type=int, default=96, help="requests per Poisson run (default 96)")
@@ -575,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="start no run after this many seconds (profiling included); the rest is listed as skipped")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
+    if not 0 <= args.extend_lead_ms <= 1000:
+        ap.error(f"--extend-lead-ms: {args.extend_lead_ms}: must be between 0 and 1000")
     try:
         parse_cells(args.cells)
     except ValueError as e:
@@ -585,12 +590,30 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     saved = sys.stdout, sys.stderr
+    smi = _smi_sampler(out / "smi.csv") if args.smi else None
     with open(out / "gpu_validate.log", "a") as log:
         sys.stdout, sys.stderr = _Tee(saved[0], log), _Tee(saved[1], log)
         try:
             return _round(args, argv, out, t_start)
         finally:
             sys.stdout, sys.stderr = saved
+            if smi is not None:
+                smi.terminate()
+
+
+def _smi_sampler(path: Path) -> subprocess.Popen | None:
+    """``nvidia-smi`` sampling the SM clock, power, temperature and clock event reasons
+    every 50 ms into ``path`` (CSV, no header: timestamp, clocks.sm MHz, power.draw W,
+    temperature C, clocks_event_reasons.active), or None when nvidia-smi is missing. The
+    loaded cells run under the power cap, ~6 % below boost on an H200
+    (docs/measurements/h200-v32.md); the log's per-run unix wall marks line runs up with it."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        print("--smi: nvidia-smi not found; no clock log", flush=True)
+        return None
+    return subprocess.Popen([exe, "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,"
+                             "clocks_event_reasons.active", "--format=csv,noheader,nounits", "-lms", "50"],
+                            stdout=open(path, "w"), stderr=subprocess.STDOUT)
 
 
 def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float) -> int:
@@ -606,7 +629,8 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
                            contexts=[512, 1024, 2048, 4096, 8192], extend_tokens=[256, 1024, 2048, 4096, 8192],
                            extend_prefixes=[0, 1024, 2048, 4096, 8192], cuda_graph_max_bs=128,
-                           repeats=args.repeats, progress=False, budget_s=args.budget, relevel_s=args.relevel_budget)
+                           repeats=args.repeats, progress=False, budget_s=args.budget, relevel_s=args.relevel_budget,
+                           extend_lead_s=args.extend_lead_ms / 1e3)
         d["name"] = f"h200-{args.preset}"
         prof_path = out / f"h200-{args.preset}.yaml"
         write_profile(d, prof_path)
@@ -632,7 +656,11 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
 
     def measure(job: Job, eng: RuntimeEngine | None) -> tuple:
         eng = engine_for(job, eng, lambda sc: RuntimeEngine(sc, preset=args.preset, device=args.device))
-        return eng.run(), eng
+        t0 = time.time()
+        res = eng.run()
+        # unix seconds, to line the run up with --smi's clock and power samples
+        print(f"run {job.result_name}: wall {t0:.3f} .. {time.time():.3f} unix s", flush=True)
+        return res, eng
 
     predicted: dict[tuple[str, int], object] = {}
 

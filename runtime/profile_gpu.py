@@ -4,6 +4,7 @@ for what each measures)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -100,6 +101,50 @@ class GpuPhases(Harness):
         self.reps.setdefault(group, []).append(n)
         self._tick()
         return gpu_t, host_t
+
+    def _behind_same(self, label: str, group: str, fn: Callable[[], object], device_s: float,
+                     host_s: float) -> list[float]:
+        """Device seconds of ``fn`` timed right behind :attr:`extend_lead_s` seconds of the
+        same call run back to back (GPU only; empty list on CPU or with no lead).
+
+        Why: a busy loop launches an extend while the GPU is still running the previous
+        forwards, and dense work leaves the GPU slower for the next one: on an H200 an
+        extend-sized stack of products took x1.034 after two of the same, x1.085 after
+        ~50 ms of verify-sized ones, x1.000 after the profiler's idle spin
+        (docs/measurements/h200-v32.md, benchmarks/sustained_clock_probe.py). Per repeat: a
+        spin long enough for the host to issue every call (so nothing runs with issue gaps),
+        ``k = ceil(lead / device_s)`` calls of ``fn``, then ``fn`` between two timing
+        events; a repeat whose spin ended before the timed call was issued is repeated with
+        a doubled spin (counted in ``spin_retries``, as :meth:`_kept_busy`).
+
+        Args:
+            device_s: ``fn``'s device seconds behind an idle spin (sizes ``k``).
+            host_s: ``fn``'s host issue seconds (sizes the spin).
+        """
+        dev = self.dev
+        if not dev.is_gpu or self.extend_lead_s <= 0 or not self.busy.available:
+            return []
+        n = self._warm_and_plan(f"{label} behind {self.extend_lead_s * 1e3:g} ms of itself", fn, self.repeats)
+        k = max(1, math.ceil(self.extend_lead_s / max(device_s, 1e-6)))
+        spin = 2.0 * (k + 1) * host_s + 0.003
+        out: list[float] = []
+        with dev.use("forward"):
+            tries = 0
+            while len(out) < n and tries < 4 * n:
+                tries += 1
+                ev = self.busy.occupy(spin)
+                for _ in range(k):
+                    fn()
+                t, _, ran_dry = self._timed_call(fn, ev)
+                if ran_dry:
+                    spin = min(2 * spin, 1.0)
+                    self.spin_retries[group] = self.spin_retries.get(group, 0) + 1
+                else:
+                    out.append(t)
+            dev.synchronize("profile")
+        self.reps.setdefault(group, []).append(n)
+        self._tick()
+        return out
 
     def _issued_as_run(self, label: str, fn: Callable[[], object], n: int) -> tuple[list[float], list[float]]:
         """``n`` calls timed with the GPU idle before each: events around the call hold the
@@ -264,6 +309,10 @@ class GpuPhases(Harness):
         self.busy = _GpuBusy(self.dev)
         self.ext_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.inj_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
+        # behind an idle spin, whatever extend_lead_s is: the ratio to the loaded times goes
+        # into provenance
+        self.ext_spin_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
+        self.inj_spin_s = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.ext_host = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.inj_host = [[0.0] * len(self.ext_cols) for _ in self.ext_x]
         self.ext_layouts: list[str] = []
@@ -304,6 +353,14 @@ class GpuPhases(Harness):
 
                 te, he = self._device_and_host(f"extend {t} tok @ctx {col:g}", "extend", ext)
                 ti, hi = self._device_and_host(f"inject {t} tok @ctx {col:g}", "inject", inj)
+                self.ext_spin_s[i][j] = statistics.median(te)
+                self.inj_spin_s[i][j] = statistics.median(ti)
+                # with a lead (extend_lead_s > 0, GPU): each behind that much of itself
+                le = self._behind_same(f"extend {t} tok @ctx {col:g}", "extend_lead", ext,
+                                       self.ext_spin_s[i][j], statistics.median(he))
+                li = self._behind_same(f"inject {t} tok @ctx {col:g}", "inject_lead", inj,
+                                       self.inj_spin_s[i][j], statistics.median(hi))
+                te, ti = le or te, li or ti
                 self.ext_s[i][j] = statistics.median(te)
                 self.inj_s[i][j] = statistics.median(ti)
                 self.ext_host[i][j] = statistics.median(he)

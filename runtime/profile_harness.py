@@ -247,7 +247,8 @@ class Harness:
                  repeats: int, progress: bool, budget_s: float, batch_sizes: Sequence[int] | None,
                  prompt_len: int | None, forced_accept: int, seed: int,
                  extend_prefixes: Sequence[int] | None = None, backend: str | None = None,
-                 cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS) -> None:
+                 cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS,
+                 extend_lead_s: float = 0.0) -> None:
         if preset not in PRESETS or preset.endswith("-draft"):
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
         if spec_window < 2:
@@ -258,6 +259,11 @@ class Harness:
             raise ValueError(f"contexts must be non-empty and >= 1, got {list(contexts)}")
         if not extend_tokens or min(extend_tokens) < 1:
             raise ValueError(f"extend_tokens must be non-empty and >= 1, got {list(extend_tokens)}")
+        if not 0.0 <= extend_lead_s <= 1.0:
+            raise ValueError(f"extend_lead_s must be between 0 and 1 second, got {extend_lead_s}")
+        # > 0: extends and injections timed behind this much of the same call back to back
+        # (GpuPhases._behind_same), the GPU's state in a busy loop; 0: behind an idle spin
+        self.extend_lead_s = float(extend_lead_s)
         self.t_start = time.perf_counter()
         self.preset, self.W, self.repeats, self.seed = preset, spec_window, repeats, seed
         self.graph_max_bs = cuda_graph_max_bs
@@ -302,7 +308,7 @@ class Harness:
                                 if dev.is_gpu and not dev.is_hip and cuda_graph_max_bs_prefill > 0 else [])
         # the extend grid's rows: every bucket an extend between them replays (extend_grid_tokens)
         self.ext_x = extend_grid_tokens(self.ext_x, self.prefill_buckets)
-        n_tasks = (2 * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
+        n_tasks = ((4 if self.extend_lead_s > 0 and dev.is_gpu else 2) * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
                    + 2 * len(self.tile_widths) + 6 + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
                    + 1 + len(self.host_bs))
         self.budget = _Budget(budget_s, n_tasks)

@@ -157,6 +157,19 @@ class Provenance:
         return (text + f"; per point issue over its reference work, median {works:.1f} works: {_ms(works * fast)} at "
                 f"the fast level ({fast * 1e3:.3f} ms; a cross-check, not used)")
 
+    def _lead_text(self, loaded: list[list[float]], spin: list[list[float]], group: str) -> str:
+        """The provenance sentence of a lead-timed grid (runtime/profile_gpu.py
+        ``_behind_same``): what it was timed behind and each point's ratio to the idle-spin
+        time; empty when the grid was timed behind the spin alone."""
+        if self.extend_lead_s <= 0 or not self.reps.get(f"{group}_lead"):
+            return ""
+        ratios = [f"{t:g} tok @ctx {c:g} x{lo / sp:.3f}" for i, t in enumerate(self.ext_x)
+                  for j, c in enumerate(self.ext_cols)
+                  if (lo := loaded[i][j]) > 0 and (sp := spin[i][j]) > 0]
+        return (f" Timed behind {self.extend_lead_s * 1e3:g} ms of the same call back to back (a busy loop's "
+                f"GPU state, docs/measurements/h200-v32.md; runtime/profile_gpu.py _behind_same), "
+                f"{self._reps_text(group + '_lead')}; against the same call behind an idle spin: {', '.join(ratios)}.")
+
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
         dev, W, env = self.dev, self.W, self.env_line
@@ -205,12 +218,12 @@ class Provenance:
                 f"for an extend: mean prefix + half the per-request extend length; columns {self.ext_cols} = prefix "
                 f"{self.ext_prefixes} + {self.prompt / 2:g}; each row's prefix is chosen to sit on its column "
                 f"(tokens: requests x length @ prefix): {'; '.join(self.ext_layouts)}. Input ids from the host as "
-                f"in the engine. Largest (p75-p25)/median {self.ext_spread * 100:.1f} %. [{env}]"),
+                f"in the engine. Largest (p75-p25)/median {self.ext_spread * 100:.1f} %.{self._lead_text(self.ext_s, self.ext_spin_s, 'extend')} [{env}]"),
             "gpu.draft_inject": (
                 f"device time (as gpu.extend: GPU kept busy while the host issues the call) of "
                 f"ModelRunner.prepare_inject(sync=False) + ModelRunner.inject after the extend of the same layout, "
                 f"by tokens {self.ext_x} and the extend grid's context columns; "
-                f"{self._reps_text('inject')}. The simulator uses this grid instead of the per-token slope. [{env}]"),
+                f"{self._reps_text('inject')}. The simulator uses this grid instead of the per-token slope.{self._lead_text(self.inj_s, self.inj_spin_s, 'inject')} [{env}]"),
             "gpu.draft_inject_per_token_s": (
                 f"slope of np.polyfit(tokens, seconds, 1) of runtime.model.ModelRunner.prepare_inject(sync=False) + "
                 f"ModelRunner.inject (drafter {draft_preset(self.preset)} over the prompt tokens) on the prefix-0 "

@@ -17,6 +17,9 @@ What each field measures (``W`` = spec window, ``c`` = committed context per req
   is timed twice apart: device time with the GPU kept busy (``gpu.extend``,
   ``gpu.draft_inject``) and host issue time (``host.launch_per_extend*``,
   ``host.launch_per_inject*``), so the simulator charges each where the loop spends it.
+  The device time is taken behind an idle spin, or with ``--extend-lead-ms`` right behind
+  that much of the same call back to back, as a busy loop runs it
+  (runtime/profile_gpu.py ``_behind_same``; docs/measurements/h200-v32.md).
 - ``gpu.extend``: :meth:`ModelRunner.extend` of ``x`` tokens, split into
   ``ceil(x / prompt_len)`` requests of about equal length, all at one prefix ``p``. The
   context axis is the one :meth:`sim.cost_model.CostModel.gpu` queries for an extend:
@@ -225,7 +228,7 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                    allow_serializing: bool = False,
                    cpu_threads: int | None = 1,
                    cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS,
-                   relevel_s: float = DEFAULT_RELEVEL_S) -> dict:
+                   relevel_s: float = DEFAULT_RELEVEL_S, extend_lead_s: float = 0.0) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
 
     Args:
@@ -260,6 +263,11 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
             injections are timed replayed from them on CUDA as the engine runs them. 0:
             eager extends (a scenario with ``disable_prefill_cuda_graph``). CPU and HIP:
             always eager, as the engine.
+        extend_lead_s: > 0: time extends and injections right behind this many seconds of
+            the same call back to back, the GPU's state in a busy loop (dense work leaves an
+            H200 3-9 % slower for the next forward than the idle spin does,
+            docs/measurements/h200-v32.md); the idle-spin times stay in provenance as
+            ratios. 0 (default): behind the idle spin alone. GPU only (CPU: ignored).
         relevel_s: seconds allowed, after every phase ran once, for running a host phase
             again whose reference-work samples sat on the slow level, until they sit on the
             fast one (runtime/profile_level.py; provenance of ``host.reference_work_s``
@@ -290,7 +298,7 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                       progress=progress, budget_s=budget_s, batch_sizes=batch_sizes, prompt_len=prompt_len,
                       extend_prefixes=extend_prefixes, backend=backend, serializing=serializing,
                       forced_accept=forced_accept, seed=seed, cuda_graph_max_bs_prefill=cuda_graph_max_bs_prefill,
-                      relevel_s=relevel_s)
+                      relevel_s=relevel_s, extend_lead_s=extend_lead_s)
         return p.run()
     finally:
         torch.set_num_threads(threads)
@@ -367,6 +375,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--relevel-budget", args.relevel_budget, "must be >= 0 seconds")
     if args.window < 2:
         raise ConfigError("<command line>", "--window", args.window, "must be >= 2 (a speculative cycle)")
+    if not 0 <= args.extend_lead_ms <= 1000:
+        raise ConfigError("<command line>", "--extend-lead-ms", args.extend_lead_ms, "must be between 0 and 1000 ms")
     if args.preset not in PRESETS or args.preset.endswith("-draft"):
         raise ConfigError("<command line>", "--preset", args.preset,
                           f"allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
@@ -377,7 +387,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                        prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
                        allow_serializing=args.allow_serializing,
                        cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill,
-                       relevel_s=args.relevel_budget)
+                       relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
     if args.name:
         d["name"] = args.name
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -439,6 +449,9 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--extend-prefixes", type=_int_list, default=None,
                    help="cached prefixes of the extend grid's columns (default 0 and the largest context)")
     add_backend_args(p)
+    p.add_argument("--extend-lead-ms", type=float, default=0.0,
+                   help="time extends and injections right behind this many ms of the same call back to back, "
+                        "as a busy loop runs them (e.g. 50); 0 (default): behind an idle spin")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_profile)
     return p

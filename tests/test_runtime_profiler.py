@@ -456,3 +456,48 @@ def test_the_issued_as_run_fallback_drains_the_gpu_before_each_timed_call(monkey
     assert (dev_t, host_t, len(calls)) == ([0.02] * 3, [0.015] * 3, 3)
     assert seen == [("sync", "profile"), ("call", None)] * 3
     assert ph.queue_full == ["eager spec bs 8 @ctx 512"]
+
+
+def test_behind_same_times_each_call_right_behind_its_own_lead(monkeypatch):
+    """``_behind_same`` (``--extend-lead-ms``): per repeat a spin, ``ceil(lead / device)`` calls
+    of the same forward, then the timed call with the spin's event as its marker; a repeat
+    whose spin ended before the timed call was issued is dropped and the spin doubled (counted
+    per group). No lead, or no GPU: nothing is timed (the spin times stand)."""
+    from types import SimpleNamespace
+
+    from specsched.runtime.profile_gpu import GpuPhases
+
+    seen = []
+    ph = object.__new__(GpuPhases)
+    ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext(),
+                             synchronize=lambda why: seen.append("sync"))
+    ph.busy = SimpleNamespace(available=True, occupy=lambda s: seen.append(("spin", round(s, 6))) or f"ev{len(seen)}")
+    ph.repeats, ph.reps, ph.spin_retries, ph.extend_lead_s = 3, {}, {}, 0.05
+    monkeypatch.setattr(GpuPhases, "_warm_and_plan", lambda self, label, fn, want: want)
+    monkeypatch.setattr(GpuPhases, "_tick", lambda self: None)
+    dry = iter([False, True, False, False])
+
+    def timed(fn, marker=None):
+        assert marker is not None and str(marker).startswith("ev")
+        seen.append("timed")
+        return 0.021, 0.001, next(dry)
+
+    monkeypatch.setattr(GpuPhases, "_timed_call", staticmethod(timed))
+    out = ph._behind_same("extend 1024 tok @ctx 512", "extend_lead", lambda: seen.append("call"),
+                          device_s=0.02, host_s=0.001)
+    assert out == [0.021] * 3
+    k = 3  # ceil(0.05 / 0.02)
+    spin = 2.0 * (k + 1) * 0.001 + 0.003
+    per_repeat = [("spin", round(spin, 6))] + ["call"] * k + ["timed"]
+    doubled = [("spin", round(2 * spin, 6))] + ["call"] * k + ["timed"]
+    assert seen == per_repeat + per_repeat + doubled + doubled + ["sync"]
+    assert ph.spin_retries == {"extend_lead": 1} and ph.reps == {"extend_lead": [3]}
+    ph.extend_lead_s = 0.0
+    assert ph._behind_same("x", "extend_lead", lambda: None, device_s=0.02, host_s=0.001) == []
+    ph.extend_lead_s, ph.dev.is_gpu = 0.05, False
+    assert ph._behind_same("x", "extend_lead", lambda: None, device_s=0.02, host_s=0.001) == []
+
+
+def test_extend_lead_outside_its_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="extend_lead_s"):
+        profile_device(**{**ARGS, "extend_lead_s": 2.0})
