@@ -215,17 +215,18 @@ def _run_command(args: argparse.Namespace) -> int:
     resolved = format_resolved(scenario._resolved_defaults)
     if resolved:
         print(resolved)
+    from specsched.analysis.overrides import parse_overrides, unread_in_file, unread_overrides
+
+    given = parse_overrides(args.set) if args.set else {}
+    # before --seed: with_value validates a full dump, after which every key reads as set in the file
+    notes = [*unread_overrides(scenario, given), *unread_in_file(scenario, given)]
     if args.seed is not None:
         from specsched.sim.config import with_value
 
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     check_size(scenario, args.max_requests)
     check_fits(scenario)
-    # after the refusals: bad input stays one line
-    from specsched.analysis.overrides import parse_overrides, unread_in_file, unread_overrides
-
-    given = parse_overrides(args.set) if args.set else {}
-    for note in [*unread_overrides(scenario, given), *unread_in_file(scenario, given)]:
+    for note in notes:  # after the refusals: bad input stays one line
         print(note, file=sys.stderr)
     from specsched.sim.profile import load_profile
     from specsched.sim.report import format_report
