@@ -293,6 +293,14 @@ _TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an inte
 "Input should be a valid integer")."""
 
 
+def _choice_text(value: Any, expected: str) -> str:
+    """An enum's or literal's refusal in the project's words: ``allowed: a, b, c``, and the
+    closest allowed value when the value looks like a typo of one (``stream-wait``)."""
+    choices = re.findall(r"'([^']*)'", expected) or [expected]
+    near = difflib.get_close_matches(str(value), choices, n=1)
+    return "allowed: " + ", ".join(choices) + (f"; did you mean {near[0]!r}?" if near else "")
+
+
 def validation_error(file: str, err: ValidationError, data: dict[str, Any],
                      root: type[BaseModel] | None = None) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed.
@@ -320,6 +328,8 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     msg = _TYPE_WORDS.get(first["type"], msg)
+    if first["type"] in ("enum", "literal_error"):  # pydantic: "Input should be 'a', 'b' or 'c'"
+        msg = _choice_text(value, str((first.get("ctx") or {}).get("expected", "")))
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
