@@ -301,6 +301,15 @@ def _choice_text(value: Any, expected: str) -> str:
     return "allowed: " + ", ".join(choices) + (f"; did you mean {near[0]!r}?" if near else "")
 
 
+def nested_home(parent: tuple[Any, ...] | list[str], key: str, root: type[BaseModel] | None = None) -> str | None:
+    """The dotted key one block down from ``parent`` where ``key`` is a field
+    (``chunked_prefill_size`` at the top level -> ``server.chunked_prefill_size``), for an
+    unknown key that was written one level too high; None when no block (or more than one) has it."""
+    homes = [block for block in _allowed_keys(tuple(parent), root)
+             if key in _allowed_keys((*parent, block), root)]
+    return ".".join(str(x) for x in (*parent, homes[0])) + f".{key}" if len(homes) == 1 else None
+
+
 def validation_error(file: str, err: ValidationError, data: dict[str, Any],
                      root: type[BaseModel] | None = None) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed.
@@ -343,8 +352,8 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
             key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
-        near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + allowed_keys_text(loc[:-1], allowed, root)
+        near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near[0] else "") + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
 
 

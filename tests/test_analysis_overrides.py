@@ -78,6 +78,24 @@ def test_unknown_key_names_the_key_and_the_allowed_ones(scenario):
     check_key("reference.base.output_throughput")  # free-form mapping
 
 
+@pytest.mark.parametrize(("given", "home"), [("chunked_prefill_size", "server.chunked_prefill_size"),
+                                             ("num_requests", "workload.num_requests"),
+                                             ("mean_accept_length", "acceptance.mean_accept_length")])
+def test_a_block_key_set_without_its_block_names_the_dotted_key(given, home):
+    """``--set chunked_prefill_size=4096`` (the block left out) names the key it meant,
+    ``server.chunked_prefill_size``, not only the top-level keys; a near typo of a top-level
+    key still gets that key, and a key of no block gets no guess."""
+    with pytest.raises(ConfigError) as e:
+        check_key(given, value=1)
+    assert f"did you mean {home!r}?" in e.value.allowed, e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        check_key("sed", value=1)
+    assert "did you mean 'seed'?" in e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        check_key("zzzz_qqqq", value=1)
+    assert "did you mean" not in e.value.allowed
+
+
 def test_bad_value_is_a_config_error_with_the_key(scenario):
     with pytest.raises(ConfigError) as e:
         load_scenario_with_overrides(scenario, "base", ["server.max_running_requests=0"])

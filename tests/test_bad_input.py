@@ -143,6 +143,14 @@ def test_a_value_outside_a_fixed_set_lists_the_allowed_values(tmp_path, capsys, 
     assert err.endswith(tail) and "Input should be" not in err, err
 
 
+def test_a_server_key_written_at_the_top_level_names_its_block(tmp_path, capsys):
+    """A scenario file with ``chunked_prefill_size`` at the top level (not under
+    ``server:``) is refused naming the key it belongs to, ``server.chunked_prefill_size``."""
+    path = small_scenario(tmp_path, **{"seed: 1": "seed: 1\nchunked_prefill_size: 4096"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert "chunked_prefill_size = 4096: unknown key; did you mean 'server.chunked_prefill_size'?" in err, err
+
+
 def test_chunk_above_int32_names_file_key_value_and_range(tmp_path, capsys):
     """chunked_prefill_size has an upper bound, SGLang's int32 KV slot index (it ran a chunk of
     1e29 tokens as no chunking); -1 (off) and 2**31 - 1 still load."""
