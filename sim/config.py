@@ -343,8 +343,10 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
         return ConfigError(file, own.lstrip("."), cause.value, cause.allowed)
-    if first["type"] == "missing":
+    if first["type"] == "missing":  # pydantic: "Field required"
         value = "<missing>"
+        msg = "required" + (" (specsched schema lists every key: type, default, allowed values)"
+                            if root in (None, Scenario) else "")
     elif isinstance(value, dict):
         value = "{...}"
         head, _, rest = msg.partition(" ")

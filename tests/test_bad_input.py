@@ -151,6 +151,16 @@ def test_a_server_key_written_at_the_top_level_names_its_block(tmp_path, capsys)
     assert "chunked_prefill_size = 4096: unknown key; did you mean 'server.chunked_prefill_size'?" in err, err
 
 
+@pytest.mark.parametrize(("replace", "key"), [({"name: batch8-ll\n": ""}, "name"),
+                                            ({"  kind: closed_loop\n": ""}, "workload.kind")])
+def test_a_missing_required_key_says_required_and_where_the_keys_are_listed(tmp_path, capsys, replace, key):
+    """A required key left out reads "required" and points at ``specsched schema``, not
+    pydantic's "Field required"."""
+    path = small_scenario(tmp_path, **replace)
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert f"{key} = '<missing>': required (specsched schema lists every key" in err and "Field" not in err, err
+
+
 def test_chunk_above_int32_names_file_key_value_and_range(tmp_path, capsys):
     """chunked_prefill_size has an upper bound, SGLang's int32 KV slot index (it ran a chunk of
     1e29 tokens as no chunking); -1 (off) and 2**31 - 1 still load."""
