@@ -337,6 +337,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     msg = _TYPE_WORDS.get(first["type"], msg)
+    if first["type"] == "model_type" and (first.get("ctx") or {}).get("class_name") == "LengthDist" \
+            and isinstance(value, (int, float)) and not isinstance(value, bool):
+        msg += f", e.g. {{kind: fixed, value: {value}}} (or kind uniform with range_ratio, or kind file)"
     if first["type"] in ("enum", "literal_error"):  # pydantic: "Input should be 'a', 'b' or 'c'"
         msg = _choice_text(value, str((first.get("ctx") or {}).get("expected", "")))
     cause = (first.get("ctx") or {}).get("error")

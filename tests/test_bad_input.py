@@ -161,6 +161,14 @@ def test_a_missing_required_key_says_required_and_where_the_keys_are_listed(tmp_
     assert f"{key} = '<missing>': required (specsched schema lists every key" in err and "Field" not in err, err
 
 
+def test_a_bare_number_for_a_length_shows_the_mapping_it_means(tmp_path, capsys):
+    """``output_len: 1024`` (a number where a length distribution belongs) is refused with
+    the mapping that says it, ``{kind: fixed, value: 1024}``."""
+    path = small_scenario(tmp_path, **{"output_len: {kind: fixed, value: 64}": "output_len: 64"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert "workload.output_len = 64: must be a mapping (key: value), e.g. {kind: fixed, value: 64}" in err, err
+
+
 def test_chunk_above_int32_names_file_key_value_and_range(tmp_path, capsys):
     """chunked_prefill_size has an upper bound, SGLang's int32 KV slot index (it ran a chunk of
     1e29 tokens as no chunking); -1 (off) and 2**31 - 1 still load."""
