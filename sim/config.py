@@ -73,7 +73,8 @@ class Scenario(BaseModel):
     description: str = Field("", description="Free text.")
     source: str = Field("", description="Where the scenario's settings and reference figures come from.")
     assumptions: list[str] = Field([], description="What the scenario assumes that the source does not say.")
-    profile: str = Field(description="Profile name (profiles/) or path (relative to the scenario file).")
+    profile: str = Field(description="Profile name (profiles/) or path: absolute, else from the current directory, "
+                         "else from the scenario file's folder (--set profile=my.yaml reads ./my.yaml).")
     seed: int = Field(1, ge=0, description="Seed of lengths, arrivals and accept lengths (run --seed overrides it).")
     server: ServerArgs = Field(ServerArgs(), description="SGLang server arguments.")
     acceptance: AcceptanceConfig = Field(AcceptanceConfig(), description="Accept-length distribution.")
