@@ -189,7 +189,8 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
                           "trace file only (its send times are the conversations' turns): leave --arrivals out")
     arrivals = "details" if not agentic and replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
-                                     arrivals=arrivals, **agentic_args(args))
+                                     arrivals=arrivals, **agentic_args(args),
+                                     state_with="--set server.KEY=VALUE, or --scenario S")
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
     return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 

@@ -296,7 +296,7 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     for i, run in enumerate(runs):
         mode = "details" if replays(run, arrivals) else "rate"
         sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}", arrivals=mode,
-                                         **(agentic or {}))
+                                         **(agentic or {}), state_with="--scenario-template")
         path = write_scenario(sc, tables, workdir / f"fit{i}.yaml")[0]
         out.append(FitCase(run, load_scenario_with_overrides(path, overrides=overrides)))
     return out

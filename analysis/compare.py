@@ -112,7 +112,9 @@ def check_arms(scenario_path: str | Path, arms: Sequence[str], seeds: int,
             if e.key != "--arm":
                 raise
             # the loader names its own option; this command's is --arms, with the arm at fault
-            raise ConfigError(e.file, "--arms", arm, e.allowed) from None
+            hint = (f"; to compare a key's values: specsched sweep {scenario_path} --grid {arm},OTHER "
+                    "(or add an arm to the file's arms:)" if "=" in arm else "")
+            raise ConfigError(e.file, "--arms", arm, e.allowed + hint) from None
     return scenarios
 
 

@@ -529,7 +529,7 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
     return w, notes, table
 
 
-def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
+def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> dict[str, Any]:
     info = run.extra.get("server_info")
     if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
         n_p = len(info["prefill"]) if isinstance(info.get("prefill"), list) else "?"
@@ -544,7 +544,7 @@ def _server(run: BenchRun, notes: list[str]) -> dict[str, Any]:
                          "is one colocated server; state a layout under server.disaggregation (docs/disaggregation.md)")
         info = {k: v for k, v in info.items() if k != "disaggregation_mode"}
     if not isinstance(info, dict):
-        notes.append("server: the line has no server_info; specsched's defaults (state them with --template)")
+        notes.append(f"server: the line has no server_info; specsched's defaults (state them with {state_with})")
         return {}
     info = _server_level_dp(info, notes)
     info = _effective_running(info, notes)
@@ -846,7 +846,8 @@ def _tp_note(run: BenchRun, profile: str, notes: list[str]) -> None:
 
 
 def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
-                     drafts: tuple[int, list[float] | None] | None = None) -> dict[str, Any]:
+                     drafts: tuple[int, list[float] | None] | None = None,
+                     state_with: str = "--template") -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
     but not with which drafter and window: :data:`ASSUMED_DRAFTER` (with the chain drafter
     ``named`` by server_info instead of eagle, if the model has it), its chain lengthened when
@@ -882,7 +883,7 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
             else "names neither the drafter kind nor its window")
     args = ", ".join(f"{k} {v}" for k, v in d.items())
     notes.append(f"server: the line's accept_length {acc:.3f} says the server decoded speculatively, but the line "
-                 f"{said}: assumed {args} ({why}); state the real ones with --template")
+                 f"{said}: assumed {args} ({why}); state the real ones with {state_with}")
     return d
 
 
@@ -890,7 +891,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                         template: str | None = None, lengths: str = "args",
                         arrivals: str = "rate", dataset_path: str | None = None, dataset_offset: int | None = None,
                         agentic_max_turns: int | None = None,
-                        num_conversations: int | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+                        num_conversations: int | None = None,
+                        state_with: str = "--template") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """A scenario (plain dict, validated) reproducing ``run``'s arguments.
 
     Args:
@@ -906,6 +908,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         dataset_path, dataset_offset, agentic_max_turns, num_conversations: an
             ``agentic-trace`` line's trace file and bench_serving's --dataset-offset,
             --agentic-max-turns and --num-prompts (:func:`_agentic_workload`).
+        state_with: the calling command's way to state server arguments the line lacks,
+            named in the assumptions (``scenario from-bench``: ``--template``).
 
     Returns:
         (scenario dict, tables the caller writes beside the YAML: length histograms
@@ -987,7 +991,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         sc["acceptance"] = t.acceptance.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         notes.append(f"server and acceptance from the template {Path(template).name}")
     else:
-        sc["server"] = _server(run, notes)
+        sc["server"] = _server(run, notes, state_with)
     _tp_note(run, profile, notes)
     acc = _accept_length(run)
     drafts = _vllm_drafts(run) if acc is not None else None
@@ -995,7 +999,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     if acc is not None and not spec and not template:
         info = run.extra.get("server_info")
         named = info.get("speculative_algorithm") if isinstance(info, dict) else None
-        sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts))
+        sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts, state_with))
         spec = True
     if acc is not None and spec and not template:
         window = sc["server"].get("speculative_num_draft_tokens", 1)

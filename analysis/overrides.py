@@ -23,6 +23,7 @@ from specsched.sim.config import (
     allowed_keys_text,
     deep_merge,
     load_scenario,
+    nested_home,
     pin_acceptance_window,
     validation_error,
 )
@@ -163,7 +164,9 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
                 near = difflib.get_close_matches(part, list(fields), n=1)
-                hint = f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near else ""
+                home = nested_home(parts[:i], part) if not near and i == len(parts) - 1 else None
+                hint = (f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near
+                        else f"; did you mean {home!r}?" if home else "")
                 raise ConfigError(file, dotted, shown,
                                   f"unknown key under {where}{hint}{allowed_keys_text(parts[:i], list(fields))}")
             model = _unwrap(fields[part].annotation)

@@ -73,7 +73,8 @@ class Scenario(BaseModel):
     description: str = Field("", description="Free text.")
     source: str = Field("", description="Where the scenario's settings and reference figures come from.")
     assumptions: list[str] = Field([], description="What the scenario assumes that the source does not say.")
-    profile: str = Field(description="Profile name (profiles/) or path (relative to the scenario file).")
+    profile: str = Field(description="Profile name (profiles/) or path: absolute, else from the current directory, "
+                         "else from the scenario file's folder (--set profile=my.yaml reads ./my.yaml).")
     seed: int = Field(1, ge=0, description="Seed of lengths, arrivals and accept lengths (run --seed overrides it).")
     server: ServerArgs = Field(ServerArgs(), description="SGLang server arguments.")
     acceptance: AcceptanceConfig = Field(AcceptanceConfig(), description="Accept-length distribution.")
@@ -293,6 +294,23 @@ _TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an inte
 "Input should be a valid integer")."""
 
 
+def _choice_text(value: Any, expected: str) -> str:
+    """An enum's or literal's refusal in the project's words: ``allowed: a, b, c``, and the
+    closest allowed value when the value looks like a typo of one (``stream-wait``)."""
+    choices = re.findall(r"'([^']*)'", expected) or [expected]
+    near = difflib.get_close_matches(str(value), choices, n=1)
+    return "allowed: " + ", ".join(choices) + (f"; did you mean {near[0]!r}?" if near else "")
+
+
+def nested_home(parent: tuple[Any, ...] | list[str], key: str, root: type[BaseModel] | None = None) -> str | None:
+    """The dotted key one block down from ``parent`` where ``key`` is a field
+    (``chunked_prefill_size`` at the top level -> ``server.chunked_prefill_size``), for an
+    unknown key that was written one level too high; None when no block (or more than one) has it."""
+    homes = [block for block in _allowed_keys(tuple(parent), root)
+             if key in _allowed_keys((*parent, block), root)]
+    return ".".join(str(x) for x in (*parent, homes[0])) + f".{key}" if len(homes) == 1 else None
+
+
 def validation_error(file: str, err: ValidationError, data: dict[str, Any],
                      root: type[BaseModel] | None = None) -> ConfigError:
     """Turn pydantic's first error into a ConfigError with file, dotted key, value, allowed.
@@ -320,12 +338,19 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     msg = _TYPE_WORDS.get(first["type"], msg)
+    if first["type"] == "model_type" and (first.get("ctx") or {}).get("class_name") == "LengthDist" \
+            and isinstance(value, (int, float)) and not isinstance(value, bool):
+        msg += f", e.g. {{kind: fixed, value: {value}}} (or kind uniform with range_ratio, or kind file)"
+    if first["type"] in ("enum", "literal_error"):  # pydantic: "Input should be 'a', 'b' or 'c'"
+        msg = _choice_text(value, str((first.get("ctx") or {}).get("expected", "")))
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):  # a check across fields names its own key
         own = cause.key if not cause.key.startswith(".") else (key if loc else "") + cause.key
         return ConfigError(file, own.lstrip("."), cause.value, cause.allowed)
-    if first["type"] == "missing":
+    if first["type"] == "missing":  # pydantic: "Field required"
         value = "<missing>"
+        msg = "required" + (" (specsched schema lists every key: type, default, allowed values)"
+                            if root in (None, Scenario) else "")
     elif isinstance(value, dict):
         value = "{...}"
         head, _, rest = msg.partition(" ")
@@ -333,8 +358,8 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
             key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
-        near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near else "") + allowed_keys_text(loc[:-1], allowed, root)
+        near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
+        msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near[0] else "") + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
 
 

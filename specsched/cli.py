@@ -215,17 +215,18 @@ def _run_command(args: argparse.Namespace) -> int:
     resolved = format_resolved(scenario._resolved_defaults)
     if resolved:
         print(resolved)
+    from specsched.analysis.overrides import parse_overrides, unread_in_file, unread_overrides
+
+    given = parse_overrides(args.set) if args.set else {}
+    # before --seed: with_value validates a full dump, after which every key reads as set in the file
+    notes = [*unread_overrides(scenario, given), *unread_in_file(scenario, given)]
     if args.seed is not None:
         from specsched.sim.config import with_value
 
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     check_size(scenario, args.max_requests)
     check_fits(scenario)
-    # after the refusals: bad input stays one line
-    from specsched.analysis.overrides import parse_overrides, unread_in_file, unread_overrides
-
-    given = parse_overrides(args.set) if args.set else {}
-    for note in [*unread_overrides(scenario, given), *unread_in_file(scenario, given)]:
+    for note in notes:  # after the refusals: bad input stays one line
         print(note, file=sys.stderr)
     from specsched.sim.profile import load_profile
     from specsched.sim.report import format_report
@@ -362,7 +363,18 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             sp.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])
         if not any("--quiet" in a.option_strings for a in sp._actions):
             sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    _no_abbreviations(p)
     return p
+
+
+def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """Options only by their full names, in every command and subcommand: argparse took
+    ``compare --seed 3`` for ``--seeds 3`` (three seeds, not the first seed 3)."""
+    parser.allow_abbrev = False
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                _no_abbreviations(sp)
 
 
 def _reader_went_away() -> int:
@@ -374,6 +386,27 @@ def _reader_went_away() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return 128 + 13
+
+
+def refuse_unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> NoReturn:
+    """Refuse arguments the command does not take, in the command's own name, with the
+    option each unknown one is closest to (``compare --seed 3``: ``--seeds``; ``run --seeds
+    3``: ``--seed``). Options are never abbreviated (``allow_abbrev`` off), so a near name
+    is refused here rather than read as another option."""
+    import difflib
+
+    cmd = parser
+    while True:  # down to the (sub)command that was named: `scenario from-bench`
+        sub = next((a for a in cmd._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or not isinstance(chosen := sub.choices.get(getattr(args, sub.dest, None)), argparse.ArgumentParser):
+            break
+        cmd = chosen
+    options = [o for a in cmd._actions for o in a.option_strings if o.startswith("--")]
+    near = [(t.split("=", 1)[0], m[0]) for t in extra if t.startswith("--")
+            for m in [difflib.get_close_matches(t.split("=", 1)[0], options, n=1, cutoff=0.7)] if m]
+    hint = ("" if not near else f"; did you mean {near[0][1]}?" if sum(t.startswith("--") for t in extra) == 1
+            else f"; did you mean {', '.join(f'{m} (for {t})' for t, m in near)}?")
+    cmd.error(f"unrecognized arguments: {' '.join(extra)}{hint} ({cmd.prog} --help lists its options)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -389,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                 # options: say what to install rather than that they are unknown
                 if getattr(args, "missing_dependency", None) is not None:
                     raise args.missing_dependency
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+                refuse_unrecognized(parser, args, extra)
             return int(args.func(args) or 0)
         except (ConfigError, MissingDependency) as e:
             if isinstance(e, ConfigError) and e.file == "<scenario>" and isinstance(getattr(args, "scenario", None), str):

@@ -107,6 +107,19 @@ def test_bad_inputs(scenario):
         compare.compare_arms(scenario, ["base", "stream_wait"], 1, ["bogus_ms"], runner=synthetic_run)
 
 
+def test_a_key_value_given_as_an_arm_points_at_sweep(scenario):
+    """``--arms base,server.chunked_prefill_size=4096`` (a key's value where an arm's name
+    belongs) is refused with the sweep that compares a key's values; a plain unknown arm gets
+    only the allowed arms."""
+    with pytest.raises(ConfigError) as e:
+        compare.check_arms(scenario, ["base", "server.chunked_prefill_size=4096"], 1, None)
+    assert e.value.key == "--arms" and e.value.value == "server.chunked_prefill_size=4096"
+    assert f"specsched sweep {scenario} --grid server.chunked_prefill_size=4096,OTHER" in e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        compare.check_arms(scenario, ["base", "nope"], 1, None)
+    assert "sweep" not in e.value.allowed and e.value.allowed.startswith("allowed: base")
+
+
 def _boom(scenario, seed):
     raise RuntimeError("model exploded")
 

@@ -78,6 +78,24 @@ def test_unknown_key_names_the_key_and_the_allowed_ones(scenario):
     check_key("reference.base.output_throughput")  # free-form mapping
 
 
+@pytest.mark.parametrize(("given", "home"), [("chunked_prefill_size", "server.chunked_prefill_size"),
+                                             ("num_requests", "workload.num_requests"),
+                                             ("mean_accept_length", "acceptance.mean_accept_length")])
+def test_a_block_key_set_without_its_block_names_the_dotted_key(given, home):
+    """``--set chunked_prefill_size=4096`` (the block left out) names the key it meant,
+    ``server.chunked_prefill_size``, not only the top-level keys; a near typo of a top-level
+    key still gets that key, and a key of no block gets no guess."""
+    with pytest.raises(ConfigError) as e:
+        check_key(given, value=1)
+    assert f"did you mean {home!r}?" in e.value.allowed, e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        check_key("sed", value=1)
+    assert "did you mean 'seed'?" in e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        check_key("zzzz_qqqq", value=1)
+    assert "did you mean" not in e.value.allowed
+
+
 def test_bad_value_is_a_config_error_with_the_key(scenario):
     with pytest.raises(ConfigError) as e:
         load_scenario_with_overrides(scenario, "base", ["server.max_running_requests=0"])
@@ -237,3 +255,24 @@ def test_a_scenario_files_workload_key_its_kind_does_not_read_gets_the_note(tmp_
                                               "user_len: {kind: fixed, value: 8}}\n").replace("num_requests: 3", "num_requests: 4"))
     assert main(["run", "m.yaml", "--out", "o2"]) == 0
     assert "changes nothing" not in capsys.readouterr().err
+
+
+def test_run_seed_adds_no_note_for_workload_keys_the_file_does_not_set(tmp_path, capsys, monkeypatch):
+    """``specsched run S --seed N`` on a closed-loop file that sets neither request_rate,
+    max_concurrency nor priorities prints no "changes nothing" note for them (it named all
+    three: the seed's copy of the scenario read every key as set in the file); a key the file
+    does set still gets its note with --seed."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    body = ("name: c\nprofile: h200-1b\nserver: {speculative_algorithm: none}\nworkload:\n  kind: closed_loop\n"
+            "  num_requests: 3\n  concurrency: 2\n"
+            "  input_len: {kind: fixed, value: 16}\n  output_len: {kind: fixed, value: 4}\n")
+    (tmp_path / "c.yaml").write_text(body)
+    assert main(["run", "c.yaml", "--seed", "3", "--out", "o1"]) == 0
+    assert "changes nothing" not in capsys.readouterr().err
+    (tmp_path / "r.yaml").write_text(body.replace("  concurrency: 2\n", "  concurrency: 2\n  request_rate: 5\n"))
+    assert main(["run", "r.yaml", "--seed", "3", "--out", "o2"]) == 0
+    err = capsys.readouterr().err
+    assert "note: r.yaml: workload.request_rate changes nothing in this run" in err
+    assert "max_concurrency" not in err and "priorities" not in err

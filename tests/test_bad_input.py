@@ -127,6 +127,48 @@ def test_bad_scenario_value(tmp_path, capsys, case, replace, key):
     _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path), key)
 
 
+@pytest.mark.parametrize(("replace", "tail"), [
+    ({"sync_mode: host_block": "sync_mode: stream-wait"},
+     "server.sync_mode = 'stream-wait': allowed: host_block, stream_wait, cross_queue_wait; did you mean 'stream_wait'?"),
+    ({"kind: closed_loop": "kind: closedloop"},
+     "workload.kind = 'closedloop': allowed: burst, closed_loop, poisson, trace, multi_turn; did you mean 'closed_loop'?"),
+    ({"sync_mode: host_block": "sync_mode: zzz"}, "server.sync_mode = 'zzz': allowed: host_block, stream_wait, cross_queue_wait"),
+])
+def test_a_value_outside_a_fixed_set_lists_the_allowed_values(tmp_path, capsys, replace, tail):
+    """A value outside an enum or a literal reads in the project's words, ``allowed: a, b, c``
+    (and the closest one when it looks like a typo), not pydantic's "Input should be 'a', 'b'
+    or 'c'"."""
+    path = small_scenario(tmp_path, **replace)
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert err.endswith(tail) and "Input should be" not in err, err
+
+
+def test_a_server_key_written_at_the_top_level_names_its_block(tmp_path, capsys):
+    """A scenario file with ``chunked_prefill_size`` at the top level (not under
+    ``server:``) is refused naming the key it belongs to, ``server.chunked_prefill_size``."""
+    path = small_scenario(tmp_path, **{"seed: 1": "seed: 1\nchunked_prefill_size: 4096"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert "chunked_prefill_size = 4096: unknown key; did you mean 'server.chunked_prefill_size'?" in err, err
+
+
+@pytest.mark.parametrize(("replace", "key"), [({"name: batch8-ll\n": ""}, "name"),
+                                            ({"  kind: closed_loop\n": ""}, "workload.kind")])
+def test_a_missing_required_key_says_required_and_where_the_keys_are_listed(tmp_path, capsys, replace, key):
+    """A required key left out reads "required" and points at ``specsched schema``, not
+    pydantic's "Field required"."""
+    path = small_scenario(tmp_path, **replace)
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert f"{key} = '<missing>': required (specsched schema lists every key" in err and "Field" not in err, err
+
+
+def test_a_bare_number_for_a_length_shows_the_mapping_it_means(tmp_path, capsys):
+    """``output_len: 1024`` (a number where a length distribution belongs) is refused with
+    the mapping that says it, ``{kind: fixed, value: 1024}``."""
+    path = small_scenario(tmp_path, **{"output_len: {kind: fixed, value: 64}": "output_len: 64"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert "workload.output_len = 64: must be a mapping (key: value), e.g. {kind: fixed, value: 64}" in err, err
+
+
 def test_chunk_above_int32_names_file_key_value_and_range(tmp_path, capsys):
     """chunked_prefill_size has an upper bound, SGLang's int32 KV slot index (it ran a chunk of
     1e29 tokens as no chunking); -1 (off) and 2**31 - 1 still load."""
@@ -304,7 +346,7 @@ def test_an_out_folder_under_a_file_is_refused_before_the_run(tmp_path, capsys):
 
 @pytest.mark.parametrize(("turns", "needles"), [
     ("{kind: uniform, value: 0}", ("workload.multi_turn.num_turns.value = 0", "must be >= 1")),
-    ("{kind: gauss, value: 3}", ("workload.multi_turn.num_turns.kind = 'gauss'", "'fixed', 'uniform' or 'file'")),
+    ("{kind: gauss, value: 3}", ("workload.multi_turn.num_turns.kind = 'gauss'", "allowed: fixed, uniform, file")),
     ("{kind: uniform}", ("workload.multi_turn.num_turns = ", "needs 'value'")),
     ("{kind: fixed, value: 3, x: 1}", ("workload.multi_turn.num_turns.x = 1", "unknown key; allowed: kind")),
     ("2.5", ("workload.multi_turn.num_turns = 2.5", "integer")),

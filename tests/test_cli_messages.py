@@ -40,6 +40,24 @@ def test_a_missing_required_option_is_one_line_too(capsys):
     assert "--arms" in _one_line_error(["compare", "burst256-ht"], capsys)
 
 
+@pytest.mark.parametrize(("argv", "says"), [
+    # was read as --seeds 3 (three seeds) by argparse's abbreviations, and run at once
+    (["compare", "burst256-ht", "--arms", "base,both", "--seed", "3", "--no-save"],
+     "specsched compare: error: unrecognized arguments: --seed 3; did you mean --seeds?"),
+    (["run", "burst256-ht", "--seeds", "3"], "specsched run: error: unrecognized arguments: --seeds 3; did you mean --seed?"),
+    (["run", "burst256-ht", "--sed", "3", "--outt", "x"],
+     "unrecognized arguments: --sed 3 --outt x; did you mean --seed (for --sed), --out (for --outt)?"),
+    (["scenario", "from-bench", "x.jsonl", "--profile", "h200-1b", "--burst", "2"],
+     "specsched scenario from-bench: error: unrecognized arguments: --burst 2; did you mean --burstiness?"),
+])
+def test_an_unknown_or_shortened_option_is_refused_naming_the_closest_one(argv, says, capsys):
+    """Options are taken by their full names only: a shortened or mistyped one is refused in
+    the command's name with the option it is closest to, before anything runs."""
+    err = _one_line_error(argv, capsys)
+    cmd = " ".join(argv[:2 if argv[0] == "scenario" else 1])
+    assert err.startswith(f"specsched {cmd}: error: ") and says in err and f"specsched {cmd} --help" in err, err
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(max_value=0))
 def test_any_seed_count_below_one_is_refused_in_one_line(n):

@@ -184,7 +184,7 @@ def test_drawn_turn_counts_are_held_to_the_request_limit(turns):
 
 @pytest.mark.parametrize("turns, key, says", [
     ({"kind": "fixed", "value": 0}, "workload.multi_turn.num_turns.value", "must be >= 1"),
-    ({"kind": "zipf", "value": 3}, "workload.multi_turn.num_turns.kind", "'fixed', 'uniform' or 'file'"),
+    ({"kind": "zipf", "value": 3}, "workload.multi_turn.num_turns.kind", "allowed: fixed, uniform, file"),
 ])
 def test_a_bad_turn_distribution_names_its_own_key(tmp_path, turns, key, says):
     """num_turns is a count or a distribution: a bad distribution was reported as the count's

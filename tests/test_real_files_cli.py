@@ -155,6 +155,21 @@ def test_a_built_scenario_predicts_as_the_written_one(tmp_path, capsys, monkeypa
     assert a["predicted"].tolist() == pytest.approx(b["predicted"].tolist(), nan_ok=True)
 
 
+def test_the_assumption_of_server_defaults_names_the_commands_own_option(tmp_path, capsys, monkeypatch):
+    """A line without server_info gets specsched's server defaults; the assumption says how
+    to state the real ones with an option the command has: ``scenario from-bench``
+    ``--template``, ``validate --measured`` ``--set`` or ``--scenario`` (it named
+    ``--template``, which validate does not take)."""
+    monkeypatch.chdir(tmp_path)
+    f = f"{DATA / 'bench' / 'sglang-0.5.23.jsonl'}:1"
+    assert main(["validate", "--measured", f, "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
+    out = capsys.readouterr().out
+    assert "no server_info; specsched's defaults (state them with --set server.KEY=VALUE, or --scenario S)" in out, out
+    assert "--template" not in out
+    assert main(["scenario", "from-bench", f, "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    assert "no server_info; specsched's defaults (state them with --template)" in capsys.readouterr().out
+
+
 def test_a_vllm_line_with_only_its_details_validates_in_one_command(tmp_path, capsys, monkeypatch):
     """vLLM writes no length arguments: with ``--save-detailed`` the lengths are the line's own
     histograms, written beside the scenario in the output folder (the command used to refuse

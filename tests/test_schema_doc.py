@@ -28,3 +28,21 @@ def test_every_field_is_listed_with_type_and_default():
     assert listed["server.max_running_requests"].sglang == "--max-running-requests"
     assert "dspark" in listed["server.speculative_algorithm"].allowed
     assert listed["server.chunked_prefill_size"].unit == "tokens"
+
+
+def test_a_profile_path_is_read_from_the_current_directory_before_the_scenario_folder(tmp_path, monkeypatch):
+    """What the ``profile`` key's description says: a relative path is looked up from the
+    current directory first, then beside the scenario file, then among the bundled names."""
+    from specsched.sim.profile import resolve_profile_path
+
+    assert "else from the current directory, else from the scenario file's folder" in \
+        Scenario.model_fields["profile"].description
+    (tmp_path / "here").mkdir()
+    (tmp_path / "sc").mkdir()
+    scenario = tmp_path / "sc" / "s.yaml"
+    (tmp_path / "sc" / "p.yaml").write_text("x")
+    monkeypatch.chdir(tmp_path / "here")
+    assert resolve_profile_path("p.yaml", scenario).resolve() == (tmp_path / "sc" / "p.yaml").resolve()
+    (tmp_path / "here" / "p.yaml").write_text("x")
+    assert resolve_profile_path("p.yaml", scenario).resolve() == (tmp_path / "here" / "p.yaml").resolve()
+    assert resolve_profile_path("h200-1b", scenario).name == "h200-1b.yaml"
