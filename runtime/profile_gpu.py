@@ -20,6 +20,9 @@ from specsched.runtime.profile_harness import (
     extend_layout,
 )
 
+LEAD_GIVE_UP = 3
+"""Repeats of :meth:`GpuPhases._behind_same` that may find the lead drained before one is kept."""
+
 IDLE_LEAD_KEYS = ("device", "wall", "ext_device", "ext_span", "inj_device", "inj_span")
 """What :meth:`GpuPhases._idle_lead` returns per repeat (seconds; see its docstring)."""
 
@@ -102,49 +105,64 @@ class GpuPhases(Harness):
         self._tick()
         return gpu_t, host_t
 
-    def _behind_same(self, label: str, group: str, fn: Callable[[], object], device_s: float,
-                     host_s: float) -> list[float]:
+    def _behind_same(self, label: str, group: str, fn: Callable[[], object], device_s: float) -> list[float]:
         """Device seconds of ``fn`` timed right behind :attr:`extend_lead_s` seconds of the
-        same call run back to back (GPU only; empty list on CPU or with no lead).
+        same call run back to back (GPU only; empty list on CPU, with no lead, or when the
+        host cannot keep ahead of the GPU).
 
         Why: a busy loop launches an extend while the GPU is still running the previous
         forwards, and dense work leaves the GPU slower for the next one: on an H200 an
         extend-sized stack of products took x1.034 after two of the same, x1.085 after
         ~50 ms of verify-sized ones, x1.000 after the profiler's idle spin
-        (docs/measurements/h200-v32.md, benchmarks/sustained_clock_probe.py). Per repeat: a
-        spin long enough for the host to issue every call (so nothing runs with issue gaps),
-        ``k = ceil(lead / device_s)`` calls of ``fn``, then ``fn`` between two timing
-        events; a repeat whose spin ended before the timed call was issued is repeated with
-        a doubled spin (counted in ``spin_retries``, as :meth:`_kept_busy`).
+        (docs/measurements/h200-v32.md, benchmarks/sustained_clock_probe.py).
+
+        Per repeat, with no synchronize between repeats (the GPU stays loaded):
+        ``k = ceil(lead / device_s)`` calls of ``fn``, an event (the marker), then ``fn``
+        between two timing events. The timed call holds device time alone only if the GPU
+        was still running the lead when the call's last kernel was issued (the marker not
+        complete then); a repeat that found it complete is dropped. No spin: the lead's
+        thousands of kernels would fill the driver's queue of pending launches, and a host
+        blocked on a full queue behind a spin can never get ahead of it (the first version
+        spun for the whole device call that way). A call whose issue outlasts its device
+        time cannot be timed so: after :data:`LEAD_GIVE_UP` dropped repeats with none kept,
+        nothing is returned (the idle-spin times stand, the label goes into ``lead_dry``).
+        At most ``2 n`` repeats, ``n`` the budget's repeats capped at 9.
 
         Args:
             device_s: ``fn``'s device seconds behind an idle spin (sizes ``k``).
-            host_s: ``fn``'s host issue seconds (sizes the spin).
         """
         dev = self.dev
-        if not dev.is_gpu or self.extend_lead_s <= 0 or not self.busy.available:
+        if not dev.is_gpu or self.extend_lead_s <= 0:
             return []
-        n = self._warm_and_plan(f"{label} behind {self.extend_lead_s * 1e3:g} ms of itself", fn, self.repeats)
+        n = min(9, self._warm_and_plan(f"{label} behind {self.extend_lead_s * 1e3:g} ms of itself", fn, self.repeats))
         k = max(1, math.ceil(self.extend_lead_s / max(device_s, 1e-6)))
-        spin = 2.0 * (k + 1) * host_s + 0.003
         out: list[float] = []
+        dropped = 0
         with dev.use("forward"):
-            tries = 0
-            while len(out) < n and tries < 4 * n:
-                tries += 1
-                ev = self.busy.occupy(spin)
+            for _ in range(2 * n):
+                if len(out) >= n or (not out and dropped >= LEAD_GIVE_UP):
+                    break
                 for _ in range(k):
                     fn()
-                t, _, ran_dry = self._timed_call(fn, ev)
+                t, _, ran_dry = self._timed_call(fn, self._marker())
                 if ran_dry:
-                    spin = min(2 * spin, 1.0)
+                    dropped += 1
                     self.spin_retries[group] = self.spin_retries.get(group, 0) + 1
                 else:
                     out.append(t)
             dev.synchronize("profile")
-        self.reps.setdefault(group, []).append(n)
+        if not out:
+            self.lead_dry.append(label)
+        self.reps.setdefault(group, []).append(len(out))
         self._tick()
         return out
+
+    @staticmethod
+    def _marker() -> Any:
+        """An event recorded now on the current stream (query() is False until the GPU reaches it)."""
+        ev = torch.cuda.Event()
+        ev.record()
+        return ev
 
     def _issued_as_run(self, label: str, fn: Callable[[], object], n: int) -> tuple[list[float], list[float]]:
         """``n`` calls timed with the GPU idle before each: events around the call hold the
@@ -356,10 +374,8 @@ class GpuPhases(Harness):
                 self.ext_spin_s[i][j] = statistics.median(te)
                 self.inj_spin_s[i][j] = statistics.median(ti)
                 # with a lead (extend_lead_s > 0, GPU): each behind that much of itself
-                le = self._behind_same(f"extend {t} tok @ctx {col:g}", "extend_lead", ext,
-                                       self.ext_spin_s[i][j], statistics.median(he))
-                li = self._behind_same(f"inject {t} tok @ctx {col:g}", "inject_lead", inj,
-                                       self.inj_spin_s[i][j], statistics.median(hi))
+                le = self._behind_same(f"extend {t} tok @ctx {col:g}", "extend_lead", ext, self.ext_spin_s[i][j])
+                li = self._behind_same(f"inject {t} tok @ctx {col:g}", "inject_lead", inj, self.inj_spin_s[i][j])
                 te, ti = le or te, li or ti
                 self.ext_s[i][j] = statistics.median(te)
                 self.inj_s[i][j] = statistics.median(ti)

@@ -314,6 +314,7 @@ class Harness:
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
         self.spin_retries: dict[str, int] = {}  # by group: calls that found the spin finished (profile_gpu._kept_busy)
+        self.lead_dry: list[str] = []  # calls the host could not keep ahead of behind their lead (profile_gpu._behind_same)
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
         # the host's speed through profiling (runtime/host_reference.py): sampled between
         # measurements, never inside one; the profile's host.reference_work_s

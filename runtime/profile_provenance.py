@@ -168,7 +168,10 @@ class Provenance:
                   if (lo := loaded[i][j]) > 0 and (sp := spin[i][j]) > 0]
         return (f" Timed behind {self.extend_lead_s * 1e3:g} ms of the same call back to back (a busy loop's "
                 f"GPU state, docs/measurements/h200-v32.md; runtime/profile_gpu.py _behind_same), "
-                f"{self._reps_text(group + '_lead')}; against the same call behind an idle spin: {', '.join(ratios)}.")
+                f"{self._reps_text(group + '_lead')}; against the same call behind an idle spin: {', '.join(ratios)}"
+                + (f"; the host could not keep ahead of these, timed behind the spin alone: "
+                   f"{', '.join(x for x in self.lead_dry if x.startswith(group))}" if any(x.startswith(group) for x in self.lead_dry) else "")
+                + ".")
 
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""

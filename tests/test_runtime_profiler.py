@@ -459,43 +459,45 @@ def test_the_issued_as_run_fallback_drains_the_gpu_before_each_timed_call(monkey
 
 
 def test_behind_same_times_each_call_right_behind_its_own_lead(monkeypatch):
-    """``_behind_same`` (``--extend-lead-ms``): per repeat a spin, ``ceil(lead / device)`` calls
-    of the same forward, then the timed call with the spin's event as its marker; a repeat
-    whose spin ended before the timed call was issued is dropped and the spin doubled (counted
-    per group). No lead, or no GPU: nothing is timed (the spin times stand)."""
+    """``_behind_same`` (``--extend-lead-ms``): per repeat ``ceil(lead / device)`` calls of the
+    same forward, a marker, then the timed call with the marker; a repeat that found the
+    marker reached is dropped (counted per group); no synchronize between repeats. A call
+    the host cannot keep ahead of is given up after LEAD_GIVE_UP drops with none kept (the
+    spin times stand, the label is listed). No lead, or no GPU: nothing is timed."""
     from types import SimpleNamespace
 
-    from specsched.runtime.profile_gpu import GpuPhases
+    from specsched.runtime.profile_gpu import LEAD_GIVE_UP, GpuPhases
 
     seen = []
     ph = object.__new__(GpuPhases)
     ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext(),
                              synchronize=lambda why: seen.append("sync"))
-    ph.busy = SimpleNamespace(available=True, occupy=lambda s: seen.append(("spin", round(s, 6))) or f"ev{len(seen)}")
-    ph.repeats, ph.reps, ph.spin_retries, ph.extend_lead_s = 3, {}, {}, 0.05
+    ph.repeats, ph.reps, ph.spin_retries, ph.lead_dry, ph.extend_lead_s = 3, {}, {}, [], 0.05
     monkeypatch.setattr(GpuPhases, "_warm_and_plan", lambda self, label, fn, want: want)
     monkeypatch.setattr(GpuPhases, "_tick", lambda self: None)
+    monkeypatch.setattr(GpuPhases, "_marker", staticmethod(lambda: seen.append("marker") or "ev"))
     dry = iter([False, True, False, False])
 
     def timed(fn, marker=None):
-        assert marker is not None and str(marker).startswith("ev")
+        assert marker == "ev"
         seen.append("timed")
         return 0.021, 0.001, next(dry)
 
     monkeypatch.setattr(GpuPhases, "_timed_call", staticmethod(timed))
-    out = ph._behind_same("extend 1024 tok @ctx 512", "extend_lead", lambda: seen.append("call"),
-                          device_s=0.02, host_s=0.001)
+    out = ph._behind_same("extend 1024 tok @ctx 512", "extend_lead", lambda: seen.append("call"), device_s=0.02)
     assert out == [0.021] * 3
-    k = 3  # ceil(0.05 / 0.02)
-    spin = 2.0 * (k + 1) * 0.001 + 0.003
-    per_repeat = [("spin", round(spin, 6))] + ["call"] * k + ["timed"]
-    doubled = [("spin", round(2 * spin, 6))] + ["call"] * k + ["timed"]
-    assert seen == per_repeat + per_repeat + doubled + doubled + ["sync"]
-    assert ph.spin_retries == {"extend_lead": 1} and ph.reps == {"extend_lead": [3]}
+    per_repeat = ["call"] * 3 + ["marker", "timed"]   # k = ceil(0.05 / 0.02)
+    assert seen == per_repeat * 4 + ["sync"]
+    assert ph.spin_retries == {"extend_lead": 1} and ph.reps == {"extend_lead": [3]} and ph.lead_dry == []
+    # every repeat finds the lead drained: given up after LEAD_GIVE_UP, the label kept
+    seen.clear()
+    monkeypatch.setattr(GpuPhases, "_timed_call", staticmethod(lambda fn, marker=None: (0.02, 0.03, True)))
+    assert ph._behind_same("extend 256 tok @ctx 512", "extend_lead", lambda: seen.append("call"), device_s=0.002) == []
+    assert seen.count("call") == 25 * LEAD_GIVE_UP and ph.lead_dry == ["extend 256 tok @ctx 512"]
     ph.extend_lead_s = 0.0
-    assert ph._behind_same("x", "extend_lead", lambda: None, device_s=0.02, host_s=0.001) == []
+    assert ph._behind_same("x", "extend_lead", lambda: None, device_s=0.02) == []
     ph.extend_lead_s, ph.dev.is_gpu = 0.05, False
-    assert ph._behind_same("x", "extend_lead", lambda: None, device_s=0.02, host_s=0.001) == []
+    assert ph._behind_same("x", "extend_lead", lambda: None, device_s=0.02) == []
 
 
 def test_extend_lead_outside_its_range_is_refused() -> None:
