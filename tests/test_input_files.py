@@ -217,3 +217,18 @@ def test_a_policy_file_that_is_a_pipe_is_refused_in_one_line(tmp_path, capsys, m
         line = _one_line(capsys)
         assert "server.admission_delay" in line and "not a regular file" in line and "importable" in line, line
         assert not (tmp_path / "out").exists()
+
+
+def test_a_piped_profile_gives_the_hardware_defaults_the_file_gives(tmp_path, capsys, monkeypatch, pipe):
+    """``--set profile=<(cat P.yaml)``: the profile's hardware (the server defaults SGLang
+    fills for it) is read from the pipe too; resolving /dev/fd/N named the pipe, no file,
+    and the defaults were silently left out."""
+    monkeypatch.chdir(tmp_path)
+    prof = ROOT / "profiles" / "h200-1b.yaml"
+    assert main(["run", "h200/batch8", "--set", f"profile={prof}", "--out", "a"]) == 0
+    from_file = capsys.readouterr().out
+    assert main(["run", "h200/batch8", "--set", f"profile={pipe(prof.read_bytes())}", "--out", "b"]) == 0
+    from_pipe = capsys.readouterr().out
+    head = "server defaults for this hardware"
+    assert head in from_file
+    assert from_pipe.split("\n=")[0] == from_file.split("\n=")[0]
