@@ -1073,6 +1073,10 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
+        from specsched.analysis.bench_cli import check_built_context
+
+        for c in cases:   # a request past the model's known context: SGLang rejects it, as `run` says
+            check_built_context(c.scenario, args.profile, c.run.source)   # each scenario built from its line
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
