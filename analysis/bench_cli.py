@@ -195,6 +195,26 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
     return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 
 
+def check_built_context(sc: Any, profile: str | None, source: str | None) -> None:
+    """Refuse a request past the model's known context length, as ``run`` does
+    (:func:`sim.limits.check_context`: SGLang rejects it), for a scenario the runs are predicted
+    with under ``profile`` (None: its own). ``source``: the result line a scenario was built
+    from (``FILE:LINE``), which the refusal then names instead of the built file, a temporary
+    one (None: a scenario the user gave).
+
+    Raises:
+        ConfigError: as :func:`sim.limits.check_context`.
+    """
+    from specsched.sim.limits import check_context
+
+    try:
+        check_context(sc, profile)
+    except ConfigError as e:
+        if source is None:
+            raise
+        raise ConfigError(source, f"{e.key} of the scenario built from the line", e.value, e.allowed) from None
+
+
 def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
     from specsched.sim.bench_serving import read_bench_one, require_measured
@@ -216,6 +236,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
 
     sc, built = _scenario_for(args, measured, workdir)
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
+    check_built_context(sc, args.profile, measured.source if built is not None else None)
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile, warn=False) for i in range(args.seeds)]
     from specsched.sim.grid_range import write_warnings

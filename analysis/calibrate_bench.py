@@ -419,6 +419,24 @@ class FitResult:
     """Fitted figures (residuals, the server log's steps included; the prior's not)."""
     unexplained: list[str] = field(default_factory=list)
     """Lines naming fitted figures left far outside one run's randomness (:func:`unexplained_runs`)."""
+    max_evals: int | None = None
+    """The cap on evaluations the fit ran under (``--max-evals``)."""
+    capped: str = ""
+    """What the cap on evaluations stopped: "" (nothing), ``"fit"`` (the search: the factors are
+    the best point evaluated, not a converged fit) or ``"covariance"`` (only the Jacobian at
+    the fit that the standard errors need: :attr:`cov` is None)."""
+
+    def stopped(self) -> list[str]:
+        """The line saying that the cap on evaluations stopped the fit (or its standard
+        errors), for the report and the fitted profile's provenance; empty when it did not."""
+        if self.capped == "fit":
+            return [f"stopped by --max-evals {self.max_evals}: the cap on evaluations was reached before the fit "
+                    f"converged; the factors are the best of the {self.evals} point(s) evaluated (raise --max-evals to "
+                    "finish it)"]
+        if self.capped == "covariance":
+            return [f"no standard errors: the fit converged, but the Jacobian there needs more evaluations than "
+                    f"--max-evals {self.max_evals} left (raise --max-evals for them)"]
+        return []
 
     def weighting(self) -> str:
         """How the fit weighed the runs against the profile, for the report and the fitted
@@ -460,6 +478,8 @@ class FitResult:
           the start's or the prior's, and loads where the two act differently (saturation)
           are predicted with a split the runs never saw."""
         names = list(self.factors)
+        if self.cov is None and self.capped and (self.figures or 0) > len(names):
+            return []   # the cap, not the runs, left no covariance: :meth:`stopped` says so
         if self.cov is None:
             have = f"{self.figures} fitted figure(s)" if self.figures is not None else "no more fitted figures than factors"
             return [f"not identified: {have} for {len(names)} factor(s) ({', '.join(names)}): nothing left to judge "
@@ -697,7 +717,11 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
         seeds: seeds averaged per prediction (the same at every evaluation).
         metrics: bench_serving metrics compared (those a line lacks are skipped).
         log_samples: :func:`analysis.server_log.decode_step_samples` of a server log, or None.
-        max_evals: objective evaluations allowed (each simulates every case x seeds).
+        max_evals: objective evaluations allowed, a hard cap (each simulates every case x
+            seeds): the start scan's, the local fits' and their Jacobians', and the Jacobian at
+            the fit the standard errors need all count (scipy's ``max_nfev`` counts only the
+            local fits' own). Reached, the fit is the best point evaluated
+            (:attr:`FitResult.capped` says what the cap stopped).
         progress: callable(eval index, loss, factors) or None.
         prior_sd: parameter -> standard deviation of its log factor around 1 (the
             profile's value): a Gaussian prior, one more residual log(factor) / sd per
@@ -738,11 +762,15 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     server = cases[0].scenario.server
     lo, hi = (math.log(x) for x in FACTOR_RANGE)
     cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, Any]], np.ndarray]] = {}
+    points: dict[tuple[float, ...], np.ndarray] = {}   # the log factors of each evaluation
 
     def evaluate(z: np.ndarray, runs: list[list[dict[str, Any]]] | None = None
                  ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
         key = tuple(np.round(z, 12))
         if key not in cache:
+            if len(cache) >= max_evals:   # a hard cap: scipy's max_nfev counts neither the Jacobian's nor the scan's
+                raise _CapReached
+            points[key] = np.array(z, dtype=float)
             factors = tuple(np.exp(z).tolist())
             prof = scale_profile(profile, dict(zip(params, factors, strict=True)))
             if runs is None:
@@ -816,15 +844,19 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     # with 10 % finite differences sees no slope there and stops at a local minimum
     start = z0.copy()
     half = np.where(np.isfinite(prior), SCAN_SD * prior, SCAN_NO_PRIOR)
-    for i in sorted(range(len(params)), key=lambda k: -half[k]):
-        if not len(scan_grid(half[i])):
-            continue
-        grid = []
-        for v in scan_grid(half[i]):
-            z = start.copy()
-            z[i] = float(np.clip(v, lo, hi))
-            grid.append((loss(z), abs(z[i]), z))
-        start = min(grid, key=lambda t: t[:2])[2]   # a tie: the factor nearest the profile's
+    capped = ""
+    try:
+        for i in sorted(range(len(params)), key=lambda k: -half[k]):
+            if not len(scan_grid(half[i])):
+                continue
+            grid = []
+            for v in scan_grid(half[i]):
+                z = start.copy()
+                z[i] = float(np.clip(v, lo, hi))
+                grid.append((loss(z), abs(z[i]), z))
+            start = min(grid, key=lambda t: t[:2])[2]   # a tie: the factor nearest the profile's
+    except _CapReached:
+        capped = "fit"
     # a local fit from the profile and one from the scan's best: the objective has steps (a
     # run whose decode turns host-paced moves its ITL at once), and a start past one sees
     # only its side; the lower of the two ends (or of the starts) is the fit. Both run: on
@@ -832,12 +864,26 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     # still ended lower (decode x1.04, host x1.08 against x1.01, x1.59: a slower host and a
     # slower decode both lengthen the ITL there)
     ends = []
-    for s in ([z0, start] if np.any(start != z0) else [z0]):
-        res = least_squares(objective, s, jac=objective_jac, bounds=(lo, hi), max_nfev=max_evals,
-                            x_scale=1.0, xtol=1e-3, ftol=1e-3)
+    for s in ([] if capped else [z0, start] if np.any(start != z0) else [z0]):
+        try:
+            res = least_squares(objective, s, jac=objective_jac, bounds=(lo, hi), max_nfev=max_evals,
+                                x_scale=1.0, xtol=1e-3, ftol=1e-3)
+        except _CapReached:
+            capped = "fit"
+            break
+        if res.status == 0:   # its own count of evaluations ran out
+            capped = "fit"
         ends += [(loss(res.x), res.x), (loss(s), s)]
+    if capped:   # the best point evaluated, whichever stage it came from
+        ends = [(loss(points[k]), points[k]) for k in cache]
     z = min(ends, key=lambda t: t[0])[1]
     r1, after, lr1 = evaluate(z)
+    cov = None
+    if len(r1) > len(params):   # else no covariance whatever the Jacobian (:func:`covariance`)
+        try:
+            cov = covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1))
+        except _CapReached:
+            capped = capped or "covariance"
     factors = dict(zip(params, np.exp(z).tolist(), strict=True))
     has_log = log_samples is not None and len(log_samples) > 0
     return FitResult(factors, scale_profile(profile, factors), before, after, float(np.sum(r0 ** 2)),
@@ -845,9 +891,14 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      float(np.sum(lr1 ** 2)) if has_log else None,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
                      noise=noise if np.isfinite(prior).any() or noise else {},
-                     cov=covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1)), figures=len(r1),
+                     cov=cov, figures=len(r1),
                      unexplained=unexplained_runs([c.label for c in cases for m in metrics if c.run.summary.get(m)],
-                                                  r1[:len(term_metrics)], term_metrics, own_se))
+                                                  r1[:len(term_metrics)], term_metrics, own_se),
+                     max_evals=max_evals, capped=capped)
+
+
+class _CapReached(Exception):
+    """The fit asked for one evaluation more than ``max_evals`` (:func:`_fit`)."""
 
 
 def unexplained_runs(labels: Sequence[str], resid: np.ndarray, term_metrics: Sequence[str],
@@ -918,7 +969,8 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
                               + f"{result.weighting()}; "
                               + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations"
-                              + "".join(f"; {line}" for line in result.identifiability() + result.unexplained))
+                              + "".join(f"; {line}" for line in
+                                        result.stopped() + result.identifiability() + result.unexplained))
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
             prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
@@ -1021,6 +1073,10 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
+        from specsched.analysis.bench_cli import check_built_context
+
+        for c in cases:   # a request past the model's known context: SGLang rejects it, as `run` says
+            check_built_context(c.scenario, args.profile, c.run.source)   # each scenario built from its line
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
@@ -1051,7 +1107,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(result.weighting())
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
           + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
-    for line in result.identifiability() + result.unexplained:
+    for line in result.stopped() + result.identifiability() + result.unexplained:
         print(line)
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")

@@ -55,11 +55,17 @@ def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_reque
     check_replayed_files(sc)
 
 
-def ignore_sigint() -> None:
-    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each."""
+def ignore_sigint(streams: dict | None = None) -> None:
+    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each.
+    ``streams``: the parent's piped inputs already read (:func:`sim.input_files.streams_read`:
+    a trace given as ``<(zcat trace.csv.gz)`` exists in the parent only)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if streams:
+        from specsched.sim.input_files import adopt_streams
+
+        adopt_streams(streams)
 
 
 def signal_name(signum: int) -> str:
@@ -283,8 +289,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        from specsched.sim.input_files import streams_read
+
         executor = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=ignore_sigint)
+                                       initializer=ignore_sigint, initargs=(streams_read(),))
     try:
         samples, latency = compare.run_arms(args.scenario, arms, args.seeds, overrides=parse_overrides(args.set),
                                             executor=executor, progress=show_progress(args), with_samples=True,

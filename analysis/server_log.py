@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import READ_ERRORS, open_text, unreadable
 from specsched.sim.errors import ConfigError
+from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
 _STAMP = r"(?:\d{4}-\d{2}-\d{2}[ T])?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
@@ -149,7 +149,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
             line in it (not an SGLang server log, or one logged at a level above INFO).
     """
     p = Path(path)
-    if not p.is_file():
+    if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
     vllm_line = 0
@@ -157,7 +157,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
         # "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r" (tqdm
         # while CUDA graphs are captured) is not a line end
-        with open_text(p, errors="replace", newline="\n") as f:
+        with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
             for i, raw in enumerate(f, start=1):
                 if "batch" not in raw:
                     if not vllm_line and _VLLM_STATS in raw:

@@ -56,8 +56,10 @@ from specsched.analysis.sweep_store import (
     samples_path,
 )
 from specsched.sim.atomic import target_lock
+from specsched.sim.config import SCENARIO_FILE
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import write_warnings
+from specsched.sim.input_files import adopt_streams, read_input, streams_read
 from tqdm.auto import tqdm
 
 META_KEY = "specsched.sweep"
@@ -173,7 +175,7 @@ def _build_table(rows: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:
 
 
 def _file_sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_input(path, SCENARIO_FILE)).hexdigest()   # a piped scenario read once
 
 
 def read_sweep(path: str | Path) -> pd.DataFrame:
@@ -195,7 +197,7 @@ def _resolve_executor(executor: Any, max_workers: int | None) -> tuple[Executor,
     """-> (executor, things to close). str = Dask scheduler address; Client -> its executor."""
     if executor is None:
         ex = ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_worker_init, initargs=(os.getpid(),))
+                                 initializer=_worker_init, initargs=(os.getpid(), streams_read()))
         return ex, [ex]
     if isinstance(executor, str):
         try:
@@ -229,10 +231,12 @@ def _close(things: list[Any], cancel: bool) -> None:
             t.close()
 
 
-def _worker_init(parent: int) -> None:
+def _worker_init(parent: int, streams: dict | None = None) -> None:
     """In each pool worker: the parent handles Ctrl-C (and stops the workers), and a worker
-    whose parent is gone (killed with -9) exits instead of running on."""
+    whose parent is gone (killed with -9) exits instead of running on. ``streams``: the
+    parent's piped inputs already read (:func:`sim.input_files.streams_read`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    adopt_streams(streams or {})
 
     def watch() -> None:
         while os.getppid() == parent:

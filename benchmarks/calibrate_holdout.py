@@ -190,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario-template")
     ap.add_argument("--params", default="prefill,decode,host")
     ap.add_argument("--seeds", type=positive_int, default=3)
-    ap.add_argument("--max-evals", type=positive_int, default=40)
+    ap.add_argument("--max-evals", type=positive_int, default=160,
+                    help="evaluations the fit may run, a hard cap (calibrate --from's; a fit of three factors "
+                         "takes some 50-90)")
     ap.add_argument("--jobs", type=positive_int, default=1,
                     help="worker processes for the fit's simulations, at most the CPUs (the fit is the same)")
     ap.add_argument("--prior", default="default",
@@ -301,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
              f"held out the other {len(held_runs)}; parameters {', '.join(params)}; fitted to {', '.join(fit_metrics)}; "
              f"predictions are means over "
              f"{a.seeds} seeds; {n_replay} of {len(cases)} runs replay their own send times (the rest draw arrivals "
-             f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine.", "",
+             f"at their rate); {res.evals} fit evaluations, {wall:.0f} s on this machine."
+             + "".join(f" {line}." for line in res.stopped()), "",
              f"Weighting: {res.weighting()} (a residual's standard error: the measured figure's, from the spread "
              "between runs at one load or else one run's seed scatter, and the seed mean's; no prior: unregularised "
              "least squares on the log ratios).", "",

@@ -158,6 +158,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_device_and_preset(args)
     sc = _scenario(args)
     profile = load_profile(args.profile)
+    from specsched.sim.limits import check_context
+
+    check_context(sc, args.profile)   # the prediction's model rejects a request past its context, as `run` says
     measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
                              backend=args.backend, allow_serializing=args.allow_serializing,
                              progress=not getattr(args, "quiet", False)).run()

@@ -64,7 +64,7 @@ from specsched.sim.ops import (
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
-from specsched.sim.scheduler import Scheduler
+from specsched.sim.scheduler import Scheduler, run_counts
 from specsched.sim.workload import Clients, make_requests
 from tqdm.auto import tqdm
 
@@ -600,8 +600,8 @@ class RuntimeEngine(LoopHost):
             host_probe=self.probe.summary(), host_speed=self.probe.speed_summary(),
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
-            num_retractions=self.sched.num_retractions, num_delayed_passes=self.sched.num_delayed_passes,
-            kv_peak_tokens=self.sched.kv.peak, request_rows_peak=self._rows_peak,
+            **run_counts(self.sched),   # priority preemptions too, as the simulator's summary has them
+            request_rows_peak=self._rows_peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),
             event_records=dict(self.dev.event_records),

@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from specsched.sim.bench_serving import READ_ERRORS, open_text, unreadable
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.input_files import READ_ERRORS, file_key, is_input_file, open_text, unreadable
 
 BLOCK_CHARS = 1 << 20
 _WS = re.compile(r"[ \t\r\n]*")
@@ -399,7 +399,7 @@ def _read(p: Path, max_turns: int | None, offset: int, limit: int | None) -> Age
     where = str(p)
     chosen: _ConversationList | None = None
     not_a_list: ConfigError | None = None
-    with open_text(p, encoding="utf-8") as f:
+    with open_text(p, "an agentic trace (JSON with conversations)", encoding="utf-8") as f:
         sc = _Scanner(f, where)
         c = sc.peek()
         if c != "{":
@@ -491,15 +491,14 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
         ConfigError: missing file; not JSON; no ``conversations``; a bad turn (see the module).
     """
     p = scenario_data_path(path, scenario_path)
-    if not p.is_file():
+    if not is_input_file(p):
         where = str(scenario_path) if scenario_path else ("<command line>" if key.startswith("--") else "<scenario>")
         beside = Path(scenario_path).parent / p if scenario_path and not p.is_absolute() else p
         raise ConfigError(where, key, str(path), "is a directory: give the trace JSON file in it"
                           if p.is_dir() or beside.is_dir() else
                           "agentic trace file does not exist (looked for it as given" + (", beside the scenario"
                           if scenario_path and not p.is_absolute() else "") + " and among the shipped examples)")
-    st = p.stat()
-    ck = (str(p.resolve()), st.st_size, st.st_mtime_ns, max_turns, offset, limit)
+    ck = (*file_key(p), max_turns, offset, limit)
     if ck in _CACHE:
         return _CACHE[ck]
     try:

@@ -90,14 +90,21 @@ from __future__ import annotations
 import json
 import math
 import re
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.input_files import (
+    GZIP_MAGIC,
+    READ_ERRORS,
+    encoding_of,
+    is_input_file,
+    read_input,
+    unreadable,
+)
 from specsched.sim.metrics import finite_percentiles
 from specsched.sim.tables import column, notna
 
@@ -172,9 +179,6 @@ EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
 """Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
 0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
 successful requests), the simulator's prefix-cache hit rate under the same name."""
-GZIP_MAGIC = b"\x1f\x8b"
-"""A gzip stream's first bytes: a result file, trace or log compressed for keeping is read
-decompressed, whatever its name."""
 MAX_TIME_S = 1e9
 """A per-request time (TTFT, ITL, latency, the spread of the send times) at or past this many
 seconds (31 years) is refused: no run is so long, and the whole-second buckets of the peaks
@@ -257,64 +261,6 @@ class BenchRun:
 
 
 # ------------------------------------------------------------------ reading
-
-def is_gzip(p: Path) -> bool:
-    """The file is gzip compressed, by its first bytes (:data:`GZIP_MAGIC`: ``trace.jsonl.gz``,
-    a rotated ``server.log.1.gz``, or a renamed one)."""
-    with open(p, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
-
-
-UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-"""A UTF-16 byte-order mark: Windows PowerShell 5's ``>`` and ``Out-File`` write text so
-(``docker logs sglang > server.log``, ``Get-Content runs.jsonl > copy.jsonl``)."""
-
-
-def encoding_of(head: bytes) -> str:
-    """The encoding a text starting with ``head`` is read with: ``utf-16`` after a UTF-16
-    byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped)."""
-    return "utf-16" if head[:2] in UTF16_BOMS else "utf-8-sig"
-
-
-def text_encoding(p: Path) -> str:
-    """The encoding to read ``p``'s text with (decompressed when gzip): ``utf-16`` after a UTF-16
-    byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped). Such a
-    file was refused as "not a text file"; a log's lines were read as binary."""
-    if is_gzip(p):
-        import gzip
-
-        with gzip.open(p, "rb") as f:
-            head = f.read(2)
-    else:
-        with open(p, "rb") as f:
-            head = f.read(2)
-    return encoding_of(head)
-
-
-def open_text(p: Path, **kw: Any) -> IO[str]:
-    """``p`` opened as text (``kw`` as for :func:`open` in ``"rt"`` mode), decompressed on the
-    way when it is gzip compressed (:func:`is_gzip`), as UTF-16 after a UTF-16 byte-order mark
-    (:func:`text_encoding`; ``kw``'s encoding applies otherwise)."""
-    if text_encoding(p) == "utf-16":
-        kw["encoding"] = "utf-16"
-    if is_gzip(p):
-        import gzip
-
-        return gzip.open(p, "rt", **kw)
-    return open(p, **kw)
-
-
-READ_ERRORS = (EOFError, zlib.error, OSError)
-"""What reading a file (:func:`open_text`, gzip) raises besides a decoding error: the OS's
-(OSError covers gzip.BadGzipFile) and a cut or damaged gzip stream's."""
-
-
-def unreadable(p: Path, e: BaseException) -> ConfigError:
-    """The one-line refusal of ``p``, whose reading raised ``e`` (one of :data:`READ_ERRORS`):
-    the OS's reason, else a damaged or truncated gzip stream."""
-    why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
-    return ConfigError(str(p), "<file>", p.name, f"cannot be read ({why})")
-
 
 def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     """``FILE[:LINE]`` -> (path, line or None). A path that exists as given wins (a file name
@@ -718,6 +664,10 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
             out.append((start, obj))
 
 
+BENCH_FILE = "a bench_serving result file (JSONL or JSON)"
+"""What a result file holds, as the refusal of an empty one says it."""
+
+
 def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
     """Every run in a bench_serving result file, or only the one on ``line``.
 
@@ -737,10 +687,10 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else ""
         raise ConfigError(str(p), "<file>", str(p), f"a folder, not a bench_serving result file: name its files "
                           f"(e.g. {p}/*.jsonl){here}")
-    if not p.is_file():
+    if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
+    raw_bytes = read_input(p, BENCH_FILE)   # once: a pipe (<(zcat runs.jsonl.gz), /dev/stdin) is read once
     try:
-        raw_bytes = p.read_bytes()
         if raw_bytes[:2] == GZIP_MAGIC:   # a compressed copy (gzip runs.jsonl): read as it was written
             import gzip
 

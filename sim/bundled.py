@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from specsched.sim.errors import ConfigError
+from specsched.sim.input_files import is_input_file
 
 
 def _package_dir(package: str) -> Path:
@@ -34,7 +35,7 @@ def scenario_data_path(path: str | Path, scenario_path: str | Path | None) -> Pa
     when it is a file; else, a relative path, beside the scenario file, then among the shipped
     examples by name (``scenarios/``); as given when none of them is a file."""
     p = Path(path)
-    if p.is_absolute() or p.is_file():
+    if p.is_absolute() or is_input_file(p):   # a pipe (<(cat trace.csv)) too
         return p
     if scenario_path:
         q = Path(scenario_path).parent / p

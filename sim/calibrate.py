@@ -153,7 +153,9 @@ def fit(verbose: bool = True, max_evals: int = 160, seeds: int = SEEDS) -> tuple
                    options={"maxfev": max_evals, "xatol": 1e-4, "fatol": 1e-7, "initial_simplex": None})
     mean, spread, ext, v256 = res.x * scale
     prof = apply(base, cf, ext, v256)
-    return prof, float(mean), float(spread), {"loss": float(res.fun), "evals": evals[0], "closed_form": cf}
+    # scipy's Nelder-Mead stops at maxfev calls (status 1) with its best vertex
+    return prof, float(mean), float(spread), {"loss": float(res.fun), "evals": evals[0], "closed_form": cf,
+                                              "capped": res.status == 1}
 
 
 def report(profile: Profile, mean: float, spread: float, seeds: int = SEEDS) -> str:
@@ -219,6 +221,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"inject {prof.gpu.draft_inject_per_token_s * 1e6:.3f} us/token")
     print(f"acceptance: mean_accept_length {mean:.4f}, request_spread {spread:.4f}  "
           f"(loss {info['loss']:.2e} after {info['evals']} simulations)")
+    if info["capped"]:
+        print(f"stopped by --max-evals {args.max_evals}: the fit reached its cap before it converged; these are the "
+              "best values evaluated (raise --max-evals to finish it)")
     print(report(prof, mean, spread, args.seeds))
     if args.write:
         write(prof, mean, spread)
@@ -233,7 +238,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     ``--max-evals`` are shared with ``--from``, analysis/calibrate_bench.py)."""
     c.add_argument("--write", action="store_true", help="write the fitted values into the profile and scenarios")
     c.add_argument("--report-only", action="store_true", help="only print predicted vs reference with the current files")
-    c.add_argument("--max-evals", type=positive_int, default=160, help="objective evaluations the optimiser may run (each simulates two cells x --seeds); with --from, steps of the fit: each also runs one evaluation per fitted factor for its Jacobian, which the printed count includes")
+    c.add_argument("--max-evals", type=positive_int, default=160, help="objective evaluations the fit may run, a hard cap (each simulates two cells x --seeds; with --from, each "
+                        "simulates every run x --seeds, and the start scan's and the Jacobians' count too); a fit the cap "
+                        "stops keeps the best point evaluated and says so")
     c.add_argument("--seeds", type=positive_int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
 
 

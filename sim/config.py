@@ -239,15 +239,20 @@ def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
     return type(model).model_validate(data)
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+SCENARIO_FILE = "a YAML scenario (see docs/scenario-reference.md)"
+"""What a scenario file holds, as the refusal of an empty one says it."""
+
+
+def read_yaml(path: str | Path, expected: str = SCENARIO_FILE) -> dict[str, Any]:
     """Read a YAML mapping strictly (:func:`sim.yaml_io.read_yaml_file`: no YAML 1.1
-    coercions, no repeated keys, bounded aliases).
+    coercions, no repeated keys, bounded aliases); ``expected`` names what the file holds,
+    for the refusal of an empty one.
 
     Raises:
         ConfigError: the file is missing, a directory, binary, empty, not valid YAML or not a
             mapping.
     """
-    data = read_yaml_file(path)
+    data = read_yaml_file(path, expected)
     if data is None:
         raise ConfigError(str(path), "<file>", "", "the file is empty; expected a mapping of keys (see docs/scenario-reference.md)")
     if not isinstance(data, dict):

@@ -63,6 +63,7 @@ from typing import Any
 
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
+from specsched.sim.input_files import file_key, is_stream
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
 from specsched.sim.semantics import DEFAULT_PRESET
 from specsched.sim.server_args import (
@@ -255,6 +256,8 @@ def _scenario_hardware(name: str, relative_to: str | None) -> Hardware | None:
     """The hardware of the profile a scenario names, parsed once per file version (sweeps
     load the same scenario many times)."""
     path = resolve_profile_path(name, relative_to)
+    if is_stream(path):   # a piped profile: resolving /dev/fd/N names the pipe, not a file; its inode tells pipes apart
+        return _hardware_at(str(path), hash(file_key(path)), relative_to)
     try:
         stamp = path.stat().st_mtime_ns
     except OSError:

@@ -62,7 +62,7 @@ from specsched.sim.plan import BatchPlan, StepOutput
 from specsched.sim.profile import Profile, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
-from specsched.sim.scheduler import Deliveries, Scheduler
+from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
 from specsched.sim.steady_state import steady_throughputs
 from specsched.sim.workload import make_requests
 
@@ -515,13 +515,8 @@ class SimEngine(Clients, EngineStretch):
                 summary.update(steady_throughputs(requests, ratio))
             except ValueError as e:
                 raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
-        summary.update(
-            scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
-            profile=self.profile.name, num_retractions=self.sched.num_retractions,
-            num_delayed_passes=self.sched.num_delayed_passes, kv_peak_tokens=self.sched.kv.peak,
-        )
-        if self.sched.num_preemptions:  # priority preemption (PrefillAdder.preempt_to_schedule): re-prefilled too
-            summary["num_preemptions"] = self.sched.num_preemptions
+        summary.update(scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
+                       profile=self.profile.name, **run_counts(self.sched))
         kv = self.sched.kv
         if kv.swa_capacity:  # hybrid sliding-window: SGLang logs "swa token usage" = used / pool
             summary.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)

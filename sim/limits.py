@@ -114,19 +114,10 @@ def check_fits(scenario: Scenario) -> None:
         # lengths are in the file / grow with each turn: the scheduler refuses a request
         # that cannot fit the pool when it arrives; a trace row past the model's context is
         # refused here (it was prefilled past the profile's grid, holding up the whole run)
-        if w.kind == "trace" and w.trace is not None:
-            _check_trace_context(scenario, hw)
-        elif w.kind == "multi_turn" and hw is not None and hw.context_len is not None:
-            from specsched.sim.workload import make_requests
-
-            check_turn_context(scenario, make_requests(w, scenario.seed, scenario.path or None), hw)
+        _context(scenario, hw)
         return
     file = scenario.path or "<scenario>"
-    sp = w.shared_prefix
-    # a generated-shared-prefix prompt is its group's system prompt + its question, each at most its length
-    i = (sp.system_prompt_len + sp.question_len if sp is not None and w.input_len is None
-         else _max_len(w.input_len, scenario.path, "workload.input_len"))
-    o = _max_len(w.output_len, scenario.path, "workload.output_len")
+    i, o = _largest_request(scenario)
     if srv.disaggregation is None:
         _check_pool(file, srv, "server", i, o, w.ignore_eos)
     else:
@@ -138,6 +129,58 @@ def check_fits(scenario: Scenario) -> None:
         _check_pool(file, decode, "server.disaggregation.decode.server", i, o, w.ignore_eos)
         _check_decode_prealloc(file, decode, i, o)
     _check_context(scenario, hw, i, o)
+
+
+def _largest_request(scenario: Scenario) -> tuple[int, int]:
+    """The largest prompt and output a generated workload can draw (tokens)."""
+    w = scenario.workload
+    sp = w.shared_prefix
+    # a generated-shared-prefix prompt is its group's system prompt + its question, each at most its length
+    i = (sp.system_prompt_len + sp.question_len if sp is not None and w.input_len is None
+         else _max_len(w.input_len, scenario.path, "workload.input_len"))
+    return i, _max_len(w.output_len, scenario.path, "workload.output_len")
+
+
+def check_context(scenario: Scenario, profile: str | None = None) -> None:
+    """Refuse a request longer than the model's context length, where the profile knows it
+    (``hardware.context_len``, which ``profile --analytic`` writes from the model's
+    ``max_position_embeddings``): a generated workload's largest prompt and output, a trace's
+    rows, a multi-turn conversation's turns. SGLang 0.5.23 rejects such a request
+    (managers/tokenizer_manager.py ``_validate_one_request``). A profile without one (a
+    measured grid profile) is not checked, and nothing is said. :func:`check_fits` checks it
+    for ``run``, ``compare`` and ``sweep``; the commands that predict a real server's runs
+    (``validate``, ``validate-bench``, ``calibrate --from``) check it alone, with the profile
+    they predict with.
+
+    Args:
+        scenario: the resolved scenario.
+        profile: the profile the runs use, name or path (None: the scenario's).
+
+    Raises:
+        ConfigError: naming the workload key (or the trace file and column) at fault, the
+            length and the context length.
+    """
+    from specsched.sim.defaults import scenario_hardware
+
+    if profile is not None:   # the runs' profile (its messages name it); its path as the scenario's relative one
+        scenario = scenario.model_copy(update={"profile": profile})
+    _context(scenario, scenario_hardware(scenario))
+
+
+def _context(scenario: Scenario, hw: Hardware | None) -> None:
+    """:func:`check_context` with the profile's hardware read."""
+    if hw is None or hw.context_len is None:
+        return
+    w = scenario.workload
+    if w.kind == "trace":
+        if w.trace is not None:
+            _check_trace_context(scenario, hw)
+    elif w.kind == "multi_turn":
+        from specsched.sim.workload import make_requests
+
+        check_turn_context(scenario, make_requests(w, scenario.seed, scenario.path or None), hw)
+    else:
+        _check_context(scenario, hw, *_largest_request(scenario))
 
 
 def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:

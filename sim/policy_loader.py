@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from specsched.sim.input_files import is_stream
+
 USER_POLICY_FILES: dict[str, str] = {}
 """Source file -> policy spec of every user policy loaded in this process (an exception
 raised inside one of these files is the user's code failing, not the simulator's)."""
@@ -87,6 +89,10 @@ def _import_file(target: str, base_dir: Path | None) -> Any:
     p = Path(target).expanduser()
     cands = [p] if p.is_absolute() else [d / p for d in _search_dirs(base_dir)]
     path = next((c.resolve() for c in cands if c.is_file()), None)
+    stream = next((c for c in cands if is_stream(c)), None)
+    if path is None and stream is not None:   # <(cat rules.py), /dev/stdin, a named pipe: Python imports files
+        raise PolicyLoadError(f"policy file {target} is not a regular file (a pipe or a device): the policy must be "
+                              "importable, so give the .py file on disk (e.g. my_rules.py:MyDelay)")
     if path is None:
         raise PolicyLoadError(f"policy file {target} not found (looked in: {', '.join(str(c.parent) for c in cands)})")
     stat = path.stat()

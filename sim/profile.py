@@ -20,6 +20,7 @@ from specsched.sim.config import read_yaml, validation_error
 from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import Hardware
+from specsched.sim.input_files import is_input_file
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -598,7 +599,7 @@ def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = Non
     bundled = profiles_dir()
     candidates += [bundled / p, bundled / f"{name_or_path}.yaml"]
     for c in candidates:
-        if c.is_file():
+        if c.is_file() or (c is p and is_input_file(c)):   # a pipe only as given
             return c
     return p
 
@@ -610,10 +611,10 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
         ConfigError: file missing, or a missing/unknown/out-of-range key.
     """
     path = resolve_profile_path(name_or_path, relative_to)
-    if not path.is_file():
+    if not is_input_file(path):
         raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
                           f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}")
-    raw = read_yaml(path)
+    raw = read_yaml(path, "a YAML profile")
     raw["path"] = str(path)
     try:
         return Profile.model_validate(raw)

@@ -33,6 +33,7 @@ INV-7 the collapsed stretch equals the passes it replaces.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
@@ -835,3 +836,17 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if self._in_flight is not None and plan.step == self._in_flight.step:
             self._in_flight = None
         return Deliveries(d_rid, d_n, d_fin)
+
+
+def run_counts(sched: Any) -> dict[str, int]:
+    """What a run's summary carries of a scheduler's counts, the same under both clocks
+    (sim/engine.py, runtime/engine.py): retractions, delayed admission passes, the KV peak, and
+    the priority preemptions when there were any (SGLang's ``PrefillAdder.preempt_to_schedule``;
+    a preempted request is re-prefilled, as a retracted one is; the report prints them as
+    "Priority preemptions"). ``sched``: a :class:`Scheduler`, or what stands for one over
+    several (a DP-attention group, a disaggregated deployment's roles)."""
+    out = {"num_retractions": sched.num_retractions, "num_delayed_passes": sched.num_delayed_passes,
+           "kv_peak_tokens": sched.kv.peak}
+    if sched.num_preemptions:
+        out["num_preemptions"] = sched.num_preemptions
+    return out

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.sim.bench_serving import READ_ERRORS, is_gzip, open_text, text_encoding, unreadable
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.input_files import READ_ERRORS, file_key, is_input_file, open_text, unreadable
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
@@ -92,7 +92,18 @@ def _format(cfg: TraceConfig, p: Path) -> str:
     suffixes = [x.lower() for x in p.suffixes]
     if suffixes and suffixes[-1] in (".gz", ".gzip"):   # trace.jsonl.gz: the suffix before it
         suffixes.pop()
-    return "jsonl" if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson") else "csv"
+    if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if suffixes and suffixes[-1] in (".csv", ".tsv", ".txt"):
+        return "csv"
+    # no telling name (a pipe: <(zcat trace.jsonl.gz) is /dev/fd/63): a JSON line starts with "{"
+    with open_text(p, TRACE_FILE, encoding="utf-8-sig", errors="replace") as f:
+        head = f.read(4096).lstrip()
+    return "jsonl" if head.startswith("{") else "csv"
+
+
+TRACE_FILE = "a request trace (CSV or JSONL)"
+"""What a trace file holds, as the refusal of an empty one says it."""
 
 
 class _Checker:
@@ -218,7 +229,7 @@ def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) 
 
 def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
               hashes: tuple[str | None, bool, int]) -> None:
-    with open_text(p, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
+    with open_text(p, TRACE_FILE, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
         header = f.readline()
     import csv
 
@@ -243,29 +254,30 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         # error would show the cell as <empty>
         # names matched stripped, as the header check above matches them ("TIMESTAMP , ContextTokens")
         wanted = {*cols, *([hcol] if hcol else [])}
-        reader = pd.read_csv(p, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
-                             keep_default_na=False, na_values=[""],
-                             skip_blank_lines=False, encoding=text_encoding(p), skipinitialspace=True,
-                             compression="gzip" if is_gzip(p) else None, sep=sep)
-        for block in reader:
-            block.columns = [str(c).strip() for c in block.columns]
-            lines = np.arange(first_line, first_line + len(block))
-            first_line += len(block)
-            blank = block.isna().all(axis=1).to_numpy()
-            if blank.any():   # a blank line (an editor's trailing one, a spreadsheet's CRLF at the end): no request
-                block, lines = block[~blank], lines[~blank]
-            if limit is not None and chk.n + len(block) > limit:
-                block, lines = block.iloc[: limit - chk.n], lines[: limit - chk.n]
-            ins = _numbers(block[cols[1]], str(p), cols[1], lines)
-            if hcol:
-                for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
-                    chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
-                                   line, hcol, block_size)
-            raw_t = block[cols[0]].tolist()
-            chk.add(_times(raw_t, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
-                    lines, raw_t)
-            if limit is not None and chk.n >= limit:
-                break
+        # read as text (decompressed, decoded) once more from the start: a pipe's bytes are kept
+        with open_text(p, TRACE_FILE, newline="", encoding="utf-8-sig") as f:
+            reader = pd.read_csv(f, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
+                                 keep_default_na=False, na_values=[""],
+                                 skip_blank_lines=False, skipinitialspace=True, sep=sep)
+            for block in reader:
+                block.columns = [str(c).strip() for c in block.columns]
+                lines = np.arange(first_line, first_line + len(block))
+                first_line += len(block)
+                blank = block.isna().all(axis=1).to_numpy()
+                if blank.any():   # a blank line (an editor's trailing one, a spreadsheet's CRLF at the end): no request
+                    block, lines = block[~blank], lines[~blank]
+                if limit is not None and chk.n + len(block) > limit:
+                    block, lines = block.iloc[: limit - chk.n], lines[: limit - chk.n]
+                ins = _numbers(block[cols[1]], str(p), cols[1], lines)
+                if hcol:
+                    for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
+                        chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
+                                       line, hcol, block_size)
+                raw_t = block[cols[0]].tolist()
+                chk.add(_times(raw_t, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
+                        lines, raw_t)
+                if limit is not None and chk.n >= limit:
+                    break
     except ConfigError:
         raise
     except (pd.errors.ParserError, ValueError) as e:
@@ -287,7 +299,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                 _numbers([b[2] for b in block], str(p), cols[2], lines), lines, raw_t)
         block.clear()
 
-    with open_text(p, encoding="utf-8-sig") as f:
+    with open_text(p, TRACE_FILE, encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -350,13 +362,13 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     """
     p = scenario_data_path(cfg.path, scenario_path)
     where = str(scenario_path or "<scenario>")
-    if not p.is_file():
+    if not is_input_file(p):
         raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
-    st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, cfg.model_dump_json(), limit)
+    fk = file_key(p)
+    key = (*fk, cfg.model_dump_json(), limit)
     if key in _LAST:
         return _LAST[key]
-    keep = st.st_size >= KEEP_MIN_BYTES
+    keep = fk[1] != "stream" and fk[1] >= KEEP_MIN_BYTES   # a stream's bytes are kept already
     columns, unit = cfg.resolved()
     cols = (columns.timestamp, columns.input_len, columns.output_len)
     # block ids named by the user must be in every row; the layout's are used where present

@@ -24,6 +24,7 @@ from specsched.sim import seed_streams
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.input_files import is_input_file, read_input
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ MAX_HISTOGRAM_LENGTH = 1 << 62
 
 def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
     p = scenario_data_path(path, base)   # a shipped histogram (sharegpt-like-lengths-*.csv) by name too
-    if not p.is_file():
+    if not is_input_file(p):
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
     lengths, weights = _histogram_rows(p, key)
     w = np.asarray(weights, dtype=float)
@@ -68,7 +69,7 @@ def _histogram_rows(p: Path, key: str) -> tuple[list[int], list[float]]:
     import csv
 
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_input(p, "a length histogram (CSV with columns length,weight)").decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ConfigError(str(p), key, f"byte {e.start}", "not UTF-8 text; a CSV with columns length,weight") from None
     rows = csv.reader(text.splitlines())

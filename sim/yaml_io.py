@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 from specsched.sim.errors import ConfigError
+from specsched.sim.input_files import is_input_file, read_input
 
 MAX_EXPANDED_NODES = 100_000
 """Nodes a document may have once its aliases are expanded (a large scenario has ~1,000)."""
@@ -174,24 +175,24 @@ def _snippet(text: str, mark: Any) -> str:
     return lines[mark.line].strip()[:60] if mark.line < len(lines) else ""
 
 
-def read_yaml_file(path: str | Path) -> Any:
-    """Read and parse a YAML file strictly.
+def read_yaml_file(path: str | Path, expected: str = "a YAML file") -> Any:
+    """Read and parse a YAML file strictly; a pipe (``<(cat s.yaml)``, ``/dev/stdin``) is read
+    once (:mod:`sim.input_files`).
+
+    Args:
+        path: the file.
+        expected: what it should hold, for the refusal of an empty one ("a YAML scenario").
 
     Raises:
-        ConfigError: missing, a directory, larger than :data:`MAX_FILE_BYTES`, not UTF-8
+        ConfigError: missing, a directory, empty, larger than :data:`MAX_FILE_BYTES`, not UTF-8
             text (e.g. a binary file), or not valid YAML (see :func:`load_yaml_text`).
     """
     p = Path(path)
     if p.is_dir():
         raise ConfigError(str(p), "<file>", str(p), "is a directory; give a YAML file")
-    if not p.is_file():
+    if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "file does not exist")
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(str(p), "<file>", f"{p.stat().st_size:,} bytes", f"larger than {MAX_FILE_BYTES:,} bytes")
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ConfigError(str(p), "<file>", str(p), f"cannot be read ({e.strerror})") from None
+    raw = read_input(p, expected, MAX_FILE_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -73,7 +73,7 @@ def test_fit_recovers_a_known_decode_factor():
                                      "output_len": {"kind": "fixed", "value": 60}})
         rec = bench_record(run_scenario(sc, profile=truth), details=False)
         cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"m{conc}:1"), sc))
-    res = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12)
+    res = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=60)
     assert res.factors["decode"] == pytest.approx(1.5, rel=0.05)
     assert res.loss_after < 0.1 * res.loss_before
     assert res.factor_se_pct()["decode"] < 5.0   # the runs pin it down
@@ -90,14 +90,46 @@ def _decode_cases(factor: float, concs=(2, 4)) -> list:
     return cases
 
 
+@pytest.mark.parametrize("cap", [1, 4, 9, 14])
+def test_max_evals_is_a_hard_cap_the_best_point_is_kept_and_the_cap_said(monkeypatch, cap):
+    """``--max-evals N`` stops at N evaluations, counted where they simulate (each evaluation
+    simulates every case once), whether the start scan (9 points without a prior), a local fit
+    or its Jacobian asks for the next (scipy's ``max_nfev`` counts only the local fits' own: a
+    cap of 12 ran 25); the fit is the lowest loss evaluated, and it says the cap stopped it."""
+    import specsched.analysis.calibrate_bench as cb
+
+    real, calls, losses = cb.predict_seeds, [], []
+    monkeypatch.setattr(cb, "predict_seeds", lambda c, prof, k: calls.append(k) or real(c, prof, k))
+    cases = _decode_cases(1.5)
+    res = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=cap,
+              progress=lambda i, loss, f: losses.append(loss))
+    assert len(calls) == cap * len(cases) and res.evals == len(losses) == cap
+    assert res.capped == "fit" and res.stopped()[0].startswith(f"stopped by --max-evals {cap}: ")
+    assert res.loss_after == pytest.approx(min(losses)) and res.loss_after <= res.loss_before
+    if cap == 1:   # the profile only; a cap the fit does not reach says nothing
+        assert res.factors == {"decode": 1.0}
+        uncapped = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=100)
+        assert uncapped.capped == "" and uncapped.stopped() == [] and uncapped.evals < 100
+
+
+def test_calibrate_says_the_cap_stopped_it_in_the_report_and_the_profile(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    argv = ["calibrate", "--from", f, "--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--out", "f.yaml"]
+    assert main([*argv, "--max-evals", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "(3 evaluations)" in out and "stopped by --max-evals 3: " in out, out
+    assert "stopped by --max-evals 3: " in yaml.safe_load((tmp_path / "f.yaml").read_text())["provenance"]["calibrate.from"]
+
+
 def test_a_tight_prior_keeps_the_profile_and_a_loose_one_lets_the_runs_move_it():
     """The same runs (made with decode x1.5): a prior of 1 % holds the factor near the
     profile's, one of 100 % lets the runs pin it near 1.5 as without a prior; noise scales
     the residuals against the prior (a noisier metric pulls less)."""
     cases = _decode_cases(1.5)
-    tight = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12, prior_sd={"decode": 0.01},
+    tight = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=60, prior_sd={"decode": 0.01},
                 noise={"median_itl_ms": 0.1, "median_ttft_ms": 0.1, "output_throughput": 0.1})
-    loose = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12, prior_sd={"decode": 1.0},
+    loose = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=60, prior_sd={"decode": 1.0},
                 noise={"median_itl_ms": 0.01, "median_ttft_ms": 0.01, "output_throughput": 0.01})
     assert tight.factors["decode"] < 1.05
     assert loose.factors["decode"] == pytest.approx(1.5, rel=0.05)
@@ -206,9 +238,9 @@ def test_a_slower_host_is_found_in_the_host_factor_not_soaked_into_prefill():
         rec = bench_record(run_scenario(poisson(rate, 24), profile=truth), details=False)
         cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"r{rate}:1"), poisson(rate, 24)))
     noise = {"median_ttft_ms": 0.05, "median_itl_ms": 0.01, "output_throughput": 0.05}
-    with_prior = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=12,
+    with_prior = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=60,
                      prior_sd={"prefill": PRIOR_SD["prefill"], "host": PRIOR_SD["host"]}, noise=noise)
-    without = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=12)
+    without = fit(cases, base, ["prefill", "host"], seeds=1, max_evals=60)
     assert with_prior.factors["host"] == pytest.approx(1.4, rel=0.03)
     assert with_prior.factors["prefill"] == pytest.approx(1.0, abs=0.02)
     assert without.factors["prefill"] > 1.2
@@ -239,7 +271,7 @@ def test_a_host_far_past_the_flat_start_is_found_and_not_put_on_prefill():
             rec = bench_record(run_scenario(sc, profile=truth), details=False)
             cases.append(FitCase(parse_run(json.loads(json.dumps(rec)), f"r{rate:g}s{seed}:1"), sc))
     params = ["prefill", "decode", "host"]
-    res = fit(cases, prof, params, seeds=1, max_evals=20, prior_sd=parse_prior("default", params),
+    res = fit(cases, prof, params, seeds=1, max_evals=60, prior_sd=parse_prior("default", params),
               noise=metric_noise(cases))
     assert res.factors["host"] == pytest.approx(1.8, rel=0.03)
     assert res.factors["prefill"] == pytest.approx(1.0, abs=0.02)

@@ -10,6 +10,10 @@ were any) and the report prints it.
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
+import pytest
 import yaml
 from specsched.sim.analytic.cli import write_analytic_profile
 from specsched.sim.analytic.gpus import load_gpu
@@ -17,6 +21,7 @@ from specsched.sim.analytic.models import load_model
 from specsched.sim.analytic.writer import build_profile
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
+from specsched.sim.workload import make_requests
 
 from specsched.cli import main
 
@@ -48,3 +53,33 @@ def test_no_preemption_no_key_and_the_report_prints_it(tmp_path, capsys):
     assert "num_preemptions" not in off.summary
     assert main(["run", str(_scenario(tmp_path)), "--out", str(tmp_path / "o")]) in (0, None)
     assert "Priority preemptions:" in capsys.readouterr().out
+
+
+def test_the_runtime_reports_preemptions_as_the_simulator_does(tmp_path, capsys):
+    """``specsched measure`` on the CPU runtime runs the simulator's Scheduler, which
+    preempted, but its summary lacked ``num_preemptions``: the measured report printed
+    "Retractions: 0" and no preemption line beside a prediction that had one. Four low-priority
+    requests fill the running slots; a high-priority one arrives while they decode (600 tokens
+    each, over a second on the tiny model) and preempts one, measured and predicted alike."""
+    pytest.importorskip("torch")
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n" + "0,64,600\n" * 4 + "0.25,64,20\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "prio", "profile": "h200-1b",
+        "server": {"enable_priority_scheduling": True, "max_running_requests": 4, "speculative_algorithm": "none"},
+        "workload": {"kind": "trace", "trace": {"path": "t.csv"}, "priorities": [0, 100]}}))
+    sc = load_scenario(path)
+    # the seed whose draw gives the four first requests priority 0 and the last 100
+    seed = next(k for k in range(1, 500)
+                if [r.priority for r in make_requests(sc.workload, k, sc.path)] == [0, 0, 0, 0, 100])
+    assert main(["measure", str(path), "--device", "cpu", "--preset", "tiny", "--seed", str(seed),
+                 "--out", str(tmp_path / "m")]) in (0, None)
+    out = capsys.readouterr().out
+    measured = json.loads((tmp_path / "m" / "summary.json").read_text())
+    predicted = run_scenario(sc, seed=seed, warn=False).summary
+    assert measured["source"].startswith("runtime:cpu")
+    assert measured["num_preemptions"] >= 1 and predicted["num_preemptions"] >= 1
+    line = next(x for x in out.splitlines() if x.startswith("Priority preemptions:"))
+    assert int(line.split()[-1]) == measured["num_preemptions"]
+    rq = pd.read_parquet(tmp_path / "m" / "requests.parquet")
+    assert int(rq["retractions"].sum()) == measured["num_preemptions"] + measured["num_retractions"]

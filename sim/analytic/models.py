@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 from specsched.sim.errors import ConfigError
+from specsched.sim.input_files import is_input_file, is_stream, read_input
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -466,13 +467,14 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
     if key in table:
         return from_hf_config(table[key], key, f"shipped model {key}")
     p = Path(name_or_path)
-    if not p.is_file():
+    if not is_input_file(p):
         raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
     try:
-        cfg = json.loads(p.read_text())
+        cfg = json.loads(read_input(p, "a model's config.json").decode("utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(str(p), "<file>", str(p), f"not valid JSON ({e.__class__.__name__})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(str(p), "<top level>", type(cfg).__name__, "must be a JSON object")
-    return from_hf_config(cfg, cfg.get("_name_or_path") or p.parent.name or p.stem, str(p))
+    folder = "" if is_stream(p) else p.parent.name   # a pipe's folder (/dev/fd) names no model
+    return from_hf_config(cfg, cfg.get("_name_or_path") or folder or p.stem, str(p))

@@ -1,0 +1,222 @@
+"""A user's input file, read once: a regular file, or a stream that can be read only once.
+
+Every reader of a user's file (scenario and profile YAML, bench_serving results, traces,
+agentic traces, length histograms, SGLang server logs) opens it here, so that a pipe works
+where a file does: process substitution (``--measured <(zcat runs.jsonl.gz)``), ``/dev/stdin``
+or a named pipe. Such a stream has no size (``stat`` says 0), cannot seek and gives its bytes
+to the first reader only, while one command may read the same file more than once (a
+scenario checked then run, a result line read for the scenario then for the measured
+figures). So a stream is read whole on first use and its bytes are kept for the process
+(:data:`_STREAMS`); a regular file is opened and read as before, streamed where the reader
+streams. An input with nothing in it (``/dev/null``, an empty file, a pipe whose writer
+wrote nothing) is refused in one line: ``FILE: <file> = '0 bytes': empty, expected ...``.
+
+The bytes of gzip-compressed files (found by their first bytes, not their name) are
+decompressed on the way, and a UTF-16 byte-order mark (Windows PowerShell 5's ``>``) or a
+UTF-8 one (an editor's) is honoured: :func:`open_text`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from specsched.sim.errors import ConfigError
+
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of a gzip stream."""
+
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+"""A UTF-16 byte-order mark: Windows PowerShell 5's ``>`` and ``Out-File`` write text so
+(``docker logs sglang > server.log``, ``Get-Content runs.jsonl > copy.jsonl``)."""
+
+READ_ERRORS = (EOFError, zlib.error, OSError)
+"""What reading a file (:func:`open_text`, gzip) raises besides a decoding error: the OS's
+(OSError covers gzip.BadGzipFile) and a cut or damaged gzip stream's."""
+
+_STREAMS: dict[str, tuple[tuple[int, int] | None, bytes]] = {}
+"""Streams read in this process, by the path as given: (the stream's device and inode when
+it was read, its bytes). A later read of the same path gets the same bytes; a path that now
+names another stream (a new pipe under the same ``/dev/fd/N``) is read anew."""
+
+
+def _mode(p: str | Path) -> int | None:
+    try:
+        return os.stat(p).st_mode
+    except (OSError, ValueError):
+        return None
+
+
+def is_input_file(p: str | Path) -> bool:
+    """``p`` names something a reader can read: a regular file, or a stream (a pipe, a FIFO,
+    ``/dev/stdin``, ``/dev/null``); not a folder, not a missing path (a stream already read
+    in this process counts, though its ``/dev/fd/N`` may be gone, as in a worker process)."""
+    mode = _mode(p)
+    if mode is None:
+        return str(p) in _STREAMS
+    return not stat.S_ISDIR(mode)
+
+
+def is_stream(p: str | Path) -> bool:
+    """``p`` is an input that is not a regular file (see :func:`is_input_file`): it can be
+    read only once, has no size and cannot seek."""
+    mode = _mode(p)
+    if mode is None:
+        return str(p) in _STREAMS
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def file_key(p: str | Path) -> tuple:
+    """What tells this file's content from another's, for a reader's cache: a regular file's
+    resolved path, size and modification time; a stream's path and device and inode (a stream
+    read once keeps its bytes; a new pipe under the same ``/dev/fd/N`` is another)."""
+    if is_stream(p):
+        try:
+            st = os.stat(p)
+            return (str(p), "stream", st.st_dev, st.st_ino)
+        except (OSError, ValueError):
+            return (str(p), "stream", _STREAMS[str(p)][0])
+    st = os.stat(p)
+    return (str(Path(p).resolve()), st.st_size, st.st_mtime_ns)
+
+
+def streams_read() -> dict[str, tuple[tuple[int, int] | None, bytes]]:
+    """The streams this process has read (for :func:`adopt_streams` in a worker process,
+    where the parent's ``/dev/fd/N`` does not exist)."""
+    return dict(_STREAMS)
+
+
+def adopt_streams(streams: dict[str, tuple[tuple[int, int] | None, bytes]]) -> None:
+    """In a worker process: read ``streams`` (the parent's :func:`streams_read`) as this
+    process's own, so that a scenario's piped trace or profile reads the same bytes there."""
+    for key, (ident, data) in streams.items():
+        _STREAMS.setdefault(key, (ident, data))
+
+
+def empty(p: str | Path, expected: str) -> ConfigError:
+    """The one-line refusal of an input with nothing in it; ``expected`` says what it should
+    hold ("a bench_serving result file (JSONL or JSON)")."""
+    return ConfigError(str(p), "<file>", "0 bytes", f"empty, expected {expected}")
+
+
+def too_large(p: str | Path, size: str, limit: int) -> ConfigError:
+    """The one-line refusal of an input above ``limit`` bytes (``size`` as shown)."""
+    return ConfigError(str(p), "<file>", size, f"larger than {limit:,} bytes")
+
+
+def _stream_bytes(p: str | Path, limit: int | None) -> bytes:
+    key = str(p)
+    try:
+        st = os.stat(p)
+        ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except (OSError, ValueError):
+        ident = None
+    kept = _STREAMS.get(key)
+    if kept is not None and (ident is None or kept[0] == ident):
+        return kept[1]
+    with open(p, "rb") as f:
+        data = f.read() if limit is None else f.read(limit + 1)
+    _STREAMS[key] = (ident, data)
+    return data
+
+
+def read_input(p: str | Path, expected: str, limit: int | None = None) -> bytes:
+    """The whole content of ``p`` (a regular file, or a stream read once: see the module).
+
+    Args:
+        p: the file; the caller has said, in its own words, when it is missing or a folder
+            (:func:`is_input_file`).
+        expected: what the file should hold, for the refusal of an empty one.
+        limit: refuse more than this many bytes (a regular file by its size, before reading).
+
+    Raises:
+        ConfigError: empty, above ``limit``, or unreadable (the OS's reason).
+    """
+    try:
+        if is_stream(p):
+            data = _stream_bytes(p, limit)
+            if limit is not None and len(data) > limit:
+                raise too_large(p, f"more than {limit:,} bytes", limit)
+        else:
+            if limit is not None and (size := os.stat(p).st_size) > limit:
+                raise too_large(p, f"{size:,} bytes", limit)
+            data = Path(p).read_bytes()
+    except OSError as e:
+        raise ConfigError(str(p), "<file>", str(p), f"cannot be read ({e.strerror})") from None
+    if not data:
+        raise empty(p, expected)
+    return data
+
+
+def open_input(p: str | Path, expected: str) -> BinaryIO:
+    """``p`` opened for reading bytes, seekable: a regular file as itself (streamed), a stream
+    as its bytes read once (:func:`read_input`).
+
+    Raises:
+        ConfigError: empty (see :func:`empty`).
+        OSError: the OS refused to open it (the caller words it: :func:`unreadable`).
+    """
+    if is_stream(p):
+        return io.BytesIO(read_input(p, expected))
+    f = open(p, "rb")   # noqa: SIM115 - returned open
+    if not f.peek(1):
+        f.close()
+        raise empty(p, expected)
+    return f
+
+
+def encoding_of(head: bytes) -> str:
+    """The encoding a text starting with ``head`` is read with: ``utf-16`` after a UTF-16
+    byte-order mark, else ``utf-8-sig`` (UTF-8, an editor's byte-order mark dropped)."""
+    return "utf-16" if head[:2] in UTF16_BOMS else "utf-8-sig"
+
+
+def _decompressed(f: BinaryIO) -> BinaryIO:
+    """``f`` (at its start), decompressed on the way when it is gzip compressed."""
+    compressed = f.read(2) == GZIP_MAGIC
+    f.seek(0)
+    if not compressed:
+        return f
+    import gzip
+
+    class Owning(gzip.GzipFile):
+        def close(self) -> None:   # GzipFile leaves a file object it was given open
+            try:
+                super().close()
+            finally:
+                f.close()
+
+    return Owning(fileobj=f, mode="rb")   # type: ignore[return-value]
+
+
+def open_text(p: str | Path, expected: str = "a text file", **kw: Any) -> IO[str]:
+    """``p`` opened as text: decompressed on the way when it is gzip compressed (by its first
+    bytes, :data:`GZIP_MAGIC`), as UTF-16 after a UTF-16 byte-order mark (``kw``'s
+    ``encoding``, default UTF-8, applies otherwise; ``errors`` and ``newline`` as for
+    :func:`open`). A stream is read once (:func:`open_input`).
+
+    Raises:
+        ConfigError: empty; ``expected`` says what it should hold.
+        OSError: the OS refused to open it.
+    """
+    f = open_input(p, expected)
+    try:
+        g = _decompressed(f)
+        head = g.read(2)
+        g.seek(0)
+    except BaseException:
+        f.close()
+        raise
+    encoding = "utf-16" if head in UTF16_BOMS else kw.get("encoding") or "utf-8"
+    return io.TextIOWrapper(g, encoding=encoding, errors=kw.get("errors"), newline=kw.get("newline"))
+
+
+def unreadable(p: str | Path, e: BaseException) -> ConfigError:
+    """The one-line refusal of ``p``, whose reading raised ``e`` (one of :data:`READ_ERRORS`):
+    the OS's reason, else a damaged or truncated gzip stream."""
+    why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
+    return ConfigError(str(p), "<file>", Path(p).name, f"cannot be read ({why})")

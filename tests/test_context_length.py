@@ -1,0 +1,100 @@
+"""A request longer than the model's context length, where the profile knows it
+(``hardware.context_len``: an analytic profile's ``max_position_embeddings``): SGLang 0.5.23
+rejects it (managers/tokenizer_manager.py ``_validate_one_request``), and every command that
+simulates refuses the scenario in one line, exit 2, nothing written, as ``run`` does; the
+commands that predict a real server's runs (``validate --measured``, ``validate-bench``,
+``calibrate --from``) did not check and simulated the rejected requests. A profile that does
+not know the context (a measured grid profile) is not checked, and no warning is printed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from specsched.cli import main
+from tests.conftest import ROOT
+
+ANALYTIC = "h100-llama-3.1-8b-eagle3-analytic"   # hardware.context_len 131072
+LINE = ROOT / "tests" / "data" / "bench" / "sglang-0.5.23.jsonl"   # line 1: random, 1024 in / 8 out, 3 requests
+
+
+def _long_line(tmp_path, random_input_len: int) -> str:
+    run = json.loads(LINE.read_text().splitlines()[0])
+    run["random_input_len"] = random_input_len
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(run) + "\n")
+    return str(p)
+
+
+def _scenario(tmp_path, input_len: int, profile: str = ANALYTIC) -> str:
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "s", "profile": profile, "server": {"speculative_algorithm": "none"},
+        "workload": {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": input_len},
+                     "output_len": {"kind": "fixed", "value": 8}}}))
+    return str(p)
+
+
+@pytest.mark.parametrize("command", ["run", "validate-measured", "validate-bench", "calibrate"])
+def test_a_prompt_past_a_known_context_is_refused_by_every_command(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    line = _long_line(tmp_path, 140_000)
+    argv = {
+        "run": ["run", _scenario(tmp_path, 140_000), "--out", "out"],
+        "validate-measured": ["validate", "--measured", line, "--profile", ANALYTIC, "--seeds", "1", "--out", "out"],
+        "validate-bench": ["validate-bench", line, "--profile", ANALYTIC, "--seeds", "1", "--out", "out"],
+        "calibrate": ["calibrate", "--from", line, "--profile", ANALYTIC, "--params", "decode", "--seeds", "1",
+                      "--max-evals", "1", "--out", "out.yaml"],
+    }[command]
+    before = set(tmp_path.iterdir())
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "workload.input_len" in err[0] and "140000" in err[0] and "context length 131072" in err[0], err[0]
+    if command != "run":   # a built scenario is a temporary file: the line it was built from is named
+        assert err[0].startswith(f"specsched: error: {line}:1: "), err[0]
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_given_scenario_past_the_context_is_refused_by_validate(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 140_000)
+    for argv in (["validate", "--measured", f"{LINE}:1", "--scenario", s, "--seeds", "1", "--out", "out"],
+                 ["validate-bench", f"{LINE}:1", "--scenario", s, "--seeds", "1", "--out", "out"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}: workload.input_len = 140000"), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_within_the_context_validate_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "--measured", _long_line(tmp_path, 4000), "--profile", ANALYTIC, "--seeds", "1",
+                 "--out", "out"]) == 0
+    assert (tmp_path / "out" / "validate.csv").is_file()
+
+
+def test_an_unknown_context_is_not_checked_and_not_warned_about(tmp_path, capsys, monkeypatch):
+    """h200-1b (a measured grid profile) states no context length: a 200K-token prompt runs,
+    and nothing on stderr speaks of a context length (the README's first command and the
+    bundled scenarios print no new line)."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 200_000, profile="h200-1b")
+    assert main(["run", s, "--set", "server.max_total_num_tokens=1000000", "--out", "out"]) == 0
+    assert "context length" not in capsys.readouterr().err   # the grid's range notes may speak of its context axis
+    assert main(["run", "burst256-ht", "--out", "b"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_the_runtimes_validate_refuses_before_measuring(tmp_path, capsys, monkeypatch):
+    """``specsched validate S --profile P --device cpu``: the prediction with P's model would
+    hold requests SGLang rejects; refused before the runtime measures anything."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 140_000, profile="h200-1b")
+    assert main(["validate", s, "--profile", ANALYTIC, "--device", "cpu", "--preset", "tiny", "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "context length 131072" in err[0] and f"profile {ANALYTIC}" in err[0], err
+    assert not (tmp_path / "out").exists()
