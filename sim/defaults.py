@@ -363,8 +363,9 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     elif server.speculative_algorithm.enabled:
         put("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "SGLang's reset for speculative decoding")
     elif pool is not None and pool > 0:
-        put("max_running_requests", auto_max_running_requests(pool_v, hw.context_len),
-            f"from the KV pool and context length {hw.context_len}")
+        ctx = server.context_length or hw.context_len   # ModelConfig.context_len: --context-length wins
+        put("max_running_requests", auto_max_running_requests(pool_v, ctx),
+            f"from the KV pool and context length {ctx}")
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))

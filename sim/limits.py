@@ -142,9 +142,10 @@ def _largest_request(scenario: Scenario) -> tuple[int, int]:
 
 
 def check_context(scenario: Scenario, profile: str | None = None) -> None:
-    """Refuse a request longer than the model's context length, where the profile knows it
-    (``hardware.context_len``, which ``profile --analytic`` writes from the model's
-    ``max_position_embeddings``): a generated workload's largest prompt and output, a trace's
+    """Refuse a request longer than the model's context length, where the scenario or the
+    profile knows it (``server.context_length``, SGLang's ``--context-length``, else
+    ``hardware.context_len``, which ``profile --analytic`` writes from the model's
+    ``max_position_embeddings``; :func:`context_length`): a generated workload's largest prompt and output, a trace's
     rows, a multi-turn conversation's turns. SGLang 0.5.23 rejects such a request
     (managers/tokenizer_manager.py ``_validate_one_request``). A profile without one (a
     measured grid profile) is not checked, and nothing is said. :func:`check_fits` checks it
@@ -167,9 +168,21 @@ def check_context(scenario: Scenario, profile: str | None = None) -> None:
     _context(scenario, scenario_hardware(scenario))
 
 
+def context_length(scenario: Scenario, hw: Hardware | None) -> tuple[int | None, str]:
+    """The context length the server runs with and where it comes from, for the messages:
+    the scenario's ``server.context_length`` (SGLang's ``--context-length``, which replaces
+    the model's own: configs/model_config.py ``ModelConfig._derive_context_length``), else
+    the profile's ``hardware.context_len``; (None, "") when neither says."""
+    if scenario.server.context_length is not None:
+        return scenario.server.context_length, "server.context_length"
+    if hw is not None and hw.context_len is not None:
+        return hw.context_len, f"profile {scenario.profile}"
+    return None, ""
+
+
 def _context(scenario: Scenario, hw: Hardware | None) -> None:
     """:func:`check_context` with the profile's hardware read."""
-    if hw is None or hw.context_len is None:
+    if context_length(scenario, hw)[0] is None:
         return
     w = scenario.workload
     if w.kind == "trace":
@@ -364,18 +377,18 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
     """Refuse a request longer than the model's context length (the profile's
     ``hardware.context_len``): SGLang rejects the prompt (managers/tokenizer_manager.py
     ``_validate_one_request``: input >= context_len, or input + max_new_tokens > it)."""
-    ctx = hw.context_len if hw is not None else None
+    ctx, source = context_length(scenario, hw)
     if ctx is None:
         return
     file = scenario.path or "<scenario>"
     if i >= ctx:
         raise ConfigError(file, "workload.input_len", i,
-                          f"must be shorter than the model's context length {ctx} (profile {scenario.profile}): "
+                          f"must be shorter than the model's context length {ctx} ({source}): "
                           "SGLang rejects longer prompts")
     if i + o > ctx:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
-                          f"(profile {scenario.profile}): SGLang rejects the request")
+                          f"({source}): SGLang rejects the request")
 
 
 def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
@@ -384,7 +397,7 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
     SGLang 0.5.23 rejects it (managers/tokenizer_manager.py ``_validate_one_request``: the
     input ``>= context_len``, or input + max_new_tokens ``> context_len``, without
     ``--allow-auto-truncate``), as :func:`_check_context` says for a generated workload."""
-    ctx = hw.context_len if hw is not None else None
+    ctx, source = context_length(scenario, hw)
     if ctx is None:
         return
     import numpy as np
@@ -399,14 +412,14 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
         k = int(long_in[0])
         raise ConfigError(where, columns.input_len, int(tr.input_len[k]),
                           f"request {k + 1} (of {len(long_in)} such): must be shorter than the model's context length "
-                          f"{ctx} (profile {scenario.profile}): SGLang rejects longer prompts; drop those rows")
+                          f"{ctx} ({source}): SGLang rejects longer prompts; drop those rows")
     long_all = np.flatnonzero(tr.input_len + tr.output_len > ctx)
     if len(long_all):
         k = int(long_all[0])
         raise ConfigError(where, columns.output_len, int(tr.output_len[k]),
                           f"request {k + 1} (of {len(long_all)} such): prompt {int(tr.input_len[k])} + output "
                           f"{int(tr.output_len[k])} tokens exceed the model's context length {ctx} "
-                          f"(profile {scenario.profile}): SGLang rejects the request; drop those rows")
+                          f"({source}): SGLang rejects the request; drop those rows")
 
 
 def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None) -> None:
@@ -427,7 +440,7 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
         ConfigError: naming ``workload.multi_turn``, the first such turn's prompt, its turn
             number and conversation position, and the context length.
     """
-    ctx = hw.context_len if hw is not None else None
+    ctx, source = context_length(scenario, hw)
     if ctx is None or scenario.workload.kind != "multi_turn":
         return
     for s in specs:
@@ -437,7 +450,7 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
             raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
                               f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
                               f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "
-                              f"(profile {scenario.profile}): SGLang rejects the turn; fewer turns "
+                              f"({source}): SGLang rejects the turn; fewer turns "
                               "(multi_turn.num_turns) or shorter prompts and outputs")
 
 

@@ -25,7 +25,7 @@ SGLANG_SERVER_ARGS = frozenset({
     "max_running_requests", "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
     "page_size", "schedule_policy", "schedule_conservativeness", "enable_mixed_chunk",
     "cuda_graph_max_bs", "speculative_algorithm", "speculative_num_draft_tokens",
-    "speculative_num_steps",
+    "speculative_num_steps", "context_length",
 })
 """server.* keys that are SGLang server arguments of the same name (server_args.py)."""
 
@@ -50,6 +50,7 @@ MIRRORS: dict[str, str] = {
 
 UNITS: dict[str, str] = {
     "seed": "", "server.max_running_requests": "requests", "server.max_total_num_tokens": "tokens",
+    "server.context_length": "tokens",
     "server.chunked_prefill_size": "tokens", "server.max_prefill_tokens": "tokens",
     "server.page_size": "tokens", "server.cuda_graph_max_bs": "requests",
     "server.speculative_num_draft_tokens": "tokens", "server.speculative_num_steps": "forwards",

@@ -164,6 +164,7 @@ class ServerArgs(BaseModel):
 
     max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
     max_total_num_tokens: int = Field(724_000, ge=1, description="KV pool capacity, tokens.")
+    context_length: int | None = Field(None, ge=1, description="SGLang's --context-length: the model's context length as the server runs it (configs/model_config.py ModelConfig._derive_context_length: it replaces the one derived from the model's config; a larger one needs SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 there). Requests longer than it are refused as SGLang rejects them, and the max_running_requests default is computed with it. None: the profile's hardware.context_len, if any.")
     mem_fraction_static: float | None = Field(None, gt=0, lt=1, description="Fraction of the GPU's memory for weights and the KV pool (SGLang --mem-fraction-static): with a profile that knows its hardware, the default KV pool is this fraction of the memory less the weights, over the KV bytes per token; left out, SGLang's own from the memory, chunked_prefill_size and the graphs (arg_groups/memory_hook.py handle_gpu_memory_settings). Not read when max_total_num_tokens is given or the profile has no hardware block.")
     chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value). At most 2**31 - 1 (SGLang's KV slot index is int32).")
     max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")

@@ -98,3 +98,56 @@ def test_the_runtimes_validate_refuses_before_measuring(tmp_path, capsys, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "context length 131072" in err[0] and f"profile {ANALYTIC}" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_servers_context_length_replaces_the_models(tmp_path, capsys, monkeypatch):
+    """``server.context_length`` (SGLang's ``--context-length``: configs/model_config.py
+    ``ModelConfig._derive_context_length`` sets ``context_len`` to it) is the limit SGLang
+    checks requests against: a prompt the model's 131072 would take is refused under 4096,
+    and a grid profile that states no context is checked against it."""
+    monkeypatch.chdir(tmp_path)
+    for profile in (ANALYTIC, "h200-1b"):
+        s = _scenario(tmp_path, 8000, profile=profile)
+        assert main(["run", s, "--set", "server.context_length=4096", "--out", "out"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "workload.input_len = 8000" in err[0], err
+        assert "context length 4096 (server.context_length)" in err[0], err[0]
+        assert main(["run", s, "--set", "server.context_length=16384", "--set", "server.max_total_num_tokens=200000",
+                     "--out", "out"]) == 0
+        capsys.readouterr()
+
+
+def test_a_bench_lines_server_info_context_length_is_the_limit(tmp_path, capsys, monkeypatch):
+    """A bench_serving line whose server_info carries ``context_length`` (the server was
+    launched with --context-length) is predicted under that limit: its 4000-token prompts are
+    refused at 2048, in one line naming the line."""
+    monkeypatch.chdir(tmp_path)
+    run = json.loads(LINE.read_text().splitlines()[0])
+    run["random_input_len"] = 4000
+    run["server_info"] = {**(run.get("server_info") or {}), "context_length": 2048}
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(run) + "\n")
+    assert main(["validate", "--measured", str(p), "--profile", ANALYTIC, "--seeds", "1", "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "context length 2048 (server.context_length)" in err[0], err
+
+
+def test_the_max_running_requests_default_uses_the_servers_context_length():
+    """SGLang's default max_running_requests (from the KV pool over context_len x 512) reads
+    ModelConfig.context_len, which --context-length sets: a shorter context gives more slots."""
+    from specsched.sim.config import Scenario
+    from specsched.sim.defaults import apply_hardware_defaults
+
+    def resolved(server: dict) -> tuple[int, str]:
+        sc = Scenario.model_validate({"name": "t", "profile": ANALYTIC, "server": {"speculative_algorithm": "none", **server},
+                                      "workload": {"kind": "burst", "num_requests": 2,
+                                                   "input_len": {"kind": "fixed", "value": 100},
+                                                   "output_len": {"kind": "fixed", "value": 8}}})
+        out, filled = apply_hardware_defaults(sc, given=set(server))
+        why = next(r.why for r in filled if r.key == "max_running_requests")
+        return out.server.max_running_requests, why
+
+    model, why_model = resolved({})
+    short, why_short = resolved({"context_length": 8192})
+    assert "context length 131072" in why_model and "context length 8192" in why_short
+    assert short > model
