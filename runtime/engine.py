@@ -255,6 +255,19 @@ class RuntimeEngine(LoopHost):
         self.progress = progress
         self.window = srv.spec_window
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+        if not srv.disable_radix_cache and any(s.tokens is not None for s in self.specs):
+            # the scheduler's radix cache would let a request skip a prefix whose KV another
+            # request's row holds; the runtime's pool maps each row to its own slots only
+            # (runtime/kv_cache.py ReqToTokenPool), so the extend would write where the
+            # ledger holds nothing: refuse in one line rather than fail mid-run
+            from specsched.sim.errors import ConfigError
+
+            key = ("workload.shared_prefix" if scenario.workload.shared_prefix is not None
+                   else "workload.multi_turn" if scenario.workload.multi_turn is not None else "workload.trace")
+            raise ConfigError(scenario.path or scenario.name, key, "{...}",
+                              "prompts that share prefixes with the radix cache on are simulated only: the runtime "
+                              "does not share KV between requests; measure with server.disable_radix_cache: true "
+                              "(every prompt prefilled whole) or predict with specsched run")
         max_ctx = max(s.input_len + s.output_len for s in self.specs) + 4 * self.window + 64
         max_reqs = srv.max_running_requests + 8
         # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
@@ -600,7 +613,7 @@ class RuntimeEngine(LoopHost):
             host_probe=self.probe.summary(), host_speed=self.probe.speed_summary(),
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
-            **run_counts(self.sched),   # priority preemptions too, as the simulator's summary has them
+            **run_counts(self.sched),   # the same counts as the simulator's summary (preemptions, SWA peak, cache hit rate)
             request_rows_peak=self._rows_peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),

@@ -517,12 +517,6 @@ class SimEngine(Clients, EngineStretch):
                 raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
         summary.update(scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
                        profile=self.profile.name, **run_counts(self.sched))
-        kv = self.sched.kv
-        if kv.swa_capacity:  # hybrid sliding-window: SGLang logs "swa token usage" = used / pool
-            summary.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)
-        hit, new = self.sched.cache_hit_tokens, self.sched.cache_input_tokens
-        if hit:  # SGLang's cache hit rate: hit / (hit + computed) over first-attempt prefills
-            summary["cache_hit_rate"] = hit / (hit + new)
         if self.rec.num_steps:
             summary["host_blocked_s"] = self.host_blocked_s
         info = {"records": self.rec.level, "num_steps": self.rec.num_steps, "num_passes": self.rec.num_passes,

@@ -838,15 +838,24 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         return Deliveries(d_rid, d_n, d_fin)
 
 
-def run_counts(sched: Any) -> dict[str, int]:
+def run_counts(sched: Any) -> dict[str, float]:
     """What a run's summary carries of a scheduler's counts, the same under both clocks
-    (sim/engine.py, runtime/engine.py): retractions, delayed admission passes, the KV peak, and
-    the priority preemptions when there were any (SGLang's ``PrefillAdder.preempt_to_schedule``;
-    a preempted request is re-prefilled, as a retracted one is; the report prints them as
-    "Priority preemptions"). ``sched``: a :class:`Scheduler`, or what stands for one over
-    several (a DP-attention group, a disaggregated deployment's roles)."""
-    out = {"num_retractions": sched.num_retractions, "num_delayed_passes": sched.num_delayed_passes,
-           "kv_peak_tokens": sched.kv.peak}
+    (sim/engine.py, runtime/engine.py), so predicted and measured runs report the same keys:
+    retractions, delayed admission passes, the KV peak; the priority preemptions when there
+    were any (SGLang's ``PrefillAdder.preempt_to_schedule``; a preempted request is
+    re-prefilled, as a retracted one is; the report prints them as "Priority preemptions");
+    on a hybrid sliding-window pool its peak and peak usage (SGLang logs "swa token usage" =
+    used / pool); and where the prefix cache hit, SGLang's cache hit rate (hit / (hit +
+    computed) over first-attempt prefills). ``sched``: a :class:`Scheduler`, or what stands
+    for one over several (a DP-attention group, a disaggregated deployment's roles)."""
+    out: dict[str, float] = {"num_retractions": sched.num_retractions, "num_delayed_passes": sched.num_delayed_passes,
+                             "kv_peak_tokens": sched.kv.peak}
     if sched.num_preemptions:
         out["num_preemptions"] = sched.num_preemptions
+    kv = sched.kv
+    if kv.swa_capacity:
+        out.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)
+    hit, new = sched.cache_hit_tokens, sched.cache_input_tokens
+    if hit:
+        out["cache_hit_rate"] = hit / (hit + new)
     return out

@@ -1,0 +1,48 @@
+"""The runtime's KV pool maps each request row to its own slots (runtime/kv_cache.py
+``ReqToTokenPool``): it does not share a cached prefix's KV between requests. With the radix
+cache on, the shared scheduler lets a request skip a prefix another row holds, and the
+runtime's extend then wrote KV the ledger never gave it (``PoolExhausted`` mid-run, a
+traceback). Such a scenario is refused up front in one line, exit 2, nothing written; with
+``server.disable_radix_cache: true`` it measures (every prompt prefilled whole)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from specsched.cli import main
+
+pytest.importorskip("torch")
+
+
+def _scenario(tmp_path) -> str:
+    p = tmp_path / "sp.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "sp-tiny", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 4, "max_total_num_tokens": 5000, "chunked_prefill_size": 64,
+                   "max_prefill_tokens": 96, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.5, "request_spread": 0.3},
+        "workload": {"kind": "burst", "output_len": {"kind": "fixed", "value": 8},
+                     "shared_prefix": {"num_groups": 2, "prompts_per_group": 3, "system_prompt_len": 48,
+                                       "question_len": 16}}}))
+    return str(p)
+
+
+def test_shared_prefixes_with_the_radix_cache_are_refused_by_the_runtime(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path)
+    before = set(tmp_path.iterdir())
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}: workload.shared_prefix"), err
+    assert "server.disable_radix_cache: true" in err[0]
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_with_the_radix_cache_off_the_same_workload_measures(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path)
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--set", "server.disable_radix_cache=true",
+                 "--out", "out", "--quiet"]) == 0
+    assert (tmp_path / "out" / "summary.json").is_file()
+    assert "cache_hit_rate" not in (tmp_path / "out" / "summary.json").read_text()
