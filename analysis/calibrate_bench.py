@@ -101,6 +101,10 @@ NOISE_SEEDS = 4
 """Seeds simulated at the profile (at least; ``--seeds`` when more) for each case's seed
 scatter (:func:`seed_scatter`), when a prior weighs the residuals: three degrees of freedom a
 case, pooled over the cases. The first ``--seeds`` of them are the profile's prediction."""
+PRIOR_HELD_SD = 2.0
+"""An unidentified factor within this many prior standard deviations of the profile is
+reported as held by the prior (:meth:`FitResult.identifiability`); further out, the runs
+moved it."""
 NOISE_FLOOR = 1e-3
 """Smallest per-metric noise (log units) :func:`metric_noise` returns: a bench_serving
 line's millisecond figures carry three decimals, 0.1 % of a 1 ms ITL."""
@@ -464,6 +468,25 @@ class FitResult:
         with np.errstate(invalid="ignore"):
             return self.cov / np.outer(d, d)
 
+    def _held(self, k: str) -> str:
+        """What set an unidentified factor ``k``, for :meth:`identifiability`: the prior
+        (within :data:`PRIOR_HELD_SD` of its standard deviations of the profile), or, when
+        the fit moved it further, that the runs did, with the noise their residuals were
+        weighed by: residuals of deterministic predictions (plain decoding of replayed
+        arrivals) with no repeated load have only :data:`NOISE_FLOOR` as their noise, which
+        leaves the prior no weight, and the factor lands wherever the search left it."""
+        if k not in self.prior_sd:
+            return ""
+        sds = abs(math.log(self.factors[k])) / self.prior_sd[k]
+        if sds <= PRIOR_HELD_SD:
+            return " (the prior held it)"
+        floor = sorted(m for m, v in self.noise.items() if v <= NOISE_FLOOR)
+        why = (f"the residuals of {', '.join(floor)} are weighed at the {NOISE_FLOOR:g} noise floor (no seed "
+               "scatter, no repeated load), which leaves the prior no weight; repeat a load, or leave "
+               f"{k} out of --params"
+               if floor else "the runs outweighed the prior")
+        return f" (x{self.factors[k]:.3g}, {sds:.1f} prior standard deviations from the profile: {why})"
+
     def identifiability(self) -> list[str]:
         """One line per thing the runs could not tell apart, for the report and the written
         profile's provenance (empty: every factor pinned):
@@ -487,7 +510,7 @@ class FitResult:
         out = []
         se = self.factor_se_pct()
         for k in names:
-            held = " (the prior held it)" if k in self.prior_sd else ""
+            held = self._held(k)
             if math.isinf(se[k]):
                 out.append(f"not identified: {k}: no fitted figure moves it{held}")
             elif se[k] > 100 * UNPINNED_SE:
