@@ -611,9 +611,10 @@ def _smi_sampler(path: Path) -> subprocess.Popen | None:
     if exe is None:
         print("--smi: nvidia-smi not found; no clock log", flush=True)
         return None
-    return subprocess.Popen([exe, "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,"
-                             "clocks_event_reasons.active", "--format=csv,noheader,nounits", "-lms", "50"],
-                            stdout=open(path, "w"), stderr=subprocess.STDOUT)
+    with open(path, "w") as log:   # the child keeps its own descriptor; ours closes here
+        return subprocess.Popen([exe, "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,"
+                                 "clocks_event_reasons.active", "--format=csv,noheader,nounits", "-lms", "50"],
+                                stdout=log, stderr=subprocess.STDOUT)
 
 
 def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float) -> int:

@@ -166,11 +166,11 @@ class Provenance:
         ratios = [f"{t:g} tok @ctx {c:g} x{lo / sp:.3f}" for i, t in enumerate(self.ext_x)
                   for j, c in enumerate(self.ext_cols)
                   if (lo := loaded[i][j]) > 0 and (sp := spin[i][j]) > 0]
+        dry = [x for x in self.lead_dry if x.startswith(group)]
         return (f" Timed behind {self.extend_lead_s * 1e3:g} ms of the same call back to back (a busy loop's "
                 f"GPU state, docs/measurements/h200-v32.md; runtime/profile_gpu.py _behind_same), "
                 f"{self._reps_text(group + '_lead')}; against the same call behind an idle spin: {', '.join(ratios)}"
-                + (f"; the host could not keep ahead of these, timed behind the spin alone: "
-                   f"{', '.join(x for x in self.lead_dry if x.startswith(group))}" if any(x.startswith(group) for x in self.lead_dry) else "")
+                + (f"; the host could not keep ahead of these, timed behind the spin alone: {', '.join(dry)}" if dry else "")
                 + ".")
 
     def provenance(self) -> tuple[dict[str, str], str]:

@@ -62,7 +62,7 @@ from functools import lru_cache
 from typing import Any
 
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
-from specsched.sim.hardware import RESOLVED_KEYS, Hardware  # noqa: F401  (re-exported)
+from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
 from specsched.sim.semantics import DEFAULT_PRESET
@@ -363,7 +363,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     elif server.speculative_algorithm.enabled:
         put("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "SGLang's reset for speculative decoding")
     elif pool is not None and pool > 0:
-        ctx = server.context_length or hw.context_len   # ModelConfig.context_len: --context-length wins
+        ctx = served_context_len(server.context_length, hw)
         put("max_running_requests", auto_max_running_requests(pool_v, ctx),
             f"from the KV pool and context length {ctx}")
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")

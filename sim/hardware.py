@@ -72,3 +72,13 @@ class Hardware(BaseModel):
     context_mib: float = Field(1024.0, ge=0)
     slot_expansion_sync: bool = False
     architecture: str = ""
+
+
+def served_context_len(context_length: int | None, hw: Hardware | None) -> int | None:
+    """The context length a server runs with: its ``--context-length`` (``server.context_length``)
+    when given, which replaces the model's own (sglang 0.5.23 configs/model_config.py
+    ``ModelConfig._derive_context_length``), else the profile's ``hardware.context_len``; None
+    when neither says."""
+    if context_length is not None:
+        return context_length
+    return hw.context_len if hw is not None else None

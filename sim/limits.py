@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
+from specsched.sim.hardware import served_context_len
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     ceil_page,
@@ -173,11 +174,10 @@ def context_length(scenario: Scenario, hw: Hardware | None) -> tuple[int | None,
     the scenario's ``server.context_length`` (SGLang's ``--context-length``, which replaces
     the model's own: configs/model_config.py ``ModelConfig._derive_context_length``), else
     the profile's ``hardware.context_len``; (None, "") when neither says."""
-    if scenario.server.context_length is not None:
-        return scenario.server.context_length, "server.context_length"
-    if hw is not None and hw.context_len is not None:
-        return hw.context_len, f"profile {scenario.profile}"
-    return None, ""
+    ctx = served_context_len(scenario.server.context_length, hw)
+    if ctx is None:
+        return None, ""
+    return ctx, ("server.context_length" if scenario.server.context_length is not None else f"profile {scenario.profile}")
 
 
 def _context(scenario: Scenario, hw: Hardware | None) -> None:
@@ -374,8 +374,8 @@ def _narrower_dtype(scenario: Scenario) -> str:
 
 
 def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> None:
-    """Refuse a request longer than the model's context length (the profile's
-    ``hardware.context_len``): SGLang rejects the prompt (managers/tokenizer_manager.py
+    """Refuse a request longer than the context length the server runs with
+    (:func:`context_length`): SGLang rejects the prompt (managers/tokenizer_manager.py
     ``_validate_one_request``: input >= context_len, or input + max_new_tokens > it)."""
     ctx, source = context_length(scenario, hw)
     if ctx is None:
