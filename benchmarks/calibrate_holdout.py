@@ -37,6 +37,7 @@ from specsched.analysis.calibrate_bench import (
     ARRIVALS,
     FIT_METRICS,
     cases_from_runs,
+    default_fit_metrics,
     fit,
     metric_noise,
     parse_prior,
@@ -212,9 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                          "server ran with that neither the lines nor the template say, e.g. "
                          "server.cuda_graph_bs=[1,2,4,8,12,16,24,32,40,48,56,64]")
     ap.add_argument("--out", type=Path, help="markdown table (e.g. docs/calibration-holdout.md)")
-    ap.add_argument("--fit-metrics", default=",".join(FIT_METRICS),
-                    help=f"metrics the fit matches (default {','.join(FIT_METRICS)}, the hold-out's targets, which "
-                         "are always what the verdict is on)")
+    ap.add_argument("--fit-metrics", default="auto",
+                    help=f"metrics the fit matches (default auto: what `specsched calibrate --from` fits, "
+                         f"{','.join(FIT_METRICS)} with mean_itl_ms in place of median_itl_ms when the fitted runs "
+                         "decoded speculatively; the verdict is always on the hold-out's targets)")
     ap.add_argument("--also-report", default="mean_itl_ms",
                     help="metrics reported beside the fitted ones, neither fitted nor in the verdict (comma-separated; "
                          "default mean_itl_ms: a speculative run's median ITL sits on one rung of interval / tokens, "
@@ -240,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"need runs at 2 loads or more in {', '.join(map(str, a.runs_dirs))}, found {len(runs)} run(s)", file=sys.stderr)
         return 2
     params = a.params.split(",")
-    fit_metrics = tuple(m for m in a.fit_metrics.split(",") if m)
+    # the same default as calibrate --from, so the hold-out checks the fit a user gets
+    fit_metrics = (tuple(default_fit_metrics(train_runs)) if a.fit_metrics == "auto"
+                   else tuple(m for m in a.fit_metrics.split(",") if m))
     also = tuple(dict.fromkeys(m for m in (*fit_metrics, *a.also_report.split(",")) if m and m not in FIT_METRICS))
     profile = load_profile(a.profile)
     prior = parse_prior(a.prior, params, analytic=profile.analytic is not None)

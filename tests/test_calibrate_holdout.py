@@ -177,3 +177,36 @@ def test_a_count_below_one_is_refused(opt, value, capsys):
     with pytest.raises(SystemExit) as e:
         holdout.main(["somewhere", "--profile", "h200-1b", opt, value])
     assert e.value.code == 2 and opt in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("accept", "given", "fitted_itl"), [
+    (3.2, None, "mean_itl_ms"),             # speculative runs: the default is calibrate --from's
+    (1.0, None, "median_itl_ms"),           # plain decoding: the hold-out's own targets
+    (3.2, "median_ttft_ms,median_itl_ms,output_throughput", "median_itl_ms"),   # stated: as stated
+])
+def test_the_holdout_fits_what_calibrate_from_fits_unless_told(tmp_path, monkeypatch, accept, given, fitted_itl):
+    """The hold-out checks the fit a user of ``specsched calibrate --from`` gets: by default it
+    fits the same metrics (analysis.calibrate_bench.default_fit_metrics: mean ITL for a
+    speculative run, whose median ITL sits on one rung of interval / tokens)."""
+    for rate in (4, 8, 16, 32):
+        line = {"completed": 8, "request_rate": rate, "max_concurrency": None, "duration": 2.0,
+                "median_ttft_ms": 50.0, "median_itl_ms": 5.0, "mean_itl_ms": 6.0, "output_throughput": 900.0,
+                "accept_length": accept}
+        (tmp_path / f"rate{rate}.jsonl").write_text(json.dumps(line) + "\n")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_fit(train, profile, params, **kw):
+        seen["metrics"] = kw["metrics"]
+        raise Stop
+
+    monkeypatch.setattr(holdout, "cases_from_runs", lambda runs, *a, **k: list(runs))
+    monkeypatch.setattr(holdout, "metric_noise", lambda train, metrics: None)
+    monkeypatch.setattr(holdout, "fit", fake_fit)
+    argv = [str(tmp_path), "--profile", "h200-1b", "--seeds", "1"] + (["--fit-metrics", given] if given else [])
+    with pytest.raises(Stop):
+        holdout.main(argv)
+    assert fitted_itl in seen["metrics"]
+    assert ({"mean_itl_ms", "median_itl_ms"} - {fitted_itl}).isdisjoint(seen["metrics"])
