@@ -986,9 +986,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         "seed": int(run.args.get("seed", 1)),
     }
     if template:
-        t = load_scenario(template)
-        sc["server"] = t.server.model_dump(mode="json", exclude_defaults=True)
-        sc["acceptance"] = t.acceptance.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        # what the template's file states, as stated: a value equal to the schema's default
+        # (admission_delay: none) is still a choice, which the run's hardware defaults must not
+        # overwrite (DSpark's automatic min_free_slots delay, sim/defaults.py resolve_server); the
+        # keys it leaves out are filled for the run's profile, not the template's
+        t = load_scenario(template, resolve_defaults=False)
+        sc["server"] = t.server.model_dump(mode="json", exclude_unset=True)
+        sc["acceptance"] = t.acceptance.model_dump(mode="json", exclude_unset=True)
         notes.append(f"server and acceptance from the template {Path(template).name}")
     else:
         sc["server"] = _server(run, notes, state_with)
