@@ -1050,17 +1050,28 @@ def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str
     A profile given as a path to a file (``--profile my.yaml``, read from the working folder)
     is written relative to the YAML's folder, as a scenario's profile path is read
     (:func:`sim.profile.resolve_profile_path`): the scenario then runs from any folder, and
-    ``--out elsewhere/s.yaml`` still finds it. A bundled profile's name stays a name."""
+    ``--out elsewhere/s.yaml`` still finds it. A bundled profile's name stays a name. A profile
+    given as a stream (``--profile <(...)``) is copied beside the YAML as
+    ``<stem>-profile.yaml`` and named so."""
     from specsched.analysis.io import atomic_write, atomic_write_text
+    from specsched.sim.input_files import is_stream, read_input
 
     out = Path(out)
     prof = Path(str(sc["profile"]))
-    if prof.is_file():
+    written = []
+    if is_stream(prof):
+        # a stream (``--profile <(...)``, /dev/stdin) is gone once this command ends: the
+        # scenario names a copy of its bytes beside it, not /dev/fd/N
+        copy = out.with_name(f"{out.stem}-profile.yaml")
+        data = read_input(prof, "a profile YAML")
+        atomic_write(copy, lambda tmp: Path(tmp).write_bytes(data))
+        sc["profile"] = copy.name
+        written.append(copy)
+    elif prof.is_file():
         try:
             sc["profile"] = Path(os.path.relpath(prof.resolve(), out.resolve().parent)).as_posix()
         except ValueError:   # another drive: no relative path
             sc["profile"] = str(prof.resolve())
-    written = []
     for key, df in tables.items():
         p = out.with_name(f"{out.stem}-trace.csv" if key == "trace" else f"{out.stem}-{key}-lengths.csv")
         atomic_write(p, lambda tmp, df=df: df.to_csv(tmp, index=False))

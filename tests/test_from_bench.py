@@ -613,3 +613,28 @@ def test_a_template_keeps_what_its_file_states_even_a_schema_default():
     built = Scenario.model_validate({**sc, "path": ""})
     from specsched.sim.defaults import apply_hardware_defaults
     assert apply_hardware_defaults(built)[0].server.admission_delay == "none"
+
+
+def test_a_profile_given_as_a_stream_is_copied_beside_the_scenario(tmp_path, monkeypatch):
+    """``--profile <(...)`` (a pipe, read once): the scenario names a copy of its bytes written
+    beside it (``<stem>-profile.yaml``), not ``/dev/fd/N``, which is gone once the command
+    ends; the scenario then runs from another folder."""
+    import os
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, {**LINE, "completed": 4, "max_concurrency": 2})
+    text = (ROOT / "profiles" / "h200-1b.yaml").read_bytes()
+    fifo = tmp_path / "profile.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(text))
+    writer.start()
+    assert main(["scenario", "from-bench", str(p), "--profile", str(fifo), "--out", "built/s.yaml", "-q"]) == 0
+    writer.join()
+    sc = yaml.safe_load((tmp_path / "built" / "s.yaml").read_text())
+    assert sc["profile"] == "s-profile.yaml"
+    assert (tmp_path / "built" / "s-profile.yaml").read_bytes() == text
+    fifo.unlink()
+    monkeypatch.chdir(ROOT)   # another folder: the copy is found beside the scenario
+    assert main(["run", str(tmp_path / "built" / "s.yaml"), "--out", str(tmp_path / "r"), "-q"]) == 0
+    assert (tmp_path / "r" / "summary.json").exists()
