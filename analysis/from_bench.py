@@ -977,7 +977,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                          "this run, `--arrivals details` replays them (validate-bench and calibrate --from replay them "
                          "by default)")
     sc: dict[str, Any] = {
-        "name": name or _tag_name(run, f"{Path(file).stem}-line{line}", notes),
+        "name": name or _tag_name(run, f"{_file_label(file)}-line{line}", notes),
         "description": f"Built by `specsched scenario from-bench` from bench_serving run {Path(file).name}:{line} "
                        f"(backend {run.args.get('backend', '?')}, dataset {run.args.get('dataset_name', '?')}).",
         "source": f"bench_serving {Path(file).name}:{line}",
@@ -1024,6 +1024,14 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _file_label(file: str) -> str:
+    """The results file's stem for a scenario's default name; a stream (``<(zcat runs.gz)``:
+    ``/dev/fd/63``, ``/dev/stdin``) has no name of its own, so ``bench_serving``."""
+    from specsched.sim.input_files import is_stream
+
+    return "bench_serving" if is_stream(file) else Path(file).stem
 
 
 def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:

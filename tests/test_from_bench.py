@@ -638,3 +638,20 @@ def test_a_profile_given_as_a_stream_is_copied_beside_the_scenario(tmp_path, mon
     monkeypatch.chdir(ROOT)   # another folder: the copy is found beside the scenario
     assert main(["run", str(tmp_path / "built" / "s.yaml"), "--out", str(tmp_path / "r"), "-q"]) == 0
     assert (tmp_path / "r" / "summary.json").exists()
+
+
+def test_a_line_read_from_a_stream_gets_a_name_of_its_own(tmp_path):
+    """A results file given as a stream (``<(zcat runs.jsonl.gz)``, ``/dev/fd/63``) has no name:
+    the scenario is ``bench_serving-lineN``, not ``63-lineN``; a file keeps its stem."""
+    import os
+    import threading
+
+    fifo = tmp_path / "63"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(json.dumps(LINE) + "\n"))
+    writer.start()
+    run = read_bench(fifo)[0]
+    writer.join()
+    assert scenario_from_bench(run, "h200-1b")[0]["name"] == "bench_serving-line1"
+    p = _write(tmp_path, LINE)
+    assert scenario_from_bench(read_bench(p)[0], "h200-1b")[0]["name"] == "runs-line1"
