@@ -102,6 +102,8 @@ from specsched.sim.input_files import (
     READ_ERRORS,
     encoding_of,
     is_input_file,
+    json_at,
+    json_value,
     read_input,
     unreadable,
 )
@@ -644,7 +646,6 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
     """JSON objects written one after another, each over several lines (indented: ``jq .
     runs.jsonl``, or ``json.dump(result, f, indent=4)`` appended run after run), each keyed
     by the line it starts on; or, where the text stops being JSON, (line, that line, why)."""
-    dec = json.JSONDecoder()
     out: list[tuple[int, Any]] = []
     k, n = 0, len(text)
     while True:
@@ -654,7 +655,7 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
             return out
         start = text.count("\n", 0, k) + 1
         try:
-            obj, k = dec.raw_decode(text, k)
+            obj, k = json_at(text, k)
         except json.JSONDecodeError as e:
             where = text.splitlines()[e.lineno - 1] if e.lineno <= len(text.splitlines()) else ""
             return e.lineno, where.strip() or "<end of file>", f"{e.msg} line {e.lineno} column {e.colno}"
@@ -710,7 +711,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         if not raw.strip():
             continue
         try:
-            objs.append((i, json.loads(raw)))
+            objs.append((i, json_value(raw)))
         except json.JSONDecodeError as e:
             if bad is None:
                 bad = (i, raw.strip(), f"{e.msg} column {e.colno}")   # the line is in the location
@@ -720,7 +721,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         bad = None   # the named run is whole (another line was cut short, e.g. a run killed while appending)
     if bad is not None:
         try:  # one object over several lines, or a list
-            whole = json.loads(text)
+            whole = json_value(text)
             objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
         except json.JSONDecodeError:
             scanned = None if objs else _indented_objects(text)   # a file that began as JSONL keeps its line's error

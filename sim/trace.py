@@ -39,7 +39,14 @@ import numpy as np
 import pandas as pd
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
-from specsched.sim.input_files import READ_ERRORS, file_key, is_input_file, open_text, unreadable
+from specsched.sim.input_files import (
+    READ_ERRORS,
+    file_key,
+    is_input_file,
+    json_value,
+    open_text,
+    unreadable,
+)
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
@@ -304,7 +311,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json_value(line)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"not a JSON object ({e.msg} column {e.colno})") from None
             if not isinstance(row, dict):

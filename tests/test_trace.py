@@ -103,6 +103,21 @@ def test_bad_traces_name_file_line_column_value(tmp_path, capsys, monkeypatch, t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("row, key", [
+    ('{"timestamp": 1' + "0" * 400 + ', "input_length": 5, "output_length": 2}', "timestamp"),
+    ('{"timestamp": 1, "input_length": 1' + "0" * 5000 + ', "output_length": 2}', "input_length"),
+    ("[" * 100_000 + "]" * 100_000, "<line>"),
+])
+def test_a_jsonl_number_past_a_float_or_nesting_past_the_stack_is_one_line(tmp_path, row, key):
+    """An integer of hundreds of digits was an OverflowError traceback (4,300 digits: a
+    ValueError), deeply nested brackets a RecursionError."""
+    sc = _trace_scenario(tmp_path, '{"timestamp": 0, "input_length": 5, "output_length": 2}\n' + row + "\n",
+                         suffix=".jsonl")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith("t.jsonl:2") and e.value.key == key
+
+
 @pytest.mark.parametrize("cell", ["nan", "NaN", "NA", "null", "n/a"])
 def test_a_word_in_a_number_column_is_shown_as_written(tmp_path, cell):
     """pandas reads "nan", "NA", "null" (and more) as a missing cell by default, so the error
