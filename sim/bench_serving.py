@@ -1033,6 +1033,18 @@ each chunk's gap over its retokenized tokens when ``accept_length > 0``
 token although its ``itls`` details stay per chunk."""
 
 
+_PERCENTILE_KEY = re.compile(rf"^p(?P<p>\d+(?:\.\d+)?)_(?:{'|'.join(LATENCIES)})_ms$")
+
+
+def uncompared_percentiles(run: BenchRun) -> list[str]:
+    """The line's latency percentiles that no prediction gives: vLLM's ``--metric-percentiles``
+    beyond :data:`STATS`' (``p99.9_ttft_ms``, ``p75_itl_ms``), kept in ``extra``; ``p50`` is
+    not one of them (it is the median)."""
+    return [k for k, v in run.extra.items()
+            if (m := _PERCENTILE_KEY.match(k)) and float(m.group("p")) != 50
+            and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
 def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
     result file (``benchmark_serving.py`` and ``vllm bench serve``; found by the ``date`` key
