@@ -242,7 +242,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.sim.grid_range import write_warnings
 
     write_warnings(n for r in runs for n in r.extra["range_notes"])   # once for every seed
-    from specsched.sim.bench_serving import client_record, itl_per_chunk
+    from specsched.sim.bench_serving import client_record, itl_per_chunk, uncompared_percentiles
 
     chunk_itl = itl_per_chunk(measured)
     pred = mean_summary([client_record(r, chunk_itl) | {"profile": r.summary.get("profile")} for r in runs])
@@ -259,6 +259,9 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     if chunk_itl:
         print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
               "the predicted ITL is per chunk too (SGLang's sglang backend splits a chunk of n tokens into n gaps)")
+    skipped = uncompared_percentiles(measured)
+    if skipped:   # vLLM --metric-percentiles 99.9: the table would leave them out without a word
+        print(f"note: not compared: {', '.join(skipped)} (the prediction gives the mean, median, std, p90, p95 and p99)")
     from specsched.analysis.from_bench import successes
 
     n_ok = successes(measured) if n_meas else None

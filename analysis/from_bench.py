@@ -845,6 +845,20 @@ def _tp_note(run: BenchRun, profile: str, notes: list[str]) -> None:
                      f"--tp {tp} ...)")
 
 
+def _vision_note(run: BenchRun, notes: list[str]) -> None:
+    """Say that a multimodal run's image tokens are prefilled as text: SGLang 0.5.4 on writes
+    ``total_input_vision_tokens`` (a multimodal dataset such as ``image``), counted in
+    ``total_input_tokens`` and so in the built prompts, while the vision encoder that made them
+    (part of each measured TTFT) is not modelled."""
+    v = run.extra.get("total_input_vision_tokens")
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        tin = run.summary.get("total_input_tokens")
+        share = f", {v / tin:.0%} of the input tokens" if tin and v <= tin else ""
+        notes.append(f"prompts: {v:.0f} vision tokens (total_input_vision_tokens{share}, dataset "
+                     f"{run.args.get('dataset_name', '?')!r}) are prefilled as text tokens; the vision encoder's time, "
+                     "part of the measured TTFT, is not modelled")
+
+
 def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
                      drafts: tuple[int, list[float] | None] | None = None,
                      state_with: str = "--template") -> dict[str, Any]:
@@ -997,6 +1011,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     else:
         sc["server"] = _server(run, notes, state_with)
     _tp_note(run, profile, notes)
+    _vision_note(run, notes)
     acc = _accept_length(run)
     drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled

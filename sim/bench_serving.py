@@ -102,6 +102,8 @@ from specsched.sim.input_files import (
     READ_ERRORS,
     encoding_of,
     is_input_file,
+    json_at,
+    json_value,
     read_input,
     unreadable,
 )
@@ -644,7 +646,6 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
     """JSON objects written one after another, each over several lines (indented: ``jq .
     runs.jsonl``, or ``json.dump(result, f, indent=4)`` appended run after run), each keyed
     by the line it starts on; or, where the text stops being JSON, (line, that line, why)."""
-    dec = json.JSONDecoder()
     out: list[tuple[int, Any]] = []
     k, n = 0, len(text)
     while True:
@@ -654,7 +655,7 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
             return out
         start = text.count("\n", 0, k) + 1
         try:
-            obj, k = dec.raw_decode(text, k)
+            obj, k = json_at(text, k)
         except json.JSONDecodeError as e:
             where = text.splitlines()[e.lineno - 1] if e.lineno <= len(text.splitlines()) else ""
             return e.lineno, where.strip() or "<end of file>", f"{e.msg} line {e.lineno} column {e.colno}"
@@ -710,7 +711,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         if not raw.strip():
             continue
         try:
-            objs.append((i, json.loads(raw)))
+            objs.append((i, json_value(raw)))
         except json.JSONDecodeError as e:
             if bad is None:
                 bad = (i, raw.strip(), f"{e.msg} column {e.colno}")   # the line is in the location
@@ -720,7 +721,7 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
         bad = None   # the named run is whole (another line was cut short, e.g. a run killed while appending)
     if bad is not None:
         try:  # one object over several lines, or a list
-            whole = json.loads(text)
+            whole = json_value(text)
             objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
         except json.JSONDecodeError:
             scanned = None if objs else _indented_objects(text)   # a file that began as JSONL keeps its line's error
@@ -1030,6 +1031,18 @@ RETOKENIZED_ITL_BACKENDS = frozenset({"sglang-oai", "sglang-oai-chat"})
 each chunk's gap over its retokenized tokens when ``accept_length > 0``
 (``use_retokenized_itl``, benchmark/serving.py in 0.5.23), so the line's ITL statistics are per
 token although its ``itls`` details stay per chunk."""
+
+
+_PERCENTILE_KEY = re.compile(rf"^p(?P<p>\d+(?:\.\d+)?)_(?:{'|'.join(LATENCIES)})_ms$")
+
+
+def uncompared_percentiles(run: BenchRun) -> list[str]:
+    """The line's latency percentiles that no prediction gives: vLLM's ``--metric-percentiles``
+    beyond :data:`STATS`' (``p99.9_ttft_ms``, ``p75_itl_ms``), kept in ``extra``; ``p50`` is
+    not one of them (it is the median)."""
+    return [k for k, v in run.extra.items()
+            if (m := _PERCENTILE_KEY.match(k)) and float(m.group("p")) != 50
+            and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
 
 def itl_per_chunk(run: BenchRun) -> bool:

@@ -19,6 +19,7 @@ UTF-8 one (an editor's) is honoured: :func:`open_text`.
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import zlib
@@ -213,6 +214,49 @@ def open_text(p: str | Path, expected: str = "a text file", **kw: Any) -> IO[str
         raise
     encoding = "utf-16" if head in UTF16_BOMS else kw.get("encoding") or "utf-8"
     return io.TextIOWrapper(g, encoding=encoding, errors=kw.get("errors"), newline=kw.get("newline"))
+
+
+JSON_INT_DIGITS = 300
+"""A JSON integer of more digits than this is read as a float (+-inf past a float's range)."""
+
+
+def _json_int(text: str) -> int | float:
+    """A JSON integer as Python's ``json`` reads it, except one of more than
+    :data:`JSON_INT_DIGITS` digits (no writer's count: a damaged file's), read as ``Infinity``
+    reads: every later ``float()`` of it raised OverflowError (a traceback), and past 4,300
+    digits Python refuses to parse it at all."""
+    return int(text) if len(text) <= JSON_INT_DIGITS else float(text)
+
+
+_JSON = json.JSONDecoder(parse_int=_json_int)
+
+
+def json_at(text: str, pos: int = 0) -> tuple[Any, int]:
+    """The JSON value starting at ``pos`` of ``text`` and the position after it, as
+    ``json.JSONDecoder().raw_decode`` gives them, for a user's file: an integer too long for a
+    float reads as +-inf (:func:`_json_int`), and nesting too deep for Python's recursion
+    limit is a :class:`json.JSONDecodeError` (it was a RecursionError traceback).
+
+    Raises:
+        json.JSONDecodeError: not JSON there (its ``msg``, ``lineno`` and ``colno`` say why and where).
+    """
+    try:
+        return _JSON.raw_decode(text, pos)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, pos) from None
+
+
+def json_value(text: str) -> Any:
+    """``text`` as one JSON value (blanks around it allowed), as ``json.loads`` reads it, with
+    :func:`json_at`'s guards.
+
+    Raises:
+        json.JSONDecodeError: not one JSON value.
+    """
+    try:
+        return _JSON.decode(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
 
 
 def unreadable(p: str | Path, e: BaseException) -> ConfigError:

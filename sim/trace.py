@@ -39,7 +39,14 @@ import numpy as np
 import pandas as pd
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
-from specsched.sim.input_files import READ_ERRORS, file_key, is_input_file, open_text, unreadable
+from specsched.sim.input_files import (
+    READ_ERRORS,
+    file_key,
+    is_input_file,
+    json_value,
+    open_text,
+    unreadable,
+)
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
@@ -195,7 +202,11 @@ def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.
         ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed", utc=True)
         if ts.isna().any():
             k = int(np.argmax(ts.isna().to_numpy()))
-            raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(list(values)[k]), "not a date and time")
+            cell = list(values)[k]
+            hint = ""
+            if not isinstance(cell, bool) and not math.isnan(pd.to_numeric(pd.Series([cell]), errors="coerce").iloc[0]):
+                hint = " (it is a number: set workload.trace.time_unit: s, ms or us)"   # epoch seconds under azure's layout
+            raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(cell), f"not a date and time{hint}")
         return ts.to_numpy("datetime64[ns]").astype(np.int64) / 1e9
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
     if np.isnan(v).any():
@@ -303,12 +314,16 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
+            # a JSON list of rows (json.dump of a list, over one line or several) is no JSONL
+            as_list = (f"; the file is a JSON list, a JSONL trace has one object per line: "
+                       f"jq -c '.[]' {p.name} > rows.jsonl") if line.lstrip().startswith("[") else ""
             try:
-                row = json.loads(line)
+                row = json_value(line)
             except json.JSONDecodeError as e:
-                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"not a JSON object ({e.msg} column {e.colno})") from None
+                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60],
+                                  f"not a JSON object ({e.msg} column {e.colno}){as_list}") from None
             if not isinstance(row, dict):
-                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], "each line must be a JSON object")
+                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"each line must be a JSON object{as_list}")
             for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")

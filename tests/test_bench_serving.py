@@ -122,6 +122,33 @@ def test_bad_files_fail_with_one_line_and_write_nothing(tmp_path, capsys, monkey
     assert sorted(x.name for x in tmp_path.iterdir()) == ["bad.jsonl"]
 
 
+BIG = "1" + "0" * 400   # an integer past a float's range (and 4,300 digits: past Python's int parsing)
+
+
+@pytest.mark.parametrize("text, key", [
+    (json.dumps(SGLANG_0523).replace('"max_concurrency": 16', f'"max_concurrency": {BIG}'), "max_concurrency"),
+    (json.dumps(SGLANG_0523).replace('"ttfts": [0.04', f'"ttfts": [{BIG}'), "ttfts[0]"),
+    (json.dumps(SGLANG_0523).replace('"input_lens": [800', f'"input_lens": [{BIG}'), "input_lens[0]"),
+    (json.dumps(SGLANG_0523).replace('"max_concurrency": 16', '"max_concurrency": 1' + "0" * 5000), "max_concurrency"),
+    ("[" * 100_000 + "]" * 100_000, "<line>"),
+])
+def test_a_number_past_a_float_or_nesting_past_the_stack_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch,
+                                                                                     text, key):
+    """No writer puts them there, but a damaged file did: an integer of hundreds of digits
+    raised OverflowError at its first float() (4,300 digits: ValueError in the JSON reader),
+    and deeply nested brackets RecursionError, each a traceback."""
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "bad.jsonl"
+    p.write_text(text + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.key == key and e.value.file.endswith("bad.jsonl:1")
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.jsonl:1" in err[0] and key in err[0]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
 def test_several_runs_need_a_line(tmp_path):
     p = _jsonl(tmp_path, SGLANG_03, SGLANG_0523)
     with pytest.raises(ConfigError, match="FILE:LINE"):

@@ -655,3 +655,17 @@ def test_a_line_read_from_a_stream_gets_a_name_of_its_own(tmp_path):
     assert scenario_from_bench(run, "h200-1b")[0]["name"] == "bench_serving-line1"
     p = _write(tmp_path, LINE)
     assert scenario_from_bench(read_bench(p)[0], "h200-1b")[0]["name"] == "runs-line1"
+
+
+def test_a_multimodal_line_says_its_vision_tokens_are_prefilled_as_text():
+    """SGLang's image/mmmu datasets count the image tokens in total_input_tokens
+    (total_input_vision_tokens, 0.5.4 on): the built prompts hold them, the vision encoder's
+    time in the measured TTFT is not modelled, and nothing said so."""
+    line = {**LINE, "dataset_name": "image", "total_input_tokens": 4000, "total_input_text_tokens": 1000,
+            "total_input_vision_tokens": 3000, "total_output_tokens": 1200}
+    sc, _ = scenario_from_bench(parse_run(line, "f:1"), "tiny")
+    said = [a for a in sc["assumptions"] if "vision" in a]
+    assert len(said) == 1 and "3000 vision tokens" in said[0] and "75%" in said[0] and "not modelled" in said[0]
+    for text_only in ({**LINE, "total_input_vision_tokens": 0}, LINE):
+        sc, _ = scenario_from_bench(parse_run(text_only, "f:1"), "tiny")
+        assert not any("vision" in a for a in sc["assumptions"])

@@ -506,6 +506,24 @@ def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path):
 
 # ------------------------------------------------------------------ server logs
 
+def test_a_log_rotated_with_copytruncate_reads_past_its_hole_of_nuls(tmp_path):
+    """``server > server.log`` (not ``>>``) rotated by logrotate's copytruncate: the server
+    writes on at its old offset, so the file starts with a run of NULs joined to its next
+    line; a crash can leave NULs after the last line. That line was refused as binary data,
+    and with it the whole log; a NUL inside a line's text still is."""
+    lines = (LOGS / "sglang-0.5.23.log").read_bytes().splitlines()
+    batch = [i for i, x in enumerate(lines) if b" batch" in x]
+    text = b"\n".join(lines[batch[0]:batch[-1] + 1])   # from a batch line to a batch line
+    clean, p = tmp_path / "clean.log", tmp_path / "server.log"
+    clean.write_bytes(text + b"\n")
+    p.write_bytes(b"\x00" * 8192 + text + b"\x00" * 100 + b"\n")
+    got, want = parse_server_log(p), parse_server_log(clean)
+    assert len(got) >= 2 and got.equals(want)   # the hole joins the first line: every line keeps its number
+    p.write_bytes(text.replace(b"#running-req", b"#running\x00-req", 1))
+    with pytest.raises(ConfigError, match="binary data"):
+        parse_server_log(p)
+
+
 def test_sglang_036_and_046_logs_with_a_full_stop():
     log = parse_server_log(LOGS / "sglang-0.3.6.log")
     assert log["kind"].tolist() == ["prefill", "prefill", "decode", "decode", "decode"]

@@ -183,6 +183,19 @@ def test_a_vllm_line_with_only_its_details_validates_in_one_command(tmp_path, ca
     assert main(["run", "v/from-bench.yaml", "--out", "r"]) == 0   # the written scenario runs as it is
 
 
+def test_percentiles_the_prediction_does_not_give_are_named_not_dropped_silently(tmp_path, capsys, monkeypatch):
+    """vLLM's ``--metric-percentiles 50,99,99.9`` writes ``p99.9_*_ms``: kept in the run's extra
+    and left out of the table without a word; the p50s are the medians and are not named."""
+    monkeypatch.chdir(tmp_path)
+    line = json.loads((DATA / "bench" / "vllm-0.7.3-benchmark_serving.json").read_text())
+    line.update({"p99.9_ttft_ms": 30.0, "p99.9_itl_ms": 13.0, "p50_ttft_ms": 20.5, "p75_tpot_ms": None})
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(line, indent=4))
+    assert main(["validate", "--measured", str(p), "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
+    notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note: not compared")]
+    assert len(notes) == 1 and "p99.9_ttft_ms, p99.9_itl_ms (" in notes[0]
+
+
 # ------------------------------------------------------------------ server logs
 
 LOG_FIGURES = {

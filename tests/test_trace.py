@@ -103,6 +103,43 @@ def test_bad_traces_name_file_line_column_value(tmp_path, capsys, monkeypatch, t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("row, key", [
+    ('{"timestamp": 1' + "0" * 400 + ', "input_length": 5, "output_length": 2}', "timestamp"),
+    ('{"timestamp": 1, "input_length": 1' + "0" * 5000 + ', "output_length": 2}', "input_length"),
+    ("[" * 100_000 + "]" * 100_000, "<line>"),
+])
+def test_a_jsonl_number_past_a_float_or_nesting_past_the_stack_is_one_line(tmp_path, row, key):
+    """An integer of hundreds of digits was an OverflowError traceback (4,300 digits: a
+    ValueError), deeply nested brackets a RecursionError."""
+    sc = _trace_scenario(tmp_path, '{"timestamp": 0, "input_length": 5, "output_length": 2}\n' + row + "\n",
+                         suffix=".jsonl")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith("t.jsonl:2") and e.value.key == key
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps([{"timestamp": 0, "input_length": 5, "output_length": 2}] * 2),
+    json.dumps([{"timestamp": 0, "input_length": 5, "output_length": 2}] * 2, indent=2),
+])
+def test_a_json_list_of_rows_is_refused_saying_it_is_a_list_and_how_to_make_jsonl(tmp_path, text):
+    """A trace dumped as one JSON list (.json) was refused as a line that is not a JSON
+    object ('[' at column 1), which did not say what the file is."""
+    sc = _trace_scenario(tmp_path, text + "\n", suffix=".json")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith("t.json:1") and "JSON list" in str(e.value) and "jq -c '.[]' t.json" in str(e.value)
+
+
+def test_epoch_seconds_under_a_datetime_layout_say_to_set_the_time_unit(tmp_path):
+    """An Azure-named trace whose TIMESTAMP is epoch seconds was refused as 'not a date and
+    time' without the fix (the reverse case already had its hint)."""
+    sc = _trace_scenario(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n1700000000.5,10,5\n", layout="azure")
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.key == "TIMESTAMP" and "time_unit: s" in str(e.value)
+
+
 @pytest.mark.parametrize("cell", ["nan", "NaN", "NA", "null", "n/a"])
 def test_a_word_in_a_number_column_is_shown_as_written(tmp_path, cell):
     """pandas reads "nan", "NA", "null" (and more) as a missing cell by default, so the error
