@@ -89,6 +89,30 @@ def test_mistral_attends_every_position_as_sglang_builds_it(tmp_path):
     assert any("sliding_window 4096 not applied" in a for a in arch.assumptions)
 
 
+@pytest.mark.parametrize("arch_name, heads, expected", [
+    ("MistralForCausalLM", 32, 8), ("MixtralForCausalLM", 32, 8), ("Qwen2ForCausalLM", 32, 32),
+    ("GemmaForCausalLM", 16, 16), ("LlamaForCausalLM", 32, 32)])
+def test_a_missing_num_key_value_heads_takes_the_config_class_default(tmp_path, arch_name, heads, expected):
+    """transformers' MistralConfig/MixtralConfig default ``num_key_value_heads`` to 8,
+    Qwen2Config to 32, GemmaConfig to 16, LlamaConfig to the attention heads; SGLang loads the
+    config through them. A Mistral-7B config without the key was read as 32 KV heads (4x the
+    KV per token); an explicit null is the attention heads in every class."""
+    cfg = {k: v for k, v in MISTRAL_7B_V01.items() if k != "num_key_value_heads"}
+    cfg.update(architectures=[arch_name], num_attention_heads=heads, head_dim=128)
+    assert load_model(_config(tmp_path, cfg)).num_kv_heads == expected
+    assert load_model(_config(tmp_path, {**cfg, "num_key_value_heads": None}, "null")).num_kv_heads == heads
+
+
+def test_a_missing_num_key_value_heads_whose_default_does_not_divide_is_one_line(tmp_path, capsys):
+    cfg = {k: v for k, v in MISTRAL_7B_V01.items() if k != "num_key_value_heads"}
+    cfg.update(architectures=["Qwen2ForCausalLM"], num_attention_heads=12, hidden_size=1536, head_dim=128)
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, cfg), "--gpu", "H200",
+                 "--out", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "num_key_value_heads = 32" in err and "default where the key is missing" in err
+    assert len(err.splitlines()) == 1
+
+
 def test_gemma2_windows_its_even_layers_and_ties_its_embeddings(tmp_path):
     """SGLang's models/gemma2.py computes logits from ``embed_tokens`` (no LM head weights)
     and windows layers 0, 2, 4, ... (21 of 42)."""
