@@ -188,3 +188,23 @@ def test_shipped_models_price_their_model_cards_parameters(name):
     if active is not None:
         unpicked = arch.moe_layers * (arch.num_experts - arch.experts_per_token) * 3 * arch.hidden_size * arch.moe_intermediate_size
         assert (params - unpicked) / 1e9 == pytest.approx(active, rel=0.03)
+
+
+def test_the_default_profile_name_holds_no_path_and_tells_configs_apart(tmp_path, monkeypatch):
+    """A config.json's ``_name_or_path`` is often a Hub id (``Qwen/Qwen2-1.5B``): its slash put
+    the default profile in a folder ``profiles/h200-Qwen/``. Two configs in one folder under
+    their own file names were both named after the folder and overwrote each other."""
+    monkeypatch.chdir(tmp_path)
+    hub = {**MISTRAL_7B_V01, "_name_or_path": "mistralai/Mistral-7B-v0.1"}
+    (tmp_path / "hub.json").write_text(json.dumps(hub))
+    assert load_model(str(tmp_path / "hub.json")).name == "Mistral-7B-v0.1"
+    local = {**MISTRAL_7B_V01, "_name_or_path": "/models/my-mistral/"}
+    (tmp_path / "local.json").write_text(json.dumps(local))
+    assert load_model(str(tmp_path / "local.json")).name == "my-mistral"
+    (tmp_path / "a.json").write_text(json.dumps(MISTRAL_7B_V01))
+    (tmp_path / "b.json").write_text(json.dumps(GEMMA_2_9B))
+    assert load_model(str(tmp_path / "a.json")).name == "a" and load_model(str(tmp_path / "b.json")).name == "b"
+    assert load_model(_config(tmp_path, MISTRAL_7B_V01, "Mistral-7B")).name == "Mistral-7B"
+    assert main(["profile", "--analytic", "--model", str(tmp_path / "hub.json"), "--gpu", "H200", "-q"]) == 0
+    written = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "profiles").rglob("*.yaml")]
+    assert written == ["profiles/h200-Mistral-7B-v0.1-tp1-bf16-analytic.yaml"]

@@ -489,5 +489,24 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
         raise ConfigError(str(p), "<file>", str(p), f"not valid JSON ({e.__class__.__name__})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(str(p), "<top level>", type(cfg).__name__, "must be a JSON object")
+    return from_hf_config(cfg, config_model_name(cfg, p), str(p))
+
+
+def config_model_name(cfg: dict[str, Any], p: Path) -> str:
+    """The model's name for a config.json read from ``p``: the last part of its
+    ``_name_or_path`` (a Hub id ``Qwen/Qwen2-1.5B`` or the local folder the checkpoint was
+    saved from), else the folder of a file named ``config.json``, else the file's stem. The
+    name goes into the profile's name and default file name, so it holds no path separator:
+    ``Qwen/Qwen2-1.5B`` wrote ``profiles/h200-Qwen/Qwen2-1.5B-tp1-bf16-analytic.yaml``, a
+    folder the user never asked for, and two configs beside each other in one folder
+    (``mistral.json``, ``qwen.json``) were both named after that folder and overwrote each
+    other's profile."""
+    hub = cfg.get("_name_or_path")
+    if isinstance(hub, str):
+        last = hub.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        if last.strip(". "):
+            return last
     folder = "" if is_stream(p) else p.parent.name   # a pipe's folder (/dev/fd) names no model
-    return from_hf_config(cfg, cfg.get("_name_or_path") or folder or p.stem, str(p))
+    if p.name.lower() == "config.json" and folder:
+        return folder
+    return p.stem or folder or "model"
