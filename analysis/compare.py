@@ -77,13 +77,26 @@ def noise_pct(base_values: Any, arm_values: Any, paired: bool, min_change_pct: f
     Paired (the same seeds in both arms, so the same arrivals, lengths and acceptance
     draws): the sample standard deviation over seeds of the per-seed change
     ``100 (arm_i - base_i) / base_i``; a mean change smaller than its own scatter from one
-    draw to the next is not one a user could count on. Unpaired: the base arm's spread
+    draw to the next is not one a user could count on. Where every per-seed ratio is positive,
+    the spread is the smaller of that and ``100 (exp(sd(ln(arm_i / base_i))) - 1)``: percent
+    changes far above +100 % scatter in proportion to their size, so a change every seed shows
+    as many-fold was called 'no clear change'. Unpaired: the base arm's spread
     (standard deviation / |mean|, in %). With fewer than two seeds: ``min_change_pct``.
     """
     b, c = np.asarray(base_values, dtype=float), np.asarray(arm_values, dtype=float)
     if paired and b.shape == c.shape:
         with np.errstate(divide="ignore", invalid="ignore"):
             v = 100.0 * (c - b) / b
+            ratios = c / b
+        ok = np.isfinite(v)
+        r = ratios[ok]
+        if r.size >= 2 and np.all(r > 0):
+            # A ratio scatters multiplicatively: per-seed changes of +1500 % and +7900 % have a
+            # standard deviation of 4500 %, above their mean, though every seed is 16x worse or
+            # more. The scatter of ln(arm / base), as a percent factor, is what those draws
+            # share; below a few tens of percent the two agree to first order.
+            log_spread = 100.0 * math.expm1(float(np.log(r).std(ddof=1)))
+            return float(max(min_change_pct, min(float(v[ok].std(ddof=1)), log_spread)))
     else:
         b = b[np.isfinite(b)]
         v = 100.0 * (b - b.mean()) / abs(b.mean()) if b.size and b.mean() != 0 else b[:0]
@@ -335,8 +348,8 @@ def _pct(x: float) -> str:
 
 
 VERDICT_RULE = ("verdict: better/worse when the CI excludes 0 and |change| > noise; same when the CI (one seed: "
-                "the change) lies within ±noise; noise = the standard deviation over seeds of the per-seed change, "
-                "at least --min-change (default 1 %)")
+                "the change) lies within ±noise; noise = the standard deviation over seeds of the per-seed change "
+                "(of its log ratio where that is smaller), at least --min-change (default 1 %)")
 """The verdict rule as the tables state it (:func:`verdict`)."""
 
 

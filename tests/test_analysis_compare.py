@@ -186,11 +186,32 @@ def test_the_noise_is_the_seed_spread_of_the_change():
                                          ["output_throughput"], n_resamples=999)
     steady, noisy = table.iloc[0], table.iloc[1]
     assert steady["noise_pct"] == pytest.approx(1.0) and compare.verdict(steady) == "better"
-    assert noisy["noise_pct"] == pytest.approx(np.std([9.0, -4.0, 8.0, -3.0], ddof=1))
+    d = np.array([9.0, -4.0, 8.0, -3.0])
+    assert noisy["noise_pct"] == pytest.approx(min(np.std(d, ddof=1), 100 * np.expm1(np.std(np.log1p(d / 100), ddof=1))))
+    assert noisy["noise_pct"] == pytest.approx(np.std(d, ddof=1), rel=0.05)  # small changes: the two spreads agree
     assert abs(noisy["change_pct"]) < noisy["noise_pct"] and compare.verdict(noisy) in ("same", "no clear change")
     looser = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
                                           ["output_throughput"], n_resamples=999, min_change_pct=5.0)
     assert looser.iloc[0]["noise_pct"] == 5.0 and compare.verdict(looser.iloc[0]) == "same"
+
+
+def test_a_many_fold_change_on_every_seed_is_not_noise():
+    """Paired seeds each 16x and 80x worse: the percent changes (+1500 %, +7900 %) scatter by
+    4500 %, more than the pooled change, but every seed is many-fold worse; the spread of
+    ln(arm / base) (a factor of 3) is the seed noise, and the verdict is 'worse'. A
+    steady decrease keeps the percent spread (the smaller one)."""
+    rows = []
+    for s, (up, down) in enumerate([(16.0, 0.5), (80.0, 0.05), (30.0, 0.2)]):
+        for arm, f in (("base", 1.0), ("up", up), ("down", down)):
+            rows.append((arm, s, "mean_ttft_ms", 100.0 * (1 + s / 10) * f))
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
+                                         ["mean_ttft_ms"], n_resamples=999)
+    up, down = table.iloc[0], table.iloc[1]
+    r = np.log([16.0, 80.0, 30.0])
+    assert up["noise_pct"] == pytest.approx(100 * np.expm1(np.std(r, ddof=1)))
+    assert compare.verdict(up) == "worse"
+    assert down["noise_pct"] == pytest.approx(np.std([-50.0, -95.0, -80.0], ddof=1))
+    assert compare.verdict(down) == "better"
 
 
 @settings(max_examples=200, deadline=None)

@@ -89,6 +89,30 @@ def test_mistral_attends_every_position_as_sglang_builds_it(tmp_path):
     assert any("sliding_window 4096 not applied" in a for a in arch.assumptions)
 
 
+@pytest.mark.parametrize("arch_name, heads, expected", [
+    ("MistralForCausalLM", 32, 8), ("MixtralForCausalLM", 32, 8), ("Qwen2ForCausalLM", 32, 32),
+    ("GemmaForCausalLM", 16, 16), ("LlamaForCausalLM", 32, 32)])
+def test_a_missing_num_key_value_heads_takes_the_config_class_default(tmp_path, arch_name, heads, expected):
+    """transformers' MistralConfig/MixtralConfig default ``num_key_value_heads`` to 8,
+    Qwen2Config to 32, GemmaConfig to 16, LlamaConfig to the attention heads; SGLang loads the
+    config through them. A Mistral-7B config without the key was read as 32 KV heads (4x the
+    KV per token); an explicit null is the attention heads in every class."""
+    cfg = {k: v for k, v in MISTRAL_7B_V01.items() if k != "num_key_value_heads"}
+    cfg.update(architectures=[arch_name], num_attention_heads=heads, head_dim=128)
+    assert load_model(_config(tmp_path, cfg)).num_kv_heads == expected
+    assert load_model(_config(tmp_path, {**cfg, "num_key_value_heads": None}, "null")).num_kv_heads == heads
+
+
+def test_a_missing_num_key_value_heads_whose_default_does_not_divide_is_one_line(tmp_path, capsys):
+    cfg = {k: v for k, v in MISTRAL_7B_V01.items() if k != "num_key_value_heads"}
+    cfg.update(architectures=["Qwen2ForCausalLM"], num_attention_heads=12, hidden_size=1536, head_dim=128)
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, cfg), "--gpu", "H200",
+                 "--out", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "num_key_value_heads = 32" in err and "default where the key is missing" in err
+    assert len(err.splitlines()) == 1
+
+
 def test_gemma2_windows_its_even_layers_and_ties_its_embeddings(tmp_path):
     """SGLang's models/gemma2.py computes logits from ``embed_tokens`` (no LM head weights)
     and windows layers 0, 2, 4, ... (21 of 42)."""
@@ -164,3 +188,23 @@ def test_shipped_models_price_their_model_cards_parameters(name):
     if active is not None:
         unpicked = arch.moe_layers * (arch.num_experts - arch.experts_per_token) * 3 * arch.hidden_size * arch.moe_intermediate_size
         assert (params - unpicked) / 1e9 == pytest.approx(active, rel=0.03)
+
+
+def test_the_default_profile_name_holds_no_path_and_tells_configs_apart(tmp_path, monkeypatch):
+    """A config.json's ``_name_or_path`` is often a Hub id (``Qwen/Qwen2-1.5B``): its slash put
+    the default profile in a folder ``profiles/h200-Qwen/``. Two configs in one folder under
+    their own file names were both named after the folder and overwrote each other."""
+    monkeypatch.chdir(tmp_path)
+    hub = {**MISTRAL_7B_V01, "_name_or_path": "mistralai/Mistral-7B-v0.1"}
+    (tmp_path / "hub.json").write_text(json.dumps(hub))
+    assert load_model(str(tmp_path / "hub.json")).name == "Mistral-7B-v0.1"
+    local = {**MISTRAL_7B_V01, "_name_or_path": "/models/my-mistral/"}
+    (tmp_path / "local.json").write_text(json.dumps(local))
+    assert load_model(str(tmp_path / "local.json")).name == "my-mistral"
+    (tmp_path / "a.json").write_text(json.dumps(MISTRAL_7B_V01))
+    (tmp_path / "b.json").write_text(json.dumps(GEMMA_2_9B))
+    assert load_model(str(tmp_path / "a.json")).name == "a" and load_model(str(tmp_path / "b.json")).name == "b"
+    assert load_model(_config(tmp_path, MISTRAL_7B_V01, "Mistral-7B")).name == "Mistral-7B"
+    assert main(["profile", "--analytic", "--model", str(tmp_path / "hub.json"), "--gpu", "H200", "-q"]) == 0
+    written = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "profiles").rglob("*.yaml")]
+    assert written == ["profiles/h200-Mistral-7B-v0.1-tp1-bf16-analytic.yaml"]

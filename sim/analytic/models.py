@@ -73,6 +73,15 @@ TIED_BY_DEFAULT_ARCHS = frozenset({"Gemma3ForCausalLM", "Gemma3ForConditionalGen
 text config), which SGLang's models/gemma3_causal.py reads: tied when the config.json does
 not say (every other config is read with Llama's default, untied)."""
 
+KV_HEADS_DEFAULTS = {"MistralForCausalLM": 8, "MixtralForCausalLM": 8, "Qwen2ForCausalLM": 32,
+                     "Qwen3ForCausalLM": 32, "GemmaForCausalLM": 16}
+"""``num_key_value_heads`` where a config.json leaves the key out, by architecture: the
+default of the transformers config class SGLang loads it with (``MistralConfig`` and
+``MixtralConfig`` 8, ``Qwen2Config`` and ``Qwen3Config`` 32, ``GemmaConfig`` 16); an explicit
+``null`` means ``num_attention_heads`` in each of them, and so does a missing key under
+``LlamaConfig`` and every architecture not listed. Read as ``num_attention_heads``, a Mistral
+config without the key held 4x the KV per token (512 KiB for a Mistral-7B shape)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -273,11 +282,15 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     for key, v in (("head_dim", head_dim), ("v_head_dim", v_head), ("kv_lora_rank", kv_lora)):
         if v == 0:
             raise ConfigError(file, key, 0, "must be >= 1")
-    kv_heads = _get(cfg, file, "num_key_value_heads", default=heads)
+    archs = _strings(cfg.get("architectures"))
+    kv_default = heads if "num_key_value_heads" in cfg else KV_HEADS_DEFAULTS.get(archs[0] if archs else "", heads)
+    kv_heads = _get(cfg, file, "num_key_value_heads", default=kv_default)
     if kv_heads < 1 or heads % kv_heads:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0]
+        why = ("" if cfg.get("num_key_value_heads") is not None
+               else f" (the {archs[0]} config's default where the key is missing; state it)")
         raise ConfigError(file, "num_key_value_heads", kv_heads, f"must divide num_attention_heads {heads} "
-                          f"(grouped-query attention); allowed: {', '.join(map(str, divisors[:12]))}")
+                          f"(grouped-query attention){why}; allowed: {', '.join(map(str, divisors[:12]))}")
     num_experts = _get(cfg, file, "n_routed_experts", "num_experts", "num_local_experts", default=0)
     shared = _get(cfg, file, "n_shared_experts", default=0)
     shared_inter = _get(cfg, file, "shared_expert_intermediate_size", default=0)
@@ -476,5 +489,24 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
         raise ConfigError(str(p), "<file>", str(p), f"not valid JSON ({e.__class__.__name__})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(str(p), "<top level>", type(cfg).__name__, "must be a JSON object")
+    return from_hf_config(cfg, config_model_name(cfg, p), str(p))
+
+
+def config_model_name(cfg: dict[str, Any], p: Path) -> str:
+    """The model's name for a config.json read from ``p``: the last part of its
+    ``_name_or_path`` (a Hub id ``Qwen/Qwen2-1.5B`` or the local folder the checkpoint was
+    saved from), else the folder of a file named ``config.json``, else the file's stem. The
+    name goes into the profile's name and default file name, so it holds no path separator:
+    ``Qwen/Qwen2-1.5B`` wrote ``profiles/h200-Qwen/Qwen2-1.5B-tp1-bf16-analytic.yaml``, a
+    folder the user never asked for, and two configs beside each other in one folder
+    (``mistral.json``, ``qwen.json``) were both named after that folder and overwrote each
+    other's profile."""
+    hub = cfg.get("_name_or_path")
+    if isinstance(hub, str):
+        last = hub.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        if last.strip(". "):
+            return last
     folder = "" if is_stream(p) else p.parent.name   # a pipe's folder (/dev/fd) names no model
-    return from_hf_config(cfg, cfg.get("_name_or_path") or folder or p.stem, str(p))
+    if p.name.lower() == "config.json" and folder:
+        return folder
+    return p.stem or folder or "model"
