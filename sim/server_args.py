@@ -349,9 +349,13 @@ class ServerArgs(BaseModel):
     def _spec_window(self) -> ServerArgs:
         algo = self.speculative_algorithm
         if self.speculative_algorithm.enabled and self.speculative_num_draft_tokens < 2:
+            left_out = "" if self.speculative_num_draft_tokens != 1 or algo.is_block else (
+                " (1 is its value when left out: with speculative_num_steps or speculative_eagle_topk given, give it "
+                "too, steps + 1 at topk 1, or leave all three out for SGLang's automatic choice, "
+                "arg_groups/speculative_hook.py _auto_choose_speculative_params)")
             raise FieldError("server.speculative_num_draft_tokens", self.speculative_num_draft_tokens,
                              f"must be >= 2 (gamma + 1) with speculative_algorithm {algo.value}: the verify window "
-                             "of one target token and its drafts")
+                             "of one target token and its drafts" + left_out)
         if self.page_size > self.max_total_num_tokens:
             raise FieldError("server.page_size", self.page_size, "must be <= server.max_total_num_tokens "
                              f"({self.max_total_num_tokens}), the KV pool it pages")

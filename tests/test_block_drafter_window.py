@@ -59,3 +59,16 @@ def test_the_fallback_window_holds_with_a_topk_given(algo, window):
     s = ServerArgs.model_validate({"speculative_algorithm": algo, "speculative_eagle_topk": 1})
     assert s.speculative_num_draft_tokens == window
     assert "speculative_num_draft_tokens" not in s.model_fields_set
+
+
+def test_a_chain_drafter_with_steps_but_no_window_is_told_what_to_give():
+    """EAGLE with speculative_num_steps / speculative_eagle_topk but no
+    speculative_num_draft_tokens: the refusal says the window was left out and what to give
+    (the window, or none of the three for SGLang's automatic choice); a block drafter's stated
+    one-token window is refused without that hint."""
+    with pytest.raises(ValueError, match="left out.*steps \\+ 1 at topk 1.*automatic choice"):
+        ServerArgs.model_validate({"speculative_algorithm": "eagle", "speculative_num_steps": 3,
+                                   "speculative_eagle_topk": 2})
+    with pytest.raises(ValueError) as e:
+        ServerArgs.model_validate({"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 1})
+    assert "left out" not in str(e.value)
