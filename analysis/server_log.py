@@ -167,9 +167,10 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                 # copytruncate of a log written through a shell's `>` (not `>>`) leaves the writer at
                 # its old offset, so the next line follows a run of NULs; a crash can leave NULs after
                 # the last line written
-                raw = raw.rstrip("\r\n").strip("\x00")
                 if "\x00" in raw:
-                    raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
+                    raw = raw.rstrip("\r\n").strip("\x00")
+                    if "\x00" in raw:
+                        raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
                 row = parse_line(raw, i)
                 if row is not None:
                     rows.append(row)

@@ -295,6 +295,14 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({str(e).splitlines()[0]})") from None
 
 
+def _list_hint(line: str, p: Path) -> str:
+    """For a refused JSONL line: a JSON list of rows (json.dump of a list, over one line or
+    several) is no JSONL; say so and how to make it one (empty for any other line)."""
+    if not line.lstrip().startswith("["):
+        return ""
+    return f"; the file is a JSON list, a JSONL trace has one object per line: jq -c '.[]' {p.name} > rows.jsonl"
+
+
 def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
                 hashes: tuple[str | None, bool, int]) -> None:
     hcol, required, block_size = hashes
@@ -314,16 +322,14 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
-            # a JSON list of rows (json.dump of a list, over one line or several) is no JSONL
-            as_list = (f"; the file is a JSON list, a JSONL trace has one object per line: "
-                       f"jq -c '.[]' {p.name} > rows.jsonl") if line.lstrip().startswith("[") else ""
             try:
                 row = json_value(line)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60],
-                                  f"not a JSON object ({e.msg} column {e.colno}){as_list}") from None
+                                  f"not a JSON object ({e.msg} column {e.colno}){_list_hint(line, p)}") from None
             if not isinstance(row, dict):
-                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60], f"each line must be a JSON object{as_list}")
+                raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60],
+                                  f"each line must be a JSON object{_list_hint(line, p)}")
             for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")
