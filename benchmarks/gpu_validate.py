@@ -68,6 +68,7 @@ from specsched.runtime.cli_commands import (
 from specsched.runtime.engine import RuntimeEngine
 from specsched.runtime.host_probe import describe_launches, machine_counters
 from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
+from specsched.runtime.profile_harness import DEFAULT_EXTEND_LEAD_S
 from specsched.sim.atomic import atomic_write, atomic_write_text
 from specsched.sim.config import arm_names, load_scenario, with_value
 from specsched.sim.engine import run_scenario
@@ -567,8 +568,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds allowed after profiling for running a host phase again while it sat on the slow "
                          "host level (runtime/profile_level.py; default 0: none)")
     ap.add_argument("--repeats", type=int, default=15, help="timed calls per profile measurement (default 15)")
-    ap.add_argument("--extend-lead-ms", type=float, default=0.0,
-                    help="profile extends behind this many ms of the same call (specsched profile --extend-lead-ms)")
+    ap.add_argument("--extend-lead-ms", type=float, default=DEFAULT_EXTEND_LEAD_S * 1e3,
+                    help="profile extends behind this many ms of the same call (specsched profile --extend-lead-ms; "
+                         f"default {DEFAULT_EXTEND_LEAD_S * 1e3:g}, 0: behind an idle spin)")
     ap.add_argument("--smi", action="store_true", help="sample nvidia-smi's SM clock and power into OUT/smi.csv")
     ap.add_argument("--poisson-cell", default=None, help="also measure this cell at each of --rates (req/s)")
     ap.add_argument("--rates", default="8,16,32,64", help="request rates for --poisson-cell (default 8,16,32,64)")

@@ -121,6 +121,7 @@ from specsched.runtime.profile_gpu import GpuPhases
 from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
     CPU_DEFAULTS,
     DEFAULT_BUDGET_S,
+    DEFAULT_EXTEND_LEAD_S,
     DEFAULT_PREFILL_GRAPH_TOKENS,
     GPU_DEFAULTS,
     _sig,
@@ -228,7 +229,7 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                    allow_serializing: bool = False,
                    cpu_threads: int | None = 1,
                    cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS,
-                   relevel_s: float = DEFAULT_RELEVEL_S, extend_lead_s: float = 0.0) -> dict:
+                   relevel_s: float = DEFAULT_RELEVEL_S, extend_lead_s: float = DEFAULT_EXTEND_LEAD_S) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
 
     Args:
@@ -267,7 +268,8 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
             the same call back to back, the GPU's state in a busy loop (dense work leaves an
             H200 3-9 % slower for the next forward than the idle spin does,
             docs/measurements/h200-v32.md); the idle-spin times stay in provenance as
-            ratios. 0 (default): behind the idle spin alone. GPU only (CPU: ignored).
+            ratios (default :data:`DEFAULT_EXTEND_LEAD_S`, 50 ms). 0: behind the idle spin
+            alone. GPU only (CPU: ignored).
         relevel_s: seconds allowed, after every phase ran once, for running a host phase
             again whose reference-work samples sat on the slow level, until they sit on the
             fast one (runtime/profile_level.py; provenance of ``host.reference_work_s``
@@ -449,9 +451,10 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--extend-prefixes", type=_int_list, default=None,
                    help="cached prefixes of the extend grid's columns (default 0 and the largest context)")
     add_backend_args(p)
-    p.add_argument("--extend-lead-ms", type=float, default=0.0,
+    p.add_argument("--extend-lead-ms", type=float, default=DEFAULT_EXTEND_LEAD_S * 1e3,
                    help="time extends and injections right behind this many ms of the same call back to back, "
-                        "as a busy loop runs them (e.g. 50); 0 (default): behind an idle spin")
+                        f"as a busy loop runs them (default {DEFAULT_EXTEND_LEAD_S * 1e3:g}); 0: behind an idle spin "
+                        "(GPU only)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_profile)
     return p

@@ -284,6 +284,8 @@ def test_profile_command_registers_and_writes(tmp_path: Path, capsys: pytest.Cap
     a = ap.parse_args(["profile", "--device", "cpu"])
     assert (a.preset, a.window, a.graph_max_bs, a.repeats) == ("1b", 6, 256, 20)
     assert a.max_bs is None and a.contexts is None and a.out is None  # per-device defaults
+    # extends timed behind 50 ms of themselves, as a busy loop runs them (h200-v35.md)
+    assert a.extend_lead_ms == 50.0
     with pytest.raises(SystemExit):
         ap.parse_args(["profile", "--device", "cpu", "--contexts", "1024,x"])
     with pytest.raises(SystemExit):
