@@ -50,13 +50,14 @@ class GridExit:
             ``below``, the smallest under it.
         lo, hi: the axis' first and last measured points.
         below: the query fell under the first point (the extend and injection grids' token
-            axis only, :meth:`sim.cost_model.CostModel.range_notes`): the grid continues its
-            first segment down, clamped at 0 s, so a forward of a few tokens can come out
-            nearly free. Each forward still runs every layer, graph piece and eager attention
-            kernel whatever its tokens: on H200 round 31 (docs/measurements/h200-v31.md,
-            sharegpt-lengths) a grid starting at 256 tokens priced 36 extends of 13-254 tokens
-            at 3.8 ms of device time (median), unwarned; their GPU spans were 8.0-11.9 ms
-            (bound there by the host's issue, so their device time stays unmeasured).
+            axis only, :meth:`sim.cost_model.CostModel.range_notes`): the grid continues the
+            line through its points up to twice the first (a fixed cost plus a per-token one,
+            :class:`sim.profile.GridInterp`), at most the first point's time. Each forward
+            still runs every layer, graph piece and eager attention kernel whatever its
+            tokens: on H200 round 31 (docs/measurements/h200-v31.md, sharegpt-lengths) a grid
+            starting at 256 tokens priced 36 extends of 13-254 tokens at 3.8 ms of device time
+            (median) by its first segment, unwarned; their GPU spans were 8.0-11.9 ms (bound
+            there by the host's issue, so their device time stays unmeasured).
     """
 
     profile: str
@@ -75,13 +76,13 @@ class GridExit:
         """The warning line, e.g. ``warning: profile h200-1b: decode batch 96 beyond the
         profile's grid (1-64): extrapolated linearly from the last measured segment``, or
         ``warning: profile h200-8b: extend tokens 13 below the profile's grid (256-8192):
-        extrapolated linearly from the first measured segment, clamped at 0 s``."""
+        extrapolated by the line through its first doubling, at most its first point's time``."""
         x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
         grid = self.grid.removeprefix("gpu.").replace("_", " ")
         if self.below:
             return (f"warning: profile {self.profile}: {grid} {x_name} {self.extent:g} below the profile's grid "
-                    f"({self.lo:g}-{self.hi:g}): extrapolated linearly from the first measured segment, "
-                    "clamped at 0 s")
+                    f"({self.lo:g}-{self.hi:g}): extrapolated by the line through its first doubling, "
+                    "at most its first point's time")
         if self.axis == "x":
             what, why = f"{grid} {x_name}", ""
         else:

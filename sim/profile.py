@@ -69,9 +69,20 @@ class GridInterp:
     Above the last ``context_len`` the value continues linearly from the last measured
     segment with a non-negative slope (a decode/verify forward reads every context token's
     KV once, so its time grows linearly with context; never a clamp, never below the last
-    measured value). Below the first point, and on ``x`` at both ends, it continues
+    measured value). Below the first context point, and above the last ``x``, it continues
     linearly from the nearest segment; the result is clamped at 0 s. The query context is
     rounded to 10 tokens (steps repeat shapes; the engine memoizes on the same key).
+
+    Below the first ``x`` (:meth:`_below`), each column continues the least-squares line
+    through its points up to twice the first ``x`` (at least the first two), never above
+    the first point's time and never below 0 s: a fixed cost plus a per-token (per-request)
+    one. A forward of a few tokens still runs every layer, reads every weight and launches
+    every kernel; the first segment alone, on a token grid whose next point is one prefill
+    graph bucket on (256 -> 288 tokens, +16 % on an H200), ran to 0 s at ~60 tokens, while
+    extends of 13-254 tokens spanned 8.0-11.9 ms on the GPU (docs/measurements/h200-v31.md,
+    sharegpt-lengths; the line through 256-512 gives ~6.3-12.8 ms there). Where the first
+    two points are all there is in that range (a batch grid 1, 2, 4...), the line is the
+    first segment, as before.
 
     ``above``: per axis (``x``, ``context_len``), the largest query beyond the measured
     range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_notes`).
@@ -79,7 +90,7 @@ class GridInterp:
     warning, for the extend and injection grids' token axis).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_cache", "above", "below")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
@@ -90,6 +101,7 @@ class GridInterp:
         # per-call cost (searchsorted ~2 us, a scalar read ~0.1 us) is most of a lookup;
         # float64 arithmetic is the same either way
         self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
+        self._low = self._low_lines()
         self._cache: dict[tuple[float, float], float] = {}
         self.above: dict[str, float] = {}
         self.below: dict[str, float] = {}
@@ -119,12 +131,41 @@ class GridInterp:
         j0, j1, wc = self._axis(self._cl, key[1])
         self._note_x(x)
         self._note_context(key[1])
-        lo = self._row(i0, j0, j1, wc)
-        hi = self._row(i1, j0, j1, wc)
-        out = max(0.0, float(lo * (1 - wx) + hi * wx))
+        if wx < 0.0 and self._low:
+            out = self._below(x, j0, j1, wc)
+        else:
+            lo = self._row(i0, j0, j1, wc)
+            hi = self._row(i1, j0, j1, wc)
+            out = max(0.0, float(lo * (1 - wx) + hi * wx))
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out
+
+    def _low_lines(self) -> list[tuple[float, float]]:
+        """Per column, (intercept s, slope s per x unit) of the least-squares line through
+        the points with ``x`` up to twice the first (at least the first two); [] for a
+        one-point ``x`` axis. See the class docstring (below the first ``x``)."""
+        if len(self._xl) < 2:
+            return []
+        n = max(2, int(np.count_nonzero(self.x <= 2.0 * self.x[0])))
+        slope, intercept = np.polyfit(self.x[:n], self.v[:n], 1)
+        return [(float(a), float(b)) for a, b in zip(np.atleast_1d(intercept), np.atleast_1d(slope), strict=True)]
+
+    def _below(self, x: float, j0: int, j1: int, wc: float) -> float:
+        """The value at ``x`` under the first measured ``x``, between columns ``j0`` and
+        ``j1`` at weight ``wc`` (as :meth:`_row`): each column's low line, at most its first
+        point's time, at least 0 s; a column whose line falls as ``x`` grows keeps its first
+        point's time."""
+        first = self._vl[0]
+
+        def col(j: int) -> float:
+            a, b = self._low[j]
+            return first[j] if b <= 0.0 else min(first[j], max(0.0, a + b * x))
+
+        v0, v1 = col(j0), col(j1)
+        if wc > 1.0:  # beyond the last context, as _row: the last segment's slope, never negative
+            return v1 + max(0.0, v1 - v0) * (wc - 1.0)
+        return max(0.0, v0 * (1 - wc) + v1 * wc)
 
     def _note_x(self, x: float) -> None:
         if len(self.x) > 1:
@@ -159,6 +200,13 @@ class GridInterp:
             return hit
         i0, i1, wx = self._axis(self._xl, x)
         self._note_x(x)
+        if wx < 0.0 and self._low:  # under the first x: the first row's layout, as _below says
+            c = context - float(shift[0])
+            self._note_context(c)
+            out = self._below(x, *self._axis(self._cl, c))
+            if len(self._cache) < 200_000:
+                self._cache[key] = out
+            return out
         vals = []
         for i in (i0, i1):
             c = context - float(shift[i])  # not rounded: extends rarely repeat a shape
@@ -613,7 +661,8 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
     path = resolve_profile_path(name_or_path, relative_to)
     if not is_input_file(path):
         raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
-                          f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}")
+                          f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}"
+                          "; or write one: specsched profile --analytic --model M --gpu G --tp N --out FILE")
     raw = read_yaml(path, "a YAML profile")
     raw["path"] = str(path)
     try:

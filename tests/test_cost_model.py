@@ -616,3 +616,42 @@ def test_a_decode_shapes_launch_is_gpu_of_its_plan_bit_for_bit(bs, per, extra, a
     got = b.decode_launch_s(bs, ctx_sum, cross)
     assert np.float64(got).tobytes() == np.float64(want).tobytes(), (got, want)
     assert a.range_warnings() == b.range_warnings()
+
+
+# Invariant "below the token grid": a forward of fewer tokens than a grid's first point
+# costs a fixed part plus a per-token part (the line through the grid's first doubling), is
+# never dearer than the first point, never negative, and never cheaper for more tokens.
+_TOKENS = [256.0, 288.0, 320.0, 384.0, 448.0, 512.0, 1024.0]
+
+
+@given(st.lists(st.floats(0.001, 0.05), min_size=len(_TOKENS), max_size=len(_TOKENS)),
+       st.floats(0.0, 255.0), st.floats(0.0, 255.0))
+@settings(max_examples=150, deadline=None)
+def test_below_the_token_grid_the_first_doublings_line_bounded_by_the_first_point(
+        col: list[float], a: float, b: float) -> None:
+    from specsched.sim.profile import Grid
+
+    g = Grid(x=_TOKENS, context_len=[512.0], seconds=[[v] for v in col]).interpolator()
+    lo, hi = sorted((a, b))
+    assert 0.0 <= g(lo, 512.0) <= g(hi, 512.0) <= col[0]
+    slope, intercept = np.polyfit(_TOKENS[:6], col[:6], 1)
+    if slope > 0:
+        assert g(hi, 512.0) == pytest.approx(min(col[0], max(0.0, intercept + slope * hi)))
+
+
+def test_an_extend_below_the_grid_keeps_the_fixed_cost_its_first_doubling_shows() -> None:
+    """A grid measured from 256 tokens (an H200 profile, docs/measurements/h200-v35/a):
+    its line through 256-512 tokens gives 13- and 47-token extends ~5.4 and ~6.4 ms at the
+    prefix-0 column, where the first segment alone (256 -> 288) ran to 0 s."""
+    from specsched.sim.profile import Grid
+
+    ms = [12.154, 14.137, 14.504, 15.431, 15.544, 17.424, 21.198, 18.27, 19.5]
+    x = [256.0, 288.0, 320.0, 352.0, 384.0, 416.0, 448.0, 480.0, 512.0]
+    g = Grid(x=x, context_len=[512.0], seconds=[[v / 1e3] for v in ms]).interpolator()
+    first_segment = ms[0] - (ms[1] - ms[0]) / 32 * (256 - 13)
+    assert first_segment < 0
+    assert 5e-3 < g(13, 512.0) < g(47, 512.0) < 8e-3
+    assert g(255, 512.0) <= ms[0] / 1e3
+    # a batch grid 1, 2, 4...: the first segment, as before
+    b = Grid(x=[1.0, 2.0, 4.0], context_len=[512.0], seconds=[[0.010], [0.012], [0.020]]).interpolator()
+    assert b(0.5, 512.0) == pytest.approx(0.009)

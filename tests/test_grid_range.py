@@ -252,7 +252,7 @@ def test_an_extend_under_the_grids_first_point_is_noted_at_its_smallest():
     result = SimEngine(scenario(n=1, prompt=80, output=5), prof).run()
     assert warning_lines(result.extra["range_notes"]) == [
         "warning: profile small: extend tokens 80 below the profile's grid (256-1024): "
-        "extrapolated linearly from the first measured segment, clamped at 0 s"]
+        "extrapolated by the line through its first doubling, at most its first point's time"]
 
 
 def test_merged_keeps_the_smallest_under_and_the_largest_beyond_apart():

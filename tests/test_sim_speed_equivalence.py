@@ -487,7 +487,8 @@ def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: 
                     shift: np.ndarray | None = None) -> float:
     """GridInterp's reading with numpy scalars (np.searchsorted, float64 indexing), the
     implementation the Python-float one replaced: ``__call__`` (context rounded), or
-    ``row_shifted`` with ``shift``."""
+    ``row_shifted`` with ``shift``; under the first ``x``, the line through the first
+    doubling, with numpy arrays."""
     def axis(a, q):
         if len(a) == 1:
             return 0, 0, 0.0
@@ -500,6 +501,14 @@ def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: 
         return v[i, j0] * (1 - wc) + v[i, j1] * wc
 
     i0, i1, wx = axis(xs, x)
+    if wx < 0.0:   # under the first x: each column's line through the first doubling (GridInterp._below)
+        n = max(2, int((xs <= 2 * xs[0]).sum()))
+        slope, icept = np.polyfit(xs[:n], v[:n], 1)
+        low = np.where(slope <= 0, v[0], np.minimum(v[0], np.maximum(0.0, icept + slope * x)))
+        j0, j1, wc = axis(cs, round(c, -1) if shift is None else c - float(shift[0]))
+        if wc > 1.0:
+            return float(low[j1] + max(0.0, low[j1] - low[j0]) * (wc - 1.0))
+        return max(0.0, float(low[j0] * (1 - wc) + low[j1] * wc))
     if shift is None:
         lo, hi = (row(i, *axis(cs, round(c, -1))) for i in (i0, i1))
     else:
