@@ -99,6 +99,19 @@ def load_run_or_bench(item: str) -> Any:
 
 # ---------------------------------------------------------------- scenario from-bench
 
+def warn_mismatches(assumptions: list[str]) -> None:
+    """Print each setup-mismatch assumption (the line's server is not the one the profile
+    prices: another TP size or model; analysis.from_bench.SETUP_MISMATCH) as one ``warning:``
+    line on stderr, so it is not read as one assumption among many."""
+    import sys
+
+    from specsched.analysis.from_bench import SETUP_MISMATCH
+
+    for note in assumptions:
+        if note.startswith(SETUP_MISMATCH):
+            print(f"warning: {note.removeprefix(SETUP_MISMATCH)}", file=sys.stderr)
+
+
 def check_profile_arg(profile: str) -> None:
     """Load ``--profile`` as given on the command line (a bundled name, or a path from the
     working folder).
@@ -133,6 +146,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
         print(f"wrote {p}")
     if getattr(args, "quiet", False):
         return 0
+    warn_mismatches(sc["assumptions"])
     if sc["assumptions"]:
         print("assumptions (also in the scenario's `assumptions`):")
     for note in sc["assumptions"]:
@@ -254,6 +268,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
              f"(profile {pred.get('profile')}; predicted = mean of {args.seeds} seed(s))")
     print(format_rows(rows, title))
     if built is not None:
+        warn_mismatches(built[0]["assumptions"])
         for note in built[0]["assumptions"]:
             print(f"assumed: {note}")
     if chunk_itl:

@@ -32,8 +32,10 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   write the length arguments to its result file: such files get lengths from the details.
   (SGLang also shortens each random prompt by the tokenizer's special tokens when sending
   text; that 1-2 token difference is not modelled.)
-- ``sharegpt``: the shipped ShareGPT-like histograms (``sharegpt-like-lengths-*.csv``;
-  outputs fixed at ``sharegpt_output_len`` when given).
+- ``sharegpt``: the run's own lengths when it has details (as other datasets, below), else
+  the shipped ShareGPT-like histograms (``sharegpt-like-lengths-*.csv``) scaled to the
+  line's tokens per completed request (:func:`_sharegpt_lengths`); outputs fixed at
+  ``sharegpt_output_len`` when given.
 - ``generated-shared-prefix`` consistent with SGLang 0.5.23's ``--gsp-*`` defaults (which the
   line does not write; :func:`_gsp_defaults`): a ``shared_prefix`` workload at those defaults.
 - other datasets, or ``--lengths details``: histograms of the run's own ``input_lens`` /
@@ -90,6 +92,7 @@ from specsched.sim.config import (
 from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
+from specsched.sim.workload import histogram
 
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
@@ -141,11 +144,8 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                      + ("; ratio 1 is one length: written as kind fixed" if max(rin, rout) >= 1 else ""))
         out, tables = _short_outputs(run, a["random_output_len"], rout, notes)
         return dist(a["random_input_len"], rin), out or dist(a["random_output_len"], rout), notes, tables
-    if mode == "args" and ds == "sharegpt":
-        out = ({"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")
-               else {"kind": "file", "path": SHAREGPT_OUTPUT})
-        notes.append("lengths: the shipped ShareGPT-like histograms (synthetic, approximating public ShareGPT statistics)")
-        return {"kind": "file", "path": SHAREGPT_INPUT}, out, notes, {}
+    if mode == "args" and ds == "sharegpt" and (run.details is None or not run.details.ok.any()):
+        return _sharegpt_lengths(run, notes)
     if ds in SHARED_PREFIX_DATASETS:
         notes.append(f"prefixes: dataset {ds!r} sends prompts that share system prompts (its group and length "
                      "arguments are not in the line); the scenario's prompts share nothing, so its prefix cache "
@@ -170,6 +170,41 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+def _sharegpt_lengths(run: BenchRun, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any], list[str],
+                                                                  dict[str, pd.DataFrame]]:
+    """A ``sharegpt`` line without per-request details: the shipped ShareGPT-like histograms,
+    each scaled to the line's own tokens per completed request when it has its totals
+    (:func:`_mean_lengths`); outputs fixed at ``sharegpt_output_len`` when given (bench_serving
+    asks that many tokens of every request and ignores EOS by default).
+
+    Why scaled: which ShareGPT file, which of its conversations (``--num-prompts``, the
+    dataset's seed, prompts longer than the context dropped) and the tokenizer set the run's
+    lengths; the line's totals are what the server was sent and returned, and a histogram of
+    other means priced another workload (a line of 100 output tokens a request replayed at the
+    histogram's ~200: +100 % output tokens). The shape stays the shipped one. A line with
+    details never comes here: its own lengths are the histograms (:func:`_lengths`)."""
+    a = run.args
+    specs: dict[str, dict[str, Any]] = {"input": {"kind": "file", "path": SHAREGPT_INPUT}, "output": (
+        {"kind": "fixed", "value": a["sharegpt_output_len"]} if a.get("sharegpt_output_len")
+        else {"kind": "file", "path": SHAREGPT_OUTPUT})}
+    notes.append("lengths: the shipped ShareGPT-like histograms (synthetic, approximating public ShareGPT statistics)")
+    means = _mean_lengths(run)
+    tables: dict[str, pd.DataFrame] = {}
+    for (side, spec), target in zip(specs.items(), means or (), strict=False):
+        if spec["kind"] != "file":
+            continue
+        lengths, p = histogram(spec["path"], None, f"workload.{side}_len")
+        factor = target / float(lengths @ p)
+        scaled = pd.DataFrame({"length": np.maximum(1, np.rint(lengths * factor)).astype(np.int64), "weight": p})
+        tables[side] = scaled.groupby("length", as_index=False)["weight"].sum()
+        specs[side] = {"kind": "file", "path": f"<{side}>"}
+        notes.append(f"{side} lengths scaled x{factor:.3f} to the line's {target} tokens per completed request "
+                     f"(total_{side}_tokens / completed; the histogram's own mean {float(lengths @ p):.0f})")
+    if means is None:
+        notes.append("lengths: the line has no total_input_tokens/total_output_tokens/completed to scale them to")
+    return specs["input"], specs["output"], notes, tables
 
 
 SHORT_OUTPUT_SE = 4.0
@@ -823,26 +858,54 @@ def _vllm_drafts(run: BenchRun) -> tuple[int, list[float] | None] | None:
     return k, cond
 
 
-def _tp_note(run: BenchRun, profile: str, notes: list[str]) -> None:
-    """Say so when the line's server ran another tensor-parallel size than the profile prices
-    (server_info ``tp_size``, SGLang /server_info; the profile's ``hardware.tp_size``): the
-    scenario predicts the profile's setup, not the measured one (it was left out silently)."""
+SETUP_MISMATCH = "setup mismatch: "
+"""Prefix of an assumption saying that the line's server is not the one the profile prices
+(another TP size, another model): the commands also print it as a ``warning:`` line."""
+
+
+def _line_server_info(run: BenchRun) -> dict[str, Any] | None:
+    """The line's server_info (SGLang /server_info), the decode server's under PD, or None."""
     info = run.extra.get("server_info")
     if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
         info = info["decode"][0]
-    if not isinstance(info, dict):
-        return
-    tp = info.get("tp_size")
-    if not isinstance(tp, int) or isinstance(tp, bool) or (info.get("dp_size") or 1) != 1:
-        return   # with DP attention tp_size counts every rank of the group
+    return info if isinstance(info, dict) else None
+
+
+def _model_key(name: str) -> str:
+    """A model name reduced for comparison: the last path part, lower case, letters and digits
+    only (``meta-llama/Llama-3.1-8B-Instruct`` -> ``llama318binstruct``)."""
+    return re.sub(r"[^a-z0-9]", "", name.rstrip("/").rsplit("/", 1)[-1].lower())
+
+
+def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
+    """Say so, as a :data:`SETUP_MISMATCH` assumption, when the line's server ran another
+    tensor-parallel size than the profile prices (server_info ``tp_size``; the profile's
+    ``hardware.tp_size``) or another model (server_info ``model_path``, else the line's
+    ``model_id``, vLLM's key; against an analytic profile's model name): the scenario predicts
+    the profile's setup, not the measured one. The model check is by name (the model's
+    name, reduced by :func:`_model_key`, found in the line's), so a local path that hides the
+    name is reported too, as something to check, not refused."""
     try:
-        hw = load_profile(profile).hardware
+        prof = load_profile(profile)
     except ConfigError:
         return   # the caller reports a bad profile
-    if hw is not None and hw.tp_size != tp:
-        notes.append(f"profile: {profile} prices tp_size {hw.tp_size}, but the line's server ran tp_size {tp}: the "
-                     f"prediction is for the profile's setup (a profile for it: specsched profile --analytic "
-                     f"--tp {tp} ...)")
+    info = _line_server_info(run) or {}
+    tp = info.get("tp_size")
+    hw = prof.hardware
+    # with DP attention tp_size counts every rank of the group
+    if (hw is not None and isinstance(tp, int) and not isinstance(tp, bool) and (info.get("dp_size") or 1) == 1
+            and hw.tp_size != tp):
+        notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
+                     f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
+                     f"profile --analytic --tp {tp} ...)")
+    line_model = info.get("model_path") or run.extra.get("model_id")
+    model = (prof.analytic or {}).get("model")
+    prof_model = model.get("name") if isinstance(model, dict) else None
+    if isinstance(line_model, str) and line_model and isinstance(prof_model, str) and prof_model:
+        if _model_key(prof_model) not in _model_key(line_model):
+            notes.append(f"{SETUP_MISMATCH}the line's server ran model {line_model!r}, the profile {profile} prices "
+                         f"{prof_model!r}: if they differ the prediction is for the profile's model (a profile "
+                         f"for it: specsched profile --analytic --model NAME_OR_CONFIG ...)")
 
 
 def _vision_note(run: BenchRun, notes: list[str]) -> None:
@@ -1010,7 +1073,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes.append(f"server and acceptance from the template {Path(template).name}")
     else:
         sc["server"] = _server(run, notes, state_with)
-    _tp_note(run, profile, notes)
+    _setup_notes(run, profile, notes)
     _vision_note(run, notes)
     acc = _accept_length(run)
     drafts = _vllm_drafts(run) if acc is not None else None

@@ -103,6 +103,16 @@ def _histogram_rows(p: Path, key: str) -> tuple[list[int], list[float]]:
     return lengths, weights
 
 
+def histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """A ``file`` length histogram as (lengths int64 (n,), probabilities (n,) summing to 1);
+    ``path`` as a scenario names it (a shipped histogram by name too).
+
+    Raises:
+        ConfigError: a missing or malformed histogram file.
+    """
+    return _histogram(path, base, key)
+
+
 def histogram_lengths(path: str, base: Path | None, key: str) -> np.ndarray:
     """The lengths a ``file`` histogram can draw (for size checks before a run).
 

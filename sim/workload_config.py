@@ -25,7 +25,7 @@ class LengthDist(BaseModel):
 
     kind: Literal["fixed", "uniform", "file"] = Field("fixed", description="fixed, uniform (bench_serving's 'random' dataset; 'random' is accepted as a synonym) or file.")
     value: int | None = Field(None, ge=1, description="fixed: the length; uniform: the largest length.")
-    range_ratio: float = Field(1.0, ge=0.0, le=1.0, description="uniform: the smallest length is max(1, int(value x range_ratio)); 0 = from 1.")
+    range_ratio: float = Field(1.0, ge=0.0, le=1.0, description="uniform: the smallest length is max(1, int(value x range_ratio)); 0 = from 1. Left out: 1.0, every length = value (bench_serving's --random-range-ratio defaults to 0.0: state range_ratio: 0.0 for its default draw).")
     path: str | None = Field(None, description="file: CSV with columns length,weight (relative to the scenario file).")
 
     @field_validator("kind", mode="before")

@@ -669,3 +669,53 @@ def test_a_multimodal_line_says_its_vision_tokens_are_prefilled_as_text():
     for text_only in ({**LINE, "total_input_vision_tokens": 0}, LINE):
         sc, _ = scenario_from_bench(parse_run(text_only, "f:1"), "tiny")
         assert not any("vision" in a for a in sc["assumptions"])
+
+
+def test_a_sharegpt_line_replays_its_own_tokens_per_request(tmp_path, monkeypatch):
+    """A sharegpt line without details: the shipped histograms scaled to the line's own
+    tokens per completed request (a line of 100 output tokens a request replayed at the
+    histogram's ~203 was +100 % output tokens); with details: the run's own lengths."""
+    monkeypatch.chdir(tmp_path)
+    line = {**LINE, "dataset_name": "sharegpt", "sharegpt_output_len": None, "completed": 50,
+            "total_input_tokens": 10_000, "total_output_tokens": 5_000}
+    sc, tables = scenario_from_bench(parse_run(line, "f:1"), "tiny")
+    for side, mean in (("input", 200), ("output", 100)):
+        t = tables[side]
+        assert sc["workload"][f"{side}_len"] == {"kind": "file", "path": f"<{side}>"}
+        assert (t["length"] >= 1).all() and t["weight"].sum() == pytest.approx(1.0)
+        assert float(t["length"] @ t["weight"]) == pytest.approx(mean, rel=0.01)
+    assert any("scaled" in a for a in sc["assumptions"])
+    # sharegpt_output_len fixes the outputs; only the inputs are scaled
+    sc, tables = scenario_from_bench(parse_run({**line, "sharegpt_output_len": 64}, "f:1"), "tiny")
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 64} and set(tables) == {"input"}
+    # per-request details: the run's own lengths, not the shipped shape
+    detail = {**line, "input_lens": [5, 7, 7], "output_lens": [3, 3, 9], "ttfts": [0.1] * 3,
+              "itls": [[0.01] * 2, [0.01] * 2, [0.01] * 8], "errors": ["", "", ""]}
+    sc, tables = scenario_from_bench(parse_run(detail, "f:1"), "tiny")
+    assert tables["input"]["length"].tolist() == [5, 7] and tables["output"]["length"].tolist() == [3, 9]
+    # the written scenario runs, and its tokens per request are the line's
+    p = tmp_path / "sg.jsonl"
+    p.write_text(json.dumps(line) + "\n")
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "sg.yaml")]) == 0
+    s = load_scenario(str(tmp_path / "sg.yaml"))
+    assert s.workload.input_len.path == "sg-input-lengths.csv"
+
+
+@pytest.mark.parametrize(("model", "said"), [("meta-llama/Llama-3.1-70B-Instruct", True),
+                                             ("meta-llama/Meta-Llama-3.1-8B-Instruct", False),
+                                             ("/models/Llama-3.1-8B", False), (None, False)])
+def test_a_line_of_another_model_than_the_profile_is_a_warning(tmp_path, monkeypatch, capsys, model, said):
+    """A 70B server's line against an 8B analytic profile was accepted silently: now a setup
+    mismatch, in the assumptions and as a ``warning:`` line on stderr (a TP mismatch too)."""
+    monkeypatch.chdir(tmp_path)
+    info = LINE["server_info"] | ({"model_path": model} if model else {})
+    prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    sc, _ = scenario_from_bench(parse_run(LINE | {"server_info": info}, "runs.jsonl:1"), prof)
+    notes = [n for n in sc["assumptions"] if n.startswith("setup mismatch: ") and "model" in n]
+    assert bool(notes) is said
+    p = _write(tmp_path, LINE | {"server_info": info | {"tp_size": 4}})
+    assert main(["scenario", "from-bench", str(p), "--profile", prof, "--out", str(tmp_path / "s.yaml")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warnings = [e for e in err if e.startswith("warning: ")]
+    assert any("tp_size 4" in w for w in warnings)
+    assert any("Llama-3.1-70B" in w for w in warnings) is said
