@@ -69,9 +69,12 @@ class GridInterp:
     Above the last ``context_len`` the value continues linearly from the last measured
     segment with a non-negative slope (a decode/verify forward reads every context token's
     KV once, so its time grows linearly with context; never a clamp, never below the last
-    measured value). Below the first context point, and above the last ``x``, it continues
-    linearly from the nearest segment; the result is clamped at 0 s. The query context is
-    rounded to 10 tokens (steps repeat shapes; the engine memoizes on the same key).
+    measured value). Above the last ``x`` the same: the last segment's slope, never negative
+    (a forward of more requests or tokens never costs less than the last measured one; a noisy
+    grid whose last segment fell priced batches past it at 0 s). Below the first context
+    point it continues linearly from the first segment; the result is clamped at 0 s. The
+    query context is rounded to 10 tokens (steps repeat shapes; the engine memoizes on the
+    same key).
 
     Below the first ``x`` (:meth:`_below`), each column continues the least-squares line
     through its points up to twice the first ``x`` (at least the first two), never above
@@ -134,12 +137,18 @@ class GridInterp:
         if wx < 0.0 and self._low:
             out = self._below(x, j0, j1, wc)
         else:
-            lo = self._row(i0, j0, j1, wc)
-            hi = self._row(i1, j0, j1, wc)
-            out = max(0.0, float(lo * (1 - wx) + hi * wx))
+            out = self._along_x(self._row(i0, j0, j1, wc), self._row(i1, j0, j1, wc), wx)
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out
+
+    @staticmethod
+    def _along_x(lo: float, hi: float, wx: float) -> float:
+        """Between two ``x`` rows' values at weight ``wx``; above the last row (``wx`` > 1)
+        the segment's slope, never negative; at least 0 s."""
+        if wx > 1.0:
+            return max(0.0, hi + max(0.0, hi - lo) * (wx - 1.0))
+        return max(0.0, float(lo * (1 - wx) + hi * wx))
 
     def _low_lines(self) -> list[tuple[float, float]]:
         """Per column, (intercept s, slope s per x unit) of the least-squares line through
@@ -213,7 +222,7 @@ class GridInterp:
             self._note_context(c)
             j0, j1, wc = self._axis(self._cl, c)
             vals.append(self._row(i, j0, j1, wc))
-        out = max(0.0, float(vals[0] * (1 - wx) + vals[1] * wx))
+        out = self._along_x(vals[0], vals[1], wx)
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out

@@ -655,3 +655,20 @@ def test_an_extend_below_the_grid_keeps_the_fixed_cost_its_first_doubling_shows(
     # a batch grid 1, 2, 4...: the first segment, as before
     b = Grid(x=[1.0, 2.0, 4.0], context_len=[512.0], seconds=[[0.010], [0.012], [0.020]]).interpolator()
     assert b(0.5, 512.0) == pytest.approx(0.009)
+
+
+@given(st.lists(st.floats(0.0005, 0.05), min_size=3, max_size=6), st.floats(1.0, 64.0), st.floats(1.0, 64.0))
+@settings(max_examples=150, deadline=None)
+def test_above_the_last_batch_a_forward_never_costs_less_than_the_last_point(
+        col: list[float], a: float, b: float) -> None:
+    """Invariant "never cheaper past the grid": a noisy CPU grid (bs 4 13.9 ms, bs 8 3.4 ms)
+    continued its falling last segment and priced batches 11-12 at 0 s; past the last batch
+    the slope is the last segment's, never negative."""
+    from specsched.sim.profile import Grid
+
+    xs = [float(2 ** i) for i in range(len(col))]
+    g = Grid(x=xs, context_len=[512.0], seconds=[[v] for v in col]).interpolator()
+    lo, hi = sorted((xs[-1] + a, xs[-1] + b))
+    assert col[-1] <= g(lo, 512.0) <= g(hi, 512.0)
+    rising = max(0.0, (col[-1] - col[-2]) / (xs[-1] - xs[-2]))
+    assert g(hi, 512.0) == pytest.approx(col[-1] + rising * (hi - xs[-1]))

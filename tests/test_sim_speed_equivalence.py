@@ -513,6 +513,8 @@ def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: 
         lo, hi = (row(i, *axis(cs, round(c, -1))) for i in (i0, i1))
     else:
         lo, hi = (row(i, *axis(cs, c - float(shift[i]))) for i in (i0, i1))
+    if wx > 1.0:   # above the last x: the last segment's slope, never negative
+        return max(0.0, hi + max(0.0, hi - lo) * (wx - 1.0))
     return max(0.0, float(lo * (1 - wx) + hi * wx))
 
 
