@@ -433,7 +433,7 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--seeds", type=positive_int, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key for every arm (repeatable), e.g. workload.num_requests=32")
-    c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s; a metric no run has a value for is left out)")
+    c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s, accept length; a metric no run has a value for is left out)")
     c.add_argument("--csv", metavar="F", help="write the table as CSV")
     c.add_argument("--markdown", metavar="F", help="write the table as markdown")
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")
