@@ -745,7 +745,9 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
             the fit the standard errors need all count (scipy's ``max_nfev`` counts only the
             local fits' own). Reached, the fit is the best point evaluated
             (:attr:`FitResult.capped` says what the cap stopped).
-        progress: callable(eval index, loss, factors) or None.
+        progress: callable(eval index, loss, factors) or None; the loss is the one the fit
+            compares points by (its weighted residuals and prior terms squared; without a
+            prior the residuals' own), so the lowest one reported is the best point evaluated.
         prior_sd: parameter -> standard deviation of its log factor around 1 (the
             profile's value): a Gaussian prior, one more residual log(factor) / sd per
             parameter, so the fit is the most probable factors given the runs and the
@@ -786,6 +788,20 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     lo, hi = (math.log(x) for x in FACTOR_RANGE)
     cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, Any]], np.ndarray]] = {}
     points: dict[tuple[float, ...], np.ndarray] = {}   # the log factors of each evaluation
+    # progress reports the loss the fit compares points by (loss() below), which needs the
+    # residuals' weights: the first evaluation, which sets them, is reported once they are known
+    weights: dict[str, np.ndarray] = {}
+    unreported: list[tuple[int, tuple[float, ...]]] = []
+
+    def report(i: int, key: tuple[float, ...]) -> None:
+        if not weights:
+            unreported.append((i, key))
+            return
+        r, z = cache[key][0], points[key]
+        n = len(weights["scale"])
+        prior_terms = (z / weights["prior"])[np.isfinite(weights["prior"])]
+        progress(i, float(np.sum((r[:n] / weights["scale"]) ** 2) + np.sum(r[n:] ** 2) + np.sum(prior_terms ** 2)),
+                 np.exp(z))
 
     def evaluate(z: np.ndarray, runs: list[list[dict[str, Any]]] | None = None
                  ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
@@ -802,7 +818,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
             lr = _log_residuals(log_samples, prof, server)
             cache[key] = (np.r_[_terms(cases, preds, metrics), lr], preds, lr)
             if progress is not None:
-                progress(len(cache), float(np.sum(cache[key][0] ** 2)), np.exp(z))
+                report(len(cache), key)
         return cache[key]
 
     term_metrics = _term_metrics(cases, metrics)
@@ -827,6 +843,9 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
         noise = residual_noise(noise, seed_scatter(runs0, sorted(set(term_metrics))), seeds,
                                sorted(set(term_metrics) | set(noise)))
     scale = np.array([noise.get(m, 1.0) for m in term_metrics])
+    weights.update(scale=scale, prior=prior)
+    for i, key in unreported:
+        report(i, key)
     # one run's randomness as the simulator has it (its seed scatter with the run's own
     # arrivals and lengths, and the seed mean's): what a run's residual after the fit is
     # judged against (unexplained_runs). Not the measured spread between runs at one load:
@@ -1116,9 +1135,17 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
             print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at "
                   f"their rate{loops}")
 
+        best: list[Any] = []   # (loss, factors) of the lowest loss so far
+
         def progress(i: int, loss: float, f: np.ndarray) -> None:
+            # the evaluation just made is wherever the search probes (a scan point, a
+            # Jacobian step); the lowest so far is what the fit has found
+            if not best or loss < best[0]:
+                best[:] = [loss, f]
             if i % 5 == 0:
-                print(f"  eval {i:3d}: loss {loss:.4g}  " + "  ".join(f"{p} x{x:.3f}" for p, x in zip(params, f, strict=True)))
+                def text(x: np.ndarray) -> str:
+                    return "  ".join(f"{p} x{v:.3f}" for p, v in zip(params, x, strict=True))
+                print(f"  eval {i:3d}: objective {loss:.4g}  {text(f)};  best so far: {best[0]:.4g}  {text(best[1])}")
 
         prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
         result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,

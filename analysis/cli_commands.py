@@ -262,7 +262,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(dict.fromkeys(arms)) < 2:
         raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
-    compare.check_arms(args.scenario, arms, args.seeds, parse_overrides(args.set))  # names --arms, not --arm
+    scenarios = compare.check_arms(args.scenario, arms, args.seeds, parse_overrides(args.set))  # names --arms, not --arm
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
     from specsched.analysis.overrides import unread_everywhere
@@ -311,6 +311,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         console = Console(width=200)
+    from specsched.sim.defaults import format_differing
+
+    # a default SGLang fills differently per arm (max_running_requests 48 with speculation)
+    # is a difference the table would otherwise pin on the arms' own settings
+    differ = format_differing(list(zip(arms, scenarios, strict=True)), "arms")
+    if differ:
+        print(differ)
     console.print(compare.to_rich_table(table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)"))
     if args.csv:
         compare.write_csv(table, args.csv)
@@ -368,6 +375,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               for arm in arms for combo in itertools.product(*axes.values())]
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
+    differ = sweep_defaults_differ(args.scenario, grid, points)
     console = Console(stderr=True, soft_wrap=True)
     try:
         report = run_sweep(str(resolve_scenario_path(args.scenario)), grid, args.seeds, out, executor=args.scheduler,
@@ -380,6 +388,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"specsched: sweep stopped by {signal_name(e.signum)}: {done}; run the same command to resume",
                       markup=False, highlight=False)
         return 128 + e.signum
+    if differ:
+        print(differ)
     _print_sweep_summary(report.path, report.table)
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
@@ -388,6 +398,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if report.failed:
         console.print(f"details: {report.path.with_name(report.path.name + '.failures.json')}")
     return 1 if report.failed else 0
+
+
+def sweep_defaults_differ(scenario: str, grid: dict[str, list[Any]], points: list[tuple[str, dict[str, Any]]]) -> str:
+    """:func:`sim.defaults.format_differing` over a sweep's (arm, overrides) ``points``,
+    each named by its values of the axes with more than one value (``arm=mtp
+    server.chunked_prefill_size=4096``, or ``arm=mtp`` for all of that arm's points); empty for more than
+    :data:`analysis.overrides.UNREAD_CHECK_POINTS` points (each is loaded)."""
+    from specsched.analysis.overrides import UNREAD_CHECK_POINTS, load_scenario_with_overrides
+    from specsched.sim.defaults import format_differing
+
+    if len(points) > UNREAD_CHECK_POINTS:
+        return ""
+    varying = [k for k, v in grid.items() if len(v) > 1]
+    labelled = []
+    for arm, over in points:
+        at = {**over, "arm": arm}
+        labelled.append(({k: at[k] for k in varying} or arm, load_scenario_with_overrides(scenario, arm, over)))
+    return format_differing(labelled, "grid points")
 
 
 def _print_sweep_summary(path: Path, table: Any) -> None:
@@ -433,7 +461,7 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--seeds", type=positive_int, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key for every arm (repeatable), e.g. workload.num_requests=32")
-    c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s; a metric no run has a value for is left out)")
+    c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s, accept length; a metric no run has a value for is left out)")
     c.add_argument("--csv", metavar="F", help="write the table as CSV")
     c.add_argument("--markdown", metavar="F", help="write the table as markdown")
     c.add_argument("--plot", metavar="STEM", help="write bars with CIs to STEM.png and STEM.svg")

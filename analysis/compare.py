@@ -39,18 +39,21 @@ from tqdm.auto import tqdm
 
 DEFAULT_METRICS = (
     "output_throughput", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
-    "max_ttft_ms", "median_tpot_ms", "median_itl_ms", "verify_cycles_per_s",
+    "max_ttft_ms", "median_tpot_ms", "median_itl_ms", "verify_cycles_per_s", "accept_length",
 )
 HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_busy_fraction", "completed")
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
 TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_value", "change_pct",
-                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct")
+                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct", "rate_bound")
 """``base_value``/``arm_value``: each arm's value over seeds in the metric's unit (the mean, or
 the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change;
 ``noise_pct`` the size below which a change counts as the same (:func:`noise_pct`);
 ``n_seeds`` the seeds these are over (paired: those where both arms have the metric, e.g.
-``verify_cycles_per_s`` is missing for a run with no steady batch)."""
+``verify_cycles_per_s`` is missing for a run with no steady batch; 0 when no seed has it in
+both arms, e.g. only one arm speculates: each value is then its own arm's mean and the change
+is n/a); ``rate_bound`` True for a throughput of open-loop runs that kept pace with their
+arrivals in both arms (:func:`rate_bound`)."""
 MIN_CHANGE_PCT = 1.0
 """Default smallest change (%, either way) that a comparison calls better or worse. A change
 below it is below what the simulator resolves: its predictions of the reference figures sit
@@ -59,6 +62,18 @@ NOISE_REL = 1e-9
 """Relative change (fraction, not %) below which a CI bound counts as zero: two arms that run
 the same schedule can still differ by float rounding (sums in another order, ~1e-13 relative),
 and a verdict on that would be a verdict on noise."""
+RATE_BOUND_METRICS = ("output_throughput", "input_throughput", "total_throughput", "request_throughput")
+"""Metrics that are tokens (or requests) / duration: set by the arrival rate in an open-loop run
+that keeps pace with its arrivals (:func:`rate_bound`)."""
+RATE_BOUND_DRAIN = 0.10
+"""Largest fraction of a run's duration after its last arrival for which an open-loop run
+counts as keeping pace with its arrivals (:func:`rate_bound`)."""
+ARRIVAL_SPAN = "arrival_span_s"
+"""The tidy metric :func:`run_arms` adds for an open-loop arm (poisson or trace arrivals): the
+run's last request arrival after its first, in s."""
+OPEN_LOOP_KINDS = ("poisson", "trace")
+"""Workload kinds whose arrival times do not depend on the server (multi_turn's turns and a
+closed loop's requests wait for the previous answer)."""
 POOLED_RESAMPLES = 2000
 """Bootstrap resamples (over seeds) for a pooled percentile's interval."""
 
@@ -163,8 +178,9 @@ def run_arms(
             ``scenario.yaml`` carries the run's seed, so ``specsched run`` of it repeats it.
 
     Returns:
-        Tidy DataFrame ``arm, seed, metric, value`` (every numeric summary key), sorted by
-        arm order, seed and metric; with ``with_samples``, ``(table, samples)`` where
+        Tidy DataFrame ``arm, seed, metric, value`` (every numeric summary key, and for an
+        arm with poisson or trace arrivals ``arrival_span_s``: the run's last arrival after
+        its first, s, for :func:`rate_bound`), sorted by arm order, seed and metric; with ``with_samples``, ``(table, samples)`` where
         samples maps (arm, seed) to the run's latency samples in ms.
 
     Raises:
@@ -195,14 +211,48 @@ def run_arms(
     write_warnings(n for o in outcomes for n in o.range_notes)
     rows = []
     samples: Samples = {}
+    open_loop = {j for j, sc in enumerate(scenarios) if sc.workload.kind in OPEN_LOOP_KINDS}
     for o in sorted(outcomes, key=lambda o: (o.key[0], o.seed)):
         if not o.ok:
             raise RunFailed(f"arm {o.key[1]!r} seed {o.seed} failed: {o.error}")
         rows += [(o.key[0], o.key[1], o.seed, m, v) for m, v in sorted(o.metrics.items())]
+        if o.key[0] in open_loop and o.arrival_span_s is not None:   # for rate_bound()
+            rows.append((o.key[0], o.key[1], o.seed, ARRIVAL_SPAN, o.arrival_span_s))
         samples[(o.key[1], o.seed)] = o.samples
     df = pd.DataFrame(rows, columns=["_order", "arm", "seed", "metric", "value"])
     df = df.drop(columns="_order").reset_index(drop=True)
     return (df, samples) if with_samples else df
+
+
+def rate_bound(runs: pd.DataFrame) -> bool:
+    """True when every run of an arm is an open-loop run below saturation, so that its
+    throughput (:data:`RATE_BOUND_METRICS`) measures the arrival rate, not the server.
+
+    ``runs``: one row per seed with the metrics ``duration`` and ``arrival_span_s`` (the last
+    arrival after the first, s; :func:`run_arms` adds it for poisson and trace arrivals only,
+    so a closed loop, a burst or multi-turn conversations are never rate-bound).
+
+    Rule: a run is below saturation when it ends within :data:`RATE_BOUND_DRAIN` (10 %) of its
+    duration after its last arrival, ``duration - arrival_span_s <= 0.1 duration``: its request
+    throughput is within 10 % of the offered rate over the arrival span (completed /
+    arrival_span_s). A server that keeps pace finishes each request one latency after it
+    arrives whatever its speed, so two such arms differ in throughput only by when the last
+    few requests finish (a seed has the same arrivals in both arms). A saturated run drains a
+    backlog after its last arrival: a server at 80 % of the offered rate spends about 20 % of
+    a long run there. A run so short that one request's latency is over 10 % of it is not
+    called rate-bound (its throughput keeps its verdict)."""
+    if ARRIVAL_SPAN not in runs or "duration" not in runs or not len(runs):
+        return False
+    dur = runs["duration"].to_numpy(float)
+    span = runs[ARRIVAL_SPAN].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.isfinite(dur) & np.isfinite(span) & (dur > 0) & (dur - span <= RATE_BOUND_DRAIN * dur)))
+
+
+def _own_mean(values: pd.Series) -> float:
+    v = values.to_numpy(float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else math.nan
 
 
 def pooled(samples: Samples | None, arm: str, seeds: list[int], latency: str) -> PooledSamples | None:
@@ -246,8 +296,9 @@ def summarize_comparison(
         in the metric's unit (``base_value``/``arm_value``: the mean, or for a percentile
         with ``latency`` given the pooled percentile; ``across_seeds`` says which),
         ``change_pct`` = 100 (change - base) / base, the bootstrap interval of
-        ``change_pct`` (NaN with fewer than two seeds) and ``noise_pct`` (:func:`noise_pct`
-        of the arms' per-seed values).
+        ``change_pct`` (NaN with fewer than two seeds), ``noise_pct`` (:func:`noise_pct`
+        of the arms' per-seed values) and ``rate_bound`` (a throughput of open-loop runs
+        below saturation in both arms, :func:`rate_bound`; its verdict says so).
 
     Raises:
         ConfigError: a requested metric is not in the samples, or ``base`` is not an arm.
@@ -275,7 +326,9 @@ def summarize_comparison(
             continue
         b, c = wide.loc[base], wide.loc[arm]
         same_seeds = paired and list(b.index) == list(c.index)
+        both_rate_bound = rate_bound(b) and rate_bound(c)
         for m in metrics:
+            bound = both_rate_bound and m in RATE_BOUND_METRICS
             noise = noise_pct(b[m].to_numpy(float), c[m].to_numpy(float), same_seeds, min_change_pct)
             pm = percentile_metric(m)
             if pm is not None and same_seeds:
@@ -285,7 +338,7 @@ def summarize_comparison(
                     pct, lo, hi = pooled_pct_change_ci(pb, pc, pm[1], confidence=confidence,
                                                        n_resamples=min(n_resamples, POOLED_RESAMPLES))
                     rows.append((m, base, arm, len(seeds), pb.percentile(pm[1]), pc.percentile(pm[1]), pct, lo, hi,
-                                 "pooled", noise))
+                                 "pooled", noise, bound))
                     continue
             if same_seeds:   # the seeds where both arms have the metric: the means, the change and its CI agree
                 bv, cv = b[m].to_numpy(float), c[m].to_numpy(float)
@@ -295,8 +348,11 @@ def summarize_comparison(
                 bv, cv = b[m].dropna().to_numpy(float), c[m].dropna().to_numpy(float)
             pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence,
                                         n_resamples=n_resamples)
-            rows.append((m, base, arm, int(min(len(bv), len(cv))), float(bv.mean()) if len(bv) else math.nan,
-                         float(cv.mean()) if len(cv) else math.nan, pct, lo, hi, "mean", noise))
+            if len(bv) and len(cv):
+                bmean, cmean = float(bv.mean()), float(cv.mean())
+            else:   # no seed to pair (only one arm speculates: its verify cycles/s): each arm's own, no change
+                bmean, cmean = _own_mean(b[m]), _own_mean(c[m])
+            rows.append((m, base, arm, int(min(len(bv), len(cv))), bmean, cmean, pct, lo, hi, "mean", noise, bound))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
@@ -351,6 +407,10 @@ VERDICT_RULE = ("verdict: better/worse when the CI excludes 0 and |change| > noi
                 "the change) lies within ±noise; noise = the standard deviation over seeds of the per-seed change "
                 "(of its log ratio where that is smaller), at least --min-change (default 1 %)")
 """The verdict rule as the tables state it (:func:`verdict`)."""
+RATE_BOUND_NOTE = (f"rate-bound: a throughput of open-loop arrivals (poisson/trace) that every run of both arms kept "
+                   f"pace with (ended within {RATE_BOUND_DRAIN:.0%} of its duration after the last arrival): it measures "
+                   "the arrival rate, not capacity; its change is only when the last requests finished")
+"""The footnote of a table with a ``rate-bound`` verdict (:func:`rate_bound`)."""
 
 
 def verdict(row: Any) -> str:
@@ -362,7 +422,10 @@ def verdict(row: Any) -> str:
       noise, said as ``better (1 seed)``); direction from :data:`HIGHER_IS_BETTER`;
     - ``no clear change``: anything else (a wide CI, or a change clear but too small to
       call and not shown to be within the noise);
-    - ``n/a``: no change (a base of 0).
+    - ``rate-bound``: a throughput of open-loop runs that kept pace with their arrivals in
+      both arms (``rate_bound``, :func:`rate_bound`): it measures the arrival rate, not
+      capacity, so its change is no better or worse (:data:`RATE_BOUND_NOTE`);
+    - ``n/a``: no change (a base of 0, or no seed where both arms have the metric).
 
     A CI bound within :data:`NOISE_REL` of zero counts as zero (float rounding).
     """
@@ -372,6 +435,9 @@ def verdict(row: Any) -> str:
         noise = MIN_CHANGE_PCT
     if not math.isfinite(change):
         return "n/a"
+    bound = row.get("rate_bound", False) if hasattr(row, "get") else False
+    if isinstance(bound, (bool, np.bool_)) and bound:   # a CSV read back without the column: NaN
+        return "rate-bound"
     higher_better = any(k in row["metric"] for k in HIGHER_IS_BETTER)
     if not (math.isfinite(lo) and math.isfinite(hi)):   # one seed
         if abs(change) <= noise:
@@ -405,9 +471,11 @@ def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], li
 def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> Table:
     """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
     header, rows = _display_rows(table, confidence)
+    caption = "values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds\n" + VERDICT_RULE
+    if any(r[-1] == "rate-bound" for r in rows):
+        caption += "\n" + RATE_BOUND_NOTE
     t = Table(title=title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)",
-              caption="values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds\n"
-                      + VERDICT_RULE)
+              caption=caption)
     for h in header:
         t.add_column(h, justify="left" if h in ("metric", "base arm", "arm", "verdict") else "right")
     for r in rows:
@@ -424,6 +492,8 @@ def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:
              "|" + "|".join("---:" if h in right else "---" for h in header) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     lines += ["", VERDICT_RULE + "."]
+    if any(r[-1] == "rate-bound" for r in rows):
+        lines += ["", RATE_BOUND_NOTE + "."]
     if any(r[0].endswith(" (pooled)") for r in rows):
         lines += ["", "(pooled): the percentile of the pooled samples of all seeds; other values are means over seeds."]
     return "\n".join(lines) + "\n"

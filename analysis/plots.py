@@ -328,10 +328,19 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
 def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
     """Wall time of each pure verify cycle split into GPU work and GPU idle (host stall).
 
-    A cycle runs from the end of one verify forward to the end of the next. Its GPU work is
-    the summed duration of the forwards in it (a separate draft forward counts), its stall
-    is the rest (the GPU idles while the host blocks, wakes and launches). Cycles that
-    contain a prefill (extend/mixed) forward are dropped.
+    A cycle runs from the end of one verify forward to the end of the next (decode forwards
+    in a run without speculative decoding). Its GPU work is the summed duration of the
+    forwards in it (a separate draft forward counts), its stall is the rest (the GPU idles
+    while the host blocks, wakes and launches). Cycles that contain a prefill (extend/mixed)
+    forward are dropped.
+
+    ``host_blocked_s`` is the host's blocked time inside the cycle's own wall time. A step
+    records the blocking since the previous launch, which with overlap scheduling is the
+    wait for a forward one or two before (after an extend, the extend's): summed by step it
+    landed in later cycles and could exceed their wall. Each step's blocking is placed
+    instead just before the end of the last forward that ended before the step started
+    (the result the host waited for) and counted in the cycles it overlaps. The run's last
+    cycles, whose wait no later launch records, are dropped.
 
     Args:
         steps: a ``steps`` table.
@@ -349,17 +358,48 @@ def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
         is_v = mode.eq("decode")
     grp = is_v.shift(1, fill_value=False).cumsum()
     s = s.assign(_g=grp, _dur=s["gpu_end_s"] - s["gpu_start_s"], _pre=mode.isin(PREFILL_MODES))
-    agg = s.groupby("_g").agg(gpu_s=("_dur", "sum"), pre=("_pre", "any"), hb=("host_blocked_s", "sum"))
+    agg = s.groupby("_g").agg(gpu_s=("_dur", "sum"), pre=("_pre", "any"))
     ver = s[is_v].set_index("_g")
     end = ver["gpu_end_s"]
     wall = end - end.shift(1)
+    blocked = _blocked_until(s, end.to_numpy(float))
     out = pd.DataFrame({
         "batch_size": ver["batch_size"], "wall_s": wall, "gpu_s": agg.loc[ver.index, "gpu_s"],
-        "host_blocked_s": agg.loc[ver.index, "hb"], "pre": agg.loc[ver.index, "pre"],
+        "host_blocked_s": np.diff(blocked, prepend=np.nan), "pre": agg.loc[ver.index, "pre"],
     })
-    out = out[out["wall_s"].notna() & ~out["pre"]]
+    recorded = end <= _waited_end(s)[-1]
+    out = out[out["wall_s"].notna() & ~out["pre"] & recorded]
     out["stall_s"] = (out["wall_s"] - out["gpu_s"]).clip(lower=0.0)
     return out[cols].reset_index(drop=True)
+
+
+def _waited_end(s: pd.DataFrame) -> np.ndarray:
+    """Per step (sorted by start): the end of the last forward that ended before it started,
+    the result its launch waited for (its own start where none had ended)."""
+    start = s["gpu_start_s"].to_numpy(float)
+    ends = np.maximum.accumulate(s["gpu_end_s"].to_numpy(float))
+    i = np.searchsorted(ends, start, side="left") - 1
+    return np.where(i >= 0, ends[np.maximum(i, 0)], start)
+
+
+def _blocked_until(s: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """The host's blocked time before each time in ``t``: each step's ``host_blocked_s`` as
+    one span ending at :func:`_waited_end` (the host's waits follow one another: the spans
+    are taken as disjoint)."""
+    b = s["host_blocked_s"].to_numpy(float)
+    e = _waited_end(s)
+    keep = b > 0
+    b, e = b[keep], e[keep]
+    order = np.argsort(e, kind="stable")
+    b, e = b[order], e[order]
+    before = np.concatenate([[0.0], np.cumsum(b)])
+    k = np.searchsorted(e, t, side="right")        # spans wholly before t
+    partial = np.zeros(len(t))
+    inside = k < len(e)
+    nxt = np.minimum(k, max(len(e) - 1, 0))
+    if len(e):
+        partial = np.where(inside, np.clip(t - (e[nxt] - b[nxt]), 0.0, b[nxt]), 0.0)
+    return before[k] + partial
 
 
 def _batch_bins(sizes: np.ndarray, max_bins: int = 10) -> tuple[np.ndarray, list[str]]:
@@ -376,12 +416,27 @@ def _batch_bins(sizes: np.ndarray, max_bins: int = 10) -> tuple[np.ndarray, list
     return np.searchsorted(used, idx), labels
 
 
+def cycle_kind(steps: pd.DataFrame) -> str | None:
+    """What :func:`verify_cycles` times in ``steps``: ``verify`` (speculative decoding),
+    ``decode`` (none), or None (neither forward)."""
+    modes = set(steps["mode"].astype(str)) if len(steps) else set()
+    return "verify" if "verify" in modes else "decode" if "decode" in modes else None
+
+
+CYCLE_WORDS = {"verify": ("verify cycle", "the verify forward"), "decode": ("decode step", "the decode forward"),
+               "mixed": ("step (verify cycle or decode step)", "the verify or decode forward")}
+"""What the split plot calls a cycle and its forward, by :func:`cycle_kind` of its runs."""
+
+
 def plot_verify_split(runs: Any) -> Figure:
-    """Mean wall time per verify cycle, stacked as GPU work + host stall, by batch size.
+    """Mean wall time per verify cycle, stacked as GPU work + host stall, by batch size; per
+    decode step for runs without speculative decoding (titles and labels say which, "step"
+    when the runs are of both kinds).
 
     One group of bars per batch size (or batch-size range), one stacked bar per arm; the
-    number above a bar is the mean wall ms and the cycle count. Black ticks mark the mean
-    ``host_blocked_s`` recorded in the steps of those cycles. See :func:`verify_cycles`.
+    number above a bar is the mean wall ms and the cycle count. Black ticks mark the mean,
+    over the same cycles, of the host's blocked time inside each cycle's wall (so never
+    above the bar; :func:`verify_cycles`). See :func:`verify_cycles`.
 
     Args:
         runs: runs (see :func:`group_runs`) or a ``steps`` DataFrame.
@@ -394,13 +449,17 @@ def plot_verify_split(runs: Any) -> Figure:
     """
     groups = {"run": [runs]} if isinstance(runs, pd.DataFrame) else group_runs(runs)
     cyc = {}
+    kinds = set()
     for k, v in groups.items():
-        frames = [verify_cycles(r if isinstance(r, pd.DataFrame) else r.steps) for r in v]
-        frames = [f for f in frames if len(f)]
+        tables = [r if isinstance(r, pd.DataFrame) else r.steps for r in v]
+        frames = [(verify_cycles(t), cycle_kind(t)) for t in tables]
+        frames = [(f, kind) for f, kind in frames if len(f)]
         if frames:
-            cyc[k] = pd.concat(frames, ignore_index=True)
+            cyc[k] = pd.concat([f for f, _ in frames], ignore_index=True)
+            kinds.update(kind for _, kind in frames)
     if not cyc:
         raise ValueError("no complete verify/decode cycles in the steps")
+    cycle, forward = CYCLE_WORDS[kinds.pop() if len(kinds) == 1 else "mixed"]
     allsizes = np.concatenate([c["batch_size"].to_numpy() for c in cyc.values()])
     _, labels = _batch_bins(allsizes)
     fig, ax = plt.subplots(figsize=(min(14, max(8, 0.8 * len(labels) * len(cyc) + 3)), 5.5), layout="constrained")
@@ -419,17 +478,21 @@ def plot_verify_split(runs: Any) -> Figure:
         for xi, tot, n in zip(x, (g["gpu"] + g["stall"]) * 1e3, g["n"], strict=True):
             ax.annotate(f"{tot:.3g}\n(n={n})", (xi, tot), ha="center", va="bottom", fontsize=7,
                         xytext=(0, 2), textcoords="offset points")
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.12)   # room for the labels above the tallest bar
     ax.set_xticks(range(len(labels)), labels)
-    ax.set_xlabel("batch size (requests in the verify forward)")
-    ax.set_ylabel("mean wall time per verify cycle (ms)")
+    ax.set_xlabel(f"batch size (requests in {forward})")
+    ax.set_ylabel(f"mean wall time per {cycle.split(' (')[0]} (ms)")
     handles = [Patch(facecolor=colors[j], edgecolor="black", label=f"{k}: GPU work") for j, k in enumerate(cyc)]
     handles += [Patch(facecolor=colors[j], alpha=0.35, hatch="//", edgecolor="black", label=f"{k}: host stall (GPU idle)")
                 for j, k in enumerate(cyc)]
-    handles.append(Line2D([], [], ls="none", marker="_", ms=12, mew=2, color="black", label="host blocked (steps.host_blocked_s;\nno cost while the GPU is busy)"))
+    handles.append(Line2D([], [], ls="none", marker="_", ms=12, mew=2, color="black",
+                          label=f"host blocked within the {cycle.split(' (')[0]}'s wall (mean;\n"
+                                "no cost while the GPU is busy)"))
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
     title = _scenario_title(groups) if not isinstance(runs, pd.DataFrame) else ""
-    ax.set_title(f"Verify cycle wall time: GPU work vs host stall, by batch size{title}")
+    what = cycle[0].upper() + cycle[1:]
+    ax.set_title(f"{what} wall time: GPU work vs host stall, by batch size{title}")
     return fig
 
 

@@ -83,6 +83,18 @@ def latency_samples(run: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def arrival_span(run: Any) -> float | None:
+    """The run's last request arrival after its first, in s (None for a summary dict): with
+    the summary's ``duration`` (first arrival to last finish) it tells how long the run went
+    on after its arrivals stopped (:func:`analysis.compare.rate_bound`)."""
+    req = getattr(run, "requests", None)
+    if req is None or isinstance(run, Mapping) or not len(req):
+        return None
+    start = np.asarray(req["start_s"], dtype=float)
+    start = start[np.isfinite(start)]
+    return float(start.max() - start.min()) if start.size else None
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What came back: ``metrics`` (and the latency ``samples`` in ms, see
@@ -96,6 +108,8 @@ class RunOutcome:
     error: str | None = None
     samples: dict[str, np.ndarray] = field(default_factory=dict)
     range_notes: tuple = ()
+    arrival_span_s: float | None = None
+    """The last request's arrival after the first (s; :func:`arrival_span`)."""
 
     @property
     def ok(self) -> bool:
@@ -111,6 +125,7 @@ def execute(task: RunTask) -> RunOutcome:
         run = runner(task.scenario, task.seed)
         metrics = summary_metrics(run)
         samples = latency_samples(run)
+        span = arrival_span(run)
         notes = tuple(getattr(run, "extra", {}).get("range_notes", ())) if not isinstance(run, Mapping) else ()
         if task.out is not None and getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
             from specsched.sim.results import write_results
@@ -119,4 +134,5 @@ def execute(task: RunTask) -> RunOutcome:
     except Exception as e:  # noqa: BLE001 - reported per run by the caller
         tb = traceback.format_exc(limit=-3)
         return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}")
-    return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples, range_notes=notes)
+    return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples, range_notes=notes,
+                      arrival_span_s=span)

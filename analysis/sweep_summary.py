@@ -170,6 +170,17 @@ def _label(v: Any) -> str:
     return str(v)
 
 
+def seeds_text(summary: pd.DataFrame) -> str:
+    """The sweep plot's note on seeds and bands: "3 seeds per point" ("up to 3" when points
+    differ), and with one seed that no point has a band."""
+    most = int(summary["seeds"].max()) if len(summary) else 0
+    least = int(summary["seeds"].min()) if len(summary) else 0
+    if most <= 1:
+        return f"{most} seed per point: no confidence band"
+    count = f"{most} seeds per point" if least == most else f"{least} to {most} seeds per point"
+    return f"{count}; band = 95% CI: of the mean, or seed bootstrap of the pooled percentile"
+
+
 def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     """Metric-vs-parameter lines of a sweep summary (:func:`summarize_sweep`).
 
@@ -235,8 +246,6 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
         ax.set_visible(False)
     if len(groups) > 1:
         axes.flat[0].legend(fontsize=8)
-    seeds = int(summary["seeds"].max()) if len(summary) else 0
-    fig.suptitle(f"Sweep: metrics vs {x} (up to {seeds} seeds per point; band = 95% CI: of the mean, or "
-                 "seed bootstrap of the pooled percentile)")
+    fig.suptitle(f"Sweep: metrics vs {x} ({seeds_text(summary)})")
     return fig
 

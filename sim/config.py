@@ -86,6 +86,8 @@ class Scenario(BaseModel):
     path: str = ""
     # server arguments the loader filled with SGLang's hardware defaults (sim.defaults)
     _resolved_defaults: list[Any] = pydantic.PrivateAttr(default_factory=list)
+    # the server keys the file, its arm and overrides set (before the defaults were filled)
+    _server_given: frozenset[str] = pydantic.PrivateAttr(default_factory=frozenset)
 
     @model_validator(mode="before")
     @classmethod

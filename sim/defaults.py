@@ -464,6 +464,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
         raise validation_error(scenario.path or scenario.name, e, dumped) from None
     out = scenario.model_copy(update={"server": server})
     out._resolved_defaults = filled
+    out._server_given = frozenset(given)
     return out, filled
 
 
@@ -493,3 +494,72 @@ def format_resolved(changed: list[Resolved]) -> str:
         v = r.value.value if hasattr(r.value, "value") else r.value
         lines.append(f"  {r.key} = {v}  ({r.why})")
     return "\n".join(lines)
+
+
+DIFFER_LABELS_SHOWN = 4
+"""Most points named for one value in :func:`format_differing` (the rest are counted)."""
+
+
+def _server_value(server: Any, key: str) -> Any:
+    """The value of a dotted server key (``semantics_rules.chunk_fill``,
+    ``disaggregation.decode.server.max_total_num_tokens``); None where the path is absent."""
+    v = server
+    for part in key.split("."):
+        if v is None:
+            return None
+        v = v.get(part) if isinstance(v, dict) else getattr(v, part, None)
+    return v.value if hasattr(v, "value") else v
+
+
+def _label(label: str | dict[str, Any]) -> str:
+    return label if isinstance(label, str) else " ".join(f"{k}={v}" for k, v in label.items())
+
+
+def _group_name(labels: list[Any], every: list[Any]) -> str:
+    """The points of one value: the axis values they share when those pick out exactly
+    them (``arm=mtp`` for every point of that arm), else their labels (the first
+    :data:`DIFFER_LABELS_SHOWN`, the rest counted)."""
+    if all(isinstance(lab, dict) for lab in labels):
+        common = {k: v for k, v in labels[0].items() if all(lab.get(k) == v for lab in labels)}
+        if common and sum(all(lab.get(k) == v for k, v in common.items()) for lab in every) == len(labels):
+            return _label(common)
+    named = ", ".join(_label(lab) for lab in labels[:DIFFER_LABELS_SHOWN])
+    return named + (f" and {len(labels) - DIFFER_LABELS_SHOWN} more" if len(labels) > DIFFER_LABELS_SHOWN else "")
+
+
+def format_differing(points: list[tuple[str | dict[str, Any], Any]], between: str = "arms") -> str:
+    """One short block naming each server default filled in for the hardware
+    (:func:`apply_hardware_defaults`) at some of ``points`` whose value is not the same at
+    all of them; empty when there is none.
+
+    ``points``: (label, resolved scenario), e.g. the arms of a comparison or the points of
+    a sweep; a label is a name or the point's axis values (a dict), so that the points of
+    one value are named by the values they share (``arm=mtp``). Each line is ``key: LABELS: VALUE (why); ...``, one group per value: why is
+    the filled value's reason, ``set`` where the point sets the key itself, ``the
+    simulator's default`` where SGLang's rule had nothing to go on (e.g. no KV pool size
+    in the profile). Such a difference is the server's, not the arms': SGLang resets
+    max_running_requests to 48 for speculative decoding, so a speculative arm may admit far
+    fewer requests than the base arm at high concurrency.
+    """
+    keys = list(dict.fromkeys(r.key for _, sc in points for r in sc._resolved_defaults))
+    lines = []
+    for key in keys:
+        groups: dict[tuple[str, str], list[Any]] = {}   # (value, why) -> labels, in point order
+        for label, sc in points:
+            filled = {r.key: r for r in sc._resolved_defaults}
+            if key in filled:
+                value = filled[key].value
+                value, why = (value.value if hasattr(value, "value") else value), filled[key].why
+            else:
+                value = _server_value(sc.server, key)
+                why = "set" if key.split(".")[0] in sc._server_given else "the simulator's default"
+            groups.setdefault((str(value), why), []).append(label)
+        if len({value for value, _ in groups}) < 2:
+            continue
+        parts = [f"{_group_name(labels, [lab for lab, _ in points])}: {value} ({why})"
+                 for (value, why), labels in groups.items()]
+        lines.append(f"  {key}: " + "; ".join(parts))
+    if not lines:
+        return ""
+    return "\n".join([f"server defaults that differ between {between} (not set in the scenario; set them to "
+                      "compare like with like):", *lines])

@@ -132,6 +132,24 @@ def bench_block(summary: dict[str, Any], bench: dict[str, Any] | None = None,
     return out
 
 
+def peak_note(summary: dict[str, Any], bench: dict[str, Any] | None) -> list[str]:
+    """A note when bench_serving's "Peak concurrent requests" is above "Max request
+    concurrency" (empty otherwise): bench_serving counts a request in every whole second
+    from its start's to its end's (``calculate_metrics``, :func:`sim.bench_serving._peaks`),
+    so a request that ends and the one that takes its slot in the same second both count;
+    the row is kept as bench_serving prints it."""
+    import textwrap
+
+    b = bench or {}
+    peak = summary.get("max_concurrent_requests", b.get("max_concurrent_requests"))
+    cap = b.get("max_concurrency")
+    if not isinstance(peak, (int, float)) or not isinstance(cap, (int, float)) or isinstance(cap, bool) or peak <= cap:
+        return []
+    return textwrap.wrap(f"note: Peak concurrent requests ({int(peak)}) is counted in whole-second buckets, as "
+                         "bench_serving does: a request that ends and the one taking its slot in the same second "
+                         f"both count. At most {int(cap)} (Max request concurrency) ran at once.", _W)
+
+
 def format_report(summary: dict[str, Any], reference: dict[str, float] | None = None,
                   title: str = "Serving Benchmark Result", bench: dict[str, Any] | None = None) -> str:
     """Render ``summary`` (bench_serving keys, ms for latencies) as bench_serving 0.5.23
@@ -148,6 +166,7 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
         _line("Scenario / arm:", f"{s('scenario', '?')} / {s('arm', '?')}"),
         _line("Source / seed:", f"{s('source', 'sim')} / {s('seed', '?')}"),
         *(_line(_stat_label("max", label), s(f"max_{key}_ms")) for _, key, label, _ in LATENCY_SECTIONS[:3]),
+        *peak_note(summary, bench),
     ]
     out.append(_head("Scheduler"))
     out += [

@@ -189,3 +189,35 @@ def test_compare_with_an_unknown_arm_names_its_own_option(scenario, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert "--arms = 'nope'" in err and "allowed: base" in err and "--arm =" not in err
+
+
+SPEC_ARM_SCENARIO = """name: dd
+profile: h200-1b
+server: {admission_delay: none}
+acceptance: {mean_accept_length: 3.0}
+workload: {kind: closed_loop, concurrency: 4, num_requests: 6, input_len: {kind: fixed, value: 64},
+           output_len: {kind: fixed, value: 8}}
+arms:
+  mtp: {server: {speculative_algorithm: dspark, speculative_num_draft_tokens: 4}}
+"""
+
+
+def test_compare_and_sweep_name_the_defaults_that_differ(scenario, tmp_path, capsys):
+    """A speculative arm left without max_running_requests runs SGLang's 48 while the base
+    arm gets another default: compare and sweep say so once, above their table; when the
+    arms' filled defaults agree they print no such block."""
+    spec = tmp_path / "dd.yaml"
+    spec.write_text(SPEC_ARM_SCENARIO)
+    line = "max_running_requests: base: 256 (the simulator's default); mtp: 48 (SGLang's reset for speculative decoding)"
+    assert main(["compare", str(spec), "--arms", "base,mtp", "--seeds", "1", "--no-save", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("server defaults that differ between arms") == 1 and f"  {line}\n" in out
+    assert out.index(line) < out.index("arms compared")
+    assert main(["sweep", str(spec), "--grid", "arm=base,mtp", "server.chunked_prefill_size=2048,4096",
+                 "--out", str(tmp_path / "s.parquet"), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("server defaults that differ between grid points") == 1
+    assert "max_running_requests: arm=base: 256 (the simulator's default); arm=mtp: 48 (SGLang's reset" in out
+    assert main(["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "1", "--no-save", "--no-progress",
+                 "--set", "workload.num_requests=6"]) == 0
+    assert "differ between" not in capsys.readouterr().out

@@ -248,3 +248,72 @@ def test_a_metric_missing_in_one_seed_compares_the_seeds_both_arms_have():
     assert r["n_seeds"] == 2
     assert r["base_value"] == pytest.approx(82.0) and r["arm_value"] == pytest.approx(81.25)
     assert r["change_pct"] == pytest.approx(100 * (81.25 - 82.0) / 82.0)
+
+
+def test_a_metric_only_one_arm_has_shows_that_arms_value():
+    """Only one arm speculates: verify_cycles_per_s and accept_length read the speculative
+    arm's own value (both arms read n/a, from the seeds both had: none); only the change, its
+    CI and the verdict are n/a. accept_length is a default row when an arm has it."""
+    rows = [("base", s, "output_throughput", 1000.0 + s) for s in range(3)]
+    rows += [("base", s, m, math.nan) for s in range(3) for m in ("verify_cycles_per_s", "accept_length")]
+    rows += [("mtp", s, "output_throughput", 1100.0 + s) for s in range(3)]
+    rows += [("mtp", s, "verify_cycles_per_s", v) for s, v in enumerate([300.0, 310.0, 320.0])]
+    rows += [("mtp", s, "accept_length", v) for s, v in enumerate([2.5, 2.7, 2.9])]
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]))
+    t = table.set_index("metric")
+    assert list(t.index) == ["output_throughput", "verify_cycles_per_s", "accept_length"]
+    assert math.isnan(t.loc["verify_cycles_per_s", "base_value"])
+    assert t.loc["verify_cycles_per_s", "arm_value"] == pytest.approx(310.0)
+    assert t.loc["accept_length", "arm_value"] == pytest.approx(2.7)
+    assert t.loc["verify_cycles_per_s", "n_seeds"] == 0 and math.isnan(t.loc["verify_cycles_per_s", "change_pct"])
+    assert compare.verdict(t.loc["verify_cycles_per_s"].to_dict() | {"metric": "verify_cycles_per_s"}) == "n/a"
+    md = compare.to_markdown(table)
+    assert "| verify_cycles_per_s | base | n/a | mtp | 310 | n/a | n/a | 0 |" in md
+
+
+def _open_loop(drain_base: float, drain_fix: float, span: bool = True) -> pd.DataFrame:
+    """Three seeds of two arms with the same arrivals (span 10 s); the runs end ``drain_*``
+    s after the last arrival."""
+    rows = []
+    for s in range(3):
+        for arm, drain in (("base", drain_base), ("fix", drain_fix)):
+            dur = 10.0 + 0.1 * s + drain
+            rows += [(arm, s, "duration", dur), (arm, s, "output_throughput", 50_000 / dur),
+                     (arm, s, "mean_ttft_ms", 40.0 + s + (5 if arm == "fix" else 0))]
+            if span:
+                rows.append((arm, s, compare.ARRIVAL_SPAN, 10.0 + 0.1 * s))
+    return pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"])
+
+
+def test_open_loop_throughput_below_saturation_is_rate_bound():
+    """Open-loop runs that keep pace with their arrivals (each ends within 10 % of its
+    duration after its last arrival) have the throughput of the arrivals: a faster arm that
+    only finishes its last requests sooner (+2 %) gets 'rate-bound', not 'better'; the
+    latency rows keep their verdicts and the table says what rate-bound means. A saturated
+    arm (30 % of its run after the last arrival), or runs with no arrival span (a closed
+    loop), keep the throughput verdict."""
+    metrics = ["output_throughput", "mean_ttft_ms"]
+    table = compare.summarize_comparison(_open_loop(0.5, 0.3), metrics)
+    t = table.set_index("metric")
+    assert t.loc["output_throughput", "change_pct"] > 1.5 and bool(t.loc["output_throughput", "rate_bound"])
+    assert [compare.verdict(r) for _, r in table.iterrows()] == ["rate-bound", "worse"]
+    assert compare.RATE_BOUND_NOTE in compare.to_markdown(table)
+    caption = Console(width=400, record=True)
+    caption.print(compare.to_rich_table(table))
+    assert "rate-bound: a throughput of open-loop arrivals" in caption.export_text()
+    saturated = compare.summarize_comparison(_open_loop(4.5, 3.0), metrics)
+    assert compare.verdict(saturated.iloc[0]) == "better"
+    assert compare.RATE_BOUND_NOTE not in compare.to_markdown(saturated)
+    closed = compare.summarize_comparison(_open_loop(0.5, 0.3, span=False), metrics)
+    assert compare.verdict(closed.iloc[0]) == "better"
+
+
+def test_run_arms_gives_open_loop_runs_their_arrival_span():
+    """run_arms records arrival_span_s (last arrival after the first) for poisson arrivals
+    only: it is what rate_bound reads beside the duration."""
+    over = {"workload.num_requests": 24}
+    poisson = compare.run_arms("h200/poisson-spec", ["base"], 1, overrides=over)
+    v = poisson.set_index("metric")["value"]
+    assert 0 < v[compare.ARRIVAL_SPAN] < v["duration"]
+    closed = compare.run_arms("batch8-ll", ["base"], 1, overrides={"workload.num_requests": 8})
+    assert compare.ARRIVAL_SPAN not in set(closed["metric"])

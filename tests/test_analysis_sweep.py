@@ -282,3 +282,20 @@ def test_a_sweep_plot_keeps_inf_and_off_points_and_puts_them_last(key, values, t
         for i, v in enumerate(values):   # each value's point sits at its tick
             lab = "inf" if v == math.inf else str(int(v))
             assert ys[list(xs).index(ticks.index(lab))] == 100.0 + i + 10 * g
+
+
+@pytest.mark.parametrize(("seeds", "text"), [
+    ([1, 1], "(1 seed per point: no confidence band)"),
+    ([3, 3], "(3 seeds per point; band = 95% CI"),
+    ([1, 3], "(1 to 3 seeds per point; band = 95% CI"),
+])
+def test_the_sweep_plot_title_counts_seeds_in_words(seeds, text):
+    """'up to 1 seeds per point' with a band that one seed never has: the count agrees with
+    its noun, and a one-seed sweep says it has no band."""
+    from specsched.analysis.sweep_summary import plot_sweep
+
+    rows = [{"point": i, "server.x": v, "metric": "output_throughput", "across_seeds": "mean",
+             "value": 100.0 + i, "ci_low": math.nan, "ci_high": math.nan, "seeds": n}
+            for i, (v, n) in enumerate(zip([1, 2], seeds, strict=True))]
+    fig = plot_sweep(pd.DataFrame(rows), x="server.x")
+    assert text in fig._suptitle.get_text()

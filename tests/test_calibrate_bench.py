@@ -745,3 +745,23 @@ def test_an_unidentified_factor_far_from_the_profile_is_not_said_to_be_held_by_t
     assert "leave host out of --params" in far[0]
     near = [line for line in result(1.3).identifiability() if line.startswith("not identified: host")]
     assert len(near) == 1 and near[0].endswith("(the prior held it)"), near
+
+
+def test_the_progress_line_shows_the_best_point_so_far(tmp_path, capsys, monkeypatch):
+    """The progress line showed only the evaluation just made (a scan point or a Jacobian
+    step, e.g. host x1.351) beside a result of x0.8407: it shows the lowest objective so far
+    too, the point a capped fit ends at."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "10", "--out", "f.yaml"]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("  eval ")]
+    assert [x.split(":")[0] for x in lines] == ["  eval   5", "  eval  10"]
+    objective = [float(re.search(r"objective (\S+)", x)[1]) for x in lines]
+    best = [float(re.search(r"best so far: (\S+)", x)[1]) for x in lines]
+    assert best[1] <= min(best[0], objective[1])
+    found = re.search(r"best so far: \S+  decode x(\S+)", lines[-1])[1]
+    assert f"{float(re.search(r'factors: decode x([0-9.]+)', out)[1]):.3f}" == found, out   # capped: the best of the 10

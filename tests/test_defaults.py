@@ -254,3 +254,40 @@ def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_pa
         assert len(err.splitlines()) == 1 and f"server.chunked_prefill_size = {chunk}" in err and "2147483647" in err, err
     assert main(["run", "scenarios/h200/batch1.yaml", "--set", "server.chunked_prefill_size=2147483647",
                  "--quiet", "--out", str(tmp_path / "top")]) == 0
+
+
+def test_defaults_that_differ_between_arms_are_named_once(tmp_path):
+    """compare/sweep name every filled-in default whose value is not the same in all arms:
+    SGLang's 48 running requests for a speculative arm against the base arm's pool-derived
+    default reads as speculation collapsing at high concurrency unless it is said. Defaults
+    the arms share are not named, an arm that sets the key says so (and what it moves), and
+    arms that differ in nothing filled give no block."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.defaults import format_differing
+
+    scn = _scenario(tmp_path, "llama-3.1-8b", "H200", 1)
+    scn.write_text(scn.read_text() + """arms:
+  mtp: {server: {speculative_algorithm: dspark, speculative_num_draft_tokens: 4}}
+  capped: {server: {max_running_requests: 64}}
+  chunk: {server: {chunked_prefill_size: 4096}}
+  acc: {acceptance: {mean_accept_length: 3.0}}
+""")
+    arms = {a: load_scenario_with_overrides(scn, a) for a in ("base", "mtp", "capped", "chunk", "acc")}
+    base_mrr = arms["base"].server.max_running_requests
+    assert base_mrr > 48
+    text = format_differing([(a, arms[a]) for a in ("base", "mtp")])
+    lines = text.splitlines()
+    assert lines[0].startswith("server defaults that differ between arms")
+    mrr = [x for x in lines if x.strip().startswith("max_running_requests:")]
+    assert mrr == [f"  max_running_requests: base: {base_mrr} (from the KV pool and context length 131072); "
+                   "mtp: 48 (SGLang's reset for speculative decoding)"]
+    assert not any(x.strip().startswith(("chunked_prefill_size", "sync_mode")) for x in lines)
+    assert "capped: 64 (set); mtp: 48 (" in format_differing([(a, arms[a]) for a in ("capped", "mtp")])
+    assert format_differing([(a, arms[a]) for a in ("base", "acc")]) == ""
+    # an arm's own setting moves what is derived from it: the pool, and the requests it holds
+    chunk = format_differing([(a, arms[a]) for a in ("base", "chunk")])
+    assert "chunked_prefill_size: base: 8192 (SGLang's default" in chunk and "chunk: 4096 (set)" in chunk
+    assert "\n  max_total_num_tokens: base: " in chunk
+    # a grid point is named by the axis values its group shares
+    sweep = format_differing([({"arm": a, "x": x}, arms[a]) for a in ("base", "mtp") for x in (1, 2)], "grid points")
+    assert "max_running_requests: arm=base: " in sweep and "; arm=mtp: 48 (" in sweep
