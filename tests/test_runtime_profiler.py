@@ -182,6 +182,17 @@ def test_write_profile_is_atomic(prof: dict, tmp_path: Path, monkeypatch: pytest
     assert out.read_text() == "old contents\n"
 
 
+def test_cpu_launch_tail_leaves_out_the_forward_run_inline(prof: dict) -> None:
+    """On CPU the verify launch call runs the forward inline: the launch tail (a host term,
+    charged to decode steps too) counted the verify forward itself, and a CPU run's plain
+    decode was predicted ~2x slow. The forward's own time, timed in the same call, is left
+    out: the tail at batch 1 is host work, well under the verify forward it launches."""
+    h, verify = prof["host"], prof["gpu"]["verify"]["seconds"]
+    tail_bs1 = h["launch_tail_s"] + h["launch_tail_per_req_s"]
+    assert tail_bs1 < 0.5 * verify[0][0], (tail_bs1, verify[0][0])
+    assert "less the forward it ran inline" in prof["provenance"]["host.launch_tail_s"]
+
+
 @pytest.mark.parametrize("spec", [True, False])
 def test_simulator_runs_with_the_measured_profile(prof: dict, spec: bool) -> None:
     server = {"speculative_num_draft_tokens": WINDOW} if spec else {"speculative_algorithm": "none"}
