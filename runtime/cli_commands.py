@@ -117,15 +117,18 @@ def nothing_written(*paths: Path) -> str:
     return "nothing written" + (f" ({', '.join(kept)} left as it was)" if kept else "")
 
 
-def profile_facts(profile: Any) -> tuple[str, str | None, int | None]:
-    """What a profile says it was made on: its device kind (``cpu`` or ``gpu``), the proxy
+def profile_facts(profile: Any) -> tuple[str | None, str | None, int | None]:
+    """What a profile says it was made on: its device kind (``cpu``, ``gpu``, or None for a
+    device it does not name, such as a test's ``synthetic``), the proxy
     preset (``preset='tiny'`` in ``provenance.method``; None for a profile that names none,
     e.g. an analytic one) and torch's intra-op threads (``torch_threads: N`` in
     ``provenance.environment``; None where not recorded)."""
     import re
 
     prov = profile.provenance or {}
-    kind = "cpu" if str(profile.device).lower().startswith("cpu") else "gpu"
+    dev = str(profile.device).lower()
+    kind = ("cpu" if dev.startswith("cpu") else
+            "gpu" if re.search(r"cuda|hip|rocm|nvidia|amd|gpu|\bh[12]00\b|\bmi\d{3}", dev) else None)
     preset = re.search(r"preset='([^']+)'", str(prov.get("method", "")))
     threads = re.search(r"torch_threads: (\d+)", str(prov.get("environment", "")))
     return kind, preset.group(1) if preset else None, int(threads.group(1)) if threads else None
@@ -137,7 +140,7 @@ def profile_mismatch(profile: Any, run_is_gpu: bool, run_device: str, preset: st
     None when they agree (or the profile does not say). Not a refusal: a user may compare
     on purpose."""
     kind, p_preset, _ = profile_facts(profile)
-    device_differs = kind != ("gpu" if run_is_gpu else "cpu")
+    device_differs = kind is not None and kind != ("gpu" if run_is_gpu else "cpu")
     preset_differs = p_preset is not None and p_preset != preset
     if not (device_differs or preset_differs):
         return None

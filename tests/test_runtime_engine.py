@@ -346,6 +346,8 @@ def test_profile_facts_read_device_kind_preset_and_threads():
     cpu = SimpleNamespace(device="cpu (torch 2.13.0+cpu)", name="c",
                           provenance={"method": "profile_device(preset='tiny', ...)", "environment": "a; torch_threads: 2; b"})
     assert profile_facts(cpu) == ("cpu", "tiny", 2)
+    assert profile_facts(load_profile("h200-llama8b-roofline"))[0] == "gpu"
+    assert profile_facts(SimpleNamespace(device="synthetic", provenance={}))[0] is None
 
 
 def test_validate_messages_say_what_is_missing(tmp_path, capsys):
