@@ -323,8 +323,7 @@ def interleave_cli(args: argparse.Namespace) -> int:
     from specsched.runtime.device import serve_threads
 
     # torch's intra-op threads as profile_device and the runtime's loop set them (1 on a GPU)
-    if (threads := serve_threads(not args.device.startswith("cpu"))) is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(serve_threads(not args.device.startswith("cpu")))
     p = _Profiler(serializing={}, device=args.device, preset=args.preset, spec_window=max(window, 2), max_bs=bs[-1],
                   contexts=[int(c) for c in args.contexts.split(",")], extend_tokens=tokens, extend_prefixes=[0],
                   cuda_graph_max_bs=max(bs[-1], sc.server.cuda_graph_max_bs), repeats=args.repeats, progress=False,

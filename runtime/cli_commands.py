@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -93,14 +94,61 @@ def itl_rung_note(predicted: Any, measured: Any) -> str | None:
 
 
 def format_validation(rows: list[dict[str, Any]], title: str) -> str:
-    """A plain-text table of :func:`validation_table` rows."""
+    """A plain-text table of :func:`validation_table` rows; a metric neither run has (NaN or
+    missing on both sides: ``verify_cycles_per_s`` without speculation) is left out."""
+    def num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and v == v
+
     out = [title, f"{'metric':<22}{'predicted':>14}{'measured':>14}{'error':>10}"]
     for r in rows:
-        p = f"{r['predicted']:.3f}" if isinstance(r["predicted"], (int, float)) else "n/a"
-        q = f"{r['measured']:.3f}" if isinstance(r["measured"], (int, float)) else "n/a"
+        if not (num(r["predicted"]) or num(r["measured"])):
+            continue
+        p = f"{r['predicted']:.3f}" if num(r["predicted"]) else "n/a"
+        q = f"{r['measured']:.3f}" if num(r["measured"]) else "n/a"
         e = f"{r['error_pct']:+.2f}%" if r["error_pct"] == r["error_pct"] else "n/a"
         out.append(f"{r['metric']:<22}{p:>14}{q:>14}{e:>10}")
     return "\n".join(out)
+
+
+def nothing_written(*paths: Path) -> str:
+    """What an interrupted command says it kept: nothing, and which of ``paths`` already
+    held results that are left as they were."""
+    kept = [str(p) for p in paths if p.exists()]
+    return "nothing written" + (f" ({', '.join(kept)} left as it was)" if kept else "")
+
+
+def profile_facts(profile: Any) -> tuple[str | None, str | None, int | None]:
+    """What a profile says it was made on: its device kind (``cpu``, ``gpu``, or None for a
+    device it does not name, such as a test's ``synthetic``), the proxy
+    preset (``preset='tiny'`` in ``provenance.method``; None for a profile that names none,
+    e.g. an analytic one) and torch's intra-op threads (``torch_threads: N`` in
+    ``provenance.environment``; None where not recorded)."""
+    import re
+
+    prov = profile.provenance or {}
+    dev = str(profile.device).lower()
+    kind = ("cpu" if dev.startswith("cpu") else
+            "gpu" if re.search(r"cuda|hip|rocm|nvidia|amd|gpu|\bh[12]00\b|\bmi\d{3}", dev) else None)
+    preset = re.search(r"preset='([^']+)'", str(prov.get("method", "")))
+    threads = re.search(r"torch_threads: (\d+)", str(prov.get("environment", "")))
+    return kind, preset.group(1) if preset else None, int(threads.group(1)) if threads else None
+
+
+def profile_mismatch(profile: Any, run_is_gpu: bool, run_device: str, preset: str) -> str | None:
+    """One ``warning:`` line when ``profile`` was made on another kind of device (a GPU
+    profile for a CPU run, or the reverse) or for another proxy preset than the run's;
+    None when they agree (or the profile does not say). Not a refusal: a user may compare
+    on purpose."""
+    kind, p_preset, _ = profile_facts(profile)
+    device_differs = kind is not None and kind != ("gpu" if run_is_gpu else "cpu")
+    preset_differs = p_preset is not None and p_preset != preset
+    if not (device_differs or preset_differs):
+        return None
+    what = " and ".join(w for w, d in (("device kind", device_differs), ("preset", preset_differs)) if d)
+    return (f"warning: profile {profile.name} was made on {profile.device}"
+            + (f" for preset {p_preset}" if p_preset is not None else "")
+            + f"; this run measured {run_device} with preset {preset}: another {what}, so the prediction "
+            "prices something else than was measured (specsched profile here makes a matching one)")
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
@@ -110,26 +158,31 @@ def cmd_measure(args: argparse.Namespace) -> int:
     require("torch", "`specsched measure` (the runtime)")
     from specsched.runtime.engine import RuntimeEngine
     from specsched.sim.report import format_report
-    from specsched.sim.results import write_results
+    from specsched.sim.results import check_results_target, write_results
 
     from specsched.cli import default_out_dir
 
     check_device_and_preset(args)
     sc = _scenario(args)
-    t0 = time.perf_counter()
-    res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
-                        backend=args.backend, allow_serializing=args.allow_serializing,
-                        progress=not getattr(args, "quiet", False)).run()
-    from specsched.sim.bench_serving import bench_record
-
-    print(format_report(res.summary, title="Measured (runtime)", bench=bench_record(res, details=False)))
     if args.out:
         out = Path(args.out)
     else:   # results/<scenario>/<arm>-seed<N>[+<overrides>]-measured: a --set run never overwrites another
         from specsched.analysis.overrides import parse_overrides
 
-        plain = default_out_dir(sc.name, args.arm, res.summary["seed"], parse_overrides(args.set or []))
+        seed = sc.seed if args.seed is None else args.seed
+        plain = default_out_dir(sc.name, args.arm, seed, parse_overrides(args.set or []))
         out = plain.with_name(f"{plain.name}-measured")
+    out = check_results_target(out)   # a file or another folder: refused before the run, as `run` does
+    t0 = time.perf_counter()
+    try:
+        res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                            backend=args.backend, allow_serializing=args.allow_serializing,
+                            progress=not getattr(args, "quiet", False)).run()
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"measurement stopped, {nothing_written(out)}") from None
+    from specsched.sim.bench_serving import bench_record
+
+    print(format_report(res.summary, title="Measured (runtime)", bench=bench_record(res, details=False)))
     write_results(res, out)
     print(f"measured in {time.perf_counter() - t0:.1f} s; results in {out}/")
     return 0
@@ -147,13 +200,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "scenario", "<missing>",
                           "give a scenario YAML, or --measured FILE[:LINE] for a real server's bench_serving run")
     if not args.profile:
-        raise ConfigError("<command line>", "--profile", "<missing>", "a profile made by `specsched profile` on the same device")
+        raise ConfigError("<command line>", "--profile", "<missing>",
+                          "required: a profile made by `specsched profile` on the same device (e.g. specsched "
+                          "profile --device cpu --preset tiny --out p.yaml), or --measured FILE[:LINE]")
     require("torch", "`specsched validate` measuring here (the runtime; --measured FILE needs no torch)")
     from specsched.runtime.engine import RuntimeEngine
     from specsched.sim.config import with_value
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
-    from specsched.sim.results import write_results
+    from specsched.sim.results import check_results_target, write_results
 
     check_device_and_preset(args)
     sc = _scenario(args)
@@ -161,10 +216,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from specsched.sim.limits import check_context
 
     check_context(sc, args.profile)   # the prediction's model rejects a request past its context, as `run` says
-    measured = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
-                             backend=args.backend, allow_serializing=args.allow_serializing,
-                             progress=not getattr(args, "quiet", False)).run()
-    predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile, warn=False)
+    targets: list[Path] = []
+    if args.out:   # a file, or results dirs beside other content: refused before the run, as `run` does
+        out = Path(args.out)
+        targets = [check_results_target(out / f"{sc.name}-{args.arm}-{part}") for part in ("measured", "predicted")]
+    p_kind, _, p_threads = profile_facts(profile)
+    try:
+        # on CPU, with the threads the profile was made with (a CPU profile records them):
+        # a measurement runs as the profile it is compared with did (runtime.device.serve_threads)
+        engine = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                               backend=args.backend, allow_serializing=args.allow_serializing,
+                               progress=not getattr(args, "quiet", False),
+                               cpu_threads=p_threads if p_kind == "cpu" else None)
+        measured = engine.run()
+        predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile, warn=False)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"validation stopped, {nothing_written(*targets)}") from None
+    mismatch = profile_mismatch(profile, engine.dev.is_gpu, engine.dev.describe(), args.preset)
     # one range warning per grid and axis for the command (the conditioned run's too)
     notes = list(predicted.extra["range_notes"])
     predicted.summary["profile"] = profile.name
@@ -193,10 +261,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from specsched.sim.grid_range import write_warnings
 
     write_warnings(notes)
-    if args.out:
-        out = Path(args.out)
-        write_results(measured, out / f"{sc.name}-{args.arm}-measured")
-        write_results(predicted, out / f"{sc.name}-{args.arm}-predicted")
+    if mismatch is not None:
+        print(mismatch, file=sys.stderr)
+    if not args.out:
+        print("nothing written: give --out DIR to keep the measured and predicted results and validate.csv")
+    else:
+        write_results(measured, targets[0])
+        write_results(predicted, targets[1])
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
         csv_path = out / "validate.csv"
@@ -206,6 +277,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             w.writerow({"cell": sc.name, "arm": args.arm, **r})
         with open(csv_path, "a") as f:
             f.write(buf.getvalue())
+        print(f"results in {targets[0]}/ and {targets[1]}/; rows appended to {csv_path}")
     return 0
 
 

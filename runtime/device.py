@@ -92,13 +92,21 @@ def detect_backend(device: str | torch.device | None = None) -> Backend:
     raise ValueError(f"unsupported device type {dev.type!r}: the runtime runs on cpu or cuda/hip")
 
 
-def serve_threads(is_gpu: bool) -> int | None:
+CPU_THREADS = 1
+"""Torch intra-op threads on CPU for ``specsched profile`` (its default) and for the
+runtime's measured loop (``measure``, ``validate``): a measurement and the profile it is
+compared with run the same way. One, because on a loaded box OpenMP threads spinning against
+other processes made tiny steps 10-100x slower and their timings noise."""
+
+
+def serve_threads(is_gpu: bool, cpu_threads: int | None = None) -> int:
     """Intra-op CPU threads for torch while serving: 1 on a GPU, as SGLang 0.5.23 sets
     (model_executor/model_runner.py ``ModelRunner.load_model``: ``torch.set_num_threads(1)``
     off CPU), so the loop's small host-side tensor ops never fan out to OpenMP workers that
-    spin beside the thread issuing kernels; None on CPU (leave torch's default: the forward
-    itself runs there). The runtime's loop and the profiler apply the same rule."""
-    return 1 if is_gpu else None
+    spin beside the thread issuing kernels; on CPU, where the forward itself runs,
+    ``cpu_threads`` (``validate``: the count its profile was made with), else the
+    profiler's :data:`CPU_THREADS`. The runtime's loop and the profiler apply the same rule."""
+    return 1 if is_gpu else (cpu_threads or CPU_THREADS)
 
 
 def _resolve(device: str | torch.device | None) -> torch.device:

@@ -208,6 +208,46 @@ class LoopHost:
         self._timing = []
 
 
+WARMUP_PROMPT = 64
+"""Prompt tokens of the warm-up request (:meth:`RuntimeEngine._warm_requests`), fewer when
+the KV pool holds less."""
+
+
+def check_runnable(scenario: Scenario) -> None:
+    """Refuse, in one line and before any model is built, a scenario whose features the
+    runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
+    a chain drafter (EAGLE/EAGLE3/NEXTN/MTP/standalone: the proxy drafter is a block
+    drafter), DP attention over more than one rank (one device runs one rank), and a
+    request that can never fit the KV pool (:func:`sim.limits.check_pool`, what ``specsched
+    run`` refuses), or a pool too small for the warm-up request's verify windows.
+
+    Raises:
+        ConfigError: naming the scenario file, the key, its value and what the runtime runs.
+    """
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_pool
+
+    srv, file = scenario.server, str(scenario.path or scenario.name)
+    if srv.disaggregation is not None:
+        raise ConfigError(file, "server.disaggregation", "{...}",
+                          "prefill-decode disaggregation is simulated only (one device runs one server)")
+    algo = srv.speculative_algorithm
+    if algo.enabled and not algo.is_block:
+        raise ConfigError(file, "server.speculative_algorithm", algo.value,
+                          "chain drafters (eagle, eagle3, nextn, mtp, standalone) are simulated only: the runtime's "
+                          "proxy drafter is a block drafter; measure dspark, dflash or none, or predict with specsched run")
+    if srv.enable_dp_attention and srv.dp_size > 1:
+        raise ConfigError(file, "server.dp_size", srv.dp_size,
+                          "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
+                          "device; measure with dp_size: 1, or predict with specsched run")
+    check_pool(scenario)
+    need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)
+    if srv.max_total_num_tokens < need:
+        raise ConfigError(file, "server.max_total_num_tokens", srv.max_total_num_tokens,
+                          f"the runtime's warm-up request needs {need} KV tokens (a prompt and 4 windows of "
+                          f"{srv.spec_window}); give at least that")
+
+
 class RuntimeEngine(LoopHost):
     """One measured run of a scenario on a device.
 
@@ -226,32 +266,28 @@ class RuntimeEngine(LoopHost):
             sends one warm-up request too); on a GPU, also run the whole scenario once
             unmeasured, so first-use costs (kernel selection for new extend shapes, pinned
             staging buffers, allocator growth) stay out of the numbers.
+        cpu_threads: torch intra-op threads on CPU (default the profiler's,
+            :data:`runtime.device.CPU_THREADS`; :func:`runtime.device.serve_threads`).
 
     Raises:
-        ValueError: speculative decoding with a chain drafter (the proxy has a block
-            drafter only), or an unknown preset.
+        ValueError: an unknown preset.
+        ConfigError: a scenario the runtime cannot measure (:func:`check_runnable`).
     """
 
     def __init__(self, scenario: Scenario, *, preset: str = "1b", device: str | None = None,
                  seed: int | None = None, graphs: bool = True, warmup: bool = True,
-                 backend: str | None = None, allow_serializing: bool = True, progress: bool = False) -> None:
+                 backend: str | None = None, allow_serializing: bool = True, progress: bool = False,
+                 cpu_threads: int | None = None) -> None:
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
         srv = scenario.server
-        if srv.disaggregation is not None:
-            from specsched.sim.errors import ConfigError
-
-            raise ConfigError(scenario.path or scenario.name, "server.disaggregation", "{...}",
-                              "prefill-decode disaggregation is simulated only (one device runs one server)")
-        if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block:
-            raise ValueError("the runtime's proxy drafter is a block drafter (dspark/dflash); chain drafters are simulated only")
+        check_runnable(scenario)
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         self.server = srv
         self.serializing = check_serializing(allow_serializing)
         self.dev = Device(device, measure=True, backend=backend)
-        if (threads := serve_threads(self.dev.is_gpu)) is not None:
-            torch.set_num_threads(threads)
+        torch.set_num_threads(serve_threads(self.dev.is_gpu, cpu_threads))
         self.progress = progress
         self.window = srv.spec_window
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
@@ -511,12 +547,15 @@ class RuntimeEngine(LoopHost):
             r.capture_prefill(most)
 
     def _warm_requests(self) -> None:
-        """One request through extend and three steps, then freed (first-use costs off the clock)."""
+        """One request through extend and three steps, then freed (first-use costs off the
+        clock): a prompt of :data:`WARMUP_PROMPT` tokens, fewer where the KV pool holds less."""
         r = self.runner
+        # within the pool (check_runnable leaves room for one token and the windows)
+        n = max(1, min(WARMUP_PROMPT, r.pool.num_free_slots - 4 * self.window))
         rows = [r.add_request()]
-        r.pool.hold(rows, [64 + 4 * self.window])
-        toks = torch.randint(0, self.vocab - 1, (64,), generator=self.token_gen)
-        r.extend(rows, [0], [64], toks)
+        r.pool.hold(rows, [n + 4 * self.window])
+        toks = torch.randint(0, self.vocab - 1, (n,), generator=self.token_gen)
+        r.extend(rows, [0], [n], toks)
         for _ in range(3):
             if self.window > 1:
                 r.spec_cycle(rows, [0], graph=self.graphs)

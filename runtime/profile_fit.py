@@ -328,7 +328,7 @@ class Fits:
 
     @property
     def tail_points(self) -> list[float]:
-        """Per launch batch size: the whole verify launch call's host time (GPU kept busy)
+        """Per launch batch size: the whole verify launch call's host time (GPU kept busy; on CPU less the forward it runs inline)
         minus its part before the forward is queued (the publish-wait stall less the
         wake-up), clamped >= 0: what the call goes on doing while the GPU runs."""
         return [max(0.0, m - max(0.0, st - self.sync_wakeup))

@@ -82,6 +82,7 @@ class HostPhases(Harness):
         self.busy_available = busy.available
         busy_s = 0.005
         self.launch_med: list[float] = []
+        self.launch_forward_med: list[float] = []   # CPU only: the inline forward's part of each call
         self.launch_idle = 0
         self.launch_total = 0
         for b in self.launch_bs:
@@ -92,8 +93,10 @@ class HostPhases(Harness):
             with dev.use("forward"):
                 rows, _ = self._new_rows(b, self.launch_ctx)
 
-            def launch(rows=rows, tokens=tokens, plan=plan) -> Any:
-                return self._engine_verify_launch(rows, tokens, plan)[1]
+            fwd: list[float] = []   # CPU: the forward's own time in each call (it runs inline)
+
+            def launch(rows=rows, tokens=tokens, plan=plan, fwd=fwd) -> Any:
+                return self._engine_verify_launch(rows, tokens, plan, forward_s=fwd)[1]
 
             times: list[float] = []
             with dev.use("forward"):
@@ -103,6 +106,7 @@ class HostPhases(Harness):
                 dev.wait_copy(launch(), "profile")
                 est = time.perf_counter() - t0 + busy_s
                 n = self.budget.repeats(f"launch bs {b}", est, self.repeats)
+                fwd.clear()
                 for _ in range(n):
                     marker = busy.occupy(busy_s)
                     t0 = time.perf_counter()
@@ -116,6 +120,11 @@ class HostPhases(Harness):
                 for row in rows:
                     runner.free_request(row)
             self.reps.setdefault("launch", []).append(n)
+            if not dev.is_gpu:
+                # the forward ran inside the call: its own time is device time (gpu.verify,
+                # gpu.decode), not host time of the launch; keep the call less it
+                self.launch_forward_med.append(statistics.median(fwd))
+                times = [t - f for t, f in zip(times, fwd, strict=True)]
             self.launch_med.append(statistics.median(times))
             self._tick()
         self.launch_busy_s = busy_s
@@ -123,18 +132,21 @@ class HostPhases(Harness):
         self.stall_phase()
 
     def _engine_verify_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any,
-                              host: LoopHost | None = None) -> Any:
+                              host: LoopHost | None = None, forward_s: list[float] | None = None) -> Any:
         """What runtime.engine.RuntimeEngine._launch does for a VERIFY plan: draw the
         accepts, replay the spec-cycle graph between two timing marks, record the ring
         event and start the result copy. Returns (ring event, host copy, the step's
         :class:`~sim.plan.StepOutput` for ``Scheduler.process_result``); with ``host``, the
         launch call ends as the engine's does (``LoopHost._launched``: marks, copy, step
-        record) and its :class:`~runtime.engine.RtHandle` is returned."""
+        record) and its :class:`~runtime.engine.RtHandle` is returned. On CPU, with
+        ``forward_s``, the forward's own time (``spec_cycle``, run inline) is appended to it."""
         dev = self.dev
         output = tokens.step(plan)
         forced = np.maximum(output.committed - 1, 0).tolist()
         start = self._timing_event()
         out = self.runner.spec_cycle(rows, forced, graph=True)
+        if forward_s is not None and not dev.is_gpu:   # CPU: start is perf_counter, the forward ran inline
+            forward_s.append(time.perf_counter() - start)
         if host is not None:
             return host._launched(plan, "main", start, output, out)
         done = dev.record("forward")  # the engine reuses the done event as the end mark

@@ -390,6 +390,11 @@ class Provenance:
                       f"Device.copy_to_host({{'committed'}}); lengths grow from context {self.launch_ctx} as in the "
                       f"engine; {busy}; {self._reps_text('launch')} after {WARMUP} warm-ups; medians "
                       + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.launch_med, strict=True))
+                      + ("" if dev.is_gpu else
+                         "; on CPU each call less the forward it ran inline (ModelRunner.spec_cycle, timed in the same "
+                         "call: medians " + ", ".join(f"bs {b} {_us(f)}" for b, f in
+                                                      zip(self.launch_bs, self.launch_forward_med, strict=False))
+                         + "), which is device time (gpu.verify) and not a host term")
                       + f"; intercept and slope clamped >= 0. [{env}]")
         stall_txt = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the publish-wait stall per verify: "
                      "the wall per cycle of a loop of the engine's verify cycle (launch, wait for the previous result copy, "

@@ -96,7 +96,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from specsched.runtime.device import serve_threads
+from specsched.runtime.device import CPU_THREADS, serve_threads
 from specsched.runtime.environment import (
     ALLOW_FLAG,
     check_serializing,
@@ -227,7 +227,7 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
                    prompt_len: int | None = None, forced_accept: int = 2, seed: int = 0,
                    extend_prefixes: list[int] | None = None, backend: str | None = None,
                    allow_serializing: bool = False,
-                   cpu_threads: int | None = 1,
+                   cpu_threads: int | None = CPU_THREADS,
                    cuda_graph_max_bs_prefill: int = DEFAULT_PREFILL_GRAPH_TOKENS,
                    relevel_s: float = DEFAULT_RELEVEL_S, extend_lead_s: float = DEFAULT_EXTEND_LEAD_S) -> dict:
     """Measure a device profile with the runtime's own code paths (module docstring).
@@ -275,8 +275,10 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
             fast one (runtime/profile_level.py; provenance of ``host.reference_work_s``
             says what happened). 0: no re-runs.
         cpu_threads: torch intra-op threads while profiling on CPU (restored afterwards;
-            None: leave as is). 1 by default: on a loaded CI box OpenMP threads spinning
-            against other processes made tiny steps ~100x slower and the timings noise.
+            None: leave as is). :data:`runtime.device.CPU_THREADS` (1) by default, as
+            ``measure`` and ``validate`` run on CPU: on a loaded CI box OpenMP threads
+            spinning against other processes made tiny steps ~100x slower and the timings
+            noise. Recorded in provenance (``torch_threads``).
 
     Returns:
         A plain dict (values to 6 significant digits) that validates with
@@ -291,9 +293,9 @@ def profile_device(*, device: str | None, preset: str, spec_window: int, max_bs:
     threads = torch.get_num_threads()
     on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
     if on_cpu and cpu_threads:
-        torch.set_num_threads(cpu_threads)
-    elif (serve := serve_threads(not on_cpu)) is not None:
-        torch.set_num_threads(serve)  # as the runtime's loop runs
+        torch.set_num_threads(cpu_threads)   # the runtime's loop runs with as many (device.serve_threads)
+    elif not on_cpu:
+        torch.set_num_threads(serve_threads(True))  # as the runtime's loop runs
     try:
         p = _Profiler(device=device, preset=preset, spec_window=spec_window, max_bs=max_bs, contexts=contexts,
                       extend_tokens=extend_tokens, cuda_graph_max_bs=cuda_graph_max_bs, repeats=repeats,
@@ -353,6 +355,41 @@ def _fmt_grid(title: str, g: dict) -> str:
     return "\n".join(lines)
 
 
+NOISY_SPREAD = 0.25
+"""A grid whose largest (p75-p25)/median is above this is reported by ``specsched profile``."""
+FALL_FLOOR = 0.05
+"""The least fall of a grid's time from one batch size to the next that is reported (a grid
+measured with fewer than 4 repeats per point records no spread)."""
+
+
+def grid_warning(d: dict, repeats: int) -> str | None:
+    """One ``warning:`` line when a verify/decode grid of profile ``d`` is noisy: its
+    largest (p75-p25)/median (its provenance) is above :data:`NOISY_SPREAD`, or its time
+    falls as the batch grows by more than that spread (at least :data:`FALL_FLOOR`, at most
+    :data:`NOISY_SPREAD`, so that a noisy grid's falls are named too) in some context column. Either makes the simulator's prices wrong where it reads them (a falling
+    segment extrapolated past the grid priced large batches at 0 s); None for a clean profile."""
+    found = []
+    for kind in ("verify", "decode"):
+        g = d["gpu"].get(kind)
+        if not g:
+            continue
+        m = re.search(r"Largest \(p75-p25\)/median ([\d.]+) %", str(d.get("provenance", {}).get(f"gpu.{kind}", "")))
+        spread = float(m.group(1)) / 100 if m else 0.0
+        parts = [f"spread {spread:.0%}"] if spread > NOISY_SPREAD else []
+        for j, c in enumerate(g["context_len"]):
+            col = [row[j] for row in g["seconds"]]
+            for i in range(1, len(col)):
+                if col[i - 1] - col[i] > min(max(spread, FALL_FLOOR), NOISY_SPREAD) * col[i - 1]:
+                    parts.append(f"ctx {c:g} falls from bs {g['x'][i - 1]:g} {col[i - 1] * 1e3:.3f} ms to bs "
+                                 f"{g['x'][i]:g} {col[i] * 1e3:.3f} ms")
+        if parts:
+            found.append(f"{kind} grid: {', '.join(parts)}")
+    if not found:
+        return None
+    return (f"warning: profile {d['name']} looks noisy ({'; '.join(found)}): the simulator prices steps off these "
+            f"points; re-run with more --repeats (now {repeats}) or on a quieter machine")
+
+
 def add_backend_args(p: argparse.ArgumentParser) -> None:
     """``--backend hip`` (run the HIP code paths on this device: cpu-as-hip, cuda-as-hip) and
     ``--allow-serializing`` (measure with AMD_SERIALIZE_KERNEL & co. set, stamped)."""
@@ -383,13 +420,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--preset", args.preset,
                           f"allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
     t0 = time.perf_counter()
-    d = profile_device(device=args.device, preset=args.preset, spec_window=args.window, max_bs=max_bs,
-                       contexts=contexts, extend_tokens=ext, cuda_graph_max_bs=args.graph_max_bs,
-                       repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
-                       prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
-                       allow_serializing=args.allow_serializing,
-                       cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill,
-                       relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
+    try:
+        d = profile_device(device=args.device, preset=args.preset, spec_window=args.window, max_bs=max_bs,
+                           contexts=contexts, extend_tokens=ext, cuda_graph_max_bs=args.graph_max_bs,
+                           repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
+                           prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
+                           allow_serializing=args.allow_serializing,
+                           cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill,
+                           relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
+    except KeyboardInterrupt:
+        kept = f" ({args.out} left as it was)" if args.out and Path(args.out).exists() else ""
+        raise KeyboardInterrupt(f"profiling stopped, nothing written{kept}") from None
     if args.name:
         d["name"] = args.name
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
@@ -409,6 +450,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
             print(f"{label} idle lead: " + ", ".join(f"{t:g} tok {s * 1e3:.3f} ms"
                                                      for t, s in zip(lead["tokens"], lead["seconds"], strict=True)))
     print(f"profiled in {time.perf_counter() - t0:.1f} s; wrote {out}")
+    if (warning := grid_warning(d, args.repeats)) is not None:
+        print(warning, file=sys.stderr)
     return 0
 
 

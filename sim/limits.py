@@ -132,6 +132,24 @@ def check_fits(scenario: Scenario) -> None:
     _check_context(scenario, hw, i, o)
 
 
+def check_pool(scenario: Scenario) -> None:
+    """The KV-pool part of :func:`check_fits` alone, for one server (no disaggregation): a
+    generated workload's largest request that the pool can never hold is refused (a trace's
+    or a conversation's lengths are checked by the scheduler when they arrive). The runtime
+    calls it before building the model (runtime/engine.py ``check_runnable``): the
+    scenario's profile, whose hardware the rest of :func:`check_fits` reads, is not the
+    device measured there.
+
+    Raises:
+        ConfigError: as :func:`check_fits` for the pool.
+    """
+    w = scenario.workload
+    if w.kind in ("trace", "multi_turn"):
+        return
+    i, o = _largest_request(scenario)
+    _check_pool(scenario.path or "<scenario>", scenario.server, "server", i, o, w.ignore_eos)
+
+
 def _largest_request(scenario: Scenario) -> tuple[int, int]:
     """The largest prompt and output a generated workload can draw (tokens)."""
     w = scenario.workload

@@ -460,8 +460,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"specsched: error: cannot use {e.filename}: {e.strerror}", file=sys.stderr)
                 return EXIT_BAD_INPUT
             raise
-    except KeyboardInterrupt:
-        print("specsched: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        # a command that knows what it kept says so: "specsched: interrupted: measurement stopped, nothing written"
+        note = f": {e.args[0]}" if e.args and isinstance(e.args[0], str) else ""
+        print(f"specsched: interrupted{note}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

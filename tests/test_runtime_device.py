@@ -463,20 +463,28 @@ def test_engine_captures_every_graph_with_the_collector_paused(monkeypatch: pyte
     assert seen == [False, True]
 
 
-def test_serving_uses_one_intra_op_thread_on_a_gpu_and_torch_default_on_cpu() -> None:
-    """SGLang 0.5.23 ModelRunner.load_model: torch.set_num_threads(1) off CPU; the CPU
-    engine leaves torch's threads alone (its forward runs on them)."""
+def test_serving_uses_one_intra_op_thread_on_a_gpu_and_the_profilers_count_on_cpu() -> None:
+    """SGLang 0.5.23 ModelRunner.load_model: torch.set_num_threads(1) off CPU. On CPU the
+    engine runs with the threads ``specsched profile`` runs with (1 by default; a count
+    given, such as the one validate's profile records): it kept torch's default, and on a
+    loaded 2-core box the measured steps were 10-65x slower than the profile's."""
     import torch
-    from specsched.runtime.device import serve_threads
-    from specsched.runtime.engine import RuntimeEngine  # noqa: F401  (the engine applies the rule)
+    from specsched.runtime.device import CPU_THREADS, serve_threads
+    from specsched.runtime.engine import RuntimeEngine
 
     assert serve_threads(True) == 1
-    assert serve_threads(False) is None
+    assert serve_threads(False) == CPU_THREADS == 1 and serve_threads(False, 3) == 3
     before = torch.get_num_threads()
     from tests.conftest import make_scenario
 
     sc = make_scenario({"max_running_requests": 2}, {"kind": "burst", "num_requests": 1,
                                                      "input_len": {"kind": "fixed", "value": 8},
                                                      "output_len": {"kind": "fixed", "value": 2}})
-    RuntimeEngine(sc, preset="tiny", device="cpu")
-    assert torch.get_num_threads() == before
+    try:
+        torch.set_num_threads(2)
+        RuntimeEngine(sc, preset="tiny", device="cpu")
+        assert torch.get_num_threads() == CPU_THREADS
+        RuntimeEngine(sc, preset="tiny", device="cpu", cpu_threads=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -3,6 +3,8 @@ same committed tokens, the sync points each mode issues, results in the simulato
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -218,3 +220,146 @@ def test_no_accept_draw_is_made_inside_a_launch_call(monkeypatch):
     measured = eng.run()
     assert (measured.steps["mode"] == "verify").any()
     assert made == []
+
+
+# ------------------------------------------------------------------ the CLI's checks (measure, validate)
+def _small_yaml(tmp_path, server: str = "") -> str:
+    sc = tmp_path / "s.yaml"
+    sc.write_text("name: t\nprofile: h200-1b\nacceptance: {mean_accept_length: 2.0}\n"
+                  "server: {max_running_requests: 2" + server + "}\n"
+                  "workload: {kind: burst, num_requests: 2, input_len: {kind: fixed, value: 8}, "
+                  "output_len: {kind: fixed, value: 3}}\n")
+    return str(sc)
+
+
+@pytest.mark.parametrize("command", ["measure", "validate"])
+@pytest.mark.parametrize("sets, key, value", [
+    (["server.speculative_algorithm=eagle"], "server.speculative_algorithm", "'eagle'"),
+    (["server.speculative_algorithm=mtp", "server.speculative_num_steps=2"], "server.speculative_algorithm", "'mtp'"),
+    (["server.enable_dp_attention=true", "server.dp_size=2"], "server.dp_size", "2"),
+])
+def test_simulated_only_features_are_refused_in_one_line(tmp_path, capsys, command, sets, key, value):
+    """docs/runtime.md "Simulated only": a chain drafter (the proxy drafter is a block
+    drafter) crashed with a ValueError traceback; DP attention over 2 ranks was measured as
+    one rank against a 2-rank prediction. Both are refused before any work: one line naming
+    the file, key and value, exit 2, nothing written."""
+    from specsched.cli import main
+
+    sc = _small_yaml(tmp_path)
+    extra = ["--profile", "h200-1b"] if command == "validate" else []
+    args = [command, sc, "--device", "cpu", "--preset", "tiny", "--out", str(tmp_path / "o"), *extra]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"specsched: error: {sc}") and f": {key} = {value}: " in err[0], err
+    assert "simulated only" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_pool_smaller_than_the_warm_up_request_measures(tmp_path, capsys):
+    """The warm-up request was a fixed 64 + 4 x window tokens: a pool of 40 that holds every
+    request of the scenario crashed the warm-up (PoolExhausted traceback). It is sized
+    within the pool now; a request the pool can never hold is refused up front in one line,
+    as ``specsched run`` refuses it (sim.limits.check_pool)."""
+    from specsched.cli import main
+
+    sc = _small_yaml(tmp_path, ", speculative_algorithm: none, max_total_num_tokens: 40")
+    assert main(["measure", sc, "--device", "cpu", "--preset", "tiny", "-q", "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "summary.json").is_file()
+    capsys.readouterr()
+    assert main(["measure", sc, "--device", "cpu", "--preset", "tiny", "-q", "--out", str(tmp_path / "p"),
+                 "--set", "server.max_total_num_tokens=10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "workload.input_len = 8" in err[0] and "max_total_num_tokens is 10" in err[0], err
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("command", ["measure", "validate"])
+@pytest.mark.parametrize("target", ["file", "folder"])
+def test_an_unwritable_out_is_refused_before_measuring(tmp_path, capsys, monkeypatch, command, target):
+    """docs/results.md: an --out naming a file, or a folder with other content, is refused
+    before the run; measure and validate refused it only after the whole measurement."""
+    from specsched.cli import main
+
+    def no_run(self, *a, **k):
+        raise AssertionError("measured before refusing the --out")
+
+    monkeypatch.setattr(RuntimeEngine, "__init__", no_run)
+    out = tmp_path / "o"
+    if target == "file":
+        out.write_text("x")
+    else:   # measure: a folder with other content; validate: its results dir inside is one
+        d = out if command == "measure" else out / "t-base-measured"
+        d.mkdir(parents=True)
+        (d / "notes.txt").write_text("x")
+    extra = ["--profile", "h200-1b"] if command == "validate" else []
+    assert main([command, _small_yaml(tmp_path), "--device", "cpu", "--preset", "tiny", "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: cannot write"), err
+
+
+@pytest.mark.parametrize("command", ["measure", "validate"])
+def test_ctrl_c_says_nothing_was_written(tmp_path, capsys, monkeypatch, command):
+    from specsched.cli import main
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RuntimeEngine, "run", interrupted)
+    out = tmp_path / "o"
+    extra = ["--profile", "h200-1b"] if command == "validate" else []
+    assert main([command, _small_yaml(tmp_path), "--device", "cpu", "--preset", "tiny", "--out", str(out), *extra]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    what = "measurement" if command == "measure" else "validation"
+    assert err == [f"specsched: interrupted: {what} stopped, nothing written"]
+    assert not out.exists()
+
+
+def test_validate_says_where_results_went_and_warns_of_another_devices_profile(tmp_path, capsys, monkeypatch):
+    """Without --out validate wrote nothing and said nothing; a profile of another device
+    kind (h200-1b: cuda) and preset (1b) was taken silently for a cpu run of tiny."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    sc = _small_yaml(tmp_path)
+    assert main(["validate", sc, "--device", "cpu", "--preset", "tiny", "--profile", "h200-1b", "-q"]) == 0
+    cap = capsys.readouterr()
+    assert "nothing written: give --out DIR" in cap.out
+    warn = [line for line in cap.err.splitlines() if line.startswith("warning: profile h200-1b was made on")]
+    assert len(warn) == 1 and "cuda:NVIDIA H200" in warn[0] and "preset 1b" in warn[0] and "preset tiny" in warn[0]
+    assert "device kind and preset" in warn[0]
+    assert not (tmp_path / "results").exists()
+    assert main(["validate", sc, "--device", "cpu", "--preset", "tiny", "--profile", "h200-1b", "-q",
+                 "--out", "v"]) == 0
+    assert f"results in {Path('v') / 't-base-measured'}/" in capsys.readouterr().out
+    assert (tmp_path / "v" / "validate.csv").is_file()
+
+
+def test_profile_facts_read_device_kind_preset_and_threads():
+    from types import SimpleNamespace
+
+    from specsched.runtime.cli_commands import profile_facts
+    from specsched.sim.profile import load_profile
+
+    assert profile_facts(load_profile("h200-1b")) == ("gpu", "1b", 16)
+    cpu = SimpleNamespace(device="cpu (torch 2.13.0+cpu)", name="c",
+                          provenance={"method": "profile_device(preset='tiny', ...)", "environment": "a; torch_threads: 2; b"})
+    assert profile_facts(cpu) == ("cpu", "tiny", 2)
+    assert profile_facts(load_profile("h200-llama8b-roofline"))[0] == "gpu"
+    assert profile_facts(SimpleNamespace(device="synthetic", provenance={}))[0] is None
+
+
+def test_validate_messages_say_what_is_missing(tmp_path, capsys):
+    """``--profile`` missing said only what a profile is, not that one is required; a
+    metric neither run has (verify cycles without speculation) printed a ``nan nan n/a`` row."""
+    from specsched.runtime.cli_commands import format_validation
+
+    from specsched.cli import main
+
+    assert main(["validate", _small_yaml(tmp_path), "--device", "cpu", "--preset", "tiny"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile = '<missing>': required" in err[0], err
+    text = format_validation(validation_table({"mean_ttft_ms": 1.0, "verify_cycles_per_s": float("nan")},
+                                              {"mean_ttft_ms": 1.1, "verify_cycles_per_s": None}), "t")
+    assert "mean_ttft_ms" in text and "verify_cycles_per_s" not in text and "nan" not in text

@@ -182,6 +182,54 @@ def test_write_profile_is_atomic(prof: dict, tmp_path: Path, monkeypatch: pytest
     assert out.read_text() == "old contents\n"
 
 
+def test_cpu_launch_tail_leaves_out_the_forward_run_inline(prof: dict) -> None:
+    """On CPU the verify launch call runs the forward inline: the launch tail (a host term,
+    charged to decode steps too) counted the verify forward itself, and a CPU run's plain
+    decode was predicted ~2x slow. The forward's own time, timed in the same call, is left
+    out: the tail at batch 1 is host work, well under the verify forward it launches."""
+    h, verify = prof["host"], prof["gpu"]["verify"]["seconds"]
+    tail_bs1 = h["launch_tail_s"] + h["launch_tail_per_req_s"]
+    assert tail_bs1 < 0.5 * verify[0][0], (tail_bs1, verify[0][0])
+    assert "less the forward it ran inline" in prof["provenance"]["host.launch_tail_s"]
+
+
+def test_profile_warns_of_a_noisy_or_falling_grid(prof: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A CPU profile wrote verify ctx 64 bs 4 13.9 ms, bs 8 3.4 ms (spread 150 %) silently,
+    and the simulator then priced bigger batches at 0 s. ``profile`` ends with one warning
+    line naming the grid and its points; a clean grid gets none."""
+    import copy
+    import re
+
+    import specsched.runtime.profiler as profiler
+
+    def made(d: dict, spread: float, verify: list[list[float]], decode: list[list[float]]) -> dict:
+        d = copy.deepcopy(d)
+        for kind, grid, pct in (("verify", verify, spread), ("decode", decode, 5.0)):
+            d["gpu"][kind] = {**d["gpu"][kind], "x": [1.0, 2.0, 4.0, 8.0], "seconds": grid}
+            d["provenance"][f"gpu.{kind}"] = re.sub(r"Largest \(p75-p25\)/median [\d.]+ %",
+                                                    f"Largest (p75-p25)/median {pct:.1f} %",
+                                                    d["provenance"][f"gpu.{kind}"])
+        return d
+
+    rising = [[1e-3, 2e-3], [1.1e-3, 2.2e-3], [1.3e-3, 2.5e-3], [1.6e-3, 3e-3]]
+    falling = [[4.88e-3, 5e-3], [6.28e-3, 6e-3], [13.93e-3, 7e-3], [3.41e-3, 8e-3]]
+    ap = argparse.ArgumentParser(prog="specsched")
+    register_profile_command(ap.add_subparsers(dest="command", required=True))
+    for d, warned in ((made(prof, 150.0, falling, rising), True), (made(prof, 5.0, rising, rising), False)):
+        monkeypatch.setattr(profiler, "profile_device", lambda d=d, **kw: d)
+        a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--no-progress",
+                           "--out", str(tmp_path / "p.yaml")])
+        assert a.func(a) == 0
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+        if not warned:
+            assert err == []
+            continue
+        assert len(err) == 1, err
+        assert "verify grid: spread 150%" in err[0] and "ctx 64 falls from bs 4 13.930 ms to bs 8 3.410 ms" in err[0]
+        assert "decode" not in err[0] and "--repeats (now 20)" in err[0]
+
+
 @pytest.mark.parametrize("spec", [True, False])
 def test_simulator_runs_with_the_measured_profile(prof: dict, spec: bool) -> None:
     server = {"speculative_num_draft_tokens": WINDOW} if spec else {"speculative_algorithm": "none"}
