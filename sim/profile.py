@@ -673,6 +673,11 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
                           f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}"
                           "; or write one: specsched profile --analytic --model M --gpu G --tp N --out FILE")
     raw = read_yaml(path, "a YAML profile")
+    if "gpu" not in raw and {"workload", "server"} & raw.keys():
+        # a scenario given where a profile goes: say so, not "gpu = <missing>"
+        raise ConfigError(str(path), "<file>", name_or_path,
+                          "a scenario YAML (it has workload/server), not a profile; give a profile: a bundled "
+                          "name, a file written by specsched profile, or the scenario's own 'profile' value")
     raw["path"] = str(path)
     try:
         return Profile.model_validate(raw)

@@ -672,3 +672,10 @@ def test_above_the_last_batch_a_forward_never_costs_less_than_the_last_point(
     assert col[-1] <= g(lo, 512.0) <= g(hi, 512.0)
     rising = max(0.0, (col[-1] - col[-2]) / (xs[-1] - xs[-2]))
     assert g(hi, 512.0) == pytest.approx(col[-1] + rising * (hi - xs[-1]))
+
+
+def test_a_scenario_given_as_a_profile_is_named_as_such() -> None:
+    """``--profile scenarios/batch1-ll.yaml`` said ``device = '<missing>'``: now one line that
+    the file is a scenario, not a profile."""
+    with pytest.raises(ConfigError, match="a scenario YAML"):
+        load_profile(str(ROOT / "scenarios" / "batch1-ll.yaml"))
