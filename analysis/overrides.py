@@ -243,7 +243,7 @@ def load_scenario_with_overrides(
     if not overrides:
         return resolve_loaded(scenario)
     for key, value in overrides.items():
-        check_key(key, str(path), value)
+        check_key(key, f"{path} (--set {key})", value)   # the override is the user's mistake, not the file
     data = scenario.model_dump(mode="json", exclude_unset=True)
     data = _rederive_turn_count(data, overrides)
     merged = deep_merge(data, pin_acceptance_window(data, nest(overrides)))

@@ -276,3 +276,11 @@ def test_run_seed_adds_no_note_for_workload_keys_the_file_does_not_set(tmp_path,
     err = capsys.readouterr().err
     assert "note: r.yaml: workload.request_rate changes nothing in this run" in err
     assert "max_concurrency" not in err and "priorities" not in err
+
+
+def test_an_unknown_override_key_names_the_override_not_only_the_file():
+    """``--set server.max_runing_requests=3`` was reported as the scenario file's mistake."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    with pytest.raises(ConfigError, match=r"\(--set server\.max_runing_requests\)"):
+        load_scenario_with_overrides(ROOT / "scenarios" / "batch1-ll.yaml", overrides=["server.max_runing_requests=3"])
