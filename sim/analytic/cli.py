@@ -31,6 +31,16 @@ _FlowListDumper.add_representer(
                                             flow_style=all(isinstance(x, (int, float)) for x in v)))
 
 
+
+UNANCHORED_NOTE = (
+    "MoE/MLA step times here are the roofline's with its default factors: dense models at batch 1 land within "
+    "~5 % of public figures (docs/analytic-profiles.md, 'Against public measurements'), but no public figure here "
+    "checks an MoE/MLA model's step, whose kernel count makes the per-kernel gap most of a small batch's step; "
+    "before relying on absolute numbers, fit the factors to a real server's runs: specsched calibrate --from F ...")
+"""Said when an analytic profile prices routed experts or MLA: how far its absolute step
+times are checked (the public checks, docs/analytic-profiles.md; the MI355X DSpark case P1 is
+2-6x slower than such a profile predicts, section 'Against the public measurements')."""
+
 def dump_profile(d: dict[str, Any]) -> str:
     """The profile mapping as YAML text (grid rows on one line each)."""
     head = ("# Analytic roofline profile written by `specsched profile --analytic`: not a measurement.\n"
@@ -159,6 +169,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     for a in arch.assumptions:
         if "not modelled" in a:
             print(f"note: {a}", file=sys.stderr)
+    if arch.num_experts or arch.kv_lora_rank:
+        print(f"note: {UNANCHORED_NOTE}", file=sys.stderr)
     _warn_if_no_pool(d)
     return 0
 
