@@ -196,12 +196,13 @@ def _sharegpt_lengths(run: BenchRun, notes: list[str]) -> tuple[dict[str, Any], 
         if spec["kind"] != "file":
             continue
         lengths, p = histogram(spec["path"], None, f"workload.{side}_len")
-        factor = target / float(lengths @ p)
+        shipped_mean = float(lengths @ p)
+        factor = target / shipped_mean
         scaled = pd.DataFrame({"length": np.maximum(1, np.rint(lengths * factor)).astype(np.int64), "weight": p})
         tables[side] = scaled.groupby("length", as_index=False)["weight"].sum()
         specs[side] = {"kind": "file", "path": f"<{side}>"}
         notes.append(f"{side} lengths scaled x{factor:.3f} to the line's {target} tokens per completed request "
-                     f"(total_{side}_tokens / completed; the histogram's own mean {float(lengths @ p):.0f})")
+                     f"(total_{side}_tokens / completed; the histogram's own mean {shipped_mean:.0f})")
     if means is None:
         notes.append("lengths: the line has no total_input_tokens/total_output_tokens/completed to scale them to")
     return specs["input"], specs["output"], notes, tables
@@ -565,13 +566,13 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
 
 
 def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> dict[str, Any]:
-    info = run.extra.get("server_info")
-    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
-        n_p = len(info["prefill"]) if isinstance(info.get("prefill"), list) else "?"
-        notes.append(f"server: the run was prefill-decode disaggregated ({n_p} prefill and {len(info['decode'])} "
+    raw = run.extra.get("server_info")
+    info = _line_server_info(run)   # PD disaggregation: the decode server (as bench_serving reads it)
+    if isinstance(raw, dict) and info is not raw:
+        n_p = len(raw["prefill"]) if isinstance(raw.get("prefill"), list) else "?"
+        notes.append(f"server: the run was prefill-decode disaggregated ({n_p} prefill and {len(raw['decode'])} "
                      "decode servers in server_info): the scenario is one colocated server with the decode "
                      "server's arguments; state the layout under server.disaggregation (docs/disaggregation.md)")
-        info = info["decode"][0]   # PD disaggregation: the decode server (as bench_serving reads it)
     if isinstance(info, dict) and info.get("disaggregation_mode") not in (None, "null"):
         # a role is the layout's (server.disaggregation), not a colocated scenario's
         if not notes or "disaggregated" not in notes[-1]:
@@ -820,10 +821,8 @@ def _accept_length(run: BenchRun) -> float | None:
     ``server_info``. None (or 0) when the server did not decode speculatively."""
     acc = run.summary.get("accept_length")
     if acc is None:
-        info = run.extra.get("server_info")
-        if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
-            info = info["decode"][0]   # PD disaggregation: the decode server's, as bench_serving reads it
-        states = info.get("internal_states") if isinstance(info, dict) else None
+        info = _line_server_info(run)   # under PD disaggregation the decode server's, as bench_serving reads it
+        states = info.get("internal_states") if info is not None else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
             acc = states[0].get("avg_spec_accept_length")
     if isinstance(acc, (int, float)) and math.isfinite(acc) and acc > 0:

@@ -362,12 +362,13 @@ def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
     ver = s[is_v].set_index("_g")
     end = ver["gpu_end_s"]
     wall = end - end.shift(1)
-    blocked = _blocked_until(s, end.to_numpy(float))
+    waited = _waited_end(s)
+    blocked = _blocked_until(s, waited, end.to_numpy(float))
     out = pd.DataFrame({
         "batch_size": ver["batch_size"], "wall_s": wall, "gpu_s": agg.loc[ver.index, "gpu_s"],
         "host_blocked_s": np.diff(blocked, prepend=np.nan), "pre": agg.loc[ver.index, "pre"],
     })
-    recorded = end <= _waited_end(s)[-1]
+    recorded = end <= waited[-1]
     out = out[out["wall_s"].notna() & ~out["pre"] & recorded]
     out["stall_s"] = (out["wall_s"] - out["gpu_s"]).clip(lower=0.0)
     return out[cols].reset_index(drop=True)
@@ -382,12 +383,12 @@ def _waited_end(s: pd.DataFrame) -> np.ndarray:
     return np.where(i >= 0, ends[np.maximum(i, 0)], start)
 
 
-def _blocked_until(s: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+def _blocked_until(s: pd.DataFrame, waited: np.ndarray, t: np.ndarray) -> np.ndarray:
     """The host's blocked time before each time in ``t``: each step's ``host_blocked_s`` as
-    one span ending at :func:`_waited_end` (the host's waits follow one another: the spans
-    are taken as disjoint)."""
+    one span ending at its ``waited`` (:func:`_waited_end`; the host's waits follow one
+    another: the spans are taken as disjoint)."""
     b = s["host_blocked_s"].to_numpy(float)
-    e = _waited_end(s)
+    e = waited
     keep = b > 0
     b, e = b[keep], e[keep]
     order = np.argsort(e, kind="stable")
@@ -481,12 +482,13 @@ def plot_verify_split(runs: Any) -> Figure:
     ax.set_ylim(top=ax.get_ylim()[1] * 1.12)   # room for the labels above the tallest bar
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel(f"batch size (requests in {forward})")
-    ax.set_ylabel(f"mean wall time per {cycle.split(' (')[0]} (ms)")
+    short = cycle.split(" (")[0]   # "step" for runs of both kinds
+    ax.set_ylabel(f"mean wall time per {short} (ms)")
     handles = [Patch(facecolor=colors[j], edgecolor="black", label=f"{k}: GPU work") for j, k in enumerate(cyc)]
     handles += [Patch(facecolor=colors[j], alpha=0.35, hatch="//", edgecolor="black", label=f"{k}: host stall (GPU idle)")
                 for j, k in enumerate(cyc)]
     handles.append(Line2D([], [], ls="none", marker="_", ms=12, mew=2, color="black",
-                          label=f"host blocked within the {cycle.split(' (')[0]}'s wall (mean;\n"
+                          label=f"host blocked within the {short}'s wall (mean;\n"
                                 "no cost while the GPU is busy)"))
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     ax.grid(axis="y", alpha=0.3)

@@ -171,8 +171,8 @@ def _label(v: Any) -> str:
 
 
 def seeds_text(summary: pd.DataFrame) -> str:
-    """The sweep plot's note on seeds and bands: "3 seeds per point" ("up to 3" when points
-    differ), and with one seed that no point has a band."""
+    """The sweep plot's note on seeds and bands: "3 seeds per point" ("2 to 3 seeds per point"
+    when points differ), and with one seed that no point has a band."""
     most = int(summary["seeds"].max()) if len(summary) else 0
     least = int(summary["seeds"].min()) if len(summary) else 0
     if most <= 1:

@@ -429,8 +429,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
                            cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill,
                            relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
     except KeyboardInterrupt:
-        kept = f" ({args.out} left as it was)" if args.out and Path(args.out).exists() else ""
-        raise KeyboardInterrupt(f"profiling stopped, nothing written{kept}") from None
+        from specsched.runtime.cli_commands import nothing_written
+
+        raise KeyboardInterrupt(f"profiling stopped, {nothing_written(*([Path(args.out)] if args.out else []))}") from None
     if args.name:
         d["name"] = args.name
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"

@@ -541,12 +541,12 @@ def format_differing(points: list[tuple[str | dict[str, Any], Any]], between: st
     max_running_requests to 48 for speculative decoding, so a speculative arm may admit far
     fewer requests than the base arm at high concurrency.
     """
-    keys = list(dict.fromkeys(r.key for _, sc in points for r in sc._resolved_defaults))
+    filled_at = [{r.key: r for r in sc._resolved_defaults} for _, sc in points]
+    keys = list(dict.fromkeys(k for filled in filled_at for k in filled))
     lines = []
     for key in keys:
         groups: dict[tuple[str, str], list[Any]] = {}   # (value, why) -> labels, in point order
-        for label, sc in points:
-            filled = {r.key: r for r in sc._resolved_defaults}
+        for (label, sc), filled in zip(points, filled_at, strict=True):
             if key in filled:
                 value = filled[key].value
                 value, why = (value.value if hasattr(value, "value") else value), filled[key].why

@@ -119,8 +119,9 @@ class GridInterp:
         w = (q - axis[i]) / (axis[i + 1] - axis[i])
         return i, i + 1, float(w)
 
-    def _row(self, i: int, j0: int, j1: int, wc: float) -> float:
-        v = self._vl[i]
+    @staticmethod
+    def _row(v: list[float], j0: int, j1: int, wc: float) -> float:
+        """A row's values ``v`` (one per context column) between columns ``j0`` and ``j1``."""
         if wc > 1.0:  # beyond the last context: the last segment's slope, never negative
             return v[j1] + max(0.0, v[j1] - v[j0]) * (wc - 1.0)
         return v[j0] * (1 - wc) + v[j1] * wc
@@ -137,7 +138,7 @@ class GridInterp:
         if wx < 0.0 and self._low:
             out = self._below(x, j0, j1, wc)
         else:
-            out = self._along_x(self._row(i0, j0, j1, wc), self._row(i1, j0, j1, wc), wx)
+            out = self._along_x(self._row(self._vl[i0], j0, j1, wc), self._row(self._vl[i1], j0, j1, wc), wx)
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out
@@ -162,19 +163,12 @@ class GridInterp:
 
     def _below(self, x: float, j0: int, j1: int, wc: float) -> float:
         """The value at ``x`` under the first measured ``x``, between columns ``j0`` and
-        ``j1`` at weight ``wc`` (as :meth:`_row`): each column's low line, at most its first
-        point's time, at least 0 s; a column whose line falls as ``x`` grows keeps its first
-        point's time."""
-        first = self._vl[0]
-
-        def col(j: int) -> float:
-            a, b = self._low[j]
-            return first[j] if b <= 0.0 else min(first[j], max(0.0, a + b * x))
-
-        v0, v1 = col(j0), col(j1)
-        if wc > 1.0:  # beyond the last context, as _row: the last segment's slope, never negative
-            return v1 + max(0.0, v1 - v0) * (wc - 1.0)
-        return max(0.0, v0 * (1 - wc) + v1 * wc)
+        ``j1`` at weight ``wc`` (:meth:`_row` of the row each column's low line gives there):
+        each column at most its first point's time, at least 0 s; a column whose line falls
+        as ``x`` grows keeps its first point's time."""
+        row = [first if b <= 0.0 else min(first, max(0.0, a + b * x))
+               for first, (a, b) in zip(self._vl[0], self._low, strict=True)]
+        return max(0.0, self._row(row, j0, j1, wc))
 
     def _note_x(self, x: float) -> None:
         if len(self.x) > 1:
@@ -221,7 +215,7 @@ class GridInterp:
             c = context - float(shift[i])  # not rounded: extends rarely repeat a shape
             self._note_context(c)
             j0, j1, wc = self._axis(self._cl, c)
-            vals.append(self._row(i, j0, j1, wc))
+            vals.append(self._row(self._vl[i], j0, j1, wc))
         out = self._along_x(vals[0], vals[1], wx)
         if len(self._cache) < 200_000:
             self._cache[key] = out

@@ -49,7 +49,13 @@ MAX_HISTOGRAM_LENGTH = 1 << 62
 """A histogram length at or past this is refused (the lengths are held as int64)."""
 
 
-def _histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
+def histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """A ``file`` length histogram as (lengths int64 (n,), probabilities (n,) summing to 1);
+    ``path`` as a scenario names it (a shipped histogram by name too).
+
+    Raises:
+        ConfigError: a missing or malformed histogram file.
+    """
     p = scenario_data_path(path, base)   # a shipped histogram (sharegpt-like-lengths-*.csv) by name too
     if not is_input_file(p):
         raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
@@ -103,23 +109,13 @@ def _histogram_rows(p: Path, key: str) -> tuple[list[int], list[float]]:
     return lengths, weights
 
 
-def histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """A ``file`` length histogram as (lengths int64 (n,), probabilities (n,) summing to 1);
-    ``path`` as a scenario names it (a shipped histogram by name too).
-
-    Raises:
-        ConfigError: a missing or malformed histogram file.
-    """
-    return _histogram(path, base, key)
-
-
 def histogram_lengths(path: str, base: Path | None, key: str) -> np.ndarray:
     """The lengths a ``file`` histogram can draw (for size checks before a run).
 
     Raises:
         ConfigError: a missing or malformed histogram file.
     """
-    return _histogram(path, base, key)[0]
+    return histogram(path, base, key)[0]
 
 
 def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path | None, key: str) -> np.ndarray:
@@ -133,7 +129,7 @@ def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path 
     if dist.kind == "uniform":
         lo = max(1, int(dist.value * dist.range_ratio))
         return rng.integers(lo, dist.value + 1, size=n)
-    lengths, p = _histogram(dist.path, base, key)
+    lengths, p = histogram(dist.path, base, key)
     return rng.choice(lengths, size=n, p=p)
 
 
