@@ -241,6 +241,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(format_validation(rows, f"validate {label} (profile {profile.name}; {measured.summary['source']})"))
     if (itl_note := itl_rung_note(predicted, measured)) is not None:
         print(f"note: {itl_note}")
+    from specsched.analysis.plan_agreement import plan_agreement
+
+    # one scheduler, two clocks: the same decisions wherever none waits on a clock
+    print(plan_agreement(predicted.steps, measured.steps, predicted.summary, measured.summary).line())
     hs, ref = measured.summary.get("host_speed") or {}, profile.host.reference_work_s
     if ref and hs.get("reference_work_s"):
         # the run's host speed against the profile's (runtime/host_reference.py), and the

@@ -238,6 +238,10 @@ def test_validate_writes_the_lines_once_for_its_two_predictions(tmp_path, capsys
     assert main(["validate", str(sc), "--profile", str(prof), "--device", "cpu", "--preset", "tiny", "--quiet"]) == 0
     captured = capsys.readouterr()
     assert "conditioned on the run's host speed" in captured.out
+    # a burst: no decision waits on a clock, so both engines plan every step alike
+    plans = [ln for ln in captured.out.splitlines() if ln.startswith("step plans:")]
+    assert len(plans) == 1 and " rows identical (retractions 0 / 0, extend batches " in plans[0], plans
+    assert "the first" not in plans[0]
     err = [ln for ln in captured.err.splitlines() if ln.startswith("warning: profile small")]
     assert ("decode", "context") in parsed(err) and len(parsed(err)) == len(err)
 
