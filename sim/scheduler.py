@@ -212,8 +212,18 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
 
     @property
     def num_running(self) -> int:
-        """Requests holding a running slot (running batch + chunked request)."""
-        return len(self.running) + (1 if self.chunked_req is not None else 0)
+        """Requests holding a running slot: the running batch, the last prefill batch (the
+        prompts it completes and, in a mixed step, the decode rows riding in it, which
+        sglang 0.5.23 ``get_new_batch_prefill`` moves out of ``running_batch`` by
+        ``mix_with_running``; they rejoin it at the next pass) and the chunked request.
+        Read right after a pass (the timeseries' ``running``), when the batch just built is
+        the last prefill batch."""
+        last = self._last_prefill
+        n = len(self.running) + len(last)
+        c = self.chunked_req
+        if c is not None and not any(r is c for r in last):
+            n += 1
+        return n
 
     @property
     def decode_batch_reqs(self) -> list[Req]:

@@ -160,3 +160,29 @@ def test_inv1_inv2_inv8_after_every_scheduler_pass(server, kv, lens, arrive, see
         assert s.kv.used == sum(r.kv_allocated for r in s.reqs.values())          # INV-8
         assert all(r.output_len <= r.max_new_tokens for r in s.reqs.values())    # INV-3
     assert not s.has_work and s.kv.used == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, lens=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 60)), min_size=1, max_size=16),
+       arrive=st.lists(st.integers(0, 30), min_size=16, max_size=16), seed=st.integers(0, 10_000))
+def test_inv1_running_counts_every_request_of_the_forward_just_built(server, lens, arrive, seed):
+    # the timeseries' running column is read right after schedule(): every request of the
+    # forward it built holds a running slot, the prompts it just completed and (mixed chunk)
+    # the decode rows riding in it included, and INV-1 bounds them all
+    sc = make_scenario(server, seed=seed, acceptance=window_acceptance(server))
+    srv = sc.server
+    s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
+    in_flight = None
+    for p in range(3_000):
+        while pending and pending[0][0] <= p:
+            s.add_request(pending.pop(0)[1])
+        if in_flight is None and not s.has_work and not pending:
+            break
+        plan = s.schedule()
+        if plan is not None:
+            assert len(set(plan.rids)) <= s.num_running <= srv.max_running_requests       # INV-1
+        new = (plan, dev.step(plan)) if plan is not None else None
+        if in_flight is not None:
+            s.process_result(*in_flight)
+        in_flight = new
+    assert not s.has_work
