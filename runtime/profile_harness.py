@@ -314,9 +314,7 @@ class Harness:
                                 if dev.is_gpu and not dev.is_hip and cuda_graph_max_bs_prefill > 0 else [])
         # the extend grid's rows: every bucket an extend between them replays (extend_grid_tokens)
         self.ext_x = extend_grid_tokens(self.ext_x, self.prefill_buckets)
-        n_tasks = ((4 if self.extend_lead_s > 0 and dev.is_gpu else 2) * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x) + 2 * len(self.bs) * len(self.contexts)
-                   + 2 * len(self.tile_widths) + 6 + len(self.eager_bs) * len(self.contexts) + 4 * len(self.cq_bs) + len(self.launch_bs)
-                   + 1 + len(self.host_bs))
+        n_tasks = sum(self.task_counts().values())
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
         self.spin_retries: dict[str, int] = {}  # by group: calls that found the spin finished (profile_gpu._kept_busy)
@@ -346,6 +344,25 @@ class Harness:
                                       prefill_graph_tokens=self.prefill_buckets)
         self.kv_bytes = self.runner.kv.nbytes + (self.runner.draft_kv.nbytes if self.runner.draft_kv else 0)
         self.gen = torch.Generator().manual_seed(seed)
+
+    def task_counts(self) -> dict[str, int]:
+        """Measurements each phase ticks off (one :meth:`_tick` each), by phase: the time
+        budget's and the progress bar's total. Must match the phases' loops (a test runs a
+        CPU profile and counts): the launch phase ticks each batch size twice (its launch
+        loop and its stall loops), the padding probe three layouts x two kinds and only
+        with two grid contexts or more."""
+        per_extend_cell = 4 if self.extend_lead_s > 0 and self.dev.is_gpu else 2
+        return {
+            "extend": per_extend_cell * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x),
+            "grid": 2 * len(self.bs) * len(self.contexts),
+            "tile": 2 * len(self.tile_widths),
+            "padding": 6 if len(self.contexts) >= 2 else 0,
+            "eager": len(self.eager_bs) * len(self.contexts),
+            "cross_queue": 4 * len(self.cq_bs),
+            "launch": 2 * len(self.launch_bs),
+            "sync": 1,
+            "host": len(self.host_bs),
+        }
 
     # ------------------------------------------------------------------ plumbing
     def _progress(self, label: str) -> None:

@@ -553,3 +553,36 @@ def test_behind_same_times_each_call_right_behind_its_own_lead(monkeypatch):
 def test_extend_lead_outside_its_range_is_refused() -> None:
     with pytest.raises(ValueError, match="extend_lead_s"):
         profile_device(**{**ARGS, "extend_lead_s": 2.0})
+
+
+def test_the_progress_total_is_the_measurements_the_phases_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar's and the time budget's total (Harness.task_counts) equals the
+    measurements each phase ticks off: a CPU review saw the bar count 77 of 74 (the launch
+    phase ticks each batch size in its launch and its stall loops; the padding probe runs only
+    with two grid contexts)."""
+    from specsched.runtime import profile_harness as ph
+
+    planned: dict[str, int] = {}
+    ticked: dict[str, int] = {}
+    phase = ["init"]
+    counts, tick, start = ph.Harness.task_counts, ph.Harness._tick, ph.Harness._phase
+
+    def task_counts(self):
+        planned.update(counts(self))
+        return counts(self)
+
+    def counted_tick(self):
+        ticked[phase[0]] = ticked.get(phase[0], 0) + 1
+        tick(self)
+
+    def named_phase(self, name):
+        phase[0] = name
+        start(self, name)
+
+    monkeypatch.setattr(ph.Harness, "task_counts", task_counts)
+    monkeypatch.setattr(ph.Harness, "_tick", counted_tick)
+    monkeypatch.setattr(ph.Harness, "_phase", named_phase)
+    profile_device(device="cpu", preset="tiny", spec_window=3, max_bs=2, contexts=[32, 96], extend_tokens=[8, 64],
+                   cuda_graph_max_bs=2, repeats=3, progress=False)
+    assert planned["padding"] == 6 and planned["launch"] == 2 * 2
+    assert ticked == {k: v for k, v in planned.items() if v}
