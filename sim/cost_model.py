@@ -60,7 +60,13 @@ from dataclasses import dataclass
 import numpy as np
 from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
-from specsched.sim.grid_range import EagerUnpriced, GridExit, RangeNote, warning_lines
+from specsched.sim.grid_range import (
+    PADDED_WIDTH_COUNTS,
+    EagerUnpriced,
+    GridExit,
+    RangeNote,
+    warning_lines,
+)
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import GridInterp, Profile
 from specsched.sim.server_args import ServerArgs, prefill_graph_bucket
@@ -571,9 +577,14 @@ class CostModel:
         for interp in (self.step_grid, self.extend, self.inject, self.draft_step):
             if not isinstance(interp, GridInterp):
                 continue
+            # a padded_max profile reads its decode/verify grid at the padded width, which
+            # may lie well past every request's own context: say so (a CPU review read it
+            # as a request's context)
+            counts = (PADDED_WIDTH_COUNTS if interp is self.step_grid and self.padded_attention else None)
             for axis, q in interp.above.items():
                 pts = interp.x if axis == "x" else interp.c
-                notes.append(GridExit(name, interp.name, axis, float(q), float(pts[0]), float(pts[-1])))
+                notes.append(GridExit(name, interp.name, axis, float(q), float(pts[0]), float(pts[-1]),
+                                      context_counts=counts))
             if interp is self.extend or interp is self.inject:
                 for axis, q in interp.below.items():
                     notes.append(GridExit(name, interp.name, axis, float(q), float(interp.x[0]), float(interp.x[-1]),

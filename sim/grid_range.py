@@ -37,6 +37,12 @@ captured size (10 running requests replay the graph of 12: batch 12), and a veri
 window ``W`` other than the grid's ``W0`` at ``batch x W / W0`` for its token work
 (sim/cost_model.py ``step_s``)."""
 
+PADDED_WIDTH_COUNTS = ("the batch's attention width: its longest request's context padded up to the profile's "
+                       "bucket, gpu.attention_width padded_max")
+"""What the decode/verify grids' context axis counts under ``gpu.attention_width:
+padded_max`` (sim/cost_model.py ``attention_width``): the dense attention's one width for
+the batch, which can lie well past any request's own context."""
+
 
 @dataclass(frozen=True)
 class GridExit:
@@ -49,6 +55,9 @@ class GridExit:
         extent: the largest queried value beyond the range (requests, tokens); with
             ``below``, the smallest under it.
         lo, hi: the axis' first and last measured points.
+        context_counts: what the context axis counted for this query, where it is not
+            :data:`AXIS_NAMES`'s (a ``padded_max`` profile reads its decode/verify grid at the
+            batch's padded attention width, not at a request's context).
         below: the query fell under the first point (the extend and injection grids' token
             axis only, :meth:`sim.cost_model.CostModel.range_notes`): the grid continues the
             line through its points up to twice the first (a fixed cost plus a per-token one,
@@ -67,6 +76,7 @@ class GridExit:
     lo: float
     hi: float
     below: bool = False
+    context_counts: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -78,6 +88,7 @@ class GridExit:
         ``warning: profile h200-8b: extend tokens 13 below the profile's grid (256-8192):
         extrapolated by the line through its first doubling, at most its first point's time``."""
         x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
+        counts = self.context_counts or counts
         grid = self.grid.removeprefix("gpu.").replace("_", " ")
         if self.below:
             return (f"warning: profile {self.profile}: {grid} {x_name} {self.extent:g} below the profile's grid "

@@ -264,3 +264,16 @@ def test_merged_keeps_the_smallest_under_and_the_largest_beyond_apart():
     hi = [GridExit("p", "gpu.extend", "x", q, 256, 1024) for q in (2048, 4096)]
     m = merged(lo + hi)
     assert sorted((n.below, n.extent) for n in m) == [(False, 4096), (True, 13)]
+
+
+def test_a_padded_width_profile_says_its_context_is_the_padded_width():
+    """Under ``gpu.attention_width: padded_max`` the decode grid is read at the batch's
+    padded width (here the ~520-token contexts padded to a 1024 bucket), not at any request's
+    context; the line says which it is (a CPU review read it as a request's context)."""
+    padded = small_profile(gpu={**PROFILE["gpu"], "attention_width": "padded_max", "attention_bucket": 1024})
+    lines = warning_lines(SimEngine(scenario(n=2, prompt=500, output=20), padded).run().extra["range_notes"])
+    ctx = [ln for ln in lines if "decode context" in ln]
+    assert len(ctx) == 1 and "padded up to the profile's bucket" in ctx[0], lines
+    assert parsed(ctx)[("decode", "context")][0] > 1000   # the width, past every request's 520
+    plain = warning_lines(SimEngine(scenario(n=2, prompt=500, output=20), small_profile()).run().extra["range_notes"])
+    assert all("padded" not in ln for ln in plain) and any("(tokens per request;" in ln for ln in plain), plain
