@@ -9,7 +9,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   lets the next one in, its timer starting then: bench_serving's semaphore); a finite rate
   -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
   ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
-  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none); a ``vllm bench serve`` line
+  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none; a vLLM line's burstiness at rate
+  inf shaped nothing and is ignored, said in the notes); a ``vllm bench serve`` line
   (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
@@ -352,7 +353,15 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
             rate = rate * n / sent   # the successes of a Poisson stream: a Poisson stream at their share
     conc = a.get("max_concurrency")
     if burstiness is None and a.get("burstiness") not in (None, 1.0):
-        burstiness = a["burstiness"]
+        if math.isinf(rate):
+            # vLLM writes its --burstiness whatever the rate, and at rate inf get_request yields
+            # every request without a gap (benchmarks/benchmark_serving.py 0.6.6-0.10 and
+            # vllm/benchmarks/serve.py: "If the request rate is infinity, then we don't need
+            # to wait"): the shape shaped nothing. Only the command line's is refused below
+            notes.append(f"arrivals: the line's burstiness {a['burstiness']:g} has no effect at request_rate inf "
+                         "(vLLM sends every request at once whatever its --burstiness)")
+        else:
+            burstiness = a["burstiness"]
     if math.isinf(rate):
         if burstiness is not None:
             raise ConfigError("<command line>", "--burstiness", burstiness, "needs a finite request_rate")

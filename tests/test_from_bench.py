@@ -142,6 +142,22 @@ def test_burstiness_and_trace_lines(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "t.yaml").exists()
 
 
+def test_a_vllm_line_at_rate_inf_with_a_burstiness_is_a_burst(tmp_path, monkeypatch):
+    """vLLM writes its --burstiness whatever the rate; at rate inf it sends every request at
+    once. Such a line was refused as '<command line>: --burstiness = 0.5: needs a finite
+    request_rate', an option the user never gave."""
+    vllm = {"date": "20250101-000000", "backend": "vllm", "num_prompts": 20, "request_rate": "inf", "burstiness": 0.5,
+            "max_concurrency": None, "completed": 20, "duration": 2.0, "total_input_tokens": 10240,
+            "total_output_tokens": 320, "median_ttft_ms": 50.0, "output_throughput": 160.0}
+    sc, _ = scenario_from_bench(parse_run(vllm, "f:1"), "tiny")
+    assert sc["workload"]["kind"] == "burst" and "burstiness" not in sc["workload"]
+    assert any("burstiness 0.5 has no effect" in n for n in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**vllm, "max_concurrency": 4}, "f:1"), "tiny")
+    assert sc["workload"] == {**sc["workload"], "kind": "closed_loop", "concurrency": 4}
+    with pytest.raises(ConfigError, match="--burstiness"):   # the command line's own is still refused
+        scenario_from_bench(parse_run(vllm, "f:1"), "tiny", burstiness=0.5)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.floats(0.2, 5.0), st.floats(0.5, 50.0))
 def test_invariant_gamma_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_shape(shape, rate):
