@@ -1092,7 +1092,10 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts, state_with))
         spec = True
     if acc is not None and spec and not template:
-        window = sc["server"].get("speculative_num_draft_tokens", 1)
+        # the window the server verified, as the model resolves it: a chain drafter's steps at
+        # topk 1 verify steps + 1 tokens though server_info may leave the draft tokens null
+        # (the accept length was clipped to a window of 1: read as no speculation at all)
+        window = ServerArgs.model_validate(sc["server"]).spec_window
         if drafts is not None and drafts[1] is not None and window == drafts[0] + 1:
             sc["acceptance"] = {"per_position_rates": [round(r, 6) for r in drafts[1]]}
             notes.append("acceptance: per-position rates from the line's spec_decode_per_position_acceptance_rates "

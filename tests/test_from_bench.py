@@ -735,3 +735,14 @@ def test_a_line_of_another_model_than_the_profile_is_a_warning(tmp_path, monkeyp
     warnings = [e for e in err if e.startswith("warning: ")]
     assert any("tp_size 4" in w for w in warnings)
     assert any("Llama-3.1-70B" in w for w in warnings) is said
+
+
+def test_an_accept_length_is_kept_when_server_info_leaves_the_draft_tokens_null():
+    """server_info with a chain drafter's steps and topk 1 but speculative_num_draft_tokens
+    null: the model verifies steps + 1 tokens, and the line's accept length 3.05 was clipped
+    to a window of 1 (mean_accept_length 1.0: no token accepted)."""
+    info = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": None}
+    run = parse_run({**LINE, "server_info": info, "accept_length": 3.05}, "f:1")
+    sc, _ = scenario_from_bench(run, "profiles/h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert sc["acceptance"] == {"mean_accept_length": 3.05}
