@@ -1104,6 +1104,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         else:
             sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
             notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
+    if not template:
+        _check_drafter_priced(run, sc["server"], profile, state_with)
     sc["workload"] = workload
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}
@@ -1113,6 +1115,30 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _check_drafter_priced(run: BenchRun, server: dict[str, Any], profile: str, state_with: str) -> None:
+    """Refuse, naming the line, a drafter from its server_info that ``profile`` cannot price:
+    a chain drafter (EAGLE, MTP, ...) whose cycle runs draft forwards besides the one the
+    profile's ``gpu.verify`` holds needs ``gpu.draft_step`` (sim/cost_model.py ``CostModel``
+    refuses it at run time). Without this the scenario was written and then refused by every
+    run of it, naming the profile's key rather than the line's server. A drafter assumed
+    from an accept length alone already falls back to the profile's block drafter
+    (:func:`_assumed_drafter`)."""
+    try:
+        gpu = load_profile(profile).gpu
+    except ConfigError:
+        return   # the caller reports a bad profile
+    args = ServerArgs.model_validate(server)
+    spec = args.speculative_algorithm
+    if not spec.enabled or gpu.draft_step is not None:
+        return
+    if args.num_draft_forwards > 1 or not gpu.verify_includes_draft:
+        raise ConfigError(run.source, "server_info.speculative_algorithm", spec.value,
+                          f"profile {profile} prices no draft step (gpu.draft_step), which this chain drafter's "
+                          f"{args.num_draft_forwards} draft forwards a cycle need: give a profile that has one "
+                          "(specsched profile --analytic ... --drafter chain), or state the server with "
+                          f"{state_with}")
 
 
 def _file_label(file: str) -> str:

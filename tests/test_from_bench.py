@@ -746,3 +746,21 @@ def test_an_accept_length_is_kept_when_server_info_leaves_the_draft_tokens_null(
     run = parse_run({**LINE, "server_info": info, "accept_length": 3.05}, "f:1")
     sc, _ = scenario_from_bench(run, "profiles/h100-llama-3.1-8b-eagle3-analytic.yaml")
     assert sc["acceptance"] == {"mean_accept_length": 3.05}
+
+
+def test_a_chain_drafter_the_profile_cannot_price_is_refused_before_writing(tmp_path, capsys):
+    """server_info names EAGLE with 3 steps and the profile has no gpu.draft_step: the scenario
+    was written, then every run of it was refused naming the profile's key."""
+    info = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4}
+    p = _write(tmp_path, {**LINE, "server_info": info, "accept_length": 3.05})
+    assert load_profile("h200-1b").gpu.draft_step is None
+    out = tmp_path / "s.yaml"
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs.jsonl:1: server_info.speculative_algorithm = 'eagle'" in err[0]
+    assert "gpu.draft_step" in err[0] and not out.exists()
+    # a profile that prices the draft step builds it
+    sc, _ = scenario_from_bench(parse_run(json.loads(p.read_text()), "f:1"),
+                                "profiles/h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert sc["server"]["speculative_algorithm"] == "eagle"
