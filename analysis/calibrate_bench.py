@@ -1084,10 +1084,41 @@ def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     return list(FIT_METRICS)
 
 
+def fit_runs(specs: list[str]) -> list[Any]:
+    """The runs ``calibrate --from`` fits, read from ``FILE[:LINE]`` specs.
+
+    A run named by its line must have been measured (:func:`sim.bench_serving.require_measured`).
+    Of a file given whole (a sweep appended run after run) two kinds of line are left out with
+    a ``warning:`` line each, the rest fitted: a run whose every request failed (``completed``
+    0: the server fell over at the sweep's top rate; there is nothing to fit in it), and a
+    last line cut short (:func:`sim.bench_serving.read_bench` ``left_out``). Both refused
+    every run of the file before. A file with no measured run is still refused.
+
+    Raises:
+        ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
+            file, with ``completed`` 0.
+    """
+    from specsched.sim.bench_serving import read_bench, require_measured, split_spec
+
+    out = []
+    for spec in specs:
+        path, line = split_spec(spec)
+        skipped: list[str] = []
+        runs = read_bench(path, line, left_out=skipped if line is None else None)
+        measured = [r for r in runs if r.summary.get("completed") != 0]
+        if line is not None or not measured:
+            measured = [require_measured(r) for r in runs]
+        skipped += [f"{r.source}: left out: completed = 0 (every request of the run failed: nothing measured to fit)"
+                    for r in runs if r.summary.get("completed") == 0]
+        for note in skipped:
+            print(f"warning: {note}", file=sys.stderr)
+        out += measured
+    return out
+
+
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
     from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
-    from specsched.sim.bench_serving import read_bench_specs, require_measured
     from specsched.sim.profile import load_profile
 
     if not args.profile:
@@ -1095,7 +1126,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if not args.out:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
-    runs = [require_measured(r) for r in read_bench_specs(args.from_files)]
+    runs = fit_runs(args.from_files)
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     else:

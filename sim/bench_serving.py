@@ -669,13 +669,20 @@ BENCH_FILE = "a bench_serving result file (JSONL or JSON)"
 """What a result file holds, as the refusal of an empty one says it."""
 
 
-def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
+def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str] | None = None) -> list[BenchRun]:
     """Every run in a bench_serving result file, or only the one on ``line``.
 
     Accepts SGLang's JSONL (one object per line; blank lines skipped), a file holding one
     JSON object over several lines (vLLM's), or a JSON list of objects; any of them gzip
     compressed (found by its first bytes, not its name). Python's JSON
     extensions (``Infinity``, ``NaN``) are accepted as bench_serving writes them.
+
+    ``left_out``: a caller that reads every run and says what it skipped passes a list; a
+    JSONL file's last line cut short (no newline after it: bench_serving appends each run as
+    ``file.write(json.dumps(result) + "\n")``, 0.5.23 benchmark/serving.py ``benchmark()``, so
+    a run killed or a disk filled while appending leaves its line unfinished) is then left out
+    of every run read and named in the list, instead of refusing the file's whole runs before
+    it. Without the list it is refused, as every other line that is not complete JSON.
 
     Raises:
         ConfigError: missing/unreadable file, a line that is not complete JSON (e.g.
@@ -719,6 +726,12 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
                 break
     if bad is not None and line is not None and any(i == line and isinstance(o, dict) for i, o in objs):
         bad = None   # the named run is whole (another line was cut short, e.g. a run killed while appending)
+    if (bad is not None and line is None and left_out is not None and objs and all(isinstance(o, dict) for _, o in objs)
+            and not text.endswith("\n") and bad[0] == len(text.split("\n"))):
+        # the last line, unfinished: an append interrupted; the runs before it are whole
+        left_out.append(f"{p}:{bad[0]}: left out: the last line is cut short ({bad[2]}: a run killed while its line "
+                        f"was appended); the {len(objs)} whole run(s) before it are read")
+        bad = None
     if bad is not None:
         try:  # one object over several lines, or a list
             whole = json_value(text)
@@ -790,15 +803,6 @@ def read_bench_one(spec: str | Path) -> BenchRun:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
     return runs[0]
-
-
-def read_bench_specs(specs: list[str]) -> list[BenchRun]:
-    """Runs of several ``FILE[:LINE]`` (a FILE without LINE gives all its runs)."""
-    out: list[BenchRun] = []
-    for s in specs:
-        path, line = split_spec(s)
-        out += read_bench(path, line)
-    return out
 
 
 # ------------------------------------------------------------------ into the results format
