@@ -133,7 +133,11 @@ def check_profile_arg(profile: str) -> None:
 
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
-    from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.analysis.from_bench import (
+        check_drafter_priced,
+        scenario_from_bench,
+        write_scenario,
+    )
     from specsched.sim.bench_serving import read_bench_one
 
     run = read_bench_one(args.file)
@@ -141,6 +145,8 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
                                      template=args.template, lengths=args.lengths, arrivals=args.arrivals,
                                      **agentic_args(args))
+    if not args.template:   # a scenario every run of which the profile would refuse is not written
+        check_drafter_priced(run, sc["server"], args.profile)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")

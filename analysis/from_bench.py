@@ -1104,8 +1104,6 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         else:
             sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
             notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
-    if not template:
-        _check_drafter_priced(run, sc["server"], profile, state_with)
     sc["workload"] = workload
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}
@@ -1117,14 +1115,16 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     return sc, tables
 
 
-def _check_drafter_priced(run: BenchRun, server: dict[str, Any], profile: str, state_with: str) -> None:
+def check_drafter_priced(run: BenchRun, server: dict[str, Any], profile: str, state_with: str = "--template") -> None:
     """Refuse, naming the line, a drafter from its server_info that ``profile`` cannot price:
     a chain drafter (EAGLE, MTP, ...) whose cycle runs draft forwards besides the one the
     profile's ``gpu.verify`` holds needs ``gpu.draft_step`` (sim/cost_model.py ``CostModel``
-    refuses it at run time). Without this the scenario was written and then refused by every
-    run of it, naming the profile's key rather than the line's server. A drafter assumed
-    from an accept length alone already falls back to the profile's block drafter
-    (:func:`_assumed_drafter`)."""
+    refuses it at run time). ``scenario from-bench`` calls it before writing: the scenario was
+    written, then refused by every run of it, naming the profile's key rather than the line's
+    server. (``validate --measured`` and ``calibrate --from`` run what they build at once, and
+    their ``--set`` / ``--scenario-template`` can still change the drafter, so they do not.) A
+    drafter assumed from an accept length alone already falls back to the profile's block
+    drafter (:func:`_assumed_drafter`)."""
     try:
         gpu = load_profile(profile).gpu
     except ConfigError:
