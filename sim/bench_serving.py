@@ -788,13 +788,19 @@ def require_measured(run: BenchRun) -> BenchRun:
 
 
 def read_bench_one(spec: str | Path) -> BenchRun:
-    """The run named by ``FILE[:LINE]``; a file with one run needs no LINE.
+    """The run named by ``FILE[:LINE]``; a file with one run needs no LINE. A last line cut
+    short (:func:`read_bench` ``left_out``) does not count as a run: a file of one run and the
+    unfinished line of the next (killed while appending) gives its one run, with a
+    ``warning:`` line on stderr (it was refused, naming the cut line).
 
     Raises:
         ConfigError: as :func:`read_bench`, or several runs and no LINE.
     """
+    import sys
+
     path, line = split_spec(spec)
-    runs = read_bench(path, line)
+    left_out: list[str] = []
+    runs = read_bench(path, line, left_out=left_out)
     at = [r.source.rsplit(":", 1)[1] for r in runs]
     shared = next((x for x in at if at.count(x) > 1), None)
     if len(runs) > 1 and shared is not None:
@@ -802,6 +808,8 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
+    for note in left_out:   # said once the run is read (a refusal stays one line)
+        print(f"warning: {note}", file=sys.stderr)
     return runs[0]
 
 

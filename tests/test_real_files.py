@@ -492,16 +492,28 @@ def test_invariant_non_finite_and_null_metrics_are_missing_and_unknown_keys_are_
     assert all(r.extra[k] == v for k, v in extra.items() if k not in obj or obj[k] is v)
 
 
-def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path):
+def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path, capsys):
     """A run killed while appending leaves a truncated last line: the whole lines before it
-    are still readable by number; the cut line itself, or the file without LINE, is refused."""
+    are still readable by number; the cut line itself is refused. The file without LINE is its
+    one whole run, with a warning naming the cut line (it was refused: the file's one run
+    could only be read as FILE:1). A cut line with a whole one after it is damage, refused."""
     p = tmp_path / "runs.jsonl"
     good = (DATA / "bench" / "sglang-0.4.0.jsonl").read_text()
     p.write_text(good + good[:120])
     assert read_bench_one(f"{p}:1").summary["completed"] == 100
-    for spec in (f"{p}:2", str(p)):
-        with pytest.raises(ConfigError, match="truncated"):
-            read_bench_one(spec)
+    with pytest.raises(ConfigError, match="truncated"):
+        read_bench_one(f"{p}:2")
+    assert capsys.readouterr().err == ""
+    assert read_bench_one(str(p)).source == f"{p}:1"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {p}:2: left out: the last line is cut short")
+    p.write_text(good + good + good[:120])   # two whole runs: LINE is still needed, in one line
+    with pytest.raises(ConfigError, match="the file has 2 runs"):
+        read_bench_one(str(p))
+    assert capsys.readouterr().err == ""
+    p.write_text(good[:120] + "\n" + good)
+    with pytest.raises(ConfigError, match="truncated"):
+        read_bench_one(str(p))
 
 
 # ------------------------------------------------------------------ server logs
