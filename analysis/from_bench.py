@@ -1095,7 +1095,10 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         # the window the server verified, as the model resolves it: a chain drafter's steps at
         # topk 1 verify steps + 1 tokens though server_info may leave the draft tokens null
         # (the accept length was clipped to a window of 1: read as no speculation at all)
-        window = ServerArgs.model_validate(sc["server"]).spec_window
+        try:
+            window = ServerArgs.model_validate(sc["server"]).spec_window
+        except ValidationError:   # refused below, as the whole scenario, naming the line
+            window = sc["server"].get("speculative_num_draft_tokens", 1)
         if drafts is not None and drafts[1] is not None and window == drafts[0] + 1:
             sc["acceptance"] = {"per_position_rates": [round(r, 6) for r in drafts[1]]}
             notes.append("acceptance: per-position rates from the line's spec_decode_per_position_acceptance_rates "

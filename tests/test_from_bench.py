@@ -764,3 +764,10 @@ def test_a_chain_drafter_the_profile_cannot_price_is_refused_before_writing(tmp_
     sc, _ = scenario_from_bench(parse_run(json.loads(p.read_text()), "f:1"),
                                 "profiles/h100-llama-3.1-8b-eagle3-analytic.yaml")
     assert sc["server"]["speculative_algorithm"] == "eagle"
+
+
+def test_an_accept_length_past_any_window_is_refused_in_one_line():
+    """accept_length 1e6 (damaged) widened the assumed window to 1000001; resolving that window
+    raised pydantic's ValidationError (a traceback) instead of the one-line refusal."""
+    with pytest.raises(ConfigError, match="speculative_num_draft_tokens"):
+        scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 1e6}, "f:1"), "h200-1b")
