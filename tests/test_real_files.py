@@ -1511,3 +1511,11 @@ def test_a_vllm_server_log_is_named_for_what_it_is(tmp_path):
         parse_server_log(log)
     msg = str(e.value)
     assert "vLLM" in msg and "vllm.log:2" in msg and "--log-level" not in msg, msg
+
+
+def test_a_folder_given_as_the_server_log_is_named_as_a_folder(tmp_path):
+    """--server-log logs/ (the folder the log is in) said "no such server log" of a folder that
+    exists; it now says it is a folder and names what is in it."""
+    (tmp_path / "server.log").write_text("")
+    with pytest.raises(ConfigError, match=r"a folder, not a server log: name the log file in it; it holds server\.log"):
+        parse_server_log(tmp_path)
