@@ -519,6 +519,13 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
                           "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
                           "output: it has no per-run TTFT or ITL distribution to compare")
+    if {"completed_requests", "throughput_qps", "latency_mean"} <= set(obj) and "completed" not in obj:
+        # sglang.multimodal_gen.benchmarks.bench_serving --output-file (0.5.23, a diffusion server's
+        # image/video generation: calculate_metrics's dict, json.dump'ed): its "duration" made it
+        # pass for a bench_serving line with nothing else, compared as a run's wall time alone
+        raise ConfigError(where, "<keys>", "completed_requests, throughput_qps, latency_mean",
+                          "a diffusion (image/video generation) benchmark's result (sglang.multimodal_gen "
+                          "bench_serving), not an LLM server's bench_serving output: no tokens, TTFT or ITL to compare")
     raw, obj = obj, {vllm_name(k): v for k, v in obj.items()}
     obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names

@@ -752,8 +752,9 @@ def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
     """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
     ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:
     ``duration``, ``completed``, ``output_throughput`` of that window only) and
-    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``).
-    Both were read as bench_serving runs; they are refused, naming what they are."""
+    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``);
+    the diffusion server's ``multimodal_gen`` bench_serving writes ``duration``. They were read
+    as bench_serving runs; they are refused, naming what they are."""
     steady = {"concurrency_ratio": 0.9, "window_start": 3.1, "window_end": 20.4, "duration": 17.3,
               "concurrency_threshold": 58, "completed": 410, "total_input": 420000, "input_throughput": 24277.5,
               "total_output": 104960.0, "total_output_retokenized": 104900.0, "output_throughput": 6067.0,
@@ -763,9 +764,17 @@ def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
            "input_throughput": 52000.0, "output_throughput": 1500.0, "overall_throughput": 20300.0, "last_ttft": 0.12,
            "last_gen_throughput": 1490.0, "acc_length": -1.0, "total_output_tokens": 128, "num_early_stopped": 0,
            "steady_state_output_throughput": None, "steady_state_window_s": None, "cache_hit_rate": None}
-    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server")):
+    # sglang.multimodal_gen.benchmarks.bench_serving (a diffusion server), json.dump(metrics, indent=2):
+    # its "duration" passed it for a bench_serving run, compared by its wall time alone
+    diffusion = {"duration": 61.2, "completed_requests": 50, "completed_outputs": 50, "failed_requests": 0,
+                 "throughput_qps": 0.82, "output_throughput_ops": 0.82, "latency_mean": 12.1, "latency_median": 11.9,
+                 "latency_p50": 11.9, "latency_p90": 14.0, "latency_p95": 14.6, "latency_p99": 15.2,
+                 "num_outputs_per_prompt": 1, "peak_memory_mb_max": 0, "peak_memory_mb_mean": 0,
+                 "peak_memory_mb_median": 0}
+    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server"),
+                            ("diffusion.json", diffusion, "sglang.multimodal_gen")):
         p = tmp_path / name
-        p.write_text(json.dumps(obj) + "\n")
+        p.write_text(json.dumps(obj, indent=2 if name.endswith(".json") else None) + "\n")
         with pytest.raises(ConfigError) as e:
             read_bench(p)
         assert e.value.file == f"{p}:1" and what in e.value.allowed
