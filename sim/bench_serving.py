@@ -526,6 +526,15 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "completed_requests, throughput_qps, latency_mean",
                           "a diffusion (image/video generation) benchmark's result (sglang.multimodal_gen "
                           "bench_serving), not an LLM server's bench_serving output: no tokens, TTFT or ITL to compare")
+    stat = next((k for k in ("request_throughput", "time_to_first_token", "inter_token_latency")
+                 if isinstance(obj.get(k), dict) and {"unit", "avg"} & set(obj[k])), None)
+    if stat is not None:
+        # NVIDIA genai-perf's profile_export_genai_perf.json (and AIPerf's export after it): each
+        # metric an object {"unit", "avg", "p50", ...}; its request_throughput passed it for a
+        # bench_serving run and was refused as "must be a number", the file never named
+        raise ConfigError(where, stat, clipped(obj[stat]), "a genai-perf / AIPerf profile export (each metric an object "
+                          "of unit, avg and percentiles), not bench_serving output: run SGLang's bench_serving or "
+                          "vllm bench serve --save-result for a result specsched reads")
     raw, obj = obj, {vllm_name(k): v for k, v in obj.items()}
     obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names

@@ -748,7 +748,7 @@ def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
         load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
 
 
-def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
+def test_other_benchmark_files_are_named_as_such(tmp_path):
     """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
     ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:
     ``duration``, ``completed``, ``output_throughput`` of that window only) and
@@ -771,8 +771,15 @@ def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
                  "latency_p50": 11.9, "latency_p90": 14.0, "latency_p95": 14.6, "latency_p99": 15.2,
                  "num_outputs_per_prompt": 1, "peak_memory_mb_max": 0, "peak_memory_mb_mean": 0,
                  "peak_memory_mb_median": 0}
+    # genai-perf's profile_export_genai_perf.json: every metric an object; was refused as
+    # "request_throughput = {...}: must be a number or null", the file never named
+    genai = {"request_throughput": {"unit": "requests/sec", "avg": 12.3},
+             "request_latency": {"unit": "ms", "avg": 4100.0, "p50": 4000.0, "p99": 6000.0},
+             "time_to_first_token": {"unit": "ms", "avg": 45.1, "p50": 44.0, "p99": 80.0},
+             "inter_token_latency": {"unit": "ms", "avg": 9.0}, "output_token_throughput": {"unit": "tokens/sec", "avg": 3000.0},
+             "request_count": {"unit": "count", "avg": 100}, "input_config": {"model": ["m"]}}
     for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server"),
-                            ("diffusion.json", diffusion, "sglang.multimodal_gen")):
+                            ("diffusion.json", diffusion, "sglang.multimodal_gen"), ("genai.json", genai, "genai-perf")):
         p = tmp_path / name
         p.write_text(json.dumps(obj, indent=2 if name.endswith(".json") else None) + "\n")
         with pytest.raises(ConfigError) as e:
