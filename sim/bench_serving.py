@@ -1073,6 +1073,15 @@ def uncompared_percentiles(run: BenchRun) -> list[str]:
             and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
 
+def vllm_client(run: BenchRun) -> bool:
+    """The line was written by vLLM's client: its result JSON (``date``, which only vLLM
+    writes: ``benchmark_serving.py``/``vllm bench serve`` ``main``), or a dump of its
+    ``BenchmarkMetrics`` dataclass (``dataclasses.asdict``, as wrappers save it: no ``date``,
+    but ``percentiles_{m}_ms`` lists, a field no SGLang version has;
+    :func:`_percentile_pairs`)."""
+    return "date" in run.extra or any(k.startswith("percentiles_") and k.endswith("_ms") for k in run.extra)
+
+
 def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
     result file (``benchmark_serving.py`` and ``vllm bench serve``; found by the ``date`` key
@@ -1084,7 +1093,7 @@ def itl_per_chunk(run: BenchRun) -> bool:
     speculating server, :data:`RETOKENIZED_ITL_BACKENDS`). With speculative decoding a chunk
     carries a whole accepted block, so such an ITL is about the verify cycle, accept length
     times the split one."""
-    if "date" in run.extra:
+    if vllm_client(run):
         return True
     backend = run.args.get("backend")
     if (backend in RETOKENIZED_ITL_BACKENDS and ("server_info" in run.extra or "tag" in run.extra)
@@ -1099,7 +1108,7 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     a speculating server, whose statistics are split over retokenized tokens
     (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
     (0.5.23 benchmark/serving.py ``result_details``)."""
-    if "date" in run.extra:
+    if vllm_client(run):
         return True
     backend = run.args.get("backend")
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split
