@@ -152,6 +152,10 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                      "arguments are not in the line); the scenario's prompts share nothing, so its prefix cache "
                      "finds no hit: state them under workload.shared_prefix")
     d = run.details
+    if d is None and mode == "details":   # asked for, as --arrivals details is: not a silent fallback
+        raise ConfigError("<command line>", "--lengths", "details", f"needs the line's per-request details "
+                          f"(bench_serving --output-details, vllm --save-detailed); {run.source} has none: leave "
+                          "--lengths out (the lengths then come from the line's arguments or its means)")
     if d is None:
         means = _mean_lengths(run)
         if means is None:

@@ -771,3 +771,10 @@ def test_an_accept_length_past_any_window_is_refused_in_one_line():
     raised pydantic's ValidationError (a traceback) instead of the one-line refusal."""
     with pytest.raises(ConfigError, match="speculative_num_draft_tokens"):
         scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 1e6}, "f:1"), "h200-1b")
+
+
+def test_lengths_details_on_a_line_without_details_is_refused():
+    """--lengths details on a line without per-request lists fell back to the line's means,
+    fixed lengths, with an assumption line only; --arrivals details refuses the same."""
+    with pytest.raises(ConfigError, match="--lengths = 'details': needs the line's per-request details"):
+        scenario_from_bench(parse_run(LINE, "f:1"), "tiny", lengths="details")
