@@ -148,6 +148,8 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     if not args.template:   # a scenario every run of which the profile would refuse is not written
         check_drafter_priced(run, sc["server"], args.profile)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
+    if out.is_dir():   # --out results/: the scenario goes in it, under its name (its histograms were
+        out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
     if getattr(args, "quiet", False):
@@ -361,7 +363,7 @@ def add_parsers(sub: Any) -> None:
                                     "in server_info. Example: specsched scenario from-bench runs.jsonl:3 --profile h200-1b")
     f.add_argument("file", metavar="FILE[:LINE]", help="bench_serving result file (JSONL or vLLM JSON), optionally :LINE")
     f.add_argument("--profile", required=True, help="profile name or path the scenario uses")
-    f.add_argument("--out", help="scenario YAML to write (default <name>.yaml)")
+    f.add_argument("--out", help="scenario YAML to write (default <name>.yaml; an existing folder: <folder>/<name>.yaml)")
     f.add_argument("--name", help="scenario name (default: the line's tag or FILE-lineN)")
     f.add_argument("--burstiness", type=float, help="gamma shape of the arrival gaps (vLLM's --burstiness; 1 = Poisson)")
     f.add_argument("--template", help="scenario whose server and acceptance blocks are kept")

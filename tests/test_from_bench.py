@@ -778,3 +778,17 @@ def test_lengths_details_on_a_line_without_details_is_refused():
     fixed lengths, with an assumption line only; --arrivals details refuses the same."""
     with pytest.raises(ConfigError, match="--lengths = 'details': needs the line's per-request details"):
         scenario_from_bench(parse_run(LINE, "f:1"), "tiny", lengths="details")
+
+
+def test_out_naming_an_existing_folder_writes_the_scenario_in_it(tmp_path, monkeypatch):
+    """--out DIR (a folder): the length histograms were written beside the folder
+    (DIR-input-lengths.csv), then the YAML refused as 'cannot write .DIR.<token>.tmp: Is a
+    directory': half written, naming a temporary file."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    p = _write(tmp_path, {**obj, "dataset_name": "sharegpt", "tag": "mine"})
+    (tmp_path / "out").mkdir()
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "out", "-q"]) == 0
+    assert sorted(x.name for x in (tmp_path / "out").iterdir()) == ["mine-input-lengths.csv", "mine-output-lengths.csv",
+                                                                    "mine.yaml"]
+    assert not list(tmp_path.glob("out-*")) and load_scenario(tmp_path / "out" / "mine.yaml").name == "mine"
