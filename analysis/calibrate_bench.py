@@ -1125,6 +1125,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--profile", "<missing>", "calibrate --from needs --profile (the profile to fit)")
     if not args.out:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
+    if Path(args.out).is_dir():   # found before the fit, not after it (the write named a temporary file)
+        raise ConfigError("<command line>", "--out", args.out, "a folder: give the fitted profile's file, e.g. "
+                          f"{Path(args.out) / 'fitted.yaml'}")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     runs = fit_runs(args.from_files)
     if args.metrics:

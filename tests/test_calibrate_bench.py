@@ -792,3 +792,12 @@ def test_a_sweep_file_keeps_its_measured_runs_when_one_failed_and_the_last_was_c
     f.write_text(json.dumps(good)[:150] + "\n" + json.dumps(good) + "\n")   # cut, then more: damaged, not an interrupted append
     with pytest.raises(ConfigError, match="not a complete JSON object"):
         fit_runs([str(f)])
+
+
+def test_out_naming_a_folder_is_refused_before_the_fit(tmp_path, capsys):
+    """calibrate --from ... --out DIR fitted, then failed to write, naming a temporary file
+    ('cannot write .DIR.<token>.tmp: Is a directory'): the fit was lost."""
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", str(tmp_path), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--out = '{tmp_path}': a folder" in err[0]
