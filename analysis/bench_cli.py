@@ -241,6 +241,12 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
     from specsched.sim.bench_serving import read_bench_one, require_measured
 
+    if args.out:   # a file where the folder goes: refused before the runs, not after them
+        o = Path(args.out)
+        blocker = next((a for a in (o, *o.absolute().parents) if a.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise ConfigError("<command line>", "--out", args.out, f"{blocker} is a file: give a folder for the table "
+                              "and the runs (validate writes validate.csv, measured/, predicted-seed*/ in it)")
     measured = require_measured(read_bench_one(args.file))
     if args.profile and not args.scenario:   # the scenario is built from the line with it
         check_profile_arg(args.profile)
