@@ -801,3 +801,7 @@ def test_out_naming_a_folder_is_refused_before_the_fit(tmp_path, capsys):
     assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", str(tmp_path), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--out = '{tmp_path}': a folder" in err[0]
+    (tmp_path / "notes.txt").write_text("x")   # a path under a file: refused before the fit too
+    out = str(tmp_path / "notes.txt" / "f.yaml")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", out, "-q"]) == 2
+    assert "notes.txt is a file" in capsys.readouterr().err
