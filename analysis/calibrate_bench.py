@@ -1228,7 +1228,8 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                         "'none' (unregularised), or NAME=SD,...; with a prior each residual is divided by its standard "
                         "error: the measured figure's (the spread of runs at one load, else one run's seed scatter) "
                         "and the seed mean's")
-    g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
+    g.add_argument("--server-log", "--log", dest="server_log",
+                   help="SGLang server log: its pure-decode 'Decode batch' lines join the fit (--log: the same)")
     add_agentic_options(g)   # agentic-trace lines: the trace the runs replayed, as from-bench takes it
     g.add_argument("--jobs", type=positive_int, default=1,
                    help="worker processes an evaluation's simulations (runs x seeds) are spread over, at most "

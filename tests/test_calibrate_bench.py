@@ -805,3 +805,11 @@ def test_out_naming_a_folder_is_refused_before_the_fit(tmp_path, capsys):
     out = str(tmp_path / "notes.txt" / "f.yaml")
     assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", out, "-q"]) == 2
     assert "notes.txt is a file" in capsys.readouterr().err
+
+
+def test_log_is_the_server_log_option(tmp_path, capsys):
+    """``--log LOG`` is read as ``--server-log LOG`` (it was an unrecognized argument)."""
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    missing = str(tmp_path / "server.log")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", str(tmp_path / "f.yaml"), "--log", missing]) == 2
+    assert f"{missing}: <file> = '{missing}': no such server log" in capsys.readouterr().err
