@@ -1084,8 +1084,8 @@ def vllm_client(run: BenchRun) -> bool:
 
 def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
-    result file (``benchmark_serving.py`` and ``vllm bench serve``; found by the ``date`` key
-    that only vLLM writes; vllm/benchmarks/lib/endpoint_request_func.py appends
+    result file (``benchmark_serving.py`` and ``vllm bench serve``; found by :func:`vllm_client`:
+    the ``date`` key that only vLLM writes, or a ``BenchmarkMetrics`` dump's percentile lists; vllm/benchmarks/lib/endpoint_request_func.py appends
     ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), and an SGLang line whose
     backend is not in :data:`SPLIT_ITL_BACKENDS` (``sglang-oai``, ``vllm``, ``lmdeploy``,
     ``trt``, ...: ``output.itl.append`` per chunk in SGLang 0.5.23 benchmark/serving.py; not
