@@ -316,10 +316,20 @@ def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not r > 0:
             raise ConfigError(where, "request_rate", rate, "must be > 0 (inf = all at once) or 'trace'")
         out["request_rate"] = r
-    for k in ("max_concurrency", "num_prompts", "sharegpt_output_len", "random_input_len", "random_output_len", "seed"):
+    for k in ("max_concurrency", "num_prompts", "sharegpt_output_len", "random_input_len", "random_output_len"):
         v = _int_arg(where, k, obj.get(k))
         if v is not None:
             out[k] = v
+    # vLLM's --metadata KEY=VALUE pairs are strings put at the top of its result JSON
+    # (benchmark_serving.py / vllm/benchmarks/serve.py main), so a "seed" may be a label: read
+    # as the scenario's seed when it is an integer, else kept as written ("--metadata
+    # seed=run-3" refused the whole line)
+    try:
+        v = _int_arg(where, "seed", obj.get("seed"))
+    except ConfigError:
+        v = None
+    if v is not None:
+        out["seed"] = v
     for k in ("random_range_ratio", "burstiness"):
         v = _number(where, k, obj.get(k))
         if v is not None:
@@ -583,7 +593,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     details = _details(obj, where)
     if details is not None:
         _check_detail_units(details, summary, where)
-    used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
+    used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)) - ({"seed"} - set(args))   # an unread seed label kept
     extra = {k: v for k, v in obj.items() if k not in used}
     if not_streamed(summary, details):
         # --disable-stream: the "TTFT" is the whole reply, TPOT ~0 and no ITL; compared with a

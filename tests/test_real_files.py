@@ -1535,3 +1535,12 @@ def test_a_folder_given_as_the_server_log_is_named_as_a_folder(tmp_path):
     (tmp_path / "server.log").write_text("")
     with pytest.raises(ConfigError, match=r"a folder, not a server log: name the log file in it; it holds server\.log"):
         parse_server_log(tmp_path)
+
+
+def test_a_vllm_metadata_seed_label_is_kept_not_refused():
+    """vLLM's --metadata seed=run-3 puts the string at the top of its result JSON: the whole
+    line was refused as 'seed must be an integer or null'. An integer one is still the seed."""
+    obj = _objs(DATA / "bench" / "vllm-0.7.3-benchmark_serving.json")[0]
+    r = parse_run({**obj, "seed": "run-3"}, "f:1")
+    assert "seed" not in r.args and r.extra["seed"] == "run-3"
+    assert parse_run({**obj, "seed": "7"}, "f:1").args["seed"] == 7
