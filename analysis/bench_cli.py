@@ -133,7 +133,11 @@ def check_profile_arg(profile: str) -> None:
 
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
-    from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.analysis.from_bench import (
+        check_drafter_priced,
+        scenario_from_bench,
+        write_scenario,
+    )
     from specsched.sim.bench_serving import read_bench_one
 
     run = read_bench_one(args.file)
@@ -141,7 +145,11 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     sc, tables = scenario_from_bench(run, args.profile, name=args.name, burstiness=args.burstiness,
                                      template=args.template, lengths=args.lengths, arrivals=args.arrivals,
                                      **agentic_args(args))
+    if not args.template:   # a scenario every run of which the profile would refuse is not written
+        check_drafter_priced(run, sc["server"], args.profile)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
+    if out.is_dir():   # --out results/: the scenario goes in it, under its name (its histograms were
+        out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
     if getattr(args, "quiet", False):
@@ -233,6 +241,12 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
     from specsched.sim.bench_serving import read_bench_one, require_measured
 
+    if args.out:   # a file where the folder goes: refused before the runs, not after them
+        o = Path(args.out)
+        blocker = next((a for a in (o, *o.absolute().parents) if a.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise ConfigError("<command line>", "--out", args.out, f"{blocker} is a file: give a folder for the table "
+                              "and the runs (validate writes validate.csv, measured/, predicted-seed*/ in it)")
     measured = require_measured(read_bench_one(args.file))
     if args.profile and not args.scenario:   # the scenario is built from the line with it
         check_profile_arg(args.profile)
@@ -355,7 +369,7 @@ def add_parsers(sub: Any) -> None:
                                     "in server_info. Example: specsched scenario from-bench runs.jsonl:3 --profile h200-1b")
     f.add_argument("file", metavar="FILE[:LINE]", help="bench_serving result file (JSONL or vLLM JSON), optionally :LINE")
     f.add_argument("--profile", required=True, help="profile name or path the scenario uses")
-    f.add_argument("--out", help="scenario YAML to write (default <name>.yaml)")
+    f.add_argument("--out", help="scenario YAML to write (default <name>.yaml; an existing folder: <folder>/<name>.yaml)")
     f.add_argument("--name", help="scenario name (default: the line's tag or FILE-lineN)")
     f.add_argument("--burstiness", type=float, help="gamma shape of the arrival gaps (vLLM's --burstiness; 1 = Poisson)")
     f.add_argument("--template", help="scenario whose server and acceptance blocks are kept")

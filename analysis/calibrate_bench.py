@@ -1084,18 +1084,55 @@ def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     return list(FIT_METRICS)
 
 
+def fit_runs(specs: list[str]) -> list[Any]:
+    """The runs ``calibrate --from`` fits, read from ``FILE[:LINE]`` specs.
+
+    A run named by its line must have been measured (:func:`sim.bench_serving.require_measured`).
+    Of a file given whole (a sweep appended run after run) two kinds of line are left out with
+    a ``warning:`` line each, the rest fitted: a run whose every request failed (``completed``
+    0: the server fell over at the sweep's top rate; there is nothing to fit in it), and a
+    last line cut short (:func:`sim.bench_serving.read_bench` ``left_out``). Both refused
+    every run of the file before. A file with no measured run is still refused.
+
+    Raises:
+        ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
+            file, with ``completed`` 0.
+    """
+    from specsched.sim.bench_serving import read_bench, require_measured, split_spec
+
+    out = []
+    for spec in specs:
+        path, line = split_spec(spec)
+        skipped: list[str] = []
+        runs = read_bench(path, line, left_out=skipped if line is None else None)
+        measured = [r for r in runs if r.summary.get("completed") != 0]
+        if line is not None or not measured:
+            measured = [require_measured(r) for r in runs]
+        skipped += [f"{r.source}: left out: completed = 0 (every request of the run failed: nothing measured to fit)"
+                    for r in runs if r.summary.get("completed") == 0]
+        for note in skipped:
+            print(f"warning: {note}", file=sys.stderr)
+        out += measured
+    return out
+
+
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
     from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
-    from specsched.sim.bench_serving import read_bench_specs, require_measured
     from specsched.sim.profile import load_profile
 
     if not args.profile:
         raise ConfigError("<command line>", "--profile", "<missing>", "calibrate --from needs --profile (the profile to fit)")
     if not args.out:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
+    if Path(args.out).is_dir():   # found before the fit, not after it (the write named a temporary file)
+        raise ConfigError("<command line>", "--out", args.out, "a folder: give the fitted profile's file, e.g. "
+                          f"{Path(args.out) / 'fitted.yaml'}")
+    above = next((a for a in Path(args.out).absolute().parents if a.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the fitted profile")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
-    runs = [require_measured(r) for r in read_bench_specs(args.from_files)]
+    runs = fit_runs(args.from_files)
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     else:
@@ -1191,7 +1228,8 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                         "'none' (unregularised), or NAME=SD,...; with a prior each residual is divided by its standard "
                         "error: the measured figure's (the spread of runs at one load, else one run's seed scatter) "
                         "and the seed mean's")
-    g.add_argument("--server-log", help="SGLang server log: its pure-decode 'Decode batch' lines join the fit")
+    g.add_argument("--server-log", "--log", dest="server_log",
+                   help="SGLang server log: its pure-decode 'Decode batch' lines join the fit (--log: the same)")
     add_agentic_options(g)   # agentic-trace lines: the trace the runs replayed, as from-bench takes it
     g.add_argument("--jobs", type=positive_int, default=1,
                    help="worker processes an evaluation's simulations (runs x seeds) are spread over, at most "

@@ -9,7 +9,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   lets the next one in, its timer starting then: bench_serving's semaphore); a finite rate
   -> ``poisson`` (exponential gaps, ``get_request``) with ``max_concurrency``; with
   ``--burstiness`` (or a vLLM file's ``burstiness`` other than 1) gamma gaps of that shape
-  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none); a ``vllm bench serve`` line
+  and mean 1/rate (vLLM's option; SGLang 0.5.23 has none; a vLLM line's burstiness at rate
+  inf shaped nothing and is ignored, said in the notes); a ``vllm bench serve`` line
   (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
   be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
@@ -151,6 +152,10 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
                      "arguments are not in the line); the scenario's prompts share nothing, so its prefix cache "
                      "finds no hit: state them under workload.shared_prefix")
     d = run.details
+    if d is None and mode == "details":   # asked for, as --arrivals details is: not a silent fallback
+        raise ConfigError("<command line>", "--lengths", "details", f"needs the line's per-request details "
+                          f"(bench_serving --output-details, vllm --save-detailed); {run.source} has none: leave "
+                          "--lengths out (the lengths then come from the line's arguments or its means)")
     if d is None:
         means = _mean_lengths(run)
         if means is None:
@@ -352,7 +357,15 @@ def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], 
             rate = rate * n / sent   # the successes of a Poisson stream: a Poisson stream at their share
     conc = a.get("max_concurrency")
     if burstiness is None and a.get("burstiness") not in (None, 1.0):
-        burstiness = a["burstiness"]
+        if math.isinf(rate):
+            # vLLM writes its --burstiness whatever the rate, and at rate inf get_request yields
+            # every request without a gap (benchmarks/benchmark_serving.py 0.6.6-0.10 and
+            # vllm/benchmarks/serve.py: "If the request rate is infinity, then we don't need
+            # to wait"): the shape shaped nothing. Only the command line's is refused below
+            notes.append(f"arrivals: the line's burstiness {a['burstiness']:g} has no effect at request_rate inf "
+                         "(vLLM sends every request at once whatever its --burstiness)")
+        else:
+            burstiness = a["burstiness"]
     if math.isinf(rate):
         if burstiness is not None:
             raise ConfigError("<command line>", "--burstiness", burstiness, "needs a finite request_rate")
@@ -1083,7 +1096,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts, state_with))
         spec = True
     if acc is not None and spec and not template:
-        window = sc["server"].get("speculative_num_draft_tokens", 1)
+        # the window the server verified, as the model resolves it: a chain drafter's steps at
+        # topk 1 verify steps + 1 tokens though server_info may leave the draft tokens null
+        # (the accept length was clipped to a window of 1: read as no speculation at all)
+        try:
+            window = ServerArgs.model_validate(sc["server"]).spec_window
+        except ValidationError:   # refused below, as the whole scenario, naming the line
+            window = sc["server"].get("speculative_num_draft_tokens", 1)
         if drafts is not None and drafts[1] is not None and window == drafts[0] + 1:
             sc["acceptance"] = {"per_position_rates": [round(r, 6) for r in drafts[1]]}
             notes.append("acceptance: per-position rates from the line's spec_decode_per_position_acceptance_rates "
@@ -1101,6 +1120,32 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def check_drafter_priced(run: BenchRun, server: dict[str, Any], profile: str, state_with: str = "--template") -> None:
+    """Refuse, naming the line, a drafter from its server_info that ``profile`` cannot price:
+    a chain drafter (EAGLE, MTP, ...) whose cycle runs draft forwards besides the one the
+    profile's ``gpu.verify`` holds needs ``gpu.draft_step`` (sim/cost_model.py ``CostModel``
+    refuses it at run time). ``scenario from-bench`` calls it before writing: the scenario was
+    written, then refused by every run of it, naming the profile's key rather than the line's
+    server. (``validate --measured`` and ``calibrate --from`` run what they build at once, and
+    their ``--set`` / ``--scenario-template`` can still change the drafter, so they do not.) A
+    drafter assumed from an accept length alone already falls back to the profile's block
+    drafter (:func:`_assumed_drafter`)."""
+    try:
+        gpu = load_profile(profile).gpu
+    except ConfigError:
+        return   # the caller reports a bad profile
+    args = ServerArgs.model_validate(server)
+    spec = args.speculative_algorithm
+    if not spec.enabled or gpu.draft_step is not None:
+        return
+    if args.num_draft_forwards > 1 or not gpu.verify_includes_draft:
+        raise ConfigError(run.source, "server_info.speculative_algorithm", spec.value,
+                          f"profile {profile} prices no draft step (gpu.draft_step), which this chain drafter's "
+                          f"{args.num_draft_forwards} draft forwards a cycle need: give a profile that has one "
+                          "(specsched profile --analytic ... --drafter chain), or state the server with "
+                          f"{state_with}")
 
 
 def _file_label(file: str) -> str:

@@ -149,6 +149,10 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
             line in it (not an SGLang server log, or one logged at a level above INFO).
     """
     p = Path(path)
+    if p.is_dir():   # --server-log logs/: the folder exists, "no such server log" sent the user looking for it
+        files = sorted(x.name for x in p.iterdir() if x.is_file())
+        here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else " (it is empty)"
+        raise ConfigError(str(p), "<file>", str(p), f"a folder, not a server log: name the log file in it{here}")
     if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []

@@ -316,10 +316,20 @@ def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not r > 0:
             raise ConfigError(where, "request_rate", rate, "must be > 0 (inf = all at once) or 'trace'")
         out["request_rate"] = r
-    for k in ("max_concurrency", "num_prompts", "sharegpt_output_len", "random_input_len", "random_output_len", "seed"):
+    for k in ("max_concurrency", "num_prompts", "sharegpt_output_len", "random_input_len", "random_output_len"):
         v = _int_arg(where, k, obj.get(k))
         if v is not None:
             out[k] = v
+    # vLLM's --metadata KEY=VALUE pairs are strings put at the top of its result JSON
+    # (benchmark_serving.py / vllm/benchmarks/serve.py main), so a "seed" may be a label: read
+    # as the scenario's seed when it is an integer, else kept as written ("--metadata
+    # seed=run-3" refused the whole line)
+    try:
+        v = _int_arg(where, "seed", obj.get("seed"))
+    except ConfigError:
+        v = None
+    if v is not None:
+        out["seed"] = v
     for k in ("random_range_ratio", "burstiness"):
         v = _number(where, k, obj.get(k))
         if v is not None:
@@ -519,6 +529,22 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
                           "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
                           "output: it has no per-run TTFT or ITL distribution to compare")
+    if {"completed_requests", "throughput_qps", "latency_mean"} <= set(obj) and "completed" not in obj:
+        # sglang.multimodal_gen.benchmarks.bench_serving --output-file (0.5.23, a diffusion server's
+        # image/video generation: calculate_metrics's dict, json.dump'ed): its "duration" made it
+        # pass for a bench_serving line with nothing else, compared as a run's wall time alone
+        raise ConfigError(where, "<keys>", "completed_requests, throughput_qps, latency_mean",
+                          "a diffusion (image/video generation) benchmark's result (sglang.multimodal_gen "
+                          "bench_serving), not an LLM server's bench_serving output: no tokens, TTFT or ITL to compare")
+    stat = next((k for k in ("request_throughput", "time_to_first_token", "inter_token_latency")
+                 if isinstance(obj.get(k), dict) and {"unit", "avg"} & set(obj[k])), None)
+    if stat is not None:
+        # NVIDIA genai-perf's profile_export_genai_perf.json (and AIPerf's export after it): each
+        # metric an object {"unit", "avg", "p50", ...}; its request_throughput passed it for a
+        # bench_serving run and was refused as "must be a number", the file never named
+        raise ConfigError(where, stat, clipped(obj[stat]), "a genai-perf / AIPerf profile export (each metric an object "
+                          "of unit, avg and percentiles), not bench_serving output: run SGLang's bench_serving or "
+                          "vllm bench serve --save-result for a result specsched reads")
     raw, obj = obj, {vllm_name(k): v for k, v in obj.items()}
     obj = _percentile_pairs(obj, where)
     for k, new in _SGLANG_02_NAMES.items():   # SGLang 0.1.24-0.2.11's names
@@ -567,7 +593,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     details = _details(obj, where)
     if details is not None:
         _check_detail_units(details, summary, where)
-    used = set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)
+    used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)) - ({"seed"} - set(args))   # an unread seed label kept
     extra = {k: v for k, v in obj.items() if k not in used}
     if not_streamed(summary, details):
         # --disable-stream: the "TTFT" is the whole reply, TPOT ~0 and no ITL; compared with a
@@ -669,13 +695,20 @@ BENCH_FILE = "a bench_serving result file (JSONL or JSON)"
 """What a result file holds, as the refusal of an empty one says it."""
 
 
-def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
+def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str] | None = None) -> list[BenchRun]:
     """Every run in a bench_serving result file, or only the one on ``line``.
 
     Accepts SGLang's JSONL (one object per line; blank lines skipped), a file holding one
     JSON object over several lines (vLLM's), or a JSON list of objects; any of them gzip
     compressed (found by its first bytes, not its name). Python's JSON
     extensions (``Infinity``, ``NaN``) are accepted as bench_serving writes them.
+
+    ``left_out``: a caller that reads every run and says what it skipped passes a list; a
+    JSONL file's last line cut short (no newline after it: bench_serving appends each run as
+    ``file.write(json.dumps(result) + "\n")``, 0.5.23 benchmark/serving.py ``benchmark()``, so
+    a run killed or a disk filled while appending leaves its line unfinished) is then left out
+    of every run read and named in the list, instead of refusing the file's whole runs before
+    it. Without the list it is refused, as every other line that is not complete JSON.
 
     Raises:
         ConfigError: missing/unreadable file, a line that is not complete JSON (e.g.
@@ -719,6 +752,12 @@ def read_bench(path: str | Path, line: int | None = None) -> list[BenchRun]:
                 break
     if bad is not None and line is not None and any(i == line and isinstance(o, dict) for i, o in objs):
         bad = None   # the named run is whole (another line was cut short, e.g. a run killed while appending)
+    if (bad is not None and line is None and left_out is not None and objs and all(isinstance(o, dict) for _, o in objs)
+            and not text.endswith("\n") and bad[0] == len(text.split("\n"))):
+        # the last line, unfinished: an append interrupted; the runs before it are whole
+        left_out.append(f"{p}:{bad[0]}: left out: the last line is cut short ({bad[2]}: a run killed while its line "
+                        f"was appended); the {len(objs)} whole run(s) before it are read")
+        bad = None
     if bad is not None:
         try:  # one object over several lines, or a list
             whole = json_value(text)
@@ -775,13 +814,19 @@ def require_measured(run: BenchRun) -> BenchRun:
 
 
 def read_bench_one(spec: str | Path) -> BenchRun:
-    """The run named by ``FILE[:LINE]``; a file with one run needs no LINE.
+    """The run named by ``FILE[:LINE]``; a file with one run needs no LINE. A last line cut
+    short (:func:`read_bench` ``left_out``) does not count as a run: a file of one run and the
+    unfinished line of the next (killed while appending) gives its one run, with a
+    ``warning:`` line on stderr (it was refused, naming the cut line).
 
     Raises:
         ConfigError: as :func:`read_bench`, or several runs and no LINE.
     """
+    import sys
+
     path, line = split_spec(spec)
-    runs = read_bench(path, line)
+    left_out: list[str] = []
+    runs = read_bench(path, line, left_out=left_out)
     at = [r.source.rsplit(":", 1)[1] for r in runs]
     shared = next((x for x in at if at.count(x) > 1), None)
     if len(runs) > 1 and shared is not None:
@@ -789,16 +834,9 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
+    for note in left_out:   # said once the run is read (a refusal stays one line)
+        print(f"warning: {note}", file=sys.stderr)
     return runs[0]
-
-
-def read_bench_specs(specs: list[str]) -> list[BenchRun]:
-    """Runs of several ``FILE[:LINE]`` (a FILE without LINE gives all its runs)."""
-    out: list[BenchRun] = []
-    for s in specs:
-        path, line = split_spec(s)
-        out += read_bench(path, line)
-    return out
 
 
 # ------------------------------------------------------------------ into the results format
@@ -1045,10 +1083,19 @@ def uncompared_percentiles(run: BenchRun) -> list[str]:
             and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
 
+def vllm_client(run: BenchRun) -> bool:
+    """The line was written by vLLM's client: its result JSON (``date``, which only vLLM
+    writes: ``benchmark_serving.py``/``vllm bench serve`` ``main``), or a dump of its
+    ``BenchmarkMetrics`` dataclass (``dataclasses.asdict``, as wrappers save it: no ``date``,
+    but ``percentiles_{m}_ms`` lists, a field no SGLang version has;
+    :func:`_percentile_pairs`)."""
+    return "date" in run.extra or any(k.startswith("percentiles_") and k.endswith("_ms") for k in run.extra)
+
+
 def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
-    result file (``benchmark_serving.py`` and ``vllm bench serve``; found by the ``date`` key
-    that only vLLM writes; vllm/benchmarks/lib/endpoint_request_func.py appends
+    result file (``benchmark_serving.py`` and ``vllm bench serve``; found by :func:`vllm_client`:
+    the ``date`` key that only vLLM writes, or a ``BenchmarkMetrics`` dump's percentile lists; vllm/benchmarks/lib/endpoint_request_func.py appends
     ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), and an SGLang line whose
     backend is not in :data:`SPLIT_ITL_BACKENDS` (``sglang-oai``, ``vllm``, ``lmdeploy``,
     ``trt``, ...: ``output.itl.append`` per chunk in SGLang 0.5.23 benchmark/serving.py; not
@@ -1056,7 +1103,7 @@ def itl_per_chunk(run: BenchRun) -> bool:
     speculating server, :data:`RETOKENIZED_ITL_BACKENDS`). With speculative decoding a chunk
     carries a whole accepted block, so such an ITL is about the verify cycle, accept length
     times the split one."""
-    if "date" in run.extra:
+    if vllm_client(run):
         return True
     backend = run.args.get("backend")
     if (backend in RETOKENIZED_ITL_BACKENDS and ("server_info" in run.extra or "tag" in run.extra)
@@ -1071,7 +1118,7 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     a speculating server, whose statistics are split over retokenized tokens
     (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
     (0.5.23 benchmark/serving.py ``result_details``)."""
-    if "date" in run.extra:
+    if vllm_client(run):
         return True
     backend = run.args.get("backend")
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split

@@ -765,3 +765,51 @@ def test_the_progress_line_shows_the_best_point_so_far(tmp_path, capsys, monkeyp
     assert best[1] <= min(best[0], objective[1])
     found = re.search(r"best so far: \S+  decode x(\S+)", lines[-1])[1]
     assert f"{float(re.search(r'factors: decode x([0-9.]+)', out)[1]):.3f}" == found, out   # capped: the best of the 10
+
+
+def test_a_sweep_file_keeps_its_measured_runs_when_one_failed_and_the_last_was_cut(tmp_path, capsys):
+    """A rate sweep appended to one file, its top rate dead (completed 0, SGLang's NaN
+    medians) and the run after it killed while appending: calibrate --from FILE refused every
+    run of the file for either line. Each is now left out with a warning line; named by
+    FILE:LINE, or when no run of the file was measured, they are still refused."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    dead = {**good, "completed": 0, "output_throughput": 0.0, "median_ttft_ms": math.nan, "mean_itl_ms": math.nan}
+    f = tmp_path / "sweep.jsonl"
+    f.write_text(json.dumps(good) + "\n" + json.dumps(dead) + "\n" + json.dumps(good)[:150])
+    runs = fit_runs([str(f)])
+    assert [r.source for r in runs] == [f"{f}:1"]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and f"{f}:3: left out: the last line is cut short" in err[0]
+    assert err[1].startswith(f"warning: {f}:2: left out: completed = 0")
+    for spec in (f"{f}:2", f"{f}:3"):   # named: refused as before
+        with pytest.raises(ConfigError):
+            fit_runs([spec])
+    f.write_text(json.dumps(dead) + "\n")   # nothing measured in the file
+    with pytest.raises(ConfigError, match="every request of the run failed"):
+        fit_runs([str(f)])
+    f.write_text(json.dumps(good)[:150] + "\n" + json.dumps(good) + "\n")   # cut, then more: damaged, not an interrupted append
+    with pytest.raises(ConfigError, match="not a complete JSON object"):
+        fit_runs([str(f)])
+
+
+def test_out_naming_a_folder_is_refused_before_the_fit(tmp_path, capsys):
+    """calibrate --from ... --out DIR fitted, then failed to write, naming a temporary file
+    ('cannot write .DIR.<token>.tmp: Is a directory'): the fit was lost."""
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", str(tmp_path), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--out = '{tmp_path}': a folder" in err[0]
+    (tmp_path / "notes.txt").write_text("x")   # a path under a file: refused before the fit too
+    out = str(tmp_path / "notes.txt" / "f.yaml")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", out, "-q"]) == 2
+    assert "notes.txt is a file" in capsys.readouterr().err
+
+
+def test_log_is_the_server_log_option(tmp_path, capsys):
+    """``--log LOG`` is read as ``--server-log LOG`` (it was an unrecognized argument)."""
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    missing = str(tmp_path / "server.log")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", str(tmp_path / "f.yaml"), "--log", missing]) == 2
+    assert f"{missing}: <file> = '{missing}': no such server log" in capsys.readouterr().err

@@ -142,6 +142,22 @@ def test_burstiness_and_trace_lines(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "t.yaml").exists()
 
 
+def test_a_vllm_line_at_rate_inf_with_a_burstiness_is_a_burst(tmp_path, monkeypatch):
+    """vLLM writes its --burstiness whatever the rate; at rate inf it sends every request at
+    once. Such a line was refused as '<command line>: --burstiness = 0.5: needs a finite
+    request_rate', an option the user never gave."""
+    vllm = {"date": "20250101-000000", "backend": "vllm", "num_prompts": 20, "request_rate": "inf", "burstiness": 0.5,
+            "max_concurrency": None, "completed": 20, "duration": 2.0, "total_input_tokens": 10240,
+            "total_output_tokens": 320, "median_ttft_ms": 50.0, "output_throughput": 160.0}
+    sc, _ = scenario_from_bench(parse_run(vllm, "f:1"), "tiny")
+    assert sc["workload"]["kind"] == "burst" and "burstiness" not in sc["workload"]
+    assert any("burstiness 0.5 has no effect" in n for n in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**vllm, "max_concurrency": 4}, "f:1"), "tiny")
+    assert sc["workload"] == {**sc["workload"], "kind": "closed_loop", "concurrency": 4}
+    with pytest.raises(ConfigError, match="--burstiness"):   # the command line's own is still refused
+        scenario_from_bench(parse_run(vllm, "f:1"), "tiny", burstiness=0.5)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.floats(0.2, 5.0), st.floats(0.5, 50.0))
 def test_invariant_gamma_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_shape(shape, rate):
@@ -719,3 +735,60 @@ def test_a_line_of_another_model_than_the_profile_is_a_warning(tmp_path, monkeyp
     warnings = [e for e in err if e.startswith("warning: ")]
     assert any("tp_size 4" in w for w in warnings)
     assert any("Llama-3.1-70B" in w for w in warnings) is said
+
+
+def test_an_accept_length_is_kept_when_server_info_leaves_the_draft_tokens_null():
+    """server_info with a chain drafter's steps and topk 1 but speculative_num_draft_tokens
+    null: the model verifies steps + 1 tokens, and the line's accept length 3.05 was clipped
+    to a window of 1 (mean_accept_length 1.0: no token accepted)."""
+    info = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": None}
+    run = parse_run({**LINE, "server_info": info, "accept_length": 3.05}, "f:1")
+    sc, _ = scenario_from_bench(run, "profiles/h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert sc["acceptance"] == {"mean_accept_length": 3.05}
+
+
+def test_a_chain_drafter_the_profile_cannot_price_is_refused_before_writing(tmp_path, capsys):
+    """server_info names EAGLE with 3 steps and the profile has no gpu.draft_step: the scenario
+    was written, then every run of it was refused naming the profile's key."""
+    info = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4}
+    p = _write(tmp_path, {**LINE, "server_info": info, "accept_length": 3.05})
+    assert load_profile("h200-1b").gpu.draft_step is None
+    out = tmp_path / "s.yaml"
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs.jsonl:1: server_info.speculative_algorithm = 'eagle'" in err[0]
+    assert "gpu.draft_step" in err[0] and not out.exists()
+    # a profile that prices the draft step builds it
+    sc, _ = scenario_from_bench(parse_run(json.loads(p.read_text()), "f:1"),
+                                "profiles/h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert sc["server"]["speculative_algorithm"] == "eagle"
+
+
+def test_an_accept_length_past_any_window_is_refused_in_one_line():
+    """accept_length 1e6 (damaged) widened the assumed window to 1000001; resolving that window
+    raised pydantic's ValidationError (a traceback) instead of the one-line refusal."""
+    with pytest.raises(ConfigError, match="speculative_num_draft_tokens"):
+        scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 1e6}, "f:1"), "h200-1b")
+
+
+def test_lengths_details_on_a_line_without_details_is_refused():
+    """--lengths details on a line without per-request lists fell back to the line's means,
+    fixed lengths, with an assumption line only; --arrivals details refuses the same."""
+    with pytest.raises(ConfigError, match="--lengths = 'details': needs the line's per-request details"):
+        scenario_from_bench(parse_run(LINE, "f:1"), "tiny", lengths="details")
+
+
+def test_out_naming_an_existing_folder_writes_the_scenario_in_it(tmp_path, monkeypatch):
+    """--out DIR (a folder): the length histograms were written beside the folder
+    (DIR-input-lengths.csv), then the YAML refused as 'cannot write .DIR.<token>.tmp: Is a
+    directory': half written, naming a temporary file."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    p = _write(tmp_path, {**obj, "dataset_name": "sharegpt", "tag": "mine"})
+    (tmp_path / "out").mkdir()
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "out", "-q"]) == 0
+    assert sorted(x.name for x in (tmp_path / "out").iterdir()) == ["mine-input-lengths.csv", "mine-output-lengths.csv",
+                                                                    "mine.yaml"]
+    assert not list(tmp_path.glob("out-*")) and load_scenario(tmp_path / "out" / "mine.yaml").name == "mine"

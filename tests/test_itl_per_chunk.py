@@ -30,6 +30,8 @@ def test_per_chunk_itl_is_one_gap_per_later_chunk():
     ("sglang-0.5.23.jsonl", None, False), ("sglang-0.4.6-eagle.jsonl", None, False),
     ("sglang-0.5.23.jsonl", "sglang-oai", True), ("sglang-0.5.23.jsonl", "vllm", True),
     ("vllm-0.11.0-bench-serve.json", None, True), ("vllm-0.7.3-benchmark_serving.json", None, True),
+    # a dump of vLLM's BenchmarkMetrics (no date, no backend) was compared as split gaps
+    ("vllm-benchmark-metrics-asdict.json", None, True),
 ])
 def test_which_clients_record_one_gap_per_chunk(tmp_path, name, backend, expected):
     f = BENCH / name

@@ -492,16 +492,28 @@ def test_invariant_non_finite_and_null_metrics_are_missing_and_unknown_keys_are_
     assert all(r.extra[k] == v for k, v in extra.items() if k not in obj or obj[k] is v)
 
 
-def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path):
+def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path, capsys):
     """A run killed while appending leaves a truncated last line: the whole lines before it
-    are still readable by number; the cut line itself, or the file without LINE, is refused."""
+    are still readable by number; the cut line itself is refused. The file without LINE is its
+    one whole run, with a warning naming the cut line (it was refused: the file's one run
+    could only be read as FILE:1). A cut line with a whole one after it is damage, refused."""
     p = tmp_path / "runs.jsonl"
     good = (DATA / "bench" / "sglang-0.4.0.jsonl").read_text()
     p.write_text(good + good[:120])
     assert read_bench_one(f"{p}:1").summary["completed"] == 100
-    for spec in (f"{p}:2", str(p)):
-        with pytest.raises(ConfigError, match="truncated"):
-            read_bench_one(spec)
+    with pytest.raises(ConfigError, match="truncated"):
+        read_bench_one(f"{p}:2")
+    assert capsys.readouterr().err == ""
+    assert read_bench_one(str(p)).source == f"{p}:1"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {p}:2: left out: the last line is cut short")
+    p.write_text(good + good + good[:120])   # two whole runs: LINE is still needed, in one line
+    with pytest.raises(ConfigError, match="the file has 2 runs"):
+        read_bench_one(str(p))
+    assert capsys.readouterr().err == ""
+    p.write_text(good[:120] + "\n" + good)
+    with pytest.raises(ConfigError, match="truncated"):
+        read_bench_one(str(p))
 
 
 # ------------------------------------------------------------------ server logs
@@ -736,12 +748,13 @@ def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
         load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
 
 
-def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
+def test_other_benchmark_files_are_named_as_such(tmp_path):
     """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
     ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:
     ``duration``, ``completed``, ``output_throughput`` of that window only) and
-    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``).
-    Both were read as bench_serving runs; they are refused, naming what they are."""
+    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``);
+    the diffusion server's ``multimodal_gen`` bench_serving writes ``duration``. They were read
+    as bench_serving runs; they are refused, naming what they are."""
     steady = {"concurrency_ratio": 0.9, "window_start": 3.1, "window_end": 20.4, "duration": 17.3,
               "concurrency_threshold": 58, "completed": 410, "total_input": 420000, "input_throughput": 24277.5,
               "total_output": 104960.0, "total_output_retokenized": 104900.0, "output_throughput": 6067.0,
@@ -751,9 +764,24 @@ def test_other_sglang_benchmark_files_are_named_as_such(tmp_path):
            "input_throughput": 52000.0, "output_throughput": 1500.0, "overall_throughput": 20300.0, "last_ttft": 0.12,
            "last_gen_throughput": 1490.0, "acc_length": -1.0, "total_output_tokens": 128, "num_early_stopped": 0,
            "steady_state_output_throughput": None, "steady_state_window_s": None, "cache_hit_rate": None}
-    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server")):
+    # sglang.multimodal_gen.benchmarks.bench_serving (a diffusion server), json.dump(metrics, indent=2):
+    # its "duration" passed it for a bench_serving run, compared by its wall time alone
+    diffusion = {"duration": 61.2, "completed_requests": 50, "completed_outputs": 50, "failed_requests": 0,
+                 "throughput_qps": 0.82, "output_throughput_ops": 0.82, "latency_mean": 12.1, "latency_median": 11.9,
+                 "latency_p50": 11.9, "latency_p90": 14.0, "latency_p95": 14.6, "latency_p99": 15.2,
+                 "num_outputs_per_prompt": 1, "peak_memory_mb_max": 0, "peak_memory_mb_mean": 0,
+                 "peak_memory_mb_median": 0}
+    # genai-perf's profile_export_genai_perf.json: every metric an object; was refused as
+    # "request_throughput = {...}: must be a number or null", the file never named
+    genai = {"request_throughput": {"unit": "requests/sec", "avg": 12.3},
+             "request_latency": {"unit": "ms", "avg": 4100.0, "p50": 4000.0, "p99": 6000.0},
+             "time_to_first_token": {"unit": "ms", "avg": 45.1, "p50": 44.0, "p99": 80.0},
+             "inter_token_latency": {"unit": "ms", "avg": 9.0}, "output_token_throughput": {"unit": "tokens/sec", "avg": 3000.0},
+             "request_count": {"unit": "count", "avg": 100}, "input_config": {"model": ["m"]}}
+    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server"),
+                            ("diffusion.json", diffusion, "sglang.multimodal_gen"), ("genai.json", genai, "genai-perf")):
         p = tmp_path / name
-        p.write_text(json.dumps(obj) + "\n")
+        p.write_text(json.dumps(obj, indent=2 if name.endswith(".json") else None) + "\n")
         with pytest.raises(ConfigError) as e:
             read_bench(p)
         assert e.value.file == f"{p}:1" and what in e.value.allowed
@@ -1499,3 +1527,20 @@ def test_a_vllm_server_log_is_named_for_what_it_is(tmp_path):
         parse_server_log(log)
     msg = str(e.value)
     assert "vLLM" in msg and "vllm.log:2" in msg and "--log-level" not in msg, msg
+
+
+def test_a_folder_given_as_the_server_log_is_named_as_a_folder(tmp_path):
+    """--server-log logs/ (the folder the log is in) said "no such server log" of a folder that
+    exists; it now says it is a folder and names what is in it."""
+    (tmp_path / "server.log").write_text("")
+    with pytest.raises(ConfigError, match=r"a folder, not a server log: name the log file in it; it holds server\.log"):
+        parse_server_log(tmp_path)
+
+
+def test_a_vllm_metadata_seed_label_is_kept_not_refused():
+    """vLLM's --metadata seed=run-3 puts the string at the top of its result JSON: the whole
+    line was refused as 'seed must be an integer or null'. An integer one is still the seed."""
+    obj = _objs(DATA / "bench" / "vllm-0.7.3-benchmark_serving.json")[0]
+    r = parse_run({**obj, "seed": "run-3"}, "f:1")
+    assert "seed" not in r.args and r.extra["seed"] == "run-3"
+    assert parse_run({**obj, "seed": "7"}, "f:1").args["seed"] == 7

@@ -388,3 +388,17 @@ def test_a_log_of_a_larger_server_is_said(tmp_path, capsys, monkeypatch):
                  "--max-evals", "1", "--server-log", str(DATA / "logs" / "sglang-0.5.23-pd.log"), "--out", "f.yaml"]) == 0
     err = [x for x in capsys.readouterr().err.splitlines() if "decode lines run up to" in x]
     assert len(err) == 1 and "up to 64 requests" in err[0] and "at most 48" in err[0], err
+
+
+def test_validate_out_under_a_file_is_refused_before_the_runs(tmp_path, capsys, monkeypatch):
+    """validate --out naming a file (or a path under one) simulated every seed, then failed
+    ('cannot write ...: File exists'); it is refused first, in one line."""
+    import specsched.sim.engine as engine
+
+    monkeypatch.setattr(engine, "run_scenario", lambda *a, **k: pytest.fail("simulated before --out was checked"))
+    (tmp_path / "notes.txt").write_text("x")
+    f = str(DATA / "bench" / "vllm-0.7.3-benchmark_serving.json")
+    for out in ("notes.txt", "notes.txt/run1"):
+        assert main(["validate", "--measured", f, "--profile", "h200-1b", "--out", str(tmp_path / out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--out" in err[0] and "notes.txt is a file" in err[0]
