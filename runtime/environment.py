@@ -22,8 +22,9 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-from collections.abc import Collection
-from contextlib import nullcontext
+import sys
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -98,6 +99,24 @@ _SDPA_OPS = (
 )
 
 
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """The process's file descriptor 2 pointed at /dev/null while the body runs: torch's
+    profiler (Kineto, torch 2.13) writes ``USDT: ... profiler_start`` / ``profiler_stop`` lines
+    from C++ straight to it on every start and stop, which ``-q`` cannot silence, so every
+    runtime command printed eight of them. Python's own ``sys.stderr`` is flushed first and
+    restored after, so a Python error raised inside is still reported."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def probe_sdpa(dev: Device, *, kv_heads: int, rep: int, head_dim: int, dtype: torch.dtype,
                shapes: dict[str, tuple[int, int, int]], eager: Collection[str] = ()) -> dict[str, str]:
     """Which SDPA backend ran for the proxy's masked attention on each real shape.
@@ -128,7 +147,7 @@ def probe_sdpa(dev: Device, *, kv_heads: int, rep: int, head_dim: int, dtype: to
         backends = nullcontext() if name in eager else graphed_attention()
         with torch.no_grad(), backends, attention_backends(q.device):
             F.scaled_dot_product_attention(q, k, k, attn_mask=mask)  # warm-up (kernel selection)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with _native_stderr_silenced(), profile(activities=[ProfilerActivity.CPU]) as prof:
                 F.scaled_dot_product_attention(q, k, k, attn_mask=mask)
         names = {e.name for e in prof.events()}
         out[name] = next((label for label, op in _SDPA_OPS if any(op in n for n in names)), "unknown")
