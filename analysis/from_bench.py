@@ -654,12 +654,6 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
 
 
 UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
-    # 0.5.23 managers/scheduler_components/output_streamer.py accept(): the first token at
-    # once, then a chunk whenever stream_interval tokens are unsent (or at the finish)
-    "stream_interval": (1, "the server sent a chunk every {v} tokens, specsched streams every step: a client that "
-                        "records one ITL per chunk measured about {v} steps a gap, and a splitting client's ITL "
-                        "spread differs (the first token and the finish are sent at once: TTFT and E2E latency "
-                        "keep their meaning)"),
     # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
     # increase time-to-first-token latency"
     "num_continuous_decode_steps": (1, "the server ran {v} decode steps between scheduling passes, so a new "

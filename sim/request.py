@@ -68,6 +68,9 @@ class Req:
         kv_transferred: prefill-decode disaggregation: the prompt's KV has reached the decode
             server (set by the executor; the prefill side's ``KVPoll.Success``, the decode
             side's ``pop_transferred``; :mod:`sim.scheduler_disagg`).
+        sent_len: output tokens streamed to the client so far (SGLang ``send_token_offset``);
+            behind ``output_len`` only under ``server.stream_interval`` > 1
+            (:mod:`sim.output_streamer`).
     """
 
     rid: int
@@ -87,6 +90,7 @@ class Req:
     last_node: Any = None
     cache_protected_len: int = 0
     kv_transferred: bool = False
+    sent_len: int = 0
 
     @property
     def fill_len(self) -> int:

@@ -40,6 +40,7 @@ from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.deliveries import Deliveries, Delivery
 from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.new_token_ratio import NewTokenRatio
+from specsched.sim.output_streamer import streamed
 from specsched.sim.plan import EXTEND, MIXED, BatchPlan, StepOutput
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
@@ -845,6 +846,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             self._release_finished(finished)
         if self._in_flight is not None and plan.step == self._in_flight.step:
             self._in_flight = None
+        if self.server.stream_interval > 1 and d_rid:
+            # what the client gets now: the first token, then chunks of >= stream_interval
+            # tokens, and the finish (0.5.23 output_streamer.py OutputStreamer.accept)
+            d_rid, d_n, d_fin = streamed(reqs, d_rid, d_n, d_fin, self.server.stream_interval)
         return Deliveries(d_rid, d_n, d_fin)
 
 

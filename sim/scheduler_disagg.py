@@ -260,7 +260,7 @@ class Disagg:
             r = self.waiting.popleft()
             r.status = ReqStatus.RUNNING
             if r.output_len == 0:  # a new request: its first token came with the KV
-                r.output_len = 1
+                r.output_len = r.sent_len = 1   # streamed at once (output_streamer: the first token)
                 rid.append(r.rid)
                 fin.append(r.finished)
             if r.finished:

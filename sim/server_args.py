@@ -177,6 +177,7 @@ class ServerArgs(BaseModel):
     priority_scheduling_preemption_threshold: int = Field(10, ge=0, description="Priority difference above which a waiting request preempts running ones.")
     retraction_policy: Literal["length", "priority"] = Field("length", description="Which running requests a decode pass short of KV retracts first (SGLang --retraction-policy, schedule_batch.py _get_decode_retraction_order): length, the least output first, ties the longest prompt; priority (needs enable_priority_scheduling), the lowest priority first, then by length.")
     prefill_max_requests: int | None = Field(None, ge=1, description="Requests one prefill batch may admit (None: no limit).")
+    stream_interval: int = Field(1, ge=1, le=1_000_000, description="SGLang --stream-interval: a streaming request's tokens go out at once at 1; otherwise the first token at once, then whenever at least this many are unsent, and at the finish (0.5.23 output_streamer.py OutputStreamer.accept). Changes the chunks a client sees (ITL), not TTFT, TPOT or throughput; runs with it above 1 go step by step (no collapsed decode stretches).")
     prefill_decode_interval: int = Field(0, ge=0, description="Decode rounds after a prefill before the next prefill is tried (0: off).")
     prefill_decode_interval_min_bs: int = Field(0, ge=0, description="Apply prefill_decode_interval only while at least this many requests run.")
     disable_radix_cache: bool = Field(False, description="Turn the radix prefix cache off (prompts that share prefixes recompute them).")

@@ -563,18 +563,16 @@ def test_a_cross_field_refusal_drops_only_the_key_it_names():
     assert len(dropped) == 1 and dropped[0].startswith("server_info dp_size = 2"), dropped
 
 
-def test_a_stream_interval_the_model_does_not_stream_by_is_said_on_its_own():
+def test_a_stream_interval_is_the_scenarios_own():
     """SGLang's --stream-interval N (0.5.23 output_streamer.py ``accept``: the first token at
-    once, then a chunk whenever N tokens are unsent) makes a per-chunk client's ITL about N
-    steps; specsched streams every step. The key was one name among the unused ones; it is
-    now said with what it changes."""
+    once, then a chunk whenever N tokens are unsent) is now modelled
+    (sim/output_streamer.py): server_info's value becomes the scenario's
+    ``server.stream_interval``, not an assumption line saying it is not modelled."""
     info = {**LINE["server_info"], "speculative_algorithm": None, "stream_interval": 8}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
-    (note,) = [a for a in sc["assumptions"] if "stream_interval 8" in a]
-    assert "ITL" in note and "every step" in note
+    assert sc["server"]["stream_interval"] == 8
+    assert not any("stream_interval" in a and "not modelled" in a for a in sc["assumptions"])
     assert not any("left out" in a and "stream_interval" in a for a in sc["assumptions"])
-    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": {**info, "stream_interval": 1}}, "f:1"), "h200-1b")
-    assert not any("stream_interval" in a for a in sc["assumptions"])
     # the other settings a client measures and the model does not have, each on its own line
     more = {**info, "num_continuous_decode_steps": 4, "enable_hierarchical_cache": True, "scheduler_recv_interval": 1}
     notes = scenario_from_bench(parse_run({**LINE, "server_info": more}, "f:1"), "h200-1b")[0]["assumptions"]
