@@ -655,8 +655,10 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
 
 UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
     # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
-    # increase time-to-first-token latency"
-    "num_continuous_decode_steps": (1, "the server ran {v} decode steps between scheduling passes, so a new "
+    # increase time-to-first-token latency"; 0.5.23 declares the argument and nothing in
+    # srt/ reads it (grep), so on such a server it changed nothing: the note says both
+    "num_continuous_decode_steps": (1, "a server that runs them (older builds; 0.5.23 declares the argument but "
+                                    "never reads it) ran {v} decode steps between scheduling passes, so a new "
                                     "request waited for them: the prediction schedules every step (TTFT short)"),
     # arg_groups/fields/schedule.py: "The interval to poll requests in scheduler"
     "scheduler_recv_interval": (1, "the server took new requests every {v} passes: the prediction every pass"),
