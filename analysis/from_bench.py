@@ -660,8 +660,6 @@ UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
     "num_continuous_decode_steps": (1, "a server that runs them (older builds; 0.5.23 declares the argument but "
                                     "never reads it) ran {v} decode steps between scheduling passes, so a new "
                                     "request waited for them: the prediction schedules every step (TTFT short)"),
-    # arg_groups/fields/schedule.py: "The interval to poll requests in scheduler"
-    "scheduler_recv_interval": (1, "the server took new requests every {v} passes: the prediction every pass"),
     # arg_groups/fields/memory.py --enable-hicache: a host-memory tier under the radix cache
     "enable_hierarchical_cache": (False, "prefixes evicted from the GPU came back from host memory (HiCache): the "
                                   "prediction's radix cache has the GPU pool only (fewer hits where prefixes repeat)"),

@@ -195,10 +195,11 @@ class SimEngine(Clients, EngineStretch):
         self._last_output: StepOutput | None = None
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
-        # collapsed decode stretches record every step's tokens as delivered; a stream
-        # interval above 1 holds some back (sim/output_streamer.py): step by step then
+        # collapsed decode stretches record every step's tokens as delivered and receive at
+        # every arrival; a stream interval above 1 holds tokens back (sim/output_streamer.py),
+        # a recv interval above 1 requests (sim/recv_skipper.py): step by step then
         self.fast_forward = (fast_forward and server.enable_overlap_schedule and not server.enable_dp_attention
-                             and server.stream_interval == 1)
+                             and server.stream_interval == 1 and server.scheduler_recv_interval == 1)
         self._gpu_memo: dict[int, float] = {}
         self._seg_memo: dict[tuple[int, int, int], tuple[float, int]] = {}   # plain_timeline.walk's
         self._host_memo: dict[int, tuple[float, float, float]] = {}
