@@ -363,11 +363,38 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
         head, _, rest = msg.partition(" ")
         if not loc and "." in head:  # a cross-field check names its key first
             key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
+    if first["type"] == "extra_forbidden" and len(loc) >= 2 and str(loc[-2]) == "server" \
+            and str(loc[-1]) in SGLANG_ARGS_ELSEWHERE:
+        # an SGLang launch argument a user copied in: say where it lives here, not the
+        # nearest spelling (tp_size was answered with "did you mean dp_size")
+        return ConfigError(file, key, value, "not a server key here: " + SGLANG_ARGS_ELSEWHERE[str(loc[-1])])
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
         msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near[0] else "") + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
+
+
+SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
+    "tp_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile --analytic "
+               "--tp N` writes one for a model and GPU)",
+    "tensor_parallel_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile "
+                            "--analytic --tp N`)",
+    "model_path": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`, or a "
+                  "measured profile)",
+    "model": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`)",
+    "dtype": "the dtype is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
+    "quantization": "the weights' format is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
+    "disable_overlap_schedule": "write server.enable_overlap_schedule: false",
+    "disable_cuda_graph": "write server.disable_decode_cuda_graph: true (and disable_prefill_cuda_graph: true)",
+    "enable_torch_compile": "it changes kernel times, which the profile holds: profile the server as it runs",
+    "attention_backend": "it changes kernel times, which the profile holds: profile the server as it runs",
+    "num_continuous_decode_steps": "not modelled (sglang 0.5.23 declares it and never reads it)",
+    "max_queued_requests": "not modelled: the model queues every request (none is rejected)",
+}
+"""SGLang launch arguments (``ServerArgs`` names) a scenario's ``server`` block does not take,
+with where the setting lives here or why it is absent; a scenario that names one gets that
+line instead of the nearest key's spelling."""
 
 
 LONG_ALLOWED = 160

@@ -560,3 +560,23 @@ def test_a_value_of_the_wrong_type_reads_like_the_bound_messages(tmp_path, capsy
     the project's own checks do ('must be an integer', 'must be true or false')."""
     err = _assert_refused(capsys, ["run", "poisson8b-fixed", "--set", assign], tmp_path / "res", says)
     assert "Input should" not in err, err
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+def test_an_sglang_launch_argument_says_where_it_lives_here(tmp_path, capsys, how):
+    """A user copies SGLang's launch arguments into server: tp_size was answered "did you mean
+    dp_size", which is another setting. The line says where the TP size lives here."""
+    import yaml
+
+    sc = {"name": "x", "profile": "h200-1b", "server": {},
+          "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 10},
+                       "output_len": {"kind": "fixed", "value": 10}}}
+    if how == "file":
+        sc["server"]["tp_size"] = 2
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    argv = ["run", str(path), "--out", str(tmp_path / "o")] + (["--set", "server.tp_size=2"] if how == "set" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "server.tp_size = 2: not a server key here" in err[0] and "hardware.tp_size" in err[0]
+    assert "dp_size" not in err[0] and not (tmp_path / "o").exists()
