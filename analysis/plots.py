@@ -274,10 +274,14 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     a1.step(ts["time_s"], ts["running"], where="post", color="#2ca02c", label="running")
     a1.step(ts["time_s"], ts["waiting"], where="post", color="#ff7f0e", label="waiting")
     mrr = scenario_value(run, "server.max_running_requests")
-    if mrr:
+    top = float(max(ts["running"].max(), ts["waiting"].max())) if len(ts) else 0.0
+    title = "Requests running and waiting (after each scheduling pass)"
+    if mrr and top >= 0.5 * mrr:   # as the pool capacity below: only where it does not flatten the curves
         a1.axhline(mrr, color="#2ca02c", ls=":", lw=0.9, label=f"max_running_requests = {mrr}")
+    elif mrr:
+        title += f"; max_running_requests {mrr} (off the scale)"
     a1.set_ylabel("requests")
-    a1.set_title("Requests running and waiting (after each scheduling pass)")
+    a1.set_title(title)
     a1.legend(loc="upper right", fontsize=8)
     a2.step(ts["time_s"], ts["kv_used_tokens"], where="post", color="#9467bd", label="KV tokens in use")
     cap = scenario_value(run, "server.max_total_num_tokens")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -296,3 +297,19 @@ def test_split_plot_of_decode_runs_says_decode_step(runs, tmp_path):
     ax = plots.plot_verify_split([runs[0], plain]).axes[0]
     assert ax.get_title().startswith("Step (verify cycle or decode step) wall time")
     assert ax.get_ylabel() == "mean wall time per step (ms)"
+
+
+def test_the_running_limit_is_drawn_only_where_it_keeps_the_counts_readable(runs):
+    """A limit far above the counts (4096 against ~30 running) flattened both curves against
+    zero; it is named in the title instead, and drawn when the counts come near it."""
+    run = runs[0]
+    top = float(max(run.timeseries["running"].max(), run.timeseries["waiting"].max()))
+    for limit, drawn in ((int(100 * top) + 1, False), (max(int(top), 1), True)):
+        with_limit = SimpleNamespace(**{k: getattr(run, k) for k in ("requests", "chunks", "steps", "timeseries",
+                                                                     "summary")},
+                                     scenario={"server": {"max_running_requests": limit}})
+        a1 = plots.plot_timeline(with_limit).axes[0]
+        labels = {t.get_text() for t in a1.get_legend().get_texts()}
+        assert (f"max_running_requests = {limit}" in labels) is drawn
+        assert ("off the scale" in a1.get_title()) is not drawn
+        plots.plt.close("all")
