@@ -8,6 +8,8 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   < 35 GiB 4096 / 48 (160 at tp >= 4); < 60 GiB 4096 / 32 (160); < 160 GiB 8192 / 256 (512 at
   tp >= 4); larger 16384 / 512; unknown memory 4096 / 160. A default graph size above an
   explicit max_running_requests is cut to it.
+- ``page_size``: 1, but 64 on SM100 GPUs (B200, GB200) where the default attention backend is
+  trtllm_mha or trtllm_mla (:func:`default_page_size`).
 - ``mem_fraction_static`` = (memory - reserved) / memory, reserved = 512 MiB + 1.5 MiB per
   activation token (max(chunked_prefill_size, 2048)) + tp / 8 GiB + the graph reserve (2 MiB
   per decode graph batch; prefill graphs on CUDA: 8 MiB per captured size, 1.5 GiB for MLA;
@@ -99,6 +101,54 @@ def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
+TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM"})
+"""Architectures SGLang serves with the trtllm_mla attention backend on SM100 when no backend is
+given (arg_groups/model_overrides/deepseek_v2.py: the DeepSeek V3/R1/V3.1 branch sets
+``attention_backend = "trtllm_mla"`` ``if get_platform().is_sm100``). Other architectures that
+override registers are not in the analytic table and keep page 1 here."""
+
+TRTLLM_MHA_ALWAYS_ARCHS = frozenset({"GptOssForCausalLM"})
+"""Architectures whose model override picks trtllm_mha on SM100 whatever the speculative
+settings (arg_groups/model_overrides/gpt_oss.py ``_gpt_oss_overrides``)."""
+
+
+def is_sm100(hw: Hardware) -> bool:
+    """Whether ``hw`` is what SGLang calls SM100 (utils/common.py ``is_sm100_supported``: CUDA
+    compute capability major 10: B200, GB200, B300; not the RTX 50 series, major 12)."""
+    if hw.platform != "cuda" or not hw.gpu:
+        return False
+    from specsched.sim.analytic.gpus import find_gpu
+
+    spec = find_gpu(hw.gpu)
+    return spec is not None and spec.compute_capability is not None and spec.compute_capability // 10 == 10
+
+
+def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
+    """SGLang 0.5.23's KV page size when the scenario gives none.
+
+    1 (arg_groups/overrides.py ``_page_size_default``) but where the default attention backend
+    needs pages: on SM100 (:func:`is_sm100`) a DeepSeek-V3 model gets trtllm_mla
+    (:data:`TRTLLM_MLA_ARCHS`) and gpt-oss trtllm_mha (:data:`TRTLLM_MHA_ALWAYS_ARCHS`); any
+    other MHA model gets trtllm_mha (arg_groups/model_override_base.py
+    ``get_default_attn_backend``) when ``is_no_spec_infer_or_topk_one`` and (no speculative
+    algorithm, or ``speculative_eagle_topk`` given, or DFLASH): with speculation and topk unset
+    at that point (the speculative hook fills it later) it is flashinfer, pages of 1. trtllm_mla
+    and trtllm_mha take 64 when the page size is not one they support
+    (arg_groups/overrides.py ``_mla_backend_page_constraints``). Other MLA models on SM100 get
+    flashinfer (page 1). Not modelled: a model with unequal K/V head dims (fa4)."""
+    if not is_sm100(hw):
+        return 1
+    if hw.mla:
+        return 64 if hw.architecture in TRTLLM_MLA_ARCHS else 1
+    if hw.architecture in TRTLLM_MHA_ALWAYS_ARCHS:
+        return 64
+    algo = server.speculative_algorithm
+    topk = server.speculative_eagle_topk if "speculative_eagle_topk" in given else None
+    if not algo.enabled or algo.value == "dflash":
+        return 64 if topk in (None, 1) else 1
+    return 64 if topk == 1 else 1
+
+
 def prefill_graph_sizes(max_tokens: int) -> int:
     """How many prefill graph sizes SGLang captures up to ``max_tokens`` tokens
     (cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``)."""
@@ -146,7 +196,10 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
     if role != "prefill":
         reserved += graph_max_bs * decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
-    if hw.platform == "cuda" and role != "decode":  # prefill graphs (breakable) are on by default on CUDA only
+    # prefill graphs (breakable) are on by default on CUDA only; a DeepSeek-V3 server on SM100 turns
+    # them off (cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla) only after
+    # handle_gpu_memory_settings has reserved for them (arg_groups/pipeline.py run_resolution_pipeline)
+    if hw.platform == "cuda" and role != "decode":
         cap = min(8192, act) if hw.mla else act
         reserved += 1536 if hw.mla else prefill_graph_sizes(cap) * 8
     if hw.memory_mib > 60 * 1024:
@@ -320,6 +373,11 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             vals[key] = value
             out.append(Resolved(key, value, why))
 
+    page = default_page_size(server, hw, given)
+    if page != server.page_size:
+        put("page_size", page, f"SGLang's page size for the default attention backend on {where} "
+            "(arg_groups/overrides.py _mla_backend_page_constraints: trtllm_mla / trtllm_mha take 64)")
+    server = server.model_copy(update={"page_size": vals.get("page_size", server.page_size)})
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
     if "cuda_graph_max_bs" not in given and "max_running_requests" in given:

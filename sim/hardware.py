@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "sliding_window_size", "max_total_num_tokens",
+RESOLVED_KEYS = ("page_size", "chunked_prefill_size", "cuda_graph_max_bs", "sliding_window_size", "max_total_num_tokens",
                  "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
                  "enable_overlap_schedule", "admission_delay")
 """Server arguments :mod:`sim.defaults` fills from the hardware when a scenario leaves them out."""

@@ -291,3 +291,27 @@ def test_defaults_that_differ_between_arms_are_named_once(tmp_path):
     # a grid point is named by the axis values its group shares
     sweep = format_differing([({"arm": a, "x": x}, arms[a]) for a in ("base", "mtp") for x in (1, 2)], "grid points")
     assert "max_running_requests: arm=base: " in sweep and "; arm=mtp: 48 (" in sweep
+
+
+@pytest.mark.parametrize("model, gpu, tp, server, want", [
+    ("llama-3.1-8b", "B200", 1, "", 64),             # trtllm_mha
+    ("llama-3.1-8b", "GB200", 1, "", 64),
+    ("llama-3.1-8b", "B200", 1, "speculative_algorithm: eagle", 1),   # topk unset: flashinfer
+    ("llama-3.1-8b", "B200", 1, "speculative_algorithm: eagle, speculative_eagle_topk: 1, "
+     "speculative_num_steps: 3, speculative_num_draft_tokens: 4", 64),
+    ("llama-3.1-8b", "B200", 1, "speculative_algorithm: dflash", 64),
+    ("deepseek-v3", "B200", 8, "", 64),              # trtllm_mla
+    ("deepseek-v3", "B200", 8, "speculative_algorithm: nextn", 64),
+    ("llama-3.1-8b", "H200", 1, "", 1),              # fa3
+    ("llama-3.1-8b", "RTX5090", 1, "", 1),           # SM120: flashinfer
+    ("llama-3.1-8b", "MI355X", 1, "", 1),            # aiter
+    ("llama-3.1-8b", "B200", 1, "page_size: 16", 16),
+])
+def test_sm100_default_attention_backends_take_pages_of_64(tmp_path, model, gpu, tp, server, want):
+    # sglang 0.5.23 arg_groups/model_override_base.py get_default_attn_backend: trtllm_mha on SM100
+    # for MHA models with no speculation (or topk given 1, or DFLASH); model_overrides/deepseek_v2.py:
+    # trtllm_mla for DeepSeek-V3 on SM100; overrides.py _mla_backend_page_constraints: both move
+    # page_size 1 to 64; _page_size_default: 1 otherwise
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp, server))
+    assert sc.server.page_size == want
+    assert sc.server.max_total_num_tokens % want == 0
