@@ -199,9 +199,12 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     # prefill graphs (breakable) are on by default on CUDA only; a DeepSeek-V3 server on SM100 turns
     # them off (cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla) only after
     # handle_gpu_memory_settings has reserved for them (arg_groups/pipeline.py run_resolution_pipeline)
+    # The captured sizes run up to chunked_prefill_size itself, not the activation tokens
+    # (``prefill_cuda_graph_config.max_bs = cfg.chunked_prefill_size``): none with chunking off
+    # (-1), fewer below 2048. Not modelled: the cap by a given --max-total-tokens (the pool is then
+    # given, and this fraction not read for it) and the 4096 cap for "llama-2" model paths.
     if hw.platform == "cuda" and role != "decode":
-        cap = min(8192, act) if hw.mla else act
-        reserved += 1536 if hw.mla else prefill_graph_sizes(cap) * 8
+        reserved += 1536 if hw.mla else prefill_graph_sizes(chunked_prefill_size) * 8
     if hw.memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
