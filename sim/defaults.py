@@ -257,6 +257,18 @@ def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO
     return hw.kv_cell_bytes + swa_ratio * hw.swa_kv_cell_bytes + draft
 
 
+def loaded_weight_bytes(hw: Hardware, speculative: bool = False) -> float | None:
+    """Weights one rank has loaded when SGLang sizes the KV pool: ``weight_bytes`` less the
+    drafter's (``draft_weight_bytes``) when the server does not speculate (no draft worker is
+    built; mem_cache/kv_cache_configurator.py ``_profile_available_bytes`` charges what is
+    resident). None when the profile lacks the weights."""
+    if hw.weight_bytes is None:
+        return None
+    if speculative or not hw.draft_weight_bytes:
+        return hw.weight_bytes
+    return max(0.0, hw.weight_bytes - hw.draft_weight_bytes)
+
+
 def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
                    swa_ratio: float | None = SWA_FULL_TOKENS_RATIO, speculative: bool = False) -> int | None:
     """KV pool tokens per rank (the full pool of a hybrid SWA model, :func:`kv_token_bytes`;
@@ -266,7 +278,7 @@ def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     pre_load = (hw.memory_mib - hw.context_mib) * 2**20
-    rest = pre_load - pre_load * (1 - mfs) - hw.weight_bytes
+    rest = pre_load - pre_load * (1 - mfs) - loaded_weight_bytes(hw, speculative)
     if rest <= 0:
         return 0
     return int(rest // cell) // page_size * page_size
@@ -281,7 +293,7 @@ def physical_pool_tokens(hw: Hardware, page_size: int = 1,
     cell = kv_token_bytes(hw, swa_ratio, speculative)
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
-    rest = (hw.memory_mib - hw.context_mib) * 2**20 - hw.weight_bytes
+    rest = (hw.memory_mib - hw.context_mib) * 2**20 - loaded_weight_bytes(hw, speculative)
     return max(0, int(rest // cell) // page_size * page_size)
 
 
@@ -405,7 +417,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
         given_mfs = " (given)" if server.mem_fraction_static is not None else ""
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs}{given_mfs} x memory - weights "
-            f"{hw.weight_bytes / 2**30:.1f} GiB, "
+            f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
     if ("max_total_num_tokens" in given and pool and physical is not None
@@ -416,7 +428,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         vals["max_total_num_tokens"] = pool
         out.append(Resolved("max_total_num_tokens", pool,
                             f"capped: {server.max_total_num_tokens} tokens x {cell / 1024:.1f} KiB do not fit "
-                            f"beside {hw.weight_bytes / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
+                            f"beside {loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
     pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
     if hw.architecture in MODEL_MAX_RUNNING_REQUESTS:
         put("max_running_requests", MODEL_MAX_RUNNING_REQUESTS[hw.architecture],

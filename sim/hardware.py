@@ -30,6 +30,12 @@ class Hardware(BaseModel):
     memory_mib: total memory one GPU reports (nvidia-smi/amd-smi), MiB; SGLang's
         handle_gpu_memory_settings buckets on it.
     weight_bytes: weights one rank holds (target plus draft model), bytes.
+    draft_weight_bytes: the drafter's part of ``weight_bytes``, bytes: SGLang loads a drafter
+        only when the server speculates (managers/tp_worker.py: the draft worker exists only
+        with a speculative algorithm), and sizes the KV pool from the memory left after what
+        is loaded (mem_cache/kv_cache_configurator.py ``_profile_available_bytes``), so a
+        scenario without speculation has these bytes for its pool. None: not known (older
+        profiles); all of ``weight_bytes`` counts whatever the server runs.
     kv_cell_bytes: KV cache bytes per token on one rank (all layers; with
         ``swa_kv_cell_bytes``, the full-attention layers only).
     draft_kv_cell_bytes: the drafter's KV bytes per token on one rank, in the same pool: SGLang
@@ -63,6 +69,7 @@ class Hardware(BaseModel):
     tp_size: int = Field(1, ge=1)
     memory_mib: float | None = Field(None, gt=0)
     weight_bytes: float | None = Field(None, ge=0)
+    draft_weight_bytes: float | None = Field(None, ge=0)
     kv_cell_bytes: float | None = Field(None, gt=0)
     draft_kv_cell_bytes: float | None = Field(None, ge=0)
     swa_kv_cell_bytes: float | None = Field(None, gt=0)

@@ -745,6 +745,10 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     # and the drafter's KV, counted in the pool when a scenario speculates (one of the 32 layers)
     assert d["hardware"].pop("draft_kv_cell_bytes") == d["hardware"]["kv_cell_bytes"] / 32
     d["provenance"].pop("hardware.draft_kv_cell_bytes")
+    # and the drafter's weights, loaded only when a scenario speculates (one decoder layer, sharing
+    # the target's embedding and LM head)
+    assert 0 < d["hardware"].pop("draft_weight_bytes") < d["hardware"]["weight_bytes"] / 30
+    d["provenance"].pop("hardware.draft_weight_bytes")
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)

@@ -47,7 +47,8 @@ def test_h200_gets_sglangs_h200_defaults(tmp_path):
     # KV pool = free memory before weights x 0.903 - weights, over 128 KiB per token
     from specsched.sim.profile import load_profile
 
-    weights = load_profile(sc.profile, relative_to=sc.path).hardware.weight_bytes
+    hw_p = load_profile(sc.profile, relative_to=sc.path).hardware
+    weights = hw_p.weight_bytes - hw_p.draft_weight_bytes   # no drafter loaded without speculation
     assert s.max_total_num_tokens == int(((143771 - 1024) * 2**20 * 0.903 - weights) // 131072)
     assert s.max_running_requests == auto_max_running_requests(s.max_total_num_tokens, 131072)
     assert {r.key for r in sc._resolved_defaults} >= {"chunked_prefill_size", "max_total_num_tokens"}
@@ -315,3 +316,19 @@ def test_sm100_default_attention_backends_take_pages_of_64(tmp_path, model, gpu,
     sc = load_scenario(_scenario(tmp_path, model, gpu, tp, server))
     assert sc.server.page_size == want
     assert sc.server.max_total_num_tokens % want == 0
+
+
+def test_a_plain_server_loads_no_drafter_and_a_speculative_one_does(tmp_path):
+    # sglang 0.5.23: the draft worker (and its weights) exists only with a speculative algorithm;
+    # mem_cache/kv_cache_configurator.py _profile_available_bytes sizes the pool from the free
+    # memory after what is loaded, and pool_configurator.py DefaultPoolConfigurator adds the
+    # drafter's KV per token (EAGLE/STANDALONE branch) only then
+    from specsched.sim.profile import load_profile
+
+    plain = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1))
+    hw = load_profile(plain.profile, relative_to=plain.path).hardware
+    assert 0 < hw.draft_weight_bytes < hw.weight_bytes
+    budget = (81559 - 1024) * 2**20 * 0.83
+    assert plain.server.max_total_num_tokens == int((budget - (hw.weight_bytes - hw.draft_weight_bytes)) // 131072)
+    spec = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: eagle"))
+    assert spec.server.max_total_num_tokens == int((budget - hw.weight_bytes) // (131072 + 4096))

@@ -183,7 +183,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
                      if draft_model is None else 0)   # a draft model's tables are its own
     kv_word = "fp8" if arch.kv_cache_bytes == 1 else "bf16"   # --kv-cache-dtype (ModelArch.kv_cache_bytes)
-    w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
+    draft_w_bytes = weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
+    w_bytes = weights_bytes(arch, par) + draft_w_bytes
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
     prov = {
@@ -242,6 +243,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "hardware.kv_cell_bytes": f"KV bytes per token per rank, {kv_word} KV cache "
                                   "(SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
+        "hardware.draft_weight_bytes": ("the drafter's part of hardware.weight_bytes (its layers, and its own "
+                                        "embedding/LM head where it does not share the target's): SGLang loads it "
+                                        "only when the server speculates, so a plain run's KV pool has it too "
+                                        "(mem_cache/kv_cache_configurator.py _profile_available_bytes)"),
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
         **host_prov,
         **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
@@ -301,7 +306,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "host": host,
         "hardware": {
             "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
-            "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(full_cell),
+            "weight_bytes": float(round(w_bytes)), "draft_weight_bytes": float(round(draft_w_bytes)),
+            "kv_cell_bytes": float(full_cell),
             "draft_kv_cell_bytes": float(draft_cell),
             **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
