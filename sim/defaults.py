@@ -39,7 +39,8 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   (:data:`MODEL_MAX_RUNNING_REQUESTS`; it runs before the speculative hook, whose reset
   applies only to a value still unset); else 48 with speculative decoding
   (arg_groups/speculative_hook.py, every algorithm's handler); otherwise min(clamp(pool / context_len x 512, 2048, 4096),
-  pool // 2) (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``).
+  pool // 2) (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``), per DP attention
+  rank: that function divides a set limit by the ranks, not this one.
 - the publish wait (``sync_mode``): a host-blocking synchronize on HIP, an Event.wait queued
   from the schedule stream on CUDA (managers/overlap_utils.py ``resolve_seq_lens_cpu``);
   the host blocks on CPU.
@@ -437,8 +438,14 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "SGLang's reset for speculative decoding")
     elif pool is not None and pool > 0:
         ctx = served_context_len(server.context_length, hw)
-        put("max_running_requests", auto_max_running_requests(pool_v, ctx),
-            f"from the KV pool and context length {ctx}")
+        per_rank, ranks = auto_max_running_requests(pool_v, ctx), server.attn_dp_size
+        # with DP attention SGLang divides only a given limit by the ranks; the automatic one is
+        # each rank's own (kv_cache_configurator.py resolve_max_num_reqs), and the server's value
+        # here is divided per rank (sim/dp_attention.py rank_server_args), so it is per rank x ranks
+        put("max_running_requests", per_rank * ranks,
+            f"from the KV pool and context length {ctx}" + (
+                f": {per_rank} per DP rank x {ranks} ranks (resolve_max_num_reqs divides only a given limit)"
+                if ranks > 1 else ""))
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))

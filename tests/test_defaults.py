@@ -332,3 +332,19 @@ def test_a_plain_server_loads_no_drafter_and_a_speculative_one_does(tmp_path):
     assert plain.server.max_total_num_tokens == int((budget - (hw.weight_bytes - hw.draft_weight_bytes)) // 131072)
     spec = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: eagle"))
     assert spec.server.max_total_num_tokens == int((budget - hw.weight_bytes) // (131072 + 4096))
+
+
+def test_dp_attention_keeps_the_automatic_running_limit_per_rank(tmp_path):
+    # sglang 0.5.23 mem_cache/kv_cache_configurator.py resolve_max_num_reqs: a given
+    # max_running_requests becomes max(1, N // attn_dp_size) per DP worker, but the automatic
+    # one, min(clamp(pool / context_len x 512, 2048, 4096), pool // 2), is each worker's own
+    from specsched.sim.dp_attention import rank_server_args
+
+    dp = "enable_dp_attention: true, dp_size: 8"
+    auto = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp)).server
+    rank = rank_server_args(auto)
+    assert rank.max_running_requests == auto_max_running_requests(auto.max_total_num_tokens, 163840)
+    given = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp + ", max_running_requests: 256")).server
+    assert rank_server_args(given).max_running_requests == 32
+    spec = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp + ", speculative_algorithm: nextn")).server
+    assert rank_server_args(spec).max_running_requests == 48 // 8
