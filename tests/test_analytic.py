@@ -924,3 +924,36 @@ def test_an_moe_or_mla_profile_says_its_step_has_no_public_anchor(tmp_path, caps
     assert main(["profile", "--analytic", "--model", model, "--gpu", "H200", "--tp", "8" if said else "1",
                  "--out", str(out)]) == 0
     assert ("no public figure here checks an MoE/MLA" in capsys.readouterr().err) is said
+
+
+@pytest.mark.parametrize(("extra", "want"), [
+    ({}, 131072),                                                           # max_position_embeddings
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 262144),     # x factor
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),     # llama3: factor 1
+    ({"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}, 131072),
+    ({"rope_scaling": None}, 131072),
+    ({"seq_length": 8192}, 8192),                                           # earlier key wins
+    ({"max_sequence_length": 4096, "seq_length": 8192}, 4096),
+    ({"max_position_embeddings": None}, 2048),                              # none: 2048
+])
+def test_context_length_is_derived_as_sglang_does(extra, want):
+    # sglang 0.5.23 utils/hf_transformers/common.py get_context_length: the first of
+    # CONTEXT_LENGTH_KEYS (max_sequence_length, seq_length, max_seq_len, model_max_length,
+    # max_position_embeddings), times rope_scaling.factor unless original_max_position_embeddings
+    # is in rope_scaling or rope_type is llama3; 2048 without any
+    cfg = {**shipped_models()["llama-3.1-8b"], **extra}
+    assert from_hf_config(cfg, "x", "config.json").context_len == want
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ({"rope_scaling": {"factor": "big"}}, "rope_scaling.factor"),
+    ({"rope_scaling": {"factor": 0}}, "rope_scaling.factor"),
+    ({"rope_scaling": [2.0]}, "rope_scaling"),
+    ({"max_position_embeddings": 0}, "max_position_embeddings"),
+    ({"seq_length": "8k"}, "seq_length"),
+])
+def test_a_bad_context_key_is_one_config_error(extra, key):
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        from_hf_config({**shipped_models()["llama-3.1-8b"], **extra}, "x", "config.json")

@@ -196,6 +196,37 @@ def _get(cfg: dict[str, Any], file: str, key: str, *alts: str, default: Any = ..
     return default
 
 
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings")
+"""config.json keys SGLang reads the context length from, first found wins (sglang 0.5.23
+utils/hf_transformers/common.py ``CONTEXT_LENGTH_KEYS``; none: 2048)."""
+
+
+def _context_len(cfg: dict[str, Any], file: str) -> int:
+    """The model's context length as SGLang derives it (utils/hf_transformers/common.py
+    ``get_context_length``, read by configs/model_config.py ``_derive_context_length``): the
+    first of :data:`CONTEXT_LENGTH_KEYS` present, times ``rope_scaling.factor`` unless
+    ``rope_scaling`` names ``original_max_position_embeddings`` or ``rope_type`` llama3 (then
+    1); 2048 when no key is present."""
+    rope = cfg.get("rope_scaling")
+    factor: float = 1
+    if rope is not None and not isinstance(rope, dict):
+        raise ConfigError(file, "rope_scaling", rope, "must be a mapping (or null)")
+    if rope:
+        factor = rope.get("factor", 1)
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
+            raise ConfigError(file, "rope_scaling.factor", factor, "must be a positive number")
+        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+            factor = 1
+    for key in CONTEXT_LENGTH_KEYS:
+        if cfg.get(key) is not None:
+            n = _get(cfg, file, key)
+            if n == 0:
+                raise ConfigError(file, key, 0, "must be >= 1")
+            return max(1, int(factor * n))
+    return 2048
+
+
 def _strings(v: Any) -> list[str]:
     """A config list of names (``architectures``, ``assumptions``); one string is one name,
     not a list of its characters."""
@@ -338,7 +369,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         v_head_dim=v_head if v_head is not None else head_dim,
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
-        context_len=_get(cfg, file, "max_position_embeddings", "max_sequence_length", default=4096),
+        context_len=_context_len(cfg, file),
         tie_word_embeddings=bool(TIED_ARCHS & set(archs[:1]))
         or bool(cfg.get("tie_word_embeddings", bool(TIED_BY_DEFAULT_ARCHS & set(archs[:1])))),
         num_experts=num_experts,
