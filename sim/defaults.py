@@ -391,8 +391,9 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
 
     page = default_page_size(server, hw, given)
     if page != server.page_size:
-        put("page_size", page, f"SGLang's page size for the default attention backend on {where} "
-            "(arg_groups/overrides.py _mla_backend_page_constraints: trtllm_mla / trtllm_mha take 64)")
+        backend = "trtllm_mla" if hw.mla else "trtllm_mha"
+        put("page_size", page, f"SGLang's default attention backend on {where} is {backend}, which takes pages "
+            f"of {page} (arg_groups/overrides.py _mla_backend_page_constraints)")
     server = server.model_copy(update={"page_size": vals.get("page_size", server.page_size)})
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
