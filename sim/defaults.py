@@ -14,7 +14,10 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   activation token (max(chunked_prefill_size, 2048)) + tp / 8 GiB + the graph reserve (2 MiB
   per decode graph batch; prefill graphs on CUDA: 8 MiB per captured size, 1.5 GiB for MLA;
   with DP attention 3 MiB more per decode graph batch and rank, 4.5 above batch 300),
-  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``). A
+  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``). A multimodal
+  model (the profile's ``hardware.vlm_mem_fraction_factor``) has no prefill graphs unless
+  validated for them, its fraction scaled by that factor (``adjust_mem_fraction_for_vlm``), and
+  100 MiB less KV budget (:data:`VLM_CACHE_MIB`). A
   disaggregated server reserves by its role: a decode server's activation tokens are
   max(max_running_requests (else the decode graph size) x draft tokens, 2048) and it has no
   prefill graphs; a prefill server has no decode graphs. Each role without a pool of its own
@@ -124,6 +127,29 @@ def is_sm100(hw: Hardware) -> bool:
     return spec is not None and spec.compute_capability is not None and spec.compute_capability // 10 == 10
 
 
+MM_PREFILL_GRAPH_ARCHS = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
+})
+"""Multimodal architectures that keep the breakable prefill graphs (sglang 0.5.23
+configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs``); every other
+multimodal model has them turned off (arg_groups/cuda_graph_hook.py
+``disable_breakable_cudagraph_if_incompatible``, run before ``handle_gpu_memory_settings``)."""
+
+VLM_CACHE_MIB = 100
+"""MiB a multimodal server takes from the KV budget for its embedding cache
+(mem_cache/kv_cache_configurator.py ``mm_runtime_reservation_gb``: SGLANG_VLM_CACHE_SIZE_MB,
+default 100, srt/environ.py; the feature-transport pool only with a GPU transport, off by default)."""
+
+
+def multimodal_prefill_graphs_off(hw: Hardware) -> bool:
+    """SGLang captures no prefill graphs for this multimodal model (:data:`MM_PREFILL_GRAPH_ARCHS`)."""
+    return hw.vlm_mem_fraction_factor is not None and hw.architecture not in MM_PREFILL_GRAPH_ARCHS
+
+
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
     """SGLang 0.5.23's KV page size when the scenario gives none.
 
@@ -204,11 +230,16 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     # (``prefill_cuda_graph_config.max_bs = cfg.chunked_prefill_size``): none with chunking off
     # (-1), fewer below 2048. Not modelled: the cap by a given --max-total-tokens (the pool is then
     # given, and this fraction not read for it) and the 4096 cap for "llama-2" model paths.
-    if hw.platform == "cuda" and role != "decode":
+    if hw.platform == "cuda" and role != "decode" and not multimodal_prefill_graphs_off(hw):
         reserved += 1536 if hw.mla else prefill_graph_sizes(chunked_prefill_size) * 8
     if hw.memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
+    mfs = round((hw.memory_mib - reserved) / hw.memory_mib, 3)
+    if hw.vlm_mem_fraction_factor is not None and role != "decode":
+        # a multimodal server (not a disaggregated decode one) scales it for its vision encoder,
+        # unrounded (memory_hook.py adjust_mem_fraction_for_vlm)
+        mfs *= hw.vlm_mem_fraction_factor
+    return mfs
 
 
 def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_size: int | None = None,
@@ -270,6 +301,11 @@ def loaded_weight_bytes(hw: Hardware, speculative: bool = False) -> float | None
     return max(0.0, hw.weight_bytes - hw.draft_weight_bytes)
 
 
+def mm_reserved_bytes(hw: Hardware) -> float:
+    """Bytes a multimodal server takes from the KV budget (:data:`VLM_CACHE_MIB`); 0 for a text model."""
+    return VLM_CACHE_MIB * 2**20 if hw.vlm_mem_fraction_factor is not None else 0.0
+
+
 def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
                    swa_ratio: float | None = SWA_FULL_TOKENS_RATIO, speculative: bool = False) -> int | None:
     """KV pool tokens per rank (the full pool of a hybrid SWA model, :func:`kv_token_bytes`;
@@ -279,7 +315,7 @@ def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     pre_load = (hw.memory_mib - hw.context_mib) * 2**20
-    rest = pre_load - pre_load * (1 - mfs) - loaded_weight_bytes(hw, speculative)
+    rest = pre_load - pre_load * (1 - mfs) - loaded_weight_bytes(hw, speculative) - mm_reserved_bytes(hw)
     if rest <= 0:
         return 0
     return int(rest // cell) // page_size * page_size
@@ -418,7 +454,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         if spec and hw.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
         given_mfs = " (given)" if server.mem_fraction_static is not None else ""
-        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs}{given_mfs} x memory - weights "
+        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs:.6g}{given_mfs} x memory - weights "
             f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
@@ -502,7 +538,7 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
             continue
         roles[role] = cfg.model_copy(update={"server": {**cfg.server, "max_total_num_tokens": pool}})
         out.append(Resolved(f"disaggregation.{role}.server.max_total_num_tokens", pool,
-                            f"the {role} server's KV pool: mem_fraction_static {mfs} by its role's reserve "
+                            f"the {role} server's KV pool: mem_fraction_static {mfs:.6g} by its role's reserve "
                             "(arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb)"))
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 

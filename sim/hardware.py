@@ -57,6 +57,12 @@ class Hardware(BaseModel):
     slot_expansion_sync: the server build's DSpark prefill expands slots with
         repeat_interleave without output_size (HIP unified-KV backend before sglang 0.5.23),
         which blocks the host until the prefill forward drains.
+    vlm_mem_fraction_factor: set for a model SGLang serves as multimodal (configs/model_config.py
+        ``multimodal_model_archs``): the factor SGLang scales its own mem_fraction_static by
+        (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``; 1 without a vision_config).
+        Such a server also takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) from the KV budget
+        (mem_cache/kv_cache_configurator.py ``mm_runtime_reservation_gb``) and captures no
+        prefill graphs unless its architecture is validated for them. None: a text model.
     architecture: the model's Hugging Face architecture name (config.json
         ``architectures[0]``), when known: SGLang's model hook sets some defaults by it
         (arg_groups/model_hook.py ``handle_model_specific_adjustments``).
@@ -78,6 +84,7 @@ class Hardware(BaseModel):
     mla: bool = False
     context_mib: float = Field(1024.0, ge=0)
     slot_expansion_sync: bool = False
+    vlm_mem_fraction_factor: float | None = Field(None, gt=0, le=1.05)
     architecture: str = ""
 
 

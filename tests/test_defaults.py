@@ -348,3 +348,53 @@ def test_dp_attention_keeps_the_automatic_running_limit_per_rank(tmp_path):
     assert rank_server_args(given).max_running_requests == 32
     spec = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp + ", speculative_algorithm: nextn")).server
     assert rank_server_args(spec).max_running_requests == 48 // 8
+
+
+def _vlm(tmp_path: Path, cfg: dict) -> Path:
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return tmp_path / "config.json"
+
+
+def test_a_multimodal_model_gets_sglangs_vlm_memory_rules(tmp_path):
+    # sglang 0.5.23 arg_groups/memory_hook.py adjust_mem_fraction_for_vlm (x 0.95 x clamp(1 - 0.1 x
+    # (ViT layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05)), cuda_graph_hook.py
+    # disable_breakable_cudagraph_if_incompatible (no prefill graphs for a multimodal model not
+    # validated for them), kv_cache_configurator.py mm_runtime_reservation_gb (100 MiB)
+    from specsched.sim.analytic.models import from_hf_config, shipped_models
+    from specsched.sim.defaults import kv_pool_tokens
+
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
+    llava = from_hf_config({"architectures": ["LlavaForConditionalGeneration"], "text_config": text,
+                            "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24}}, "llava", "config.json")
+    hw = Hardware.model_validate(build_profile(llava, load_gpu("H100"), 1)["hardware"])
+    assert hw.vlm_mem_fraction_factor == 0.95
+    no_prefill_graphs = 512 + 8192 * 1.5 + 128 + 256 * 2
+    mfs = round((81559 - max(no_prefill_graphs, 10240)) / 81559, 3) * 0.95
+    assert mem_fraction_static(hw, 8192, 16384, 256) == pytest.approx(mfs, rel=1e-12)
+    text_hw = hw.model_copy(update={"vlm_mem_fraction_factor": None})
+    budget = (81559 - 1024) * 2**20 * mfs - (hw.weight_bytes - hw.draft_weight_bytes)
+    assert kv_pool_tokens(hw, mfs) == int((budget - 100 * 2**20) // hw.kv_cell_bytes)
+    assert kv_pool_tokens(text_hw, mfs) == int(budget // hw.kv_cell_bytes)
+    qwen_vl = from_hf_config({**text, "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+                              "vision_config": {"depth": 32, "hidden_size": 1280}}, "q", "config.json")
+    assert qwen_vl.vision_layers == 24   # SGLang reads num_hidden_layers, 24 when absent
+    gemma3 = from_hf_config({"architectures": ["Gemma3ForConditionalGeneration"], "text_config": text,
+                             "vision_config": {}}, "g", "config.json")
+    assert not gemma3.multimodal   # served text-only unless --enable-multimodal (model_config.py)
+
+
+def test_a_bad_vision_config_is_one_line(tmp_path, capsys):
+    from specsched.sim.analytic.models import shipped_models
+
+    from specsched.cli import main
+
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
+    for vision, key in (({"hidden_size": "x"}, "vision_config.hidden_size"), ([1], "vision_config")):
+        cfg = _vlm(tmp_path, {"architectures": ["LlavaForConditionalGeneration"], "text_config": text,
+                              "vision_config": vision})
+        out = tmp_path / "p.yaml"
+        assert main(["profile", "--analytic", "--model", str(cfg), "--gpu", "H100", "--tp", "1", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and key in err[0] and "config.json" in err[0] and not out.exists()

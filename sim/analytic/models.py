@@ -82,6 +82,42 @@ default of the transformers config class SGLang loads it with (``MistralConfig``
 ``LlamaConfig`` and every architecture not listed. Read as ``num_attention_heads``, a Mistral
 config without the key held 4x the KV per token (512 KiB for a Mistral-7B shape)."""
 
+MULTIMODAL_ARCHS = frozenset({
+    "CLIPModel", "Cohere2VisionForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration",
+    "DeepseekVL2ForCausalLM", "Ernie4_5_VLMoeForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration",
+    "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model", "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration",
+    "GlmOcrForConditionalGeneration", "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration",
+    "Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration",
+    "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaForConditionalGeneration", "LlavaVidForCausalLM",
+    "Lfm2VlForConditionalGeneration", "LightOnOCRForConditionalGeneration", "MiMoV2ASRForCausalLM", "MiniCPMO",
+    "MiniCPMV", "Mistral3ForConditionalGeneration", "MultiModalityCausalLM", "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Omni_Reasoning_V3", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM", "VoxtralForConditionalGeneration",
+    "WhisperForConditionalGeneration", "Step3VLForConditionalGeneration", "POINTSV15ChatModel", "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "Sarashina2VisionForCausalLM", "NVILAForConditionalGeneration",
+    "NVILALiteForConditionalGeneration", "DeepseekOCRForCausalLM", "UnlimitedOCRForCausalLM",
+    "JetVLMForConditionalGeneration", "PaddleOCRVLForConditionalGeneration", "MiDashengLMModel",
+    "StepVLForConditionalGeneration", "Step3p7ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "BailingMMNativeForConditionalGeneration", "BailingMM2NativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration",
+})
+"""Architectures SGLang 0.5.23 serves as multimodal (configs/model_config.py
+``multimodal_model_archs``, ``is_multimodal_model``; the MiMo-V2 multimodal names are not listed)."""
+
+MULTIMODAL_OFF_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                  "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
+"""Multimodal architectures SGLang serves text-only unless --enable-multimodal is given
+(configs/model_config.py ``ModelConfig.__init__``: ``mm_disabled_models``)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -133,6 +169,9 @@ class ModelArch(BaseModel):
     kv_compress_ratio: int | None = None
     swa_pool_layers: int | None = None
     fp8_native: bool = False
+    multimodal: bool = False
+    vision_layers: int | None = None
+    vision_hidden: int | None = None
     fp8_routed_experts_only: bool = False
     kv_cache_bytes: int = 2
     """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
@@ -295,6 +334,18 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
             ``num_experts_per_tok`` exceeds the experts (names file, key, value, what is
             allowed).
     """
+    outer_archs = _strings(cfg.get("architectures"))
+    multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
+    vision = cfg.get("vision_config") if multimodal else None
+    if vision is not None and not isinstance(vision, dict):
+        raise ConfigError(file, "vision_config", vision, "must be a mapping (or null)")
+    vision_layers = vision_hidden = None
+    if vision is not None:   # SGLang's getattr fallbacks: a ViT-L/14, 24 layers of 1024
+        try:
+            vision_layers = _get(vision, file, "num_hidden_layers", default=24)
+            vision_hidden = _get(vision, file, "hidden_size", default=1024)
+        except ConfigError as e:
+            raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
     text_cfg = cfg.get("text_config")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
@@ -370,6 +421,9 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
         context_len=_context_len(cfg, file),
+        multimodal=multimodal,
+        vision_layers=vision_layers,
+        vision_hidden=vision_hidden,
         tie_word_embeddings=bool(TIED_ARCHS & set(archs[:1]))
         or bool(cfg.get("tie_word_embeddings", bool(TIED_BY_DEFAULT_ARCHS & set(archs[:1])))),
         num_experts=num_experts,
