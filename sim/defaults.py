@@ -8,6 +8,9 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   < 35 GiB 4096 / 48 (160 at tp >= 4); < 60 GiB 4096 / 32 (160); < 160 GiB 8192 / 256 (512 at
   tp >= 4); larger 16384 / 512; unknown memory 4096 / 160. A default graph size above an
   explicit max_running_requests is cut to it.
+- ``disable_prefill_cuda_graph`` where SGLang captures no prefill graphs on CUDA: a multimodal
+  model not validated for them, DeepSeek-V3 on SM100 (:func:`multimodal_prefill_graphs_off`,
+  :func:`trtllm_mla_prefill_graphs_off`).
 - ``page_size``: 1, but 64 on SM100 GPUs (B200, GB200) where the default attention backend is
   trtllm_mha or trtllm_mla (:func:`default_page_size`).
 - ``mem_fraction_static`` = (memory - reserved) / memory, reserved = 512 MiB + 1.5 MiB per
@@ -148,6 +151,15 @@ default 100, srt/environ.py; the feature-transport pool only with a GPU transpor
 def multimodal_prefill_graphs_off(hw: Hardware) -> bool:
     """SGLang captures no prefill graphs for this multimodal model (:data:`MM_PREFILL_GRAPH_ARCHS`)."""
     return hw.vlm_mem_fraction_factor is not None and hw.architecture not in MM_PREFILL_GRAPH_ARCHS
+
+
+def trtllm_mla_prefill_graphs_off(hw: Hardware) -> bool:
+    """A DeepSeek-V3 model on SM100 gets trtllm_mla (:data:`TRTLLM_MLA_ARCHS`), and SGLang then
+    turns the prefill graphs off (arg_groups/cuda_graph_hook.py
+    ``disable_prefill_cuda_graph_for_deepseek_trtllm_mla``). That runs after
+    ``handle_gpu_memory_settings`` (arg_groups/pipeline.py ``run_resolution_pipeline``), so the
+    memory reserve still counts them (:func:`mem_fraction_static`)."""
+    return hw.mla and hw.architecture in TRTLLM_MLA_ARCHS and is_sm100(hw)
 
 
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
@@ -486,6 +498,13 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
+    if hw.platform == "cuda" and (multimodal_prefill_graphs_off(hw) or trtllm_mla_prefill_graphs_off(hw)):
+        put("disable_prefill_cuda_graph", True, (
+            f"SGLang captures no prefill graphs for {hw.architecture} on {where}: " + (
+                "a multimodal model not validated for them (arg_groups/cuda_graph_hook.py "
+                "disable_breakable_cudagraph_if_incompatible)" if multimodal_prefill_graphs_off(hw) else
+                "trtllm_mla would fall back to FlashAttention under them (arg_groups/cuda_graph_hook.py "
+                "disable_prefill_cuda_graph_for_deepseek_trtllm_mla)")))
     put("enable_overlap_schedule", True, "SGLang's default")
     algo = server.speculative_algorithm
     if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 RESOLVED_KEYS = ("page_size", "chunked_prefill_size", "cuda_graph_max_bs", "sliding_window_size", "max_total_num_tokens",
                  "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
-                 "enable_overlap_schedule", "admission_delay")
+                 "enable_overlap_schedule", "admission_delay", "disable_prefill_cuda_graph")
 """Server arguments :mod:`sim.defaults` fills from the hardware when a scenario leaves them out."""
 
 

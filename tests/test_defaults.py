@@ -398,3 +398,29 @@ def test_a_bad_vision_config_is_one_line(tmp_path, capsys):
         assert main(["profile", "--analytic", "--model", str(cfg), "--gpu", "H100", "--tp", "1", "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and key in err[0] and "config.json" in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "off"), [
+    ("deepseek-v3", "B200", 8, True),    # trtllm_mla: disable_prefill_cuda_graph_for_deepseek_trtllm_mla
+    ("deepseek-v3", "H200", 8, False),   # fa3 keeps the breakable prefill graphs
+    ("llama-3.1-8b", "B200", 1, False),
+])
+def test_sglang_turns_prefill_graphs_off_where_its_hooks_do(tmp_path, model, gpu, tp, off):
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp))
+    assert sc.server.disable_prefill_cuda_graph is off
+    given = load_scenario(_scenario(tmp_path, model, gpu, tp, "disable_prefill_cuda_graph: false"))
+    assert given.server.disable_prefill_cuda_graph is False
+
+
+def test_a_multimodal_model_runs_its_prefill_eagerly(tmp_path):
+    # arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible: "multimodal model"
+    from specsched.sim.analytic.models import from_hf_config, shipped_models
+
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
+    llava = from_hf_config({"architectures": ["LlavaForConditionalGeneration"], "text_config": text}, "llava", "c")
+    prof = tmp_path / "llava.yaml"
+    write_analytic_profile(build_profile(llava, load_gpu("H100"), 1), prof)
+    scn = tmp_path / "s.yaml"
+    scn.write_text(f"name: t\nprofile: {prof.name}\nworkload: {{kind: burst, num_requests: 2, input_len: "
+                   "{kind: fixed, value: 64}, output_len: {kind: fixed, value: 4}}\n")
+    assert load_scenario(scn).server.disable_prefill_cuda_graph is True
