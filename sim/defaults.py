@@ -162,6 +162,33 @@ def trtllm_mla_prefill_graphs_off(hw: Hardware) -> bool:
     return hw.mla and hw.architecture in TRTLLM_MLA_ARCHS and is_sm100(hw)
 
 
+AITER_LONG_CONTEXT_FACTOR = 0.85
+"""What SGLang 0.5.23 multiplies mem_fraction_static by when the attention backend is aiter and
+the context is longer than :data:`AITER_LONG_CONTEXT`, given or computed alike, to leave room for
+aiter's workspace (arg_groups/attention_hook.py ``handle_attention_backend_compatibility``;
+SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION, off by default, would keep a given one)."""
+
+AITER_LONG_CONTEXT = 8192
+"""Context length (tokens) above which the aiter scaling applies (same function: ``context_len > 8192``)."""
+
+ROCM_OWN_BACKEND_ARCHS = frozenset({"DeepseekV4ForCausalLM"})
+"""Architectures whose model override picks their own attention backend on ROCm, not aiter
+(arg_groups/model_overrides/deepseek_v4.py: dsv4)."""
+
+
+def hip_aiter_backend(hw: Hardware) -> bool:
+    """Whether SGLang's default attention backend on this ROCm device is aiter
+    (arg_groups/model_override_base.py ``get_default_attn_backend``; gpt-oss's override says aiter
+    too): every MHA model; an MLA model when its KV heads per rank are 16 or 128
+    (``get_num_kv_heads(tp)``: max(1, heads // tp)), else triton. An MLA profile without
+    ``num_kv_heads`` is taken as not aiter."""
+    if hw.platform != "hip" or hw.architecture in ROCM_OWN_BACKEND_ARCHS:
+        return False
+    if not hw.mla:
+        return True
+    return hw.num_kv_heads is not None and max(1, hw.num_kv_heads // hw.tp_size) in (16, 128)
+
+
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
     """SGLang 0.5.23's KV page size when the scenario gives none.
 
@@ -261,18 +288,25 @@ def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_
 
     SGLang 0.5.23: server_args.py ``ServerArgs.resolve_once`` runs the resolution pipeline,
     whose arg_groups/memory_hook.py ``handle_gpu_memory_settings`` computes the fraction only
-    ``if cfg.mem_fraction_static is None``. ``chunked_prefill_size``/``cuda_graph_max_bs``:
+    ``if cfg.mem_fraction_static is None``. Either is then scaled by 0.85 where the default
+    attention backend is aiter and the context is above 8192 (:data:`AITER_LONG_CONTEXT_FACTOR`,
+    :func:`hip_aiter_backend`). ``chunked_prefill_size``/``cuda_graph_max_bs``:
     values the server is about to get (None: the server's own); ``role``/``decode_tokens``: as
     :func:`mem_fraction_static`; DP attention's ranks are the server's."""
     if server.mem_fraction_static is not None:
-        return server.mem_fraction_static
-    return mem_fraction_static(
-        hw,
-        server.chunked_prefill_size if chunked_prefill_size is None else chunked_prefill_size,
-        server.max_prefill_tokens,
-        server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
-        role=role, decode_tokens=decode_tokens,
-        attn_dp_size=server.attn_dp_size)
+        mfs = server.mem_fraction_static
+    else:
+        mfs = mem_fraction_static(
+            hw,
+            server.chunked_prefill_size if chunked_prefill_size is None else chunked_prefill_size,
+            server.max_prefill_tokens,
+            server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
+            role=role, decode_tokens=decode_tokens,
+            attn_dp_size=server.attn_dp_size)
+    ctx = served_context_len(server.context_length, hw)
+    if hip_aiter_backend(hw) and ctx is not None and ctx > AITER_LONG_CONTEXT:
+        mfs *= AITER_LONG_CONTEXT_FACTOR   # given or computed (attention_hook.py), see the constant
+    return mfs
 
 
 SWA_FULL_TOKENS_RATIO: float = ServerArgs.model_fields["swa_full_tokens_ratio"].default
@@ -466,6 +500,10 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         if spec and hw.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
         given_mfs = " (given)" if server.mem_fraction_static is not None else ""
+        ctx_len = served_context_len(server.context_length, hw)
+        if hip_aiter_backend(hw) and ctx_len is not None and ctx_len > AITER_LONG_CONTEXT:
+            given_mfs += (f" (x {AITER_LONG_CONTEXT_FACTOR}: aiter attention above {AITER_LONG_CONTEXT} tokens of "
+                          "context, attention_hook.py)")
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs:.6g}{given_mfs} x memory - weights "
             f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")

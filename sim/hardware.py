@@ -63,6 +63,9 @@ class Hardware(BaseModel):
         Such a server also takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) from the KV budget
         (mem_cache/kv_cache_configurator.py ``mm_runtime_reservation_gb``) and captures no
         prefill graphs unless its architecture is validated for them. None: a text model.
+    num_kv_heads: the model's KV heads (config.json ``num_key_value_heads``, all ranks), where
+        known: on ROCm an MLA model's default attention backend depends on them
+        (:func:`sim.defaults.hip_aiter_backend`).
     architecture: the model's Hugging Face architecture name (config.json
         ``architectures[0]``), when known: SGLang's model hook sets some defaults by it
         (arg_groups/model_hook.py ``handle_model_specific_adjustments``).
@@ -85,6 +88,7 @@ class Hardware(BaseModel):
     context_mib: float = Field(1024.0, ge=0)
     slot_expansion_sync: bool = False
     vlm_mem_fraction_factor: float | None = Field(None, gt=0, le=1.05)
+    num_kv_heads: int | None = Field(None, ge=1)
     architecture: str = ""
 
 

@@ -424,3 +424,26 @@ def test_a_multimodal_model_runs_its_prefill_eagerly(tmp_path):
     scn.write_text(f"name: t\nprofile: {prof.name}\nworkload: {{kind: burst, num_requests: 2, input_len: "
                    "{kind: fixed, value: 64}, output_len: {kind: fixed, value: 4}}\n")
     assert load_scenario(scn).server.disable_prefill_cuda_graph is True
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "server", "scaled"), [
+    ("llama-3.1-8b", "MI300X", 1, "", True),                         # MHA: aiter, context 131072
+    ("llama-3.1-8b", "MI355X", 1, "context_length: 8192", False),    # not above 8192
+    ("deepseek-v3", "MI300X", 8, "", True),                          # MLA, 128 // 8 = 16 KV heads: aiter
+    ("deepseek-v3", "MI300X", 4, "", False),                         # 32 per rank: triton
+    ("llama-3.1-8b", "H100", 1, "", False),
+])
+def test_aiter_long_context_takes_085_of_the_fraction(tmp_path, model, gpu, tp, server, scaled):
+    # sglang 0.5.23 arg_groups/attention_hook.py handle_attention_backend_compatibility: with
+    # attention_backend aiter and context_len > 8192, mem_fraction_static x 0.85 (after
+    # handle_gpu_memory_settings); model_override_base.py get_default_attn_backend: aiter on HIP
+    # for MHA, for MLA when get_num_kv_heads(tp) is 16 or 128, else triton
+    from specsched.sim.defaults import mem_fraction_static_of, scenario_hardware
+
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp, server))
+    hw = scenario_hardware(sc)
+    s = sc.server
+    plain = mem_fraction_static(hw, s.chunked_prefill_size, s.max_prefill_tokens, s.cuda_graph_max_bs)
+    assert mem_fraction_static_of(s, hw) == pytest.approx(plain * (0.85 if scaled else 1.0), rel=1e-12)
+    given = s.model_copy(update={"mem_fraction_static": 0.8})   # a given fraction is scaled too
+    assert mem_fraction_static_of(given, hw) == pytest.approx(0.8 * (0.85 if scaled else 1.0), rel=1e-12)

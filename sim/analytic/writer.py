@@ -323,7 +323,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "weight_bytes": float(round(w_bytes)), "draft_weight_bytes": float(round(draft_w_bytes)),
             "kv_cell_bytes": float(full_cell),
             "draft_kv_cell_bytes": float(draft_cell),
-            **swa_hw, **vlm_hw, "context_len": arch.context_len, "mla": arch.is_mla,
+            **swa_hw, **vlm_hw, "context_len": arch.context_len, "mla": arch.is_mla, "num_kv_heads": arch.num_kv_heads,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
