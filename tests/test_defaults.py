@@ -391,9 +391,9 @@ def test_a_bad_vision_config_is_one_line(tmp_path, capsys):
     from specsched.cli import main
 
     text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
-    for vision, key in (({"hidden_size": "x"}, "vision_config.hidden_size"), ([1], "vision_config")):
-        cfg = _vlm(tmp_path, {"architectures": ["LlavaForConditionalGeneration"], "text_config": text,
-                              "vision_config": vision})
+    for outer, key in (({"vision_config": {"hidden_size": "x"}}, "vision_config.hidden_size"),
+                       ({"vision_config": [1]}, "vision_config"), ({"text_config": [1]}, "text_config")):
+        cfg = _vlm(tmp_path, {"architectures": ["LlavaForConditionalGeneration"], "text_config": text, **outer})
         out = tmp_path / "p.yaml"
         assert main(["profile", "--analytic", "--model", str(cfg), "--gpu", "H100", "--tp", "1", "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()

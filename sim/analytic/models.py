@@ -347,6 +347,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         except ConfigError as e:
             raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
     text_cfg = cfg.get("text_config")
+    if text_cfg is not None and not isinstance(text_cfg, dict) and "hidden_size" not in cfg:
+        raise ConfigError(file, "text_config", text_cfg, "must be a mapping (a multimodal config's language model)")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
     for k in REQUIRED:
