@@ -576,7 +576,9 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
     for max(running requests x draft tokens, 2048) activation tokens and no prefill graphs, a
     prefill server no decode graphs; arg_groups/memory_hook.py). The running requests are
     the role's max_running_requests where the scenario sets it, else its decode graph size
-    (SGLang: ``max_running_requests or cuda_graph max_bs``). Each role's pool is appended to
+    (SGLang: ``max_running_requests or cuda_graph max_bs``); the draft tokens the scenario's
+    ``speculative_num_draft_tokens`` where it sets it, else 1 (``speculative_num_draft_tokens or
+    1``: the speculative hook that picks a default runs after the memory hook). Each role's pool is appended to
     ``out``."""
     layout = server.disaggregation
     roles: dict[str, Any] = {}
@@ -587,7 +589,10 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         rs = server.role_server(role)
         set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
         running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
-        draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled else 1
+        # SGLang reads speculative_num_draft_tokens before the speculative hook fills it in
+        # (arg_groups/pipeline.py: handle_gpu_memory_settings runs first): ``or 1`` when not given
+        set_draft = "speculative_num_draft_tokens" in given or "speculative_num_draft_tokens" in cfg.server
+        draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled and set_draft else 1
         mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft)
         pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)

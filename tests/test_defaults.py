@@ -447,3 +447,20 @@ def test_aiter_long_context_takes_085_of_the_fraction(tmp_path, model, gpu, tp, 
     assert mem_fraction_static_of(s, hw) == pytest.approx(plain * (0.85 if scaled else 1.0), rel=1e-12)
     given = s.model_copy(update={"mem_fraction_static": 0.8})   # a given fraction is scaled too
     assert mem_fraction_static_of(given, hw) == pytest.approx(0.8 * (0.85 if scaled else 1.0), rel=1e-12)
+
+
+def test_a_decode_servers_reserve_reads_only_a_given_draft_token_count(tmp_path):
+    # sglang 0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings (decode role):
+    # activation tokens = max((max_running_requests or graph max_bs) x
+    # (speculative_num_draft_tokens or 1), 2048), computed before handle_speculative_decoding
+    # picks the draft tokens (arg_groups/pipeline.py), so an auto-chosen count is not in it
+    pd = ("speculative_algorithm: eagle, max_running_requests: 1024, "
+          "disaggregation: {prefill: {instances: 1}, decode: {instances: 1}}")
+    auto = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd)).server
+    assert auto.speculative_num_draft_tokens == 8   # SGLang's (5, 4, 8) for Llama
+    hw = Hardware(platform="cuda", memory_mib=143771)
+    want = mem_fraction_static(hw, 8192, 16384, 256, role="decode", decode_tokens=1024)
+    assert want == round((143771 - 10240) / 143771, 3)   # max(1024 x 1, 2048) tokens: the 10 GiB floor
+    stated = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd.replace(
+        "eagle,", "eagle, speculative_num_steps: 5, speculative_eagle_topk: 4, speculative_num_draft_tokens: 8,"))).server
+    assert stated.role_server("decode").max_total_num_tokens < auto.role_server("decode").max_total_num_tokens
