@@ -181,8 +181,9 @@ def hip_aiter_backend(hw: Hardware) -> bool:
     (arg_groups/model_override_base.py ``get_default_attn_backend``; gpt-oss's override says aiter
     too): every MHA model; an MLA model when its KV heads per rank are 16 or 128
     (``get_num_kv_heads(tp)``: max(1, heads // tp)), else triton. An MLA profile without
-    ``num_kv_heads`` is taken as not aiter."""
-    if hw.platform != "hip" or hw.architecture in ROCM_OWN_BACKEND_ARCHS:
+    ``num_kv_heads`` is taken as not aiter, and so is a profile that does not name its
+    architecture (a measured profile: its model, and so its backend, is not known here)."""
+    if hw.platform != "hip" or not hw.architecture or hw.architecture in ROCM_OWN_BACKEND_ARCHS:
         return False
     if not hw.mla:
         return True

@@ -464,3 +464,13 @@ def test_a_decode_servers_reserve_reads_only_a_given_draft_token_count(tmp_path)
     stated = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd.replace(
         "eagle,", "eagle, speculative_num_steps: 5, speculative_eagle_topk: 4, speculative_num_draft_tokens: 8,"))).server
     assert stated.role_server("decode").max_total_num_tokens < auto.role_server("decode").max_total_num_tokens
+
+
+def test_a_measured_rocm_profile_without_its_architecture_is_not_scaled_for_aiter():
+    # the shipped MI355X profiles (DeepSeek-V4: SGLang's dsv4 backend, not aiter) name no architecture
+    from specsched.sim.defaults import hip_aiter_backend
+
+    hw = Hardware(platform="hip", memory_mib=294912, context_len=65536)
+    assert not hip_aiter_backend(hw)
+    assert hip_aiter_backend(hw.model_copy(update={"architecture": "LlamaForCausalLM"}))
+    assert not hip_aiter_backend(hw.model_copy(update={"architecture": "DeepseekV4ForCausalLM"}))
