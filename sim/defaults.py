@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from specsched.sim.analytic.models import MM_PREFILL_GRAPH_ARCHS, TRTLLM_MLA_ARCHS
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
@@ -108,12 +109,6 @@ def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM"})
-"""Architectures SGLang serves with the trtllm_mla attention backend on SM100 when no backend is
-given (arg_groups/model_overrides/deepseek_v2.py: the DeepSeek V3/R1/V3.1 branch sets
-``attention_backend = "trtllm_mla"`` ``if get_platform().is_sm100``). Other architectures that
-override registers are not in the analytic table and keep page 1 here."""
-
 TRTLLM_MHA_ALWAYS_ARCHS = frozenset({"GptOssForCausalLM"})
 """Architectures whose model override picks trtllm_mha on SM100 whatever the speculative
 settings (arg_groups/model_overrides/gpt_oss.py ``_gpt_oss_overrides``)."""
@@ -129,18 +124,6 @@ def is_sm100(hw: Hardware) -> bool:
     spec = find_gpu(hw.gpu)
     return spec is not None and spec.compute_capability is not None and spec.compute_capability // 10 == 10
 
-
-MM_PREFILL_GRAPH_ARCHS = frozenset({
-    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
-    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
-    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
-    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "KimiK3ForConditionalGeneration",
-    "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
-})
-"""Multimodal architectures that keep the breakable prefill graphs (sglang 0.5.23
-configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs``); every other
-multimodal model has them turned off (arg_groups/cuda_graph_hook.py
-``disable_breakable_cudagraph_if_incompatible``, run before ``handle_gpu_memory_settings``)."""
 
 VLM_CACHE_MIB = 100
 """MiB a multimodal server takes from the KV budget for its embedding cache

@@ -361,7 +361,10 @@ def test_prefill_is_issued_kernel_by_kernel_where_sglang_runs_it_without_graphs(
     from specsched.sim.analytic.roofline import eager_issue_per_kernel_s, extend_issue_s
 
     v4, v3 = load_model("deepseek-v4-flash"), load_model("deepseek-v3")
-    for arch, gpu, eager in [(v3, load_gpu("MI355X"), True), (v4, load_gpu("B200"), True), (v3, load_gpu("B200"), False)]:
+    # DeepSeek-V3 on B200 (SM100) gets trtllm_mla, which turns prefill graphs off
+    # (cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla); on H200 (fa3) it keeps them
+    for arch, gpu, eager in [(v3, load_gpu("MI355X"), True), (v4, load_gpu("B200"), True), (v3, load_gpu("B200"), True),
+                             (v3, load_gpu("H200"), False)]:
         h = Profile.model_validate(build_profile(arch, gpu, 8)).host
         full = kernel_count(arch, EFF, 8, gpu, 1024) * eager_issue_per_kernel_s(EFF)
         assert h.launch_per_extend_s == pytest.approx(extend_issue_s(arch, gpu, EFF, 8), rel=1e-5)
@@ -959,3 +962,20 @@ def test_a_bad_context_key_is_one_config_error(extra, key):
 
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         from_hf_config({**shipped_models()["llama-3.1-8b"], **extra}, "x", "config.json")
+
+
+def test_prefill_runs_eager_where_sglang_turns_the_prefill_graphs_off():
+    # cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla (DeepSeek-V3 on SM100)
+    # and disable_breakable_cudagraph_if_incompatible ("multimodal model", unless in
+    # model_config.py multimodal_breakable_cuda_graph_supported_model_archs)
+    from specsched.sim.analytic.roofline import prefill_runs_eager
+
+    dsv3 = load_model("deepseek-v3")
+    assert prefill_runs_eager(dsv3, load_gpu("B200")) and not prefill_runs_eager(dsv3, load_gpu("H200"))
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k != "source"}
+    llava = from_hf_config({"architectures": ["LlavaForConditionalGeneration"], "text_config": text}, "l", "c")
+    assert llava.architectures[0] == "LlavaForConditionalGeneration"   # SGLang's hf_config.architectures[0]
+    assert prefill_runs_eager(llava, load_gpu("H100"))
+    qwen35 = from_hf_config({"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text}, "q", "c")
+    assert not prefill_runs_eager(qwen35, load_gpu("H100"))
+    assert not prefill_runs_eager(load_model("llama-3.1-8b"), load_gpu("B200"))

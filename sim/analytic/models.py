@@ -118,6 +118,24 @@ MULTIMODAL_OFF_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForCo
 """Multimodal architectures SGLang serves text-only unless --enable-multimodal is given
 (configs/model_config.py ``ModelConfig.__init__``: ``mm_disabled_models``)."""
 
+TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM"})
+"""Architectures SGLang serves with the trtllm_mla attention backend on SM100 when no backend is
+given (arg_groups/model_overrides/deepseek_v2.py: the DeepSeek V3/R1/V3.1 branch sets
+``attention_backend = "trtllm_mla"`` ``if get_platform().is_sm100``). Other architectures that
+override registers are not in the analytic table and keep page 1 here."""
+
+MM_PREFILL_GRAPH_ARCHS = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
+})
+"""Multimodal architectures that keep the breakable prefill graphs (sglang 0.5.23
+configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs``); every other
+multimodal model has them turned off (arg_groups/cuda_graph_hook.py
+``disable_breakable_cudagraph_if_incompatible``, run before ``handle_gpu_memory_settings``)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -386,6 +404,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if window == 0:
         raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
     archs = _strings(cfg.get("architectures"))
+    # SGLang names the model by the outer config's architectures (hf_config.architectures[0]: its
+    # model hooks, speculative defaults, multimodal rules); the layer rules here read the
+    # language model's own (``archs``), which a multimodal text_config may name
+    served_archs = [*outer_archs, *(a for a in archs if a not in outer_archs)] if multimodal else archs
     assumptions = _strings(cfg.get("assumptions"))
     if window is not None and FULL_ATTENTION_ARCHS & set(archs[:1]) and cfg.get("is_hybrid_swa") is not True:
         assumptions.append(f"sliding_window {window} not applied: SGLang's {archs[0]} attends every position "
@@ -412,7 +434,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
-        architectures=archs,
+        architectures=served_archs,
         assumptions=assumptions,
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],

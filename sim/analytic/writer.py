@@ -170,7 +170,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     eager_prefill = prefill_runs_eager(arch, gpu)
     host["launch_per_extend_s"] = float(f"{extend_issue_s(arch, gpu, eff, tp):.6e}")
     host["launch_per_inject_s"] = float(f"{extend_issue_s(draft, gpu, eff, tp):.6e}")
-    how = (f"eager prefill ({'not CUDA' if gpu.platform != 'cuda' else arch.name + ' turns breakable prefill graphs off'}"
+    how = (f"eager prefill ({'not CUDA' if gpu.platform != 'cuda' else 'SGLang turns the prefill graphs off for ' + arch.name}"
            f"; SGLang 0.5.23 cuda_graph_config.py default_prefill_backend, cuda_graph_hook.py): every kernel x "
            f"{per_kernel_issue * 1e6:.2f} us" if eager_prefill else
            f"breakable prefill graph (CUDA's default): per layer one segment replay "
