@@ -8,11 +8,19 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   < 35 GiB 4096 / 48 (160 at tp >= 4); < 60 GiB 4096 / 32 (160); < 160 GiB 8192 / 256 (512 at
   tp >= 4); larger 16384 / 512; unknown memory 4096 / 160. A default graph size above an
   explicit max_running_requests is cut to it.
+- ``disable_prefill_cuda_graph`` where SGLang captures no prefill graphs on CUDA: a multimodal
+  model not validated for them, DeepSeek-V3 on SM100 (:func:`multimodal_prefill_graphs_off`,
+  :func:`trtllm_mla_prefill_graphs_off`).
+- ``page_size``: 1, but 64 on SM100 GPUs (B200, GB200) where the default attention backend is
+  trtllm_mha or trtllm_mla (:func:`default_page_size`).
 - ``mem_fraction_static`` = (memory - reserved) / memory, reserved = 512 MiB + 1.5 MiB per
   activation token (max(chunked_prefill_size, 2048)) + tp / 8 GiB + the graph reserve (2 MiB
   per decode graph batch; prefill graphs on CUDA: 8 MiB per captured size, 1.5 GiB for MLA;
   with DP attention 3 MiB more per decode graph batch and rank, 4.5 above batch 300),
-  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``). A
+  at least 10 GiB on GPUs above 60 GiB (same function, ``reserve_for_graph_mb``). A multimodal
+  model (the profile's ``hardware.vlm_mem_fraction_factor``) has no prefill graphs unless
+  validated for them, its fraction scaled by that factor (``adjust_mem_fraction_for_vlm``), and
+  100 MiB less KV budget (:data:`VLM_CACHE_MIB`). A
   disaggregated server reserves by its role: a decode server's activation tokens are
   max(max_running_requests (else the decode graph size) x draft tokens, 2048) and it has no
   prefill graphs; a prefill server has no decode graphs. Each role without a pool of its own
@@ -37,7 +45,8 @@ profile's device, not a fixed one. Rules, as in sglang 0.5.23:
   (:data:`MODEL_MAX_RUNNING_REQUESTS`; it runs before the speculative hook, whose reset
   applies only to a value still unset); else 48 with speculative decoding
   (arg_groups/speculative_hook.py, every algorithm's handler); otherwise min(clamp(pool / context_len x 512, 2048, 4096),
-  pool // 2) (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``).
+  pool // 2) (mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``), per DP attention
+  rank: that function divides a set limit by the ranks, not this one.
 - the publish wait (``sync_mode``): a host-blocking synchronize on HIP, an Event.wait queued
   from the schedule stream on CUDA (managers/overlap_utils.py ``resolve_seq_lens_cpu``);
   the host blocks on CPU.
@@ -61,6 +70,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from specsched.sim.analytic.models import MM_PREFILL_GRAPH_ARCHS, TRTLLM_MLA_ARCHS
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
@@ -97,6 +107,96 @@ def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
     if gib < 160:
         return 8192, 256 if tp < 4 else 512
     return 16384, 512
+
+
+TRTLLM_MHA_ALWAYS_ARCHS = frozenset({"GptOssForCausalLM"})
+"""Architectures whose model override picks trtllm_mha on SM100 whatever the speculative
+settings (arg_groups/model_overrides/gpt_oss.py ``_gpt_oss_overrides``)."""
+
+
+def is_sm100(hw: Hardware) -> bool:
+    """Whether ``hw`` is what SGLang calls SM100 (utils/common.py ``is_sm100_supported``: CUDA
+    compute capability major 10: B200, GB200, B300; not the RTX 50 series, major 12)."""
+    if hw.platform != "cuda" or not hw.gpu:
+        return False
+    from specsched.sim.analytic.gpus import find_gpu
+
+    spec = find_gpu(hw.gpu)
+    return spec is not None and spec.compute_capability is not None and spec.compute_capability // 10 == 10
+
+
+VLM_CACHE_MIB = 100
+"""MiB a multimodal server takes from the KV budget for its embedding cache
+(mem_cache/kv_cache_configurator.py ``mm_runtime_reservation_gb``: SGLANG_VLM_CACHE_SIZE_MB,
+default 100, srt/environ.py; the feature-transport pool only with a GPU transport, off by default)."""
+
+
+def multimodal_prefill_graphs_off(hw: Hardware) -> bool:
+    """SGLang captures no prefill graphs for this multimodal model (:data:`MM_PREFILL_GRAPH_ARCHS`)."""
+    return hw.vlm_mem_fraction_factor is not None and hw.architecture not in MM_PREFILL_GRAPH_ARCHS
+
+
+def trtllm_mla_prefill_graphs_off(hw: Hardware) -> bool:
+    """A DeepSeek-V3 model on SM100 gets trtllm_mla (:data:`TRTLLM_MLA_ARCHS`), and SGLang then
+    turns the prefill graphs off (arg_groups/cuda_graph_hook.py
+    ``disable_prefill_cuda_graph_for_deepseek_trtllm_mla``). That runs after
+    ``handle_gpu_memory_settings`` (arg_groups/pipeline.py ``run_resolution_pipeline``), so the
+    memory reserve still counts them (:func:`mem_fraction_static`)."""
+    return hw.mla and hw.architecture in TRTLLM_MLA_ARCHS and is_sm100(hw)
+
+
+AITER_LONG_CONTEXT_FACTOR = 0.85
+"""What SGLang 0.5.23 multiplies mem_fraction_static by when the attention backend is aiter and
+the context is longer than :data:`AITER_LONG_CONTEXT`, given or computed alike, to leave room for
+aiter's workspace (arg_groups/attention_hook.py ``handle_attention_backend_compatibility``;
+SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION, off by default, would keep a given one)."""
+
+AITER_LONG_CONTEXT = 8192
+"""Context length (tokens) above which the aiter scaling applies (same function: ``context_len > 8192``)."""
+
+ROCM_OWN_BACKEND_ARCHS = frozenset({"DeepseekV4ForCausalLM"})
+"""Architectures whose model override picks their own attention backend on ROCm, not aiter
+(arg_groups/model_overrides/deepseek_v4.py: dsv4)."""
+
+
+def hip_aiter_backend(hw: Hardware) -> bool:
+    """Whether SGLang's default attention backend on this ROCm device is aiter
+    (arg_groups/model_override_base.py ``get_default_attn_backend``; gpt-oss's override says aiter
+    too): every MHA model; an MLA model when its KV heads per rank are 16 or 128
+    (``get_num_kv_heads(tp)``: max(1, heads // tp)), else triton. An MLA profile without
+    ``num_kv_heads`` is taken as not aiter, and so is a profile that does not name its
+    architecture (a measured profile: its model, and so its backend, is not known here)."""
+    if hw.platform != "hip" or not hw.architecture or hw.architecture in ROCM_OWN_BACKEND_ARCHS:
+        return False
+    if not hw.mla:
+        return True
+    return hw.num_kv_heads is not None and max(1, hw.num_kv_heads // hw.tp_size) in (16, 128)
+
+
+def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
+    """SGLang 0.5.23's KV page size when the scenario gives none.
+
+    1 (arg_groups/overrides.py ``_page_size_default``) but where the default attention backend
+    needs pages: on SM100 (:func:`is_sm100`) a DeepSeek-V3 model gets trtllm_mla
+    (:data:`TRTLLM_MLA_ARCHS`) and gpt-oss trtllm_mha (:data:`TRTLLM_MHA_ALWAYS_ARCHS`); any
+    other MHA model gets trtllm_mha (arg_groups/model_override_base.py
+    ``get_default_attn_backend``) when ``is_no_spec_infer_or_topk_one`` and (no speculative
+    algorithm, or ``speculative_eagle_topk`` given, or DFLASH): with speculation and topk unset
+    at that point (the speculative hook fills it later) it is flashinfer, pages of 1. trtllm_mla
+    and trtllm_mha take 64 when the page size is not one they support
+    (arg_groups/overrides.py ``_mla_backend_page_constraints``). Other MLA models on SM100 get
+    flashinfer (page 1). Not modelled: a model with unequal K/V head dims (fa4)."""
+    if not is_sm100(hw):
+        return 1
+    if hw.mla:
+        return 64 if hw.architecture in TRTLLM_MLA_ARCHS else 1
+    if hw.architecture in TRTLLM_MHA_ALWAYS_ARCHS:
+        return 64
+    algo = server.speculative_algorithm
+    topk = server.speculative_eagle_topk if "speculative_eagle_topk" in given else None
+    if not algo.enabled or algo.value == "dflash":
+        return 64 if topk in (None, 1) else 1
+    return 64 if topk == 1 else 1
 
 
 def prefill_graph_sizes(max_tokens: int) -> int:
@@ -146,12 +246,23 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
     if role != "prefill":
         reserved += graph_max_bs * decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
-    if hw.platform == "cuda" and role != "decode":  # prefill graphs (breakable) are on by default on CUDA only
-        cap = min(8192, act) if hw.mla else act
-        reserved += 1536 if hw.mla else prefill_graph_sizes(cap) * 8
+    # prefill graphs (breakable) are on by default on CUDA only; a DeepSeek-V3 server on SM100 turns
+    # them off (cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla) only after
+    # handle_gpu_memory_settings has reserved for them (arg_groups/pipeline.py run_resolution_pipeline)
+    # The captured sizes run up to chunked_prefill_size itself, not the activation tokens
+    # (``prefill_cuda_graph_config.max_bs = cfg.chunked_prefill_size``): none with chunking off
+    # (-1), fewer below 2048. Not modelled: the cap by a given --max-total-tokens (the pool is then
+    # given, and this fraction not read for it) and the 4096 cap for "llama-2" model paths.
+    if hw.platform == "cuda" and role != "decode" and not multimodal_prefill_graphs_off(hw):
+        reserved += 1536 if hw.mla else prefill_graph_sizes(chunked_prefill_size) * 8
     if hw.memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    return round((hw.memory_mib - reserved) / hw.memory_mib, 3)
+    mfs = round((hw.memory_mib - reserved) / hw.memory_mib, 3)
+    if hw.vlm_mem_fraction_factor is not None and role != "decode":
+        # a multimodal server (not a disaggregated decode one) scales it for its vision encoder,
+        # unrounded (memory_hook.py adjust_mem_fraction_for_vlm)
+        mfs *= hw.vlm_mem_fraction_factor
+    return mfs
 
 
 def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_size: int | None = None,
@@ -161,18 +272,25 @@ def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_
 
     SGLang 0.5.23: server_args.py ``ServerArgs.resolve_once`` runs the resolution pipeline,
     whose arg_groups/memory_hook.py ``handle_gpu_memory_settings`` computes the fraction only
-    ``if cfg.mem_fraction_static is None``. ``chunked_prefill_size``/``cuda_graph_max_bs``:
+    ``if cfg.mem_fraction_static is None``. Either is then scaled by 0.85 where the default
+    attention backend is aiter and the context is above 8192 (:data:`AITER_LONG_CONTEXT_FACTOR`,
+    :func:`hip_aiter_backend`). ``chunked_prefill_size``/``cuda_graph_max_bs``:
     values the server is about to get (None: the server's own); ``role``/``decode_tokens``: as
     :func:`mem_fraction_static`; DP attention's ranks are the server's."""
     if server.mem_fraction_static is not None:
-        return server.mem_fraction_static
-    return mem_fraction_static(
-        hw,
-        server.chunked_prefill_size if chunked_prefill_size is None else chunked_prefill_size,
-        server.max_prefill_tokens,
-        server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
-        role=role, decode_tokens=decode_tokens,
-        attn_dp_size=server.attn_dp_size)
+        mfs = server.mem_fraction_static
+    else:
+        mfs = mem_fraction_static(
+            hw,
+            server.chunked_prefill_size if chunked_prefill_size is None else chunked_prefill_size,
+            server.max_prefill_tokens,
+            server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
+            role=role, decode_tokens=decode_tokens,
+            attn_dp_size=server.attn_dp_size)
+    ctx = served_context_len(server.context_length, hw)
+    if hip_aiter_backend(hw) and ctx is not None and ctx > AITER_LONG_CONTEXT:
+        mfs *= AITER_LONG_CONTEXT_FACTOR   # given or computed (attention_hook.py), see the constant
+    return mfs
 
 
 SWA_FULL_TOKENS_RATIO: float = ServerArgs.model_fields["swa_full_tokens_ratio"].default
@@ -201,6 +319,23 @@ def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO
     return hw.kv_cell_bytes + swa_ratio * hw.swa_kv_cell_bytes + draft
 
 
+def loaded_weight_bytes(hw: Hardware, speculative: bool = False) -> float | None:
+    """Weights one rank has loaded when SGLang sizes the KV pool: ``weight_bytes`` less the
+    drafter's (``draft_weight_bytes``) when the server does not speculate (no draft worker is
+    built; mem_cache/kv_cache_configurator.py ``_profile_available_bytes`` charges what is
+    resident). None when the profile lacks the weights."""
+    if hw.weight_bytes is None:
+        return None
+    if speculative or not hw.draft_weight_bytes:
+        return hw.weight_bytes
+    return max(0.0, hw.weight_bytes - hw.draft_weight_bytes)
+
+
+def mm_reserved_bytes(hw: Hardware) -> float:
+    """Bytes a multimodal server takes from the KV budget (:data:`VLM_CACHE_MIB`); 0 for a text model."""
+    return VLM_CACHE_MIB * 2**20 if hw.vlm_mem_fraction_factor is not None else 0.0
+
+
 def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
                    swa_ratio: float | None = SWA_FULL_TOKENS_RATIO, speculative: bool = False) -> int | None:
     """KV pool tokens per rank (the full pool of a hybrid SWA model, :func:`kv_token_bytes`;
@@ -210,7 +345,7 @@ def kv_pool_tokens(hw: Hardware, mfs: float, page_size: int = 1,
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
     pre_load = (hw.memory_mib - hw.context_mib) * 2**20
-    rest = pre_load - pre_load * (1 - mfs) - hw.weight_bytes
+    rest = pre_load - pre_load * (1 - mfs) - loaded_weight_bytes(hw, speculative) - mm_reserved_bytes(hw)
     if rest <= 0:
         return 0
     return int(rest // cell) // page_size * page_size
@@ -225,7 +360,7 @@ def physical_pool_tokens(hw: Hardware, page_size: int = 1,
     cell = kv_token_bytes(hw, swa_ratio, speculative)
     if hw.memory_mib is None or hw.weight_bytes is None or cell is None:
         return None
-    rest = (hw.memory_mib - hw.context_mib) * 2**20 - hw.weight_bytes
+    rest = (hw.memory_mib - hw.context_mib) * 2**20 - loaded_weight_bytes(hw, speculative)
     return max(0, int(rest // cell) // page_size * page_size)
 
 
@@ -320,6 +455,12 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             vals[key] = value
             out.append(Resolved(key, value, why))
 
+    page = default_page_size(server, hw, given)
+    if page != server.page_size:
+        backend = "trtllm_mla" if hw.mla else "trtllm_mha"
+        put("page_size", page, f"SGLang's default attention backend on {where} is {backend}, which takes pages "
+            f"of {page} (arg_groups/overrides.py _mla_backend_page_constraints)")
+    server = server.model_copy(update={"page_size": vals.get("page_size", server.page_size)})
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
     if "cuda_graph_max_bs" not in given and "max_running_requests" in given:
@@ -343,8 +484,12 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         if spec and hw.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
         given_mfs = " (given)" if server.mem_fraction_static is not None else ""
-        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs}{given_mfs} x memory - weights "
-            f"{hw.weight_bytes / 2**30:.1f} GiB, "
+        ctx_len = served_context_len(server.context_length, hw)
+        if hip_aiter_backend(hw) and ctx_len is not None and ctx_len > AITER_LONG_CONTEXT:
+            given_mfs += (f" (x {AITER_LONG_CONTEXT_FACTOR}: aiter attention above {AITER_LONG_CONTEXT} tokens of "
+                          "context, attention_hook.py)")
+        put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs:.6g}{given_mfs} x memory - weights "
+            f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
     if ("max_total_num_tokens" in given and pool and physical is not None
@@ -355,7 +500,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         vals["max_total_num_tokens"] = pool
         out.append(Resolved("max_total_num_tokens", pool,
                             f"capped: {server.max_total_num_tokens} tokens x {cell / 1024:.1f} KiB do not fit "
-                            f"beside {hw.weight_bytes / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
+                            f"beside {loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
     pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
     if hw.architecture in MODEL_MAX_RUNNING_REQUESTS:
         put("max_running_requests", MODEL_MAX_RUNNING_REQUESTS[hw.architecture],
@@ -364,11 +509,24 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "SGLang's reset for speculative decoding")
     elif pool is not None and pool > 0:
         ctx = served_context_len(server.context_length, hw)
-        put("max_running_requests", auto_max_running_requests(pool_v, ctx),
-            f"from the KV pool and context length {ctx}")
+        per_rank, ranks = auto_max_running_requests(pool_v, ctx), server.attn_dp_size
+        # with DP attention SGLang divides only a given limit by the ranks; the automatic one is
+        # each rank's own (kv_cache_configurator.py resolve_max_num_reqs), and the server's value
+        # here is divided per rank (sim/dp_attention.py rank_server_args), so it is per rank x ranks
+        put("max_running_requests", per_rank * ranks,
+            f"from the KV pool and context length {ctx}" + (
+                f": {per_rank} per DP rank x {ranks} ranks (resolve_max_num_reqs divides only a given limit)"
+                if ranks > 1 else ""))
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
+    if hw.platform == "cuda" and (multimodal_prefill_graphs_off(hw) or trtllm_mla_prefill_graphs_off(hw)):
+        put("disable_prefill_cuda_graph", True, (
+            f"SGLang captures no prefill graphs for {hw.architecture} on {where}: " + (
+                "a multimodal model not validated for them (arg_groups/cuda_graph_hook.py "
+                "disable_breakable_cudagraph_if_incompatible)" if multimodal_prefill_graphs_off(hw) else
+                "trtllm_mla would fall back to FlashAttention under them (arg_groups/cuda_graph_hook.py "
+                "disable_prefill_cuda_graph_for_deepseek_trtllm_mla)")))
     put("enable_overlap_schedule", True, "SGLang's default")
     algo = server.speculative_algorithm
     if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):
@@ -402,7 +560,9 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
     for max(running requests x draft tokens, 2048) activation tokens and no prefill graphs, a
     prefill server no decode graphs; arg_groups/memory_hook.py). The running requests are
     the role's max_running_requests where the scenario sets it, else its decode graph size
-    (SGLang: ``max_running_requests or cuda_graph max_bs``). Each role's pool is appended to
+    (SGLang: ``max_running_requests or cuda_graph max_bs``); the draft tokens the scenario's
+    ``speculative_num_draft_tokens`` where it sets it, else 1 (``speculative_num_draft_tokens or
+    1``: the speculative hook that picks a default runs after the memory hook). Each role's pool is appended to
     ``out``."""
     layout = server.disaggregation
     roles: dict[str, Any] = {}
@@ -413,7 +573,10 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         rs = server.role_server(role)
         set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
         running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
-        draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled else 1
+        # SGLang reads speculative_num_draft_tokens before the speculative hook fills it in
+        # (arg_groups/pipeline.py: handle_gpu_memory_settings runs first): ``or 1`` when not given
+        set_draft = "speculative_num_draft_tokens" in given or "speculative_num_draft_tokens" in cfg.server
+        draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled and set_draft else 1
         mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft)
         pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)
@@ -421,7 +584,7 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
             continue
         roles[role] = cfg.model_copy(update={"server": {**cfg.server, "max_total_num_tokens": pool}})
         out.append(Resolved(f"disaggregation.{role}.server.max_total_num_tokens", pool,
-                            f"the {role} server's KV pool: mem_fraction_static {mfs} by its role's reserve "
+                            f"the {role} server's KV pool: mem_fraction_static {mfs:.6g} by its role's reserve "
                             "(arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb)"))
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 

@@ -13,9 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RESOLVED_KEYS = ("chunked_prefill_size", "cuda_graph_max_bs", "sliding_window_size", "max_total_num_tokens",
+RESOLVED_KEYS = ("page_size", "chunked_prefill_size", "cuda_graph_max_bs", "sliding_window_size", "max_total_num_tokens",
                  "max_running_requests", "sync_mode", "prefill_slot_expansion_sync",
-                 "enable_overlap_schedule", "admission_delay")
+                 "enable_overlap_schedule", "admission_delay", "disable_prefill_cuda_graph")
 """Server arguments :mod:`sim.defaults` fills from the hardware when a scenario leaves them out."""
 
 
@@ -30,6 +30,12 @@ class Hardware(BaseModel):
     memory_mib: total memory one GPU reports (nvidia-smi/amd-smi), MiB; SGLang's
         handle_gpu_memory_settings buckets on it.
     weight_bytes: weights one rank holds (target plus draft model), bytes.
+    draft_weight_bytes: the drafter's part of ``weight_bytes``, bytes: SGLang loads a drafter
+        only when the server speculates (managers/tp_worker.py: the draft worker exists only
+        with a speculative algorithm), and sizes the KV pool from the memory left after what
+        is loaded (mem_cache/kv_cache_configurator.py ``_profile_available_bytes``), so a
+        scenario without speculation has these bytes for its pool. None: not known (older
+        profiles); all of ``weight_bytes`` counts whatever the server runs.
     kv_cell_bytes: KV cache bytes per token on one rank (all layers; with
         ``swa_kv_cell_bytes``, the full-attention layers only).
     draft_kv_cell_bytes: the drafter's KV bytes per token on one rank, in the same pool: SGLang
@@ -51,6 +57,15 @@ class Hardware(BaseModel):
     slot_expansion_sync: the server build's DSpark prefill expands slots with
         repeat_interleave without output_size (HIP unified-KV backend before sglang 0.5.23),
         which blocks the host until the prefill forward drains.
+    vlm_mem_fraction_factor: set for a model SGLang serves as multimodal (configs/model_config.py
+        ``multimodal_model_archs``): the factor SGLang scales its own mem_fraction_static by
+        (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``; 1 without a vision_config).
+        Such a server also takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) from the KV budget
+        (mem_cache/kv_cache_configurator.py ``mm_runtime_reservation_gb``) and captures no
+        prefill graphs unless its architecture is validated for them. None: a text model.
+    num_kv_heads: the model's KV heads (config.json ``num_key_value_heads``, all ranks), where
+        known: on ROCm an MLA model's default attention backend depends on them
+        (:func:`sim.defaults.hip_aiter_backend`).
     architecture: the model's Hugging Face architecture name (config.json
         ``architectures[0]``), when known: SGLang's model hook sets some defaults by it
         (arg_groups/model_hook.py ``handle_model_specific_adjustments``).
@@ -63,6 +78,7 @@ class Hardware(BaseModel):
     tp_size: int = Field(1, ge=1)
     memory_mib: float | None = Field(None, gt=0)
     weight_bytes: float | None = Field(None, ge=0)
+    draft_weight_bytes: float | None = Field(None, ge=0)
     kv_cell_bytes: float | None = Field(None, gt=0)
     draft_kv_cell_bytes: float | None = Field(None, ge=0)
     swa_kv_cell_bytes: float | None = Field(None, gt=0)
@@ -71,6 +87,8 @@ class Hardware(BaseModel):
     mla: bool = False
     context_mib: float = Field(1024.0, ge=0)
     slot_expansion_sync: bool = False
+    vlm_mem_fraction_factor: float | None = Field(None, gt=0, le=1.05)
+    num_kv_heads: int | None = Field(None, ge=1)
     architecture: str = ""
 
 

@@ -308,6 +308,7 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
         activation_tokens,
         decode_graph_mib_per_bs,
         kv_pool_tokens,
+        loaded_weight_bytes,
         mem_fraction_static_of,
     )
 
@@ -329,14 +330,16 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x {per_bs:g} MiB) before the KV pool: "
                           f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
                           f"(mem_fraction_static {mfs}); SGLang stops at start")
-    if kv_pool_tokens(hw, mfs, srv.page_size, speculative=srv.speculative_algorithm.enabled) == 0:
+    spec = srv.speculative_algorithm.enabled
+    if kv_pool_tokens(hw, mfs, srv.page_size, speculative=spec) == 0:
+        weights = loaded_weight_bytes(hw, spec)
         if srv.mem_fraction_static is not None:
-            need = hw.weight_bytes / (((hw.memory_mib or 0) - hw.context_mib) * 2**20)
+            need = weights / (((hw.memory_mib or 0) - hw.context_mib) * 2**20)
             raise ConfigError(scenario.path or "<scenario>", "server.mem_fraction_static", srv.mem_fraction_static,
-                              f"leaves no KV pool beside {_gib(hw.weight_bytes)} of weights per rank on one "
+                              f"leaves no KV pool beside {_gib(weights)} of weights per rank on one "
                               f"{hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}): must be above "
                               f"{need:.3f}; SGLang stops at start ('Not enough memory')")
-        raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
+        raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(weights),
                           f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))

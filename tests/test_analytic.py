@@ -361,7 +361,10 @@ def test_prefill_is_issued_kernel_by_kernel_where_sglang_runs_it_without_graphs(
     from specsched.sim.analytic.roofline import eager_issue_per_kernel_s, extend_issue_s
 
     v4, v3 = load_model("deepseek-v4-flash"), load_model("deepseek-v3")
-    for arch, gpu, eager in [(v3, load_gpu("MI355X"), True), (v4, load_gpu("B200"), True), (v3, load_gpu("B200"), False)]:
+    # DeepSeek-V3 on B200 (SM100) gets trtllm_mla, which turns prefill graphs off
+    # (cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla); on H200 (fa3) it keeps them
+    for arch, gpu, eager in [(v3, load_gpu("MI355X"), True), (v4, load_gpu("B200"), True), (v3, load_gpu("B200"), True),
+                             (v3, load_gpu("H200"), False)]:
         h = Profile.model_validate(build_profile(arch, gpu, 8)).host
         full = kernel_count(arch, EFF, 8, gpu, 1024) * eager_issue_per_kernel_s(EFF)
         assert h.launch_per_extend_s == pytest.approx(extend_issue_s(arch, gpu, EFF, 8), rel=1e-5)
@@ -745,6 +748,12 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     # and the drafter's KV, counted in the pool when a scenario speculates (one of the 32 layers)
     assert d["hardware"].pop("draft_kv_cell_bytes") == d["hardware"]["kv_cell_bytes"] / 32
     d["provenance"].pop("hardware.draft_kv_cell_bytes")
+    # and the drafter's weights, loaded only when a scenario speculates (one decoder layer, sharing
+    # the target's embedding and LM head)
+    assert 0 < d["hardware"].pop("draft_weight_bytes") < d["hardware"]["weight_bytes"] / 30
+    d["provenance"].pop("hardware.draft_weight_bytes")
+    # and the KV heads (ROCm's default attention backend for MLA depends on them)
+    assert d["hardware"].pop("num_kv_heads") == 8
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)
@@ -920,3 +929,53 @@ def test_an_moe_or_mla_profile_says_its_step_has_no_public_anchor(tmp_path, caps
     assert main(["profile", "--analytic", "--model", model, "--gpu", "H200", "--tp", "8" if said else "1",
                  "--out", str(out)]) == 0
     assert ("no public figure here checks an MoE/MLA" in capsys.readouterr().err) is said
+
+
+@pytest.mark.parametrize(("extra", "want"), [
+    ({}, 131072),                                                           # max_position_embeddings
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 262144),     # x factor
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),     # llama3: factor 1
+    ({"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}, 131072),
+    ({"rope_scaling": None}, 131072),
+    ({"seq_length": 8192}, 8192),                                           # earlier key wins
+    ({"max_sequence_length": 4096, "seq_length": 8192}, 4096),
+    ({"max_position_embeddings": None}, 2048),                              # none: 2048
+])
+def test_context_length_is_derived_as_sglang_does(extra, want):
+    # sglang 0.5.23 utils/hf_transformers/common.py get_context_length: the first of
+    # CONTEXT_LENGTH_KEYS (max_sequence_length, seq_length, max_seq_len, model_max_length,
+    # max_position_embeddings), times rope_scaling.factor unless original_max_position_embeddings
+    # is in rope_scaling or rope_type is llama3; 2048 without any
+    cfg = {**shipped_models()["llama-3.1-8b"], **extra}
+    assert from_hf_config(cfg, "x", "config.json").context_len == want
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ({"rope_scaling": {"factor": "big"}}, "rope_scaling.factor"),
+    ({"rope_scaling": {"factor": 0}}, "rope_scaling.factor"),
+    ({"rope_scaling": [2.0]}, "rope_scaling"),
+    ({"max_position_embeddings": 0}, "max_position_embeddings"),
+    ({"seq_length": "8k"}, "seq_length"),
+])
+def test_a_bad_context_key_is_one_config_error(extra, key):
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        from_hf_config({**shipped_models()["llama-3.1-8b"], **extra}, "x", "config.json")
+
+
+def test_prefill_runs_eager_where_sglang_turns_the_prefill_graphs_off():
+    # cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla (DeepSeek-V3 on SM100)
+    # and disable_breakable_cudagraph_if_incompatible ("multimodal model", unless in
+    # model_config.py multimodal_breakable_cuda_graph_supported_model_archs)
+    from specsched.sim.analytic.roofline import prefill_runs_eager
+
+    dsv3 = load_model("deepseek-v3")
+    assert prefill_runs_eager(dsv3, load_gpu("B200")) and not prefill_runs_eager(dsv3, load_gpu("H200"))
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k != "source"}
+    llava = from_hf_config({"architectures": ["LlavaForConditionalGeneration"], "text_config": text}, "l", "c")
+    assert llava.architectures[0] == "LlavaForConditionalGeneration"   # SGLang's hf_config.architectures[0]
+    assert prefill_runs_eager(llava, load_gpu("H100"))
+    qwen35 = from_hf_config({"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text}, "q", "c")
+    assert not prefill_runs_eager(qwen35, load_gpu("H100"))
+    assert not prefill_runs_eager(load_model("llama-3.1-8b"), load_gpu("B200"))

@@ -47,7 +47,8 @@ def test_h200_gets_sglangs_h200_defaults(tmp_path):
     # KV pool = free memory before weights x 0.903 - weights, over 128 KiB per token
     from specsched.sim.profile import load_profile
 
-    weights = load_profile(sc.profile, relative_to=sc.path).hardware.weight_bytes
+    hw_p = load_profile(sc.profile, relative_to=sc.path).hardware
+    weights = hw_p.weight_bytes - hw_p.draft_weight_bytes   # no drafter loaded without speculation
     assert s.max_total_num_tokens == int(((143771 - 1024) * 2**20 * 0.903 - weights) // 131072)
     assert s.max_running_requests == auto_max_running_requests(s.max_total_num_tokens, 131072)
     assert {r.key for r in sc._resolved_defaults} >= {"chunked_prefill_size", "max_total_num_tokens"}
@@ -291,3 +292,185 @@ def test_defaults_that_differ_between_arms_are_named_once(tmp_path):
     # a grid point is named by the axis values its group shares
     sweep = format_differing([({"arm": a, "x": x}, arms[a]) for a in ("base", "mtp") for x in (1, 2)], "grid points")
     assert "max_running_requests: arm=base: " in sweep and "; arm=mtp: 48 (" in sweep
+
+
+@pytest.mark.parametrize("model, gpu, tp, server, want", [
+    ("llama-3.1-8b", "B200", 1, "", 64),             # trtllm_mha
+    ("llama-3.1-8b", "GB200", 1, "", 64),
+    ("llama-3.1-8b", "B200", 1, "speculative_algorithm: eagle", 1),   # topk unset: flashinfer
+    ("llama-3.1-8b", "B200", 1, "speculative_algorithm: eagle, speculative_eagle_topk: 1, "
+     "speculative_num_steps: 3, speculative_num_draft_tokens: 4", 64),
+    ("llama-3.1-8b", "B200", 1, "speculative_algorithm: dflash", 64),
+    ("deepseek-v3", "B200", 8, "", 64),              # trtllm_mla
+    ("deepseek-v3", "B200", 8, "speculative_algorithm: nextn", 64),
+    ("llama-3.1-8b", "H200", 1, "", 1),              # fa3
+    ("llama-3.1-8b", "RTX5090", 1, "", 1),           # SM120: flashinfer
+    ("llama-3.1-8b", "MI355X", 1, "", 1),            # aiter
+    ("llama-3.1-8b", "B200", 1, "page_size: 16", 16),
+])
+def test_sm100_default_attention_backends_take_pages_of_64(tmp_path, model, gpu, tp, server, want):
+    # sglang 0.5.23 arg_groups/model_override_base.py get_default_attn_backend: trtllm_mha on SM100
+    # for MHA models with no speculation (or topk given 1, or DFLASH); model_overrides/deepseek_v2.py:
+    # trtllm_mla for DeepSeek-V3 on SM100; overrides.py _mla_backend_page_constraints: both move
+    # page_size 1 to 64; _page_size_default: 1 otherwise
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp, server))
+    assert sc.server.page_size == want
+    assert sc.server.max_total_num_tokens % want == 0
+
+
+def test_a_plain_server_loads_no_drafter_and_a_speculative_one_does(tmp_path):
+    # sglang 0.5.23: the draft worker (and its weights) exists only with a speculative algorithm;
+    # mem_cache/kv_cache_configurator.py _profile_available_bytes sizes the pool from the free
+    # memory after what is loaded, and pool_configurator.py DefaultPoolConfigurator adds the
+    # drafter's KV per token (EAGLE/STANDALONE branch) only then
+    from specsched.sim.profile import load_profile
+
+    plain = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1))
+    hw = load_profile(plain.profile, relative_to=plain.path).hardware
+    assert 0 < hw.draft_weight_bytes < hw.weight_bytes
+    budget = (81559 - 1024) * 2**20 * 0.83
+    assert plain.server.max_total_num_tokens == int((budget - (hw.weight_bytes - hw.draft_weight_bytes)) // 131072)
+    spec = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: eagle"))
+    assert spec.server.max_total_num_tokens == int((budget - hw.weight_bytes) // (131072 + 4096))
+
+
+def test_dp_attention_keeps_the_automatic_running_limit_per_rank(tmp_path):
+    # sglang 0.5.23 mem_cache/kv_cache_configurator.py resolve_max_num_reqs: a given
+    # max_running_requests becomes max(1, N // attn_dp_size) per DP worker, but the automatic
+    # one, min(clamp(pool / context_len x 512, 2048, 4096), pool // 2), is each worker's own
+    from specsched.sim.dp_attention import rank_server_args
+
+    dp = "enable_dp_attention: true, dp_size: 8"
+    auto = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp)).server
+    rank = rank_server_args(auto)
+    assert rank.max_running_requests == auto_max_running_requests(auto.max_total_num_tokens, 163840)
+    given = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp + ", max_running_requests: 256")).server
+    assert rank_server_args(given).max_running_requests == 32
+    spec = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, dp + ", speculative_algorithm: nextn")).server
+    assert rank_server_args(spec).max_running_requests == 48 // 8
+
+
+def _vlm(tmp_path: Path, cfg: dict) -> Path:
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return tmp_path / "config.json"
+
+
+def test_a_multimodal_model_gets_sglangs_vlm_memory_rules(tmp_path):
+    # sglang 0.5.23 arg_groups/memory_hook.py adjust_mem_fraction_for_vlm (x 0.95 x clamp(1 - 0.1 x
+    # (ViT layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05)), cuda_graph_hook.py
+    # disable_breakable_cudagraph_if_incompatible (no prefill graphs for a multimodal model not
+    # validated for them), kv_cache_configurator.py mm_runtime_reservation_gb (100 MiB)
+    from specsched.sim.analytic.models import from_hf_config, shipped_models
+    from specsched.sim.defaults import kv_pool_tokens
+
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
+    llava = from_hf_config({"architectures": ["LlavaForConditionalGeneration"], "text_config": text,
+                            "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24}}, "llava", "config.json")
+    hw = Hardware.model_validate(build_profile(llava, load_gpu("H100"), 1)["hardware"])
+    assert hw.vlm_mem_fraction_factor == 0.95
+    no_prefill_graphs = 512 + 8192 * 1.5 + 128 + 256 * 2
+    mfs = round((81559 - max(no_prefill_graphs, 10240)) / 81559, 3) * 0.95
+    assert mem_fraction_static(hw, 8192, 16384, 256) == pytest.approx(mfs, rel=1e-12)
+    text_hw = hw.model_copy(update={"vlm_mem_fraction_factor": None})
+    budget = (81559 - 1024) * 2**20 * mfs - (hw.weight_bytes - hw.draft_weight_bytes)
+    assert kv_pool_tokens(hw, mfs) == int((budget - 100 * 2**20) // hw.kv_cell_bytes)
+    assert kv_pool_tokens(text_hw, mfs) == int(budget // hw.kv_cell_bytes)
+    qwen_vl = from_hf_config({**text, "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+                              "vision_config": {"depth": 32, "hidden_size": 1280}}, "q", "config.json")
+    assert qwen_vl.vision_layers == 24   # SGLang reads num_hidden_layers, 24 when absent
+    gemma3 = from_hf_config({"architectures": ["Gemma3ForConditionalGeneration"], "text_config": text,
+                             "vision_config": {}}, "g", "config.json")
+    assert not gemma3.multimodal   # served text-only unless --enable-multimodal (model_config.py)
+
+
+def test_a_bad_vision_config_is_one_line(tmp_path, capsys):
+    from specsched.sim.analytic.models import shipped_models
+
+    from specsched.cli import main
+
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
+    for outer, key in (({"vision_config": {"hidden_size": "x"}}, "vision_config.hidden_size"),
+                       ({"vision_config": [1]}, "vision_config"), ({"text_config": [1]}, "text_config")):
+        cfg = _vlm(tmp_path, {"architectures": ["LlavaForConditionalGeneration"], "text_config": text, **outer})
+        out = tmp_path / "p.yaml"
+        assert main(["profile", "--analytic", "--model", str(cfg), "--gpu", "H100", "--tp", "1", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and key in err[0] and "config.json" in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "off"), [
+    ("deepseek-v3", "B200", 8, True),    # trtllm_mla: disable_prefill_cuda_graph_for_deepseek_trtllm_mla
+    ("deepseek-v3", "H200", 8, False),   # fa3 keeps the breakable prefill graphs
+    ("llama-3.1-8b", "B200", 1, False),
+])
+def test_sglang_turns_prefill_graphs_off_where_its_hooks_do(tmp_path, model, gpu, tp, off):
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp))
+    assert sc.server.disable_prefill_cuda_graph is off
+    given = load_scenario(_scenario(tmp_path, model, gpu, tp, "disable_prefill_cuda_graph: false"))
+    assert given.server.disable_prefill_cuda_graph is False
+
+
+def test_a_multimodal_model_runs_its_prefill_eagerly(tmp_path):
+    # arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible: "multimodal model"
+    from specsched.sim.analytic.models import from_hf_config, shipped_models
+
+    text = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k not in ("architectures", "source")}
+    llava = from_hf_config({"architectures": ["LlavaForConditionalGeneration"], "text_config": text}, "llava", "c")
+    prof = tmp_path / "llava.yaml"
+    write_analytic_profile(build_profile(llava, load_gpu("H100"), 1), prof)
+    scn = tmp_path / "s.yaml"
+    scn.write_text(f"name: t\nprofile: {prof.name}\nworkload: {{kind: burst, num_requests: 2, input_len: "
+                   "{kind: fixed, value: 64}, output_len: {kind: fixed, value: 4}}\n")
+    assert load_scenario(scn).server.disable_prefill_cuda_graph is True
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "server", "scaled"), [
+    ("llama-3.1-8b", "MI300X", 1, "", True),                         # MHA: aiter, context 131072
+    ("llama-3.1-8b", "MI355X", 1, "context_length: 8192", False),    # not above 8192
+    ("deepseek-v3", "MI300X", 8, "", True),                          # MLA, 128 // 8 = 16 KV heads: aiter
+    ("deepseek-v3", "MI300X", 4, "", False),                         # 32 per rank: triton
+    ("llama-3.1-8b", "H100", 1, "", False),
+])
+def test_aiter_long_context_takes_085_of_the_fraction(tmp_path, model, gpu, tp, server, scaled):
+    # sglang 0.5.23 arg_groups/attention_hook.py handle_attention_backend_compatibility: with
+    # attention_backend aiter and context_len > 8192, mem_fraction_static x 0.85 (after
+    # handle_gpu_memory_settings); model_override_base.py get_default_attn_backend: aiter on HIP
+    # for MHA, for MLA when get_num_kv_heads(tp) is 16 or 128, else triton
+    from specsched.sim.defaults import mem_fraction_static_of, scenario_hardware
+
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp, server))
+    hw = scenario_hardware(sc)
+    s = sc.server
+    plain = mem_fraction_static(hw, s.chunked_prefill_size, s.max_prefill_tokens, s.cuda_graph_max_bs)
+    assert mem_fraction_static_of(s, hw) == pytest.approx(plain * (0.85 if scaled else 1.0), rel=1e-12)
+    given = s.model_copy(update={"mem_fraction_static": 0.8})   # a given fraction is scaled too
+    assert mem_fraction_static_of(given, hw) == pytest.approx(0.8 * (0.85 if scaled else 1.0), rel=1e-12)
+
+
+def test_a_decode_servers_reserve_reads_only_a_given_draft_token_count(tmp_path):
+    # sglang 0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings (decode role):
+    # activation tokens = max((max_running_requests or graph max_bs) x
+    # (speculative_num_draft_tokens or 1), 2048), computed before handle_speculative_decoding
+    # picks the draft tokens (arg_groups/pipeline.py), so an auto-chosen count is not in it
+    pd = ("speculative_algorithm: eagle, max_running_requests: 1024, "
+          "disaggregation: {prefill: {instances: 1}, decode: {instances: 1}}")
+    auto = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd)).server
+    assert auto.speculative_num_draft_tokens == 8   # SGLang's (5, 4, 8) for Llama
+    hw = Hardware(platform="cuda", memory_mib=143771)
+    want = mem_fraction_static(hw, 8192, 16384, 256, role="decode", decode_tokens=1024)
+    assert want == round((143771 - 10240) / 143771, 3)   # max(1024 x 1, 2048) tokens: the 10 GiB floor
+    stated = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd.replace(
+        "eagle,", "eagle, speculative_num_steps: 5, speculative_eagle_topk: 4, speculative_num_draft_tokens: 8,"))).server
+    assert stated.role_server("decode").max_total_num_tokens < auto.role_server("decode").max_total_num_tokens
+
+
+def test_a_measured_rocm_profile_without_its_architecture_is_not_scaled_for_aiter():
+    # the shipped MI355X profiles (DeepSeek-V4: SGLang's dsv4 backend, not aiter) name no architecture
+    from specsched.sim.defaults import hip_aiter_backend
+
+    hw = Hardware(platform="hip", memory_mib=294912, context_len=65536)
+    assert not hip_aiter_backend(hw)
+    assert hip_aiter_backend(hw.model_copy(update={"architecture": "LlamaForCausalLM"}))
+    assert not hip_aiter_backend(hw.model_copy(update={"architecture": "DeepseekV4ForCausalLM"}))

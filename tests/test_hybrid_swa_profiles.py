@@ -71,7 +71,7 @@ def test_gpt_oss_on_h200_gets_sglangs_full_and_swa_pools(tmp_path):
     assert s.sliding_window_size == 128 and s.swa_full_tokens_ratio == 0.8
     hw = Hardware.model_validate(yaml.safe_load((tmp_path / "p.yaml").read_text())["hardware"])
     mfs = mem_fraction_static(hw, s.chunked_prefill_size, s.max_prefill_tokens, s.cuda_graph_max_bs)
-    rest = ((hw.memory_mib - hw.context_mib) * 2**20) * mfs - hw.weight_bytes
+    rest = ((hw.memory_mib - hw.context_mib) * 2**20) * mfs - (hw.weight_bytes - hw.draft_weight_bytes)  # no drafter
     assert s.max_total_num_tokens == int(rest // (12 * LAYER + 0.8 * 12 * LAYER))
     assert s.swa_max_total_num_tokens == int(s.max_total_num_tokens * 0.8)
     one = load_scenario(_write(tmp_path, server="sliding_window_size: null")).server
@@ -110,10 +110,10 @@ def test_a_burst_holds_more_tokens_at_once_with_the_hybrid_pools(tmp_path):
     wl = ("{kind: burst, num_requests: 11, input_len: {kind: fixed, value: 900}, "
           "output_len: {kind: fixed, value: 1000}}")
     one = load_scenario(_write(tmp_path, server="sliding_window_size: null", workload=wl,
-                               hardware={"weight_bytes": weights}))
+                               hardware={"weight_bytes": weights, "draft_weight_bytes": 0}))
     assert one.server.max_total_num_tokens == 20_000
     r1 = run_scenario(one).summary
-    both = load_scenario(_write(tmp_path, workload=wl, hardware={"weight_bytes": weights}))
+    both = load_scenario(_write(tmp_path, workload=wl, hardware={"weight_bytes": weights, "draft_weight_bytes": 0}))
     assert both.server.max_total_num_tokens == 22_222 and both.server.swa_max_total_num_tokens == 17_777
     r2 = run_scenario(both).summary
     assert r1["completed"] == r2["completed"] == 11

@@ -41,7 +41,8 @@ def test_a_given_fraction_sizes_the_pool(scenario, capsys):
     pre_load = (hw["memory_mib"] - 1024) * 2**20
     for f in (0.5, 0.8):
         pool, line = _pool(capsys, path, "--set", f"server.mem_fraction_static={f}")
-        assert pool == int((pre_load * f - hw["weight_bytes"]) // hw["kv_cell_bytes"])
+        # no drafter is loaded without speculation (hardware.draft_weight_bytes)
+        assert pool == int((pre_load * f - (hw["weight_bytes"] - hw["draft_weight_bytes"])) // hw["kv_cell_bytes"])
         assert f"mem_fraction_static {f} (given)" in line
     default, line = _pool(capsys, path)
     assert "(given)" not in line and _pool(capsys, path, "--set", "server.mem_fraction_static=0.5")[0] < default
@@ -83,3 +84,18 @@ def test_one_owner_reads_a_given_fraction_or_computes_sglangs(scenario, tmp_path
     sc = load_scenario(pd)
     pools = {sc.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")}
     assert pools == {kv_pool_tokens(Hardware(**hwd), 0.7)}
+
+
+def test_prefill_graph_reserve_follows_the_chunk_not_the_activation_floor():
+    # sglang 0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings: the prefill graph's
+    # max_bs is cfg.chunked_prefill_size (not max(chunk, 2048), the activation tokens), and
+    # reserve_for_graph_mb adds len(bs) x 8 MiB; with chunking off (-1) no size is captured
+    from specsched.sim.defaults import mem_fraction_static, prefill_graph_sizes
+    from specsched.sim.hardware import Hardware
+
+    hw = Hardware(platform="cuda", memory_mib=143771)
+    off = 512 + 16384 * 1.5 + 128 + 256 * 2          # max_prefill_tokens 16384 activation tokens
+    assert mem_fraction_static(hw, -1, 16384, 256) == round((143771 - off) / 143771, 3)
+    small = hw.model_copy(update={"memory_mib": 32607})   # RTX 5090: no 10 GiB floor
+    chunk_1k = 512 + 2048 * 1.5 + 128 + 48 * 2 + prefill_graph_sizes(1024) * 8
+    assert mem_fraction_static(small, 1024, 16384, 48) == round((32607 - chunk_1k) / 32607, 3)

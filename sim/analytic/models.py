@@ -82,6 +82,60 @@ default of the transformers config class SGLang loads it with (``MistralConfig``
 ``LlamaConfig`` and every architecture not listed. Read as ``num_attention_heads``, a Mistral
 config without the key held 4x the KV per token (512 KiB for a Mistral-7B shape)."""
 
+MULTIMODAL_ARCHS = frozenset({
+    "CLIPModel", "Cohere2VisionForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration",
+    "DeepseekVL2ForCausalLM", "Ernie4_5_VLMoeForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration",
+    "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model", "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration",
+    "GlmOcrForConditionalGeneration", "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration",
+    "Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration",
+    "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaForConditionalGeneration", "LlavaVidForCausalLM",
+    "Lfm2VlForConditionalGeneration", "LightOnOCRForConditionalGeneration", "MiMoV2ASRForCausalLM", "MiniCPMO",
+    "MiniCPMV", "Mistral3ForConditionalGeneration", "MultiModalityCausalLM", "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Omni_Reasoning_V3", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM", "VoxtralForConditionalGeneration",
+    "WhisperForConditionalGeneration", "Step3VLForConditionalGeneration", "POINTSV15ChatModel", "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "Sarashina2VisionForCausalLM", "NVILAForConditionalGeneration",
+    "NVILALiteForConditionalGeneration", "DeepseekOCRForCausalLM", "UnlimitedOCRForCausalLM",
+    "JetVLMForConditionalGeneration", "PaddleOCRVLForConditionalGeneration", "MiDashengLMModel",
+    "StepVLForConditionalGeneration", "Step3p7ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "BailingMMNativeForConditionalGeneration", "BailingMM2NativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration",
+})
+"""Architectures SGLang 0.5.23 serves as multimodal (configs/model_config.py
+``multimodal_model_archs``, ``is_multimodal_model``; the MiMo-V2 multimodal names are not listed)."""
+
+MULTIMODAL_OFF_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                  "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
+"""Multimodal architectures SGLang serves text-only unless --enable-multimodal is given
+(configs/model_config.py ``ModelConfig.__init__``: ``mm_disabled_models``)."""
+
+TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM"})
+"""Architectures SGLang serves with the trtllm_mla attention backend on SM100 when no backend is
+given (arg_groups/model_overrides/deepseek_v2.py: the DeepSeek V3/R1/V3.1 branch sets
+``attention_backend = "trtllm_mla"`` ``if get_platform().is_sm100``). Other architectures that
+override registers are not in the analytic table and keep page 1 here."""
+
+MM_PREFILL_GRAPH_ARCHS = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
+})
+"""Multimodal architectures that keep the breakable prefill graphs (sglang 0.5.23
+configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs``); every other
+multimodal model has them turned off (arg_groups/cuda_graph_hook.py
+``disable_breakable_cudagraph_if_incompatible``, run before ``handle_gpu_memory_settings``)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -133,6 +187,9 @@ class ModelArch(BaseModel):
     kv_compress_ratio: int | None = None
     swa_pool_layers: int | None = None
     fp8_native: bool = False
+    multimodal: bool = False
+    vision_layers: int | None = None
+    vision_hidden: int | None = None
     fp8_routed_experts_only: bool = False
     kv_cache_bytes: int = 2
     """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
@@ -194,6 +251,37 @@ def _get(cfg: dict[str, Any], file: str, key: str, *alts: str, default: Any = ..
     if default is ...:
         raise ConfigError(file, key, "<missing>", "required to derive the model's shape")
     return default
+
+
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings")
+"""config.json keys SGLang reads the context length from, first found wins (sglang 0.5.23
+utils/hf_transformers/common.py ``CONTEXT_LENGTH_KEYS``; none: 2048)."""
+
+
+def _context_len(cfg: dict[str, Any], file: str) -> int:
+    """The model's context length as SGLang derives it (utils/hf_transformers/common.py
+    ``get_context_length``, read by configs/model_config.py ``_derive_context_length``): the
+    first of :data:`CONTEXT_LENGTH_KEYS` present, times ``rope_scaling.factor`` unless
+    ``rope_scaling`` names ``original_max_position_embeddings`` or ``rope_type`` llama3 (then
+    1); 2048 when no key is present."""
+    rope = cfg.get("rope_scaling")
+    factor: float = 1
+    if rope is not None and not isinstance(rope, dict):
+        raise ConfigError(file, "rope_scaling", rope, "must be a mapping (or null)")
+    if rope:
+        factor = rope.get("factor", 1)
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
+            raise ConfigError(file, "rope_scaling.factor", factor, "must be a positive number")
+        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+            factor = 1
+    for key in CONTEXT_LENGTH_KEYS:
+        if cfg.get(key) is not None:
+            n = _get(cfg, file, key)
+            if n == 0:
+                raise ConfigError(file, key, 0, "must be >= 1")
+            return max(1, int(factor * n))
+    return 2048
 
 
 def _strings(v: Any) -> list[str]:
@@ -264,7 +352,21 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
             ``num_experts_per_tok`` exceeds the experts (names file, key, value, what is
             allowed).
     """
+    outer_archs = _strings(cfg.get("architectures"))
+    multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
+    vision = cfg.get("vision_config") if multimodal else None
+    if vision is not None and not isinstance(vision, dict):
+        raise ConfigError(file, "vision_config", vision, "must be a mapping (or null)")
+    vision_layers = vision_hidden = None
+    if vision is not None:   # SGLang's getattr fallbacks: a ViT-L/14, 24 layers of 1024
+        try:
+            vision_layers = _get(vision, file, "num_hidden_layers", default=24)
+            vision_hidden = _get(vision, file, "hidden_size", default=1024)
+        except ConfigError as e:
+            raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
     text_cfg = cfg.get("text_config")
+    if text_cfg is not None and not isinstance(text_cfg, dict) and "hidden_size" not in cfg:
+        raise ConfigError(file, "text_config", text_cfg, "must be a mapping (a multimodal config's language model)")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
     for k in REQUIRED:
@@ -302,6 +404,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if window == 0:
         raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
     archs = _strings(cfg.get("architectures"))
+    # SGLang names the model by the outer config's architectures (hf_config.architectures[0]: its
+    # model hooks, speculative defaults, multimodal rules); the layer rules here read the
+    # language model's own (``archs``), which a multimodal text_config may name
+    served_archs = [*outer_archs, *(a for a in archs if a not in outer_archs)] if multimodal else archs
     assumptions = _strings(cfg.get("assumptions"))
     if window is not None and FULL_ATTENTION_ARCHS & set(archs[:1]) and cfg.get("is_hybrid_swa") is not True:
         assumptions.append(f"sliding_window {window} not applied: SGLang's {archs[0]} attends every position "
@@ -328,7 +434,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
-        architectures=archs,
+        architectures=served_archs,
         assumptions=assumptions,
         hidden_size=hidden,
         num_layers=cfg["num_hidden_layers"],
@@ -338,7 +444,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         v_head_dim=v_head if v_head is not None else head_dim,
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
-        context_len=_get(cfg, file, "max_position_embeddings", "max_sequence_length", default=4096),
+        context_len=_context_len(cfg, file),
+        multimodal=multimodal,
+        vision_layers=vision_layers,
+        vision_hidden=vision_hidden,
         tie_word_embeddings=bool(TIED_ARCHS & set(archs[:1]))
         or bool(cfg.get("tie_word_embeddings", bool(TIED_BY_DEFAULT_ARCHS & set(archs[:1])))),
         num_experts=num_experts,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 from specsched.sim.analytic.gpus import GpuSpec
-from specsched.sim.analytic.models import ModelArch
+from specsched.sim.analytic.models import MM_PREFILL_GRAPH_ARCHS, TRTLLM_MLA_ARCHS, ModelArch
 from specsched.sim.errors import ConfigError
 
 BF16 = 2  # bytes of a bf16 element (activations, KV cache)
@@ -453,8 +453,15 @@ def prefill_runs_eager(arch: ModelArch, gpu: GpuSpec) -> bool:
     """Whether SGLang 0.5.23 runs this model's extend (prefill) forwards without graphs on
     ``gpu``: always off CUDA (model_executor/cuda_graph_config.py ``default_prefill_backend``:
     breakable on CUDA, disabled elsewhere, so on ROCm every extend is issued kernel by
-    kernel) and for :data:`NO_BREAKABLE_PREFILL_ARCHS` on CUDA as well."""
-    return gpu.platform != "cuda" or bool(NO_BREAKABLE_PREFILL_ARCHS.intersection(arch.architectures))
+    kernel) and for :data:`NO_BREAKABLE_PREFILL_ARCHS` on CUDA as well; a multimodal model
+    not validated for them (cuda_graph_hook.py ``disable_breakable_cudagraph_if_incompatible``,
+    :data:`~sim.analytic.models.MM_PREFILL_GRAPH_ARCHS`); DeepSeek-V3 on SM100, whose default
+    trtllm_mla turns them off (``disable_prefill_cuda_graph_for_deepseek_trtllm_mla``)."""
+    archs = set(arch.architectures)
+    sm100 = gpu.platform == "cuda" and (gpu.compute_capability or 0) // 10 == 10
+    return (gpu.platform != "cuda" or bool(NO_BREAKABLE_PREFILL_ARCHS & archs)
+            or (arch.multimodal and not MM_PREFILL_GRAPH_ARCHS & archs)
+            or (sm100 and arch.is_mla and bool(TRTLLM_MLA_ARCHS & set(arch.architectures[:1]))))
 
 
 def extend_issue_s(arch: ModelArch, gpu: GpuSpec, eff: Efficiency, tp: int, tokens: float = 1024.0) -> float:

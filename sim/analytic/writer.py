@@ -170,7 +170,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     eager_prefill = prefill_runs_eager(arch, gpu)
     host["launch_per_extend_s"] = float(f"{extend_issue_s(arch, gpu, eff, tp):.6e}")
     host["launch_per_inject_s"] = float(f"{extend_issue_s(draft, gpu, eff, tp):.6e}")
-    how = (f"eager prefill ({'not CUDA' if gpu.platform != 'cuda' else arch.name + ' turns breakable prefill graphs off'}"
+    how = (f"eager prefill ({'not CUDA' if gpu.platform != 'cuda' else 'SGLang turns the prefill graphs off for ' + arch.name}"
            f"; SGLang 0.5.23 cuda_graph_config.py default_prefill_backend, cuda_graph_hook.py): every kernel x "
            f"{per_kernel_issue * 1e6:.2f} us" if eager_prefill else
            f"breakable prefill graph (CUDA's default): per layer one segment replay "
@@ -183,7 +183,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
                      if draft_model is None else 0)   # a draft model's tables are its own
     kv_word = "fp8" if arch.kv_cache_bytes == 1 else "bf16"   # --kv-cache-dtype (ModelArch.kv_cache_bytes)
-    w_bytes = weights_bytes(arch, par) + weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
+    draft_w_bytes = weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
+    w_bytes = weights_bytes(arch, par) + draft_w_bytes
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
     prov = {
@@ -242,6 +243,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "hardware.kv_cell_bytes": f"KV bytes per token per rank, {kv_word} KV cache "
                                   "(SGLang pool_configurator.py _compute_cell_size)",
         "hardware.weight_bytes": "weights per rank: target (every expert) plus drafter layers, bf16 embeddings",
+        "hardware.draft_weight_bytes": ("the drafter's part of hardware.weight_bytes (its layers, and its own "
+                                        "embedding/LM head where it does not share the target's): SGLang loads it "
+                                        "only when the server speculates, so a plain run's KV pool has it too "
+                                        "(mem_cache/kv_cache_configurator.py _profile_available_bytes)"),
         "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
         **host_prov,
         **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
@@ -256,6 +261,20 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     prov["kv_transfer.link_bytes_per_s"] = ("assumed: one 400 Gb/s RDMA NIC per GPU at 80 % (writer.KV_LINK_BYTES_PER_S); "
                                             "the GPU table has no inter-node link. Read only by prefill-decode scenarios")
     prov["kv_transfer.latency_s"] = "assumed 1 ms per transfer (writer.KV_LINK_LATENCY_S): bootstrap done earlier, completion poll"
+    vlm_hw: dict[str, Any] = {}
+    if arch.multimodal:
+        factor = vlm_mem_fraction_factor(arch.vision_layers, arch.vision_hidden)
+        vlm_hw = {"vlm_mem_fraction_factor": factor}
+        vit = ("no vision_config: unchanged" if arch.vision_layers is None else
+               f"vision_config {arch.vision_layers} layers of {arch.vision_hidden}")
+        prov["hardware.vlm_mem_fraction_factor"] = (
+            f"{arch.architectures[0] if arch.architectures else arch.name} is served as multimodal (sglang 0.5.23 "
+            f"configs/model_config.py multimodal_model_archs): SGLang scales its own mem_fraction_static by "
+            f"{factor:g} ({vit}; arg_groups/memory_hook.py adjust_mem_fraction_for_vlm: 0.95 x clamp(1 - 0.1 x "
+            f"(layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05)), takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) "
+            f"from the KV budget (kv_cache_configurator.py mm_runtime_reservation_gb) and, but for the "
+            f"architectures validated for it, captures no prefill graphs (cuda_graph_hook.py "
+            f"disable_breakable_cudagraph_if_incompatible). The vision encoder's time is not priced")
     swa_hw: dict[str, Any] = {}
     if arch.swa_pool_layers:
         full_layers = arch.num_layers - arch.swa_pool_layers
@@ -301,9 +320,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "host": host,
         "hardware": {
             "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
-            "weight_bytes": float(round(w_bytes)), "kv_cell_bytes": float(full_cell),
+            "weight_bytes": float(round(w_bytes)), "draft_weight_bytes": float(round(draft_w_bytes)),
+            "kv_cell_bytes": float(full_cell),
             "draft_kv_cell_bytes": float(draft_cell),
-            **swa_hw, "context_len": arch.context_len, "mla": arch.is_mla,
+            **swa_hw, **vlm_hw, "context_len": arch.context_len, "mla": arch.is_mla, "num_kv_heads": arch.num_kv_heads,
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
@@ -311,7 +331,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "analytic": {
             "model": arch.model_dump(exclude={k for k, default in (("swa_pool_layers", None), ("weight_format", None),
                                                                     ("kv_cache_quant_algo", None), ("dsa", False),
-                                                                    ("learnable_sink", False))
+                                                                    ("learnable_sink", False), ("multimodal", False),
+                                                                    ("vision_layers", None), ("vision_hidden", None))
                                               if getattr(arch, k) == default}),
             "gpu": gpu.model_dump(exclude={"gfx_arch"} if dtype in FP4_BITS else {"fp4_tflops", "gfx_arch"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
@@ -319,6 +340,17 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             **({"draft_model": draft_model.model_dump()} if draft_model is not None else {}), "efficiency": eff_d,
         },
     }
+
+
+def vlm_mem_fraction_factor(vision_layers: int | None, vision_hidden: int | None) -> float:
+    """What SGLang 0.5.23 multiplies a multimodal model's own mem_fraction_static by
+    (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``): 0.95 x clamp(1 - 0.1 x
+    (complexity - 1), 0.8, 1.05), complexity = the ViT's layers x hidden^2 over a ViT-L/14's
+    (24 x 1024^2); 1 without a vision_config."""
+    if vision_layers is None or vision_hidden is None:
+        return 1.0
+    ratio = vision_layers * vision_hidden**2 / (24 * 1024**2)
+    return round(0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))), 6)
 
 
 def drafter_kv_cell_bytes(arch: ModelArch, draft: ModelArch, tp: int, drafter: str,
