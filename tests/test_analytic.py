@@ -979,3 +979,34 @@ def test_prefill_runs_eager_where_sglang_turns_the_prefill_graphs_off():
     qwen35 = from_hf_config({"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text}, "q", "c")
     assert not prefill_runs_eager(qwen35, load_gpu("H100"))
     assert not prefill_runs_eager(load_model("llama-3.1-8b"), load_gpu("B200"))
+
+
+@pytest.mark.parametrize("name, key", [
+    ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"), ("Meta-Llama-3.1-8B", "llama-3.1-8b"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
+    ("LLAMA-3.1-8B", "llama-3.1-8b"), ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    ("meta-llama/Llama-3.1-405B-Instruct", None), ("llama-3.1-8b-xyz", None), ("Qwen/Qwen3-32B", None),
+])
+def test_a_hugging_face_id_of_a_shipped_architecture_reads_as_it(name, key):
+    """A user types the Hub id they serve; a tune, format or date tag does not change the
+    shapes, while another size or an unknown tag stays refused (listing the shipped names)."""
+    from specsched.sim.analytic.models import load_model, shipped_key
+
+    assert shipped_key(name) == key
+    if key is None:
+        with pytest.raises(ConfigError, match="nor a shipped model"):
+            load_model(name)
+    else:
+        assert load_model(name).name == key
+
+
+def test_a_config_file_wins_over_a_hub_id_of_the_same_path(tmp_path, monkeypatch):
+    """A folder laid out as the Hub id (``meta-llama/Llama-3.1-8B-Instruct`` holding a file
+    of that name) is read as the file, not as the shipped model its name resembles."""
+    from specsched.sim.analytic.models import load_model, shipped_models
+
+    cfg = dict(shipped_models()["llama-3.1-8b"], num_hidden_layers=3)
+    (tmp_path / "meta-llama").mkdir()
+    (tmp_path / "meta-llama" / "Llama-3.1-8B-Instruct").write_text(json.dumps(cfg))
+    monkeypatch.chdir(tmp_path)
+    assert load_model("meta-llama/Llama-3.1-8B-Instruct").num_layers == 3

@@ -76,7 +76,7 @@ SGLang picks for the model and GPU, :func:`models.auto_kv_cache_dtype`; model_ex
 def cmd_analytic_profile(args: argparse.Namespace) -> int:
     """Build the analytic profile the arguments describe, write it, print a summary."""
     from specsched.sim.analytic.gpus import gpu_table, load_gpu
-    from specsched.sim.analytic.models import load_model, shipped_models
+    from specsched.sim.analytic.models import load_model, shipped_key, shipped_models
     from specsched.sim.analytic.writer import build_profile
 
     for opt, what, shipped in (("model", "a config.json file or a shipped model", shipped_models),
@@ -98,6 +98,9 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     if kv_dtype not in KV_CACHE_BYTES:
         raise ConfigError("<command line>", "--kv-cache-dtype", kv_dtype, f"allowed: {', '.join(KV_CACHE_BYTES)}")
     arch = load_model(args.model)
+    if arch.name != args.model.lower() and shipped_key(args.model) == arch.name:
+        print(f"note: --model {args.model} read as the shipped model {arch.name} (the same architecture; a tune, "
+              "format or date tag does not change its shapes, and --dtype sets the weights' format)")
     arch = _dtype_assumptions(arch, args.dtype)
     gpu = load_gpu(args.gpu)
     kv_chosen = ""
@@ -209,7 +212,7 @@ def _warn_if_no_pool(d: dict[str, Any]) -> None:
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     mfs = mem_fraction_static(hw, chunk, 16384, graph)
     if kv_pool_tokens(hw, mfs) == 0:
-        print(f"note: {hw.weight_bytes / 2**30:.1f} GiB of weights per rank leave no KV pool on one {hw.gpu} at "
+        print(f"warning: {hw.weight_bytes / 2**30:.1f} GiB of weights per rank leave no KV pool on one {hw.gpu} at "
               f"mem_fraction_static {mfs}: SGLang would not start; use more TP ranks"
               + (" or --dtype fp8" if d["analytic"]["dtype"] == "bf16" else ""), file=sys.stderr)
 

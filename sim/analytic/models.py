@@ -11,6 +11,7 @@ transformers configs SGLang loads (python/sglang/srt/configs/model_config.py rea
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -576,19 +577,43 @@ def fp4_format(quant: Any) -> str | None:
     return None
 
 
+_TUNE_TAGS = re.compile(r"(-(instruct|chat|it|base|hf|fp8|bf16|\d{4}))+$")
+"""Trailing tags of a Hugging Face id that name a tune, a weight format or a release date of
+the same architecture (``Llama-3.1-8B-Instruct``, ``Qwen3-30B-A3B-Instruct-2507``,
+``DeepSeek-V3-FP8`` is not shipped but reads as ``deepseek-v3``): the shapes a profile is
+built from do not change with them (the weights' format is ``--dtype``)."""
+
+
+def shipped_key(name: str) -> str | None:
+    """The shipped model a name denotes: itself (case-insensitive), or a Hugging Face id of
+    the same architecture (``meta-llama/Llama-3.1-8B-Instruct``, ``Meta-Llama-3.1-8B``,
+    ``Qwen/Qwen3-30B-A3B``: the part after the organisation, a leading ``meta-`` and the
+    trailing tags of :data:`_TUNE_TAGS` dropped); None when neither is shipped."""
+    table = shipped_models()
+    key = name.lower()
+    if key in table:
+        return key
+    base = _TUNE_TAGS.sub("", key.rsplit("/", 1)[-1]).removeprefix("meta-")
+    return base if base in table else None
+
+
 def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
-    """A shipped model by name (case-insensitive) or a config.json path (``option``: the
-    command-line option an unknown name is reported under).
+    """A shipped model by name (case-insensitive; a Hugging Face id of a shipped
+    architecture too, :func:`shipped_key`) or a config.json path (``option``: the
+    command-line option an unknown name is reported under). A shipped name comes first, then
+    a file of that path, then a Hugging Face id of a shipped architecture.
 
     Raises:
         ConfigError: unknown name (lists the shipped ones), unreadable or invalid JSON,
             or a missing/invalid key.
     """
     table = shipped_models()
-    key = name_or_path.lower()
-    if key in table:
-        return from_hf_config(table[key], key, f"shipped model {key}")
     p = Path(name_or_path)
+    key = name_or_path.lower()
+    if key not in table:
+        key = None if is_input_file(p) else shipped_key(name_or_path)
+    if key is not None:
+        return from_hf_config(table[key], key, f"shipped model {key}")
     if not is_input_file(p):
         raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
