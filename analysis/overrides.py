@@ -344,6 +344,24 @@ def unread_in_file(scenario: Any, given: Iterable[str] = ()) -> list[str]:
     return [n.replace("note: ", f"note: {where}: ", 1) for n in unread_overrides(scenario, keys)]
 
 
+def fixed_uniform_notes(scenario: Any) -> list[str]:
+    """A note per workload length of kind ``uniform`` whose ``range_ratio`` the file leaves
+    out: the scenario's default 1.0 draws every length at ``value``, while bench_serving's
+    ``--random-range-ratio`` defaults to 0.0 (lengths from 1 to ``value``; SGLang
+    benchmark/datasets/common.py ``compute_random_lens``), so "uniform" read with
+    bench_serving's meaning runs twice the tokens it would send (a new user's 50 prompts of
+    "uniform 8000" were all 8000 tokens, unremarked)."""
+    notes = []
+    where = scenario.path or "<scenario>"
+    for key in ("input_len", "output_len"):
+        d = getattr(scenario.workload, key, None)
+        if getattr(d, "kind", None) == "uniform" and "range_ratio" not in d.model_fields_set:
+            notes.append(f"note: {where}: workload.{key} is kind uniform without range_ratio: every length is "
+                         f"{d.value} (range_ratio 1.0); bench_serving's --random-range-ratio defaults to 0.0 "
+                         f"(lengths from 1 to {d.value}): state range_ratio to draw a spread")
+    return notes
+
+
 UNREAD_CHECK_POINTS = 256
 """Most grid points whose scenarios :func:`unread_everywhere` loads (a larger grid is not checked)."""
 

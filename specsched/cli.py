@@ -215,11 +215,16 @@ def _run_command(args: argparse.Namespace) -> int:
     resolved = format_resolved(scenario._resolved_defaults)
     if resolved:
         print(resolved)
-    from specsched.analysis.overrides import parse_overrides, unread_in_file, unread_overrides
+    from specsched.analysis.overrides import (
+        fixed_uniform_notes,
+        parse_overrides,
+        unread_in_file,
+        unread_overrides,
+    )
 
     given = parse_overrides(args.set) if args.set else {}
     # before --seed: with_value validates a full dump, after which every key reads as set in the file
-    notes = [*unread_overrides(scenario, given), *unread_in_file(scenario, given)]
+    notes = [*unread_overrides(scenario, given), *unread_in_file(scenario, given), *fixed_uniform_notes(scenario)]
     if args.seed is not None:
         from specsched.sim.config import with_value
 

@@ -180,3 +180,18 @@ def test_override_suffix_is_stable_and_keeps_unsafe_values_apart():
     x, y = overrides_suffix({"server.p": "a/b.py:C"}), overrides_suffix({"server.p": "a_b.py:C"})
     assert x != y and "/" not in x and ":" not in x
     assert len(overrides_suffix({"server.k": "v" * 500})) < 100
+
+
+def test_a_uniform_length_without_range_ratio_is_said_to_be_fixed(tmp_path, capsys):
+    """"uniform 8000" with the scenario's default range_ratio 1.0 sends every prompt at 8000
+    tokens; bench_serving's default ratio is 0.0. run says so once per length it affects."""
+    import yaml
+
+    sc = tmp_path / "u.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "u", "profile": "h200-1b",
+        "workload": {"kind": "burst", "num_requests": 3, "input_len": {"kind": "uniform", "value": 800},
+                     "output_len": {"kind": "uniform", "value": 20, "range_ratio": 0.5}}}))
+    assert main(["run", str(sc), "--out", str(tmp_path / "o")]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "without range_ratio" in ln]
+    assert len(notes) == 1 and "workload.input_len" in notes[0] and "every length is 800" in notes[0]
