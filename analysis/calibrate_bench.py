@@ -57,6 +57,7 @@ import contextlib
 import math
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1173,16 +1174,22 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                   f"their rate{loops}")
 
         best: list[Any] = []   # (loss, factors) of the lowest loss so far
+        started = time.perf_counter()
+        print(f"fit: each evaluation simulates {len(cases)} run(s) x {args.seeds} seed(s); at most "
+              f"{args.max_evals} evaluations (--max-evals)")
 
         def progress(i: int, loss: float, f: np.ndarray) -> None:
             # the evaluation just made is wherever the search probes (a scan point, a
             # Jacobian step); the lowest so far is what the fit has found
             if not best or loss < best[0]:
                 best[:] = [loss, f]
-            if i % 5 == 0:
+            if i % 5 == 0 or i == 1:
                 def text(x: np.ndarray) -> str:
                     return "  ".join(f"{p} x{v:.3f}" for p, v in zip(params, x, strict=True))
-                print(f"  eval {i:3d}: objective {loss:.4g}  {text(f)};  best so far: {best[0]:.4g}  {text(best[1])}")
+                each = (time.perf_counter() - started) / i
+                left = (args.max_evals - i) * each
+                print(f"  eval {i:3d}/{args.max_evals}: objective {loss:.4g}  {text(f)};  best so far: {best[0]:.4g}  "
+                      f"{text(best[1])}  ({each:.1f} s an evaluation; at most {left / 60:.1f} min more)")
 
         prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
         result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,

@@ -759,10 +759,13 @@ def test_the_progress_line_shows_the_best_point_so_far(tmp_path, capsys, monkeyp
                  "--max-evals", "10", "--out", "f.yaml"]) == 0
     out = capsys.readouterr().out
     lines = [x for x in out.splitlines() if x.startswith("  eval ")]
-    assert [x.split(":")[0] for x in lines] == ["  eval   5", "  eval  10"]
+    # the first evaluation (its time says how long the fit can take), then every fifth, of the cap
+    assert [x.split(":")[0] for x in lines] == ["  eval   1/10", "  eval   5/10", "  eval  10/10"]
+    assert all(re.search(r"\(\d+\.\d s an evaluation; at most \d+\.\d min more\)$", x) for x in lines), lines
+    assert "fit: each evaluation simulates 1 run(s) x 1 seed(s); at most 10 evaluations" in out
     objective = [float(re.search(r"objective (\S+)", x)[1]) for x in lines]
     best = [float(re.search(r"best so far: (\S+)", x)[1]) for x in lines]
-    assert best[1] <= min(best[0], objective[1])
+    assert best[2] <= min(best[1], objective[2]) and best[1] <= best[0]
     found = re.search(r"best so far: \S+  decode x(\S+)", lines[-1])[1]
     assert f"{float(re.search(r'factors: decode x([0-9.]+)', out)[1]):.3f}" == found, out   # capped: the best of the 10
 
