@@ -52,7 +52,14 @@ from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
 CSV_BLOCK_ROWS = 200_000
 JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays
-_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+MAX_TIMESTAMP_S = 1e11
+"""A first timestamp at or past this many seconds (in the trace's time unit) is refused: as an
+epoch time it is the year 5138, as an offset from a trace's start 3,000 years. Epoch times
+written in a finer unit than the one read (epoch ms under the default s: 1.7e12) reach it,
+where the gaps would replay 1000 times wider without a word (the span check below
+:data:`MAX_ARRIVAL_SPAN_S` passes a day's trace so stretched)."""
+_EPOCH_S = (3.2e8, 4.1e9)   # 1980 to 2100: where an epoch time in the right unit lands
 MAX_TOKENS = 2.0**62
 """A length at or past this is refused: held as int64, a larger one (1e300 in a JSON row)
 became garbage, silently."""
@@ -125,6 +132,8 @@ class _Checker:
         self.last = -math.inf
         self.last_raw: object = None
         self.last_line = 0
+        self.first_raw: object = None
+        self.first_line = 0
         self.n = 0
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
@@ -176,6 +185,8 @@ class _Checker:
             if bad.any():
                 k = int(np.argmax(bad))
                 self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo} and < 2^62")
+        if len(t) and self.n == 0:
+            self.first_raw, self.first_line = shown[0], int(lines[0])
         if len(t):
             self.last, self.last_raw, self.last_line = float(t[-1]), shown[-1], int(lines[-1])
         self.t.append(t)
@@ -205,7 +216,7 @@ def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.
             cell = list(values)[k]
             hint = ""
             if not isinstance(cell, bool) and not math.isnan(pd.to_numeric(pd.Series([cell]), errors="coerce").iloc[0]):
-                hint = " (it is a number: set workload.trace.time_unit: s, ms or us)"   # epoch seconds under azure's layout
+                hint = " (it is a number: set workload.trace.time_unit: s, ms, us or ns)"   # epoch seconds under azure's layout
             raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(cell), f"not a date and time{hint}")
         return ts.to_numpy("datetime64[ns]").astype(np.int64) / 1e9
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
@@ -408,6 +419,7 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy
     t = _joined(chk.t, float)
+    _check_epoch_unit(float(t[0]), unit, f"{p}:{chk.first_line}", columns.timestamp, chk.first_raw)
     t -= t[0]
     t *= cfg.time_scale
     if t[-1] >= MAX_ARRIVAL_SPAN_S:   # as a poisson workload's num_requests / request_rate is bounded
@@ -444,6 +456,22 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         _LAST.clear()   # one trace kept: a sweep over traces does not pile them up
         _LAST[key] = trace
     return trace
+
+
+def _check_epoch_unit(first_s: float, unit: str, where: str, col: str, raw: object) -> None:
+    """Refuse a first timestamp of :data:`MAX_TIMESTAMP_S` or more (``first_s``: in seconds,
+    as read in ``unit``), naming the finer unit that reads it as a date between 1980 and 2100."""
+    if unit == "datetime" or first_s < MAX_TIMESTAMP_S:
+        return
+    value = first_s / _UNIT_S[unit]
+    hint = ""
+    for u, k in _UNIT_S.items():
+        if k < _UNIT_S[unit] and _EPOCH_S[0] <= value * k <= _EPOCH_S[1]:
+            date = pd.Timestamp(value * k, unit="s").strftime("%Y-%m-%d %H:%M:%S")
+            hint = f"; as epoch {u} it is {date} UTC: set workload.trace.time_unit: {u}"
+            break
+    raise ConfigError(where, col, _shown(raw), f"read in {unit} it is {first_s / 3.15576e7:.3g} years; "
+                      f"timestamps must be under {MAX_TIMESTAMP_S:g} s{hint}")
 
 
 def _joined(blocks: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -221,7 +221,7 @@ class TraceConfig(BaseModel):
     format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
     layout: Literal["custom", "azure", "mooncake", "burstgpt"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length, hash_ids; burstgpt: Timestamp (s), Request tokens, Response tokens; custom: columns.")
     columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
-    time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
+    time_unit: Literal["s", "ms", "us", "ns", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s). A first timestamp of 1e11 s or more in this unit (an epoch time in a finer unit) is refused, naming the unit that reads it as a date.")
     time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
     block_size: int = Field(512, ge=1, description="Prompt tokens per hash_ids block (Mooncake: 512).")
 

@@ -284,3 +284,29 @@ def test_a_small_traces_warnings_are_said_once_per_run(tmp_path, capsys, monkeyp
     assert main(["run", "s.yaml"]) == 0
     err = capsys.readouterr().err
     assert err.count("0 output tokens") == 1 and err.count("asks for 5 requests") == 1
+
+
+@pytest.mark.parametrize("unit, first, hint", [
+    (None, 1_700_000_000_218, "time_unit: ms"),              # epoch ms read as s: gaps 1000 times wider
+    ("ms", 1_700_000_000_218_000, "time_unit: us"),          # epoch us read as ms
+    (None, 1_700_000_000_218_000_000, "time_unit: ns"),      # epoch ns (an OpenTelemetry export) read as s
+])
+def test_epoch_times_in_a_finer_unit_than_the_time_unit_are_refused_naming_the_unit(tmp_path, unit, first, hint):
+    """Epoch milliseconds under the default unit (s) replayed a 75 s trace over 75,000 s,
+    without a word (the span check only refuses 1e9 s and more); a first timestamp past 1e11 s
+    (year 5138 as an epoch time, 3,000 years as an offset) is no time in its unit."""
+    text = "timestamp,input_length,output_length\n" + "".join(f"{first + k * 500},10,5\n" for k in range(3))
+    sc = _trace_scenario(tmp_path, text, **({"time_unit": unit} if unit else {}))
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith("t.csv:2") and e.value.key == "timestamp" and hint in str(e.value)
+    assert "2023-11-14" in str(e.value)
+
+
+def test_epoch_nanoseconds_read_with_time_unit_ns(tmp_path):
+    text = "timestamp,input_length,output_length\n1700000000218000000,10,5\n1700000000718000000,10,5\n"
+    tr = load_trace(TraceConfig(path=str(tmp_path / "t.csv"), time_unit="ns")) if (tmp_path / "t.csv").write_text(text) else None
+    assert np.allclose(tr.arrival_s, [0.0, 0.5], atol=1e-6)
+    p = tmp_path / "s.csv"   # epoch seconds under the default unit stay accepted
+    p.write_text("timestamp,input_length,output_length\n1700000000.25,10,5\n1700000001.25,10,5\n")
+    assert np.allclose(load_trace(TraceConfig(path=str(p))).arrival_s, [0.0, 1.0])
