@@ -310,3 +310,20 @@ def test_epoch_nanoseconds_read_with_time_unit_ns(tmp_path):
     p = tmp_path / "s.csv"   # epoch seconds under the default unit stay accepted
     p.write_text("timestamp,input_length,output_length\n1700000000.25,10,5\n1700000001.25,10,5\n")
     assert np.allclose(load_trace(TraceConfig(path=str(p))).arrival_s, [0.0, 1.0])
+
+
+def test_a_trace_without_num_requests_is_held_to_max_requests(tmp_path, capsys, monkeypatch):
+    """--max-requests (default 2,000,000) bounds every workload; a trace without
+    num_requests ran all its rows whatever the limit (a BurstGPT file of 5M rows started a
+    run of hours, ~1 KB a request); now its rows are counted against the limit first."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n" + "".join(f"{k},10,2\n" for k in range(30)))
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": "t.csv"}}}))
+    assert main(["run", str(y), "--out", "out", "--max-requests", "10", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.csv" in err[0] and "30 rows" in err[0] and "num_requests" in err[0], err
+    assert not (tmp_path / "out").exists()
+    assert main(["run", str(y), "--out", "out", "--max-requests", "30", "-q"]) == 0
+    assert main(["run", str(y), "--out", "out2", "--max-requests", "10", "--set", "workload.num_requests=10", "-q"]) == 0
