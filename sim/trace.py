@@ -266,7 +266,8 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         names = [c.strip() for c in next(csv.reader([header]), [])]
     missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
-        raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
+        raise ConfigError(f"{p}:1", missing[0], "<missing>",
+                          f"trace header has {', '.join(names) or 'no columns'}{_header_hint(header, names, cols, sep)}")
     if hcol not in names:
         hcol = None
     chk.unread_hash_ids = hcol is None and "hash_ids" in names
@@ -306,9 +307,37 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({str(e).splitlines()[0]})") from None
 
 
+LFS_POINTER = "version https://git-lfs.github.com/spec/"
+"""First line of a Git LFS pointer file (the LFS specification, git-lfs docs/spec.md): what a
+dataset repository cloned without LFS holds in place of each large file."""
+_LFS_HINT = "; the file is a Git LFS pointer, not the trace: fetch it (git lfs pull)"
+
+
+def _is_data(cell: str) -> bool:
+    """A cell that is a value (a number, a date and time), not a column name."""
+    if not cell:
+        return False
+    if not math.isnan(pd.to_numeric(pd.Series([cell]), errors="coerce").iloc[0]):
+        return True
+    return cell[:1].isdigit() and not pd.isna(pd.to_datetime(cell, errors="coerce", format="mixed"))
+
+
+def _header_hint(line: str, names: list[str], cols: tuple[str, ...], sep: str) -> str:
+    """For a CSV header without the trace's columns: what its first line is when it is no
+    header at all (empty for a header that names other columns)."""
+    if line.startswith(LFS_POINTER):
+        return _LFS_HINT
+    if names and all(_is_data(c) for c in names):
+        return f"; no header: the first line is a row; add a header line naming the columns ({sep.join(cols)})"
+    return ""
+
+
 def _list_hint(line: str, p: Path) -> str:
     """For a refused JSONL line: a JSON list of rows (json.dump of a list, over one line or
-    several) is no JSONL; say so and how to make it one (empty for any other line)."""
+    several) is no JSONL; say so and how to make it one; a Git LFS pointer's first line says
+    the file is one (empty for any other line)."""
+    if line.startswith(LFS_POINTER):
+        return _LFS_HINT
     if not line.lstrip().startswith("["):
         return ""
     return f"; the file is a JSON list, a JSONL trace has one object per line: jq -c '.[]' {p.name} > rows.jsonl"

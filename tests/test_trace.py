@@ -327,3 +327,23 @@ def test_a_trace_without_num_requests_is_held_to_max_requests(tmp_path, capsys, 
     assert not (tmp_path / "out").exists()
     assert main(["run", str(y), "--out", "out", "--max-requests", "30", "-q"]) == 0
     assert main(["run", str(y), "--out", "out2", "--max-requests", "10", "--set", "workload.num_requests=10", "-q"]) == 0
+
+
+_LFS = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 36567443\n"
+
+
+@pytest.mark.parametrize("text, suffix, said", [
+    ("0.218,1867,125\n0.5,1929,20\n", ".csv", "no header"),   # a header-less export: its first row was shown as the header
+    (_LFS, ".csv", "git lfs pull"),
+    (_LFS, ".jsonl", "git lfs pull"),
+])
+def test_a_trace_without_a_header_says_what_its_first_line_is(tmp_path, text, suffix, said):
+    """A header-less CSV was refused as 'trace header has 0.218, 1867, 125', a Git LFS pointer
+    (a dataset repository cloned without LFS) as 'trace header has version https://...' or
+    'not a JSON object': neither said what to do."""
+    sc = _trace_scenario(tmp_path, text, suffix=suffix)
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith(f"t{suffix}:1") and said in str(e.value)
+    if said == "no header":
+        assert "timestamp,input_length,output_length" in str(e.value)
