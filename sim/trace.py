@@ -21,8 +21,9 @@ The file is read once, in blocks (CSV: pandas in chunks of only the three column
 line by line), and reading stops at the request limit; only three numeric arrays are kept
 (24 bytes a request), plus the block ids a prompt needs (ceil(input / block_size) of
 them, 8 bytes each) when the trace has them. Every bad row raises :class:`ConfigError` naming the file, line,
-column and value. Nothing is downloaded: the path is a local file; a gzip-compressed one
-(``trace.jsonl.gz``, found by its first bytes) is decompressed while it streams.
+column and value. Nothing is downloaded: the path is a local file; a compressed one
+(``trace.jsonl.gz``, ``.bz2``, ``.xz``, a ``.zip`` of one file; found by its first bytes:
+:mod:`sim.compression`) is decompressed while it streams.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _format(cfg: TraceConfig, p: Path) -> str:
     if cfg.format != "auto":
         return cfg.format
     suffixes = [x.lower() for x in p.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".gzip"):   # trace.jsonl.gz: the suffix before it
+    if suffixes and suffixes[-1] in (".gz", ".gzip", ".bz2", ".xz", ".zip"):   # trace.jsonl.gz: the suffix before it
         suffixes.pop()
     if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson"):
         return "jsonl"

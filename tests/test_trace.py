@@ -347,3 +347,50 @@ def test_a_trace_without_a_header_says_what_its_first_line_is(tmp_path, text, su
     assert e.value.file.endswith(f"t{suffix}:1") and said in str(e.value)
     if said == "no header":
         assert "timestamp,input_length,output_length" in str(e.value)
+
+
+def _compressed(kind: str, data: bytes, name: str = "t.csv") -> bytes:
+    import bz2
+    import io
+    import lzma
+    import zipfile
+
+    if kind == "bz2":
+        return bz2.compress(data)
+    if kind == "xz":
+        return lzma.compress(data)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(name, data)
+        if kind == "zip2":
+            z.writestr("README.md", b"two files")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind, suffix", [("bz2", ".csv.bz2"), ("xz", ".csv.xz"), ("zip", ".zip"), ("zip", ".csv.zip")])
+def test_a_bz2_xz_or_one_file_zip_trace_streams_as_gzip_does(tmp_path, kind, suffix):
+    """A trace as published or archived (a .zip release, a .bz2 or .xz copy) was refused as
+    'not a text file'; gzip alone was read."""
+    text = "timestamp,input_length,output_length\n0,10,5\n0.5,20,6\n2,30,7\n"
+    (tmp_path / "t.csv").write_text(text)
+    p = tmp_path / f"t{suffix}"
+    p.write_bytes(_compressed(kind, text.encode()))
+    plain, packed = load_trace(TraceConfig(path=str(tmp_path / "t.csv"))), load_trace(TraceConfig(path=str(p)))
+    assert np.array_equal(plain.arrival_s, packed.arrival_s) and np.array_equal(plain.output_len, packed.output_len)
+
+
+@pytest.mark.parametrize("data, said", [
+    (b"(\xb5/\xfd" + b"\x00" * 40, "zstd -d"),                              # zstd: no reader in the standard library
+    (_compressed("zip2", b"timestamp,input_length,output_length\n0,1,1\n"), "t.csv, README.md"),
+    (_compressed("bz2", b"timestamp,input_length,output_length\n" * 400)[:60], "damaged or truncated"),
+])
+def test_an_unreadable_compressed_trace_is_one_line(tmp_path, capsys, monkeypatch, data, said):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.bin").write_bytes(data)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": "t.bin", "format": "csv"}}}))
+    assert main(["run", str(y), "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.bin" in err[0] and said in err[0], err
+    assert not (tmp_path / "out").exists()
