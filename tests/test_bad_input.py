@@ -560,3 +560,19 @@ def test_a_value_of_the_wrong_type_reads_like_the_bound_messages(tmp_path, capsy
     the project's own checks do ('must be an integer', 'must be true or false')."""
     err = _assert_refused(capsys, ["run", "poisson8b-fixed", "--set", assign], tmp_path / "res", says)
     assert "Input should" not in err, err
+
+
+@pytest.mark.parametrize("axis, needle", [
+    ("workload.trace.path=good.csv,bad.csv", "bad.csv:3: timestamp = '4'"),
+    ("workload.trace.time_unit=s,datetime", "good.csv:2: timestamp = '0'"),
+])
+def test_a_sweep_over_trace_keys_refuses_a_bad_point_before_running(tmp_path, capsys, monkeypatch, axis, needle):
+    """A sweep checked its replayed file at the scenario's own trace block only: a grid over
+    workload.trace.* (another file, unit or layout) met a bad point inside its run (exit 1, a
+    table and a failures file). Every point of such an axis is read first now."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.csv").write_text("timestamp,input_length,output_length\n0,10,5\n1,10,5\n")
+    (tmp_path / "bad.csv").write_text("timestamp,input_length,output_length\n5,10,5\n4,10,5\n")
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h200-1b\nworkload: {kind: trace, trace: {path: good.csv}}\n")
+    _assert_refused(capsys, ["sweep", "s.yaml", "--grid", axis], tmp_path / "o.parquet", needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "s.yaml"]
