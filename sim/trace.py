@@ -15,7 +15,8 @@ traces come in two layouts this reads as they are:
 Replay follows SGLang bench_serving's trace mode (benchmark/serving.py ``get_request``
 with ``use_trace_timestamps``): a request is sent at (timestamp - first timestamp) x
 ``time_scale``. Unlike bench_serving, which sorts the rows, an unsorted trace is refused:
-a reordered file is more often a broken export than an intent.
+a reordered file is more often a broken export than an intent; ``sort: true`` replays it in
+time order (a log written as requests finish, not as they arrive).
 
 The file is read once, in blocks (CSV: pandas in chunks of only the three columns; JSONL:
 line by line), and reading stops at the request limit; only three numeric arrays are kept
@@ -125,8 +126,8 @@ class _Checker:
     """Validates rows block by block (times finite, >= 0, non-decreasing; lengths integer,
     input >= 1, output >= 0) and collects them."""
 
-    def __init__(self, where: str, cols: tuple[str, str, str]) -> None:
-        self.where, self.cols = where, cols
+    def __init__(self, where: str, cols: tuple[str, str, str], ordered: bool = True) -> None:
+        self.where, self.cols, self.ordered = where, cols, ordered
         self.t: list[np.ndarray] = []
         self.i: list[np.ndarray] = []
         self.o: list[np.ndarray] = []
@@ -135,6 +136,7 @@ class _Checker:
         self.last_line = 0
         self.first_raw: object = None
         self.first_line = 0
+        self.max_t, self.max_raw, self.max_line = -math.inf, None, 0   # the latest row (shown when the span is too long)
         self.n = 0
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
@@ -177,10 +179,11 @@ class _Checker:
             self._fail(int(lines[k]), ts, shown[k], "timestamps must be finite and >= 0")
         prev = np.r_[self.last, t[:-1]]
         bad = t < prev
-        if bad.any():
+        if bad.any() and self.ordered:
             k = int(np.argmax(bad))
             before = shown[k - 1] if k > 0 else self.last_raw
-            self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before})")
+            self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before}); "
+                       "workload.trace.sort: true replays the rows in time order")
         for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
             bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v)) | (v >= MAX_TOKENS)
             if bad.any():
@@ -190,6 +193,9 @@ class _Checker:
             self.first_raw, self.first_line = shown[0], int(lines[0])
         if len(t):
             self.last, self.last_raw, self.last_line = float(t[-1]), shown[-1], int(lines[-1])
+            k = int(np.argmax(t))
+            if t[k] > self.max_t:
+                self.max_t, self.max_raw, self.max_line = float(t[k]), shown[k], int(lines[k])
         self.t.append(t)
         self.i.append(ins.astype(np.int64))
         self.o.append(outs.astype(np.int64))
@@ -435,12 +441,13 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     cols = (columns.timestamp, columns.input_len, columns.output_len)
     # block ids named by the user must be in every row; the layout's are used where present
     hashes = (columns.hash_ids, cfg.columns is not None and cfg.columns.hash_ids is not None, cfg.block_size)
-    chk = _Checker(str(p), cols)
+    chk = _Checker(str(p), cols, ordered=not cfg.sort)
+    read_limit = None if cfg.sort else limit   # sorted: the first N by time may be anywhere in the file
     try:
         if _format(cfg, p) == "csv":
-            _read_csv(p, cols, unit, limit, chk, hashes)
+            _read_csv(p, cols, unit, read_limit, chk, hashes)
         else:
-            _read_jsonl(p, cols, unit, limit, chk, hashes)
+            _read_jsonl(p, cols, unit, read_limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
     except READ_ERRORS as e:
@@ -450,14 +457,20 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     # one array at a time, each block list dropped once joined: the peak stays one copy
     t = _joined(chk.t, float)
     _check_epoch_unit(float(t[0]), unit, f"{p}:{chk.first_line}", columns.timestamp, chk.first_raw)
+    order = None
+    if cfg.sort:
+        order = np.argsort(t, kind="stable")[:limit]   # ties in file order; then the first N by time
+        t = t[order]
     t -= t[0]
     t *= cfg.time_scale
     if t[-1] >= MAX_ARRIVAL_SPAN_S:   # as a poisson workload's num_requests / request_rate is bounded
-        raise ConfigError(f"{p}:{chk.last_line}", columns.timestamp, _shown(chk.last_raw),
+        raise ConfigError(f"{p}:{chk.max_line}", columns.timestamp, _shown(chk.max_raw),
                           f"the trace spans {t[-1]:.3g} s from its first row ({unit} x time_scale {cfg.time_scale:g}); "
                           f"at most {MAX_ARRIVAL_SPAN_S:g} s: is time_unit right?")
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
+    if order is not None:
+        ins, outs = ins[order], outs[order]
     if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":
         # Mooncake's layout (hash_ids) read as a custom one: its ms timestamps as s spread the
         # arrivals 1000 times wider, and its shared prefixes are not read, without a word
@@ -478,6 +491,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     if chk.any_hashes:   # views of the reader's buffers: no second copy
         ids = np.frombuffer(chk.hashes, dtype=np.int64)
         offsets = np.frombuffer(chk.offsets, dtype=np.int64)[: chk.n + 1]
+        if order is not None:
+            ids, offsets = _reordered(ids, offsets, order)
     for a in (t, ins, outs, ids, offsets):
         if a is not None:
             a.setflags(write=False)   # may be shared by every run that replays this file
@@ -502,6 +517,16 @@ def _check_epoch_unit(first_s: float, unit: str, where: str, col: str, raw: obje
             break
     raise ConfigError(where, col, _shown(raw), f"read in {unit} it is {first_s / 3.15576e7:.3g} years; "
                       f"timestamps must be under {MAX_TIMESTAMP_S:g} s{hint}")
+
+
+def _reordered(ids: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated per-row block ids (row i's: ``ids[offsets[i]:offsets[i + 1]]``) for the
+    rows ``order`` names, in that order."""
+    counts = np.diff(offsets)[order]
+    new = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(counts, out=new[1:])
+    take = np.repeat(offsets[:-1][order] - new[:-1], counts) + np.arange(new[-1], dtype=np.int64)
+    return ids[take], new
 
 
 def _joined(blocks: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -394,3 +394,24 @@ def test_an_unreadable_compressed_trace_is_one_line(tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "t.bin" in err[0] and said in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_sort_replays_an_unsorted_trace_in_time_order(tmp_path):
+    """A log written as requests finish (a gateway's access log) is not in arrival order: it
+    was refused with no way to replay it but sorting the file by hand. ``sort: true``
+    replays the rows by timestamp (ties in file order), the limit then takes the first N by
+    time, and each row keeps its own lengths and block ids; the refusal says so."""
+    rows = [(7.0, 70, 7, [3, 4]), (2.0, 20, 2, [1]), (5.0, 50, 5, [1, 2]), (2.0, 21, 3, [9]), (9.0, 90, 9, [5])]
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": i, "output_length": o, "hash_ids": h}) + "\n"
+                         for t, i, o, h in rows))
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16))
+    assert "sort: true" in str(e.value)
+    tr = load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16, sort=True))
+    assert tr.arrival_s.tolist() == [0.0, 0.0, 3.0, 5.0, 7.0]
+    assert tr.input_len.tolist() == [20, 21, 50, 70, 90] and tr.output_len.tolist() == [2, 3, 5, 7, 9]
+    assert [tr.prompt_tokens(k).blocks.tolist() for k in range(5)] == [[1], [9], [1, 2], [3, 4], [5]]
+    first3 = load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16, sort=True), limit=3)
+    assert first3.input_len.tolist() == [20, 21, 50] and first3.arrival_s.tolist() == [0.0, 0.0, 3.0]
+    assert [first3.prompt_tokens(k).blocks.tolist() for k in range(3)] == [[1], [9], [1, 2]]
