@@ -304,7 +304,10 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
                         chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
                                        line, hcol, block_size)
                 raw_t = block[cols[0]].tolist()
-                chk.add(_times(raw_t, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
+                cells = raw_t
+                if sep == ";" and unit != "datetime":   # a decimal-comma locale's spreadsheet: 0,5 is 0.5
+                    cells = block[cols[0]].str.replace(",", ".", regex=False).tolist()
+                chk.add(_times(cells, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
                         lines, raw_t)
                 if limit is not None and chk.n >= limit:
                     break

@@ -415,3 +415,13 @@ def test_sort_replays_an_unsorted_trace_in_time_order(tmp_path):
     first3 = load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16, sort=True), limit=3)
     assert first3.input_len.tolist() == [20, 21, 50] and first3.arrival_s.tolist() == [0.0, 0.0, 3.0]
     assert [first3.prompt_tokens(k).blocks.tolist() for k in range(3)] == [[1], [9], [1, 2]]
+
+
+def test_a_semicolon_csv_from_a_decimal_comma_locale_reads_its_decimal_commas(tmp_path):
+    """A spreadsheet in a decimal-comma locale (de_DE, fr_FR) separates its CSV with ';'
+    and writes 0,5 for 0.5: the separator was read, but each fractional timestamp was
+    refused as not a number."""
+    p = tmp_path / "t.csv"
+    p.write_text("timestamp;input_length;output_length\n0,5;10;5\n1,25;20;6\n3;30;7\n")
+    tr = load_trace(TraceConfig(path=str(p)))
+    assert tr.arrival_s.tolist() == [0.0, 0.75, 2.5] and tr.input_len.tolist() == [10, 20, 30]
