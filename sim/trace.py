@@ -460,6 +460,12 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     # one array at a time, each block list dropped once joined: the peak stays one copy
     t = _joined(chk.t, float)
     _check_epoch_unit(float(t[0]), unit, f"{p}:{chk.first_line}", columns.timestamp, chk.first_raw)
+    coarser = _coarser_epoch_unit(float(t[0]), unit)
+    if coarser is not None:
+        u, date = coarser
+        _warn(key, f"warning: {p}:{chk.first_line}: {columns.timestamp} = {_shown(chk.first_raw)} reads as epoch {u} "
+              f"({date} UTC); read in {unit}, the trace replays {_UNIT_S[u] / _UNIT_S[unit]:g} times faster: "
+              f"set workload.trace.time_unit: {u} if so")
     order = None
     if cfg.sort:
         order = np.argsort(t, kind="stable")[:limit]   # ties in file order; then the first N by time
@@ -520,6 +526,19 @@ def _check_epoch_unit(first_s: float, unit: str, where: str, col: str, raw: obje
             break
     raise ConfigError(where, col, _shown(raw), f"read in {unit} it is {first_s / 3.15576e7:.3g} years; "
                       f"timestamps must be under {MAX_TIMESTAMP_S:g} s{hint}")
+
+
+def _coarser_epoch_unit(first_s: float, unit: str) -> tuple[str, str] | None:
+    """(unit, date) when the first timestamp (``first_s``: in seconds as read in ``unit``)
+    reads as an epoch time of 1980-2100 in a coarser unit than ``unit`` (epoch seconds under
+    Mooncake's ms), else None."""
+    if unit == "datetime":
+        return None
+    value = first_s / _UNIT_S[unit]
+    for u, k in _UNIT_S.items():
+        if k > _UNIT_S[unit] and _EPOCH_S[0] <= value * k <= _EPOCH_S[1]:
+            return u, pd.Timestamp(value * k, unit="s").strftime("%Y-%m-%d %H:%M:%S")
+    return None
 
 
 def _reordered(ids: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

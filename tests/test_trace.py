@@ -425,3 +425,19 @@ def test_a_semicolon_csv_from_a_decimal_comma_locale_reads_its_decimal_commas(tm
     p.write_text("timestamp;input_length;output_length\n0,5;10;5\n1,25;20;6\n3;30;7\n")
     tr = load_trace(TraceConfig(path=str(p)))
     assert tr.arrival_s.tolist() == [0.0, 0.75, 2.5] and tr.input_len.tolist() == [10, 20, 30]
+
+
+def test_epoch_times_in_a_coarser_unit_than_the_time_unit_are_warned(tmp_path, capsys):
+    """Epoch seconds under Mooncake's layout (ms) replayed a 75 s trace in 75 ms, a burst,
+    without a word; a first timestamp that reads as a date of 1980-2100 in a coarser unit is
+    said (a warning: a relative trace may start weeks in)."""
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": 1_700_000_000 + 30 * k, "input_length": 10, "output_length": 5}) + "\n"
+                         for k in range(3)))
+    tr = load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    assert np.allclose(tr.arrival_s, [0.0, 0.03, 0.06])
+    err = capsys.readouterr().err
+    assert "epoch s" in err and "2023-11-14" in err and "time_unit: s" in err
+    p.write_text("".join(json.dumps({"timestamp": 300 * k, "input_length": 10, "output_length": 5}) + "\n" for k in range(3)))
+    load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    assert capsys.readouterr().err == ""
