@@ -433,8 +433,12 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     """
     p = scenario_data_path(cfg.path, scenario_path)
     where = str(scenario_path or "<scenario>")
-    if not is_input_file(p):
-        raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
+    if not is_input_file(p):   # as sim.agentic_trace says it
+        beside = Path(scenario_path).parent / p if scenario_path and not p.is_absolute() else p
+        raise ConfigError(where, "workload.trace.path", cfg.path, "is a directory: give the trace file in it"
+                          if p.is_dir() or beside.is_dir() else
+                          "trace file does not exist (looked for it as given" + (", beside the scenario"
+                          if scenario_path and not p.is_absolute() else "") + " and among the shipped examples)")
     fk = file_key(p)
     key = (*fk, cfg.model_dump_json(), limit)
     if key in _LAST:

@@ -441,3 +441,18 @@ def test_epoch_times_in_a_coarser_unit_than_the_time_unit_are_warned(tmp_path, c
     p.write_text("".join(json.dumps({"timestamp": 300 * k, "input_length": 10, "output_length": 5}) + "\n" for k in range(3)))
     load_trace(TraceConfig(path=str(p), layout="mooncake"))
     assert capsys.readouterr().err == ""
+
+
+def test_a_folder_or_a_missing_trace_path_says_which_and_where_it_looked(tmp_path, capsys, monkeypatch):
+    """A folder given as the trace was refused as 'trace file does not exist' (the agentic
+    trace's reader already said 'is a directory'); a missing one now says where it looked."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "traces").mkdir()
+    y = tmp_path / "s.yaml"
+    y.write_text("name: s\nprofile: h200-1b\nworkload: {kind: trace, trace: {path: traces}}\n")
+    assert main(["run", str(y), "--out", "o", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "path = 'traces'" in err[0] and "is a directory" in err[0], err
+    assert main(["run", str(y), "--out", "o", "-q", "--set", "workload.trace.path=nope.csv"]) == 2
+    assert "beside the scenario" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
