@@ -41,6 +41,11 @@ def show_progress(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty()
 
 
+REPLAYED_FILE_KEYS = ("workload.trace", "workload.multi_turn.agentic_trace")
+"""Scenario keys under which a sweep's grid changes the file a run replays or how it is read
+(:func:`sim.workload.check_replayed_files`): each such grid value is checked before any run."""
+
+
 def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_requests: int | None) -> None:
     """Refuse, before any run starts, a workload too large to allocate, a request that can
     never fit the KV pool (sim/limits.py) or a bad row of a replayed trace
@@ -367,9 +372,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     base = parse_overrides(args.set)
     arms = grid.get("arm", [args.arm])
     sizes = grid.get("workload.num_requests", [None])
+    # every value of an axis that changes the file a run replays (another trace, its unit or
+    # layout: read differently), each with the largest request count
+    files = {k: v for k, v in grid.items() if k.startswith(REPLAYED_FILE_KEYS)}
     for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
-        point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}))
-        check_workload(args.scenario, str(arm), point, args.max_requests)
+        for combo in itertools.product(*files.values()):
+            point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}),
+                         **dict(zip(files, combo, strict=True)))
+            check_workload(args.scenario, str(arm), point, args.max_requests)
     axes = {k: v for k, v in grid.items() if k != "arm"}
     points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
               for arm in arms for combo in itertools.product(*axes.values())]

@@ -301,6 +301,9 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "workload is workload.max_concurrency)"),
     ("workload.max_concurrency", lambda s: s.workload.kind in ("poisson", "trace"),
      "read only by workload.kind poisson and trace (a closed loop or multi-turn run holds workload.concurrency)"),
+    *((f"workload.{k}", lambda s: s.workload.kind != "trace",
+       "read by every workload.kind but trace: the trace gives each request's prompt and output length")
+      for k in ("input_len", "output_len")),
     ("workload.request_rate", lambda s: s.workload.kind in ("poisson", "multi_turn"),
      "read only by workload.kind poisson and multi_turn (conversation starts)"),
     ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
@@ -326,7 +329,8 @@ def unread_overrides(scenario: Any, keys: Iterable[str]) -> list[str]:
     return notes
 
 
-FILE_NOTE_KEYS = ("workload.request_rate", "workload.concurrency", "workload.max_concurrency", "workload.priorities")
+FILE_NOTE_KEYS = ("workload.request_rate", "workload.concurrency", "workload.max_concurrency", "workload.priorities",
+                  "workload.input_len", "workload.output_len")
 """Keys a scenario file (or its arm) sets that :func:`unread_in_file` names when the run does
 not read them: the arrival keys of another workload kind, priorities without priority
 scheduling. The server keys a file states for completeness (a sync mode on a plain-decoding
@@ -339,7 +343,8 @@ def unread_in_file(scenario: Any, given: Iterable[str] = ()) -> list[str]:
     keys in ``given`` (the command line's ``--set``, which get their own note) left out. A
     burst with a ``request_rate`` ran silently as a burst."""
     given = set(given)
-    keys = [k for k in FILE_NOTE_KEYS if k.split(".", 1)[1] in scenario.workload.model_fields_set and k not in given]
+    keys = [k for k in FILE_NOTE_KEYS if k.split(".", 1)[1] in scenario.workload.model_fields_set
+            and k not in given and not any(g.startswith(k + ".") for g in given)]   # --set key.sub: its own note
     where = scenario.path or "<scenario>"
     return [n.replace("note: ", f"note: {where}: ", 1) for n in unread_overrides(scenario, keys)]
 

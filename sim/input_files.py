@@ -11,8 +11,8 @@ figures). So a stream is read whole on first use and its bytes are kept for the 
 streams. An input with nothing in it (``/dev/null``, an empty file, a pipe whose writer
 wrote nothing) is refused in one line: ``FILE: <file> = '0 bytes': empty, expected ...``.
 
-The bytes of gzip-compressed files (found by their first bytes, not their name) are
-decompressed on the way, and a UTF-16 byte-order mark (Windows PowerShell 5's ``>``) or a
+The bytes of compressed files (gzip, bzip2, xz, a zip of one file; found by their first
+bytes, not their name: :mod:`sim.compression`) are decompressed on the way, and a UTF-16 byte-order mark (Windows PowerShell 5's ``>``) or a
 UTF-8 one (an editor's) is honoured: :func:`open_text`.
 """
 
@@ -22,10 +22,10 @@ import io
 import json
 import os
 import stat
-import zlib
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from specsched.sim import compression
 from specsched.sim.errors import ConfigError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -35,9 +35,9 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 """A UTF-16 byte-order mark: Windows PowerShell 5's ``>`` and ``Out-File`` write text so
 (``docker logs sglang > server.log``, ``Get-Content runs.jsonl > copy.jsonl``)."""
 
-READ_ERRORS = (EOFError, zlib.error, OSError)
-"""What reading a file (:func:`open_text`, gzip) raises besides a decoding error: the OS's
-(OSError covers gzip.BadGzipFile) and a cut or damaged gzip stream's."""
+READ_ERRORS = compression.READ_ERRORS
+"""What reading a file (:func:`open_text`) raises besides a decoding error: the OS's and a
+cut or damaged compressed stream's."""
 
 _STREAMS: dict[str, tuple[tuple[int, int] | None, bytes]] = {}
 """Streams read in this process, by the path as given: (the stream's device and inode when
@@ -176,37 +176,20 @@ def encoding_of(head: bytes) -> str:
     return "utf-16" if head[:2] in UTF16_BOMS else "utf-8-sig"
 
 
-def _decompressed(f: BinaryIO) -> BinaryIO:
-    """``f`` (at its start), decompressed on the way when it is gzip compressed."""
-    compressed = f.read(2) == GZIP_MAGIC
-    f.seek(0)
-    if not compressed:
-        return f
-    import gzip
-
-    class Owning(gzip.GzipFile):
-        def close(self) -> None:   # GzipFile leaves a file object it was given open
-            try:
-                super().close()
-            finally:
-                f.close()
-
-    return Owning(fileobj=f, mode="rb")   # type: ignore[return-value]
-
-
 def open_text(p: str | Path, expected: str = "a text file", **kw: Any) -> IO[str]:
-    """``p`` opened as text: decompressed on the way when it is gzip compressed (by its first
-    bytes, :data:`GZIP_MAGIC`), as UTF-16 after a UTF-16 byte-order mark (``kw``'s
+    """``p`` opened as text: decompressed on the way when it is compressed (by its first
+    bytes: :func:`sim.compression.decompressed`), as UTF-16 after a UTF-16 byte-order mark (``kw``'s
     ``encoding``, default UTF-8, applies otherwise; ``errors`` and ``newline`` as for
     :func:`open`). A stream is read once (:func:`open_input`).
 
     Raises:
-        ConfigError: empty; ``expected`` says what it should hold.
+        ConfigError: empty (``expected`` says what it should hold); compressed as no reader
+            here reads (:func:`sim.compression.decompressed`).
         OSError: the OS refused to open it.
     """
     f = open_input(p, expected)
     try:
-        g = _decompressed(f)
+        g = compression.decompressed(f, p)
         head = g.read(2)
         g.seek(0)
     except BaseException:
@@ -261,6 +244,13 @@ def json_value(text: str) -> Any:
 
 def unreadable(p: str | Path, e: BaseException) -> ConfigError:
     """The one-line refusal of ``p``, whose reading raised ``e`` (one of :data:`READ_ERRORS`):
-    the OS's reason, else a damaged or truncated gzip stream."""
-    why = getattr(e, "strerror", None) or f"a damaged or truncated gzip file: {e}"
+    the OS's reason, else a damaged or truncated compressed stream (named by its first bytes)."""
+    why = getattr(e, "strerror", None)
+    if not why:
+        try:
+            with open_input(p, "") as f:
+                kind = compression.kind(f.read(6)) or "compressed"
+        except (OSError, ConfigError):
+            kind = "compressed"
+        why = f"a damaged or truncated {kind} file: {e}"
     return ConfigError(str(p), "<file>", Path(p).name, f"cannot be read ({why})")

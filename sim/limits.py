@@ -58,7 +58,8 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
         ConfigError: naming ``workload.num_requests`` (or, for a multi_turn workload whose
             turn counts are drawn, ``workload.multi_turn.num_turns`` with num_conversations x
             its largest draw), its value, the memory estimate and the limit (or the machine's
-            memory) it exceeds.
+            memory) it exceeds. A trace without ``num_requests`` is held to the limit by its
+            rows (read as the run reads them, :func:`sim.trace.load_trace`).
     """
     limit = DEFAULT_MAX_REQUESTS if max_requests is None else max_requests
     if limit < 1:
@@ -70,17 +71,28 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
         # turn counts drawn per conversation: at most num_conversations x the largest draw
         key = "workload.multi_turn.num_turns"
         n = mt.num_conversations * _max_len(mt.num_turns, scenario.path, key)
-    if n is None:   # a trace (or an agentic trace) without a limit: the file bounds its rows
+    file = scenario.path or "<scenario>"
+    shown: object = n if key == "workload.num_requests" else f"up to {n} requests"
+    w = scenario.workload
+    if n is None and w.kind == "trace" and w.trace is not None:
+        # the file's rows, read as the run reads them (a large trace stays read for it; 24 B a row)
+        from specsched.sim.trace import load_trace
+
+        n = len(load_trace(w.trace, None, scenario.path or None))
+        shown = f"<none: the trace's {n:,} rows>"
+        if n > limit:
+            raise ConfigError(file, key, "<none>", f"the trace {w.trace.path} has {n:,} rows, above the limit of "
+                              f"{limit:,} requests: set workload.num_requests (the first N rows) or raise --max-requests")
+    if n is None:   # an agentic trace without a limit: the file bounds its conversations
         return
     need = n * BYTES_PER_REQUEST
-    file = scenario.path or "<scenario>"
     if n > limit:
-        raise ConfigError(file, key, n if key == "workload.num_requests" else f"up to {n} requests",
+        raise ConfigError(file, key, shown,
                           f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); above the "
                           f"limit of {limit:,} requests (raise it with --max-requests)")
     mem = physical_memory_bytes()
     if mem is not None and need > mem:
-        raise ConfigError(file, key, n if key == "workload.num_requests" else f"up to {n} requests",
+        raise ConfigError(file, key, shown,
                           f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); this machine "
                           f"has {_gib(mem)}")
 

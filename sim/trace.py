@@ -15,14 +15,16 @@ traces come in two layouts this reads as they are:
 Replay follows SGLang bench_serving's trace mode (benchmark/serving.py ``get_request``
 with ``use_trace_timestamps``): a request is sent at (timestamp - first timestamp) x
 ``time_scale``. Unlike bench_serving, which sorts the rows, an unsorted trace is refused:
-a reordered file is more often a broken export than an intent.
+a reordered file is more often a broken export than an intent; ``sort: true`` replays it in
+time order (a log written as requests finish, not as they arrive).
 
 The file is read once, in blocks (CSV: pandas in chunks of only the three columns; JSONL:
 line by line), and reading stops at the request limit; only three numeric arrays are kept
 (24 bytes a request), plus the block ids a prompt needs (ceil(input / block_size) of
 them, 8 bytes each) when the trace has them. Every bad row raises :class:`ConfigError` naming the file, line,
-column and value. Nothing is downloaded: the path is a local file; a gzip-compressed one
-(``trace.jsonl.gz``, found by its first bytes) is decompressed while it streams.
+column and value. Nothing is downloaded: the path is a local file; a compressed one
+(``trace.jsonl.gz``, ``.bz2``, ``.xz``, a ``.zip`` of one file; found by its first bytes:
+:mod:`sim.compression`) is decompressed while it streams.
 """
 
 from __future__ import annotations
@@ -52,7 +54,14 @@ from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
 CSV_BLOCK_ROWS = 200_000
 JSONL_BLOCK_ROWS = 8_192   # rows held as Python objects before they become arrays
-_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+MAX_TIMESTAMP_S = 1e11
+"""A first timestamp at or past this many seconds (in the trace's time unit) is refused: as an
+epoch time it is the year 5138, as an offset from a trace's start 3,000 years. Epoch times
+written in a finer unit than the one read (epoch ms under the default s: 1.7e12) reach it,
+where the gaps would replay 1000 times wider without a word (the span check below
+:data:`MAX_ARRIVAL_SPAN_S` passes a day's trace so stretched)."""
+_EPOCH_S = (3.2e8, 4.1e9)   # 1980 to 2100: where an epoch time in the right unit lands
 MAX_TOKENS = 2.0**62
 """A length at or past this is refused: held as int64, a larger one (1e300 in a JSON row)
 became garbage, silently."""
@@ -97,7 +106,7 @@ def _format(cfg: TraceConfig, p: Path) -> str:
     if cfg.format != "auto":
         return cfg.format
     suffixes = [x.lower() for x in p.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".gzip"):   # trace.jsonl.gz: the suffix before it
+    if suffixes and suffixes[-1] in (".gz", ".gzip", ".bz2", ".xz", ".zip"):   # trace.jsonl.gz: the suffix before it
         suffixes.pop()
     if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson"):
         return "jsonl"
@@ -117,14 +126,17 @@ class _Checker:
     """Validates rows block by block (times finite, >= 0, non-decreasing; lengths integer,
     input >= 1, output >= 0) and collects them."""
 
-    def __init__(self, where: str, cols: tuple[str, str, str]) -> None:
-        self.where, self.cols = where, cols
+    def __init__(self, where: str, cols: tuple[str, str, str], ordered: bool = True) -> None:
+        self.where, self.cols, self.ordered = where, cols, ordered
         self.t: list[np.ndarray] = []
         self.i: list[np.ndarray] = []
         self.o: list[np.ndarray] = []
         self.last = -math.inf
         self.last_raw: object = None
         self.last_line = 0
+        self.first_raw: object = None
+        self.first_line = 0
+        self.max_t, self.max_raw, self.max_line = -math.inf, None, 0   # the latest row (shown when the span is too long)
         self.n = 0
         self.hashes = array("q")          # block ids of every row so far, concatenated
         self.offsets = array("q", [0])    # where each row's ids end
@@ -167,17 +179,23 @@ class _Checker:
             self._fail(int(lines[k]), ts, shown[k], "timestamps must be finite and >= 0")
         prev = np.r_[self.last, t[:-1]]
         bad = t < prev
-        if bad.any():
+        if bad.any() and self.ordered:
             k = int(np.argmax(bad))
             before = shown[k - 1] if k > 0 else self.last_raw
-            self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before})")
+            self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before}); "
+                       "workload.trace.sort: true replays the rows in time order")
         for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
             bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v)) | (v >= MAX_TOKENS)
             if bad.any():
                 k = int(np.argmax(bad))
                 self._fail(int(lines[k]), name, _shown(v[k].item()), f"must be an integer >= {lo} and < 2^62")
+        if len(t) and self.n == 0:
+            self.first_raw, self.first_line = shown[0], int(lines[0])
         if len(t):
             self.last, self.last_raw, self.last_line = float(t[-1]), shown[-1], int(lines[-1])
+            k = int(np.argmax(t))
+            if t[k] > self.max_t:
+                self.max_t, self.max_raw, self.max_line = float(t[k]), shown[k], int(lines[k])
         self.t.append(t)
         self.i.append(ins.astype(np.int64))
         self.o.append(outs.astype(np.int64))
@@ -205,7 +223,7 @@ def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.
             cell = list(values)[k]
             hint = ""
             if not isinstance(cell, bool) and not math.isnan(pd.to_numeric(pd.Series([cell]), errors="coerce").iloc[0]):
-                hint = " (it is a number: set workload.trace.time_unit: s, ms or us)"   # epoch seconds under azure's layout
+                hint = " (it is a number: set workload.trace.time_unit: s, ms, us or ns)"   # epoch seconds under azure's layout
             raise ConfigError(f"{where}:{int(lines[k])}", col, _shown(cell), f"not a date and time{hint}")
         return ts.to_numpy("datetime64[ns]").astype(np.int64) / 1e9
     v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
@@ -255,7 +273,8 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         names = [c.strip() for c in next(csv.reader([header]), [])]
     missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
-        raise ConfigError(f"{p}:1", missing[0], "<missing>", f"trace header has {', '.join(names) or 'no columns'}")
+        raise ConfigError(f"{p}:1", missing[0], "<missing>",
+                          f"trace header has {', '.join(names) or 'no columns'}{_header_hint(header, names, cols, sep)}")
     if hcol not in names:
         hcol = None
     chk.unread_hash_ids = hcol is None and "hash_ids" in names
@@ -285,7 +304,10 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
                         chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
                                        line, hcol, block_size)
                 raw_t = block[cols[0]].tolist()
-                chk.add(_times(raw_t, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
+                cells = raw_t
+                if sep == ";" and unit != "datetime":   # a decimal-comma locale's spreadsheet: 0,5 is 0.5
+                    cells = block[cols[0]].str.replace(",", ".", regex=False).tolist()
+                chk.add(_times(cells, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
                         lines, raw_t)
                 if limit is not None and chk.n >= limit:
                     break
@@ -295,9 +317,37 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({str(e).splitlines()[0]})") from None
 
 
+LFS_POINTER = "version https://git-lfs.github.com/spec/"
+"""First line of a Git LFS pointer file (the LFS specification, git-lfs docs/spec.md): what a
+dataset repository cloned without LFS holds in place of each large file."""
+_LFS_HINT = "; the file is a Git LFS pointer, not the trace: fetch it (git lfs pull)"
+
+
+def _is_data(cell: str) -> bool:
+    """A cell that is a value (a number, a date and time), not a column name."""
+    if not cell:
+        return False
+    if not math.isnan(pd.to_numeric(pd.Series([cell]), errors="coerce").iloc[0]):
+        return True
+    return cell[:1].isdigit() and not pd.isna(pd.to_datetime(cell, errors="coerce", format="mixed"))
+
+
+def _header_hint(line: str, names: list[str], cols: tuple[str, ...], sep: str) -> str:
+    """For a CSV header without the trace's columns: what its first line is when it is no
+    header at all (empty for a header that names other columns)."""
+    if line.startswith(LFS_POINTER):
+        return _LFS_HINT
+    if names and all(_is_data(c) for c in names):
+        return f"; no header: the first line is a row; add a header line naming the columns ({sep.join(cols)})"
+    return ""
+
+
 def _list_hint(line: str, p: Path) -> str:
     """For a refused JSONL line: a JSON list of rows (json.dump of a list, over one line or
-    several) is no JSONL; say so and how to make it one (empty for any other line)."""
+    several) is no JSONL; say so and how to make it one; a Git LFS pointer's first line says
+    the file is one (empty for any other line)."""
+    if line.startswith(LFS_POINTER):
+        return _LFS_HINT
     if not line.lstrip().startswith("["):
         return ""
     return f"; the file is a JSON list, a JSONL trace has one object per line: jq -c '.[]' {p.name} > rows.jsonl"
@@ -383,8 +433,12 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     """
     p = scenario_data_path(cfg.path, scenario_path)
     where = str(scenario_path or "<scenario>")
-    if not is_input_file(p):
-        raise ConfigError(where, "workload.trace.path", cfg.path, "trace file does not exist")
+    if not is_input_file(p):   # as sim.agentic_trace says it
+        beside = Path(scenario_path).parent / p if scenario_path and not p.is_absolute() else p
+        raise ConfigError(where, "workload.trace.path", cfg.path, "is a directory: give the trace file in it"
+                          if p.is_dir() or beside.is_dir() else
+                          "trace file does not exist (looked for it as given" + (", beside the scenario"
+                          if scenario_path and not p.is_absolute() else "") + " and among the shipped examples)")
     fk = file_key(p)
     key = (*fk, cfg.model_dump_json(), limit)
     if key in _LAST:
@@ -394,12 +448,13 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     cols = (columns.timestamp, columns.input_len, columns.output_len)
     # block ids named by the user must be in every row; the layout's are used where present
     hashes = (columns.hash_ids, cfg.columns is not None and cfg.columns.hash_ids is not None, cfg.block_size)
-    chk = _Checker(str(p), cols)
+    chk = _Checker(str(p), cols, ordered=not cfg.sort)
+    read_limit = None if cfg.sort else limit   # sorted: the first N by time may be anywhere in the file
     try:
         if _format(cfg, p) == "csv":
-            _read_csv(p, cols, unit, limit, chk, hashes)
+            _read_csv(p, cols, unit, read_limit, chk, hashes)
         else:
-            _read_jsonl(p, cols, unit, limit, chk, hashes)
+            _read_jsonl(p, cols, unit, read_limit, chk, hashes)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
     except READ_ERRORS as e:
@@ -408,14 +463,27 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
     # one array at a time, each block list dropped once joined: the peak stays one copy
     t = _joined(chk.t, float)
+    _check_epoch_unit(float(t[0]), unit, f"{p}:{chk.first_line}", columns.timestamp, chk.first_raw)
+    coarser = _coarser_epoch_unit(float(t[0]), unit)
+    if coarser is not None:
+        u, date = coarser
+        _warn(key, f"warning: {p}:{chk.first_line}: {columns.timestamp} = {_shown(chk.first_raw)} reads as epoch {u} "
+              f"({date} UTC); read in {unit}, the trace replays {_UNIT_S[u] / _UNIT_S[unit]:g} times faster: "
+              f"set workload.trace.time_unit: {u} if so")
+    order = None
+    if cfg.sort:
+        order = np.argsort(t, kind="stable")[:limit]   # ties in file order; then the first N by time
+        t = t[order]
     t -= t[0]
     t *= cfg.time_scale
     if t[-1] >= MAX_ARRIVAL_SPAN_S:   # as a poisson workload's num_requests / request_rate is bounded
-        raise ConfigError(f"{p}:{chk.last_line}", columns.timestamp, _shown(chk.last_raw),
+        raise ConfigError(f"{p}:{chk.max_line}", columns.timestamp, _shown(chk.max_raw),
                           f"the trace spans {t[-1]:.3g} s from its first row ({unit} x time_scale {cfg.time_scale:g}); "
                           f"at most {MAX_ARRIVAL_SPAN_S:g} s: is time_unit right?")
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
+    if order is not None:
+        ins, outs = ins[order], outs[order]
     if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":
         # Mooncake's layout (hash_ids) read as a custom one: its ms timestamps as s spread the
         # arrivals 1000 times wider, and its shared prefixes are not read, without a word
@@ -436,6 +504,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     if chk.any_hashes:   # views of the reader's buffers: no second copy
         ids = np.frombuffer(chk.hashes, dtype=np.int64)
         offsets = np.frombuffer(chk.offsets, dtype=np.int64)[: chk.n + 1]
+        if order is not None:
+            ids, offsets = _reordered(ids, offsets, order)
     for a in (t, ins, outs, ids, offsets):
         if a is not None:
             a.setflags(write=False)   # may be shared by every run that replays this file
@@ -444,6 +514,45 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         _LAST.clear()   # one trace kept: a sweep over traces does not pile them up
         _LAST[key] = trace
     return trace
+
+
+def _check_epoch_unit(first_s: float, unit: str, where: str, col: str, raw: object) -> None:
+    """Refuse a first timestamp of :data:`MAX_TIMESTAMP_S` or more (``first_s``: in seconds,
+    as read in ``unit``), naming the finer unit that reads it as a date between 1980 and 2100."""
+    if unit == "datetime" or first_s < MAX_TIMESTAMP_S:
+        return
+    value = first_s / _UNIT_S[unit]
+    hint = ""
+    for u, k in _UNIT_S.items():
+        if k < _UNIT_S[unit] and _EPOCH_S[0] <= value * k <= _EPOCH_S[1]:
+            date = pd.Timestamp(value * k, unit="s").strftime("%Y-%m-%d %H:%M:%S")
+            hint = f"; as epoch {u} it is {date} UTC: set workload.trace.time_unit: {u}"
+            break
+    raise ConfigError(where, col, _shown(raw), f"read in {unit} it is {first_s / 3.15576e7:.3g} years; "
+                      f"timestamps must be under {MAX_TIMESTAMP_S:g} s{hint}")
+
+
+def _coarser_epoch_unit(first_s: float, unit: str) -> tuple[str, str] | None:
+    """(unit, date) when the first timestamp (``first_s``: in seconds as read in ``unit``)
+    reads as an epoch time of 1980-2100 in a coarser unit than ``unit`` (epoch seconds under
+    Mooncake's ms), else None."""
+    if unit == "datetime":
+        return None
+    value = first_s / _UNIT_S[unit]
+    for u, k in _UNIT_S.items():
+        if k > _UNIT_S[unit] and _EPOCH_S[0] <= value * k <= _EPOCH_S[1]:
+            return u, pd.Timestamp(value * k, unit="s").strftime("%Y-%m-%d %H:%M:%S")
+    return None
+
+
+def _reordered(ids: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated per-row block ids (row i's: ``ids[offsets[i]:offsets[i + 1]]``) for the
+    rows ``order`` names, in that order."""
+    counts = np.diff(offsets)[order]
+    new = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(counts, out=new[1:])
+    take = np.repeat(offsets[:-1][order] - new[:-1], counts) + np.arange(new[-1], dtype=np.int64)
+    return ids[take], new
 
 
 def _joined(blocks: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -212,7 +212,8 @@ class TraceConfig(BaseModel):
     layout's, name by name (``columns: {timestamp: Time}`` keeps the layout's other names).
     Arrival = (timestamp - first timestamp) x ``time_scale`` (bench_serving's
     ``--slowdown-factor`` semantics: 2 replays at half the rate). The file is read once,
-    streamed, at most ``workload.num_requests`` rows.
+    streamed, at most ``workload.num_requests`` rows (with ``sort``: every row, then the
+    first ``num_requests`` by time).
     """
 
     model_config = _STRICT
@@ -221,9 +222,10 @@ class TraceConfig(BaseModel):
     format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
     layout: Literal["custom", "azure", "mooncake", "burstgpt"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length, hash_ids; burstgpt: Timestamp (s), Request tokens, Response tokens; custom: columns.")
     columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
-    time_unit: Literal["s", "ms", "us", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s).")
+    time_unit: Literal["s", "ms", "us", "ns", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s). A first timestamp of 1e11 s or more in this unit (an epoch time in a finer unit) is refused, naming the unit that reads it as a date.")
     time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
     block_size: int = Field(512, ge=1, description="Prompt tokens per hash_ids block (Mooncake: 512).")
+    sort: bool = Field(False, description="Replay the rows in timestamp order (ties in file order) instead of refusing a decreasing timestamp: a log written as requests finish. The whole file is read; num_requests then takes the first N by time.")
 
     def resolved(self) -> tuple[TraceColumns, str]:
         """(columns, time unit) after applying the layout."""

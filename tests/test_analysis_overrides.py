@@ -284,3 +284,26 @@ def test_an_unknown_override_key_names_the_override_not_only_the_file():
 
     with pytest.raises(ConfigError, match=r"\(--set server\.max_runing_requests\)"):
         load_scenario_with_overrides(ROOT / "scenarios" / "batch1-ll.yaml", overrides=["server.max_runing_requests=3"])
+
+
+@pytest.mark.parametrize("how", ["set", "file"])
+def test_a_trace_workloads_length_keys_get_the_note(tmp_path, capsys, monkeypatch, how):
+    """A trace gives each request's prompt and output length: an output_len set on a trace
+    workload (to cap the outputs, as bench_serving's --sharegpt-output-len does a dataset's)
+    ran with the trace's lengths, without a word."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n0,16,40\n1,16,40\n")
+    extra = "  output_len: {kind: fixed, value: 4}\n  input_len: {kind: fixed, value: 8}\n" if how == "file" else ""
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h200-1b\nserver: {speculative_algorithm: none}\n"
+                                     f"workload:\n  kind: trace\n  trace: {{path: t.csv}}\n{extra}")
+    argv = ["run", "s.yaml", "--out", "o"]
+    if how == "set":
+        argv += ["--set", "workload.output_len={kind: fixed, value: 4}", "--set", "workload.input_len.value=8"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    where = "s.yaml: " if how == "file" else ""
+    for key in ("workload.output_len", "workload.input_len" if how == "file" else "workload.input_len.value"):
+        assert err.count("changes nothing") == 2, err
+        assert f"note: {where}{key} changes nothing in this run" in err and "the trace gives" in err, err

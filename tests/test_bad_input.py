@@ -580,3 +580,19 @@ def test_an_sglang_launch_argument_says_where_it_lives_here(tmp_path, capsys, ho
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "server.tp_size = 2: not a server key here" in err[0] and "hardware.tp_size" in err[0]
     assert "dp_size" not in err[0] and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("axis, needle", [
+    ("workload.trace.path=good.csv,bad.csv", "bad.csv:3: timestamp = '4'"),
+    ("workload.trace.time_unit=s,datetime", "good.csv:2: timestamp = '0'"),
+])
+def test_a_sweep_over_trace_keys_refuses_a_bad_point_before_running(tmp_path, capsys, monkeypatch, axis, needle):
+    """A sweep checked its replayed file at the scenario's own trace block only: a grid over
+    workload.trace.* (another file, unit or layout) met a bad point inside its run (exit 1, a
+    table and a failures file). Every point of such an axis is read first now."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.csv").write_text("timestamp,input_length,output_length\n0,10,5\n1,10,5\n")
+    (tmp_path / "bad.csv").write_text("timestamp,input_length,output_length\n5,10,5\n4,10,5\n")
+    (tmp_path / "s.yaml").write_text("name: s\nprofile: h200-1b\nworkload: {kind: trace, trace: {path: good.csv}}\n")
+    _assert_refused(capsys, ["sweep", "s.yaml", "--grid", axis], tmp_path / "o.parquet", needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "s.yaml"]

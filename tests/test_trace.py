@@ -284,3 +284,175 @@ def test_a_small_traces_warnings_are_said_once_per_run(tmp_path, capsys, monkeyp
     assert main(["run", "s.yaml"]) == 0
     err = capsys.readouterr().err
     assert err.count("0 output tokens") == 1 and err.count("asks for 5 requests") == 1
+
+
+@pytest.mark.parametrize("unit, first, hint", [
+    (None, 1_700_000_000_218, "time_unit: ms"),              # epoch ms read as s: gaps 1000 times wider
+    ("ms", 1_700_000_000_218_000, "time_unit: us"),          # epoch us read as ms
+    (None, 1_700_000_000_218_000_000, "time_unit: ns"),      # epoch ns (an OpenTelemetry export) read as s
+])
+def test_epoch_times_in_a_finer_unit_than_the_time_unit_are_refused_naming_the_unit(tmp_path, unit, first, hint):
+    """Epoch milliseconds under the default unit (s) replayed a 75 s trace over 75,000 s,
+    without a word (the span check only refuses 1e9 s and more); a first timestamp past 1e11 s
+    (year 5138 as an epoch time, 3,000 years as an offset) is no time in its unit."""
+    text = "timestamp,input_length,output_length\n" + "".join(f"{first + k * 500},10,5\n" for k in range(3))
+    sc = _trace_scenario(tmp_path, text, **({"time_unit": unit} if unit else {}))
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith("t.csv:2") and e.value.key == "timestamp" and hint in str(e.value)
+    assert "2023-11-14" in str(e.value)
+
+
+def test_epoch_nanoseconds_read_with_time_unit_ns(tmp_path):
+    text = "timestamp,input_length,output_length\n1700000000218000000,10,5\n1700000000718000000,10,5\n"
+    tr = load_trace(TraceConfig(path=str(tmp_path / "t.csv"), time_unit="ns")) if (tmp_path / "t.csv").write_text(text) else None
+    assert np.allclose(tr.arrival_s, [0.0, 0.5], atol=1e-6)
+    p = tmp_path / "s.csv"   # epoch seconds under the default unit stay accepted
+    p.write_text("timestamp,input_length,output_length\n1700000000.25,10,5\n1700000001.25,10,5\n")
+    assert np.allclose(load_trace(TraceConfig(path=str(p))).arrival_s, [0.0, 1.0])
+
+
+def test_a_trace_without_num_requests_is_held_to_max_requests(tmp_path, capsys, monkeypatch):
+    """--max-requests (default 2,000,000) bounds every workload; a trace without
+    num_requests ran all its rows whatever the limit (a BurstGPT file of 5M rows started a
+    run of hours, ~1 KB a request); now its rows are counted against the limit first."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n" + "".join(f"{k},10,2\n" for k in range(30)))
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": "t.csv"}}}))
+    assert main(["run", str(y), "--out", "out", "--max-requests", "10", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.csv" in err[0] and "30 rows" in err[0] and "num_requests" in err[0], err
+    assert not (tmp_path / "out").exists()
+    assert main(["run", str(y), "--out", "out", "--max-requests", "30", "-q"]) == 0
+    assert main(["run", str(y), "--out", "out2", "--max-requests", "10", "--set", "workload.num_requests=10", "-q"]) == 0
+
+
+_LFS = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 36567443\n"
+
+
+@pytest.mark.parametrize("text, suffix, said", [
+    ("0.218,1867,125\n0.5,1929,20\n", ".csv", "no header"),   # a header-less export: its first row was shown as the header
+    (_LFS, ".csv", "git lfs pull"),
+    (_LFS, ".jsonl", "git lfs pull"),
+])
+def test_a_trace_without_a_header_says_what_its_first_line_is(tmp_path, text, suffix, said):
+    """A header-less CSV was refused as 'trace header has 0.218, 1867, 125', a Git LFS pointer
+    (a dataset repository cloned without LFS) as 'trace header has version https://...' or
+    'not a JSON object': neither said what to do."""
+    sc = _trace_scenario(tmp_path, text, suffix=suffix)
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert e.value.file.endswith(f"t{suffix}:1") and said in str(e.value)
+    if said == "no header":
+        assert "timestamp,input_length,output_length" in str(e.value)
+
+
+def _compressed(kind: str, data: bytes, name: str = "t.csv") -> bytes:
+    import bz2
+    import io
+    import lzma
+    import zipfile
+
+    if kind == "bz2":
+        return bz2.compress(data)
+    if kind == "xz":
+        return lzma.compress(data)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(name, data)
+        if kind == "zip2":
+            z.writestr("README.md", b"two files")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind, suffix", [("bz2", ".csv.bz2"), ("xz", ".csv.xz"), ("zip", ".zip"), ("zip", ".csv.zip")])
+def test_a_bz2_xz_or_one_file_zip_trace_streams_as_gzip_does(tmp_path, kind, suffix):
+    """A trace as published or archived (a .zip release, a .bz2 or .xz copy) was refused as
+    'not a text file'; gzip alone was read."""
+    text = "timestamp,input_length,output_length\n0,10,5\n0.5,20,6\n2,30,7\n"
+    (tmp_path / "t.csv").write_text(text)
+    p = tmp_path / f"t{suffix}"
+    p.write_bytes(_compressed(kind, text.encode()))
+    plain, packed = load_trace(TraceConfig(path=str(tmp_path / "t.csv"))), load_trace(TraceConfig(path=str(p)))
+    assert np.array_equal(plain.arrival_s, packed.arrival_s) and np.array_equal(plain.output_len, packed.output_len)
+
+
+@pytest.mark.parametrize("data, said", [
+    (b"(\xb5/\xfd" + b"\x00" * 40, "zstd -d"),                              # zstd: no reader in the standard library
+    (_compressed("zip2", b"timestamp,input_length,output_length\n0,1,1\n"), "t.csv, README.md"),
+    (_compressed("bz2", b"timestamp,input_length,output_length\n" * 400)[:60], "damaged or truncated"),
+])
+def test_an_unreadable_compressed_trace_is_one_line(tmp_path, capsys, monkeypatch, data, said):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.bin").write_bytes(data)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": "t.bin", "format": "csv"}}}))
+    assert main(["run", str(y), "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.bin" in err[0] and said in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sort_replays_an_unsorted_trace_in_time_order(tmp_path):
+    """A log written as requests finish (a gateway's access log) is not in arrival order: it
+    was refused with no way to replay it but sorting the file by hand. ``sort: true``
+    replays the rows by timestamp (ties in file order), the limit then takes the first N by
+    time, and each row keeps its own lengths and block ids; the refusal says so."""
+    rows = [(7.0, 70, 7, [3, 4]), (2.0, 20, 2, [1]), (5.0, 50, 5, [1, 2]), (2.0, 21, 3, [9]), (9.0, 90, 9, [5])]
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": i, "output_length": o, "hash_ids": h}) + "\n"
+                         for t, i, o, h in rows))
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16))
+    assert "sort: true" in str(e.value)
+    tr = load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16, sort=True))
+    assert tr.arrival_s.tolist() == [0.0, 0.0, 3.0, 5.0, 7.0]
+    assert tr.input_len.tolist() == [20, 21, 50, 70, 90] and tr.output_len.tolist() == [2, 3, 5, 7, 9]
+    assert [tr.prompt_tokens(k).blocks.tolist() for k in range(5)] == [[1], [9], [1, 2], [3, 4], [5]]
+    first3 = load_trace(TraceConfig(path=str(p), layout="mooncake", block_size=16, sort=True), limit=3)
+    assert first3.input_len.tolist() == [20, 21, 50] and first3.arrival_s.tolist() == [0.0, 0.0, 3.0]
+    assert [first3.prompt_tokens(k).blocks.tolist() for k in range(3)] == [[1], [9], [1, 2]]
+
+
+def test_a_semicolon_csv_from_a_decimal_comma_locale_reads_its_decimal_commas(tmp_path):
+    """A spreadsheet in a decimal-comma locale (de_DE, fr_FR) separates its CSV with ';'
+    and writes 0,5 for 0.5: the separator was read, but each fractional timestamp was
+    refused as not a number."""
+    p = tmp_path / "t.csv"
+    p.write_text("timestamp;input_length;output_length\n0,5;10;5\n1,25;20;6\n3;30;7\n")
+    tr = load_trace(TraceConfig(path=str(p)))
+    assert tr.arrival_s.tolist() == [0.0, 0.75, 2.5] and tr.input_len.tolist() == [10, 20, 30]
+
+
+def test_epoch_times_in_a_coarser_unit_than_the_time_unit_are_warned(tmp_path, capsys):
+    """Epoch seconds under Mooncake's layout (ms) replayed a 75 s trace in 75 ms, a burst,
+    without a word; a first timestamp that reads as a date of 1980-2100 in a coarser unit is
+    said (a warning: a relative trace may start weeks in)."""
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": 1_700_000_000 + 30 * k, "input_length": 10, "output_length": 5}) + "\n"
+                         for k in range(3)))
+    tr = load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    assert np.allclose(tr.arrival_s, [0.0, 0.03, 0.06])
+    err = capsys.readouterr().err
+    assert "epoch s" in err and "2023-11-14" in err and "time_unit: s" in err
+    p.write_text("".join(json.dumps({"timestamp": 300 * k, "input_length": 10, "output_length": 5}) + "\n" for k in range(3)))
+    load_trace(TraceConfig(path=str(p), layout="mooncake"))
+    assert capsys.readouterr().err == ""
+
+
+def test_a_folder_or_a_missing_trace_path_says_which_and_where_it_looked(tmp_path, capsys, monkeypatch):
+    """A folder given as the trace was refused as 'trace file does not exist' (the agentic
+    trace's reader already said 'is a directory'); a missing one now says where it looked."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "traces").mkdir()
+    y = tmp_path / "s.yaml"
+    y.write_text("name: s\nprofile: h200-1b\nworkload: {kind: trace, trace: {path: traces}}\n")
+    assert main(["run", str(y), "--out", "o", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "path = 'traces'" in err[0] and "is a directory" in err[0], err
+    assert main(["run", str(y), "--out", "o", "-q", "--set", "workload.trace.path=nope.csv"]) == 2
+    assert "beside the scenario" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
