@@ -474,3 +474,19 @@ def test_a_measured_rocm_profile_without_its_architecture_is_not_scaled_for_aite
     assert not hip_aiter_backend(hw)
     assert hip_aiter_backend(hw.model_copy(update={"architecture": "LlamaForCausalLM"}))
     assert not hip_aiter_backend(hw.model_copy(update={"architecture": "DeepseekV4ForCausalLM"}))
+
+
+def test_the_speculative_reset_to_48_is_noted_when_requests_queue_behind_it(tmp_path):
+    """A queue behind SGLang's reset to 48 (filled in, not stated) is said after the run; a
+    stated 48, or no queue, says nothing."""
+    import pandas as pd
+    from specsched.sim.defaults import spec_cap_note
+
+    spec = "speculative_algorithm: dspark, speculative_num_draft_tokens: 4"
+    filled = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, spec))
+    stated = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, spec + ", max_running_requests: 48"))
+    queued = pd.DataFrame({"running": [10, 48, 48], "waiting": [0, 7, 3]})
+    drained = pd.DataFrame({"running": [10, 48, 40], "waiting": [0, 0, 0]})
+    note = spec_cap_note(filled, queued)
+    assert note is not None and "up to 7 waiting" in note and "server.max_running_requests" in note
+    assert spec_cap_note(filled, drained) is None and spec_cap_note(stated, queued) is None
