@@ -428,7 +428,8 @@ class FitResult:
     """The cap on evaluations the fit ran under (``--max-evals``)."""
     capped: str = ""
     """What the cap on evaluations stopped: "" (nothing), ``"fit"`` (the search: the factors are
-    the best point evaluated, not a converged fit) or ``"covariance"`` (only the Jacobian at
+    the best point evaluated, not a converged fit), ``"interrupted"`` (Ctrl-C during an
+    evaluation: the same, and no standard errors) or ``"covariance"`` (only the Jacobian at
     the fit that the standard errors need: :attr:`cov` is None)."""
 
     def stopped(self) -> list[str]:
@@ -438,6 +439,9 @@ class FitResult:
             return [f"stopped by --max-evals {self.max_evals}: the cap on evaluations was reached before the fit "
                     f"converged; the factors are the best of the {self.evals} point(s) evaluated (raise --max-evals to "
                     "finish it)"]
+        if self.capped == "interrupted":
+            return [f"interrupted (Ctrl-C) after {self.evals} evaluation(s): the factors are the best point "
+                    "evaluated, not a converged fit, and have no standard errors (run again to finish it)"]
         if self.capped == "covariance":
             return [f"no standard errors: the fit converged, but the Jacobian there needs more evaluations than "
                     f"--max-evals {self.max_evals} left (raise --max-evals for them)"]
@@ -793,6 +797,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     # residuals' weights: the first evaluation, which sets them, is reported once they are known
     weights: dict[str, np.ndarray] = {}
     unreported: list[tuple[int, tuple[float, ...]]] = []
+    interrupted: list[bool] = []   # Ctrl-C during an evaluation: the fit ends at the best point so far
 
     def report(i: int, key: tuple[float, ...]) -> None:
         if not weights:
@@ -808,13 +813,21 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                  ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
         key = tuple(np.round(z, 12))
         if key not in cache:
-            if len(cache) >= max_evals:   # a hard cap: scipy's max_nfev counts neither the Jacobian's nor the scan's
+            if len(cache) >= max_evals or interrupted:   # a hard cap: scipy's max_nfev counts neither the Jacobian's nor the scan's
                 raise _CapReached
-            points[key] = np.array(z, dtype=float)
             factors = tuple(np.exp(z).tolist())
             prof = scale_profile(profile, dict(zip(params, factors, strict=True)))
             if runs is None:
-                runs = simulate(factors, prof, case_seeds)
+                try:
+                    runs = simulate(factors, prof, case_seeds)
+                except KeyboardInterrupt:
+                    # a long fit stopped by hand keeps what it found, as the cap does; before
+                    # its first point there is nothing to keep (raised on)
+                    if not cache:
+                        raise
+                    interrupted.append(True)
+                    raise _CapReached from None
+            points[key] = np.array(z, dtype=float)
             preds = [mean_summary(r[:seeds]) for r in runs]
             lr = _log_residuals(log_samples, prof, server)
             cache[key] = (np.r_[_terms(cases, preds, metrics), lr], preds, lr)
@@ -917,6 +930,8 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
         if res.status == 0:   # its own count of evaluations ran out
             capped = "fit"
         ends += [(loss(res.x), res.x), (loss(s), s)]
+    if interrupted:
+        capped = "interrupted"
     if capped:   # the best point evaluated, whichever stage it came from
         ends = [(loss(points[k]), points[k]) for k in cache]
     z = min(ends, key=lambda t: t[0])[1]
@@ -926,7 +941,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
         try:
             cov = covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1))
         except _CapReached:
-            capped = capped or "covariance"
+            capped = capped or ("interrupted" if interrupted else "covariance")
     factors = dict(zip(params, np.exp(z).tolist(), strict=True))
     has_log = log_samples is not None and len(log_samples) > 0
     return FitResult(factors, scale_profile(profile, factors), before, after, float(np.sum(r0 ** 2)),

@@ -816,3 +816,29 @@ def test_log_is_the_server_log_option(tmp_path, capsys):
     missing = str(tmp_path / "server.log")
     assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--out", str(tmp_path / "f.yaml"), "--log", missing]) == 2
     assert f"{missing}: <file> = '{missing}': no such server log" in capsys.readouterr().err
+
+
+def test_a_fit_stopped_by_ctrl_c_keeps_its_best_point(tmp_path, capsys, monkeypatch):
+    """A long fit stopped by hand (Ctrl-C during an evaluation) ended with nothing written; it
+    now ends as the cap does, at the best point evaluated, says so, and writes the profile."""
+    import re
+
+    from specsched.analysis import calibrate_bench as cb
+
+    real = cb.predict_seeds
+    calls = []
+
+    def stopped_at_the_fourth(case, prof, k):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(case, prof, k)
+
+    monkeypatch.setattr(cb, "predict_seeds", stopped_at_the_fourth)
+    monkeypatch.chdir(tmp_path)
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "40", "--out", "f.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "interrupted (Ctrl-C) after 3 evaluation(s): the factors are the best point evaluated" in out
+    assert (tmp_path / "f.yaml").exists() and re.search(r"factors: decode x[0-9.]+;", out), out
