@@ -430,13 +430,17 @@ def spec_cap_note(scenario: Any, timeseries: Any) -> str | None:
     and requests queued behind it: a user comparing speculation on and off at load sees TTFT
     rise and reads "speculation hurts", when the cap the reset sets is what queues them
     (a new user's 70B run at 16 req/s: 12.3 s median TTFT with EAGLE, 1.7 s without, at 48
-    against 2048 running). ``timeseries``: the run's table (``running``, ``waiting``)."""
+    against 2048 running). ``timeseries``: the run's table (``running``, ``waiting``), a
+    DataFrame or :class:`sim.tables.Columns` (``specsched run`` does not import pandas)."""
+    from specsched.sim.tables import column
+
     filled = next((r for r in scenario._resolved_defaults if r.key == "max_running_requests"), None)
     if filled is None or filled.value != SPEC_MAX_RUNNING_REQUESTS or not scenario.server.speculative_algorithm.enabled:
         return None
-    if not len(timeseries) or int(timeseries["running"].max()) < SPEC_MAX_RUNNING_REQUESTS:
+    running, waiting_at = column(timeseries, "running"), column(timeseries, "waiting")
+    if not len(running) or int(running.max()) < SPEC_MAX_RUNNING_REQUESTS:
         return None
-    waiting = int(timeseries["waiting"].max())
+    waiting = int(waiting_at.max())
     if waiting <= 0:
         return None
     return (f"note: max_running_requests {SPEC_MAX_RUNNING_REQUESTS} is SGLang's reset for speculative decoding "

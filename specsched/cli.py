@@ -267,7 +267,7 @@ def _run_command(args: argparse.Namespace) -> int:
     print(format_report(result.summary, ref, bench=bench_record(result, details=False)))
     from specsched.sim.defaults import spec_cap_note
 
-    if (cap := spec_cap_note(scenario, result.timeseries)) is not None:
+    if (cap := spec_cap_note(scenario, result.table("timeseries"))) is not None:
         print(cap, file=sys.stderr)
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
