@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from specsched.sim.atomic import file_above
 from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError
 
@@ -243,8 +244,8 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
 
     if args.out:   # a file where the folder goes: refused before the runs, not after them
         o = Path(args.out)
-        blocker = next((a for a in (o, *o.absolute().parents) if a.exists()), None)
-        if blocker is not None and not blocker.is_dir():
+        blocker = o if o.exists() and not o.is_dir() else file_above(o)
+        if blocker is not None:
             raise ConfigError("<command line>", "--out", args.out, f"{blocker} is a file: give a folder for the table "
                               "and the runs (validate writes validate.csv, measured/, predicted-seed*/ in it)")
     measured = require_measured(read_bench_one(args.file))

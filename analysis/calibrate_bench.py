@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 from specsched.analysis.bench_cli import add_agentic_options, agentic_args
+from specsched.sim.atomic import file_above
 from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
 
@@ -1144,8 +1145,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if Path(args.out).is_dir():   # found before the fit, not after it (the write named a temporary file)
         raise ConfigError("<command line>", "--out", args.out, "a folder: give the fitted profile's file, e.g. "
                           f"{Path(args.out) / 'fitted.yaml'}")
-    above = next((a for a in Path(args.out).absolute().parents if a.exists()), None)
-    if above is not None and not above.is_dir():
+    above = file_above(args.out)
+    if above is not None:
         raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the fitted profile")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     runs = fit_runs(args.from_files)

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 from specsched.sim.atomic import atomic_write, atomic_write_text, recover_dir  # noqa: F401  (atomic_write_text re-exported)
+from specsched.sim.config import dotted_value
 from specsched.sim.errors import ConfigError
 from specsched.sim.records import OPTIONAL_COLUMNS, TABLE_COLUMNS, RunResult, empty_table  # noqa: F401  (empty_table re-exported)
 
@@ -125,18 +126,9 @@ def run_label(run: Any, default: str = "run") -> str:
 
 def scenario_value(run: Any, dotted: str, default: Any = None) -> Any:
     """Read ``dotted`` (e.g. ``server.max_total_num_tokens``) from a run's scenario, which may
-    be a ``Scenario`` model or a plain dict; ``default`` when absent."""
-    cur: Any = getattr(run, "scenario", None)
-    for part in dotted.split("."):
-        if cur is None:
-            return default
-        if isinstance(cur, Mapping):
-            cur = cur.get(part)
-        else:
-            cur = getattr(cur, part, None)
-    if cur is None:
-        return default
-    return getattr(cur, "value", cur)  # enums -> their value
+    be a ``Scenario`` model or a plain dict; ``default`` when absent
+    (:func:`sim.config.dotted_value`)."""
+    return dotted_value(getattr(run, "scenario", None), dotted, default)
 
 
 def read_parquet_table(path: str | Path, columns: Iterable[str], what: str) -> pd.DataFrame:

@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from specsched.sim.config import (
-    SGLANG_ARGS_ELSEWHERE,
     Scenario,
     allowed_keys_text,
     deep_merge,
+    elsewhere_line,
     load_scenario,
     nested_home,
     pin_acceptance_window,
@@ -164,8 +164,8 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
             fields = model.model_fields
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
-                if parts[:i] == ["server"] and part in SGLANG_ARGS_ELSEWHERE and i == len(parts) - 1:
-                    raise ConfigError(file, dotted, shown, "not a server key here: " + SGLANG_ARGS_ELSEWHERE[part])
+                if (elsewhere := elsewhere_line(parts)) is not None:
+                    raise ConfigError(file, dotted, shown, elsewhere)
                 near = difflib.get_close_matches(part, list(fields), n=1)
                 home = nested_home(parts[:i], part) if not near and i == len(parts) - 1 else None
                 hint = (f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near

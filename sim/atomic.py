@@ -44,6 +44,14 @@ def is_path_component(name: str) -> bool:
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
+def file_above(path: str | Path) -> Path | None:
+    """The nearest existing folder of ``path`` when it is a file instead: nothing can be
+    written under ``path`` (``--out notes.txt/run1``), found before the work that would write
+    there rather than by its write; None when the nearest existing one is a folder."""
+    above = next((a for a in Path(path).absolute().parents if a.exists()), None)
+    return above if above is not None and not above.is_dir() else None
+
+
 def _fsync_path(path: Path, directory: bool = False) -> None:
     """Flush a file's (or a directory's entries') data to disk; best effort on platforms
     where a directory cannot be opened."""

@@ -18,6 +18,7 @@ import copy
 import difflib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -363,11 +364,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
         head, _, rest = msg.partition(" ")
         if not loc and "." in head:  # a cross-field check names its key first
             key, value, msg = head, rest.split(" ", 1)[0], rest.split(" ", 1)[-1]
-    if first["type"] == "extra_forbidden" and len(loc) >= 2 and str(loc[-2]) == "server" \
-            and str(loc[-1]) in SGLANG_ARGS_ELSEWHERE:
-        # an SGLang launch argument a user copied in: say where it lives here, not the
-        # nearest spelling (tp_size was answered with "did you mean dp_size")
-        return ConfigError(file, key, value, "not a server key here: " + SGLANG_ARGS_ELSEWHERE[str(loc[-1])])
+    elsewhere = elsewhere_line(tuple(str(x) for x in loc)) if first["type"] == "extra_forbidden" else None
+    if elsewhere is not None:
+        return ConfigError(file, key, value, elsewhere)
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
@@ -395,6 +394,17 @@ SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
 """SGLang launch arguments (``ServerArgs`` names) a scenario's ``server`` block does not take,
 with where the setting lives here or why it is absent; a scenario that names one gets that
 line instead of the nearest key's spelling."""
+
+
+def elsewhere_line(path: tuple[str, ...] | list[str]) -> str | None:
+    """The refusal for an unknown key at ``path`` (its dotted parts, the key last, under a
+    ``server`` block: the scenario's or a disaggregated role's) that is an SGLang launch
+    argument living elsewhere here (:data:`SGLANG_ARGS_ELSEWHERE`): in a file or by ``--set``,
+    the user copied it in, and the nearest spelling misleads (``tp_size`` was answered with
+    "did you mean dp_size"). None for any other key."""
+    if len(path) < 2 or path[-2] != "server" or path[-1] not in SGLANG_ARGS_ELSEWHERE:
+        return None
+    return "not a server key here: " + SGLANG_ARGS_ELSEWHERE[path[-1]]
 
 
 LONG_ALLOWED = 160
@@ -523,6 +533,21 @@ def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
         if arm != "base":
             raise ConfigError(err.file, err.key, err.value, f"{err.allowed} (with arm {arm})") from None
         raise err from None
+
+
+def dotted_value(obj: Any, dotted: str, default: Any = None) -> Any:
+    """The value at ``dotted`` (e.g. ``server.max_running_requests``,
+    ``disaggregation.decode.server.max_total_num_tokens``) under ``obj``, a model or a mapping
+    at each level (a resolved scenario, or one read back as YAML); an enum as its value;
+    ``default`` where the path is absent or the value None."""
+    cur = obj
+    for part in dotted.split("."):
+        if cur is None:
+            return default
+        cur = cur.get(part) if isinstance(cur, Mapping) else getattr(cur, part, None)
+    if cur is None:
+        return default
+    return getattr(cur, "value", cur)
 
 
 def _sets(override: dict[str, Any], dotted: str) -> bool:

@@ -71,7 +71,7 @@ from functools import lru_cache
 from typing import Any
 
 from specsched.sim.analytic.models import MM_PREFILL_GRAPH_ARCHS, TRTLLM_MLA_ARCHS
-from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode
+from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode, dotted_value
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
@@ -171,6 +171,14 @@ def hip_aiter_backend(hw: Hardware) -> bool:
     if not hw.mla:
         return True
     return hw.num_kv_heads is not None and max(1, hw.num_kv_heads // hw.tp_size) in (16, 128)
+
+
+def aiter_long_context(server: ServerArgs, hw: Hardware) -> bool:
+    """Whether SGLang scales this server's mem_fraction_static by
+    :data:`AITER_LONG_CONTEXT_FACTOR`: aiter attention (:func:`hip_aiter_backend`) and a served
+    context above :data:`AITER_LONG_CONTEXT` tokens."""
+    ctx = served_context_len(server.context_length, hw)
+    return hip_aiter_backend(hw) and ctx is not None and ctx > AITER_LONG_CONTEXT
 
 
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
@@ -287,8 +295,7 @@ def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_
             server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
             role=role, decode_tokens=decode_tokens,
             attn_dp_size=server.attn_dp_size)
-    ctx = served_context_len(server.context_length, hw)
-    if hip_aiter_backend(hw) and ctx is not None and ctx > AITER_LONG_CONTEXT:
+    if aiter_long_context(server, hw):
         mfs *= AITER_LONG_CONTEXT_FACTOR   # given or computed (attention_hook.py), see the constant
     return mfs
 
@@ -509,8 +516,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         if spec and hw.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
         given_mfs = " (given)" if server.mem_fraction_static is not None else ""
-        ctx_len = served_context_len(server.context_length, hw)
-        if hip_aiter_backend(hw) and ctx_len is not None and ctx_len > AITER_LONG_CONTEXT:
+        if aiter_long_context(server, hw):
             given_mfs += (f" (x {AITER_LONG_CONTEXT_FACTOR}: aiter attention above {AITER_LONG_CONTEXT} tokens of "
                           "context, attention_hook.py)")
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs:.6g}{given_mfs} x memory - weights "
@@ -688,17 +694,6 @@ DIFFER_LABELS_SHOWN = 4
 """Most points named for one value in :func:`format_differing` (the rest are counted)."""
 
 
-def _server_value(server: Any, key: str) -> Any:
-    """The value of a dotted server key (``semantics_rules.chunk_fill``,
-    ``disaggregation.decode.server.max_total_num_tokens``); None where the path is absent."""
-    v = server
-    for part in key.split("."):
-        if v is None:
-            return None
-        v = v.get(part) if isinstance(v, dict) else getattr(v, part, None)
-    return v.value if hasattr(v, "value") else v
-
-
 def _label(label: str | dict[str, Any]) -> str:
     return label if isinstance(label, str) else " ".join(f"{k}={v}" for k, v in label.items())
 
@@ -739,7 +734,7 @@ def format_differing(points: list[tuple[str | dict[str, Any], Any]], between: st
                 value = filled[key].value
                 value, why = (value.value if hasattr(value, "value") else value), filled[key].why
             else:
-                value = _server_value(sc.server, key)
+                value = dotted_value(sc.server, key)
                 why = "set" if key.split(".")[0] in sc._server_given else "the simulator's default"
             groups.setdefault((str(value), why), []).append(label)
         if len({value for value, _ in groups}) < 2:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from specsched.sim.atomic import atomic_write, atomic_write_text, replace_dir  # noqa: F401  (re-exported)
+from specsched.sim.atomic import atomic_write, atomic_write_text, file_above, replace_dir  # noqa: F401  (re-exported)
 from specsched.sim.records import RunResult
 from specsched.sim.tables import Columns
 
@@ -184,8 +184,8 @@ def check_results_target(out_dir: str | Path) -> Path:
     if o.exists() and not o.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder: not replaced by a results directory; "
                                             "give a new folder", str(out_dir))
-    above = next((a for a in o.absolute().parents if a.exists()), None)
-    if above is not None and not above.is_dir():   # --out notes.txt/run1: failed only after the run
+    above = file_above(o)
+    if above is not None:   # --out notes.txt/run1: failed only after the run
         raise FileExistsError(errno.ENOTDIR, f"{above} is not a folder: it cannot hold a results directory; "
                                              "give a path under a folder", str(out_dir))
     if o.is_dir() and not (o / "summary.json").is_file() and any(o.iterdir()):
