@@ -80,7 +80,7 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
     prebuilt = server.disaggregation_mode == "decode"
     # --scheduler-recv-interval: some passes take no new requests (sim/recv_skipper.py)
     skipper = RecvSkipper(server.scheduler_recv_interval) if server.scheduler_recv_interval > 1 else None
-    last_plan = None
+    plan = None   # the last pass's plan until this pass schedules (the skipper reads it)
     # (plan, handle whose results are pending, handle whose end is the publish event)
     in_flight: tuple[Any, Any, Any] | None = None
     while True:
@@ -91,10 +91,10 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
             jumped = yield FastForward(in_flight[0], in_flight[1])
             if jumped is not None:
                 in_flight = (jumped[0], jumped[1], jumped[1])
-        if skipper is None or skipper.should_recv(last_plan, idle=in_flight is None and not sched.has_work):
+        if skipper is None or skipper.should_recv(plan, idle=in_flight is None and not sched.has_work):
             for req in (yield Recv()):
                 sched.add_request(req)
-        plan = last_plan = sched.schedule()
+        plan = sched.schedule()
         if prebuilt:
             # a decode server streams the first tokens of the requests whose KV arrived as it
             # builds the batch (disaggregation/decode.py process_batch_result_prebuilt)
