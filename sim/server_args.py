@@ -323,12 +323,14 @@ class ServerArgs(BaseModel):
                              "'path/file.py:Class' (docs/policies.md)")
         return v
 
-    @field_validator("sglang_semantics")
+    @field_validator("sglang_semantics", mode="before")
     @classmethod
-    def _preset(cls, v: str) -> str:
+    def _preset(cls, v: object) -> object:
+        # before the string check: ``sglang_semantics: 0.5`` (YAML reads a number) names
+        # the presets too, not only "must be a string"
         from specsched.sim.semantics import PRESETS
 
-        if v not in PRESETS:
+        if not isinstance(v, str) or v not in PRESETS:
             raise ValueError(f"allowed: {', '.join(PRESETS)}")
         return v
 
