@@ -114,6 +114,9 @@ def test_shipped_policies_have_the_same_interface():
     ("my_rules.py:NoShouldDelay", {}, "server.admission_delay", "lacks from_server, should_delay"),
     ("my_rules.py:HoldForFour", {"bogus": 1}, "server.admission_delay_params", "rejected"),
     ("fastest", {}, "server.admission_delay", "allowed: none, min_free_slots"),
+    # a shipped policy given parameters: refused at load (was a run-time error naming
+    # '<server>' instead of the file, after the run's header was printed)
+    ("min_free_slots", {"free_slots": 8}, "server.admission_delay_params", "shipped policies take no parameters"),
 ])
 def test_bad_policy_is_one_line_exit_2(tmp_path, capsys, spec, params, key, fragment):
     path = scenario(tmp_path, {}, base_delay=spec)
@@ -276,3 +279,17 @@ def test_a_delay_policy_that_returns_nothing_is_one_line_exit_2(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "forgot.py:Forgot" in err and "returned None" in err
     assert err.startswith(f"specsched: error: {path}: server.admission_delay = ")  # the file, not a placeholder
+
+
+def test_shipped_order_given_parameters_is_refused_at_load(tmp_path, capsys):
+    path = scenario(tmp_path, {})
+    doc = yaml.safe_load(open(path))
+    doc["server"].update(schedule_policy="lpm", schedule_policy_params={"page_size": 16})
+    open(path, "w").write(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == "server.schedule_policy_params" and "shipped orders take no parameters" in str(e.value)
+    assert path in str(e.value)
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
