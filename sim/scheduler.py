@@ -528,11 +528,14 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             if len(adder.can_run) >= allocatable:  # INV-1, INV-10 (can_run counts the chunked request)
                 self.batch_is_full = True
             if self.batch_is_full:
+                # the latch stays set after a preemption (0.5.23 _get_new_batch_prefill_raw:
+                # preempt_to_schedule clears nothing), so every later request of the pass
+                # must preempt for itself: a freed slot is not free for a request that
+                # could not have preempted its holder
                 freed = self._preempt_for(req, adder) if preempt else 0
                 if not freed:
                     break
                 allocatable += freed
-                self.batch_is_full = False
             self._match_prefix(req)
             node = req.last_node if req.cached_len else None
             if node is not None:
