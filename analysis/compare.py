@@ -186,6 +186,7 @@ def run_arms(
     Raises:
         ConfigError: unknown arm, bad scenario file, ``seeds < 1``.
         RunFailed: a run raised (names arm and seed; other runs are not reported).
+        ConfigError, UnschedulableRequest: a run refused its input (the first such run's).
     """
     scenarios = check_arms(scenario_path, arms, seeds, overrides)
     tasks = [RunTask(sc, sc.seed + i, key=(j, sc.arm), runner=runner)
@@ -214,6 +215,8 @@ def run_arms(
     open_loop = {j for j, sc in enumerate(scenarios) if sc.workload.kind in OPEN_LOOP_KINDS}
     for o in sorted(outcomes, key=lambda o: (o.key[0], o.seed)):
         if not o.ok:
+            if o.refusal is not None:   # bad input found by the run: its one line, as `run` gives it
+                raise o.refusal
             raise RunFailed(f"arm {o.key[1]!r} seed {o.seed} failed: {o.error}")
         rows += [(o.key[0], o.key[1], o.seed, m, v) for m, v in sorted(o.metrics.items())]
         if o.key[0] in open_loop and o.arrival_span_s is not None:   # for rate_bound()

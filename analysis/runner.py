@@ -110,6 +110,11 @@ class RunOutcome:
     range_notes: tuple = ()
     arrival_span_s: float | None = None
     """The last request's arrival after the first (s; :func:`arrival_span`)."""
+    refusal: BaseException | None = None
+    """The run refused its input (a :class:`sim.errors.ConfigError`, e.g. a profile that
+    lacks a cost the scenario needs, or a request that can never be scheduled): the
+    exception itself (both pickle), so a caller that stops at the first failure reports it
+    as the one line a single run gives (exit 2), not as a traceback."""
 
     @property
     def ok(self) -> bool:
@@ -132,7 +137,11 @@ def execute(task: RunTask) -> RunOutcome:
 
             write_results(run, task.out)
     except Exception as e:  # noqa: BLE001 - reported per run by the caller
+        from specsched.sim.errors import ConfigError
+        from specsched.sim.scheduler import UnschedulableRequest
+
         tb = traceback.format_exc(limit=-3)
-        return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}")
+        refused = e if isinstance(e, (ConfigError, UnschedulableRequest)) else None
+        return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}", refusal=refused)
     return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples, range_notes=notes,
                       arrival_span_s=span)

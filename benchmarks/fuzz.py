@@ -156,7 +156,8 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
         server["sliding_window_size"] = draw(st.sampled_from([16, 64, 128, 256]))
         server["swa_full_tokens_ratio"] = draw(st.sampled_from([0.005, 0.02, 0.1, 0.5, 1.0]))
         server["swa_eviction_interval"] = draw(st.sampled_from([1, 16, 128]))
-        server["disable_radix_cache"] = draw(st.booleans())
+        # shortest-prefill-first needs the prefix cache (refused without it, as SGLang does)
+        server["disable_radix_cache"] = server["schedule_policy"] != "shortest-prefill-first" and draw(st.booleans())
     if steps is not None:
         server["speculative_num_steps"] = steps
     if topk is not None:

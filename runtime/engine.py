@@ -394,7 +394,8 @@ class RuntimeEngine(LoopHost):
         # what it cost); a verify commits at least one token, so output_len cycles suffice
         self.acceptance.prepare([s.index for s in self.specs], [s.output_len for s in self.specs])
         self.tokens = DeviceTokens(self.acceptance)
-        self.sched = Scheduler(srv, make_policy(srv), self.seed)
+        where = self.scenario.path or None   # a user policy's module: found beside the scenario too
+        self.sched = Scheduler(srv, make_policy(srv, self.seed, where), self.seed, where)
         self._reset_loop_host(self.specs, self.seed)
         # rows the previous pass (the unmeasured one, or another arm) still holds go back to
         # the pool: the new pass's ledger starts empty, so must the device pool

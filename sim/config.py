@@ -145,8 +145,11 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _policies_load(self) -> Scenario:
-        # a user policy class must import and build now, not fail mid-run
-        if ":" in self.server.admission_delay or ":" in self.server.schedule_policy:
+        # a user policy class must import and build now, not fail mid-run; so must a shipped
+        # one given parameters (none takes any: from_server refuses them)
+        s = self.server
+        if (":" in s.admission_delay or ":" in s.schedule_policy or s.admission_delay_params
+                or s.schedule_policy_params):
             from specsched.sim.admission import make_policy
             from specsched.sim.schedule_policy import make_queue_order
 

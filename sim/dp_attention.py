@@ -176,17 +176,19 @@ class DPGroup:
     Args:
         server: the server arguments (``enable_dp_attention``); each rank gets
             :func:`rank_server_args` of them and its own admission policy.
-        seed: seeds the ranks' ``random`` schedule policy.
+        seed: seeds the ranks' ``random`` schedule policy and their admission policies.
+        scenario_path: the scenario file (a user policy's module is found beside it).
 
     Attributes:
         ranks: the rank schedulers (rank i's state is its own: queue, batch, KV, cache).
         rank_of: rid -> the rank the request was dispatched to.
     """
 
-    def __init__(self, server: ServerArgs, seed: int = 0) -> None:
+    def __init__(self, server: ServerArgs, seed: int = 0, scenario_path: str | None = None) -> None:
         self.server = server
         self.rank_server = rank_server_args(server)
-        self.ranks = [Scheduler(self.rank_server, make_policy(self.rank_server), seed) for _ in range(server.dp_size)]
+        rs = self.rank_server
+        self.ranks = [Scheduler(rs, make_policy(rs, seed, scenario_path), seed, scenario_path) for _ in range(server.dp_size)]
         self.spec = server.speculative_algorithm.enabled
         self.split_spec = self.spec and not server.dp_spec_prefill_coordination
         self.rank_of: dict[int, int] = {}

@@ -168,12 +168,15 @@ class SimEngine(Clients, EngineStretch):
         self.server = server
         self.cost = CostModel(self.profile, server)
         self.device = device
-        self.sched = Scheduler(server, make_policy(server), self.seed)
+        # the scenario's folder: where a user policy named by a module path is found when it
+        # is not on sys.path (a worker process has only the scenario); the run's seed
+        where = self.scenario.path or None
+        self.sched = Scheduler(server, make_policy(server, self.seed, where), self.seed, where)
         if server.enable_dp_attention:
             # dp_size lock-step schedulers behind one scheduler's interface (sim/dp_attention.py)
             from specsched.sim.dp_attention import DPCost, DPDevice, DPGroup
 
-            self.sched = DPGroup(server, self.seed)
+            self.sched = DPGroup(server, self.seed, where)
             self.cost = DPCost(CostModel(self.profile, self.sched.rank_server), self.profile.gpu.dp_attention_sync_s,
                                server.dp_size)
             self.device = DPDevice(device)

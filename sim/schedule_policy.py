@@ -334,6 +334,10 @@ def make_queue_order(server: Any, seed: int = 0, scenario_path: str | None = Non
     except PolicyLoadError as e:
         raise ConfigError(where, "server.schedule_policy", spec, str(e)) from None
     params = dict(getattr(server, "schedule_policy_params", {}) or {})
+    if params and not is_policy_spec(spec):
+        raise ConfigError(where, "server.schedule_policy_params", params,
+                          "the shipped orders take no parameters; these are keywords for a user class "
+                          "'module.path:Class' / 'file.py:Class' named by server.schedule_policy (docs/policies.md)")
     try:
         return cls.from_server(server, seed=seed, **params)
     except TypeError as e:

@@ -80,18 +80,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     Args:
         server: the server arguments (budgets, spec window, admission-delay choice).
         admission: the admission-delay policy (fresh state per run).
-        seed: seeds the ``random`` schedule policy only.
+        seed: seeds the ``random`` schedule policy (and a user order's ``rng``).
+        scenario_path: the scenario file, where a user order named by a module path
+            (``mypkg.rules:Order``) is looked for when it is not on sys.path, as at load
+            (a worker process of ``compare --workers`` or a sweep has only the scenario).
 
     Read by executors: ``waiting``, ``running``, ``reqs``, ``kv`` (the ledger: ``used``,
     ``peak``, ``capacity``), ``num_running``, ``has_work``, ``decode_batch_reqs``; counters
     for the records: ``num_retractions``, ``num_delayed_passes``. Everything else is private.
     """
 
-    def __init__(self, server: ServerArgs, admission: AdmissionPolicy, seed: int = 0) -> None:
+    def __init__(self, server: ServerArgs, admission: AdmissionPolicy, seed: int = 0,
+                 scenario_path: str | None = None) -> None:
         self.server = server
         self.admission = admission
         self.rules: SemanticsRules = server.rules
-        self.policy = make_queue_order(server, seed)
+        self.policy = make_queue_order(server, seed, scenario_path)
         # the shipped fcfs without priorities admits in queue order: the admission pass
         # walks the queue itself (no copies) and pops the admitted head
         self._queue_order = type(self.policy) is Fcfs and not self.policy.priority
@@ -528,11 +532,14 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             if len(adder.can_run) >= allocatable:  # INV-1, INV-10 (can_run counts the chunked request)
                 self.batch_is_full = True
             if self.batch_is_full:
+                # the latch stays set after a preemption (0.5.23 _get_new_batch_prefill_raw:
+                # preempt_to_schedule clears nothing), so every later request of the pass
+                # must preempt for itself: a freed slot is not free for a request that
+                # could not have preempted its holder
                 freed = self._preempt_for(req, adder) if preempt else 0
                 if not freed:
                     break
                 allocatable += freed
-                self.batch_is_full = False
             self._match_prefix(req)
             node = req.last_node if req.cached_len else None
             if node is not None:

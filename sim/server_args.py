@@ -323,12 +323,14 @@ class ServerArgs(BaseModel):
                              "'path/file.py:Class' (docs/policies.md)")
         return v
 
-    @field_validator("sglang_semantics")
+    @field_validator("sglang_semantics", mode="before")
     @classmethod
-    def _preset(cls, v: str) -> str:
+    def _preset(cls, v: object) -> object:
+        # before the string check: ``sglang_semantics: 0.5`` (YAML reads a number) names
+        # the presets too, not only "must be a string"
         from specsched.sim.semantics import PRESETS
 
-        if v not in PRESETS:
+        if not isinstance(v, str) or v not in PRESETS:
             raise ValueError(f"allowed: {', '.join(PRESETS)}")
         return v
 
@@ -375,6 +377,13 @@ class ServerArgs(BaseModel):
         if self.retraction_policy == "priority" and not self.enable_priority_scheduling:
             raise FieldError("server.retraction_policy", self.retraction_policy,
                              "priority needs server.enable_priority_scheduling: true (as SGLang requires); or length")
+        if self.schedule_policy == "shortest-prefill-first" and self.disable_radix_cache:
+            # sglang 0.5.23 schedule_policy.py SchedulePolicy._validate_and_adjust_policy: lpm and
+            # dfs-weight fall back to fcfs without a tree cache, shortest-prefill-first refuses to start
+            raise FieldError("server.schedule_policy", self.schedule_policy,
+                             "shortest-prefill-first requires prefix caching, as SGLang refuses it with "
+                             "server.disable_radix_cache: true; turn the cache on or pick another order "
+                             "(fcfs, lof, random; lpm and dfs-weight run as fcfs without the cache)")
         if self.dp_size > 1 and not self.enable_dp_attention:
             raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
                              "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")

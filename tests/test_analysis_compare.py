@@ -129,6 +129,37 @@ def test_failed_run_names_arm_and_seed(scenario):
         compare.run_arms(scenario, ["base"], 1, runner=_boom)
 
 
+def test_a_run_that_refuses_its_input_is_the_runs_one_line_exit_2(tmp_path, capsys):
+    """A ConfigError raised inside a run (here: a profile without the plain decode cost the
+    arm needs) or an UnschedulableRequest is bad input: compare gives the line ``run``
+    gives and exit 2, in-process and from worker processes alike (it printed a
+    RunFailed traceback, the run's traceback inside it)."""
+    import yaml
+    from specsched.sim.scheduler import UnschedulableRequest
+
+    from specsched.cli import main
+
+    doc = {"name": "nodecode", "profile": "mi355x-dsv41-flash-tp4",   # measured spec costs only
+           "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 100},
+                        "output_len": {"kind": "fixed", "value": 10}},
+           "arms": {"base": {}, "small": {"server": {"max_running_requests": 2}}}}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match="gpu.decode"):
+        compare.run_arms(str(p), ["base"], 1)
+    for workers in ("1", "2"):
+        assert main(["compare", str(p), "--arms", "base,small", "--seeds", "2", "--workers", workers,
+                     "--out", str(tmp_path / f"out{workers}")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "gpu.decode" in err and "Traceback" not in err
+
+    def unschedulable(scenario, seed):
+        raise UnschedulableRequest("request 3: cannot fit")
+
+    with pytest.raises(UnschedulableRequest, match="request 3"):
+        compare.run_arms(str(p), ["base"], 1, runner=unschedulable)
+
+
 def test_formats(tmp_path):
     table = compare.summarize_comparison(_samples(6.0, 5, np.random.default_rng(2)), ["output_throughput"])
     md = compare.to_markdown(table)

@@ -136,3 +136,25 @@ def test_prefill_decode_interval_counts_rounds_after_an_extend():
     off = PrefillDecodeInterval(0)
     off.on_batch(True)
     assert not off.should_defer(100)
+
+
+def test_shortest_prefill_first_without_the_prefix_cache_is_refused(tmp_path, capsys):
+    # sglang 0.5.23 schedule_policy.py SchedulePolicy._validate_and_adjust_policy raises
+    # "Experimental shortest-prefill-first requires prefix caching" with the cache disabled
+    import pytest
+    import yaml
+
+    from specsched.cli import main
+
+    with pytest.raises(ValueError, match="requires prefix caching"):
+        ServerArgs(schedule_policy="shortest-prefill-first", disable_radix_cache=True)
+    ServerArgs(schedule_policy="lpm", disable_radix_cache=True)   # lpm: fcfs without the cache
+    doc = {"name": "spf", "profile": "mi355x-dsv41-flash-tp4",
+           "server": {"schedule_policy": "shortest-prefill-first", "disable_radix_cache": True},
+           "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 100},
+                        "output_len": {"kind": "fixed", "value": 10}}}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "server.schedule_policy" in err and "Traceback" not in err

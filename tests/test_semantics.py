@@ -26,3 +26,15 @@ def test_presets_resolve_and_overrides_apply():
 def test_bad_preset_or_rule_names_what_is_allowed(preset, over, fragment):
     with pytest.raises(ValueError, match=fragment):
         resolve_rules(preset, over)
+
+
+@pytest.mark.parametrize("value", [0.5, 5, True])
+def test_a_preset_that_yaml_reads_as_a_number_names_the_presets(value):
+    # `sglang_semantics: 0.5` said only "must be a string", not which presets there are
+    from specsched.sim.config import Scenario
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises((ConfigError, ValueError)) as e:
+        Scenario.model_validate(dict(name="x", profile="mi355x-dsv41-flash-tp4",
+                                     server=dict(sglang_semantics=value)))
+    assert "allowed: 0.5.23, mi355x-dsv41" in str(e.value)

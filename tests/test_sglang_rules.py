@@ -471,6 +471,24 @@ def test_priority_preemption_makes_room_for_a_higher_priority_request():
     assert off.schedule().mode is ForwardMode.DECODE
 
 
+def test_after_a_preemption_each_later_request_of_the_pass_must_preempt_for_itself():
+    # sglang 0.5.23 scheduler.py _get_new_batch_prefill_raw: batch_is_full stays set after
+    # PrefillAdder.preempt_to_schedule, so the next waiting request is admitted only if it
+    # can preempt too. A high-priority request that needs both running requests' KV
+    # preempts both; the low-priority one queued behind it does not take the second slot
+    s = sched(max_running_requests=2, max_total_num_tokens=3000, enable_priority_scheduling=True,
+              priority_scheduling_preemption_threshold=5, chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    s.add_request(Req(0, 600, 400, priority=1))
+    s.add_request(Req(1, 600, 400, priority=1))
+    commit_all(s, s.schedule())
+    s.add_request(Req(2, 1395, 400, priority=20))
+    s.add_request(Req(3, 10, 10, priority=1))
+    p = s.schedule()
+    assert p.mode is ForwardMode.EXTEND and p.rids == (2,)
+    assert s.num_preemptions == 2
+    assert sorted(r.rid for r in s.waiting) == [0, 1, 3]
+
+
 def test_workload_priorities_reach_the_scheduler_and_high_priority_goes_first():
     from specsched.sim.config import Scenario
     from specsched.sim.engine import run_scenario

@@ -114,6 +114,9 @@ def test_shipped_policies_have_the_same_interface():
     ("my_rules.py:NoShouldDelay", {}, "server.admission_delay", "lacks from_server, should_delay"),
     ("my_rules.py:HoldForFour", {"bogus": 1}, "server.admission_delay_params", "rejected"),
     ("fastest", {}, "server.admission_delay", "allowed: none, min_free_slots"),
+    # a shipped policy given parameters: refused at load (was a run-time error naming
+    # '<server>' instead of the file, after the run's header was printed)
+    ("min_free_slots", {"free_slots": 8}, "server.admission_delay_params", "shipped policies take no parameters"),
 ])
 def test_bad_policy_is_one_line_exit_2(tmp_path, capsys, spec, params, key, fragment):
     path = scenario(tmp_path, {}, base_delay=spec)
@@ -276,3 +279,75 @@ def test_a_delay_policy_that_returns_nothing_is_one_line_exit_2(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "forgot.py:Forgot" in err and "returned None" in err
     assert err.startswith(f"specsched: error: {path}: server.admission_delay = ")  # the file, not a placeholder
+
+
+def test_shipped_order_given_parameters_is_refused_at_load(tmp_path, capsys):
+    path = scenario(tmp_path, {})
+    doc = yaml.safe_load(open(path))
+    doc["server"].update(schedule_policy="lpm", schedule_policy_params={"page_size": 16})
+    open(path, "w").write(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == "server.schedule_policy_params" and "shipped orders take no parameters" in str(e.value)
+    assert path in str(e.value)
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+SEEDED = textwrap.dedent('''
+    import random
+
+    from specsched.sim.admission import AdmissionDelayBase
+    from specsched.sim.schedule_policy import QueueOrderBase
+
+
+    class CoinDelay(AdmissionDelayBase):
+        stateless = False
+
+        @classmethod
+        def from_server(cls, server, seed=0, **params):
+            obj = super().from_server(server, seed, **params)
+            obj.seed, obj.rng = seed, random.Random(seed)
+            return obj
+
+        def should_delay(self, state):
+            return state.running_bs > 0 and self.rng.random() < 0.5
+
+
+    class Shuffled(QueueOrderBase):
+        def order(self, waiting, ctx):
+            out = list(waiting)
+            self.rng.shuffle(out)
+            return out
+''')
+
+
+def test_a_module_path_policy_beside_the_scenario_runs_in_worker_processes(tmp_path, monkeypatch, capsys):
+    # a module path not on sys.path is found beside the scenario at load; a worker process of
+    # `compare --workers` (spawned: only the scenario reaches it) looked in its working
+    # directory only and every run failed with a traceback
+    pkg = tmp_path / "i10_worker_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rules.py").write_text(SEEDED)
+    path = scenario(tmp_path, {"coin": {"server": {"admission_delay": "i10_worker_pkg.rules:CoinDelay",
+                                                   "schedule_policy": "i10_worker_pkg.rules:Shuffled"}}})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "cmp"
+    assert main(["compare", path, "--arms", "base,coin", "--seeds", "2", "--workers", "2", "--out", str(out)]) == 0
+    assert "coin" in capsys.readouterr().out
+    assert (out / "coin-seed2" / "summary.json").is_file()
+
+
+def test_a_user_admission_policy_gets_the_runs_seed(tmp_path):
+    # from_server(server, seed, ...): the engine passed seed 0 to every run's admission policy,
+    # so a policy drawing random numbers drew the same ones under every seed
+    from specsched.sim.engine import SimEngine
+
+    (tmp_path / "seeded.py").write_text(SEEDED)
+    path = scenario(tmp_path, {"coin": {"server": {"admission_delay": "seeded.py:CoinDelay"}}})
+    sc = load_scenario(path, "coin")
+    assert [SimEngine(sc, seed=s).sched.admission.seed for s in (3, 7)] == [3, 7]

@@ -64,6 +64,10 @@ def make_policy(server: ServerArgs, seed: int = 0, scenario_path: str | None = N
     except PolicyLoadError as e:
         raise ConfigError(where, "server.admission_delay", server.admission_delay, str(e)) from None
     params = dict(server.admission_delay_params)
+    if params and not is_policy_spec(server.admission_delay):
+        raise ConfigError(where, "server.admission_delay_params", params,
+                          "the shipped policies take no parameters; these are keywords for a user class "
+                          "'module.path:Class' / 'file.py:Class' named by server.admission_delay (docs/policies.md)")
     try:
         return cls.from_server(server, seed=seed, **params)
     except TypeError as e:
