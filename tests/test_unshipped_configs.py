@@ -208,3 +208,28 @@ def test_the_default_profile_name_holds_no_path_and_tells_configs_apart(tmp_path
     assert main(["profile", "--analytic", "--model", str(tmp_path / "hub.json"), "--gpu", "H200", "-q"]) == 0
     written = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "profiles").rglob("*.yaml")]
     assert written == ["profiles/h200-Mistral-7B-v0.1-tp1-bf16-analytic.yaml"]
+
+
+QWEN3_235B_A22B = {
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "decoder_sparse_step": 1, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288, "max_position_embeddings": 40960,
+    "max_window_layers": 94, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 1536,
+    "norm_topk_prob": True, "num_attention_heads": 64, "num_experts": 128, "num_experts_per_tok": 8,
+    "num_hidden_layers": 94, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "use_sliding_window": False, "vocab_size": 151936,
+}
+"""Qwen/Qwen3-235B-A22B's config.json (a GQA model whose head_dim 128 is not hidden / heads = 64)."""
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"first_k_dense_replace": 95}, "first_k_dense_replace = 95"),   # was a 382-error pydantic traceback
+    ({"architectures": 4}, "architectures = 4"),                     # was a TypeError traceback
+    ({"rope_scaling": {"factor": 1e308}}, "rope_scaling.factor"),    # was an OverflowError traceback
+])
+def test_a_bad_moe_config_field_is_one_line_not_a_traceback(tmp_path, capsys, change, key):
+    out = tmp_path / "never.yaml"
+    code = main(["profile", "--analytic", "--model", _config(tmp_path, {**QWEN3_235B_A22B, **change}), "--gpu", "H200",
+                 "--tp", "8", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and len(err.splitlines()) == 1 and key in err and "config.json" in err

@@ -272,8 +272,8 @@ def _context_len(cfg: dict[str, Any], file: str) -> int:
         raise ConfigError(file, "rope_scaling", rope, "must be a mapping (or null)")
     if rope:
         factor = rope.get("factor", 1)
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
-            raise ConfigError(file, "rope_scaling.factor", factor, "must be a positive number")
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1e6:
+            raise ConfigError(file, "rope_scaling.factor", factor, "must be a positive number below 1e6")
         if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
             factor = 1
     for key in CONTEXT_LENGTH_KEYS:
@@ -285,11 +285,18 @@ def _context_len(cfg: dict[str, Any], file: str) -> int:
     return 2048
 
 
-def _strings(v: Any) -> list[str]:
+def _strings(v: Any, file: str = "config.json", key: str = "architectures") -> list[str]:
     """A config list of names (``architectures``, ``assumptions``); one string is one name,
-    not a list of its characters."""
+    not a list of its characters; null is none.
+
+    Raises:
+        ConfigError: ``v`` is neither a list, a string nor null (a number was a TypeError
+            traceback).
+    """
     if isinstance(v, str):
         return [v]
+    if v is not None and not isinstance(v, list | tuple):
+        raise ConfigError(file, key, v, "must be a list of names (or one name)")
     return [str(a) for a in v or [] if isinstance(a, str)]
 
 
@@ -353,7 +360,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
             ``num_experts_per_tok`` exceeds the experts (names file, key, value, what is
             allowed).
     """
-    outer_archs = _strings(cfg.get("architectures"))
+    outer_archs = _strings(cfg.get("architectures"), file)
     multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
     vision = cfg.get("vision_config") if multimodal else None
     if vision is not None and not isinstance(vision, dict):
@@ -385,7 +392,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     for key, v in (("head_dim", head_dim), ("v_head_dim", v_head), ("kv_lora_rank", kv_lora)):
         if v == 0:
             raise ConfigError(file, key, 0, "must be >= 1")
-    archs = _strings(cfg.get("architectures"))
+    archs = _strings(cfg.get("architectures"), file)
     kv_default = heads if "num_key_value_heads" in cfg else KV_HEADS_DEFAULTS.get(archs[0] if archs else "", heads)
     kv_heads = _get(cfg, file, "num_key_value_heads", default=kv_default)
     if kv_heads < 1 or heads % kv_heads:
@@ -404,12 +411,12 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         window = None
     if window == 0:
         raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
-    archs = _strings(cfg.get("architectures"))
+    archs = _strings(cfg.get("architectures"), file)
     # SGLang names the model by the outer config's architectures (hf_config.architectures[0]: its
     # model hooks, speculative defaults, multimodal rules); the layer rules here read the
     # language model's own (``archs``), which a multimodal text_config may name
     served_archs = [*outer_archs, *(a for a in archs if a not in outer_archs)] if multimodal else archs
-    assumptions = _strings(cfg.get("assumptions"))
+    assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
     if window is not None and FULL_ATTENTION_ARCHS & set(archs[:1]) and cfg.get("is_hybrid_swa") is not True:
         assumptions.append(f"sliding_window {window} not applied: SGLang's {archs[0]} attends every position "
                            "(its RadixAttention has no sliding_window_size)")
@@ -432,6 +439,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
                           f"must be 1..{num_experts} (the routed experts)")
     if num_experts and _get(cfg, file, "moe_intermediate_size", default=1) == 0:
         raise ConfigError(file, "moe_intermediate_size", 0, "must be >= 1")
+    if num_experts and _get(cfg, file, "first_k_dense_replace", default=0) > cfg["num_hidden_layers"]:
+        # a larger count left a negative number of MoE layers: a 382-error pydantic traceback
+        raise ConfigError(file, "first_k_dense_replace", cfg["first_k_dense_replace"],
+                          f"must be 0..{cfg['num_hidden_layers']} (the dense layers before the MoE ones, "
+                          "at most num_hidden_layers)")
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
