@@ -233,3 +233,39 @@ def test_a_bad_moe_config_field_is_one_line_not_a_traceback(tmp_path, capsys, ch
                  "--tp", "8", "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and not out.exists() and len(err.splitlines()) == 1 and key in err and "config.json" in err
+
+
+PHI_3_MINI_4K = {
+    "architectures": ["Phi3ForCausalLM"], "attention_bias": False, "bos_token_id": 1, "eos_token_id": 32000,
+    "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192, "max_position_embeddings": 4096,
+    "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096, "pad_token_id": 32000, "rms_norm_eps": 1e-05, "rope_scaling": None,
+    "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "vocab_size": 32064,
+}
+"""microsoft/Phi-3-mini-4k-instruct's config.json (3.82B parameters on its model card)."""
+
+
+@pytest.mark.parametrize(("arch_name", "window"), [
+    ("Phi3ForCausalLM", 2047), ("MixtralForCausalLM", 4096), ("Starcoder2ForCausalLM", 4096),
+    ("PhiMoEForCausalLM", 2047)])
+def test_architectures_sglang_builds_without_a_window_read_every_position(tmp_path, arch_name, window):
+    """SGLang 0.5.23 serves Phi-3 through models/llama.py (``Phi3ForCausalLM(LlamaForCausalLM)``)
+    and builds Mixtral's, PhiMoE's and Starcoder2's ``RadixAttention`` without
+    ``sliding_window_size``: a Phi-3-mini config's ``sliding_window: 2047`` capped the KV read at
+    2K tokens, so decode past 2K context cost nothing more."""
+    arch = load_model(_config(tmp_path, {**PHI_3_MINI_4K, "architectures": [arch_name], "sliding_window": window}))
+    assert arch.sliding_window is None and kv_entries(arch, 8192) == 8192
+    assert any(f"sliding_window {window} not applied" in a for a in arch.assumptions)
+
+
+def test_phi3_minis_profile_prices_its_parameters_and_decode_grows_past_its_config_window(tmp_path):
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, PHI_3_MINI_4K), "--gpu", "H100",
+                 "--out", str(out), "-q"]) == 0
+    assert weights_bytes(load_model(_config(tmp_path, PHI_3_MINI_4K)), Parallel(tp=1)) / 2 / 1e9 == pytest.approx(
+        3.82, rel=5e-3)
+    dec = load_profile(str(out)).gpu.decode
+    row = dec.seconds[dec.x.index(64.0)]
+    at = {c: row[dec.context_len.index(c)] for c in (2048.0, 4096.0, 8192.0)}
+    assert at[2048.0] < at[4096.0] < at[8192.0]   # every layer reads the whole KV (was flat from 2047 on)

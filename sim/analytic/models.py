@@ -52,14 +52,20 @@ once for another architecture)."""
 
 FULL_ATTENTION_ARCHS = frozenset({
     "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM",
-    "Qwen3MoeForCausalLM",
+    "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "InternLM3ForCausalLM", "IQuestCoderForCausalLM",
+    "Mistral3ForConditionalGeneration", "MixtralForCausalLM", "QuantMixtralForCausalLM", "PhiMoEForCausalLM",
+    "Starcoder2ForCausalLM",
 })
 """Architectures whose SGLang 0.5.23 model attends every position whatever the config's
-``sliding_window`` says: models/llama.py (which mistral.py's ``MistralForCausalLM``
-subclasses), qwen2.py, qwen2_moe.py, qwen3.py and qwen3_moe.py build ``RadixAttention``
-without ``sliding_window_size``. Mistral-7B-v0.1's config carries ``sliding_window: 4096``
-with no ``use_sliding_window: false``; its attention reads the whole context there. A config's
-own ``is_hybrid_swa: true`` (this project's opt-in) keeps the window."""
+``sliding_window`` says: models/llama.py (its ``EntryClass``: ``LlamaForCausalLM``,
+``Phi3ForCausalLM``, ``InternLM3ForCausalLM``, ``IQuestCoderForCausalLM``; mistral.py's
+``MistralForCausalLM`` and ``Mistral3ForConditionalGeneration`` subclass or wrap it), qwen2.py,
+qwen2_moe.py, qwen3.py, qwen3_moe.py, mixtral.py, mixtral_quant.py, phimoe.py and
+starcoder2.py build ``RadixAttention`` without ``sliding_window_size``. Mistral-7B-v0.1's
+config carries ``sliding_window: 4096`` with no ``use_sliding_window: false``, Phi-3-mini-4k's
+``sliding_window: 2047``, Starcoder2's 4096: their attention reads the whole context there (a
+Phi-3-mini decode at batch 64 was priced flat from 2K context on, 2.5x too cheap at 8K). A
+config's own ``is_hybrid_swa: true`` (this project's opt-in) keeps the window."""
 
 TIED_ARCHS = frozenset({"GemmaForCausalLM", "Gemma2ForCausalLM"})
 """Architectures whose SGLang 0.5.23 model computes its logits from the input embedding,
