@@ -269,3 +269,78 @@ def test_phi3_minis_profile_prices_its_parameters_and_decode_grows_past_its_conf
     row = dec.seconds[dec.x.index(64.0)]
     at = {c: row[dec.context_len.index(c)] for c in (2048.0, 4096.0, 8192.0)}
     assert at[2048.0] < at[4096.0] < at[8192.0]   # every layer reads the whole KV (was flat from 2047 on)
+
+
+QWEN2_5_72B = {
+    "architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 8192, "intermediate_size": 29568,
+    "max_position_embeddings": 32768, "max_window_layers": 70, "model_type": "qwen2", "num_attention_heads": 64,
+    "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_sliding_window": False,
+    "vocab_size": 152064,
+}
+"""Qwen/Qwen2.5-72B-Instruct's config.json (72.7B parameters on its model card)."""
+AWQ = {"bits": 4, "group_size": 128, "modules_to_not_convert": None, "quant_method": "awq", "version": "gemm",
+       "zero_point": True}
+"""Qwen/Qwen2.5-72B-Instruct-AWQ's quantization_config."""
+GPTQ_INT4 = {"bits": 4, "damp_percent": 0.01, "desc_act": False, "group_size": 128, "quant_method": "gptq",
+             "static_groups": False, "sym": True, "true_sequential": True}
+"""Qwen/Qwen2.5-*-Instruct-GPTQ-Int4's quantization_config."""
+CT_FP8 = {"config_groups": {"group_0": {"input_activations": {"dynamic": True, "num_bits": 8, "type": "float"},
+                                        "targets": ["Linear"], "weights": {"num_bits": 8, "strategy": "channel",
+                                                                           "type": "float"}}},
+          "format": "float-quantized", "ignore": ["lm_head"], "quant_method": "compressed-tensors"}
+"""A compressed-tensors FP8-dynamic checkpoint's quantization_config (the llm-compressor format)."""
+MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+"""An NVIDIA ModelOpt FP8 checkpoint's quantization_config."""
+
+
+@pytest.mark.parametrize("quant", [AWQ, GPTQ_INT4])
+def test_awq_and_gptq_int4_weights_are_priced_at_their_bits(tmp_path, quant):
+    """SGLang 0.5.23 stores an AWQ/GPTQ linear as 4-bit values plus a 4-bit zero and a 16-bit
+    scale per 128 input rows (awq/schemes/awq_linear.py ``create_weights``); the LM head and
+    embeddings stay 16-bit. Priced as bf16 (with a note), Qwen2.5-72B-AWQ held 137 GiB."""
+    bf16 = load_model(_config(tmp_path, QWEN2_5_72B, "bf16"))
+    arch = load_model(_config(tmp_path, {**QWEN2_5_72B, "quantization_config": quant}, "q"))
+    assert arch.weight_format == "int4" and not any("not modelled" in a for a in arch.assumptions)
+    embed_head = 2 * bf16.vocab_size * bf16.hidden_size * 2   # bytes, untied
+    linears = weights_bytes(bf16, Parallel(tp=1)) - embed_head
+    expected = linears / 2 * (4 + 20 / 128) / 8 + embed_head
+    assert weights_bytes(arch, Parallel(tp=1, dtype="int4")) == pytest.approx(expected, rel=2e-3)
+
+
+def test_a_72b_awq_checkpoint_runs_on_one_h100(tmp_path, capsys):
+    """The 72B AWQ checkpoint (about 41 GB) fits one 80 GB H100 with a KV pool; priced as bf16
+    it was refused ('Not enough memory'). Decode at batch 1 reads about a quarter of the bf16
+    bytes, so it is ~3x faster than the bf16 model's (TP1 on an MI300X, where both fit)."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, {**QWEN2_5_72B, "quantization_config": AWQ}),
+                 "--gpu", "H100", "--out", str(out), "-q"]) == 0
+    assert "not modelled" not in capsys.readouterr().err
+    prof = load_profile(str(out))
+    assert 36 < prof.hardware.weight_bytes / 2**30 < 41
+    scn = tmp_path / "s.yaml"
+    scn.write_text(f"""name: t
+profile: {out}
+workload: {{kind: burst, num_requests: 4, input_len: {{kind: fixed, value: 256}}, output_len: {{kind: fixed, value: 8}}}}
+""")
+    assert main(["run", str(scn), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    for dtype in ("int4", "bf16"):
+        assert main(["profile", "--analytic", "--model", _config(tmp_path, QWEN2_5_72B, "b"), "--gpu", "MI300X",
+                     "--dtype", dtype, "--out", str(tmp_path / f"{dtype}.yaml"), "-q"]) == 0
+    b1 = {d: load_profile(str(tmp_path / f"{d}.yaml")).gpu.decode.seconds[0][0] for d in ("int4", "bf16")}
+    assert 2.5 < b1["bf16"] / b1["int4"] < 4
+
+
+@pytest.mark.parametrize("quant", [CT_FP8, MODELOPT_FP8, {"quant_method": "fbgemm_fp8"}])
+def test_fp8_checkpoints_of_other_formats_default_to_fp8_weights(tmp_path, capsys, quant):
+    """ModelOpt FP8, compressed-tensors FP8 and fbgemm FP8 checkpoints were priced as bf16 with
+    a 'not modelled' note: Llama-3.1-70B FP8 on two H100s held 66 GiB a rank and was said not
+    to start. They now default to --dtype fp8, as a ``quant_method: fp8`` checkpoint does."""
+    llama70 = {**QWEN2_5_72B, "architectures": ["LlamaForCausalLM"], "intermediate_size": 28672, "vocab_size": 128256}
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, {**llama70, "quantization_config": quant}),
+                 "--gpu", "H100", "--tp", "2", "--out", str(out), "-q"]) == 0
+    err = capsys.readouterr().err
+    prof = load_profile(str(out))
+    assert "not modelled" not in err and "leave no KV pool" not in err
+    assert prof.analytic["dtype"] == "fp8" and prof.hardware.weight_bytes / 2**30 < 36

@@ -212,7 +212,8 @@ class ModelArch(BaseModel):
     learnable_sink: bool = False
     """A DSA config's ``learnable_sink``: SGLang keeps such a model's KV in bf16."""
     weight_format: str | None = None
-    """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`); None otherwise.
+    """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`; ``int4``, AWQ/GPTQ
+    w4a16: :func:`int4_format`); None otherwise.
     Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""
 
     @property
@@ -432,8 +433,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
-    fp8 = method in ("fp8", "mxfp8")
-    fp4 = fp4_format(quant)
+    fp8 = method in ("fp8", "mxfp8") or fp8_checkpoint(quant)
+    fp4 = fp4_format(quant) or int4_format(quant)
+    if fp4 == "int4" and isinstance(quant, dict) and quant.get("group_size", INT4_GROUP) not in (INT4_GROUP, -1):
+        assumptions.append(f"quantization_config group_size {quant.get('group_size')!r} priced as {INT4_GROUP} "
+                           "(int4 weights at roofline.FP4_BITS['int4'] bits each)")
     if method and not fp8 and not fp4:
         # only bf16, fp8 and 4-bit fp (mxfp4, nvfp4) weights are priced (roofline.py weight_bytes_per_element)
         assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
@@ -592,6 +596,72 @@ def fp4_format(quant: Any) -> str | None:
         return "mxfp4"
     if method == "modelopt_fp4" or (method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4"):
         return "nvfp4"
+    return None
+
+
+INT4_GROUP = 128
+"""The quantization group the ``int4`` format is priced at (AWQ's and GPTQ's usual
+``group_size``; roofline.py ``FP4_BITS``)."""
+
+
+def fp8_checkpoint(quant: Any) -> bool:
+    """Whether a config.json ``quantization_config`` other than ``quant_method: fp8`` stores
+    8-bit floating-point weights, as SGLang 0.5.23 loads them.
+
+    - NVIDIA ModelOpt FP8: ``quant_method: modelopt_fp8``, or ``modelopt`` (or none) with
+      ``quant_algo: FP8`` at the top or under ``quantization`` (layers/quantization/
+      modelopt_quant.py ``ModelOptFp8Config``; configs/model_config.py
+      ``_parse_quant_hf_config`` sends a config without ``quant_method`` to that parser).
+    - compressed-tensors whose every ``config_groups`` entry has ``weights: {type: float,
+      num_bits: 8}`` (compressed_tensors/compressed_tensors.py: the W8A8 FP8 scheme, or W8A16
+      FP8 without activation quantization).
+    - ``fbgemm_fp8`` (Meta's FP8 Llama checkpoints; fp8 weights per output channel).
+
+    These were priced as bf16 with a note: a Llama-3.1-70B FP8 checkpoint on two H100s held
+    twice its weights and was said not to start.
+    """
+    if not isinstance(quant, dict):
+        return False
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("modelopt_fp8", "fbgemm_fp8"):
+        return True
+    if method in ("", "modelopt"):
+        section = quant if quant.get("quant_algo") is not None else quant.get("quantization")
+        return isinstance(section, dict) and str(section.get("quant_algo", "")).upper() == "FP8"
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        return bool(weights) and all(isinstance(w, dict) and str(w.get("type", "")).lower() == "float"
+                                     and w.get("num_bits") == 8 for w in weights)
+    return False
+
+
+def int4_format(quant: Any) -> str | None:
+    """``int4`` for a config.json ``quantization_config`` of 4-bit integer weights with 16-bit
+    activations (w4a16), else None: ``quant_method`` ``awq``/``awq_marlin`` (``bits`` 4, AWQ's
+    only width), ``gptq``/``gptq_marlin`` with ``bits: 4``, or compressed-tensors whose every
+    ``config_groups`` entry has ``weights: {type: int, num_bits: 4}``.
+
+    SGLang 0.5.23 gives every ``LinearBase`` (and ``FusedMoE``) not in
+    ``modules_to_not_convert`` the 4-bit method (layers/quantization/awq/awq.py
+    ``AWQConfig.get_quant_method``, gptq/gptq.py), whose weights are 4-bit values packed in
+    int32 plus, per ``group_size`` input rows, one zero point (4-bit, packed) and one scale in
+    the activation dtype (awq/schemes/awq_linear.py ``create_weights``: ``qweight``,
+    ``qzeros``, ``scales``); the LM head and embeddings stay 16-bit.
+    """
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("awq", "awq_marlin") and quant.get("bits", quant.get("w_bit", 4)) == 4:
+        return "int4"
+    if method in ("gptq", "gptq_marlin") and quant.get("bits") == 4:
+        return "int4"
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        if weights and all(isinstance(w, dict) and str(w.get("type", "")).lower() == "int" and w.get("num_bits") == 4
+                           for w in weights):
+            return "int4"
     return None
 
 
