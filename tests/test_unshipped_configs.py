@@ -344,3 +344,33 @@ def test_fp8_checkpoints_of_other_formats_default_to_fp8_weights(tmp_path, capsy
     prof = load_profile(str(out))
     assert "not modelled" not in err and "leave no KV pool" not in err
     assert prof.analytic["dtype"] == "fp8" and prof.hardware.weight_bytes / 2**30 < 36
+
+
+GEMMA_3_27B_IT = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+                    "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                    "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "torch_dtype": "bfloat16",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                      "patch_size": 14, "vision_use_head": False},
+}
+"""google/gemma-3-27b-it's config.json: its text_config leans on Gemma3TextConfig's defaults
+(no vocab_size, no layer_types; the legacy sliding_window_pattern 6 by default)."""
+
+
+def test_gemma3_fills_its_config_class_defaults_and_keeps_one_global_layer_in_six(tmp_path):
+    """transformers 5.19.0's Gemma3TextConfig (SGLang 0.5.23's pin) gives vocab_size 262208 and
+    layer_types from sliding_window_pattern 6: layers 5, 11, ... attend globally. The file was
+    refused for its missing vocab_size; with the key given, every layer was windowed."""
+    arch = load_model(_config(tmp_path, GEMMA_3_27B_IT))
+    assert arch.vocab_size == 262_208 and arch.sliding_window == 1024 and arch.tie_word_embeddings
+    assert arch.swa_layer_fraction == pytest.approx(52 / 62)   # 10 global layers of 62
+    assert kv_entries(arch, 8192) == pytest.approx(52 / 62 * 1024 + 10 / 62 * 8192)
+    text = {**GEMMA_3_27B_IT["text_config"], "architectures": ["Gemma3ForCausalLM"], "sliding_window_pattern": 2,
+            "vocab_size": 262_208}
+    assert load_model(_config(tmp_path, text, "pattern2")).swa_layer_fraction == pytest.approx(0.5)

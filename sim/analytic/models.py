@@ -357,6 +357,41 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
     return window, float(f), None
 
 
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "max_position_embeddings": 131_072, "sliding_window": 4096}
+"""transformers 5.19.0's ``Gemma3TextConfig`` defaults (models/gemma3/configuration_gemma3.py;
+the version SGLang 0.5.23 requires), which fill the keys a Gemma 3 config.json leaves out:
+Gemma-3-27b-it's ``text_config`` states no ``vocab_size``, Gemma-3-4b-it's no heads or
+``head_dim`` either."""
+
+
+def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
+    """``cfg`` as the transformers config class SGLang loads it with fills it in, for the
+    classes whose published configs lean on their defaults (``model_type: gemma3_text``: a
+    Gemma 3 language model, alone or as a multimodal model's ``text_config``).
+
+    The class also derives ``layer_types`` from the legacy ``sliding_window_pattern`` (default
+    6) where the file has no list: layer ``i`` is ``sliding_attention`` unless ``(i + 1)`` is a
+    multiple of it (``Gemma3TextConfig.__post_init__``), the list SGLang's
+    models/gemma3_causal.py builds each layer from. Without it every layer of a Gemma 3 was
+    windowed, so its global layers' KV read stopped growing past the window.
+
+    Raises:
+        ConfigError: ``sliding_window_pattern`` is not a positive integer.
+    """
+    if cfg.get("model_type") != "gemma3_text":
+        return cfg
+    cfg = {**GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None or k == "sliding_window"}}
+    if cfg.get("layer_types") is None and isinstance(cfg.get("num_hidden_layers"), int):
+        pattern = _get(cfg, file, "sliding_window_pattern", default=6)
+        if pattern == 0:
+            raise ConfigError(file, "sliding_window_pattern", 0, "must be >= 1 (every n-th layer attends globally)")
+        cfg["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                              for i in range(cfg["num_hidden_layers"])]
+    return cfg
+
+
 def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """A :class:`ModelArch` from a config.json mapping (transformers key names).
 
@@ -384,6 +419,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         raise ConfigError(file, "text_config", text_cfg, "must be a mapping (a multimodal config's language model)")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
+    cfg = _config_class_defaults(cfg, file)
     for k in REQUIRED:
         _get(cfg, file, k)
         if cfg[k] == 0:
