@@ -281,7 +281,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys):
     assert str(path) in err and "num_attention_heads" in err and "<missing>" in err
     path.write_text("{not json")
     assert "not valid JSON" in _bad(tmp_path, capsys, "--model", str(path), "--gpu", "H200")
-    assert "--dtype" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--dtype", "int4")
+    assert "--dtype" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--dtype", "int8")
     assert "--host-ghz = 0.0" in _bad(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H200", "--host-ghz", "0")
     # a missing --gpu or --model says what to give (it printed "--gpu = None")
     err = _bad(tmp_path, capsys, "--model", "llama-3.1-8b")
@@ -591,7 +591,8 @@ def test_a_tp_that_does_not_split_the_heads_reads_as_one_sentence(tmp_path, caps
 
 
 @pytest.mark.parametrize(("quant", "fp8", "note"), [
-    ({"quant_method": "mxfp4"}, False, False), ({"quant_method": "awq", "bits": 4}, False, True),
+    ({"quant_method": "mxfp4"}, False, False), ({"quant_method": "bitsandbytes", "load_in_4bit": True}, False, True),
+    ({"quant_method": "awq", "bits": 4}, False, False), ({"quant_method": "gptq", "bits": 8}, False, True),
     ("fp8", True, False), ({"quant_method": "fp8"}, True, False), (None, False, False),
 ])
 def test_a_quantization_the_roofline_does_not_price_is_said(tmp_path, capsys, quant, fp8, note):
@@ -699,7 +700,8 @@ def test_fp4_gemms_run_at_the_fp4_peak_only_where_the_gpu_has_one():
 @pytest.mark.parametrize(("quant", "fmt"), [
     ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}, "mxfp4"),
     ({"quant_method": "modelopt_fp4"}, "nvfp4"), ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
-    ({"quant_method": "modelopt", "quant_algo": "FP8"}, None), ("mxfp4", "mxfp4"), ({"quant_method": "awq"}, None),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, None), ("mxfp4", "mxfp4"), ({"quant_method": "awq"}, "int4"),
+    ({"quant_method": "gptq", "bits": 4}, "int4"), ({"quant_method": "gptq", "bits": 8}, None),
 ])
 def test_a_4bit_checkpoint_is_read_from_its_quantization_config(quant, fmt):
     cfg = {**shipped_models()["qwen3-30b-a3b"], "quantization_config": quant}
@@ -766,7 +768,8 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
 
 @pytest.mark.parametrize(("model", "quant", "dtype", "said", "unsaid"), [
     # an unpriced checkpoint format with --dtype given is priced in that format, not as bf16
-    ("llama-3.1-8b", {"quant_method": "gptq", "bits": 4}, "nvfp4", "weights priced as nvfp4", "priced as bf16"),
+    ("llama-3.1-8b", {"quant_method": "bitsandbytes", "load_in_4bit": True}, "nvfp4", "weights priced as nvfp4",
+     "priced as bf16"),
     # mxfp4 quantizes routed experts only (SGLang Mxfp4Config.get_quant_method): a dense model stays bf16
     ("llama-3.1-8b", None, "mxfp4", "every weight is priced as bf16", None),
     ("gpt-oss-20b", None, "mxfp4", None, "not modelled"),

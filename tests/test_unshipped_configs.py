@@ -208,3 +208,169 @@ def test_the_default_profile_name_holds_no_path_and_tells_configs_apart(tmp_path
     assert main(["profile", "--analytic", "--model", str(tmp_path / "hub.json"), "--gpu", "H200", "-q"]) == 0
     written = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "profiles").rglob("*.yaml")]
     assert written == ["profiles/h200-Mistral-7B-v0.1-tp1-bf16-analytic.yaml"]
+
+
+QWEN3_235B_A22B = {
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "decoder_sparse_step": 1, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288, "max_position_embeddings": 40960,
+    "max_window_layers": 94, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 1536,
+    "norm_topk_prob": True, "num_attention_heads": 64, "num_experts": 128, "num_experts_per_tok": 8,
+    "num_hidden_layers": 94, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "use_sliding_window": False, "vocab_size": 151936,
+}
+"""Qwen/Qwen3-235B-A22B's config.json (a GQA model whose head_dim 128 is not hidden / heads = 64)."""
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"first_k_dense_replace": 95}, "first_k_dense_replace = 95"),   # was a 382-error pydantic traceback
+    ({"architectures": 4}, "architectures = 4"),                     # was a TypeError traceback
+    ({"rope_scaling": {"factor": 1e308}}, "rope_scaling.factor"),    # was an OverflowError traceback
+])
+def test_a_bad_moe_config_field_is_one_line_not_a_traceback(tmp_path, capsys, change, key):
+    out = tmp_path / "never.yaml"
+    code = main(["profile", "--analytic", "--model", _config(tmp_path, {**QWEN3_235B_A22B, **change}), "--gpu", "H200",
+                 "--tp", "8", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and len(err.splitlines()) == 1 and key in err and "config.json" in err
+
+
+PHI_3_MINI_4K = {
+    "architectures": ["Phi3ForCausalLM"], "attention_bias": False, "bos_token_id": 1, "eos_token_id": 32000,
+    "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192, "max_position_embeddings": 4096,
+    "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096, "pad_token_id": 32000, "rms_norm_eps": 1e-05, "rope_scaling": None,
+    "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "vocab_size": 32064,
+}
+"""microsoft/Phi-3-mini-4k-instruct's config.json (3.82B parameters on its model card)."""
+
+
+@pytest.mark.parametrize(("arch_name", "window"), [
+    ("Phi3ForCausalLM", 2047), ("MixtralForCausalLM", 4096), ("Starcoder2ForCausalLM", 4096),
+    ("PhiMoEForCausalLM", 2047)])
+def test_architectures_sglang_builds_without_a_window_read_every_position(tmp_path, arch_name, window):
+    """SGLang 0.5.23 serves Phi-3 through models/llama.py (``Phi3ForCausalLM(LlamaForCausalLM)``)
+    and builds Mixtral's, PhiMoE's and Starcoder2's ``RadixAttention`` without
+    ``sliding_window_size``: a Phi-3-mini config's ``sliding_window: 2047`` capped the KV read at
+    2K tokens, so decode past 2K context cost nothing more."""
+    arch = load_model(_config(tmp_path, {**PHI_3_MINI_4K, "architectures": [arch_name], "sliding_window": window}))
+    assert arch.sliding_window is None and kv_entries(arch, 8192) == 8192
+    assert any(f"sliding_window {window} not applied" in a for a in arch.assumptions)
+
+
+def test_phi3_minis_profile_prices_its_parameters_and_decode_grows_past_its_config_window(tmp_path):
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, PHI_3_MINI_4K), "--gpu", "H100",
+                 "--out", str(out), "-q"]) == 0
+    assert weights_bytes(load_model(_config(tmp_path, PHI_3_MINI_4K)), Parallel(tp=1)) / 2 / 1e9 == pytest.approx(
+        3.82, rel=5e-3)
+    dec = load_profile(str(out)).gpu.decode
+    row = dec.seconds[dec.x.index(64.0)]
+    at = {c: row[dec.context_len.index(c)] for c in (2048.0, 4096.0, 8192.0)}
+    assert at[2048.0] < at[4096.0] < at[8192.0]   # every layer reads the whole KV (was flat from 2047 on)
+
+
+QWEN2_5_72B = {
+    "architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 8192, "intermediate_size": 29568,
+    "max_position_embeddings": 32768, "max_window_layers": 70, "model_type": "qwen2", "num_attention_heads": 64,
+    "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_sliding_window": False,
+    "vocab_size": 152064,
+}
+"""Qwen/Qwen2.5-72B-Instruct's config.json (72.7B parameters on its model card)."""
+AWQ = {"bits": 4, "group_size": 128, "modules_to_not_convert": None, "quant_method": "awq", "version": "gemm",
+       "zero_point": True}
+"""Qwen/Qwen2.5-72B-Instruct-AWQ's quantization_config."""
+GPTQ_INT4 = {"bits": 4, "damp_percent": 0.01, "desc_act": False, "group_size": 128, "quant_method": "gptq",
+             "static_groups": False, "sym": True, "true_sequential": True}
+"""Qwen/Qwen2.5-*-Instruct-GPTQ-Int4's quantization_config."""
+CT_FP8 = {"config_groups": {"group_0": {"input_activations": {"dynamic": True, "num_bits": 8, "type": "float"},
+                                        "targets": ["Linear"], "weights": {"num_bits": 8, "strategy": "channel",
+                                                                           "type": "float"}}},
+          "format": "float-quantized", "ignore": ["lm_head"], "quant_method": "compressed-tensors"}
+"""A compressed-tensors FP8-dynamic checkpoint's quantization_config (the llm-compressor format)."""
+MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+"""An NVIDIA ModelOpt FP8 checkpoint's quantization_config."""
+
+
+@pytest.mark.parametrize("quant", [AWQ, GPTQ_INT4])
+def test_awq_and_gptq_int4_weights_are_priced_at_their_bits(tmp_path, quant):
+    """SGLang 0.5.23 stores an AWQ/GPTQ linear as 4-bit values plus a 4-bit zero and a 16-bit
+    scale per 128 input rows (awq/schemes/awq_linear.py ``create_weights``); the LM head and
+    embeddings stay 16-bit. Priced as bf16 (with a note), Qwen2.5-72B-AWQ held 137 GiB."""
+    bf16 = load_model(_config(tmp_path, QWEN2_5_72B, "bf16"))
+    arch = load_model(_config(tmp_path, {**QWEN2_5_72B, "quantization_config": quant}, "q"))
+    assert arch.weight_format == "int4" and not any("not modelled" in a for a in arch.assumptions)
+    embed_head = 2 * bf16.vocab_size * bf16.hidden_size * 2   # bytes, untied
+    linears = weights_bytes(bf16, Parallel(tp=1)) - embed_head
+    expected = linears / 2 * (4 + 20 / 128) / 8 + embed_head
+    assert weights_bytes(arch, Parallel(tp=1, dtype="int4")) == pytest.approx(expected, rel=2e-3)
+
+
+def test_a_72b_awq_checkpoint_runs_on_one_h100(tmp_path, capsys):
+    """The 72B AWQ checkpoint (about 41 GB) fits one 80 GB H100 with a KV pool; priced as bf16
+    it was refused ('Not enough memory'). Decode at batch 1 reads about a quarter of the bf16
+    bytes, so it is ~3x faster than the bf16 model's (TP1 on an MI300X, where both fit)."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, {**QWEN2_5_72B, "quantization_config": AWQ}),
+                 "--gpu", "H100", "--out", str(out), "-q"]) == 0
+    assert "not modelled" not in capsys.readouterr().err
+    prof = load_profile(str(out))
+    assert 36 < prof.hardware.weight_bytes / 2**30 < 41
+    scn = tmp_path / "s.yaml"
+    scn.write_text(f"""name: t
+profile: {out}
+workload: {{kind: burst, num_requests: 4, input_len: {{kind: fixed, value: 256}}, output_len: {{kind: fixed, value: 8}}}}
+""")
+    assert main(["run", str(scn), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    for dtype in ("int4", "bf16"):
+        assert main(["profile", "--analytic", "--model", _config(tmp_path, QWEN2_5_72B, "b"), "--gpu", "MI300X",
+                     "--dtype", dtype, "--out", str(tmp_path / f"{dtype}.yaml"), "-q"]) == 0
+    b1 = {d: load_profile(str(tmp_path / f"{d}.yaml")).gpu.decode.seconds[0][0] for d in ("int4", "bf16")}
+    assert 2.5 < b1["bf16"] / b1["int4"] < 4
+
+
+@pytest.mark.parametrize("quant", [CT_FP8, MODELOPT_FP8, {"quant_method": "fbgemm_fp8"}])
+def test_fp8_checkpoints_of_other_formats_default_to_fp8_weights(tmp_path, capsys, quant):
+    """ModelOpt FP8, compressed-tensors FP8 and fbgemm FP8 checkpoints were priced as bf16 with
+    a 'not modelled' note: Llama-3.1-70B FP8 on two H100s held 66 GiB a rank and was said not
+    to start. They now default to --dtype fp8, as a ``quant_method: fp8`` checkpoint does."""
+    llama70 = {**QWEN2_5_72B, "architectures": ["LlamaForCausalLM"], "intermediate_size": 28672, "vocab_size": 128256}
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, {**llama70, "quantization_config": quant}),
+                 "--gpu", "H100", "--tp", "2", "--out", str(out), "-q"]) == 0
+    err = capsys.readouterr().err
+    prof = load_profile(str(out))
+    assert "not modelled" not in err and "leave no KV pool" not in err
+    assert prof.analytic["dtype"] == "fp8" and prof.hardware.weight_bytes / 2**30 < 36
+
+
+GEMMA_3_27B_IT = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+                    "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                    "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "torch_dtype": "bfloat16",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                      "patch_size": 14, "vision_use_head": False},
+}
+"""google/gemma-3-27b-it's config.json: its text_config leans on Gemma3TextConfig's defaults
+(no vocab_size, no layer_types; the legacy sliding_window_pattern 6 by default)."""
+
+
+def test_gemma3_fills_its_config_class_defaults_and_keeps_one_global_layer_in_six(tmp_path):
+    """transformers 5.19.0's Gemma3TextConfig (SGLang 0.5.23's pin) gives vocab_size 262208 and
+    layer_types from sliding_window_pattern 6: layers 5, 11, ... attend globally. The file was
+    refused for its missing vocab_size; with the key given, every layer was windowed."""
+    arch = load_model(_config(tmp_path, GEMMA_3_27B_IT))
+    assert arch.vocab_size == 262_208 and arch.sliding_window == 1024 and arch.tie_word_embeddings
+    assert arch.swa_layer_fraction == pytest.approx(52 / 62)   # 10 global layers of 62
+    assert kv_entries(arch, 8192) == pytest.approx(52 / 62 * 1024 + 10 / 62 * 8192)
+    text = {**GEMMA_3_27B_IT["text_config"], "architectures": ["Gemma3ForCausalLM"], "sliding_window_pattern": 2,
+            "vocab_size": 262_208}
+    assert load_model(_config(tmp_path, text, "pattern2")).swa_layer_fraction == pytest.approx(0.5)

@@ -1,6 +1,6 @@
 """``specsched profile --analytic``: write a profile from a model, a GPU and a TP size.
 
-``specsched profile --analytic --model NAME_OR_CONFIG --gpu NAME --tp N [--dtype bf16|fp8|mxfp4|nvfp4]
+``specsched profile --analytic --model NAME_OR_CONFIG --gpu NAME --tp N [--dtype bf16|fp8|mxfp4|nvfp4|int4]
 [--window 6] [--drafter block|chain] [--draft-layers 1] [--draft-vocab N] [--host-ghz 2.1] [--name NAME] --out FILE``.
 The options join the runtime's ``profile`` command when the runtime is installed (its
 measuring path needs torch); otherwise ``profile`` offers the analytic path alone. Bad
@@ -84,8 +84,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         if not getattr(args, opt, None):
             raise ConfigError("<command line>", f"--{opt}", "<missing>",
                               f"required with --analytic: {what}; shipped: {', '.join(shipped())}")
-    if args.dtype not in (None, "bf16", "fp8", "mxfp4", "nvfp4"):
-        raise ConfigError("<command line>", "--dtype", args.dtype, "allowed: bf16, fp8, mxfp4, nvfp4")
+    if args.dtype not in (None, "bf16", "fp8", "mxfp4", "nvfp4", "int4"):
+        raise ConfigError("<command line>", "--dtype", args.dtype, "allowed: bf16, fp8, mxfp4, nvfp4, int4")
     from specsched.sim.analytic.roofline import Efficiency
 
     ghz = getattr(args, "host_ghz", None)
@@ -226,8 +226,8 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--model", default=None, help="a shipped model name (e.g. llama-3.1-8b) or a config.json path")
     g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI300X, H100, H200, B200, GB200, A100-80G, RTX5090")
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
-    g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4 or nvfp4 weights and GEMMs; the 4-bit formats cover the "
-                   "modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
+    g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4, nvfp4 or int4 (AWQ/GPTQ w4a16) weights and GEMMs; the 4-bit formats "
+                   "cover the modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
     g.add_argument("--drafter", default=None, help="block (DSpark/DFlash) or chain (EAGLE/MTP/STANDALONE) (default block; "
                    "chain with --draft-model)")
     g.add_argument("--draft-layers", type=positive_int, default=None, help="decoder layers of the assumed drafter (default 1; "

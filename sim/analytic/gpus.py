@@ -52,7 +52,8 @@ class GpuSpec(BaseModel):
     source: str
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense matmul peak in FLOP/s for ``dtype`` (bf16, fp8, or a 4-bit format: mxfp4, nvfp4)."""
+        """Dense matmul peak in FLOP/s for ``dtype`` (bf16, fp8, or a 4-bit format: mxfp4, nvfp4 at the FP4 peak where
+        the GPU has one; int4, AWQ/GPTQ w4a16, at the bf16 peak: its kernels dequantize)."""
         if dtype in ("mxfp4", "nvfp4") and self.fp4_tflops:
             return self.fp4_tflops * 1e12
         tf = self.fp8_tflops if dtype == "fp8" and self.fp8_tflops else self.bf16_tflops

@@ -52,14 +52,20 @@ once for another architecture)."""
 
 FULL_ATTENTION_ARCHS = frozenset({
     "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM",
-    "Qwen3MoeForCausalLM",
+    "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "InternLM3ForCausalLM", "IQuestCoderForCausalLM",
+    "Mistral3ForConditionalGeneration", "MixtralForCausalLM", "QuantMixtralForCausalLM", "PhiMoEForCausalLM",
+    "Starcoder2ForCausalLM",
 })
 """Architectures whose SGLang 0.5.23 model attends every position whatever the config's
-``sliding_window`` says: models/llama.py (which mistral.py's ``MistralForCausalLM``
-subclasses), qwen2.py, qwen2_moe.py, qwen3.py and qwen3_moe.py build ``RadixAttention``
-without ``sliding_window_size``. Mistral-7B-v0.1's config carries ``sliding_window: 4096``
-with no ``use_sliding_window: false``; its attention reads the whole context there. A config's
-own ``is_hybrid_swa: true`` (this project's opt-in) keeps the window."""
+``sliding_window`` says: models/llama.py (its ``EntryClass``: ``LlamaForCausalLM``,
+``Phi3ForCausalLM``, ``InternLM3ForCausalLM``, ``IQuestCoderForCausalLM``; mistral.py's
+``MistralForCausalLM`` and ``Mistral3ForConditionalGeneration`` subclass or wrap it), qwen2.py,
+qwen2_moe.py, qwen3.py, qwen3_moe.py, mixtral.py, mixtral_quant.py, phimoe.py and
+starcoder2.py build ``RadixAttention`` without ``sliding_window_size``. Mistral-7B-v0.1's
+config carries ``sliding_window: 4096`` with no ``use_sliding_window: false``, Phi-3-mini-4k's
+``sliding_window: 2047``, Starcoder2's 4096: their attention reads the whole context there (a
+Phi-3-mini decode at batch 64 was priced flat from 2K context on, 2.5x too cheap at 8K). A
+config's own ``is_hybrid_swa: true`` (this project's opt-in) keeps the window."""
 
 TIED_ARCHS = frozenset({"GemmaForCausalLM", "Gemma2ForCausalLM"})
 """Architectures whose SGLang 0.5.23 model computes its logits from the input embedding,
@@ -206,7 +212,8 @@ class ModelArch(BaseModel):
     learnable_sink: bool = False
     """A DSA config's ``learnable_sink``: SGLang keeps such a model's KV in bf16."""
     weight_format: str | None = None
-    """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`); None otherwise.
+    """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`; ``int4``, AWQ/GPTQ
+    w4a16: :func:`int4_format`); None otherwise.
     Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""
 
     @property
@@ -272,8 +279,8 @@ def _context_len(cfg: dict[str, Any], file: str) -> int:
         raise ConfigError(file, "rope_scaling", rope, "must be a mapping (or null)")
     if rope:
         factor = rope.get("factor", 1)
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
-            raise ConfigError(file, "rope_scaling.factor", factor, "must be a positive number")
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1e6:
+            raise ConfigError(file, "rope_scaling.factor", factor, "must be a positive number below 1e6")
         if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
             factor = 1
     for key in CONTEXT_LENGTH_KEYS:
@@ -285,11 +292,18 @@ def _context_len(cfg: dict[str, Any], file: str) -> int:
     return 2048
 
 
-def _strings(v: Any) -> list[str]:
+def _strings(v: Any, file: str = "config.json", key: str = "architectures") -> list[str]:
     """A config list of names (``architectures``, ``assumptions``); one string is one name,
-    not a list of its characters."""
+    not a list of its characters; null is none.
+
+    Raises:
+        ConfigError: ``v`` is neither a list, a string nor null (a number was a TypeError
+            traceback).
+    """
     if isinstance(v, str):
         return [v]
+    if v is not None and not isinstance(v, list | tuple):
+        raise ConfigError(file, key, v, "must be a list of names (or one name)")
     return [str(a) for a in v or [] if isinstance(a, str)]
 
 
@@ -343,6 +357,41 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
     return window, float(f), None
 
 
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "max_position_embeddings": 131_072, "sliding_window": 4096}
+"""transformers 5.19.0's ``Gemma3TextConfig`` defaults (models/gemma3/configuration_gemma3.py;
+the version SGLang 0.5.23 requires), which fill the keys a Gemma 3 config.json leaves out:
+Gemma-3-27b-it's ``text_config`` states no ``vocab_size``, Gemma-3-4b-it's no heads or
+``head_dim`` either."""
+
+
+def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
+    """``cfg`` as the transformers config class SGLang loads it with fills it in, for the
+    classes whose published configs lean on their defaults (``model_type: gemma3_text``: a
+    Gemma 3 language model, alone or as a multimodal model's ``text_config``).
+
+    The class also derives ``layer_types`` from the legacy ``sliding_window_pattern`` (default
+    6) where the file has no list: layer ``i`` is ``sliding_attention`` unless ``(i + 1)`` is a
+    multiple of it (``Gemma3TextConfig.__post_init__``), the list SGLang's
+    models/gemma3_causal.py builds each layer from. Without it every layer of a Gemma 3 was
+    windowed, so its global layers' KV read stopped growing past the window.
+
+    Raises:
+        ConfigError: ``sliding_window_pattern`` is not a positive integer.
+    """
+    if cfg.get("model_type") != "gemma3_text":
+        return cfg
+    cfg = {**GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None or k == "sliding_window"}}
+    if cfg.get("layer_types") is None and isinstance(cfg.get("num_hidden_layers"), int):
+        pattern = _get(cfg, file, "sliding_window_pattern", default=6)
+        if pattern == 0:
+            raise ConfigError(file, "sliding_window_pattern", 0, "must be >= 1 (every n-th layer attends globally)")
+        cfg["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                              for i in range(cfg["num_hidden_layers"])]
+    return cfg
+
+
 def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """A :class:`ModelArch` from a config.json mapping (transformers key names).
 
@@ -353,7 +402,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
             ``num_experts_per_tok`` exceeds the experts (names file, key, value, what is
             allowed).
     """
-    outer_archs = _strings(cfg.get("architectures"))
+    outer_archs = _strings(cfg.get("architectures"), file)
     multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
     vision = cfg.get("vision_config") if multimodal else None
     if vision is not None and not isinstance(vision, dict):
@@ -370,6 +419,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         raise ConfigError(file, "text_config", text_cfg, "must be a mapping (a multimodal config's language model)")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
+    cfg = _config_class_defaults(cfg, file)
     for k in REQUIRED:
         _get(cfg, file, k)
         if cfg[k] == 0:
@@ -385,7 +435,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     for key, v in (("head_dim", head_dim), ("v_head_dim", v_head), ("kv_lora_rank", kv_lora)):
         if v == 0:
             raise ConfigError(file, key, 0, "must be >= 1")
-    archs = _strings(cfg.get("architectures"))
+    archs = _strings(cfg.get("architectures"), file)
     kv_default = heads if "num_key_value_heads" in cfg else KV_HEADS_DEFAULTS.get(archs[0] if archs else "", heads)
     kv_heads = _get(cfg, file, "num_key_value_heads", default=kv_default)
     if kv_heads < 1 or heads % kv_heads:
@@ -404,12 +454,12 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         window = None
     if window == 0:
         raise ConfigError(file, "sliding_window", 0, "must be >= 1 (tokens a windowed layer attends), or null for none")
-    archs = _strings(cfg.get("architectures"))
+    archs = _strings(cfg.get("architectures"), file)
     # SGLang names the model by the outer config's architectures (hf_config.architectures[0]: its
     # model hooks, speculative defaults, multimodal rules); the layer rules here read the
     # language model's own (``archs``), which a multimodal text_config may name
     served_archs = [*outer_archs, *(a for a in archs if a not in outer_archs)] if multimodal else archs
-    assumptions = _strings(cfg.get("assumptions"))
+    assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
     if window is not None and FULL_ATTENTION_ARCHS & set(archs[:1]) and cfg.get("is_hybrid_swa") is not True:
         assumptions.append(f"sliding_window {window} not applied: SGLang's {archs[0]} attends every position "
                            "(its RadixAttention has no sliding_window_size)")
@@ -419,8 +469,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
-    fp8 = method in ("fp8", "mxfp8")
-    fp4 = fp4_format(quant)
+    fp8 = method in ("fp8", "mxfp8") or fp8_checkpoint(quant)
+    fp4 = fp4_format(quant) or int4_format(quant)
+    if fp4 == "int4" and isinstance(quant, dict) and quant.get("group_size", INT4_GROUP) not in (INT4_GROUP, -1):
+        assumptions.append(f"quantization_config group_size {quant.get('group_size')!r} priced as {INT4_GROUP} "
+                           "(int4 weights at roofline.FP4_BITS['int4'] bits each)")
     if method and not fp8 and not fp4:
         # only bf16, fp8 and 4-bit fp (mxfp4, nvfp4) weights are priced (roofline.py weight_bytes_per_element)
         assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
@@ -432,6 +485,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
                           f"must be 1..{num_experts} (the routed experts)")
     if num_experts and _get(cfg, file, "moe_intermediate_size", default=1) == 0:
         raise ConfigError(file, "moe_intermediate_size", 0, "must be >= 1")
+    if num_experts and _get(cfg, file, "first_k_dense_replace", default=0) > cfg["num_hidden_layers"]:
+        # a larger count left a negative number of MoE layers: a 382-error pydantic traceback
+        raise ConfigError(file, "first_k_dense_replace", cfg["first_k_dense_replace"],
+                          f"must be 0..{cfg['num_hidden_layers']} (the dense layers before the MoE ones, "
+                          "at most num_hidden_layers)")
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
@@ -574,6 +632,72 @@ def fp4_format(quant: Any) -> str | None:
         return "mxfp4"
     if method == "modelopt_fp4" or (method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4"):
         return "nvfp4"
+    return None
+
+
+INT4_GROUP = 128
+"""The quantization group the ``int4`` format is priced at (AWQ's and GPTQ's usual
+``group_size``; roofline.py ``FP4_BITS``)."""
+
+
+def fp8_checkpoint(quant: Any) -> bool:
+    """Whether a config.json ``quantization_config`` other than ``quant_method: fp8`` stores
+    8-bit floating-point weights, as SGLang 0.5.23 loads them.
+
+    - NVIDIA ModelOpt FP8: ``quant_method: modelopt_fp8``, or ``modelopt`` (or none) with
+      ``quant_algo: FP8`` at the top or under ``quantization`` (layers/quantization/
+      modelopt_quant.py ``ModelOptFp8Config``; configs/model_config.py
+      ``_parse_quant_hf_config`` sends a config without ``quant_method`` to that parser).
+    - compressed-tensors whose every ``config_groups`` entry has ``weights: {type: float,
+      num_bits: 8}`` (compressed_tensors/compressed_tensors.py: the W8A8 FP8 scheme, or W8A16
+      FP8 without activation quantization).
+    - ``fbgemm_fp8`` (Meta's FP8 Llama checkpoints; fp8 weights per output channel).
+
+    These were priced as bf16 with a note: a Llama-3.1-70B FP8 checkpoint on two H100s held
+    twice its weights and was said not to start.
+    """
+    if not isinstance(quant, dict):
+        return False
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("modelopt_fp8", "fbgemm_fp8"):
+        return True
+    if method in ("", "modelopt"):
+        section = quant if quant.get("quant_algo") is not None else quant.get("quantization")
+        return isinstance(section, dict) and str(section.get("quant_algo", "")).upper() == "FP8"
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        return bool(weights) and all(isinstance(w, dict) and str(w.get("type", "")).lower() == "float"
+                                     and w.get("num_bits") == 8 for w in weights)
+    return False
+
+
+def int4_format(quant: Any) -> str | None:
+    """``int4`` for a config.json ``quantization_config`` of 4-bit integer weights with 16-bit
+    activations (w4a16), else None: ``quant_method`` ``awq``/``awq_marlin`` (``bits`` 4, AWQ's
+    only width), ``gptq``/``gptq_marlin`` with ``bits: 4``, or compressed-tensors whose every
+    ``config_groups`` entry has ``weights: {type: int, num_bits: 4}``.
+
+    SGLang 0.5.23 gives every ``LinearBase`` (and ``FusedMoE``) not in
+    ``modules_to_not_convert`` the 4-bit method (layers/quantization/awq/awq.py
+    ``AWQConfig.get_quant_method``, gptq/gptq.py), whose weights are 4-bit values packed in
+    int32 plus, per ``group_size`` input rows, one zero point (4-bit, packed) and one scale in
+    the activation dtype (awq/schemes/awq_linear.py ``create_weights``: ``qweight``,
+    ``qzeros``, ``scales``); the LM head and embeddings stay 16-bit.
+    """
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("awq", "awq_marlin") and quant.get("bits", quant.get("w_bit", 4)) == 4:
+        return "int4"
+    if method in ("gptq", "gptq_marlin") and quant.get("bits") == 4:
+        return "int4"
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        if weights and all(isinstance(w, dict) and str(w.get("type", "")).lower() == "int" and w.get("num_bits") == 4
+                           for w in weights):
+            return "int4"
     return None
 
 

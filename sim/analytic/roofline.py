@@ -169,13 +169,17 @@ class ForwardCost:
         return self.linear_s + self.experts_s + self.attention_s + self.lm_head_s + self.allreduce_s + self.overhead_s
 
 
-FP4_BITS = {"mxfp4": 4.25, "nvfp4": 4.5}
+FP4_BITS = {"mxfp4": 4.25, "nvfp4": 4.5, "int4": 4 + 20 / 128}
 """Bits per weight of the 4-bit formats, scales included. ``mxfp4``: an e2m1 value (4 bits,
 two packed per uint8) plus one e8m0 scale (8 bits) per 32 values along K: SGLang 0.5.23
 layers/quantization/mxfp4.py ``Mxfp4MoEMethod.create_weights`` (``w13_weight`` [E, 2I, H/2]
 uint8, ``w13_weight_scale`` [E, 2I, H/32] uint8, likewise ``w2``). ``nvfp4``: e2m1 plus one
-fp8 (e4m3) scale per 16 values (modelopt_quant.py ``ModelOptFp4Config``, group_size 16)."""
-FP4_LINEARS = {"mxfp4": False, "nvfp4": True}
+fp8 (e4m3) scale per 16 values (modelopt_quant.py ``ModelOptFp4Config``, group_size 16).
+``int4`` (AWQ/GPTQ w4a16): a 4-bit integer plus, per 128 input rows (models.py ``INT4_GROUP``),
+one 4-bit zero point and one 16-bit scale (awq/schemes/awq_linear.py ``create_weights``:
+``qweight``, ``qzeros`` int32-packed, ``scales`` in the activation dtype); no GPU multiplies
+it natively, so its GEMMs run at the bf16 rate (the kernel dequantizes)."""
+FP4_LINEARS = {"mxfp4": False, "nvfp4": True, "int4": True}
 """Whether the format covers the dense linears too, or only the routed experts.
 ``mxfp4``: experts only: ``Mxfp4Config.get_quant_method`` gives a FusedMoE the mxfp4 method
 and every LinearBase the unquantized one (no quant method on CUDA, UnquantizedLinearMethod on
@@ -183,7 +187,9 @@ HIP or when listed in ``modules_to_not_convert``), and gpt-oss builds its router
 ``quant_config=None`` (models/gpt_oss.py); embeddings and LM head stay bf16. ``nvfp4``:
 ModelOpt quantizes every LinearBase and FusedMoE not in its exclude list
 (``ModelOptFp4Config.get_quant_method``); the exclude list is not read here (attention is
-priced in 4 bits too) and embeddings and LM head stay bf16."""
+priced in 4 bits too) and embeddings and LM head stay bf16. ``int4``: every LinearBase and
+FusedMoE not in ``modules_to_not_convert`` (awq/awq.py ``AWQConfig.get_quant_method``,
+gptq/gptq.py), the list not read; embeddings and LM head stay bf16."""
 
 
 def gemm_dtype(dtype: str, routed: bool) -> str:

@@ -110,7 +110,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             ``--speculative-draft-model-path``): priced as that whole model (its own
             embedding, layers and LM head) at the target's TP, instead of ``draft_layers``
             target-shaped layers; its weights join the target's.
-        dtype: ``bf16``, ``fp8``, ``mxfp4`` or ``nvfp4`` (default: the checkpoint's 4-bit
+        dtype: ``bf16``, ``fp8``, ``mxfp4``, ``nvfp4`` or ``int4`` (default: the checkpoint's 4-bit
             format, fp8 for an fp8 checkpoint, else bf16).
 
     Raises:
@@ -392,6 +392,12 @@ def drafter_kv_cell_bytes(arch: ModelArch, draft: ModelArch, tp: int, drafter: s
 def _fp4_provenance(dtype: str, gpu: GpuSpec) -> str:
     """How a 4-bit format is priced (bytes by module, GEMM rate on ``gpu``)."""
     covers = "every decoder linear and routed expert" if FP4_LINEARS[dtype] else "the routed experts only"
+    if dtype == "int4":
+        return (f"int4 weights (AWQ/GPTQ w4a16) at {FP4_BITS[dtype]:g} bits each (4-bit values plus a 4-bit zero point "
+                "and a 16-bit scale per 128 input rows; roofline.FP4_BITS) on every decoder linear and routed expert "
+                "(SGLang 0.5.23 layers/quantization/awq/awq.py, gptq/gptq.py); embeddings, LM head, activations and "
+                f"the KV cache bf16. The kernel dequantizes to bf16: those GEMMs at the bf16 peak ({gpu.bf16_tflops:g} "
+                "TFLOP/s); decode is bandwidth-bound, so the bytes matter first")
     rate = (f"{gpu.name} multiplies FP4 natively: those GEMMs at its FP4 peak ({gpu.fp4_tflops:g} TFLOP/s)"
             if gpu.fp4_tflops else
             f"{gpu.name} has no FP4 tensor cores: the kernel dequantizes the 4-bit weights to bf16 and those "
