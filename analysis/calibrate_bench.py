@@ -1093,8 +1093,12 @@ def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = 
     return rows
 
 
-def format_fit_table(rows: list[dict[str, Any]]) -> str:
-    """Plain-text table of :func:`fit_table`."""
+def format_fit_table(rows: list[dict[str, Any]], width: int | None = None) -> str:
+    """Plain-text table of :func:`fit_table`: one line per run and metric; where those lines
+    are wider than ``width`` characters (a terminal's: long result file names, such as vLLM's
+    ``openai-8.0qps-concurrency32-Llama-3.1-8B-20250101-120000.json:1``, made lines of 140
+    that wrapped into each other at 80), each run's name on its own line with its metrics
+    indented below it (76 characters). ``width`` None: one line each, however long."""
     w = max([len("run"), *(len(r["run"]) for r in rows)]) + 2   # whole file:line names, one column apart
 
     def num(v: Any) -> str:
@@ -1103,11 +1107,27 @@ def format_fit_table(rows: list[dict[str, Any]]) -> str:
     def err(v: Any) -> str:
         return f"{v:>+8.1f}%" if v == v else f"{'n/a':>9}"
 
-    out = [f"{'run':<{w}}{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"]
-    for r in rows:
-        out.append(f"{r['run']:<{w}}{r['metric']:<20}{num(r['measured'])}{num(r['before'])}"
-                   f"{err(r['error_before_pct'])}{num(r['after'])}{err(r['error_after_pct'])}")
+    def figures(r: dict[str, Any]) -> str:
+        return (f"{r['metric']:<20}{num(r['measured'])}{num(r['before'])}{err(r['error_before_pct'])}"
+                f"{num(r['after'])}{err(r['error_after_pct'])}")
+
+    head = f"{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"
+    if width is None or w + len(head) <= width:
+        return "\n".join([f"{'run':<{w}}{head}", *(f"{r['run']:<{w}}{figures(r)}" for r in rows)])
+    out = ["run", f"  {head}"]
+    for i, r in enumerate(rows):
+        if i == 0 or r["run"] != rows[i - 1]["run"]:
+            out.append(r["run"])
+        out.append(f"  {figures(r)}")
     return "\n".join(out)
+
+
+def terminal_width() -> int | None:
+    """The width tables are fitted to: ``COLUMNS`` where set, else the terminal's when
+    standard output is one; None when piped or captured (a log keeps one line per row)."""
+    import shutil
+
+    return shutil.get_terminal_size((0, 0)).columns or None
 
 
 def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence[str], log: str | None, seeds: int,
@@ -1310,7 +1330,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
             result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
                          max_evals=args.max_evals, progress=progress, prior_sd=prior, jobs=args.jobs,
                          noise=metric_noise(cases, metrics) if prior else None)
-        print(format_fit_table(fit_table(cases, result, metrics)))
+        print(format_fit_table(fit_table(cases, result, metrics), terminal_width()))
     se = result.factor_se_pct()
     if result.prior_sd:
         print(result.weighting())

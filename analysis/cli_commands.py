@@ -323,7 +323,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     differ = format_differing(list(zip(arms, scenarios, strict=True)), "arms")
     if differ:
         print(differ)
-    console.print(compare.to_rich_table(table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)"))
+    compare.print_comparison(console, table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)")
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:
@@ -432,7 +432,7 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     """The sweep's summary table (one row per point, key metrics with CIs) on stdout."""
     from rich.console import Console
     from specsched.analysis.sweep_store import read_samples
-    from specsched.analysis.sweep_summary import summarize_sweep, to_rich_table
+    from specsched.analysis.sweep_summary import print_summary, summarize_sweep
 
     if table is None or not len(table):
         return
@@ -440,7 +440,7 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table
         console = Console(width=200)
-    console.print(to_rich_table(summary, title=f"{path.name}: one row per point"))
+    print_summary(console, summary, title=f"{path.name}: one row per point")
 
 
 # ---------------------------------------------------------------- registration
