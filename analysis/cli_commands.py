@@ -55,9 +55,11 @@ def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_reque
     from specsched.sim.workload import check_replayed_files
 
     sc = load_scenario_with_overrides(scenario, arm, overrides)
-    check_size(sc, max_requests)
+    notes = check_size(sc, max_requests)
     check_fits(sc)
     check_replayed_files(sc)
+    for note in notes:   # after the refusals: bad input stays one line
+        print(note, file=sys.stderr)
 
 
 def ignore_sigint(streams: dict | None = None) -> None:
