@@ -275,12 +275,13 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
 
     chunk_itl = itl_per_chunk(measured)
     pred = mean_summary([client_record(r, chunk_itl) | {"profile": r.summary.get("profile")} for r in runs])
+    costs = "; analytic costs, not measured" if runs[0].summary.get("profile_costs") == "analytic" else ""
     rows = comparison_rows(pred, measured.summary)
     if not rows:
         raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")
     n_pred, n_meas = sc.workload.num_requests, measured.num_prompts
     title = (f"validate-bench {measured.source} vs {Path(sc.path).name or sc.name} / {sc.arm} "
-             f"(profile {pred.get('profile')}; predicted = mean of {args.seeds} seed(s))")
+             f"(profile {pred.get('profile')}{costs}; predicted = mean of {args.seeds} seed(s))")
     print(format_rows(rows, title))
     if built is not None:
         warn_mismatches(built[0]["assumptions"])

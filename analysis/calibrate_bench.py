@@ -429,9 +429,12 @@ class FitResult:
     """The cap on evaluations the fit ran under (``--max-evals``)."""
     capped: str = ""
     """What the cap on evaluations stopped: "" (nothing), ``"fit"`` (the search: the factors are
-    the best point evaluated, not a converged fit), ``"interrupted"`` (Ctrl-C during an
-    evaluation: the same, and no standard errors) or ``"covariance"`` (only the Jacobian at
+    the best point evaluated, not a converged fit), ``"interrupted"`` (Ctrl-C or SIGTERM during
+    an evaluation: the same, and no standard errors) or ``"covariance"`` (only the Jacobian at
     the fit that the standard errors need: :attr:`cov` is None)."""
+    interrupted_by: str = "Ctrl-C"
+    """What interrupted the fit, when :attr:`capped` is ``"interrupted"``: ``"Ctrl-C"`` or a
+    signal's name (``"SIGTERM"``: :func:`sigterm_interrupts`)."""
 
     def stopped(self) -> list[str]:
         """The line saying that the cap on evaluations stopped the fit (or its standard
@@ -441,7 +444,7 @@ class FitResult:
                     f"converged; the factors are the best of the {self.evals} point(s) evaluated (raise --max-evals to "
                     "finish it)"]
         if self.capped == "interrupted":
-            return [f"interrupted (Ctrl-C) after {self.evals} evaluation(s): the factors are the best point "
+            return [f"interrupted ({self.interrupted_by}) after {self.evals} evaluation(s): the factors are the best point "
                     "evaluated, not a converged fit, and have no standard errors (run again to finish it)"]
         if self.capped == "covariance":
             return [f"no standard errors: the fit converged, but the Jacobian there needs more evaluations than "
@@ -678,17 +681,99 @@ _WORKER: dict[str, Any] = {}
 names, and the last scaled profile with its factors."""
 
 
+class Terminated(KeyboardInterrupt):
+    """A signal other than SIGINT (SIGTERM) received during a fit, raised where Ctrl-C raises
+    KeyboardInterrupt (:func:`sigterm_interrupts`); ``args[0]`` is the signal's name."""
+
+
+class _Interrupts:
+    """The handler of SIGINT and SIGTERM while a fit runs (:func:`sigterm_interrupts`).
+
+    Before the fit's first point, or while an evaluation simulates (``defer`` False), a
+    signal raises at once: KeyboardInterrupt for SIGINT, :class:`Terminated` for SIGTERM, so
+    that a long simulation stops now. Between evaluations (``defer`` True, set by the fit
+    once it has a point to keep) it is only recorded in ``received`` and the fit stops at its
+    next evaluation: raised there (in scipy's search, or while the residuals are weighed) it
+    left the fit with nothing written."""
+
+    def __init__(self) -> None:
+        self.defer = False
+        self.received: str | None = None
+
+    def reset(self) -> None:
+        self.defer, self.received = False, None
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        import signal
+
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.defer:
+            self.received = self.received or name
+            return
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(name)
+
+
+_INTERRUPTS = _Interrupts()
+"""The one handler a fit in this process consults (:func:`sigterm_interrupts` installs it)."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While inside: SIGTERM stops a fit as Ctrl-C does (:class:`_Interrupts`), so that a fit
+    stopped by ``timeout``, a job scheduler's time limit or ``kill`` ends at the best point
+    evaluated, said and written (:func:`fit`), instead of dying with nothing written.
+    Installed in the main thread only (elsewhere nothing changes); the previous handlers are
+    restored on exit. Worker processes forked inside inherit it: a SIGTERM sent to the whole
+    process group ends their simulation the same way."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _INTERRUPTS.reset()
+    old = {s: signal.signal(s, _INTERRUPTS) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+        _INTERRUPTS.reset()
+
+
 def _worker_init(cases: list[FitCase], profile: Any, params: Sequence[str]) -> None:
-    _WORKER.update(cases=cases, profile=profile, params=list(params), factors=None, scaled=None)
+    import signal
+    import threading
+
+    _WORKER.update(cases=cases, profile=profile, params=list(params), factors=None, scaled=None, busy=False)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _worker_signal)
+
+
+def _worker_signal(signum: int, _frame: Any) -> None:
+    """SIGINT or SIGTERM in a worker process (Ctrl-C and a scheduler's SIGTERM reach the whole
+    process group): a simulation running stops, raised back to the fit as the parent's own
+    signal (:class:`_Interrupts`); an idle worker exits quietly (it printed a traceback from
+    its queue's read)."""
+    import signal
+
+    if not _WORKER.get("busy"):
+        raise SystemExit(0)
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signal.Signals(signum).name)
 
 
 def _worker_run(task: tuple[int, int, tuple[float, ...]]) -> dict[str, Any]:
     """One seed of one case under the profile scaled by ``factors`` (:func:`predict_seed`)."""
     i, k, factors = task
-    if _WORKER["factors"] != factors:
-        _WORKER["scaled"] = scale_profile(_WORKER["profile"], dict(zip(_WORKER["params"], factors, strict=True)))
-        _WORKER["factors"] = factors
-    return predict_seed(_WORKER["cases"][i], _WORKER["scaled"], k)
+    _WORKER["busy"] = True
+    try:
+        if _WORKER["factors"] != factors:
+            _WORKER["scaled"] = scale_profile(_WORKER["profile"], dict(zip(_WORKER["params"], factors, strict=True)))
+            _WORKER["factors"] = factors
+        return predict_seed(_WORKER["cases"][i], _WORKER["scaled"], k)
+    finally:
+        _WORKER["busy"] = False
 
 
 @contextlib.contextmanager
@@ -715,7 +800,13 @@ def _simulator(cases: list[FitCase], profile: Any, params: Sequence[str], jobs: 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
                              initargs=(cases, profile, list(params))) as pool:
         def simulate(factors: tuple[float, ...], prof: Any, counts: Sequence[int]) -> list[list[dict[str, Any]]]:
-            recs = iter(pool.map(_worker_run, [(i, k, factors) for i, n in enumerate(counts) for k in range(n)]))
+            futures = [pool.submit(_worker_run, (i, k, factors)) for i, n in enumerate(counts) for k in range(n)]
+            try:
+                recs = iter([f.result() for f in futures])
+            except KeyboardInterrupt:   # stopped: the evaluation's queued simulations are not waited for
+                for f in futures:
+                    f.cancel()
+                raise
             return [[next(recs) for _ in range(n)] for n in counts]
 
         yield simulate
@@ -798,7 +889,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     # residuals' weights: the first evaluation, which sets them, is reported once they are known
     weights: dict[str, np.ndarray] = {}
     unreported: list[tuple[int, tuple[float, ...]]] = []
-    interrupted: list[bool] = []   # Ctrl-C during an evaluation: the fit ends at the best point so far
+    interrupted: list[str] = []   # Ctrl-C or SIGTERM during an evaluation: the fit ends at the best point so far
 
     def report(i: int, key: tuple[float, ...]) -> None:
         if not weights:
@@ -819,19 +910,26 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
             factors = tuple(np.exp(z).tolist())
             prof = scale_profile(profile, dict(zip(params, factors, strict=True)))
             if runs is None:
+                _INTERRUPTS.defer = False   # a signal now stops the simulation at once
                 try:
+                    if _INTERRUPTS.received:   # received between evaluations (_Interrupts)
+                        raise Terminated(_INTERRUPTS.received)
                     runs = simulate(factors, prof, case_seeds)
-                except KeyboardInterrupt:
-                    # a long fit stopped by hand keeps what it found, as the cap does; before
-                    # its first point there is nothing to keep (raised on)
+                except KeyboardInterrupt as e:
+                    # a long fit stopped by hand (or by a job scheduler's or `timeout`'s
+                    # SIGTERM: sigterm_interrupts) keeps what it found, as the cap does;
+                    # before its first point there is nothing to keep (raised on)
                     if not cache:
                         raise
-                    interrupted.append(True)
+                    interrupted.append(e.args[0] if isinstance(e, Terminated) and e.args else "Ctrl-C")
                     raise _CapReached from None
+                finally:
+                    _INTERRUPTS.defer = bool(cache)
             points[key] = np.array(z, dtype=float)
             preds = [mean_summary(r[:seeds]) for r in runs]
             lr = _log_residuals(log_samples, prof, server)
             cache[key] = (np.r_[_terms(cases, preds, metrics), lr], preds, lr)
+            _INTERRUPTS.defer = True   # a point to keep: a signal between evaluations waits for the next one
             if progress is not None:
                 report(len(cache), key)
         return cache[key]
@@ -953,7 +1051,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      cov=cov, figures=len(r1),
                      unexplained=unexplained_runs([c.label for c in cases for m in metrics if c.run.summary.get(m)],
                                                   r1[:len(term_metrics)], term_metrics, own_se),
-                     max_evals=max_evals, capped=capped)
+                     max_evals=max_evals, capped=capped, interrupted_by=interrupted[0] if interrupted else "Ctrl-C")
 
 
 class _CapReached(Exception):
@@ -995,8 +1093,12 @@ def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = 
     return rows
 
 
-def format_fit_table(rows: list[dict[str, Any]]) -> str:
-    """Plain-text table of :func:`fit_table`."""
+def format_fit_table(rows: list[dict[str, Any]], width: int | None = None) -> str:
+    """Plain-text table of :func:`fit_table`: one line per run and metric; where those lines
+    are wider than ``width`` characters (a terminal's: long result file names, such as vLLM's
+    ``openai-8.0qps-concurrency32-Llama-3.1-8B-20250101-120000.json:1``, made lines of 140
+    that wrapped into each other at 80), each run's name on its own line with its metrics
+    indented below it (76 characters). ``width`` None: one line each, however long."""
     w = max([len("run"), *(len(r["run"]) for r in rows)]) + 2   # whole file:line names, one column apart
 
     def num(v: Any) -> str:
@@ -1005,11 +1107,27 @@ def format_fit_table(rows: list[dict[str, Any]]) -> str:
     def err(v: Any) -> str:
         return f"{v:>+8.1f}%" if v == v else f"{'n/a':>9}"
 
-    out = [f"{'run':<{w}}{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"]
-    for r in rows:
-        out.append(f"{r['run']:<{w}}{r['metric']:<20}{num(r['measured'])}{num(r['before'])}"
-                   f"{err(r['error_before_pct'])}{num(r['after'])}{err(r['error_after_pct'])}")
+    def figures(r: dict[str, Any]) -> str:
+        return (f"{r['metric']:<20}{num(r['measured'])}{num(r['before'])}{err(r['error_before_pct'])}"
+                f"{num(r['after'])}{err(r['error_after_pct'])}")
+
+    head = f"{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"
+    if width is None or w + len(head) <= width:
+        return "\n".join([f"{'run':<{w}}{head}", *(f"{r['run']:<{w}}{figures(r)}" for r in rows)])
+    out = ["run", f"  {head}"]
+    for i, r in enumerate(rows):
+        if i == 0 or r["run"] != rows[i - 1]["run"]:
+            out.append(r["run"])
+        out.append(f"  {figures(r)}")
     return "\n".join(out)
+
+
+def terminal_width() -> int | None:
+    """The width tables are fitted to: ``COLUMNS`` where set, else the terminal's when
+    standard output is one; None when piped or captured (a log keeps one line per row)."""
+    import shutil
+
+    return shutil.get_terminal_size((0, 0)).columns or None
 
 
 def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence[str], log: str | None, seeds: int,
@@ -1208,10 +1326,11 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                       f"{text(best[1])}  ({each:.1f} s an evaluation; at most {left / 60:.1f} min more)")
 
         prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
-        result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
-                     max_evals=args.max_evals, progress=progress, prior_sd=prior, jobs=args.jobs,
-                     noise=metric_noise(cases, metrics) if prior else None)
-        print(format_fit_table(fit_table(cases, result, metrics)))
+        with sigterm_interrupts():   # SIGTERM (timeout, a job scheduler) ends the fit as Ctrl-C does
+            result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
+                         max_evals=args.max_evals, progress=progress, prior_sd=prior, jobs=args.jobs,
+                         noise=metric_noise(cases, metrics) if prior else None)
+        print(format_fit_table(fit_table(cases, result, metrics), terminal_width()))
     se = result.factor_se_pct()
     if result.prior_sd:
         print(result.weighting())

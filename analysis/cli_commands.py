@@ -55,9 +55,11 @@ def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_reque
     from specsched.sim.workload import check_replayed_files
 
     sc = load_scenario_with_overrides(scenario, arm, overrides)
-    check_size(sc, max_requests)
+    notes = check_size(sc, max_requests)
     check_fits(sc)
     check_replayed_files(sc)
+    for note in notes:   # after the refusals: bad input stays one line
+        print(note, file=sys.stderr)
 
 
 def ignore_sigint(streams: dict | None = None) -> None:
@@ -323,7 +325,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     differ = format_differing(list(zip(arms, scenarios, strict=True)), "arms")
     if differ:
         print(differ)
-    console.print(compare.to_rich_table(table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)"))
+    compare.print_comparison(console, table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)")
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:
@@ -432,7 +434,7 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     """The sweep's summary table (one row per point, key metrics with CIs) on stdout."""
     from rich.console import Console
     from specsched.analysis.sweep_store import read_samples
-    from specsched.analysis.sweep_summary import summarize_sweep, to_rich_table
+    from specsched.analysis.sweep_summary import print_summary, summarize_sweep
 
     if table is None or not len(table):
         return
@@ -440,7 +442,7 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table
         console = Console(width=200)
-    console.print(to_rich_table(summary, title=f"{path.name}: one row per point"))
+    print_summary(console, summary, title=f"{path.name}: one row per point")
 
 
 # ---------------------------------------------------------------- registration

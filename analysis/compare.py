@@ -471,20 +471,37 @@ def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], li
     return header, rows
 
 
-def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> Table:
-    """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
+def _rich_parts(table: pd.DataFrame, title: str | None, confidence: float
+                ) -> tuple[list[str], list[list[str]], str, str, list[str | None]]:
+    """(header, rows, title, caption, each row's style) of :func:`to_rich_table`."""
     header, rows = _display_rows(table, confidence)
     caption = "values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds\n" + VERDICT_RULE
     if any(r[-1] == "rate-bound" for r in rows):
         caption += "\n" + RATE_BOUND_NOTE
-    t = Table(title=title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)",
-              caption=caption)
+    styles = [{"better": "green", "worse": "red"}.get(r[-1].split(" (")[0]) for r in rows]
+    return header, rows, title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)", caption, styles
+
+
+def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> Table:
+    """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
+    header, rows, title, caption, styles = _rich_parts(table, title, confidence)
+    t = Table(title=title, caption=caption)
     for h in header:
         t.add_column(h, justify="left" if h in ("metric", "base arm", "arm", "verdict") else "right")
-    for r in rows:
-        style = {"better": "green", "worse": "red"}.get(r[-1].split(" (")[0])
+    for r, style in zip(rows, styles, strict=True):
         t.add_row(*r, style=style)
     return t
+
+
+def print_comparison(console: Any, table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> None:
+    """Print the comparison on ``console`` (rich): the table (:func:`to_rich_table`) where it
+    fits the console's width, else one block per metric (:func:`analysis.narrow.print_table`:
+    at 80 columns the ten columns were squeezed to six characters each, cut to ``outp…``)."""
+    from specsched.analysis.narrow import print_table
+
+    header, rows, title, caption, styles = _rich_parts(table, title, confidence)
+    print_table(console, to_rich_table(table, title, confidence), header, rows, title=title, caption=caption,
+                styles=styles)
 
 
 def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:

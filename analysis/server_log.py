@@ -136,8 +136,9 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
 
 def parse_server_log(path: str | Path) -> pd.DataFrame:
     """One row per "Prefill batch"/"Decode batch" line of an SGLang server log (0.2.x to
-    0.5.23; see the module docstring), streamed line by line (a gzip-compressed one, found
-    by its first bytes, decompressed on the way).
+    0.5.23; see the module docstring), streamed line by line (a compressed one, gzip, bzip2,
+    xz or a zip of one file, found by its first bytes, decompressed on the way:
+    :mod:`sim.compression`).
 
     Returns:
         DataFrame with :data:`COLUMNS` (``kind`` "prefill"/"decode", ``line`` the line number,

@@ -106,12 +106,10 @@ def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]
     return [*params, "seeds"], heads, rows
 
 
-def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidence: float = 0.95) -> Any:
-    """The summary as a rich Table: one row per point, ``value [CI]`` per metric; a
-    parameter with one value at every point (the arm, a ``--set`` key) is named in the
-    title instead of a column."""
-    from rich.table import Table
-
+def _rich_parts(summary: pd.DataFrame, title: str, confidence: float
+                ) -> tuple[list[str], list[str], list[list[str]], str, str]:
+    """(parameter columns with "seeds", metric headers, rows, title, caption) of
+    :func:`to_rich_table`."""
     cols, heads, rows = _wide(summary)
     n = len(cols) - 1   # the parameter columns (then "seeds")
     fixed = [i for i in range(n) if len(rows) > 1 and len({r[i] for r in rows}) == 1]
@@ -119,8 +117,35 @@ def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidenc
         title += " (at every point: " + ", ".join(f"{cols[i]}={rows[0][i]}" for i in fixed) + ")"
         cols = [c for i, c in enumerate(cols) if i not in fixed]
         rows = [[v for i, v in enumerate(r) if i not in fixed] for r in rows]
-    t = Table(title=title, caption=f"value [{confidence:.0%} CI] over seeds: mean; (pooled) = percentile of the "
-                                   "pooled samples of all seeds, seed-bootstrap CI")
+    caption = (f"value [{confidence:.0%} CI] over seeds: mean; (pooled) = percentile of the pooled samples of all "
+               "seeds, seed-bootstrap CI")
+    return cols, heads, rows, title, caption
+
+
+def print_summary(console: Any, summary: pd.DataFrame, title: str = "Sweep summary", confidence: float = 0.95) -> None:
+    """Print the summary on ``console`` (rich): the table (:func:`to_rich_table`) where it fits
+    the console's width, else one block per point headed by its parameters
+    (``key=value``; :func:`analysis.narrow.print_table`): at 80 columns the metrics' columns
+    were squeezed to six characters, every value and CI cut."""
+    from specsched.analysis.narrow import print_table
+
+    cols, heads, rows, full_title, caption = _rich_parts(summary, title, confidence)
+    keys = len(cols) - 1
+    named = [([f"{c}={v}" for c, v in zip(cols[:keys], r[:keys], strict=True)] or [f"point {i + 1}"]) + r[keys:]
+             for i, r in enumerate(rows)]
+    header = [*cols, *heads] if keys else ["point", *cols, *heads]
+    print_table(console, to_rich_table(summary, title, confidence), header, named, key_columns=max(keys, 1),
+                title=full_title, caption=caption)
+
+
+def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidence: float = 0.95) -> Any:
+    """The summary as a rich Table: one row per point, ``value [CI]`` per metric; a
+    parameter with one value at every point (the arm, a ``--set`` key) is named in the
+    title instead of a column."""
+    from rich.table import Table
+
+    cols, heads, rows, title, caption = _rich_parts(summary, title, confidence)
+    t = Table(title=title, caption=caption)
     for c in cols:
         t.add_column(c, justify="left" if c != "seeds" else "right", overflow="fold")   # a long key folds, not cut
     for h in heads:

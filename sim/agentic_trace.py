@@ -478,7 +478,7 @@ def load_agentic_trace(path: str | Path, *, max_turns: int | None = None, offset
     """The conversations bench_serving would replay from an agentic trace.
 
     Args:
-        path: the trace JSON (gzip read as it streams); relative: as given, beside the
+        path: the trace JSON (compressed ones read as they stream: sim.compression); relative: as given, beside the
             scenario, or a shipped example by name.
         max_turns: keep at most this many turns per conversation (--agentic-max-turns).
         offset: rotate the file's conversation list by this much, modulo its length

@@ -96,9 +96,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from specsched.sim import compression
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import (
-    GZIP_MAGIC,
     READ_ERRORS,
     encoding_of,
     is_input_file,
@@ -699,8 +699,9 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
     """Every run in a bench_serving result file, or only the one on ``line``.
 
     Accepts SGLang's JSONL (one object per line; blank lines skipped), a file holding one
-    JSON object over several lines (vLLM's), or a JSON list of objects; any of them gzip
-    compressed (found by its first bytes, not its name). Python's JSON
+    JSON object over several lines (vLLM's), or a JSON list of objects; any of them
+    compressed as a trace may be (gzip, bzip2, xz, a zip of one file; found by its first
+    bytes, not its name: :func:`sim.compression.decompress`). Python's JSON
     extensions (``Infinity``, ``NaN``) are accepted as bench_serving writes them.
 
     ``left_out``: a caller that reads every run and says what it skipped passes a list; a
@@ -717,7 +718,7 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
     """
     p = Path(path)
     if p.is_dir():   # calibrate --from DIR: the folder exists, "no such file" sent the user looking for it
-        files = sorted(x.name for x in p.iterdir() if x.suffix in (".jsonl", ".json", ".gz"))
+        files = sorted(x.name for x in p.iterdir() if x.suffix in (".jsonl", ".json", *compression.SUFFIXES))
         here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else ""
         raise ConfigError(str(p), "<file>", str(p), f"a folder, not a bench_serving result file: name its files "
                           f"(e.g. {p}/*.jsonl){here}")
@@ -725,10 +726,8 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
         raise ConfigError(str(p), "<file>", str(p), "no such file (looked for a bench_serving result file, JSONL or JSON)")
     raw_bytes = read_input(p, BENCH_FILE)   # once: a pipe (<(zcat runs.jsonl.gz), /dev/stdin) is read once
     try:
-        if raw_bytes[:2] == GZIP_MAGIC:   # a compressed copy (gzip runs.jsonl): read as it was written
-            import gzip
-
-            raw_bytes = gzip.decompress(raw_bytes)
+        # a compressed copy (gzip/bzip2/xz runs.jsonl, a zip of it): read as it was written
+        raw_bytes = compression.decompress(raw_bytes, p)
         # a byte-order mark from an editor is not JSON; PowerShell 5's redirect writes UTF-16
         text = raw_bytes.decode(encoding_of(raw_bytes))
     except UnicodeDecodeError:

@@ -161,7 +161,8 @@ def fit(verbose: bool = True, max_evals: int = 160, seeds: int = SEEDS) -> tuple
 def report(profile: Profile, mean: float, spread: float, seeds: int = SEEDS) -> str:
     """Predicted (mean over seeds 1..``seeds``) vs reference for every System-A base-arm
     figure (and the batch-1 pair)."""
-    lines = [f"{'cell':<14}{'arm':<12}{'metric':<22}{'reference':>11}{'model':>11}{'error':>8}   (model: mean of {seeds} seeds)"]
+    # the note on its own line: after the header it made that line 105 characters (wrapped at 80)
+    lines = [f"model: mean of {seeds} seeds", f"{'cell':<14}{'arm':<12}{'metric':<22}{'reference':>11}{'model':>11}{'error':>8}"]
     for name in [*LL_CELLS.values(), BURST]:
         sc0 = _scenario(name)
         for arm, refs in sc0.reference.items():

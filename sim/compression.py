@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import zipfile
 import zlib
@@ -24,6 +25,10 @@ from specsched.sim.errors import ConfigError
 
 MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip", b"(\xb5/\xfd": "zstd"}
 """First bytes of each compressed format, and its name in messages."""
+
+SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".zip")
+"""The names compressed copies usually end in (a file is still told by its first bytes; a name
+only says what the file inside is: ``trace.jsonl.gz`` is JSONL)."""
 
 READ_ERRORS = (EOFError, zlib.error, OSError, lzma.LZMAError, zipfile.BadZipFile)
 """What reading a compressed stream raises when it is cut or damaged (OSError also covers
@@ -72,3 +77,20 @@ def decompressed(f: BinaryIO, p: str | Path) -> BinaryIO:
 
     inner.close = close_both   # type: ignore[method-assign]
     return inner
+
+
+def decompress(data: bytes, p: str | Path) -> bytes:
+    """``data`` (the whole content of the file ``p``) decompressed when it is compressed
+    (:data:`MAGIC`, by its first bytes), else ``data`` itself: for a reader that holds a file's
+    bytes at once (a bench_serving result file, read once so that a pipe works) and must read
+    every format :func:`decompressed` streams, in the same words.
+
+    Raises:
+        ConfigError: zstd, or a zip archive that holds other than one file.
+        EOFError, zlib.error, OSError, lzma.LZMAError, zipfile.BadZipFile: a damaged or cut
+            compressed stream (:data:`READ_ERRORS`; the caller words it).
+    """
+    if kind(data[:6]) is None:
+        return data
+    with decompressed(io.BytesIO(data), p) as f:
+        return f.read()

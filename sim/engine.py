@@ -59,7 +59,7 @@ from specsched.sim.ops import (
     WaitForWork,
 )
 from specsched.sim.plan import BatchPlan, StepOutput
-from specsched.sim.profile import Profile, load_profile
+from specsched.sim.profile import Profile, analytic_costs, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
@@ -524,6 +524,8 @@ class SimEngine(Clients, EngineStretch):
                 raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
         summary.update(scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
                        profile=self.profile.name, **run_counts(self.sched))
+        if analytic_costs(self.profile):   # said in the report: estimates, not calibrated predictions
+            summary["profile_costs"] = "analytic"
         if self.rec.num_steps:
             summary["host_blocked_s"] = self.host_blocked_s
         info = {"records": self.rec.level, "num_steps": self.rec.num_steps, "num_passes": self.rec.num_passes,

@@ -1,10 +1,35 @@
 """Size checks made before a run allocates anything (requests x per-request arrays).
 
 A workload's memory grows with its request count: the request specs, the scheduler's
-request objects, the per-request rows of the records and their summary arrays. The
-simulator needs about :data:`BYTES_PER_REQUEST` per request at scale (docs/performance.md:
-1e7 requests peaked at 5.4 GB), so a typo such as ``num_requests: 100000000000`` is refused
-at once with the estimate instead of failing inside numpy minutes later.
+request objects, the per-request rows of the records and their summary arrays (about
+:data:`BYTES_PER_REQUEST` each), and with its output tokens: the records keep every
+inter-token latency, one (value, count) pair per delivery time a request has
+(``sim.compact_records.ItlSamples``; a row per chunk in full records, which ``records="auto"``
+keeps up to ``sim.engine.AUTO_COMPACT_TOKENS`` output tokens). Requests decoding together
+share a pair a step, so a busy run keeps far less than a token's worth each; a request
+decoding alone keeps one pair per token (:data:`BYTES_PER_OUTPUT_TOKEN`). Measured with
+``python benchmarks/run_memory.py`` (peak RSS of ``specsched run`` on synthetic traces, the
+8B roofline profile, no speculative decoding; slopes between two request counts), on the
+2-core development machine:
+
+=================================  ===========  ==============================================
+trace (rate; output tokens)        requests     peak RSS; slope
+=================================  ===========  ==============================================
+100 req/s; 16                      3e5 / 1e6    508 / 1,329 MiB; 1,230 B a request
+50 req/s; 32                       1e5 / 3e5    286 / 518 MiB; 1,218 B a request
+8 req/s; 128 / 512                 1e4 / 4e4    2,232 / 2,091 B a request
+8 req/s; 1K / 4K / 16K / 32K       2e3 / 8e3    6.0 / 10.9 / 11.5 / 19.7 KB a request (0.6-5.9 B a token)
+0.002 req/s (one at a time); 16K   200 / 800    209 / 352 MiB; 15.2 B a token
+0.001 req/s (one at a time); 32K   200 / 800    256 / 543 MiB; 15.3 B a token
+0.002 req/s; 4K (full records)     100 / 200    321 / 435 MiB; 292 B a token
+0.02 req/s; 128 / 256 (full)       1e3 / 2e3    601 / 271 B a token
+=================================  ===========  ==============================================
+
+So a typo such as ``num_requests: 100000000000`` is refused at once with the estimate instead
+of failing inside numpy minutes later (the request count alone is the floor: a run needs at
+least that), and a workload whose output tokens could take more than the machine's memory
+when its requests decode one at a time (long-output traces: 8K-32K tokens a request) is
+warned of before it runs (:func:`memory_estimate`).
 """
 
 from __future__ import annotations
@@ -31,8 +56,20 @@ if TYPE_CHECKING:
 DEFAULT_MAX_REQUESTS = 2_000_000
 """Requests a run may have unless the user raises it (``--max-requests``)."""
 
-BYTES_PER_REQUEST = 1024
-"""Estimated peak memory per request (bytes), rounded up from the 1e7-request measurement."""
+BYTES_PER_REQUEST = 1536
+"""Peak memory per request (bytes), besides its output tokens: 1,218 and 1,230 B measured
+between 1e5 and 1e6 requests of 16-32 output tokens (module docstring; 2.1-2.2 KB at 128-512
+tokens, the tokens' share included), rounded up."""
+
+BYTES_PER_OUTPUT_TOKEN = 16
+"""Peak memory per output token (bytes) at most: a request decoding alone keeps one ITL
+pair (8-byte value, 4-byte count) per token; 15.2-15.3 B measured at 16K and 32K tokens a
+request (module docstring). Requests decoding together keep 0.6-6 B a token."""
+
+FULL_RECORD_BYTES_PER_TOKEN = 600
+"""Peak memory per output token (bytes) at most while records are full (a chunk row per
+delivery, a step and a timeseries row per forward; ``records="auto"`` keeps them up to
+``sim.engine.AUTO_COMPACT_TOKENS`` output tokens): 271-601 B measured (module docstring)."""
 
 
 def physical_memory_bytes() -> int | None:
@@ -47,12 +84,51 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
-    """Refuse a workload that is larger than ``max_requests`` or than this machine's memory.
+def memory_estimate(requests: int, output_tokens: int) -> tuple[int, int]:
+    """The peak memory of a run (bytes): (floor, ceiling). The floor is the requests'
+    (:data:`BYTES_PER_REQUEST` each), what any run of them needs; the ceiling adds the output
+    tokens' records when every request decodes alone (:data:`BYTES_PER_OUTPUT_TOKEN` each, and
+    :data:`FULL_RECORD_BYTES_PER_TOKEN` for those kept in full records). A run whose requests
+    decode together needs little above the floor (module docstring).
+
+    Args:
+        requests: the run's requests.
+        output_tokens: their output tokens in all.
+    """
+    from specsched.sim.engine import AUTO_COMPACT_TOKENS
+
+    floor = requests * BYTES_PER_REQUEST
+    full = min(output_tokens, AUTO_COMPACT_TOKENS) if output_tokens > 0 else 0
+    return floor, floor + output_tokens * BYTES_PER_OUTPUT_TOKEN + full * FULL_RECORD_BYTES_PER_TOKEN
+
+
+def _output_tokens(scenario: Scenario, n: int) -> int:
+    """The output tokens of ``n`` requests of the scenario at most: a trace's own (the rows the
+    run replays, read as it reads them), else ``n`` x the largest output length; 0 where the
+    lengths are in a file read later (an agentic trace)."""
+    w = scenario.workload
+    if w.kind == "trace" and w.trace is not None:
+        from specsched.sim.trace import load_trace
+
+        return int(load_trace(w.trace, w.num_requests, scenario.path or None).output_len.sum())
+    if w.output_len is None:
+        return 0
+    return n * _max_len(w.output_len, scenario.path, "workload.output_len")
+
+
+def check_size(scenario: Scenario, max_requests: int | None = None) -> list[str]:
+    """Refuse a workload that is larger than ``max_requests`` or than this machine's memory;
+    warn of one whose output tokens may take more than the machine's memory.
 
     Args:
         scenario: the resolved scenario.
         max_requests: the user's limit (None: :data:`DEFAULT_MAX_REQUESTS`).
+
+    Returns:
+        ``warning:`` lines for the caller to print (stderr): the workload's requests fit, but
+        its output tokens, kept as each request's inter-token latencies, may need more memory
+        than this machine has when its requests decode one at a time
+        (:func:`memory_estimate`'s ceiling).
 
     Raises:
         ConfigError: naming ``workload.num_requests`` (or, for a multi_turn workload whose
@@ -84,7 +160,7 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
             raise ConfigError(file, key, "<none>", f"the trace {w.trace.path} has {n:,} rows, above the limit of "
                               f"{limit:,} requests: set workload.num_requests (the first N rows) or raise --max-requests")
     if n is None:   # an agentic trace without a limit: the file bounds its conversations
-        return
+        return []
     need = n * BYTES_PER_REQUEST
     if n > limit:
         raise ConfigError(file, key, shown,
@@ -95,6 +171,14 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> None:
         raise ConfigError(file, key, shown,
                           f"about {_gib(need)} of memory (~{BYTES_PER_REQUEST} B per request); this machine "
                           f"has {_gib(mem)}")
+    tokens = _output_tokens(scenario, n)
+    high = memory_estimate(n, tokens)[1]
+    if mem is not None and high > mem:
+        return [f"warning: {file}: {key} = {shown} with {tokens:,} output tokens may need up to {_gib(high)} of memory "
+                f"(~{BYTES_PER_REQUEST} B a request + ~{BYTES_PER_OUTPUT_TOKEN} B an output token when requests decode "
+                f"one at a time: each token's inter-token latency is kept; far less when many decode together); "
+                f"this machine has {_gib(mem)}"]
+    return []
 
 
 def _max_len(dist: LengthDist, base: str | None, key: str) -> int:

@@ -640,6 +640,26 @@ class Profile(BaseModel):
     path: str = ""
 
 
+ANALYTIC_METHODS = ("analytic", "roofline")
+"""How ``provenance.method`` begins for a profile whose costs are estimated, not measured:
+``specsched profile --analytic`` writes "analytic roofline (sim/analytic/roofline.py) ..."
+(sim/analytic/writer.py); a hand-derived roofline profile says "roofline ..."."""
+
+
+def analytic_costs(profile: Profile) -> bool:
+    """Whether ``profile``'s costs are an analytic estimate (a roofline from a model's shapes
+    and a GPU's datasheet), not measured on a device nor fitted to a server's runs: it has an
+    ``analytic`` block or its ``provenance.method`` begins with one of
+    :data:`ANALYTIC_METHODS`, and no ``calibrate.from`` provenance (``specsched calibrate
+    --from`` fitted it to measured runs). A profile that says nothing of its method (a
+    measured one written by hand) is not taken for analytic."""
+    prov = profile.provenance or {}
+    if "calibrate.from" in prov:
+        return False
+    method = str(prov.get("method", "")).strip().lower()
+    return profile.analytic is not None or method.startswith(ANALYTIC_METHODS)
+
+
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""

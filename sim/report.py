@@ -165,6 +165,8 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
     out += [
         _line("Scenario / arm:", f"{s('scenario', '?')} / {s('arm', '?')}"),
         _line("Source / seed:", f"{s('source', 'sim')} / {s('seed', '?')}"),
+        # a roofline profile's figures read like a calibrated prediction unless said
+        *([_line("Profile costs:", "analytic estimate, not measured")] if s("profile_costs") == "analytic" else []),
         *(_line(_stat_label("max", label), s(f"max_{key}_ms")) for _, key, label, _ in LATENCY_SECTIONS[:3]),
         *peak_note(summary, bench),
     ]

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.sim import compression
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import (
@@ -106,7 +107,7 @@ def _format(cfg: TraceConfig, p: Path) -> str:
     if cfg.format != "auto":
         return cfg.format
     suffixes = [x.lower() for x in p.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".gzip", ".bz2", ".xz", ".zip"):   # trace.jsonl.gz: the suffix before it
+    if suffixes and suffixes[-1] in compression.SUFFIXES:   # trace.jsonl.gz: the suffix before it
         suffixes.pop()
     if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson"):
         return "jsonl"

@@ -113,7 +113,7 @@ class AgenticTraceConfig(BaseModel):
 
     model_config = _STRICT
 
-    path: str = Field(description="The trace JSON (beside the scenario, as given, or a shipped example by name; .gz read as it streams).")
+    path: str = Field(description="The trace JSON (beside the scenario, as given, or a shipped example by name; gzip, bzip2, xz or a zip of one file read as it streams).")
     max_turns: int | None = Field(None, ge=1, description="At most this many turns per conversation (bench_serving --agentic-max-turns; None: all).")
     offset: int = Field(0, description="Rotate the conversation list by this many entries first, modulo its length (bench_serving --dataset-offset).")
     trace_reply_len: int = Field(AGENTIC_REPLY_LEN, ge=0, description="Tokens of the trace's own assistant reply assumed in each prompt_tokens growth (default 220: agentic_trace.py DEFAULT_AGENTIC_OUTPUT_LEN, the traces' average reply); a later turn's new tokens = growth - trace_reply_len, at least 1.")

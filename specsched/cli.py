@@ -229,7 +229,7 @@ def _run_command(args: argparse.Namespace) -> int:
         from specsched.sim.config import with_value
 
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
-    check_size(scenario, args.max_requests)
+    notes += check_size(scenario, args.max_requests)
     check_fits(scenario)
     for note in notes:  # after the refusals: bad input stays one line
         print(note, file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -348,3 +349,44 @@ def test_run_arms_gives_open_loop_runs_their_arrival_span():
     assert 0 < v[compare.ARRIVAL_SPAN] < v["duration"]
     closed = compare.run_arms("batch8-ll", ["base"], 1, overrides={"workload.num_requests": 8})
     assert compare.ARRIVAL_SPAN not in set(closed["metric"])
+
+
+def _terminal(monkeypatch, columns: int) -> None:
+    """Standard output as a terminal of ``columns`` columns, without colour codes."""
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_a_terminal_too_narrow_for_the_comparison_gets_one_block_per_metric(scenario, tmp_path, capsys,
+                                                                            monkeypatch, columns):
+    """At 80 or 100 columns the comparison's ten columns (133 characters) were squeezed to
+    six characters each: every metric, arm and CI cut to ``outp…``, ``wait…``, ``[+4.…``.
+    A table that does not fit is printed as one block per metric, every name and figure
+    whole, no line wider than the terminal; one that fits (200 columns) is the table."""
+    from specsched.cli import main
+
+    _terminal(monkeypatch, columns)
+    assert main(["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "2", "--out", str(tmp_path / "c")]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)   # bold headings, dim caption
+    table = out.split("runs kept in")[0]   # the closing line names the run folders (paths): prose
+    assert "…" not in out and all(len(line) <= columns for line in table.splitlines()), out
+    assert "\noutput_throughput\n" in out and "arm: stream_wait" in out and "95% CI of change: [" in out
+    assert "verdict: " in out and "┃" not in out
+    _terminal(monkeypatch, 200)
+    assert main(["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "2", "--out", str(tmp_path / "d")]) == 0
+    wide = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "┃ metric" in wide and "…" not in wide
+
+
+def test_stacked_rows_pack_whole_items_within_the_width():
+    """An item is never broken inside; a line holds as many as fit; one longer than the
+    width stands alone."""
+    from specsched.analysis.narrow import SEPARATOR, stacked_lines
+
+    header = ["metric", "a", "b", "c"]
+    (lines,) = stacked_lines(header, [["m", "x" * 10, "y" * 30, "z" * 90]], 40)
+    assert lines == ["m", "  a: " + "x" * 10, "  b: " + "y" * 30, "  c: " + "z" * 90]
+    (lines,) = stacked_lines(header, [["m", "1", "2", "3"]], 40)
+    assert lines == ["m", f"  a: 1{SEPARATOR}b: 2{SEPARATOR}c: 3"]

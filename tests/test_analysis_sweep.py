@@ -299,3 +299,26 @@ def test_the_sweep_plot_title_counts_seeds_in_words(seeds, text):
             for i, (v, n) in enumerate(zip([1, 2], seeds, strict=True))]
     fig = plot_sweep(pd.DataFrame(rows), x="server.x")
     assert text in fig._suptitle.get_text()
+
+
+def test_a_terminal_too_narrow_for_the_sweep_table_gets_one_block_per_point(tmp_path, capsys, monkeypatch):
+    """At 80 columns the summary's metric columns were squeezed to six characters, every value
+    and CI cut (``[1,22…``); each point is now a block headed by its parameters, every
+    figure whole, no line wider than the terminal."""
+    import re
+
+    from rich.console import Console
+
+    from specsched.cli import main
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["sweep", "batch8-ll", "--grid", "server.speculative_num_draft_tokens=2,6", "--seeds", "2",
+                 "--out", str(tmp_path / "w.parquet"), "--set", "workload.num_requests=8", "--workers", "1", "-q"]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    table = out.split(str(tmp_path))[0]   # the closing line names the sweep file (a path): prose
+    assert "…" not in table and all(len(line) <= 80 for line in table.splitlines()), out
+    lines = table.splitlines()
+    assert "server.speculative_num_draft_tokens=2" in lines and "server.speculative_num_draft_tokens=6" in lines
+    assert re.search(r"output_throughput: [\d,.]+ \[[\d,.]+, [\d,.]+\]", table), out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -842,3 +843,51 @@ def test_a_fit_stopped_by_ctrl_c_keeps_its_best_point(tmp_path, capsys, monkeypa
     out = capsys.readouterr().out
     assert "interrupted (Ctrl-C) after 3 evaluation(s): the factors are the best point evaluated" in out
     assert (tmp_path / "f.yaml").exists() and re.search(r"factors: decode x[0-9.]+;", out), out
+
+
+SLOW_CALIBRATE = """
+import sys, time
+from specsched.analysis import calibrate_bench as cb
+from specsched.cli import main
+real = cb.predict_seeds
+def slow(case, prof, k):   # an evaluation that lasts: the signal lands inside one
+    time.sleep(0.4)
+    return real(case, prof, k)
+cb.predict_seeds = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_fit_stopped_by_sigterm_keeps_its_best_point_as_ctrl_c_does(tmp_path):
+    """``timeout 1h specsched calibrate ...`` or a job scheduler's time limit sends SIGTERM: the
+    fit died with nothing written (only Ctrl-C kept the best point). It now ends as Ctrl-C
+    does: the best point evaluated is written, the report and the profile's provenance say
+    the fit was interrupted by SIGTERM."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    p = subprocess.Popen([sys.executable, "-c", SLOW_CALIBRATE, "calibrate", "--from", f, "--profile", "h200-1b",
+                          "--params", "decode", "--seeds", "1", "--max-evals", "60", "--out", "f.yaml"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if "eval   1/60" in line:   # the first point is evaluated: there is a best point to keep
+            p.send_signal(signal.SIGTERM)
+            break
+    out, err = p.communicate(timeout=120)
+    out = "".join(seen) + out
+    assert p.returncode == 0, (out, err)
+    assert re.search(r"interrupted \(SIGTERM\) after \d+ evaluation\(s\): the factors are the best point", out), out
+    prof = yaml.safe_load((tmp_path / "f.yaml").read_text())
+    assert "interrupted (SIGTERM)" in " ".join(prof["provenance"]["calibrate.from"].split())
+    assert re.search(r"factors: decode x[0-9.]+;", out), out

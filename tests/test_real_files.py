@@ -748,6 +748,62 @@ def test_gzipped_traces_and_result_files_read_as_their_plain_text(tmp_path):
         load_trace(TraceConfig(path=str(cut_trace), layout="mooncake"))
 
 
+def _packed(kind: str, data: bytes, name: str = "runs.jsonl") -> bytes:
+    """``data`` compressed as ``kind`` (gz, bz2, xz, zip: an archive of one file named ``name``)."""
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import zipfile
+
+    if kind == "zip":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(name, data)
+        return buf.getvalue()
+    return {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind](data)
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zip"])
+def test_a_compressed_result_file_or_log_works_in_every_command_a_trace_does(tmp_path, capsys, monkeypatch, kind):
+    """A result file kept as ``runs.jsonl.bz2``, ``.xz`` or a ``.zip`` was refused as "not a
+    text file" by ``validate --measured``, ``scenario from-bench`` and ``calibrate --from``
+    (gzip alone was read), while a trace compressed so was replayed. Each now reads as its plain
+    text, through the commands, and a server log alike; cut short, it is one line and exit 2,
+    nothing written."""
+    monkeypatch.chdir(tmp_path)
+    src = DATA / "bench" / "sglang-0.4.6-eagle.jsonl"
+    f = tmp_path / f"runs.jsonl.{kind}"
+    f.write_bytes(_packed(kind, src.read_bytes()))
+    (a,), (b,) = read_bench(src), read_bench(f)
+    assert a.summary == b.summary and a.args == b.args
+    log = tmp_path / f"server.log.{kind}"
+    log.write_bytes(_packed(kind, (LOGS / "sglang-0.4.6-eagle.log").read_bytes(), "server.log"))
+    assert parse_server_log(log).equals(parse_server_log(LOGS / "sglang-0.4.6-eagle.log"))
+    capsys.readouterr()
+    assert main(["scenario", "from-bench", f"{f}:1", "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    assert main(["validate", "--measured", f"{f}:1", "--scenario", "s.yaml", "--seeds", "1", "--out", "v"]) == 0
+    assert "median_ttft_ms" in capsys.readouterr().out
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "2", "--server-log", str(log), "--out", "fitted.yaml", "-q"]) == 0
+    assert f.name in yaml_text(tmp_path / "fitted.yaml") and log.name in yaml_text(tmp_path / "fitted.yaml")
+    cut = tmp_path / f"cut.jsonl.{kind}"
+    cut.write_bytes(f.read_bytes()[:len(f.read_bytes()) // 2])
+    capsys.readouterr()
+    for argv in (["validate", "--measured", f"{cut}:1", "--scenario", "s.yaml", "--seeds", "1", "--out", "v2"],
+                 ["scenario", "from-bench", f"{cut}:1", "--profile", "h200-1b", "--out", "s2.yaml"],
+                 ["calibrate", "--from", str(cut), "--profile", "h200-1b", "--out", "f2.yaml"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and cut.name in err[0] and "cannot be read" in err[0], err
+    assert not any((tmp_path / x).exists() for x in ("v2", "s2.yaml", "f2.yaml"))
+
+
+def yaml_text(p: Path) -> str:
+    """The text of ``p`` with YAML's folded lines joined (a long provenance string)."""
+    return " ".join(p.read_text().split())
+
+
 def test_other_benchmark_files_are_named_as_such(tmp_path):
     """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
     ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:

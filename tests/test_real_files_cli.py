@@ -349,6 +349,30 @@ def test_the_fit_table_keeps_long_file_names_whole():
     assert head.index("metric") == line.index("median_ttft_ms")
 
 
+def test_the_fit_table_puts_long_run_names_on_their_own_line_in_a_narrow_terminal(tmp_path, capsys, monkeypatch):
+    """``calibrate --from openai-8.0qps-...json`` printed lines of 140 characters, which an 80
+    or 100 column terminal wrapped into each other. Where the lines do not fit (COLUMNS, or
+    the terminal's width), each run's name stands on its own line and its metrics below it;
+    piped (no width), one line per run and metric as before."""
+    from specsched.analysis.calibrate_bench import format_fit_table
+
+    name = "openai-8.0qps-concurrency32-Llama-3.1-8B-20250101-120000.json"
+    rows = [{"run": f"{name}:{i}", "metric": m, "measured": 38.5, "before": 15.9, "error_before_pct": -58.7,
+             "after": 37.0, "error_after_pct": -3.9} for i in (1, 2) for m in ("median_ttft_ms", "output_throughput")]
+    for width in (80, 100):
+        lines = format_fit_table(rows, width).splitlines()
+        assert max(map(len, lines)) <= width and [x for x in lines if x.startswith("openai")] == [f"{name}:1", f"{name}:2"]
+        assert lines[lines.index(f"{name}:2") + 1].split()[:3] == ["median_ttft_ms", "38.500", "15.900"]
+    assert len(format_fit_table(rows).splitlines()) == 5 == len(format_fit_table(rows, 200).splitlines())
+    src = tmp_path / f"{name}"
+    src.write_text((DATA / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["calibrate", "--from", str(src), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "2", "--out", str(tmp_path / "f.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert f"\n{name}:1\n  median_ttft_ms" in out, out
+
+
 def test_a_decode_line_without_a_kv_token_count_is_no_step_sample():
     """0.5.23 ``pool_stats_observer.get_decode_usage_msg_parts`` with HiSparse writes ``#gpu
     token``/``#cpu token`` and no ``#token``: such a line has no context to price a step at,
@@ -402,3 +426,16 @@ def test_validate_out_under_a_file_is_refused_before_the_runs(tmp_path, capsys, 
         assert main(["validate", "--measured", f, "--profile", "h200-1b", "--out", str(tmp_path / out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--out" in err[0] and "notes.txt is a file" in err[0]
+
+
+def test_the_reference_report_fits_80_columns(monkeypatch):
+    """``specsched calibrate --report-only`` ended its header with ``(model: mean of 5 seeds)``,
+    a line of 105 characters that wrapped at 80; the note is now a line of its own."""
+    from specsched.sim import calibrate
+    from specsched.sim.profile import load_profile
+
+    monkeypatch.setattr(calibrate, "seed_mean", lambda sc, prof, seeds: {k: 1.0 for refs in sc.reference.values() for k in refs})
+    text = calibrate.report(load_profile("mi355x-dsv41-flash-tp4"), 3.0, 0.5, seeds=5)
+    lines = text.splitlines()
+    assert lines[0] == "model: mean of 5 seeds" and lines[1].split() == ["cell", "arm", "metric", "reference", "model", "error"]
+    assert max(map(len, lines)) <= 80, text
