@@ -374,3 +374,38 @@ def test_gemma3_fills_its_config_class_defaults_and_keeps_one_global_layer_in_si
     text = {**GEMMA_3_27B_IT["text_config"], "architectures": ["Gemma3ForCausalLM"], "sliding_window_pattern": 2,
             "vocab_size": 262_208}
     assert load_model(_config(tmp_path, text, "pattern2")).swa_layer_fraction == pytest.approx(0.5)
+
+
+DEEPSEEK_V2_LITE = {
+    "architectures": ["DeepseekV2ForCausalLM"], "hidden_size": 2048, "intermediate_size": 10944,
+    "kv_lora_rank": 512, "max_position_embeddings": 163840, "model_type": "deepseek_v2", "moe_intermediate_size": 1408,
+    "n_routed_experts": 64, "n_shared_experts": 2, "num_attention_heads": 16, "num_experts_per_tok": 6,
+    "num_hidden_layers": 27, "num_key_value_heads": 16, "first_k_dense_replace": 1, "q_lora_rank": None,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "vocab_size": 102400,
+}
+"""deepseek-ai/DeepSeek-V2-Lite's config.json (the keys the shape needs; 15.7B parameters)."""
+
+
+def test_an_mla_config_without_its_head_sizes_takes_deepseekv2configs_defaults(tmp_path):
+    """A missing ``qk_rope_head_dim`` read as 0: the KV cache priced 512 elements a token a
+    layer instead of 576. The defaults are the config class's (v_head_dim 128, not hidden /
+    heads), and each is named in the profile's assumptions."""
+    full = load_model(_config(tmp_path, DEEPSEEK_V2_LITE, "full"))
+    cut = {k: v for k, v in DEEPSEEK_V2_LITE.items() if k not in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
+    lean = load_model(_config(tmp_path, cut, "lean"))
+    assert (lean.qk_rope_head_dim, lean.qk_nope_head_dim, lean.v_head_dim) == (64, 128, 128)
+    assert kv_entries(lean, Parallel(tp=1)) == kv_entries(full, Parallel(tp=1))
+    assert weights_bytes(lean, Parallel(tp=1)) == weights_bytes(full, Parallel(tp=1))
+    assert lean.q_lora_rank is None   # stated null: no query compression, not the class's 1536
+    assert any("qk_rope_head_dim 64" in a for a in lean.assumptions)
+    assert not any("DeepseekV2Config" in a for a in full.assumptions)
+
+
+def test_tie_word_embeddings_given_as_a_string_is_one_line(tmp_path, capsys):
+    out = tmp_path / "never.yaml"
+    cfg = {**MISTRAL_7B_V01, "tie_word_embeddings": "false"}
+    code = main(["profile", "--analytic", "--model", _config(tmp_path, cfg), "--gpu", "H100", "--tp", "1",
+                 "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and len(err.splitlines()) == 1 and "tie_word_embeddings" in err

@@ -366,6 +366,27 @@ Gemma-3-27b-it's ``text_config`` states no ``vocab_size``, Gemma-3-4b-it's no he
 ``head_dim`` either."""
 
 
+MLA_DEFAULTS = {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "q_lora_rank": 1536}
+"""transformers' ``DeepseekV2Config`` / ``DeepseekV3Config`` defaults for the MLA head sizes
+(models/deepseek_v2/configuration_deepseek_v2.py, deepseek_v3/configuration_deepseek_v3.py;
+SGLang 0.5.23 models/deepseek_v2.py ``DeepseekV2AttentionMLA`` reads them off the loaded
+config), which fill the keys an MLA config (one with ``kv_lora_rank``) leaves out. A key given
+as null stays null: DeepSeek-V2-Lite states ``q_lora_rank: null`` (no query compression).
+Without them a missing ``qk_rope_head_dim`` read as 0 and shrank the KV cache by 1/9."""
+
+
+def _mla_defaults(cfg: dict[str, Any], assumptions: list[str]) -> dict[str, Any]:
+    """``cfg`` with :data:`MLA_DEFAULTS` filled in where an MLA config (``kv_lora_rank`` set)
+    leaves a key out, each default named in ``assumptions``; other configs unchanged."""
+    if cfg.get("kv_lora_rank") is None:
+        return cfg
+    missing = {k: v for k, v in MLA_DEFAULTS.items() if k not in cfg}
+    if missing:
+        assumptions.append("MLA keys missing from the config, taken at DeepseekV2Config's defaults: "
+                           + ", ".join(f"{k} {v}" for k, v in missing.items()))
+    return {**cfg, **missing}
+
+
 def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     """``cfg`` as the transformers config class SGLang loads it with fills it in, for the
     classes whose published configs lean on their defaults (``model_type: gemma3_text``: a
@@ -420,6 +441,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
     cfg = _config_class_defaults(cfg, file)
+    assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
+    cfg = _mla_defaults(cfg, assumptions)
     for k in REQUIRED:
         _get(cfg, file, k)
         if cfg[k] == 0:
@@ -459,7 +482,6 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     # model hooks, speculative defaults, multimodal rules); the layer rules here read the
     # language model's own (``archs``), which a multimodal text_config may name
     served_archs = [*outer_archs, *(a for a in archs if a not in outer_archs)] if multimodal else archs
-    assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
     if window is not None and FULL_ATTENTION_ARCHS & set(archs[:1]) and cfg.get("is_hybrid_swa") is not True:
         assumptions.append(f"sliding_window {window} not applied: SGLang's {archs[0]} attends every position "
                            "(its RadixAttention has no sliding_window_size)")
@@ -478,6 +500,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         # only bf16, fp8 and 4-bit fp (mxfp4, nvfp4) weights are priced (roofline.py weight_bytes_per_element)
         assumptions.append(f"quantization_config {method!r} is not modelled: weights priced as bf16 "
                            "(--dtype fp8 for an 8-bit estimate)")
+    tied = cfg.get("tie_word_embeddings")
+    if tied is not None and not isinstance(tied, bool):
+        # a string "false" read as truthy priced an untied LM head as tied
+        raise ConfigError(file, "tie_word_embeddings", tied, "must be true or false (JSON booleans), or absent")
     if num_experts and not _get(cfg, file, "num_experts_per_tok", default=0):
         raise ConfigError(file, "num_experts_per_tok", "<missing>", "required for a mixture-of-experts model")
     if num_experts and cfg["num_experts_per_tok"] > num_experts:
