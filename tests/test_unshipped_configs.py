@@ -409,3 +409,28 @@ def test_tie_word_embeddings_given_as_a_string_is_one_line(tmp_path, capsys):
                  "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and not out.exists() and len(err.splitlines()) == 1 and "tie_word_embeddings" in err
+
+
+LLAVA_15_7B = {
+    "architectures": ["LlavaForConditionalGeneration"], "ignore_index": -100, "image_token_index": 32000,
+    "model_type": "llava", "pad_token_id": 32001, "projector_hidden_act": "gelu",
+    "text_config": {"_name_or_path": "lmsys/vicuna-7b-v1.5", "architectures": ["LlamaForCausalLM"],
+                    "max_position_embeddings": 4096, "model_type": "llama", "rms_norm_eps": 1e-05,
+                    "torch_dtype": "float16", "vocab_size": 32064},
+    "tie_word_embeddings": False, "torch_dtype": "float16", "transformers_version": "4.36.0.dev0",
+    "vision_config": {"hidden_size": 1024, "image_size": 336, "intermediate_size": 4096, "model_type": "clip_vision_model",
+                      "num_attention_heads": 16, "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768,
+                      "vocab_size": 32000},
+    "vision_feature_layer": -2, "vision_feature_select_strategy": "default", "vocab_size": 32064,
+}
+"""llava-hf/llava-1.5-7b-hf's config.json: its text_config leans on LlamaConfig's defaults."""
+
+
+def test_a_llava_text_config_takes_llamaconfigs_defaults(tmp_path):
+    """A Vicuna-7B inside: 32 layers of 4096, 32 heads, MLP 11008, its own vocabulary and context;
+    the defaults named in an assumption line (it was refused for the missing hidden_size)."""
+    arch = load_model(_config(tmp_path, LLAVA_15_7B))
+    assert (arch.hidden_size, arch.num_layers, arch.num_heads, arch.num_kv_heads) == (4096, 32, 32, 32)
+    assert (arch.intermediate_size, arch.vocab_size, arch.context_len) == (11008, 32064, 4096)
+    assert any("LlamaConfig" in a and "hidden_size 4096" in a for a in arch.assumptions)
+    assert weights_bytes(arch, Parallel(tp=1)) / 2 / 1e9 == pytest.approx(6.74, rel=0.02)   # Vicuna-7B's LM

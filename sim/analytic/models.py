@@ -366,6 +366,18 @@ Gemma-3-27b-it's ``text_config`` states no ``vocab_size``, Gemma-3-4b-it's no he
 ``head_dim`` either."""
 
 
+LLAMA_DEFAULTS = {"vocab_size": 32_000, "hidden_size": 4096, "intermediate_size": 11_008, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "max_position_embeddings": 2048}
+"""transformers' ``LlamaConfig`` defaults (models/llama/configuration_llama.py), which fill the
+keys a ``model_type: llama`` config leaves out: llava-hf/llava-1.5-7b-hf's ``text_config``
+states only its vocabulary and context (a Vicuna-7B: the defaults are its shape), and was
+refused for its missing ``hidden_size``."""
+
+
+def _listed(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in values.items())
+
+
 MLA_DEFAULTS = {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "q_lora_rank": 1536}
 """transformers' ``DeepseekV2Config`` / ``DeepseekV3Config`` defaults for the MLA head sizes
 (models/deepseek_v2/configuration_deepseek_v2.py, deepseek_v3/configuration_deepseek_v3.py;
@@ -383,14 +395,15 @@ def _mla_defaults(cfg: dict[str, Any], assumptions: list[str]) -> dict[str, Any]
     missing = {k: v for k, v in MLA_DEFAULTS.items() if k not in cfg}
     if missing:
         assumptions.append("MLA keys missing from the config, taken at DeepseekV2Config's defaults: "
-                           + ", ".join(f"{k} {v}" for k, v in missing.items()))
+                           + _listed(missing))
     return {**cfg, **missing}
 
 
 def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     """``cfg`` as the transformers config class SGLang loads it with fills it in, for the
     classes whose published configs lean on their defaults (``model_type: gemma3_text``: a
-    Gemma 3 language model, alone or as a multimodal model's ``text_config``).
+    Gemma 3 language model, alone or as a multimodal model's ``text_config``; ``llama``:
+    :data:`LLAMA_DEFAULTS`, named in an assumption line).
 
     The class also derives ``layer_types`` from the legacy ``sliding_window_pattern`` (default
     6) where the file has no list: layer ``i`` is ``sliding_attention`` unless ``(i + 1)`` is a
@@ -401,6 +414,12 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     Raises:
         ConfigError: ``sliding_window_pattern`` is not a positive integer.
     """
+    if cfg.get("model_type") == "llama":
+        missing = {k: v for k, v in LLAMA_DEFAULTS.items() if k not in cfg}
+        if not missing:
+            return cfg
+        said = f"keys missing from the llama config, taken at LlamaConfig's defaults: {_listed(missing)}"
+        return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
     if cfg.get("model_type") != "gemma3_text":
         return cfg
     cfg = {**GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None or k == "sliding_window"}}
