@@ -152,6 +152,19 @@ class HostPhases(Harness):
         done = dev.record("forward")  # the engine reuses the done event as the end mark
         return done, dev.copy_to_host({"committed": out.committed}, after=done), output
 
+    def _engine_decode_launch(self, rows: list[int], tokens: DeviceTokens, plan: Any) -> Any:
+        """What runtime.engine.RuntimeEngine._launch does for a plain DECODE plan (a server
+        without speculative decoding): commit the step's token counts, replay the decode
+        graph between two timing marks, record the ring event and start the result copy.
+        No accept draw and no draft window: the part before the forward is queued is shorter
+        than a verify launch's. Returns (ring event, host copy, the step's output)."""
+        dev = self.dev
+        output = tokens.step(plan)
+        self._timing_event()
+        out = self.runner.decode(rows, graph=True)
+        done = dev.record("forward")
+        return done, dev.copy_to_host({"committed": out.committed}, after=done), output
+
     def _serial_cycles(self, st: dict[str, Any], rows: list[int], n: int,
                        parts: list[tuple[float, float, float]] | None = None) -> float:
         """``n`` cycles of the engine's loop without overlap (sim/loop.py ``scheduler_loop``
@@ -239,6 +252,14 @@ class HostPhases(Harness):
         - block: the host blocks on the previous forward's event before each launch
           (host_block): block - queued is the publish-wait stall the simulator models as
           ``host.launch_s + host.sync_wakeup_s``;
+        - queued / block on decode plans of a plain-decoding server (``dqueued``, ``dblock``:
+          :meth:`_engine_decode_launch`): block - queued is a decode launch's stall, the
+          simulator's ``host.decode_launch_s`` / ``decode_launch_per_req_s``. A decode launch
+          draws no accepts and prepares one position per request, not the draft window
+          (runtime/spec_cycle.py ``decode`` vs ``spec_cycle``); a no_overlap arm of a
+          plain-decoding server pays it on every step's critical path (round 38: its decode
+          steps took ~0.84 ms beyond the overlapped arm's, where the verify launch's terms
+          charged ~1.44 ms, docs/measurements/h200-v38.md);
         - serial: the loop without overlap (:meth:`_serial_cycles`: the loop generator with
           ``enable_overlap_schedule`` off, its result path run by the engine's own
           :class:`runtime.engine.LoopHost`): each forward is launched onto an idle stream
@@ -262,14 +283,16 @@ class HostPhases(Harness):
             sched, tokens = _verify_scheduler(b, self.W, self.seed)
             # the launch call's wall and thread CPU per mode (runtime/host_probe.py), to set
             # beside the engine's own (benchmarks/gpu_validate.py checks.md)
+            dsched, dtokens = _verify_scheduler(b, self.W, self.seed, speculative=False)
             state[b] = {"sched": sched, "tokens": tokens, "nxt": [sched.schedule()], "walls": {},
-                        "probes": {"queued": HostProbe(), "block": HostProbe()}}
+                        "probes": {m: HostProbe() for m in ("queued", "block", "dqueued", "dblock")},
+                        "dsched": dsched, "dtokens": dtokens, "dnxt": [dsched.schedule()]}
         # Every pass runs every batch size, alternating their order, and each mode keeps its
         # fastest pass: the host holds a slower level for seconds at a time (h200-v17.md
         # "The launch call's slope"; three interleaved repetitions on one H200 put this
         # loop's slope at 3.6-9.8 us per request), so batch sizes timed one after another
         # read the drift between them as a per-request cost.
-        modes = ("queued", "block", "serial", "queued", "block", "serial")
+        modes = ("queued", "block", "serial", "dqueued", "dblock") * 2
         for k, mode in enumerate(modes):
             for b in (self.launch_bs if k % 2 == 0 else self.launch_bs[::-1]):
                 self._progress(f"publish-wait stall bs {b} ({mode}, pass {k + 1} of {len(modes)})")
@@ -287,18 +310,23 @@ class HostPhases(Harness):
                         for row in rows:
                             runner.free_request(row)
                     continue
+                decode = mode.startswith("d")
+                pre = "d" if decode else ""
                 with dev.use("forward"):
                     rows, _ = self._new_rows(b, self.launch_ctx)
 
-                    def cycle(prev: Any, block: bool, rows=rows, sched=st["sched"], tokens=st["tokens"],
-                              nxt=st["nxt"], b=b, probe=st["probes"][mode]) -> tuple[Any, Any, Any, Any]:
+                    def cycle(prev: Any, block: bool, rows=rows, sched=st[pre + "sched"], tokens=st[pre + "tokens"],
+                              nxt=st[pre + "nxt"], b=b, probe=st["probes"][mode],
+                              decode=decode) -> tuple[Any, Any, Any, Any]:
                         plan = nxt[0]
-                        if plan is None or plan.mode is not ForwardMode.VERIFY or plan.batch_size != b:
-                            raise RuntimeError(f"the stall loop's scheduler stopped returning a verify of {b}")
+                        want = ForwardMode.DECODE if decode else ForwardMode.VERIFY
+                        if plan is None or plan.mode is not want or plan.batch_size != b:
+                            raise RuntimeError(f"the stall loop's scheduler stopped returning a {want.value} of {b}")
                         if block and prev is not None:
                             dev.host_block(prev[0], "profile")
                         probe.begin()
-                        done, copy, output = self._engine_verify_launch(rows, tokens, plan)
+                        launch = self._engine_decode_launch if decode else self._engine_verify_launch
+                        done, copy, output = launch(rows, tokens, plan)
                         probe.end()
                         if prev is not None:
                             dev.wait_copy(prev[1], "profile")
@@ -306,19 +334,20 @@ class HostPhases(Harness):
                         nxt[0] = sched.schedule()
                         return done, copy, plan, output
 
-                    def drain(prev: Any, sched=st["sched"]) -> None:
+                    def drain(prev: Any, sched=st[pre + "sched"]) -> None:
                         dev.wait_copy(prev[1], "profile")
                         sched.process_result(prev[2], prev[3])
 
+                    block = mode in ("block", "dblock")
                     prev = None
                     for _ in range(WARMUP):
-                        prev = cycle(prev, mode == "block")
+                        prev = cycle(prev, block)
                     drain(prev)
                     dev.synchronize("profile")
                     prev = None
                     t0 = time.perf_counter()
                     for _ in range(n):
-                        prev = cycle(prev, mode == "block")
+                        prev = cycle(prev, block)
                     dev.wait_copy(prev[1], "profile")
                     st["walls"].setdefault(mode, []).append((time.perf_counter() - t0) / n)
                     drain(prev)
@@ -329,6 +358,7 @@ class HostPhases(Harness):
         self.stall_calls: list[tuple[float, ...]] = []
         self.loop_med: list[float] = []
         self.stall_med: list[float] = []
+        self.decode_stall_med: list[float] = []   # the same on decode plans (dblock - dqueued)
         # per launch batch size: the no-overlap loop's wall per cycle less the block loop's
         # (best pass each), and the medians of its host stamps' parts (_serial_cycles)
         self.serial_excess: list[float] = []
@@ -341,8 +371,10 @@ class HostPhases(Harness):
                                           for v in (probes[m].wall, probes[m].cpu)))
             self.loop_med.append(min(walls["queued"]))
             self.stall_med.append(max(0.0, min(walls["block"]) - min(walls["queued"])))
+            self.decode_stall_med.append(max(0.0, min(walls["dblock"]) - min(walls["dqueued"])))
             self._tick()
         self.stall_fit = fit_line(self.launch_bs, self.stall_med)
+        self.decode_stall_fit = fit_line(self.launch_bs, self.decode_stall_med)
 
     def sync_phase(self) -> None:
         self._progress("event-sync wake-up")

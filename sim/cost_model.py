@@ -511,7 +511,10 @@ class CostModel:
         profile has them: schedule_* / process_* are timed on verify plans of DSpark
         requests, whose per-request bookkeeping a decode plan does not run, and without
         overlap every step pays them on the critical path
-        (docs/measurements/h200-nooverlap.md)."""
+        (docs/measurements/h200-nooverlap.md). Likewise its launch is charged the decode
+        launch's own stall (host.decode_launch_*, timed on decode plans) where the profile
+        has it: a decode launch draws no accepts and prepares no draft window
+        (docs/measurements/h200-v38.md)."""
         h, bs = self.h, plan.batch_size
         if kind == "launch_tail":
             return self.launch_tail(plan)
@@ -520,6 +523,8 @@ class CostModel:
             s, s_req = (h.decode_schedule_s, h.decode_schedule_per_req_s) if plain else (h.schedule_s, h.schedule_per_req_s)
             return s + h.recv_path_s + (s_req + h.recv_path_per_req_s) * bs
         if kind == "launch":
+            if not self.spec and h.decode_launch_s is not None:
+                return h.decode_launch_s + h.decode_launch_per_req_s * bs
             return h.launch_s + h.launch_per_req_s * bs
         p, p_req = (h.decode_process_s, h.decode_process_per_req_s) if plain else (h.process_s, h.process_per_req_s)
         return p + h.result_path_s + (p_req + h.result_path_per_req_s) * bs

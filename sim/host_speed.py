@@ -57,7 +57,15 @@ HOST_SECONDS = ("ingest_per_request_s", "ingest_per_token_s", "schedule_s", "sch
 (a graph replay waiting on a second queue: the GPU's time) and ``reference_work_s`` (the
 reference itself)."""
 
-HOST_OPTIONAL_SECONDS = ("decode_schedule_s", "decode_schedule_per_req_s", "decode_process_s", "decode_process_per_req_s")
+HOST_OPTIONAL_GROUPS = (
+    ("decode_schedule_s", "decode_schedule_per_req_s", "decode_process_s", "decode_process_per_req_s"),
+    ("decode_launch_s", "decode_launch_per_req_s"),
+)
+"""The optional ``host.*`` terms of a plain-decoding server, by the profiler phase that
+measures them together (runtime/profile_host.py ``host_phase``: the scheduler's;
+``stall_phase``: the decode launch's): a profile gives each group whole or not at all."""
+
+HOST_OPTIONAL_SECONDS = tuple(f for group in HOST_OPTIONAL_GROUPS for f in group)
 """``host.*`` fields of host CPU time that a profile may leave out (None: not measured);
 scaled where given."""
 

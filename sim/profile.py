@@ -459,6 +459,14 @@ class HostProfile(BaseModel):
         to every plan of a server without speculative decoding
         (sim.cost_model.CostModel.host); None: not measured (schedule_* / process_*, as
         before). runtime/profile_host.py ``host_phase``.
+    decode_launch_s / decode_launch_per_req_s: the publish-wait stall of a plain decode
+        launch (launch_* measured on decode plans of a plain-decoding server: no accept draw,
+        one position per request instead of the draft window; runtime/profile_host.py
+        ``stall_phase``, modes dqueued / dblock), charged in place of launch_* to every plan
+        of a server without speculative decoding. Without overlap it is on every decode
+        step's critical path: round 38's poisson-nospec no_overlap decode steps took ~0.84 ms
+        beyond the overlapped arm's where the verify launch's terms charged ~1.44 ms
+        (docs/measurements/h200-v38.md). None: not measured (launch_*, as before).
     result_path_s / result_path_per_req_s and recv_path_s / recv_path_per_req_s: the rest of
         the loop's host path from a step's results to the next schedule pass, per step and
         per request: beyond ``Scheduler.process_result`` (process_*) and
@@ -576,6 +584,8 @@ class HostProfile(BaseModel):
     decode_schedule_per_req_s: Seconds | None = None
     decode_process_s: Seconds | None = None
     decode_process_per_req_s: Seconds | None = None
+    decode_launch_s: Seconds | None = None
+    decode_launch_per_req_s: Seconds | None = None
     result_path_s: Seconds = 0.0
     result_path_per_req_s: Seconds = 0.0
     recv_path_s: Seconds = 0.0
@@ -594,17 +604,18 @@ class HostProfile(BaseModel):
 
     @model_validator(mode="after")
     def _known_terms(self) -> HostProfile:
-        from specsched.sim.host_speed import HOST_OPTIONAL_SECONDS, SCALED_TERMS
+        from specsched.sim.host_speed import HOST_OPTIONAL_GROUPS, SCALED_TERMS
 
         bad = sorted(set(self.reference_work_by_term or ()) - set(SCALED_TERMS))
         if bad:
             raise ValueError(f"reference_work_by_term: unknown host term {bad[0]!r}; allowed: {', '.join(SCALED_TERMS)}")
-        # the plain-decoding scheduler terms (sim.host_speed.HOST_OPTIONAL_SECONDS) come together
-        given = [f for f in HOST_OPTIONAL_SECONDS if getattr(self, f) is not None]
-        if given and len(given) != len(HOST_OPTIONAL_SECONDS):
-            missing = sorted(set(HOST_OPTIONAL_SECONDS) - set(given))
-            raise ValueError(f"{missing[0]}: missing while {given[0]} is given; the plain-decoding scheduler "
-                             f"terms come together ({', '.join(HOST_OPTIONAL_SECONDS)}) or not at all")
+        # the plain-decoding server's terms come together, group by group (sim.host_speed.HOST_OPTIONAL_GROUPS)
+        for group in HOST_OPTIONAL_GROUPS:
+            given = [f for f in group if getattr(self, f) is not None]
+            if given and len(given) != len(group):
+                missing = sorted(set(group) - set(given))
+                raise ValueError(f"{missing[0]}: missing while {given[0]} is given; the plain-decoding server's "
+                                 f"terms come together ({', '.join(group)}) or not at all")
         return self
 
 

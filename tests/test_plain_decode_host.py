@@ -108,3 +108,37 @@ def test_the_profilers_scheduler_reaches_the_steady_plan(speculative: bool) -> N
     plan = sched.schedule()
     assert plan.batch_size == 4
     assert plan.mode is (ForwardMode.VERIFY if speculative else ForwardMode.DECODE)
+
+
+LAUNCH = dict(launch_s=9e-4, launch_per_req_s=8e-6)
+DECODE_LAUNCH = dict(decode_launch_s=5e-4, decode_launch_per_req_s=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(bs=st.integers(1, 256))
+def test_a_plain_decoding_server_pays_the_decode_launch_a_speculative_one_the_verify_launch(bs: int) -> None:
+    """INV-DECODE-LAUNCH: a decode launch draws no accepts and prepares no draft window, so a
+    server without speculative decoding is charged host.decode_launch_* (timed on decode
+    plans, runtime/profile_host.py stall_phase) where the profile has them."""
+    plan = SimpleNamespace(batch_size=bs)
+    both = tiny_profile(**VERIFY, **LAUNCH, **DECODE_LAUNCH)
+    assert CostModel(both, make_scenario(PLAIN).server).host("launch", plan) == pytest.approx(5e-4 + 1e-6 * bs, rel=1e-12)
+    assert CostModel(both, make_scenario().server).host("launch", plan) == pytest.approx(9e-4 + 8e-6 * bs, rel=1e-12)
+    old = CostModel(tiny_profile(**VERIFY, **LAUNCH), make_scenario(PLAIN).server)
+    assert old.host("launch", plan) == pytest.approx(9e-4 + 8e-6 * bs, rel=1e-12)
+
+
+def test_without_overlap_the_decode_gap_pays_the_decode_launch() -> None:
+    old = _run(False, tiny_profile(**VERIFY, **DECODE, **LAUNCH))
+    new = _run(False, tiny_profile(**VERIFY, **DECODE, **LAUNCH, **DECODE_LAUNCH))
+    g0, g1 = _decode_gaps(old), _decode_gaps(new)
+    assert len(g0) > 20 and len(g0) == len(g1)
+    assert np.median(g0 - g1) == pytest.approx((9e-4 - 5e-4) + (8e-6 - 1e-6) * 8, rel=1e-6)
+
+
+def test_the_decode_launch_terms_come_together_and_scale_with_the_host() -> None:
+    with pytest.raises(ValidationError, match="decode_launch_per_req_s: missing"):
+        tiny_profile(**VERIFY, decode_launch_s=5e-4)
+    p = scale_host(tiny_profile(**VERIFY, **DECODE_LAUNCH), 2.0)
+    assert (p.host.decode_launch_s, p.host.decode_launch_per_req_s) == pytest.approx((1e-3, 2e-6), rel=1e-12)
+    assert p.host.decode_schedule_s is None   # the scheduler's group is its own

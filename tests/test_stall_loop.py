@@ -110,3 +110,25 @@ def test_no_overlap_stall_loop_runs_the_engines_result_path(monkeypatch: pytest.
     assert "_results" not in events[: serial[0]] and "_deliver" not in events[: serial[0]]
     assert len(p.serial_excess) == len(p.launch_bs)
     assert all(len(t) == 3 and min(t) >= 0.0 for t in p.serial_parts)
+
+
+def test_the_stall_loop_times_decode_launches_on_decode_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """host.decode_launch_*: the same queued / block loops on a plain-decoding scheduler's
+    decode plans, through the engine's decode launch (no accept draw, one position per row)."""
+    from specsched.sim.plan import ForwardMode
+
+    modes: list[ForwardMode] = []
+    launch = HostPhases._engine_decode_launch
+
+    def spy(self, rows, tokens, plan):
+        modes.append(plan.mode)
+        return launch(self, rows, tokens, plan)
+
+    monkeypatch.setattr(HostPhases, "_engine_decode_launch", spy)
+    p = _profiler()
+    p.stall_phase()
+    assert modes and set(modes) == {ForwardMode.DECODE}
+    # 2 modes x 2 passes x (warm-up + timed cycles) per batch size
+    assert len(modes) >= 4 * len(p.launch_bs) * 2
+    assert len(p.decode_stall_med) == len(p.launch_bs) and min(p.decode_stall_med) >= 0.0
+    assert len(p.decode_stall_fit) == 2
