@@ -159,7 +159,7 @@ def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
 
 
 class ServerArgs(BaseModel):
-    """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
+    """The SGLang server arguments the scheduler model reads (names as in server_args.py); SGLang launch arguments that cannot change the prediction (log_level, enable_metrics, port, ...) are accepted and left out, the others refused saying why (sim/sglang_launch_args.py)."""
 
     model_config = _STRICT
 
