@@ -276,6 +276,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     for note in unread_everywhere(args.scenario, [(a, parse_overrides(args.set)) for a in arms], parse_overrides(args.set)):
         print(note, file=sys.stderr)
+    from specsched.sim.sglang_launch_args import left_out_note
+
+    if (left_out := left_out_note(k for s in scenarios for k in s._launch_args_left_out)) is not None:
+        print(left_out, file=sys.stderr)
     out_dirs = None
     if not args.no_save:
         name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
@@ -386,6 +390,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
               for arm in arms for combo in itertools.product(*axes.values())]
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
+        print(note, file=sys.stderr)
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.sglang_launch_args import is_inert, left_out_note
+
+    left_out = [k for arm in arms for k in load_scenario_with_overrides(args.scenario, str(arm), base)._launch_args_left_out]
+    if (note := left_out_note([*left_out, *(k for k in axes if is_inert(k.rsplit(".", 1)[-1]))])) is not None:
         print(note, file=sys.stderr)
     differ = sweep_defaults_differ(args.scenario, grid, points)
     console = Console(stderr=True, soft_wrap=True)

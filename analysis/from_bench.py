@@ -93,6 +93,7 @@ from specsched.sim.config import (
 from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
+from specsched.sim.sglang_launch_args import is_inert
 from specsched.sim.workload import histogram
 
 REFERENCE_KEYS = (
@@ -648,8 +649,15 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
             notes.append(f"server_info {key} {v!r} (SGLang's default {default!r}; not modelled): {what.format(v=v)}")
     own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *UNMODELLED_SETTINGS, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
+    # the ones that cannot change the prediction (logging, metrics, ports: sim/sglang_launch_args.py)
+    # are counted, not listed: a real server_info has dozens, which buried the ones that may matter
+    inert = [k for k in unused if is_inert(k)]
+    unused = [k for k in unused if not is_inert(k)]
     if unused:
         notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
+    if inert:
+        notes.append(f"server_info: {len(inert)} SGLang launch arguments with no effect on the prediction left out "
+                     f"(logging, metrics, ports, seeds, timeouts, ...: {', '.join(inert[:3])}{', ...' if len(inert) > 3 else ''})")
     return out
 
 

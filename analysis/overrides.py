@@ -29,6 +29,8 @@ from specsched.sim.config import (
     validation_error,
 )
 from specsched.sim.errors import ConfigError
+from specsched.sim.server_args import ServerArgs
+from specsched.sim.sglang_launch_args import is_inert
 from specsched.sim.yaml_io import load_yaml_text
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
@@ -164,6 +166,8 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
             fields = model.model_fields
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
+                if model is ServerArgs and i == len(parts) - 1 and is_inert(part):
+                    return  # an SGLang launch argument with no effect on the prediction: left out, with a note
                 if (elsewhere := elsewhere_line(parts)) is not None:
                     raise ConfigError(file, dotted, shown, elsewhere)
                 near = difflib.get_close_matches(part, list(fields), n=1)
@@ -250,10 +254,12 @@ def load_scenario_with_overrides(
     data = scenario.model_dump(mode="json", exclude_unset=True)
     data = _rederive_turn_count(data, overrides)
     merged = deep_merge(data, pin_acceptance_window(data, nest(overrides)))
+    left_out = scenario._launch_args_left_out   # the file's: the dump above no longer has them
     try:
         scenario = Scenario.model_validate(merged)
     except ValidationError as e:
         raise validation_error(f"{path} (with overrides)", e, merged) from None
+    scenario._launch_args_left_out = tuple(dict.fromkeys((*left_out, *scenario._launch_args_left_out)))
     return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
 
 

@@ -38,6 +38,7 @@ from specsched.sim.server_args import (
     prefill_graph_bucket,
     prefill_token_buckets,
 )
+from specsched.sim.sglang_launch_args import SGLANG_ARGS_ELSEWHERE, elsewhere_line, inert_keys_in
 from specsched.sim.strict import STRICT as _STRICT
 from specsched.sim.workload_config import (
     MAX_ARRIVAL_SPAN_S,
@@ -55,8 +56,8 @@ from specsched.sim.yaml_io import read_yaml_file
 __all__ = [
     "HISTOGRAM_SUM_TOLERANCE", "MAX_ARRIVAL_SPAN_S", "MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR", "TRACE_LAYOUTS",
     "AcceptanceConfig", "AdmissionDelay", "AgenticTraceConfig", "LengthDist", "MultiTurnConfig", "Scenario", "ServerArgs",
-    "SharedPrefixConfig", "SpecAlgorithm", "SyncMode", "TraceColumns", "TraceConfig", "WorkloadConfig",
-    "arm_names", "deep_merge", "load_scenario", "prefill_graph_bucket", "prefill_token_buckets", "read_yaml",
+    "SGLANG_ARGS_ELSEWHERE", "SharedPrefixConfig", "SpecAlgorithm", "SyncMode", "TraceColumns", "TraceConfig",
+    "WorkloadConfig", "arm_names", "elsewhere_line", "deep_merge", "load_scenario", "prefill_graph_bucket", "prefill_token_buckets", "read_yaml",
     "validation_error", "with_value",
 ]
 
@@ -89,6 +90,18 @@ class Scenario(BaseModel):
     _resolved_defaults: list[Any] = pydantic.PrivateAttr(default_factory=list)
     # the server keys the file, its arm and overrides set (before the defaults were filled)
     _server_given: frozenset[str] = pydantic.PrivateAttr(default_factory=frozenset)
+    # inert SGLang launch arguments the server blocks named, left out (sim.sglang_launch_args)
+    _launch_args_left_out: tuple[str, ...] = pydantic.PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_inert_launch_args(cls, data: Any, handler: Any) -> Scenario:
+        """The validated scenario, remembering the inert SGLang launch arguments its server
+        blocks named (dropped by :class:`ServerArgs` before validation) for the run's note."""
+        out = handler(data)
+        if isinstance(data, dict):
+            out._launch_args_left_out = tuple(inert_keys_in(data))
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -375,39 +388,6 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
         msg = "unknown key" + (f"; did you mean {near[0]!r}?" if near[0] else "") + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
-
-
-SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
-    "tp_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile --analytic "
-               "--tp N` writes one for a model and GPU)",
-    "tensor_parallel_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile "
-                            "--analytic --tp N`)",
-    "model_path": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`, or a "
-                  "measured profile)",
-    "model": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`)",
-    "dtype": "the dtype is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
-    "quantization": "the weights' format is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
-    "disable_overlap_schedule": "write server.enable_overlap_schedule: false",
-    "disable_cuda_graph": "write server.disable_decode_cuda_graph: true (and disable_prefill_cuda_graph: true)",
-    "enable_torch_compile": "it changes kernel times, which the profile holds: profile the server as it runs",
-    "attention_backend": "it changes kernel times, which the profile holds: profile the server as it runs",
-    "num_continuous_decode_steps": "not modelled (sglang 0.5.23 declares it and never reads it)",
-    "max_queued_requests": "not modelled: the model queues every request (none is rejected)",
-}
-"""SGLang launch arguments (``ServerArgs`` names) a scenario's ``server`` block does not take,
-with where the setting lives here or why it is absent; a scenario that names one gets that
-line instead of the nearest key's spelling."""
-
-
-def elsewhere_line(path: tuple[str, ...] | list[str]) -> str | None:
-    """The refusal for an unknown key at ``path`` (its dotted parts, the key last, under a
-    ``server`` block: the scenario's or a disaggregated role's) that is an SGLang launch
-    argument living elsewhere here (:data:`SGLANG_ARGS_ELSEWHERE`): in a file or by ``--set``,
-    the user copied it in, and the nearest spelling misleads (``tp_size`` was answered with
-    "did you mean dp_size"). None for any other key."""
-    if len(path) < 2 or path[-2] != "server" or path[-1] not in SGLANG_ARGS_ELSEWHERE:
-        return None
-    return "not a server key here: " + SGLANG_ARGS_ELSEWHERE[path[-1]]
 
 
 LONG_ALLOWED = 160

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from specsched.sim.sglang_launch_args import drop_inert
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
@@ -42,6 +43,13 @@ class DisaggRole(BaseModel):
 
     instances: int = Field(1, ge=1, le=64, description="Servers of this role (each a whole SGLang server: with DP attention, dp_size ranks).")
     server: dict[str, Any] = Field(default_factory=dict, description="Server-argument overrides for this role (any server key but disaggregation and disaggregation_mode), applied over the scenario's server section.")
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _leave_out_inert_launch_args(cls, v: Any) -> Any:
+        """Inert SGLang launch arguments (sim/sglang_launch_args.py) are left out here too,
+        as from the scenario's own server block: the saved scenario holds none."""
+        return drop_inert(v)
 
 
 class Disaggregation(BaseModel):

@@ -236,6 +236,17 @@ booleans, integers are decimal (`0x10`, `yes`, `1.0` for an integer key are erro
 finite (except `workload.request_rate: .inf`). Unknown keys, repeated keys and a misspelt key
 inside any arm fail at load with one line naming the file, key, value and what is allowed.
 
+SGLang launch arguments pasted into `server` (or a disaggregated role's `server`), by kind
+(sim/sglang_launch_args.py, read from SGLang 0.5.23's `ServerArgs`): the ones that cannot change
+the prediction (logging, metrics, tracing, host and ports, API keys, served model name, seeds,
+watchdogs and timeouts, warmup, `tokenizer_worker_num`, ...) are accepted and left out, named in
+one `note:` line of `run`, `compare` and `sweep`, and absent from the results' `scenario.yaml`;
+the ones that live elsewhere here (`tp_size`, `kv_cache_dtype`, `dtype`: the profile's;
+`max_total_tokens`: `server.max_total_num_tokens`) or that the model does not have
+(`enable_hierarchical_cache`, `pp_size`, `enable_two_batch_overlap`,
+`speculative_accept_threshold_single`) are refused with a line saying where or what they change;
+any other SGLang argument is refused as one the model has no setting for, which may change timing.
+
 Speculative algorithms (SGLang's `--speculative-algorithm` names, any case): `dspark` and
 `dflash` are block drafters (one draft forward proposes the window, one target forward verifies
 it: the profile's `gpu.verify`). `eagle`, `eagle3` (EAGLE heads on the target's hidden states),

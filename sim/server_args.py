@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from specsched.sim.disagg_config import FORCED_ROLE_KEYS, ROLES, Disaggregation
 from specsched.sim.errors import FieldError
+from specsched.sim.sglang_launch_args import drop_inert, launch_arg_line
 from specsched.sim.strict import STRICT as _STRICT
 
 
@@ -158,7 +159,7 @@ def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
 
 
 class ServerArgs(BaseModel):
-    """The SGLang server arguments the scheduler model reads (names as in server_args.py)."""
+    """The SGLang server arguments the scheduler model reads (names as in server_args.py); SGLang launch arguments that cannot change the prediction (log_level, enable_metrics, port, ...) are accepted and left out, the others refused saying why (sim/sglang_launch_args.py)."""
 
     model_config = _STRICT
 
@@ -212,6 +213,15 @@ class ServerArgs(BaseModel):
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
     num_reserved_decode_tokens: int = Field(512, ge=0, le=1_000_000, description="Decode server: tokens reserved per active request when preallocating KV for a new one (SGLang --num-reserved-decode-tokens).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _leave_out_inert_launch_args(cls, data: Any) -> Any:
+        """SGLang launch arguments that cannot change the prediction (``log_level``,
+        ``enable_metrics``, ``port``: :data:`sim.sglang_launch_args.INERT_ARGS`) are accepted
+        and left out, so a server's pasted arguments load; the scenario names them in a note
+        (:meth:`sim.config.Scenario._remember_inert_launch_args`)."""
+        return drop_inert(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -460,7 +470,7 @@ class ServerArgs(BaseModel):
             value = first.get("input", "<missing>")
             msg = first["msg"].removeprefix("Value error, ")
             if first["type"] == "extra_forbidden":
-                msg = "unknown server key"
+                msg = launch_arg_line(key) or "unknown server key"
             raise FieldError(f"server.disaggregation.{role}.server.{key}", value, msg) from None
 
     def _check_roles(self) -> None:

@@ -1,0 +1,456 @@
+"""SGLang 0.5.23's launch arguments, and what the model does with each one it has no key for.
+
+Users paste a server's launch arguments into a scenario's ``server`` block (or ``--set
+server.KEY=V``). The block holds the arguments the scheduler model reads (:class:`sim.server_args.ServerArgs`);
+every other SGLang argument falls in one of three kinds:
+
+- :data:`INERT_ARGS`: arguments that cannot change what the model predicts (TTFT, TPOT, ITL,
+  throughput, the KV pool, scheduling): logging, metrics and tracing, hosts and ports, API
+  keys and names, startup-only weight-loading paths, the tokenizer and detokenizer process
+  counts (the model times no tokenization), seeds, watchdogs and timeouts, warmup. Accepted
+  and left out before validation (:func:`drop_inert`), named in one ``note:`` line of the run
+  (:func:`left_out_note`). Chosen conservatively: an argument that could change a step's time
+  (a kernel, a buffer, an extra pass, TLS, a tensor dump, a canary sweep) is not inert.
+- :data:`SGLANG_ARGS_ELSEWHERE`: arguments that change results and live elsewhere here (the
+  profile's model, dtype, KV dtype, TP; another server key) or are not modelled (saying what
+  they change): refused with that line.
+- any other name of :data:`LAUNCH_ARGS` (or :data:`ALIASES`): refused as an SGLang launch
+  argument the model has no setting for, which may change timing (:func:`launch_arg_line`).
+
+Any other unknown key keeps the validator's "unknown key; did you mean" (a typo still fails).
+
+Source: sglang 0.5.23 python/sglang/srt/server_args.py (``ServerArgs`` is assembled by
+``collect_input_fields(_INPUT_NAMESPACES)`` from the msgspec structs of
+srt/arg_groups/fields/*.py; ``add_cli_args`` registers the deprecated spellings) and each
+field's help text there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SGLANG_VERSION = "0.5.23"
+"""The SGLang build whose ``ServerArgs`` fields :data:`LAUNCH_ARGS` lists."""
+
+LAUNCH_ARGS: dict[str, tuple[str, ...]] = {
+    "device.py Device": (
+        "device", "base_gpu_id", "gpu_id_step", "random_seed", "mlx_enable_sampling", "watchdog_timeout",
+        "soft_watchdog_timeout", "sleep_on_idle", "use_ray", "custom_sigquit_handler", "numa_node", "gc_threshold"
+    ),
+    "disagg.py Disagg": (
+        "decoupled_spec_bind_endpoint", "decoupled_spec_connect_endpoints", "decoupled_spec_rank",
+        "decoupled_spec_role", "disaggregation_mode", "disaggregation_decode_allocation_policy",
+        "disaggregation_transfer_backend", "disaggregation_enable_kv_checksum", "disaggregation_bootstrap_port",
+        "disaggregation_ib_device", "disaggregation_decode_enable_radix_cache",
+        "disaggregation_decode_enable_offload_kvcache", "disaggregation_decode_retraction_backup",
+        "num_reserved_decode_tokens", "disaggregation_decode_extra_slots", "disaggregation_decode_polling_interval",
+        "enable_pd_role_switch", "optimistic_prefill_attempts", "encoder_only", "language_only",
+        "language_model_only", "encoder_transfer_backend", "encoder_urls", "encoder_bootstrap_port",
+        "encoder_register_urls", "enable_adaptive_dispatch_to_encoder", "enable_pdmux", "pdmux_config_path",
+        "sm_group_num", "disaggregation_decode_host_receive_threshold"
+    ),
+    "exec_.py ExecFeatures": (
+        "enable_fp32_lm_head", "enable_tf32_matmul", "enable_memory_saver", "enable_weights_cpu_backup",
+        "enable_draft_weights_cpu_backup", "enable_custom_logit_processor", "enable_watermark", "watermark_config",
+        "watermark_key", "watermark_key_b", "watermark_context_window", "watermark_mixing_probability",
+        "watermark_max_probability", "watermark_default_enabled", "watermark_enforce_all",
+        "enable_return_hidden_states", "return_hidden_states_mode", "enable_return_aux_hidden_states",
+        "aux_hidden_state_capture", "return_aux_hidden_state_layer_ids", "enable_return_routed_experts",
+        "enable_return_indexer_topk", "enable_encoder_swa_bounded_replay", "enable_decoder_swa_bounded_replay",
+        "sampling_mask_max_tokens", "disable_outlines_disk_cache", "enable_mis"
+    ),
+    "exec_.py ExecKernel": (
+        "attention_backend", "decode_attention_backend", "enable_lean_attention", "enable_nvidia_megakernel",
+        "enable_amd_monokernel", "prefill_attention_backend", "prefill_kv_cache_dequant_dtype", "sampling_backend",
+        "grammar_backend", "fp8_gemm_runner_backend", "fp4_gemm_runner_backend", "bf16_gemm_backend",
+        "dsa_prefill_backend", "dsv4_prefill_backend", "dsa_triton_union", "dsa_decode_backend",
+        "dsv4_attn_backend", "dsa_paged_mqa_logits_backend", "dsa_topk_backend", "disable_flashinfer_autotune",
+        "flashinfer_autotune_skip_ops", "triton_attention_reduce_in_fp32", "triton_attention_num_kv_splits",
+        "triton_attention_split_tile_size", "flashinfer_mla_disable_ragged", "enable_fused_qk_norm_rope",
+        "enable_precise_embedding_interpolation", "enable_deepseek_v4_fp4_indexer", "enable_dsa_fused_indexer"
+    ),
+    "exec_.py ExecMamba": (
+        "mamba_backend", "mamba_ssm_dtype", "mamba_max_states_per_path", "enable_mamba_cache_stochastic_rounding",
+        "mamba_cache_philox_rounds", "mamba_radix_cache_strategy", "uses_mamba_radix_cache", "mamba_track_interval",
+        "enable_int8_mamba_checkpoint", "int8_mamba_ckpt_size", "linear_attn_backend", "linear_attn_decode_backend",
+        "linear_attn_prefill_backend", "linear_attn_verify_backend", "enable_linear_replayssm",
+        "linear_replayssm_cache_len", "enable_linear_replayssm_spec"
+    ),
+    "exec_.py ExecGraph": (
+        "cuda_graph_config", "cuda_graph_backend_decode", "cuda_graph_backend_prefill", "cuda_graph_max_bs_decode",
+        "cuda_graph_max_bs_prefill", "cuda_graph_max_seq_len_prefill", "cuda_graph_bs_decode",
+        "cuda_graph_bs_prefill", "cuda_graph_prefill_max_context", "disable_prefill_cuda_graph",
+        "disable_decode_cuda_graph", "disable_cuda_graph", "disable_cuda_graph_padding",
+        "enable_profile_cuda_graph", "enable_cudagraph_gc", "debug_cuda_graph", "enable_torch_compile",
+        "enable_torch_compile_debug_mode", "torch_compile_max_bs"
+    ),
+    "exec_.py ExecComm": (
+        "enable_layerwise_nvtx_marker", "enable_nccl_nvls", "enable_symm_mem", "disable_custom_all_reduce",
+        "enable_mscclpp", "enable_torch_symm_mem", "enable_scattered_sconv", "pre_warm_nccl", "boundary_reduction",
+        "enable_quant_communications", "enable_flashinfer_allreduce_fusion",
+        "enforce_disable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend",
+        "enable_aiter_allreduce_fusion", "disable_aiter_allreduce_fusion_in_prefill",
+        "disable_aiter_allreduce_fusion_in_decode"
+    ),
+    "exec_.py ExecMoe": (
+        "enable_fused_moe_sum_all_reduce", "moe_a2a_backend", "enable_w4a4_mxfp4_megamoe", "deepep_v2_mode",
+        "moe_runner_backend", "flashinfer_mxfp4_moe_precision", "deepep_mode", "fuseep_mode",
+        "deepep_dispatcher_output_dtype", "flashinfer_a2a_dispatch_type", "ep_num_redundant_experts",
+        "ep_dispatch_algorithm", "init_expert_location", "enable_eplb", "eplb_algorithm",
+        "eplb_rebalance_num_iterations", "eplb_rebalance_layers_per_chunk",
+        "eplb_min_rebalancing_utilization_threshold", "expert_distribution_recorder_mode",
+        "expert_distribution_recorder_buffer_size", "expert_balancedness_report_mode", "deepep_config",
+        "elastic_ep_backend", "enable_elastic_expert_backup", "mooncake_ib_device", "enable_waterfill",
+        "ep_join_mode", "elastic_ep_scale_timeout", "disable_flashinfer_cutlass_moe_fp4_allgather",
+        "disable_shared_experts_fusion", "enforce_shared_experts_fusion", "enable_paged_experts",
+        "paged_experts_num_resident", "kt_weight_path", "kt_method", "kt_cpuinfer", "kt_threadpool_count",
+        "kt_num_gpu_experts", "kt_max_deferred_experts_per_token"
+    ),
+    "exec_.py ExecOverlap": (
+        "enable_two_batch_overlap", "enable_single_batch_overlap", "tbo_token_distribution_threshold"
+    ),
+    "exec_.py ExecOffload": (
+        "cpu_offload_gb", "offload_group_size", "offload_num_in_group", "offload_prefetch_step", "offload_mode",
+        "ple_offload_embedding", "ple_offload_backend", "ple_offload_dir"
+    ),
+    "exec_.py ExecDllm": (
+        "dllm_algorithm", "dllm_algorithm_config", "dllm_fdfo"
+    ),
+    "exec_.py ExecDeterministic": (
+        "enable_deterministic_inference", "rl_on_policy_target"
+    ),
+    "lora.py Lora": (
+        "enable_lora", "enable_lora_overlap_loading", "max_lora_rank", "lora_target_modules", "lora_paths",
+        "max_loaded_loras", "max_loras_per_batch", "lora_eviction_policy", "lora_backend", "max_lora_chunk_size",
+        "experts_shared_outer_loras", "lora_use_virtual_experts", "lora_strict_loading", "lora_drain_wait_threshold"
+    ),
+    "memory.py Memory": (
+        "radix_eviction_policy", "radix_eviction_policy_config", "disable_radix_cache",
+        "enable_page_major_kv_layout", "enable_unified_memory", "enable_session_radix_cache", "radix_cache_backend",
+        "enable_hierarchical_cache", "hicache_host_memory_mode", "hicache_ratio", "hicache_size",
+        "hicache_host_memory_fraction", "hicache_write_policy", "hicache_io_backend", "hicache_mem_layout",
+        "hicache_storage_backend", "hicache_storage_prefetch_policy", "hicache_storage_backend_extra_config",
+        "hicache_storage_prefetch_retry_poll_interval", "hicache_storage_prefetch_retry_max_attempts",
+        "enable_unified_cache_external_linker", "unified_cache_external_linker_backend",
+        "unified_cache_external_linker_config", "enable_linker_mla_dedup", "enable_hisparse", "hisparse_config",
+        "enable_lmcache", "lmcache_config_file", "enable_flexkv", "flexkv_config_file"
+    ),
+    "mm.py Mm": (
+        "enable_multimodal", "mm_attention_backend", "enable_broadcast_mm_inputs_process", "enable_prefix_mm_cache",
+        "mm_enable_dp_encoder", "mm_process_config", "mm_processor_worker_num", "mm_io_worker_num",
+        "allowed_media_domains", "media_url_max_file_size_mb", "mm_preprocess_cache_size_mb",
+        "trust_mm_content_hashes", "limit_mm_data_per_request", "enable_mm_global_cache", "image_processor_backend",
+        "mm_global_cache_backend", "disable_fast_image_processor", "mm_feature_transport"
+    ),
+    "model.py Model": (
+        "model_path", "load_format", "model_loader_extra_config", "trust_remote_code", "context_length",
+        "is_embedding", "revision", "model_impl", "model_config_parser", "json_model_override_args", "dtype",
+        "quantization", "quantization_param_path", "kv_cache_dtype", "qsa_indexer_dtype", "modelopt_quant",
+        "modelopt_checkpoint_restore_path", "modelopt_checkpoint_save_path", "modelopt_export_path",
+        "quantize_and_serve", "rl_quant_profile", "startup_weight_load_mode", "custom_weight_loader",
+        "weight_loader_disable_mmap", "weight_loader_prefetch_checkpoints", "weight_loader_prefetch_num_threads",
+        "weight_loader_drop_cache_after_load", "remote_instance_weight_loader_seed_instance_ip",
+        "remote_instance_weight_loader_seed_instance_service_port",
+        "remote_instance_weight_loader_send_weights_group_ports", "remote_instance_weight_loader_backend",
+        "remote_instance_weight_loader_start_seed_via_transfer_engine", "engine_info_bootstrap_port",
+        "modelexpress_config", "download_dir", "model_checksum", "delete_ckpt_after_loading",
+        "decrypted_config_file", "decrypted_draft_config_file", "checkpoint_engine_wait_weights_before_ready",
+        "weight_cache_mode", "weight_cache_socket", "weight_cache_timeout"
+    ),
+    "observability.py Observability": (
+        "log_level", "log_level_http", "log_requests", "log_requests_level", "log_requests_format",
+        "log_requests_target", "uvicorn_access_log_exclude_prefixes", "crash_dump_folder", "show_time_cost",
+        "enable_metrics", "smg_http_sidecar_port", "enable_mfu_metrics", "enable_metrics_for_all_schedulers",
+        "load_snapshot_publish_interval", "tokenizer_metrics_custom_labels_header",
+        "tokenizer_metrics_allowed_custom_labels", "extra_metric_labels", "bucket_time_to_first_token",
+        "bucket_inter_token_latency", "bucket_e2e_request_latency", "prompt_tokens_buckets",
+        "generation_tokens_buckets", "gc_warning_threshold_secs", "decode_log_interval",
+        "enable_request_time_stats_logging", "kv_events_config", "load_publish_endpoint",
+        "enable_forward_pass_metrics", "forward_pass_metrics_worker_id", "forward_pass_metrics_ipc_name",
+        "enable_trace", "trace_modules", "otlp_traces_endpoint", "otlp_service_name", "export_metrics_to_file",
+        "export_metrics_to_file_dir", "stat_loggers", "kv_canary", "kv_canary_real_data",
+        "kv_canary_sweep_interval", "debug_tensor_dump_output_folder", "debug_tensor_dump_layers",
+        "debug_tensor_dump_input_file", "forward_hooks", "msprobe_dump_config"
+    ),
+    "parallel.py Parallel": (
+        "nccl_port", "dist_timeout", "dist_init_addr", "gated_launch_port", "nnodes", "node_rank", "tp_size",
+        "dcp_size", "pp_size", "pp_max_micro_batch_size", "pp_async_batch_depth", "dp_size", "attn_dp_size",
+        "load_balance_method", "attn_cp_size", "moe_dp_size", "dwdp_size", "dcp_comm_backend",
+        "dcp_replicate_q_proj", "enable_prefill_cp", "cp_strategy", "enable_cp_tp_group_sharing",
+        "enable_dsa_cache_layer_split", "enable_cp_decode_attn_tp", "enable_kv_cache_sharding",
+        "enable_dp_attention", "enable_dp_attention_local_control_broadcast", "enable_dp_lm_head",
+        "enable_tp_lm_head_all_to_all", "enable_attn_tp_input_scattered", "enable_shared_experts_attn_tp",
+        "shared_experts_tp_size", "enable_dense_mlp_attn_tp", "enable_layernorm_sp",
+        "enable_megamoe_for_layernorm_sp", "disable_attn_tp_gather", "enable_p2p_check", "ep_size",
+        "moe_dense_tp_size", "ep_join_rank_offset", "elastic_ep_initial_size", "max_ep_size"
+    ),
+    "schedule.py Schedule": (
+        "mem_fraction_static", "max_running_requests", "max_queued_requests", "max_total_tokens",
+        "chunked_prefill_size", "prefill_decode_interval", "prefill_decode_interval_min_bs",
+        "enable_dynamic_chunking", "max_prefill_tokens", "prefill_max_requests", "schedule_policy",
+        "enable_priority_scheduling", "disable_priority_preemption", "default_priority_value",
+        "abort_on_priority_when_disabled", "schedule_low_priority_values_first",
+        "priority_scheduling_preemption_threshold", "retraction_policy", "schedule_conservativeness", "page_size",
+        "c128_page_size", "swa_full_tokens_ratio", "swa_prefix_tails", "disable_hybrid_swa_memory",
+        "prefill_only_disable_kv_cache", "disable_chunked_prefix_cache", "disable_overlap_schedule",
+        "num_continuous_decode_steps", "scheduler_recv_interval", "enable_mixed_chunk", "max_mamba_cache_size",
+        "mamba_full_memory_ratio", "enable_prefill_delayer", "prefill_delayer_max_delay_passes",
+        "prefill_delayer_token_usage_low_watermark", "prefill_delayer_forward_passes_buckets",
+        "prefill_delayer_wait_seconds_buckets", "prefill_delayer_queue_min_ratio", "prefill_delayer_max_delay_ms",
+        "min_free_slots_delay"
+    ),
+    "serving.py Serving": (
+        "enable_response_store", "tokenizer_path", "tokenizer_mode", "tokenizer_backend", "tokenizer_worker_num",
+        "detokenizer_worker_num", "skip_tokenizer_init", "host", "port", "fastapi_root_path",
+        "enable_http_worker_reuseport", "smg_grpc_mode", "grpc_mode", "grpc_port", "grpc_response_timeout_secs",
+        "grpc_worker_threads", "sidecar", "sidecar_args", "skip_server_warmup", "warmups", "enable_http2",
+        "http2_max_concurrent_streams", "http2_initial_connection_window_size", "ssl_keyfile", "ssl_certfile",
+        "ssl_ca_certs", "ssl_keyfile_password", "enable_ssl_refresh", "api_key", "admin_api_key",
+        "served_model_name", "weight_version", "chat_template", "trust_request_chat_template",
+        "hf_chat_template_name", "completion_template", "file_storage_path", "enable_cache_report",
+        "return_input_ids", "return_output_ids", "reasoning_parser", "default_chat_template_kwargs",
+        "strip_thinking_cache", "enable_strict_thinking", "tool_call_parser", "tool_server", "sampling_defaults",
+        "asr_max_buffer_seconds", "asr_max_concurrent_sessions", "preferred_sampling_params", "allow_auto_truncate",
+        "stream_interval", "batch_notify_size", "stream_response_default_include_usage",
+        "incremental_streaming_output", "enable_streaming_session", "constrained_json_whitespace_pattern",
+        "constrained_json_disable_any_whitespace", "constrained_json_max_whitespace_cnt",
+        "enable_dynamic_batch_tokenizer", "dynamic_batch_tokenizer_batch_size",
+        "dynamic_batch_tokenizer_batch_timeout", "enable_tokenizer_batch_encode", "disable_tokenizer_batch_decode"
+    ),
+    "spec.py Spec": (
+        "speculative_algorithm", "uno_lora_path", "speculative_draft_model_path", "speculative_boundary_reduction",
+        "speculative_draft_model_revision", "speculative_draft_load_format", "speculative_num_steps",
+        "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_dflash_block_size",
+        "speculative_domino_candidate_pool_size", "speculative_dspark_block_size",
+        "speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
+        "speculative_dspark_align_verify_tokens_to_graph_tier", "speculative_accept_threshold_single",
+        "speculative_accept_threshold_acc", "speculative_use_rejection_sampling",
+        "speculative_use_block_verification", "speculative_token_map", "speculative_attention_mode",
+        "speculative_draft_attention_backend", "speculative_dsa_topk_backend", "speculative_draft_kv_cache_dtype",
+        "speculative_draft_window_size", "speculative_draft_sink_size", "speculative_moe_runner_backend",
+        "speculative_moe_a2a_backend", "speculative_enable_w4a4_mxfp4_megamoe",
+        "speculative_draft_model_quantization", "enable_multi_layer_eagle", "speculative_adaptive",
+        "speculative_adaptive_config", "spec_trace_dir", "speculative_ngram_min_bfs_breadth",
+        "speculative_ngram_max_bfs_breadth", "speculative_ngram_match_type", "speculative_ngram_max_trie_depth",
+        "speculative_ngram_capacity", "speculative_ngram_external_corpus_path",
+        "speculative_ngram_external_sam_budget", "speculative_ngram_external_corpus_max_tokens"
+    ),
+}
+"""Every ``ServerArgs`` field of SGLang 0.5.23, by the file and namespace struct of
+srt/arg_groups/fields/ that declares it (``_INPUT_NAMESPACES`` of server_args.py)."""
+
+ALIASES: dict[str, str] = {
+    # srt/arg_groups/fields/*.py ``Arg(aliases=[...])``, as a YAML key (dashes to underscores)
+    "context_bucket": "cuda_graph_prefill_max_context", "enable_hicache": "enable_hierarchical_cache",
+    "hierarchical_sparse_attention_extra_config": "hisparse_config", "model": "model_path",
+    "grpc_http_sidecar_port": "smg_http_sidecar_port", "nccl_init_addr": "dist_init_addr",
+    "tensor_parallel_size": "tp_size", "decode_context_parallel_size": "dcp_size",
+    "pipeline_parallel_size": "pp_size", "data_parallel_size": "dp_size",
+    "attention_data_parallel_size": "attn_dp_size", "attention_context_parallel_size": "attn_cp_size",
+    "moe_data_parallel_size": "moe_dp_size", "expert_parallel_size": "ep_size", "ep": "ep_size",
+    "speculative_draft_model": "speculative_draft_model_path",
+    # server_args.py add_cli_args: deprecated ``--monokernel-backend amd``
+    "monokernel_backend": "enable_amd_monokernel",
+}
+"""Other spellings SGLang 0.5.23's command line takes for a field -> the field."""
+
+FIELDS: frozenset[str] = frozenset(n for names in LAUNCH_ARGS.values() for n in names)
+"""SGLang 0.5.23's ``ServerArgs`` field names."""
+
+ALL_NAMES: frozenset[str] = FIELDS | frozenset(ALIASES)
+"""Every name an SGLang 0.5.23 launch argument goes by here (fields and their other spellings)."""
+
+INERT: dict[str, tuple[str, ...]] = {
+    "logging": (
+        "log_level", "log_level_http", "log_requests", "log_requests_level", "log_requests_format",
+        "log_requests_target", "uvicorn_access_log_exclude_prefixes", "crash_dump_folder", "show_time_cost",
+        "decode_log_interval", "enable_request_time_stats_logging", "gc_warning_threshold_secs",
+    ),
+    "metrics and tracing": (
+        "enable_metrics", "enable_mfu_metrics", "enable_metrics_for_all_schedulers", "smg_http_sidecar_port",
+        "tokenizer_metrics_custom_labels_header", "tokenizer_metrics_allowed_custom_labels", "extra_metric_labels",
+        "bucket_time_to_first_token", "bucket_inter_token_latency", "bucket_e2e_request_latency",
+        "prompt_tokens_buckets", "generation_tokens_buckets", "prefill_delayer_forward_passes_buckets",
+        "prefill_delayer_wait_seconds_buckets", "load_snapshot_publish_interval", "kv_events_config",
+        "load_publish_endpoint", "enable_forward_pass_metrics", "forward_pass_metrics_worker_id",
+        "forward_pass_metrics_ipc_name", "enable_trace", "trace_modules", "otlp_traces_endpoint",
+        "otlp_service_name", "export_metrics_to_file", "export_metrics_to_file_dir", "stat_loggers",
+    ),
+    "hosts and ports": (
+        "host", "port", "fastapi_root_path", "nccl_port", "dist_init_addr", "gated_launch_port",
+        "disaggregation_bootstrap_port", "encoder_bootstrap_port", "engine_info_bootstrap_port",
+        "remote_instance_weight_loader_seed_instance_ip", "remote_instance_weight_loader_seed_instance_service_port",
+        "remote_instance_weight_loader_send_weights_group_ports",
+    ),
+    "API keys and names": (
+        "api_key", "admin_api_key", "served_model_name", "weight_version", "preferred_sampling_params",
+        "enable_cache_report",
+    ),
+    "weight loading at startup, paths": (
+        "trust_remote_code", "download_dir", "model_checksum", "delete_ckpt_after_loading",
+        "startup_weight_load_mode", "weight_loader_disable_mmap", "weight_loader_prefetch_checkpoints",
+        "weight_loader_prefetch_num_threads", "weight_loader_drop_cache_after_load",
+        "checkpoint_engine_wait_weights_before_ready", "modelopt_checkpoint_save_path", "modelopt_export_path",
+        "file_storage_path", "enable_p2p_check",
+    ),
+    "tokenizer and detokenizer processes": ("tokenizer_worker_num", "detokenizer_worker_num"),
+    "seeds, watchdogs and timeouts": (
+        "random_seed", "watchdog_timeout", "soft_watchdog_timeout", "dist_timeout", "custom_sigquit_handler",
+        "grpc_response_timeout_secs",
+    ),
+    "warmup": ("skip_server_warmup", "warmups"),
+}
+"""SGLang 0.5.23 arguments that cannot change what the model predicts, by what they set:
+none times a step, sizes the KV pool, orders the queue or changes what a client receives
+(a port, a log line, a metric, a startup-only loading option). Not here on purpose, though
+close: ``sleep_on_idle`` (a sleeping scheduler wakes later), ``gc_threshold`` and
+``numa_node`` (host speed), the ``ssl_*`` options (TLS costs per request),
+``debug_tensor_dump_*``, ``kv_canary*`` and ``forward_hooks`` (work in every forward),
+``tokenizer_mode``/``tokenizer_path``/``chat_template`` (tokens or tokenization time),
+``pre_warm_nccl`` (the first requests' TTFT), ``default_priority_value`` (queue order)."""
+
+INERT_ARGS: frozenset[str] = frozenset(n for names in INERT.values() for n in names) | frozenset(
+    a for a, field in ALIASES.items() if any(field in names for names in INERT.values()))
+"""Every inert name (:data:`INERT`, and the other spellings of those fields)."""
+
+_KV_DTYPE = ("the KV cache dtype is the profile's (`specsched profile --analytic --kv-cache-dtype "
+             "auto|bf16|fp8_e4m3|fp8_e5m2`: bytes per token, so the pool and the KV read)")
+_KERNELS = "it changes kernel times, which the profile holds: profile the server as it runs"
+
+SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
+    "tp_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile --analytic "
+               "--tp N` writes one for a model and GPU)",
+    "tensor_parallel_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile "
+                            "--analytic --tp N`)",
+    "model_path": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`, or a "
+                  "measured profile)",
+    "model": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`)",
+    "dtype": "the dtype is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
+    "quantization": "the weights' format is the profile's (`specsched profile --analytic --dtype "
+                    "bf16|fp8|mxfp4|nvfp4|int4`)",
+    "kv_cache_dtype": _KV_DTYPE,
+    "speculative_draft_model_path": "the drafter's cost is the profile's (`specsched profile --analytic "
+                                    "--draft-model NAME_OR_CONFIG`, or --drafter and --draft-layers)",
+    "speculative_draft_model": "the drafter's cost is the profile's (`specsched profile --analytic "
+                               "--draft-model NAME_OR_CONFIG`)",
+    "max_total_tokens": "write server.max_total_num_tokens (the KV pool, tokens)",
+    "disable_overlap_schedule": "write server.enable_overlap_schedule: false",
+    "disable_cuda_graph": "write server.disable_decode_cuda_graph: true (and disable_prefill_cuda_graph: true)",
+    "cuda_graph_max_bs_decode": "write server.cuda_graph_max_bs",
+    "cuda_graph_bs_decode": "write server.cuda_graph_bs",
+    "cuda_graph_backend_decode": "disabled: write server.disable_decode_cuda_graph: true; another backend "
+                                 "changes kernel times, which the profile holds",
+    "cuda_graph_backend_prefill": "disabled: write server.disable_prefill_cuda_graph: true; another backend "
+                                  "changes kernel times, which the profile holds",
+    "cuda_graph_config": "write its parts as server keys: cuda_graph_max_bs, cuda_graph_bs, "
+                         "cuda_graph_max_bs_prefill, cuda_graph_bs_prefill, disable_decode_cuda_graph, "
+                         "disable_prefill_cuda_graph",
+    "attn_dp_size": "write server.enable_dp_attention: true and server.dp_size: N (SGLang resolves "
+                    "--dp-size N --enable-dp-attention to attn_dp_size N)",
+    "attention_data_parallel_size": "write server.enable_dp_attention: true and server.dp_size: N",
+    "data_parallel_size": "write server.dp_size",
+    "min_free_slots_delay": "write server.admission_delay: min_free_slots and server.min_free_slots: N",
+    "disable_hybrid_swa_memory": "write server.sliding_window_size: null (one pool of every layer)",
+    "speculative_dflash_block_size": "write server.speculative_num_draft_tokens (the DFlash block size)",
+    "speculative_dspark_block_size": "write server.speculative_num_draft_tokens: gamma + 1 (DSpark's block "
+                                     "size is gamma)",
+    "enable_torch_compile": _KERNELS,
+    "attention_backend": _KERNELS,
+    "decode_attention_backend": _KERNELS,
+    "prefill_attention_backend": _KERNELS,
+    "enable_deterministic_inference": _KERNELS + " (`specsched profile --analytic --attention paged-unsplit` "
+                                                 "prices its unsplit decode attention)",
+    "num_continuous_decode_steps": "not modelled (sglang 0.5.23 declares it and never reads it)",
+    "max_queued_requests": "not modelled: the model queues every request (none is rejected)",
+    "enable_hierarchical_cache": "not modelled: prefixes evicted from the GPU come back from host memory "
+                                 "(HiCache), so more prefix hits where prefixes repeat; the model's radix "
+                                 "cache has the GPU pool only",
+    "enable_hicache": "not modelled: prefixes evicted from the GPU come back from host memory (HiCache); the "
+                      "model's radix cache has the GPU pool only",
+    "enable_two_batch_overlap": "not modelled: two micro-batches overlap compute and communication, which "
+                                "changes step times (DP attention, expert parallelism)",
+    "enable_single_batch_overlap": "not modelled: computation and communication overlap within a batch, "
+                                   "which changes step times",
+    "pp_size": "not modelled: pipeline parallelism (micro-batches through stages) changes every step's time "
+               "and the batches in flight",
+    "pipeline_parallel_size": "not modelled: pipeline parallelism changes every step's time and the batches "
+                              "in flight",
+    "speculative_accept_threshold_single": "not modelled: it changes the accept length; state the accept "
+                                           "length measured with it (acceptance.mean_accept_length, "
+                                           "per_position_rates or histogram)",
+    "speculative_accept_threshold_acc": "not modelled: it changes the accept length; state the accept length "
+                                        "measured with it (acceptance.mean_accept_length, per_position_rates "
+                                        "or histogram)",
+    "speculative_use_rejection_sampling": "not modelled: it changes the accept length; state the accept length "
+                                          "measured with it (acceptance.mean_accept_length, ...)",
+    "load_balance_method": "not modelled: requests go to the DP ranks round-robin "
+                           "(data_parallel_controller.py round_robin_scheduler)",
+    "cpu_offload_gb": "not modelled: weights offloaded to host memory are copied back every forward",
+}
+"""SGLang launch arguments (``ServerArgs`` names, or their other spellings) a scenario's
+``server`` block does not take, with where the setting lives here or, for one the model
+does not have, what it changes; a scenario that names one gets that line instead of the
+nearest key's spelling."""
+
+
+def is_inert(name: str) -> bool:
+    """Whether ``name`` is an SGLang 0.5.23 launch argument that cannot change the prediction."""
+    return name in INERT_ARGS
+
+
+def launch_arg_line(name: str) -> str | None:
+    """The refusal for ``name`` written in a ``server`` block that has no such key: where it
+    lives or what it changes (:data:`SGLANG_ARGS_ELSEWHERE`), else, for any other SGLang
+    0.5.23 launch argument, that the model has no setting for it; None for a name SGLang does
+    not have (a typo: the caller says "unknown key; did you mean") and for an inert one."""
+    if name in SGLANG_ARGS_ELSEWHERE:
+        return "not a server key here: " + SGLANG_ARGS_ELSEWHERE[name]
+    if name in ALL_NAMES and name not in INERT_ARGS:
+        return (f"an SGLang {SGLANG_VERSION} launch argument the model has no setting for; it may change "
+                "timing, so it is refused rather than ignored: remove it to predict without it "
+                "(docs/scenario-reference.md lists the server keys)")
+    return None
+
+
+def elsewhere_line(path: tuple[str, ...] | list[str]) -> str | None:
+    """:func:`launch_arg_line` for an unknown key at ``path`` (its dotted parts, the key
+    last) under a ``server`` block: the scenario's or a disaggregated role's (in a file or by
+    ``--set``, the user copied it in, and the nearest spelling misleads: ``tp_size`` was
+    answered with "did you mean dp_size"). None for a key of any other block."""
+    if len(path) < 2 or path[-2] != "server":
+        return None
+    return launch_arg_line(str(path[-1]))
+
+
+def drop_inert(server: Any) -> Any:
+    """``server`` (a server block as read: a mapping) without its inert launch arguments;
+    anything else unchanged. The dropped ones are named by :func:`inert_keys_in`."""
+    if not isinstance(server, Mapping) or not any(k in INERT_ARGS for k in server):
+        return server
+    return {k: v for k, v in server.items() if k not in INERT_ARGS}
+
+
+def inert_keys_in(scenario: Any) -> list[str]:
+    """The dotted keys of the inert launch arguments a raw scenario mapping sets: in its
+    ``server`` block and in each disaggregated role's (``server.disaggregation.decode.server.log_level``)."""
+    server = scenario.get("server") if isinstance(scenario, Mapping) else None
+    if not isinstance(server, Mapping):
+        return []
+    keys = [f"server.{k}" for k in server if k in INERT_ARGS]
+    layout = server.get("disaggregation")
+    for role in ("prefill", "decode"):
+        over = layout.get(role) if isinstance(layout, Mapping) else None
+        over = over.get("server") if isinstance(over, Mapping) else None
+        if isinstance(over, Mapping):
+            keys += [f"server.disaggregation.{role}.server.{k}" for k in over if k in INERT_ARGS]
+    return keys
+
+
+def left_out_note(keys: Iterable[str]) -> str | None:
+    """The run's one ``note:`` line naming the inert launch arguments left out (dotted keys,
+    each once, in order); None when there are none."""
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return None
+    return ("note: SGLang launch arguments with no effect on the prediction, left out: " + ", ".join(keys))

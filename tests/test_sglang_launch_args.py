@@ -1,0 +1,147 @@
+"""SGLang launch arguments pasted into a scenario's server block (sim/sglang_launch_args.py):
+the inert ones run, left out with a note; the others are refused saying where they live, what
+they change, or that the model has no setting for them; a typo keeps "did you mean"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import load_scenario
+from specsched.sim.errors import ConfigError
+from specsched.sim.server_args import ServerArgs
+from specsched.sim.sglang_launch_args import (
+    ALIASES,
+    FIELDS,
+    INERT_ARGS,
+    SGLANG_ARGS_ELSEWHERE,
+    left_out_note,
+)
+
+from specsched.cli import main
+
+NOTE = "note: SGLang launch arguments with no effect on the prediction, left out:"
+
+
+def _scenario(tmp_path, server=None, arms=None, name="s.yaml"):
+    sc = {"name": "x", "profile": "h200-1b", "server": {"max_running_requests": 4, **(server or {})},
+          "workload": {"kind": "burst", "num_requests": 6, "input_len": {"kind": "fixed", "value": 40},
+                       "output_len": {"kind": "fixed", "value": 12}}}
+    if arms:
+        sc["arms"] = arms
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+def _summary(out):
+    s = json.loads((out / "summary.json").read_text())
+    return {k: v for k, v in s.items() if isinstance(v, (int, float)) and "wall" not in k}
+
+
+@pytest.mark.parametrize("how", ["file", "arm", "set"])
+def test_an_inert_argument_runs_with_the_note_and_the_same_results(tmp_path, capsys, how):
+    inert = {"enable_metrics": True, "log_level": "debug", "port": 30000, "tokenizer_worker_num": 4}
+    plain = _scenario(tmp_path, name="plain.yaml")
+    assert main(["run", str(plain), "-q", "--out", str(tmp_path / "a")]) == 0
+    assert NOTE not in capsys.readouterr().err
+    argv = ["-q", "--out", str(tmp_path / "b")]
+    if how == "file":
+        path = _scenario(tmp_path, inert)
+    elif how == "arm":
+        path = _scenario(tmp_path, arms={"m": {"server": inert}})
+        argv += ["--arm", "m"]
+    else:
+        path = plain
+        argv += [a for k, v in inert.items() for a in ("--set", f"server.{k}={json.dumps(v)}")]
+    assert main(["run", str(path), *argv]) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if line.startswith(NOTE)]
+    assert len(notes) == 1 and all(f"server.{k}" in notes[0] for k in inert), err
+    assert _summary(tmp_path / "a") == _summary(tmp_path / "b")
+    saved = yaml.safe_load((tmp_path / "b" / "scenario.yaml").read_text())
+    assert not set(inert) & set(saved["server"])
+    # the results' scenario.yaml loads and runs again, to the same figures
+    assert main(["run", str(tmp_path / "b" / "scenario.yaml"), "-q", "--out", str(tmp_path / "c")]) == 0
+    assert _summary(tmp_path / "c") == _summary(tmp_path / "a")
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+@pytest.mark.parametrize("key, value, needle", [
+    ("kv_cache_dtype", "fp8_e4m3", "specsched profile --analytic --kv-cache-dtype"),
+    ("max_total_tokens", 1000, "server.max_total_num_tokens"),
+    ("enable_hierarchical_cache", True, "not modelled: prefixes evicted from the GPU"),
+    ("pp_size", 2, "not modelled: pipeline parallelism"),
+    ("speculative_accept_threshold_single", 0.5, "not modelled: it changes the accept length"),
+])
+def test_an_argument_that_lives_elsewhere_is_refused_naming_where(tmp_path, capsys, how, key, value, needle):
+    path = _scenario(tmp_path, {key: value} if how == "file" else None)
+    argv = ["--set", f"server.{key}={json.dumps(value)}"] if how == "set" else []
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"server.{key} = " in err[0] and needle in err[0], err
+    assert "did you mean" not in err[0] and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+@pytest.mark.parametrize("key", ["nnodes", "enable_dp_lm_head", "sleep_on_idle", "numa_node"])
+def test_any_other_sglang_argument_gets_its_line(tmp_path, capsys, how, key):
+    path = _scenario(tmp_path, {key: 1} if how == "file" else None)
+    argv = ["--set", f"server.{key}=1"] if how == "set" else []
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an SGLang 0.5.23 launch argument the model has no setting for" in err[0], err
+    assert "may change timing" in err[0] and "unknown key" not in err[0]
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+def test_a_typo_of_a_modelled_key_still_gets_did_you_mean(tmp_path, capsys, how):
+    path = _scenario(tmp_path, {"chunked_prefil_size": 512} if how == "file" else None)
+    argv = ["--set", "server.chunked_prefil_size=512"] if how == "set" else []
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown key" in err[0] and "did you mean" in err[0] and "chunked_prefill_size" in err[0]
+
+
+def test_a_disaggregated_role_takes_inert_arguments_and_refuses_the_others(tmp_path):
+    layout = {"disaggregation": {"prefill": {"server": {"log_level": "debug"}}, "decode": {"server": {"port": 1}}}}
+    sc = load_scenario(_scenario(tmp_path, {**layout, "enable_metrics": True}), resolve_defaults=False)
+    assert sc._launch_args_left_out == ("server.enable_metrics", "server.disaggregation.prefill.server.log_level",
+                                        "server.disaggregation.decode.server.port")
+    assert sc.server.disaggregation.prefill.server == {} and sc.server.disaggregation.decode.server == {}
+    layout["disaggregation"]["decode"]["server"] = {"nnodes": 2}
+    with pytest.raises(ConfigError) as e:
+        load_scenario(_scenario(tmp_path, layout), resolve_defaults=False)
+    assert e.value.key == "server.disaggregation.decode.server.nnodes"
+    assert "launch argument the model has no setting for" in e.value.allowed
+
+
+def test_the_note_names_each_key_once():
+    assert left_out_note([]) is None
+    assert left_out_note(["server.port", "server.port", "server.host"]) == f"{NOTE} server.port, server.host"
+
+
+def test_every_inert_name_is_a_real_sglang_argument_the_model_does_not_read():
+    for name in INERT_ARGS:
+        assert name in FIELDS or ALIASES.get(name) in FIELDS, name
+    assert not INERT_ARGS & set(ServerArgs.model_fields)
+    assert not INERT_ARGS & set(SGLANG_ARGS_ELSEWHERE)
+    assert set(SGLANG_ARGS_ELSEWHERE) <= FIELDS | set(ALIASES)
+    assert not set(SGLANG_ARGS_ELSEWHERE) & set(ServerArgs.model_fields)
+
+
+_VALUES = st.one_of(st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=20),
+                    st.lists(st.integers(0, 100), max_size=3), st.none())
+
+
+@settings(max_examples=60, deadline=None)
+@given(picked=st.dictionaries(st.sampled_from(sorted(INERT_ARGS)), _VALUES, min_size=1, max_size=5),
+       running=st.integers(1, 512))
+def test_inert_arguments_never_change_the_validated_server(picked, running):
+    """Whatever inert arguments a server block adds, with any value, the server the model
+    reads is the one without them (names from the list, checked above against SGLang's fields)."""
+    base = {"max_running_requests": running}
+    assert ServerArgs.model_validate({**base, **picked}) == ServerArgs.model_validate(base)
