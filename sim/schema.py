@@ -239,7 +239,7 @@ inside any arm fail at load with one line naming the file, key, value and what i
 SGLang launch arguments pasted into `server` (or a disaggregated role's `server`), by kind
 (sim/sglang_launch_args.py, read from SGLang 0.5.23's `ServerArgs`): the ones that cannot change
 the prediction (logging, metrics, tracing, host and ports, API keys, served model name, seeds,
-watchdogs and timeouts, warmup, `tokenizer_worker_num`, ...) are accepted and left out, named in
+watchdogs and timeouts, warmup, ...) are accepted and left out, named in
 one `note:` line of `run`, `compare` and `sweep`, and absent from the results' `scenario.yaml`;
 the ones that live elsewhere here (`tp_size`, `kv_cache_dtype`, `dtype`: the profile's;
 `max_total_tokens`: `server.max_total_num_tokens`) or that the model does not have

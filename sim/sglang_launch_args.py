@@ -264,7 +264,7 @@ ALL_NAMES: frozenset[str] = FIELDS | frozenset(ALIASES)
 INERT: dict[str, tuple[str, ...]] = {
     "logging": (
         "log_level", "log_level_http", "log_requests", "log_requests_level", "log_requests_format",
-        "log_requests_target", "uvicorn_access_log_exclude_prefixes", "crash_dump_folder", "show_time_cost",
+        "log_requests_target", "uvicorn_access_log_exclude_prefixes", "crash_dump_folder",
         "decode_log_interval", "enable_request_time_stats_logging", "gc_warning_threshold_secs",
     ),
     "metrics and tracing": (
@@ -272,9 +272,9 @@ INERT: dict[str, tuple[str, ...]] = {
         "tokenizer_metrics_custom_labels_header", "tokenizer_metrics_allowed_custom_labels", "extra_metric_labels",
         "bucket_time_to_first_token", "bucket_inter_token_latency", "bucket_e2e_request_latency",
         "prompt_tokens_buckets", "generation_tokens_buckets", "prefill_delayer_forward_passes_buckets",
-        "prefill_delayer_wait_seconds_buckets", "load_snapshot_publish_interval", "kv_events_config",
-        "load_publish_endpoint", "enable_forward_pass_metrics", "forward_pass_metrics_worker_id",
-        "forward_pass_metrics_ipc_name", "enable_trace", "trace_modules", "otlp_traces_endpoint",
+        "prefill_delayer_wait_seconds_buckets", "load_snapshot_publish_interval",
+        "load_publish_endpoint", "forward_pass_metrics_worker_id",
+        "forward_pass_metrics_ipc_name", "trace_modules", "otlp_traces_endpoint",
         "otlp_service_name", "export_metrics_to_file", "export_metrics_to_file_dir", "stat_loggers",
     ),
     "hosts and ports": (
@@ -284,7 +284,7 @@ INERT: dict[str, tuple[str, ...]] = {
         "remote_instance_weight_loader_send_weights_group_ports",
     ),
     "API keys and names": (
-        "api_key", "admin_api_key", "served_model_name", "weight_version", "preferred_sampling_params",
+        "api_key", "admin_api_key", "served_model_name", "weight_version",
         "enable_cache_report",
     ),
     "weight loading at startup, paths": (
@@ -294,7 +294,6 @@ INERT: dict[str, tuple[str, ...]] = {
         "checkpoint_engine_wait_weights_before_ready", "modelopt_checkpoint_save_path", "modelopt_export_path",
         "file_storage_path", "enable_p2p_check",
     ),
-    "tokenizer and detokenizer processes": ("tokenizer_worker_num", "detokenizer_worker_num"),
     "seeds, watchdogs and timeouts": (
         "random_seed", "watchdog_timeout", "soft_watchdog_timeout", "dist_timeout", "custom_sigquit_handler",
         "grpc_response_timeout_secs",
@@ -308,7 +307,12 @@ close: ``sleep_on_idle`` (a sleeping scheduler wakes later), ``gc_threshold`` an
 ``numa_node`` (host speed), the ``ssl_*`` options (TLS costs per request),
 ``debug_tensor_dump_*``, ``kv_canary*`` and ``forward_hooks`` (work in every forward),
 ``tokenizer_mode``/``tokenizer_path``/``chat_template`` (tokens or tokenization time),
-``pre_warm_nccl`` (the first requests' TTFT), ``default_priority_value`` (queue order)."""
+``pre_warm_nccl`` (the first requests' TTFT), ``default_priority_value`` (queue order),
+``preferred_sampling_params`` (a request's defaults, its output length among them),
+``tokenizer_worker_num`` / ``detokenizer_worker_num`` (the tokenizer's time per prompt token is
+modelled: the host's ingest terms), ``show_time_cost`` (model_executor/model_runner.py turns on
+utils/common.py's timers, which call ``torch.cuda.synchronize()``), ``enable_forward_pass_metrics``,
+``enable_trace`` and ``kv_events_config`` (host work in every step)."""
 
 INERT_ARGS: frozenset[str] = frozenset(n for names in INERT.values() for n in names) | frozenset(
     a for a, field in ALIASES.items() if any(field in names for names in INERT.values()))

@@ -44,7 +44,7 @@ def _summary(out):
 
 @pytest.mark.parametrize("how", ["file", "arm", "set"])
 def test_an_inert_argument_runs_with_the_note_and_the_same_results(tmp_path, capsys, how):
-    inert = {"enable_metrics": True, "log_level": "debug", "port": 30000, "tokenizer_worker_num": 4}
+    inert = {"enable_metrics": True, "log_level": "debug", "port": 30000, "watchdog_timeout": 600}
     plain = _scenario(tmp_path, name="plain.yaml")
     assert main(["run", str(plain), "-q", "--out", str(tmp_path / "a")]) == 0
     assert NOTE not in capsys.readouterr().err
