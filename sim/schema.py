@@ -20,16 +20,18 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from specsched.sim.config import AdmissionDelay, Scenario
 from specsched.sim.hardware import RESOLVED_KEYS as HARDWARE_DEFAULTS
+from specsched.sim.server_args import ServerArgs
+from specsched.sim.sglang_launch_args import FIELDS as LAUNCH_ARG_FIELDS
 
-SGLANG_SERVER_ARGS = frozenset({
-    "max_running_requests", "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
-    "page_size", "schedule_policy", "schedule_conservativeness", "enable_mixed_chunk",
-    "cuda_graph_max_bs", "speculative_algorithm", "speculative_num_draft_tokens",
-    "speculative_num_steps", "context_length",
-})
-"""server.* keys that are SGLang server arguments of the same name (server_args.py)."""
+SGLANG_SERVER_ARGS = frozenset(k for k in ServerArgs.model_fields if k in LAUNCH_ARG_FIELDS)
+"""server.* keys that are SGLang 0.5.23 server arguments of the same name
+(sim.sglang_launch_args.FIELDS, read from its ``ServerArgs``); the renamed ones are in
+:data:`MIRRORS`."""
 
 MIRRORS: dict[str, str] = {
+    "server.max_total_num_tokens": "--max-total-tokens",
+    "server.cuda_graph_max_bs": "--cuda-graph-max-bs-decode (before 0.5.14: --cuda-graph-max-bs)",
+    "server.cuda_graph_bs": "--cuda-graph-bs-decode (before 0.5.14: --cuda-graph-bs)",
     "server.enable_overlap_schedule": "the inverse of --disable-overlap-schedule",
     "workload.num_requests": "bench_serving --num-prompts (num_prompts is accepted here too)",
     "workload.request_rate": "bench_serving --request-rate (inf: all at t=0)",

@@ -145,3 +145,20 @@ def test_inert_arguments_never_change_the_validated_server(picked, running):
     reads is the one without them (names from the list, checked above against SGLang's fields)."""
     base = {"max_running_requests": running}
     assert ServerArgs.model_validate({**base, **picked}) == ServerArgs.model_validate(base)
+
+
+def test_the_references_sglang_column_names_only_0523_launch_arguments():
+    """docs/scenario-reference.md's SGLang column: every ``--flag`` of a server key is an SGLang
+    0.5.23 argument (it said --max-total-num-tokens and --cuda-graph-max-bs, which 0.5.23 does
+    not take: --max-total-tokens, --cuda-graph-max-bs-decode)."""
+    import re
+
+    from specsched.sim.schema import render_markdown
+
+    rows = [r for r in render_markdown().splitlines() if r.startswith("| `server.")]
+    assert len(rows) > 30
+    flags = [f for r in rows for f in re.findall(r"--([a-z0-9-]+)", r.split("|")[6])]
+    assert "max-total-tokens" in flags and "max-total-num-tokens" not in flags
+    modern = [f.replace("-", "_") for f in flags]
+    old = {"cuda_graph_max_bs", "cuda_graph_bs"}   # named as the flags of builds before 0.5.14
+    assert all(f in FIELDS or ALIASES.get(f) in FIELDS or f in old for f in modern), modern
