@@ -30,7 +30,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.server_args import ServerArgs
-from specsched.sim.sglang_launch_args import is_inert
+from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint, nearer_launch_arg
 from specsched.sim.yaml_io import load_yaml_text
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
@@ -172,7 +172,9 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
                     raise ConfigError(file, dotted, shown, elsewhere)
                 near = difflib.get_close_matches(part, list(fields), n=1)
                 home = nested_home(parts[:i], part) if not near and i == len(parts) - 1 else None
-                hint = (f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near
+                pasted = nearer_launch_arg(part, near[0] if near else None) if model is ServerArgs else None
+                hint = (launch_arg_hint(pasted) if pasted
+                        else f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near
                         else f"; did you mean {home!r}?" if home else "")
                 raise ConfigError(file, dotted, shown,
                                   f"unknown key under {where}{hint}{allowed_keys_text(parts[:i], list(fields))}")

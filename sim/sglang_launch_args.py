@@ -27,6 +27,7 @@ field's help text there.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -458,3 +459,24 @@ def left_out_note(keys: Iterable[str]) -> str | None:
     if not keys:
         return None
     return ("note: SGLang launch arguments with no effect on the prediction, left out: " + ", ".join(keys))
+
+
+def nearer_launch_arg(key: str, near: str | None) -> str | None:
+    """The SGLang 0.5.23 launch argument a misspelt server ``key`` most likely meant, when it is
+    closer to ``key`` than ``near`` (the nearest key the model has; None: none close): a pasted
+    ``enable_metricz`` is ``enable_metrics``, not the model's ``enable_mixed_chunk``. None when
+    no launch argument is close (difflib ratio 0.8) or the model's key is at least as close."""
+    hit = difflib.get_close_matches(key, sorted(ALL_NAMES), n=1, cutoff=0.8)
+    if not hit:
+        return None
+    if near is not None and difflib.SequenceMatcher(None, key, near).ratio() >= \
+            difflib.SequenceMatcher(None, key, hit[0]).ratio():
+        return None
+    return hit[0]
+
+
+def launch_arg_hint(name: str) -> str:
+    """'; did you mean ...?' for :func:`nearer_launch_arg`'s answer, saying what happens to it."""
+    what = ("an SGLang launch argument with no effect on the prediction, left out" if name in INERT_ARGS
+            else "an SGLang launch argument")
+    return f"; did you mean {name!r} ({what})?"

@@ -162,3 +162,26 @@ def test_the_references_sglang_column_names_only_0523_launch_arguments():
     modern = [f.replace("-", "_") for f in flags]
     old = {"cuda_graph_max_bs", "cuda_graph_bs"}   # named as the flags of builds before 0.5.14
     assert all(f in FIELDS or ALIASES.get(f) in FIELDS or f in old for f in modern), modern
+
+
+@pytest.mark.parametrize(("key", "meant", "model_key"), [
+    ("enable_metricz", "'enable_metrics' (an SGLang launch argument with no effect", None),
+    ("log_levl", "'log_level' (an SGLang launch argument with no effect", None),
+    ("chunked_prefil_size", None, "chunked_prefill_size"),   # a modelled key stays the suggestion
+])
+def test_a_misspelt_launch_argument_is_matched_against_sglangs_names_too(tmp_path, capsys, key, meant, model_key):
+    """An unknown server key nearer an SGLang 0.5.23 argument than any modelled key names that
+    argument (``enable_metricz`` was answered with "did you mean 'enable_mixed_chunk'"), in a file
+    and by --set alike."""
+    f = _scenario(tmp_path, {key: 1}, name="typo.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(f)
+    code = main(["run", str(_scenario(tmp_path)), "-q", "--set", f"server.{key}=1", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    for text in (str(e.value), err):
+        assert "unknown key" in text
+        if meant:
+            assert meant in text and "enable_mixed_chunk" not in text
+        else:
+            assert model_key in text and "SGLang launch argument" not in text
