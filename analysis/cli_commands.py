@@ -280,6 +280,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if (left_out := left_out_note(k for s in scenarios for k in s._launch_args_left_out)) is not None:
         print(left_out, file=sys.stderr)
+    from specsched.sim.profile import analytic_profiles_note
+
+    if (note := analytic_profiles_note(scenarios)) is not None:
+        print(note, file=sys.stderr)
     out_dirs = None
     if not args.no_save:
         name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
@@ -394,8 +398,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.sim.sglang_launch_args import is_inert, left_out_note
 
-    left_out = [k for arm in arms for k in load_scenario_with_overrides(args.scenario, str(arm), base)._launch_args_left_out]
+    arm_scenarios = [load_scenario_with_overrides(args.scenario, str(arm), base) for arm in arms]
+    left_out = [k for s in arm_scenarios for k in s._launch_args_left_out]
     if (note := left_out_note([*left_out, *(k for k in axes if is_inert(k.rsplit(".", 1)[-1]))])) is not None:
+        print(note, file=sys.stderr)
+    from specsched.sim.profile import analytic_profiles_note
+
+    if (note := analytic_profiles_note(arm_scenarios)) is not None:   # a profile axis' values are named by its runs
         print(note, file=sys.stderr)
     differ = sweep_defaults_differ(args.scenario, grid, points)
     console = Console(stderr=True, soft_wrap=True)

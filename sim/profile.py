@@ -10,6 +10,7 @@ measurements; GPU profiles are written by ``specsched profile`` from microbenchm
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -669,6 +670,28 @@ def analytic_costs(profile: Profile) -> bool:
         return False
     method = str(prov.get("method", "")).strip().lower()
     return profile.analytic is not None or method.startswith(ANALYTIC_METHODS)
+
+
+def analytic_profiles_note(scenarios: Iterable[Any]) -> str | None:
+    """One ``note:`` line naming the profiles of ``scenarios`` (validated scenarios: their
+    ``profile`` and ``path``) whose costs are an analytic estimate (:func:`analytic_costs`), for
+    the commands that print tables of many runs (``compare``, ``sweep``), as ``run``'s report
+    says it of its own; None when none is. A profile that does not load is left to the run,
+    which names what is wrong with it.
+
+    Raises:
+        nothing: a profile that fails to load is skipped."""
+    names: dict[str, None] = {}
+    for sc in scenarios:
+        try:
+            if analytic_costs(load_profile(sc.profile, sc.path or None)):
+                names[str(sc.profile)] = None
+        except ConfigError:
+            continue
+    if not names:
+        return None
+    return (f"note: profile {', '.join(names)}: costs are an analytic estimate (a roofline from the model's shapes "
+            "and the GPU's datasheet), not measured: the figures are estimates, not calibrated predictions")
 
 
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:

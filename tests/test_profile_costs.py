@@ -41,3 +41,25 @@ def test_the_run_report_says_in_one_line_that_analytic_costs_are_not_measured(tm
     assert "Profile costs" in out if flagged else "Profile costs" not in out
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary.get("profile_costs") == ("analytic" if flagged else None)
+
+
+@pytest.mark.parametrize("profile, flagged", [("h200-llama8b-roofline", True), ("h200-1b", False)])
+def test_compare_and_sweep_say_it_once_for_an_analytic_profile(tmp_path, capsys, profile, flagged):
+    """compare and sweep print tables of many runs without the run report: one note line says
+    the profile's costs are an analytic estimate (they said nothing)."""
+    import yaml
+
+    sc = {"name": "flag", "profile": profile, "server": {"max_running_requests": 4},
+          "workload": {"kind": "burst", "num_requests": 6, "input_len": {"kind": "fixed", "value": 40},
+                       "output_len": {"kind": "fixed", "value": 12}},
+          "arms": {"small": {"server": {"max_running_requests": 2}}}}
+    f = tmp_path / "flag.yaml"
+    f.write_text(yaml.safe_dump(sc))
+    note = f"note: profile {profile}: costs are an analytic estimate"
+    assert main(["compare", str(f), "--arms", "base,small", "--seeds", "1", "--no-save"]) == 0
+    err = capsys.readouterr().err
+    assert err.count(note) == (1 if flagged else 0), err
+    assert main(["sweep", str(f), "--grid", "server.max_running_requests=2,4", "--seeds", "1",
+                 "--out", str(tmp_path / "sw"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert err.count(note) == (1 if flagged else 0), err
