@@ -402,6 +402,34 @@ def test_an_mla_config_without_its_head_sizes_takes_deepseekv2configs_defaults(t
     assert not any("DeepseekV2Config" in a for a in full.assumptions)
 
 
+@pytest.mark.parametrize("dropped", ["kv_lora_rank", "moe_intermediate_size", "n_routed_experts"])
+def test_a_deepseek_v2_config_without_a_shape_key_takes_deepseekv2configs_default(tmp_path, dropped):
+    """DeepseekV2Config (transformers 5.19.0) defaults kv_lora_rank 512, moe_intermediate_size
+    1407, n_routed_experts 64. Without ``kv_lora_rank`` the model was priced as multi-head
+    attention (KV 216 KiB a token, not 30.4 KiB); without ``moe_intermediate_size`` every
+    expert took the dense MLP's 10944 (224.8 GiB of weights); without ``n_routed_experts``
+    it was dense. Each default is named in an assumption."""
+    full = load_model(_config(tmp_path, DEEPSEEK_V2_LITE, "full"))
+    lean = load_model(_config(tmp_path, {k: v for k, v in DEEPSEEK_V2_LITE.items() if k != dropped}, "lean"))
+    default = {"kv_lora_rank": 512, "moe_intermediate_size": 1407, "n_routed_experts": 64}[dropped]
+    assert any("DeepseekV2Config" in a and f"{dropped} {default}" in a for a in lean.assumptions)
+    assert lean.kv_lora_rank == 512 and lean.num_experts == 64 and lean.moe_intermediate_size in (1407, 1408)
+    assert kv_entries(lean, Parallel(tp=1)) == kv_entries(full, Parallel(tp=1))
+    assert weights_bytes(lean, Parallel(tp=1)) == pytest.approx(weights_bytes(full, Parallel(tp=1)), rel=0.01)
+
+
+def test_a_deepseek_config_keeps_its_own_expert_count_spelling_and_v3_takes_v3_defaults(tmp_path):
+    """``num_experts`` is DeepseekV2Config's other name for n_routed_experts: it is not
+    overridden by the class default. A deepseek_v3 config takes DeepseekV3Config's (first
+    three layers dense, experts 2048 wide)."""
+    cfg = {k: v for k, v in DEEPSEEK_V2_LITE.items() if k != "n_routed_experts"}
+    assert load_model(_config(tmp_path, {**cfg, "num_experts": 32}, "alias")).num_experts == 32
+    v3 = {k: v for k, v in DEEPSEEK_V2_LITE.items() if k not in ("moe_intermediate_size", "first_k_dense_replace")}
+    arch = load_model(_config(tmp_path, {**v3, "model_type": "deepseek_v3"}, "v3"))
+    assert (arch.moe_intermediate_size, arch.first_k_dense) == (2048, 3)
+    assert any("DeepseekV3Config" in a for a in arch.assumptions)
+
+
 def test_tie_word_embeddings_given_as_a_string_is_one_line(tmp_path, capsys):
     out = tmp_path / "never.yaml"
     cfg = {**MISTRAL_7B_V01, "tie_word_embeddings": "false"}

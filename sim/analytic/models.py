@@ -374,6 +374,25 @@ states only its vocabulary and context (a Vicuna-7B: the defaults are its shape)
 refused for its missing ``hidden_size``."""
 
 
+DEEPSEEK_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
+    "deepseek_v2": ("DeepseekV2Config", {"kv_lora_rank": 512, "moe_intermediate_size": 1407, "n_routed_experts": 64,
+                                         "n_shared_experts": 2, "first_k_dense_replace": 0}),
+    "deepseek_v3": ("DeepseekV3Config", {"kv_lora_rank": 512, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+                                         "n_shared_experts": 1, "first_k_dense_replace": 3, "num_experts_per_tok": 8}),
+}
+"""transformers 5.19.0's ``DeepseekV2Config`` / ``DeepseekV3Config`` defaults
+(models/deepseek_v2/configuration_deepseek_v2.py, deepseek_v3/configuration_deepseek_v3.py;
+the version SGLang 0.5.23 requires, whose models/deepseek_v2.py reads them off the loaded
+config) for the keys that decide the shape, by ``model_type``: a config without
+``kv_lora_rank`` was priced as multi-head attention (DeepSeek-V2-Lite: 216 KiB of KV a token,
+not 30.4), one without ``moe_intermediate_size`` gave every expert the dense MLP's width
+(224.8 GiB of weights, not 30.3). The MLA head sizes follow (:data:`MLA_DEFAULTS`)."""
+
+_EXPERT_COUNT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+"""The spellings of the routed-expert count (``DeepseekV2Config.attribute_map`` maps
+``num_experts``, V3's ``num_local_experts``): one given, the class default is not filled."""
+
+
 def _listed(values: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in values.items())
 
@@ -403,7 +422,8 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     """``cfg`` as the transformers config class SGLang loads it with fills it in, for the
     classes whose published configs lean on their defaults (``model_type: gemma3_text``: a
     Gemma 3 language model, alone or as a multimodal model's ``text_config``; ``llama``:
-    :data:`LLAMA_DEFAULTS`, named in an assumption line).
+    :data:`LLAMA_DEFAULTS`; ``deepseek_v2`` / ``deepseek_v3``: :data:`DEEPSEEK_DEFAULTS`; each
+    named in an assumption line).
 
     The class also derives ``layer_types`` from the legacy ``sliding_window_pattern`` (default
     6) where the file has no list: layer ``i`` is ``sliding_attention`` unless ``(i + 1)`` is a
@@ -419,6 +439,14 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
         if not missing:
             return cfg
         said = f"keys missing from the llama config, taken at LlamaConfig's defaults: {_listed(missing)}"
+        return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
+    if cfg.get("model_type") in DEEPSEEK_DEFAULTS:
+        cls, defaults = DEEPSEEK_DEFAULTS[cfg["model_type"]]
+        missing = {k: v for k, v in defaults.items() if k not in cfg
+                   and not (k == "n_routed_experts" and any(a in cfg for a in _EXPERT_COUNT_KEYS))}
+        if not missing:
+            return cfg
+        said = f"keys missing from the {cfg['model_type']} config, taken at {cls}'s defaults: {_listed(missing)}"
         return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
     if cfg.get("model_type") != "gemma3_text":
         return cfg
