@@ -408,7 +408,11 @@ def launch_arg_line(name: str) -> str | None:
     """The refusal for ``name`` written in a ``server`` block that has no such key: where it
     lives or what it changes (:data:`SGLANG_ARGS_ELSEWHERE`), else, for any other SGLang
     0.5.23 launch argument, that the model has no setting for it; None for a name SGLang does
-    not have (a typo: the caller says "unknown key; did you mean") and for an inert one."""
+    not have (a typo: the caller says "unknown key; did you mean") and for an inert one. A
+    name in the command line's spelling (``tp-size``, ``log-level``: dashes) of an SGLang
+    argument gets the YAML spelling and what that one does (:func:`_dashed_line`)."""
+    if "-" in name and name.replace("-", "_") in ALL_NAMES:
+        return _dashed_line(name.replace("-", "_"))
     if name in SGLANG_ARGS_ELSEWHERE:
         return "not a server key here: " + SGLANG_ARGS_ELSEWHERE[name]
     if name in ALL_NAMES and name not in INERT_ARGS:
@@ -416,6 +420,22 @@ def launch_arg_line(name: str) -> str | None:
                 "timing, so it is refused rather than ignored: remove it to predict without it "
                 "(docs/scenario-reference.md lists the server keys)")
     return None
+
+
+def _dashed_line(name: str) -> str:
+    """The refusal for an SGLang argument written as on the command line (dashes): its YAML
+    key ``name`` (underscores), then where that one lives, that it is left out (inert) or its
+    own refusal. Pasted as ``tp-size: 8`` it was answered "did you mean 'server.dp_size'?",
+    and ``log-level`` "unknown key"."""
+    # the server keys (imported here: that module imports this one)
+    from specsched.sim.server_args import ServerArgs
+
+    head = f"the command line's spelling: a YAML key is the argument's name with underscores, {name}"
+    if name in ServerArgs.model_fields:
+        return f"{head} (server.{name})"
+    if name in INERT_ARGS:
+        return f"{head} (accepted and left out: it cannot change the prediction)"
+    return f"{head}; as {name}: {launch_arg_line(name)}"
 
 
 def elsewhere_line(path: tuple[str, ...] | list[str]) -> str | None:

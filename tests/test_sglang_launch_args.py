@@ -185,3 +185,21 @@ def test_a_misspelt_launch_argument_is_matched_against_sglangs_names_too(tmp_pat
             assert meant in text and "enable_mixed_chunk" not in text
         else:
             assert model_key in text and "SGLang launch argument" not in text
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+@pytest.mark.parametrize("key, needle", [
+    ("tp-size", "tp_size; as tp_size: not a server key here: the tensor-parallel size is the profile's"),
+    ("log-level", "log_level (accepted and left out"),
+    ("chunked-prefill-size", "chunked_prefill_size (server.chunked_prefill_size)"),
+    ("enable-hierarchical-cache", "as enable_hierarchical_cache: not a server key here: not modelled"),
+])
+def test_a_dashed_sglang_argument_gets_its_yaml_spelling(tmp_path, capsys, how, key, needle):
+    """A flag pasted with its dashes (``tp-size: 8``) was answered "did you mean
+    'server.dp_size'?" (``log-level``: "unknown key")."""
+    path = _scenario(tmp_path, {key: 8} if how == "file" else None)
+    argv = ["--set", f"server.{key}=8"] if how == "set" else []
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"server.{key} = 8" in err[0] and needle in err[0], err
+    assert "did you mean" not in err[0] and "unknown key" not in err[0]
