@@ -23,8 +23,11 @@ from typing import BinaryIO
 
 from specsched.sim.errors import ConfigError
 
-MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip", b"(\xb5/\xfd": "zstd"}
-"""First bytes of each compressed format, and its name in messages."""
+MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip", b"PK\x05\x06": "zip",
+         b"(\xb5/\xfd": "zstd"}
+"""First bytes of each compressed format, and its name in messages. A zip archive of no file
+starts with its end-of-central-directory record (``PK 05 06``): it was read as text and
+refused as "not a complete JSON object"."""
 
 SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".zip")
 """The names compressed copies usually end in (a file is still told by its first bytes; a name
@@ -43,6 +46,8 @@ def kind(head: bytes) -> str | None:
 def _zip_member(f: BinaryIO, p: str | Path) -> BinaryIO:
     z = zipfile.ZipFile(f)
     files = [i for i in z.infolist() if not i.is_dir() and not i.filename.startswith("__MACOSX/")]
+    if not files:
+        raise ConfigError(str(p), "<file>", Path(p).name, "an empty zip archive: no file in it")
     if len(files) != 1:
         names = ", ".join(i.filename for i in files[:5]) + (", ..." if len(files) > 5 else "")
         raise ConfigError(str(p), "<file>", Path(p).name, f"a zip archive of {len(files)} files ({names or 'none'}): "

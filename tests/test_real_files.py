@@ -1600,3 +1600,17 @@ def test_a_vllm_metadata_seed_label_is_kept_not_refused():
     r = parse_run({**obj, "seed": "run-3"}, "f:1")
     assert "seed" not in r.args and r.extra["seed"] == "run-3"
     assert parse_run({**obj, "seed": "7"}, "f:1").args["seed"] == 7
+
+
+def test_an_empty_zip_archive_is_named_as_such(tmp_path, capsys):
+    """A zip of no file starts ``PK 05 06``, not a file header's ``PK 03 04``: it was read as
+    text and refused as "not a complete JSON object" with its raw bytes shown."""
+    import zipfile
+
+    f = tmp_path / "runs.zip"
+    with zipfile.ZipFile(f, "w"):
+        pass
+    assert main(["scenario", "from-bench", f"{f}:1", "--profile", "h200-1b", "--out", str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an empty zip archive" in err[0] and "JSON" not in err[0], err
+    assert not (tmp_path / "s.yaml").exists()
