@@ -462,3 +462,19 @@ def test_a_llava_text_config_takes_llamaconfigs_defaults(tmp_path):
     assert (arch.intermediate_size, arch.vocab_size, arch.context_len) == (11008, 32064, 4096)
     assert any("LlamaConfig" in a and "hidden_size 4096" in a for a in arch.assumptions)
     assert weights_bytes(arch, Parallel(tp=1)) / 2 / 1e9 == pytest.approx(6.74, rel=0.02)   # Vicuna-7B's LM
+
+
+def test_the_assumptions_a_config_needed_are_said_on_the_terminal(tmp_path, capsys):
+    """A default filled in for a key the config leaves out (LlamaConfig's hidden_size for
+    llava-1.5's text_config, DeepseekV2Config's kv_lora_rank) was written into the profile's
+    provenance only; the command printed nothing about it."""
+    cut = {k: v for k, v in DEEPSEEK_V2_LITE.items() if k != "kv_lora_rank"}
+    for cfg, needle in ((LLAVA_15_7B, "hidden_size 4096"), (cut, "kv_lora_rank 512")):
+        out = tmp_path / "p.yaml"
+        assert main(["profile", "--analytic", "--model", _config(tmp_path, cfg, needle.split()[0]), "--gpu", "H200",
+                     "--out", str(out), "-q"]) == 0
+        notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note: assumed: ")]
+        assert len(notes) == 1 and needle in notes[0], notes
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, DEEPSEEK_V2_LITE, "full"), "--gpu", "H200",
+                 "--out", str(tmp_path / "q.yaml"), "-q"]) == 0
+    assert "note: assumed:" not in capsys.readouterr().err

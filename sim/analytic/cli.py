@@ -169,9 +169,9 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
         f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
     print(f"wrote {out}")
-    for a in arch.assumptions:
-        if "not modelled" in a:
-            print(f"note: {a}", file=sys.stderr)
+    for a in arch.assumptions:   # each also in the profile's provenance.model
+        # a default filled in for a key the config leaves out was said in the file only
+        print(f"note: {a}" if "not modelled" in a else f"note: assumed: {a}", file=sys.stderr)
     if arch.num_experts or arch.kv_lora_rank:
         print(f"note: {UNANCHORED_NOTE}", file=sys.stderr)
     _warn_if_no_pool(d)
