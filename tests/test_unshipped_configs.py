@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from specsched.sim.analytic.models import load_model
+from specsched.sim.analytic.models import from_hf_config, load_model
 from specsched.sim.analytic.roofline import Parallel, kv_entries, weights_bytes
 from specsched.sim.profile import load_profile
 
@@ -478,3 +478,16 @@ def test_the_assumptions_a_config_needed_are_said_on_the_terminal(tmp_path, caps
     assert main(["profile", "--analytic", "--model", _config(tmp_path, DEEPSEEK_V2_LITE, "full"), "--gpu", "H200",
                  "--out", str(tmp_path / "q.yaml"), "-q"]) == 0
     assert "note: assumed:" not in capsys.readouterr().err
+
+
+def test_gemma3_context_length_takes_no_rope_factor_as_sglang_reads_it():
+    """SGLang 0.5.23 get_context_length reads ``config.rope_scaling.get("factor")``; under
+    transformers 5.19.0 a Gemma3TextConfig's rope_scaling is its rope_parameters by layer kind,
+    with no top-level factor: gemma-3-27b-it is served at 131072 positions, not 8 x that.
+    A llama's linear factor still multiplies."""
+    arch = from_hf_config(GEMMA_3_27B_IT, "gemma-3-27b-it", "config.json")
+    assert arch.context_len == 131_072
+    text = {**GEMMA_3_27B_IT["text_config"], "architectures": ["Gemma3ForCausalLM"], "max_position_embeddings": 32768}
+    assert from_hf_config(text, "g", "config.json").context_len == 32768
+    llama = {**LLAVA_15_7B["text_config"], "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    assert from_hf_config(llama, "l", "config.json").context_len == 8192

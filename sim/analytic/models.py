@@ -272,11 +272,20 @@ def _context_len(cfg: dict[str, Any], file: str) -> int:
     ``get_context_length``, read by configs/model_config.py ``_derive_context_length``): the
     first of :data:`CONTEXT_LENGTH_KEYS` present, times ``rope_scaling.factor`` unless
     ``rope_scaling`` names ``original_max_position_embeddings`` or ``rope_type`` llama3 (then
-    1); 2048 when no key is present."""
+    1); 2048 when no key is present.
+
+    A Gemma 3 language model (``model_type: gemma3_text``) takes no factor: transformers
+    5.19.0's ``Gemma3TextConfig.convert_rope_params_to_dict`` moves ``rope_scaling`` into
+    ``rope_parameters["full_attention"]`` and ``config.rope_scaling`` returns the whole
+    ``rope_parameters`` (configuration_utils.py), a mapping by layer kind with no ``factor`` of
+    its own: gemma-3-27b-it (131072 positions, linear factor 8) is served at 131072, not
+    1048576."""
     rope = cfg.get("rope_scaling")
     factor: float = 1
     if rope is not None and not isinstance(rope, dict):
         raise ConfigError(file, "rope_scaling", rope, "must be a mapping (or null)")
+    if rope and cfg.get("model_type") == "gemma3_text":
+        rope = None
     if rope:
         factor = rope.get("factor", 1)
         if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1e6:
