@@ -17,12 +17,17 @@ SEPARATOR = " · "
 """Between two ``header: value`` items on one line of a stacked row."""
 
 
-def fits(console: Any, table: Any) -> bool:
-    """``table`` (a rich renderable) at its natural width fits ``console``'s width."""
+def natural_width(console: Any, table: Any) -> int:
+    """``table``'s (a rich renderable) width unsqueezed, in characters."""
     from rich.measure import Measurement
 
     # measured with room to spare: under the console's own options the measure is clamped to its width
-    return Measurement.get(console, console.options.update(max_width=1 << 20), table).maximum <= console.width
+    return Measurement.get(console, console.options.update(max_width=1 << 20), table).maximum
+
+
+def fits(console: Any, table: Any) -> bool:
+    """``table`` (a rich renderable) at its natural width fits ``console``'s width."""
+    return natural_width(console, table) <= console.width
 
 
 def stacked_lines(header: Sequence[str], rows: Sequence[Sequence[str]], width: int, key_columns: int = 1) -> list[list[str]]:
@@ -59,11 +64,17 @@ def print_table(console: Any, table: Any, header: Sequence[str], rows: Sequence[
                 key_columns: int = 1, title: str | None = None, caption: str | None = None,
                 styles: Sequence[str | None] | None = None) -> None:
     """Print ``table`` (a rich Table of ``header`` and ``rows``) on ``console`` where it fits,
-    or where the console is no terminal (piped or captured: a log keeps the table, as rich
-    lays it out at the console's width); else ``title``, each row stacked
+    or where the console is no terminal (piped or captured: a log keeps the whole table, the
+    console widened to it where it is wider); else ``title``, each row stacked
     (:func:`stacked_lines`; its heading in the row's style from ``styles``), and ``caption``,
     wrapped at the terminal's width."""
-    if not console.is_terminal or fits(console, table):
+    if not console.is_terminal:
+        # a log keeps the whole table: at the console's width (200 for a piped sweep) rich
+        # squeezed a wider one, cutting ``verify_cycles_per…`` and folding its CIs
+        console.width = max(console.width, natural_width(console, table))
+        console.print(table)
+        return
+    if fits(console, table):
         console.print(table)
         return
     from rich.text import Text

@@ -322,3 +322,20 @@ def test_a_terminal_too_narrow_for_the_sweep_table_gets_one_block_per_point(tmp_
     lines = table.splitlines()
     assert "server.speculative_num_draft_tokens=2" in lines and "server.speculative_num_draft_tokens=6" in lines
     assert re.search(r"output_throughput: [\d,.]+ \[[\d,.]+, [\d,.]+\]", table), out
+
+
+def test_a_piped_sweep_table_wider_than_200_columns_is_not_squeezed(tmp_path, capsys):
+    """Piped or captured, the summary was laid out at 200 columns: two grid axes and CIs over
+    seeds passed that, and rich cut ``verify_cycles_per…`` and folded CIs over two lines. A log
+    keeps the whole table, at its own width."""
+    import re
+
+    from specsched.cli import main
+
+    assert main(["sweep", "batch8-ll", "--grid", "server.speculative_num_draft_tokens=2,6",
+                 "--grid", "server.sync_mode=host_block,stream_wait", "--seeds", "2",
+                 "--out", str(tmp_path / "w.parquet"), "--set", "workload.num_requests=8", "--workers", "1", "-q"]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert "…" not in out and "verify_cycles_per_s" in out, out
+    assert len(rows) == 4 and all(re.search(r"\[[\d,.]+, [\d,.]+\]", r) for r in rows), out
