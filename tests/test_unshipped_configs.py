@@ -491,3 +491,21 @@ def test_gemma3_context_length_takes_no_rope_factor_as_sglang_reads_it():
     assert from_hf_config(text, "g", "config.json").context_len == 32768
     llama = {**LLAVA_15_7B["text_config"], "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
     assert from_hf_config(llama, "l", "config.json").context_len == 8192
+
+
+def test_gemma3_names_the_defaults_it_takes():
+    """gemma-3-27b-it states no vocab_size and no layer_types; gemma-3-4b-it's text_config no
+    heads, head_dim or vocabulary either. Their Gemma3TextConfig defaults were taken unsaid
+    (the llama and deepseek defaults are named); now each is in an assumption line."""
+    arch = from_hf_config(GEMMA_3_27B_IT, "gemma-3-27b-it", "config.json")
+    said = " ".join(arch.assumptions)
+    assert "Gemma3TextConfig's defaults: vocab_size 262208" in said and "sliding_window_pattern 6 (the default)" in said
+    assert "head_dim" not in said and "num_attention_heads" not in said   # the 27B states them
+    four = {**GEMMA_3_27B_IT, "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                                               "model_type": "gemma3_text", "num_hidden_layers": 34,
+                                               "sliding_window": 1024}}
+    said = " ".join(from_hf_config(four, "gemma-3-4b-it", "config.json").assumptions)
+    assert "num_attention_heads 8, num_key_value_heads 4, head_dim 256" in said
+    full = {**GEMMA_3_27B_IT["text_config"], "vocab_size": 262_208, "layer_types": ["full_attention"] * 62,
+            "architectures": ["Gemma3ForCausalLM"], "max_position_embeddings": 131072}
+    assert from_hf_config(full, "g", "config.json").assumptions == []

@@ -459,6 +459,10 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
         return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
     if cfg.get("model_type") != "gemma3_text":
         return cfg
+    missing = {k: v for k, v in GEMMA3_TEXT_DEFAULTS.items()
+               if cfg.get(k) is None and not (k == "sliding_window" and k in cfg)}
+    said = ([f"keys missing from the gemma3_text config, taken at Gemma3TextConfig's defaults: {_listed(missing)}"]
+            if missing else [])
     cfg = {**GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None or k == "sliding_window"}}
     if cfg.get("layer_types") is None and isinstance(cfg.get("num_hidden_layers"), int):
         pattern = _get(cfg, file, "sliding_window_pattern", default=6)
@@ -466,6 +470,11 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
             raise ConfigError(file, "sliding_window_pattern", 0, "must be >= 1 (every n-th layer attends globally)")
         cfg["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                               for i in range(cfg["num_hidden_layers"])]
+        said.append(f"layer_types from sliding_window_pattern {pattern}"
+                    f"{'' if 'sliding_window_pattern' in cfg else ' (the default)'}: every {pattern}th layer "
+                    "attends globally, the others in the window")
+    if said:   # named as the llama and deepseek defaults are: gemma-3-4b-it's heads were all defaults, unsaid
+        cfg["assumptions"] = [*_strings(cfg.get("assumptions"), file, "assumptions"), *said]
     return cfg
 
 
