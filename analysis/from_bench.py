@@ -872,6 +872,12 @@ def _vllm_drafts(run: BenchRun) -> tuple[int, list[float] | None] | None:
     return k, cond
 
 
+LINE_KV_BYTES = {"bf16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+"""server_info ``kv_cache_dtype`` values whose element size is plain (SGLang 0.5.23
+arg_groups/fields/model.py choices; ``auto`` is the model's dtype, resolved per model and GPU,
+and the fp4/mxfp8 recipes carry scales): compared with an analytic profile's
+``analytic.model.kv_cache_bytes``."""
+
 SETUP_MISMATCH = "setup mismatch: "
 """Prefix of an assumption saying that the line's server is not the one the profile prices
 (another TP size, another model): the commands also print it as a ``warning:`` line."""
@@ -894,7 +900,9 @@ def _model_key(name: str) -> str:
 def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
     """Say so, as a :data:`SETUP_MISMATCH` assumption, when the line's server ran another
     tensor-parallel size than the profile prices (server_info ``tp_size``; the profile's
-    ``hardware.tp_size``) or another model (server_info ``model_path``, else the line's
+    ``hardware.tp_size``), another KV cache element size (server_info ``kv_cache_dtype``,
+    :data:`LINE_KV_BYTES`; an analytic profile's ``kv_cache_bytes``: an fp8 server's pool
+    holds twice the tokens of a bf16 profile's) or another model (server_info ``model_path``, else the line's
     ``model_id``, vLLM's key; against an analytic profile's model name): the scenario predicts
     the profile's setup, not the measured one. The model check is by name (the model's
     name, reduced by :func:`_model_key`, found in the line's), so a local path that hides the
@@ -912,8 +920,15 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
         notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
                      f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
                      f"profile --analytic --tp {tp} ...)")
-    line_model = info.get("model_path") or run.extra.get("model_id")
     model = (prof.analytic or {}).get("model")
+    kv_line = LINE_KV_BYTES.get(str(info.get("kv_cache_dtype")).lower())
+    kv_prof = model.get("kv_cache_bytes") if isinstance(model, dict) else None
+    if kv_line is not None and isinstance(kv_prof, (int, float)) and kv_prof != kv_line:
+        notes.append(f"{SETUP_MISMATCH}profile {profile} prices a KV cache of {kv_prof:g} byte(s) an element, but the "
+                     f"line's server ran kv_cache_dtype {info['kv_cache_dtype']!r} ({kv_line} byte(s)): the pool and "
+                     f"the KV reads are the profile's (a profile for it: specsched profile --analytic "
+                     f"--kv-cache-dtype {info['kv_cache_dtype']} ...)")
+    line_model = info.get("model_path") or run.extra.get("model_id")
     prof_model = model.get("name") if isinstance(model, dict) else None
     if isinstance(line_model, str) and line_model and isinstance(prof_model, str) and prof_model:
         if _model_key(prof_model) not in _model_key(line_model):

@@ -383,6 +383,21 @@ def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
         assert "tp_size 1" in notes[0] and "tp_size 4" in notes[0] and "--tp 4" in notes[0]
 
 
+@pytest.mark.parametrize(("kv", "said"), [("fp8_e4m3", True), ("bf16", False), ("auto", False), (None, False)])
+def test_a_line_of_another_kv_cache_dtype_than_the_profile_is_said(kv, said):
+    """server_info kv_cache_dtype fp8_e4m3 against a bf16-KV analytic profile was listed among
+    the unused keys only: the scenario then predicts half the pool the server had. Said as a
+    setup mismatch ('auto' resolves per model and GPU: not compared)."""
+    info = LINE["server_info"] | ({"kv_cache_dtype": kv} if kv else {})
+    prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert load_profile(prof).analytic["model"]["kv_cache_bytes"] == 2
+    sc, _ = scenario_from_bench(parse_run(LINE | {"server_info": info}, "runs.jsonl:1"), prof)
+    notes = [n for n in sc["assumptions"] if n.startswith("setup mismatch: ") and "kv_cache_dtype" in n]
+    assert bool(notes) is said
+    if said:
+        assert "'fp8_e4m3' (1 byte(s))" in notes[0] and "--kv-cache-dtype fp8_e4m3" in notes[0]
+
+
 def _failing_line(n_failed: int, **change):
     """LINE with --output-details of 40 requests, ``n_failed`` of them failed (SGLang 0.5.23
     benchmark/serving.py: a failed request keeps output_len 0, ttft 0.0, itl [] and its error)."""
