@@ -671,6 +671,21 @@ UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
     # arg_groups/fields/memory.py --enable-hicache: a host-memory tier under the radix cache
     "enable_hierarchical_cache": (False, "prefixes evicted from the GPU came back from host memory (HiCache): the "
                                   "prediction's radix cache has the GPU pool only (fewer hits where prefixes repeat)"),
+    # the arguments a scenario's server block refuses as not modelled (sim/sglang_launch_args.py
+    # SGLANG_ARGS_ELSEWHERE): they were named among the unused keys only; defaults from
+    # arg_groups/fields/parallel.py, exec_.py and spec.py
+    "pp_size": (1, "pipeline parallelism ({v} stages, micro-batches through them) changed every step's time and the "
+                   "batches in flight: the prediction runs one stage"),
+    "enable_two_batch_overlap": (False, "two micro-batches overlapped compute and communication: the prediction's "
+                                        "step times are the profile's, without it"),
+    "enable_single_batch_overlap": (False, "computation and communication overlapped within a batch: the "
+                                           "prediction's step times are the profile's, without it"),
+    "cpu_offload_gb": (0, "{v} GB of weights were offloaded to host memory and copied back every forward: the "
+                          "prediction's forwards are the profile's, without the copies"),
+    "speculative_accept_threshold_single": (1.0, "a relaxed acceptance ({v}) raised the accept length: the "
+                                                 "prediction's is the line's or the scenario's"),
+    "speculative_accept_threshold_acc": (1.0, "a relaxed acceptance ({v}) raised the accept length: the "
+                                              "prediction's is the line's or the scenario's"),
 }
 """Server arguments /server_info reports that change what a client measures and that the model
 does not have, each with SGLang's default and what a value other than it changes: said in an

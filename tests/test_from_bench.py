@@ -805,3 +805,23 @@ def test_out_naming_an_existing_folder_writes_the_scenario_in_it(tmp_path, monke
     assert sorted(x.name for x in (tmp_path / "out").iterdir()) == ["mine-input-lengths.csv", "mine-output-lengths.csv",
                                                                     "mine.yaml"]
     assert not list(tmp_path.glob("out-*")) and load_scenario(tmp_path / "out" / "mine.yaml").name == "mine"
+
+
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("pp_size", 2, "pipeline parallelism (2 stages"), ("enable_two_batch_overlap", True, "two micro-batches"),
+    ("cpu_offload_gb", 20, "20 GB of weights"), ("speculative_accept_threshold_single", 0.5, "relaxed acceptance"),
+])
+def test_a_line_whose_server_ran_an_unmodelled_setting_says_what_it_changed(key, value, needle):
+    """server_info pp_size 2 (or TBO, CPU offload, relaxed acceptance), which a scenario's
+    server block refuses as not modelled, was only named among the unused keys; at SGLang's
+    default it is not mentioned."""
+    run = parse_run(LINE | {"server_info": LINE["server_info"] | {key: value}}, "runs.jsonl:1")
+    sc, _ = scenario_from_bench(run, "h200-1b")
+    notes = [n for n in sc["assumptions"] if n.startswith(f"server_info {key} ")]
+    assert len(notes) == 1 and "not modelled" in notes[0] and needle in notes[0], sc["assumptions"]
+    assert not any(key in n for n in sc["assumptions"] if "no argument for" in n)
+    from specsched.analysis.from_bench import UNMODELLED_SETTINGS
+
+    default = UNMODELLED_SETTINGS[key][0]
+    run = parse_run(LINE | {"server_info": LINE["server_info"] | {key: default}}, "runs.jsonl:1")
+    assert not any(key in n for n in scenario_from_bench(run, "h200-1b")[0]["assumptions"])
