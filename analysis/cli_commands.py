@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -46,16 +48,19 @@ REPLAYED_FILE_KEYS = ("workload.trace", "workload.multi_turn.agentic_trace")
 (:func:`sim.workload.check_replayed_files`): each such grid value is checked before any run."""
 
 
-def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_requests: int | None) -> None:
+def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_requests: int | None,
+                   at_once: int = 1) -> None:
     """Refuse, before any run starts, a workload too large to allocate, a request that can
     never fit the KV pool (sim/limits.py) or a bad row of a replayed trace
-    (:func:`sim.workload.check_replayed_files`), for the scenario with its overrides."""
+    (:func:`sim.workload.check_replayed_files`), for the scenario with its overrides; warn of
+    one whose ``at_once`` runs together may pass this machine's memory
+    (:func:`sim.limits.check_size`)."""
     from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.sim.limits import check_fits, check_size
     from specsched.sim.workload import check_replayed_files
 
     sc = load_scenario_with_overrides(scenario, arm, overrides)
-    notes = check_size(sc, max_requests)
+    notes = check_size(sc, max_requests, at_once)
     check_fits(sc)
     check_replayed_files(sc)
     for note in notes:   # after the refusals: bad input stays one line
@@ -385,11 +390,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # every value of an axis that changes the file a run replays (another trace, its unit or
     # layout: read differently), each with the largest request count
     files = {k: v for k, v in grid.items() if k.startswith(REPLAYED_FILE_KEYS)}
+    # the runs a local process pool holds at once (a Dask cluster's workers are other machines)
+    runs = math.prod(len(v) for k, v in grid.items() if k != "arm") * len(arms) * args.seeds
+    at_once = 1 if args.scheduler is not None else min(runs, args.workers or os.cpu_count() or 1)
     for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
         for combo in itertools.product(*files.values()):
             point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}),
                          **dict(zip(files, combo, strict=True)))
-            check_workload(args.scenario, str(arm), point, args.max_requests)
+            check_workload(args.scenario, str(arm), point, args.max_requests, at_once)
     axes = {k: v for k, v in grid.items() if k != "arm"}
     points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
               for arm in arms for combo in itertools.product(*axes.values())]

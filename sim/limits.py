@@ -116,13 +116,16 @@ def _output_tokens(scenario: Scenario, n: int) -> int:
     return n * _max_len(w.output_len, scenario.path, "workload.output_len")
 
 
-def check_size(scenario: Scenario, max_requests: int | None = None) -> list[str]:
+def check_size(scenario: Scenario, max_requests: int | None = None, at_once: int = 1) -> list[str]:
     """Refuse a workload that is larger than ``max_requests`` or than this machine's memory;
     warn of one whose output tokens may take more than the machine's memory.
 
     Args:
         scenario: the resolved scenario.
         max_requests: the user's limit (None: :data:`DEFAULT_MAX_REQUESTS`).
+        at_once: runs of it this machine holds at the same time (a sweep's worker processes):
+            the warning's ceiling is theirs together (a sweep of two 15 GiB runs on a 23 GiB
+            machine was not warned of).
 
     Returns:
         ``warning:`` lines for the caller to print (stderr): the workload's requests fit, but
@@ -173,11 +176,13 @@ def check_size(scenario: Scenario, max_requests: int | None = None) -> list[str]
                           f"has {_gib(mem)}")
     tokens = _output_tokens(scenario, n)
     high = memory_estimate(n, tokens)[1]
-    if mem is not None and high > mem:
+    runs = max(1, at_once)
+    if mem is not None and high * runs > mem:
+        together = f", {_gib(high * runs)} for the {runs} runs at once (--workers)" if runs > 1 else ""
         return [f"warning: {file}: {key} = {shown} with {tokens:,} output tokens may need up to {_gib(high)} of memory "
-                f"(~{BYTES_PER_REQUEST} B a request + ~{BYTES_PER_OUTPUT_TOKEN} B an output token when requests decode "
-                f"one at a time: each token's inter-token latency is kept; far less when many decode together); "
-                f"this machine has {_gib(mem)}"]
+                f"a run{together} (~{BYTES_PER_REQUEST} B a request + ~{BYTES_PER_OUTPUT_TOKEN} B an output token when "
+                f"requests decode one at a time: each token's inter-token latency is kept; far less when many decode "
+                f"together); this machine has {_gib(mem)}"]
     return []
 
 

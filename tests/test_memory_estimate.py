@@ -72,3 +72,22 @@ def test_the_measurement_script_runs(capsys):
     assert mod.main(["--requests", "10", "20", "--outputs", "16"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert [r[:2] for r in rows] == [["16", "10"], ["16", "20"]] and float(rows[1][2]) > 50   # MiB: a Python process
+
+
+def test_a_sweeps_runs_at_once_count_together(tmp_path, capsys, monkeypatch):
+    """A sweep runs up to --workers points at once, each keeping its own records: two runs
+    that fit one at a time but not together were not warned of (the ceiling was one run's)."""
+    monkeypatch.chdir(tmp_path)
+    s = _trace(tmp_path, 40, 2048)
+    one = limits.memory_estimate(40, 40 * 2048)[1]
+    monkeypatch.setattr(limits, "physical_memory_bytes", lambda: int(one * 1.5))
+    sc = load_scenario(str(s))
+    assert limits.check_size(sc) == []
+    (note,) = limits.check_size(sc, at_once=2)
+    assert "a run, " in note and "for the 2 runs at once (--workers)" in note
+    assert main(["sweep", str(s), "--grid", "server.chunked_prefill_size=4096,8192", "--workers", "2",
+                 "--out", "w.parquet", "-q"]) == 0
+    assert "for the 2 runs at once (--workers)" in capsys.readouterr().err
+    assert main(["sweep", str(s), "--grid", "server.chunked_prefill_size=4096,8192", "--workers", "1",
+                 "--out", "w1.parquet", "-q"]) == 0
+    assert "warning: " not in capsys.readouterr().err
