@@ -523,7 +523,17 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
-    if ("max_total_num_tokens" in given and pool and physical is not None
+    if ("max_total_num_tokens" in given and pool and server.mem_fraction_static is not None
+            and server.max_total_num_tokens > pool):
+        # both given: the user states the memory fraction, so the pool it leaves is the
+        # profiled one SGLang takes the smaller of (kv_cache_configurator.py
+        # _apply_token_constraints; --max-total-tokens is an upper bound, not a size)
+        vals["max_total_num_tokens"] = pool
+        out.append(Resolved("max_total_num_tokens", pool,
+                            f"capped: SGLang takes the smaller of --max-total-tokens {server.max_total_num_tokens} and "
+                            f"the pool mem_fraction_static {server.mem_fraction_static:g} leaves ({pool}; "
+                            "kv_cache_configurator.py _apply_token_constraints)"))
+    elif ("max_total_num_tokens" in given and pool and physical is not None
             and server.max_total_num_tokens > physical):
         # SGLang takes min(--max-total-tokens, the profiled pool) with a warning
         # (mem_cache/kv_cache_configurator.py _apply_token_constraints). The estimate of the

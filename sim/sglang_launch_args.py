@@ -313,7 +313,11 @@ close: ``sleep_on_idle`` (a sleeping scheduler wakes later), ``gc_threshold`` an
 ``tokenizer_worker_num`` / ``detokenizer_worker_num`` (the tokenizer's time per prompt token is
 modelled: the host's ingest terms), ``show_time_cost`` (model_executor/model_runner.py turns on
 utils/common.py's timers, which call ``torch.cuda.synchronize()``), ``enable_forward_pass_metrics``,
-``enable_trace`` and ``kv_events_config`` (host work in every step)."""
+``enable_trace`` and ``kv_events_config`` (host work in every step). Left out although they do a little host work each step, which the
+profile's host terms do not hold: ``enable_metrics`` / ``enable_mfu_metrics`` (the scheduler's
+per-iteration stats, scheduler_components/metrics_reporter.py) and ``decode_log_interval`` (a log
+line every that many decode steps, 40 by default): servers run with them as a rule, and refusing
+them would refuse most pasted launch commands; a server logging every step (1) is not modelled."""
 
 INERT_ARGS: frozenset[str] = frozenset(n for names in INERT.values() for n in names) | frozenset(
     a for a, field in ALIASES.items() if any(field in names for names in INERT.values()))

@@ -349,3 +349,22 @@ def test_the_reserve_refusal_counts_the_activation_tokens_sglang_reserves_for(sc
                                 f"profile={scenario_file / 'llama-3.1-8b-H200-1.yaml'}",
                                 "--set", "server.chunked_prefill_size=1024", "--set", "server.cuda_graph_max_bs=100000"],
              "server.cuda_graph_max_bs", "(2048 tokens x 1.5 MiB)")
+
+
+def test_a_pool_stated_with_its_memory_fraction_is_the_smaller_of_the_two(scenario_file):
+    """With both --max-total-tokens and --mem-fraction-static given, SGLang's pool is the
+    smaller of the stated cap and the pool that fraction leaves (kv_cache_configurator.py
+    _apply_token_constraints): stating mem_fraction_static 0.3 beside 800000 tokens ran 800000."""
+    prof = str(scenario_file / "llama-3.1-70b-H100-8.yaml")
+    frac = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                        {"profile": prof, "server.mem_fraction_static": 0.3}).server
+    both = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                        {"profile": prof, "server.mem_fraction_static": 0.3,
+                                         "server.max_total_num_tokens": 2 * frac.max_total_num_tokens})
+    assert both.server.max_total_num_tokens == frac.max_total_num_tokens
+    assert any(r.key == "max_total_num_tokens" and "smaller of --max-total-tokens" in r.why
+               for r in both._resolved_defaults)
+    below = load_scenario_with_overrides(scenario_file / "whatif.yaml", "base",
+                                         {"profile": prof, "server.mem_fraction_static": 0.3,
+                                          "server.max_total_num_tokens": frac.max_total_num_tokens // 2}).server
+    assert below.max_total_num_tokens == frac.max_total_num_tokens // 2   # a cap below the pool is the pool
