@@ -403,7 +403,11 @@ def _num(x: float) -> str:
 
 
 def _pct(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x:+.2f}%"
+    """A change in percent with its sign; a change that rounds to zero prints +0.00%, not -0.00%."""
+    if not math.isfinite(x):
+        return "n/a"
+    text = f"{x:+.2f}%"
+    return "+0.00%" if text == "-0.00%" else text
 
 
 VERDICT_RULE = ("verdict: better/worse when the CI excludes 0 and |change| > noise; same when the CI (one seed: "

@@ -390,3 +390,12 @@ def test_stacked_rows_pack_whole_items_within_the_width():
     assert lines == ["m", "  a: " + "x" * 10, "  b: " + "y" * 30, "  c: " + "z" * 90]
     (lines,) = stacked_lines(header, [["m", "1", "2", "3"]], 40)
     assert lines == ["m", f"  a: 1{SEPARATOR}b: 2{SEPARATOR}c: 3"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(x=st.floats(-0.004999, 0.004999))
+def test_a_change_that_rounds_to_zero_prints_without_a_minus(x):
+    """compare printed "-0.00%" for a change of -0.001 %."""
+    from specsched.analysis.compare import _pct
+
+    assert _pct(x) == "+0.00%"
