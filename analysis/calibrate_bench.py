@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import sys
 import tempfile
@@ -1227,7 +1228,9 @@ def fit_runs(specs: list[str]) -> list[Any]:
     a ``warning:`` line each, the rest fitted: a run whose every request failed (``completed``
     0: the server fell over at the sweep's top rate; there is nothing to fit in it), and a
     last line cut short (:func:`sim.bench_serving.read_bench` ``left_out``). Both refused
-    every run of the file before. A file with no measured run is still refused.
+    every run of the file before. A file with no measured run is still refused. A run read
+    twice (equal arguments and figures: one file compressed two ways, a line named and its
+    file given whole) is fitted once, with a ``warning:`` line.
 
     Raises:
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
@@ -1236,6 +1239,7 @@ def fit_runs(specs: list[str]) -> list[Any]:
     from specsched.sim.bench_serving import read_bench, require_measured, split_spec
 
     out = []
+    seen: dict[str, str] = {}   # a run's arguments and figures -> where it was first read
     for spec in specs:
         path, line = split_spec(spec)
         skipped: list[str] = []
@@ -1247,7 +1251,16 @@ def fit_runs(specs: list[str]) -> list[Any]:
                     for r in runs if r.summary.get("completed") == 0]
         for note in skipped:
             print(f"warning: {note}", file=sys.stderr)
-        out += measured
+        for r in measured:
+            # the same run given twice (one file compressed two ways, a line named and its file
+            # given whole) would weigh double in the fit
+            key = json.dumps([r.args, r.summary], sort_keys=True, default=str)
+            if key in seen:
+                print(f"warning: {r.source}: left out: the same run as {seen[key]} (its arguments and every "
+                      "figure equal): fitted once", file=sys.stderr)
+                continue
+            seen[key] = r.source
+            out.append(r)
     return out
 
 

@@ -891,3 +891,22 @@ def test_a_fit_stopped_by_sigterm_keeps_its_best_point_as_ctrl_c_does(tmp_path):
     prof = yaml.safe_load((tmp_path / "f.yaml").read_text())
     assert "interrupted (SIGTERM)" in " ".join(prof["provenance"]["calibrate.from"].split())
     assert re.search(r"factors: decode x[0-9.]+;", out), out
+
+
+def test_the_same_run_given_twice_is_fitted_once(tmp_path, capsys):
+    """runs.jsonl.gz:1 and runs.jsonl.xz:1 (one run, compressed two ways) were fitted as two
+    independent runs, doubling that run's weight in the fit; a different run stays."""
+    import gzip
+    import lzma
+
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    other = {**good, "request_rate": 7.0}
+    gz, xz = tmp_path / "runs.jsonl.gz", tmp_path / "runs.jsonl.xz"
+    gz.write_bytes(gzip.compress((json.dumps(good) + "\n").encode()))
+    xz.write_bytes(lzma.compress((json.dumps(good) + "\n" + json.dumps(other) + "\n").encode()))
+    runs = fit_runs([f"{gz}:1", str(xz)])
+    assert [r.source for r in runs] == [f"{gz}:1", f"{xz}:2"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {xz}:1: left out: the same run as {gz}:1")
