@@ -284,6 +284,18 @@ def _block_on(s: Any) -> bool:
 
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
 
+def _profile_knows_hardware(s: Any) -> bool:
+    """Whether the scenario's profile has a ``hardware`` block, from which the KV pool follows
+    the memory fraction (sim/defaults.py); True when the profile does not load (the run names
+    what is wrong with it)."""
+    from specsched.sim.profile import load_profile
+
+    try:
+        return load_profile(s.profile, s.path or None).hardware is not None
+    except ConfigError:
+        return True
+
+
 UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
     ("server.swa_full_tokens_ratio", lambda s: s.server.sliding_window_size is not None,
      "read only with server.sliding_window_size (a hybrid sliding-window KV), which is not set"),
@@ -316,6 +328,9 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "read only by workload.kind poisson and multi_turn (conversation starts)"),
     ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
      "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
+    ("server.mem_fraction_static", lambda s: _profile_knows_hardware(s),
+     "read only with a profile that knows its GPU's memory (a hardware block: `specsched profile --analytic` "
+     "writes one); this profile's KV pool is server.max_total_num_tokens"),
 ]
 """(key, whether the scenario reads it, why not): keys whose value changes nothing unless
 another key turns their part of the model on (each one's description in the schema says

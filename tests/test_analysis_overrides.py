@@ -307,3 +307,18 @@ def test_a_trace_workloads_length_keys_get_the_note(tmp_path, capsys, monkeypatc
     for key in ("workload.output_len", "workload.input_len" if how == "file" else "workload.input_len.value"):
         assert err.count("changes nothing") == 2, err
         assert f"note: {where}{key} changes nothing in this run" in err and "the trace gives" in err, err
+
+
+@pytest.mark.parametrize("profile, noted", [("h200-1b", True), ("h100-llama-3.1-8b-eagle3-analytic", False)])
+def test_a_memory_fraction_the_profile_cannot_read_is_named(tmp_path, capsys, profile, noted):
+    """server.mem_fraction_static sizes the KV pool only from a profile's hardware block: with a
+    measured profile that has none it was accepted and ignored without a word."""
+    from specsched.cli import main
+
+    sc = tmp_path / "m.yaml"
+    sc.write_text("name: m\nprofile: h200-1b\nserver: {max_running_requests: 4}\nworkload: {kind: burst, num_requests: 4, "
+                  "input_len: {kind: fixed, value: 40}, output_len: {kind: fixed, value: 8}}\n")
+    assert main(["run", str(sc), "-q", "--set", f"profile={profile}", "--set", "server.mem_fraction_static=0.5",
+                 "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert ("note: server.mem_fraction_static changes nothing in this run" in err) == noted, err
