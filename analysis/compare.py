@@ -488,7 +488,10 @@ def _rich_parts(table: pd.DataFrame, title: str | None, confidence: float
 
 def to_rich_table(table: pd.DataFrame, title: str | None = None, confidence: float = 0.95) -> Table:
     """The comparison as a rich Table (green = better, red = worse when the CI excludes 0)."""
-    header, rows, title, caption, styles = _rich_parts(table, title, confidence)
+    return _rich_table(*_rich_parts(table, title, confidence))
+
+
+def _rich_table(header: list[str], rows: list[list[str]], title: str, caption: str, styles: list[str | None]) -> Table:
     t = Table(title=title, caption=caption)
     for h in header:
         t.add_column(h, justify="left" if h in ("metric", "base arm", "arm", "verdict") else "right")
@@ -503,9 +506,9 @@ def print_comparison(console: Any, table: pd.DataFrame, title: str | None = None
     at 80 columns the ten columns were squeezed to six characters each, cut to ``outp…``)."""
     from specsched.analysis.narrow import print_table
 
-    header, rows, title, caption, styles = _rich_parts(table, title, confidence)
-    print_table(console, to_rich_table(table, title, confidence), header, rows, title=title, caption=caption,
-                styles=styles)
+    parts = _rich_parts(table, title, confidence)
+    header, rows, title, caption, styles = parts
+    print_table(console, _rich_table(*parts), header, rows, title=title, caption=caption, styles=styles)
 
 
 def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:

@@ -129,12 +129,13 @@ def print_summary(console: Any, summary: pd.DataFrame, title: str = "Sweep summa
     were squeezed to six characters, every value and CI cut."""
     from specsched.analysis.narrow import print_table
 
-    cols, heads, rows, full_title, caption = _rich_parts(summary, title, confidence)
+    parts = _rich_parts(summary, title, confidence)
+    cols, heads, rows, full_title, caption = parts
     keys = len(cols) - 1
     named = [([f"{c}={v}" for c, v in zip(cols[:keys], r[:keys], strict=True)] or [f"point {i + 1}"]) + r[keys:]
              for i, r in enumerate(rows)]
     header = [*cols, *heads] if keys else ["point", *cols, *heads]
-    print_table(console, to_rich_table(summary, title, confidence), header, named, key_columns=max(keys, 1),
+    print_table(console, _rich_table(*parts), header, named, key_columns=max(keys, 1),
                 title=full_title, caption=caption)
 
 
@@ -142,9 +143,12 @@ def to_rich_table(summary: pd.DataFrame, title: str = "Sweep summary", confidenc
     """The summary as a rich Table: one row per point, ``value [CI]`` per metric; a
     parameter with one value at every point (the arm, a ``--set`` key) is named in the
     title instead of a column."""
+    return _rich_table(*_rich_parts(summary, title, confidence))
+
+
+def _rich_table(cols: list[str], heads: list[str], rows: list[list[str]], title: str, caption: str) -> Any:
     from rich.table import Table
 
-    cols, heads, rows, title, caption = _rich_parts(summary, title, confidence)
     t = Table(title=title, caption=caption)
     for c in cols:
         t.add_column(c, justify="left" if c != "seeds" else "right", overflow="fold")   # a long key folds, not cut
