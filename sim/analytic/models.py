@@ -397,9 +397,13 @@ config) for the keys that decide the shape, by ``model_type``: a config without
 not 30.4), one without ``moe_intermediate_size`` gave every expert the dense MLP's width
 (224.8 GiB of weights, not 30.3). The MLA head sizes follow (:data:`MLA_DEFAULTS`)."""
 
-_EXPERT_COUNT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
-"""The spellings of the routed-expert count (``DeepseekV2Config.attribute_map`` maps
-``num_experts``, V3's ``num_local_experts``): one given, the class default is not filled."""
+CONFIG_CLASS_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {"llama": ("LlamaConfig", LLAMA_DEFAULTS),
+                                                                  **DEEPSEEK_DEFAULTS}
+"""``model_type`` -> (the transformers config class, the defaults it fills for missing keys)."""
+
+_SPELLINGS = {"n_routed_experts": ("n_routed_experts", "num_experts", "num_local_experts")}
+"""Keys a config may give under other names (``DeepseekV2Config.attribute_map`` maps
+``num_experts``, V3's ``num_local_experts``): one of them given, the class default is not filled."""
 
 
 def _listed(values: dict[str, Any]) -> str:
@@ -443,16 +447,9 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     Raises:
         ConfigError: ``sliding_window_pattern`` is not a positive integer.
     """
-    if cfg.get("model_type") == "llama":
-        missing = {k: v for k, v in LLAMA_DEFAULTS.items() if k not in cfg}
-        if not missing:
-            return cfg
-        said = f"keys missing from the llama config, taken at LlamaConfig's defaults: {_listed(missing)}"
-        return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
-    if cfg.get("model_type") in DEEPSEEK_DEFAULTS:
-        cls, defaults = DEEPSEEK_DEFAULTS[cfg["model_type"]]
-        missing = {k: v for k, v in defaults.items() if k not in cfg
-                   and not (k == "n_routed_experts" and any(a in cfg for a in _EXPERT_COUNT_KEYS))}
+    if cfg.get("model_type") in CONFIG_CLASS_DEFAULTS:
+        cls, defaults = CONFIG_CLASS_DEFAULTS[cfg["model_type"]]
+        missing = {k: v for k, v in defaults.items() if not any(a in cfg for a in _SPELLINGS.get(k, (k,)))}
         if not missing:
             return cfg
         said = f"keys missing from the {cfg['model_type']} config, taken at {cls}'s defaults: {_listed(missing)}"
@@ -731,6 +728,13 @@ INT4_GROUP = 128
 ``group_size``; roofline.py ``FP4_BITS``)."""
 
 
+def _compressed_tensors_weights(quant: dict[str, Any]) -> list[Any]:
+    """The ``weights`` scheme of each ``config_groups`` entry of a compressed-tensors
+    ``quantization_config`` (compressed_tensors/compressed_tensors.py); empty without groups."""
+    groups = quant.get("config_groups")
+    return [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+
+
 def fp8_checkpoint(quant: Any) -> bool:
     """Whether a config.json ``quantization_config`` other than ``quant_method: fp8`` stores
     8-bit floating-point weights, as SGLang 0.5.23 loads them.
@@ -756,8 +760,7 @@ def fp8_checkpoint(quant: Any) -> bool:
         section = quant if quant.get("quant_algo") is not None else quant.get("quantization")
         return isinstance(section, dict) and str(section.get("quant_algo", "")).upper() == "FP8"
     if method == "compressed-tensors":
-        groups = quant.get("config_groups")
-        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        weights = _compressed_tensors_weights(quant)
         return bool(weights) and all(isinstance(w, dict) and str(w.get("type", "")).lower() == "float"
                                      and w.get("num_bits") == 8 for w in weights)
     return False
@@ -784,8 +787,7 @@ def int4_format(quant: Any) -> str | None:
     if method in ("gptq", "gptq_marlin") and quant.get("bits") == 4:
         return "int4"
     if method == "compressed-tensors":
-        groups = quant.get("config_groups")
-        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        weights = _compressed_tensors_weights(quant)
         if weights and all(isinstance(w, dict) and str(w.get("type", "")).lower() == "int" and w.get("num_bits") == 4
                            for w in weights):
             return "int4"
