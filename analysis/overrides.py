@@ -30,7 +30,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.server_args import ServerArgs
-from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint, nearer_launch_arg
+from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint
 from specsched.sim.yaml_io import load_yaml_text
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
@@ -172,10 +172,9 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
                     raise ConfigError(file, dotted, shown, elsewhere)
                 near = difflib.get_close_matches(part, list(fields), n=1)
                 home = nested_home(parts[:i], part) if not near and i == len(parts) - 1 else None
-                pasted = nearer_launch_arg(part, near[0] if near else None) if model is ServerArgs else None
-                hint = (launch_arg_hint(pasted) if pasted
-                        else f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near
-                        else f"; did you mean {home!r}?" if home else "")
+                pasted = launch_arg_hint(part, near[0] if near else None) if model is ServerArgs else None
+                hint = pasted or (f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near
+                                  else f"; did you mean {home!r}?" if home else "")
                 raise ConfigError(file, dotted, shown,
                                   f"unknown key under {where}{hint}{allowed_keys_text(parts[:i], list(fields))}")
             model = _unwrap(fields[part].annotation)
@@ -328,7 +327,7 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "read only by workload.kind poisson and multi_turn (conversation starts)"),
     ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
      "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
-    ("server.mem_fraction_static", lambda s: _profile_knows_hardware(s),
+    ("server.mem_fraction_static", _profile_knows_hardware,
      "read only with a profile that knows its GPU's memory (a hardware block: `specsched profile --analytic` "
      "writes one); this profile's KV pool is server.max_total_num_tokens"),
 ]

@@ -43,7 +43,6 @@ from specsched.sim.sglang_launch_args import (
     elsewhere_line,
     inert_keys_in,
     launch_arg_hint,
-    nearer_launch_arg,
 )
 from specsched.sim.strict import STRICT as _STRICT
 from specsched.sim.workload_config import (
@@ -392,8 +391,8 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
         near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
-        pasted = nearer_launch_arg(str(loc[-1]), near[0]) if len(loc) >= 2 and str(loc[-2]) == "server" else None
-        hint = launch_arg_hint(pasted) if pasted else (f"; did you mean {near[0]!r}?" if near[0] else "")
+        pasted = launch_arg_hint(str(loc[-1]), near[0]) if len(loc) >= 2 and str(loc[-2]) == "server" else None
+        hint = pasted or (f"; did you mean {near[0]!r}?" if near[0] else "")
         msg = "unknown key" + hint + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
 

@@ -330,19 +330,14 @@ _KERNELS = "it changes kernel times, which the profile holds: profile the server
 SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
     "tp_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile --analytic "
                "--tp N` writes one for a model and GPU)",
-    "tensor_parallel_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile "
-                            "--analytic --tp N`)",
     "model_path": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`, or a "
                   "measured profile)",
-    "model": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`)",
     "dtype": "the dtype is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
     "quantization": "the weights' format is the profile's (`specsched profile --analytic --dtype "
                     "bf16|fp8|mxfp4|nvfp4|int4`)",
     "kv_cache_dtype": _KV_DTYPE,
     "speculative_draft_model_path": "the drafter's cost is the profile's (`specsched profile --analytic "
                                     "--draft-model NAME_OR_CONFIG`, or --drafter and --draft-layers)",
-    "speculative_draft_model": "the drafter's cost is the profile's (`specsched profile --analytic "
-                               "--draft-model NAME_OR_CONFIG`)",
     "max_total_tokens": "write server.max_total_num_tokens (the KV pool, tokens)",
     "disable_overlap_schedule": "write server.enable_overlap_schedule: false",
     "disable_cuda_graph": "write server.disable_decode_cuda_graph: true (and disable_prefill_cuda_graph: true)",
@@ -357,7 +352,6 @@ SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
                          "disable_prefill_cuda_graph",
     "attn_dp_size": "write server.enable_dp_attention: true and server.dp_size: N (SGLang resolves "
                     "--dp-size N --enable-dp-attention to attn_dp_size N)",
-    "attention_data_parallel_size": "write server.enable_dp_attention: true and server.dp_size: N",
     "data_parallel_size": "write server.dp_size",
     "min_free_slots_delay": "write server.admission_delay: min_free_slots and server.min_free_slots: N",
     "disable_hybrid_swa_memory": "write server.sliding_window_size: null (one pool of every layer)",
@@ -375,16 +369,12 @@ SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
     "enable_hierarchical_cache": "not modelled: prefixes evicted from the GPU come back from host memory "
                                  "(HiCache), so more prefix hits where prefixes repeat; the model's radix "
                                  "cache has the GPU pool only",
-    "enable_hicache": "not modelled: prefixes evicted from the GPU come back from host memory (HiCache); the "
-                      "model's radix cache has the GPU pool only",
     "enable_two_batch_overlap": "not modelled: two micro-batches overlap compute and communication, which "
                                 "changes step times (DP attention, expert parallelism)",
     "enable_single_batch_overlap": "not modelled: computation and communication overlap within a batch, "
                                    "which changes step times",
     "pp_size": "not modelled: pipeline parallelism (micro-batches through stages) changes every step's time "
                "and the batches in flight",
-    "pipeline_parallel_size": "not modelled: pipeline parallelism changes every step's time and the batches "
-                              "in flight",
     "speculative_accept_threshold_single": "not modelled: it changes the accept length; state the accept "
                                            "length measured with it (acceptance.mean_accept_length, "
                                            "per_position_rates or histogram)",
@@ -397,10 +387,10 @@ SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
                            "(data_parallel_controller.py round_robin_scheduler)",
     "cpu_offload_gb": "not modelled: weights offloaded to host memory are copied back every forward",
 }
-"""SGLang launch arguments (``ServerArgs`` names, or their other spellings) a scenario's
-``server`` block does not take, with where the setting lives here or, for one the model
-does not have, what it changes; a scenario that names one gets that line instead of the
-nearest key's spelling."""
+"""SGLang launch arguments (``ServerArgs`` names; their other spellings, :data:`ALIASES`, are
+answered as the field they name) a scenario's ``server`` block does not take, with where the
+setting lives here or, for one the model does not have, what it changes; a scenario that
+names one gets that line instead of the nearest key's spelling."""
 
 
 def is_inert(name: str) -> bool:
@@ -417,8 +407,9 @@ def launch_arg_line(name: str) -> str | None:
     argument gets the YAML spelling and what that one does (:func:`_dashed_line`)."""
     if "-" in name and name.replace("-", "_") in ALL_NAMES:
         return _dashed_line(name.replace("-", "_"))
-    if name in SGLANG_ARGS_ELSEWHERE:
-        return "not a server key here: " + SGLANG_ARGS_ELSEWHERE[name]
+    reason = SGLANG_ARGS_ELSEWHERE.get(name) or SGLANG_ARGS_ELSEWHERE.get(ALIASES.get(name, ""))
+    if reason is not None:   # another spelling (tensor_parallel_size, enable_hicache) says what its field says
+        return "not a server key here: " + reason
     if name in ALL_NAMES and name not in INERT_ARGS:
         return (f"an SGLang {SGLANG_VERSION} launch argument the model has no setting for; it may change "
                 "timing, so it is refused rather than ignored: remove it to predict without it "
@@ -485,22 +476,18 @@ def left_out_note(keys: Iterable[str]) -> str | None:
     return ("note: SGLang launch arguments with no effect on the prediction, left out: " + ", ".join(keys))
 
 
-def nearer_launch_arg(key: str, near: str | None) -> str | None:
-    """The SGLang 0.5.23 launch argument a misspelt server ``key`` most likely meant, when it is
-    closer to ``key`` than ``near`` (the nearest key the model has; None: none close): a pasted
-    ``enable_metricz`` is ``enable_metrics``, not the model's ``enable_mixed_chunk``. None when
-    no launch argument is close (difflib ratio 0.8) or the model's key is at least as close."""
+def launch_arg_hint(key: str, near: str | None) -> str | None:
+    """'; did you mean ...?' naming the SGLang 0.5.23 launch argument a misspelt server ``key``
+    most likely meant, and what happens to it, when that argument is closer to ``key`` than
+    ``near`` (the nearest key the model has; None: none close): a pasted ``enable_metricz`` is
+    ``enable_metrics``, not the model's ``enable_mixed_chunk``. None when no launch argument is
+    close (difflib ratio 0.8) or the model's key is at least as close (the caller's hint)."""
     hit = difflib.get_close_matches(key, sorted(ALL_NAMES), n=1, cutoff=0.8)
     if not hit:
         return None
     if near is not None and difflib.SequenceMatcher(None, key, near).ratio() >= \
             difflib.SequenceMatcher(None, key, hit[0]).ratio():
         return None
-    return hit[0]
-
-
-def launch_arg_hint(name: str) -> str:
-    """'; did you mean ...?' for :func:`nearer_launch_arg`'s answer, saying what happens to it."""
-    what = ("an SGLang launch argument with no effect on the prediction, left out" if name in INERT_ARGS
+    what = ("an SGLang launch argument with no effect on the prediction, left out" if hit[0] in INERT_ARGS
             else "an SGLang launch argument")
-    return f"; did you mean {name!r} ({what})?"
+    return f"; did you mean {hit[0]!r} ({what})?"
