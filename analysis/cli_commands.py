@@ -67,6 +67,20 @@ def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_reque
         print(note, file=sys.stderr)
 
 
+def _print_scenario_notes(scenarios: list[Any], left_out: list[str] | tuple[str, ...] = ()) -> None:
+    """The ``note:`` lines a command running many scenarios (``compare``'s arms, ``sweep``'s)
+    prints once before its runs: the inert SGLang launch arguments they (and ``left_out``, a
+    sweep's axes) name, left out (:func:`sim.sglang_launch_args.left_out_note`), and their
+    profiles whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
+    from specsched.sim.profile import analytic_profiles_note
+    from specsched.sim.sglang_launch_args import left_out_note
+
+    for note in (left_out_note([*(k for s in scenarios for k in s._launch_args_left_out), *left_out]),
+                 analytic_profiles_note(scenarios)):
+        if note is not None:
+            print(note, file=sys.stderr)
+
+
 def ignore_sigint(streams: dict | None = None) -> None:
     """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each.
     ``streams``: the parent's piped inputs already read (:func:`sim.input_files.streams_read`:
@@ -281,14 +295,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     for note in unread_everywhere(args.scenario, [(a, parse_overrides(args.set)) for a in arms], parse_overrides(args.set)):
         print(note, file=sys.stderr)
-    from specsched.sim.sglang_launch_args import left_out_note
-
-    if (left_out := left_out_note(k for s in scenarios for k in s._launch_args_left_out)) is not None:
-        print(left_out, file=sys.stderr)
-    from specsched.sim.profile import analytic_profiles_note
-
-    if (note := analytic_profiles_note(scenarios)) is not None:
-        print(note, file=sys.stderr)
+    _print_scenario_notes(scenarios)
     out_dirs = None
     if not args.no_save:
         name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
@@ -404,16 +411,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
     from specsched.analysis.overrides import load_scenario_with_overrides
-    from specsched.sim.sglang_launch_args import is_inert, left_out_note
+    from specsched.sim.sglang_launch_args import is_inert
 
-    arm_scenarios = [load_scenario_with_overrides(args.scenario, str(arm), base) for arm in arms]
-    left_out = [k for s in arm_scenarios for k in s._launch_args_left_out]
-    if (note := left_out_note([*left_out, *(k for k in axes if is_inert(k.rsplit(".", 1)[-1]))])) is not None:
-        print(note, file=sys.stderr)
-    from specsched.sim.profile import analytic_profiles_note
-
-    if (note := analytic_profiles_note(arm_scenarios)) is not None:   # a profile axis' values are named by its runs
-        print(note, file=sys.stderr)
+    # a profile axis' values are named by its runs
+    _print_scenario_notes([load_scenario_with_overrides(args.scenario, str(arm), base) for arm in arms],
+                          [k for k in axes if is_inert(k.rsplit(".", 1)[-1])])
     differ = sweep_defaults_differ(args.scenario, grid, points)
     console = Console(stderr=True, soft_wrap=True)
     try:

@@ -682,10 +682,10 @@ def analytic_profiles_note(scenarios: Iterable[Any]) -> str | None:
     Raises:
         nothing: a profile that fails to load is skipped."""
     names: dict[str, None] = {}
-    for sc in scenarios:
+    for profile, path in dict.fromkeys((str(sc.profile), sc.path or None) for sc in scenarios):   # each loaded once
         try:
-            if analytic_costs(load_profile(sc.profile, sc.path or None)):
-                names[str(sc.profile)] = None
+            if analytic_costs(load_profile(profile, path)):
+                names[profile] = None
         except ConfigError:
             continue
     if not names:
