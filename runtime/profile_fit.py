@@ -309,9 +309,8 @@ class Fits:
             "process_s": self.proc_fit[0], "process_per_req_s": self.proc_fit[1],
             "decode_schedule_s": self.decode_sched_fit[0], "decode_schedule_per_req_s": self.decode_sched_fit[1],
             "decode_process_s": self.decode_proc_fit[0], "decode_process_per_req_s": self.decode_proc_fit[1],
-            **({"decode_launch_s": max(0.0, self.decode_stall_fit[0] - self.sync_wakeup),
-                "decode_launch_per_req_s": max(0.0, self.decode_stall_fit[1])}
-               if getattr(self, "decode_stall_fit", None) is not None else {}),
+            "decode_launch_s": max(0.0, self.decode_stall_fit[0] - self.sync_wakeup),
+            "decode_launch_per_req_s": max(0.0, self.decode_stall_fit[1]),
             "result_path_s": self.result_path_fit[0], "result_path_per_req_s": self.result_path_fit[1],
             "recv_path_s": self.recv_path_fit[0], "recv_path_per_req_s": self.recv_path_fit[1],
             "sync_wakeup_s": self.sync_wakeup,

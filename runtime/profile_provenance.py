@@ -411,15 +411,14 @@ class Provenance:
                      f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
         prov["host.launch_s"] = f"intercept of {stall_txt}"
         prov["host.launch_per_req_s"] = f"slope of {stall_txt}"
-        if getattr(self, "decode_stall_med", None):
-            dstall = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the same loops on decode plans of a "
-                      "plain-decoding server (runtime.profile_host.stall_phase modes dqueued / dblock: the engine's decode "
-                      "launch, no accept draw, one position per request), dblock - dqueued, best of 2 alternating runs each: "
-                      + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.decode_stall_med, strict=True))
-                      + "; decode_launch_s = intercept - host.sync_wakeup_s (clamped >= 0); charged in place of "
-                      f"host.launch_* on a server without speculative decoding [{env}]")
-            prov["host.decode_launch_s"] = f"intercept of {dstall}"
-            prov["host.decode_launch_per_req_s"] = f"slope of {dstall}"
+        dstall = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the same loops on decode plans of a "
+                  "plain-decoding server (runtime.profile_host.stall_phase modes dqueued / dblock: the engine's decode "
+                  "launch, no accept draw, one position per request), dblock - dqueued, best of 2 alternating runs each: "
+                  + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.decode_stall_med, strict=True))
+                  + "; decode_launch_s = intercept - host.sync_wakeup_s (clamped >= 0); charged in place of "
+                  f"host.launch_* on a server without speculative decoding [{env}]")
+        prov["host.decode_launch_s"] = f"intercept of {dstall}"
+        prov["host.decode_launch_per_req_s"] = f"slope of {dstall}"
         tail_txt = ("np.polyfit over batch sizes " + str(self.launch_bs) + " of the whole verify launch call's host "
                     "time minus its part before the forward is queued (host.launch_s's stall less "
                     "host.sync_wakeup_s), clamped >= 0: "
