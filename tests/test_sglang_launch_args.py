@@ -331,3 +331,32 @@ def test_a_dashed_sglang_argument_gets_its_yaml_spelling(tmp_path, capsys, how, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"server.{key} = 8" in err[0] and needle in err[0], err
     assert "did you mean" not in err[0] and "unknown key" not in err[0]
+
+
+SAME = "will predict the same"
+
+
+def test_compare_arms_that_differ_only_in_inert_arguments_get_one_note(tmp_path, capsys):
+    """Arms told apart only by arguments that never reach the model (log_level, port; tp_size
+    at the profile's) ran as two silently identical arms; they still run (a control), with one
+    note naming them and the arguments. An arm that also changes a modelled key gets none."""
+    path = _scenario(tmp_path, arms={"quiet": {"server": {"log_level": "debug", "port": 1, "tp_size": 1}},
+                                     "loud": {"server": {"log_level": "debug", "max_running_requests": 2}}})
+    assert main(["compare", str(path), "--arms", "base,quiet,loud", "--seeds", "1", "--no-save"]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
+    assert notes == ["note: arms base, quiet differ only in SGLang launch arguments that do not reach the model "
+                     "(server.log_level, server.port, server.tp_size, left out): they will predict the same "
+                     "(run anyway, e.g. as a control)"], notes
+
+
+def test_a_sweep_axis_of_an_inert_argument_gets_one_note(tmp_path, capsys):
+    path = _scenario(tmp_path)
+    out = tmp_path / "sweep.parquet"
+    assert main(["sweep", str(path), "--grid", "server.log_level=info,debug", "--seeds", "1", "--workers", "1",
+                 "--out", str(out)]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
+    assert len(notes) == 1 and "sweep axis server.log_level (info, debug)" in notes[0], notes
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--grid", "server.max_running_requests=2,4", "--seeds", "1", "--workers", "1",
+                 "--out", str(tmp_path / "other.parquet")]) == 0
+    assert SAME not in capsys.readouterr().err
