@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +69,51 @@ def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_reque
         print(note, file=sys.stderr)
 
 
-def _print_scenario_notes(scenarios: list[Any], left_out: list[str] | tuple[str, ...] = ()) -> None:
+def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
+                          inert_axes: Mapping[str, list[Any]] | None = None) -> None:
     """The ``note:`` lines a command running many scenarios (``compare``'s arms, ``sweep``'s)
-    prints once before its runs: the inert SGLang launch arguments they (and ``left_out``, a
-    sweep's axes) name, left out (:func:`sim.sglang_launch_args.left_out_note`), and their
-    profiles whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
+    prints once before its runs: the inert SGLang launch arguments they name, left out
+    (:func:`sim.sglang_launch_args.left_out_note`), and the others left out at the value the
+    model runs (:func:`sim.sglang_launch_args.accepted_note`); for arms (``scenarios``' names,
+    ``arms``) and sweep axes (``inert_axes``: axis -> values) that differ only in such
+    arguments, that they will predict the same (:func:`inert_only_notes`); and their profiles
+    whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
     from specsched.sim.profile import analytic_profiles_note
-    from specsched.sim.sglang_launch_args import left_out_note
+    from specsched.sim.sglang_launch_args import accepted_note, left_out_note
 
-    for note in (left_out_note([*(k for s in scenarios for k in s._launch_args_left_out), *left_out]),
+    values = {k: v for s in scenarios for k, v in s._launch_args_values.items()}
+    for note in (left_out_note(k for s in scenarios for k in s._launch_args_left_out), accepted_note(values),
+                 *inert_only_notes(scenarios, arms or [s.arm for s in scenarios], inert_axes or {}),
                  analytic_profiles_note(scenarios)):
         if note is not None:
             print(note, file=sys.stderr)
+
+
+def inert_only_notes(scenarios: list[Any], arms: list[str], inert_axes: Mapping[str, list[Any]]) -> list[str]:
+    """One ``note:`` line for each group of ``arms`` (named, with their loaded ``scenarios``)
+    whose scenarios are the same but for SGLang launch arguments that are left out (inert, or
+    at the value the model runs), and one for each sweep axis in ``inert_axes`` (an inert
+    launch argument -> its values): such arms or points run, and predict the same, since
+    what tells them apart never reaches the model. Said, not refused: a user may want one as
+    a control (the same prediction twice, over the same seeds)."""
+    notes = []
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(scenarios):
+        same = json.dumps(s.model_dump(mode="json", exclude={"arm"}), sort_keys=True, default=str)
+        groups.setdefault(same, []).append(i)
+    for idx in groups.values():
+        given = [scenarios[i]._launch_args_values for i in idx]
+        keys = [k for k in dict.fromkeys(k for g in given for k in g)
+                if len({json.dumps(g[k] if k in g else "<unset>", default=str) for g in given}) > 1]
+        if len(idx) > 1 and keys:
+            notes.append(f"note: arms {', '.join(arms[i] for i in idx)} differ only in SGLang launch arguments that "
+                         f"do not reach the model ({', '.join(keys)}, left out): they will predict the same "
+                         "(run anyway, e.g. as a control)")
+    for axis, vals in inert_axes.items():
+        notes.append(f"note: sweep axis {axis} ({', '.join(map(str, vals))}) is an SGLang launch argument with no "
+                     "effect on the prediction, left out: its points will predict the same (run anyway, e.g. as a "
+                     "control)")
+    return notes
 
 
 def ignore_sigint(streams: dict | None = None) -> None:
@@ -295,7 +330,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     for note in unread_everywhere(args.scenario, [(a, parse_overrides(args.set)) for a in arms], parse_overrides(args.set)):
         print(note, file=sys.stderr)
-    _print_scenario_notes(scenarios)
+    _print_scenario_notes(scenarios, arms)
     out_dirs = None
     if not args.no_save:
         name = load_scenario_with_overrides(args.scenario, arms[0], parse_overrides(args.set)).name
@@ -415,7 +450,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     # a profile axis' values are named by its runs
     _print_scenario_notes([load_scenario_with_overrides(args.scenario, str(arm), base) for arm in arms],
-                          [k for k in axes if is_inert(k.rsplit(".", 1)[-1])])
+                          [str(arm) for arm in arms], {k: v for k, v in axes.items() if is_inert(k.rsplit(".", 1)[-1])})
     differ = sweep_defaults_differ(args.scenario, grid, points)
     console = Console(stderr=True, soft_wrap=True)
     try:

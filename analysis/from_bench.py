@@ -93,7 +93,7 @@ from specsched.sim.config import (
 from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
 from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
-from specsched.sim.sglang_launch_args import is_inert
+from specsched.sim.sglang_launch_args import UNMODELLED, is_inert
 from specsched.sim.workload import histogram
 
 REFERENCE_KEYS = (
@@ -643,11 +643,12 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     notes.append(f"server: {len(out)} arguments from the line's server_info")
-    for key, (default, what) in UNMODELLED_SETTINGS.items():
+    said = {k: u for k, u in UNMODELLED.items() if u.measured is not None}
+    for key, u in said.items():
         v = info.get(key)
-        if v is not None and v != default and isinstance(v, bool) == isinstance(default, bool):
-            notes.append(f"server_info {key} {v!r} (SGLang's default {default!r}; not modelled): {what.format(v=v)}")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *UNMODELLED_SETTINGS, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
+        if v is not None and v != u.default and isinstance(v, bool) == isinstance(u.default, bool):
+            notes.append(f"server_info {key} {v!r} (SGLang's default {u.default!r}; not modelled): {u.measured.format(v=v)}")
+    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *said, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     # the ones that cannot change the prediction (logging, metrics, ports: sim/sglang_launch_args.py)
     # are counted, not listed: a real server_info has dozens, which buried the ones that may matter
@@ -659,37 +660,6 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
         notes.append(f"server_info: {len(inert)} SGLang launch arguments with no effect on the prediction left out "
                      f"(logging, metrics, ports, seeds, timeouts, ...: {', '.join(inert[:3])}{', ...' if len(inert) > 3 else ''})")
     return out
-
-
-UNMODELLED_SETTINGS: dict[str, tuple[Any, str]] = {
-    # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
-    # increase time-to-first-token latency"; 0.5.23 declares the argument and nothing in
-    # srt/ reads it (grep), so on such a server it changed nothing: the note says both
-    "num_continuous_decode_steps": (1, "a server that runs them (older builds; 0.5.23 declares the argument but "
-                                    "never reads it) ran {v} decode steps between scheduling passes, so a new "
-                                    "request waited for them: the prediction schedules every step (TTFT short)"),
-    # arg_groups/fields/memory.py --enable-hicache: a host-memory tier under the radix cache
-    "enable_hierarchical_cache": (False, "prefixes evicted from the GPU came back from host memory (HiCache): the "
-                                  "prediction's radix cache has the GPU pool only (fewer hits where prefixes repeat)"),
-    # the arguments a scenario's server block refuses as not modelled (sim/sglang_launch_args.py
-    # SGLANG_ARGS_ELSEWHERE): they were named among the unused keys only; defaults from
-    # arg_groups/fields/parallel.py, exec_.py and spec.py
-    "pp_size": (1, "pipeline parallelism ({v} stages, micro-batches through them) changed every step's time and the "
-                   "batches in flight: the prediction runs one stage"),
-    "enable_two_batch_overlap": (False, "two micro-batches overlapped compute and communication: the prediction's "
-                                        "step times are the profile's, without it"),
-    "enable_single_batch_overlap": (False, "computation and communication overlapped within a batch: the "
-                                           "prediction's step times are the profile's, without it"),
-    "cpu_offload_gb": (0, "{v} GB of weights were offloaded to host memory and copied back every forward: the "
-                          "prediction's forwards are the profile's, without the copies"),
-    "speculative_accept_threshold_single": (1.0, "a relaxed acceptance ({v}) raised the accept length: the "
-                                                 "prediction's is the line's or the scenario's"),
-    "speculative_accept_threshold_acc": (1.0, "a relaxed acceptance ({v}) raised the accept length: the "
-                                              "prediction's is the line's or the scenario's"),
-}
-"""Server arguments /server_info reports that change what a client measures and that the model
-does not have, each with SGLang's default and what a value other than it changes: said in an
-assumption line of its own where the line's value differs (they were names among the unused keys)."""
 
 
 GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "cuda_graph_backend_decode",

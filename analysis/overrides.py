@@ -30,7 +30,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.server_args import ServerArgs
-from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint
+from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint, unmodelled
 from specsched.sim.yaml_io import load_yaml_text
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
@@ -166,8 +166,10 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
             fields = model.model_fields
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
-                if model is ServerArgs and i == len(parts) - 1 and is_inert(part):
-                    return  # an SGLang launch argument with no effect on the prediction: left out, with a note
+                if model is ServerArgs and i == len(parts) - 1 and (is_inert(part) or unmodelled(part)):
+                    # an SGLang launch argument with no effect on the prediction, or one whose value
+                    # the model may run (tp_size): left out with a note, or refused when loaded
+                    return
                 if (elsewhere := elsewhere_line(parts)) is not None:
                     raise ConfigError(file, dotted, shown, elsewhere)
                 near = difflib.get_close_matches(part, list(fields), n=1)
@@ -256,11 +258,13 @@ def load_scenario_with_overrides(
     data = _rederive_turn_count(data, overrides)
     merged = deep_merge(data, pin_acceptance_window(data, nest(overrides)))
     left_out = scenario._launch_args_left_out   # the file's: the dump above no longer has them
+    values = scenario._launch_args_values
     try:
         scenario = Scenario.model_validate(merged)
     except ValidationError as e:
         raise validation_error(f"{path} (with overrides)", e, merged) from None
     scenario._launch_args_left_out = tuple(dict.fromkeys((*left_out, *scenario._launch_args_left_out)))
+    scenario._launch_args_values = {**values, **scenario._launch_args_values}
     return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
 
 

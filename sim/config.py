@@ -43,6 +43,7 @@ from specsched.sim.sglang_launch_args import (
     elsewhere_line,
     inert_keys_in,
     launch_arg_hint,
+    launch_args_in,
 )
 from specsched.sim.strict import STRICT as _STRICT
 from specsched.sim.workload_config import (
@@ -97,6 +98,9 @@ class Scenario(BaseModel):
     _server_given: frozenset[str] = pydantic.PrivateAttr(default_factory=frozenset)
     # inert SGLang launch arguments the server blocks named, left out (sim.sglang_launch_args)
     _launch_args_left_out: tuple[str, ...] = pydantic.PrivateAttr(default=())
+    # every launch argument left out (the inert ones, and the unmodelled ones at a value the
+    # model runs: server.tp_size), dotted key -> value as given
+    _launch_args_values: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -106,6 +110,7 @@ class Scenario(BaseModel):
         out = handler(data)
         if isinstance(data, dict):
             out._launch_args_left_out = tuple(inert_keys_in(data))
+            out._launch_args_values = launch_args_in(data)
         return out
 
     @model_validator(mode="before")

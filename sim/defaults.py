@@ -686,7 +686,32 @@ def resolve_loaded(scenario: Scenario) -> Scenario:
         _scenario_hardware(scenario.profile, scenario.path or None)
     except ConfigError:
         return scenario
+    check_launch_tp(scenario)
     return apply_hardware_defaults(scenario)[0]
+
+
+def check_launch_tp(scenario: Scenario) -> None:
+    """Refuse a ``tp_size`` (or ``tensor_parallel_size``) in a server block that is not the
+    TP size the scenario's profile prices (:func:`sim.sglang_launch_args.tp_size_refusal`):
+    the model cannot change it, and a pasted ``tp_size: 8`` over a TP1 profile would predict
+    a server it was not. The one it is runs, left out with a note.
+
+    Raises:
+        ConfigError: naming the key, the value and the TP size allowed."""
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.sglang_launch_args import UNMODELLED, tp_size_refusal, unmodelled
+
+    given = {k: v for k, v in scenario._launch_args_values.items() if unmodelled(k.rsplit(".", 1)[-1]) is UNMODELLED["tp_size"]}
+    if not given:
+        return
+    prof = load_profile(scenario.profile, relative_to=scenario.path or None)
+    tp = prof.hardware.tp_size if prof.hardware is not None else None
+    for key, value in given.items():
+        role = key.split(".")[2] if key.startswith("server.disaggregation.") else None
+        srv = scenario.server.role_server(role) if role else scenario.server
+        ranks = srv.dp_size if srv.enable_dp_attention else 1
+        if (why := tp_size_refusal(value, tp, ranks)) is not None:
+            raise ConfigError(scenario.path or "<scenario>", key, value, why)
 
 
 def format_resolved(changed: list[Resolved]) -> str:

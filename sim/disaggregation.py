@@ -300,6 +300,10 @@ class _Roles:
         return sum(s.cache_hit_tokens for s in self._p)
 
     @property
+    def prefix_cache_on(self) -> bool:
+        return any(s.prefix_cache_on for s in self._p)
+
+    @property
     def cache_input_tokens(self) -> int:
         return sum(s.cache_input_tokens for s in self._p)
 

@@ -271,6 +271,10 @@ class DPGroup:
         return sum(r.cache_hit_tokens for r in self.ranks)
 
     @property
+    def prefix_cache_on(self) -> bool:
+        return any(r.prefix_cache_on for r in self.ranks)
+
+    @property
     def cache_input_tokens(self) -> int:
         return sum(r.cache_input_tokens for r in self.ranks)
 

@@ -165,3 +165,39 @@ def load_policy_class(spec: str, required: Iterable[str], base_dir: str | Path |
     if src and not getattr(mod, "__name__", "").startswith("specsched."):
         USER_POLICY_FILES[src] = spec
     return cls
+
+
+def make_named_policy(server: Any, key: str, shipped: dict[str, type], required: Iterable[str], kind: str,
+                      seed: int = 0, scenario_path: str | None = None) -> Any:
+    """Build the policy ``server.<key>`` names: a shipped one (``shipped``, by name) or a user
+    class (``module.path:Class`` / ``file.py:Class``, which must have the ``required``
+    methods), with ``server.<key>_params`` as ``from_server`` keywords. The one builder of
+    both kinds of policy a scenario names (``admission_delay``, ``schedule_policy``): they
+    differ in their table and interface only. ``kind`` names the shipped ones in the refusal
+    of parameters ("policies", "orders").
+
+    Raises:
+        ConfigError: the class does not import or lacks the interface (key ``server.<key>``),
+            parameters for a shipped one, or ``from_server`` rejects them (``server.<key>_params``).
+    """
+    from specsched.sim.errors import ConfigError
+
+    spec = getattr(server, key)
+    where = scenario_path or "<server>"
+    try:
+        if is_policy_spec(spec):
+            cls = load_policy_class(spec, required, Path(scenario_path).parent if scenario_path else None)
+        else:
+            cls = shipped[spec]
+    except PolicyLoadError as e:
+        raise ConfigError(where, f"server.{key}", spec, str(e)) from None
+    params = dict(getattr(server, f"{key}_params", {}) or {})
+    if params and not is_policy_spec(spec):
+        raise ConfigError(where, f"server.{key}_params", params,
+                          f"the shipped {kind} take no parameters; these are keywords for a user class "
+                          f"'module.path:Class' / 'file.py:Class' named by server.{key} (docs/policies.md)")
+    try:
+        return cls.from_server(server, seed=seed, **params)
+    except TypeError as e:
+        raise ConfigError(where, f"server.{key}_params", params,
+                          f"{cls.__name__}.from_server rejected them: {e}") from None

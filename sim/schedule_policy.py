@@ -314,33 +314,13 @@ def checked_order(order: Any, waiting: Any, spec: str) -> list[Req]:
 
 def make_queue_order(server: Any, seed: int = 0, scenario_path: str | None = None) -> QueueOrder:
     """Build the order named by ``server.schedule_policy`` (a shipped name or a user class
-    ``module.path:Class`` / ``file.py:Class``; ``schedule_policy_params`` as keywords).
+    ``module.path:Class`` / ``file.py:Class``; ``schedule_policy_params`` as keywords), through
+    :func:`sim.policy_loader.make_named_policy`, as the admission-delay policy is built.
 
     Raises:
         ConfigError: the class does not import, lacks the interface, or rejects the params.
     """
-    from pathlib import Path
+    from specsched.sim.policy_loader import make_named_policy
 
-    from specsched.sim.errors import ConfigError
-    from specsched.sim.policy_loader import PolicyLoadError, is_policy_spec, load_policy_class
-
-    spec = server.schedule_policy
-    where = scenario_path or "<server>"
-    try:
-        if is_policy_spec(spec):
-            cls = load_policy_class(spec, REQUIRED_METHODS, Path(scenario_path).parent if scenario_path else None)
-        else:
-            cls = SHIPPED[spec]
-    except PolicyLoadError as e:
-        raise ConfigError(where, "server.schedule_policy", spec, str(e)) from None
-    params = dict(getattr(server, "schedule_policy_params", {}) or {})
-    if params and not is_policy_spec(spec):
-        raise ConfigError(where, "server.schedule_policy_params", params,
-                          "the shipped orders take no parameters; these are keywords for a user class "
-                          "'module.path:Class' / 'file.py:Class' named by server.schedule_policy (docs/policies.md)")
-    try:
-        return cls.from_server(server, seed=seed, **params)
-    except TypeError as e:
-        raise ConfigError(where, "server.schedule_policy_params", params,
-                          f"{cls.__name__}.from_server rejected them: {e}") from None
+    return make_named_policy(server, "schedule_policy", SHIPPED, REQUIRED_METHODS, "orders", seed, scenario_path)
 

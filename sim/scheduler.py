@@ -203,6 +203,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.waiting.append(req)
 
     @property
+    def prefix_cache_on(self) -> bool:
+        """The radix prefix cache is on (``server.disable_radix_cache`` false): SGLang then
+        reports a cache hit rate, 0.0 when nothing hit (:func:`run_counts`)."""
+        return self.cache is not None
+
+    @property
     def has_work(self) -> bool:
         """True while anything waits, runs or is being prefilled. Not counted: prefill mode's
         waiting requests while only a finished transfer can make room for them, decode mode's
@@ -867,8 +873,10 @@ def run_counts(sched: Any) -> dict[str, float]:
     were any (SGLang's ``PrefillAdder.preempt_to_schedule``; a preempted request is
     re-prefilled, as a retracted one is; the report prints them as "Priority preemptions");
     on a hybrid sliding-window pool its peak and peak usage (SGLang logs "swa token usage" =
-    used / pool); and where the prefix cache hit, SGLang's cache hit rate (hit / (hit +
-    computed) over first-attempt prefills). ``sched``: a :class:`Scheduler`, or what stands
+    used / pool); and with the radix cache on, SGLang's cache hit rate (hit / (hit +
+    computed) over first-attempt prefills; 0.0 without a hit or a prefill, as SGLang reports it:
+    scheduler_components/metrics_reporter.py ``cache_hit_rate = ... if total_tokens > 0 else
+    0.0``, logged whenever the cache is on); absent with it off (nothing to report). ``sched``: a :class:`Scheduler`, or what stands
     for one over several (a DP-attention group, a disaggregated deployment's roles)."""
     out: dict[str, float] = {"num_retractions": sched.num_retractions, "num_delayed_passes": sched.num_delayed_passes,
                              "kv_peak_tokens": sched.kv.peak}
@@ -878,6 +886,6 @@ def run_counts(sched: Any) -> dict[str, float]:
     if kv.swa_capacity:
         out.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)
     hit, new = sched.cache_hit_tokens, sched.cache_input_tokens
-    if hit:
-        out["cache_hit_rate"] = hit / (hit + new)
+    if sched.prefix_cache_on:
+        out["cache_hit_rate"] = hit / (hit + new) if hit + new else 0.0
     return out

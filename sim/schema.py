@@ -243,11 +243,15 @@ SGLang launch arguments pasted into `server` (or a disaggregated role's `server`
 the prediction (logging, metrics, tracing, host and ports, API keys, served model name, seeds,
 watchdogs and timeouts, warmup, ...) are accepted and left out, named in
 one `note:` line of `run`, `compare` and `sweep`, and absent from the results' `scenario.yaml`;
-the ones that live elsewhere here (`tp_size`, `kv_cache_dtype`, `dtype`: the profile's;
-`max_total_tokens`: `server.max_total_num_tokens`) or that the model does not have
-(`enable_hierarchical_cache`, `pp_size`, `enable_two_batch_overlap`,
-`speculative_accept_threshold_single`) are refused with a line saying where or what they change;
-any other SGLang argument is refused as one the model has no setting for, which may change timing.
+their values are checked against the type `ServerArgs` declares (`log_level: 7` is refused);
+the ones that live elsewhere here (`kv_cache_dtype`, `dtype`: the profile's;
+`max_total_tokens`: `server.max_total_num_tokens`) are refused with a line saying where;
+the ones the model does not have (`tp_size`: the profile's; `load_balance_method`, `pp_size`,
+`enable_hierarchical_cache`, `enable_two_batch_overlap`, `speculative_accept_threshold_single`)
+are accepted, with a note, at the value the model runs (the profile's TP size, round-robin
+routing, SGLang's default) and refused at any other, with a line saying what it changes and
+what is allowed; any other SGLang argument is refused as one the model has no setting for,
+which may change timing.
 
 Speculative algorithms (SGLang's `--speculative-algorithm` names, any case): `dspark` and
 `dflash` are block drafters (one draft forward proposes the window, one target forward verifies

@@ -27,9 +27,13 @@ field's help text there.
 
 from __future__ import annotations
 
+import ast
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from specsched.sim.errors import FieldError
 
 SGLANG_VERSION = "0.5.23"
 """The SGLang build whose ``ServerArgs`` fields :data:`LAUNCH_ARGS` lists."""
@@ -323,13 +327,100 @@ INERT_ARGS: frozenset[str] = frozenset(n for names in INERT.values() for n in na
     a for a, field in ALIASES.items() if any(field in names for names in INERT.values()))
 """Every inert name (:data:`INERT`, and the other spellings of those fields)."""
 
+INERT_TYPES: dict[str, tuple[str, ...]] = {
+    "bool": (
+        "checkpoint_engine_wait_weights_before_ready", "delete_ckpt_after_loading", "enable_cache_report",
+        "enable_metrics", "enable_metrics_for_all_schedulers", "enable_mfu_metrics", "enable_p2p_check",
+        "enable_request_time_stats_logging", "export_metrics_to_file", "log_requests", "skip_server_warmup",
+        "trust_remote_code", "weight_loader_disable_mmap", "weight_loader_drop_cache_after_load",
+        "weight_loader_prefetch_checkpoints",
+    ),
+    "int": (
+        "decode_log_interval", "disaggregation_bootstrap_port", "encoder_bootstrap_port", "engine_info_bootstrap_port",
+        "grpc_response_timeout_secs", "load_snapshot_publish_interval", "port", "weight_loader_prefetch_num_threads",
+    ),
+    "float": ("gc_warning_threshold_secs", "watchdog_timeout"),
+    "str": (
+        "fastapi_root_path", "forward_pass_metrics_worker_id", "host", "log_level", "otlp_traces_endpoint",
+        "tokenizer_metrics_custom_labels_header", "trace_modules", "weight_version",
+    ),
+    "Optional[int]": (
+        "dist_timeout", "gated_launch_port", "nccl_port", "random_seed",
+        "remote_instance_weight_loader_seed_instance_service_port", "smg_http_sidecar_port",
+    ),
+    "Optional[float]": ("soft_watchdog_timeout",),
+    "Optional[str]": (
+        "admin_api_key", "api_key", "crash_dump_folder", "dist_init_addr", "download_dir", "export_metrics_to_file_dir",
+        "file_storage_path", "forward_pass_metrics_ipc_name", "load_publish_endpoint", "log_level_http",
+        "model_checksum", "modelopt_checkpoint_save_path", "modelopt_export_path", "otlp_service_name",
+        "remote_instance_weight_loader_seed_instance_ip", "served_model_name", "warmups",
+    ),
+    "List[str]": ("uvicorn_access_log_exclude_prefixes",),
+    "Optional[List[str]]": (
+        "generation_tokens_buckets", "log_requests_target", "prompt_tokens_buckets",
+        "tokenizer_metrics_allowed_custom_labels",
+    ),
+    "Optional[List[int]]": ("remote_instance_weight_loader_send_weights_group_ports",),
+    "Optional[List[float]]": (
+        "bucket_e2e_request_latency", "bucket_inter_token_latency", "bucket_time_to_first_token",
+        "prefill_delayer_forward_passes_buckets", "prefill_delayer_wait_seconds_buckets",
+    ),
+    "Optional[Dict[str, str]]": ("extra_metric_labels",),
+    "Literal[0, 1, 2, 3]": ("log_requests_level",),
+    "Literal['text', 'json']": ("log_requests_format",),
+    "Literal['serial', 'overlap']": ("startup_weight_load_mode",),
+}
+"""The type SGLang 0.5.23's ``ServerArgs`` declares for each inert field (arg_groups/fields/*.py:
+the annotation of ``A[type, ...]``; an ``Arg(choices=[...])`` written as ``Literal``), by type.
+``custom_sigquit_handler`` and ``stat_loggers`` are not here: they have no command-line form
+(a callable, a mapping of classes), so any value is taken."""
+
+_INERT_TYPE: dict[str, str] = {n: t for t, names in INERT_TYPES.items() for n in names}
+
+
+def _fits(spec: str, v: Any) -> bool:
+    """Whether the YAML value ``v`` is of the SGLang type ``spec`` (:data:`INERT_TYPES`' grammar)."""
+    if spec.startswith("Optional["):
+        return v is None or _fits(spec[9:-1], v)
+    if spec.startswith("List["):
+        return isinstance(v, list) and all(_fits(spec[5:-1], x) for x in v)
+    if spec.startswith("Dict["):
+        key, val = (t.strip() for t in spec[5:-1].split(",", 1))
+        return isinstance(v, Mapping) and all(_fits(key, k) and _fits(val, x) for k, x in v.items())
+    if spec.startswith("Literal["):
+        return any(_same(v, c) for c in ast.literal_eval(f"({spec[8:-1]},)"))
+    return {"bool": lambda: isinstance(v, bool), "int": lambda: _is_int(v), "str": lambda: isinstance(v, str),
+            "float": lambda: _is_int(v) or isinstance(v, float)}[spec]()
+
+
+def _describe(spec: str) -> str:
+    """``spec`` in words (the refusal's "allowed")."""
+    if spec.startswith("Optional["):
+        return f"{_describe(spec[9:-1])} or null"
+    if spec.startswith("List["):
+        return f"a list of {_describe(spec[5:-1]).removeprefix('a ').removeprefix('an ')}s"
+    if spec.startswith("Dict["):
+        return "a mapping of strings to strings"
+    if spec.startswith("Literal["):
+        return "one of " + ", ".join(_yaml(c) for c in ast.literal_eval(f"({spec[8:-1]},)"))
+    return {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string"}[spec]
+
+
+def inert_value_error(name: str, value: Any) -> str | None:
+    """Why ``value`` is not one SGLang 0.5.23 takes for the inert argument ``name`` (one line:
+    its declared type, :data:`INERT_TYPES`); None when it is (or the type is not known). Left out
+    though it is, a ``log_level: 7`` or ``enable_metrics: maybe`` is a typo the server would refuse."""
+    spec = _INERT_TYPE.get(ALIASES.get(name, name))
+    if spec is None or _fits(spec, value):
+        return None
+    return (f"an SGLang {SGLANG_VERSION} launch argument with no effect on the prediction (left out), but "
+            f"ServerArgs declares it {spec}: allowed: {_describe(spec)}")
+
 _KV_DTYPE = ("the KV cache dtype is the profile's (`specsched profile --analytic --kv-cache-dtype "
              "auto|bf16|fp8_e4m3|fp8_e5m2`: bytes per token, so the pool and the KV read)")
 _KERNELS = "it changes kernel times, which the profile holds: profile the server as it runs"
 
-SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
-    "tp_size": "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile --analytic "
-               "--tp N` writes one for a model and GPU)",
+_LIVES_ELSEWHERE: dict[str, str] = {
     "model_path": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`, or a "
                   "measured profile)",
     "dtype": "the dtype is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
@@ -364,29 +455,129 @@ SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
     "prefill_attention_backend": _KERNELS,
     "enable_deterministic_inference": _KERNELS + " (`specsched profile --analytic --attention paged-unsplit` "
                                                  "prices its unsplit decode attention)",
-    "num_continuous_decode_steps": "not modelled (sglang 0.5.23 declares it and never reads it)",
-    "max_queued_requests": "not modelled: the model queues every request (none is rejected)",
-    "enable_hierarchical_cache": "not modelled: prefixes evicted from the GPU come back from host memory "
-                                 "(HiCache), so more prefix hits where prefixes repeat; the model's radix "
-                                 "cache has the GPU pool only",
-    "enable_two_batch_overlap": "not modelled: two micro-batches overlap compute and communication, which "
-                                "changes step times (DP attention, expert parallelism)",
-    "enable_single_batch_overlap": "not modelled: computation and communication overlap within a batch, "
-                                   "which changes step times",
-    "pp_size": "not modelled: pipeline parallelism (micro-batches through stages) changes every step's time "
-               "and the batches in flight",
-    "speculative_accept_threshold_single": "not modelled: it changes the accept length; state the accept "
-                                           "length measured with it (acceptance.mean_accept_length, "
-                                           "per_position_rates or histogram)",
-    "speculative_accept_threshold_acc": "not modelled: it changes the accept length; state the accept length "
-                                        "measured with it (acceptance.mean_accept_length, per_position_rates "
-                                        "or histogram)",
-    "speculative_use_rejection_sampling": "not modelled: it changes the accept length; state the accept length "
-                                          "measured with it (acceptance.mean_accept_length, ...)",
-    "load_balance_method": "not modelled: requests go to the DP ranks round-robin "
-                           "(data_parallel_controller.py round_robin_scheduler)",
-    "cpu_offload_gb": "not modelled: weights offloaded to host memory are copied back every forward",
 }
+"""Arguments whose setting lives elsewhere here (the profile, another server key), whatever their value."""
+
+_ACCEPT_LENGTH = ("it changes the accept length; state the accept length measured with it "
+                  "(acceptance.mean_accept_length, per_position_rates or histogram)")
+_ROUTED = ("auto", "round_robin")
+_LOAD_BALANCE_CHOICES = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
+
+
+@dataclass(frozen=True)
+class Unmodelled:
+    """An SGLang argument that changes results and that the model does not have, with the
+    value(s) it does run: those are accepted (left out, with a note), any other refused.
+
+    default: SGLang 0.5.23's default (arg_groups/fields/*.py), the value the model runs.
+    refusal: what another value changes (the refusal's text; "; allowed: ..." follows).
+    measured: for ``scenario from-bench``, what a server_info value other than ``default``
+        changed in the measured run (``{v}``: that value); None: not said there.
+    accepts: other values the model runs too, given the server block (a mapping as read);
+        None: ``default`` only.
+    allowed: the refusal's "allowed" text; None: ``default``'s YAML spelling.
+    """
+
+    default: Any
+    refusal: str
+    measured: str | None = None
+    accepts: Callable[[Any, Mapping[str, Any]], bool] | None = None
+    allowed: str | None = None
+
+    def runs(self, value: Any, server: Mapping[str, Any]) -> bool:
+        """Whether ``value`` is what the model runs (for ``server``, the block it is in)."""
+        if _same(value, self.default):
+            return True
+        return self.accepts is not None and self.accepts(value, server)
+
+    def allowed_text(self) -> str:
+        return self.allowed or f"{_yaml(self.default)} (SGLang's default, what the model runs)"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same kind (``True`` is not ``1``, ``1`` is ``1.0``)."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool) and (a is None) == (b is None)
+
+
+def _yaml(v: Any) -> str:
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _load_balance_runs(value: Any, server: Mapping[str, Any]) -> bool:
+    """auto (SGLang resolves it to round_robin without disaggregation: arg_groups/serving_hook.py
+    ``handle_load_balance_method``) and round_robin are what the model does; with one DP rank any
+    of SGLang's choices is, as no DataParallelController exists then (managers/load_snapshot.py:
+    "dp_size == 1: no DataParallelController exists")."""
+    dp = server.get("dp_size", 1)
+    return value in _ROUTED or (value in _LOAD_BALANCE_CHOICES and _same(dp, 1))
+
+
+UNMODELLED: dict[str, Unmodelled] = {
+    # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
+    # increase time-to-first-token latency"; 0.5.23 declares the argument and nothing in
+    # srt/ reads it (grep), so on such a server it changed nothing: the note says both
+    "num_continuous_decode_steps": Unmodelled(
+        1, "not modelled (sglang 0.5.23 declares it and never reads it)",
+        "a server that runs them (older builds; 0.5.23 declares the argument but never reads it) ran {v} decode "
+        "steps between scheduling passes, so a new request waited for them: the prediction schedules every step "
+        "(TTFT short)"),
+    "max_queued_requests": Unmodelled(None, "not modelled: the model queues every request (none is rejected)"),
+    # arg_groups/fields/memory.py --enable-hicache: a host-memory tier under the radix cache
+    "enable_hierarchical_cache": Unmodelled(
+        False, "not modelled: prefixes evicted from the GPU come back from host memory (HiCache), so more prefix "
+               "hits where prefixes repeat; the model's radix cache has the GPU pool only",
+        "prefixes evicted from the GPU came back from host memory (HiCache): the prediction's radix cache has the "
+        "GPU pool only (fewer hits where prefixes repeat)"),
+    # defaults from arg_groups/fields/parallel.py, exec_.py and spec.py
+    "enable_two_batch_overlap": Unmodelled(
+        False, "not modelled: two micro-batches overlap compute and communication, which changes step times (DP "
+               "attention, expert parallelism)",
+        "two micro-batches overlapped compute and communication: the prediction's step times are the profile's, "
+        "without it"),
+    "enable_single_batch_overlap": Unmodelled(
+        False, "not modelled: computation and communication overlap within a batch, which changes step times",
+        "computation and communication overlapped within a batch: the prediction's step times are the profile's, "
+        "without it"),
+    "pp_size": Unmodelled(
+        1, "not modelled: pipeline parallelism (micro-batches through stages) changes every step's time and the "
+           "batches in flight",
+        "pipeline parallelism ({v} stages, micro-batches through them) changed every step's time and the batches "
+        "in flight: the prediction runs one stage"),
+    "speculative_accept_threshold_single": Unmodelled(
+        1.0, "not modelled: " + _ACCEPT_LENGTH,
+        "a relaxed acceptance ({v}) raised the accept length: the prediction's is the line's or the scenario's"),
+    "speculative_accept_threshold_acc": Unmodelled(
+        1.0, "not modelled: " + _ACCEPT_LENGTH,
+        "a relaxed acceptance ({v}) raised the accept length: the prediction's is the line's or the scenario's"),
+    "speculative_use_rejection_sampling": Unmodelled(False, "not modelled: " + _ACCEPT_LENGTH),
+    "load_balance_method": Unmodelled(
+        "auto", "not modelled: requests go to the DP ranks round-robin (data_parallel_controller.py "
+                "round_robin_scheduler)", accepts=_load_balance_runs,
+        allowed="auto or round_robin (what the model runs; with dp_size 1, any of SGLang's "
+                + ", ".join(_LOAD_BALANCE_CHOICES[2:]) + " too: no DP controller then)"),
+    "cpu_offload_gb": Unmodelled(
+        0, "not modelled: weights offloaded to host memory are copied back every forward",
+        "{v} GB of weights were offloaded to host memory and copied back every forward: the prediction's forwards "
+        "are the profile's, without the copies"),
+    # the profile holds the TP size: any positive integer here, checked against the profile's
+    # when the scenario's profile is read (:func:`tp_sizes_run`, sim/defaults.py resolve_loaded)
+    "tp_size": Unmodelled(
+        1, "the tensor-parallel size is the profile's (hardware.tp_size; `specsched profile --analytic --tp N` "
+           "writes one for a model and GPU)", accepts=lambda v, _s: _is_int(v) and v >= 1,
+        allowed="the profile's tensor-parallel size (hardware.tp_size)"),
+}
+"""SGLang launch arguments (``ServerArgs`` names) that change results, that the model has no
+setting for, and whose value the model does run (SGLang's default, or what :attr:`Unmodelled.accepts`
+says): that value is accepted and left out with a note (:func:`accepted_note`), another refused
+saying what it changes and what is allowed. ``scenario from-bench`` names a measured server's
+other value in an assumption line (:attr:`Unmodelled.measured`)."""
+
+SGLANG_ARGS_ELSEWHERE: dict[str, str] = {
+    **_LIVES_ELSEWHERE, **{k: f"{u.refusal}; allowed: {u.allowed_text()}" for k, u in UNMODELLED.items()}}
 """SGLang launch arguments (``ServerArgs`` names; their other spellings, :data:`ALIASES`, are
 answered as the field they name) a scenario's ``server`` block does not take, with where the
 setting lives here or, for one the model does not have, what it changes; a scenario that
@@ -443,28 +634,87 @@ def elsewhere_line(path: tuple[str, ...] | list[str]) -> str | None:
     return launch_arg_line(str(path[-1]))
 
 
+def unmodelled(name: str) -> Unmodelled | None:
+    """The :data:`UNMODELLED` entry of ``name`` (a field or another spelling of one), if any."""
+    return UNMODELLED.get(ALIASES.get(name, name))
+
+
+def _left_out(server: Mapping[str, Any]) -> dict[str, Any]:
+    """The launch arguments of a server block that are left out, with their values: the inert
+    ones, and the :data:`UNMODELLED` ones at a value the model runs."""
+    out = {}
+    for k, v in server.items():
+        u = None if k in INERT_ARGS else unmodelled(k)
+        if k in INERT_ARGS or (u is not None and u.runs(v, server)):
+            out[k] = v
+    return out
+
+
 def drop_inert(server: Any) -> Any:
-    """``server`` (a server block as read: a mapping) without its inert launch arguments;
-    anything else unchanged. The dropped ones are named by :func:`inert_keys_in`."""
-    if not isinstance(server, Mapping) or not any(k in INERT_ARGS for k in server):
+    """``server`` (a server block as read: a mapping) without its inert launch arguments and
+    without the :data:`UNMODELLED` ones at a value the model runs; anything else unchanged.
+    The dropped ones are named by :func:`launch_args_in`.
+
+    Raises:
+        FieldError: an inert argument's value is not of the type SGLang declares
+            (:func:`inert_value_error`); the key is relative to the block (``.log_level``).
+    """
+    if not isinstance(server, Mapping):
         return server
-    return {k: v for k, v in server.items() if k not in INERT_ARGS}
+    gone = _left_out(server)
+    if not gone:
+        return server
+    for k, v in gone.items():
+        if (why := inert_value_error(k, v)) is not None:
+            raise FieldError(f".{k}", v, why)
+    return {k: v for k, v in server.items() if k not in gone}
 
 
-def inert_keys_in(scenario: Any) -> list[str]:
-    """The dotted keys of the inert launch arguments a raw scenario mapping sets: in its
-    ``server`` block and in each disaggregated role's (``server.disaggregation.decode.server.log_level``)."""
+def launch_args_in(scenario: Any) -> dict[str, Any]:
+    """The dotted keys (with their values) of the launch arguments a raw scenario mapping sets
+    that :func:`drop_inert` leaves out: in its ``server`` block and in each disaggregated role's
+    (``server.disaggregation.decode.server.log_level``)."""
     server = scenario.get("server") if isinstance(scenario, Mapping) else None
     if not isinstance(server, Mapping):
-        return []
-    keys = [f"server.{k}" for k in server if k in INERT_ARGS]
+        return {}
+    out = {f"server.{k}": v for k, v in _left_out(server).items()}
     layout = server.get("disaggregation")
     for role in ("prefill", "decode"):
         over = layout.get(role) if isinstance(layout, Mapping) else None
         over = over.get("server") if isinstance(over, Mapping) else None
         if isinstance(over, Mapping):
-            keys += [f"server.disaggregation.{role}.server.{k}" for k in over if k in INERT_ARGS]
-    return keys
+            out.update({f"server.disaggregation.{role}.server.{k}": v for k, v in _left_out(over).items()})
+    return out
+
+
+def inert_keys_in(scenario: Any) -> list[str]:
+    """The dotted keys of the inert launch arguments a raw scenario mapping sets
+    (:func:`launch_args_in`, less the ones at a value the model runs)."""
+    return [k for k in launch_args_in(scenario) if is_inert(k.rsplit(".", 1)[-1])]
+
+
+def tp_size_run(profile_tp: int | None, dp_attention_ranks: int = 1) -> tuple[int, str]:
+    """The ``tp_size`` the model runs, and why: the profile's tensor-parallel size
+    (``hardware.tp_size``; ``profile_tp`` None: the profile has no hardware block, one GPU, as
+    a hardware block's default); with DP attention over a per-rank profile (TP 1), SGLang's
+    ``tp_size`` counts every attention rank, one GPU each (arg_groups/parallel_hook.py:
+    ``tp_size % dp_size == 0``, attn_tp = tp / dp)."""
+    if profile_tp is None:
+        tp, why = 1, "the profile states no tensor-parallel size (no hardware block): one GPU"
+    else:
+        tp, why = profile_tp, "the profile's hardware.tp_size"
+    if tp == 1 and dp_attention_ranks > 1:
+        return dp_attention_ranks, f"{why}, per DP-attention rank: SGLang's tp_size counts all {dp_attention_ranks}"
+    return tp, why
+
+
+def tp_size_refusal(given: Any, profile_tp: int | None, dp_attention_ranks: int = 1) -> str | None:
+    """The refusal of ``tp_size: given`` for a profile of ``profile_tp`` (:func:`tp_size_run`),
+    None when it is the TP size the model runs."""
+    want, why = tp_size_run(profile_tp, dp_attention_ranks)
+    if _same(given, want):
+        return None
+    return f"not a server key here: {UNMODELLED['tp_size'].refusal}; allowed: {want} ({why})"
 
 
 def left_out_note(keys: Iterable[str]) -> str | None:
@@ -474,6 +724,17 @@ def left_out_note(keys: Iterable[str]) -> str | None:
     if not keys:
         return None
     return ("note: SGLang launch arguments with no effect on the prediction, left out: " + ", ".join(keys))
+
+
+def accepted_note(values: Mapping[str, Any]) -> str | None:
+    """The run's one ``note:`` line naming the :data:`UNMODELLED` launch arguments accepted at a
+    value the model runs (dotted key -> value; the inert ones among them are skipped: they
+    have :func:`left_out_note`); None when there are none."""
+    named = [f"{k} {_yaml(v)}" for k, v in values.items() if not is_inert(k.rsplit(".", 1)[-1])]
+    if not named:
+        return None
+    return ("note: SGLang launch arguments at the value the model runs (single instance; the profile's "
+            "tensor-parallel size), left out: " + ", ".join(named))
 
 
 def launch_arg_hint(key: str, near: str | None) -> str | None:

@@ -225,10 +225,11 @@ def _run_command(args: argparse.Namespace) -> int:
     given = parse_overrides(args.set) if args.set else {}
     # before --seed: with_value validates a full dump, after which every key reads as set in the file
     notes = [*unread_overrides(scenario, given), *unread_in_file(scenario, given), *fixed_uniform_notes(scenario)]
-    from specsched.sim.sglang_launch_args import left_out_note
+    from specsched.sim.sglang_launch_args import accepted_note, left_out_note
 
-    if (left_out := left_out_note(scenario._launch_args_left_out)) is not None:
-        notes.insert(0, left_out)
+    for note in (accepted_note(scenario._launch_args_values), left_out_note(scenario._launch_args_left_out)):
+        if note is not None:
+            notes.insert(0, note)
     if args.seed is not None:
         from specsched.sim.config import with_value
 

@@ -110,7 +110,7 @@ def test_round_robin_leaves_about_one_history_hit_in_eight():
     big = {"server": {"max_total_num_tokens": 12_000_000}}  # every history fits: only routing misses
     sc = Scenario.model_validate(deep_merge(sc.model_dump(mode="json"), big))
     one = Scenario.model_validate(deep_merge(sc.model_dump(mode="json"), {"server": {"dp_size": 1}}))
-    hit8 = run_scenario(sc).summary.get("cache_hit_rate", 0.0)
+    hit8 = run_scenario(sc).summary["cache_hit_rate"]
     hit1 = run_scenario(one).summary["cache_hit_rate"]
     assert hit1 > 0.5
     assert hit8 < 0.5 * hit1

@@ -324,7 +324,7 @@ def test_hit_rate_rises_with_the_turns_a_conversation_keeps():
     rates = []
     for m in (1, 2, 4, None):
         res = SimEngine(scenario(dict(agentic_trace=dict(path=str(EXAMPLE), max_turns=m)))).run()
-        rates.append(res.summary.get("cache_hit_rate", 0.0))   # absent: no hit
+        rates.append(res.summary["cache_hit_rate"])   # present with the cache on, 0.0 without a hit
     assert rates[0] == 0.0                                          # one turn each: nothing to reuse
     assert all(a < b for a, b in zip(rates, rates[1:], strict=False)), rates
     assert rates[-1] > 0.8

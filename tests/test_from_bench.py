@@ -820,8 +820,8 @@ def test_a_line_whose_server_ran_an_unmodelled_setting_says_what_it_changed(key,
     notes = [n for n in sc["assumptions"] if n.startswith(f"server_info {key} ")]
     assert len(notes) == 1 and "not modelled" in notes[0] and needle in notes[0], sc["assumptions"]
     assert not any(key in n for n in sc["assumptions"] if "no argument for" in n)
-    from specsched.analysis.from_bench import UNMODELLED_SETTINGS
+    from specsched.sim.sglang_launch_args import UNMODELLED
 
-    default = UNMODELLED_SETTINGS[key][0]
+    default = UNMODELLED[key].default
     run = parse_run(LINE | {"server_info": LINE["server_info"] | {key: default}}, "runs.jsonl:1")
     assert not any(key in n for n in scenario_from_bench(run, "h200-1b")[0]["assumptions"])

@@ -43,6 +43,22 @@ def test_a_high_hit_workload_ttft_falls_by_the_prefill_work_it_skips():
     assert gain_ms == pytest.approx(saved_ms, rel=0.1)
 
 
+def test_the_hit_rate_is_zero_with_the_cache_on_and_no_hit_and_absent_with_it_off():
+    """SGLang reports its cache hit rate whenever the radix cache is on, 0.0 when no prompt
+    token hit (scheduler_components/metrics_reporter.py: ``... if total_tokens > 0 else 0.0``):
+    a distinct-prompt workload's summary and report say 0.0 (the key was absent, so a run
+    without hits read as one without a cache); with the cache off there is no rate to report."""
+    from specsched.sim.report import format_report
+
+    distinct = {"num_requests": 8,
+                "shared_prefix": dict(num_groups=8, prompts_per_group=1, system_prompt_len=100, question_len=50)}
+    _, on = run(workload=distinct)
+    _, off = run({"disable_radix_cache": True}, distinct)
+    assert on.summary["cache_hit_rate"] == 0.0
+    assert "cache_hit_rate" not in off.summary
+    assert "Prefix cache hit rate:" in format_report(on.summary) and "Prefix cache hit rate:" not in format_report(off.summary)
+
+
 def test_evictable_cached_prompts_count_in_the_budget_and_are_evicted():
     # 64 distinct 4200-token prompts through a 30K-token pool: the tree keeps every finished
     # prompt (evictable) until the pool needs the room; nothing is retracted

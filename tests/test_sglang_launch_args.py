@@ -17,7 +17,9 @@ from specsched.sim.sglang_launch_args import (
     ALIASES,
     FIELDS,
     INERT_ARGS,
+    INERT_TYPES,
     SGLANG_ARGS_ELSEWHERE,
+    accepted_note,
     left_out_note,
 )
 
@@ -135,16 +137,142 @@ def test_every_inert_name_is_a_real_sglang_argument_the_model_does_not_read():
 
 _VALUES = st.one_of(st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=20),
                     st.lists(st.integers(0, 100), max_size=3), st.none())
+_SCALARS = {"bool": st.booleans(), "int": st.integers(-10**6, 10**6), "str": st.text(max_size=20),
+            "float": st.one_of(st.integers(0, 10**6), st.floats(0, 1e6))}
+
+
+def _of_type(spec: str):
+    """Values of an SGLang type as :data:`INERT_TYPES` writes it."""
+    import ast
+
+    if spec.startswith("Optional["):
+        return st.one_of(st.none(), _of_type(spec[9:-1]))
+    if spec.startswith("List["):
+        return st.lists(_of_type(spec[5:-1]), max_size=3)
+    if spec.startswith("Dict["):
+        return st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2)
+    if spec.startswith("Literal["):
+        return st.sampled_from(ast.literal_eval(f"({spec[8:-1]},)"))
+    return _SCALARS[spec]
+
+
+_TYPED = {n: t for t, names in INERT_TYPES.items() for n in names}
+_TYPED.update({a: _TYPED[f] for a, f in ALIASES.items() if f in _TYPED})
 
 
 @settings(max_examples=60, deadline=None)
-@given(picked=st.dictionaries(st.sampled_from(sorted(INERT_ARGS)), _VALUES, min_size=1, max_size=5),
+@given(picked=st.dictionaries(st.sampled_from(sorted(INERT_ARGS)), st.data(), min_size=1, max_size=5),
        running=st.integers(1, 512))
 def test_inert_arguments_never_change_the_validated_server(picked, running):
-    """Whatever inert arguments a server block adds, with any value, the server the model
-    reads is the one without them (names from the list, checked above against SGLang's fields)."""
+    """Whatever inert arguments a server block adds, with any value of the type SGLang
+    declares, the server the model reads is the one without them (names from the list,
+    checked above against SGLang's fields)."""
+    picked = {k: d.draw(_of_type(_TYPED[k]) if k in _TYPED else _VALUES) for k, d in picked.items()}
     base = {"max_running_requests": running}
     assert ServerArgs.model_validate({**base, **picked}) == ServerArgs.model_validate(base)
+
+
+def test_every_typed_inert_argument_is_inert_and_typed_once():
+    names = [n for group in INERT_TYPES.values() for n in group]
+    assert len(names) == len(set(names)) and set(names) <= INERT_ARGS
+    # the two without a command-line form (a callable, a mapping of classes) take anything
+    assert {n for n in INERT_ARGS if n not in _TYPED} == {"custom_sigquit_handler", "stat_loggers"}
+
+
+@pytest.mark.parametrize("how", ["file", "set", "role"])
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("log_level", 7, "declares it str: allowed: a string"),
+    ("enable_metrics", "maybe", "declares it bool: allowed: true or false"),
+    ("port", 30000.5, "declares it int: allowed: an integer"),
+    ("log_requests_level", 5, "allowed: one of 0, 1, 2, 3"),
+    ("log_requests_format", "xml", "allowed: one of text, json"),
+    ("watchdog_timeout", "long", "declares it float: allowed: a number"),
+    ("random_seed", True, "allowed: an integer or null"),
+    ("bucket_time_to_first_token", ["a"], "allowed: a list of numbers or null"),
+])
+def test_an_inert_argument_of_the_wrong_type_is_refused_in_one_line(tmp_path, capsys, how, key, value, allowed):
+    """Left out though it is, an inert argument's value is checked against the type SGLang
+    0.5.23's ServerArgs declares for it (arg_groups/fields/*.py): ``log_level: 7`` was taken."""
+    if how == "role":
+        path = _scenario(tmp_path, {"disaggregation": {"decode": {"server": {key: value}}}})
+        where = f"server.disaggregation.decode.server.{key}"
+    else:
+        path = _scenario(tmp_path, {key: value} if how == "file" else None)
+        where = f"server.{key}"
+    argv = ["--set", f"server.{key}={json.dumps(value)}"] if how == "set" else []
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{where} = " in err[0] and allowed in err[0], err
+    assert "Traceback" not in err[0] and not (tmp_path / "o").exists()
+
+
+ACCEPTED = "note: SGLang launch arguments at the value the model runs"
+
+
+@pytest.mark.parametrize(("server", "profile"), [
+    ({"tp_size": 1}, "h200-1b"),                              # no hardware block: one GPU
+    ({"tensor_parallel_size": 4}, "mi355x-dsv41-flash-tp4"),  # the profile's hardware.tp_size
+    ({"load_balance_method": "round_robin", "pp_size": 1, "enable_two_batch_overlap": False}, "h200-1b"),
+    ({"load_balance_method": "total_tokens"}, "h200-1b"),     # dp_size 1: no DP controller, any choice
+    ({"tp_size": 4, "enable_dp_attention": True, "dp_size": 4}, "mi355x-dsv4pro-agentic"),  # per-rank profile
+])
+def test_an_unmodelled_argument_at_the_value_the_model_runs_is_accepted_with_a_note(tmp_path, capsys, server,
+                                                                                      profile):
+    """tp_size 1 (the profile's TP), load_balance_method round_robin (the model's routing) and
+    an unmodelled argument at SGLang's default were refused although the model runs exactly
+    them; they run, left out, named in one note, and predict what the block without them does."""
+    plain = _scenario(tmp_path, {k: v for k, v in server.items() if k in ServerArgs.model_fields}, name="p.yaml")
+    path = _scenario(tmp_path, server)
+    for f in (plain, path):
+        sc = yaml.safe_load(f.read_text())
+        f.write_text(yaml.safe_dump({**sc, "profile": profile}))
+    sc = load_scenario(path)
+    assert sc.server == load_scenario(plain).server
+    assert sc._launch_args_values == {f"server.{k}": v for k, v in server.items() if k not in ServerArgs.model_fields}
+    if profile == "h200-1b":   # the others price speculative decoding only: the note as the run prints it
+        assert main(["run", str(path), "-q", "--out", str(tmp_path / "o")]) == 0
+        notes = [n for n in capsys.readouterr().err.splitlines() if n.startswith(ACCEPTED)]
+    else:
+        notes = [accepted_note(sc._launch_args_values)]
+    assert len(notes) == 1 and all(f"server.{k}" in notes[0] for k in server if k not in ServerArgs.model_fields)
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+@pytest.mark.parametrize(("server", "profile", "key", "allowed"), [
+    ({"tp_size": 8}, "h200-1b", "server.tp_size", "allowed: 1 (the profile states no tensor-parallel size"),
+    ({"tp_size": 1}, "mi355x-dsv41-flash-tp4", "server.tp_size", "allowed: 4 (the profile's hardware.tp_size)"),
+    ({"tp_size": 0}, "h200-1b", "server.tp_size", "allowed: the profile's tensor-parallel size"),
+    ({"load_balance_method": "total_tokens", "enable_dp_attention": True, "dp_size": 2}, "h200-1b",
+     "server.load_balance_method", "allowed: auto or round_robin"),
+    ({"pp_size": 2}, "h200-1b", "server.pp_size", "allowed: 1 (SGLang's default, what the model runs)"),
+    ({"enable_two_batch_overlap": True}, "h200-1b", "server.enable_two_batch_overlap", "allowed: false"),
+])
+def test_a_value_the_model_does_not_run_is_refused_saying_what_is_allowed(tmp_path, capsys, how, server, profile,
+                                                                          key, allowed):
+    name = key.rsplit(".", 1)[-1]
+    rest = {k: v for k, v in server.items() if k != name}
+    path = _scenario(tmp_path, server if how == "file" else rest)
+    sc = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**sc, "profile": profile}))
+    argv = ["--set", f"{key}={json.dumps(server[name])}"] if how == "set" else []
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{key} = " in err[0] and allowed in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unmodelled_arguments_have_one_table():
+    """The arguments a scenario refuses as not modelled and the ones ``scenario from-bench``
+    names in an assumption line are one table (:data:`UNMODELLED`): from-bench's own copy of
+    their defaults is gone, and a scenario accepts each at the default from-bench compares with."""
+    from specsched.analysis import from_bench
+    from specsched.sim.sglang_launch_args import UNMODELLED
+
+    assert not hasattr(from_bench, "UNMODELLED_SETTINGS")
+    for key, u in UNMODELLED.items():
+        assert SGLANG_ARGS_ELSEWHERE[key].startswith(u.refusal), key
+        if key != "tp_size":   # the profile's, checked when the profile is read
+            ServerArgs.model_validate({key: u.default})
 
 
 def test_the_references_sglang_column_names_only_0523_launch_arguments():
@@ -203,3 +331,32 @@ def test_a_dashed_sglang_argument_gets_its_yaml_spelling(tmp_path, capsys, how, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"server.{key} = 8" in err[0] and needle in err[0], err
     assert "did you mean" not in err[0] and "unknown key" not in err[0]
+
+
+SAME = "will predict the same"
+
+
+def test_compare_arms_that_differ_only_in_inert_arguments_get_one_note(tmp_path, capsys):
+    """Arms told apart only by arguments that never reach the model (log_level, port; tp_size
+    at the profile's) ran as two silently identical arms; they still run (a control), with one
+    note naming them and the arguments. An arm that also changes a modelled key gets none."""
+    path = _scenario(tmp_path, arms={"quiet": {"server": {"log_level": "debug", "port": 1, "tp_size": 1}},
+                                     "loud": {"server": {"log_level": "debug", "max_running_requests": 2}}})
+    assert main(["compare", str(path), "--arms", "base,quiet,loud", "--seeds", "1", "--no-save"]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
+    assert notes == ["note: arms base, quiet differ only in SGLang launch arguments that do not reach the model "
+                     "(server.log_level, server.port, server.tp_size, left out): they will predict the same "
+                     "(run anyway, e.g. as a control)"], notes
+
+
+def test_a_sweep_axis_of_an_inert_argument_gets_one_note(tmp_path, capsys):
+    path = _scenario(tmp_path)
+    out = tmp_path / "sweep.parquet"
+    assert main(["sweep", str(path), "--grid", "server.log_level=info,debug", "--seeds", "1", "--workers", "1",
+                 "--out", str(out)]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
+    assert len(notes) == 1 and "sweep axis server.log_level (info, debug)" in notes[0], notes
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--grid", "server.max_running_requests=2,4", "--seeds", "1", "--workers", "1",
+                 "--out", str(tmp_path / "other.parquet")]) == 0
+    assert SAME not in capsys.readouterr().err

@@ -351,3 +351,25 @@ def test_a_user_admission_policy_gets_the_runs_seed(tmp_path):
     path = scenario(tmp_path, {"coin": {"server": {"admission_delay": "seeded.py:CoinDelay"}}})
     sc = load_scenario(path, "coin")
     assert [SimEngine(sc, seed=s).sched.admission.seed for s in (3, 7)] == [3, 7]
+
+
+@pytest.mark.parametrize(("key", "shipped_name", "kind"), [
+    ("admission_delay", "min_free_slots", "policies"), ("schedule_policy", "lpm", "orders")])
+def test_both_kinds_of_policy_are_built_and_checked_by_one_function(monkeypatch, key, shipped_name, kind):
+    """The admission delay and the queue order a scenario names are built, and their
+    parameters checked, by one function (sim/policy_loader.py make_named_policy): the two
+    copies of the shipped-parameters and from_server checks are gone, their messages kept."""
+    from specsched.sim import policy_loader
+    from specsched.sim.admission import make_policy
+    from specsched.sim.schedule_policy import make_queue_order
+
+    server = ServerArgs(**{key: shipped_name, f"{key}_params": {"x": 1}})
+    make = make_policy if key == "admission_delay" else make_queue_order
+    with pytest.raises(ConfigError) as e:
+        make(server, 0, "s.yaml")
+    assert (e.value.file, e.value.key) == ("s.yaml", f"server.{key}_params")
+    assert f"the shipped {kind} take no parameters" in e.value.allowed and f"named by server.{key}" in e.value.allowed
+    seen = []
+    monkeypatch.setattr(policy_loader, "make_named_policy", lambda server, k, *a, **kw: seen.append(k))
+    make(ServerArgs(**{key: shipped_name}), 0, None)
+    assert seen == [key]

@@ -19,8 +19,7 @@ from specsched.sim.admission.demand_observed import DemandObserved
 from specsched.sim.admission.min_free_slots import MinFreeSlots
 from specsched.sim.admission.min_free_slots_waiting_aware import MinFreeSlotsWaitingAware
 from specsched.sim.admission.none import NoDelay
-from specsched.sim.errors import ConfigError
-from specsched.sim.policy_loader import PolicyLoadError, is_policy_spec, load_policy_class
+from specsched.sim.policy_loader import is_policy_spec, load_policy_class
 from specsched.sim.server_args import ServerArgs
 
 SHIPPED: dict[str, type] = {
@@ -58,21 +57,10 @@ def make_policy(server: ServerArgs, seed: int = 0, scenario_path: str | None = N
         ConfigError: the class does not import, lacks the interface, or rejects the params
             (names the key ``server.admission_delay`` / ``server.admission_delay_params``).
     """
-    where = scenario_path or "<server>"
-    try:
-        cls = policy_class(server.admission_delay, scenario_path)
-    except PolicyLoadError as e:
-        raise ConfigError(where, "server.admission_delay", server.admission_delay, str(e)) from None
-    params = dict(server.admission_delay_params)
-    if params and not is_policy_spec(server.admission_delay):
-        raise ConfigError(where, "server.admission_delay_params", params,
-                          "the shipped policies take no parameters; these are keywords for a user class "
-                          "'module.path:Class' / 'file.py:Class' named by server.admission_delay (docs/policies.md)")
-    try:
-        return cls.from_server(server, seed=seed, **params)
-    except TypeError as e:
-        raise ConfigError(where, "server.admission_delay_params", params,
-                          f"{cls.__name__}.from_server rejected them: {e}") from None
+    # the one builder, as the queue order's
+    from specsched.sim.policy_loader import make_named_policy
+
+    return make_named_policy(server, "admission_delay", SHIPPED, REQUIRED_METHODS, "policies", seed, scenario_path)
 
 
 __all__ = [
