@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
+from specsched.sim.analytic.vision import vision_tower
 from specsched.sim.errors import ConfigError
 from specsched.sim.input_files import is_input_file, is_stream, read_input
 
@@ -120,6 +121,19 @@ MULTIMODAL_ARCHS = frozenset({
 """Architectures SGLang 0.5.23 serves as multimodal (configs/model_config.py
 ``multimodal_model_archs``, ``is_multimodal_model``; the MiMo-V2 multimodal names are not listed)."""
 
+VISION_OFF_WHEN_TEXT_ONLY_ARCHS = frozenset({"Llama4ForConditionalGeneration"})
+"""Multimodal architectures whose SGLang 0.5.23 model builds no vision tower unless
+--enable-multimodal is given (models/mllama4.py ``Llama4ForConditionalGeneration``:
+``has_vision = has_vision_weights and enable_multimodal``): their ``vision_config`` costs no
+memory. Gemma 3, also text-only by default, builds its SigLIP tower and projector whatever
+(gemma3_mm.py ``Gemma3ForConditionalGeneration.__init__``)."""
+
+TEXT_CONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config")
+"""Where a multimodal config keeps its language model, in SGLang 0.5.23's order of preference
+(utils/hf_transformers/common.py ``get_hf_text_config``: thinker_config > llm_config >
+language_config > text_config). InternVL's ``llm_config`` was refused for a missing
+``hidden_size``."""
+
 MULTIMODAL_OFF_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
                                   "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
 """Multimodal architectures SGLang serves text-only unless --enable-multimodal is given
@@ -197,6 +211,15 @@ class ModelArch(BaseModel):
     multimodal: bool = False
     vision_layers: int | None = None
     vision_hidden: int | None = None
+    vision_params_sharded: int = 0
+    """Vision tower parameters each TP rank holds a ``1/tp`` share of (encoder linears, ...;
+    :mod:`sim.analytic.vision`): loaded beside the language model, priced in the memory
+    estimate only (the language model is what decodes)."""
+    vision_params_replicated: int = 0
+    """Vision tower parameters every rank holds whole (patch and position embeddings, norms,
+    ``nn.Linear`` projectors)."""
+    vision_family: str | None = None
+    """The vision encoder as counted (``Qwen2.5-VL ViT``, ``SigLIP + Gemma 3 projector``, ...)."""
     fp8_routed_experts_only: bool = False
     kv_cache_bytes: int = 2
     """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
@@ -487,9 +510,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """
     outer_archs = _strings(cfg.get("architectures"), file)
     multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
+    has_tower = bool(MULTIMODAL_ARCHS & set(outer_archs[:1]))
+    if has_tower and cfg.get("vision_config") is not None and not isinstance(cfg["vision_config"], dict):
+        raise ConfigError(file, "vision_config", cfg["vision_config"], "must be a mapping (or null)")
+    outer = cfg
     vision = cfg.get("vision_config") if multimodal else None
-    if vision is not None and not isinstance(vision, dict):
-        raise ConfigError(file, "vision_config", vision, "must be a mapping (or null)")
     vision_layers = vision_hidden = None
     if vision is not None:   # SGLang's getattr fallbacks: a ViT-L/14, 24 layers of 1024
         try:
@@ -497,7 +522,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
             vision_hidden = _get(vision, file, "hidden_size", default=1024)
         except ConfigError as e:
             raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
-    text_cfg = cfg.get("text_config")
+    text_key = next((k for k in TEXT_CONFIG_KEYS if isinstance(cfg.get(k), dict)), "text_config")
+    text_cfg = cfg.get(text_key)
     if text_cfg is not None and not isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         raise ConfigError(file, "text_config", text_cfg, "must be a mapping (a multimodal config's language model)")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
@@ -551,6 +577,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if _get(cfg, file, "max_position_embeddings", "max_sequence_length", default=1) == 0:
         raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
     window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
+    tower = None
+    if has_tower and isinstance(outer.get("vision_config"), dict):
+        if outer_archs[0] in VISION_OFF_WHEN_TEXT_ONLY_ARCHS:
+            assumptions.append(f"vision_config not loaded: SGLang builds {outer_archs[0]}'s vision model only with "
+                               "--enable-multimodal (models/mllama4.py has_vision); the language model alone is priced")
+        else:
+            tower, guess = vision_tower(outer, outer_archs[0], hidden, file)
+            assumptions.append(
+                f"vision tower ({tower.family}) counted from vision_config: {tower.params / 1e6:.0f}M parameters in "
+                f"bf16, {tower.sharded / 1e6:.0f}M split over the TP ranks and {tower.replicated / 1e6:.0f}M whole on "
+                "each; loaded on every rank, so it shrinks the KV pool; its encoder time is not priced")
+            if guess:
+                assumptions.append(guess)
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
     fp8 = method in ("fp8", "mxfp8") or fp8_checkpoint(quant)
@@ -595,6 +634,9 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         multimodal=multimodal,
         vision_layers=vision_layers,
         vision_hidden=vision_hidden,
+        vision_params_sharded=tower.sharded if tower else 0,
+        vision_params_replicated=tower.replicated if tower else 0,
+        vision_family=tower.family if tower else None,
         tie_word_embeddings=bool(TIED_ARCHS & set(archs[:1]))
         or bool(cfg.get("tie_word_embeddings", bool(TIED_BY_DEFAULT_ARCHS & set(archs[:1])))),
         num_experts=num_experts,
