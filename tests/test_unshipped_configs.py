@@ -623,3 +623,52 @@ def test_a_bad_vision_size_is_one_line_naming_it(tmp_path, capsys, change, key):
     assert main(["profile", "--analytic", "--model", _config(tmp_path, cfg), "--gpu", "H200", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and key in err[0] and "config.json" in err[0] and not out.exists(), err
+
+
+def test_gpt_oss_20bs_published_config_builds_the_shipped_profile(tmp_path):
+    """openai/gpt-oss-20b's config.json as published (both expert-count spellings, yarn rope with
+    original_max_position_embeddings, attention sinks' arch) gives the shipped entry's profile:
+    alternating windowed layers in SGLang's hybrid SWA pool, mxfp4 experts, 131072 positions."""
+    mine = build_profile(load_model(str(CONFIGS / "gpt-oss-20b" / "config.json")), load_gpu("H200"), 1)
+    shipped = build_profile(load_model("gpt-oss-20b"), load_gpu("H200"), 1)
+    assert mine["hardware"] == shipped["hardware"]
+    assert mine["hardware"]["swa_kv_cell_bytes"] == mine["hardware"]["kv_cell_bytes"] == 12 * 8 * 128 * 2
+    assert mine["hardware"]["context_len"] == 131072 and mine["analytic"]["dtype"] == "mxfp4"
+    assert mine["gpu"]["decode"] == shipped["gpu"]["decode"]
+
+
+def test_olmo3_windows_three_layers_in_four_as_sglangs_olmo3config_derives_them(tmp_path):
+    """Olmo-3-7B: layer_types puts the 4096-token window on three layers of four, one KV pool
+    (SGLang serves it as Olmo2ForCausalLM with hybrid SWA memory off, model_overrides/olmo2.py).
+    A config without the list takes Olmo3Config's default pattern (configs/olmo3.py), where
+    every layer was windowed and the global layers' KV read stopped growing at 4096."""
+    cfg = json.loads((CONFIGS / "Olmo-3-1025-7B" / "config.json").read_text())
+    arch = load_model(_config(tmp_path, cfg, "listed"))
+    assert (arch.sliding_window, arch.swa_layer_fraction, arch.swa_pool_layers) == (4096, 0.75, None)
+    assert arch.context_len == 65536   # yarn with original_max_position_embeddings: no factor
+    assert weights_bytes(arch, Parallel(tp=1)) / 2 / 1e9 == pytest.approx(7.30, rel=5e-3)
+    bare = load_model(_config(tmp_path, {k: v for k, v in cfg.items() if k != "layer_types"}, "bare"))
+    assert bare.swa_layer_fraction == 0.75 and any("Olmo3Config" in a for a in bare.assumptions)
+    assert kv_entries(bare, 16384) == pytest.approx(0.75 * 4096 + 0.25 * 16384)
+
+
+@pytest.mark.parametrize(("name", "change", "key"), [
+    ("Qwen3-Next-80B-A3B-Instruct", {}, "full_attention_interval"),
+    ("Qwen3-Next-80B-A3B-Instruct", {"full_attention_interval": None,
+                                     "layer_types": ["linear_attention"] * 3 + ["full_attention"]}, "layer_types"),
+    ("gemma-3n-E2B-it", {}, "hidden_size_per_layer_input"),
+])
+def test_layer_designs_the_roofline_does_not_price_are_one_line_naming_the_field(tmp_path, capsys, name, change, key):
+    """Qwen3-Next's Gated DeltaNet layers were priced as 48 full-attention layers (96 KiB of KV a
+    token, where 12 layers hold KV and 36 a recurrent state in SGLang's mamba pool); Gemma 3n was
+    refused for its per-layer intermediate_size list with "must be a non-negative integer".
+    Each is now refused in one line naming the key that marks the design; nothing is written."""
+    cfg = json.loads((CONFIGS / name / "config.json").read_text())
+    if "layer_types" in change:
+        change = {**change, "layer_types": change["layer_types"] * (cfg["num_hidden_layers"] // 4)}
+    cfg = {k: v for k, v in {**cfg, **change}.items() if v is not None}
+    out = tmp_path / "never.yaml"
+    assert main(["profile", "--analytic", "--model", _config(tmp_path, cfg), "--gpu", "H200", "--tp", "4",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f": {key} = " in err[0] and "not modelled" in err[0] and not out.exists(), err

@@ -339,6 +339,50 @@ def _strings(v: Any, file: str = "config.json", key: str = "architectures") -> l
     return [str(a) for a in v or [] if isinstance(a, str)]
 
 
+UNMODELLED_LAYER_KEYS = (
+    ("full_attention_interval", "a linear-attention hybrid (Qwen3-Next, Qwen3.5: Gated DeltaNet layers between "
+     "full-attention ones, whose recurrent state SGLang keeps in a separate mamba pool, configs/hybrid_arch.py "
+     "hybrid_gdn_config)"),
+    ("linear_attn_config", "a linear-attention hybrid (Kimi Linear's KDA layers, configs/hybrid_arch.py)"),
+    ("hybrid_override_pattern", "a Mamba hybrid (Nemotron-H: Mamba-2 layers, configs/hybrid_arch.py mamba2_config)"),
+    ("layers_block_type", "a Mamba or linear-attention hybrid (configs/hybrid_arch.py)"),
+    ("hidden_size_per_layer_input", "Gemma 3n (per-layer input embeddings of vocab_size_per_layer_input rows, "
+     "AltUp streams, KV shared by its last num_kv_shared_layers layers: models/gemma3n_causal.py)"),
+    ("num_kv_shared_layers", "Gemma 3n (KV shared by its last num_kv_shared_layers layers: models/gemma3n_causal.py)"),
+)
+"""config.json keys of layer designs the roofline does not price, each refused in one line
+naming it rather than priced as a stack of full-attention layers: Qwen3-Next-80B-A3B was
+given 48 layers of KV (96 KiB a token) where 12 full-attention layers hold KV and 36 hold a
+fixed recurrent state; Gemma 3n's per-layer ``intermediate_size`` list was refused as "must be
+a non-negative integer" and its 2.1B per-layer embedding parameters have no place in the
+shape."""
+
+LAYER_KINDS = ("sliding_attention", "full_attention")
+"""The ``layer_types`` kinds the roofline prices (:func:`_swa_layers`)."""
+
+
+def _refuse_unmodelled(cfg: dict[str, Any], file: str) -> None:
+    """Refuse a config whose layers the roofline cannot price (:data:`UNMODELLED_LAYER_KEYS`, or
+    a ``layer_types`` kind other than :data:`LAYER_KINDS`, such as ``linear_attention``).
+
+    Raises:
+        ConfigError: naming the key, its value and the design it marks.
+    """
+    for key, what in UNMODELLED_LAYER_KEYS:
+        if cfg.get(key) not in (None, 0, [], ""):
+            v = cfg[key]
+            raise ConfigError(file, key, v if not isinstance(v, list | dict) else f"[{type(v).__name__}]",
+                              f"marks {what}: not modelled by the analytic roofline, so no profile is written")
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        other = sorted({k for k in types if isinstance(k, str) and k not in LAYER_KINDS})
+        if other:
+            raise ConfigError(file, "layer_types", f"[... {', '.join(other)} ...]",
+                              f"{other[0]} layers are not modelled (only {' and '.join(LAYER_KINDS)}: a "
+                              "linear-attention or state-space hybrid keeps a recurrent state SGLang sizes apart "
+                              "from the KV pool); no profile is written")
+
+
 def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int | None, float, int | None]:
     """(sliding window, share of the layers it applies to) from a config.json.
 
@@ -352,7 +396,7 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
     applies to every layer, unless ``swa_layer_fraction`` gives the share (an architecture
     SGLang builds without a window, :data:`FULL_ATTENTION_ARCHS`, has none whatever the
     config says).
-    A kind other than these two (linear attention, say) is counted as a full layer.
+    Another kind (linear attention, say) is refused before this (:func:`_refuse_unmodelled`).
 
     The SWA pool: for :data:`HYBRID_SWA_ARCHS` (or ``is_hybrid_swa: true``) with a window,
     SGLang puts the ``sliding_attention`` layers' KV in the SWA pool and the
@@ -371,7 +415,7 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
         kinds = ("sliding_attention", "full_attention")
         if not isinstance(types, list) or not types or not all(isinstance(k, str) for k in types):
             raise ConfigError(file, "layer_types", types if not isinstance(types, list) else "[...]",
-                              f"must be a non-empty list of layer kinds ({', '.join(kinds)}; another kind counts as full)")
+                              f"must be a non-empty list of layer kinds ({', '.join(kinds)})")
         if len(types) != layers:
             raise ConfigError(file, "layer_types", f"[{len(types)} kinds]",
                               f"must name one kind per layer: num_hidden_layers is {layers}")
@@ -477,6 +521,13 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
             return cfg
         said = f"keys missing from the {cfg['model_type']} config, taken at {cls}'s defaults: {_listed(missing)}"
         return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
+    if cfg.get("model_type") == "olmo3" and cfg.get("layer_types") is None and isinstance(cfg.get("num_hidden_layers"), int):
+        # sglang 0.5.23 configs/olmo3.py Olmo3Config: every 4th layer full, the others windowed
+        return {**cfg, "layer_types": ["sliding_attention" if (i + 1) % 4 else "full_attention"
+                                       for i in range(cfg["num_hidden_layers"])],
+                "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"),
+                                "layer_types from Olmo3Config's default: every 4th layer attends globally, "
+                                "the others in the window"]}
     if cfg.get("model_type") != "gemma3_text":
         return cfg
     missing = {k: v for k, v in GEMMA3_TEXT_DEFAULTS.items()
@@ -529,6 +580,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
     cfg = _config_class_defaults(cfg, file)
+    _refuse_unmodelled(cfg, file)
     assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
     cfg = _mla_defaults(cfg, assumptions)
     for k in REQUIRED:
