@@ -562,7 +562,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     outer_archs = _strings(cfg.get("architectures"), file)
     multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
     has_tower = bool(MULTIMODAL_ARCHS & set(outer_archs[:1]))
-    if has_tower and cfg.get("vision_config") is not None and not isinstance(cfg["vision_config"], dict):
+    if (has_tower or multimodal) and cfg.get("vision_config") is not None and not isinstance(cfg["vision_config"], dict):
         raise ConfigError(file, "vision_config", cfg["vision_config"], "must be a mapping (or null)")
     outer = cfg
     vision = cfg.get("vision_config") if multimodal else None
