@@ -672,3 +672,25 @@ def test_layer_designs_the_roofline_does_not_price_are_one_line_naming_the_field
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f": {key} = " in err[0] and "not modelled" in err[0] and not out.exists(), err
+
+
+def test_sglang_turns_chunked_prefill_off_for_mllama_after_sizing_memory_with_the_chunk(tmp_path):
+    """A multimodal model SGLang cannot chunk (configs/model_config.py
+    is_multimodal_chunked_prefill_supported: Mllama, LlavaLlamaForCausalLM, ...) gets
+    --chunked-prefill-size -1 (arg_groups/model_hook.py _handle_model_capability_adjustments),
+    run after handle_gpu_memory_settings sized mem_fraction_static with the default chunk. A
+    text-only Llama-3.2-11B-Vision run chunked 8192-token prefills that SGLang runs whole."""
+    prof = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", str(CONFIGS / "Llama-3.2-11B-Vision-Instruct" / "config.json"),
+                 "--gpu", "H200", "--out", str(prof), "-q"]) == 0
+    hw = hardware_of(load_profile(str(prof)))
+    server, filled = resolve_server(ServerArgs(speculative_algorithm="none"), hw, {"speculative_algorithm"})
+    assert server.chunked_prefill_size == -1
+    assert any(r.key == "chunked_prefill_size" and "is_multimodal_chunked_prefill_supported" in r.why for r in filled)
+    chunked = resolve_server(ServerArgs(speculative_algorithm="none", chunked_prefill_size=8192),
+                             hw, {"speculative_algorithm", "chunked_prefill_size"})[0]
+    assert server.max_total_num_tokens == chunked.max_total_num_tokens   # the reserve was sized with the chunk
+    qwen = hardware_of(load_profile(str(tmp_path / "q.yaml")) if main(
+        ["profile", "--analytic", "--model", str(CONFIGS / "Qwen2.5-VL-7B-Instruct" / "config.json"), "--gpu", "H200",
+         "--out", str(tmp_path / "q.yaml"), "-q"]) == 0 else None)
+    assert resolve_server(ServerArgs(), qwen, set())[0].chunked_prefill_size == 8192

@@ -157,6 +157,14 @@ configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs`
 multimodal model has them turned off (arg_groups/cuda_graph_hook.py
 ``disable_breakable_cudagraph_if_incompatible``, run before ``handle_gpu_memory_settings``)."""
 
+MM_NO_CHUNKED_PREFILL_ARCHS = frozenset({"Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM",
+                                         "MllamaForConditionalGeneration", "MossVLForConditionalGeneration",
+                                         "CLIPModel"})
+"""Multimodal architectures SGLang 0.5.23 cannot chunk a prefill of (configs/model_config.py
+``is_multimodal_chunked_prefill_supported``): served as multimodal, they get
+``--chunked-prefill-size -1`` (arg_groups/model_hook.py ``_handle_model_capability_adjustments``,
+run after ``handle_gpu_memory_settings`` has sized the memory with the default chunk)."""
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
