@@ -17,9 +17,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from specsched.sim.analytic.gpus import load_gpu
 from specsched.sim.analytic.models import from_hf_config, load_model
 from specsched.sim.analytic.roofline import Parallel, kv_entries, weights_bytes
+from specsched.sim.analytic.vision import vision_tower
 from specsched.sim.analytic.writer import build_profile
 from specsched.sim.config import ServerArgs, load_scenario
 from specsched.sim.defaults import hardware_of, resolve_server
@@ -694,3 +697,19 @@ def test_sglang_turns_chunked_prefill_off_for_mllama_after_sizing_memory_with_th
         ["profile", "--analytic", "--model", str(CONFIGS / "Qwen2.5-VL-7B-Instruct" / "config.json"), "--gpu", "H200",
          "--out", str(tmp_path / "q.yaml"), "-q"]) == 0 else None)
     assert resolve_server(ServerArgs(), qwen, set())[0].chunked_prefill_size == 8192
+
+
+@given(depth=st.integers(1, 64), hidden=st.integers(16, 4096), inter=st.integers(16, 16384),
+       out=st.integers(16, 8192), tp=st.sampled_from([1, 2, 4, 8]))
+@settings(max_examples=60, deadline=None)
+def test_inv_vision_tp_a_rank_holds_its_share_of_the_split_linears_and_all_the_rest(depth, hidden, inter, out, tp):
+    """INV-VISION-TP: a rank's vision bytes are bf16 x (split / tp + whole): the whole tower at
+    TP1, never less than 1/tp of it, and no more at a larger TP."""
+    cfg = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "hidden_size": 1024, "intermediate_size": 4096,
+           "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 1000,
+           "vision_config": {"depth": depth, "hidden_size": hidden, "intermediate_size": inter, "out_hidden_size": out}}
+    arch = from_hf_config(cfg, "v", "config.json")
+    tower = vision_tower(cfg, "Qwen2_5_VLForConditionalGeneration", 1024, "config.json")[0]
+    assert (arch.vision_params_sharded, arch.vision_params_replicated) == (tower.sharded, tower.replicated)
+    assert tower.bytes_per_rank(1) == 2 * tower.params
+    assert 2 * tower.params / tp <= tower.bytes_per_rank(tp) <= tower.bytes_per_rank(max(1, tp // 2))
