@@ -70,7 +70,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from specsched.sim.analytic.models import MM_PREFILL_GRAPH_ARCHS, TRTLLM_MLA_ARCHS
+from specsched.sim.analytic.models import (
+    MM_NO_CHUNKED_PREFILL_ARCHS,
+    MM_PREFILL_GRAPH_ARCHS,
+    TRTLLM_MLA_ARCHS,
+)
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode, dotted_value
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
@@ -568,6 +572,13 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                 "disable_breakable_cudagraph_if_incompatible)" if multimodal_prefill_graphs_off(hw) else
                 "trtllm_mla would fall back to FlashAttention under them (arg_groups/cuda_graph_hook.py "
                 "disable_prefill_cuda_graph_for_deepseek_trtllm_mla)")))
+    if hw.vlm_mem_fraction_factor is not None and hw.architecture in MM_NO_CHUNKED_PREFILL_ARCHS:
+        # after the memory settings used the chunk (mfs above), whatever the user gave
+        vals["chunked_prefill_size"] = -1
+        out.append(Resolved("chunked_prefill_size", -1, (
+            f"SGLang cannot chunk a prefill of {hw.architecture} (configs/model_config.py "
+            "is_multimodal_chunked_prefill_supported): turned off after the memory settings used the chunk "
+            "(arg_groups/model_hook.py _handle_model_capability_adjustments)")))
     put("enable_overlap_schedule", True, "SGLang's default")
     algo = server.speculative_algorithm
     if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
+from specsched.sim.analytic.vision import vision_tower
 from specsched.sim.errors import ConfigError
 from specsched.sim.input_files import is_input_file, is_stream, read_input
 
@@ -120,6 +121,19 @@ MULTIMODAL_ARCHS = frozenset({
 """Architectures SGLang 0.5.23 serves as multimodal (configs/model_config.py
 ``multimodal_model_archs``, ``is_multimodal_model``; the MiMo-V2 multimodal names are not listed)."""
 
+VISION_OFF_WHEN_TEXT_ONLY_ARCHS = frozenset({"Llama4ForConditionalGeneration"})
+"""Multimodal architectures whose SGLang 0.5.23 model builds no vision tower unless
+--enable-multimodal is given (models/mllama4.py ``Llama4ForConditionalGeneration``:
+``has_vision = has_vision_weights and enable_multimodal``): their ``vision_config`` costs no
+memory. Gemma 3, also text-only by default, builds its SigLIP tower and projector whatever
+(gemma3_mm.py ``Gemma3ForConditionalGeneration.__init__``)."""
+
+TEXT_CONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config")
+"""Where a multimodal config keeps its language model, in SGLang 0.5.23's order of preference
+(utils/hf_transformers/common.py ``get_hf_text_config``: thinker_config > llm_config >
+language_config > text_config). InternVL's ``llm_config`` was refused for a missing
+``hidden_size``."""
+
 MULTIMODAL_OFF_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
                                   "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
 """Multimodal architectures SGLang serves text-only unless --enable-multimodal is given
@@ -142,6 +156,14 @@ MM_PREFILL_GRAPH_ARCHS = frozenset({
 configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs``); every other
 multimodal model has them turned off (arg_groups/cuda_graph_hook.py
 ``disable_breakable_cudagraph_if_incompatible``, run before ``handle_gpu_memory_settings``)."""
+
+MM_NO_CHUNKED_PREFILL_ARCHS = frozenset({"Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM",
+                                         "MllamaForConditionalGeneration", "MossVLForConditionalGeneration",
+                                         "CLIPModel"})
+"""Multimodal architectures SGLang 0.5.23 cannot chunk a prefill of (configs/model_config.py
+``is_multimodal_chunked_prefill_supported``): served as multimodal, they get
+``--chunked-prefill-size -1`` (arg_groups/model_hook.py ``_handle_model_capability_adjustments``,
+run after ``handle_gpu_memory_settings`` has sized the memory with the default chunk)."""
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
@@ -197,6 +219,15 @@ class ModelArch(BaseModel):
     multimodal: bool = False
     vision_layers: int | None = None
     vision_hidden: int | None = None
+    vision_params_sharded: int = 0
+    """Vision tower parameters each TP rank holds a ``1/tp`` share of (encoder linears, ...;
+    :mod:`sim.analytic.vision`): loaded beside the language model, priced in the memory
+    estimate only (the language model is what decodes)."""
+    vision_params_replicated: int = 0
+    """Vision tower parameters every rank holds whole (patch and position embeddings, norms,
+    ``nn.Linear`` projectors)."""
+    vision_family: str | None = None
+    """The vision encoder as counted (``Qwen2.5-VL ViT``, ``SigLIP + Gemma 3 projector``, ...)."""
     fp8_routed_experts_only: bool = False
     kv_cache_bytes: int = 2
     """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
@@ -316,6 +347,50 @@ def _strings(v: Any, file: str = "config.json", key: str = "architectures") -> l
     return [str(a) for a in v or [] if isinstance(a, str)]
 
 
+UNMODELLED_LAYER_KEYS = (
+    ("full_attention_interval", "a linear-attention hybrid (Qwen3-Next, Qwen3.5: Gated DeltaNet layers between "
+     "full-attention ones, whose recurrent state SGLang keeps in a separate mamba pool, configs/hybrid_arch.py "
+     "hybrid_gdn_config)"),
+    ("linear_attn_config", "a linear-attention hybrid (Kimi Linear's KDA layers, configs/hybrid_arch.py)"),
+    ("hybrid_override_pattern", "a Mamba hybrid (Nemotron-H: Mamba-2 layers, configs/hybrid_arch.py mamba2_config)"),
+    ("layers_block_type", "a Mamba or linear-attention hybrid (configs/hybrid_arch.py)"),
+    ("hidden_size_per_layer_input", "Gemma 3n (per-layer input embeddings of vocab_size_per_layer_input rows, "
+     "AltUp streams, KV shared by its last num_kv_shared_layers layers: models/gemma3n_causal.py)"),
+    ("num_kv_shared_layers", "Gemma 3n (KV shared by its last num_kv_shared_layers layers: models/gemma3n_causal.py)"),
+)
+"""config.json keys of layer designs the roofline does not price, each refused in one line
+naming it rather than priced as a stack of full-attention layers: Qwen3-Next-80B-A3B was
+given 48 layers of KV (96 KiB a token) where 12 full-attention layers hold KV and 36 hold a
+fixed recurrent state; Gemma 3n's per-layer ``intermediate_size`` list was refused as "must be
+a non-negative integer" and its 2.1B per-layer embedding parameters have no place in the
+shape."""
+
+LAYER_KINDS = ("sliding_attention", "full_attention")
+"""The ``layer_types`` kinds the roofline prices (:func:`_swa_layers`)."""
+
+
+def _refuse_unmodelled(cfg: dict[str, Any], file: str) -> None:
+    """Refuse a config whose layers the roofline cannot price (:data:`UNMODELLED_LAYER_KEYS`, or
+    a ``layer_types`` kind other than :data:`LAYER_KINDS`, such as ``linear_attention``).
+
+    Raises:
+        ConfigError: naming the key, its value and the design it marks.
+    """
+    for key, what in UNMODELLED_LAYER_KEYS:
+        if cfg.get(key) not in (None, 0, [], ""):
+            v = cfg[key]
+            raise ConfigError(file, key, v if not isinstance(v, list | dict) else f"[{type(v).__name__}]",
+                              f"marks {what}: not modelled by the analytic roofline, so no profile is written")
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        other = sorted({k for k in types if isinstance(k, str) and k not in LAYER_KINDS})
+        if other:
+            raise ConfigError(file, "layer_types", f"[... {', '.join(other)} ...]",
+                              f"{other[0]} layers are not modelled (only {' and '.join(LAYER_KINDS)}: a "
+                              "linear-attention or state-space hybrid keeps a recurrent state SGLang sizes apart "
+                              "from the KV pool); no profile is written")
+
+
 def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int | None, float, int | None]:
     """(sliding window, share of the layers it applies to) from a config.json.
 
@@ -329,7 +404,7 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
     applies to every layer, unless ``swa_layer_fraction`` gives the share (an architecture
     SGLang builds without a window, :data:`FULL_ATTENTION_ARCHS`, has none whatever the
     config says).
-    A kind other than these two (linear attention, say) is counted as a full layer.
+    Another kind (linear attention, say) is refused before this (:func:`_refuse_unmodelled`).
 
     The SWA pool: for :data:`HYBRID_SWA_ARCHS` (or ``is_hybrid_swa: true``) with a window,
     SGLang puts the ``sliding_attention`` layers' KV in the SWA pool and the
@@ -348,7 +423,7 @@ def _swa_layers(cfg: dict[str, Any], file: str, window: int | None) -> tuple[int
         kinds = ("sliding_attention", "full_attention")
         if not isinstance(types, list) or not types or not all(isinstance(k, str) for k in types):
             raise ConfigError(file, "layer_types", types if not isinstance(types, list) else "[...]",
-                              f"must be a non-empty list of layer kinds ({', '.join(kinds)}; another kind counts as full)")
+                              f"must be a non-empty list of layer kinds ({', '.join(kinds)})")
         if len(types) != layers:
             raise ConfigError(file, "layer_types", f"[{len(types)} kinds]",
                               f"must name one kind per layer: num_hidden_layers is {layers}")
@@ -454,6 +529,13 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
             return cfg
         said = f"keys missing from the {cfg['model_type']} config, taken at {cls}'s defaults: {_listed(missing)}"
         return {**cfg, **missing, "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"), said]}
+    if cfg.get("model_type") == "olmo3" and cfg.get("layer_types") is None and isinstance(cfg.get("num_hidden_layers"), int):
+        # sglang 0.5.23 configs/olmo3.py Olmo3Config: every 4th layer full, the others windowed
+        return {**cfg, "layer_types": ["sliding_attention" if (i + 1) % 4 else "full_attention"
+                                       for i in range(cfg["num_hidden_layers"])],
+                "assumptions": [*_strings(cfg.get("assumptions"), file, "assumptions"),
+                                "layer_types from Olmo3Config's default: every 4th layer attends globally, "
+                                "the others in the window"]}
     if cfg.get("model_type") != "gemma3_text":
         return cfg
     missing = {k: v for k, v in GEMMA3_TEXT_DEFAULTS.items()
@@ -487,9 +569,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """
     outer_archs = _strings(cfg.get("architectures"), file)
     multimodal = bool(MULTIMODAL_ARCHS & set(outer_archs)) and outer_archs[0] not in MULTIMODAL_OFF_ARCHS
+    has_tower = bool(MULTIMODAL_ARCHS & set(outer_archs[:1]))
+    if (has_tower or multimodal) and cfg.get("vision_config") is not None and not isinstance(cfg["vision_config"], dict):
+        raise ConfigError(file, "vision_config", cfg["vision_config"], "must be a mapping (or null)")
+    outer = cfg
     vision = cfg.get("vision_config") if multimodal else None
-    if vision is not None and not isinstance(vision, dict):
-        raise ConfigError(file, "vision_config", vision, "must be a mapping (or null)")
     vision_layers = vision_hidden = None
     if vision is not None:   # SGLang's getattr fallbacks: a ViT-L/14, 24 layers of 1024
         try:
@@ -497,12 +581,14 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
             vision_hidden = _get(vision, file, "hidden_size", default=1024)
         except ConfigError as e:
             raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
-    text_cfg = cfg.get("text_config")
+    text_key = next((k for k in TEXT_CONFIG_KEYS if isinstance(cfg.get(k), dict)), "text_config")
+    text_cfg = cfg.get(text_key)
     if text_cfg is not None and not isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         raise ConfigError(file, "text_config", text_cfg, "must be a mapping (a multimodal config's language model)")
     if isinstance(text_cfg, dict) and "hidden_size" not in cfg:
         cfg = {**cfg, **text_cfg}  # multimodal wrappers keep the language model inside
     cfg = _config_class_defaults(cfg, file)
+    _refuse_unmodelled(cfg, file)
     assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
     cfg = _mla_defaults(cfg, assumptions)
     for k in REQUIRED:
@@ -551,6 +637,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if _get(cfg, file, "max_position_embeddings", "max_sequence_length", default=1) == 0:
         raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
     window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
+    tower = None
+    if has_tower and isinstance(outer.get("vision_config"), dict):
+        if outer_archs[0] in VISION_OFF_WHEN_TEXT_ONLY_ARCHS:
+            assumptions.append(f"vision_config not loaded: SGLang builds {outer_archs[0]}'s vision model only with "
+                               "--enable-multimodal (models/mllama4.py has_vision); the language model alone is priced")
+        else:
+            tower, guess = vision_tower(outer, outer_archs[0], hidden, file)
+            assumptions.append(
+                f"vision tower ({tower.family}) counted from vision_config: {tower.params / 1e6:.0f}M parameters in "
+                f"bf16, {tower.sharded / 1e6:.0f}M split over the TP ranks and {tower.replicated / 1e6:.0f}M whole on "
+                "each; loaded on every rank, so it shrinks the KV pool; its encoder time is not priced")
+            if guess:
+                assumptions.append(guess)
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
     fp8 = method in ("fp8", "mxfp8") or fp8_checkpoint(quant)
@@ -595,6 +694,9 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         multimodal=multimodal,
         vision_layers=vision_layers,
         vision_hidden=vision_hidden,
+        vision_params_sharded=tower.sharded if tower else 0,
+        vision_params_replicated=tower.replicated if tower else 0,
+        vision_family=tower.family if tower else None,
         tie_word_embeddings=bool(TIED_ARCHS & set(archs[:1]))
         or bool(cfg.get("tie_word_embeddings", bool(TIED_BY_DEFAULT_ARCHS & set(archs[:1])))),
         num_experts=num_experts,

@@ -23,6 +23,7 @@ import yaml
 from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
 from specsched.sim.analytic.roofline import (
+    BF16,
     EFFICIENCY_SOURCES,
     FP4_BITS,
     FP4_LINEARS,
@@ -184,7 +185,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                      if draft_model is None else 0)   # a draft model's tables are its own
     kv_word = "fp8" if arch.kv_cache_bytes == 1 else "bf16"   # --kv-cache-dtype (ModelArch.kv_cache_bytes)
     draft_w_bytes = weights_bytes(draft, par) - draft.vocab_size * arch.hidden_size / tp * 2 * shared_tables
-    w_bytes = weights_bytes(arch, par) + draft_w_bytes
+    # the vision tower is loaded beside the language model (bf16, its linears split over the
+    # ranks: sim/analytic/vision.py); it shrinks the KV pool but never enters a forward's cost
+    vision_bytes = BF16 * (arch.vision_params_sharded / tp + arch.vision_params_replicated)
+    w_bytes = weights_bytes(arch, par) + draft_w_bytes + vision_bytes
     today = datetime.date.today().isoformat()
     eff_d = eff.model_dump()
     prov = {
@@ -261,6 +265,14 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     prov["kv_transfer.link_bytes_per_s"] = ("assumed: one 400 Gb/s RDMA NIC per GPU at 80 % (writer.KV_LINK_BYTES_PER_S); "
                                             "the GPU table has no inter-node link. Read only by prefill-decode scenarios")
     prov["kv_transfer.latency_s"] = "assumed 1 ms per transfer (writer.KV_LINK_LATENCY_S): bootstrap done earlier, completion poll"
+    if vision_bytes:
+        prov["hardware.weight_bytes"] = (
+            f"{prov['hardware.weight_bytes']}; plus the vision tower, {vision_bytes / 2**30:.3f} GiB per rank "
+            f"({arch.vision_family}: {arch.vision_params_sharded / 1e6:.0f}M parameters split over the TP ranks, "
+            f"{arch.vision_params_replicated / 1e6:.0f}M whole on each, bf16; counted from vision_config, "
+            f"sim/analytic/vision.py), which SGLang loads on every rank before it sizes the KV pool "
+            f"(kv_cache_configurator.py _profile_available_bytes). It is not read by any forward: only the "
+            f"language model decodes")
     vlm_hw: dict[str, Any] = {}
     if arch.multimodal:
         factor = vlm_mem_fraction_factor(arch.vision_layers, arch.vision_hidden)
@@ -332,7 +344,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "model": arch.model_dump(exclude={k for k, default in (("swa_pool_layers", None), ("weight_format", None),
                                                                     ("kv_cache_quant_algo", None), ("dsa", False),
                                                                     ("learnable_sink", False), ("multimodal", False),
-                                                                    ("vision_layers", None), ("vision_hidden", None))
+                                                                    ("vision_layers", None), ("vision_hidden", None),
+                                                                    ("vision_params_sharded", 0),
+                                                                    ("vision_params_replicated", 0),
+                                                                    ("vision_family", None))
                                               if getattr(arch, k) == default}),
             "gpu": gpu.model_dump(exclude={"gfx_arch"} if dtype in FP4_BITS else {"fp4_tflops", "gfx_arch"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
