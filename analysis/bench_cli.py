@@ -218,20 +218,26 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
     return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
 
 
-def check_built_context(sc: Any, profile: str | None, source: str | None) -> None:
-    """Refuse a request past the model's known context length, as ``run`` does
-    (:func:`sim.limits.check_context`: SGLang rejects it), for a scenario the runs are predicted
-    with under ``profile`` (None: its own). ``source``: the result line a scenario was built
-    from (``FILE:LINE``), which the refusal then names instead of the built file, a temporary
-    one (None: a scenario the user gave).
+def check_built_fits(sc: Any, profile: str | None, source: str | None) -> None:
+    """Refuse what ``run`` refuses before simulating (:func:`sim.limits.check_fits`: a request
+    past the model's known context length or one the KV pool never holds, which SGLang
+    rejects; DP attention whose ranks do not divide the profile's TP group, which SGLang
+    asserts at start; weights that leave no KV pool), for a scenario the runs are predicted
+    with under ``profile`` (None: its own). Before, these commands checked the context length
+    alone: a DP-attention line built against a TP1 profile was predicted with each rank timed
+    as if it had the whole GPU, a scenario ``run`` refuses. ``source``: the result line a
+    scenario was built from (``FILE:LINE``), which the refusal then names instead of the
+    built file, a temporary one (None: a scenario the user gave).
 
     Raises:
-        ConfigError: as :func:`sim.limits.check_context`.
+        ConfigError: as :func:`sim.limits.check_fits`.
     """
-    from specsched.sim.limits import check_context
+    from specsched.sim.limits import check_fits
 
+    if profile is not None:   # the runs' profile (its messages name it); its path as the scenario's relative one
+        sc = sc.model_copy(update={"profile": profile})
     try:
-        check_context(sc, profile)
+        check_fits(sc)
     except ConfigError as e:
         if source is None:
             raise
@@ -265,7 +271,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
 
     sc, built = _scenario_for(args, measured, workdir)
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
-    check_built_context(sc, args.profile, measured.source if built is not None else None)
+    check_built_fits(sc, args.profile, measured.source if built is not None else None)
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile, warn=False) for i in range(args.seeds)]
     from specsched.sim.grid_range import write_warnings

@@ -1300,10 +1300,10 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
-        from specsched.analysis.bench_cli import check_built_context
+        from specsched.analysis.bench_cli import check_built_fits
 
-        for c in cases:   # a request past the model's known context: SGLang rejects it, as `run` says
-            check_built_context(c.scenario, args.profile, c.run.source)   # each scenario built from its line
+        for c in cases:   # what `run` refuses (a request past the context, DP ranks the TP group cannot split)
+            check_built_fits(c.scenario, args.profile, c.run.source)   # each scenario built from its line
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)

@@ -439,3 +439,25 @@ def test_the_reference_report_fits_80_columns(monkeypatch):
     lines = text.splitlines()
     assert lines[0] == "model: mean of 5 seeds" and lines[1].split() == ["cell", "arm", "metric", "reference", "model", "error"]
     assert max(map(len, lines)) <= 80, text
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_dp_attention_line_the_profile_cannot_split_is_refused_as_run_refuses_it(tmp_path, capsys, monkeypatch, command):
+    """A line from a DP-attention server (server_info dp_size 8 of tp_size 8) built against a
+    TP1 analytic profile: `specsched run` of the built scenario refuses it (SGLang asserts
+    tp_size % dp_size == 0: sim.limits check_fits), while validate --measured and calibrate
+    --from predicted it, each DP rank timed as if it had the profile's whole GPU to itself.
+    Now one line naming the line and dp_size, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    info = {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "chunked_prefill_size": 1024}
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
+    profile = str(Path(__file__).parents[1] / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    if command == "validate":
+        argv = ["validate", "--measured", "run.jsonl:1", "--profile", profile, "--seeds", "1", "--out", "v"]
+    else:
+        argv = ["calibrate", "--from", "run.jsonl", "--profile", profile, "--seeds", "1", "--max-evals", "1",
+                "--out", "f.yaml"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1: ") and "dp_size" in err[0], err
+    assert not (tmp_path / "v").exists() and not (tmp_path / "f.yaml").exists()
