@@ -132,6 +132,28 @@ def check_profile_arg(profile: str) -> None:
         raise
 
 
+def _check_built_runs(sc: dict[str, Any], tables: dict[str, Any], source: str) -> None:
+    """Load the built scenario as ``run`` will (in a temporary folder, with its length
+    tables) and refuse what ``run`` refuses before simulating (:func:`check_built_fits`), so
+    that ``scenario from-bench`` writes no scenario every run of which fails: a DP-attention
+    line against a profile whose TP group its ranks cannot split was written, then refused
+    by ``run``.
+
+    Raises:
+        ConfigError: naming ``source`` (the line) and the key at fault.
+    """
+    from specsched.analysis.from_bench import write_scenario
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_scenario(dict(sc), tables, Path(tmp) / "from-bench.yaml")[0]
+        try:
+            loaded = load_scenario_with_overrides(path, "base", None)
+        except ConfigError as e:
+            raise ConfigError(source, f"{e.key} of the scenario built from the line", e.value, e.allowed) from None
+        check_built_fits(loaded, None, source)
+
+
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
     from specsched.analysis.from_bench import (
@@ -148,6 +170,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
                                      **agentic_args(args))
     if not args.template:   # a scenario every run of which the profile would refuse is not written
         check_drafter_priced(run, sc["server"], args.profile)
+    _check_built_runs(sc, tables, run.source)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     if out.is_dir():   # --out results/: the scenario goes in it, under its name (its histograms were
         out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)

@@ -461,3 +461,21 @@ def test_a_dp_attention_line_the_profile_cannot_split_is_refused_as_run_refuses_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1: ") and "dp_size" in err[0], err
     assert not (tmp_path / "v").exists() and not (tmp_path / "f.yaml").exists()
+
+
+def test_from_bench_writes_no_scenario_that_run_refuses(tmp_path, capsys, monkeypatch):
+    """The DP-attention line above, built by `scenario from-bench` against a TP1 analytic
+    profile: the scenario was written, then `run` of it refused it. Refused before writing, in
+    one line naming the line and dp_size (exit 2, nothing written)."""
+    monkeypatch.chdir(tmp_path)
+    info = {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "chunked_prefill_size": 1024}
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
+    profile = str(Path(__file__).parents[1] / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert main(["scenario", "from-bench", "run.jsonl:1", "--profile", profile, "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1: ") and "dp_size" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
+    info["dp_size"] = 1   # the same line without DP attention's split is written
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
+    assert main(["scenario", "from-bench", "run.jsonl:1", "--profile", profile, "--out", "s.yaml"]) == 0
+    assert main(["run", "s.yaml"]) == 0
