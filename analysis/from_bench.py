@@ -1120,6 +1120,11 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     _setup_notes(run, profile, notes)
     _vision_note(run, notes)
     acc = _accept_length(run)
+    tpl_acc = sc.get("acceptance", {}).get("mean_accept_length") if template else None
+    if acc is not None and isinstance(tpl_acc, (int, float)) and abs(tpl_acc - acc) > 0.02 * acc:
+        # the line measured its own: a template reused for a run on another dataset accepts otherwise
+        notes.append(f"acceptance: the template's mean accept length {tpl_acc:.3f}, not the line's measured "
+                     f"{acc:.3f}: the prediction verifies at the template's (set the line's in the template's acceptance)")
     drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled
     if acc is not None and not spec and not template:

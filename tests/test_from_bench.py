@@ -825,3 +825,19 @@ def test_a_line_whose_server_ran_an_unmodelled_setting_says_what_it_changed(key,
     default = UNMODELLED_SETTINGS[key][0]
     run = parse_run(LINE | {"server_info": LINE["server_info"] | {key: default}}, "runs.jsonl:1")
     assert not any(key in n for n in scenario_from_bench(run, "h200-1b")[0]["assumptions"])
+
+
+def test_a_template_whose_accept_length_is_not_the_lines_says_so():
+    """--template keeps the template's acceptance; the line measured its own accept length
+    (a template reused for a run on another dataset accepts differently, and the prediction's
+    decode cost is then off by the difference). The assumptions name both figures; a line
+    whose accept length agrees, or that has none, gets no such line."""
+    tpl = str(ROOT / "scenarios/h200/poisson-spec.yaml")   # mean_accept_length 3.2394
+    run = parse_run({**LINE, "request_rate": 8.0, "max_concurrency": None, "accept_length": 2.1}, "x.jsonl:1")
+    sc, _ = scenario_from_bench(run, "h200-1b", template=tpl)
+    note = [n for n in sc["assumptions"] if "accept length" in n]
+    assert len(note) == 1 and "3.239" in note[0] and "2.100" in note[0], sc["assumptions"]
+    for acc in (3.24, None):
+        run = parse_run({**LINE, "request_rate": 8.0, "max_concurrency": None, "accept_length": acc}, "x.jsonl:1")
+        sc, _ = scenario_from_bench(run, "h200-1b", template=tpl)
+        assert not [n for n in sc["assumptions"] if "accept length" in n], sc["assumptions"]
