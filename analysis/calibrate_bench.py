@@ -1301,9 +1301,14 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
         from specsched.analysis.bench_cli import check_built_fits
+        from specsched.analysis.from_bench import SETUP_MISMATCH
 
         for c in cases:   # what `run` refuses (a request past the context, DP ranks the TP group cannot split)
             check_built_fits(c.scenario, args.profile, c.run.source)   # each scenario built from its line
+        for c in cases:   # the line's server is not the profile's (another TP size, model): as validate warns
+            for note in c.scenario.assumptions:
+                if note.startswith(SETUP_MISMATCH):
+                    print(f"warning: {c.run.source}: {note.removeprefix(SETUP_MISMATCH)}", file=sys.stderr)
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)

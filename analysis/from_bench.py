@@ -895,7 +895,8 @@ and the fp4/mxfp8 recipes carry scales): compared with an analytic profile's
 
 SETUP_MISMATCH = "setup mismatch: "
 """Prefix of an assumption saying that the line's server is not the one the profile prices
-(another TP size, another model): the commands also print it as a ``warning:`` line."""
+(another TP size, another model) or the scenario predicts (a ``--template`` whose accept
+length is not the line's): the commands also print it as a ``warning:`` line."""
 
 
 def _line_server_info(run: BenchRun) -> dict[str, Any] | None:
@@ -1123,7 +1124,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     tpl_acc = sc.get("acceptance", {}).get("mean_accept_length") if template else None
     if acc is not None and isinstance(tpl_acc, (int, float)) and abs(tpl_acc - acc) > 0.02 * acc:
         # the line measured its own: a template reused for a run on another dataset accepts otherwise
-        notes.append(f"acceptance: the template's mean accept length {tpl_acc:.3f}, not the line's measured "
+        notes.append(f"{SETUP_MISMATCH}acceptance: the template's mean accept length {tpl_acc:.3f}, not the line's measured "
                      f"{acc:.3f}: the prediction verifies at the template's (set the line's in the template's acceptance)")
     drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled

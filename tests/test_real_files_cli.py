@@ -479,3 +479,17 @@ def test_from_bench_writes_no_scenario_that_run_refuses(tmp_path, capsys, monkey
     (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
     assert main(["scenario", "from-bench", "run.jsonl:1", "--profile", profile, "--out", "s.yaml"]) == 0
     assert main(["run", "s.yaml"]) == 0
+
+
+def test_calibrate_says_when_a_lines_server_is_not_the_profiles(tmp_path, capsys, monkeypatch):
+    """validate and from-bench print a `warning:` when the line's server ran another TP size
+    (or model, KV dtype) than the profile prices; calibrate --from built the same scenarios
+    and said nothing, so a TP1 profile was fitted to a TP8 server's runs without a word. Now
+    each such line is named in one warning."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": {"tp_size": 8}}) + "\n")
+    profile = str(Path(__file__).parents[1] / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", profile, "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--out", "f.yaml"]) == 0
+    warn = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:") and "tp_size 8" in x]
+    assert len(warn) == 1 and "run.jsonl:1" in warn[0], warn
