@@ -238,7 +238,12 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
                                      arrivals=arrivals, **agentic_args(args),
                                      state_with="--set server.KEY=VALUE, or --scenario S")
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
-    return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
+    try:
+        return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
+    except ConfigError as e:   # a refused --set/--arm names the line, not the temporary file it was applied to
+        if not str(e.file).startswith(str(path)):
+            raise
+        raise ConfigError(run.source + str(e.file)[len(str(path)):], e.key, e.value, e.allowed) from None
 
 
 def check_built_fits(sc: Any, profile: str | None, source: str | None) -> None:

@@ -493,3 +493,16 @@ def test_calibrate_says_when_a_lines_server_is_not_the_profiles(tmp_path, capsys
                  "--max-evals", "1", "--out", "f.yaml"]) == 0
     warn = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:") and "tp_size 8" in x]
     assert len(warn) == 1 and "run.jsonl:1" in warn[0], warn
+
+
+def test_a_bad_set_on_a_scenario_built_from_the_line_names_the_line_not_a_temporary_file(tmp_path, capsys, monkeypatch):
+    """validate --measured F:L --profile P --set KEY=V applies --set to the scenario built from
+    the line in a temporary folder; a refused --set named that file (/tmp/tmpXXXX/from-bench.yaml),
+    which the user never wrote and which is gone when the message is read."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    assert main(["validate", "--measured", "run.jsonl:1", "--profile", "h200-1b", "--seeds", "1",
+                 "--set", "server.tp_size=8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1 (--set server.tp_size): "), err
+    assert "from-bench.yaml" not in err[0] and "tp_size" in err[0]
