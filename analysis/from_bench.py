@@ -1001,8 +1001,11 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
         why += f"; window widened to {w} to fit the accept length"
         if "speculative_num_steps" in d:
             d["speculative_num_steps"] = w - 1
+    modelled = kind in SpecAlgorithm.__members__ or kind == ""
     said = ("names the drafter but not its window" if kind == d["speculative_algorithm"]
-            else "names neither the drafter kind nor its window")
+            else "names neither the drafter kind nor its window" if modelled
+            # SGLang's NGRAM (a host-side n-gram lookup, no draft forward), which a scenario cannot name
+            else f"names speculative_algorithm {named!r}, which is not modelled (no profile prices its draft)")
     args = ", ".join(f"{k} {v}" for k, v in d.items())
     notes.append(f"server: the line's accept_length {acc:.3f} says the server decoded speculatively, but the line "
                  f"{said}: assumed {args} ({why}); state the real ones with {state_with}")

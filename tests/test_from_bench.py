@@ -841,3 +841,16 @@ def test_a_template_whose_accept_length_is_not_the_lines_says_so():
         run = parse_run({**LINE, "request_rate": 8.0, "max_concurrency": None, "accept_length": acc}, "x.jsonl:1")
         sc, _ = scenario_from_bench(run, "h200-1b", template=tpl)
         assert not [n for n in sc["assumptions"] if "accept length" in n], sc["assumptions"]
+
+
+def test_a_line_naming_a_drafter_the_model_lacks_says_what_it_named():
+    """A line whose server_info names SGLang's NGRAM (a host-side n-gram lookup the model does
+    not have: a scenario naming it is refused) was built with an assumed EAGLE chain, saying the
+    line "names neither the drafter kind nor its window", though it named both. The assumption
+    now names what the line said and that it is not modelled."""
+    info = {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 12}
+    run = parse_run({**LINE, "server_info": info, "accept_length": 2.9}, "f:1")
+    sc, _ = scenario_from_bench(run, "h100-llama-3.1-8b-eagle3-analytic")
+    (note,) = [n for n in sc["assumptions"] if "decoded speculatively" in n]
+    assert "neither" not in note and "NGRAM" in note and "not modelled" in note, note
+    assert sc["server"]["speculative_algorithm"] == "eagle"
