@@ -1003,6 +1003,7 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
             d["speculative_num_steps"] = w - 1
     modelled = kind in SpecAlgorithm.__members__ or kind == ""
     said = ("names the drafter but not its window" if kind == d["speculative_algorithm"]
+            else "names its draft length but not the drafter kind" if drafts is not None and modelled
             else "names neither the drafter kind nor its window" if modelled
             # SGLang's NGRAM (a host-side n-gram lookup, no draft forward), which a scenario cannot name
             else f"names speculative_algorithm {named!r}, which is not modelled (no profile prices its draft)")

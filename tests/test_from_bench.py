@@ -330,6 +330,9 @@ def test_a_vllm_drafter_line_gives_its_draft_length_and_per_position_rates():
     sc, _ = scenario_from_bench(parse_run(line, "f:1"), "h200-llama8b-roofline")
     srv = sc["server"]
     assert (srv["speculative_num_steps"], srv["speculative_num_draft_tokens"]) == (5, 6)
+    # the line gives the draft length: the assumption said it named "neither the drafter kind nor its window"
+    (note,) = [n for n in sc["assumptions"] if "decoded speculatively" in n]
+    assert "names its draft length but not the drafter kind" in note and "neither" not in note, note
     rates = sc["acceptance"]["per_position_rates"]
     assert np.cumprod(rates) == pytest.approx(uncond, abs=1e-5)
     run = SimEngine(Scenario.model_validate({**sc, "path": "", "workload": {
