@@ -1280,6 +1280,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if above is not None:
         raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the fitted profile")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
+    if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
+        raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
+                          "decode, host, idle_lead or dotted profile keys")
     runs = fit_runs(args.from_files)
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]

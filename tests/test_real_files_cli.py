@@ -506,3 +506,17 @@ def test_a_bad_set_on_a_scenario_built_from_the_line_names_the_line_not_a_tempor
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1 (--set server.tp_size): "), err
     assert "from-bench.yaml" not in err[0] and "tp_size" in err[0]
+
+
+@pytest.mark.parametrize("params", ["", ",", " , "])
+def test_calibrate_with_no_params_is_one_line(tmp_path, capsys, monkeypatch, params):
+    """--params "" (an unset shell variable, "$PARAMS") fitted no factor and ended in a numpy
+    traceback after the first evaluation; now one line before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", params, "--seeds", "1",
+                 "--max-evals", "2", "--out", "f.yaml"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "--params" in err[0] and "prefill" in err[0], err
+    assert "fit:" not in captured.out and not (tmp_path / "f.yaml").exists()
