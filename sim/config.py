@@ -452,6 +452,12 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     """
     path = resolve_scenario_path(path)
     raw = read_yaml(path)
+    if "gpu" in raw and not {"workload", "server", "profile"} & raw.keys():
+        # a profile given where a scenario goes (`profile --analytic --out my.yaml`, then `run my.yaml`):
+        # say so, not "profile = '<missing>': required" (sim/profile.py load_profile names the reverse)
+        raise ConfigError(str(path), "<file>", str(path), "a profile (it has gpu), not a scenario; give a scenario "
+                          f"(a bundled name such as h200/batch8, or a file with workload and server) and this "
+                          f"profile with it: --set profile={path}")
     arms = raw.get("arms") or {}
     if not isinstance(arms, dict):
         raise ConfigError(str(path), "arms", arms, "must be a mapping of arm name -> overrides")

@@ -107,6 +107,21 @@ def test_the_readmes_repository_paths_find_the_bundled_files_from_any_folder(cap
     assert resolve_scenario_path("scenarios/burst256-ht.yaml") == Path("scenarios/burst256-ht.yaml")
 
 
+def test_a_profile_given_where_a_scenario_goes_is_named_a_profile(capsys, tmp_path, monkeypatch):
+    """`specsched profile --analytic ... --out my.yaml`, then `specsched run my.yaml` (or
+    validate --scenario, calibrate --scenario-template): refused as "profile = '<missing>':
+    required", as if the user had forgotten a key of a scenario; the reverse (a scenario as
+    --profile) was already named. Now the file is named a profile, with what to do."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yaml").write_text((ROOT / "profiles" / "h200-1b.yaml").read_text())
+    line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.23.jsonl") + ":1"
+    for argv in (["run", "my.yaml"], ["validate", "--measured", line, "--scenario", "my.yaml"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "a profile" in err[0] and "--set profile=my.yaml" in err[0], err
+        assert "required" not in err[0]
+
+
 def test_a_missing_yaml_file_is_still_named_as_a_missing_file(capsys, tmp_path):
     assert main(["run", str(tmp_path / "mine.yaml")]) == 2
     err = capsys.readouterr().err
