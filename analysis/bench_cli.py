@@ -393,7 +393,9 @@ def validate_measured(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--seeds", args.seeds, "must be >= 1")
     ns = argparse.Namespace(file=args.measured, scenario=args.scenario_file or args.scenario, profile=args.profile,
                             arm=args.arm, set=args.set, seeds=args.seeds, seed=args.seed, lengths="args",
-                            arrivals=getattr(args, "arrivals", None), out=args.out, plot=args.plot, log_x=args.log_x)
+                            arrivals=getattr(args, "arrivals", None), out=args.out, plot=args.plot, log_x=args.log_x,
+                            **{k: getattr(args, k, None) for k in ("dataset_path", "dataset_offset",
+                                                                    "agentic_max_turns", "num_prompts")})
     return cmd_validate_bench(ns)
 
 
