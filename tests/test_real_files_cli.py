@@ -520,3 +520,22 @@ def test_calibrate_with_no_params_is_one_line(tmp_path, capsys, monkeypatch, par
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "--params" in err[0] and "prefill" in err[0], err
     assert "fit:" not in captured.out and not (tmp_path / "f.yaml").exists()
+
+
+@pytest.mark.parametrize("target", ["profile", "line", "template"])
+def test_from_bench_does_not_write_over_its_own_inputs(tmp_path, capsys, monkeypatch, target):
+    """`scenario from-bench runs.jsonl --profile llama.yaml --out llama.yaml` wrote the scenario
+    over the profile it was built with (which `run` then refused as a scenario given as a
+    profile), and `--out runs.jsonl` over the measured runs: the user's input gone. Refused in
+    one line, every input unchanged."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    (tmp_path / "llama.yaml").write_text((Path(__file__).parents[1] / "profiles" / "h200-1b.yaml").read_text())
+    (tmp_path / "tpl.yaml").write_text((Path(__file__).parents[1] / "scenarios" / "h200" / "batch8.yaml").read_text())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = {"profile": "llama.yaml", "line": "./runs.jsonl", "template": str(tmp_path / "tpl.yaml")}[target]
+    assert main(["scenario", "from-bench", "runs.jsonl:1", "--profile", "llama.yaml", "--template", "tpl.yaml",
+                 "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0], err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
