@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -323,6 +324,19 @@ _TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an inte
 "Input should be a valid integer")."""
 
 
+def _unquoted_fits(text: str, error_type: str) -> bool:
+    """Whether ``text``, a string where pydantic's ``error_type`` wanted another type, is that
+    type's YAML spelling in quotes (``"0.85"`` for a number, ``"true"`` for a boolean)."""
+    t = text.strip()
+    if error_type.startswith("bool"):
+        return t.lower() in ("true", "false")
+    try:
+        v = float(t) if error_type.startswith(("float", "finite")) else int(t)
+    except ValueError:
+        return False
+    return math.isfinite(v)
+
+
 def _choice_text(value: Any, expected: str) -> str:
     """An enum's or literal's refusal in the project's words: ``allowed: a, b, c``, and the
     closest allowed value when the value looks like a typo of one (``stream-wait``)."""
@@ -367,6 +381,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     msg = _TYPE_WORDS.get(first["type"], msg)
+    if first["type"] in _TYPE_WORDS and isinstance(value, str) and _unquoted_fits(value, first["type"]):
+        # mem_fraction_static: "0.85": YAML reads a quoted value as a string, which "must be a number" does not say
+        msg += f" (the value is quoted: write {value.strip()} without quotes)"
     if first["type"] == "model_type" and (first.get("ctx") or {}).get("class_name") == "LengthDist" \
             and isinstance(value, (int, float)) and not isinstance(value, bool):
         msg += f", e.g. {{kind: fixed, value: {value}}} (or kind uniform with range_ratio, or kind file)"
