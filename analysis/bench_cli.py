@@ -154,27 +154,30 @@ def _check_built_runs(sc: dict[str, Any], tables: dict[str, Any], source: str) -
         check_built_fits(loaded, None, source)
 
 
-def _refuse_writing_over_inputs(out: Path, bench_file: str, profile: str, template: str | None) -> None:
-    """Refuse an ``--out`` that is one of the command's own inputs: the result file, the
-    profile (``--profile llama.yaml --out llama.yaml`` wrote the scenario over the profile it
-    names, which ``run`` then refused) or the template.
+def refuse_out_over_inputs(out: Path, inputs: list[tuple[str, str | Path | None]]) -> None:
+    """Refuse an ``--out`` that is one of the command's own inputs (``inputs``: what each is,
+    its path; None for one not given): ``scenario from-bench --profile llama.yaml --out
+    llama.yaml`` wrote the scenario over the profile it names, ``calibrate --from runs.jsonl
+    --out runs.jsonl`` the fitted profile over the measured runs.
 
     Raises:
         ConfigError: naming ``--out`` and the input it would replace.
     """
-    from specsched.sim.profile import resolve_profile_path
-
     if not out.is_file():
         return
-    inputs = [("the bench_serving result file", Path(bench_file)), ("the profile", resolve_profile_path(profile))]
-    if template:
-        from specsched.sim.bundled import resolve_scenario_path
-
-        inputs.append(("the template", resolve_scenario_path(template)))
     for what, p in inputs:
-        if p.is_file() and out.samefile(p):
+        if p is not None and Path(p).is_file() and out.samefile(p):
             raise ConfigError("<command line>", "--out", str(out), f"is {what} this command reads: give another "
-                              "file for the scenario")
+                              "file for what it writes")
+
+
+def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> list[tuple[str, str | Path | None]]:
+    """``scenario from-bench``'s input files for :func:`refuse_out_over_inputs`."""
+    from specsched.sim.bundled import resolve_scenario_path
+    from specsched.sim.profile import resolve_profile_path
+
+    return [("the bench_serving result file", bench_file), ("the profile", resolve_profile_path(profile)),
+            ("the template", resolve_scenario_path(template) if template else None)]
 
 
 def cmd_from_bench(args: argparse.Namespace) -> int:
@@ -197,7 +200,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     if out.is_dir():   # --out results/: the scenario goes in it, under its name (its histograms were
         out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)
-    _refuse_writing_over_inputs(out, run.source.rsplit(":", 1)[0], args.profile, args.template)
+    refuse_out_over_inputs(out, _from_bench_inputs(run.source.rsplit(":", 1)[0], args.profile, args.template))
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
     if getattr(args, "quiet", False):

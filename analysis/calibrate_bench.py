@@ -1284,6 +1284,13 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
                           "decode, host, idle_lead or dotted profile keys")
     runs = fit_runs(args.from_files)
+    from specsched.analysis.bench_cli import refuse_out_over_inputs
+    from specsched.sim.bench_serving import split_spec
+
+    # the measured runs, the log and the template: the fitted profile written over one of them lost it
+    refuse_out_over_inputs(Path(args.out), [*(("a bench_serving result file", split_spec(f)[0]) for f in args.from_files),
+                                            ("the server log", args.server_log),
+                                            ("the scenario template", args.scenario_template)])
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     else:

@@ -539,3 +539,22 @@ def test_from_bench_does_not_write_over_its_own_inputs(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0], err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("target", ["line", "log"])
+def test_calibrate_does_not_write_the_fit_over_its_measurements(tmp_path, capsys, monkeypatch, target):
+    """calibrate --from runs.jsonl --out runs.jsonl wrote the fitted profile over the measured
+    runs (and --out server.log over the log) after the whole fit. Refused in one line before
+    the fit, the inputs unchanged (--out naming the --profile itself stays allowed: a refit in
+    place)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    (tmp_path / "server.log").write_text((DATA / "logs" / "sglang-0.5.23.log").read_text())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = {"line": "runs.jsonl", "log": str(tmp_path / "server.log")}[target]
+    assert main(["calibrate", "--from", "runs.jsonl:1", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", "server.log", "--out", out]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0], err
+    assert "fit:" not in captured.out and {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
