@@ -33,8 +33,9 @@ def scenarios_dir() -> Path:
 def scenario_data_path(path: str | Path, scenario_path: str | Path | None) -> Path:
     """A data file a scenario names (a trace, an agentic trace, a length histogram): as given
     when it is a file; else, a relative path, beside the scenario file, then among the shipped
-    examples by name (``scenarios/``); as given when none of them is a file."""
-    p = Path(path)
+    examples by name (``scenarios/``); as given when none of them is a file. A leading ``~``
+    is the user's home."""
+    p = Path(path).expanduser()   # ~/traces/x.csv: the user's home, as the shell reads it (YAML keeps the ~)
     if p.is_absolute() or is_input_file(p):   # a pipe (<(cat trace.csv)) too
         return p
     if scenario_path:

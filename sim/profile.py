@@ -697,7 +697,7 @@ def analytic_profiles_note(scenarios: Iterable[Any]) -> str | None:
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""
-    p = Path(name_or_path)
+    p = Path(name_or_path).expanduser()   # profile: ~/profiles/x.yaml in a YAML file (the shell would expand it)
     candidates = [p]
     if relative_to is not None:
         candidates.append(Path(relative_to).resolve().parent / p)
