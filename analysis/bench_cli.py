@@ -394,6 +394,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     write_results(mrun, out / "measured")
     for i, r in enumerate(runs):
         write_results(r, out / f"predicted-seed{seed0 + i}")
+    _drop_stale_predictions(out, {f"predicted-seed{seed0 + i}" for i in range(len(runs))})
     built_note = ""
     if built is not None:   # the scenario built from the line, to rerun or edit (before --arm/--set)
         built_note = f"; scenario: {write_scenario(dict(built[0]), built[1], out / 'from-bench.yaml')[0]}"
@@ -411,6 +412,20 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
                     print(p)
                 plots.plt.close(fig)
     return 0
+
+
+def _drop_stale_predictions(out: Path, written: set[str]) -> None:
+    """Remove the ``predicted-seed<N>`` results folders in ``out`` that this run did not write:
+    an earlier validate into the same folder with more seeds (or other first seed) left them,
+    and ``out/predicted-seed*``, as the command names its runs, then mixed that run's
+    predictions (another profile, another line) with this one's. Only results folders (with
+    ``summary.json``) of that name are removed."""
+    import re
+    import shutil
+
+    for d in out.glob("predicted-seed*"):
+        if d.name not in written and re.fullmatch(r"predicted-seed\d+", d.name) and (d / "summary.json").is_file():
+            shutil.rmtree(d)
 
 
 def validate_measured(args: argparse.Namespace) -> int:

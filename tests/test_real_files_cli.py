@@ -558,3 +558,21 @@ def test_calibrate_does_not_write_the_fit_over_its_measurements(tmp_path, capsys
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0], err
     assert "fit:" not in captured.out and {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_validate_again_into_one_folder_leaves_no_prediction_of_the_earlier_run(tmp_path, capsys, monkeypatch):
+    """validate --seeds 3 then --seeds 1 into the same --out (or the default folder, one per
+    line: a rerun after editing the profile) left predicted-seed2 and predicted-seed3 of the
+    first run beside the new predicted-seed1, and the printed `predicted-seed*` named all three:
+    `specsched plot` of them overlaid the earlier profile's predictions as this run's. The
+    earlier seeds' results folders are removed; anything else in the folder is left alone."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    base = ["validate", "--measured", "run.jsonl:1", "--profile", "h200-1b", "--out", "v"]
+    assert main([*base, "--seeds", "3"]) == 0
+    (tmp_path / "v" / "notes.txt").write_text("mine")
+    assert main([*base, "--seeds", "1"]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in (tmp_path / "v").iterdir())
+    assert [n for n in names if n.startswith("predicted-seed")] == ["predicted-seed1"], names
+    assert (tmp_path / "v" / "notes.txt").read_text() == "mine"
