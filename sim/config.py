@@ -82,7 +82,8 @@ class Scenario(BaseModel):
     source: str = Field("", description="Where the scenario's settings and reference figures come from.")
     assumptions: list[str] = Field([], description="What the scenario assumes that the source does not say.")
     profile: str = Field(description="Profile name (profiles/) or path: absolute, else from the current directory, "
-                         "else from the scenario file's folder (--set profile=my.yaml reads ./my.yaml).")
+                         "else from the scenario file's folder (--set profile=my.yaml reads ./my.yaml); ~/ is the "
+                         "user's home; profiles/NAME.yaml that is no file there is the bundled NAME.")
     seed: int = Field(1, ge=0, description="Seed of lengths, arrivals and accept lengths (run --seed overrides it).")
     server: ServerArgs = Field(ServerArgs(), description="SGLang server arguments.")
     acceptance: AcceptanceConfig = Field(AcceptanceConfig(), description="Accept-length distribution.")
