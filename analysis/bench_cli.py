@@ -132,6 +132,54 @@ def check_profile_arg(profile: str) -> None:
         raise
 
 
+def _check_built_runs(sc: dict[str, Any], tables: dict[str, Any], source: str) -> None:
+    """Load the built scenario as ``run`` will (in a temporary folder, with its length
+    tables) and refuse what ``run`` refuses before simulating (:func:`check_built_fits`), so
+    that ``scenario from-bench`` writes no scenario every run of which fails: a DP-attention
+    line against a profile whose TP group its ranks cannot split was written, then refused
+    by ``run``.
+
+    Raises:
+        ConfigError: naming ``source`` (the line) and the key at fault.
+    """
+    from specsched.analysis.from_bench import write_scenario
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_scenario(dict(sc), tables, Path(tmp) / "from-bench.yaml")[0]
+        try:
+            loaded = load_scenario_with_overrides(path, "base", None)
+        except ConfigError as e:
+            raise ConfigError(source, f"{e.key} of the scenario built from the line", e.value, e.allowed) from None
+        check_built_fits(loaded, None, source)
+
+
+def refuse_out_over_inputs(out: Path, inputs: list[tuple[str, str | Path | None]]) -> None:
+    """Refuse an ``--out`` that is one of the command's own inputs (``inputs``: what each is,
+    its path; None for one not given): ``scenario from-bench --profile llama.yaml --out
+    llama.yaml`` wrote the scenario over the profile it names, ``calibrate --from runs.jsonl
+    --out runs.jsonl`` the fitted profile over the measured runs.
+
+    Raises:
+        ConfigError: naming ``--out`` and the input it would replace.
+    """
+    if not out.is_file():
+        return
+    for what, p in inputs:
+        if p is not None and Path(p).is_file() and out.samefile(p):
+            raise ConfigError("<command line>", "--out", str(out), f"is {what} this command reads: give another "
+                              "file for what it writes")
+
+
+def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> list[tuple[str, str | Path | None]]:
+    """``scenario from-bench``'s input files for :func:`refuse_out_over_inputs`."""
+    from specsched.sim.bundled import resolve_scenario_path
+    from specsched.sim.profile import resolve_profile_path
+
+    return [("the bench_serving result file", bench_file), ("the profile", resolve_profile_path(profile)),
+            ("the template", resolve_scenario_path(template) if template else None)]
+
+
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
     from specsched.analysis.from_bench import (
@@ -148,9 +196,11 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
                                      **agentic_args(args))
     if not args.template:   # a scenario every run of which the profile would refuse is not written
         check_drafter_priced(run, sc["server"], args.profile)
+    _check_built_runs(sc, tables, run.source)
     out = Path(args.out) if args.out else Path(f"{sc['name']}.yaml")
     if out.is_dir():   # --out results/: the scenario goes in it, under its name (its histograms were
         out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)
+    refuse_out_over_inputs(out, _from_bench_inputs(run.source.rsplit(":", 1)[0], args.profile, args.template))
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
     if getattr(args, "quiet", False):
@@ -215,23 +265,34 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
                                      arrivals=arrivals, **agentic_args(args),
                                      state_with="--set server.KEY=VALUE, or --scenario S")
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
-    return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
+    try:
+        return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)
+    except ConfigError as e:   # a refused --set/--arm names the line, not the temporary file it was applied to
+        if not str(e.file).startswith(str(path)):
+            raise
+        raise ConfigError(run.source + str(e.file)[len(str(path)):], e.key, e.value, e.allowed) from None
 
 
-def check_built_context(sc: Any, profile: str | None, source: str | None) -> None:
-    """Refuse a request past the model's known context length, as ``run`` does
-    (:func:`sim.limits.check_context`: SGLang rejects it), for a scenario the runs are predicted
-    with under ``profile`` (None: its own). ``source``: the result line a scenario was built
-    from (``FILE:LINE``), which the refusal then names instead of the built file, a temporary
-    one (None: a scenario the user gave).
+def check_built_fits(sc: Any, profile: str | None, source: str | None) -> None:
+    """Refuse what ``run`` refuses before simulating (:func:`sim.limits.check_fits`: a request
+    past the model's known context length or one the KV pool never holds, which SGLang
+    rejects; DP attention whose ranks do not divide the profile's TP group, which SGLang
+    asserts at start; weights that leave no KV pool), for a scenario the runs are predicted
+    with under ``profile`` (None: its own). Before, these commands checked the context length
+    alone: a DP-attention line built against a TP1 profile was predicted with each rank timed
+    as if it had the whole GPU, a scenario ``run`` refuses. ``source``: the result line a
+    scenario was built from (``FILE:LINE``), which the refusal then names instead of the
+    built file, a temporary one (None: a scenario the user gave).
 
     Raises:
-        ConfigError: as :func:`sim.limits.check_context`.
+        ConfigError: as :func:`sim.limits.check_fits`.
     """
-    from specsched.sim.limits import check_context
+    from specsched.sim.limits import check_fits
 
+    if profile is not None:   # the runs' profile (its messages name it); its path as the scenario's relative one
+        sc = sc.model_copy(update={"profile": profile})
     try:
-        check_context(sc, profile)
+        check_fits(sc)
     except ConfigError as e:
         if source is None:
             raise
@@ -265,7 +326,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
 
     sc, built = _scenario_for(args, measured, workdir)
     profile = load_profile(args.profile, sc.path or None) if args.profile else None
-    check_built_context(sc, args.profile, measured.source if built is not None else None)
+    check_built_fits(sc, args.profile, measured.source if built is not None else None)
     seed0 = sc.seed if args.seed is None else args.seed
     runs = [run_scenario(sc, seed=seed0 + i, profile=profile, warn=False) for i in range(args.seeds)]
     from specsched.sim.grid_range import write_warnings
@@ -306,7 +367,10 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
               + (f" ({n_ok} succeeded)" if n_ok != n_meas else ""))
     rate_p, rate_m = getattr(sc.workload, "request_rate", None), measured.args.get("request_rate")
     if (sc.workload.kind != "trace" and isinstance(rate_p, (int, float)) and isinstance(rate_m, float)
-            and math.isfinite(rate_m) and not math.isclose(rate_p, rate_m)):
+            and math.isfinite(rate_m) and not math.isclose(rate_p, rate_m)
+            and not (n_ok and n_meas and math.isclose(rate_p, rate_m * n_ok / n_meas))):
+        # the line's rate x its success share is the load from-bench builds for a line with
+        # failed requests (the successes of a Poisson stream): that is the line's load too
         # a scenario given with --scenario runs as written: say so when it is not the line's load
         print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
               "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
@@ -330,6 +394,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     write_results(mrun, out / "measured")
     for i, r in enumerate(runs):
         write_results(r, out / f"predicted-seed{seed0 + i}")
+    _drop_stale_predictions(out, {f"predicted-seed{seed0 + i}" for i in range(len(runs))})
     built_note = ""
     if built is not None:   # the scenario built from the line, to rerun or edit (before --arm/--set)
         built_note = f"; scenario: {write_scenario(dict(built[0]), built[1], out / 'from-bench.yaml')[0]}"
@@ -349,6 +414,20 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     return 0
 
 
+def _drop_stale_predictions(out: Path, written: set[str]) -> None:
+    """Remove the ``predicted-seed<N>`` results folders in ``out`` that this run did not write:
+    an earlier validate into the same folder with more seeds (or other first seed) left them,
+    and ``out/predicted-seed*``, as the command names its runs, then mixed that run's
+    predictions (another profile, another line) with this one's. Only results folders (with
+    ``summary.json``) of that name are removed."""
+    import re
+    import shutil
+
+    for d in out.glob("predicted-seed*"):
+        if d.name not in written and re.fullmatch(r"predicted-seed\d+", d.name) and (d / "summary.json").is_file():
+            shutil.rmtree(d)
+
+
 def validate_measured(args: argparse.Namespace) -> int:
     """``specsched validate --measured FILE[:LINE] [--scenario S | S] [--profile P]``: the same
     comparison as ``validate-bench`` (the issue's spelling of it)."""
@@ -356,7 +435,9 @@ def validate_measured(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--seeds", args.seeds, "must be >= 1")
     ns = argparse.Namespace(file=args.measured, scenario=args.scenario_file or args.scenario, profile=args.profile,
                             arm=args.arm, set=args.set, seeds=args.seeds, seed=args.seed, lengths="args",
-                            arrivals=getattr(args, "arrivals", None), out=args.out, plot=args.plot, log_x=args.log_x)
+                            arrivals=getattr(args, "arrivals", None), out=args.out, plot=args.plot, log_x=args.log_x,
+                            **{k: getattr(args, k, None) for k in ("dataset_path", "dataset_offset",
+                                                                    "agentic_max_turns", "num_prompts")})
     return cmd_validate_bench(ns)
 
 

@@ -1280,7 +1280,17 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if above is not None:
         raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the fitted profile")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
+    if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
+        raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
+                          "decode, host, idle_lead or dotted profile keys")
     runs = fit_runs(args.from_files)
+    from specsched.analysis.bench_cli import refuse_out_over_inputs
+    from specsched.sim.bench_serving import split_spec
+
+    # the measured runs, the log and the template: the fitted profile written over one of them lost it
+    refuse_out_over_inputs(Path(args.out), [*(("a bench_serving result file", split_spec(f)[0]) for f in args.from_files),
+                                            ("the server log", args.server_log),
+                                            ("the scenario template", args.scenario_template)])
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     else:
@@ -1300,10 +1310,15 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
-        from specsched.analysis.bench_cli import check_built_context
+        from specsched.analysis.bench_cli import check_built_fits
+        from specsched.analysis.from_bench import SETUP_MISMATCH
 
-        for c in cases:   # a request past the model's known context: SGLang rejects it, as `run` says
-            check_built_context(c.scenario, args.profile, c.run.source)   # each scenario built from its line
+        for c in cases:   # what `run` refuses (a request past the context, DP ranks the TP group cannot split)
+            check_built_fits(c.scenario, args.profile, c.run.source)   # each scenario built from its line
+        for c in cases:   # the line's server is not the profile's (another TP size, model): as validate warns
+            for note in c.scenario.assumptions:
+                if note.startswith(SETUP_MISMATCH):
+                    print(f"warning: {c.run.source}: {note.removeprefix(SETUP_MISMATCH)}", file=sys.stderr)
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)

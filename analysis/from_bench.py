@@ -865,7 +865,8 @@ and the fp4/mxfp8 recipes carry scales): compared with an analytic profile's
 
 SETUP_MISMATCH = "setup mismatch: "
 """Prefix of an assumption saying that the line's server is not the one the profile prices
-(another TP size, another model): the commands also print it as a ``warning:`` line."""
+(another TP size, another model) or the scenario predicts (a ``--template`` whose accept
+length is not the line's): the commands also print it as a ``warning:`` line."""
 
 
 def _line_server_info(run: BenchRun) -> dict[str, Any] | None:
@@ -970,8 +971,12 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
         why += f"; window widened to {w} to fit the accept length"
         if "speculative_num_steps" in d:
             d["speculative_num_steps"] = w - 1
+    modelled = kind in SpecAlgorithm.__members__ or kind == ""
     said = ("names the drafter but not its window" if kind == d["speculative_algorithm"]
-            else "names neither the drafter kind nor its window")
+            else "names its draft length but not the drafter kind" if drafts is not None and modelled
+            else "names neither the drafter kind nor its window" if modelled
+            # SGLang's NGRAM (a host-side n-gram lookup, no draft forward), which a scenario cannot name
+            else f"names speculative_algorithm {named!r}, which is not modelled (no profile prices its draft)")
     args = ", ".join(f"{k} {v}" for k, v in d.items())
     notes.append(f"server: the line's accept_length {acc:.3f} says the server decoded speculatively, but the line "
                  f"{said}: assumed {args} ({why}); state the real ones with {state_with}")
@@ -1090,6 +1095,11 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     _setup_notes(run, profile, notes)
     _vision_note(run, notes)
     acc = _accept_length(run)
+    tpl_acc = sc.get("acceptance", {}).get("mean_accept_length") if template else None
+    if acc is not None and isinstance(tpl_acc, (int, float)) and abs(tpl_acc - acc) > 0.02 * acc:
+        # the line measured its own: a template reused for a run on another dataset accepts otherwise
+        notes.append(f"{SETUP_MISMATCH}acceptance: the template's mean accept length {tpl_acc:.3f}, not the line's measured "
+                     f"{acc:.3f}: the prediction verifies at the template's (set the line's in the template's acceptance)")
     drafts = _vllm_drafts(run) if acc is not None else None
     spec = SpecAlgorithm(sc["server"].get("speculative_algorithm", "none")).enabled
     if acc is not None and not spec and not template:

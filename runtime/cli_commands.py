@@ -324,6 +324,9 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--arrivals", choices=("auto", "rate", "details"), default=None,
                    help="with --measured and no scenario: auto (default) replays the line's own send times where "
                         "it has them, else draws at its rate (as validate-bench)")
+    from specsched.analysis.bench_cli import add_agentic_options
+
+    add_agentic_options(v)   # with --measured: an agentic-trace line's trace, as validate-bench takes it
     v.set_defaults(func=cmd_validate)
     try:
         from specsched.runtime.doctor import register_doctor_command

@@ -33,8 +33,9 @@ def scenarios_dir() -> Path:
 def scenario_data_path(path: str | Path, scenario_path: str | Path | None) -> Path:
     """A data file a scenario names (a trace, an agentic trace, a length histogram): as given
     when it is a file; else, a relative path, beside the scenario file, then among the shipped
-    examples by name (``scenarios/``); as given when none of them is a file."""
-    p = Path(path)
+    examples by name (``scenarios/``); as given when none of them is a file. A leading ``~``
+    is the user's home."""
+    p = Path(path).expanduser()   # ~/traces/x.csv: the user's home, as the shell reads it (YAML keeps the ~)
     if p.is_absolute() or is_input_file(p):   # a pipe (<(cat trace.csv)) too
         return p
     if scenario_path:
@@ -61,7 +62,7 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
     if p.exists():
         return p
     root = scenarios_dir()
-    for c in (root / p, root / f"{name_or_path}.yaml"):
+    for c in (root / p, root / f"{name_or_path}.yaml", *in_bundled_folder(p, "scenarios", root)):
         if c.is_file():
             return c
     if p.suffix not in (".yaml", ".yml"):
@@ -69,6 +70,15 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
         raise ConfigError(str(name_or_path), "<scenario>", str(name_or_path),
                           f"neither a file nor a bundled scenario; bundled (closest first): {', '.join(names)}")
     return p
+
+
+def in_bundled_folder(p: Path, folder: str, root: Path) -> list[Path]:
+    """``p`` as a path into the repository's ``folder`` (``scenarios/h200/batch8.yaml``,
+    ``profiles/h200-1b.yaml``, as the README's commands name the shipped files) read in the
+    bundled one, ``root``: those commands run from any folder, as an installed wheel's user
+    runs them. Empty for any other path."""
+    parts = p.parts
+    return [root.joinpath(*parts[1:])] if not p.is_absolute() and len(parts) > 1 and parts[0] == folder else []
 
 
 def closest_first(name: str, names: list[str]) -> list[str]:

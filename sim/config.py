@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -82,7 +83,8 @@ class Scenario(BaseModel):
     source: str = Field("", description="Where the scenario's settings and reference figures come from.")
     assumptions: list[str] = Field([], description="What the scenario assumes that the source does not say.")
     profile: str = Field(description="Profile name (profiles/) or path: absolute, else from the current directory, "
-                         "else from the scenario file's folder (--set profile=my.yaml reads ./my.yaml).")
+                         "else from the scenario file's folder (--set profile=my.yaml reads ./my.yaml); ~/ is the "
+                         "user's home; profiles/NAME.yaml that is no file there is the bundled NAME.")
     seed: int = Field(1, ge=0, description="Seed of lengths, arrivals and accept lengths (run --seed overrides it).")
     server: ServerArgs = Field(ServerArgs(), description="SGLang server arguments.")
     acceptance: AcceptanceConfig = Field(AcceptanceConfig(), description="Accept-length distribution.")
@@ -328,6 +330,19 @@ _TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an inte
 "Input should be a valid integer")."""
 
 
+def _unquoted_fits(text: str, error_type: str) -> bool:
+    """Whether ``text``, a string where pydantic's ``error_type`` wanted another type, is that
+    type's YAML spelling in quotes (``"0.85"`` for a number, ``"true"`` for a boolean)."""
+    t = text.strip()
+    if error_type.startswith("bool"):
+        return t.lower() in ("true", "false")
+    try:
+        v = float(t) if error_type.startswith(("float", "finite")) else int(t)
+    except ValueError:
+        return False
+    return math.isfinite(v)
+
+
 def _choice_text(value: Any, expected: str) -> str:
     """An enum's or literal's refusal in the project's words: ``allowed: a, b, c``, and the
     closest allowed value when the value looks like a typo of one (``stream-wait``)."""
@@ -372,6 +387,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if bound is not None and bound[0] in (first.get("ctx") or {}):   # "Input should be greater than 0"
         msg = f"must be {bound[1]} {first['ctx'][bound[0]]}"
     msg = _TYPE_WORDS.get(first["type"], msg)
+    if first["type"] in _TYPE_WORDS and isinstance(value, str) and _unquoted_fits(value, first["type"]):
+        # mem_fraction_static: "0.85": YAML reads a quoted value as a string, which "must be a number" does not say
+        msg += f" (the value is quoted: write {value.strip()} without quotes)"
     if first["type"] == "model_type" and (first.get("ctx") or {}).get("class_name") == "LengthDist" \
             and isinstance(value, (int, float)) and not isinstance(value, bool):
         msg += f", e.g. {{kind: fixed, value: {value}}} (or kind uniform with range_ratio, or kind file)"
@@ -457,6 +475,12 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     """
     path = resolve_scenario_path(path)
     raw = read_yaml(path)
+    if "gpu" in raw and not {"workload", "server", "profile"} & raw.keys():
+        # a profile given where a scenario goes (`profile --analytic --out my.yaml`, then `run my.yaml`):
+        # say so, not "profile = '<missing>': required" (sim/profile.py load_profile names the reverse)
+        raise ConfigError(str(path), "<file>", str(path), "a profile (it has gpu), not a scenario; give a scenario "
+                          f"(a bundled name such as h200/batch8, or a file with workload and server) and this "
+                          f"profile with it: --set profile={path}")
     arms = raw.get("arms") or {}
     if not isinstance(arms, dict):
         raise ConfigError(str(path), "arms", arms, "must be a mapping of arm name -> overrides")

@@ -269,9 +269,9 @@ def check_context(scenario: Scenario, profile: str | None = None) -> None:
     rows, a multi-turn conversation's turns. SGLang 0.5.23 rejects such a request
     (managers/tokenizer_manager.py ``_validate_one_request``). A profile without one (a
     measured grid profile) is not checked, and nothing is said. :func:`check_fits` checks it
-    for ``run``, ``compare`` and ``sweep``; the commands that predict a real server's runs
-    (``validate``, ``validate-bench``, ``calibrate --from``) check it alone, with the profile
-    they predict with.
+    for ``run``, ``compare`` and ``sweep``, and for the commands that predict a real server's
+    runs (``validate``, ``validate-bench``, ``calibrate --from``) with the profile they
+    predict with (analysis/bench_cli.py ``check_built_fits``).
 
     Args:
         scenario: the resolved scenario.

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from specsched.sim.bundled import profiles_dir
+from specsched.sim.bundled import in_bundled_folder, profiles_dir
 from specsched.sim.config import read_yaml, validation_error
 from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.errors import ConfigError
@@ -697,12 +697,12 @@ def analytic_profiles_note(scenarios: Iterable[Any]) -> str | None:
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""
-    p = Path(name_or_path)
+    p = Path(name_or_path).expanduser()   # profile: ~/profiles/x.yaml in a YAML file (the shell would expand it)
     candidates = [p]
     if relative_to is not None:
         candidates.append(Path(relative_to).resolve().parent / p)
     bundled = profiles_dir()
-    candidates += [bundled / p, bundled / f"{name_or_path}.yaml"]
+    candidates += [bundled / p, bundled / f"{name_or_path}.yaml", *in_bundled_folder(p, "profiles", bundled)]
     for c in candidates:
         if c.is_file() or (c is p and is_input_file(c)):   # a pipe only as given
             return c

@@ -275,7 +275,8 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
     missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
         raise ConfigError(f"{p}:1", missing[0], "<missing>",
-                          f"trace header has {', '.join(names) or 'no columns'}{_header_hint(header, names, cols, sep)}")
+                          f"trace header has {', '.join(names) or 'no columns'}{_header_hint(header, names, cols, sep)}"
+                          f"{_layout_hint(names, cols)}")
     if hcol not in names:
         hcol = None
     chk.unread_hash_ids = hcol is None and "hash_ids" in names
@@ -343,6 +344,19 @@ def _header_hint(line: str, names: list[str], cols: tuple[str, ...], sep: str) -
     return ""
 
 
+def _layout_hint(names: list[str] | dict, cols: tuple[str, ...]) -> str:
+    """For a header (or a JSONL row's keys) without the trace's columns: the public layout
+    whose columns they are (an Azure trace read under the default, custom, layout), empty
+    when they are no known layout's or the one read (:data:`sim.workload_config.TRACE_LAYOUTS`)."""
+    from specsched.sim.workload_config import TRACE_LAYOUTS
+
+    for layout, (c, _unit) in TRACE_LAYOUTS.items():
+        want = (c.timestamp, c.input_len, c.output_len)
+        if want != tuple(cols[:3]) and all(x in names for x in want):
+            return f"; the columns are the {layout} layout's: say workload.trace.layout: {layout}"
+    return ""
+
+
 def _list_hint(line: str, p: Path) -> str:
     """For a refused JSONL line: a JSON list of rows (json.dump of a list, over one line or
     several) is no JSONL; say so and how to make it one; a Git LFS pointer's first line says
@@ -383,7 +397,8 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
                                   f"each line must be a JSON object{_list_hint(line, p)}")
             for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
-                    raise ConfigError(f"{p}:{lineno}", c, "<missing>", f"row has keys {', '.join(row) or 'none'}")
+                    raise ConfigError(f"{p}:{lineno}", c, "<missing>",
+                                      f"row has keys {', '.join(row) or 'none'}{_layout_hint(row, cols)}")
             if hcol:
                 chk.add_hashes(row.get(hcol), row[cols[1]], lineno, hcol, block_size)
             elif chk.n == 0 and not block:

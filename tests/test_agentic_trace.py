@@ -562,3 +562,30 @@ def test_calibrate_from_takes_the_trace_of_sglangs_own_agentic_lines(tmp_path, c
     assert "--dataset-path" in capsys.readouterr().err and not (tmp_path / "fit.yaml").exists()
     assert main([*base, "--dataset-path", str(EXAMPLE)]) == 0
     assert (tmp_path / "fit.yaml").exists()
+
+
+def test_validate_measured_takes_the_agentic_options_validate_bench_takes(tmp_path, capsys):
+    """`validate --measured F:L` is documented as validate-bench's comparison, but it had no
+    --dataset-path (nor --dataset-offset, --agentic-max-turns, --num-prompts): an SGLang
+    agentic-trace line, which holds no trace path, was refused asking for --dataset-path, and
+    giving it was an unrecognized argument. Now both commands take the four options."""
+    import json
+
+    from specsched.sim.results import write_results
+
+    sc = load_scenario(ROOT / "scenarios" / "agentic-trace-example.yaml")
+    line = write_results(SimEngine(sc).run(), tmp_path / "out") / "bench_serving.jsonl"
+    obj = json.loads(line.read_text().splitlines()[0])
+    for key in ("dataset_path", "dataset_offset", "agentic_max_turns"):   # as SGLang's line: none of them
+        obj.pop(key, None)
+    sglang_like = tmp_path / "agentic.jsonl"
+    sglang_like.write_text(json.dumps(obj) + "\n")
+    trace = ROOT / "scenarios" / sc.workload.multi_turn.agentic_trace.path
+    offset = sc.workload.multi_turn.agentic_trace.offset or 0
+    turns = sc.workload.multi_turn.agentic_trace.max_turns
+    opts = ["--dataset-path", str(trace), "--dataset-offset", str(offset),
+            *(["--agentic-max-turns", str(turns)] if turns else [])]
+    assert main(["validate", "--measured", f"{sglang_like}:1", "--profile", "mi355x-dsv41-flash-tp4", "--seeds", "1",
+                 "--out", str(tmp_path / "v"), *opts]) == 0
+    built = load_scenario(tmp_path / "v" / "from-bench.yaml")
+    assert built.workload.kind == "multi_turn" and built.workload.multi_turn.agentic_trace is not None

@@ -169,6 +169,21 @@ def test_a_bare_number_for_a_length_shows_the_mapping_it_means(tmp_path, capsys)
     assert "workload.output_len = 64: must be a mapping (key: value), e.g. {kind: fixed, value: 64}" in err, err
 
 
+@pytest.mark.parametrize(("written", "shown", "unquoted"), [('"0.5"', "'0.5'", "0.5"), ("'16'", "'16'", "16"),
+                                                        ('"false"', "'false'", "false")])
+def test_a_quoted_number_or_boolean_says_to_drop_the_quotes(tmp_path, capsys, written, shown, unquoted):
+    """``mem_fraction_static: "0.85"`` was refused as "must be a number", which reads as
+    nonsense to whoever wrote 0.85; the value is a YAML string because it is quoted: the
+    refusal says so and what to write. A string that is no number (``8k``) is refused as before."""
+    key = {"0.5": "workload.burstiness", "16": "server.page_size", "false": "server.enable_mixed_chunk"}[unquoted]
+    block, name = key.split(".")
+    path = small_scenario(tmp_path)
+    text = path.read_text().replace(f"{block}:\n", f"{block}:\n  {name}: {written}\n", 1)
+    path.write_text(text)
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", str(path))
+    assert f"{key} = {shown}: must be" in err and f"quoted: write {unquoted} without quotes" in err, err
+
+
 def test_chunk_above_int32_names_file_key_value_and_range(tmp_path, capsys):
     """chunked_prefill_size has an upper bound, SGLang's int32 KV slot index (it ran a chunk of
     1e29 tokens as no chunking); -1 (off) and 2**31 - 1 still load."""

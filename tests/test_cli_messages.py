@@ -3,6 +3,8 @@ the value and what is allowed, exit status 2, no usage block and no traceback.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,6 +85,41 @@ def test_an_unknown_scenario_name_lists_the_bundled_ones_closest_first(typed, cl
     listed = err.split("(closest first): ")[1].strip().split(", ")
     assert sorted(listed) == sorted(bundled_scenario_names()) and listed[0].startswith(closest), listed
     assert not (tmp_path / "results").exists()
+
+
+def test_the_readmes_repository_paths_find_the_bundled_files_from_any_folder(capsys, tmp_path, monkeypatch):
+    """The README's commands name the shipped files by their repository paths
+    (``scenarios/h200/batch8.yaml``, ``--profile profiles/h200-1b.yaml``); from another folder
+    (an installed wheel, the user's own project) they were "file does not exist" and "no such
+    profile file" while the bundled files were there. A path under ``scenarios/`` or
+    ``profiles/`` that is not a file as given falls back to the bundled one."""
+    from specsched.sim.bundled import profiles_dir, resolve_scenario_path, scenarios_dir
+    from specsched.sim.profile import resolve_profile_path
+
+    monkeypatch.chdir(tmp_path)
+    assert resolve_scenario_path("scenarios/h200/batch8.yaml") == scenarios_dir() / "h200" / "batch8.yaml"
+    assert resolve_profile_path("profiles/h200-1b.yaml") == profiles_dir() / "h200-1b.yaml"
+    assert main(["run", "scenarios/h200/batch8.yaml", "--set", "profile=profiles/h200-1b.yaml",
+                 "--set", "workload.num_requests=2"]) == 0
+    capsys.readouterr()
+    (tmp_path / "scenarios").mkdir()   # the user's own file of that name is still read first
+    (tmp_path / "scenarios" / "burst256-ht.yaml").write_text("name: mine\n")
+    assert resolve_scenario_path("scenarios/burst256-ht.yaml") == Path("scenarios/burst256-ht.yaml")
+
+
+def test_a_profile_given_where_a_scenario_goes_is_named_a_profile(capsys, tmp_path, monkeypatch):
+    """`specsched profile --analytic ... --out my.yaml`, then `specsched run my.yaml` (or
+    validate --scenario, calibrate --scenario-template): refused as "profile = '<missing>':
+    required", as if the user had forgotten a key of a scenario; the reverse (a scenario as
+    --profile) was already named. Now the file is named a profile, with what to do."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yaml").write_text((ROOT / "profiles" / "h200-1b.yaml").read_text())
+    line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.23.jsonl") + ":1"
+    for argv in (["run", "my.yaml"], ["validate", "--measured", line, "--scenario", "my.yaml"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "a profile" in err[0] and "--set profile=my.yaml" in err[0], err
+        assert "required" not in err[0]
 
 
 def test_a_missing_yaml_file_is_still_named_as_a_missing_file(capsys, tmp_path):

@@ -330,6 +330,9 @@ def test_a_vllm_drafter_line_gives_its_draft_length_and_per_position_rates():
     sc, _ = scenario_from_bench(parse_run(line, "f:1"), "h200-llama8b-roofline")
     srv = sc["server"]
     assert (srv["speculative_num_steps"], srv["speculative_num_draft_tokens"]) == (5, 6)
+    # the line gives the draft length: the assumption said it named "neither the drafter kind nor its window"
+    (note,) = [n for n in sc["assumptions"] if "decoded speculatively" in n]
+    assert "names its draft length but not the drafter kind" in note and "neither" not in note, note
     rates = sc["acceptance"]["per_position_rates"]
     assert np.cumprod(rates) == pytest.approx(uncond, abs=1e-5)
     run = SimEngine(Scenario.model_validate({**sc, "path": "", "workload": {
@@ -825,3 +828,32 @@ def test_a_line_whose_server_ran_an_unmodelled_setting_says_what_it_changed(key,
     default = UNMODELLED[key].default
     run = parse_run(LINE | {"server_info": LINE["server_info"] | {key: default}}, "runs.jsonl:1")
     assert not any(key in n for n in scenario_from_bench(run, "h200-1b")[0]["assumptions"])
+
+
+def test_a_template_whose_accept_length_is_not_the_lines_says_so():
+    """--template keeps the template's acceptance; the line measured its own accept length
+    (a template reused for a run on another dataset accepts differently, and the prediction's
+    decode cost is then off by the difference). The assumptions name both figures; a line
+    whose accept length agrees, or that has none, gets no such line."""
+    tpl = str(ROOT / "scenarios/h200/poisson-spec.yaml")   # mean_accept_length 3.2394
+    run = parse_run({**LINE, "request_rate": 8.0, "max_concurrency": None, "accept_length": 2.1}, "x.jsonl:1")
+    sc, _ = scenario_from_bench(run, "h200-1b", template=tpl)
+    note = [n for n in sc["assumptions"] if "accept length" in n]
+    assert len(note) == 1 and "3.239" in note[0] and "2.100" in note[0], sc["assumptions"]
+    for acc in (3.24, None):
+        run = parse_run({**LINE, "request_rate": 8.0, "max_concurrency": None, "accept_length": acc}, "x.jsonl:1")
+        sc, _ = scenario_from_bench(run, "h200-1b", template=tpl)
+        assert not [n for n in sc["assumptions"] if "accept length" in n], sc["assumptions"]
+
+
+def test_a_line_naming_a_drafter_the_model_lacks_says_what_it_named():
+    """A line whose server_info names SGLang's NGRAM (a host-side n-gram lookup the model does
+    not have: a scenario naming it is refused) was built with an assumed EAGLE chain, saying the
+    line "names neither the drafter kind nor its window", though it named both. The assumption
+    now names what the line said and that it is not modelled."""
+    info = {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 12}
+    run = parse_run({**LINE, "server_info": info, "accept_length": 2.9}, "f:1")
+    sc, _ = scenario_from_bench(run, "h100-llama-3.1-8b-eagle3-analytic")
+    (note,) = [n for n in sc["assumptions"] if "decoded speculatively" in n]
+    assert "neither" not in note and "NGRAM" in note and "not modelled" in note, note
+    assert sc["server"]["speculative_algorithm"] == "eagle"

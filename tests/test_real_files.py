@@ -1084,6 +1084,25 @@ def test_validate_with_a_scenario_at_another_rate_says_so(tmp_path, capsys, monk
     assert "req/s" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))
 
 
+def test_a_scenario_built_from_a_line_with_failures_gets_no_rate_note(tmp_path, capsys, monkeypatch):
+    """A line with failed requests is built to send its successes at the rate x their share
+    (from_bench): that is the line's load, so no note says the scenario runs at another rate
+    (it named the built rate and the line's, and pointed at from-bench, which built it); a
+    --scenario at an unrelated rate still gets the note."""
+    monkeypatch.chdir(tmp_path)
+    line = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    line["request_rate"] = 2.0   # 2 of its 4 requests failed: built at 1 req/s
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    assert main(["validate", "--measured", f"{f}:1", "--profile", "h200-1b", "--seeds", "1", "--out", "a"]) == 0
+    out = capsys.readouterr().out
+    assert "sends the 2 that succeeded, at 1 req/s" in out
+    assert not [x for x in out.splitlines() if x.startswith("note:") and "req/s" in x]
+    assert main(["validate", "--measured", f"{f}:1", "--profile", "h200-1b", "--seeds", "1", "--out", "b",
+                 "--set", "workload.request_rate=5"]) == 0
+    assert "note: the scenario sends at 5 req/s, the measured run at 2 req/s" in capsys.readouterr().out
+
+
 def test_validate_replays_a_lines_own_send_times_as_calibrate_does(tmp_path, capsys, monkeypatch):
     """A line with send times (specsched's own, vllm bench serve --save-detailed) is predicted
     from those arrivals and lengths when the scenario is built from it (``--arrivals auto``,

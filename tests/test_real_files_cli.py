@@ -439,3 +439,140 @@ def test_the_reference_report_fits_80_columns(monkeypatch):
     lines = text.splitlines()
     assert lines[0] == "model: mean of 5 seeds" and lines[1].split() == ["cell", "arm", "metric", "reference", "model", "error"]
     assert max(map(len, lines)) <= 80, text
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_dp_attention_line_the_profile_cannot_split_is_refused_as_run_refuses_it(tmp_path, capsys, monkeypatch, command):
+    """A line from a DP-attention server (server_info dp_size 8 of tp_size 8) built against a
+    TP1 analytic profile: `specsched run` of the built scenario refuses it (SGLang asserts
+    tp_size % dp_size == 0: sim.limits check_fits), while validate --measured and calibrate
+    --from predicted it, each DP rank timed as if it had the profile's whole GPU to itself.
+    Now one line naming the line and dp_size, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    info = {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "chunked_prefill_size": 1024}
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
+    profile = str(Path(__file__).parents[1] / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    if command == "validate":
+        argv = ["validate", "--measured", "run.jsonl:1", "--profile", profile, "--seeds", "1", "--out", "v"]
+    else:
+        argv = ["calibrate", "--from", "run.jsonl", "--profile", profile, "--seeds", "1", "--max-evals", "1",
+                "--out", "f.yaml"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1: ") and "dp_size" in err[0], err
+    assert not (tmp_path / "v").exists() and not (tmp_path / "f.yaml").exists()
+
+
+def test_from_bench_writes_no_scenario_that_run_refuses(tmp_path, capsys, monkeypatch):
+    """The DP-attention line above, built by `scenario from-bench` against a TP1 analytic
+    profile: the scenario was written, then `run` of it refused it. Refused before writing, in
+    one line naming the line and dp_size (exit 2, nothing written)."""
+    monkeypatch.chdir(tmp_path)
+    info = {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "chunked_prefill_size": 1024}
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
+    profile = str(Path(__file__).parents[1] / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert main(["scenario", "from-bench", "run.jsonl:1", "--profile", profile, "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1: ") and "dp_size" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
+    info["dp_size"] = 1   # the same line without DP attention's split is written
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": info}) + "\n")
+    assert main(["scenario", "from-bench", "run.jsonl:1", "--profile", profile, "--out", "s.yaml"]) == 0
+    assert main(["run", "s.yaml"]) == 0
+
+
+def test_calibrate_says_when_a_lines_server_is_not_the_profiles(tmp_path, capsys, monkeypatch):
+    """validate and from-bench print a `warning:` when the line's server ran another TP size
+    (or model, KV dtype) than the profile prices; calibrate --from built the same scenarios
+    and said nothing, so a TP1 profile was fitted to a TP8 server's runs without a word. Now
+    each such line is named in one warning."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | {"server_info": {"tp_size": 8}}) + "\n")
+    profile = str(Path(__file__).parents[1] / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", profile, "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--out", "f.yaml"]) == 0
+    warn = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:") and "tp_size 8" in x]
+    assert len(warn) == 1 and "run.jsonl:1" in warn[0], warn
+
+
+def test_a_bad_set_on_a_scenario_built_from_the_line_names_the_line_not_a_temporary_file(tmp_path, capsys, monkeypatch):
+    """validate --measured F:L --profile P --set KEY=V applies --set to the scenario built from
+    the line in a temporary folder; a refused --set named that file (/tmp/tmpXXXX/from-bench.yaml),
+    which the user never wrote and which is gone when the message is read."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    assert main(["validate", "--measured", "run.jsonl:1", "--profile", "h200-1b", "--seeds", "1",
+                 "--set", "server.tp_size=8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: run.jsonl:1 (--set server.tp_size): "), err
+    assert "from-bench.yaml" not in err[0] and "tp_size" in err[0]
+
+
+@pytest.mark.parametrize("params", ["", ",", " , "])
+def test_calibrate_with_no_params_is_one_line(tmp_path, capsys, monkeypatch, params):
+    """--params "" (an unset shell variable, "$PARAMS") fitted no factor and ended in a numpy
+    traceback after the first evaluation; now one line before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    assert main(["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", params, "--seeds", "1",
+                 "--max-evals", "2", "--out", "f.yaml"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "--params" in err[0] and "prefill" in err[0], err
+    assert "fit:" not in captured.out and not (tmp_path / "f.yaml").exists()
+
+
+@pytest.mark.parametrize("target", ["profile", "line", "template"])
+def test_from_bench_does_not_write_over_its_own_inputs(tmp_path, capsys, monkeypatch, target):
+    """`scenario from-bench runs.jsonl --profile llama.yaml --out llama.yaml` wrote the scenario
+    over the profile it was built with (which `run` then refused as a scenario given as a
+    profile), and `--out runs.jsonl` over the measured runs: the user's input gone. Refused in
+    one line, every input unchanged."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    (tmp_path / "llama.yaml").write_text((Path(__file__).parents[1] / "profiles" / "h200-1b.yaml").read_text())
+    (tmp_path / "tpl.yaml").write_text((Path(__file__).parents[1] / "scenarios" / "h200" / "batch8.yaml").read_text())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = {"profile": "llama.yaml", "line": "./runs.jsonl", "template": str(tmp_path / "tpl.yaml")}[target]
+    assert main(["scenario", "from-bench", "runs.jsonl:1", "--profile", "llama.yaml", "--template", "tpl.yaml",
+                 "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0], err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("target", ["line", "log"])
+def test_calibrate_does_not_write_the_fit_over_its_measurements(tmp_path, capsys, monkeypatch, target):
+    """calibrate --from runs.jsonl --out runs.jsonl wrote the fitted profile over the measured
+    runs (and --out server.log over the log) after the whole fit. Refused in one line before
+    the fit, the inputs unchanged (--out naming the --profile itself stays allowed: a refit in
+    place)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    (tmp_path / "server.log").write_text((DATA / "logs" / "sglang-0.5.23.log").read_text())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = {"line": "runs.jsonl", "log": str(tmp_path / "server.log")}[target]
+    assert main(["calibrate", "--from", "runs.jsonl:1", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--server-log", "server.log", "--out", out]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0], err
+    assert "fit:" not in captured.out and {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_validate_again_into_one_folder_leaves_no_prediction_of_the_earlier_run(tmp_path, capsys, monkeypatch):
+    """validate --seeds 3 then --seeds 1 into the same --out (or the default folder, one per
+    line: a rerun after editing the profile) left predicted-seed2 and predicted-seed3 of the
+    first run beside the new predicted-seed1, and the printed `predicted-seed*` named all three:
+    `specsched plot` of them overlaid the earlier profile's predictions as this run's. The
+    earlier seeds' results folders are removed; anything else in the folder is left alone."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    base = ["validate", "--measured", "run.jsonl:1", "--profile", "h200-1b", "--out", "v"]
+    assert main([*base, "--seeds", "3"]) == 0
+    (tmp_path / "v" / "notes.txt").write_text("mine")
+    assert main([*base, "--seeds", "1"]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in (tmp_path / "v").iterdir())
+    assert [n for n in names if n.startswith("predicted-seed")] == ["predicted-seed1"], names
+    assert (tmp_path / "v" / "notes.txt").read_text() == "mine"

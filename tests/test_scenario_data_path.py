@@ -37,3 +37,19 @@ def test_every_reader_prefers_the_file_beside_the_scenario(tmp_path):
         "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,11,3\n")
     local = load_trace(TraceConfig(path="trace-example-azure.csv", layout="azure"), scenario_path=scenario)
     assert len(local.input_len) == 1 != len(shipped.input_len)
+
+
+def test_a_home_relative_path_in_a_scenario_is_the_users_home(tmp_path, monkeypatch):
+    """`path: ~/traces/azure.csv` and `profile: ~/profiles/mine.yaml` in a scenario YAML (the
+    shell expands ~ on a command line, YAML does not) were looked for as a folder named "~":
+    "trace file does not exist", "no such profile file". They are the user's home, as the
+    shell would read them."""
+    from specsched.sim.bundled import profiles_dir
+    from specsched.sim.profile import resolve_profile_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "t.csv").write_text("length,weight\n5,1\n")
+    (tmp_path / "p.yaml").write_text((profiles_dir() / "h200-1b.yaml").read_text())
+    monkeypatch.chdir(tmp_path.parent)
+    assert scenario_data_path("~/t.csv", None) == tmp_path / "t.csv"
+    assert resolve_profile_path("~/p.yaml") == tmp_path / "p.yaml"

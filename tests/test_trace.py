@@ -456,3 +456,23 @@ def test_a_folder_or_a_missing_trace_path_says_which_and_where_it_looked(tmp_pat
     assert main(["run", str(y), "--out", "o", "-q", "--set", "workload.trace.path=nope.csv"]) == 2
     assert "beside the scenario" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("name", "text", "layout"), [
+    ("azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,4808,10\n", "azure"),
+    ("bg.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,x\n",
+     "burstgpt"),
+    ("mc.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_ids": [1]}\n', "mooncake")])
+def test_a_public_traces_columns_under_another_layout_name_the_layout(tmp_path, name, text, layout):
+    """An Azure trace read without `layout: azure` (the default, custom, wants timestamp,
+    input_length, output_length) was refused naming its header only; the columns are a known
+    layout's, so the refusal names the layout to say (Mooncake's keys under the custom layout
+    read, with a warning, since they are the custom names)."""
+    (tmp_path / name).write_text(text)
+    for other in ("custom", "azure", "burstgpt", "mooncake"):
+        if other == layout or (layout == "mooncake" and other == "custom"):
+            continue
+        with pytest.raises(ConfigError) as e:
+            load_trace(TraceConfig(path=str(tmp_path / name), layout=other))
+        assert e.value.allowed.endswith(f"the columns are the {layout} layout's: say workload.trace.layout: {layout}"), \
+            (other, e.value.allowed)
