@@ -357,6 +357,14 @@ def test_a_sweep_axis_of_an_inert_argument_gets_one_note(tmp_path, capsys):
     notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
     assert len(notes) == 1 and "sweep axis server.log_level (info, debug)" in notes[0], notes
     capsys.readouterr()
+    # an unmodelled argument at two values the model runs (auto resolves to round_robin): the same
+    assert main(["sweep", str(path), "--grid", "server.load_balance_method=auto,round_robin", "--seeds", "1",
+                 "--workers", "1", "--out", str(tmp_path / "lb.parquet")]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
+    assert len(notes) == 1 and "sweep axis server.load_balance_method (auto, round_robin)" in notes[0], notes
+    assert main(["sweep", str(path), "--grid", "server.pp_size=1,2", "--seeds", "1", "--workers", "1",
+                 "--out", str(tmp_path / "pp.parquet")]) == 2   # pp_size 2 refused, with no note before
+    assert SAME not in capsys.readouterr().err
     assert main(["sweep", str(path), "--grid", "server.max_running_requests=2,4", "--seeds", "1", "--workers", "1",
                  "--out", str(tmp_path / "other.parquet")]) == 0
     assert SAME not in capsys.readouterr().err
