@@ -116,6 +116,20 @@ def inert_only_notes(scenarios: list[Any], arms: list[str], inert_axes: Mapping[
     return notes
 
 
+def _all_load(scenario: str, arm: str, base: dict[str, Any], key: str, values: list[Any]) -> bool:
+    """Whether the scenario loads at every value of the sweep axis ``key`` (an unmodelled SGLang
+    launch argument: each value that loads is one the model runs, so its points predict the
+    same; one that does not is refused when its point runs, with no note before)."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    try:
+        for v in values:
+            load_scenario_with_overrides(scenario, arm, {**base, key: v})
+    except ConfigError:
+        return False
+    return True
+
+
 def ignore_sigint(streams: dict | None = None) -> None:
     """Worker processes leave Ctrl-C to the parent (which stops them): no traceback each.
     ``streams``: the parent's piped inputs already read (:func:`sim.input_files.streams_read`:
@@ -446,11 +460,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
     from specsched.analysis.overrides import load_scenario_with_overrides
-    from specsched.sim.sglang_launch_args import is_inert
+    from specsched.sim.sglang_launch_args import is_inert, unmodelled
 
     # a profile axis' values are named by its runs
     _print_scenario_notes([load_scenario_with_overrides(args.scenario, str(arm), base) for arm in arms],
-                          [str(arm) for arm in arms], {k: v for k, v in axes.items() if is_inert(k.rsplit(".", 1)[-1])})
+                          [str(arm) for arm in arms], {k: v for k, v in axes.items() if is_inert(k.rsplit(".", 1)[-1])
+                           or (unmodelled(k.rsplit(".", 1)[-1]) is not None and len(v) > 1
+                               and _all_load(args.scenario, str(arms[0]), base, k, v))})
     differ = sweep_defaults_differ(args.scenario, grid, points)
     console = Console(stderr=True, soft_wrap=True)
     try:

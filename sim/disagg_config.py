@@ -48,8 +48,10 @@ class DisaggRole(BaseModel):
     @classmethod
     def _leave_out_inert_launch_args(cls, v: Any) -> Any:
         """Inert SGLang launch arguments (sim/sglang_launch_args.py) are left out here too,
-        as from the scenario's own server block: the saved scenario holds none."""
-        return drop_inert(v)
+        as from the scenario's own server block: the saved scenario holds none. The
+        unmodelled ones at a value the model runs are left out by the scenario's server block,
+        which knows the server this one reaches (:func:`sim.sglang_launch_args.drop_inert`)."""
+        return drop_inert(v, inert_only=True)
 
 
 class Disaggregation(BaseModel):

@@ -248,8 +248,8 @@ the ones that live elsewhere here (`kv_cache_dtype`, `dtype`: the profile's;
 `max_total_tokens`: `server.max_total_num_tokens`) are refused with a line saying where;
 the ones the model does not have (`tp_size`: the profile's; `load_balance_method`, `pp_size`,
 `enable_hierarchical_cache`, `enable_two_batch_overlap`, `speculative_accept_threshold_single`)
-are accepted, with a note, at the value the model runs (the profile's TP size, round-robin
-routing, SGLang's default) and refused at any other, with a line saying what it changes and
+are accepted, with a note, at the value the model runs (the profile's TP size, the routing it does: round-robin,
+on a disaggregated prefill server by bootstrap room; SGLang's default) and refused at any other, with a line saying what it changes and
 what is allowed; any other SGLang argument is refused as one the model has no setting for,
 which may change timing.
 

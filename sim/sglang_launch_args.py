@@ -458,6 +458,9 @@ _LIVES_ELSEWHERE: dict[str, str] = {
 }
 """Arguments whose setting lives elsewhere here (the profile, another server key), whatever their value."""
 
+ROLES = ("prefill", "decode")
+"""A disaggregation layout's roles (sim/disagg_config.py)."""
+
 _ACCEPT_LENGTH = ("it changes the accept length; state the accept length measured with it "
                   "(acceptance.mean_accept_length, per_position_rates or histogram)")
 _ROUTED = ("auto", "round_robin")
@@ -507,13 +510,22 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+_ROUTED_BY_MODE = {"null": "round_robin", "decode": "round_robin", "prefill": "follow_bootstrap_room"}
+"""What the model routes a server's requests to its DP ranks by, per ``disaggregation_mode``
+(sim/dp_attention.py ``DPAttentionGroup.add_request``): round-robin, and on a disaggregated
+prefill server the router's bootstrap room, as SGLang's ``auto`` resolves to each."""
+
+
 def _load_balance_runs(value: Any, server: Mapping[str, Any]) -> bool:
-    """auto (SGLang resolves it to round_robin without disaggregation: arg_groups/serving_hook.py
-    ``handle_load_balance_method``) and round_robin are what the model does; with one DP rank any
-    of SGLang's choices is, as no DataParallelController exists then (managers/load_snapshot.py:
-    "dp_size == 1: no DataParallelController exists")."""
-    dp = server.get("dp_size", 1)
-    return value in _ROUTED or (value in _LOAD_BALANCE_CHOICES and _same(dp, 1))
+    """auto (SGLang resolves it to round_robin, or to follow_bootstrap_room on a disaggregated
+    prefill server: arg_groups/serving_hook.py ``handle_load_balance_method``) and the method it
+    resolves to are what the model does (:data:`_ROUTED_BY_MODE`); with one DP rank any of
+    SGLang's choices is, as no DataParallelController exists then (managers/load_snapshot.py:
+    "dp_size == 1: no DataParallelController exists"). ``server``: the server the value
+    reaches, a disaggregated role's with its ``disaggregation_mode`` (:func:`_reached`)."""
+    if _same(server.get("dp_size", 1), 1):
+        return value in _LOAD_BALANCE_CHOICES
+    return value == "auto" or value == _ROUTED_BY_MODE.get(server.get("disaggregation_mode", "null"))
 
 
 UNMODELLED: dict[str, Unmodelled] = {
@@ -556,9 +568,10 @@ UNMODELLED: dict[str, Unmodelled] = {
     "speculative_use_rejection_sampling": Unmodelled(False, "not modelled: " + _ACCEPT_LENGTH),
     "load_balance_method": Unmodelled(
         "auto", "not modelled: requests go to the DP ranks round-robin (data_parallel_controller.py "
-                "round_robin_scheduler)", accepts=_load_balance_runs,
-        allowed="auto or round_robin (what the model runs; with dp_size 1, any of SGLang's "
-                + ", ".join(_LOAD_BALANCE_CHOICES[2:]) + " too: no DP controller then)"),
+                "round_robin_scheduler; on a disaggregated prefill server, by the router's bootstrap room)", accepts=_load_balance_runs,
+        allowed="auto, or what it resolves to and the model runs: round_robin (a colocated or disaggregated "
+                "decode server), follow_bootstrap_room (a disaggregated prefill server); with dp_size 1, any of "
+                "SGLang's " + ", ".join(_LOAD_BALANCE_CHOICES[1:]) + " too: no DP controller then"),
     "cpu_offload_gb": Unmodelled(
         0, "not modelled: weights offloaded to host memory are copied back every forward",
         "{v} GB of weights were offloaded to host memory and copied back every forward: the prediction's forwards "
@@ -639,21 +652,47 @@ def unmodelled(name: str) -> Unmodelled | None:
     return UNMODELLED.get(ALIASES.get(name, name))
 
 
-def _left_out(server: Mapping[str, Any]) -> dict[str, Any]:
+def _role_over(server: Mapping[str, Any], role: str) -> Mapping[str, Any]:
+    """A disaggregated role's server overrides in a raw server block (empty when none)."""
+    layout = server.get("disaggregation")
+    over = layout.get(role) if isinstance(layout, Mapping) else None
+    over = over.get("server") if isinstance(over, Mapping) else None
+    return over if isinstance(over, Mapping) else {}
+
+
+def _role_view(server: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """The server a disaggregated role runs, as read (sim/server_args.py ``role_server``: the
+    block under the role's overrides, ``disaggregation_mode`` the role)."""
+    return {**server, **_role_over(server, role), "disaggregation_mode": role}
+
+
+def _reached(server: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """The servers ``server[key]`` reaches: the block itself; with a disaggregation layout,
+    each role's that does not set ``key`` itself (the roles are what run)."""
+    if not isinstance(server.get("disaggregation"), Mapping):
+        return [server]
+    return [_role_view(server, r) for r in ROLES if key not in _role_over(server, r)]
+
+
+def _left_out(server: Mapping[str, Any], reached: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The launch arguments of a server block that are left out, with their values: the inert
-    ones, and the :data:`UNMODELLED` ones at a value the model runs."""
+    ones, and the :data:`UNMODELLED` ones at a value the model runs on every server they reach
+    (``reached``: the one server a role's override block applies to; else :func:`_reached`)."""
     out = {}
     for k, v in server.items():
         u = None if k in INERT_ARGS else unmodelled(k)
-        if k in INERT_ARGS or (u is not None and u.runs(v, server)):
+        if k in INERT_ARGS or (u is not None and all(
+                u.runs(v, s) for s in ([reached] if reached is not None else _reached(server, k)))):
             out[k] = v
     return out
 
 
-def drop_inert(server: Any) -> Any:
+def drop_inert(server: Any, inert_only: bool = False) -> Any:
     """``server`` (a server block as read: a mapping) without its inert launch arguments and
-    without the :data:`UNMODELLED` ones at a value the model runs; anything else unchanged.
-    The dropped ones are named by :func:`launch_args_in`.
+    without the :data:`UNMODELLED` ones at a value the model runs, its disaggregated roles'
+    overrides without the latter (their inert ones go in ``DisaggRole``'s validator, with
+    ``inert_only``: an override block alone does not say which server it reaches); anything
+    else unchanged. The dropped ones are named by :func:`launch_args_in`.
 
     Raises:
         FieldError: an inert argument's value is not of the type SGLang declares
@@ -661,13 +700,20 @@ def drop_inert(server: Any) -> Any:
     """
     if not isinstance(server, Mapping):
         return server
-    gone = _left_out(server)
-    if not gone:
-        return server
+    gone = {k: v for k, v in server.items() if k in INERT_ARGS} if inert_only else _left_out(server)
     for k, v in gone.items():
         if (why := inert_value_error(k, v)) is not None:
             raise FieldError(f".{k}", v, why)
-    return {k: v for k, v in server.items() if k not in gone}
+    out = {k: v for k, v in server.items() if k not in gone} if gone else server
+    layout = server.get("disaggregation")
+    if inert_only or not isinstance(layout, Mapping):
+        return out
+    for role in ROLES:
+        over = _role_over(server, role)
+        role_gone = [k for k in _left_out(over, _role_view(server, role)) if k not in INERT_ARGS]
+        if role_gone:
+            layout = {**layout, role: {**layout[role], "server": {k: v for k, v in over.items() if k not in role_gone}}}
+    return {**out, "disaggregation": layout} if layout is not server.get("disaggregation") else out
 
 
 def launch_args_in(scenario: Any) -> dict[str, Any]:
@@ -678,12 +724,10 @@ def launch_args_in(scenario: Any) -> dict[str, Any]:
     if not isinstance(server, Mapping):
         return {}
     out = {f"server.{k}": v for k, v in _left_out(server).items()}
-    layout = server.get("disaggregation")
-    for role in ("prefill", "decode"):
-        over = layout.get(role) if isinstance(layout, Mapping) else None
-        over = over.get("server") if isinstance(over, Mapping) else None
-        if isinstance(over, Mapping):
-            out.update({f"server.disaggregation.{role}.server.{k}": v for k, v in _left_out(over).items()})
+    for role in ROLES:
+        over = _role_over(server, role)
+        out.update({f"server.disaggregation.{role}.server.{k}": v
+                    for k, v in _left_out(over, _role_view(server, role)).items()})
     return out
 
 

@@ -243,7 +243,7 @@ def test_an_unmodelled_argument_at_the_value_the_model_runs_is_accepted_with_a_n
     ({"tp_size": 1}, "mi355x-dsv41-flash-tp4", "server.tp_size", "allowed: 4 (the profile's hardware.tp_size)"),
     ({"tp_size": 0}, "h200-1b", "server.tp_size", "allowed: the profile's tensor-parallel size"),
     ({"load_balance_method": "total_tokens", "enable_dp_attention": True, "dp_size": 2}, "h200-1b",
-     "server.load_balance_method", "allowed: auto or round_robin"),
+     "server.load_balance_method", "allowed: auto, or what it resolves to"),
     ({"pp_size": 2}, "h200-1b", "server.pp_size", "allowed: 1 (SGLang's default, what the model runs)"),
     ({"enable_two_batch_overlap": True}, "h200-1b", "server.enable_two_batch_overlap", "allowed: false"),
 ])
@@ -357,6 +357,63 @@ def test_a_sweep_axis_of_an_inert_argument_gets_one_note(tmp_path, capsys):
     notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
     assert len(notes) == 1 and "sweep axis server.log_level (info, debug)" in notes[0], notes
     capsys.readouterr()
+    # an unmodelled argument at two values the model runs (auto resolves to round_robin): the same
+    assert main(["sweep", str(path), "--grid", "server.load_balance_method=auto,round_robin", "--seeds", "1",
+                 "--workers", "1", "--out", str(tmp_path / "lb.parquet")]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
+    assert len(notes) == 1 and "sweep axis server.load_balance_method (auto, round_robin)" in notes[0], notes
+    assert main(["sweep", str(path), "--grid", "server.pp_size=1,2", "--seeds", "1", "--workers", "1",
+                 "--out", str(tmp_path / "pp.parquet")]) == 2   # pp_size 2 refused, with no note before
+    assert SAME not in capsys.readouterr().err
     assert main(["sweep", str(path), "--grid", "server.max_running_requests=2,4", "--seeds", "1", "--workers", "1",
                  "--out", str(tmp_path / "other.parquet")]) == 0
     assert SAME not in capsys.readouterr().err
+
+
+_PD = {"enable_dp_attention": True, "dp_size": 2,
+       "disaggregation": {"prefill": {"instances": 1}, "decode": {"instances": 1}}}
+
+
+def _pd_scenario(tmp_path, top=None, prefill=None, decode=None):
+    layout = {"prefill": {"instances": 1, "server": prefill or {}}, "decode": {"instances": 1, "server": decode or {}}}
+    return _scenario(tmp_path, {**_PD, **(top or {}), "disaggregation": layout})
+
+
+def _load_roles(path):
+    sc = load_scenario(path)
+    return sc, [sc.server.role_server(r) for r in ("prefill", "decode")]
+
+
+@pytest.mark.parametrize(("top", "prefill", "decode"), [
+    ({"load_balance_method": "auto"}, None, None),
+    (None, {"load_balance_method": "follow_bootstrap_room"}, None),   # what auto resolves to on a PD prefill
+    (None, None, {"load_balance_method": "round_robin"}),
+    ({"load_balance_method": "round_robin"}, {"load_balance_method": "follow_bootstrap_room"}, None),
+    (None, {"dp_size": 1, "enable_dp_attention": False, "load_balance_method": "total_tokens"}, None),
+])
+def test_load_balance_method_is_accepted_where_the_server_it_reaches_routes_by_it(tmp_path, top, prefill, decode):
+    """A disaggregated prefill server with DP attention routes by the router's bootstrap room
+    (sim/dp_attention.py; SGLang's auto resolves to follow_bootstrap_room there), a decode
+    server round-robin: each is accepted where it is what the model runs, and left out (the
+    saved overrides hold none)."""
+    sc, roles = _load_roles(_pd_scenario(tmp_path, top, prefill, decode))
+    layout = sc.server.disaggregation
+    assert "load_balance_method" not in layout.prefill.server and "load_balance_method" not in layout.decode.server
+    assert any(k.endswith("load_balance_method") for k in sc._launch_args_values)
+
+
+@pytest.mark.parametrize(("top", "prefill", "decode", "key"), [
+    # the role block inherits dp_size 2 from the scenario's: it was read as dp_size 1 (any method)
+    (None, {"load_balance_method": "total_tokens"}, None, "server.disaggregation.prefill.server.load_balance_method"),
+    # the model routes a PD prefill by bootstrap room, not round-robin (was accepted)
+    (None, {"load_balance_method": "round_robin"}, None, "server.disaggregation.prefill.server.load_balance_method"),
+    (None, None, {"load_balance_method": "follow_bootstrap_room"},
+     "server.disaggregation.decode.server.load_balance_method"),
+    # the scenario's block reaches the prefill role too
+    ({"load_balance_method": "round_robin"}, None, None, "server.load_balance_method"),
+])
+def test_load_balance_method_is_refused_where_the_server_it_reaches_routes_otherwise(tmp_path, top, prefill, decode,
+                                                                                     key):
+    with pytest.raises(ConfigError) as e:
+        _load_roles(_pd_scenario(tmp_path, top, prefill, decode))
+    assert key in str(e.value) and "allowed: auto" in str(e.value), str(e.value)

@@ -713,3 +713,34 @@ def test_inv_vision_tp_a_rank_holds_its_share_of_the_split_linears_and_all_the_r
     assert (arch.vision_params_sharded, arch.vision_params_replicated) == (tower.sharded, tower.replicated)
     assert tower.bytes_per_rank(1) == 2 * tower.params
     assert 2 * tower.params / tp <= tower.bytes_per_rank(tp) <= tower.bytes_per_rank(max(1, tp // 2))
+
+
+_VIT_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "patch_size", "image_size")
+_CLASS_DEFAULTS = {   # transformers' vision config classes, as CLIP_VISION_DEFAULTS / SIGLIP_VISION_DEFAULTS
+    "clip_vision_model": dict(zip(_VIT_KEYS, (768, 12, 3072, 32, 224), strict=True)),
+    "siglip_vision_model": dict(zip(_VIT_KEYS, (768, 12, 3072, 16, 224), strict=True)),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(sorted(_CLASS_DEFAULTS)), left_out=st.sets(st.sampled_from(_VIT_KEYS)))
+def test_a_vision_config_leaving_out_sizes_counts_its_config_class_defaults(kind, left_out):
+    """INV-VISION-DEFAULTS: a config.json written by ``save_pretrained`` leaves out the
+    vision_config keys at their class's default (a SigLIP-B/16 at 224 is
+    ``{"model_type": "siglip_vision_model"}``), which transformers fills back in before SGLang
+    builds the tower: the count equals the one with them stated. They were counted at a
+    ViT-L/14 at 336 (1024 wide, 24 layers): over three times the tower."""
+    cfg = json.loads((CONFIGS / "llava-1.5-7b-hf" / "config.json").read_text())
+    stated = {**cfg, "vision_config": {"model_type": kind, **_CLASS_DEFAULTS[kind]}}
+    missing = {**cfg, "vision_config": {k: v for k, v in stated["vision_config"].items() if k not in left_out}}
+    arch = "LlavaForConditionalGeneration"
+    assert vision_tower(missing, arch, 4096, "c.json")[0] == vision_tower(stated, arch, 4096, "c.json")[0]
+
+
+def test_a_mistral3_vision_config_without_model_type_is_pixtral():
+    """Mistral3Config reads a vision_config without ``model_type`` as ``pixtral`` (LlavaConfig
+    as ``clip_vision_model``): it was counted as a CLIP ViT."""
+    cfg = json.loads((CONFIGS / "Mistral-Small-3.1-24B-Instruct-2503" / "config.json").read_text())
+    bare = {**cfg, "vision_config": {k: v for k, v in cfg["vision_config"].items() if k != "model_type"}}
+    arch = "Mistral3ForConditionalGeneration"
+    assert vision_tower(bare, arch, 5120, "c.json")[0] == vision_tower(cfg, arch, 5120, "c.json")[0]

@@ -127,12 +127,29 @@ def _qwen3_vl(vc: dict[str, Any], text_hidden: int, file: str) -> VisionTower:
                        "Qwen3-VL ViT" + (f" + {deep_n} deepstack mergers" if deep_n else ""))
 
 
-def _vit(vc: dict[str, Any], file: str, *, cls_token: bool, patch_bias: bool, pre_norm: bool) -> tuple[int, int, int, int]:
+_CLIP_L_336: tuple[int, int, int | None, int, int] = (1024, 24, None, 14, 336)
+"""(hidden_size, num_hidden_layers, intermediate_size, patch_size, image_size) of a ViT-L/14 at
+336 (None: 4 x hidden_size): what an encoder without a config class here is counted as (and
+InternViT's)."""
+
+CLIP_VISION_DEFAULTS = (768, 12, 3072, 32, 224)
+"""transformers ``CLIPVisionConfig``'s defaults, in :data:`_CLIP_L_336`'s order: what a key
+missing from a ``clip_vision_model`` vision_config is (a config.json written by
+``save_pretrained`` leaves out the keys at their default)."""
+
+SIGLIP_VISION_DEFAULTS = (768, 12, 3072, 16, 224)
+"""transformers ``SiglipVisionConfig``'s defaults, as :data:`CLIP_VISION_DEFAULTS`."""
+
+
+def _vit(vc: dict[str, Any], file: str, *, cls_token: bool, patch_bias: bool, pre_norm: bool,
+         defaults: tuple[int, int, int | None, int, int] = _CLIP_L_336) -> tuple[int, int, int, int]:
     """(sharded, replicated, hidden, layers) of a CLIP / SigLIP style encoder: LayerNorms,
-    biased attention and MLP, a learned position table, a Conv2d patch embedding."""
-    h, layers = _int(vc, file, "hidden_size", 1024), _int(vc, file, "num_hidden_layers", 24)
-    i = _int(vc, file, "intermediate_size", 4 * h)
-    p, img = _int(vc, file, "patch_size", 14), _int(vc, file, "image_size", 336)
+    biased attention and MLP, a learned position table, a Conv2d patch embedding. A size the
+    vision_config leaves out is ``defaults``' (hidden, layers, intermediate, patch, image)."""
+    dh, dl, di, dp, dimg = defaults
+    h, layers = _int(vc, file, "hidden_size", dh), _int(vc, file, "num_hidden_layers", dl)
+    i = _int(vc, file, "intermediate_size", 4 * h if di is None else di)
+    p, img = _int(vc, file, "patch_size", dp), _int(vc, file, "image_size", dimg)
     tokens = (img // p) ** 2 + cls_token
     embed = _int(vc, file, "num_channels", 3) * p * p * h + h * patch_bias + tokens * h + h * cls_token
     s, r = _layer(h, i, attn_bias=True, mlp_bias=True, gated=False, norm=2 * h)
@@ -141,13 +158,13 @@ def _vit(vc: dict[str, Any], file: str, *, cls_token: bool, patch_bias: bool, pr
 
 def _siglip(vc: dict[str, Any], file: str) -> tuple[int, int, int]:
     # models/siglip.py SiglipVisionTransformer: patch Conv2d with bias, one position per patch, post LayerNorm
-    s, r, h, _ = _vit(vc, file, cls_token=False, patch_bias=True, pre_norm=False)
+    s, r, h, _ = _vit(vc, file, cls_token=False, patch_bias=True, pre_norm=False, defaults=SIGLIP_VISION_DEFAULTS)
     return s, r, h
 
 
-def _clip(vc: dict[str, Any], file: str) -> tuple[int, int, int]:
+def _clip(vc: dict[str, Any], file: str, defaults: tuple[int, int, int | None, int, int] = _CLIP_L_336) -> tuple[int, int, int]:
     # models/clip.py CLIPVisionTransformer: class token, patch Conv2d without bias, pre and post LayerNorm
-    s, r, h, _ = _vit(vc, file, cls_token=True, patch_bias=False, pre_norm=True)
+    s, r, h, _ = _vit(vc, file, cls_token=True, patch_bias=False, pre_norm=True, defaults=defaults)
     return s, r, h
 
 
@@ -176,15 +193,19 @@ def _mistral3_projector(cfg: dict[str, Any], h: int, text_hidden: int) -> int:
     return h + h * merge * merge * h + _llava_projector(cfg, h, text_hidden)
 
 
-def _encoder_by_type(vc: dict[str, Any], file: str) -> tuple[int, int, int, str]:
+def _encoder_by_type(vc: dict[str, Any], file: str, default_kind: str = "clip_vision_model") -> tuple[int, int, int, str]:
     """A LLaVA-style wrapper's encoder, chosen by ``vision_config.model_type`` as SGLang's
-    llava.py resolves it (the transformers config class to its SGLang model)."""
-    kind = str(vc.get("model_type", "clip_vision_model"))
+    llava.py resolves it (the transformers config class to its SGLang model); without one, the
+    wrapper's config class's (``default_kind``: LlavaConfig's clip_vision_model, Mistral3Config's
+    pixtral), whose defaults fill the sizes left out."""
+    kind = str(vc.get("model_type", default_kind))
     if kind.startswith("siglip"):
         return (*_siglip(vc, file), "SigLIP")
     if kind == "pixtral":
         return (*_pixtral(vc, file), "Pixtral ViT")
-    return (*_clip(vc, file), "CLIP ViT" if kind.startswith("clip") else f"{kind} (counted as a CLIP ViT)")
+    if kind.startswith("clip"):
+        return (*_clip(vc, file, CLIP_VISION_DEFAULTS), "CLIP ViT")
+    return (*_clip(vc, file), f"{kind} (counted as a CLIP ViT)")
 
 
 def _internvl(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int, file: str) -> VisionTower:
@@ -247,7 +268,7 @@ def vision_tower(cfg: dict[str, Any], arch: str, text_hidden: int, file: str) ->
     if arch in ("InternVLChatModel", "InternS1ForConditionalGeneration"):
         return _internvl(cfg, vc, text_hidden, file), None
     if arch == "Mistral3ForConditionalGeneration":
-        s, r, h, kind = _encoder_by_type(vc, file)
+        s, r, h, kind = _encoder_by_type(vc, file, "pixtral")
         return VisionTower(s, r + _mistral3_projector(cfg, h, text_hidden), f"{kind} + Mistral 3 projector"), None
     if arch in ("LlavaForConditionalGeneration", "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM",
                 "LlavaQwenForCausalLM"):
