@@ -497,7 +497,7 @@ def test_calibrate_says_when_a_lines_server_is_not_the_profiles(tmp_path, capsys
 
 def test_a_bad_set_on_a_scenario_built_from_the_line_names_the_line_not_a_temporary_file(tmp_path, capsys, monkeypatch):
     """validate --measured F:L --profile P --set KEY=V applies --set to the scenario built from
-    the line in a temporary folder; a refused --set named that file (/tmp/tmpXXXX/from-bench.yaml),
+    the line in a temporary folder; a refused --set named that file (tmpXXXX/from-bench.yaml in the system temporary folder),
     which the user never wrote and which is gone when the message is read."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
