@@ -616,6 +616,24 @@ def test_llama4s_vision_model_is_not_loaded_when_serving_text(tmp_path):
     assert not gemma.multimodal and gemma.vision_params_sharded > 0
 
 
+@pytest.mark.parametrize("missing", [None, "absent"])
+def test_a_vlm_config_without_vision_config_says_its_tower_is_not_counted(tmp_path, missing):
+    """A Qwen2.5-VL config with no (or a null) vision_config built a profile with no vision
+    bytes and no word: SGLang still loads a tower (the class's default vision config), so the
+    pool here is sized without it, and an assumption line says so."""
+    cfg = json.loads((CONFIGS / "Qwen2.5-VL-7B-Instruct" / "config.json").read_text())
+    if missing is None:
+        cfg["vision_config"] = None
+    else:
+        del cfg["vision_config"]
+    arch = load_model(_config(tmp_path, cfg))
+    assert arch.vision_params_sharded == arch.vision_params_replicated == 0
+    notes = [a for a in arch.assumptions if a.startswith("no vision_config")]
+    assert len(notes) == 1 and "Qwen2_5_VLForConditionalGeneration" in notes[0], arch.assumptions
+    full = load_model(str(CONFIGS / "Qwen2.5-VL-7B-Instruct" / "config.json"))
+    assert not any(a.startswith("no vision_config") for a in full.assumptions)
+
+
 @pytest.mark.parametrize(("change", "key"), [({"depth": "32"}, "vision_config.depth"),
                                               ({"hidden_size": 0}, "vision_config.hidden_size"),
                                               ({"out_hidden_size": -1}, "vision_config.out_hidden_size")])

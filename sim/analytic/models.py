@@ -650,6 +650,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
                 "each; loaded on every rank, so it shrinks the KV pool; its encoder time is not priced")
             if guess:
                 assumptions.append(guess)
+    elif has_tower and outer_archs[0] not in VISION_OFF_WHEN_TEXT_ONLY_ARCHS:
+        # SGLang builds the tower from the class's default vision config then; its size is not
+        # read here, so say the KV pool is sized without it rather than pass silently
+        assumptions.append(f"no vision_config: {outer_archs[0]}'s vision tower is not counted, so the KV pool is "
+                           "sized as if its weights were absent (state vision_config to count them)")
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else str(quant).lower()
     fp8 = method in ("fp8", "mxfp8") or fp8_checkpoint(quant)
