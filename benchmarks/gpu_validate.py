@@ -215,6 +215,8 @@ class Validation:
         launch_ref: the profile's own timing of the verify launch call per batch size
             (runtime.host_reference.launch_call_reference), or None: a second reading of a
             run's host speed, from its graph-replayed verify launch calls (checks.md).
+        decode_launch_ref: the same for the decode launch call (``launch_call_reference(profile,
+            "decode")``), read from a plain-decoding run's graph-replayed decode launches.
         grid_x: the largest batch the profile's ``gpu.decode`` / ``gpu.verify`` grids measured
             (keys ``decode``, ``verify``): each run whose forwards went above is named in
             checks.md (:func:`grid_reach_line`).
@@ -227,6 +229,7 @@ class Validation:
     condition: Callable | None = None
     reference_s: float | None = None
     launch_ref: tuple | None = None
+    decode_launch_ref: tuple | None = None
     grid_x: dict[str, float] = field(default_factory=dict)
     conditioned: list[dict] = field(default_factory=list)
     speed: list[str] = field(default_factory=list)
@@ -374,12 +377,14 @@ class Validation:
         frame = frame.assign(**{k: v[:len(frame)] for k, v in probe.items()})
         frame.to_parquet(self.res_dir / f"{job.result_name}-measured" / "host_probe.parquet", index=False)
         lines = describe_launches(steps, probe, job.scenario.server.cuda_graph_max_bs, pred.steps)
-        if self.launch_ref is not None:
+        for kind, ref in (("verify", self.launch_ref), ("decode", self.decode_launch_ref)):
+            if ref is None:
+                continue
             f = launch_speed_factor(frame["mode"], frame["part"], frame["batch_size"], frame["host_launch_cpu_s"],
-                                    job.scenario.server.cuda_graph_max_bs, self.launch_ref)
+                                    job.scenario.server.cuda_graph_max_bs, ref, step_mode=kind)
             if f is not None:
-                lines.append(f"host speed from the graph-replayed verify launch calls: x{f:.3f} the profile's same call "
-                             "(runtime.host_reference.launch_speed_factor)")
+                lines.append(f"host speed from the graph-replayed {kind} launch calls: x{f:.3f} the profile's same "
+                             "call (runtime.host_reference.launch_speed_factor)")
         counters = meas.summary.get("host_probe", {})
         run = ", ".join(f"{k} {v:.4g}" for k, v in counters.items())
         self.host += [f"- {job.label} {job.arm}: {run}"] + [f"  - {x}" for x in lines]
@@ -693,6 +698,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
                      launch_ref=launch_call_reference(profile),
+                     decode_launch_ref=launch_call_reference(profile, "decode"),
                      grid_x=grid_x)
     try:
         val.run(rate_jobs + cell_jobs if args.poisson_first else cell_jobs + rate_jobs)

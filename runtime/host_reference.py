@@ -168,24 +168,38 @@ def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None =
     return out
 
 
-def launch_call_reference(profile) -> tuple[np.ndarray, np.ndarray] | None:
-    """The profile's own timing of the engine's verify launch call, per batch size: the
-    medians its provenance of ``host.launch_s`` gives after "engine's verify launch"
-    (runtime/profile_provenance.py writes "medians bs B T us, ..."), as (batch sizes,
-    seconds); None when the profile does not carry them (analytic or hand-written ones).
+def launch_call_reference(profile, mode: str = "verify") -> tuple[np.ndarray, np.ndarray] | None:
+    """The profile's own timing of the engine's launch call per batch size, as (batch sizes,
+    seconds); None when the profile does not carry it (analytic or hand-written ones, and for
+    ``mode="decode"`` profiles made before the decode stall loop's calls were recorded).
 
-    The same call is what the runtime's loop makes for every graph-replayed verify, so a
-    run's call times over these, at the same batch size, read the run's host speed against
-    the profile's without a reference work (profiles and runs made before
-    :data:`REFERENCE_ITERATIONS` was recorded: round 10's ``host_probe.parquet``)."""
+    ``mode="verify"``: the medians its provenance of ``host.launch_s`` gives after "engine's
+    verify launch" (runtime/profile_provenance.py writes "medians bs B T us, ..."): the same
+    call the runtime's loop makes for every graph-replayed verify. ``mode="decode"``: the
+    thread CPU medians of the decode launch calls in the queued stall loop (provenance of
+    ``host.decode_launch_s``: "bs B dblock W / C, dqueued W / C"), the call a plain-decoding
+    server's loop makes for every graph-replayed decode step. A run's call times over these,
+    at the same batch size, read the run's host speed against the profile's without a
+    reference work. The launch path is torch and driver work more than Python: on two H200
+    machines it ran 1.3-1.5x further apart than the reference work said
+    (docs/measurements/h200-v39.md), so this reading is the one that speaks for launch terms.
+
+    Raises:
+        ValueError: ``mode`` is neither "verify" nor "decode"."""
     import re
 
-    text = (getattr(profile, "provenance", None) or {}).get("host.launch_s", "")
-    _, _, tail = text.partition("engine's verify launch")
-    m = re.search(r"medians ((?:bs \d+ [\d.e+]+ us(?:, )?)+)", tail)
-    if not m:
+    prov = getattr(profile, "provenance", None) or {}
+    if mode == "verify":
+        _, _, tail = prov.get("host.launch_s", "").partition("engine's verify launch")
+        m = re.search(r"medians ((?:bs \d+ [\d.e+]+ us(?:, )?)+)", tail)
+        pairs = re.findall(r"bs (\d+) ([\d.e+]+) us", m.group(1)) if m else []
+    elif mode == "decode":
+        _, _, tail = prov.get("host.decode_launch_s", "").partition("the launch call in these loops")
+        pairs = re.findall(r"bs (\d+) dblock [\d.e+]+ us / [\d.e+]+ us, dqueued [\d.e+]+ us / ([\d.e+]+) us", tail)
+    else:
+        raise ValueError(f"mode = {mode!r}: allowed: verify, decode")
+    if not pairs:
         return None
-    pairs = re.findall(r"bs (\d+) ([\d.e+]+) us", m.group(1))
     bs = np.array([float(b) for b, _ in pairs])
     s = np.array([float(t) * 1e-6 for _, t in pairs])
     order = np.argsort(bs)
@@ -193,15 +207,16 @@ def launch_call_reference(profile) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def launch_speed_factor(mode, part, batch_size, cpu_s, graph_max_bs: int,
-                        reference: tuple[np.ndarray, np.ndarray]) -> float | None:
+                        reference: tuple[np.ndarray, np.ndarray], step_mode: str = "verify") -> float | None:
     """A run's host speed from its own launch calls: the median over its graph-replayed
-    verify launches (``mode == "verify"``, ``part == "main"``, batch <= ``graph_max_bs``) of
-    the call's thread CPU seconds over the profile's call at the same batch size
-    (:func:`launch_call_reference`, linear between its sizes, end values outside). None
-    when the run has no such call. Arrays are per launch (runtime/host_probe.py columns)."""
+    launches of ``step_mode`` (``mode == step_mode``, ``part == "main"``, batch <=
+    ``graph_max_bs``) of the call's thread CPU seconds over the profile's call at the same
+    batch size (:func:`launch_call_reference` of the same mode, linear between its sizes, end
+    values outside). None when the run has no such call. Arrays are per launch
+    (runtime/host_probe.py columns)."""
     mode, part = np.asarray(mode), np.asarray(part)
     bs, cpu = np.asarray(batch_size, dtype=float), np.asarray(cpu_s, dtype=float)
-    sel = (mode == "verify") & (part == "main") & (bs <= graph_max_bs) & np.isfinite(cpu)
+    sel = (mode == step_mode) & (part == "main") & (bs <= graph_max_bs) & np.isfinite(cpu)
     if not sel.any():
         return None
     return float(np.median(cpu[sel] / np.interp(bs[sel], *reference)))

@@ -359,6 +359,7 @@ class HostPhases(Harness):
         self.loop_med: list[float] = []
         self.stall_med: list[float] = []
         self.decode_stall_med: list[float] = []   # the same on decode plans (dblock - dqueued)
+        self.decode_stall_calls: list[tuple[float, ...]] = []   # and their launch calls, as stall_calls
         # per launch batch size: the no-overlap loop's wall per cycle less the block loop's
         # (best pass each), and the medians of its host stamps' parts (_serial_cycles)
         self.serial_excess: list[float] = []
@@ -372,6 +373,8 @@ class HostPhases(Harness):
             self.loop_med.append(min(walls["queued"]))
             self.stall_med.append(max(0.0, min(walls["block"]) - min(walls["queued"])))
             self.decode_stall_med.append(max(0.0, min(walls["dblock"]) - min(walls["dqueued"])))
+            self.decode_stall_calls.append(tuple(statistics.median(v) for m in ("dblock", "dqueued")
+                                                 for v in (probes[m].wall, probes[m].cpu)))
             self._tick()
         self.stall_fit = fit_line(self.launch_bs, self.stall_med)
         self.decode_stall_fit = fit_line(self.launch_bs, self.decode_stall_med)

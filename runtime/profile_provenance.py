@@ -415,6 +415,10 @@ class Provenance:
                   "plain-decoding server (runtime.profile_host.stall_phase modes dqueued / dblock: the engine's decode "
                   "launch, no accept draw, one position per request), dblock - dqueued, best of 2 alternating runs each: "
                   + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.decode_stall_med, strict=True))
+                  + "; the launch call in these loops (wall / thread CPU, medians; runtime.host_probe, as "
+                  "benchmarks/gpu_validate.py reports the engine's): "
+                  + ", ".join(f"bs {b} dblock {_us(c[0])} / {_us(c[1])}, dqueued {_us(c[2])} / {_us(c[3])}"
+                              for b, c in zip(self.launch_bs, self.decode_stall_calls, strict=True))
                   + "; decode_launch_s = intercept - host.sync_wakeup_s (clamped >= 0); charged in place of "
                   f"host.launch_* on a server without speculative decoding [{env}]")
         prov["host.decode_launch_s"] = f"intercept of {dstall}"

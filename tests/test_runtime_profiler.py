@@ -586,3 +586,29 @@ def test_the_progress_total_is_the_measurements_the_phases_tick(tmp_path: Path, 
                    cuda_graph_max_bs=2, repeats=3, progress=False)
     assert planned["padding"] == 6 and planned["launch"] == 2 * 2
     assert ticked == {k: v for k, v in planned.items() if v}
+
+
+def test_the_profile_carries_its_decode_launch_calls_and_a_run_reads_its_host_speed_from_them(prof: dict) -> None:
+    """The decode stall loop's launch calls (wall / thread CPU per batch size, block and queued)
+    are written into host.decode_launch_s's provenance, and launch_call_reference(profile,
+    "decode") reads the queued loop's thread CPU back per batch size: the reference a
+    plain-decoding run's own decode launch calls are read against (benchmarks/gpu_validate.py
+    checks.md), since the launch path's speed did not follow the Python reference work across
+    machines (docs/measurements/h200-v39.md)."""
+    import numpy as np
+    from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
+
+    p = Profile.model_validate(prof)
+    text = p.provenance["host.decode_launch_s"]
+    assert "the launch call in these loops" in text and "dqueued" in text
+    bs, sec = launch_call_reference(p, "decode")
+    assert list(bs) == sorted(bs) and len(bs) >= 2 and all(s > 0 for s in sec)
+    # a run whose decode calls took 2x the profile's reads x2; its verify and eager calls are not read
+    mode = ["decode"] * len(bs) + ["verify", "decode"]
+    f = launch_speed_factor(mode, ["main"] * (len(bs) + 2), [*bs, bs[0], 10_000], [*(2 * sec), 9.0, 9.0],
+                            int(bs[-1]), (bs, sec), step_mode="decode")
+    assert f == pytest.approx(2.0)
+    assert launch_call_reference(p, "verify") is not None
+    assert not np.array_equal(launch_call_reference(p, "verify")[1], sec)
+    with pytest.raises(ValueError, match="allowed: verify, decode"):
+        launch_call_reference(p, "extend")
