@@ -157,7 +157,7 @@ class SimEngine(Clients, EngineStretch):
         for a profile that records no host speed."""
         h = self.scenario.host
         try:
-            return scale_host(profile, h.speed_factor, h.reference_work_s)
+            return scale_host(profile, h.speed_factor, h.reference_work_s, h.launch_speed_factor)
         except ValueError as e:
             raise ConfigError(self.scenario.path or "<scenario>", "host.reference_work_s", h.reference_work_s,
                               f"{e} (profile {profile.path or profile.name})") from None

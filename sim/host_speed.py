@@ -88,6 +88,14 @@ class HostConditions(BaseModel):
                     "kernel issue) is multiplied by it; GPU times are not. 1: the host of the profile. Set it to a "
                     "run's measured host speed against the profile's (summary.json host_speed.speed_factor) to tell "
                     "'model wrong' from 'host changed' (docs/host-speed.md).")
+    launch_speed_factor: float = Field(
+        1.0, gt=0.0, le=100.0,
+        description="The launch path's own speed, on top of speed_factor and the reference work: the profile's "
+                    "launch-call and kernel-issue terms (host.launch_*, decode_launch_*, launch_tail_*, "
+                    "launch_per_extend_*, launch_per_inject_*, gpu.eager_* issue) take this many times their time; "
+                    "the scheduler's Python, wake-ups and idle leads do not. Torch dispatch and the driver's launch "
+                    "do not follow the Python reference work across machines (docs/measurements/h200-v39.md: "
+                    "x0.5-0.75 of it on two H200s). 1: as the rest of the host.")
     reference_work_s: float | None = Field(
         None, gt=0.0, le=10.0,
         description="The host speed of the run this prediction is for, as the thread CPU seconds of the reference "
@@ -109,7 +117,23 @@ SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), *(f"host.{k}" for k in HOS
 profile's ``host.reference_work_by_term``."""
 
 
-def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | None = None) -> dict[str, float]:
+LAUNCH_PATH_TERMS = frozenset({
+    *(f"host.{k}" for k in ("launch_s", "launch_per_req_s", "launch_tail_s", "launch_tail_per_req_s",
+                            "decode_launch_s", "decode_launch_per_req_s", "launch_per_extend_s",
+                            "launch_per_extend_token_s", "launch_per_inject_s", "launch_per_inject_token_s")),
+    *(f"gpu.{k}" for k in GPU_HOST_SECONDS),
+})
+"""The host terms of the launch path (:data:`SCALED_TERMS` that are a launch call or a
+forward's kernel issue: torch dispatch and the driver's launch more than the scheduler's
+Python), which ``host.launch_speed_factor`` multiplies on top of the host's speed. Measured:
+conditioned on the Python reference work alone, poisson-nospec's no-overlap arm was predicted
++12..+21 % on median TTFT on two H200 machines, and these terms at x0.75 (one machine) and
+x0.5-0.6 (the other) of the reference work's factor brought it to +2..+10 %
+(docs/measurements/h200-v39.md): the launch path runs at a speed of its own."""
+
+
+def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | None = None,
+                 launch_factor: float = 1.0) -> dict[str, float]:
     """The multiplier of each host term (:data:`SCALED_TERMS`) for a run at ``reference_s``.
 
     Args:
@@ -118,16 +142,31 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
         reference_s: the run's reference-work seconds (``host.reference_work_s`` of a
             scenario), or None: every term gets ``factor``.
 
+        launch_factor: > 0, finite: ``host.launch_speed_factor``, applied on top to the
+            launch path's terms (:data:`LAUNCH_PATH_TERMS`) only.
+
     Returns:
-        dotted term -> ``factor * reference_s / ref(term)``, ``ref(term)`` from the profile's
-        ``host.reference_work_by_term``, else its ``host.reference_work_s``.
+        dotted term -> ``factor * reference_s / ref(term)`` (times ``launch_factor`` for a
+        launch-path term), ``ref(term)`` from the profile's ``host.reference_work_by_term``,
+        else its ``host.reference_work_s``.
 
     Raises:
-        ValueError: ``factor`` or ``reference_s`` not finite and > 0, or ``reference_s`` given
-            for a profile without ``host.reference_work_s`` (nothing to compare it with).
+        ValueError: ``factor``, ``launch_factor`` or ``reference_s`` not finite and > 0, or
+            ``reference_s`` given for a profile without ``host.reference_work_s`` (nothing to
+            compare it with).
     """
     if not (factor > 0.0 and factor < float("inf")):
         raise ValueError(f"host speed factor must be finite and > 0, got {factor!r}")
+    if not (launch_factor > 0.0 and launch_factor < float("inf")):
+        raise ValueError(f"host launch speed factor must be finite and > 0, got {launch_factor!r}")
+    k = _python_factors(profile, factor, reference_s)
+    if launch_factor != 1.0:
+        k = {t: v * launch_factor if t in LAUNCH_PATH_TERMS else v for t, v in k.items()}
+    return k
+
+
+def _python_factors(profile: Profile, factor: float, reference_s: float | None) -> dict[str, float]:
+    """:func:`term_factors` before the launch path's own factor."""
     if reference_s is None:
         return dict.fromkeys(SCALED_TERMS, factor)
     if not (reference_s > 0.0 and reference_s < float("inf")):
@@ -140,7 +179,8 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
     return {t: factor * (reference_s / by_term.get(t, whole)) for t in SCALED_TERMS}
 
 
-def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None) -> Profile:
+def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None,
+               launch_factor: float = 1.0) -> Profile:
     """``profile`` with every host term multiplied by its factor of :func:`term_factors`
     (:data:`HOST_SECONDS`, the given :data:`HOST_OPTIONAL_SECONDS`, :data:`GPU_HOST_SECONDS`,
     the seconds of the :data:`HOST_TABLES`).
@@ -152,6 +192,7 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
             scenario) or None. When every term's multiplier is exactly 1 (factor 1 and no
             reference, or a reference equal to every term's own) ``profile`` itself is
             returned (no copy: results bit-identical).
+        launch_factor: > 0 (``host.launch_speed_factor``): the launch path's terms only.
 
     Returns:
         A :class:`sim.profile.Profile` (a validated copy when some multiplier is not 1).
@@ -159,7 +200,7 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
     Raises:
         ValueError: as :func:`term_factors`.
     """
-    k = term_factors(profile, factor, reference_s)
+    k = term_factors(profile, factor, reference_s, launch_factor)
     if all(v == 1.0 for v in k.values()):
         return profile
     data = profile.model_dump(mode="python")

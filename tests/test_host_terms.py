@@ -262,3 +262,39 @@ def test_the_extend_terms_level_read_from_the_runs_extend_launches(tmp_path):
     ref, n = rp.extend_issue_reference(dirs, p)
     assert n == 3 and ref == pytest.approx(3e-4)             # 8 ms = 2 ms + 20 x 0.3 ms
     assert rp.extend_issue_reference(dirs[:2], p) is None and rp.extend_issue_reference(dirs, p, min_calls=13) is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(f=st.floats(0.2, 5.0), lf=st.floats(0.2, 5.0), r=st.one_of(st.none(), refs))
+def test_inv_t5_the_launch_path_takes_its_own_factor_on_top_and_nothing_else_does(f, lf, r):
+    """INV-T5: host.launch_speed_factor multiplies exactly the launch path's terms
+    (LAUNCH_PATH_TERMS: launch calls and kernel issue), on top of the host's speed; the
+    scheduler's Python, wake-ups and idle leads keep the host's factor
+    (docs/measurements/h200-v39.md: the launch path ran x0.5-0.75 of the reference work's)."""
+    from specsched.sim.host_speed import LAUNCH_PATH_TERMS
+
+    p = _profile({"host.launch_s": 3e-4})
+    base, both = term_factors(p, f, r), term_factors(p, f, r, lf)
+    assert LAUNCH_PATH_TERMS < set(SCALED_TERMS)
+    for t in SCALED_TERMS:
+        want = base[t] * lf if t in LAUNCH_PATH_TERMS else base[t]
+        assert both[t] == pytest.approx(want, rel=1e-12), t
+    q = scale_host(p, f, r, lf)
+    for t in ("host.launch_s", "host.decode_launch_s", "host.launch_per_extend_s", "gpu.eager_host_issue_s"):
+        assert _term(q, t) == pytest.approx(_term(p, t) * both[t], rel=1e-9)
+    for t in ("host.schedule_s", "host.decode_process_s", "host.slot_expansion_s", "host.extend_idle_lead_by_tokens"):
+        assert _term(q, t) == pytest.approx(_term(p, t) * base[t], rel=1e-9)
+
+
+def test_a_launch_speed_factor_of_one_is_the_profile_itself_and_a_slower_launch_path_slows_a_no_overlap_decode():
+    """The scenario field: 1 leaves the profile object as it is (bit-identical runs); a launch
+    path 2x slower makes a plain-decoding server without overlap decode slower (every step's
+    launch is on its critical path), and a zero factor is refused at load in one line."""
+    p = _profile(None)
+    assert scale_host(p, 1.0, None, 1.0) is p
+    sc = make_scenario({"enable_overlap_schedule": False, "speculative_algorithm": "none"},
+                       {"num_requests": 4, "output_len": {"kind": "fixed", "value": 40}})
+    runs = [SimEngine(with_value(sc, "host.launch_speed_factor", lf), p).run() for lf in (1.0, 2.0)]
+    assert runs[1].summary["median_tpot_ms"] > runs[0].summary["median_tpot_ms"] * 1.01
+    with pytest.raises(ValidationError):
+        with_value(sc, "host.launch_speed_factor", 0.0)
