@@ -229,11 +229,14 @@ class SimEngine(Clients, EngineStretch):
         d = t - now
         while now + d < t:
             d = math.nextafter(d, math.inf)
-        while True:
+        # down to the first delay reaching t, not the smallest: with a gap far below the
+        # clock's precision, 2**40 delays may reach it
+        while now + d > t:
             e = math.nextafter(d, -math.inf)
             if now + e < t:
-                return d
+                break
             d = e
+        return d
 
     def _sync(self, t: float):
         """Hand control to SimPy until ``t``; the host's clock is then SimPy's: ``t``, or

@@ -25,6 +25,7 @@ def _land(now: float, t: float) -> float:
 
 @given(st.floats(0.0, 1e4), st.floats(1e-12, 1e4))
 @example(0.011481739857293703, 0.049201945018656414)
+@example(1.0, 1.0 + 2**-52)   # a gap far below the clock's own precision: found at once
 def test_inv_clock_simpy_lands_on_or_just_after_the_target(now: float, t: float) -> None:
     assume(t > now)
     at = _land(now, t)
@@ -32,6 +33,15 @@ def test_inv_clock_simpy_lands_on_or_just_after_the_target(now: float, t: float)
     # the first reachable time: t itself when some delay reaches it, else at most a few units
     # in the last place after it
     assert at - t <= 4 * math.ulp(t), (now, t, at)
+
+
+def test_inv_clock_a_gap_below_the_clocks_precision_is_found_at_once() -> None:
+    """A target one unit in the last place after a clock of 9.5 s: many delays reach it
+    (every one within half a unit of the clock's); the first found is taken, not the
+    smallest (a search over 2**40 of them hung a bursty Poisson run)."""
+    now = 9.5
+    t = math.nextafter(now, math.inf)
+    assert _land(now, t) == t
 
 
 def test_inv_clock_the_exact_target_when_reachable() -> None:
