@@ -25,7 +25,8 @@ Invariants (names as in docs/architecture.md; docs/reliability.md lists them wit
 INV-1 running <= max_running_requests; INV-2 KV within capacity; INV-3 KV balance (nothing
 held at the end); INV-4 each request finishes once with exactly its output length; INV-5
 tokens conserved (device commits == client deliveries); INV-7 fast path == step by step;
-and here also TIMES (0 < TTFT <= E2E), GPU-SERIAL (launches never overlap on the stream),
+and here also TIMES (0 < TTFT <= E2E), CLIENT-CAP (requests in flight, from the requests
+table's send and finish times, never above workload.concurrency / max_concurrency), GPU-SERIAL (launches never overlap on the stream),
 ACCEPT-RANGE (accept length within 1..window) and FINITE (every numeric summary figure is
 finite, or null where it is undefined, e.g. TPOT of one-token outputs). INV-2, INV-3 and
 DRAINED (no request left in any queue) hold for every scheduler of the run
@@ -367,6 +368,16 @@ def check_run(sc: Scenario, eng: SimEngine, res: Any) -> list[str]:
         need((ts["running"] <= mrr).all(), "INV-1 running <= max_running_requests")
         need((ts["kv_used_tokens"] <= cap).all(), "INV-2 KV within capacity")
     need((req["ttft_s"] > 0).all() and (req["ttft_s"] <= req["e2e_s"] + 1e-12).all(), "TIMES 0 < TTFT <= E2E")
+    w = sc.workload
+    cap = w.concurrency if w.kind in ("closed_loop", "multi_turn") else w.max_concurrency
+    if cap and len(req):
+        # CLIENT-CAP: a client sends its next request no earlier than the last token of the
+        # one it waited for, so the requests table never shows more in flight than the cap
+        # (a finish and a send at one instant: the finish first)
+        t = np.concatenate([req["start_s"].to_numpy(float), req["finish_s"].to_numpy(float)])
+        step = np.concatenate([np.ones(len(req), np.int64), -np.ones(len(req), np.int64)])
+        order = np.lexsort((step, t))
+        need(np.cumsum(step[order]).max() <= cap, f"CLIENT-CAP in flight <= {cap}")
     if len(steps):
         # one forward stream writes the steps table unless several decode servers share it
         if not isinstance(eng, PDEngine) or len(eng.decode) == 1:

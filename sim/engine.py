@@ -219,19 +219,31 @@ class SimEngine(Clients, EngineStretch):
 
     # ------------------------------------------------------------------ clock
     def _delay_to(self, t: float) -> float:
-        """A delay d with env.now + d == t exactly (SimPy adds delays to its clock)."""
+        """A delay d with env.now + d == t exactly (SimPy adds delays to its clock), or,
+        where no float delay reaches t, the smallest one landing after it: never before t.
+        Float addition rounds half to even, so when env.now's low bits are half a unit of
+        t's last place, every other sum is unreachable; landing one unit early there let a
+        closed-loop client send its next request before the last token of the one it
+        waited for (INV-CLOCK, tests/test_sim_clock.py)."""
         now = self.env.now
         d = t - now
         while now + d < t:
             d = math.nextafter(d, math.inf)
+        # down to the first delay reaching t, not the smallest: with a gap far below the
+        # clock's precision, 2**40 delays may reach it
         while now + d > t:
-            d = math.nextafter(d, -math.inf)
+            e = math.nextafter(d, -math.inf)
+            if now + e < t:
+                break
+            d = e
         return d
 
     def _sync(self, t: float):
-        """Hand control to SimPy until exactly ``t``; the host's clock is then ``t``."""
+        """Hand control to SimPy until ``t``; the host's clock is then SimPy's: ``t``, or
+        the first time after it SimPy's clock can reach (:meth:`_delay_to`)."""
         if t > self.env.now:
             yield self.env.timeout(self._delay_to(t))
+            t = self.env.now
         self._t = t
 
     def _advance(self, dt: float):

@@ -450,7 +450,11 @@ def main(argv: list[str] | None = None) -> int:
             from specsched.sim.scheduler import UnschedulableRequest
 
             if isinstance(e, UnschedulableRequest):
-                print(f"specsched: error: {e}", file=sys.stderr)
+                # raised mid-run (a trace's or a conversation's lengths are met as the run
+                # reaches them), where the scheduler knows no file: name the scenario's
+                scenario = getattr(args, "scenario", None)
+                where = f"{scenario}: " if isinstance(scenario, str) else ""
+                print(f"specsched: error: {where}{e}", file=sys.stderr)
                 return EXIT_BAD_INPUT
             from specsched.sim.engine import Stalled
             from specsched.sim.policy_loader import USER_POLICY_FILES, user_policy_failure

@@ -611,3 +611,20 @@ def test_a_sweep_over_trace_keys_refuses_a_bad_point_before_running(tmp_path, ca
     (tmp_path / "s.yaml").write_text("name: s\nprofile: h200-1b\nworkload: {kind: trace, trace: {path: good.csv}}\n")
     _assert_refused(capsys, ["sweep", "s.yaml", "--grid", axis], tmp_path / "o.parquet", needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "s.yaml"]
+
+
+def test_a_trace_request_that_never_fits_the_pool_names_the_scenario_file(tmp_path, capsys):
+    """A trace's (or a conversation's) lengths are known only as the run reaches them: the
+    scheduler refuses a request that can never fit the pool mid-run, and the one line names
+    the scenario file as every other refusal does (it said only 'request 3: ...')."""
+    p = tmp_path / "tiny-pool-trace.yaml"
+    p.write_text(
+        "name: tiny-pool-trace\n"
+        f"profile: {ROOT / 'profiles' / 'h200-llama8b-roofline.yaml'}\n"
+        "server: {max_total_num_tokens: 1425, chunked_prefill_size: 128}\n"
+        "workload:\n"
+        "  kind: trace\n"
+        "  num_requests: 10\n"
+        f"  trace: {{path: {ROOT / 'scenarios' / 'trace-example-mooncake.jsonl'}, layout: mooncake}}\n")
+    _assert_refused(capsys, ["run", str(p)], tmp_path / "out", f"{p}: ", "cannot fit",
+                    "server.max_total_num_tokens")
