@@ -173,6 +173,15 @@ class Provenance:
                 + (f"; the host could not keep ahead of these, timed behind the spin alone: {', '.join(dry)}" if dry else "")
                 + ".")
 
+    def _loop_calls_text(self, calls: list[tuple[float, ...]], block: str, queued: str) -> str:
+        """The stall loops' launch calls per batch size (wall / thread CPU medians of the
+        ``block`` and ``queued`` loop), as runtime.host_reference.launch_call_reference reads
+        them back."""
+        return ("; the launch call in these loops (wall / thread CPU, medians; runtime.host_probe, as "
+                "benchmarks/gpu_validate.py reports the engine's): "
+                + ", ".join(f"bs {b} {block} {_us(c[0])} / {_us(c[1])}, {queued} {_us(c[2])} / {_us(c[3])}"
+                            for b, c in zip(self.launch_bs, calls, strict=True)))
+
     def provenance(self) -> tuple[dict[str, str], str]:
         """``(provenance, model description)``; call after :meth:`Fits.sections`."""
         dev, W, env = self.dev, self.W, self.env_line
@@ -403,10 +412,7 @@ class Provenance:
                      "the previous result processed after the next launch (overlap, queued), best of 2 alternating runs "
                      "each; stalls "
                      + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.stall_med, strict=True))
-                     + "; the launch call in these loops (wall / thread CPU, medians; runtime.host_probe, as "
-                     "benchmarks/gpu_validate.py reports the engine's): "
-                     + ", ".join(f"bs {b} block {_us(c[0])} / {_us(c[1])}, queued {_us(c[2])} / {_us(c[3])}"
-                                 for b, c in zip(self.launch_bs, getattr(self, "stall_calls", []), strict=False))
+                     + self._loop_calls_text(self.stall_calls, "block", "queued")
                      + f"; launch_s = intercept - host.sync_wakeup_s (clamped >= 0). The host time of the whole "
                      f"launch call, which also overlaps the GPU once the graph is queued, was: {launch_txt} [{env}]")
         prov["host.launch_s"] = f"intercept of {stall_txt}"
@@ -415,10 +421,7 @@ class Provenance:
                   "plain-decoding server (runtime.profile_host.stall_phase modes dqueued / dblock: the engine's decode "
                   "launch, no accept draw, one position per request), dblock - dqueued, best of 2 alternating runs each: "
                   + ", ".join(f"bs {b} {_us(m)}" for b, m in zip(self.launch_bs, self.decode_stall_med, strict=True))
-                  + "; the launch call in these loops (wall / thread CPU, medians; runtime.host_probe, as "
-                  "benchmarks/gpu_validate.py reports the engine's): "
-                  + ", ".join(f"bs {b} dblock {_us(c[0])} / {_us(c[1])}, dqueued {_us(c[2])} / {_us(c[3])}"
-                              for b, c in zip(self.launch_bs, self.decode_stall_calls, strict=True))
+                  + self._loop_calls_text(self.decode_stall_calls, "dblock", "dqueued")
                   + "; decode_launch_s = intercept - host.sync_wakeup_s (clamped >= 0); charged in place of "
                   f"host.launch_* on a server without speculative decoding [{env}]")
         prov["host.decode_launch_s"] = f"intercept of {dstall}"
