@@ -182,7 +182,9 @@ def launch_call_reference(profile, mode: str = "verify") -> tuple[np.ndarray, np
     at the same batch size, read the run's host speed against the profile's without a
     reference work. The launch path is torch and driver work more than Python: on two H200
     machines it ran 1.3-1.5x further apart than the reference work said
-    (docs/measurements/h200-v39.md), so this reading is the one that speaks for launch terms.
+    (docs/measurements/h200-v39.md). The engine's call holds different work in its overlap
+    and no-overlap loops (2.34 and 3.27 ms of thread CPU on one machine), so this reading
+    sits beside the reference work's in checks.md; nothing is conditioned on it.
 
     Raises:
         ValueError: ``mode`` is neither "verify" nor "decode"."""

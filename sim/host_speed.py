@@ -141,7 +141,6 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
         factor: > 0, finite: ``host.speed_factor``, applied to every term.
         reference_s: the run's reference-work seconds (``host.reference_work_s`` of a
             scenario), or None: every term gets ``factor``.
-
         launch_factor: > 0, finite: ``host.launch_speed_factor``, applied on top to the
             launch path's terms (:data:`LAUNCH_PATH_TERMS`) only.
 
