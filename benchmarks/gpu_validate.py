@@ -207,11 +207,14 @@ class Validation:
             engine when given None.
         predict: ``(job, seed) -> RunResult``.
         deadline_s: start no job after this many seconds from construction (None: no limit).
-        condition: ``(job, seed, speed_factor) -> RunResult``: the prediction conditioned on
-            the run's measured host speed (``speed_factor``: its reference work over
-            ``reference_s``; sim/host_speed.py), or None (not made).
+        condition: ``(job, seed, speed_factor, launch_s) -> RunResult``: the prediction
+            conditioned on the run's measured host speed (``speed_factor``: its reference work
+            over ``reference_s``; ``launch_s``: its launch reference work's median, None when
+            the run or the profile has none; sim/host_speed.py), or None (not made).
         reference_s: the profile's ``host.reference_work_s`` (the host speed it was measured
             at); a run's host-speed factor is its reference-work median over this.
+        launch_reference_s: the profile's ``host.launch_reference_work_s`` (the launch path's
+            speed it was measured at), or None: the launch path follows the reference work.
         launch_ref: the profile's own timing of the verify launch call per batch size
             (runtime.host_reference.launch_call_reference), or None: a second reading of a
             run's host speed, from its graph-replayed verify launch calls (checks.md).
@@ -228,6 +231,7 @@ class Validation:
     deadline_s: float | None = None
     condition: Callable | None = None
     reference_s: float | None = None
+    launch_reference_s: float | None = None
     launch_ref: tuple | None = None
     decode_launch_ref: tuple | None = None
     grid_x: dict[str, float] = field(default_factory=dict)
@@ -337,11 +341,17 @@ class Validation:
         factor = hs["reference_work_s"] / self.reference_s
         hs["speed_factor"] = factor
         text += f"; x{factor:.3f} the profile's {self.reference_s * 1e3:.3f} ms"
+        launch_s = hs.get("launch_reference_work_s") if self.launch_reference_s else None
+        if launch_s:
+            hs["launch_path_factor"] = launch_s / self.launch_reference_s
+            text += (f"; launch reference work {launch_s * 1e3:.3f} ms, x{hs['launch_path_factor']:.3f} the profile's "
+                     f"{self.launch_reference_s * 1e3:.3f} ms (x{hs['launch_path_factor'] / factor:.3f} of the "
+                     f"reference work's factor)")
         if self.condition is None:
             self.speed.append(text)
             return f"; host x{factor:.2f}"
         try:
-            cond = self.condition(job, meas.summary["seed"], factor)
+            cond = self.condition(job, meas.summary["seed"], factor, launch_s)
         except Exception as e:  # a diagnostic: the headline prediction stands
             self.speed.append(text + f"; conditioned prediction failed: {type(e).__name__}: {e}".splitlines()[0])
             return f"; host x{factor:.2f}"
@@ -681,15 +691,14 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         hit = predicted.pop((job.result_name, seed), None)
         return hit if hit is not None else run_scenario(job.scenario, seed=seed, profile=profile, warn=False)
 
-    def condition(job: Job, seed: int, factor: float):
-        # the run's reference work: each host term at it over its own (sim/host_speed.py); a
-        # profile that does not say at which speed each term was measured: the one factor
-        if not profile.host.reference_work_by_term:
-            return run_scenario(with_value(job.scenario, "host.speed_factor", factor), seed=seed, profile=profile,
-                                warn=False)
+    def condition(job: Job, seed: int, factor: float, launch_s: float | None = None):
+        # the run's reference work: each host term at it over its own (sim/host_speed.py; a
+        # profile that does not say at which speed each term was measured: the one factor,
+        # INV-T4); the launch path's terms at the run's launch reference work where both have
+        # one (a factor would multiply on top of the launch reference's ratio)
+        sc = job.scenario if launch_s is None else with_value(job.scenario, "host.launch_reference_work_s", launch_s)
         ref_s = factor * profile.host.reference_work_s
-        return run_scenario(with_value(job.scenario, "host.reference_work_s", ref_s), seed=seed, profile=profile,
-                            warn=False)
+        return run_scenario(with_value(sc, "host.reference_work_s", ref_s), seed=seed, profile=profile, warn=False)
 
     grid_x = {m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
               if g is not None}
@@ -697,6 +706,7 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         print(line, flush=True)
     deadline = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - t_start)
     val = Validation(out, measure, predict, deadline, condition=condition, reference_s=profile.host.reference_work_s,
+                     launch_reference_s=profile.host.launch_reference_work_s,
                      launch_ref=launch_call_reference(profile),
                      decode_launch_ref=launch_call_reference(profile, "decode"),
                      grid_x=grid_x)

@@ -253,11 +253,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # each host term at the run's reference over its own (sim/host_speed.py; one factor
         # for a profile that does not say at which speed each term was measured)
         per_term = bool(profile.host.reference_work_by_term)
-        cond = run_scenario(with_value(sc, "host.reference_work_s", hs["reference_work_s"]) if per_term
-                            else with_value(sc, "host.speed_factor", factor * sc.host.speed_factor),
+        # and the launch path's terms at the run's launch reference work over the profile's,
+        # where both have one (runtime/host_reference.py LaunchReferenceWork)
+        launch_s, lref = hs.get("launch_reference_work_s"), profile.host.launch_reference_work_s
+        csc = with_value(sc, "host.launch_reference_work_s", launch_s) if launch_s and lref else sc
+        # (a profile without the per-term map is scaled by the one factor run / profile: INV-T4)
+        cond = run_scenario(with_value(csc, "host.reference_work_s", hs["reference_work_s"]),
                             seed=measured.summary["seed"], profile=profile, warn=False)
         notes += cond.extra["range_notes"]
         how = "per host term" if per_term else "one factor"
+        if launch_s and lref:
+            how += f"; launch path x{launch_s / lref:.3f} the profile's launch reference work"
         print(format_validation(validation_table(cond.summary, measured.summary),
                                 f"conditioned on the run's host speed: x{factor:.3f} the profile's (reference work "
                                 f"{hs['reference_work_s'] * 1e3:.3f} vs {ref * 1e3:.3f} ms, {hs['slow_share']:.0%} "

@@ -41,7 +41,7 @@ import torch
 from specsched.runtime.device import Device, HostCopy, RingEvent, serve_threads
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.host_probe import HostProbe
-from specsched.runtime.host_reference import SpeedSampler
+from specsched.runtime.host_reference import LaunchReferenceWork, SpeedSampler
 from specsched.runtime.memory import check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.runner import CTX_BUCKET_STEP, engine_context_width
@@ -409,7 +409,8 @@ class RuntimeEngine(LoopHost):
         self.dev.allow_schedule_barrier = self.server.sync_mode is SyncMode.cross_queue_wait
         self._cross_queue = False
         # per-launch host readings (runtime/host_probe.py): diagnostics, not compared
-        self.probe = HostProbe(SpeedSampler())   # and the host's speed over the run (runtime/host_reference.py)
+        # and the host's speed over the run, the Python work's and the launch path's (runtime/host_reference.py)
+        self.probe = HostProbe(SpeedSampler(launch_work=LaunchReferenceWork(self.dev.torch_device, self.dev.dtype)))
 
     def _sync_kv(self, plan: BatchPlan) -> None:
         """Make the device pool hold, row by row, what the scheduler's KV ledger holds now
@@ -633,9 +634,11 @@ class RuntimeEngine(LoopHost):
     def host_speed_samples(self) -> dict[str, list[float]]:
         """The last run's host-speed samples (:mod:`runtime.host_reference`): ``t_s`` (seconds
         since the run's start, negative for the one taken just before it) and
-        ``reference_work_s`` (thread CPU seconds of the reference work)."""
+        ``reference_work_s`` (thread CPU seconds of the reference work) and
+        ``launch_reference_work_s`` (of the launch reference work, sampled right after)."""
         sp = self.probe.speed
-        return {"t_s": [t - self.t0 for t in sp.times], "reference_work_s": list(sp.seconds)}
+        return {"t_s": [t - self.t0 for t in sp.times], "reference_work_s": list(sp.seconds),
+                "launch_reference_work_s": list(sp.launch_seconds)}
 
     def environment(self) -> dict[str, str]:
         """The provenance stamp of this run (:func:`runtime.environment.environment`), with

@@ -199,10 +199,12 @@ class HostProbe:
             self.speed.maybe_sample()
 
     def speed_summary(self, reference_s: float | None = None) -> dict[str, float]:
-        """The run's host speed (:func:`runtime.host_reference.speed_summary` of its samples;
-        ``speed_factor`` against ``reference_s``, a profile's ``host.reference_work_s``);
-        empty without a sampler."""
-        return speed_summary(self.speed.seconds, reference_s) if self.speed is not None else {}
+        """The run's host speed (:func:`runtime.host_reference.speed_summary` of its samples,
+        the launch reference work's with them; ``speed_factor`` against ``reference_s``, a
+        profile's ``host.reference_work_s``); empty without a sampler."""
+        if self.speed is None:
+            return {}
+        return speed_summary(self.speed.seconds, reference_s, launch_seconds=self.speed.launch_seconds)
 
     def columns(self, rows: int) -> dict[str, list[float]]:
         """Per-launch columns for a steps table of ``rows`` rows: ``host_launch_s`` (the call's

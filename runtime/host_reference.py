@@ -17,6 +17,17 @@ not the machine's load), at most once per ``cadence_s``:
 - a run's ``summary.json`` ``host_speed`` holds the samples' median, spread and slow share,
   and the factor against a profile's reference (:func:`speed_summary`), which conditions a
   prediction (scenario ``host.speed_factor``, sim/host_speed.py).
+
+The launch path has a speed of its own. The engine's launch call is torch dispatch and the
+driver's kernel launch more than the interpreter's arithmetic, and across two H200 machines
+its serial host path ran 1.3-1.5x further apart than the Python reference work said
+(docs/measurements/h200-v39.md). :class:`LaunchReferenceWork` is a second fixed work of
+that kind (small torch ops and host-to-device copies on the device the run uses, queued,
+never waited for); a sampler given one times it beside the Python work at every sample
+(``launch_seconds``), the profiler stores its median as ``host.launch_reference_work_s``,
+a run's ``host_speed`` its ``launch_reference_work_s``, and a scenario's
+``host.launch_reference_work_s`` conditions the launch path's terms on it
+(sim/host_speed.py ``LAUNCH_PATH_TERMS``).
 """
 
 from __future__ import annotations
@@ -48,31 +59,110 @@ def reference_work(iterations: int = REFERENCE_ITERATIONS) -> int:
     return s
 
 
+LAUNCH_REFERENCE_ROUNDS = 2
+"""Rounds of :class:`LaunchReferenceWork`'s op block (18 torch calls each): about 0.2-0.3 ms
+of thread CPU on an H200 host's CPU, the Python reference work's order."""
+
+LAUNCH_REFERENCE_NUMEL = 256
+"""Elements of each tensor the launch reference work touches: small enough that its kernels
+take microseconds of GPU time (it runs at most once per sampler cadence)."""
+
+
+class LaunchReferenceWork:
+    """The launch path's fixed reference work: torch dispatch and kernel launches, timed by
+    :class:`SpeedSampler` in thread CPU beside :func:`reference_work`.
+
+    Each call issues :data:`LAUNCH_REFERENCE_ROUNDS` rounds of 2 host-to-device copies
+    (``non_blocking`` from pinned memory on a GPU), 12 elementwise ops and 4 ``index_select``
+    on preallocated tensors of :data:`LAUNCH_REFERENCE_NUMEL` elements, into ``out=`` buffers
+    (no allocation), on a stream of its own on a GPU, so they queue beside the run's forwards
+    and neither waits for nor delays them by more than their few microseconds of kernels. It
+    never synchronizes: what it costs the host is the engine's launch call's kind of work
+    (Python to ATen dispatch, the driver's launch, the copy engine's enqueue). On CPU the ops
+    run inline (a CPU run's launch path is the same ops' CPU kernels).
+
+    Args:
+        device: the ``torch.device`` the run's forwards use.
+        dtype: the activations' dtype.
+    """
+
+    def __init__(self, device, dtype) -> None:
+        import torch
+
+        self._torch = torch
+        gpu = device.type == "cuda"
+        n = LAUNCH_REFERENCE_NUMEL
+        self.a = torch.ones(n, device=device, dtype=dtype)
+        self.b = torch.full((n,), 0.5, device=device, dtype=dtype)
+        self.c = torch.empty(n, device=device, dtype=dtype)
+        self.d = torch.empty(n // 4, device=device, dtype=dtype)
+        self.idx = torch.arange(0, n, 4, device=device)
+        self.host = torch.zeros(n, dtype=dtype, pin_memory=gpu)
+        self.stream = torch.cuda.Stream(device) if gpu else None
+        self.kind = (f"{LAUNCH_REFERENCE_ROUNDS} x (2 host-to-device copies, 12 elementwise ops, 4 index_select) "
+                     f"of {n} {str(dtype).removeprefix('torch.')} elements on {device.type}")
+
+    def __call__(self) -> None:
+        t = self._torch
+        if self.stream is None:
+            self._ops(t)
+            return
+        with t.cuda.stream(self.stream):
+            self._ops(t)
+
+    def _ops(self, t) -> None:
+        a, b, c, d, idx, host = self.a, self.b, self.c, self.d, self.idx, self.host
+        for _ in range(LAUNCH_REFERENCE_ROUNDS):
+            c.copy_(host, non_blocking=True)
+            for _ in range(3):
+                t.add(a, b, out=c)
+                t.mul(c, b, out=c)
+                t.sub(c, a, out=c)
+                t.add(c, a, alpha=0.5, out=c)
+            for _ in range(4):
+                t.index_select(c, 0, idx, out=d)
+            c.copy_(host, non_blocking=True)
+
+
 class SpeedSampler:
     """Samples of :func:`reference_work`'s thread CPU time, at most one per ``cadence_s``.
 
     Use :meth:`sample` to take one now, :meth:`maybe_sample` from a loop (takes one when
     ``cadence_s`` has passed since the last), :attr:`times` / :attr:`seconds` to read them
     (``perf_counter`` start, thread CPU seconds), :meth:`reset` between runs.
+
+    Args:
+        cadence_s: seconds between two samples of :meth:`maybe_sample`.
+        label: the label of the next samples (:attr:`labels`; the profiler's phase).
+        launch_work: a :class:`LaunchReferenceWork` (or any callable) to time right after the
+            Python work at every sample: :attr:`launch_seconds`, one per sample. None: not
+            timed (:attr:`launch_seconds` stays empty).
     """
 
-    def __init__(self, cadence_s: float = DEFAULT_CADENCE_S, label: str = "") -> None:
+    def __init__(self, cadence_s: float = DEFAULT_CADENCE_S, label: str = "", launch_work=None) -> None:
         self.cadence_s = cadence_s
         self.label = label
+        self.launch_work = launch_work
         self.reset()
 
     def reset(self) -> None:
         """Drop every sample."""
         self.times: list[float] = []
         self.seconds: list[float] = []
+        self.launch_seconds: list[float] = []
         self.labels: list[str] = []
         self._next = 0.0
 
     def sample(self) -> float:
-        """Time one reference work now (thread CPU seconds) and keep it."""
+        """Time one reference work now (thread CPU seconds) and keep it; then the launch
+        reference work's, when the sampler has one."""
         w0, c0 = time.perf_counter(), time.thread_time()
         reference_work()
         c = time.thread_time() - c0
+        if self.launch_work is not None:
+            c1 = time.thread_time()
+            self.launch_work()
+            self.launch_seconds.append(time.thread_time() - c1)
         self.times.append(w0)
         self.seconds.append(c)
         self.labels.append(self.label)
@@ -132,6 +222,17 @@ def term_references(phase_medians: dict[str, float], fast_s: float) -> dict[str,
     return out
 
 
+def launch_term_references(phase_medians: dict[str, float], fast_s: float) -> dict[str, float]:
+    """``host.launch_reference_work_by_term`` of a profile: :func:`term_references` of the
+    launch reference work's samples (``phase_medians`` and ``fast_s`` of
+    :attr:`SpeedSampler.launch_seconds`), for the launch path's terms only
+    (sim/host_speed.py ``LAUNCH_PATH_TERMS``: the terms a scenario's
+    ``host.launch_reference_work_s`` conditions)."""
+    from specsched.sim.host_speed import LAUNCH_PATH_TERMS
+
+    return {t: v for t, v in term_references(phase_medians, fast_s).items() if t in LAUNCH_PATH_TERMS}
+
+
 def term_references_from_provenance(profile) -> dict[str, float] | None:
     """:func:`term_references` read back from the provenance text of ``host.reference_work_s``
     of a profile written before the structured field (rounds 11-13): its "median per phase
@@ -149,12 +250,17 @@ def term_references_from_provenance(profile) -> dict[str, float] | None:
     return term_references(phases, float(p10.group(1)) * 1e-3)
 
 
-def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None = None) -> dict[str, float]:
+def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None = None,
+                  launch_seconds: list[float] | np.ndarray | None = None,
+                  launch_reference_s: float | None = None) -> dict[str, float]:
     """A run's host speed from its samples: ``samples``, ``reference_work_s`` (median),
     ``reference_work_p10_s`` / ``_p90_s``, ``slow_share`` (share of samples above
     :data:`SLOW_RATIO` x the fastest quartile's median) and, given the profile's
     ``reference_s``, ``speed_factor`` (median / reference: > 1 means host work took longer
-    than when the profile was measured). Empty without samples."""
+    than when the profile was measured). Given ``launch_seconds`` (the
+    :class:`LaunchReferenceWork` samples), ``launch_reference_work_s`` (median) and its
+    ``_p10_s`` / ``_p90_s``; with the profile's ``launch_reference_s`` also
+    ``launch_path_factor`` (median / that). Empty without samples."""
     a = np.asarray(seconds, dtype=float)
     a = a[np.isfinite(a)]
     if a.size == 0:
@@ -165,6 +271,14 @@ def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None =
            "slow_share": float(np.mean(a > SLOW_RATIO * fast))}
     if reference_s:
         out["speed_factor"] = out["reference_work_s"] / reference_s
+    la = np.asarray(launch_seconds if launch_seconds is not None else [], dtype=float)
+    la = la[np.isfinite(la)]
+    if la.size:
+        out.update(launch_reference_work_s=float(np.median(la)),
+                   launch_reference_work_p10_s=float(np.percentile(la, 10)),
+                   launch_reference_work_p90_s=float(np.percentile(la, 90)))
+        if launch_reference_s:
+            out["launch_path_factor"] = out["launch_reference_work_s"] / launch_reference_s
     return out
 
 

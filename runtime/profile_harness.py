@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 from specsched.runtime.device import Device, default_bs_buckets
-from specsched.runtime.host_reference import SpeedSampler
+from specsched.runtime.host_reference import LaunchReferenceWork, SpeedSampler
 from specsched.runtime.kv_cache import round_up
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
@@ -322,7 +322,9 @@ class Harness:
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
         # the host's speed through profiling (runtime/host_reference.py): sampled between
         # measurements, never inside one; the profile's host.reference_work_s
-        self.speed = SpeedSampler()
+        # the launch path's speed beside it (LaunchReferenceWork: torch ops queued on the device,
+        # sampled with each Python sample): the profile's host.launch_reference_work_s
+        self.speed = SpeedSampler(launch_work=LaunchReferenceWork(dev.torch_device, dev.dtype))
         self.reps: dict[str, list[int]] = {}
         if dev.is_gpu:
             torch.cuda.reset_peak_memory_stats(dev.torch_device)

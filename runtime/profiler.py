@@ -109,6 +109,7 @@ from specsched.runtime.host_reference import (
     REFERENCE_ITERATIONS,
     SLOW_RATIO,
     fast_level,
+    launch_term_references,
     speed_summary,
     term_references,
 )
@@ -170,6 +171,14 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
         prov, model = self.provenance()
         host["reference_work_s"], prov["host.reference_work_s"] = self.speed_record()
         host["reference_work_by_term"], prov["host.reference_work_by_term"] = self.term_speed_record()
+        if self.speed.launch_seconds:
+            host["launch_reference_work_s"], host["launch_reference_work_by_term"], text = self.launch_speed_record()
+            prov["host.launch_reference_work_s"] = text
+            prov["host.launch_reference_work_by_term"] = (
+                "the launch reference work (host.launch_reference_work_s) at which each launch-path term "
+                "(sim/host_speed.py LAUNCH_PATH_TERMS) was measured: its median over the samples of the phase that "
+                "measured the term (runtime.host_reference.PHASE_TERMS), the eager issue terms at its fast level; "
+                f"a scenario's host.launch_reference_work_s scales each by the run's over its own ({self.env_line})")
         gname = (torch.cuda.get_device_name(dev.torch_device) if dev.is_gpu else "cpu")
         slug = re.sub(r"[^a-z0-9]+", "-", gname.lower()).strip("-")
         name = f"{slug}-proxy-{self.preset}-w{W}"
@@ -198,11 +207,38 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
         return s["reference_work_s"], text
 
 
-    def phase_medians(self) -> dict[str, float]:
-        """Median reference-work seconds per profiling phase (phases in order)."""
+    def phase_medians(self, seconds: list[float] | None = None) -> dict[str, float]:
+        """Median reference-work seconds per profiling phase (phases in order); of
+        ``seconds`` (a series sampled with the reference work, e.g. ``speed.launch_seconds``)
+        when given."""
         sp = self.speed
-        return {ph: float(np.median([c for c, lb in zip(sp.seconds, sp.labels, strict=True) if lb == ph]))
+        vals = sp.seconds if seconds is None else seconds
+        return {ph: float(np.median([c for c, lb in zip(vals, sp.labels, strict=True) if lb == ph]))
                 for ph in dict.fromkeys(sp.labels)}
+
+    def launch_speed_record(self) -> tuple[float, dict[str, float], str]:
+        """``host.launch_reference_work_s`` (median of the launch reference work's samples,
+        runtime.host_reference.LaunchReferenceWork), ``host.launch_reference_work_by_term``
+        (runtime.host_reference.launch_term_references: each launch-path term at its phase's
+        median, the eager issue terms at the fast level) and the provenance of both."""
+        sp = self.speed
+        lw = np.asarray(sp.launch_seconds, dtype=float)
+        med = self.phase_medians(sp.launch_seconds)
+        fast = fast_level(lw)
+        by_term = launch_term_references(med, fast)
+        per = ", ".join(f"{ph} {v * 1e3:.3f}" for ph, v in med.items())
+        ratio = np.asarray(sp.launch_seconds) / np.asarray(sp.seconds)
+        text = (f"launch path's speed while profiling: thread CPU time of runtime.host_reference.LaunchReferenceWork "
+                f"({sp.launch_work.kind}, queued, never waited for), timed right after each reference-work sample; "
+                f"median of {lw.size} samples, p10 / p90 {np.percentile(lw, 10) * 1e3:.3f} / "
+                f"{np.percentile(lw, 90) * 1e3:.3f} ms, fast level {fast * 1e3:.3f} ms; median per phase (ms): {per}; "
+                f"its ratio to the Python reference work, median {np.median(ratio):.3f} (p10 / p90 "
+                f"{np.percentile(ratio, 10):.3f} / {np.percentile(ratio, 90):.3f}). host.launch_reference_work_by_term "
+                f"holds each launch-path term (sim/host_speed.py LAUNCH_PATH_TERMS) at its phase's median, the eager "
+                f"issue terms at the fast level. A run's summary.json host_speed.launch_reference_work_s over this is "
+                f"the run's launch-path speed against this profile's (scenario host.launch_reference_work_s; "
+                f"{self.env_line})")
+        return float(np.median(lw)), by_term, text
 
     def term_speed_record(self) -> tuple[dict[str, float], str]:
         """``host.reference_work_by_term`` (runtime.host_reference.term_references: each host

@@ -157,9 +157,12 @@ class SimEngine(Clients, EngineStretch):
         for a profile that records no host speed."""
         h = self.scenario.host
         try:
-            return scale_host(profile, h.speed_factor, h.reference_work_s, h.launch_speed_factor)
+            return scale_host(profile, h.speed_factor, h.reference_work_s, h.launch_speed_factor,
+                              h.launch_reference_work_s)
         except ValueError as e:
-            raise ConfigError(self.scenario.path or "<scenario>", "host.reference_work_s", h.reference_work_s,
+            field, value = (("host.launch_reference_work_s", h.launch_reference_work_s) if "launch" in str(e)
+                            else ("host.reference_work_s", h.reference_work_s))
+            raise ConfigError(self.scenario.path or "<scenario>", field, value,
                               f"{e} (profile {profile.path or profile.name})") from None
 
     def _init_host(self, server: ServerArgs, device: DeviceTokens, fast_forward: bool) -> None:

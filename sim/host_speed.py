@@ -96,6 +96,15 @@ class HostConditions(BaseModel):
                     "the scheduler's Python, wake-ups and idle leads do not. Torch dispatch and the driver's launch "
                     "do not follow the Python reference work across machines (docs/measurements/h200-v39.md: "
                     "x0.5-0.75 of it on two H200s). 1: as the rest of the host.")
+    launch_reference_work_s: float | None = Field(
+        None, gt=0.0, le=10.0,
+        description="The launch path's speed of the run this prediction is for, as the thread CPU seconds of the "
+                    "launch reference work (runtime/host_reference.py LaunchReferenceWork: small torch ops and "
+                    "host-to-device copies; a run's summary.json host_speed.launch_reference_work_s). The launch "
+                    "path's terms (as launch_speed_factor) are multiplied by this over the profile's own "
+                    "(host.launch_reference_work_by_term, else host.launch_reference_work_s) instead of by the "
+                    "reference work's ratio, then by speed_factor and launch_speed_factor. Needs a profile with "
+                    "host.launch_reference_work_s. None: the launch path follows reference_work_s.")
     reference_work_s: float | None = Field(
         None, gt=0.0, le=10.0,
         description="The host speed of the run this prediction is for, as the thread CPU seconds of the reference "
@@ -133,7 +142,7 @@ x0.5-0.6 (the other) of the reference work's factor brought it to +2..+10 %
 
 
 def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | None = None,
-                 launch_factor: float = 1.0) -> dict[str, float]:
+                 launch_factor: float = 1.0, launch_reference_s: float | None = None) -> dict[str, float]:
     """The multiplier of each host term (:data:`SCALED_TERMS`) for a run at ``reference_s``.
 
     Args:
@@ -143,6 +152,11 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
             scenario), or None: every term gets ``factor``.
         launch_factor: > 0, finite: ``host.launch_speed_factor``, applied on top to the
             launch path's terms (:data:`LAUNCH_PATH_TERMS`) only.
+        launch_reference_s: the run's launch-reference-work seconds
+            (``host.launch_reference_work_s`` of a scenario), or None. Given, a launch-path
+            term's ratio is ``launch_reference_s / lref(term)`` (``lref`` from the profile's
+            ``host.launch_reference_work_by_term``, else its ``host.launch_reference_work_s``)
+            instead of the reference work's.
 
     Returns:
         dotted term -> ``factor * reference_s / ref(term)`` (times ``launch_factor`` for a
@@ -150,18 +164,34 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
         else its ``host.reference_work_s``.
 
     Raises:
-        ValueError: ``factor``, ``launch_factor`` or ``reference_s`` not finite and > 0, or
-            ``reference_s`` given for a profile without ``host.reference_work_s`` (nothing to
-            compare it with).
+        ValueError: ``factor``, ``launch_factor``, ``reference_s`` or ``launch_reference_s``
+            not finite and > 0, or a run reference given for a profile without its own
+            (``host.reference_work_s``, ``host.launch_reference_work_s``: nothing to compare
+            it with).
     """
     if not (factor > 0.0 and factor < float("inf")):
         raise ValueError(f"host speed factor must be finite and > 0, got {factor!r}")
     if not (launch_factor > 0.0 and launch_factor < float("inf")):
         raise ValueError(f"host launch speed factor must be finite and > 0, got {launch_factor!r}")
     k = _python_factors(profile, factor, reference_s)
+    if launch_reference_s is not None:
+        k.update(_launch_factors(profile, factor, launch_reference_s))
     if launch_factor != 1.0:
         k = {t: v * launch_factor if t in LAUNCH_PATH_TERMS else v for t, v in k.items()}
     return k
+
+
+def _launch_factors(profile: Profile, factor: float, launch_reference_s: float) -> dict[str, float]:
+    """The launch path's terms conditioned on the run's launch reference work."""
+    if not (launch_reference_s > 0.0 and launch_reference_s < float("inf")):
+        raise ValueError(f"host launch reference work seconds must be finite and > 0, got {launch_reference_s!r}")
+    whole = profile.host.launch_reference_work_s
+    if not whole:
+        raise ValueError("the profile records no launch-path speed (no host.launch_reference_work_s of its own: "
+                         "profiles made before the launch reference work), so a run's launch reference work cannot "
+                         "condition it; use host.launch_speed_factor")
+    by_term = profile.host.launch_reference_work_by_term or {}
+    return {t: factor * (launch_reference_s / by_term.get(t, whole)) for t in LAUNCH_PATH_TERMS}
 
 
 def _python_factors(profile: Profile, factor: float, reference_s: float | None) -> dict[str, float]:
@@ -179,7 +209,7 @@ def _python_factors(profile: Profile, factor: float, reference_s: float | None) 
 
 
 def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None,
-               launch_factor: float = 1.0) -> Profile:
+               launch_factor: float = 1.0, launch_reference_s: float | None = None) -> Profile:
     """``profile`` with every host term multiplied by its factor of :func:`term_factors`
     (:data:`HOST_SECONDS`, the given :data:`HOST_OPTIONAL_SECONDS`, :data:`GPU_HOST_SECONDS`,
     the seconds of the :data:`HOST_TABLES`).
@@ -192,6 +222,9 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
             reference, or a reference equal to every term's own) ``profile`` itself is
             returned (no copy: results bit-identical).
         launch_factor: > 0 (``host.launch_speed_factor``): the launch path's terms only.
+        launch_reference_s: the run's launch-reference-work seconds
+            (``host.launch_reference_work_s`` of a scenario) or None: the launch path's terms
+            at it over their own.
 
     Returns:
         A :class:`sim.profile.Profile` (a validated copy when some multiplier is not 1).
@@ -199,7 +232,7 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
     Raises:
         ValueError: as :func:`term_factors`.
     """
-    k = term_factors(profile, factor, reference_s, launch_factor)
+    k = term_factors(profile, factor, reference_s, launch_factor, launch_reference_s)
     if all(v == 1.0 for v in k.values()):
         return profile
     data = profile.model_dump(mode="python")

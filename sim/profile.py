@@ -563,6 +563,16 @@ class HostProfile(BaseModel):
     the profile's fast level for a term taken as a lower quartile or minimum over points.
     A scenario's ``host.reference_work_s`` scales each term by the run's reference over
     this (terms left out: over reference_work_s). None: every term at reference_work_s.
+    launch_reference_work_s: the launch path's speed these terms were measured at: the
+    thread CPU seconds of the launch reference work (runtime/host_reference.py
+    ``LaunchReferenceWork``: small torch ops and host-to-device copies), sampled beside
+    reference_work_s. A scenario's ``host.launch_reference_work_s`` conditions the launch
+    path's terms (sim/host_speed.py ``LAUNCH_PATH_TERMS``) on it, since that path did not
+    follow the Python reference work across H200 machines (docs/measurements/h200-v39.md).
+    None: not measured.
+    launch_reference_work_by_term: per launch-path term, the launch reference work's
+    seconds at which it was measured (as reference_work_by_term). None: every launch-path
+    term at launch_reference_work_s.
     """
 
     model_config = _STRICT
@@ -602,14 +612,21 @@ class HostProfile(BaseModel):
     inject_unprepared_idle_lead_by_tokens: LeadTable | None = None
     reference_work_s: Seconds | None = None
     reference_work_by_term: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]] | None = None
+    launch_reference_work_s: Seconds | None = None
+    launch_reference_work_by_term: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SECONDS,
+                                                                    allow_inf_nan=False)]] | None = None
 
     @model_validator(mode="after")
     def _known_terms(self) -> HostProfile:
-        from specsched.sim.host_speed import HOST_OPTIONAL_GROUPS, SCALED_TERMS
+        from specsched.sim.host_speed import HOST_OPTIONAL_GROUPS, LAUNCH_PATH_TERMS, SCALED_TERMS
 
         bad = sorted(set(self.reference_work_by_term or ()) - set(SCALED_TERMS))
         if bad:
             raise ValueError(f"reference_work_by_term: unknown host term {bad[0]!r}; allowed: {', '.join(SCALED_TERMS)}")
+        bad = sorted(set(self.launch_reference_work_by_term or ()) - LAUNCH_PATH_TERMS)
+        if bad:
+            raise ValueError(f"launch_reference_work_by_term: {bad[0]!r} is not a launch-path term; allowed: "
+                             f"{', '.join(sorted(LAUNCH_PATH_TERMS))}")
         # the plain-decoding server's terms come together, group by group (sim.host_speed.HOST_OPTIONAL_GROUPS)
         for group in HOST_OPTIONAL_GROUPS:
             given = [f for f in group if getattr(self, f) is not None]

@@ -138,7 +138,7 @@ def test_gpu_validate_conditions_the_prediction_on_the_run_host_speed(tmp_path):
         res.summary["host_speed"] = speed_summary([1.5e-3] * 5)
         return res, eng
 
-    def condition(job, seed, factor):
+    def condition(job, seed, factor, launch_s=None):
         return SimEngine(with_value(job.scenario, "host.speed_factor", factor), p, seed).run()
 
     val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, p, seed).run(),
@@ -248,3 +248,56 @@ def test_repredict_prefers_the_reference_work_unless_told(tmp_path):
     assert rp.run_speed(d, p, {d.name: 0.9}) == (pytest.approx(1.5), "reference")
     assert rp.run_speed(d, p, {d.name: 0.9}, use_reference=False) == (0.9, "launch")
     assert rp.run_speed(d, tiny_profile(), {}) == (1.0, "none")     # an old profile: no reference
+
+
+def test_the_launch_reference_work_is_sampled_beside_the_python_work_and_summarized():
+    """runtime.host_reference.LaunchReferenceWork: a sampler given it keeps one launch sample
+    per Python sample; speed_summary gives their median and, against a profile's launch
+    reference, the launch path's factor; a runtime run writes it to summary.json host_speed
+    and host_speed_samples."""
+    torch = pytest.importorskip("torch")
+    from specsched.runtime.host_reference import LaunchReferenceWork
+
+    work = LaunchReferenceWork(torch.device("cpu"), torch.float32)
+    sp = SpeedSampler(cadence_s=0.0, launch_work=work)
+    for _ in range(3):
+        sp.sample()
+    assert len(sp.launch_seconds) == len(sp.seconds) == 3 and min(sp.launch_seconds) > 0
+    assert "index_select" in work.kind
+    s = speed_summary([1e-3] * 3, 1e-3, launch_seconds=[2e-4, 3e-4, 4e-4], launch_reference_s=1.5e-4)
+    assert s["launch_reference_work_s"] == pytest.approx(3e-4) and s["launch_path_factor"] == pytest.approx(2.0)
+    assert "launch_reference_work_s" not in speed_summary([1e-3])
+    eng = tiny_runtime_engine()
+    hs = eng.run().summary["host_speed"]
+    assert hs["launch_reference_work_s"] > 0
+    assert len(eng.host_speed_samples()["launch_reference_work_s"]) == hs["samples"]
+
+
+def test_gpu_validate_conditions_the_launch_path_on_the_run_launch_reference(tmp_path):
+    """A run whose summary has the launch reference work, against a profile that has one:
+    the conditioned prediction gets the run's launch reference (the launch path's terms at it
+    over the profile's), and checks.md prints both factors."""
+    gv = load_benchmark("gpu_validate", "gv_launch")
+    p = tiny_profile(**HOST_HEAVY, reference_work_s=1e-3, launch_reference_work_s=2e-4)
+    seen = []
+
+    def measure(job, eng):
+        res = SimEngine(job.scenario, p).run()
+        res.summary["host_speed"] = speed_summary([1e-3] * 5, launch_seconds=[3e-4] * 5)
+        return res, eng
+
+    def condition(job, seed, factor, launch_s=None):
+        seen.append((factor, launch_s))
+        sc = with_value(with_value(job.scenario, "host.reference_work_s", factor * 1e-3),
+                        "host.launch_reference_work_s", launch_s)
+        return SimEngine(sc, p, seed).run()
+
+    val = gv.Validation(tmp_path, measure, lambda job, seed: SimEngine(job.scenario, p, seed).run(),
+                        condition=condition, reference_s=1e-3, launch_reference_s=2e-4)
+    val.run([gv.Job("a", "base", _scenario("host_block"), "a", "a-base")])
+    val.save()
+    assert seen == [(pytest.approx(1.0), pytest.approx(3e-4))]
+    assert "launch reference work 0.300 ms, x1.500 the profile's 0.200 ms" in (tmp_path / "checks.md").read_text()
+    head = {r["metric"]: r["error_pct"] for r in val.rows if r["metric"] in gv.TARGETS}
+    cond = {r["metric"]: r["error_pct"] for r in val.conditioned if r["metric"] in gv.TARGETS}
+    assert max(abs(e) for e in head.values()) < 1e-6 < max(abs(e) for e in cond.values())  # a slower launch path moves it

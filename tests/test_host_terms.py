@@ -298,3 +298,51 @@ def test_a_launch_speed_factor_of_one_is_the_profile_itself_and_a_slower_launch_
     assert runs[1].summary["median_tpot_ms"] > runs[0].summary["median_tpot_ms"] * 1.01
     with pytest.raises(ValidationError):
         with_value(sc, "host.launch_speed_factor", 0.0)
+
+
+def _with_launch(p: Profile, whole: float, by_term: dict[str, float] | None = None) -> Profile:
+    host = p.host.model_copy(update={"launch_reference_work_s": whole, "launch_reference_work_by_term": by_term})
+    return p.model_copy(update={"host": host})
+
+
+@settings(max_examples=20, deadline=None)
+@given(f=st.floats(0.2, 5.0), r=st.one_of(st.none(), refs), lr=refs, lwhole=refs, lterm=refs)
+def test_inv_t6_the_launch_path_follows_its_own_reference_work_and_nothing_else_does(f, r, lr, lwhole, lterm):
+    """INV-T6: a run's launch reference work (scenario host.launch_reference_work_s) puts each
+    launch-path term at run / its own launch reference (the profile's
+    launch_reference_work_by_term, else launch_reference_work_s), times speed_factor, in
+    place of the Python reference work's ratio; every other term keeps the Python
+    conditioning exactly (the launch path ran 1.3-1.5x apart from the Python work across two
+    H200 machines, docs/measurements/h200-v39.md)."""
+    from specsched.sim.host_speed import LAUNCH_PATH_TERMS
+
+    p = _with_launch(_profile({"host.launch_s": 3e-4}), lwhole, {"host.decode_launch_s": lterm})
+    base, k = term_factors(p, f, r), term_factors(p, f, r, launch_reference_s=lr)
+    for t in SCALED_TERMS:
+        if t in LAUNCH_PATH_TERMS:
+            own = lterm if t == "host.decode_launch_s" else lwhole
+            assert k[t] == pytest.approx(f * lr / own, rel=1e-12), t
+        else:
+            assert k[t] == base[t], t
+    # at the profile's own launch speed the launch path is as without the reading
+    same = term_factors(p, f, None, launch_reference_s=lwhole)
+    assert same["host.launch_s"] == pytest.approx(f, rel=1e-12)
+
+
+def test_a_launch_reference_needs_a_profile_that_has_one_and_a_slower_one_slows_a_no_overlap_decode():
+    """The scenario field host.launch_reference_work_s: refused in one ConfigError naming the
+    field when the profile has no launch reference (profiles made before it), and a run
+    whose launch reference work took 2x the profile's decodes slower without overlap; a
+    launch-path term off the allowed set is refused at profile load."""
+    p = _profile(None)
+    sc = make_scenario({"enable_overlap_schedule": False, "speculative_algorithm": "none"},
+                       {"num_requests": 4, "output_len": {"kind": "fixed", "value": 40}})
+    with pytest.raises(ConfigError, match="host.launch_reference_work_s") as e:
+        SimEngine(with_value(sc, "host.launch_reference_work_s", 4e-4), p).run()
+    assert "no launch-path speed" in str(e.value)
+    q = _with_launch(p, 3e-4)
+    runs = [SimEngine(with_value(sc, "host.launch_reference_work_s", lr), q).run() for lr in (3e-4, 6e-4)]
+    assert runs[1].summary["median_tpot_ms"] > runs[0].summary["median_tpot_ms"] * 1.01
+    assert runs[0].summary["median_tpot_ms"] == SimEngine(sc, q).run().summary["median_tpot_ms"]
+    with pytest.raises(ValidationError, match="not a launch-path term"):
+        tiny_profile(launch_reference_work_s=3e-4, launch_reference_work_by_term={"host.schedule_s": 3e-4})

@@ -72,6 +72,12 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert set(by_term) == {t for ts in PHASE_TERMS.values() for t in ts} | set(FAST_TERMS)
     assert all(v > 0 for v in by_term.values()) and "host.launch_s" in p.provenance["host.reference_work_by_term"]
     assert by_term["gpu.eager_host_issue_s"] <= p.host.reference_work_s     # the fast level
+    # the launch path's own reference work, sampled beside it, for the launch-path terms only
+    from specsched.sim.host_speed import LAUNCH_PATH_TERMS
+    lby = p.host.launch_reference_work_by_term
+    assert p.host.launch_reference_work_s > 0 and lby and set(lby) <= LAUNCH_PATH_TERMS and "host.launch_s" in lby
+    assert lby["gpu.eager_host_issue_s"] <= p.host.launch_reference_work_s   # the fast level
+    assert "LaunchReferenceWork" in p.provenance["host.launch_reference_work_s"]
     # each eager point carries the reference work sampled at it, and the refit still reads the points back
     from specsched.runtime.profile_fit import eager_issue_points_from_provenance
 
