@@ -296,6 +296,9 @@ class Fits:
             "extend_attention": "padded_max",
             "extend_layout_len": self.prompt,
             "extend_attention_bucket": CTX_ALIGN,
+            # unequal two-request extends timed whole (profile_gpu.split_phase)
+            "extend_split": [{"extend_lens": lens, "prefix_lens": pre, "seconds": sec}
+                             for lens, pre, sec in self.split_s] or None,
         }
         host = {
             "ingest_per_request_s": 0.0,

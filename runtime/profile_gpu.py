@@ -402,7 +402,41 @@ class GpuPhases(Harness):
                 with self.dev.use("forward"):
                     for row in rows:
                         r.free_request(row)
+        # no host term comes from the splits: their host-speed samples keep the columns' label
+        self.speed.label = f"{base} prefix columns"
+        self.split_phase()
         self.speed.label = base
+
+    def split_phase(self) -> None:
+        """Extends of two requests of unequal length (``gpu.extend_split``), timed as the
+        grid's rows are (kept busy, then behind the lead), with the runtime's own extend
+        (``ModelRunner.extend``, as the loop launches a multi-request chunk). For each
+        token count of :func:`runtime.profile_harness.split_layouts` (256, 512, 1024, 2048
+        within the grid's rows) the chunk chunked prefill makes: the last eighth of one prompt
+        at the prefix column's prefix, then the first seven eighths of the next at prefix 0,
+        at the first and the last prefix column. The grid holds one request per row below
+        ``extend_layout_len``, so without these no profile sees what padded query rows cost
+        (docs/measurements/h200-extend-layouts.md)."""
+        r = self.runner
+        self.split_s: list[tuple[list[int], list[int], float]] = []
+        for lens, pre in self.split_layouts:
+            with self.dev.use("forward"):
+                rows = [r.add_request() for _ in lens]
+                for row, p in zip(rows, pre, strict=True):
+                    if p:
+                        r.pool.reserve([row], [p])
+            toks = torch.randint(0, self.cfg.vocab_size - 1, (sum(lens),), generator=self.gen)
+
+            def ext(rows=rows, pre=pre, lens=lens, toks=toks) -> None:
+                r.extend(rows, pre, lens, toks)
+
+            label = "extend split " + "+".join(f"{e}@{p}" for e, p in zip(lens, pre, strict=True))
+            te, _ = self._device_and_host(label, "extend_split", ext)
+            le = self._behind_same(label, "extend_split_lead", ext, statistics.median(te))
+            self.split_s.append((list(lens), list(pre), statistics.median(le or te)))
+            with self.dev.use("forward"):
+                for row in rows:
+                    r.free_request(row)
 
     def grid_phase(self) -> None:
         with self.dev.use("forward"):

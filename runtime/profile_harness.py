@@ -175,6 +175,33 @@ def extend_layout(tokens: int, context: float, prompt_len: int) -> tuple[list[in
     return lens, max(0, round(context - tokens / (2 * n)))
 
 
+SPLIT_TOKENS = (256, 512, 1024, 2048)
+"""Token counts of the profiler's unequal two-request extends (``gpu.extend_split``): the
+smaller prefill chunks (chunked_prefill_size 512-2048) whose chunks often hold the end of one
+prompt and the start of the next."""
+
+SPLIT_TAIL = 8
+"""The first request of a split holds ``T / SPLIT_TAIL`` of its ``T`` tokens (a prompt's end)."""
+
+
+def split_layouts(grid_tokens: Sequence[int], prefixes: Sequence[int], prompt_len: int) -> list[tuple[list[int], list[int]]]:
+    """The unequal two-request extends the profiler times (``(extend lens, prefix lens)``):
+    for each of :data:`SPLIT_TOKENS` within the grid's rows (the largest row when none is),
+    ``[T / 8, T - T / 8]`` tokens at prefixes ``[p, 0]``, ``p`` the first and the last of
+    ``prefixes``; a layout longer than a grid batch's request (``p + prompt_len``) is left
+    out, as the runner's rows hold no more."""
+    lo, hi = min(grid_tokens), max(grid_tokens)
+    tokens = [t for t in SPLIT_TOKENS if lo <= t <= hi] or [hi]
+    out = []
+    for t in tokens:
+        tail = max(1, round(t / SPLIT_TAIL))
+        if tail >= t:
+            continue
+        for p in sorted({prefixes[0], prefixes[-1]}):
+            if max(p + tail, t - tail) <= prefixes[-1] + prompt_len:
+                out.append(([tail, t - tail], [p, 0]))
+    return out
+
 
 def _iqr_rel(times: Sequence[float]) -> float:
     if len(times) < 4:
@@ -314,6 +341,7 @@ class Harness:
                                 if dev.is_gpu and not dev.is_hip and cuda_graph_max_bs_prefill > 0 else [])
         # the extend grid's rows: every bucket an extend between them replays (extend_grid_tokens)
         self.ext_x = extend_grid_tokens(self.ext_x, self.prefill_buckets)
+        self.split_layouts = split_layouts(self.ext_x, self.ext_prefixes, self.prompt)
         n_tasks = sum(self.task_counts().values())
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
@@ -355,7 +383,8 @@ class Harness:
         with two grid contexts or more."""
         per_extend_cell = 4 if self.extend_lead_s > 0 and self.dev.is_gpu else 2
         return {
-            "extend": per_extend_cell * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x),
+            "extend": (per_extend_cell * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x)
+                       + per_extend_cell // 2 * len(self.split_layouts)),
             "grid": 2 * len(self.bs) * len(self.contexts),
             "tile": 2 * len(self.tile_widths),
             "padding": 6 if len(self.contexts) >= 2 else 0,

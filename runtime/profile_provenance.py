@@ -13,7 +13,7 @@ from specsched.runtime.profile_fit import (
     TILE_SIGNAL_TO_NOISE,
     issue_in_reference_works,
 )
-from specsched.runtime.profile_harness import HOST_PROMPT, STALL_STEPS, WARMUP, _ms, _us
+from specsched.runtime.profile_harness import HOST_PROMPT, SPLIT_TAIL, STALL_STEPS, WARMUP, _ms, _us
 from specsched.runtime.runner import CTX_BUCKET_STEP
 
 EXT_GPU = ("device time of the forward alone: a torch.cuda._sleep spin queued first keeps the GPU busy until the "
@@ -101,6 +101,22 @@ class Provenance:
                 + ". After a slot-expansion block the loop's inject launch reuses the batch prepared inside "
                 "the block (runtime/engine.py _host_block): the simulator issues it without this "
                 f"(sim.cost_model.CostModel.issue). [{env}]")
+
+    def _split_text(self, env: str) -> str:
+        """``gpu.extend_split``'s provenance: what was timed, how, and each layout's time."""
+        lead = (f", then behind {self.extend_lead_s * 1e3:g} ms of itself as the grid's rows" if self.dev.is_gpu
+                and self.extend_lead_s > 0 else "")
+        pts = "; ".join("+".join(f"{e}@{p}" for e, p in zip(lens, pre, strict=True)) + f" {_ms(sec)}"
+                        for lens, pre, sec in self.split_s)
+        return (f"unequal two-request extends (runtime/profile_gpu.py split_phase): per token count the last 1/"
+                f"{SPLIT_TAIL} of one prompt at the first and the last prefix column's prefix, then the next prompt's "
+                f"first {SPLIT_TAIL - 1}/{SPLIT_TAIL} at prefix 0, as chunked prefill fills a chunk, run by "
+                "ModelRunner.extend as the loop runs a multi-request extend; timed as the "
+                + (EXT_GPU if self.dev.is_gpu else EXT_CPU) + lead
+                + f" ({self.spin_retries.get('extend_split', 0)} calls found the spin finished), "
+                f"{self._reps_text('extend_split')}: {pts or 'none'}. An empirical term of the runtime's dense [B, Q, C] "
+                "extend attention (mechanism unknown): sim.cost_model reads what a padded request adds beyond the "
+                f"grid's dense reading. [{env}]")
 
     def _padding_text(self, env: str) -> str:
         """Provenance of gpu.attention_padding_cost: the padding probe's layouts, medians and
@@ -299,6 +315,7 @@ class Provenance:
                                       "near-equal length (runtime.profile_harness.extend_layout), so a row's dense keys per "
                                       f"token are its column + half a request's length. [{env}]"),
             "gpu.extend_attention_bucket": (f"{CTX_ALIGN}: _ragged rounds C up to runtime.kv_cache.CTX_ALIGN. [{env}]"),
+            "gpu.extend_split": self._split_text(env),
             "gpu.dp_attention_sync_s": ("0: one device, no DP-attention ranks to gather across (used only with "
                                         f"server.enable_dp_attention and dp_size > 1). [{env}]"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "

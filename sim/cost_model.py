@@ -44,6 +44,10 @@ ragged (SGLang's extend kernels) ``c = sum_i e_i (p_i + e_i / 2) / T``; under
 dense keys per token ``k = B Q C / T``, each grid row ``x`` read at ``k - s(x)``, where
 ``s(x) = x / (2 ceil(x / L))`` is half its measured layout's per-request length (``L`` =
 ``gpu.extend_layout_len``): the column where that row's own batch did ``k`` keys per token.
+Where the profile holds ``gpu.extend_split`` (extends of unequal lengths timed whole), an
+extend whose extend lengths differ adds, per request whose queries are padded (``e_i < Q``),
+the time such a request added beyond that dense reading when timed
+(:meth:`CostModel.unequal_extend_s`): an empirical term of the runtime's dense attention.
 
 A block drafter runs one draft forward per cycle whatever the window; a chain drafter
 ``speculative_num_steps`` of them, serially. A decode step is the same with ``W = W0 = 1``
@@ -192,6 +196,10 @@ class CostModel:
         if self.padded_extend:
             self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
             self._inj_shift = layout_shift(g.draft_inject.x, g.extend_layout_len) if g.draft_inject is not None else None
+        # per measured token count: (widths, seconds a padded request adds there), from gpu.extend_split
+        self._split: list[tuple[float, np.ndarray, np.ndarray]] | None = None
+        if self.padded_extend and g.extend_split:
+            self._split = self._split_rows(g.extend_split)
         # prefill graphs are SGLang's default on CUDA only (cuda_graph_config.py
         # default_prefill_backend: breakable if is_cuda() else disabled)
         hw = hardware_of(profile)
@@ -404,20 +412,97 @@ class CostModel:
         ``_eager_attention``). So the reading above plus the padded rows' token work, read at
         the grid's first context column ``c0`` (where attention weighs least):
         ``+ max(0, E(B, c0) - E(T, c0))``. An extend that runs eagerly
-        (:meth:`extend_bucket` None) pays no padding.
+        (:meth:`extend_bucket` None) pays no padding. Under ``padded_max`` an extend of unequal
+        lengths adds :meth:`unequal_extend_s` where the profile measured it (the injection
+        does not: its layouts were not timed).
         """
         interp = self.inject if inject else self.extend
         tokens = sum(extend_lens)
         if not self.padded_extend:
             t = interp(tokens, attention_context(extend_lens, prefix_lens))
         else:
-            keys = dense_keys_per_token(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
-            t = interp.row_shifted(tokens, keys, self._inj_shift if inject else self._ext_shift)
+            t = self._dense_extend_s(extend_lens, prefix_lens, inject)
+            if not inject and self._split is not None:
+                t += self.unequal_extend_s(extend_lens, prefix_lens)
         bucket = self.extend_bucket(tokens)
         if bucket is not None and bucket > tokens:
             c0 = self.inject_c0 if inject else self.extend_c0
             t += max(0.0, interp(bucket, c0) - interp(tokens, c0))
         return t
+
+    def _dense_extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                        inject: bool = False) -> float:
+        """The extend grid (``inject``: the injection's) read at the dense keys per token
+        (``padded_max`` only; the module docstring), without the bucket's padded rows."""
+        keys = dense_keys_per_token(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
+        interp = self.inject if inject else self.extend
+        return interp.row_shifted(sum(extend_lens), keys, self._inj_shift if inject else self._ext_shift)
+
+    def _split_rows(self, splits: list) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        """``gpu.extend_split`` as the time each padded request added beyond the dense
+        reading: per token count ``T`` (ascending), the widths ``C`` (ascending) and the
+        seconds there, ``max(0, (measured - dense reading) / padded requests)`` (the mean
+        where one ``(T, C)`` was timed twice). Reading the grid here must not count as a
+        run's query beyond its range (:meth:`range_notes`), so its notes are put back."""
+        bucket = self.profile.gpu.extend_attention_bucket
+        above, below = dict(self.extend.above), dict(self.extend.below)
+        pts: dict[int, dict[int, list[float]]] = {}
+        for sp in splits:
+            lens, pre = sp.extend_lens, sp.prefix_lens
+            q = max(lens)
+            n_pad = sum(1 for e in lens if e < q)
+            extra = max(0.0, (sp.seconds - self._dense_extend_s(lens, pre)) / n_pad)
+            width = _round_up(max(p + e for e, p in zip(lens, pre, strict=True)), bucket)
+            pts.setdefault(sum(lens), {}).setdefault(width, []).append(extra)
+        self.extend.above, self.extend.below = above, below
+        rows = []
+        for t in sorted(pts):
+            widths = sorted(pts[t])
+            rows.append((float(t), np.array(widths, dtype=float),
+                         np.array([sum(pts[t][w]) / len(pts[t][w]) for w in widths], dtype=float)))
+        return rows
+
+    def unequal_extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int]) -> float:
+        """GPU seconds an extend of unequal extend lengths takes beyond its dense reading
+        under ``gpu.extend_attention: padded_max``, from ``gpu.extend_split`` (0 without it,
+        under ``ragged``, for one request, and for equal lengths).
+
+        An empirical term of the runtime's dense ``[B, Q, C]`` extend attention
+        (runtime/runner.py ``_ragged``: the shorter requests' queries padded to ``Q``;
+        mechanism unknown, docs/measurements/h200-extend-layouts.md): what one padded
+        request added beyond the dense reading when timed, at the batch's extend tokens
+        ``T`` and its dense width ``C`` (the longest prefix + extend rounded up to
+        ``gpu.extend_attention_bucket``), times the batch's padded requests (``e_i < Q``).
+        Why this form: on an H200 the missing time grew with ``C`` (0.7 ms at 448, ~2 ms at
+        2048, 512 tokens), not with the padded rows' count (112 rows missed 1.96 ms, 384 rows
+        1.8 ms at the same width), and three requests with two padded missed about twice what
+        two did. Per measured ``T``: linear in ``C`` through its widths (beyond them the
+        nearest segment's line, rising or flat beyond the last width; one width: flat),
+        at least 0; between the ``T`` rows linear, beyond them the nearest row's value
+        (the term's dependence on tokens outside the timed ones is not known). A mixed
+        step, read as one extend (:meth:`gpu`), counts its one-token running rows as padded
+        requests. Never negative, so an extend never costs less than its dense reading."""
+        if self._split is None or len(extend_lens) < 2:
+            return 0.0
+        q = max(extend_lens)
+        n_pad = sum(1 for e in extend_lens if e < q)
+        if not n_pad:
+            return 0.0
+        width = _round_up(max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False)),
+                          self.profile.gpu.extend_attention_bucket)
+        ts, vals = [], []
+        for t, ws, xs in self._split:
+            if len(ws) == 1:
+                v = float(xs[0])
+            else:
+                i = min(max(int(np.searchsorted(ws, width)) - 1, 0), len(ws) - 2)
+                slope = (xs[i + 1] - xs[i]) / (ws[i + 1] - ws[i])
+                if width > ws[-1]:
+                    slope = max(0.0, slope)
+                v = float(xs[i] + slope * (width - ws[i]))
+            ts.append(t)
+            vals.append(max(0.0, v))
+        return n_pad * float(np.interp(sum(extend_lens), ts, vals))
 
     def extend_bucket(self, tokens: int) -> int | None:
         """The token bucket an extend (or injection) of ``tokens`` replays its piecewise

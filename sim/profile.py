@@ -223,6 +223,32 @@ class GridInterp:
         return out
 
 
+class ExtendSplit(BaseModel):
+    """One extend of several requests of unequal extend length, timed as the extend grid is
+    (``gpu.extend_split``): per request its extend and prefix tokens, and the device seconds.
+
+    Raises (pydantic ValidationError) on lists of different lengths, fewer than two
+    requests, an extend length < 1, a prefix < 0, or extend lengths all equal (no padded
+    query rows: the extend grid's own kind of batch, read right without this table)."""
+
+    model_config = _STRICT
+
+    extend_lens: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(min_length=2)
+    prefix_lens: list[Annotated[int, Field(ge=0, le=10_000_000)]]
+    seconds: Seconds
+
+    @model_validator(mode="after")
+    def _shape(self) -> ExtendSplit:
+        if len(self.prefix_lens) != len(self.extend_lens):
+            raise ValueError(f"extend_lens and prefix_lens need the same length, got {len(self.extend_lens)} and "
+                             f"{len(self.prefix_lens)}")
+        if len(set(self.extend_lens)) == 1:
+            raise ValueError(f"extend_lens {self.extend_lens} are all equal: a split needs unequal extend lengths")
+        if self.seconds <= 0:
+            raise ValueError("seconds is 0: a forward takes time")
+        return self
+
+
 class GpuProfile(BaseModel):
     """GPU seconds per forward (the schema every profile follows; all costs in seconds).
 
@@ -348,6 +374,20 @@ class GpuProfile(BaseModel):
         column's context + half a request's extend length.
     extend_attention_bucket: tokens C is rounded up to (``padded_max`` only; the
         runtime's CTX_ALIGN, runtime/kv_cache.py: 64).
+    extend_split: extends of several requests of unequal extend length, each timed whole
+        as the extend grid's rows are (``padded_max`` only; ignored under ``ragged``): the
+        end of one prompt and the start of the next in one chunk, as chunked prefill makes
+        them (runtime/profile_gpu.py ``split_phase``). An empirical term of the runtime's
+        dense attention, mechanism unknown: on an H200 such extends took 3-10 % (0.7-2.2 ms
+        at 512 tokens) longer than the grid read at their dense keys per token, equal
+        lengths did not, and the missing time tracked neither the padded query rows' count
+        nor their share (docs/measurements/h200-extend-layouts.md). It grew with the keys'
+        width ``C`` and came about once per request whose queries are padded (three
+        requests, two of them padded: about twice a two-request split's). So the table is
+        kept as measured, and the cost model reads from it the time each padded request
+        adds beyond the dense reading, by tokens and width
+        (:meth:`sim.cost_model.CostModel.unequal_extend_s`). None (analytic, hand-written
+        and older profiles): not measured, the dense reading alone, as before.
     dp_attention_sync_s: seconds a DP-attention lock-step forward adds to its slowest rank's
         cost (server.enable_dp_attention with dp_size > 1; sim/dp_attention.py): the
         cross-rank gathers of one forward (the scheduler's mlp-sync all-gather,
@@ -382,6 +422,7 @@ class GpuProfile(BaseModel):
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
+    extend_split: list[ExtendSplit] | None = None
     dp_attention_sync_s: Seconds = 0.0
 
     @model_validator(mode="after")

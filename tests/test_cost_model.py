@@ -502,6 +502,93 @@ def test_padded_extend_needs_the_layout_length(tmp_path):
         load_profile(str(p))
 
 
+# ------------------------------------------------ unequal extends timed whole (gpu.extend_split)
+def split_profile(extra: dict[tuple[int, int], float], **gpu) -> Profile:
+    """extend_profile under padded_max with gpu.extend_split: each ``(tokens, tail prefix)``
+    timed as the tail (tokens / 8 at that prefix) + the rest at prefix 0, at the dense
+    reading plus ``extra`` seconds."""
+    plain = CostModel(extend_profile(**PADDED_EXTEND), server())
+    splits = []
+    for (t, p), add in extra.items():
+        lens, pre = [t // 8, t - t // 8], [p, 0]
+        splits.append({"extend_lens": lens, "prefix_lens": pre, "seconds": plain.extend_s(lens, pre) + add})
+    return extend_profile(**PADDED_EXTEND, extend_split=splits, **gpu)
+
+
+def old_dense_reading(model: CostModel, lens, pre) -> float:
+    """The padded_max reading as it was before gpu.extend_split: the grid's rows read at the
+    dense keys per token less each row's layout shift (no prefill buckets in these tests)."""
+    from specsched.sim.cost_model import dense_keys_per_token, layout_shift
+    g = model.profile.gpu
+    keys = dense_keys_per_token(lens, pre, g.extend_attention_bucket)
+    return g.extend.interpolator("e").row_shifted(sum(lens), keys, layout_shift(g.extend.x, g.extend_layout_len))
+
+
+def test_an_unequal_split_costs_what_the_profile_timed():
+    """A measured split is read back at its measured time; another width between the
+    measured ones at the same tokens adds the padded request's time linearly in the width;
+    a three-request extend with two padded requests adds it twice."""
+    model = CostModel(split_profile({(512, 0): 1e-3, (512, 1536): 2e-3}), server())
+    plain = CostModel(extend_profile(**PADDED_EXTEND), server())
+    for lens, pre, add in (([64, 448], [0, 0], 1e-3), ([64, 448], [1536, 0], 2e-3)):
+        assert model.extend_s(lens, pre) == pytest.approx(plain.extend_s(lens, pre) + add, rel=1e-12)
+    # width 1088 (64@1000 + 448@0): between 448 (+1 ms) and 1600 (+2 ms)
+    want = 1e-3 + 1e-3 * (1088 - 448) / (1600 - 448)
+    assert model.unequal_extend_s([64, 448], [1000, 0]) == pytest.approx(want, rel=1e-12)
+    assert model.extend_s([448, 64], [0, 1000]) == pytest.approx(plain.extend_s([448, 64], [0, 1000]) + want, rel=1e-12)
+    assert model.unequal_extend_s([64, 448, 1], [1000, 0, 0]) == pytest.approx(2 * want, rel=1e-12)
+    # beyond the widest: the last segment's line; beyond the measured tokens: the nearest row
+    assert model.unequal_extend_s([64, 448], [2560, 0]) == pytest.approx(2e-3 + 1e-3 * (2624 - 1600) / 1152, rel=1e-12)
+    assert model.unequal_extend_s([128, 896], [1536, 0]) == pytest.approx(2e-3 + 1e-3 * 64 / 1152, rel=1e-12)
+    # the plan reads the same
+    assert model.gpu(decode_plan_with_extend([64, 448], [1536, 0])).extend_s == pytest.approx(
+        plain.extend_s([64, 448], [1536, 0]) + 2e-3, rel=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lens=st.lists(st.integers(1, 3000), min_size=1, max_size=5),
+       pre=st.lists(st.integers(0, 6000), min_size=5, max_size=5), same=st.booleans(),
+       extra=st.lists(st.floats(-1e-3, 5e-3), min_size=4, max_size=4))
+def test_unequal_extends_never_cost_less_than_the_dense_reading(lens, pre, same, extra):
+    """INV: with gpu.extend_split an extend costs at least its dense reading (a noisy split
+    timed below it adds nothing), and exactly it for one request or equal extend lengths;
+    without the field the reading is the one before it existed, bit for bit."""
+    pre = pre[: len(lens)]
+    if same:
+        lens = [lens[0]] * len(lens)
+    timed = {(256, 0): extra[0], (256, 4096): extra[1], (1024, 0): extra[2], (1024, 4096): extra[3]}
+    model = CostModel(split_profile(timed), server())
+    plain = CostModel(extend_profile(**PADDED_EXTEND), server())
+    assert plain.extend_s(lens, pre) == old_dense_reading(plain, lens, pre)
+    with_split = model.extend_s(lens, pre)
+    assert with_split >= plain.extend_s(lens, pre)
+    if len(set(lens)) == 1:
+        assert with_split == plain.extend_s(lens, pre)
+    # the injection is not read from the splits
+    assert model.extend_s(lens, pre, inject=True) == plain.extend_s(lens, pre, inject=True)
+
+
+def test_extend_split_is_ignored_under_ragged_and_leaves_the_range_notes_alone():
+    """Ragged extends (SGLang's kernels) pad no queries: the splits are not read. Reading
+    them at construction is no query of a run's (no range warning from a split timed
+    beyond the grid's columns)."""
+    ragged = CostModel(extend_profile(), server())
+    splits = split_profile({(512, 0): 1e-3}).gpu.extend_split
+    with_split = CostModel(extend_profile(extend_split=[s.model_dump() for s in splits]), server())
+    assert with_split.extend_s([64, 448], [0, 0]) == ragged.extend_s([64, 448], [0, 0])
+    far = CostModel(split_profile({(8192, 20000): 1e-3}), server())
+    assert far.range_notes() == []
+
+
+def test_extend_split_with_equal_lengths_is_refused(tmp_path):
+    bad = split_profile({(512, 0): 1e-3}).model_dump()
+    bad["gpu"]["extend_split"][0]["extend_lens"] = [256, 256]
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump({k: v for k, v in bad.items() if k != "path"}))
+    with pytest.raises(ConfigError, match=r"gpu\.extend_split\.0 = .*all equal: a split needs unequal"):
+        load_profile(str(p))
+
+
 # ----------------------------------------------------------------- extend floor (INV-EXTEND-FLOOR)
 # Profiles whose extend grid is floored. The System B (agentic) profiles are fitted the
 # same way, through the origin, and still are: their floor would move the agentic cells.

@@ -261,6 +261,35 @@ def test_extend_layout_sits_on_the_cost_models_context() -> None:
         extend_layout(0, 10.0, 8)
 
 
+def test_profile_times_unequal_two_request_extends(prof: dict) -> None:
+    """gpu.extend_split: per token count of SPLIT_TOKENS within the grid's rows, the last
+    eighth of one prompt at prefix 0 and at the last prefix column, then the next prompt's
+    start at prefix 0, each timed (with provenance); the cost model reads them back."""
+    from specsched.sim.cost_model import CostModel
+
+    p = Profile.model_validate(prof)
+    got = [(s.extend_lens, s.prefix_lens) for s in p.gpu.extend_split]
+    assert got == [([t // 8, t - t // 8], [pre, 0]) for t in (256, 512, 1024) for pre in (0, 512)]
+    assert all(s.seconds > 0 for s in p.gpu.extend_split)
+    text = p.provenance["gpu.extend_split"]
+    assert "split_phase" in text and "64@512+448@0" in text and "median of 7 repeats" in text
+    cost = CostModel(p, make_scenario().server)
+    assert cost.extend_s([64, 448], [512, 0]) >= cost._dense_extend_s([64, 448], [512, 0])
+
+
+def test_split_layouts_on_the_gpu_defaults() -> None:
+    """On an H200's default grid (rows 256..16384, prefixes 0 and 4096, layout length 1024):
+    eight splits, at 256-2048 tokens; a layout longer than the runner's rows is left out."""
+    from specsched.runtime.profile_harness import split_layouts
+
+    rows = extend_grid_tokens([256, 1024, 4096, 16384], prefill_token_buckets(16384))
+    got = split_layouts(rows, [0, 4096], 1024)
+    assert got == [([t // 8, t - t // 8], [p, 0]) for t in (256, 512, 1024, 2048) for p in (0, 4096)]
+    assert split_layouts([16, 64, 256], [0, 256], 256) == [([32, 224], [0, 0]), ([32, 224], [256, 0])]
+    assert split_layouts([16, 64], [0], 64) == [([8, 56], [0, 0])]   # no SPLIT_TOKENS row: the largest
+    assert split_layouts([256, 2048], [0], 256) == [([32, 224], [0, 0])]  # 1792 > 0 + 256 from 2048 on
+
+
 def test_padded_extend_reading_lands_on_the_measured_layouts() -> None:
     """sim.cost_model under extend_attention padded_max reads a grid row at the dense keys
     per token (B Q C / T, runtime/runner.py _ragged) minus half its layout's request length:
