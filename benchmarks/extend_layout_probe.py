@@ -17,8 +17,13 @@ extend grid is (runtime/profile_gpu.py ``extend_phase``: device time with the GP
 by a spin, then behind ``extend_lead_s`` of itself), with the profiler's own runner (the
 same preset, prefill graphs and SDPA choice), and the prediction is
 :meth:`sim.cost_model.CostModel.extend_s` of ``--profile`` under the scenario's server
-arguments. Writes a CSV (layout, requests, tokens, dense keys per token, measured ms,
-predicted ms, error %) atomically and prints it.
+arguments. Where the profile holds ``gpu.extend_split`` (the profiler's unequal two-request
+extends, runtime/profile_gpu.py ``split_phase``), the prediction includes the time the
+cost model adds for padded requests (:meth:`sim.cost_model.CostModel.unequal_extend_s`),
+shown apart as ``split_term_ms`` (0 without the field, for one request and for equal
+lengths), so a round with and without it shows what the term takes off the error. Writes a
+CSV (layout, requests, tokens, dense keys per token, measured ms, predicted ms, of it the
+split term ms, error %) atomically and prints it.
 """
 
 from __future__ import annotations
@@ -113,14 +118,16 @@ def main(argv: list[str] | None = None) -> int:
         lead = prof._behind_same(f"extend {label}", "extend_lead", ext, spin)
         measured = statistics.median(lead or dev_s)
         predicted = cost.extend_s(lens, pre)
+        split = cost.unequal_extend_s(lens, pre) if cost.padded_extend else 0.0
         keys = dense_keys_per_token(lens, pre, profile.gpu.extend_attention_bucket)
         rows_out.append({"layout": label, "requests": len(lay), "tokens": sum(lens), "dense_keys_per_token": round(keys, 1),
-                         "measured_ms": measured * 1e3, "predicted_ms": predicted * 1e3,
+                         "measured_ms": measured * 1e3, "predicted_ms": predicted * 1e3, "split_term_ms": split * 1e3,
                          "error_pct": (predicted / measured - 1) * 100})
         for row in rows:
             r.free_request(row)
         print(f"{label:<22} {len(lay)} req {sum(lens):5d} tok  keys/token {keys:7.1f}  measured {measured * 1e3:8.3f} ms"
-              f"  predicted {predicted * 1e3:8.3f} ms  {(predicted / measured - 1) * 100:+6.1f} %", flush=True)
+              f"  predicted {predicted * 1e3:8.3f} ms (split term {split * 1e3:6.3f})  {(predicted / measured - 1) * 100:+6.1f} %",
+              flush=True)
     if args.out:
         import pandas as pd
 

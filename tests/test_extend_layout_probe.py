@@ -43,3 +43,35 @@ def test_the_probe_times_each_layout_and_prices_it_with_the_profile(tmp_path):
     assert all(float(r["measured_ms"]) > 0 and float(r["predicted_ms"]) > 0 for r in rows)
     assert float(rows[1]["dense_keys_per_token"]) > float(rows[0]["dense_keys_per_token"])
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_prediction_holds_the_split_term_where_the_profile_has_it(tmp_path):
+    """A profile with gpu.extend_split: an unequal two-request layout's prediction includes
+    the cost model's split term (shown apart, > 0), an equal-length one's none; the same
+    profile without the field predicts the unequal layout that much lower."""
+    import yaml
+    from specsched.sim.config import load_scenario
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.profile import load_profile
+
+    probe = load_benchmark("extend_layout_probe")
+    scen = ROOT / "scenarios" / "h200" / "small-chunk.yaml"
+    # round 39's profile of the runtime on an H200 (extend_attention padded_max)
+    raw = yaml.safe_load((ROOT / "docs" / "measurements" / "h200-v39" / "a" / "h200-8b.yaml").read_text())
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(raw))
+    dense = CostModel(load_profile(str(plain)), load_scenario(str(scen)).server)
+    lens, pre = [64, 448], [0, 0]
+    raw["gpu"]["extend_split"] = [{"extend_lens": lens, "prefix_lens": pre, "seconds": dense.extend_s(lens, pre) + 2e-3}]
+    raw["provenance"]["gpu.extend_split"] = "a test's split, 2 ms above the dense reading"
+    split = tmp_path / "split.yaml"
+    split.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "layouts.csv"
+    assert probe.main(["--device", "cpu", "--preset", "tiny", "--profile", str(split), "--scenario", str(scen),
+                       "--repeats", "1", "--layouts", "8@40+24@0,16@40+16@0", "--out", str(out)]) == 0
+    rows = {r["layout"]: r for r in csv.DictReader(out.open())}
+    unequal, equal = rows["8@40+24@0"], rows["16@40+16@0"]
+    assert float(unequal["split_term_ms"]) > 0 and float(equal["split_term_ms"]) == 0
+    want = (dense.extend_s([8, 24], [40, 0]) + float(unequal["split_term_ms"]) / 1e3) * 1e3
+    assert float(unequal["predicted_ms"]) == pytest.approx(want, rel=1e-9)
+    assert float(equal["predicted_ms"]) == pytest.approx(dense.extend_s([16, 16], [40, 0]) * 1e3, rel=1e-9)
