@@ -23,6 +23,10 @@ from specsched.runtime.profile_harness import (
 LEAD_GIVE_UP = 3
 """Repeats of :meth:`GpuPhases._behind_same` that may find the lead drained before one is kept."""
 
+SPLIT_SPIN_REPEATS = 5
+"""Kept-busy repeats of an unequal split (:meth:`GpuPhases.split_phase`) where its lead is
+timed: they size the lead; its own repeats (at most 9) give the time."""
+
 IDLE_LEAD_KEYS = ("device", "wall", "ext_device", "ext_span", "inj_device", "inj_span")
 """What :meth:`GpuPhases._idle_lead` returns per repeat (seconds; see its docstring)."""
 
@@ -65,7 +69,8 @@ class GpuPhases(Harness):
         b.synchronize()
         return a.elapsed_time(b) / 1e3, h1 - h0, ran_dry
 
-    def _device_and_host(self, label: str, group: str, fn: Callable[[], object]) -> tuple[list[float], list[float]]:
+    def _device_and_host(self, label: str, group: str, fn: Callable[[], object],
+                         repeats: int | None = None) -> tuple[list[float], list[float]]:
         """Device seconds and host seconds of ``fn`` measured apart, as the loop uses them.
 
         The GPU is kept busy (a ``torch.cuda._sleep`` spin queued first, longer than the
@@ -75,10 +80,11 @@ class GpuPhases(Harness):
         with the previous forward). A call that found the spin finished is repeated with a
         doubled spin (at most ``4 n`` tries, counted per ``group`` in ``spin_retries``); when
         none was queued whole, :meth:`_issued_as_run` times the calls instead. CPU: the
-        forward runs inline, device = host time, host launch 0.
+        forward runs inline, device = host time, host launch 0. ``repeats``: at most this many
+        (default the run's ``repeats``).
         """
         dev = self.dev
-        n = self._warm_and_plan(label, fn, self.repeats)
+        n = self._warm_and_plan(label, fn, repeats or self.repeats)
         gpu_t: list[float] = []
         host_t: list[float] = []
         with dev.use("forward"):
@@ -419,6 +425,10 @@ class GpuPhases(Harness):
         (docs/measurements/h200-extend-layouts.md)."""
         r = self.runner
         self.split_s: list[tuple[list[int], list[int], float]] = []
+        # behind a lead (GPU) the kept-busy times only size the lead (and stand in if it runs
+        # dry): a few repeats do; the grid's rows take the run's repeats for their host terms
+        lead = self.dev.is_gpu and self.extend_lead_s > 0
+        spin_n = min(self.repeats, SPLIT_SPIN_REPEATS) if lead else self.repeats
         for lens, pre in self.split_layouts:
             with self.dev.use("forward"):
                 rows = [r.add_request() for _ in lens]
@@ -431,7 +441,7 @@ class GpuPhases(Harness):
                 r.extend(rows, pre, lens, toks)
 
             label = "extend split " + "+".join(f"{e}@{p}" for e, p in zip(lens, pre, strict=True))
-            te, _ = self._device_and_host(label, "extend_split", ext)
+            te, _ = self._device_and_host(label, "extend_split", ext, spin_n)
             le = self._behind_same(label, "extend_split_lead", ext, statistics.median(te))
             self.split_s.append((list(lens), list(pre), statistics.median(le or te)))
             with self.dev.use("forward"):

@@ -114,7 +114,8 @@ class Provenance:
                 "ModelRunner.extend as the loop runs a multi-request extend; timed as the "
                 + (EXT_GPU if self.dev.is_gpu else EXT_CPU) + lead
                 + f" ({self.spin_retries.get('extend_split', 0)} calls found the spin finished), "
-                f"{self._reps_text('extend_split')}: {pts or 'none'}. An empirical term of the runtime's dense [B, Q, C] "
+                + (f"kept busy {self._reps_text('extend_split')}, behind the lead {self._reps_text('extend_split_lead')}"
+                   if lead else self._reps_text('extend_split')) + f": {pts or 'none'}. An empirical term of the runtime's dense [B, Q, C] "
                 "extend attention (mechanism unknown): sim.cost_model reads what a padded request adds beyond the "
                 f"grid's dense reading. [{env}]")
 
