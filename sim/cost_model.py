@@ -475,8 +475,8 @@ class CostModel:
         ``gpu.extend_attention_bucket``), times the batch's padded requests (``e_i < Q``).
         Why this form: on an H200 the missing time grew with ``C`` (0.7 ms at 448, ~2 ms at
         2048, 512 tokens), not with the padded rows' count (112 rows missed 1.96 ms, 384 rows
-        1.8 ms at the same width), and three requests with two padded missed about twice what
-        two did. Per measured ``T``: linear in ``C`` through its widths (beyond them the
+        1.8 ms at the same width), and three requests with two padded missed more than twice what
+        two did (2-2.5 times). Per measured ``T``: linear in ``C`` through its widths (beyond them the
         nearest segment's line, rising or flat beyond the last width; one width: flat),
         at least 0; between the ``T`` rows linear, beyond them the nearest row's value
         (the term's dependence on tokens outside the timed ones is not known). A mixed

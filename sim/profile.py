@@ -383,7 +383,7 @@ class GpuProfile(BaseModel):
         lengths did not, and the missing time tracked neither the padded query rows' count
         nor their share (docs/measurements/h200-extend-layouts.md). It grew with the keys'
         width ``C`` and came about once per request whose queries are padded (three
-        requests, two of them padded: about twice a two-request split's). So the table is
+        requests, two of them padded: 2-2.5 times a two-request split's). So the table is
         kept as measured, and the cost model reads from it the time each padded request
         adds beyond the dense reading, by tokens and width
         (:meth:`sim.cost_model.CostModel.unequal_extend_s`). None (analytic, hand-written
