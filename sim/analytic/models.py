@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
-from specsched.sim.analytic.vision import vision_tower
+from specsched.sim.analytic.vision import vision_tower, vit_size_for_memory
 from specsched.sim.errors import ConfigError
 from specsched.sim.input_files import is_input_file, is_stream, read_input
 
@@ -575,12 +575,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     outer = cfg
     vision = cfg.get("vision_config") if multimodal else None
     vision_layers = vision_hidden = None
-    if vision is not None:   # SGLang's getattr fallbacks: a ViT-L/14, 24 layers of 1024
-        try:
-            vision_layers = _get(vision, file, "num_hidden_layers", default=24)
-            vision_hidden = _get(vision, file, "hidden_size", default=1024)
-        except ConfigError as e:
-            raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
+    if vision is not None:   # SGLang's getattr fallbacks (a ViT-L/14): vision.py owns them
+        vision_layers, vision_hidden = vit_size_for_memory(vision, file)
     text_key = next((k for k in TEXT_CONFIG_KEYS if isinstance(cfg.get(k), dict)), "text_config")
     text_cfg = cfg.get(text_key)
     if text_cfg is not None and not isinstance(text_cfg, dict) and "hidden_size" not in cfg:

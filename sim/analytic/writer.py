@@ -42,6 +42,7 @@ from specsched.sim.analytic.roofline import (
     prefill_runs_eager,
     weights_bytes,
 )
+from specsched.sim.analytic.vision import VIT_L_HIDDEN, VIT_L_LAYERS
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import GpuProfile, Profile
 
@@ -283,7 +284,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             f"{arch.architectures[0] if arch.architectures else arch.name} is served as multimodal (sglang 0.5.23 "
             f"configs/model_config.py multimodal_model_archs): SGLang scales its own mem_fraction_static by "
             f"{factor:g} ({vit}; arg_groups/memory_hook.py adjust_mem_fraction_for_vlm: 0.95 x clamp(1 - 0.1 x "
-            f"(layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05)), takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) "
+            f"(layers x hidden^2 / ({VIT_L_LAYERS} x {VIT_L_HIDDEN}^2) - 1), 0.8, 1.05)), takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) "
             f"from the KV budget (kv_cache_configurator.py mm_runtime_reservation_gb) and, but for the "
             f"architectures validated for it, captures no prefill graphs (cuda_graph_hook.py "
             f"disable_breakable_cudagraph_if_incompatible). The vision encoder's time is not priced")
@@ -361,10 +362,10 @@ def vlm_mem_fraction_factor(vision_layers: int | None, vision_hidden: int | None
     """What SGLang 0.5.23 multiplies a multimodal model's own mem_fraction_static by
     (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``): 0.95 x clamp(1 - 0.1 x
     (complexity - 1), 0.8, 1.05), complexity = the ViT's layers x hidden^2 over a ViT-L/14's
-    (24 x 1024^2); 1 without a vision_config."""
+    (:data:`~sim.analytic.vision.VIT_L_LAYERS` x :data:`~sim.analytic.vision.VIT_L_HIDDEN`^2, 24 x 1024^2); 1 without a vision_config."""
     if vision_layers is None or vision_hidden is None:
         return 1.0
-    ratio = vision_layers * vision_hidden**2 / (24 * 1024**2)
+    ratio = vision_layers * vision_hidden**2 / (VIT_L_LAYERS * VIT_L_HIDDEN**2)
     return round(0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))), 6)
 
 
