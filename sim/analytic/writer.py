@@ -348,7 +348,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                                                     ("vision_layers", None), ("vision_hidden", None),
                                                                     ("vision_params_sharded", 0),
                                                                     ("vision_params_replicated", 0),
-                                                                    ("vision_family", None))
+                                                                    ("vision_family", None), ("moe_layer_step", 1),
+                                                                    ("dense_intermediate_size", None),
+                                                                    ("attention_chunk_size", None),
+                                                                    ("cross_attention_layers", 0))
                                               if getattr(arch, k) == default}),
             "gpu": gpu.model_dump(exclude={"gfx_arch"} if dtype in FP4_BITS else {"fp4_tflops", "gfx_arch"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
