@@ -295,7 +295,9 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         prov["hardware.kv_cell_bytes"] = (
             f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, {kv_word} KV cache. "
             f"{arch.name} runs SGLang's hybrid SWA pool (sglang 0.5.23 configs/model_config.py is_hybrid_swa_model, "
-            f"get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)")
+            + ("get_hybrid_layer_ids: Llama 4's every fourth layer global, the others chunked local attention)"
+               if arch.attention_chunk_size else
+               "get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)"))
         prov["hardware.swa_kv_cell_bytes"] = (
             f"KV bytes per token per rank of the SWA pool: the {arch.swa_pool_layers} sliding-window layers "
             f"(model_executor/pool_configurator.py HybridSWAPoolConfigurator). sim/defaults.py sizes the full pool "
@@ -306,6 +308,12 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         prov["hardware.sliding_window"] = (
             f"the windowed layers' window, {arch.sliding_window} tokens (config.json sliding_window; "
             f"configs/model_config.py _get_sliding_window_size): server.sliding_window_size by default")
+        if arch.attention_chunk_size:
+            prov["hardware.sliding_window"] = (
+                f"the local layers' attention_chunk_size, {arch.sliding_window} tokens, which SGLang takes as the "
+                "SWA pool's window (model_runner_components/load_model_utils.py resolve_sliding_window_size): "
+                "server.sliding_window_size by default. A local layer attends only its own chunk "
+                "(layers/attention/local_attention.py; roofline.py kv_entries)")
     return {
         "name": name,
         "device": f"{tp}x {gpu.name} ({gpu.platform}), {arch.name} {dtype}, TP{tp}, analytic roofline",
