@@ -193,7 +193,8 @@ class ModelArch(BaseModel):
     MLA (DeepSeek-V2/V3/V4) when ``kv_lora_rank`` is set: the KV cache holds
     ``kv_lora_rank + qk_rope_head_dim`` elements per token per layer, shared by all heads
     and replicated on every TP rank (SGLang pool_configurator.py ``_compute_cell_size``).
-    MoE when ``num_experts`` > 0: layers from ``first_k_dense`` on route each token to
+    MoE when ``num_experts`` > 0: layers from ``first_k_dense`` on (every ``moe_layer_step``-th
+    of them; the rest have a dense MLP of ``dense_mlp_width``) route each token to
     ``experts_per_token`` of ``num_experts`` experts of ``moe_intermediate_size`` plus
     ``shared_experts`` always-on experts. ``sliding_window``: attention reads at most that
     many past tokens (on ``swa_layer_fraction`` of the layers); ``kv_compress_ratio``: beyond
