@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
-from specsched.sim.analytic.vision import vision_tower
+from specsched.sim.analytic.vision import vision_tower, vit_size_for_memory
 from specsched.sim.errors import ConfigError
 from specsched.sim.input_files import is_input_file, is_stream, read_input
 
@@ -37,9 +37,27 @@ HYBRID_SWA_ARCHS = frozenset({
 """Architectures SGLang 0.5.23 serves with a hybrid SWA KV pool whose split between
 full-attention and sliding-window layers follows ``layer_types`` (configs/model_config.py
 ``is_hybrid_swa_model`` and ``get_hybrid_layer_ids``). A config with ``is_hybrid_swa: true``
-opts in the same way. Not here: DeepSeek-V4 (its own pool, DSV4PoolConfigurator), Llama 4
-and MiMo-V2 (layer split from other keys), and Gemma 2/3, whose hybrid pool SGLang turns off
+opts in the same way. Not here: DeepSeek-V4 (its own pool, DSV4PoolConfigurator), MiMo-V2
+(layer split from other keys), Llama 4 (its split is fixed by layer index:
+:data:`LOCAL_ATTENTION_ARCHS`), and Gemma 2/3, whose hybrid pool SGLang turns off
 (arg_groups/model_overrides/gemma2_gemma3.py: ``disable_hybrid_swa_memory``)."""
+
+LOCAL_ATTENTION_ARCHS = frozenset({"Llama4ForConditionalGeneration"})
+"""Architectures SGLang 0.5.23 serves with chunked local attention and a hybrid SWA KV pool
+whose split is fixed by layer index, not by ``layer_types``: configs/model_config.py
+``is_local_attention_model`` (the FA3 backend builds local-attention metadata only for these:
+layers/attention/flashattention_backend.py ``_maybe_init_local_attn_builder``),
+``is_hybrid_swa_model`` (listed) and ``get_hybrid_layer_ids`` (layer ``i`` is a local, SWA-pool
+layer unless ``(i + 1) % 4 == 0``; every fourth layer is global, in the full pool). The SWA
+pool's window is ``attention_chunk_size`` (model_runner_components/load_model_utils.py
+``resolve_sliding_window_size``). models/llama4.py ``Llama4Attention`` uses the same rule
+(``use_rope = (layer_id + 1) % 4 != 0``: the local layers are the RoPE ones), whatever the
+config's ``no_rope_layers`` says. ``Llama4ForCausalLM`` is in neither list: one pool, every
+layer global."""
+
+LOCAL_ATTENTION_GLOBAL_EVERY = 4
+"""Every this-many-th layer of a :data:`LOCAL_ATTENTION_ARCHS` model attends globally
+(configs/model_config.py ``get_hybrid_layer_ids``: ``(i + 1) % 4 == 0``)."""
 
 DSA_ARCHS = frozenset({
     "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration",
@@ -175,7 +193,8 @@ class ModelArch(BaseModel):
     MLA (DeepSeek-V2/V3/V4) when ``kv_lora_rank`` is set: the KV cache holds
     ``kv_lora_rank + qk_rope_head_dim`` elements per token per layer, shared by all heads
     and replicated on every TP rank (SGLang pool_configurator.py ``_compute_cell_size``).
-    MoE when ``num_experts`` > 0: layers from ``first_k_dense`` on route each token to
+    MoE when ``num_experts`` > 0: layers from ``first_k_dense`` on (every ``moe_layer_step``-th
+    of them; the rest have a dense MLP of ``dense_mlp_width``) route each token to
     ``experts_per_token`` of ``num_experts`` experts of ``moe_intermediate_size`` plus
     ``shared_experts`` always-on experts. ``sliding_window``: attention reads at most that
     many past tokens (on ``swa_layer_fraction`` of the layers); ``kv_compress_ratio``: beyond
@@ -207,6 +226,24 @@ class ModelArch(BaseModel):
     shared_expert_intermediate_size: int = 0
     moe_intermediate_size: int = 0
     first_k_dense: int = 0
+    moe_layer_step: int = 1
+    """From ``first_k_dense`` on, layer ``i`` is an MoE layer when ``(i + 1) % moe_layer_step
+    == 0``, a dense one otherwise (Llama 4's ``interleave_moe_layer_step``: Scout 1, every
+    layer; Maverick 2, every second layer; SGLang 0.5.23 models/llama4.py
+    ``Llama4DecoderLayer._is_moe_layer``). 1: every layer from ``first_k_dense`` on."""
+    dense_intermediate_size: int | None = None
+    """The dense layers' MLP width where it is not ``intermediate_size`` (Llama 4's
+    ``intermediate_size_mlp``; its ``intermediate_size`` is the experts' width: models/llama4.py
+    ``Llama4DecoderLayer``). None: ``intermediate_size``."""
+    attention_chunk_size: int | None = None
+    """Chunked local attention (Llama 4): a local layer's query attends only the positions of
+    its own ``attention_chunk_size``-token chunk (layers/attention/local_attention.py), not a
+    sliding window. ``sliding_window`` holds the same value (the SWA pool's window)."""
+    cross_attention_layers: int = 0
+    """Layers that attend to the encoder's (image) tokens rather than the text (Mllama's
+    ``cross_attention_layers``). Their KV still takes a share of every pool slot (SGLang sizes
+    the cell over all ``num_layers``), but a text token's attention does not read the text
+    context on them (:func:`roofline.forward_cost`)."""
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_nope_head_dim: int = 0
@@ -257,7 +294,26 @@ class ModelArch(BaseModel):
 
     @property
     def moe_layers(self) -> int:
-        return self.num_layers - self.first_k_dense if self.is_moe else 0
+        """MoE layers: from ``first_k_dense`` on, every ``moe_layer_step``-th."""
+        if not self.is_moe:
+            return 0
+        step = max(1, self.moe_layer_step)
+        return sum(1 for i in range(self.first_k_dense, self.num_layers) if (i + 1) % step == 0)
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP (all of them for a dense model)."""
+        return self.num_layers - self.moe_layers
+
+    @property
+    def dense_mlp_width(self) -> int:
+        """A dense layer's MLP width."""
+        return self.dense_intermediate_size or self.intermediate_size
+
+    @property
+    def self_attention_layers(self) -> int:
+        """Layers whose attention reads the text context (all but the cross-attention ones)."""
+        return self.num_layers - self.cross_attention_layers
 
     @property
     def qk_head_dim(self) -> int:
@@ -557,6 +613,74 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     return cfg
 
 
+def _attention_chunk_size(cfg: dict[str, Any], file: str) -> int | None:
+    """The config's ``attention_chunk_size`` (tokens per chunk of Llama 4's local attention;
+    SGLang 0.5.23 configs/model_config.py reads it off the text config), or None.
+
+    Raises:
+        ConfigError: it is present but not a positive integer.
+    """
+    v = cfg.get("attention_chunk_size")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise ConfigError(file, "attention_chunk_size", v,
+                          "must be a positive integer (tokens per local-attention chunk), or null for none")
+    return v
+
+
+def _local_attention_layers(layers: int, chunk: int) -> tuple[int | None, float, int | None]:
+    """(window, share of windowed layers, SWA-pool layers) of a :data:`LOCAL_ATTENTION_ARCHS`
+    model of ``layers`` layers: every :data:`LOCAL_ATTENTION_GLOBAL_EVERY`-th layer global (full
+    pool), the others local with a window of ``chunk`` (SWA pool), as SGLang 0.5.23's
+    configs/model_config.py ``get_hybrid_layer_ids`` splits them and
+    model_runner_components/load_model_utils.py ``resolve_sliding_window_size`` sizes the
+    window. A model too short to have a global layer keeps one pool (the SWA pool alone)."""
+    local = sum(1 for i in range(layers) if (i + 1) % LOCAL_ATTENTION_GLOBAL_EVERY)
+    return chunk, local / layers, local if local < layers else None
+
+
+def _moe_layer_pattern(cfg: dict[str, Any], file: str) -> tuple[int, int | None]:
+    """(MoE layer step, dense layers' MLP width) from Llama 4's ``interleave_moe_layer_step``
+    and ``intermediate_size_mlp`` (SGLang 0.5.23 models/llama4.py
+    ``Llama4DecoderLayer._is_moe_layer``: layer ``i`` is MoE when ``(i + 1) % step == 0``, every
+    layer when the step is 0; a dense layer's ``LlamaMLP`` is ``intermediate_size_mlp`` wide).
+    Absent: (1, None), every layer from ``first_k_dense_replace`` on is MoE.
+
+    Raises:
+        ConfigError: either is present but not an integer of the allowed range.
+    """
+    step = cfg.get("interleave_moe_layer_step", 1)
+    if step is None:
+        step = 1
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ConfigError(file, "interleave_moe_layer_step", step,
+                          "must be a non-negative integer (every n-th layer is MoE; 0 or 1: every layer)")
+    width = cfg.get("intermediate_size_mlp")
+    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 1):
+        raise ConfigError(file, "intermediate_size_mlp", width, "must be a positive integer (the dense layers' MLP "
+                          "width), or absent")
+    return max(1, step), width
+
+
+def _cross_attention_layers(cfg: dict[str, Any], file: str) -> int:
+    """How many layers Mllama's ``cross_attention_layers`` lists (SGLang 0.5.23 models/mllama.py
+    ``MllamaTextModel``: those layer ids are ``MllamaCrossAttentionDecoderLayer``, whose
+    attention reads the encoder's tokens); 0 when absent.
+
+    Raises:
+        ConfigError: not a list of distinct layer ids in ``[0, num_hidden_layers)``.
+    """
+    ids = cfg.get("cross_attention_layers")
+    if ids is None:
+        return 0
+    layers = cfg["num_hidden_layers"]
+    if (not isinstance(ids, list) or len(set(map(repr, ids))) != len(ids)
+            or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in ids)):
+        shown = ids if not isinstance(ids, list) or len(ids) <= 12 else f"[{len(ids)} entries]"
+        raise ConfigError(file, "cross_attention_layers", shown,
+                          f"must be a list of distinct layer ids 0..{layers - 1} (num_hidden_layers is {layers})")
+    return len(ids)
+
+
 def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     """A :class:`ModelArch` from a config.json mapping (transformers key names).
 
@@ -575,12 +699,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     outer = cfg
     vision = cfg.get("vision_config") if multimodal else None
     vision_layers = vision_hidden = None
-    if vision is not None:   # SGLang's getattr fallbacks: a ViT-L/14, 24 layers of 1024
-        try:
-            vision_layers = _get(vision, file, "num_hidden_layers", default=24)
-            vision_hidden = _get(vision, file, "hidden_size", default=1024)
-        except ConfigError as e:
-            raise ConfigError(file, f"vision_config.{e.key}", e.value, e.allowed) from None
+    if vision is not None:   # SGLang's getattr fallbacks (a ViT-L/14): vision.py owns them
+        vision_layers, vision_hidden = vit_size_for_memory(vision, file)
     text_key = next((k for k in TEXT_CONFIG_KEYS if isinstance(cfg.get(k), dict)), "text_config")
     text_cfg = cfg.get(text_key)
     if text_cfg is not None and not isinstance(text_cfg, dict) and "hidden_size" not in cfg:
@@ -637,6 +757,20 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     if _get(cfg, file, "max_position_embeddings", "max_sequence_length", default=1) == 0:
         raise ConfigError(file, "max_position_embeddings", 0, "must be >= 1 (the model's context length)")
     window, swa_fraction, swa_pool_layers = _swa_layers(cfg, file, window)
+    chunk = _attention_chunk_size(cfg, file)
+    if chunk is not None and LOCAL_ATTENTION_ARCHS & set(outer_archs):
+        window, swa_fraction, swa_pool_layers = _local_attention_layers(cfg["num_hidden_layers"], chunk)
+    elif chunk is not None:
+        assumptions.append(f"attention_chunk_size {chunk} not applied: SGLang runs chunked local attention for "
+                           f"{', '.join(sorted(LOCAL_ATTENTION_ARCHS))} only (configs/model_config.py "
+                           "is_local_attention_model); every layer is priced as global attention")
+        chunk = None
+    moe_step, dense_inter = _moe_layer_pattern(cfg, file)
+    cross = _cross_attention_layers(cfg, file)
+    llama4 = str(cfg.get("model_type", "")).startswith("llama4") or any(a.startswith("Llama4") for a in served_archs)
+    if llama4 and num_experts and not shared:
+        # models/llama4.py Llama4MoE: a shared_expert LlamaMLP of intermediate_size beside the routed experts
+        shared, shared_inter = 1, cfg["intermediate_size"]
     tower = None
     if has_tower and isinstance(outer.get("vision_config"), dict):
         if outer_archs[0] in VISION_OFF_WHEN_TEXT_ONLY_ARCHS:
@@ -710,6 +844,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         shared_expert_intermediate_size=shared_inter,
         moe_intermediate_size=_get(cfg, file, "moe_intermediate_size", default=cfg["intermediate_size"]) if num_experts else 0,
         first_k_dense=_get(cfg, file, "first_k_dense_replace", default=0) if num_experts else 0,
+        moe_layer_step=moe_step,
+        dense_intermediate_size=dense_inter,
+        attention_chunk_size=chunk,
+        cross_attention_layers=cross,
         q_lora_rank=_get(cfg, file, "q_lora_rank", default=None),
         kv_lora_rank=kv_lora,
         qk_nope_head_dim=_get(cfg, file, "qk_nope_head_dim", default=0),

@@ -227,9 +227,13 @@ def attention_params(arch: ModelArch, tp: int) -> float:
 
 
 def dense_mlp_params(arch: ModelArch, tp: int) -> tuple[float, float]:
-    """(dense-layer MLP, MoE-layer shared experts + router) weights per rank for one layer."""
+    """(dense-layer MLP, MoE-layer shared experts + router) weights per rank for one layer.
+
+    A dense layer's MLP is ``arch.dense_mlp_width`` wide (Llama 4's ``intermediate_size_mlp``:
+    SGLang 0.5.23 models/llama4.py ``Llama4DecoderLayer`` builds its non-MoE layers' ``LlamaMLP``
+    from it; Llama 4's shared expert is ``intermediate_size`` wide, ``Llama4MoE.shared_expert``)."""
     h = arch.hidden_size
-    dense = 3 * h * arch.intermediate_size / tp
+    dense = 3 * h * arch.dense_mlp_width / tp
     if not arch.is_moe:
         return dense, 0.0
     shared_i = arch.shared_expert_intermediate_size or arch.shared_experts * arch.moe_intermediate_size
@@ -248,9 +252,7 @@ def weights_bytes(arch: ModelArch, par: Parallel) -> float:
     wb = weight_bytes_per_element(arch, par, routed=False)
     dense_mlp, shared = dense_mlp_params(arch, tp)
     per_layer = attention_params(arch, tp)
-    total = wb * (arch.num_layers * per_layer + arch.first_k_dense * dense_mlp + arch.moe_layers * shared)
-    if not arch.is_moe:
-        total += wb * arch.num_layers * dense_mlp
+    total = wb * (arch.num_layers * per_layer + arch.dense_layers * dense_mlp + arch.moe_layers * shared)
     total += weight_bytes_per_element(arch, par, routed=True) * arch.moe_layers * arch.num_experts * expert_params(arch, tp)
     emb = arch.vocab_size * arch.hidden_size / tp
     norms = (2 * arch.num_layers + 1) * arch.hidden_size  # RMSNorm weights, replicated
@@ -260,11 +262,22 @@ def weights_bytes(arch: ModelArch, par: Parallel) -> float:
 def kv_entries(arch: ModelArch, keys: float) -> float:
     """KV entries one layer reads for a query attending ``keys`` positions, averaged over
     layers: the sliding window caps them on windowed layers; a compressed history adds one
-    entry per ``kv_compress_ratio`` positions beyond the window."""
+    entry per ``kv_compress_ratio`` positions beyond the window.
+
+    Chunked local attention (``arch.attention_chunk_size``, Llama 4) is not a sliding window:
+    a local layer's query attends the positions from the start of its own chunk (SGLang 0.5.23
+    layers/attention/local_attention.py splits each sequence into ``attention_chunk_size``
+    blocks the kernel sees as separate sequences), ``keys mod chunk`` of them. Within the first
+    chunk that is ``keys``; past it the count saw-tooths between 0 and the chunk, and is priced
+    at its mean over a chunk, half the chunk (a smooth figure the profile's context grid can
+    interpolate; the exact count at a multiple of the chunk would be near 0)."""
     w = arch.sliding_window
     if w is None:
         return keys
-    windowed = min(keys, w) + (max(0.0, keys - w) / arch.kv_compress_ratio if arch.kv_compress_ratio else 0.0)
+    if arch.attention_chunk_size:
+        windowed = keys if keys <= w else w / 2
+    else:
+        windowed = min(keys, w) + (max(0.0, keys - w) / arch.kv_compress_ratio if arch.kv_compress_ratio else 0.0)
     f = arch.swa_layer_fraction
     return f * windowed + (1 - f) * keys
 
@@ -351,8 +364,11 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     # dense linears + activations streamed through them
     attn_p = attention_params(arch, tp)
     dense_mlp, shared = dense_mlp_params(arch, tp)
-    lin_params = L * attn_p + (arch.first_k_dense * dense_mlp + arch.moe_layers * shared if arch.is_moe else L * dense_mlp)
-    act_bytes = t * L * BF16 * (12 * h + 3 * (arch.intermediate_size if not arch.is_moe else arch.moe_intermediate_size * arch.experts_per_token) / tp)
+    lin_params = L * attn_p + arch.dense_layers * dense_mlp + arch.moe_layers * shared
+    # the MLP activations' width averaged over the layers: a dense layer's MLP, an MoE layer's routed experts
+    mlp_width = (arch.dense_layers * arch.dense_mlp_width
+                 + arch.moe_layers * arch.moe_intermediate_size * arch.experts_per_token) / L
+    act_bytes = t * L * BF16 * (12 * h + 3 * mlp_width / tp)
     linear_s = max(2 * t * lin_params / peak_mm, (wb * lin_params + act_bytes) / bw)
 
     experts_s = 0.0
@@ -369,8 +385,11 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
         per_key = 2 * (2 * arch.kv_lora_rank + arch.qk_rope_head_dim)
     else:
         per_key = 2 * (arch.qk_head_dim + arch.v_head_dim)
-    attn_flops = L * t * eff_keys * heads * per_key
-    cell = kv_cell_bytes(arch, tp)
+    # Mllama's cross-attention layers attend the encoder's tokens, none in a text-only forward
+    # (models/mllama.py MllamaTextModel.forward; their cell share is still in the pool)
+    self_layers = arch.self_attention_layers
+    attn_flops = self_layers * t * eff_keys * heads * per_key
+    cell = kv_cell_bytes(arch, tp) * self_layers / L
     ctx_bytes = requests * kv_entries(arch, kv_read) * cell
     kv_bytes = ctx_bytes + t * cell
     kv_bw = attention_kv_bandwidth(arch, gpu, eff, tp, requests) if decode else bw
@@ -508,7 +527,10 @@ def draft_arch(target: ModelArch, layers: int, vocab: int | None = None) -> Mode
     checkpoint has none), 32000 rows for the Llama-3.1-8B EAGLE-3 heads against the target's
     128256. None: the target's LM head (EAGLE-2, MTP/NEXTN: ``set_embed_and_head``).
     """
-    update = {"name": f"{target.name}-draft{layers}", "num_layers": layers, "first_k_dense": 0}
+    # every draft layer is a self-attention layer and, for an MoE target, an MoE one (Llama 4's
+    # interleaved dense layers and Mllama's cross-attention layers are the target's own)
+    update = {"name": f"{target.name}-draft{layers}", "num_layers": layers, "first_k_dense": 0,
+              "moe_layer_step": 1, "cross_attention_layers": 0}
     if vocab is not None:
         update["vocab_size"] = vocab
     return target.model_copy(update=update)

@@ -127,7 +127,15 @@ def _qwen3_vl(vc: dict[str, Any], text_hidden: int, file: str) -> VisionTower:
                        "Qwen3-VL ViT" + (f" + {deep_n} deepstack mergers" if deep_n else ""))
 
 
-_CLIP_L_336: tuple[int, int, int | None, int, int] = (1024, 24, None, 14, 336)
+VIT_L_HIDDEN, VIT_L_LAYERS = 1024, 24
+"""A ViT-L/14's width and depth: the encoder this module counts a vision_config without its own
+sizes as (:data:`_CLIP_L_336`), and what SGLang 0.5.23 reads for a vision_config without
+``num_hidden_layers`` / ``hidden_size`` when it scales a multimodal model's memory fraction, as
+well as that rule's baseline (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``:
+``getattr(vision_config, "num_hidden_layers", 24)``, ``getattr(..., "hidden_size", 1024)``, a
+24 x 1024 baseline). The one place these numbers live: models.py and writer.py read them here."""
+
+_CLIP_L_336: tuple[int, int, int | None, int, int] = (VIT_L_HIDDEN, VIT_L_LAYERS, None, 14, 336)
 """(hidden_size, num_hidden_layers, intermediate_size, patch_size, image_size) of a ViT-L/14 at
 336 (None: 4 x hidden_size): what an encoder without a config class here is counted as (and
 InternViT's)."""
@@ -243,6 +251,17 @@ def _mllama(vc: dict[str, Any], text_hidden: int, file: str) -> VisionTower:
                        "Mllama ViT (local + global encoder, tile position tables) + projector")
 
 
+def vit_size_for_memory(vc: dict[str, Any], file: str) -> tuple[int, int]:
+    """(layers, hidden size) of a vision_config as SGLang 0.5.23's memory-fraction rule reads
+    them (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``): ``num_hidden_layers`` and
+    ``hidden_size``, a ViT-L/14's (:data:`VIT_L_LAYERS`, :data:`VIT_L_HIDDEN`) where absent.
+
+    Raises:
+        ConfigError: either is present but not a positive integer.
+    """
+    return _int(vc, file, "num_hidden_layers", VIT_L_LAYERS), _int(vc, file, "hidden_size", VIT_L_HIDDEN)
+
+
 def vision_tower(cfg: dict[str, Any], arch: str, text_hidden: int, file: str) -> tuple[VisionTower, str | None]:
     """The vision tower a multimodal config's ``vision_config`` describes, as SGLang 0.5.23's
     model class for ``arch`` builds it, and an assumption line where the count is a guess
@@ -276,7 +295,7 @@ def vision_tower(cfg: dict[str, Any], arch: str, text_hidden: int, file: str) ->
         guess = None if kind in ("CLIP ViT", "SigLIP", "Pixtral ViT") else f"vision_config {kind}"
         return VisionTower(s, r + _llava_projector(cfg, h, text_hidden), f"{kind} + LLaVA projector"), guess
     s, r, h = _clip(vc, file)
-    layers = _int(vc, file, "num_hidden_layers", 24, "depth")
+    layers = _int(vc, file, "num_hidden_layers", VIT_L_LAYERS, "depth")
     return (VisionTower(s, r, "a CLIP-style ViT"),
             f"{arch}'s vision tower counted as a CLIP-style ViT of {layers} layers of {h} (its encoder is not "
             "modelled; no projector)")

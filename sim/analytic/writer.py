@@ -42,6 +42,7 @@ from specsched.sim.analytic.roofline import (
     prefill_runs_eager,
     weights_bytes,
 )
+from specsched.sim.analytic.vision import VIT_L_HIDDEN, VIT_L_LAYERS
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import GpuProfile, Profile
 
@@ -283,7 +284,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             f"{arch.architectures[0] if arch.architectures else arch.name} is served as multimodal (sglang 0.5.23 "
             f"configs/model_config.py multimodal_model_archs): SGLang scales its own mem_fraction_static by "
             f"{factor:g} ({vit}; arg_groups/memory_hook.py adjust_mem_fraction_for_vlm: 0.95 x clamp(1 - 0.1 x "
-            f"(layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05)), takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) "
+            f"(layers x hidden^2 / ({VIT_L_LAYERS} x {VIT_L_HIDDEN}^2) - 1), 0.8, 1.05)), takes SGLANG_VLM_CACHE_SIZE_MB (100 MiB) "
             f"from the KV budget (kv_cache_configurator.py mm_runtime_reservation_gb) and, but for the "
             f"architectures validated for it, captures no prefill graphs (cuda_graph_hook.py "
             f"disable_breakable_cudagraph_if_incompatible). The vision encoder's time is not priced")
@@ -294,7 +295,9 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         prov["hardware.kv_cell_bytes"] = (
             f"KV bytes per token per rank of the full pool: the {full_layers} full-attention layers, {kv_word} KV cache. "
             f"{arch.name} runs SGLang's hybrid SWA pool (sglang 0.5.23 configs/model_config.py is_hybrid_swa_model, "
-            f"get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)")
+            + ("get_hybrid_layer_ids: Llama 4's every fourth layer global, the others chunked local attention)"
+               if arch.attention_chunk_size else
+               "get_hybrid_layer_ids: layer_types' full_attention / sliding_attention layers)"))
         prov["hardware.swa_kv_cell_bytes"] = (
             f"KV bytes per token per rank of the SWA pool: the {arch.swa_pool_layers} sliding-window layers "
             f"(model_executor/pool_configurator.py HybridSWAPoolConfigurator). sim/defaults.py sizes the full pool "
@@ -305,6 +308,12 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         prov["hardware.sliding_window"] = (
             f"the windowed layers' window, {arch.sliding_window} tokens (config.json sliding_window; "
             f"configs/model_config.py _get_sliding_window_size): server.sliding_window_size by default")
+        if arch.attention_chunk_size:
+            prov["hardware.sliding_window"] = (
+                f"the local layers' attention_chunk_size, {arch.sliding_window} tokens, which SGLang takes as the "
+                "SWA pool's window (model_runner_components/load_model_utils.py resolve_sliding_window_size): "
+                "server.sliding_window_size by default. A local layer attends only its own chunk "
+                "(layers/attention/local_attention.py; roofline.py kv_entries)")
     return {
         "name": name,
         "device": f"{tp}x {gpu.name} ({gpu.platform}), {arch.name} {dtype}, TP{tp}, analytic roofline",
@@ -347,7 +356,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                                                     ("vision_layers", None), ("vision_hidden", None),
                                                                     ("vision_params_sharded", 0),
                                                                     ("vision_params_replicated", 0),
-                                                                    ("vision_family", None))
+                                                                    ("vision_family", None), ("moe_layer_step", 1),
+                                                                    ("dense_intermediate_size", None),
+                                                                    ("attention_chunk_size", None),
+                                                                    ("cross_attention_layers", 0))
                                               if getattr(arch, k) == default}),
             "gpu": gpu.model_dump(exclude={"gfx_arch"} if dtype in FP4_BITS else {"fp4_tflops", "gfx_arch"}), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
@@ -361,10 +373,10 @@ def vlm_mem_fraction_factor(vision_layers: int | None, vision_hidden: int | None
     """What SGLang 0.5.23 multiplies a multimodal model's own mem_fraction_static by
     (arg_groups/memory_hook.py ``adjust_mem_fraction_for_vlm``): 0.95 x clamp(1 - 0.1 x
     (complexity - 1), 0.8, 1.05), complexity = the ViT's layers x hidden^2 over a ViT-L/14's
-    (24 x 1024^2); 1 without a vision_config."""
+    (:data:`~sim.analytic.vision.VIT_L_LAYERS` x :data:`~sim.analytic.vision.VIT_L_HIDDEN`^2, 24 x 1024^2); 1 without a vision_config."""
     if vision_layers is None or vision_hidden is None:
         return 1.0
-    ratio = vision_layers * vision_hidden**2 / (24 * 1024**2)
+    ratio = vision_layers * vision_hidden**2 / (VIT_L_LAYERS * VIT_L_HIDDEN**2)
     return round(0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))), 6)
 
 
