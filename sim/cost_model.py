@@ -45,8 +45,9 @@ dense keys per token ``k = B Q C / T``, each grid row ``x`` read at ``k - s(x)``
 ``s(x) = x / (2 ceil(x / L))`` is half its measured layout's per-request length (``L`` =
 ``gpu.extend_layout_len``): the column where that row's own batch did ``k`` keys per token.
 Where the profile holds ``gpu.extend_split`` (extends of unequal lengths timed whole), an
-extend whose extend lengths differ adds, per request whose queries are padded (``e_i < Q``),
-the time such a request added beyond that dense reading when timed
+extend whose extend lengths differ adds, per request whose queries are padded (``e_i < Q``)
+and in proportion to its padded share ``(Q - e_i) / Q``, the time such requests added beyond
+that dense reading when timed
 (:meth:`CostModel.unequal_extend_s`): an empirical term of the runtime's dense attention.
 
 A block drafter runs one draft forward per cycle whatever the window; a chain drafter
@@ -87,6 +88,14 @@ class GpuCost:
     @property
     def total_s(self) -> float:
         return self.extend_s + self.decode_s + self.penalty_s
+
+
+def padded_share(extend_lens) -> float:
+    """Sum over an extend's requests of the share of its ``Q = max(extend_lens)`` query rows
+    that are padding, ``(Q - e_i) / Q``: 0 for equal lengths, near 0 for nearly equal ones,
+    near 1 per request much shorter than the longest (:meth:`CostModel.unequal_extend_s`)."""
+    q = max(extend_lens)
+    return sum((q - e) / q for e in extend_lens) if q > 0 else 0.0
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -196,7 +205,7 @@ class CostModel:
         if self.padded_extend:
             self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
             self._inj_shift = layout_shift(g.draft_inject.x, g.extend_layout_len) if g.draft_inject is not None else None
-        # per measured token count: (widths, seconds a padded request adds there), from gpu.extend_split
+        # per measured token count: (widths, seconds a fully padded request adds there), from gpu.extend_split
         self._split: list[tuple[float, np.ndarray, np.ndarray]] | None = None
         if self.padded_extend and g.extend_split:
             self._split = self._split_rows(g.extend_split)
@@ -439,9 +448,9 @@ class CostModel:
         return interp.row_shifted(sum(extend_lens), keys, self._inj_shift if inject else self._ext_shift)
 
     def _split_rows(self, splits: list) -> list[tuple[float, np.ndarray, np.ndarray]]:
-        """``gpu.extend_split`` as the time each padded request added beyond the dense
+        """``gpu.extend_split`` as the time a fully padded request would add beyond the dense
         reading: per token count ``T`` (ascending), the widths ``C`` (ascending) and the
-        seconds there, ``max(0, (measured - dense reading) / padded requests)`` (the mean
+        seconds there, ``max(0, (measured - dense reading) / padded_share)`` (the mean
         where one ``(T, C)`` was timed twice). Reading the grid here must not count as a
         run's query beyond its range (:meth:`range_notes`), so its notes are put back."""
         bucket = self.profile.gpu.extend_attention_bucket
@@ -449,9 +458,7 @@ class CostModel:
         pts: dict[int, dict[int, list[float]]] = {}
         for sp in splits:
             lens, pre = sp.extend_lens, sp.prefix_lens
-            q = max(lens)
-            n_pad = sum(1 for e in lens if e < q)
-            extra = max(0.0, (sp.seconds - self._dense_extend_s(lens, pre)) / n_pad)
+            extra = max(0.0, (sp.seconds - self._dense_extend_s(lens, pre)) / padded_share(lens))
             width = _round_up(max(p + e for e, p in zip(lens, pre, strict=True)), bucket)
             pts.setdefault(sum(lens), {}).setdefault(width, []).append(extra)
         self.extend.above, self.extend.below = above, below
@@ -469,24 +476,29 @@ class CostModel:
 
         An empirical term of the runtime's dense ``[B, Q, C]`` extend attention
         (runtime/runner.py ``_ragged``: the shorter requests' queries padded to ``Q``;
-        mechanism unknown, docs/measurements/h200-extend-layouts.md): what one padded
-        request added beyond the dense reading when timed, at the batch's extend tokens
-        ``T`` and its dense width ``C`` (the longest prefix + extend rounded up to
-        ``gpu.extend_attention_bucket``), times the batch's padded requests (``e_i < Q``).
-        Why this form: on an H200 the missing time grew with ``C`` (0.7 ms at 448, ~2 ms at
-        2048, 512 tokens), not with the padded rows' count (112 rows missed 1.96 ms, 384 rows
-        1.8 ms at the same width), and three requests with two padded missed more than twice what
-        two did (2-2.5 times). Per measured ``T``: linear in ``C`` through its widths (beyond them the
+        mechanism unknown, docs/measurements/h200-extend-layouts.md): what the timed splits
+        added beyond the dense reading per unit of :func:`padded_share`, at the batch's extend
+        tokens ``T`` and its dense width ``C`` (the longest prefix + extend rounded up to
+        ``gpu.extend_attention_bucket``), times the batch's :func:`padded_share` (each
+        request's ``(Q - e_i) / Q``). Why this form: on an H200 the missing time grew with
+        ``C`` (0.6-0.7 ms at 448, ~1.8 ms at 2048, 512 tokens) and came per padded request
+        (three requests with two padded missed 2.5-2.9 times what two did), while whole
+        prompts of nearly equal lengths batched together (poisson-nospec, 2-7 requests of
+        700-1000 tokens at prefix 0) missed nothing: charged once per padded request, their
+        extends were predicted 4-8 % long and median TTFT +5..+14 %; weighted by the padded
+        share, +3..+11 % (docs/measurements/h200-v40.md). The share is what makes equal
+        lengths cost nothing and nearly equal ones nearly nothing. It under-reads one probe
+        layout, 200@1800+312@0 (share 0.36, measured like a share near 1: -5 %). Per
+        measured ``T``: linear in ``C`` through its widths (beyond them the
         nearest segment's line, rising or flat beyond the last width; one width: flat),
         at least 0; between the ``T`` rows linear, beyond them the nearest row's value
         (the term's dependence on tokens outside the timed ones is not known). A mixed
-        step, read as one extend (:meth:`gpu`), counts its one-token running rows as padded
-        requests. Never negative, so an extend never costs less than its dense reading."""
+        step, read as one extend (:meth:`gpu`), counts its one-token running rows as nearly
+        fully padded requests. Never negative, so an extend never costs less than its dense reading."""
         if self._split is None or len(extend_lens) < 2:
             return 0.0
-        q = max(extend_lens)
-        n_pad = sum(1 for e in extend_lens if e < q)
-        if not n_pad:
+        share = padded_share(extend_lens)
+        if not share:
             return 0.0
         width = _round_up(max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False)),
                           self.profile.gpu.extend_attention_bucket)
@@ -502,7 +514,7 @@ class CostModel:
                 v = float(xs[i] + slope * (width - ws[i]))
             ts.append(t)
             vals.append(max(0.0, v))
-        return n_pad * float(np.interp(sum(extend_lens), ts, vals))
+        return share * float(np.interp(sum(extend_lens), ts, vals))
 
     def extend_bucket(self, tokens: int) -> int | None:
         """The token bucket an extend (or injection) of ``tokens`` replays its piecewise

@@ -381,11 +381,13 @@ class GpuProfile(BaseModel):
         dense attention, mechanism unknown: on an H200 such extends took 3-10 % (0.7-2.2 ms
         at 512 tokens) longer than the grid read at their dense keys per token, equal
         lengths did not, and the missing time tracked neither the padded query rows' count
-        nor their share (docs/measurements/h200-extend-layouts.md). It grew with the keys'
-        width ``C`` and came about once per request whose queries are padded (three
-        requests, two of them padded: 2-2.5 times a two-request split's). So the table is
-        kept as measured, and the cost model reads from it the time each padded request
-        adds beyond the dense reading, by tokens and width
+        nor their share in probes of one short and one long request
+        (docs/measurements/h200-extend-layouts.md). It grew with the keys' width ``C`` and
+        came about once per request whose queries are padded (three requests, two of them
+        padded: 2-2.5 times a two-request split's), while nearly equal lengths added nearly
+        nothing (docs/measurements/h200-v40.md). So the table is kept as measured, and the
+        cost model reads from it the time padded requests add beyond the dense reading in
+        proportion to their padded shares ``(Q - e_i) / Q``, by tokens and width
         (:meth:`sim.cost_model.CostModel.unequal_extend_s`). None (analytic, hand-written
         and older profiles): not measured, the dense reading alone, as before.
     dp_attention_sync_s: seconds a DP-attention lock-step forward adds to its slowest rank's

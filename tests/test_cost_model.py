@@ -527,7 +527,9 @@ def old_dense_reading(model: CostModel, lens, pre) -> float:
 def test_an_unequal_split_costs_what_the_profile_timed():
     """A measured split is read back at its measured time; another width between the
     measured ones at the same tokens adds the padded request's time linearly in the width;
-    a three-request extend with two padded requests adds it twice."""
+    each padded request adds it in proportion to its padded share (Q - e) / Q, so a
+    three-request extend adds the sum of its two padded requests' shares and nearly equal
+    lengths add nearly nothing (docs/measurements/h200-v40.md)."""
     model = CostModel(split_profile({(512, 0): 1e-3, (512, 1536): 2e-3}), server())
     plain = CostModel(extend_profile(**PADDED_EXTEND), server())
     for lens, pre, add in (([64, 448], [0, 0], 1e-3), ([64, 448], [1536, 0], 2e-3)):
@@ -536,7 +538,10 @@ def test_an_unequal_split_costs_what_the_profile_timed():
     want = 1e-3 + 1e-3 * (1088 - 448) / (1600 - 448)
     assert model.unequal_extend_s([64, 448], [1000, 0]) == pytest.approx(want, rel=1e-12)
     assert model.extend_s([448, 64], [0, 1000]) == pytest.approx(plain.extend_s([448, 64], [0, 1000]) + want, rel=1e-12)
-    assert model.unequal_extend_s([64, 448, 1], [1000, 0, 0]) == pytest.approx(2 * want, rel=1e-12)
+    ref = (448 - 64) / 448                                   # the timed splits' padded share
+    assert model.unequal_extend_s([64, 448, 1], [1000, 0, 0]) == pytest.approx(
+        want * (384 + 447) / 448 / ref, rel=1e-12)
+    assert model.unequal_extend_s([440, 448], [648, 0]) == pytest.approx(want * (8 / 448) / ref, rel=1e-12)  # width 1088
     # beyond the widest: the last segment's line; beyond the measured tokens: the nearest row
     assert model.unequal_extend_s([64, 448], [2560, 0]) == pytest.approx(2e-3 + 1e-3 * (2624 - 1600) / 1152, rel=1e-12)
     assert model.unequal_extend_s([128, 896], [1536, 0]) == pytest.approx(2e-3 + 1e-3 * 64 / 1152, rel=1e-12)
