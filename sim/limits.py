@@ -295,13 +295,17 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     if decode:
         bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
     if srv.swa_max_total_num_tokens:
-        # SGLang's SWA admission rule is scalar: once per distinct (prompt, clipped output)
-        left = np.flatnonzero(~bad)
+        # SGLang's SWA admission rule is scalar: once per distinct (prompt, clipped output) of
+        # the rows whose SWA peak can reach the pool (swa_peak_tokens is at most the larger of
+        # the tokens allocated and the window, plus a page)
+        eos_path = ignore_eos and srv.disable_radix_cache
+        c = srv.chunked_prefill_size
+        chunk = None if c <= 0 else c // srv.dp_size
+        extend = ins if eos_path else paged
+        allocated = extend if chunk is None else np.minimum(extend, chunk)
+        left = np.flatnonzero(~bad & (np.maximum(allocated, srv.sliding_window_size) + page >= srv.swa_max_total_num_tokens))
         if len(left):
             pairs, inverse = np.unique(np.stack([ins[left], new[left]], axis=1), axis=0, return_inverse=True)
-            eos_path = ignore_eos and srv.disable_radix_cache
-            c = srv.chunked_prefill_size
-            chunk = None if c <= 0 else c // srv.dp_size
             never = np.array([swa_never_admitted(int(i) if eos_path else ceil_page(int(i), page), int(o), chunk,
                                                  srv.sliding_window_size, page, srv.swa_max_total_num_tokens,
                                                  ignore_eos_path=eos_path) for i, o in pairs], dtype=bool)
