@@ -401,7 +401,7 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
         raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
                           f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed "
                           f"{scenario.seed if seed is None else seed}{f'; {others} more turns like it' if others else ''}) "
-                          f"resends its history as a prompt of {s.input_len} tokens with {s.output_len} output: "
+                          f"{'resends its history as' if s.turn else 'sends'} a prompt of {s.input_len} tokens with {s.output_len} output: "
                           f"{e.allowed}{_OUTPUT_CUT if e.key == 'workload.output_len' else ''}; fewer turns "
                           "(multi_turn.num_turns) or shorter prompts and outputs")
 
