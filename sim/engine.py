@@ -138,9 +138,10 @@ class SimEngine(Clients, EngineStretch):
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         if w.kind == "multi_turn":   # a turn past the model's context: SGLang rejects it (sim/limits.py)
             from specsched.sim.defaults import hardware_of
-            from specsched.sim.limits import check_turn_context
+            from specsched.sim.limits import check_turn_context, check_turn_rows
 
             check_turn_context(scenario, self.specs, hardware_of(self.profile), self.seed)
+            check_turn_rows(scenario, self.specs, self.seed)   # and past a pool: before the first event
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"

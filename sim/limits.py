@@ -38,6 +38,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
@@ -154,7 +155,7 @@ def check_size(scenario: Scenario, max_requests: int | None = None, at_once: int
     shown: object = n if key == "workload.num_requests" else f"up to {n} requests"
     w = scenario.workload
     if n is None and w.kind == "trace" and w.trace is not None:
-        # the file's rows, read as the run reads them (a large trace stays read for it; 24 B a row)
+        # the file's rows, read as the run reads them (a large trace stays read for it; 32 B a row)
         from specsched.sim.trace import load_trace
 
         n = len(load_trace(w.trace, None, scenario.path or None))
@@ -213,10 +214,18 @@ def check_fits(scenario: Scenario) -> None:
     _check_hardware(scenario, hw)
     _check_dp_divides_tp(scenario)
     if w.kind in ("trace", "multi_turn"):
-        # lengths are in the file / grow with each turn: the scheduler refuses a request
-        # that cannot fit the pool when it arrives; a trace row past the model's context is
-        # refused here (it was prefilled past the profile's grid, holding up the whole run)
+        # lengths are in the file / grow with each turn: every row and turn is checked here,
+        # against the context and the pools, before the first simulated event
         _context(scenario, hw)
+        if w.kind == "trace" and w.trace is not None:
+            check_trace_rows(scenario)
+        elif w.kind == "multi_turn":
+            from specsched.sim.prefix_workload import warnings_unsaid
+            from specsched.sim.workload import make_requests
+
+            with warnings_unsaid():   # the run says them, once
+                specs = make_requests(w, scenario.seed, scenario.path or None)
+            check_turn_rows(scenario, specs)
         return
     file = scenario.path or "<scenario>"
     i, o = _largest_request(scenario)
@@ -249,6 +258,152 @@ def check_pool(scenario: Scenario) -> None:
         return
     i, o = _largest_request(scenario)
     _check_pool(scenario.path or "<scenario>", scenario.server, "server", i, o, w.ignore_eos)
+
+
+def _servers(srv) -> list[tuple[str, object, bool]]:
+    """The servers whose pools a request must fit, as (scenario key, server arguments, whether
+    it holds the request's output): the one server, or a disaggregated deployment's prefill
+    server (its copy of a request asks for the first token only,
+    ``PrefillBootstrapQueue._process_req``) and its decode server (the whole context), as
+    :func:`check_fits` checks a generated workload."""
+    if srv.disaggregation is None:
+        return [("server", srv, True)]
+    return [("server.disaggregation.prefill.server", srv.role_server("prefill"), False),
+            ("server.disaggregation.decode.server", srv.role_server("decode"), True)]
+
+
+def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = True,
+                   decode: bool = False) -> np.ndarray:
+    """Which requests (prompt ``ins``, output ``outs``, token arrays) a server with
+    arguments ``srv`` can never run, vectorized over the rows: exactly those
+    :func:`_check_pool` refuses (and, with ``decode``, :func:`_check_decode_prealloc`), which
+    are those the scheduler refuses when they arrive or finds stuck alone:
+    :meth:`Scheduler.add_request` (page-rounded prompt + output clipped at
+    CLIP_MAX_NEW_TOKENS + a page + the in-flight verify slots reach the pool),
+    ``_refuse_never_swa_admitted`` (sglang 0.5.23 mem_cache/prefill_budget.py
+    ``SWAPrefillBudget.check_prefill`` never admits it), ``DecodeMemory._retract`` (prompt +
+    output outgrow the pool by the last token) and ``Disagg._refuse_unpreallocatable``.
+
+    Returns:
+        A bool array, True for a row that can never run.
+    """
+    page, cap = srv.page_size, srv.max_total_num_tokens
+    ahead = max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    paged = -(-ins // page) * page
+    new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
+    bad = (paged + page + ahead + new >= cap) | (ins + outs > cap)
+    if decode:
+        bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
+    if srv.swa_max_total_num_tokens:
+        # SGLang's SWA admission rule is scalar: once per distinct (prompt, clipped output) of
+        # the rows whose SWA peak can reach the pool (swa_peak_tokens is at most the larger of
+        # the tokens allocated and the window, plus a page)
+        eos_path = ignore_eos and srv.disable_radix_cache
+        c = srv.chunked_prefill_size
+        chunk = None if c <= 0 else c // srv.dp_size
+        extend = ins if eos_path else paged
+        allocated = extend if chunk is None else np.minimum(extend, chunk)
+        left = np.flatnonzero(~bad & (np.maximum(allocated, srv.sliding_window_size) + page >= srv.swa_max_total_num_tokens))
+        if len(left):
+            pairs, inverse = np.unique(np.stack([ins[left], new[left]], axis=1), axis=0, return_inverse=True)
+            never = np.array([swa_never_admitted(int(i) if eos_path else ceil_page(int(i), page), int(o), chunk,
+                                                 srv.sliding_window_size, page, srv.swa_max_total_num_tokens,
+                                                 ignore_eos_path=eos_path) for i, o in pairs], dtype=bool)
+            bad[left] |= never[inverse.reshape(-1)]
+    return bad
+
+
+def _first_refusal(srv, where: str, i: int, o: int, ignore_eos: bool, decode: bool) -> ConfigError:
+    """The refusal :func:`_check_pool` (or :func:`_check_decode_prealloc`) gives a request
+    that :func:`never_fit_rows` marks."""
+    try:
+        _check_pool("", srv, where, i, o, ignore_eos)
+        if decode:
+            _check_decode_prealloc("", srv, i, o)
+    except ConfigError as e:
+        return e
+    raise AssertionError(f"never_fit_rows marks a request of {i} + {o} tokens that {where} holds")
+
+
+_OUTPUT_CUT = ("; SGLang would cut the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
+               "which the simulator does not model")
+
+
+def check_trace_rows(scenario: Scenario) -> None:
+    """Refuse, before the first simulated event, a trace whose row (of the ``num_requests``
+    replayed) the server can never run (:func:`never_fit_rows`), naming the trace file, the
+    row's line, its column and value, the pool and how many rows are like it. One vectorized
+    pass over the length columns of the trace the run replays (:func:`sim.trace.load_trace`
+    keeps it; nothing is read twice).
+
+    SGLang 0.5.23 does not wait on such a request: a prompt of ``max_req_input_len`` tokens or
+    more (``min(context_len, pool) - 1 - 5``, tp_worker.py ``get_worker_info``) is aborted
+    with an error (managers/utils.py ``validate_input_length``, from scheduler.py
+    ``handle_generate_request``; truncated instead under ``--allow-auto-truncate``), and a
+    longer output is cut to what the empty pool holds (scheduler.py
+    ``init_req_max_new_tokens``, allocator ``max_new_tokens_for_memory``). The simulator
+    models neither an aborted nor a cut request (its results have no rejected requests), so
+    the run is refused: the user drops or shortens those rows.
+
+    Raises:
+        ConfigError: ``<trace>:<line>: <column> = <value>: request k (of n such rows): ...``.
+    """
+    from specsched.sim.trace import load_trace
+
+    w = scenario.workload
+    tr = load_trace(w.trace, w.num_requests, scenario.path or None)
+    columns, _ = w.trace.resolved()
+    path = scenario_data_path(w.trace.path, scenario.path or None)
+    for where, srv, holds_output in _servers(scenario.server):
+        outs = tr.output_len if holds_output else np.ones_like(tr.output_len)
+        decode = holds_output and srv.disaggregation_mode == "decode"
+        bad = never_fit_rows(srv, tr.input_len, outs, w.ignore_eos, decode)
+        if not bad.any():
+            continue
+        k = int(np.argmax(bad))
+        i, o = int(tr.input_len[k]), int(tr.output_len[k])
+        e = _first_refusal(srv, where, i, int(outs[k]), w.ignore_eos, decode)
+        key = columns.input_len if e.key == "workload.input_len" else columns.output_len
+        line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
+        others = int(np.count_nonzero(bad)) - 1
+        raise ConfigError(line, key, i if key == columns.input_len else o,
+                          f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {o}"
+                          f"{f'; {others} more rows like it' if others else ''}): {e.allowed}"
+                          f"{_OUTPUT_CUT if key == columns.output_len else ''}; drop or shorten those rows")
+
+
+def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) -> None:
+    """Refuse, before the first simulated event, a multi-turn workload whose turn (its prompt
+    resending the conversation so far, as SGLang receives it) the server can never run
+    (:func:`never_fit_rows`), naming the turn, its request and its lengths; as
+    :func:`check_trace_rows` says for a trace (SGLang 0.5.23 aborts the prompt or cuts the
+    output, which the simulator does not model). Checked for the scenario's seed before a
+    command runs (:func:`check_fits`) and for each run's own seed (``SimEngine``).
+
+    Raises:
+        ConfigError: naming ``workload.multi_turn``, the first such turn and the pool.
+    """
+    w = scenario.workload
+    if w.kind != "multi_turn" or not specs:
+        return
+    ins = np.fromiter((s.input_len for s in specs), dtype=np.int64, count=len(specs))
+    outs = np.fromiter((s.output_len for s in specs), dtype=np.int64, count=len(specs))
+    for where, srv, holds_output in _servers(scenario.server):
+        o_srv = outs if holds_output else np.ones_like(outs)
+        decode = holds_output and srv.disaggregation_mode == "decode"
+        bad = never_fit_rows(srv, ins, o_srv, w.ignore_eos, decode)
+        if not bad.any():
+            continue
+        k = int(np.argmax(bad))
+        s = specs[k]
+        e = _first_refusal(srv, where, s.input_len, int(o_srv[k]), w.ignore_eos, decode)
+        others = int(np.count_nonzero(bad)) - 1
+        raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
+                          f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed "
+                          f"{scenario.seed if seed is None else seed}{f'; {others} more turns like it' if others else ''}) "
+                          f"{'resends its history as' if s.turn else 'sends'} a prompt of {s.input_len} tokens with {s.output_len} output: "
+                          f"{e.allowed}{_OUTPUT_CUT if e.key == 'workload.output_len' else ''}; fewer turns "
+                          "(multi_turn.num_turns) or shorter prompts and outputs")
 
 
 def _largest_request(scenario: Scenario) -> tuple[int, int]:
@@ -522,23 +677,26 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
     ctx, source = context_length(scenario, hw)
     if ctx is None:
         return
-    import numpy as np
     from specsched.sim.trace import load_trace
 
     w = scenario.workload
     tr = load_trace(w.trace, w.num_requests, scenario.path or None)   # read once: kept for the run
     columns, _ = w.trace.resolved()
-    where = f"{scenario_data_path(w.trace.path, scenario.path or None)}"
+    path = f"{scenario_data_path(w.trace.path, scenario.path or None)}"
+
+    def where(k: int) -> str:   # the row's line, where the trace was read from a file
+        return f"{path}:{int(tr.lines[k])}" if tr.lines is not None else path
+
     long_in = np.flatnonzero(tr.input_len >= ctx)
     if len(long_in):
         k = int(long_in[0])
-        raise ConfigError(where, columns.input_len, int(tr.input_len[k]),
+        raise ConfigError(where(k), columns.input_len, int(tr.input_len[k]),
                           f"request {k + 1} (of {len(long_in)} such): must be shorter than the model's context length "
                           f"{ctx} ({source}): SGLang rejects longer prompts; drop those rows")
     long_all = np.flatnonzero(tr.input_len + tr.output_len > ctx)
     if len(long_all):
         k = int(long_all[0])
-        raise ConfigError(where, columns.output_len, int(tr.output_len[k]),
+        raise ConfigError(where(k), columns.output_len, int(tr.output_len[k]),
                           f"request {k + 1} (of {len(long_all)} such): prompt {int(tr.input_len[k])} + output "
                           f"{int(tr.output_len[k])} tokens exceed the model's context length {ctx} "
                           f"({source}): SGLang rejects the request; drop those rows")

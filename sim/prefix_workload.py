@@ -22,6 +22,8 @@ a function of (seed, request, turn), so a later turn resends exactly what was ge
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -231,10 +233,26 @@ class ConversationPlan:
 _WARNED: set[tuple[str, str]] = set()
 
 
+_UNSAID: list[bool] = [False]
+
+
+@contextmanager
+def warnings_unsaid() -> Iterator[None]:
+    """Inside, warnings about a trace are neither said nor marked said: a check before the run
+    (sim/limits.py ``check_turn_rows``) reads the conversations the run says them for."""
+    _UNSAID[0] = True
+    try:
+        yield
+    finally:
+        _UNSAID[0] = False
+
+
 def _warn_once(path: str, lines: list[str]) -> None:
     """Each warning about a trace on stderr once per process (a run reads it per seed)."""
     import sys
 
+    if _UNSAID[0]:
+        return
     for line in lines:
         if (path, line) not in _WARNED:
             _WARNED.add((path, line))

@@ -19,8 +19,8 @@ a reordered file is more often a broken export than an intent; ``sort: true`` re
 time order (a log written as requests finish, not as they arrive).
 
 The file is read once, in blocks (CSV: pandas in chunks of only the three columns; JSONL:
-line by line), and reading stops at the request limit; only three numeric arrays are kept
-(24 bytes a request), plus the block ids a prompt needs (ceil(input / block_size) of
+line by line), and reading stops at the request limit; only four numeric arrays are kept
+(32 bytes a request: arrival, lengths and the row's line), plus the block ids a prompt needs (ceil(input / block_size) of
 them, 8 bytes each) when the trace has them. Every bad row raises :class:`ConfigError` naming the file, line,
 column and value. Nothing is downloaded: the path is a local file; a compressed one
 (``trace.jsonl.gz``, ``.bz2``, ``.xz``, a ``.zip`` of one file; found by its first bytes:
@@ -71,7 +71,9 @@ became garbage, silently."""
 @dataclass(frozen=True)
 class Trace:
     """A loaded trace: ``arrival_s`` (seconds from the first request, non-decreasing),
-    ``input_len`` and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,).
+    ``input_len`` and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,);
+    ``lines``: each request's 1-based line in the file (int64 (n,); None for a Trace built
+    by hand), so that a row the server can never run is named by its line (sim/limits.py).
     With block ids (Mooncake's ``hash_ids``): ``hash_ids`` (int64 (m,), every request's ids
     concatenated, each cut to the blocks its prompt fills) and ``hash_offsets`` (int64
     (n + 1,): request i's ids are ``hash_ids[hash_offsets[i]:hash_offsets[i + 1]]``); both
@@ -83,6 +85,7 @@ class Trace:
     hash_ids: np.ndarray | None = None
     hash_offsets: np.ndarray | None = None
     block_size: int = MOONCAKE_BLOCK_SIZE
+    lines: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -132,6 +135,7 @@ class _Checker:
         self.t: list[np.ndarray] = []
         self.i: list[np.ndarray] = []
         self.o: list[np.ndarray] = []
+        self.lines: list[np.ndarray] = []
         self.last = -math.inf
         self.last_raw: object = None
         self.last_line = 0
@@ -200,6 +204,7 @@ class _Checker:
         self.t.append(t)
         self.i.append(ins.astype(np.int64))
         self.o.append(outs.astype(np.int64))
+        self.lines.append(np.asarray(lines, dtype=np.int64))
         self.n += len(t)
 
 
@@ -498,8 +503,9 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
                           f"at most {MAX_ARRIVAL_SPAN_S:g} s: is time_unit right?")
     ins = _joined(chk.i, np.int64)
     outs = _joined(chk.o, np.int64)
+    lines = _joined(chk.lines, np.int64)
     if order is not None:
-        ins, outs = ins[order], outs[order]
+        ins, outs, lines = ins[order], outs[order], lines[order]
     if cfg.layout == "custom" and cfg.time_unit is None and chk.unread_hash_ids and columns.timestamp == "timestamp":
         # Mooncake's layout (hash_ids) read as a custom one: its ms timestamps as s spread the
         # arrivals 1000 times wider, and its shared prefixes are not read, without a word
@@ -522,10 +528,10 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         offsets = np.frombuffer(chk.offsets, dtype=np.int64)[: chk.n + 1]
         if order is not None:
             ids, offsets = _reordered(ids, offsets, order)
-    for a in (t, ins, outs, ids, offsets):
+    for a in (t, ins, outs, ids, offsets, lines):
         if a is not None:
             a.setflags(write=False)   # may be shared by every run that replays this file
-    trace = Trace(t, ins, outs, ids, offsets, cfg.block_size)
+    trace = Trace(t, ins, outs, ids, offsets, cfg.block_size, lines)
     if keep:
         _LAST.clear()   # one trace kept: a sweep over traces does not pile them up
         _LAST[key] = trace

@@ -613,10 +613,10 @@ def test_a_sweep_over_trace_keys_refuses_a_bad_point_before_running(tmp_path, ca
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "s.yaml"]
 
 
-def test_a_trace_request_that_never_fits_the_pool_names_the_scenario_file(tmp_path, capsys):
-    """A trace's (or a conversation's) lengths are known only as the run reaches them: the
-    scheduler refuses a request that can never fit the pool mid-run, and the one line names
-    the scenario file as every other refusal does (it said only 'request 3: ...')."""
+def test_a_trace_request_that_never_fits_the_pool_names_the_trace_line(tmp_path, capsys):
+    """A trace row that can never fit the pool is refused before the run, the one line naming
+    the trace file and line, the column and the pool (the scheduler refused it mid-run, first
+    as 'request 3: ...', then naming only the scenario file)."""
     p = tmp_path / "tiny-pool-trace.yaml"
     p.write_text(
         "name: tiny-pool-trace\n"
@@ -626,5 +626,5 @@ def test_a_trace_request_that_never_fits_the_pool_names_the_scenario_file(tmp_pa
         "  kind: trace\n"
         "  num_requests: 10\n"
         f"  trace: {{path: {ROOT / 'scenarios' / 'trace-example-mooncake.jsonl'}, layout: mooncake}}\n")
-    _assert_refused(capsys, ["run", str(p)], tmp_path / "out", f"{p}: ", "cannot fit",
-                    "server.max_total_num_tokens")
+    _assert_refused(capsys, ["run", str(p)], tmp_path / "out", "trace-example-mooncake.jsonl:4: input_length = 1611: "
+                    "request 4 ", "server.max_total_num_tokens is 1425")

@@ -1,0 +1,140 @@
+"""A trace row or a multi-turn conversation's turn the server can never run is refused before
+the first simulated event: one line naming the trace file and line (or the turn), the column,
+the value and the pool; exit 2; nothing written. The up-front check refuses exactly the rows
+the scheduler would never schedule (sim/limits.py ``never_fit_rows``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.engine import SimEngine
+from specsched.sim.errors import ConfigError
+from specsched.sim.limits import _check_pool, never_fit_rows
+from specsched.sim.scheduler import UnschedulableRequest
+from specsched.sim.server_args import ServerArgs
+
+import specsched.cli as cli
+from specsched.cli import main
+from tests.conftest import make_scenario, tiny_profile
+
+SERVER = {"max_running_requests": 16, "max_total_num_tokens": 4096, "chunked_prefill_size": 1024,
+          "max_prefill_tokens": 2048, "cuda_graph_max_bs": 16, "speculative_algorithm": "none",
+          "admission_delay": "none"}
+
+
+@pytest.fixture
+def no_simulation(monkeypatch):
+    """``specsched run`` must refuse before it simulates anything."""
+    def refuse(*a, **k):
+        raise AssertionError("simulated a run the server can never finish")
+    monkeypatch.setattr(cli, "simulate", refuse)
+
+
+def _run(tmp_path, capsys, workload: dict) -> list[str]:
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
+                                 "server": SERVER, "workload": workload}))
+    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
+    assert not (tmp_path / "out").exists()
+    return capsys.readouterr().err.strip().splitlines()
+
+
+def test_a_trace_row_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
+    # line 4 is blank (no request): the row that cannot fit is on line 5, request 3
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,200,30\n\n"
+                                    "2024-05-01 10:00:01.0,3000,2000\n2024-05-01 10:00:01.5,3500,2000\n"
+                                    "2024-05-01 10:00:02.0,100,20\n")
+    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}})
+    assert len(err) == 1, err
+    assert "t.csv:5: GeneratedTokens = 2000: request 3 (ContextTokens 3000, GeneratedTokens 2000; 1 more rows" in err[0]
+    assert "max_total_num_tokens is 4096" in err[0] and "init_req_max_new_tokens" in err[0]
+
+
+def test_a_mooncake_prompt_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n'
+                                      '{"timestamp": 9, "input_length": 4095, "output_length": 1, "hash_ids": [2]}\n')
+    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.jsonl", "layout": "mooncake"}})
+    assert len(err) == 1 and "t.jsonl:2: input_length = 4095: request 2 " in err[0], err
+    assert "validate_input_length" in err[0]
+
+
+MULTI_TURN = {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 200},
+              "multi_turn": {"num_conversations": 2, "num_turns": 5, "system_prompt_len": 200,
+                             "first_prompt_len": {"kind": "fixed", "value": 1000},
+                             "user_len": {"kind": "fixed", "value": 500}, "think_time_s": 1.0}}
+
+
+def test_a_late_turn_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
+    # turn 5 resends 200 + 1000 + 4 x (200 + 500) = 4000 tokens; with its 200 output, past 4096
+    err = _run(tmp_path, capsys, MULTI_TURN)
+    assert len(err) == 1, err
+    assert "s.yaml: workload.multi_turn = 4000: turn 5 of a conversation (request 5, seed 1; 1 more turns" in err[0]
+    assert "max_total_num_tokens is 4096" in err[0]
+
+
+def test_a_late_turn_is_refused_for_each_runs_seed_before_its_first_event():
+    sc = make_scenario(server=SERVER, workload={**MULTI_TURN, "num_requests": None, "input_len": None})
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile(), seed=7)
+    assert e.value.key == "workload.multi_turn" and "seed 7" in e.value.allowed
+
+
+def _pool(cap: int, page: int, spec: bool, swa: float | None = None, chunk: int = 128) -> ServerArgs:
+    kw = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": chunk, "max_prefill_tokens": 256,
+          "speculative_algorithm": "dspark" if spec else "none", "speculative_num_draft_tokens": 4 if spec else 1}
+    if swa is not None:
+        kw.update(sliding_window_size=32, swa_full_tokens_ratio=swa)
+    return ServerArgs(**kw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cap=st.integers(64, 3000), page=st.sampled_from([1, 16, 64]), spec=st.booleans(),
+       swa=st.one_of(st.none(), st.floats(0.1, 1.0)), chunk=st.sampled_from([-1, 64, 512]),
+       eos=st.booleans(), radix=st.booleans(),
+       rows=st.lists(st.tuples(st.integers(1, 6000), st.integers(1, 9000)), min_size=1, max_size=6))
+def test_never_fit_rows_is_exactly_the_pool_check(cap, page, spec, swa, chunk, eos, radix, rows):
+    """Invariant: the vectorized pass marks exactly the rows the per-request check refuses."""
+    try:
+        srv = _pool(cap, page, spec, swa, chunk).model_copy(update={"disable_radix_cache": not radix})
+    except Exception:   # a pool the server arguments refuse (an SWA pool below a page, say)
+        return
+    ins, outs = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    marked = never_fit_rows(srv, ins, outs, eos)
+    for k, (i, o) in enumerate(rows):
+        try:
+            _check_pool("f", srv, "server", i, o, eos)
+            refused = False
+        except ConfigError as e:
+            refused = e.key != "server.max_total_num_tokens"   # the two-request top-up check is pool-wide
+        assert marked[k] == refused, (i, o)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cap=st.integers(200, 700), page=st.sampled_from([1, 16]), spec=st.booleans(),
+       rows=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 300)), min_size=1, max_size=3))
+def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path_factory, cap, page, spec, rows):
+    """Invariant: a random small trace's rows marked by the up-front check are the rows the
+    simulated server refuses (UnschedulableRequest); every other row runs to its last token
+    (no false refusal)."""
+    srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256}
+    if not spec:
+        srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
+    d = tmp_path_factory.mktemp("t")
+    marked = never_fit_rows(make_scenario(server=srv).server, np.array([r[0] for r in rows]),
+                            np.array([r[1] for r in rows]))
+    for k, (i, o) in enumerate(rows):
+        p = d / f"r{k}.csv"
+        p.write_text(f"timestamp,input_length,output_length\n0,{i},{o}\n")
+        sc = make_scenario(server=srv, workload={"kind": "trace", "trace": {"path": str(p)}, "num_requests": None,
+                                                 "input_len": None, "output_len": None})
+        try:
+            res = SimEngine(sc, tiny_profile()).run()
+        except UnschedulableRequest:
+            assert marked[k], (i, o)
+            continue
+        assert not marked[k], (i, o)
+        assert res.requests["output_len"].tolist() == [o]
