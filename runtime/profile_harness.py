@@ -57,7 +57,12 @@ TILE_PROBE_MAX_BS = 64
 DEFAULT_PREFILL_GRAPH_TOKENS = 16384
 """Largest extend token bucket of the profiler's piecewise prefill graphs: the server default
 (``cuda_graph_max_bs_prefill`` = ``chunked_prefill_size`` 16384, sim/config.py)."""
-GPU_DEFAULTS = {"max_bs": 64, "contexts": [1024, 4096], "extend_tokens": [256, 1024, 4096, 16384]}
+GPU_DEFAULTS = {"max_bs": 64, "contexts": [1024, 4096], "extend_tokens": [64, 256, 1024, 4096, 16384]}
+"""The profile command's defaults on a GPU. The extend grid starts at 64 tokens: below its first
+row an extend is extrapolated (sim/grid_range.py), and on an H200 (8b proxy, round 40) short
+prompts, which ShareGPT-like traffic is full of, ran 14-28 % longer than a grid starting at 256
+said (one-request extends of <= 64 tokens 8.4 ms measured against 6.0 predicted,
+docs/measurements/h200-v40.md): the forward's time flattens toward its weight reads there."""
 CPU_DEFAULTS = {"max_bs": 8, "contexts": [64, 256], "extend_tokens": [16, 64, 256]}
 
 
