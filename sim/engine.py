@@ -29,7 +29,7 @@ Speed (docs/performance.md):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -142,6 +142,9 @@ class SimEngine(Clients, EngineStretch):
 
             check_turn_context(scenario, self.specs, hardware_of(self.profile), self.seed)
             check_turn_rows(scenario, self.specs, self.seed)   # and past a pool: before the first event
+        self.output_cuts: list[tuple[int, int, int]] = []   # (request, asked, run) of each cut output
+        if w.kind == "trace":
+            self._cut_outputs()
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
@@ -151,6 +154,23 @@ class SimEngine(Clients, EngineStretch):
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)
         self.all_done = self.env.event()
+
+    def _cut_outputs(self) -> None:
+        """Cut each trace request's output as SGLang 0.5.23 cuts its ``max_new_tokens`` when
+        the request reaches the scheduler (sim/limits.py ``trace_output_cut``: scheduler.py
+        ``init_req_max_new_tokens``): a row whose prompt fits the pool but whose output does
+        not runs with the output the empty pool holds, finishing on length, as the real
+        server serves it. Kept in :attr:`output_cuts` for the summary."""
+        from specsched.sim.defaults import hardware_of
+        from specsched.sim.limits import trace_output_cut
+
+        ins = np.fromiter((s.input_len for s in self.specs), dtype=np.int64, count=len(self.specs))
+        outs = np.fromiter((s.output_len for s in self.specs), dtype=np.int64, count=len(self.specs))
+        cut = trace_output_cut(self.scenario, ins, outs, hardware_of(self.profile))
+        for k in np.flatnonzero(cut < outs).tolist():
+            s = self.specs[k]
+            self.output_cuts.append((s.index, s.output_len, int(cut[k])))
+            self.specs[k] = replace(s, output_len=int(cut[k]))
 
     def _host_conditioned(self, profile: Profile) -> Profile:
         """``profile`` at the scenario's host speed (``host.speed_factor``, ``host.reference_work_s``;
@@ -544,6 +564,9 @@ class SimEngine(Clients, EngineStretch):
             summary["profile_costs"] = "analytic"
         if self.rec.num_steps:
             summary["host_blocked_s"] = self.host_blocked_s
+        if self.output_cuts:   # outputs SGLang cuts to fit the pool (_cut_outputs)
+            summary.update(requests_output_clamped=len(self.output_cuts),
+                           output_clamp_max_tokens=max(a - b for _, a, b in self.output_cuts))
         info = {"records": self.rec.level, "num_steps": self.rec.num_steps, "num_passes": self.rec.num_passes,
                 "fast_forward_runs": self.ff_runs, "fast_forward_iterations": self.ff_iterations}
         return RunResult(requests, chunks, steps, ts, summary, self.scenario, extra=info)

@@ -218,7 +218,7 @@ def check_fits(scenario: Scenario) -> None:
         # against the context and the pools, before the first simulated event
         _context(scenario, hw)
         if w.kind == "trace" and w.trace is not None:
-            check_trace_rows(scenario)
+            check_trace_rows(scenario, hw)
         elif w.kind == "multi_turn":
             from specsched.sim.prefix_workload import warnings_unsaid
             from specsched.sim.workload import make_requests
@@ -328,8 +328,76 @@ def _first_refusal(srv, where: str, i: int, o: int, ignore_eos: bool, decode: bo
 _OUTPUT_CUT = ("; SGLang would cut the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
                "which the simulator does not model")
 
+_CUT_NOT_ENOUGH = ("; SGLang cuts the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
+                   "which still leaves no room here")
 
-def check_trace_rows(scenario: Scenario) -> None:
+
+def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -> np.ndarray:
+    """The output length SGLang 0.5.23 gives each request (prompt ``ins``, asked output
+    ``outs``, token arrays): its ``max_new_tokens`` after managers/scheduler.py
+    ``init_req_max_new_tokens``, which every request passes when it reaches the scheduler.
+    It is cut, with no error and no warning, to
+
+    * ``max_req_len - input_len - 1``, where ``max_req_len = min(context_len - 1, pool - 1)``
+      (managers/tp_worker.py, the worker's info), and
+    * what the empty pool holds: ``pool - page_ceil(input_len) - page_size - 1``
+      (mem_cache/allocator/base.py ``BaseTokenToKVPoolAllocator.max_new_tokens_for_memory``,
+      with the scheduler's token capacity ``max_total_num_tokens``),
+
+    and never below 0. The request then ends at that length with finish reason ``length``
+    (managers/schedule_batch.py ``Req.check_finished``: ``FINISH_LENGTH``), ignore_eos or
+    not; bench_serving counts the tokens it got. Only the prompt is refused (tokenizer_manager.py
+    ``_validate_one_request``, managers/utils.py ``validate_input_length``), and a prompt +
+    output past the context length already at the tokenizer (:func:`_check_trace_context`).
+
+    A hybrid sliding-window pool cuts by a search over its own admission rule
+    (mem_cache/allocator/unified_hybrid_swa.py ``max_new_tokens_for_memory``), not modelled:
+    the output is returned as given there, and :func:`never_fit_rows` refuses what does not fit.
+
+    Args:
+        srv: the server arguments (``ServerArgs``).
+        ins: prompts (tokens).
+        outs: asked outputs (tokens).
+        ctx: the context length the server runs with (None: not known, the pool alone).
+
+    Returns:
+        The outputs SGLang runs (int64 array, ``<= outs``).
+    """
+    ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
+    if srv.swa_max_total_num_tokens:
+        return outs
+    page, cap = srv.page_size, srv.max_total_num_tokens
+    max_req_len = cap - 1 if ctx is None else min(ctx - 1, cap - 1)
+    paged = -(-ins // page) * page
+    new = np.minimum(outs, np.minimum(max_req_len - ins - 1, cap - paged - page - 1))
+    return np.maximum(new, 0)
+
+
+def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> np.ndarray:
+    """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`),
+    for one server (no disaggregation: a decode server preallocates by its own rule, not
+    modelled; the outputs are returned as given).
+
+    The simulated scheduler admits a request only with the decode (or verify) slots of the two
+    steps the overlap loop keeps in flight free beside it (:meth:`Scheduler.add_request`,
+    ``ahead``: 2 without speculative decoding), which SGLang's cut leaves no room for (it keeps
+    ``page_size + 1`` slots): where they bind, the output is cut by them too, the largest
+    output :func:`never_fit_rows` passes (2 tokens shorter than SGLang's without speculative
+    decoding). A cut that leaves no output token is not applied (the row is refused by
+    :func:`never_fit_rows` as before)."""
+    outs = np.asarray(outs, dtype=np.int64)
+    srv = scenario.server
+    if srv.disaggregation is not None:
+        return outs
+    cut = output_cut(srv, ins, outs, context_length(scenario, hw)[0])
+    ahead = max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    page = srv.page_size
+    hold = srv.max_total_num_tokens - (-(-np.asarray(ins, dtype=np.int64) // page) * page) - page - ahead - 1
+    cut = np.where((cut > hold) & (hold < CLIP_MAX_NEW_TOKENS), hold, cut)
+    return np.where(cut >= 1, cut, outs)
+
+
+def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     """Refuse, before the first simulated event, a trace whose row (of the ``num_requests``
     replayed) the server can never run (:func:`never_fit_rows`), naming the trace file, the
     row's line, its column and value, the pool and how many rows are like it. One vectorized
@@ -342,8 +410,10 @@ def check_trace_rows(scenario: Scenario) -> None:
     ``handle_generate_request``; truncated instead under ``--allow-auto-truncate``), and a
     longer output is cut to what the empty pool holds (scheduler.py
     ``init_req_max_new_tokens``, allocator ``max_new_tokens_for_memory``). The simulator
-    models neither an aborted nor a cut request (its results have no rejected requests), so
-    the run is refused: the user drops or shortens those rows.
+    does not model an aborted request (its results have no rejected requests), so such a
+    run is refused: the user drops or shortens those rows. A cut output is modelled
+    (:func:`trace_output_cut`, as the run cuts it): a row is refused only if it does not fit
+    even cut.
 
     Raises:
         ConfigError: ``<trace>:<line>: <column> = <value>: request k (of n such rows): ...``.
@@ -354,8 +424,9 @@ def check_trace_rows(scenario: Scenario) -> None:
     tr = load_trace(w.trace, w.num_requests, scenario.path or None)
     columns, _ = w.trace.resolved()
     path = scenario_data_path(w.trace.path, scenario.path or None)
+    cut = trace_output_cut(scenario, tr.input_len, tr.output_len, hw)
     for where, srv, holds_output in _servers(scenario.server):
-        outs = tr.output_len if holds_output else np.ones_like(tr.output_len)
+        outs = cut if holds_output else np.ones_like(tr.output_len)
         decode = holds_output and srv.disaggregation_mode == "decode"
         bad = never_fit_rows(srv, tr.input_len, outs, w.ignore_eos, decode)
         if not bad.any():
@@ -363,13 +434,14 @@ def check_trace_rows(scenario: Scenario) -> None:
         k = int(np.argmax(bad))
         i, o = int(tr.input_len[k]), int(tr.output_len[k])
         e = _first_refusal(srv, where, i, int(outs[k]), w.ignore_eos, decode)
+        note = _CUT_NOT_ENOUGH if scenario.server.disaggregation is None else _OUTPUT_CUT
         key = columns.input_len if e.key == "workload.input_len" else columns.output_len
         line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
         others = int(np.count_nonzero(bad)) - 1
         raise ConfigError(line, key, i if key == columns.input_len else o,
                           f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {o}"
                           f"{f'; {others} more rows like it' if others else ''}): {e.allowed}"
-                          f"{_OUTPUT_CUT if key == columns.output_len else ''}; drop or shorten those rows")
+                          f"{note if key == columns.output_len else ''}; drop or shorten those rows")
 
 
 def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) -> None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
-from specsched.sim.limits import _check_pool, never_fit_rows
+from specsched.sim.limits import _check_pool, never_fit_rows, trace_output_cut
 from specsched.sim.scheduler import UnschedulableRequest
 from specsched.sim.server_args import ServerArgs
 
@@ -43,15 +43,16 @@ def _run(tmp_path, capsys, workload: dict) -> list[str]:
 
 
 def test_a_trace_row_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
-    # line 4 is blank (no request): the row that cannot fit is on line 5, request 3
+    # line 4 is blank (no request): the row that cannot fit is on line 5, request 3 (a long
+    # output alone is cut to fit, as SGLang cuts it: tests/test_output_cut.py)
     (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                                    "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,200,30\n\n"
-                                    "2024-05-01 10:00:01.0,3000,2000\n2024-05-01 10:00:01.5,3500,2000\n"
+                                    "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,3000,2000\n\n"
+                                    "2024-05-01 10:00:01.0,4095,2000\n2024-05-01 10:00:01.5,4094,2000\n"
                                     "2024-05-01 10:00:02.0,100,20\n")
     err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}})
     assert len(err) == 1, err
-    assert "t.csv:5: GeneratedTokens = 2000: request 3 (ContextTokens 3000, GeneratedTokens 2000; 1 more rows" in err[0]
-    assert "max_total_num_tokens is 4096" in err[0] and "init_req_max_new_tokens" in err[0]
+    assert "t.csv:5: ContextTokens = 4095: request 3 (ContextTokens 4095, GeneratedTokens 2000; 1 more rows" in err[0]
+    assert "max_total_num_tokens is 4096" in err[0] and "validate_input_length" in err[0]
 
 
 def test_a_mooncake_prompt_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
@@ -117,15 +118,18 @@ def test_never_fit_rows_is_exactly_the_pool_check(cap, page, spec, swa, chunk, e
 @given(cap=st.integers(200, 700), page=st.sampled_from([1, 16]), spec=st.booleans(),
        rows=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 300)), min_size=1, max_size=3))
 def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path_factory, cap, page, spec, rows):
-    """Invariant: a random small trace's rows marked by the up-front check are the rows the
-    simulated server refuses (UnschedulableRequest); every other row runs to its last token
-    (no false refusal)."""
+    """Invariant: a random small trace's rows marked by the up-front check (on the outputs cut
+    as SGLang cuts them, ``trace_output_cut``) are the rows the simulated server refuses
+    (UnschedulableRequest); every other row runs to the last token of its cut output (no
+    false refusal)."""
     srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256}
     if not spec:
         srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
     d = tmp_path_factory.mktemp("t")
-    marked = never_fit_rows(make_scenario(server=srv).server, np.array([r[0] for r in rows]),
-                            np.array([r[1] for r in rows]))
+    sc0 = make_scenario(server=srv)
+    ins, outs = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    cut = trace_output_cut(sc0, ins, outs, None)
+    marked = never_fit_rows(sc0.server, ins, cut)
     for k, (i, o) in enumerate(rows):
         p = d / f"r{k}.csv"
         p.write_text(f"timestamp,input_length,output_length\n0,{i},{o}\n")
@@ -137,4 +141,4 @@ def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path
             assert marked[k], (i, o)
             continue
         assert not marked[k], (i, o)
-        assert res.requests["output_len"].tolist() == [o]
+        assert res.requests["output_len"].tolist() == [int(cut[k])]

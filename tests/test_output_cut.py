@@ -1,0 +1,123 @@
+"""A trace row whose prompt fits the KV pool but whose output does not runs with its output
+cut as SGLang 0.5.23 cuts ``max_new_tokens`` (managers/scheduler.py
+``init_req_max_new_tokens``: ``min(max_req_len - input - 1, pool - page_ceil(input) - page - 1)``),
+instead of a refusal; only a prompt SGLang aborts is refused. The run counts the cut requests
+(summary ``requests_output_clamped``, ``output_clamp_max_tokens``) and says so in one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.engine import SimEngine
+from specsched.sim.limits import never_fit_rows
+from specsched.sim.server_args import ServerArgs
+
+import specsched.cli as cli  # noqa: F401
+from specsched.cli import main
+from tests.conftest import make_scenario, tiny_profile
+
+SERVER = {"max_running_requests": 16, "max_total_num_tokens": 4096, "chunked_prefill_size": 1024,
+          "max_prefill_tokens": 2048, "cuda_graph_max_bs": 16, "speculative_algorithm": "none",
+          "admission_delay": "none"}
+ROWS = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,3000,2000\n"
+
+
+def _scenario(tmp_path, rows: str, **server) -> str:
+    (tmp_path / "t.csv").write_text(rows)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
+                                 "server": {**SERVER, **server},
+                                 "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
+    return str(y)
+
+
+def test_a_trace_row_with_too_long_an_output_runs_with_sglangs_cut(tmp_path, capsys):
+    # pool 4096, page 1: SGLang cuts to 4096 - 3000 - 1 - 1 = 1094 output tokens (max_req_len
+    # 4095 - 3000 - 1 = 1094 too); the simulated scheduler keeps the 2 decode slots in flight
+    # beside it (Scheduler.add_request): 1092
+    from specsched.sim.limits import output_cut
+
+    assert output_cut(ServerArgs(**SERVER), np.array([3000]), np.array([2000])).tolist() == [1094]
+    y = _scenario(tmp_path, ROWS)
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q", "--format", "csv"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    warn = [e for e in err if "output cut" in e]
+    assert len(warn) == 1 and "1 request(s)" in warn[0] and "largest cut: 908 tokens" in warn[0], err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["requests_output_clamped"] == 1 and summary["output_clamp_max_tokens"] == 908
+    req = pd.read_csv(tmp_path / "out" / "requests.csv").sort_values("rid")
+    assert req["output_len"].tolist() == [20, 1092]
+
+
+def test_bench_serving_output_lens_are_the_cut_outputs(tmp_path):
+    from specsched.sim.bench_serving import bench_record
+
+    (tmp_path / "t.csv").write_text(ROWS)
+    sc = make_scenario(server=SERVER, workload={"kind": "trace", "trace": {"path": str(tmp_path / "t.csv"),
+                       "layout": "azure"}, "num_requests": None, "input_len": None, "output_len": None})
+    res = SimEngine(sc, tiny_profile()).run()
+    rec = bench_record(res, details=True)
+    assert sorted(rec["output_lens"]) == [20, 1092]
+    assert rec["total_output_tokens"] == 1112
+
+
+def test_a_prompt_sglang_aborts_is_still_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("simulated a run the server aborts")
+    monkeypatch.setattr(cli, "simulate", refuse)
+    # the long output (line 3) is cut; the prompt of 4095 tokens (line 4) is aborted by SGLang
+    y = _scenario(tmp_path, ROWS + "2024-05-01 10:00:01.0,4095,1\n")
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.csv:4: ContextTokens = 4095: request 3 " in err[0], err
+    assert "validate_input_length" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_row_the_context_length_rejects_is_still_refused(tmp_path, capsys):
+    y = _scenario(tmp_path, ROWS, context_length=3500)
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "context length 3500" in err[0], err
+
+
+@settings(max_examples=300, deadline=None)
+@given(cap=st.integers(64, 20000), page=st.sampled_from([1, 16, 64]), spec=st.booleans(),
+       ctx=st.one_of(st.none(), st.integers(64, 40000)),
+       rows=st.lists(st.tuples(st.integers(1, 20000), st.integers(1, 30000)), min_size=1, max_size=6))
+def test_after_the_cut_every_request_fits_and_a_fitting_one_is_unchanged(cap, page, spec, ctx, rows):
+    """Invariant: every request whose prompt the server takes fits the pool after the cut (the
+    scheduler's own check, ``never_fit_rows``); a request that fitted before keeps SGLang's
+    cut (the simulator cuts nothing of its own), which leaves a request within SGLang's bounds
+    (``paged + page + output < pool``, ``input + output < max_req_len``) unchanged; an output is
+    never lengthened."""
+    from specsched.sim.limits import output_cut, trace_output_cut
+
+    srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256,
+           "context_length": ctx}
+    if not spec:
+        srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
+    try:
+        sc = make_scenario(server=srv)
+    except Exception:   # server arguments the scenario refuses
+        return
+    s = sc.server
+    ins, outs = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    sg = output_cut(s, ins, outs, ctx)
+    run = trace_output_cut(sc, ins, outs, None)
+    assert (run <= outs).all() and (sg <= outs).all() and (sg >= 0).all()
+    paged = -(-ins // page) * page
+    max_req_len = cap - 1 if ctx is None else min(ctx - 1, cap - 1)
+    ahead = max(2 * s.spec_window, s.spec_kv_reserve if s.rules.spec_kv_reservation == "topup" else 0)
+    taken = (paged + page + ahead + 1 < cap) & (ins + 1 < max_req_len)
+    assert not never_fit_rows(s, ins[taken], run[taken]).any()
+    fitted = ~never_fit_rows(s, ins, outs) & (sg >= 1)   # a cut to no token is not applied
+    assert (run[fitted] == sg[fitted]).all()
+    within = (paged + page + outs < cap) & (ins + outs < max_req_len)
+    assert (sg[within] == outs[within]).all()
+    assert (sg[~within] < outs[~within]).all()
