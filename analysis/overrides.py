@@ -10,7 +10,6 @@ allowed.
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -24,6 +23,7 @@ from specsched.sim.config import (
     deep_merge,
     elsewhere_line,
     load_scenario,
+    nearest_key,
     nested_home,
     pin_acceptance_window,
     validation_error,
@@ -172,7 +172,7 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
                     return
                 if (elsewhere := elsewhere_line(parts)) is not None:
                     raise ConfigError(file, dotted, shown, elsewhere)
-                near = difflib.get_close_matches(part, list(fields), n=1)
+                near = nearest_key(part, fields)
                 home = nested_home(parts[:i], part) if not near and i == len(parts) - 1 else None
                 pasted = launch_arg_hint(part, near[0] if near else None) if model is ServerArgs else None
                 hint = pasted or (f"; did you mean {'.'.join([*parts[:i], near[0]])!r}?" if near

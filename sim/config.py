@@ -413,11 +413,22 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
         return ConfigError(file, key, value, elsewhere)
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1], root)
-        near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) or [nested_home(loc[:-1], str(loc[-1]), root)]
+        near = nearest_key(str(loc[-1]), allowed) or [nested_home(loc[:-1], str(loc[-1]), root)]
         pasted = launch_arg_hint(str(loc[-1]), near[0]) if len(loc) >= 2 and str(loc[-2]) == "server" else None
         hint = pasted or (f"; did you mean {near[0]!r}?" if near[0] else "")
         msg = "unknown key" + hint + allowed_keys_text(loc[:-1], allowed, root)
     return ConfigError(file, key, value, msg)
+
+
+def nearest_key(key: str, allowed) -> list[str]:
+    """The allowed key an unknown ``key`` most likely meant, as a list of at most one: the
+    one ``key`` is a short form of (``rate`` for ``request_rate``: ends with ``_key`` or
+    starts with ``key_``, where exactly one does), else the nearest spelling
+    (``difflib.get_close_matches``). A short form is a likelier intent than the nearest
+    spelling (``rate`` is spelled nearer ``trace``)."""
+    allowed = list(allowed)
+    hits = [a for a in allowed if a.endswith("_" + key) or a.startswith(key + "_")]
+    return hits if len(hits) == 1 else difflib.get_close_matches(key, allowed, n=1)
 
 
 LONG_ALLOWED = 160

@@ -224,6 +224,7 @@ def test_directory_and_missing_file(tmp_path, capsys):
 @pytest.mark.parametrize(("item", "needle"), [
     ("server.max_runing_requests=3", "did you mean 'server.max_running_requests'"),
     ("workload.num_request=3", "did you mean 'workload.num_requests'"),
+    ("workload.rate=4", "did you mean 'workload.request_rate'"),   # a short form, not the nearest spelling ('trace')
     ("server.max_running_requests=0x10", "server.max_running_requests"),
     ("server.enable_mixed_chunk=yes", "server.enable_mixed_chunk"),
     ("workload.request_rate=1e-300", "workload"),
@@ -628,3 +629,11 @@ def test_a_trace_request_that_never_fits_the_pool_names_the_trace_line(tmp_path,
         f"  trace: {{path: {ROOT / 'scenarios' / 'trace-example-mooncake.jsonl'}, layout: mooncake}}\n")
     _assert_refused(capsys, ["run", str(p)], tmp_path / "out", "trace-example-mooncake.jsonl:4: input_length = 1611: "
                     "request 4 ", "server.max_total_num_tokens is 1425")
+
+
+def test_a_short_form_of_a_key_is_suggested_before_the_nearest_spelling(tmp_path, capsys):
+    """``rate:`` under workload means ``request_rate`` (a short form), not ``trace`` (the
+    nearest spelling): the scenario file's message suggests the short form's key."""
+    path = small_scenario(tmp_path, **{"num_requests: 10": "num_requests: 10\n  rate: 4"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "workload.rate")
+    assert "did you mean 'request_rate'" in err and "'trace'" not in err, err
