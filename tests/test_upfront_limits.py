@@ -142,3 +142,19 @@ def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path
             continue
         assert not marked[k], (i, o)
         assert res.requests["output_len"].tolist() == [int(cut[k])]
+
+
+def test_the_bundled_8b_profile_refuses_a_row_past_the_models_context_length(tmp_path, capsys, no_simulation):
+    """profiles/h200-llama8b-roofline.yaml states Llama-3.1-8B's context length (131072,
+    hardware.context_len), so a trace row past it is refused up front as SGLang refuses it
+    (tokenizer_manager.py ``_validate_one_request``), before the pool is even asked; it ran
+    before, extrapolating the cost grid."""
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,200000,20\n")
+    big = {**SERVER, "max_total_num_tokens": 800000}
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
+                                 "server": big, "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
+    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.csv:3" in err[0] and "context length 131072" in err[0], err
