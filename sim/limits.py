@@ -722,6 +722,27 @@ def _narrower_dtype(scenario: Scenario) -> str:
     return " or fp8 weights (--dtype fp8)" if isinstance(analytic, dict) and analytic.get("dtype") == "bf16" else ""
 
 
+INPUT_MARGIN = 6
+"""Tokens below the context length at which SGLang 0.5.23's scheduler aborts a prompt: it
+sets ``max_req_len = min(context_len - 1, kv_capacity - 1)`` and ``max_req_input_len =
+max_req_len - 5`` (managers/tp_worker.py), and aborts an input of ``max_req_input_len``
+tokens or more (managers/utils.py ``validate_input_length``, called from scheduler.py
+``handle_generate_request``; truncated instead with ``--allow-auto-truncate``): a prompt of
+``context_len - 6`` tokens or more, though the tokenizer let it through."""
+
+
+def longest_prompt(ctx: int) -> int:
+    """The longest prompt (tokens) a server of context length ``ctx`` serves: ``ctx - 7``
+    (:data:`INPUT_MARGIN`; the tokenizer's own bound, ``< ctx``, is looser)."""
+    return ctx - INPUT_MARGIN - 1
+
+
+def _prompt_limit_text(ctx: int, source: str) -> str:
+    return (f"must be at most {longest_prompt(ctx)} tokens, the model's context length {ctx} ({source}) less "
+            f"{INPUT_MARGIN}: SGLang aborts longer prompts (managers/tp_worker.py max_req_input_len = "
+            "min(context_len - 1, pool - 1) - 5; managers/utils.py validate_input_length)")
+
+
 def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> None:
     """Refuse a request longer than the context length the server runs with
     (:func:`context_length`): SGLang rejects the prompt (managers/tokenizer_manager.py
@@ -730,10 +751,8 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
     if ctx is None:
         return
     file = scenario.path or "<scenario>"
-    if i >= ctx:
-        raise ConfigError(file, "workload.input_len", i,
-                          f"must be shorter than the model's context length {ctx} ({source}): "
-                          "SGLang rejects longer prompts")
+    if i > longest_prompt(ctx):
+        raise ConfigError(file, "workload.input_len", i, _prompt_limit_text(ctx, source))
     if i + o > ctx:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
@@ -759,12 +778,12 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
     def where(k: int) -> str:   # the row's line, where the trace was read from a file
         return f"{path}:{int(tr.lines[k])}" if tr.lines is not None else path
 
-    long_in = np.flatnonzero(tr.input_len >= ctx)
+    long_in = np.flatnonzero(tr.input_len > longest_prompt(ctx))
     if len(long_in):
         k = int(long_in[0])
         raise ConfigError(where(k), columns.input_len, int(tr.input_len[k]),
-                          f"request {k + 1} (of {len(long_in)} such): must be shorter than the model's context length "
-                          f"{ctx} ({source}): SGLang rejects longer prompts; drop those rows")
+                          f"request {k + 1} (of {len(long_in)} such): {_prompt_limit_text(ctx, source)}; "
+                          "drop those rows")
     long_all = np.flatnonzero(tr.input_len + tr.output_len > ctx)
     if len(long_all):
         k = int(long_all[0])
@@ -796,13 +815,13 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
     if ctx is None or scenario.workload.kind != "multi_turn":
         return
     for s in specs:
-        if s.input_len >= ctx or s.input_len + s.output_len > ctx:
-            what = ("a prompt of" if s.input_len >= ctx
+        if s.input_len > longest_prompt(ctx) or s.input_len + s.output_len > ctx:
+            what = ("a prompt of" if s.input_len > longest_prompt(ctx)
                     else f"{s.output_len} output tokens after a prompt of")
             raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
                               f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
                               f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "
-                              f"({source}): SGLang rejects the turn; fewer turns "
+                              f"({source}; a prompt at most {longest_prompt(ctx)}): SGLang rejects the turn; fewer turns "
                               "(multi_turn.num_turns) or shorter prompts and outputs")
 
 

@@ -158,3 +158,27 @@ def test_the_bundled_8b_profile_refuses_a_row_past_the_models_context_length(tmp
     assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "t.csv:3" in err[0] and "context length 131072" in err[0], err
+
+
+@pytest.mark.parametrize(("prompt", "refused"), [(131065, False), (131066, True), (131071, True)])
+def test_a_prompt_within_six_tokens_of_the_context_length_is_refused_as_sglang_aborts_it(
+        tmp_path, capsys, prompt, refused):
+    """SGLang 0.5.23 aborts a prompt of max_req_input_len = min(context_len - 1, pool - 1) - 5
+    tokens or more (managers/tp_worker.py, managers/utils.py validate_input_length), though
+    the tokenizer's own check (< context_len) passes it: with context 131072, 131065 tokens are
+    served and 131066 are not (before, everything under 131072 ran)."""
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    f"2024-05-01 10:00:00.0,100,2\n2024-05-01 10:00:00.5,{prompt},1\n")
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
+                                 "server": {**SERVER, "max_total_num_tokens": 800000, "chunked_prefill_size": 8192,
+                                            "max_prefill_tokens": 16384},
+                                 "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
+    if refused:
+        assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "must be at most 131065 tokens" in err[0] and "validate_input_length" in err[0], err
+    else:
+        from specsched.sim.config import load_scenario
+        from specsched.sim.limits import check_fits
+        check_fits(load_scenario(str(y)))   # nothing refused up front
