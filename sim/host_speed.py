@@ -183,29 +183,37 @@ def term_factors(profile: Profile, factor: float = 1.0, reference_s: float | Non
 
 def _launch_factors(profile: Profile, factor: float, launch_reference_s: float) -> dict[str, float]:
     """The launch path's terms conditioned on the run's launch reference work."""
-    if not (launch_reference_s > 0.0 and launch_reference_s < float("inf")):
-        raise ValueError(f"host launch reference work seconds must be finite and > 0, got {launch_reference_s!r}")
-    whole = profile.host.launch_reference_work_s
-    if not whole:
-        raise ValueError("the profile records no launch-path speed (no host.launch_reference_work_s of its own: "
-                         "profiles made before the launch reference work), so a run's launch reference work cannot "
-                         "condition it; use host.launch_speed_factor")
-    by_term = profile.host.launch_reference_work_by_term or {}
-    return {t: factor * (launch_reference_s / by_term.get(t, whole)) for t in LAUNCH_PATH_TERMS}
+    return _referenced(LAUNCH_PATH_TERMS, factor, launch_reference_s, profile.host.launch_reference_work_s,
+                       profile.host.launch_reference_work_by_term, "host launch reference work seconds",
+                       "the profile records no launch-path speed (no host.launch_reference_work_s of its own: "
+                       "profiles made before the launch reference work), so a run's launch reference work cannot "
+                       "condition it; use host.launch_speed_factor")
 
 
 def _python_factors(profile: Profile, factor: float, reference_s: float | None) -> dict[str, float]:
     """:func:`term_factors` before the launch path's own factor."""
     if reference_s is None:
         return dict.fromkeys(SCALED_TERMS, factor)
-    if not (reference_s > 0.0 and reference_s < float("inf")):
-        raise ValueError(f"host reference work seconds must be finite and > 0, got {reference_s!r}")
-    whole = profile.host.reference_work_s
+    return _referenced(SCALED_TERMS, factor, reference_s, profile.host.reference_work_s,
+                       profile.host.reference_work_by_term, "host reference work seconds",
+                       "the profile records no host speed (no host.reference_work_s of its own), so a run's "
+                       "reference work cannot condition it; use host.speed_factor")
+
+
+def _referenced(terms, factor: float, run_s: float, whole: float | None, by_term: dict[str, float] | None,
+                what: str, missing: str) -> dict[str, float]:
+    """Each of ``terms`` at ``factor * run_s / ref(term)``, ``ref`` from ``by_term`` else
+    ``whole`` (a profile's reference work and its per-term map, Python or launch path).
+
+    Raises:
+        ValueError: ``run_s`` not finite and > 0 (named ``what``), or the profile has no
+            ``whole`` (``missing``)."""
+    if not (run_s > 0.0 and run_s < float("inf")):
+        raise ValueError(f"{what} must be finite and > 0, got {run_s!r}")
     if not whole:
-        raise ValueError("the profile records no host speed (no host.reference_work_s of its own), so a run's "
-                         "reference work cannot condition it; use host.speed_factor")
-    by_term = profile.host.reference_work_by_term or {}
-    return {t: factor * (reference_s / by_term.get(t, whole)) for t in SCALED_TERMS}
+        raise ValueError(missing)
+    by_term = by_term or {}
+    return {t: factor * (run_s / by_term.get(t, whole)) for t in terms}
 
 
 def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None = None,
