@@ -288,7 +288,7 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
         A bool array, True for a row that can never run.
     """
     page, cap = srv.page_size, srv.max_total_num_tokens
-    ahead = max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    ahead = inflight_slots(srv)
     paged = -(-ins // page) * page
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
     bad = (paged + page + ahead + new >= cap) | (ins + outs > cap)
@@ -390,7 +390,7 @@ def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: 
     if srv.disaggregation is not None:
         return outs
     cut = output_cut(srv, ins, outs, context_length(scenario, hw)[0])
-    ahead = max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    ahead = inflight_slots(srv)
     page = srv.page_size
     hold = srv.max_total_num_tokens - (-(-np.asarray(ins, dtype=np.int64) // page) * page) - page - ahead - 1
     cut = np.where((cut > hold) & (hold < CLIP_MAX_NEW_TOKENS), hold, cut)
@@ -579,12 +579,20 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool
                       f"{window}) + a page of {page}) has no page left; enlarge the SWA pool")
 
 
+def inflight_slots(srv) -> int:
+    """KV slots beside a request's page-rounded prompt, output and page that the scheduler
+    asks free before it admits the request (:meth:`Scheduler.add_request`): the verify (or
+    decode) slots of the two steps the overlap loop keeps in flight, ``2 x spec_window``, or a
+    top-up reservation's ``spec_kv_reserve`` where it is larger."""
+    return max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+
+
 def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
     """Refuse a prompt of ``i`` and an output of ``o`` tokens that the pool of a server with
     arguments ``srv`` (named ``where`` in the scenario) can never hold."""
-    page, cap, window = srv.page_size, srv.max_total_num_tokens, srv.spec_window
+    page, cap = srv.page_size, srv.max_total_num_tokens
     pool = f"{where}.max_total_num_tokens"
-    ahead = max(2 * window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    ahead = inflight_slots(srv)
     fixed = page + ahead  # a page of headroom plus the in-flight verify slots (Scheduler.add_request)
     prompt = ceil_page(i, page) + fixed
     if prompt >= cap:
