@@ -129,9 +129,14 @@ def dense_keys_per_token(extend_lens: tuple[int, ...] | list[int], prefix_lens: 
     tokens = sum(extend_lens)
     if tokens <= 0:
         return 0.0
-    width = max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False))
-    width = _round_up(width, bucket)
-    return len(extend_lens) * max(extend_lens) * width / tokens
+    return len(extend_lens) * max(extend_lens) * dense_width(extend_lens, prefix_lens, bucket) / tokens
+
+
+def dense_width(extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                bucket: int = 1) -> int:
+    """``C`` of a dense padded extend: the longest ``p_i + e_i`` rounded up to ``bucket``,
+    the width every request's keys are gathered to (runtime/runner.py ``_ragged``)."""
+    return _round_up(max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False)), bucket)
 
 
 def layout_shift(xs: list[float], layout_len: int) -> np.ndarray:
@@ -459,7 +464,7 @@ class CostModel:
         for sp in splits:
             lens, pre = sp.extend_lens, sp.prefix_lens
             extra = max(0.0, (sp.seconds - self._dense_extend_s(lens, pre)) / padded_share(lens))
-            width = _round_up(max(p + e for e, p in zip(lens, pre, strict=True)), bucket)
+            width = dense_width(lens, pre, bucket)
             pts.setdefault(sum(lens), {}).setdefault(width, []).append(extra)
         self.extend.above, self.extend.below = above, below
         rows = []
@@ -500,8 +505,7 @@ class CostModel:
         share = padded_share(extend_lens)
         if not share:
             return 0.0
-        width = _round_up(max(p + e for e, p in zip(extend_lens, prefix_lens, strict=False)),
-                          self.profile.gpu.extend_attention_bucket)
+        width = dense_width(extend_lens, prefix_lens, self.profile.gpu.extend_attention_bucket)
         ts, vals = [], []
         for t, ws, xs in self._split:
             if len(ws) == 1:
