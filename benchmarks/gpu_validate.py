@@ -62,6 +62,7 @@ import numpy as np
 from specsched.runtime.cli_commands import (
     TARGET_METRICS,
     VALIDATE_METRICS,
+    at_run_host_speed,
     itl_rung_note,
     validation_table,
 )
@@ -70,7 +71,7 @@ from specsched.runtime.host_probe import describe_launches, machine_counters
 from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
 from specsched.runtime.profile_harness import DEFAULT_EXTEND_LEAD_S
 from specsched.sim.atomic import atomic_write, atomic_write_text
-from specsched.sim.config import arm_names, load_scenario, with_value
+from specsched.sim.config import arm_names, load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.grid_range import warning_lines
 from specsched.sim.profile import load_profile
@@ -692,13 +693,9 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
         return hit if hit is not None else run_scenario(job.scenario, seed=seed, profile=profile, warn=False)
 
     def condition(job: Job, seed: int, factor: float, launch_s: float | None = None):
-        # the run's reference work: each host term at it over its own (sim/host_speed.py; a
-        # profile that does not say at which speed each term was measured: the one factor,
-        # INV-T4); the launch path's terms at the run's launch reference work where both have
-        # one (a factor would multiply on top of the launch reference's ratio)
-        sc = job.scenario if launch_s is None else with_value(job.scenario, "host.launch_reference_work_s", launch_s)
-        ref_s = factor * profile.host.reference_work_s
-        return run_scenario(with_value(sc, "host.reference_work_s", ref_s), seed=seed, profile=profile, warn=False)
+        # the run's reference work (and launch reference work): runtime/cli_commands.py at_run_host_speed
+        sc = at_run_host_speed(job.scenario, profile, factor * profile.host.reference_work_s, launch_s)
+        return run_scenario(sc, seed=seed, profile=profile, warn=False)
 
     grid_x = {m: float(g.x[-1]) for m, g in (("decode", profile.gpu.decode), ("verify", profile.gpu.verify))
               if g is not None}

@@ -188,6 +188,20 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def at_run_host_speed(sc, profile, reference_s: float, launch_s: float | None = None):
+    """Scenario ``sc`` conditioned on a measured run's host speed: each host term at the run's
+    reference-work seconds ``reference_s`` over its own (scenario ``host.reference_work_s``,
+    sim/host_speed.py; a profile without ``host.reference_work_by_term`` by the one factor
+    run / profile, INV-T4), and the launch path's terms at the run's launch reference work
+    ``launch_s`` where the run and ``profile`` both have one (``host.launch_reference_work_s``:
+    a factor would multiply on top of that reading's ratio)."""
+    from specsched.sim.config import with_value
+
+    if launch_s and profile.host.launch_reference_work_s:
+        sc = with_value(sc, "host.launch_reference_work_s", launch_s)
+    return with_value(sc, "host.reference_work_s", reference_s)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Measure a scenario and simulate it with a device profile; print predicted vs measured."""
     if getattr(args, "measured", None):   # a real server's run instead of a measurement here: no torch
@@ -205,7 +219,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
                           "profile --device cpu --preset tiny --out p.yaml), or --measured FILE[:LINE]")
     require("torch", "`specsched validate` measuring here (the runtime; --measured FILE needs no torch)")
     from specsched.runtime.engine import RuntimeEngine
-    from specsched.sim.config import with_value
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
     from specsched.sim.results import check_results_target, write_results
@@ -253,12 +266,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # each host term at the run's reference over its own (sim/host_speed.py; one factor
         # for a profile that does not say at which speed each term was measured)
         per_term = bool(profile.host.reference_work_by_term)
-        # and the launch path's terms at the run's launch reference work over the profile's,
-        # where both have one (runtime/host_reference.py LaunchReferenceWork)
         launch_s, lref = hs.get("launch_reference_work_s"), profile.host.launch_reference_work_s
-        csc = with_value(sc, "host.launch_reference_work_s", launch_s) if launch_s and lref else sc
-        # (a profile without the per-term map is scaled by the one factor run / profile: INV-T4)
-        cond = run_scenario(with_value(csc, "host.reference_work_s", hs["reference_work_s"]),
+        cond = run_scenario(at_run_host_speed(sc, profile, hs["reference_work_s"], launch_s),
                             seed=measured.summary["seed"], profile=profile, warn=False)
         notes += cond.extra["range_notes"]
         how = "per host term" if per_term else "one factor"
