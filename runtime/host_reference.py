@@ -265,21 +265,23 @@ def speed_summary(seconds: list[float] | np.ndarray, reference_s: float | None =
     a = a[np.isfinite(a)]
     if a.size == 0:
         return {}
-    fast = fast_level(a)
-    out = {"samples": float(a.size), "reference_work_s": float(np.median(a)),
-           "reference_work_p10_s": float(np.percentile(a, 10)), "reference_work_p90_s": float(np.percentile(a, 90)),
-           "slow_share": float(np.mean(a > SLOW_RATIO * fast))}
+    out = {"samples": float(a.size), **_spread(a, "reference_work"),
+           "slow_share": float(np.mean(a > SLOW_RATIO * fast_level(a)))}
     if reference_s:
         out["speed_factor"] = out["reference_work_s"] / reference_s
     la = np.asarray(launch_seconds if launch_seconds is not None else [], dtype=float)
     la = la[np.isfinite(la)]
     if la.size:
-        out.update(launch_reference_work_s=float(np.median(la)),
-                   launch_reference_work_p10_s=float(np.percentile(la, 10)),
-                   launch_reference_work_p90_s=float(np.percentile(la, 90)))
+        out.update(_spread(la, "launch_reference_work"))
         if launch_reference_s:
             out["launch_path_factor"] = out["launch_reference_work_s"] / launch_reference_s
     return out
+
+
+def _spread(a: np.ndarray, name: str) -> dict[str, float]:
+    """``{name}_s`` (median), ``{name}_p10_s`` and ``{name}_p90_s`` of samples ``a``."""
+    return {f"{name}_s": float(np.median(a)), f"{name}_p10_s": float(np.percentile(a, 10)),
+            f"{name}_p90_s": float(np.percentile(a, 90))}
 
 
 def launch_call_reference(profile, mode: str = "verify") -> tuple[np.ndarray, np.ndarray] | None:
