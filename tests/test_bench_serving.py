@@ -300,6 +300,28 @@ def test_peaks_are_bench_serving_0523s(seed, n_req):
     assert _peaks(requests, chunks.iloc[:0]) == {"max_concurrent_requests": int(running.max())}
 
 
+def test_peaks_of_runs_far_apart_are_the_larger_of_each_alone():
+    """Two requests a billion seconds apart (a trace spanning decades): the peaks are counted
+    over the occupied seconds only (no array of one slot a second), and equal the larger of
+    each request's own peaks."""
+    import pandas as pd
+    from specsched.sim.bench_serving import _peaks
+
+    def one(rid, start, sizes):
+        times = start + 0.2 + np.cumsum([0.0] + [0.05] * (len(sizes) - 1))
+        req = (rid, start, times[0], times[-1], sum(sizes))
+        return req, [(rid, float(x), k) for x, k in zip(times, sizes, strict=True)]
+
+    a, ra = one(0, 0.0, [1] + [3] * 40)
+    b, rb = one(1, 1e9, [1] + [2] * 60)
+    cols_r, cols_c = ["rid", "start_s", "first_token_s", "finish_s", "output_len"], ["rid", "time_s", "n_tokens"]
+    alone = [_peaks(pd.DataFrame([r], columns=cols_r), pd.DataFrame(c, columns=cols_c)) for r, c in ((a, ra), (b, rb))]
+    both = _peaks(pd.DataFrame([a, b], columns=cols_r), pd.DataFrame(ra + rb, columns=cols_c))
+    assert both == {"max_output_tokens_per_s": max(x["max_output_tokens_per_s"] for x in alone),
+                    "max_concurrent_requests": 1}
+    assert alone[0]["max_output_tokens_per_s"] != alone[1]["max_output_tokens_per_s"]
+
+
 def test_a_cut_json_line_keeps_the_position(tmp_path):
     p = tmp_path / "cut.jsonl"
     p.write_text(json.dumps(SGLANG_03) + "\n" + '{"completed": 3, "model_id": "x\n')
