@@ -460,7 +460,8 @@ def add_parsers(sub: Any) -> None:
                    help="args: from the run's dataset arguments (default); details: histograms of its input_lens/output_lens")
     f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
                    help="rate: arrivals drawn at the line's rate (default; a vLLM line at rate inf whose own arrivals "
-                        "spread over the run, a --dataset-name timed_trace run, replays them); details: the run's "
+                        "spread over the run, a --dataset-name timed_trace run, and a trace replay's line with send times "
+                        "replay them); details: the run's "
                         "own arrivals and lengths as a trace (vllm bench serve --save-detailed lines: start_times "
                         "less queue_times)")
     add_agentic_options(f)

@@ -13,7 +13,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   inf shaped nothing and is ignored, said in the notes); a ``vllm bench serve`` line
   (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
-  be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
+  be rebuilt from SGLang's line (write a ``trace`` workload for the trace file instead; a line
+  that holds its send times, ``start_times``, as specsched's own trace runs write, replays them), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run), nor SGLang's
   ``mooncake`` replays (sent at the trace's timestamps whatever ``request_rate`` says:
   :data:`MOONCAKE_DATASET`) and multi-turn replays other than ``agentic-trace``
@@ -524,6 +525,10 @@ says how it sent (SGLang's ``"trace"`` rate; a multi-turn run's turns follow the
 def _sent_over_time(run: BenchRun) -> str:
     """The note saying why a line's own send times replace its "all at once" rate, or ""."""
     d = run.details
+    if run.args.get("request_rate") == "trace" and d is not None and d.start_s is not None:
+        # a trace replay written with its send times (specsched's own run or measure of a trace
+        # workload): the only rate it had is the one they hold (SGLang's trace lines have none)
+        return "arrivals: the line is a trace replay (request_rate 'trace') with its send times: they are replayed"
     rate, dur = run.args.get("request_rate"), run.summary.get("duration")
     if (d is None or d.start_s is None or not isinstance(rate, float) or not math.isinf(rate) or not dur
             or "dataset_name" in run.args):   # a line naming its dataset says how it sent (a multi-turn run's
