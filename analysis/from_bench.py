@@ -315,24 +315,40 @@ def _mean_lengths(run: BenchRun) -> tuple[int, int] | None:
     return max(1, round(tin / n)), max(1, round(tout / n))
 
 
+def replay_refusal(run: BenchRun) -> ConfigError | None:
+    """Why ``run`` cannot be rebuilt at its rate from its line (the line names a replay whose
+    trace or conversations bench_serving does not write into it), or None: SGLang's
+    ``request_rate: "trace"`` (``--use-trace-timestamps``), a ``mooncake`` replay
+    (:data:`MOONCAKE_DATASET`) and a multi-turn replay other than ``agentic-trace``
+    (:func:`sim.bench_serving.multi_turn_replay`). A line with its send times replays them
+    instead (:func:`_trace_workload`)."""
+    a = run.args
+    if a.get("request_rate") == "trace":
+        return ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result "
+                           "line (it holds neither the trace nor its send times); write a 'trace' workload for the "
+                           "trace file and compare with validate --measured FILE:LINE --scenario S")
+    if a.get("dataset_name") == MOONCAKE_DATASET:
+        return ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
+                           "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
+                           "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
+                           "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
+                           "workload (layout mooncake) for the trace file and compare with validate --measured "
+                           "FILE:LINE --scenario S")
+    if multi_turn_replay(run) and a.get("dataset_name") != AGENTIC_DATASET:
+        return ConfigError(run.source, "total_input_tokens", 0,
+                           f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
+                           "turns of conversations, each sent after the reply before; SGLang writes 0 input tokens for "
+                           "it and not the turn count, e.g. --gsp-num-turns): write a 'multi_turn' workload and compare "
+                           "with validate --measured FILE:LINE --scenario S")
+    return None
+
+
 def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], list[str]]:
     a = run.args
     rate = a.get("request_rate")
-    if rate == "trace":
-        raise ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result line; write a 'trace' workload for the trace file")
-    if a.get("dataset_name") == MOONCAKE_DATASET:
-        raise ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
-                          "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
-                          "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
-                          "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
-                          "workload (layout mooncake) for the trace file and compare with validate --measured "
-                          "FILE:LINE --scenario S")
-    if multi_turn_replay(run):
-        raise ConfigError(run.source, "total_input_tokens", 0,
-                          f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
-                          "turns of conversations, each sent after the reply before; SGLang writes 0 input tokens for "
-                          "it and not the turn count, e.g. --gsp-num-turns): write a 'multi_turn' workload and compare "
-                          "with validate --measured FILE:LINE --scenario S")
+    refusal = replay_refusal(run)
+    if refusal is not None:
+        raise refusal
     if run.extra.get("ramp_up_strategy") is not None:   # vllm bench serve --ramp-up-strategy
         raise ConfigError(run.source, "ramp_up_strategy", run.extra["ramp_up_strategy"],
                           "the request rate ramped during the run; a scenario has one rate (not modelled)")
