@@ -396,8 +396,12 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         write_results(r, out / f"predicted-seed{seed0 + i}")
     _drop_stale_predictions(out, {f"predicted-seed{seed0 + i}" for i in range(len(runs))})
     built_note = ""
+    scenario_files: list[Path] = []
     if built is not None:   # the scenario built from the line, to rerun or edit (before --arm/--set)
-        built_note = f"; scenario: {write_scenario(dict(built[0]), built[1], out / 'from-bench.yaml')[0]}"
+        scenario_files = write_scenario(dict(built[0]), built[1], out / "from-bench.yaml")
+        built_note = f"; scenario: {scenario_files[0]}"
+    plotted = bool(args.plot) and not mrun.requests.empty
+    _drop_stale_outputs(out, set(scenario_files), plotted)
     print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*{built_note}")
     if args.plot:
         if mrun.requests.empty:
@@ -426,6 +430,31 @@ def _drop_stale_predictions(out: Path, written: set[str]) -> None:
     for d in out.glob("predicted-seed*"):
         if d.name not in written and re.fullmatch(r"predicted-seed\d+", d.name) and (d / "summary.json").is_file():
             shutil.rmtree(d)
+
+
+STALE_SCENARIO_FILES = ("from-bench.yaml", "from-bench-input-lengths.csv", "from-bench-output-lengths.csv",
+                        "from-bench-trace.csv", "from-bench-profile.yaml")
+"""What :func:`analysis.from_bench.write_scenario` may write for validate's built scenario."""
+PLOT_NAMES = ("ttft", "tpot_itl")
+"""The figures ``validate --plot`` writes into ``OUT/plots/``."""
+
+
+def _drop_stale_outputs(out: Path, scenario_files: set[Path], plotted: bool) -> None:
+    """Remove the built scenario's files (:data:`STALE_SCENARIO_FILES`) and the ``plots/``
+    figures (:data:`PLOT_NAMES`) that an earlier validate into ``out`` wrote and this one does
+    not: a run against ``--scenario S`` (no scenario built) or without ``--plot`` left the
+    earlier run's from-bench.yaml and figures beside this run's table, read as this
+    comparison's scenario and prediction. Only those names are removed."""
+    for name in STALE_SCENARIO_FILES:
+        p = out / name
+        if p.is_file() and p not in scenario_files:
+            p.unlink()
+    if not plotted and (out / "plots").is_dir():
+        for p in (out / "plots").iterdir():
+            if p.is_file() and p.stem in PLOT_NAMES:
+                p.unlink()
+        if not any((out / "plots").iterdir()):
+            (out / "plots").rmdir()
 
 
 def validate_measured(args: argparse.Namespace) -> int:
