@@ -323,7 +323,7 @@ def replay_refusal(run: BenchRun) -> ConfigError | None:
     (:func:`sim.bench_serving.multi_turn_replay`). A line with its send times replays them
     instead (:func:`_trace_workload`)."""
     a = run.args
-    if a.get("request_rate") == "trace":
+    if a.get("request_rate") == "trace" and (run.details is None or run.details.start_s is None):
         return ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result "
                            "line (it holds neither the trace nor its send times); write a 'trace' workload for the "
                            "trace file and compare with validate --measured FILE:LINE --scenario S")

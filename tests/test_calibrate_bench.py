@@ -934,5 +934,10 @@ def test_a_sweep_file_leaves_out_the_replays_no_line_can_rebuild(tmp_path, capsy
     assert main(["calibrate", "--from", f"{f}:2", "--profile", "h200-1b", "--out", str(tmp_path / "p.yaml")]) == 2
     assert "request_rate = 'trace'" in capsys.readouterr().err
     assert not (tmp_path / "p.yaml").exists()
+    sent = {**trace, "input_lens": [100, 120], "output_lens": [5, 6], "ttfts": [0.02, 0.03], "errors": ["", ""],
+            "itls": [[0.01] * 4, [0.01] * 5], "generated_texts": ["", ""], "start_times": [0.0, 0.5], "completed": 2}
+    f.write_text("\n".join(json.dumps(x) for x in (good, sent)) + "\n")   # with its send times: replayed, even at
+    for arrivals in ("auto", "rate"):                                        # --arrivals rate (from-bench replays it)
+        assert [r.source for r in fit_runs([str(f)], arrivals)] == [f"{f}:1", f"{f}:2"]
     f.write_text(json.dumps(trace) + "\n")   # nothing the fit can use in the file: refused as before
     assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", str(tmp_path / "p.yaml")]) == 2
