@@ -349,8 +349,11 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         for note in built[0]["assumptions"]:
             print(f"assumed: {note}")
     if chunk_itl:
+        why = ("SGLang's sglang backend before 0.4.3.post3, whose lines have no accept_length: later ones split a "
+               "chunk of n tokens into n gaps" if measured.chunk_itl_client
+               else "SGLang's sglang backend splits a chunk of n tokens into n gaps")
         print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
-              "the predicted ITL is per chunk too (SGLang's sglang backend splits a chunk of n tokens into n gaps)")
+              f"the predicted ITL is per chunk too ({why})")
     skipped = uncompared_percentiles(measured)
     if skipped:   # vLLM --metric-percentiles 99.9: the table would leave them out without a word
         print(f"note: not compared: {', '.join(skipped)} (the prediction gives the mean, median, std, p90, p95 and p99)")

@@ -242,6 +242,12 @@ class BenchRun:
         summary: metrics found (:data:`METRIC_KEYS`, bench_serving units), numbers only.
         extra: every other key, as read (``server_info``, ``tag``, unknown keys).
         details: per-request lists when the line has them, else None.
+        chunk_itl_client: an SGLang ``sglang``/``sglang-native`` line written before the
+            client split chunks into per-token gaps (0.1.24-0.4.3.post2: no ``accept_length``
+            and no ``p95_itl_ms`` key, which 0.4.3.post3 added with the split;
+            ``async_request_sglang_generate`` appends ``timestamp - most_recent_timestamp``
+            once per chunk in the 0.4.3 and 0.4.3.post2 wheels, ``output.itl.extend([adjust_itl]
+            * num_new_tokens)`` in 0.4.3.post3 and 0.4.4): its ITL is one gap per chunk.
     """
 
     source: str
@@ -249,6 +255,7 @@ class BenchRun:
     summary: dict[str, float]
     extra: dict[str, Any] = field(default_factory=dict)
     details: BenchDetails | None = None
+    chunk_itl_client: bool = False
 
     @property
     def num_prompts(self) -> int | None:
@@ -610,12 +617,17 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         for k in INPUT_TOTAL_KEYS:
             summary.pop(k, None)
         summary.update(_input_totals_of(details, summary))
+    chunk_itl_client = False
+    if args.get("backend") in SPLIT_ITL_BACKENDS and not {"accept_length", "p95_itl_ms"} & set(obj):
+        # SGLang 0.1.24-0.4.3.post2: the sglang backend's client recorded one gap per chunk (the
+        # split came in 0.4.3.post3 with these two keys)
+        chunk_itl_client = True
     if summary.get("total_output_tokens_retokenized") == 0 and summary.get("total_output_tokens", 0) > 0:
         # SGLang 0.5.23's Rust client (--rust-client, sglang-bench) with --disable-retokenize or
         # --vocab-size: "the retokenized totals are then reported as 0" (its --help); not a count
         extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
         del summary["total_output_tokens_retokenized"]
-    return BenchRun(where, args, summary, extra, details)
+    return BenchRun(where, args, summary, extra, details, chunk_itl_client)
 
 
 INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput")
@@ -1058,7 +1070,8 @@ def _table(run: Any, name: str) -> Any:
 SPLIT_ITL_BACKENDS = frozenset({"sglang", "sglang-native"})
 """SGLang bench_serving backends whose client splits a streamed chunk of n tokens into n ITL
 gaps of dt / n (``async_request_sglang_generate``: ``output.itl.extend([adjust_itl] *
-num_new_tokens)``, benchmark/serving.py, sglang/bench_serving.py from 0.4.4); what specsched's
+num_new_tokens)``, benchmark/serving.py, sglang/bench_serving.py from 0.4.3.post3; earlier
+lines: ``BenchRun.chunk_itl_client``); what specsched's
 ITL figures are (:func:`sim.metrics.itl_values`)."""
 
 
@@ -1095,7 +1108,8 @@ def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
     result file (``benchmark_serving.py`` and ``vllm bench serve``; found by :func:`vllm_client`:
     the ``date`` key that only vLLM writes, or a ``BenchmarkMetrics`` dump's percentile lists; vllm/benchmarks/lib/endpoint_request_func.py appends
-    ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), and an SGLang line whose
+    ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), an SGLang ``sglang`` line from
+    before the split (``BenchRun.chunk_itl_client``), and an SGLang line whose
     backend is not in :data:`SPLIT_ITL_BACKENDS` (``sglang-oai``, ``vllm``, ``lmdeploy``,
     ``trt``, ...: ``output.itl.append`` per chunk in SGLang 0.5.23 benchmark/serving.py; not
     specsched's own ``specsched-*`` lines, split as SGLang's; nor a 0.5.5+ ``sglang-oai`` line of a
@@ -1117,7 +1131,7 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     a speculating server, whose statistics are split over retokenized tokens
     (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
     (0.5.23 benchmark/serving.py ``result_details``)."""
-    if vllm_client(run):
+    if vllm_client(run) or run.chunk_itl_client:
         return True
     backend = run.args.get("backend")
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split

@@ -156,3 +156,27 @@ def test_a_split_summary_keeps_its_per_chunk_details_per_chunk():
     assert to_run_data(run).summary["itl_per_chunk"] is True   # the details: per chunk
     obj["backend"] = "sglang"   # the native client splits its details too
     assert to_run_data(parse_run(obj, "f.jsonl:1")).summary["itl_per_chunk"] is False
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("sglang-0.2.11.jsonl", True), ("sglang-0.3.6.jsonl", True), ("sglang-0.4.0.jsonl", True),
+    ("sglang-0.4.3.jsonl", True), ("sglang-0.4.6-eagle.jsonl", False), ("sglang-0.5.23.jsonl", False),
+])
+def test_sglang_backend_lines_before_0_4_4_record_one_gap_per_chunk(name, expected):
+    """SGLang's ``sglang`` backend splits a chunk of n tokens into n gaps only from 0.4.3.post3
+    (``async_request_sglang_generate``: ``output.itl.extend([adjust_itl] * num_new_tokens)``),
+    the release that also first writes ``accept_length`` and ``p95_itl_ms``; 0.1.24-0.4.3.post2
+    append one gap per chunk (``output.itl.append(timestamp - most_recent_timestamp)``; checked
+    in the 0.4.3, 0.4.3.post2, 0.4.3.post3 and 0.4.4 wheels). Such a line was compared with a
+    split prediction: with speculative decoding or a ``stream_interval`` above 1 (chunks of
+    several tokens) its measured ITL read several times the model's."""
+    assert itl_per_chunk(read_bench_one(f"{BENCH / name}:1")) is expected
+
+
+def test_validate_of_a_pre_split_sglang_line_says_why_its_itl_is_per_chunk(tmp_path, capsys, monkeypatch):
+    """The note named "SGLang's sglang backend splits a chunk" for a line of that very backend."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "--measured", f"{BENCH / 'sglang-0.4.3.jsonl'}:1", "--profile", "h200-1b",
+                 "--seeds", "1", "--out", "v"]) == 0
+    out = capsys.readouterr().out
+    assert "records one ITL per streamed chunk" in out and "before 0.4.3.post3" in out, out
