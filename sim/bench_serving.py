@@ -14,7 +14,7 @@ layout in tests/data/bench/):
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
 - 0.4.0, 0.4.1: the 0.3 subset + ``max_concurrency``. 0.4.2, 0.4.3: the arguments,
   request/input/output throughput, mean, median, std and p99 of ``ttft``/``tpot``/``itl``/
-  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.4-0.5.3: + ``p95_itl_ms``, ``accept_length``
+  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.3.post3-0.5.3: + ``p95_itl_ms``, ``accept_length``
   (null without speculative decoding). ``--output-details`` (the per-request lists in the
   file) from 0.4.6.post5 (0.4.6-0.4.6.post4 add them to the returned dict only, after
   writing). 0.5.3: ``request_rate`` ``"trace"`` with ``--use-trace-timestamps``. 0.5.4: +
