@@ -332,10 +332,15 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.sim.grid_range import write_warnings
 
     write_warnings(n for r in runs for n in r.extra["range_notes"])   # once for every seed
-    from specsched.sim.bench_serving import client_record, itl_per_chunk, uncompared_percentiles
+    from specsched.sim.bench_serving import (
+        client_record,
+        details_itl_per_chunk,
+        itl_per_chunk,
+        uncompared_percentiles,
+    )
 
-    chunk_itl = itl_per_chunk(measured)
-    pred = mean_summary([client_record(r, chunk_itl) | {"profile": r.summary.get("profile")} for r in runs])
+    chunk_itl, chunk_tokens = itl_per_chunk(measured), details_itl_per_chunk(measured)
+    pred = mean_summary([client_record(r, chunk_itl, chunk_tokens) | {"profile": r.summary.get("profile")} for r in runs])
     costs = "; analytic costs, not measured" if runs[0].summary.get("profile_costs") == "analytic" else ""
     rows = comparison_rows(pred, measured.summary)
     if not rows:

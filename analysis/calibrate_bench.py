@@ -312,12 +312,14 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
 def predict_seed(case: FitCase, profile: Any, k: int) -> dict[str, Any]:
     """The bench_serving metrics of ``case``'s scenario under ``profile`` at seed
     ``case.scenario.seed + k``; the ITL one gap per streamed chunk when the run's client
-    records it so (:func:`sim.bench_serving.itl_per_chunk`)."""
-    from specsched.sim.bench_serving import client_record, itl_per_chunk
+    records it so (:func:`sim.bench_serving.itl_per_chunk`), and the peak output tokens per
+    second one token per chunk when its raw ITLs are per chunk
+    (:func:`sim.bench_serving.details_itl_per_chunk`)."""
+    from specsched.sim.bench_serving import client_record, details_itl_per_chunk, itl_per_chunk
     from specsched.sim.engine import run_scenario
 
     return client_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile),
-                         itl_per_chunk(case.run))
+                         itl_per_chunk(case.run), details_itl_per_chunk(case.run))
 
 
 def predict_seeds(case: FitCase, profile: Any, seeds: int) -> list[dict[str, Any]]:

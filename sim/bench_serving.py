@@ -1138,14 +1138,28 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 
 
-def client_record(run: Any, per_chunk_itl: bool) -> dict[str, Any]:
+def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None = None) -> dict[str, Any]:
     """A predicted run's bench_serving metrics (:func:`bench_record` without details) as the
     measured line's client records them: with ``per_chunk_itl`` (:func:`itl_per_chunk` of the
-    line) the ITL statistics are one gap per streamed chunk."""
+    line) the ITL statistics are one gap per streamed chunk; with ``per_chunk_tokens``
+    (default ``per_chunk_itl``; :func:`details_itl_per_chunk` of the line, whose raw ``itls``
+    are per chunk also where its ITL statistics are split) ``max_output_tokens_per_s`` counts
+    one token per chunk, as bench_serving counts one at start + TTFT and one per entry of the
+    request's ``itl`` list (SGLang 0.5.23 benchmark/serving.py ``calculate_metrics``; vllm
+    bench serve's is the same loop): with speculative decoding a chunk is a verify cycle's
+    accepted block, and the token count read such a line's peak several times high."""
     from specsched.sim.metrics import itl_stats
 
     rec = bench_record(run, details=False)
-    return rec | itl_stats(getattr(run, "chunks", None), per_chunk=True) if per_chunk_itl else rec
+    chunks = _table(run, "chunks")
+    if per_chunk_itl:
+        rec |= itl_stats(getattr(run, "chunks", None), per_chunk=True)
+    if (per_chunk_itl if per_chunk_tokens is None else per_chunk_tokens) and rec.get("max_output_tokens_per_s") is not None \
+            and chunks is not None and len(chunks):
+        ones = {"rid": column(chunks, "rid"), "time_s": column(chunks, "time_s", float),
+                "n_tokens": np.ones(len(column(chunks, "rid")), dtype=np.int64)}
+        rec["max_output_tokens_per_s"] = _peaks(_table(run, "requests"), ones).get("max_output_tokens_per_s")
+    return rec
 
 
 RESULT_KEYS = (

@@ -180,3 +180,27 @@ def test_validate_of_a_pre_split_sglang_line_says_why_its_itl_is_per_chunk(tmp_p
                  "--seeds", "1", "--out", "v"]) == 0
     out = capsys.readouterr().out
     assert "records one ITL per streamed chunk" in out and "before 0.4.3.post3" in out, out
+
+
+def test_a_per_chunk_client_counts_chunks_in_its_peak_output_tokens_per_s():
+    """bench_serving's ``max_output_tokens_per_s`` adds one token at start + TTFT and one more
+    per entry of the request's ``itl`` list (SGLang 0.5.23 benchmark/serving.py
+    ``calculate_metrics``; vllm bench serve's the same): a client that records one gap per
+    chunk (``sglang-oai``, vLLM) counts chunks, not tokens. With speculative decoding a chunk
+    is a verify cycle's accepted block, so the prediction (tokens) read the measured peak
+    accept-length times low."""
+    from specsched.sim.bench_serving import client_record
+    from specsched.sim.config import load_scenario, with_value
+    from specsched.sim.engine import run_scenario
+
+    sc = with_value(load_scenario(Path(__file__).parents[1] / "scenarios" / "batch8-ll.yaml"), "workload.num_requests", 16)
+    run = run_scenario(sc, warn=False)
+    ch = run.chunks
+    assert (ch["n_tokens"] > 1).any()   # speculative: chunks of several tokens
+    t0 = run.requests["start_s"].min()
+    expected = float(np.bincount(np.floor(ch["time_s"].to_numpy() - t0).astype(int)).max())
+    split = client_record(run, False)["max_output_tokens_per_s"]
+    assert client_record(run, True)["max_output_tokens_per_s"] == expected < split
+    # sglang-oai of a speculating server, 0.5.5 on: ITL statistics split, the peaks still per chunk
+    rec = client_record(run, False, per_chunk_tokens=True)
+    assert rec["max_output_tokens_per_s"] == expected and rec["median_itl_ms"] == client_record(run, False)["median_itl_ms"]
