@@ -332,10 +332,15 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.sim.grid_range import write_warnings
 
     write_warnings(n for r in runs for n in r.extra["range_notes"])   # once for every seed
-    from specsched.sim.bench_serving import client_record, itl_per_chunk, uncompared_percentiles
+    from specsched.sim.bench_serving import (
+        client_record,
+        details_itl_per_chunk,
+        itl_per_chunk,
+        uncompared_percentiles,
+    )
 
-    chunk_itl = itl_per_chunk(measured)
-    pred = mean_summary([client_record(r, chunk_itl) | {"profile": r.summary.get("profile")} for r in runs])
+    chunk_itl, chunk_tokens = itl_per_chunk(measured), details_itl_per_chunk(measured)
+    pred = mean_summary([client_record(r, chunk_itl, chunk_tokens) | {"profile": r.summary.get("profile")} for r in runs])
     costs = "; analytic costs, not measured" if runs[0].summary.get("profile_costs") == "analytic" else ""
     rows = comparison_rows(pred, measured.summary)
     if not rows:
@@ -349,8 +354,11 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         for note in built[0]["assumptions"]:
             print(f"assumed: {note}")
     if chunk_itl:
+        why = ("SGLang's sglang backend before 0.4.3.post3, whose lines have no accept_length: later ones split a "
+               "chunk of n tokens into n gaps" if measured.chunk_itl_client
+               else "SGLang's sglang backend splits a chunk of n tokens into n gaps")
         print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
-              "the predicted ITL is per chunk too (SGLang's sglang backend splits a chunk of n tokens into n gaps)")
+              f"the predicted ITL is per chunk too ({why})")
     skipped = uncompared_percentiles(measured)
     if skipped:   # vLLM --metric-percentiles 99.9: the table would leave them out without a word
         print(f"note: not compared: {', '.join(skipped)} (the prediction gives the mean, median, std, p90, p95 and p99)")
@@ -396,8 +404,12 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         write_results(r, out / f"predicted-seed{seed0 + i}")
     _drop_stale_predictions(out, {f"predicted-seed{seed0 + i}" for i in range(len(runs))})
     built_note = ""
+    scenario_files: list[Path] = []
     if built is not None:   # the scenario built from the line, to rerun or edit (before --arm/--set)
-        built_note = f"; scenario: {write_scenario(dict(built[0]), built[1], out / 'from-bench.yaml')[0]}"
+        scenario_files = write_scenario(dict(built[0]), built[1], out / "from-bench.yaml")
+        built_note = f"; scenario: {scenario_files[0]}"
+    plotted = bool(args.plot) and not mrun.requests.empty
+    _drop_stale_outputs(out, set(scenario_files), plotted)
     print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*{built_note}")
     if args.plot:
         if mrun.requests.empty:
@@ -426,6 +438,31 @@ def _drop_stale_predictions(out: Path, written: set[str]) -> None:
     for d in out.glob("predicted-seed*"):
         if d.name not in written and re.fullmatch(r"predicted-seed\d+", d.name) and (d / "summary.json").is_file():
             shutil.rmtree(d)
+
+
+STALE_SCENARIO_FILES = ("from-bench.yaml", "from-bench-input-lengths.csv", "from-bench-output-lengths.csv",
+                        "from-bench-trace.csv", "from-bench-profile.yaml")
+"""What :func:`analysis.from_bench.write_scenario` may write for validate's built scenario."""
+PLOT_NAMES = ("ttft", "tpot_itl")
+"""The figures ``validate --plot`` writes into ``OUT/plots/``."""
+
+
+def _drop_stale_outputs(out: Path, scenario_files: set[Path], plotted: bool) -> None:
+    """Remove the built scenario's files (:data:`STALE_SCENARIO_FILES`) and the ``plots/``
+    figures (:data:`PLOT_NAMES`) that an earlier validate into ``out`` wrote and this one does
+    not: a run against ``--scenario S`` (no scenario built) or without ``--plot`` left the
+    earlier run's from-bench.yaml and figures beside this run's table, read as this
+    comparison's scenario and prediction. Only those names are removed."""
+    for name in STALE_SCENARIO_FILES:
+        p = out / name
+        if p.is_file() and p not in scenario_files:
+            p.unlink()
+    if not plotted and (out / "plots").is_dir():
+        for p in (out / "plots").iterdir():
+            if p.is_file() and p.stem in PLOT_NAMES:
+                p.unlink()
+        if not any((out / "plots").iterdir()):
+            (out / "plots").rmdir()
 
 
 def validate_measured(args: argparse.Namespace) -> int:
@@ -460,7 +497,8 @@ def add_parsers(sub: Any) -> None:
                    help="args: from the run's dataset arguments (default); details: histograms of its input_lens/output_lens")
     f.add_argument("--arrivals", choices=("rate", "details"), default="rate",
                    help="rate: arrivals drawn at the line's rate (default; a vLLM line at rate inf whose own arrivals "
-                        "spread over the run, a --dataset-name timed_trace run, replays them); details: the run's "
+                        "spread over the run, a --dataset-name timed_trace run, and a trace replay's line with send times "
+                        "replay them); details: the run's "
                         "own arrivals and lengths as a trace (vllm bench serve --save-detailed lines: start_times "
                         "less queue_times)")
     add_agentic_options(f)

@@ -312,12 +312,14 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
 def predict_seed(case: FitCase, profile: Any, k: int) -> dict[str, Any]:
     """The bench_serving metrics of ``case``'s scenario under ``profile`` at seed
     ``case.scenario.seed + k``; the ITL one gap per streamed chunk when the run's client
-    records it so (:func:`sim.bench_serving.itl_per_chunk`)."""
-    from specsched.sim.bench_serving import client_record, itl_per_chunk
+    records it so (:func:`sim.bench_serving.itl_per_chunk`), and the peak output tokens per
+    second one token per chunk when its raw ITLs are per chunk
+    (:func:`sim.bench_serving.details_itl_per_chunk`)."""
+    from specsched.sim.bench_serving import client_record, details_itl_per_chunk, itl_per_chunk
     from specsched.sim.engine import run_scenario
 
     return client_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile),
-                         itl_per_chunk(case.run))
+                         itl_per_chunk(case.run), details_itl_per_chunk(case.run))
 
 
 def predict_seeds(case: FitCase, profile: Any, seeds: int) -> list[dict[str, Any]]:
@@ -1220,7 +1222,7 @@ def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     return list(FIT_METRICS)
 
 
-def fit_runs(specs: list[str]) -> list[Any]:
+def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
     """The runs ``calibrate --from`` fits, read from ``FILE[:LINE]`` specs.
 
     A run named by its line must have been measured (:func:`sim.bench_serving.require_measured`).
@@ -1228,7 +1230,11 @@ def fit_runs(specs: list[str]) -> list[Any]:
     a ``warning:`` line each, the rest fitted: a run whose every request failed (``completed``
     0: the server fell over at the sweep's top rate; there is nothing to fit in it), and a
     last line cut short (:func:`sim.bench_serving.read_bench` ``left_out``). Both refused
-    every run of the file before. A file with no measured run is still refused. A run read
+    every run of the file before. Likewise a replay that no line can rebuild at ``arrivals``
+    (SGLang's ``request_rate: "trace"``, ``mooncake`` and multi-turn lines, which hold neither
+    the trace nor their send times: :func:`analysis.from_bench.replay_refusal`; a results file
+    that held one among rate runs was refused whole, with advice to write a trace workload, which
+    a fit cannot take). A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
     file given whole) is fitted once, with a ``warning:`` line.
 
@@ -1236,7 +1242,11 @@ def fit_runs(specs: list[str]) -> list[Any]:
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
             file, with ``completed`` 0.
     """
+    from specsched.analysis.from_bench import replay_refusal
     from specsched.sim.bench_serving import read_bench, require_measured, split_spec
+
+    def refusal(r: Any) -> Any:
+        return None if replays(r, arrivals) else replay_refusal(r)
 
     out = []
     seen: dict[str, str] = {}   # a run's arguments and figures -> where it was first read
@@ -1249,6 +1259,11 @@ def fit_runs(specs: list[str]) -> list[Any]:
             measured = [require_measured(r) for r in runs]
         skipped += [f"{r.source}: left out: completed = 0 (every request of the run failed: nothing measured to fit)"
                     for r in runs if r.summary.get("completed") == 0]
+        if line is None and any(refusal(r) is None for r in measured):   # else refused when its scenario is built
+            why = {id(r): refusal(r) for r in measured}
+            skipped += [f"{e.file}: left out: {e.key} = {e.value!r}: {e.allowed}"
+                        for e in why.values() if e is not None]
+            measured = [r for r in measured if why[id(r)] is None]
         for note in skipped:
             print(f"warning: {note}", file=sys.stderr)
         for r in measured:
@@ -1283,7 +1298,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
                           "decode, host, idle_lead or dotted profile keys")
-    runs = fit_runs(args.from_files)
+    runs = fit_runs(args.from_files, args.arrivals)
     from specsched.analysis.bench_cli import refuse_out_over_inputs
     from specsched.sim.bench_serving import split_spec
 

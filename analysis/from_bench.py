@@ -13,7 +13,8 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   inf shaped nothing and is ignored, said in the notes); a ``vllm bench serve`` line
   (``endpoint_type``, no ``best_of``) also gets ``normalize_arrivals`` (0.10.0+ rescale the
   sends to end at num_prompts / rate). ``request_rate: "trace"`` cannot
-  be rebuilt from the line (write a ``trace`` workload for the trace file instead), nor can
+  be rebuilt from SGLang's line (write a ``trace`` workload for the trace file instead; a line
+  that holds its send times, ``start_times``, as specsched's own trace runs write, replays them), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run), nor SGLang's
   ``mooncake`` replays (sent at the trace's timestamps whatever ``request_rate`` says:
   :data:`MOONCAKE_DATASET`) and multi-turn replays other than ``agentic-trace``
@@ -314,24 +315,40 @@ def _mean_lengths(run: BenchRun) -> tuple[int, int] | None:
     return max(1, round(tin / n)), max(1, round(tout / n))
 
 
+def replay_refusal(run: BenchRun) -> ConfigError | None:
+    """Why ``run`` cannot be rebuilt at its rate from its line (the line names a replay whose
+    trace or conversations bench_serving does not write into it), or None: SGLang's
+    ``request_rate: "trace"`` (``--use-trace-timestamps``), a ``mooncake`` replay
+    (:data:`MOONCAKE_DATASET`) and a multi-turn replay other than ``agentic-trace``
+    (:func:`sim.bench_serving.multi_turn_replay`). A line with its send times replays them
+    instead (:func:`_trace_workload`)."""
+    a = run.args
+    if a.get("request_rate") == "trace" and (run.details is None or run.details.start_s is None):
+        return ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result "
+                           "line (it holds neither the trace nor its send times); write a 'trace' workload for the "
+                           "trace file and compare with validate --measured FILE:LINE --scenario S")
+    if a.get("dataset_name") == MOONCAKE_DATASET:
+        return ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
+                           "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
+                           "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
+                           "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
+                           "workload (layout mooncake) for the trace file and compare with validate --measured "
+                           "FILE:LINE --scenario S")
+    if multi_turn_replay(run) and a.get("dataset_name") != AGENTIC_DATASET:
+        return ConfigError(run.source, "total_input_tokens", 0,
+                           f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
+                           "turns of conversations, each sent after the reply before; SGLang writes 0 input tokens for "
+                           "it and not the turn count, e.g. --gsp-num-turns): write a 'multi_turn' workload and compare "
+                           "with validate --measured FILE:LINE --scenario S")
+    return None
+
+
 def _workload(run: BenchRun, burstiness: float | None) -> tuple[dict[str, Any], list[str]]:
     a = run.args
     rate = a.get("request_rate")
-    if rate == "trace":
-        raise ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result line; write a 'trace' workload for the trace file")
-    if a.get("dataset_name") == MOONCAKE_DATASET:
-        raise ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
-                          "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
-                          "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
-                          "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
-                          "workload (layout mooncake) for the trace file and compare with validate --measured "
-                          "FILE:LINE --scenario S")
-    if multi_turn_replay(run):
-        raise ConfigError(run.source, "total_input_tokens", 0,
-                          f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
-                          "turns of conversations, each sent after the reply before; SGLang writes 0 input tokens for "
-                          "it and not the turn count, e.g. --gsp-num-turns): write a 'multi_turn' workload and compare "
-                          "with validate --measured FILE:LINE --scenario S")
+    refusal = replay_refusal(run)
+    if refusal is not None:
+        raise refusal
     if run.extra.get("ramp_up_strategy") is not None:   # vllm bench serve --ramp-up-strategy
         raise ConfigError(run.source, "ramp_up_strategy", run.extra["ramp_up_strategy"],
                           "the request rate ramped during the run; a scenario has one rate (not modelled)")
@@ -524,6 +541,10 @@ says how it sent (SGLang's ``"trace"`` rate; a multi-turn run's turns follow the
 def _sent_over_time(run: BenchRun) -> str:
     """The note saying why a line's own send times replace its "all at once" rate, or ""."""
     d = run.details
+    if run.args.get("request_rate") == "trace" and d is not None and d.start_s is not None:
+        # a trace replay written with its send times (specsched's own run or measure of a trace
+        # workload): the only rate it had is the one they hold (SGLang's trace lines have none)
+        return "arrivals: the line is a trace replay (request_rate 'trace') with its send times: they are replayed"
     rate, dur = run.args.get("request_rate"), run.summary.get("duration")
     if (d is None or d.start_s is None or not isinstance(rate, float) or not math.isinf(rate) or not dur
             or "dataset_name" in run.args):   # a line naming its dataset says how it sent (a multi-turn run's

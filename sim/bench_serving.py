@@ -14,7 +14,7 @@ layout in tests/data/bench/):
   random/sharegpt length arguments, duration, completed. No max_concurrency, no details.
 - 0.4.0, 0.4.1: the 0.3 subset + ``max_concurrency``. 0.4.2, 0.4.3: the arguments,
   request/input/output throughput, mean, median, std and p99 of ``ttft``/``tpot``/``itl``/
-  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.4-0.5.3: + ``p95_itl_ms``, ``accept_length``
+  ``e2e_latency`` (``_ms``), ``concurrency``. 0.4.3.post3-0.5.3: + ``p95_itl_ms``, ``accept_length``
   (null without speculative decoding). ``--output-details`` (the per-request lists in the
   file) from 0.4.6.post5 (0.4.6-0.4.6.post4 add them to the returned dict only, after
   writing). 0.5.3: ``request_rate`` ``"trace"`` with ``--use-trace-timestamps``. 0.5.4: +
@@ -242,6 +242,12 @@ class BenchRun:
         summary: metrics found (:data:`METRIC_KEYS`, bench_serving units), numbers only.
         extra: every other key, as read (``server_info``, ``tag``, unknown keys).
         details: per-request lists when the line has them, else None.
+        chunk_itl_client: an SGLang ``sglang``/``sglang-native`` line written before the
+            client split chunks into per-token gaps (0.1.24-0.4.3.post2: no ``accept_length``
+            and no ``p95_itl_ms`` key, which 0.4.3.post3 added with the split;
+            ``async_request_sglang_generate`` appends ``timestamp - most_recent_timestamp``
+            once per chunk in the 0.4.3 and 0.4.3.post2 wheels, ``output.itl.extend([adjust_itl]
+            * num_new_tokens)`` in 0.4.3.post3 and 0.4.4): its ITL is one gap per chunk.
     """
 
     source: str
@@ -249,6 +255,7 @@ class BenchRun:
     summary: dict[str, float]
     extra: dict[str, Any] = field(default_factory=dict)
     details: BenchDetails | None = None
+    chunk_itl_client: bool = False
 
     @property
     def num_prompts(self) -> int | None:
@@ -610,12 +617,17 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         for k in INPUT_TOTAL_KEYS:
             summary.pop(k, None)
         summary.update(_input_totals_of(details, summary))
+    chunk_itl_client = False
+    if args.get("backend") in SPLIT_ITL_BACKENDS and not {"accept_length", "p95_itl_ms"} & set(obj):
+        # SGLang 0.1.24-0.4.3.post2: the sglang backend's client recorded one gap per chunk (the
+        # split came in 0.4.3.post3 with these two keys)
+        chunk_itl_client = True
     if summary.get("total_output_tokens_retokenized") == 0 and summary.get("total_output_tokens", 0) > 0:
         # SGLang 0.5.23's Rust client (--rust-client, sglang-bench) with --disable-retokenize or
         # --vocab-size: "the retokenized totals are then reported as 0" (its --help); not a count
         extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
         del summary["total_output_tokens_retokenized"]
-    return BenchRun(where, args, summary, extra, details)
+    return BenchRun(where, args, summary, extra, details, chunk_itl_client)
 
 
 INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput")
@@ -1068,7 +1080,8 @@ def _table(run: Any, name: str) -> Any:
 SPLIT_ITL_BACKENDS = frozenset({"sglang", "sglang-native"})
 """SGLang bench_serving backends whose client splits a streamed chunk of n tokens into n ITL
 gaps of dt / n (``async_request_sglang_generate``: ``output.itl.extend([adjust_itl] *
-num_new_tokens)``, benchmark/serving.py, sglang/bench_serving.py from 0.4.4); what specsched's
+num_new_tokens)``, benchmark/serving.py, sglang/bench_serving.py from 0.4.3.post3; earlier
+lines: ``BenchRun.chunk_itl_client``); what specsched's
 ITL figures are (:func:`sim.metrics.itl_values`)."""
 
 
@@ -1105,7 +1118,8 @@ def itl_per_chunk(run: BenchRun) -> bool:
     """The run's client records one ITL per streamed chunk, not n gaps of dt / n: every vLLM
     result file (``benchmark_serving.py`` and ``vllm bench serve``; found by :func:`vllm_client`:
     the ``date`` key that only vLLM writes, or a ``BenchmarkMetrics`` dump's percentile lists; vllm/benchmarks/lib/endpoint_request_func.py appends
-    ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), and an SGLang line whose
+    ``timestamp - most_recent_timestamp`` per chunk, 0.34.0), an SGLang ``sglang`` line from
+    before the split (``BenchRun.chunk_itl_client``), and an SGLang line whose
     backend is not in :data:`SPLIT_ITL_BACKENDS` (``sglang-oai``, ``vllm``, ``lmdeploy``,
     ``trt``, ...: ``output.itl.append`` per chunk in SGLang 0.5.23 benchmark/serving.py; not
     specsched's own ``specsched-*`` lines, split as SGLang's; nor a 0.5.5+ ``sglang-oai`` line of a
@@ -1127,21 +1141,35 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     a speculating server, whose statistics are split over retokenized tokens
     (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
     (0.5.23 benchmark/serving.py ``result_details``)."""
-    if vllm_client(run):
+    if vllm_client(run) or run.chunk_itl_client:
         return True
     backend = run.args.get("backend")
     # specsched's own lines (backend specsched-sim / specsched-runtime, bench_record) are split
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 
 
-def client_record(run: Any, per_chunk_itl: bool) -> dict[str, Any]:
+def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None = None) -> dict[str, Any]:
     """A predicted run's bench_serving metrics (:func:`bench_record` without details) as the
     measured line's client records them: with ``per_chunk_itl`` (:func:`itl_per_chunk` of the
-    line) the ITL statistics are one gap per streamed chunk."""
+    line) the ITL statistics are one gap per streamed chunk; with ``per_chunk_tokens``
+    (default ``per_chunk_itl``; :func:`details_itl_per_chunk` of the line, whose raw ``itls``
+    are per chunk also where its ITL statistics are split) ``max_output_tokens_per_s`` counts
+    one token per chunk, as bench_serving counts one at start + TTFT and one per entry of the
+    request's ``itl`` list (SGLang 0.5.23 benchmark/serving.py ``calculate_metrics``; vllm
+    bench serve's is the same loop): with speculative decoding a chunk is a verify cycle's
+    accepted block, and the token count read such a line's peak several times high."""
     from specsched.sim.metrics import itl_stats
 
     rec = bench_record(run, details=False)
-    return rec | itl_stats(getattr(run, "chunks", None), per_chunk=True) if per_chunk_itl else rec
+    chunks = _table(run, "chunks")
+    if per_chunk_itl:
+        rec |= itl_stats(getattr(run, "chunks", None), per_chunk=True)
+    if (per_chunk_itl if per_chunk_tokens is None else per_chunk_tokens) and rec.get("max_output_tokens_per_s") is not None \
+            and chunks is not None and len(chunks):
+        ones = {"rid": column(chunks, "rid"), "time_s": column(chunks, "time_s", float),
+                "n_tokens": np.ones(len(column(chunks, "rid")), dtype=np.int64)}
+        rec["max_output_tokens_per_s"] = _peaks(_table(run, "requests"), ones).get("max_output_tokens_per_s")
+    return rec
 
 
 RESULT_KEYS = (

@@ -280,8 +280,8 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
     missing = [c for c in (*cols, *([hcol] if hcol and required else [])) if c not in names]
     if missing:
         raise ConfigError(f"{p}:1", missing[0], "<missing>",
-                          f"trace header has {', '.join(names) or 'no columns'}{_header_hint(header, names, cols, sep)}"
-                          f"{_layout_hint(names, cols)}")
+                          f"trace header has {', '.join(names) or 'no columns'}"
+                          f"{_header_hint(header, names, cols, sep) or _layout_hint(names, cols) or _columns_hint(names, cols)}")
     if hcol not in names:
         hcol = None
     chk.unread_hash_ids = hcol is None and "hash_ids" in names
@@ -349,6 +349,29 @@ def _header_hint(line: str, names: list[str], cols: tuple[str, ...], sep: str) -
     return ""
 
 
+_COLUMN_KEYS = ("timestamp", "input_len", "output_len")
+"""``workload.trace.columns`` keys of the first three columns read."""
+
+
+def _spelling(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", str(name)).lower()
+
+
+def _columns_hint(names: list[str] | dict, cols: tuple[str, ...]) -> str:
+    """For a header (or a JSONL row's keys) without the trace's columns: the
+    ``workload.trace.columns`` mapping that reads it when its names differ from the layout's
+    only in case, spaces, dashes or underscores (an Azure trace re-exported with a lowercased
+    header: ``timestamp,contexttokens,generatedtokens``), else where to map them. Column names
+    are matched exactly, as pandas and the JSON keys give them."""
+    by = {_spelling(n): str(n) for n in names}
+    got = [c if c in names else by.get(_spelling(c)) for c in cols[:3]]
+    if all(got):
+        pairs = ", ".join(f"{k}: {v}" for k, v in zip(_COLUMN_KEYS, got, strict=True))
+        return f"; names are matched exactly: say workload.trace.columns: {{{pairs}}}"
+    want = ", ".join(f"{k}: ..." for k in _COLUMN_KEYS)
+    return f"; name them under workload.trace.columns: {{{want}}} (or set workload.trace.layout)"
+
+
 def _layout_hint(names: list[str] | dict, cols: tuple[str, ...]) -> str:
     """For a header (or a JSONL row's keys) without the trace's columns: the public layout
     whose columns they are (an Azure trace read under the default, custom, layout), empty
@@ -403,7 +426,8 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>",
-                                      f"row has keys {', '.join(row) or 'none'}{_layout_hint(row, cols)}")
+                                      f"row has keys {', '.join(row) or 'none'}"
+                                      f"{_layout_hint(row, cols) or _columns_hint(row, cols)}")
             if hcol:
                 chk.add_hashes(row.get(hcol), row[cols[1]], lineno, hcol, block_size)
             elif chk.n == 0 and not block:

@@ -910,3 +910,34 @@ def test_the_same_run_given_twice_is_fitted_once(tmp_path, capsys):
     assert [r.source for r in runs] == [f"{gz}:1", f"{xz}:2"]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"warning: {xz}:1: left out: the same run as {gz}:1")
+
+
+def test_a_sweep_file_leaves_out_the_replays_no_line_can_rebuild(tmp_path, capsys):
+    """A results file that also holds an SGLang trace replay (``request_rate: "trace"``,
+    ``--use-trace-timestamps``: no send times in the line) and a ``mooncake`` replay:
+    calibrate --from FILE refused every run of the file with from-bench's "write a 'trace'
+    workload" (no use to a fit, which takes result lines). Those lines are now left out with
+    a warning each and the rest fitted; named by FILE:LINE they are still refused."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    trace = {**good, "request_rate": "trace"}
+    mooncake = {**good, "dataset_name": "mooncake", "output_throughput": good["output_throughput"] * 0.9}
+    f = tmp_path / "runs.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in (good, trace, mooncake)) + "\n")
+    runs = fit_runs([str(f)])
+    assert [r.source for r in runs] == [f"{f}:1"]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith(f"warning: {f}:2: left out: request_rate = 'trace'"), err
+    assert err[1].startswith(f"warning: {f}:3: left out: dataset_name = 'mooncake'"), err
+    assert main(["calibrate", "--from", f"{f}:2", "--profile", "h200-1b", "--out", str(tmp_path / "p.yaml")]) == 2
+    assert "request_rate = 'trace'" in capsys.readouterr().err
+    assert not (tmp_path / "p.yaml").exists()
+    sent = {**trace, "input_lens": [100, 120], "output_lens": [5, 6], "ttfts": [0.02, 0.03], "errors": ["", ""],
+            "itls": [[0.01] * 4, [0.01] * 5], "generated_texts": ["", ""], "start_times": [0.0, 0.5], "completed": 2}
+    f.write_text("\n".join(json.dumps(x) for x in (good, sent)) + "\n")   # with its send times: replayed, even at
+    for arrivals in ("auto", "rate"):                                        # --arrivals rate (from-bench replays it)
+        assert [r.source for r in fit_runs([str(f)], arrivals)] == [f"{f}:1", f"{f}:2"]
+    f.write_text(json.dumps(trace) + "\n")   # nothing the fit can use in the file: refused as before
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", str(tmp_path / "p.yaml")]) == 2

@@ -857,3 +857,28 @@ def test_a_line_naming_a_drafter_the_model_lacks_says_what_it_named():
     (note,) = [n for n in sc["assumptions"] if "decoded speculatively" in n]
     assert "neither" not in note and "NGRAM" in note and "not modelled" in note, note
     assert sc["server"]["speculative_algorithm"] == "eagle"
+
+
+def test_trace_rate_line_with_send_times_is_replayed(tmp_path, monkeypatch):
+    """A line that says ``request_rate: "trace"`` and holds its send times (``start_times``: a
+    trace replay that specsched's ``run`` or the runtime's ``measure`` wrote as bench_serving)
+    is built as that replay under the default ``--arrivals``: it was refused as "cannot be
+    rebuilt from its result line", though ``--arrivals details``, ``validate --measured`` and
+    ``calibrate --from`` all replayed it. SGLang's own trace lines (no send times) stay refused."""
+    monkeypatch.chdir(tmp_path)
+    line = {"backend": "specsched-sim", "dataset_name": "trace", "request_rate": "trace", "completed": 4,
+            "duration": 3.0, "median_ttft_ms": 30.0, "output_throughput": 30.0,
+            "input_lens": [100, 200, 300, 400], "output_lens": [10, 20, 30, 40], "ttfts": [0.03] * 4,
+            "itls": [[0.01] * 9, [0.01] * 19, [0.01] * 29, [0.01] * 39], "errors": [""] * 4,
+            "generated_texts": [""] * 4, "start_times": [0.0, 0.5, 1.25, 2.0]}
+    p = _write(tmp_path, line)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    sc = load_scenario(tmp_path / "s.yaml")
+    assert sc.workload.kind == "trace"
+    res = SimEngine(sc, tiny_profile()).run()
+    assert np.allclose(np.sort(res.requests["start_s"].to_numpy()), [0.0, 0.5, 1.25, 2.0])
+    for k in ("start_times", "input_lens", "output_lens", "ttfts", "itls", "errors", "generated_texts"):
+        line.pop(k)
+    p = _write(tmp_path, line)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "t.yaml"]) == 2
+    assert not (tmp_path / "t.yaml").exists()

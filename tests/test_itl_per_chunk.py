@@ -156,3 +156,51 @@ def test_a_split_summary_keeps_its_per_chunk_details_per_chunk():
     assert to_run_data(run).summary["itl_per_chunk"] is True   # the details: per chunk
     obj["backend"] = "sglang"   # the native client splits its details too
     assert to_run_data(parse_run(obj, "f.jsonl:1")).summary["itl_per_chunk"] is False
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("sglang-0.2.11.jsonl", True), ("sglang-0.3.6.jsonl", True), ("sglang-0.4.0.jsonl", True),
+    ("sglang-0.4.3.jsonl", True), ("sglang-0.4.6-eagle.jsonl", False), ("sglang-0.5.23.jsonl", False),
+])
+def test_sglang_backend_lines_before_0_4_4_record_one_gap_per_chunk(name, expected):
+    """SGLang's ``sglang`` backend splits a chunk of n tokens into n gaps only from 0.4.3.post3
+    (``async_request_sglang_generate``: ``output.itl.extend([adjust_itl] * num_new_tokens)``),
+    the release that also first writes ``accept_length`` and ``p95_itl_ms``; 0.1.24-0.4.3.post2
+    append one gap per chunk (``output.itl.append(timestamp - most_recent_timestamp)``; checked
+    in the 0.4.3, 0.4.3.post2, 0.4.3.post3 and 0.4.4 wheels). Such a line was compared with a
+    split prediction: with speculative decoding or a ``stream_interval`` above 1 (chunks of
+    several tokens) its measured ITL read several times the model's."""
+    assert itl_per_chunk(read_bench_one(f"{BENCH / name}:1")) is expected
+
+
+def test_validate_of_a_pre_split_sglang_line_says_why_its_itl_is_per_chunk(tmp_path, capsys, monkeypatch):
+    """The note named "SGLang's sglang backend splits a chunk" for a line of that very backend."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "--measured", f"{BENCH / 'sglang-0.4.3.jsonl'}:1", "--profile", "h200-1b",
+                 "--seeds", "1", "--out", "v"]) == 0
+    out = capsys.readouterr().out
+    assert "records one ITL per streamed chunk" in out and "before 0.4.3.post3" in out, out
+
+
+def test_a_per_chunk_client_counts_chunks_in_its_peak_output_tokens_per_s():
+    """bench_serving's ``max_output_tokens_per_s`` adds one token at start + TTFT and one more
+    per entry of the request's ``itl`` list (SGLang 0.5.23 benchmark/serving.py
+    ``calculate_metrics``; vllm bench serve's the same): a client that records one gap per
+    chunk (``sglang-oai``, vLLM) counts chunks, not tokens. With speculative decoding a chunk
+    is a verify cycle's accepted block, so the prediction (tokens) read the measured peak
+    accept-length times low."""
+    from specsched.sim.bench_serving import client_record
+    from specsched.sim.config import load_scenario, with_value
+    from specsched.sim.engine import run_scenario
+
+    sc = with_value(load_scenario(Path(__file__).parents[1] / "scenarios" / "batch8-ll.yaml"), "workload.num_requests", 16)
+    run = run_scenario(sc, warn=False)
+    ch = run.chunks
+    assert (ch["n_tokens"] > 1).any()   # speculative: chunks of several tokens
+    t0 = run.requests["start_s"].min()
+    expected = float(np.bincount(np.floor(ch["time_s"].to_numpy() - t0).astype(int)).max())
+    split = client_record(run, False)["max_output_tokens_per_s"]
+    assert client_record(run, True)["max_output_tokens_per_s"] == expected < split
+    # sglang-oai of a speculating server, 0.5.5 on: ITL statistics split, the peaks still per chunk
+    rec = client_record(run, False, per_chunk_tokens=True)
+    assert rec["max_output_tokens_per_s"] == expected and rec["median_itl_ms"] == client_record(run, False)["median_itl_ms"]

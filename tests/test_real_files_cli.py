@@ -576,3 +576,27 @@ def test_validate_again_into_one_folder_leaves_no_prediction_of_the_earlier_run(
     names = sorted(p.name for p in (tmp_path / "v").iterdir())
     assert [n for n in names if n.startswith("predicted-seed")] == ["predicted-seed1"], names
     assert (tmp_path / "v" / "notes.txt").read_text() == "mine"
+
+
+def test_validate_again_with_a_scenario_leaves_no_scenario_or_plot_of_the_earlier_run(tmp_path, capsys, monkeypatch):
+    """validate --measured LINE --profile P --plot (which writes the scenario it built from the
+    line, from-bench.yaml, and the plots), then the same line against --scenario S without
+    --plot into the same folder: the earlier from-bench.yaml and plots stayed beside the new
+    table, read as the scenario and the figures of this comparison (they were the first run's:
+    another workload, another prediction). Those this run does not write are removed; anything
+    else in the folder is left alone."""
+    monkeypatch.chdir(tmp_path)
+    line = {**TINY_RUN, "input_lens": [100, 120], "output_lens": [5, 6], "ttfts": [0.02, 0.03],
+            "itls": [[0.01] * 4, [0.01] * 5], "errors": ["", ""], "generated_texts": ["", ""]}
+    (tmp_path / "run.jsonl").write_text(json.dumps({**line, "completed": 2}) + "\n")
+    base = ["validate", "--measured", "run.jsonl:1", "--out", "v", "--seeds", "1"]
+    assert main([*base, "--profile", "h200-1b", "--plot"]) == 0
+    assert (tmp_path / "v" / "from-bench.yaml").is_file() and list((tmp_path / "v" / "plots").iterdir())
+    (tmp_path / "v" / "notes.txt").write_text("mine")
+    sc = tmp_path / "v" / "from-bench.yaml"
+    (tmp_path / "mine.yaml").write_text(sc.read_text())
+    assert main([*base, "--scenario", "mine.yaml"]) == 0
+    capsys.readouterr()
+    assert not sc.exists()
+    assert not (tmp_path / "v" / "plots").exists()
+    assert (tmp_path / "v" / "notes.txt").read_text() == "mine"

@@ -476,3 +476,23 @@ def test_a_public_traces_columns_under_another_layout_name_the_layout(tmp_path, 
             load_trace(TraceConfig(path=str(tmp_path / name), layout=other))
         assert e.value.allowed.endswith(f"the columns are the {layout} layout's: say workload.trace.layout: {layout}"), \
             (other, e.value.allowed)
+
+
+@pytest.mark.parametrize("header, layout, said", [
+    ("timestamp,contexttokens,generatedtokens", "azure",
+     "workload.trace.columns: {timestamp: timestamp, input_len: contexttokens, output_len: generatedtokens}"),
+    ("Timestamp,Input_Length,output length", None,
+     "workload.trace.columns: {timestamp: Timestamp, input_len: Input_Length, output_len: output length}"),
+    ("when,prompt,reply", None, "name them under workload.trace.columns"),
+])
+def test_a_trace_header_in_other_spellings_says_which_columns_to_name(tmp_path, header, layout, said):
+    """An Azure trace re-exported with a lowercased header (``timestamp,contexttokens,...``) was
+    refused as "trace header has timestamp, contexttokens, generatedtokens", which did not say
+    that names are matched exactly nor how to map them. The refusal now names the
+    ``workload.trace.columns`` mapping that reads it (names that differ only in case, spaces,
+    dashes or underscores), or says to map the columns there."""
+    sc = _trace_scenario(tmp_path, header + "\n2023-11-16 18:15:46.68,374,44\n", suffix=".csv",
+                         **({"layout": layout} if layout else {}))
+    with pytest.raises(ConfigError) as e:
+        SimEngine(sc, tiny_profile())
+    assert said in str(e.value), str(e.value)
