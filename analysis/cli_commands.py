@@ -457,9 +457,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     axes = {k: v for k, v in grid.items() if k != "arm"}
     points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
               for arm in arms for combo in itertools.product(*axes.values())]
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.sweep import check_point
+
+    loaded: set[tuple[str, str]] = set()
+    for arm, over in points:   # a point `run` would refuse: one line before any note
+        check_point(load_scenario_with_overrides(args.scenario, arm, over), loaded)
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
-    from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.sim.sglang_launch_args import is_inert, unmodelled
 
     # a profile axis' values are named by its runs
