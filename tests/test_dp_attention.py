@@ -234,3 +234,19 @@ def test_coordinated_spec_prefill_prices_no_injection_on_a_decoding_rank():
     assert ForwardMode.MIXED.value in set(main["mode"])
     notes = [n for n in eng.range_notes() if "draft_inject" in str(n)]
     assert notes == []
+
+
+def test_dflash_with_dp_attention_refuses_prefill_coordination():
+    """SGLang 0.5.23 stops at start for DFLASH under DP attention with the coordination on
+    (arg_groups/speculative_hook.py _handle_dflash: "DFLASH with dp attention requires
+    SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION=0"); the simulator ran it."""
+    from specsched.sim.errors import FieldError
+
+    srv = {"enable_dp_attention": True, "dp_size": 2, "speculative_algorithm": "dflash",
+           "speculative_num_draft_tokens": 4}
+    with pytest.raises(ValueError) as e:
+        make_scenario({**srv, "dp_spec_prefill_coordination": True})
+    assert "server.dp_spec_prefill_coordination" in str(e.value)
+    assert isinstance(e.value.errors()[0]["ctx"]["error"], FieldError)
+    make_scenario(srv)   # coordination off (0.5.23's default): runs
+    make_scenario({**srv, "speculative_algorithm": "dspark", "dp_spec_prefill_coordination": True})
