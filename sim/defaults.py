@@ -603,7 +603,34 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     resolved = server.model_copy(update=vals)
     if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
         resolved = _role_pools(resolved, hw, given, out)
+    if resolved.disaggregation is not None:
+        resolved = _role_chain_params(resolved, hw, out)
     return resolved, out
+
+
+def _role_chain_params(server: ServerArgs, hw: Hardware, out: list[Resolved]) -> ServerArgs:
+    """``server`` with each disaggregated role that turns on a chain drafter the server does
+    not run, giving none of :data:`CHAIN_PARAM_KEYS`, given SGLang's choice for the profile's
+    architecture: each role is its own server, whose speculative hook chooses them
+    (arg_groups/speculative_hook.py ``_auto_choose_speculative_params``); without this the
+    role kept the architecture-less fallback (:meth:`ServerArgs._auto_chain_params`). After
+    :func:`_role_pools`, which reads a role's draft tokens only where the user gave them
+    (SGLang's memory hook runs before its speculative hook)."""
+    layout = server.disaggregation
+    roles: dict[str, Any] = {}
+    for role in ("prefill", "decode"):
+        cfg = getattr(layout, role)
+        rs = server.role_server(role)
+        algo = rs.speculative_algorithm
+        if ("speculative_algorithm" not in cfg.server or algo is server.speculative_algorithm
+                or not algo.enabled or algo.is_block or any(k in cfg.server for k in CHAIN_PARAM_KEYS)):
+            continue
+        chosen = dict(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, hw.architecture), strict=True))
+        roles[role] = cfg.model_copy(update={"server": {**cfg.server, **chosen}})
+        why = (f"SGLang's choice for {hw.architecture or 'a model of unknown architecture'} on the {role} server "
+               "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")
+        out.extend(Resolved(f"disaggregation.{role}.server.{k}", v, why) for k, v in chosen.items())
+    return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
 def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:

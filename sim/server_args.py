@@ -462,7 +462,19 @@ class ServerArgs(BaseModel):
         for key in FORCED_ROLE_KEYS:
             if key in over:
                 raise FieldError(f"server.disaggregation.{role}.server.{key}", over[key], "set by the layout, not per role")
-        data = {**self.model_dump(exclude={"disaggregation"}), **over, "disaggregation_mode": role}
+        base = self.model_dump(exclude={"disaggregation"})
+        if "speculative_algorithm" in over:
+            try:
+                algo = SpecAlgorithm(str(over["speculative_algorithm"]).lower())
+            except ValueError:
+                algo = None   # the field's own validator names the value
+            top = self.speculative_algorithm
+            if algo is not None and (algo.enabled != top.enabled or algo.is_block != top.is_block):
+                # another kind of drafter (or none) on this role: the server's drafter settings
+                # are not its own; its server's speculative hook chooses them (_auto_chain_params)
+                for key in CHAIN_PARAM_KEYS:
+                    base.pop(key, None)
+        data = {**base, **over, "disaggregation_mode": role}
         if role == "decode":
             data["disable_radix_cache"] = True  # arg_groups/pd_disaggregation_hook.py (decode radix cache off)
         try:
