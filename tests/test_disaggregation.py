@@ -457,3 +457,18 @@ def test_a_decode_role_that_drafts_over_a_plain_server_draws_its_accept_lengths(
     both = run_scenario(_pd_scenario(tmp_path, dsp, {}, {}), seed=1).summary
     assert role["accept_length"] > 1.4
     assert role["accept_length"] == both["accept_length"]
+
+
+def test_a_role_whose_speculation_differs_gets_its_own_running_limit(tmp_path):
+    """SGLang resets max_running_requests to 48 on a server that speculates and leaves it
+    unset (arg_groups/speculative_hook.py); a plain server's limit comes from its pool. A
+    decode role that drafts over a plain section kept the section's pool limit (2048), and a
+    plain role under a drafting section the section's 48."""
+    on = _pd_scenario(tmp_path, {}, {}, {"speculative_algorithm": "dspark"})
+    assert on.server.role_server("decode").max_running_requests == 48
+    assert on.server.role_server("prefill").max_running_requests == on.server.max_running_requests > 48
+    off = _pd_scenario(tmp_path, {"speculative_algorithm": "eagle"}, {}, {"speculative_algorithm": "none"})
+    assert off.server.max_running_requests == 48 == off.server.role_server("prefill").max_running_requests
+    assert off.server.role_server("decode").max_running_requests > 48
+    given = _pd_scenario(tmp_path, {"max_running_requests": 7}, {}, {"speculative_algorithm": "dspark"})
+    assert given.server.role_server("decode").max_running_requests == 7
