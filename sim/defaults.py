@@ -651,6 +651,12 @@ def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: 
                 ctx = served_context_len(rs.context_length, hw)
                 chosen["max_running_requests"] = auto_max_running_requests(rs.max_total_num_tokens, ctx) * rs.attn_dp_size
                 why["max_running_requests"] = f"the {role} server's, from its KV pool and context length {ctx}"
+        if "admission_delay" not in given and "admission_delay" not in cfg.server and algo.is_block != top.is_block:
+            # the scheduler builds the min-free-slots delayer from its own server's algorithm
+            # (managers/scheduler.py resolve_min_free_slots(..., is_dflash_family))
+            chosen["admission_delay"] = (AdmissionDelay.min_free_slots if algo.is_block else AdmissionDelay.none).value
+            why["admission_delay"] = (f"automatic for DSpark/DFlash in SGLang, on the {role} server" if algo.is_block
+                                      else f"none on the {role} server, which runs no block drafter")
         if chosen:
             roles[role] = cfg.model_copy(update={"server": {**cfg.server, **chosen}})
             out.extend(Resolved(f"disaggregation.{role}.server.{k}", v, why[k]) for k, v in chosen.items())

@@ -472,3 +472,15 @@ def test_a_role_whose_speculation_differs_gets_its_own_running_limit(tmp_path):
     assert off.server.role_server("decode").max_running_requests > 48
     given = _pd_scenario(tmp_path, {"max_running_requests": 7}, {}, {"speculative_algorithm": "dspark"})
     assert given.server.role_server("decode").max_running_requests == 7
+
+
+def test_a_role_with_a_block_drafter_gets_its_own_admission_delay(tmp_path):
+    """SGLang's scheduler builds the min-free-slots delayer from its own server's algorithm
+    (managers/scheduler.py: resolve_min_free_slots(..., is_dflash_family=...)): a decode role
+    running DSpark over a plain section had no delay, a plain role under a DSpark section had it."""
+    on = _pd_scenario(tmp_path, {}, {}, {"speculative_algorithm": "dspark"})
+    assert on.server.role_server("decode").admission_delay == "min_free_slots"
+    assert on.server.role_server("prefill").admission_delay == "none"
+    off = _pd_scenario(tmp_path, {"speculative_algorithm": "dspark"}, {"speculative_algorithm": "none"}, {})
+    assert off.server.role_server("prefill").admission_delay == "none"
+    assert off.server.role_server("decode").admission_delay == "min_free_slots"
