@@ -490,6 +490,11 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     """
     path = resolve_scenario_path(path)
     raw = read_yaml(path)
+    from specsched.sim.profile import model_config_refusal
+
+    refusal = model_config_refusal(path, raw)
+    if refusal is not None:
+        raise refusal
     if "gpu" in raw and not {"workload", "server", "profile"} & raw.keys():
         # a profile given where a scenario goes (`profile --analytic --out my.yaml`, then `run my.yaml`):
         # say so, not "profile = '<missing>': required" (sim/profile.py load_profile names the reverse)

@@ -769,6 +769,22 @@ def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = Non
     return p
 
 
+MODEL_CONFIG_KEYS = frozenset({"hidden_size", "num_attention_heads", "num_hidden_layers", "architectures",
+                               "model_type", "text_config"})
+"""Keys of a Hugging Face ``config.json`` that no profile or scenario has."""
+
+
+def model_config_refusal(path: str | Path, raw: Any) -> ConfigError | None:
+    """The one-line refusal for a model's ``config.json`` given where a profile or a scenario
+    goes (it has :data:`MODEL_CONFIG_KEYS` and no ``gpu``, ``workload`` or ``server``), naming
+    the command that makes a profile of it; None for any other file."""
+    if not isinstance(raw, dict) or {"gpu", "workload", "server"} & raw.keys() or not MODEL_CONFIG_KEYS & raw.keys():
+        return None
+    return ConfigError(str(path), "<file>", str(path),
+                       "a model's config.json, not a profile or a scenario; make a profile of it: specsched "
+                       f"profile --analytic --model {path} --gpu GPU --tp N --out P.yaml, then --set profile=P.yaml")
+
+
 def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Profile:
     """Load and validate a profile.
 
@@ -781,6 +797,9 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
                           f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}"
                           "; or write one: specsched profile --analytic --model M --gpu G --tp N --out FILE")
     raw = read_yaml(path, "a YAML profile")
+    refusal = model_config_refusal(path, raw)
+    if refusal is not None:
+        raise refusal
     if "gpu" not in raw and {"workload", "server"} & raw.keys():
         # a scenario given where a profile goes: say so, not "gpu = <missing>"
         raise ConfigError(str(path), "<file>", name_or_path,
