@@ -754,6 +754,24 @@ def analytic_profiles_note(scenarios: Iterable[Any]) -> str | None:
             "and the GPU's datasheet), not measured: the figures are estimates, not calibrated predictions")
 
 
+def standalone_drafter_note(scenario: Any, profile: Profile) -> str | None:
+    """One ``note:`` line when ``scenario`` runs SGLang's STANDALONE drafter (a separate draft
+    model, speculative/standalone_worker_v2.py) on an analytic profile written without
+    ``--draft-model``: its draft steps are then priced as ``draft_layers`` layers of the
+    target's own shape (the EAGLE head the profile assumed), not as a whole draft model with
+    its own embedding, layers and LM head; None otherwise."""
+    a = profile.analytic
+    if not isinstance(a, dict) or a.get("draft_model"):
+        return None
+    srv = scenario.server
+    servers = [srv] + ([srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else [])
+    if not any(x.speculative_algorithm.value == "standalone" for x in servers):
+        return None
+    return (f"note: profile {profile.name} has no draft model (written without --draft-model): speculative_algorithm "
+            f"standalone's draft steps are priced as {a.get('draft_layers', 1)} target-shaped layer(s), an EAGLE head, "
+            "not a separate draft model; write the profile with specsched profile --analytic ... --draft-model NAME")
+
+
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""
