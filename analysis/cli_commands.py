@@ -15,6 +15,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -78,13 +79,17 @@ def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
     ``arms``) and sweep axes (``inert_axes``: axis -> values) that differ only in such
     arguments, that they will predict the same (:func:`inert_only_notes`); and their profiles
     whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
-    from specsched.sim.profile import analytic_profiles_note
+    from specsched.sim.profile import analytic_profiles_note, load_profile, standalone_drafter_note
     from specsched.sim.sglang_launch_args import accepted_note, left_out_note
 
     values = {k: v for s in scenarios for k, v in s._launch_args_values.items()}
+    drafter = []
+    for s in scenarios:
+        with contextlib.suppress(ConfigError):   # a profile that does not load: the run names it
+            drafter.append(standalone_drafter_note(s, load_profile(s.profile, s.path or None)))
     for note in (left_out_note(k for s in scenarios for k in s._launch_args_left_out), accepted_note(values),
                  *inert_only_notes(scenarios, arms or [s.arm for s in scenarios], inert_axes or {}),
-                 analytic_profiles_note(scenarios)):
+                 analytic_profiles_note(scenarios), *dict.fromkeys(drafter)):
         if note is not None:
             print(note, file=sys.stderr)
 
@@ -457,9 +462,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     axes = {k: v for k, v in grid.items() if k != "arm"}
     points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
               for arm in arms for combo in itertools.product(*axes.values())]
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.sweep import check_point
+
+    loaded: set[tuple[str, str]] = set()
+    for arm, over in points:   # a point `run` would refuse: one line before any note
+        check_point(load_scenario_with_overrides(args.scenario, arm, over), loaded)
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
-    from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.sim.sglang_launch_args import is_inert, unmodelled
 
     # a profile axis' values are named by its runs

@@ -100,12 +100,16 @@ def save_figure(fig: Figure, path_stem: str | Path, dpi: int = 150) -> tuple[Pat
     """Write ``fig`` to ``<path_stem>.png`` and ``<path_stem>.svg``, each atomically.
 
     Each file goes through :func:`specsched.sim.atomic.atomic_write` (a reader never sees
-    a partial file). Parent directories are created.
+    a partial file). Parent directories are created. A stem given with the suffix of one of
+    the two formats (``--plot bars.png``) is taken without it: bars.png and bars.svg, not
+    bars.png.png.
 
     Returns:
         ``(png_path, svg_path)``.
     """
     stem = Path(path_stem)
+    if stem.suffix.lower() in (".png", ".svg"):
+        stem = stem.with_suffix("")
     written = [atomic_write(stem.with_name(f"{stem.name}.{fmt}"),
                             lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=dpi))
                for fmt in ("png", "svg")]

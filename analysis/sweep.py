@@ -60,6 +60,8 @@ from specsched.sim.config import SCENARIO_FILE
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import write_warnings
 from specsched.sim.input_files import adopt_streams, read_input, streams_read
+from specsched.sim.limits import check_fits
+from specsched.sim.profile import load_profile
 from tqdm.auto import tqdm
 
 META_KEY = "specsched.sweep"
@@ -296,6 +298,23 @@ def _stop_pool(ex: ProcessPoolExecutor) -> None:
             p.join(5)
 
 
+def check_point(scenario: Any, profiles: set[tuple[str, str]] | None = None) -> Any:
+    """Refuse a sweep point as ``specsched run`` refuses it before simulating: a profile it
+    cannot load, a request the KV pool or the model's context can never hold
+    (:func:`sim.limits.check_fits`). ``profiles``: (profile, scenario path) pairs already
+    loaded, skipped and added to. Returns ``scenario``.
+
+    Raises:
+        ConfigError: naming the key and the point's value."""
+    key = (scenario.profile, scenario.path)
+    if profiles is None or key not in profiles:
+        load_profile(scenario.profile, relative_to=scenario.path or None)
+        if profiles is not None:
+            profiles.add(key)
+    check_fits(scenario)
+    return scenario
+
+
 def run_sweep(
     scenario_path: str | Path,
     grid: Mapping[str, Sequence[Any]],
@@ -355,9 +374,10 @@ def run_sweep(
         raise ConfigError("<command line>", "arm", fixed["arm"], "choose the arm with arm= (or a grid axis 'arm')")
     points = [{"arm": p["arm"], **{k: v for k, v in fixed.items() if k not in grid}, **p} for p in grid_points(grid, arm)]
     scenarios = []
+    profiles: set[tuple[str, str]] = set()
     for p in points:
         overrides = {k: v for k, v in p.items() if k != "arm"}
-        scenarios.append(load_scenario_with_overrides(path, p["arm"], overrides))
+        scenarios.append(check_point(load_scenario_with_overrides(path, p["arm"], overrides), profiles))
     ids = [point_id(p) for p in points]
     order = {pid: i for i, pid in enumerate(ids)}
     sha = _file_sha(path)

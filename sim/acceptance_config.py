@@ -15,6 +15,9 @@ HISTOGRAM_SUM_TOLERANCE = 1e-3
 """How far an acceptance histogram's sum may be from 1 (measured fractions are rounded)."""
 
 
+ACCEPTANCE_SOURCES = ("mean_accept_length", "per_position_rates", "histogram")
+"""The three ways a scenario states its acceptance; exactly one is given."""
+
 class AcceptanceConfig(BaseModel):
     """Accept length distribution (tokens committed per request per verify cycle, 1..window).
 
@@ -49,9 +52,10 @@ class AcceptanceConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> AcceptanceConfig:
-        given = [x is not None for x in (self.mean_accept_length, self.per_position_rates, self.histogram)]
-        if sum(given) > 1:
-            raise ValueError("give only one of mean_accept_length, per_position_rates, histogram")
+        given = [k for k in ACCEPTANCE_SOURCES if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise FieldError("acceptance", " and ".join(given),
+                             "give only one of mean_accept_length, per_position_rates, histogram")
         if self.histogram is not None and abs(sum(self.histogram) - 1.0) > HISTOGRAM_SUM_TOLERANCE:
             raise FieldError("acceptance.histogram", self.histogram, "P(accept length = k) must sum to 1 "
                              f"(within {HISTOGRAM_SUM_TOLERANCE}); it sums to {sum(self.histogram):.6g}")

@@ -25,7 +25,11 @@ from typing import Any
 
 import pydantic
 from pydantic import BaseModel, Field, ValidationError, model_validator
-from specsched.sim.acceptance_config import HISTOGRAM_SUM_TOLERANCE, AcceptanceConfig
+from specsched.sim.acceptance_config import (
+    ACCEPTANCE_SOURCES,
+    HISTOGRAM_SUM_TOLERANCE,
+    AcceptanceConfig,
+)
 from specsched.sim.atomic import is_path_component
 from specsched.sim.bundled import resolve_scenario_path
 from specsched.sim.errors import ConfigError, FieldError
@@ -486,6 +490,11 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
     """
     path = resolve_scenario_path(path)
     raw = read_yaml(path)
+    from specsched.sim.profile import model_config_refusal
+
+    refusal = model_config_refusal(path, raw)
+    if refusal is not None:
+        raise refusal
     if "gpu" in raw and not {"workload", "server", "profile"} & raw.keys():
         # a profile given where a scenario goes (`profile --analytic --out my.yaml`, then `run my.yaml`):
         # say so, not "profile = '<missing>': required" (sim/profile.py load_profile names the reverse)
@@ -513,6 +522,23 @@ def load_scenario(path: str | Path, arm: str = "base", resolve_defaults: bool = 
 
 WINDOW_KEYS = ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk")
 """Server keys that can change the verify window a scenario's acceptance was stated at."""
+
+
+def replace_acceptance_source(override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` (a nested mapping) with the other acceptance sources set to None when it
+    states exactly one of :data:`sim.acceptance_config.ACCEPTANCE_SOURCES`.
+
+    An arm, ``--set`` or sweep axis that gives the acceptance another way (a histogram
+    measured on the server where the file states a mean accept length) replaces the file's
+    source; deep-merged beside it, the scenario held two and was refused. Two sources in the
+    override itself are left for the validation to name."""
+    acc = override.get("acceptance")
+    if not isinstance(acc, dict):
+        return override
+    given = [k for k in ACCEPTANCE_SOURCES if acc.get(k) is not None]
+    if len(given) != 1:
+        return override
+    return deep_merge(override, {"acceptance": {k: None for k in ACCEPTANCE_SOURCES if k != given[0]}})
 
 
 def pin_acceptance_window(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -551,7 +577,7 @@ def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
     for forbidden in ("arms", "arm", "name"):
         if forbidden in override:
             raise ConfigError(str(path), f"arms.{arm}.{forbidden}", override[forbidden], "an arm cannot override this key")
-    merged = deep_merge(raw, pin_acceptance_window(raw, override))
+    merged = deep_merge(raw, replace_acceptance_source(pin_acceptance_window(raw, override)))
     merged["arm"] = arm
     merged["path"] = str(path)
     try:

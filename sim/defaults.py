@@ -603,7 +603,64 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     resolved = server.model_copy(update=vals)
     if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
         resolved = _role_pools(resolved, hw, given, out)
+    if resolved.disaggregation is not None:
+        resolved = _role_spec_defaults(resolved, hw, given, out)
     return resolved, out
+
+
+def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
+    """``server`` with each disaggregated role whose speculation differs from the server
+    section's given the defaults its own server's hooks choose (each role is its own SGLang
+    server):
+
+    - a role that turns on a chain drafter, giving none of :data:`CHAIN_PARAM_KEYS`: SGLang's
+      choice for the profile's architecture (arg_groups/speculative_hook.py
+      ``_auto_choose_speculative_params``; without this the role kept the architecture-less
+      fallback of :meth:`ServerArgs._auto_chain_params`);
+    - ``max_running_requests``, where neither the scenario nor the role sets it: 48 on a role
+      that speculates (the speculative hook's reset), the pool's own limit on one that does
+      not (``resolve_max_num_reqs``), as :func:`resolve_server` fills the section's.
+
+    After :func:`_role_pools`, which reads a role's draft tokens only where the user gave them
+    (SGLang's memory hook runs before its speculative hook)."""
+    layout = server.disaggregation
+    roles: dict[str, Any] = {}
+    for role in ("prefill", "decode"):
+        cfg = getattr(layout, role)
+        rs = server.role_server(role)
+        algo = rs.speculative_algorithm
+        if "speculative_algorithm" not in cfg.server or algo.enabled == server.speculative_algorithm.enabled and (
+                algo is server.speculative_algorithm):
+            continue
+        chosen: dict[str, Any] = {}
+        why: dict[str, str] = {}
+        top = server.speculative_algorithm
+        if (algo.enabled and not algo.is_block and not (top.enabled and not top.is_block)
+                and not any(k in cfg.server for k in CHAIN_PARAM_KEYS)):   # the section's chain settings not carried
+            chosen.update(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, hw.architecture), strict=True))
+            why.update(dict.fromkeys(CHAIN_PARAM_KEYS, (
+                f"SGLang's choice for {hw.architecture or 'a model of unknown architecture'} on the {role} server "
+                "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")))
+        if ("max_running_requests" not in given and "max_running_requests" not in cfg.server
+                and hw.architecture not in MODEL_MAX_RUNNING_REQUESTS
+                and algo.enabled != server.speculative_algorithm.enabled):
+            if algo.enabled:
+                chosen["max_running_requests"] = SPEC_MAX_RUNNING_REQUESTS
+                why["max_running_requests"] = f"SGLang's reset for speculative decoding on the {role} server"
+            else:
+                ctx = served_context_len(rs.context_length, hw)
+                chosen["max_running_requests"] = auto_max_running_requests(rs.max_total_num_tokens, ctx) * rs.attn_dp_size
+                why["max_running_requests"] = f"the {role} server's, from its KV pool and context length {ctx}"
+        if "admission_delay" not in given and "admission_delay" not in cfg.server and algo.is_block != top.is_block:
+            # the scheduler builds the min-free-slots delayer from its own server's algorithm
+            # (managers/scheduler.py resolve_min_free_slots(..., is_dflash_family))
+            chosen["admission_delay"] = (AdmissionDelay.min_free_slots if algo.is_block else AdmissionDelay.none).value
+            why["admission_delay"] = (f"automatic for DSpark/DFlash in SGLang, on the {role} server" if algo.is_block
+                                      else f"none on the {role} server, which runs no block drafter")
+        if chosen:
+            roles[role] = cfg.model_copy(update={"server": {**cfg.server, **chosen}})
+            out.extend(Resolved(f"disaggregation.{role}.server.{k}", v, why[k]) for k, v in chosen.items())
+    return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
 def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:

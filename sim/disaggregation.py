@@ -120,6 +120,13 @@ class PDEngine(SimEngine):
         ConfigError: the profile has no ``kv_transfer`` section.
     """
 
+    @staticmethod
+    def accept_window_of(scenario: Scenario) -> int:
+        """The decode servers' verify window: they run the verifies (a prefill server returns
+        the first token only), and a decode role may speculate where the server section does
+        not (``server.disaggregation.decode.server.speculative_algorithm``)."""
+        return scenario.server.role_server("decode").accept_window
+
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.fast_forward_asked = fast_forward

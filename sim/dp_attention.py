@@ -409,10 +409,18 @@ class DPCost:
         """GPU seconds of the group's forward plus the sync for the main forward (the inject
         launch is the drafter's, after the target forward): the slowest rank's own batch
         (a per-rank profile), or, for an analytic profile of the TP group, the group's
-        forward (:meth:`_group_gpu`)."""
+        forward (:meth:`_group_gpu`).
+
+        The injection (``part`` ``inject``) is the prefilling ranks' only: under
+        ``dp_spec_prefill_coordination`` a decoding rank's draft extend in the same forward
+        runs over its verified tokens (0.5.23 speculative/dp_spec_prefill_coordination.py
+        ``DPSpecPrefillCoordinationPlan.phase_counts``, ``draft_extend``: ``n x
+        verify_width``), which its verify's cost already holds, so it injects no prompt."""
         cost = self._group_gpu(plan, part, cross_queue) if self.group is not None else None
         if cost is None:
-            cost = max((self.cost.gpu(p, part, cross_queue) for _, p in plan.live), key=lambda c: c.total_s)
+            live = [p for _, p in plan.live if part == "main" or p.num_extend]
+            cost = max((self.cost.gpu(p, part, cross_queue) for p in live), key=lambda c: c.total_s,
+                       default=GpuCost())
         if part == "main":
             return GpuCost(cost.extend_s, cost.decode_s, cost.penalty_s + self.sync_s)
         return cost

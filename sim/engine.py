@@ -125,13 +125,18 @@ class SimEngine(Clients, EngineStretch):
             return super().__new__(PDEngine)
         return super().__new__(cls)
 
+    @staticmethod
+    def accept_window_of(scenario: Scenario) -> int:
+        """The verify window the run's accept lengths are drawn at: the server's."""
+        return scenario.server.accept_window
+
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
         self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
-        self.acceptance = AcceptanceModel(scenario.acceptance, scenario.server.accept_window, self.seed)
+        self.acceptance = AcceptanceModel(scenario.acceptance, self.accept_window_of(scenario), self.seed)
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)

@@ -754,6 +754,24 @@ def analytic_profiles_note(scenarios: Iterable[Any]) -> str | None:
             "and the GPU's datasheet), not measured: the figures are estimates, not calibrated predictions")
 
 
+def standalone_drafter_note(scenario: Any, profile: Profile) -> str | None:
+    """One ``note:`` line when ``scenario`` runs SGLang's STANDALONE drafter (a separate draft
+    model, speculative/standalone_worker_v2.py) on an analytic profile written without
+    ``--draft-model``: its draft steps are then priced as ``draft_layers`` layers of the
+    target's own shape (the EAGLE head the profile assumed), not as a whole draft model with
+    its own embedding, layers and LM head; None otherwise."""
+    a = profile.analytic
+    if not isinstance(a, dict) or a.get("draft_model"):
+        return None
+    srv = scenario.server
+    servers = [srv] + ([srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else [])
+    if not any(x.speculative_algorithm.value == "standalone" for x in servers):
+        return None
+    return (f"note: profile {profile.name} has no draft model (written without --draft-model): speculative_algorithm "
+            f"standalone's draft steps are priced as {a.get('draft_layers', 1)} target-shaped layer(s), an EAGLE head, "
+            "not a separate draft model; write the profile with specsched profile --analytic ... --draft-model NAME")
+
+
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""
@@ -769,6 +787,22 @@ def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = Non
     return p
 
 
+MODEL_CONFIG_KEYS = frozenset({"hidden_size", "num_attention_heads", "num_hidden_layers", "architectures",
+                               "model_type", "text_config"})
+"""Keys of a Hugging Face ``config.json`` that no profile or scenario has."""
+
+
+def model_config_refusal(path: str | Path, raw: Any) -> ConfigError | None:
+    """The one-line refusal for a model's ``config.json`` given where a profile or a scenario
+    goes (it has :data:`MODEL_CONFIG_KEYS` and no ``gpu``, ``workload`` or ``server``), naming
+    the command that makes a profile of it; None for any other file."""
+    if not isinstance(raw, dict) or {"gpu", "workload", "server"} & raw.keys() or not MODEL_CONFIG_KEYS & raw.keys():
+        return None
+    return ConfigError(str(path), "<file>", str(path),
+                       "a model's config.json, not a profile or a scenario; make a profile of it: specsched "
+                       f"profile --analytic --model {path} --gpu GPU --tp N --out P.yaml, then --set profile=P.yaml")
+
+
 def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Profile:
     """Load and validate a profile.
 
@@ -781,6 +815,9 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
                           f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}"
                           "; or write one: specsched profile --analytic --model M --gpu G --tp N --out FILE")
     raw = read_yaml(path, "a YAML profile")
+    refusal = model_config_refusal(path, raw)
+    if refusal is not None:
+        raise refusal
     if "gpu" not in raw and {"workload", "server"} & raw.keys():
         # a scenario given where a profile goes: say so, not "gpu = <missing>"
         raise ConfigError(str(path), "<file>", name_or_path,

@@ -209,7 +209,7 @@ class ServerArgs(BaseModel):
     swa_eviction_interval: int = Field(128, ge=1, description="A request's SWA tokens behind the window are freed once this many have slid out (SGLang SGLANG_SWA_EVICTION_INTERVAL). Read only with sliding_window_size.")
     enable_dp_attention: bool = Field(False, description="Data-parallel attention (SGLang --enable-dp-attention): dp_size ranks, each its own scheduler, waiting queue, running batch and KV pool, run their forwards in lock-step (sim/dp_attention.py, docs/dp-attention.md). max_total_num_tokens is per rank; chunked_prefill_size and max_running_requests are the server's and divided by dp_size as SGLang does.")
     dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel ranks (SGLang --dp-size); > 1 needs enable_dp_attention (independent replicas are not modelled). Requests go to the ranks round-robin (data_parallel_controller.py round_robin_scheduler).")
-    dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward.")
+    dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward (refused with dflash, as SGLang refuses it).")
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
     num_reserved_decode_tokens: int = Field(512, ge=0, le=1_000_000, description="Decode server: tokens reserved per active request when preallocating KV for a new one (SGLang --num-reserved-decode-tokens).")
@@ -397,6 +397,13 @@ class ServerArgs(BaseModel):
         if self.dp_size > 1 and not self.enable_dp_attention:
             raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
                              "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")
+        if (self.dp_spec_prefill_coordination and self.attn_dp_size > 1
+                and self.speculative_algorithm is SpecAlgorithm.dflash):
+            # sglang 0.5.23 arg_groups/speculative_hook.py _handle_dflash stops at start: "DFLASH
+            # with dp attention requires SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION=0"
+            raise FieldError("server.dp_spec_prefill_coordination", True,
+                             "DFLASH under DP attention needs it off, as SGLang refuses to start with it on; "
+                             "set false, or use dspark")
         if self.enable_dp_attention and c != -1 and c // self.dp_size < self.page_size:
             raise FieldError("server.chunked_prefill_size", c, f"must be >= dp_size x page_size = {self.dp_size * self.page_size} "
                              "with DP attention: each rank's chunk is chunked_prefill_size // dp_size")
@@ -455,7 +462,19 @@ class ServerArgs(BaseModel):
         for key in FORCED_ROLE_KEYS:
             if key in over:
                 raise FieldError(f"server.disaggregation.{role}.server.{key}", over[key], "set by the layout, not per role")
-        data = {**self.model_dump(exclude={"disaggregation"}), **over, "disaggregation_mode": role}
+        base = self.model_dump(exclude={"disaggregation"})
+        if "speculative_algorithm" in over:
+            try:
+                algo = SpecAlgorithm(str(over["speculative_algorithm"]).lower())
+            except ValueError:
+                algo = None   # the field's own validator names the value
+            top = self.speculative_algorithm
+            if algo is not None and (algo.enabled != top.enabled or algo.is_block != top.is_block):
+                # another kind of drafter (or none) on this role: the server's drafter settings
+                # are not its own; its server's speculative hook chooses them (_auto_chain_params)
+                for key in CHAIN_PARAM_KEYS:
+                    base.pop(key, None)
+        data = {**base, **over, "disaggregation_mode": role}
         if role == "decode":
             data["disable_radix_cache"] = True  # arg_groups/pd_disaggregation_hook.py (decode radix cache off)
         try:

@@ -236,9 +236,12 @@ def _run_command(args: argparse.Namespace) -> int:
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     notes += check_size(scenario, args.max_requests)
     check_fits(scenario)
+    from specsched.sim.profile import load_profile, standalone_drafter_note
+
+    notes.append(standalone_drafter_note(scenario, load_profile(scenario.profile, scenario.path or None)))
     for note in notes:  # after the refusals: bad input stays one line
-        print(note, file=sys.stderr)
-    from specsched.sim.profile import load_profile
+        if note is not None:
+            print(note, file=sys.stderr)
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results
 

@@ -313,3 +313,20 @@ def test_the_running_limit_is_drawn_only_where_it_keeps_the_counts_readable(runs
         assert (f"max_running_requests = {limit}" in labels) is drawn
         assert ("off the scale" in a1.get_title()) is not drawn
         plots.plt.close("all")
+
+
+@pytest.mark.parametrize("given", ["bars.png", "bars.svg", "bars"])
+def test_save_figure_takes_a_stem_given_with_its_suffix(tmp_path, given):
+    """``compare --plot bars.png`` wrote bars.png.png and bars.png.svg: a stem given with
+    the suffix of one of the two formats it writes is that stem."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from specsched.analysis.plots import save_figure
+
+    fig = plt.figure()
+    png, svg = save_figure(fig, tmp_path / given)
+    plt.close(fig)
+    assert (png, svg) == (tmp_path / "bars.png", tmp_path / "bars.svg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bars.png", "bars.svg"]

@@ -156,6 +156,23 @@ def test_bad_grid_is_a_config_error_before_anything_runs(scenario, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("grid,key", [
+    ({"profile": ["mi355x-dsv41-flash-tp4", "no-such-profile.yaml"]}, "profile"),
+    ({"workload.input_len.value": [100, 10_000_000]}, "workload.input_len"),
+    ({"server.max_total_num_tokens": [400_000, 64]}, "workload.input_len"),
+])
+def test_a_point_run_would_refuse_is_refused_before_anything_runs(scenario, tmp_path, grid, key):
+    """Every point gets the checks ``specsched run`` makes before simulating (sim/limits.py
+    check_fits: the profile, the KV pool, the model's context). A sweep used to check only
+    its base point: a pool that cannot hold one request or a prompt past the context ran
+    and reported figures, and a missing profile failed each run after the sweep started."""
+    out = tmp_path / "sweep.parquet"
+    with pytest.raises(ConfigError) as e:
+        run_sweep(scenario, grid, 1, out, runner=never_runner, progress=False)
+    assert e.value.key == key
+    assert not out.exists() and list(tmp_path.iterdir()) == [scenario]
+
+
 def test_resume_refuses_results_of_a_changed_scenario(scenario, tmp_path):
     out = tmp_path / "sweep.parquet"
     run_sweep(scenario, {}, 1, out, executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)

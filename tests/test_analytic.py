@@ -1013,3 +1013,30 @@ def test_a_config_file_wins_over_a_hub_id_of_the_same_path(tmp_path, monkeypatch
     (tmp_path / "meta-llama" / "Llama-3.1-8B-Instruct").write_text(json.dumps(cfg))
     monkeypatch.chdir(tmp_path)
     assert load_model("meta-llama/Llama-3.1-8B-Instruct").num_layers == 3
+
+
+@pytest.mark.parametrize("given,suggested", [
+    ("NVIDIA H200", "H200"),          # what nvidia-smi prints
+    ("H100-SXM", "H100"),
+    ("A100-80GB", "A100-80G"),
+    ("A100", "A100-80G"),
+    ("AMD Instinct MI300X", "MI300X"),
+])
+def test_an_unknown_gpu_name_suggests_the_shipped_one(given, suggested):
+    """A GPU spelt as nvidia-smi or a datasheet spells it was refused with the bare list;
+    the refusal now names the shipped GPU it most likely means (not taken silently: an
+    H100 PCIe or NVL has other datasheet figures than the shipped SXM H100)."""
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_gpu(given)
+    assert f"did you mean {suggested}?" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_an_unrelated_gpu_name_gets_no_suggestion():
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_gpu("L40S")
+    assert "did you mean" not in str(e.value) and "shipped: MI355X" in str(e.value)

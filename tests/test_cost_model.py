@@ -771,3 +771,23 @@ def test_a_scenario_given_as_a_profile_is_named_as_such() -> None:
     the file is a scenario, not a profile."""
     with pytest.raises(ConfigError, match="a scenario YAML"):
         load_profile(str(ROOT / "scenarios" / "batch1-ll.yaml"))
+
+
+def test_a_model_config_given_as_a_profile_or_a_scenario_is_named_as_such(tmp_path) -> None:
+    """A Hugging Face config.json where a profile goes (``--set profile=config.json``) or
+    where a scenario goes (``run config.json``) said ``name = '<missing>': required``: now
+    one line that it is a model's config, and the command that makes a profile of it."""
+    import json
+
+    from specsched.sim.config import load_scenario
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+                               "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000,
+                               "intermediate_size": 11008}))
+    for load in (load_profile, load_scenario):
+        with pytest.raises(ConfigError) as e:
+            load(str(cfg))
+        msg = str(e.value)
+        assert "a model's config.json" in msg and f"specsched profile --analytic --model {cfg}" in msg
+        assert "<missing>" not in msg

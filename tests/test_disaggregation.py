@@ -403,3 +403,84 @@ def test_inv_pd_progress_decode_servers_that_retract_finish_every_request(reserv
     for d in eng.decode:
         for r in _ranks(d.sched):
             assert r.kv.used == 0 and not r.retracted_queue
+
+
+def _pd_scenario(tmp_path, top: dict, prefill: dict, decode: dict):
+    import yaml
+    from specsched.sim.config import load_scenario
+
+    raw = {"name": "pd", "profile": "h100-llama-3.1-8b-eagle3-analytic",
+           "server": {**top, "disaggregation": {"prefill": {"instances": 1, "server": prefill},
+                                                "decode": {"instances": 1, "server": decode}}},
+           "acceptance": {"mean_accept_length": 1.9},
+           "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 300},
+                        "output_len": {"kind": "fixed", "value": 20}}}
+    p = tmp_path / "pd.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    return load_scenario(p, "base")
+
+
+@pytest.mark.parametrize("algo,window", [("eagle", 8), ("dspark", 8), ("dflash", 16)])
+def test_a_role_that_turns_speculation_on_gets_sglangs_automatic_choice(tmp_path, algo, window):
+    """Each role is its own SGLang server, whose speculative hook picks the drafter's
+    settings when none is given (arg_groups/speculative_hook.py
+    _auto_choose_speculative_params; _handle_dspark/_handle_dflash's block). A decode role
+    that turned on speculation over a plain server was refused with
+    'speculative_num_draft_tokens = 1: must be >= 2 ... or leave all three out for SGLang's
+    automatic choice', though all three were left out."""
+    sc = _pd_scenario(tmp_path, {}, {}, {"speculative_algorithm": algo})
+    dec = sc.server.role_server("decode")
+    assert dec.speculative_algorithm.value == algo
+    assert dec.speculative_num_draft_tokens == window   # Llama: a 5-step topk-4 8-token tree
+    assert not sc.server.role_server("prefill").speculative_algorithm.enabled
+    assert not sc.server.speculative_algorithm.enabled
+
+
+def test_a_role_that_turns_speculation_off_drops_the_automatic_choice(tmp_path):
+    """The server's EAGLE settings SGLang chose (not the user) are not carried to a role that
+    runs without speculation: it was refused with 'speculative_num_steps = 5: only a chain
+    drafter ... has serial draft steps', a value the user never wrote."""
+    sc = _pd_scenario(tmp_path, {"speculative_algorithm": "eagle"}, {"speculative_algorithm": "none"}, {})
+    pre, dec = sc.server.role_server("prefill"), sc.server.role_server("decode")
+    assert not pre.speculative_algorithm.enabled and pre.speculative_num_steps is None
+    assert dec.speculative_algorithm.value == "eagle" and dec.speculative_num_draft_tokens == 8
+
+
+def test_a_decode_role_that_drafts_over_a_plain_server_draws_its_accept_lengths(tmp_path):
+    """The deployment drew accept lengths at the server section's verify window, 1 when
+    only the decode role speculates: every verify committed one token (accept length
+    1.00 against the scenario's 1.9). The decode servers verify, so their window is the one."""
+    from specsched.sim.engine import run_scenario
+
+    dsp = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}
+    role = run_scenario(_pd_scenario(tmp_path, {}, {}, dsp), seed=1).summary
+    both = run_scenario(_pd_scenario(tmp_path, dsp, {}, {}), seed=1).summary
+    assert role["accept_length"] > 1.4
+    assert role["accept_length"] == both["accept_length"]
+
+
+def test_a_role_whose_speculation_differs_gets_its_own_running_limit(tmp_path):
+    """SGLang resets max_running_requests to 48 on a server that speculates and leaves it
+    unset (arg_groups/speculative_hook.py); a plain server's limit comes from its pool. A
+    decode role that drafts over a plain section kept the section's pool limit (2048), and a
+    plain role under a drafting section the section's 48."""
+    on = _pd_scenario(tmp_path, {}, {}, {"speculative_algorithm": "dspark"})
+    assert on.server.role_server("decode").max_running_requests == 48
+    assert on.server.role_server("prefill").max_running_requests == on.server.max_running_requests > 48
+    off = _pd_scenario(tmp_path, {"speculative_algorithm": "eagle"}, {}, {"speculative_algorithm": "none"})
+    assert off.server.max_running_requests == 48 == off.server.role_server("prefill").max_running_requests
+    assert off.server.role_server("decode").max_running_requests > 48
+    given = _pd_scenario(tmp_path, {"max_running_requests": 7}, {}, {"speculative_algorithm": "dspark"})
+    assert given.server.role_server("decode").max_running_requests == 7
+
+
+def test_a_role_with_a_block_drafter_gets_its_own_admission_delay(tmp_path):
+    """SGLang's scheduler builds the min-free-slots delayer from its own server's algorithm
+    (managers/scheduler.py: resolve_min_free_slots(..., is_dflash_family=...)): a decode role
+    running DSpark over a plain section had no delay, a plain role under a DSpark section had it."""
+    on = _pd_scenario(tmp_path, {}, {}, {"speculative_algorithm": "dspark"})
+    assert on.server.role_server("decode").admission_delay == "min_free_slots"
+    assert on.server.role_server("prefill").admission_delay == "none"
+    off = _pd_scenario(tmp_path, {"speculative_algorithm": "dspark"}, {"speculative_algorithm": "none"}, {})
+    assert off.server.role_server("prefill").admission_delay == "none"
+    assert off.server.role_server("decode").admission_delay == "min_free_slots"

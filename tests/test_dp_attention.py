@@ -208,3 +208,45 @@ def test_dp_size_that_does_not_divide_a_measured_tp_group_is_refused(tmp_path, c
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert "server.dp_size = 3" in err and "TP size 4" in err and "allowed: 1, 2, 4" in err
     assert not out.exists()
+
+
+def test_coordinated_spec_prefill_prices_no_injection_on_a_decoding_rank():
+    """With dp_spec_prefill_coordination a rank decodes while another prefills in the same
+    forward; only the prefilling rank's drafter injects its prompt's KV (the block drafter's
+    prefill pass runs on the rank's own extend batch: speculative/dflash_worker.py
+    forward_batch_generation with an extend batch). The decoding rank's zero-token injection
+    was priced from the draft_inject grid below its first point, and every such run warned
+    "draft inject tokens 0 below the profile's grid"."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.profile import Profile
+
+    prof = Profile.model_validate(build_profile(load_model("llama-3.1-8b"), load_gpu("H100"), 2, "bf16"))
+    sc = make_scenario({"enable_dp_attention": True, "dp_size": 2, "chunked_prefill_size": 512,
+                        "dp_spec_prefill_coordination": True},
+                       {"kind": "closed_loop", "concurrency": 4, "num_requests": 12,
+                        "input_len": {"kind": "uniform", "value": 2000, "range_ratio": 0.2},
+                        "output_len": {"kind": "fixed", "value": 60}})
+    eng = SimEngine(sc, prof)
+    res = eng.run()
+    main = res.steps[res.steps["part"] == "main"]
+    assert ForwardMode.MIXED.value in set(main["mode"])
+    notes = [n for n in eng.range_notes() if "draft_inject" in str(n)]
+    assert notes == []
+
+
+def test_dflash_with_dp_attention_refuses_prefill_coordination():
+    """SGLang 0.5.23 stops at start for DFLASH under DP attention with the coordination on
+    (arg_groups/speculative_hook.py _handle_dflash: "DFLASH with dp attention requires
+    SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION=0"); the simulator ran it."""
+    from specsched.sim.errors import FieldError
+
+    srv = {"enable_dp_attention": True, "dp_size": 2, "speculative_algorithm": "dflash",
+           "speculative_num_draft_tokens": 4}
+    with pytest.raises(ValueError) as e:
+        make_scenario({**srv, "dp_spec_prefill_coordination": True})
+    assert "server.dp_spec_prefill_coordination" in str(e.value)
+    assert isinstance(e.value.errors()[0]["ctx"]["error"], FieldError)
+    make_scenario(srv)   # coordination off (0.5.23's default): runs
+    make_scenario({**srv, "speculative_algorithm": "dspark", "dp_spec_prefill_coordination": True})

@@ -136,3 +136,30 @@ def test_default_names_keep_drafter_variants_apart(tmp_path, monkeypatch):
                      "h100-llama-3.1-8b-tp1-bf16-chain-dv32000-analytic.yaml",
                      "h100-llama-3.1-8b-tp1-bf16-dl2-analytic.yaml",
                      "h100-llama-3.1-8b-tp1-bf16-w4-analytic.yaml"]
+
+
+def test_standalone_on_a_profile_without_a_draft_model_says_what_it_prices(tmp_path, capsys):
+    """speculative_algorithm standalone on an analytic profile written without --draft-model
+    ran silently with its draft steps priced as the profile's one target-shaped layer (an
+    EAGLE head), not a separate draft model; run and compare now say so in one note, and a
+    profile with a draft model gets none."""
+    plain, dm = tmp_path / "plain.yaml", tmp_path / "dm.yaml"
+    base = ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "-q"]
+    assert main([*base, "--out", str(plain)]) in (0, None)
+    assert main([*base, "--draft-model", "qwen3-0.6b", "--out", str(dm)]) in (0, None)
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "s", "profile": str(plain),
+        "server": {"speculative_algorithm": "standalone", "speculative_num_steps": 2},
+        "acceptance": {"mean_accept_length": 2.0},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+                     "output_len": {"kind": "fixed", "value": 8}},
+        "arms": {"base": {}, "eagle": {"server": {"speculative_algorithm": "eagle"}}}}))
+    capsys.readouterr()
+    assert main(["run", str(sc), "-q", "--out", str(tmp_path / "r1")]) in (0, None)
+    notes = [x for x in capsys.readouterr().err.splitlines() if "no draft model" in x]
+    assert len(notes) == 1 and "--draft-model" in notes[0]
+    assert main(["compare", str(sc), "--arms", "base,eagle", "--seeds", "1", "--no-save"]) in (0, None)
+    assert sum("no draft model" in x for x in capsys.readouterr().err.splitlines()) == 1
+    assert main(["run", str(sc), "-q", "--set", f"profile={dm}", "--out", str(tmp_path / "r2")]) in (0, None)
+    assert "no draft model" not in capsys.readouterr().err

@@ -762,3 +762,31 @@ def test_a_mistral3_vision_config_without_model_type_is_pixtral():
     bare = {**cfg, "vision_config": {k: v for k, v in cfg["vision_config"].items() if k != "model_type"}}
     arch = "Mistral3ForConditionalGeneration"
     assert vision_tower(bare, arch, 5120, "c.json")[0] == vision_tower(cfg, arch, 5120, "c.json")[0]
+
+
+GLM4_9B_CHAT = {   # THUDM/glm-4-9b-chat config.json (trust_remote_code ChatGLM layout), shape keys
+    "architectures": ["ChatGLMModel"], "model_type": "chatglm", "add_bias_linear": False, "add_qkv_bias": True,
+    "ffn_hidden_size": 13696, "hidden_size": 4096, "kv_channels": 128, "multi_query_attention": True,
+    "multi_query_group_num": 2, "num_attention_heads": 32, "num_layers": 40, "padded_vocab_size": 151552,
+    "seq_length": 131072, "torch_dtype": "bfloat16"}
+
+
+def test_a_chatglm_config_reads_as_sglangs_chatglmconfig_reads_it(tmp_path):
+    """GLM-4-9B-chat (and ChatGLM2/3) publish a ChatGLM layout: num_layers, padded_vocab_size,
+    ffn_hidden_size, kv_channels, multi_query_group_num. SGLang reads them through its own
+    configs/chatglm.py ChatGLMConfig (attribute_map num_hidden_layers -> num_layers; vocab_size =
+    padded_vocab_size) and configs/model_config.py get_total_num_kv_heads
+    (multi_query_group_num); the profile refused the file for a missing num_hidden_layers.
+    The weights are the model card's 9.4B parameters."""
+    import json
+
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.roofline import Parallel, weights_bytes
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(GLM4_9B_CHAT))
+    a = load_model(str(p))
+    assert (a.num_layers, a.vocab_size, a.num_kv_heads, a.head_dim) == (40, 151552, 2, 128)
+    assert a.context_len == 131072
+    params = weights_bytes(a, Parallel(tp=1, dtype="bf16")) / 2
+    assert params == pytest.approx(9.40e9, rel=0.01)

@@ -90,8 +90,23 @@ def load_gpu(name: str) -> GpuSpec:
     """
     spec = find_gpu(name)
     if spec is None:
-        raise ConfigError("<command line>", "--gpu", name, f"unknown GPU; shipped: {', '.join(gpu_table())}")
+        hint = suggest_gpu(name)
+        raise ConfigError("<command line>", "--gpu", name, (f"unknown GPU; did you mean {hint}? " if hint else "unknown GPU; ")
+                          + f"shipped: {', '.join(gpu_table())}")
     return spec
+
+
+def suggest_gpu(name: str) -> str | None:
+    """The shipped GPU an unknown ``name`` most likely means, for the refusal to name (never
+    taken silently: an H100 PCIe or NVL, or a 40 GB A100, has other datasheet figures than
+    the shipped part): the one named inside it (``NVIDIA H200``, ``H100-SXM``,
+    ``A100-80GB``), else the one whose name starts with it (``A100``), else None."""
+    spec = find_gpu_in_text(name)
+    if spec is not None:
+        return spec.name
+    n = _norm(name)
+    starts = [k for k in gpu_table() if n and _norm(k).startswith(n)]
+    return starts[0] if len(starts) == 1 else None
 
 
 def find_gpu(name: str) -> GpuSpec | None:

@@ -562,6 +562,36 @@ def _mla_defaults(cfg: dict[str, Any], assumptions: list[str]) -> dict[str, Any]
     return {**cfg, **missing}
 
 
+CHATGLM_KEYS = {"num_hidden_layers": ("num_layers", 28), "vocab_size": ("padded_vocab_size", 65024),
+                "intermediate_size": ("ffn_hidden_size", 13696), "head_dim": ("kv_channels", 128),
+                "num_key_value_heads": ("multi_query_group_num", 1)}
+"""transformers key -> (its ChatGLM name, ChatGLMConfig's default), as SGLang 0.5.23 reads a
+``model_type: chatglm`` config (GLM-4-9B-chat, ChatGLM2/3): configs/chatglm.py ``ChatGLMConfig``
+(``attribute_map`` num_hidden_layers -> num_layers; ``vocab_size = padded_vocab_size``) and
+configs/model_config.py ``get_total_num_kv_heads`` (``multi_query_group_num``); the context is
+``seq_length`` (``max_position_embeddings = seq_length``)."""
+
+
+def _chatglm_keys(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A ChatGLM config with the transformers names :data:`CHATGLM_KEYS` maps, each missing
+    one at ChatGLMConfig's default (named in an assumption line)."""
+    out = dict(cfg)
+    missing = {}
+    for key, (name, default) in CHATGLM_KEYS.items():
+        if key in cfg:
+            continue
+        if name in cfg:
+            out[key] = cfg[name]
+        else:
+            out[key] = missing[key] = default
+    if "max_position_embeddings" not in cfg and "seq_length" not in cfg:
+        out["seq_length"] = missing["seq_length"] = 2048
+    if missing:
+        out["assumptions"] = [*_strings(cfg.get("assumptions"), "config.json", "assumptions"),
+                              f"keys missing from the chatglm config, taken at ChatGLMConfig's defaults: {_listed(missing)}"]
+    return out
+
+
 def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     """``cfg`` as the transformers config class SGLang loads it with fills it in, for the
     classes whose published configs lean on their defaults (``model_type: gemma3_text``: a
@@ -578,6 +608,8 @@ def _config_class_defaults(cfg: dict[str, Any], file: str) -> dict[str, Any]:
     Raises:
         ConfigError: ``sliding_window_pattern`` is not a positive integer.
     """
+    if cfg.get("model_type") == "chatglm":
+        cfg = _chatglm_keys(cfg)
     if cfg.get("model_type") in CONFIG_CLASS_DEFAULTS:
         cls, defaults = CONFIG_CLASS_DEFAULTS[cfg["model_type"]]
         missing = {k: v for k, v in defaults.items() if not any(a in cfg for a in _SPELLINGS.get(k, (k,)))}
