@@ -79,6 +79,29 @@ def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def length_notes(sc: Any, measured: Any) -> None:
+    """One ``note:`` per side whose lengths in the scenario are not the ones the line's
+    ``random`` dataset asked for (``analysis.from_bench.random_length_args``). A --scenario
+    runs as written, so a scenario at other prompt lengths read as the model's latency
+    error; from-bench writes fixed lengths for ratio 1, so fixed is compared as ratio 1."""
+    from specsched.analysis.from_bench import random_length_args
+
+    spec = random_length_args(measured)
+    w = sc.workload
+    if spec is None or w.kind not in ("burst", "closed_loop", "poisson") or getattr(w, "shared_prefix", None) is not None:
+        return
+    for side in ("input", "output"):
+        dist, (want_v, want_r) = getattr(w, f"{side}_len", None), spec[side]
+        if (dist is None or dist.kind not in ("fixed", "uniform") or dist.value is None
+                or not isinstance(want_v, int) or not isinstance(want_r, int | float) or isinstance(want_r, bool)):
+            continue
+        have_r, want_r = (1.0 if dist.kind == "fixed" else min(float(dist.range_ratio), 1.0)), min(float(want_r), 1.0)
+        if dist.value != want_v or not math.isclose(have_r, want_r):
+            print(f"note: the scenario's {side} lengths are {dist.value} tokens at range ratio {have_r:g}, the "
+                  f"measured run's {want_v} at range ratio {want_r:g} (bench_serving --random-{side}-len, "
+                  "--random-range-ratio; `specsched scenario from-bench FILE --template S` writes the line's workload)")
+
+
 def load_run_or_bench(item: str) -> Any:
     """A results directory (``analysis.io.read_results``) or a bench_serving ``FILE[:LINE]``
     (as a measured run, :func:`sim.bench_serving.to_run_data`).
@@ -382,6 +405,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         # a scenario given with --scenario runs as written: say so when it is not the line's load
         print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
               "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
+    length_notes(sc, measured)
     if (built is None and sc.workload.kind != "trace" and measured.details is not None and measured.details.start_s is not None
             and measured.args.get("dataset_name") != AGENTIC_DATASET):   # never replayed as single requests
         # a --scenario drawing its own arrivals against a line that holds its send times: one

@@ -117,15 +117,28 @@ SHARED_PREFIX_DATASETS = (GSP_DATASET, "prefix_repetition")
 arguments) and vLLM's ``prefix_repetition``; neither writes its sharing into the result line."""
 
 
+def random_length_args(run: BenchRun) -> dict[str, tuple[Any, Any]] | None:
+    """``{"input": (len, ratio), "output": (len, ratio)}`` that a ``random``/``random-ids``
+    line asked bench_serving for (``--random-input-len``, ``--random-output-len``,
+    ``--random-range-ratio``, SGLang's default ratio 0.0 when absent; specsched's own lines
+    carry one ratio per side when they differ), or None for another dataset or a line
+    without the length arguments. Values unchecked: :func:`_lengths` refuses bad ones."""
+    a = run.args
+    if not (str(a.get("dataset_name") or "").startswith("random") and "random_input_len" in a
+            and "random_output_len" in a):
+        return None
+    r = a.get("random_range_ratio", 0.0)   # SGLang's default
+    return {s: (a[f"random_{s}_len"], run.extra.get(f"random_{s}_range_ratio", r)) for s in ("input", "output")}
+
+
 def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], list[str], dict[str, pd.DataFrame]]:
     """(input_len, output_len, assumptions, histogram tables to write)."""
     a = run.args
     ds = a.get("dataset_name", "")
     notes: list[str] = []
-    if mode == "args" and ds.startswith("random") and "random_input_len" in a and "random_output_len" in a:
-        r = a.get("random_range_ratio", 0.0)   # SGLang's default
-        # specsched's own lines carry one ratio per side when they differ (bench_serving has one)
-        rin, rout = (run.extra.get(f"random_{s}_range_ratio", r) for s in ("input", "output"))
+    spec = random_length_args(run) if mode == "args" else None
+    if spec is not None:
+        rin, rout = spec["input"][1], spec["output"][1]
         if "random_range_ratio" not in a and not ({"random_input_range_ratio", "random_output_range_ratio"} <= set(run.extra)):
             notes.append("random_range_ratio absent from the line: SGLang's default 0.0 assumed ([1, len])")
 

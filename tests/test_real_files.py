@@ -1084,6 +1084,38 @@ def test_validate_with_a_scenario_at_another_rate_says_so(tmp_path, capsys, monk
     assert "req/s" not in "".join(x for x in capsys.readouterr().out.splitlines() if x.startswith("note:"))
 
 
+def test_validate_with_a_scenario_of_other_lengths_says_so(tmp_path, capsys, monkeypatch):
+    """A --scenario runs as written; when its prompt or output lengths are not the ones the
+    line's random dataset asked for (random_input_len, random_output_len, random_range_ratio),
+    one note per side names both (a scenario at 2048-token prompts compared with a 1024-token
+    run showed only a +100 % token total and every latency off, with no word why)."""
+    monkeypatch.chdir(tmp_path)
+    line = {"backend": "sglang", "dataset_name": "random", "request_rate": 8.0, "max_concurrency": None,
+            "random_input_len": 1024, "random_output_len": 256, "random_range_ratio": 1.0, "duration": 1.2,
+            "completed": 8, "total_input_tokens": 8192, "total_output_tokens": 2048, "request_throughput": 6.7,
+            "output_throughput": 1700.0, "median_ttft_ms": 40.0, "median_tpot_ms": 9.0, "median_itl_ms": 8.0,
+            "accept_length": None}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(line) + "\n")
+
+    def scenario(name: str, inp: str, out: str) -> str:
+        (tmp_path / name).write_text(
+            f"name: s\nprofile: h200-1b\nworkload:\n  kind: poisson\n  request_rate: 8\n  num_requests: 8\n"
+            f"  input_len: {inp}\n  output_len: {out}\n")
+        return name
+
+    def notes(sc: str, out: str) -> list[str]:
+        assert main(["validate", "--measured", "runs.jsonl:1", "--scenario", sc, "--seeds", "1", "--out", out]) == 0
+        return [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:") and "length" in x]
+
+    same = scenario("same.yaml", "{kind: fixed, value: 1024}", "{kind: uniform, value: 256, range_ratio: 1.0}")
+    assert notes(same, "a") == []
+    other = scenario("other.yaml", "{kind: uniform, value: 2048, range_ratio: 0.5}", "{kind: fixed, value: 256}")
+    assert notes(other, "b") == [
+        "note: the scenario's input lengths are 2048 tokens at range ratio 0.5, the measured run's 1024 at range "
+        "ratio 1 (bench_serving --random-input-len, --random-range-ratio; `specsched scenario from-bench FILE "
+        "--template S` writes the line's workload)"]
+
+
 def test_a_scenario_built_from_a_line_with_failures_gets_no_rate_note(tmp_path, capsys, monkeypatch):
     """A line with failed requests is built to send its successes at the rate x their share
     (from_bench): that is the line's load, so no note says the scenario runs at another rate
