@@ -524,7 +524,7 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     """The sweep's summary table (one row per point, key metrics with CIs) on stdout."""
     from rich.console import Console
     from specsched.analysis.sweep_store import read_samples
-    from specsched.analysis.sweep_summary import print_summary, summarize_sweep
+    from specsched.analysis.sweep_summary import best_text, print_summary, summarize_sweep
 
     if table is None or not len(table):
         return
@@ -533,6 +533,9 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     if not console.is_terminal:  # piped or captured: do not squeeze the table
         console = Console(width=200)
     print_summary(console, summary, title=f"{path.name}: one row per point")
+    best = best_text(summary)
+    if best:   # wrapped to the console's width as the table is; its brackets are not markup
+        console.print(best, markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------- registration

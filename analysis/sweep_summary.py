@@ -87,6 +87,33 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
+def best_text(summary: pd.DataFrame, metric: str = "output_throughput") -> str | None:
+    """One line naming the point with the highest ``metric`` (tokens/s by default) and the
+    points whose value lies inside its interval, which these seeds do not tell apart from it
+    (a window sweep's neighbours of the best window usually do); None with fewer than two
+    points or without the metric. Points are named by the parameters that vary."""
+    m = summary[(summary["metric"] == metric) & np.isfinite(summary["value"].to_numpy(float))]
+    if len(m) < 2:
+        return None
+    params = [c for c in summary.columns if c not in ("point", *SUMMARY_COLUMNS)]
+    params = [p for p in params if m[p].astype(str).nunique() > 1] or params
+
+    def name(r: pd.Series) -> str:
+        return " ".join(f"{p}={r[p]}" for p in params)
+
+    best = m.loc[m["value"].idxmax()]
+    unit = " tok/s" if metric.endswith("throughput") else ""
+    text = f"highest {metric}: {name(best)}, {_num(best['value'])}{unit}"
+    lo, hi = float(best["ci_low"]), float(best["ci_high"])
+    if math.isfinite(lo) and math.isfinite(hi):
+        text += f" [{_num(lo)}, {_num(hi)}]"
+        near = [r for _, r in m.iterrows() if r["point"] != best["point"] and lo <= r["value"] <= hi]
+        if near:
+            text += ("; inside that interval (not told apart by these seeds): "
+                     + ", ".join(f"{name(r)} ({_num(r['value'])})" for r in near))
+    return text
+
+
 def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]:
     params = [c for c in summary.columns if c not in ("point", *SUMMARY_COLUMNS)]
     metrics = list(dict.fromkeys(summary["metric"]))

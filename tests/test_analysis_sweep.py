@@ -356,3 +356,32 @@ def test_a_piped_sweep_table_wider_than_200_columns_is_not_squeezed(tmp_path, ca
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert "…" not in out and "verify_cycles_per_s" in out, out
     assert len(rows) == 4 and all(re.search(r"\[[\d,.]+, [\d,.]+\]", r) for r in rows), out
+
+
+def test_a_sweep_names_its_highest_throughput_point_and_those_within_its_interval(tmp_path, capsys):
+    """A window sweep was read by eye for the best tokens/s: seven rows of value [CI] and no
+    word which one is highest, nor that its neighbours lie inside its interval. One line
+    under the table names the highest output_throughput point and the points whose mean
+    lies inside its CI (not told apart by these seeds); with one point there is no line."""
+    from specsched.analysis.sweep_summary import best_text
+
+    from specsched.cli import main
+
+    def rows(values, lo, hi):
+        return pd.DataFrame([{"point": i, "arm": "base", "server.speculative_num_draft_tokens": w,
+                              "metric": "output_throughput", "across_seeds": "mean", "value": v,
+                              "ci_low": lo[i], "ci_high": hi[i], "seeds": 3}
+                             for i, (w, v) in enumerate(zip((2, 4, 5, 6), values, strict=True))])
+
+    s = rows([4121.0, 4525.0, 4539.0, 4477.0], [4084, 4450, 4433, 4370], [4157, 4599, 4645, 4583])
+    assert best_text(s) == ("highest output_throughput: server.speculative_num_draft_tokens=5, 4,539 tok/s "
+                            "[4,433, 4,645]; inside that interval (not told apart by these seeds): "
+                            "server.speculative_num_draft_tokens=4 (4,525), server.speculative_num_draft_tokens=6 "
+                            "(4,477)")
+    one = rows([1.0, 2.0, 3.0, 4.0], [math.nan] * 4, [math.nan] * 4)
+    assert best_text(one) == "highest output_throughput: server.speculative_num_draft_tokens=6, 4 tok/s"
+    assert best_text(s.iloc[:1]) is None
+    out = tmp_path / "w.parquet"
+    assert main(["sweep", "batch8-ll", "--grid", "server.speculative_num_draft_tokens=2,6", "--seeds", "1",
+                 "--out", str(out), "--set", "workload.num_requests=8", "--workers", "1", "-q"]) == 0
+    assert "highest output_throughput: server.speculative_num_draft_tokens=" in capsys.readouterr().out
