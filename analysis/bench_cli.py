@@ -57,15 +57,31 @@ def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: t
     return rows
 
 
+def _count_metric(metric: str) -> bool:
+    """A bench_serving count: requests (completed, failed, peak concurrent) or tokens (the totals)."""
+    return metric in ("completed", "failed", "max_concurrent_requests") or (
+        metric.startswith("total_") and "tokens" in metric)
+
+
+def _figure(metric: str, v: Any) -> str:
+    """A figure of the comparison: a whole count as an integer (500, not 500.000), anything
+    else (a mean over seeds of a count included) with three decimals; n/a when missing."""
+    if v is None or v != v:
+        return "n/a"
+    if _count_metric(metric) and math.isfinite(v) and float(v).is_integer():
+        return f"{v:.0f}"
+    return f"{v:.3f}"
+
+
 def format_rows(rows: list[dict[str, Any]], title: str) -> str:
     """Plain-text table of :func:`comparison_rows`."""
     # a space between the columns: an error of 100000 % or more (a line read in another unit),
     # or a figure of 14 digits, ran into its neighbour ("0.001+303824.40%")
     out = [title, f"{'metric':<32}{'predicted':>14} {'measured':>14} {'error':>10}"]
     for r in rows:
-        p = "n/a" if r["predicted"] is None or r["predicted"] != r["predicted"] else f"{r['predicted']:.3f}"
+        p, m = _figure(r["metric"], r["predicted"]), _figure(r["metric"], r["measured"])
         e = f"{r['error_pct']:+.2f}%" if r["error_pct"] == r["error_pct"] else "n/a"
-        out.append(f"{r['metric']:<32}{p:>14} {r['measured']:>14.3f} {e:>10}")
+        out.append(f"{r['metric']:<32}{p:>14} {m:>14} {e:>10}")
     return "\n".join(out)
 
 
@@ -73,9 +89,9 @@ def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
     """Markdown table of :func:`comparison_rows`."""
     lines = [f"## {title}", "", "| metric | predicted | measured | error |", "|---|---:|---:|---:|"]
     for r in rows:
-        p = "n/a" if r["predicted"] is None or r["predicted"] != r["predicted"] else f"{r['predicted']:.3f}"
+        p, m = _figure(r["metric"], r["predicted"]), _figure(r["metric"], r["measured"])
         e = f"{r['error_pct']:+.2f} %" if r["error_pct"] == r["error_pct"] else "n/a"
-        lines.append(f"| {r['metric']} | {p} | {r['measured']:.3f} | {e} |")
+        lines.append(f"| {r['metric']} | {p} | {m} | {e} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1594,6 +1594,25 @@ def test_the_printed_comparison_keeps_its_columns_apart_whatever_the_figures():
     assert lines[3].split() == ["total_input_tokens", "12345678901.500", "98765432109.250", "-87.50%"]
 
 
+def test_the_printed_comparison_writes_whole_counts_without_decimals():
+    """validate printed request and token counts as "completed 500.000 500.000" and
+    "total_input_tokens 512000.000 512000.000"; a whole count is written as one now, in the
+    printed table and in validate.md, while a mean over seeds of a count (86.667 peak
+    requests) and every other figure keep three decimals."""
+    from specsched.analysis.bench_cli import format_rows, markdown_rows
+
+    rows = [{"metric": "completed", "predicted": 500.0, "measured": 500, "error_pct": 0.0},
+            {"metric": "total_input_tokens", "predicted": 512000.0, "measured": 512000, "error_pct": 0.0},
+            {"metric": "max_concurrent_requests", "predicted": 86.6666667, "measured": 35, "error_pct": 147.62},
+            {"metric": "median_ttft_ms", "predicted": 32.0, "measured": 41.0, "error_pct": -21.95}]
+    lines = format_rows(rows, "t").splitlines()
+    assert lines[2].split() == ["completed", "500", "500", "+0.00%"]
+    assert lines[3].split() == ["total_input_tokens", "512000", "512000", "+0.00%"]
+    assert lines[4].split() == ["max_concurrent_requests", "86.667", "35", "+147.62%"]
+    assert lines[5].split() == ["median_ttft_ms", "32.000", "41.000", "-21.95%"]
+    assert "| completed | 500 | 500 | +0.00 % |" in markdown_rows(rows, "t")
+
+
 def test_result_files_joined_without_a_newline_name_the_fix(tmp_path, capsys, monkeypatch):
     """vLLM writes its result with ``json.dump`` and no newline at the end, so ``cat a.json
     b.json > runs.json`` puts both runs on line 1. They were read as two runs "on lines 1, 1"
