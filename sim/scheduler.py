@@ -33,6 +33,7 @@ INV-7 the collapsed stretch equals the passes it replaces.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Any
 
 from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
@@ -58,6 +59,8 @@ from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.schedule_policy import (
+    WAITING_PREFIX_REFRESH_INTERVAL,
+    WAITING_QUEUE_PREFIX_MATCH_MAX,
     Fcfs,
     QueueContext,
     checked_order,
@@ -114,6 +117,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # policies that order by it, and user policies, which may read it)
         self._match_waiting = (self.cache is not None and (self._spf or server.schedule_policy in ("lpm", "dfs-weight"))
                                or ":" in server.schedule_policy)
+        # SGLANG_ENABLE_WAITING_PREFIX_REFRESH (0.5.23 SchedulePolicy._touch_waiting_prefixes):
+        # cache-agnostic shipped orders bump the waiting prefixes' LRU time (_refresh_waiting)
+        self._refresh_prefixes = (self.cache is not None and self.rules.waiting_prefix_refresh
+                                  and not self._user_order and server.disaggregation_mode != "decode"
+                                  and server.schedule_policy not in ("dfs-weight", "shortest-prefill-first"))
+        self._refresh_calls = 0
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
         self._idle_pass = False  # this pass's decode found the server fully idle (finish_pass)
@@ -527,6 +536,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             # SchedulePolicy.calc_priority sorts the waiting queue in place: the next pass
             # (and lpm's fcfs fallback above 128 waiting) starts from this order
             self.waiting = deque(order)
+        if self._refresh_prefixes:
+            self._refresh_waiting(order)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
@@ -656,6 +667,28 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
             tuple(new), 1, tuple(before), tuple(maxnew),
         )
+
+    def _refresh_waiting(self, order: Any) -> None:
+        """Bump the LRU time of the waiting requests' cached prefixes on the first pass and
+        every 32nd after it (sglang 0.5.23 managers/schedule_policy.py
+        ``SchedulePolicy._touch_waiting_prefixes``, called at the end of ``calc_priority``,
+        on by SGLANG_ENABLE_WAITING_PREFIX_REFRESH): only for a cache-agnostic order (lpm
+        above 128 waiting is fcfs, ``_determine_active_policy``; cache-aware orders match
+        every waiting request anyway) with the radix cache on and LRU eviction (the only
+        eviction policy modelled), not on a decode server. The first 128 requests of the
+        order are touched back to front, so the head is the most recent (mem_cache/common.py
+        ``touch_waiting_prefix``: a match of prompt + output that locks nothing)."""
+        if self.server.schedule_policy == "lpm" and len(self.waiting) <= WAITING_QUEUE_PREFIX_MATCH_MAX:
+            return  # lpm at or below 128 waiting is cache-aware: no refresh, no count
+        calls = self._refresh_calls
+        self._refresh_calls = calls + 1
+        if calls % WAITING_PREFIX_REFRESH_INTERVAL or not self._any_tokens:
+            return
+        head = list(islice(order, WAITING_QUEUE_PREFIX_MATCH_MAX))
+        match = self.cache.match_prefix
+        for r in reversed(head):
+            if r.tokens is not None:
+                match(r.tokens[: r.input_len + r.output_len])
 
     def _leave_queue(self, admitted: list[Req], in_queue_order: bool) -> None:
         """Admitted requests leave the waiting queue, which keeps its order.

@@ -508,3 +508,59 @@ def test_workload_priorities_reach_the_scheduler_and_high_priority_goes_first():
     assert set(prio.values()) == {0, 100}
     hi, lo = req[req.priority == 100], req[req.priority == 0]
     assert hi["ttft_s"].median() < lo["ttft_s"].median()
+
+
+# --- SchedulePolicy._touch_waiting_prefixes (SGLANG_ENABLE_WAITING_PREFIX_REFRESH) ---------
+
+def _refresh_queue(preset: str = "0.5.23", **kw) -> tuple[Scheduler, list[int], list[int]]:
+    """Two cached prefixes, ``old`` inserted before ``new``; the queue holds a long request
+    that ends the pass (it is cut to the chunk) and behind it one that would hit ``old``."""
+    s = sched(preset, **kw)
+    old, new = list(range(1000, 1064)), list(range(2000, 2064))
+    s.cache.insert(old)
+    s.cache.insert(new)
+    head, behind = Req(0, 2000, 5), Req(1, 100, 5)
+    head.tokens = list(range(5000, 7000))
+    behind.tokens = old + list(range(36))
+    s.add_request(head)
+    s.add_request(behind)
+    return s, old, new
+
+
+def _survivor(s: Scheduler, old: list[int], new: list[int]) -> str:
+    s.cache.evict(64)   # one prefix's worth: LRU takes the least recently used one
+    return "old" if s.cache.match_prefix(old)[0] == 64 else "new" if s.cache.match_prefix(new)[0] == 64 else "none"
+
+
+def test_waiting_prefixes_are_refreshed_so_lru_keeps_them_for_the_queue():
+    # 0.5.23 calc_priority -> _touch_waiting_prefixes: with a cache-agnostic policy (fcfs)
+    # and LRU eviction, the first pass (then every 32nd) bumps the cached prefixes of the
+    # first 128 waiting requests, the head last. The pass stops at the head (cut to the
+    # chunk), so the request behind it is never matched by the admission loop; only the
+    # refresh keeps its prefix from being the least recently used
+    s, old, new = _refresh_queue()
+    p = s.schedule()
+    assert p.rids == (0,) and s.chunked_req is not None
+    assert _survivor(s, old, new) == "old"
+    for preset, rules in (("mi355x-dsv41", None), ("0.5.23", {"waiting_prefix_refresh": False})):
+        s, old, new = _refresh_queue(preset, semantics_rules=rules) if rules else _refresh_queue(preset)
+        assert s.schedule().rids == (0,)
+        assert _survivor(s, old, new) == "new"   # without the refresh the older prefix goes
+
+
+def test_waiting_prefix_refresh_runs_on_the_first_pass_then_every_32nd():
+    # _touch_waiting_prefixes: refresh = calls % WAITING_PREFIX_REFRESH_INTERVAL == 0, then
+    # calls += 1; lpm at or below 128 waiting is cache-aware and neither refreshes nor counts
+    s, old, _ = _refresh_queue()
+    node = s.cache.match_prefix(old)[1]
+    touched = []
+    for _ in range(33):
+        before = node.last_access
+        s._refresh_waiting(list(s.waiting))
+        touched.append(node.last_access != before)
+    assert touched == [True] + [False] * 31 + [True]
+    lpm, old, _ = _refresh_queue(schedule_policy="lpm")
+    node = lpm.cache.match_prefix(old)[1]
+    before = node.last_access
+    lpm._refresh_waiting(list(lpm.waiting))
+    assert node.last_access == before and lpm._refresh_calls == 0
