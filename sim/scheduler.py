@@ -765,10 +765,13 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
 
         The request's own slots past ``cache_protected_len`` pass to the tree; those the
         tree already held (another request cached them meanwhile) are freed as duplicates;
-        a partial last page stays with the request. A retracted request's re-prefill is
-        not inserted (its KV is recomputed from a prefix already offered once)."""
+        a partial last page stays with the request. A retracted request is inserted again
+        as it re-prefills (0.5.23 ``checkpoint_kv_cache`` skips only a request marked
+        ``skip_radix_cache_insert``: a fake bootstrap, embedding overrides or a failed KV
+        load, none modelled; ``release_req`` frees a retracted request's KV without
+        inserting it, and the prompt it had offered stays in the tree, evictable)."""
         cache = self.cache
-        if r.retractions or up_to <= r.cache_protected_len:
+        if up_to <= r.cache_protected_len:
             return
         toks = r.tokens[:up_to]
         old = self._locks.get(r.rid)
@@ -792,8 +795,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         tree_cache, checkpoint=True)`` from ``process_batch_result_decode``: the tree keeps
         ``fill_ids[:owned_kv_len]``). The last output token has no KV yet, so it is left
         out; output ids exist only when the workload gives them (a multi-turn conversation
-        resends them), else the prompt is offered."""
-        if r.tokens is None or r.retractions:
+        resends them), else the prompt is offered. A request retracted on the way is offered
+        too (``release_kv_cache`` checks only ``skip_radix_cache_insert``)."""
+        if r.tokens is None:
             return
         self._checkpoint(r, min(len(r.tokens), r.input_len + r.output_len - 1))
 

@@ -564,3 +564,32 @@ def test_waiting_prefix_refresh_runs_on_the_first_pass_then_every_32nd():
     before = node.last_access
     lpm._refresh_waiting(list(lpm.waiting))
     assert node.last_access == before and lpm._refresh_calls == 0
+
+
+# --- mem_cache/common.py checkpoint_kv_cache / release_kv_cache after a retraction ---------
+
+def test_a_retracted_request_enters_the_cache_again_after_its_re_prefill_and_at_finish():
+    # 0.5.23 inserts a request into the radix tree after every prefill chunk and at finish
+    # (checkpoint_kv_cache, release_kv_cache(checkpoint=True)); only skip_radix_cache_insert
+    # (fake bootstrap, embedding overrides, a failed load) keeps it out, a retraction does not
+    s = sched()
+    prompt, out = list(range(64)), list(range(500, 508))
+    a = Req(0, 64, 8)
+    a.tokens = prompt + out
+    s.add_request(a)
+    commit_all(s, s.schedule())                    # prefill: the prompt enters the tree
+    commit_all(s, s.schedule())                    # a decode step: 2 tokens out
+    s.running.remove(a)                            # retract_decode -> release_req
+    s._retract_req(a)
+    s._requeue([a])
+    s._make_room(s.kv.capacity)                    # memory pressure evicts the whole tree
+    assert s.cache.match_prefix(prompt)[0] == 0
+    p = s.schedule()                               # re-prefill of prompt + 2 outputs
+    assert p.rids == (0,) and p.extend_lens == (66,)
+    commit_all(s, p)
+    assert s.cache.match_prefix(prompt)[0] == 64   # checkpointed again
+    while not a.finished:
+        commit_all(s, s.schedule())
+    # at finish the tree keeps prompt + output but the last token (its KV never computed)
+    assert s.cache.match_prefix(prompt + out + [9, 9])[0] == 71
+    assert s.kv.used == s.kv.tree == s.cache.total_size   # INV-8: every slot has one holder
