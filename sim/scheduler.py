@@ -47,6 +47,7 @@ from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     CONTINUE,
     NO_TOKEN,
+    OTHER,
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
@@ -515,7 +516,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         rules = self.rules
         cache = self.cache
         waiting = self.waiting
-        if self._match_waiting:
+        # cache-aware orders match every waiting request (calc_priority ->
+        # _compute_prefix_matches); lpm above 128 waiting is fcfs and matches none
+        # (_determine_active_policy), so no prefix is touched (only _refresh_waiting's)
+        if self._match_waiting and not (s.schedule_policy == "lpm" and len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX):
             for r in waiting:
                 self._match_prefix(r)
         adder = PrefillAdder.start(
@@ -546,6 +550,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                      if spf else None)
             still_chunked = adder.add_chunked_req(prev_chunked, limit)
         for req in order:
+            if adder.budget_state() is OTHER:
+                # a spent pass admits no one and matches no one: the resumed chunk or the
+                # mixed decode rows spent it (0.5.23 checks before init_next_round_input,
+                # whose match would refresh the request's prefix in LRU order)
+                break
             if len(adder.can_run) >= allocatable:  # INV-1, INV-10 (can_run counts the chunked request)
                 self.batch_is_full = True
             if self.batch_is_full:

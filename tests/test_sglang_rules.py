@@ -593,3 +593,21 @@ def test_a_retracted_request_enters_the_cache_again_after_its_re_prefill_and_at_
     # at finish the tree keeps prompt + output but the last token (its KV never computed)
     assert s.cache.match_prefix(prompt + out + [9, 9])[0] == 71
     assert s.kv.used == s.kv.tree == s.cache.total_size   # INV-8: every slot has one holder
+
+
+def test_lpm_above_128_waiting_matches_no_waiting_request_beyond_the_refresh():
+    # _determine_active_policy: above 128 waiting lpm is fcfs, so calc_priority skips
+    # _compute_prefix_matches; only the periodic refresh (first pass, then every 32nd)
+    # touches the waiting prefixes. On the second pass the prefix of a request the loop
+    # never reaches is not touched, so LRU evicts it before a more recently used one
+    s, old, new = _refresh_queue(schedule_policy="lpm", max_running_requests=256)
+    for i in range(2, 131):
+        r = Req(i, 10, 5)
+        r.tokens = [9000 + i] * 10
+        s.add_request(r)
+    assert len(s.waiting) == 131
+    commit_all(s, s.schedule())          # the head is cut to the chunk (refresh pass)
+    s.cache.match_prefix(new)            # ``new`` is now the most recently used
+    p = s.schedule()                     # the head's next chunk ends the pass: no refresh
+    assert p.rids == (0,)
+    assert _survivor(s, old, new) == "new"
