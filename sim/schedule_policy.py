@@ -44,6 +44,9 @@ IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD = 32
 """A request with at most this many cached tokens is checked against the other waiting ones."""
 IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 32
 """... and goes last if it shares at least this many tokens with an earlier waiting request."""
+WAITING_PREFIX_REFRESH_INTERVAL = 32
+"""A cache-agnostic order refreshes the waiting prefixes' LRU time every this many passes
+(sglang 0.5.23 schedule_policy.py ``WAITING_PREFIX_REFRESH_INTERVAL``)."""
 
 REQUIRED_METHODS = ("from_server", "order")
 """What a class named by ``server.schedule_policy`` must have."""

@@ -33,6 +33,7 @@ INV-7 the collapsed stretch equals the passes it replaces.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Any
 
 from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
@@ -46,6 +47,7 @@ from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     CONTINUE,
     NO_TOKEN,
+    OTHER,
     PrefillAdder,
     ceil_page,
     reserved_decode_tokens,
@@ -58,6 +60,8 @@ from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.schedule_policy import (
+    WAITING_PREFIX_REFRESH_INTERVAL,
+    WAITING_QUEUE_PREFIX_MATCH_MAX,
     Fcfs,
     QueueContext,
     checked_order,
@@ -114,6 +118,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # policies that order by it, and user policies, which may read it)
         self._match_waiting = (self.cache is not None and (self._spf or server.schedule_policy in ("lpm", "dfs-weight"))
                                or ":" in server.schedule_policy)
+        # SGLANG_ENABLE_WAITING_PREFIX_REFRESH (0.5.23 SchedulePolicy._touch_waiting_prefixes):
+        # cache-agnostic shipped orders bump the waiting prefixes' LRU time (_refresh_waiting)
+        self._refresh_prefixes = (self.cache is not None and self.rules.waiting_prefix_refresh
+                                  and not self._user_order and server.disaggregation_mode != "decode"
+                                  and server.schedule_policy not in ("dfs-weight", "shortest-prefill-first"))
+        self._refresh_calls = 0
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
         self._idle_pass = False  # this pass's decode found the server fully idle (finish_pass)
@@ -506,7 +516,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         rules = self.rules
         cache = self.cache
         waiting = self.waiting
-        if self._match_waiting:
+        # cache-aware orders match every waiting request (calc_priority ->
+        # _compute_prefix_matches); lpm above 128 waiting is fcfs and matches none
+        # (_determine_active_policy), so no prefix is touched (only _refresh_waiting's)
+        if self._match_waiting and not (s.schedule_policy == "lpm" and len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX):
             for r in waiting:
                 self._match_prefix(r)
         adder = PrefillAdder.start(
@@ -527,6 +540,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             # SchedulePolicy.calc_priority sorts the waiting queue in place: the next pass
             # (and lpm's fcfs fallback above 128 waiting) starts from this order
             self.waiting = deque(order)
+        if self._refresh_prefixes:
+            self._refresh_waiting(order)
         spf = self._spf
         prev_chunked = self.chunked_req
         still_chunked = False
@@ -535,6 +550,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                      if spf else None)
             still_chunked = adder.add_chunked_req(prev_chunked, limit)
         for req in order:
+            if adder.budget_state() is OTHER:
+                # a spent pass admits no one and matches no one: the resumed chunk or the
+                # mixed decode rows spent it (0.5.23 checks before init_next_round_input,
+                # whose match would refresh the request's prefix in LRU order)
+                break
             if len(adder.can_run) >= allocatable:  # INV-1, INV-10 (can_run counts the chunked request)
                 self.batch_is_full = True
             if self.batch_is_full:
@@ -657,6 +677,28 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             tuple(new), 1, tuple(before), tuple(maxnew),
         )
 
+    def _refresh_waiting(self, order: Any) -> None:
+        """Bump the LRU time of the waiting requests' cached prefixes on the first pass and
+        every 32nd after it (sglang 0.5.23 managers/schedule_policy.py
+        ``SchedulePolicy._touch_waiting_prefixes``, called at the end of ``calc_priority``,
+        on by SGLANG_ENABLE_WAITING_PREFIX_REFRESH): only for a cache-agnostic order (lpm
+        above 128 waiting is fcfs, ``_determine_active_policy``; cache-aware orders match
+        every waiting request anyway) with the radix cache on and LRU eviction (the only
+        eviction policy modelled), not on a decode server. The first 128 requests of the
+        order are touched back to front, so the head is the most recent (mem_cache/common.py
+        ``touch_waiting_prefix``: a match of prompt + output that locks nothing)."""
+        if self.server.schedule_policy == "lpm" and len(self.waiting) <= WAITING_QUEUE_PREFIX_MATCH_MAX:
+            return  # lpm at or below 128 waiting is cache-aware: no refresh, no count
+        calls = self._refresh_calls
+        self._refresh_calls = calls + 1
+        if calls % WAITING_PREFIX_REFRESH_INTERVAL or not self._any_tokens:
+            return
+        head = list(islice(order, WAITING_QUEUE_PREFIX_MATCH_MAX))
+        match = self.cache.match_prefix
+        for r in reversed(head):
+            if r.tokens is not None:
+                match(r.tokens[: r.input_len + r.output_len])
+
     def _leave_queue(self, admitted: list[Req], in_queue_order: bool) -> None:
         """Admitted requests leave the waiting queue, which keeps its order.
 
@@ -732,10 +774,13 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
 
         The request's own slots past ``cache_protected_len`` pass to the tree; those the
         tree already held (another request cached them meanwhile) are freed as duplicates;
-        a partial last page stays with the request. A retracted request's re-prefill is
-        not inserted (its KV is recomputed from a prefix already offered once)."""
+        a partial last page stays with the request. A retracted request is inserted again
+        as it re-prefills (0.5.23 ``checkpoint_kv_cache`` skips only a request marked
+        ``skip_radix_cache_insert``: a fake bootstrap, embedding overrides or a failed KV
+        load, none modelled; ``release_req`` frees a retracted request's KV without
+        inserting it, and the prompt it had offered stays in the tree, evictable)."""
         cache = self.cache
-        if r.retractions or up_to <= r.cache_protected_len:
+        if up_to <= r.cache_protected_len:
             return
         toks = r.tokens[:up_to]
         old = self._locks.get(r.rid)
@@ -759,8 +804,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         tree_cache, checkpoint=True)`` from ``process_batch_result_decode``: the tree keeps
         ``fill_ids[:owned_kv_len]``). The last output token has no KV yet, so it is left
         out; output ids exist only when the workload gives them (a multi-turn conversation
-        resends them), else the prompt is offered."""
-        if r.tokens is None or r.retractions:
+        resends them), else the prompt is offered. A request retracted on the way is offered
+        too (``release_kv_cache`` checks only ``skip_radix_cache_insert``)."""
+        if r.tokens is None:
             return
         self._checkpoint(r, min(len(r.tokens), r.input_len + r.output_len - 1))
 

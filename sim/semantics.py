@@ -70,6 +70,14 @@ class SemanticsRules(BaseModel):
     EAGLE), and the unused part is kept until the request leaves. ``window`` (older): a pass
     reserves one verify window per request and returns the rejected positions after it.
     The prefill budget adds no spec headroom under either."""
+    waiting_prefix_refresh: bool = True
+    """With the radix cache on, LRU eviction and a cache-agnostic order (fcfs, lof, random;
+    lpm above 128 waiting), the first admission pass and then every 32nd bumps the LRU time
+    of the cached prefixes of the first 128 waiting requests, the head of the queue last
+    (0.5.23 managers/schedule_policy.py ``SchedulePolicy._touch_waiting_prefixes``, on by
+    SGLANG_ENABLE_WAITING_PREFIX_REFRESH; mem_cache/common.py ``touch_waiting_prefix``). So
+    under KV pressure the prefixes queued requests will reuse are evicted last. Off: only
+    a request the admission loop reaches (``init_next_round_input``) touches its prefix."""
     swa_eviction_cadence: Literal["tokens", "forward_interval"] = "tokens"
     """Hybrid sliding-window models: when a request's SWA slots behind the window are freed
     (sim/kv_ledger.py ``evict_swa``). ``tokens`` (0.5.23 schedule_batch.py
@@ -88,6 +96,7 @@ PRESETS: dict[str, SemanticsRules] = {
         filter_finished_before_delay=False,
         skip_finishing_decode=False,
         spec_kv_reservation="window",
+        waiting_prefix_refresh=False,
         # the measured SWA peak (about 28 % of the 724K pool on the 256 x 4K burst) is the
         # token cadence's (28.7 % in the model); the forward cadence peaks at 42 %
         swa_eviction_cadence="tokens",

@@ -508,3 +508,106 @@ def test_workload_priorities_reach_the_scheduler_and_high_priority_goes_first():
     assert set(prio.values()) == {0, 100}
     hi, lo = req[req.priority == 100], req[req.priority == 0]
     assert hi["ttft_s"].median() < lo["ttft_s"].median()
+
+
+# --- SchedulePolicy._touch_waiting_prefixes (SGLANG_ENABLE_WAITING_PREFIX_REFRESH) ---------
+
+def _refresh_queue(preset: str = "0.5.23", **kw) -> tuple[Scheduler, list[int], list[int]]:
+    """Two cached prefixes, ``old`` inserted before ``new``; the queue holds a long request
+    that ends the pass (it is cut to the chunk) and behind it one that would hit ``old``."""
+    s = sched(preset, **kw)
+    old, new = list(range(1000, 1064)), list(range(2000, 2064))
+    s.cache.insert(old)
+    s.cache.insert(new)
+    head, behind = Req(0, 2000, 5), Req(1, 100, 5)
+    head.tokens = list(range(5000, 7000))
+    behind.tokens = old + list(range(36))
+    s.add_request(head)
+    s.add_request(behind)
+    return s, old, new
+
+
+def _survivor(s: Scheduler, old: list[int], new: list[int]) -> str:
+    s.cache.evict(64)   # one prefix's worth: LRU takes the least recently used one
+    return "old" if s.cache.match_prefix(old)[0] == 64 else "new" if s.cache.match_prefix(new)[0] == 64 else "none"
+
+
+def test_waiting_prefixes_are_refreshed_so_lru_keeps_them_for_the_queue():
+    # 0.5.23 calc_priority -> _touch_waiting_prefixes: with a cache-agnostic policy (fcfs)
+    # and LRU eviction, the first pass (then every 32nd) bumps the cached prefixes of the
+    # first 128 waiting requests, the head last. The pass stops at the head (cut to the
+    # chunk), so the request behind it is never matched by the admission loop; only the
+    # refresh keeps its prefix from being the least recently used
+    s, old, new = _refresh_queue()
+    p = s.schedule()
+    assert p.rids == (0,) and s.chunked_req is not None
+    assert _survivor(s, old, new) == "old"
+    for preset, rules in (("mi355x-dsv41", None), ("0.5.23", {"waiting_prefix_refresh": False})):
+        s, old, new = _refresh_queue(preset, semantics_rules=rules) if rules else _refresh_queue(preset)
+        assert s.schedule().rids == (0,)
+        assert _survivor(s, old, new) == "new"   # without the refresh the older prefix goes
+
+
+def test_waiting_prefix_refresh_runs_on_the_first_pass_then_every_32nd():
+    # _touch_waiting_prefixes: refresh = calls % WAITING_PREFIX_REFRESH_INTERVAL == 0, then
+    # calls += 1; lpm at or below 128 waiting is cache-aware and neither refreshes nor counts
+    s, old, _ = _refresh_queue()
+    node = s.cache.match_prefix(old)[1]
+    touched = []
+    for _ in range(33):
+        before = node.last_access
+        s._refresh_waiting(list(s.waiting))
+        touched.append(node.last_access != before)
+    assert touched == [True] + [False] * 31 + [True]
+    lpm, old, _ = _refresh_queue(schedule_policy="lpm")
+    node = lpm.cache.match_prefix(old)[1]
+    before = node.last_access
+    lpm._refresh_waiting(list(lpm.waiting))
+    assert node.last_access == before and lpm._refresh_calls == 0
+
+
+# --- mem_cache/common.py checkpoint_kv_cache / release_kv_cache after a retraction ---------
+
+def test_a_retracted_request_enters_the_cache_again_after_its_re_prefill_and_at_finish():
+    # 0.5.23 inserts a request into the radix tree after every prefill chunk and at finish
+    # (checkpoint_kv_cache, release_kv_cache(checkpoint=True)); only skip_radix_cache_insert
+    # (fake bootstrap, embedding overrides, a failed load) keeps it out, a retraction does not
+    s = sched()
+    prompt, out = list(range(64)), list(range(500, 508))
+    a = Req(0, 64, 8)
+    a.tokens = prompt + out
+    s.add_request(a)
+    commit_all(s, s.schedule())                    # prefill: the prompt enters the tree
+    commit_all(s, s.schedule())                    # a decode step: 2 tokens out
+    s.running.remove(a)                            # retract_decode -> release_req
+    s._retract_req(a)
+    s._requeue([a])
+    s._make_room(s.kv.capacity)                    # memory pressure evicts the whole tree
+    assert s.cache.match_prefix(prompt)[0] == 0
+    p = s.schedule()                               # re-prefill of prompt + 2 outputs
+    assert p.rids == (0,) and p.extend_lens == (66,)
+    commit_all(s, p)
+    assert s.cache.match_prefix(prompt)[0] == 64   # checkpointed again
+    while not a.finished:
+        commit_all(s, s.schedule())
+    # at finish the tree keeps prompt + output but the last token (its KV never computed)
+    assert s.cache.match_prefix(prompt + out + [9, 9])[0] == 71
+    assert s.kv.used == s.kv.tree == s.cache.total_size   # INV-8: every slot has one holder
+
+
+def test_lpm_above_128_waiting_matches_no_waiting_request_beyond_the_refresh():
+    # _determine_active_policy: above 128 waiting lpm is fcfs, so calc_priority skips
+    # _compute_prefix_matches; only the periodic refresh (first pass, then every 32nd)
+    # touches the waiting prefixes. On the second pass the prefix of a request the loop
+    # never reaches is not touched, so LRU evicts it before a more recently used one
+    s, old, new = _refresh_queue(schedule_policy="lpm", max_running_requests=256)
+    for i in range(2, 131):
+        r = Req(i, 10, 5)
+        r.tokens = [9000 + i] * 10
+        s.add_request(r)
+    assert len(s.waiting) == 131
+    commit_all(s, s.schedule())          # the head is cut to the chunk (refresh pass)
+    s.cache.match_prefix(new)            # ``new`` is now the most recently used
+    p = s.schedule()                     # the head's next chunk ends the pass: no refresh
+    assert p.rids == (0,)
+    assert _survivor(s, old, new) == "new"
