@@ -48,7 +48,9 @@ from specsched.runtime.runner import CTX_BUCKET_STEP, engine_context_width
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
+from specsched.sim.defaults import scenario_hardware
 from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.limits import output_cut_summary, served_requests
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -290,7 +292,11 @@ class RuntimeEngine(LoopHost):
         torch.set_num_threads(serve_threads(self.dev.is_gpu, cpu_threads))
         self.progress = progress
         self.window = srv.spec_window
-        self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+        # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang cuts
+        # them, a conversation's turns checked (sim/limits.py served_requests)
+        self.specs, self.output_cuts = served_requests(
+            scenario, make_requests(scenario.workload, self.seed, scenario.path or None),
+            scenario_hardware(scenario), self.seed)
         if not srv.disable_radix_cache and any(s.tokens is not None for s in self.specs):
             # the scheduler's radix cache would let a request skip a prefix whose KV another
             # request's row holds; the runtime's pool maps each row to its own slots only
@@ -657,6 +663,7 @@ class RuntimeEngine(LoopHost):
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
             **run_counts(self.sched),   # the same counts as the simulator's summary (preemptions, SWA peak, cache hit rate)
+            **output_cut_summary(self.output_cuts),
             request_rows_peak=self._rows_peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),

@@ -29,7 +29,7 @@ Speed (docs/performance.md):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.gc_pause import collector_paused
 from specsched.sim.grid_range import RangeNote, merged, write_warnings
 from specsched.sim.host_speed import scale_host
+from specsched.sim.limits import output_cut_summary
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -141,15 +142,13 @@ class SimEngine(Clients, EngineStretch):
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
-        if w.kind == "multi_turn":   # a turn past the model's context: SGLang rejects it (sim/limits.py)
+        # (request, asked, run) of each cut output; turns past the context or pool refused
+        self.output_cuts: list[tuple[int, int, int]] = []
+        if w.kind in ("multi_turn", "trace"):
             from specsched.sim.defaults import hardware_of
-            from specsched.sim.limits import check_turn_context, check_turn_rows
+            from specsched.sim.limits import served_requests
 
-            check_turn_context(scenario, self.specs, hardware_of(self.profile), self.seed)
-            check_turn_rows(scenario, self.specs, self.seed)   # and past a pool: before the first event
-        self.output_cuts: list[tuple[int, int, int]] = []   # (request, asked, run) of each cut output
-        if w.kind == "trace":
-            self._cut_outputs()
+            self.specs, self.output_cuts = served_requests(scenario, self.specs, hardware_of(self.profile), self.seed)
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
@@ -159,23 +158,6 @@ class SimEngine(Clients, EngineStretch):
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)
         self.all_done = self.env.event()
-
-    def _cut_outputs(self) -> None:
-        """Cut each trace request's output as SGLang 0.5.23 cuts its ``max_new_tokens`` when
-        the request reaches the scheduler (sim/limits.py ``trace_output_cut``: scheduler.py
-        ``init_req_max_new_tokens``): a row whose prompt fits the pool but whose output does
-        not runs with the output the empty pool holds, finishing on length, as the real
-        server serves it. Kept in :attr:`output_cuts` for the summary."""
-        from specsched.sim.defaults import hardware_of
-        from specsched.sim.limits import trace_output_cut
-
-        ins = np.fromiter((s.input_len for s in self.specs), dtype=np.int64, count=len(self.specs))
-        outs = np.fromiter((s.output_len for s in self.specs), dtype=np.int64, count=len(self.specs))
-        cut = trace_output_cut(self.scenario, ins, outs, hardware_of(self.profile))
-        for k in np.flatnonzero(cut < outs).tolist():
-            s = self.specs[k]
-            self.output_cuts.append((s.index, s.output_len, int(cut[k])))
-            self.specs[k] = replace(s, output_len=int(cut[k]))
 
     def _host_conditioned(self, profile: Profile) -> Profile:
         """``profile`` at the scenario's host speed (``host.speed_factor``, ``host.reference_work_s``;
@@ -569,9 +551,7 @@ class SimEngine(Clients, EngineStretch):
             summary["profile_costs"] = "analytic"
         if self.rec.num_steps:
             summary["host_blocked_s"] = self.host_blocked_s
-        if self.output_cuts:   # outputs SGLang cuts to fit the pool (_cut_outputs)
-            summary.update(requests_output_clamped=len(self.output_cuts),
-                           output_clamp_max_tokens=max(a - b for _, a, b in self.output_cuts))
+        summary.update(output_cut_summary(self.output_cuts))   # outputs SGLang cuts to fit the pool
         info = {"records": self.rec.level, "num_steps": self.rec.num_steps, "num_passes": self.rec.num_passes,
                 "fast_forward_runs": self.ff_runs, "fast_forward_iterations": self.ff_iterations}
         return RunResult(requests, chunks, steps, ts, summary, self.scenario, extra=info)

@@ -244,16 +244,23 @@ def check_fits(scenario: Scenario) -> None:
 
 def check_pool(scenario: Scenario) -> None:
     """The KV-pool part of :func:`check_fits` alone, for one server (no disaggregation): a
-    generated workload's largest request that the pool can never hold is refused (a trace's
-    or a conversation's lengths are checked by the scheduler when they arrive). The runtime
-    calls it before building the model (runtime/engine.py ``check_runnable``): the
-    scenario's profile, whose hardware the rest of :func:`check_fits` reads, is not the
-    device measured there.
+    generated workload's largest request that the pool can never hold is refused, and a
+    trace's rows as :func:`check_trace_rows` refuses them (their outputs cut as the run cuts
+    them, with the context length of the scenario's profile where it has one, as
+    ``specsched run`` reads it); a conversation's turns are checked when the run builds them
+    (:func:`served_requests`). The runtime calls it before building the model
+    (runtime/engine.py ``check_runnable``): the rest of :func:`check_fits` reads the profile's
+    hardware for weights and memory, which the device measured there does not have.
 
     Raises:
         ConfigError: as :func:`check_fits` for the pool.
     """
     w = scenario.workload
+    if w.kind == "trace" and w.trace is not None:
+        from specsched.sim.defaults import scenario_hardware
+
+        check_trace_rows(scenario, scenario_hardware(scenario))
+        return
     if w.kind in ("trace", "multi_turn"):
         return
     i, o = _largest_request(scenario)
@@ -395,6 +402,59 @@ def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: 
     hold = srv.max_total_num_tokens - (-(-np.asarray(ins, dtype=np.int64) // page) * page) - page - ahead - 1
     cut = np.where((cut > hold) & (hold < CLIP_MAX_NEW_TOKENS), hold, cut)
     return np.where(cut >= 1, cut, outs)
+
+
+def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
+                    seed: int | None = None) -> tuple[list, list[tuple[int, int, int]]]:
+    """The requests as the server runs them, for every engine that replays ``scenario``
+    (sim/engine.py ``SimEngine``, runtime/engine.py ``RuntimeEngine``: both must run the same
+    requests, or predicted and measured are not the same run):
+
+    * a ``multi_turn`` workload's turns are checked against the context length and the pool
+      before the first event (:func:`check_turn_context`, :func:`check_turn_rows`);
+    * a ``trace`` row's output is cut as SGLang 0.5.23 cuts ``max_new_tokens`` when the request
+      reaches the scheduler (:func:`trace_output_cut`: scheduler.py ``init_req_max_new_tokens``):
+      a row whose prompt fits the pool but whose output does not runs with the output the
+      empty pool holds, finishing on length.
+
+    Args:
+        scenario: the resolved scenario.
+        specs: its requests (``sim.workload.make_requests``).
+        hw: the profile's hardware (its context length), or None.
+        seed: the run's seed, for the messages.
+
+    Returns:
+        (the requests to run, one (request index, asked, run) triple per cut output).
+
+    Raises:
+        ConfigError: a turn past the context or the pool.
+    """
+    from dataclasses import replace
+
+    w = scenario.workload
+    if w.kind == "multi_turn":
+        check_turn_context(scenario, specs, hw, seed)
+        check_turn_rows(scenario, specs, seed)
+    cuts: list[tuple[int, int, int]] = []
+    if w.kind != "trace":
+        return specs, cuts
+    ins = np.fromiter((s.input_len for s in specs), dtype=np.int64, count=len(specs))
+    outs = np.fromiter((s.output_len for s in specs), dtype=np.int64, count=len(specs))
+    cut = trace_output_cut(scenario, ins, outs, hw)
+    specs = list(specs)
+    for k in np.flatnonzero(cut < outs).tolist():
+        s = specs[k]
+        cuts.append((s.index, s.output_len, int(cut[k])))
+        specs[k] = replace(s, output_len=int(cut[k]))
+    return specs, cuts
+
+
+def output_cut_summary(cuts: list[tuple[int, int, int]]) -> dict[str, int]:
+    """The summary keys of the outputs :func:`served_requests` cut: ``requests_output_clamped``
+    (how many) and ``output_clamp_max_tokens`` (the largest cut, tokens); empty when none was."""
+    if not cuts:
+        return {}
+    return {"requests_output_clamped": len(cuts), "output_clamp_max_tokens": max(a - b for _, a, b in cuts)}
 
 
 def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:

@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -121,3 +122,23 @@ def test_after_the_cut_every_request_fits_and_a_fitting_one_is_unchanged(cap, pa
     within = (paged + page + outs < cap) & (ins + outs < max_req_len)
     assert (sg[within] == outs[within]).all()
     assert (sg[~within] < outs[~within]).all()
+
+
+def test_the_runtime_runs_the_cut_outputs_the_simulator_runs(tmp_path):
+    # predicted and measured must be the same run: the runtime builds its requests with the
+    # simulator's function (sim/limits.py served_requests), so a trace row whose output SGLang
+    # cuts runs cut there too (it stopped with UnschedulableRequest when the row reached the
+    # scheduler)
+    pytest.importorskip("torch")
+    from specsched.runtime.engine import RuntimeEngine
+
+    (tmp_path / "t.csv").write_text(ROWS)
+    sc = make_scenario(server=SERVER, workload={"kind": "trace", "trace": {"path": str(tmp_path / "t.csv"),
+                       "layout": "azure", "time_scale": 0.01}, "num_requests": None, "input_len": None,
+                       "output_len": None})
+    predicted = SimEngine(sc, tiny_profile()).run()
+    measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
+    lens = [sorted(r.table("requests").frame()["output_len"].tolist()) for r in (predicted, measured)]
+    assert lens[0] == lens[1] == [20, 1092]
+    assert measured.summary["requests_output_clamped"] == predicted.summary["requests_output_clamped"] == 1
+    assert measured.summary["output_clamp_max_tokens"] == 908
