@@ -770,10 +770,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 break
         if not chosen or need > 0:
             return 0
-        for r in chosen:
+        # release_req's remaining count is the batch's size less the requests released so far
+        # (0.5.23 preempt_to_schedule: len(running_batch.reqs) - release_counter)
+        for k, r in enumerate(chosen, 1):
             adder.rem_total_tokens += offset(r)
             adder.kv_changed(r.kv_allocated)
-            self._retract_req(r)
+            self._retract_req(r, len(self.running) - k)
         gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]
         self.num_preemptions += len(chosen)
