@@ -71,6 +71,11 @@ class Req:
         sent_len: output tokens streamed to the client so far (SGLang ``send_token_offset``);
             behind ``output_len`` only under ``server.stream_interval`` > 1
             (:mod:`sim.output_streamer`).
+        arrival_processed_tokens: the scheduler's prefill-token counter
+            (:attr:`sim.scheduler.Scheduler.processed_tokens`) when this request last entered
+            the waiting queue (SGLang ``Req.arrival_processed_tokens``, snapshot in
+            ``Scheduler._add_request_to_queue``, again after a retraction or preemption);
+            the hrrn order ages the request by how far the counter has moved since.
     """
 
     rid: int
@@ -91,6 +96,7 @@ class Req:
     cache_protected_len: int = 0
     kv_transferred: bool = False
     sent_len: int = 0
+    arrival_processed_tokens: int = 0
 
     @property
     def fill_len(self) -> int:

@@ -24,6 +24,10 @@ Shipped (SGLang's names):
   (``WAITING_QUEUE_PREFIX_MATCH_MAX``) and without a prefix cache.
 - ``dfs-weight``: depth-first over the radix tree, heavier subtrees first
   (``_sort_by_dfs_weight``); fcfs without a prefix cache.
+- ``hrrn``: highest response ratio next with token-based aging (``_sort_by_hrrn``): by
+  descending (prefill tokens processed since the request entered the queue) / (its uncached
+  prompt tokens), requests with nothing to prefill first, the in-batch deprioritised last,
+  ties by rid; fcfs above 128 waiting and without a prefix cache, as lpm.
 """
 
 from __future__ import annotations
@@ -39,7 +43,11 @@ if TYPE_CHECKING:
     from specsched.sim.radix_cache import RadixCache
 
 WAITING_QUEUE_PREFIX_MATCH_MAX = 128
-"""lpm (and hrrn) sort like fcfs when more requests than this wait (SGLang)."""
+"""lpm and hrrn sort like fcfs when more requests than this wait (SGLang)."""
+FCFS_ABOVE_128 = frozenset({"lpm", "hrrn"})
+"""The orders ``_determine_active_policy`` turns into fcfs above 128 waiting."""
+CACHE_AWARE = frozenset({"lpm", "dfs-weight", "hrrn", "shortest-prefill-first"})
+"""SGLang's ``CacheAwarePolicy`` members: ``calc_priority`` matches every waiting request."""
 IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD = 32
 """A request with at most this many cached tokens is checked against the other waiting ones."""
 IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 32
@@ -61,10 +69,15 @@ class QueueContext:
         prefix_cache: the radix prefix cache, or None when it is off. Each waiting
             request's ``cached_len`` (tokens it would reuse) and ``last_node`` were set by
             matching it just before this call.
+        processed_tokens: extend (prefill) tokens of every forward launched so far, a
+            counter that only grows (sglang 0.5.23 ``Scheduler.processed_tokens_counter``,
+            what ``calc_priority`` receives as ``processed_tokens``). Each waiting request's
+            ``arrival_processed_tokens`` is the counter when it entered the queue.
     """
 
     running: Sequence[Req] = ()
     prefix_cache: RadixCache | None = field(default=None)
+    processed_tokens: int = 0
 
 
 class QueueOrder(Protocol):
@@ -271,6 +284,65 @@ class DfsWeight:
         return [waiting[i] for i in idx]
 
 
+def uncached_prompt(r: Req) -> int:
+    """Prompt tokens a request must still prefill: prompt minus its cached prefix, at least 0
+    (sglang 0.5.23 ``SchedulePolicy._uncached_len``: the prompt alone, not the output a
+    retracted request re-prefills, so a retracted request whose prompt is all cached has none)."""
+    n = r.input_len - r.cached_len
+    return n if n > 0 else 0
+
+
+def hrrn_key(r: Req, processed_tokens: int, deprioritized: set[int]) -> tuple[float, int]:
+    """Sort key of ``hrrn`` (sglang 0.5.23 ``SchedulePolicy._sort_by_hrrn``).
+
+    The response ratio of classic HRRN, 1 + waited / service time, measured in tokens: the
+    wait is the prefill tokens the server processed since the request entered the queue,
+    the service time its uncached prompt. Higher ratio first; a request with no uncached
+    prompt first of all, one the in-batch check defers last; ties by rid."""
+    if r.rid in deprioritized:
+        return (float("inf"), r.rid)
+    work = uncached_prompt(r)
+    if work == 0:
+        return (float("-inf"), r.rid)
+    waited = processed_tokens - r.arrival_processed_tokens
+    return (-(waited if waited > 0 else 0) / work, r.rid)
+
+
+class Hrrn:
+    """Highest response ratio next, aged in prefill tokens (sglang 0.5.23
+    managers/schedule_policy.py ``SchedulePolicy._sort_by_hrrn``, ``CacheAwarePolicy.HRRN``).
+
+    A short prompt wins while everyone has waited about as long; a long prompt's ratio grows
+    with every token the server prefills for others, so it is not starved. Cache-aware, as lpm:
+    the in-batch deprioritisation of ``_compute_prefix_matches``; fcfs (the queue as the last
+    sort left it, ``sorts_queue_in_place``) above 128 waiting (``_determine_active_policy``),
+    and fcfs with priority scheduling's order without a prefix cache
+    (``_validate_and_adjust_policy`` turns the policy into FCFS).
+
+    SGLang's rids are random hex strings, so its rid tie-break is arbitrary; the run's rids
+    count up in arrival order, which makes equal ratios keep arrival order here."""
+
+    name = "hrrn"
+    sorts_queue_in_place: ClassVar[bool] = True
+
+    def __init__(self, page_size: int = 1, fcfs: Fcfs | None = None) -> None:
+        self.page_size = page_size
+        self._fcfs = fcfs if fcfs is not None else Fcfs()
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> Hrrn:
+        return cls(getattr(server, "page_size", 1), Fcfs.from_server(server))
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        if ctx.prefix_cache is None:
+            return self._fcfs.order(waiting, ctx)
+        if len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
+            return list(waiting)
+        dep = in_batch_deprioritized(waiting, self.page_size)
+        done = ctx.processed_tokens
+        return sorted(waiting, key=lambda r: hrrn_key(r, done, dep))
+
+
 SHIPPED: dict[str, type] = {
     "fcfs": Fcfs,
     "lof": Lof,
@@ -278,6 +350,7 @@ SHIPPED: dict[str, type] = {
     "shortest-prefill-first": ShortestPrefillFirst,
     "lpm": Lpm,
     "dfs-weight": DfsWeight,
+    "hrrn": Hrrn,
 }
 """Shipped orders by ``server.schedule_policy`` name (SGLang's names)."""
 

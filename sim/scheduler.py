@@ -58,8 +58,9 @@ from specsched.sim.prefill_adder import (
 from specsched.sim.prefill_interval import PrefillDecodeInterval
 from specsched.sim.radix_cache import RadixCache
 from specsched.sim.request import FINISHED, PREFILLING, WAITING, Req, ReqStatus
-from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.schedule_policy import (
+    CACHE_AWARE,
+    FCFS_ABOVE_128,
     WAITING_PREFIX_REFRESH_INTERVAL,
     WAITING_QUEUE_PREFIX_MATCH_MAX,
     Fcfs,
@@ -68,6 +69,7 @@ from specsched.sim.schedule_policy import (
     make_queue_order,
     shortest_prefill_chunk_limit,
 )
+from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.scheduler_decode import RETRACT_DECODE_STEPS, DecodeMemory, UnschedulableRequest
 from specsched.sim.scheduler_disagg import Disagg, decode_extra_slots
 from specsched.sim.scheduler_stretch import Stretch
@@ -116,7 +118,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.cache: RadixCache | None = None if server.disable_radix_cache else RadixCache(server.page_size)
         # the pass matches every waiting request against the prefix cache first (the
         # policies that order by it, and user policies, which may read it)
-        self._match_waiting = (self.cache is not None and (self._spf or server.schedule_policy in ("lpm", "dfs-weight"))
+        self._match_waiting = (self.cache is not None and (self._spf or server.schedule_policy in CACHE_AWARE)
                                or ":" in server.schedule_policy)
         # SGLANG_ENABLE_WAITING_PREFIX_REFRESH (0.5.23 SchedulePolicy._touch_waiting_prefixes):
         # cache-agnostic shipped orders bump the waiting prefixes' LRU time (_refresh_waiting)
@@ -148,6 +150,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            swa_by_forward=self.rules.swa_eviction_cadence == "forward_interval")
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
         self.waiting: deque[Req] = deque()
+        # extend tokens of every forward launched (sglang 0.5.23 Scheduler.run_batch adds
+        # batch.extend_num_tokens to processed_tokens_counter): hrrn's aging clock
+        self.processed_tokens = 0
         self.running: list[Req] = []
         self.chunked_req: Req | None = None
         self.reqs: dict[int, Req] = {}
@@ -210,6 +215,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return
         if self.mode == "prefill":  # PrefillBootstrapQueue._process_req: only the first token
             req.max_new_tokens = 1
+        req.arrival_processed_tokens = self.processed_tokens  # _add_request_to_queue
         self.waiting.append(req)
 
     @property
@@ -324,6 +330,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         a DP-attention group whose peers run a forward runs an idle batch in lock-step
         (``maybe_prepare_mlp_sync_batch``), so it does not reach ``on_idle``."""
         if plan is not None:
+            if plan.num_extend:
+                # run_batch: batch.extend_num_tokens, the extend rows and (mixed) one per decode row
+                self.processed_tokens += sum(plan.extend_lens)
             self.interval.on_batch(plan.is_prefill)
             self.step += 1
             self._in_flight = plan
@@ -517,9 +526,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         cache = self.cache
         waiting = self.waiting
         # cache-aware orders match every waiting request (calc_priority ->
-        # _compute_prefix_matches); lpm above 128 waiting is fcfs and matches none
+        # _compute_prefix_matches); lpm and hrrn above 128 waiting are fcfs and match none
         # (_determine_active_policy), so no prefix is touched (only _refresh_waiting's)
-        if self._match_waiting and not (s.schedule_policy == "lpm" and len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX):
+        if self._match_waiting and not (s.schedule_policy in FCFS_ABOVE_128 and len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX):
             for r in waiting:
                 self._match_prefix(r)
         adder = PrefillAdder.start(
@@ -533,7 +542,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # queue order: the queue itself (nothing joins or leaves it during the loop below);
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
-        order = waiting if in_queue_order else self.policy.order(list(waiting), QueueContext(tuple(self.running), cache))
+        order = waiting if in_queue_order else self.policy.order(
+            list(waiting), QueueContext(tuple(self.running), cache, self.processed_tokens))
         if self._user_order:
             order = checked_order(order, waiting, s.schedule_policy)
         elif self._persist_order:
@@ -687,8 +697,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         eviction policy modelled), not on a decode server. The first 128 requests of the
         order are touched back to front, so the head is the most recent (mem_cache/common.py
         ``touch_waiting_prefix``: a match of prompt + output that locks nothing)."""
-        if self.server.schedule_policy == "lpm" and len(self.waiting) <= WAITING_QUEUE_PREFIX_MATCH_MAX:
-            return  # lpm at or below 128 waiting is cache-aware: no refresh, no count
+        if self.server.schedule_policy in FCFS_ABOVE_128 and len(self.waiting) <= WAITING_QUEUE_PREFIX_MATCH_MAX:
+            return  # lpm and hrrn at or below 128 waiting are cache-aware: no refresh, no count
         calls = self._refresh_calls
         self._refresh_calls = calls + 1
         if calls % WAITING_PREFIX_REFRESH_INTERVAL or not self._any_tokens:
@@ -719,9 +729,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
     def _requeue(self, reqs: list[Req]) -> None:
         """Retracted or preempted requests re-enter the waiting queue (a new entry time); on a
         decode server, the retracted queue (``DecodePreallocQueue.add(is_retracted=True)``)."""
+        done = self.processed_tokens
         for r in reqs:
             self._entries += 1
             self._entry[r.rid] = self._entries
+            r.arrival_processed_tokens = done  # _add_request_to_queue(req, is_retracted=True)
         (self.retracted_queue if self.mode == "decode" else self.waiting).extend(reqs)
         if reqs is self._preempted:
             self._preempted = []
@@ -758,10 +770,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 break
         if not chosen or need > 0:
             return 0
-        for r in chosen:
+        # release_req's remaining count is the batch's size less the requests released so far
+        # (0.5.23 preempt_to_schedule: len(running_batch.reqs) - release_counter)
+        for k, r in enumerate(chosen, 1):
             adder.rem_total_tokens += offset(r)
             adder.kv_changed(r.kv_allocated)
-            self._retract_req(r)
+            self._retract_req(r, len(self.running) - k)
         gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]
         self.num_preemptions += len(chosen)

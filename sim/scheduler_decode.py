@@ -126,14 +126,25 @@ class DecodeMemory:
             return sorted(self.running, key=key, reverse=True)
         return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
 
-    def _retract_req(self, r: Req) -> None:
+    def _retract_req(self, r: Req, remaining: int = 0) -> None:
         """``r`` leaves the running batch for the waiting queue: its KV freed, its cached
         prefix let go, to re-prefill prompt + committed output later; its retraction count
         kept (0.5.23 managers/schedule_batch.py ``release_req``, ``Req.reset_for_retract``).
         A retraction and a priority preemption (:meth:`sim.scheduler.Scheduler._preempt_for`)
-        alike. The caller takes ``r`` out of ``running``."""
+        alike. The caller takes ``r`` out of ``running``.
+
+        ``remaining``: requests still in the batch after this one goes (``release_req``'s
+        ``remaing_req_count``). Then ``release_req`` evicts cached prefixes (LRU) until
+        ``remaining`` x SGLANG_RETRACT_DECODE_STEPS (20) tokens are free
+        (mem_cache/common.py ``evict_from_tree_cache`` -> ``evict_to_free_tokens``: "use
+        the newly evictable memory instantly"), beyond what the next step needs. Evictable
+        tokens count as free for every budget, so this changes which cached prefixes survive
+        a retraction, not what is admitted; the MI355X reference cells (no retraction, no
+        shared prefixes) are unchanged, so every preset does it."""
         self.kv.retract(r)
         self._release_prefix(r)
+        if remaining > 0:
+            self._make_room(remaining * RETRACT_DECODE_STEPS)
         r.prefill_done = 0
         r.status = ReqStatus.WAITING
         r.retractions += 1
@@ -167,7 +178,7 @@ class DecodeMemory:
                 break
             first = False
             r = keep.pop()
-            self._retract_req(r)
+            self._retract_req(r, len(keep))
             retracted.append(r)
         if not self._decode_fits(keep):
             who = (f"request {keep[0].rid} alone" if len(keep) == 1 else

@@ -97,6 +97,33 @@ def test_retraction_retracts_at_least_one_then_stops_when_the_next_step_fits():
     assert old.kv.available >= 20 * len(old.running) - 2  # (minus the step just reserved)
 
 
+def test_release_req_evicts_the_cache_until_20_tokens_per_kept_request_are_free():
+    # 0.5.23 schedule_batch.py release_req -> mem_cache/common.py evict_from_tree_cache:
+    # after the retracted request's KV is freed and its cached prefix unlocked, LRU
+    # prefixes are evicted until remaining x SGLANG_RETRACT_DECODE_STEPS tokens are free,
+    # beyond the next step's need (which the freed KV alone covers here)
+    for preset in ("0.5.23", "mi355x-dsv41"):
+        s = sched(preset, max_total_num_tokens=1000)
+        a = running(s, 0, 100, 500, 50)
+        r1 = running(s, 1, 20, 500, 5)    # retracted first (least output): frees 25
+        running(s, 2, 20, 500, 6)
+        running(s, 3, 100, 500, 40)
+        prefix = list(range(5000, 5040))  # r1's cached prefix, locked while it runs
+        holder = Req(9, 40, 1)
+        s.kv.reserve(holder, 40)
+        s.cache.insert(prefix)
+        s.kv.to_tree(holder, 40)
+        node = s.cache.match_prefix(prefix)[1]
+        s.cache.inc_lock_ref(node)
+        s._locks[r1.rid] = node
+        s.kv.reserve(a, s.kv.available - 3)   # three requests' next step fits, not four
+        s.schedule()
+        assert [r.rid for r in s.waiting] == [1], preset
+        # 25 freed + 3 < 20 x 3: the unlocked prefix went too (it would fit the step without)
+        assert s.cache.total_size == 0 and s.kv.tree == 0, preset
+        assert s.kv.available + 3 >= 60, preset
+
+
 def test_ratio_after_retraction_is_estimated_over_the_kept_batch():
     # NewTokenRatioTracker.estimate_new_token_ratio_after_retract over the requests kept:
     # min(1, (sum output + 20 x bs) / (sum max_new + 1))
