@@ -245,20 +245,25 @@ class Lpm:
 
     Above 128 waiting, fcfs means the queue as it stands (``calc_priority`` leaves it
     unsorted): the order the last lpm sort left, then later arrivals. Equal prefixes keep
-    that order too (``sorts_queue_in_place``)."""
+    that order too (``sorts_queue_in_place``). Without a prefix cache the policy *is* FCFS
+    (``_validate_and_adjust_policy``), so priority scheduling's order applies
+    (``_sort_by_priority_and_fcfs``)."""
 
     name = "lpm"
     sorts_queue_in_place: ClassVar[bool] = True
 
-    def __init__(self, page_size: int = 1) -> None:
+    def __init__(self, page_size: int = 1, fcfs: Fcfs | None = None) -> None:
         self.page_size = page_size
+        self._fcfs = fcfs if fcfs is not None else Fcfs()
 
     @classmethod
     def from_server(cls, server: Any, seed: int = 0) -> Lpm:
-        return cls(getattr(server, "page_size", 1))
+        return cls(getattr(server, "page_size", 1), Fcfs.from_server(server))
 
     def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
-        if ctx.prefix_cache is None or len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
+        if ctx.prefix_cache is None:
+            return self._fcfs.order(waiting, ctx)
+        if len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
             return list(waiting)
         dep = in_batch_deprioritized(waiting, self.page_size)
         return sorted(waiting, key=lambda r: float("inf") if r.rid in dep else -r.cached_len)
@@ -266,20 +271,24 @@ class Lpm:
 
 class DfsWeight:
     """Depth-first over the radix tree, heavier subtrees first (``_sort_by_dfs_weight``);
-    fcfs without a prefix cache. Requests at one node keep the queue's order, which is the
+    fcfs without a prefix cache (``_validate_and_adjust_policy``; with priority scheduling,
+    by priority then entry order). Requests at one node keep the queue's order, which is the
     last pass's (``sorts_queue_in_place``)."""
 
     name = "dfs-weight"
     sorts_queue_in_place: ClassVar[bool] = True
 
+    def __init__(self, fcfs: Fcfs | None = None) -> None:
+        self._fcfs = fcfs if fcfs is not None else Fcfs()
+
     @classmethod
     def from_server(cls, server: Any, seed: int = 0) -> DfsWeight:
-        return cls()
+        return cls(Fcfs.from_server(server))
 
     def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
         tree = ctx.prefix_cache
         if tree is None:
-            return list(waiting)
+            return self._fcfs.order(waiting, ctx)
         idx = tree.dfs_weight_order([r.last_node if r.last_node is not None else tree.root for r in waiting])
         return [waiting[i] for i in idx]
 

@@ -6,6 +6,7 @@ snapshot into ``Req.arrival_processed_tokens`` by ``_add_request_to_queue``)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.config import ServerArgs
@@ -193,3 +194,18 @@ def test_hrrn_above_128_waiting_is_fcfs_over_the_queue_the_last_sort_left():
     w = list(s.waiting)
     assert rids(Hrrn().order(w, QueueContext(prefix_cache=s.cache, processed_tokens=s.processed_tokens)))[0] != 1
     assert rids(Fcfs().order(w, QueueContext()))[0] == 4
+
+
+@pytest.mark.parametrize("policy", ["lpm", "dfs-weight", "hrrn"])
+def test_a_cache_aware_policy_without_a_cache_is_fcfs_with_priority_order(policy):
+    # _validate_and_adjust_policy turns lpm, dfs-weight and hrrn into FCFS when the tree cache
+    # is disabled, and calc_priority then sorts FCFS by priority (_sort_by_priority_and_fcfs);
+    # lpm and dfs-weight returned the queue as it stood
+    w = [_req(0, 1000, 0), _req(1, 10, 0), _req(2, 10, 0)]
+    w[2].priority = 9
+    ctx = QueueContext(prefix_cache=None, processed_tokens=0)
+    pol = make_queue_order(ServerArgs(schedule_policy=policy, disable_radix_cache=True,
+                                      enable_priority_scheduling=True))
+    assert rids(pol.order(w, ctx)) == [2, 0, 1]
+    plain = make_queue_order(ServerArgs(schedule_policy=policy, disable_radix_cache=True))
+    assert rids(plain.order(w, ctx)) == [0, 1, 2]
