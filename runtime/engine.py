@@ -49,6 +49,7 @@ from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
 from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.engine import IDLE_PASSES, Stalled
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -515,6 +516,16 @@ class RuntimeEngine(LoopHost):
             time.sleep(delay)
         return True
 
+    def _poll_until_send(self) -> None:
+        """:data:`sim.engine.IDLE_PASSES` passes scheduled nothing with requests waiting (a
+        user's delay or order holding them): the loop idles until the next send, as SGLang's
+        polls ``recv_requests``; with none left to come (every request sent, or a closed
+        loop's clients waiting on requests that never run) the server is stalled, which the
+        simulator reports too (``SimEngine._poll_until_send``)."""
+        if self.clients.next_time() is None:
+            raise Stalled(f"no progress at t={self._now():.6f}s with {self.remaining} requests left")
+        self._wait_for_work()
+
     # ------------------------------------------------------------------- run
     def warmup(self) -> None:
         """Capture the graphs of every (batch, context) bucket and extend token bucket the
@@ -590,16 +601,22 @@ class RuntimeEngine(LoopHost):
             self._start_clock()
             ref = self._ref
             result: Any = None
+            idle = 0   # passes in a row with nothing received, launched or resolved
             while True:
                 op = loop.send(result)
                 result = None
                 if isinstance(op, Recv):
                     result = self._recv()
+                    idle = 0 if result else idle + 1
+                    if idle > IDLE_PASSES:
+                        self._poll_until_send()
+                        idle = 0
                 elif isinstance(op, HostWork):
                     if op.kind == "schedule":
                         self._pass(self.sched)
                 elif isinstance(op, Launch):
                     result = self._launch(op)
+                    idle = 0
                 elif isinstance(op, HostBlock):
                     self._host_block(op)
                 elif isinstance(op, StreamWait):
@@ -610,6 +627,7 @@ class RuntimeEngine(LoopHost):
                         self.dev.stream_wait("forward", op.handle.done)
                 elif isinstance(op, Results):
                     result = self._results(op)
+                    idle = 0
                 elif isinstance(op, Deliver):
                     self._deliver(op)
                     if self.remaining == 0:
