@@ -218,7 +218,8 @@ def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
     runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
     a chain drafter (EAGLE/EAGLE3/NEXTN/MTP/standalone: the proxy drafter is a block
-    drafter), DP attention over more than one rank (one device runs one rank), and a
+    drafter), DP attention over more than one rank (one device runs one rank), a multi-turn
+    workload (the runtime's clients send single requests), and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`, what ``specsched
     run`` refuses), or a pool too small for the warm-up request's verify windows.
 
@@ -241,6 +242,12 @@ def check_runnable(scenario: Scenario) -> None:
         raise ConfigError(file, "server.dp_size", srv.dp_size,
                           "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
                           "device; measure with dp_size: 1, or predict with specsched run")
+    if scenario.workload.kind == "multi_turn":
+        # the clients' own check (sim.workload.Clients), made here before the model and its
+        # warm-up, and before the radix-cache refusal, whose advice would not help
+        raise ConfigError(file, "workload.kind", "multi_turn",
+                          "the runtime's clients send single requests (multi_turn is simulated only); "
+                          "allowed here: burst, closed_loop, poisson, trace; or predict with specsched run")
     check_pool(scenario)
     need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)
     if srv.max_total_num_tokens < need:
