@@ -88,3 +88,16 @@ def test_a_policy_that_waits_for_more_arrivals_runs_simulated_and_measured(tmp_p
     for d in ("sim", "rt"):
         summary = json.loads((tmp_path / d / "summary.json").read_text())
         assert summary["completed"] == 6, (d, summary.get("completed"))
+
+
+@pytest.mark.parametrize("workload", [{"kind": "burst"}, {"kind": "closed_loop", "concurrency": 2},
+                                      {"kind": "poisson", "request_rate": 2000.0}])
+def test_a_policy_that_never_admits_is_one_line_exit_2_when_simulated(tmp_path, capsys, monkeypatch, workload):
+    """The simulator idles until the next send, a client's zero-delay step included (the
+    burst's), and reports the stall once nothing is left to come."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, "rules.py:Never", workload)
+    assert main(["run", s, "--out", "sim", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "stalls the server" in err, err
+    assert not (tmp_path / "sim").exists()
