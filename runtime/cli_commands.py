@@ -232,7 +232,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     targets: list[Path] = []
     if args.out:   # a file, or results dirs beside other content: refused before the run, as `run` does
         out = Path(args.out)
-        targets = [check_results_target(out / f"{sc.name}-{args.arm}-{part}") for part in ("measured", "predicted")]
+        # the plain run <scenario>-<arm>; another seed or --set beside it, named as measure
+        # names them (<arm>-seed<N>[+<overrides>]), never over it: validate.csv keeps both rows
+        run = args.arm
+        if args.set or (args.seed is not None and args.seed != sc.seed):
+            from specsched.analysis.overrides import parse_overrides
+
+            from specsched.cli import default_out_dir
+
+            run = default_out_dir(sc.name, args.arm, sc.seed if args.seed is None else args.seed,
+                                  parse_overrides(args.set or [])).name
+        targets = [check_results_target(out / f"{sc.name}-{run}-{part}") for part in ("measured", "predicted")]
     p_kind, _, p_threads = profile_facts(profile)
     try:
         # on CPU, with the threads the profile was made with (a CPU profile records them):

@@ -50,6 +50,7 @@ from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, SyncMode
 from specsched.sim.defaults import scenario_hardware
 from specsched.sim.device_tokens import DeviceTokens
+from specsched.sim.engine import IDLE_PASSES, Stalled
 from specsched.sim.limits import output_cut_summary, served_requests
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
@@ -219,7 +220,8 @@ def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
     runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
     a chain drafter (EAGLE/EAGLE3/NEXTN/MTP/standalone: the proxy drafter is a block
-    drafter), DP attention over more than one rank (one device runs one rank), and a
+    drafter), DP attention over more than one rank (one device runs one rank), a multi-turn
+    workload (the runtime's clients send single requests), and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`, what ``specsched
     run`` refuses), or a pool too small for the warm-up request's verify windows.
 
@@ -242,6 +244,12 @@ def check_runnable(scenario: Scenario) -> None:
         raise ConfigError(file, "server.dp_size", srv.dp_size,
                           "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
                           "device; measure with dp_size: 1, or predict with specsched run")
+    if scenario.workload.kind == "multi_turn":
+        # the clients' own check (sim.workload.Clients), made here before the model and its
+        # warm-up, and before the radix-cache refusal, whose advice would not help
+        raise ConfigError(file, "workload.kind", "multi_turn",
+                          "the runtime's clients send single requests (multi_turn is simulated only); "
+                          "allowed here: burst, closed_loop, poisson, trace; or predict with specsched run")
     check_pool(scenario)
     need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)
     if srv.max_total_num_tokens < need:
@@ -292,8 +300,8 @@ class RuntimeEngine(LoopHost):
         torch.set_num_threads(serve_threads(self.dev.is_gpu, cpu_threads))
         self.progress = progress
         self.window = srv.spec_window
-        # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang cuts
-        # them, a conversation's turns checked (sim/limits.py served_requests)
+        # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang
+        # cuts them (sim/limits.py served_requests)
         self.specs, self.output_cuts = served_requests(
             scenario, make_requests(scenario.workload, self.seed, scenario.path or None),
             scenario_hardware(scenario), self.seed)
@@ -521,6 +529,16 @@ class RuntimeEngine(LoopHost):
             time.sleep(delay)
         return True
 
+    def _poll_until_send(self) -> None:
+        """:data:`sim.engine.IDLE_PASSES` passes scheduled nothing with requests waiting (a
+        user's delay or order holding them): the loop idles until the next send, as SGLang's
+        polls ``recv_requests``; with none left to come (every request sent, or a closed
+        loop's clients waiting on requests that never run) the server is stalled, which the
+        simulator reports too (``SimEngine._poll_until_send``)."""
+        if self.clients.next_time() is None:
+            raise Stalled(f"no progress at t={self._now():.6f}s with {self.remaining} requests left")
+        self._wait_for_work()
+
     # ------------------------------------------------------------------- run
     def warmup(self) -> None:
         """Capture the graphs of every (batch, context) bucket and extend token bucket the
@@ -596,16 +614,22 @@ class RuntimeEngine(LoopHost):
             self._start_clock()
             ref = self._ref
             result: Any = None
+            idle = 0   # passes in a row with nothing received, launched or resolved
             while True:
                 op = loop.send(result)
                 result = None
                 if isinstance(op, Recv):
                     result = self._recv()
+                    idle = 0 if result else idle + 1
+                    if idle > IDLE_PASSES:
+                        self._poll_until_send()
+                        idle = 0
                 elif isinstance(op, HostWork):
                     if op.kind == "schedule":
                         self._pass(self.sched)
                 elif isinstance(op, Launch):
                     result = self._launch(op)
+                    idle = 0
                 elif isinstance(op, HostBlock):
                     self._host_block(op)
                 elif isinstance(op, StreamWait):
@@ -616,6 +640,7 @@ class RuntimeEngine(LoopHost):
                         self.dev.stream_wait("forward", op.handle.done)
                 elif isinstance(op, Results):
                     result = self._results(op)
+                    idle = 0
                 elif isinstance(op, Deliver):
                     self._deliver(op)
                     if self.remaining == 0:

@@ -104,6 +104,15 @@ class Stalled(RuntimeError):
     looped without its clock moving, or every host slept with nothing left to wake it."""
 
 
+IDLE_PASSES = 100_000
+"""Passes in a row that schedule nothing with nothing in flight and requests waiting (an
+admission delay or a queue order holding them) before the host is taken to be idle until
+the next send: SGLang's idle loop keeps polling ``recv_requests`` (managers/scheduler.py
+``event_loop_overlap``: no batch, loop again), so a policy counting passes
+(``max_delay_passes``) sees them all; with no send left to come, the server is stalled.
+The simulator and the runtime both count them (sim/engine.py, runtime/engine.py)."""
+
+
 class SimEngine(Clients, EngineStretch):
     """One simulated serving run.
 
@@ -395,15 +404,16 @@ class SimEngine(Clients, EngineStretch):
                         else:
                             yield from self._sync(t)
             elif tp is Recv:
+                if self._t == last_t:
+                    idle_spins += 1
+                    if idle_spins > IDLE_PASSES:
+                        yield from self._poll_until_send(solo)
+                        idle_spins = 0
+                else:
+                    idle_spins, last_t = 0, self._t
                 if self._next_arrival <= self._t:
                     self._take_arrivals()
                 result, self.inbox = self.inbox, []
-                if self._t == last_t:
-                    idle_spins += 1
-                    if idle_spins > 100_000:
-                        raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
-                else:
-                    idle_spins, last_t = 0, self._t
             elif tp is Launch:
                 result, busy = self._launch(op)
                 if busy > 0:
@@ -475,6 +485,27 @@ class SimEngine(Clients, EngineStretch):
                         self._wake = None
                         self._t = self.env.now
             op = loop.send(result)
+
+    def _poll_until_send(self, solo: bool):
+        """The host idles in its receive loop (:data:`IDLE_PASSES` passes scheduled nothing,
+        nothing in flight) until a request reaches it: the next open arrival, or what the
+        clients' processes send. Raises :class:`Stalled` when nothing is left to come."""
+        if solo:
+            if self._next_arrival == math.inf:
+                raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
+            self._t = max(self._t, self._next_arrival)
+            return
+        while not self.inbox:
+            nxt = self.env.peek()
+            if nxt == math.inf:
+                raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
+            if nxt > self._t:
+                yield from self._sync(nxt)
+            elif self._t > self.env.now:
+                yield from self._sync(self._t)
+            else:   # due now (a client's zero-delay step): let SimPy run it
+                yield _AfterNow(self.env)
+                self._t = max(self._t, self.env.now)
 
     # ------------------------------------ fast-forward (the rest: sim/engine_stretch.py)
     def _stretch_applied(self, plan: BatchPlan, output: StepOutput, start: float, end: float, t: float,

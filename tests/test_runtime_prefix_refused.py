@@ -46,3 +46,41 @@ def test_with_the_radix_cache_off_the_same_workload_measures(tmp_path, capsys, m
                  "--out", "out", "--quiet"]) == 0
     assert (tmp_path / "out" / "summary.json").is_file()
     assert "cache_hit_rate" not in (tmp_path / "out" / "summary.json").read_text()
+
+
+def _multi_turn(tmp_path) -> str:
+    p = tmp_path / "mt.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "mt-tiny", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 4, "max_total_num_tokens": 5000, "chunked_prefill_size": 64,
+                   "max_prefill_tokens": 96, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.5, "request_spread": 0.3},
+        "workload": {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 8},
+                     "multi_turn": {"num_conversations": 2, "num_turns": 2, "first_prompt_len": {"value": 32},
+                                    "user_len": {"value": 16}}}}))
+    return str(p)
+
+
+@pytest.mark.parametrize("radix_off", [False, True])
+def test_multi_turn_is_refused_before_any_model_is_built(tmp_path, capsys, monkeypatch, radix_off):
+    """The runtime's clients send single requests. A multi-turn workload was refused only
+    once the model was built and warmed up (47 s for the 1b preset on a CPU, graph capture on
+    a GPU), and with the radix cache on the first refusal said to measure it with
+    server.disable_radix_cache: true, which then failed the same way."""
+    from specsched.runtime import engine
+
+    def no_model(*a, **k):
+        raise AssertionError("a model was built for a scenario the runtime refuses")
+
+    monkeypatch.setattr(engine, "LlamaProxy", no_model)
+    monkeypatch.chdir(tmp_path)
+    s = _multi_turn(tmp_path)
+    before = set(tmp_path.iterdir())
+    args = ["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out"]
+    if radix_off:
+        args += ["--set", "server.disable_radix_cache=true"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}"), err
+    assert "workload.kind = 'multi_turn'" in err[0] and "disable_radix_cache" not in err[0], err
+    assert set(tmp_path.iterdir()) == before
