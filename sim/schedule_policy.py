@@ -239,7 +239,37 @@ def shortest_prefill_chunk_limit(chunked: Req, waiting: Sequence[Req], budget: i
     return (budget - reserved) // page_size * page_size
 
 
-class Lpm:
+class _PrefixMatchingOrder:
+    """What SGLang's prefix-matching orders (lpm, hrrn) share (managers/schedule_policy.py
+    ``SchedulePolicy.calc_priority``): without a prefix cache the policy is FCFS
+    (``_validate_and_adjust_policy``; with priority scheduling, by priority then entry
+    order); above 128 waiting it is fcfs over the queue as the last sort left it
+    (``_determine_active_policy``, ``sorts_queue_in_place``); otherwise the waiting requests
+    are sorted by the subclass's ``_sort``, with the in-batch deprioritisation of
+    ``_compute_prefix_matches`` (:func:`in_batch_deprioritized`)."""
+
+    sorts_queue_in_place: ClassVar[bool] = True
+
+    def __init__(self, page_size: int = 1, fcfs: Fcfs | None = None) -> None:
+        self.page_size = page_size
+        self._fcfs = fcfs if fcfs is not None else Fcfs()
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> _PrefixMatchingOrder:
+        return cls(getattr(server, "page_size", 1), Fcfs.from_server(server))
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        if ctx.prefix_cache is None:
+            return self._fcfs.order(waiting, ctx)
+        if len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
+            return list(waiting)
+        return self._sort(waiting, ctx, in_batch_deprioritized(waiting, self.page_size))
+
+    def _sort(self, waiting: list[Req], ctx: QueueContext, deprioritized: set[int]) -> list[Req]:
+        raise NotImplementedError
+
+
+class Lpm(_PrefixMatchingOrder):
     """Longest cached prefix first (``_sort_by_longest_prefix``); fcfs above 128 waiting
     or without a prefix cache (``_determine_active_policy``, ``_validate_and_adjust_policy``).
 
@@ -250,23 +280,9 @@ class Lpm:
     (``_sort_by_priority_and_fcfs``)."""
 
     name = "lpm"
-    sorts_queue_in_place: ClassVar[bool] = True
 
-    def __init__(self, page_size: int = 1, fcfs: Fcfs | None = None) -> None:
-        self.page_size = page_size
-        self._fcfs = fcfs if fcfs is not None else Fcfs()
-
-    @classmethod
-    def from_server(cls, server: Any, seed: int = 0) -> Lpm:
-        return cls(getattr(server, "page_size", 1), Fcfs.from_server(server))
-
-    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
-        if ctx.prefix_cache is None:
-            return self._fcfs.order(waiting, ctx)
-        if len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
-            return list(waiting)
-        dep = in_batch_deprioritized(waiting, self.page_size)
-        return sorted(waiting, key=lambda r: float("inf") if r.rid in dep else -r.cached_len)
+    def _sort(self, waiting: list[Req], ctx: QueueContext, deprioritized: set[int]) -> list[Req]:
+        return sorted(waiting, key=lambda r: float("inf") if r.rid in deprioritized else -r.cached_len)
 
 
 class DfsWeight:
@@ -317,7 +333,7 @@ def hrrn_key(r: Req, processed_tokens: int, deprioritized: set[int]) -> tuple[fl
     return (-(waited if waited > 0 else 0) / work, r.rid)
 
 
-class Hrrn:
+class Hrrn(_PrefixMatchingOrder):
     """Highest response ratio next, aged in prefill tokens (sglang 0.5.23
     managers/schedule_policy.py ``SchedulePolicy._sort_by_hrrn``, ``CacheAwarePolicy.HRRN``).
 
@@ -332,24 +348,10 @@ class Hrrn:
     count up in arrival order, which makes equal ratios keep arrival order here."""
 
     name = "hrrn"
-    sorts_queue_in_place: ClassVar[bool] = True
 
-    def __init__(self, page_size: int = 1, fcfs: Fcfs | None = None) -> None:
-        self.page_size = page_size
-        self._fcfs = fcfs if fcfs is not None else Fcfs()
-
-    @classmethod
-    def from_server(cls, server: Any, seed: int = 0) -> Hrrn:
-        return cls(getattr(server, "page_size", 1), Fcfs.from_server(server))
-
-    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
-        if ctx.prefix_cache is None:
-            return self._fcfs.order(waiting, ctx)
-        if len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
-            return list(waiting)
-        dep = in_batch_deprioritized(waiting, self.page_size)
+    def _sort(self, waiting: list[Req], ctx: QueueContext, deprioritized: set[int]) -> list[Req]:
         done = ctx.processed_tokens
-        return sorted(waiting, key=lambda r: hrrn_key(r, done, dep))
+        return sorted(waiting, key=lambda r: hrrn_key(r, done, deprioritized))
 
 
 SHIPPED: dict[str, type] = {
