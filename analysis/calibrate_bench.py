@@ -1259,8 +1259,8 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
             measured = [require_measured(r) for r in runs]
         skipped += [f"{r.source}: left out: completed = 0 (every request of the run failed: nothing measured to fit)"
                     for r in runs if r.summary.get("completed") == 0]
-        if line is None and any(refusal(r) is None for r in measured):   # else refused when its scenario is built
-            why = {id(r): refusal(r) for r in measured}
+        why = {id(r): refusal(r) for r in measured} if line is None else {}
+        if any(e is None for e in why.values()):   # else refused when its scenario is built
             skipped += [f"{e.file}: left out: {e.key} = {e.value!r}: {e.allowed}"
                         for e in why.values() if e is not None]
             measured = [r for r in measured if why[id(r)] is None]

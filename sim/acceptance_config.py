@@ -18,6 +18,7 @@ HISTOGRAM_SUM_TOLERANCE = 1e-3
 ACCEPTANCE_SOURCES = ("mean_accept_length", "per_position_rates", "histogram")
 """The three ways a scenario states its acceptance; exactly one is given."""
 
+
 class AcceptanceConfig(BaseModel):
     """Accept length distribution (tokens committed per request per verify cycle, 1..window).
 
@@ -55,7 +56,7 @@ class AcceptanceConfig(BaseModel):
         given = [k for k in ACCEPTANCE_SOURCES if getattr(self, k) is not None]
         if len(given) > 1:
             raise FieldError("acceptance", " and ".join(given),
-                             "give only one of mean_accept_length, per_position_rates, histogram")
+                             f"give only one of {', '.join(ACCEPTANCE_SOURCES)}")
         if self.histogram is not None and abs(sum(self.histogram) - 1.0) > HISTOGRAM_SUM_TOLERANCE:
             raise FieldError("acceptance.histogram", self.histogram, "P(accept length = k) must sum to 1 "
                              f"(within {HISTOGRAM_SUM_TOLERANCE}); it sums to {sum(self.histogram):.6g}")

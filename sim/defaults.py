@@ -628,13 +628,11 @@ def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: 
     for role in ("prefill", "decode"):
         cfg = getattr(layout, role)
         rs = server.role_server(role)
-        algo = rs.speculative_algorithm
-        if "speculative_algorithm" not in cfg.server or algo.enabled == server.speculative_algorithm.enabled and (
-                algo is server.speculative_algorithm):
+        algo, top = rs.speculative_algorithm, server.speculative_algorithm
+        if "speculative_algorithm" not in cfg.server or algo is top:
             continue
         chosen: dict[str, Any] = {}
         why: dict[str, str] = {}
-        top = server.speculative_algorithm
         if (algo.enabled and not algo.is_block and not (top.enabled and not top.is_block)
                 and not any(k in cfg.server for k in CHAIN_PARAM_KEYS)):   # the section's chain settings not carried
             chosen.update(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, hw.architecture), strict=True))
@@ -643,7 +641,7 @@ def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: 
                 "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")))
         if ("max_running_requests" not in given and "max_running_requests" not in cfg.server
                 and hw.architecture not in MODEL_MAX_RUNNING_REQUESTS
-                and algo.enabled != server.speculative_algorithm.enabled):
+                and algo.enabled != top.enabled):
             if algo.enabled:
                 chosen["max_running_requests"] = SPEC_MAX_RUNNING_REQUESTS
                 why["max_running_requests"] = f"SGLang's reset for speculative decoding on the {role} server"

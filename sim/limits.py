@@ -438,8 +438,7 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     cuts: list[tuple[int, int, int]] = []
     if w.kind != "trace":
         return specs, cuts
-    ins = np.fromiter((s.input_len for s in specs), dtype=np.int64, count=len(specs))
-    outs = np.fromiter((s.output_len for s in specs), dtype=np.int64, count=len(specs))
+    ins, outs = _spec_lengths(specs)
     cut = trace_output_cut(scenario, ins, outs, hw)
     specs = list(specs)
     for k in np.flatnonzero(cut < outs).tolist():
@@ -447,6 +446,30 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         cuts.append((s.index, s.output_len, int(cut[k])))
         specs[k] = replace(s, output_len=int(cut[k]))
     return specs, cuts
+
+
+def _spec_lengths(specs: list) -> tuple[np.ndarray, np.ndarray]:
+    """The prompts and outputs (tokens, int64 arrays) of a run's requests."""
+    ins = np.fromiter((s.input_len for s in specs), dtype=np.int64, count=len(specs))
+    outs = np.fromiter((s.output_len for s in specs), dtype=np.int64, count=len(specs))
+    return ins, outs
+
+
+def _first_never_fit(scenario: Scenario, ins: np.ndarray, outs: np.ndarray) -> tuple[int, ConfigError, int] | None:
+    """The first request (prompt ``ins``, output ``outs``) that a server of the scenario's
+    deployment (:func:`_servers`) can never run (:func:`never_fit_rows`), as (its row, the
+    refusal :func:`_check_pool` gives it, how many more rows that server refuses), or None;
+    for :func:`check_trace_rows` and :func:`check_turn_rows` to name in their own words."""
+    w = scenario.workload
+    for where, srv, holds_output in _servers(scenario.server):
+        o_srv = outs if holds_output else np.ones_like(outs)
+        decode = holds_output and srv.disaggregation_mode == "decode"
+        bad = never_fit_rows(srv, ins, o_srv, w.ignore_eos, decode)
+        if bad.any():
+            k = int(np.argmax(bad))
+            e = _first_refusal(srv, where, int(ins[k]), int(o_srv[k]), w.ignore_eos, decode)
+            return k, e, int(np.count_nonzero(bad)) - 1
+    return None
 
 
 def output_cut_summary(cuts: list[tuple[int, int, int]]) -> dict[str, int]:
@@ -484,24 +507,18 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     tr = load_trace(w.trace, w.num_requests, scenario.path or None)
     columns, _ = w.trace.resolved()
     path = scenario_data_path(w.trace.path, scenario.path or None)
-    cut = trace_output_cut(scenario, tr.input_len, tr.output_len, hw)
-    for where, srv, holds_output in _servers(scenario.server):
-        outs = cut if holds_output else np.ones_like(tr.output_len)
-        decode = holds_output and srv.disaggregation_mode == "decode"
-        bad = never_fit_rows(srv, tr.input_len, outs, w.ignore_eos, decode)
-        if not bad.any():
-            continue
-        k = int(np.argmax(bad))
-        i, o = int(tr.input_len[k]), int(tr.output_len[k])
-        e = _first_refusal(srv, where, i, int(outs[k]), w.ignore_eos, decode)
-        note = _CUT_NOT_ENOUGH if scenario.server.disaggregation is None else _OUTPUT_CUT
-        key = columns.input_len if e.key == "workload.input_len" else columns.output_len
-        line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
-        others = int(np.count_nonzero(bad)) - 1
-        raise ConfigError(line, key, i if key == columns.input_len else o,
-                          f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {o}"
-                          f"{f'; {others} more rows like it' if others else ''}): {e.allowed}"
-                          f"{note if key == columns.output_len else ''}; drop or shorten those rows")
+    found = _first_never_fit(scenario, tr.input_len, trace_output_cut(scenario, tr.input_len, tr.output_len, hw))
+    if found is None:
+        return
+    k, e, others = found
+    i, o = int(tr.input_len[k]), int(tr.output_len[k])
+    note = _CUT_NOT_ENOUGH if scenario.server.disaggregation is None else _OUTPUT_CUT
+    key = columns.input_len if e.key == "workload.input_len" else columns.output_len
+    line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
+    raise ConfigError(line, key, i if key == columns.input_len else o,
+                      f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {o}"
+                      f"{f'; {others} more rows like it' if others else ''}): {e.allowed}"
+                      f"{note if key == columns.output_len else ''}; drop or shorten those rows")
 
 
 def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) -> None:
@@ -518,18 +535,10 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
     w = scenario.workload
     if w.kind != "multi_turn" or not specs:
         return
-    ins = np.fromiter((s.input_len for s in specs), dtype=np.int64, count=len(specs))
-    outs = np.fromiter((s.output_len for s in specs), dtype=np.int64, count=len(specs))
-    for where, srv, holds_output in _servers(scenario.server):
-        o_srv = outs if holds_output else np.ones_like(outs)
-        decode = holds_output and srv.disaggregation_mode == "decode"
-        bad = never_fit_rows(srv, ins, o_srv, w.ignore_eos, decode)
-        if not bad.any():
-            continue
-        k = int(np.argmax(bad))
+    found = _first_never_fit(scenario, *_spec_lengths(specs))
+    if found is not None:
+        k, e, others = found
         s = specs[k]
-        e = _first_refusal(srv, where, s.input_len, int(o_srv[k]), w.ignore_eos, decode)
-        others = int(np.count_nonzero(bad)) - 1
         raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
                           f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed "
                           f"{scenario.seed if seed is None else seed}{f'; {others} more turns like it' if others else ''}) "

@@ -238,6 +238,7 @@ def _run_command(args: argparse.Namespace) -> int:
     check_fits(scenario)
     from specsched.sim.profile import load_profile, standalone_drafter_note
 
+    # a bad profile fails here, before any work; a good one may add a note
     notes.append(standalone_drafter_note(scenario, load_profile(scenario.profile, scenario.path or None)))
     for note in notes:  # after the refusals: bad input stays one line
         if note is not None:
@@ -245,7 +246,6 @@ def _run_command(args: argparse.Namespace) -> int:
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results
 
-    load_profile(scenario.profile, scenario.path or None)  # a bad profile fails before any work
     if args.out:
         out = Path(args.out)
     else:

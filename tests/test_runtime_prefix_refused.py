@@ -15,17 +15,22 @@ from specsched.cli import main
 pytest.importorskip("torch")
 
 
-def _scenario(tmp_path) -> str:
-    p = tmp_path / "sp.yaml"
+def _write(tmp_path, name: str, workload: dict) -> str:
+    """A tiny-profile DSpark scenario file with ``workload``."""
+    p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump({
-        "name": "sp-tiny", "profile": "tiny", "seed": 1,
+        "name": f"{name}-tiny", "profile": "tiny", "seed": 1,
         "server": {"max_running_requests": 4, "max_total_num_tokens": 5000, "chunked_prefill_size": 64,
                    "max_prefill_tokens": 96, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
         "acceptance": {"mean_accept_length": 2.5, "request_spread": 0.3},
-        "workload": {"kind": "burst", "output_len": {"kind": "fixed", "value": 8},
-                     "shared_prefix": {"num_groups": 2, "prompts_per_group": 3, "system_prompt_len": 48,
-                                       "question_len": 16}}}))
+        "workload": workload}))
     return str(p)
+
+
+def _scenario(tmp_path) -> str:
+    return _write(tmp_path, "sp", {"kind": "burst", "output_len": {"kind": "fixed", "value": 8},
+                                   "shared_prefix": {"num_groups": 2, "prompts_per_group": 3, "system_prompt_len": 48,
+                                                     "question_len": 16}})
 
 
 def test_shared_prefixes_with_the_radix_cache_are_refused_by_the_runtime(tmp_path, capsys, monkeypatch):
@@ -49,16 +54,9 @@ def test_with_the_radix_cache_off_the_same_workload_measures(tmp_path, capsys, m
 
 
 def _multi_turn(tmp_path) -> str:
-    p = tmp_path / "mt.yaml"
-    p.write_text(yaml.safe_dump({
-        "name": "mt-tiny", "profile": "tiny", "seed": 1,
-        "server": {"max_running_requests": 4, "max_total_num_tokens": 5000, "chunked_prefill_size": 64,
-                   "max_prefill_tokens": 96, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
-        "acceptance": {"mean_accept_length": 2.5, "request_spread": 0.3},
-        "workload": {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 8},
-                     "multi_turn": {"num_conversations": 2, "num_turns": 2, "first_prompt_len": {"value": 32},
-                                    "user_len": {"value": 16}}}}))
-    return str(p)
+    return _write(tmp_path, "mt", {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 8},
+                                   "multi_turn": {"num_conversations": 2, "num_turns": 2,
+                                                  "first_prompt_len": {"value": 32}, "user_len": {"value": 16}}})
 
 
 @pytest.mark.parametrize("radix_off", [False, True])
