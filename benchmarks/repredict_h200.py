@@ -744,6 +744,11 @@ def main(argv: list[str] | None = None) -> int:
             print("repredict_h200: --extend-level launch: fewer than 3 runs with extend launches and a reference "
                   "work reading", file=sys.stderr)
             return 2
+        if not got[0] > 0:
+            # a fit over few runs can go through zero: no reference to condition on
+            print(f"repredict_h200: --extend-level launch: the extend launch calls of {got[1]} runs give a reference "
+                  f"work of {got[0] * 1e3:.3f} ms (must be > 0); condition by phase instead", file=sys.stderr)
+            return 2
         data = term_profile.model_dump(mode="python")
         data["host"]["reference_work_by_term"].update(dict.fromkeys(PHASE_TERMS["extend"], got[0]))
         term_profile = type(term_profile).model_validate(data)
