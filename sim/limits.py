@@ -43,6 +43,7 @@ from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import served_context_len
+from specsched.sim.kv_ledger import last_top_up_target
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     ceil_page,
@@ -286,7 +287,9 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     :func:`_check_pool` refuses (and, with ``decode``, :func:`_check_decode_prealloc`), which
     are those the scheduler refuses when they arrive or finds stuck alone:
     :meth:`Scheduler.add_request` (page-rounded prompt + output clipped at
-    CLIP_MAX_NEW_TOKENS + a page + the in-flight verify slots reach the pool),
+    CLIP_MAX_NEW_TOKENS + a page, and the window rule's in-flight verify slots
+    (:func:`inflight_slots`), reach the pool; or the top-up rule's last top-up passes it,
+    :func:`_top_up_past_pool`),
     ``_refuse_never_swa_admitted`` (sglang 0.5.23 mem_cache/prefill_budget.py
     ``SWAPrefillBudget.check_prefill`` never admits it), ``DecodeMemory._retract`` (prompt +
     output outgrow the pool by the last token) and ``Disagg._refuse_unpreallocatable``.
@@ -298,7 +301,7 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     ahead = inflight_slots(srv)
     paged = -(-ins // page) * page
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
-    bad = (paged + page + ahead + new >= cap) | (ins + outs > cap)
+    bad = (paged + page + ahead + new >= cap) | (ins + outs > cap) | _top_up_past_pool(srv, ins, outs)
     if decode:
         bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
     if srv.swa_max_total_num_tokens:
@@ -381,26 +384,19 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
 
 
 def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> np.ndarray:
-    """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`),
-    for one server (no disaggregation: a decode server preallocates by its own rule, not
-    modelled; the outputs are returned as given).
-
-    The simulated scheduler admits a request only with the decode (or verify) slots of the two
-    steps the overlap loop keeps in flight free beside it (:meth:`Scheduler.add_request`,
-    ``ahead``: 2 without speculative decoding), which SGLang's cut leaves no room for (it keeps
-    ``page_size + 1`` slots): where they bind, the output is cut by them too, the largest
-    output :func:`never_fit_rows` passes (2 tokens shorter than SGLang's without speculative
-    decoding). A cut that leaves no output token is not applied (the row is refused by
-    :func:`never_fit_rows` as before)."""
+    """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`)
+    and nothing more, for one server (no disaggregation: a decode server preallocates by its
+    own rule, not modelled; the outputs are returned as given). Every cut output passes the
+    simulated admission, as SGLang's (scheduler.py ``init_req_max_new_tokens`` keeps the cut
+    within ``PrefillAdder``'s budget). A cut that leaves no output token is not applied (the
+    row is refused by :func:`never_fit_rows`); a cut output whose last speculative top-up
+    still passes the pool is refused there too (:func:`_top_up_past_pool`: SGLang aborts
+    such a request near its end)."""
     outs = np.asarray(outs, dtype=np.int64)
     srv = scenario.server
     if srv.disaggregation is not None:
         return outs
     cut = output_cut(srv, ins, outs, context_length(scenario, hw)[0])
-    ahead = inflight_slots(srv)
-    page = srv.page_size
-    hold = srv.max_total_num_tokens - (-(-np.asarray(ins, dtype=np.int64) // page) * page) - page - ahead - 1
-    cut = np.where((cut > hold) & (hold < CLIP_MAX_NEW_TOKENS), hold, cut)
     return np.where(cut >= 1, cut, outs)
 
 
@@ -650,10 +646,28 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool
 
 def inflight_slots(srv) -> int:
     """KV slots beside a request's page-rounded prompt, output and page that the scheduler
-    asks free before it admits the request (:meth:`Scheduler.add_request`): the verify (or
-    decode) slots of the two steps the overlap loop keeps in flight, ``2 x spec_window``, or a
-    top-up reservation's ``spec_kv_reserve`` where it is larger."""
-    return max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    asks free before it admits the request (:meth:`Scheduler.add_request`): under the older
+    window rule of speculative decoding (``spec_kv_reservation: window``, each verify pass
+    reserves its window), the verify slots of the two passes the overlap loop keeps in
+    flight, ``2 x spec_window``; 0 otherwise. Without speculative decoding SGLang 0.5.23's
+    admission charges nothing beyond the prompt, the output and a page (schedule_policy.py
+    ``PrefillAdder.add_one_req``), and neither does the simulated one: a lone request holds
+    at most prompt + output slots (its finishing step is not run again, scheduler.py
+    ``_reqs_finishing_inflight``), below what the cut leaves (:func:`output_cut`). Under the
+    top-up rule the bound is the last top-up (:func:`_top_up_past_pool`)."""
+    window_rule = srv.spec_window > 1 and srv.rules.spec_kv_reservation != "topup"
+    return 2 * srv.spec_window if window_rule else 0
+
+
+def _top_up_past_pool(srv, ins, outs):
+    """Whether a request (prompt ``ins``, output ``outs``; ints or int arrays) running alone
+    asks, at its last verify pass, more KV than the pool holds under the top-up rule
+    (:func:`sim.kv_ledger.last_top_up_target`): SGLang 0.5.23 then aborts it out of memory
+    (schedule_batch.py ``retract_decode``); False without the top-up rule."""
+    if not srv.spec_kv_reserve or srv.rules.spec_kv_reservation != "topup":
+        return np.zeros_like(outs, dtype=bool) if isinstance(outs, np.ndarray) else False
+    past = last_top_up_target(ins, outs, srv.spec_kv_reserve, srv.page_size) > srv.max_total_num_tokens
+    return past & (outs >= 2)
 
 
 def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
@@ -662,12 +676,13 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
     page, cap = srv.page_size, srv.max_total_num_tokens
     pool = f"{where}.max_total_num_tokens"
     ahead = inflight_slots(srv)
-    fixed = page + ahead  # a page of headroom plus the in-flight verify slots (Scheduler.add_request)
+    fixed = page + ahead  # a page of headroom plus the window rule's in-flight verify slots (Scheduler.add_request)
     prompt = ceil_page(i, page) + fixed
     if prompt >= cap:
+        slots = f" and {ahead} verify slots" if ahead else ""
         raise ConfigError(file, "workload.input_len", i,
-                          f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
-                          f"{ahead} verify slots); {pool} is {cap} and must exceed that (SGLang refuses an input "
+                          f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page{slots}); "
+                          f"{pool} is {cap} and must exceed that (SGLang refuses an input "
                           "that reaches its limit: managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o, ignore_eos)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
@@ -679,6 +694,13 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
                           f"(output clipped at {CLIP_MAX_NEW_TOKENS}); {pool} is {cap} and must exceed that")
+    if _top_up_past_pool(srv, i, o):
+        target = last_top_up_target(i, o, srv.spec_kv_reserve, page)
+        raise ConfigError(file, "workload.output_len", o,
+                          f"prompt {i} + output {o} tokens: the last verify pass tops the request up to "
+                          f"{target} KV positions (committed + {srv.spec_kv_reserve} reserved, page-rounded; "
+                          f"allocation_sizing.py page_aligned_decode_alloc_lens), past {pool} = {cap}; SGLang aborts "
+                          "it out of memory (schedule_batch.py retract_decode), which the simulator does not model")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, pool, cap,
