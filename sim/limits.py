@@ -290,6 +290,7 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     CLIP_MAX_NEW_TOKENS + a page, and the window rule's in-flight verify slots
     (:func:`inflight_slots`), reach the pool; or the top-up rule's last top-up passes it,
     :func:`_top_up_past_pool`),
+    a prompt of ``pool - 6`` tokens or more (SGLang aborts it: :data:`INPUT_MARGIN`),
     ``_refuse_never_swa_admitted`` (sglang 0.5.23 mem_cache/prefill_budget.py
     ``SWAPrefillBudget.check_prefill`` never admits it), ``DecodeMemory._retract`` (prompt +
     output outgrow the pool by the last token) and ``Disagg._refuse_unpreallocatable``.
@@ -301,7 +302,8 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     ahead = inflight_slots(srv)
     paged = -(-ins // page) * page
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
-    bad = (paged + page + ahead + new >= cap) | (ins + outs > cap) | _top_up_past_pool(srv, ins, outs)
+    bad = ((paged + page + ahead + new >= cap) | (ins + outs > cap) | (ins > longest_prompt(cap))
+           | _top_up_past_pool(srv, ins, outs))
     if decode:
         bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
     if srv.swa_max_total_num_tokens:
@@ -684,6 +686,11 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page{slots}); "
                           f"{pool} is {cap} and must exceed that (SGLang refuses an input "
                           "that reaches its limit: managers/utils.py validate_input_length)")
+    if i > longest_prompt(cap):
+        raise ConfigError(file, "workload.input_len", i,
+                          f"must be at most {longest_prompt(cap)} tokens: {pool} is {cap}, and SGLang aborts a prompt "
+                          f"of min(context_len, pool) - {INPUT_MARGIN} tokens or more (managers/tp_worker.py "
+                          "max_req_input_len = min(context_len - 1, pool - 1) - 5; managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o, ignore_eos)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:

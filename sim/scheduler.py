@@ -149,6 +149,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            prefix_sharing=self.cache is not None,
                            swa_by_forward=self.rules.swa_eviction_cadence == "forward_interval")
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
+        from specsched.sim.limits import longest_prompt
+
+        # SGLang aborts a longer prompt (managers/utils.py validate_input_length; the pool's part
+        # of max_req_input_len, tp_worker.py; the context's is checked before the run)
+        self._longest_prompt = longest_prompt(server.max_total_num_tokens)
         self.waiting: deque[Req] = deque()
         # extend tokens of every forward launched (sglang 0.5.23 Scheduler.run_batch adds
         # batch.extend_num_tokens to processed_tokens_counter): hrrn's aging clock
@@ -193,7 +198,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         ahead = 2 * self.window if self.window > 1 and not self._topup else 0
         out = req.max_new_tokens if req.max_new_tokens < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
         need = ceil_page(req.input_len, page) + out + page + ahead
-        if need >= self.kv.capacity:
+        if need >= self.kv.capacity or req.input_len > self._longest_prompt:
             # the key the user sets: a disaggregated role's server has its own pool
             key = ("server.max_total_num_tokens" if self.mode not in ("prefill", "decode")
                    else f"server.disaggregation.{self.mode}.server.max_total_num_tokens")
