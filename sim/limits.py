@@ -362,9 +362,13 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
     ``_validate_one_request``, managers/utils.py ``validate_input_length``), and a prompt +
     output past the context length already at the tokenizer (:func:`_check_trace_context`).
 
-    A hybrid sliding-window pool cuts by a search over its own admission rule
-    (mem_cache/allocator/unified_hybrid_swa.py ``max_new_tokens_for_memory``), not modelled:
-    the output is returned as given there, and :func:`never_fit_rows` refuses what does not fit.
+    A hybrid sliding-window model's pools (a full and an SWA part, SGLang's
+    SWATokenToKVPoolAllocator, mem_cache/allocator/swa.py) cut by the same rule: the
+    allocator inherits ``max_new_tokens_for_memory`` from the base, given the full pool's
+    capacity (``max_total_num_tokens``); only the one byte buffer of ``--enable-unified-memory``
+    (unified_hybrid_swa.py ``UnifiedSWATokenToKVPoolAllocator``, off by default, not modelled)
+    searches its admission rule instead. A cut output the SWA budget still never admits is
+    refused by :func:`never_fit_rows`.
 
     Args:
         srv: the server arguments (``ServerArgs``).
@@ -376,8 +380,6 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
         The outputs SGLang runs (int64 array, ``<= outs``).
     """
     ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
-    if srv.swa_max_total_num_tokens:
-        return outs
     page, cap = srv.page_size, srv.max_total_num_tokens
     max_req_len = cap - 1 if ctx is None else min(ctx - 1, cap - 1)
     paged = -(-ins // page) * page
@@ -387,17 +389,20 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
 
 def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> np.ndarray:
     """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`)
-    and nothing more, for one server (no disaggregation: a decode server preallocates by its
-    own rule, not modelled; the outputs are returned as given). Every cut output passes the
-    simulated admission, as SGLang's (scheduler.py ``init_req_max_new_tokens`` keeps the cut
-    within ``PrefillAdder``'s budget). A cut that leaves no output token is not applied (the
-    row is refused by :func:`never_fit_rows`); a cut output whose last speculative top-up
-    still passes the pool is refused there too (:func:`_top_up_past_pool`: SGLang aborts
-    such a request near its end)."""
+    and nothing more. Every cut output passes the simulated admission, as SGLang's
+    (scheduler.py ``init_req_max_new_tokens`` keeps the cut within ``PrefillAdder``'s budget).
+    A disaggregated deployment's outputs are cut by its decode servers' pool: every server
+    cuts a request when it reaches its scheduler (``handle_generate_request`` calls
+    ``init_req_max_new_tokens`` in every disaggregation mode), and the prefill server's copy
+    asks for its first token only (disaggregation/prefill.py ``_process_req``). A cut that
+    leaves no output token is not applied (the row is refused by :func:`never_fit_rows`); a
+    cut output whose last speculative top-up still passes the pool is refused there too
+    (:func:`_top_up_past_pool`: SGLang aborts such a request near its end), and so is one a
+    hybrid sliding-window model's SWA budget never admits (SGLang keeps it waiting)."""
     outs = np.asarray(outs, dtype=np.int64)
     srv = scenario.server
     if srv.disaggregation is not None:
-        return outs
+        srv = srv.role_server("decode")
     cut = output_cut(srv, ins, outs, context_length(scenario, hw)[0])
     return np.where(cut >= 1, cut, outs)
 
@@ -510,7 +515,7 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
         return
     k, e, others = found
     i, o = int(tr.input_len[k]), int(tr.output_len[k])
-    note = _CUT_NOT_ENOUGH if scenario.server.disaggregation is None else _OUTPUT_CUT
+    note = _CUT_NOT_ENOUGH
     key = columns.input_len if e.key == "workload.input_len" else columns.output_len
     line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
     raise ConfigError(line, key, i if key == columns.input_len else o,

@@ -200,3 +200,37 @@ def test_the_runtime_runs_the_cut_outputs_the_simulator_runs(tmp_path):
     assert lens[0] == lens[1] == [20, 1094]
     assert measured.summary["requests_output_clamped"] == predicted.summary["requests_output_clamped"] == 1
     assert measured.summary["output_clamp_max_tokens"] == 906
+
+
+def _trace_run(tmp_path, server: dict, profile=None):
+    (tmp_path / "t.csv").write_text(ROWS)
+    sc = make_scenario(server={**SERVER, **server}, workload={
+        "kind": "trace", "trace": {"path": str(tmp_path / "t.csv"), "layout": "azure"}, "num_requests": None,
+        "input_len": None, "output_len": None})
+    from specsched.sim.limits import check_fits
+
+    check_fits(sc)   # refused here before, as a row the simulator did not cut
+    return SimEngine(sc, profile or tiny_profile()).run()
+
+
+def test_a_sliding_window_models_trace_row_is_cut_as_sglang_cuts_it(tmp_path):
+    # SGLang's SWATokenToKVPoolAllocator (separate full and SWA pools, the default) inherits
+    # the base allocator's max_new_tokens_for_memory with the full pool's capacity: 1094 on
+    # the full pool of 4096, whatever the SWA pool (it was refused: "SGLang would cut ... not
+    # modelled")
+    res = _trace_run(tmp_path, {"sliding_window_size": 128, "swa_full_tokens_ratio": 0.5})
+    assert sorted(res.requests["output_len"].tolist()) == [20, 1094]
+    assert res.summary["requests_output_clamped"] == 1
+
+
+def test_a_disaggregated_trace_row_is_cut_by_the_decode_servers_pool(tmp_path):
+    # every server cuts a request when it reaches its scheduler (handle_generate_request ->
+    # init_req_max_new_tokens, any disaggregation mode); the prefill server's copy asks for one
+    # token: the decode server's pool of 4096 cuts 2000 to 1094 (it was refused)
+    from tests.test_disaggregation import _pd, _profile
+
+    big = {"max_total_num_tokens": 200_000}
+    res = _trace_run(tmp_path, _pd(prefill_server=big, decode_server={"max_total_num_tokens": 4096},
+                                   max_total_num_tokens=200_000), _profile())
+    assert sorted(res.requests["output_len"].tolist()) == [20, 1094]
+    assert res.summary["requests_output_clamped"] == 1
