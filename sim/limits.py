@@ -226,7 +226,7 @@ def check_fits(scenario: Scenario) -> None:
 
             with warnings_unsaid():   # the run says them, once
                 specs = make_requests(w, scenario.seed, scenario.path or None)
-            check_turn_rows(scenario, specs)
+            served_requests(scenario, specs, hw)   # the turns as the server cuts them
         return
     file = scenario.path or "<scenario>"
     i, o = _largest_request(scenario)
@@ -337,9 +337,6 @@ def _first_refusal(srv, where: str, i: int, o: int, ignore_eos: bool, decode: bo
     raise AssertionError(f"never_fit_rows marks a request of {i} + {o} tokens that {where} holds")
 
 
-_OUTPUT_CUT = ("; SGLang would cut the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
-               "which the simulator does not model")
-
 _CUT_NOT_ENOUGH = ("; SGLang cuts the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
                    "which still leaves no room here")
 
@@ -413,8 +410,10 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     (sim/engine.py ``SimEngine``, runtime/engine.py ``RuntimeEngine``: both must run the same
     requests, or predicted and measured are not the same run):
 
-    * a ``multi_turn`` workload's turns are checked against the context length and the pool
-      before the first event (:func:`check_turn_context`, :func:`check_turn_rows`);
+    * a ``multi_turn`` workload's turns are cut as SGLang cuts any request, each later turn
+      resending the shorter answer (:func:`_cut_turns`), then checked against the context
+      length and the pool before the first event (:func:`check_turn_context`,
+      :func:`check_turn_rows`);
     * a ``trace`` row's output is cut as SGLang 0.5.23 cuts ``max_new_tokens`` when the request
       reaches the scheduler (:func:`trace_output_cut`: scheduler.py ``init_req_max_new_tokens``):
       a row whose prompt fits the pool but whose output does not runs with the output the
@@ -435,10 +434,12 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     from dataclasses import replace
 
     w = scenario.workload
-    if w.kind == "multi_turn":
-        check_turn_context(scenario, specs, hw, seed)
-        check_turn_rows(scenario, specs, seed)
     cuts: list[tuple[int, int, int]] = []
+    if w.kind == "multi_turn":
+        specs, cuts = _cut_turns(scenario, specs, hw, seed)
+        check_turn_context(scenario, specs, hw, seed, asked={i: a for i, a, _ in cuts})
+        check_turn_rows(scenario, specs, seed)
+        return specs, cuts
     if w.kind != "trace":
         return specs, cuts
     ins, outs = _spec_lengths(specs)
@@ -449,6 +450,51 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         cuts.append((s.index, s.output_len, int(cut[k])))
         specs[k] = replace(s, output_len=int(cut[k]))
     return specs, cuts
+
+
+def _cut_turns(scenario: Scenario, specs: list, hw: Hardware | None,
+               seed: int | None) -> tuple[list, list[tuple[int, int, int]]]:
+    """A ``multi_turn`` workload's turns as the server runs them: each turn's output cut as
+    SGLang cuts any request's (:func:`output_cut`, by the decode servers' pool under
+    disaggregation, as :func:`trace_output_cut`), and every later turn of its conversation
+    resending the shorter answer (bench_serving ``wrap_multi_turn_request_func`` appends the
+    server's reply to the history), so its prompt is shorter by the tokens cut before it and
+    its own cut is taken on that prompt. The turns are rebuilt from the served output lengths
+    (:func:`sim.prefix_workload.multi_turn_conversations`, same plan and token streams), the
+    request's priority kept. A cut that leaves no token is not applied (the turn is refused).
+
+    Returns:
+        (the turns to run, one (request index, asked, run) triple per cut output).
+    """
+    from dataclasses import replace
+
+    if not specs:
+        return specs, []
+    srv = scenario.server if scenario.server.disaggregation is None else scenario.server.role_server("decode")
+    ctx = context_length(scenario, hw)[0]
+    ins, outs = _spec_lengths(specs)
+    if not (output_cut(srv, ins, outs, ctx) < outs).any():
+        return specs, []   # nothing cut: no later prompt changes either
+    served = outs.copy()
+    shorter = 0   # tokens cut from the conversation's earlier answers
+    for k, s in enumerate(specs):   # conversation-major: each conversation's turns in order
+        if s.turn == 0:
+            shorter = 0
+        cut = int(output_cut(srv, ins[k:k + 1] - shorter, outs[k:k + 1], ctx)[0])
+        if cut >= 1:
+            served[k] = cut
+        shorter += int(outs[k] - served[k])
+    from specsched.sim.prefix_workload import conversation_plan, multi_turn_conversations
+
+    w = scenario.workload
+    run_seed = scenario.seed if seed is None else seed
+    base = Path(scenario.path) if scenario.path else None
+    plan = conversation_plan(w.multi_turn, run_seed, base)
+    rebuilt = [t for conv in multi_turn_conversations(w.multi_turn, served, run_seed, base, plan) for t in conv]
+    out = [replace(s, input_len=r.input_len, output_len=r.output_len, tokens=r.tokens)
+           for s, r in zip(specs, rebuilt, strict=True)]
+    cuts = [(s.index, int(outs[k]), int(served[k])) for k, s in enumerate(specs) if served[k] < outs[k]]
+    return out, cuts
 
 
 def _spec_lengths(specs: list) -> tuple[np.ndarray, np.ndarray]:
@@ -528,9 +574,10 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
     """Refuse, before the first simulated event, a multi-turn workload whose turn (its prompt
     resending the conversation so far, as SGLang receives it) the server can never run
     (:func:`never_fit_rows`), naming the turn, its request and its lengths; as
-    :func:`check_trace_rows` says for a trace (SGLang 0.5.23 aborts the prompt or cuts the
-    output, which the simulator does not model). Checked for the scenario's seed before a
-    command runs (:func:`check_fits`) and for each run's own seed (``SimEngine``).
+    :func:`check_trace_rows` says for a trace (SGLang 0.5.23 aborts the prompt; an output is
+    cut before, :func:`_cut_turns`, and refused only if it does not fit even cut). Checked
+    for the scenario's seed before a command runs (:func:`check_fits`) and for each run's own
+    seed (``SimEngine``).
 
     Raises:
         ConfigError: naming ``workload.multi_turn``, the first such turn and the pool.
@@ -546,7 +593,7 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
                           f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed "
                           f"{scenario.seed if seed is None else seed}{f'; {others} more turns like it' if others else ''}) "
                           f"{'resends its history as' if s.turn else 'sends'} a prompt of {s.input_len} tokens with {s.output_len} output: "
-                          f"{e.allowed}{_OUTPUT_CUT if e.key == 'workload.output_len' else ''}; fewer turns "
+                          f"{e.allowed}{_CUT_NOT_ENOUGH if e.key == 'workload.output_len' else ''}; fewer turns "
                           "(multi_turn.num_turns) or shorter prompts and outputs")
 
 
@@ -609,7 +656,8 @@ def _context(scenario: Scenario, hw: Hardware | None) -> None:
     elif w.kind == "multi_turn":
         from specsched.sim.workload import make_requests
 
-        check_turn_context(scenario, make_requests(w, scenario.seed, scenario.path or None), hw)
+        specs, cuts = _cut_turns(scenario, make_requests(w, scenario.seed, scenario.path or None), hw, None)
+        check_turn_context(scenario, specs, hw, asked={i: a for i, a, _ in cuts})
     else:
         _check_context(scenario, hw, *_largest_request(scenario))
 
@@ -904,7 +952,8 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
                           f"({source}): SGLang rejects the request; drop those rows")
 
 
-def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None) -> None:
+def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None,
+                       asked: dict[int, int] | None = None) -> None:
     """Refuse a multi-turn workload whose conversation grows a prompt (system prompt, first
     prompt, the earlier turns' outputs and user turns) past the model's context length, or
     whose prompt plus output passes it: SGLang 0.5.23 rejects that turn
@@ -917,6 +966,8 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
         specs: the run's requests (:func:`sim.workload.make_requests`).
         hw: the profile's hardware (None or no ``context_len``: nothing checked).
         seed: the seed the requests were drawn with (None: the scenario's).
+        asked: request index -> the output it asked, for the turns whose output the server
+            cut (:func:`_cut_turns`): the tokenizer checks what a turn asks, before the cut.
 
     Raises:
         ConfigError: naming ``workload.multi_turn``, the first such turn's prompt, its turn
@@ -925,10 +976,12 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
     ctx, source = context_length(scenario, hw)
     if ctx is None or scenario.workload.kind != "multi_turn":
         return
+    asked = asked or {}
     for s in specs:
-        if s.input_len > longest_prompt(ctx) or s.input_len + s.output_len > ctx:
+        o = asked.get(s.index, s.output_len)
+        if s.input_len > longest_prompt(ctx) or s.input_len + o > ctx:
             what = ("a prompt of" if s.input_len > longest_prompt(ctx)
-                    else f"{s.output_len} output tokens after a prompt of")
+                    else f"{o} output tokens after a prompt of")
             raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
                               f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
                               f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "

@@ -234,3 +234,35 @@ def test_a_disaggregated_trace_row_is_cut_by_the_decode_servers_pool(tmp_path):
                                    max_total_num_tokens=200_000), _profile())
     assert sorted(res.requests["output_len"].tolist()) == [20, 1094]
     assert res.summary["requests_output_clamped"] == 1
+
+
+TURNS = {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 200},
+         "num_requests": None, "input_len": None,
+         "multi_turn": {"num_conversations": 2, "num_turns": 5, "system_prompt_len": 200,
+                        "first_prompt_len": {"kind": "fixed", "value": 1000},
+                        "user_len": {"kind": "fixed", "value": 500}, "think_time_s": 1.0}}
+
+
+def test_a_turn_is_cut_as_sglang_cuts_any_request(tmp_path):
+    # turn 5 resends 200 + 1000 + 4 x (200 + 500) = 4000 tokens: SGLang cuts its 200 output to
+    # 4096 - 4000 - 2 = 94 (it was refused: "SGLang would cut ... not modelled")
+    sc = make_scenario(server=SERVER, workload=TURNS)
+    from specsched.sim.limits import check_fits
+
+    check_fits(sc)
+    res = SimEngine(sc, tiny_profile()).run()
+    req = res.requests.sort_values("rid")
+    assert req["output_len"].tolist() == [200, 200, 200, 200, 94] * 2
+    assert res.summary["requests_output_clamped"] == 2 and res.summary["output_clamp_max_tokens"] == 106
+
+
+def test_the_next_turn_resends_the_cut_answer(tmp_path):
+    # a sixth turn resends 4000 + 94 (the cut answer, not the 200 asked) + 500 = 4594 tokens,
+    # a prompt SGLang aborts on this pool: refused, naming that prompt
+    from specsched.sim.errors import ConfigError
+
+    six = {**TURNS, "multi_turn": {**TURNS["multi_turn"], "num_turns": 6}}
+    with pytest.raises(ConfigError) as e:
+        SimEngine(make_scenario(server=SERVER, workload=six), tiny_profile())
+    assert e.value.key == "workload.multi_turn" and e.value.value == 4594
+    assert "turn 6 of a conversation" in e.value.allowed
