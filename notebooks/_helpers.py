@@ -9,7 +9,8 @@ or together:
   named ``<cell>-<arm>-measured`` and ``<cell>-<arm>-predicted``, at any depth. A directory
   without that suffix is classified by its ``summary['source']`` (``runtime:<device>`` =
   measured, ``sim`` = predicted) and keyed by ``summary['scenario']``/``summary['arm']``;
-- ``validate.csv`` files with columns ``cell, arm, metric, predicted, measured[, error_pct]``.
+- ``validate.csv`` files with columns ``cell, arm, metric, predicted, measured[, error_pct]``
+  (``specsched validate`` adds ``seed, overrides``, not read here).
 
 ``error_pct`` is ``100 (predicted - measured) / measured`` (the sign convention of
 docs/fidelity.md: positive = the model predicts more). A ``validate.csv`` value is kept as

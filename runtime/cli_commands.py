@@ -28,6 +28,70 @@ TARGET_METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl
 """The figures the 5 % hardware target is on (issue 8): a subset of :data:`VALIDATE_METRICS`."""
 
 
+VALIDATE_CSV_COLUMNS = ("cell", "arm", "metric", "predicted", "measured", "error_pct", "seed", "overrides")
+"""The columns of the validate.csv ``validate --out DIR`` appends to: one row per metric of
+each validation, with the seed the run was measured and predicted with and its ``--set``
+overrides (``KEY=VALUE``, as given, joined by ``; ``; empty for none), so that rows of
+several validations in one file can be told apart and rerun. A file with the first six
+columns only (written before the last two were added) is rewritten with them, its rows'
+seed and overrides left empty."""
+
+OLD_VALIDATE_CSV_COLUMNS = VALIDATE_CSV_COLUMNS[:6]
+
+
+def validate_csv_header(path: Path) -> tuple[str, ...] | None:
+    """The header of the validate.csv at ``path``: None where there is none (no file, or an
+    empty one), else :data:`VALIDATE_CSV_COLUMNS` or :data:`OLD_VALIDATE_CSV_COLUMNS`.
+    Checked before the measurement, so that a file rows cannot be added to stops the command
+    with nothing run or written.
+
+    Raises:
+        ConfigError: naming the file and its header, when it is neither.
+    """
+    from specsched.sim.errors import ConfigError
+
+    if not path.exists():
+        return None
+    try:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ConfigError(str(path), "<header>", "<unreadable>", f"cannot be read ({e}); move it away or give "
+                          "another --out") from None
+    if not header:
+        return None
+    got = tuple(h.strip() for h in header)
+    if got not in (VALIDATE_CSV_COLUMNS, OLD_VALIDATE_CSV_COLUMNS):
+        raise ConfigError(str(path), "<header>", ",".join(got),
+                          f"validate appends to a validate.csv with the columns {','.join(VALIDATE_CSV_COLUMNS)} "
+                          "(or its first six); move the file away or give another --out")
+    return got
+
+
+def append_validate_rows(path: Path, header: tuple[str, ...] | None, rows: list[dict[str, Any]]) -> None:
+    """Append ``rows`` (:data:`VALIDATE_CSV_COLUMNS` each) to the validate.csv at ``path``,
+    whose header :func:`validate_csv_header` read; a file with the old six columns is
+    rewritten whole (atomically) with the two new ones, its rows' left empty."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(VALIDATE_CSV_COLUMNS))
+    if header == OLD_VALIDATE_CSV_COLUMNS:
+        from specsched.analysis.io import atomic_write_text
+
+        w.writeheader()
+        with open(path, newline="") as f:
+            old = list(csv.DictReader(f))
+        for r in old:
+            w.writerow({k: r.get(k, "") for k in VALIDATE_CSV_COLUMNS})
+        w.writerows(rows)
+        atomic_write_text(path, buf.getvalue())
+        return
+    if header is None:
+        w.writeheader()
+    w.writerows(rows)
+    with open(path, "w" if header is None else "a", newline="") as f:
+        f.write(buf.getvalue())
+
+
 def check_device_and_preset(args: argparse.Namespace) -> None:
     """Refuse a --device or --preset that cannot run, in one line, before any model is built.
 
@@ -243,6 +307,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             run = default_out_dir(sc.name, args.arm, sc.seed if args.seed is None else args.seed,
                                   parse_overrides(args.set or [])).name
         targets = [check_results_target(out / f"{sc.name}-{run}-{part}") for part in ("measured", "predicted")]
+        csv_header = validate_csv_header(out / "validate.csv")
     p_kind, _, p_threads = profile_facts(profile)
     try:
         # on CPU, with the threads the profile was made with (a CPU profile records them):
@@ -297,15 +362,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         write_results(measured, targets[0])
         write_results(predicted, targets[1])
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct"])
         csv_path = out / "validate.csv"
-        if not csv_path.exists():
-            w.writeheader()
-        for r in rows:
-            w.writerow({"cell": sc.name, "arm": args.arm, **r})
-        with open(csv_path, "a") as f:
-            f.write(buf.getvalue())
+        overrides = "; ".join(args.set or [])
+        append_validate_rows(csv_path, csv_header, [{"cell": sc.name, "arm": args.arm, **r, "seed": measured.summary["seed"],
+                                                     "overrides": overrides} for r in rows])
         print(f"results in {targets[0]}/ and {targets[1]}/; rows appended to {csv_path}")
     return 0
 

@@ -133,6 +133,21 @@ def committed_kv(req: Req) -> int:
     return max(req.prefill_done, req.input_len + req.output_len - 1)
 
 
+def last_top_up_target(input_len, max_new_tokens, reserve_ahead: int, page_size: int):
+    """KV positions the top-up rule asks for a request (prompt ``input_len``, output
+    ``max_new_tokens``; ints or int arrays) at the last verify pass that can be built for it:
+    ``ceil_page(committed + reserve_ahead)`` (:meth:`KVLedger.top_up`) with ``committed =
+    input_len + max_new_tokens - 2`` (:func:`committed_kv` when ``max_new_tokens - 1`` output
+    tokens are known; a pass is built only before the last token). A request alone on the
+    server whose target passes the pool cannot be topped up there: SGLang 0.5.23 aborts it
+    (managers/schedule_batch.py ``ScheduleBatch.retract_decode``, "Out of memory even after
+    retracting all other requests"), as the overlap loop's skip of finishing requests
+    (scheduler.py ``_reqs_finishing_inflight``) spares only a pass whose in-flight step
+    commits the last token. Meaningful for ``max_new_tokens >= 2`` (with 1, no pass is built).
+    """
+    return -(-(input_len + max_new_tokens - 2 + reserve_ahead) // page_size) * page_size
+
+
 class KVLedger:
     """The KV pool of ``capacity`` token slots and each request's share.
 

@@ -43,6 +43,7 @@ from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import served_context_len
+from specsched.sim.kv_ledger import last_top_up_target
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     ceil_page,
@@ -225,7 +226,7 @@ def check_fits(scenario: Scenario) -> None:
 
             with warnings_unsaid():   # the run says them, once
                 specs = make_requests(w, scenario.seed, scenario.path or None)
-            check_turn_rows(scenario, specs)
+            served_requests(scenario, specs, hw)   # the turns as the server cuts them
         return
     file = scenario.path or "<scenario>"
     i, o = _largest_request(scenario)
@@ -286,7 +287,10 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     :func:`_check_pool` refuses (and, with ``decode``, :func:`_check_decode_prealloc`), which
     are those the scheduler refuses when they arrive or finds stuck alone:
     :meth:`Scheduler.add_request` (page-rounded prompt + output clipped at
-    CLIP_MAX_NEW_TOKENS + a page + the in-flight verify slots reach the pool),
+    CLIP_MAX_NEW_TOKENS + a page, and the window rule's in-flight verify slots
+    (:func:`inflight_slots`), reach the pool; or the top-up rule's last top-up passes it,
+    :func:`_top_up_past_pool`),
+    a prompt of ``pool - 6`` tokens or more (SGLang aborts it: :data:`INPUT_MARGIN`),
     ``_refuse_never_swa_admitted`` (sglang 0.5.23 mem_cache/prefill_budget.py
     ``SWAPrefillBudget.check_prefill`` never admits it), ``DecodeMemory._retract`` (prompt +
     output outgrow the pool by the last token) and ``Disagg._refuse_unpreallocatable``.
@@ -298,7 +302,8 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     ahead = inflight_slots(srv)
     paged = -(-ins // page) * page
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
-    bad = (paged + page + ahead + new >= cap) | (ins + outs > cap)
+    bad = ((paged + page + ahead + new >= cap) | (ins + outs > cap) | (ins > longest_prompt(cap))
+           | _top_up_past_pool(srv, ins, outs))
     if decode:
         bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
     if srv.swa_max_total_num_tokens:
@@ -332,9 +337,6 @@ def _first_refusal(srv, where: str, i: int, o: int, ignore_eos: bool, decode: bo
     raise AssertionError(f"never_fit_rows marks a request of {i} + {o} tokens that {where} holds")
 
 
-_OUTPUT_CUT = ("; SGLang would cut the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
-               "which the simulator does not model")
-
 _CUT_NOT_ENOUGH = ("; SGLang cuts the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
                    "which still leaves no room here")
 
@@ -357,9 +359,13 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
     ``_validate_one_request``, managers/utils.py ``validate_input_length``), and a prompt +
     output past the context length already at the tokenizer (:func:`_check_trace_context`).
 
-    A hybrid sliding-window pool cuts by a search over its own admission rule
-    (mem_cache/allocator/unified_hybrid_swa.py ``max_new_tokens_for_memory``), not modelled:
-    the output is returned as given there, and :func:`never_fit_rows` refuses what does not fit.
+    A hybrid sliding-window model's pools (a full and an SWA part, SGLang's
+    SWATokenToKVPoolAllocator, mem_cache/allocator/swa.py) cut by the same rule: the
+    allocator inherits ``max_new_tokens_for_memory`` from the base, given the full pool's
+    capacity (``max_total_num_tokens``); only the one byte buffer of ``--enable-unified-memory``
+    (unified_hybrid_swa.py ``UnifiedSWATokenToKVPoolAllocator``, off by default, not modelled)
+    searches its admission rule instead. A cut output the SWA budget still never admits is
+    refused by :func:`never_fit_rows`.
 
     Args:
         srv: the server arguments (``ServerArgs``).
@@ -371,8 +377,6 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
         The outputs SGLang runs (int64 array, ``<= outs``).
     """
     ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
-    if srv.swa_max_total_num_tokens:
-        return outs
     page, cap = srv.page_size, srv.max_total_num_tokens
     max_req_len = cap - 1 if ctx is None else min(ctx - 1, cap - 1)
     paged = -(-ins // page) * page
@@ -381,26 +385,22 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
 
 
 def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> np.ndarray:
-    """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`),
-    for one server (no disaggregation: a decode server preallocates by its own rule, not
-    modelled; the outputs are returned as given).
-
-    The simulated scheduler admits a request only with the decode (or verify) slots of the two
-    steps the overlap loop keeps in flight free beside it (:meth:`Scheduler.add_request`,
-    ``ahead``: 2 without speculative decoding), which SGLang's cut leaves no room for (it keeps
-    ``page_size + 1`` slots): where they bind, the output is cut by them too, the largest
-    output :func:`never_fit_rows` passes (2 tokens shorter than SGLang's without speculative
-    decoding). A cut that leaves no output token is not applied (the row is refused by
-    :func:`never_fit_rows` as before)."""
+    """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`)
+    and nothing more. Every cut output passes the simulated admission, as SGLang's
+    (scheduler.py ``init_req_max_new_tokens`` keeps the cut within ``PrefillAdder``'s budget).
+    A disaggregated deployment's outputs are cut by its decode servers' pool: every server
+    cuts a request when it reaches its scheduler (``handle_generate_request`` calls
+    ``init_req_max_new_tokens`` in every disaggregation mode), and the prefill server's copy
+    asks for its first token only (disaggregation/prefill.py ``_process_req``). A cut that
+    leaves no output token is not applied (the row is refused by :func:`never_fit_rows`); a
+    cut output whose last speculative top-up still passes the pool is refused there too
+    (:func:`_top_up_past_pool`: SGLang aborts such a request near its end), and so is one a
+    hybrid sliding-window model's SWA budget never admits (SGLang keeps it waiting)."""
     outs = np.asarray(outs, dtype=np.int64)
     srv = scenario.server
     if srv.disaggregation is not None:
-        return outs
+        srv = srv.role_server("decode")
     cut = output_cut(srv, ins, outs, context_length(scenario, hw)[0])
-    ahead = inflight_slots(srv)
-    page = srv.page_size
-    hold = srv.max_total_num_tokens - (-(-np.asarray(ins, dtype=np.int64) // page) * page) - page - ahead - 1
-    cut = np.where((cut > hold) & (hold < CLIP_MAX_NEW_TOKENS), hold, cut)
     return np.where(cut >= 1, cut, outs)
 
 
@@ -410,8 +410,10 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     (sim/engine.py ``SimEngine``, runtime/engine.py ``RuntimeEngine``: both must run the same
     requests, or predicted and measured are not the same run):
 
-    * a ``multi_turn`` workload's turns are checked against the context length and the pool
-      before the first event (:func:`check_turn_context`, :func:`check_turn_rows`);
+    * a ``multi_turn`` workload's turns are cut as SGLang cuts any request, each later turn
+      resending the shorter answer (:func:`_cut_turns`), then checked against the context
+      length and the pool before the first event (:func:`check_turn_context`,
+      :func:`check_turn_rows`);
     * a ``trace`` row's output is cut as SGLang 0.5.23 cuts ``max_new_tokens`` when the request
       reaches the scheduler (:func:`trace_output_cut`: scheduler.py ``init_req_max_new_tokens``):
       a row whose prompt fits the pool but whose output does not runs with the output the
@@ -432,10 +434,12 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     from dataclasses import replace
 
     w = scenario.workload
-    if w.kind == "multi_turn":
-        check_turn_context(scenario, specs, hw, seed)
-        check_turn_rows(scenario, specs, seed)
     cuts: list[tuple[int, int, int]] = []
+    if w.kind == "multi_turn":
+        specs, cuts = _cut_turns(scenario, specs, hw, seed)
+        check_turn_context(scenario, specs, hw, seed, asked={i: a for i, a, _ in cuts})
+        check_turn_rows(scenario, specs, seed)
+        return specs, cuts
     if w.kind != "trace":
         return specs, cuts
     ins, outs = _spec_lengths(specs)
@@ -446,6 +450,51 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         cuts.append((s.index, s.output_len, int(cut[k])))
         specs[k] = replace(s, output_len=int(cut[k]))
     return specs, cuts
+
+
+def _cut_turns(scenario: Scenario, specs: list, hw: Hardware | None,
+               seed: int | None) -> tuple[list, list[tuple[int, int, int]]]:
+    """A ``multi_turn`` workload's turns as the server runs them: each turn's output cut as
+    SGLang cuts any request's (:func:`output_cut`, by the decode servers' pool under
+    disaggregation, as :func:`trace_output_cut`), and every later turn of its conversation
+    resending the shorter answer (bench_serving ``wrap_multi_turn_request_func`` appends the
+    server's reply to the history), so its prompt is shorter by the tokens cut before it and
+    its own cut is taken on that prompt. The turns are rebuilt from the served output lengths
+    (:func:`sim.prefix_workload.multi_turn_conversations`, same plan and token streams), the
+    request's priority kept. A cut that leaves no token is not applied (the turn is refused).
+
+    Returns:
+        (the turns to run, one (request index, asked, run) triple per cut output).
+    """
+    from dataclasses import replace
+
+    if not specs:
+        return specs, []
+    srv = scenario.server if scenario.server.disaggregation is None else scenario.server.role_server("decode")
+    ctx = context_length(scenario, hw)[0]
+    ins, outs = _spec_lengths(specs)
+    if not (output_cut(srv, ins, outs, ctx) < outs).any():
+        return specs, []   # nothing cut: no later prompt changes either
+    served = outs.copy()
+    shorter = 0   # tokens cut from the conversation's earlier answers
+    for k, s in enumerate(specs):   # conversation-major: each conversation's turns in order
+        if s.turn == 0:
+            shorter = 0
+        cut = int(output_cut(srv, ins[k:k + 1] - shorter, outs[k:k + 1], ctx)[0])
+        if cut >= 1:
+            served[k] = cut
+        shorter += int(outs[k] - served[k])
+    from specsched.sim.prefix_workload import conversation_plan, multi_turn_conversations
+
+    w = scenario.workload
+    run_seed = scenario.seed if seed is None else seed
+    base = Path(scenario.path) if scenario.path else None
+    plan = conversation_plan(w.multi_turn, run_seed, base)
+    rebuilt = [t for conv in multi_turn_conversations(w.multi_turn, served, run_seed, base, plan) for t in conv]
+    out = [replace(s, input_len=r.input_len, output_len=r.output_len, tokens=r.tokens)
+           for s, r in zip(specs, rebuilt, strict=True)]
+    cuts = [(s.index, int(outs[k]), int(served[k])) for k, s in enumerate(specs) if served[k] < outs[k]]
+    return out, cuts
 
 
 def _spec_lengths(specs: list) -> tuple[np.ndarray, np.ndarray]:
@@ -512,7 +561,7 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
         return
     k, e, others = found
     i, o = int(tr.input_len[k]), int(tr.output_len[k])
-    note = _CUT_NOT_ENOUGH if scenario.server.disaggregation is None else _OUTPUT_CUT
+    note = _CUT_NOT_ENOUGH
     key = columns.input_len if e.key == "workload.input_len" else columns.output_len
     line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
     raise ConfigError(line, key, i if key == columns.input_len else o,
@@ -525,9 +574,10 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
     """Refuse, before the first simulated event, a multi-turn workload whose turn (its prompt
     resending the conversation so far, as SGLang receives it) the server can never run
     (:func:`never_fit_rows`), naming the turn, its request and its lengths; as
-    :func:`check_trace_rows` says for a trace (SGLang 0.5.23 aborts the prompt or cuts the
-    output, which the simulator does not model). Checked for the scenario's seed before a
-    command runs (:func:`check_fits`) and for each run's own seed (``SimEngine``).
+    :func:`check_trace_rows` says for a trace (SGLang 0.5.23 aborts the prompt; an output is
+    cut before, :func:`_cut_turns`, and refused only if it does not fit even cut). Checked
+    for the scenario's seed before a command runs (:func:`check_fits`) and for each run's own
+    seed (``SimEngine``).
 
     Raises:
         ConfigError: naming ``workload.multi_turn``, the first such turn and the pool.
@@ -543,7 +593,7 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
                           f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed "
                           f"{scenario.seed if seed is None else seed}{f'; {others} more turns like it' if others else ''}) "
                           f"{'resends its history as' if s.turn else 'sends'} a prompt of {s.input_len} tokens with {s.output_len} output: "
-                          f"{e.allowed}{_OUTPUT_CUT if e.key == 'workload.output_len' else ''}; fewer turns "
+                          f"{e.allowed}{_CUT_NOT_ENOUGH if e.key == 'workload.output_len' else ''}; fewer turns "
                           "(multi_turn.num_turns) or shorter prompts and outputs")
 
 
@@ -606,7 +656,8 @@ def _context(scenario: Scenario, hw: Hardware | None) -> None:
     elif w.kind == "multi_turn":
         from specsched.sim.workload import make_requests
 
-        check_turn_context(scenario, make_requests(w, scenario.seed, scenario.path or None), hw)
+        specs, cuts = _cut_turns(scenario, make_requests(w, scenario.seed, scenario.path or None), hw, None)
+        check_turn_context(scenario, specs, hw, asked={i: a for i, a, _ in cuts})
     else:
         _check_context(scenario, hw, *_largest_request(scenario))
 
@@ -650,10 +701,28 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool
 
 def inflight_slots(srv) -> int:
     """KV slots beside a request's page-rounded prompt, output and page that the scheduler
-    asks free before it admits the request (:meth:`Scheduler.add_request`): the verify (or
-    decode) slots of the two steps the overlap loop keeps in flight, ``2 x spec_window``, or a
-    top-up reservation's ``spec_kv_reserve`` where it is larger."""
-    return max(2 * srv.spec_window, srv.spec_kv_reserve if srv.rules.spec_kv_reservation == "topup" else 0)
+    asks free before it admits the request (:meth:`Scheduler.add_request`): under the older
+    window rule of speculative decoding (``spec_kv_reservation: window``, each verify pass
+    reserves its window), the verify slots of the two passes the overlap loop keeps in
+    flight, ``2 x spec_window``; 0 otherwise. Without speculative decoding SGLang 0.5.23's
+    admission charges nothing beyond the prompt, the output and a page (schedule_policy.py
+    ``PrefillAdder.add_one_req``), and neither does the simulated one: a lone request holds
+    at most prompt + output slots (its finishing step is not run again, scheduler.py
+    ``_reqs_finishing_inflight``), below what the cut leaves (:func:`output_cut`). Under the
+    top-up rule the bound is the last top-up (:func:`_top_up_past_pool`)."""
+    window_rule = srv.spec_window > 1 and srv.rules.spec_kv_reservation != "topup"
+    return 2 * srv.spec_window if window_rule else 0
+
+
+def _top_up_past_pool(srv, ins, outs):
+    """Whether a request (prompt ``ins``, output ``outs``; ints or int arrays) running alone
+    asks, at its last verify pass, more KV than the pool holds under the top-up rule
+    (:func:`sim.kv_ledger.last_top_up_target`): SGLang 0.5.23 then aborts it out of memory
+    (schedule_batch.py ``retract_decode``); False without the top-up rule."""
+    if not srv.spec_kv_reserve or srv.rules.spec_kv_reservation != "topup":
+        return np.zeros_like(outs, dtype=bool) if isinstance(outs, np.ndarray) else False
+    past = last_top_up_target(ins, outs, srv.spec_kv_reserve, srv.page_size) > srv.max_total_num_tokens
+    return past & (outs >= 2)
 
 
 def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
@@ -662,13 +731,19 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
     page, cap = srv.page_size, srv.max_total_num_tokens
     pool = f"{where}.max_total_num_tokens"
     ahead = inflight_slots(srv)
-    fixed = page + ahead  # a page of headroom plus the in-flight verify slots (Scheduler.add_request)
+    fixed = page + ahead  # a page of headroom plus the window rule's in-flight verify slots (Scheduler.add_request)
     prompt = ceil_page(i, page) + fixed
     if prompt >= cap:
+        slots = f" and {ahead} verify slots" if ahead else ""
         raise ConfigError(file, "workload.input_len", i,
-                          f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page and "
-                          f"{ahead} verify slots); {pool} is {cap} and must exceed that (SGLang refuses an input "
+                          f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page{slots}); "
+                          f"{pool} is {cap} and must exceed that (SGLang refuses an input "
                           "that reaches its limit: managers/utils.py validate_input_length)")
+    if i > longest_prompt(cap):
+        raise ConfigError(file, "workload.input_len", i,
+                          f"must be at most {longest_prompt(cap)} tokens: {pool} is {cap}, and SGLang aborts a prompt "
+                          f"of min(context_len, pool) - {INPUT_MARGIN} tokens or more (managers/tp_worker.py "
+                          "max_req_input_len = min(context_len - 1, pool - 1) - 5; managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o, ignore_eos)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
@@ -679,6 +754,13 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
                           f"(output clipped at {CLIP_MAX_NEW_TOKENS}); {pool} is {cap} and must exceed that")
+    if _top_up_past_pool(srv, i, o):
+        target = last_top_up_target(i, o, srv.spec_kv_reserve, page)
+        raise ConfigError(file, "workload.output_len", o,
+                          f"prompt {i} + output {o} tokens: the last verify pass tops the request up to "
+                          f"{target} KV positions (committed + {srv.spec_kv_reserve} reserved, page-rounded; "
+                          f"allocation_sizing.py page_aligned_decode_alloc_lens), past {pool} = {cap}; SGLang aborts "
+                          "it out of memory (schedule_batch.py retract_decode), which the simulator does not model")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, pool, cap,
@@ -870,7 +952,8 @@ def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
                           f"({source}): SGLang rejects the request; drop those rows")
 
 
-def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None) -> None:
+def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None,
+                       asked: dict[int, int] | None = None) -> None:
     """Refuse a multi-turn workload whose conversation grows a prompt (system prompt, first
     prompt, the earlier turns' outputs and user turns) past the model's context length, or
     whose prompt plus output passes it: SGLang 0.5.23 rejects that turn
@@ -883,6 +966,8 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
         specs: the run's requests (:func:`sim.workload.make_requests`).
         hw: the profile's hardware (None or no ``context_len``: nothing checked).
         seed: the seed the requests were drawn with (None: the scenario's).
+        asked: request index -> the output it asked, for the turns whose output the server
+            cut (:func:`_cut_turns`): the tokenizer checks what a turn asks, before the cut.
 
     Raises:
         ConfigError: naming ``workload.multi_turn``, the first such turn's prompt, its turn
@@ -891,10 +976,12 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
     ctx, source = context_length(scenario, hw)
     if ctx is None or scenario.workload.kind != "multi_turn":
         return
+    asked = asked or {}
     for s in specs:
-        if s.input_len > longest_prompt(ctx) or s.input_len + s.output_len > ctx:
+        o = asked.get(s.index, s.output_len)
+        if s.input_len > longest_prompt(ctx) or s.input_len + o > ctx:
             what = ("a prompt of" if s.input_len > longest_prompt(ctx)
-                    else f"{s.output_len} output tokens after a prompt of")
+                    else f"{o} output tokens after a prompt of")
             raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
                               f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
                               f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "

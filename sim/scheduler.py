@@ -39,7 +39,7 @@ from typing import Any
 from specsched.sim.admission import SHIPPED as SHIPPED_DELAYS
 from specsched.sim.admission import AdmissionPolicy, AdmissionState, NoDelay
 from specsched.sim.deliveries import Deliveries, Delivery
-from specsched.sim.kv_ledger import KVLedger
+from specsched.sim.kv_ledger import KVLedger, last_top_up_target
 from specsched.sim.new_token_ratio import NewTokenRatio
 from specsched.sim.output_streamer import streamed
 from specsched.sim.plan import EXTEND, MIXED, BatchPlan, StepOutput
@@ -149,6 +149,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            prefix_sharing=self.cache is not None,
                            swa_by_forward=self.rules.swa_eviction_cadence == "forward_interval")
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
+        from specsched.sim.limits import longest_prompt
+
+        # SGLang aborts a longer prompt (managers/utils.py validate_input_length; the pool's part
+        # of max_req_input_len, tp_worker.py; the context's is checked before the run)
+        self._longest_prompt = longest_prompt(server.max_total_num_tokens)
         self.waiting: deque[Req] = deque()
         # extend tokens of every forward launched (sglang 0.5.23 Scheduler.run_batch adds
         # batch.extend_num_tokens to processed_tokens_counter): hrrn's aging clock
@@ -182,25 +187,32 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 decode server: its preallocation never fits, :meth:`_refuse_unpreallocatable`),
                 or SGLang's SWA budget never admits it (:meth:`_refuse_never_swa_admitted`).
         """
-        # what PrefillAdder charges (page-rounded prompt + clipped output + a page), plus the
-        # verify reservations of the two steps the overlap loop keeps in flight
+        # what PrefillAdder charges (page-rounded prompt + clipped output + a page; sglang
+        # 0.5.23 schedule_policy.py PrefillAdder.add_one_req), which every output SGLang cuts
+        # passes (scheduler.py init_req_max_new_tokens keeps it so); under the older window
+        # rule of speculative decoding, plus the verify windows of the two passes the overlap
+        # loop keeps in flight; under the top-up rule, the last pass's top-up must fit the pool
+        # (last_top_up_target). min(max_new_tokens, clip) written out (once per request:
+        # builtin min/max parse their arguments through a tuple on every call in 3.11)
         page = self.server.page_size
-        # max(2 x window, reserve_ahead) and min(max_new_tokens, clip) written out (once per
-        # request: builtin min/max parse their arguments through a tuple on every call in 3.11)
-        ahead = self.kv.reserve_ahead
-        if 2 * self.window > ahead:
-            ahead = 2 * self.window
+        ahead = 2 * self.window if self.window > 1 and not self._topup else 0
         out = req.max_new_tokens if req.max_new_tokens < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
         need = ceil_page(req.input_len, page) + out + page + ahead
-        if need >= self.kv.capacity:
+        if need >= self.kv.capacity or req.input_len > self._longest_prompt:
             # the key the user sets: a disaggregated role's server has its own pool
             key = ("server.max_total_num_tokens" if self.mode not in ("prefill", "decode")
                    else f"server.disaggregation.{self.mode}.server.max_total_num_tokens")
             raise UnschedulableRequest(
                 f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens "
-                f"(+ {ahead} slots of the {'verify' if self.window > 1 else 'decode'} steps in flight) cannot fit "
+                f"{f'(+ {ahead} slots of the verify steps in flight) ' if ahead else ''}cannot fit "
                 f"max_total_num_tokens={self.kv.capacity} ({key})"
             )
+        if (self._topup and self.mode != "prefill" and req.max_new_tokens >= 2 and last_top_up_target(
+                req.input_len, req.max_new_tokens, self.kv.reserve_ahead, page) > self.kv.capacity):
+            raise UnschedulableRequest(
+                f"request {req.rid}: {req.input_len} prompt + {req.max_new_tokens} output tokens: its last verify "
+                f"pass tops it up to committed + {self.kv.reserve_ahead} positions, past "
+                f"max_total_num_tokens={self.kv.capacity}; SGLang aborts it out of memory (retract_decode)")
         if self._swa:
             self._refuse_never_swa_admitted(req)
         if self.mode == "decode":

@@ -75,7 +75,7 @@ CROSS_FIELD: dict[str, str] = {
     "acceptance.histogram": "sums to 1 (within 0.001); at most speculative_num_draft_tokens entries",
     "workload.request_rate": ".inf allowed; num_requests / request_rate <= 1e9 s",
     "workload.num_requests": "<= --max-requests (default 2000000)",
-    "workload.input_len.value": "prompt + a page + verify slots < max_total_num_tokens",
+    "workload.input_len.value": "prompt + a page (+ verify slots under the window rule) < max_total_num_tokens",
     "workload.output_len.value": "prompt + output <= max_total_num_tokens",
 }
 """Rules checked across fields (model validators, sim/limits.py), stated beside the key."""

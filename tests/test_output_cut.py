@@ -39,8 +39,8 @@ def _scenario(tmp_path, rows: str, **server) -> str:
 
 def test_a_trace_row_with_too_long_an_output_runs_with_sglangs_cut(tmp_path, capsys):
     # pool 4096, page 1: SGLang cuts to 4096 - 3000 - 1 - 1 = 1094 output tokens (max_req_len
-    # 4095 - 3000 - 1 = 1094 too); the simulated scheduler keeps the 2 decode slots in flight
-    # beside it (Scheduler.add_request): 1092
+    # 4095 - 3000 - 1 = 1094 too), and so does the simulator (it ran 1092: its admission kept 2
+    # decode slots in flight beside the request, which SGLang's PrefillAdder does not charge)
     from specsched.sim.limits import output_cut
 
     assert output_cut(ServerArgs(**SERVER), np.array([3000]), np.array([2000])).tolist() == [1094]
@@ -48,11 +48,11 @@ def test_a_trace_row_with_too_long_an_output_runs_with_sglangs_cut(tmp_path, cap
     assert main(["run", y, "--out", str(tmp_path / "out"), "-q", "--format", "csv"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     warn = [e for e in err if "output cut" in e]
-    assert len(warn) == 1 and "1 request(s)" in warn[0] and "largest cut: 908 tokens" in warn[0], err
+    assert len(warn) == 1 and "1 request(s)" in warn[0] and "largest cut: 906 tokens" in warn[0], err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["requests_output_clamped"] == 1 and summary["output_clamp_max_tokens"] == 908
+    assert summary["requests_output_clamped"] == 1 and summary["output_clamp_max_tokens"] == 906
     req = pd.read_csv(tmp_path / "out" / "requests.csv").sort_values("rid")
-    assert req["output_len"].tolist() == [20, 1092]
+    assert req["output_len"].tolist() == [20, 1094]
 
 
 def test_bench_serving_output_lens_are_the_cut_outputs(tmp_path):
@@ -63,8 +63,8 @@ def test_bench_serving_output_lens_are_the_cut_outputs(tmp_path):
                        "layout": "azure"}, "num_requests": None, "input_len": None, "output_len": None})
     res = SimEngine(sc, tiny_profile()).run()
     rec = bench_record(res, details=True)
-    assert sorted(rec["output_lens"]) == [20, 1092]
-    assert rec["total_output_tokens"] == 1112
+    assert sorted(rec["output_lens"]) == [20, 1094]
+    assert rec["total_output_tokens"] == 1114
 
 
 def test_a_prompt_sglang_aborts_is_still_refused_in_one_line(tmp_path, capsys, monkeypatch):
@@ -91,12 +91,16 @@ def test_a_row_the_context_length_rejects_is_still_refused(tmp_path, capsys):
 @given(cap=st.integers(64, 20000), page=st.sampled_from([1, 16, 64]), spec=st.booleans(),
        ctx=st.one_of(st.none(), st.integers(64, 40000)),
        rows=st.lists(st.tuples(st.integers(1, 20000), st.integers(1, 30000)), min_size=1, max_size=6))
-def test_after_the_cut_every_request_fits_and_a_fitting_one_is_unchanged(cap, page, spec, ctx, rows):
-    """Invariant: every request whose prompt the server takes fits the pool after the cut (the
-    scheduler's own check, ``never_fit_rows``); a request that fitted before keeps SGLang's
-    cut (the simulator cuts nothing of its own), which leaves a request within SGLang's bounds
-    (``paged + page + output < pool``, ``input + output < max_req_len``) unchanged; an output is
-    never lengthened."""
+def test_the_cut_is_sglangs_and_a_cut_request_fits_unless_sglang_aborts_it(cap, page, spec, ctx, rows):
+    """Invariant: the simulator runs exactly SGLang's cut (``output_cut``), with and without
+    speculative decoding: nothing of its own is taken off; every request whose prompt the
+    server takes (a cut of at least one token) fits the pool after the cut (the scheduler's
+    own check, ``never_fit_rows``; a prompt of pool - 6 tokens or more SGLang aborts),
+    except, under the top-up rule, one whose last top-up
+    (committed + spec_kv_reserve, page-rounded) passes the pool, which SGLang aborts
+    (schedule_batch.py retract_decode); a request within SGLang's bounds (``paged + page +
+    output < pool``, ``input + output < max_req_len``) is unchanged; an output is never
+    lengthened."""
     from specsched.sim.limits import output_cut, trace_output_cut
 
     srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256,
@@ -112,16 +116,70 @@ def test_after_the_cut_every_request_fits_and_a_fitting_one_is_unchanged(cap, pa
     sg = output_cut(s, ins, outs, ctx)
     run = trace_output_cut(sc, ins, outs, None)
     assert (run <= outs).all() and (sg <= outs).all() and (sg >= 0).all()
+    cut = sg >= 1
+    assert (run[cut] == sg[cut]).all() and (run[~cut] == outs[~cut]).all()
+    taken = cut & (ins <= cap - 7)   # SGLang aborts a longer prompt (validate_input_length)
+    reserve = s.spec_kv_reserve if s.rules.spec_kv_reservation == "topup" else 0
+    aborted = (reserve > 0) & (run >= 2) & (-(-(ins + run - 2 + reserve) // page) * page > cap)
+    assert (never_fit_rows(s, ins[taken], run[taken]) == aborted[taken]).all()
+    if not spec:
+        assert not aborted.any()
     paged = -(-ins // page) * page
     max_req_len = cap - 1 if ctx is None else min(ctx - 1, cap - 1)
-    ahead = max(2 * s.spec_window, s.spec_kv_reserve if s.rules.spec_kv_reservation == "topup" else 0)
-    taken = (paged + page + ahead + 1 < cap) & (ins + 1 < max_req_len)
-    assert not never_fit_rows(s, ins[taken], run[taken]).any()
-    fitted = ~never_fit_rows(s, ins, outs) & (sg >= 1)   # a cut to no token is not applied
-    assert (run[fitted] == sg[fitted]).all()
     within = (paged + page + outs < cap) & (ins + outs < max_req_len)
     assert (sg[within] == outs[within]).all()
     assert (sg[~within] < outs[~within]).all()
+
+
+SPEC = {**SERVER, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}
+
+
+def test_with_speculative_decoding_the_cut_is_sglangs_where_the_last_top_up_fits(tmp_path):
+    # page 16, DSpark with 4 draft tokens (top-up reserve 8): SGLang cuts 3000 + 2000 to
+    # 4096 - 3008 - 16 - 1 = 1071, whose last top-up, ceil16(3000 + 1069 + 8) = 4080, fits:
+    # the row runs with SGLang's output (it ran 1063: the admission kept 8 slots beside it)
+    (tmp_path / "t.csv").write_text(ROWS)
+    sc = make_scenario(server={**SPEC, "page_size": 16}, workload={
+        "kind": "trace", "trace": {"path": str(tmp_path / "t.csv"), "layout": "azure"}, "num_requests": None,
+        "input_len": None, "output_len": None})
+    for seed in (1, 2, 3):
+        res = SimEngine(sc.model_copy(update={"seed": seed}), tiny_profile()).run()
+        assert sorted(res.requests["output_len"].tolist()) == [20, 1071]
+
+
+def test_with_speculative_decoding_a_cut_row_whose_last_top_up_passes_the_pool_is_refused(tmp_path, capsys,
+                                                                                         monkeypatch):
+    # page 1, reserve 8: SGLang's cut 1094 leaves the last top-up at 3000 + 1092 + 8 = 4100
+    # positions, past the pool of 4096: SGLang aborts the request near its end (retract_decode:
+    # "Out of memory even after retracting all other requests"), which is not modelled
+    def refuse(*a, **k):
+        raise AssertionError("simulated a run the server aborts")
+    monkeypatch.setattr(cli, "simulate", refuse)
+    y = _scenario(tmp_path, ROWS, speculative_algorithm="dspark", speculative_num_draft_tokens=4)
+    doc = yaml.safe_load(open(y))
+    doc["acceptance"] = {"mean_accept_length": 2.5}
+    open(y, "w").write(yaml.safe_dump(doc))
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.csv:3: GeneratedTokens = 2000: request 2 " in err[0], err
+    assert "4100 KV positions" in err[0] and "retract_decode" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_last_top_up_at_the_pool_runs_and_one_token_more_is_refused(seed):
+    # page 1, reserve 8, pool 4096, prompt 3000: an output of 1090 tops up at most to
+    # 3000 + 1088 + 8 = 4096 positions and runs whatever the acceptance draws; 1091 is refused
+    from specsched.sim.scheduler_decode import UnschedulableRequest
+
+    def run(o):
+        sc = make_scenario(server=SPEC, seed=seed, workload={"kind": "burst", "num_requests": 1,
+                           "input_len": {"kind": "fixed", "value": 3000}, "output_len": {"kind": "fixed", "value": o}})
+        return SimEngine(sc, tiny_profile()).run()
+
+    assert run(1090).requests["output_len"].tolist() == [1090]
+    with pytest.raises(UnschedulableRequest, match="retract_decode"):
+        run(1091)
 
 
 def test_the_runtime_runs_the_cut_outputs_the_simulator_runs(tmp_path):
@@ -139,6 +197,72 @@ def test_the_runtime_runs_the_cut_outputs_the_simulator_runs(tmp_path):
     predicted = SimEngine(sc, tiny_profile()).run()
     measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
     lens = [sorted(r.table("requests").frame()["output_len"].tolist()) for r in (predicted, measured)]
-    assert lens[0] == lens[1] == [20, 1092]
+    assert lens[0] == lens[1] == [20, 1094]
     assert measured.summary["requests_output_clamped"] == predicted.summary["requests_output_clamped"] == 1
-    assert measured.summary["output_clamp_max_tokens"] == 908
+    assert measured.summary["output_clamp_max_tokens"] == 906
+
+
+def _trace_run(tmp_path, server: dict, profile=None):
+    (tmp_path / "t.csv").write_text(ROWS)
+    sc = make_scenario(server={**SERVER, **server}, workload={
+        "kind": "trace", "trace": {"path": str(tmp_path / "t.csv"), "layout": "azure"}, "num_requests": None,
+        "input_len": None, "output_len": None})
+    from specsched.sim.limits import check_fits
+
+    check_fits(sc)   # refused here before, as a row the simulator did not cut
+    return SimEngine(sc, profile or tiny_profile()).run()
+
+
+def test_a_sliding_window_models_trace_row_is_cut_as_sglang_cuts_it(tmp_path):
+    # SGLang's SWATokenToKVPoolAllocator (separate full and SWA pools, the default) inherits
+    # the base allocator's max_new_tokens_for_memory with the full pool's capacity: 1094 on
+    # the full pool of 4096, whatever the SWA pool (it was refused: "SGLang would cut ... not
+    # modelled")
+    res = _trace_run(tmp_path, {"sliding_window_size": 128, "swa_full_tokens_ratio": 0.5})
+    assert sorted(res.requests["output_len"].tolist()) == [20, 1094]
+    assert res.summary["requests_output_clamped"] == 1
+
+
+def test_a_disaggregated_trace_row_is_cut_by_the_decode_servers_pool(tmp_path):
+    # every server cuts a request when it reaches its scheduler (handle_generate_request ->
+    # init_req_max_new_tokens, any disaggregation mode); the prefill server's copy asks for one
+    # token: the decode server's pool of 4096 cuts 2000 to 1094 (it was refused)
+    from tests.test_disaggregation import _pd, _profile
+
+    big = {"max_total_num_tokens": 200_000}
+    res = _trace_run(tmp_path, _pd(prefill_server=big, decode_server={"max_total_num_tokens": 4096},
+                                   max_total_num_tokens=200_000), _profile())
+    assert sorted(res.requests["output_len"].tolist()) == [20, 1094]
+    assert res.summary["requests_output_clamped"] == 1
+
+
+TURNS = {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 200},
+         "num_requests": None, "input_len": None,
+         "multi_turn": {"num_conversations": 2, "num_turns": 5, "system_prompt_len": 200,
+                        "first_prompt_len": {"kind": "fixed", "value": 1000},
+                        "user_len": {"kind": "fixed", "value": 500}, "think_time_s": 1.0}}
+
+
+def test_a_turn_is_cut_as_sglang_cuts_any_request(tmp_path):
+    # turn 5 resends 200 + 1000 + 4 x (200 + 500) = 4000 tokens: SGLang cuts its 200 output to
+    # 4096 - 4000 - 2 = 94 (it was refused: "SGLang would cut ... not modelled")
+    sc = make_scenario(server=SERVER, workload=TURNS)
+    from specsched.sim.limits import check_fits
+
+    check_fits(sc)
+    res = SimEngine(sc, tiny_profile()).run()
+    req = res.requests.sort_values("rid")
+    assert req["output_len"].tolist() == [200, 200, 200, 200, 94] * 2
+    assert res.summary["requests_output_clamped"] == 2 and res.summary["output_clamp_max_tokens"] == 106
+
+
+def test_the_next_turn_resends_the_cut_answer(tmp_path):
+    # a sixth turn resends 4000 + 94 (the cut answer, not the 200 asked) + 500 = 4594 tokens,
+    # a prompt SGLang aborts on this pool: refused, naming that prompt
+    from specsched.sim.errors import ConfigError
+
+    six = {**TURNS, "multi_turn": {**TURNS["multi_turn"], "num_turns": 6}}
+    with pytest.raises(ConfigError) as e:
+        SimEngine(make_scenario(server=SERVER, workload=six), tiny_profile())
+    assert e.value.key == "workload.multi_turn" and e.value.value == 4594
+    assert "turn 6 of a conversation" in e.value.allowed

@@ -221,18 +221,23 @@ def test_a_cut_jsonl_trace_line_keeps_the_column(tmp_path):
     assert e.value.file.endswith("t.jsonl:2") and "column 18" in str(e.value)
 
 
-@pytest.mark.parametrize(("spec", "word"), [(False, "decode"), (True, "verify")])
-def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, spec, word):
+@pytest.mark.parametrize("spec", ["none", "topup", "window"])
+def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, spec):
     """A trace row's prompt that can never fit the KV pool is refused when it reaches the
-    scheduler; without speculative decoding the reserved slots are decode steps' (it said
-    "in-flight verify slots" on a server that verifies nothing)."""
+    scheduler; the message names in-flight slots only where the admission reserves them (the
+    window rule's verify passes): neither SGLang's admission nor the simulated one charges any
+    without speculative decoding or under the top-up rule (it said "in-flight verify slots" on a
+    server that verifies nothing, then "2 slots of the decode steps")."""
     from specsched.sim.scheduler import UnschedulableRequest
 
     sc = _trace_scenario(tmp_path, "timestamp,input_length,output_length\n0,10,5\n1,10000000,5\n")
-    server = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4} if spec else {}
+    server = {} if spec == "none" else {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}
+    if spec == "window":
+        server["semantics_rules"] = {"spec_kv_reservation": "window"}
     sc = sc.model_copy(update={"server": sc.server.model_validate({**sc.server.model_dump(), **server}),
-                               "acceptance": sc.acceptance.model_validate({"mean_accept_length": 2.0}) if spec else sc.acceptance})
-    with pytest.raises(UnschedulableRequest, match=rf"slots of the {word} steps in flight\) cannot fit"):
+                               "acceptance": sc.acceptance.model_validate({"mean_accept_length": 2.0}) if spec != "none" else sc.acceptance})
+    with pytest.raises(UnschedulableRequest, match=r"5 output tokens cannot fit" if spec != "window"
+                       else r"\(\+ 8 slots of the verify steps in flight\) cannot fit"):
         SimEngine(sc, tiny_profile()).run()
 
 

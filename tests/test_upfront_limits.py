@@ -69,16 +69,20 @@ MULTI_TURN = {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fi
                              "user_len": {"kind": "fixed", "value": 500}, "think_time_s": 1.0}}
 
 
+LONG_TURNS = {**MULTI_TURN, "multi_turn": {**MULTI_TURN["multi_turn"], "user_len": {"kind": "fixed", "value": 600}}}
+"""Turn 5 resends 200 + 1000 + 4 x (200 + 600) = 4400 tokens, a prompt SGLang aborts on a
+pool of 4096 (a prompt of 4000 with 200 output is cut instead: tests/test_output_cut.py)."""
+
+
 def test_a_late_turn_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
-    # turn 5 resends 200 + 1000 + 4 x (200 + 500) = 4000 tokens; with its 200 output, past 4096
-    err = _run(tmp_path, capsys, MULTI_TURN)
+    err = _run(tmp_path, capsys, LONG_TURNS)
     assert len(err) == 1, err
-    assert "s.yaml: workload.multi_turn = 4000: turn 5 of a conversation (request 5, seed 1; 1 more turns" in err[0]
+    assert "s.yaml: workload.multi_turn = 4400: turn 5 of a conversation (request 5, seed 1; 1 more turns" in err[0]
     assert "max_total_num_tokens is 4096" in err[0]
 
 
 def test_a_late_turn_is_refused_for_each_runs_seed_before_its_first_event():
-    sc = make_scenario(server=SERVER, workload={**MULTI_TURN, "num_requests": None, "input_len": None})
+    sc = make_scenario(server=SERVER, workload={**LONG_TURNS, "num_requests": None, "input_len": None})
     with pytest.raises(ConfigError) as e:
         SimEngine(sc, tiny_profile(), seed=7)
     assert e.value.key == "workload.multi_turn" and "seed 7" in e.value.allowed
