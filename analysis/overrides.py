@@ -332,6 +332,8 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "read only by workload.kind poisson and multi_turn (conversation starts)"),
     ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
      "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
+    ("workload.routing_keys", lambda s: s.server.schedule_policy == "routing-key" or ":" in s.server.schedule_policy,
+     "read only with server.schedule_policy routing-key (or a schedule-policy class of your own)"),
     ("server.mem_fraction_static", _profile_knows_hardware,
      "read only with a profile that knows its GPU's memory (a hardware block: `specsched profile --analytic` "
      "writes one); this profile's KV pool is server.max_total_num_tokens"),
@@ -357,7 +359,7 @@ def unread_overrides(scenario: Any, keys: Iterable[str]) -> list[str]:
 
 
 FILE_NOTE_KEYS = ("workload.request_rate", "workload.concurrency", "workload.max_concurrency", "workload.priorities",
-                  "workload.input_len", "workload.output_len")
+                  "workload.routing_keys", "workload.input_len", "workload.output_len")
 """Keys a scenario file (or its arm) sets that :func:`unread_in_file` names when the run does
 not read them: the arrival keys of another workload kind, priorities without priority
 scheduling. The server keys a file states for completeness (a sync mode on a plain-decoding

@@ -68,7 +68,7 @@ from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler, run_counts
-from specsched.sim.workload import Clients, make_requests
+from specsched.sim.workload import Clients, make_requests, scheduler_request
 from tqdm.auto import tqdm
 
 _TOKENS_STREAM = 4
@@ -190,8 +190,7 @@ class LoopHost:
         for i, sent in self.clients.due_timed(now):
             s = self.specs[i]
             self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
-            out.append(Req(s.index, s.input_len, s.output_len, tokens=s.tokens, priority=s.priority,
-                           ignore_eos=self.scenario.workload.ignore_eos))
+            out.append(scheduler_request(s, self.scenario.workload.ignore_eos))
         return out
 
     def _pass(self, sched: Scheduler) -> None:

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import simpy
 from specsched.sim.request import Req
-from specsched.sim.workload import RequestSpec, arrival_times
+from specsched.sim.workload import RequestSpec, arrival_times, scheduler_request
 
 
 class Clients:
@@ -56,8 +56,7 @@ class Clients:
 
     def _req(self, spec: RequestSpec) -> Req:
         """The scheduler's request for a sent one (prompt tokens when prefixes are shared)."""
-        return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens,
-                   ignore_eos=self.scenario.workload.ignore_eos, priority=spec.priority)
+        return scheduler_request(spec, self.scenario.workload.ignore_eos)
 
     def _arrive(self, req: Req) -> None:
         self.inbox.append(req)

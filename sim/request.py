@@ -76,6 +76,9 @@ class Req:
             the waiting queue (SGLang ``Req.arrival_processed_tokens``, snapshot in
             ``Scheduler._add_request_to_queue``, again after a retraction or preemption);
             the hrrn order ages the request by how far the counter has moved since.
+        routing_key: the key the client sent with the request (SGLang ``Req.routing_key``,
+            from ``GenerateReqInput.routing_key``); None: sent without one. Read by the
+            routing-key order (:class:`sim.schedule_policy.RoutingKey`).
     """
 
     rid: int
@@ -97,6 +100,7 @@ class Req:
     kv_transferred: bool = False
     sent_len: int = 0
     arrival_processed_tokens: int = 0
+    routing_key: str | None = None
 
     @property
     def fill_len(self) -> int:

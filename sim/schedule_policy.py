@@ -5,9 +5,9 @@ Each order is a class with the interface a user-written one has (docs/policies.m
 returns the waiting requests in admission order (a new list holding the same requests).
 ``waiting`` is in queue-entry order (arrivals, then re-queued retractions), so a stable
 sort keeps SGLang's ``wait_queue_entry_time`` tie-break. Except for an order whose class
-sets ``sorts_queue_in_place`` (the shipped lpm and dfs-weight): SGLang sorts its waiting
-queue in place (``SchedulePolicy.calc_priority``) and those two have no entry-time
-tie-break, so the Scheduler keeps the queue in the order they returned, and the next pass
+sets ``sorts_queue_in_place`` (the shipped lpm, dfs-weight, hrrn and routing-key): SGLang
+sorts its waiting queue in place (``SchedulePolicy.calc_priority``) and those have no
+entry-time tie-break, so the Scheduler keeps the queue in the order they returned, and the next pass
 hands them that order with later arrivals and re-queued requests behind it.
 
 Shipped (SGLang's names):
@@ -28,11 +28,14 @@ Shipped (SGLang's names):
   descending (prefill tokens processed since the request entered the queue) / (its uncached
   prompt tokens), requests with nothing to prefill first, the in-batch deprioritised last,
   ties by rid; fcfs above 128 waiting and without a prefix cache, as lpm.
+- ``routing-key``: requests whose routing key the running batch holds first, the most held
+  key first (``_sort_by_routing_key``); see :class:`RoutingKey`.
 """
 
 from __future__ import annotations
 
 import random as _random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -354,6 +357,39 @@ class Hrrn(_PrefixMatchingOrder):
         return sorted(waiting, key=lambda r: hrrn_key(r, done, deprioritized))
 
 
+class RoutingKey:
+    """Routing-key affinity (sglang 0.5.23 managers/schedule_policy.py
+    ``SchedulePolicy._sort_by_routing_key``, ``CacheAgnosticPolicy.ROUTING_KEY``): count the
+    routing keys of the running batch; when it holds any, sort the waiting queue by (key
+    held: first; then more running requests with that key first; then the key's text), the
+    requests whose key the batch does not hold (or that have none) after them, by their key's
+    text (no key as ""). Python's sort is stable, so one key's requests keep their queue
+    order. SGLang sorts the queue in place and skips the sort when the batch holds no key,
+    so the queue keeps the last sort's order with later arrivals behind it
+    (``sorts_queue_in_place``). Priority scheduling does not enter this order. Requests get
+    their keys from ``workload.routing_keys``; without keys the order is the queue's."""
+
+    name = "routing-key"
+    sorts_queue_in_place: ClassVar[bool] = True
+
+    @classmethod
+    def from_server(cls, server: Any, seed: int = 0) -> RoutingKey:
+        return cls()
+
+    def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
+        held = Counter(r.routing_key for r in ctx.running if r.routing_key)
+        if not held:
+            return waiting
+
+        def key(r: Req) -> tuple[int, int, str]:
+            k = r.routing_key
+            if k and k in held:
+                return (0, -held[k], k)
+            return (1, 0, k or "")
+
+        return sorted(waiting, key=key)
+
+
 SHIPPED: dict[str, type] = {
     "fcfs": Fcfs,
     "lof": Lof,
@@ -362,6 +398,7 @@ SHIPPED: dict[str, type] = {
     "lpm": Lpm,
     "dfs-weight": DfsWeight,
     "hrrn": Hrrn,
+    "routing-key": RoutingKey,
 }
 """Shipped orders by ``server.schedule_policy`` name (SGLang's names)."""
 

@@ -58,6 +58,8 @@ SHARED_ACCEPT = PREFIX
 (acceptance ``seed_key: shared``). Not a stream of :data:`STREAMS` (it is the prefix tag): kept
 only so that a run recorded with those draws, which the runtime forced on the GPU, can be
 predicted again with the same ones."""
+ROUTING_KEYS = 9
+"""Each request's routing key (sim/workload.py ``make_requests``, ``workload.routing_keys``): ``[seed, 9]``."""
 DP_ROOMS = 0xB007
 """A prefill server's bootstrap rooms under DP attention (sim/dp_attention.py): ``[seed, 0xB007]``."""
 DISAGG_ROUTER = 0x50D
@@ -75,6 +77,7 @@ STREAMS: dict[str, Stream] = {
     "arrivals": Stream((ARRIVALS,)), "lengths": Stream((LENGTHS,)), "prefix": Stream((PREFIX, 0)),
     "prefix_output_tokens": Stream((PREFIX, 1), ("conversation", "turn")),
     "multi_turn_prompts": Stream((PREFIX, 2)), "priorities": Stream((PRIORITIES,)), "think": Stream((THINK,)),
+    "routing_keys": Stream((ROUTING_KEYS,)),
     "turns": Stream((TURNS,)), "zipf_groups": Stream((ZIPF_GROUPS,)), "accept": Stream((ACCEPT,), ("rid",)),
     "dp_rooms": Stream((DP_ROOMS,)), "disagg_router": Stream((DISAGG_ROUTER,)),
 }

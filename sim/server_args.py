@@ -170,7 +170,7 @@ class ServerArgs(BaseModel):
     chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value). At most 2**31 - 1 (SGLang's KV slot index is int32).")
     max_prefill_tokens: int = Field(16384, ge=1, description="Prompt-token budget of one prefill batch.")
     page_size: int = Field(1, ge=1, description="KV page size, tokens.")
-    schedule_policy: str = Field("fcfs", description="Waiting-queue order: SGLang's names (fcfs, lof, random, shortest-prefill-first, lpm, dfs-weight, hrrn; sim/schedule_policy.py) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
+    schedule_policy: str = Field("fcfs", description="Waiting-queue order: SGLang's names (fcfs, lof, random, shortest-prefill-first, lpm, dfs-weight, hrrn, routing-key; sim/schedule_policy.py) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
     schedule_policy_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the schedule-policy class's from_server.")
     enable_priority_scheduling: bool = Field(False, description="fcfs and lof order by request priority first (higher values first).")
     schedule_low_priority_values_first: bool = Field(False, description="With priority scheduling, lower values go first.")

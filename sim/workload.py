@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import is_input_file, read_input
+from specsched.sim.request import Req
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,9 @@ class RequestSpec:
     a trace its arrival time (s from the first request; None otherwise), the prompt's token
     ids when the workload shares prefixes (an int64 array, or for a trace with block ids a
     :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
-    its priority (None: the server's default) and its 0-based turn within its conversation
-    (multi_turn; 0 for a request that is not part of one)."""
+    its priority (None: the server's default), its 0-based turn within its conversation
+    (multi_turn; 0 for a request that is not part of one) and its routing key (None: sent
+    without one)."""
 
     index: int
     input_len: int
@@ -43,6 +45,14 @@ class RequestSpec:
     tokens: np.ndarray | None = None
     priority: int | None = None
     turn: int = 0
+    routing_key: str | None = None
+
+
+def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
+    """The scheduler's request for a sent ``spec`` (both engines build it here, so a field a
+    workload draws reaches the simulated and the measured scheduler alike)."""
+    return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
+               priority=spec.priority, routing_key=spec.routing_key)
 
 
 MAX_HISTOGRAM_LENGTH = 1 << 62
@@ -134,14 +144,17 @@ def draw_lengths(dist: LengthDist, n: int, rng: np.random.Generator, base: Path 
 
 
 def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = None) -> list[RequestSpec]:
-    """The run's requests in send order (seeded by ``seed``; lengths stream; priorities,
-    when ``workload.priorities`` is given, from their own stream)."""
+    """The run's requests in send order (seeded by ``seed``; lengths stream; priorities and
+    routing keys, when ``workload.priorities`` / ``workload.routing_keys`` are given, each
+    from its own stream)."""
     specs = _make_requests(cfg, seed, scenario_path)
     if cfg.priorities:
         prng = seed_streams.rng("priorities", seed)
         pr = prng.choice(np.array(cfg.priorities, dtype=np.int64), size=len(specs))
-        specs = [RequestSpec(s.index, s.input_len, s.output_len, s.arrival_s, s.tokens, int(p), s.turn)
-                 for s, p in zip(specs, pr, strict=True)]
+        specs = [replace(s, priority=int(p)) for s, p in zip(specs, pr, strict=True)]
+    if cfg.routing_keys:
+        pick = seed_streams.rng("routing_keys", seed).integers(0, len(cfg.routing_keys), size=len(specs))
+        specs = [replace(s, routing_key=cfg.routing_keys[int(k)]) for s, k in zip(specs, pick, strict=True)]
     return specs
 
 

@@ -7,9 +7,9 @@ Requests are made from it by :mod:`sim.workload`, :mod:`sim.prefix_workload` and
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
 from specsched.sim.errors import FieldError
 from specsched.sim.strict import STRICT as _STRICT
 
@@ -272,6 +272,7 @@ class WorkloadConfig(BaseModel):
     shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes, bench_serving's generated-shared-prefix dataset (replaces input_len).")
     multi_turn: MultiTurnConfig | None = Field(None, description="multi_turn: the conversations (replaces input_len).")
     priorities: list[int] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling.")
+    routing_keys: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(None, min_length=1, description="Routing keys (the routing_key a client sends with each request, SGLang's GenerateReqInput.routing_key: a tenant, an adapter, a session), one drawn uniformly per request (seeded); list a key twice to draw it twice as often. Read by server.schedule_policy routing-key.")
     steady_state_concurrency_ratio: float | None = Field(None, gt=0.0, le=1.0, description="bench_serving steady_state_serving's --steady-state-concurrency-ratio: the throughputs are read over the longest span with at least this share of the peak in flight (sim/steady_state.py); the latency statistics stay the whole run's. None: whole-run throughputs.")
     ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
 

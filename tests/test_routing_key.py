@@ -1,0 +1,122 @@
+"""The routing-key waiting-queue order (sglang 0.5.23 managers/schedule_policy.py
+``SchedulePolicy._sort_by_routing_key``, ``CacheAgnosticPolicy.ROUTING_KEY``) and the
+per-request routing keys a workload draws (``workload.routing_keys``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.config import Scenario
+from specsched.sim.engine import run_scenario
+from specsched.sim.request import Req
+from specsched.sim.schedule_policy import QueueContext, RoutingKey
+from specsched.sim.workload import make_requests, scheduler_request
+
+from tests.test_sglang_rules import running, sched
+
+
+def _req(rid: int, key: str | None) -> Req:
+    return Req(rid, 100, 5, routing_key=key)
+
+
+def rids(reqs):
+    return [r.rid for r in reqs]
+
+
+# --- the ordering rule ----------------------------------------------------------------------
+
+def test_sort_by_routing_key_on_a_hand_built_queue():
+    # running: b twice, a once. Held keys first, the most held first (b, then a); then the
+    # rest by their key's text, no key as "" (so before "c"); one key's requests keep
+    # their queue order (stable sort)
+    run = [_req(100, "b"), _req(101, "a"), _req(102, "b"), _req(103, None)]
+    queue = [_req(0, "c"), _req(1, "a"), _req(2, None), _req(3, "b"), _req(4, "a"), _req(5, "b")]
+    got = RoutingKey().order(list(queue), QueueContext(running=tuple(run)))
+    assert rids(got) == [3, 5, 1, 4, 2, 0]
+
+
+def test_no_key_in_the_running_batch_leaves_the_queue_as_it_is():
+    # SGLang returns before sorting when the batch holds no key: the queue keeps its order
+    # (the last sort's, in place), not the keys' text order
+    queue = [_req(0, "z"), _req(1, None), _req(2, "a")]
+    for run in ((), (_req(9, None),)):
+        assert rids(RoutingKey().order(list(queue), QueueContext(running=run))) == [0, 1, 2]
+
+
+keys = st.sampled_from([None, "a", "b", "c", "d"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(running_keys=st.lists(keys, max_size=8), queue_keys=st.lists(keys, max_size=12))
+def test_routing_key_order_invariants(running_keys, queue_keys):
+    """Named invariants of the order: a permutation of the queue; every request whose key
+    the running batch holds comes before every one whose key it does not; among held keys
+    the more held comes first; one key's requests keep their queue order."""
+    run = tuple(_req(100 + i, k) for i, k in enumerate(running_keys))
+    queue = [_req(i, k) for i, k in enumerate(queue_keys)]
+    got = RoutingKey().order(list(queue), QueueContext(running=run))
+    assert sorted(rids(got)) == rids(queue)
+    held = {k: running_keys.count(k) for k in running_keys if k}
+    flags = [r.routing_key in held for r in got]
+    assert flags == sorted(flags, reverse=True) or not held
+    counts = [held[r.routing_key] for r in got if r.routing_key in held]
+    assert counts == sorted(counts, reverse=True)
+    for k in set(queue_keys):
+        same = [r.rid for r in got if r.routing_key == k]
+        assert same == sorted(same)
+
+
+# --- in the scheduler: the sort persists, as SGLang's in-place sort does --------------------
+
+def test_the_scheduler_admits_the_held_key_first_and_keeps_the_sorted_queue():
+    s = sched(schedule_policy="routing-key", max_running_requests=3)
+    for rid in (100, 101):
+        running(s, rid, 100, 50, 10).routing_key = "b"
+    for r in (_req(0, "a"), _req(1, None), _req(2, "b"), _req(3, "a")):
+        s.add_request(r)
+    plan = s.schedule()
+    assert plan.new_rids == (2,)   # one free slot: the request whose key the batch holds
+    # the queue stays sorted (no key before "a"), FCFS would have kept 0, 1, 3
+    assert rids(s.waiting) == [1, 0, 3]
+
+
+# --- the workload's keys ----------------------------------------------------------------------
+
+def _scenario(policy: str, keys: list[str] | None, seed: int = 1) -> Scenario:
+    w = dict(kind="poisson", request_rate=40.0, num_requests=200,
+             input_len=dict(kind="fixed", value=512), output_len=dict(kind="fixed", value=128))
+    if keys is not None:
+        w["routing_keys"] = keys
+    return Scenario.model_validate(dict(name="rk", profile="h200-llama8b-roofline", seed=seed,
+                                        server=dict(schedule_policy=policy, max_running_requests=16),
+                                        workload=w))
+
+
+def test_routing_keys_come_from_their_own_stream_and_the_list():
+    plain = make_requests(_scenario("fcfs", None).workload, 3)
+    keyed = make_requests(_scenario("fcfs", ["a", "a", "b"]).workload, 3)
+    # the keys change no other draw
+    assert [(s.input_len, s.output_len) for s in plain] == [(s.input_len, s.output_len) for s in keyed]
+    got = [s.routing_key for s in keyed]
+    assert set(got) == {"a", "b"} and all(s.routing_key is None for s in plain)
+    # a key listed twice is drawn about twice as often (200 draws: 2/3 expected)
+    assert 0.55 < got.count("a") / len(got) < 0.78
+    assert got == [s.routing_key for s in make_requests(_scenario("fcfs", ["a", "a", "b"]).workload, 3)]
+    # both engines build the scheduler's request with one function: the key reaches it
+    assert scheduler_request(keyed[0], True).routing_key == got[0]
+
+
+def _ttfts(sc: Scenario) -> np.ndarray:
+    return run_scenario(sc).requests.sort_values("rid")["ttft_s"].to_numpy()
+
+
+def test_routing_key_without_keys_runs_as_fcfs_and_with_keys_reorders_admission():
+    fcfs = _ttfts(_scenario("fcfs", ["a", "b", "c", "d"]))
+    assert np.array_equal(_ttfts(_scenario("routing-key", None)), _ttfts(_scenario("fcfs", None)))
+    keyed = _ttfts(_scenario("routing-key", ["a", "b", "c", "d"]))
+    assert not np.array_equal(keyed, fcfs)
+    # an overloaded queue (40 req/s into 16 slots): affinity lets the held keys' requests
+    # overtake, so the others wait longer: the tail grows (equal work, so the mean stays)
+    assert np.percentile(keyed, 90) > 1.2 * np.percentile(fcfs, 90)
+    assert abs(keyed.mean() / fcfs.mean() - 1) < 0.02
