@@ -115,6 +115,37 @@ def test_an_xgmi_mesh_gives_a_tp_group_only_its_links(tp, tokens):
     assert mi355.tp_link_bytes_per_s(tp) == pytest.approx(mi355.link_gbps * 1e9 * (tp - 1) / 7)
 
 
+@settings(max_examples=40, deadline=None)
+@given(gpu=st.sampled_from(["H100", "H200", "B200", "MI300X", "MI355X", "A100-80G"]),
+       tokens=st.integers(1, 20_000))
+def test_a_tp_group_beyond_one_node_all_reduces_across_the_network(gpu, tokens):
+    """Invariant: a TP group larger than one node's NVLink/xGMI domain (8 GPUs on HGX and the
+    AMD platforms) never all-reduces faster than the node's own TP8 does for the same
+    tokens, and each call pays the inter-node latency: SGLang 0.5.23 turns its custom
+    all-reduce off when the group spans nodes (distributed/device_communicators/
+    custom_all_reduce_utils.py ``can_use_custom_all_reduce_with_nvlink``), so NCCL carries
+    it over the NICs. Before, TP16 all-reduced at the intra-node link and latency."""
+    g = load_gpu(gpu)
+    v3 = load_model("deepseek-v3")
+    per_call = {tp: decode_like(v3, g, Parallel(tp=tp), EFF, tokens, 1, 1024).allreduce_s / (2 * v3.num_layers)
+                for tp in (8, 16)}
+    assert per_call[16] >= per_call[8] * (1 - 1e-12)
+    assert per_call[16] >= EFF.internode_allreduce_latency_s > EFF.allreduce_latency_s
+    # within a node nothing changes: the ring over the node's link, the custom all-reduce's latency
+    assert per_call[8] == pytest.approx(EFF.allreduce_latency_s + 2 * 7 / 8 * tokens * v3.hidden_size * 2
+                                        / (g.tp_link_bytes_per_s(8) * EFF.interconnect))
+
+
+def test_hopper_keeps_the_all_reduce_unfused_when_the_tp_group_spans_nodes():
+    """SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion on SM 90 only within one node
+    (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``: ``nnodes == 1 or
+    is_sm100``): DeepSeek-V3 at TP16 on H200s launches the all-reduce kernels, on B200s not."""
+    v3 = load_model("deepseek-v3")
+    b200 = load_gpu("B200")
+    assert kernel_count(v3, EFF, 16, H200) == kernel_count(v3, EFF, 8, H200) + 2 * v3.num_layers
+    assert kernel_count(v3, EFF, 16, b200) == kernel_count(v3, EFF, 8, b200)
+
+
 def test_kernel_count_follows_the_architecture():
     """An MLA+MoE layer launches more kernels than a dense GQA layer (SGLang's model code);
     a dense model counts kernels_per_layer per layer plus 4."""
@@ -756,6 +787,10 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     d["provenance"].pop("hardware.draft_weight_bytes")
     # and the KV heads (ROCm's default attention backend for MLA depends on them)
     assert d["hardware"].pop("num_kv_heads") == 8
+    # and the node a TP group spans beyond (its NICs and the inter-node all-reduce latency)
+    assert (d["analytic"]["gpu"].pop("node_gpus"), d["analytic"]["gpu"].pop("nic_gbps")) == (8, 50)
+    d["analytic"]["efficiency"].pop("internode_allreduce_latency_s")
+    d["provenance"].pop("analytic.efficiency.internode_allreduce_latency_s")
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)

@@ -32,6 +32,10 @@ class GpuSpec(BaseModel):
     the table (a model that needs it says so). ``gfx_arch``: the ROCm ISA (``gfx950`` for
     MI350X/MI355X, ``gfx942`` for MI300X); SGLang gates kernels and one scheduling rule on it
     (``is_gfx95_supported``; :func:`sim.defaults.resolve_server`). None on CUDA.
+    ``node_gpus``: GPUs one NVLink/xGMI domain joins (8 on an HGX board or an AMD 8-GPU
+    platform, 72 in a GB200 NVL72 rack); a larger TP group spans nodes and reaches the others
+    through the NICs. ``nic_gbps``: the scale-out (RDMA NIC) bandwidth per GPU per direction,
+    GB/s, that such a group's traffic between nodes crosses.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,6 +53,8 @@ class GpuSpec(BaseModel):
     compute_capability: int | None = Field(None, ge=1)
     sms: int | None = Field(None, ge=1)
     gfx_arch: str | None = None
+    node_gpus: int = Field(8, ge=1)
+    nic_gbps: float = Field(50.0, gt=0)
     source: str
 
     def peak_flops(self, dtype: str) -> float:
@@ -64,6 +70,11 @@ class GpuSpec(BaseModel):
         ``link_gbps`` through a switch, ``tp - 1`` of ``mesh_links`` links on a mesh."""
         share = min(tp - 1, self.mesh_links) / self.mesh_links if self.mesh_links else 1.0
         return self.link_gbps * 1e9 * share
+
+    def tp_nodes(self, tp: int) -> tuple[int, float]:
+        """(GPUs of a ``tp`` group inside one node, nodes it spans): (tp, 1) within a node."""
+        inside = min(tp, self.node_gpus)
+        return inside, tp / inside
 
     @property
     def memory_bytes(self) -> float:
