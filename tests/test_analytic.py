@@ -136,6 +136,15 @@ def test_a_tp_group_beyond_one_node_all_reduces_across_the_network(gpu, tokens):
                                         / (g.tp_link_bytes_per_s(8) * EFF.interconnect))
 
 
+def test_profile_says_when_its_tp_group_spans_nodes(tmp_path, capsys):
+    """The NIC figure is an assumption, so the command names it when it prices one."""
+    for tp, said in ((8, False), (16, True)):
+        assert main(["profile", "--analytic", "--model", "deepseek-v3", "--gpu", "H200", "--tp", str(tp),
+                     "--out", str(tmp_path / f"p{tp}.yaml")]) == 0
+        err = capsys.readouterr().err
+        assert ("TP16 spans 2 nodes of 8 H200" in err) == said and ("50 GB/s NIC" in err) == said
+
+
 def test_hopper_keeps_the_all_reduce_unfused_when_the_tp_group_spans_nodes():
     """SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion on SM 90 only within one node
     (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``: ``nnodes == 1 or
