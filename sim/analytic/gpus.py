@@ -111,13 +111,13 @@ def suggest_gpu(name: str) -> str | None:
     """The shipped GPU an unknown ``name`` most likely means, for the refusal to name (never
     taken silently: an H100 PCIe or NVL, or a 40 GB A100, has other datasheet figures than
     the shipped part): the one named inside it (``NVIDIA H200``, ``H100-SXM``,
-    ``A100-80GB``), else the one whose name starts with it (``A100``), else None."""
+    ``A100-80GB``), else the ones whose names start with it (``A100``: A100-80G or A100-40G), else None."""
     spec = find_gpu_in_text(name)
     if spec is not None:
         return spec.name
     n = _norm(name)
     starts = [k for k in gpu_table() if n and _norm(k).startswith(n)]
-    return starts[0] if len(starts) == 1 else None
+    return " or ".join(starts) if starts else None
 
 
 def find_gpu(name: str) -> GpuSpec | None:
