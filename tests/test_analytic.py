@@ -162,6 +162,13 @@ def test_profile_says_when_its_tp_group_spans_nodes(tmp_path, capsys):
         assert ("TP16 spans 2 nodes of 8 H200" in err) == said and ("50 GB/s NIC" in err) == said
 
 
+def test_a_tp_group_spreads_evenly_over_the_nodes_it_spans():
+    """SGLang's --nnodes runs tp_size / nnodes ranks per node: TP12 on 8-GPU nodes is 2 x 6
+    (it read as 1.5 nodes of 8)."""
+    h = load_gpu("H100")
+    assert [h.tp_nodes(tp) for tp in (1, 8, 12, 16, 24, 7)] == [(1, 1), (8, 1), (6, 2), (8, 2), (8, 3), (7, 1)]
+
+
 def test_hopper_keeps_the_all_reduce_unfused_when_the_tp_group_spans_nodes():
     """SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion on SM 90 only within one node
     (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``: ``nnodes == 1 or

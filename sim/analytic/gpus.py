@@ -71,10 +71,12 @@ class GpuSpec(BaseModel):
         share = min(tp - 1, self.mesh_links) / self.mesh_links if self.mesh_links else 1.0
         return self.link_gbps * 1e9 * share
 
-    def tp_nodes(self, tp: int) -> tuple[int, float]:
-        """(GPUs of a ``tp`` group inside one node, nodes it spans): (tp, 1) within a node."""
-        inside = min(tp, self.node_gpus)
-        return inside, tp / inside
+    def tp_nodes(self, tp: int) -> tuple[int, int]:
+        """(GPUs of a ``tp`` group inside one node, nodes it spans): (tp, 1) within a node.
+        A larger group takes the same number of GPUs on each node (SGLang's ``--nnodes``
+        splits ``tp_size`` evenly), as many as fit: TP16 on 8-GPU nodes is 2 x 8, TP12 is 2 x 6."""
+        inside = max(d for d in range(1, min(tp, self.node_gpus) + 1) if tp % d == 0)
+        return inside, tp // inside
 
     @property
     def memory_bytes(self) -> float:
