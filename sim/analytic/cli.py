@@ -175,7 +175,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     if arch.num_experts or arch.kv_lora_rank:
         print(f"note: {UNANCHORED_NOTE}", file=sys.stderr)
     if args.tp > gpu.node_gpus:
-        print(f"note: TP{args.tp} spans {args.tp / gpu.node_gpus:g} nodes of {gpu.node_gpus} {gpu.name}: every all-reduce "
+        per_node, nodes = gpu.tp_nodes(args.tp)
+        print(f"note: TP{args.tp} spans {nodes} nodes of {per_node} {gpu.name}: every all-reduce "
               f"is NCCL's across them (SGLang's custom all-reduce stays within a node), each GPU's share between nodes over "
               f"an assumed {gpu.nic_gbps:g} GB/s NIC (roofline.collective_s)", file=sys.stderr)
     _warn_if_no_pool(d)
