@@ -349,6 +349,13 @@ class Provenance:
                 "its median with the GPU kept busy and its median issued onto an idle stream "
                 "(runtime.profile_fit.issue_estimate: each can only be inflated), against extend tokens "
                 f"(medians under host.launch_per_inject_token_s): the drafter injection's kernel issue. [{env}]"),
+            "host.launch_per_extend_eager_s": (
+                "not written (None): the runtime's extends are timed as it runs them, so host.launch_per_extend_s "
+                "is already the issue of every extend; only analytic CUDA profiles, whose launch_per_extend_s is the "
+                f"piecewise prefill graph's, give the eager runner's issue apart. [{env}]"),
+            "host.launch_per_inject_eager_s": (
+                "not written (None): as host.launch_per_extend_eager_s, for the drafter's prompt injection, whose "
+                f"measured issue is host.launch_per_inject_s. [{env}]"),
             "host.launch_per_inject_token_s": (
                 f"Theil-Sen slope (clamped >= 0) of the same against extend tokens {self.ext_x} at prefix 0: medians "
                 + ", ".join(f"{t}: {_ms(self.inj_host[i][0])}"

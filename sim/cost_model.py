@@ -660,14 +660,23 @@ class CostModel:
         ``prepared``: the injection was prepared inside a slot-expansion block (the loop
         keeps that batch: runtime/engine.py ``_host_block``), so its launch issues without
         the preparation (host.inject_prepare_s, which launch_per_inject_s holds)."""
+        h = self.h
+        eager = self.extend_bucket(plan.num_extend_tokens) is None
         if part != "main":
-            h = self.h
-            t = h.launch_per_inject_s + h.launch_per_inject_token_s * plan.num_extend_tokens
+            base = h.launch_per_inject_s
+            if eager and h.launch_per_inject_eager_s is not None:
+                base = max(base, h.launch_per_inject_eager_s)
+            t = base + h.launch_per_inject_token_s * plan.num_extend_tokens
             return max(0.0, t - h.inject_prepare_s) if prepared else t
         t = self.eager_issue_s(plan.batch_size - plan.num_extend)
         if plan.num_extend:
-            h = self.h
-            t += h.launch_per_extend_s + h.launch_per_extend_token_s * plan.num_extend_tokens
+            # an extend the piecewise prefill graph cannot take runs eagerly (SGLang 0.5.23
+            # model_runner.py forward_extend: eager_runner.execute): where the profile gives that
+            # issue apart from the graph's (analytic CUDA profiles), it is the one paid
+            base = h.launch_per_extend_s
+            if eager and h.launch_per_extend_eager_s is not None:
+                base = max(base, h.launch_per_extend_eager_s)
+            t += base + h.launch_per_extend_token_s * plan.num_extend_tokens
         return t
 
     def range_notes(self) -> list[RangeNote]:

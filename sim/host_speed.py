@@ -69,6 +69,12 @@ HOST_OPTIONAL_SECONDS = tuple(f for group in HOST_OPTIONAL_GROUPS for f in group
 """``host.*`` fields of host CPU time that a profile may leave out (None: not measured);
 scaled where given."""
 
+HOST_EAGER_EXTEND_SECONDS = ("launch_per_extend_eager_s", "launch_per_inject_eager_s")
+"""``host.*`` fields a profile may give (None: not given) for an extend (and the drafter's
+injection) that runs eagerly where the profile's ``launch_per_extend_s`` /
+``launch_per_inject_s`` are the piecewise prefill graph's issue (analytic CUDA profiles:
+:meth:`sim.cost_model.CostModel.issue`); host time of the launch path, scaled where given."""
+
 GPU_HOST_SECONDS = ("eager_overhead_s", "eager_draft_overhead_s", "eager_host_issue_s", "eager_spec_issue_s")
 """``gpu.*`` fields that are the host's kernel issue of an eager step (scaled): an eager
 decode step or spec cycle above ``cuda_graph_max_bs`` issues its kernels one by one from
@@ -120,6 +126,7 @@ HOST_TABLES = ("extend_idle_lead_by_tokens", "inject_idle_lead_by_tokens", "exte
 point's seconds scaled as one term."""
 
 SCALED_TERMS = (*(f"host.{k}" for k in HOST_SECONDS), *(f"host.{k}" for k in HOST_OPTIONAL_SECONDS),
+                *(f"host.{k}" for k in HOST_EAGER_EXTEND_SECONDS),
                 *(f"host.{k}" for k in HOST_TABLES),
                 *(f"gpu.{k}" for k in GPU_HOST_SECONDS))
 """Every term :func:`scale_host` scales, by its dotted profile key: the keys allowed in a
@@ -129,7 +136,8 @@ profile's ``host.reference_work_by_term``."""
 LAUNCH_PATH_TERMS = frozenset({
     *(f"host.{k}" for k in ("launch_s", "launch_per_req_s", "launch_tail_s", "launch_tail_per_req_s",
                             "decode_launch_s", "decode_launch_per_req_s", "launch_per_extend_s",
-                            "launch_per_extend_token_s", "launch_per_inject_s", "launch_per_inject_token_s")),
+                            "launch_per_extend_token_s", "launch_per_inject_s", "launch_per_inject_token_s",
+                            *HOST_EAGER_EXTEND_SECONDS)),
     *(f"gpu.{k}" for k in GPU_HOST_SECONDS),
 })
 """The host terms of the launch path (:data:`SCALED_TERMS` that are a launch call or a
@@ -247,7 +255,7 @@ def scale_host(profile: Profile, factor: float = 1.0, reference_s: float | None 
     host, gpu = data["host"], data["gpu"]
     for f in HOST_SECONDS:
         host[f] = host[f] * k[f"host.{f}"]
-    for f in HOST_OPTIONAL_SECONDS:
+    for f in (*HOST_OPTIONAL_SECONDS, *HOST_EAGER_EXTEND_SECONDS):
         if host.get(f) is not None:
             host[f] = host[f] * k[f"host.{f}"]
     for f in HOST_TABLES:

@@ -482,7 +482,11 @@ class HostProfile(BaseModel):
     tokens: the same for a block drafter's prompt injection (DSpark prefill: the inject
     launch after the extend), charged at the inject launch; 0 in profiles whose extend
     terms hold both issues (a plain-decoding run then pays the injection's issue too:
-    docs/measurements/h200-v3-repredict.md). launch_tail_s / launch_tail_per_req_s: the
+    docs/measurements/h200-v3-repredict.md). launch_per_extend_eager_s /
+    launch_per_inject_eager_s (analytic CUDA profiles; None elsewhere): the issue of an
+    extend (injection) that runs eagerly where the two above are the piecewise prefill
+    graph's, used for an extend the graph cannot take (sim.cost_model.CostModel.issue).
+    launch_tail_s / launch_tail_per_req_s: the
     rest of a graph-replayed decode/verify launch call after its forward is queued (the
     loop's launch returns only after recording its events, advancing the host's length
     bounds and starting the result copy, runtime/engine.py ``_launch``; SGLang's
@@ -632,6 +636,8 @@ class HostProfile(BaseModel):
     launch_per_extend_token_s: Seconds = 0.0
     launch_per_inject_s: Seconds = 0.0
     launch_per_inject_token_s: Seconds = 0.0
+    launch_per_extend_eager_s: Seconds | None = None
+    launch_per_inject_eager_s: Seconds | None = None
     process_s: Seconds = 0.0
     process_per_req_s: Seconds = 0.0
     decode_schedule_s: Seconds | None = None

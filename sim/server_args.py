@@ -270,6 +270,26 @@ class ServerArgs(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _draft_steps_only_on_chains(cls, data: Any) -> Any:
+        """``speculative_num_steps`` given without a chain drafter loads as SGLang resolves it:
+        sglang 0.5.23 ignores it without a speculative algorithm (arg_groups/speculative_hook.py
+        ``handle_speculative_decoding`` dispatches per algorithm only) and sets it to 1 for
+        DSpark and DFlash, logging a warning when it was another value (``_handle_dspark``,
+        ``_handle_dflash``). Either way the server runs no serial draft steps, so it is dropped
+        (a block drafter's one draft forward is :attr:`num_draft_forwards`)."""
+        steps = data.get("speculative_num_steps") if isinstance(data, dict) else None
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            return data   # absent, or a value the field's own validator names
+        try:
+            algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
+        except ValueError:
+            return data   # the field's own validator names the value
+        if not algo.enabled or algo.is_block:
+            data = {k: v for k, v in data.items() if k != "speculative_num_steps"}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _chain_window_from_steps(cls, data: Any) -> Any:
         """A chain drafter without a tree (``speculative_eagle_topk`` 1 or unset) verifies
         ``speculative_num_steps + 1`` positions whatever ``speculative_num_draft_tokens``
@@ -411,9 +431,6 @@ class ServerArgs(BaseModel):
             self._check_roles()
         steps = self.speculative_num_steps
         if steps is not None:
-            if not self.speculative_algorithm.enabled or self.speculative_algorithm.is_block:
-                raise FieldError("server.speculative_num_steps", steps, "only a chain drafter (eagle, eagle3, nextn, mtp, "
-                                 f"standalone) has serial draft steps; remove it for {self.speculative_algorithm.value}")
             if steps >= MAX_DRAFT_TOKENS and self.speculative_eagle_topk in (None, 1):
                 # the window would be reset to steps + 1 (_chain_window_from_steps), past its limit
                 raise FieldError("server.speculative_num_steps", steps, f"at most {MAX_DRAFT_TOKENS - 1}: with "

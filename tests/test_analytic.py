@@ -62,6 +62,23 @@ def test_batch_one_decode_is_the_weight_read():
     assert weights_s * 0.99 < c.graph_s - c.overhead_s < weights_s * 1.15
 
 
+@pytest.mark.parametrize("gpu", ["L40S", "H800", "A100-40G", "MI325X"])
+def test_more_datacenter_gpus_are_shipped_with_their_datasheet_rates(gpu):
+    """L40S, H800, A100-40G and MI325X were refused as unknown GPUs. Each batch-1 decode is
+    its weight read at its own bandwidth (within the other terms' share), and the H800 differs
+    from the H100 only in its NVLink (200 GB/s per direction), so only its all-reduces cost more."""
+    g = load_gpu(gpu)
+    c = decode_like(L8, g, Parallel(), EFF, 1, 1, 0)
+    read = weights_bytes(L8, Parallel()) - 2 * L8.vocab_size * L8.hidden_size
+    weights_s = read / (g.hbm_tbps * 1e12 * EFF.hbm)
+    assert weights_s * 0.99 < c.graph_s - c.overhead_s < weights_s * 1.15
+    if gpu == "H800":
+        h100 = load_gpu("H100")
+        l70 = load_model("llama-3.1-70b")
+        a, b = (decode_like(l70, x, Parallel(tp=8), EFF, 64, 1, 1024) for x in (g, h100))
+        assert a.linear_s == b.linear_s and a.allreduce_s > b.allreduce_s
+
+
 def test_long_prefill_is_the_matmul_compute():
     tokens = 32768
     c = extend(L8, H200, Parallel(), EFF, tokens, 1.0)
@@ -113,6 +130,53 @@ def test_an_xgmi_mesh_gives_a_tp_group_only_its_links(tp, tokens):
     assert mesh_s >= switch_s * (1 - 1e-12)
     assert (mesh_s == pytest.approx(switch_s)) == (tp == 8)
     assert mi355.tp_link_bytes_per_s(tp) == pytest.approx(mi355.link_gbps * 1e9 * (tp - 1) / 7)
+
+
+@settings(max_examples=40, deadline=None)
+@given(gpu=st.sampled_from(["H100", "H200", "B200", "MI300X", "MI355X", "A100-80G"]),
+       tokens=st.integers(1, 20_000))
+def test_a_tp_group_beyond_one_node_all_reduces_across_the_network(gpu, tokens):
+    """Invariant: a TP group larger than one node's NVLink/xGMI domain (8 GPUs on HGX and the
+    AMD platforms) never all-reduces faster than the node's own TP8 does for the same
+    tokens, and each call pays the inter-node latency: SGLang 0.5.23 turns its custom
+    all-reduce off when the group spans nodes (distributed/device_communicators/
+    custom_all_reduce_utils.py ``can_use_custom_all_reduce_with_nvlink``), so NCCL carries
+    it over the NICs. Before, TP16 all-reduced at the intra-node link and latency."""
+    g = load_gpu(gpu)
+    v3 = load_model("deepseek-v3")
+    per_call = {tp: decode_like(v3, g, Parallel(tp=tp), EFF, tokens, 1, 1024).allreduce_s / (2 * v3.num_layers)
+                for tp in (8, 16)}
+    assert per_call[16] >= per_call[8] * (1 - 1e-12)
+    assert per_call[16] >= EFF.internode_allreduce_latency_s > EFF.allreduce_latency_s
+    # within a node nothing changes: the ring over the node's link, the custom all-reduce's latency
+    assert per_call[8] == pytest.approx(EFF.allreduce_latency_s + 2 * 7 / 8 * tokens * v3.hidden_size * 2
+                                        / (g.tp_link_bytes_per_s(8) * EFF.interconnect))
+
+
+def test_profile_says_when_its_tp_group_spans_nodes(tmp_path, capsys):
+    """The NIC figure is an assumption, so the command names it when it prices one."""
+    for tp, said in ((8, False), (16, True)):
+        assert main(["profile", "--analytic", "--model", "deepseek-v3", "--gpu", "H200", "--tp", str(tp),
+                     "--out", str(tmp_path / f"p{tp}.yaml")]) == 0
+        err = capsys.readouterr().err
+        assert ("TP16 spans 2 nodes of 8 H200" in err) == said and ("50 GB/s NIC" in err) == said
+
+
+def test_a_tp_group_spreads_evenly_over_the_nodes_it_spans():
+    """SGLang's --nnodes runs tp_size / nnodes ranks per node: TP12 on 8-GPU nodes is 2 x 6
+    (it read as 1.5 nodes of 8)."""
+    h = load_gpu("H100")
+    assert [h.tp_nodes(tp) for tp in (1, 8, 12, 16, 24, 7)] == [(1, 1), (8, 1), (6, 2), (8, 2), (8, 3), (7, 1)]
+
+
+def test_hopper_keeps_the_all_reduce_unfused_when_the_tp_group_spans_nodes():
+    """SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion on SM 90 only within one node
+    (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``: ``nnodes == 1 or
+    is_sm100``): DeepSeek-V3 at TP16 on H200s launches the all-reduce kernels, on B200s not."""
+    v3 = load_model("deepseek-v3")
+    b200 = load_gpu("B200")
+    assert kernel_count(v3, EFF, 16, H200) == kernel_count(v3, EFF, 8, H200) + 2 * v3.num_layers
+    assert kernel_count(v3, EFF, 16, b200) == kernel_count(v3, EFF, 8, b200)
 
 
 def test_kernel_count_follows_the_architecture():
@@ -393,6 +457,33 @@ def test_an_eager_prefill_issue_delays_first_tokens_when_the_gpu_would_finish_so
                          "input_len": {"kind": "fixed", "value": 64}, "output_len": {"kind": "fixed", "value": 8}}}))
         ttft.append(run_scenario(load_scenario(tmp_path / "s.yaml"), seed=1).summary["median_ttft_ms"])
     assert ttft[0] > ttft[1] + 0.5 * prof["host"]["launch_per_extend_s"] * 1e3
+
+
+@pytest.mark.parametrize("how", [{"disable_prefill_cuda_graph": True}, {"cuda_graph_max_bs_prefill": 32}])
+def test_an_extend_without_its_prefill_graph_is_issued_kernel_by_kernel_on_cuda(tmp_path, how):
+    """SGLang 0.5.23 runs an extend the piecewise prefill graph cannot take (prefill graphs
+    disabled, or more tokens than the largest captured size) through its eager runner
+    (model_executor/model_runner.py forward_extend: ``prefill_cuda_graph_runner.can_run_graph``
+    else ``eager_runner.execute``): every kernel issued from Python, not one segment replay per
+    layer. On an analytic CUDA profile ``server.disable_prefill_cuda_graph: true`` changed no
+    figure (Qwen3-0.6B on an H100, 64-token prompts: median TTFT 3.45 ms either way); the
+    eager issue (host.launch_per_extend_eager_s) now sets when a short prompt's first token comes."""
+    import yaml
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+
+    prof = build_profile(load_model("qwen3-0.6b"), load_gpu("H100"), 1)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
+    ttft = []
+    for server in ({}, how):
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump({
+            "name": "t", "profile": str(tmp_path / "p.yaml"), "server": server,
+            "workload": {"kind": "poisson", "request_rate": 20, "num_requests": 30,
+                         "input_len": {"kind": "fixed", "value": 64}, "output_len": {"kind": "fixed", "value": 8}}}))
+        ttft.append(run_scenario(load_scenario(tmp_path / "s.yaml"), seed=1).summary["median_ttft_ms"])
+    eager, graph = prof["host"]["launch_per_extend_eager_s"], prof["host"]["launch_per_extend_s"]
+    assert eager > 2 * graph
+    assert ttft[1] > ttft[0] + 0.5 * (eager - graph) * 1e3
 
 
 def test_an_eager_speculative_cycle_issues_the_draft_forward_too():
@@ -756,6 +847,16 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     d["provenance"].pop("hardware.draft_weight_bytes")
     # and the KV heads (ROCm's default attention backend for MLA depends on them)
     assert d["hardware"].pop("num_kv_heads") == 8
+    # and the node a TP group spans beyond (its NICs and the inter-node all-reduce latency)
+    assert (d["analytic"]["gpu"].pop("node_gpus"), d["analytic"]["gpu"].pop("nic_gbps")) == (8, 50)
+    d["analytic"]["efficiency"].pop("internode_allreduce_latency_s")
+    d["provenance"].pop("analytic.efficiency.internode_allreduce_latency_s")
+    # and the issue of an extend (injection) that runs eagerly, beside the prefill graph's
+    # (where the prefill graph is the default: CUDA)
+    for k in ("extend", "inject"):
+        eager = d["host"].pop(f"launch_per_{k}_eager_s", None)
+        assert eager is None if gpu == "MI355X" else eager > d["host"][f"launch_per_{k}_s"]
+        assert (d["provenance"].pop(f"host.launch_per_{k}_eager_s", None) is None) == (gpu == "MI355X")
     full = _digest({**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "method"}})
     for k in ("method", "gpu"):
         d["provenance"].pop(k)
@@ -1019,7 +1120,7 @@ def test_a_config_file_wins_over_a_hub_id_of_the_same_path(tmp_path, monkeypatch
     ("NVIDIA H200", "H200"),          # what nvidia-smi prints
     ("H100-SXM", "H100"),
     ("A100-80GB", "A100-80G"),
-    ("A100", "A100-80G"),
+    ("A100", "A100-80G or A100-40G"),
     ("AMD Instinct MI300X", "MI300X"),
 ])
 def test_an_unknown_gpu_name_suggests_the_shipped_one(given, suggested):
@@ -1038,5 +1139,5 @@ def test_an_unrelated_gpu_name_gets_no_suggestion():
     from specsched.sim.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
-        load_gpu("L40S")
+        load_gpu("T4")
     assert "did you mean" not in str(e.value) and "shipped: MI355X" in str(e.value)

@@ -36,6 +36,7 @@ from tests.conftest import load_benchmark, make_scenario, tiny_profile
 HOST_HEAVY = dict(launch_s=6e-3, schedule_s=1e-3, process_s=1e-3, launch_per_extend_s=2e-3,
                   decode_schedule_s=3e-4, decode_schedule_per_req_s=1e-6, decode_process_s=2e-4,
                   decode_process_per_req_s=1e-6, decode_launch_s=4e-4, decode_launch_per_req_s=2e-6,
+                  launch_per_extend_eager_s=5e-3, launch_per_inject_eager_s=1e-3,
                   slot_expansion_s=4e-4, extend_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [1e-3, 2e-3]},
                   inject_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [3e-4, 5e-4]},
                   extend_own_idle_lead_by_tokens={"tokens": [256, 1024], "seconds": [6e-4, 1.2e-3]},

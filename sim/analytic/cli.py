@@ -174,6 +174,11 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         print(f"note: {a}" if "not modelled" in a else f"note: assumed: {a}", file=sys.stderr)
     if arch.num_experts or arch.kv_lora_rank:
         print(f"note: {UNANCHORED_NOTE}", file=sys.stderr)
+    if args.tp > gpu.node_gpus:
+        per_node, nodes = gpu.tp_nodes(args.tp)
+        print(f"note: TP{args.tp} spans {nodes} nodes of {per_node} {gpu.name}: every all-reduce "
+              f"is NCCL's across them (SGLang's custom all-reduce stays within a node), each GPU's share between nodes over "
+              f"an assumed {gpu.nic_gbps:g} GB/s NIC (roofline.collective_s)", file=sys.stderr)
     _warn_if_no_pool(d)
     return 0
 
@@ -224,7 +229,7 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--analytic", action="store_true", dest=_ANALYTIC_DEST, default=standalone,
                    help="write a roofline profile from --model, --gpu and --tp instead of measuring")
     g.add_argument("--model", default=None, help="a shipped model name (e.g. llama-3.1-8b) or a config.json path")
-    g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI300X, H100, H200, B200, GB200, A100-80G, RTX5090")
+    g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI325X, MI300X, H100, H800, H200, B200, GB200, A100-80G, A100-40G, L40S, RTX5090")
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4, nvfp4 or int4 (AWQ/GPTQ w4a16) weights and GEMMs; the 4-bit formats "
                    "cover the modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")

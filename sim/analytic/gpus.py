@@ -32,6 +32,10 @@ class GpuSpec(BaseModel):
     the table (a model that needs it says so). ``gfx_arch``: the ROCm ISA (``gfx950`` for
     MI350X/MI355X, ``gfx942`` for MI300X); SGLang gates kernels and one scheduling rule on it
     (``is_gfx95_supported``; :func:`sim.defaults.resolve_server`). None on CUDA.
+    ``node_gpus``: GPUs one NVLink/xGMI domain joins (8 on an HGX board or an AMD 8-GPU
+    platform, 72 in a GB200 NVL72 rack); a larger TP group spans nodes and reaches the others
+    through the NICs. ``nic_gbps``: the scale-out (RDMA NIC) bandwidth per GPU per direction,
+    GB/s, that such a group's traffic between nodes crosses.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,6 +53,8 @@ class GpuSpec(BaseModel):
     compute_capability: int | None = Field(None, ge=1)
     sms: int | None = Field(None, ge=1)
     gfx_arch: str | None = None
+    node_gpus: int = Field(8, ge=1)
+    nic_gbps: float = Field(50.0, gt=0)
     source: str
 
     def peak_flops(self, dtype: str) -> float:
@@ -64,6 +70,13 @@ class GpuSpec(BaseModel):
         ``link_gbps`` through a switch, ``tp - 1`` of ``mesh_links`` links on a mesh."""
         share = min(tp - 1, self.mesh_links) / self.mesh_links if self.mesh_links else 1.0
         return self.link_gbps * 1e9 * share
+
+    def tp_nodes(self, tp: int) -> tuple[int, int]:
+        """(GPUs of a ``tp`` group inside one node, nodes it spans): (tp, 1) within a node.
+        A larger group takes the same number of GPUs on each node (SGLang's ``--nnodes``
+        splits ``tp_size`` evenly), as many as fit: TP16 on 8-GPU nodes is 2 x 8, TP12 is 2 x 6."""
+        inside = max(d for d in range(1, min(tp, self.node_gpus) + 1) if tp % d == 0)
+        return inside, tp // inside
 
     @property
     def memory_bytes(self) -> float:
@@ -100,13 +113,13 @@ def suggest_gpu(name: str) -> str | None:
     """The shipped GPU an unknown ``name`` most likely means, for the refusal to name (never
     taken silently: an H100 PCIe or NVL, or a 40 GB A100, has other datasheet figures than
     the shipped part): the one named inside it (``NVIDIA H200``, ``H100-SXM``,
-    ``A100-80GB``), else the one whose name starts with it (``A100``), else None."""
+    ``A100-80GB``), else the ones whose names start with it (``A100``: A100-80G or A100-40G), else None."""
     spec = find_gpu_in_text(name)
     if spec is not None:
         return spec.name
     n = _norm(name)
     starts = [k for k in gpu_table() if n and _norm(k).startswith(n)]
-    return starts[0] if len(starts) == 1 else None
+    return " or ".join(starts) if starts else None
 
 
 def find_gpu(name: str) -> GpuSpec | None:

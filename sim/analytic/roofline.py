@@ -62,6 +62,8 @@ class Efficiency(BaseModel):
     hbm: float = Field(0.80, gt=0, le=1, description="fraction of HBM bandwidth reached by streaming reads")
     interconnect: float = Field(0.75, gt=0, le=1, description="fraction of link bandwidth reached by all-reduce")
     allreduce_latency_s: float = Field(10e-6, ge=0, description="fixed cost of one all-reduce call")
+    internode_allreduce_latency_s: float = Field(30e-6, ge=0, description="fixed cost of one all-reduce call of a TP "
+                                                 "group that spans nodes (NCCL over the NICs)")
     kernels_per_layer: int = Field(12, ge=1, description="kernels one dense GQA decoder layer launches at TP1")
     allreduce_kernels_per_layer: int = Field(2, ge=0, description="TP all-reduce kernels per layer (only when tp > 1)")
     mla_extra_kernels: int = Field(10, ge=0, description="kernels an MLA attention block adds over a GQA one")
@@ -90,6 +92,12 @@ EFFICIENCY_SOURCES = {
     "hbm": "0.80: streaming kernels (decode GEMV, paged attention) reach roughly 75-90 % of datasheet HBM bandwidth",
     "interconnect": "0.75: NCCL/RCCL all-reduce bus bandwidth is roughly 70-85 % of the per-direction link figure",
     "allreduce_latency_s": "10 us: small-message custom all-reduce (one-shot) latency, order of magnitude",
+    "internode_allreduce_latency_s": ("30 us: small-message NCCL all-reduce latency between two nodes over RDMA NICs "
+                                      "(nccl-tests all_reduce_perf at a few KB on 2 x 8 GPUs reports some tens of us), "
+                                      "order of magnitude, assumed. SGLang 0.5.23 turns its custom all-reduce off when "
+                                      "the TP group spans nodes (distributed/device_communicators/"
+                                      "custom_all_reduce_utils.py can_use_custom_all_reduce_with_nvlink), so every "
+                                      "all-reduce of such a group is NCCL's"),
     "kernels_per_layer": ("12: a dense GQA layer in SGLang 0.5.23 at TP1 (models/qwen3.py, llama.py): fused add-rmsnorm "
                           "x2, qkv_proj, q/k norm (one fused kernel on CUDA: models/utils.py apply_qk_norm), rope, "
                           "KV store, attention, o_proj, gate_up, silu_and_mul, down"),
@@ -405,19 +413,37 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     vocab_bytes = max(logits, 1.0) * arch.vocab_size
     lm_head_s += LOGIT_PASS_BYTES * vocab_bytes / bw
     if tp > 1:
-        lm_head_s += eff.allreduce_latency_s + (tp - 1) / tp * BF16 * vocab_bytes / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
+        lm_head_s += collective_s(gpu, eff, tp, BF16 * vocab_bytes, all_reduce=False)
 
-    allreduce_s = 0.0
-    if tp > 1:
-        msg = t * h * BF16
-        one = eff.allreduce_latency_s + 2 * (tp - 1) / tp * msg / (gpu.tp_link_bytes_per_s(tp) * eff.interconnect)
-        allreduce_s = 2 * L * one
+    allreduce_s = 2 * L * collective_s(gpu, eff, tp, t * h * BF16) if tp > 1 else 0.0
     kernels = kernel_count(arch, eff, tp, gpu, t)
     overhead_s = eff.graph_launch_s + kernels * eff.kernel_gap_s
     gpu_s = linear_s + experts_s + attention_s + lm_head_s + allreduce_s + overhead_s
     # eager: kernels run as the host issues them (host-bound below the GPU time)
     eager_s = max(gpu_s + kernels * eff.eager_gpu_per_kernel_s, kernels * eager_issue_per_kernel_s(eff))
     return ForwardCost(linear_s, experts_s, attention_s, lm_head_s, allreduce_s, overhead_s, eager_s)
+
+
+def collective_s(gpu: GpuSpec, eff: Efficiency, tp: int, size: float, all_reduce: bool = True) -> float:
+    """Seconds of one TP collective over ``size`` bytes: an all-reduce (the layers'), or an
+    all-gather of ``size`` bytes in all (the LM head's vocab shards).
+
+    Within one node (``tp`` <= ``gpu.node_gpus``) a ring over the node's link
+    (:meth:`GpuSpec.tp_link_bytes_per_s`) plus the custom all-reduce's latency
+    (``allreduce_latency_s``). A group that spans nodes runs hierarchically, as NCCL does:
+    the ring inside each node over its link, and between the nodes each GPU's 1/``node_gpus``
+    share of the data over its NIC (``gpu.nic_gbps``), with NCCL's inter-node latency
+    (``internode_allreduce_latency_s``): SGLang 0.5.23 turns its custom all-reduce off when
+    the group spans nodes (distributed/device_communicators/custom_all_reduce_utils.py
+    ``can_use_custom_all_reduce_with_nvlink``). Not modelled: a GB200 rack's per-tray hosts
+    (its 72-GPU NVLink domain counts as one node) and multi-node NVLink all-reduce kernels.
+    """
+    inside, nodes = gpu.tp_nodes(tp)
+    ring = (2.0 if all_reduce else 1.0) * (inside - 1) / inside * size / (gpu.tp_link_bytes_per_s(inside) * eff.interconnect)
+    if nodes <= 1:
+        return eff.allreduce_latency_s + ring
+    across = (2.0 if all_reduce else 1.0) * (nodes - 1) / nodes * size / inside / (gpu.nic_gbps * 1e9 * eff.interconnect)
+    return eff.internode_allreduce_latency_s + ring + across
 
 
 ALLREDUCE_FUSION_ARCHS = frozenset({
@@ -439,11 +465,13 @@ def allreduce_fused(arch: ModelArch, gpu: GpuSpec | None, tp: int, tokens: float
     """Whether each TP all-reduce runs fused with the residual add + RMSNorm that follows it
     (one kernel instead of two). SGLang 0.5.23 auto-enables FlashInfer's all-reduce fusion
     on SM 90 and 100 for the architectures in :data:`ALLREDUCE_FUSION_ARCHS` when tp > 1
-    (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``; attention DP and
-    multi-node Hopper, which turn it off, are not modelled), and uses it for forwards of up
+    within one node on SM 90 (arg_groups/overrides.py ``_flashinfer_allreduce_fusion_auto_enable``:
+    ``nnodes == 1 or is_sm100``; attention DP, which turns it off too, is not modelled here),
+    and uses it for forwards of up
     to :data:`FUSE_ALLREDUCE_MAX_TOKENS` tokens (add_norm.py ``flashinfer_ar_fusion_applies``)."""
     return (tp > 1 and gpu is not None and gpu.compute_capability in (90, 100)
             and tokens <= FUSE_ALLREDUCE_MAX_TOKENS
+            and (tp <= gpu.node_gpus or gpu.compute_capability == 100)
             and bool(ALLREDUCE_FUSION_ARCHS.intersection(arch.architectures)))
 
 

@@ -180,6 +180,17 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
            f"{per_kernel_issue * 1e6:.2f} us")
     host_prov["host.launch_per_extend_s"] = f"host issue of one target extend forward (roofline.extend_issue_s): {how}"
     host_prov["host.launch_per_inject_s"] = f"the same for the drafter's prompt injection ({draft.num_layers} layer(s))"
+    if not eager_prefill:
+        # an extend the piecewise graph cannot take (prefill graphs off, more tokens than the largest
+        # captured size) runs through SGLang's eager runner: every kernel issued from Python
+        host["launch_per_extend_eager_s"] = float(f"{kernel_count(arch, eff, tp, gpu, 1024.0) * per_kernel_issue:.6e}")
+        host["launch_per_inject_eager_s"] = float(f"{kernel_count(draft, eff, tp, gpu, 1024.0) * per_kernel_issue:.6e}")
+        host_prov["host.launch_per_extend_eager_s"] = (
+            f"host issue of one target extend forward run eagerly: {kernel_count(arch, eff, tp, gpu, 1024.0)} kernels x "
+            f"{per_kernel_issue * 1e6:.2f} us; used for an extend the prefill graph cannot take "
+            "(disable_prefill_cuda_graph, more tokens than cuda_graph_max_bs_prefill, or padded over 2x: SGLang 0.5.23 "
+            "model_executor/model_runner.py forward_extend falls back to eager_runner.execute)")
+        host_prov["host.launch_per_inject_eager_s"] = "the same for the drafter's prompt injection"
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
     # the drafter shares the target's embedding, and its LM head unless it has its own (draft_vocab)
     shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
