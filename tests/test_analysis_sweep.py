@@ -301,6 +301,24 @@ def test_a_sweep_plot_keeps_inf_and_off_points_and_puts_them_last(key, values, t
             assert ys[list(xs).index(ticks.index(lab))] == 100.0 + i + 10 * g
 
 
+def test_a_sweep_over_a_null_value_plots_it_as_a_null_tick(scenario, tmp_path):
+    """``--grid server.prefill_max_requests=null,1,4`` (null: SGLang's None, no limit) swept,
+    but ``specsched plot`` of it ended in a ValueError traceback ('<NA>' is not in list):
+    the tick labels were built with ``astype(str)``, which keeps a missing value missing,
+    and each point was looked up by ``str(value)``. A null point now has its own tick,
+    after the ordinary values, and every point of the line is drawn."""
+    from specsched.analysis.sweep_summary import plot_sweep, summarize_sweep
+
+    out = tmp_path / "sweep.parquet"
+    rep = run_sweep(scenario, {"server.min_free_slots": [None, 2, 4]}, 1, out,
+                    executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
+    fig = plot_sweep(summarize_sweep(rep.table))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "null"]
+    xs, ys = ax.lines[0].get_data()
+    assert sorted(xs) == [0, 1, 2] and np.isfinite(ys).all()
+
+
 @pytest.mark.parametrize(("seeds", "text"), [
     ([1, 1], "(1 seed per point: no confidence band)"),
     ([3, 3], "(3 seeds per point; band = 95% CI"),
