@@ -242,9 +242,9 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     refuse_out_over_inputs(out, _from_bench_inputs(run.source.rsplit(":", 1)[0], args.profile, args.template))
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
+    warn_mismatches(sc["assumptions"])   # stderr, -q or not: the scenario is for another setup
     if getattr(args, "quiet", False):
         return 0
-    warn_mismatches(sc["assumptions"])
     if sc["assumptions"]:
         print("assumptions (also in the scenario's `assumptions`):")
     for note in sc["assumptions"]:
@@ -545,7 +545,7 @@ def add_parsers(sub: Any) -> None:
     # here too, as after every other command (`scenario -q from-bench` still works): SUPPRESS
     # keeps an absent -q from overriding the parent's
     f.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                   help="print only the files written (the assumptions are in the scenario)")
+                   help="print only the files written (the assumptions are in the scenario; a setup-mismatch warning still goes to stderr)")
     f.set_defaults(func=cmd_from_bench)
 
     v = sub.add_parser("validate-bench", help="predicted vs a real server's bench_serving run, metric by metric",

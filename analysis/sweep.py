@@ -33,7 +33,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -395,6 +395,28 @@ def run_sweep(
             os.close(log_fd)
 
 
+def _check_same_parameters(out: Path, old_points: Iterable[str], ids: list[str]) -> None:
+    """Refuse to add a sweep to a file holding a sweep over other parameters (grid axes and
+    --set keys): one file is one sweep. Appended, the two mixed in one table with a missing
+    value for each one's absent axis (read as null), its best point was named across both,
+    and the plot had no axis for them.
+
+    Raises:
+        ConfigError: naming ``out``, the parameters it holds and this sweep's.
+    """
+    def keys(pid: str) -> tuple[str, ...]:
+        return tuple(sorted(k for k in json.loads(pid) if k != "arm"))
+
+    held = {keys(p) for p in set(old_points)}
+    new = keys(ids[0]) if ids else ()
+    if held and held != {new}:
+        def says(ks: tuple[str, ...]) -> str:
+            return ", ".join(ks) or "no parameter (the arm only)"
+        raise ConfigError(str(out), "<resume>", says(new),
+                          f"holds a sweep over {'; '.join(says(k) for k in sorted(held))}, not this one's parameters: "
+                          "choose another --out, or --no-resume to overwrite it")
+
+
 def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], seeds: int, sha: str,
                 meta: dict[str, str], order: dict[str, int], log_fd: int, executor: Any, resume: bool,
                 runner: Runner | None, progress: bool, checkpoint_s: float,
@@ -422,6 +444,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                 existing_samples = empty_samples()
     else:
         os.ftruncate(log_fd, 0)
+    _check_same_parameters(out, existing["point"], ids)
     done = set(zip(existing["point"], existing["seed"].astype(int), strict=True))
 
     tasks = []

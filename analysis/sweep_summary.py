@@ -87,6 +87,12 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
+def _cell(v: Any) -> str:
+    """A parameter's value as the table and the best-point line write it: ``null`` for a point
+    swept at null (held as a missing value, which printed as ``<NA>``)."""
+    return "null" if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and math.isnan(v)) else str(v)
+
+
 def best_text(summary: pd.DataFrame, metric: str = "output_throughput") -> str | None:
     """One line naming the point with the highest ``metric`` (tokens/s by default) and the
     points whose value lies inside its interval, which these seeds do not tell apart from it
@@ -99,7 +105,7 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput") -> str |
     params = [p for p in params if m[p].astype(str).nunique() > 1] or params
 
     def name(r: pd.Series) -> str:
-        return " ".join(f"{p}={r[p]}" for p in params)
+        return " ".join(f"{p}={_cell(r[p])}" for p in params)
 
     best = m.loc[m["value"].idxmax()]
     unit = " tok/s" if metric.endswith("throughput") else ""
@@ -124,7 +130,7 @@ def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]
     rows = []
     for pid in dict.fromkeys(summary["point"]):
         s = summary[summary["point"] == pid]
-        cells = [str(s.iloc[0][p]) for p in params] + [str(int(s["seeds"].max()))]
+        cells = [_cell(s.iloc[0][p]) for p in params] + [str(int(s["seeds"].max()))]
         for m in metrics:
             r = s[s["metric"] == m].iloc[0]
             ci = "" if not math.isfinite(r["ci_low"]) else f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
@@ -220,10 +226,18 @@ def _plain_axis(col: pd.Series) -> bool:
 
 
 def _label(v: Any) -> str:
-    """A tick label: ``inf``, ``-1``, ``8192`` (an integral float without its ``.0``)."""
+    """A tick label: ``inf``, ``-1``, ``8192`` (an integral float without its ``.0``), ``null``
+    for a point swept at null (``--grid server.prefill_max_requests=null,1,4``: SGLang's None),
+    which the table holds as a missing value."""
+    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and math.isnan(v)):
+        return "null"
     if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
         return str(int(v))
     return str(v)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
 def seeds_text(summary: pd.DataFrame) -> str:
@@ -262,13 +276,15 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     others = [p for p in params if p != x and summary[p].nunique(dropna=False) > 1]
     metrics = list(dict.fromkeys(summary["metric"]))
     numeric = pd.api.types.is_numeric_dtype(summary[x]) and not pd.api.types.is_bool_dtype(summary[x])
-    cats = list(dict.fromkeys(summary[x].astype(str))) if not numeric else []
-    tick = str
-    if numeric and not _plain_axis(summary[x]):
+    null = bool(summary[x].isna().any())
+    tick = _label
+    # a null point (SGLang's None) has no place on a numeric axis: its own tick, last
+    cats = [] if numeric else list(dict.fromkeys(_label(v) for v in summary[x].dropna())) + ["null"] * null
+    if (numeric or null) and all(_number(v) for v in summary[x].dropna()) and (null or not _plain_axis(summary[x])):
         # inf (a burst's request_rate) has no place on a numeric axis and was dropped; -1
         # (chunked_prefill_size off) sat below the smallest chunk: both go last, by name
         vals = sorted(summary[x].dropna().unique(), key=lambda v: (not _plain(v), v if _plain(v) else 0))
-        cats, numeric, tick = [_label(v) for v in vals], False, _label
+        cats, numeric = [_label(v) for v in vals] + ["null"] * null, False
     ncols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.9 * nrows), layout="constrained", squeeze=False)
@@ -282,7 +298,7 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
             xs, ys = xs[order], d["value"].to_numpy(float)[order]
             lo, hi = d["ci_low"].to_numpy(float)[order], d["ci_high"].to_numpy(float)[order]
             key = key if isinstance(key, tuple) else (key,)
-            label = ", ".join(f"{p}={v}" for p, v in zip(others, key, strict=True)) or "all points"
+            label = ", ".join(f"{p}={_label(v)}" for p, v in zip(others, key, strict=True)) or "all points"
             ax.plot(xs, ys, "o-", color=color, ms=4, lw=1.5, label=label)
             band = np.isfinite(lo) & np.isfinite(hi)
             if band.any():

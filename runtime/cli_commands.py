@@ -114,6 +114,8 @@ def check_device_and_preset(args: argparse.Namespace) -> None:
     from specsched.runtime.model import PRESETS
 
     presets = [k for k in PRESETS if not k.endswith("-draft")]
+    if args.preset is None:   # None on the parser, so that validate --measured can tell it was given
+        args.preset = "1b"
     if args.preset not in presets:
         raise ConfigError("<command line>", "--preset", args.preset, f"allowed: {', '.join(presets)}")
     dev = dev.removesuffix("-as-hip") if dev is not None else None
@@ -268,9 +270,12 @@ def at_run_host_speed(sc, profile, reference_s: float, launch_s: float | None = 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Measure a scenario and simulate it with a device profile; print predicted vs measured."""
+    _check_mode_flags(args)
     if getattr(args, "measured", None):   # a real server's run instead of a measurement here: no torch
         from specsched.analysis.bench_cli import validate_measured
 
+        if args.seeds is None:
+            args.seeds = 3
         return validate_measured(args)
     from specsched.sim.errors import ConfigError, require
 
@@ -370,12 +375,40 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_mode_flags(args: argparse.Namespace) -> None:
+    """``validate`` measures here, or with ``--measured`` compares with a real server's run;
+    each mode's flags do nothing in the other, and were dropped without a word (``--device
+    cuda`` with --measured printed the table all the same).
+
+    Raises:
+        ConfigError: naming the first flag given that the mode does not use.
+    """
+    from specsched.sim.errors import ConfigError
+
+    measuring = {"--device": args.device, "--preset": args.preset, "--no-graphs": args.no_graphs or None,
+                 "--backend": args.backend, "--allow-serializing": args.allow_serializing or None}
+    comparing = {"--scenario": args.scenario_file, "--seeds": args.seeds, "--plot": args.plot or None,
+                 "--log-x": args.log_x or None, "--arrivals": args.arrivals,
+                 **{f"--{k.replace('_', '-')}": getattr(args, k, None)
+                    for k in ("dataset_path", "dataset_offset", "agentic_max_turns", "num_prompts")}}
+    if getattr(args, "measured", None):
+        for flag, v in measuring.items():
+            if v is not None:
+                raise ConfigError("<command line>", flag, v, "not with --measured: nothing is measured here (the "
+                                  "bench_serving line is the measurement; the prediction uses --profile)")
+    else:
+        for flag, v in comparing.items():
+            if v is not None:
+                raise ConfigError("<command line>", flag, v, "only with --measured FILE[:LINE] (a real server's "
+                                  "bench_serving run); measuring here it would do nothing")
+
+
 def _common(p: argparse.ArgumentParser, scenario_optional: bool = False) -> None:
     p.add_argument("scenario", nargs="?" if scenario_optional else None, help="scenario YAML file")
     p.add_argument("--arm", default="base", help="arm of the scenario (default base)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable), e.g. workload.num_requests=64")
     p.add_argument("--device", default=None, help="cuda, cpu (default: a GPU if available)")
-    p.add_argument("--preset", default="1b", help="proxy model preset (tiny, small, 1b, 8b)")
+    p.add_argument("--preset", default=None, help="proxy model preset (tiny, small, 1b, 8b; default 1b)")
     p.add_argument("--seed", type=nonnegative_int, default=None, help="seed (default: the scenario's)")
     p.add_argument("--no-graphs", action="store_true", help="run decode/verify eagerly")
     p.add_argument("--backend", choices=("hip",), default=None,
@@ -403,7 +436,8 @@ def add_parsers(sub: Any) -> None:
                                                              "(SGLang JSONL or vLLM JSON; nothing is measured here)")
     v.add_argument("--scenario", dest="scenario_file", metavar="S", help="with --measured: the scenario YAML "
                                                                          "(default: built from the line with --profile)")
-    v.add_argument("--seeds", type=positive_int, default=3, help="with --measured: seeds to average the prediction over (default 3)")
+    v.add_argument("--seeds", type=positive_int, default=None,
+                   help="with --measured: seeds to average the prediction over (default 3)")
     v.add_argument("--plot", action="store_true", help="with --measured: overlay the measured TTFT/TPOT/ITL distributions")
     v.add_argument("--log-x", action="store_true", help="with --measured: logarithmic latency axes in the plots")
     v.add_argument("--arrivals", choices=("auto", "rate", "details"), default=None,

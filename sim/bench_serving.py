@@ -520,7 +520,11 @@ def parse_run(obj: Any, where: str) -> BenchRun:
             output), or a present, non-null value of the wrong type.
     """
     if not isinstance(obj, dict):
-        raise ConfigError(where, "<line>", type(obj).__name__, "a bench_serving result is a JSON object")
+        kind = ("true/false" if isinstance(obj, bool) else "number" if isinstance(obj, (int, float))
+                else "string" if isinstance(obj, str) else "array" if isinstance(obj, list) else "null")
+        text = json.dumps(obj)
+        raise ConfigError(where, "<line>", f"{text[:60]}{'...' if len(text) > 60 else ''} (a JSON {kind})",
+                          "a bench_serving result is a JSON object")
     if {"concurrency_ratio", "window_start", "window_end"} <= set(obj):
         # sglang.benchmark.steady_state_serving --steady-state-output-file (0.5.23
         # steady_state.py SteadyStateMetrics, appended by steady_state_serving._append_metrics):

@@ -698,10 +698,14 @@ class CostModel:
             # may lie well past every request's own context: say so (a CPU review read it
             # as a request's context)
             counts = (PADDED_WIDTH_COUNTS if interp is self.step_grid and self.padded_attention else None)
+            # a window longer than the grid's reads its token work at batch x W / W0 (step_s):
+            # the largest batch queried is then that, not a count of requests
+            longer = interp is self.step_grid and self.window > self.ref_window
             for axis, q in interp.above.items():
                 pts = interp.x if axis == "x" else interp.c
                 notes.append(GridExit(name, interp.name, axis, float(q), float(pts[0]), float(pts[-1]),
-                                      context_counts=counts))
+                                      context_counts=counts,
+                                      x_window=(self.window, self.ref_window) if longer and axis == "x" else None))
             if interp is self.extend or interp is self.inject:
                 for axis, q in interp.below.items():
                     notes.append(GridExit(name, interp.name, axis, float(q), float(interp.x[0]), float(interp.x[-1]),

@@ -67,6 +67,10 @@ class GridExit:
             starting at 256 tokens priced 36 extends of 13-254 tokens at 3.8 ms of device time
             (median) by its first segment, unwarned; their GPU spans were 8.0-11.9 ms (bound
             there by the host's issue, so their device time stays unmeasured).
+        x_window: ``(W, W0)`` when the decode/verify grid's batch axis was read for a window
+            ``W`` longer than the grid's ``W0``: the batch is then ``requests x W / W0``, the
+            token work of the longer window (sim/cost_model.py ``step_s``), which can exceed
+            ``max_running_requests`` and be fractional; the line says how many requests it was.
     """
 
     profile: str
@@ -77,6 +81,7 @@ class GridExit:
     hi: float
     below: bool = False
     context_counts: str | None = None
+    x_window: tuple[int, int] | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -96,6 +101,10 @@ class GridExit:
                     "at most its first point's time")
         if self.axis == "x":
             what, why = f"{grid} {x_name}", ""
+            if self.x_window is not None:
+                w, w0 = self.x_window
+                why = (f" ({self.extent * w0 / w:g} requests at window {w}, read as batch {self.extent * w0 / w:g} x "
+                       f"{w}/{w0} on a grid timed at window {w0})")
         else:
             what, why = f"{grid} context", f" ({counts}; KV bytes read grow linearly with context)"
         return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the profile's grid "

@@ -330,3 +330,22 @@ def test_save_figure_takes_a_stem_given_with_its_suffix(tmp_path, given):
     plt.close(fig)
     assert (png, svg) == (tmp_path / "bars.png", tmp_path / "bars.svg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bars.png", "bars.svg"]
+
+
+def test_log_axis_tick_labels_do_not_collide_over_four_decades():
+    """The ITL panels of the README's burst256-ht plot span 1.6 ms to 15 s: 1-2-5 ticks over
+    those four decades printed '5000' '10000' '20000' into one another ('500010000'). Over
+    more than three decades only the powers of ten are labelled; no two labels overlap."""
+    fig, axes = plots.plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
+    itl = {"base": np.geomspace(1.6e-3, 15.2, 500)}
+    plots._distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL", "ms", 1e3, True, 50)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in (axes[1, 0], axes[1, 1]):
+        lo, hi = ax.get_xlim()
+        boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels()
+                        if t.get_text() and lo <= t.get_position()[0] <= hi), key=lambda b: b.x0)
+        assert len(boxes) >= 4
+        for a, b in zip(boxes, boxes[1:], strict=False):
+            assert a.x1 <= b.x0, [t.get_text() for t in ax.get_xticklabels()]
+    plots.plt.close(fig)

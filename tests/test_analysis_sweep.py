@@ -173,6 +173,34 @@ def test_a_point_run_would_refuse_is_refused_before_anything_runs(scenario, tmp_
     assert not out.exists() and list(tmp_path.iterdir()) == [scenario]
 
 
+def test_a_sweep_over_other_parameters_is_not_merged_into_the_file(scenario, tmp_path, capsys):
+    """Two sweeps of one scenario over different keys (the README's window sweep, then a
+    chunk-size one) share the default --out. The second was appended to the first: its
+    table mixed both, with <NA> for each sweep's missing axis, named a point of the other
+    sweep the highest, and ``specsched plot`` of the file stopped with a traceback. A file
+    holding a sweep over other parameters is refused now, in one line, nothing run."""
+    from specsched.cli import main
+
+    out = tmp_path / "sweep.parquet"
+    run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, executor=ThreadPoolExecutor(1),
+              runner=synthetic_run, progress=False)
+    before = read_sweep(out)
+    with pytest.raises(ConfigError, match="server.chunked_prefill_size") as e:
+        run_sweep(scenario, {"server.min_free_slots": [2]}, 1, out, executor=ThreadPoolExecutor(1),
+                  runner=never_runner, progress=False)
+    assert "server.min_free_slots" in str(e.value) and "--no-resume" in str(e.value)
+    pd.testing.assert_frame_equal(read_sweep(out), before)
+    assert main(["sweep", str(scenario), "--grid", "server.min_free_slots=2", "--out", str(out), "-q",
+                 "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"specsched: error: {out}"), err
+    # more values of the same axis still resume; --no-resume replaces the file
+    assert run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out, executor=ThreadPoolExecutor(1),
+                     runner=synthetic_run, progress=False).skipped == 1
+    assert run_sweep(scenario, {"server.min_free_slots": [2]}, 1, out, executor=ThreadPoolExecutor(1),
+                     runner=synthetic_run, progress=False, resume=False).ran == 1
+
+
 def test_resume_refuses_results_of_a_changed_scenario(scenario, tmp_path):
     out = tmp_path / "sweep.parquet"
     run_sweep(scenario, {}, 1, out, executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
@@ -299,6 +327,24 @@ def test_a_sweep_plot_keeps_inf_and_off_points_and_puts_them_last(key, values, t
         for i, v in enumerate(values):   # each value's point sits at its tick
             lab = "inf" if v == math.inf else str(int(v))
             assert ys[list(xs).index(ticks.index(lab))] == 100.0 + i + 10 * g
+
+
+def test_a_sweep_over_a_null_value_plots_it_as_a_null_tick(scenario, tmp_path):
+    """``--grid server.prefill_max_requests=null,1,4`` (null: SGLang's None, no limit) swept,
+    but ``specsched plot`` of it ended in a ValueError traceback ('<NA>' is not in list):
+    the tick labels were built with ``astype(str)``, which keeps a missing value missing,
+    and each point was looked up by ``str(value)``. A null point now has its own tick,
+    after the ordinary values, and every point of the line is drawn."""
+    from specsched.analysis.sweep_summary import plot_sweep, summarize_sweep
+
+    out = tmp_path / "sweep.parquet"
+    rep = run_sweep(scenario, {"server.min_free_slots": [None, 2, 4]}, 1, out,
+                    executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
+    fig = plot_sweep(summarize_sweep(rep.table))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "null"]
+    xs, ys = ax.lines[0].get_data()
+    assert sorted(xs) == [0, 1, 2] and np.isfinite(ys).all()
 
 
 @pytest.mark.parametrize(("seeds", "text"), [

@@ -1141,3 +1141,17 @@ def test_an_unrelated_gpu_name_gets_no_suggestion():
     with pytest.raises(ConfigError) as e:
         load_gpu("T4")
     assert "did you mean" not in str(e.value) and "shipped: MI355X" in str(e.value)
+
+
+def test_quiet_analytic_profile_prints_only_the_file_it_wrote(tmp_path, capsys):
+    """``specsched profile --analytic ... -q`` printed its five-line summary all the same: the
+    -q every command takes ("no progress output") did nothing here. It leaves the line naming
+    the file written; notes and warnings still go to stderr."""
+    from specsched.cli import main
+
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "qwen3-30b-a3b", "--gpu", "H100", "--tp", "2", "--out", str(out),
+                 "-q"]) == 0
+    o, err = capsys.readouterr()
+    assert o.splitlines() == [f"wrote {out}"]
+    assert "note:" in err and out.exists()

@@ -640,3 +640,16 @@ def test_a_short_form_of_a_key_is_suggested_before_the_nearest_spelling(tmp_path
     path = small_scenario(tmp_path, **{"num_requests: 10": "num_requests: 10\n  rate: 4"})
     err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "workload.rate")
     assert "did you mean 'request_rate'" in err and "'trace'" not in err, err
+
+
+@pytest.mark.parametrize(("text", "shown"), [("[1, 2]\n", "'1 (a JSON number)'"), ('"runs"\n', "'\"runs\" (a JSON string)'"),
+                                             ("[[1, 2]]\n", "'[1, 2] (a JSON array)'")])
+def test_a_bench_line_that_is_no_object_shows_what_it_is(tmp_path, capsys, text, shown):
+    """A result file holding ``[1, 2]`` was refused as ``<line> = 'int'``: the Python type
+    name of what was read, which the file never says. The line now shows the value and its
+    JSON kind."""
+    p = tmp_path / "runs.jsonl"
+    p.write_text(text)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"<line> = {shown}: a bench_serving result is a JSON object" in err and len(err.splitlines()) == 1, err

@@ -307,3 +307,33 @@ def test_scenario_without_its_subcommand_names_what_is_allowed(capsys):
     (an internal name, and not the choice a user could type)."""
     err = _one_line_error(["scenario"], capsys)
     assert "scenario_command" not in err and "from-bench" in err, err
+
+
+@pytest.mark.parametrize(("extra", "flag"), [
+    (["--device", "cuda"], "--device"), (["--preset", "8b"], "--preset"), (["--no-graphs"], "--no-graphs"),
+    (["--backend", "hip"], "--backend"), (["--allow-serializing"], "--allow-serializing"),
+])
+def test_validate_measured_refuses_the_flags_of_a_measurement_here(tmp_path, monkeypatch, capsys, extra, flag):
+    """``validate --measured runs.jsonl --profile P --device cuda`` ran and printed its table:
+    with --measured nothing is measured here, so the measuring flags did nothing, without a
+    word. Each is refused in one line (exit 2), nothing written."""
+    monkeypatch.chdir(tmp_path)
+    line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl")
+    assert main(["validate", "--measured", f"{line}:1", "--profile", "h200-1b", "--out", "v", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"specsched: error: <command line>: {flag} = ") and "not with --measured" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "v").exists()
+
+
+@pytest.mark.parametrize(("extra", "flag"), [
+    (["--plot"], "--plot"), (["--log-x"], "--log-x"), (["--seeds", "5"], "--seeds"), (["--arrivals", "rate"], "--arrivals"),
+    (["--scenario", "s.yaml"], "--scenario"), (["--num-prompts", "4"], "--num-prompts"),
+])
+def test_validate_measuring_here_refuses_the_flags_of_measured(tmp_path, monkeypatch, capsys, extra, flag):
+    """The other way round: --plot, --seeds and the like only act with --measured; measuring
+    here they were dropped silently. Refused in one line before anything runs (no torch needed)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "scenarios/h200/batch8.yaml", "--profile", "h200-1b", "--device", "cpu", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"specsched: error: <command line>: {flag} = ") and "only with --measured" in err, err
+    assert len(err.splitlines()) == 1

@@ -753,6 +753,19 @@ def test_a_line_of_another_model_than_the_profile_is_a_warning(tmp_path, monkeyp
     assert any("Llama-3.1-70B" in w for w in warnings) is said
 
 
+def test_quiet_from_bench_still_warns_of_a_setup_mismatch(tmp_path, monkeypatch, capsys):
+    """-q promises only the written files on stdout (the assumptions are in the scenario), but
+    it also dropped the stderr warning that the line's server ran tp_size 4 against a TP-1
+    profile: the scenario was written silently for another setup. The warning stays."""
+    monkeypatch.chdir(tmp_path)
+    prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    p = _write(tmp_path, LINE | {"server_info": LINE["server_info"] | {"tp_size": 4}})
+    assert main(["scenario", "from-bench", str(p), "--profile", prof, "--out", "s.yaml", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["wrote s.yaml"]
+    assert [e for e in err.splitlines() if e.startswith("warning: ") and "tp_size 4" in e], err
+
+
 def test_an_accept_length_is_kept_when_server_info_leaves_the_draft_tokens_null():
     """server_info with a chain drafter's steps and topk 1 but speculative_num_draft_tokens
     null: the model verifies steps + 1 tokens, and the line's accept length 3.05 was clipped

@@ -277,3 +277,19 @@ def test_a_padded_width_profile_says_its_context_is_the_padded_width():
     assert parsed(ctx)[("decode", "context")][0] > 1000   # the width, past every request's 520
     plain = warning_lines(SimEngine(scenario(n=2, prompt=500, output=20), small_profile()).run().extra["range_notes"])
     assert all("padded" not in ln for ln in plain) and any("(tokens per request;" in ln for ln in plain), plain
+
+
+def test_a_verify_batch_read_for_a_longer_window_says_what_it_counts(tmp_path, capsys):
+    """burst256-ht at speculative_num_draft_tokens=8 warned 'verify batch 341.333 beyond the
+    profile's grid (1-256)' with max_running_requests 256: a fractional batch above the
+    server's own limit. It is the token work of 256 requests at window 8 on a grid timed at
+    window 6 (256 x 8 / 6, sim/cost_model.py step_s); the line now says so."""
+    note = GridExit("p", "gpu.verify", "x", 256 * 8 / 6, 1, 256, x_window=(8, 6))
+    assert note.line() == ("warning: profile p: verify batch 341.333 beyond the profile's grid (1-256): extrapolated "
+                           "linearly from the last measured segment (256 requests at window 8, read as batch "
+                           "256 x 8/6 on a grid timed at window 6)")
+    assert main(["run", "burst256-ht", "--set", "server.speculative_num_draft_tokens=8", "-q",
+                 "--out", str(tmp_path / "r")]) == 0
+    err = [e for e in capsys.readouterr().err.splitlines() if "verify batch" in e]
+    assert len(err) == 1 and err[0].endswith("(256 requests at window 8, read as batch 256 x 8/6 on a grid timed "
+                                             "at window 6)"), err

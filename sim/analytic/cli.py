@@ -157,18 +157,9 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     write_analytic_profile(d, out)
     hw = d["hardware"]
     dec = d["gpu"]["decode"]
-    print(f"{d['name']}: {d['device']}")
-    swa = (f" in the full pool + {hw['swa_kv_cell_bytes'] / 1024:.1f} KiB in the SWA pool (window {hw['sliding_window']})"
-           if "swa_kv_cell_bytes" in hw else "")
-    drafter_kv = (f"; the drafter's KV {hw['draft_kv_cell_bytes'] / 1024:.1f} KiB more when speculating"
-                  if hw.get("draft_kv_cell_bytes") else "")
-    print(f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token "
-          f"per rank{swa}{drafter_kv}")
-    if kv_chosen:
-        print(kv_chosen)
-    print("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
-        f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
-    print(f"wrote {out}")
+    quiet = getattr(args, "quiet", False)   # -q: only the file written on stdout
+    for line in [f"wrote {out}"] if quiet else _summary(d, hw, dec, kv_chosen, out):
+        print(line)
     for a in arch.assumptions:   # each also in the profile's provenance.model
         # a default filled in for a key the config leaves out was said in the file only
         print(f"note: {a}" if "not modelled" in a else f"note: assumed: {a}", file=sys.stderr)
@@ -181,6 +172,24 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
               f"an assumed {gpu.nic_gbps:g} GB/s NIC (roofline.collective_s)", file=sys.stderr)
     _warn_if_no_pool(d)
     return 0
+
+
+def _summary(d: dict[str, Any], hw: dict[str, Any], dec: dict[str, Any], kv_chosen: str, out: Path) -> list[str]:
+    """The summary an analytic profile prints (stdout): name, weights and KV per rank, the KV
+    dtype chosen for auto, decode times at context 1024, the file written."""
+    swa = (f" in the full pool + {hw['swa_kv_cell_bytes'] / 1024:.1f} KiB in the SWA pool (window {hw['sliding_window']})"
+           if "swa_kv_cell_bytes" in hw else "")
+    drafter_kv = (f"; the drafter's KV {hw['draft_kv_cell_bytes'] / 1024:.1f} KiB more when speculating"
+                  if hw.get("draft_kv_cell_bytes") else "")
+    lines = [f"{d['name']}: {d['device']}",
+             f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token "
+             f"per rank{swa}{drafter_kv}"]
+    if kv_chosen:
+        lines.append(kv_chosen)
+    lines.append("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
+        f"{dec['seconds'][dec['x'].index(b)][dec['context_len'].index(1024.0)] * 1e3:.3f}" for b in (1.0, 8.0, 64.0, 256.0)))
+    lines.append(f"wrote {out}")
+    return lines
 
 
 def _dtype_assumptions(arch: Any, dtype: str | None) -> Any:
