@@ -533,7 +533,7 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     if not console.is_terminal:  # piped or captured: do not squeeze the table
         console = Console(width=200)
     print_summary(console, summary, title=f"{path.name}: one row per point")
-    best = best_text(summary)
+    best = best_text(summary, table=table)
     if best:   # wrapped to the console's width as the table is; its brackets are not markup
         console.print(best, markup=False, highlight=False)
 

@@ -93,11 +93,35 @@ def _cell(v: Any) -> str:
     return "null" if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and math.isnan(v)) else str(v)
 
 
-def best_text(summary: pd.DataFrame, metric: str = "output_throughput") -> str | None:
+def _per_seed(table: pd.DataFrame | None, metric: str) -> dict[Any, dict[int, float]]:
+    """``metric``'s value per point and seed in a sweep's tidy table (empty without one)."""
+    if table is None or not len(table):
+        return {}
+    t = table[table["metric"] == metric]
+    vals = pd.to_numeric(t["value"], errors="coerce").to_numpy(float)
+    out: dict[Any, dict[int, float]] = {}
+    for pid, seed, v in zip(t["point"], t["seed"], vals, strict=True):
+        if math.isfinite(v):
+            out.setdefault(pid, {})[int(seed)] = float(v)
+    return out
+
+
+def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
+              table: pd.DataFrame | None = None) -> str | None:
     """One line naming the point with the highest ``metric`` (tokens/s by default) and the
-    points whose value lies inside its interval, which these seeds do not tell apart from it
-    (a window sweep's neighbours of the best window usually do); None with fewer than two
-    points or without the metric. Points are named by the parameters that vary."""
+    points these seeds do not tell apart from it (a window sweep's neighbours of the best
+    window usually are); None with fewer than two points or without the metric. Points are
+    named by the parameters that vary.
+
+    With the sweep's tidy ``table`` (per-seed values) a point is compared with the best as
+    ``specsched compare`` compares two arms: every point of a sweep runs the same seeds, so
+    seed s draws the same arrivals, lengths and acceptance at both points and the change is
+    taken pair by pair (:func:`analysis.stats.pct_change_ci`, paired); a point whose paired
+    interval of the change holds 0 is not told apart. Comparing with the best point's own
+    interval instead, which holds the run-to-run spread that pairing cancels, called a
+    +1 % change that compare resolves "not told apart". Without the table, or for a point
+    with fewer than two seeds in common with the best, a point is not told apart when its
+    value lies inside the best point's interval."""
     m = summary[(summary["metric"] == metric) & np.isfinite(summary["value"].to_numpy(float))]
     if len(m) < 2:
         return None
@@ -113,10 +137,26 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput") -> str |
     lo, hi = float(best["ci_low"]), float(best["ci_high"])
     if math.isfinite(lo) and math.isfinite(hi):
         text += f" [{_num(lo)}, {_num(hi)}]"
-        near = [r for _, r in m.iterrows() if r["point"] != best["point"] and lo <= r["value"] <= hi]
-        if near:
-            text += ("; inside that interval (not told apart by these seeds): "
-                     + ", ".join(f"{name(r)} ({_num(r['value'])})" for r in near))
+    per_seed = _per_seed(table, metric) if set(m["across_seeds"]) == {"mean"} else {}
+    base = per_seed.get(best["point"], {})
+    near, paired_any = [], False
+    for _, r in m.iterrows():
+        if r["point"] == best["point"]:
+            continue
+        other = per_seed.get(r["point"], {})
+        common = sorted(set(base) & set(other))
+        if len(common) >= 2:
+            from specsched.analysis.stats import pct_change_ci
+
+            pct, clo, chi = pct_change_ci([base[s] for s in common], [other[s] for s in common], paired=True)
+            if not (clo > 0 or chi < 0):   # a NaN interval tells nothing apart either
+                paired_any = True
+                near.append(f"{name(r)} ({_num(r['value'])}, {pct:+.2f} % [{clo:+.2f}, {chi:+.2f}])")
+        elif math.isfinite(lo) and math.isfinite(hi) and lo <= r["value"] <= hi:
+            near.append(f"{name(r)} ({_num(r['value'])})")
+    if near:
+        how = "paired by seed, the change holds 0" if paired_any else "inside that interval"
+        text += f"; not told apart by these seeds ({how}): " + ", ".join(near)
     return text
 
 

@@ -421,7 +421,7 @@ def test_a_sweep_names_its_highest_throughput_point_and_those_within_its_interva
 
     s = rows([4121.0, 4525.0, 4539.0, 4477.0], [4084, 4450, 4433, 4370], [4157, 4599, 4645, 4583])
     assert best_text(s) == ("highest output_throughput: server.speculative_num_draft_tokens=5, 4,539 tok/s "
-                            "[4,433, 4,645]; inside that interval (not told apart by these seeds): "
+                            "[4,433, 4,645]; not told apart by these seeds (inside that interval): "
                             "server.speculative_num_draft_tokens=4 (4,525), server.speculative_num_draft_tokens=6 "
                             "(4,477)")
     one = rows([1.0, 2.0, 3.0, 4.0], [math.nan] * 4, [math.nan] * 4)
@@ -431,3 +431,29 @@ def test_a_sweep_names_its_highest_throughput_point_and_those_within_its_interva
     assert main(["sweep", "batch8-ll", "--grid", "server.speculative_num_draft_tokens=2,6", "--seeds", "1",
                  "--out", str(out), "--set", "workload.num_requests=8", "--workers", "1", "-q"]) == 0
     assert "highest output_throughput: server.speculative_num_draft_tokens=" in capsys.readouterr().out
+
+
+def test_a_sweep_tells_points_apart_pair_by_seed_as_compare_does():
+    """Every point of a sweep runs the same seeds, so a point is compared with the best seed
+    by seed, as `specsched compare` compares arms: a point 1 % below the best at every seed
+    is told apart although its mean lies inside the best point's interval over seeds (which
+    holds the seeds' own spread, here 7,600 vs 8,700 tok/s); a point whose per-seed changes
+    straddle 0 is not."""
+    from specsched.analysis.sweep_summary import best_text, summarize_sweep
+
+    per_seed = {"host_block": (7600.0, 8700.0), "stream_wait": (7676.0, 8787.0), "cross_queue_wait": (7690.0, 8690.0)}
+    table = pd.DataFrame([{"scenario": "b", "arm": "base", "server.sync_mode": mode, "seed": seed,
+                           "metric": "output_throughput", "value": v, "point": i}
+                          for i, (mode, vals) in enumerate(per_seed.items()) for seed, v in zip((1, 2), vals, strict=True)])
+    summary = summarize_sweep(table)
+    best = summary.loc[summary["value"].idxmax()]
+    assert best["server.sync_mode"] == "stream_wait"
+    # unpaired, both other points lie inside the best point's interval
+    assert all(best["ci_low"] <= v <= best["ci_high"] for v in summary["value"])
+    unpaired = best_text(summary)
+    assert "host_block" in unpaired and "cross_queue_wait" in unpaired
+    paired = best_text(summary, table=table)
+    assert "paired by seed" in paired
+    # host_block: -1.0 % at both seeds, told apart; cross_queue_wait: +0.2 % then -1.1 %, not
+    assert "host_block" not in paired.split("not told apart")[1]
+    assert "server.sync_mode=cross_queue_wait" in paired.split("not told apart")[1]
