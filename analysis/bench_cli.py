@@ -389,15 +389,21 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
              f"(profile {pred.get('profile')}{costs}; predicted = mean of {args.seeds} seed(s))")
     print(format_rows(rows, title))
     if built is not None:
+        from specsched.analysis.from_bench import SETUP_MISMATCH
+
         warn_mismatches(built[0]["assumptions"])
         for note in built[0]["assumptions"]:
-            print(f"assumed: {note}")
+            if not note.startswith(SETUP_MISMATCH):   # said once, as the warning above
+                print(f"assumed: {note}")
     if chunk_itl:
         why = ("SGLang's sglang backend before 0.4.3.post3, whose lines have no accept_length: later ones split a "
                "chunk of n tokens into n gaps" if measured.chunk_itl_client
                else "SGLang's sglang backend splits a chunk of n tokens into n gaps")
         print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
               f"the predicted ITL is per chunk too ({why})")
+    if measured.unmeasured:   # null or NaN in the line: no row, so say which
+        print(f"note: not compared: {', '.join(measured.unmeasured)} (the line gives no number: null, NaN or an "
+              f"infinity, an empty sample)")
     skipped = uncompared_percentiles(measured)
     if skipped:   # vLLM --metric-percentiles 99.9: the table would leave them out without a word
         print(f"note: not compared: {', '.join(skipped)} (the prediction gives the mean, median, std, p90, p95 and p99)")

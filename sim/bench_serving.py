@@ -248,6 +248,9 @@ class BenchRun:
             ``async_request_sglang_generate`` appends ``timestamp - most_recent_timestamp``
             once per chunk in the 0.4.3 and 0.4.3.post2 wheels, ``output.itl.extend([adjust_itl]
             * num_new_tokens)`` in 0.4.3.post3 and 0.4.4): its ITL is one gap per chunk.
+        unmeasured: metric keys of :data:`METRIC_KEYS` the line holds without a finite
+            number (null, "NaN", an infinity: an empty sample), in key order; they are in
+            neither ``summary`` nor ``extra``, and a comparison names them as not compared.
     """
 
     source: str
@@ -256,6 +259,7 @@ class BenchRun:
     extra: dict[str, Any] = field(default_factory=dict)
     details: BenchDetails | None = None
     chunk_itl_client: bool = False
+    unmeasured: tuple[str, ...] = ()
 
     @property
     def num_prompts(self) -> int | None:
@@ -590,12 +594,15 @@ def parse_run(obj: Any, where: str) -> BenchRun:
             hint = " (a vLLM .pytorch.json record: pass the result JSON saved beside it)"
         raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}{hint}")
     summary: dict[str, float] = {}
+    unmeasured = []
     for k in METRIC_KEYS:
         v = _number(where, k, obj.get(k))
         if v is None and k in _FALLBACKS and obj.get(k) is None:
             v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
         if v is not None and math.isfinite(v):   # NaN (an empty sample) or +-Infinity: missing
             summary[k] = v
+        elif k in obj:
+            unmeasured.append(k)
     _check_summary(summary, obj, where)
     summary.update(_cache_report(obj, where))
     args = _args(obj, where)
@@ -631,7 +638,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         # --vocab-size: "the retokenized totals are then reported as 0" (its --help); not a count
         extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
         del summary["total_output_tokens_retokenized"]
-    return BenchRun(where, args, summary, extra, details, chunk_itl_client)
+    return BenchRun(where, args, summary, extra, details, chunk_itl_client, tuple(unmeasured))
 
 
 INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput")

@@ -600,3 +600,22 @@ def test_validate_again_with_a_scenario_leaves_no_scenario_or_plot_of_the_earlie
     assert not sc.exists()
     assert not (tmp_path / "v" / "plots").exists()
     assert (tmp_path / "v" / "notes.txt").read_text() == "mine"
+
+
+def test_a_metric_the_line_holds_as_null_or_nan_is_named_not_dropped(tmp_path, capsys, monkeypatch):
+    """bench_serving writes null (or NaN, an empty sample) for a statistic it could not take:
+    the metric had no row and no word; it is named as not compared. And a setup mismatch
+    (the line's server ran TP4, the profile prices TP1) is said once, as the warning, not
+    again among the assumptions."""
+    monkeypatch.chdir(tmp_path)
+    line = TINY_RUN | {"p99_ttft_ms": None, "mean_itl_ms": float("nan"), "server_info": {"tp_size": 4}}
+    (tmp_path / "run.jsonl").write_text(json.dumps(line) + "\n")
+    assert main(["validate", "--measured", "run.jsonl", "--profile", "h200-llama8b-roofline", "--seeds", "1",
+                 "--out", "v"]) == 0
+    cap = capsys.readouterr()
+    notes = [x for x in cap.out.splitlines() if x.startswith("note: not compared")]
+    assert len(notes) == 1 and notes[0].startswith("note: not compared: mean_itl_ms, p99_ttft_ms (") or \
+        notes[0].startswith("note: not compared: p99_ttft_ms, mean_itl_ms ("), notes
+    warned = [x for x in cap.err.splitlines() if x.startswith("warning:") and "prices tp_size" in x]
+    assert len(warned) == 1, cap.err
+    assert not [x for x in cap.out.splitlines() if x.startswith("assumed:") and "prices tp_size" in x], cap.out
