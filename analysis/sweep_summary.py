@@ -297,7 +297,10 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     One panel per metric; ``x`` (default: the parameter with most values, numeric first) on
     the horizontal axis (log scale when positive and spanning more than two decades); one
     line per combination of the other parameters, with its confidence band; percentile
-    panels say "pooled over seeds".
+    panels say "pooled over seeds". A parameter whose values are names (a sync mode, a
+    policy) has no order between them: its points are markers with their intervals as error
+    bars, side by side per combination, not joined by lines that would read as a trend. The
+    value axis writes whole numbers (no offset such as "+1.5368e3" over ticks 0.015-0.055).
 
     Returns:
         A matplotlib Figure.
@@ -320,6 +323,8 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     tick = _label
     # a null point (SGLang's None) has no place on a numeric axis: its own tick, last
     cats = [] if numeric else list(dict.fromkeys(_label(v) for v in summary[x].dropna())) + ["null"] * null
+    # names (no number among the values): no order between the points, no line through them
+    named = not numeric and not any(_number(v) for v in summary[x].dropna())
     if (numeric or null) and all(_number(v) for v in summary[x].dropna()) and (null or not _plain_axis(summary[x])):
         # inf (a burst's request_rate) has no place on a numeric axis and was dropped; -1
         # (chunked_prefill_size off) sat below the smallest chunk: both go last, by name
@@ -331,7 +336,7 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     groups = list(summary.groupby(others, sort=False, dropna=False)) if others else [((), summary)]
     colors = _colors(len(groups))
     for ax, m in zip(axes.flat, metrics, strict=False):
-        for color, (key, g) in zip(colors, groups, strict=True):
+        for k, (color, (key, g)) in enumerate(zip(colors, groups, strict=True)):
             d = g[g["metric"] == m]
             xs = d[x].to_numpy(float) if numeric else np.array([cats.index(tick(v)) for v in d[x]], float)
             order = np.argsort(xs, kind="stable")
@@ -339,8 +344,15 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
             lo, hi = d["ci_low"].to_numpy(float)[order], d["ci_high"].to_numpy(float)[order]
             key = key if isinstance(key, tuple) else (key,)
             label = ", ".join(f"{p}={_label(v)}" for p, v in zip(others, key, strict=True)) or "all points"
-            ax.plot(xs, ys, "o-", color=color, ms=4, lw=1.5, label=label)
             band = np.isfinite(lo) & np.isfinite(hi)
+            if named:
+                # side by side within a category, error bars for the interval
+                shift = (k - (len(groups) - 1) / 2) * min(0.6 / len(groups), 0.15)
+                err = np.where(band, [ys - lo, hi - ys], 0.0)
+                ax.errorbar(xs + shift, ys, yerr=np.clip(err, 0, None), fmt="o", color=color, ms=5, capsize=3,
+                            lw=1.2, label=label)
+                continue
+            ax.plot(xs, ys, "o-", color=color, ms=4, lw=1.5, label=label)
             if band.any():
                 ax.fill_between(xs[band], lo[band], hi[band], color=color, alpha=0.2, lw=0)
         pooled = set(summary.loc[summary["metric"] == m, "across_seeds"]) == {"pooled"}
@@ -353,11 +365,20 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
                 ax.set_xscale("log")
         else:
             ax.set_xticks(range(len(cats)), cats, rotation=20 if len(cats) > 4 else 0)
+            if named:
+                ax.set_xlim(-0.5, len(cats) - 0.5)
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
     if len(groups) > 1:
         axes.flat[0].legend(fontsize=8)
-    fig.suptitle(f"Sweep: metrics vs {x} ({seeds_text(summary)})")
+    note = seeds_text(summary)
+    if named:
+        note = note.replace("confidence band", "error bar").replace("band = ", "bars = ")
+    # wrapped to the figure (about 60 characters a 5-inch panel at this size)
+    import textwrap
+
+    fig.suptitle(f"Sweep: metrics vs {x}\n" + textwrap.fill(f"({note})", width=60 * ncols), fontsize=10)
     return fig
 

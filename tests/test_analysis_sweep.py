@@ -457,3 +457,23 @@ def test_a_sweep_tells_points_apart_pair_by_seed_as_compare_does():
     # host_block: -1.0 % at both seeds, told apart; cross_queue_wait: +0.2 % then -1.1 %, not
     assert "host_block" not in paired.split("not told apart")[1]
     assert "server.sync_mode=cross_queue_wait" in paired.split("not told apart")[1]
+
+
+def test_a_sweep_over_names_is_drawn_as_points_and_its_axis_writes_no_offset():
+    """A sweep over sync modes was drawn as lines through the modes (a trend between names
+    that have no order) and its throughput panel labelled ticks 0.015-0.055 under an offset
+    "+1.5368e3". Named values are markers with error bars now, and no axis has an offset."""
+    from specsched.analysis.sweep_summary import plot_sweep, summarize_sweep
+
+    vals = {"host_block": (1536.80, 1536.82), "stream_wait": (1536.84, 1536.86), "cross_queue_wait": (1536.81, 1536.83)}
+    table = pd.DataFrame([{"scenario": "b", "arm": "base", "server.sync_mode": mode, "seed": seed,
+                           "metric": "output_throughput", "value": v, "point": i}
+                          for i, (mode, pair) in enumerate(vals.items()) for seed, v in zip((1, 2), pair, strict=True)])
+    fig = plot_sweep(summarize_sweep(table))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    joined = [ln for ln in ax.get_lines() if ln.get_linestyle() not in ("None", "none", "") and len(ln.get_xdata()) > 2]
+    assert not joined, [ln.get_xdata() for ln in joined]
+    assert ax.containers, "no error bars"
+    assert ax.yaxis.get_major_formatter().get_offset() == ""
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(vals)
