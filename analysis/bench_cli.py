@@ -463,7 +463,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         else:
             from specsched.analysis import plots
 
-            groups = {f"predicted ({args.seeds} seed(s))": runs, "measured": [mrun]}
+            groups = {"predicted": runs, "measured": [mrun]}   # the legend says "pooled over k runs"
             for name, fig in (("ttft", plots.plot_ttft(groups, log_x=args.log_x)),
                               ("tpot_itl", plots.plot_tpot_itl(groups, log_x=args.log_x))):
                 for p in plots.save_figure(fig, out / "plots" / name):
