@@ -249,7 +249,8 @@ class BenchRun:
             once per chunk in the 0.4.3 and 0.4.3.post2 wheels, ``output.itl.extend([adjust_itl]
             * num_new_tokens)`` in 0.4.3.post3 and 0.4.4): its ITL is one gap per chunk.
         unmeasured: metric keys of :data:`METRIC_KEYS` the line holds without a finite
-            number (null, "NaN", an infinity: an empty sample), in key order; they are in
+            number (null, "NaN", an infinity: an empty sample; not a null ``accept_length``,
+            which SGLang writes for a run without speculative decoding), in key order; they are in
             neither ``summary`` nor ``extra``, and a comparison names them as not compared.
     """
 
@@ -601,7 +602,8 @@ def parse_run(obj: Any, where: str) -> BenchRun:
             v = _number(where, _FALLBACKS[k], obj.get(_FALLBACKS[k]))
         if v is not None and math.isfinite(v):   # NaN (an empty sample) or +-Infinity: missing
             summary[k] = v
-        elif k in obj:
+        elif k in obj and not (k == "accept_length" and obj[k] is None):
+            # (a null accept length is a run without speculative decoding, not a lost sample)
             unmeasured.append(k)
     _check_summary(summary, obj, where)
     summary.update(_cache_report(obj, where))
