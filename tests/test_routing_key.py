@@ -120,3 +120,33 @@ def test_routing_key_without_keys_runs_as_fcfs_and_with_keys_reorders_admission(
     # overtake, so the others wait longer: the tail grows (equal work, so the mean stays)
     assert np.percentile(keyed, 90) > 1.2 * np.percentile(fcfs, 90)
     assert abs(keyed.mean() / fcfs.mean() - 1) < 0.02
+
+
+def test_a_disaggregated_prefill_servers_copy_keeps_the_routing_key(tmp_path):
+    # the router sends the request to a prefill and a decode server at once; the prefill
+    # server's copy is the same request (GenerateReqInput.routing_key reaches every server's
+    # scheduler, managers/scheduler.py handle_generate_request), so an order that reads the
+    # key there (a schedule-policy class of your own) sees it
+    from tests.conftest import make_scenario
+    from tests.test_disaggregation import _pd, _profile
+
+    (tmp_path / "keys_seen.py").write_text(
+        "SEEN = []\n"
+        "class Seen:\n"
+        "    name = 'seen'\n"
+        "    @classmethod\n"
+        "    def from_server(cls, server, seed=0):\n"
+        "        return cls()\n"
+        "    def order(self, waiting, ctx):\n"
+        "        SEEN.extend(r.routing_key for r in waiting)\n"
+        "        return list(waiting)\n")
+    sc = make_scenario(server=_pd(schedule_policy=f"{tmp_path / 'keys_seen.py'}:Seen"),
+                       workload={"num_requests": 6, "routing_keys": ["a", "b"]})
+    from specsched.sim.engine import SimEngine
+
+    eng = SimEngine(sc, _profile())
+    eng.run()
+    import sys
+
+    seen = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == str(tmp_path / "keys_seen.py")]
+    assert seen and seen[0].SEEN and None not in seen[0].SEEN
