@@ -150,3 +150,44 @@ def test_a_disaggregated_prefill_servers_copy_keeps_the_routing_key(tmp_path):
 
     seen = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == str(tmp_path / "keys_seen.py")]
     assert seen and seen[0].SEEN and None not in seen[0].SEEN
+
+
+# --- bench_serving's shared-prefix keys (--gsp-send-routing-key) ----------------------------
+
+def _gsp(send: bool, **extra) -> Scenario:
+    w = dict(kind="poisson", request_rate=200.0, output_len=dict(kind="fixed", value=64),
+             shared_prefix=dict(num_groups=4, prompts_per_group=16, system_prompt_len=256, question_len=64,
+                                send_routing_key=send), **extra)
+    return Scenario.model_validate(dict(name="gsp", profile="h200-llama8b-roofline", seed=1,
+                                        server=dict(schedule_policy="routing-key", max_running_requests=8),
+                                        workload=w))
+
+
+def test_shared_prefix_requests_carry_their_group_as_the_routing_key():
+    # bench_serving 0.5.23 --gsp-send-routing-key: requests of one system prompt share one key
+    specs = make_requests(_gsp(True).workload, 1)
+    by_key: dict[str, set[bytes]] = {}
+    for s in specs:
+        by_key.setdefault(s.routing_key, set()).add(s.tokens[:256].tobytes())
+    assert len(by_key) == 4 and all(len(prefixes) == 1 for prefixes in by_key.values())
+    assert len(set().union(*by_key.values())) == 4   # four keys, four system prompts
+    assert all(s.routing_key is None for s in make_requests(_gsp(False).workload, 1))
+    # the keys reorder admission under routing-key
+    assert not np.array_equal(_ttfts(_gsp(True)), _ttfts(_gsp(False)))
+
+
+def test_send_routing_key_and_routing_keys_together_are_refused_in_one_line(tmp_path, capsys):
+    import yaml
+
+    from specsched.cli import main
+
+    doc = {"name": "gsp", "profile": "h200-llama8b-roofline", "server": {"schedule_policy": "routing-key"},
+           "workload": {"kind": "poisson", "request_rate": 10.0, "output_len": {"kind": "fixed", "value": 8},
+                        "routing_keys": ["a"],
+                        "shared_prefix": {"num_groups": 2, "prompts_per_group": 2, "system_prompt_len": 16,
+                                          "question_len": 4, "send_routing_key": True}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "workload.routing_keys = ['a']" in err[0] and "send_routing_key" in err[0], err
+    assert not (tmp_path / "out").exists()
