@@ -139,7 +139,7 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
         text += f" [{_num(lo)}, {_num(hi)}]"
     per_seed = _per_seed(table, metric) if set(m["across_seeds"]) == {"mean"} else {}
     base = per_seed.get(best["point"], {})
-    near, paired_any = [], False
+    paired, inside = [], []
     for _, r in m.iterrows():
         if r["point"] == best["point"]:
             continue
@@ -150,13 +150,19 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
 
             pct, clo, chi = pct_change_ci([base[s] for s in common], [other[s] for s in common], paired=True)
             if not (clo > 0 or chi < 0):   # a NaN interval tells nothing apart either
-                paired_any = True
-                near.append(f"{name(r)} ({_num(r['value'])}, {pct:+.2f} % [{clo:+.2f}, {chi:+.2f}])")
+                paired.append(f"{name(r)} ({_num(r['value'])}, {pct:+.2f} % [{clo:+.2f}, {chi:+.2f}])")
         elif math.isfinite(lo) and math.isfinite(hi) and lo <= r["value"] <= hi:
-            near.append(f"{name(r)} ({_num(r['value'])})")
-    if near:
-        how = "paired by seed, the change holds 0" if paired_any else "inside that interval"
-        text += f"; not told apart by these seeds ({how}): " + ", ".join(near)
+            inside.append(f"{name(r)} ({_num(r['value'])})")
+    # each point is named under the test that judged it: a point with fewer than two seeds
+    # in common with the best (the others' values NaN) was not paired
+    groups = []
+    if paired:
+        groups.append("(paired by seed, the change holds 0): " + ", ".join(paired))
+    if inside:
+        how = "inside that interval" + (", fewer than two seeds in common" if paired else "")
+        groups.append(f"({how}): " + ", ".join(inside))
+    if groups:
+        text += "; not told apart by these seeds " + "; ".join(groups)
     return text
 
 

@@ -164,9 +164,11 @@ class PDEngine(SimEngine):
     def _arrive(self, req: Req) -> None:
         """The router sends the request to a prefill and a decode server at once; the decode
         server's copy is the client's (it streams the tokens), the prefill server's asks for
-        the first token only."""
+        the first token only, with the client's priority and routing key (both servers get
+        the same GenerateReqInput)."""
         p, d = self._pick(self.prefill, "prefill"), self._pick(self.decode, "decode")
-        preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority)
+        preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority,
+                   routing_key=req.routing_key)
         self._pair[req.rid] = (p, d, preq, req)
         d._arrive(req)
 

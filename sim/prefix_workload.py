@@ -181,13 +181,17 @@ def generated_shared_prefix(
 def shared_prefix_requests(cfg, output_lens: np.ndarray, seed: int) -> list:
     """The requests of a ``workload.shared_prefix`` block (:class:`sim.workload_config.SharedPrefixConfig`)
     in send order, as :class:`sim.workload.RequestSpec` with their prompt tokens; output
-    lengths come from ``workload.output_len`` (``output_lens``, one per request)."""
+    lengths come from ``workload.output_len`` (``output_lens``, one per request); with
+    ``send_routing_key`` each request's routing key names its group (``group-<g>``: bench_serving
+    sends ``<run id>_<timestamp>_<g>``, one key per prefix group all the same)."""
     from specsched.sim.workload import RequestSpec
 
     convs = generated_shared_prefix(cfg.num_groups, cfg.prompts_per_group, cfg.system_prompt_len,
                                     cfg.question_len, 1, seed, cfg.range_ratio, 1, cfg.ordered,
                                     cfg.group_distribution, cfg.zipf_alpha)
-    return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens) for i, c in enumerate(convs)]
+    key = cfg.send_routing_key   # the group as the routing key (--gsp-send-routing-key)
+    return [RequestSpec(i, c[0].input_len, int(output_lens[i]), tokens=c[0].tokens,
+                        routing_key=f"group-{c[0].group}" if key else None) for i, c in enumerate(convs)]
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ class SharedPrefixConfig(BaseModel):
     ordered: bool = False
     group_distribution: Literal["uniform", "zipf"] = Field("uniform", description="uniform: every group gets prompts_per_group requests; zipf: each request's group drawn with probability proportional to 1 / rank^zipf_alpha (group 0 the hottest), bench_serving 0.5.23 --gsp-group-distribution.")
     zipf_alpha: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="The Zipf exponent (> 0): required with group_distribution zipf, refused with uniform (--gsp-zipf-alpha).")
+    send_routing_key: bool = Field(False, description="Each request carries its system-prompt group as its routing key, requests of one prefix sharing one key (bench_serving 0.5.23 --gsp-send-routing-key, datasets/generated_shared_prefix.py: sent as the X-SMG-Routing-Key header, which the server's OpenAI-compatible endpoints read, serving_base.py extract_routing_key). Read by server.schedule_policy routing-key; not with workload.routing_keys.")
 
     @model_validator(mode="after")
     def _zipf_alpha_with_zipf(self):
@@ -303,6 +304,14 @@ class WorkloadConfig(BaseModel):
             if all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in (g, k)):
                 data = {**data, "num_requests": g * k}   # as bench_serving makes them; a bad count is the block's to name
         return data
+
+    @model_validator(mode="after")
+    def _one_source_of_routing_keys(self) -> WorkloadConfig:
+        if self.routing_keys and self.shared_prefix is not None and self.shared_prefix.send_routing_key:
+            raise FieldError("workload.routing_keys", self.routing_keys,
+                             "not with workload.shared_prefix.send_routing_key (the prefix group is each request's key); "
+                             "drop one of the two")
+        return self
 
     @model_validator(mode="after")
     def _kind_fields(self) -> WorkloadConfig:

@@ -477,3 +477,21 @@ def test_a_sweep_over_names_is_drawn_as_points_and_its_axis_writes_no_offset():
     assert ax.containers, "no error bars"
     assert ax.yaxis.get_major_formatter().get_offset() == ""
     assert [t.get_text() for t in ax.get_xticklabels()] == list(vals)
+
+
+def test_a_point_not_paired_with_the_best_is_not_said_to_be_paired():
+    """A point with fewer than two finite seeds in common with the best (its other seeds'
+    values NaN) is judged by the best point's interval, not seed by seed: the line names it
+    under that test, not under the paired one a neighbour was judged by."""
+    from specsched.analysis.sweep_summary import best_text, summarize_sweep
+
+    per_seed = {"host_block": (7600.0, 8700.0, 8100.0), "stream_wait": (7676.0, 8787.0, 8180.0),
+                "cross_queue_wait": (7690.0, 8690.0, 8050.0), "x": (8000.0, math.nan, math.nan)}
+    table = pd.DataFrame([{"scenario": "b", "arm": "base", "server.sync_mode": mode, "seed": seed,
+                           "metric": "output_throughput", "value": v, "point": i}
+                          for i, (mode, vals) in enumerate(per_seed.items())
+                          for seed, v in zip((1, 2, 3), vals, strict=True)])
+    text = best_text(summarize_sweep(table), table=table)
+    paired, inside = text.split("(paired by seed, the change holds 0): ")[1].split("; (inside that interval")
+    assert "cross_queue_wait" in paired and "sync_mode=x" not in paired
+    assert inside.startswith(", fewer than two seeds in common): ") and "sync_mode=x (8,000)" in inside

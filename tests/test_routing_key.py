@@ -120,3 +120,74 @@ def test_routing_key_without_keys_runs_as_fcfs_and_with_keys_reorders_admission(
     # overtake, so the others wait longer: the tail grows (equal work, so the mean stays)
     assert np.percentile(keyed, 90) > 1.2 * np.percentile(fcfs, 90)
     assert abs(keyed.mean() / fcfs.mean() - 1) < 0.02
+
+
+def test_a_disaggregated_prefill_servers_copy_keeps_the_routing_key(tmp_path):
+    # the router sends the request to a prefill and a decode server at once; the prefill
+    # server's copy is the same request (GenerateReqInput.routing_key reaches every server's
+    # scheduler, managers/scheduler.py handle_generate_request), so an order that reads the
+    # key there (a schedule-policy class of your own) sees it
+    from tests.conftest import make_scenario
+    from tests.test_disaggregation import _pd, _profile
+
+    (tmp_path / "keys_seen.py").write_text(
+        "SEEN = []\n"
+        "class Seen:\n"
+        "    name = 'seen'\n"
+        "    @classmethod\n"
+        "    def from_server(cls, server, seed=0):\n"
+        "        return cls()\n"
+        "    def order(self, waiting, ctx):\n"
+        "        SEEN.extend(r.routing_key for r in waiting)\n"
+        "        return list(waiting)\n")
+    sc = make_scenario(server=_pd(schedule_policy=f"{tmp_path / 'keys_seen.py'}:Seen"),
+                       workload={"num_requests": 6, "routing_keys": ["a", "b"]})
+    from specsched.sim.engine import SimEngine
+
+    eng = SimEngine(sc, _profile())
+    eng.run()
+    import sys
+
+    seen = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == str(tmp_path / "keys_seen.py")]
+    assert seen and seen[0].SEEN and None not in seen[0].SEEN
+
+
+# --- bench_serving's shared-prefix keys (--gsp-send-routing-key) ----------------------------
+
+def _gsp(send: bool, **extra) -> Scenario:
+    w = dict(kind="poisson", request_rate=200.0, output_len=dict(kind="fixed", value=64),
+             shared_prefix=dict(num_groups=4, prompts_per_group=16, system_prompt_len=256, question_len=64,
+                                send_routing_key=send), **extra)
+    return Scenario.model_validate(dict(name="gsp", profile="h200-llama8b-roofline", seed=1,
+                                        server=dict(schedule_policy="routing-key", max_running_requests=8),
+                                        workload=w))
+
+
+def test_shared_prefix_requests_carry_their_group_as_the_routing_key():
+    # bench_serving 0.5.23 --gsp-send-routing-key: requests of one system prompt share one key
+    specs = make_requests(_gsp(True).workload, 1)
+    by_key: dict[str, set[bytes]] = {}
+    for s in specs:
+        by_key.setdefault(s.routing_key, set()).add(s.tokens[:256].tobytes())
+    assert len(by_key) == 4 and all(len(prefixes) == 1 for prefixes in by_key.values())
+    assert len(set().union(*by_key.values())) == 4   # four keys, four system prompts
+    assert all(s.routing_key is None for s in make_requests(_gsp(False).workload, 1))
+    # the keys reorder admission under routing-key
+    assert not np.array_equal(_ttfts(_gsp(True)), _ttfts(_gsp(False)))
+
+
+def test_send_routing_key_and_routing_keys_together_are_refused_in_one_line(tmp_path, capsys):
+    import yaml
+
+    from specsched.cli import main
+
+    doc = {"name": "gsp", "profile": "h200-llama8b-roofline", "server": {"schedule_policy": "routing-key"},
+           "workload": {"kind": "poisson", "request_rate": 10.0, "output_len": {"kind": "fixed", "value": 8},
+                        "routing_keys": ["a"],
+                        "shared_prefix": {"num_groups": 2, "prompts_per_group": 2, "system_prompt_len": 16,
+                                          "question_len": 4, "send_routing_key": True}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "workload.routing_keys = ['a']" in err[0] and "send_routing_key" in err[0], err
+    assert not (tmp_path / "out").exists()
