@@ -153,8 +153,17 @@ def make_requests(cfg: WorkloadConfig, seed: int, scenario_path: str | None = No
         pr = prng.choice(np.array(cfg.priorities, dtype=np.int64), size=len(specs))
         specs = [replace(s, priority=int(p)) for s, p in zip(specs, pr, strict=True)]
     if cfg.routing_keys:
-        pick = seed_streams.rng("routing_keys", seed).integers(0, len(cfg.routing_keys), size=len(specs))
-        specs = [replace(s, routing_key=cfg.routing_keys[int(k)]) for s, k in zip(specs, pick, strict=True)]
+        # one draw per request that starts a conversation (every request of a single-turn
+        # workload): a multi_turn conversation's later turns keep its key, as a session's
+        # client sends one key with every turn (the specs are conversation-major)
+        starts = sum(1 for s in specs if s.turn == 0)
+        pick = iter(seed_streams.rng("routing_keys", seed).integers(0, len(cfg.routing_keys), size=starts))
+        keyed, key = [], None
+        for s in specs:
+            if s.turn == 0:
+                key = cfg.routing_keys[int(next(pick))]
+            keyed.append(replace(s, routing_key=key))
+        specs = keyed
     return specs
 
 

@@ -191,3 +191,25 @@ def test_send_routing_key_and_routing_keys_together_are_refused_in_one_line(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "workload.routing_keys = ['a']" in err[0] and "send_routing_key" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_conversations_turns_share_one_routing_key():
+    """A session's client sends one key with every turn: under multi_turn the key is drawn
+    per conversation and its later turns keep it (a single-turn workload draws per request,
+    as before: every request starts its own conversation)."""
+    sc = Scenario.model_validate(dict(
+        name="mt", profile="h200-llama8b-roofline",
+        server=dict(schedule_policy="routing-key"),
+        workload=dict(kind="multi_turn", concurrency=4, routing_keys=["a", "b", "c", "d", "e"],
+                      output_len=dict(kind="fixed", value=8),
+                      multi_turn=dict(num_conversations=10, num_turns=4, first_prompt_len=dict(kind="fixed", value=64),
+                                      user_len=dict(kind="fixed", value=16)))))
+    specs = make_requests(sc.workload, sc.seed)
+    by_conv = []
+    for s in specs:
+        if s.turn == 0:
+            by_conv.append(set())
+        by_conv[-1].add(s.routing_key)
+    assert len(by_conv) == 10 and all(len(k) == 1 for k in by_conv)
+    assert len(set().union(*by_conv)) > 1
+    run_scenario(sc)   # and it runs
