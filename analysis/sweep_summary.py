@@ -75,9 +75,11 @@ def summarize_sweep(table: pd.DataFrame, samples: pd.DataFrame | None = None,
                     pool = PooledSamples([per[s] for s in seeds])
             val, lo, hi = across_seeds(v["value"].to_numpy(float), pool, pm[1] if pool is not None else None,
                                        confidence, n_resamples=n_resamples)
+            # the seeds the figure rests on: a seed whose value is NaN (no sample) counts for nothing
+            used = len(seeds) if pool is not None else int(np.isfinite(v["value"].to_numpy(float)).sum())
             rows.append({"point": pid, **{p: first[p] for p in params}, "metric": m,
                          "across_seeds": "pooled" if pool is not None else "mean", "value": val,
-                         "ci_low": lo, "ci_high": hi, "seeds": len(seeds)})
+                         "ci_low": lo, "ci_high": hi, "seeds": used})
     return pd.DataFrame(rows, columns=["point", *params, *SUMMARY_COLUMNS])
 
 

@@ -495,3 +495,15 @@ def test_a_point_not_paired_with_the_best_is_not_said_to_be_paired():
     paired, inside = text.split("(paired by seed, the change holds 0): ")[1].split("; (inside that interval")
     assert "cross_queue_wait" in paired and "sync_mode=x" not in paired
     assert inside.startswith(", fewer than two seeds in common): ") and "sync_mode=x (8,000)" in inside
+
+
+def test_a_points_seed_count_is_of_the_seeds_its_figure_rests_on():
+    """A seed whose value is NaN (a run without that sample) adds nothing to the mean or its
+    interval, so it is not counted in the summary's seeds either (it was: 3 seeds shown for
+    a mean of 1)."""
+    from specsched.analysis.sweep_summary import summarize_sweep
+
+    table = pd.DataFrame([{"scenario": "b", "arm": "base", "x": 1, "seed": s, "metric": "output_throughput",
+                           "value": v, "point": 0} for s, v in ((1, 100.0), (2, math.nan), (3, math.nan))])
+    row = summarize_sweep(table).iloc[0]
+    assert row["value"] == 100.0 and row["seeds"] == 1
