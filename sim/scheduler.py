@@ -158,6 +158,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # extend tokens of every forward launched (sglang 0.5.23 Scheduler.run_batch adds
         # batch.extend_num_tokens to processed_tokens_counter): hrrn's aging clock
         self.processed_tokens = 0
+        # extend_num_tokens the running batch object carries (the prefill batch that found it
+        # empty); each decode forward adds it again under processed_tokens_decode stale_extend
+        self._running_batch_extend_tokens = 0
+        self._last_prefill_extend_tokens = 0
         self.running: list[Req] = []
         self.chunked_req: Req | None = None
         self.reqs: dict[int, Req] = {}
@@ -168,6 +172,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.num_delayed_passes = 0
         # prefill-decode disaggregation (sim/scheduler_disagg.py): the server's mode and its queues
         self.mode = server.disaggregation_mode
+        # a co-located server's decode forwards add the running batch's stale extend count
+        # (a disaggregated server's batches are built another way: left at 0)
+        self._stale_decode_count = (self.rules.processed_tokens_decode == "stale_extend"
+                                    and self.mode not in ("prefill", "decode"))
         self.inflight: list[Req] = []            # prefill: prompt computed, KV being sent
         self._transfer_blocked = False           # prefill: admission waits for a transfer to end
         self.prealloc_queue: deque[Req] = deque()  # decode: waiting for its prompt's KV slots
@@ -282,6 +290,19 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         plan = self.prefill_pass()
         return self.finish_pass(plan if plan is not None else self.decode_pass())
 
+    def _adopt_prefill_batch(self) -> None:
+        """SGLang ``get_next_batch_to_run``: the last prefill batch (its chunked and finished
+        requests filtered out) becomes the running batch when that holds no request
+        (``running_batch = last_batch``; before the running batch's own filter, so one that
+        holds only finished requests is merged into instead), and the running batch then
+        carries that batch's ``extend_num_tokens`` into every decode forward
+        (:attr:`sim.semantics.SemanticsRules.processed_tokens_decode`)."""
+        if self.running:
+            return
+        if any(r is not self.chunked_req and r.status not in (ReqStatus.WAITING, ReqStatus.FINISHED)
+               for r in self._last_prefill):
+            self._running_batch_extend_tokens = self._last_prefill_extend_tokens
+
     def prefill_pass(self) -> BatchPlan | None:
         """The first half of :meth:`schedule`: merge the last prefill batch, filter finished
         requests, try a new prefill batch (SGLang ``get_new_batch_prefill``). A DP-attention
@@ -295,6 +316,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return self._decode_mode_pass()
         self._stash_chunked_swa()
         if self._last_prefill:
+            self._adopt_prefill_batch()
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
                 # filtering finished (and retracted) requests out of it
@@ -344,7 +366,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if plan is not None:
             if plan.num_extend:
                 # run_batch: batch.extend_num_tokens, the extend rows and (mixed) one per decode row
-                self.processed_tokens += sum(plan.extend_lens)
+                n = sum(plan.extend_lens)
+                self.processed_tokens += n
+                self._last_prefill_extend_tokens = n
+            elif self._stale_decode_count:
+                self.processed_tokens += self._running_batch_extend_tokens
             self.interval.on_batch(plan.is_prefill)
             self.step += 1
             self._in_flight = plan

@@ -126,9 +126,13 @@ class Stretch:
         if not 1 <= n <= run.stop:
             raise ValueError(f"can apply 1..{run.stop} iterations, not {n}")
         last = n - 1
+        if self._last_prefill:
+            self._adopt_prefill_batch()   # (self.running is still the batch before the merge)
         for r in self._last_prefill:
             r.status = RUNNING
         self._last_prefill = []
+        if self._stale_decode_count:
+            self.processed_tokens += n * self._running_batch_extend_tokens   # n decode forwards
         finished = FINISHED
         if type(run) is PlainRun:
             o = run.outcome(n)   # one pass over the requests (sim/plain_run.py)

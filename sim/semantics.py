@@ -78,6 +78,17 @@ class SemanticsRules(BaseModel):
     SGLANG_ENABLE_WAITING_PREFIX_REFRESH; mem_cache/common.py ``touch_waiting_prefix``). So
     under KV pressure the prefixes queued requests will reuse are evicted last. Off: only
     a request the admission loop reaches (``init_next_round_input``) touches its prefix."""
+    processed_tokens_decode: Literal["stale_extend", "none"] = "stale_extend"
+    """What a decode/verify forward adds to the prefill-token counter hrrn ages by
+    (``Scheduler.processed_tokens``). ``stale_extend`` (0.5.23): ``run_batch`` adds
+    ``batch.extend_num_tokens`` for every forward (managers/scheduler.py), and the running
+    batch is the object of the prefill batch that found it empty (``running_batch =
+    last_batch`` in ``get_next_batch_to_run``; ``merge_batch`` and ``prepare_for_decode``
+    leave the field as it was, schedule_batch.py), so every decode forward adds that
+    prefill's extend tokens again until the running batch empties (a mixed chunk's batch,
+    which leaves the running batch empty, carries its extend rows plus one per decode row).
+    ``none``: a decode forward adds nothing, what the comment there says is meant
+    ("Decode / prebuilt batches contribute 0")."""
     swa_eviction_cadence: Literal["tokens", "forward_interval"] = "tokens"
     """Hybrid sliding-window models: when a request's SWA slots behind the window are freed
     (sim/kv_ledger.py ``evict_swa``). ``tokens`` (0.5.23 schedule_batch.py
@@ -97,6 +108,7 @@ PRESETS: dict[str, SemanticsRules] = {
         skip_finishing_decode=False,
         spec_kv_reservation="window",
         waiting_prefix_refresh=False,
+        processed_tokens_decode="none",   # no hrrn order in that build: the counter is read by none
         # the measured SWA peak (about 28 % of the 724K pool on the 256 x 4K burst) is the
         # token cadence's (28.7 % in the model); the forward cadence peaks at 42 %
         swa_eviction_cadence="tokens",

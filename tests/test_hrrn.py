@@ -104,9 +104,11 @@ def test_hrrn_ratio_never_rises_along_the_order(reqs, done):
 # --- the counter ------------------------------------------------------------------------------
 
 def test_counter_adds_each_forwards_extend_tokens_and_snapshots_at_queue_entry():
-    # run_batch adds batch.extend_num_tokens (a decode forward adds none);
-    # _add_request_to_queue snapshots the counter, again for a retracted request
-    s = sched(schedule_policy="hrrn", chunked_prefill_size=300, max_prefill_tokens=300)
+    # run_batch adds batch.extend_num_tokens (with processed_tokens_decode none a decode
+    # forward adds none); _add_request_to_queue snapshots the counter, again for a
+    # retracted request
+    s = sched(schedule_policy="hrrn", chunked_prefill_size=300, max_prefill_tokens=300,
+              semantics_rules={"processed_tokens_decode": "none"})
     s.add_request(Req(0, 500, 3))
     assert s.processed_tokens == 0
     p = s.schedule()
@@ -125,6 +127,44 @@ def test_counter_adds_each_forwards_extend_tokens_and_snapshots_at_queue_entry()
     s._retract_req(r)
     s._requeue([r])
     assert r.arrival_processed_tokens == 550
+
+
+def test_a_decode_forward_adds_the_running_batchs_stale_extend_count():
+    """sglang 0.5.23: run_batch adds batch.extend_num_tokens for every forward, and the
+    running batch is the prefill batch object that found it empty (get_next_batch_to_run
+    ``running_batch = last_batch``), whose field neither merge_batch nor prepare_for_decode
+    resets: each decode forward adds that prefill's tokens again. A later prefill merged into
+    a non-empty running batch leaves the count; once the batch empties, the next prefill
+    batch brings its own."""
+    s = sched(schedule_policy="hrrn", chunked_prefill_size=300, max_prefill_tokens=300)
+    s.add_request(Req(0, 500, 3))
+    p = s.schedule()                  # a chunk of 300: the chunked request never joins the batch
+    commit_all(s, p)
+    s.add_request(Req(1, 50, 3))
+    p = s.schedule()                  # 200 + 50: both complete and become the running batch
+    commit_all(s, p)
+    assert s.processed_tokens == 550
+    p = s.schedule()
+    assert p.mode is ForwardMode.DECODE and s.processed_tokens == 800
+    commit_all(s, p)
+    s.add_request(Req(2, 40, 5))
+    p = s.schedule()                  # merged into the running batch: the count stays 250
+    assert sum(p.extend_lens) == 40 and s.processed_tokens == 840
+    commit_all(s, p)
+    p = s.schedule()
+    assert p.mode is ForwardMode.DECODE and s.processed_tokens == 1090
+    commit_all(s, p)
+    while s.running or s.waiting or s._last_prefill:   # drain: the running batch empties
+        p = s.schedule()
+        if p is None:
+            break
+        commit_all(s, p)
+    s.add_request(Req(3, 70, 3))
+    p = s.schedule()
+    commit_all(s, p)
+    before = s.processed_tokens
+    p = s.schedule()
+    assert p.mode is ForwardMode.DECODE and s.processed_tokens == before + 70
 
 
 # --- (b) behaviour under a burst -------------------------------------------------------------
@@ -209,3 +249,27 @@ def test_a_cache_aware_policy_without_a_cache_is_fcfs_with_priority_order(policy
     assert rids(pol.order(w, ctx)) == [2, 0, 1]
     plain = make_queue_order(ServerArgs(schedule_policy=policy, disable_radix_cache=True))
     assert rids(plain.order(w, ctx)) == [0, 1, 2]
+
+
+def test_the_stale_count_is_the_same_through_a_collapsed_decode_stretch():
+    """The collapsed decode path (sim/scheduler_stretch.py apply_stretch) adds n decode
+    forwards' stale count at once: the run is the step-by-step one's, request by request
+    (without that add it is not); and the rule moves the hrrn order."""
+    from specsched.sim.config import Scenario
+    from specsched.sim.engine import SimEngine
+
+    ttft = {}
+    for rule in ("stale_extend", "none"):
+        sc = Scenario.model_validate(dict(
+            name="h", profile="h200-llama8b-roofline",
+            server=dict(schedule_policy="hrrn", max_running_requests=24, chunked_prefill_size=1024,
+                        max_prefill_tokens=1024, semantics_rules={"processed_tokens_decode": rule}),
+            workload=dict(kind="poisson", request_rate=60.0, num_requests=400,
+                          shared_prefix=dict(num_groups=40, prompts_per_group=10, system_prompt_len=1500,
+                                             question_len=300),
+                          output_len=dict(kind="uniform", value=200, range_ratio=0.2))))
+        fast, step = (SimEngine(sc, fast_forward=ff).run().requests.sort_values("rid")["ttft_s"].to_numpy()
+                      for ff in (True, False))
+        assert np.array_equal(fast, step), rule
+        ttft[rule] = fast
+    assert not np.array_equal(ttft["stale_extend"], ttft["none"])
