@@ -88,7 +88,10 @@ class SemanticsRules(BaseModel):
     prefill's extend tokens again until the running batch empties (a mixed chunk's batch,
     which leaves the running batch empty, carries its extend rows plus one per decode row).
     ``none``: a decode forward adds nothing, what the comment there says is meant
-    ("Decode / prebuilt batches contribute 0")."""
+    ("Decode / prebuilt batches contribute 0"). Not modelled: a chain drafter's draft extend
+    after each verify sets the field on the batch it is handed
+    (speculative/eagle_worker_common.py ``prepare_for_draft_extend``); whether that is the
+    scheduler's running batch was not settled, so EAGLE runs carry the prefill's count too."""
     swa_eviction_cadence: Literal["tokens", "forward_interval"] = "tokens"
     """Hybrid sliding-window models: when a request's SWA slots behind the window are freed
     (sim/kv_ledger.py ``evict_swa``). ``tokens`` (0.5.23 schedule_batch.py
