@@ -28,10 +28,10 @@ SERVER = {"max_running_requests": 16, "max_total_num_tokens": 4096, "chunked_pre
 ROWS = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,3000,2000\n"
 
 
-def _scenario(tmp_path, rows: str, **server) -> str:
+def _scenario(tmp_path, rows: str, profile: str = "h200-llama8b-roofline", **server) -> str:
     (tmp_path / "t.csv").write_text(rows)
     y = tmp_path / "s.yaml"
-    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
+    y.write_text(yaml.safe_dump({"name": "s", "profile": profile, "seed": 1,
                                  "server": {**SERVER, **server},
                                  "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
     return str(y)
@@ -266,3 +266,14 @@ def test_the_next_turn_resends_the_cut_answer(tmp_path):
         SimEngine(make_scenario(server=SERVER, workload=six), tiny_profile())
     assert e.value.key == "workload.multi_turn" and e.value.value == 4594
     assert "turn 6 of a conversation" in e.value.allowed
+
+
+def test_the_cut_warning_of_a_disaggregated_run_names_the_decode_servers_pool(tmp_path, capsys):
+    """The decode servers' pool cuts the output (above), so the warning names that key and
+    value (it named the top-level pool, 200,000 here, which cut nothing)."""
+    y = _scenario(tmp_path, ROWS, profile="h100-llama-3.1-8b-eagle3-analytic", max_total_num_tokens=200_000,
+                  disaggregation={"prefill": {"instances": 1, "server": {}},
+                                  "decode": {"instances": 1, "server": {"max_total_num_tokens": 4096}}})
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 0
+    warn = [e for e in capsys.readouterr().err.splitlines() if "output cut" in e]
+    assert len(warn) == 1 and "server.disaggregation.decode.server.max_total_num_tokens=4096" in warn[0], warn
