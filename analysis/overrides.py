@@ -332,11 +332,9 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "read only by workload.kind poisson and multi_turn (conversation starts)"),
     ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
      "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
-    ("workload.routing_keys", lambda s: s.server.schedule_policy == "routing-key" or ":" in s.server.schedule_policy,
-     "read only with server.schedule_policy routing-key (or a schedule-policy class of your own)"),
-    ("workload.shared_prefix.send_routing_key",
-     lambda s: s.server.schedule_policy == "routing-key" or ":" in s.server.schedule_policy,
-     "read only with server.schedule_policy routing-key (or a schedule-policy class of your own)"),
+    *((k, lambda s: s.server.schedule_policy == "routing-key" or ":" in s.server.schedule_policy,
+       "read only with server.schedule_policy routing-key (or a schedule-policy class of your own)")
+      for k in ("workload.routing_keys", "workload.shared_prefix.send_routing_key")),
     ("server.mem_fraction_static", _profile_knows_hardware,
      "read only with a profile that knows its GPU's memory (a hardware block: `specsched profile --analytic` "
      "writes one); this profile's KV pool is server.max_total_num_tokens"),

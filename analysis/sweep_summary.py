@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from specsched.analysis.stats import PooledSamples, across_seeds, percentile_metric
+from specsched.analysis.stats import PooledSamples, across_seeds, pct_change_ci, percentile_metric
 
 KEY_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
                "verify_cycles_per_s", "accept_length")
@@ -148,8 +148,6 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
         other = per_seed.get(r["point"], {})
         common = sorted(set(base) & set(other))
         if len(common) >= 2:
-            from specsched.analysis.stats import pct_change_ci
-
             pct, clo, chi = pct_change_ci([base[s] for s in common], [other[s] for s in common], paired=True)
             if not (clo > 0 or chi < 0):   # a NaN interval tells nothing apart either
                 paired.append(f"{name(r)} ({_num(r['value'])}, {pct:+.2f} % [{clo:+.2f}, {chi:+.2f}])")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from specsched.sim.bundled import scenario_data_path
@@ -384,22 +384,29 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
     return np.maximum(new, 0)
 
 
+def cutting_server(server) -> tuple[Any, str]:
+    """The server whose pool cuts a request's output, and the scenario key of that pool: the
+    one server, or under disaggregation a decode server (every server cuts a request when it
+    reaches its scheduler, ``handle_generate_request`` -> ``init_req_max_new_tokens``, and the
+    prefill server's copy asks for its first token only, disaggregation/prefill.py
+    ``_process_req``)."""
+    if server.disaggregation is None:
+        return server, "server.max_total_num_tokens"
+    return server.role_server("decode"), "server.disaggregation.decode.server.max_total_num_tokens"
+
+
 def trace_output_cut(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> np.ndarray:
     """A trace's outputs as the simulated server runs them: SGLang's cut (:func:`output_cut`)
     and nothing more. Every cut output passes the simulated admission, as SGLang's
     (scheduler.py ``init_req_max_new_tokens`` keeps the cut within ``PrefillAdder``'s budget).
-    A disaggregated deployment's outputs are cut by its decode servers' pool: every server
-    cuts a request when it reaches its scheduler (``handle_generate_request`` calls
-    ``init_req_max_new_tokens`` in every disaggregation mode), and the prefill server's copy
-    asks for its first token only (disaggregation/prefill.py ``_process_req``). A cut that
+    A disaggregated deployment's outputs are cut by its decode servers' pool
+    (:func:`cutting_server`). A cut that
     leaves no output token is not applied (the row is refused by :func:`never_fit_rows`); a
     cut output whose last speculative top-up still passes the pool is refused there too
     (:func:`_top_up_past_pool`: SGLang aborts such a request near its end), and so is one a
     hybrid sliding-window model's SWA budget never admits (SGLang keeps it waiting)."""
     outs = np.asarray(outs, dtype=np.int64)
-    srv = scenario.server
-    if srv.disaggregation is not None:
-        srv = srv.role_server("decode")
+    srv, _ = cutting_server(scenario.server)
     cut = output_cut(srv, ins, outs, context_length(scenario, hw)[0])
     return np.where(cut >= 1, cut, outs)
 
@@ -470,7 +477,7 @@ def _cut_turns(scenario: Scenario, specs: list, hw: Hardware | None,
 
     if not specs:
         return specs, []
-    srv = scenario.server if scenario.server.disaggregation is None else scenario.server.role_server("decode")
+    srv, _ = cutting_server(scenario.server)
     ctx = context_length(scenario, hw)[0]
     ins, outs = _spec_lengths(specs)
     if not (output_cut(srv, ins, outs, ctx) < outs).any():
@@ -561,13 +568,12 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
         return
     k, e, others = found
     i, o = int(tr.input_len[k]), int(tr.output_len[k])
-    note = _CUT_NOT_ENOUGH
     key = columns.input_len if e.key == "workload.input_len" else columns.output_len
     line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
     raise ConfigError(line, key, i if key == columns.input_len else o,
                       f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {o}"
                       f"{f'; {others} more rows like it' if others else ''}): {e.allowed}"
-                      f"{note if key == columns.output_len else ''}; drop or shorten those rows")
+                      f"{_CUT_NOT_ENOUGH if key == columns.output_len else ''}; drop or shorten those rows")
 
 
 def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) -> None:

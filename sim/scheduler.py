@@ -124,7 +124,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # cache-agnostic shipped orders bump the waiting prefixes' LRU time (_refresh_waiting)
         self._refresh_prefixes = (self.cache is not None and self.rules.waiting_prefix_refresh
                                   and not self._user_order and server.disaggregation_mode != "decode"
-                                  and server.schedule_policy not in ("dfs-weight", "shortest-prefill-first"))
+                                  and server.schedule_policy not in CACHE_AWARE - FCFS_ABOVE_128)
         self._refresh_calls = 0
         self.interval = PrefillDecodeInterval(server.prefill_decode_interval, server.prefill_decode_interval_min_bs)
         self.batch_is_full = False
@@ -291,17 +291,14 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         return self.finish_pass(plan if plan is not None else self.decode_pass())
 
     def _adopt_prefill_batch(self) -> None:
-        """SGLang ``get_next_batch_to_run``: the last prefill batch (its chunked and finished
-        requests filtered out) becomes the running batch when that holds no request
-        (``running_batch = last_batch``; before the running batch's own filter, so one that
-        holds only finished requests is merged into instead), and the running batch then
-        carries that batch's ``extend_num_tokens`` into every decode forward
-        (:attr:`sim.semantics.SemanticsRules.processed_tokens_decode`)."""
-        if self.running:
-            return
-        if any(r is not self.chunked_req and r.status not in (ReqStatus.WAITING, ReqStatus.FINISHED)
-               for r in self._last_prefill):
-            self._running_batch_extend_tokens = self._last_prefill_extend_tokens
+        """The last prefill batch's requests joined a running batch that held none: SGLang
+        ``get_next_batch_to_run`` makes that prefill batch the running batch (``running_batch
+        = last_batch``; checked before the running batch's own filter, so one that holds only
+        finished requests is merged into instead), which then carries the prefill's
+        ``extend_num_tokens`` into every decode forward
+        (:attr:`sim.semantics.SemanticsRules.processed_tokens_decode`). Callers: the merge of
+        :meth:`prefill_pass` and of a collapsed stretch (:meth:`apply_stretch`)."""
+        self._running_batch_extend_tokens = self._last_prefill_extend_tokens
 
     def prefill_pass(self) -> BatchPlan | None:
         """The first half of :meth:`schedule`: merge the last prefill batch, filter finished
@@ -316,7 +313,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             return self._decode_mode_pass()
         self._stash_chunked_swa()
         if self._last_prefill:
-            self._adopt_prefill_batch()
+            was_empty = not self.running
             for r in self._last_prefill:
                 # SGLang merges the last extend batch minus the chunked request, after
                 # filtering finished (and retracted) requests out of it
@@ -326,6 +323,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                     continue
                 r.status = ReqStatus.RUNNING
                 self.running.append(r)
+            if was_empty and self.running:
+                self._adopt_prefill_batch()
             self._last_prefill = []
         if self.rules.filter_finished_before_delay:
             self._filter_finished()

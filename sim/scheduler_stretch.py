@@ -126,7 +126,8 @@ class Stretch:
         if not 1 <= n <= run.stop:
             raise ValueError(f"can apply 1..{run.stop} iterations, not {n}")
         last = n - 1
-        if self._last_prefill:
+        if self._last_prefill and not self.running:
+            # every merged request completes its prefill (decode_stretch checks): they join
             self._adopt_prefill_batch()   # (self.running is still the batch before the merge)
         for r in self._last_prefill:
             r.status = RUNNING

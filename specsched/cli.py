@@ -280,13 +280,12 @@ def _run_command(args: argparse.Namespace) -> int:
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     if (n := result.summary.get("requests_output_clamped")):
-        # SGLang cuts max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens);
-        # a disaggregated deployment's cut is its decode servers' pool's (sim/limits.py served_requests)
-        srv, key = scenario.server, "max_total_num_tokens"
-        if srv.disaggregation is not None:
-            srv, key = srv.role_server("decode"), "disaggregation.decode.server.max_total_num_tokens"
+        # SGLang cuts max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens)
+        from specsched.sim.limits import cutting_server
+
+        srv, key = cutting_server(scenario.server)
         print(f"warning: {n} request(s) had their output cut to fit the KV pool "
-              f"(server.{key}={srv.max_total_num_tokens}), as SGLang cuts max_new_tokens "
+              f"({key}={srv.max_total_num_tokens}), as SGLang cuts max_new_tokens "
               f"(init_req_max_new_tokens; finish reason length); the largest cut: "
               f"{result.summary['output_clamp_max_tokens']} tokens", file=sys.stderr)
     return 0
