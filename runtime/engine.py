@@ -109,6 +109,8 @@ class LoopHost:
 
     def _reset_loop_host(self, specs: list, seed: int) -> None:
         self.rec = Recorder("full")
+        # rows the server rejects (sim/limits.py trace_aborts) run as SGLang's abort and count as failed
+        self.rec.mark_aborted({s.index: s.abort for s in specs if s.abort is not None})
         self.clients = Clients(self.scenario, specs, seed)
         self.specs = specs
         self._blocked = 0.0
@@ -317,14 +319,14 @@ class RuntimeEngine(LoopHost):
                               "prompts that share prefixes with the radix cache on are simulated only: the runtime "
                               "does not share KV between requests; measure with server.disable_radix_cache: true "
                               "(every prompt prefilled whole) or predict with specsched run")
-        max_ctx = max(s.input_len + s.output_len for s in self.specs) + 4 * self.window + 64
+        max_ctx = max(sum(s.served_lengths) for s in self.specs) + 4 * self.window + 64   # aborted rows run 1 + 1
         max_reqs = srv.max_running_requests + 8
         # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
         # so max_total_num_tokens bounds it; no more than the rows can ever map (+ padding)
         slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + 1
         est = estimate(PRESETS[preset], PRESETS[draft_preset(preset)] if srv.speculative_algorithm.enabled else None,
                        slots=slots, max_reqs=max_reqs, max_context=max_ctx, window=self.window,
-                       chunk_tokens=min(max(s.input_len for s in self.specs), srv.chunked_prefill_size
+                       chunk_tokens=min(max(s.served_lengths[0] for s in self.specs), srv.chunked_prefill_size
                                         if srv.chunked_prefill_size > 0 else 10**9),
                        dtype_bytes=self.dev.dtype.itemsize, graph_max_bs=srv.cuda_graph_max_bs,
                        graphs=graphs and self.dev.is_gpu,
@@ -555,7 +557,7 @@ class RuntimeEngine(LoopHost):
         r = self.runner
         if self.graphs:
             kind = "spec" if self.window > 1 else "decode"
-            ctx_need = max(s.input_len + s.output_len for s in self.specs) + 2 * self.window
+            ctx_need = max(sum(s.served_lengths) for s in self.specs) + 2 * self.window
             limit = min(self.server.max_running_requests + 1, self.server.cuda_graph_max_bs)
             for c in r.ctx_buckets:
                 for b in r.bs_buckets:
@@ -567,7 +569,7 @@ class RuntimeEngine(LoopHost):
             # every extend bucket the run can reach: one prefill batch holds at most
             # max_prefill_tokens and one chunk, and never more than all prompts together
             srv = self.server
-            most = min(sum(s.input_len for s in self.specs), srv.max_prefill_tokens,
+            most = min(sum(s.served_lengths[0] for s in self.specs), srv.max_prefill_tokens,
                        srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else 10**9)
             r.capture_prefill(most)
 

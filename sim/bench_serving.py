@@ -1019,11 +1019,19 @@ def _details_of(requests: Any, chunks: Any, sends: bool = False) -> dict[str, An
         "ttfts": [float(x) if ok else 0.0 for x, ok in zip(column(requests, "ttft_s")[order].tolist(), done, strict=True)],
         "itls": [by_rid.get(r, []) for r in rid.tolist()],
         "generated_texts": [""] * len(rid),
-        "errors": ["" if ok else "not finished" for ok in done],
+        "errors": _errors(requests, order, done),
     }
     if sends:
         out["start_times"] = column(requests, "start_s", float)[order].tolist()
     return out
+
+
+def _errors(requests: Any, order: np.ndarray, done: list[bool]) -> list[str]:
+    """bench_serving's ``errors`` list in ``order``: "" for a request that succeeded, the
+    server's error text for one it rejected (the requests table's ``error`` column,
+    :meth:`sim.records.Recorder.mark_aborted`), else "not finished"."""
+    texts = column(requests, "error")[order].tolist() if "error" in requests.columns else [""] * len(done)
+    return ["" if ok else (t or "not finished") for ok, t in zip(done, texts, strict=True)]
 
 
 def _peaks(requests: Any, chunks: Any) -> dict[str, float]:

@@ -163,6 +163,8 @@ class SimEngine(Clients, EngineStretch):
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
         self.env = simpy.Environment()
         self.rec = Recorder(records)
+        if w.kind == "trace":   # rows the server rejects (sim/limits.py trace_aborts) count as failed
+            self.rec.mark_aborted({s.index: s.abort for s in self.specs if s.abort is not None})
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)

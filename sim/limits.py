@@ -424,7 +424,10 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     * a ``trace`` row's output is cut as SGLang 0.5.23 cuts ``max_new_tokens`` when the request
       reaches the scheduler (:func:`trace_output_cut`: scheduler.py ``init_req_max_new_tokens``):
       a row whose prompt fits the pool but whose output does not runs with the output the
-      empty pool holds, finishing on length.
+      empty pool holds, finishing on length;
+    * a ``trace`` row the server rejects (a prompt past the context or the pool's
+      ``max_req_input_len``: :func:`trace_aborts`) carries SGLang's error text in its
+      ``abort`` and runs as the scheduler's abort (:func:`sim.workload.scheduler_request`).
 
     Args:
         scenario: the resolved scenario.
@@ -450,13 +453,63 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     if w.kind != "trace":
         return specs, cuts
     ins, outs = _spec_lengths(specs)
+    aborts = trace_aborts(scenario, ins, outs, hw)
     cut = trace_output_cut(scenario, ins, outs, hw)
     specs = list(specs)
+    for k, text in enumerate(aborts):
+        if text is not None:
+            specs[k] = replace(specs[k], abort=text)
     for k in np.flatnonzero(cut < outs).tolist():
         s = specs[k]
-        cuts.append((s.index, s.output_len, int(cut[k])))
-        specs[k] = replace(s, output_len=int(cut[k]))
+        if s.abort is None:
+            cuts.append((s.index, s.output_len, int(cut[k])))
+            specs[k] = replace(s, output_len=int(cut[k]))
     return specs, cuts
+
+
+def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> list[str | None]:
+    """Which of a trace's rows (prompts ``ins``, asked outputs ``outs``) a co-located server
+    rejects, with the error text SGLang 0.5.23 returns (None for a row it serves), in the
+    order its checks run:
+
+    1. the tokenizer (managers/tokenizer_manager.py ``_validate_one_request``, without
+       ``--allow-auto-truncate``): a prompt of ``context_len`` tokens or more, then a prompt
+       plus ``max_new_tokens`` past ``context_len``, raise a ValueError: HTTP 400;
+    2. the scheduler (managers/scheduler.py ``handle_generate_request`` ->
+       managers/utils.py ``validate_input_length``): a prompt of ``max_req_input_len`` tokens
+       or more (``min(context_len - 1, pool - 1) - 5``, managers/tp_worker.py; the pool's
+       part is the one a trace replay meets, a production trace's long rows on a small
+       pool) is aborted: :func:`sim.workload.scheduler_request` says how it runs.
+
+    bench_serving counts both as failed requests (``success`` False, the text in
+    ``errors``): the run's results leave them out as bench_serving's metrics do. Both run
+    as the scheduler's abort (a one-token prefill); the tokenizer's rejection does not
+    reach the scheduler, which moves the run by one extend token per rejected row. A
+    disaggregated deployment's rows are checked as before (:func:`check_trace_rows`
+    refuses them); its servers' aborts are not modelled.
+    """
+    n = len(ins)
+    if scenario.server.disaggregation is not None or n == 0:
+        return [None] * n
+    ctx, _ = context_length(scenario, hw)
+    cap = scenario.server.max_total_num_tokens
+    max_req_input_len = longest_prompt(cap if ctx is None else min(ctx, cap)) + 1
+    over_ctx = np.zeros(n, bool) if ctx is None else ins >= ctx
+    total_ctx = np.zeros(n, bool) if ctx is None else ins + outs > ctx
+    long_in = ins >= max_req_input_len
+    out: list[str | None] = [None] * n
+    for k in np.flatnonzero(over_ctx | total_ctx | long_in).tolist():
+        i, o = int(ins[k]), int(outs[k])
+        if over_ctx[k]:
+            out[k] = f"The input ({i} tokens) is longer than the model's context length ({ctx} tokens)."
+        elif total_ctx[k]:
+            out[k] = (f"Requested token count exceeds the model's maximum context length of {ctx} tokens. "
+                      f"You requested a total of {i + o} tokens: {i} tokens from the input messages and {o} tokens "
+                      "for the completion.")
+        else:
+            out[k] = (f"Input length ({i} tokens) exceeds the maximum allowed length ({max_req_input_len} tokens). "
+                      "Use a shorter input or enable --allow-auto-truncate.")
+    return out
 
 
 def _cut_turns(scenario: Scenario, specs: list, hw: Hardware | None,
@@ -548,11 +601,11 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     with an error (managers/utils.py ``validate_input_length``, from scheduler.py
     ``handle_generate_request``; truncated instead under ``--allow-auto-truncate``), and a
     longer output is cut to what the empty pool holds (scheduler.py
-    ``init_req_max_new_tokens``, allocator ``max_new_tokens_for_memory``). The simulator
-    does not model an aborted request (its results have no rejected requests), so such a
-    run is refused: the user drops or shortens those rows. A cut output is modelled
-    (:func:`trace_output_cut`, as the run cuts it): a row is refused only if it does not fit
-    even cut.
+    ``init_req_max_new_tokens``, allocator ``max_new_tokens_for_memory``). A co-located
+    server's aborted rows run as SGLang runs them (:func:`trace_aborts`) and are not checked
+    here; a disaggregated deployment's are refused (its servers' aborts are not modelled):
+    the user drops or shortens those rows. A cut output is modelled (:func:`trace_output_cut`,
+    as the run cuts it): a row is refused only if it does not fit even cut.
 
     Raises:
         ConfigError: ``<trace>:<line>: <column> = <value>: request k (of n such rows): ...``.
@@ -563,10 +616,13 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     tr = load_trace(w.trace, w.num_requests, scenario.path or None)
     columns, _ = w.trace.resolved()
     path = scenario_data_path(w.trace.path, scenario.path or None)
-    found = _first_never_fit(scenario, tr.input_len, trace_output_cut(scenario, tr.input_len, tr.output_len, hw))
+    served = np.flatnonzero([a is None for a in trace_aborts(scenario, tr.input_len, tr.output_len, hw)])
+    ins = tr.input_len[served]
+    found = _first_never_fit(scenario, ins, trace_output_cut(scenario, ins, tr.output_len[served], hw))
     if found is None:
         return
     k, e, others = found
+    k = int(served[k])
     i, o = int(tr.input_len[k]), int(tr.output_len[k])
     key = columns.input_len if e.key == "workload.input_len" else columns.output_len
     line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
@@ -925,13 +981,15 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
 
 
 def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
-    """Refuse a trace whose request (of the ``num_requests`` replayed) is longer than the
-    model's context length, naming the trace file, the column, the request and the limit:
-    SGLang 0.5.23 rejects it (managers/tokenizer_manager.py ``_validate_one_request``: the
-    input ``>= context_len``, or input + max_new_tokens ``> context_len``, without
-    ``--allow-auto-truncate``), as :func:`_check_context` says for a generated workload."""
+    """Refuse a disaggregated deployment's trace whose request (of the ``num_requests``
+    replayed) is longer than the model's context length, naming the trace file, the column,
+    the request and the limit: SGLang 0.5.23 rejects it (managers/tokenizer_manager.py
+    ``_validate_one_request``: the input ``>= context_len``, or input + max_new_tokens ``>
+    context_len``, without ``--allow-auto-truncate``), as :func:`_check_context` says for a
+    generated workload. A co-located server's rejected rows run as failed requests
+    (:func:`trace_aborts`)."""
     ctx, source = context_length(scenario, hw)
-    if ctx is None:
+    if ctx is None or scenario.server.disaggregation is None:   # a co-located server's rejections run (trace_aborts)
         return
     from specsched.sim.trace import load_trace
 

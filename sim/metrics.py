@@ -365,7 +365,8 @@ def summarize(
 
     Args:
         requests: one row per request with start_s, first_token_s, finish_s, input_len,
-            output_len (completed requests only are counted).
+            output_len (completed requests only are counted), and ``error`` where the server
+            rejected a request (counted as ``requests_aborted``).
         chunks: deliveries (rid, time_s, n_tokens).
         steps: forwards (mode, part, batch_size, gpu_start_s, gpu_end_s, accepted_tokens,
             decoding_reqs, host_blocked_s).
@@ -376,6 +377,8 @@ def summarize(
     done = notna(requests, "finish_s")
     n_done = int(done.sum())
     out: dict[str, float] = {"completed": n_done}
+    if "error" in requests.columns:   # requests the server rejected (sim/records.py mark_aborted)
+        out["requests_aborted"] = int(sum(1 for e in column(requests, "error").tolist() if e))
     if n_done == 0:
         return out
     finish = column(requests, "finish_s", float)[done]

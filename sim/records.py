@@ -46,8 +46,10 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "requests": REQUEST_COLUMNS, "chunks": CHUNK_COLUMNS, "steps": STEP_COLUMNS, "timeseries": TIMESERIES_COLUMNS,
 }
 """Table name -> the columns a run writes (the parquet file is ``<name>.parquet``)."""
-OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs")}
-"""Columns added after the format's first version: a reader does not require them."""
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs"), "requests": ("error",)}
+"""Columns added after the format's first version: a reader does not require them. A run
+writes ``requests.error`` only when the server rejected a request (the error text; "" for
+the others): :meth:`Recorder.mark_aborted`."""
 LEVELS = ("full", "compact")
 MODES = ("extend", "decode", "verify", "mixed")
 _NAN = float("nan")
@@ -101,6 +103,7 @@ class Recorder:
         self._start = new_column("d")
         self._first, self._finish = new_column("d"), new_column("d")   # NaN until known
         self._last = new_column("d")  # last delivery time (compact ITL), NaN before the first
+        self._aborted: dict[int, str] = {}   # rid -> the error the server returned (mark_aborted)
         # full: row columns
         self._c_rid, self._c_t, self._c_n = new_column("q"), new_column("d"), new_column("q")
         self._s_int = [new_column("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
@@ -169,6 +172,14 @@ class Recorder:
         self._finish.fromlist(nan)
         self._last.fromlist(nan)
         self._n += len(rids)
+
+    def mark_aborted(self, errors: dict[int, str]) -> None:
+        """Requests the server rejects (rid -> the error text it returns; set before the run,
+        :func:`sim.limits.trace_aborts`). They run as SGLang runs an aborted request, but a
+        client counts them as failed, as bench_serving does (``success`` False): their rows
+        have no first token and no finish (so no latency and not ``completed``), their
+        deliveries are dropped, and the requests table gains an ``error`` column."""
+        self._aborted.update(errors)
 
     # ------------------------------------------------------------ deliveries
     def delivered(self, rid: int, t: float, n: int, finished: bool) -> None:
@@ -445,15 +456,25 @@ class Recorder:
         # a column of Python ints (every start at SimPy's initial clock 0) is int64, as a
         # DataFrame built from rows would make it
         starts = start.astype(np.int64) if self._int_starts and n else start.copy()
-        req = Columns({
+        cols = {
             "rid": rid, "input_len": v(self._in, "i8").copy(), "output_len": out.copy(), "start_s": starts,
             "first_token_s": first.copy(), "finish_s": fin.copy(), "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
             "accept_level": lvl, "spec_cycles": cyc, "retractions": ret,
-        })
-        chunks = Columns({
+        }
+        chunk_cols = {
             "rid": column_view(self._c_rid, "i8").copy(), "time_s": column_view(self._c_t, "f8").copy(),
             "n_tokens": column_view(self._c_n, "i8").copy(),
-        })
+        }
+        if self._aborted:
+            # failed requests (mark_aborted): no latency, not completed, no deliveries
+            failed = np.isin(rid, np.fromiter(self._aborted, np.int64, len(self._aborted)))
+            for c in ("first_token_s", "finish_s", "ttft_s", "e2e_s", "tpot_s"):
+                cols[c][failed] = np.nan
+            cols["error"] = np.array([self._aborted.get(r, "") for r in rid.tolist()], dtype=object)
+            keep = ~np.isin(chunk_cols["rid"], rid[failed])
+            chunk_cols = {k: c[keep] for k, c in chunk_cols.items()}
+        req = Columns(cols)
+        chunks = Columns(chunk_cols)
         s, f = self._s_int, self._s_f
         steps = Columns({
             "step": column_view(s[0], "i8").copy(),

@@ -35,8 +35,9 @@ class RequestSpec:
     ids when the workload shares prefixes (an int64 array, or for a trace with block ids a
     :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
     its priority (None: the server's default), its 0-based turn within its conversation
-    (multi_turn; 0 for a request that is not part of one) and its routing key (None: sent
-    without one)."""
+    (multi_turn; 0 for a request that is not part of one), its routing key (None: sent
+    without one) and, for a request the server rejects (:func:`sim.limits.served_requests`),
+    the error text the client gets back (None: it is served)."""
 
     index: int
     input_len: int
@@ -46,11 +47,27 @@ class RequestSpec:
     priority: int | None = None
     turn: int = 0
     routing_key: str | None = None
+    abort: str | None = None
+
+    @property
+    def served_lengths(self) -> tuple[int, int]:
+        """(prompt, output) tokens the server runs: an aborted request's one-token prompt and
+        one token (:func:`scheduler_request`), else the request's own."""
+        return (1, 1) if self.abort is not None else (self.input_len, self.output_len)
 
 
 def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     """The scheduler's request for a sent ``spec`` (both engines build it here, so a field a
-    workload draws reaches the simulated and the measured scheduler alike)."""
+    workload draws reaches the simulated and the measured scheduler alike).
+
+    A request the server aborts (``spec.abort``) reaches the scheduler as SGLang 0.5.23 queues
+    it: managers/scheduler.py ``handle_generate_request`` -> ``Req.set_finish_with_abort``
+    (managers/schedule_batch.py) replaces its prompt by one token "to skip the long prefill"
+    and sets ``to_finish``, so it joins a prefill batch with one extend token, produces one
+    token and finishes there with an error; bench_serving counts it as failed."""
+    if spec.abort is not None:
+        return Req(spec.index, *spec.served_lengths, tokens=None if spec.tokens is None else np.zeros(1, np.int64),
+                   ignore_eos=ignore_eos, priority=spec.priority, routing_key=spec.routing_key)
     return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
                priority=spec.priority, routing_key=spec.routing_key)
 

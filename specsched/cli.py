@@ -279,13 +279,17 @@ def _run_command(args: argparse.Namespace) -> int:
         print(cap, file=sys.stderr)
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
+    if (n := result.summary.get("requests_aborted")):
+        print(f"warning: the server rejected {n} request(s) (prompt past max_req_input_len or the context length), "
+              "as SGLang 0.5.23 does; they count as failed, as bench_serving counts them (requests.error "
+              "has SGLang's message)", file=sys.stderr)
     if (n := result.summary.get("requests_output_clamped")):
         # SGLang cuts max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens)
         from specsched.sim.limits import cutting_server
 
         srv, key = cutting_server(scenario.server)
         print(f"warning: {n} request(s) had their output cut to fit the KV pool "
-              f"({key}={srv.max_total_num_tokens}), as SGLang cuts max_new_tokens "
+              f"({key}={srv.max_total_num_tokens}) or the context length, as SGLang cuts max_new_tokens "
               f"(init_req_max_new_tokens; finish reason length); the largest cut: "
               f"{result.summary['output_clamp_max_tokens']} tokens", file=sys.stderr)
     return 0

@@ -618,14 +618,16 @@ def test_a_sweep_over_trace_keys_refuses_a_bad_point_before_running(tmp_path, ca
 
 
 def test_a_trace_request_that_never_fits_the_pool_names_the_trace_line(tmp_path, capsys):
-    """A trace row that can never fit the pool is refused before the run, the one line naming
-    the trace file and line, the column and the pool (the scheduler refused it mid-run, first
-    as 'request 3: ...', then naming only the scenario file)."""
+    """A disaggregated deployment's trace row that can never fit the pool is refused before the
+    run, the one line naming the trace file and line, the column and the pool (the scheduler
+    refused it mid-run, first as 'request 3: ...', then naming only the scenario file). A
+    co-located server aborts such a prompt as SGLang does (tests/test_trace_aborts.py)."""
     p = tmp_path / "tiny-pool-trace.yaml"
     p.write_text(
         "name: tiny-pool-trace\n"
         f"profile: {ROOT / 'profiles' / 'h200-llama8b-roofline.yaml'}\n"
-        "server: {max_total_num_tokens: 1425, chunked_prefill_size: 128}\n"
+        "server: {max_total_num_tokens: 1425, chunked_prefill_size: 128, disaggregation: "
+        "{prefill: {instances: 1, server: {}}, decode: {instances: 1, server: {}}}}\n"
         "workload:\n"
         "  kind: trace\n"
         "  num_requests: 10\n"

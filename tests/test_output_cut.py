@@ -67,24 +67,23 @@ def test_bench_serving_output_lens_are_the_cut_outputs(tmp_path):
     assert rec["total_output_tokens"] == 1114
 
 
-def test_a_prompt_sglang_aborts_is_still_refused_in_one_line(tmp_path, capsys, monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("simulated a run the server aborts")
-    monkeypatch.setattr(cli, "simulate", refuse)
+def test_a_prompt_sglang_aborts_fails_beside_the_cut_rows(tmp_path, capsys):
     # the long output (line 3) is cut; the prompt of 4095 tokens (line 4) is aborted by SGLang
+    # (managers/utils.py validate_input_length): it runs as a failed request
+    # (tests/test_trace_aborts.py; it was refused in one line before)
     y = _scenario(tmp_path, ROWS + "2024-05-01 10:00:01.0,4095,1\n")
-    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "t.csv:4: ContextTokens = 4095: request 3 " in err[0], err
-    assert "validate_input_length" in err[0]
-    assert not (tmp_path / "out").exists()
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 0
+    req = pd.read_parquet(tmp_path / "out" / "requests.parquet").sort_values("rid")
+    assert req["error"].ne("").tolist() == [False, False, True]
+    assert req["output_len"].tolist()[:2] == [20, 1094]
 
 
-def test_a_row_the_context_length_rejects_is_still_refused(tmp_path, capsys):
+def test_a_row_the_context_length_rejects_fails(tmp_path, capsys):
     y = _scenario(tmp_path, ROWS, context_length=3500)
-    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "context length 3500" in err[0], err
+    assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 0
+    req = pd.read_parquet(tmp_path / "out" / "requests.parquet").sort_values("rid")
+    assert req["error"].tolist()[1].startswith("Requested token count exceeds the model's maximum context length "
+                                               "of 3500 tokens. You requested a total of 5000 tokens")
 
 
 @settings(max_examples=300, deadline=None)

@@ -223,11 +223,14 @@ def test_a_cut_jsonl_trace_line_keeps_the_column(tmp_path):
 
 @pytest.mark.parametrize("spec", ["none", "topup", "window"])
 def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, spec):
-    """A trace row's prompt that can never fit the KV pool is refused when it reaches the
-    scheduler; the message names in-flight slots only where the admission reserves them (the
-    window rule's verify passes): neither SGLang's admission nor the simulated one charges any
-    without speculative decoding or under the top-up rule (it said "in-flight verify slots" on a
-    server that verifies nothing, then "2 slots of the decode steps")."""
+    """A prompt that can never fit the KV pool is refused when it reaches the scheduler; the
+    message names in-flight slots only where the admission reserves them (the window rule's
+    verify passes): neither SGLang's admission nor the simulated one charges any without
+    speculative decoding or under the top-up rule (it said "in-flight verify slots" on a server
+    that verifies nothing, then "2 slots of the decode steps"). A trace row like it no longer
+    reaches the scheduler whole (SGLang aborts it: tests/test_trace_aborts.py): the request is
+    handed to the scheduler here."""
+    from specsched.sim.request import Req
     from specsched.sim.scheduler import UnschedulableRequest
 
     sc = _trace_scenario(tmp_path, "timestamp,input_length,output_length\n0,10,5\n1,10000000,5\n")
@@ -236,9 +239,10 @@ def test_a_trace_prompt_over_the_pool_names_the_steps_it_reserves_for(tmp_path, 
         server["semantics_rules"] = {"spec_kv_reservation": "window"}
     sc = sc.model_copy(update={"server": sc.server.model_validate({**sc.server.model_dump(), **server}),
                                "acceptance": sc.acceptance.model_validate({"mean_accept_length": 2.0}) if spec != "none" else sc.acceptance})
+    eng = SimEngine(sc, tiny_profile())
     with pytest.raises(UnschedulableRequest, match=r"5 output tokens cannot fit" if spec != "window"
                        else r"\(\+ 8 slots of the verify steps in flight\) cannot fit"):
-        SimEngine(sc, tiny_profile()).run()
+        eng.sched.add_request(Req(7, 10_000_000, 5))
 
 
 def test_compare_reads_a_large_trace_once_for_its_check_and_every_run(tmp_path, capsys, monkeypatch):
@@ -261,21 +265,23 @@ def test_compare_reads_a_large_trace_once_for_its_check_and_every_run(tmp_path, 
     assert len(reads) == 1
 
 
-@pytest.mark.parametrize(("row", "column"), [("1,131072,5", "ContextTokens"), ("1,131000,100", "GeneratedTokens")])
-def test_a_trace_request_past_the_models_context_is_refused_naming_its_row(tmp_path, capsys, monkeypatch, row, column):
-    """A trace row longer than the model's context length is refused before the run, as a
-    fixed-length workload's is: SGLang rejects the request (tokenizer_manager.py
-    ``_validate_one_request``). It ran: a 500,000-token prompt on a 131,072-token model
-    was prefilled past the profile's grid and held up every later request for minutes."""
+@pytest.mark.parametrize(("row", "error"), [("1,131072,5", "The input (131072 tokens) is longer than the model's context length"),
+                                            ("1,131000,100", "Requested token count exceeds the model's maximum context length")])
+def test_a_trace_request_past_the_models_context_fails_as_sglang_rejects_it(tmp_path, capsys, monkeypatch, row, error):
+    """A trace row longer than the model's context length fails as SGLang's tokenizer rejects
+    it (tokenizer_manager.py ``_validate_one_request``), with its message; the other rows run.
+    It ran whole once (a 500,000-token prompt on a 131,072-token model was prefilled past the
+    profile's grid and held up every later request for minutes), then was refused."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.csv").write_text(f"TIMESTAMP,ContextTokens,GeneratedTokens\n0,100,5\n{row}\n")
     (tmp_path / "s.yaml").write_text("name: s\nprofile: h100-llama-3.1-8b-eagle3-analytic\nserver: {speculative_algorithm: none}\n"
                                      "workload: {kind: trace, trace: {path: t.csv, layout: custom, "
                                      "columns: {timestamp: TIMESTAMP, input_len: ContextTokens, output_len: GeneratedTokens}}}\n")
-    assert main(["run", "s.yaml"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "t.csv" in err and column in err and "request 2" in err and "context length 131072" in err
-    assert not (tmp_path / "results").exists()
+    assert main(["run", "s.yaml", "--out", "o", "-q"]) == 0
+    import pandas as pd
+
+    req = pd.read_parquet(tmp_path / "o" / "requests.parquet").sort_values("rid")
+    assert req["error"].iloc[0] == "" and req["error"].iloc[1].startswith(error)
 
 
 def test_a_small_traces_warnings_are_said_once_per_run(tmp_path, capsys, monkeypatch):

@@ -1,18 +1,22 @@
 """A trace row or a multi-turn conversation's turn the server can never run is refused before
 the first simulated event: one line naming the trace file and line (or the turn), the column,
 the value and the pool; exit 2; nothing written. The up-front check refuses exactly the rows
-the scheduler would never schedule (sim/limits.py ``never_fit_rows``)."""
+the scheduler would never schedule (sim/limits.py ``never_fit_rows``). A co-located server's
+trace row whose prompt SGLang rejects (past ``max_req_input_len`` or the context length) is
+not refused: it runs as SGLang's abort and counts as failed (tests/test_trace_aborts.py); a
+disaggregated deployment's is still refused."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
-from specsched.sim.limits import _check_pool, never_fit_rows, trace_output_cut
+from specsched.sim.limits import _check_pool, never_fit_rows, trace_aborts, trace_output_cut
 from specsched.sim.scheduler import UnschedulableRequest
 from specsched.sim.server_args import ServerArgs
 
@@ -33,32 +37,38 @@ def no_simulation(monkeypatch):
     monkeypatch.setattr(cli, "simulate", refuse)
 
 
-def _run(tmp_path, capsys, workload: dict) -> list[str]:
+PD = {"disaggregation": {"prefill": {"instances": 1, "server": {}}, "decode": {"instances": 1, "server": {}}}}
+"""A 1P1D deployment of SERVER's servers (each role's pool 4096 tokens)."""
+
+
+def _run(tmp_path, capsys, workload: dict, server: dict | None = None) -> list[str]:
     y = tmp_path / "s.yaml"
     y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
-                                 "server": SERVER, "workload": workload}))
+                                 "server": {**SERVER, **(server or {})}, "workload": workload}))
     assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
     assert not (tmp_path / "out").exists()
     return capsys.readouterr().err.strip().splitlines()
 
 
-def test_a_trace_row_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
+def test_a_disaggregated_trace_row_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
     # line 4 is blank (no request): the row that cannot fit is on line 5, request 3 (a long
-    # output alone is cut to fit, as SGLang cuts it: tests/test_output_cut.py)
+    # output alone is cut to fit, as SGLang cuts it: tests/test_output_cut.py). A co-located
+    # server aborts it instead (tests/test_trace_aborts.py); a disaggregated one's aborts are
+    # not modelled, so the row is refused
     (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                                     "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,3000,2000\n\n"
                                     "2024-05-01 10:00:01.0,4095,2000\n2024-05-01 10:00:01.5,4094,2000\n"
                                     "2024-05-01 10:00:02.0,100,20\n")
-    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}})
+    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}, PD)
     assert len(err) == 1, err
     assert "t.csv:5: ContextTokens = 4095: request 3 (ContextTokens 4095, GeneratedTokens 2000; 1 more rows" in err[0]
     assert "max_total_num_tokens is 4096" in err[0] and "validate_input_length" in err[0]
 
 
-def test_a_mooncake_prompt_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
+def test_a_disaggregated_mooncake_prompt_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
     (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n'
                                       '{"timestamp": 9, "input_length": 4095, "output_length": 1, "hash_ids": [2]}\n')
-    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.jsonl", "layout": "mooncake"}})
+    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.jsonl", "layout": "mooncake"}}, PD)
     assert len(err) == 1 and "t.jsonl:2: input_length = 4095: request 2 " in err[0], err
     assert "validate_input_length" in err[0]
 
@@ -123,9 +133,9 @@ def test_never_fit_rows_is_exactly_the_pool_check(cap, page, spec, swa, chunk, e
        rows=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 300)), min_size=1, max_size=3))
 def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path_factory, cap, page, spec, rows):
     """Invariant: a random small trace's rows marked by the up-front check (on the outputs cut
-    as SGLang cuts them, ``trace_output_cut``) are the rows the simulated server refuses
-    (UnschedulableRequest); every other row runs to the last token of its cut output (no
-    false refusal)."""
+    as SGLang cuts them, ``trace_output_cut``; the rows SGLang aborts, ``trace_aborts``, left
+    out) are the rows the simulated server refuses (UnschedulableRequest); an aborted row runs
+    and fails; every other row runs to the last token of its cut output (no false refusal)."""
     srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256}
     if not spec:
         srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
@@ -133,7 +143,8 @@ def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path
     sc0 = make_scenario(server=srv)
     ins, outs = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
     cut = trace_output_cut(sc0, ins, outs, None)
-    marked = never_fit_rows(sc0.server, ins, cut)
+    aborted = [a is not None for a in trace_aborts(sc0, ins, outs, None)]
+    marked = never_fit_rows(sc0.server, ins, cut) & ~np.array(aborted)
     for k, (i, o) in enumerate(rows):
         p = d / f"r{k}.csv"
         p.write_text(f"timestamp,input_length,output_length\n0,{i},{o}\n")
@@ -145,32 +156,36 @@ def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path
             assert marked[k], (i, o)
             continue
         assert not marked[k], (i, o)
-        assert res.requests["output_len"].tolist() == [int(cut[k])]
+        if aborted[k]:
+            assert res.summary["completed"] == 0 and res.summary["requests_aborted"] == 1
+        else:
+            assert res.requests["output_len"].tolist() == [int(cut[k])] and res.summary["completed"] == 1
 
 
-def test_the_bundled_8b_profile_refuses_a_row_past_the_models_context_length(tmp_path, capsys, no_simulation):
+def test_the_bundled_8b_profile_rejects_a_row_past_the_models_context_length(tmp_path, capsys):
     """profiles/h200-llama8b-roofline.yaml states Llama-3.1-8B's context length (131072,
-    hardware.context_len), so a trace row past it is refused up front as SGLang refuses it
-    (tokenizer_manager.py ``_validate_one_request``), before the pool is even asked; it ran
-    before, extrapolating the cost grid."""
+    hardware.context_len), so a trace row past it is rejected as SGLang's tokenizer rejects it
+    (tokenizer_manager.py ``_validate_one_request``), before the pool is even asked: it fails
+    with SGLang's message (it ran before, extrapolating the cost grid; then it was refused)."""
     (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                                     "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,200000,20\n")
     big = {**SERVER, "max_total_num_tokens": 800000}
     y = tmp_path / "s.yaml"
     y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
                                  "server": big, "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
-    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "t.csv:3" in err[0] and "context length 131072" in err[0], err
+    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 0
+    req = pd.read_parquet(tmp_path / "out" / "requests.parquet")
+    assert req["error"].tolist() == ["", "The input (200000 tokens) is longer than the model's context length (131072 tokens)."]
+    assert np.isnan(req["ttft_s"].iloc[1]) and not np.isnan(req["ttft_s"].iloc[0])
 
 
-@pytest.mark.parametrize(("prompt", "refused"), [(131065, False), (131066, True), (131071, True)])
-def test_a_prompt_within_six_tokens_of_the_context_length_is_refused_as_sglang_aborts_it(
-        tmp_path, capsys, prompt, refused):
+@pytest.mark.parametrize(("prompt", "aborted"), [(131065, False), (131066, True), (131071, True)])
+def test_a_prompt_within_six_tokens_of_the_context_length_is_aborted_as_sglang_aborts_it(
+        tmp_path, capsys, prompt, aborted):
     """SGLang 0.5.23 aborts a prompt of max_req_input_len = min(context_len - 1, pool - 1) - 5
     tokens or more (managers/tp_worker.py, managers/utils.py validate_input_length), though
     the tokenizer's own check (< context_len) passes it: with context 131072, 131065 tokens are
-    served and 131066 are not (before, everything under 131072 ran)."""
+    served and 131066 are not (before, everything under 131072 ran; then 131066 was refused)."""
     (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                                     f"2024-05-01 10:00:00.0,100,2\n2024-05-01 10:00:00.5,{prompt},1\n")
     y = tmp_path / "s.yaml"
@@ -178,11 +193,12 @@ def test_a_prompt_within_six_tokens_of_the_context_length_is_refused_as_sglang_a
                                  "server": {**SERVER, "max_total_num_tokens": 800000, "chunked_prefill_size": 8192,
                                             "max_prefill_tokens": 16384},
                                  "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
-    if refused:
-        assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "must be at most 131065 tokens" in err[0] and "validate_input_length" in err[0], err
-    else:
-        from specsched.sim.config import load_scenario
-        from specsched.sim.limits import check_fits
-        check_fits(load_scenario(str(y)))   # nothing refused up front
+    from specsched.sim.config import load_scenario
+    from specsched.sim.limits import check_fits
+    check_fits(load_scenario(str(y)))   # nothing refused up front
+    if aborted:
+        res = SimEngine(load_scenario(str(y))).run()
+        err = res.requests["error"].tolist()
+        assert err[0] == "" and err[1].startswith(f"Input length ({prompt} tokens) exceeds the maximum allowed length "
+                                                  "(131066 tokens).")
+        assert res.summary["completed"] == 1

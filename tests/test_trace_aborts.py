@@ -1,0 +1,133 @@
+"""A trace row a co-located SGLang 0.5.23 server rejects runs as the server runs it and counts
+as failed, as bench_serving counts it (sim/limits.py ``trace_aborts``): a prompt of
+``max_req_input_len`` tokens or more is aborted by the scheduler (managers/utils.py
+``validate_input_length`` -> ``Req.set_finish_with_abort``: its prompt replaced by one token,
+it finishes after that one-token prefill), and a prompt past the context length (or prompt +
+output past it) is rejected by the tokenizer (tokenizer_manager.py ``_validate_one_request``).
+Before, such a trace was refused with exit 2, so a production trace with a few long rows could
+not be replayed on a small pool or a short-context model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.sim.engine import SimEngine
+from specsched.sim.limits import longest_prompt, trace_aborts
+
+from specsched.cli import main
+from tests.conftest import make_scenario, tiny_profile
+
+SERVER = {"max_running_requests": 16, "max_total_num_tokens": 4096, "chunked_prefill_size": 1024,
+          "max_prefill_tokens": 2048, "cuda_graph_max_bs": 16, "speculative_algorithm": "none",
+          "admission_delay": "none"}
+ROWS = ("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 10:00:00.0,100,20\n"
+        "2024-05-01 10:00:00.5,4095,2000\n2024-05-01 10:00:01.0,300,30\n2024-05-01 10:00:01.5,4090,5\n")
+"""Rows 2 and 4 have prompts of at least max_req_input_len = 4096 - 6 = 4090 tokens."""
+
+
+def _trace_scenario(tmp_path, rows: str = ROWS, **workload):
+    (tmp_path / "t.csv").write_text(rows)
+    return make_scenario(server=SERVER, workload={"kind": "trace", "trace": {"path": str(tmp_path / "t.csv"),
+                         "layout": "azure"}, "num_requests": None, "input_len": None, "output_len": None, **workload})
+
+
+def test_prompts_past_max_req_input_len_fail_with_sglangs_message_and_the_rest_run(tmp_path):
+    res = SimEngine(_trace_scenario(tmp_path), tiny_profile()).run()
+    req = res.table("requests").frame().sort_values("rid")
+    msg = "Input length ({} tokens) exceeds the maximum allowed length (4090 tokens). Use a shorter input or enable --allow-auto-truncate."
+    assert req["error"].tolist() == ["", msg.format(4095), "", msg.format(4090)]
+    assert res.summary["completed"] == 2 and res.summary["requests_aborted"] == 2
+    # bench_serving's totals are over the successful requests (calculate_metrics)
+    assert res.summary["total_input_tokens"] == 400 and res.summary["total_output_tokens"] == 50
+    assert req["ttft_s"].isna().tolist() == [False, True, False, True]
+    # the scheduler ran each abort as a one-token prefill (set_finish_with_abort: "set it to one
+    # token to skip the long prefill"), not the long prompt
+    steps = res.table("steps").frame()
+    assert steps["num_extend_tokens"].sum() == 100 + 300 + 2 * 1
+    # an aborted request's token is not a delivery of the run
+    assert set(res.table("chunks").frame()["rid"]) == {0, 2}
+
+
+def test_the_bench_serving_line_counts_an_abort_as_a_failed_request(tmp_path):
+    out = tmp_path / "out"
+    (tmp_path / "t.csv").write_text(ROWS)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1, "server": SERVER,
+                                 "workload": {"kind": "trace", "trace": {"path": str(tmp_path / "t.csv"), "layout": "azure"}}}))
+    assert main(["run", str(y), "--out", str(out), "-q"]) == 0
+    line = json.loads((out / "bench_serving.jsonl").read_text().splitlines()[0])
+    assert line["completed"] == 2
+    assert [bool(e) for e in line["errors"]] == [False, True, False, True]
+    assert line["output_lens"][1] == 0 and line["ttfts"][1] == 0.0
+    assert "exceeds the maximum allowed length" in line["errors"][1]
+
+
+def test_the_run_says_in_one_line_that_requests_were_rejected(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text(ROWS)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1, "server": SERVER,
+                                 "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
+    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 0
+    warn = [e for e in capsys.readouterr().err.splitlines() if "rejected" in e]
+    assert len(warn) == 1 and "2 request(s)" in warn[0] and "bench_serving" in warn[0], warn
+
+
+def test_a_closed_loop_client_sends_its_next_request_after_an_abort(tmp_path):
+    # bench_serving's semaphore slot frees when the error comes back: the run does not stall,
+    # and the next request is sent at the abort's finish, not later
+    res = SimEngine(_trace_scenario(tmp_path, max_concurrency=1), tiny_profile()).run()
+    req = res.table("requests").frame().sort_values("rid")
+    assert res.summary["completed"] == 2
+    assert req["start_s"].is_monotonic_increasing
+
+
+def test_the_runtime_runs_the_aborts_the_simulator_runs(tmp_path):
+    # one scheduler, two clocks: the runtime builds its requests with the simulator's
+    # function (sim/limits.py served_requests), so the same rows fail there
+    pytest.importorskip("torch")
+    from specsched.runtime.engine import RuntimeEngine
+
+    sc = _trace_scenario(tmp_path, trace={"path": str(tmp_path / "t.csv"), "layout": "azure", "time_scale": 0.01})
+    predicted = SimEngine(sc, tiny_profile()).run()
+    measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
+    errs = [r.table("requests").frame().sort_values("rid")["error"].ne("").tolist() for r in (predicted, measured)]
+    assert errs[0] == errs[1] == [False, True, False, True]
+    assert measured.summary["completed"] == predicted.summary["completed"] == 2
+
+
+def test_a_run_without_rejections_writes_no_error_column(tmp_path):
+    res = SimEngine(_trace_scenario(tmp_path, rows=ROWS.replace("4095", "409").replace("4090", "400")), tiny_profile()).run()
+    assert "error" not in res.table("requests").columns and "requests_aborted" not in res.summary
+
+
+@settings(max_examples=40, deadline=None)
+@given(cap=st.integers(300, 900), ctx=st.one_of(st.none(), st.integers(200, 1200)),
+       rows=st.lists(st.tuples(st.integers(1, 1300), st.integers(1, 400)), min_size=1, max_size=4))
+def test_every_row_either_completes_or_fails_with_the_rule_that_rejects_it(tmp_path_factory, cap, ctx, rows):
+    """Invariant: every row of a random trace ends exactly once, completed or failed; a row
+    fails exactly when SGLang rejects it (a prompt of max_req_input_len = min(ctx, pool) - 6
+    tokens or more, or prompt + output past the context); ``trace_aborts`` says so row by row."""
+    d = tmp_path_factory.mktemp("t")
+    body = "".join(f"{k * 0.01},{i},{o}\n" for k, (i, o) in enumerate(rows))
+    (d / "t.csv").write_text("timestamp,input_length,output_length\n" + body)
+    server = {"max_total_num_tokens": cap, "chunked_prefill_size": 128, "max_prefill_tokens": 256,
+              "speculative_algorithm": "none", "speculative_num_draft_tokens": 1}
+    if ctx is not None:
+        server["context_length"] = ctx
+    sc = make_scenario(server=server, workload={"kind": "trace", "trace": {"path": str(d / "t.csv")},
+                                                "num_requests": None, "input_len": None, "output_len": None})
+    ins, outs = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    limit = longest_prompt(cap if ctx is None else min(cap, ctx))
+    expected = [i > limit or (ctx is not None and i + o > ctx) for i, o in rows]
+    assert [a is not None for a in trace_aborts(sc, ins, outs, None)] == expected
+    res = SimEngine(sc, tiny_profile()).run()
+    req = res.table("requests").frame().sort_values("rid")
+    failed = req["error"].ne("").tolist() if "error" in req.columns else [False] * len(rows)
+    assert failed == expected
+    assert req["finish_s"].notna().tolist() == [not f for f in failed]
+    assert res.summary["completed"] + res.summary.get("requests_aborted", 0) == len(rows)
