@@ -151,13 +151,12 @@ class SimEngine(Clients, EngineStretch):
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
-        # (request, asked, run) of each cut output; turns past the context or pool refused
-        self.output_cuts: list[tuple[int, int, int]] = []
-        if w.kind in ("multi_turn", "trace"):
-            from specsched.sim.defaults import hardware_of
-            from specsched.sim.limits import served_requests
+        from specsched.sim.defaults import hardware_of
+        from specsched.sim.limits import served_requests
 
-            self.specs, self.output_cuts = served_requests(scenario, self.specs, hardware_of(self.profile), self.seed)
+        # the requests as the server runs them (outputs cut, rejected rows marked), and the
+        # (request, asked, run) of each cut output; turns past the context or pool refused
+        self.specs, self.output_cuts = served_requests(scenario, self.specs, hardware_of(self.profile), self.seed)
         if records == "auto":
             tokens = sum(s.output_len for s in self.specs)
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"

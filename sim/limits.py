@@ -230,17 +230,19 @@ def check_fits(scenario: Scenario) -> None:
         return
     file = scenario.path or "<scenario>"
     i, o = _largest_request(scenario)
+    # its output as SGLang cuts it (served_requests runs the cut); as asked where the cut leaves none
+    o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0])
     if srv.disaggregation is None:
-        _check_pool(file, srv, "server", i, o, w.ignore_eos)
+        _check_pool(file, srv, "server", i, o_served, w.ignore_eos)
     else:
         # each role's servers hold their own pool: a prefill server's copy of a request asks
         # for its first token only (PrefillBootstrapQueue._process_req), a decode server's
         # holds the whole context and is preallocated first
         _check_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1, w.ignore_eos)
         decode = srv.role_server("decode")
-        _check_pool(file, decode, "server.disaggregation.decode.server", i, o, w.ignore_eos)
-        _check_decode_prealloc(file, decode, i, o)
-    _check_context(scenario, hw, i, o)
+        _check_pool(file, decode, "server.disaggregation.decode.server", i, o_served, w.ignore_eos)
+        _check_decode_prealloc(file, decode, i, o_served)
+    _check_context(scenario, hw, i, o)   # the tokenizer rejects prompt + max_new_tokens past it: no cut
 
 
 def check_pool(scenario: Scenario) -> None:
@@ -264,7 +266,11 @@ def check_pool(scenario: Scenario) -> None:
         return
     if w.kind in ("trace", "multi_turn"):
         return
+    from specsched.sim.defaults import scenario_hardware
+
     i, o = _largest_request(scenario)
+    # the output as SGLang cuts it (served_requests), as check_fits checks it
+    o = int(trace_output_cut(scenario, np.array([i]), np.array([o]), scenario_hardware(scenario))[0])
     _check_pool(scenario.path or "<scenario>", scenario.server, "server", i, o, w.ignore_eos)
 
 
@@ -421,10 +427,10 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
       resending the shorter answer (:func:`_cut_turns`), then checked against the context
       length and the pool before the first event (:func:`check_turn_context`,
       :func:`check_turn_rows`);
-    * a ``trace`` row's output is cut as SGLang 0.5.23 cuts ``max_new_tokens`` when the request
-      reaches the scheduler (:func:`trace_output_cut`: scheduler.py ``init_req_max_new_tokens``):
-      a row whose prompt fits the pool but whose output does not runs with the output the
-      empty pool holds, finishing on length;
+    * a ``trace`` row's output, and a generated workload's request's, is cut as SGLang 0.5.23
+      cuts ``max_new_tokens`` when the request reaches the scheduler (:func:`trace_output_cut`:
+      scheduler.py ``init_req_max_new_tokens``): a request whose prompt fits the pool but whose
+      output does not runs with the output the empty pool holds, finishing on length;
     * a ``trace`` row the server rejects (a prompt past the context or the pool's
       ``max_req_input_len``: :func:`trace_aborts`) carries SGLang's error text in its
       ``abort`` and runs as the scheduler's abort (:func:`sim.workload.scheduler_request`).
@@ -451,6 +457,19 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         check_turn_rows(scenario, specs, seed)
         return specs, cuts
     if w.kind != "trace":
+        # a generated workload's outputs are cut the same way: none when its largest request
+        # needs no cut (the cut only shrinks as the prompt grows); its prompts past the limits
+        # are refused before the run (check_fits), so none is aborted
+        i, o = _largest_request(scenario)
+        if int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0]) == o:
+            return specs, cuts
+        ins, outs = _spec_lengths(specs)
+        cut = trace_output_cut(scenario, ins, outs, hw)
+        specs = list(specs)
+        for k in np.flatnonzero(cut < outs).tolist():
+            s = specs[k]
+            cuts.append((s.index, s.output_len, int(cut[k])))
+            specs[k] = replace(s, output_len=int(cut[k]))
         return specs, cuts
     ins, outs = _spec_lengths(specs)
     aborts = trace_aborts(scenario, ins, outs, hw)

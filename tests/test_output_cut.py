@@ -276,3 +276,30 @@ def test_the_cut_warning_of_a_disaggregated_run_names_the_decode_servers_pool(tm
     assert main(["run", y, "--out", str(tmp_path / "out"), "-q"]) == 0
     warn = [e for e in capsys.readouterr().err.splitlines() if "output cut" in e]
     assert len(warn) == 1 and "server.disaggregation.decode.server.max_total_num_tokens=4096" in warn[0], warn
+
+
+def test_a_generated_workloads_outputs_are_cut_as_sglang_cuts_them(tmp_path, capsys):
+    """A burst whose outputs the pool cannot hold runs with SGLang's cut (init_req_max_new_tokens
+    cuts every request's max_new_tokens, whatever sent it), where it was refused; only the
+    requests past the cut are cut (uniform outputs), each to what the empty pool holds after
+    its own prompt."""
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1, "server": SERVER,
+                                 "workload": {"kind": "burst", "num_requests": 12,
+                                              "input_len": {"kind": "uniform", "value": 1000, "range_ratio": 0.5},
+                                              "output_len": {"kind": "uniform", "value": 4000, "range_ratio": 0.25}}}))
+    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 0
+    warn = [e for e in capsys.readouterr().err.splitlines() if "output cut" in e]
+    assert len(warn) == 1, warn
+    req = pd.read_parquet(tmp_path / "out" / "requests.parquet").sort_values("rid")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    from specsched.sim.config import load_scenario
+    from specsched.sim.workload import make_requests
+
+    specs = make_requests(load_scenario(str(y)).workload, 1, None)
+    asked = np.array([s.output_len for s in specs])
+    ins = np.array([s.input_len for s in specs])
+    served = np.minimum(asked, 4096 - ins - 2)   # page 1: min(max_req_len - in - 1, pool - in - 1 - 1)
+    assert req["output_len"].tolist() == served.tolist()
+    assert 0 < summary["requests_output_clamped"] == int((served < asked).sum()) < 12
+    assert summary["completed"] == 12
