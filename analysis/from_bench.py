@@ -957,6 +957,64 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
                          f"for it: specsched profile --analytic --model NAME_OR_CONFIG ...)")
 
 
+OTHER_SERVERS = {"vllm": "vLLM", "lmdeploy": "LMDeploy", "tgi": "TGI", "trt": "TensorRT-LLM",
+                 "tensorrt-llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII", "llama.cpp": "llama.cpp",
+                 "scalellm": "ScaleLLM", "truss": "Truss"}
+"""bench_serving / vllm bench serve ``--backend`` prefixes that name a server other than
+SGLang (the client speaks that server's API: SGLang 0.5.23 benchmark/serving.py
+``ASYNC_REQUEST_FUNCS``; vLLM's ``vllm/benchmarks/lib/endpoint_request_func.py``)."""
+
+QUANT_DTYPE = {"fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8", "fbgemm_fp8": "fp8", "compressed-tensors": None,
+               "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4", "mxfp4": "mxfp4", "awq": "int4", "awq_marlin": "int4",
+               "gptq": "int4", "gptq_marlin": "int4", "moe_wna16": "int4"}
+"""server_info ``quantization`` (SGLang ``--quantization``) -> the weight dtype ``specsched profile
+--analytic --dtype`` prices it as (None: not known from the name alone)."""
+
+
+def _server_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
+    """Say which server the line measured when it is not SGLang, and a weight format the
+    profile does not price:
+
+    * a ``--backend`` naming another server (:data:`OTHER_SERVERS`) and no SGLang
+      ``server_info``: a :data:`SETUP_MISMATCH`, since the prediction runs SGLang 0.5.23's
+      scheduler (prefill batches before decode, no mixed chunk by default, new_token_ratio
+      admission, retraction), which such a server does not run (vLLM V1 schedules the running
+      decodes first in one token budget, max_num_batched_tokens, with chunked prefill after
+      them: closest here is ``server.enable_mixed_chunk: true``); an OpenAI-compatible backend
+      with no ``server_info`` is said as unknown;
+    * server_info ``quantization`` (SGLang ``--quantization``) whose weight dtype
+      (:data:`QUANT_DTYPE`) differs from an analytic profile's ``analytic.dtype``: the weight
+      bytes set the decode step and the KV pool, so an fp8 server predicted with a bf16
+      profile is ~1.7x slow (it was only listed as an argument left out)."""
+    info = _line_server_info(run)
+    sglang_info = isinstance(info, dict) and any(k in info for k in ("max_total_num_tokens", "chunked_prefill_size",
+                                                                     "internal_states", "tp_size"))
+    backend = str(run.args.get("backend") or "").lower()
+    if not sglang_info and "sglang" not in backend:
+        other = next((name for key, name in OTHER_SERVERS.items() if backend.startswith(key)), None)
+        if other is not None:
+            notes.append(f"{SETUP_MISMATCH}the line measured a {other} server (backend {backend!r}), not SGLang: the "
+                         "prediction runs SGLang 0.5.23's scheduler and defaults (prefill batches before decode, no mixed "
+                         "chunk, new_token_ratio admission), which it does not run"
+                         + ("; vLLM V1 puts the running decodes first in one token budget with chunked prefill after "
+                            "them: the closest here is --set server.enable_mixed_chunk=true" if other == "vLLM" else ""))
+        elif backend.startswith("openai") or not backend:
+            notes.append(f"server: the line does not say which server ran (backend {backend or 'not given'!r}, no "
+                         "server_info); the prediction is SGLang's scheduler")
+    quant = str((info or {}).get("quantization") or "").lower()
+    want = QUANT_DTYPE.get(quant)
+    if want is None:
+        return
+    try:
+        dtype = (load_profile(profile).analytic or {}).get("dtype")
+    except ConfigError:
+        return   # the caller reports a bad profile
+    if want is not None and isinstance(dtype, str) and dtype != want:
+        notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights), the profile "
+                     f"{profile} prices {dtype} weights: the decode step and the KV pool are the profile's (a profile "
+                     f"for it: specsched profile --analytic --dtype {want} ...)")
+
+
 def _vision_note(run: BenchRun, notes: list[str]) -> None:
     """Say that a multimodal run's image tokens are prefilled as text: SGLang 0.5.4 on writes
     ``total_input_vision_tokens`` (a multimodal dataset such as ``image``), counted in
@@ -1127,6 +1185,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     else:
         sc["server"] = _server(run, notes, state_with)
     _setup_notes(run, profile, notes)
+    _server_notes(run, profile, notes)
     _vision_note(run, notes)
     acc = _accept_length(run)
     tpl_acc = sc.get("acceptance", {}).get("mean_accept_length") if template else None

@@ -386,6 +386,40 @@ def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
         assert "tp_size 1" in notes[0] and "tp_size 4" in notes[0] and "--tp 4" in notes[0]
 
 
+@pytest.mark.parametrize(("quant", "said"), [("fp8", True), ("awq", True), (None, False), ("bf16-unknown", False)])
+def test_a_line_of_another_weight_format_than_the_profile_is_said(quant, said):
+    """server_info quantization fp8 against a bf16 analytic profile was listed among the
+    unused keys only: the scenario then predicts bf16 weights, a decode step ~1.7x the
+    server's. Said as a setup mismatch naming the --dtype that prices it."""
+    info = LINE["server_info"] | ({"quantization": quant} if quant else {})
+    prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
+    assert load_profile(prof).analytic["dtype"] == "bf16"
+    sc, _ = scenario_from_bench(parse_run(LINE | {"server_info": info}, "runs.jsonl:1"), prof)
+    notes = [n for n in sc["assumptions"] if n.startswith("setup mismatch: ") and "quantization" in n]
+    assert bool(notes) is said
+    if said:
+        assert "prices bf16 weights" in notes[0] and f"--dtype {'fp8' if quant == 'fp8' else 'int4'}" in notes[0]
+
+
+@pytest.mark.parametrize(("line", "said"), [({"backend": "vllm"}, "vLLM"), ({"backend": "lmdeploy"}, "LMDeploy"),
+                                            ({"backend": "sglang"}, None), ({"backend": "openai"}, "unknown")])
+def test_a_line_of_another_server_than_sglang_is_said(line, said):
+    """A vllm bench serve (or bench_serving --backend vllm) line with no SGLang server_info was
+    predicted with SGLang's scheduler without a word: said as a setup mismatch naming the
+    server (and, for vLLM, the closest SGLang setting); an OpenAI-compatible backend is said as
+    unknown; a line with SGLang's server_info is SGLang's whatever its client backend."""
+    base = {k: v for k, v in LINE.items() if k != "server_info"}
+    sc, _ = scenario_from_bench(parse_run(base | line, "runs.jsonl:1"), "h100-llama-3.1-8b-eagle3-analytic")
+    mism = [n for n in sc["assumptions"] if n.startswith("setup mismatch: ") and "not SGLang" in n]
+    unknown = [n for n in sc["assumptions"] if "does not say which server ran" in n]
+    assert bool(mism) is (said not in (None, "unknown")) and bool(unknown) is (said == "unknown")
+    if mism:
+        assert f"a {said} server" in mism[0]
+        assert ("enable_mixed_chunk" in mism[0]) is (said == "vLLM")
+    sc2, _ = scenario_from_bench(parse_run(LINE | line, "runs.jsonl:1"), "h100-llama-3.1-8b-eagle3-analytic")
+    assert not any("not SGLang" in n for n in sc2["assumptions"])   # SGLang's server_info: an SGLang server
+
+
 @pytest.mark.parametrize(("kv", "said"), [("fp8_e4m3", True), ("bf16", False), ("auto", False), (None, False)])
 def test_a_line_of_another_kv_cache_dtype_than_the_profile_is_said(kv, said):
     """server_info kv_cache_dtype fp8_e4m3 against a bf16-KV analytic profile was listed among
