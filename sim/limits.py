@@ -907,8 +907,10 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                               f"leaves no KV pool beside {_gib(weights)} of weights per rank on one "
                               f"{hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}): must be above "
                               f"{need:.3f}; SGLang stops at start ('Not enough memory')")
-        raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(weights),
-                          f"weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
+        loaded = "" if weights == hw.weight_bytes else (
+            f"{_gib(weights)} of them loaded without speculative decoding (no drafter): ")
+        raise ConfigError(scenario.profile, "hardware.weight_bytes", _gib(hw.weight_bytes),
+                          f"{loaded}weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
 

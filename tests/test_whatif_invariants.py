@@ -205,6 +205,20 @@ def test_weights_that_leave_no_kv_pool_are_refused(scenario_file, tmp_path, caps
              "hardware.weight_bytes", "Not enough memory")
 
 
+def test_the_no_pool_figures_of_profile_and_run_agree(scenario_file, tmp_path, capsys):
+    """A profile with a drafter: `profile --analytic` warned of 66.5 GiB of weights and `run`
+    (no speculative decoding, so no drafter loaded) refused hardware.weight_bytes = '65.7 GiB',
+    a value the field does not hold. Each now says which weights it counts."""
+    prof = tmp_path / "l70-h100-2.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "2", "--out", str(prof)]) == 0
+    warn = capsys.readouterr().err
+    hw = yaml.safe_load(prof.read_text())["hardware"]
+    total, draft = hw["weight_bytes"] / 2**30, hw["draft_weight_bytes"] / 2**30
+    assert f"{total - draft:.1f} GiB of weights per rank (the drafter's {draft:.1f} GiB not counted)" in warn, warn
+    _refused(capsys, tmp_path, ["run", str(scenario_file / "whatif.yaml"), "--set", f"profile={prof}"],
+             f"hardware.weight_bytes = '{total:.1f} GiB'", f"{total - draft:.1f} GiB of them loaded without speculative")
+
+
 def test_the_no_pool_refusal_offers_fp8_only_to_bf16_weights(scenario_file, tmp_path, capsys):
     """gpt-oss-120b mxfp4 on one RTX5090 was told to use fp8 weights, which are larger."""
     for dtype, fp8 in (("mxfp4", False), ("bf16", True)):

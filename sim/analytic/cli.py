@@ -226,7 +226,12 @@ def _warn_if_no_pool(d: dict[str, Any]) -> None:
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     mfs = mem_fraction_static(hw, chunk, 16384, graph)
     if kv_pool_tokens(hw, mfs) == 0:
-        print(f"warning: {hw.weight_bytes / 2**30:.1f} GiB of weights per rank leave no KV pool on one {hw.gpu} at "
+        from specsched.sim.defaults import loaded_weight_bytes
+
+        # without speculative decoding no drafter is loaded (the figure run's refusal names)
+        print(f"warning: {loaded_weight_bytes(hw) / 2**30:.1f} GiB of weights per rank"
+              + (f" (the drafter's {hw.draft_weight_bytes / 2**30:.1f} GiB not counted)" if hw.draft_weight_bytes else "")
+              + f" leave no KV pool on one {hw.gpu} at "
               f"mem_fraction_static {mfs}: SGLang would not start; use more TP ranks"
               + (" or --dtype fp8" if d["analytic"]["dtype"] == "bf16" else ""), file=sys.stderr)
 
