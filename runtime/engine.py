@@ -51,7 +51,7 @@ from specsched.sim.config import Scenario, SyncMode
 from specsched.sim.defaults import scenario_hardware
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import IDLE_PASSES, Stalled
-from specsched.sim.limits import output_cut_summary, served_requests
+from specsched.sim.limits import output_cut_summary, served_requests, truncation_summary
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -690,6 +690,7 @@ class RuntimeEngine(LoopHost):
             source=f"runtime:{self.dev.describe()}", preset=self.preset,
             **run_counts(self.sched),   # the same counts as the simulator's summary (preemptions, SWA peak, cache hit rate)
             **output_cut_summary(self.output_cuts),
+            **truncation_summary(self.scenario, self.specs),
             request_rows_peak=self._rows_peak,
             host_blocked_s=float(sum(self.dev.sync_seconds.values())),
             host_syncs=dict(self.dev.sync_counts), queued_waits=dict(self.dev.queued_waits),

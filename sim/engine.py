@@ -45,7 +45,7 @@ from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.gc_pause import collector_paused
 from specsched.sim.grid_range import RangeNote, merged, write_warnings
 from specsched.sim.host_speed import scale_host
-from specsched.sim.limits import output_cut_summary
+from specsched.sim.limits import output_cut_summary, truncation_summary
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -584,6 +584,7 @@ class SimEngine(Clients, EngineStretch):
         if self.rec.num_steps:
             summary["host_blocked_s"] = self.host_blocked_s
         summary.update(output_cut_summary(self.output_cuts))   # outputs SGLang cuts to fit the pool
+        summary.update(truncation_summary(self.scenario, self.specs))   # prompts --allow-auto-truncate cut
         info = {"records": self.rec.level, "num_steps": self.rec.num_steps, "num_passes": self.rec.num_passes,
                 "fast_forward_runs": self.ff_runs, "fast_forward_iterations": self.ff_iterations}
         return RunResult(requests, chunks, steps, ts, summary, self.scenario, extra=info)

@@ -308,7 +308,7 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     ahead = inflight_slots(srv)
     paged = -(-ins // page) * page
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
-    bad = ((paged + page + ahead + new >= cap) | (ins + outs > cap) | (ins > longest_prompt(cap))
+    bad = ((paged + page + ahead + new >= cap) | (ins + outs > cap) | (ins > longest_pool_prompt(srv))
            | _top_up_past_pool(srv, ins, outs))
     if decode:
         bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
@@ -473,17 +473,56 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         return specs, cuts
     ins, outs = _spec_lengths(specs)
     aborts = trace_aborts(scenario, ins, outs, hw)
-    cut = trace_output_cut(scenario, ins, outs, hw)
+    kept, asked = _served_prompts(scenario, ins, outs, hw)
+    cut = trace_output_cut(scenario, kept, asked, hw)
     specs = list(specs)
     for k, text in enumerate(aborts):
         if text is not None:
             specs[k] = replace(specs[k], abort=text)
+    for k in np.flatnonzero(kept < ins).tolist():
+        specs[k] = replace(specs[k], truncated_input=int(kept[k]))
     for k in np.flatnonzero(cut < outs).tolist():
         s = specs[k]
         if s.abort is None:
             cuts.append((s.index, s.output_len, int(cut[k])))
             specs[k] = replace(s, output_len=int(cut[k]))
     return specs, cuts
+
+
+def _served_prompts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
+                    hw: Hardware | None) -> tuple[np.ndarray, np.ndarray]:
+    """A trace's prompts and asked outputs as its server keeps them: truncated under
+    ``server.allow_auto_truncate`` on a co-located server (:func:`auto_truncated`), else as
+    sent."""
+    if scenario.server.allow_auto_truncate and scenario.server.disaggregation is None:
+        return auto_truncated(scenario, ins, outs, hw)
+    return ins, outs
+
+
+def auto_truncated(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
+                   hw: Hardware | None) -> tuple[np.ndarray, np.ndarray]:
+    """The prompts and asked outputs (tokens, int64 arrays) a co-located server run with
+    ``--allow-auto-truncate`` (``server.allow_auto_truncate``) keeps of a trace's rows, where
+    :func:`trace_aborts` would reject them, in the order SGLang 0.5.23 applies its checks:
+
+    1. the tokenizer (managers/tokenizer_manager.py ``_validate_one_request``): a prompt of
+       ``context_len`` tokens or more is cut to ``context_len`` tokens, then a
+       ``max_new_tokens`` that passes the context with it to ``max(0, context_len - prompt)``;
+    2. the scheduler (managers/utils.py ``validate_input_length``): a prompt of
+       ``max_req_input_len`` tokens or more is cut to ``max_req_input_len`` tokens.
+
+    A ``max_new_tokens`` of 0 still makes the one token of the prefill (schedule_batch.py
+    ``Req.check_finished`` ends it on length after it), so the output is at least 1. The
+    output is cut after this as any request's (:func:`output_cut`). Rows under the limits are
+    unchanged (the same arrays' values)."""
+    ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
+    ctx, _ = context_length(scenario, hw)
+    cap = scenario.server.max_total_num_tokens
+    if ctx is not None:
+        ins = np.minimum(ins, ctx)
+        outs = np.where(ins + outs > ctx, np.maximum(ctx - ins, 0), outs)
+    max_req_input_len = longest_prompt(cap if ctx is None else min(ctx, cap)) + 1
+    return np.minimum(ins, max_req_input_len), np.maximum(outs, 1)
 
 
 def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> list[str | None]:
@@ -505,10 +544,11 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
     as the scheduler's abort (a one-token prefill); the tokenizer's rejection does not
     reach the scheduler, which moves the run by one extend token per rejected row. A
     disaggregated deployment's rows are checked as before (:func:`check_trace_rows`
-    refuses them); its servers' aborts are not modelled.
+    refuses them); its servers' aborts are not modelled. Under ``server.allow_auto_truncate``
+    no row is rejected: :func:`auto_truncated` says what the server keeps.
     """
     n = len(ins)
-    if scenario.server.disaggregation is not None or n == 0:
+    if scenario.server.disaggregation is not None or scenario.server.allow_auto_truncate or n == 0:
         return [None] * n
     ctx, _ = context_length(scenario, hw)
     cap = scenario.server.max_total_num_tokens
@@ -600,6 +640,15 @@ def _first_never_fit(scenario: Scenario, ins: np.ndarray, outs: np.ndarray) -> t
     return None
 
 
+def truncation_summary(scenario: Scenario, specs: list) -> dict[str, int]:
+    """``requests_truncated``: how many prompts the server truncated (``server.allow_auto_truncate``,
+    :func:`auto_truncated`); empty when none was."""
+    if not scenario.server.allow_auto_truncate:
+        return {}
+    n = sum(1 for s in specs if getattr(s, "truncated_input", None) is not None)
+    return {"requests_truncated": n} if n else {}
+
+
 def output_cut_summary(cuts: list[tuple[int, int, int]]) -> dict[str, int]:
     """The summary keys of the outputs :func:`served_requests` cut: ``requests_output_clamped``
     (how many) and ``output_clamp_max_tokens`` (the largest cut, tokens); empty when none was."""
@@ -636,8 +685,8 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     columns, _ = w.trace.resolved()
     path = scenario_data_path(w.trace.path, scenario.path or None)
     served = np.flatnonzero([a is None for a in trace_aborts(scenario, tr.input_len, tr.output_len, hw)])
-    ins = tr.input_len[served]
-    found = _first_never_fit(scenario, ins, trace_output_cut(scenario, ins, tr.output_len[served], hw))
+    ins, asked = _served_prompts(scenario, tr.input_len[served], tr.output_len[served], hw)
+    found = _first_never_fit(scenario, ins, trace_output_cut(scenario, ins, asked, hw))
     if found is None:
         return
     k, e, others = found
@@ -820,9 +869,9 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                           f"a prompt of {i} tokens needs {prompt} KV tokens (page-rounded, + a page{slots}); "
                           f"{pool} is {cap} and must exceed that (SGLang refuses an input "
                           "that reaches its limit: managers/utils.py validate_input_length)")
-    if i > longest_prompt(cap):
+    if i > longest_pool_prompt(srv):
         raise ConfigError(file, "workload.input_len", i,
-                          f"must be at most {longest_prompt(cap)} tokens: {pool} is {cap}, and SGLang aborts a prompt "
+                          f"must be at most {longest_pool_prompt(srv)} tokens: {pool} is {cap}, and SGLang aborts a prompt "
                           f"of min(context_len, pool) - {INPUT_MARGIN} tokens or more (managers/tp_worker.py "
                           "max_req_input_len = min(context_len - 1, pool - 1) - 5; managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o, ignore_eos)
@@ -977,6 +1026,14 @@ def longest_prompt(ctx: int) -> int:
     """The longest prompt (tokens) a server of context length ``ctx`` serves: ``ctx - 7``
     (:data:`INPUT_MARGIN`; the tokenizer's own bound, ``< ctx``, is looser)."""
     return ctx - INPUT_MARGIN - 1
+
+
+def longest_pool_prompt(srv) -> int:
+    """The longest prompt (tokens) a server with arguments ``srv`` holds in its pool: the
+    longest it serves as sent (:func:`longest_prompt` of the pool), or under
+    ``allow_auto_truncate`` one more, ``max_req_input_len`` itself, the length
+    managers/utils.py ``validate_input_length`` truncates a longer prompt to and serves."""
+    return longest_prompt(srv.max_total_num_tokens) + (1 if srv.allow_auto_truncate else 0)
 
 
 def _prompt_limit_text(ctx: int, source: str) -> str:

@@ -149,11 +149,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            prefix_sharing=self.cache is not None,
                            swa_by_forward=self.rules.swa_eviction_cadence == "forward_interval")
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
-        from specsched.sim.limits import longest_prompt
+        from specsched.sim.limits import longest_pool_prompt
 
         # SGLang aborts a longer prompt (managers/utils.py validate_input_length; the pool's part
         # of max_req_input_len, tp_worker.py; the context's is checked before the run)
-        self._longest_prompt = longest_prompt(server.max_total_num_tokens)
+        self._longest_prompt = longest_pool_prompt(server)
         self.waiting: deque[Req] = deque()
         # extend tokens of every forward launched (sglang 0.5.23 Scheduler.run_batch adds
         # batch.extend_num_tokens to processed_tokens_counter): hrrn's aging clock

@@ -36,8 +36,10 @@ class RequestSpec:
     :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
     its priority (None: the server's default), its 0-based turn within its conversation
     (multi_turn; 0 for a request that is not part of one), its routing key (None: sent
-    without one) and, for a request the server rejects (:func:`sim.limits.served_requests`),
-    the error text the client gets back (None: it is served)."""
+    without one), for a request the server rejects (:func:`sim.limits.served_requests`) the
+    error text the client gets back (None: it is served), and for a prompt the server
+    truncates (``server.allow_auto_truncate``) the tokens it keeps (None: the whole prompt;
+    ``input_len`` stays the prompt sent, which bench_serving counts)."""
 
     index: int
     input_len: int
@@ -48,12 +50,17 @@ class RequestSpec:
     turn: int = 0
     routing_key: str | None = None
     abort: str | None = None
+    truncated_input: int | None = None
 
     @property
     def served_lengths(self) -> tuple[int, int]:
         """(prompt, output) tokens the server runs: an aborted request's one-token prompt and
-        one token (:func:`scheduler_request`), else the request's own."""
-        return (1, 1) if self.abort is not None else (self.input_len, self.output_len)
+        one token (:func:`scheduler_request`), a truncated prompt's kept tokens
+        (``server.allow_auto_truncate``: :func:`sim.limits.served_requests`), else the
+        request's own."""
+        if self.abort is not None:
+            return 1, 1
+        return (self.input_len if self.truncated_input is None else self.truncated_input), self.output_len
 
 
 def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
@@ -65,10 +72,11 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     (managers/schedule_batch.py) replaces its prompt by one token "to skip the long prefill"
     and sets ``to_finish``, so it joins a prefill batch with one extend token, produces one
     token and finishes there with an error; bench_serving counts it as failed."""
-    if spec.abort is not None:
-        return Req(spec.index, *spec.served_lengths, tokens=None if spec.tokens is None else np.zeros(1, np.int64),
-                   ignore_eos=ignore_eos, priority=spec.priority, routing_key=spec.routing_key)
-    return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
+    if spec.abort is None and spec.truncated_input is None:   # every request of most runs
+        return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
+                   priority=spec.priority, routing_key=spec.routing_key)
+    tokens = spec.tokens if spec.abort is None or spec.tokens is None else np.zeros(1, np.int64)
+    return Req(spec.index, *spec.served_lengths, tokens=tokens, ignore_eos=ignore_eos,
                priority=spec.priority, routing_key=spec.routing_key)
 
 

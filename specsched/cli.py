@@ -283,6 +283,9 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"warning: the server rejected {n} request(s) (prompt past max_req_input_len or the context length), "
               "as SGLang 0.5.23 does; they count as failed, as bench_serving counts them (requests.error "
               "has SGLang's message)", file=sys.stderr)
+    if (n := result.summary.get("requests_truncated")):
+        print(f"warning: {n} prompt(s) truncated to what the server takes (the context length or max_req_input_len), "
+              "as SGLang 0.5.23 does under --allow-auto-truncate (server.allow_auto_truncate)", file=sys.stderr)
     if (n := result.summary.get("requests_output_clamped")):
         # SGLang cuts max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens)
         from specsched.sim.limits import cutting_server

@@ -131,3 +131,58 @@ def test_every_row_either_completes_or_fails_with_the_rule_that_rejects_it(tmp_p
     assert failed == expected
     assert req["finish_s"].notna().tolist() == [not f for f in failed]
     assert res.summary["completed"] + res.summary.get("requests_aborted", 0) == len(rows)
+
+
+def test_allow_auto_truncate_serves_the_rows_it_would_reject_with_the_prompt_cut(tmp_path):
+    """SGLang's --allow-auto-truncate (server.allow_auto_truncate): a prompt of max_req_input_len
+    tokens or more is cut to max_req_input_len (managers/utils.py validate_input_length) and
+    served; nothing fails. The client still counts the prompt it sent (bench_serving prompt_len)."""
+    sc = _trace_scenario(tmp_path)
+    sc = sc.model_copy(update={"server": sc.server.model_copy(update={"allow_auto_truncate": True})})
+    res = SimEngine(sc, tiny_profile()).run()
+    req = res.table("requests").frame().sort_values("rid")
+    assert "error" not in req.columns and res.summary["completed"] == 4
+    assert res.summary["requests_truncated"] == 1   # row 4's 4090 tokens are max_req_input_len already
+    assert req["input_len"].tolist() == [100, 4095, 300, 4090]   # as sent
+    # the scheduler prefilled the kept prompts: 4090 tokens each for rows 2 and 4
+    assert res.table("steps").frame()["num_extend_tokens"].sum() == 100 + 4090 + 300 + 4090
+    # their outputs are cut as any request's to what the pool leaves after 4090 tokens
+    assert req["output_len"].tolist() == [20, 4, 30, 4]
+
+
+def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
+    """The tokenizer first cuts a prompt of context_len tokens or more to context_len and a
+    max_new_tokens past the context to max(0, context_len - prompt) (tokenizer_manager.py
+    _validate_one_request); the scheduler then cuts the prompt to max_req_input_len. A
+    max_new_tokens of 0 still makes the prefill's one token."""
+    from specsched.sim.limits import auto_truncated
+
+    sc = make_scenario(server={**SERVER, "max_total_num_tokens": 100_000, "context_length": 2000,
+                               "allow_auto_truncate": True})
+    ins, outs = auto_truncated(sc, np.array([5000, 1990, 1500, 100]), np.array([50, 50, 800, 50]), None)
+    assert ins.tolist() == [1994, 1990, 1500, 100]       # max_req_input_len = 2000 - 6
+    assert outs.tolist() == [1, 10, 500, 50]
+
+
+@settings(max_examples=30, deadline=None)
+@given(cap=st.integers(300, 900), ctx=st.one_of(st.none(), st.integers(200, 1200)),
+       rows=st.lists(st.tuples(st.integers(1, 1300), st.integers(1, 400)), min_size=1, max_size=4))
+def test_under_allow_auto_truncate_every_row_completes_within_the_limits(tmp_path_factory, cap, ctx, rows):
+    """Invariant: with --allow-auto-truncate no row fails; each is served with its prompt cut to
+    at most max_req_input_len and an output of at least one token and at most the one asked."""
+    d = tmp_path_factory.mktemp("t")
+    (d / "t.csv").write_text("timestamp,input_length,output_length\n"
+                             + "".join(f"{k * 0.01},{i},{o}\n" for k, (i, o) in enumerate(rows)))
+    server = {"max_total_num_tokens": cap, "chunked_prefill_size": 128, "max_prefill_tokens": 256,
+              "speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "allow_auto_truncate": True}
+    if ctx is not None:
+        server["context_length"] = ctx
+    sc = make_scenario(server=server, workload={"kind": "trace", "trace": {"path": str(d / "t.csv")},
+                                                "num_requests": None, "input_len": None, "output_len": None})
+    res = SimEngine(sc, tiny_profile()).run()
+    req = res.table("requests").frame().sort_values("rid")
+    assert "error" not in req.columns and res.summary["completed"] == len(rows)
+    limit = longest_prompt(cap if ctx is None else min(cap, ctx)) + 1
+    extended = res.table("steps").frame()["num_extend_tokens"].sum()
+    assert extended == sum(min(i, limit) for i, _ in rows)
+    assert all(1 <= o <= a for o, (_, a) in zip(req["output_len"].tolist(), rows, strict=True))
