@@ -20,6 +20,7 @@ from specsched.sim.request import Req, ReqStatus
 from specsched.sim.scheduler import Scheduler
 
 from tests.conftest import arrive_and_pass, clockless_scheduler, make_scenario, tiny_profile
+from tests.test_disaggregation import _pd, _profile, _ranks
 from tests.test_sim_speed_equivalence import assert_same_run
 
 PAGE = 64
@@ -189,3 +190,42 @@ def test_page_size_one_is_the_token_count(ops):
             ra[i].prefill_done = rb[i].prefill_done = 0
         assert a.used == b.used
         assert [(r.kv_allocated, r.kv_len) for r in ra] == [(r.kv_allocated, r.kv_len) for r in rb]
+
+
+def test_a_decode_server_keeps_the_fill_length_and_pages_from_it():
+    # disaggregation/decode.py: the preallocation takes the fill's pages and sets
+    # kv_allocated_len = kv_committed_len = fill_len; the next decode asks a page only if the
+    # fill ends a page (3000 = 46 pages + 56: its first decode stays in the last page)
+    srv = ServerArgs.model_validate({"max_running_requests": 8, "max_total_num_tokens": 10_000,
+                                     "chunked_prefill_size": 2048, "disaggregation_mode": "decode",
+                                     "disable_radix_cache": True, "num_reserved_decode_tokens": 512,
+                                     "page_size": PAGE})
+    s = Scheduler(srv, make_policy(srv))
+    s.handoff = lambda r: None
+    s.add_request(Req(0, 3000, 2000))
+    s.schedule()
+    r = s.reqs[0]
+    assert (r.kv_allocated, r.kv_len, s.kv.used) == (3008, 3000, 3008)
+    assert s._decode_need([r]) == 0
+    r.kv_transferred = True
+    plan = s.schedule()
+    assert plan.rids == (0,) and (r.kv_allocated, r.kv_len) == (3008, 3001)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(decode=st.integers(1, 2), kv=st.integers(2_000, 8_000), seed=st.integers(0, 1000),
+       inp=st.integers(10, 1000), out=st.integers(1, 300))
+def test_paged_decode_servers_balance_their_pages(decode, kv, seed, inp, out):
+    """Prefill/decode disaggregation on a paged pool: every request completes, the decode
+    servers' pools never exceed capacity (INV-2) and end empty (INV-8)."""
+    srv = _pd(1, decode, decode_server={"max_total_num_tokens": kv}, speculative_algorithm="none",
+              speculative_num_draft_tokens=1, page_size=PAGE)
+    wl = {"kind": "burst", "num_requests": 10, "ignore_eos": False,
+          "input_len": {"kind": "uniform", "value": inp, "range_ratio": 0.5},
+          "output_len": {"kind": "uniform", "value": out, "range_ratio": 0.5}}
+    eng = SimEngine(make_scenario(srv, wl, {"mean_accept_length": 1.0}, seed=seed), _profile(), seed)
+    res = eng.run()
+    assert len(res.requests) == 10
+    for d in eng.decode:
+        for r in _ranks(d.sched):
+            assert r.kv.paged and r.kv.used == 0 and r.kv.peak <= r.kv.capacity
