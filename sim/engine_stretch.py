@@ -58,7 +58,7 @@ class EngineStretch:
             return None
         # a closed-form stretch (no speculative decoding) costs the same at any length
         # (its costs are keyed on the mean context: not under padded attention)
-        plain = sched.window == 1 and not sched.spec and not self.cost.padded_attention and not sched.kv.paged
+        plain = sched.window == 1 and not sched.spec and not self.cost.padded_attention
         horizon = PLAIN_HORIZON if plain else self._horizon(h, t0, t_next, batch)
         run = sched.decode_stretch(self.device, h.plan, h.output, horizon, stop_at_finish=self._finish_reacts,
                                    finishes_left=self._remaining, closed_form=plain)

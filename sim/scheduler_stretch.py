@@ -35,7 +35,7 @@ class Stretch:
         (nothing waits, or a stateless policy delays every pass or the batch is full), the
         in-flight forward is a decode/verify of the running batch or a prefill whose
         requests all complete, and no pass needs a retraction. Nothing is changed here.
-        Without speculative decoding (with ``closed_form``, no SWA pool and no paged pool) the stretch is a
+        Without speculative decoding (with ``closed_form`` and no SWA pool) the stretch is a
         :class:`sim.plain_run.PlainRun` (closed form), else a :class:`sim.decode_run.DecodeRun`
         (hybrid sliding-window pools through :mod:`sim.swa_stretch`).
 
@@ -93,7 +93,7 @@ class Stretch:
             if not self._delays(active if rules.filter_finished_before_delay else m, active):
                 return None
         skip = rules.skip_finishing_decode and self.server.enable_overlap_schedule
-        if closed_form and self.window == 1 and not self.spec and not self._swa and not self.kv.paged:
+        if closed_form and self.window == 1 and not self.spec and not self._swa:
             # without speculative decoding every count is known in closed form
             return PlainRun.compute(
                 reqs, len(merged), device, prev_plan, prev_output, first_step=self.step, kv=self.kv,
@@ -153,7 +153,7 @@ class Stretch:
                     r.status = finished
             used, peak = run.kv_after(n)
             running = [r for r, k in zip(run.reqs, run.in_plan(last), strict=True) if k]
-        lens = None if type(run) is PlainRun or run.kv.lens is None else run.kv.lens[last].tolist()
+        lens = o.lens if type(run) is PlainRun else None if run.kv.lens is None else run.kv.lens[last].tolist()
         self.kv.settle(run.reqs, held, used, peak, finished=done, lens=lens)
         if self._swa:
             self.kv.settle_swa(run.reqs, run.swa, n, done)

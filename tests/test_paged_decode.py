@@ -113,7 +113,7 @@ def test_mixed_chunk_decode_rows_take_pages_too():
 def test_a_retracting_burst_on_a_paged_pool_holds_whole_pages_fast_or_step_by_step():
     # requests that may stop early let admission over-commit as new_token_ratio decays:
     # decode passes retract; every holding is whole pages, and the collapsed stretches
-    # (the grid path for a paged pool) give the step-by-step run exactly
+    # (the closed form, paged) give the step-by-step run exactly
     sc = make_scenario({"speculative_algorithm": "none", "page_size": PAGE, "max_total_num_tokens": 3000,
                         "chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 32},
                        {"kind": "burst", "num_requests": 60, "ignore_eos": False,
