@@ -155,8 +155,8 @@ class DecodeRun:
             return None  # host and device disagree (e.g. tokens discarded by a retraction)
         # the first iteration's checks, before any grid is built
         left = (cap - d0)[live]
-        if left.size == 0 or w * left.size > kv.available:
-            return None
+        if left.size == 0 or (w * left.size > kv.available and not kv.paged):
+            return None  # (a paged pool's first pass may need less: first_over decides)
         fin0 = int(np.count_nonzero(left == 0))  # complete at the first processing
         if fin0 >= finishes_left or (stop_at_finish and fin0):
             return None
@@ -269,8 +269,9 @@ class DecodeRun:
             usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))  # (raw reused)
         else:
             processed = None
-            usage = kv.stretch_usage(kv0, member, fin, w, None, None)
-        if kv.reserve_ahead or kv.used + w * int(bs.sum()) > kv.capacity:
+            len0 = np.array([r.kv_len for r in reqs], dtype=np.int64) if kv.paged else None
+            usage = kv.stretch_usage(kv0, member, fin, w, None, None, len0)
+        if kv.reserve_ahead or kv.paged or kv.used + w * int(bs.sum()) > kv.capacity:
             stop = min(stop, usage.first_over(kv.capacity))
         run.swa = None
         if kv.swa_capacity:  # hybrid sliding-window: the SWA pool's rules too (sim/swa_stretch.py)

@@ -63,6 +63,18 @@ SWA pool too: ``0 <= swa_used <= swa_capacity``, and ``swa_used`` is the sum of 
 requests' SWA slots (the rest of a cached prompt's SWA is the tree's and evictable, counted
 free as SGLang's usage counts it: pool_stats_observer.py ``_get_swa_token_info``).
 
+With ``page_size`` > 1 and no speculative decoding the full pool is paged too (``paged``):
+SGLang's PagedTokenToKVPoolAllocator (sglang 0.5.23 mem_cache/allocator/paged.py) hands out
+whole pages, so a request holds ``ceil_page(kv_len)`` slots. An extend takes the pages its
+chunk starts (``alloc_extend``: ``get_num_new_pages`` from the prefix length to the new
+length; :meth:`KVLedger.reserve`); a decode pass takes a new page only for the requests whose
+KV length is at a page boundary (``alloc_decode``: ``(seq_len - 1) % page_size == 0``;
+:meth:`KVLedger.reserve_window`), and the decode memory check asks for exactly that:
+managers/schedule_batch.py ``ScheduleBatch.new_tokens_required_next_decode`` counts
+``kv_committed_len % page_size == 0`` requests times page_size (:meth:`KVLedger.window_need`),
+which ``check_decode_mem`` and the retraction loop of ``retract_decode`` compare with the free
+pages. With page_size 1 every rule above is the token count it was.
+
 The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
 same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
 """
@@ -92,6 +104,8 @@ class StretchKV:
         unused_cum: int (k, m), verify slots returned up to iteration j, or None (window 1).
         freed: int (k,), slots returned while processing at iteration j.
         scheduled: int (k,), pool slots in use after P_j's reservation.
+        lens: int (k, m), each request's KV positions after P_j's reservation, when they
+            differ from its slots (a paged pool, window 1), else None.
     """
 
     kv0: np.ndarray
@@ -99,6 +113,7 @@ class StretchKV:
     unused_cum: np.ndarray | None
     freed: np.ndarray
     scheduled: np.ndarray
+    lens: np.ndarray | None = None
 
     def first_over(self, capacity: int) -> int:
         """The first iteration whose reservation would exceed ``capacity`` (it would retract
@@ -112,6 +127,8 @@ class StretchKV:
         ``member``: the stretch's (k, m) plan membership; ``finished``: bool (m,)."""
         if self.held is None:
             held = self.kv0 + member[:n].sum(axis=0)   # one slot per pass
+        elif self.unused_cum is None:
+            held = self.held[n - 1]                     # paged: nothing returns
         else:
             held = self.held[n - 1] - self.unused_cum[n - 1]
         return np.where(finished, 0, held)
@@ -163,6 +180,8 @@ class KVLedger:
         swa_interval: SWA tokens slid out of the window before they are freed.
         prefix_sharing: a radix cache is on (SGLang then keeps a page-rounded window).
         swa_by_forward: the forward-interval eviction cadence (``swa_eviction_cadence``).
+        paged: the full pool hands out whole pages (page_size > 1 without speculative
+            decoding; module docstring): extends and decode passes take new pages only.
 
     Attributes:
         capacity: slots in the pool. used: slots held (read only outside this class).
@@ -174,11 +193,11 @@ class KVLedger:
 
     __slots__ = ("capacity", "used", "peak", "tree", "reserve_ahead", "page_size", "swa_capacity", "swa_used",
                  "swa_peak", "window", "swa_interval", "prefix_sharing", "swa_by_forward", "_swa_evicted", "_decode_idx",
-                 "_swa_lock", "_extend_idx")
+                 "_swa_lock", "_extend_idx", "paged")
 
     def __init__(self, capacity: int, reserve_ahead: int = 0, page_size: int = 1, swa_capacity: int = 0,
                  window: int = 0, swa_interval: int = 128, prefix_sharing: bool = False,
-                 swa_by_forward: bool = False) -> None:
+                 swa_by_forward: bool = False, paged: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"KV capacity must be >= 1 token, got {capacity}")
         if reserve_ahead < 0 or page_size < 1:
@@ -192,6 +211,7 @@ class KVLedger:
         self.swa_interval = swa_interval
         self.prefix_sharing = prefix_sharing
         self.swa_by_forward = swa_by_forward
+        self.paged = paged and page_size > 1
         self._swa_evicted: dict[int, int] = {}  # rid -> positions whose SWA slots were freed
         self._decode_idx: dict[int, int] = {}   # rid -> decode passes taken (decode_batch_idx)
         self._swa_lock: dict[int, int] = {}     # rid -> its prompt tail's SWA the tree keeps locked
@@ -319,18 +339,42 @@ class KVLedger:
             if not req.kv_len and req.prefill_done:  # a prefix hit: the prefix is the tree's
                 self._swa_evicted[req.rid] = self._prefix_base(req.prefill_done)
                 self._swa_lock[req.rid] = self.swa_prefix_lock(req.prefill_done)
+        if self.paged:
+            # alloc_extend: the pages from the prefix (the request's own positions, or a
+            # matched prefix's, which are the tree's) to the new length
+            base = req.kv_len if req.kv_len >= req.prefill_done else req.prefill_done
+            n = self._pages(new_len) - self._pages(base) if new_len > base else 0
         self._take(n)
         req.kv_allocated += n
         req.kv_len = new_len
 
+    def window_need(self, reqs: Sequence[Req], window: int) -> int:
+        """Slots :meth:`reserve_window` takes for ``reqs``: ``window`` each, or in a paged pool
+        the new pages (sglang 0.5.23 managers/schedule_batch.py
+        ``ScheduleBatch.new_tokens_required_next_decode``: page_size for each request whose
+        ``kv_committed_len`` is a multiple of page_size, mem_cache/allocator/paged.py
+        ``alloc_decode``)."""
+        if not self.paged:
+            return window * len(reqs)
+        pages = self._pages
+        return sum(pages(r.kv_len + window) - pages(r.kv_len) for r in reqs)
+
     def reserve_window(self, reqs: Sequence[Req], window: int) -> None:
-        """Reserve ``window`` slots for each of ``reqs`` (one decode/verify pass).
+        """Reserve ``window`` positions for each of ``reqs`` (one decode/verify pass): their
+        :meth:`window_need` slots.
 
         Raises:
-            KVPoolExhausted: fewer than window x len(reqs) slots are free.
+            KVPoolExhausted: fewer than :meth:`window_need` slots are free.
         """
         if self.swa_capacity:
             self._swa_take(sum(self._swa_grow(r, r.kv_len + window) for r in reqs))
+        if self.paged:
+            self._take(self.window_need(reqs, window))
+            pages = self._pages
+            for r in reqs:
+                r.kv_allocated += pages(r.kv_len + window) - pages(r.kv_len)
+                r.kv_len += window
+            return
         self._take(window * len(reqs))
         for r in reqs:
             r.kv_allocated += window
@@ -543,6 +587,7 @@ class KVLedger:
             processed: bool (k, m), decode entries processed at iteration j (window > 1).
             len0, pos: the top-up rule only (``reserve_ahead`` > 0): int (m,) each request's
                 ``kv_len`` now, and int (k, m) its committed KV positions when P_j is built.
+                A paged pool with window 1 takes ``len0`` too (its new pages follow it).
 
         Returns:
             A :class:`StretchKV`; ``scheduled[j] > capacity`` marks a pass that would retract.
@@ -560,6 +605,21 @@ class KVLedger:
             scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
             scheduled[1:] -= np.cumsum(freed[:-1])
             return StretchKV(kv0, held, unused_cum, freed, scheduled)
+        if self.paged and window == 1 and len0 is not None:
+            # a paged pool (reserve_window's rule over the grid): a request that rode t
+            # passes holds kv0 + ceil_page(len0 + t) - ceil_page(len0); nothing returns
+            # until it finishes
+            p = self.page_size
+            lens = passes_so_far(member)
+            lens += len0
+            held = -(-lens // p) * p
+            held += kv0 - (-(-len0 // p) * p)
+            jj, ii = np.nonzero(finish)
+            freed = np.zeros(len(member), dtype=np.int64)
+            np.add.at(freed, jj, held[jj, ii])
+            scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
+            scheduled[1:] -= np.cumsum(freed[:-1])
+            return StretchKV(kv0, held, None, freed, scheduled, lens)
         # (two (k, m) grids at most, updated in place: the stretch's grids are large, and
         # fresh memory for each intermediate costs more than the arithmetic)
         jj, ii = np.nonzero(finish)      # a request finishes at one iteration at most
@@ -600,7 +660,9 @@ class KVLedger:
         rids = [r.rid for r in reqs]
         len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
         kv0 = usage.kv0
-        if usage.held is None:          # one position per pass
+        if usage.lens is not None:      # a paged full pool: positions apart from slots
+            lenres = lenproc = usage.lens.copy()   # (stretch_swa pages it in place)
+        elif usage.held is None:        # one position per pass
             lenres = passes_so_far(member)
             lenres += len0
             lenproc = lenres
@@ -650,10 +712,11 @@ class KVLedger:
             self.swa_peak = peak
 
     def settle(self, reqs: Sequence[Req], held: Sequence[int], used: int, peak: int,
-               finished: Sequence[bool] | None = None) -> None:
+               finished: Sequence[bool] | None = None, lens: Sequence[int] | None = None) -> None:
         """Apply a stretch: each of ``reqs`` now holds ``held`` slots, the pool ``used``;
         ``peak`` is the stretch's largest reservation; ``finished`` marks the requests that
-        completed (they hold nothing, the prefix cache's positions included).
+        completed (they hold nothing, the prefix cache's positions included); ``lens``: each
+        request's KV positions now, where they do not move with its slots (a paged pool).
 
         Raises:
             KVPoolExhausted: the result breaks INV-2 or INV-8 (the stretch's counts are wrong).
@@ -667,7 +730,10 @@ class KVLedger:
             d = h - r.kv_allocated
             delta += d
             r.kv_allocated = h
-            r.kv_len = 0 if fin[i] else r.kv_len + d
+            if lens is None:
+                r.kv_len = 0 if fin[i] else r.kv_len + d
+            else:
+                r.kv_len = 0 if fin[i] else lens[i]
         if self.used + delta != used or not 0 <= used <= self.capacity or peak > self.capacity:
             raise KVPoolExhausted(f"stretch KV: {self.used} + {delta} != {used} or over {self.capacity}")
         self.used = used

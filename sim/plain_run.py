@@ -15,7 +15,11 @@ speculation every count is a known function of the iteration index:
   flight holds it, since a live request in a decode forward always commits one token);
 - so the batch size is piecewise constant (it drops at the L_i + 1), the plans' context
   sums are arithmetic series between those points (each member's context grows by one
-  token a pass), and KV use is a sum of per-request linear terms.
+  token a pass), and KV use is a sum of per-request linear terms. On a paged pool
+  (page_size p > 1, :class:`sim.kv_ledger.KVLedger` ``paged``) a request whose KV holds
+  len0_i positions at the start gains ceil_p(len0_i + t) - ceil_p(len0_i) slots over t
+  passes (a page at each pass that starts one: sglang 0.5.23 ``alloc_decode``), in place
+  of t (:meth:`PlainRun._grown`).
 
 Everything is then computed per request or per breakpoint in plain Python ints (a
 stretch holds a handful of requests; a burst a few hundred), and the per-iteration
@@ -38,6 +42,12 @@ from specsched.sim.request import Req
 
 MAX_STOP = 1 << 62
 """Larger than any iteration count (no finish ahead)."""
+
+
+def _grown(len0: int, t: int, page: int) -> int:
+    """Slots a request whose KV holds ``len0`` positions gains over ``t`` decode passes on a
+    paged pool: the pages its new positions start (ceil_page(len0 + t) - ceil_page(len0))."""
+    return (-len0 // page - -(len0 + t) // page) * page if t > 0 else 0
 
 
 def _both(delta: dict[int, int], n: int) -> list[int]:
@@ -93,10 +103,12 @@ class PlainOutcome:
             request that gets tokens, and ``both`` of :meth:`PlainRun.deliveries` (what
             :meth:`sim.records.Recorder.deliver_ones` takes).
         finished: indices of the requests completed by the n iterations (at T_{fin + 1}).
+        lens: each request's KV positions after the n iterations on a paged pool (they do
+            not move with its slots there), else None.
     """
 
     __slots__ = ("n", "outs", "held", "done", "kept", "device", "used", "peak", "plan", "output",
-                 "deliver", "finished")
+                 "deliver", "finished", "lens")
 
 
 class PlainRun:
@@ -123,11 +135,14 @@ class PlainRun:
         changes: (j, bs, base) for j >= 1 in increasing j: from iteration j on, P_j holds
             ``bs`` requests with contexts summing to base + j * bs (until the next entry).
         pbs0: batch size of the forward in flight (processed at iteration 0).
+        page: the KV page on a paged pool, else 1. len0: each request's KV positions at
+            the start (page > 1 only, else None).
         first_step: the plan index of P_0.
     """
 
     __slots__ = ("stop", "reqs", "rid_list", "num_merged", "rows", "x0", "fin", "last",
-                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "min_fin", "_outcome")
+                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "min_fin", "_outcome",
+                 "page", "len0")
     spec = False
     window = 1
 
@@ -204,7 +219,15 @@ class PlainRun:
                     g = n_in + d - 1
                     order.append((x + 1, g))
                     base += g
-        if nlive == 0 or nlive > kv.available:
+        page = kv.page_size if kv.paged else 1
+        len0 = [r.kv_len for r in reqs] if page > 1 else None
+        if page > 1:
+            # slots all plans would reserve: each member's new pages (module docstring)
+            held = 0
+            for i, x in enumerate(last):
+                if x >= 0:
+                    held += _grown(len0[i], x + 1, page)
+        if nlive == 0 or (nlive > kv.available and page == 1):
             return None
         fin0 = fin.count(0)
         if fin0 >= finishes_left or (stop_at_finish and fin0):
@@ -216,6 +239,7 @@ class PlainRun:
         run.pbs0 = prev_plan.batch_size
         run.used0 = kv.used
         run.min_fin = min_fin
+        run.page, run.len0 = page, len0
 
         # where the run must end (scheduler side): an empty batch, a finish a client
         # reacts to, the last finish, max_iters
@@ -234,7 +258,7 @@ class PlainRun:
             cap_iters = 1
         if cap_iters < stop:
             stop = cap_iters
-        if stop >= 1 and kv.used + held > kv.capacity and kv.used + sum(min(x + 1, stop) for x in last) > kv.capacity:
+        if stop >= 1 and kv.used + held > kv.capacity and kv.used + run._held_by(stop) > kv.capacity:
             stop = min(stop, run._first_over(kv.capacity, stop))
         # admission: with requests waiting, every pass must be delayed (or the batch full)
         run.count_delayed = bool(num_waiting) and not latched
@@ -289,6 +313,17 @@ class PlainRun:
         """The host's committed count of each request at the start."""
         return [t[9] for t in self.rows]
 
+    def _held_by(self, t: int) -> int:
+        """Slots the plans P_0 .. P_{t-1} reserve in all."""
+        if self.page == 1:
+            return sum(min(x + 1, t) for x in self.last)
+        p, len0 = self.page, self.len0
+        return sum(_grown(len0[i], min(x + 1, t), p) for i, x in enumerate(self.last) if x >= 0)
+
+    def _gain(self, i: int, t: int) -> int:
+        """Slots request i gains over its first t passes."""
+        return t if self.page == 1 else _grown(self.len0[i], t, self.page)
+
     # ------------------------------------------------------------ scheduler side
     def _delayed_until(self, stop: int, delays: Callable[[int, int], bool], filter_first: bool, m: int,
                        nlive: int, fs: list[int]) -> int:
@@ -325,6 +360,9 @@ class PlainRun:
 
     def _scheduled_iter(self, n: int):
         """KV pool slots in use after each of P_0 .. P_{n-1}'s reservation (ints)."""
+        if self.page > 1:
+            yield from self._scheduled_paged(n)
+            return
         ends: dict[int, int] = {}
         freed: dict[int, int] = {}
         bs = 0
@@ -342,6 +380,26 @@ class PlainRun:
             s += bs - freed.get(j - 1, 0)
             yield s
 
+    def _scheduled_paged(self, n: int):
+        """:meth:`_scheduled_iter` on a paged pool: pass j takes a page for each member whose
+        KV length len0 + j starts one."""
+        p, len0, kv0 = self.page, self.len0, self.kv0
+        take: dict[int, int] = {}
+        freed: dict[int, int] = {}
+        for i, x in enumerate(self.last):
+            f = self.fin[i]
+            if f >= 0:
+                freed[f] = freed.get(f, 0) + kv0[i] + self._gain(i, x + 1)
+            end = x if x < n else n - 1
+            j = -len0[i] % p   # the first pass at a page boundary
+            while j <= end:
+                take[j] = take.get(j, 0) + p
+                j += p
+        s = self.used0
+        for j in range(n):
+            s += take.get(j, 0) - freed.get(j - 1, 0)
+            yield s
+
     def kv_scheduled(self, n: int) -> np.ndarray:
         """KV pool slots in use after each of the first n passes' reservation, int (n,)."""
         return np.fromiter(self._scheduled_iter(n), dtype=np.int64, count=n)
@@ -355,15 +413,16 @@ class PlainRun:
         held = freed = 0     # slots reserved by P_0 .. P_{n-1}; freed by finishes before n - 1
         points = set()
         free_last = 0        # ... and at n - 1
+        gain = self._gain
         for i, x in enumerate(last):
-            held += x + 1 if x < n else n
+            held += gain(i, x + 1 if x < n else n)
             f = fin[i]
             if 0 <= f < n:
                 if f < n - 1:
-                    freed += kv0[i] + x + 1
+                    freed += kv0[i] + gain(i, x + 1)
                     points.add(f)
                 else:
-                    free_last += kv0[i] + x + 1
+                    free_last += kv0[i] + gain(i, x + 1)
         peak = self.used0 + held - freed   # scheduled[n - 1]
         used = peak - free_last
         if points:
@@ -374,6 +433,15 @@ class PlainRun:
         """The largest of ``peak`` and the reservations after the passes ``points`` (< n - 1)."""
         # scheduled[j] = used0 + sum_i min(last_i + 1, j + 1) - sum_{fin_i < j} freed_i;
         # loops, not generators (a resume per request; about one stretch in four gets here)
+        if self.page > 1:
+            gain = self._gain
+            frees = [(f, k0 + gain(i, x + 1)) for i, (_, x, _, _, f, _, _, k0, _, _) in enumerate(self.rows)
+                     if 0 <= f < n - 1]
+            for j in points:
+                s = self.used0 + self._held_by(j + 1) - sum(g for f, g in frees if f < j)
+                if s > peak:
+                    peak = s
+            return peak
         lasts = sorted(self.last)
         frees = []
         for _, x, _, _, f, _, _, k0, _, _ in self.rows:
@@ -413,8 +481,14 @@ class PlainRun:
         fins, points, ends = [], [], []
         tot = freed = free_last = 0
         # one tuple per request (:attr:`rows`); the formulas of the per-purpose methods
+        paged = self.page > 1
+        gain = self._gain
+        lens = [] if paged else None
         for i, (r, x, c, d, f, rid, n_in, k0, x0, h0) in enumerate(self.rows):
             k = x + 1 if x < n else n          # passes of P_0 .. P_{n-1} holding it
+            if paged:
+                lens.append(self.len0[i] + k)
+                k = gain(i, k)                 # ... and the slots they took
             tot += k
             h = d + j
             # the device's count min(d + n, c) is c here and h + 1 below (h + 1 <= c there)
@@ -451,7 +525,7 @@ class PlainRun:
                         at_one += 1
                 if f < n:
                     fins.append(i)
-                    g = k0 + x + 1
+                    g = k0 + (gain(i, x + 1) if paged else x + 1)
                     if f < j:
                         freed += g
                         points.append(f)
@@ -462,6 +536,7 @@ class PlainRun:
         o = PlainOutcome()
         o.n = n
         o.outs, o.held, o.done, o.kept, o.device, o.finished = outs, held, done, kept, dev, fins
+        o.lens = lens
         peak = self.used0 + tot - freed
         o.used = peak - free_last
         if len(points) == 1:
@@ -469,7 +544,7 @@ class PlainRun:
             # so the reservation there is used0 + sum of min(last + 1, min_fin + 1); summed
             # here only (about one stretch in three has such a finish)
             mf = self.min_fin
-            s = self.used0 + sum(x + 1 if x < mf else mf + 1 for x in self.last)
+            s = self.used0 + self._held_by(mf + 1)
             o.peak = s if s > peak else peak
         else:
             o.peak = self._peak_at(points, n, peak) if points else peak
@@ -491,12 +566,12 @@ class PlainRun:
         """Each request after n >= 1 iterations: (output tokens committed on the host, KV
         slots held, finished, None: no verify cycles)."""
         outs, held, done = [], [], []
-        for _, x, c, d, _, _, _, k0, _, _ in self.rows:
+        for i, (_, x, c, d, _, _, _, k0, _, _) in enumerate(self.rows):
             h = min(d + n - 1, c)
             f = h >= c
             outs.append(h)
             done.append(f)
-            held.append(0 if f else k0 + max(0, min(x + 1, n)))
+            held.append(0 if f else k0 + self._gain(i, max(0, min(x + 1, n))))
         return outs, held, done, None
 
     def device_after(self, n: int) -> tuple[list[int], None]:

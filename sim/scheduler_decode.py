@@ -88,8 +88,13 @@ class DecodeMemory:
 
     def _decode_need(self, batch: list[Req]) -> int:
         """KV slots the next decode/verify pass of ``batch`` takes: a window each, or the
-        top-up (sglang 0.5.23 ``ScheduleBatch.new_tokens_required_next_decode``)."""
-        return self.kv.top_up_need(batch) if self._topup else len(batch) * self.window
+        top-up (sglang 0.5.23 ``ScheduleBatch.new_tokens_required_next_decode``). Plain
+        decoding with page_size > 1 counts pages: page_size for each request whose KV
+        length is at a page boundary, none for the others (``new_tokens_required_next_decode``
+        with ``kv_committed_len % page_size == 0``; :meth:`sim.kv_ledger.KVLedger.window_need`).
+        ``check_decode_mem`` and ``retract_decode``'s stopping rule compare it with the free
+        slots, so retraction stops once the kept requests' new pages fit."""
+        return self.kv.top_up_need(batch) if self._topup else self.kv.window_need(batch, self.window)
 
     def _reserve_decode(self, batch: list[Req]) -> None:
         """Reserve the next decode/verify pass's KV for ``batch`` (:meth:`_decode_need`),

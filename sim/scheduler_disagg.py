@@ -146,8 +146,11 @@ class Disagg:
         return ceil_page(r.input_len + max(r.output_len - 1, 0), self.server.page_size)
 
     def _take_slots(self, r: Req, n: int) -> None:
-        self.kv.reserve(r, n)
-        r.prefill_done = r.input_len + max(r.output_len - 1, 0)
+        fill = r.input_len + max(r.output_len - 1, 0)
+        # a paged pool takes the fill's pages (n) and keeps its length as the KV positions
+        # (``kv_allocated_len = fill_len``), which the decode memory check counts pages from
+        self.kv.reserve(r, fill if self.kv.paged else n)
+        r.prefill_done = fill
 
     def _resume_retracted(self) -> None:
         """``DecodePreallocQueue.resume_retracted_reqs``: retracted requests, in order, get

@@ -153,7 +153,8 @@ class Stretch:
                     r.status = finished
             used, peak = run.kv_after(n)
             running = [r for r, k in zip(run.reqs, run.in_plan(last), strict=True) if k]
-        self.kv.settle(run.reqs, held, used, peak, finished=done)
+        lens = o.lens if type(run) is PlainRun else None if run.kv.lens is None else run.kv.lens[last].tolist()
+        self.kv.settle(run.reqs, held, used, peak, finished=done, lens=lens)
         if self._swa:
             self.kv.settle_swa(run.reqs, run.swa, n, done)
         self.running = running

@@ -43,6 +43,7 @@ plain_servers = st.fixed_dictionaries({
     "schedule_policy": st.sampled_from(["fcfs", "lof", "random"]),
     "sglang_semantics": st.sampled_from(["0.5.23", "mi355x-dsv41"]),
     "cuda_graph_max_bs": st.sampled_from([1, 4, 256]),
+    "page_size": st.sampled_from([1, 1, 16, 64]),   # a paged pool above 1 (sim/kv_ledger.py)
 })
 
 
@@ -101,6 +102,11 @@ def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_ite
                     # the fused pass gives what the per-purpose methods give
                     o = plain.outcome(m)
                     assert (o.outs, o.held, o.done) == tuple(pa[:3])
+                    if grid.kv.lens is not None:   # a paged pool: the KV positions too
+                        assert [x for x, d in zip(o.lens, o.done, strict=True) if not d] == \
+                            [x for x, d in zip(grid.kv.lens[m - 1].tolist(), o.done, strict=True) if not d]
+                    else:
+                        assert o.lens is None
                     assert (o.used, o.peak) == plain.kv_after(m)
                     assert [id(r) for r in o.kept] == [id(r) for r, k in zip(plain.reqs, plain.in_plan(m - 1), strict=True) if k]
                     assert o.device == plain.device_after(m)[0]

@@ -58,6 +58,7 @@ servers = st.fixed_dictionaries({
     "enable_overlap_schedule": st.sampled_from([True, True, True, False]),
     "schedule_policy": st.sampled_from(["fcfs", "lof", "random"]),
     "sglang_semantics": st.sampled_from(["0.5.23", "0.5.23", "mi355x-dsv41"]),  # both spec KV rules
+    "page_size": st.sampled_from([1, 1, 16, 64]),   # plain decoding pages its pool above 1
 })
 workloads = st.one_of(
     st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 30)}),
