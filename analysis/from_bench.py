@@ -93,7 +93,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
-from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS
+from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS, AdmissionDelay
 from specsched.sim.sglang_launch_args import UNMODELLED, is_inert
 from specsched.sim.workload import histogram
 
@@ -676,13 +676,20 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
                      "steps, topk or draft tokens: left out here (the line's accept length, if any, decides below)")
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
+    mfs = info.get("min_free_slots_delay")
+    if isinstance(mfs, int) and not isinstance(mfs, bool) and mfs >= 1:
+        # SGLang 0.5.23 --min-free-slots-delay: an explicit threshold wins over the automatic one,
+        # whatever the drafter (managers/min_free_slots_delayer.py resolve_min_free_slots; its
+        # should_delay is the legacy rule)
+        out["min_free_slots"] = mfs
+        out["admission_delay"] = AdmissionDelay.min_free_slots.value
     notes.append(f"server: {len(out)} arguments from the line's server_info")
     said = {k: u for k, u in UNMODELLED.items() if u.measured is not None}
     for key, u in said.items():
         v = info.get(key)
         if v is not None and v != u.default and isinstance(v, bool) == isinstance(u.default, bool):
             notes.append(f"server_info {key} {v!r} (SGLang's default {u.default!r}; not modelled): {u.measured.format(v=v)}")
-    own = ("disable_overlap_schedule", "specsched", "attn_dp_size", *said, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
+    own = ("disable_overlap_schedule", "min_free_slots_delay", "specsched", "attn_dp_size", *said, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     # the ones that cannot change the prediction (logging, metrics, ports: sim/sglang_launch_args.py)
     # are counted, not listed: a real server_info has dozens, which buried the ones that may matter

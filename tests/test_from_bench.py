@@ -929,3 +929,21 @@ def test_trace_rate_line_with_send_times_is_replayed(tmp_path, monkeypatch):
     p = _write(tmp_path, line)
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "t.yaml"]) == 2
     assert not (tmp_path / "t.yaml").exists()
+
+
+@pytest.mark.parametrize("value", [6, 1, None])
+def test_an_explicit_min_free_slots_delay_is_the_runs_threshold(value):
+    """server_info min_free_slots_delay (SGLang 0.5.23 --min-free-slots-delay) was listed among the
+    keys left out, and the automatic threshold (4) ran instead: an explicit value wins over it
+    whatever the drafter (managers/min_free_slots_delayer.py resolve_min_free_slots; 1 disables)."""
+    from specsched.sim.admission.base import resolve_threshold
+
+    info = LINE["server_info"] | ({"min_free_slots_delay": value} if value is not None else {})
+    sc, _ = scenario_from_bench(parse_run(LINE | {"server_info": info}, "runs.jsonl:1"), "h100-llama-3.1-8b-eagle3-analytic")
+    srv = sc["server"]
+    assert not any("min_free_slots_delay" in n and "left out" in n for n in sc["assumptions"])
+    if value is None:
+        assert "min_free_slots" not in srv
+    else:
+        assert srv["min_free_slots"] == value and srv["admission_delay"] == "min_free_slots"
+        assert resolve_threshold(srv["max_running_requests"], value, dflash_family=False) == (value if value > 1 else 0)
