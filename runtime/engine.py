@@ -65,6 +65,7 @@ from specsched.sim.ops import (
     WaitForWork,
 )
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
+from specsched.sim.policy_loader import user_policy_specs
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler, run_counts
@@ -595,13 +596,17 @@ class RuntimeEngine(LoopHost):
     def run(self) -> RunResult:
         """Execute the scenario; returns the measured :class:`sim.records.RunResult`
         (``summary["source"] = "runtime:<device>"``)."""
-        if self.do_warmup:
-            if not self._warmed:
-                self.warmup()
-                self._warmed = True
-            if self.dev.is_gpu:
-                self._execute()  # an unmeasured pass over the same scenario
-        return self._execute()
+        try:
+            if self.do_warmup:
+                if not self._warmed:
+                    self.warmup()
+                    self._warmed = True
+                if self.dev.is_gpu:
+                    self._execute()  # an unmeasured pass over the same scenario
+            return self._execute()
+        except Stalled as e:   # a stall under the run's own user policy is the policy's (specsched/cli.py)
+            e.policies = user_policy_specs(self.scenario.server)
+            raise
 
     def _execute(self) -> RunResult:
         self._reset_run_state()

@@ -60,6 +60,7 @@ from specsched.sim.ops import (
     WaitForWork,
 )
 from specsched.sim.plan import BatchPlan, StepOutput
+from specsched.sim.policy_loader import user_policy_specs
 from specsched.sim.profile import Profile, analytic_costs, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
@@ -101,7 +102,11 @@ class _AfterNow(simpy.Event):
 
 class Stalled(RuntimeError):
     """The loop made no progress while requests were outstanding (a model bug): a host
-    looped without its clock moving, or every host slept with nothing left to wake it."""
+    looped without its clock moving, or every host slept with nothing left to wake it.
+    ``policies``: the user policies the stalled run's server ran (set by :meth:`SimEngine.run`;
+    a stall under one of them is the policy never admitting, not the model's bug)."""
+
+    policies: tuple[str, ...] = ()
 
 
 IDLE_PASSES = 100_000
@@ -533,7 +538,11 @@ class SimEngine(Clients, EngineStretch):
         profile's measured grids (:meth:`range_notes`), for the caller to write once
         (:func:`sim.grid_range.write_warnings`)."""
         with collector_paused():
-            result = self._run()
+            try:
+                result = self._run()
+            except Stalled as e:
+                e.policies = user_policy_specs(self.scenario.server)
+                raise
         result.extra["range_notes"] = self.range_notes()
         return result
 

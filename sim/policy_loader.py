@@ -28,6 +28,12 @@ USER_POLICY_FILES: dict[str, str] = {}
 raised inside one of these files is the user's code failing, not the simulator's)."""
 
 
+def user_policy_specs(server: Any) -> tuple[str, ...]:
+    """The user policies (``module:Class`` / ``file.py:Class`` specs) a server's arguments name:
+    its ``admission_delay`` and ``schedule_policy`` where they are not shipped names."""
+    return tuple(v for v in (server.admission_delay, server.schedule_policy) if isinstance(v, str) and ":" in v)
+
+
 def user_policy_failure(exc: BaseException) -> str | None:
     """One line for an exception raised inside a loaded user policy's code: the spec, the
     exception and the innermost line of the user's file it passed through; None when no

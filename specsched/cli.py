@@ -476,15 +476,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"specsched: error: {where}{e}", file=sys.stderr)
                 return EXIT_BAD_INPUT
             from specsched.sim.engine import Stalled
-            from specsched.sim.policy_loader import USER_POLICY_FILES, user_policy_failure
+            from specsched.sim.policy_loader import user_policy_failure
 
             failed = user_policy_failure(e)
             if failed is not None:  # the user's own policy code failed mid-run: its line, not ours
                 print(f"specsched: error: {failed}", file=sys.stderr)
                 return EXIT_BAD_INPUT
-            if isinstance(e, Stalled) and USER_POLICY_FILES:
-                # with only shipped policies a stall is the model's bug (traceback below)
-                print(f"specsched: error: {e}, under the user policy {', '.join(sorted(set(USER_POLICY_FILES.values())))}: "
+            if isinstance(e, Stalled) and e.policies:
+                # the stalled run's own user policies (another arm's are not its); with only
+                # shipped policies a stall is the model's bug (traceback below)
+                print(f"specsched: error: {e}, under the user policy {', '.join(e.policies)}: "
                       "one that never admits a waiting request (delays every pass, or leaves it out of its order) "
                       "stalls the server", file=sys.stderr)
                 return EXIT_BAD_INPUT

@@ -101,3 +101,18 @@ def test_a_policy_that_never_admits_is_one_line_exit_2_when_simulated(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "stalls the server" in err, err
     assert not (tmp_path / "sim").exists()
+
+
+def test_the_stall_names_the_stalled_runs_policy_not_another_arms(tmp_path, capsys, monkeypatch):
+    """The message named every user policy loaded in the process: an arm's own
+    (other_rules.py:WaitForThree, validated with the scenario but not run) beside the one that
+    stalled."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, "rules.py:Never", {"kind": "burst"})
+    doc = yaml.safe_load(open(s))
+    (tmp_path / "other_rules.py").write_text(RULES)
+    doc["arms"] = {"patient": {"server": {"admission_delay": "other_rules.py:WaitForThree"}}}
+    open(s, "w").write(yaml.safe_dump(doc))
+    assert main(["run", s, "--out", "sim", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "under the user policy rules.py:Never:" in err and "WaitForThree" not in err, err
