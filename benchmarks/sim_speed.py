@@ -428,8 +428,8 @@ def interpreter_build(maps: str | None = None, config_args: str | None = None) -
     interpreter runs from a shared ``libpython`` (``--enable-shared``: every call between
     its own functions goes through the dynamic linker's tables) or has it linked in
     (``/proc/self/maps``, or ``maps``), and the optimizing configure flags it names
-    (``--enable-optimizations``: PGO, ``--with-lto``). A distribution's static interpreter
-    may report the flags of its shared build, so the mapping is the reliable half. The same
+    (``--enable-optimizations``: PGO, ``--with-lto``). A distribution may leave those flags out
+    of its configuration data (Debian's CPython 3.11 does), so the mapping is the reliable half. The same
     tree ran the Poisson 10k case ~9 % faster under a static PGO build of CPython 3.11 than
     under a shared build without PGO on one machine (docs/performance.md): figures taken
     under different builds are not comparable."""
