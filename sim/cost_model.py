@@ -146,6 +146,10 @@ def layout_shift(xs: list[float], layout_len: int) -> np.ndarray:
     return np.array([x / (2 * max(1, -(-int(round(x)) // layout_len))) for x in xs], dtype=float)
 
 
+_NO_BUCKET_YET = object()
+"""extend_bucket's memo: a token count not asked yet (None is an answer: eager)."""
+
+
 class CostModel:
     """Times plans for one (profile, server args) pair.
 
@@ -218,11 +222,13 @@ class CostModel:
         # default_prefill_backend: breakable if is_cuda() else disabled)
         hw = hardware_of(profile)
         self.prefill_buckets = server.prefill_graph_tokens if hw is not None and hw.platform == "cuda" else []
+        self._buckets: dict[int, int | None] = {}   # extend_bucket's answers by token count
         self.inject_c0 = float(g.draft_inject.context_len[0]) if g.draft_inject is not None else 0.0
         self.extend_c0 = float(g.extend.context_len[0])
         # pure extend forwards' costs by (extend_lens, prefix_lens): a Poisson run's prefills
         # repeat a few shapes (the cost is a function of those lengths and the profile only)
         self._extend_memo: dict[tuple[tuple[int, ...], tuple[int, ...]], GpuCost] = {}
+        self._sum_host_terms()
 
     # ------------------------------------------------------------ decode / verify
     def padded_batch(self, bs: int) -> int | None:
@@ -524,8 +530,15 @@ class CostModel:
         """The token bucket an extend (or injection) of ``tokens`` replays its piecewise
         graphs at; None when it runs eagerly (no prefill graphs on this platform or with
         ``disable_prefill_cuda_graph``, above ``cuda_graph_max_bs_prefill``, or padded more
-        than 2x: :func:`sim.server_args.prefill_graph_bucket`)."""
-        return prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
+        than 2x: :func:`sim.server_args.prefill_graph_bucket`). Kept per token count: an
+        extend launch asks it for its issue and again for its cost, and a Poisson run's
+        prefills repeat a few counts."""
+        b = self._buckets.get(tokens, _NO_BUCKET_YET)
+        if b is _NO_BUCKET_YET:
+            if len(self._buckets) >= 1 << 12:
+                self._buckets.clear()
+            b = self._buckets[tokens] = prefill_graph_bucket(tokens, self.prefill_buckets) if self.prefill_buckets else None
+        return b
 
     def idle_lead_s(self, plan: BatchPlan, part: str = "main") -> float:
         """Seconds a forward launched onto an idle stream ends later than its device time
@@ -618,19 +631,29 @@ class CostModel:
         (docs/measurements/h200-v38.md). Measured on an H200 the two stalls came out alike
         (0.80 ms + 8.3 us a request against 0.84 ms + 8.4 us: h200-v39.md), and the no-overlap
         decode step's serial path on that machine matched the charge at its host level."""
-        h, bs = self.h, plan.batch_size
         if kind == "launch_tail":
             return self.launch_tail(plan)
+        # the two terms of each kind, summed once (_host_terms): the same additions, then a
+        # + b x batch as before
+        a, b = self._host_terms.get(kind, self._process_terms)
+        return a + b * plan.batch_size
+
+    def _sum_host_terms(self) -> None:
+        """Each host kind's (fixed, per-request) seconds for :meth:`host`, from the profile
+        (frozen, so once): schedule and process add the loop's path to the scheduler's own
+        terms (a + b x batch with a = own + path, b = own per request + path per request:
+        the very additions :meth:`host` made at every call, in the same order)."""
+        h = self.h
         plain = not self.spec and h.decode_schedule_s is not None
-        if kind == "schedule":
-            s, s_req = (h.decode_schedule_s, h.decode_schedule_per_req_s) if plain else (h.schedule_s, h.schedule_per_req_s)
-            return s + h.recv_path_s + (s_req + h.recv_path_per_req_s) * bs
-        if kind == "launch":
-            if not self.spec and h.decode_launch_s is not None:
-                return h.decode_launch_s + h.decode_launch_per_req_s * bs
-            return h.launch_s + h.launch_per_req_s * bs
+        s, s_req = (h.decode_schedule_s, h.decode_schedule_per_req_s) if plain else (h.schedule_s, h.schedule_per_req_s)
+        if not self.spec and h.decode_launch_s is not None:
+            launch = (h.decode_launch_s, h.decode_launch_per_req_s)
+        else:
+            launch = (h.launch_s, h.launch_per_req_s)
         p, p_req = (h.decode_process_s, h.decode_process_per_req_s) if plain else (h.process_s, h.process_per_req_s)
-        return p + h.result_path_s + (p_req + h.result_path_per_req_s) * bs
+        self._process_terms = (p + h.result_path_s, p_req + h.result_path_per_req_s)
+        self._host_terms = {"schedule": (s + h.recv_path_s, s_req + h.recv_path_per_req_s), "launch": launch,
+                            "process": self._process_terms}
 
     def eager_issue_s(self, n_dec: int) -> float:
         """Host seconds to issue one eager decode step's or spec cycle's kernels (profile

@@ -50,6 +50,10 @@ class BatchPlan:
             :meth:`sim.scheduler_disagg.Disagg._resume_retracted`). Usually empty.
         batch_size: len(rids), including requests that finished one step earlier and ride
             along (the overlap one-step lag).
+        num_extend_tokens: prompt tokens computed by this forward (extend requests only:
+            the sum of the first ``num_extend`` extend lengths). A field, set once: an extend
+            launch reads it four times (its issue, idle lead and step record), where a
+            property summed the slice at every read.
     """
 
     step: int
@@ -65,6 +69,7 @@ class BatchPlan:
     max_new_tokens: tuple[int, ...] = ()
     resync_rids: tuple[int, ...] = ()
     batch_size: int = field(init=False)
+    num_extend_tokens: int = field(init=False)
 
     def __init__(self, step: int, mode: ForwardMode, rids: tuple[int, ...], extend_lens: tuple[int, ...],
                  prefix_lens: tuple[int, ...], num_extend: int = 0, chunked_rid: int | None = None,
@@ -86,11 +91,7 @@ class BatchPlan:
         _SET[10](self, max_new_tokens)
         _SET[11](self, resync_rids)
         _SET[12](self, len(rids))
-
-    @property
-    def num_extend_tokens(self) -> int:
-        """Prompt tokens computed by this forward (extend requests only)."""
-        return sum(self.extend_lens[: self.num_extend])
+        _SET[13](self, sum(extend_lens[:num_extend]) if num_extend else 0)
 
     @property
     def decode_rids(self) -> tuple[int, ...]:
