@@ -200,12 +200,20 @@ def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     ``#full token``; 0.5.23's HiSparse pools write ``#gpu token``/``#cpu token`` instead, not
     read). Columns ``running_req``, ``context`` (mean KV tokens
     per request = #token / running), ``tokens_per_step`` (running x accept len, or running
-    without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput)."""
+    without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput). In a
+    speculative server's log a line without a positive accept length is left out."""
     rank = log["rank"] if "rank" in log else pd.Series("", index=log.index)
     prev_decode = log.groupby(rank, sort=False)["kind"].shift(1).eq("decode")
     d = log[(log["kind"] == "decode") & prev_decode & (log["queue_req"].fillna(0) == 0)
             & (log["gen_throughput"] > 0) & (log["running_req"] > 0) & log["token"].notna()].copy()
-    acc = d["accept_len"].where(d["accept_len"] > 0, 1.0).fillna(1.0)
+    if (log.loc[log["kind"] == "decode", "accept_len"] > 0).any():
+        # a speculative server's log: a line without a positive accept length (NaN, 0.00: a
+        # damaged line; 0.5.23's metrics_reporter divides accepted tokens by forwards) cannot
+        # say its tokens per step, so it times nothing (it was priced as 1 token per request)
+        d = d[d["accept_len"] > 0]
+        acc = d["accept_len"]
+    else:
+        acc = 1.0
     d["context"] = d["token"] / d["running_req"]
     d["tokens_per_step"] = d["running_req"] * acc
     d["step_s"] = d["tokens_per_step"] / d["gen_throughput"]
@@ -228,6 +236,7 @@ def prefill_summary(log: pd.DataFrame) -> dict[str, float]:
         out.update(mean_new_seq=float(p["new_seq"].mean()), mean_new_token=float(new.mean()),
                    max_new_token=float(new.max()), cached_share=float(cached.sum() / total) if total else float("nan"))
     accept = log.loc[decode, "accept_len"]
+    accept = accept[accept > 0]   # a 0.00 or NaN one is a damaged line (decode_step_samples)
     out.update(max_running_req=float(log["running_req"].max()), max_queue_req=float(log["queue_req"].max()),
                decode_lines=int(decode.sum()),
                mean_accept_len=float(np.nanmean(accept)) if accept.notna().any() else float("nan"))

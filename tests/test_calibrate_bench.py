@@ -941,3 +941,19 @@ def test_a_sweep_file_leaves_out_the_replays_no_line_can_rebuild(tmp_path, capsy
         assert [r.source for r in fit_runs([str(f)], arrivals)] == [f"{f}:1", f"{f}:2"]
     f.write_text(json.dumps(trace) + "\n")   # nothing the fit can use in the file: refused as before
     assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", str(tmp_path / "p.yaml")]) == 2
+
+
+@pytest.mark.parametrize("bad", ["0.00", "nan"])
+def test_a_speculative_logs_line_without_an_accept_length_times_nothing(tmp_path, bad):
+    """A damaged decode line of a speculative server's log (accept len 0.00 or nan; 0.5.23
+    writes accepted tokens over forwards, never these) was priced as one token per request:
+    a step 3x too fast among the others, and a lower mean accept length. It is left out."""
+    lines = ["[2026-12-01 10:00:00 TP0] Decode batch. #running-req: 8, #token: 9000, token usage: 0.30, "
+             f"accept len: {acc}, gen throughput (token/s): 800.00, #queue-req: 0\n" for acc in ("3.00", "3.00", bad, "3.00")]
+    p = tmp_path / "server.log"
+    p.write_text("".join(lines))
+    log = parse_server_log(p)
+    s = decode_step_samples(log)
+    assert s["line"].tolist() == [2, 4]
+    assert s["step_s"].tolist() == pytest.approx([8 * 3.0 / 800] * 2)
+    assert prefill_summary(log)["mean_accept_len"] == pytest.approx(3.0)
