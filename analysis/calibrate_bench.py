@@ -1173,9 +1173,13 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     the server's ``max_running_requests`` are said (the log is of a larger server than the
     one the runs are predicted with).
 
+    A log whose decode lines come from several DP-attention ranks (SGLang's ``DP<d> TP<t>``
+    prefix: each line one rank's batch) is refused for a server without DP attention: a rank's 4 requests were priced as a
+    whole 4-request server, silently.
+
     Raises:
-        ConfigError: the log and the server disagree on speculative decoding, or a decode line
-            runs more requests than it holds KV tokens.
+        ConfigError: the log and the server disagree on speculative decoding or on DP
+            attention, or a decode line runs more requests than it holds KV tokens.
     """
     decode = log[log["kind"] == "decode"]
     bad = decode[decode["running_req"] > decode["token"]]
@@ -1188,6 +1192,19 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
         print(f"warning: {path}: decode lines run up to {most:g} requests, the fitted scenarios' server at most "
               f"{server.max_running_requests} (max_running_requests): the runs are predicted with another server "
               "than the log's; give --scenario-template with its server arguments", file=sys.stderr)
+    # SGLang prefixes a DP-attention rank's lines "DP<d> TP<t>" (srt/utils.py configure_logger
+    # with the scheduler's prefix when dp_size > 1): each line is one rank's batch, which
+    # decode_step_seconds prices as one rank of a lock-step group only when the server has it
+    ranks = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna() if "rank" in decode else []
+    dp = server.dp_size if server.enable_dp_attention else 1
+    if len(ranks) and ranks.nunique() > 1 and dp == 1:
+        # several DP ranks' decode lines (one rank's alone may be a server launched with its own
+        # DP rank, SGLANG_DP_RANK, whose batch is its whole server's)
+        at = int(log.loc[ranks.index[0], "line"])
+        raise ConfigError(f"{path}:{at}", "rank", str(log.loc[ranks.index[0], "rank"]),
+                          f"the log's server ran DP attention ({ranks.nunique()} DP ranks logging their own batches), "
+                          "the fitted scenarios' server does not: each rank's batch was priced as a whole server's; "
+                          "give --scenario-template with server.enable_dp_attention and dp_size")
     acc = decode["accept_len"].dropna()
     spec = server.speculative_algorithm.enabled
     if len(acc) and not spec:

@@ -957,3 +957,25 @@ def test_a_speculative_logs_line_without_an_accept_length_times_nothing(tmp_path
     assert s["line"].tolist() == [2, 4]
     assert s["step_s"].tolist() == pytest.approx([8 * 3.0 / 800] * 2)
     assert prefill_summary(log)["mean_accept_len"] == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(("dp", "refused"), [(1, True), (2, False)])
+def test_a_dp_attention_log_is_refused_for_a_server_without_it(tmp_path, dp, refused):
+    """SGLang's DP-attention ranks each log their own batch ('DP0 TP0', 'DP1 TP2'): a rank's 4
+    requests were priced as a whole 4-request server, pulling the decode factor silently."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.sim.server_args import ServerArgs
+
+    p = tmp_path / "server.log"
+    p.write_text("".join(f"[2026-12-01 10:00:0{k} DP{r} TP{2 * r}] Decode batch. #running-req: 4, #token: 9000, "
+                         "token usage: 0.30, accept len: 3.00, gen throughput (token/s): 800.00, #queue-req: 0\n"
+                         for k in range(2) for r in range(2)))
+    server = ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=4,
+                        **({"enable_dp_attention": True, "dp_size": 2, "tp_size": 2} if dp > 1 else {}))
+    log = parse_server_log(p)
+    if refused:
+        with pytest.raises(ConfigError) as e:
+            check_log_matches(log, str(p), server)
+        assert e.value.key == "rank" and "DP attention" in e.value.allowed and e.value.file.endswith(":1")
+    else:
+        check_log_matches(log, str(p), server)

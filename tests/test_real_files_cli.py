@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from specsched.sim.bench_serving import METRIC_KEYS
 
 from specsched.cli import main
@@ -224,6 +225,17 @@ TINY_RUN = {"backend": "sglang", "dataset_name": "random", "request_rate": math.
             "median_itl_ms": 5.0, "output_throughput": 80.0}
 
 
+DP_LOGS = ("sglang-0.4.9-swa-eagle-dp.log", "sglang-0.5.23-dspark-dp.log")
+"""Fixtures whose decode lines come from several DP-attention ranks (calibrate refuses them
+for a server without DP attention: tests/test_calibrate_bench.py)."""
+DP_TEMPLATE = {"name": "dp", "profile": "h200-1b",
+               "server": {"enable_dp_attention": True, "dp_size": 2, "tp_size": 2, "speculative_algorithm": "dspark",
+                          "speculative_num_draft_tokens": 4},
+               "acceptance": {"mean_accept_length": 3.0},
+               "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+                            "output_len": {"kind": "fixed", "value": 8}}}
+
+
 def test_every_log_fixture_is_named_in_the_table():
     assert sorted(LOG_FIGURES) == sorted(p.name for p in (DATA / "logs").glob("sglang-*.log"))
 
@@ -240,6 +252,9 @@ def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch
     (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN | ({"accept_length": 3.0} if accept else {})) + "\n")
     argv = ["calibrate", "--from", "run.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
             "--max-evals", "1", "--server-log", str(DATA / "logs" / name), "--out", "fitted.yaml"]
+    if name in DP_LOGS:   # decode lines of several DP-attention ranks go with a server that has them
+        (tmp_path / "dp.yaml").write_text(yaml.safe_dump(DP_TEMPLATE))
+        argv += ["--scenario-template", "dp.yaml"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     m = re.search(r"server log \S+: (\{.*\}); (\d+) pure-decode samples", out)

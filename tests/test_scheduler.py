@@ -198,11 +198,20 @@ def test_a_pool_that_barely_holds_one_request_completes():
     assert res.summary["completed"] == 2
 
 
-@pytest.mark.parametrize(("pool", "page"), [(1067, 1), (1082, 16)])
+@pytest.mark.parametrize(("pool", "page"), [(1067, 1)])
 def test_a_request_that_can_never_run_is_rejected_not_looped(pool, page):
     from specsched.sim.scheduler import UnschedulableRequest
 
     # page 1: the admission's charge fits (1001 + 64 + 1 < 1067), the last top-up (1001 + 62 +
-    # 12 reserved) does not; page 16: the charge itself (1008 + 64 + 16) does not
-    with pytest.raises(UnschedulableRequest, match="tops it up" if page == 1 else "cannot fit"):
+    # 12 reserved) does not
+    with pytest.raises(UnschedulableRequest, match="tops it up"):
         _two_requests_one_slot(pool, page).run()
+
+
+def test_a_request_whose_output_the_pool_cannot_hold_runs_cut():
+    # page 16: the charge (1008 + 64 + 16) does not fit a pool of 1082, so SGLang cuts
+    # max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens:
+    # 1082 - 1008 - 16 - 1 = 57), whose last top-up (1001 + 55 + 12, page-rounded 1072) fits;
+    # it was refused before the generated workloads' outputs were cut
+    res = _two_requests_one_slot(1082, 16).run()
+    assert res.summary["completed"] == 2 and res.requests["output_len"].tolist() == [57, 57]
