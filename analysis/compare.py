@@ -410,7 +410,8 @@ def _pct(x: float) -> str:
     return "+0.00%" if text == "-0.00%" else text
 
 
-VERDICT_RULE = ("verdict: better/worse when the CI excludes 0 and |change| > noise; same when the CI (one seed: "
+VERDICT_RULE = ("verdict: better/worse when the CI (bootstrap over seeds; under 20 seeds at least Student's t) "
+                "excludes 0 and |change| > noise; same when the CI (one seed: "
                 "the change) lies within ±noise; noise = the standard deviation over seeds of the per-seed change "
                 "(of its log ratio where that is smaller), at least --min-change (default 1 %)")
 """The verdict rule as the tables state it (:func:`verdict`)."""

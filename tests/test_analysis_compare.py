@@ -231,9 +231,11 @@ def test_a_many_fold_change_on_every_seed_is_not_noise():
     """Paired seeds each 16x and 80x worse: the percent changes (+1500 %, +7900 %) scatter by
     4500 %, more than the pooled change, but every seed is many-fold worse; the spread of
     ln(arm / base) (a factor of 3) is the seed noise, and the verdict is 'worse'. A
-    steady decrease keeps the percent spread (the smaller one)."""
+    steady decrease keeps the percent spread (the smaller one). (Seeds 0.5x, 0.05x and 0.2x
+    are no clear change at 3 seeds: the t interval of ln(arm / base), which a 3-seed
+    bootstrap undercovers, reaches above 0: tests/test_analysis_stats.py.)"""
     rows = []
-    for s, (up, down) in enumerate([(16.0, 0.5), (80.0, 0.05), (30.0, 0.2)]):
+    for s, (up, down) in enumerate([(16.0, 0.5), (80.0, 0.4), (30.0, 0.45)]):
         for arm, f in (("base", 1.0), ("up", up), ("down", down)):
             rows.append((arm, s, "mean_ttft_ms", 100.0 * (1 + s / 10) * f))
     table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
@@ -242,7 +244,7 @@ def test_a_many_fold_change_on_every_seed_is_not_noise():
     r = np.log([16.0, 80.0, 30.0])
     assert up["noise_pct"] == pytest.approx(100 * np.expm1(np.std(r, ddof=1)))
     assert compare.verdict(up) == "worse"
-    assert down["noise_pct"] == pytest.approx(np.std([-50.0, -95.0, -80.0], ddof=1))
+    assert down["noise_pct"] == pytest.approx(np.std([-50.0, -60.0, -55.0], ddof=1))
     assert compare.verdict(down) == "better"
 
 
