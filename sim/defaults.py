@@ -696,6 +696,20 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
+def block_drafter_resets(server: ServerArgs, given: set[str]) -> tuple[ServerArgs, list[Resolved]]:
+    """A block drafter's (DSpark, DFlash) ``speculative_num_steps`` and ``speculative_eagle_topk``
+    as SGLang 0.5.23 runs them: a given value other than 1 is overridden to 1 with a warning
+    (arg_groups/speculative_hook.py ``_handle_dspark``, ``_handle_dflash``: "only supports
+    speculative_num_steps == 1"). The simulator's block drafter reads neither, so a run was
+    the same with them silently; the reset is said as a filled value."""
+    if not server.speculative_algorithm.is_block:
+        return server, []
+    out = [Resolved(k, 1, f"SGLang overrides {k}={getattr(server, k)} to 1 for {server.speculative_algorithm.value} "
+                    "with a warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash)")
+           for k in ("speculative_num_steps", "speculative_eagle_topk") if k in given and getattr(server, k) != 1]
+    return server.model_copy(update={r.key: 1 for r in out}), out
+
+
 def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
                             profile: Profile | None = None) -> tuple[Scenario, list[Resolved]]:
     """The scenario with SGLang's hardware defaults filled in for the server arguments the
@@ -715,6 +729,8 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
         given = set(scenario.server.model_fields_set)
     hw = hardware_of(profile) if profile is not None else _scenario_hardware(scenario.profile, scenario.path or None)
     server, filled = resolve_server(scenario.server, hw, given)
+    server, reset = block_drafter_resets(server, given)
+    filled = filled + reset
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
         from specsched.sim.errors import ConfigError
 

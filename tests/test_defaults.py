@@ -490,3 +490,19 @@ def test_the_speculative_reset_to_48_is_noted_when_requests_queue_behind_it(tmp_
     note = spec_cap_note(filled, queued)
     assert note is not None and "up to 7 waiting" in note and "server.max_running_requests" in note
     assert spec_cap_note(filled, drained) is None and spec_cap_note(stated, queued) is None
+
+
+def test_a_block_drafters_topk_is_reset_to_one_and_said():
+    """SGLang 0.5.23 overrides DSpark's and DFlash's speculative_eagle_topk to 1 with a warning
+    (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash): a run with topk 4 was the
+    same as with 1, and nothing said so."""
+    from specsched.sim.defaults import block_drafter_resets
+    from specsched.sim.server_args import ServerArgs
+
+    srv = ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=6, speculative_eagle_topk=4)
+    out, said = block_drafter_resets(srv, set(srv.model_fields_set))
+    assert out.speculative_eagle_topk == 1 and [r.key for r in said] == ["speculative_eagle_topk"]
+    assert "_handle_dspark" in said[0].why and "speculative_eagle_topk=4" in said[0].why
+    chain = ServerArgs(speculative_algorithm="eagle", speculative_num_steps=3, speculative_eagle_topk=4,
+                       speculative_num_draft_tokens=8)
+    assert block_drafter_resets(chain, set(chain.model_fields_set)) == (chain, [])
