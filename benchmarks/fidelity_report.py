@@ -125,7 +125,8 @@ def main() -> int:
         "\n## What the model predicts for each change\n",
         f"Mean over {args.seeds} seeds per arm (percentiles: of the pooled samples of all seeds; "
         "paired by seed), change vs `base`, with a "
-        "bootstrap 95 % CI of the % change. Arms: `stream_wait` (queued publish wait instead of "
+        "bootstrap 95 % CI of the % change (at least Student's t over the paired seeds: "
+        "analysis/stats.py pct_change_ci). Arms: `stream_wait` (queued publish wait instead of "
         "a host-blocking synchronize), `waiting_aware` (delay only while free < min(threshold, "
         "waiting)), `both`.\n",
     ]
