@@ -253,6 +253,11 @@ class AcceptanceModel:
         self.tag = seed_streams.ACCEPT if cfg.seed_key == "accept" else seed_streams.SHARED_ACCEPT
         gamma = window - 1
         ref = cfg.window or window
+        # the last window whose every position's rate the acceptance states (beyond it the
+        # rates are continued, extend_rates): given rates state len + 1, a histogram len
+        self.measured_window = (len(cfg.per_position_rates) + 1 if cfg.per_position_rates is not None
+                                else (cfg.window or len(cfg.histogram)) if cfg.histogram is not None else ref)
+        self.rate_decay = cfg.rate_decay
         if gamma <= 0:
             self.base_logits = np.zeros(0)
         elif cfg.per_position_rates is not None:

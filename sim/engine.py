@@ -43,7 +43,7 @@ from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
 from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.gc_pause import collector_paused
-from specsched.sim.grid_range import RangeNote, merged, write_warnings
+from specsched.sim.grid_range import AcceptanceBeyond, RangeNote, merged, write_warnings
 from specsched.sim.host_speed import scale_host
 from specsched.sim.limits import output_cut_summary, truncation_summary
 from specsched.sim.loop import scheduler_loop
@@ -550,7 +550,12 @@ class SimEngine(Clients, EngineStretch):
         """Every cost model's :meth:`sim.cost_model.CostModel.range_notes`, merged: one per
         profile, grid and axis, at the largest value any of them queried
         (:func:`sim.grid_range.merged`)."""
-        return merged(n for cost in self.cost_models() for n in cost.range_notes())
+        notes = [n for cost in self.cost_models() for n in cost.range_notes()]
+        acc, srv = self.acceptance, self.scenario.server
+        if srv.speculative_algorithm.enabled and acc.window > acc.measured_window:
+            notes.append(AcceptanceBeyond(acc.window, acc.measured_window, acc.rate_decay,
+                                          srv.speculative_algorithm.is_block))
+        return merged(notes)
 
     def cost_models(self) -> list[Any]:
         """The run's cost models (a :class:`sim.cost_model.CostModel`, or DP attention's

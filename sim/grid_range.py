@@ -133,7 +133,41 @@ class EagerUnpriced:
                 "graph replays without padding, so eager can come out faster than a graph")
 
 
-RangeNote = GridExit | EagerUnpriced
+@dataclass(frozen=True)
+class AcceptanceBeyond:
+    """A verify window longer than the one the scenario's acceptance states rates for
+    (sim/acceptance.py ``AcceptanceModel.measured_window``): its later positions' rates are
+    continued from the last stated one (``extend_rates``: x ``rate_decay`` a position), so
+    what the longer window gains rests on that continuation, not on a measurement.
+
+    Attributes:
+        window: the longest verify window run.
+        measured: the window the acceptance states.
+        rate_decay: ``acceptance.rate_decay``.
+        block: the drafter is a block drafter (DSpark, DFlash), whose window SGLang ties to
+            the draft checkpoint's block size.
+    """
+
+    window: int
+    measured: int
+    rate_decay: float
+    block: bool
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return "", "acceptance", ""
+
+    def line(self) -> str:
+        decay = ("the same rate" if self.rate_decay == 1 else f"x {self.rate_decay:g} a position")
+        block = ("; SGLang runs a DSpark window other than the draft checkpoint's block size + 1 only with "
+                 "--speculative-dspark-block-size (arg_groups/speculative_hook.py _handle_dspark), a drafter "
+                 "at a block size it was not trained for" if self.block else "")
+        return (f"warning: acceptance: verify window {self.window} is longer than the {self.measured} the acceptance "
+                f"states rates for: positions {self.measured + 1}-{self.window} continue the last stated rate "
+                f"({decay}, acceptance.rate_decay), so the longer window's gain is extrapolated{block}")
+
+
+RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:
@@ -145,7 +179,8 @@ def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:
     for n in notes:
         old = out.get(n.key)
         if old is None or (isinstance(n, GridExit) and isinstance(old, GridExit)
-                           and (n.extent < old.extent if n.below else n.extent > old.extent)):
+                           and (n.extent < old.extent if n.below else n.extent > old.extent)) or (
+                isinstance(n, AcceptanceBeyond) and isinstance(old, AcceptanceBeyond) and n.window > old.window):
             out[n.key] = n
     return [out[k] for k in sorted(out)]
 

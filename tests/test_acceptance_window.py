@@ -236,3 +236,26 @@ def test_prepared_draws_are_the_lazy_draws_and_make_none_later(monkeypatch):
     assert [ready.level(r) for r in rids] == [lazy.level(r) for r in rids]
     with pytest.raises(ValueError, match="2 requests, 1 cycle counts"):
         ready.prepare([1, 2], [3])
+
+
+def test_a_window_past_the_stated_rates_is_said_once_at_its_largest():
+    """A window sweep picked window 10 on the 6 the acceptance was measured at, its gain
+    resting on rates continued past the last measured one, and nothing said so. The run's
+    range notes now say it, once, at the largest window (merged across runs)."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import AcceptanceBeyond, merged
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    def notes(window: int, **acc):
+        given = {"mean_accept_length": None, **acc} if "per_position_rates" in acc else {"window": 6}
+        sc = make_scenario({"speculative_num_draft_tokens": window}, {"num_requests": 2}, acceptance=given)
+        return [n for n in SimEngine(sc, tiny_profile()).run().extra["range_notes"] if isinstance(n, AcceptanceBeyond)]
+
+    assert notes(6) == [] and notes(4) == []
+    (n10,) = notes(10)
+    assert (n10.window, n10.measured, n10.block) == (10, 6, True)
+    assert "positions 7-10" in n10.line() and "--speculative-dspark-block-size" in n10.line()
+    (rates,) = notes(6, per_position_rates=[0.8, 0.7])   # rates for positions 2-3: window 3 stated
+    assert rates.measured == 3
+    assert merged([*notes(8), n10]) == [n10]
