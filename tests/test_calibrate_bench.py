@@ -979,3 +979,19 @@ def test_a_dp_attention_log_is_refused_for_a_server_without_it(tmp_path, dp, ref
         assert e.value.key == "rank" and "DP attention" in e.value.allowed and e.value.file.endswith(":1")
     else:
         check_log_matches(log, str(p), server)
+
+
+def test_one_runs_noise_is_at_least_its_spread_between_repeats():
+    """A closed loop's median TTFT scatters 0.2 % over simulated seeds, and a fit took that as
+    one measured run's noise: the figure outweighed every other 30-fold and pulled the decode
+    factor to x1.18 where the log and the ITL said x1.09-1.14. Repeats of one cell on one H200
+    move it 6 % (RUN_TO_RUN_NOISE); a spread measured between runs at one load still wins."""
+    from specsched.analysis.calibrate_bench import RUN_TO_RUN_NOISE, residual_noise
+
+    scatter = {"median_ttft_ms": 0.002, "median_itl_ms": 0.001, "output_throughput": 0.02}
+    noise = residual_noise({}, scatter, 4, list(scatter))
+    assert noise["median_ttft_ms"] >= RUN_TO_RUN_NOISE["median_ttft_ms"]
+    assert noise["median_itl_ms"] >= RUN_TO_RUN_NOISE["itl_ms"]
+    assert noise["output_throughput"] == pytest.approx((0.02 ** 2 + 0.02 ** 2 / 4) ** 0.5)   # its own scatter is larger
+    measured = residual_noise({"median_ttft_ms": 0.01}, scatter, 4, ["median_ttft_ms"])
+    assert measured["median_ttft_ms"] == pytest.approx((0.01 ** 2 + 0.002 ** 2 / 4) ** 0.5)
