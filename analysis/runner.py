@@ -138,10 +138,14 @@ def execute(task: RunTask) -> RunOutcome:
             write_results(run, task.out)
     except Exception as e:  # noqa: BLE001 - reported per run by the caller
         from specsched.sim.errors import ConfigError
+        from specsched.sim.policy_loader import user_policy_failure
         from specsched.sim.scheduler import UnschedulableRequest
 
         tb = traceback.format_exc(limit=-3)
         refused = e if isinstance(e, (ConfigError, UnschedulableRequest)) else None
-        return RunOutcome(task.key, task.seed, error=f"{type(e).__name__}: {e}\n{tb}", refusal=refused)
+        # a user policy's own code failing: its spec, file and line, as `run` says it (the
+        # process that loaded the policy knows its file; a parent given the text may not)
+        said = user_policy_failure(e) or f"{type(e).__name__}: {e}"
+        return RunOutcome(task.key, task.seed, error=f"{said}\n{tb}", refusal=refused)
     return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples, range_notes=notes,
                       arrival_span_s=span)

@@ -373,3 +373,27 @@ def test_both_kinds_of_policy_are_built_and_checked_by_one_function(monkeypatch,
     monkeypatch.setattr(policy_loader, "make_named_policy", lambda server, k, *a, **kw: seen.append(k))
     make(ServerArgs(**{key: shipped_name}), 0, None)
     assert seen == [key]
+
+
+def test_a_sweep_names_the_user_policys_line_that_failed(tmp_path, capsys):
+    """A user policy raising inside a sweep's runs was reported as 'ZeroDivisionError: division
+    by zero', no file or line, where `run` names both: the run's worker now says it the same way."""
+    path = scenario(tmp_path, {})
+    (tmp_path / "boom.py").write_text(textwrap.dedent('''
+        from specsched.sim.admission import AdmissionDelayBase
+
+
+        class Boom(AdmissionDelayBase):
+            name = "boom"
+            stateless = True
+
+            def should_delay(self, state):
+                return 1 / 0 > 0
+    '''))
+    capsys.readouterr()
+    main(["sweep", path, "--grid", "server.max_running_requests=8,16", "--set", "server.admission_delay=boom.py:Boom",
+          "--seeds", "1", "--out", str(tmp_path / "sw.parquet"), "--quiet"])
+    failed = [x for x in capsys.readouterr().err.splitlines() if x.startswith("failed ")]
+    assert len(failed) == 2, failed
+    assert all("boom.py:Boom raised ZeroDivisionError" in x and "boom.py line 10, in should_delay" in x
+               for x in failed), failed
