@@ -196,7 +196,9 @@ class DecodeMemory:
                     f"{self.kv.swa_available} free of the SWA pool's {self.kv.swa_capacity}); the pool is "
                     f"server.max_total_num_tokens x server.swa_full_tokens_ratio = {self.server.max_total_num_tokens} x "
                     f"{self.server.swa_full_tokens_ratio}: raise the ratio, or lower workload.output_len or "
-                    "server.speculative_num_draft_tokens")
+                    "server.speculative_num_draft_tokens"
+                    + (f", or a smaller server.page_size (now {self.server.page_size}: the SWA need is whole pages, "
+                       "while this build's retraction stops on a count of free tokens)" if self.server.page_size > 1 else ""))
             raise UnschedulableRequest(
                 f"{who} cannot get KV for the next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity}); raise server.max_total_num_tokens "
