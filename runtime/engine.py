@@ -69,7 +69,7 @@ from specsched.sim.policy_loader import user_policy_specs
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler, run_counts
-from specsched.sim.workload import Clients, make_requests, scheduler_request
+from specsched.sim.workload import Clients, make_requests, scheduler_request, with_request_labels
 from tqdm.auto import tqdm
 
 _TOKENS_STREAM = 4
@@ -689,6 +689,7 @@ class RuntimeEngine(LoopHost):
         extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions)
                  for rid, r in self.sched.reqs.items()}
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
+        requests = with_request_labels(requests, self.specs)   # priority / routing-key classes, if sent
         summary.update(
             host_probe=self.probe.summary(), host_speed=self.probe.speed_summary(),
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,

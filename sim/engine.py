@@ -66,7 +66,7 @@ from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
 from specsched.sim.steady_state import steady_throughputs
-from specsched.sim.workload import make_requests
+from specsched.sim.workload import make_requests, with_request_labels
 
 AUTO_COMPACT_TOKENS = 1_000_000
 """``records="auto"`` keeps every chunk row up to this many output tokens in the run, and
@@ -585,6 +585,7 @@ class SimEngine(Clients, EngineStretch):
             for rid, r in self.sched.reqs.items()
         }
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
+        requests = with_request_labels(requests, self.specs)   # priority / routing-key classes, if sent
         ratio = self.scenario.workload.steady_state_concurrency_ratio
         if ratio is not None:
             try:

@@ -17,6 +17,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
@@ -78,6 +79,27 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     tokens = spec.tokens if spec.abort is None or spec.tokens is None else np.zeros(1, np.int64)
     return Req(spec.index, *spec.served_lengths, tokens=tokens, ignore_eos=ignore_eos,
                priority=spec.priority, routing_key=spec.routing_key)
+
+
+def with_request_labels(requests: Any, specs: list[RequestSpec]) -> Any:
+    """The requests table (:class:`~sim.tables.Columns`) with the labels the workload sent,
+    where any request carries one: ``priority`` (float: NaN for a request sent without one,
+    the server's default) and ``routing_key`` ("" for none), by request id. A what-if on a
+    priority or routing-key policy is then read per class; a run without labels is returned
+    unchanged (its table has neither column)."""
+    from specsched.sim.tables import Columns
+
+    prio = {s.index: s.priority for s in specs if s.priority is not None}
+    keys = {s.index: s.routing_key for s in specs if s.routing_key is not None}
+    if not prio and not keys:
+        return requests
+    rid = requests["rid"].tolist()
+    cols = dict(requests.data)
+    if prio:
+        cols["priority"] = np.array([prio.get(r, np.nan) for r in rid], dtype=float)
+    if keys:
+        cols["routing_key"] = np.array([keys.get(r, "") for r in rid], dtype=object)
+    return Columns(cols)
 
 
 MAX_HISTOGRAM_LENGTH = 1 << 62

@@ -83,3 +83,24 @@ def test_the_runtime_reports_preemptions_as_the_simulator_does(tmp_path, capsys)
     assert int(line.split()[-1]) == measured["num_preemptions"]
     rq = pd.read_parquet(tmp_path / "m" / "requests.parquet")
     assert int(rq["retractions"].sum()) == measured["num_preemptions"] + measured["num_retractions"]
+
+
+def test_the_requests_table_carries_each_requests_priority_and_routing_key():
+    """A priority what-if could not be read per class: the requests table had neither the
+    priority nor the routing key the client sent. Both are columns where the workload sends
+    them (simulated and measured alike: with_request_labels), absent where it does not."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.workload import make_requests
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    sc = make_scenario({"enable_priority_scheduling": True},
+                       {"kind": "poisson", "num_requests": 30, "request_rate": 100.0, "priorities": [0, 100],
+                        "routing_keys": ["a", "b", "c"]})
+    req = SimEngine(sc, tiny_profile()).run().table("requests").frame().sort_values("rid")
+    sent = {s.index: s for s in make_requests(sc.workload, sc.seed, None)}
+    assert req["priority"].tolist() == [float(sent[r].priority) for r in req["rid"]]
+    assert req["routing_key"].tolist() == [sent[r].routing_key for r in req["rid"]]
+    assert set(req["priority"]) == {0.0, 100.0} and set(req["routing_key"]) == {"a", "b", "c"}
+    plain = SimEngine(make_scenario(), tiny_profile()).run().table("requests")
+    assert "priority" not in plain.columns and "routing_key" not in plain.columns
