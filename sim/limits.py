@@ -232,16 +232,23 @@ def check_fits(scenario: Scenario) -> None:
     i, o = _largest_request(scenario)
     # its output as SGLang cuts it (served_requests runs the cut); as asked where the cut leaves none
     o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0])
-    if srv.disaggregation is None:
-        _check_pool(file, srv, "server", i, o_served, w.ignore_eos)
-    else:
-        # each role's servers hold their own pool: a prefill server's copy of a request asks
-        # for its first token only (PrefillBootstrapQueue._process_req), a decode server's
-        # holds the whole context and is preallocated first
-        _check_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1, w.ignore_eos)
-        decode = srv.role_server("decode")
-        _check_pool(file, decode, "server.disaggregation.decode.server", i, o_served, w.ignore_eos)
-        _check_decode_prealloc(file, decode, i, o_served)
+    try:
+        if srv.disaggregation is None:
+            _check_pool(file, srv, "server", i, o_served, w.ignore_eos)
+        else:
+            # each role's servers hold their own pool: a prefill server's copy of a request asks
+            # for its first token only (PrefillBootstrapQueue._process_req), a decode server's
+            # holds the whole context and is preallocated first
+            _check_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1, w.ignore_eos)
+            decode = srv.role_server("decode")
+            _check_pool(file, decode, "server.disaggregation.decode.server", i, o_served, w.ignore_eos)
+            _check_decode_prealloc(file, decode, i, o_served)
+    except ConfigError as e:
+        if e.key != "workload.output_len" or o_served == o:
+            raise
+        # name the output the scenario asks for; the check was of SGLang's cut of it
+        raise ConfigError(e.file, e.key, o, f"SGLang cuts it to {o_served} (scheduler.py init_req_max_new_tokens), "
+                          f"and {e.allowed}") from None
     _check_context(scenario, hw, i, o)   # the tokenizer rejects prompt + max_new_tokens past it: no cut
 
 
@@ -310,6 +317,8 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
     bad = ((paged + page + ahead + new >= cap) | (ins + outs > cap) | (ins > longest_pool_prompt(srv))
            | _top_up_past_pool(srv, ins, outs))
+    if _ignore_eos_admits(srv, ignore_eos):
+        bad |= _ignore_eos_never_admitted(srv, paged, outs)
     if decode:
         bad |= np.maximum(paged + srv.num_reserved_decode_tokens, ins + new) > cap   # prealloc_need
     if srv.swa_max_total_num_tokens:
@@ -329,6 +338,29 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
                                                  ignore_eos_path=eos_path) for i, o in pairs], dtype=bool)
             bad[left] |= never[inverse.reshape(-1)]
     return bad
+
+
+def _ignore_eos_admits(srv, ignore_eos: bool) -> bool:
+    """Whether a server with arguments ``srv`` admits a request sent with ``ignore_eos`` through
+    ``add_one_req_ignore_eos`` with its projection: the prefix cache off (sglang 0.5.23
+    ``add_one_req``), not a hybrid-SWA model (it skips the projection), not a disaggregated
+    decode server (it preallocates instead: disaggregation/decode.py ``DecodePreallocQueue``)."""
+    return (ignore_eos and srv.disable_radix_cache and not srv.swa_max_total_num_tokens
+            and srv.disaggregation_mode != "decode")
+
+
+def _ignore_eos_never_admitted(srv, paged: Any, outs: Any) -> Any:
+    """Whether an ignore_eos request with the prefix cache off (page-rounded prompt ``paged``,
+    output ``outs``; scalars or arrays) is never admitted, alone on an empty server, by
+    sglang 0.5.23 schedule_policy.py ``PrefillAdder.add_one_req_ignore_eos``
+    (:meth:`sim.prefill_adder.PrefillAdder.add_one_req_ignore_eos`): its projection keeps
+    ``IGNORE_EOS_RESERVE_TOKENS`` free beyond the prompt, a page and the whole output, so the
+    pool must exceed ``paged + page + output + 1``. SGLang's own cut of max_new_tokens
+    (:func:`output_cut`: ``pool - paged - page - 1``) leaves exactly one token short of that:
+    such a request waits for ever (a hybrid-SWA model skips the projection)."""
+    from specsched.sim.prefill_adder import IGNORE_EOS_RESERVE_TOKENS
+
+    return paged + srv.page_size + outs + IGNORE_EOS_RESERVE_TOKENS >= srv.max_total_num_tokens
 
 
 def _first_refusal(srv, where: str, i: int, o: int, ignore_eos: bool, decode: bool) -> ConfigError:
@@ -884,6 +916,13 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens need {need} KV tokens as the scheduler reserves them "
                           f"(output clipped at {CLIP_MAX_NEW_TOKENS}); {pool} is {cap} and must exceed that")
+    if _ignore_eos_admits(srv, ignore_eos) and _ignore_eos_never_admitted(srv, ceil_page(i, page), o):
+        raise ConfigError(file, "workload.output_len", o,
+                          f"prompt {i} + output {o} tokens with the prefix cache off: SGLang's ignore_eos admission "
+                          f"(schedule_policy.py add_one_req_ignore_eos) keeps 1 token free beyond the page-rounded "
+                          f"prompt, a page and the whole output, which {pool} = {cap} does not hold even alone (its "
+                          "cut of max_new_tokens, init_req_max_new_tokens, leaves one token short): the request "
+                          "waits for ever; turn the radix cache on or shorten the output")
     if _top_up_past_pool(srv, i, o):
         target = last_top_up_target(i, o, srv.spec_kv_reserve, page)
         raise ConfigError(file, "workload.output_len", o,

@@ -303,3 +303,27 @@ def test_a_generated_workloads_outputs_are_cut_as_sglang_cuts_them(tmp_path, cap
     assert req["output_len"].tolist() == served.tolist()
     assert 0 < summary["requests_output_clamped"] == int((served < asked).sum()) < 12
     assert summary["completed"] == 12
+
+
+def test_a_cut_the_ignore_eos_admission_never_takes_is_refused_not_stalled(tmp_path, capsys):
+    """With the prefix cache off, SGLang admits an ignore_eos request by its projection
+    (schedule_policy.py add_one_req_ignore_eos), which keeps one token free beyond the prompt, a
+    page and the whole output; its own cut of max_new_tokens leaves exactly one token short, so
+    such a request waits for ever. The run stalled with a traceback (a cut generated output, and
+    a trace row as well); it is refused up front naming the output asked."""
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline", "seed": 1,
+                                 "server": {**SERVER, "max_total_num_tokens": 3000, "disable_radix_cache": True},
+                                 "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 900},
+                                              "output_len": {"kind": "fixed", "value": 3000}}}))
+    assert main(["run", str(y), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "workload.output_len = 3000: SGLang cuts it to 2098" in err[0], err
+    assert "add_one_req_ignore_eos" in err[0] and not (tmp_path / "out").exists()
+    y2 = _scenario(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 10:00:00.0,2950,301\n",
+                   max_total_num_tokens=3000, disable_radix_cache=True)
+    assert main(["run", y2, "--out", str(tmp_path / "out2"), "-q"]) == 2
+    assert "add_one_req_ignore_eos" in capsys.readouterr().err
+    # with the radix cache on, the same cut runs (add_one_req reserves the clipped output)
+    y.write_text(y.read_text().replace("disable_radix_cache: true", "disable_radix_cache: false"))
+    assert main(["run", str(y), "--out", str(tmp_path / "out3"), "-q"]) == 0

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specsched.sim.engine import SimEngine
+from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.errors import ConfigError
 from specsched.sim.limits import _check_pool, never_fit_rows, trace_aborts, trace_output_cut
 from specsched.sim.scheduler import UnschedulableRequest
@@ -129,14 +129,17 @@ def test_never_fit_rows_is_exactly_the_pool_check(cap, page, spec, swa, chunk, e
 
 
 @settings(max_examples=40, deadline=None)
-@given(cap=st.integers(200, 700), page=st.sampled_from([1, 16]), spec=st.booleans(),
+@given(cap=st.integers(200, 700), page=st.sampled_from([1, 16]), spec=st.booleans(), radix=st.booleans(),
        rows=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 300)), min_size=1, max_size=3))
-def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path_factory, cap, page, spec, rows):
+def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path_factory, cap, page, spec, radix, rows):
     """Invariant: a random small trace's rows marked by the up-front check (on the outputs cut
     as SGLang cuts them, ``trace_output_cut``; the rows SGLang aborts, ``trace_aborts``, left
-    out) are the rows the simulated server refuses (UnschedulableRequest); an aborted row runs
-    and fails; every other row runs to the last token of its cut output (no false refusal)."""
-    srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256}
+    out) are the rows the simulated server refuses (UnschedulableRequest) or never admits
+    (the ignore_eos admission with the prefix cache off: a cut output leaves it one token
+    short, a stall); an aborted row runs and fails; every other row runs to the last token of
+    its cut output (no false refusal)."""
+    srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256,
+           "disable_radix_cache": not radix}
     if not spec:
         srv.update(speculative_algorithm="none", speculative_num_draft_tokens=1)
     d = tmp_path_factory.mktemp("t")
@@ -152,7 +155,7 @@ def test_up_front_refusal_is_exactly_what_the_scheduler_never_schedules(tmp_path
                                                  "input_len": None, "output_len": None})
         try:
             res = SimEngine(sc, tiny_profile()).run()
-        except UnschedulableRequest:
+        except (UnschedulableRequest, Stalled):   # Stalled: the ignore_eos admission never admits it
             assert marked[k], (i, o)
             continue
         assert not marked[k], (i, o)
