@@ -400,6 +400,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if differ:
         print(differ)
     compare.print_comparison(console, table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)")
+    if (note := compare.aborted_note(samples)) is not None:
+        print(note, file=sys.stderr)
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:
@@ -536,6 +538,11 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     best = best_text(summary, table=table)
     if best:   # wrapped to the console's width as the table is; its brackets are not markup
         console.print(best, markup=False, highlight=False)
+    rejected = table[(table["metric"] == "requests_aborted") & (table["value"] > 0)]
+    if len(rejected):   # a point whose server rejected requests reads faster over the rest
+        print(f"warning: the server rejected requests at {rejected['point'].nunique()} point(s) (requests_aborted in "
+              f"the table): their latencies and throughputs are over the completed requests only, as bench_serving's "
+              "are, so a point that rejects more looks faster", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- registration

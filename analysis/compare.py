@@ -41,6 +41,25 @@ DEFAULT_METRICS = (
     "output_throughput", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
     "max_ttft_ms", "median_tpot_ms", "median_itl_ms", "verify_cycles_per_s", "accept_length",
 )
+ABORTED = "requests_aborted"
+"""The summary key of the requests a run's server rejected (sim/limits.py ``trace_aborts``);
+absent from a run that rejected none (read as 0 beside one that did)."""
+
+
+def aborted_note(samples: pd.DataFrame) -> str | None:
+    """One warning line when some arm's runs had requests rejected by the server: the
+    latencies and throughputs of such an arm are over its completed requests only, as
+    bench_serving's are, so a change that makes the server reject requests looks faster."""
+    rows = samples[(samples["metric"] == ABORTED) & (samples["value"] > 0)]
+    if rows.empty:
+        return None
+    per_arm = rows.groupby("arm", sort=False)["value"].mean()
+    said = ", ".join(f"{a} {v:g}" for a, v in per_arm.items())
+    return (f"warning: the server rejected requests in some runs (requests_aborted, mean over the seeds that had any: "
+            f"{said}): their latencies and throughputs are over the completed requests only, as bench_serving's "
+            "are, so an arm that rejects more looks faster")
+
+
 HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_busy_fraction", "completed")
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
@@ -314,6 +333,8 @@ def summarize_comparison(
     if metrics is None:   # a metric no run has a value for (verify_cycles_per_s without speculation) is left out
         valued = set(samples.loc[samples["value"].notna(), "metric"])
         metrics = [m for m in DEFAULT_METRICS if m in valued]
+        if ABORTED in present:   # an arm that rejects requests looks faster over the rest: shown first
+            metrics = [ABORTED, *metrics]
     else:
         unknown = [m for m in metrics if m not in present]
         if unknown:
@@ -323,6 +344,8 @@ def summarize_comparison(
     # the pivot drops a metric that is NaN in every run (verify_cycles_per_s without
     # speculative decoding): put its column back so it reads n/a instead of a KeyError
     wide = wide.reindex(columns=wide.columns.union(pd.Index(list(metrics))))
+    if ABORTED in wide.columns:   # a run that rejected nothing writes no requests_aborted: 0
+        wide[ABORTED] = wide[ABORTED].fillna(0.0)
     rows = []
     for arm in arms:
         if arm == base:
@@ -433,7 +456,8 @@ def verdict(row: Any) -> str:
     - ``rate-bound``: a throughput of open-loop runs that kept pace with their arrivals in
       both arms (``rate_bound``, :func:`rate_bound`): it measures the arrival rate, not
       capacity, so its change is no better or worse (:data:`RATE_BOUND_NOTE`);
-    - ``n/a``: no change (a base of 0, or no seed where both arms have the metric).
+    - ``n/a``: no change (a base of 0, or no seed where both arms have the metric), except
+      ``requests_aborted`` from a base of 0: ``worse``.
 
     A CI bound within :data:`NOISE_REL` of zero counts as zero (float rounding).
     """
@@ -442,6 +466,8 @@ def verdict(row: Any) -> str:
     if not math.isfinite(noise):
         noise = MIN_CHANGE_PCT
     if not math.isfinite(change):
+        if row["metric"] == ABORTED and row["base_value"] == 0 and row["arm_value"] > 0:
+            return "worse"   # rejects requests where the base rejected none (no percent change of 0)
         return "n/a"
     bound = row.get("rate_bound", False) if hasattr(row, "get") else False
     if isinstance(bound, (bool, np.bool_)) and bound:   # a CSV read back without the column: NaN

@@ -401,3 +401,22 @@ def test_a_change_that_rounds_to_zero_prints_without_a_minus(x):
     from specsched.analysis.compare import _pct
 
     assert _pct(x) == "+0.00%"
+
+
+def test_an_arm_that_rejects_requests_is_said_not_scored_faster():
+    """An arm whose server rejected requests (a smaller pool replaying a trace with long rows)
+    read -25 % mean TTFT and +18 % throughput, better, over its completed requests only:
+    requests_aborted leads the default metrics (0 for a run that rejected none), its verdict
+    is worse, and a warning line says why the rest looks faster."""
+    rows = []
+    for seed in (1, 2, 3):
+        rows += [("base", seed, "mean_ttft_ms", 100.0 + seed), ("base", seed, "output_throughput", 1000.0 + seed),
+                 ("small", seed, "mean_ttft_ms", 75.0 + seed), ("small", seed, "output_throughput", 1180.0 + seed),
+                 ("small", seed, "requests_aborted", 14.0 + seed)]
+    samples = pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"])
+    table = compare.summarize_comparison(samples, None, n_resamples=999)
+    first = table.iloc[0]
+    assert first["metric"] == "requests_aborted" and first["base_value"] == 0 and compare.verdict(first) == "worse"
+    note = compare.aborted_note(samples)
+    assert note is not None and "small 16" in note and "looks faster" in note   # 15, 16, 17
+    assert compare.aborted_note(samples[samples["metric"] != "requests_aborted"]) is None

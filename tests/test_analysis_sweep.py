@@ -507,3 +507,18 @@ def test_a_points_seed_count_is_of_the_seeds_its_figure_rests_on():
                            "value": v, "point": 0} for s, v in ((1, 100.0), (2, math.nan), (3, math.nan))])
     row = summarize_sweep(table).iloc[0]
     assert row["value"] == 100.0 and row["seeds"] == 1
+
+
+def test_a_sweep_says_when_a_point_rejected_requests(tmp_path, capsys):
+    """A pool small enough that the server rejects a trace's long rows reads faster over the
+    rest: the sweep says which points rejected requests."""
+    from specsched.cli import main
+
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n0,100,20\n0.1,5000,20\n0.2,200,20\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nprofile: h200-llama8b-roofline\nserver: {max_total_num_tokens: 4096, speculative_algorithm: none}\n"
+        f"workload: {{kind: trace, trace: {{path: {tmp_path / 't.csv'}}}}}\n")
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--grid", "server.max_total_num_tokens=4096,100000", "--seeds", "1",
+                 "--out", str(tmp_path / "sw.parquet"), "--quiet"]) == 0
+    warn = [x for x in capsys.readouterr().err.splitlines() if "rejected requests" in x]
+    assert len(warn) == 1 and "at 1 point(s)" in warn[0], warn
