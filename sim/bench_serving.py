@@ -1001,17 +1001,24 @@ def _details_of(requests: Any, chunks: Any, sends: bool = False) -> dict[str, An
     :class:`~sim.tables.Columns`; None when chunks are empty). With ``sends``, also
     ``start_times``: each request's send time in s from the run's start (vLLM 0.33's key
     for the client's clock at each send; no SGLang version writes send times)."""
-    if chunks is None or len(chunks) == 0 or len(requests) == 0:
+    if len(requests) == 0:
         return None
+    no_chunks = chunks is None or len(chunks) == 0
+    if no_chunks and ("error" not in requests.columns or notna(requests, "finish_s").any()):
+        return None   # compact records: no per-request lists (a run whose every request the server
+        # rejected has none to keep, and still writes its errors, as bench_serving does)
     from specsched.sim.metrics import _itl_of
 
     order = np.argsort(column(requests, "rid"), kind="stable")   # request ids are unique
     rid = column(requests, "rid")[order].astype(int)
-    # every request's ITLs at once (itl_values per request, grouped by request id)
-    vals, of = _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int), with_rids=True)
-    cut = np.flatnonzero(of[1:] != of[:-1]) + 1
-    heads = of[np.r_[0, cut]].astype(int).tolist() if len(of) else []
-    by_rid = dict(zip(heads, (v.tolist() for v in np.split(vals, cut)), strict=True)) if len(of) else {}
+    by_rid: dict[int, list[float]] = {}
+    if not no_chunks:
+        # every request's ITLs at once (itl_values per request, grouped by request id)
+        vals, of = _itl_of(column(chunks, "rid"), column(chunks, "time_s", float), column(chunks, "n_tokens", int),
+                           with_rids=True)
+        cut = np.flatnonzero(of[1:] != of[:-1]) + 1
+        heads = of[np.r_[0, cut]].astype(int).tolist() if len(of) else []
+        by_rid = dict(zip(heads, (v.tolist() for v in np.split(vals, cut)), strict=True)) if len(of) else {}
     done = notna(requests, "finish_s")[order].tolist()
     out = {
         "input_lens": column(requests, "input_len")[order].astype(int).tolist(),
@@ -1282,7 +1289,10 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     rec = {**{k: rec.get(k) for k in RESULT_KEYS}, **{k: v for k, v in rec.items() if k not in RESULT_KEYS}}
     chunks = _table(run, "chunks")
     if details is None:
-        details = chunks is not None and len(chunks) > 0 and (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
+        # a run whose every request the server rejected has no chunks and still lists its errors
+        details = ((chunks is not None and len(chunks) > 0)
+                   or (req is not None and "error" in req.columns and not s.get("completed"))) and (
+            s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
     if details:
         d = _details_of(req, chunks, sends)
         if d is not None:

@@ -385,7 +385,14 @@ def summarize(
     start_all = column(requests, "start_s")
     # pandas' min/sum skip missing values: the same here (int columns have none)
     first_start = np.nanmin(start_all) if start_all.dtype.kind == "f" else start_all.min()
-    duration = float(finish.max() - first_start)
+    end = float(finish.max())
+    if "error" in requests.columns:
+        # bench_serving's duration runs until every request returned, a failed one too: a
+        # rejected request returns its error right after it is sent (its start stands in)
+        failed = np.array([bool(e) for e in column(requests, "error").tolist()], dtype=bool)
+        if failed.any():
+            end = max(end, float(np.nanmax(start_all[failed])))
+    duration = float(end - first_start)
     tin, tout = (int(_skipna_sum(column(requests, c)[done])) for c in ("input_len", "output_len"))
     out.update(
         duration=duration,

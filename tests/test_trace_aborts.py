@@ -44,6 +44,8 @@ def test_prompts_past_max_req_input_len_fail_with_sglangs_message_and_the_rest_r
     assert res.summary["completed"] == 2 and res.summary["requests_aborted"] == 2
     # bench_serving's totals are over the successful requests (calculate_metrics)
     assert res.summary["total_input_tokens"] == 400 and res.summary["total_output_tokens"] == 50
+    # bench_serving's duration runs until the last response, the rejected row sent at 1.5 s too
+    assert res.summary["duration"] >= 1.5 > float(req["finish_s"].max())
     assert req["ttft_s"].isna().tolist() == [False, True, False, True]
     # the scheduler ran each abort as a one-token prefill (set_finish_with_abort: "set it to one
     # token to skip the long prefill"), not the long prompt
@@ -186,3 +188,17 @@ def test_under_allow_auto_truncate_every_row_completes_within_the_limits(tmp_pat
     extended = res.table("steps").frame()["num_extend_tokens"].sum()
     assert extended == sum(min(i, limit) for i, _ in rows)
     assert all(1 <= o <= a for o, (_, a) in zip(req["output_len"].tolist(), rows, strict=True))
+
+
+def test_a_run_whose_every_request_was_rejected_still_lists_the_errors(tmp_path):
+    """bench_serving writes its per-request lists, errors included, when every request failed;
+    the line had completed 0 and no errors (no token was delivered, so no chunk)."""
+    from specsched.sim.bench_serving import bench_record
+
+    res = SimEngine(_trace_scenario(tmp_path, rows="TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 10:00:00.0,5000,20\n"
+                                                    "2024-05-01 10:00:00.1,6000,20\n"),
+                    tiny_profile()).run()
+    rec = bench_record(res)
+    assert rec["completed"] == 0 and res.summary["requests_aborted"] == 2
+    assert [e.split(" (")[0] for e in rec["errors"]] == ["Input length", "Input length"]
+    assert rec["input_lens"] == [5000, 6000] and rec["output_lens"] == [0, 0] and rec["ttfts"] == [0.0, 0.0]
