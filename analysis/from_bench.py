@@ -1016,7 +1016,12 @@ def _server_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
         dtype = (load_profile(profile).analytic or {}).get("dtype")
     except ConfigError:
         return   # the caller reports a bad profile
-    if want is not None and isinstance(dtype, str) and dtype != want:
+    if not isinstance(dtype, str):   # a measured or hand-written profile does not say its weights
+        notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights); the profile "
+                     f"{profile} does not say which weights it prices: if not {want}, the decode step and the KV pool "
+                     f"are another server's (an analytic one for it: specsched profile --analytic --dtype {want} ...)")
+        return
+    if want is not None and dtype != want:
         notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights), the profile "
                      f"{profile} prices {dtype} weights: the decode step and the KV pool are the profile's (a profile "
                      f"for it: specsched profile --analytic --dtype {want} ...)")

@@ -947,3 +947,12 @@ def test_an_explicit_min_free_slots_delay_is_the_runs_threshold(value):
     else:
         assert srv["min_free_slots"] == value and srv["admission_delay"] == "min_free_slots"
         assert resolve_threshold(srv["max_running_requests"], value, dflash_family=False) == (value if value > 1 else 0)
+
+
+def test_a_quantized_line_against_a_profile_that_states_no_weights_is_said():
+    """A profile without an analytic block (measured, or the bundled roofline) states no weight
+    format: an fp8 server's line against it was listed among the keys left out only."""
+    info = LINE["server_info"] | {"quantization": "fp8"}
+    sc, _ = scenario_from_bench(parse_run(LINE | {"server_info": info}, "runs.jsonl:1"), "h200-llama8b-roofline")
+    notes = [n for n in sc["assumptions"] if n.startswith("setup mismatch: ") and "quantization" in n]
+    assert len(notes) == 1 and "does not say which weights it prices" in notes[0] and "--dtype fp8" in notes[0]
