@@ -505,8 +505,7 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         return specs, cuts
     ins, outs = _spec_lengths(specs)
     aborts = trace_aborts(scenario, ins, outs, hw)
-    kept, asked = _served_prompts(scenario, ins, outs, hw)
-    cut = trace_output_cut(scenario, kept, asked, hw)
+    kept, cut = _served_rows(scenario, ins, outs, hw)
     specs = list(specs)
     for k, text in enumerate(aborts):
         if text is not None:
@@ -521,40 +520,43 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     return specs, cuts
 
 
-def _served_prompts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
-                    hw: Hardware | None) -> tuple[np.ndarray, np.ndarray]:
-    """A trace's prompts and asked outputs as its server keeps them: truncated under
-    ``server.allow_auto_truncate`` on a co-located server (:func:`auto_truncated`), else as
-    sent."""
+def _served_rows(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
+                 hw: Hardware | None) -> tuple[np.ndarray, np.ndarray]:
+    """A trace's prompts and outputs as its server runs them: truncated under
+    ``server.allow_auto_truncate`` on a co-located server (:func:`auto_truncated`), else the
+    prompts as sent with SGLang's output cut (:func:`trace_output_cut`)."""
     if scenario.server.allow_auto_truncate and scenario.server.disaggregation is None:
         return auto_truncated(scenario, ins, outs, hw)
-    return ins, outs
+    return ins, trace_output_cut(scenario, ins, outs, hw)
 
 
 def auto_truncated(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
                    hw: Hardware | None) -> tuple[np.ndarray, np.ndarray]:
-    """The prompts and asked outputs (tokens, int64 arrays) a co-located server run with
-    ``--allow-auto-truncate`` (``server.allow_auto_truncate``) keeps of a trace's rows, where
-    :func:`trace_aborts` would reject them, in the order SGLang 0.5.23 applies its checks:
+    """The prompts and outputs (tokens, int64 arrays) a co-located server run with
+    ``--allow-auto-truncate`` (``server.allow_auto_truncate``) runs of a trace's rows, where
+    :func:`trace_aborts` would reject them, in the order SGLang 0.5.23 applies its steps:
 
     1. the tokenizer (managers/tokenizer_manager.py ``_validate_one_request``): a prompt of
        ``context_len`` tokens or more is cut to ``context_len`` tokens, then a
        ``max_new_tokens`` that passes the context with it to ``max(0, context_len - prompt)``;
-    2. the scheduler (managers/utils.py ``validate_input_length``): a prompt of
-       ``max_req_input_len`` tokens or more is cut to ``max_req_input_len`` tokens.
+    2. the scheduler's ``handle_generate_request`` cuts ``max_new_tokens``
+       (``init_req_max_new_tokens``, :func:`output_cut`) on that prompt, *before*
+    3. ``validate_input_length`` (managers/utils.py) cuts a prompt of ``max_req_input_len``
+       tokens or more to ``max_req_input_len``: a prompt cut there keeps the output its
+       longer length left (0 for most).
 
     A ``max_new_tokens`` of 0 still makes the one token of the prefill (schedule_batch.py
-    ``Req.check_finished`` ends it on length after it), so the output is at least 1. The
-    output is cut after this as any request's (:func:`output_cut`). Rows under the limits are
-    unchanged (the same arrays' values)."""
+    ``Req.check_finished`` ends it on length after it), so the output is at least 1. Rows
+    under the limits are as :func:`trace_output_cut` runs them."""
     ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
     ctx, _ = context_length(scenario, hw)
     cap = scenario.server.max_total_num_tokens
     if ctx is not None:
         ins = np.minimum(ins, ctx)
         outs = np.where(ins + outs > ctx, np.maximum(ctx - ins, 0), outs)
+    served = np.maximum(output_cut(scenario.server, ins, outs, ctx), 1)
     max_req_input_len = longest_prompt(cap if ctx is None else min(ctx, cap)) + 1
-    return np.minimum(ins, max_req_input_len), np.maximum(outs, 1)
+    return np.minimum(ins, max_req_input_len), served
 
 
 def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> list[str | None]:
@@ -717,8 +719,7 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     columns, _ = w.trace.resolved()
     path = scenario_data_path(w.trace.path, scenario.path or None)
     served = np.flatnonzero([a is None for a in trace_aborts(scenario, tr.input_len, tr.output_len, hw)])
-    ins, asked = _served_prompts(scenario, tr.input_len[served], tr.output_len[served], hw)
-    found = _first_never_fit(scenario, ins, trace_output_cut(scenario, ins, asked, hw))
+    found = _first_never_fit(scenario, *_served_rows(scenario, tr.input_len[served], tr.output_len[served], hw))
     if found is None:
         return
     k, e, others = found

@@ -148,22 +148,25 @@ def test_allow_auto_truncate_serves_the_rows_it_would_reject_with_the_prompt_cut
     assert req["input_len"].tolist() == [100, 4095, 300, 4090]   # as sent
     # the scheduler prefilled the kept prompts: 4090 tokens each for rows 2 and 4
     assert res.table("steps").frame()["num_extend_tokens"].sum() == 100 + 4090 + 300 + 4090
-    # their outputs are cut as any request's to what the pool leaves after 4090 tokens
-    assert req["output_len"].tolist() == [20, 4, 30, 4]
+    # their outputs are cut as any request's on the prompt as it reached the scheduler
+    # (init_req_max_new_tokens runs before validate_input_length truncates): 4095 tokens leave
+    # none (one token, the prefill's), 4090 leave 4
+    assert req["output_len"].tolist() == [20, 1, 30, 4]
 
 
 def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
     """The tokenizer first cuts a prompt of context_len tokens or more to context_len and a
     max_new_tokens past the context to max(0, context_len - prompt) (tokenizer_manager.py
-    _validate_one_request); the scheduler then cuts the prompt to max_req_input_len. A
-    max_new_tokens of 0 still makes the prefill's one token."""
+    _validate_one_request); the scheduler cuts max_new_tokens on that prompt
+    (init_req_max_new_tokens: max_req_len - prompt - 1), then the prompt to max_req_input_len
+    (validate_input_length, after). A max_new_tokens of 0 still makes the prefill's one token."""
     from specsched.sim.limits import auto_truncated
 
     sc = make_scenario(server={**SERVER, "max_total_num_tokens": 100_000, "context_length": 2000,
                                "allow_auto_truncate": True})
     ins, outs = auto_truncated(sc, np.array([5000, 1990, 1500, 100]), np.array([50, 50, 800, 50]), None)
     assert ins.tolist() == [1994, 1990, 1500, 100]       # max_req_input_len = 2000 - 6
-    assert outs.tolist() == [1, 10, 500, 50]
+    assert outs.tolist() == [1, 8, 498, 50]              # max_req_len 1999: 1999 - 1990 - 1, 1999 - 1500 - 1
 
 
 @settings(max_examples=30, deadline=None)
