@@ -998,7 +998,8 @@ def workload_args(scenario: Any) -> dict[str, Any]:
 
 def _details_of(requests: Any, chunks: Any, sends: bool = False) -> dict[str, Any] | None:
     """bench_serving's per-request lists from a run's tables (DataFrames or
-    :class:`~sim.tables.Columns`; None when chunks are empty). With ``sends``, also
+    :class:`~sim.tables.Columns`; None when chunks are empty, unless the server rejected every
+    request: those still list their errors, as bench_serving does). With ``sends``, also
     ``start_times``: each request's send time in s from the run's start (vLLM 0.33's key
     for the client's clock at each send; no SGLang version writes send times)."""
     if len(requests) == 0:
@@ -1288,12 +1289,9 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     rec.update(total_input_text_tokens=tin, total_input_vision_tokens=None if tin is None else 0)
     rec = {**{k: rec.get(k) for k in RESULT_KEYS}, **{k: v for k, v in rec.items() if k not in RESULT_KEYS}}
     chunks = _table(run, "chunks")
-    if details is None:
-        # a run whose every request the server rejected has no chunks and still lists its errors
-        details = ((chunks is not None and len(chunks) > 0)
-                   or (req is not None and "error" in req.columns and not s.get("completed"))) and (
-            s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
-    if details:
+    if details is None:   # _details_of says which runs have lists (not a run without chunks, compact records)
+        details = (s.get("total_output_tokens") or 0) <= DETAILS_MAX_OUTPUT_TOKENS
+    if details and req is not None:
         d = _details_of(req, chunks, sends)
         if d is not None:
             rec.update(d)

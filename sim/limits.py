@@ -491,21 +491,16 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     if w.kind != "trace":
         # a generated workload's outputs are cut the same way: none when its largest request
         # needs no cut (the cut only shrinks as the prompt grows); its prompts past the limits
-        # are refused before the run (check_fits), so none is aborted
+        # are refused before the run (check_fits), so none is aborted or truncated
         i, o = _largest_request(scenario)
         if int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0]) == o:
             return specs, cuts
-        ins, outs = _spec_lengths(specs)
-        cut = trace_output_cut(scenario, ins, outs, hw)
-        specs = list(specs)
-        for k in np.flatnonzero(cut < outs).tolist():
-            s = specs[k]
-            cuts.append((s.index, s.output_len, int(cut[k])))
-            specs[k] = replace(s, output_len=int(cut[k]))
-        return specs, cuts
     ins, outs = _spec_lengths(specs)
-    aborts = trace_aborts(scenario, ins, outs, hw)
-    kept, cut = _served_rows(scenario, ins, outs, hw)
+    if w.kind == "trace":
+        aborts = trace_aborts(scenario, ins, outs, hw)
+        kept, cut = _served_rows(scenario, ins, outs, hw)
+    else:
+        aborts, kept, cut = [], ins, trace_output_cut(scenario, ins, outs, hw)
     specs = list(specs)
     for k, text in enumerate(aborts):
         if text is not None:
@@ -555,8 +550,7 @@ def auto_truncated(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
         ins = np.minimum(ins, ctx)
         outs = np.where(ins + outs > ctx, np.maximum(ctx - ins, 0), outs)
     served = np.maximum(output_cut(scenario.server, ins, outs, ctx), 1)
-    max_req_input_len = longest_prompt(cap if ctx is None else min(ctx, cap)) + 1
-    return np.minimum(ins, max_req_input_len), served
+    return np.minimum(ins, max_req_input_len(cap, ctx)), served
 
 
 def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> list[str | None]:
@@ -585,11 +579,10 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
     if scenario.server.disaggregation is not None or scenario.server.allow_auto_truncate or n == 0:
         return [None] * n
     ctx, _ = context_length(scenario, hw)
-    cap = scenario.server.max_total_num_tokens
-    max_req_input_len = longest_prompt(cap if ctx is None else min(ctx, cap)) + 1
+    limit = max_req_input_len(scenario.server.max_total_num_tokens, ctx)
     over_ctx = np.zeros(n, bool) if ctx is None else ins >= ctx
     total_ctx = np.zeros(n, bool) if ctx is None else ins + outs > ctx
-    long_in = ins >= max_req_input_len
+    long_in = ins >= limit
     out: list[str | None] = [None] * n
     for k in np.flatnonzero(over_ctx | total_ctx | long_in).tolist():
         i, o = int(ins[k]), int(outs[k])
@@ -600,7 +593,7 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
                       f"You requested a total of {i + o} tokens: {i} tokens from the input messages and {o} tokens "
                       "for the completion.")
         else:
-            out[k] = (f"Input length ({i} tokens) exceeds the maximum allowed length ({max_req_input_len} tokens). "
+            out[k] = (f"Input length ({i} tokens) exceeds the maximum allowed length ({limit} tokens). "
                       "Use a shorter input or enable --allow-auto-truncate.")
     return out
 
@@ -1066,6 +1059,13 @@ def longest_prompt(ctx: int) -> int:
     """The longest prompt (tokens) a server of context length ``ctx`` serves: ``ctx - 7``
     (:data:`INPUT_MARGIN`; the tokenizer's own bound, ``< ctx``, is looser)."""
     return ctx - INPUT_MARGIN - 1
+
+
+def max_req_input_len(pool: int, ctx: int | None) -> int:
+    """SGLang 0.5.23's ``max_req_input_len`` (managers/tp_worker.py): ``min(context_len - 1,
+    pool - 1) - 5``, the prompt length from which ``validate_input_length`` aborts (or, under
+    ``--allow-auto-truncate``, truncates to); the pool's alone where the context is not known."""
+    return longest_prompt(pool if ctx is None else min(ctx, pool)) + 1
 
 
 def longest_pool_prompt(srv) -> int:

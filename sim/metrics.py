@@ -377,8 +377,11 @@ def summarize(
     done = notna(requests, "finish_s")
     n_done = int(done.sum())
     out: dict[str, float] = {"completed": n_done}
-    if "error" in requests.columns:   # requests the server rejected (sim/records.py mark_aborted)
-        out["requests_aborted"] = int(sum(1 for e in column(requests, "error").tolist() if e))
+    # requests the server rejected (sim/records.py mark_aborted)
+    failed = (np.array([bool(e) for e in column(requests, "error").tolist()], dtype=bool)
+              if "error" in requests.columns else None)
+    if failed is not None:
+        out["requests_aborted"] = int(failed.sum())
     if n_done == 0:
         return out
     finish = column(requests, "finish_s", float)[done]
@@ -386,12 +389,10 @@ def summarize(
     # pandas' min/sum skip missing values: the same here (int columns have none)
     first_start = np.nanmin(start_all) if start_all.dtype.kind == "f" else start_all.min()
     end = float(finish.max())
-    if "error" in requests.columns:
+    if failed is not None and failed.any():
         # bench_serving's duration runs until every request returned, a failed one too: a
         # rejected request returns its error right after it is sent (its start stands in)
-        failed = np.array([bool(e) for e in column(requests, "error").tolist()], dtype=bool)
-        if failed.any():
-            end = max(end, float(np.nanmax(start_all[failed])))
+        end = max(end, float(np.nanmax(start_all[failed])))
     duration = float(end - first_start)
     tin, tout = (int(_skipna_sum(column(requests, c)[done])) for c in ("input_len", "output_len"))
     out.update(
