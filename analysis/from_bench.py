@@ -929,7 +929,8 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
     tensor-parallel size than the profile prices (server_info ``tp_size``; the profile's
     ``hardware.tp_size``), another KV cache element size (server_info ``kv_cache_dtype``,
     :data:`LINE_KV_BYTES`; an analytic profile's ``kv_cache_bytes``: an fp8 server's pool
-    holds twice the tokens of a bf16 profile's) or another model (server_info ``model_path``, else the line's
+    holds twice the tokens of a bf16 profile's), weights it does not price (server_info
+    ``quantization``, :func:`_quantization_note`) or another model (server_info ``model_path``, else the line's
     ``model_id``, vLLM's key; against an analytic profile's model name): the scenario predicts
     the profile's setup, not the measured one. The model check is by name (the model's
     name, reduced by :func:`_model_key`, found in the line's), so a local path that hides the
@@ -955,6 +956,7 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
                      f"line's server ran kv_cache_dtype {info['kv_cache_dtype']!r} ({kv_line} byte(s)): the pool and "
                      f"the KV reads are the profile's (a profile for it: specsched profile --analytic "
                      f"--kv-cache-dtype {info['kv_cache_dtype']} ...)")
+    _quantization_note(info, prof, profile, notes)
     line_model = info.get("model_path") or run.extra.get("model_id")
     prof_model = model.get("name") if isinstance(model, dict) else None
     if isinstance(line_model, str) and line_model and isinstance(prof_model, str) and prof_model:
@@ -978,21 +980,36 @@ QUANT_DTYPE = {"fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8", "fbgemm_f
 --analytic --dtype`` prices it as (None: not known from the name alone)."""
 
 
-def _server_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
-    """Say which server the line measured when it is not SGLang, and a weight format the
-    profile does not price:
+def _quantization_note(info: dict[str, Any], prof: Any, profile: str, notes: list[str]) -> None:
+    """A :data:`SETUP_MISMATCH` when server_info ``quantization`` (SGLang ``--quantization``)
+    names weights (:data:`QUANT_DTYPE`) the profile ``prof`` does not price: another
+    ``analytic.dtype``, or a profile that states none (measured, hand-written). The weight
+    bytes set the decode step and the KV pool, so an fp8 server predicted with a bf16 profile
+    is ~1.7x slow (it was only listed as an argument left out)."""
+    quant = str(info.get("quantization") or "").lower()
+    want = QUANT_DTYPE.get(quant)
+    if want is None:
+        return
+    dtype = (prof.analytic or {}).get("dtype")
+    if not isinstance(dtype, str):
+        notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights); the profile "
+                     f"{profile} does not say which weights it prices: if not {want}, the decode step and the KV pool "
+                     f"are another server's (an analytic one for it: specsched profile --analytic --dtype {want} ...)")
+    elif dtype != want:
+        notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights), the profile "
+                     f"{profile} prices {dtype} weights: the decode step and the KV pool are the profile's (a profile "
+                     f"for it: specsched profile --analytic --dtype {want} ...)")
 
-    * a ``--backend`` naming another server (:data:`OTHER_SERVERS`) and no SGLang
-      ``server_info``: a :data:`SETUP_MISMATCH`, since the prediction runs SGLang 0.5.23's
-      scheduler (prefill batches before decode, no mixed chunk by default, new_token_ratio
-      admission, retraction), which such a server does not run (vLLM V1 schedules the running
-      decodes first in one token budget, max_num_batched_tokens, with chunked prefill after
-      them: closest here is ``server.enable_mixed_chunk: true``); an OpenAI-compatible backend
-      with no ``server_info`` is said as unknown;
-    * server_info ``quantization`` (SGLang ``--quantization``) whose weight dtype
-      (:data:`QUANT_DTYPE`) differs from an analytic profile's ``analytic.dtype``: the weight
-      bytes set the decode step and the KV pool, so an fp8 server predicted with a bf16
-      profile is ~1.7x slow (it was only listed as an argument left out)."""
+
+def _server_notes(run: BenchRun, notes: list[str]) -> None:
+    """Say which server the line measured when it is not SGLang: a ``--backend`` naming another
+    server (:data:`OTHER_SERVERS`) and no SGLang ``server_info`` is a :data:`SETUP_MISMATCH`,
+    since the prediction runs SGLang 0.5.23's scheduler (prefill batches before decode, no
+    mixed chunk by default, new_token_ratio admission, retraction), which such a server does
+    not run (vLLM V1 schedules the running decodes first in one token budget,
+    max_num_batched_tokens, with chunked prefill after them: closest here is
+    ``server.enable_mixed_chunk: true``); an OpenAI-compatible backend with no ``server_info``
+    is said as unknown. (A weight format the profile does not price: :func:`_setup_notes`.)"""
     info = _line_server_info(run)
     sglang_info = isinstance(info, dict) and any(k in info for k in ("max_total_num_tokens", "chunked_prefill_size",
                                                                      "internal_states", "tp_size"))
@@ -1008,23 +1025,6 @@ def _server_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
         elif backend.startswith("openai") or not backend:
             notes.append(f"server: the line does not say which server ran (backend {backend or 'not given'!r}, no "
                          "server_info); the prediction is SGLang's scheduler")
-    quant = str((info or {}).get("quantization") or "").lower()
-    want = QUANT_DTYPE.get(quant)
-    if want is None:
-        return
-    try:
-        dtype = (load_profile(profile).analytic or {}).get("dtype")
-    except ConfigError:
-        return   # the caller reports a bad profile
-    if not isinstance(dtype, str):   # a measured or hand-written profile does not say its weights
-        notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights); the profile "
-                     f"{profile} does not say which weights it prices: if not {want}, the decode step and the KV pool "
-                     f"are another server's (an analytic one for it: specsched profile --analytic --dtype {want} ...)")
-        return
-    if want is not None and dtype != want:
-        notes.append(f"{SETUP_MISMATCH}the line's server ran quantization {quant!r} ({want} weights), the profile "
-                     f"{profile} prices {dtype} weights: the decode step and the KV pool are the profile's (a profile "
-                     f"for it: specsched profile --analytic --dtype {want} ...)")
 
 
 def _vision_note(run: BenchRun, notes: list[str]) -> None:
@@ -1197,7 +1197,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     else:
         sc["server"] = _server(run, notes, state_with)
     _setup_notes(run, profile, notes)
-    _server_notes(run, profile, notes)
+    _server_notes(run, notes)
     _vision_note(run, notes)
     acc = _accept_length(run)
     tpl_acc = sc.get("acceptance", {}).get("mean_accept_length") if template else None
