@@ -148,6 +148,7 @@ class PDEngine(SimEngine):
         self._rng = seed_streams.rng("disagg_router", self.seed)
         self._rr = {"prefill": 0, "decode": 0}
         self._pair: dict[int, tuple[_Server, _Server, Req, Req]] = {}
+        self._rejected = {s.index for s in self.specs if s.abort is not None}   # sim/limits.py trace_aborts
         self._link_free: dict[tuple[int, int], float] = {}
         self._ready_s: dict[int, float] = {}  # rid -> when its last chunk's send began
         self.transfer_s: list[float] = []
@@ -166,11 +167,31 @@ class PDEngine(SimEngine):
         server's copy is the client's (it streams the tokens), the prefill server's asks for
         the first token only, with the client's priority and routing key (both servers get
         the same GenerateReqInput)."""
+        if req.rid in self._rejected:
+            self._retire_rejected(req.rid)
+            return
         p, d = self._pick(self.prefill, "prefill"), self._pick(self.decode, "decode")
         preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority,
                    routing_key=req.routing_key)
         self._pair[req.rid] = (p, d, preq, req)
         d._arrive(req)
+
+    def _retire_rejected(self, rid: int) -> None:
+        """A request both its servers reject (:func:`sim.limits.trace_aborts`) ends now: each
+        server's tokenizer or scheduler rejects it as it arrives, and a scheduler in either
+        disaggregation mode retires an aborted request at its queue's door, before any KV,
+        bootstrap or forward (SGLang 0.5.23 disaggregation/prefill.py
+        ``PrefillBootstrapQueue.add`` and decode.py ``DecodePreallocQueue.add``:
+        ``is_unadmitted_reject`` -> managers/scheduler.py ``retire_unadmitted_request``, which
+        streams the abort). The client gets its error at once (its closed-loop or
+        max_concurrency slot frees); the router picks no server for it, and it holds none.
+        Its row counts as failed (:meth:`sim.records.Recorder.mark_aborted`)."""
+        ev = self._finish_events.pop(rid, None)
+        self._remaining -= 1
+        if ev is not None:
+            ev.succeed()
+        if self._remaining == 0 and not self.all_done.triggered:
+            self.all_done.succeed()
 
     def _open_arrivals(self, times: np.ndarray) -> None:
         """Open arrivals reach the router (not one host's inbox): a process routes each at its

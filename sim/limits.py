@@ -395,7 +395,7 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
     (managers/schedule_batch.py ``Req.check_finished``: ``FINISH_LENGTH``), ignore_eos or
     not; bench_serving counts the tokens it got. Only the prompt is refused (tokenizer_manager.py
     ``_validate_one_request``, managers/utils.py ``validate_input_length``), and a prompt +
-    output past the context length already at the tokenizer (:func:`_check_trace_context`).
+    output past the context length already at the tokenizer (:func:`trace_aborts`).
 
     A hybrid sliding-window model's pools (a full and an SWA part, SGLang's
     SWATokenToKVPoolAllocator, mem_cache/allocator/swa.py) cut by the same rule: the
@@ -554,9 +554,9 @@ def auto_truncated(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
 
 
 def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hardware | None) -> list[str | None]:
-    """Which of a trace's rows (prompts ``ins``, asked outputs ``outs``) a co-located server
-    rejects, with the error text SGLang 0.5.23 returns (None for a row it serves), in the
-    order its checks run:
+    """Which of a trace's rows (prompts ``ins``, asked outputs ``outs``) the server rejects,
+    with the error text SGLang 0.5.23 returns (None for a row it serves), in the order its
+    checks run (:func:`server_rejections`, one server):
 
     1. the tokenizer (managers/tokenizer_manager.py ``_validate_one_request``, without
        ``--allow-auto-truncate``): a prompt of ``context_len`` tokens or more, then a prompt
@@ -568,18 +568,68 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
        pool) is aborted: :func:`sim.workload.scheduler_request` says how it runs.
 
     bench_serving counts both as failed requests (``success`` False, the text in
-    ``errors``): the run's results leave them out as bench_serving's metrics do. Both run
-    as the scheduler's abort (a one-token prefill); the tokenizer's rejection does not
-    reach the scheduler, which moves the run by one extend token per rejected row. A
-    disaggregated deployment's rows are checked as before (:func:`check_trace_rows`
-    refuses them); its servers' aborts are not modelled. Under ``server.allow_auto_truncate``
-    no row is rejected: :func:`auto_truncated` says what the server keeps.
+    ``errors``): the run's results leave them out as bench_serving's metrics do. On a
+    co-located server both run as the scheduler's abort (a one-token prefill); the
+    tokenizer's rejection does not reach the scheduler, which moves the run by one extend
+    token per rejected row. Under ``server.allow_auto_truncate`` no row is rejected:
+    :func:`auto_truncated` says what the server keeps.
+
+    A disaggregated deployment's router sends each request to a prefill and a decode server at
+    once; each runs both checks with its own arguments (its pool's ``max_req_input_len``). A row
+    both reject fails: neither server runs anything for it, as a scheduler in either mode
+    retires an aborted request at its disaggregation queue's door (disaggregation/prefill.py
+    ``PrefillBootstrapQueue.add``, decode.py ``DecodePreallocQueue.add``: ``is_unadmitted_reject``
+    -> managers/scheduler.py ``retire_unadmitted_request``, no forward), and the client gets the
+    decode server's error (the one it streams from; both are HTTP 400). A row only one server
+    rejects is not returned here: :func:`one_server_rejections` names it and
+    :func:`check_trace_rows` refuses it.
     """
     n = len(ins)
-    if scenario.server.disaggregation is not None or scenario.server.allow_auto_truncate or n == 0:
+    if n == 0:
+        return []
+    srv = scenario.server
+    if srv.disaggregation is None:
+        return server_rejections(srv, context_length(scenario, hw)[0], ins, outs)
+    prefill, decode = (_role_rejections(scenario, role, ins, outs, hw) for role in ("prefill", "decode"))
+    return [d if p is not None else None for p, d in zip(prefill, decode, strict=True)]
+
+
+def _role_rejections(scenario: Scenario, role: str, ins: np.ndarray, outs: np.ndarray,
+                     hw: Hardware | None) -> list[str | None]:
+    """:func:`server_rejections` for a disaggregated deployment's ``role`` server."""
+    srv = scenario.server.role_server(role)
+    return server_rejections(srv, served_context_len(srv.context_length, hw), ins, outs)
+
+
+def one_server_rejections(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
+                          hw: Hardware | None) -> list[tuple[int, str, str]]:
+    """The rows of a disaggregated deployment's trace that one of the two servers a request
+    goes to rejects and the other does not (their pools' ``max_req_input_len`` or their
+    context lengths differ), as (row, the rejecting role, its error text); empty for a
+    co-located server. SGLang 0.5.23 then leaves the other server's copy waiting for its
+    peer: a decode server holds the request's preallocated KV until its transfer times out
+    (disaggregation/common/conn.py ``_check_waiting_timeout``,
+    ``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``), a prefill server's copy waits in its bootstrap
+    queue for a decode server that never connects. Neither is modelled."""
+    if scenario.server.disaggregation is None or len(ins) == 0:
+        return []
+    prefill, decode = (_role_rejections(scenario, role, ins, outs, hw) for role in ("prefill", "decode"))
+    return [(k, "prefill" if p is not None else "decode", p if p is not None else d)
+            for k, (p, d) in enumerate(zip(prefill, decode, strict=True)) if (p is None) != (d is None)]
+
+
+def server_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -> list[str | None]:
+    """One SGLang 0.5.23 server's rejections of requests (prompts ``ins``, asked outputs
+    ``outs``, token arrays), the error text it returns or None, for a server with arguments
+    ``srv`` and context length ``ctx`` (None: not known), in the order of its checks
+    (:func:`trace_aborts`): the tokenizer's (tokenizer_manager.py ``_validate_one_request``),
+    then the scheduler's (managers/utils.py ``validate_input_length`` against
+    :func:`max_req_input_len` of its pool). None for every row under ``allow_auto_truncate``
+    (the server truncates instead)."""
+    n = len(ins)
+    if srv.allow_auto_truncate or n == 0:
         return [None] * n
-    ctx, _ = context_length(scenario, hw)
-    limit = max_req_input_len(scenario.server.max_total_num_tokens, ctx)
+    limit = max_req_input_len(srv.max_total_num_tokens, ctx)
     over_ctx = np.zeros(n, bool) if ctx is None else ins >= ctx
     total_ctx = np.zeros(n, bool) if ctx is None else ins + outs > ctx
     long_in = ins >= limit
@@ -697,10 +747,12 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     ``handle_generate_request``; truncated instead under ``--allow-auto-truncate``), and a
     longer output is cut to what the empty pool holds (scheduler.py
     ``init_req_max_new_tokens``, allocator ``max_new_tokens_for_memory``). A co-located
-    server's aborted rows run as SGLang runs them (:func:`trace_aborts`) and are not checked
-    here; a disaggregated deployment's are refused (its servers' aborts are not modelled):
-    the user drops or shortens those rows. A cut output is modelled (:func:`trace_output_cut`,
-    as the run cuts it): a row is refused only if it does not fit even cut.
+    server's aborted rows, and a disaggregated deployment's rows both its servers reject, run as
+    SGLang runs them (:func:`trace_aborts`) and are not checked here; a row only one of a
+    deployment's two servers rejects is refused (:func:`one_server_rejections`: SGLang's
+    other server waits on it until a timeout, not modelled). A cut output is modelled
+    (:func:`trace_output_cut`, as the run cuts it): a row is refused only if it does not fit
+    even cut.
 
     Raises:
         ConfigError: ``<trace>:<line>: <column> = <value>: request k (of n such rows): ...``.
@@ -711,6 +763,20 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     tr = load_trace(w.trace, w.num_requests, scenario.path or None)
     columns, _ = w.trace.resolved()
     path = scenario_data_path(w.trace.path, scenario.path or None)
+    halves = one_server_rejections(scenario, tr.input_len, tr.output_len, hw)
+    if halves:
+        k, role, text = halves[0]
+        other = "decode" if role == "prefill" else "prefill"
+        i = int(tr.input_len[k])
+        line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
+        raise ConfigError(line, columns.input_len, i,
+                          f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {int(tr.output_len[k])}"
+                          f"{f'; {len(halves) - 1} more rows like it' if len(halves) > 1 else ''}): the {role} server "
+                          f"rejects it ({text!r}) but the {other} server does not (server.disaggregation.{role}.server "
+                          f"and server.disaggregation.{other}.server differ in max_total_num_tokens or context_length); "
+                          f"SGLang's {other} server then waits on the request until a disaggregation timeout "
+                          "(disaggregation/common/conn.py), which is not simulated; give both roles one limit, "
+                          "or drop or shorten those rows")
     served = np.flatnonzero([a is None for a in trace_aborts(scenario, tr.input_len, tr.output_len, hw)])
     found = _first_never_fit(scenario, *_served_rows(scenario, tr.input_len[served], tr.output_len[served], hw))
     if found is None:
@@ -807,9 +873,8 @@ def _context(scenario: Scenario, hw: Hardware | None) -> None:
         return
     w = scenario.workload
     if w.kind == "trace":
-        if w.trace is not None:
-            _check_trace_context(scenario, hw)
-    elif w.kind == "multi_turn":
+        return   # rows past the context fail as SGLang rejects them (trace_aborts, check_trace_rows)
+    if w.kind == "multi_turn":
         from specsched.sim.workload import make_requests
 
         specs, cuts = _cut_turns(scenario, make_requests(w, scenario.seed, scenario.path or None), hw, None)
@@ -1096,42 +1161,6 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
                           f"({source}): SGLang rejects the request")
-
-
-def _check_trace_context(scenario: Scenario, hw: Hardware | None) -> None:
-    """Refuse a disaggregated deployment's trace whose request (of the ``num_requests``
-    replayed) is longer than the model's context length, naming the trace file, the column,
-    the request and the limit: SGLang 0.5.23 rejects it (managers/tokenizer_manager.py
-    ``_validate_one_request``: the input ``>= context_len``, or input + max_new_tokens ``>
-    context_len``, without ``--allow-auto-truncate``), as :func:`_check_context` says for a
-    generated workload. A co-located server's rejected rows run as failed requests
-    (:func:`trace_aborts`)."""
-    ctx, source = context_length(scenario, hw)
-    if ctx is None or scenario.server.disaggregation is None:   # a co-located server's rejections run (trace_aborts)
-        return
-    from specsched.sim.trace import load_trace
-
-    w = scenario.workload
-    tr = load_trace(w.trace, w.num_requests, scenario.path or None)   # read once: kept for the run
-    columns, _ = w.trace.resolved()
-    path = f"{scenario_data_path(w.trace.path, scenario.path or None)}"
-
-    def where(k: int) -> str:   # the row's line, where the trace was read from a file
-        return f"{path}:{int(tr.lines[k])}" if tr.lines is not None else path
-
-    long_in = np.flatnonzero(tr.input_len > longest_prompt(ctx))
-    if len(long_in):
-        k = int(long_in[0])
-        raise ConfigError(where(k), columns.input_len, int(tr.input_len[k]),
-                          f"request {k + 1} (of {len(long_in)} such): {_prompt_limit_text(ctx, source)}; "
-                          "drop those rows")
-    long_all = np.flatnonzero(tr.input_len + tr.output_len > ctx)
-    if len(long_all):
-        k = int(long_all[0])
-        raise ConfigError(where(k), columns.output_len, int(tr.output_len[k]),
-                          f"request {k + 1} (of {len(long_all)} such): prompt {int(tr.input_len[k])} + output "
-                          f"{int(tr.output_len[k])} tokens exceed the model's context length {ctx} "
-                          f"({source}): SGLang rejects the request; drop those rows")
 
 
 def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, seed: int | None = None,

@@ -620,8 +620,10 @@ def test_a_sweep_over_trace_keys_refuses_a_bad_point_before_running(tmp_path, ca
 def test_a_trace_request_that_never_fits_the_pool_names_the_trace_line(tmp_path, capsys):
     """A disaggregated deployment's trace row that can never fit the pool is refused before the
     run, the one line naming the trace file and line, the column and the pool (the scheduler
-    refused it mid-run, first as 'request 3: ...', then naming only the scenario file). A
-    co-located server aborts such a prompt as SGLang does (tests/test_trace_aborts.py)."""
+    refused it mid-run, first as 'request 3: ...', then naming only the scenario file): row 1's
+    prompt plus the decode server's reserve is past the pool, and SGLang's prealloc queue would
+    keep it waiting. A prompt past max_req_input_len (row 4) fails as SGLang rejects it
+    (tests/test_pd_trace_aborts.py)."""
     p = tmp_path / "tiny-pool-trace.yaml"
     p.write_text(
         "name: tiny-pool-trace\n"
@@ -632,8 +634,8 @@ def test_a_trace_request_that_never_fits_the_pool_names_the_trace_line(tmp_path,
         "  kind: trace\n"
         "  num_requests: 10\n"
         f"  trace: {{path: {ROOT / 'scenarios' / 'trace-example-mooncake.jsonl'}, layout: mooncake}}\n")
-    _assert_refused(capsys, ["run", str(p)], tmp_path / "out", "trace-example-mooncake.jsonl:4: input_length = 1611: "
-                    "request 4 ", "server.max_total_num_tokens is 1425")
+    _assert_refused(capsys, ["run", str(p)], tmp_path / "out", "trace-example-mooncake.jsonl:1: output_length = 195: "
+                    "request 1 ", "a decode server preallocates a prompt of 992 tokens")
 
 
 def test_a_short_form_of_a_key_is_suggested_before_the_nearest_spelling(tmp_path, capsys):

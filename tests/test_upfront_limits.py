@@ -3,8 +3,9 @@ the first simulated event: one line naming the trace file and line (or the turn)
 the value and the pool; exit 2; nothing written. The up-front check refuses exactly the rows
 the scheduler would never schedule (sim/limits.py ``never_fit_rows``). A co-located server's
 trace row whose prompt SGLang rejects (past ``max_req_input_len`` or the context length) is
-not refused: it runs as SGLang's abort and counts as failed (tests/test_trace_aborts.py); a
-disaggregated deployment's is still refused."""
+not refused: it runs as SGLang's abort and counts as failed (tests/test_trace_aborts.py), as does
+a disaggregated deployment's row both its servers reject (tests/test_pd_trace_aborts.py); a row
+only one of them rejects is refused."""
 
 from __future__ import annotations
 
@@ -50,27 +51,34 @@ def _run(tmp_path, capsys, workload: dict, server: dict | None = None) -> list[s
     return capsys.readouterr().err.strip().splitlines()
 
 
-def test_a_disaggregated_trace_row_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
-    # line 4 is blank (no request): the row that cannot fit is on line 5, request 3 (a long
-    # output alone is cut to fit, as SGLang cuts it: tests/test_output_cut.py). A co-located
-    # server aborts it instead (tests/test_trace_aborts.py); a disaggregated one's aborts are
-    # not modelled, so the row is refused
+def test_a_disaggregated_trace_row_only_its_prefill_server_rejects_is_named_up_front(tmp_path, capsys, no_simulation):
+    # line 4 is blank (no request): the row that cannot run is on line 5, request 3 (a long
+    # output alone is cut to fit, as SGLang cuts it: tests/test_output_cut.py). A row both
+    # servers reject fails as SGLang fails it (tests/test_pd_trace_aborts.py); here the decode
+    # servers' pool is larger, so only the prefill server rejects the prompt and the decode
+    # server would wait on it until a disaggregation timeout (not simulated): refused
     (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                                     "2024-05-01 10:00:00.0,100,20\n2024-05-01 10:00:00.5,3000,2000\n\n"
                                     "2024-05-01 10:00:01.0,4095,2000\n2024-05-01 10:00:01.5,4094,2000\n"
                                     "2024-05-01 10:00:02.0,100,20\n")
-    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}, PD)
+    pd_ = {"disaggregation": {"prefill": {"instances": 1, "server": {}},
+                              "decode": {"instances": 1, "server": {"max_total_num_tokens": 20000}}}}
+    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}, pd_)
     assert len(err) == 1, err
     assert "t.csv:5: ContextTokens = 4095: request 3 (ContextTokens 4095, GeneratedTokens 2000; 1 more rows" in err[0]
-    assert "max_total_num_tokens is 4096" in err[0] and "validate_input_length" in err[0]
+    assert "the prefill server rejects it ('Input length (4095 tokens) exceeds the maximum allowed length (4090" in err[0]
+    assert "but the decode server does not" in err[0]
 
 
-def test_a_disaggregated_mooncake_prompt_past_the_pool_is_named_up_front(tmp_path, capsys, no_simulation):
+def test_a_disaggregated_mooncake_prompt_only_its_decode_server_rejects_is_named_up_front(tmp_path, capsys,
+                                                                                           no_simulation):
     (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n'
                                       '{"timestamp": 9, "input_length": 4095, "output_length": 1, "hash_ids": [2]}\n')
-    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.jsonl", "layout": "mooncake"}}, PD)
+    pd_ = {"disaggregation": {"prefill": {"instances": 1, "server": {"max_total_num_tokens": 20000}},
+                              "decode": {"instances": 1, "server": {}}}}
+    err = _run(tmp_path, capsys, {"kind": "trace", "trace": {"path": "t.jsonl", "layout": "mooncake"}}, pd_)
     assert len(err) == 1 and "t.jsonl:2: input_length = 4095: request 2 " in err[0], err
-    assert "validate_input_length" in err[0]
+    assert "the decode server rejects it" in err[0] and "but the prefill server does not" in err[0]
 
 
 MULTI_TURN = {"kind": "multi_turn", "concurrency": 2, "output_len": {"kind": "fixed", "value": 200},
