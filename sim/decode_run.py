@@ -266,6 +266,8 @@ class DecodeRun:
                 pd = np.array([r.prefill_done for r in reqs], dtype=np.int64)
                 len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
                 top = (len0, np.maximum(pd, ctx - 1))
+            elif kv.paged:        # the window rule on a paged pool: pages follow the positions
+                top = (np.array([r.kv_len for r in reqs], dtype=np.int64),)
             usage = kv.stretch_usage(kv0, member, fin, w, raw, processed, *(top or ()))  # (raw reused)
         else:
             processed = None

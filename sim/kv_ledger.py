@@ -63,9 +63,9 @@ SWA pool too: ``0 <= swa_used <= swa_capacity``, and ``swa_used`` is the sum of 
 requests' SWA slots (the rest of a cached prompt's SWA is the tree's and evictable, counted
 free as SGLang's usage counts it: pool_stats_observer.py ``_get_swa_token_info``).
 
-With ``page_size`` > 1 and no speculative decoding the full pool is paged too (``paged``):
-SGLang's PagedTokenToKVPoolAllocator (sglang 0.5.23 mem_cache/allocator/paged.py) hands out
-whole pages, so a request holds ``ceil_page(kv_len)`` slots. An extend takes the pages its
+With ``page_size`` > 1 the full pool is paged too (``paged``), with or without speculative
+decoding: SGLang's PagedTokenToKVPoolAllocator (sglang 0.5.23 mem_cache/allocator/paged.py)
+hands out whole pages, so a request holds ``ceil_page(kv_len)`` slots. An extend takes the pages its
 chunk starts (``alloc_extend``: ``get_num_new_pages`` from the prefix length to the new
 length; :meth:`KVLedger.reserve`); a decode pass takes a new page only for the requests whose
 KV length is at a page boundary (``alloc_decode``: ``(seq_len - 1) % page_size == 0``;
@@ -73,7 +73,17 @@ KV length is at a page boundary (``alloc_decode``: ``(seq_len - 1) % page_size =
 managers/schedule_batch.py ``ScheduleBatch.new_tokens_required_next_decode`` counts
 ``kv_committed_len % page_size == 0`` requests times page_size (:meth:`KVLedger.window_need`),
 which ``check_decode_mem`` and the retraction loop of ``retract_decode`` compare with the free
-pages. With page_size 1 every rule above is the token count it was.
+pages. Speculative decoding's reservations are paged the same way: a speculative request's
+extend takes its prompt's pages (mem_cache/allocation.py ``alloc_for_extend``, which leaves
+``kv_allocated_len`` at the prompt length while the pool holds its last partial page), so its
+first top-up takes only the pages from there to the page-aligned target
+(``alloc_for_spec_decode`` -> paged ``alloc_extend`` from ``kv_allocated_len``; the memory
+check ``_new_tokens_required_next_decode_spec_v2`` counts ``ceil_align(nxt) -
+ceil_align(cur)``: :meth:`KVLedger.top_up_need`); under the older window rule a verify
+window takes the pages it starts (:meth:`KVLedger.window_need`) and its processing returns
+only the whole pages past the committed positions (the paged allocator's ``free`` releases a
+page with any of its slots: :meth:`KVLedger.commit`). With page_size 1 every rule above is
+the token count it was.
 
 The collapsed decode path (:mod:`sim.decode_run`) uses :meth:`KVLedger.stretch_usage`, the
 same four rules over a grid of iterations, and :meth:`KVLedger.settle` to apply them.
@@ -104,8 +114,11 @@ class StretchKV:
         unused_cum: int (k, m), verify slots returned up to iteration j, or None (window 1).
         freed: int (k,), slots returned while processing at iteration j.
         scheduled: int (k,), pool slots in use after P_j's reservation.
-        lens: int (k, m), each request's KV positions after P_j's reservation, when they
-            differ from its slots (a paged pool, window 1), else None.
+        lens: int (k, m), each request's KV positions after iteration j's processing, when
+            they differ from its slots (a paged pool), else None.
+        lens_reserved: int (k, m), the positions after P_j's reservation where they differ
+            from ``lens`` (a paged pool under the window rule, whose processing returns
+            positions), else None.
     """
 
     kv0: np.ndarray
@@ -114,6 +127,7 @@ class StretchKV:
     freed: np.ndarray
     scheduled: np.ndarray
     lens: np.ndarray | None = None
+    lens_reserved: np.ndarray | None = None
 
     def first_over(self, capacity: int) -> int:
         """The first iteration whose reservation would exceed ``capacity`` (it would retract
@@ -180,8 +194,8 @@ class KVLedger:
         swa_interval: SWA tokens slid out of the window before they are freed.
         prefix_sharing: a radix cache is on (SGLang then keeps a page-rounded window).
         swa_by_forward: the forward-interval eviction cadence (``swa_eviction_cadence``).
-        paged: the full pool hands out whole pages (page_size > 1 without speculative
-            decoding; module docstring): extends and decode passes take new pages only.
+        paged: the full pool hands out whole pages (page_size > 1; module docstring):
+            extends, decode passes and speculative reservations take new pages only.
 
     Attributes:
         capacity: slots in the pool. used: slots held (read only outside this class).
@@ -384,12 +398,22 @@ class KVLedger:
         p = self.page_size
         return -(-(committed_kv(r) + self.reserve_ahead) // p) * p
 
+    def _held_to(self, n: int) -> int:
+        """Slots a request's first ``n`` positions take: whole pages in a paged pool, else n."""
+        if self.paged:
+            p = self.page_size
+            return -(-n // p) * p
+        return n
+
     def top_up_need(self, reqs: Sequence[Req]) -> int:
         """Slots :meth:`top_up` would take for ``reqs`` (the decode memory check, sglang
-        0.5.23 ``ScheduleBatch._new_tokens_required_next_decode_spec_v2``)."""
+        0.5.23 ``ScheduleBatch._new_tokens_required_next_decode_spec_v2``: ``ceil_align(nxt)
+        - ceil_align(cur)`` from the allocated length ``cur``, so in a paged pool a request
+        whose extend left a partial last page needs only the pages past it)."""
         need = 0
+        held_to = self._held_to
         for r in reqs:
-            d = self._top_up_target(r) - r.kv_len
+            d = self._top_up_target(r) - held_to(r.kv_len)
             if d > 0:
                 need += d
         return need
@@ -407,22 +431,34 @@ class KVLedger:
         if self.swa_capacity:
             self._swa_take(self.swa_decode_need(reqs, 0))
         self._take(need)
+        held_to = self._held_to
         for r in reqs:
-            d = self._top_up_target(r) - r.kv_len
-            if d > 0:
-                r.kv_allocated += d
-                r.kv_len += d
+            target = self._top_up_target(r)
+            if target > r.kv_len:
+                # paged: the pages from the extend's last (partial) page to the target
+                # (mem_cache/allocation.py alloc_for_spec_decode -> paged alloc_extend from
+                # kv_allocated_len to nxt); the target is page-aligned
+                r.kv_allocated += target - held_to(r.kv_len)
+                r.kv_len = target
 
     def commit(self, reqs: Sequence[Req], unused: Sequence[int]) -> None:
         """After a processed decode/verify: each of ``reqs`` returns its ``unused`` (> 0)
-        reserved slots (window minus tokens committed)."""
+        reserved positions (window minus tokens committed). In a paged pool only the whole
+        pages past the committed positions return: the paged allocator frees a page with
+        any of its slots (sglang 0.5.23 mem_cache/allocator/paged.py
+        ``PagedTokenToKVPoolAllocator.free``: ``free_index // page_size``), so a page still
+        holding a committed token is kept."""
         total = swa = 0
+        pages = self._pages
         for r, u in zip(reqs, unused, strict=True):
+            back = pages(r.kv_len) - pages(r.kv_len - u)   # whole pages only
             if self.swa_capacity:
-                swa += self._pages(r.kv_len) - self._pages(r.kv_len - u)  # whole pages only
-            r.kv_allocated -= u
+                swa += back
+            if not self.paged:
+                back = u
+            r.kv_allocated -= back
             r.kv_len -= u
-            total += u
+            total += back
         self._give_back(total)
         self.swa_used -= swa
 
@@ -599,12 +635,20 @@ class KVLedger:
             target = -(-(pos + self.reserve_ahead) // p) * p
             lens = np.maximum.accumulate(np.where(member, target, 0), axis=0)
             np.maximum(lens, len0, out=lens)
-            held = lens - (len0 - kv0)
+            if self.paged:
+                # whole pages: a request not yet topped up holds its extend's pages (kv0),
+                # a topped-up one its page-aligned target (top_up)
+                held = -(-lens // p) * p
+                held -= -(-len0 // p) * p - kv0
+            else:
+                held = lens - (len0 - kv0)
             unused_cum = np.zeros_like(held)
             freed = (held * finish).sum(axis=1)
             scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
             scheduled[1:] -= np.cumsum(freed[:-1])
-            return StretchKV(kv0, held, unused_cum, freed, scheduled)
+            return StretchKV(kv0, held, unused_cum, freed, scheduled, lens if self.paged else None)
+        if self.paged and window > 1 and len0 is not None:
+            return self._stretch_paged_window(kv0, member, finish, window, committed, processed, len0)
         if self.paged and window == 1 and len0 is not None:
             # a paged pool (reserve_window's rule over the grid): a request that rode t
             # passes holds kv0 + ceil_page(len0 + t) - ceil_page(len0); nothing returns
@@ -642,6 +686,39 @@ class KVLedger:
         scheduled[1:] -= np.cumsum(freed[:-1])
         return StretchKV(kv0, held, unused_cum, freed, scheduled)
 
+    def _stretch_paged_window(self, kv0: np.ndarray, member: np.ndarray, finish: np.ndarray, window: int,
+                              committed: np.ndarray, processed: np.ndarray, len0: np.ndarray) -> StretchKV:
+        """:meth:`stretch_usage` of the window rule on a paged pool (:meth:`reserve_window`
+        and :meth:`commit` over the grid): a request's positions after P_j's reservation are
+        ``len0 + window x passes - returned before j``, after j's processing less what it
+        returned there, and it holds the whole pages of its positions (less the prefix
+        cache's part, ``ceil_page(len0) - kv0``), so a pass takes the pages its window
+        starts and processing returns only the whole pages past the committed positions.
+        ``held`` is the slots after each reservation, ``unused_cum`` the slots returned at
+        that iteration's processing (their difference is what :meth:`StretchKV.held_after`
+        reads)."""
+        p = self.page_size
+        unused = np.subtract(window, committed, out=committed)
+        np.maximum(unused, 0, out=unused)
+        unused *= processed
+        lres = passes_so_far(member)
+        lres *= window
+        lres += len0
+        returned = np.cumsum(unused, axis=0)
+        lres[1:] -= returned[:-1]
+        lproc = lres - unused
+        off = -(-len0 // p) * p - kv0
+        held = -(-lres // p) * p - off           # slots after P_j's reservation
+        kept = -(-lproc // p) * p - off          # ... and after j's processing
+        back = held - kept                       # whole pages returned at j's processing
+        jj, ii = np.nonzero(finish)
+        gone = np.zeros(len(member), dtype=np.int64)
+        np.add.at(gone, jj, kept[jj, ii])        # a finished request returns the rest
+        freed = back.sum(axis=1) + gone
+        scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
+        scheduled[1:] -= np.cumsum(gone[:-1])
+        return StretchKV(kv0, held, back, freed, scheduled, lproc, lres)
+
     def stretch_swa(self, reqs: Sequence[Req], usage: StretchKV, member: np.ndarray, fin: np.ndarray,
                     pre: np.ndarray, first_step: int) -> StretchSWA:
         """The SWA pool over a decode stretch (:func:`sim.swa_stretch.stretch_swa`): the rules
@@ -660,7 +737,9 @@ class KVLedger:
         rids = [r.rid for r in reqs]
         len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
         kv0 = usage.kv0
-        if usage.lens is not None:      # a paged full pool: positions apart from slots
+        if usage.lens_reserved is not None:   # paged, window rule: processing returns positions
+            lenres, lenproc = usage.lens_reserved.copy(), usage.lens.copy()   # (paged in place)
+        elif usage.lens is not None:    # a paged full pool: positions apart from slots
             lenres = lenproc = usage.lens.copy()   # (stretch_swa pages it in place)
         elif usage.held is None:        # one position per pass
             lenres = passes_so_far(member)

@@ -148,9 +148,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            window=server.sliding_window_size or 0, swa_interval=server.swa_eviction_interval,
                            prefix_sharing=self.cache is not None,
                            swa_by_forward=self.rules.swa_eviction_cadence == "forward_interval",
-                           # plain decoding allocates whole pages (sim/kv_ledger.py); the
-                           # speculative reservations keep their own rules
-                           paged=not self.spec)
+                           # SGLang's paged allocator hands out whole pages to every
+                           # extend and decode/verify reservation (sim/kv_ledger.py)
+                           paged=True)
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
         from specsched.sim.limits import longest_pool_prompt
 
