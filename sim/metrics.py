@@ -60,18 +60,16 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
         p90, p99, p95 = np.percentile(v, [90, 99, 95]).tolist()
         mx = float(np.max(v))
     else:
-        # one partition for the median, every percentile and the max; each value is the
-        # one np.median / np.percentile give (same order statistics, same interpolation;
-        # and np.median's NaN check imports numpy.ma, ~5 ms, on a run's first summary)
+        # one sort of a copy for the median, every percentile and the max; each value is
+        # the one np.median / np.percentile give (same order statistics, same
+        # interpolation; and np.median's NaN check imports numpy.ma, ~5 ms, on a run's first
+        # summary). A full sort, not a partition at those ~8 ranks: numpy's vectorised sort
+        # of a burst's ~786,000 ITL values costs about half of introselect run once per rank
+        # (docs/performance.md, fifteenth round); the ranks hold the same values either way
         n = v.size
-        idx = {n // 2, (n - 1) // 2, n - 1}
-        for q in (90, 99, 95):
-            h = (n - 1) * np.true_divide(q, 100)
-            lo = int(np.floor(h))
-            idx.update((lo, min(lo + 1, n - 1)))
         part = scratch   # the squared deviations are no longer needed: v's copy goes there
         np.copyto(part, v)
-        part.partition(sorted(idx))
+        part.sort()
         if n % 2:
             out[f"median_{prefix}_ms"] = float(np.mean(part[n // 2 : n // 2 + 1]))
         else:
