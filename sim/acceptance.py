@@ -457,15 +457,16 @@ class AcceptanceModel:
                      if x > 0 and len(s := sums(r)) <= c + n and s[-1] - s[c] < x]
             if short:
                 self._ensure_many([r for r, _ in short], [t for _, t in short])
-        cols = []
-        for rid, c in zip(rid_l, cyc, strict=True):
+        # each request's column written in place (a request stopped at its limit has fewer
+        # sums than rows: its later rows hold its last sum, as they only need to stay at or
+        # above the limit; no draws at all, a limit <= 0, which any sum reaches: zeros)
+        cols = out.T
+        for i, (rid, c) in enumerate(zip(rid_l, cyc, strict=True)):
             col = sums(rid)[c : c + n + 1]
-            if len(col) <= n:
-                # stopped at its limit: its later sums only need to stay at or above it (no
-                # draws at all: a limit <= 0, which any sum reaches)
-                col = np.concatenate((col, np.full(n + 1 - len(col), col[-1] if len(col) else 0)))
-            cols.append(col)
-        np.stack(cols, axis=1, out=out)
+            have = len(col)
+            cols[i, :have] = col
+            if have <= n:
+                cols[i, have:] = col[-1] if have else 0
         out -= out[0].copy()
         if limits is not None:
             np.minimum(out, limits, out=out)

@@ -52,7 +52,7 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
         v = np.asarray(values_s, dtype=float) * 1000.0
     if v.size == 0:
         v = np.array([np.nan])
-    mean, std, scratch = mean_std(v)
+    mean, std, _ = mean_std(v)
     out[f"mean_{prefix}_ms"] = mean
     out[f"std_{prefix}_ms"] = std
     if math.isnan(mean):   # a NaN in v (or inf - inf, where numpy's own path gives the same)
@@ -60,18 +60,17 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
         p90, p99, p95 = np.percentile(v, [90, 99, 95]).tolist()
         mx = float(np.max(v))
     else:
-        # one partition for the median, every percentile and the max; each value is the
-        # one np.median / np.percentile give (same order statistics, same interpolation;
-        # and np.median's NaN check imports numpy.ma, ~5 ms, on a run's first summary)
+        # one sort for the median, every percentile and the max; each value is the one
+        # np.median / np.percentile give (same order statistics, same interpolation; and
+        # np.median's NaN check imports numpy.ma, ~5 ms, on a run's first summary). A full
+        # sort, not a partition at those ~8 ranks: numpy's vectorised sort of a burst's
+        # ~786,000 ITL values costs less than introselect run once per rank
+        # (docs/performance.md, fifteenth round); the ranks hold the same values either way.
+        # v is this call's own (the owned sample, or the product above) and its order is
+        # not needed once the mean and std are summed: it is sorted in place, no copy
         n = v.size
-        idx = {n // 2, (n - 1) // 2, n - 1}
-        for q in (90, 99, 95):
-            h = (n - 1) * np.true_divide(q, 100)
-            lo = int(np.floor(h))
-            idx.update((lo, min(lo + 1, n - 1)))
-        part = scratch   # the squared deviations are no longer needed: v's copy goes there
-        np.copyto(part, v)
-        part.partition(sorted(idx))
+        part = v
+        part.sort()
         if n % 2:
             out[f"median_{prefix}_ms"] = float(np.mean(part[n // 2 : n // 2 + 1]))
         else:

@@ -278,13 +278,15 @@ def test_weighted_order_statistics_do_not_depend_on_the_order_of_equal_values(n,
 @given(n=st.one_of(st.integers(1, 64), st.integers(1, 20_000)), seed=st.integers(0, 2**31),
        decimals=st.sampled_from([None, 2]), owned=st.booleans())
 def test_summary_statistics_are_numpys(n, seed, decimals, owned):
-    # samples without NaN take the one-partition path (with ``owned``, in the sample's own
+    # samples without NaN take the one-sort path (with ``owned``, in the sample's own
     # buffer, mean and std from one sum); the figures must be numpy's own
     v = np.random.default_rng(seed).exponential(0.01, n)
     if decimals is not None:
         v = np.round(v, decimals)  # ties
     got: dict[str, float] = {}
+    before = v.copy()
     _stats("itl", v.copy() if owned else v, got, owned=owned)
+    assert np.array_equal(v, before)   # a sample not handed over is left as it was (not sorted)
     w = v * 1000.0
     want = {"mean_itl_ms": np.mean(w), "median_itl_ms": np.median(w), "std_itl_ms": np.std(w),
             "p90_itl_ms": np.percentile(w, 90), "p99_itl_ms": np.percentile(w, 99),
@@ -313,6 +315,19 @@ def test_page_sums_are_the_row_sums_of_pages(k, m, page, lo, seed):
     x = np.random.default_rng(seed).integers(lo, lo + 5_000, (k, m))
     assert np.array_equal(_page_sums(x, page), _pages(x, page).sum(axis=1))
     assert np.array_equal(_pages(x, page), np.ceil(x / page).astype(np.int64) * page)
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(0, 60), lasts=st.lists(st.integers(0, 70), min_size=1, max_size=30))
+def test_passes_so_far_is_the_running_count_of_plan_runs(k, lasts):
+    """A stretch's plan membership (every column a run of True from row 0, of any length,
+    none, or past the grid) counted by the collapsed form is numpy's running count."""
+    from specsched.sim.kv_ledger import passes_so_far
+
+    member = np.arange(k)[:, None] < np.array(lasts)
+    got = passes_so_far(member)
+    assert got.dtype == np.int64 and got.shape == member.shape
+    assert np.array_equal(got, np.cumsum(member, axis=0, dtype=np.int64))
 
 
 @settings(max_examples=60, deadline=None)
