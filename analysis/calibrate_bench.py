@@ -1202,7 +1202,10 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
 
     A log whose decode lines come from several DP-attention ranks (SGLang's ``DP<d> TP<t>``
     prefix: each line one rank's batch) is refused for a server without DP attention: a rank's 4 requests were priced as a
-    whole 4-request server, silently.
+    whole 4-request server, silently. A log of data-parallel replicas (``--dp-size`` without DP
+    attention: every DP rank logs the same TP index, :func:`_replica_ranks`) is one whole
+    server's batch a line: read so, with a warning that the runs are predicted as one server
+    (it was refused as a DP-attention log), and refused for a DP-attention server.
 
     Raises:
         ConfigError: the log and the server disagree on speculative decoding or on DP
@@ -1224,6 +1227,22 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     # decode_step_seconds prices as one rank of a lock-step group only when the server has it
     ranks = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna() if "rank" in decode else []
     dp = server.dp_size if server.enable_dp_attention else 1
+    if len(ranks) and ranks.nunique() > 1 and _replica_ranks(decode.loc[ranks.index, "rank"]):
+        # --dp-size without DP attention: independent replicas, each its own TP group counted
+        # from TP0 (data_parallel_controller.py launch_tensor_parallel_group), so each line is
+        # its replica's whole batch, priced as a whole server's step
+        at = int(log.loc[ranks.index[0], "line"])
+        if dp > 1:
+            raise ConfigError(f"{path}:{at}", "rank", str(log.loc[ranks.index[0], "rank"]),
+                              f"the log's server ran {ranks.nunique()} data-parallel replicas (each DP rank its own "
+                              "TP group, from TP0), not DP attention, which the fitted scenarios' server runs: "
+                              "each replica's batch was priced as one rank of a lock-step group")
+        print(f"warning: {path}: the log's server ran {ranks.nunique()} data-parallel replicas (--dp-size without DP "
+              "attention: each DP rank its own TP group, from TP0); each decode line is its replica's whole batch and "
+              "is timed so, while the runs are predicted as one server (independent replicas are not modelled)",
+              file=sys.stderr)
+        _check_accept_len(decode, path, server)
+        return
     if len(ranks) and ranks.nunique() > 1 and dp == 1:
         # several DP ranks' decode lines (one rank's alone may be a server launched with its own
         # DP rank, SGLANG_DP_RANK, whose batch is its whole server's)
@@ -1232,6 +1251,22 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                           f"the log's server ran DP attention ({ranks.nunique()} DP ranks logging their own batches), "
                           "the fitted scenarios' server does not: each rank's batch was priced as a whole server's; "
                           "give --scenario-template with server.enable_dp_attention and dp_size")
+    _check_accept_len(decode, path, server)
+
+
+def _replica_ranks(ranks: Any) -> bool:
+    """The logger prefixes of several DP ranks' lines name independent replicas: every DP
+    rank's lines carry one TP index (or none: TP 1), as SGLang numbers each replica's TP group
+    from 0 (0.5.23 data_parallel_controller.py ``launch_tensor_parallel_group``; the prefix from
+    scheduler.py's logger setup, ``DP<d>`` then ``TP<t>``); DP attention's ranks are one TP
+    group, so its DP ranks log different TP indices (``DP0 TP0``, ``DP1 TP4``)."""
+    tp = ranks.astype(str).str.extract(r"\bTP(\d+)\b")[0]
+    return tp.isna().all() or (tp.notna().all() and tp.nunique() == 1)
+
+
+def _check_accept_len(decode: Any, path: str, server: Any) -> None:
+    """The log's decode lines and the fitted server agree on speculative decoding
+    (:func:`check_log_matches`)."""
     acc = decode["accept_len"].dropna()
     spec = server.speculative_algorithm.enabled
     if len(acc) and not spec:

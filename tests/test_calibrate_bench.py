@@ -981,6 +981,33 @@ def test_a_dp_attention_log_is_refused_for_a_server_without_it(tmp_path, dp, ref
         check_log_matches(log, str(p), server)
 
 
+
+@pytest.mark.parametrize("tp", [0, None])
+def test_a_log_of_data_parallel_replicas_is_not_read_as_dp_attention(tmp_path, capsys, tp):
+    """SGLang's --dp-size without DP attention runs independent replicas, each its own TP group
+    whose first rank logs 'DP<d> TP0' ('DP<d>' at TP 1: data_parallel_controller.py
+    launch_tensor_parallel_group counts each replica's TP ranks from 0); DP attention's ranks
+    are one TP group ('DP1 TP2'). A replica's line is its whole server's batch, so it is priced
+    as one, with a warning that the runs are predicted as one server; the log was refused as a
+    DP-attention one, with advice to model lock-step DP attention. Under a DP-attention server
+    the replicas' lines are refused (each would be priced as one rank of a lock-step group)."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.sim.server_args import ServerArgs
+
+    rank = (lambda r: f"DP{r} TP{tp}") if tp is not None else (lambda r: f"DP{r}")
+    p = tmp_path / "server.log"
+    p.write_text("".join(f"[2026-12-01 10:00:0{k} {rank(r)}] Decode batch. #running-req: 4, #token: 9000, "
+                         "token usage: 0.30, gen throughput (token/s): 800.00, #queue-req: 0\n"
+                         for k in range(2) for r in range(2)))
+    log = parse_server_log(p)
+    check_log_matches(log, str(p), ServerArgs())
+    err = capsys.readouterr().err
+    assert "2 data-parallel replicas" in err and "one server" in err
+    with pytest.raises(ConfigError) as e:
+        check_log_matches(log, str(p), ServerArgs(enable_dp_attention=True, dp_size=2))
+    assert e.value.key == "rank" and "replicas" in e.value.allowed
+
+
 def test_one_runs_noise_is_at_least_its_spread_between_repeats():
     """A closed loop's median TTFT scatters 0.2 % over simulated seeds, and a fit took that as
     one measured run's noise: the figure outweighed every other 30-fold and pulled the decode
