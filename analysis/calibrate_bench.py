@@ -1355,7 +1355,36 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
                 continue
             seen[key] = r.source
             out.append(r)
+    _say_running_accept_lengths(out)
     return out
+
+
+def _say_running_accept_lengths(runs: Sequence[Any]) -> None:
+    """One ``warning:`` line per server launch that wrote two or more of ``runs`` with an
+    accept length. SGLang's bench_serving (0.5.23 benchmark/serving.py ``benchmark()``) writes
+    ``accept_length`` from /server_info's ``internal_states[0].avg_spec_accept_length``, the
+    scheduler's accepted tokens over verify forwards since launch (managers/scheduler_components
+    internal_state.py ``_average_accept_length``), reset only by /flush_cache (scheduler.py
+    ``flush_cache`` -> ``metrics_reporter.reset_metrics``, which bench_serving calls with
+    ``--flush-cache``); so a sweep appended by one launch holds running means, each later run's
+    over the runs before it too, and the fit predicts each run at that. A launch is known by
+    ``server_info.startup_time`` (its ``decode[0]`` under PD disaggregation)."""
+    from specsched.analysis.from_bench import _accept_length, _line_server_info
+
+    launches: dict[float, list[str]] = {}
+    for r in runs:
+        info = _line_server_info(r)
+        t = info.get("startup_time") if isinstance(info, dict) else None
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and _accept_length(r) is not None \
+                and r.extra.get("spec_decode_acceptance_length") is None:   # vLLM's is the run's own
+            launches.setdefault(float(t), []).append(r.source)
+    for t, sources in launches.items():
+        if len(sources) > 1:
+            print(f"warning: {', '.join(sources)}: one server launch (server_info startup_time {t:.3f}) decoding "
+                  "speculatively: SGLang's accept_length is its running mean since launch (avg_spec_accept_length, "
+                  "reset only by bench_serving --flush-cache), so each later run is predicted at the mean over the "
+                  "runs before it too; where acceptance changed between them (another dataset, temperature), state "
+                  "each run's with --scenario-template", file=sys.stderr)
 
 
 def cmd_calibrate_from(args: argparse.Namespace) -> int:

@@ -1022,3 +1022,28 @@ def test_one_runs_noise_is_at_least_its_spread_between_repeats():
     assert noise["output_throughput"] == pytest.approx((0.02 ** 2 + 0.02 ** 2 / 4) ** 0.5)   # its own scatter is larger
     measured = residual_noise({"median_ttft_ms": 0.01}, scatter, 4, ["median_ttft_ms"])
     assert measured["median_ttft_ms"] == pytest.approx((0.01 ** 2 + 0.002 ** 2 / 4) ** 0.5)
+
+
+def test_runs_of_one_speculative_server_launch_say_their_accept_length_is_a_running_mean(tmp_path, capsys):
+    """SGLang 0.5.23 bench_serving writes accept_length from /server_info's
+    internal_states[0].avg_spec_accept_length: the scheduler's totals since launch
+    (internal_state.py _average_accept_length), reset only by /flush_cache (scheduler.py
+    flush_cache -> metrics_reporter.reset_metrics). A sweep appended by one server launch
+    (one server_info startup_time) fitted each later run at the mean over every run before it,
+    silently; now said in one warning line naming the runs."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    info = {"startup_time": 1733390000.5, "internal_states": [{"avg_spec_accept_length": 3.0}]}
+    lines = [{**good, "request_rate": rate, "accept_length": acc, "server_info": info}
+             for rate, acc in ((2.0, 3.2), (4.0, 3.0), (8.0, 2.9))]
+    lines.append({**good, "request_rate": 16.0, "accept_length": 2.5,
+                  "server_info": {**info, "startup_time": 1733399999.0}})   # another launch
+    f = tmp_path / "sweep.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert len(fit_runs([str(f)])) == 4
+    err = [x for x in capsys.readouterr().err.splitlines() if "running mean" in x]
+    assert len(err) == 1 and f"{f}:1, {f}:2, {f}:3" in err[0] and "--flush-cache" in err[0], err
+    f.write_text("".join(json.dumps({**x, "server_info": None}) + "\n" for x in lines))   # no launch to tell
+    fit_runs([str(f)])
+    assert "running mean" not in capsys.readouterr().err
