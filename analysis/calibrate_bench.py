@@ -1237,11 +1237,12 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                               f"the log's server ran {ranks.nunique()} data-parallel replicas (each DP rank its own "
                               "TP group, from TP0), not DP attention, which the fitted scenarios' server runs: "
                               "each replica's batch was priced as one rank of a lock-step group")
+        _check_accept_len(decode, path, server)
         print(f"warning: {path}: the log's server ran {ranks.nunique()} data-parallel replicas (--dp-size without DP "
               "attention: each DP rank its own TP group, from TP0); each decode line is its replica's whole batch and "
               "is timed so, while the runs are predicted as one server (independent replicas are not modelled)",
               file=sys.stderr)
-        _check_accept_len(decode, path, server)
+        _say_shared_prefix_contexts(log, path)
         return
     if len(ranks) and ranks.nunique() > 1 and dp == 1:
         # several DP ranks' decode lines (one rank's alone may be a server launched with its own
@@ -1252,6 +1253,32 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                           "the fitted scenarios' server does not: each rank's batch was priced as a whole server's; "
                           "give --scenario-template with server.enable_dp_attention and dp_size")
     _check_accept_len(decode, path, server)
+    _say_shared_prefix_contexts(log, path)   # once the log is taken: a refusal stays one line
+
+
+def _say_shared_prefix_contexts(log: Any, path: str) -> None:
+    """One ``warning:`` line when the log's prefill lines found prompt tokens in the prefix
+    cache. A decode line's ``#token`` is the pool's used KV (0.5.23
+    scheduler_components/pool_stats_observer.py: capacity less the free and the evictable
+    tokens), where a prefix that running requests share is held once while each of them
+    attends to all of it (a decode kernel reads every request's own page table); so
+    :func:`analysis.server_log.decode_step_samples`' context, ``#token / #running-req``, is short
+    of what a step reads wherever running requests share a prefix (64 sharing a 2048-token
+    system prompt: 384 tokens for 2304), and the step is priced too fast. The log does not
+    say whether the cached prefixes were shared by requests running together (a system
+    prompt) or each request's own (a conversation's earlier turns), so it is said, not
+    corrected."""
+    p = log[log["kind"] == "prefill"]
+    cached, new = p["cached_token"].fillna(0).sum(), p["new_token"].fillna(0).sum()
+    if not cached > 0:
+        return
+    seqs = p.loc[p["cached_token"] > 0, "new_seq"].sum()
+    per = f", {cached / seqs:.0f} a new sequence" if seqs > 0 else ""
+    print(f"warning: {path}: the log's prefill lines found {100 * cached / (cached + new):.1f} % of their prompt tokens in "
+          f"the prefix cache{per}: where requests running together share such a prefix, #token holds it once while "
+          "each request attends to all of it, so a decode line's context (#token / #running-req) reads short and its "
+          "step is priced too fast, pulling the fitted decode factor up; fit without --server-log, or with a log of "
+          "requests that share no prefix, if the runs' requests shared one", file=sys.stderr)
 
 
 def _replica_ranks(ranks: Any) -> bool:

@@ -1047,3 +1047,27 @@ def test_runs_of_one_speculative_server_launch_say_their_accept_length_is_a_runn
     f.write_text("".join(json.dumps({**x, "server_info": None}) + "\n" for x in lines))   # no launch to tell
     fit_runs([str(f)])
     assert "running mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cached", [0, 2048])
+def test_a_log_whose_prefills_hit_the_prefix_cache_says_its_decode_contexts_read_short(tmp_path, capsys, cached):
+    """A decode line's #token is the pool's used KV (pool_stats_observer.py: capacity less free
+    and evictable), where a prefix that running requests share is held once, while each of them
+    attends to all of it: #token / #running-req is then short of the context a step reads, and
+    the step was priced at it silently (64 requests sharing a 2048-token system prompt: context
+    384 for 2304 attended, a step 2.4x faster on h200-1b). Said in one warning line when the
+    log's prefill lines found cached tokens."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.sim.server_args import ServerArgs
+
+    p = tmp_path / "server.log"
+    p.write_text(f"[2026-12-01 10:00:00 TP0] Prefill batch, #new-seq: 16, #new-token: 2048, #cached-token: {cached}, "
+                 "token usage: 0.01, #running-req: 0, #queue-req: 0\n"
+                 + "".join(f"[2026-12-01 10:00:0{k + 1} TP0] Decode batch, #running-req: 16, #token: 6200, "
+                           "token usage: 0.02, gen throughput (token/s): 800.00, #queue-req: 0\n" for k in range(3)))
+    check_log_matches(parse_server_log(p), str(p), ServerArgs())
+    err = capsys.readouterr().err
+    if cached:
+        assert "prefix cache" in err and "50.0 %" in err and "#token" in err
+    else:
+        assert "prefix cache" not in err
