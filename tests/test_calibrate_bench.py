@@ -1049,14 +1049,14 @@ def test_runs_of_one_speculative_server_launch_say_their_accept_length_is_a_runn
     assert "running mean" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("cached", [0, 2048])
+@pytest.mark.parametrize("cached", [0, 20, 2048])
 def test_a_log_whose_prefills_hit_the_prefix_cache_says_its_decode_contexts_read_short(tmp_path, capsys, cached):
     """A decode line's #token is the pool's used KV (pool_stats_observer.py: capacity less free
     and evictable), where a prefix that running requests share is held once, while each of them
     attends to all of it: #token / #running-req is then short of the context a step reads, and
     the step was priced at it silently (64 requests sharing a 2048-token system prompt: context
     384 for 2304 attended, a step 2.4x faster on h200-1b). Said in one warning line when the
-    log's prefill lines found cached tokens."""
+    log's prefill lines found 5 % of their prompt tokens cached or more."""
     from specsched.analysis.calibrate_bench import check_log_matches
     from specsched.sim.server_args import ServerArgs
 
@@ -1067,7 +1067,7 @@ def test_a_log_whose_prefills_hit_the_prefix_cache_says_its_decode_contexts_read
                            "token usage: 0.02, gen throughput (token/s): 800.00, #queue-req: 0\n" for k in range(3)))
     check_log_matches(parse_server_log(p), str(p), ServerArgs())
     err = capsys.readouterr().err
-    if cached:
+    if cached > 0.05 * (cached + 2048):
         assert "prefix cache" in err and "50.0 %" in err and "#token" in err
-    else:
+    else:   # none, or as few as bench_serving's warmup makes (its copy of the first prompt)
         assert "prefix cache" not in err
