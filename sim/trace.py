@@ -34,6 +34,7 @@ import math
 import re
 import sys
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,7 +148,7 @@ class _Checker:
         self.offsets = array("q", [0])    # where each row's ids end
         self.any_hashes = False
         self.unread_hash_ids = False      # the rows have Mooncake's hash_ids, no block-id column is read
-        self.dates = _DateOrder()         # d/m/y or m/d/y dates: the order the column has shown so far
+        self.dates = _DateOrder(self._shift)   # d/m/y or m/d/y dates: the order the column has shown so far
 
     def add_hashes(self, v: object, input_len: object, line: int, col: str, block_size: int) -> None:
         """One row's block ids (a JSON list, or a CSV cell of ids; None/absent = none),
@@ -174,6 +175,14 @@ class _Checker:
 
     def _fail(self, line: int, col: str, value: object, allowed: str) -> None:
         raise ConfigError(f"{self.where}:{line}", col, value, allowed)
+
+    def _shift(self, seconds: float) -> None:
+        """Move every time read so far by ``seconds`` (:class:`_DateOrder`: the rows of one date
+        read month first before a later row told the column is day first)."""
+        for t in self.t:
+            t += seconds
+        self.last += seconds
+        self.max_t += seconds
 
     def add(self, t: np.ndarray, ins: np.ndarray, outs: np.ndarray, lines: np.ndarray, raw: list | None = None) -> None:
         """One block of rows; ``raw`` = the timestamp cells as written (shown in errors)."""
@@ -229,10 +238,12 @@ class _DateOrder:
     past 12 and held from block to block (the file is read in blocks); until one tells it,
     the first date seen (its order does not matter while every row has that date)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shift: Callable[[float], None] | None = None) -> None:
         self.day_first: bool | None = None
         self.told_by: tuple[int, object] = (0, None)   # line and cell that told the order
         self.first: tuple[tuple[str, str, str], int, object] | None = None   # (d1, d2, year), line, cell
+        self.read_month_first = False   # rows of the one date so far were read month first (pandas')
+        self.shift = shift              # moves the times read so far, once the order turns out day first
 
     def iso(self, values: list, where: str, col: str, lines: np.ndarray) -> list:
         """``values`` with each numeric date rewritten as ISO (year-month-day) in the column's
@@ -251,6 +262,12 @@ class _DateOrder:
                 day_first = a > 12
                 if self.day_first is None:
                     self.day_first, self.told_by = day_first, (int(lines[k]), values[k])
+                    if day_first and self.read_month_first and self.shift is not None and self.first is not None:
+                        # the earlier blocks' one date (d1/d2) was read as month d1, day d2
+                        (d1, d2, y), _, _ = self.first
+                        year = int(y) if len(y) == 4 else 2000 + int(y)
+                        read, meant = pd.Timestamp(year, int(d1), int(d2)), pd.Timestamp(year, int(d2), int(d1))
+                        self.shift((meant - read).total_seconds())
                 elif self.day_first != day_first:
                     line, cell = self.told_by
                     raise ConfigError(f"{where}:{int(lines[k])}", col, values[k],
@@ -265,7 +282,8 @@ class _DateOrder:
                 raise ConfigError(f"{where}:{int(lines[k])}", col, values[k],
                                   f"the day and month order cannot be told (line {line}: {cell}; no field past 12 "
                                   f"in the dates so far, and either order reads them as other days): {_ISO_DATE}")
-            return values   # one date throughout: either order gives the same gaps
+            self.read_month_first = True
+            return values   # one date throughout: either order gives the same gaps (read month first)
         out = list(values)
         for k, m in found:
             d, mo = (m.group(1), m.group(3)) if self.day_first else (m.group(3), m.group(1))

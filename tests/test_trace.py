@@ -558,3 +558,6 @@ def test_slash_date_order_told_in_one_block_holds_for_the_next(tmp_path, monkeyp
     with pytest.raises(ConfigError, match="both") as e:
         load_trace(TraceConfig(path=str(p), layout="azure"))
     assert e.value.file == f"{p}:4"
+    # a first block of one date that does not tell the order (12/05), then one that does (13/05)
+    p.write_text(AZURE_HEADER + "12/05/2024 10:00:00,10,2\n12/05/2024 10:00:01,10,2\n13/05/2024 10:00:00,10,2\n")
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx([0.0, 1.0, 86400.0])
