@@ -1482,6 +1482,14 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
             print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
+            if not len(samples):
+                # nothing of the log enters the fit: said, and the profile is not named as fitted to it
+                why = ("it has no decode line: a prefill-decode prefill server's log" if not (log["kind"] == "decode").any()
+                       else "each decode line had requests queued, followed a prefill line of its rank, or states no "
+                       "#token or gen throughput")
+                print(f"warning: {args.server_log}: no decode line times a pure decode step ({why}): the fit uses "
+                      "the runs alone", file=sys.stderr)
+                samples = None
         n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
         n_loop = sum(closed_loop_sends(c.run) and c.scenario.workload.kind != "trace" for c in cases)
         loops = (f" ({n_loop} concurrency run(s) as the closed loops they were: their send times are slot "
@@ -1527,8 +1535,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(line)
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")
-    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files, args.server_log,
-                        args.seeds, metrics)
+    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files,
+                        args.server_log if samples is not None else None, args.seeds, metrics)
     print(f"wrote {out}")
     return 0
 

@@ -1071,3 +1071,21 @@ def test_a_log_whose_prefills_hit_the_prefix_cache_says_its_decode_contexts_read
         assert "prefix cache" in err and "50.0 %" in err and "#token" in err
     else:   # none, or as few as bench_serving's warmup makes (its copy of the first prompt)
         assert "prefix cache" not in err
+
+
+def test_a_server_log_that_times_no_decode_step_is_said_and_not_named_as_fitted(tmp_path, capsys, monkeypatch):
+    """A prefill-decode prefill server's log (no decode line), or one whose every decode line
+    had a queue or followed a prefill, gives no pure-decode step: the fit ran on the runs alone
+    while the profile's provenance said it was fitted to the runs "and server log" too. Said in
+    one warning line, and the provenance names the runs only."""
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(_measured_line(tmp_path, 5.0)) + "\n")
+    log = tmp_path / "prefill.log"
+    log.write_text((ROOT / "tests" / "data" / "logs" / "sglang-0.5.10-pd-prefill.log").read_text())
+    argv = ["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+            "--max-evals", "2", "--server-log", str(log), "--out", "fitted.yaml"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {log}: no decode line times a pure decode step" in err
+    assert "prefill.log" not in yaml.safe_load((tmp_path / "fitted.yaml").read_text())["provenance"]["calibrate.from"]
