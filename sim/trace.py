@@ -231,6 +231,7 @@ _NUMERIC_DATE = re.compile(r"^\s*(\d{1,2})([/.\-])(\d{1,2})\2(\d{4}|\d{2})(?=$|[
 ``5/10/2024 0:00``, ``10.05.2024``): a spreadsheet's re-export of a trace in its locale's short
 form (en_US month first; en_GB, de_DE, fr_FR day first). The file does not say which."""
 _ISO_DATE = "write the dates as YYYY-MM-DD (ISO 8601, as the Azure traces have them)"
+_DATE_SEPS = np.array([ord(c) for c in "/.-"], dtype=np.uint32)
 
 
 class _DateOrder:
@@ -253,7 +254,13 @@ class _DateOrder:
             ConfigError: the column has dates day first and month first, or dates of more
                 than one day whose fields are all 12 or less (either order reads them).
         """
-        found = [(k, m) for k, v in enumerate(values) if isinstance(v, str) and (m := _NUMERIC_DATE.match(v))]
+        if not values:
+            return values
+        # a numeric date has its first separator at the cell's second or third character (an ISO
+        # one at the fifth): found in C, so a column of ISO times costs no per-cell match
+        head = np.array(values, dtype=object).astype("U3").view(np.uint32).reshape(len(values), 3)
+        maybe = np.flatnonzero(np.isin(head[:, 1], _DATE_SEPS) | np.isin(head[:, 2], _DATE_SEPS))
+        found = [(k, m) for k in maybe.tolist() if isinstance(v := values[k], str) and (m := _NUMERIC_DATE.match(v))]
         if not found:
             return values
         for k, m in found:
@@ -299,11 +306,12 @@ def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.
     day first past 12, so 10/05/2024 then 13/05/2024 were 5 October then 13 May."""
     _no_bools(values, where, col, lines)
     if unit == "datetime":
-        values = (dates or _DateOrder()).iso(list(values), where, col, lines)
+        values = list(values)
+        iso = (dates or _DateOrder()).iso(values, where, col, lines)
         # every time on one clock, UTC: a trace logged in local time with its offset changes
         # offset at a daylight-saving switch (+01:00 -> +02:00), which pandas refuses to mix
         # unless asked to convert; times without a zone are read as UTC (only differences count)
-        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed", utc=True)
+        ts = pd.to_datetime(pd.Series(iso), errors="coerce", format="mixed", utc=True)
         if ts.isna().any():
             k = int(np.argmax(ts.isna().to_numpy()))
             cell = list(values)[k]

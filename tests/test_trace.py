@@ -561,3 +561,12 @@ def test_slash_date_order_told_in_one_block_holds_for_the_next(tmp_path, monkeyp
     # a first block of one date that does not tell the order (12/05), then one that does (13/05)
     p.write_text(AZURE_HEADER + "12/05/2024 10:00:00,10,2\n12/05/2024 10:00:01,10,2\n13/05/2024 10:00:00,10,2\n")
     assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx([0.0, 1.0, 86400.0])
+
+
+def test_a_day_first_date_that_is_no_day_is_shown_as_written(tmp_path):
+    """31/02/2024 (day first, told by 31) is no date: the refusal shows the cell as the file has it."""
+    p = tmp_path / "t.csv"
+    p.write_text(AZURE_HEADER + "30/01/2024 00:00:00,10,2\n31/02/2024 00:00:00,10,2\n")
+    with pytest.raises(ConfigError, match="not a date and time") as e:
+        load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert (e.value.file, e.value.value) == (f"{p}:3", "31/02/2024 00:00:00")
