@@ -1202,7 +1202,10 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
 
     A log whose decode lines come from several DP-attention ranks (SGLang's ``DP<d> TP<t>``
     prefix: each line one rank's batch) is refused for a server without DP attention: a rank's 4 requests were priced as a
-    whole 4-request server, silently.
+    whole 4-request server, silently. A log of data-parallel replicas (``--dp-size`` without DP
+    attention: every DP rank logs the same TP index, :func:`_replica_ranks`) is one whole
+    server's batch a line: read so, with a warning that the runs are predicted as one server
+    (it was refused as a DP-attention log), and refused for a DP-attention server.
 
     Raises:
         ConfigError: the log and the server disagree on speculative decoding or on DP
@@ -1224,6 +1227,23 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     # decode_step_seconds prices as one rank of a lock-step group only when the server has it
     ranks = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna() if "rank" in decode else []
     dp = server.dp_size if server.enable_dp_attention else 1
+    if len(ranks) and ranks.nunique() > 1 and _replica_ranks(decode.loc[ranks.index, "rank"]):
+        # --dp-size without DP attention: independent replicas, each its own TP group counted
+        # from TP0 (data_parallel_controller.py launch_tensor_parallel_group), so each line is
+        # its replica's whole batch, priced as a whole server's step
+        at = int(log.loc[ranks.index[0], "line"])
+        if dp > 1:
+            raise ConfigError(f"{path}:{at}", "rank", str(log.loc[ranks.index[0], "rank"]),
+                              f"the log's server ran {ranks.nunique()} data-parallel replicas (each DP rank its own "
+                              "TP group, from TP0), not DP attention, which the fitted scenarios' server runs: "
+                              "each replica's batch was priced as one rank of a lock-step group")
+        _check_accept_len(decode, path, server)
+        print(f"warning: {path}: the log's server ran {ranks.nunique()} data-parallel replicas (--dp-size without DP "
+              "attention: each DP rank its own TP group, from TP0); each decode line is its replica's whole batch and "
+              "is timed so, while the runs are predicted as one server (independent replicas are not modelled)",
+              file=sys.stderr)
+        _say_shared_prefix_contexts(log, path)
+        return
     if len(ranks) and ranks.nunique() > 1 and dp == 1:
         # several DP ranks' decode lines (one rank's alone may be a server launched with its own
         # DP rank, SGLANG_DP_RANK, whose batch is its whole server's)
@@ -1232,6 +1252,57 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                           f"the log's server ran DP attention ({ranks.nunique()} DP ranks logging their own batches), "
                           "the fitted scenarios' server does not: each rank's batch was priced as a whole server's; "
                           "give --scenario-template with server.enable_dp_attention and dp_size")
+    _check_accept_len(decode, path, server)
+    _say_shared_prefix_contexts(log, path)   # once the log is taken: a refusal stays one line
+
+
+SHARED_PREFIX_WARN_SHARE = 0.05
+"""Cached share of the log's prefill prompt tokens from which :func:`_say_shared_prefix_contexts`
+speaks. With a share c of cached prompt tokens, however shared, the contexts read short by about
+c / (1 - c) at most (5 % at 0.05); bench_serving's warmup alone makes each run's first request
+a hit (0.5.23 benchmark/serving.py sends a copy of the first prompt before the clock starts,
+without flushing the cache unless ``--flush-cache``), 1/N of a run of N requests' prompts,
+which is no prefix shared by running requests."""
+
+
+def _say_shared_prefix_contexts(log: Any, path: str) -> None:
+    """One ``warning:`` line when the log's prefill lines found prompt tokens in the prefix
+    cache. A decode line's ``#token`` is the pool's used KV (0.5.23
+    scheduler_components/pool_stats_observer.py: capacity less the free and the evictable
+    tokens), where a prefix that running requests share is held once while each of them
+    attends to all of it (a decode kernel reads every request's own page table); so
+    :func:`analysis.server_log.decode_step_samples`' context, ``#token / #running-req``, is short
+    of what a step reads wherever running requests share a prefix (64 sharing a 2048-token
+    system prompt: 384 tokens for 2304), and the step is priced too fast. The log does not
+    say whether the cached prefixes were shared by requests running together (a system
+    prompt) or each request's own (a conversation's earlier turns), so it is said, not
+    corrected."""
+    p = log[log["kind"] == "prefill"]
+    cached, new = p["cached_token"].fillna(0).sum(), p["new_token"].fillna(0).sum()
+    if not cached > 0 or cached / (cached + new) < SHARED_PREFIX_WARN_SHARE:
+        return
+    seqs = p.loc[p["cached_token"] > 0, "new_seq"].sum()
+    per = f", {cached / seqs:.0f} a new sequence" if seqs > 0 else ""
+    print(f"warning: {path}: the log's prefill lines found {100 * cached / (cached + new):.1f} % of their prompt tokens in "
+          f"the prefix cache{per}: where requests running together share such a prefix, #token holds it once while "
+          "each request attends to all of it, so a decode line's context (#token / #running-req) reads short and its "
+          "step is priced too fast, pulling the fitted decode factor up; fit without --server-log, or with a log of "
+          "requests that share no prefix, if the runs' requests shared one", file=sys.stderr)
+
+
+def _replica_ranks(ranks: Any) -> bool:
+    """The logger prefixes of several DP ranks' lines name independent replicas: every DP
+    rank's lines carry one TP index (or none: TP 1), as SGLang numbers each replica's TP group
+    from 0 (0.5.23 data_parallel_controller.py ``launch_tensor_parallel_group``; the prefix from
+    scheduler.py's logger setup, ``DP<d>`` then ``TP<t>``); DP attention's ranks are one TP
+    group, so its DP ranks log different TP indices (``DP0 TP0``, ``DP1 TP4``)."""
+    tp = ranks.astype(str).str.extract(r"\bTP(\d+)\b")[0]
+    return tp.isna().all() or (tp.notna().all() and tp.nunique() == 1)
+
+
+def _check_accept_len(decode: Any, path: str, server: Any) -> None:
+    """The log's decode lines and the fitted server agree on speculative decoding
+    (:func:`check_log_matches`)."""
     acc = decode["accept_len"].dropna()
     spec = server.speculative_algorithm.enabled
     if len(acc) and not spec:
@@ -1320,7 +1391,36 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
                 continue
             seen[key] = r.source
             out.append(r)
+    _say_running_accept_lengths(out)
     return out
+
+
+def _say_running_accept_lengths(runs: Sequence[Any]) -> None:
+    """One ``warning:`` line per server launch that wrote two or more of ``runs`` with an
+    accept length. SGLang's bench_serving (0.5.23 benchmark/serving.py ``benchmark()``) writes
+    ``accept_length`` from /server_info's ``internal_states[0].avg_spec_accept_length``, the
+    scheduler's accepted tokens over verify forwards since launch (managers/scheduler_components
+    internal_state.py ``_average_accept_length``), reset only by /flush_cache (scheduler.py
+    ``flush_cache`` -> ``metrics_reporter.reset_metrics``, which bench_serving calls with
+    ``--flush-cache``); so a sweep appended by one launch holds running means, each later run's
+    over the runs before it too, and the fit predicts each run at that. A launch is known by
+    ``server_info.startup_time`` (its ``decode[0]`` under PD disaggregation)."""
+    from specsched.analysis.from_bench import _accept_length, _line_server_info
+
+    launches: dict[float, list[str]] = {}
+    for r in runs:
+        info = _line_server_info(r)
+        t = info.get("startup_time") if isinstance(info, dict) else None
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and _accept_length(r) is not None \
+                and r.extra.get("spec_decode_acceptance_length") is None:   # vLLM's is the run's own
+            launches.setdefault(float(t), []).append(r.source)
+    for t, sources in launches.items():
+        if len(sources) > 1:
+            print(f"warning: {', '.join(sources)}: one server launch (server_info startup_time {t:.3f}) decoding "
+                  "speculatively: SGLang's accept_length is its running mean since launch (avg_spec_accept_length, "
+                  "reset only by bench_serving --flush-cache), so each later run is predicted at the mean over the "
+                  "runs before it too; where acceptance changed between them (another dataset, temperature), state "
+                  "each run's with --scenario-template", file=sys.stderr)
 
 
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
@@ -1382,6 +1482,14 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
             print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
+            if not len(samples):
+                # nothing of the log enters the fit: said, and the profile is not named as fitted to it
+                why = ("it has no decode line: a prefill-decode prefill server's log" if not (log["kind"] == "decode").any()
+                       else "each decode line had requests queued, followed a prefill line of its rank, or states no "
+                       "#token or gen throughput")
+                print(f"warning: {args.server_log}: no decode line times a pure decode step ({why}): the fit uses "
+                      "the runs alone", file=sys.stderr)
+                samples = None
         n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
         n_loop = sum(closed_loop_sends(c.run) and c.scenario.workload.kind != "trace" for c in cases)
         loops = (f" ({n_loop} concurrency run(s) as the closed loops they were: their send times are slot "
@@ -1427,8 +1535,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(line)
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")
-    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files, args.server_log,
-                        args.seeds, metrics)
+    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files,
+                        args.server_log if samples is not None else None, args.seeds, metrics)
     print(f"wrote {out}")
     return 0
 

@@ -1227,7 +1227,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                          f"{acc:.3f})")
         else:
             sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
-            notes.append(f"acceptance: mean accept length {acc:.3f} from the line")
+            # SGLang's is /server_info's avg_spec_accept_length: the scheduler's totals since
+            # launch (internal_state.py _average_accept_length), reset only by /flush_cache
+            # (metrics_reporter.reset_metrics); vLLM's spec_decode_acceptance_length is the run's
+            since = ("" if run.extra.get("spec_decode_acceptance_length") is not None else
+                     " (SGLang's avg_spec_accept_length: its mean over every verify since the server started, earlier runs "
+                     "and warmup requests included, unless bench_serving ran with --flush-cache)")
+            notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
     sc["workload"] = workload
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}

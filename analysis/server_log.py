@@ -49,6 +49,7 @@ decode steps: seconds per step = running-req x accept len / gen throughput.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -145,6 +146,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         ``time`` the logged timestamp or NaT, ``rank`` the logger prefix's ranks such as
         "DP1 TP8" or "" ; fields a line lacks are NaN).
 
+    A last batch line without a line end (SGLang's logger ends every record with one) was cut
+    short and is left out, with a ``warning:`` line on stderr.
+
     Raises:
         ConfigError: missing or unreadable file (a directory, a binary file), or no batch
             line in it (not an SGLang server log, or one logged at a level above INFO).
@@ -168,6 +172,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     if not vllm_line and _VLLM_STATS in raw:
                         vllm_line = i
                     continue
+                ended = raw.endswith("\n")   # (before a hole's NULs and the line end are stripped)
                 # NULs before or after a line's text are a hole, not binary data: logrotate's
                 # copytruncate of a log written through a shell's `>` (not `>>`) leaves the writer at
                 # its old offset, so the next line follows a run of NULs; a crash can leave NULs after
@@ -177,6 +182,15 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     if "\x00" in raw:
                         raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
                 row = parse_line(raw, i)
+                if row is not None and not ended:
+                    # SGLang's logger ends every record with a newline (logging's StreamHandler),
+                    # so the last line without one was cut (a log copied while the server wrote
+                    # it, `head -c`, a full disk): its last field reads short ("#token: 1" of
+                    # 19920), and the fit was refused as a damaged line
+                    print(f"warning: {p}:{i}: left out: the last line is cut short (no line end: a log copied "
+                          "while the server wrote it, or cut by size); its last field may read short",
+                          file=sys.stderr)
+                    row = None
                 if row is not None:
                     rows.append(row)
     except READ_ERRORS as e:

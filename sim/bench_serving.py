@@ -693,6 +693,34 @@ def multi_turn_replay(run: BenchRun) -> bool:
     return run.extra.get("total_input_tokens") == 0 and (run.summary.get("completed") or 0) > 0
 
 
+def _run_after_cut(raw: str) -> tuple[dict[str, Any], int] | None:
+    """A line that is a run cut short with a whole run after it -> (that run, the cut's
+    length), else None. bench_serving appends each run as one ``file.write(json.dumps(result)
+    + "\\n")`` (0.5.23 benchmark/serving.py ``benchmark()``; vLLM's ``--append-result`` the
+    same way): a run killed (or a disk filled) while its line was written leaves no newline,
+    so the next run's line follows its cut text on the same line. The whole run is the
+    bench_serving object (:data:`_IDENTIFYING` keys) that starts at a ``{"`` after the cut and
+    ends the line; the text before it is not JSON (two whole runs joined are
+    :func:`joined_runs`'). A ``{"`` inside a JSON string is written ``{\\"``, so each
+    candidate is structure."""
+    for m in re.finditer(r'\{"', raw):
+        k = m.start()
+        if k == 0:
+            continue
+        try:
+            obj, end = json_at(raw, k)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict) or raw[end:].strip() or not any(x in obj for x in _IDENTIFYING):
+            continue
+        try:
+            json_value(raw[:k])
+        except json.JSONDecodeError:
+            return obj, k
+        return None   # whole runs joined: not a cut one
+    return None
+
+
 def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]:
     """JSON objects written one after another, each over several lines (indented: ``jq .
     runs.jsonl``, or ``json.dump(result, f, indent=4)`` appended run after run), each keyed
@@ -770,6 +798,15 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
         try:
             objs.append((i, json_value(raw)))
         except json.JSONDecodeError as e:
+            after = _run_after_cut(raw) if left_out is not None or line == i else None
+            if after is not None:
+                # a run killed while appending, the next run's line appended after it
+                objs.append((i, after[0]))
+                if left_out is not None:
+                    left_out.append(f"{p}:{i}: left out: a run cut short before the run on this line (its first "
+                                    f"{after[1]} characters: a run killed while its line was appended, the next "
+                                    "run's line appended after it); the whole run is read as this line's")
+                continue
             if bad is None:
                 bad = (i, raw.strip(), f"{e.msg} column {e.colno}")   # the line is in the location
             if line is None or i >= line:

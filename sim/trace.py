@@ -34,6 +34,7 @@ import math
 import re
 import sys
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,6 +148,7 @@ class _Checker:
         self.offsets = array("q", [0])    # where each row's ids end
         self.any_hashes = False
         self.unread_hash_ids = False      # the rows have Mooncake's hash_ids, no block-id column is read
+        self.dates = _DateOrder(self._shift)   # d/m/y or m/d/y dates: the order the column has shown so far
 
     def add_hashes(self, v: object, input_len: object, line: int, col: str, block_size: int) -> None:
         """One row's block ids (a JSON list, or a CSV cell of ids; None/absent = none),
@@ -173,6 +175,14 @@ class _Checker:
 
     def _fail(self, line: int, col: str, value: object, allowed: str) -> None:
         raise ConfigError(f"{self.where}:{line}", col, value, allowed)
+
+    def _shift(self, seconds: float) -> None:
+        """Move every time read so far by ``seconds`` (:class:`_DateOrder`: the rows of one date
+        read month first before a later row told the column is day first)."""
+        for t in self.t:
+            t += seconds
+        self.last += seconds
+        self.max_t += seconds
 
     def add(self, t: np.ndarray, ins: np.ndarray, outs: np.ndarray, lines: np.ndarray, raw: list | None = None) -> None:
         """One block of rows; ``raw`` = the timestamp cells as written (shown in errors)."""
@@ -216,14 +226,92 @@ def _no_bools(values: pd.Series | list, where: str, col: str, lines: np.ndarray)
             raise ConfigError(f"{where}:{int(lines[k])}", col, str(values[k]).lower(), "not a number")
 
 
-def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray) -> np.ndarray:
-    """Timestamps in seconds (any origin)."""
+_NUMERIC_DATE = re.compile(r"^\s*(\d{1,2})([/.\-])(\d{1,2})\2(\d{4}|\d{2})(?=$|[\sT])")
+"""A date with the year last and two numbers before it (``10/05/2024 00:00:01``,
+``5/10/2024 0:00``, ``10.05.2024``): a spreadsheet's re-export of a trace in its locale's short
+form (en_US month first; en_GB, de_DE, fr_FR day first). The file does not say which."""
+_ISO_DATE = "write the dates as YYYY-MM-DD (ISO 8601, as the Azure traces have them)"
+_DATE_SEPS = np.array([ord(c) for c in "/.-"], dtype=np.uint32)
+
+
+class _DateOrder:
+    """The day/month order of a trace column's :data:`_NUMERIC_DATE` dates, told by a field
+    past 12 and held from block to block (the file is read in blocks); until one tells it,
+    the first date seen (its order does not matter while every row has that date)."""
+
+    def __init__(self, shift: Callable[[float], None] | None = None) -> None:
+        self.day_first: bool | None = None
+        self.told_by: tuple[int, object] = (0, None)   # line and cell that told the order
+        self.first: tuple[tuple[str, str, str], int, object] | None = None   # (d1, d2, year), line, cell
+        self.read_month_first = False   # rows of the one date so far were read month first (pandas')
+        self.shift = shift              # moves the times read so far, once the order turns out day first
+
+    def iso(self, values: list, where: str, col: str, lines: np.ndarray) -> list:
+        """``values`` with each numeric date rewritten as ISO (year-month-day) in the column's
+        order; other cells as they are.
+
+        Raises:
+            ConfigError: the column has dates day first and month first, or dates of more
+                than one day whose fields are all 12 or less (either order reads them).
+        """
+        if not values:
+            return values
+        # a numeric date has its first separator at the cell's second or third character (an ISO
+        # one at the fifth): found in C, so a column of ISO times costs no per-cell match
+        head = np.array(values, dtype=object).astype("U3").view(np.uint32).reshape(len(values), 3)
+        maybe = np.flatnonzero(np.isin(head[:, 1], _DATE_SEPS) | np.isin(head[:, 2], _DATE_SEPS))
+        found = [(k, m) for k in maybe.tolist() if isinstance(v := values[k], str) and (m := _NUMERIC_DATE.match(v))]
+        if not found:
+            return values
+        for k, m in found:
+            a, b = int(m.group(1)), int(m.group(3))
+            if a > 12 or b > 12:
+                day_first = a > 12
+                if self.day_first is None:
+                    self.day_first, self.told_by = day_first, (int(lines[k]), values[k])
+                    if day_first and self.read_month_first and self.shift is not None and self.first is not None:
+                        # the earlier blocks' one date (d1/d2) was read as month d1, day d2
+                        (d1, d2, y), _, _ = self.first
+                        year = int(y) if len(y) == 4 else 2000 + int(y)
+                        read, meant = pd.Timestamp(year, int(d1), int(d2)), pd.Timestamp(year, int(d2), int(d1))
+                        self.shift((meant - read).total_seconds())
+                elif self.day_first != day_first:
+                    line, cell = self.told_by
+                    raise ConfigError(f"{where}:{int(lines[k])}", col, values[k],
+                                      f"dates written both {'day' if self.day_first else 'month'} first (line "
+                                      f"{line}: {cell}) and {'month' if self.day_first else 'day'} first: {_ISO_DATE}")
+            if self.first is None:
+                self.first = ((m.group(1), m.group(3), m.group(4)), int(lines[k]), values[k])
+        if self.day_first is None:
+            key, line, cell = self.first
+            k, m = next(((k, m) for k, m in found if (m.group(1), m.group(3), m.group(4)) != key), (None, None))
+            if m is not None:
+                raise ConfigError(f"{where}:{int(lines[k])}", col, values[k],
+                                  f"the day and month order cannot be told (line {line}: {cell}; no field past 12 "
+                                  f"in the dates so far, and either order reads them as other days): {_ISO_DATE}")
+            self.read_month_first = True
+            return values   # one date throughout: either order gives the same gaps (read month first)
+        out = list(values)
+        for k, m in found:
+            d, mo = (m.group(1), m.group(3)) if self.day_first else (m.group(3), m.group(1))
+            year = m.group(4) if len(m.group(4)) == 4 else f"20{m.group(4)}"
+            out[k] = f"{year}-{int(mo):02d}-{int(d):02d}{values[k][m.end():]}"
+        return out
+
+
+def _times(values: pd.Series | list, unit: str, where: str, col: str, lines: np.ndarray,
+           dates: _DateOrder | None = None) -> np.ndarray:
+    """Timestamps in seconds (any origin). ``dates``: the column's day/month order so far
+    (:class:`_DateOrder`): pandas reads each cell on its own, month first while it can and
+    day first past 12, so 10/05/2024 then 13/05/2024 were 5 October then 13 May."""
     _no_bools(values, where, col, lines)
     if unit == "datetime":
+        values = list(values)
+        iso = (dates or _DateOrder()).iso(values, where, col, lines)
         # every time on one clock, UTC: a trace logged in local time with its offset changes
         # offset at a daylight-saving switch (+01:00 -> +02:00), which pandas refuses to mix
         # unless asked to convert; times without a zone are read as UTC (only differences count)
-        ts = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed", utc=True)
+        ts = pd.to_datetime(pd.Series(iso), errors="coerce", format="mixed", utc=True)
         if ts.isna().any():
             k = int(np.argmax(ts.isna().to_numpy()))
             cell = list(values)[k]
@@ -314,7 +402,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
                 cells = raw_t
                 if sep == ";" and unit != "datetime":   # a decimal-comma locale's spreadsheet: 0,5 is 0.5
                     cells = block[cols[0]].str.replace(",", ".", regex=False).tolist()
-                chk.add(_times(cells, unit, str(p), cols[0], lines), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
+                chk.add(_times(cells, unit, str(p), cols[0], lines, chk.dates), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
                         lines, raw_t)
                 if limit is not None and chk.n >= limit:
                     break
@@ -406,7 +494,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             return
         lines = np.array([b[3] for b in block])
         raw_t = [b[0] for b in block]
-        chk.add(_times(raw_t, unit, str(p), cols[0], lines),
+        chk.add(_times(raw_t, unit, str(p), cols[0], lines, chk.dates),
                 _numbers([b[1] for b in block], str(p), cols[1], lines),
                 _numbers([b[2] for b in block], str(p), cols[2], lines), lines, raw_t)
         block.clear()

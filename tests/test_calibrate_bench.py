@@ -981,6 +981,33 @@ def test_a_dp_attention_log_is_refused_for_a_server_without_it(tmp_path, dp, ref
         check_log_matches(log, str(p), server)
 
 
+
+@pytest.mark.parametrize("tp", [0, None])
+def test_a_log_of_data_parallel_replicas_is_not_read_as_dp_attention(tmp_path, capsys, tp):
+    """SGLang's --dp-size without DP attention runs independent replicas, each its own TP group
+    whose first rank logs 'DP<d> TP0' ('DP<d>' at TP 1: data_parallel_controller.py
+    launch_tensor_parallel_group counts each replica's TP ranks from 0); DP attention's ranks
+    are one TP group ('DP1 TP2'). A replica's line is its whole server's batch, so it is priced
+    as one, with a warning that the runs are predicted as one server; the log was refused as a
+    DP-attention one, with advice to model lock-step DP attention. Under a DP-attention server
+    the replicas' lines are refused (each would be priced as one rank of a lock-step group)."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.sim.server_args import ServerArgs
+
+    rank = (lambda r: f"DP{r} TP{tp}") if tp is not None else (lambda r: f"DP{r}")
+    p = tmp_path / "server.log"
+    p.write_text("".join(f"[2026-12-01 10:00:0{k} {rank(r)}] Decode batch. #running-req: 4, #token: 9000, "
+                         "token usage: 0.30, gen throughput (token/s): 800.00, #queue-req: 0\n"
+                         for k in range(2) for r in range(2)))
+    log = parse_server_log(p)
+    check_log_matches(log, str(p), ServerArgs())
+    err = capsys.readouterr().err
+    assert "2 data-parallel replicas" in err and "one server" in err
+    with pytest.raises(ConfigError) as e:
+        check_log_matches(log, str(p), ServerArgs(enable_dp_attention=True, dp_size=2))
+    assert e.value.key == "rank" and "replicas" in e.value.allowed
+
+
 def test_one_runs_noise_is_at_least_its_spread_between_repeats():
     """A closed loop's median TTFT scatters 0.2 % over simulated seeds, and a fit took that as
     one measured run's noise: the figure outweighed every other 30-fold and pulled the decode
@@ -995,3 +1022,70 @@ def test_one_runs_noise_is_at_least_its_spread_between_repeats():
     assert noise["output_throughput"] == pytest.approx((0.02 ** 2 + 0.02 ** 2 / 4) ** 0.5)   # its own scatter is larger
     measured = residual_noise({"median_ttft_ms": 0.01}, scatter, 4, ["median_ttft_ms"])
     assert measured["median_ttft_ms"] == pytest.approx((0.01 ** 2 + 0.002 ** 2 / 4) ** 0.5)
+
+
+def test_runs_of_one_speculative_server_launch_say_their_accept_length_is_a_running_mean(tmp_path, capsys):
+    """SGLang 0.5.23 bench_serving writes accept_length from /server_info's
+    internal_states[0].avg_spec_accept_length: the scheduler's totals since launch
+    (internal_state.py _average_accept_length), reset only by /flush_cache (scheduler.py
+    flush_cache -> metrics_reporter.reset_metrics). A sweep appended by one server launch
+    (one server_info startup_time) fitted each later run at the mean over every run before it,
+    silently; now said in one warning line naming the runs."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    info = {"startup_time": 1733390000.5, "internal_states": [{"avg_spec_accept_length": 3.0}]}
+    lines = [{**good, "request_rate": rate, "accept_length": acc, "server_info": info}
+             for rate, acc in ((2.0, 3.2), (4.0, 3.0), (8.0, 2.9))]
+    lines.append({**good, "request_rate": 16.0, "accept_length": 2.5,
+                  "server_info": {**info, "startup_time": 1733399999.0}})   # another launch
+    f = tmp_path / "sweep.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert len(fit_runs([str(f)])) == 4
+    err = [x for x in capsys.readouterr().err.splitlines() if "running mean" in x]
+    assert len(err) == 1 and f"{f}:1, {f}:2, {f}:3" in err[0] and "--flush-cache" in err[0], err
+    f.write_text("".join(json.dumps({**x, "server_info": None}) + "\n" for x in lines))   # no launch to tell
+    fit_runs([str(f)])
+    assert "running mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cached", [0, 20, 2048])
+def test_a_log_whose_prefills_hit_the_prefix_cache_says_its_decode_contexts_read_short(tmp_path, capsys, cached):
+    """A decode line's #token is the pool's used KV (pool_stats_observer.py: capacity less free
+    and evictable), where a prefix that running requests share is held once, while each of them
+    attends to all of it: #token / #running-req is then short of the context a step reads, and
+    the step was priced at it silently (64 requests sharing a 2048-token system prompt: context
+    384 for 2304 attended, a step 2.4x faster on h200-1b). Said in one warning line when the
+    log's prefill lines found 5 % of their prompt tokens cached or more."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.sim.server_args import ServerArgs
+
+    p = tmp_path / "server.log"
+    p.write_text(f"[2026-12-01 10:00:00 TP0] Prefill batch, #new-seq: 16, #new-token: 2048, #cached-token: {cached}, "
+                 "token usage: 0.01, #running-req: 0, #queue-req: 0\n"
+                 + "".join(f"[2026-12-01 10:00:0{k + 1} TP0] Decode batch, #running-req: 16, #token: 6200, "
+                           "token usage: 0.02, gen throughput (token/s): 800.00, #queue-req: 0\n" for k in range(3)))
+    check_log_matches(parse_server_log(p), str(p), ServerArgs())
+    err = capsys.readouterr().err
+    if cached > 0.05 * (cached + 2048):
+        assert "prefix cache" in err and "50.0 %" in err and "#token" in err
+    else:   # none, or as few as bench_serving's warmup makes (its copy of the first prompt)
+        assert "prefix cache" not in err
+
+
+def test_a_server_log_that_times_no_decode_step_is_said_and_not_named_as_fitted(tmp_path, capsys, monkeypatch):
+    """A prefill-decode prefill server's log (no decode line), or one whose every decode line
+    had a queue or followed a prefill, gives no pure-decode step: the fit ran on the runs alone
+    while the profile's provenance said it was fitted to the runs "and server log" too. Said in
+    one warning line, and the provenance names the runs only."""
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(_measured_line(tmp_path, 5.0)) + "\n")
+    log = tmp_path / "prefill.log"
+    log.write_text((ROOT / "tests" / "data" / "logs" / "sglang-0.5.10-pd-prefill.log").read_text())
+    argv = ["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+            "--max-evals", "2", "--server-log", str(log), "--out", "fitted.yaml"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {log}: no decode line times a pure decode step" in err
+    assert "prefill.log" not in yaml.safe_load((tmp_path / "fitted.yaml").read_text())["provenance"]["calibrate.from"]

@@ -956,3 +956,16 @@ def test_a_quantized_line_against_a_profile_that_states_no_weights_is_said():
     sc, _ = scenario_from_bench(parse_run(LINE | {"server_info": info}, "runs.jsonl:1"), "h200-llama8b-roofline")
     notes = [n for n in sc["assumptions"] if n.startswith("setup mismatch: ") and "quantization" in n]
     assert len(notes) == 1 and "does not say which weights it prices" in notes[0] and "--dtype fp8" in notes[0]
+
+
+def test_an_sglang_accept_length_is_said_to_be_the_servers_mean_since_launch():
+    """SGLang's accept_length is /server_info's avg_spec_accept_length, the scheduler's totals
+    since launch (reset only by /flush_cache): the assumption said "from the line", read as
+    the run's own; vLLM's spec_decode_acceptance_length is the run's own."""
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": None, "accept_length": 3.0}, "f:1"), "h200-1b")
+    note = next(a for a in sc["assumptions"] if a.startswith("acceptance:"))
+    assert "since the server started" in note and "--flush-cache" in note
+    vllm = {**LINE, "server_info": None, "spec_decode_acceptance_length": 3.0}
+    vllm.pop("accept_length", None)
+    sc, _ = scenario_from_bench(parse_run(vllm, "f:1"), "h200-1b")
+    assert not any("since the server started" in a for a in sc["assumptions"])

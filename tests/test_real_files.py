@@ -516,6 +516,34 @@ def test_a_named_line_reads_when_another_line_was_cut_short(tmp_path, capsys):
         read_bench_one(str(p))
 
 
+
+def test_the_run_appended_after_a_cut_one_reads_on_its_line(tmp_path, capsys):
+    """bench_serving appends each run as one ``file.write(json.dumps(result) + "\\n")``: a run
+    killed while appending leaves its line unfinished, and the next run's line is appended
+    right after it, on the same line. That line was refused as truncated, FILE:LINE could not
+    name its whole run, and calibrate --from FILE refused every run of the file. The whole
+    run is read as that line's, the cut text left out with a warning line."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = (DATA / "bench" / "sglang-0.4.0.jsonl").read_text()
+    one, two, three = (json.dumps({**json.loads(good), "duration": d}) + "\n" for d in (7.5, 8.5, 9.5))
+    p = tmp_path / "runs.jsonl"
+    p.write_text(one + two[:300] + two + three)
+    r = read_bench_one(f"{p}:2")
+    assert r.source == f"{p}:2" and r.summary["duration"] == 8.5
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {p}:2: left out: a run cut short before the run on this line")
+    assert [x.source for x in fit_runs([str(p)])] == [f"{p}:1", f"{p}:2", f"{p}:3"]
+    assert "cut short" in capsys.readouterr().err
+    q = tmp_path / "nested.jsonl"   # cut inside a nested object, right after its "{"
+    cut = good.index('"request_rate"')
+    q.write_text(good[:cut] + '"server_info": {' + good)
+    assert read_bench_one(str(q)).source == f"{q}:1"
+    p.write_text(good + good[:300] + "\n" + good)   # a cut line ended by a newline is not an append: refused
+    with pytest.raises(ConfigError, match="truncated"):
+        read_bench_one(f"{p}:2")
+
+
 # ------------------------------------------------------------------ server logs
 
 def test_a_log_rotated_with_copytruncate_reads_past_its_hole_of_nuls(tmp_path):

@@ -154,3 +154,30 @@ def test_a_line_without_ranks_or_milliseconds():
                      "cuda graph: True, gen throughput (token/s): 120.00, #queue-req: 0\n", 1)
     assert row is not None and row["rank"] == "" and row["time"] == "2026-03-02 08:01:02"
     assert (row["running_req"], row["token"], row["graph"], row["gen_throughput"]) == (3, 900, 1.0, 120.0)
+
+
+def test_a_last_line_cut_short_is_left_out_with_a_warning(tmp_path, capsys):
+    """SGLang's logger ends every record with a newline, so a last line without one was cut
+    (a log copied while the server wrote it, `head -c`, a disk filled): its last field reads
+    short ('#token: 1' of 19920), and the whole fit was refused as a damaged line (more running
+    requests than KV tokens). It is left out, named in a warning line; the same line whole is
+    read."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.analysis.server_log import parse_server_log
+    from specsched.sim.server_args import ServerArgs
+
+    from tests.conftest import ROOT
+
+    whole = (ROOT / "tests" / "data" / "logs" / "sglang-0.5.23.log").read_text()
+    cut = "[2026-03-02 08:01:03.600 TP0] Decode batch [260], #running-req: 16, #token: 1"
+    p = tmp_path / "server.log"
+    p.write_text(whole + cut)
+    log = parse_server_log(p)
+    n = whole.count("\n") + 1
+    assert n not in log["line"].tolist() and len(log) == whole.count("batch [")
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {p}:{n}: left out: the last line is cut short")
+    check_log_matches(log, str(p), ServerArgs())
+    p.write_text(whole + cut + "9920, token usage: 0.05, cuda graph: True, gen throughput (token/s): 1066.67, "
+                 "#queue-req: 0\n")
+    assert n in parse_server_log(p)["line"].tolist() and capsys.readouterr().err == ""

@@ -507,3 +507,66 @@ def test_a_trace_header_in_other_spellings_says_which_columns_to_name(tmp_path, 
     with pytest.raises(ConfigError) as e:
         SimEngine(sc, tiny_profile())
     assert said in str(e.value), str(e.value)
+
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+@pytest.mark.parametrize("rows, gaps", [
+    # a spreadsheet's re-export in a day-first locale (en_GB, de_DE, fr_FR): day 13 tells the order
+    (["10/05/2024 23:59:59", "11/05/2024 00:00:01", "13/05/2024 00:00:01"], [0.0, 2.0, 172802.0]),
+    (["10.05.2024 23:59:59", "13.05.2024 00:00:01"], [0.0, 172802.0]),
+    # month first (en_US), told by day 13 in the second field
+    (["5/10/2024 23:59:59", "5/13/2024 0:00:01"], [0.0, 172802.0]),
+    # one date throughout: the order changes nothing
+    (["05/10/2024 00:00:00", "05/10/2024 00:00:02.5"], [0.0, 2.5]),
+])
+def test_day_and_month_order_of_slash_dates_is_read_from_the_column(tmp_path, rows, gaps):
+    """A date written d/m/y or m/d/y: pandas read each cell on its own, month first while it
+    could and day first past 12, so 10/05 then 13/05 (day first) were 5 Oct then 13 May and
+    the trace was refused as unsorted, and 10/05 then 11/05 replayed a month apart."""
+    p = tmp_path / "t.csv"
+    p.write_text(AZURE_HEADER + "".join(f"{r},10,2\n" for r in rows))
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx(gaps)
+
+
+@pytest.mark.parametrize("rows, line, said", [
+    # every day <= 12 over several dates: 10/05 -> 11/05 is a day or a month
+    (["10/05/2024 00:00:00", "11/05/2024 00:00:00"], 3, "day and month order"),
+    # day first on one row, month first on another
+    (["13/05/2024 00:00:00", "05/14/2024 00:00:00"], 3, "both"),
+])
+def test_slash_dates_whose_order_cannot_be_told_are_refused_in_one_line(tmp_path, rows, line, said):
+    p = tmp_path / "t.csv"
+    p.write_text(AZURE_HEADER + "".join(f"{r},10,2\n" for r in rows))
+    with pytest.raises(ConfigError, match=said) as e:
+        load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert (e.value.file, e.value.key) == (f"{p}:{line}", "TIMESTAMP")
+    assert "YYYY-MM-DD" in str(e.value)
+
+
+def test_slash_date_order_told_in_one_block_holds_for_the_next(tmp_path, monkeypatch):
+    """The file is read in blocks: the order one block shows (13/05: day first) reads the
+    next block's 10/06 as 10 June, and a block that contradicts it is refused."""
+    import specsched.sim.trace as trace_mod
+
+    monkeypatch.setattr(trace_mod, "CSV_BLOCK_ROWS", 2)
+    p = tmp_path / "t.csv"
+    p.write_text(AZURE_HEADER + "13/05/2024 00:00:00,10,2\n13/05/2024 00:00:01,10,2\n10/06/2024 00:00:00,10,2\n")
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx([0.0, 1.0, 28 * 86400.0])
+    p.write_text(AZURE_HEADER + "13/05/2024 00:00:00,10,2\n13/05/2024 00:00:01,10,2\n06/14/2024 00:00:00,10,2\n")
+    with pytest.raises(ConfigError, match="both") as e:
+        load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert e.value.file == f"{p}:4"
+    # a first block of one date that does not tell the order (12/05), then one that does (13/05)
+    p.write_text(AZURE_HEADER + "12/05/2024 10:00:00,10,2\n12/05/2024 10:00:01,10,2\n13/05/2024 10:00:00,10,2\n")
+    assert load_trace(TraceConfig(path=str(p), layout="azure")).arrival_s.tolist() == pytest.approx([0.0, 1.0, 86400.0])
+
+
+def test_a_day_first_date_that_is_no_day_is_shown_as_written(tmp_path):
+    """31/02/2024 (day first, told by 31) is no date: the refusal shows the cell as the file has it."""
+    p = tmp_path / "t.csv"
+    p.write_text(AZURE_HEADER + "30/01/2024 00:00:00,10,2\n31/02/2024 00:00:00,10,2\n")
+    with pytest.raises(ConfigError, match="not a date and time") as e:
+        load_trace(TraceConfig(path=str(p), layout="azure"))
+    assert (e.value.file, e.value.value) == (f"{p}:3", "31/02/2024 00:00:00")
