@@ -554,7 +554,7 @@ class SimEngine(Clients, EngineStretch):
         acc, srv = self.acceptance, self.scenario.server
         if srv.speculative_algorithm.enabled and acc.window > acc.measured_window:
             notes.append(AcceptanceBeyond(acc.window, acc.measured_window, acc.rate_decay,
-                                          srv.speculative_algorithm.is_block))
+                                          srv.speculative_algorithm.is_block, srv.speculative_algorithm.value))
         return merged(notes)
 
     def cost_models(self) -> list[Any]:

@@ -146,12 +146,15 @@ class AcceptanceBeyond:
         rate_decay: ``acceptance.rate_decay``.
         block: the drafter is a block drafter (DSpark, DFlash), whose window SGLang ties to
             the draft checkpoint's block size.
+        algorithm: the speculative algorithm's name (``dflash`` words the block-size line
+            for DFlash; any other block drafter's is DSpark's).
     """
 
     window: int
     measured: int
     rate_decay: float
     block: bool
+    algorithm: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -159,9 +162,20 @@ class AcceptanceBeyond:
 
     def line(self) -> str:
         decay = ("the same rate" if self.rate_decay == 1 else f"x {self.rate_decay:g} a position")
-        block = ("; SGLang runs a DSpark window other than the draft checkpoint's block size + 1 only with "
-                 "--speculative-dspark-block-size (arg_groups/speculative_hook.py _handle_dspark), a drafter "
-                 "at a block size it was not trained for" if self.block else "")
+        if not self.block:
+            block = ""
+        elif self.algorithm == "dflash":
+            # sglang 0.5.23 _handle_dflash: the window is the block size, taken from
+            # --speculative-num-draft-tokens or --speculative-dflash-block-size as given, the draft
+            # checkpoint's block_size read only when neither is
+            block = ("; SGLang's DFlash takes the window as its block size (--speculative-num-draft-tokens or "
+                     "--speculative-dflash-block-size, arg_groups/speculative_hook.py _handle_dflash) without "
+                     "checking it against the draft checkpoint's block_size: a drafter at a block size it may not "
+                     "have been trained for")
+        else:
+            block = ("; SGLang runs a DSpark window other than the draft checkpoint's block size + 1 only with "
+                     "--speculative-dspark-block-size (arg_groups/speculative_hook.py _handle_dspark), a drafter "
+                     "at a block size it was not trained for")
         return (f"warning: acceptance: verify window {self.window} is longer than the {self.measured} the acceptance "
                 f"states rates for: positions {self.measured + 1}-{self.window} continue the last stated rate "
                 f"({decay}, acceptance.rate_decay), so the longer window's gain is extrapolated{block}")

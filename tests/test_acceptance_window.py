@@ -259,3 +259,22 @@ def test_a_window_past_the_stated_rates_is_said_once_at_its_largest():
     (rates,) = notes(6, per_position_rates=[0.8, 0.7])   # rates for positions 2-3: window 3 stated
     assert rates.measured == 3
     assert merged([*notes(8), n10]) == [n10]
+
+
+def test_a_dflash_window_past_the_stated_rates_names_dflash_not_dspark():
+    """DFlash takes its window as the block size (--speculative-num-draft-tokens or
+    --speculative-dflash-block-size, sglang 0.5.23 arg_groups/speculative_hook.py _handle_dflash),
+    unchecked against the draft checkpoint's; the warning named DSpark's gamma + 1 rule and its
+    --speculative-dspark-block-size flag for a DFlash run."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import AcceptanceBeyond
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    sc = make_scenario({"speculative_algorithm": "dflash", "speculative_num_draft_tokens": 10},
+                       {"num_requests": 2}, acceptance={"window": 6})
+    (n,) = [n for n in SimEngine(sc, tiny_profile()).run().extra["range_notes"] if isinstance(n, AcceptanceBeyond)]
+    line = n.line()
+    assert "positions 7-10" in line
+    assert "DSpark" not in line and "dspark" not in line
+    assert "--speculative-dflash-block-size" in line and "_handle_dflash" in line
