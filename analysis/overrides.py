@@ -286,6 +286,22 @@ def _block_on(s: Any) -> bool:
     return any(x.speculative_algorithm.enabled and x.speculative_algorithm.is_block for x in _servers(s))
 
 
+def _window_read(s: Any) -> bool:
+    """Whether some drafting server reads ``speculative_num_draft_tokens``: a block drafter, a
+    draft tree (``speculative_eagle_topk`` > 1), or a chain given no ``speculative_num_steps``
+    (its steps are the window - 1). A chain without a tree given its steps verifies
+    ``speculative_num_steps + 1`` positions whatever the window says: sglang 0.5.23
+    arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it (sim/server_args.py
+    ``_chain_window_from_steps``)."""
+    def fixed_by_steps(x: Any) -> bool:
+        algo = x.speculative_algorithm
+        return (algo.enabled and not algo.is_block and (x.speculative_eagle_topk or 1) == 1
+                and x.speculative_num_steps is not None and "speculative_num_steps" in x.model_fields_set)
+
+    drafting = [x for x in _servers(s) if x.speculative_algorithm.enabled]
+    return not drafting or not all(fixed_by_steps(x) for x in drafting)
+
+
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
 
 def _profile_knows_hardware(s: Any) -> bool:
@@ -316,6 +332,10 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
     ("acceptance", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none"),
     *((f"server.{k}", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none")
       for k in ("speculative_num_draft_tokens", "speculative_eagle_topk")),
+    ("server.speculative_num_draft_tokens", _window_read,
+     "a chain drafter without a tree (speculative_eagle_topk 1) verifies speculative_num_steps + 1 positions, "
+     "the window SGLang resets it to (arg_groups/speculative_hook.py _handle_eagle_family): vary "
+     "server.speculative_num_steps, or give a tree (speculative_eagle_topk > 1)"),
     ("server.sync_mode", _spec_on, "the publish wait of a speculative cycle (a plain decode step waits for none); "
      "server.speculative_algorithm is none"),
     ("server.prefill_slot_expansion_sync", lambda s: _spec_on(s) and _block_on(s),

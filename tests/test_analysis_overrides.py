@@ -322,3 +322,27 @@ def test_a_memory_fraction_the_profile_cannot_read_is_named(tmp_path, capsys, pr
                  "--out", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert ("note: server.mem_fraction_static changes nothing in this run" in err) == noted, err
+
+
+def test_a_chain_window_its_draft_steps_fix_gets_the_note():
+    """A chain drafter without a tree verifies speculative_num_steps + 1 positions: sglang 0.5.23
+    arg_groups/speculative_hook.py _handle_eagle_family resets speculative_num_draft_tokens to
+    that when speculative_eagle_topk is 1 (with a warning). A sweep of the window at topk 1 with
+    the steps given returned the same run at every point, silently. INV: the note is given only
+    where the run does not move; with a tree, or without the steps given, the window is read."""
+    from specsched.analysis.overrides import unread_overrides
+    from specsched.sim.engine import run_scenario
+
+    path = ROOT / "scenarios" / "public" / "eagle3-l8-h100-b1.yaml"
+    small = {"workload.num_requests": 2, "workload.output_len.value": 32}
+    key = "server.speculative_num_draft_tokens"
+    plain = load_scenario_with_overrides(path, "eagle3_chain", small)
+    moved = load_scenario_with_overrides(path, "eagle3_chain", {**small, key: 8})
+    (note,) = unread_overrides(moved, [key])
+    assert note.startswith(f"note: {key} changes nothing") and "speculative_num_steps + 1" in note
+    a, b = run_scenario(plain).requests, run_scenario(moved).requests
+    assert a[["start_s", "first_token_s", "finish_s"]].equals(b[["start_s", "first_token_s", "finish_s"]])
+    # a tree reads its node count; a chain given no steps takes its steps from the window
+    assert unread_overrides(load_scenario_with_overrides(path, "eagle3", {**small, key: 16}), [key]) == []
+    no_steps = {**small, "server.speculative_num_steps": None, key: 6}
+    assert unread_overrides(load_scenario_with_overrides(path, "eagle3_chain", no_steps), [key]) == []
