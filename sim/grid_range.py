@@ -181,7 +181,40 @@ class AcceptanceBeyond:
                 f"({decay}, acceptance.rate_decay), so the longer window's gain is extrapolated{block}")
 
 
-RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond
+@dataclass(frozen=True)
+class AcceptanceTreeCut:
+    """A draft tree (``speculative_eagle_topk`` > 1) run below the window its acceptance states
+    rates for: the tree accepts at most ``speculative_num_steps + 1`` tokens per verify (its
+    depth + the bonus token, whatever its node count ``speculative_num_draft_tokens``), so the
+    stated rates past that depth are cut and the run's mean accept length falls below the
+    stated one. A window copied from the node count reads as such a cut.
+
+    Attributes:
+        measured: the window the acceptance states (``acceptance.window``, or its rates' length).
+        depth: ``speculative_num_steps + 1``, the most tokens one verify accepts.
+        stated: the stated mean accept length (None: rates or a histogram were given).
+        run_mean: the population mean accept length the run draws from.
+    """
+
+    measured: int
+    depth: int
+    stated: float | None
+    run_mean: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return "", "acceptance-tree", ""
+
+    def line(self) -> str:
+        stated = f" instead of the stated {self.stated:g}" if self.stated is not None else ""
+        return (f"warning: acceptance: acceptance.window {self.measured} is longer than the most a draft tree accepts "
+                f"per verify, speculative_num_steps + 1 = {self.depth} (its depth + the bonus token, whatever "
+                f"speculative_num_draft_tokens says): the stated rates are cut there and the run's mean accept "
+                f"length is {self.run_mean:.3g}{stated}; a tree's acceptance is measured at its depth + 1 "
+                f"(acceptance.window {self.depth})")
+
+
+RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond | AcceptanceTreeCut
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:
