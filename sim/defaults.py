@@ -263,6 +263,25 @@ def draft_tree_refusal(server: ServerArgs, hw: Hardware, given: set[str]) -> str
     return None
 
 
+def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, given: set[str]) -> None:
+    """Raise where :func:`draft_tree_refusal` refuses the server or a disaggregated role's
+    (each role is its own SGLang server; its given keys are the server section's and its own).
+
+    Raises:
+        ConfigError: naming ``speculative_eagle_topk`` under the server or the role."""
+    from specsched.sim.errors import ConfigError
+
+    servers = [("server", server, given)]
+    if server.disaggregation is not None:
+        for role in ("prefill", "decode"):
+            own = set(getattr(server.disaggregation, role).server)
+            servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
+    for where, srv, keys in servers:
+        if (why := draft_tree_refusal(srv, hw, keys)) is not None:
+            raise ConfigError(scenario.path or scenario.name, f"{where}.speculative_eagle_topk",
+                              srv.speculative_eagle_topk, why)
+
+
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
     """SGLang 0.5.23's KV page size when the scenario gives none.
 
@@ -812,10 +831,8 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     server, filled = resolve_server(scenario.server, hw, given)
     server, reset = block_drafter_resets(server, given)
     filled = filled + reset
-    if hw is not None and (why := draft_tree_refusal(server, hw, given)) is not None:
-        from specsched.sim.errors import ConfigError
-
-        raise ConfigError(scenario.path or scenario.name, "server.speculative_eagle_topk", server.speculative_eagle_topk, why)
+    if hw is not None:
+        _refuse_draft_trees(scenario, server, hw, given)
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
         from specsched.sim.errors import ConfigError
 

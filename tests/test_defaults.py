@@ -372,6 +372,20 @@ def test_a_draft_tree_is_refused_where_sglang_refuses_it(tmp_path, model, gpu, t
     assert e.value.key == "server.speculative_eagle_topk" and refused in str(e.value)
 
 
+def test_a_disaggregated_roles_draft_tree_is_refused_where_sglang_refuses_it(tmp_path):
+    # each role is its own SGLang server: a decode role drafting with a tree on DeepSeek-V3 on
+    # B200 (trtllm_mla, pages of 64) fails to start as a colocated one does
+    from specsched.sim.errors import ConfigError
+
+    tree = "{speculative_algorithm: nextn, speculative_eagle_topk: 4, speculative_num_steps: 3, " \
+        "speculative_num_draft_tokens: 8}"
+    path = _scenario(tmp_path, "deepseek-v3", "B200", 8,
+                     "disaggregation: {prefill: {instances: 1}, decode: {instances: 1, server: " + tree + "}}")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == "server.disaggregation.decode.server.speculative_eagle_topk" and "trtllm_mla" in str(e.value)
+
+
 def test_a_plain_server_loads_no_drafter_and_a_speculative_one_does(tmp_path):
     # sglang 0.5.23: the draft worker (and its weights) exists only with a speculative algorithm;
     # mem_cache/kv_cache_configurator.py _profile_available_bytes sizes the pool from the free
