@@ -266,7 +266,13 @@ def load_scenario_with_overrides(
         raise validation_error(f"{path} (with overrides)", e, merged) from None
     scenario._launch_args_left_out = tuple(dict.fromkeys((*left_out, *scenario._launch_args_left_out)))
     scenario._launch_args_values = {**values, **scenario._launch_args_values}
-    return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
+    try:
+        return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
+    except ConfigError as e:
+        if e.file != str(scenario.path or ""):
+            raise
+        # refused at the hardware's rules: the file with the overrides, as the model's refusals
+        raise ConfigError(f"{path} (with overrides)", e.key, e.value, e.allowed) from None
 
 
 def _servers(s: Any) -> tuple[Any, ...]:

@@ -346,3 +346,26 @@ def test_a_chain_window_its_draft_steps_fix_gets_the_note():
     assert unread_overrides(load_scenario_with_overrides(path, "eagle3", {**small, key: 16}), [key]) == []
     no_steps = {**small, "server.speculative_num_steps": None, key: 6}
     assert unread_overrides(load_scenario_with_overrides(path, "eagle3_chain", no_steps), [key]) == []
+
+
+def test_a_refusal_a_set_value_causes_at_hardware_resolution_says_with_overrides(tmp_path):
+    """A value refused only once the profile's hardware is known (a --set draft tree over pages
+    of 16 on MI300X, whose aiter attention SGLang refuses it on) named the scenario file alone,
+    as if the file held it; the other refusals of an override say "(with overrides)"."""
+    from specsched.sim.analytic.cli import write_analytic_profile
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+
+    write_analytic_profile(build_profile(load_model("llama-3.1-8b"), load_gpu("MI300X"), 1), tmp_path / "p.yaml")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nprofile: p.yaml\nserver: {speculative_algorithm: eagle, page_size: 16, "
+                    "speculative_num_steps: 3, speculative_eagle_topk: 1, speculative_num_draft_tokens: 4}\n"
+                    "acceptance: {mean_accept_length: 2.0}\n"
+                    "workload: {kind: burst, num_requests: 2, input_len: {kind: fixed, value: 16}, "
+                    "output_len: {kind: fixed, value: 4}}\n")
+    load_scenario_with_overrides(path, "base")
+    tree = {"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 8}
+    with pytest.raises(ConfigError) as e:
+        load_scenario_with_overrides(path, "base", tree)
+    assert e.value.file == f"{path} (with overrides)" and e.value.key == "server.speculative_eagle_topk"
