@@ -266,7 +266,13 @@ def load_scenario_with_overrides(
         raise validation_error(f"{path} (with overrides)", e, merged) from None
     scenario._launch_args_left_out = tuple(dict.fromkeys((*left_out, *scenario._launch_args_left_out)))
     scenario._launch_args_values = {**values, **scenario._launch_args_values}
-    return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
+    try:
+        return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
+    except ConfigError as e:
+        if e.file != str(scenario.path or ""):
+            raise
+        # refused at the hardware's rules: the file with the overrides, as the model's refusals
+        raise ConfigError(f"{path} (with overrides)", e.key, e.value, e.allowed) from None
 
 
 def _servers(s: Any) -> tuple[Any, ...]:
@@ -284,6 +290,22 @@ def _spec_on(s: Any) -> bool:
 def _block_on(s: Any) -> bool:
     """A block drafter (dspark, dflash) on this server or on a disaggregated role's."""
     return any(x.speculative_algorithm.enabled and x.speculative_algorithm.is_block for x in _servers(s))
+
+
+def _window_read(s: Any) -> bool:
+    """Whether some drafting server reads ``speculative_num_draft_tokens``: a block drafter, a
+    draft tree (``speculative_eagle_topk`` > 1), or a chain given no ``speculative_num_steps``
+    (its steps are the window - 1). A chain without a tree given its steps verifies
+    ``speculative_num_steps + 1`` positions whatever the window says: sglang 0.5.23
+    arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it (sim/server_args.py
+    ``_chain_window_from_steps``)."""
+    def fixed_by_steps(x: Any) -> bool:
+        algo = x.speculative_algorithm
+        return (algo.enabled and not algo.is_block and (x.speculative_eagle_topk or 1) == 1
+                and x.speculative_num_steps is not None and "speculative_num_steps" in x.model_fields_set)
+
+    drafting = [x for x in _servers(s) if x.speculative_algorithm.enabled]
+    return not drafting or not all(fixed_by_steps(x) for x in drafting)
 
 
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
@@ -316,6 +338,10 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
     ("acceptance", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none"),
     *((f"server.{k}", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none")
       for k in ("speculative_num_draft_tokens", "speculative_eagle_topk")),
+    ("server.speculative_num_draft_tokens", _window_read,
+     "a chain drafter without a tree (speculative_eagle_topk 1) verifies speculative_num_steps + 1 positions, "
+     "the window SGLang resets it to (arg_groups/speculative_hook.py _handle_eagle_family): vary "
+     "server.speculative_num_steps, or give a tree (speculative_eagle_topk > 1)"),
     ("server.sync_mode", _spec_on, "the publish wait of a speculative cycle (a plain decode step waits for none); "
      "server.speculative_algorithm is none"),
     ("server.prefill_slot_expansion_sync", lambda s: _spec_on(s) and _block_on(s),

@@ -185,6 +185,103 @@ def aiter_long_context(server: ServerArgs, hw: Hardware) -> bool:
     return hip_aiter_backend(hw) and ctx is not None and ctx > AITER_LONG_CONTEXT
 
 
+PAGE_TREE_SPEC_BACKENDS = frozenset({"flashinfer", "fa3", "triton"})
+"""The attention backends on which SGLang 0.5.23 runs a draft tree (``speculative_eagle_topk`` >
+1) over pages of more than one token (arg_groups/speculative_hook.py ``_handle_eagle_family``,
+``_PAGE_TREE_SPEC_BACKENDS``: the two-pass cascade draft decode)."""
+
+BACKEND_PAGE_SIZES = {"trtllm_mla": (32, 64), "trtllm_mha": (16, 32, 64, 128)}
+"""Page sizes each paged-only backend takes; SGLang 0.5.23 changes any other to 64 with a warning
+(arg_groups/overrides.py ``_mla_backend_page_constraints``)."""
+
+
+def page_bound_backend(server: ServerArgs, hw: Hardware, given: set[str]) -> str | None:
+    """The attention backend SGLang 0.5.23 picks for this server when it is one whose pages or
+    draft trees are constrained (:data:`BACKEND_PAGE_SIZES`, aiter), else None (flashinfer, fa3,
+    triton, or a backend not known here).
+
+    On SM100 (:func:`is_sm100`): a DeepSeek-V3 model gets trtllm_mla (model_overrides/deepseek_v2.py)
+    and gpt-oss trtllm_mha (model_overrides/gpt_oss.py) whatever the speculative settings; any
+    other MHA model gets trtllm_mha (model_override_base.py ``get_default_attn_backend``) when
+    ``is_no_spec_infer_or_topk_one`` (topk unset, or topk 1 with pages of one token) and (no
+    speculative algorithm, or ``speculative_eagle_topk`` given, or DFLASH). On ROCm: aiter
+    (:func:`hip_aiter_backend`). ``given``: the server keys the scenario set (a topk or page size
+    SGLang fills later does not count)."""
+    if hw.platform == "hip":
+        return "aiter" if hip_aiter_backend(hw) else None
+    if not is_sm100(hw) or not hw.architecture:
+        return None
+    if hw.mla:
+        return "trtllm_mla" if hw.architecture in TRTLLM_MLA_ARCHS else None
+    if hw.architecture in TRTLLM_MHA_ALWAYS_ARCHS:
+        return "trtllm_mha"
+    topk = server.speculative_eagle_topk if "speculative_eagle_topk" in given else None
+    page = server.page_size if "page_size" in given else None
+    topk_one = topk is None or (topk == 1 and page in (None, 1))
+    algo = server.speculative_algorithm
+    if topk_one and (not algo.enabled or topk is not None or algo.value == "dflash"):
+        return "trtllm_mha"
+    return None
+
+
+def page_size_snap(server: ServerArgs, hw: Hardware, given: set[str]) -> tuple[int, str] | None:
+    """(64, why) where the scenario gives a ``page_size`` its attention backend
+    (:func:`page_bound_backend`) does not take: SGLang 0.5.23 changes it to 64 with a warning
+    (arg_groups/overrides.py ``_mla_backend_page_constraints``); None otherwise."""
+    if "page_size" not in given:
+        return None
+    backend = page_bound_backend(server, hw, given)
+    sizes = BACKEND_PAGE_SIZES.get(backend or "")
+    if sizes is None or server.page_size in sizes:
+        return None
+    return 64, (f"SGLang changes page_size {server.page_size} to 64: its attention backend here is {backend}, "
+                f"which takes pages of {', '.join(map(str, sizes))} (arg_groups/overrides.py _mla_backend_page_constraints)")
+
+
+def draft_tree_refusal(server: ServerArgs, hw: Hardware, given: set[str]) -> str | None:
+    """Why SGLang 0.5.23 refuses to start this server's draft tree, or None.
+
+    A chain drafter with ``speculative_eagle_topk`` > 1 (given, or SGLang's automatic choice) is
+    refused on trtllm_mha whatever the page size ("trtllm_mha backend only supports topk = 1")
+    and, with pages of more than one token, on any backend outside
+    :data:`PAGE_TREE_SPEC_BACKENDS` (trtllm_mla, aiter): arg_groups/speculative_hook.py
+    ``_handle_eagle_family`` raises ValueError. ``server``: with its page size resolved."""
+    algo = server.speculative_algorithm
+    topk = server.speculative_eagle_topk or 1
+    if not algo.enabled or algo.is_block or topk <= 1:
+        return None
+    backend = page_bound_backend(server, hw, given)
+    if backend == "trtllm_mha":
+        return ("SGLang refuses a draft tree here: the attention backend on this GPU is trtllm_mha, which only "
+                "supports topk 1 for speculative decoding (arg_groups/speculative_hook.py _handle_eagle_family); "
+                "allowed: speculative_eagle_topk 1")
+    if backend is not None and server.page_size > 1 and backend not in PAGE_TREE_SPEC_BACKENDS:
+        return (f"SGLang refuses a draft tree over pages of {server.page_size} tokens on its attention backend here, "
+                f"{backend} (arg_groups/speculative_hook.py _handle_eagle_family: only "
+                f"{', '.join(sorted(PAGE_TREE_SPEC_BACKENDS))} run one); allowed: speculative_eagle_topk 1"
+                + ("" if backend == "trtllm_mla" else ", or server.page_size 1"))
+    return None
+
+
+def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, given: set[str]) -> None:
+    """Raise where :func:`draft_tree_refusal` refuses the server or a disaggregated role's
+    (each role is its own SGLang server; its given keys are the server section's and its own).
+
+    Raises:
+        ConfigError: naming ``speculative_eagle_topk`` under the server or the role."""
+    from specsched.sim.errors import ConfigError
+
+    servers = [("server", server, given)]
+    if server.disaggregation is not None:
+        for role in ("prefill", "decode"):
+            own = set(getattr(server.disaggregation, role).server)
+            servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
+    for where, srv, keys in servers:
+        if (why := draft_tree_refusal(srv, hw, keys)) is not None:
+            raise ConfigError(scenario.path or scenario.name, f"{where}.speculative_eagle_topk",
+                              srv.speculative_eagle_topk, why)
+
+
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
     """SGLang 0.5.23's KV page size when the scenario gives none.
 
@@ -496,6 +593,9 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         backend = "trtllm_mla" if hw.mla else "trtllm_mha"
         put("page_size", page, f"SGLang's default attention backend on {where} is {backend}, which takes pages "
             f"of {page} (arg_groups/overrides.py _mla_backend_page_constraints)")
+    if (snap := page_size_snap(server, hw, given)) is not None:
+        vals["page_size"] = snap[0]
+        out.append(Resolved("page_size", snap[0], snap[1]))
     server = server.model_copy(update={"page_size": vals.get("page_size", server.page_size)})
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
@@ -731,6 +831,8 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     server, filled = resolve_server(scenario.server, hw, given)
     server, reset = block_drafter_resets(server, given)
     filled = filled + reset
+    if hw is not None:
+        _refuse_draft_trees(scenario, server, hw, given)
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
         from specsched.sim.errors import ConfigError
 

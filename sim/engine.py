@@ -43,7 +43,13 @@ from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
 from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.gc_pause import collector_paused
-from specsched.sim.grid_range import AcceptanceBeyond, RangeNote, merged, write_warnings
+from specsched.sim.grid_range import (
+    AcceptanceBeyond,
+    AcceptanceTreeCut,
+    RangeNote,
+    merged,
+    write_warnings,
+)
 from specsched.sim.host_speed import scale_host
 from specsched.sim.limits import output_cut_summary, truncation_summary
 from specsched.sim.loop import scheduler_loop
@@ -554,7 +560,11 @@ class SimEngine(Clients, EngineStretch):
         acc, srv = self.acceptance, self.scenario.server
         if srv.speculative_algorithm.enabled and acc.window > acc.measured_window:
             notes.append(AcceptanceBeyond(acc.window, acc.measured_window, acc.rate_decay,
-                                          srv.speculative_algorithm.is_block))
+                                          srv.speculative_algorithm.is_block, srv.speculative_algorithm.value))
+        if (srv.speculative_algorithm.enabled and (srv.speculative_eagle_topk or 1) > 1
+                and acc.measured_window > acc.window):
+            notes.append(AcceptanceTreeCut(acc.measured_window, acc.window, self.scenario.acceptance.mean_accept_length,
+                                           acc.mean))
         return merged(notes)
 
     def cost_models(self) -> list[Any]:

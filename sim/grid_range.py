@@ -146,12 +146,15 @@ class AcceptanceBeyond:
         rate_decay: ``acceptance.rate_decay``.
         block: the drafter is a block drafter (DSpark, DFlash), whose window SGLang ties to
             the draft checkpoint's block size.
+        algorithm: the speculative algorithm's name (``dflash`` words the block-size line
+            for DFlash; any other block drafter's is DSpark's).
     """
 
     window: int
     measured: int
     rate_decay: float
     block: bool
+    algorithm: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -159,15 +162,59 @@ class AcceptanceBeyond:
 
     def line(self) -> str:
         decay = ("the same rate" if self.rate_decay == 1 else f"x {self.rate_decay:g} a position")
-        block = ("; SGLang runs a DSpark window other than the draft checkpoint's block size + 1 only with "
-                 "--speculative-dspark-block-size (arg_groups/speculative_hook.py _handle_dspark), a drafter "
-                 "at a block size it was not trained for" if self.block else "")
+        if not self.block:
+            block = ""
+        elif self.algorithm == "dflash":
+            # sglang 0.5.23 _handle_dflash: the window is the block size, taken from
+            # --speculative-num-draft-tokens or --speculative-dflash-block-size as given, the draft
+            # checkpoint's block_size read only when neither is
+            block = ("; SGLang's DFlash takes the window as its block size (--speculative-num-draft-tokens or "
+                     "--speculative-dflash-block-size, arg_groups/speculative_hook.py _handle_dflash) without "
+                     "checking it against the draft checkpoint's block_size: a drafter at a block size it may not "
+                     "have been trained for")
+        else:
+            block = ("; SGLang runs a DSpark window other than the draft checkpoint's block size + 1 only with "
+                     "--speculative-dspark-block-size (arg_groups/speculative_hook.py _handle_dspark), a drafter "
+                     "at a block size it was not trained for")
         return (f"warning: acceptance: verify window {self.window} is longer than the {self.measured} the acceptance "
                 f"states rates for: positions {self.measured + 1}-{self.window} continue the last stated rate "
                 f"({decay}, acceptance.rate_decay), so the longer window's gain is extrapolated{block}")
 
 
-RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond
+@dataclass(frozen=True)
+class AcceptanceTreeCut:
+    """A draft tree (``speculative_eagle_topk`` > 1) run below the window its acceptance states
+    rates for: the tree accepts at most ``speculative_num_steps + 1`` tokens per verify (its
+    depth + the bonus token, whatever its node count ``speculative_num_draft_tokens``), so the
+    stated rates past that depth are cut and the run's mean accept length falls below the
+    stated one. A window copied from the node count reads as such a cut.
+
+    Attributes:
+        measured: the window the acceptance states (``acceptance.window``, or its rates' length).
+        depth: ``speculative_num_steps + 1``, the most tokens one verify accepts.
+        stated: the stated mean accept length (None: rates or a histogram were given).
+        run_mean: the population mean accept length the run draws from.
+    """
+
+    measured: int
+    depth: int
+    stated: float | None
+    run_mean: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return "", "acceptance-tree", ""
+
+    def line(self) -> str:
+        stated = f" instead of the stated {self.stated:g}" if self.stated is not None else ""
+        return (f"warning: acceptance: acceptance.window {self.measured} is longer than the most a draft tree accepts "
+                f"per verify, speculative_num_steps + 1 = {self.depth} (its depth + the bonus token, whatever "
+                f"speculative_num_draft_tokens says): the stated rates are cut there and the run's mean accept "
+                f"length is {self.run_mean:.3g}{stated}; a tree's acceptance is measured at its depth + 1 "
+                f"(acceptance.window {self.depth})")
+
+
+RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond | AcceptanceTreeCut
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:

@@ -673,6 +673,13 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             overlap_chunk = s.chunked_prefill_size
             if overlap_chunk < 0:
                 overlap_chunk = 0
+        if self.kv.paged and self.cache is not None:
+            # a paged extend evicts first for its tokens plus a page per request (sglang 0.5.23
+            # mem_cache/allocation.py alloc_paged_token_slots_extend: conservative_num_tokens =
+            # extend_num_tokens + bs x page_size, then evict_from_tree_cache): a request's
+            # extend can start a page more than its tokens, which evicting for the tokens alone
+            # left short
+            self._make_room(sum(n for _, n in adder.can_run) + len(adder.can_run) * s.page_size)
         for r, n in adder.can_run:
             rids.append(r.rid)
             ext.append(n)

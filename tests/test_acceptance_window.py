@@ -259,3 +259,53 @@ def test_a_window_past_the_stated_rates_is_said_once_at_its_largest():
     (rates,) = notes(6, per_position_rates=[0.8, 0.7])   # rates for positions 2-3: window 3 stated
     assert rates.measured == 3
     assert merged([*notes(8), n10]) == [n10]
+
+
+def test_a_dflash_window_past_the_stated_rates_names_dflash_not_dspark():
+    """DFlash takes its window as the block size (--speculative-num-draft-tokens or
+    --speculative-dflash-block-size, sglang 0.5.23 arg_groups/speculative_hook.py _handle_dflash),
+    unchecked against the draft checkpoint's; the warning named DSpark's gamma + 1 rule and its
+    --speculative-dspark-block-size flag for a DFlash run."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import AcceptanceBeyond
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    sc = make_scenario({"speculative_algorithm": "dflash", "speculative_num_draft_tokens": 10},
+                       {"num_requests": 2}, acceptance={"window": 6})
+    (n,) = [n for n in SimEngine(sc, tiny_profile()).run().extra["range_notes"] if isinstance(n, AcceptanceBeyond)]
+    line = n.line()
+    assert "positions 7-10" in line
+    assert "DSpark" not in line and "dspark" not in line
+    assert "--speculative-dflash-block-size" in line and "_handle_dflash" in line
+
+
+def test_a_tree_run_below_its_stated_acceptance_window_says_the_cut():
+    """A draft tree (speculative_eagle_topk > 1) accepts at most speculative_num_steps + 1
+    tokens per verify whatever its node count (sglang 0.5.23: the tree's depth + the bonus
+    token). An acceptance.window copied from speculative_num_draft_tokens (32 nodes, depth 5)
+    spread the stated mean over 32 positions and cut it at 6: the run's accept length came out
+    3.3 for a stated 4.2, silently. The run now says so in one warning line."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import AcceptanceTreeCut, warning_lines
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    tree = {"speculative_algorithm": "eagle", "speculative_num_steps": 5, "speculative_eagle_topk": 8,
+            "speculative_num_draft_tokens": 32}
+
+    def cuts(acc):
+        sc = make_scenario(tree, {"num_requests": 2}, acceptance=acc)
+        eng = SimEngine(sc, tiny_profile())
+        return eng, [n for n in eng.run().extra["range_notes"] if isinstance(n, AcceptanceTreeCut)]
+
+    eng, (n,) = cuts({"mean_accept_length": 4.2, "window": 32})
+    assert (n.measured, n.depth) == (32, 6) and abs(n.run_mean - eng.acceptance.mean) < 1e-9
+    (line,) = [x for x in warning_lines([n]) if "tree" in x]
+    assert "acceptance.window 32" in line and "speculative_num_steps + 1 = 6" in line and "4.2" in line
+    assert cuts({"mean_accept_length": 4.2, "window": 6})[1] == []
+    assert cuts({"mean_accept_length": 4.2})[1] == []
+    # a chain whose window a what-if shortened carries the rates as documented: no note
+    chain = make_scenario({"speculative_algorithm": "eagle", "speculative_num_draft_tokens": 4},
+                          {"num_requests": 2}, acceptance={"mean_accept_length": 3.0, "window": 8})
+    assert not [n for n in SimEngine(chain, tiny_profile()).run().extra["range_notes"] if isinstance(n, AcceptanceTreeCut)]

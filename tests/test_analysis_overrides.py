@@ -322,3 +322,50 @@ def test_a_memory_fraction_the_profile_cannot_read_is_named(tmp_path, capsys, pr
                  "--out", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert ("note: server.mem_fraction_static changes nothing in this run" in err) == noted, err
+
+
+def test_a_chain_window_its_draft_steps_fix_gets_the_note():
+    """A chain drafter without a tree verifies speculative_num_steps + 1 positions: sglang 0.5.23
+    arg_groups/speculative_hook.py _handle_eagle_family resets speculative_num_draft_tokens to
+    that when speculative_eagle_topk is 1 (with a warning). A sweep of the window at topk 1 with
+    the steps given returned the same run at every point, silently. INV: the note is given only
+    where the run does not move; with a tree, or without the steps given, the window is read."""
+    from specsched.analysis.overrides import unread_overrides
+    from specsched.sim.engine import run_scenario
+
+    path = ROOT / "scenarios" / "public" / "eagle3-l8-h100-b1.yaml"
+    small = {"workload.num_requests": 2, "workload.output_len.value": 32}
+    key = "server.speculative_num_draft_tokens"
+    plain = load_scenario_with_overrides(path, "eagle3_chain", small)
+    moved = load_scenario_with_overrides(path, "eagle3_chain", {**small, key: 8})
+    (note,) = unread_overrides(moved, [key])
+    assert note.startswith(f"note: {key} changes nothing") and "speculative_num_steps + 1" in note
+    a, b = run_scenario(plain).requests, run_scenario(moved).requests
+    assert a[["start_s", "first_token_s", "finish_s"]].equals(b[["start_s", "first_token_s", "finish_s"]])
+    # a tree reads its node count; a chain given no steps takes its steps from the window
+    assert unread_overrides(load_scenario_with_overrides(path, "eagle3", {**small, key: 16}), [key]) == []
+    no_steps = {**small, "server.speculative_num_steps": None, key: 6}
+    assert unread_overrides(load_scenario_with_overrides(path, "eagle3_chain", no_steps), [key]) == []
+
+
+def test_a_refusal_a_set_value_causes_at_hardware_resolution_says_with_overrides(tmp_path):
+    """A value refused only once the profile's hardware is known (a --set draft tree over pages
+    of 16 on MI300X, whose aiter attention SGLang refuses it on) named the scenario file alone,
+    as if the file held it; the other refusals of an override say "(with overrides)"."""
+    from specsched.sim.analytic.cli import write_analytic_profile
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+
+    write_analytic_profile(build_profile(load_model("llama-3.1-8b"), load_gpu("MI300X"), 1), tmp_path / "p.yaml")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nprofile: p.yaml\nserver: {speculative_algorithm: eagle, page_size: 16, "
+                    "speculative_num_steps: 3, speculative_eagle_topk: 1, speculative_num_draft_tokens: 4}\n"
+                    "acceptance: {mean_accept_length: 2.0}\n"
+                    "workload: {kind: burst, num_requests: 2, input_len: {kind: fixed, value: 16}, "
+                    "output_len: {kind: fixed, value: 4}}\n")
+    load_scenario_with_overrides(path, "base")
+    tree = {"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 8}
+    with pytest.raises(ConfigError) as e:
+        load_scenario_with_overrides(path, "base", tree)
+    assert e.value.file == f"{path} (with overrides)" and e.value.key == "server.speculative_eagle_topk"

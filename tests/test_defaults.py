@@ -318,6 +318,74 @@ def test_sm100_default_attention_backends_take_pages_of_64(tmp_path, model, gpu,
     assert sc.server.max_total_num_tokens % want == 0
 
 
+@pytest.mark.parametrize("model, gpu, tp, server, want", [
+    ("deepseek-v3", "B200", 8, "page_size: 1", 64),     # trtllm_mla takes 32 or 64
+    ("deepseek-v3", "B200", 8, "page_size: 16", 64),
+    ("deepseek-v3", "B200", 8, "page_size: 32", 32),
+    ("llama-3.1-8b", "B200", 1, "page_size: 8", 64),     # trtllm_mha takes 16, 32, 64, 128
+    ("llama-3.1-8b", "B200", 1, "page_size: 128", 128),
+    ("llama-3.1-8b", "B200", 1, "page_size: 8, speculative_algorithm: eagle", 8),   # flashinfer
+    ("deepseek-v3", "H200", 8, "page_size: 16", 16),    # fa3
+])
+def test_a_given_page_size_the_backend_cannot_take_becomes_64(tmp_path, model, gpu, tp, server, want):
+    # sglang 0.5.23 arg_groups/overrides.py _mla_backend_page_constraints (run from
+    # attention_hook.py handle_attention_backend_compatibility): a page size trtllm_mla or
+    # trtllm_mha does not support is changed to 64 with a warning, given or not
+    from specsched.sim.defaults import apply_hardware_defaults
+
+    sc = load_scenario(_scenario(tmp_path, model, gpu, tp, server))
+    assert sc.server.page_size == want
+    assert sc.server.max_total_num_tokens % want == 0
+    if want == 64:
+        filled = apply_hardware_defaults(load_scenario(sc.path, resolve_defaults=False))[1]
+        assert any(r.key == "page_size" and "changes page_size" in r.why for r in filled)
+
+
+@pytest.mark.parametrize("model, gpu, tp, server, refused", [
+    ("deepseek-v3", "B200", 8, "speculative_eagle_topk: 4, speculative_num_steps: 3, speculative_num_draft_tokens: 8",
+     "trtllm_mla"),
+    ("deepseek-v3", "B200", 8, "speculative_eagle_topk: 1, speculative_num_steps: 3, speculative_num_draft_tokens: 4",
+     None),
+    ("deepseek-v3", "H200", 8, "speculative_eagle_topk: 4, speculative_num_steps: 3, speculative_num_draft_tokens: 8",
+     None),                                           # fa3 runs a tree
+    ("llama-3.1-8b", "MI300X", 1, "page_size: 16, speculative_eagle_topk: 4, speculative_num_steps: 3, "
+     "speculative_num_draft_tokens: 8", "aiter"),
+    ("llama-3.1-8b", "MI300X", 1, "page_size: 16", "aiter"),        # SGLang's automatic topk 4 for Llama
+    ("llama-3.1-8b", "MI300X", 1, "speculative_eagle_topk: 4, speculative_num_steps: 3, "
+     "speculative_num_draft_tokens: 8", None),        # pages of one token
+    ("llama-3.1-8b", "B200", 1, "page_size: 64, speculative_eagle_topk: 4, speculative_num_steps: 3, "
+     "speculative_num_draft_tokens: 8", None),        # flashinfer
+    ("gpt-oss-20b", "B200", 1, "speculative_eagle_topk: 4, speculative_num_steps: 3, "
+     "speculative_num_draft_tokens: 8", "trtllm_mha"),   # gpt-oss's own backend on SM100
+])
+def test_a_draft_tree_is_refused_where_sglang_refuses_it(tmp_path, model, gpu, tp, server, refused):
+    # sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family: speculative_eagle_topk > 1
+    # with page_size > 1 raises ValueError on any attention backend but flashinfer, fa3 and triton
+    from specsched.sim.errors import ConfigError
+
+    path = _scenario(tmp_path, model, gpu, tp, "speculative_algorithm: eagle, " + server)
+    if refused is None:
+        load_scenario(path)
+        return
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == "server.speculative_eagle_topk" and refused in str(e.value)
+
+
+def test_a_disaggregated_roles_draft_tree_is_refused_where_sglang_refuses_it(tmp_path):
+    # each role is its own SGLang server: a decode role drafting with a tree on DeepSeek-V3 on
+    # B200 (trtllm_mla, pages of 64) fails to start as a colocated one does
+    from specsched.sim.errors import ConfigError
+
+    tree = "{speculative_algorithm: nextn, speculative_eagle_topk: 4, speculative_num_steps: 3, " \
+        "speculative_num_draft_tokens: 8}"
+    path = _scenario(tmp_path, "deepseek-v3", "B200", 8,
+                     "disaggregation: {prefill: {instances: 1}, decode: {instances: 1, server: " + tree + "}}")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == "server.disaggregation.decode.server.speculative_eagle_topk" and "trtllm_mla" in str(e.value)
+
+
 def test_a_plain_server_loads_no_drafter_and_a_speculative_one_does(tmp_path):
     # sglang 0.5.23: the draft worker (and its weights) exists only with a speculative algorithm;
     # mem_cache/kv_cache_configurator.py _profile_available_bytes sizes the pool from the free

@@ -229,3 +229,22 @@ def test_paged_decode_servers_balance_their_pages(decode, kv, seed, inp, out):
     for d in eng.decode:
         for r in _ranks(d.sched):
             assert r.kv.paged and r.kv.used == 0 and r.kv.peak <= r.kv.capacity
+
+
+def test_a_paged_extend_evicts_for_its_pages_not_only_its_tokens():
+    """A request's extend can start one page more than its tokens fill (a 150-token extend
+    after a 1,536-token cached prefix takes 3 pages of 64). Evicting cached prefixes only until
+    the extend's tokens were free left the pool a page short: a multi-turn run on a tight pool
+    with page_size 64 raised KVPoolExhausted (need 384 KV tokens, 368 free) where SGLang runs.
+    sglang 0.5.23 mem_cache/allocation.py alloc_paged_token_slots_extend evicts first for
+    extend_num_tokens + bs x page_size."""
+    sc = make_scenario({"speculative_algorithm": "none", "page_size": PAGE, "max_total_num_tokens": 30000,
+                        "max_running_requests": 4, "chunked_prefill_size": 4096, "max_prefill_tokens": 16384},
+                       {"kind": "multi_turn", "num_requests": None, "concurrency": 24, "input_len": None,
+                        "output_len": {"kind": "uniform", "value": 300, "range_ratio": 0.3},
+                        "multi_turn": {"num_conversations": 48, "num_turns": 4, "system_prompt_len": 1500,
+                                       "first_prompt_len": {"kind": "uniform", "value": 400, "range_ratio": 0.5},
+                                       "user_len": {"kind": "fixed", "value": 150}, "think_time_s": 0.5,
+                                       "think_time_dist": "exponential"}})
+    res = SimEngine(sc, tiny_profile()).run()
+    assert len(res.requests) == 192 and res.requests["finish_s"].notna().all()
