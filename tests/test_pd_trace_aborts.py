@@ -145,3 +145,15 @@ def test_the_router_picks_a_server_pair_for_a_rejected_row_too(tmp_path, policy)
     for role, k in zip(rejected, kept, strict=True):
         assert 1 not in role
         assert role == {rid: i for rid, i in k.items() if rid != 1}
+
+
+def test_a_one_server_rejection_names_the_argument_the_roles_differ_in(tmp_path):
+    """The decode server truncates (its own --allow-auto-truncate) what the prefill server
+    rejects: the refusal says the roles differ in allow_auto_truncate, not in their pools."""
+    server = {"disaggregation": {"prefill": {"instances": 1}, "decode": {"instances": 1,
+              "server": {"allow_auto_truncate": True}}}}
+    with pytest.raises(ConfigError) as e:
+        check_fits(_scenario(tmp_path, server=server))
+    text = str(e.value)
+    assert "the prefill server rejects it" in text and "differ in allow_auto_truncate" in text
+    assert "max_total_num_tokens" not in text
