@@ -167,10 +167,12 @@ class PDEngine(SimEngine):
         server's copy is the client's (it streams the tokens), the prefill server's asks for
         the first token only, with the client's priority and routing key (both servers get
         the same GenerateReqInput)."""
+        # the router picks the pair before either server sees the request (the pair's
+        # bootstrap address is in it), a request the servers reject too
+        p, d = self._pick(self.prefill, "prefill"), self._pick(self.decode, "decode")
         if req.rid in self._rejected:
             self._retire_rejected(req.rid)
             return
-        p, d = self._pick(self.prefill, "prefill"), self._pick(self.decode, "decode")
         preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority,
                    routing_key=req.routing_key)
         self._pair[req.rid] = (p, d, preq, req)
@@ -184,7 +186,9 @@ class PDEngine(SimEngine):
         ``PrefillBootstrapQueue.add`` and decode.py ``DecodePreallocQueue.add``:
         ``is_unadmitted_reject`` -> managers/scheduler.py ``retire_unadmitted_request``, which
         streams the abort). The client gets its error at once (its closed-loop or
-        max_concurrency slot frees); the router picks no server for it, and it holds none.
+        max_concurrency slot frees). The router has picked its pair already (a round_robin
+        turn, a random draw: it picks before it forwards, as the request both servers get
+        carries the prefill server's bootstrap address), but it holds no server.
         Its row counts as failed (:meth:`sim.records.Recorder.mark_aborted`)."""
         ev = self._finish_events.pop(rid, None)
         self._remaining -= 1

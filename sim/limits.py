@@ -605,8 +605,9 @@ def one_server_rejections(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
                           hw: Hardware | None) -> list[tuple[int, str, str]]:
     """The rows of a disaggregated deployment's trace that one of the two servers a request
     goes to rejects and the other does not (their pools' ``max_req_input_len`` or their
-    context lengths differ), as (row, the rejecting role, its error text); empty for a
-    co-located server. SGLang 0.5.23 then leaves the other server's copy waiting for its
+    context lengths differ, or only the other truncates: ``allow_auto_truncate``), as (row,
+    the rejecting role, its error text); empty for a co-located server. SGLang 0.5.23 then
+    leaves the other server's copy waiting for its
     peer: a decode server holds the request's preallocated KV until its transfer times out
     (disaggregation/common/conn.py ``_check_waiting_timeout``,
     ``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``), a prefill server's copy waits in its bootstrap
@@ -769,13 +770,16 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
         other = "decode" if role == "prefill" else "prefill"
         i = int(tr.input_len[k])
         line = f"{path}:{int(tr.lines[k])}" if tr.lines is not None else str(path)
+        keys = [key for key in ("max_total_num_tokens", "context_length", "allow_auto_truncate")
+                if getattr(scenario.server.role_server("prefill"), key) != getattr(scenario.server.role_server("decode"), key)]
+        differ = " and ".join(keys) or "max_total_num_tokens or context_length"
         raise ConfigError(line, columns.input_len, i,
                           f"request {k + 1} ({columns.input_len} {i}, {columns.output_len} {int(tr.output_len[k])}"
                           f"{f'; {len(halves) - 1} more rows like it' if len(halves) > 1 else ''}): the {role} server "
                           f"rejects it ({text!r}) but the {other} server does not (server.disaggregation.{role}.server "
-                          f"and server.disaggregation.{other}.server differ in max_total_num_tokens or context_length); "
+                          f"and server.disaggregation.{other}.server differ in {differ}); "
                           f"SGLang's {other} server then waits on the request until a disaggregation timeout "
-                          "(disaggregation/common/conn.py), which is not simulated; give both roles one limit, "
+                          f"(disaggregation/common/conn.py), which is not simulated; give both roles the same {differ}, "
                           "or drop or shorten those rows")
     served = np.flatnonzero([a is None for a in trace_aborts(scenario, tr.input_len, tr.output_len, hw)])
     found = _first_never_fit(scenario, *_served_rows(scenario, tr.input_len[served], tr.output_len[served], hw))

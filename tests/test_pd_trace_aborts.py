@@ -119,3 +119,41 @@ def test_a_row_only_one_server_rejects_is_still_refused_naming_that_server(tmp_p
     with pytest.raises(ConfigError) as e:
         check_fits(sc)
     assert "prefill" in str(e.value) and "decode server" in str(e.value)
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "random"])
+def test_the_router_picks_a_server_pair_for_a_rejected_row_too(tmp_path, policy):
+    """The router picks a prefill and a decode server for every request before either sees
+    it (the pair's bootstrap address goes into the request both get); the rejection comes
+    from the servers. So a rejected row takes its turn of round_robin (and its draw of
+    random), and the rows after it land where they would with a served row in its place."""
+    served = ("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 10:00:00.0,100,20\n"
+              "2024-05-01 10:00:00.5,{}\n2024-05-01 10:00:01.0,300,30\n2024-05-01 10:00:01.5,200,5\n"
+              "2024-05-01 10:00:02.0,150,8\n")
+    server = {"disaggregation": {"prefill": {"instances": 2}, "decode": {"instances": 3},
+                                 "router_policy": policy}}
+
+    def homes(rows: str, sub: str) -> tuple[dict[int, int], ...]:
+        eng = SimEngine(_scenario(tmp_path / sub, rows, server=server), _profile())
+        eng.run()
+        return tuple({rid: s.index for s in servers for rid in s.sched.reqs}
+                     for servers in (eng.prefill, eng.decode))
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    rejected, kept = homes(served.format("4095,20"), "a"), homes(served.format("120,20"), "b")
+    for role, k in zip(rejected, kept, strict=True):
+        assert 1 not in role
+        assert role == {rid: i for rid, i in k.items() if rid != 1}
+
+
+def test_a_one_server_rejection_names_the_argument_the_roles_differ_in(tmp_path):
+    """The decode server truncates (its own --allow-auto-truncate) what the prefill server
+    rejects: the refusal says the roles differ in allow_auto_truncate, not in their pools."""
+    server = {"disaggregation": {"prefill": {"instances": 1}, "decode": {"instances": 1,
+              "server": {"allow_auto_truncate": True}}}}
+    with pytest.raises(ConfigError) as e:
+        check_fits(_scenario(tmp_path, server=server))
+    text = str(e.value)
+    assert "the prefill server rejects it" in text and "differ in allow_auto_truncate" in text
+    assert "max_total_num_tokens" not in text

@@ -111,3 +111,50 @@ def test_every_speculative_holder_holds_whole_pages_within_the_pool(page, kv, ra
         if done:
             break
     assert all(r.output_len == r.max_new_tokens for r in s.reqs.values())
+
+
+DRAFTERS = [
+    {"speculative_algorithm": "dflash", "speculative_num_draft_tokens": 8},
+    {"speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+     "speculative_num_draft_tokens": 4},
+    # a draft tree on a paged pool reserves whole pages per branch (ServerArgs.spec_kv_reserve)
+    {"speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 4,
+     "speculative_num_draft_tokens": 8},
+    {"speculative_algorithm": "nextn", "speculative_num_steps": 2, "speculative_eagle_topk": 1,
+     "speculative_num_draft_tokens": 3},
+]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(page=st.sampled_from([16, 64, 256]), kv=st.integers(5_000, 12_000), radix=st.booleans(),
+       drafter=st.sampled_from(DRAFTERS), rule=st.sampled_from(["topup", "window"]), overlap=st.booleans(),
+       swa=st.booleans(), ignore_eos=st.booleans(),
+       lens=st.lists(st.tuples(st.integers(1, 700), st.integers(2, 300)), min_size=1, max_size=12),
+       arrive=st.lists(st.integers(0, 30), min_size=12, max_size=12), seed=st.integers(0, 10_000))
+def test_every_drafters_pages_add_up_to_the_pool(page, kv, radix, drafter, rule, overlap, swa, ignore_eos, lens,
+                                                  arrive, seed):
+    """INV-2 in pages for the other drafters (DFlash, EAGLE chain and tree, NEXTN), with a
+    hybrid sliding-window pool or not: after every pass the pool's use is the requests'
+    whole pages plus the radix tree's, within capacity (the SWA pool's too)."""
+    srv = {**drafter, "page_size": page, "max_total_num_tokens": kv, "chunked_prefill_size": max(256, page),
+           "max_prefill_tokens": 2048, "disable_radix_cache": not radix, "enable_overlap_schedule": overlap,
+           "semantics_rules": {"spec_kv_reservation": rule}}
+    if swa:
+        srv.update(sliding_window_size=128, swa_full_tokens_ratio=1.0)   # holds a tree's top-up
+    sc = make_scenario(srv, {"ignore_eos": ignore_eos}, acceptance={"mean_accept_length": 2.0}, seed=seed)
+    s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
+    in_flight = None
+    for p in range(20_000):
+        done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
+        k = s.kv
+        assert 0 <= k.used <= k.capacity and 0 <= k.swa_used <= k.swa_capacity
+        assert k.used % page == 0 and k.tree % page == 0
+        assert k.used == k.tree + sum(r.kv_allocated for r in s.reqs.values())
+        for r in s.reqs.values():
+            assert r.kv_allocated % page == 0
+            if r.kv_len and not radix:
+                assert r.kv_allocated == -(-r.kv_len // page) * page
+        if done:
+            break
+    else:
+        raise AssertionError("the run did not end")
