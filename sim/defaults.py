@@ -83,6 +83,7 @@ from specsched.sim.semantics import DEFAULT_PRESET
 from specsched.sim.server_args import (
     BLOCK_DEFAULT_WINDOW,
     CHAIN_PARAM_KEYS,
+    auto_speculative_basis,
     auto_speculative_params,
 )
 
@@ -683,7 +684,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     algo = server.speculative_algorithm
     if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):
         arch = hw.architecture
-        why = (f"SGLang's choice for {arch or 'a model of unknown architecture'} when no chain setting is given "
+        why = (f"SGLang's choice for {auto_speculative_basis(algo.value, arch)} when no chain setting is given "
                "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")
         for key, value in zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, arch), strict=True):
             put(key, value, why)
@@ -737,7 +738,7 @@ def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: 
                 and not any(k in cfg.server for k in CHAIN_PARAM_KEYS)):   # the section's chain settings not carried
             chosen.update(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, hw.architecture), strict=True))
             why.update(dict.fromkeys(CHAIN_PARAM_KEYS, (
-                f"SGLang's choice for {hw.architecture or 'a model of unknown architecture'} on the {role} server "
+                f"SGLang's choice for {auto_speculative_basis(algo.value, hw.architecture)} on the {role} server "
                 "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")))
         if ("max_running_requests" not in given and "max_running_requests" not in cfg.server
                 and hw.architecture not in MODEL_MAX_RUNNING_REQUESTS

@@ -164,6 +164,18 @@ def test_a_chain_drafter_given_no_setting_gets_sglangs_own_choice(tmp_path, mode
     assert (filled["speculative_num_steps"], filled["speculative_eagle_topk"]) == want[:2]
 
 
+def test_standalones_automatic_choice_is_not_said_to_follow_the_model(tmp_path):
+    """STANDALONE gets (3, 1, 4) whatever the model (sglang 0.5.23 arg_groups/speculative_hook.py
+    _auto_choose_speculative_params returns it before reading the architecture); its note said
+    "SGLang's choice for LlamaForCausalLM", as if a Llama target chose it. EAGLE on Llama does
+    follow the model (5, 4, 8) and says so."""
+    alone = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: standalone"))
+    why = {r.key: r.why for r in alone._resolved_defaults}["speculative_num_steps"]
+    assert "LlamaForCausalLM" not in why and "STANDALONE, whatever the model" in why
+    eagle = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: eagle"))
+    assert "LlamaForCausalLM" in {r.key: r.why for r in eagle._resolved_defaults}["speculative_num_steps"]
+
+
 def test_a_given_chain_setting_is_kept_and_no_hardware_gets_the_fallback(tmp_path):
     """Any one of the three given: nothing is chosen for the others here (the window's own
     rules apply); a profile with no hardware block: SGLang's fallback 3/1/4."""
