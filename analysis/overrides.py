@@ -266,6 +266,7 @@ def load_scenario_with_overrides(
         raise validation_error(f"{path} (with overrides)", e, merged) from None
     scenario._launch_args_left_out = tuple(dict.fromkeys((*left_out, *scenario._launch_args_left_out)))
     scenario._launch_args_values = {**values, **scenario._launch_args_values}
+    scenario._with_overrides = True   # every later refusal names the file "(with overrides)"
     try:
         return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
     except ConfigError as e:

@@ -107,6 +107,8 @@ class Scenario(BaseModel):
     # every launch argument left out (the inert ones, and the unmodelled ones at a value the
     # model runs: server.tp_size), dotted key -> value as given
     _launch_args_values: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
+    # loaded with command-line overrides (--set, a sweep's point): refusals say so (scenario_file)
+    _with_overrides: bool = pydantic.PrivateAttr(default=False)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -271,7 +273,18 @@ def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
     for k in keys[:-1]:
         node = node[k]
     node[keys[-1]] = value
-    return type(model).model_validate(data)
+    out = type(model).model_validate(data)
+    if isinstance(model, Scenario):
+        out._with_overrides = model._with_overrides
+    return out
+
+
+def scenario_file(scenario: Scenario, default: str = "<scenario>") -> str:
+    """The name a refusal of ``scenario``'s values gives: its file (``default`` when it has
+    none), with " (with overrides)" when it was loaded with command-line overrides, as the
+    value refused may be one of them and not the file's."""
+    where = scenario.path or default
+    return f"{where} (with overrides)" if scenario._with_overrides else where
 
 
 SCENARIO_FILE = "a YAML scenario (see docs/scenario-reference.md)"

@@ -75,7 +75,14 @@ from specsched.sim.analytic.models import (
     MM_PREFILL_GRAPH_ARCHS,
     TRTLLM_MLA_ARCHS,
 )
-from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode, dotted_value
+from specsched.sim.config import (
+    AdmissionDelay,
+    Scenario,
+    ServerArgs,
+    SyncMode,
+    dotted_value,
+    scenario_file,
+)
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
@@ -279,7 +286,7 @@ def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, gi
             servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
     for where, srv, keys in servers:
         if (why := draft_tree_refusal(srv, hw, keys)) is not None:
-            raise ConfigError(scenario.path or scenario.name, f"{where}.speculative_eagle_topk",
+            raise ConfigError(scenario_file(scenario, scenario.name), f"{where}.speculative_eagle_topk",
                               srv.speculative_eagle_topk, why)
 
 
@@ -837,7 +844,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
         from specsched.sim.errors import ConfigError
 
-        raise ConfigError(scenario.path or scenario.name, "server.disaggregation", "{...}",
+        raise ConfigError(scenario_file(scenario, scenario.name), "server.disaggregation", "{...}",
                           f"not modelled for a hybrid sliding-window model (profile {scenario.profile}: "
                           f"hardware.sliding_window {hw.sliding_window}, SGLang's SWA KV pool): the decode side's "
                           "SWA-tail prealloc is not modelled")
@@ -850,7 +857,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     try:
         server = ServerArgs.model_validate(dumped)
     except ValidationError as e:
-        raise validation_error(scenario.path or scenario.name, e, dumped) from None
+        raise validation_error(scenario_file(scenario, scenario.name), e, dumped) from None
     out = scenario.model_copy(update={"server": server})
     out._resolved_defaults = filled
     out._server_given = frozenset(given)
@@ -896,7 +903,7 @@ def check_launch_tp(scenario: Scenario) -> None:
         srv = scenario.server.role_server(role) if role else scenario.server
         ranks = srv.dp_size if srv.enable_dp_attention else 1
         if (why := tp_size_refusal(value, tp, ranks)) is not None:
-            raise ConfigError(scenario.path or "<scenario>", key, value, why)
+            raise ConfigError(scenario_file(scenario), key, value, why)
 
 
 def format_resolved(changed: list[Resolved]) -> str:
