@@ -709,11 +709,33 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                             f"sglang {DEFAULT_PRESET} on gfx95 ({hw.gpu}): SGLANG_EXACT_CHUNK_FILL is on by default "
                             "(managers/schedule_policy.py _use_exact_chunk_fill)"))
     resolved = server.model_copy(update=vals)
+    if resolved.disaggregation is not None:
+        resolved = _role_page_snaps(resolved, hw, given, out)   # before the pools, which count pages
     if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
         resolved = _role_pools(resolved, hw, given, out)
     if resolved.disaggregation is not None:
         resolved = _role_spec_defaults(resolved, hw, given, out)
     return resolved, out
+
+
+def _role_page_snaps(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
+    """``server`` with each disaggregated role's own ``page_size`` that its attention backend
+    cannot take changed to 64 (:func:`page_size_snap`, the colocated server's rule: each role
+    is its own SGLang server, whose attention hook runs arg_groups/overrides.py
+    ``_mla_backend_page_constraints``). A role that states no page size has the section's,
+    already checked. Each change is appended to ``out``."""
+    layout = server.disaggregation
+    roles: dict[str, Any] = {}
+    for role in ("prefill", "decode"):
+        cfg = getattr(layout, role)
+        if "page_size" not in cfg.server:
+            continue
+        snap = page_size_snap(server.role_server(role), hw, given | set(cfg.server))
+        if snap is None:
+            continue
+        roles[role] = cfg.model_copy(update={"server": {**cfg.server, "page_size": snap[0]}})
+        out.append(Resolved(f"disaggregation.{role}.server.page_size", snap[0], f"on the {role} server: {snap[1]}"))
+    return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
 def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
