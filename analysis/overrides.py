@@ -259,6 +259,7 @@ def load_scenario_with_overrides(
     data = _rederive_turn_count(data, overrides)
     merged = deep_merge(data, replace_acceptance_source(pin_acceptance_window(data, nest(overrides))))
     left_out = scenario._launch_args_left_out   # the file's: the dump above no longer has them
+    window_given = scenario._window_given        # the file's written windows, reset in the dump
     values = scenario._launch_args_values
     try:
         scenario = Scenario.model_validate(merged)
@@ -266,6 +267,9 @@ def load_scenario_with_overrides(
         raise validation_error(f"{path} (with overrides)", e, merged) from None
     scenario._launch_args_left_out = tuple(dict.fromkeys((*left_out, *scenario._launch_args_left_out)))
     scenario._launch_args_values = {**values, **scenario._launch_args_values}
+    scenario._with_overrides = True   # every later refusal names the file "(with overrides)"
+    # an overridden window gets the "changes nothing" note instead (unread_overrides)
+    scenario._window_given = {k: v for k, v in window_given.items() if k not in overrides}
     try:
         return resolve_loaded(scenario)  # hardware defaults after the overrides they depend on
     except ConfigError as e:
@@ -403,6 +407,28 @@ def unread_in_file(scenario: Any, given: Iterable[str] = ()) -> list[str]:
             and k not in given and not any(g.startswith(k + ".") for g in given)]   # --set key.sub: its own note
     where = scenario.path or "<scenario>"
     return [n.replace("note: ", f"note: {where}: ", 1) for n in unread_overrides(scenario, keys)]
+
+
+def window_reset_warnings(scenario: Any) -> list[str]:
+    """One warning per ``speculative_num_draft_tokens`` the scenario file (or its arm) writes
+    that the run replaces, naming the file, the key, the value written, the window run and
+    why: a chain drafter without a tree (``speculative_eagle_topk`` 1 or unset) given
+    ``speculative_num_steps`` verifies ``num_steps + 1`` positions, as sglang 0.5.23
+    arg_groups/speculative_hook.py ``_handle_eagle_family`` resets the window with a logged
+    warning (sim/server_args.py ``_chain_window_from_steps``). A file with steps 3 and 32
+    draft tokens ran at window 4 silently. A window given with ``--set`` has its own note."""
+    out = []
+    for key, written in scenario._window_given.items():
+        parts = key.split(".")
+        srv = scenario.server.role_server(parts[2]) if parts[1] == "disaggregation" else scenario.server
+        run = srv.speculative_num_draft_tokens
+        if run == written:
+            continue
+        out.append(f"warning: {scenario.path or '<scenario>'}: {key} {written} runs as {run}: SGLang resets the "
+                   f"verify window of a chain drafter without a tree (speculative_eagle_topk 1) to "
+                   f"speculative_num_steps + 1 = {run} (arg_groups/speculative_hook.py _handle_eagle_family); "
+                   f"give {run}, or speculative_eagle_topk > 1 for a tree of {written} tokens")
+    return out
 
 
 def fixed_uniform_notes(scenario: Any) -> list[str]:

@@ -35,6 +35,7 @@ from specsched.sim.bundled import resolve_scenario_path
 from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.host_speed import HostConditions
 from specsched.sim.server_args import (
+    MAX_DRAFT_TOKENS,
     MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR,
     AdmissionDelay,
     ServerArgs,
@@ -107,6 +108,11 @@ class Scenario(BaseModel):
     # every launch argument left out (the inert ones, and the unmodelled ones at a value the
     # model runs: server.tp_size), dotted key -> value as given
     _launch_args_values: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
+    # loaded with command-line overrides (--set, a sweep's point): refusals say so (scenario_file)
+    _with_overrides: bool = pydantic.PrivateAttr(default=False)
+    # speculative_num_draft_tokens values written that SGLang's chain-window reset replaces,
+    # dotted key -> value as written (chain_window_resets_in)
+    _window_given: dict[str, int] = pydantic.PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -117,6 +123,7 @@ class Scenario(BaseModel):
         if isinstance(data, dict):
             out._launch_args_left_out = tuple(inert_keys_in(data))
             out._launch_args_values = launch_args_in(data)
+            out._window_given = chain_window_resets_in(data)
         return out
 
     @model_validator(mode="before")
@@ -271,7 +278,58 @@ def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
     for k in keys[:-1]:
         node = node[k]
     node[keys[-1]] = value
-    return type(model).model_validate(data)
+    out = type(model).model_validate(data)
+    if isinstance(model, Scenario):
+        out._with_overrides, out._window_given = model._with_overrides, dict(model._window_given)
+    return out
+
+
+def _reset_window(server: Any) -> int | None:
+    """The ``speculative_num_draft_tokens`` a raw server mapping writes when SGLang's chain
+    reset replaces it (:meth:`ServerArgs._chain_window_from_steps`: a chain drafter without a
+    tree given its steps verifies ``speculative_num_steps + 1``), else None."""
+    if not isinstance(server, dict):
+        return None
+    steps, topk, window = (server.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                                   "speculative_num_draft_tokens"))
+    try:
+        algo = SpecAlgorithm(str(server.get("speculative_algorithm", "none")).lower())
+    except ValueError:
+        return None
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (steps, window))
+    if (algo.enabled and not algo.is_block and ints and 1 <= steps < MAX_DRAFT_TOKENS
+            and topk in (None, 1) and window != steps + 1):
+        return window
+    return None
+
+
+def chain_window_resets_in(data: dict[str, Any]) -> dict[str, int]:
+    """Dotted key -> value of each ``speculative_num_draft_tokens`` a raw scenario mapping
+    writes that SGLang 0.5.23 replaces with ``speculative_num_steps + 1`` (a chain drafter
+    without a tree: arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it with a
+    logged warning): the top-level server's, and a disaggregated role's that writes its own.
+    Kept on the scenario, as validation replaces the value, for the run's warning."""
+    server = data.get("server")
+    if not isinstance(server, dict):
+        return {}
+    out = {}
+    if (w := _reset_window(server)) is not None:
+        out["server.speculative_num_draft_tokens"] = w
+    layout = server.get("disaggregation")
+    for role in ("prefill", "decode"):
+        over = layout.get(role, {}).get("server") if isinstance(layout, dict) and isinstance(layout.get(role), dict) else None
+        if isinstance(over, dict) and "speculative_num_draft_tokens" in over:
+            if (w := _reset_window({**server, **over})) is not None:
+                out[f"server.disaggregation.{role}.server.speculative_num_draft_tokens"] = w
+    return out
+
+
+def scenario_file(scenario: Scenario, default: str = "<scenario>") -> str:
+    """The name a refusal of ``scenario``'s values gives: its file (``default`` when it has
+    none), with " (with overrides)" when it was loaded with command-line overrides, as the
+    value refused may be one of them and not the file's."""
+    where = scenario.path or default
+    return f"{where} (with overrides)" if scenario._with_overrides else where
 
 
 SCENARIO_FILE = "a YAML scenario (see docs/scenario-reference.md)"

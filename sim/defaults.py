@@ -75,7 +75,14 @@ from specsched.sim.analytic.models import (
     MM_PREFILL_GRAPH_ARCHS,
     TRTLLM_MLA_ARCHS,
 )
-from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SyncMode, dotted_value
+from specsched.sim.config import (
+    AdmissionDelay,
+    Scenario,
+    ServerArgs,
+    SyncMode,
+    dotted_value,
+    scenario_file,
+)
 from specsched.sim.hardware import RESOLVED_KEYS, Hardware, served_context_len  # noqa: F401  (re-exported)
 from specsched.sim.input_files import file_key, is_stream
 from specsched.sim.profile import Profile, load_profile, resolve_profile_path
@@ -83,6 +90,7 @@ from specsched.sim.semantics import DEFAULT_PRESET
 from specsched.sim.server_args import (
     BLOCK_DEFAULT_WINDOW,
     CHAIN_PARAM_KEYS,
+    auto_speculative_basis,
     auto_speculative_params,
 )
 
@@ -278,7 +286,7 @@ def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, gi
             servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
     for where, srv, keys in servers:
         if (why := draft_tree_refusal(srv, hw, keys)) is not None:
-            raise ConfigError(scenario.path or scenario.name, f"{where}.speculative_eagle_topk",
+            raise ConfigError(scenario_file(scenario, scenario.name), f"{where}.speculative_eagle_topk",
                               srv.speculative_eagle_topk, why)
 
 
@@ -683,7 +691,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     algo = server.speculative_algorithm
     if algo.enabled and not algo.is_block and not given.intersection(CHAIN_PARAM_KEYS):
         arch = hw.architecture
-        why = (f"SGLang's choice for {arch or 'a model of unknown architecture'} when no chain setting is given "
+        why = (f"SGLang's choice for {auto_speculative_basis(algo.value, arch)} when no chain setting is given "
                "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")
         for key, value in zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, arch), strict=True):
             put(key, value, why)
@@ -701,11 +709,33 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                             f"sglang {DEFAULT_PRESET} on gfx95 ({hw.gpu}): SGLANG_EXACT_CHUNK_FILL is on by default "
                             "(managers/schedule_policy.py _use_exact_chunk_fill)"))
     resolved = server.model_copy(update=vals)
+    if resolved.disaggregation is not None:
+        resolved = _role_page_snaps(resolved, hw, given, out)   # before the pools, which count pages
     if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
         resolved = _role_pools(resolved, hw, given, out)
     if resolved.disaggregation is not None:
         resolved = _role_spec_defaults(resolved, hw, given, out)
     return resolved, out
+
+
+def _role_page_snaps(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
+    """``server`` with each disaggregated role's own ``page_size`` that its attention backend
+    cannot take changed to 64 (:func:`page_size_snap`, the colocated server's rule: each role
+    is its own SGLang server, whose attention hook runs arg_groups/overrides.py
+    ``_mla_backend_page_constraints``). A role that states no page size has the section's,
+    already checked. Each change is appended to ``out``."""
+    layout = server.disaggregation
+    roles: dict[str, Any] = {}
+    for role in ("prefill", "decode"):
+        cfg = getattr(layout, role)
+        if "page_size" not in cfg.server:
+            continue
+        snap = page_size_snap(server.role_server(role), hw, given | set(cfg.server))
+        if snap is None:
+            continue
+        roles[role] = cfg.model_copy(update={"server": {**cfg.server, "page_size": snap[0]}})
+        out.append(Resolved(f"disaggregation.{role}.server.page_size", snap[0], f"on the {role} server: {snap[1]}"))
+    return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
 def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
@@ -737,7 +767,7 @@ def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: 
                 and not any(k in cfg.server for k in CHAIN_PARAM_KEYS)):   # the section's chain settings not carried
             chosen.update(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, hw.architecture), strict=True))
             why.update(dict.fromkeys(CHAIN_PARAM_KEYS, (
-                f"SGLang's choice for {hw.architecture or 'a model of unknown architecture'} on the {role} server "
+                f"SGLang's choice for {auto_speculative_basis(algo.value, hw.architecture)} on the {role} server "
                 "(arg_groups/speculative_hook.py _auto_choose_speculative_params)")))
         if ("max_running_requests" not in given and "max_running_requests" not in cfg.server
                 and hw.architecture not in MODEL_MAX_RUNNING_REQUESTS
@@ -836,7 +866,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
         from specsched.sim.errors import ConfigError
 
-        raise ConfigError(scenario.path or scenario.name, "server.disaggregation", "{...}",
+        raise ConfigError(scenario_file(scenario, scenario.name), "server.disaggregation", "{...}",
                           f"not modelled for a hybrid sliding-window model (profile {scenario.profile}: "
                           f"hardware.sliding_window {hw.sliding_window}, SGLang's SWA KV pool): the decode side's "
                           "SWA-tail prealloc is not modelled")
@@ -849,7 +879,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     try:
         server = ServerArgs.model_validate(dumped)
     except ValidationError as e:
-        raise validation_error(scenario.path or scenario.name, e, dumped) from None
+        raise validation_error(scenario_file(scenario, scenario.name), e, dumped) from None
     out = scenario.model_copy(update={"server": server})
     out._resolved_defaults = filled
     out._server_given = frozenset(given)
@@ -895,7 +925,7 @@ def check_launch_tp(scenario: Scenario) -> None:
         srv = scenario.server.role_server(role) if role else scenario.server
         ranks = srv.dp_size if srv.enable_dp_attention else 1
         if (why := tp_size_refusal(value, tp, ranks)) is not None:
-            raise ConfigError(scenario.path or "<scenario>", key, value, why)
+            raise ConfigError(scenario_file(scenario), key, value, why)
 
 
 def format_resolved(changed: list[Resolved]) -> str:

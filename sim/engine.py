@@ -36,7 +36,7 @@ import numpy as np
 import simpy
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
-from specsched.sim.config import Scenario, ServerArgs, SyncMode
+from specsched.sim.config import Scenario, ServerArgs, SyncMode, scenario_file
 from specsched.sim.cost_model import CostModel
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
@@ -191,7 +191,7 @@ class SimEngine(Clients, EngineStretch):
         except ValueError as e:
             field, value = (("host.launch_reference_work_s", h.launch_reference_work_s) if "launch" in str(e)
                             else ("host.reference_work_s", h.reference_work_s))
-            raise ConfigError(self.scenario.path or "<scenario>", field, value,
+            raise ConfigError(scenario_file(self.scenario), field, value,
                               f"{e} (profile {profile.path or profile.name})") from None
 
     def _init_host(self, server: ServerArgs, device: DeviceTokens, fast_forward: bool) -> None:

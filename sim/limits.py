@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from specsched.sim.bundled import scenario_data_path
-from specsched.sim.config import LengthDist, Scenario
+from specsched.sim.config import LengthDist, Scenario, scenario_file
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import served_context_len
 from specsched.sim.kv_ledger import last_top_up_target
@@ -152,7 +152,7 @@ def check_size(scenario: Scenario, max_requests: int | None = None, at_once: int
         # turn counts drawn per conversation: at most num_conversations x the largest draw
         key = "workload.multi_turn.num_turns"
         n = mt.num_conversations * _max_len(mt.num_turns, scenario.path, key)
-    file = scenario.path or "<scenario>"
+    file = scenario_file(scenario)
     shown: object = n if key == "workload.num_requests" else f"up to {n} requests"
     w = scenario.workload
     if n is None and w.kind == "trace" and w.trace is not None:
@@ -228,7 +228,7 @@ def check_fits(scenario: Scenario) -> None:
                 specs = make_requests(w, scenario.seed, scenario.path or None)
             served_requests(scenario, specs, hw)   # the turns as the server cuts them
         return
-    file = scenario.path or "<scenario>"
+    file = scenario_file(scenario)
     i, o = _largest_request(scenario)
     # its output as SGLang cuts it (served_requests runs the cut); as asked where the cut leaves none
     o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0])
@@ -278,7 +278,7 @@ def check_pool(scenario: Scenario) -> None:
     i, o = _largest_request(scenario)
     # the output as SGLang cuts it (served_requests), as check_fits checks it
     o = int(trace_output_cut(scenario, np.array([i]), np.array([o]), scenario_hardware(scenario))[0])
-    _check_pool(scenario.path or "<scenario>", scenario.server, "server", i, o, w.ignore_eos)
+    _check_pool(scenario_file(scenario), scenario.server, "server", i, o, w.ignore_eos)
 
 
 def _servers(srv) -> list[tuple[str, object, bool]]:
@@ -815,7 +815,7 @@ def check_turn_rows(scenario: Scenario, specs: list, seed: int | None = None) ->
     if found is not None:
         k, e, others = found
         s = specs[k]
-        raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
+        raise ConfigError(scenario_file(scenario), "workload.multi_turn", s.input_len,
                           f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed "
                           f"{scenario.seed if seed is None else seed}{f'; {others} more turns like it' if others else ''}) "
                           f"{'resends its history as' if s.turn else 'sends'} a prompt of {s.input_len} tokens with {s.output_len} output: "
@@ -1044,7 +1044,7 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
         key, value = (("server.cuda_graph_max_bs", srv.cuda_graph_max_bs) if graph_mib > act * 1.5 else
                       ("server.chunked_prefill_size", srv.chunked_prefill_size) if srv.chunked_prefill_size > 0
                       else ("server.max_prefill_tokens", srv.max_prefill_tokens))
-        raise ConfigError(scenario.path or "<scenario>", key, value,
+        raise ConfigError(scenario_file(scenario), key, value,
                           f"SGLang reserves activation and graph memory from chunked_prefill_size ({act} tokens x "
                           f"1.5 MiB) and cuda_graph_max_bs ({srv.cuda_graph_max_bs} x {per_bs:g} MiB) before the KV pool: "
                           f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
@@ -1054,7 +1054,7 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
         weights = loaded_weight_bytes(hw, spec)
         if srv.mem_fraction_static is not None:
             need = weights / (((hw.memory_mib or 0) - hw.context_mib) * 2**20)
-            raise ConfigError(scenario.path or "<scenario>", "server.mem_fraction_static", srv.mem_fraction_static,
+            raise ConfigError(scenario_file(scenario), "server.mem_fraction_static", srv.mem_fraction_static,
                               f"leaves no KV pool beside {_gib(weights)} of weights per rank on one "
                               f"{hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}): must be above "
                               f"{need:.3f}; SGLang stops at start ('Not enough memory')")
@@ -1096,7 +1096,7 @@ def _check_dp_divides_tp(scenario: Scenario) -> None:
     for where, size in dp:
         if tp % size:
             ok = [d for d in range(1, tp + 1) if tp % d == 0]
-            raise ConfigError(scenario.path or "<scenario>", f"{where}.dp_size", size,
+            raise ConfigError(scenario_file(scenario), f"{where}.dp_size", size,
                               f"must divide the TP size {tp} of the {kind} profile {scenario.profile} "
                               f"(allowed: {', '.join(map(str, ok))}): SGLang asserts tp_size % dp_size == 0 "
                               "with DP attention, whose ranks share the TP group's GPUs")
@@ -1158,7 +1158,7 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
     ctx, source = context_length(scenario, hw)
     if ctx is None:
         return
-    file = scenario.path or "<scenario>"
+    file = scenario_file(scenario)
     if i > longest_prompt(ctx):
         raise ConfigError(file, "workload.input_len", i, _prompt_limit_text(ctx, source))
     if i + o > ctx:
@@ -1197,7 +1197,7 @@ def check_turn_context(scenario: Scenario, specs: list, hw: Hardware | None, see
         if s.input_len > longest_prompt(ctx) or s.input_len + o > ctx:
             what = ("a prompt of" if s.input_len > longest_prompt(ctx)
                     else f"{o} output tokens after a prompt of")
-            raise ConfigError(scenario.path or "<scenario>", "workload.multi_turn", s.input_len,
+            raise ConfigError(scenario_file(scenario), "workload.multi_turn", s.input_len,
                               f"turn {s.turn + 1} of a conversation (request {s.index + 1}, seed {scenario.seed if seed is None else seed}) "
                               f"reaches {what} {s.input_len} tokens; the model's context length {ctx} "
                               f"({source}; a prompt at most {longest_prompt(ctx)}): SGLang rejects the turn; fewer turns "

@@ -82,6 +82,16 @@ def auto_speculative_params(algorithm: str, architecture: str | None) -> tuple[i
     return (5, 4, 8) if architecture in AUTO_SPEC_WIDE_ARCHS else (3, 1, 4)
 
 
+def auto_speculative_basis(algorithm: str, architecture: str | None) -> str:
+    """What :func:`auto_speculative_params`'s choice depends on, for the note that prints it:
+    STANDALONE's (3, 1, 4) is the same for every model (sglang 0.5.23
+    arg_groups/speculative_hook.py ``_auto_choose_speculative_params`` returns it before it
+    reads the architecture); the others follow the target's ``architectures[0]``."""
+    if str(algorithm).lower() == "standalone":
+        return "STANDALONE, whatever the model"
+    return architecture or "a model of unknown architecture"
+
+
 class SpecAlgorithm(StrEnum):
     """Speculative decoding, SGLang's ``--speculative-algorithm`` names in any case.
 

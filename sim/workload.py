@@ -23,7 +23,7 @@ import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim import seed_streams
 from specsched.sim.bundled import scenario_data_path
-from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
+from specsched.sim.config import LengthDist, Scenario, WorkloadConfig, scenario_file
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import is_input_file, read_input
 from specsched.sim.request import Req
@@ -322,7 +322,7 @@ class Clients:
     def __init__(self, scenario: Scenario, specs: list[RequestSpec], seed: int) -> None:
         w = scenario.workload
         if w.kind == "multi_turn":
-            raise ConfigError(scenario.path or scenario.name, "workload.kind", w.kind,
+            raise ConfigError(scenario_file(scenario, scenario.name), "workload.kind", w.kind,
                               "the runtime's clients send single requests (multi_turn is simulated only); "
                               "allowed here: burst, closed_loop, poisson, trace")
         self.kind = w.kind

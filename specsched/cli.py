@@ -220,11 +220,13 @@ def _run_command(args: argparse.Namespace) -> int:
         parse_overrides,
         unread_in_file,
         unread_overrides,
+        window_reset_warnings,
     )
 
     given = parse_overrides(args.set) if args.set else {}
     # before --seed: with_value validates a full dump, after which every key reads as set in the file
-    notes = [*unread_overrides(scenario, given), *unread_in_file(scenario, given), *fixed_uniform_notes(scenario)]
+    notes = [*window_reset_warnings(scenario), *unread_overrides(scenario, given), *unread_in_file(scenario, given),
+             *fixed_uniform_notes(scenario)]
     from specsched.sim.sglang_launch_args import accepted_note, left_out_note
 
     for note in (accepted_note(scenario._launch_args_values), left_out_note(scenario._launch_args_left_out)):

@@ -369,3 +369,30 @@ def test_a_refusal_a_set_value_causes_at_hardware_resolution_says_with_overrides
     with pytest.raises(ConfigError) as e:
         load_scenario_with_overrides(path, "base", tree)
     assert e.value.file == f"{path} (with overrides)" and e.value.key == "server.speculative_eagle_topk"
+
+
+def test_a_run_time_refusal_of_a_set_value_says_with_overrides(tmp_path):
+    """The checks made when the run starts (sim/limits.py check_fits: a DP-attention rank count
+    that does not divide the profile's TP group, SGLang's tp_size % dp_size assert) named the
+    scenario file alone when ``--set profile=`` caused it, as if the file's values could not run;
+    they name it "(with overrides)" as the load-time refusals do. Without overrides, the file."""
+    from specsched.sim.analytic.cli import write_analytic_profile
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.limits import check_fits
+
+    for tp in (1, 2):
+        write_analytic_profile(build_profile(load_model("llama-3.1-8b"), load_gpu("H200"), tp), tmp_path / f"p{tp}.yaml")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nprofile: p2.yaml\nserver: {dp_size: 2, enable_dp_attention: true}\n"
+                    "workload: {kind: burst, num_requests: 2, input_len: {kind: fixed, value: 16}, "
+                    "output_len: {kind: fixed, value: 4}}\n")
+    check_fits(load_scenario_with_overrides(path, "base"))
+    with pytest.raises(ConfigError) as e:
+        check_fits(load_scenario_with_overrides(path, "base", {"profile": "p1.yaml"}))
+    assert e.value.file == f"{path} (with overrides)" and e.value.key == "server.dp_size"
+    path.write_text(path.read_text().replace("p2.yaml", "p1.yaml"))
+    with pytest.raises(ConfigError) as e:
+        check_fits(load_scenario_with_overrides(path, "base"))
+    assert e.value.file == str(path)

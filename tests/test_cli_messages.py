@@ -337,3 +337,25 @@ def test_validate_measuring_here_refuses_the_flags_of_measured(tmp_path, monkeyp
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"specsched: error: <command line>: {flag} = ") and "only with --measured" in err, err
     assert len(err.splitlines()) == 1
+
+
+def test_a_chain_window_the_file_writes_and_sglang_resets_is_warned(capsys, tmp_path):
+    """A file whose chain drafter (speculative_eagle_topk 1, speculative_num_steps 3) writes
+    speculative_num_draft_tokens 32 runs at window 4, as SGLang 0.5.23 _handle_eagle_family
+    resets it to num_steps + 1; the run said nothing (only a --set window got its note). One
+    warning names the file, the key, the value written, the one run and why; a window that is
+    already steps + 1, or one given with --set (its own note), gets none."""
+    src = (ROOT / "scenarios" / "public" / "eagle3-l8-h100-b1.yaml").read_text()
+    chain = "speculative_num_steps: 3, speculative_eagle_topk: 1, speculative_num_draft_tokens: 4}"
+    assert chain in src
+    path = tmp_path / "wide.yaml"
+    path.write_text(src.replace(chain, chain.replace("tokens: 4}", "tokens: 32}")))
+    small = ["--set", "workload.num_requests=2", "--out", str(tmp_path / "o")]
+    assert main(["run", str(path), "--arm", "eagle3_chain", *small, "-q"]) == 0
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if "speculative_num_draft_tokens 32" in x]
+    assert line.startswith(f"warning: {path}: server.speculative_num_draft_tokens 32 runs as 4: ")
+    assert "speculative_num_steps + 1 = 4" in line and "_handle_eagle_family" in line
+    window = ["--set", "server.speculative_num_draft_tokens=32"]
+    assert main(["run", str(path), "--arm", "eagle3_chain", *small[:2], *window, "--out", str(tmp_path / "o2"), "-q"]) == 0
+    assert "runs as 4" not in capsys.readouterr().err

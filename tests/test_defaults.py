@@ -164,6 +164,18 @@ def test_a_chain_drafter_given_no_setting_gets_sglangs_own_choice(tmp_path, mode
     assert (filled["speculative_num_steps"], filled["speculative_eagle_topk"]) == want[:2]
 
 
+def test_standalones_automatic_choice_is_not_said_to_follow_the_model(tmp_path):
+    """STANDALONE gets (3, 1, 4) whatever the model (sglang 0.5.23 arg_groups/speculative_hook.py
+    _auto_choose_speculative_params returns it before reading the architecture); its note said
+    "SGLang's choice for LlamaForCausalLM", as if a Llama target chose it. EAGLE on Llama does
+    follow the model (5, 4, 8) and says so."""
+    alone = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: standalone"))
+    why = {r.key: r.why for r in alone._resolved_defaults}["speculative_num_steps"]
+    assert "LlamaForCausalLM" not in why and "STANDALONE, whatever the model" in why
+    eagle = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1, "speculative_algorithm: eagle"))
+    assert "LlamaForCausalLM" in {r.key: r.why for r in eagle._resolved_defaults}["speculative_num_steps"]
+
+
 def test_a_given_chain_setting_is_kept_and_no_hardware_gets_the_fallback(tmp_path):
     """Any one of the three given: nothing is chosen for the others here (the window's own
     rules apply); a profile with no hardware block: SGLang's fallback 3/1/4."""
@@ -574,3 +586,25 @@ def test_a_block_drafters_topk_is_reset_to_one_and_said():
     chain = ServerArgs(speculative_algorithm="eagle", speculative_num_steps=3, speculative_eagle_topk=4,
                        speculative_num_draft_tokens=8)
     assert block_drafter_resets(chain, set(chain.model_fields_set)) == (chain, [])
+
+
+@pytest.mark.parametrize("model, gpu, tp, page, want", [
+    ("deepseek-v3", "B200", 8, 16, 64),     # trtllm_mla takes 32 or 64
+    ("deepseek-v3", "B200", 8, 32, 32),
+    ("llama-3.1-8b", "B200", 1, 8, 64),     # trtllm_mha takes 16, 32, 64, 128
+    ("deepseek-v3", "H200", 8, 16, 16),     # fa3
+])
+def test_a_disaggregated_roles_page_size_the_backend_cannot_take_becomes_64(tmp_path, model, gpu, tp, page, want):
+    # each role is its own SGLang server, whose attention hook changes a page size trtllm_mla or
+    # trtllm_mha cannot take to 64 as a colocated server's (arg_groups/overrides.py
+    # _mla_backend_page_constraints); a decode role's page_size 16 on B200 ran at 16
+    from specsched.sim.defaults import apply_hardware_defaults
+
+    path = _scenario(tmp_path, model, gpu, tp, "disaggregation: {prefill: {instances: 1}, "
+                     f"decode: {{instances: 1, server: {{page_size: {page}}}}}}}")
+    sc = load_scenario(path)
+    assert sc.server.role_server("decode").page_size == want
+    assert sc.server.role_server("decode").max_total_num_tokens % want == 0
+    filled = {r.key: r for r in apply_hardware_defaults(load_scenario(path, resolve_defaults=False))[1]}
+    snapped = filled.get("disaggregation.decode.server.page_size")
+    assert (snapped is not None and "changes page_size" in snapped.why) == (want != page)
