@@ -318,8 +318,29 @@ def predict_seed(case: FitCase, profile: Any, k: int) -> dict[str, Any]:
     from specsched.sim.bench_serving import client_record, details_itl_per_chunk, itl_per_chunk
     from specsched.sim.engine import run_scenario
 
-    return client_record(run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile),
-                         itl_per_chunk(case.run), details_itl_per_chunk(case.run))
+    run = run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile, warn=False)
+    _keep_range_notes(run.extra["range_notes"])
+    return client_record(run, itl_per_chunk(case.run), details_itl_per_chunk(case.run))
+
+
+_RANGE_NOTES: list[Any] = []
+"""Where this process's simulations left their profile's grids (sim/grid_range.py notes),
+merged: a fit simulates every case at every evaluation, and each simulation's range warning
+written as it ended said the same line once a simulation. The command writes them once
+(:func:`take_range_notes`)."""
+
+
+def _keep_range_notes(notes: Sequence[Any]) -> None:
+    from specsched.sim.grid_range import merged
+
+    _RANGE_NOTES[:] = merged([*_RANGE_NOTES, *notes])
+
+
+def take_range_notes() -> list[Any]:
+    """The range notes the simulations of this process (and of its fit's worker processes,
+    handed back with their records) kept since the last call, merged; the store is emptied."""
+    notes, _RANGE_NOTES[:] = list(_RANGE_NOTES), []
+    return notes
 
 
 def predict_seeds(case: FitCase, profile: Any, seeds: int) -> list[dict[str, Any]]:
@@ -793,15 +814,17 @@ def _worker_signal(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signal.Signals(signum).name)
 
 
-def _worker_run(task: tuple[int, int, tuple[float, ...]]) -> dict[str, Any]:
-    """One seed of one case under the profile scaled by ``factors`` (:func:`predict_seed`)."""
+def _worker_run(task: tuple[int, int, tuple[float, ...]]) -> tuple[dict[str, Any], list[Any]]:
+    """One seed of one case under the profile scaled by ``factors`` (:func:`predict_seed`),
+    with the range notes the worker kept since its last task (:func:`take_range_notes`), for
+    the parent to write once."""
     i, k, factors = task
     _WORKER["busy"] = True
     try:
         if _WORKER["factors"] != factors:
             _WORKER["scaled"] = scale_profile(_WORKER["profile"], dict(zip(_WORKER["params"], factors, strict=True)))
             _WORKER["factors"] = factors
-        return predict_seed(_WORKER["cases"][i], _WORKER["scaled"], k)
+        return predict_seed(_WORKER["cases"][i], _WORKER["scaled"], k), take_range_notes()
     finally:
         _WORKER["busy"] = False
 
@@ -832,11 +855,13 @@ def _simulator(cases: list[FitCase], profile: Any, params: Sequence[str], jobs: 
         def simulate(factors: tuple[float, ...], prof: Any, counts: Sequence[int]) -> list[list[dict[str, Any]]]:
             futures = [pool.submit(_worker_run, (i, k, factors)) for i, n in enumerate(counts) for k in range(n)]
             try:
-                recs = iter([f.result() for f in futures])
+                done = [f.result() for f in futures]
             except KeyboardInterrupt:   # stopped: the evaluation's queued simulations are not waited for
                 for f in futures:
                     f.cancel()
                 raise
+            _keep_range_notes([n for _, notes in done for n in notes])
+            recs = iter(rec for rec, _ in done)
             return [[next(recs) for _ in range(n)] for n in counts]
 
         yield simulate
@@ -1438,6 +1463,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     above = file_above(args.out)
     if above is not None:
         raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the fitted profile")
+    take_range_notes()   # this command's simulations' only
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
@@ -1526,6 +1552,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                          max_evals=args.max_evals, progress=progress, prior_sd=prior, jobs=args.jobs,
                          noise=metric_noise(cases, metrics) if prior else None)
         print(format_fit_table(fit_table(cases, result, metrics), terminal_width()))
+    from specsched.sim.grid_range import write_warnings
+
+    write_warnings(take_range_notes())   # once for the command, at the largest value any simulation reached
     se = result.factor_se_pct()
     if result.prior_sd:
         print(result.weighting())

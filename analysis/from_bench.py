@@ -1043,18 +1043,32 @@ def _vision_note(run: BenchRun, notes: list[str]) -> None:
 
 def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
                      drafts: tuple[int, list[float] | None] | None = None,
-                     state_with: str = "--template") -> dict[str, Any]:
+                     state_with: str = "--template", window: Any = None) -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
     but not with which drafter and window: :data:`ASSUMED_DRAFTER` (with the chain drafter
     ``named`` by server_info instead of eagle, if the model has it), its chain lengthened when
     the line's accept length would not fit its window. A profile that prices no chain draft
     step (``gpu.draft_step``) gets its block drafter (dspark) at the profile's verify window
-    instead, so the scenario runs. Says so in ``notes``."""
+    instead, so the scenario runs. Says so in ``notes``.
+
+    ``window``: server_info's ``speculative_num_draft_tokens`` for a drafter the model lacks
+    (SGLang's NGRAM): the tokens each request verified a step (NGRAM's draft tree,
+    srt/speculative/ngram_worker.py ``draft_token_num``; 12 when the launch names none,
+    arg_groups/speculative_hook.py ``_handle_ngram``). The stand-in verifies that window, so
+    the verify forwards are the server's; its draft is the stand-in's own (an NGRAM lookup runs
+    on the host, with no draft forward), which the note says."""
     d = dict(ASSUMED_DRAFTER)
     kind = str(named).lower() if named is not None else ""
     if kind in SpecAlgorithm.__members__ and SpecAlgorithm(kind).enabled and not SpecAlgorithm(kind).is_block:
         d["speculative_algorithm"] = kind
     why = "SGLang's default EAGLE parameters"
+    served = (window if drafts is None and isinstance(window, int) and not isinstance(window, bool)
+              and window >= 2 and kind not in SpecAlgorithm.__members__ else None)
+    if served is not None:
+        d.update(speculative_num_steps=served - 1, speculative_eagle_topk=1, speculative_num_draft_tokens=served)
+        why = (f"a chain at server_info's speculative_num_draft_tokens {served}, the tokens the server's {named} "
+               f"verified per request a step; the draft is priced as {d['speculative_algorithm']}'s, not {named}'s"
+               + (" (a host-side n-gram lookup, no draft forward)" if kind == "ngram" else ""))
     if drafts is not None:   # vllm bench serve: its draft length is in the line
         k = drafts[0]
         d.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
@@ -1066,9 +1080,13 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
         gpu = None   # the caller reports a bad profile; the assumption stands without it
     if gpu is not None and gpu.draft_step is None:
         d = {"speculative_algorithm": "dspark",
-             "speculative_num_draft_tokens": (drafts[0] + 1 if drafts else gpu.verify_window)
+             "speculative_num_draft_tokens": (drafts[0] + 1 if drafts else served or gpu.verify_window)
              or d["speculative_num_draft_tokens"]}
         why = f"profile {profile} prices no chain draft step, only its block drafter"
+        if served is not None:
+            why += (f"; window: server_info's speculative_num_draft_tokens {served}, the tokens the server's "
+                    f"{named} verified per request a step; the draft is priced as dspark's, not {named}'s"
+                    + (" (a host-side n-gram lookup, no draft forward)" if kind == "ngram" else ""))
     w = d["speculative_num_draft_tokens"]
     if drafts is None and acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
         d["speculative_num_draft_tokens"] = w = math.ceil(acc) + 1
@@ -1210,7 +1228,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     if acc is not None and not spec and not template:
         info = run.extra.get("server_info")
         named = info.get("speculative_algorithm") if isinstance(info, dict) else None
-        sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts, state_with))
+        window = info.get("speculative_num_draft_tokens") if isinstance(info, dict) else None
+        sc["server"].update(_assumed_drafter(acc, named, profile, notes, drafts, state_with, window))
         spec = True
     if acc is not None and spec and not template:
         # the window the server verified, as the model resolves it: a chain drafter's steps at

@@ -100,6 +100,11 @@ def _remove_stale_file_temps(parent: Path, name: str) -> None:
                 os.unlink(parent / e)
 
 
+def _naming(e: OSError, tmp: Path, p: Path) -> OSError:
+    """``e`` (raised about the temporary file ``tmp``) as the same error about ``p``."""
+    return type(e)(e.errno, e.strerror, str(p))
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Create or replace the file ``path`` atomically.
 
@@ -116,21 +121,30 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         ``path`` as a Path.
 
     Raises:
+        IsADirectoryError: ``path`` is a folder (checked before anything is written).
         OSError: the directory is not writable (nothing is left behind); whatever
-            ``write`` raises.
+            ``write`` raises. An error about the temporary file names ``path`` instead: the
+            user gave that name, not the temporary one.
     """
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
     p.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_file_temps(p.parent, p.name)
     tmp = p.with_name(f".{p.name}.{_token()}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError as e:
+        raise _naming(e, tmp, p) from None
     try:
         write(tmp)
         _fsync_path(tmp)
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and str(tmp) in (e.filename, e.filename2):
+            raise _naming(e, tmp, p) from None
         raise
     _fsync_path(p.parent, directory=True)
     return p

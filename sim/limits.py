@@ -619,23 +619,34 @@ def one_server_rejections(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
             for k, (p, d) in enumerate(zip(prefill, decode, strict=True)) if (p is None) != (d is None)]
 
 
+EMPTY_PROMPT = "input_ids cannot be empty."
+"""SGLang 0.5.23's error for a request whose prompt has no tokens (a trace row with 0 prompt
+tokens: public traces log failed requests so): managers/io_struct.py
+``GenerateReqInput._determine_batch_size``, run by ``normalize_batch_and_arguments`` at the
+top of tokenizer_manager.py ``generate_request``, raises it as a ValueError that
+entrypoints/http_server.py ``generate_request`` returns as the request's error, whatever
+``--allow-auto-truncate`` says: the request never reaches the scheduler."""
+
+
 def server_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -> list[str | None]:
     """One SGLang 0.5.23 server's rejections of requests (prompts ``ins``, asked outputs
     ``outs``, token arrays), the error text it returns or None, for a server with arguments
     ``srv`` and context length ``ctx`` (None: not known), in the order of its checks
-    (:func:`trace_aborts`): the tokenizer's (tokenizer_manager.py ``_validate_one_request``),
-    then the scheduler's (managers/utils.py ``validate_input_length`` against
-    :func:`max_req_input_len` of its pool). None for every row under ``allow_auto_truncate``
-    (the server truncates instead)."""
+    (:func:`trace_aborts`): an empty prompt's (:data:`EMPTY_PROMPT`, checked before the
+    others), the tokenizer's (tokenizer_manager.py ``_validate_one_request``), then the
+    scheduler's (managers/utils.py ``validate_input_length`` against
+    :func:`max_req_input_len` of its pool). Under ``allow_auto_truncate`` only the empty
+    prompts are rejected (the server truncates the others instead)."""
     n = len(ins)
+    empty = [EMPTY_PROMPT if k == 0 else None for k in np.asarray(ins).tolist()]
     if srv.allow_auto_truncate or n == 0:
-        return [None] * n
+        return empty
     limit = max_req_input_len(srv.max_total_num_tokens, ctx)
     over_ctx = np.zeros(n, bool) if ctx is None else ins >= ctx
     total_ctx = np.zeros(n, bool) if ctx is None else ins + outs > ctx
     long_in = ins >= limit
-    out: list[str | None] = [None] * n
-    for k in np.flatnonzero(over_ctx | total_ctx | long_in).tolist():
+    out: list[str | None] = empty
+    for k in np.flatnonzero((over_ctx | total_ctx | long_in) & (ins > 0)).tolist():
         i, o = int(ins[k]), int(outs[k])
         if over_ctx[k]:
             out[k] = f"The input ({i} tokens) is longer than the model's context length ({ctx} tokens)."

@@ -51,6 +51,7 @@ from specsched.sim.input_files import (
     open_text,
     unreadable,
 )
+from specsched.sim.limits import EMPTY_PROMPT
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
@@ -72,7 +73,8 @@ became garbage, silently."""
 @dataclass(frozen=True)
 class Trace:
     """A loaded trace: ``arrival_s`` (seconds from the first request, non-decreasing),
-    ``input_len`` and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,);
+    ``input_len`` (tokens, >= 0: an empty prompt is one the server rejects, sim/limits.py
+    ``server_rejections``) and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,);
     ``lines``: each request's 1-based line in the file (int64 (n,); None for a Trace built
     by hand), so that a row the server can never run is named by its line (sim/limits.py).
     With block ids (Mooncake's ``hash_ids``): ``hash_ids`` (int64 (m,), every request's ids
@@ -128,8 +130,8 @@ TRACE_FILE = "a request trace (CSV or JSONL)"
 
 
 class _Checker:
-    """Validates rows block by block (times finite, >= 0, non-decreasing; lengths integer,
-    input >= 1, output >= 0) and collects them."""
+    """Validates rows block by block (times finite, >= 0, non-decreasing; lengths integer
+    >= 0) and collects them."""
 
     def __init__(self, where: str, cols: tuple[str, str, str], ordered: bool = True) -> None:
         self.where, self.cols, self.ordered = where, cols, ordered
@@ -199,7 +201,7 @@ class _Checker:
             before = shown[k - 1] if k > 0 else self.last_raw
             self._fail(int(lines[k]), ts, shown[k], f"timestamps must not decrease (previous row: {before}); "
                        "workload.trace.sort: true replays the rows in time order")
-        for name, v, lo in ((ic, ins, 1), (oc, outs, 0)):
+        for name, v, lo in ((ic, ins, 0), (oc, outs, 0)):
             bad = ~np.isfinite(v) | (v < lo) | (v != np.floor(v)) | (v >= MAX_TOKENS)
             if bad.any():
                 k = int(np.argmax(bad))
@@ -557,12 +559,13 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
 
     Returns:
         A :class:`Trace` (arrivals scaled by ``cfg.time_scale``; an output length of 0 is
-        sent as 1: the server streams at least one token).
+        sent as 1: the server streams at least one token; a prompt of 0 tokens is kept, and
+        the run fails it as SGLang does: sim/limits.py ``server_rejections``).
 
     Raises:
         ConfigError: file missing or empty; a missing column; a row whose timestamp is not a
             number/date, negative or earlier than the previous row's; a length that is not an
-            integer (input >= 1, output >= 0); a JSONL line that is not a JSON object.
+            integer >= 0; a JSONL line that is not a JSON object.
     """
     p = scenario_data_path(cfg.path, scenario_path)
     where = str(scenario_path or "<scenario>")
@@ -624,12 +627,18 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         _warn(key, f"warning: {p}: the rows have Mooncake's hash_ids, but the trace is read with layout custom: "
               "timestamps in s (Mooncake writes ms) and no shared prefixes; say layout: mooncake "
               "(or time_unit and columns.hash_ids)")
-    zeros = int(np.count_nonzero(outs == 0))
+    zeros = int(np.count_nonzero((outs == 0) & (ins > 0)))   # an empty prompt's row is rejected whole
     if zeros:
         # said once per read (a trace is read once per process): the lengths a run reports differ
         _warn(key, f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they run as "
               "1-token outputs (the server streams at least the first token)")
     np.maximum(outs, 1, out=outs)
+    empty = int(np.count_nonzero(ins == 0))
+    if empty:
+        # public traces log failed requests with 0 tokens; SGLang refuses an empty prompt
+        _warn(key, f"warning: {p}: {empty} of {chk.n} requests have 0 prompt tokens ({columns.input_len}); "
+              f"SGLang rejects an empty prompt ({EMPTY_PROMPT!r}): they run as failed requests, as "
+              "bench_serving counts them")
     if limit is not None and chk.n < limit:
         # bench_serving replays the rows there are; the run's request count says it, this says why
         _warn(key, f"warning: {p}: workload.num_requests asks for {limit} requests; the trace has {chk.n} rows, "

@@ -282,7 +282,8 @@ def _run_command(args: argparse.Namespace) -> int:
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     if (n := result.summary.get("requests_aborted")):
-        print(f"warning: the server rejected {n} request(s) (prompt past max_req_input_len or the context length), "
+        print(f"warning: the server rejected {n} request(s) (an empty prompt, a prompt past max_req_input_len "
+              "or the context length), "
               "as SGLang 0.5.23 does; they count as failed, as bench_serving counts them (requests.error "
               "has SGLang's message)", file=sys.stderr)
     if (n := result.summary.get("requests_truncated")):

@@ -1089,3 +1089,15 @@ def test_a_server_log_that_times_no_decode_step_is_said_and_not_named_as_fitted(
     err = capsys.readouterr().err
     assert f"warning: {log}: no decode line times a pure decode step" in err
     assert "prefill.log" not in yaml.safe_load((tmp_path / "fitted.yaml").read_text())["provenance"]["calibrate.from"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_calibrate_says_each_range_warning_once_for_the_command(tmp_path, capsys, monkeypatch, jobs):
+    """Every simulation of every evaluation wrote its own range warnings: the same
+    ``verify context ... beyond the profile's grid`` line six times in a 3-evaluation fit."""
+    monkeypatch.chdir(tmp_path)
+    f = str(ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl")
+    assert main(["calibrate", "--from", f, "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "3", "--jobs", jobs, "--out", "f.yaml"]) == 0
+    grid = [e for e in capsys.readouterr().err.splitlines() if "the profile's grid" in e]
+    assert len(grid) == 1 and "verify context" in grid[0], grid

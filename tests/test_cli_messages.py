@@ -359,3 +359,25 @@ def test_a_chain_window_the_file_writes_and_sglang_resets_is_warned(capsys, tmp_
     window = ["--set", "server.speculative_num_draft_tokens=32"]
     assert main(["run", str(path), "--arm", "eagle3_chain", *small[:2], *window, "--out", str(tmp_path / "o2"), "-q"]) == 0
     assert "runs as 4" not in capsys.readouterr().err
+
+
+def test_a_folder_where_a_histogram_goes_is_named_as_the_user_wrote_it(tmp_path, capsys):
+    """A folder in the way of a length histogram was reported under the temporary file the
+    write renames from (``.s-input-lengths.csv.PID.tmp``), a name the user never gave."""
+    (tmp_path / "s-input-lengths.csv").mkdir()
+    bench = ROOT / "tests/data/bench/sglang-0.5.23-details.jsonl"
+    rc = main(["scenario", "from-bench", str(bench), "--profile", "h200-llama8b-roofline", "--lengths", "details",
+               "--out", str(tmp_path / "s.yaml")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == f"specsched: error: cannot write {tmp_path / 's-input-lengths.csv'}: Is a directory", err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s-input-lengths.csv"]   # nothing half-written
+
+
+def test_an_atomic_write_over_a_folder_names_the_destination(tmp_path):
+    from specsched.sim.atomic import atomic_write_text
+
+    (tmp_path / "x.csv").mkdir()
+    with pytest.raises(IsADirectoryError) as e:
+        atomic_write_text(tmp_path / "x.csv", "a\n")
+    assert e.value.filename == str(tmp_path / "x.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv"]

@@ -906,6 +906,26 @@ def test_a_line_naming_a_drafter_the_model_lacks_says_what_it_named():
     assert sc["server"]["speculative_algorithm"] == "eagle"
 
 
+
+@pytest.mark.parametrize("profile,algo", [("h100-llama-3.1-8b-eagle3-analytic", "eagle"), ("h200-1b", "dspark")])
+def test_an_unmodelled_drafters_window_from_server_info_is_the_assumed_window(profile, algo):
+    """An NGRAM line's server_info says the window its server verified
+    (speculative_num_draft_tokens 8: the tokens of its draft tree each request verifies a step,
+    srt/speculative/ngram_worker.py); the stand-in drafter was given SGLang's default EAGLE
+    window 4 (or the profile's block window) beside it. It now verifies the server's window,
+    and the assumption says that the draft is the stand-in's, not NGRAM's."""
+    info = {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 8}
+    run = parse_run({**LINE, "server_info": info, "accept_length": 2.9}, "f:1")
+    sc, _ = scenario_from_bench(run, profile)
+    srv = sc["server"]
+    assert srv["speculative_algorithm"] == algo and srv["speculative_num_draft_tokens"] == 8, srv
+    if algo == "eagle":
+        assert srv["speculative_num_steps"] == 7 and srv["speculative_eagle_topk"] == 1, srv
+    (note,) = [n for n in sc["assumptions"] if "decoded speculatively" in n]
+    assert "speculative_num_draft_tokens 8" in note and "server_info" in note and "NGRAM" in note, note
+    assert "no draft forward" in note, note
+    Scenario.model_validate({k: v for k, v in sc.items() if k != "assumptions"} | {"profile": profile})
+
 def test_trace_rate_line_with_send_times_is_replayed(tmp_path, monkeypatch):
     """A line that says ``request_rate: "trace"`` and holds its send times (``start_times``: a
     trace replay that specsched's ``run`` or the runtime's ``measure`` wrote as bench_serving)

@@ -82,7 +82,7 @@ def test_max_concurrency_holds_a_trace_back(tmp_path):
     ("timestamp,input_length,output_length\n5,10,5\n4,10,5\n", ".csv", 3, "timestamp"),
     ("timestamp,input_length\n0,10\n", ".csv", 1, "output_length"),
     ("timestamp,input_length,output_length\n0,10,5\n1,ten,5\n", ".csv", 3, "input_length"),
-    ("timestamp,input_length,output_length\n0,0,5\n", ".csv", 2, "input_length"),
+    ("timestamp,input_length,output_length\n0,-3,5\n", ".csv", 2, "input_length"),
     ('{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_length": 5}\n', ".jsonl", 2, "output_length"),
     ('{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_le', ".jsonl", 2, "<line>"),
     ('{"timestamp": 9, "input_length": 5, "output_length": 2}\n{"timestamp": 3, "input_length": 5, "output_length": 2}\n', ".jsonl", 2, "timestamp"),
