@@ -954,8 +954,11 @@ def _top_up_past_pool(srv, ins, outs):
 
 def _lone_outputs(srv) -> int:
     """Outputs past which :func:`lone_swa_top_up` asks no more: the held SWA span repeats
-    within a window, an eviction interval and a few pages of passes."""
-    return ((srv.sliding_window_size or 0) + srv.swa_eviction_interval + 4 * srv.page_size + 3) * srv.spec_window
+    within a window and a few pages of tokens plus an eviction interval of passes (the
+    interval counts tokens, or passes under the forward cadence; a pass commits
+    ``spec_window`` tokens)."""
+    k = srv.spec_window
+    return (srv.sliding_window_size or 0) + 4 * srv.page_size + k * (srv.swa_eviction_interval + 4)
 
 
 def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
@@ -1024,10 +1027,17 @@ def _swa_top_up_past_pool(srv, ins, outs):
     if isinstance(outs, np.ndarray):
         if not sum(lone_swa_top_up(srv, 1, 2)):   # the rule is off (the need is a page or more when on)
             return np.zeros(outs.shape, dtype=bool)
-        pairs, inverse = np.unique(np.stack([ins, np.minimum(outs, _lone_outputs(srv))], axis=1), axis=0,
-                                   return_inverse=True)
-        past = np.array([sum(lone_swa_top_up(srv, int(i), int(o))) > swa for i, o in pairs], dtype=bool)
-        return past[inverse.reshape(-1)]
+        bad = np.zeros(outs.shape, dtype=bool)
+        last, page = np.minimum(outs, _lone_outputs(srv)), srv.page_size
+        # the walk holds at most every page up to its last target (committed <= prompt +
+        # output walked) and the prompt's window lock: rows below that never reach the pool
+        most = -(-(ins + last + srv.spec_kv_reserve) // page) * page + ceil_page(srv.sliding_window_size or 0, page)
+        left = np.flatnonzero((most > swa) & (outs >= 2))
+        if len(left):
+            pairs, inverse = np.unique(np.stack([ins[left], last[left]], axis=1), axis=0, return_inverse=True)
+            past = np.array([sum(lone_swa_top_up(srv, int(i), int(o))) > swa for i, o in pairs], dtype=bool)
+            bad[left] = past[inverse.reshape(-1)]
+        return bad
     return sum(lone_swa_top_up(srv, ins, outs)) > swa
 
 
