@@ -2,7 +2,8 @@
 
 Each server of a deployment (:mod:`sim.disaggregation`) has its own GPU forward stream, but
 the decode servers write into the deployment's one :class:`~sim.records.Recorder` (the
-clients' requests, deliveries and ``steps.parquet``), where their forwards interleave. The
+clients' requests, deliveries and ``steps.parquet``; the tables group its rows by server,
+:meth:`~sim.records.Recorder.write_as`), where their forwards interleave in time. The
 colocated summary's step figures (:func:`sim.metrics._step_summary_from_totals`) assume one
 stream: read over interleaved rows, the busy time of N servers is summed (a "fraction" up
 to N) and the steady verify window breaks wherever another server's forward comes between
@@ -20,7 +21,12 @@ import numpy as np
 from specsched.sim.compact_records import StepTotals
 from specsched.sim.records import Recorder
 
-_OWN = frozenset({"_shared", "stream"})
+_OWN = frozenset({"_shared", "stream", "writer"})
+_ROW_WRITES = frozenset({"delivered", "deliver", "deliver_step", "deliver_run", "deliver_ones", "pass_state",
+                         "pass_run"})
+"""The :class:`~sim.records.Recorder` calls that append chunk or timeseries rows (the step
+rows' calls, :meth:`StreamRecorder.step` and :meth:`StreamRecorder.step_run`, say so
+themselves)."""
 
 
 class _TeeTotals:
@@ -52,13 +58,21 @@ class StreamRecorder:
 
     Args:
         shared: the recorder the server writes its rows to (the deployment's, or its own).
+        writer: this server's number in ``shared``'s tables, whose rows come grouped by
+            writer (:meth:`sim.records.Recorder.write_as`; a deployment's decode server i
+            is i + 1, 0 the deployment's own rows).
     """
 
-    def __init__(self, shared: Recorder) -> None:
+    def __init__(self, shared: Recorder, writer: int = 0) -> None:
         object.__setattr__(self, "_shared", shared)
         object.__setattr__(self, "stream", StepTotals())
+        object.__setattr__(self, "writer", writer)
 
     def __getattr__(self, name: str) -> Any:
+        if name in _ROW_WRITES:
+            # the rows this call appends are this server's (Recorder.write_as: the tables
+            # group a shared recorder's rows by server)
+            self._shared.write_as(self.writer)
         return getattr(self._shared, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -72,12 +86,14 @@ class StreamRecorder:
     def step(self, step: int, mode: str, part: str, batch_size: int, extend_tokens: int,
              start: float, end: float, blocked: float, accepted: int, decoding: int) -> None:
         """:meth:`Recorder.step`, also summed into :attr:`stream`."""
+        self._shared.write_as(self.writer)
         self._shared.step(step, mode, part, batch_size, extend_tokens, start, end, blocked, accepted, decoding)
         self.stream.add_one(mode, part, batch_size, start, end, blocked, accepted, decoding)
 
     def step_run(self, first_step: int, mode: str, bs: np.ndarray, start: np.ndarray, end: np.ndarray,
                  blocked: np.ndarray, accepted: np.ndarray, decoding: np.ndarray) -> None:
         """:meth:`Recorder.step_run`, also summed into :attr:`stream`."""
+        self._shared.write_as(self.writer)
         self._shared.step_run(first_step, mode, bs, start, end, blocked, accepted, decoding)
         self.stream.add(mode, "main", np.asarray(bs), np.asarray(start, float), np.asarray(end, float),
                         np.asarray(blocked, float), np.asarray(accepted), np.asarray(decoding))

@@ -77,7 +77,9 @@ class _Server(SimEngine):
         self.env = deploy.env
         # decode servers write the deployment's records, a prefill server its own steps; each
         # also sums its own stream's launches (sim/disagg_records.py)
-        self.rec = StreamRecorder(deploy.rec if role == "decode" else Recorder(deploy.rec.level))
+        # (a decode server's rows come grouped by server in the tables: Recorder.write_as)
+        self.rec = (StreamRecorder(deploy.rec, writer=index + 1) if role == "decode"
+                    else StreamRecorder(Recorder(deploy.rec.level)))
         self._finish_events = deploy._finish_events
         self.all_done = deploy.all_done
         self._finish_reacts = deploy._finish_reacts

@@ -43,13 +43,14 @@ from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario, scenario_file
 from specsched.sim.errors import ConfigError
 from specsched.sim.hardware import served_context_len
-from specsched.sim.kv_ledger import last_top_up_target
+from specsched.sim.kv_ledger import KVLedger, last_top_up_target
 from specsched.sim.prefill_adder import (
     CLIP_MAX_NEW_TOKENS,
     ceil_page,
     swa_never_admitted,
     swa_peak_tokens,
 )
+from specsched.sim.request import Req
 from specsched.sim.scheduler_disagg import prealloc_need
 
 if TYPE_CHECKING:
@@ -302,7 +303,8 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     :meth:`Scheduler.add_request` (page-rounded prompt + output clipped at
     CLIP_MAX_NEW_TOKENS + a page, and the window rule's in-flight verify slots
     (:func:`inflight_slots`), reach the pool; or the top-up rule's last top-up passes it,
-    :func:`_top_up_past_pool`),
+    :func:`_top_up_past_pool`, or its first top-up passes the SWA pool,
+    :func:`_swa_top_up_past_pool`),
     a prompt of ``pool - 6`` tokens or more (SGLang aborts it: :data:`INPUT_MARGIN`),
     ``_refuse_never_swa_admitted`` (sglang 0.5.23 mem_cache/prefill_budget.py
     ``SWAPrefillBudget.check_prefill`` never admits it), ``DecodeMemory._retract`` (prompt +
@@ -316,7 +318,7 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
     paged = -(-ins // page) * page
     new = np.minimum(outs, CLIP_MAX_NEW_TOKENS)
     bad = ((paged + page + ahead + new >= cap) | (ins + outs > cap) | (ins > longest_pool_prompt(srv))
-           | _top_up_past_pool(srv, ins, outs))
+           | _top_up_past_pool(srv, ins, outs) | _swa_top_up_past_pool(srv, ins, outs))
     if _ignore_eos_admits(srv, ignore_eos):
         bad |= _ignore_eos_never_admitted(srv, paged, outs)
     if decode:
@@ -961,6 +963,95 @@ def _top_up_past_pool(srv, ins, outs):
     return past & (outs >= 2)
 
 
+def _lone_outputs(srv) -> int:
+    """Outputs past which :func:`lone_swa_top_up` asks no more: the held SWA span repeats
+    within a window and a few pages of tokens plus an eviction interval of passes (the
+    interval counts tokens, or passes under the forward cadence; a pass commits
+    ``spec_window`` tokens)."""
+    k = srv.spec_window
+    return (srv.sliding_window_size or 0) + 4 * srv.page_size + k * (srv.swa_eviction_interval + 4)
+
+
+def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
+    """(SWA slots held, SWA slots needed) at the verify pass where a request with a prompt of
+    ``i`` tokens and an output of ``o``, alone on the server, asks the SWA pool the most under
+    the top-up rule: the sum the scheduler's decode check compares with the SWA pool
+    (:meth:`Scheduler._decode_fits`: the pass's new pages, :meth:`KVLedger.swa_decode_need`,
+    against what is free before that pass's SWA eviction). Built with the scheduler's own
+    ledger calls, no second formula: the prompt is reserved chunk by chunk
+    (``chunked_prefill_size`` per rank, whole with chunking off), each extend freeing the SWA
+    behind its window first with the radix cache off (:meth:`KVLedger.evict_swa_extend`),
+    the prompt handed to the tree with it on (:meth:`KVLedger.swa_prompt_cached`); then each
+    pass checks, evicts behind the window (:meth:`KVLedger.evict_swa`) and tops the request
+    up to ``ceil_page(committed + spec_kv_reserve)`` (:meth:`KVLedger.top_up`), every pass
+    committing its whole verify window (``spec_window`` tokens: full acceptance, the most a
+    pass moves the top-up target ahead of the last eviction, so the largest ask any
+    acceptance makes), until the held span repeats (window, eviction interval and a few
+    pages of passes) or the output ends. A first chunk the scheduler cuts to the free SWA
+    (``_chunk_cap``) is not followed: it only frees more behind the window. (0, 0) without
+    an SWA pool, the top-up rule or a second output token (with 1, no pass is built)."""
+    if not (srv.swa_max_total_num_tokens and srv.spec_kv_reserve and srv.rules.spec_kv_reservation == "topup") \
+            or o < 2:
+        return 0, 0
+    i, page = int(i), srv.page_size
+    cache = not srv.disable_radix_cache
+    kv = KVLedger(1 << 62, srv.spec_kv_reserve, page, swa_capacity=1 << 62, window=srv.sliding_window_size or 0,
+                  swa_interval=srv.swa_eviction_interval, prefix_sharing=cache,
+                  swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)
+    c = srv.chunked_prefill_size
+    chunk = i if c <= 0 else max(1, c // srv.dp_size)
+    overlap = max(c, 0) if srv.enable_overlap_schedule else None
+    r = Req(0, i, int(o))
+    forward = 0
+    while r.prefill_done < i:
+        n = min(chunk, i - r.prefill_done)
+        if not cache:
+            kv.evict_swa_extend(r, r.prefill_done, overlap)
+        kv.reserve(r, n)
+        r.prefill_done += n
+        forward += 1
+    if cache:
+        kv.swa_prompt_cached(r)
+    r.output_len = 1   # the prefill's token
+    worst, k, last = (0, 0), srv.spec_window, min(int(o), _lone_outputs(srv))
+    while r.output_len < last:
+        held, need = kv.swa_held(r), kv.swa_decode_need([r], k)
+        if held + need > sum(worst):
+            worst = (held, need)
+        kv.evict_swa([r], forward)
+        kv.top_up([r])
+        r.output_len += k
+        forward += 1
+    return worst
+
+
+def _swa_top_up_past_pool(srv, ins, outs):
+    """Whether a request (prompt ``ins``, output ``outs``; ints or int arrays) running alone
+    can never get its first verify pass's SWA slots: what it holds and what the pass takes
+    (:func:`lone_swa_top_up`) pass the SWA pool. SGLang 0.5.23 checks the same pass against
+    min(full, SWA) free slots (mem_cache/allocator/base.py ``check_decode_capacity`` with
+    mem_cache/allocator/swa.py ``SWATokenToKVPoolAllocator.available_size``) and, with the
+    request alone, aborts it out of memory (managers/schedule_batch.py
+    ``ScheduleBatch.retract_decode``); the simulator stops the run there
+    (UnschedulableRequest). Needs an output of 2 or more (with 1, no pass is built)."""
+    swa = srv.swa_max_total_num_tokens
+    if isinstance(outs, np.ndarray):
+        if not sum(lone_swa_top_up(srv, 1, 2)):   # the rule is off (the need is a page or more when on)
+            return np.zeros(outs.shape, dtype=bool)
+        bad = np.zeros(outs.shape, dtype=bool)
+        last, page = np.minimum(outs, _lone_outputs(srv)), srv.page_size
+        # the walk holds at most every page up to its last target (committed <= prompt +
+        # output walked) and the prompt's window lock: rows below that never reach the pool
+        most = -(-(ins + last + srv.spec_kv_reserve) // page) * page + ceil_page(srv.sliding_window_size or 0, page)
+        left = np.flatnonzero((most > swa) & (outs >= 2))
+        if len(left):
+            pairs, inverse = np.unique(np.stack([ins[left], last[left]], axis=1), axis=0, return_inverse=True)
+            past = np.array([sum(lone_swa_top_up(srv, int(i), int(o))) > swa for i, o in pairs], dtype=bool)
+            bad[left] = past[inverse.reshape(-1)]
+        return bad
+    return sum(lone_swa_top_up(srv, ins, outs)) > swa
+
+
 def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
     """Refuse a prompt of ``i`` and an output of ``o`` tokens that the pool of a server with
     arguments ``srv`` (named ``where`` in the scenario) can never hold."""
@@ -1004,6 +1095,20 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                           f"{target} KV positions (committed + {srv.spec_kv_reserve} reserved, page-rounded; "
                           f"allocation_sizing.py page_aligned_decode_alloc_lens), past {pool} = {cap}; SGLang aborts "
                           "it out of memory (schedule_batch.py retract_decode), which the simulator does not model")
+    if _swa_top_up_past_pool(srv, i, o):
+        held, need = lone_swa_top_up(srv, i, o)
+        swa, total, fits = srv.swa_max_total_num_tokens, (cap // page) * page, held + need
+        ratio = next((r / 10_000 for r in range(-(-fits * 10_000 // total), 10_001)
+                      if int(total * r / 10_000) // page * page >= fits), None)
+        fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio} (an SWA pool of {fits})" if ratio is not None
+               else f"{pool} must be at least {fits} at a ratio of 1")
+        raise ConfigError(file, f"{where}.swa_full_tokens_ratio", srv.swa_full_tokens_ratio,
+                          f"the SWA pool of {swa} ({pool} = {cap} x {where}.swa_full_tokens_ratio, page-aligned) "
+                          f"cannot hold one request alone at its largest verify pass: a prompt of {i} tokens holds {held} SWA "
+                          f"slots and its top-up to prompt + {srv.spec_kv_reserve} reserved positions (page-rounded; "
+                          f"{where}.speculative_eagle_topk, speculative_num_steps and page_size = {page} size the "
+                          f"reserve) takes {need} more; SGLang aborts it out of memory (schedule_batch.py "
+                          f"retract_decode); {fix}, or lower the speculative reserve")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, pool, cap,

@@ -110,6 +110,11 @@ class Recorder:
         self._s_f = [new_column("d") for _ in range(3)]      # start, end, blocked
         self._s_acc, self._s_dec = new_column("q"), new_column("q")
         self._ts_t, self._ts_run, self._ts_wait, self._ts_kv = new_column("d"), new_column("q"), new_column("q"), new_column("q")
+        # rows of several writers sharing this recorder (a deployment's decode servers): where
+        # each writer's rows start, as (chunk rows, step rows, timeseries rows, writer) at every
+        # change of writer (:meth:`write_as`); the tables group the rows by writer
+        self._writer = 0
+        self._writer_starts: list[tuple[int, int, int, int]] = []
         # compact: exact statistics instead of rows
         self.itl = ItlSamples()
         self.step_totals = StepTotals()
@@ -435,12 +440,41 @@ class Recorder:
             extend_column(self._ts_wait, np.full(len(t), waiting), "i8")
             extend_column(self._ts_kv, kv_used, "i8")
 
+    def write_as(self, writer: int) -> None:
+        """The rows appended from now on are ``writer``'s (an int >= 0; 0, the recorder's own
+        rows, until first called): a server of a deployment whose servers share this
+        recorder (:class:`sim.disagg_records.StreamRecorder`) says so before each write, and
+        :meth:`tables` returns each writer's rows together, in the order that writer
+        appended them."""
+        if writer != self._writer:
+            self._writer = writer
+            self._writer_starts.append((len(self._c_rid), len(self._s_int[0]), len(self._ts_t), writer))
+
+    def _by_writer(self, which: int, n: int) -> np.ndarray | None:
+        """Row order of table ``which`` (0 chunks, 1 steps, 2 timeseries; ``n`` rows) grouping
+        the rows by writer, ascending, each writer's in the order appended (a stable sort on
+        the writer); None when one writer appended them all."""
+        marks = self._writer_starts
+        if not marks or not n:
+            return None
+        starts = np.array([0] + [m[which] for m in marks] + [n], dtype=np.int64)
+        writers = np.array([0] + [m[3] for m in marks], dtype=np.int64)
+        of_row = np.repeat(writers, np.diff(starts))
+        if (of_row == of_row[0]).all():
+            return None
+        return np.argsort(of_row, kind="stable")
+
     # ---------------------------------------------------------------- tables
     def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[Columns, ...]:
         """Build (requests, chunks, steps, timeseries) as :class:`~sim.tables.Columns` (no
         pandas; :class:`~sim.tables.RunResult` makes DataFrames of them when asked).
         ``extra_cols``: rid -> (accept_level, spec_cycles, retractions). Requests come in
-        send order."""
+        send order. Chunks, steps and timeseries rows come in the order they were appended,
+        grouped by writer where several wrote them (:meth:`write_as`: a deployment's decode
+        servers, in server order, each server's rows in its own event order); the grouping
+        makes the order a property of each server's mechanism, the same whether its decode
+        runs were collapsed or stepped, where an order by time would interleave servers by
+        sums that differ in the last bits between the two paths."""
         n = self._n
         v = self._v
         rid = v(self._rid, "i8").copy()
@@ -465,6 +499,9 @@ class Recorder:
             "rid": column_view(self._c_rid, "i8").copy(), "time_s": column_view(self._c_t, "f8").copy(),
             "n_tokens": column_view(self._c_n, "i8").copy(),
         }
+        order = self._by_writer(0, len(chunk_cols["rid"]))
+        if order is not None:
+            chunk_cols = {k: c[order] for k, c in chunk_cols.items()}
         if self._aborted:
             # failed requests (mark_aborted): no latency, not completed, no deliveries
             failed = np.isin(rid, np.fromiter(self._aborted, np.int64, len(self._aborted)))
@@ -485,8 +522,14 @@ class Recorder:
             "host_blocked_s": column_view(f[2], "f8").copy(), "accepted_tokens": column_view(self._s_acc, "i8").copy(),
             "decoding_reqs": column_view(self._s_dec, "i8").copy(),
         })
+        order = self._by_writer(1, len(steps))
+        if order is not None:
+            steps = Columns({k: c[order] for k, c in steps.data.items()})
         ts = Columns({
             "time_s": column_view(self._ts_t, "f8").copy(), "running": column_view(self._ts_run, "i8").copy(),
             "waiting": column_view(self._ts_wait, "i8").copy(), "kv_used_tokens": column_view(self._ts_kv, "i8").copy(),
         })
+        order = self._by_writer(2, len(ts))
+        if order is not None:
+            ts = Columns({k: c[order] for k, c in ts.data.items()})
         return req, chunks, steps, ts

@@ -134,6 +134,30 @@ def test_inv7_fast_forward_collapses_most_iterations_and_matches_on_the_burst():
     assert fast.extra["fast_forward_iterations"] > 0.9 * fast.extra["num_passes"]
 
 
+@pytest.mark.parametrize(("decode", "workload", "spec"), [
+    (2, {"kind": "burst", "num_requests": 12}, True),
+    (2, {"kind": "burst", "num_requests": 12}, False),
+    (3, {"kind": "poisson", "num_requests": 30, "request_rate": 50.0}, True),
+])
+def test_inv7_fast_forward_gives_the_step_by_step_run_with_several_decode_servers(decode, workload, spec):
+    """INV-7 for a prefill-decode deployment whose decode servers share the run's records:
+    every table row for row, not only when sorted. The step-by-step path appends the
+    servers' rows interleaved by event, the collapsed one a server's decode run at once;
+    the tables group the rows by server, each server's in its own order
+    (Recorder.write_as), which both paths share."""
+    from tests.test_disaggregation import _pd, _profile
+
+    server = {} if spec else {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1}
+    workload = {**workload, "input_len": {"kind": "fixed", "value": 300}, "output_len": {"kind": "fixed", "value": 200}}
+    sc = make_scenario(_pd(1, decode, **server), workload, seed=3)
+    step = SimEngine(sc, _profile(), fast_forward=False).run()
+    eng = SimEngine(sc, _profile())
+    fast = eng.run()
+    assert sum(d.ff_iterations for d in eng.decode) > 0   # decode runs were collapsed
+    assert len(step.steps) and len(step.chunks) and len(step.timeseries)
+    assert_same_run(step, fast, rel=1e-12)
+
+
 def test_inv7_fast_forward_on_the_poisson_benchmark_workload():
     sc = load_scenario(ROOT / "scenarios" / "poisson8b-fixed.yaml")
     sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"num_requests": 150})})

@@ -9,6 +9,8 @@ only one of them rejects is refused."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -213,3 +215,52 @@ def test_a_prompt_within_six_tokens_of_the_context_length_is_aborted_as_sglang_a
         assert err[0] == "" and err[1].startswith(f"Input length ({prompt} tokens) exceeds the maximum allowed length "
                                                   "(131066 tokens).")
         assert res.summary["completed"] == 1
+
+
+def _eagle_swa(ratio: float, radix: bool = True, out: int = 64):
+    """EAGLE with speculative_eagle_topk 4 at page_size 256: each request keeps 4096 positions
+    reserved past its committed KV (ServerArgs.spec_kv_reserve), in both pools of a hybrid
+    sliding-window model."""
+    return make_scenario(server={"max_total_num_tokens": 6000, "page_size": 256, "sliding_window_size": 128,
+                                 "swa_full_tokens_ratio": ratio, "speculative_algorithm": "eagle",
+                                 "speculative_eagle_topk": 4, "speculative_num_steps": 3,
+                                 "speculative_num_draft_tokens": 8, "disable_radix_cache": not radix},
+                         workload={"num_requests": 3, "output_len": {"kind": "fixed", "value": out}})
+
+
+@pytest.mark.parametrize("radix", [True, False])
+def test_an_swa_pool_too_small_for_one_requests_speculative_top_up_is_refused_before_the_run(radix):
+    """An SWA pool of 2816 (6000 x 0.5, page-aligned) cannot hold one request's top-up of
+    4096 reserved positions: SGLang aborts it out of memory (retract_decode), and the
+    simulator stopped partway (UnschedulableRequest, "alone cannot get SWA slots"). The check
+    before the run refuses it in one line naming the ratio and the ratio that fits, sized by
+    the scheduler's own ledger: at that ratio the run completes, a page below it the
+    scheduler stops exactly as the check says."""
+    from specsched.sim.limits import check_fits
+
+    sc = _eagle_swa(0.5, radix)
+    assert sc.server.spec_kv_reserve == 4096 and sc.server.swa_max_total_num_tokens == 2816
+    with pytest.raises(ConfigError, match=r"server.swa_full_tokens_ratio = 0.5: the SWA pool of 2816 .*"
+                                          r"speculative_eagle_topk.*at least (0\.\d+)") as e:
+        check_fits(sc)
+    assert "\n" not in str(e.value)
+    ratio = float(re.search(r"ratio to at least (0\.\d+)", str(e.value)).group(1))
+    fits = _eagle_swa(ratio, radix)
+    check_fits(fits)
+    res = SimEngine(fits, tiny_profile()).run()
+    assert res.summary["completed"] == 3
+    below = _eagle_swa(ratio - 256 / 5888, radix)   # a page smaller
+    with pytest.raises(ConfigError):
+        check_fits(below)
+    with pytest.raises(UnschedulableRequest, match="cannot get SWA slots"):
+        SimEngine(below, tiny_profile()).run()
+
+
+def test_the_cli_refuses_an_swa_pool_too_small_for_the_top_up_before_writing(tmp_path, capsys):
+    sc = _eagle_swa(0.5)
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(sc.model_dump(mode="json", exclude_none=True)))
+    assert main(["run", str(f), "--out", str(tmp_path / "res")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "server.swa_full_tokens_ratio" in err and "alone cannot" not in err, err
+    assert not (tmp_path / "res").exists()
