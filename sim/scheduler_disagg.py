@@ -26,15 +26,19 @@ Prefill mode (``server.disaggregation_mode: prefill``):
 Decode mode (``server.disaggregation_mode: decode``):
 
 - A request arrives from the router together with its prefill and waits in the prealloc
-  queue until its prompt's KV is reserved (``DecodePreallocQueue.pop_preallocated``: FIFO,
-  a ``req_to_token`` slot and ``max(prompt + num_reserved_decode_tokens, prompt +
-  min(max_new_tokens, 4096) - retractable)`` tokens within the budget ``available -
+  queue until its prompt's KV is reserved (``DecodePreallocQueue.pop_preallocated``: in
+  queue order, sorted by priority first with ``enable_priority_scheduling``, a request
+  without one last; the first that does not fit stops the rest): a ``req_to_token`` slot
+  and ``max(prompt + num_reserved_decode_tokens, prompt + min(max_new_tokens, 4096) -
+  retractable)`` tokens within the budget ``available -
   max(num_reserved_decode_tokens x active requests, the largest running request's need)``;
   ``_allocatable_token_budgets``, ``_required_admission_tokens``). Then the executor lets the
   prefill start (:attr:`Scheduler.handoff`).
 - While its KV arrives it is in the transfer queue; once the last chunk has arrived
   (``DecodeTransferQueue.pop_transferred``) it joins the waiting queue.
-- The waiting requests, up to the free running slots, form a prebuilt batch that runs no
+- The waiting requests, up to the free running slots, form a prebuilt batch (with
+  ``enable_priority_scheduling`` the waiting queue is first put in the schedule policy's
+  order, ``SchedulePolicy.calc_priority``; without it, arrival order) that runs no
   forward (``_get_new_prebuilt_batch``, ``ForwardMode.PREBUILT``): their first token is
   streamed to the client (``process_batch_result_prebuilt``) and they merge into the running
   batch, which decodes in the same pass (``get_next_disagg_decode_batch_to_run``). A decode
@@ -54,11 +58,13 @@ limits, hybrid sliding-window prealloc.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from specsched.sim.deliveries import Deliveries
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.request import Req, ReqStatus
+from specsched.sim.schedule_policy import Fcfs, QueueContext, checked_order
 from specsched.sim.scheduler_decode import UnschedulableRequest
 
 DECODE_EXTRA_SLOTS_MAX_BATCH = 32
@@ -208,9 +214,18 @@ class Disagg:
 
     def _pop_preallocated(self) -> None:
         """``DecodePreallocQueue.pop_preallocated``: reserve each new request's prompt KV in
-        FIFO order while it fits (module docstring); each one reserved lets its prefill start."""
+        queue order while it fits (module docstring); each one reserved lets its prefill start.
+
+        With ``server.enable_priority_scheduling`` the queue is sorted in place first
+        (disaggregation/decode.py ``DecodePreallocQueue.pop_preallocated``: a stable sort on
+        the priority, the highest first or with ``schedule_low_priority_values_first`` the
+        lowest; a request without one is given the last, ``Scheduler._set_or_validate_priority``),
+        so a later request of a higher priority is reserved, and its prefill started, first.
+        The schedule policy plays no part here, and there is no preemption on a decode server
+        (it never builds a prefill batch, where ``PrefillAdder.preempt_to_schedule`` runs)."""
         if not self.prealloc_queue:
             return
+        self._sort_prealloc_queue()
         retractable = sum(r.input_len + r.output_len for r in self.running)
         while self.prealloc_queue:
             r = self.prealloc_queue[0]
@@ -227,6 +242,13 @@ class Disagg:
             if self.handoff is not None:
                 self.handoff(r)
 
+    def _sort_prealloc_queue(self) -> None:
+        """With ``server.enable_priority_scheduling``, put the prealloc queue in priority order
+        in place (a stable sort, see :meth:`_pop_preallocated`); otherwise leave it FIFO."""
+        if self.server.enable_priority_scheduling and len(self.prealloc_queue) > 1:
+            by_priority = Fcfs(True, self.server.schedule_low_priority_values_first)
+            self.prealloc_queue = deque(by_priority.order(list(self.prealloc_queue), QueueContext()))
+
     def decode_queue_can_move(self) -> bool:
         """Decode mode: the next pass would resume a retracted request or preallocate the
         head of the prealloc queue (the loop must not sleep then: SGLang polls every
@@ -239,6 +261,7 @@ class Disagg:
             return self._prealloc_tokens(r) + reserve <= self._prealloc_budget(None, 0, count_retracted=False)
         if not self.prealloc_queue:
             return False
+        self._sort_prealloc_queue()   # the head the next pass tries
         r = self.prealloc_queue[0]
         retractable = sum(q.input_len + q.output_len for q in self.running)
         return self._prealloc_need(r, retractable) <= self._prealloc_budget(retractable, 0, count_retracted=True)
@@ -253,9 +276,23 @@ class Disagg:
 
     def _prebuild(self) -> None:
         """``_get_new_prebuilt_batch`` + ``process_batch_result_prebuilt``: waiting requests,
-        up to the free running slots, stream their first token and join the running batch."""
+        up to the free running slots, stream their first token and join the running batch.
+
+        With ``server.enable_priority_scheduling`` the waiting queue is first put in the
+        schedule policy's order and kept in it (disaggregation/decode.py
+        ``SchedulerDisaggregationDecodeMixin._get_new_prebuilt_batch`` calls
+        ``SchedulePolicy.calc_priority``, which sorts in place; a decode server has no radix
+        cache, so lpm and dfs-weight fall back to fcfs: priority, then entry order); without
+        it the queue is taken in arrival order whatever the policy."""
+        if not self.waiting:
+            return
+        if self.server.enable_priority_scheduling and len(self.waiting) > 1:
+            order = self.policy.order(list(self.waiting), QueueContext(tuple(self.running), None, self.processed_tokens))
+            if self._user_order:
+                order = checked_order(order, self.waiting, self.server.schedule_policy)
+            self.waiting = deque(order)
         room = self.server.max_running_requests - len(self.running)
-        if room <= 0 or not self.waiting:
+        if room <= 0:
             return
         rid: list[int] = []
         fin: list[bool] = []

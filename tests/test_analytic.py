@@ -1155,3 +1155,34 @@ def test_quiet_analytic_profile_prints_only_the_file_it_wrote(tmp_path, capsys):
     o, err = capsys.readouterr()
     assert o.splitlines() == [f"wrote {out}"]
     assert "note:" in err and out.exists()
+
+
+@pytest.mark.parametrize("bs", [1, 32])
+def test_the_draft_extend_after_verify_runs_the_whole_verify_window(bs):
+    """SGLang 0.5.23 runs a chain drafter's draft extend after each verify over
+    speculative_num_draft_tokens tokens per request, whatever was accepted
+    (speculative/eagle_worker_v2.py ``_draft_extend_for_decode``: num_tokens_per_req =
+    num_draft_tokens; eagle_worker_common.py ``prepare_for_draft_extend``:
+    extend_num_tokens = bs x num_draft_tokens, extend_lens all num_draft_tokens), then
+    num_steps - 1 draft decode steps of topk tokens per request. So a cycle's draft forwards
+    are one of num_draft_tokens per request (not accepted + 1, nor num_steps + 1) and
+    num_steps - 1 of topk, over the graph's padded rows, each request's KV read once."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+
+    steps, topk, ndt = 3, 2, 6   # ndt differs from steps + 1 and from the accept window
+    s = ServerArgs(speculative_algorithm="eagle3", speculative_num_steps=steps, speculative_eagle_topk=topk,
+                   speculative_num_draft_tokens=ndt, cuda_graph_max_bs=256, max_total_num_tokens=10**6)
+    cm = CostModel(_chain_l8(), s)
+    assert not cm.draft_in_verify
+    calls: list[tuple[int, int, int]] = []
+    real = cm.draft_s
+
+    def spy(rows: int, requests: int, per_request: int, ctx: float) -> float:
+        calls.append((rows, requests, per_request))
+        return real(rows, requests, per_request, ctx)
+
+    cm.draft_s = spy
+    cm.step_s(bs, 2000)
+    rows = cm.padded_batch(bs)
+    assert calls == [(rows, bs, ndt), (rows, bs, topk)] and cm.extra_draft_steps == steps - 1

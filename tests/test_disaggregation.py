@@ -484,3 +484,44 @@ def test_a_role_with_a_block_drafter_gets_its_own_admission_delay(tmp_path):
     off = _pd_scenario(tmp_path, {"speculative_algorithm": "dspark"}, {"speculative_algorithm": "none"}, {})
     assert off.server.role_server("prefill").admission_delay == "none"
     assert off.server.role_server("decode").admission_delay == "min_free_slots"
+
+
+def test_decode_prealloc_queue_takes_the_highest_priority_first():
+    # decode.py DecodePreallocQueue.pop_preallocated: with enable_priority_scheduling the
+    # queue is sorted by priority (stable; no priority: last) before the FIFO preallocation
+    s = _decode_sched(enable_priority_scheduling=True)
+    started: list[int] = []
+    s.handoff = lambda r: started.append(r.rid)
+    for rid, (inp, prio) in enumerate([(6000, 0), (3000, 5), (100, None)]):
+        s.add_request(Req(rid, inp, 2000, priority=prio))
+    s.schedule()
+    # 3000 + 2000 <= 10000 - 512 -> in; then 6000 + 2000 > 7000 - 2 x 512: stops the rest
+    assert started == [1]
+    assert [r.rid for r in s.prealloc_queue] == [0, 2]
+
+
+def test_decode_prealloc_queue_is_fifo_without_priority_scheduling():
+    s = _decode_sched()
+    started: list[int] = []
+    s.handoff = lambda r: started.append(r.rid)
+    for rid, (inp, prio) in enumerate([(6000, 0), (3000, 5)]):
+        s.add_request(Req(rid, inp, 2000, priority=prio))
+    s.schedule()
+    assert started == [0] and [r.rid for r in s.prealloc_queue] == [1]
+
+
+@pytest.mark.parametrize("priority", [True, False])
+def test_decode_prebuilt_batch_takes_waiting_requests_in_priority_order(priority):
+    # decode.py _get_new_prebuilt_batch: calc_priority sorts the waiting queue (priority,
+    # then entry) before the free running slots take its head, with priority scheduling only
+    s = _decode_sched(max_running_requests=1, enable_priority_scheduling=priority)
+    for rid, prio in [(0, 1), (1, 9)]:   # preallocated one pass apart: transfer queue [0, 1]
+        s.add_request(Req(rid, 100, 50, priority=prio))
+        s.schedule()
+    assert [r.rid for r in s.transfer_queue] == [0, 1]
+    for r in s.transfer_queue:
+        r.kv_transferred = True
+    s.schedule()
+    first = s.take_prebuilt_deliveries()
+    assert first.rid_list == ([1] if priority else [0])
+    assert [r.rid for r in s.waiting] == ([0] if priority else [1])
