@@ -312,6 +312,15 @@ def _window_read(s: Any) -> bool:
     return not drafting or not all(fixed_by_steps(x) for x in drafting)
 
 
+def _priority_read(s: Any) -> bool:
+    """Whether some server reads the requests' priorities: priority scheduling
+    (``enable_priority_scheduling``) or a schedule-policy class of the user's own on the
+    server or on a disaggregated role's server (``server.disaggregation.<role>.server``: a
+    decode server's prealloc queue and prebuilt batch, a prefill server's waiting queue,
+    each ordered by priority on its own server's flag)."""
+    return any(x.enable_priority_scheduling or ":" in x.schedule_policy for x in _servers(s))
+
+
 _SHIPPED_DELAYS = ("none", "min_free_slots", "min_free_slots_waiting_aware", "demand_observed")
 
 def _profile_knows_hardware(s: Any) -> bool:
@@ -360,8 +369,9 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
       for k in ("input_len", "output_len")),
     ("workload.request_rate", lambda s: s.workload.kind in ("poisson", "multi_turn"),
      "read only by workload.kind poisson and multi_turn (conversation starts)"),
-    ("workload.priorities", lambda s: s.server.enable_priority_scheduling or ":" in s.server.schedule_policy,
-     "read only with server.enable_priority_scheduling (or a schedule-policy class of your own)"),
+    ("workload.priorities", _priority_read,
+     "read only with server.enable_priority_scheduling (or a schedule-policy class of your own), on the "
+     "server or on a disaggregated role's server"),
     *((k, lambda s: s.server.schedule_policy == "routing-key" or ":" in s.server.schedule_policy,
        "read only with server.schedule_policy routing-key (or a schedule-policy class of your own)")
       for k in ("workload.routing_keys", "workload.shared_prefix.send_routing_key")),

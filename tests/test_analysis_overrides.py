@@ -396,3 +396,15 @@ def test_a_run_time_refusal_of_a_set_value_says_with_overrides(tmp_path):
     with pytest.raises(ConfigError) as e:
         check_fits(load_scenario_with_overrides(path, "base"))
     assert e.value.file == str(path)
+
+
+def test_priorities_are_read_when_a_disaggregated_role_schedules_by_priority():
+    """A decode (or prefill) server of a disaggregated deployment that sets
+    enable_priority_scheduling on its own server reads workload.priorities: no "changes
+    nothing" note. Before, only the top-level server's flag was read and the note was given."""
+    path = ROOT / "scenarios" / "agentic-pd-c128.yaml"
+    base = {"server.enable_priority_scheduling": False, "workload.priorities": [1, 9]}
+    assert unread_overrides_of(path, base)
+    for role in ("prefill", "decode"):
+        over = {**base, f"server.disaggregation.{role}.server": {"enable_priority_scheduling": True}}
+        assert not unread_overrides_of(path, over), role
