@@ -298,6 +298,11 @@ class PDEngine(SimEngine):
             s["host_blocked_s"] = float(sum(d.host_blocked_s for d in self.decode))
         else:
             s["prefill_busy_fraction"] = 0.0
+        # each server collapses its own decode stretches (EngineStretch._stretch_applied
+        # counts them on that server): the deployment's counts are their sums
+        servers = self.prefill + self.decode
+        result.extra.update(fast_forward_runs=sum(srv.ff_runs for srv in servers),
+                            fast_forward_iterations=sum(srv.ff_iterations for srv in servers))
         s.update(prefill_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.prefill),
                  decode_kv_peak_tokens=max(srv.sched.kv.peak for srv in self.decode),
                  mean_kv_transfer_ms=float(np.mean(self.transfer_s)) * 1e3 if self.transfer_s else 0.0)

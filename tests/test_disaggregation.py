@@ -525,3 +525,17 @@ def test_decode_prebuilt_batch_takes_waiting_requests_in_priority_order(priority
     first = s.take_prebuilt_deliveries()
     assert first.rid_list == ([1] if priority else [0])
     assert [r.rid for r in s.waiting] == ([0] if priority else [1])
+
+
+def test_pd_fast_forward_counts_are_the_decode_servers_sums():
+    """The deployment's ``fast_forward_runs`` / ``fast_forward_iterations`` are the sums of its
+    servers' collapsed decode stretches (each server counts its own). Before, the deployment
+    reported its own counters, which no stretch ever advances: always 0."""
+    wl = {"kind": "poisson", "request_rate": 1000, "num_requests": 8,
+          "input_len": {"kind": "fixed", "value": 300}, "output_len": {"kind": "fixed", "value": 200}}
+    eng = SimEngine(make_scenario(_pd(1, 2), wl), _profile(), 1)
+    res = eng.run()
+    servers = eng.prefill + eng.decode
+    assert sum(s.ff_iterations for s in servers) > 0
+    assert res.extra["fast_forward_runs"] == sum(s.ff_runs for s in servers)
+    assert res.extra["fast_forward_iterations"] == sum(s.ff_iterations for s in servers)
