@@ -21,7 +21,6 @@ import numpy as np
 from specsched.sim.compact_records import StepTotals
 from specsched.sim.records import Recorder
 
-_OWN = frozenset({"_shared", "stream", "writer"})
 _ROW_WRITES = frozenset({"delivered", "deliver", "deliver_step", "deliver_run", "deliver_ones", "pass_state",
                          "pass_run"})
 """The :class:`~sim.records.Recorder` calls that append chunk or timeseries rows (the step
