@@ -1109,7 +1109,11 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     from specsched.sim.metrics import _itl_of
 
     rid_done = column(requests, "rid")[done]
-    first = start + (column(requests, "first_token_s", float)[done] - start)   # start + TTFT
+    # start + TTFT: a request of output_len 0 streamed no text, its TTFT stays 0.0 and
+    # calculate_metrics still counts one token at start + 0.0 (token_times starts there)
+    ttft = np.where(column(requests, "output_len")[done] == 0, 0.0,
+                    column(requests, "first_token_s", float)[done] - start)
+    first = start + ttft
     keep = np.isin(column(chunks, "rid"), rid_done)
     vals, of = _itl_of(column(chunks, "rid")[keep], column(chunks, "time_s", float)[keep],
                        column(chunks, "n_tokens", int)[keep], with_rids=True)

@@ -559,7 +559,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
 
     Returns:
         A :class:`Trace` (arrivals scaled by ``cfg.time_scale``; an output length of 0 is
-        sent as 1: the server streams at least one token; a prompt of 0 tokens is kept, and
+        kept: the request is served prefill only, :func:`sim.workload.scheduler_request`;
+        a prompt of 0 tokens is kept, and
         the run fails it as SGLang does: sim/limits.py ``server_rejections``).
 
     Raises:
@@ -630,9 +631,9 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     zeros = int(np.count_nonzero((outs == 0) & (ins > 0)))   # an empty prompt's row is rejected whole
     if zeros:
         # said once per read (a trace is read once per process): the lengths a run reports differ
-        _warn(key, f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they run as "
-              "1-token outputs (the server streams at least the first token)")
-    np.maximum(outs, 1, out=outs)
+        _warn(key, f"warning: {p}: {zeros} of {chk.n} requests have 0 output tokens ({columns.output_len}); they are "
+              "sent with max_new_tokens 0 and served prefill only, as SGLang does: no text, counted as completed "
+              "with output_len 0 and TTFT 0 (bench_serving saw no token), left out of TPOT")
     empty = int(np.count_nonzero(ins == 0))
     if empty:
         # public traces log failed requests with 0 tokens; SGLang refuses an empty prompt

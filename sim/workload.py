@@ -61,7 +61,7 @@ class RequestSpec:
         request's own."""
         if self.abort is not None:
             return 1, 1
-        return (self.input_len if self.truncated_input is None else self.truncated_input), self.output_len
+        return (self.input_len if self.truncated_input is None else self.truncated_input), max(self.output_len, 1)
 
 
 def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
@@ -72,8 +72,19 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     it: managers/scheduler.py ``handle_generate_request`` -> ``Req.set_finish_with_abort``
     (managers/schedule_batch.py) replaces its prompt by one token "to skip the long prefill"
     and sets ``to_finish``, so it joins a prefill batch with one extend token, produces one
-    token and finishes there with an error; bench_serving counts it as failed."""
-    if spec.abort is None and spec.truncated_input is None:   # every request of most runs
+    token and finishes there with an error; bench_serving counts it as failed.
+
+    A request asking 0 output tokens (a trace row; ``max_new_tokens`` 0) runs as one token:
+    SGLang 0.5.23 serves it prefill only. Its prefill's forward gives the batch a next token
+    (managers/tp_worker.py: a dummy zero token when the batch ``is_prefill_only``,
+    managers/schedule_batch.py ``Req.is_prefill_only``, which is False with speculative
+    decoding on, and a sampled one then), and ``Req.update_finish_state`` finishes it at once
+    with ``finished_len`` 0 (``len(output_ids) >= max_new_tokens``; a stop token capped to 0 by
+    ``_cap_finished_len_at_max_new_tokens``): it holds its prompt's KV until that prefill's
+    results, and its client gets no text (``completion_tokens`` 0). The records keep the
+    asked 0 (:meth:`sim.records.Recorder.request_sent`), which the latencies read as
+    bench_serving does (:func:`sim.metrics.request_latencies`)."""
+    if spec.abort is None and spec.truncated_input is None and spec.output_len > 0:   # most runs' requests
         return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
                    priority=spec.priority, routing_key=spec.routing_key)
     tokens = spec.tokens if spec.abort is None or spec.tokens is None else np.zeros(1, np.int64)

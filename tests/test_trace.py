@@ -52,7 +52,7 @@ def test_arrivals_lengths_scaling_and_limit_reach_the_engine(tmp_path, capsys):
     err = capsys.readouterr().err   # the 0-token row is said, not silently changed
     assert err.count("0 output tokens") == 1 and "1 of 3 requests" in err and "gen" in err
     r = res.requests.sort_values("rid")
-    assert r["input_len"].tolist() == [50, 60, 70] and r["output_len"].tolist() == [5, 6, 1]   # 0 sent as 1
+    assert r["input_len"].tolist() == [50, 60, 70] and r["output_len"].tolist() == [5, 6, 0]   # 0 kept: prefill only
     assert np.allclose(r["start_s"], [0.0, 1.0, 4.0])
     from specsched.sim.bench_serving import bench_record
 
@@ -210,7 +210,7 @@ def test_invariant_sorted_trace_arrivals_are_scaled_offsets(tmp_path_factory, ro
     tr = load_trace(TraceConfig(path=str(p), time_unit="ms", time_scale=scale))
     t = np.array([r[0] for r in rows], float) / 1000
     assert np.allclose(tr.arrival_s, (t - t[0]) * scale)
-    assert tr.input_len.tolist() == [r[1] for r in rows] and tr.output_len.tolist() == [max(r[2], 1) for r in rows]
+    assert tr.input_len.tolist() == [r[1] for r in rows] and tr.output_len.tolist() == [r[2] for r in rows]
 
 
 def test_a_cut_jsonl_trace_line_keeps_the_column(tmp_path):
@@ -570,3 +570,36 @@ def test_a_day_first_date_that_is_no_day_is_shown_as_written(tmp_path):
     with pytest.raises(ConfigError, match="not a date and time") as e:
         load_trace(TraceConfig(path=str(p), layout="azure"))
     assert (e.value.file, e.value.value) == (f"{p}:3", "31/02/2024 00:00:00")
+
+
+@pytest.mark.parametrize("records", ["full", "compact"])
+def test_a_zero_output_row_is_served_prefill_only_as_bench_serving_records_it(tmp_path, capsys, records):
+    """A trace row asking 0 output tokens is sent as max_new_tokens 0: SGLang 0.5.23 runs its
+    prefill (managers/schedule_batch.py ``is_prefill_only``; tp_worker.py a dummy next token)
+    and ``update_finish_state`` finishes it with ``finished_len`` 0, so the client gets no
+    text; bench_serving's client (benchmark/serving.py ``async_request_sglang_generate``)
+    records a success with output_len 0, ttft 0.0 (no text chunk came) and latency up to
+    the last chunk, and ``calculate_metrics`` leaves it out of TPOT. Before, the row ran as
+    a one-token output: output_len 1, a TTFT and 1 output token counted."""
+    text = "when,prompt,gen\n0.0,50,5\n0.5,60,0\n1.0,70,4\n"
+    cols = {"timestamp": "when", "input_len": "prompt", "output_len": "gen"}
+    sc = _trace_scenario(tmp_path, text, columns=cols)
+    res = SimEngine(sc, tiny_profile(), records=records).run()
+    err = capsys.readouterr().err
+    assert err.count("0 output tokens") == 1 and "prefill only" in err
+    r = res.requests.sort_values("rid").reset_index(drop=True)
+    assert r["output_len"].tolist() == [5, 0, 4]
+    z = r.iloc[1]
+    assert z["ttft_s"] == 0.0 and z["finish_s"] > z["start_s"] and np.isnan(z["tpot_s"])
+    s = res.summary
+    assert s["completed"] == 3 and s["total_output_tokens"] == 9
+    others = r.drop(index=1)
+    assert s["mean_ttft_ms"] == pytest.approx(others["ttft_s"].sum() / 3 * 1e3)   # the 0.0 averaged in
+    assert s["mean_e2e_latency_ms"] == pytest.approx(r["e2e_s"].mean() * 1e3)
+    assert s["mean_tpot_ms"] == pytest.approx(others["tpot_s"].mean() * 1e3)
+    from specsched.sim.bench_serving import bench_record
+
+    rec = bench_record(res)
+    assert rec["total_output_tokens"] == 9 and rec["completed"] == 3
+    if records == "full":
+        assert rec["output_lens"] == [5, 0, 4] and rec["ttfts"][1] == 0.0 and rec["itls"][1] == []
