@@ -81,7 +81,11 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     decoding on, and a sampled one then), and ``Req.update_finish_state`` finishes it at once
     with ``finished_len`` 0 (``len(output_ids) >= max_new_tokens``; a stop token capped to 0 by
     ``_cap_finished_len_at_max_new_tokens``): it holds its prompt's KV until that prefill's
-    results, and its client gets no text (``completion_tokens`` 0). The records keep the
+    results, and its client gets no text (``completion_tokens`` 0). Under overlap scheduling
+    it sits out the next decode as a one-token request does (``Req.next_output_finishes_by_length``:
+    ``len(output_ids) + 1 >= max_new_tokens`` holds for both; managers/scheduler.py
+    ``_reqs_finishing_inflight``), and a running batch of such requests only runs no decode
+    (``get_next_batch_to_run``: ``not running_batch.is_prefill_only``). The records keep the
     asked 0 (:meth:`sim.records.Recorder.request_sent`), which the latencies read as
     bench_serving does (:func:`sim.metrics.request_latencies`)."""
     if spec.abort is None and spec.truncated_input is None and spec.output_len > 0:   # most runs' requests
