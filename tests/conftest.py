@@ -131,6 +131,20 @@ def clockless_scheduler(sc: Scenario, lens, arrive, seed: int):
     return sched, device, pending
 
 
+def assert_whole_pages(sched, page: int, radix: bool) -> None:
+    """INV-2 in pages after a pass: the pool's use is within capacity and whole pages, every
+    request holds whole pages, and with the radix cache off each holds exactly
+    ceil_page(kv_len) (SGLang's paged allocator hands out and frees whole pages:
+    mem_cache/allocator/paged.py)."""
+    kv = sched.kv
+    assert 0 <= kv.used <= kv.capacity
+    assert kv.used % page == 0 and kv.tree % page == 0
+    for r in sched.reqs.values():
+        assert r.kv_allocated % page == 0
+        if r.kv_len and not radix:
+            assert r.kv_allocated == -(-r.kv_len // page) * page
+
+
 def arrive_and_pass(sched, device, pending, p: int, in_flight):
     """Pass ``p`` of a clockless run: add the requests due by then, then one
     :func:`overlap_pass`. A request the server can never schedule makes hypothesis reject

@@ -19,7 +19,13 @@ from specsched.sim.kv_ledger import KVLedger
 from specsched.sim.request import Req, ReqStatus
 from specsched.sim.scheduler import Scheduler
 
-from tests.conftest import arrive_and_pass, clockless_scheduler, make_scenario, tiny_profile
+from tests.conftest import (
+    arrive_and_pass,
+    assert_whole_pages,
+    clockless_scheduler,
+    make_scenario,
+    tiny_profile,
+)
 from tests.test_disaggregation import _pd, _profile, _ranks
 from tests.test_sim_speed_equivalence import assert_same_run
 
@@ -148,12 +154,7 @@ def test_every_holder_holds_whole_pages_within_the_pool(page, kv, radix, mixed, 
     in_flight = None
     for p in range(3_000):
         done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
-        assert 0 <= s.kv.used <= s.kv.capacity
-        assert s.kv.used % page == 0 and s.kv.tree % page == 0
-        for r in s.reqs.values():
-            assert r.kv_allocated % page == 0
-            if r.kv_len and not radix:
-                assert r.kv_allocated == -(-r.kv_len // page) * page
+        assert_whole_pages(s, page, radix)
         if done:
             break
     assert all(r.output_len == r.max_new_tokens for r in s.reqs.values())

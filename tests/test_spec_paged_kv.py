@@ -23,7 +23,13 @@ from specsched.sim.engine import SimEngine
 from specsched.sim.plan import StepOutput
 from specsched.sim.request import Req
 
-from tests.conftest import arrive_and_pass, clockless_scheduler, make_scenario, tiny_profile
+from tests.conftest import (
+    arrive_and_pass,
+    assert_whole_pages,
+    clockless_scheduler,
+    make_scenario,
+    tiny_profile,
+)
 from tests.test_sim_speed_equivalence import assert_same_run
 from tests.test_spec_kv import running, sched, verify
 
@@ -102,12 +108,7 @@ def test_every_speculative_holder_holds_whole_pages_within_the_pool(page, kv, ra
     in_flight = None
     for p in range(5_000):
         done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
-        assert 0 <= s.kv.used <= s.kv.capacity
-        assert s.kv.used % page == 0 and s.kv.tree % page == 0
-        for r in s.reqs.values():
-            assert r.kv_allocated % page == 0
-            if r.kv_len and not radix:
-                assert r.kv_allocated == -(-r.kv_len // page) * page
+        assert_whole_pages(s, page, radix)
         if done:
             break
     assert all(r.output_len == r.max_new_tokens for r in s.reqs.values())
@@ -146,14 +147,9 @@ def test_every_drafters_pages_add_up_to_the_pool(page, kv, radix, drafter, rule,
     in_flight = None
     for p in range(20_000):
         done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
-        k = s.kv
-        assert 0 <= k.used <= k.capacity and 0 <= k.swa_used <= k.swa_capacity
-        assert k.used % page == 0 and k.tree % page == 0
-        assert k.used == k.tree + sum(r.kv_allocated for r in s.reqs.values())
-        for r in s.reqs.values():
-            assert r.kv_allocated % page == 0
-            if r.kv_len and not radix:
-                assert r.kv_allocated == -(-r.kv_len // page) * page
+        assert_whole_pages(s, page, radix)
+        assert 0 <= s.kv.swa_used <= s.kv.swa_capacity
+        assert s.kv.used == s.kv.tree + sum(r.kv_allocated for r in s.reqs.values())
         if done:
             break
     else:
