@@ -339,6 +339,14 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
                                                  srv.sliding_window_size, page, srv.swa_max_total_num_tokens,
                                                  ignore_eos_path=eos_path) for i, o in pairs], dtype=bool)
             bad[left] |= never[inverse.reshape(-1)]
+        # a chunked prompt parked for want of SWA (lone_chunk_parked) holds at least the free
+        # SWA less a page when it parks, and at most its prompt
+        left = np.flatnonzero(~bad & (ins + page >= srv.swa_max_total_num_tokens) & (ins >= 1))
+        if len(left) and srv.disable_radix_cache and srv.chunked_prefill_size > 0:
+            pairs, inverse = np.unique(np.stack([ins[left], new[left]], axis=1), axis=0, return_inverse=True)
+            parked = np.array([lone_chunk_parked(srv, int(i), int(o), ignore_eos=ignore_eos) is not None
+                               for i, o in pairs], dtype=bool)
+            bad[left] |= parked[inverse.reshape(-1)]
     return bad
 
 
@@ -937,6 +945,80 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool
                       f"{window}) + a page of {page}) has no page left; enlarge the SWA pool")
 
 
+def lone_chunk_parked(srv, i: int, o: int, swa: int | None = None, ignore_eos: bool = True) -> int | None:
+    """The prompt position at which a request with a prompt of ``i`` tokens and an output of
+    ``o``, alone on a hybrid sliding-window server, gets no next chunk for ever, or None
+    when its prompt completes. Only without a prefix cache and with chunking on: a chunk's
+    SWA is then freed behind the window only as a later extend batch of the same request is
+    prepared, and under the overlap schedule its first two extend batches free nothing
+    (sglang 0.5.23 managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``, the extend
+    branch), so two chunks can fill the pool; the next chunk is offered only the free SWA
+    less a page (mem_cache/prefill_budget.py ``SWAPrefillBudget.available_chunk_tokens``),
+    nothing when none is left, and SGLang parks the request (``add_chunked_req``) with
+    nothing that could free its slots. The walk takes the scheduler's own calls: the first
+    chunk from :meth:`PrefillAdder.add_one_req` (cut to the free SWA when its peak never
+    fits, ``_chunk_cap``), each later one from :meth:`PrefillAdder.add_chunked_req`, each
+    extend freeing behind its window first (:meth:`KVLedger.evict_swa_extend`) before its
+    reservation (:meth:`KVLedger.reserve`). ``swa``: the SWA pool (default the server's);
+    the chunk is a DP rank's (``chunked_prefill_size // dp_size``)."""
+    swa = srv.swa_max_total_num_tokens if swa is None else swa
+    c = srv.chunked_prefill_size
+    if not swa or not srv.disable_radix_cache or c <= 0 or i < 1:
+        return None
+    from specsched.sim.prefill_adder import PrefillAdder
+
+    page, window = srv.page_size, srv.sliding_window_size or 0
+    chunk = max(1, c // srv.dp_size)
+    kv = KVLedger(1 << 62, srv.spec_kv_reserve, page, swa_capacity=swa, window=window,
+                  swa_interval=srv.swa_eviction_interval, prefix_sharing=False,
+                  swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)
+    overlap = chunk if srv.enable_overlap_schedule else None
+    r = Req(0, int(i), max(int(o), 1), ignore_eos=ignore_eos)
+    first = True
+    while r.prefill_done < r.input_len:
+        adder = PrefillAdder.start(1 << 62, [], 1.0, 1 << 62, chunk, page, prefill_max_requests=None,
+                                   chunk_fill=srv.rules.chunk_fill,
+                                   ignore_eos_full_reservation=srv.rules.ignore_eos_full_reservation,
+                                   swa=(kv.swa_available, window, swa), ignore_eos_path=True)
+        if first:
+            adder.add_one_req(r)
+        else:
+            adder.add_chunked_req(r)
+        if not adder.can_run:
+            return None if first else r.prefill_done   # never admitted: _check_swa_pool's refusal
+        n = adder.can_run[-1][1]
+        kv.evict_swa_extend(r, r.prefill_done, overlap)
+        if n > kv.swa_available:
+            return r.prefill_done
+        kv.reserve(r, n)
+        r.prefill_done += n
+        first = False
+    return None
+
+
+def _check_parked_chunk(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
+    """Refuse a prompt that, alone on the server, gets no next chunk for want of SWA slots
+    (:func:`lone_chunk_parked`; SGLang parks it for ever, the simulator stopped partway:
+    ``Scheduler._refuse_parked_chunk``), naming the smallest ``swa_full_tokens_ratio`` whose
+    pool lets it through."""
+    at = lone_chunk_parked(srv, i, o, ignore_eos=ignore_eos)
+    if at is None:
+        return
+    page, cap, swa = srv.page_size, srv.max_total_num_tokens, srv.swa_max_total_num_tokens
+    total = (cap // page) * page
+    ratio = next((r / 10_000 for r in range(int(srv.swa_full_tokens_ratio * 10_000) + 1, 10_001)
+                  if lone_chunk_parked(srv, i, o, int(total * (r / 10_000)) // page * page, ignore_eos) is None), None)
+    fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio}" if ratio is not None
+           else f"enlarge {where}.max_total_num_tokens")
+    raise ConfigError(file, f"{where}.swa_full_tokens_ratio", srv.swa_full_tokens_ratio,
+                      f"the SWA pool of {swa} ({where}.max_total_num_tokens = {cap} x {where}.swa_full_tokens_ratio, "
+                      f"page-aligned) leaves a prompt of {i} tokens, alone, no SWA for its next chunk at position {at}: "
+                      f"with {where}.disable_radix_cache a chunk's SWA is freed only as a later chunk is prepared, "
+                      "not in the first two extend batches under the overlap schedule (schedule_batch.py "
+                      "maybe_evict_swa), and SGLang parks the request for ever (prefill_budget.py "
+                      f"available_chunk_tokens); {fix}, lower {where}.chunked_prefill_size or turn the radix cache on")
+
+
 def inflight_slots(srv) -> int:
     """KV slots beside a request's page-rounded prompt, output and page that the scheduler
     asks free before it admits the request (:meth:`Scheduler.add_request`): under the older
@@ -1072,6 +1154,7 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                           f"of min(context_len, pool) - {INPUT_MARGIN} tokens or more (managers/tp_worker.py "
                           "max_req_input_len = min(context_len - 1, pool - 1) - 5; managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o, ignore_eos)
+    _check_parked_chunk(file, srv, where, i, o, ignore_eos)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
         raise ConfigError(file, "workload.output_len", o,
