@@ -608,3 +608,30 @@ def test_a_disaggregated_roles_page_size_the_backend_cannot_take_becomes_64(tmp_
     filled = {r.key: r for r in apply_hardware_defaults(load_scenario(path, resolve_defaults=False))[1]}
     snapped = filled.get("disaggregation.decode.server.page_size")
     assert (snapped is not None and "changes page_size" in snapped.why) == (want != page)
+
+
+@pytest.mark.parametrize("section, prefill, decode, want", [
+    # a prefill role without speculation runs trtllm_mha on B200 (get_default_attn_backend),
+    # which changes the section's page_size 8 to 64; the speculative decode role keeps 8
+    ("page_size: 8, speculative_algorithm: eagle", "{speculative_algorithm: none}", "{}", (64, 8)),
+    # and the other way round: the section's own snap is not the drafting decode role's
+    ("page_size: 8, speculative_algorithm: none", "{}", "{speculative_algorithm: eagle}", (64, 8)),
+    # no page size given: the role without speculation gets trtllm_mha's default of 64
+    ("speculative_algorithm: eagle", "{speculative_algorithm: none}", "{}", (64, 1)),
+    # the section's own tree settings are not the plain prefill role's
+    ("page_size: 8, speculative_algorithm: eagle, speculative_eagle_topk: 4, speculative_num_steps: 3, "
+     "speculative_num_draft_tokens: 8", "{speculative_algorithm: none}", "{}", (64, 8)),
+    # a role stating nothing that picks a backend has the section's
+    ("page_size: 8, speculative_algorithm: none", "{chunked_prefill_size: 4096}", "{}", (64, 64)),
+])
+def test_a_roles_page_size_follows_its_own_attention_backend(tmp_path, section, prefill, decode, want):
+    # each role is its own SGLang server: its speculative settings pick its attention backend
+    # (arg_groups/model_override_base.py get_default_attn_backend), whose page rule
+    # (overrides.py _mla_backend_page_constraints) applies to it alone
+    path = _scenario(tmp_path, "llama-3.1-8b", "B200", 1, f"{section}, disaggregation: "
+                     f"{{prefill: {{instances: 1, server: {prefill}}}, decode: {{instances: 1, server: {decode}}}}}")
+    s = load_scenario(path).server
+    got = (s.role_server("prefill").page_size, s.role_server("decode").page_size)
+    assert got == want
+    for role in ("prefill", "decode"):
+        assert s.role_server(role).max_total_num_tokens % s.role_server(role).page_size == 0
