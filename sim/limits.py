@@ -1071,13 +1071,16 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
     acceptance makes), until the held span repeats (window, eviction interval and a few
     pages of passes) or the output ends. A first chunk the scheduler cuts to the free SWA
     (``_chunk_cap``) is not followed: it only frees more behind the window. (0, 0) without
-    an SWA pool, the top-up rule or a second output token (with 1, no pass is built)."""
-    if not (srv.swa_max_total_num_tokens and srv.spec_kv_reserve and srv.rules.spec_kv_reservation == "topup") \
-            or o < 2:
+    an SWA pool or a second output token (with 1, no pass is built). Under the older window
+    rule (``spec_kv_reservation: window``, and plain decoding: a window of one token) each
+    pass reserves its window instead of a top-up (:meth:`KVLedger.reserve_window`), checked
+    the same way (:meth:`KVLedger.swa_decode_need`)."""
+    if not srv.swa_max_total_num_tokens or o < 2:
         return 0, 0
+    topup = bool(srv.spec_kv_reserve) and srv.rules.spec_kv_reservation == "topup"
     i, page = int(i), srv.page_size
     cache = not srv.disable_radix_cache
-    kv = KVLedger(1 << 62, srv.spec_kv_reserve, page, swa_capacity=1 << 62, window=srv.sliding_window_size or 0,
+    kv = KVLedger(1 << 62, srv.spec_kv_reserve if topup else 0, page, swa_capacity=1 << 62, window=srv.sliding_window_size or 0,
                   swa_interval=srv.swa_eviction_interval, prefix_sharing=cache,
                   swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)
     c = srv.chunked_prefill_size
@@ -1101,7 +1104,10 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
         if held + need > sum(worst):
             worst = (held, need)
         kv.evict_swa([r], forward)
-        kv.top_up([r])
+        if topup:
+            kv.top_up([r])
+        else:
+            kv.reserve_window([r], k)
         r.output_len += k
         forward += 1
     return worst
@@ -1118,13 +1124,13 @@ def _swa_top_up_past_pool(srv, ins, outs):
     (UnschedulableRequest). Needs an output of 2 or more (with 1, no pass is built)."""
     swa = srv.swa_max_total_num_tokens
     if isinstance(outs, np.ndarray):
-        if not sum(lone_swa_top_up(srv, 1, 2)):   # the rule is off (the need is a page or more when on)
+        if not sum(lone_swa_top_up(srv, 1, 2)):   # no SWA pool (the need is a page or more with one)
             return np.zeros(outs.shape, dtype=bool)
         bad = np.zeros(outs.shape, dtype=bool)
         last, page = np.minimum(outs, _lone_outputs(srv)), srv.page_size
         # the walk holds at most every page up to its last target (committed <= prompt +
         # output walked) and the prompt's window lock: rows below that never reach the pool
-        most = -(-(ins + last + srv.spec_kv_reserve) // page) * page + ceil_page(srv.sliding_window_size or 0, page)
+        most = -(-(ins + last + max(srv.spec_kv_reserve, srv.spec_window)) // page) * page + ceil_page(srv.sliding_window_size or 0, page)
         left = np.flatnonzero((most > swa) & (outs >= 2))
         if len(left):
             pairs, inverse = np.unique(np.stack([ins[left], last[left]], axis=1), axis=0, return_inverse=True)
@@ -1185,13 +1191,17 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                       if int(total * r / 10_000) // page * page >= fits), None)
         fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio} (an SWA pool of {fits})" if ratio is not None
                else f"{pool} must be at least {fits} at a ratio of 1")
+        if srv.spec_kv_reserve and srv.rules.spec_kv_reservation == "topup":
+            ask = (f"its top-up to prompt + {srv.spec_kv_reserve} reserved positions (page-rounded; "
+                   f"{where}.speculative_eagle_topk, speculative_num_steps and page_size = {page} size the reserve)")
+            lower = ", or lower the speculative reserve"
+        else:
+            ask, lower = f"the pass's {srv.spec_window}-token window (page-rounded)", ""
         raise ConfigError(file, f"{where}.swa_full_tokens_ratio", srv.swa_full_tokens_ratio,
                           f"the SWA pool of {swa} ({pool} = {cap} x {where}.swa_full_tokens_ratio, page-aligned) "
-                          f"cannot hold one request alone at its largest verify pass: a prompt of {i} tokens holds {held} SWA "
-                          f"slots and its top-up to prompt + {srv.spec_kv_reserve} reserved positions (page-rounded; "
-                          f"{where}.speculative_eagle_topk, speculative_num_steps and page_size = {page} size the "
-                          f"reserve) takes {need} more; SGLang aborts it out of memory (schedule_batch.py "
-                          f"retract_decode); {fix}, or lower the speculative reserve")
+                          f"cannot hold one request alone at its largest decode/verify pass: a prompt of {i} tokens holds "
+                          f"{held} SWA slots and {ask} takes {need} more; SGLang aborts it out of memory (schedule_batch.py "
+                          f"retract_decode); {fix}{lower}")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, pool, cap,

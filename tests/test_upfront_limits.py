@@ -313,3 +313,24 @@ def test_never_fit_rows_marks_the_rows_a_parked_chunk_would_stop():
     marked = never_fit_rows(srv, ins, outs)
     assert marked.tolist() == [lone_chunk_parked(srv, int(i), int(o)) is not None for i, o in zip(ins, outs, strict=True)]
     assert marked[0] and not marked[1] and not marked[4]
+
+
+def test_an_swa_pool_too_small_for_a_lone_verify_window_is_refused_under_the_window_rule():
+    """Under the window rule (the mi355x-dsv41 build reserves each verify pass's window, no
+    top-up) a lone 3000-token prompt with the radix cache off holds its whole prompt in the
+    SWA pool at its first verify pass, which then needs its window more: on a 3002-slot pool
+    the run stopped ("alone cannot get SWA slots for the next step") where the check before
+    it said nothing. The check now walks the window rule too; the ratio it names runs."""
+    from specsched.sim.limits import check_fits
+    from specsched.sim.scheduler_decode import UnschedulableRequest
+
+    sc = _parked(0.1501, "mi355x-dsv41", "eagle")
+    assert sc.server.rules.spec_kv_reservation == "window"
+    with pytest.raises(UnschedulableRequest, match="alone cannot get SWA slots"):
+        SimEngine(sc, tiny_profile()).run()
+    with pytest.raises(ConfigError, match=r"server.swa_full_tokens_ratio = 0.1501: .*4-token window.*at least (0\.\d+)") as e:
+        check_fits(sc)
+    ratio = float(re.search(r"ratio to at least (0\.\d+)", str(e.value)).group(1))
+    fits = _parked(ratio, "mi355x-dsv41", "eagle")
+    check_fits(fits)
+    assert SimEngine(fits, tiny_profile()).run().summary["completed"] == 1
