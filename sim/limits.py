@@ -1074,7 +1074,9 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
     an SWA pool or a second output token (with 1, no pass is built). Under the older window
     rule (``spec_kv_reservation: window``, and plain decoding: a window of one token) each
     pass reserves its window instead of a top-up (:meth:`KVLedger.reserve_window`), checked
-    the same way (:meth:`KVLedger.swa_decode_need`)."""
+    the same way (:meth:`KVLedger.swa_decode_need`). Under the overlap schedule each pass is
+    built before the previous one's result is processed (managers/scheduler.py
+    ``event_loop_overlap``), so its check, eviction and top-up see the output a pass behind."""
     if not srv.swa_max_total_num_tokens or o < 2:
         return 0, 0
     topup = bool(srv.spec_kv_reserve) and srv.rules.spec_kv_reservation == "topup"
@@ -1099,6 +1101,7 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
         kv.swa_prompt_cached(r)
     r.output_len = 1   # the prefill's token
     worst, k, last = (0, 0), srv.spec_window, min(int(o), _lone_outputs(srv))
+    lagged, lag = srv.enable_overlap_schedule, 0
     while r.output_len < last:
         held, need = kv.swa_held(r), kv.swa_decode_need([r], k)
         if held + need > sum(worst):
@@ -1108,7 +1111,10 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
             kv.top_up([r])
         else:
             kv.reserve_window([r], k)
-        r.output_len += k
+        # under the overlap schedule the next pass is built before this one's result is
+        # processed: its check, eviction and top-up see the output one pass behind
+        r.output_len += lag if lagged else k
+        lag = k
         forward += 1
     return worst
 

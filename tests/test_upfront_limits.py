@@ -334,3 +334,22 @@ def test_an_swa_pool_too_small_for_a_lone_verify_window_is_refused_under_the_win
     fits = _parked(ratio, "mi355x-dsv41", "eagle")
     check_fits(fits)
     assert SimEngine(fits, tiny_profile()).run().summary["completed"] == 1
+
+
+def test_the_lone_swa_walk_lags_a_pass_under_the_overlap_schedule():
+    """Under the overlap schedule the next verify pass is built before the last one's result
+    is processed, so its SWA check sees the output a pass behind. The walk counted every
+    pass's tokens at once and refused a 310-slot SWA pool for a lone 300-token prompt
+    (308 held + 4 asked) that the run serves at every acceptance."""
+    from specsched.sim.limits import check_fits
+
+    srv = {"max_total_num_tokens": 20000, "page_size": 1, "sliding_window_size": 128, "swa_full_tokens_ratio": 0.0155,
+           "speculative_algorithm": "eagle", "speculative_eagle_topk": 1, "speculative_num_steps": 3,
+           "speculative_num_draft_tokens": 4, "disable_radix_cache": True, "enable_overlap_schedule": True}
+    for acc in (1.0, 4.0):
+        sc = make_scenario(server=srv, workload={"num_requests": 1, "input_len": {"kind": "fixed", "value": 300},
+                                                 "output_len": {"kind": "fixed", "value": 600}},
+                           acceptance={"mean_accept_length": acc, "request_spread": 0.0})
+        assert sc.server.swa_max_total_num_tokens == 310
+        check_fits(sc)
+        assert SimEngine(sc, tiny_profile()).run().summary["completed"] == 1
