@@ -109,7 +109,9 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Create or replace the file ``path`` atomically.
 
     ``write(tmp)`` fills a temporary file in the same directory (created empty, mode 0666
-    less the umask); it is flushed to disk and renamed over ``path``. Readers never see a
+    less the umask); it is flushed to disk and renamed over ``path``; a ``path`` that is a
+    symlink keeps the link and has the file it names replaced (the temporary file goes
+    beside that file), as a plain write through the link would. Readers never see a
     half-written file; a failed ``write`` leaves nothing behind and the old file intact.
     Parent directories are created.
 
@@ -126,16 +128,18 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
             ``write`` raises. An error about the temporary file names ``path`` instead: the
             user gave that name, not the temporary one.
     """
-    p = Path(path)
+    given = Path(path)
+    # through a symlink, as open(path, "w") writes: the link stays, the file it names is replaced
+    p = Path(os.path.realpath(given)) if given.is_symlink() else given
     if p.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(given))
     p.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_file_temps(p.parent, p.name)
     tmp = p.with_name(f".{p.name}.{_token()}.tmp")
     try:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     except OSError as e:
-        raise _naming(e, tmp, p) from None
+        raise _naming(e, tmp, given) from None
     try:
         write(tmp)
         _fsync_path(tmp)
@@ -144,10 +148,10 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError) and str(tmp) in (e.filename, e.filename2):
-            raise _naming(e, tmp, p) from None
+            raise _naming(e, tmp, given) from None
         raise
     _fsync_path(p.parent, directory=True)
-    return p
+    return given
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

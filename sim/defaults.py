@@ -596,6 +596,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             vals[key] = value
             out.append(Resolved(key, value, why))
 
+    stated_page = server.page_size   # the scenario's own, before this server's backend changes it
     page = default_page_size(server, hw, given)
     if page != server.page_size:
         backend = "trtllm_mla" if hw.mla else "trtllm_mha"
@@ -710,7 +711,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                             "(managers/schedule_policy.py _use_exact_chunk_fill)"))
     resolved = server.model_copy(update=vals)
     if resolved.disaggregation is not None:
-        resolved = _role_page_snaps(resolved, hw, given, out)   # before the pools, which count pages
+        resolved = _role_page_snaps(resolved, hw, given, out, stated_page)   # before the pools, which count pages
     if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
         resolved = _role_pools(resolved, hw, given, out)
     if resolved.disaggregation is not None:
@@ -718,23 +719,49 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     return resolved, out
 
 
-def _role_page_snaps(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
-    """``server`` with each disaggregated role's own ``page_size`` that its attention backend
-    cannot take changed to 64 (:func:`page_size_snap`, the colocated server's rule: each role
-    is its own SGLang server, whose attention hook runs arg_groups/overrides.py
-    ``_mla_backend_page_constraints``). A role that states no page size has the section's,
-    already checked. Each change is appended to ``out``."""
+ROLE_BACKEND_KEYS = frozenset({"page_size", "speculative_algorithm", "speculative_eagle_topk"})
+"""A role's own server keys that pick its attention backend or its page size (arg_groups/
+model_override_base.py ``get_default_attn_backend`` reads the speculative algorithm and topk)."""
+
+
+def _role_page_snaps(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved],
+                     stated_page: int | None = None) -> ServerArgs:
+    """``server`` with each disaggregated role's page size as its own SGLang server resolves
+    it: each role's attention hook picks its backend from the role's own speculative settings
+    (arg_groups/model_override_base.py ``get_default_attn_backend``), fills the page size
+    that backend needs when none is given (:func:`default_page_size`) and changes a given
+    one it cannot take to 64 (:func:`page_size_snap`, arg_groups/overrides.py
+    ``_mla_backend_page_constraints``). A role that states none of
+    :data:`ROLE_BACKEND_KEYS` has the section's, already resolved; one that does starts from
+    its own page size, else the scenario's (``stated_page``, the section's before its own
+    change; default the section's). Each change is appended to ``out``."""
     layout = server.disaggregation
     roles: dict[str, Any] = {}
     for role in ("prefill", "decode"):
         cfg = getattr(layout, role)
-        if "page_size" not in cfg.server:
+        if not ROLE_BACKEND_KEYS.intersection(cfg.server):
             continue
-        snap = page_size_snap(server.role_server(role), hw, given | set(cfg.server))
-        if snap is None:
-            continue
-        roles[role] = cfg.model_copy(update={"server": {**cfg.server, "page_size": snap[0]}})
-        out.append(Resolved(f"disaggregation.{role}.server.page_size", snap[0], f"on the {role} server: {snap[1]}"))
+        role_given = given | set(cfg.server)
+        rs = server.role_server(role)
+        if "page_size" in cfg.server:
+            page = rs.page_size
+        elif "page_size" in given:
+            page = server.page_size if stated_page is None else stated_page
+        else:
+            page = default_page_size(rs, hw, role_given)
+        snap = page_size_snap(rs.model_copy(update={"page_size": page}), hw, role_given)
+        if snap is not None:
+            page, why = snap[0], f"on the {role} server: {snap[1]}"
+        elif "page_size" in cfg.server or page == server.page_size:
+            continue   # the role's own page size, which its backend takes, or the section's
+        elif "page_size" in given:
+            why = (f"on the {role} server: the scenario's page_size {page}, which its attention backend takes "
+                   "(the section's backend changed the section's)")
+        else:
+            why = (f"on the {role} server: SGLang's default attention backend for its speculative settings takes "
+                   f"pages of {page} (arg_groups/model_override_base.py get_default_attn_backend)")
+        roles[role] = cfg.model_copy(update={"server": {**cfg.server, "page_size": page}})
+        out.append(Resolved(f"disaggregation.{role}.server.page_size", page, why))
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 

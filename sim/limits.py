@@ -339,6 +339,14 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
                                                  srv.sliding_window_size, page, srv.swa_max_total_num_tokens,
                                                  ignore_eos_path=eos_path) for i, o in pairs], dtype=bool)
             bad[left] |= never[inverse.reshape(-1)]
+        # a chunked prompt parked for want of SWA (lone_chunk_parked) holds at least the free
+        # SWA less a page when it parks, and at most its prompt
+        left = np.flatnonzero(~bad & (ins + page >= srv.swa_max_total_num_tokens) & (ins >= 1))
+        if len(left) and srv.disable_radix_cache and srv.chunked_prefill_size > 0:
+            pairs, inverse = np.unique(np.stack([ins[left], new[left]], axis=1), axis=0, return_inverse=True)
+            parked = np.array([lone_chunk_parked(srv, int(i), int(o), ignore_eos=ignore_eos) is not None
+                               for i, o in pairs], dtype=bool)
+            bad[left] |= parked[inverse.reshape(-1)]
     return bad
 
 
@@ -937,6 +945,80 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool
                       f"{window}) + a page of {page}) has no page left; enlarge the SWA pool")
 
 
+def lone_chunk_parked(srv, i: int, o: int, swa: int | None = None, ignore_eos: bool = True) -> int | None:
+    """The prompt position at which a request with a prompt of ``i`` tokens and an output of
+    ``o``, alone on a hybrid sliding-window server, gets no next chunk for ever, or None
+    when its prompt completes. Only without a prefix cache and with chunking on: a chunk's
+    SWA is then freed behind the window only as a later extend batch of the same request is
+    prepared, and under the overlap schedule its first two extend batches free nothing
+    (sglang 0.5.23 managers/schedule_batch.py ``ScheduleBatch.maybe_evict_swa``, the extend
+    branch), so two chunks can fill the pool; the next chunk is offered only the free SWA
+    less a page (mem_cache/prefill_budget.py ``SWAPrefillBudget.available_chunk_tokens``),
+    nothing when none is left, and SGLang parks the request (``add_chunked_req``) with
+    nothing that could free its slots. The walk takes the scheduler's own calls: the first
+    chunk from :meth:`PrefillAdder.add_one_req` (cut to the free SWA when its peak never
+    fits, ``_chunk_cap``), each later one from :meth:`PrefillAdder.add_chunked_req`, each
+    extend freeing behind its window first (:meth:`KVLedger.evict_swa_extend`) before its
+    reservation (:meth:`KVLedger.reserve`). ``swa``: the SWA pool (default the server's);
+    the chunk is a DP rank's (``chunked_prefill_size // dp_size``)."""
+    swa = srv.swa_max_total_num_tokens if swa is None else swa
+    c = srv.chunked_prefill_size
+    if not swa or not srv.disable_radix_cache or c <= 0 or i < 1:
+        return None
+    from specsched.sim.prefill_adder import PrefillAdder
+
+    page, window = srv.page_size, srv.sliding_window_size or 0
+    chunk = max(1, c // srv.dp_size)
+    kv = KVLedger(1 << 62, srv.spec_kv_reserve, page, swa_capacity=swa, window=window,
+                  swa_interval=srv.swa_eviction_interval, prefix_sharing=False,
+                  swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)
+    overlap = chunk if srv.enable_overlap_schedule else None
+    r = Req(0, int(i), max(int(o), 1), ignore_eos=ignore_eos)
+    first = True
+    while r.prefill_done < r.input_len:
+        adder = PrefillAdder.start(1 << 62, [], 1.0, 1 << 62, chunk, page, prefill_max_requests=None,
+                                   chunk_fill=srv.rules.chunk_fill,
+                                   ignore_eos_full_reservation=srv.rules.ignore_eos_full_reservation,
+                                   swa=(kv.swa_available, window, swa), ignore_eos_path=True)
+        if first:
+            adder.add_one_req(r)
+        else:
+            adder.add_chunked_req(r)
+        if not adder.can_run:
+            return None if first else r.prefill_done   # never admitted: _check_swa_pool's refusal
+        n = adder.can_run[-1][1]
+        kv.evict_swa_extend(r, r.prefill_done, overlap)
+        if n > kv.swa_available:
+            return r.prefill_done
+        kv.reserve(r, n)
+        r.prefill_done += n
+        first = False
+    return None
+
+
+def _check_parked_chunk(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
+    """Refuse a prompt that, alone on the server, gets no next chunk for want of SWA slots
+    (:func:`lone_chunk_parked`; SGLang parks it for ever, the simulator stopped partway:
+    ``Scheduler._refuse_parked_chunk``), naming the smallest ``swa_full_tokens_ratio`` whose
+    pool lets it through."""
+    at = lone_chunk_parked(srv, i, o, ignore_eos=ignore_eos)
+    if at is None:
+        return
+    page, cap, swa = srv.page_size, srv.max_total_num_tokens, srv.swa_max_total_num_tokens
+    total = (cap // page) * page
+    ratio = next((r / 10_000 for r in range(int(srv.swa_full_tokens_ratio * 10_000) + 1, 10_001)
+                  if lone_chunk_parked(srv, i, o, int(total * (r / 10_000)) // page * page, ignore_eos) is None), None)
+    fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio}" if ratio is not None
+           else f"enlarge {where}.max_total_num_tokens")
+    raise ConfigError(file, f"{where}.swa_full_tokens_ratio", srv.swa_full_tokens_ratio,
+                      f"the SWA pool of {swa} ({where}.max_total_num_tokens = {cap} x {where}.swa_full_tokens_ratio, "
+                      f"page-aligned) leaves a prompt of {i} tokens, alone, no SWA for its next chunk at position {at}: "
+                      f"with {where}.disable_radix_cache a chunk's SWA is freed only as a later chunk is prepared, "
+                      "not in the first two extend batches under the overlap schedule (schedule_batch.py "
+                      "maybe_evict_swa), and SGLang parks the request for ever (prefill_budget.py "
+                      f"available_chunk_tokens); {fix}, lower {where}.chunked_prefill_size or turn the radix cache on")
+
+
 def inflight_slots(srv) -> int:
     """KV slots beside a request's page-rounded prompt, output and page that the scheduler
     asks free before it admits the request (:meth:`Scheduler.add_request`): under the older
@@ -989,13 +1071,18 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
     acceptance makes), until the held span repeats (window, eviction interval and a few
     pages of passes) or the output ends. A first chunk the scheduler cuts to the free SWA
     (``_chunk_cap``) is not followed: it only frees more behind the window. (0, 0) without
-    an SWA pool, the top-up rule or a second output token (with 1, no pass is built)."""
-    if not (srv.swa_max_total_num_tokens and srv.spec_kv_reserve and srv.rules.spec_kv_reservation == "topup") \
-            or o < 2:
+    an SWA pool or a second output token (with 1, no pass is built). Under the older window
+    rule (``spec_kv_reservation: window``, and plain decoding: a window of one token) each
+    pass reserves its window instead of a top-up (:meth:`KVLedger.reserve_window`), checked
+    the same way (:meth:`KVLedger.swa_decode_need`). Under the overlap schedule each pass is
+    built before the previous one's result is processed (managers/scheduler.py
+    ``event_loop_overlap``), so its check, eviction and top-up see the output a pass behind."""
+    if not srv.swa_max_total_num_tokens or o < 2:
         return 0, 0
+    topup = bool(srv.spec_kv_reserve) and srv.rules.spec_kv_reservation == "topup"
     i, page = int(i), srv.page_size
     cache = not srv.disable_radix_cache
-    kv = KVLedger(1 << 62, srv.spec_kv_reserve, page, swa_capacity=1 << 62, window=srv.sliding_window_size or 0,
+    kv = KVLedger(1 << 62, srv.spec_kv_reserve if topup else 0, page, swa_capacity=1 << 62, window=srv.sliding_window_size or 0,
                   swa_interval=srv.swa_eviction_interval, prefix_sharing=cache,
                   swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)
     c = srv.chunked_prefill_size
@@ -1014,13 +1101,20 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
         kv.swa_prompt_cached(r)
     r.output_len = 1   # the prefill's token
     worst, k, last = (0, 0), srv.spec_window, min(int(o), _lone_outputs(srv))
+    lagged, lag = srv.enable_overlap_schedule, 0
     while r.output_len < last:
         held, need = kv.swa_held(r), kv.swa_decode_need([r], k)
         if held + need > sum(worst):
             worst = (held, need)
         kv.evict_swa([r], forward)
-        kv.top_up([r])
-        r.output_len += k
+        if topup:
+            kv.top_up([r])
+        else:
+            kv.reserve_window([r], k)
+        # under the overlap schedule the next pass is built before this one's result is
+        # processed: its check, eviction and top-up see the output one pass behind
+        r.output_len += lag if lagged else k
+        lag = k
         forward += 1
     return worst
 
@@ -1036,13 +1130,13 @@ def _swa_top_up_past_pool(srv, ins, outs):
     (UnschedulableRequest). Needs an output of 2 or more (with 1, no pass is built)."""
     swa = srv.swa_max_total_num_tokens
     if isinstance(outs, np.ndarray):
-        if not sum(lone_swa_top_up(srv, 1, 2)):   # the rule is off (the need is a page or more when on)
+        if not sum(lone_swa_top_up(srv, 1, 2)):   # no SWA pool (the need is a page or more with one)
             return np.zeros(outs.shape, dtype=bool)
         bad = np.zeros(outs.shape, dtype=bool)
         last, page = np.minimum(outs, _lone_outputs(srv)), srv.page_size
         # the walk holds at most every page up to its last target (committed <= prompt +
         # output walked) and the prompt's window lock: rows below that never reach the pool
-        most = -(-(ins + last + srv.spec_kv_reserve) // page) * page + ceil_page(srv.sliding_window_size or 0, page)
+        most = -(-(ins + last + max(srv.spec_kv_reserve, srv.spec_window)) // page) * page + ceil_page(srv.sliding_window_size or 0, page)
         left = np.flatnonzero((most > swa) & (outs >= 2))
         if len(left):
             pairs, inverse = np.unique(np.stack([ins[left], last[left]], axis=1), axis=0, return_inverse=True)
@@ -1072,6 +1166,7 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                           f"of min(context_len, pool) - {INPUT_MARGIN} tokens or more (managers/tp_worker.py "
                           "max_req_input_len = min(context_len - 1, pool - 1) - 5; managers/utils.py validate_input_length)")
     _check_swa_pool(file, srv, where, i, o, ignore_eos)
+    _check_parked_chunk(file, srv, where, i, o, ignore_eos)
     need = prompt + min(o, CLIP_MAX_NEW_TOKENS)
     if i + o > cap:
         raise ConfigError(file, "workload.output_len", o,
@@ -1102,13 +1197,17 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
                       if int(total * r / 10_000) // page * page >= fits), None)
         fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio} (an SWA pool of {fits})" if ratio is not None
                else f"{pool} must be at least {fits} at a ratio of 1")
+        if srv.spec_kv_reserve and srv.rules.spec_kv_reservation == "topup":
+            ask = (f"its top-up to prompt + {srv.spec_kv_reserve} reserved positions (page-rounded; "
+                   f"{where}.speculative_eagle_topk, speculative_num_steps and page_size = {page} size the reserve)")
+            lower = ", or lower the speculative reserve"
+        else:
+            ask, lower = f"the pass's {srv.spec_window}-token window (page-rounded)", ""
         raise ConfigError(file, f"{where}.swa_full_tokens_ratio", srv.swa_full_tokens_ratio,
                           f"the SWA pool of {swa} ({pool} = {cap} x {where}.swa_full_tokens_ratio, page-aligned) "
-                          f"cannot hold one request alone at its largest verify pass: a prompt of {i} tokens holds {held} SWA "
-                          f"slots and its top-up to prompt + {srv.spec_kv_reserve} reserved positions (page-rounded; "
-                          f"{where}.speculative_eagle_topk, speculative_num_steps and page_size = {page} size the "
-                          f"reserve) takes {need} more; SGLang aborts it out of memory (schedule_batch.py "
-                          f"retract_decode); {fix}, or lower the speculative reserve")
+                          f"cannot hold one request alone at its largest decode/verify pass: a prompt of {i} tokens holds "
+                          f"{held} SWA slots and {ask} takes {need} more; SGLang aborts it out of memory (schedule_batch.py "
+                          f"retract_decode); {fix}{lower}")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
         raise ConfigError(file, pool, cap,

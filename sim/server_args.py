@@ -535,6 +535,17 @@ class ServerArgs(BaseModel):
                                  f"not modelled with prefill-decode disaggregation (a hybrid sliding-window KV): "
                                  f"{no_swa}; remove it")
             self.role_server(role)
+        pages = {role: self.role_server(role).page_size for role in ROLES}
+        if pages["prefill"] != pages["decode"]:
+            # disaggregation/common/conn.py CommonKVManager.try_ensure_parallel_info: the decode
+            # side refuses a prefill server of another page size ("Page size mismatch")
+            role = next((r for r in ("decode", "prefill") if "page_size" in getattr(self.disaggregation, r).server),
+                        "decode")
+            raise FieldError(f"server.disaggregation.{role}.server.page_size", pages[role],
+                             f"the prefill server's page_size is {pages['prefill']} and the decode server's "
+                             f"{pages['decode']} (each as its attention backend takes it); SGLang 0.5.23 refuses the "
+                             "KV transfer between them (disaggregation/common/conn.py try_ensure_parallel_info: "
+                             "'Page size mismatch'): give both roles the same page_size")
 
     @property
     def graph_batch_sizes(self) -> list[int]:

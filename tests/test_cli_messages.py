@@ -381,3 +381,21 @@ def test_an_atomic_write_over_a_folder_names_the_destination(tmp_path):
         atomic_write_text(tmp_path / "x.csv", "a\n")
     assert e.value.filename == str(tmp_path / "x.csv")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv"]
+
+
+def test_an_atomic_write_through_a_symlink_replaces_the_file_it_points_to(tmp_path):
+    """A destination that is a symlink (a results file linked from elsewhere) had the link
+    itself replaced by a plain file, leaving the file it points to stale; a plain write
+    (open(path, "w")) writes through the link. The temporary file now goes beside the target."""
+    import os
+
+    from specsched.sim.atomic import atomic_write_text
+
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "t.csv"
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(os.path.relpath(target, tmp_path))
+    assert atomic_write_text(link, "new\n") == link
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["t.csv"]

@@ -600,7 +600,8 @@ def test_a_disaggregated_roles_page_size_the_backend_cannot_take_becomes_64(tmp_
     # _mla_backend_page_constraints); a decode role's page_size 16 on B200 ran at 16
     from specsched.sim.defaults import apply_hardware_defaults
 
-    path = _scenario(tmp_path, model, gpu, tp, "disaggregation: {prefill: {instances: 1}, "
+    # (the section states it too: roles of different page sizes are refused)
+    path = _scenario(tmp_path, model, gpu, tp, f"page_size: {page}, disaggregation: {{prefill: {{instances: 1}}, "
                      f"decode: {{instances: 1, server: {{page_size: {page}}}}}}}")
     sc = load_scenario(path)
     assert sc.server.role_server("decode").page_size == want
@@ -608,3 +609,48 @@ def test_a_disaggregated_roles_page_size_the_backend_cannot_take_becomes_64(tmp_
     filled = {r.key: r for r in apply_hardware_defaults(load_scenario(path, resolve_defaults=False))[1]}
     snapped = filled.get("disaggregation.decode.server.page_size")
     assert (snapped is not None and "changes page_size" in snapped.why) == (want != page)
+
+
+@pytest.mark.parametrize("section, prefill, decode, want", [
+    # a prefill role without speculation runs trtllm_mha on B200 (get_default_attn_backend),
+    # which changes the section's page_size 8 to 64; the speculative decode role keeps 8
+    ("page_size: 8, speculative_algorithm: eagle", "{speculative_algorithm: none}", "{}", (64, 8)),
+    # and the other way round: the section's own snap is not the drafting decode role's
+    ("page_size: 8, speculative_algorithm: none", "{}", "{speculative_algorithm: eagle}", (64, 8)),
+    # no page size given: the role without speculation gets trtllm_mha's default of 64
+    ("speculative_algorithm: eagle", "{speculative_algorithm: none}", "{}", (64, 1)),
+    # the section's own tree settings are not the plain prefill role's
+    ("page_size: 8, speculative_algorithm: eagle, speculative_eagle_topk: 4, speculative_num_steps: 3, "
+     "speculative_num_draft_tokens: 8", "{speculative_algorithm: none}", "{}", (64, 8)),
+])
+def test_a_roles_page_size_follows_its_own_attention_backend(tmp_path, section, prefill, decode, want):
+    """Each role is its own SGLang server: its speculative settings pick its attention backend
+    (arg_groups/model_override_base.py get_default_attn_backend), whose page rule
+    (overrides.py _mla_backend_page_constraints) applies to it alone. The roles then disagree,
+    and SGLang's decode side refuses a prefill server of another page size
+    (disaggregation/common/conn.py try_ensure_parallel_info): refused at load, naming both."""
+    from specsched.sim.defaults import apply_hardware_defaults
+    from specsched.sim.errors import ConfigError
+
+    path = _scenario(tmp_path, "llama-3.1-8b", "B200", 1, f"{section}, disaggregation: "
+                     f"{{prefill: {{instances: 1, server: {prefill}}}, decode: {{instances: 1, server: {decode}}}}}")
+    raw = load_scenario(path, resolve_defaults=False)
+    with pytest.raises(ConfigError, match=rf"page_size is {want[0]} and the decode server's {want[1]} .*Page size mismatch"):
+        apply_hardware_defaults(raw)
+
+
+def test_a_role_stating_nothing_that_picks_a_backend_has_the_sections_page_size(tmp_path):
+    path = _scenario(tmp_path, "llama-3.1-8b", "B200", 1, "page_size: 8, speculative_algorithm: none, disaggregation: "
+                     "{prefill: {instances: 1, server: {chunked_prefill_size: 4096}}, decode: {instances: 1}}")
+    s = load_scenario(path).server
+    assert s.role_server("prefill").page_size == s.role_server("decode").page_size == 64
+
+
+def test_disaggregated_roles_of_different_page_sizes_are_refused(tmp_path):
+    from specsched.sim.errors import ConfigError
+
+    path = _scenario(tmp_path, "llama-3.1-8b", "H200", 1, "disaggregation: {prefill: {instances: 1}, "
+                     "decode: {instances: 1, server: {page_size: 16}}}")
+    with pytest.raises(ConfigError, match=r"server.disaggregation.decode.server.page_size = 16: the prefill server's "
+                                          r"page_size is 1 and the decode server's 16"):
+        load_scenario(path)

@@ -264,3 +264,92 @@ def test_the_cli_refuses_an_swa_pool_too_small_for_the_top_up_before_writing(tmp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "server.swa_full_tokens_ratio" in err and "alone cannot" not in err, err
     assert not (tmp_path / "res").exists()
+
+
+def _parked(ratio: float, sem: str | None = None, algo: str = "none"):
+    """A lone 3000-token prompt in chunks of 2048 on a hybrid sliding-window model with the
+    radix cache off under the overlap schedule: its first two extend batches free no SWA."""
+    srv = {"max_total_num_tokens": 20000, "page_size": 1, "sliding_window_size": 128,
+           "swa_full_tokens_ratio": ratio, "speculative_algorithm": algo, "disable_radix_cache": True,
+           "enable_overlap_schedule": True}
+    if algo == "eagle":
+        srv.update(speculative_eagle_topk=1, speculative_num_steps=3, speculative_num_draft_tokens=4)
+    if sem:
+        srv["sglang_semantics"] = sem
+    return make_scenario(server=srv, workload={"num_requests": 1, "input_len": {"kind": "fixed", "value": 3000},
+                                               "output_len": {"kind": "fixed", "value": 300}})
+
+
+@pytest.mark.parametrize("sem,algo", [(None, "none"), ("mi355x-dsv41", "none")])
+def test_a_chunked_prompt_parked_for_want_of_swa_is_refused_before_the_run(sem, algo):
+    """Without a prefix cache under the overlap schedule a request's first two extend batches
+    free no SWA (schedule_batch.py ScheduleBatch.maybe_evict_swa): two chunks fill a
+    2100-slot SWA pool, the third never gets a slot (SWAPrefillBudget.available_chunk_tokens)
+    and SGLang parks the request for ever. The check before the run let it through and the run
+    stopped partway ("its chunked prefill holds 2099 SWA slots"); now it refuses it, naming the
+    ratio, and the smallest ratio it names runs to the end."""
+    from specsched.sim.limits import check_fits
+    from specsched.sim.scheduler_decode import UnschedulableRequest
+
+    sc = _parked(0.105, sem, algo)
+    with pytest.raises(UnschedulableRequest, match="chunked prefill holds"):
+        SimEngine(sc, tiny_profile()).run()
+    with pytest.raises(ConfigError, match=r"server.swa_full_tokens_ratio = 0.105: .*chunk.*at least (0\.\d+)") as e:
+        check_fits(sc)
+    assert "\n" not in str(e.value)
+    ratio = float(re.search(r"ratio to at least (0\.\d+)", str(e.value)).group(1))
+    fits = _parked(ratio, sem, algo)
+    check_fits(fits)
+    assert SimEngine(fits, tiny_profile()).run().summary["completed"] == 1
+    with pytest.raises(UnschedulableRequest):
+        SimEngine(_parked(round(ratio - 0.0001, 4), sem, algo), tiny_profile()).run()
+
+
+def test_never_fit_rows_marks_the_rows_a_parked_chunk_would_stop():
+    from specsched.sim.limits import lone_chunk_parked
+
+    srv = _parked(0.105).server
+    ins, outs = np.array([3000, 2000, 2100, 4100, 1000]), np.array([300, 300, 1, 300, 300])
+    marked = never_fit_rows(srv, ins, outs)
+    assert marked.tolist() == [lone_chunk_parked(srv, int(i), int(o)) is not None for i, o in zip(ins, outs, strict=True)]
+    assert marked[0] and not marked[1] and not marked[4]
+
+
+def test_an_swa_pool_too_small_for_a_lone_verify_window_is_refused_under_the_window_rule():
+    """Under the window rule (the mi355x-dsv41 build reserves each verify pass's window, no
+    top-up) a lone 3000-token prompt with the radix cache off holds its whole prompt in the
+    SWA pool at its first verify pass, which then needs its window more: on a 3002-slot pool
+    the run stopped ("alone cannot get SWA slots for the next step") where the check before
+    it said nothing. The check now walks the window rule too; the ratio it names runs."""
+    from specsched.sim.limits import check_fits
+    from specsched.sim.scheduler_decode import UnschedulableRequest
+
+    sc = _parked(0.1501, "mi355x-dsv41", "eagle")
+    assert sc.server.rules.spec_kv_reservation == "window"
+    with pytest.raises(UnschedulableRequest, match="alone cannot get SWA slots"):
+        SimEngine(sc, tiny_profile()).run()
+    with pytest.raises(ConfigError, match=r"server.swa_full_tokens_ratio = 0.1501: .*4-token window.*at least (0\.\d+)") as e:
+        check_fits(sc)
+    ratio = float(re.search(r"ratio to at least (0\.\d+)", str(e.value)).group(1))
+    fits = _parked(ratio, "mi355x-dsv41", "eagle")
+    check_fits(fits)
+    assert SimEngine(fits, tiny_profile()).run().summary["completed"] == 1
+
+
+def test_the_lone_swa_walk_lags_a_pass_under_the_overlap_schedule():
+    """Under the overlap schedule the next verify pass is built before the last one's result
+    is processed, so its SWA check sees the output a pass behind. The walk counted every
+    pass's tokens at once and refused a 310-slot SWA pool for a lone 300-token prompt
+    (308 held + 4 asked) that the run serves at every acceptance."""
+    from specsched.sim.limits import check_fits
+
+    srv = {"max_total_num_tokens": 20000, "page_size": 1, "sliding_window_size": 128, "swa_full_tokens_ratio": 0.0155,
+           "speculative_algorithm": "eagle", "speculative_eagle_topk": 1, "speculative_num_steps": 3,
+           "speculative_num_draft_tokens": 4, "disable_radix_cache": True, "enable_overlap_schedule": True}
+    for acc in (1.0, 4.0):
+        sc = make_scenario(server=srv, workload={"num_requests": 1, "input_len": {"kind": "fixed", "value": 300},
+                                                 "output_len": {"kind": "fixed", "value": 600}},
+                           acceptance={"mean_accept_length": acc, "request_spread": 0.0})
+        assert sc.server.swa_max_total_num_tokens == 310
+        check_fits(sc)
+        assert SimEngine(sc, tiny_profile()).run().summary["completed"] == 1
