@@ -676,7 +676,7 @@ def test_public_trace_layouts():
 
     t = DATA / "traces"
     az = load_trace(TraceConfig(path=str(t / "azure-2023-code.csv"), layout="azure"))
-    assert az.arrival_s.tolist() == pytest.approx([0.0, 3.437851, 3.620142, 4.31941], abs=1e-6) and az.output_len[-1] == 1
+    assert az.arrival_s.tolist() == pytest.approx([0.0, 3.437851, 3.620142, 4.31941], abs=1e-6) and az.output_len[-1] == 0
     tz = load_trace(TraceConfig(path=str(t / "azure-2024-code-week.csv"), layout="azure"))   # times with a zone
     assert tz.arrival_s.tolist() == pytest.approx([0.0, 0.041282, 1.50928], abs=1e-6)   # epoch seconds in a float
     bg = load_trace(TraceConfig(path=str(t / "burstgpt.csv"), layout="burstgpt"))
@@ -1422,7 +1422,7 @@ def test_the_peaks_hold_the_occupied_seconds_only():
     from specsched.sim.bench_serving import _peaks
 
     req = pd.DataFrame({"rid": [0, 1, 2], "start_s": [0.0, 0.2, 1e8], "first_token_s": [0.1, 0.5, 1e8 + 0.1],
-                        "finish_s": [1.5, 0.9, 1e8 + 2.2]})
+                        "finish_s": [1.5, 0.9, 1e8 + 2.2], "output_len": [3, 2, 2]})
     chunks = pd.DataFrame({"rid": [0, 0, 0, 1, 1, 2, 2], "time_s": [0.1, 0.6, 1.5, 0.5, 0.9, 1e8 + 0.1, 1e8 + 2.2],
                            "n_tokens": [1, 1, 1, 1, 1, 1, 1]})
     tracemalloc.start()
