@@ -19,7 +19,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from specsched.sim.engine import SimEngine
 from specsched.sim.plan import StepOutput
 from specsched.sim.request import Req
 
@@ -28,9 +27,8 @@ from tests.conftest import (
     assert_whole_pages,
     clockless_scheduler,
     make_scenario,
-    tiny_profile,
 )
-from tests.test_sim_speed_equivalence import assert_same_run
+from tests.test_paged_decode import assert_collapsed_retracting_run
 from tests.test_spec_kv import running, sched, verify
 
 
@@ -79,14 +77,7 @@ def _spec_scenario(page: int, rule: str, kv: int, **server):
 def test_a_retracting_speculative_burst_on_a_paged_pool_is_the_same_fast_or_step_by_step(page, rule):
     # the collapsed stretches (sim/decode_run.py over KVLedger.stretch_usage's paged rules)
     # give the step-by-step run exactly, and collapse most passes
-    sc = _spec_scenario(page, rule, 4000)
-    step = SimEngine(sc, tiny_profile(), 1, fast_forward=False).run()
-    fast = SimEngine(sc, tiny_profile(), 1).run()
-    assert_same_run(step, fast, rel=1e-12)
-    assert fast.extra["fast_forward_iterations"] > 0.5 * fast.extra["num_passes"]
-    s = fast.summary
-    assert s["completed"] == 40 and s["num_retractions"] >= 1
-    assert s["kv_peak_tokens"] % page == 0 and s["kv_peak_tokens"] <= 4000
+    assert_collapsed_retracting_run(_spec_scenario(page, rule, 4000), 40, page, 4000)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
