@@ -30,7 +30,7 @@ from specsched.sim.config import (
     validation_error,
 )
 from specsched.sim.errors import ConfigError
-from specsched.sim.server_args import ServerArgs
+from specsched.sim.server_args import ServerArgs, chain_window_reset
 from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint, unmodelled
 from specsched.sim.yaml_io import load_yaml_text
 
@@ -304,9 +304,9 @@ def _window_read(s: Any) -> bool:
     arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it (sim/server_args.py
     ``_chain_window_from_steps``)."""
     def fixed_by_steps(x: Any) -> bool:
-        algo = x.speculative_algorithm
-        return (algo.enabled and not algo.is_block and (x.speculative_eagle_topk or 1) == 1
-                and x.speculative_num_steps is not None and "speculative_num_steps" in x.model_fields_set)
+        return ("speculative_num_steps" in x.model_fields_set
+                and chain_window_reset(x.speculative_algorithm, x.speculative_num_steps, x.speculative_eagle_topk)
+                is not None)
 
     drafting = [x for x in _servers(s) if x.speculative_algorithm.enabled]
     return not drafting or not all(fixed_by_steps(x) for x in drafting)

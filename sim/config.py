@@ -35,12 +35,12 @@ from specsched.sim.bundled import resolve_scenario_path
 from specsched.sim.errors import ConfigError, FieldError
 from specsched.sim.host_speed import HostConditions
 from specsched.sim.server_args import (
-    MAX_DRAFT_TOKENS,
     MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR,
     AdmissionDelay,
     ServerArgs,
     SpecAlgorithm,
     SyncMode,
+    chain_window_reset,
     prefill_graph_bucket,
     prefill_token_buckets,
 )
@@ -286,19 +286,14 @@ def with_value(model: BaseModel, dotted: str, value: Any) -> BaseModel:
 
 def _reset_window(server: Any) -> int | None:
     """The ``speculative_num_draft_tokens`` a raw server mapping writes when SGLang's chain
-    reset replaces it (:meth:`ServerArgs._chain_window_from_steps`: a chain drafter without a
+    reset replaces it (:func:`sim.server_args.chain_window_reset`: a chain drafter without a
     tree given its steps verifies ``speculative_num_steps + 1``), else None."""
     if not isinstance(server, dict):
         return None
-    steps, topk, window = (server.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                                   "speculative_num_draft_tokens"))
-    try:
-        algo = SpecAlgorithm(str(server.get("speculative_algorithm", "none")).lower())
-    except ValueError:
-        return None
-    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (steps, window))
-    if (algo.enabled and not algo.is_block and ints and 1 <= steps < MAX_DRAFT_TOKENS
-            and topk in (None, 1) and window != steps + 1):
+    window = server.get("speculative_num_draft_tokens")
+    run = chain_window_reset(server.get("speculative_algorithm", "none"), server.get("speculative_num_steps"),
+                             server.get("speculative_eagle_topk"))
+    if run is not None and isinstance(window, int) and not isinstance(window, bool) and window != run:
         return window
     return None
 

@@ -168,6 +168,24 @@ def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
     return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
 
 
+def chain_window_reset(algorithm: Any, steps: Any, topk: Any) -> int | None:
+    """The verify window SGLang 0.5.23 gives a chain drafter without a tree in place of its
+    ``speculative_num_draft_tokens``, ``speculative_num_steps + 1``, else None: a chain
+    (``algorithm`` enabled, not a block drafter) given integer ``steps`` in 1..MAX_DRAFT_TOKENS
+    - 1 and ``speculative_eagle_topk`` 1 or unset (``topk``) verifies its steps + 1 positions
+    whatever the window says (arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it
+    with a logged warning). ``algorithm``: a name in any case, or a :class:`SpecAlgorithm`
+    (None when it names none)."""
+    try:
+        algo = SpecAlgorithm(str(algorithm if algorithm is not None else "none").lower())
+    except ValueError:
+        return None   # the field's own validator names the value
+    if (algo.enabled and not algo.is_block and isinstance(steps, int) and not isinstance(steps, bool)
+            and 1 <= steps < MAX_DRAFT_TOKENS and topk in (None, 1)):
+        return steps + 1
+    return None
+
+
 class ServerArgs(BaseModel):
     """The SGLang server arguments the scheduler model reads (names as in server_args.py); SGLang launch arguments that cannot change the prediction (log_level, enable_metrics, port, ...) are accepted and left out, the others refused saying why (sim/sglang_launch_args.py)."""
 
@@ -310,14 +328,10 @@ class ServerArgs(BaseModel):
         never made; a shorter one, refuse a server SGLang starts."""
         if not isinstance(data, dict):
             return data
-        steps, topk = data.get("speculative_num_steps"), data.get("speculative_eagle_topk")
-        try:
-            algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
-        except ValueError:
-            return data   # the field's own validator names the value
-        if (algo.enabled and not algo.is_block and isinstance(steps, int) and not isinstance(steps, bool)
-                and 1 <= steps < MAX_DRAFT_TOKENS and topk in (None, 1)):
-            data = {**data, "speculative_num_draft_tokens": steps + 1}
+        window = chain_window_reset(data.get("speculative_algorithm", "none"), data.get("speculative_num_steps"),
+                                    data.get("speculative_eagle_topk"))
+        if window is not None:
+            data = {**data, "speculative_num_draft_tokens": window}
         return data
 
     @model_validator(mode="before")
