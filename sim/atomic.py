@@ -100,8 +100,8 @@ def _remove_stale_file_temps(parent: Path, name: str) -> None:
                 os.unlink(parent / e)
 
 
-def _naming(e: OSError, tmp: Path, p: Path) -> OSError:
-    """``e`` (raised about the temporary file ``tmp``) as the same error about ``p``."""
+def _naming(e: OSError, p: Path) -> OSError:
+    """``e`` (raised about the temporary file) as the same error about ``p``."""
     return type(e)(e.errno, e.strerror, str(p))
 
 
@@ -139,7 +139,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     try:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     except OSError as e:
-        raise _naming(e, tmp, given) from None
+        raise _naming(e, given) from None
     try:
         write(tmp)
         _fsync_path(tmp)
@@ -148,7 +148,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError) and str(tmp) in (e.filename, e.filename2):
-            raise _naming(e, tmp, given) from None
+            raise _naming(e, given) from None
         raise
     _fsync_path(p.parent, directory=True)
     return given

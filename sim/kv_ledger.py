@@ -408,10 +408,7 @@ class KVLedger:
 
     def _held_to(self, n: int) -> int:
         """Slots a request's first ``n`` positions take: whole pages in a paged pool, else n."""
-        if self.paged:
-            p = self.page_size
-            return -(-n // p) * p
-        return n
+        return self._pages(n) if self.paged else n
 
     def top_up_need(self, reqs: Sequence[Req]) -> int:
         """Slots :meth:`top_up` would take for ``reqs`` (the decode memory check, sglang

@@ -35,6 +35,7 @@ warned of before it runs (:func:`memory_estimate`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ from specsched.sim.prefill_adder import (
 )
 from specsched.sim.request import Req
 from specsched.sim.scheduler_disagg import prealloc_need
+from specsched.sim.server_args import swa_pool_tokens
 
 if TYPE_CHECKING:
     from specsched.sim.hardware import Hardware
@@ -996,6 +998,16 @@ def lone_chunk_parked(srv, i: int, o: int, swa: int | None = None, ignore_eos: b
     return None
 
 
+def _least_swa_ratio(srv, first: int, holds: Callable[[int], bool]) -> float | None:
+    """The smallest ``swa_full_tokens_ratio``, in steps of 1e-4 from ``first`` / 1e4 up to 1,
+    whose SWA pool beside the server's full pool (:func:`sim.server_args.swa_pool_tokens`, the
+    pool SGLang sizes at that ratio) ``holds``; None when none does."""
+    for r in range(first, 10_001):
+        if holds(swa_pool_tokens(srv.max_total_num_tokens, srv.page_size, r / 10_000)):
+            return r / 10_000
+    return None
+
+
 def _check_parked_chunk(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
     """Refuse a prompt that, alone on the server, gets no next chunk for want of SWA slots
     (:func:`lone_chunk_parked`; SGLang parks it for ever, the simulator stopped partway:
@@ -1004,10 +1016,9 @@ def _check_parked_chunk(file: str, srv, where: str, i: int, o: int, ignore_eos: 
     at = lone_chunk_parked(srv, i, o, ignore_eos=ignore_eos)
     if at is None:
         return
-    page, cap, swa = srv.page_size, srv.max_total_num_tokens, srv.swa_max_total_num_tokens
-    total = (cap // page) * page
-    ratio = next((r / 10_000 for r in range(int(srv.swa_full_tokens_ratio * 10_000) + 1, 10_001)
-                  if lone_chunk_parked(srv, i, o, int(total * (r / 10_000)) // page * page, ignore_eos) is None), None)
+    cap, swa = srv.max_total_num_tokens, srv.swa_max_total_num_tokens
+    ratio = _least_swa_ratio(srv, int(srv.swa_full_tokens_ratio * 10_000) + 1,
+                             lambda pool: lone_chunk_parked(srv, i, o, pool, ignore_eos) is None)
     fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio}" if ratio is not None
            else f"enlarge {where}.max_total_num_tokens")
     raise ConfigError(file, f"{where}.swa_full_tokens_ratio", srv.swa_full_tokens_ratio,
@@ -1193,8 +1204,7 @@ def _check_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = T
     if _swa_top_up_past_pool(srv, i, o):
         held, need = lone_swa_top_up(srv, i, o)
         swa, total, fits = srv.swa_max_total_num_tokens, (cap // page) * page, held + need
-        ratio = next((r / 10_000 for r in range(-(-fits * 10_000 // total), 10_001)
-                      if int(total * r / 10_000) // page * page >= fits), None)
+        ratio = _least_swa_ratio(srv, -(-fits * 10_000 // total), lambda pool: pool >= fits)
         fix = (f"set {where}.swa_full_tokens_ratio to at least {ratio} (an SWA pool of {fits})" if ratio is not None
                else f"{pool} must be at least {fits} at a ratio of 1")
         if srv.spec_kv_reserve and srv.rules.spec_kv_reservation == "topup":

@@ -168,6 +168,15 @@ def prefill_graph_bucket(tokens: int, buckets: list[int]) -> int | None:
     return b if b <= MAX_PREFILL_CUDA_GRAPH_PADDING_FACTOR * tokens else None
 
 
+def swa_pool_tokens(max_total_num_tokens: int, page_size: int, ratio: float) -> int:
+    """Slots of a hybrid sliding-window model's SWA pool beside a full pool of
+    ``max_total_num_tokens`` at ``swa_full_tokens_ratio`` ``ratio``: the page-aligned full pool
+    x ratio, page-aligned (sglang 0.5.23 model_executor/pool_configurator.py
+    ``HybridSWAPoolConfigurator._solve_pool_sizes``)."""
+    p = page_size
+    return int(max_total_num_tokens // p * p * ratio) // p * p
+
+
 def chain_window_reset(algorithm: Any, steps: Any, topk: Any) -> int | None:
     """The verify window SGLang 0.5.23 gives a chain drafter without a tree in place of its
     ``speculative_num_draft_tokens``, ``speculative_num_steps + 1``, else None: a chain
@@ -644,8 +653,7 @@ class ServerArgs(BaseModel):
         ``HybridSWAPoolConfigurator._solve_pool_sizes``)."""
         if self.sliding_window_size is None:
             return 0
-        p = self.page_size
-        return int(self.max_total_num_tokens // p * p * self.swa_full_tokens_ratio) // p * p
+        return swa_pool_tokens(self.max_total_num_tokens, self.page_size, self.swa_full_tokens_ratio)
 
     @property
     def spec_kv_reserve(self) -> int:
