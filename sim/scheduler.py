@@ -531,6 +531,16 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             "(max_total_num_tokens x swa_full_tokens_ratio); enlarge the pool, lower chunked_prefill_size "
             "or turn on the radix cache")
 
+    def _policy_order(self, cache) -> list[Req]:
+        """The waiting queue in the schedule policy's order (``SchedulePolicy.calc_priority``),
+        given the running batch, the prefix ``cache`` (None: none) and the tokens processed; a
+        policy of the user's own is checked to return the queue's requests
+        (:func:`sim.schedule_policy.checked_order`)."""
+        order = self.policy.order(list(self.waiting), QueueContext(tuple(self.running), cache, self.processed_tokens))
+        if self._user_order:
+            order = checked_order(order, self.waiting, self.server.schedule_policy)
+        return order
+
     def _new_prefill_batch(self) -> BatchPlan | None:
         s = self.server
         preempt = self._preempt
@@ -582,14 +592,14 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # queue order: the queue itself (nothing joins or leaves it during the loop below);
         # any other order gets its own list (the policy interface hands it a list)
         in_queue_order = self._queue_order
-        order = waiting if in_queue_order else self.policy.order(
-            list(waiting), QueueContext(tuple(self.running), cache, self.processed_tokens))
-        if self._user_order:
-            order = checked_order(order, waiting, s.schedule_policy)
-        elif self._persist_order:
-            # SchedulePolicy.calc_priority sorts the waiting queue in place: the next pass
-            # (and lpm's fcfs fallback above 128 waiting) starts from this order
-            self.waiting = deque(order)
+        if in_queue_order:
+            order = waiting
+        else:
+            order = self._policy_order(cache)
+            if self._persist_order:
+                # SchedulePolicy.calc_priority sorts the waiting queue in place: the next pass
+                # (and lpm's fcfs fallback above 128 waiting) starts from this order
+                self.waiting = deque(order)
         if self._refresh_prefixes:
             self._refresh_waiting(order)
         spf = self._spf

@@ -64,7 +64,7 @@ from collections.abc import Callable
 from specsched.sim.deliveries import Deliveries
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.request import Req, ReqStatus
-from specsched.sim.schedule_policy import Fcfs, QueueContext, checked_order
+from specsched.sim.schedule_policy import Fcfs, QueueContext
 from specsched.sim.scheduler_decode import UnschedulableRequest
 
 DECODE_EXTRA_SLOTS_MAX_BATCH = 32
@@ -287,10 +287,7 @@ class Disagg:
         if not self.waiting:
             return
         if self.server.enable_priority_scheduling and len(self.waiting) > 1:
-            order = self.policy.order(list(self.waiting), QueueContext(tuple(self.running), None, self.processed_tokens))
-            if self._user_order:
-                order = checked_order(order, self.waiting, self.server.schedule_policy)
-            self.waiting = deque(order)
+            self.waiting = deque(self._policy_order(None))   # no radix cache on a decode server
         room = self.server.max_running_requests - len(self.running)
         if room <= 0:
             return
