@@ -1064,11 +1064,15 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
     why = "SGLang's default EAGLE parameters"
     served = (window if drafts is None and isinstance(window, int) and not isinstance(window, bool)
               and window >= 2 and kind not in SpecAlgorithm.__members__ else None)
+
+    def served_window(priced_as: str) -> str:   # the window is the server's, the draft the stand-in's
+        return (f"server_info's speculative_num_draft_tokens {served}, the tokens the server's {named} verified per "
+                f"request a step; the draft is priced as {priced_as}'s, not {named}'s"
+                + (" (a host-side n-gram lookup, no draft forward)" if kind == "ngram" else ""))
+
     if served is not None:
         d.update(speculative_num_steps=served - 1, speculative_eagle_topk=1, speculative_num_draft_tokens=served)
-        why = (f"a chain at server_info's speculative_num_draft_tokens {served}, the tokens the server's {named} "
-               f"verified per request a step; the draft is priced as {d['speculative_algorithm']}'s, not {named}'s"
-               + (" (a host-side n-gram lookup, no draft forward)" if kind == "ngram" else ""))
+        why = f"a chain at {served_window(d['speculative_algorithm'])}"
     if drafts is not None:   # vllm bench serve: its draft length is in the line
         k = drafts[0]
         d.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
@@ -1084,9 +1088,7 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
              or d["speculative_num_draft_tokens"]}
         why = f"profile {profile} prices no chain draft step, only its block drafter"
         if served is not None:
-            why += (f"; window: server_info's speculative_num_draft_tokens {served}, the tokens the server's "
-                    f"{named} verified per request a step; the draft is priced as dspark's, not {named}'s"
-                    + (" (a host-side n-gram lookup, no draft forward)" if kind == "ngram" else ""))
+            why += f"; window: {served_window('dspark')}"
     w = d["speculative_num_draft_tokens"]
     if drafts is None and acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
         d["speculative_num_draft_tokens"] = w = math.ceil(acc) + 1

@@ -74,7 +74,8 @@ became garbage, silently."""
 class Trace:
     """A loaded trace: ``arrival_s`` (seconds from the first request, non-decreasing),
     ``input_len`` (tokens, >= 0: an empty prompt is one the server rejects, sim/limits.py
-    ``server_rejections``) and ``output_len`` (tokens, >= 1); int/float arrays of shape (n,);
+    ``server_rejections``) and ``output_len`` (tokens, >= 0: 0 is served prefill only,
+    :func:`sim.workload.scheduler_request`); int/float arrays of shape (n,);
     ``lines``: each request's 1-based line in the file (int64 (n,); None for a Trace built
     by hand), so that a row the server can never run is named by its line (sim/limits.py).
     With block ids (Mooncake's ``hash_ids``): ``hash_ids`` (int64 (m,), every request's ids
