@@ -42,7 +42,7 @@ DEFAULT_METRICS = (
     "max_ttft_ms", "median_tpot_ms", "median_itl_ms", "verify_cycles_per_s", "accept_length",
 )
 ABORTED = "requests_aborted"
-"""The summary key of the requests a run's server rejected (sim/limits.py ``trace_aborts``);
+"""The summary key of the requests a run's server rejected (sim/served.py ``trace_aborts``);
 absent from a run that rejected none (read as 0 beside one that did)."""
 
 

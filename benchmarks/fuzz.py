@@ -53,7 +53,8 @@ from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgor
 from specsched.sim.disaggregation import PDEngine
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
-from specsched.sim.limits import INPUT_MARGIN, check_fits, topup_beside_chunk_tokens
+from specsched.sim.limits import check_fits
+from specsched.sim.pool_fit import INPUT_MARGIN, topup_beside_chunk_tokens
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.profile import Profile
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
@@ -126,9 +127,9 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
     ahead = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=max(window, 2) if spec else 1,
                        speculative_num_steps=steps, speculative_eagle_topk=topk, page_size=page).spec_kv_reserve
     need = ceil_page(i_max, page) + min(o_max, CLIP_MAX_NEW_TOKENS) + page + max(2 * window, ahead) + 1
-    # SGLang aborts a prompt of pool - 6 tokens or more (sim/limits.py longest_prompt)
+    # SGLang aborts a prompt of pool - 6 tokens or more (sim/pool_fit.py longest_prompt)
     need = max(need, i_max + o_max, page, i_max + INPUT_MARGIN + 1)
-    # a lone request's top-up beside a chunked prompt (sim/limits.py; max_running_requests
+    # a lone request's top-up beside a chunked prompt (sim/pool_fit.py topup_beside_chunk_tokens; max_running_requests
     # is drawn below, so the bound is taken as if it allowed two)
     beside = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=max(window, 2) if spec else 1,
                         speculative_num_steps=steps, speculative_eagle_topk=topk, page_size=page,

@@ -51,7 +51,6 @@ from specsched.sim.config import Scenario, SyncMode
 from specsched.sim.defaults import scenario_hardware
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import IDLE_PASSES, Stalled
-from specsched.sim.limits import output_cut_summary, served_requests, truncation_summary
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -69,6 +68,7 @@ from specsched.sim.policy_loader import user_policy_specs
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler, run_counts
+from specsched.sim.served import output_cut_summary, served_requests, truncation_summary
 from specsched.sim.workload import Clients, make_requests, scheduler_request, with_request_labels
 from tqdm.auto import tqdm
 
@@ -110,7 +110,7 @@ class LoopHost:
 
     def _reset_loop_host(self, specs: list, seed: int) -> None:
         self.rec = Recorder("full")
-        # rows the server rejects (sim/limits.py trace_aborts) run as SGLang's abort and count as failed
+        # rows the server rejects (sim/served.py trace_aborts) run as SGLang's abort and count as failed
         self.rec.mark_aborted({s.index: s.abort for s in specs if s.abort is not None})
         self.clients = Clients(self.scenario, specs, seed)
         self.specs = specs
@@ -303,7 +303,7 @@ class RuntimeEngine(LoopHost):
         self.progress = progress
         self.window = srv.spec_window
         # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang
-        # cuts them (sim/limits.py served_requests)
+        # cuts them (sim/served.py served_requests)
         self.specs, self.output_cuts = served_requests(
             scenario, make_requests(scenario.workload, self.seed, scenario.path or None),
             scenario_hardware(scenario), self.seed)

@@ -150,7 +150,7 @@ class PDEngine(SimEngine):
         self._rng = seed_streams.rng("disagg_router", self.seed)
         self._rr = {"prefill": 0, "decode": 0}
         self._pair: dict[int, tuple[_Server, _Server, Req, Req]] = {}
-        self._rejected = {s.index for s in self.specs if s.abort is not None}   # sim/limits.py trace_aborts
+        self._rejected = {s.index for s in self.specs if s.abort is not None}   # sim/served.py trace_aborts
         self._link_free: dict[tuple[int, int], float] = {}
         self._ready_s: dict[int, float] = {}  # rid -> when its last chunk's send began
         self.transfer_s: list[float] = []
@@ -181,7 +181,7 @@ class PDEngine(SimEngine):
         d._arrive(req)
 
     def _retire_rejected(self, rid: int) -> None:
-        """A request both its servers reject (:func:`sim.limits.trace_aborts`) ends now: each
+        """A request both its servers reject (:func:`sim.served.trace_aborts`) ends now: each
         server's tokenizer or scheduler rejects it as it arrives, and a scheduler in either
         disaggregation mode retires an aborted request at its queue's door, before any KV,
         bootstrap or forward (SGLang 0.5.23 disaggregation/prefill.py

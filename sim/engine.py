@@ -51,7 +51,6 @@ from specsched.sim.grid_range import (
     write_warnings,
 )
 from specsched.sim.host_speed import scale_host
-from specsched.sim.limits import output_cut_summary, truncation_summary
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -71,6 +70,7 @@ from specsched.sim.profile import Profile, analytic_costs, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
+from specsched.sim.served import output_cut_summary, truncation_summary
 from specsched.sim.steady_state import steady_throughputs
 from specsched.sim.workload import make_requests, with_request_labels
 
@@ -163,7 +163,7 @@ class SimEngine(Clients, EngineStretch):
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
         from specsched.sim.defaults import hardware_of
-        from specsched.sim.limits import served_requests
+        from specsched.sim.served import served_requests
 
         # the requests as the server runs them (outputs cut, rejected rows marked), and the
         # (request, asked, run) of each cut output; turns past the context or pool refused
@@ -173,7 +173,7 @@ class SimEngine(Clients, EngineStretch):
             records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
         self.env = simpy.Environment()
         self.rec = Recorder(records)
-        if w.kind == "trace":   # rows the server rejects (sim/limits.py trace_aborts) count as failed
+        if w.kind == "trace":   # rows the server rejects (sim/served.py trace_aborts) count as failed
             self.rec.mark_aborted({s.index: s.abort for s in self.specs if s.abort is not None})
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}

@@ -243,7 +243,7 @@ _UNSAID: list[bool] = [False]
 @contextmanager
 def warnings_unsaid() -> Iterator[None]:
     """Inside, warnings about a trace are neither said nor marked said: a check before the run
-    (sim/limits.py ``check_turn_rows``) reads the conversations the run says them for."""
+    (sim/served.py ``check_turn_rows``) reads the conversations the run says them for."""
     _UNSAID[0] = True
     try:
         yield

@@ -180,7 +180,7 @@ class Recorder:
 
     def mark_aborted(self, errors: dict[int, str]) -> None:
         """Requests the server rejects (rid -> the error text it returns; set before the run,
-        :func:`sim.limits.trace_aborts`). They run as SGLang runs an aborted request, but a
+        :func:`sim.served.trace_aborts`). They run as SGLang runs an aborted request, but a
         client counts them as failed, as bench_serving does (``success`` False): their rows
         have no first token and no finish (so no latency and not ``completed``), their
         deliveries are dropped, and the requests table gains an ``error`` column."""

@@ -152,7 +152,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            # extend and decode/verify reservation (sim/kv_ledger.py)
                            paged=True)
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
-        from specsched.sim.limits import longest_pool_prompt
+        from specsched.sim.pool_fit import longest_pool_prompt
 
         # SGLang aborts a longer prompt (managers/utils.py validate_input_length; the pool's part
         # of max_req_input_len, tp_worker.py; the context's is checked before the run)

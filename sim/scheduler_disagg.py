@@ -84,7 +84,7 @@ def prealloc_need(slots: int, input_len: int, max_new_tokens: int, reserved_deco
     (sglang 0.5.23 disaggregation/decode.py ``DecodePreallocQueue._required_admission_tokens``):
     its ``slots`` plus num_reserved_decode_tokens, or its prompt plus its output clipped at
     CLIP_MAX_NEW_TOKENS less what the running batch could give back by retraction, whichever
-    is larger. The scheduler's admission and the pre-run check (sim/limits.py) both read it."""
+    is larger. The scheduler's admission and the pre-run check (sim/pool_fit.py) both read it."""
     return max(slots + reserved_decode, input_len + min(max_new_tokens, CLIP_MAX_NEW_TOKENS) - retractable)
 
 

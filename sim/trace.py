@@ -51,7 +51,7 @@ from specsched.sim.input_files import (
     open_text,
     unreadable,
 )
-from specsched.sim.limits import EMPTY_PROMPT
+from specsched.sim.served import EMPTY_PROMPT
 from specsched.sim.trace_prefix import MOONCAKE_BLOCK_SIZE, BlockTokens, prefix_reuse
 from specsched.sim.workload_config import MAX_ARRIVAL_SPAN_S, TraceConfig
 
@@ -73,7 +73,7 @@ became garbage, silently."""
 @dataclass(frozen=True)
 class Trace:
     """A loaded trace: ``arrival_s`` (seconds from the first request, non-decreasing),
-    ``input_len`` (tokens, >= 0: an empty prompt is one the server rejects, sim/limits.py
+    ``input_len`` (tokens, >= 0: an empty prompt is one the server rejects, sim/served.py
     ``server_rejections``) and ``output_len`` (tokens, >= 0: 0 is served prefill only,
     :func:`sim.workload.scheduler_request`); int/float arrays of shape (n,);
     ``lines``: each request's 1-based line in the file (int64 (n,); None for a Trace built
@@ -562,7 +562,7 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         A :class:`Trace` (arrivals scaled by ``cfg.time_scale``; an output length of 0 is
         kept: the request is served prefill only, :func:`sim.workload.scheduler_request`;
         a prompt of 0 tokens is kept, and
-        the run fails it as SGLang does: sim/limits.py ``server_rejections``).
+        the run fails it as SGLang does: sim/served.py ``server_rejections``).
 
     Raises:
         ConfigError: file missing or empty; a missing column; a row whose timestamp is not a

@@ -37,7 +37,7 @@ class RequestSpec:
     :class:`sim.trace_prefix.BlockTokens` that builds them when sliced; None otherwise) and
     its priority (None: the server's default), its 0-based turn within its conversation
     (multi_turn; 0 for a request that is not part of one), its routing key (None: sent
-    without one), for a request the server rejects (:func:`sim.limits.served_requests`) the
+    without one), for a request the server rejects (:func:`sim.served.served_requests`) the
     error text the client gets back (None: it is served), and for a prompt the server
     truncates (``server.allow_auto_truncate``) the tokens it keeps (None: the whole prompt;
     ``input_len`` stays the prompt sent, which bench_serving counts)."""
@@ -57,7 +57,7 @@ class RequestSpec:
     def served_lengths(self) -> tuple[int, int]:
         """(prompt, output) tokens the server runs: an aborted request's one-token prompt and
         one token (:func:`scheduler_request`), a truncated prompt's kept tokens
-        (``server.allow_auto_truncate``: :func:`sim.limits.served_requests`), else the
+        (``server.allow_auto_truncate``: :func:`sim.served.served_requests`), else the
         request's own."""
         if self.abort is not None:
             return 1, 1

@@ -291,7 +291,7 @@ def _run_command(args: argparse.Namespace) -> int:
               "as SGLang 0.5.23 does under --allow-auto-truncate (server.allow_auto_truncate)", file=sys.stderr)
     if (n := result.summary.get("requests_output_clamped")):
         # SGLang cuts max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens)
-        from specsched.sim.limits import cutting_server
+        from specsched.sim.served import cutting_server
 
         srv, key = cutting_server(scenario.server)
         print(f"warning: {n} request(s) had their output cut to fit the KV pool "

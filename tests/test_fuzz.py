@@ -55,7 +55,8 @@ def test_topup_beside_chunked_prompt_is_refused_up_front():
     import pytest
     from specsched.sim.config import Scenario
     from specsched.sim.errors import ConfigError
-    from specsched.sim.limits import check_fits, topup_beside_chunk_tokens
+    from specsched.sim.limits import check_fits
+    from specsched.sim.pool_fit import topup_beside_chunk_tokens
 
     sc = Scenario.model_validate(EAGLE_TOPUP_BESIDE_CHUNK[0])
     need = topup_beside_chunk_tokens(sc.server, 127, 4)

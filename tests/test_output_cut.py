@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine
-from specsched.sim.limits import never_fit_rows
+from specsched.sim.pool_fit import never_fit_rows
 from specsched.sim.server_args import ServerArgs
 
 import specsched.cli as cli  # noqa: F401
@@ -41,7 +41,7 @@ def test_a_trace_row_with_too_long_an_output_runs_with_sglangs_cut(tmp_path, cap
     # pool 4096, page 1: SGLang cuts to 4096 - 3000 - 1 - 1 = 1094 output tokens (max_req_len
     # 4095 - 3000 - 1 = 1094 too), and so does the simulator (it ran 1092: its admission kept 2
     # decode slots in flight beside the request, which SGLang's PrefillAdder does not charge)
-    from specsched.sim.limits import output_cut
+    from specsched.sim.served import output_cut
 
     assert output_cut(ServerArgs(**SERVER), np.array([3000]), np.array([2000])).tolist() == [1094]
     y = _scenario(tmp_path, ROWS)
@@ -100,7 +100,7 @@ def test_the_cut_is_sglangs_and_a_cut_request_fits_unless_sglang_aborts_it(cap, 
     (schedule_batch.py retract_decode); a request within SGLang's bounds (``paged + page +
     output < pool``, ``input + output < max_req_len``) is unchanged; an output is never
     lengthened."""
-    from specsched.sim.limits import output_cut, trace_output_cut
+    from specsched.sim.served import output_cut, trace_output_cut
 
     srv = {"max_total_num_tokens": cap, "page_size": page, "chunked_prefill_size": 128, "max_prefill_tokens": 256,
            "context_length": ctx}
@@ -183,7 +183,7 @@ def test_the_last_top_up_at_the_pool_runs_and_one_token_more_is_refused(seed):
 
 def test_the_runtime_runs_the_cut_outputs_the_simulator_runs(tmp_path):
     # predicted and measured must be the same run: the runtime builds its requests with the
-    # simulator's function (sim/limits.py served_requests), so a trace row whose output SGLang
+    # simulator's function (sim/served.py served_requests), so a trace row whose output SGLang
     # cuts runs cut there too (it stopped with UnschedulableRequest when the row reached the
     # scheduler)
     pytest.importorskip("torch")

@@ -1,7 +1,7 @@
 """A trace row SGLang 0.5.23 rejects in a prefill-decode disaggregated deployment runs as a
 failed request, as a co-located server's does (tests/test_trace_aborts.py), with the same
 outputs: the requests table's ``error`` column, NaN latencies, ``requests_aborted``, the
-bench_serving line's ``errors`` (sim/limits.py ``trace_aborts``).
+bench_serving line's ``errors`` (sim/served.py ``trace_aborts``).
 
 The router sends the request to a prefill and a decode server at once. Each server's
 tokenizer rejects a prompt past the context length (tokenizer_manager.py
@@ -22,7 +22,8 @@ import yaml
 from specsched.sim.disagg_config import KVTransferCost
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
-from specsched.sim.limits import check_fits, trace_aborts
+from specsched.sim.limits import check_fits
+from specsched.sim.served import trace_aborts
 
 from specsched.cli import main
 from tests.conftest import make_scenario, tiny_profile

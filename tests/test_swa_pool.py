@@ -484,7 +484,7 @@ def test_bad_swa_input_is_one_line_and_exit_2(tmp_path, capsys, key, value, allo
 
 
 def test_a_scenario_whose_prompts_outgrow_the_swa_pool_is_checked_as_sglang_admits_them():
-    """The check before a run (sim/limits.py ``_check_swa_pool``) refuses only what SGLang's
+    """The check before a run (sim/pool_fit.py ``_check_swa_pool``) refuses only what SGLang's
     SWA budget never admits. The HT burst (prompts up to 4300 tokens, 256-token pages,
     window 128, chunks of 16384) on an SWA pool of 2560 tokens: SGLang admits each prompt
     with its first chunk cut to 2560 - 128 - 256 = 2176 -> 2048 (``_chunk_cap``) and runs

@@ -1,5 +1,5 @@
 """A trace row a co-located SGLang 0.5.23 server rejects runs as the server runs it and counts
-as failed, as bench_serving counts it (sim/limits.py ``trace_aborts``): a prompt of
+as failed, as bench_serving counts it (sim/served.py ``trace_aborts``): a prompt of
 ``max_req_input_len`` tokens or more is aborted by the scheduler (managers/utils.py
 ``validate_input_length`` -> ``Req.set_finish_with_abort``: its prompt replaced by one token,
 it finishes after that one-token prefill), and a prompt past the context length (or prompt +
@@ -17,7 +17,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine
-from specsched.sim.limits import longest_prompt, trace_aborts
+from specsched.sim.pool_fit import longest_prompt
+from specsched.sim.served import trace_aborts
 
 from specsched.cli import main
 from tests.conftest import make_scenario, tiny_profile
@@ -90,7 +91,7 @@ def test_a_closed_loop_client_sends_its_next_request_after_an_abort(tmp_path):
 
 def test_the_runtime_runs_the_aborts_the_simulator_runs(tmp_path):
     # one scheduler, two clocks: the runtime builds its requests with the simulator's
-    # function (sim/limits.py served_requests), so the same rows fail there
+    # function (sim/served.py served_requests), so the same rows fail there
     pytest.importorskip("torch")
     from specsched.runtime.engine import RuntimeEngine
 
@@ -160,7 +161,7 @@ def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
     _validate_one_request); the scheduler cuts max_new_tokens on that prompt
     (init_req_max_new_tokens: max_req_len - prompt - 1), then the prompt to max_req_input_len
     (validate_input_length, after). A max_new_tokens of 0 still makes the prefill's one token."""
-    from specsched.sim.limits import auto_truncated
+    from specsched.sim.served import auto_truncated
 
     sc = make_scenario(server={**SERVER, "max_total_num_tokens": 100_000, "context_length": 2000,
                                "allow_auto_truncate": True})

@@ -1,7 +1,7 @@
 """A trace row or a multi-turn conversation's turn the server can never run is refused before
 the first simulated event: one line naming the trace file and line (or the turn), the column,
 the value and the pool; exit 2; nothing written. The up-front check refuses exactly the rows
-the scheduler would never schedule (sim/limits.py ``never_fit_rows``). A co-located server's
+the scheduler would never schedule (sim/pool_fit.py ``never_fit_rows``). A co-located server's
 trace row whose prompt SGLang rejects (past ``max_req_input_len`` or the context length) is
 not refused: it runs as SGLang's abort and counts as failed (tests/test_trace_aborts.py), as does
 a disaggregated deployment's row both its servers reject (tests/test_pd_trace_aborts.py); a row
@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.errors import ConfigError
-from specsched.sim.limits import _check_pool, never_fit_rows, trace_aborts, trace_output_cut
+from specsched.sim.pool_fit import check_request_pool, never_fit_rows
 from specsched.sim.scheduler import UnschedulableRequest
+from specsched.sim.served import trace_aborts, trace_output_cut
 from specsched.sim.server_args import ServerArgs
 
 import specsched.cli as cli
@@ -131,7 +132,7 @@ def test_never_fit_rows_is_exactly_the_pool_check(cap, page, spec, swa, chunk, e
     marked = never_fit_rows(srv, ins, outs, eos)
     for k, (i, o) in enumerate(rows):
         try:
-            _check_pool("f", srv, "server", i, o, eos)
+            check_request_pool("f", srv, "server", i, o, eos)
             refused = False
         except ConfigError as e:
             refused = e.key != "server.max_total_num_tokens"   # the two-request top-up check is pool-wide
@@ -306,7 +307,7 @@ def test_a_chunked_prompt_parked_for_want_of_swa_is_refused_before_the_run(sem, 
 
 
 def test_never_fit_rows_marks_the_rows_a_parked_chunk_would_stop():
-    from specsched.sim.limits import lone_chunk_parked
+    from specsched.sim.pool_fit import lone_chunk_parked
 
     srv = _parked(0.105).server
     ins, outs = np.array([3000, 2000, 2100, 4100, 1000]), np.array([300, 300, 1, 300, 300])
