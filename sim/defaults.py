@@ -291,29 +291,18 @@ def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, gi
 
 
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
-    """SGLang 0.5.23's KV page size when the scenario gives none.
-
-    1 (arg_groups/overrides.py ``_page_size_default``) but where the default attention backend
-    needs pages: on SM100 (:func:`is_sm100`) a DeepSeek-V3 model gets trtllm_mla
-    (:data:`TRTLLM_MLA_ARCHS`) and gpt-oss trtllm_mha (:data:`TRTLLM_MHA_ALWAYS_ARCHS`); any
-    other MHA model gets trtllm_mha (arg_groups/model_override_base.py
-    ``get_default_attn_backend``) when ``is_no_spec_infer_or_topk_one`` and (no speculative
-    algorithm, or ``speculative_eagle_topk`` given, or DFLASH): with speculation and topk unset
-    at that point (the speculative hook fills it later) it is flashinfer, pages of 1. trtllm_mla
-    and trtllm_mha take 64 when the page size is not one they support
-    (arg_groups/overrides.py ``_mla_backend_page_constraints``). Other MLA models on SM100 get
-    flashinfer (page 1). Not modelled: a model with unequal K/V head dims (fa4)."""
-    if not is_sm100(hw):
-        return 1
-    if hw.mla:
-        return 64 if hw.architecture in TRTLLM_MLA_ARCHS else 1
-    if hw.architecture in TRTLLM_MHA_ALWAYS_ARCHS:
-        return 64
-    algo = server.speculative_algorithm
-    topk = server.speculative_eagle_topk if "speculative_eagle_topk" in given else None
-    if not algo.enabled or algo.value == "dflash":
-        return 64 if topk in (None, 1) else 1
-    return 64 if topk == 1 else 1
+    """SGLang 0.5.23's KV page size when the scenario gives none: 1
+    (arg_groups/overrides.py ``_page_size_default``) but where the attention backend SGLang
+    picks needs pages (:func:`page_bound_backend`, the one place that decides the backend:
+    trtllm_mla for a DeepSeek-V3 model on SM100, trtllm_mha for gpt-oss there and for other
+    MHA models under ``is_no_spec_infer_or_topk_one``; with speculation and topk unset at that
+    point, flashinfer, pages of 1), which take 64 when the page size is not one they support
+    (arg_groups/overrides.py ``_mla_backend_page_constraints``). A profile that does not name
+    its architecture (a measured one) keeps 1: its backend is not known here, and a given page
+    size is not changed either (:func:`page_size_snap`). Not modelled: a model with unequal
+    K/V head dims (fa4)."""
+    backend = page_bound_backend(server, hw, given - {"page_size"})
+    return 64 if backend in BACKEND_PAGE_SIZES else 1
 
 
 def prefill_graph_sizes(max_tokens: int) -> int:

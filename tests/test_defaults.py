@@ -330,6 +330,40 @@ def test_sm100_default_attention_backends_take_pages_of_64(tmp_path, model, gpu,
     assert sc.server.max_total_num_tokens % want == 0
 
 
+@pytest.mark.parametrize("architecture", ["", "LlamaForCausalLM", "GptOssForCausalLM"])
+@pytest.mark.parametrize("given_topk", [None, 1, 4])
+@pytest.mark.parametrize("algo", ["none", "eagle", "dflash"])
+def test_the_default_page_size_and_the_page_snap_read_one_backend(architecture, given_topk, algo):
+    # One decision of SGLang's attention backend (page_bound_backend) gives both the default page
+    # size and the snap of a given one: an SM100 MHA profile that does not name its model (a
+    # measured one) had a default of 64 pages (as if trtllm_mha) while a given page of 8 was kept
+    # (backend not known), two answers for one server
+    from specsched.sim.defaults import (
+        BACKEND_PAGE_SIZES,
+        default_page_size,
+        page_bound_backend,
+        page_size_snap,
+    )
+    from specsched.sim.server_args import ServerArgs
+
+    hw = Hardware(platform="cuda", gpu="B200", memory_mib=183359, architecture=architecture)
+    kw: dict = {} if algo == "none" else {"speculative_algorithm": algo}
+    given = set(kw)
+    if given_topk is not None and algo == "eagle":
+        kw.update(speculative_eagle_topk=given_topk, speculative_num_steps=3,
+                  speculative_num_draft_tokens=max(4, given_topk + 1))
+        given |= {"speculative_eagle_topk"}
+    srv = ServerArgs(**kw)
+    page = default_page_size(srv, hw, given)
+    backend = page_bound_backend(srv, hw, given)
+    assert page == (64 if backend in BACKEND_PAGE_SIZES else 1)
+    paged = ServerArgs(**kw, page_size=8)   # a given page can change the backend (topk 1 over pages)
+    snap = page_size_snap(paged, hw, given | {"page_size"})
+    assert (snap is not None) == (page_bound_backend(paged, hw, given | {"page_size"}) in BACKEND_PAGE_SIZES)
+    if not architecture:
+        assert (page, snap) == (1, None)
+
+
 @pytest.mark.parametrize("model, gpu, tp, server, want", [
     ("deepseek-v3", "B200", 8, "page_size: 1", 64),     # trtllm_mla takes 32 or 64
     ("deepseek-v3", "B200", 8, "page_size: 16", 64),
