@@ -688,6 +688,7 @@ class RuntimeEngine(LoopHost):
     def _result(self) -> RunResult:
         extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions)
                  for rid, r in self.sched.reqs.items()}
+        self.rec.end_early(self.sched.oom_aborted)   # requests SGLang aborted out of memory
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         requests = with_request_labels(requests, self.specs)   # priority / routing-key classes, if sent
         summary.update(

@@ -329,6 +329,10 @@ class _Roles:
         return sum(s.num_retractions for s in self._d + self._p)
 
     @property
+    def oom_aborted(self) -> dict[int, int]:
+        return {rid: n for s in self._d + self._p for rid, n in s.oom_aborted.items()}
+
+    @property
     def num_preemptions(self) -> int:
         return sum(s.num_preemptions for s in self._d + self._p)
 

@@ -246,9 +246,10 @@ class DPGroup:
         for r in self.ranks:
             r.handoff = fn
 
-    def take_prebuilt_deliveries(self) -> Deliveries | None:
-        """Every decode rank's first tokens of the last pass, rank by rank (or None)."""
-        parts = [d for d in (r.take_prebuilt_deliveries() for r in self.ranks) if d]
+    def take_pass_deliveries(self) -> Deliveries | None:
+        """Every rank's deliveries of the last pass made while it was built
+        (:meth:`sim.scheduler.Scheduler.take_pass_deliveries`), rank by rank (or None)."""
+        parts = [d for d in (r.take_pass_deliveries() for r in self.ranks) if d]
         if not parts:
             return None
         return Deliveries([x for d in parts for x in d.rid_list], [x for d in parts for x in d.n_list],
@@ -257,6 +258,10 @@ class DPGroup:
     @property
     def num_retractions(self) -> int:
         return sum(r.num_retractions for r in self.ranks)
+
+    @property
+    def oom_aborted(self) -> dict[int, int]:
+        return {rid: n for r in self.ranks for rid, n in r.oom_aborted.items()}
 
     @property
     def num_preemptions(self) -> int:

@@ -77,7 +77,6 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
     spec = server.speculative_algorithm.enabled
     block_drafter = server.speculative_algorithm.is_block
     overlap = server.enable_overlap_schedule
-    prebuilt = server.disaggregation_mode == "decode"
     # --scheduler-recv-interval: some passes take no new requests (sim/recv_skipper.py)
     skipper = RecvSkipper(server.scheduler_recv_interval) if server.scheduler_recv_interval > 1 else None
     plan = None   # the last pass's plan until this pass schedules (the skipper reads it)
@@ -95,12 +94,13 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
             for req in (yield Recv()):
                 sched.add_request(req)
         plan = sched.schedule()
-        if prebuilt:
-            # a decode server streams the first tokens of the requests whose KV arrived as it
-            # builds the batch (disaggregation/decode.py process_batch_result_prebuilt)
-            first = sched.take_prebuilt_deliveries()
-            if first:
-                yield Deliver(first)
+        # what the pass delivered while it was built: a decode server streams the first tokens
+        # of the requests whose KV arrived (disaggregation/decode.py
+        # process_batch_result_prebuilt); a request aborted out of memory ends
+        # (schedule_batch.py retract_decode, scheduler.py send_abort_output)
+        built = sched.take_pass_deliveries()
+        if built:
+            yield Deliver(built)
         handle = publish = None
         if plan is not None:
             yield HostWork("schedule", plan)

@@ -178,6 +178,14 @@ class Recorder:
         self._last.fromlist(nan)
         self._n += len(rids)
 
+    def end_early(self, output_lens: dict[int, int]) -> None:
+        """Requests the server ended before their output was complete (rid -> the output
+        tokens their client got; the scheduler's ``oom_aborted``): their rows' ``output_len``,
+        as bench_serving counts a stream that ends early (set when the run ends)."""
+        if output_lens:
+            rids = np.fromiter(output_lens, np.int64, len(output_lens))
+            self._v(self._out, "i8")[self.rows(rids)] = np.fromiter(output_lens.values(), np.int64, len(output_lens))
+
     def mark_aborted(self, errors: dict[int, str]) -> None:
         """Requests the server rejects (rid -> the error text it returns; set before the run,
         :func:`sim.served.trace_aborts`). They run as SGLang runs an aborted request, but a
@@ -193,7 +201,14 @@ class Recorder:
 
     def deliver(self, t: float, rids: np.ndarray, n: np.ndarray, finished: np.ndarray) -> None:
         """One ``Deliver``: chunks of ``n`` tokens (int array) to ``rids`` (int array) at ``t`` s;
-        ``finished`` (bool array) marks chunks that complete their request."""
+        ``finished`` (bool array) marks chunks that complete their request. A finishing entry
+        of 0 tokens ends its request without a chunk (the server aborted it: the stream's last
+        message brings no token, so bench_serving records no inter-token latency for it)."""
+        if not n.all():
+            ends = (n == 0) & finished
+            self.finish(rids[ends], np.full(int(ends.sum()), t))
+            keep = n > 0
+            rids, n, finished = rids[keep], n[keep], finished[keep]
         rows = self.rows(rids)
         if self.full:
             extend_column(self._c_rid, rids, "i8")
@@ -221,6 +236,9 @@ class Recorder:
         calls."""
         if not len(rids) == len(n) == len(finished):
             raise ValueError(f"deliver_step: {len(rids)} ids, {len(n)} counts, {len(finished)} finish flags")
+        if 0 in n:   # an end without tokens (see deliver)
+            self.deliver(t, np.array(rids, np.int64), np.array(n, np.int64), np.array(finished, bool))
+            return
         if self.full:
             # fromlist: a list's values straight into the typed column (extend iterates)
             self._c_rid.fromlist(rids)

@@ -181,6 +181,8 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
     ]
     if "num_preemptions" in summary:
         out.append(_line("Priority preemptions:", s("num_preemptions"), "{:d}"))
+    if "requests_oom_aborted" in summary:
+        out.append(_line("Aborted out of memory:", s("requests_oom_aborted"), "{:d}"))
     if "swa_token_usage_peak" in summary:
         out.append(_line("Peak SWA token usage:", s("swa_token_usage_peak"), "{:.3f}"))
     if "cache_hit_rate" in summary:

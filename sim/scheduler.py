@@ -186,7 +186,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.retracted_queue: list[Req] = []     # decode: retracted, KV backed up on the host
         self._resync: set[int] = set()           # decode: resumed, the device's count restarts at the host's
         self._extra_slots = decode_extra_slots(server.max_running_requests) if self.mode == "decode" else 0
-        self._prebuilt: Deliveries | None = None  # decode: first tokens streamed by the last pass
+        # deliveries made while the pass was built, not by a forward's results: a decode
+        # server's prebuilt first tokens, the end of a request aborted out of memory
+        self._pass_out: Deliveries | None = None
+        # rid -> output tokens its client got before SGLang aborted it out of memory
+        # (DecodeMemory._abort_out_of_memory)
+        self.oom_aborted: dict[int, int] = {}
         self.handoff = None  # decode: the executor's callback when a request's KV is reserved
 
     # ------------------------------------------------------------------ inputs
@@ -901,6 +906,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         r.cache_protected_len = 0
 
     # ------------------------------------------------------------------ results
+    def take_pass_deliveries(self) -> Deliveries | None:
+        """What the last pass delivered while it was built, once (None: nothing): a decode
+        server's first tokens (its prebuilt batch, :meth:`_prebuild`) and the end of a
+        request aborted out of memory (:meth:`_abort_out_of_memory`, no token). The loop hands
+        them to the clients before the pass's forward."""
+        d, self._pass_out = self._pass_out, None
+        return d
+
+    def _pass_delivery(self, rids: list[int], n_tokens: list[int], finished: list[bool]) -> None:
+        """Add deliveries of the pass being built (:meth:`take_pass_deliveries`)."""
+        d = self._pass_out
+        if d is None:
+            self._pass_out = Deliveries(rids, n_tokens, finished)
+        else:
+            self._pass_out = Deliveries(d.rid_list + rids, d.n_list + n_tokens, d.fin_list + finished)
+
     def process_result(self, plan: BatchPlan, output: StepOutput) -> Deliveries:
         """Apply a forward's committed tokens (SGLang ``process_batch_result``).
 
@@ -963,9 +984,11 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                     continue
                 self._checkpoint(r, min(plan.prefix_lens[i] + plan.extend_lens[i], r.input_len))
             if self._swa:  # the prompt's SWA behind its window becomes the tree's (evictable)
+                aborted = self.oom_aborted
                 for rid in plan.new_rids:
                     r = reqs[rid]
-                    if r.status is not ReqStatus.WAITING:
+                    # not a retracted request, nor one aborted out of memory: both freed theirs
+                    if r.status is not ReqStatus.WAITING and rid not in aborted:
                         self.kv.swa_prompt_cached(r)
         if returning and not self._topup:  # the top-up keeps its unused slots
             self.kv.commit(returning, unused_n)
@@ -988,7 +1011,7 @@ def run_counts(sched: Any) -> dict[str, float]:
     (sim/engine.py, runtime/engine.py), so predicted and measured runs report the same keys:
     retractions, delayed admission passes, the KV peak; the priority preemptions when there
     were any (SGLang's ``PrefillAdder.preempt_to_schedule``; a preempted request is
-    re-prefilled, as a retracted one is; the report prints them as "Priority preemptions");
+    re-prefilled, as a retracted one is; the report prints them as "Priority preemptions"); the requests aborted out of memory when there were any (``requests_oom_aborted``, :meth:`DecodeMemory._abort_out_of_memory`);
     on a hybrid sliding-window pool its peak and peak usage (SGLang logs "swa token usage" =
     used / pool); and with the radix cache on, SGLang's cache hit rate (hit / (hit +
     computed) over first-attempt prefills; 0.0 without a hit or a prefill, as SGLang reports it:
@@ -999,6 +1022,8 @@ def run_counts(sched: Any) -> dict[str, float]:
                              "kv_peak_tokens": sched.kv.peak}
     if sched.num_preemptions:
         out["num_preemptions"] = sched.num_preemptions
+    if sched.oom_aborted:   # a lone request SGLang aborted out of memory (DecodeMemory._abort_out_of_memory)
+        out["requests_oom_aborted"] = len(sched.oom_aborted)
     kv = sched.kv
     if kv.swa_capacity:
         out.update(swa_peak_tokens=kv.swa_peak, swa_token_usage_peak=kv.swa_peak / kv.swa_capacity)

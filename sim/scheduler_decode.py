@@ -73,6 +73,8 @@ class DecodeMemory:
             if finishing:
                 return None  # the finishing requests free their KV after this step
             self._retract()
+            if not self.running:
+                return None   # its last request was aborted out of memory: nothing decodes
         else:
             self.ratio.on_decode_step()
         decoders = self.running
@@ -154,6 +156,27 @@ class DecodeMemory:
         r.status = ReqStatus.WAITING
         r.retractions += 1
 
+    def _abort_out_of_memory(self, r: Req) -> None:
+        """The last request of the batch cannot get its next step's KV even alone: SGLang
+        0.5.23 aborts it instead of crashing the scheduler (managers/schedule_batch.py
+        ``ScheduleBatch.retract_decode``: "Out of memory even after retracting all other
+        requests in the decode batch. Aborting the last request."), frees its slots without
+        caching them (``release_req`` with ``offload_kv=False``, as a retraction) and sends
+        the abort (scheduler.py ``update_running_batch`` -> ``send_abort_output``). Tokens
+        the in-flight forward commits for it are dropped (its state is gone from the
+        tokenizer). The client's stream ends there with what it got: bench_serving counts the
+        request completed (HTTP 200; the abort chunk brings no new token,
+        benchmark/serving.py ``async_request_sglang_generate``; tokenizer_manager.py
+        ``_handle_abort_req``), its output the tokens streamed to it; tokens the stream
+        interval held back never reach it. It can happen after the checks made before the run
+        (sim/pool_fit.py) when the acceptance drawn lines a lone request's SWA evictions up
+        worse than full acceptance does."""
+        self.kv.retract(r)
+        self._release_prefix(r)
+        r.status = ReqStatus.FINISHED
+        self.oom_aborted[r.rid] = r.sent_len if self.server.stream_interval > 1 else r.output_len
+        self._pass_delivery([r.rid], [0], [True])
+
     def _retract(self) -> None:
         """Retract running requests (SGLang ``retract_decode``) until the next step fits.
 
@@ -164,8 +187,13 @@ class DecodeMemory:
         output later; new_token_ratio becomes min(1, (decoded + 20 x bs) / (sum max_new + 1))
         over the kept batch.
 
+        When even the last request kept cannot get its next step's KV, SGLang 0.5.23 aborts
+        it (:meth:`_abort_out_of_memory`); the older rule's build kept it and failed the
+        allocation ("No space left for only one request"), and the simulator stops there.
+
         Raises:
-            UnschedulableRequest: one request alone cannot get its next step's KV.
+            UnschedulableRequest: under ``decode_steps_headroom``, the requests retraction
+                kept cannot get their next step's KV.
         """
         keep = self._retraction_order()
         w = self.window
@@ -185,7 +213,11 @@ class DecodeMemory:
             r = keep.pop()
             self._retract_req(r, len(keep))
             retracted.append(r)
-        if not self._decode_fits(keep):
+        aborted: list[Req] = []
+        if not self._decode_fits(keep) and len(keep) == 1 and not headroom:
+            aborted.append(keep.pop())
+            self._abort_out_of_memory(aborted[0])
+        if not self._decode_fits(keep) and keep:
             who = (f"request {keep[0].rid} alone" if len(keep) == 1 else
                    f"the {len(keep)} requests retraction kept (request {keep[0].rid} first)")
             if self._kv_room() >= self._decode_need(keep):
@@ -203,10 +235,10 @@ class DecodeMemory:
                 f"{who} cannot get KV for the next step "
                 f"({self.kv.available} tokens free of {self.kv.capacity}); raise server.max_total_num_tokens "
                 f"(now {self.server.max_total_num_tokens}) or lower workload.output_len")
-        gone = {id(r) for r in retracted}
+        gone = {id(r) for r in retracted + aborted}
         self.running = [r for r in self.running if id(r) not in gone]
-        if retracted:
-            self.batch_is_full = False
+        if gone:
+            self.batch_is_full = False   # scheduler.py: the batch shrank
         self.num_retractions += len(retracted)
         self._requeue(retracted)
         bs = len(self.running)  # the batch after retraction, as its decoded and max_new sums

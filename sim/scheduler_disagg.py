@@ -61,7 +61,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from specsched.sim.deliveries import Deliveries
 from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS, ceil_page
 from specsched.sim.request import Req, ReqStatus
 from specsched.sim.schedule_policy import Fcfs, QueueContext
@@ -91,7 +90,7 @@ def prealloc_need(slots: int, input_len: int, max_new_tokens: int, reserved_deco
 class Disagg:
     """The prefill and decode modes of :class:`sim.scheduler.Scheduler` (a mixin: no state
     of its own). Read by executors: ``inflight`` (prefill: prompts computed, KV being sent),
-    ``prealloc_queue`` / ``transfer_queue`` (decode), :meth:`take_prebuilt_deliveries`."""
+    ``prealloc_queue`` / ``transfer_queue`` (decode), :meth:`take_pass_deliveries`."""
 
     handoff: Callable[[Req], None] | None
 
@@ -121,11 +120,6 @@ class Disagg:
         return plan
 
     # -------------------------------------------------------------- decode mode
-    def take_prebuilt_deliveries(self) -> Deliveries | None:
-        """The first tokens the last pass streamed (decode mode's prebuilt batch), once."""
-        d, self._prebuilt = self._prebuilt, None
-        return d
-
     def _slots_free(self) -> int:
         """Decode mode: free ``req_to_token`` rows (max_running_requests + the extra slots,
         less the running, waiting and in-transfer requests; DecodeReqToTokenPool)."""
@@ -307,7 +301,7 @@ class Disagg:
                 self.running.append(r)
                 self.batch_is_full = False
         if rid:
-            self._prebuilt = Deliveries(rid, [1] * len(rid), fin)
+            self._pass_delivery(rid, [1] * len(rid), fin)
 
     def _decode_mode_pass(self) -> None:
         """Decode mode's first half of a pass (``process_decode_queue`` then the prebuilt

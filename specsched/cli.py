@@ -289,6 +289,12 @@ def _run_command(args: argparse.Namespace) -> int:
     if (n := result.summary.get("requests_truncated")):
         print(f"warning: {n} prompt(s) truncated to what the server takes (the context length or max_req_input_len), "
               "as SGLang 0.5.23 does under --allow-auto-truncate (server.allow_auto_truncate)", file=sys.stderr)
+    if (n := result.summary.get("requests_oom_aborted")):
+        swa = " or its SWA pool (server.swa_full_tokens_ratio)" if scenario.server.swa_max_total_num_tokens else ""
+        print(f"warning: {n} request(s) could not get KV for their next decode step even alone, and SGLang 0.5.23 "
+              "aborts such a request (schedule_batch.py retract_decode: 'Out of memory even after retracting all "
+              "other requests'); their clients keep the tokens streamed before (bench_serving counts them "
+              f"completed); a larger KV pool (server.max_total_num_tokens){swa} avoids it", file=sys.stderr)
     if (n := result.summary.get("requests_output_clamped")):
         # SGLang cuts max_new_tokens to what the empty pool holds (scheduler.py init_req_max_new_tokens)
         from specsched.sim.served import cutting_server

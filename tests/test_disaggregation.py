@@ -232,7 +232,7 @@ def test_prealloc_reserves_prompt_within_the_sglang_budget():
     # the transfer arrives: the prebuilt pass streams the first token and decodes it, no extend
     s.transfer_queue[0].kv_transferred = True
     plan = s.schedule()
-    first = s.take_prebuilt_deliveries()
+    first = s.take_pass_deliveries()
     assert first.rid_list == [0] and first.n_list == [1] and plan.num_extend == 0 and plan.rids == (0,)
 
 
@@ -522,7 +522,7 @@ def test_decode_prebuilt_batch_takes_waiting_requests_in_priority_order(priority
     for r in s.transfer_queue:
         r.kv_transferred = True
     s.schedule()
-    first = s.take_prebuilt_deliveries()
+    first = s.take_pass_deliveries()
     assert first.rid_list == ([1] if priority else [0])
     assert [r.rid for r in s.waiting] == ([0] if priority else [1])
 

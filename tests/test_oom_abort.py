@@ -1,0 +1,111 @@
+"""A request that cannot get KV for its next decode step even alone is aborted, as SGLang 0.5.23
+does (managers/schedule_batch.py ``ScheduleBatch.retract_decode``: "Out of memory even after
+retracting all other requests in the decode batch. Aborting the last request."), instead of
+stopping the run. Its client keeps the tokens streamed before: bench_serving counts the request
+completed with that output (benchmark/serving.py ``async_request_sglang_generate``; the abort
+chunk adds no token). The older retraction rule's build failed the allocation instead, and the
+simulator still stops there.
+
+The case: EAGLE chain 4 on a hybrid sliding-window model (window 128, pages of 1, radix cache on,
+overlap on) with 3000-token prompts and an SWA pool of 430: the check before the run passes
+(a lone request at full acceptance fits), and the acceptance drawn leaves one request's SWA
+evictions lined up so that, alone, its next verify does not fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from specsched.sim.engine import SimEngine
+from specsched.sim.limits import check_fits
+from specsched.sim.records import Recorder
+from specsched.sim.scheduler import UnschedulableRequest
+
+from specsched.cli import main
+from tests.conftest import make_scenario, tiny_profile
+from tests.test_sim_speed_equivalence import assert_same_run
+
+
+def _swa_corner(n: int = 3, **extra):
+    srv = {"max_running_requests": 4, "max_total_num_tokens": 100_000, "chunked_prefill_size": 1024,
+           "max_prefill_tokens": 4096, "page_size": 1, "sliding_window_size": 128,
+           "swa_full_tokens_ratio": 430 / 100_000, "disable_radix_cache": False, "enable_overlap_schedule": True,
+           "speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+           "speculative_num_draft_tokens": 4}
+    srv.update(extra)
+    return make_scenario(srv, {"kind": "burst", "num_requests": n, "input_len": {"kind": "fixed", "value": 3000},
+                               "output_len": {"kind": "fixed", "value": 200}})
+
+
+def test_a_lone_request_short_of_kv_is_aborted_and_the_run_goes_on():
+    sc = _swa_corner()
+    check_fits(sc)   # the check before the run cannot see it: it depends on the acceptance drawn
+    eng = SimEngine(sc, tiny_profile())
+    res = eng.run()
+    s = res.summary
+    assert s["requests_oom_aborted"] == 1 and s["completed"] == 3
+    req = res.requests
+    (k,) = np.flatnonzero(req["output_len"].to_numpy() < 200)
+    rid = int(req["rid"].iloc[k])
+    got = eng.sched.oom_aborted[rid]
+    # its row: the tokens its client got, all delivered before its finish, and no more
+    assert req["output_len"].iloc[k] == got < 200
+    chunks = res.chunks
+    mine = chunks[chunks["rid"] == rid]
+    assert int(mine["n_tokens"].sum()) == got and (mine["n_tokens"] > 0).all()
+    assert req["finish_s"].iloc[k] >= mine["time_s"].max()
+    assert s["total_output_tokens"] == 2 * 200 + got
+    # everything it held came back: the pools end empty
+    kv = eng.sched.kv
+    assert kv.available == kv.capacity and kv.swa_used == 0
+
+
+@pytest.mark.parametrize("records", ["full", "compact"])
+def test_the_abort_is_the_same_step_by_step_and_collapsed(records):
+    # INV-7 with an abort in the run: the same decisions, times to 1e-12 (sums in another order)
+    fast, step = (SimEngine(_swa_corner(5), tiny_profile(), records=records, fast_forward=ff).run()
+                  for ff in (True, False))
+    assert fast.summary["requests_oom_aborted"] >= 1
+    assert_same_run(step, fast, rel=1e-12)
+
+
+def test_the_older_retraction_rule_still_stops_the_run():
+    # its build kept the last request and failed the allocation ("No space left for only one
+    # request"): a crash of the server, not an abort the run could go on from
+    sc = _swa_corner(semantics_rules={"retraction_stop": "decode_steps_headroom"})
+    with pytest.raises(UnschedulableRequest, match="cannot get SWA slots"):
+        SimEngine(sc, tiny_profile()).run()
+
+
+def test_an_end_without_tokens_adds_no_chunk_and_no_inter_token_latency():
+    for level in ("full", "compact"):
+        rec = Recorder(level)
+        for rid in (0, 1):
+            rec.request_sent(rid, 10, 5, 0.0)
+        rec.deliver_step(1.0, [0, 1], [1, 1], [False, False])
+        rec.deliver_step(2.0, [0, 1], [2, 0], [False, True])   # request 1 ends with what it had
+        rec.deliver(3.0, np.array([0]), np.array([2]), np.array([True]))
+        rec.end_early({1: 1})
+        req, chunks, _, _ = rec.tables({})
+        assert req["output_len"].tolist() == [5, 1]
+        assert req["finish_s"].tolist() == [3.0, 2.0] and req["first_token_s"].tolist() == [1.0, 1.0]
+        if level == "full":
+            assert chunks["n_tokens"].tolist() == [1, 1, 2, 2] and chunks["rid"].tolist() == [0, 1, 0, 0]
+        else:
+            values, weights = rec.itl.arrays()   # request 0's four later tokens only
+            assert sorted(zip(values.tolist(), weights.tolist(), strict=True)) == [(0.5, 2), (0.5, 2)]
+
+
+def test_the_run_command_warns_of_the_aborts(tmp_path, capsys):
+    prof = tmp_path / "tiny.yaml"
+    prof.write_text(yaml.safe_dump(tiny_profile().model_dump(mode="json", exclude_none=True)))
+    data = _swa_corner().model_dump(mode="json", exclude_none=True)
+    data["profile"] = str(prof)
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(data))
+    assert main(["run", str(f), "--out", str(tmp_path / "res")]) == 0
+    out = capsys.readouterr()
+    assert "Aborted out of memory:" in out.out
+    warn = [line for line in out.err.splitlines() if "aborts such a request" in line]
+    assert len(warn) == 1 and "1 request(s)" in warn[0] and "server.swa_full_tokens_ratio" in warn[0]
