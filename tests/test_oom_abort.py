@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine
 from specsched.sim.limits import check_fits
 from specsched.sim.records import Recorder
@@ -109,3 +111,37 @@ def test_the_run_command_warns_of_the_aborts(tmp_path, capsys):
     assert "Aborted out of memory:" in out.out
     warn = [line for line in out.err.splitlines() if "aborts such a request" in line]
     assert len(warn) == 1 and "1 request(s)" in warn[0] and "server.swa_full_tokens_ratio" in warn[0]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(swa=st.integers(395, 520), n=st.integers(1, 5), out=st.integers(2, 200), seed=st.integers(0, 1000),
+       overlap=st.booleans(), radix=st.booleans())
+def test_inv_oom_an_aborted_request_ends_with_what_it_committed_and_holds_nothing(swa, n, out, seed, overlap,
+                                                                                   radix):
+    """INV-OOM: on SWA pools around a lone request's edge, a run is refused before it starts
+    or runs to its end (never stopped partway under 0.5.23's rules); a request aborted out of
+    memory ends once, before its output is complete, with the tokens it was delivered; the
+    pools end empty."""
+    from specsched.sim.errors import ConfigError
+
+    sc = _swa_corner(n, swa_full_tokens_ratio=swa / 100_000, enable_overlap_schedule=overlap,
+                     disable_radix_cache=not radix)
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(
+        update={"output_len": sc.workload.output_len.model_copy(update={"value": out})}), "seed": seed})
+    try:
+        check_fits(sc)
+    except ConfigError:
+        return
+    eng = SimEngine(sc, tiny_profile(), seed)
+    res = eng.run()
+    assert res.summary["completed"] == n
+    req, chunks = res.requests, res.chunks
+    got = chunks.groupby("rid")["n_tokens"].sum().reindex(req["rid"], fill_value=0).to_numpy()
+    assert (req["output_len"].to_numpy() == got).all()
+    aborted = eng.sched.oom_aborted
+    assert res.summary.get("requests_oom_aborted", 0) == len(aborted)
+    for rid, k in aborted.items():
+        assert k < out and int(req.loc[req["rid"] == rid, "output_len"].iloc[0]) == k
+    assert (req.loc[~req["rid"].isin(list(aborted)), "output_len"] == out).all()
+    kv = eng.sched.kv
+    assert kv.available == kv.capacity and kv.swa_used == 0
