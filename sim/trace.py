@@ -37,6 +37,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -152,6 +153,7 @@ class _Checker:
         self.any_hashes = False
         self.unread_hash_ids = False      # the rows have Mooncake's hash_ids, no block-id column is read
         self.dates = _DateOrder(self._shift)   # d/m/y or m/d/y dates: the order the column has shown so far
+        self.unended: str | None = None   # the read last row, as a warning shows it, when it has no line end
 
     def add_hashes(self, v: object, input_len: object, line: int, col: str, block_size: int) -> None:
         """One row's block ids (a JSON list, or a CSV cell of ids; None/absent = none),
@@ -353,6 +355,40 @@ def _numbers(values: pd.Series | list, where: str, col: str, lines: np.ndarray) 
     return v
 
 
+class _TailTracked:
+    """A text file handed to pandas, remembering the last character of what it read: pandas
+    gives a row without a line end as it gives any other, so only the text tells whether the
+    file's last row ended (``read`` and iteration are the calls pandas makes)."""
+
+    def __init__(self, f: IO[str]) -> None:
+        self.f, self.last = f, ""
+
+    def read(self, n: int = -1) -> str:
+        s = self.f.read(n)
+        if s:
+            self.last = s[-1]
+        return s
+
+    def __iter__(self) -> _TailTracked:
+        return self
+
+    def __next__(self) -> str:
+        s = next(self.f)
+        self.last = s[-1]
+        return s
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.f, name)
+
+
+def _unended(where: Path, line: int, cells: dict[str, object]) -> str:
+    """The warning for a trace's last row without a line end."""
+    shown = ", ".join(f"{k} = {_shown(v)}" for k, v in cells.items())
+    return (f"warning: {where}:{line}: the last row has no line end ({shown}): a file cut short (head -c, an "
+            "interrupted download or copy) ends so, its last field missing digits; it is replayed as written (take rows whole "
+            "with head -n, or fetch the whole file)")
+
+
 def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
               hashes: tuple[str | None, bool, int]) -> None:
     with open_text(p, TRACE_FILE, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is not a column
@@ -384,6 +420,7 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         wanted = {*cols, *([hcol] if hcol else [])}
         # read as text (decompressed, decoded) once more from the start: a pipe's bytes are kept
         with open_text(p, TRACE_FILE, newline="", encoding="utf-8-sig") as f:
+            f = _TailTracked(f)
             reader = pd.read_csv(f, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
                                  keep_default_na=False, na_values=[""],
                                  skip_blank_lines=False, skipinitialspace=True, sep=sep)
@@ -409,6 +446,12 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
                         lines, raw_t)
                 if limit is not None and chk.n >= limit:
                     break
+            else:
+                # every row read: a file cut short in its last row (head -c of a large trace, an
+                # interrupted download) gives that row's last field short, read as a whole value
+                if f.last not in ("\n", "\r") and chk.n and chk.last_line == first_line - 1:
+                    last = {c: block[c].iloc[-1] for c in cols}
+                    chk.unended = _unended(p, chk.last_line, last)
     except ConfigError:
         raise
     except (pd.errors.ParserError, ValueError) as e:
@@ -509,8 +552,12 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             try:
                 row = json_value(line)
             except json.JSONDecodeError as e:
+                cut = ""
+                if not line.endswith(("\n", "\r")):   # only the file's last line can end without one
+                    cut = (f"; the last line has no line end: the file was cut short (head -c, an interrupted "
+                           f"download or copy): drop it (head -n -1 {p.name}) or fetch the whole file")
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60],
-                                  f"not a JSON object ({e.msg} column {e.colno}){_list_hint(line, p)}") from None
+                                  f"not a JSON object ({e.msg} column {e.colno}){_list_hint(line, p) or cut}") from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60],
                                   f"each line must be a JSON object{_list_hint(line, p)}")
@@ -599,6 +646,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         raise unreadable(p, e) from None
     if chk.n == 0:
         raise ConfigError(str(p), "<rows>", 0, "the trace has no requests")
+    if chk.unended is not None:
+        _warn(key, chk.unended)
     # one array at a time, each block list dropped once joined: the peak stays one copy
     t = _joined(chk.t, float)
     _check_epoch_unit(float(t[0]), unit, f"{p}:{chk.first_line}", columns.timestamp, chk.first_raw)
