@@ -748,6 +748,92 @@ BENCH_FILE = "a bench_serving result file (JSONL or JSON)"
 """What a result file holds, as the refusal of an empty one says it."""
 
 
+REPORT_TITLE = "Serving Benchmark Result"
+"""The title SGLang's bench_serving prints over its result block (0.2.0-0.5.23 ``benchmark()``:
+``"{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")``)."""
+_REPORT_ROWS = {
+    "backend:": "backend", "traffic request rate:": "request_rate", "max request concurrency:": "max_concurrency",
+    "successful requests:": "completed", "benchmark duration (s):": "duration",
+    "total input tokens:": "total_input_tokens", "total input text tokens:": "total_input_text_tokens",
+    "total input vision tokens:": "total_input_vision_tokens", "total generated tokens:": "total_output_tokens",
+    "total generated tokens (retokenized):": "total_output_tokens_retokenized",
+    "request throughput (req/s):": "request_throughput", "input token throughput (tok/s):": "input_throughput",
+    "output token throughput (tok/s):": "output_throughput",
+    "peak output token throughput (tok/s):": "max_output_tokens_per_s",
+    "peak concurrent requests:": "max_concurrent_requests", "total token throughput (tok/s):": "total_throughput",
+    "concurrency:": "concurrency", "accept length:": "accept_length",
+}
+"""The printed report's rows (0.5.23 ``benchmark/serving.py`` ``benchmark()``'s ``print`` calls,
+each ``"{:<40} {:<10}".format(label, value)``) -> the result file's keys for the same figures."""
+_REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency) \(ms\):\s+(\S+)\s*$", re.I)
+_NAMESPACE_ARGS = ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len")
+"""The dataset arguments read from the ``Namespace(...)`` line bench_serving prints before a run
+(0.5.23 ``run_benchmark``: ``print(f"{args}\\n")``), which its printed report does not repeat."""
+_NAMESPACE_ARG = re.compile(r"\b(\w+)=('(?:[^'\\]|\\.)*'|[-+\w.]+)")
+
+
+def _report_value(text: str) -> Any:
+    v = text.strip()
+    if v.lower() == "not set":   # Max request concurrency without --max-concurrency
+        return None
+    if v.lower() == "trace":
+        return "trace"
+    try:
+        return float(v)   # "inf" too (Traffic request rate at --request-rate inf)
+    except ValueError:
+        return v
+
+
+def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
+    """Runs from bench_serving's printed output (its stdout kept as a log, or pasted), as the
+    result file would hold them: one ``(line of the title, object)`` per "Serving Benchmark
+    Result" block that names its ``Backend:``, ``Successful requests:`` and ``Benchmark duration
+    (s):`` (SGLang's report does, 0.2.0-0.5.23; a block without them, cut or another
+    client's, is no run here), read row
+    by row under the result file's keys (:data:`_REPORT_ROWS`; ``Mean/Median/Std/Pnn/Max
+    TTFT|TPOT|ITL|E2E Latency (ms)`` as ``mean_ttft_ms`` ...); the dataset arguments from the
+    last ``Namespace(...)`` line before the block (:data:`_NAMESPACE_ARGS`). The figures are as
+    printed (two decimals). No per-request details and no ``server_info``: they are only in
+    the result file."""
+    lines = text.split("\n")
+    out: list[tuple[int, dict[str, Any]]] = []
+    ns: dict[str, Any] = {}
+    k = 0
+    while k < len(lines):
+        row = lines[k].strip()
+        if row.startswith("Namespace(") and "dataset_name=" in row:
+            ns = {}
+            for m in _NAMESPACE_ARG.finditer(row):
+                if m.group(1) in _NAMESPACE_ARGS:
+                    v = m.group(2)
+                    ns[m.group(1)] = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
+        if REPORT_TITLE not in row or not row.startswith("="):
+            k += 1
+            continue
+        title, obj = k + 1, dict(ns)
+        k += 1
+        while k < len(lines):
+            row = lines[k].strip()
+            if REPORT_TITLE in row or (len(row) >= 10 and set(row) == {"="}):
+                break
+            low = row.lower()
+            stat = _REPORT_STAT.match(row)
+            if stat is not None:
+                kind = stat.group(1).lower()
+                metric = stat.group(3).lower().replace(" ", "_")
+                obj[f"{kind}_{metric}_ms"] = _report_value(stat.group(4))
+            else:
+                label = max((x for x in _REPORT_ROWS if low.startswith(x)), key=len, default=None)
+                if label is not None:
+                    obj[_REPORT_ROWS[label]] = _report_value(row[len(label):])
+            k += 1
+        if {"backend", "completed", "duration"} <= set(obj):   # every SGLang version prints these three
+            if isinstance(obj["backend"], float):
+                obj["backend"] = str(obj["backend"])
+            out.append((title, obj))
+    return out
+
+
 def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str] | None = None) -> list[BenchRun]:
     """Every run in a bench_serving result file, or only the one on ``line``.
 
@@ -830,10 +916,14 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
             else:
                 i, raw, msg = bad if scanned is None else scanned
                 shown = clipped(raw)
-                if "Serving Benchmark Result" in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
+                reports = printed_reports(text) if REPORT_TITLE in text else []
+                if reports:   # its stdout kept: the run's figures as printed, under the result file's keys
+                    objs = reports
+                elif REPORT_TITLE in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
                     raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
                                       "rerun with --output-file F (one JSON line per run) and pass F") from None
-                raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
+                else:
+                    raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
     if len(objs) == 1 and isinstance(objs[0][1], list):   # a JSON list on one line: runs by their place in it
         objs = [(k + 1, o) for k, o in enumerate(objs[0][1])]
     if not objs:

@@ -1,0 +1,99 @@
+"""bench_serving's printed result block (its stdout kept as a log, or pasted) read as the run it
+reports: the figures the result file would hold for it, under the same keys."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+from specsched.sim.bench_serving import read_bench, read_bench_one
+from specsched.sim.errors import ConfigError
+
+from specsched.cli import main
+
+_NAMESPACE = ("Namespace(backend='sglang', base_url=None, host='0.0.0.0', port=30000, dataset_name='random', "
+              "dataset_path='', num_prompts=200, sharegpt_output_len=None, random_input_len=512, "
+              "random_output_len=128, random_range_ratio=1.0, request_rate=inf, max_concurrency=64, seed=1)")
+
+
+def _report(rate="inf", concurrency=64, accept=3.12) -> list[str]:
+    """A report as SGLang 0.5.23's benchmark() prints it (benchmark/serving.py: the same format
+    calls, made-up figures)."""
+    out = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
+    rows = [("Backend:", "sglang"), ("Traffic request rate:", rate),
+            ("Max request concurrency:", concurrency if concurrency else "not set"), ("Successful requests:", 200)]
+    out += [f"{a:<40} {b:<10}" for a, b in rows]
+    out.append("{:<40} {:<10.2f}".format("Benchmark duration (s):", 30.12))
+    out += [f"{a:<40} {b:<10}" for a, b in (("Total input tokens:", 102400), ("Total input text tokens:", 102400),
+                                                     ("Total generated tokens:", 25600),
+                                                     ("Total generated tokens (retokenized):", 25590))]
+    out += [f"{a:<40} {b:<10.2f}" for a, b in (
+        ("Request throughput (req/s):", 6.64), ("Input token throughput (tok/s):", 3399.73),
+        ("Output token throughput (tok/s):", 849.93), ("Peak output token throughput (tok/s):", 1400.0))]
+    out.append("{:<40} {:<10}".format("Peak concurrent requests:", 64))
+    out.append("{:<40} {:<10.2f}".format("Total token throughput (tok/s):", 4249.67))
+    out.append("{:<40} {:<10.2f}".format("Concurrency:", 63.2))
+    if accept:
+        out.append("{:<40} {:<10.2f}".format("Accept length:", accept))
+    out.append("{s:{c}^{n}}".format(s="End-to-End Latency", n=50, c="-"))
+    for k, v in (("Mean", 9000.1), ("Median", 8990.0), ("P90", 9500.0), ("P95", 9600.0), ("P99", 9800.0)):
+        out.append("{:<40} {:<10.2f}".format(f"{k} E2E Latency (ms):", v))
+    for name, base in (("Time to First Token", 500.0), ("Time per Output Token (excl. 1st token)", 66.0),
+                       ("Inter-Token Latency", 21.0)):
+        out.append("{s:{c}^{n}}".format(s=name, n=50, c="-"))
+        short = {"Time to First Token": "TTFT", "Inter-Token Latency": "ITL"}.get(name, "TPOT")
+        for k, f in (("Mean", 1.0), ("Median", 0.95), ("P90", 1.3), ("P95", 1.4), ("P99", 1.8)):
+            out.append("{:<40} {:<10.2f}".format(f"{k} {short} (ms):", base * f))
+    out.append("{:<40} {:<10.2f}".format("Max ITL (ms):", 90.0))
+    out.append("=" * 50)
+    return out
+
+
+def test_a_saved_stdout_is_read_as_the_run_it_reports(tmp_path):
+    """It was refused ('rerun with --output-file'), though it holds every figure the result line
+    has but server_info and the details: a benchmark that took hours had to be run again."""
+    p = tmp_path / "bench.log"
+    lines = [_NAMESPACE, "", "#Input tokens: 102400", "100%|##########| 200/200 [00:30<00:00,  6.64it/s]", "",
+             *_report()]
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = read_bench(p)
+    assert run.source == f"{p}:6"   # named by its title's line
+    assert run.args["backend"] == "sglang" and math.isinf(run.args["request_rate"]) and run.args["max_concurrency"] == 64
+    assert run.args["dataset_name"] == "random" and run.args["random_input_len"] == 512
+    assert run.args["random_range_ratio"] == 1.0
+    s = run.summary
+    assert s["completed"] == 200 and s["duration"] == 30.12 and s["total_output_tokens"] == 25600
+    assert s["accept_length"] == 3.12 and s["p95_itl_ms"] == pytest.approx(29.4) and s["max_itl_ms"] == 90.0
+    assert s["median_e2e_latency_ms"] == 8990.0 and s["max_concurrent_requests"] == 64
+    assert run.details is None
+
+
+def test_every_run_of_a_stdout_is_named_by_its_title_line(tmp_path):
+    p = tmp_path / "sweep.log"
+    a, b = _report(rate="4.0", concurrency=None, accept=None), _report(rate="trace")
+    p.write_text("\n".join(["warming up", *a, "", *b]) + "\n")
+    runs = read_bench(p)
+    assert [r.source for r in runs] == [f"{p}:2", f"{p}:{3 + len(a)}"]
+    assert runs[0].args["request_rate"] == 4.0 and "max_concurrency" not in runs[0].args   # "not set"
+    assert "accept_length" not in runs[0].summary
+    assert runs[1].args["request_rate"] == "trace"
+    assert read_bench_one(f"{p}:{3 + len(a)}").args["request_rate"] == "trace"
+
+
+def test_a_block_without_the_runs_size_is_still_refused_as_a_printed_report(tmp_path):
+    p = tmp_path / "r.txt"
+    p.write_text("\n".join(_report()[:3]) + "\n")   # cut after the rate: no request count, no duration
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:1" and "--output-file" in e.value.allowed
+
+
+def test_from_bench_builds_a_scenario_from_a_saved_stdout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "bench.log"
+    p.write_text("\n".join([_NAMESPACE, *_report()]) + "\n")
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    w = yaml.safe_load((tmp_path / "s.yaml").read_text())["workload"]
+    assert w["kind"] == "closed_loop" and w["concurrency"] == 64 and w["num_requests"] == 200
+    assert w["input_len"] == {"kind": "fixed", "value": 512} and w["output_len"] == {"kind": "fixed", "value": 128}
