@@ -801,19 +801,22 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     k = 0
     while k < len(lines):
         row = lines[k].strip()
-        if row.startswith("Namespace(") and "dataset_name=" in row:
+        if "Namespace(" in row and "dataset_name=" in row:   # print(args), or print(f"{args=}")
             ns = {}
             for m in _NAMESPACE_ARG.finditer(row):
                 if m.group(1) in _NAMESPACE_ARGS:
                     v = m.group(2)
                     ns[m.group(1)] = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
-        if REPORT_TITLE not in row or not row.startswith("="):
+        at = row.find("=")   # the title row, maybe after a log driver's prefix ("bench-1  | ====...")
+        if REPORT_TITLE not in row or at < 0 or row[at:].replace(REPORT_TITLE, "").replace(" ", "").strip("="):
             k += 1
             continue
         title, obj = k + 1, dict(ns)
+        prefix = lines[k][: lines[k].find("=")]   # what a log driver puts before each line ("bench-1  | ")
         k += 1
         while k < len(lines):
-            row = lines[k].strip()
+            row = lines[k]
+            row = (row[len(prefix):] if prefix and row.startswith(prefix) else row).strip()
             if REPORT_TITLE in row or (len(row) >= 10 and set(row) == {"="}):
                 break
             low = row.lower()

@@ -97,3 +97,14 @@ def test_from_bench_builds_a_scenario_from_a_saved_stdout(tmp_path, monkeypatch)
     w = yaml.safe_load((tmp_path / "s.yaml").read_text())["workload"]
     assert w["kind"] == "closed_loop" and w["concurrency"] == 64 and w["num_requests"] == 200
     assert w["input_len"] == {"kind": "fixed", "value": 512} and w["output_len"] == {"kind": "fixed", "value": 128}
+
+
+def test_a_report_under_a_log_drivers_prefix_and_an_args_echo_is_read(tmp_path):
+    """``docker compose logs bench`` puts "bench-1  | " before each line; bench_serving versions
+    that echo ``args=Namespace(...)`` (print(f"{args=}")) give the dataset arguments too."""
+    p = tmp_path / "compose.log"
+    lines = [f"bench-1  | args={_NAMESPACE}", *(f"bench-1  | {x}" for x in _report())]
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = read_bench(p)
+    assert run.source == f"{p}:2" and run.summary["completed"] == 200 and run.summary["p99_ttft_ms"] == 900.0
+    assert run.args["dataset_name"] == "random" and run.args["random_output_len"] == 128
