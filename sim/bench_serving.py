@@ -791,7 +791,8 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     (s):`` (SGLang's report does, 0.2.0-0.5.23; a block without them, cut or another
     client's, is no run here), read row
     by row under the result file's keys (:data:`_REPORT_ROWS`; ``Mean/Median/Std/Pnn/Max
-    TTFT|TPOT|ITL|E2E Latency (ms)`` as ``mean_ttft_ms`` ...); the dataset arguments from the
+    TTFT|TPOT|ITL|E2E Latency (ms)`` as ``mean_ttft_ms`` ...; ``--cache-report``'s ``Cache hit
+    rate: 12.5%`` as ``cache_report.cache_hit_rate_pct``); the dataset arguments from the
     last ``Namespace(...)`` line before the block (:data:`_NAMESPACE_ARGS`). The figures are as
     printed (two decimals). No per-request details and no ``server_info``: they are only in
     the result file."""
@@ -825,6 +826,8 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 kind = stat.group(1).lower()
                 metric = stat.group(3).lower().replace(" ", "_")
                 obj[f"{kind}_{metric}_ms"] = _report_value(stat.group(4))
+            elif low.startswith("cache hit rate:") and row.endswith("%"):   # --cache-report's section
+                obj["cache_report"] = {"cache_hit_rate_pct": _report_value(row[len("cache hit rate:"):-1])}
             else:
                 label = max((x for x in _REPORT_ROWS if low.startswith(x)), key=len, default=None)
                 if label is not None:

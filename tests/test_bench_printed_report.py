@@ -108,3 +108,16 @@ def test_a_report_under_a_log_drivers_prefix_and_an_args_echo_is_read(tmp_path):
     (run,) = read_bench(p)
     assert run.source == f"{p}:2" and run.summary["completed"] == 200 and run.summary["p99_ttft_ms"] == 900.0
     assert run.args["dataset_name"] == "random" and run.args["random_output_len"] == 128
+
+
+def test_the_cache_reports_hit_rate_is_read(tmp_path):
+    """--cache-report prints its section inside the block (0.5.23 benchmark(): "Cache hit rate:"
+    as "{:.1f}%"); the result file's cache_report.cache_hit_rate_pct is read as cache_hit_rate."""
+    rep = _report()
+    cache = ["{s:{c}^{n}}".format(s="Cache Hit Details", n=50, c="-"),
+             "{:<40} {:<10}".format("Total prompt tokens:", 102400), "{:<40} {:<10}".format("Total cached tokens:", 12800),
+             "{:<40} {:.1f}%".format("Cache hit rate:", 12.5), "{:<40} {:.1f}%".format("  Device:", 100.0)]
+    p = tmp_path / "bench.log"
+    p.write_text("\n".join(rep[:-1] + cache + rep[-1:]) + "\n")
+    (run,) = read_bench(p)
+    assert run.summary["cache_hit_rate"] == pytest.approx(0.125) and run.summary["completed"] == 200
