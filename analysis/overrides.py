@@ -25,6 +25,7 @@ from specsched.sim.config import (
     load_scenario,
     nearest_key,
     nested_home,
+    pin_acceptance_tree,
     pin_acceptance_window,
     replace_acceptance_source,
     validation_error,
@@ -257,7 +258,7 @@ def load_scenario_with_overrides(
         check_key(key, f"{path} (--set {key})", value)   # the override is the user's mistake, not the file
     data = scenario.model_dump(mode="json", exclude_unset=True)
     data = _rederive_turn_count(data, overrides)
-    merged = deep_merge(data, replace_acceptance_source(pin_acceptance_window(data, nest(overrides))))
+    merged = deep_merge(data, replace_acceptance_source(pin_acceptance_tree(data, pin_acceptance_window(data, nest(overrides)))))
     left_out = scenario._launch_args_left_out   # the file's: the dump above no longer has them
     window_given = scenario._window_given        # the file's written windows, reset in the dump
     values = scenario._launch_args_values

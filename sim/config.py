@@ -621,6 +621,43 @@ def pin_acceptance_window(base: dict[str, Any], override: dict[str, Any]) -> dic
     return deep_merge(override, {"acceptance": {"window": w0}})
 
 
+def draft_tree(server: Any) -> list[int] | None:
+    """``[speculative_eagle_topk, speculative_num_draft_tokens]`` a validated server's chain
+    drafter runs (topk 1 where unset; the window after SGLang's chain reset), else None (no
+    speculative decoding, or a block drafter, which drafts no tree)."""
+    algo = server.speculative_algorithm
+    if not algo.enabled or algo.is_block:
+        return None
+    return [server.speculative_eagle_topk or 1, server.speculative_num_draft_tokens]
+
+
+def pin_acceptance_tree(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` (a nested mapping) with ``acceptance.tree`` set to ``base``'s draft tree
+    (:func:`draft_tree`) when the override moves ``speculative_eagle_topk`` or
+    ``speculative_num_draft_tokens`` of a chain drafter off it and ``base`` states its
+    acceptance without a tree (and the override states no acceptance of its own).
+
+    The acceptance was measured on the file's draft; a what-if on a wider or narrower tree
+    carries it unchanged (per-depth rates), so the run can say that its accept length is
+    the file's, not the new tree's (:class:`sim.grid_range.AcceptanceTreeShape`): a sweep over
+    topk 1 -> 4 at 16 draft tokens on an EAGLE cell priced every candidate and kept the
+    accept length at 2.59, silently, the tree coming out only slower."""
+    acc, srv = base.get("acceptance"), base.get("server")
+    over_srv = override.get("server")
+    if (not isinstance(acc, dict) or not acc or acc.get("tree") is not None or "acceptance" in override
+            or not isinstance(srv, dict) or not isinstance(over_srv, dict)
+            or not any(k in over_srv for k in ("speculative_eagle_topk", "speculative_num_draft_tokens"))):
+        return override
+    try:
+        t0 = draft_tree(ServerArgs.model_validate(srv))
+        t1 = draft_tree(ServerArgs.model_validate(deep_merge(srv, over_srv)))
+    except (ValidationError, ValueError, TypeError):
+        return override  # the merged scenario's validation names what is wrong
+    if t0 is None or t1 is None or t0 == t1:
+        return override
+    return deep_merge(override, {"acceptance": {"tree": t0}})
+
+
 def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
     """The scenario with ``arm``'s overrides merged in, validated; errors inside an arm's
     overrides are named ``arms.<arm>.<key>``."""
@@ -630,7 +667,7 @@ def _resolve_arm(path: Path, raw: dict[str, Any], arm: str) -> Scenario:
     for forbidden in ("arms", "arm", "name"):
         if forbidden in override:
             raise ConfigError(str(path), f"arms.{arm}.{forbidden}", override[forbidden], "an arm cannot override this key")
-    merged = deep_merge(raw, replace_acceptance_source(pin_acceptance_window(raw, override)))
+    merged = deep_merge(raw, replace_acceptance_source(pin_acceptance_tree(raw, pin_acceptance_window(raw, override))))
     merged["arm"] = arm
     merged["path"] = str(path)
     try:

@@ -36,7 +36,7 @@ import numpy as np
 import simpy
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
-from specsched.sim.config import Scenario, ServerArgs, SyncMode, scenario_file
+from specsched.sim.config import Scenario, ServerArgs, SyncMode, draft_tree, scenario_file
 from specsched.sim.cost_model import CostModel
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
@@ -46,6 +46,7 @@ from specsched.sim.gc_pause import collector_paused
 from specsched.sim.grid_range import (
     AcceptanceBeyond,
     AcceptanceTreeCut,
+    AcceptanceTreeShape,
     RangeNote,
     merged,
     write_warnings,
@@ -565,6 +566,9 @@ class SimEngine(Clients, EngineStretch):
                 and acc.measured_window > acc.window):
             notes.append(AcceptanceTreeCut(acc.measured_window, acc.window, self.scenario.acceptance.mean_accept_length,
                                            acc.mean))
+        stated, run = self.scenario.acceptance.tree, draft_tree(srv)
+        if stated is not None and run is not None and list(stated) != run and max(stated[0], run[0]) > 1:
+            notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean))
         return merged(notes)
 
     def cost_models(self) -> list[Any]:

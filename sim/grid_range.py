@@ -214,7 +214,43 @@ class AcceptanceTreeCut:
                 f"(acceptance.window {self.depth})")
 
 
-RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond | AcceptanceTreeCut
+@dataclass(frozen=True)
+class AcceptanceTreeShape:
+    """A chain drafter run on another draft tree than the one its acceptance was measured on
+    (``acceptance.tree``, pinned by an arm, ``--set`` or sweep axis that moved
+    ``speculative_eagle_topk`` or ``speculative_num_draft_tokens``): the run prices the
+    run's tree (its draft steps over ``topk`` candidates, a verify over its nodes) but draws
+    the stated per-depth rates, so its accept length is the measured tree's. SGLang 0.5.23
+    verifies a tree by keeping the longest root-to-leaf path that matches the target
+    (speculative/eagle_utils.py ``eagle_sample``, ``verify_tree_greedy_func`` over every
+    candidate of each depth): more candidates accept more, by an amount only a measurement
+    on that tree gives.
+
+    Attributes:
+        measured: ``[topk, draft tokens]`` the acceptance states.
+        run: ``[topk, draft tokens]`` the run drafts.
+        run_mean: the population mean accept length the run draws from.
+    """
+
+    measured: tuple[int, int]
+    run: tuple[int, int]
+    run_mean: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return "", "acceptance-tree-shape", f"{self.run[0]:04d}-{self.run[1]:04d}"
+
+    def line(self) -> str:
+        (k0, n0), (k1, n1) = self.measured, self.run
+        return (f"warning: acceptance: measured on a draft of speculative_eagle_topk {k0}, "
+                f"speculative_num_draft_tokens {n0} (acceptance.tree); this run drafts topk {k1}, {n1} tokens: "
+                f"the cost is this tree's but the accept length ({self.run_mean:.3g}) is carried per depth from the "
+                f"measured one, while SGLang's tree verify keeps the longest matching path over every candidate "
+                f"(speculative/eagle_utils.py eagle_sample), so a wider tree accepts more than this run draws: "
+                f"state the acceptance measured on this tree (acceptance.tree [{k1}, {n1}])")
+
+
+RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:

@@ -309,3 +309,42 @@ def test_a_tree_run_below_its_stated_acceptance_window_says_the_cut():
     chain = make_scenario({"speculative_algorithm": "eagle", "speculative_num_draft_tokens": 4},
                           {"num_requests": 2}, acceptance={"mean_accept_length": 3.0, "window": 8})
     assert not [n for n in SimEngine(chain, tiny_profile()).run().extra["range_notes"] if isinstance(n, AcceptanceTreeCut)]
+
+
+def test_a_what_if_on_another_draft_tree_says_its_accept_length_is_carried(tmp_path):
+    """An EAGLE cell measured as a chain (topk 1, 4 draft tokens, accept length 2.6) swept to
+    a tree of topk 4 and 16 draft tokens priced every candidate and kept the accept length at
+    2.59: the tree came out only slower (1205 -> 853 tok/s on Llama-3.1-70B, A100 TP8), while
+    SGLang 0.5.23's tree verify keeps the longest matching path over every candidate
+    (speculative/eagle_utils.py eagle_sample). The what-if pins the file's draft as
+    acceptance.tree and the run says in one warning line that its accept length is carried."""
+    import yaml
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import warning_lines
+
+    from tests.conftest import tiny_profile
+
+    f = tmp_path / "chain.yaml"
+    f.write_text(yaml.safe_dump({
+        "name": "chain", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
+                   "speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                   "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.6},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 100},
+                     "output_len": {"kind": "fixed", "value": 20}}}))
+
+    def tree_lines(over):
+        sc = load_scenario_with_overrides(f, "base", over)
+        return sc, [x for x in warning_lines(SimEngine(sc, tiny_profile()).run().extra["range_notes"])
+                    if "acceptance.tree" in x]
+
+    sc, (line,) = tree_lines({"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 16})
+    assert sc.acceptance.tree == [1, 4]
+    assert "topk 1, speculative_num_draft_tokens 4" in line and "topk 4, 16 tokens" in line and "eagle_sample" in line
+    assert tree_lines({})[1] == []                                             # the file's own draft
+    assert tree_lines({"workload.num_requests": 3})[1] == []                   # a what-if off the draft
+    stated = {"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 16,
+              "acceptance.mean_accept_length": 3.1, "acceptance.tree": [4, 16]}
+    assert tree_lines(stated)[1] == []                                         # measured on this tree
