@@ -4,12 +4,12 @@ server's preallocation, and the server's prompt limit (``max_req_input_len``).
 
 These are the rules the scheduler meets mid-run (:meth:`Scheduler.add_request`,
 ``DecodeMemory._retract``, ``Disagg._refuse_unpreallocatable``, the SWA admission and
-top-up checks), written so that a request that would stop a run partway is refused before
-the first event with the field at fault: :func:`check_request_pool` is the refusal of one
+top-up checks), written so that a request that would stop a run partway (SGLang keeps it
+waiting for ever) or that SGLang would abort out of memory every time is refused before the
+first event with the field at fault: :func:`check_request_pool` is the refusal of one
 request, :func:`never_fit_rows` the same rules vectorized over a trace's rows. Each rule
 cites the SGLang 0.5.23 function it follows.
 """
-
 
 from __future__ import annotations
 

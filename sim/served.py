@@ -8,7 +8,6 @@ length the server runs with (:func:`context_length`), and the refusal of a turn 
 never run (:func:`check_turn_rows`, :func:`check_turn_context`).
 """
 
-
 from __future__ import annotations
 
 from pathlib import Path
