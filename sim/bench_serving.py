@@ -1175,6 +1175,52 @@ def _errors(requests: Any, order: np.ndarray, done: list[bool]) -> list[str]:
     return ["" if ok else (t or "not finished") for ok, t in zip(done, texts, strict=True)]
 
 
+def token_times(requests: Any, chunks: Any, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The token timestamps bench_serving builds for each finished request (SGLang 0.5.23
+    ``benchmark/serving.py`` ``calculate_metrics``; ``benchmark/steady_state.py``
+    ``_token_timestamps``): start + TTFT, then each inter-token latency added in turn, a chunk
+    of n tokens after a gap dt giving n latencies of dt / n (``async_request_sglang_generate``).
+    A request of output_len 0 streamed no text: its TTFT stays 0.0 and one time is still
+    counted at its start.
+
+    Args:
+        requests: the requests table (rid, start_s, first_token_s, output_len).
+        chunks: the chunks table (rid, time_s, n_tokens), non-empty (full records).
+        done: bool mask over the requests' rows, the finished ones.
+
+    Returns:
+        ``(times, owner)``: float seconds (shape (k,)) and, per time, the index of its request
+        among the ``done`` rows (int, shape (k,)); first tokens first, then each request's later
+        ones in order.
+    """
+    from specsched.sim.metrics import _itl_of
+
+    rid_done = column(requests, "rid")[done]
+    start = column(requests, "start_s", float)[done]
+    ttft = np.where(column(requests, "output_len")[done] == 0, 0.0,
+                    column(requests, "first_token_s", float)[done] - start)
+    first = start + ttft
+    keep = np.isin(column(chunks, "rid"), rid_done)
+    vals, of = _itl_of(column(chunks, "rid")[keep], column(chunks, "time_s", float)[keep],
+                       column(chunks, "n_tokens", int)[keep], with_rids=True)
+    # each request's token times: its first token, then its latencies summed one by one
+    # (np.cumsum adds in order, as bench_serving's loop does)
+    order = np.argsort(rid_done, kind="stable")
+    cut = np.flatnonzero(of[1:] != of[:-1]) + 1 if len(of) else np.zeros(0, dtype=np.int64)
+    starts, ends = np.r_[0, cut].astype(np.int64), np.r_[cut, len(of)].astype(np.int64)
+    # each run of equal ids is one request's latencies: its row, looked up once per request
+    owner = order[np.searchsorted(rid_done[order], of[starts[starts < len(of)]])]
+    times, owners = [first], [np.arange(len(first))]
+    for a, b, k in zip(starts.tolist(), ends.tolist(), owner.tolist(), strict=False):
+        if b > a:
+            seq = np.empty(b - a + 1)
+            seq[0] = first[k]
+            seq[1:] = vals[a:b]
+            times.append(np.cumsum(seq)[1:])
+            owners.append(np.full(b - a, k))
+    return np.concatenate(times), np.concatenate(owners)
+
+
 def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     """bench_serving's ``max_output_tokens_per_s`` and ``max_concurrent_requests`` as SGLang
     0.5.23 computes them (``sglang/benchmark/serving.py`` ``calculate_metrics``): whole-second
@@ -1202,32 +1248,8 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     out: dict[str, float] = {"max_concurrent_requests": int(conc.max())}
     if chunks is None or len(chunks) == 0:
         return out
-    from specsched.sim.metrics import _itl_of
-
-    rid_done = column(requests, "rid")[done]
-    # start + TTFT: a request of output_len 0 streamed no text, its TTFT stays 0.0 and
-    # calculate_metrics still counts one token at start + 0.0 (token_times starts there)
-    ttft = np.where(column(requests, "output_len")[done] == 0, 0.0,
-                    column(requests, "first_token_s", float)[done] - start)
-    first = start + ttft
-    keep = np.isin(column(chunks, "rid"), rid_done)
-    vals, of = _itl_of(column(chunks, "rid")[keep], column(chunks, "time_s", float)[keep],
-                       column(chunks, "n_tokens", int)[keep], with_rids=True)
-    # each request's token times: its first token, then its latencies summed one by one
-    # (np.cumsum adds in order, as bench_serving's loop does)
-    order = np.argsort(rid_done, kind="stable")
-    cut = np.flatnonzero(of[1:] != of[:-1]) + 1 if len(of) else np.zeros(0, dtype=np.int64)
-    starts, ends = np.r_[0, cut].astype(np.int64), np.r_[cut, len(of)].astype(np.int64)
-    # each run of equal ids is one request's latencies: its row, looked up once per request
-    owner = order[np.searchsorted(rid_done[order], of[starts[starts < len(of)]])]
-    times = [first]
-    for a, b, k in zip(starts.tolist(), ends.tolist(), owner.tolist(), strict=False):
-        if b > a:
-            seq = np.empty(b - a + 1)
-            seq[0] = first[k]
-            seq[1:] = vals[a:b]
-            times.append(np.cumsum(seq)[1:])
-    bucket = np.floor(np.concatenate(times) - t0)
+    times, _ = token_times(requests, chunks, done)
+    bucket = np.floor(times - t0)
     bucket = bucket[(bucket >= 0) & (bucket < n)]
     if not bucket.size:
         return {"max_output_tokens_per_s": 0.0, **out}

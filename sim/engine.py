@@ -72,7 +72,7 @@ from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
 from specsched.sim.served import output_cut_summary, truncation_summary
-from specsched.sim.steady_state import steady_throughputs
+from specsched.sim.steady_state import steady_state_metrics, steady_summary
 from specsched.sim.workload import make_requests, with_request_labels
 
 AUTO_COMPACT_TOKENS = 1_000_000
@@ -604,7 +604,10 @@ class SimEngine(Clients, EngineStretch):
         ratio = self.scenario.workload.steady_state_concurrency_ratio
         if ratio is not None:
             try:
-                summary.update(steady_throughputs(requests, ratio))
+                # steady_state_serving's separate result: the full-run keys stay bench_serving's
+                summary.update(steady_summary(steady_state_metrics(
+                    requests, ratio, chunks if self.rec.level == "full" else None,
+                    input_known=self.scenario.workload.kind != "multi_turn")))
             except ValueError as e:
                 raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
         summary.update(scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",

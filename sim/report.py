@@ -132,6 +132,37 @@ def bench_block(summary: dict[str, Any], bench: dict[str, Any] | None = None,
     return out
 
 
+def steady_block(summary: dict[str, Any]) -> list[str]:
+    """steady_state_serving's separate "Steady-State Result" block (SGLang 0.5.23
+    benchmark/steady_state_serving.py ``_print_metrics``: its labels, order and formats),
+    from the summary's ``steady_*`` keys (:mod:`sim.steady_state`); empty for a run without
+    ``workload.steady_state_concurrency_ratio``. The input rows are one "N/A" row where the
+    input throughput is unknown (a multi-turn replay), as there."""
+    from specsched.sim.steady_state import steady_metrics_of_summary
+
+    m = steady_metrics_of_summary(summary)
+    if m is None:
+        return []
+    out = ["", _sg_head(" Steady-State Result ", "="),
+           _row("Concurrency ratio:", m["concurrency_ratio"]),
+           _row("Measurement duration (s):", m["duration"]),
+           _row("Minimum concurrency:", m["concurrency_threshold"], "{}"),
+           _row("Completed requests:", m["completed"], "{}")]
+    if m["input_throughput"] is None:
+        out.append(_row("Input token throughput (tok/s):", "N/A"))
+    else:
+        out += [_row("Input tokens:", m["total_input"], "{}"),
+                _row("Input token throughput (tok/s):", m["input_throughput"])]
+    out += [_row("Generated tokens:", m["total_output"]),
+            _row("Output token throughput (tok/s):", m["output_throughput"]),
+            _row("Output throughput, retokenized (tok/s):", m["output_throughput_retokenized"]),
+            _row("Average concurrency:", m["average_concurrency"]),
+            _row("Peak concurrency:", m["peak_concurrency"], "{}"),
+            _row("Peak output throughput (tok/s):", m["peak_output_throughput"]),
+            "=" * _W]
+    return out
+
+
 def peak_note(summary: dict[str, Any], bench: dict[str, Any] | None) -> list[str]:
     """A note when bench_serving's "Peak concurrent requests" is above "Max request
     concurrency" (empty otherwise): bench_serving counts a request in every whole second
@@ -153,7 +184,8 @@ def peak_note(summary: dict[str, Any], bench: dict[str, Any] | None) -> list[str
 def format_report(summary: dict[str, Any], reference: dict[str, float] | None = None,
                   title: str = "Serving Benchmark Result", bench: dict[str, Any] | None = None) -> str:
     """Render ``summary`` (bench_serving keys, ms for latencies) as bench_serving 0.5.23
-    prints it (:func:`bench_block`), then specsched's own sections: the run, the maxima
+    prints it (:func:`bench_block`), with a steady-state ratio steady_state_serving's block
+    (:func:`steady_block`), then specsched's own sections: the run, the maxima
     bench_serving does not print, the scheduler's figures and, with ``reference``, the
     reference figures with the model's % error.
 
@@ -161,6 +193,7 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
     """
     s = summary.get
     out = bench_block(summary, bench, title)
+    out += steady_block(summary)   # steady_state_serving prints it after bench_serving's block
     out.append(_head("specsched"))
     out += [
         _line("Scenario / arm:", f"{s('scenario', '?')} / {s('arm', '?')}"),

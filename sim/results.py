@@ -98,10 +98,21 @@ def _write_bench_serving(result: RunResult, d: Path) -> None:
     (d / "bench_serving.jsonl").write_text(bench_line(result) + "\n")
 
 
+def _write_steady_state(result: RunResult, d: Path) -> None:
+    # steady_state_serving --steady-state-output-file: one SteadyStateMetrics line (SGLang
+    # 0.5.23 benchmark/steady_state_serving.py _append_metrics), only for a run with a ratio
+    from specsched.sim.steady_state import steady_metrics_of_summary
+
+    m = steady_metrics_of_summary(dict(result.summary))
+    if m is not None:
+        (d / "steady_state.jsonl").write_text(json.dumps(clean_json(m)) + "\n")
+
+
 OUTPUTS: tuple[Output, ...] = (
     Output("summary.json", _write_summary),
     Output("scenario.yaml", _write_scenario),
     Output("bench_serving.jsonl", _write_bench_serving),
+    Output("steady_state.jsonl", _write_steady_state),
 )
 """What every results directory gets besides the tables. Add a format here."""
 
