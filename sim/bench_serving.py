@@ -1175,7 +1175,8 @@ def _errors(requests: Any, order: np.ndarray, done: list[bool]) -> list[str]:
     return ["" if ok else (t or "not finished") for ok, t in zip(done, texts, strict=True)]
 
 
-def token_times(requests: Any, chunks: Any, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def token_times(requests: Any, chunks: Any, done: np.ndarray,
+                with_owner: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """The token timestamps bench_serving builds for each finished request (SGLang 0.5.23
     ``benchmark/serving.py`` ``calculate_metrics``; ``benchmark/steady_state.py``
     ``_token_timestamps``): start + TTFT, then each inter-token latency added in turn, a chunk
@@ -1187,6 +1188,7 @@ def token_times(requests: Any, chunks: Any, done: np.ndarray) -> tuple[np.ndarra
         requests: the requests table (rid, start_s, first_token_s, output_len).
         chunks: the chunks table (rid, time_s, n_tokens), non-empty (full records).
         done: bool mask over the requests' rows, the finished ones.
+        with_owner: also return each time's request (else None: the run's peak needs none).
 
     Returns:
         ``(times, owner)``: float seconds (shape (k,)) and, per time, the index of its request
@@ -1210,15 +1212,17 @@ def token_times(requests: Any, chunks: Any, done: np.ndarray) -> tuple[np.ndarra
     starts, ends = np.r_[0, cut].astype(np.int64), np.r_[cut, len(of)].astype(np.int64)
     # each run of equal ids is one request's latencies: its row, looked up once per request
     owner = order[np.searchsorted(rid_done[order], of[starts[starts < len(of)]])]
-    times, owners = [first], [np.arange(len(first))]
+    times = [first]
     for a, b, k in zip(starts.tolist(), ends.tolist(), owner.tolist(), strict=False):
         if b > a:
             seq = np.empty(b - a + 1)
             seq[0] = first[k]
             seq[1:] = vals[a:b]
             times.append(np.cumsum(seq)[1:])
-            owners.append(np.full(b - a, k))
-    return np.concatenate(times), np.concatenate(owners)
+    if not with_owner:
+        return np.concatenate(times), None
+    lens = (ends - starts)[: len(owner)]
+    return np.concatenate(times), np.r_[np.arange(len(first)), np.repeat(owner, lens)]
 
 
 def _peaks(requests: Any, chunks: Any) -> dict[str, float]:

@@ -155,7 +155,7 @@ def steady_state_metrics(requests: Any, ratio: float, chunks: Any = None, input_
     if chunks is not None and len(chunks):
         from specsched.sim.bench_serving import token_times
 
-        times, owner = token_times(requests, chunks, done)
+        times, owner = token_times(requests, chunks, done, with_owner=True)
         per = np.bincount(owner, minlength=len(start)).astype(float)
         weight = n_out[owner] / per[owner]
         inside = (times >= t0) & (times <= t1)
