@@ -537,7 +537,8 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         # were compared with a whole predicted run
         raise ConfigError(where, "<keys>", "concurrency_ratio, window_start, window_end",
                           "a steady-state window (steady_state_serving --steady-state-output-file), not a whole "
-                          "bench_serving run: pass the run's --output-file")
+                          "bench_serving run: pass the run's --output-file (a run predicted with "
+                          "workload.steady_state_concurrency_ratio writes its window as steady_state.jsonl)")
     if {"run_name", "batch_size", "last_ttft"} <= set(obj) and "completed" not in obj:
         # sglang.bench_one_batch_server --result-filename (0.5.23 benchmark/one_batch_server.py
         # BenchmarkResult.dump_to_jsonl): one batch sent at once; its output_throughput made it
