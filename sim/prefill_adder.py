@@ -298,6 +298,14 @@ class PrefillAdder:
             extend = min(extend, chunk_limit)
         if self.kv_free is not None:
             extend = min(extend, self.kv_free)
+            if self.page_size > 1:
+                # a paged chunk takes whole pages past the request's last one (KVLedger.reserve,
+                # mem_cache/allocator/paged.py alloc_extend): the room left in its last page
+                # plus the whole free pages, not the free tokens (a one-token chunk starting at
+                # a page boundary needs a page)
+                base = req.kv_len if req.kv_len > req.prefill_done else req.prefill_done
+                slack = ceil_page(base, self.page_size) - base
+                extend = min(extend, slack + max(self.kv_free, 0) // self.page_size * self.page_size)
         if extend <= 0:
             return True
         truncated = extend < remaining

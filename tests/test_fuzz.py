@@ -68,6 +68,36 @@ def test_topup_beside_chunked_prompt_is_refused_up_front():
     assert fuzz.run_case(ok, EAGLE_TOPUP_BESIDE_CHUNK[1], True) == "ran"
 
 
+# a fuzzed KVPoolExhausted: EAGLE topk 7 / 3 draft tokens, page 16, mixed chunk, chunk 256, pool
+# 3155, 7 requests ~1219 in / ~127 out: the mixed decode rows' top-ups filled the pool under a
+# chunked (retracted) prompt, whose continuation was capped at the free tokens (1) and so took
+# one-token chunks until one started at a page boundary and needed a whole page
+EAGLE_PAGED_CHUNK_AT_PAGE_BOUNDARY = (
+    {"name": "t", "profile": "fuzz", "seed": 0,
+     "server": {"max_running_requests": 3, "max_total_num_tokens": 3155, "chunked_prefill_size": 256,
+                "max_prefill_tokens": 64, "page_size": 16, "schedule_conservativeness": 0.3,
+                "enable_mixed_chunk": True, "cuda_graph_max_bs": 1, "speculative_algorithm": "eagle",
+                "speculative_num_draft_tokens": 3, "speculative_eagle_topk": 7, "enable_overlap_schedule": False},
+     "workload": {"kind": "burst", "num_requests": 7,
+                  "input_len": {"kind": "uniform", "value": 1219, "range_ratio": 0.05},
+                  "output_len": {"kind": "uniform", "value": 127, "range_ratio": 0.05}},
+     "acceptance": {"request_spread": 0.0, "window": 2, "rate_decay": 1.0, "mean_accept_length": 1.0}},
+    {"name": "p", "device": "synthetic",
+     "gpu": {"extend": {"x": [1, 16384], "seconds": [[0.03125], [0.03125]]},
+             "verify": {"x": [1, 64], "seconds": [[0.03125], [0.03125]]},
+             "decode": {"x": [1, 64], "seconds": [[0.03125], [0.03125]]},
+             "draft_step": {"x": [1, 64], "seconds": [[0.0078125], [0.0078125]]}}},
+    True,
+)
+
+
+def test_paged_chunk_continuation_never_takes_more_pages_than_are_free():
+    """A chunked continuation in a paged pool is capped at the room left in its last page
+    plus the free whole pages (it used to be capped at the free tokens and raise
+    KVPoolExhausted when a one-token chunk started at a page boundary)."""
+    assert fuzz.run_case(*EAGLE_PAGED_CHUNK_AT_PAGE_BOUNDARY) == "ran"
+
+
 @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @example(ISSUE_13_MIXED_SMALL_CHUNK)
 @given(fuzz.cases())
