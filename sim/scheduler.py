@@ -1011,7 +1011,9 @@ def run_counts(sched: Any) -> dict[str, float]:
     (sim/engine.py, runtime/engine.py), so predicted and measured runs report the same keys:
     retractions, delayed admission passes, the KV peak; the priority preemptions when there
     were any (SGLang's ``PrefillAdder.preempt_to_schedule``; a preempted request is
-    re-prefilled, as a retracted one is; the report prints them as "Priority preemptions"); the requests aborted out of memory when there were any (``requests_oom_aborted``, :meth:`DecodeMemory._abort_out_of_memory`);
+    re-prefilled, as a retracted one is; the report prints them as "Priority preemptions"); the
+    requests aborted out of memory when there were any (``requests_oom_aborted``,
+    :meth:`DecodeMemory._abort_out_of_memory`);
     on a hybrid sliding-window pool its peak and peak usage (SGLang logs "swa token usage" =
     used / pool); and with the radix cache on, SGLang's cache hit rate (hit / (hit +
     computed) over first-attempt prefills; 0.0 without a hit or a prefill, as SGLang reports it:

@@ -217,7 +217,7 @@ class DecodeMemory:
         if not self._decode_fits(keep) and len(keep) == 1 and not headroom:
             aborted.append(keep.pop())
             self._abort_out_of_memory(aborted[0])
-        if not self._decode_fits(keep) and keep:
+        elif not self._decode_fits(keep):
             who = (f"request {keep[0].rid} alone" if len(keep) == 1 else
                    f"the {len(keep)} requests retraction kept (request {keep[0].rid} first)")
             if self._kv_room() >= self._decode_need(keep):

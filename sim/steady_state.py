@@ -173,7 +173,6 @@ def steady_state_metrics(requests: Any, ratio: float, chunks: Any = None, input_
         tout = float(np.where(n_out > 0, lump, 0.0).sum() + later.sum())
         np.add.at(buckets, _bucket(first[first_in], t0, nb), np.where(n_out > 0, lump, 0.0)[first_in])
         edges = np.minimum(t0 + np.arange(nb + 1, dtype=float), t1)
-        edges[0] = t0
         cum = _spread_tokens_upto(edges, first[spread], finish[spread], rate[spread])
         buckets += np.diff(cum)
     tin = float(n_in[(start >= t0) & (start < t1)].sum()) if input_known else None
