@@ -96,3 +96,16 @@ def test_the_new_cells_differ_from_every_measured_one_where_they_say() -> None:
     sc512 = new["small-chunk"]
     assert sc512.server.chunked_prefill_size < min(sc.server.chunked_prefill_size for c, sc in before.items()
                                                    if sc.server.spec_window > 1)
+    # round 43's, each against every cell measured before it: mixed chunks, and a queue order
+    # other than fcfs, each paired with the arm that turns it off
+    before = {**old, **{c: sc for c, sc in new.items() if gv.FIRST_ROUND[c] < 43}}
+    assert not [c for c, sc in before.items() if sc.server.enable_mixed_chunk]
+    mixed = {a: load_scenario(CELLS / "mixed-chunk.yaml", a) for a in ("base", "unmixed")}
+    assert mixed["base"].server.enable_mixed_chunk and not mixed["unmixed"].server.enable_mixed_chunk
+    m = mixed["base"]
+    assert m.workload.input_len.value * m.workload.input_len.range_ratio > m.server.chunked_prefill_size  # 2+ chunks
+    assert {sc.server.schedule_policy for sc in before.values()} == {"fcfs"}
+    lof = {a: load_scenario(CELLS / "lof-queue.yaml", a) for a in ("base", "fcfs")}
+    assert lof["base"].server.schedule_policy == "lof" and lof["fcfs"].server.schedule_policy == "fcfs"
+    q = lof["base"]
+    assert q.workload.num_requests >= 2 * q.server.max_running_requests and q.workload.output_len.kind == "uniform"

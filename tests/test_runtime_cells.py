@@ -6,7 +6,8 @@ that retracts, batches above cuda_graph_max_bs, long contexts; and, never measur
 round 18, Poisson arrivals with speculation, a long window with high acceptance, long-tailed
 lengths from a histogram file, short outputs at a fixed --max-concurrency, a standing queue
 with chunked prompts; and before round 19, bursty gamma arrivals, window 2, overload into 8
-slots, plain decode past 6K context, 512-token chunks beside verifies); here each is shrunk (tiny
+slots, plain decode past 6K context, 512-token chunks beside verifies; and before round 43,
+mixed chunks, a longest-output-first queue); here each is shrunk (tiny
 model, short prompts and outputs, a pool scaled with them) and run to completion by both
 engines. Where the decisions do not depend on time (bursts: every request is there at 0),
 both engines must make the same batch plans.
@@ -73,6 +74,13 @@ TINY = {
                     "workload.output_len.value": 16, "server.chunked_prefill_size": 48,
                     "server.max_prefill_tokens": 48},
     "window-sweep": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
+    # round 43's: prompts of 2-3 chunks whose extends carry the running decodes (mixed), and
+    # a burst twice the slots admitted longest output first
+    "mixed-chunk": {"workload.num_requests": 5, "workload.request_rate": 400.0, "workload.input_len.value": 160,
+                    "workload.output_len.value": 16, "server.chunked_prefill_size": 64,
+                    "server.max_prefill_tokens": 64},
+    "lof-queue": {"workload.num_requests": 8, "server.max_running_requests": 4, "workload.input_len.value": 40,
+                  "workload.output_len.value": 48, "workload.output_len.range_ratio": 0.25},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
