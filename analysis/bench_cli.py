@@ -42,12 +42,14 @@ def mean_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """Rows ``metric, predicted, measured, error_pct`` for every bench_serving metric the
-    measured summary has (and the prefix-cache hit rate when the line has a cache report) (error = (predicted - measured) / measured x 100; NaN when either is
+    measured summary has (and the prefix-cache hit rate when the line has a cache report, and
+    the steady-state figures, :data:`sim.bench_serving.STEADY_COMPARED`, when a
+    steady_state_serving record follows the line) (error = (predicted - measured) / measured x 100; NaN when either is
     missing or measured is 0)."""
-    from specsched.sim.bench_serving import EXTRA_SUMMARY_KEYS, METRIC_KEYS
+    from specsched.sim.bench_serving import EXTRA_SUMMARY_KEYS, METRIC_KEYS, STEADY_COMPARED
 
     rows = []
-    for k in keys or (*METRIC_KEYS, *EXTRA_SUMMARY_KEYS):
+    for k in keys or (*METRIC_KEYS, *EXTRA_SUMMARY_KEYS, *STEADY_COMPARED):
         if k not in measured:
             continue
         q, p = measured[k], predicted.get(k)
@@ -59,7 +61,8 @@ def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: t
 
 def _count_metric(metric: str) -> bool:
     """A bench_serving count: requests (completed, failed, peak concurrent) or tokens (the totals)."""
-    return metric in ("completed", "failed", "max_concurrent_requests") or (
+    return metric in ("completed", "failed", "max_concurrent_requests", "steady_completed", "steady_total_input",
+                      "steady_concurrency_threshold", "steady_peak_concurrency") or (
         metric.startswith("total_") and "tokens" in metric)
 
 
@@ -372,6 +375,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
 
     write_warnings(n for r in runs for n in r.extra["range_notes"])   # once for every seed
     from specsched.sim.bench_serving import (
+        STEADY_COMPARED,
         client_record,
         details_itl_per_chunk,
         itl_per_chunk,
@@ -379,7 +383,8 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     )
 
     chunk_itl, chunk_tokens = itl_per_chunk(measured), details_itl_per_chunk(measured)
-    pred = mean_summary([client_record(r, chunk_itl, chunk_tokens) | {"profile": r.summary.get("profile")} for r in runs])
+    pred = mean_summary([client_record(r, chunk_itl, chunk_tokens) | {"profile": r.summary.get("profile")}
+                         | {k: r.summary[k] for k in STEADY_COMPARED if r.summary.get(k) is not None} for r in runs])
     costs = "; analytic costs, not measured" if runs[0].summary.get("profile_costs") == "analytic" else ""
     rows = comparison_rows(pred, measured.summary)
     if not rows:
@@ -401,6 +406,11 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
                else "SGLang's sglang backend splits a chunk of n tokens into n gaps")
         print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
               f"the predicted ITL is per chunk too ({why})")
+    ratio = measured.summary.get("steady_concurrency_ratio")
+    if ratio is not None and sc.workload.steady_state_concurrency_ratio is None:
+        print(f"note: the line is followed by its steady-state window (steady_state_serving, ratio {ratio:g}); the "
+              "scenario predicts none, so the steady_* rows have no prediction (--set "
+              f"workload.steady_state_concurrency_ratio={ratio:g} predicts it)")
     if measured.unmeasured:   # null or NaN in the line: no row, so say which
         print(f"note: not compared: {', '.join(measured.unmeasured)} (the line gives no number: null, NaN or an "
               f"infinity, an empty sample)")

@@ -1255,6 +1255,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                      " (SGLang's avg_spec_accept_length: its mean over every verify since the server started, earlier runs "
                      "and warmup requests included, unless bench_serving ran with --flush-cache)")
             notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
+    ratio = run.summary.get("steady_concurrency_ratio")
+    if ratio is not None:
+        # steady_state_serving's record after the line (sim/bench_serving.py _pair_steady): the
+        # prediction reports the same window (its --steady-state-concurrency-ratio)
+        workload["steady_state_concurrency_ratio"] = float(ratio)
+        notes.append(f"steady state: the line's steady_state_serving window (--steady-state-concurrency-ratio {ratio:g}) "
+                     "is predicted too, as workload.steady_state_concurrency_ratio")
     sc["workload"] = workload
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}

@@ -177,6 +177,18 @@ _FALLBACKS = {
 }
 """A key read from another name when the file lacks it (the other name is also kept in
 ``extra``)."""
+STEADY_LINE_KEYS = frozenset({"concurrency_ratio", "window_start", "window_end"})
+"""The keys that make a JSON line a ``SteadyStateMetrics`` record (SGLang 0.5.23
+benchmark/steady_state.py; appended by benchmark/steady_state_serving.py ``_append_metrics``),
+none of which bench_serving's own result writes."""
+STEADY_COMPARED = (
+    "steady_duration", "steady_concurrency_threshold", "steady_completed", "steady_total_input",
+    "steady_input_throughput", "steady_total_output", "steady_output_throughput", "steady_average_concurrency",
+    "steady_peak_concurrency", "steady_peak_output_throughput",
+)
+"""The run summary's steady-state keys (:data:`sim.steady_state.SUMMARY_KEYS`) compared with a
+prediction: not the ratio (an argument), the window's ends (each client's own clock: SGLang's
+are ``time.perf_counter()`` values) or the retokenized figures (specsched generates no text)."""
 EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
 """Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
 0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
@@ -530,15 +542,17 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         text = json.dumps(obj)
         raise ConfigError(where, "<line>", f"{text[:60]}{'...' if len(text) > 60 else ''} (a JSON {kind})",
                           "a bench_serving result is a JSON object")
-    if {"concurrency_ratio", "window_start", "window_end"} <= set(obj):
+    if steady_line(obj):
         # sglang.benchmark.steady_state_serving --steady-state-output-file (0.5.23
         # steady_state.py SteadyStateMetrics, appended by steady_state_serving._append_metrics):
         # figures of the run's busiest window only; read as a run, its duration and throughputs
-        # were compared with a whole predicted run
+        # were compared with a whole predicted run. One right after its run's line is read with
+        # that run (read_bench, _pair_steady): this one has none before it
         raise ConfigError(where, "<keys>", "concurrency_ratio, window_start, window_end",
-                          "a steady-state window (steady_state_serving --steady-state-output-file), not a whole "
-                          "bench_serving run: pass the run's --output-file (a run predicted with "
-                          "workload.steady_state_concurrency_ratio writes its window as steady_state.jsonl)")
+                          "a steady-state window (steady_state_serving --steady-state-output-file) with no run's "
+                          "line before it, not a whole bench_serving run: pass the run's --output-file (with the "
+                          "same file for both, each window follows its run and is read with it; a run predicted "
+                          "with workload.steady_state_concurrency_ratio writes its window as steady_state.jsonl)")
     if {"run_name", "batch_size", "last_ttft"} <= set(obj) and "completed" not in obj:
         # sglang.bench_one_batch_server --result-filename (0.5.23 benchmark/one_batch_server.py
         # BenchmarkResult.dump_to_jsonl): one batch sent at once; its output_throughput made it
@@ -684,6 +698,80 @@ def _input_totals_of(details: BenchDetails | None, summary: Mapping[str, float])
     out = {"total_input_tokens": tin, "input_throughput": tin / dur}
     if "total_output_tokens" in summary:
         out["total_throughput"] = (tin + summary["total_output_tokens"]) / dur
+    return out
+
+
+def steady_line(obj: Any) -> bool:
+    """``obj`` is a ``SteadyStateMetrics`` record (:data:`STEADY_LINE_KEYS`), not a run."""
+    return isinstance(obj, dict) and STEADY_LINE_KEYS <= set(obj)
+
+
+def _pair_steady(objs: list[tuple[int, Any]]) -> tuple[list[tuple[int, Any, tuple[int, Any] | None]], dict[int, int]]:
+    """The runs of a file with the steady-state record that follows each, if any.
+
+    ``python -m sglang.benchmark.steady_state_serving --output-file F
+    --steady-state-output-file F`` (SGLang 0.5.23 benchmark/steady_state_serving.py
+    ``_run_with_capture``) runs bench_serving, whose ``benchmark()`` appends the run's line to
+    F, then appends the run's ``SteadyStateMetrics`` to F (``_append_metrics``): the record on
+    the line right after a run is that run's steady-state window. A record with no run right
+    before it (its own file, or after another record) is left in place (and refused by
+    :func:`parse_run`: it holds one window's figures, not a run's).
+
+    Returns:
+        ``(entries, paired)``: each ``(line, object, (steady line, steady object) or None)``
+        in file order, the paired records taken out of them; ``paired`` maps a paired
+        record's line to its run's line.
+    """
+    out: list[tuple[int, Any, tuple[int, Any] | None]] = []
+    paired: dict[int, int] = {}
+    for i, o in objs:
+        if steady_line(o) and out and out[-1][2] is None and isinstance(out[-1][1], dict) and not steady_line(out[-1][1]):
+            out[-1] = (out[-1][0], out[-1][1], (i, o))
+            paired[i] = out[-1][0]
+        else:
+            out.append((i, o, None))
+    return out, paired
+
+
+def _steady_summary(obj: Mapping[str, Any], run: BenchRun, where: str) -> dict[str, float]:
+    """A ``SteadyStateMetrics`` record (SGLang 0.5.23 benchmark/steady_state.py
+    ``calculate_steady_state_metrics``) as the run summary's ``steady_*`` keys
+    (:data:`sim.steady_state.SUMMARY_KEYS`: the keys a run predicted with
+    ``workload.steady_state_concurrency_ratio`` has), plus ``steady_concurrency`` (the average
+    concurrency under its earlier name). Units as written: s for the window, tokens and
+    requests for the totals (``total_output`` a fraction: each request's tokens are weighted
+    by its share of token times in the window), per s for the throughputs. ``total_input``
+    and ``input_throughput`` null (a multi-turn replay, which passes no input requests) are
+    left out.
+
+    Raises:
+        ConfigError: a value that is not a number; a ratio outside (0, 1]; a duration of 0 or
+            less; a negative count or rate; or figures no window of ``run`` can have (more
+            requests finished in it than the run completed, a window longer than the run):
+            the record is another run's.
+    """
+    from specsched.sim.steady_state import STEADY_KEYS, SUMMARY_KEYS
+
+    out: dict[str, float] = {}
+    for k in STEADY_KEYS:
+        v = _number(where, k, obj.get(k))
+        if v is None or not math.isfinite(v):
+            continue
+        if k == "concurrency_ratio" and not 0 < v <= 1:
+            raise ConfigError(where, k, obj.get(k), "must be in (0, 1] (steady_state_serving "
+                              "--steady-state-concurrency-ratio)")
+        if k == "duration" and not v > 0:
+            raise ConfigError(where, k, obj.get(k), "must be > 0 (the steady-state window's length in s)")
+        if k not in ("window_start", "window_end") and v < 0:
+            raise ConfigError(where, k, obj.get(k), "must be >= 0 (steady-state counts and per-s figures)")
+        out[SUMMARY_KEYS[k]] = v
+    if "steady_average_concurrency" in out:
+        out["steady_concurrency"] = out["steady_average_concurrency"]
+    for key, ours, theirs in (("completed", "steady_completed", "completed"), ("duration", "steady_duration", "duration")):
+        if ours in out and theirs in run.summary and out[ours] > run.summary[theirs] * (1 + 1e-6):
+            raise ConfigError(where, key, obj.get(key), f"more than the run before it ({run.source}) has ({theirs} "
+                              f"{run.summary[theirs]:g}): a steady-state window lies inside its run, so this record "
+                              "is another run's (pass the run's own --output-file line)")
     return out
 
 
@@ -935,14 +1023,26 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
         objs = [(k + 1, o) for k, o in enumerate(objs[0][1])]
     if not objs:
         raise ConfigError(str(p), "<file>", p.name, "empty: no bench_serving run in it")
+    entries, paired = _pair_steady(objs)
     if line is not None:
-        hit = [(i, o) for i, o in objs if i == line]
+        if line in paired:
+            raise ConfigError(f"{p}:{line}", "<keys>", "concurrency_ratio, window_start, window_end",
+                              f"the steady-state window of the run on line {paired[line]} (steady_state_serving appends "
+                              "it after the run when --steady-state-output-file is the --output-file): pass "
+                              f"{p}:{paired[line]}, which is read with these steady-state figures")
+        hit = [e for e in entries if e[0] == line]
         if not hit:
-            raise ConfigError(str(p), "LINE", line, f"no run on that line; runs are on lines {', '.join(str(i) for i, _ in objs[:20])}")
+            raise ConfigError(str(p), "LINE", line, f"no run on that line; runs are on lines {', '.join(str(e[0]) for e in entries[:20])}")
         if len(hit) > 1:
             raise joined_runs(p, line, len(hit))
-        objs = hit
-    return [parse_run(o, f"{p}:{i}") for i, o in objs]
+        entries = hit
+    runs = []
+    for i, o, steady in entries:
+        run = parse_run(o, f"{p}:{i}")
+        if steady is not None:
+            run.summary.update(_steady_summary(steady[1], run, f"{p}:{steady[0]}"))
+        runs.append(run)
+    return runs
 
 
 def joined_runs(p: Path, line: int, n: int) -> ConfigError:

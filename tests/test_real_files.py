@@ -18,12 +18,14 @@ from specsched.analysis.server_log import decode_step_samples, parse_server_log,
 from specsched.sim.bench_serving import (
     DETAIL_KEYS,
     INPUT_TOTAL_KEYS,
+    STEADY_LINE_KEYS,
     parse_run,
     read_bench,
     read_bench_one,
     to_run_data,
 )
 from specsched.sim.errors import ConfigError
+from specsched.sim.steady_state import SUMMARY_KEYS
 
 from specsched.cli import main
 
@@ -63,8 +65,13 @@ def test_invariant_every_key_of_every_layout_is_kept_and_nulls_are_missing(path)
     extra as written); no null or NaN reaches args or summary."""
     runs = read_bench(path)
     objs = _objs(path)
+    # a steady_state_serving record after its run's line is that run's steady_* figures
+    steady = {j - 1: o for j, o in enumerate(objs) if j and STEADY_LINE_KEYS <= set(o)}
+    objs = [o for j, o in enumerate(objs) if j not in {k + 1 for k in steady}]
     assert len(runs) == len(objs)
-    for run, obj in zip(runs, objs, strict=True):
+    for j, (run, obj) in enumerate(zip(runs, objs, strict=True)):
+        for k, v in steady.get(j, {}).items():
+            assert v is None and SUMMARY_KEYS[k] not in run.summary or run.summary[SUMMARY_KEYS[k]] == pytest.approx(v), k
         for k, v in obj.items():
             name = _RENAMED.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
             if k in DETAIL_KEYS:
@@ -869,6 +876,48 @@ def test_other_benchmark_files_are_named_as_such(tmp_path):
         with pytest.raises(ConfigError) as e:
             read_bench(p)
         assert e.value.file == f"{p}:1" and what in e.value.allowed
+
+
+def test_a_steady_state_record_after_its_run_is_read_with_the_run(tmp_path):
+    """``python -m sglang.benchmark.steady_state_serving --output-file F
+    --steady-state-output-file F`` (SGLang 0.5.23 benchmark/steady_state_serving.py
+    ``_run_with_capture``: bench_serving's ``benchmark()`` appends the run's line, then
+    ``_append_metrics`` its ``SteadyStateMetrics``) leaves the run's window on the next line.
+    The file was refused (the record read as a run); now it is one run whose summary holds
+    the full-run figures as written and the window's under the ``steady_*`` keys a predicted
+    run has, from-bench predicts the same window, and validate-bench compares it."""
+    f = DATA / "bench" / "sglang-0.5.23-steady-state.jsonl"
+    run, steady = _objs(f)
+    got = read_bench_one(f)   # one run: no LINE needed
+    assert got.source == f"{f}:1" and got.summary["completed"] == run["completed"] == 64
+    assert got.summary["output_throughput"] == run["output_throughput"] and got.summary["duration"] == 9.6
+    assert got.summary["steady_output_throughput"] == steady["output_throughput"]
+    assert got.summary["steady_completed"] == 56 and got.summary["steady_concurrency_ratio"] == 0.8
+    assert got.summary["steady_concurrency"] == steady["average_concurrency"]
+    assert read_bench_one(f"{f}:1").summary == got.summary
+    with pytest.raises(ConfigError) as e:   # naming the record: the run it belongs to
+        read_bench_one(f"{f}:2")
+    assert e.value.file == f"{f}:2" and f"{f}:1" in e.value.allowed
+    sc, _ = scenario_from_bench(got, "h200-1b")
+    assert sc["workload"]["steady_state_concurrency_ratio"] == 0.8
+    rows = {r["metric"]: r for r in comparison_rows({"steady_output_throughput": 400.0}, got.summary)}
+    assert rows["steady_output_throughput"]["measured"] == steady["output_throughput"]
+    assert "steady_window_start_s" not in rows and "steady_concurrency_ratio" not in rows
+    # two runs, each followed by its window: two runs
+    p = tmp_path / "sweep.jsonl"
+    p.write_text(f.read_text() * 2)
+    a, b = read_bench(p)
+    assert (a.source, b.source) == (f"{p}:1", f"{p}:3") and a.summary == b.summary
+    # a window that cannot be the run's (cat of runs, then of windows): refused, naming it
+    p.write_text(json.dumps(run) + "\n" + json.dumps({**steady, "completed": 500}) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:2" and e.value.key == "completed" and "another run's" in e.value.allowed
+    # a window after a window (no run before it) stays refused as a window
+    p.write_text(f.read_text() + json.dumps(steady) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:3" and "steady-state window" in e.value.allowed
 
 
 def test_a_generated_text_with_a_unicode_line_separator_keeps_its_line_whole(tmp_path):

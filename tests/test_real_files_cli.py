@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from specsched.sim.bench_serving import METRIC_KEYS
+from specsched.sim.bench_serving import METRIC_KEYS, STEADY_COMPARED, STEADY_LINE_KEYS
+from specsched.sim.steady_state import SUMMARY_KEYS
 
 from specsched.cli import main
 
@@ -46,11 +47,13 @@ def _runs(path: Path) -> list[tuple[int, dict]]:
 LINES = [(p.name, i) for p in sorted((DATA / "bench").iterdir()) for i, _ in _runs(p)]
 REFUSED = {("sglang-0.5.23.jsonl", 2): "request_rate", ("vllm-0.11.0-bench-serve.json", 2): "ramp_up_strategy",
            ("sglang-0.5.23-datasets.jsonl", 1): "--dataset-path", ("sglang-0.5.23-datasets.jsonl", 2): "total_input_tokens",
-           ("sglang-0.5.23-datasets.jsonl", 4): "mooncake"}
+           ("sglang-0.5.23-datasets.jsonl", 4): "mooncake",
+           ("sglang-0.5.23-steady-state.jsonl", 2): "steady-state window of the run on line 1"}
 """Lines no scenario can rebuild: a trace replay (``request_rate: "trace"``), a vLLM
 ramp-up (the rate changed during the run), a multi-turn replay without its turn count
 (``generated-shared-prefix --gsp-num-turns``), a Mooncake replay (sent at the trace's
-times whatever its rate says); and an agentic-trace line without its trace file."""
+times whatever its rate says); an agentic-trace line without its trace file; and a
+steady_state_serving record (read with the run on the line before it)."""
 NO_COUNT = {"sglang-0.2.11.jsonl"}
 """Lines that give no request count (SGLang 0.1.24-0.2.11 write no ``completed``): a scenario
 cannot be built from them, so they are compared with one given (``--scenario``)."""
@@ -132,7 +135,11 @@ def test_every_layout_validates_through_the_cli_with_the_files_own_figures(tmp_p
     out = capsys.readouterr().out
     table = pd.read_csv(tmp_path / "v" / "validate.csv")
     measured = dict(zip(table["metric"], table["measured"], strict=True))
-    assert measured == pytest.approx(_file_metrics(obj))
+    want = _file_metrics(obj)
+    after = dict(_runs(DATA / "bench" / name)).get(line + 1)
+    if after is not None and STEADY_LINE_KEYS <= set(after):   # the run's steady_state_serving window
+        want |= {SUMMARY_KEYS[k]: float(v) for k, v in after.items() if SUMMARY_KEYS.get(k) in STEADY_COMPARED}
+    assert measured == pytest.approx(want)
     if name in NO_COUNT:
         return
     sent = obj.get("num_prompts") or len(obj.get("input_lens") or []) or obj["completed"]
