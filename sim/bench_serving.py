@@ -233,14 +233,22 @@ class BenchDetails:
 
     @property
     def ok(self) -> np.ndarray:
-        """Boolean (n,): the request succeeded: no error text and a first token (TTFT > 0).
-        The error text alone does not say it: a reply other than 200 with no reason phrase
-        fails with an empty one (``output.error = response.reason or ""``, SGLang 0.3.0 to
-        0.5.x ``bench_serving.py`` request functions, checked in 0.3.0 and 0.4.6.post5; the
-        file holds no ``success`` flag), and every failed request keeps
-        ``RequestFuncOutput``'s ``ttft`` 0.0 and ``output_len`` 0 (0.5.23
-        ``benchmark/serving.py``) while a success has had its first token."""
-        return np.array([not e for e in self.errors], dtype=bool) & (self.ttfts > 0)
+        """Boolean (n,): the request succeeded (bench_serving counted it in ``completed``):
+        no error text, and a first token (TTFT > 0) or an output length. The error text alone
+        does not say it: a reply other than 200 with no reason phrase fails with an empty one
+        (``output.error = response.reason or ""``, SGLang 0.3.0 to 0.5.x ``bench_serving.py``
+        request functions, checked in 0.3.0 and 0.4.6.post5; the file holds no ``success``
+        flag), and every failed request keeps ``RequestFuncOutput``'s ``ttft`` 0.0 and is
+        listed with output length 0 (0.5.23 ``benchmark/serving.py`` ``calculate_metrics``
+        appends 0 for it). A stream the server ended before its first token (an abort: the
+        last message and ``[DONE]`` bring no text, HTTP 200) is a success with TTFT 0.0 and
+        the output length it asked for: ``async_request_sglang_generate`` (backends
+        ``sglang``, ``sglang-native``) and ``async_request_openai_chat_completions`` start
+        ``output_len`` at the request's and update it only on a chunk with text, and set
+        ``success`` at the stream's end; ``calculate_metrics`` counts it in ``completed``, its
+        0.0 in the TTFT statistics and its asked length in the output totals (it was read as
+        failed, against the line's own ``completed``)."""
+        return np.array([not e for e in self.errors], dtype=bool) & ((self.ttfts > 0) | (self.output_lens > 0))
 
 
 @dataclass
@@ -1282,8 +1290,8 @@ def token_times(requests: Any, chunks: Any, done: np.ndarray,
     ``benchmark/serving.py`` ``calculate_metrics``; ``benchmark/steady_state.py``
     ``_token_timestamps``): start + TTFT, then each inter-token latency added in turn, a chunk
     of n tokens after a gap dt giving n latencies of dt / n (``async_request_sglang_generate``).
-    A request of output_len 0 streamed no text: its TTFT stays 0.0 and one time is still
-    counted at its start.
+    A request that streamed no text (output_len 0, or ended by the server before its first
+    token, its asked length kept) has TTFT 0.0 and one time is still counted at its start.
 
     Args:
         requests: the requests table (rid, start_s, first_token_s, output_len).
@@ -1300,8 +1308,8 @@ def token_times(requests: Any, chunks: Any, done: np.ndarray,
 
     rid_done = column(requests, "rid")[done]
     start = column(requests, "start_s", float)[done]
-    ttft = np.where(column(requests, "output_len")[done] == 0, 0.0,
-                    column(requests, "first_token_s", float)[done] - start)
+    first_s = column(requests, "first_token_s", float)[done]
+    ttft = np.where((column(requests, "output_len")[done] == 0) | np.isnan(first_s), 0.0, first_s - start)
     first = start + ttft
     keep = np.isin(column(chunks, "rid"), rid_done)
     vals, of = _itl_of(column(chunks, "rid")[keep], column(chunks, "time_s", float)[keep],

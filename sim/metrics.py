@@ -202,17 +202,20 @@ def request_latencies(start_s: np.ndarray, first_token_s: np.ndarray, finish_s: 
                       output_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-request (TTFT, E2E, TPOT) in seconds, bench_serving's definitions.
 
-    TTFT = first non-empty chunk - start (0.0 for a finished request of output_len 0: it
-    streams no text, and bench_serving's client keeps its initial 0.0); E2E = last chunk -
-    start; TPOT = (E2E - TTFT) / (output_len - 1), NaN for output_len <= 1 (and every figure
-    NaN for a request that has not got there). Arrays of shape (n,); floats except ``output_len`` (ints).
+    TTFT = first non-empty chunk - start (0.0 for a finished request that streamed no text:
+    one of output_len 0, or one the server ended before its first token, whose row keeps
+    the length it asked for; bench_serving's client keeps its initial 0.0); E2E = last
+    chunk - start; TPOT = (E2E - TTFT) / (output_len - 1), NaN for output_len <= 1 (and
+    every figure NaN for a request that has not got there). Arrays of shape (n,); floats
+    except ``output_len`` (ints).
     """
-    # a request that asked 0 tokens streams no text: bench_serving's client leaves its ttft at
-    # 0.0 (benchmark/serving.py async_request_sglang_generate sets it at the first chunk with
-    # text) and calculate_metrics averages that 0.0 in; its latency runs to the last chunk
-    # (NaN until it finished, as every figure of a request that has not got there)
+    # a request that streams no text (it asked 0 tokens, or the server aborted it before its
+    # first): bench_serving's client leaves its ttft at 0.0 (benchmark/serving.py
+    # async_request_sglang_generate sets it at the first chunk with text) and
+    # calculate_metrics averages that 0.0 in; its latency runs to the last chunk (NaN until
+    # it finished, as every figure of a request that has not got there)
     e2e = finish_s - start_s
-    ttft = np.where(output_len == 0, e2e * 0.0, first_token_s - start_s)
+    ttft = np.where((output_len == 0) | np.isnan(first_token_s), e2e * 0.0, first_token_s - start_s)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output_len > 1, (e2e - ttft) / (output_len - 1), np.nan)
     return ttft, e2e, tpot

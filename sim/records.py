@@ -181,10 +181,16 @@ class Recorder:
     def end_early(self, output_lens: dict[int, int]) -> None:
         """Requests the server ended before their output was complete (rid -> the output
         tokens their client got; the scheduler's ``oom_aborted``): their rows' ``output_len``,
-        as bench_serving counts a stream that ends early (set when the run ends)."""
-        if output_lens:
-            rids = np.fromiter(output_lens, np.int64, len(output_lens))
-            self._v(self._out, "i8")[self.rows(rids)] = np.fromiter(output_lens.values(), np.int64, len(output_lens))
+        as bench_serving counts a stream that ends early (set when the run ends). A request
+        that got no token keeps the output length it asked for: SGLang 0.5.23's client
+        (benchmark/serving.py ``async_request_sglang_generate``) starts ``output_len`` at the
+        request's ``max_new_tokens`` and updates it only on a chunk with text, so a stream
+        ended before its first token is a success of that length with TTFT 0.0 (its row has
+        no first token: :func:`sim.metrics.request_latencies`)."""
+        got = {rid: n for rid, n in output_lens.items() if n > 0}
+        if got:
+            rids = np.fromiter(got, np.int64, len(got))
+            self._v(self._out, "i8")[self.rows(rids)] = np.fromiter(got.values(), np.int64, len(got))
 
     def mark_aborted(self, errors: dict[int, str]) -> None:
         """Requests the server rejects (rid -> the error text it returns; set before the run,

@@ -167,8 +167,9 @@ class DecodeMemory:
         tokenizer). The client's stream ends there with what it got: bench_serving counts the
         request completed (HTTP 200; the abort chunk brings no new token,
         benchmark/serving.py ``async_request_sglang_generate``; tokenizer_manager.py
-        ``_handle_abort_req``), its output the tokens streamed to it; tokens the stream
-        interval held back never reach it. It can happen after the checks made before the run
+        ``_handle_abort_req``), its output the tokens streamed to it (none streamed: the
+        length it asked for, with TTFT 0.0, :meth:`sim.records.Recorder.end_early`); tokens
+        the stream interval held back never reach it. It can happen after the checks made before the run
         (sim/pool_fit.py) when the acceptance drawn lines a lone request's SWA evictions up
         worse than full acceptance does."""
         self.kv.retract(r)

@@ -163,9 +163,11 @@ def steady_state_metrics(requests: Any, ratio: float, chunks: Any = None, input_
         np.add.at(buckets, _bucket(times[inside], t0, nb), weight[inside])
     else:
         # the first token at first_token_s; the other n - 1 at a constant rate up to finish_s
-        # (all at the first token where the request finished with it)
-        first = np.where(n_out == 0, start, first)
-        spread = (n_out > 1) & (finish > first)
+        # (all at the first token where the request finished with it); a request that streamed
+        # no text has its one time at its start (TTFT 0.0), its whole count there
+        quiet = (n_out == 0) | np.isnan(first)
+        first = np.where(quiet, start, first)
+        spread = (n_out > 1) & (finish > first) & ~quiet
         first_in = (first >= t0) & (first <= t1)
         lump = np.where(spread, 1.0, np.maximum(n_out, 1.0)) * first_in
         rate = np.where(spread, (n_out - 1) / np.where(spread, finish - first, 1.0), 0.0)

@@ -99,6 +99,35 @@ def test_an_end_without_tokens_adds_no_chunk_and_no_inter_token_latency():
             assert sorted(zip(values.tolist(), weights.tolist(), strict=True)) == [(0.5, 2), (0.5, 2)]
 
 
+def test_an_end_before_the_first_token_is_what_bench_servings_client_records():
+    """A stream the server ends before its first token (the abort chunk and ``[DONE]`` bring
+    no text, HTTP 200): SGLang 0.5.23's client (benchmark/serving.py
+    ``async_request_sglang_generate``) keeps its initial ``output_len``, the asked
+    ``max_new_tokens``, its ``ttft`` 0.0 and no ITL, and counts it a success
+    (``calculate_metrics``: in ``completed``, its 0.0 among the TTFTs, its asked length in
+    the output total, a TPOT sample). Its row had output_len 0 (no TPOT, 0 tokens in the
+    total), and the line written from it was read back as one failed request."""
+    from specsched.sim.bench_serving import _details_of, parse_run
+    from specsched.sim.metrics import summarize
+
+    rec = Recorder("full")
+    for rid in (0, 1):
+        rec.request_sent(rid, 10, 5, 0.0)
+    rec.deliver_step(1.0, [0], [1], [False])
+    rec.deliver_step(2.0, [0, 1], [4, 0], [True, True])   # request 1 aborted with nothing streamed
+    rec.end_early({1: 0})
+    req, chunks, steps, _ = rec.tables({})
+    assert req["output_len"].tolist() == [5, 5] and req["ttft_s"].tolist() == [1.0, 0.0]
+    s = summarize(req, chunks, steps)
+    assert s["completed"] == 2 and s["total_output_tokens"] == 10
+    assert s["mean_ttft_ms"] == pytest.approx(500.0)
+    assert s["mean_tpot_ms"] == pytest.approx((250.0 + 500.0) / 2)   # (2 - 1) / 4 s and (2 - 0) / 4 s
+    d = _details_of(req, chunks)
+    assert d["output_lens"] == [5, 5] and d["ttfts"] == [1.0, 0.0] and d["itls"][1] == [] and d["errors"] == ["", ""]
+    back = parse_run({"completed": 2, "duration": 2.0, **d}, "r.jsonl:1")
+    assert back.details.ok.tolist() == [True, True]
+
+
 def test_the_run_command_warns_of_the_aborts(tmp_path, capsys):
     prof = tmp_path / "tiny.yaml"
     prof.write_text(yaml.safe_dump(tiny_profile().model_dump(mode="json", exclude_none=True)))
@@ -137,11 +166,12 @@ def test_inv_oom_an_aborted_request_ends_with_what_it_committed_and_holds_nothin
     assert res.summary["completed"] == n
     req, chunks = res.requests, res.chunks
     got = chunks.groupby("rid")["n_tokens"].sum().reindex(req["rid"], fill_value=0).to_numpy()
-    assert (req["output_len"].to_numpy() == got).all()
+    # a request that got no token keeps the length it asked for (bench_serving's client does)
+    assert (req["output_len"].to_numpy() == np.where(got == 0, out, got)).all()
     aborted = eng.sched.oom_aborted
     assert res.summary.get("requests_oom_aborted", 0) == len(aborted)
     for rid, k in aborted.items():
-        assert k < out and int(req.loc[req["rid"] == rid, "output_len"].iloc[0]) == k
+        assert k < out and int(req.loc[req["rid"] == rid, "output_len"].iloc[0]) == (k or out)
     assert (req.loc[~req["rid"].isin(list(aborted)), "output_len"] == out).all()
     kv = eng.sched.kv
     assert kv.available == kv.capacity and kv.swa_used == 0

@@ -158,6 +158,22 @@ def test_a_failed_request_with_an_empty_error_text_is_failed(tmp_path):
     assert 1 not in tables["output"]["length"].tolist()
 
 
+def test_a_stream_ended_before_its_first_token_is_a_success_as_the_line_counts_it(tmp_path):
+    """SGLang 0.5.23's ``sglang`` client (benchmark/serving.py ``async_request_sglang_generate``)
+    records a stream the server ended before its first token (an abort: its chunk and
+    ``[DONE]`` bring no text, HTTP 200) as a success: ``ttft`` 0.0, no ITL, no error, and the
+    ``output_len`` it started with, the asked length; ``calculate_metrics`` counts it in
+    ``completed``. It was read as failed, against the line's own ``completed``: from-bench
+    then sent one request fewer than the line completed."""
+    obj = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text())
+    obj["errors"][3], obj["output_lens"][3], obj["completed"] = "", 8, 3   # request 3: no token, counted
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    (r,) = read_bench(p)
+    assert r.details.ok.tolist() == [True, True, False, True]
+    assert int(r.details.ok.sum()) == r.summary["completed"] and to_run_data(r).summary["failed"] == 1
+
+
 def test_sglang_046_spec_line_without_details():
     (r,) = read_bench(DATA / "bench" / "sglang-0.4.6-eagle.jsonl")
     assert r.summary["accept_length"] == 3.02 and r.summary["p95_itl_ms"] == 19.9 and "p90_ttft_ms" not in r.summary
