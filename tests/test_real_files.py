@@ -9,6 +9,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,6 +173,42 @@ def test_a_stream_ended_before_its_first_token_is_a_success_as_the_line_counts_i
     (r,) = read_bench(p)
     assert r.details.ok.tolist() == [True, True, False, True]
     assert int(r.details.ok.sum()) == r.summary["completed"] and to_run_data(r).summary["failed"] == 1
+
+
+FLAVOURS = DATA / "bench" / "sglang-0.5.23-flavours.jsonl"
+"""SGLang 0.5.23 ``benchmark/serving.py`` ``benchmark()`` lines, one per flavour of its
+arguments (tests/data/README.md): random at a finite rate with details, random at inf
+with ``--max-concurrency`` on an EAGLE3 server, sharegpt through the chat client with
+details, generated-shared-prefix at a rate with a concurrency cap, random through the
+completions client with a failed stream."""
+
+
+@pytest.mark.parametrize("line", [1, 2, 3, 4, 5])
+def test_each_0523_flavour_reads_back_its_own_figures(line):
+    """Each flavour's figures as written, and, where the line has details, the requests the
+    reader counts successful give back the line's own ``completed``, token totals and TTFT
+    and ITL statistics (bench_serving's ``calculate_metrics`` takes them over its successful
+    requests: a stream ended before its first token among them, TTFT 0.0)."""
+    obj = json.loads(FLAVOURS.read_text().splitlines()[line - 1])
+    r = read_bench_one(f"{FLAVOURS}:{line}")
+    for k in ("completed", "duration", "total_output_tokens", "mean_ttft_ms", "p99_itl_ms", "max_concurrent_requests"):
+        assert r.summary[k] == pytest.approx(obj[k]), k
+    assert r.args["request_rate"] == obj["request_rate"] and r.args.get("max_concurrency") == obj["max_concurrency"]
+    if obj["accept_length"] is not None:
+        assert r.summary["accept_length"] == obj["accept_length"]
+    d = r.details
+    if d is None:
+        assert "input_lens" not in obj
+        return
+    ok = d.ok
+    assert int(ok.sum()) == obj["completed"] and r.num_prompts == len(obj["input_lens"])
+    assert int(d.input_lens[ok].sum()) == obj["total_input_tokens"]
+    assert int(d.output_lens[ok].sum()) == obj["total_output_tokens"]
+    assert float(np.mean(d.ttfts[ok])) * 1000 == pytest.approx(obj["mean_ttft_ms"])
+    assert float(np.median(d.ttfts[ok])) * 1000 == pytest.approx(obj["median_ttft_ms"])
+    itl = np.concatenate([d.itls[i] for i in np.flatnonzero(ok)])
+    assert float(np.mean(itl)) * 1000 == pytest.approx(obj["mean_itl_ms"])
+    assert to_run_data(r).summary["failed"] == len(obj["input_lens"]) - obj["completed"]
 
 
 def test_sglang_046_spec_line_without_details():
