@@ -862,6 +862,21 @@ _REPORT_ROWS = {
 }
 """The printed report's rows (0.5.23 ``benchmark/serving.py`` ``benchmark()``'s ``print`` calls,
 each ``"{:<40} {:<10}".format(label, value)``) -> the result file's keys for the same figures."""
+STEADY_TITLE = "Steady-State Result"
+"""The title SGLang 0.5.23's steady_state_serving prints over its steady-state block, after
+bench_serving's report (benchmark/steady_state_serving.py ``_print_metrics``)."""
+_STEADY_ROWS = {
+    "concurrency ratio:": "concurrency_ratio", "measurement duration (s):": "duration",
+    "minimum concurrency:": "concurrency_threshold", "completed requests:": "completed",
+    "input tokens:": "total_input", "input token throughput (tok/s):": "input_throughput",
+    "generated tokens:": "total_output", "output token throughput (tok/s):": "output_throughput",
+    "output throughput, retokenized (tok/s):": "output_throughput_retokenized",
+    "average concurrency:": "average_concurrency", "peak concurrency:": "peak_concurrency",
+    "peak output throughput (tok/s):": "peak_output_throughput",
+}
+"""The steady-state block's rows (``_print_metrics``, each ``"{:<40} {:<10}"``; the input rows
+one "N/A" row for a multi-turn replay) -> ``SteadyStateMetrics``' fields. The window's ends and
+the retokenized total are not printed."""
 _REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency) \(ms\):\s+(\S+)\s*$", re.I)
 _NAMESPACE_ARGS = ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len")
 """The dataset arguments read from the ``Namespace(...)`` line bench_serving prints before a run
@@ -881,6 +896,39 @@ def _report_value(text: str) -> Any:
         return v
 
 
+def _title_row(row: str, title: str) -> bool:
+    """``row`` is ``title`` centred in "=" as SGLang prints a block's title, maybe after a log
+    driver's prefix ("bench-1  | ====...")."""
+    at = row.find("=")
+    return title in row and at >= 0 and not row[at:].replace(title, "").replace(" ", "").strip("=")
+
+
+def _steady_block(lines: list[str], k: int, out: list[tuple[int, dict[str, Any]]]) -> int:
+    """Read the steady-state block whose title is ``lines[k]`` (SGLang 0.5.23
+    steady_state_serving ``_print_metrics``, printed right after the run's report) into a
+    ``SteadyStateMetrics`` record appended to ``out`` at its title's line (read with the run
+    before it, :func:`_pair_steady`; the window's ends are not printed: null). Returns the
+    index of the line after the block."""
+    title = lines[k]
+    prefix = title[: title.find("=")]
+    obj: dict[str, Any] = {"window_start": None, "window_end": None}
+    at, k = k + 1, k + 1
+    while k < len(lines):
+        row = lines[k]
+        row = (row[len(prefix):] if prefix and row.startswith(prefix) else row).strip()
+        if REPORT_TITLE in row or STEADY_TITLE in row or (len(row) >= 10 and set(row) == {"="}):
+            break
+        low = row.lower()
+        label = max((x for x in _STEADY_ROWS if low.startswith(x)), key=len, default=None)
+        if label is not None:
+            v = row[len(label):].strip()
+            obj[_STEADY_ROWS[label]] = None if v.upper() == "N/A" else _report_value(v)
+        k += 1
+    if "concurrency_ratio" in obj:
+        out.append((at, obj))
+    return k
+
+
 def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     """Runs from bench_serving's printed output (its stdout kept as a log, or pasted), as the
     result file would hold them: one ``(line of the title, object)`` per "Serving Benchmark
@@ -892,11 +940,14 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     rate: 12.5%`` as ``cache_report.cache_hit_rate_pct``); the dataset arguments from the
     last ``Namespace(...)`` line before the block (:data:`_NAMESPACE_ARGS`). The figures are as
     printed (two decimals). No per-request details and no ``server_info``: they are only in
-    the result file."""
+    the result file. A "Steady-State Result" block right after a run's (SGLang 0.5.23
+    ``python -m sglang.benchmark.steady_state_serving``) is its steady-state record
+    (:func:`_steady_block`), read with the run."""
     lines = text.split("\n")
     out: list[tuple[int, dict[str, Any]]] = []
     ns: dict[str, Any] = {}
     k = 0
+    after_run = False   # the last block read was a run's report
     while k < len(lines):
         row = lines[k].strip()
         if "Namespace(" in row and "dataset_name=" in row:   # print(args), or print(f"{args=}")
@@ -905,8 +956,11 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 if m.group(1) in _NAMESPACE_ARGS:
                     v = m.group(2)
                     ns[m.group(1)] = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
-        at = row.find("=")   # the title row, maybe after a log driver's prefix ("bench-1  | ====...")
-        if REPORT_TITLE not in row or at < 0 or row[at:].replace(REPORT_TITLE, "").replace(" ", "").strip("="):
+        if _title_row(row, STEADY_TITLE):   # steady_state_serving's block, right after the run's
+            k = _steady_block(lines, k, out) if after_run else k + 1
+            after_run = False
+            continue
+        if not _title_row(row, REPORT_TITLE):
             k += 1
             continue
         title, obj = k + 1, dict(ns)
@@ -915,7 +969,7 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
         while k < len(lines):
             row = lines[k]
             row = (row[len(prefix):] if prefix and row.startswith(prefix) else row).strip()
-            if REPORT_TITLE in row or (len(row) >= 10 and set(row) == {"="}):
+            if REPORT_TITLE in row or STEADY_TITLE in row or (len(row) >= 10 and set(row) == {"="}):
                 break
             low = row.lower()
             stat = _REPORT_STAT.match(row)
@@ -930,7 +984,8 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 if label is not None:
                     obj[_REPORT_ROWS[label]] = _report_value(row[len(label):])
             k += 1
-        if {"backend", "completed", "duration"} <= set(obj):   # every SGLang version prints these three
+        after_run = {"backend", "completed", "duration"} <= set(obj)   # every SGLang version prints these three
+        if after_run:
             if isinstance(obj["backend"], float):
                 obj["backend"] = str(obj["backend"])
             out.append((title, obj))

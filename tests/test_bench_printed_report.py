@@ -121,3 +121,66 @@ def test_the_cache_reports_hit_rate_is_read(tmp_path):
     p.write_text("\n".join(rep[:-1] + cache + rep[-1:]) + "\n")
     (run,) = read_bench(p)
     assert run.summary["cache_hit_rate"] == pytest.approx(0.125) and run.summary["completed"] == 200
+
+
+def _steady(input_known: bool = True) -> list[str]:
+    """The block SGLang 0.5.23's steady_state_serving prints after the report
+    (benchmark/steady_state_serving.py ``_print_metrics``: the same format calls; the input
+    rows one "N/A" row for a multi-turn replay; made-up figures)."""
+    out = ["", "{s:{c}^{n}}".format(s=" Steady-State Result ", n=50, c="=")]
+    out.append("{:<40} {:<10.2f}".format("Concurrency ratio:", 0.8))
+    out.append("{:<40} {:<10.2f}".format("Measurement duration (s):", 25.31))
+    out.append("{:<40} {:<10}".format("Minimum concurrency:", 52))
+    out.append("{:<40} {:<10}".format("Completed requests:", 150))
+    if input_known:
+        out.append("{:<40} {:<10}".format("Input tokens:", 81920))
+        out.append("{:<40} {:<10.2f}".format("Input token throughput (tok/s):", 3236.66))
+    else:
+        out.append("{:<40} {:<10}".format("Input token throughput (tok/s):", "N/A"))
+    out.append("{:<40} {:<10.2f}".format("Generated tokens:", 22015.5))
+    out.append("{:<40} {:<10.2f}".format("Output token throughput (tok/s):", 869.84))
+    out.append("{:<40} {:<10.2f}".format("Output throughput, retokenized (tok/s):", 869.5))
+    out.append("{:<40} {:<10.2f}".format("Average concurrency:", 63.7))
+    out.append("{:<40} {:<10}".format("Peak concurrency:", 64))
+    out.append("{:<40} {:<10.2f}".format("Peak output throughput (tok/s):", 1398.0))
+    out.append("=" * 50)
+    return out
+
+
+def test_a_steady_state_block_after_the_report_is_read_with_its_run(tmp_path):
+    """``python -m sglang.benchmark.steady_state_serving`` prints bench_serving's report, then
+    its "Steady-State Result" block (SGLang 0.5.23 steady_state_serving.py ``_run_with_capture``,
+    ``_print_metrics``). Its figures were dropped (the report read alone); they are the run's
+    ``steady_*`` figures, the report's whole-run ones unchanged, and in a sweep each block goes
+    with the report before it."""
+    p = tmp_path / "steady.log"
+    a, b = _report(), _report(rate="4.0", concurrency=None, accept=None)
+    p.write_text("\n".join([_NAMESPACE, *a, *_steady(), *b, *_steady(input_known=False)]) + "\n")
+    one, two = read_bench(p)
+    s = one.summary
+    assert s["output_throughput"] == 849.93 and s["duration"] == 30.12 and s["completed"] == 200
+    assert s["steady_output_throughput"] == 869.84 and s["steady_duration"] == 25.31
+    assert s["steady_completed"] == 150 and s["steady_concurrency_threshold"] == 52
+    assert s["steady_total_input"] == 81920 and s["steady_concurrency_ratio"] == 0.8
+    assert "steady_window_start_s" not in s   # not printed
+    assert two.source == f"{p}:{2 + len(a) + len(_steady())}" and "accept_length" not in two.summary
+    assert "steady_total_input" not in two.summary and "steady_input_throughput" not in two.summary
+    assert two.summary["steady_peak_output_throughput"] == 1398.0
+    with pytest.raises(ConfigError) as e:   # the block's title names the run's report
+        read_bench_one(f"{p}:{2 + len(a) + 1}")
+    assert f"{p}:2" in e.value.allowed
+
+
+def test_the_goodput_section_inside_the_report_leaves_the_runs_figures(tmp_path):
+    """``--goodput`` prints its section inside the report (SGLang 0.5.23 benchmark/goodput.py
+    ``print_goodput``, after ``Concurrency:``/``Accept length:``): its rows are no figure of the
+    result file's and change none."""
+    rep = _report()
+    at = rep.index(next(x for x in rep if x.startswith("Accept length:"))) + 1
+    goodput = ["{s:{c}^{n}}".format(s="Goodput", n=50, c="-"), "{:<40} {:<10}".format("SLOs (ms):", "ttft:500 tpot:60"),
+               "{:<40} {:<10.2f}".format("Request goodput (req/s):", 5.1), "{:<40} {:<10.2f}".format("SLO attainment (%):", 76.5),
+               "{:<40} {:<10.2f}".format("TTFT SLO attainment (%):", 80.0), "{:<40} {:<10.2f}".format("TPOT SLO attainment (%):", 90.0)]
+    p, q = tmp_path / "a.log", tmp_path / "b.log"
+    p.write_text("\n".join(rep) + "\n")
+    q.write_text("\n".join([*rep[:at], *goodput, *rep[at:]]) + "\n")
+    assert read_bench_one(q).summary == read_bench_one(p).summary
