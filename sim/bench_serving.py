@@ -1504,7 +1504,62 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 
 
-def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None = None) -> dict[str, Any]:
+REJECT_COUNTED_BACKENDS = frozenset({"sglang", "sglang-native"})
+"""SGLang bench_serving backends whose client counts a request the server rejects as
+completed: the native ``/generate`` route streams the rejection with HTTP 200 (SGLang 0.5.23
+srt/entrypoints/http_server.py ``generate_request``: the tokenizer's ValueError caught inside
+the stream and sent as an ``{"error": ...}`` message; the scheduler's abort sent as the
+request's last output, no text), and ``async_request_sglang_generate`` (benchmark/serving.py)
+sets ``success`` at the stream's end, keeping ``ttft`` 0.0, no ITL and its initial
+``output_len``, the asked ``max_new_tokens``. The OpenAI routes check a request before
+answering 200 (serving_completions.py ``_handle_streaming_request`` kick-starts the stream "to
+trigger validation before HTTP 200 is sent"), so their clients count a rejection failed, as
+specsched's own results do."""
+
+
+def rejects_counted(run: BenchRun) -> bool:
+    """The line's client counted the requests the server rejected as completed
+    (:data:`REJECT_COUNTED_BACKENDS`)."""
+    return run.args.get("backend") in REJECT_COUNTED_BACKENDS
+
+
+def _rejects_as_completed(run: Any) -> Any:
+    """``run`` as a client of :data:`REJECT_COUNTED_BACKENDS` records it: each request the
+    server rejected (the requests table's ``error``) a completed one of TTFT 0.0, latency 0
+    (its rejection returns at once: the start stands in, as for the run's duration,
+    :func:`sim.metrics.summarize`), the output length it asked for and no ITL; the summary's
+    counts, throughputs and TTFT, TPOT and E2E statistics taken again over them (the ITL
+    statistics unchanged: a rejection adds no gap). ``run`` itself when it has none."""
+    from types import SimpleNamespace
+
+    from specsched.sim.metrics import summarize
+    from specsched.sim.records import empty_table
+    from specsched.sim.tables import Columns
+
+    req = _table(run, "requests")
+    if req is None or not len(req) or "error" not in req.columns:
+        return run
+    failed = np.array([bool(e) for e in column(req, "error").tolist()], dtype=bool)
+    if not failed.any():
+        return run
+    cols = {c: np.array(column(req, c), copy=True) for c in req.columns if c != "error"}
+    start = column(req, "start_s", float)
+    for c in ("finish_s", "e2e_s"):
+        cols[c] = cols[c].astype(float)
+    cols["finish_s"][failed] = start[failed]
+    cols["e2e_s"][failed] = 0.0
+    cols["ttft_s"][failed] = 0.0
+    cols["tpot_s"][failed] = np.where(cols["output_len"][failed] > 1, 0.0, np.nan)
+    folded = Columns(cols)
+    chunks = _table(run, "chunks")
+    again = summarize(folded, chunks if chunks is not None else empty_table("chunks"), empty_table("steps"))
+    keep = {k for k in METRIC_KEYS if "_itl_ms" not in k and k != "accept_length"}
+    summary = dict(run.summary or {}) | {k: v for k, v in again.items() if k in keep}
+    return SimpleNamespace(summary=summary, requests=folded, chunks=chunks, scenario=run.scenario, derived=None)
+
+
+def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None = None,
+                  rejects_completed: bool = False) -> dict[str, Any]:
     """A predicted run's bench_serving metrics (:func:`bench_record` without details) as the
     measured line's client records them: with ``per_chunk_itl`` (:func:`itl_per_chunk` of the
     line) the ITL statistics are one gap per streamed chunk; with ``per_chunk_tokens``
@@ -1513,9 +1568,13 @@ def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None =
     one token per chunk, as bench_serving counts one at start + TTFT and one per entry of the
     request's ``itl`` list (SGLang 0.5.23 benchmark/serving.py ``calculate_metrics``; vllm
     bench serve's is the same loop): with speculative decoding a chunk is a verify cycle's
-    accepted block, and the token count read such a line's peak several times high."""
+    accepted block, and the token count read such a line's peak several times high. With
+    ``rejects_completed`` (:func:`rejects_counted` of the line) the requests the server
+    rejected count as that client counts them (:func:`_rejects_as_completed`)."""
     from specsched.sim.metrics import itl_stats
 
+    if rejects_completed:
+        run = _rejects_as_completed(run)
     rec = bench_record(run, details=False)
     chunks = _table(run, "chunks")
     if per_chunk_itl:

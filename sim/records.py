@@ -195,7 +195,9 @@ class Recorder:
     def mark_aborted(self, errors: dict[int, str]) -> None:
         """Requests the server rejects (rid -> the error text it returns; set before the run,
         :func:`sim.served.trace_aborts`). They run as SGLang runs an aborted request, but a
-        client counts them as failed, as bench_serving does (``success`` False): their rows
+        client counts them as failed, as bench_serving's OpenAI-route clients do (``success``
+        False; its native client counts them completed, :func:`sim.bench_serving.client_record`
+        ``rejects_completed``): their rows
         have no first token and no finish (so no latency and not ``completed``), their
         deliveries are dropped, and the requests table gains an ``error`` column."""
         self._aborted.update(errors)

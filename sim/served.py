@@ -224,8 +224,13 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
        part is the one a trace replay meets, a production trace's long rows on a small
        pool) is aborted: :func:`sim.workload.scheduler_request` says how it runs.
 
-    bench_serving counts both as failed requests (``success`` False, the text in
-    ``errors``): the run's results leave them out as bench_serving's metrics do. On a
+    bench_serving's OpenAI-route clients (``sglang-oai``, ``sglang-oai-chat``: the route
+    checks a request before answering 200, serving_completions.py
+    ``_handle_streaming_request``) count both as failed requests (``success`` False, the text
+    in ``errors``): the run's results leave them out as bench_serving's metrics then do. Its
+    native ``sglang`` backend gets both inside an HTTP 200 stream and counts them completed
+    (TTFT 0.0, the asked length): a comparison with such a line counts them so
+    (:func:`sim.bench_serving.client_record`, ``rejects_completed``). On a
     co-located server both run as the scheduler's abort (a one-token prefill); the
     tokenizer's rejection does not reach the scheduler, which moves the run by one extend
     token per rejected row. Under ``server.allow_auto_truncate`` no row is rejected:

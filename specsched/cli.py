@@ -284,8 +284,9 @@ def _run_command(args: argparse.Namespace) -> int:
     if (n := result.summary.get("requests_aborted")):
         print(f"warning: the server rejected {n} request(s) (an empty prompt, a prompt past max_req_input_len "
               "or the context length), "
-              "as SGLang 0.5.23 does; they count as failed, as bench_serving counts them (requests.error "
-              "has SGLang's message)", file=sys.stderr)
+              "as SGLang 0.5.23 does; they count as failed, as bench_serving's OpenAI-route backends count them "
+              "(requests.error has SGLang's message; its native sglang backend counts each completed, TTFT 0.0, "
+              "and validate compares such a line so)", file=sys.stderr)
     if (n := result.summary.get("requests_truncated")):
         print(f"warning: {n} prompt(s) truncated to what the server takes (the context length or max_req_input_len), "
               "as SGLang 0.5.23 does under --allow-auto-truncate (server.allow_auto_truncate)", file=sys.stderr)

@@ -70,6 +70,32 @@ def test_the_bench_serving_line_counts_an_abort_as_a_failed_request(tmp_path):
     assert "exceeds the maximum allowed length" in line["errors"][1]
 
 
+@pytest.mark.parametrize("records", ["full", "compact"])
+def test_a_line_of_the_native_client_is_compared_with_the_rejections_counted_completed(tmp_path, records):
+    """bench_serving's ``sglang`` backend (its default; the native /generate route) gets a
+    rejection as a stream with HTTP 200 (SGLang 0.5.23 http_server.py ``generate_request``:
+    the tokenizer's ValueError sent as an error message inside the stream, the scheduler's
+    abort as the last output, no text), and ``async_request_sglang_generate`` counts it a
+    success: TTFT 0.0, its asked output length, no ITL. Its line's completed, totals and TTFT
+    statistics hold the rejected requests; the prediction compared with it left them out
+    (completed 2 against 4). The OpenAI clients fail them, as the run's own figures do."""
+    from specsched.sim.bench_serving import client_record
+
+    res = SimEngine(_trace_scenario(tmp_path), tiny_profile(), records=records).run()
+    plain = client_record(res, per_chunk_itl=False)
+    native = client_record(res, per_chunk_itl=False, rejects_completed=True)
+    assert plain["completed"] == res.summary["completed"] == 2
+    assert native["completed"] == 4 and native["total_output_tokens"] == 20 + 2000 + 30 + 5
+    assert native["total_input_tokens"] == 100 + 4095 + 300 + 4090
+    req = res.table("requests").frame().sort_values("rid")
+    ttfts = [req["ttft_s"].iloc[0], 0.0, req["ttft_s"].iloc[2], 0.0]
+    assert native["mean_ttft_ms"] == pytest.approx(1000 * float(np.mean(ttfts)))
+    assert native["duration"] == pytest.approx(plain["duration"])
+    for k in ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"):   # a rejection adds no gap
+        assert native[k] == plain[k]
+    assert native["request_throughput"] == pytest.approx(4 / plain["duration"])
+
+
 def test_the_run_says_in_one_line_that_requests_were_rejected(tmp_path, capsys):
     (tmp_path / "t.csv").write_text(ROWS)
     y = tmp_path / "s.yaml"
