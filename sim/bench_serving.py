@@ -1168,7 +1168,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
 
     ``summary`` holds the file's metrics plus ``scenario`` (the tag or file name), ``arm``
     (``label``), ``source``. With details, ``requests`` has one row per successful request
-    and ``chunks`` one row per token. SGLang records no send times, so each request's times
+    (a stream ended before its first token included: TTFT 0.0, as bench_serving counts it)
+    and ``chunks`` one row per token (none for that stream). SGLang records no send times, so each request's times
     count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` = TTFT +
     its ITLs, NaN when the line has no ``itls``); vLLM's ``start_times`` (``--save-detailed``,
     0.33) give the sends, relative to
@@ -1189,7 +1190,9 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     requests, chunks = empty_table("requests"), empty_table("chunks")
     d = run.details
     if d is not None:
-        ok = np.flatnonzero(d.ok & (d.ttfts > 0))
+        # TTFT 0.0: a stream ended before its first token, which bench_serving counts a
+        # success (its 0.0 in the TTFT statistics); its row stays, with no token row
+        ok = np.flatnonzero(d.ok & np.isfinite(d.ttfts) & (d.ttfts >= 0))
         rows, crid, ct = [], [], []
         for i in ok.tolist():
             s0 = float(d.start_s[i]) if d.start_s is not None and np.isfinite(d.start_s[i]) else 0.0
@@ -1211,6 +1214,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             tpot = (fin - first) / (n_out - 1) if n_out > 1 else np.nan
             rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), fin - s0, tpot,
                          np.nan, 0, 0))
+            if d.ttfts[i] == 0 and not len(t):
+                continue   # ended before its first token: no token reached the client
             crid.append(np.full(len(t) + 1, i))
             ct.append(np.r_[first, t])
         if rows:

@@ -394,3 +394,16 @@ def test_plot_skips_the_curves_of_a_file_without_details(tmp_path, capsys, monke
     assert main(["plot", "bare.jsonl", "--out", "q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "nothing to draw" in err[-1] and not (tmp_path / "q").exists()
+
+
+def test_a_stream_ended_before_its_first_token_is_a_request_row_without_a_token(tmp_path):
+    # sglang 0.5.23's client (benchmark/serving.py async_request_sglang_generate) records a
+    # stream the server ends before any text as a success with TTFT 0.0 and the asked
+    # output length; calculate_metrics counts its 0.0 in the TTFT statistics, so the
+    # requests table (the CDFs `specsched plot` overlays) keeps it, with no token row
+    line = dict(SGLANG_0523, ttfts=[0.04, 0.0, 0.042], itls=[[0.01] * 149, [], [0.011] * 199])
+    data = to_run_data(read_bench_one(_jsonl(tmp_path, line)))
+    assert len(data.requests) == 3
+    assert np.allclose(sorted(data.requests["ttft_s"]), [0.0, 0.04, 0.042])
+    assert set(data.chunks["rid"]) == {0, 2}
+    assert len(data.chunks) == 150 + 200
