@@ -210,11 +210,6 @@ def _run_command(args: argparse.Namespace) -> int:
         from specsched.sim.config import load_scenario
 
         scenario = load_scenario(args.scenario, args.arm)
-    from specsched.sim.defaults import format_resolved
-
-    resolved = format_resolved(scenario._resolved_defaults)
-    if resolved:
-        print(resolved)
     from specsched.analysis.overrides import (
         fixed_uniform_notes,
         parse_overrides,
@@ -242,9 +237,6 @@ def _run_command(args: argparse.Namespace) -> int:
 
     # a bad profile fails here, before any work; a good one may add a note
     notes.append(standalone_drafter_note(scenario, load_profile(scenario.profile, scenario.path or None)))
-    for note in notes:  # after the refusals: bad input stays one line
-        if note is not None:
-            print(note, file=sys.stderr)
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results
 
@@ -257,6 +249,16 @@ def _run_command(args: argparse.Namespace) -> int:
     from specsched.sim.results import check_results_target
 
     check_results_target(out)  # an --out that is a file or another folder: refused before the run
+    from specsched.sim.defaults import format_resolved
+
+    # after the refusals (the --out check included): bad input stays one line (compare and sweep print
+    # nothing before theirs either)
+    resolved = format_resolved(scenario._resolved_defaults)
+    if resolved:
+        print(resolved)
+    for note in notes:
+        if note is not None:
+            print(note, file=sys.stderr)
     t0 = time.perf_counter()
     result = simulate(scenario, scenario.seed, show_progress(args))
     wall = time.perf_counter() - t0

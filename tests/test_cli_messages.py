@@ -399,3 +399,20 @@ def test_an_atomic_write_through_a_symlink_replaces_the_file_it_points_to(tmp_pa
     assert atomic_write_text(link, "new\n") == link
     assert link.is_symlink() and target.read_text() == "new\n"
     assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["t.csv"]
+
+
+@pytest.mark.parametrize("bad", [
+    "server.max_total_num_tokens=100",          # refused by the pool-fit check
+    "workload.num_requests=3000000",            # refused by the size check
+])
+def test_a_run_refused_after_loading_prints_no_server_defaults_before_its_line(bad, tmp_path, capsys, monkeypatch):
+    """``run`` printed the block of server defaults the profile's hardware filled in (stdout)
+    before the checks that run after loading, so a refused input showed eight lines above its
+    error; compare and sweep print nothing before theirs. The block now follows the refusals."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "h200/batch8", "--out", "ok", "-q"]) == 0
+    assert "server defaults for this hardware" in capsys.readouterr().out  # the block exists
+    assert main(["run", "h200/batch8", "--set", bad, "--out", "out", "-q"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and "Traceback" not in cap.err, (cap.out, cap.err)
+    assert not (tmp_path / "out").exists()
