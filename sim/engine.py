@@ -47,6 +47,7 @@ from specsched.sim.grid_range import (
     AcceptanceBeyond,
     AcceptanceTreeCut,
     AcceptanceTreeShape,
+    ChainStepsUnset,
     RangeNote,
     merged,
     write_warnings,
@@ -569,6 +570,10 @@ class SimEngine(Clients, EngineStretch):
         stated, run = self.scenario.acceptance.tree, draft_tree(srv)
         if stated is not None and run is not None and list(stated) != run and max(stated[0], run[0]) > 1:
             notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean))
+        if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block \
+                and srv.speculative_num_steps is None:
+            if srv.model_fields_set & {"speculative_eagle_topk", "speculative_num_draft_tokens"}:
+                notes.append(ChainStepsUnset(srv.speculative_algorithm.value, srv.num_draft_forwards))
         return merged(notes)
 
     def cost_models(self) -> list[Any]:

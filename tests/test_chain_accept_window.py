@@ -83,3 +83,32 @@ def test_draft_steps_given_without_a_chain_drafter_load_as_sglang_resolves_them(
     s = ServerArgs(speculative_algorithm=algo, speculative_num_steps=steps, **window)
     assert s.speculative_num_steps is None
     assert s.num_draft_forwards == (0 if algo == "none" else 1)
+
+
+@settings(max_examples=10, deadline=None)
+@given(algo=st.sampled_from(["eagle", "eagle3", "nextn", "mtp", "standalone"]),
+       given_keys=st.sampled_from([("speculative_num_draft_tokens",),
+                                   ("speculative_eagle_topk", "speculative_num_draft_tokens")]),
+       steps_given=st.booleans())
+def test_a_chain_given_a_window_or_topk_without_its_steps_warns_that_sglang_refuses_it(algo, given_keys, steps_given):
+    """sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family asserts topk and draft
+    tokens unset when speculative_num_steps is: the run goes on, with one line saying so;
+    with the steps given, or none of the three (SGLang's own choice), no line."""
+    from specsched.sim.grid_range import ChainStepsUnset
+
+    sc = load_scenario(ROOT / "scenarios" / "batch8-ll.yaml")
+    server = {k: v for k, v in sc.server.model_dump(exclude_unset=True).items()
+              if k not in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")}
+    values = {"speculative_num_draft_tokens": 4, "speculative_eagle_topk": 1}
+    server.update(speculative_algorithm=algo, **{k: values[k] for k in given_keys})
+    if steps_given:
+        server["speculative_num_steps"] = 3
+    sc = sc.model_validate({**sc.model_dump(exclude_unset=True), "server": server,
+                            "acceptance": {"per_position_rates": [0.7], "window": None}})
+    notes = run_scenario(with_value(sc, "workload.num_requests", 2), seed=1).extra["range_notes"]
+    unset = [n for n in notes if isinstance(n, ChainStepsUnset)]
+    if steps_given:
+        assert not unset
+    else:
+        assert len(unset) == 1 and unset[0].steps == 3
+        assert "refuses to start" in unset[0].line() and "_handle_eagle_family" in unset[0].line()
