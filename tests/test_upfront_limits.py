@@ -257,7 +257,10 @@ def test_an_swa_pool_too_small_for_one_requests_speculative_top_up_is_refused_be
     # (retract_decode), exactly where the check said
     res = SimEngine(below, tiny_profile()).run()
     assert res.summary["requests_oom_aborted"] == 3 and res.summary["completed"] == 3
-    assert (res.requests["output_len"] < 64).all()
+    # each stream ends short of its 64 tokens; one ended before its first token reads as
+    # bench_serving records it: TTFT 0.0 and the asked length (benchmark/serving.py)
+    short = (res.requests["output_len"] < 64) | ((res.requests["ttft_s"] == 0) & (res.requests["output_len"] == 64))
+    assert short.all()
 
 
 def test_the_cli_refuses_an_swa_pool_too_small_for_the_top_up_before_writing(tmp_path, capsys):
