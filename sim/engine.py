@@ -218,6 +218,7 @@ class SimEngine(Clients, EngineStretch):
         # open arrivals (Poisson or trace without max_concurrency): no SimPy process; the
         # host takes them from these lists when its clock reaches them (_take_arrivals)
         self._arrive_at: list[float] = []   # time each request reaches the scheduler (s)
+        self._arrive_specs: list = []       # ... and the request (the tokenizer's rejections left out)
         self._sent_at: list[float] = []     # ... and the time its client sent it (s)
         self._arrived = 0                   # how many have reached the scheduler
         self._next_arrival = math.inf       # _arrive_at[_arrived], inf when all have

@@ -39,7 +39,9 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
       output does not runs with the output the empty pool holds, finishing on length;
     * a ``trace`` row the server rejects (a prompt past the context or the pool's
       ``max_req_input_len``: :func:`trace_aborts`) carries SGLang's error text in its
-      ``abort`` and runs as the scheduler's abort (:func:`sim.workload.scheduler_request`).
+      ``abort``; on a co-located server one the tokenizer rejects (:func:`tokenizer_rejections`)
+      is marked ``tokenizer_reject`` and never reaches the scheduler, the others run as the
+      scheduler's abort (:func:`sim.workload.scheduler_request`).
 
     Args:
         scenario: the resolved scenario.
@@ -70,15 +72,18 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         if int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0]) == o:
             return specs, cuts
     ins, outs = _spec_lengths(specs)
+    before_scheduler = np.zeros(len(specs), bool)
     if w.kind == "trace":
         aborts = trace_aborts(scenario, ins, outs, hw)
         kept, cut = served_rows(scenario, ins, outs, hw)
+        if scenario.server.disaggregation is None:   # a deployment's router retires its rejected rows itself
+            before_scheduler = tokenizer_rejections(scenario.server, context_length(scenario, hw)[0], ins, outs)
     else:
         aborts, kept, cut = [], ins, trace_output_cut(scenario, ins, outs, hw)
     specs = list(specs)
     for k, text in enumerate(aborts):
         if text is not None:
-            specs[k] = replace(specs[k], abort=text)
+            specs[k] = replace(specs[k], abort=text, tokenizer_reject=bool(before_scheduler[k]))
     for k in np.flatnonzero(kept < ins).tolist():
         specs[k] = replace(specs[k], truncated_input=int(kept[k]))
     for k in np.flatnonzero(cut < outs).tolist():
@@ -231,9 +236,10 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
     native ``sglang`` backend gets both inside an HTTP 200 stream and counts them completed
     (TTFT 0.0, the asked length): a comparison with such a line counts them so
     (:func:`sim.bench_serving.client_record`, ``rejects_completed``). On a
-    co-located server both run as the scheduler's abort (a one-token prefill); the
-    tokenizer's rejection does not reach the scheduler, which moves the run by one extend
-    token per rejected row. Under ``server.allow_auto_truncate`` no row is rejected:
+    co-located server the tokenizer's rejection never reaches the scheduler
+    (:func:`tokenizer_rejections`: no extend, no KV; the client gets the error when the
+    tokenizer FIFO is done with it), the scheduler's runs as its abort (a one-token
+    prefill). Under ``server.allow_auto_truncate`` no row is rejected:
     :func:`auto_truncated` says what the server keeps.
 
     A disaggregated deployment's router sends each request to a prefill and a decode server at
@@ -297,6 +303,26 @@ def server_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -
             out[k] = (f"Input length ({i} tokens) exceeds the maximum allowed length ({limit} tokens). "
                       "Use a shorter input or enable --allow-auto-truncate.")
     return out
+
+
+def tokenizer_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -> np.ndarray:
+    """Which of the requests (prompts ``ins``, asked outputs ``outs``, token arrays) one
+    SGLang 0.5.23 server with arguments ``srv`` and context length ``ctx`` (None: not known)
+    rejects before its scheduler sees them (bool array): an empty prompt
+    (:data:`EMPTY_PROMPT`, managers/io_struct.py ``normalize_batch_and_arguments`` at the top of
+    tokenizer_manager.py ``generate_request``), and without ``allow_auto_truncate`` a prompt of
+    ``ctx`` tokens or more or a prompt plus ``max_new_tokens`` past ``ctx``
+    (tokenizer_manager.py ``_validate_one_request``, run by ``_tokenize_one_request`` before
+    ``_send_one_request``). The ValueError goes back to the client from the HTTP handler: the
+    scheduler runs no extend and allocates no KV for such a request, unlike the abort of
+    managers/scheduler.py ``handle_generate_request`` (``validate_input_length`` ->
+    ``Req.set_finish_with_abort`` -> ``_add_request_to_queue``: a one-token prefill). The
+    same rows as :func:`server_rejections`' first two checks."""
+    ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
+    out = ins == 0
+    if srv.allow_auto_truncate or ctx is None:
+        return out
+    return out | (ins >= ctx) | (ins + outs > ctx)
 
 
 def _role_rejections(scenario: Scenario, role: str, ins: np.ndarray, outs: np.ndarray,

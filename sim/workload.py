@@ -38,9 +38,11 @@ class RequestSpec:
     its priority (None: the server's default), its 0-based turn within its conversation
     (multi_turn; 0 for a request that is not part of one), its routing key (None: sent
     without one), for a request the server rejects (:func:`sim.served.served_requests`) the
-    error text the client gets back (None: it is served), and for a prompt the server
-    truncates (``server.allow_auto_truncate``) the tokens it keeps (None: the whole prompt;
-    ``input_len`` stays the prompt sent, which bench_serving counts)."""
+    error text the client gets back (None: it is served) and whether the tokenizer rejects it
+    (``tokenizer_reject``: it never reaches the scheduler; False for the scheduler's abort, a
+    one-token prefill), and for a prompt the server truncates (``server.allow_auto_truncate``)
+    the tokens it keeps (None: the whole prompt; ``input_len`` stays the prompt sent, which
+    bench_serving counts)."""
 
     index: int
     input_len: int
@@ -52,6 +54,7 @@ class RequestSpec:
     routing_key: str | None = None
     abort: str | None = None
     truncated_input: int | None = None
+    tokenizer_reject: bool = False
 
     @property
     def served_lengths(self) -> tuple[int, int]:

@@ -129,6 +129,21 @@ def test_the_runtime_runs_the_aborts_the_simulator_runs(tmp_path):
     assert measured.summary["completed"] == predicted.summary["completed"] == 2
 
 
+@pytest.mark.parametrize("limit", [None, 1], ids=["open", "max_concurrency"])
+def test_the_runtime_sends_a_row_the_tokenizer_rejects_to_no_scheduler(tmp_path, limit):
+    # the measured run skips the tokenizer's rejection as the simulated one does
+    # (tokenizer_manager.py _validate_one_request): the scheduler extends only the others
+    pytest.importorskip("torch")
+    from specsched.runtime.engine import RuntimeEngine
+
+    sc = _trace_scenario(tmp_path, trace={"path": str(tmp_path / "t.csv"), "layout": "azure", "time_scale": 0.01},
+                         **({} if limit is None else {"max_concurrency": limit}))
+    sc = sc.model_copy(update={"server": sc.server.model_copy(update={"context_length": 4096})})
+    measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
+    assert measured.summary["completed"] == 2 and measured.summary["requests_aborted"] == 2
+    assert measured.table("steps").frame()["num_extend_tokens"].sum() == 100 + 300 + 1
+
+
 def test_a_run_without_rejections_writes_no_error_column(tmp_path):
     res = SimEngine(_trace_scenario(tmp_path, rows=ROWS.replace("4095", "409").replace("4090", "400")), tiny_profile()).run()
     assert "error" not in res.table("requests").columns and "requests_aborted" not in res.summary
@@ -232,3 +247,31 @@ def test_a_run_whose_every_request_was_rejected_still_lists_the_errors(tmp_path)
     assert rec["completed"] == 0 and res.summary["requests_aborted"] == 2
     assert [e.split(" (")[0] for e in rec["errors"]] == ["Input length", "Input length"]
     assert rec["input_lens"] == [5000, 6000] and rec["output_lens"] == [0, 0] and rec["ttfts"] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("limit", [None, 1], ids=["open", "max_concurrency"])
+def test_a_row_the_tokenizer_rejects_never_reaches_the_scheduler(tmp_path, limit):
+    """SGLang 0.5.23 rejects a prompt + max_new_tokens past the context length in the
+    tokenizer (managers/tokenizer_manager.py ``_validate_one_request`` raises a ValueError in
+    ``_tokenize_one_request``, before ``_send_one_request``): the scheduler never sees the
+    request, so it runs no extend and holds no KV for it. Only a prompt the scheduler's
+    ``validate_input_length`` refuses (managers/scheduler.py ``handle_generate_request``)
+    is queued as an abort of one token (``Req.set_finish_with_abort``). Row 2 (4095 + 2000 >
+    4096) is the tokenizer's, row 4 (4090 >= max_req_input_len 4090) the scheduler's; before,
+    both ran a one-token prefill."""
+    server = {**SERVER, "context_length": 4096}
+    (tmp_path / "t.csv").write_text(ROWS)
+    workload = {"kind": "trace", "trace": {"path": str(tmp_path / "t.csv"), "layout": "azure"},
+                "num_requests": None, "input_len": None, "output_len": None}
+    if limit is not None:
+        workload["max_concurrency"] = limit
+    eng = SimEngine(make_scenario(server=server, workload=workload), tiny_profile())
+    res = eng.run()
+    req = res.table("requests").frame().sort_values("rid")
+    assert req["error"].str.startswith("Requested token count").tolist() == [False, True, False, False]
+    assert req["error"].str.startswith("Input length").tolist() == [False, False, False, True]
+    assert res.summary["completed"] == 2 and res.summary["requests_aborted"] == 2
+    assert res.table("steps").frame()["num_extend_tokens"].sum() == 100 + 300 + 1
+    assert 1 not in eng.sched.reqs and 3 in eng.sched.reqs
+    if limit is not None:   # the client's slot frees when the tokenizer's error returns
+        assert req["start_s"].is_monotonic_increasing
