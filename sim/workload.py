@@ -88,7 +88,11 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     it sits out the next decode as a one-token request does (``Req.next_output_finishes_by_length``:
     ``len(output_ids) + 1 >= max_new_tokens`` holds for both; managers/scheduler.py
     ``_reqs_finishing_inflight``), and a running batch of such requests only runs no decode
-    (``get_next_batch_to_run``: ``not running_batch.is_prefill_only``). The records keep the
+    (``get_next_batch_to_run``: ``not running_batch.is_prefill_only``). Its admission reserves
+    no output token (``Req.asked_no_output``: schedule_policy.py ``PrefillAdder.add_one_req``
+    charges ``min(max(max_new_tokens - len(output_ids), 0), CLIP_MAX_NEW_TOKENS)``, 0), and its
+    prefill allocates the prompt's KV only (schedule_batch.py ``ScheduleBatch.prepare_for_extend``),
+    as any request's. The records keep the
     asked 0 (:meth:`sim.records.Recorder.request_sent`), which the latencies read as
     bench_serving does (:func:`sim.metrics.request_latencies`)."""
     if spec.abort is None and spec.truncated_input is None and spec.output_len > 0:   # most runs' requests
@@ -96,7 +100,8 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
                    priority=spec.priority, routing_key=spec.routing_key)
     tokens = spec.tokens if spec.abort is None or spec.tokens is None else np.zeros(1, np.int64)
     return Req(spec.index, *spec.served_lengths, tokens=tokens, ignore_eos=ignore_eos,
-               priority=spec.priority, routing_key=spec.routing_key)
+               priority=spec.priority, routing_key=spec.routing_key,
+               asked_no_output=spec.output_len == 0 and spec.abort is None)
 
 
 def with_request_labels(requests: Any, specs: list[RequestSpec]) -> Any:
