@@ -103,6 +103,21 @@ entrypoints/http_server.py ``generate_request`` returns as the request's error, 
 ``--allow-auto-truncate`` says: the request never reaches the scheduler."""
 
 
+TOKENIZER_ERRORS = (EMPTY_PROMPT, "The input (", "Requested token count exceeds the model's maximum context length")
+"""How the errors of the requests SGLang 0.5.23 rejects before its scheduler begin
+(:func:`tokenizer_rejections`: :data:`EMPTY_PROMPT`, then tokenizer_manager.py
+``_validate_one_request``'s two; :func:`server_rejections` writes them). The scheduler's
+``validate_input_length`` error begins "Input length (" instead."""
+
+
+def is_tokenizer_rejection(error: str) -> bool:
+    """``error`` (a requests table's ``error`` text) is one SGLang returns before the request
+    reaches its scheduler (:data:`TOKENIZER_ERRORS`), not the scheduler's abort: the
+    OpenAI routes answer it with HTTP 400 instead of a stream (sim/bench_serving.py
+    ``client_counting``)."""
+    return error.startswith(TOKENIZER_ERRORS)
+
+
 CUT_NOT_ENOUGH = ("; SGLang cuts the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
                    "which still leaves no room here")
 
@@ -229,13 +244,13 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
        part is the one a trace replay meets, a production trace's long rows on a small
        pool) is aborted: :func:`sim.workload.scheduler_request` says how it runs.
 
-    bench_serving's OpenAI-route clients (``sglang-oai``, ``sglang-oai-chat``: the route
-    checks a request before answering 200, serving_completions.py
-    ``_handle_streaming_request``) count both as failed requests (``success`` False, the text
-    in ``errors``): the run's results leave them out as bench_serving's metrics then do. Its
-    native ``sglang`` backend gets both inside an HTTP 200 stream and counts them completed
-    (TTFT 0.0, the asked length): a comparison with such a line counts them so
-    (:func:`sim.bench_serving.client_record`, ``rejects_completed``). On a
+    The run's results count both as failed requests (``success`` False, the text in
+    ``errors``), as bench_serving's ``sglang-oai`` client does: the OpenAI routes answer the
+    tokenizer's with HTTP 400 (serving_completions.py ``_handle_streaming_request`` checks a
+    request before answering 200) and the scheduler's with an error chunk its client fails
+    on. Its ``sglang-oai-chat`` client skips that chunk and counts the scheduler's abort
+    completed, its native ``sglang`` client both (TTFT 0.0, the asked length): a comparison
+    with such a line counts them so (:func:`sim.bench_serving.client_counting`). On a
     co-located server the tokenizer's rejection never reaches the scheduler
     (:func:`tokenizer_rejections`: no extend, no KV; the client gets the error when the
     tokenizer FIFO is done with it), the scheduler's runs as its abort (a one-token

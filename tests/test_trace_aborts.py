@@ -79,11 +79,11 @@ def test_a_line_of_the_native_client_is_compared_with_the_rejections_counted_com
     success: TTFT 0.0, its asked output length, no ITL. Its line's completed, totals and TTFT
     statistics hold the rejected requests; the prediction compared with it left them out
     (completed 2 against 4). The OpenAI clients fail them, as the run's own figures do."""
-    from specsched.sim.bench_serving import client_record
+    from specsched.sim.bench_serving import NATIVE_COUNTING, client_record
 
     res = SimEngine(_trace_scenario(tmp_path), tiny_profile(), records=records).run()
     plain = client_record(res, per_chunk_itl=False)
-    native = client_record(res, per_chunk_itl=False, rejects_completed=True)
+    native = client_record(res, per_chunk_itl=False, counting=NATIVE_COUNTING)
     assert plain["completed"] == res.summary["completed"] == 2
     assert native["completed"] == 4 and native["total_output_tokens"] == 20 + 2000 + 30 + 5
     assert native["total_input_tokens"] == 100 + 4095 + 300 + 4090
