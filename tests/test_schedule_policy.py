@@ -183,3 +183,15 @@ def test_a_retracted_request_ties_on_its_requeue_time_under_priority_scheduling(
         for r in reqs[3:]:
             s.add_request(r)
         assert rids(s._policy_order(None)) == expected
+
+
+def test_lof_ranks_a_request_asking_no_output_by_the_zero_it_asked():
+    """SGLang 0.5.23 ``_sort_by_longest_output`` sorts by ``-sampling_params.max_new_tokens``,
+    0 for a request that asked no output, though it still makes its prefill's token (here
+    ``max_new_tokens`` 1, ``asked_no_output``: sim/request.py ``admission_max_new``); it tied
+    with a one-token request and kept entry order."""
+    w = [Req(0, 10, 1, asked_no_output=True), Req(1, 10, 1), Req(2, 10, 2, asked_no_output=False)]
+    assert rids(Lof().order(w, CTX)) == [2, 1, 0]
+    for r in w:
+        r.priority = 3
+    assert rids(Lof(priority=True).order(w, CTX)) == [2, 1, 0]
