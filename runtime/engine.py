@@ -113,6 +113,7 @@ class LoopHost:
         # rows the server rejects (sim/served.py trace_aborts) count as failed: the scheduler's
         # run as SGLang's abort, the tokenizer's never reach the scheduler (_recv)
         self.rec.mark_aborted({s.index: s.abort for s in specs if s.abort is not None})
+        self.rec.mark_no_text(s.index for s in specs if s.prefill_only)   # served prefill only, no text
         self.clients = Clients(self.scenario, specs, seed)
         self.specs = specs
         self._blocked = 0.0

@@ -177,6 +177,7 @@ class SimEngine(Clients, EngineStretch):
         self.rec = Recorder(records)
         if w.kind == "trace":   # rows the server rejects (sim/served.py trace_aborts) count as failed
             self.rec.mark_aborted({s.index: s.abort for s in self.specs if s.abort is not None})
+            self.rec.mark_no_text(s.index for s in self.specs if s.prefill_only)   # cut to max_new_tokens 0
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)

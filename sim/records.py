@@ -108,6 +108,7 @@ class Recorder:
         self._last = new_column("d")  # last delivery time (compact ITL), NaN before the first
         self._aborted: dict[int, str] = {}   # rid -> the error the server returned (mark_aborted)
         self._oom_asked: dict[int, int] = {}   # rid -> the output it asked, aborted out of memory (end_early)
+        self._no_text: set[int] = set()   # rids served prefill only, no text to the client (mark_no_text)
         # full: row columns
         self._c_rid, self._c_t, self._c_n = new_column("q"), new_column("d"), new_column("q")
         self._s_int = [new_column("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
@@ -210,6 +211,16 @@ class Recorder:
         have no first token and no finish (so no latency and not ``completed``), their
         deliveries are dropped, and the requests table gains an ``error`` column."""
         self._aborted.update(errors)
+
+    def mark_no_text(self, rids: Any) -> None:
+        """Requests the server serves prefill only though their client asked for output (SGLang
+        cut their ``max_new_tokens`` to 0: sim/served.py ``auto_truncated``; set before the run):
+        the prefill's token is capped at ``finished_len`` 0 (schedule_batch.py
+        ``Req.check_finished``), so their stream brings no text. Their rows keep the output
+        length asked (bench_serving's client starts ``output_len`` there and changes it only on
+        a chunk with text) and the finish, with no first token (TTFT 0.0,
+        :func:`sim.metrics.request_latencies`), and their deliveries are dropped."""
+        self._no_text.update(rids)
 
     # ------------------------------------------------------------ deliveries
     def delivered(self, rid: int, t: float, n: int, finished: bool) -> None:
@@ -514,6 +525,10 @@ class Recorder:
         v = self._v
         rid = v(self._rid, "i8").copy()
         start, first, fin, out = v(self._start), v(self._first), v(self._finish), v(self._out, "i8")
+        silent = np.isin(rid, np.fromiter(self._no_text, np.int64, len(self._no_text))) if self._no_text else None
+        if silent is not None:   # served prefill only (mark_no_text): no text, so no first token
+            first = first.copy()
+            first[silent] = np.nan
         ttft, e2e, tpot = request_latencies(start, first, fin, out)
         lvl = np.full(n, np.nan)
         cyc = np.zeros(n, np.int64)
@@ -537,6 +552,9 @@ class Recorder:
         order = self._by_writer(0, len(chunk_cols["rid"]))
         if order is not None:
             chunk_cols = {k: c[order] for k, c in chunk_cols.items()}
+        if silent is not None:
+            keep = ~np.isin(chunk_cols["rid"], rid[silent])
+            chunk_cols = {k: c[keep] for k, c in chunk_cols.items()}
         if self._aborted:
             # failed requests (mark_aborted): no latency, not completed, no deliveries
             failed = np.isin(rid, np.fromiter(self._aborted, np.int64, len(self._aborted)))

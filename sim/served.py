@@ -36,7 +36,9 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     * a ``trace`` row's output, and a generated workload's request's, is cut as SGLang 0.5.23
       cuts ``max_new_tokens`` when the request reaches the scheduler (:func:`trace_output_cut`:
       scheduler.py ``init_req_max_new_tokens``): a request whose prompt fits the pool but whose
-      output does not runs with the output the empty pool holds, finishing on length;
+      output does not runs with the output the empty pool holds, finishing on length; one cut
+      to 0 (under ``server.allow_auto_truncate``: :func:`auto_truncated`) is marked
+      ``prefill_only`` and keeps the output it asked, which its client counts;
     * a ``trace`` row the server rejects (a prompt past the context or the pool's
       ``max_req_input_len``: :func:`trace_aborts`) carries SGLang's error text in its
       ``abort``; on a co-located server one the tokenizer rejects (:func:`tokenizer_rejections`)
@@ -90,7 +92,9 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         s = specs[k]
         if s.abort is None:
             cuts.append((s.index, s.output_len, int(cut[k])))
-            specs[k] = replace(s, output_len=int(cut[k]))
+            # cut to 0 (allow_auto_truncate): served prefill only, no text; its client keeps
+            # the output length it asked
+            specs[k] = replace(s, output_len=int(cut[k])) if cut[k] > 0 else replace(s, prefill_only=True)
     return specs, cuts
 
 
@@ -217,16 +221,19 @@ def auto_truncated(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
        tokens or more to ``max_req_input_len``: a prompt cut there keeps the output its
        longer length left (0 for most).
 
-    A ``max_new_tokens`` of 0 still makes the one token of the prefill (schedule_batch.py
-    ``Req.check_finished`` ends it on length after it), so the output is at least 1. Rows
-    under the limits are as :func:`trace_output_cut` runs them."""
+    A ``max_new_tokens`` cut to 0 (returned as 0) is served prefill only
+    (schedule_batch.py ``Req.is_prefill_only``; scheduler.py ``init_req_max_new_tokens``
+    writes the cut into ``sampling_params.max_new_tokens``): the request makes its prefill's
+    token, which ``Req.check_finished`` caps at ``finished_len`` 0, so its stream brings no
+    text (:func:`served_requests` marks it ``prefill_only``). Rows under the limits are as
+    :func:`trace_output_cut` runs them."""
     ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
     ctx, _ = context_length(scenario, hw)
     cap = scenario.server.max_total_num_tokens
     if ctx is not None:
         ins = np.minimum(ins, ctx)
         outs = np.where(ins + outs > ctx, np.maximum(ctx - ins, 0), outs)
-    served = np.maximum(output_cut(scenario.server, ins, outs, ctx), 1)
+    served = output_cut(scenario.server, ins, outs, ctx)
     return np.minimum(ins, max_req_input_len(cap, ctx)), served
 
 

@@ -42,7 +42,9 @@ class RequestSpec:
     (``tokenizer_reject``: it never reaches the scheduler; False for the scheduler's abort, a
     one-token prefill), and for a prompt the server truncates (``server.allow_auto_truncate``)
     the tokens it keeps (None: the whole prompt; ``input_len`` stays the prompt sent, which
-    bench_serving counts)."""
+    bench_serving counts) and whether the server cut its ``max_new_tokens`` to 0 there
+    (``prefill_only``: served as a request asking no output, though ``output_len`` stays the
+    length asked, which its client counts: no text reaches it)."""
 
     index: int
     input_len: int
@@ -55,6 +57,7 @@ class RequestSpec:
     abort: str | None = None
     truncated_input: int | None = None
     tokenizer_reject: bool = False
+    prefill_only: bool = False
 
     @property
     def served_lengths(self) -> tuple[int, int]:
@@ -64,7 +67,8 @@ class RequestSpec:
         request's own."""
         if self.abort is not None:
             return 1, 1
-        return (self.input_len if self.truncated_input is None else self.truncated_input), max(self.output_len, 1)
+        out = 1 if self.prefill_only else max(self.output_len, 1)
+        return (self.input_len if self.truncated_input is None else self.truncated_input), out
 
 
 def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
@@ -94,14 +98,18 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     prefill allocates the prompt's KV only (schedule_batch.py ``ScheduleBatch.prepare_for_extend``),
     as any request's. The records keep the
     asked 0 (:meth:`sim.records.Recorder.request_sent`), which the latencies read as
-    bench_serving does (:func:`sim.metrics.request_latencies`)."""
-    if spec.abort is None and spec.truncated_input is None and spec.output_len > 0:   # most runs' requests
+    bench_serving does (:func:`sim.metrics.request_latencies`). A request the server cut to
+    ``max_new_tokens`` 0 (``spec.prefill_only``, under ``--allow-auto-truncate``) runs the same
+    way; its records keep the length it asked, and its token reaches no client
+    (:meth:`sim.records.Recorder.mark_no_text`)."""
+    if spec.abort is None and spec.truncated_input is None and spec.output_len > 0 and not spec.prefill_only:
+        # most runs' requests
         return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
                    priority=spec.priority, routing_key=spec.routing_key)
     tokens = spec.tokens if spec.abort is None or spec.tokens is None else np.zeros(1, np.int64)
     return Req(spec.index, *spec.served_lengths, tokens=tokens, ignore_eos=ignore_eos,
                priority=spec.priority, routing_key=spec.routing_key,
-               asked_no_output=spec.output_len == 0 and spec.abort is None)
+               asked_no_output=(spec.output_len == 0 or spec.prefill_only) and spec.abort is None)
 
 
 def with_request_labels(requests: Any, specs: list[RequestSpec]) -> Any:

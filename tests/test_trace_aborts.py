@@ -192,8 +192,15 @@ def test_allow_auto_truncate_serves_the_rows_it_would_reject_with_the_prompt_cut
     assert res.table("steps").frame()["num_extend_tokens"].sum() == 100 + 4090 + 300 + 4090
     # their outputs are cut as any request's on the prompt as it reached the scheduler
     # (init_req_max_new_tokens runs before validate_input_length truncates): 4095 tokens leave
-    # none (one token, the prefill's), 4090 leave 4
-    assert req["output_len"].tolist() == [20, 1, 30, 4]
+    # none, 4090 leave 4. The request cut to max_new_tokens 0 is served prefill only
+    # (Req.is_prefill_only): its stream brings no text, so the client keeps the output length
+    # it asked (2000) and TTFT 0.0 (benchmark/serving.py: output_len starts at the asked
+    # length and changes only on a chunk with text); it was counted with one token and the
+    # prefill's TTFT
+    assert req["output_len"].tolist() == [20, 2000, 30, 4]
+    assert req["ttft_s"].iloc[1] == 0.0 and req["finish_s"].iloc[1] > 0
+    assert 1 not in set(res.table("chunks").frame()["rid"])
+    assert res.summary["total_output_tokens"] == 20 + 2000 + 30 + 4
 
 
 def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
@@ -201,14 +208,15 @@ def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
     max_new_tokens past the context to max(0, context_len - prompt) (tokenizer_manager.py
     _validate_one_request); the scheduler cuts max_new_tokens on that prompt
     (init_req_max_new_tokens: max_req_len - prompt - 1), then the prompt to max_req_input_len
-    (validate_input_length, after). A max_new_tokens of 0 still makes the prefill's one token."""
+    (validate_input_length, after). A max_new_tokens of 0 is served
+    prefill only (the first row)."""
     from specsched.sim.served import auto_truncated
 
     sc = make_scenario(server={**SERVER, "max_total_num_tokens": 100_000, "context_length": 2000,
                                "allow_auto_truncate": True})
     ins, outs = auto_truncated(sc, np.array([5000, 1990, 1500, 100]), np.array([50, 50, 800, 50]), None)
     assert ins.tolist() == [1994, 1990, 1500, 100]       # max_req_input_len = 2000 - 6
-    assert outs.tolist() == [1, 8, 498, 50]              # max_req_len 1999: 1999 - 1990 - 1, 1999 - 1500 - 1
+    assert outs.tolist() == [0, 8, 498, 50]              # max_req_len 1999: 1999 - 1990 - 1, 1999 - 1500 - 1
 
 
 @settings(max_examples=30, deadline=None)
@@ -216,7 +224,8 @@ def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
        rows=st.lists(st.tuples(st.integers(1, 1300), st.integers(1, 400)), min_size=1, max_size=4))
 def test_under_allow_auto_truncate_every_row_completes_within_the_limits(tmp_path_factory, cap, ctx, rows):
     """Invariant: with --allow-auto-truncate no row fails; each is served with its prompt cut to
-    at most max_req_input_len and an output of at least one token and at most the one asked."""
+    at most max_req_input_len and an output of at most the one asked; one cut to
+    max_new_tokens 0 streams no text, and its client keeps the length it asked (TTFT 0.0)."""
     d = tmp_path_factory.mktemp("t")
     (d / "t.csv").write_text("timestamp,input_length,output_length\n"
                              + "".join(f"{k * 0.01},{i},{o}\n" for k, (i, o) in enumerate(rows)))
@@ -233,6 +242,8 @@ def test_under_allow_auto_truncate_every_row_completes_within_the_limits(tmp_pat
     extended = res.table("steps").frame()["num_extend_tokens"].sum()
     assert extended == sum(min(i, limit) for i, _ in rows)
     assert all(1 <= o <= a for o, (_, a) in zip(req["output_len"].tolist(), rows, strict=True))
+    silent = set(req["rid"][req["ttft_s"] == 0.0])
+    assert silent.isdisjoint(set(res.table("chunks").frame()["rid"]))
 
 
 def test_a_run_whose_every_request_was_rejected_still_lists_the_errors(tmp_path):
